@@ -1,0 +1,33 @@
+"""rmtbase: random-matrix baselines for transformer attention weights.
+
+Import is cheap and side-effect free: submodules (``rmtbase.analytic``, ``rmtbase.ensembles``,
+``rmtbase.stats``, ``rmtbase.baseline``, ``rmtbase.models``, ``rmtbase.score``, ``rmtbase.plot``)
+are loaded on first attribute access. Conventions are in ``docs/conventions.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ._version import __version__
+
+_SUBMODULES = {
+    "analytic", "ensembles", "stats", "tables", "sweep", "models", "score",
+    "plot", "studies", "errors", "depth",
+}
+# Top-level functions, resolved lazily: name -> (module, attribute).
+_FUNCTIONS = {
+    "baseline": ("rmtbase.tables", "baseline"),
+    "score_model": ("rmtbase.score", "score_model"),
+}
+
+__all__ = ["__version__", *sorted(_SUBMODULES), *sorted(_FUNCTIONS)]
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _FUNCTIONS:
+        module, attr = _FUNCTIONS[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'rmtbase' has no attribute {name!r}")

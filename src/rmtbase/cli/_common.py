@@ -1,0 +1,59 @@
+"""Helpers shared by CLI commands: σ options and JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import InputError, check_sigma
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer (d, d_h, draws); range checks happen in the library."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def number(text: str) -> float:
+    """argparse type: a float."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def add_sigma_options(p: argparse.ArgumentParser) -> None:
+    """``--sigma S`` or ``--sigma-q SQ --sigma-k SK`` (entry standard deviations)."""
+    p.add_argument("--sigma", type=number, default=None, help="entry std of both W_Q and W_K (default 1)")
+    p.add_argument("--sigma-q", type=number, default=None, help="entry std of W_Q")
+    p.add_argument("--sigma-k", type=number, default=None, help="entry std of W_K")
+
+
+def resolve_sigmas(args: argparse.Namespace) -> tuple[float, float]:
+    """(σ_Q, σ_K) from ``--sigma`` or ``--sigma-q/--sigma-k``; validated, default 1."""
+    if args.sigma is not None and (args.sigma_q is not None or args.sigma_k is not None):
+        raise InputError("give either --sigma or --sigma-q/--sigma-k, not both")
+    if args.sigma is not None:
+        s = check_sigma(args.sigma, "--sigma")
+        return s, s
+    if (args.sigma_q is None) != (args.sigma_k is None):
+        raise InputError("--sigma-q and --sigma-k go together")
+    if args.sigma_q is None:
+        return 1.0, 1.0
+    return check_sigma(args.sigma_q, "--sigma-q"), check_sigma(args.sigma_k, "--sigma-k")
+
+
+def emit(obj: dict, as_json: bool, title: str = "") -> None:
+    """Print ``obj`` as JSON or as an aligned ``key  value`` listing."""
+    if as_json:
+        json.dump(obj, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    if title:
+        print(title)
+    width = max((len(k) for k in obj), default=0)
+    for k, v in obj.items():
+        print(f"  {k:<{width}}  {v}")

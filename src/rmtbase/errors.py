@@ -1,0 +1,50 @@
+"""Exceptions that the CLI turns into one-line messages (exit status 2).
+
+Everything a user can get wrong (dimensions, σ, files, architectures) raises a subclass of
+:class:`RmtbaseError` with a message that names the offending value; the CLI prints
+``rmtbase: error: <message>`` and exits non-zero instead of showing a traceback.
+"""
+
+from __future__ import annotations
+
+
+class RmtbaseError(Exception):
+    """Base class for errors that are the caller's to fix."""
+
+
+class InputError(RmtbaseError, ValueError):
+    """Impossible dimensions, σ or options."""
+
+
+class TableError(RmtbaseError):
+    """A file that is not a readable rmtbase table."""
+
+
+class ModelError(RmtbaseError):
+    """A model that cannot be loaded or is not supported."""
+
+
+def check_dims(d: int, d_h: int) -> tuple[int, int]:
+    """Validate (d, d_h) for a low-rank head: integers with 1 ≤ d_h ≤ d."""
+    try:
+        d_i, dh_i = int(d), int(d_h)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"dimensions must be integers, got d={d!r}, d_h={d_h!r}") from exc
+    if d_i != d or dh_i != d_h:
+        raise InputError(f"dimensions must be integers, got d={d!r}, d_h={d_h!r}")
+    if dh_i < 1:
+        raise InputError(f"d_h must be at least 1, got d_h={dh_i}")
+    if dh_i > d_i:
+        raise InputError(f"d_h must not exceed d, got d={d_i}, d_h={dh_i}")
+    return d_i, dh_i
+
+
+def check_sigma(sigma: float, name: str = "sigma") -> float:
+    """Validate an entry standard deviation: a finite number > 0."""
+    try:
+        s = float(sigma)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a number, got {sigma!r}") from exc
+    if not (s > 0) or s == float("inf"):
+        raise InputError(f"{name} must be a finite number > 0, got {sigma!r}")
+    return s
