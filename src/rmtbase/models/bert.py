@@ -1,0 +1,34 @@
+"""BERT / RoBERTa / MiniLM adapter: ``attention.self.query`` / ``attention.self.key``.
+
+Layout undone (Devlin et al. 2019; Liu et al. 2019; Wang et al. 2020 (MiniLM);
+``transformers`` ``BertSelfAttention``): query and key are nn.Linear ``(d, d)`` (out, in);
+the forward pass views their outputs as ``(…, n_heads, d_h)``, so row ``h·d_h + r`` is feature
+r of head h, with d_h = d / n_heads. Both have biases. Positions are learned absolute
+embeddings (no RoPE). Tensor names ``encoder.layer.{i}.attention.self.query.weight`` with or
+without the ``bert.`` / ``roberta.`` prefix (sentence-transformers checkpoints such as
+all-MiniLM-L6-v2 have none).
+"""
+
+from __future__ import annotations
+
+from ..errors import ModelError
+from ._adapter import Adapter, Dims, cfg_int
+
+
+class BertAdapter(Adapter):
+    model_types = ("bert", "roberta")
+    probe = "encoder.layer.{i}.attention.self.query.weight"
+    prefixes = ("bert.", "roberta.", "")
+
+    def dims(self, cfg: dict) -> Dims:
+        d = cfg_int(cfg, "hidden_size")
+        n_heads = cfg_int(cfg, "num_attention_heads")
+        if d % n_heads:
+            raise ModelError(f"{cfg.get('model_type')} config: hidden_size={d} is not divisible "
+                             f"by num_attention_heads={n_heads}")
+        return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, "num_hidden_layers"),
+                    n_heads=n_heads, n_kv_heads=n_heads)
+
+    def read_layer(self, src, prefix: str, i: int, dims: Dims):
+        base = f"{prefix}encoder.layer.{i}.attention.self."
+        return self.read_linear_pair(src, base + "query", base + "key", dims)

@@ -1,0 +1,70 @@
+"""Hugging Face hub access for :mod:`rmtbase.models`: list a repository, fetch files lazily.
+
+Only ``config.json`` is downloaded to answer :func:`rmtbase.models.model_info`; weight files are
+downloaded by :func:`huggingface_hub.hf_hub_download` (into the usual hub cache, honouring
+``HF_HOME`` / ``HF_HUB_OFFLINE``) when :class:`~rmtbase.models.weights.FileWeights` first
+needs them, so a sharded model is fetched shard by shard as its layers are visited.
+``revision`` is passed through unchanged: a branch, tag or commit, e.g. the Pythia training
+checkpoints ``"step143000"``.
+
+Offline (or when listing fails), the repository listing falls back to probing the known
+weight file names in the local cache.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from ..errors import ModelError
+from .weights import PICKLE, PICKLE_INDEX, SAFETENSORS, SAFETENSORS_INDEX
+
+_PROBE = (SAFETENSORS_INDEX, SAFETENSORS, PICKLE_INDEX, PICKLE)
+
+
+def _where(repo_id: str, revision: str | None) -> str:
+    return repo_id if revision is None else f"{repo_id}@{revision}"
+
+
+def _download(repo_id: str, filename: str, revision: str | None) -> Path:
+    from huggingface_hub import hf_hub_download
+
+    return Path(hf_hub_download(repo_id, filename, revision=revision))
+
+
+def _list_files(repo_id: str, revision: str | None) -> list[str]:
+    from huggingface_hub import list_repo_files
+
+    return list(list_repo_files(repo_id, revision=revision))
+
+
+def fetch(repo_id: str, revision: str | None, filename: str) -> Path:
+    """Local path of ``filename`` in the repository (downloaded if not cached)."""
+    try:
+        return _download(repo_id, filename, revision)
+    except Exception as exc:  # huggingface_hub's many error types, network errors
+        raise ModelError(f"cannot get {filename} of {_where(repo_id, revision)} from the "
+                         f"Hugging Face hub (not a local folder either): "
+                         f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
+
+
+def fetch_config(repo_id: str, revision: str | None) -> Path:
+    """Local path of the repository's ``config.json``."""
+    return fetch(repo_id, revision, "config.json")
+
+
+def weight_files(repo_id: str, revision: str | None):
+    """``(files, fetch)`` for :class:`~rmtbase.models.weights.FileWeights`."""
+    getter = partial(fetch, repo_id, revision)
+    try:
+        files = _list_files(repo_id, revision)
+    except Exception:
+        files = []
+        for name in _PROBE:  # offline: whatever the cache holds
+            try:
+                getter(name)
+            except ModelError:
+                continue
+            files.append(name)
+            break
+    return files, getter

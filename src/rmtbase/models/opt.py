@@ -1,0 +1,34 @@
+"""OPT adapter: ``self_attn.q_proj`` / ``self_attn.k_proj`` of the decoder layers.
+
+Layout undone (Zhang et al. 2022; ``transformers`` ``OPTAttention``): q_proj and k_proj are
+nn.Linear ``(d, d)`` with biases (``enable_bias``); the forward pass views their outputs as
+``(…, n_heads, d_h)``, so row ``h·d_h + r`` is feature r of head h. OPT multiplies the query
+by 1/√d_h inside ``forward`` (after q_proj); rmtbase takes the raw q_proj weight, so that
+factor is **not** in W_Q (as for every other architecture). d is ``hidden_size`` (the width
+inside the decoder, not ``word_embed_proj_dim``). Learned positions, no RoPE. Tensor names
+``layers.{i}.self_attn.q_proj.weight`` under ``model.decoder.`` or ``decoder.``.
+"""
+
+from __future__ import annotations
+
+from ..errors import ModelError
+from ._adapter import Adapter, Dims, cfg_int
+
+
+class OPTAdapter(Adapter):
+    model_types = ("opt",)
+    probe = "layers.{i}.self_attn.q_proj.weight"
+    prefixes = ("model.decoder.", "decoder.", "")
+
+    def dims(self, cfg: dict) -> Dims:
+        d = cfg_int(cfg, "hidden_size")
+        n_heads = cfg_int(cfg, "num_attention_heads")
+        if d % n_heads:
+            raise ModelError(f"opt config: hidden_size={d} is not divisible by "
+                             f"num_attention_heads={n_heads}")
+        return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, "num_hidden_layers"),
+                    n_heads=n_heads, n_kv_heads=n_heads)
+
+    def read_layer(self, src, prefix: str, i: int, dims: Dims):
+        base = f"{prefix}layers.{i}.self_attn."
+        return self.read_linear_pair(src, base + "q_proj", base + "k_proj", dims)

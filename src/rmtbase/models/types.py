@@ -1,0 +1,91 @@
+"""Plain records passed from :mod:`rmtbase.models` to scoring: per-layer heads and model facts.
+
+Conventions (``docs/conventions.md``): W_Q and W_K of one head have shape ``(d_h, d)``, so the
+attention logit of head h between residual-stream vectors x_i, x_j (biases set aside) is
+``x_iᵀ W_Qᵀ W_K x_j`` times the model's own scale (usually 1/√d_h). Weights are the raw
+checkpoint tensors: no LayerNorm folding, no centring, no 1/√d_h factor, RoPE not applied
+(W_QK is the relative-position-0 bilinear form).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LayerHeads:
+    """The query/key factors of every head in one attention layer.
+
+    Attributes
+    ----------
+    layer : int
+        0-based layer index.
+    wq, wk : np.ndarray
+        float32 arrays of shape ``(n_heads, d_h, d)``. With grouped-query attention the key
+        factors are already expanded to query heads: query head i uses key head
+        ⌊i / (n_heads / n_kv_heads)⌋ (``repeat_interleave``), so ``wk[i]`` is the key factor
+        that query head i actually meets.
+    bq, bk : np.ndarray or None
+        float32 biases of shape ``(n_heads, d_h)`` (``bk`` expanded like ``wk``), or ``None``
+        when the architecture has no query/key bias.
+    """
+
+    layer: int
+    wq: np.ndarray
+    wk: np.ndarray
+    bq: np.ndarray | None = None
+    bk: np.ndarray | None = None
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.wq.shape[0])
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a model's config says about its attention, read without touching the weights.
+
+    Attributes
+    ----------
+    name : str
+        Hub id, folder path, or ``config._name_or_path`` of a loaded object.
+    revision : str or None
+        Hub revision (branch, tag, commit) as requested; ``None`` for the default branch and
+        for local folders and loaded objects.
+    architecture : str
+        The Hugging Face ``model_type`` (one of :data:`rmtbase.models.SUPPORTED`).
+    d : int
+        Residual width (input dimension of W_Q, W_K).
+    d_h : int
+        Head dimension (rows of one head's W_Q); for LLaMA-family models from ``head_dim``,
+        which may differ from d / n_heads.
+    n_layers, n_heads, n_kv_heads : int
+        Layer count, query heads per layer, key/value heads per layer (``n_kv_heads < n_heads``
+        under grouped-query attention, else equal).
+    model_class : str
+        ``config.architectures[0]`` (or the loaded object's class name), informational.
+    rotary_fraction : float
+        Fraction of each head's d_h dimensions that RoPE rotates (0 for learned/absolute
+        positions). RoPE is *not* part of the extracted W_QK.
+    source : str
+        ``"hub"``, ``"folder"`` or ``"object"``.
+    """
+
+    name: str
+    revision: str | None
+    architecture: str
+    d: int
+    d_h: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    model_class: str = ""
+    rotary_fraction: float = 0.0
+    source: str = "folder"
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per key head (1 without grouped-query attention)."""
+        return self.n_heads // self.n_kv_heads

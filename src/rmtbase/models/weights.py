@@ -1,0 +1,211 @@
+"""Tensor access by name, one tensor at a time, from checkpoint files or a loaded model.
+
+Two readers share one small interface (``keys()``, ``get(name)``, ``close()``):
+
+- :class:`FileWeights` reads ``model.safetensors``, sharded safetensors
+  (``model.safetensors.index.json`` + shards) or, only when the caller opts in with
+  ``allow_pickle=True``, ``pytorch_model.bin`` (single or sharded). Safetensors are opened
+  lazily with :func:`safetensors.safe_open`: only the tensors asked for are read from disk, so a
+  7B model is visited layer by layer without holding it in memory. Files are obtained through a
+  ``fetch(filename) -> path`` callable, which is a plain path join for a local folder and a
+  ``huggingface_hub`` download for a hub repository (see :mod:`rmtbase.models.hub`), so shards
+  of a hub model are downloaded only when first needed.
+- :class:`StateDictWeights` reads an already-loaded ``torch.nn.Module``'s ``state_dict()``
+  (no copy of the model is made; each tensor is converted when asked for).
+
+Every tensor comes back as a float32 numpy array and is checked for NaN/inf; problems raise
+:class:`rmtbase.errors.ModelError` naming the tensor and the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ModelError
+
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PICKLE = "pytorch_model.bin"
+PICKLE_INDEX = "pytorch_model.bin.index.json"
+
+# safetensors dtypes numpy reads natively; the rest (BF16, F8_*) go through torch.
+_NUMPY_DTYPES = {"F64", "F32", "F16"}
+
+
+def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
+    """Raise ModelError if ``arr`` holds NaN or inf, naming the tensor and its file."""
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = int(arr.size - np.count_nonzero(finite))
+        raise ModelError(f"tensor {name!r} in {where} has {bad} non-finite (NaN/inf) entries")
+    return arr
+
+
+class FileWeights:
+    """Lazy reader of checkpoint files named by ``files`` and obtained through ``fetch``.
+
+    Parameters
+    ----------
+    files : iterable of str
+        File names available (a folder listing or a hub repository's file list).
+    fetch : callable
+        ``fetch(filename) -> path`` returning a local path to that file.
+    label : str
+        How to name the model in messages (folder path or hub id).
+    allow_pickle : bool
+        Permit ``pytorch_model.bin`` checkpoints, which are loaded by unpickling (with
+        ``torch.load(weights_only=True)``) and can therefore execute code if malicious.
+    """
+
+    def __init__(self, files: Iterable[str], fetch: Callable[[str], Path], label: str,
+                 *, allow_pickle: bool = False):
+        self.label = label
+        self._fetch = fetch
+        self._handles: dict[str, object] = {}
+        self._pt_handles: dict[str, object] = {}
+        self._pickled: tuple[str, dict] | None = None  # (filename, state dict) of one shard
+        files = set(files)
+        if SAFETENSORS_INDEX in files:
+            self.format = "safetensors"
+            self._map = self._read_index(SAFETENSORS_INDEX)
+        elif SAFETENSORS in files:
+            self.format = "safetensors"
+            self._map = None
+            self._single = SAFETENSORS
+        elif PICKLE in files or PICKLE_INDEX in files:
+            if not allow_pickle:
+                raise ModelError(
+                    f"{label} has only {PICKLE} weights, which load by unpickling and can run "
+                    "code; pass allow_pickle=True (CLI: --allow-pickle) if you trust the source, "
+                    "or convert the checkpoint to safetensors")
+            self.format = "pickle"
+            if PICKLE_INDEX in files:
+                self._map = self._read_index(PICKLE_INDEX)
+            else:
+                self._map = None
+                self._single = PICKLE
+        else:
+            raise ModelError(
+                f"no weights found in {label}: expected {SAFETENSORS}, {SAFETENSORS_INDEX} "
+                f"or {PICKLE}")
+        if self._map is None:
+            self._keys = set(self._open(self._single).keys()) if self.format == "safetensors" \
+                else set(self._load_pickle(self._single).keys())
+        else:
+            self._keys = set(self._map)
+
+    # -- file access -------------------------------------------------------------------
+    def _path(self, filename: str) -> Path:
+        path = Path(self._fetch(filename))
+        if not path.is_file():
+            raise ModelError(f"weight file {filename} of {self.label} is missing")
+        return path
+
+    def _read_index(self, filename: str) -> dict[str, str]:
+        path = self._path(filename)
+        try:
+            weight_map = json.loads(path.read_text())["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"cannot read shard index {path}: {exc}") from exc
+        if not isinstance(weight_map, dict):
+            raise ModelError(f"cannot read shard index {path}: 'weight_map' is not a mapping")
+        return {str(k): str(v) for k, v in weight_map.items()}
+
+    def _open(self, filename: str, framework: str = "np"):
+        cache = self._handles if framework == "np" else self._pt_handles
+        if filename not in cache:
+            from safetensors import safe_open
+
+            path = self._path(filename)
+            try:
+                cache[filename] = safe_open(str(path), framework=framework)
+            except Exception as exc:  # safetensors raises its own error types
+                raise ModelError(f"cannot read safetensors file {path}: {exc}") from exc
+        return cache[filename]
+
+    def _load_pickle(self, filename: str) -> dict:
+        if self._pickled is None or self._pickled[0] != filename:
+            import torch
+
+            path = self._path(filename)
+            self._pickled = None  # release the previous shard first
+            try:
+                state = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+            except Exception:
+                try:
+                    state = torch.load(str(path), map_location="cpu", weights_only=True)
+                except Exception as exc:
+                    raise ModelError(f"cannot read pickled weights {path}: {exc}") from exc
+            if not isinstance(state, dict):
+                raise ModelError(f"{path} does not hold a state dict")
+            self._pickled = (filename, state)
+        return self._pickled[1]
+
+    def file_of(self, name: str) -> str:
+        """The file that holds tensor ``name``."""
+        if name not in self._keys:
+            raise ModelError(f"tensor {name!r} not found in the weights of {self.label}")
+        return self._map[name] if self._map is not None else self._single
+
+    # -- interface ---------------------------------------------------------------------
+    def keys(self) -> set[str]:
+        return self._keys
+
+    def get(self, name: str) -> np.ndarray:
+        """Tensor ``name`` as a finite float32 numpy array (read from disk now)."""
+        filename = self.file_of(name)
+        where = f"{self.label}/{filename}"
+        try:
+            if self.format == "safetensors":
+                handle = self._open(filename)
+                dtype = handle.get_slice(name).get_dtype()
+                if dtype in _NUMPY_DTYPES:
+                    arr = handle.get_tensor(name)
+                else:
+                    arr = self._open(filename, "pt").get_tensor(name).float().numpy()
+            else:
+                state = self._load_pickle(filename)
+                if name not in state:
+                    raise ModelError(f"tensor {name!r} not found in {where}")
+                arr = state[name].detach().float().numpy()
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"cannot read tensor {name!r} from {where}: {exc}") from exc
+        return check_finite(np.asarray(arr, dtype=np.float32), name, where)
+
+    def close(self) -> None:
+        self._handles.clear()
+        self._pt_handles.clear()
+        self._pickled = None
+
+
+class StateDictWeights:
+    """Reader of a loaded ``torch.nn.Module``; tensors are converted one at a time."""
+
+    def __init__(self, module, label: str):
+        self.label = label
+        try:
+            self._state = module.state_dict()
+        except Exception as exc:
+            raise ModelError(f"cannot get the state dict of {label}: {exc}") from exc
+        self._keys = set(self._state)
+
+    def keys(self) -> set[str]:
+        return self._keys
+
+    def get(self, name: str) -> np.ndarray:
+        if name not in self._state:
+            raise ModelError(f"tensor {name!r} not found in the loaded model {self.label}")
+        tensor = self._state[name]
+        if getattr(tensor, "is_meta", False):
+            raise ModelError(f"tensor {name!r} of {self.label} is on the meta device (not loaded)")
+        arr = tensor.detach().to("cpu").float().numpy()
+        return check_finite(np.asarray(arr, dtype=np.float32), name, f"loaded model {self.label}")
+
+    def close(self) -> None:
+        self._state = {}
