@@ -1,0 +1,60 @@
+"""``rmtbase score [MODEL]``: score a model's attention heads against the random-matrix null.
+
+Thin wrapper of :func:`rmtbase.score.score_model` and :func:`rmtbase.report.write_report`.
+With no MODEL it scores the embedded default MiniLM (no network).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ..errors import InputError
+from ._common import number, positive_int
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "score",
+        help="score a model's heads against the null",
+        description=(
+            "Score every layer and head of a Hugging Face model (hub id or local folder) against "
+            "the i.i.d. Gaussian null at the head's own (d, d_h, sigma_Q, sigma_K); write "
+            "scores.nc, scores.csv, summary.txt and figures to --out."
+        ),
+    )
+    p.add_argument("model", nargs="?", default=None,
+                   help="hub id or local folder (default: the embedded all-MiniLM-L6-v2)")
+    p.add_argument("--out", default="./rmtbase-score", help="output folder (default ./rmtbase-score)")
+    p.add_argument("--stats", choices=("spectral", "elementwise", "all"), default="all",
+                   help="which statistics to score (default all)")
+    p.add_argument("--revision", default=None, help="model revision (hub branch, tag or commit)")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="allow loading pickled (.bin) weights; only for files you trust")
+    p.add_argument("--draws", type=positive_int, default=None,
+                   help="minimum number of null draws (default: the baseline table's)")
+    p.add_argument("--alpha", type=number, default=0.05,
+                   help="Benjamini-Hochberg level over all layer x head x stat tests (default 0.05)")
+    p.add_argument("--top", type=positive_int, default=10, help="heads in the terminal table")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.draws is not None and args.draws < 2:
+        raise InputError(f"--draws must be at least 2, got {args.draws}")
+    if not 0.0 < args.alpha < 1.0:
+        raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
+    from ..report import anomaly_table, write_report
+    from ..score import score_model
+
+    t0 = time.perf_counter()
+    ds = score_model(args.model, revision=args.revision, stats=args.stats, draws=args.draws,
+                     alpha=args.alpha, allow_pickle=args.allow_pickle, progress=not args.quiet)
+    written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+    print(anomaly_table(ds, args.top))
+    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
+          file=sys.stderr)
+    return 0
