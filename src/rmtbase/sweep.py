@@ -1,0 +1,95 @@
+"""Grid sweeps of null tables as tasks on Dask distributed.
+
+Each task is a (cell (d, d_h), range of draw blocks, seed) triple and runs
+:func:`rmtbase.tables.generate_blocks` on a worker; the key of every draw is derived from the seed
+and the draw's (d, d_h, index) alone (see :mod:`rmtbase.tables`), so the table assembled here is
+identical, bit for bit, to :func:`rmtbase.tables.baseline` over the same grid and seed on the same
+backend, whatever the number of workers or ``blocks_per_task``. Workers run under the client's
+``jax_enable_x64`` setting.
+
+Dask is optional (``pip install 'rmtbase[distributed]'``): importing this module does not import
+it; :func:`sweep` raises :class:`MissingDependency` with an install hint when it is absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import numpy as np
+
+from .errors import InputError, RmtbaseError
+
+
+class MissingDependency(RmtbaseError, ImportError):
+    """An optional dependency (dask.distributed) is not installed."""
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError as exc:
+        raise MissingDependency("rmtbase sweep needs dask.distributed: "
+                                "pip install 'rmtbase[distributed]'") from exc
+    return distributed
+
+
+@contextlib.contextmanager
+def _client(scheduler=None, workers=None, client=None):
+    """A Client: the one given, one connected to ``scheduler``, or a loopback LocalCluster of
+    ``workers`` processes with one thread each (closed on exit)."""
+    if client is not None:
+        yield client
+        return
+    if (scheduler is None) == (workers is None):
+        raise InputError("give exactly one of a scheduler address or a number of workers")
+    dist = _distributed()
+    if scheduler is not None:
+        with dist.Client(scheduler) as c:
+            yield c
+        return
+    if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    with dist.LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
+                           host="127.0.0.1", dashboard_address=None,
+                           silence_logs=logging.ERROR) as cluster, dist.Client(cluster) as c:
+        yield c
+
+
+def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, client=None,
+          blocks_per_task: int = 1, out=None, progress: bool = True, **options):
+    """Null table over the grid ``d`` × ``d_h`` (ints or sequences; cells with d_h ≤ d), computed
+    as Dask tasks. ``options`` are those of :func:`rmtbase.tables.baseline` (``sigma``,
+    ``sigma_q``, ``sigma_k``, ``ensemble``, ``draws``, ``seed``, ``stats``, ``depth``, ``dtype``,
+    ``chunk_size``). Give one of ``scheduler`` (address), ``workers`` (local processes) or a
+    ``client``. Each task computes ``blocks_per_task`` blocks of
+    :data:`rmtbase.tables.DRAW_BLOCK` draws. Returns the Dataset, written atomically to ``out``
+    when given."""
+    from .tables import _progress, assemble, generate_blocks, grid_cells, make_spec, write_table
+
+    spec = make_spec(**options)
+    cells = grid_cells(d, d_h)
+    if isinstance(blocks_per_task, bool) or not isinstance(blocks_per_task, int | np.integer) \
+            or blocks_per_task < 1:
+        raise InputError(f"blocks_per_task must be a positive integer, got {blocks_per_task!r}")
+    if client is None:
+        _distributed()
+    tasks = [(cell, b, min(b + blocks_per_task, spec.n_blocks()))
+             for cell in cells for b in range(0, spec.n_blocks(), blocks_per_task)]
+    parts = {}
+    with _client(scheduler, workers, client) as c, \
+            _progress(len(tasks), progress, "rmtbase sweep") as bar:
+        futures = {c.submit(generate_blocks, spec, cell[0], cell[1], start, stop, pure=False):
+                   (cell, start) for cell, start, stop in tasks}
+        for fut in _distributed().as_completed(futures):
+            parts[futures[fut]] = fut.result()
+            bar.update(1)
+    results = {}
+    for cell in cells:
+        chunks = [parts[(cell, start)] for (c_, start) in sorted(parts) if c_ == cell]
+        results[cell] = {k: np.concatenate([ch[k] for ch in chunks]) for k in chunks[0]}
+    ds = assemble(spec, cells, results)
+    ds.attrs["history"] = f"computed as {len(tasks)} Dask tasks of {blocks_per_task} block(s)"
+    if out is not None:
+        write_table(ds, out)
+    return ds
