@@ -1,0 +1,208 @@
+"""Effective depth: which residual-path product does a weight matrix's element law resemble?
+
+The post in the seeds (004, Conjecture) proposes that trained weights look like the elements of
+the residual-stream product at initialisation, M_L = ∏_{l=1}^{L} (I + W_l) with W_l i.i.d.
+N(0, σ²) entries, σ² = 1/d by default (the norm-preserving "critical" choice), and that the
+depth L whose product a weight matrix most resembles is an *effective depth* (cf. Veit, Wilber
+& Belongie 2016, residual networks as ensembles of paths). This module makes that precise.
+
+Declared choices
+----------------
+* Elements. The null sample for a weight of shape (m, n) is the block M_L[:m, :n] of a d × d
+  product with its diagonal entries removed (the diagonal carries the direct path I; the rows
+  and columns of M_L are exchangeable, so the block is a generic one). Both the weight and the
+  null block are standardised: z = (x − mean) / std (ddof 0), so scale never enters.
+* Shape feature f (:data:`FEATURES`): the excess kurtosis of z and the quantile profile of |z|
+  at probabilities :data:`QUANTILE_PROBS` (for a Gaussian: 0.319, 0.674, 1.150, 1.645, 2.576).
+* Distance at depth L: D(L) = sqrt(mean_i ((f_i − μ_i(L)) / s_i(L))²), with μ(L), s(L) the
+  mean and std (ddof 1) of the features over the null draws at depth L — a standardised
+  Euclidean distance in units of the null's own spread, which includes the finite-size
+  sampling noise of an (m, n) matrix.
+* Calibration and uncertainty. Each null draw's own leave-one-out distance to the other draws
+  (exactly n/(n−1) × its distance to the full mean) gives the null law of D(L). The p-value of
+  depth L is p(L) = (1 + #{null D ≥ D(L)}) / (n + 1). The estimate is the depth of largest p
+  (ties broken by the smaller D); the uncertainty is the confidence set {L : p(L) > 1 − level}
+  obtained by inverting these tests, reported as ``accepted`` and its hull ``interval``.
+  An empty set (``consistent=False``) means no depth's null resembles the matrix.
+
+The products of all depths 1..L_max are computed as one chain per draw (M_L = (I + W_L)
+M_{L−1}), so different depths share draws; each depth's marginal law is exactly that of
+:func:`rmtbase.ensembles.residual_product`. The product is rescaled by 1/√(1 + σ²d) per layer
+to stay O(1) in float32; the standardised features do not see the scale. Draw i uses
+``fold_in(key, i)`` and layer l of it ``fold_in(fold_in(key, i), l)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .errors import InputError
+
+#: Probabilities of the |z| quantile profile.
+QUANTILE_PROBS = (0.25, 0.5, 0.75, 0.9, 0.99)
+#: Names of the shape features, in order.
+FEATURES = ("excess_kurtosis", *(f"abs_q{int(round(100 * p))}" for p in QUANTILE_PROBS))
+
+
+def shape_features(w) -> np.ndarray:
+    """The shape feature vector of a matrix's elements (see module docstring), float64.
+
+    Excess kurtosis of the standardised elements, then the quantiles of |z| at
+    :data:`QUANTILE_PROBS`. Shape ``(len(FEATURES),)``.
+    """
+    x = np.asarray(w, dtype=np.float64).ravel()
+    return np.asarray(_features(jnp.asarray(x)), dtype=np.float64)
+
+
+def _features(x):
+    """jnp version of :func:`shape_features` on a flat array."""
+    z = (x - x.mean()) / x.std()
+    kurt = jnp.mean(z**4) - 3.0
+    q = jnp.quantile(jnp.abs(z), jnp.asarray(QUANTILE_PROBS, dtype=z.dtype))
+    return jnp.concatenate([kurt[None], q])
+
+
+@dataclass(frozen=True)
+class DepthNull:
+    """Null shape features of residual products: ``features[depth_index, draw, feature]``."""
+
+    depths: np.ndarray
+    features: np.ndarray
+    shape: tuple[int, int]
+    d: int
+    sigma2: float
+    draws: int
+
+    def summary(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(μ, s, null distances): μ, s ``(n_depths, n_features)``; distances ``(n_depths, draws)``
+        are the leave-one-out distances of each draw to the others."""
+        mu = self.features.mean(axis=1)
+        s = self.features.std(axis=1, ddof=1)
+        n = self.features.shape[1]
+        dist = np.sqrt(np.mean(((self.features - mu[:, None]) / s[:, None]) ** 2, axis=-1))
+        return mu, s, dist * n / (n - 1)
+
+
+@dataclass(frozen=True)
+class EffectiveDepth:
+    """Result of :func:`effective_depth`.
+
+    ``depth``: best-matching depth (largest p-value); ``interval``: (min, max) of the accepted
+    depths or None; ``accepted``: depths whose null is not rejected at ``level``;
+    ``distances``/``pvalues``: D(L) and p(L) for every depth in ``depths``; ``features``: the
+    matrix's shape features (names in :data:`FEATURES`); ``null_mean``/``null_std`` per depth.
+    """
+
+    depth: int
+    interval: tuple[int, int] | None
+    accepted: np.ndarray
+    depths: np.ndarray
+    distances: np.ndarray
+    pvalues: np.ndarray
+    features: np.ndarray
+    null_mean: np.ndarray
+    null_std: np.ndarray
+    level: float
+    feature_names: tuple[str, ...] = field(default=FEATURES)
+
+    @property
+    def consistent(self) -> bool:
+        """True when at least one depth's null is not rejected."""
+        return self.accepted.size > 0
+
+
+def _check_shape(shape, d):
+    if len(shape) != 2:
+        raise InputError(f"effective_depth needs a 2-D matrix, got shape {tuple(shape)}")
+    m, n = (int(s) for s in shape)
+    if m * n < 100:
+        raise InputError(f"matrix too small for a shape estimate: {m}x{n} < 100 elements")
+    d = max(m, n) if d is None else int(d)
+    if d < max(m, n):
+        raise InputError(f"d={d} must be at least the matrix's larger dimension {max(m, n)}")
+    return m, n, d
+
+
+def _check_depths(depths) -> np.ndarray:
+    dep = np.asarray(sorted(set(int(x) for x in depths)), dtype=np.int64)
+    if dep.size == 0 or dep[0] < 1:
+        raise InputError(f"depths must be positive integers, got {list(depths)!r}")
+    return dep
+
+
+def depth_null(shape, *, d=None, depths=range(1, 49), draws=64, key=None, sigma2=None,
+               dtype=jnp.float32, chunk_size=8) -> DepthNull:
+    """Shape features of residual-product blocks of ``shape`` at every depth in ``depths``.
+
+    ``key`` defaults to ``jax.random.key(0)``; ``sigma2`` to 1/d. Draw i uses
+    ``fold_in(key, i)`` whatever ``chunk_size`` (equal up to float rounding). Cost: draws × max(depths) d×d products.
+    """
+    m, n, d = _check_shape(shape, d)
+    dep = _check_depths(depths)
+    if int(draws) < 20:
+        raise InputError(f"draws must be at least 20 for a calibrated interval, got {draws}")
+    sigma2 = 1.0 / d if sigma2 is None else float(sigma2)
+    if not sigma2 > 0:
+        raise InputError(f"sigma2 must be > 0, got {sigma2}")
+    key = jax.random.key(0) if key is None else key
+    l_max = int(dep[-1])
+    keep = jnp.asarray(np.flatnonzero(~np.eye(m, n, dtype=bool)))
+    scale = float(np.sqrt(1.0 + sigma2 * d))
+    sd = float(np.sqrt(sigma2))
+
+    def one(k):
+        def step(mat, layer):
+            w = sd * jax.random.normal(jax.random.fold_in(k, layer), (d, d), dtype=dtype)
+            mat = (mat + w @ mat) / scale
+            return mat, _features(mat[:m, :n].ravel()[keep])
+
+        _, feats = jax.lax.scan(step, jnp.eye(d, dtype=dtype), jnp.arange(1, l_max + 1))
+        return feats  # (l_max, n_features)
+
+    batch = jax.jit(jax.vmap(one))
+    out = []
+    for start in range(0, int(draws), int(chunk_size)):
+        idx = jnp.arange(start, min(start + int(chunk_size), int(draws)))
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(idx)
+        out.append(np.asarray(batch(keys), dtype=np.float64))
+    feats = np.concatenate(out, axis=0)[:, dep - 1, :].transpose(1, 0, 2)
+    return DepthNull(depths=dep, features=feats, shape=(m, n), d=d, sigma2=sigma2,
+                     draws=int(draws))
+
+
+def effective_depth(w, *, d=None, depths=range(1, 49), draws=64, key=None, null=None,
+                    level=0.95, sigma2=None) -> EffectiveDepth:
+    """Match the element law of ``w`` (2-D) to the residual-product depth it most resembles.
+
+    Pass a precomputed ``null`` (from :func:`depth_null` with the same shape) to score many
+    matrices against one null; otherwise one is drawn with ``d`` (default: the larger side of
+    ``w``), ``depths``, ``draws``, ``key``, ``sigma2`` (default 1/d). ``level`` is the
+    confidence of the accepted set. See the module docstring for the feature, the distance and
+    how the uncertainty is defined.
+    """
+    w = np.asarray(w)
+    if w.ndim != 2:
+        raise InputError(f"effective_depth needs a 2-D matrix, got shape {w.shape}")
+    if not np.all(np.isfinite(w)):
+        raise InputError("matrix has non-finite entries")
+    if not 0 < level < 1:
+        raise InputError(f"level must be in (0, 1), got {level}")
+    if null is None:
+        null = depth_null(w.shape, d=d, depths=depths, draws=draws, key=key, sigma2=sigma2)
+    elif tuple(null.shape) != tuple(w.shape):
+        raise InputError(f"null was drawn for shape {null.shape}, matrix has shape {w.shape}")
+    f = shape_features(w)
+    mu, s, null_dist = null.summary()
+    dist = np.sqrt(np.mean(((f - mu) / s) ** 2, axis=-1))
+    n = null_dist.shape[1]
+    pval = (1.0 + np.sum(null_dist >= dist[:, None], axis=1)) / (n + 1.0)
+    order = np.lexsort((dist, -pval))
+    accepted = null.depths[pval > 1.0 - level]
+    interval = (int(accepted.min()), int(accepted.max())) if accepted.size else None
+    return EffectiveDepth(depth=int(null.depths[order[0]]), interval=interval, accepted=accepted,
+                          depths=null.depths, distances=dist, pvalues=pval, features=f,
+                          null_mean=mu, null_std=s, level=float(level))
