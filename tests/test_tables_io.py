@@ -1,0 +1,125 @@
+"""Table files: atomic writes, clear errors on foreign/truncated files, summaries.
+
+These tests build small tables by hand (no Monte Carlo), so they check the file layer alone.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from rmtbase.errors import InputError, TableError
+from rmtbase.tables import QUANTILES, TABLE_FORMAT, read_table, summary, write_table
+
+
+def _table(draws=50, seed=0):
+    rng = np.random.default_rng(seed)
+    attrs = {"long_name": "normalised participation ratio", "units": "1", "definition": "PR/d_h",
+             "sigma_power": 0, "scaling": "power", "matrix": "qk", "sigma_of": "sigma_q*sigma_k"}
+    ds = xr.Dataset(
+        {"npr": (("d", "d_h", "draw"), rng.uniform(0.5, 0.9, (1, 1, draws)), attrs)},
+        coords={"d": [16], "d_h": [4], "draw": np.arange(draws)},
+    )
+    ds.attrs = {"rmtbase_table_format": TABLE_FORMAT, "draws": draws, "sigma_q": 1.0,
+                "sigma_k": 1.0, "ensemble": "lowrank", "cells": "16x4",
+                "analytic_reference_values": json.dumps({"16x4": {"npr": 2 / 3}})}
+    return ds
+
+
+def test_roundtrip_plain_xarray(tmp_path):
+    ds = _table()
+    path = write_table(ds, tmp_path / "t.nc")
+    with xr.open_dataset(path) as plain:  # any xarray user can open it
+        np.testing.assert_array_equal(plain["npr"].values, ds["npr"].values)
+        assert plain["npr"].attrs["long_name"] == "normalised participation ratio"
+        assert plain.attrs["rmtbase_table_format"] == TABLE_FORMAT
+    back = read_table(path)
+    xr.testing.assert_identical(back.drop_encoding(), ds)
+    assert [p.name for p in tmp_path.iterdir()] == ["t.nc"]  # no temporary file left
+
+
+def test_foreign_files_raise_table_error_naming_file(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a table\n")
+    with pytest.raises(TableError, match="notes.txt"):
+        read_table(text)
+    with pytest.raises(TableError, match="missing.nc"):
+        read_table(tmp_path / "missing.nc")
+    foreign = tmp_path / "foreign.nc"
+    xr.Dataset({"x": ("t", np.arange(3.0))}).to_netcdf(foreign, engine="netcdf4")
+    with pytest.raises(TableError, match="foreign.nc is not an rmtbase table"):
+        read_table(foreign)
+
+
+def test_truncated_file_raises_table_error(tmp_path):
+    path = write_table(_table(draws=2000), tmp_path / "t.nc")
+    data = path.read_bytes()
+    cut = tmp_path / "cut.nc"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TableError, match="cut.nc") as info:
+        read_table(cut)
+    assert "\n" not in str(info.value)
+
+
+def test_newer_format_refused(tmp_path):
+    ds = _table()
+    ds.attrs["rmtbase_table_format"] = TABLE_FORMAT + 1
+    path = tmp_path / "new.nc"
+    ds.to_netcdf(path, engine="netcdf4")
+    with pytest.raises(TableError, match="format"):
+        read_table(path)
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("disk on fire"), KeyboardInterrupt()])
+def test_failed_write_keeps_good_file(tmp_path, monkeypatch, exc):
+    good = write_table(_table(seed=1), tmp_path / "t.nc")
+    before = good.read_bytes()
+    ds = _table(seed=2)
+
+    def boom(self, path, **kw):
+        with open(path, "wb") as f:  # leave a half-written temporary file behind
+            f.write(b"\x89HDF\r\n")
+        raise exc
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", boom)
+    with pytest.raises(type(exc)):
+        write_table(ds, good)
+    assert good.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["t.nc"]
+
+
+def test_write_refuses_missing_directory(tmp_path):
+    with pytest.raises(TableError, match="cannot write"):
+        write_table(_table(), tmp_path / "nope" / "t.nc")
+
+
+def test_summary_values_against_numpy():
+    ds = _table(draws=101)
+    x = ds["npr"].values.ravel()
+    s = summary(ds)["npr"]
+    assert s["n"] == 101
+    assert s["mean"] == pytest.approx(np.mean(x), rel=1e-15)
+    assert s["std"] == pytest.approx(np.std(x, ddof=1), rel=1e-15)
+    # with 101 draws the 5 % and 50 % quantiles are order statistics 5 and 50
+    xs = np.sort(x)
+    assert s["q50"] == xs[50] and s["q5"] == xs[5]
+    assert {f"q{q:g}" for q in QUANTILES} <= set(s)
+    assert s["analytic"] == pytest.approx(2 / 3)
+
+
+def test_summary_of_grid_needs_a_cell():
+    ds = xr.concat([_table(), _table().assign_coords(d_h=[8])], dim="d_h")
+    ds.attrs = _table().attrs
+    with pytest.raises(InputError, match="16x4, 16x8"):
+        summary(ds)
+    assert summary(ds, 16, 8)["npr"]["n"] == 50
+    assert "analytic" not in summary(ds, 16, 8)["npr"]
+
+
+def test_permissions_follow_umask(tmp_path):
+    path = write_table(_table(), tmp_path / "t.nc")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)
