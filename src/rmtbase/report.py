@@ -61,7 +61,7 @@ def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
         order = np.lexsort((-np.nan_to_num(absz, nan=0.0), p))
         s = order[0]
         lines.append(
-            f"{int(ds.layer[li]):>5} {int(ds.head[hi]):>4} {int(h['flag'].sum()):>5}  "
+            f"{int(ds['layer'][li]):>5} {int(ds['head'][hi]):>4} {int(h['flag'].sum()):>5}  "
             f"{str(h.stat.values[s]):<22} {h['value'].values[s]:>11.4g} "
             f"{h['null_mean'].values[s]:>11.4g} {h['z'].values[s]:>8.2f} {h['p_value'].values[s]:>8.2g}"
         )

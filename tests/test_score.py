@@ -1,0 +1,164 @@
+"""Unit tests of rmtbase.score: empirical p-values, Benjamini–Hochberg, σ self-normalisation.
+
+Independent references: brute-force counting in pure Python for the add-one p-value,
+``scipy.stats.false_discovery_control`` for BH, the exact scaling of head_stats under
+W → aW for the σ handling, and a Monte Carlo null scored against an independent null.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sst
+
+from rmtbase.errors import InputError, ModelError, TableError
+from rmtbase.score import benjamini_hochberg, empirical_p
+
+
+def _brute_p(v, null):
+    """Definition, by counting: two-sided add-one p and mid-rank percentile."""
+    n = len(null)
+    le = sum(1 for x in null if x <= v)
+    ge = sum(1 for x in null if x >= v)
+    lt = sum(1 for x in null if x < v)
+    eq = sum(1 for x in null if x == v)
+    p = min(1.0, 2 * min((1 + le) / (1 + n), (1 + ge) / (1 + n)))
+    return p, 100.0 * (lt + 0.5 * eq) / n
+
+
+def test_empirical_p_matches_counting_with_ties():
+    rng = np.random.default_rng(1)
+    null = rng.integers(0, 20, size=57).astype(float)  # many ties
+    values = np.array([-1.0, 0.0, 3.0, 7.5, 10.0, 19.0, 25.0])
+    p, pct = empirical_p(values, null)
+    for v, pi, ci in zip(values, p, pct, strict=True):
+        bp, bc = _brute_p(v, list(null))
+        assert pi == pytest.approx(bp, abs=1e-15)
+        assert ci == pytest.approx(bc, abs=1e-12)
+    assert p.min() >= 2 / 58 and p.max() <= 1.0
+
+
+def test_empirical_p_drops_nonfinite_draws_and_values():
+    null = np.array([1.0, 2.0, np.nan, 3.0, np.inf])
+    p, pct = empirical_p(np.array([2.0, np.nan]), null)
+    bp, bc = _brute_p(2.0, [1.0, 2.0, 3.0])
+    assert p[0] == pytest.approx(bp) and pct[0] == pytest.approx(bc)
+    assert np.isnan(p[1]) and np.isnan(pct[1])
+    with pytest.raises(TableError):
+        empirical_p(1.0, np.array([np.nan]))
+
+
+@pytest.mark.parametrize("n", [19, 99, 200])
+@pytest.mark.parametrize("alpha", [0.01, 0.05, 0.1, 0.3])
+def test_empirical_p_is_valid_exactly(n, alpha):
+    """Exchangeable value: its rank among n+1 is uniform, so P(p ≤ α) = (#ranks with p ≤ α)/(n+1)
+    must be ≤ α, enumerated exactly over the n+1 positions (no ties)."""
+    null = np.arange(n, dtype=float)
+    positions = np.arange(n + 1) - 0.5  # value below all, between each pair, above all
+    p, _ = empirical_p(positions, null)
+    assert np.mean(p <= alpha) <= alpha + 1e-12
+    # and not absurdly conservative: within one rank of the level on each side
+    assert np.mean(p <= alpha) >= alpha - 2 / (n + 1)
+
+
+def test_bh_matches_scipy():
+    rng = np.random.default_rng(3)
+    p = np.concatenate([rng.uniform(size=300), rng.uniform(0, 1e-3, size=20)])
+    rng.shuffle(p)
+    p = p.reshape(4, 8, 10)
+    flag, q = benjamini_hochberg(p, 0.05)
+    ref = sst.false_discovery_control(p.ravel(), method="bh").reshape(p.shape)
+    np.testing.assert_allclose(q, ref, rtol=1e-12)
+    np.testing.assert_array_equal(flag, ref <= 0.05)
+    assert 10 <= flag.sum() <= 40
+
+
+def test_bh_ignores_nan_and_rejects_bad_alpha():
+    p = np.array([0.001, np.nan, 0.02, 0.04, 0.9])
+    flag, q = benjamini_hochberg(p, 0.05)
+    ref = sst.false_discovery_control(p[np.isfinite(p)], method="bh")
+    np.testing.assert_allclose(q[np.isfinite(p)], ref, rtol=1e-12)
+    assert np.isnan(q[1]) and not flag[1]
+    for bad in (0, 1, -0.1, "x", 1.5):
+        with pytest.raises(InputError):
+            benjamini_hochberg(p, bad)
+
+
+# --- σ handling: needs rmtbase.stats / rmtbase.null -------------------------------------------
+
+def _factors(key_seed, n, d, d_h, sq, sk):
+    rng = np.random.default_rng(key_seed)
+    wq = rng.standard_normal((n, d_h, d)) * sq
+    wk = rng.standard_normal((n, d_h, d)) * sk
+    return wq, wk
+
+
+def test_self_normalisation_is_exact_under_rescaling():
+    """head_stats(a W_Q, b W_K) self-normalised equals head_stats(W_Q, W_K) self-normalised,
+    for every statistic: checks the STAT_INFO powers and our σ bookkeeping together."""
+    import jax.numpy as jnp
+
+    from rmtbase.score import _NOT_TESTED, normalise
+    from rmtbase.stats import head_stats
+
+    wq, wk = _factors(0, 3, 48, 8, 1.0, 1.0)
+    a, b = 0.037, 2.9
+    s1 = {k: np.asarray(v, float) for k, v in head_stats(jnp.asarray(wq), jnp.asarray(wk)).items()
+          if np.ndim(v) == 1}
+    s2 = {k: np.asarray(v, float) for k, v in
+          head_stats(jnp.asarray(a * wq), jnp.asarray(b * wk)).items() if np.ndim(v) == 1}
+    np.testing.assert_allclose(s2["q.rms"], a * s1["q.rms"], rtol=1e-10)
+    names = [k for k in s1 if k not in _NOT_TESTED]
+    assert {"qk.lambda_max", "qk.npr", "qk.std", "q.std", "qk.entropy"} <= set(names)
+    for k in names:
+        n1 = normalise(k, s1[k], s1["q.rms"], s1["k.rms"])
+        n2 = normalise(k, s2[k], s2["q.rms"], s2["k.rms"])
+        # weibull / entropy estimators are invariant up to float rounding of the data
+        np.testing.assert_allclose(n2, n1, rtol=1e-7, atol=1e-9, err_msg=k)
+
+
+def test_null_at_other_sigma_scores_as_null():
+    """Heads drawn from the null at σ_Q = 0.02, σ_K = 0.07 scored against an independent σ = 1
+    null: every statistic's p-values are uniform. Per statistic the M heads are independent
+    given the N null draws, so #(p ≤ 0.05) has mean ≤ 0.05 M and variance
+    ≤ M α(1-α) + M² α(1-α)/N (binomial plus the null's own sampling); mean p has
+    variance 1/(12M) + 1/(12N). Both are tested at 5 sd."""
+    import jax
+    from rmtbase.null import null_draws
+
+    from rmtbase.score import score_values
+
+    d, d_h, m, n = 40, 8, 240, 300
+    heads = null_draws(jax.random.key(11), d, d_h, m, sigma_q=0.02, sigma_k=0.07)
+    null = null_draws(jax.random.key(12), d, d_h, n)
+    values = {k: np.asarray(v, float).reshape(m, 1) for k, v in heads.items()
+              if np.ndim(v) == 1}
+    ds = score_values(values, values["q.rms"], values["k.rms"], null, alpha=0.05)
+    assert ds.sizes["stat"] >= 20
+    bound = 0.05 * m + 5 * np.sqrt(m * 0.0475 + m**2 * 0.0475 / n)
+    p_sd = np.sqrt(1 / (12 * m) + 1 / (12 * n))
+    for stat in ds["stat"].values:
+        p = ds["p_value"].sel(stat=stat).values.ravel()
+        assert np.isfinite(p).all(), stat
+        assert (p <= 0.05).sum() <= bound, stat
+        assert abs(p.mean() - 0.5) < 5 * p_sd, stat
+    # raw-unit null mean: e.g. λ_max scales as (σ_Q σ_K)^2
+    lam = ds.sel(stat="qk.lambda_max")
+    ratio = lam["null_mean"].values.ravel() / lam["value"].values.ravel()
+    assert 0.5 < np.median(ratio) < 2.0
+
+
+def test_score_values_flags_planted_structure_and_rejects_bad_scale():
+    from rmtbase.score import score_values
+
+    rng = np.random.default_rng(5)
+    null = {"q.rms": np.ones(999), "k.rms": np.ones(999), "qk.npr": rng.normal(0.5, 0.01, 999)}
+    v = rng.normal(0.5, 0.01, (4, 6))
+    v[1, :] = 0.1  # a planted layer far below the null
+    ds = score_values({"qk.npr": v}, np.ones((4, 6)), np.ones((4, 6)), null, alpha=0.05)
+    flag = ds["flag"].sel(stat="qk.npr").values
+    assert flag[1].all() and flag.sum() <= 7
+    assert ds["p_value"].sel(stat="qk.npr").values[1].max() == pytest.approx(2 / 1000)
+    assert (ds["z"].sel(stat="qk.npr").values[1] < -30).all()
+    with pytest.raises(ModelError):
+        score_values({"qk.npr": v}, np.zeros((4, 6)), np.ones((4, 6)), null)

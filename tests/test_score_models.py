@@ -1,0 +1,170 @@
+"""Randomly initialised transformers score as null; planted structure is found.
+
+Models: GPT-2, GPT-NeoX, LLaMA with GQA (4 query heads on 2 key heads), BERT and OPT, built
+from small configs (d = 64, 4 heads of d_h = 16, 6 layers), saved with save_pretrained to a
+temporary folder and read back through rmtbase.models (no network). All share the null cell
+(64, 16), generated once per session into a temporary RMTBASE_CACHE with N = 1000 draws.
+
+transformers' ``_init_weights`` draws every query/key weight i.i.d. N(0, initializer_range²)
+(GPT-2 Conv1D, NeoX fused query_key_value, LLaMA/BERT/OPT Linear); ``test_init_is_iid_gaussian``
+checks that for each architecture before anything relies on it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sst
+
+D, H, L, KV = 64, 4, 6, 2
+DRAWS = 1000
+ALPHA = 0.05
+
+
+def _configs():
+    import transformers as tf
+
+    common = dict(vocab_size=50, max_position_embeddings=32)
+    return {
+        "gpt2": (tf.GPT2Config(n_embd=D, n_head=H, n_layer=L, vocab_size=50, n_positions=32,
+                               bos_token_id=0, eos_token_id=0), tf.GPT2LMHeadModel),
+        "gpt_neox": (tf.GPTNeoXConfig(hidden_size=D, num_attention_heads=H, num_hidden_layers=L,
+                                      intermediate_size=128, **common), tf.GPTNeoXForCausalLM),
+        "llama": (tf.LlamaConfig(hidden_size=D, num_attention_heads=H, num_key_value_heads=KV,
+                                 num_hidden_layers=L, intermediate_size=128, **common),
+                  tf.LlamaForCausalLM),
+        "bert": (tf.BertConfig(hidden_size=D, num_attention_heads=H, num_hidden_layers=L,
+                               intermediate_size=128, **common), tf.BertModel),
+        "opt": (tf.OPTConfig(hidden_size=D, num_attention_heads=H, num_hidden_layers=L,
+                             ffn_dim=128, word_embed_proj_dim=D, **common), tf.OPTForCausalLM),
+    }
+
+
+def _init_std(cfg) -> float:
+    return float(getattr(cfg, "initializer_range", None) or cfg.init_std)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    path = tmp_path_factory.getbasetemp() / "rmtbase-score-cache"
+    path.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RMTBASE_CACHE", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """{arch: (folder, config)} of randomly initialised, saved models (fixed torch seed)."""
+    import torch
+
+    out = {}
+    for i, (arch, (cfg, cls)) in enumerate(_configs().items()):
+        torch.manual_seed(100 + i)
+        model = cls(cfg)
+        folder = tmp_path_factory.mktemp(f"rand-{arch}")
+        model.save_pretrained(folder)
+        out[arch] = (folder, cfg)
+    return out
+
+
+@pytest.fixture(scope="module")
+def scores(models, cache):
+    from rmtbase.score import score_model
+
+    return {arch: score_model(str(folder), draws=DRAWS, alpha=ALPHA, progress=False,
+                              spectrum_draws=50)
+            for arch, (folder, _) in models.items()}
+
+
+def test_init_is_iid_gaussian(models):
+    """Per architecture, pooled W_Q and W_K entries: mean 0 and std = initializer_range within
+    5 standard errors, excess kurtosis within 5·√(24/n), and KS vs N(0, σ²) not rejected at
+    1e-6. Catches a truncated, uniform or scaled init (which would not be our null)."""
+    from rmtbase.models import load_heads
+
+    for arch, (folder, cfg) in models.items():
+        sigma = _init_std(cfg)
+        for which in ("wq", "wk"):
+            layers = list(load_heads(str(folder)))
+            w = np.concatenate([getattr(lh, which)[:: (H // KV if arch == "llama" and which == "wk" else 1)]
+                                .ravel() for lh in layers]).astype(float)
+            n = w.size
+            assert abs(w.mean()) < 5 * sigma / np.sqrt(n), (arch, which)
+            assert abs(w.std() / sigma - 1) < 5 / np.sqrt(2 * n), (arch, which)
+            assert abs(sst.kurtosis(w)) < 5 * np.sqrt(24 / n), (arch, which)
+            assert sst.kstest(w / sigma, "norm").pvalue > 1e-6, (arch, which)
+
+
+def test_model_info_and_dataset_layout(scores):
+    for arch, ds in scores.items():
+        assert ds.attrs["architecture"] == arch
+        assert (ds.attrs["d"], ds.attrs["d_h"]) == (D, 16)
+        assert ds.sizes["layer"] == L and ds.sizes["head"] == H
+        need = {"qk.npr", "qk.lambda_max", "qk.spectral_entropy", "qk.condition_number",
+                "qk.std", "qk.excess_kurtosis", "q.std", "k.std", "q.weibull_k", "k.weibull_k"}
+        assert need <= set(ds["stat"].values)
+        assert "q.rms" not in set(ds["stat"].values)
+        assert int(ds["null_draws"].min()) >= DRAWS
+        np.testing.assert_allclose(ds["sigma_q"].values, _init_std_of(arch), rtol=0.1)
+        # λ in raw units: null mean of λ_max ∝ (σ_Q σ_K)² ~ (0.02²)² d² O(1)
+        lam = ds["null_mean"].sel(stat="qk.lambda_max").values
+        assert np.all((lam > 0.5 * 0.02**4 * D**2) & (lam < 20 * 0.02**4 * D**2))
+
+
+def _init_std_of(arch):
+    return _init_std(_configs()[arch][0])
+
+
+def test_random_models_score_as_null(scores):
+    """Per statistic, pooled over the 5 models (120 heads; independent units = layers × key
+    heads: 96 single heads + 12 LLaMA pairs sharing W_K): C = #(p ≤ 0.05) has mean ≤ 6 and
+    Var ≤ 96·α(1-α) + 12·(2²·α) + 120²·α(1-α)/N (units, pairs bounded by g²α, and the shared
+    null's sampling), so C ≤ 6 + 5 sd. Mean p within 5 sd of ½ with Var ≤
+    (96/12 + 12·4/12)/120² + 1/(12N). BH: no flag in any model (under the global null
+    P(any flag) ≤ α = FWER; fixed seeds make this deterministic)."""
+    a = ALPHA
+    stats = scores["gpt2"]["stat"].values
+    c_sd = np.sqrt(96 * a * (1 - a) + 12 * 4 * a + 120**2 * a * (1 - a) / DRAWS)
+    p_sd = np.sqrt((96 / 12 + 12 * 4 / 12) / 120**2 + 1 / (12 * DRAWS))
+    all_p = []
+    for stat in stats:
+        p = np.concatenate([ds["p_value"].sel(stat=stat).values.ravel() for ds in scores.values()])
+        assert p.size == 120 and np.isfinite(p).all(), stat
+        assert (p <= a).sum() <= 120 * a + 5 * c_sd, stat
+        assert abs(p.mean() - 0.5) < 5 * p_sd, stat
+        all_p.append(p)
+    all_p = np.concatenate(all_p)
+    assert 0.02 < np.mean(all_p <= a) < 0.08  # pooled over correlated stats: a loose sanity band
+    for arch, ds in scores.items():
+        assert int(ds["flag"].sum()) == 0, arch
+
+
+def test_planted_spike_is_flagged(models, cache):
+    """A strong shared rank-1 direction planted in W_Q and W_K of all heads of layer 2 of the
+    GPT-2 model (loaded object, no save): those heads' λ_max, NPR and spectral entropy are
+    BH-flagged, and no head of another layer is flagged on any spectral statistic."""
+    import torch
+    import transformers as tf
+
+    from rmtbase.score import score_model
+
+    folder, _ = models["gpt2"]
+    model = tf.GPT2LMHeadModel.from_pretrained(folder)
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        w = model.transformer.h[2].attn.c_attn.weight  # Conv1D (d, 3d): q | k | v columns
+        v = torch.randn(D, generator=g)
+        v /= v.norm()
+        for h in range(H):
+            u = torch.randn(16, generator=g)
+            u /= u.norm()
+            w[:, h * 16:(h + 1) * 16] += 1.0 * torch.outer(v, u)
+            w[:, D + h * 16:D + (h + 1) * 16] += 1.0 * torch.outer(v, u)
+    ds = score_model(model, stats="spectral", draws=DRAWS, alpha=ALPHA, progress=False,
+                     spectrum_draws=0)
+    flag = ds["flag"]
+    for stat in ("qk.lambda_max", "qk.npr", "qk.spectral_entropy"):
+        assert flag.sel(layer=2, stat=stat).values.all(), stat
+    assert ds["z"].sel(layer=2, stat="qk.lambda_max").values.min() > 5
+    assert not flag.sel(layer=[0, 1, 3, 4, 5]).values.any()
