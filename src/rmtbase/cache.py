@@ -9,7 +9,7 @@ Lookup order of :func:`null_table` for a cell (d, d_h):
    macOS, ``%LOCALAPPDATA%\\rmtbase\\Cache`` on Windows);
 3. :func:`rmtbase.tables.baseline`, written to the user cache atomically.
 
-A table matches when ensemble, seed, dtype, 64-bit mode and table format agree, it covers the
+A table matches when ensemble, seed, dtype and table format agree, it covers the
 requested statistics (an ``"all"`` table serves ``"spectral"`` and ``"elementwise"``) and it has
 at least ``min_draws`` draws. Cache file names spell out every one of these keys, so two
 different requests can never share a file. Because draw ``i`` of a cell depends only on
@@ -54,30 +54,29 @@ def cache_dir() -> Path:
 
 
 def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, seed: int,
-                   dtype: str, x64: bool, depth: int | None = None) -> str:
+                   dtype: str, depth: int | None = None) -> str:
     """File name that encodes every key a table's numbers depend on."""
     from .tables import TABLE_FORMAT
 
     dep = f"-L{depth}" if depth is not None else ""
     return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}"
-            f"-x64{int(bool(x64))}-v{TABLE_FORMAT}.nc")
+            f"-v{TABLE_FORMAT}.nc")
 
 
 def shipped_index() -> list[dict]:
     """Entries of ``rmtbase/data/index.json``: ``file, d, d_h, ensemble, stats, draws, seed,
-    dtype, x64, format`` (empty when no tables are shipped)."""
+    dtype, format`` (empty when no tables are shipped)."""
     index = resources.files("rmtbase").joinpath("data", "index.json")
     if not index.is_file():
         return []
     return json.loads(index.read_text(encoding="utf-8"))["tables"]
 
 
-def _matches(entry: dict, d, d_h, stats, min_draws, seed, ensemble, dtype, x64) -> bool:
+def _matches(entry: dict, d, d_h, stats, min_draws, seed, ensemble, dtype) -> bool:
     from .tables import TABLE_FORMAT
 
     return (entry["d"] == d and entry["d_h"] == d_h and entry["ensemble"] == ensemble
-            and entry["seed"] == seed and entry["dtype"] == dtype and bool(entry["x64"]) == x64
-            and entry["format"] == TABLE_FORMAT and stats in _SERVES[entry["stats"]]
+            and entry["seed"] == seed and entry["dtype"] == dtype and entry["format"] == TABLE_FORMAT and stats in _SERVES[entry["stats"]]
             and entry["draws"] >= min_draws)
 
 
@@ -86,13 +85,13 @@ def _cached_entries(directory: Path) -> list[dict]:
     from .tables import TABLE_FORMAT
 
     out = []
-    for p in directory.glob(f"lowrank-d*-dh*-*-n*-seed*-float*-x64*-v{TABLE_FORMAT}.nc"):
+    for p in directory.glob(f"lowrank-d*-dh*-*-n*-seed*-float*-v{TABLE_FORMAT}.nc"):
         parts = p.name[: -len(".nc")].split("-")
         try:
             out.append({"file": p, "ensemble": parts[0], "d": int(parts[1][1:]),
                         "d_h": int(parts[2][2:]), "stats": parts[3], "draws": int(parts[4][1:]),
-                        "seed": int(parts[5][4:]), "dtype": parts[6], "x64": parts[7] == "x641",
-                        "format": int(parts[8][1:])})
+                        "seed": int(parts[5][4:]), "dtype": parts[6],
+                        "format": int(parts[7][1:])})
         except (IndexError, ValueError):
             continue
     return [e for e in out if e["stats"] in _SERVES]
@@ -114,8 +113,6 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
     """σ = 1 null table of cell (d, d_h) with at least ``min_draws`` draws (all draws of the
     table found are returned; the largest such table is preferred). Only the ``lowrank``
     ensemble is cached."""
-    import jax
-
     from .tables import baseline, read_table
 
     d, d_h = check_dims(d, d_h)
@@ -123,9 +120,8 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
         raise InputError(f"null_table serves the lowrank ensemble only, got {ensemble!r}")
     if stats not in _SERVES:
         raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")
-    x64 = bool(jax.config.jax_enable_x64)
     key = dict(d=d, d_h=d_h, stats=stats, min_draws=int(min_draws), seed=seed,
-               ensemble=ensemble, dtype=np.dtype(dtype).name, x64=x64)
+               ensemble=ensemble, dtype=np.dtype(dtype).name)
     shipped = [e for e in shipped_index() if _matches(e, **key)]
     if shipped:
         best = max(shipped, key=lambda e: e["draws"])
@@ -143,7 +139,7 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
     ds = baseline(d, d_h, draws=int(min_draws), seed=seed, stats=stats, ensemble=ensemble,
                   dtype=key["dtype"], progress=progress)
     name = table_filename(d, d_h, ensemble=ensemble, stats=stats, draws=int(min_draws),
-                          seed=seed, dtype=key["dtype"], x64=x64)
+                          seed=seed, dtype=key["dtype"])
     try:
         directory.mkdir(parents=True, exist_ok=True)
         from .tables import write_table

@@ -4,8 +4,8 @@ Each task is a (cell (d, d_h), range of draw blocks, seed) triple and runs
 :func:`rmtbase.tables.generate_blocks` on a worker; the key of every draw is derived from the seed
 and the draw's (d, d_h, index) alone (see :mod:`rmtbase.tables`), so the table assembled here is
 identical, bit for bit, to :func:`rmtbase.tables.baseline` over the same grid and seed on the same
-backend, whatever the number of workers or ``blocks_per_task``. Workers run under the client's
-``jax_enable_x64`` setting.
+backend, whatever the number of workers or ``blocks_per_task`` (blocks run under
+``jax.enable_x64(dtype == "float64")`` everywhere, whatever a process's own JAX setting).
 
 Dask is optional (``pip install 'rmtbase[distributed]'``): importing this module does not import
 it; :func:`sweep` raises :class:`MissingDependency` with an install hint when it is absent.

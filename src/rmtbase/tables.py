@@ -72,8 +72,6 @@ class TableSpec:
 def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", draws=2000, seed=0,
               stats="all", depth=None, dtype="float32", chunk_size=None) -> TableSpec:
     """Validate options into a :class:`TableSpec` (one-line :class:`InputError` on bad input)."""
-    import jax
-
     if sigma is not None and (sigma_q is not None or sigma_k is not None):
         raise InputError("give either sigma or sigma_q/sigma_k, not both")
     if sigma is not None:
@@ -97,9 +95,7 @@ def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", dra
     dtype = np.dtype(dtype).name if dtype is not None else "float32"
     if dtype not in DTYPES:
         raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
-    x64 = bool(jax.config.jax_enable_x64)
-    if dtype == "float64" and not x64:
-        raise InputError("dtype float64 needs 64-bit JAX: set JAX_ENABLE_X64=1")
+    x64 = dtype == "float64"
     if chunk_size is not None and (not isinstance(chunk_size, int | np.integer) or chunk_size < 1):
         raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     return TableSpec(ensemble=ensemble, stats=stats, draws=int(draws), seed=int(seed),
@@ -138,8 +134,9 @@ def cell_key(seed: int, d: int, d_h: int, depth: int | None = None):
 def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int, stop: int) -> dict:
     """Draws of blocks ``start .. stop-1`` of cell (d, d_h): ``{"qk.npr": array, ...}``.
 
-    Runs under ``jax.enable_x64(spec.x64)`` so a Dask worker computes exactly what the client
-    process would.
+    Runs under ``jax.enable_x64(dtype == "float64")`` whatever the caller's JAX setting, so a
+    float32 table is the same bit for bit in a 64-bit session (tests), a 32-bit one (CLI) and on
+    a Dask worker; a float64 table needs no global switch.
     """
     import jax
 

@@ -27,7 +27,7 @@ def add_table_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stats", choices=STAT_SETS, default="all", help="statistics to compute")
     p.add_argument("--depth", type=positive_int, default=None, help="depth L (residual ensemble)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                   help="sampling dtype (float64 needs JAX_ENABLE_X64=1)")
+                   help="sampling dtype (default float32)")
     p.add_argument("--chunk-size", type=positive_int, default=None,
                    help="draws per vectorised batch (memory only; numbers do not change)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

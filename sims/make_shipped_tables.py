@@ -1,0 +1,90 @@
+"""Generate the σ = 1 null tables shipped in ``src/rmtbase/data`` and their ``index.json``.
+
+One netCDF file per (d, d_h) cell of the seed models, named by
+:func:`rmtbase.cache.table_filename` (every key the numbers depend on), lowrank ensemble,
+float32, seed 0. Each run adds or replaces index entries for the cells it made and records the
+wall time of each, so the choices in the README's table section can be checked:
+
+    python sims/make_shipped_tables.py --stats spectral --draws 4000
+    python sims/make_shipped_tables.py --stats all --draws 2000 --cells 384x32
+
+Re-running with the same options rewrites identical numbers (same seed, same backend).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import time
+from pathlib import Path
+
+#: (d, d_h) of the seed models -> the models that use it.
+SEED_CELLS = {
+    (384, 32): "MiniLM-L6",
+    (512, 64): "Pythia-70M",
+    (768, 64): "GPT-2 small, BERT-base, Pythia-160M",
+    (1024, 64): "GPT-2 medium, Pythia-410M",
+    (1280, 64): "GPT-2 large",
+    (1600, 64): "GPT-2 XL",
+    (2048, 256): "Pythia-1B",
+    (2048, 128): "Pythia-1.4B",
+    (2560, 80): "Pythia-2.8B",
+    (4096, 128): "Pythia-6.9B, LLaMA-3-8B, Mistral-7B",
+    (5120, 128): "Pythia-12B",
+}
+
+DATA = Path(__file__).resolve().parents[1] / "src" / "rmtbase" / "data"
+
+
+def _cells(text: str | None):
+    if not text:
+        return list(SEED_CELLS)
+    out = []
+    for item in text.split(","):
+        d, d_h = item.lower().split("x")
+        out.append((int(d), int(d_h)))
+    return out
+
+
+def main(argv=None) -> int:
+    from rmtbase.cache import table_filename
+    from rmtbase.tables import TABLE_FORMAT, baseline, write_table
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stats", choices=("all", "spectral", "elementwise"), default="spectral")
+    p.add_argument("--draws", type=int, default=4000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cells", default=None, help="comma list like 768x64,384x32 (default: all)")
+    p.add_argument("--out", type=Path, default=DATA)
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    index_path = args.out / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.is_file() else {"tables": []}
+    for d, d_h in _cells(args.cells):
+        t0 = time.perf_counter()
+        ds = baseline(d, d_h, stats=args.stats, draws=args.draws, seed=args.seed,
+                      progress=True)
+        seconds = time.perf_counter() - t0
+        name = table_filename(d, d_h, ensemble="lowrank", stats=args.stats, draws=args.draws,
+                              seed=args.seed, dtype="float32")
+        path = write_table(ds, args.out / name)
+        entry = {"file": name, "d": d, "d_h": d_h, "ensemble": "lowrank", "stats": args.stats,
+                 "draws": args.draws, "seed": args.seed, "dtype": "float32",
+                 "format": TABLE_FORMAT, "models": SEED_CELLS.get((d, d_h), ""),
+                 "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                 "bytes": path.stat().st_size, "seconds": round(seconds, 1),
+                 "backend": ds.attrs["backend"], "rmtbase_version": ds.attrs["rmtbase_version"],
+                 "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        index["tables"] = [e for e in index["tables"] if e["file"] != name] + [entry]
+        index["tables"].sort(key=lambda e: (e["d"], e["d_h"], e["stats"], e["draws"]))
+        tmp = index_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(index, indent=1) + "\n")
+        tmp.replace(index_path)
+        print(f"{name}: {seconds:.1f} s, {entry['bytes'] / 1e6:.2f} MB", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

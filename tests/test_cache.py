@@ -1,0 +1,165 @@
+"""User cache, shipped tables and exact σ rescaling."""
+
+import json
+import math
+from importlib import resources
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import rmtbase.tables
+from rmtbase import cache
+from rmtbase.errors import InputError, TableError
+from rmtbase.tables import TABLE_FORMAT, baseline, read_table
+
+
+@pytest.fixture
+def user_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_cache_dir_env_and_default(monkeypatch, tmp_path):
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "x"))
+    assert cache.cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("RMTBASE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.cache_dir() == tmp_path / "xdg" / "rmtbase"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.cache_dir() == tmp_path / "home" / ".cache" / "rmtbase"
+
+
+def test_filename_spells_out_every_key():
+    name = cache.table_filename(768, 64, ensemble="lowrank", stats="spectral", draws=2000,
+                                seed=7, dtype="float32")
+    assert name == f"lowrank-d768-dh64-spectral-n2000-seed7-float32-v{TABLE_FORMAT}.nc"
+
+
+def test_generated_then_cached(user_cache, monkeypatch):
+    first = cache.null_table(12, 3, stats="spectral", min_draws=20, seed=9)
+    files = list(user_cache.iterdir())
+    assert [f.name for f in files] == [cache.table_filename(
+        12, 3, ensemble="lowrank", stats="spectral", draws=20, seed=9, dtype="float32")]
+    assert first.attrs["sigma_q"] == 1.0 and first.sizes["draw"] == 20
+
+    def no_generation(*a, **k):
+        raise AssertionError("should have come from the cache")
+
+    monkeypatch.setattr(rmtbase.tables, "baseline", no_generation)
+    second = cache.null_table(12, 3, stats="spectral", min_draws=15, seed=9)
+    xr.testing.assert_identical(second.drop_encoding(), first)
+    with pytest.raises(AssertionError, match="cache"):  # other seed, other draws: not served
+        cache.null_table(12, 3, stats="spectral", min_draws=20, seed=10)
+    with pytest.raises(AssertionError, match="cache"):
+        cache.null_table(12, 3, stats="spectral", min_draws=21, seed=9)
+    with pytest.raises(AssertionError, match="cache"):  # a spectral table cannot serve "all"
+        cache.null_table(12, 3, stats="all", min_draws=20, seed=9)
+
+
+def test_all_table_serves_subsets(user_cache):
+    full = cache.null_table(10, 2, stats="all", min_draws=12, seed=1)
+    spec = cache.null_table(10, 2, stats="spectral", min_draws=12, seed=1)
+    assert len(list(user_cache.iterdir())) == 1
+    assert {"npr", "lambda_max", "q_rms", "k_rms"} <= set(spec.data_vars)
+    assert not any(v.startswith("qk_") or v.startswith("q_s") for v in spec.data_vars)
+    elem = cache.null_table(10, 2, stats="elementwise", min_draws=12, seed=1)
+    assert "npr" not in elem.data_vars and "qk_std" in elem.data_vars
+    for v in spec.data_vars:
+        np.testing.assert_array_equal(spec[v].values, full[v].values)
+
+
+def test_damaged_cache_file_is_regenerated(user_cache):
+    good = cache.null_table(8, 2, stats="spectral", min_draws=10, seed=2)
+    (path,) = user_cache.iterdir()
+    path.write_bytes(path.read_bytes()[:200])
+    again = cache.null_table(8, 2, stats="spectral", min_draws=10, seed=2)
+    np.testing.assert_array_equal(again["npr"].values, good["npr"].values)
+    read_table(path)  # rewritten whole
+
+
+def test_bad_requests(user_cache):
+    with pytest.raises(InputError):
+        cache.null_table(4, 8)
+    with pytest.raises(InputError, match="stats"):
+        cache.null_table(8, 4, stats="nope")
+
+
+def test_shipped_index_entries_are_readable_and_match():
+    entries = cache.shipped_index()
+    data = resources.files("rmtbase").joinpath("data")
+    total = 0
+    for e in entries:
+        ref = data.joinpath(e["file"])
+        with resources.as_file(ref) as path:
+            ds = read_table(path)
+            total += path.stat().st_size
+        assert e["file"] == cache.table_filename(e["d"], e["d_h"], ensemble=e["ensemble"],
+                                                 stats=e["stats"], draws=e["draws"],
+                                                 seed=e["seed"], dtype=e["dtype"])
+        assert (int(ds["d"][0]), int(ds["d_h"][0])) == (e["d"], e["d_h"])
+        assert ds.sizes["draw"] == e["draws"] >= 2000
+        assert (ds.attrs["seed"], ds.attrs["stats"], ds.attrs["dtype"]) == (
+            e["seed"], e["stats"], e["dtype"])
+    assert total < 20e6
+
+
+def test_shipped_table_served_without_generation(monkeypatch, user_cache):
+    entries = [e for e in cache.shipped_index() if e["stats"] in ("spectral", "all")]
+    if not entries:
+        pytest.skip("no shipped tables in this checkout")
+    e = min(entries, key=lambda e: e["d"])
+
+    def no_generation(*a, **k):
+        raise AssertionError("shipped table not used")
+
+    monkeypatch.setattr(rmtbase.tables, "baseline", no_generation)
+    ds = cache.null_table(e["d"], e["d_h"], stats="spectral", min_draws=1000, seed=e["seed"])
+    assert ds.sizes["draw"] == e["draws"] and not user_cache.exists()
+
+
+def _hand_table():
+    attrs = lambda m, p, s: {"sigma_power": p, "scaling": s, "matrix": m,  # noqa: E731
+                             "sigma_of": {"q": "sigma_q", "k": "sigma_k",
+                                          "qk": "sigma_q*sigma_k"}[m]}
+    x = np.linspace(1.0, 2.0, 5).reshape(1, 1, 5)
+    ds = xr.Dataset({"lambda_max": (("d", "d_h", "draw"), x, attrs("qk", 2, "power")),
+                     "npr": (("d", "d_h", "draw"), x, attrs("qk", 0, "power")),
+                     "q_std": (("d", "d_h", "draw"), x, attrs("q", 1, "power")),
+                     "k_entropy": (("d", "d_h", "draw"), x, attrs("k", 1, "log"))},
+                    coords={"d": [16], "d_h": [4], "draw": np.arange(5)})
+    ds.attrs = {"sigma_q": 1.0, "sigma_k": 1.0, "ensemble": "lowrank", "cells": "16x4"}
+    return ds
+
+
+def test_rescale_by_hand():
+    ds = _hand_table()
+    out = cache.rescale(ds, 3.0, 0.5)
+    x = ds["npr"].values
+    np.testing.assert_allclose(out["lambda_max"].values, x * 1.5**2, rtol=1e-15)
+    np.testing.assert_array_equal(out["npr"].values, x)
+    np.testing.assert_allclose(out["q_std"].values, 3 * x, rtol=1e-15)
+    np.testing.assert_allclose(out["k_entropy"].values, x + math.log(0.5), rtol=1e-15)
+    assert (out.attrs["sigma_q"], out.attrs["sigma_k"]) == (3.0, 0.5)
+    refs = json.loads(out.attrs["analytic_reference_values"])["16x4"]
+    if "sum_lambda" in refs:
+        assert refs["sum_lambda"] == pytest.approx(16**2 * 4 * 1.5**2, rel=1e-12)
+    back = cache.rescale(out, 1.0, 1.0)
+    np.testing.assert_allclose(back["lambda_max"].values, x, rtol=1e-15)
+    with pytest.raises(InputError):
+        cache.rescale(ds, 0.0, 1.0)
+    with pytest.raises(TableError):
+        cache.rescale(ds.drop_attrs(deep=False), 1.0, 2.0)
+
+
+def test_rescale_equals_direct_generation():
+    """σ-rescaled σ = 1 table equals the table generated at σ (same Gaussians times σ)."""
+    ones = baseline(12, 3, draws=16, seed=4, dtype="float64", progress=False)
+    direct = baseline(12, 3, draws=16, seed=4, dtype="float64", sigma_q=0.3, sigma_k=2.5,
+                      progress=False)
+    out = cache.rescale(ones, 0.3, 2.5)
+    for v in ones.data_vars:
+        np.testing.assert_allclose(out[v].values, direct[v].values, rtol=1e-9, atol=1e-12,
+                                   err_msg=v)
+    assert out.attrs["analytic_reference_values"] == direct.attrs["analytic_reference_values"]

@@ -1,0 +1,49 @@
+"""Dask sweeps: the combined table equals the single-process table bit for bit."""
+
+import subprocess
+import sys
+
+import pytest
+import xarray as xr
+
+from rmtbase.cli import main
+from rmtbase.tables import DRAW_BLOCK, baseline, read_table
+
+pytest.importorskip("distributed")
+
+OPTS = dict(draws=2 * DRAW_BLOCK + 20, seed=7, stats="spectral")
+
+
+def test_import_does_not_need_dask():
+    code = "import sys, rmtbase.sweep; assert 'distributed' not in sys.modules and 'dask' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_missing_dask_clear_error(monkeypatch):
+    from rmtbase.sweep import MissingDependency, sweep
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(MissingDependency, match="pip install"):
+        sweep(8, 2, workers=1, draws=10)
+
+
+def test_needs_exactly_one_place_to_run():
+    from rmtbase.errors import InputError
+    from rmtbase.sweep import sweep
+
+    with pytest.raises(InputError, match="exactly one"):
+        sweep(8, 2, draws=10, progress=False)
+
+
+def test_cli_sweep_two_workers_equals_single_process(tmp_path, capsys):
+    out = tmp_path / "grid.nc"
+    rc = main(["sweep", "--d", "12", "16", "--dh", "3", "--workers", "2", "--blocks-per-task", "2", "--draws",
+               str(OPTS["draws"]), "--seed", "7", "--stats", "spectral", "--no-progress",
+               "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    swept = read_table(out)
+    single = baseline([12, 16], 3, progress=False, **OPTS)
+    xr.testing.assert_identical(swept.drop_attrs(deep=False).drop_encoding(),
+                                single.drop_attrs(deep=False))
+    assert swept.attrs["cells"] == single.attrs["cells"] == "12x3,16x3"
+    assert "Dask tasks" in swept.attrs["history"]
