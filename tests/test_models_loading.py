@@ -250,6 +250,22 @@ def test_non_finite_weights_name_the_tensor(tmp_path, gpt2_dir, bad):
         next(it)
 
 
+def test_quantized_tensors_refused(tmp_path, gpt2_dir):
+    state = load_file(gpt2_dir / "model.safetensors")
+    name = "transformer.h.0.attn.c_attn.weight"
+    state[name] = state[name].to(torch.int8)
+    folder = _copy(gpt2_dir, tmp_path / "int8", skip=("model.safetensors",))
+    save_file(state, folder / "model.safetensors")
+    with pytest.raises(ModelError, match=rf"{name}.*stored as I8 \(quantized"):
+        list(load_heads(folder))
+    model = build("gptj")
+    attn = model.transformer.h[0].attn
+    attn.q_proj.weight = torch.nn.Parameter(torch.zeros((64, 64), dtype=torch.int8),
+                                            requires_grad=False)
+    with pytest.raises(ModelError, match=r"q_proj\.weight.*torch\.int8 \(quantized"):
+        list(load_heads(model))
+
+
 def test_non_finite_loaded_object():
     model = build("bert")
     with torch.no_grad():

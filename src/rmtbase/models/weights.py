@@ -32,8 +32,15 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE = "pytorch_model.bin"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
 
-# safetensors dtypes numpy reads natively; the rest (BF16, F8_*) go through torch.
+# safetensors dtypes numpy reads natively; BF16 goes through torch. Integer and 8-bit float
+# tensors are quantized weights whose values mean nothing without their scales: refused.
 _NUMPY_DTYPES = {"F64", "F32", "F16"}
+_TORCH_DTYPES = {"BF16"}
+
+
+def _refuse_quantized(name: str, dtype: str, where: str) -> None:
+    raise ModelError(f"tensor {name!r} in {where} is stored as {dtype} (quantized?); rmtbase "
+                     "needs unquantized floating-point weights")
 
 
 def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
@@ -165,13 +172,18 @@ class FileWeights:
                 dtype = handle.get_slice(name).get_dtype()
                 if dtype in _NUMPY_DTYPES:
                     arr = handle.get_tensor(name)
-                else:
+                elif dtype in _TORCH_DTYPES:
                     arr = self._open(filename, "pt").get_tensor(name).float().numpy()
+                else:
+                    _refuse_quantized(name, dtype, where)
             else:
                 state = self._load_pickle(filename)
                 if name not in state:
                     raise ModelError(f"tensor {name!r} not found in {where}")
-                arr = state[name].detach().float().numpy()
+                tensor = state[name]
+                if not tensor.is_floating_point() or tensor.element_size() < 2:
+                    _refuse_quantized(name, str(tensor.dtype), where)
+                arr = tensor.detach().float().numpy()
         except ModelError:
             raise
         except Exception as exc:
@@ -204,6 +216,8 @@ class StateDictWeights:
         tensor = self._state[name]
         if getattr(tensor, "is_meta", False):
             raise ModelError(f"tensor {name!r} of {self.label} is on the meta device (not loaded)")
+        if not tensor.is_floating_point() or tensor.element_size() < 2:
+            _refuse_quantized(name, str(tensor.dtype), f"loaded model {self.label}")
         arr = tensor.detach().to("cpu").float().numpy()
         return check_finite(np.asarray(arr, dtype=np.float32), name, f"loaded model {self.label}")
 
