@@ -36,6 +36,7 @@ PICKLE_INDEX = "pytorch_model.bin.index.json"
 # tensors are quantized weights whose values mean nothing without their scales: refused.
 _NUMPY_DTYPES = {"F64", "F32", "F16"}
 _TORCH_DTYPES = {"BF16"}
+_OPEN_FILES = 2  # safetensors handles kept open (memory-mapped) per framework
 
 
 def _refuse_quantized(name: str, dtype: str, where: str) -> None:
@@ -126,6 +127,9 @@ class FileWeights:
         cache = self._handles if framework == "np" else self._pt_handles
         if filename not in cache:
             from safetensors import safe_open
+
+            while len(cache) >= _OPEN_FILES:  # layers are visited in order: drop old shards
+                del cache[next(iter(cache))]
 
             path = self._path(filename)
             try:
