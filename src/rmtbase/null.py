@@ -1,0 +1,155 @@
+"""Monte Carlo null draws of a head's statistics: ``null_draws(key, d, d_h, n_draws, ...)``.
+
+Draw i uses ``fold_in(key, i)`` only (:func:`rmtbase.ensembles.map_draws`), so the numbers do
+not depend on ``chunk_size``, on the device count or on how a run is split into blocks. Each
+draw goes through :func:`rmtbase.stats.head_stats`, the same code that scores model heads.
+
+Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor):
+
+- ``"lowrank"`` (default): W_Q, W_K i.i.d. N(0, σ_Q²), N(0, σ_K²). With ``stats="spectral"``
+  the draws take the exact fast path (:mod:`rmtbase.wishart`: Bartlett factors of the Grams,
+  λ = s²(L_Qᵀ L_K), q.rms = ‖L_Q‖_F/√(d_h d)) — the same law as the factor path, other numbers;
+  with ``"all"``/``"elementwise"`` the factors are drawn and every statistic of a draw comes
+  from the same W_Q, W_K.
+- ``"gaussian"``: the element-wise Gaussian reference of seed 000: W_Q, W_K as above, but
+  ``qk.*`` statistics are those of an independent full-rank i.i.d. Gaussian d×d matrix with
+  the entry std of W_QK, σ_Q σ_K √d_h. Its spectral statistics use all d eigenvalues (O(d³) per
+  draw) and ``qk.spectrum`` then has d columns.
+- ``"residual"``: residual-path factors (seed 004): W_Q, W_K are the first d_h rows of
+  independent products M_L = ∏(I + W_l) of depth ``depth`` at the critical σ² = 1/d, rescaled by
+  σ √(d / 2^L) so that E[rms²] = σ² (E[M Mᵀ] = 2^L I); then as ``"lowrank"``. O(L d_h d²).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from .ensembles import _pos_int, lowrank_factors, map_draws, named_key, residual_rows
+from .errors import InputError, check_dims, check_sigma
+from .stats import head_stats
+from .stats.elementwise import _one, _trim_fraction
+from .stats.spectral import eigvals_from_cholesky, spectral_stats
+from .wishart import gram_cholesky
+
+STATS_CHOICES = ("all", "spectral", "elementwise")
+ENSEMBLES = ("lowrank", "gaussian", "residual")
+MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
+
+
+def _default_chunk(d, d_h, stats, ensemble, itemsize, n, budget) -> int:
+    if stats == "spectral" and ensemble == "lowrank":
+        per = 16 * d_h * d_h * itemsize + 4096
+        cap = 1024
+    else:
+        per = 12 * (d * d if stats != "spectral" or ensemble == "gaussian" else d * d_h) * itemsize
+        cap = 64
+    return max(1, min(n, cap, budget // per))
+
+
+def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spectrum):
+    spectral = stats in ("all", "spectral")
+    elementwise = stats in ("all", "elementwise")
+    norm = sigma_q * sigma_q * sigma_k * sigma_k * d * d
+
+    def finish(out, lam):
+        if spectrum:
+            out["qk.spectrum"] = lam / norm
+        return out
+
+    if ensemble == "lowrank" and stats == "spectral":
+        def fn(key):
+            lq = gram_cholesky(named_key(key, "wq"), d, d_h, sigma_q, dtype)
+            lk = gram_cholesky(named_key(key, "wk"), d, d_h, sigma_k, dtype)
+            lam = eigvals_from_cholesky(lq, lk)
+            scale = math.sqrt(d_h * d)
+            out = {"q.rms": jnp.sqrt(jnp.sum(lq * lq)) / scale,
+                   "k.rms": jnp.sqrt(jnp.sum(lk * lk)) / scale}
+            out.update({f"qk.{s}": v for s, v in spectral_stats(lam).items()})
+            return finish(out, lam)
+        return fn
+
+    def factors(key):
+        if ensemble == "residual":
+            scale = math.sqrt(d / 2.0**depth)
+            wq = sigma_q * scale * residual_rows(named_key(key, "wq"), d, depth, d_h, dtype=dtype)
+            wk = sigma_k * scale * residual_rows(named_key(key, "wk"), d, depth, d_h, dtype=dtype)
+            return wq, wk
+        return lowrank_factors(key, d, d_h, sigma_q, sigma_k, dtype)
+
+    if ensemble == "gaussian":
+        def fn(key):
+            wq, wk = factors(key)
+            out = head_stats(wq, wk, which=("q", "k"), spectral=False,
+                             elementwise=elementwise, trim=trim)
+            g = (sigma_q * sigma_k * math.sqrt(d_h)) * jax.random.normal(
+                named_key(key, "gaussian"), (d, d), dtype)
+            if elementwise:
+                out.update({f"qk.{s}": v for s, v in _one(g.reshape(-1), trim).items()})
+            lam = None
+            if spectral:
+                s = jnp.linalg.svd(g, compute_uv=False)
+                lam = s * s
+                out.update({f"qk.{k}": v for k, v in spectral_stats(lam).items()})
+            return finish(out, lam)
+        return fn
+
+    def fn(key):
+        wq, wk = factors(key)
+        out = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, trim=trim)
+        lam = None
+        if spectrum:
+            from .stats.spectral import eigvals_from_factors
+
+            lam = eigvals_from_factors(wq, wk)
+        return finish(out, lam)
+    return fn
+
+
+def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
+               ensemble="lowrank", depth=None, chunk_size=None, dtype=jnp.float32,
+               progress=False, return_spectrum=False, trim=0.8, memory_budget=None) -> dict:
+    """Null draws of the head statistics: ``{"qk.npr": (n_draws,), ...}`` as numpy arrays.
+
+    key: a JAX PRNG key (typed or raw); draw i uses ``fold_in(key, i)``. d, d_h: model width
+    and head dimension (1 ≤ d_h ≤ d). sigma_q, sigma_k: entry standard deviations. stats:
+    ``"all"``, ``"spectral"`` or ``"elementwise"`` (keys as in :func:`rmtbase.stats.head_stats`;
+    ``q.rms`` and ``k.rms`` always). ensemble: ``"lowrank"``, ``"gaussian"`` or ``"residual"``
+    (needs ``depth`` ≥ 1; see the module docstring). chunk_size: draws per compiled call
+    (default from ``memory_budget`` bytes, 512 MiB); it never changes the numbers.
+    dtype: float32 (default) or float64 (needs ``jax_enable_x64``). return_spectrum: add
+    ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending. trim: the
+    Weibull fit's trim. progress: tqdm bar.
+    """
+    d, d_h = check_dims(d, d_h)
+    n = _pos_int(n_draws, "n_draws")
+    sigma_q = check_sigma(sigma_q, "sigma_q")
+    sigma_k = check_sigma(sigma_k, "sigma_k")
+    if stats not in STATS_CHOICES:
+        raise InputError(f"stats must be one of {STATS_CHOICES}, got {stats!r}")
+    if ensemble not in ENSEMBLES:
+        raise InputError(f"ensemble must be one of {ENSEMBLES}, got {ensemble!r}")
+    if ensemble == "residual":
+        if depth is None:
+            raise InputError("ensemble='residual' needs depth (number of residual layers, >= 1)")
+        depth = _pos_int(depth, "depth")
+    elif depth is not None:
+        raise InputError(f"depth applies only to ensemble='residual', got ensemble={ensemble!r}")
+    if return_spectrum and stats == "elementwise":
+        raise InputError("return_spectrum needs spectral statistics (stats='all' or 'spectral')")
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise InputError("dtype float64 needs jax_enable_x64 (jax.config.update('jax_enable_x64', True))")
+    if dtype not in (jnp.float32, jnp.float64):
+        raise InputError(f"dtype must be float32 or float64, got {dtype}")
+    _trim_fraction(trim)
+    budget = MEMORY_BUDGET if memory_budget is None else _pos_int(memory_budget, "memory_budget")
+    if chunk_size is None:
+        chunk_size = _default_chunk(d, d_h, stats, ensemble, dtype.itemsize, n, budget)
+    fn = _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, return_spectrum)
+    use_map = stats != "spectral" and jax.default_backend() == "cpu"
+    out = map_draws(fn, key, n, chunk_size, method="map" if use_map else "vmap",
+                    progress=progress)
+    return dict(out)

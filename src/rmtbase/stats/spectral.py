@@ -1,0 +1,121 @@
+"""Spectral statistics of W_QK = W_Qᵀ W_K from its factors, never from the d×d product.
+
+Conventions (``docs/conventions.md``): W_Q, W_K are ``(d_h, d)``; W_QK = W_Qᵀ W_K is ``(d, d)`` of
+rank ≤ d_h; λ_k = s_k², the squared singular values of W_QK (eigenvalues of W_QK W_QKᵀ), of
+which d_h are nonzero, sorted **descending**. No 1/√d or 1/√d_h factor is applied.
+
+Why d_h×d_h cores suffice. Write W_Q = L_Q U_Q with L_Q ``(d_h, d_h)`` and U_Q ``(d_h, d)``
+with orthonormal rows (e.g. L_Q = R_Qᵀ from the thin QR W_Qᵀ = Q_Q R_Q, or the Cholesky factor
+of the Gram G_Q = W_Q W_Qᵀ = L_Q L_Qᵀ), likewise W_K. Then
+
+    W_QK = U_Qᵀ (L_Qᵀ L_K) U_K ,
+
+and since U_Qᵀ has orthonormal columns and U_K orthonormal rows, the nonzero singular values of
+W_QK are exactly those of the d_h×d_h core C = L_Qᵀ L_K (equivalently λ = eig(G_Q G_K)). The
+spectrum therefore depends on the factors only through their Grams, which is what the Bartlett
+fast path (:mod:`rmtbase.wishart`) exploits. Cost: O(d d_h²) for the QR plus O(d_h³) for the
+core SVD, instead of O(d³) for the SVD of the d×d product.
+
+Accuracy: λ = s(C)², with s from an SVD of the core (not the eigenvalues of CᵀC), so small λ
+keep the accuracy of an SVD (absolute error ≈ eps·s_max per singular value) rather than losing
+the square of the condition number; the QR route is backward stable also for ill-conditioned
+trained weights, where a Gram Cholesky could fail.
+
+References: Marchenko & Pastur (1967); for the limit law of x = λ/(σ_Q²σ_K²d²), MP_c ⊠ MP_c with
+c = d_h/d, Burda, Jarosz, Livan, Nowak & Swiech (2010); Mingo & Speicher (2017).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+SPECTRAL_STATS = (
+    "lambda_max",
+    "lambda_min",
+    "sum_lambda",
+    "sum_lambda2",
+    "pr",
+    "npr",
+    "spectral_entropy",
+    "condition_number",
+    "stable_rank",
+)
+
+
+def core_from_factors(wq, wk):
+    """The d_h×d_h core C = R_Q R_Kᵀ (= L_Qᵀ L_K with L = Rᵀ) whose singular values are W_QK's.
+
+    wq, wk: ``(..., d_h, d)``. Uses R-only thin QR of wqᵀ and wkᵀ (``(..., d, d_h)``). For
+    d_h > d the factors' row spaces are not full rank; this case is excluded by the callers'
+    ``check_dims`` (1 ≤ d_h ≤ d).
+    """
+    wq = jnp.asarray(wq)
+    wk = jnp.asarray(wk)
+    rq = jnp.linalg.qr(jnp.swapaxes(wq, -1, -2), mode="r")  # (..., d_h, d_h), wq = rqᵀ Qᵀ
+    rk = jnp.linalg.qr(jnp.swapaxes(wk, -1, -2), mode="r")
+    return rq @ jnp.swapaxes(rk, -1, -2)
+
+
+def _squared_singular_values(c):
+    s = jnp.linalg.svd(c, compute_uv=False)  # descending
+    return s * s
+
+
+def eigvals_from_factors(wq, wk):
+    """Nonzero eigenvalues λ of W_QK W_QKᵀ, W_QK = wqᵀ wk, from d_h×d_h cores; ``(..., d_h)``.
+
+    wq, wk: ``(..., d_h, d)`` in any float dtype (computation in that dtype). Returns the d_h
+    squared singular values of W_QK sorted descending (exact zeros if a factor is rank
+    deficient). Never forms the d×d product.
+    """
+    return _squared_singular_values(core_from_factors(wq, wk))
+
+
+def eigvals_from_cholesky(lq, lk):
+    """λ from lower-triangular Gram factors: G_Q = lq lqᵀ = wq wqᵀ; λ = s²(lqᵀ lk), descending.
+
+    lq, lk: ``(..., d_h, d_h)`` lower triangular (e.g. from :func:`rmtbase.wishart.gram_cholesky`).
+    With wq = lq U_Q (U_Q orthonormal rows), wqᵀ wk = U_Qᵀ (lqᵀ lk) U_K: the transpose sits on
+    the **first** factor.
+    """
+    lq = jnp.asarray(lq)
+    lk = jnp.asarray(lk)
+    return _squared_singular_values(jnp.swapaxes(lq, -1, -2) @ lk)
+
+
+def spectral_stats(lam) -> dict:
+    """Spectral statistics of the nonzero eigenvalues ``lam`` ``(..., n)`` (any order).
+
+    Keys exactly :data:`SPECTRAL_STATS`:
+
+    - ``lambda_max``, ``lambda_min``: largest and smallest λ;
+    - ``sum_lambda`` Σλ (= ‖W_QK‖_F²), ``sum_lambda2`` Σλ² (= ‖W_QK W_QKᵀ‖_F²);
+    - ``pr`` = (Σλ)²/Σλ² (participation ratio), ``npr`` = pr / n;
+    - ``spectral_entropy`` = −Σ p ln p with p = λ/Σλ (nats; terms with p = 0 contribute 0);
+    - ``condition_number`` = λ_max/λ_min (inf if λ_min = 0); ``stable_rank`` = Σλ/λ_max.
+
+    Statistics over the last axis; leading axes are batch axes.
+    """
+    lam = jnp.asarray(lam)
+    n = lam.shape[-1]
+    lmax = jnp.max(lam, axis=-1)
+    lmin = jnp.min(lam, axis=-1)
+    s1 = jnp.sum(lam, axis=-1)
+    # Σλ² scaled by λ_max to avoid overflow in float32 for large d (λ ~ d² d_h... squared).
+    scale = jnp.where(lmax > 0, lmax, 1.0)
+    r = lam / scale[..., None]
+    s2 = jnp.sum(r * r, axis=-1) * scale * scale
+    p = lam / s1[..., None]
+    plogp = jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0)
+    pr = (s1 / scale) ** 2 / jnp.sum(r * r, axis=-1)
+    return {
+        "lambda_max": lmax,
+        "lambda_min": lmin,
+        "sum_lambda": s1,
+        "sum_lambda2": s2,
+        "pr": pr,
+        "npr": pr / n,
+        "spectral_entropy": -jnp.sum(plogp, axis=-1),
+        "condition_number": lmax / lmin,
+        "stable_rank": s1 / lmax,
+    }
