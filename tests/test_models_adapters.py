@@ -50,7 +50,8 @@ def test_every_supported_architecture_is_covered():
 
 
 def _logits_from_factors(layer, x):
-    """(n_heads, T, T) logits x_iᵀ W_Qᵀ W_K x_j from the extracted factors, float64."""
+    """Per-head q_i = W_Q x_i and k_j = W_K x_j, (n_heads, T, d_h) each, from the extracted
+    factors in float64; the logits are q_i · k_j = x_iᵀ W_Qᵀ W_K x_j."""
     wq = layer.wq.astype(np.float64)
     wk = layer.wk.astype(np.float64)
     q = np.einsum("hrd,td->htr", wq, x)
@@ -119,9 +120,9 @@ def test_attention_probabilities_match_rebuilt_logits(saved, name):
         x = captured[lh.layer]
         assert x.shape == (n_tok, info.d)
         probs = out.attentions[lh.layer][0].numpy()  # (n_heads, T, T)
-        q = np.einsum("hrd,td->htr", lh.wq.astype(np.float64), x) + lh.bq[:, None, :] \
-            if lh.bq is not None else np.einsum("hrd,td->htr", lh.wq.astype(np.float64), x)
-        k = np.einsum("hrd,td->htr", lh.wk.astype(np.float64), x)
+        q, k = _logits_from_factors(lh, x)  # (n_heads, T, d_h) each
+        if lh.bq is not None:
+            q = q + lh.bq[:, None, :]
         if lh.bk is not None:
             k = k + lh.bk[:, None, :]
         s = np.einsum("hir,hjr->hij", q, k) / np.sqrt(info.d_h)

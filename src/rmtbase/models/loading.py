@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import InputError, ModelError
 from . import hub
-from ._adapter import Adapter
+from ._adapter import Adapter, Dims
 from .bert import BertAdapter
 from .gpt2 import GPT2Adapter
 from .gpt_neox import GPTNeoXAdapter
@@ -194,8 +194,6 @@ def load_heads(model, *, revision: str | None = None,
 
 
 def _iterate(weights, adapter: Adapter, prefix: str, info: ModelInfo) -> Iterator[LayerHeads]:
-    from ._adapter import Dims
-
     dims = Dims(info.d, info.d_h, info.n_layers, info.n_heads, info.n_kv_heads,
                 info.rotary_fraction)
     group = info.group_size
