@@ -170,8 +170,9 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", progress=Fals
             if out is None:
                 out = jax.tree_util.tree_map(
                     lambda a: np.empty((n, *a.shape[1:]), dtype=a.dtype), res)
-            jax.tree_util.tree_map(lambda o, r: o.__setitem__(slice(start, start + take), r[:take]),
-                                   out, res)
+            for o, r in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(res),
+                            strict=True):
+                o[start:start + take] = r[:take]
             if bar is not None:
                 bar.update(take)
     finally:

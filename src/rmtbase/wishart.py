@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .ensembles import named_key
 from .errors import check_dims
@@ -30,6 +31,7 @@ def gram_cholesky(key, d, d_h, sigma=1.0, dtype=jnp.float32):
     d, d_h = check_dims(d, d_h)
     dof = jnp.arange(d, d - d_h, -1).astype(dtype)  # d, d-1, ..., d-d_h+1
     diag = jnp.sqrt(jax.random.chisquare(named_key(key, "diag"), dof, dtype=dtype))
-    z = jax.random.normal(named_key(key, "lower"), (d_h, d_h), dtype)
-    low = jnp.tril(z, k=-1) + jnp.diag(diag)
+    rows, cols = np.tril_indices(d_h, k=-1)
+    z = jax.random.normal(named_key(key, "lower"), (rows.size,), dtype)
+    low = jnp.diag(diag).at[rows, cols].set(z)
     return sigma * low

@@ -16,11 +16,13 @@ value(σ) = value(1) + p ln σ for ``scaling="log"``, where σ is σ_Q (q.*), σ
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
 from ..errors import InputError
-from .elementwise import ELEMENT_STATS, _one, _trim_fraction, element_stats
+from .elementwise import ELEMENT_STATS, _element_stats_flat, _one, _trim_fraction, element_stats
 from .spectral import SPECTRAL_STATS, eigvals_from_factors, spectral_stats
 
 __all__ = [
@@ -89,7 +91,7 @@ STAT_INFO: dict[str, dict] = {
     "max_over_q99": _info(
         "max |w| over the 99th percentile of |w|", "1",
         "max|w| / |w|_(ceil(0.99 N)) (inverted-CDF order statistic, located by two-pass histogram "
-        "refinement to max|w|/4096^2)", 0),
+        "refinement to max|w|/(4096*16384))", 0),
     "rms": _info("root mean square of the entries", "sigma",
                  "sqrt(tr(W W^T) / (d_h d)) = ||W||_F / sqrt(d_h d)", 1),
 }
@@ -150,11 +152,18 @@ def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=Tru
     if bad:
         raise InputError(f"which must be a subset of {_MATRICES}, got {tuple(which)!r}")
     _trim_fraction(trim)
+    return _head_stats(wq, wk, tuple(which), bool(spectral), bool(elementwise), float(trim))
+
+
+@partial(jax.jit, static_argnums=(2, 3, 4, 5))
+def _head_stats(wq, wk, which, spectral, elementwise, trim):
     out = {"q.rms": _rms(wq), "k.rms": _rms(wk)}
     if elementwise:
         for m, w in (("q", wq), ("k", wk)):
             if m in which:
-                out.update({f"{m}.{s}": v for s, v in element_stats(w, trim=trim).items()})
+                flat = w.reshape((-1, w.shape[-2] * w.shape[-1]))
+                st = _element_stats_flat(flat, trim)
+                out.update({f"{m}.{s}": v.reshape(w.shape[:-2]) for s, v in st.items()})
         if "qk" in which:
             out.update({f"qk.{s}": v for s, v in _qk_element_stats(wq, wk, trim).items()})
     if spectral and "qk" in which:
