@@ -52,18 +52,13 @@ def shape_features(w) -> np.ndarray:
     """The shape feature vector of a matrix's elements (see module docstring), float64.
 
     Excess kurtosis of the standardised elements, then the quantiles of |z| at
-    :data:`QUANTILE_PROBS`. Shape ``(len(FEATURES),)``.
+    :data:`QUANTILE_PROBS` (linear interpolation between order statistics, numpy's default).
+    Shape ``(len(FEATURES),)``.
     """
     x = np.asarray(w, dtype=np.float64).ravel()
-    return np.asarray(_features(jnp.asarray(x)), dtype=np.float64)
-
-
-def _features(x):
-    """jnp version of :func:`shape_features` on a flat array."""
     z = (x - x.mean()) / x.std()
-    kurt = jnp.mean(z**4) - 3.0
-    q = jnp.quantile(jnp.abs(z), jnp.asarray(QUANTILE_PROBS, dtype=z.dtype))
-    return jnp.concatenate([kurt[None], q])
+    kurt = np.mean(z**4) - 3.0
+    return np.concatenate([[kurt], np.quantile(np.abs(z), QUANTILE_PROBS)])
 
 
 @dataclass(frozen=True)
@@ -135,11 +130,12 @@ def _check_depths(depths) -> np.ndarray:
 
 
 def depth_null(shape, *, d=None, depths=range(1, 49), draws=64, key=None, sigma2=None,
-               dtype=jnp.float32, chunk_size=8) -> DepthNull:
+               dtype=jnp.float32) -> DepthNull:
     """Shape features of residual-product blocks of ``shape`` at every depth in ``depths``.
 
     ``key`` defaults to ``jax.random.key(0)``; ``sigma2`` to 1/d. Draw i uses
-    ``fold_in(key, i)`` whatever ``chunk_size`` (equal up to float rounding). Cost: draws × max(depths) d×d products.
+    ``fold_in(key, i)``. Cost: draws × max(depths) d×d products
+    (the features of every depth come from one chain per draw).
     """
     m, n, d = _check_shape(shape, d)
     dep = _check_depths(depths)
@@ -150,7 +146,7 @@ def depth_null(shape, *, d=None, depths=range(1, 49), draws=64, key=None, sigma2
         raise InputError(f"sigma2 must be > 0, got {sigma2}")
     key = jax.random.key(0) if key is None else key
     l_max = int(dep[-1])
-    keep = jnp.asarray(np.flatnonzero(~np.eye(m, n, dtype=bool)))
+    keep = np.flatnonzero(~np.eye(m, n, dtype=bool))
     scale = float(np.sqrt(1.0 + sigma2 * d))
     sd = float(np.sqrt(sigma2))
 
@@ -158,18 +154,17 @@ def depth_null(shape, *, d=None, depths=range(1, 49), draws=64, key=None, sigma2
         def step(mat, layer):
             w = sd * jax.random.normal(jax.random.fold_in(k, layer), (d, d), dtype=dtype)
             mat = (mat + w @ mat) / scale
-            return mat, _features(mat[:m, :n].ravel()[keep])
+            return mat, mat[:m, :n]
 
-        _, feats = jax.lax.scan(step, jnp.eye(d, dtype=dtype), jnp.arange(1, l_max + 1))
-        return feats  # (l_max, n_features)
+        _, blocks = jax.lax.scan(step, jnp.eye(d, dtype=dtype), jnp.arange(1, l_max + 1))
+        return blocks  # (l_max, m, n)
 
-    batch = jax.jit(jax.vmap(one))
-    out = []
-    for start in range(0, int(draws), int(chunk_size)):
-        idx = jnp.arange(start, min(start + int(chunk_size), int(draws)))
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(idx)
-        out.append(np.asarray(batch(keys), dtype=np.float64))
-    feats = np.concatenate(out, axis=0)[:, dep - 1, :].transpose(1, 0, 2)
+    chain = jax.jit(one)
+    feats = np.empty((dep.size, int(draws), len(FEATURES)))
+    for i in range(int(draws)):
+        blocks = np.asarray(chain(jax.random.fold_in(key, i)))
+        for j, L in enumerate(dep):
+            feats[j, i] = shape_features(blocks[L - 1].ravel()[keep])
     return DepthNull(depths=dep, features=feats, shape=(m, n), d=d, sigma2=sigma2,
                      draws=int(draws))
 

@@ -1,0 +1,38 @@
+"""``rmtbase study NAME [--quick] [--seed S] --out DIR`` and ``rmtbase study --list``."""
+
+from __future__ import annotations
+
+import time
+
+
+def add_parser(sub):
+    p = sub.add_parser("study", help="run a study that reproduces a seed's figures and claims",
+                       description="Run a study (figures + data into OUT/NAME), or list them.")
+    p.add_argument("name", nargs="?", help="study name (see --list)")
+    p.add_argument("--list", action="store_true", help="print the study names, one per line")
+    p.add_argument("--quick", action="store_true", help="reduced size (seconds, for CI)")
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
+    p.add_argument("--out", default="out/studies", help="output folder (default out/studies)")
+    return p
+
+
+def run(args) -> int:
+    from ..errors import InputError
+    from ..studies import STUDIES, names
+    from ..studies import run as run_study
+
+    if args.list:
+        for n in names():
+            print(n)
+        return 0
+    if not args.name:
+        raise InputError("give a study NAME or --list; studies: " + ", ".join(STUDIES))
+    t0 = time.perf_counter()
+    result = run_study(args.name, args.out, quick=args.quick, seed=args.seed)
+    dt = time.perf_counter() - t0
+    for path in result.get("figures", []) + result.get("data", []):
+        print(path)
+    for k, v in result.get("summary", {}).items():
+        print(f"  {k}: {v}")
+    print(f"study {args.name} done in {dt:.1f} s")
+    return 0
