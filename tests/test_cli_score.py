@@ -104,7 +104,7 @@ def test_cli_writes_scores_csv_figures(tmp_path, capsys, cache):
     folder = _gpt2(tmp_path / "g")
     out = tmp_path / "out"
     t0 = time.perf_counter()
-    code = main(["score", str(folder), "--out", str(out), "--draws", "1000", "--quiet",
+    code = main(["score", str(folder), "--out", str(out), "--draws", "300", "--quiet",
                  "--stats", "all", "--alpha", "0.1", "--top", "3"])
     elapsed = time.perf_counter() - t0
     assert code == 0, capsys.readouterr().err
