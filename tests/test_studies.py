@@ -22,7 +22,7 @@ def _check_outputs(result, out):
         assert Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("name", ["random_baselines", "product_spectrum", "residual_paths"])
+@pytest.mark.parametrize("name", ["random_baselines", "product_spectrum", "residual_paths", "minilm"])
 def test_study_quick(name, tmp_path):
     result = studies.run(name, tmp_path, quick=True, seed=0)
     _check_outputs(result, tmp_path)
