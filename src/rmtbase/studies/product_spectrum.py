@@ -34,8 +34,8 @@ def _spectra(key, d, d_h, draws, chunk=100):
 
     def one(i):
         k = jax.random.fold_in(key, i)
-        wq = jax.random.normal(jax.random.fold_in(k, 0), (d_h, d), dtype=jnp.float64)
-        wk = jax.random.normal(jax.random.fold_in(k, 1), (d_h, d), dtype=jnp.float64)
+        wq = jax.random.normal(jax.random.fold_in(k, 0), (d_h, d), dtype=jnp.float32)
+        wk = jax.random.normal(jax.random.fold_in(k, 1), (d_h, d), dtype=jnp.float32)
         return eigvals_from_factors(wq, wk)
 
     f = jax.jit(jax.vmap(one))
@@ -53,7 +53,7 @@ def run(out_dir, quick=False, seed=0) -> dict:
     out = io.prepare(out_dir)
     d, d_h = 768, 64
     c = d_h / d
-    draws = 300 if quick else 5000
+    draws = 300 if quick else 2000
     x = _spectra(jax.random.key(seed), d, d_h, draws)
     st = {k: np.asarray(v) for k, v in spectral_stats(x).items()}
     vals = {"x_max": st["lambda_max"], "npr": st["npr"],

@@ -108,7 +108,7 @@ def _simulate_fits(key, shape, n_mats, chunk):
     for start in range(0, n_mats, chunk):
         idx = jnp.arange(start, min(start + chunk, n_mats))
         w = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i), shape,
-                                                 dtype=jnp.float64))(idx)
+                                                 dtype=jnp.float32))(idx)
         for t in TRIMS:
             st = fns[t](w)
             out[t]["k"].append(np.asarray(st["weibull_k"]))
@@ -125,7 +125,7 @@ def _noise_mc(key, n, reps, probs):
     xp = jnp.asarray(math.sqrt(2) * erfinv(np.asarray(probs)))
 
     def one(i):
-        x = jnp.abs(jax.random.normal(jax.random.fold_in(key, i), (n,), dtype=jnp.float64))
+        x = jnp.abs(jax.random.normal(jax.random.fold_in(key, i), (n,), dtype=jnp.float32))
         f = jnp.searchsorted(jnp.sort(x), xp) / n
         return jnp.log(-jnp.log1p(-f))
 
