@@ -22,6 +22,7 @@ the same key whatever the chunk size or device count.
 from __future__ import annotations
 
 import zlib
+from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -124,9 +125,13 @@ def residual_stream(key, d, depth, sigma2=None, dtype=jnp.float32):
     return x
 
 
-def _chunk_runner(fn, chunk: int, method: str):
-    """jit-compiled ``keys (chunk,) -> pytree`` over the draw axis, sharded if several devices."""
-    devices = jax.devices()
+@lru_cache(maxsize=64)
+def _chunk_runner(fn, chunk: int, method: str, devices: tuple):
+    """jit-compiled ``keys (chunk,) -> pytree`` over the draw axis, sharded if several devices.
+
+    Cached on (fn, chunk, method, devices): repeated calls with the same draw function (e.g.
+    :func:`rmtbase.null.null_draws` block by block) compile once.
+    """
     inner = jax.vmap(fn) if method == "vmap" else (lambda ks: jax.lax.map(fn, ks))
     if len(devices) > 1 and chunk % len(devices) == 0:
         from jax.sharding import Mesh, PartitionSpec
@@ -154,7 +159,7 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", progress=Fals
     chunk = min(n, 256) if chunk_size is None else min(_pos_int(chunk_size, "chunk_size"), n)
     ndev = jax.device_count()
     chunk = -(-chunk // ndev) * ndev
-    run = _chunk_runner(fn, chunk, method)
+    run = _chunk_runner(fn, chunk, method, tuple(jax.devices()))
     fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
     bar = None
     if progress:

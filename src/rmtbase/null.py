@@ -23,6 +23,7 @@ Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +50,9 @@ def _default_chunk(d, d_h, stats, ensemble, itemsize, n, budget) -> int:
     return max(1, min(n, cap, budget // per))
 
 
+@lru_cache(maxsize=64)
 def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spectrum):
+    """The per-draw function (cached, so its compiled chunk runner is reused)."""
     spectral = stats in ("all", "spectral")
     elementwise = stats in ("all", "elementwise")
     norm = sigma_q * sigma_q * sigma_k * sigma_k * d * d
@@ -148,7 +151,8 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     budget = MEMORY_BUDGET if memory_budget is None else _pos_int(memory_budget, "memory_budget")
     if chunk_size is None:
         chunk_size = _default_chunk(d, d_h, stats, ensemble, dtype.itemsize, n, budget)
-    fn = _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, return_spectrum)
+    fn = _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
+                  bool(return_spectrum))
     use_map = stats != "spectral" and jax.default_backend() == "cpu"
     out = map_draws(fn, key, n, chunk_size, method="map" if use_map else "vmap",
                     progress=progress)

@@ -1,0 +1,95 @@
+"""Samplers: determinism, key derivation, chunk invariance, residual-product moments."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rmtbase.ensembles import (
+    gaussian,
+    lowrank_factors,
+    map_draws,
+    named_key,
+    residual_product,
+    residual_rows,
+    residual_stream,
+)
+from rmtbase.errors import InputError
+
+
+def test_lowrank_factors_deterministic_named_and_scaled():
+    key = jax.random.key(0)
+    wq, wk = lowrank_factors(key, 50, 7, 2.0, 0.5, jnp.float64)
+    wq2, wk2 = lowrank_factors(key, 50, 7, 2.0, 0.5, jnp.float64)
+    assert wq.shape == wk.shape == (7, 50)
+    assert np.array_equal(wq, wq2) and np.array_equal(wk, wk2)
+    np.testing.assert_array_equal(wq, 2.0 * jax.random.normal(named_key(key, "wq"), (7, 50), jnp.float64))
+    assert not np.allclose(wq / 2.0, wk / 0.5)
+    assert lowrank_factors(key, 10, 2)[0].dtype == jnp.float32
+    with pytest.raises(InputError):
+        lowrank_factors(key, 4, 8)
+
+
+def test_gaussian_moments():
+    x = np.asarray(gaussian(jax.random.key(1), (200_000,), 3.0, jnp.float64))
+    # mean: SE 3/√n; variance: SE 9·√(2/n); |z| < 5
+    assert abs(x.mean()) < 5 * 3.0 / np.sqrt(x.size)
+    assert abs(x.var() - 9.0) < 5 * 9.0 * np.sqrt(2 / x.size)
+
+
+def test_map_draws_fold_in_and_chunk_invariance():
+    key = jax.random.key(2)
+
+    def fn(k):
+        wq, wk = lowrank_factors(k, 12, 3, dtype=jnp.float64)
+        return {"s": jnp.sum(wq * wk), "v": wq[0]}
+
+    ref = map_draws(fn, key, 23, chunk_size=23)
+    for chunk in (1, 4, 7, 100):
+        out = map_draws(fn, key, 23, chunk_size=chunk)
+        assert np.array_equal(out["s"], ref["s"]) and np.array_equal(out["v"], ref["v"])
+    assert ref["v"].shape == (23, 12)
+    assert float(fn(jax.random.fold_in(key, 5))["s"]) == ref["s"][5]
+    via_map = map_draws(fn, key, 23, chunk_size=6, method="map")
+    np.testing.assert_allclose(via_map["s"], ref["s"], rtol=1e-12)
+    with pytest.raises(InputError):
+        map_draws(fn, key, 0)
+
+
+def test_map_draws_raw_uint32_key():
+    key = jax.random.PRNGKey(3)
+    out = map_draws(lambda k: jax.random.normal(k, (), jnp.float64), key, 5, chunk_size=2)
+    assert out.shape == (5,) and out[2] == jax.random.normal(jax.random.fold_in(key, 2), (), jnp.float64)
+
+
+def test_residual_product_rows_and_stream_agree():
+    key = jax.random.key(4)
+    m = np.asarray(residual_product(key, 20, 5, dtype=jnp.float64))
+    rows = np.asarray(residual_rows(key, 20, 5, 6, dtype=jnp.float64))
+    np.testing.assert_allclose(rows, m[:6], rtol=1e-12, atol=1e-12)
+    x0 = np.asarray(jax.random.normal(named_key(key, "x"), (20,), jnp.float64))
+    np.testing.assert_allclose(residual_stream(key, 20, 5, dtype=jnp.float64), m @ x0, rtol=1e-11)
+    # depth 1 is I + W_1 with entries of variance 1/d
+    m1 = np.asarray(residual_product(key, 400, 1, dtype=jnp.float64)) - np.eye(400)
+    assert abs(m1.var() * 400 - 1) < 5 * np.sqrt(2 / m1.size) * 1.0
+
+
+@pytest.mark.parametrize("depth,sigma2", [(3, None), (6, None), (4, 0.5 / 32)])
+def test_residual_growth(depth, sigma2):
+    """E‖M x‖²/d = (1 + σ² d)^L (2^L at the critical σ² = 1/d); |z| < 5 over 400 draws."""
+    d, n = 32, 400
+    s2 = 1.0 / d if sigma2 is None else sigma2
+    keys = jax.random.split(jax.random.key(5 + depth), n)
+    y = jax.vmap(lambda k: residual_stream(k, d, depth, sigma2, jnp.float64))(keys)
+    r = np.asarray(jnp.sum(y * y, axis=1)) / d
+    z = (r.mean() - (1 + s2 * d) ** depth) / (r.std(ddof=1) / np.sqrt(n))
+    assert abs(z) < 5, (r.mean(), z)
+
+
+def test_residual_errors():
+    with pytest.raises(InputError):
+        residual_product(jax.random.key(0), 8, 0)
+    with pytest.raises(InputError):
+        residual_rows(jax.random.key(0), 8, 2, 9)
+    with pytest.raises(InputError):
+        residual_stream(jax.random.key(0), 8, 2, sigma2=-1.0)
