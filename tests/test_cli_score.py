@@ -121,3 +121,31 @@ def test_cli_writes_scores_csv_figures(tmp_path, capsys, cache):
     assert (out / "figures" / "z_qk.npr.png").is_file()
     assert (out / "figures" / "entropy_sigma.png").is_file()
     assert elapsed < 120
+
+
+@pytest.mark.slow
+def test_default_minilm(tmp_path, capsys, monkeypatch):
+    """No MODEL: the embedded MiniLM (BERT, d = 384, d_h = 32, 6 × 12 heads), no network.
+    Under a minute when the (384, 32) table is shipped (else it is generated into the
+    temporary cache first). Trained heads depart from the null: W_QK's excess kurtosis
+    (heavy tails) in nearly every head, while W_Q's std (self-normalised: only its mean can
+    move it) stays mostly null."""
+    from rmtbase.cache import shipped_index
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    shipped = any(e.get("d") == 384 and e.get("d_h") == 32 for e in shipped_index())
+    t0 = time.perf_counter()
+    code = main(["score", "--out", str(tmp_path / "out"), "--quiet"])
+    elapsed = time.perf_counter() - t0
+    assert code == 0, capsys.readouterr().err
+    ds = xr.open_dataset(tmp_path / "out" / "scores.nc")
+    try:
+        assert "all-MiniLM-L6-v2" in ds.attrs["model"] and ds.attrs["architecture"] == "bert"
+        assert (ds.sizes["layer"], ds.sizes["head"]) == (6, 12)
+        flags = ds["flag"].sum(("layer", "head"))
+        assert int(flags.sel(stat="qk.excess_kurtosis")) >= 60
+        assert int(flags.sel(stat="q.std")) <= 20
+    finally:
+        ds.close()
+    if shipped:
+        assert elapsed < 60, elapsed

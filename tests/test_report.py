@@ -62,10 +62,11 @@ def test_long_table_is_one_row_per_test():
 
 def test_ranking_and_terminal_table_lead_with_the_anomaly():
     ds = _ds()
+    ds["null_draws"] = ("stat", np.full(len(STATS), 999))
     assert report.head_ranking(ds)[0] == (1, 2)
     text = report.anomaly_table(ds, n=3)
     lines = text.splitlines()
-    assert "2 of 72 tests flagged" in lines[0]
+    assert "2 of 72 tests flagged" in lines[0] and "smallest possible p=0.002" in lines[0]
     assert lines[2].split()[:3] == ["1", "2", "2"] and "qk.npr" in lines[2]
     assert len(lines) == 5
 

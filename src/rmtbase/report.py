@@ -48,7 +48,8 @@ def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
     lines = [
         f"{ds.attrs.get('model', '?')}  ({ds.attrs.get('architecture', '?')}; "
         f"d={ds.attrs.get('d', '?')}, d_h={ds.attrs.get('d_h', '?')}): "
-        f"{int(ds['flag'].sum())} of {n_tests} tests flagged (BH, alpha={ds.attrs.get('alpha')})",
+        f"{int(ds['flag'].sum())} of {n_tests} tests flagged (BH, alpha={ds.attrs.get('alpha')})"
+        + _floor_note(ds),
         f"{'layer':>5} {'head':>4} {'flags':>5}  {'most extreme stat':<22} {'value':>11} "
         f"{'null mean':>11} {'z':>8} {'p':>8}",
     ]
@@ -66,6 +67,14 @@ def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
             f"{h['null_mean'].values[s]:>11.4g} {h['z'].values[s]:>8.2f} {h['p_value'].values[s]:>8.2g}"
         )
     return "\n".join(lines)
+
+
+def _floor_note(ds: xr.Dataset) -> str:
+    """'; N null draws, smallest possible p 2/(N+1)' when the Dataset records N."""
+    if "null_draws" not in ds or not ds.sizes.get("stat"):
+        return ""
+    n = int(ds["null_draws"].min())
+    return f"; N={n} null draws, smallest possible p={2 / (n + 1):.2g}"
 
 
 def _axes(ax):
@@ -139,7 +148,7 @@ def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None, *, bin
     c = d_h / d
     lo, hi = (float(e) for e in product.edges(c))
     top = max(hi, float(np.max(x))) * 1.05
-    nb = bins or max(8, int(np.sqrt(x.size)) * 2)
+    nb = bins or max(20, x.size)
     ax.hist(x, bins=np.linspace(0.0, top, nb + 1), density=True, color="C0", alpha=0.6,
             label=f"layer {layer}, head {head}")
     grid = np.linspace(max(lo, 1e-9), hi, 400)
