@@ -1,0 +1,41 @@
+"""``rmtbase constants [--digits N] [--json]``: the registry of citable analytic constants.
+
+Thin wrapper of :func:`rmtbase.analytic.constants.constants`: every value is a decimal string
+with exactly N significant digits computed with mpmath at N + 10 (or more) working digits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ._common import positive_int
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "constants", help="citable analytic constants to any number of digits",
+        description="Print the analytic constants (Weibull anchor, noise optimum, Gaussian and "
+                    "half-normal references, Fuss-Catalan edge, ...) with their definitions and "
+                    "references; values are exact decimal strings of N significant digits.")
+    p.add_argument("--digits", type=positive_int, default=15,
+                   help="significant digits, 1..1000 (default 15)")
+    p.add_argument("--json", action="store_true",
+                   help="JSON object keyed by name: {value, definition, reference}")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analytic.constants import constants
+
+    table = constants(args.digits)
+    if args.json:
+        json.dump(table, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    wn = max(len(k) for k in table)
+    wv = max(len(v["value"]) for v in table.values())
+    for name, row in table.items():
+        print(f"{name:<{wn}}  {row['value']:<{wv}}  {row['definition']}  [{row['reference']}]")
+    return 0
