@@ -38,43 +38,50 @@ def test_filename_spells_out_every_key():
 
 
 def test_generated_then_cached(user_cache, monkeypatch):
-    first = cache.null_table(12, 3, stats="spectral", min_draws=20, seed=9)
+    first = cache.null_table(16, 4, stats="all", min_draws=64, seed=7)
     files = list(user_cache.iterdir())
     assert [f.name for f in files] == [cache.table_filename(
-        12, 3, ensemble="lowrank", stats="spectral", draws=20, seed=9, dtype="float32")]
-    assert first.attrs["sigma_q"] == 1.0 and first.sizes["draw"] == 20
+        16, 4, ensemble="lowrank", stats="all", draws=64, seed=7, dtype="float32")]
+    assert first.attrs["sigma_q"] == 1.0 and first.sizes["draw"] == 64
 
     def no_generation(*a, **k):
         raise AssertionError("should have come from the cache")
 
     monkeypatch.setattr(rmtbase.tables, "baseline", no_generation)
-    second = cache.null_table(12, 3, stats="spectral", min_draws=15, seed=9)
+    second = cache.null_table(16, 4, stats="all", min_draws=30, seed=7)
     xr.testing.assert_identical(second.drop_encoding(), first)
-    with pytest.raises(AssertionError, match="cache"):  # other seed, other draws: not served
-        cache.null_table(12, 3, stats="spectral", min_draws=20, seed=10)
-    with pytest.raises(AssertionError, match="cache"):
-        cache.null_table(12, 3, stats="spectral", min_draws=21, seed=9)
-    with pytest.raises(AssertionError, match="cache"):  # a spectral table cannot serve "all"
-        cache.null_table(12, 3, stats="all", min_draws=20, seed=9)
-
-
-def test_all_table_serves_subsets(user_cache):
-    full = cache.null_table(10, 2, stats="all", min_draws=12, seed=1)
-    spec = cache.null_table(10, 2, stats="spectral", min_draws=12, seed=1)
-    assert len(list(user_cache.iterdir())) == 1
+    # an "all" table serves the subsets
+    spec = cache.null_table(16, 4, stats="spectral", min_draws=64, seed=7)
     assert {"npr", "lambda_max", "q_rms", "k_rms"} <= set(spec.data_vars)
-    assert not any(v.startswith("qk_") or v.startswith("q_s") for v in spec.data_vars)
-    elem = cache.null_table(10, 2, stats="elementwise", min_draws=12, seed=1)
-    assert "npr" not in elem.data_vars and "qk_std" in elem.data_vars
+    assert not any(v.startswith(("qk_", "q_s", "k_w")) for v in spec.data_vars)
+    elem = cache.null_table(16, 4, stats="elementwise", min_draws=64, seed=7)
+    assert "npr" not in elem.data_vars and {"qk_std", "q_rms"} <= set(elem.data_vars)
     for v in spec.data_vars:
-        np.testing.assert_array_equal(spec[v].values, full[v].values)
+        np.testing.assert_array_equal(spec[v].values, first[v].values)
+    with pytest.raises(AssertionError, match="cache"):  # other seed, more draws: not served
+        cache.null_table(16, 4, stats="all", min_draws=64, seed=8)
+    with pytest.raises(AssertionError, match="cache"):
+        cache.null_table(16, 4, stats="all", min_draws=65, seed=7)
+
+
+def test_matching_rules():
+    e = {"d": 8, "d_h": 2, "ensemble": "lowrank", "seed": 0, "dtype": "float32",
+         "format": TABLE_FORMAT, "stats": "spectral", "draws": 100}
+    key = dict(d=8, d_h=2, stats="spectral", min_draws=100, seed=0, ensemble="lowrank",
+               dtype="float32")
+    assert cache._matches(e, **key)
+    for change in (dict(stats="all"), dict(stats="elementwise"), dict(min_draws=101),
+                   dict(seed=1), dict(dtype="float64"), dict(d=9), dict(d_h=3)):
+        assert not cache._matches(e, **{**key, **change}), change
+    assert not cache._matches({**e, "format": TABLE_FORMAT + 1}, **key)
+    assert cache._matches({**e, "stats": "all"}, **{**key, "stats": "elementwise"})
 
 
 def test_damaged_cache_file_is_regenerated(user_cache):
-    good = cache.null_table(8, 2, stats="spectral", min_draws=10, seed=2)
+    good = cache.null_table(16, 4, stats="all", min_draws=64, seed=2)
     (path,) = user_cache.iterdir()
     path.write_bytes(path.read_bytes()[:200])
-    again = cache.null_table(8, 2, stats="spectral", min_draws=10, seed=2)
+    again = cache.null_table(16, 4, stats="all", min_draws=64, seed=2)
     np.testing.assert_array_equal(again["npr"].values, good["npr"].values)
     read_table(path)  # rewritten whole
 
@@ -154,12 +161,14 @@ def test_rescale_by_hand():
 
 
 def test_rescale_equals_direct_generation():
-    """σ-rescaled σ = 1 table equals the table generated at σ (same Gaussians times σ)."""
-    ones = baseline(12, 3, draws=16, seed=4, dtype="float64", progress=False)
-    direct = baseline(12, 3, draws=16, seed=4, dtype="float64", sigma_q=0.3, sigma_k=2.5,
-                      progress=False)
+    """σ-rescaled σ = 1 table equals the table generated at σ (same Gaussians times σ), to
+    float32 rounding; the analytic references follow."""
+    ones = baseline(16, 4, draws=64, seed=4, progress=False)
+    direct = baseline(16, 4, draws=64, seed=4, sigma_q=0.3, sigma_k=2.5, progress=False)
     out = cache.rescale(ones, 0.3, 2.5)
     for v in ones.data_vars:
-        np.testing.assert_allclose(out[v].values, direct[v].values, rtol=1e-9, atol=1e-12,
+        assert out[v].dtype == np.float32
+        # float32 rounding; the shape statistics near 0 (skewness, kurtosis) need an atol
+        np.testing.assert_allclose(out[v].values, direct[v].values, rtol=2e-5, atol=2e-5,
                                    err_msg=v)
     assert out.attrs["analytic_reference_values"] == direct.attrs["analytic_reference_values"]

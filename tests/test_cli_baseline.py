@@ -10,7 +10,7 @@ import xarray as xr
 
 from rmtbase.cli import main
 
-ARGS = ["baseline", "--d", "16", "--dh", "4", "--draws", "40", "--seed", "7", "--no-progress"]
+ARGS = ["baseline", "--d", "16", "--dh", "4", "--draws", "64", "--seed", "7", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def test_table_opens_in_plain_xarray(table):
     with xr.open_dataset(table) as ds:
         assert {"npr", "lambda_max", "spectral_entropy", "qk_std", "q_weibull_k"} <= set(
             ds.data_vars)
-        assert ds.attrs["seed"] == 7 and ds.attrs["draws"] == 40
+        assert ds.attrs["seed"] == 7 and ds.attrs["draws"] == 64
         assert ds["npr"].attrs["units"] == "1"
 
 

@@ -11,7 +11,7 @@ from rmtbase.tables import DRAW_BLOCK, baseline, read_table
 
 pytest.importorskip("distributed")
 
-OPTS = dict(draws=2 * DRAW_BLOCK + 20, seed=7, stats="spectral")
+OPTS = dict(draws=2 * DRAW_BLOCK + 64, seed=7, stats="all")  # the configuration of the other tests: compiled once
 
 
 def test_import_does_not_need_dask():
@@ -37,13 +37,12 @@ def test_needs_exactly_one_place_to_run():
 
 def test_cli_sweep_two_workers_equals_single_process(tmp_path, capsys):
     out = tmp_path / "grid.nc"
-    rc = main(["sweep", "--d", "12", "16", "--dh", "3", "--workers", "2", "--blocks-per-task", "2", "--draws",
-               str(OPTS["draws"]), "--seed", "7", "--stats", "spectral", "--no-progress",
-               "--out", str(out)])
+    rc = main(["sweep", "--d", "3", "16", "--dh", "4", "--workers", "2", "--blocks-per-task", "2",
+               "--draws", str(OPTS["draws"]), "--seed", "7", "--stats", "all", "--no-progress", "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     swept = read_table(out)
-    single = baseline([12, 16], 3, progress=False, **OPTS)
+    single = baseline([3, 16], 4, progress=False, **OPTS)
     xr.testing.assert_identical(swept.drop_attrs(deep=False).drop_encoding(),
                                 single.drop_attrs(deep=False))
-    assert swept.attrs["cells"] == single.attrs["cells"] == "12x3,16x3"
+    assert swept.attrs["cells"] == single.attrs["cells"] == "16x4"
     assert "Dask tasks" in swept.attrs["history"]

@@ -13,18 +13,28 @@ import xarray as xr
 
 import rmtbase
 from rmtbase.errors import InputError
-from rmtbase.tables import DRAW_BLOCK, baseline, generate_blocks, make_spec, reference_values
+from rmtbase.tables import (
+    DRAW_BLOCK,
+    assemble,
+    baseline,
+    cell_key,
+    generate_blocks,
+    grid_cells,
+    make_spec,
+    reference_values,
+)
 
 D, DH = 16, 4
+N = 2 * DRAW_BLOCK  # with 64-draw chunks: one compilation serves every test of this config
 
 
 @pytest.fixture(scope="module")
 def small():
-    return baseline(D, DH, draws=DRAW_BLOCK + 50, seed=3, progress=False)
+    return baseline(D, DH, draws=N, seed=3, progress=False)
 
 
 def test_layout_and_attrs(small):
-    assert dict(small.sizes) == {"d": 1, "d_h": 1, "draw": DRAW_BLOCK + 50}
+    assert dict(small.sizes) == {"d": 1, "d_h": 1, "draw": N}
     for name in ("npr", "lambda_max", "spectral_entropy", "sum_lambda", "sum_lambda2",
                  "condition_number", "stable_rank", "q_std", "k_std", "qk_std",
                  "qk_excess_kurtosis", "q_weibull_k", "q_rms", "k_rms"):
@@ -38,7 +48,7 @@ def test_layout_and_attrs(small):
     assert "qk.npr" not in small.data_vars and "spectrum" not in " ".join(small.data_vars)
     a = small.attrs
     assert a["rmtbase_version"] == rmtbase.__version__
-    assert (a["ensemble"], a["seed"], a["draws"], a["dtype"]) == ("lowrank", 3, DRAW_BLOCK + 50,
+    assert (a["ensemble"], a["seed"], a["draws"], a["dtype"]) == ("lowrank", 3, N,
                                                                    "float32")
     assert a["backend"] == "cpu" and a["scaling_factor"] == "none"
     assert "creation_time" in a and "conventions" in a
@@ -47,56 +57,88 @@ def test_layout_and_attrs(small):
 
 
 def test_same_seed_identical_other_seed_differs(small):
-    again = baseline(D, DH, draws=DRAW_BLOCK + 50, seed=3, progress=False)
+    again = baseline(D, DH, draws=N, seed=3, progress=False)
     xr.testing.assert_identical(again.drop_attrs(deep=False), small.drop_attrs(deep=False))
-    other = baseline(D, DH, draws=DRAW_BLOCK + 50, seed=4, progress=False, stats="spectral")
+    other = baseline(D, DH, draws=N, seed=4, progress=False)
     assert not np.array_equal(other["npr"].values, small["npr"].values)
 
 
-def test_chunking_does_not_change_numbers(small):
-    chunked = baseline(D, DH, draws=DRAW_BLOCK + 50, seed=3, chunk_size=7, progress=False)
-    xr.testing.assert_identical(chunked.drop_attrs(deep=False), small.drop_attrs(deep=False))
-    spec = make_spec(draws=DRAW_BLOCK + 50, seed=3)
-    both = generate_blocks(spec, D, DH, 0, 2)
-    for k, v in both.items():
-        np.testing.assert_array_equal(v, small[rmtbase.stats.table_name(k)].values.ravel())
+def test_block_ranges_and_public_null_draws(small):
+    """Block b of a cell is null_draws(fold_in(cell_key, b), ...), whatever range is asked."""
+    import jax
+
+    from rmtbase.null import null_draws
+
+    spec = make_spec(draws=N, seed=3)
+    part = generate_blocks(spec, D, DH, 1, 2)
+    with jax.enable_x64(False):
+        ref = null_draws(jax.random.fold_in(cell_key(3, D, DH), 1), D, DH, DRAW_BLOCK)
+    assert set(part) == set(ref)
+    for k, v in part.items():
+        table = small[rmtbase.stats.table_name(k)].values[0, 0, DRAW_BLOCK:]
+        np.testing.assert_array_equal(v, table, err_msg=k)
+        np.testing.assert_array_equal(ref[k], table, err_msg=k)
 
 
 def test_prefix_property(small):
     """Draw i depends on (seed, d, d_h, i) only: a shorter table is a prefix of a longer one."""
-    short = baseline(D, DH, draws=DRAW_BLOCK + 10, seed=3, progress=False)
+    short = baseline(D, DH, draws=DRAW_BLOCK + 64, seed=3, progress=False)
     xr.testing.assert_identical(short.drop_attrs(deep=False),
-                                small.isel(draw=slice(0, DRAW_BLOCK + 10)).drop_attrs(deep=False))
+                                small.isel(draw=slice(0, DRAW_BLOCK + 64)).drop_attrs(deep=False))
 
 
-def test_grid_cells_equal_single_cells():
-    grid = baseline([8, 12], [2, 3, 10], draws=30, seed=1, stats="spectral", progress=False)
-    assert dict(grid.sizes) == {"d": 2, "d_h": 3, "draw": 30}
-    assert grid.attrs["cells"] == "8x2,8x3,12x2,12x3,12x10"
-    assert np.all(np.isnan(grid["npr"].sel(d=8, d_h=10).values))  # d_h > d: not a cell
-    one = baseline(12, 3, draws=30, seed=1, stats="spectral", progress=False)
-    xr.testing.assert_identical(grid.sel(d=[12], d_h=[3]).drop_attrs(deep=False), one.drop_attrs(deep=False))
+def test_grid_cells_equal_single_cells(small):
+    grid = baseline(D, [2, DH], draws=N, seed=3, progress=False)
+    assert dict(grid.sizes) == {"d": 1, "d_h": 2, "draw": N}
+    assert grid.attrs["cells"] == f"{D}x2,{D}x{DH}"
+    xr.testing.assert_identical(grid.sel(d_h=[DH]).drop_attrs(deep=False),
+                                small.drop_attrs(deep=False))
+    assert not np.array_equal(grid["npr"].sel(d_h=2), grid["npr"].sel(d_h=DH))
+
+
+def test_assemble_leaves_non_cells_nan():
+    spec = make_spec(draws=3, stats="spectral")
+    cells = grid_cells([2, 5], [1, 4])
+    assert cells == [(2, 1), (5, 1), (5, 4)]
+    results = {c: {"qk.npr": np.full(3, c[0] + c[1] / 10), "q.rms": np.ones(3)} for c in cells}
+    ds = assemble(spec, cells, results)
+    assert np.all(np.isnan(ds["npr"].sel(d=2, d_h=4)))
+    assert ds["npr"].sel(d=5, d_h=4).values.tolist() == [np.float32(5.4)] * 3
+    assert list(ds.data_vars) == ["npr", "q_rms"]
+    assert ds["q_rms"].attrs["sigma_of"] == "sigma_q"
+    assert ds["npr"].attrs["sigma_of"] == "sigma_q*sigma_k"
+    refs = json.loads(ds.attrs["analytic_reference_values"])
+    assert set(refs) == {"2x1", "5x1", "5x4"}
+
+
+def test_float64_table():
+    ds = baseline(D, DH, draws=8, seed=3, stats="spectral", dtype="float64", progress=False)
+    assert ds["npr"].dtype == np.float64 and ds.attrs["jax_enable_x64"] == 1
+    assert np.all((ds["npr"].values > 0) & (ds["npr"].values <= 1))
 
 
 def test_float32_same_with_and_without_x64(small):
     import jax
 
     with jax.enable_x64(False):
-        off = baseline(D, DH, draws=DRAW_BLOCK + 50, seed=3, progress=False)
+        off = baseline(D, DH, draws=N, seed=3, progress=False)
     xr.testing.assert_identical(off.drop_attrs(deep=False), small.drop_attrs(deep=False))
 
 
 def test_sum_lambda_mean_is_exact_expectation():
     """E Σλ = E‖W_QK‖_F² = d² d_h σ_Q² σ_K² exactly (each entry of W_QK is a sum of d_h
-    products of independent N(0, σ_Q²), N(0, σ_K²) variables)."""
-    d, d_h, sq, sk = 24, 6, 1.5, 0.7
-    ds = baseline(d, d_h, draws=400, seed=11, sigma_q=sq, sigma_k=sk, stats="spectral",
-                  dtype="float64", progress=False)
-    x = ds["sum_lambda"].values.ravel()
-    exact = d**2 * d_h * sq**2 * sk**2
+    products of independent N(0, σ_Q²), N(0, σ_K²) variables), and the ddof-0 variance of the
+    d² uncorrelated mean-zero entries has E = (1 - 1/d²) d_h σ_Q² σ_K²."""
+    sq, sk = 0.3, 2.5  # the configuration of test_cache's rescale test: compiled once
+    ds = baseline(D, DH, draws=640, seed=11, sigma_q=sq, sigma_k=sk, progress=False)
+    exact = D**2 * DH * sq**2 * sk**2
+    x = ds["sum_lambda"].values.astype(np.float64).ravel()
     z = (x.mean() - exact) / (x.std(ddof=1) / math.sqrt(x.size))
     assert abs(z) < 5, z
-    assert refs_close(reference_values(d, d_h, sq, sk), "sum_lambda", exact)
+    assert refs_close(reference_values(D, DH, sq, sk), "sum_lambda", exact)
+    v = ds["qk_std"].values.astype(np.float64).ravel() ** 2
+    z = (v.mean() - (1 - 1 / D**2) * DH * (sq * sk) ** 2) / (v.std(ddof=1) / math.sqrt(v.size))
+    assert abs(z) < 5, z
 
 
 def refs_close(refs, name, value):
@@ -151,7 +193,7 @@ def test_bad_input_is_one_line_input_error(kw, match):
 
 
 def test_top_level_alias_and_out(tmp_path):
-    ds = rmtbase.baseline(8, 2, draws=12, seed=2, stats="spectral", progress=False,
+    ds = rmtbase.baseline(D, DH, draws=64, seed=2, progress=False,
                           out=tmp_path / "t.nc")
     back = rmtbase.tables.read_table(tmp_path / "t.nc")
     xr.testing.assert_identical(back.drop_encoding(), ds)

@@ -63,22 +63,22 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     ``sigma_q``, ``sigma_k``, ``ensemble``, ``draws``, ``seed``, ``stats``, ``depth``, ``dtype``,
     ``chunk_size``). Give one of ``scheduler`` (address), ``workers`` (local processes) or a
     ``client``. Each task computes ``blocks_per_task`` blocks of
-    :data:`rmtbase.tables.DRAW_BLOCK` draws. Returns the Dataset, written atomically to ``out``
-    when given."""
+    :data:`rmtbase.tables.DRAW_BLOCK` = 250 draws of one cell. Returns the Dataset, written
+    atomically to ``out`` when given."""
     from .tables import _progress, assemble, generate_blocks, grid_cells, make_spec, write_table
 
     spec = make_spec(**options)
     cells = grid_cells(d, d_h)
-    if isinstance(blocks_per_task, bool) or not isinstance(blocks_per_task, int | np.integer) \
-            or blocks_per_task < 1:
-        raise InputError(f"blocks_per_task must be a positive integer, got {blocks_per_task!r}")
+    per = blocks_per_task
+    if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
+        raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
     if client is None:
         _distributed()
-    tasks = [(cell, b, min(b + blocks_per_task, spec.n_blocks()))
-             for cell in cells for b in range(0, spec.n_blocks(), blocks_per_task)]
+    tasks = [(cell, a, min(a + per, spec.n_blocks()))
+             for cell in cells for a in range(0, spec.n_blocks(), per)]
     parts = {}
     with _client(scheduler, workers, client) as c, \
-            _progress(len(tasks), progress, "rmtbase sweep") as bar:
+            _progress(len(tasks), progress, "rmtbase sweep", unit="task") as bar:
         futures = {c.submit(generate_blocks, spec, cell[0], cell[1], start, stop, pure=False):
                    (cell, start) for cell, start, stop in tasks}
         for fut in _distributed().as_completed(futures):
@@ -89,7 +89,7 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
         chunks = [parts[(cell, start)] for (c_, start) in sorted(parts) if c_ == cell]
         results[cell] = {k: np.concatenate([ch[k] for ch in chunks]) for k in chunks[0]}
     ds = assemble(spec, cells, results)
-    ds.attrs["history"] = f"computed as {len(tasks)} Dask tasks of {blocks_per_task} block(s)"
+    ds.attrs["history"] = f"computed as {len(tasks)} Dask tasks of up to {per} blocks"
     if out is not None:
         write_table(ds, out)
     return ds

@@ -25,7 +25,7 @@ def add_parser(sub):
     where.add_argument("--workers", type=positive_int,
                        help="start a loopback LocalCluster of N processes, 1 thread each")
     p.add_argument("--blocks-per-task", type=positive_int, default=1,
-                   help="blocks of 250 draws per task (default 1)")
+                   help="blocks of 250 draws of one cell per Dask task (numbers do not change)")
     add_table_options(p)
     p.add_argument("--out", required=True, help="write the table here (netCDF4, atomically)")
     return p
