@@ -138,10 +138,16 @@ def test_write_report_files_roundtrip(tmp_path):
     df = pd.read_csv(out / "scores.csv")
     assert len(df) == 72 and {"layer", "head", "stat", "z", "p_value", "flag"} <= set(df.columns)
     pngs = sorted((out / "figures").glob("*.png"))
-    assert {p.name for p in pngs} >= {f"z_{s}.png" for s in STATS} | {"entropy_sigma.png",
-                                                                     "spectrum_L1_H2.png"}
+    headline = [s for s in STATS if s in report.HEADLINE_STATS]
+    assert len(headline) == 4
+    assert {p.name for p in pngs} == ({f"z_{s}.png" for s in headline}
+                                      | {"z_all.png", "entropy_sigma.png", "spectrum_L1_H2.png",
+                                         f"spectrum_L{report.head_ranking(ds)[-1][0]}_H"
+                                         f"{report.head_ranking(ds)[-1][1]}.png"})
     for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert set(written) >= {"scores.nc", "entropy_sigma"}
+    every = report.write_report(ds, tmp_path / "every", heatmaps="all", n_spectra=0)
+    assert {f"z_{s}" for s in STATS} <= set(every)
     no_fig = report.write_report(ds, tmp_path / "nofig", figures=False)
     assert not (tmp_path / "nofig" / "figures").exists() and len(no_fig) == 3

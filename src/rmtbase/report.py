@@ -22,6 +22,9 @@ from .errors import InputError
 
 #: ColorBrewer RdBu (reversed): diverging and colour-blind safe.
 Z_CMAP = "RdBu_r"
+#: Statistics that get their own z-heatmap file by default (all statistics are in z_all.png).
+HEADLINE_STATS = ("qk.npr", "qk.lambda_max", "qk.spectral_entropy", "qk.condition_number",
+                  "qk.std", "qk.excess_kurtosis", "q.std", "k.std", "q.weibull_k", "k.weibull_k")
 _CSV_VARS = ("value", "null_mean", "null_std", "z", "p_value", "q_value", "percentile", "flag")
 
 
@@ -90,9 +93,11 @@ def _stat_check(ds: xr.Dataset, stat: str) -> None:
         raise InputError(f"statistic {stat!r} is not in this score")
 
 
-def plot_z_heatmap(ds: xr.Dataset, stat: str, ax=None, *, vmax: float | None = None):
+def plot_z_heatmap(ds: xr.Dataset, stat: str, ax=None, *, vmax: float | None = None,
+                   colorbar: bool = True):
     """z over layer × head for ``stat``; diverging RdBu, symmetric limits ±vmax (default
-    max |z|), BH-flagged cells marked ×, NaN cells grey. Returns the Axes."""
+    max |z|), BH-flagged cells marked ×, NaN cells grey. Returns the Axes (its image is
+    ``ax.images[0]``, for a shared colour bar when ``colorbar=False``)."""
     _stat_check(ds, stat)
     ax = _axes(ax)
     import matplotlib as mpl
@@ -106,7 +111,8 @@ def plot_z_heatmap(ds: xr.Dataset, stat: str, ax=None, *, vmax: float | None = N
                    aspect="auto", interpolation="nearest")
     li, hi = np.nonzero(ds["flag"].sel(stat=stat).values)
     ax.scatter(hi, li, marker="x", s=25, c="k", linewidths=1.0, label="BH flag")
-    ax.figure.colorbar(im, ax=ax, label="z", extend="both" if zmax > lim else "neither")
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label="z", extend="both" if zmax > lim else "neither")
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
     ax.set_xticks(np.arange(ds.sizes["head"]))
@@ -191,17 +197,44 @@ def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
 
 
 def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=100)
     return path
 
 
+def _z_overview(ds: xr.Dataset, stats: list[str], zclip: float):
+    """One figure: a small z heatmap per statistic (shared colour scale ±zclip, flags ×)."""
+    from matplotlib.figure import Figure
+
+    ncol = min(6, len(stats))
+    nrow = -(-len(stats) // ncol)
+    w = 0.22 * ds.sizes["head"] + 0.9
+    h = 0.2 * ds.sizes["layer"] + 0.9
+    fig = Figure(figsize=(ncol * w + 1.2, nrow * h + 0.6), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
+    for ax, stat in zip(axes, stats, strict=False):
+        plot_z_heatmap(ds, stat, ax, vmax=zclip, colorbar=False)
+        ax.set_title(stat, fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlabel("head", fontsize=7)
+        ax.set_ylabel("layer", fontsize=7)
+    for ax in axes[len(stats):]:
+        ax.set_axis_off()
+    fig.colorbar(axes[0].images[0], ax=list(axes), label=f"z (clipped at ±{zclip:g})",
+                 extend="both", shrink=0.6)
+    return fig
+
+
 def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10,
-                 n_spectra: int = 3, zclip: float = 10.0) -> dict[str, Path]:
+                 n_spectra: int = 3, zclip: float = 10.0,
+                 heatmaps="headline") -> dict[str, Path]:
     """Write scores.nc (atomically), scores.csv, summary.txt and PNG figures under ``out_dir``.
 
-    Figures (in ``out_dir/figures``): ``z_<stat>.png`` per statistic (|z| colour limit
-    clipped at ``zclip``), ``spectrum_L<l>_H<h>.png`` for the ``n_spectra`` most anomalous
-    heads and the least anomalous one, ``entropy_sigma.png`` (W_Q and W_QK panels).
+    Figures (in ``out_dir/figures``): ``z_all.png`` (a z heatmap per statistic, colour limit
+    ±``zclip``, flags ×); ``z_<stat>.png`` for ``heatmaps`` = "headline"
+    (:data:`HEADLINE_STATS`), "all" or a list of statistics (colour limit max |z| clipped to
+    [3, zclip]); ``spectrum_L<l>_H<h>.png`` for the ``n_spectra`` most anomalous heads and the
+    least anomalous one; ``entropy_sigma.png`` (W_Q and W_QK panels).
     Returns {name: path} of what was written.
     """
     from matplotlib.figure import Figure
@@ -221,24 +254,30 @@ def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10
         return written
     fdir = out / "figures"
     fdir.mkdir(exist_ok=True)
-    for stat in ds["stat"].values:
+    stats = [str(x) for x in ds["stat"].values]
+    own = stats if heatmaps == "all" else [x for x in (HEADLINE_STATS if heatmaps == "headline"
+                                                       else heatmaps) if x in stats]
+    for stat in own:
         z = np.abs(ds["z"].sel(stat=stat).values)
         zmax = float(np.nanmax(z)) if np.isfinite(z).any() else 1.0
-        fig = Figure(figsize=(0.45 * ds.sizes["head"] + 2.5, 0.35 * ds.sizes["layer"] + 1.8))
-        plot_z_heatmap(ds, str(stat), fig.subplots(), vmax=max(3.0, min(zmax, zclip)))
+        fig = Figure(figsize=(0.45 * ds.sizes["head"] + 2.5, 0.35 * ds.sizes["layer"] + 1.8),
+                     layout="constrained")
+        plot_z_heatmap(ds, stat, fig.subplots(), vmax=max(3.0, min(zmax, zclip)))
         written[f"z_{stat}"] = _save(fig, fdir / f"z_{stat}.png")
+    if stats:
+        written["z_all"] = _save(_z_overview(ds, stats, zclip), fdir / "z_all.png")
     if "qk_spectrum" in ds:
         ranking = head_ranking(ds)
         heads = ranking[: max(0, n_spectra)] + ranking[-1:]
         for li, hi in dict.fromkeys(heads):
-            fig = Figure(figsize=(10, 3.8))
+            fig = Figure(figsize=(10, 3.8), layout="constrained")
             a1, a2 = fig.subplots(1, 2)
             plot_spectrum(ds, li, hi, a1)
             plot_spectrum_density(ds, li, hi, a2)
             written[f"spectrum_L{li}_H{hi}"] = _save(fig, fdir / f"spectrum_L{li}_H{hi}.png")
     panels = [m for m in ("q", "qk") if {f"{m}.entropy", f"{m}.std"} <= set(ds["stat"].values)]
     if panels:
-        fig = Figure(figsize=(5 * len(panels), 4))
+        fig = Figure(figsize=(5 * len(panels), 4), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(panels)))
         for m, a in zip(panels, axes, strict=True):
             plot_entropy_sigma(ds, m, a)
