@@ -13,7 +13,8 @@ Stieltjes transform G(x) = (1 + ψ(1/x))/x follows from the cubic
 
     u³ + (2 + c) u² + (1 + 2c − x) u + c = 0,     ρ(x) = −Im G(x + i0)/π = −Im u / (π c x),
 
-taking the root with Im u < 0. Edges: dz/dψ = 0 ⇔ 2u² + cu − c = 0 and x± = (c+u)(1+u)²/u.
+taking the root with Im u < 0; numerically we solve for δ = 1 + u, which satisfies
+δ³ + (c − 1)δ² − xδ + x = 0 (well conditioned near x = 0 at c = 1). Edges: dz/dψ = 0 ⇔ 2u² + cu − c = 0 and x± = (c+u)(1+u)²/u.
 Moments (Lagrange inversion; Fuss–Narayana): m_k = Σ_{j=1}^{k} C(k, j) C(2k, j−1) c^{j−1} / k;
 at c = 1 these are the Fuss–Catalan numbers C(3k, k)/(2k+1) on [0, 27/4]
 (Penson & Życzkowski 2011). Mean 1, variance 2c, so NPR → m_1²/m_2 = 1/(1 + 2c).
@@ -107,26 +108,33 @@ def edges_mp(c, dps: int | None = None) -> tuple:
 
 
 def _root(x: np.ndarray, c: float) -> np.ndarray:
-    """Root u with the most negative imaginary part of the cubic (vectorised, Newton-polished)."""
+    """δ = 1 + u for the root u with Im u < 0 (vectorised; companion eigenvalues + Newton).
+
+    In δ the cubic reads δ³ + (c − 1)δ² − xδ + x = 0: exact coefficients and roots of size
+    x^{1/3} near x = 0 at c = 1 (where u = −1 is a triple root of the u-form)."""
     n = x.size
     comp = np.zeros((n, 3, 3))
-    comp[:, 0, 0] = -(2.0 + c)
-    comp[:, 0, 1] = -(1.0 + 2.0 * c - x)
-    comp[:, 0, 2] = -c
+    comp[:, 0, 0] = 1.0 - c
+    comp[:, 0, 1] = x
+    comp[:, 0, 2] = -x
     comp[:, 1, 0] = comp[:, 2, 1] = 1.0
     roots = np.linalg.eigvals(comp)
-    u = roots[np.arange(n), np.argmin(roots.imag, axis=1)]
-    for _ in range(2):
-        p = ((u + (2.0 + c)) * u + (1.0 + 2.0 * c - x)) * u + c
-        dp = (3.0 * u + 2.0 * (2.0 + c)) * u + (1.0 + 2.0 * c - x)
-        step = np.where(dp != 0, p / np.where(dp != 0, dp, 1.0), 0.0)
-        u = u - step
-    return u
+    dl = roots[np.arange(n), np.argmin(roots.imag, axis=1)]
+    for _ in range(3):
+        p = ((dl + (c - 1.0)) * dl - x) * dl + x
+        dp = (3.0 * dl + 2.0 * (c - 1.0)) * dl - x
+        ok = dp != 0
+        dl = dl - np.where(ok, p / np.where(ok, dp, 1.0), 0.0)
+    return dl
 
 
 def _root_mp(x, c):
-    roots = mp.polyroots([1, 2 + c, 1 + 2 * c - x, c], maxsteps=200, extraprec=4 * mp.prec)
-    return min(roots, key=lambda r: mp.im(r))
+    """δ as in :func:`_root`, via δ = x^{1/3} η for x < 1 (η³ + ((c−1)/x^{1/3})η² − x^{1/3}η + 1
+    = 0 keeps the roots O(1) however small x is)."""
+    s = mp.cbrt(x) if x < 1 else mp.mpf(1)
+    roots = mp.polyroots([1, (c - 1) / s, -x / s**2, x / s**3], maxsteps=400,
+                         extraprec=4 * mp.mp.prec)
+    return s * min(roots, key=lambda r: mp.im(r))
 
 
 def density(x, c: float) -> np.ndarray:
@@ -138,7 +146,7 @@ def density(x, c: float) -> np.ndarray:
     out = np.zeros(x.shape)
     if inside.any():
         xi = x[inside]
-        out[inside] = np.maximum(-_root(xi, c).imag, 0.0) / (np.pi * c * xi)
+        out[inside] = np.maximum(-_root(xi, c).imag, 0.0) / (np.pi * c * xi)   # Im δ = Im u
     return out
 
 
@@ -160,8 +168,8 @@ def cdf(x, c: float) -> np.ndarray:
     inside = (x > lo) & (x < hi)
     out = np.where(x >= hi, 1.0, 0.0)
     if inside.any():
-        u = _root(x[inside], c)
-        im_h = 2.0 * u.imag / c - 2.0 * ((1.0 - c) / c) * np.angle(1.0 + u) - np.angle(u)
+        dl = _root(x[inside], c)                                 # δ = 1 + u
+        im_h = 2.0 * dl.imag / c - 2.0 * ((1.0 - c) / c) * np.angle(dl) - np.angle(dl - 1.0)
         out[inside] = np.clip(1.0 - im_h / np.pi, 0.0, 1.0)
     return out
 
@@ -175,8 +183,8 @@ def cdf_mp(x, c, dps: int | None = None):
             return mp.mpf(0)
         if x >= hi:
             return mp.mpf(1)
-        u = _root_mp(x, c)
-        im_h = 2 * mp.im(u) / c - 2 * ((1 - c) / c) * mp.arg(1 + u) - mp.arg(u)
+        dl = _root_mp(x, c)                                      # δ = 1 + u
+        im_h = 2 * mp.im(dl) / c - 2 * ((1 - c) / c) * mp.arg(dl) - mp.arg(dl - 1)
         return 1 - im_h / mp.pi
 
 
@@ -243,19 +251,19 @@ def _sigma8(sigma_q, sigma_k):
     return s2 * s2
 
 
-def expected_sum_lambda(d: int, d_h: int, sigma_q=1.0, sigma_k=1.0):
-    """Exact E Σλ = E‖W_QK‖_F² = d_h d² σ_Q²σ_K² (type follows σ: float, or mpf for mpf σ)."""
+def expected_sum_lambda(d: int, d_h: int, sigma_q=1, sigma_k=1):
+    """Exact E Σλ = E‖W_QK‖_F² = d_h d² σ_Q²σ_K² (exact int for the default integer σ = 1; float or mpf for float or mpf σ)."""
     n, p = _dims_sigma(d, d_h, sigma_q, sigma_k)
     return p * n * n * (sigma_q * sigma_q * sigma_k * sigma_k)
 
 
-def expected_sum_lambda2(d: int, d_h: int, sigma_q=1.0, sigma_k=1.0):
+def expected_sum_lambda2(d: int, d_h: int, sigma_q=1, sigma_k=1):
     """Exact E Σλ² = σ_Q⁴σ_K⁴ d² d_h [(d+1)(d+d_h+1) + d d_h + 2]."""
     n, p = _dims_sigma(d, d_h, sigma_q, sigma_k)
     return n * n * p * ((n + 1) * (n + p + 1) + n * p + 2) * _sigma8(sigma_q, sigma_k)
 
 
-def var_sum_lambda(d: int, d_h: int, sigma_q=1.0, sigma_k=1.0):
+def var_sum_lambda(d: int, d_h: int, sigma_q=1, sigma_k=1):
     """Exact Var Σλ = σ_Q⁴σ_K⁴ 2 d² d_h (2d + d_h + 1)."""
     n, p = _dims_sigma(d, d_h, sigma_q, sigma_k)
     return 2 * n * n * p * (2 * n + p + 1) * _sigma8(sigma_q, sigma_k)
