@@ -172,3 +172,12 @@ def test_score_values_flags_planted_structure_and_rejects_bad_scale():
     assert (ds["z"].sel(stat="qk.npr").values[1] < -30).all()
     with pytest.raises(ModelError):
         score_values({"qk.npr": v}, np.zeros((4, 6)), np.ones((4, 6)), null)
+
+
+@pytest.mark.parametrize("kw", [{"draws": 1}, {"draws": 2.5}, {"draws": "many"}, {"alpha": 0},
+                                {"alpha": 1.2}, {"stats": []}])
+def test_score_model_rejects_bad_options_before_loading(kw):
+    from rmtbase.score import score_model
+
+    with pytest.raises(InputError):
+        score_model("/nonexistent/model/folder", progress=False, **kw)

@@ -36,13 +36,15 @@ def long_table(ds: xr.Dataset):
 
 
 def head_ranking(ds: xr.Dataset) -> list[tuple[int, int]]:
-    """(layer, head) pairs, most anomalous first: most BH flags, then smallest p, then max |z|."""
+    """(layer, head) coordinate pairs, most anomalous first: most BH flags, then smallest p,
+    then largest |z|."""
     nflag = ds["flag"].sum("stat").values
     pmin = ds["p_value"].fillna(1.0).min("stat").values
     zmax = np.abs(ds["z"]).fillna(0.0).max("stat").values
     L, H = nflag.shape
     keys = [(-nflag[i, j], pmin[i, j], -zmax[i, j], i, j) for i in range(L) for j in range(H)]
-    return [(int(k[3]), int(k[4])) for k in sorted(keys)]
+    layers, heads = ds["layer"].values, ds["head"].values
+    return [(int(layers[k[3]]), int(heads[k[4]])) for k in sorted(keys)]
 
 
 def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
@@ -57,7 +59,7 @@ def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
         f"{'null mean':>11} {'z':>8} {'p':>8}",
     ]
     for li, hi in head_ranking(ds)[: max(0, int(n))]:
-        h = ds.isel(layer=li, head=hi)
+        h = ds.sel(layer=li, head=hi)
         absz = np.abs(h["z"].values)
         p = h["p_value"].fillna(np.inf).values
         if not np.isfinite(p).any():
@@ -65,7 +67,7 @@ def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
         order = np.lexsort((-np.nan_to_num(absz, nan=0.0), p))
         s = order[0]
         lines.append(
-            f"{int(ds['layer'][li]):>5} {int(ds['head'][hi]):>4} {int(h['flag'].sum()):>5}  "
+            f"{li:>5} {hi:>4} {int(h['flag'].sum()):>5}  "
             f"{str(h.stat.values[s]):<22} {h['value'].values[s]:>11.4g} "
             f"{h['null_mean'].values[s]:>11.4g} {h['z'].values[s]:>8.2f} {h['p_value'].values[s]:>8.2g}"
         )
@@ -115,8 +117,8 @@ def plot_z_heatmap(ds: xr.Dataset, stat: str, ax=None, *, vmax: float | None = N
         ax.figure.colorbar(im, ax=ax, label="z", extend="both" if zmax > lim else "neither")
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
-    ax.set_xticks(np.arange(ds.sizes["head"]))
-    ax.set_yticks(np.arange(ds.sizes["layer"]))
+    ax.set_xticks(np.arange(ds.sizes["head"]), labels=[str(v) for v in ds["head"].values])
+    ax.set_yticks(np.arange(ds.sizes["layer"]), labels=[str(v) for v in ds["layer"].values])
     ax.set_title(f"{stat}: z vs null ({int(ds['flag'].sel(stat=stat).sum())} flagged)")
     return ax
 

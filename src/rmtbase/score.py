@@ -34,7 +34,12 @@ Per test (layer × head × stat)
 - ``q_value``: Benjamini–Hochberg (1995) adjusted p-value, and ``flag = q_value ≤ alpha``.
   The family is *all* layer × head × stat tests with a finite p-value in the Dataset. BH
   controls the FDR under independence or positive regression dependence; the statistics of one
-  head are correlated (e.g. npr and spectral entropy), so read the level as nominal.
+  head are correlated (e.g. npr and spectral entropy), and under grouped-query attention the
+  query heads sharing a key head share W_K, so read the level as nominal.
+
+Notes: for RoPE models W_QK is the relative-position-0 bilinear form (RoPE is not applied).
+``draws`` sets the smallest attainable p (2/(N+1)); with ~40 statistics × all heads the BH
+threshold for the first discovery is α/m, so very few flags are possible when N is small.
 """
 
 from __future__ import annotations
@@ -299,8 +304,9 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
     """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted self-normalised null spectrum.
 
     x_k = λ_k / (rms_Q² rms_K² d²) per draw (the same normalisation as the heads'), from
-    ``null_draws(..., return_spectrum=True)`` with key ``PRNGKey(seed)`` folded with
-    "spectrum". Returns (len(SPECTRUM_QUANTILES), d_h).
+    ``null_draws(..., stats="spectral", return_spectrum=True)`` with key
+    ``fold_in(PRNGKey(seed), 0x5EC7)`` (independent of the table's keys).
+    Returns (len(SPECTRUM_QUANTILES), d_h).
     """
     import jax
 
@@ -340,7 +346,8 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     from .models import default_model_path, load_heads, model_info
 
     alpha = _check_alpha(alpha)
-    if draws is not None and (int(draws) != draws or draws < 2):
+    if draws is not None and (isinstance(draws, bool) or not isinstance(draws, (int, np.integer))
+                              or draws < 2):
         raise InputError(f"draws must be an integer >= 2, got {draws!r}")
     kind, names = _stat_kind(stats)
     label = None
@@ -352,7 +359,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         from tqdm.auto import tqdm
 
         layers = tqdm(layers, total=info.n_layers, desc="scoring layers", file=sys.stderr)
-    per_layer, spectra = [], []
+    per_layer, spectra, layer_ids = [], [], []
     for lh in layers:
         wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
         if not (np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))):
@@ -360,6 +367,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         st, x = _layer_stats(wq, wk, kind)
         per_layer.append(st)
         spectra.append(x)
+        layer_ids.append(int(lh.layer))
     if not per_layer:
         raise ModelError(f"{info.name} has no attention layers to score")
     keys = [k for k in per_layer[0] if names is None or k in names or k in _NOT_TESTED]
@@ -384,7 +392,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         ds["null_spectrum"].attrs["definition"] = (
             f"quantiles of the sorted normalised null spectrum over {int(spectrum_draws)} draws")
         ds = ds.assign_coords(quantile=list(SPECTRUM_QUANTILES))
-    ds = ds.assign_coords(layer=np.arange(ds.sizes["layer"]))
+    ds = ds.assign_coords(layer=np.array(layer_ids, dtype=np.int64))
     ds.attrs.update(
         model=label or str(info.name), model_path=str(info.name),
         revision=str(info.revision or ""),
