@@ -125,6 +125,9 @@ def residual_stream(key, d, depth, sigma2=None, dtype=jnp.float32):
     return x
 
 
+_fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))  # keys of a chunk of draws
+
+
 @lru_cache(maxsize=64)
 def _chunk_runner(fn, chunk: int, method: str, devices: tuple):
     """jit-compiled ``keys (chunk,) -> pytree`` over the draw axis, sharded if several devices.
@@ -160,7 +163,6 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", progress=Fals
     ndev = jax.device_count()
     chunk = -(-chunk // ndev) * ndev
     run = _chunk_runner(fn, chunk, method, tuple(jax.devices()))
-    fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -170,7 +172,7 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", progress=Fals
     try:
         for start in range(0, n, chunk):
             idx = jnp.arange(start, start + chunk, dtype=jnp.uint32)
-            res = jax.tree_util.tree_map(np.asarray, run(fold(key, idx)))
+            res = jax.tree_util.tree_map(np.asarray, run(_fold(key, idx)))
             take = min(chunk, n - start)
             if out is None:
                 out = jax.tree_util.tree_map(
