@@ -173,6 +173,19 @@ def _variable_attrs(name: str) -> dict:
             "matrix": matrix, "sigma_of": sigma, "statistic": stat}
 
 
+def _order(name: str):
+    """Canonical variable order: W_QK spectral statistics, then element statistics of W_Q, W_K,
+    W_QK (each in ELEMENT_STATS order, rms last)."""
+    from .stats import ELEMENT_STATS, SPECTRAL_STATS
+
+    matrix, stat = name.split(".", 1)
+    if matrix == "qk" and stat in SPECTRAL_STATS:
+        return (0, SPECTRAL_STATS.index(stat), "")
+    known = (*ELEMENT_STATS, "rms")
+    return (1 + ("q", "k", "qk").index(matrix), known.index(stat) if stat in known else len(known),
+            stat)
+
+
 def assemble(spec: TableSpec, cells: Sequence[tuple[int, int]], results: dict) -> xr.Dataset:
     """Build the Dataset from ``results[(d, d_h)] = {"qk.npr": (draws,) array, ...}``."""
     import xarray as xr
@@ -181,7 +194,7 @@ def assemble(spec: TableSpec, cells: Sequence[tuple[int, int]], results: dict) -
 
     ds_vals = sorted({c[0] for c in cells})
     dh_vals = sorted({c[1] for c in cells})
-    names = list(dict.fromkeys(k for r in results.values() for k in r if k != "qk.spectrum"))
+    names = sorted({k for r in results.values() for k in r if k != "qk.spectrum"}, key=_order)
     data = {}
     for name in names:
         arr = np.full((len(ds_vals), len(dh_vals), spec.draws), np.nan, dtype=spec.dtype)
