@@ -45,7 +45,12 @@ def _client(scheduler=None, workers=None, client=None):
         raise InputError("give exactly one of a scheduler address or a number of workers")
     dist = _distributed()
     if scheduler is not None:
-        with dist.Client(scheduler) as c:
+        try:
+            c = dist.Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise InputError(f"cannot connect to the Dask scheduler at {scheduler}: "
+                             f"{type(exc).__name__}") from exc
+        with c:
             yield c
         return
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
@@ -65,10 +70,20 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     ``client``. Each task computes ``blocks_per_task`` blocks of
     :data:`rmtbase.tables.DRAW_BLOCK` = 250 draws of one cell. Returns the Dataset, written
     atomically to ``out`` when given."""
-    from .tables import _progress, assemble, generate_blocks, grid_cells, make_spec, write_table
+    from .tables import (
+        _progress,
+        assemble,
+        check_writable,
+        generate_blocks,
+        grid_cells,
+        make_spec,
+        write_table,
+    )
 
     spec = make_spec(**options)
     cells = grid_cells(d, d_h)
+    if out is not None:
+        check_writable(out)
     per = blocks_per_task
     if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
         raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")

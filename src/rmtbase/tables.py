@@ -271,6 +271,8 @@ def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowran
                      draws=draws, seed=seed, stats=stats, depth=depth, dtype=dtype,
                      chunk_size=chunk_size)
     cells = grid_cells(d, d_h)
+    if out is not None:
+        check_writable(out)
     ds = assemble(spec, cells, run_cells(spec, cells, progress))
     if out is not None:
         write_table(ds, out)
@@ -385,13 +387,20 @@ def read_table(path) -> xr.Dataset:
     return ds
 
 
+def check_writable(path) -> Path:
+    """Fail early (before hours of Monte Carlo) if ``path`` cannot be written."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise TableError(f"cannot write {path}: not a writable file in an existing directory")
+    return path
+
+
 def write_table(ds: xr.Dataset, path) -> Path:
     """Write ``ds`` to netCDF4 at ``path`` atomically: temporary file in the same directory,
     fsync, read back, ``os.replace``. An error or interrupt leaves ``path`` as it was."""
-    path = Path(path)
+    path = check_writable(path)
     parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not parent.is_dir():
-        raise TableError(f"cannot write {path}: not a file in an existing directory")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     os.close(fd)
     try:
