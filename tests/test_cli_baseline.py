@@ -9,6 +9,7 @@ import pytest
 import xarray as xr
 
 from rmtbase.cli import main
+from rmtbase.tables import read_table
 
 ARGS = ["baseline", "--d", "16", "--dh", "4", "--draws", "64", "--seed", "7", "--no-progress"]
 
@@ -81,3 +82,17 @@ def test_entry_point_exit_status(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rmtbase", "baseline", "--d", "3", "--dh", "5",
                            "--out", str(tmp_path / "y.nc")], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.slow
+def test_residual_ensemble_depth_is_part_of_the_key(tmp_path):
+    tables = {}
+    for depth in ("1", "2"):
+        out = tmp_path / f"r{depth}.nc"
+        assert main(["baseline", "--d", "16", "--dh", "4", "--ensemble", "residual", "--depth",
+                     depth, "--stats", "spectral", "--draws", "8", "--no-progress",
+                     "--out", str(out)]) == 0
+        tables[depth] = read_table(out)
+    assert tables["1"].attrs["depth"] == 1 and tables["1"].attrs["ensemble"] == "residual"
+    assert "analytic_reference_values" in tables["1"].attrs
+    assert not np.array_equal(tables["1"]["npr"].values, tables["2"]["npr"].values)

@@ -123,3 +123,14 @@ def test_permissions_follow_umask(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)
+
+
+def test_baseline_checks_out_path_before_computing(tmp_path, monkeypatch):
+    import rmtbase.tables
+
+    def no_compute(*a, **k):
+        raise AssertionError("computed before checking the output path")
+
+    monkeypatch.setattr(rmtbase.tables, "run_cells", no_compute)
+    with pytest.raises(TableError, match="nope"):
+        rmtbase.tables.baseline(16, 4, draws=64, out=tmp_path / "nope" / "t.nc", progress=False)
