@@ -95,7 +95,7 @@ def edges(c: float) -> tuple[float, float]:
     """Support edges (x₋, x₊) of MP_c ⊠ MP_c (x₋ = 0, x₊ = 27/4 at c = 1)."""
     c = _check_c(c)
     u_lo, u_hi, cu_lo, ou_lo = _edge_roots(c, math.sqrt)
-    return cu_lo * ou_lo**2 / u_lo, (c + u_hi) * (1 + u_hi) ** 2 / u_hi
+    return abs(cu_lo * ou_lo**2 / u_lo), (c + u_hi) * (1 + u_hi) ** 2 / u_hi   # abs: no −0.0
 
 
 def edges_mp(c, dps: int | None = None) -> tuple:
@@ -104,7 +104,7 @@ def edges_mp(c, dps: int | None = None) -> tuple:
     with working_dps(dps):
         c = mp.mpf(c)
         u_lo, u_hi, cu_lo, ou_lo = _edge_roots(c, mp.sqrt)
-        return cu_lo * ou_lo**2 / u_lo, (c + u_hi) * (1 + u_hi) ** 2 / u_hi
+        return abs(cu_lo * ou_lo**2 / u_lo), (c + u_hi) * (1 + u_hi) ** 2 / u_hi
 
 
 def _root(x: np.ndarray, c: float) -> np.ndarray:
