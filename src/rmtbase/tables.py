@@ -95,7 +95,10 @@ def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", dra
             raise InputError(f"the residual ensemble needs an integer depth >= 1, got {depth!r}")
     elif depth is not None:
         raise InputError(f"depth applies only to the residual ensemble, not {ensemble!r}")
-    dtype = np.dtype(dtype).name if dtype is not None else "float32"
+    try:
+        dtype = np.dtype(dtype).name if dtype is not None else "float32"
+    except TypeError:
+        raise InputError(f"dtype must be float32 or float64, got {dtype!r}") from None
     if dtype not in DTYPES:
         raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
     x64 = dtype == "float64"
@@ -107,20 +110,17 @@ def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", dra
 
 
 def grid_cells(d, d_h) -> list[tuple[int, int]]:
-    """Cells (d, d_h) of the outer product of ``d`` and ``d_h`` (ints or sequences), d_h ≤ d."""
+    """Cells (d, d_h) of the outer product of ``d`` and ``d_h`` (ints or sequences), d_h ≤ d;
+    for a single (d, d_h) an impossible pair is an error, in a grid it is skipped."""
     ds = [d] if np.ndim(d) == 0 else list(d)
     dhs = [d_h] if np.ndim(d_h) == 0 else list(d_h)
     if not ds or not dhs:
         raise InputError("need at least one d and one d_h")
-    cells = []
-    for di in ds:
-        for dhi in dhs:
-            if np.ndim(d) == 0 and np.ndim(d_h) == 0:
-                cells.append(check_dims(di, dhi))
-            elif int(dhi) <= int(di):
-                cells.append(check_dims(di, dhi))
-            else:
-                check_dims(di, 1), check_dims(dhi, 1)  # still validate the numbers
+    if len(ds) == 1 and len(dhs) == 1:
+        return [check_dims(ds[0], dhs[0])]
+    ds = [check_dims(x, 1)[0] for x in ds]
+    dhs = [check_dims(x, 1)[0] for x in dhs]
+    cells = list(dict.fromkeys((a, b) for a in ds for b in dhs if b <= a))
     if not cells:
         raise InputError(f"no cell with d_h <= d in d={ds}, d_h={dhs}")
     return cells
