@@ -48,8 +48,8 @@ def _client(scheduler=None, workers=None, client=None):
         try:
             c = dist.Client(scheduler, timeout="20s")
         except (OSError, TimeoutError) as exc:
-            raise InputError(f"cannot connect to the Dask scheduler at {scheduler}: "
-                             f"{type(exc).__name__}") from exc
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(f"cannot connect to the Dask scheduler at {scheduler}: {why}") from exc
         with c:
             yield c
         return
