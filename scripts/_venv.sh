@@ -1,0 +1,10 @@
+# Sourced by demo.sh and test.sh: make .venv with CPU torch pinned, then install rmtbase with
+# the extras named in $1 (e.g. "test" or "minilm"). An unpinned torch would pull a CUDA build.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 OMP_NUM_THREADS=1
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[$1]"
