@@ -174,3 +174,20 @@ def test_rescale_equals_direct_generation():
         np.testing.assert_allclose(out[v].values, direct[v].values, rtol=2e-5, atol=2e-5,
                                    err_msg=v)
     assert out.attrs["analytic_reference_values"] == direct.attrs["analytic_reference_values"]
+
+
+def test_shipped_tables_match_exact_moments():
+    """Each shipped table's mean Σλ and Σλ² agree with the exact finite-(d, d_h) moments at
+    |z| < 5: E Σλ = d² d_h and E Σλ² = d² d_h [(d+1)(d+d_h+1) + d d_h + 2] at σ = 1."""
+    data = resources.files("rmtbase").joinpath("data")
+    for e in cache.shipped_index():
+        if e["stats"] not in ("all", "spectral"):
+            continue
+        with resources.as_file(data.joinpath(e["file"])) as path:
+            ds = read_table(path)
+        d, h = e["d"], e["d_h"]
+        for name, exact in (("sum_lambda", d * d * h),
+                            ("sum_lambda2", d * d * h * ((d + 1) * (d + h + 1) + d * h + 2))):
+            x = ds[name].values.astype(np.float64).ravel()
+            z = (x.mean() - exact) / (x.std(ddof=1) / math.sqrt(x.size))
+            assert abs(z) < 5, (e["file"], name, z)
