@@ -30,22 +30,19 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._version import __version__
-from .errors import InputError, TableError, check_dims, check_sigma
+from .errors import InputError, check_dims, check_sigma
+from .references import QUANTILES, REFERENCE_NOTES, reference_values, summary  # noqa: F401
+from .table_file import TABLE_FORMAT, check_writable, read_table, write_table  # noqa: F401
 
 if TYPE_CHECKING:
     import xarray as xr
 
-#: Version of the table layout and key derivation; part of every cache key.
-TABLE_FORMAT = 1
 #: Draws per PRNG block: part of the key derivation, and the unit of work of a Dask task.
 DRAW_BLOCK = 250
 ENSEMBLES = ("lowrank", "gaussian", "residual")
@@ -277,204 +274,3 @@ def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowran
     if out is not None:
         write_table(ds, out)
     return ds
-
-
-# --------------------------------------------------------------------------- analytic references
-
-#: What each reference value is (x = λ / (σ_Q²σ_K²d²), c = d_h / d, s = σ_Qσ_K).
-REFERENCE_NOTES = {
-    "npr": "limit 1/(1+2c): inverse second moment of MP_c ⊠ MP_c (Voiculescu-Dykema-Nica 1992)",
-    "pr": "limit d_h/(1+2c)",
-    "spectral_entropy": "large-d limit, rmtbase.analytic.product.spectral_entropy_limit(d, d_h)",
-    "lambda_max": "upper edge of MP_c ⊠ MP_c times s² d² (Burda et al. 2010)",
-    "lambda_min": "lower edge of MP_c ⊠ MP_c times s² d²",
-    "condition_number": "ratio of the MP_c ⊠ MP_c edges",
-    "stable_rank": "limit d_h / upper edge",
-    "sum_lambda": "exact E Σλ = E‖W_QK‖_F² at finite (d, d_h)",
-    "sum_lambda2": "exact E Σλ² at finite (d, d_h)",
-    "qk_std": "population std of a W_QK entry, sqrt(d_h) s (exact)",
-    "qk_excess_kurtosis": "exact 6/d_h of a sum of d_h products of independent normals (Gaunt 2014)",
-    "qk_entropy": "differential entropy of the variance-gamma entry law (Gaunt 2014), population",
-    "qk_delta_entropy": "population S_VG - 0.5 ln(2 pi e d_h s^2) = -KL(VG || Gaussian) <= 0",
-    "qk_kl_gaussian": "population KL(VG || N(0, d_h s^2)); the binned estimator is biased",
-    "q_entropy": "0.5 ln(2 pi e sigma_q^2) (Gaussian)", "k_entropy": "0.5 ln(2 pi e sigma_k^2)",
-    "qk_mean": "0 (symmetric law)", "q_mean": "0", "k_mean": "0",
-    "qk_skewness": "0 (symmetric law)", "q_skewness": "0", "k_skewness": "0",
-    "q_kl_gaussian": "0 (Gaussian); the binned estimator is biased",
-    "k_kl_gaussian": "0 (Gaussian); the binned estimator is biased",
-    "q_std": "sigma_q (population)", "k_std": "sigma_k (population)",
-    "q_rms": "sigma_q (population)", "k_rms": "sigma_k (population)",
-    "q_excess_kurtosis": "0 (Gaussian)", "k_excess_kurtosis": "0 (Gaussian)",
-    "q_delta_entropy": "0 (Gaussian, population; the estimator is biased)",
-    "k_delta_entropy": "0 (Gaussian, population; the estimator is biased)",
-    "q_weibull_k": "half-normal Weibull anchor k0 (continuum limit of the 10-90% protocol)",
-    "k_weibull_k": "half-normal Weibull anchor k0",
-    "q_weibull_lambda": "half-normal Weibull anchor lambda0 * sigma_q",
-    "k_weibull_lambda": "half-normal Weibull anchor lambda0 * sigma_k",
-}
-
-
-def reference_values(d: int, d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.0) -> dict:
-    """Analytic reference values (exact or large-d limits, see :data:`REFERENCE_NOTES`) at the
-    table's (d, d_h, σ_Q, σ_K), keyed by table variable name; float64. A reference whose analytic
-    function is not available in this installation is left out."""
-    import importlib
-
-    def mod(name):
-        return importlib.import_module(f"rmtbase.analytic.{name}")
-
-    c, s = d_h / d, sigma_q * sigma_k
-    s2d2 = s**2 * float(d) ** 2
-
-    def edges():
-        lo, hi = (float(e) for e in mod("product").edges(c))
-        return lo, hi
-
-    def anchor():
-        a = mod("weibull").anchor()
-        return (float(a[0]), float(a[1])) if isinstance(a, tuple) else (float(a.k0), float(a.lambda0))
-
-    recipes = {
-        "npr": lambda: mod("product").npr_limit(c),
-        "pr": lambda: d_h * mod("product").npr_limit(c),
-        "spectral_entropy": lambda: mod("product").spectral_entropy_limit(d, d_h),
-        "lambda_max": lambda: edges()[1] * s2d2,
-        "lambda_min": lambda: edges()[0] * s2d2,
-        "condition_number": lambda: edges()[1] / edges()[0],
-        "stable_rank": lambda: d_h / edges()[1],
-        "sum_lambda": lambda: mod("product").expected_sum_lambda(d, d_h, sigma_q, sigma_k),
-        "sum_lambda2": lambda: mod("product").expected_sum_lambda2(d, d_h, sigma_q, sigma_k),
-        "qk_std": lambda: np.sqrt(d_h) * s,
-        "qk_excess_kurtosis": lambda: mod("variance_gamma").excess_kurtosis(d_h),
-        "q_std": lambda: sigma_q, "k_std": lambda: sigma_k,
-        "q_rms": lambda: sigma_q, "k_rms": lambda: sigma_k,
-        "qk_entropy": lambda: mod("variance_gamma").entropy(d_h, s),
-        "qk_delta_entropy": lambda: (mod("variance_gamma").entropy(d_h, s)
-                                     - mod("gaussian").entropy(np.sqrt(d_h) * s)),
-        "qk_kl_gaussian": lambda: mod("variance_gamma").kl_to_gaussian(d_h),
-        "q_entropy": lambda: mod("gaussian").entropy(sigma_q),
-        "k_entropy": lambda: mod("gaussian").entropy(sigma_k),
-        "qk_mean": lambda: 0.0, "q_mean": lambda: 0.0, "k_mean": lambda: 0.0,
-        "qk_skewness": lambda: 0.0, "q_skewness": lambda: 0.0, "k_skewness": lambda: 0.0,
-        "q_excess_kurtosis": lambda: 0.0, "k_excess_kurtosis": lambda: 0.0,
-        "q_delta_entropy": lambda: 0.0, "k_delta_entropy": lambda: 0.0,
-        "q_kl_gaussian": lambda: 0.0, "k_kl_gaussian": lambda: 0.0,
-        "q_weibull_k": lambda: anchor()[0], "k_weibull_k": lambda: anchor()[0],
-        "q_weibull_lambda": lambda: anchor()[1] * sigma_q,
-        "k_weibull_lambda": lambda: anchor()[1] * sigma_k,
-    }
-    refs = {}
-    for name, recipe in recipes.items():
-        try:
-            value = float(recipe())
-        except (ModuleNotFoundError, AttributeError, ZeroDivisionError):
-            continue  # analytic part absent from this installation
-        if np.isfinite(value):
-            refs[name] = value
-    return refs
-
-
-# --------------------------------------------------------------------------------- file I/O
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def read_table(path) -> xr.Dataset:
-    """Open an rmtbase table fully into memory; :class:`TableError` naming ``path`` on a
-    missing, foreign, truncated or newer-format file."""
-    import xarray as xr
-
-    path = Path(path)
-    if not path.is_file():
-        raise TableError(f"{path}: no such file")
-    try:
-        with xr.open_dataset(path, engine="netcdf4") as ds:
-            ds = ds.load()
-    except Exception as exc:  # netCDF4/HDF5 raise many types for broken files
-        raise TableError(f"{path} is not a readable netCDF4 file ({_one_line(exc)})") from exc
-    fmt = ds.attrs.get("rmtbase_table_format")
-    if fmt is None:
-        raise TableError(f"{path} is not an rmtbase table (no rmtbase_table_format attribute)")
-    if int(fmt) > TABLE_FORMAT:
-        raise TableError(f"{path} has table format {fmt}; this rmtbase reads up to {TABLE_FORMAT}")
-    missing = {"d", "d_h", "draw"} - set(ds.dims)
-    if missing or int(ds.attrs.get("draws", -1)) != ds.sizes["draw"] or not ds.data_vars:
-        raise TableError(f"{path} is a damaged rmtbase table (dims {dict(ds.sizes)})")
-    return ds
-
-
-def check_writable(path) -> Path:
-    """Fail early (before hours of Monte Carlo) if ``path`` cannot be written."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise TableError(f"cannot write {path}: not a writable file in an existing directory")
-    return path
-
-
-def write_table(ds: xr.Dataset, path) -> Path:
-    """Write ``ds`` to netCDF4 at ``path`` atomically: temporary file in the same directory,
-    fsync, read back, ``os.replace``. An error or interrupt leaves ``path`` as it was."""
-    path = check_writable(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    os.close(fd)
-    try:
-        enc = {v: {"zlib": True, "complevel": 4, "shuffle": True} for v in ds.data_vars}
-        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        read_table(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise TableError(f"cannot write {path}: {_one_line(exc)}") from exc
-        raise
-    try:
-        dfd = os.open(parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return path
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-    return path
-
-
-# ---------------------------------------------------------------------------------- summary
-
-#: Quantile levels of :func:`summary`, in percent.
-QUANTILES = (0.1, 1.0, 5.0, 50.0, 95.0, 99.0, 99.9)
-
-
-def summary(ds: xr.Dataset, d: int | None = None, d_h: int | None = None) -> dict:
-    """Per statistic of one cell: ``n``, ``mean``, ``std`` (ddof 1), quantiles ``q0.1 .. q99.9``
-    (numpy's default linear interpolation) and, where one exists, ``analytic`` with its
-    ``analytic_note``. ``d``/``d_h`` pick the cell of a grid table."""
-    cells = [(int(a), int(b)) for a in ds["d"].values for b in ds["d_h"].values]
-    if d is None and d_h is None and len(cells) == 1:
-        d, d_h = cells[0]
-    if (d, d_h) not in cells:
-        listed = ", ".join(f"{a}x{b}" for a, b in cells)
-        raise InputError(f"pick one cell (d, d_h) of the table: {listed}")
-    cell = ds.sel(d=d, d_h=d_h)
-    refs = json.loads(ds.attrs.get("analytic_reference_values", "{}")).get(f"{d}x{d_h}", {})
-    out = {}
-    for name in ds.data_vars:
-        x = np.asarray(cell[name].values, dtype=np.float64)
-        if np.all(np.isnan(x)):
-            raise InputError(f"cell d={d}, d_h={d_h} was not computed in this table")
-        q = np.quantile(x, np.array(QUANTILES) / 100)
-        entry = {"n": int(x.size), "mean": float(x.mean()), "std": float(x.std(ddof=1))}
-        entry.update({f"q{lvl:g}": float(v) for lvl, v in zip(QUANTILES, q, strict=True)})
-        if name in refs:
-            entry["analytic"] = float(refs[name])
-            entry["analytic_note"] = REFERENCE_NOTES.get(name, "")
-        out[str(name)] = entry
-    return out

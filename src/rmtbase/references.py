@@ -1,0 +1,143 @@
+"""Analytic reference values beside a baseline table's statistics, and its summary.
+
+:func:`reference_values` gives, for each table variable that has one, the exact finite-(d, d_h)
+value or the large-d limit at (σ_Q, σ_K) (what each is: :data:`REFERENCE_NOTES`);
+:func:`summary` puts the draws' mean, std and quantiles beside it. The values come from
+:mod:`rmtbase.analytic` (float64 paths).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import InputError
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+#: What each reference value is (x = λ / (σ_Q²σ_K²d²), c = d_h / d, s = σ_Qσ_K).
+REFERENCE_NOTES = {
+    "npr": "limit 1/(1+2c): inverse second moment of MP_c ⊠ MP_c (Voiculescu-Dykema-Nica 1992)",
+    "pr": "limit d_h/(1+2c)",
+    "spectral_entropy": "large-d limit, rmtbase.analytic.product.spectral_entropy_limit(d, d_h)",
+    "lambda_max": "upper edge of MP_c ⊠ MP_c times s² d² (Burda et al. 2010)",
+    "lambda_min": "lower edge of MP_c ⊠ MP_c times s² d²",
+    "condition_number": "ratio of the MP_c ⊠ MP_c edges",
+    "stable_rank": "limit d_h / upper edge",
+    "sum_lambda": "exact E Σλ = E‖W_QK‖_F² at finite (d, d_h)",
+    "sum_lambda2": "exact E Σλ² at finite (d, d_h)",
+    "qk_std": "population std of a W_QK entry, sqrt(d_h) s (exact)",
+    "qk_excess_kurtosis": "exact 6/d_h of a sum of d_h products of independent normals (Gaunt 2014)",
+    "qk_entropy": "differential entropy of the variance-gamma entry law (Gaunt 2014), population",
+    "qk_delta_entropy": "population S_VG - 0.5 ln(2 pi e d_h s^2) = -KL(VG || Gaussian) <= 0",
+    "qk_kl_gaussian": "population KL(VG || N(0, d_h s^2)); the binned estimator is biased",
+    "q_entropy": "0.5 ln(2 pi e sigma_q^2) (Gaussian)", "k_entropy": "0.5 ln(2 pi e sigma_k^2)",
+    "qk_mean": "0 (symmetric law)", "q_mean": "0", "k_mean": "0",
+    "qk_skewness": "0 (symmetric law)", "q_skewness": "0", "k_skewness": "0",
+    "q_kl_gaussian": "0 (Gaussian); the binned estimator is biased",
+    "k_kl_gaussian": "0 (Gaussian); the binned estimator is biased",
+    "q_std": "sigma_q (population)", "k_std": "sigma_k (population)",
+    "q_rms": "sigma_q (population)", "k_rms": "sigma_k (population)",
+    "q_excess_kurtosis": "0 (Gaussian)", "k_excess_kurtosis": "0 (Gaussian)",
+    "q_delta_entropy": "0 (Gaussian, population; the estimator is biased)",
+    "k_delta_entropy": "0 (Gaussian, population; the estimator is biased)",
+    "q_weibull_k": "half-normal Weibull anchor k0 (continuum limit of the 10-90% protocol)",
+    "k_weibull_k": "half-normal Weibull anchor k0",
+    "q_weibull_lambda": "half-normal Weibull anchor lambda0 * sigma_q",
+    "k_weibull_lambda": "half-normal Weibull anchor lambda0 * sigma_k",
+}
+
+
+def reference_values(d: int, d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.0) -> dict:
+    """Analytic reference values (exact or large-d limits, see :data:`REFERENCE_NOTES`) at the
+    table's (d, d_h, σ_Q, σ_K), keyed by table variable name; float64. A reference whose analytic
+    value that is undefined (the condition number at c = 1) or not finite is left out."""
+    import importlib
+
+    def mod(name):
+        return importlib.import_module(f"rmtbase.analytic.{name}")
+
+    c, s = d_h / d, sigma_q * sigma_k
+    s2d2 = s**2 * float(d) ** 2
+
+    def edges():
+        lo, hi = (float(e) for e in mod("product").edges(c))
+        return lo, hi
+
+    def anchor():
+        k0, lambda0 = mod("weibull").anchor()
+        return float(k0), float(lambda0)
+
+    recipes = {
+        "npr": lambda: mod("product").npr_limit(c),
+        "pr": lambda: d_h * mod("product").npr_limit(c),
+        "spectral_entropy": lambda: mod("product").spectral_entropy_limit(d, d_h),
+        "lambda_max": lambda: edges()[1] * s2d2,
+        "lambda_min": lambda: edges()[0] * s2d2,
+        "condition_number": lambda: edges()[1] / edges()[0],
+        "stable_rank": lambda: d_h / edges()[1],
+        "sum_lambda": lambda: mod("product").expected_sum_lambda(d, d_h, sigma_q, sigma_k),
+        "sum_lambda2": lambda: mod("product").expected_sum_lambda2(d, d_h, sigma_q, sigma_k),
+        "qk_std": lambda: np.sqrt(d_h) * s,
+        "qk_excess_kurtosis": lambda: mod("variance_gamma").excess_kurtosis(d_h),
+        "q_std": lambda: sigma_q, "k_std": lambda: sigma_k,
+        "q_rms": lambda: sigma_q, "k_rms": lambda: sigma_k,
+        "qk_entropy": lambda: mod("variance_gamma").entropy(d_h, s),
+        "qk_delta_entropy": lambda: (mod("variance_gamma").entropy(d_h, s)
+                                     - mod("gaussian").entropy(np.sqrt(d_h) * s)),
+        "qk_kl_gaussian": lambda: mod("variance_gamma").kl_to_gaussian(d_h),
+        "q_entropy": lambda: mod("gaussian").entropy(sigma_q),
+        "k_entropy": lambda: mod("gaussian").entropy(sigma_k),
+        "qk_mean": lambda: 0.0, "q_mean": lambda: 0.0, "k_mean": lambda: 0.0,
+        "qk_skewness": lambda: 0.0, "q_skewness": lambda: 0.0, "k_skewness": lambda: 0.0,
+        "q_excess_kurtosis": lambda: 0.0, "k_excess_kurtosis": lambda: 0.0,
+        "q_delta_entropy": lambda: 0.0, "k_delta_entropy": lambda: 0.0,
+        "q_kl_gaussian": lambda: 0.0, "k_kl_gaussian": lambda: 0.0,
+        "q_weibull_k": lambda: anchor()[0], "k_weibull_k": lambda: anchor()[0],
+        "q_weibull_lambda": lambda: anchor()[1] * sigma_q,
+        "k_weibull_lambda": lambda: anchor()[1] * sigma_k,
+    }
+    refs = {}
+    for name, recipe in recipes.items():
+        try:
+            value = float(recipe())
+        except ZeroDivisionError:
+            continue  # e.g. the condition number at c = 1, where the lower edge is 0
+        if np.isfinite(value):
+            refs[name] = value
+    return refs
+
+
+
+#: Quantile levels of :func:`summary`, in percent.
+QUANTILES = (0.1, 1.0, 5.0, 50.0, 95.0, 99.0, 99.9)
+
+
+def summary(ds: xr.Dataset, d: int | None = None, d_h: int | None = None) -> dict:
+    """Per statistic of one cell: ``n``, ``mean``, ``std`` (ddof 1), quantiles ``q0.1 .. q99.9``
+    (numpy's default linear interpolation) and, where one exists, ``analytic`` with its
+    ``analytic_note``. ``d``/``d_h`` pick the cell of a grid table."""
+    cells = [(int(a), int(b)) for a in ds["d"].values for b in ds["d_h"].values]
+    if d is None and d_h is None and len(cells) == 1:
+        d, d_h = cells[0]
+    if (d, d_h) not in cells:
+        listed = ", ".join(f"{a}x{b}" for a, b in cells)
+        raise InputError(f"pick one cell (d, d_h) of the table: {listed}")
+    cell = ds.sel(d=d, d_h=d_h)
+    refs = json.loads(ds.attrs.get("analytic_reference_values", "{}")).get(f"{d}x{d_h}", {})
+    out = {}
+    for name in ds.data_vars:
+        x = np.asarray(cell[name].values, dtype=np.float64)
+        if np.all(np.isnan(x)):
+            raise InputError(f"cell d={d}, d_h={d_h} was not computed in this table")
+        q = np.quantile(x, np.array(QUANTILES) / 100)
+        entry = {"n": int(x.size), "mean": float(x.mean()), "std": float(x.std(ddof=1))}
+        entry.update({f"q{lvl:g}": float(v) for lvl, v in zip(QUANTILES, q, strict=True)})
+        if name in refs:
+            entry["analytic"] = float(refs[name])
+            entry["analytic_note"] = REFERENCE_NOTES.get(name, "")
+        out[str(name)] = entry
+    return out
