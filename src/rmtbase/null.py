@@ -43,7 +43,9 @@ MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
 def _default_chunk(d, d_h, stats, ensemble, itemsize, n, budget) -> int:
     if stats == "spectral" and ensemble == "lowrank":
         per = 16 * d_h * d_h * itemsize + 4096
-        cap = 1024
+        # Measured on a 2-core CPU (768x64 and 4096x128): 128 draws per call keeps the batch
+        # of d_h x d_h cores in cache and is ~20 % faster than 1024 or more.
+        cap = 128
     else:
         per = 12 * (d * d if stats != "spectral" or ensemble == "gaussian" else d * d_h) * itemsize
         cap = 64
