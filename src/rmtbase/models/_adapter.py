@@ -56,6 +56,22 @@ def cfg_int(cfg: dict, *names: str, default: int | None = None) -> int:
     return out
 
 
+def mha_dims(cfg: dict, label: str, *, width=("hidden_size",), heads=("num_attention_heads",),
+             layers=("num_hidden_layers",), rotary_fraction: float = 0.0) -> Dims:
+    """Dims of a plain multi-head config (no GQA): d_h = d / n_heads, n_kv_heads = n_heads.
+
+    ``width``, ``heads``, ``layers``: config keys tried in order (e.g. GPT-2's ``n_embd`` before
+    ``hidden_size``). ModelError if d is not a multiple of the head count.
+    """
+    d = cfg_int(cfg, *width)
+    n_heads = cfg_int(cfg, *heads)
+    if d % n_heads:
+        raise ModelError(f"{label} config: {width[0]}={d} is not divisible by "
+                         f"{heads[0]}={n_heads}")
+    return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, *layers), n_heads=n_heads,
+                n_kv_heads=n_heads, rotary_fraction=rotary_fraction)
+
+
 def split_heads_rows(w: np.ndarray, n_heads: int, d_h: int, name: str) -> np.ndarray:
     """``(n_heads·d_h, d)`` in the nn.Linear (out, in) layout → ``(n_heads, d_h, d)``.
 

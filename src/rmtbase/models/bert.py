@@ -11,8 +11,7 @@ all-MiniLM-L6-v2 have none).
 
 from __future__ import annotations
 
-from ..errors import ModelError
-from ._adapter import Adapter, Dims, cfg_int
+from ._adapter import Adapter, Dims, mha_dims
 
 
 class BertAdapter(Adapter):
@@ -21,13 +20,7 @@ class BertAdapter(Adapter):
     prefixes = ("bert.", "roberta.", "")
 
     def dims(self, cfg: dict) -> Dims:
-        d = cfg_int(cfg, "hidden_size")
-        n_heads = cfg_int(cfg, "num_attention_heads")
-        if d % n_heads:
-            raise ModelError(f"{cfg.get('model_type')} config: hidden_size={d} is not divisible "
-                             f"by num_attention_heads={n_heads}")
-        return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, "num_hidden_layers"),
-                    n_heads=n_heads, n_kv_heads=n_heads)
+        return mha_dims(cfg, str(cfg.get("model_type")))
 
     def read_layer(self, src, prefix: str, i: int, dims: Dims):
         base = f"{prefix}encoder.layer.{i}.attention.self."

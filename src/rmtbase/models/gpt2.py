@@ -11,8 +11,7 @@ column ``h·d_h + r`` is feature r of head h. So head h's W_Q (rmtbase shape ``(
 
 from __future__ import annotations
 
-from ..errors import ModelError
-from ._adapter import Adapter, Dims, cfg_int, expect_shape
+from ._adapter import Adapter, Dims, expect_shape, mha_dims
 
 
 class GPT2Adapter(Adapter):
@@ -21,12 +20,9 @@ class GPT2Adapter(Adapter):
     prefixes = ("transformer.", "")
 
     def dims(self, cfg: dict) -> Dims:
-        d = cfg_int(cfg, "n_embd", "hidden_size")
-        n_heads = cfg_int(cfg, "n_head", "num_attention_heads")
-        if d % n_heads:
-            raise ModelError(f"gpt2 config: n_embd={d} is not divisible by n_head={n_heads}")
-        return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, "n_layer", "num_hidden_layers"),
-                    n_heads=n_heads, n_kv_heads=n_heads)
+        return mha_dims(cfg, "gpt2", width=("n_embd", "hidden_size"),
+                        heads=("n_head", "num_attention_heads"),
+                        layers=("n_layer", "num_hidden_layers"))
 
     def read_layer(self, src, prefix: str, i: int, dims: Dims):
         d, n, d_h = dims.d, dims.n_heads, dims.d_h

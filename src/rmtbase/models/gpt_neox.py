@@ -15,8 +15,7 @@ configs, ``rope_parameters["partial_rotary_factor"]`` in transformers ≥ 5); it
 
 from __future__ import annotations
 
-from ..errors import ModelError
-from ._adapter import Adapter, Dims, cfg_get, cfg_int, expect_shape
+from ._adapter import Adapter, Dims, cfg_get, expect_shape, mha_dims
 
 
 def rotary_fraction(cfg: dict, default: float) -> float:
@@ -34,14 +33,7 @@ class GPTNeoXAdapter(Adapter):
     prefixes = ("gpt_neox.", "")
 
     def dims(self, cfg: dict) -> Dims:
-        d = cfg_int(cfg, "hidden_size")
-        n_heads = cfg_int(cfg, "num_attention_heads")
-        if d % n_heads:
-            raise ModelError(f"gpt_neox config: hidden_size={d} is not divisible by "
-                             f"num_attention_heads={n_heads}")
-        return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, "num_hidden_layers"),
-                    n_heads=n_heads, n_kv_heads=n_heads,
-                    rotary_fraction=rotary_fraction(cfg, 0.25))
+        return mha_dims(cfg, "gpt_neox", rotary_fraction=rotary_fraction(cfg, 0.25))
 
     def read_layer(self, src, prefix: str, i: int, dims: Dims):
         d, n, d_h = dims.d, dims.n_heads, dims.d_h

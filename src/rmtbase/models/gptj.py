@@ -10,8 +10,9 @@ unset); recorded in ``rotary_fraction``, not applied. Tensor names
 
 from __future__ import annotations
 
-from ..errors import ModelError
-from ._adapter import Adapter, Dims, cfg_get, cfg_int
+import dataclasses
+
+from ._adapter import Adapter, Dims, cfg_get, mha_dims
 
 
 class GPTJAdapter(Adapter):
@@ -20,15 +21,12 @@ class GPTJAdapter(Adapter):
     prefixes = ("transformer.", "")
 
     def dims(self, cfg: dict) -> Dims:
-        d = cfg_int(cfg, "n_embd", "hidden_size")
-        n_heads = cfg_int(cfg, "n_head", "num_attention_heads")
-        if d % n_heads:
-            raise ModelError(f"gptj config: n_embd={d} is not divisible by n_head={n_heads}")
-        d_h = d // n_heads
+        dims = mha_dims(cfg, "gptj", width=("n_embd", "hidden_size"),
+                        heads=("n_head", "num_attention_heads"),
+                        layers=("n_layer", "num_hidden_layers"))
         rotary_dim = cfg_get(cfg, "rotary_dim", required=False)
-        fraction = 1.0 if rotary_dim is None else min(float(rotary_dim) / d_h, 1.0)
-        return Dims(d=d, d_h=d_h, n_layers=cfg_int(cfg, "n_layer", "num_hidden_layers"),
-                    n_heads=n_heads, n_kv_heads=n_heads, rotary_fraction=fraction)
+        fraction = 1.0 if rotary_dim is None else min(float(rotary_dim) / dims.d_h, 1.0)
+        return dataclasses.replace(dims, rotary_fraction=fraction)
 
     def read_layer(self, src, prefix: str, i: int, dims: Dims):
         base = f"{prefix}h.{i}.attn."

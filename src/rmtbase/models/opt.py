@@ -11,8 +11,7 @@ inside the decoder, not ``word_embed_proj_dim``). Learned positions, no RoPE. Te
 
 from __future__ import annotations
 
-from ..errors import ModelError
-from ._adapter import Adapter, Dims, cfg_int
+from ._adapter import Adapter, Dims, mha_dims
 
 
 class OPTAdapter(Adapter):
@@ -21,13 +20,7 @@ class OPTAdapter(Adapter):
     prefixes = ("model.decoder.", "decoder.", "")
 
     def dims(self, cfg: dict) -> Dims:
-        d = cfg_int(cfg, "hidden_size")
-        n_heads = cfg_int(cfg, "num_attention_heads")
-        if d % n_heads:
-            raise ModelError(f"opt config: hidden_size={d} is not divisible by "
-                             f"num_attention_heads={n_heads}")
-        return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, "num_hidden_layers"),
-                    n_heads=n_heads, n_kv_heads=n_heads)
+        return mha_dims(cfg, "opt")
 
     def read_layer(self, src, prefix: str, i: int, dims: Dims):
         base = f"{prefix}layers.{i}.self_attn."
