@@ -28,22 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import InputError, check_dims, check_sigma
+from .errors import InputError, check_dims, check_positive_int, check_sigma
 
 
 def named_key(key, name: str):
     """Sub-key of ``key`` for the named stream ``name`` (``fold_in`` with CRC-32 of the name)."""
     return jax.random.fold_in(key, zlib.crc32(name.encode()) & 0x7FFFFFFF)
-
-
-def _pos_int(value, name: str) -> int:
-    try:
-        v = int(value)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a positive integer, got {value!r}") from exc
-    if v != value or v < 1:
-        raise InputError(f"{name} must be a positive integer, got {value!r}")
-    return v
 
 
 def gaussian(key, shape, sigma=1.0, dtype=jnp.float32):
@@ -64,8 +54,8 @@ def lowrank_factors(key, d, d_h, sigma_q=1.0, sigma_k=1.0, dtype=jnp.float32):
 
 
 def _residual_args(d, depth, sigma2):
-    d = _pos_int(d, "d")
-    depth = _pos_int(depth, "depth")
+    d = check_positive_int(d, "d")
+    depth = check_positive_int(depth, "depth")
     s2 = 1.0 / d if sigma2 is None else check_sigma(sigma2, "sigma2")
     return d, depth, s2
 
@@ -98,7 +88,7 @@ def residual_rows(key, d, depth, rows, sigma2=None, dtype=jnp.float32):
     Computed as E (I + W_L)⋯(I + W_1) with E the first ``rows`` rows of the identity.
     """
     d, depth, s2 = _residual_args(d, depth, sigma2)
-    rows = _pos_int(rows, "rows")
+    rows = check_positive_int(rows, "rows")
     if rows > d:
         raise InputError(f"rows must not exceed d, got rows={rows}, d={d}")
 
@@ -156,10 +146,10 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", progress=Fals
     do not depend on chunk_size: draw i is a function of fold_in(key, i) only. progress: show a
     tqdm bar over draws.
     """
-    n = _pos_int(n_draws, "n_draws")
+    n = check_positive_int(n_draws, "n_draws")
     if method not in ("vmap", "map"):
         raise InputError(f"method must be 'vmap' or 'map', got {method!r}")
-    chunk = min(n, 256) if chunk_size is None else min(_pos_int(chunk_size, "chunk_size"), n)
+    chunk = min(n, 256) if chunk_size is None else min(check_positive_int(chunk_size, "chunk_size"), n)
     ndev = jax.device_count()
     chunk = -(-chunk // ndev) * ndev
     run = _chunk_runner(fn, chunk, method, tuple(jax.devices()))

@@ -39,6 +39,17 @@ def check_dims(d: int, d_h: int) -> tuple[int, int]:
     return d_i, dh_i
 
 
+def check_positive_int(value, name: str) -> int:
+    """Validate a count (d_h, depth, moment order): an integer ≥ 1 (2.0 passes, 2.5 does not)."""
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a positive integer, got {value!r}") from None
+    if v != value or v < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    return v
+
+
 def check_sigma(sigma: float, name: str = "sigma") -> float:
     """Validate an entry standard deviation: a finite number > 0."""
     try:

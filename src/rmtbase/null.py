@@ -28,8 +28,8 @@ from functools import lru_cache
 import jax
 import jax.numpy as jnp
 
-from .ensembles import _pos_int, lowrank_factors, map_draws, named_key, residual_rows
-from .errors import InputError, check_dims, check_sigma
+from .ensembles import lowrank_factors, map_draws, named_key, residual_rows
+from .errors import InputError, check_dims, check_positive_int, check_sigma
 from .stats import head_stats
 from .stats.elementwise import _one, _trim_fraction
 from .stats.spectral import eigvals_from_cholesky, spectral_stats
@@ -129,7 +129,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     Weibull fit's trim. progress: tqdm bar.
     """
     d, d_h = check_dims(d, d_h)
-    n = _pos_int(n_draws, "n_draws")
+    n = check_positive_int(n_draws, "n_draws")
     sigma_q = check_sigma(sigma_q, "sigma_q")
     sigma_k = check_sigma(sigma_k, "sigma_k")
     if stats not in STATS_CHOICES:
@@ -139,7 +139,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     if ensemble == "residual":
         if depth is None:
             raise InputError("ensemble='residual' needs depth (number of residual layers, >= 1)")
-        depth = _pos_int(depth, "depth")
+        depth = check_positive_int(depth, "depth")
     elif depth is not None:
         raise InputError(f"depth applies only to ensemble='residual', got ensemble={ensemble!r}")
     if return_spectrum and stats == "elementwise":
@@ -150,7 +150,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     if dtype not in (jnp.float32, jnp.float64):
         raise InputError(f"dtype must be float32 or float64, got {dtype}")
     _trim_fraction(trim)
-    budget = MEMORY_BUDGET if memory_budget is None else _pos_int(memory_budget, "memory_budget")
+    budget = MEMORY_BUDGET if memory_budget is None else check_positive_int(memory_budget, "memory_budget")
     if chunk_size is None:
         chunk_size = _default_chunk(d, d_h, stats, ensemble, dtype.itemsize, n, budget)
     fn = _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),

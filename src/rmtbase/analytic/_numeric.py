@@ -17,7 +17,7 @@ import math
 import mpmath as mp
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, check_positive_int
 
 #: Guard digits added to the requested precision inside mp computations.
 GUARD_DIGITS = 10
@@ -74,13 +74,7 @@ def check_positive(value, name: str) -> float:
 
 def check_order(k, name: str = "k") -> int:
     """A positive integer (number of moments), else InputError."""
-    try:
-        k_i = int(k)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a positive integer, got {k!r}") from None
-    if k_i != k or k_i < 1:
-        raise InputError(f"{name} must be a positive integer, got {k!r}")
-    return k_i
+    return check_positive_int(k, name)
 
 
 def check_probability(q) -> np.ndarray:

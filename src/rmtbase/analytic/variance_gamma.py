@@ -35,7 +35,7 @@ import mpmath as mp
 import numpy as np
 from scipy import special
 
-from ..errors import InputError
+from ..errors import check_positive_int
 from . import _bessel
 from ._numeric import working_dps
 
@@ -49,13 +49,7 @@ NU_DEBYE = 30.0
 
 
 def _check_n(d_h) -> int:
-    try:
-        n = int(d_h)
-    except (TypeError, ValueError):
-        raise InputError(f"d_h must be a positive integer, got {d_h!r}") from None
-    if n != d_h or n < 1:
-        raise InputError(f"d_h must be a positive integer, got {d_h!r}")
-    return n
+    return check_positive_int(d_h, "d_h")
 
 
 def _check_s(s) -> float:
