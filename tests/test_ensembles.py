@@ -93,3 +93,34 @@ def test_residual_errors():
         residual_rows(jax.random.key(0), 8, 2, 9)
     with pytest.raises(InputError):
         residual_stream(jax.random.key(0), 8, 2, sigma2=-1.0)
+
+
+_SHARDED = r"""
+import jax, jax.numpy as jnp, numpy as np
+from rmtbase import ensembles
+from rmtbase.wishart import gram_bidiagonal
+assert jax.device_count() == 2
+fn = lambda k: {"b": gram_bidiagonal(k, 40, 6)[0], "z": jax.random.normal(k, (3,))}
+keys = ensembles._fold(jax.random.key(5), jnp.arange(8, dtype=jnp.uint32))
+sharded = ensembles._chunk_runner(fn, 8, "vmap", tuple(jax.devices()))(keys)
+single = ensembles._chunk_runner(fn, 8, "vmap", tuple(jax.devices()[:1]))(keys)
+for name in ("b", "z"):
+    np.testing.assert_allclose(np.asarray(sharded[name]), np.asarray(single[name]), rtol=1e-6)
+assert ensembles._draw_devices() == tuple(jax.devices()[:1])  # CPU: never sharded
+print("ok")
+"""
+
+
+def test_sharded_chunk_runner_matches_single_device():
+    """The accelerator path (shard_map over the draw axis, with the χ² while_loop inside) gives
+    the single-device numbers; run on two virtual CPU devices in a subprocess. map_draws itself
+    keeps CPU work on one device (see ``_draw_devices``)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", _SHARDED], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

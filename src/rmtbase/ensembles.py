@@ -118,9 +118,26 @@ def residual_stream(key, d, depth, sigma2=None, dtype=jnp.float32):
 _fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))  # keys of a chunk of draws
 
 
+def _draw_devices() -> tuple:
+    """Devices a chunk is sharded over: all accelerators, but one device on CPU.
+
+    Several CPU devices (``--xla_force_host_platform_device_count`` or ``jax_num_cpu_devices``)
+    are not used: with jaxlib's CPU runtime, concurrent executions that contain LAPACK calls
+    (SVD, tridiagonalisation) deadlock on a small host (reproduced on 2 cores, jax 0.10.2:
+    ``null_draws(..., stats="spectral")`` hangs with two CPU devices and runs with one).
+    """
+    if jax.default_backend() == "cpu":
+        return tuple(jax.devices()[:1])
+    return tuple(jax.devices())
+
+
 @lru_cache(maxsize=64)
 def _chunk_runner(fn, chunk: int, method: str, devices: tuple):
     """jit-compiled ``keys (chunk,) -> pytree`` over the draw axis, sharded if several devices.
+
+    ``check_vma=False``: per-draw ``while_loop`` carries (the χ² sampler) start replicated and
+    become draw-varying, which the default check rejects; every draw is independent, so
+    nothing is communicated across the shards.
 
     Cached on (fn, chunk, method, devices): repeated calls with the same draw function (e.g.
     :func:`rmtbase.null.null_draws` block by block) compile once.
@@ -131,7 +148,7 @@ def _chunk_runner(fn, chunk: int, method: str, devices: tuple):
 
         mesh = Mesh(np.array(devices), ("draw",))
         inner = jax.shard_map(inner, mesh=mesh, in_specs=PartitionSpec("draw"),
-                              out_specs=PartitionSpec("draw"))
+                              out_specs=PartitionSpec("draw"), check_vma=False)
     return jax.jit(inner)
 
 
@@ -150,9 +167,9 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", progress=Fals
     if method not in ("vmap", "map"):
         raise InputError(f"method must be 'vmap' or 'map', got {method!r}")
     chunk = min(n, 256) if chunk_size is None else min(check_positive_int(chunk_size, "chunk_size"), n)
-    ndev = jax.device_count()
-    chunk = -(-chunk // ndev) * ndev
-    run = _chunk_runner(fn, chunk, method, tuple(jax.devices()))
+    devices = _draw_devices()
+    chunk = -(-chunk // len(devices)) * len(devices)
+    run = _chunk_runner(fn, chunk, method, devices)
     bar = None
     if progress:
         from tqdm.auto import tqdm
