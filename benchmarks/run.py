@@ -4,15 +4,23 @@
 
 Rows:
 - spectral null draws/s (all spectral statistics + rms) at (768,64), (1600,64), (4096,128),
-  (5120,128): rmtbase (Bartlett fast path, compilation excluded) against the straightforward
-  NumPy approach (draw W_Q, W_K, form W_QK, full ``np.linalg.svd`` of d×d per draw, timed on a
-  few draws), with the ratio;
+  (5120,128): rmtbase (the exact fast path of ``null_draws``, compilation excluded) against the
+  straightforward NumPy approach (draw W_Q, W_K, form W_QK, full ``np.linalg.svd`` of d×d per
+  draw, timed on a few draws), with the ratio; and the same through ``rmtbase.baseline``
+  (what ``rmtbase baseline --stats spectral`` runs, netCDF writing excluded);
 - element-wise (all element statistics of W_Q, W_K and W_QK) null draws/s at (768,64),
   (4096,128);
 - the floor: measured normal-variate rate and float32 matmul rate on this machine, and what
-  fraction of it each figure reaches given the work a draw needs;
+  fraction of it each figure reaches given the work a draw needs. Spectral draw: d_h(d_h−1)/2
+  normals + 3d_h − 1 χ variates (counted as one normal each) and (7/3) d_h³ flops (C Cᵀ as a
+  symmetric product, n³, plus Householder tridiagonalisation, 4/3 n³) at the matmul rate.
+  Element-wise draw: 2 d d_h normals and the 2 d² d_h flops of W_Qᵀ W_K. Both floors are
+  optimistic (BLAS-2 work counted at the BLAS-3 rate, statistics passes free);
 - a 10,000-draw all-statistics call at (768,64) (``--big-draws``, 0 to skip);
-- ``--scoring``: model scoring timings, only if ``rmtbase.score`` exists.
+- ``--scoring``: seconds (first call, with compilation, and warm) and peak resident memory to
+  score all heads of MiniLM and of a randomly initialised GPT-2-small-sized model
+  (``GPT2Config()``: 12 layers, 12 heads, d = 768), each in its own subprocess; "RSS before"
+  is the peak after imports and model construction, so peak − before is what scoring adds.
 
 OPENBLAS_NUM_THREADS=1 is set before numpy is imported (and threadpoolctl limits BLAS threads
 when installed) so the NumPy baseline is single-threaded BLAS, like the tests.
@@ -26,7 +34,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import importlib.util  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -41,7 +48,8 @@ except ImportError:  # pragma: no cover
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from rmtbase.null import null_draws  # noqa: E402
+from rmtbase.null import eig_method, null_draws  # noqa: E402
+from rmtbase.tables import baseline  # noqa: E402
 
 SPECTRAL_SHAPES = [(768, 64), (1600, 64), (4096, 128), (5120, 128)]
 ELEMENT_SHAPES = [(768, 64), (4096, 128)]
@@ -89,6 +97,55 @@ def floor_rates():
     return normals, flops
 
 
+def spectral_floor(d_h, normals, flops):
+    """Draws/s if a spectral draw cost only its random numbers and (7/3) d_h³ flops."""
+    variates = d_h * (d_h - 1) // 2 + 3 * d_h - 1
+    return 1.0 / (variates / normals + (7 / 3) * d_h**3 / flops)
+
+
+def element_floor(d, d_h, normals, flops):
+    """Draws/s if an element-wise draw cost only 2 d d_h normals and the 2 d² d_h matmul flops."""
+    return 1.0 / (2 * d * d_h / normals + 2 * d * d * d_h / flops)
+
+
+_SCORE_CASE = r"""
+import json, resource, sys, time
+from rmtbase.score import score_model
+which = sys.argv[1]
+if which == "gpt2":
+    import torch, transformers
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
+else:
+    model = None
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+t = time.perf_counter(); score_model(model, progress=False); first = time.perf_counter() - t
+t = time.perf_counter(); score_model(model, progress=False); warm = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"first": first, "warm": warm, "rss_before": rss0, "peak": peak}))
+"""
+
+
+def scoring_rows():
+    """Score MiniLM and a random GPT-2-small in fresh subprocesses: time and peak RSS."""
+    import json
+    import subprocess
+    import sys
+
+    print(f"\n{'scoring, all statistics':40s} {'first call s':>12s} {'warm s':>7s} "
+          f"{'peak RSS MB':>12s} {'RSS before MB':>14s}")
+    for which, label in (("minilm", "MiniLM-L6 (trained, 6x12 heads)"),
+                         ("gpt2", "GPT-2 small, random init (12x12 heads)")):
+        out = subprocess.run([sys.executable, "-c", _SCORE_CASE, which], capture_output=True,
+                             text=True, env=dict(os.environ))
+        if out.returncode != 0:
+            print(f"{label:40s} failed: {out.stderr.strip().splitlines()[-1:]}")
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{label:40s} {r['first']:12.1f} {r['warm']:7.1f} {r['peak']:12.0f} "
+              f"{r['rss_before']:14.0f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer draws (smoke run)")
@@ -97,13 +154,14 @@ def main(argv=None) -> int:
                     help="draws of the all-statistics call at (768,64); 0 skips it")
     args = ap.parse_args(argv)
     key = jax.random.key(0)
-    print(f"# rmtbase benchmark: jax {jax.__version__}, backend {jax.default_backend()}, "
-          f"devices {jax.device_count()}, cpus {os.cpu_count()}, float32")
+    print(f"# rmtbase benchmark {time.strftime('%Y-%m-%d %H:%M')}: {_cpu_name()}, "
+          f"cpus {os.cpu_count()}; jax {jax.__version__}, backend {jax.default_backend()}, "
+          f"devices {jax.device_count()}, float32")
     normals, flops = floor_rates()
     print(f"floor: normal variates {normals / 1e6:.1f} M/s; float32 matmul {flops / 1e9:.1f} GFLOP/s")
     print()
-    print(f"{'spectral null (all stats)':28s} {'rmtbase draws/s':>16s} {'naive draws/s':>14s} "
-          f"{'ratio':>9s} {'RNG floor draws/s':>18s}")
+    print(f"{'spectral null (all stats)':25s} {'method':>6s} {'draws/s':>9s} {'naive draws/s':>14s} "
+          f"{'ratio':>8s} {'floor draws/s':>14s} {'of floor':>9s}")
     for d, d_h in SPECTRAL_SHAPES:
         n = 500 if args.quick else (20_000 if d_h == 64 else 5_000)
 
@@ -115,10 +173,18 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         naive_spectral(d, d_h, n_naive)
         naive = n_naive / (time.perf_counter() - t)
-        rng_floor = normals / (d_h * (d_h - 1) + 2 * d_h)  # Bartlett normals + χ² per draw
-        print(f"({d},{d_h}){'':18s} {rate:16.0f} {naive:14.3g} {rate / naive:9.0f} {rng_floor:18.0f}")
+        floor = spectral_floor(d_h, normals, flops)
+        print(f"{f'({d},{d_h})':25s} {eig_method(d, d_h):>6s} {rate:9.0f} "
+              f"{naive:14.3g} {rate / naive:7.0f}× {floor:14.0f} {rate / floor:8.0%}")
+    n = 2_000 if args.quick else 20_000
+    baseline(768, 64, draws=250, stats="spectral", progress=False)  # compile
+    t = time.perf_counter()
+    baseline(768, 64, draws=n, stats="spectral", progress=False)
+    print(f"rmtbase.baseline (the `rmtbase baseline --stats spectral` path), (768,64), {n} draws: "
+          f"{n / (time.perf_counter() - t):.0f} draws/s")
     print()
-    print(f"{'element-wise null (all)':28s} {'draws/s':>16s} {'matmul floor':>14s} {'RNG floor':>9s}")
+    print(f"{'element-wise null (all)':25s} {'draws/s':>9s} {'matmul floor':>13s} "
+          f"{'RNG floor':>10s} {'floor':>7s} {'of floor':>9s}")
     for d, d_h in ELEMENT_SHAPES:
         n = 4 if args.quick else (200 if d == 768 else 6)
 
@@ -128,9 +194,9 @@ def main(argv=None) -> int:
             null_draws(key, d, d_h, m, stats="elementwise", chunk_size=chunk)
 
         rate, _ = _rate(ours_e, n, chunk)
-        mm_floor = flops / (2 * d * d * d_h)
-        rng_floor = normals / (2 * d * d_h)
-        print(f"({d},{d_h}){'':18s} {rate:16.2f} {mm_floor:14.1f} {rng_floor:9.0f}")
+        floor = element_floor(d, d_h, normals, flops)
+        print(f"{f'({d},{d_h})':25s} {rate:9.2f} {flops / (2 * d * d * d_h):13.1f} "
+              f"{normals / (2 * d * d_h):10.0f} {floor:7.0f} {rate / floor:8.0%}")
     if args.big_draws:
         null_draws(key, 768, 64, 16, stats="all", chunk_size=16)
         t = time.perf_counter()
@@ -139,15 +205,21 @@ def main(argv=None) -> int:
         print(f"\n{args.big_draws} all-statistics draws at (768,64): {dt:.1f} s "
               f"({args.big_draws / dt:.0f} draws/s, compilation excluded)")
     if args.scoring:
-        if importlib.util.find_spec("rmtbase.score") is None:
-            print("\nscoring: rmtbase.score not available; skipped")
-        else:
-            from rmtbase.score import score_model
-
-            t = time.perf_counter()
-            score_model(None, progress=False)
-            print(f"\nscoring: default MiniLM, all statistics: {time.perf_counter() - t:.1f} s")
+        scoring_rows()
     return 0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":
