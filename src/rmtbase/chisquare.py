@@ -58,17 +58,19 @@ def chisquare(key, dof, dtype=jnp.float32):
     return 2.0 * g
 
 
-_SERIES_MAX = 0.5
-_SERIES_TERMS = 26  # t^4 … t^29: truncation < 0.5^26/30 ≈ 5e-10 relative at |t| = 0.5
+_SERIES_TERMS = 26  # t^4 … t^29
 
 
 def _log1p_tail(t):
     """R(t) = ln(1 + t) − t + t²/2 − t³/3 = Σ_{k≥4} (−1)^{k+1} t^k / k, accurate for small |t|.
 
-    Horner series for |t| < 0.5 (where the closed form loses digits to cancellation),
-    the closed form elsewhere (−inf at t = −1; callers reject t ≤ −1).
+    Horner series (26 terms) for |t| < t_s, the closed form elsewhere (−inf at t = −1; callers
+    reject t ≤ −1). float32: t_s = 0.5 (series truncation ≤ 0.5^26/30 ≈ 5e-10, closed form
+    ≤ ~1e-6 relative at |t| ≥ 0.5); float64: t_s = 0.1 (truncation ≤ 1e-27, closed form
+    ≤ ~1e-12 relative at |t| ≥ 0.1).
     """
-    small = jnp.abs(t) < _SERIES_MAX
+    t_s = 0.5 if t.dtype == jnp.float32 else 0.1
+    small = jnp.abs(t) < t_s
     ts = jnp.where(small, t, 0.0)
     acc = jnp.zeros_like(t)
     for k in range(4 + _SERIES_TERMS - 1, 3, -1):  # Σ_{k=4}^{29} (−1)^{k+1} t^{k−4} / k
