@@ -46,3 +46,20 @@ def test_cli_sweep_two_workers_equals_single_process(tmp_path, capsys):
                                 single.drop_attrs(deep=False))
     assert swept.attrs["cells"] == single.attrs["cells"] == "16x4"
     assert "Dask tasks" in swept.attrs["history"]
+
+
+def test_sweep_on_an_existing_scheduler_address():
+    """The ``--scheduler ADDRESS`` path against a real scheduler (a loopback LocalCluster started
+    here): same numbers as one process."""
+    import logging
+
+    import distributed
+
+    from rmtbase.sweep import sweep
+
+    opts = dict(draws=DRAW_BLOCK + 10, seed=3, stats="spectral")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+        swept = sweep(16, 4, scheduler=cluster.scheduler_address, progress=False, **opts)
+    single = baseline(16, 4, progress=False, **opts)
+    xr.testing.assert_identical(swept.drop_attrs(deep=False), single.drop_attrs(deep=False))
