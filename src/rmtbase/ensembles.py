@@ -176,19 +176,29 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", progress=Fals
 
         bar = tqdm(total=n, unit="draw")
     out = None
+
+    def store(start, dev_res):
+        nonlocal out
+        res = jax.tree_util.tree_map(np.asarray, dev_res)
+        take = min(chunk, n - start)
+        if out is None:
+            out = jax.tree_util.tree_map(lambda a: np.empty((n, *a.shape[1:]), dtype=a.dtype), res)
+        for o, r in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(res), strict=True):
+            o[start:start + take] = r[:take]
+        if bar is not None:
+            bar.update(take)
+
     try:
+        # One chunk in flight ahead: chunk i+1 is dispatched (asynchronously) before chunk i is
+        # copied to the host, so the device never waits on the transfer. Executions still run
+        # one after another (one dispatching thread), the same numbers as a plain loop.
+        pending = None
         for start in range(0, n, chunk):
-            idx = jnp.arange(start, start + chunk, dtype=jnp.uint32)
-            res = jax.tree_util.tree_map(np.asarray, run(_fold(key, idx)))
-            take = min(chunk, n - start)
-            if out is None:
-                out = jax.tree_util.tree_map(
-                    lambda a: np.empty((n, *a.shape[1:]), dtype=a.dtype), res)
-            for o, r in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(res),
-                            strict=True):
-                o[start:start + take] = r[:take]
-            if bar is not None:
-                bar.update(take)
+            nxt = (start, run(_fold(key, jnp.arange(start, start + chunk, dtype=jnp.uint32))))
+            if pending is not None:
+                store(*pending)
+            pending = nxt
+        store(*pending)
     finally:
         if bar is not None:
             bar.close()
