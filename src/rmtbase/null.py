@@ -64,11 +64,12 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
 
     ``"eigh"`` (tridiagonalisation + bisection of C Cᵀ, :func:`eigvals_from_bidiagonal`) is
     ~1.7× faster than the SVD on CPU, but its relative error on λ_min is of order n·eps·κ with
-    κ = λ_max/λ_min. It is chosen only on CPU (the SVD is the tested accelerator path) and only
-    when d_h·eps·κ ≤ :data:`EIGH_MAX_REL_ERROR`, with κ = x₊/x₋ from the exact MP_c⊠MP_c edges
-    (c = d_h/d); e.g. float32 takes it for c ≲ 0.1 at d_h = 128 and c ≲ 0.18 at d_h = 64
-    (all seed-model shapes), float64 up to c ≈ 0.99. The error stays far below the null's
-    own spread of λ_min (of order d_h^{-2/3}).
+    κ = λ_max/λ_min. It is chosen only on CPU (accelerators keep the SVD, which has batched
+    kernels there; neither route has been timed on one here) and only when
+    d_h·eps·κ ≤ :data:`EIGH_MAX_REL_ERROR`, with κ = x₊/x₋ from the exact MP_c⊠MP_c edges
+    (c = d_h/d). float32 takes it for c ≲ 0.1 at d_h = 128 and c ≲ 0.18 at d_h = 64 (all
+    seed-model shapes), float64 up to c ≈ 0.99. The error stays far below the null's own
+    spread of λ_min (of order d_h^{-2/3}).
     """
     backend = jax.default_backend() if backend is None else backend
     if backend != "cpu":

@@ -97,7 +97,8 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
       (:func:`jax.scipy.linalg.eigh_tridiagonal`), about 1.7× faster on CPU for n = 64. Each λ
       then carries an absolute error of order n·eps·λ_max (Wilkinson), i.e. a relative error
       n·eps·κ for κ = λ_max/λ_min, against eps·√κ for the SVD route: use it only where κ is
-      small (:func:`rmtbase.null` decides from the MP⊠MP edges). Values are clipped at 0.
+      small (:func:`rmtbase.null.eig_method` decides from the MP⊠MP edges). Values are clipped
+      at 0.
     """
     diag = jnp.asarray(diag)
     sub = jnp.asarray(sub)
