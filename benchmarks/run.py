@@ -110,6 +110,16 @@ def element_floor(d, d_h, normals, flops):
 
 _SCORE_CASE = r"""
 import json, resource, sys, time
+
+
+def peak_mb():  # VmHWM: this process's own high-water mark (ru_maxrss survives exec on Linux)
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 from rmtbase.score import score_model
 which = sys.argv[1]
 if which == "gpt2":
@@ -118,10 +128,10 @@ if which == "gpt2":
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
 else:
     model = None
-rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+rss0 = peak_mb()
 t = time.perf_counter(); score_model(model, progress=False); first = time.perf_counter() - t
 t = time.perf_counter(); score_model(model, progress=False); warm = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak = peak_mb()
 print(json.dumps({"first": first, "warm": warm, "rss_before": rss0, "peak": peak}))
 """
 
