@@ -178,7 +178,13 @@ def _weibull(a, x, idx1, amax, cum1, n: int, trim, dtype):
     n_in_f = n_in.astype(dtype)
     sx_keep = jnp.sum(jnp.where(has, n_in_f * xm, 0.0))
     xbar = sx_keep / n_keep
-    ysum = _cum_y(jnp.where(has, last, 0), n, dtype) - _cum_y(jnp.where(has, first - 1, 0), n, dtype)
+    # Σ y over the kept ranks of bin j is C(last_j) − C(first_j − 1). The kept rank window of
+    # bin j ends where bin j+1's begins: with e_j = clip(r0_j + cnt_j, i_lo − 1, i_hi),
+    # last_j = e_j and first_j − 1 = e_{j−1} for every bin that keeps a rank, so one lookup of
+    # C at [e_{−1}, e_0, e_1, …] serves both ends (same arguments, same numbers).
+    ends = jnp.clip(jnp.concatenate([r0[:1], r0 + cnt]), i_lo - 1, i_hi)
+    c_ends = _cum_y(ends, n, dtype)
+    ysum = c_ends[1:] - c_ends[:-1]
     dx = jnp.where(has, xm - xbar, 0.0)
     sxy = jnp.sum(jnp.where(has, dx * ysum, 0.0))
     sxx = jnp.sum(jnp.where(has, n_in_f * dx * dx, 0.0))
