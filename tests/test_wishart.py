@@ -129,7 +129,9 @@ def test_eig_method_choice():
     assert eig_method(100, 90, jnp.float32, backend="cpu") == "svd"  # κ ≈ 4e4
     assert eig_method(100, 90, jnp.float64, backend="cpu") == "eigh"
     assert eig_method(64, 64, jnp.float64, backend="cpu") == "svd"  # lower edge 0
-    with pytest.raises(ValueError):
+    from rmtbase.errors import InputError
+
+    with pytest.raises(InputError, match="method"):
         eigvals_from_bidiagonal(jnp.ones(2), jnp.ones(1), jnp.eye(2), "qr")
 
 

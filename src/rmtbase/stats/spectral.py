@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import eigh_tridiagonal
 
+from ..errors import InputError
+
 SPECTRAL_STATS = (
     "lambda_max",
     "lambda_min",
@@ -110,7 +112,7 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     if method == "svd":
         return _squared_singular_values(core)
     if method != "eigh":
-        raise ValueError(f"method must be 'svd' or 'eigh', got {method!r}")
+        raise InputError(f"method must be 'svd' or 'eigh', got {method!r}")
     gram = core @ jnp.swapaxes(core, -1, -2)
     _, d, e, _ = jax.lax.linalg.tridiagonal(gram, lower=True)
     solve = lambda a, b: eigh_tridiagonal(a, b, eigvals_only=True)  # noqa: E731
