@@ -73,3 +73,8 @@ def test_acceptance_tail_against_mpmath():
                 want = np.array([ref(t) for t in x])
                 assert np.abs(got / want - 1).max() < tol, dtype
     assert float(_log1p_tail(jnp.asarray([-1.0]))[0]) == -np.inf
+
+
+def test_invalid_dof_gives_nan_not_a_hang():
+    x = np.asarray(chisquare(jax.random.key(0), jnp.asarray([-3.0, 0.0, jnp.nan, 4.0])))
+    assert np.isnan(x[:3]).all() and x[3] > 0

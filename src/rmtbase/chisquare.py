@@ -24,7 +24,7 @@ _BOOST_STREAM = 0x7FFFFFFF  # fold_in index of the U^{1/a} stream (rounds use 0,
 
 
 def chisquare(key, dof, dtype=jnp.float32):
-    """χ²_dof variates, one per entry of ``dof`` (any shape; each dof > 0, not checked).
+    """χ²_dof variates, one per entry of ``dof`` (any shape); NaN where dof is not > 0.
 
     key: a JAX PRNG key; round r of the rejection sampler uses ``fold_in(key, r)`` (split into a
     normal and a uniform stream) and the a < 1 boost uses ``fold_in(key, 2**31 − 1)``.
@@ -51,7 +51,8 @@ def chisquare(key, dof, dtype=jnp.float32):
         # second copy of the test can disagree with the first.
         return r + 1, jnp.where((out <= 0) & ok, d * (v * v * v), out)
 
-    init = (jnp.uint32(0), jnp.zeros(dof.shape, dtype))
+    # A dof that is not > 0 (or NaN) starts as NaN: never "≤ 0", so the loop cannot hang on it.
+    init = (jnp.uint32(0), jnp.where(dof > 0, 0.0, jnp.nan).astype(dtype))
     _, g = jax.lax.while_loop(lambda s: jnp.any(s[1] <= 0), body, init)
     u = jax.random.uniform(jax.random.fold_in(key, _BOOST_STREAM), dof.shape, dtype)
     g = jnp.where(small, g * u ** (1.0 / jnp.where(small, half, 1.0)), g)
