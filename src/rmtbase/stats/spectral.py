@@ -12,16 +12,16 @@ of the Gram G_Q = W_Q W_Qᵀ = L_Q L_Qᵀ), likewise W_K. Then
 
 and since U_Qᵀ has orthonormal columns and U_K orthonormal rows, the nonzero singular values of
 W_QK are exactly those of the d_h×d_h core C = L_Qᵀ L_K (equivalently λ = eig(G_Q G_K)). The
-spectrum therefore depends on the factors only through their Grams, which is what the fast
-null path (:mod:`rmtbase.wishart`: bidiagonal B for W_Q, Bartlett L_K for W_K) exploits. Cost: O(d d_h²) for the QR plus O(d_h³) for the
-core SVD, instead of O(d³) for the SVD of the d×d product.
+spectrum therefore depends on the factors only through their Grams, which is what the fast null
+path (:mod:`rmtbase.wishart`: bidiagonal B for W_Q, Bartlett L_K for W_K) exploits. Cost:
+O(d d_h²) for the QR plus O(d_h³) for the core SVD, instead of O(d³) for the SVD of the d×d
+product.
 
-Accuracy: λ = s(C)², with s from an SVD of the core (not the eigenvalues of CᵀC; the null's
-``"eigh"`` route of :func:`eigvals_from_bidiagonal` is the exception, used only where κ is
-small), so small λ
+Accuracy: λ = s(C)², with s from an SVD of the core (not the eigenvalues of CᵀC), so small λ
 keep the accuracy of an SVD (absolute error ≈ eps·s_max per singular value) rather than losing
 the square of the condition number; the QR route is backward stable also for ill-conditioned
-trained weights, where a Gram Cholesky could fail.
+trained weights, where a Gram Cholesky could fail. The one exception is the null's ``"eigh"``
+route of :func:`eigvals_from_bidiagonal`, used only where κ is small.
 
 References: Marchenko & Pastur (1967); for the limit law of x = λ/(σ_Q²σ_K²d²), MP_c ⊠ MP_c with
 c = d_h/d, Burda, Jarosz, Livan, Nowak & Swiech (2010); Mingo & Speicher (2017).
