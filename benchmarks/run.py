@@ -1,6 +1,6 @@
 """rmtbase performance table, measured in one run (float32, JAX CPU or whatever JAX sees).
 
-    python benchmarks/run.py [--quick] [--scoring] [--big-draws N]
+    python benchmarks/run.py [--quick] [--scoring] [--big-draws N] [--shapes 768x64,...]
 
 Rows:
 - spectral null draws/s (all spectral statistics + rms) at (768,64), (1600,64), (4096,128),
@@ -162,7 +162,13 @@ def main(argv=None) -> int:
     ap.add_argument("--scoring", action="store_true", help="also time model scoring")
     ap.add_argument("--big-draws", type=int, default=10_000,
                     help="draws of the all-statistics call at (768,64); 0 skips it")
+    ap.add_argument("--shapes", default=None,
+                    help="only these (d, d_h), e.g. 768x64,4096x128 (default: all rows)")
     args = ap.parse_args(argv)
+    keep = None if args.shapes is None else {
+        tuple(int(v) for v in item.lower().split("x")) for item in args.shapes.split(",")}
+    spectral_shapes = [s for s in SPECTRAL_SHAPES if keep is None or s in keep]
+    element_shapes = [s for s in ELEMENT_SHAPES if keep is None or s in keep]
     key = jax.random.key(0)
     print(f"# rmtbase benchmark {time.strftime('%Y-%m-%d %H:%M')}: {_cpu_name()}, "
           f"cpus {os.cpu_count()}; jax {jax.__version__}, backend {jax.default_backend()}, "
@@ -172,7 +178,7 @@ def main(argv=None) -> int:
     print()
     print(f"{'spectral null (all stats)':25s} {'method':>6s} {'draws/s':>9s} {'naive draws/s':>14s} "
           f"{'ratio':>8s} {'floor draws/s':>14s} {'of floor':>9s}")
-    for d, d_h in SPECTRAL_SHAPES:
+    for d, d_h in spectral_shapes:
         n = 500 if args.quick else (20_000 if d_h == 64 else 5_000)
 
         def ours(m, d=d, d_h=d_h):  # the default chunk size, as users get it
@@ -195,7 +201,7 @@ def main(argv=None) -> int:
     print()
     print(f"{'element-wise null (all)':25s} {'draws/s':>9s} {'matmul floor':>13s} "
           f"{'RNG floor':>10s} {'floor':>7s} {'of floor':>9s}")
-    for d, d_h in ELEMENT_SHAPES:
+    for d, d_h in element_shapes:
         n = 4 if args.quick else (200 if d == 768 else 6)
 
         chunk = min(n, 16)
