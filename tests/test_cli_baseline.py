@@ -96,3 +96,26 @@ def test_residual_ensemble_depth_is_part_of_the_key(tmp_path):
     assert tables["1"].attrs["depth"] == 1 and tables["1"].attrs["ensemble"] == "residual"
     assert "analytic_reference_values" in tables["1"].attrs
     assert not np.array_equal(tables["1"]["npr"].values, tables["2"]["npr"].values)
+
+
+_CONSOLE = "import sys; from rmtbase.cli import console_main; sys.exit(console_main())"
+
+
+@pytest.mark.parametrize("off", [False, True])
+def test_executable_keeps_compiled_programs_in_the_user_cache(tmp_path, off):
+    """The ``rmtbase`` executable turns on JAX's persistent compilation cache under
+    ``$RMTBASE_CACHE/jax`` (and not with RMTBASE_NO_JIT_CACHE=1); ``main`` alone does not."""
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("JAX_COMPILATION_CACHE", "JAX_PERSISTENT_CACHE"))}
+    env["RMTBASE_CACHE"] = str(tmp_path / "cache")
+    if off:
+        env["RMTBASE_NO_JIT_CACHE"] = "1"
+    out = subprocess.run([sys.executable, "-c", _CONSOLE, "baseline", "--d", "16", "--dh", "4",
+                          "--draws", "20", "--stats", "spectral", "--no-progress",
+                          "--out", str(tmp_path / "t.nc")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    jit_dir = tmp_path / "cache" / "jax"
+    assert (jit_dir.is_dir() and any(jit_dir.iterdir())) != off

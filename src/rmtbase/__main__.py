@@ -1,5 +1,7 @@
+"""``python -m rmtbase``: the same as the ``rmtbase`` executable."""
+
 import sys
 
-from .cli import main
+from .cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())

@@ -6,12 +6,20 @@ imports (JAX, torch) happen inside ``run``, so ``rmtbase --help`` is fast.
 
 Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`, bad numbers) print one line,
 ``rmtbase: error: ...``, and exit with status 2; no traceback.
+
+The ``rmtbase`` executable (:func:`console_main`) also keeps JAX's compiled programs in
+``<user cache>/jax`` (JAX's persistent compilation cache), so a repeated command skips most of
+its start-up (``rmtbase score`` on MiniLM: 11.6 s cold, 7.8 s the second time). It does this
+through JAX's own environment variables before JAX is imported, and leaves them alone when
+``JAX_COMPILATION_CACHE_DIR`` is already set; ``RMTBASE_NO_JIT_CACHE=1`` turns it off.
+:func:`main` itself (what tests and other programs call) changes no process state.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .._version import __version__
@@ -60,5 +68,22 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _use_compilation_cache() -> None:
+    """Point JAX's persistent compilation cache at ``<user cache>/jax`` (see module docstring)."""
+    if os.environ.get("RMTBASE_NO_JIT_CACHE") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return
+    from ..cache import cache_dir
+
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(cache_dir() / "jax")
+    # our programs compile in well under JAX's default 1 s threshold; cache them all
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+
+
+def console_main() -> int:
+    """The ``rmtbase`` executable: :func:`main` with the persistent compilation cache on."""
+    _use_compilation_cache()
+    return main()
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console_main())
