@@ -46,10 +46,11 @@ def _default_chunk(d, d_h, stats, ensemble, itemsize, n, budget) -> int:
     cpu = jax.default_backend() == "cpu"
     if stats == "spectral" and ensemble == "lowrank":
         per = 16 * d_h * d_h * itemsize + 4096
-        # Measured on a 2-core CPU (768x64 and 4096x128): 128 draws per call keeps the batch
-        # of d_h x d_h cores in cache and is ~20 % faster than 1024 or more. Accelerators want
-        # large batches (bounded by the memory budget); not measured here (no GPU lent).
-        cap = 128 if cpu else 8192
+        # Measured on a 2-core CPU (768x64 and 4096x128): ~128 draws per call keeps the batch
+        # of d_h x d_h cores in cache and is ~20 % faster than 1024 or more; 125 splits a
+        # table block (rmtbase.tables.DRAW_BLOCK = 250) into two full chunks, no padding.
+        # Accelerators want large batches (bounded by the memory budget); not measured here.
+        cap = 125 if cpu else 8192
     else:
         per = 12 * (d * d if stats != "spectral" or ensemble == "gaussian" else d * d_h) * itemsize
         cap = 64 if cpu else 1024
