@@ -21,7 +21,11 @@ import jax.numpy as jnp  # noqa: E402
 from jax.scipy.linalg import eigh_tridiagonal  # noqa: E402
 
 from rmtbase.ensembles import named_key  # noqa: E402
-from rmtbase.stats.spectral import eigvals_from_bidiagonal, spectral_stats  # noqa: E402
+from rmtbase.stats.spectral import (  # noqa: E402
+    bidiagonal_core,
+    eigvals_from_bidiagonal,
+    spectral_stats,
+)
 from rmtbase.wishart import gram_bidiagonal, gram_cholesky  # noqa: E402
 
 BATCH = 128
@@ -51,9 +55,7 @@ def main(argv=None) -> int:
     diag, sub, lk = draw(keys)
 
     def gram(a, b, lk):  # C Cᵀ with C = Bᵀ L_K, as in eigvals_from_bidiagonal
-        b = jnp.concatenate([b, jnp.zeros((1,), b.dtype)])
-        nxt = jnp.concatenate([lk[1:], jnp.zeros((1, d_h), lk.dtype)], axis=0)
-        c = a[:, None] * lk + b[:, None] * nxt
+        c = bidiagonal_core(a, b, lk)
         return c @ c.T
 
     gram_fn = jax.jit(jax.vmap(gram))

@@ -89,6 +89,18 @@ def eigvals_from_cholesky(lq, lk):
     return _squared_singular_values(jnp.swapaxes(lq, -1, -2) @ lk)
 
 
+def bidiagonal_core(diag, sub, lk):
+    """C = Bᵀ lk (lower Hessenberg) for B lower bidiagonal, in O(n²): row i is
+    b_ii lk_i + b_{i+1,i} lk_{i+1}. Shapes as in :func:`eigvals_from_bidiagonal`."""
+    diag = jnp.asarray(diag)
+    sub = jnp.asarray(sub)
+    lk = jnp.asarray(lk)
+    zero = jnp.zeros((*sub.shape[:-1], 1), sub.dtype)
+    sub_pad = jnp.concatenate([sub, zero], axis=-1)  # B_{i+1,i}, 0 for the last row
+    lk_next = jnp.concatenate([lk[..., 1:, :], jnp.zeros_like(lk[..., :1, :])], axis=-2)
+    return diag[..., :, None] * lk + sub_pad[..., :, None] * lk_next
+
+
 def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     """λ = s²(Bᵀ lk), descending, for B lower bidiagonal (``diag`` ``(..., n)``, ``sub`` ``(..., n−1)``).
 
@@ -104,13 +116,7 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
       small (:func:`rmtbase.null.eig_method` decides from the MP⊠MP edges). Values are clipped
       at 0.
     """
-    diag = jnp.asarray(diag)
-    sub = jnp.asarray(sub)
-    lk = jnp.asarray(lk)
-    zero = jnp.zeros((*sub.shape[:-1], 1), sub.dtype)
-    sub_pad = jnp.concatenate([sub, zero], axis=-1)  # B_{i+1,i}, 0 for the last row
-    lk_next = jnp.concatenate([lk[..., 1:, :], jnp.zeros_like(lk[..., :1, :])], axis=-2)
-    core = diag[..., :, None] * lk + sub_pad[..., :, None] * lk_next  # (Bᵀ lk)_i = b_ii lk_i + b_{i+1,i} lk_{i+1}
+    core = bidiagonal_core(diag, sub, lk)
     if method == "svd":
         return _squared_singular_values(core)
     if method != "eigh":
