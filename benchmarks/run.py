@@ -48,8 +48,8 @@ except ImportError:  # pragma: no cover
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from rmtbase.null import eig_method, null_draws  # noqa: E402
-from rmtbase.tables import baseline  # noqa: E402
+from rmtbase.baseline.null import eig_method, null_draws  # noqa: E402
+from rmtbase.baseline.tables import baseline  # noqa: E402
 
 SPECTRAL_SHAPES = [(768, 64), (1600, 64), (4096, 128), (5120, 128)]
 ELEMENT_SHAPES = [(768, 64), (4096, 128)]
@@ -120,7 +120,7 @@ def peak_mb():  # VmHWM: this process's own high-water mark (ru_maxrss survives 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-from rmtbase.score import score_model
+from rmtbase.scoring.score import score_model
 which = sys.argv[1]
 if which == "gpt2":
     import torch, transformers

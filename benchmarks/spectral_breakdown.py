@@ -2,7 +2,7 @@
 
     python benchmarks/spectral_breakdown.py [--d 768] [--dh 64]
 
-Times each stage of the fast path of :func:`rmtbase.null.null_draws` (``stats="spectral"``) on
+Times each stage of the fast path of :func:`rmtbase.baseline.null.null_draws` (``stats="spectral"``) on
 a batch of 128 draws (the default chunk), best of three, in µs per draw, plus the SVD route
 for comparison. float32, compilation excluded, OPENBLAS_NUM_THREADS=1.
 """
@@ -21,12 +21,12 @@ import jax.numpy as jnp  # noqa: E402
 from jax.scipy.linalg import eigh_tridiagonal  # noqa: E402
 
 from rmtbase.ensembles import named_key  # noqa: E402
+from rmtbase.ensembles.wishart import gram_bidiagonal, gram_cholesky  # noqa: E402
 from rmtbase.stats.spectral import (  # noqa: E402
     bidiagonal_core,
     eigvals_from_bidiagonal,
     spectral_stats,
 )
-from rmtbase.wishart import gram_bidiagonal, gram_cholesky  # noqa: E402
 
 BATCH = 128
 

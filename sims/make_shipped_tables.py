@@ -1,7 +1,7 @@
 """Generate the σ = 1 null tables shipped in ``src/rmtbase/data`` and their ``index.json``.
 
 One netCDF file per (d, d_h) cell of the seed models, named by
-:func:`rmtbase.cache.table_filename` (every key the numbers depend on), lowrank ensemble,
+:func:`rmtbase.baseline.cache.table_filename` (every key the numbers depend on), lowrank ensemble,
 float32, seed 0. Each run adds or replaces index entries for the cells it made and records the
 wall time of each, so the choices in the README's table section can be checked:
 
@@ -49,8 +49,8 @@ def _cells(text: str | None):
 
 
 def main(argv=None) -> int:
-    from rmtbase.cache import table_filename
-    from rmtbase.tables import TABLE_FORMAT, baseline, write_table
+    from rmtbase.baseline.cache import table_filename
+    from rmtbase.baseline.tables import TABLE_FORMAT, baseline, write_table
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stats", choices=("all", "spectral", "elementwise"), default="spectral")

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import rmtbase.tables
-from rmtbase import cache
+import rmtbase.baseline.tables
+from rmtbase.baseline import cache
+from rmtbase.baseline.tables import TABLE_FORMAT, baseline, read_table
 from rmtbase.errors import InputError, TableError
-from rmtbase.tables import TABLE_FORMAT, baseline, read_table
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_generated_then_cached(user_cache, monkeypatch):
     def no_generation(*a, **k):
         raise AssertionError("should have come from the cache")
 
-    monkeypatch.setattr(rmtbase.tables, "baseline", no_generation)
+    monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
     second = cache.null_table(16, 4, stats="all", min_draws=30, seed=7)
     xr.testing.assert_identical(second.drop_encoding(), first)
     # an "all" table serves the subsets
@@ -121,7 +121,7 @@ def test_shipped_table_served_without_generation(monkeypatch, user_cache):
     def no_generation(*a, **k):
         raise AssertionError("shipped table not used")
 
-    monkeypatch.setattr(rmtbase.tables, "baseline", no_generation)
+    monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
     ds = cache.null_table(e["d"], e["d_h"], stats="spectral", min_draws=1000, seed=e["seed"])
     best = max(x["draws"] for x in entries if (x["d"], x["d_h"]) == (e["d"], e["d_h"]))
     assert ds.sizes["draw"] == best and not user_cache.exists()

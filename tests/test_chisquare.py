@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, kstest
 
-from rmtbase.chisquare import chi, chisquare
+from rmtbase.ensembles.chisquare import chi, chisquare
 
 N = 20_000
 ALPHA = 1e-3  # per KS test; 7 dof values, fixed keys
@@ -57,7 +57,7 @@ def test_acceptance_tail_against_mpmath():
     against 50-digit mpmath in both precisions (float32 ≤ 2e-6, float64 ≤ 1e-12 relative)."""
     import mpmath as mp
 
-    from rmtbase.chisquare import _log1p_tail
+    from rmtbase.ensembles.chisquare import _log1p_tail
 
     ts = [-0.99, -0.5, -0.4999, -0.25, -0.1, -0.0999, -1e-3, 1e-4, 0.01, 0.0999, 0.1, 0.2,
           0.4999, 0.5, 0.7, 3.0]

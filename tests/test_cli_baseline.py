@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from rmtbase.baseline.tables import read_table
 from rmtbase.cli import main
-from rmtbase.tables import read_table
 
 ARGS = ["baseline", "--d", "16", "--dh", "4", "--draws", "64", "--seed", "7", "--no-progress"]
 

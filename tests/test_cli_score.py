@@ -92,7 +92,7 @@ def test_missing_folder_unknown_arch_missing_and_corrupt_weights(tmp_path, capsy
 
 
 def test_nan_weights_are_a_model_error(tmp_path, capsys, cache):
-    from rmtbase.score import score_model
+    from rmtbase.scoring.score import score_model
 
     folder = _gpt2(tmp_path / "nan", nan=True)
     with pytest.raises(ModelError):
@@ -130,7 +130,7 @@ def test_default_minilm(tmp_path, capsys, monkeypatch):
     temporary cache first). Trained heads depart from the null: W_QK's excess kurtosis
     (heavy tails) in nearly every head, while W_Q's std (self-normalised: only its mean can
     move it) stays mostly null."""
-    from rmtbase.cache import shipped_index
+    from rmtbase.baseline.cache import shipped_index
 
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
     shipped = any(e.get("d") == 384 and e.get("d_h") == 32 for e in shipped_index())

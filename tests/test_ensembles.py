@@ -97,8 +97,8 @@ def test_residual_errors():
 
 _SHARDED = r"""
 import jax, jax.numpy as jnp, numpy as np
-from rmtbase import ensembles
-from rmtbase.wishart import gram_bidiagonal
+from rmtbase.ensembles import draws as ensembles
+from rmtbase.ensembles.wishart import gram_bidiagonal
 assert jax.device_count() == 2
 fn = lambda k: {"b": gram_bidiagonal(k, 40, 6)[0], "z": jax.random.normal(k, (3,))}
 keys = ensembles._fold(jax.random.key(5), jnp.arange(8, dtype=jnp.uint32))

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rmtbase.baseline.null import null_draws
 from rmtbase.errors import InputError
-from rmtbase.null import null_draws
 from rmtbase.stats import STAT_INFO
 
 try:  # exact analytics from rmtbase.analytic (independent mpmath/closed-form code)

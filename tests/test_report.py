@@ -1,4 +1,4 @@
-"""Tests of rmtbase.report on a hand-made score Dataset (no model, no Monte Carlo)."""
+"""Tests of rmtbase.scoring.report on a hand-made score Dataset (no model, no Monte Carlo)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 from scipy import integrate  # noqa: E402
 
-from rmtbase import report  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
+from rmtbase.scoring import report  # noqa: E402
 
 STATS = ["qk.npr", "qk.lambda_max", "q.std", "q.entropy", "qk.std", "qk.entropy"]
 

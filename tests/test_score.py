@@ -1,4 +1,4 @@
-"""Unit tests of rmtbase.score: empirical p-values, Benjamini–Hochberg, σ self-normalisation.
+"""Unit tests of rmtbase.scoring.score: empirical p-values, Benjamini–Hochberg, σ self-normalisation.
 
 Independent references: brute-force counting in pure Python for the add-one p-value,
 ``scipy.stats.false_discovery_control`` for BH, the exact scaling of head_stats under
@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sst
 
 from rmtbase.errors import InputError, ModelError, TableError
-from rmtbase.score import benjamini_hochberg, empirical_p
+from rmtbase.scoring.score import benjamini_hochberg, empirical_p
 
 
 def _brute_p(v, null):
@@ -84,7 +84,7 @@ def test_bh_ignores_nan_and_rejects_bad_alpha():
             benjamini_hochberg(p, bad)
 
 
-# --- σ handling: needs rmtbase.stats / rmtbase.null -------------------------------------------
+# --- σ handling: needs rmtbase.stats / rmtbase.baseline.null -------------------------------------------
 
 M_HEADS, D_S, DH_S = 240, 40, 8
 SQ, SK = 0.02, 0.07
@@ -95,7 +95,7 @@ def sigma_heads():
     """M independent null heads at σ_Q = 0.02, σ_K = 0.07 (numpy generator, independent of
     JAX's keys), their statistics through score's compiled head_stats, and the same statistics
     of the heads rescaled to (a σ_Q, b σ_K)."""
-    from rmtbase.score import _layer_stats
+    from rmtbase.scoring.score import _layer_stats
 
     rng = np.random.default_rng(2024)
     wq = (SQ * rng.standard_normal((M_HEADS, DH_S, D_S))).astype(np.float32)
@@ -107,7 +107,7 @@ def sigma_heads():
 def test_self_normalisation_is_exact_under_rescaling(sigma_heads):
     """head_stats(a W_Q, b W_K) self-normalised equals head_stats(W_Q, W_K) self-normalised,
     for every statistic: checks the STAT_INFO powers and our σ bookkeeping together."""
-    from rmtbase.score import _NOT_TESTED, normalise
+    from rmtbase.scoring.score import _NOT_TESTED, normalise
 
     s1, s2, (a, b) = sigma_heads
     np.testing.assert_allclose(s2["q.rms"], a * s1["q.rms"], rtol=1e-5)
@@ -131,14 +131,14 @@ def _scaling_power(name):
 
 def test_null_at_other_sigma_scores_as_null(sigma_heads):
     """Heads drawn from the null at σ_Q = 0.02, σ_K = 0.07 scored against an independent σ = 1
-    null (rmtbase.null.null_draws): every statistic's p-values are uniform. Per statistic the M
+    null (rmtbase.baseline.null.null_draws): every statistic's p-values are uniform. Per statistic the M
     heads are independent given the N null draws, so #(p ≤ 0.05) has mean ≤ 0.05 M and variance
     ≤ M α(1-α) + M² α(1-α)/N (binomial plus the null's own sampling); mean p has
     variance 1/(12M) + 1/(12N). Both are tested at 5 sd."""
     import jax
 
-    from rmtbase.null import null_draws
-    from rmtbase.score import score_values
+    from rmtbase.baseline.null import null_draws
+    from rmtbase.scoring.score import score_values
 
     m, n = M_HEADS, 400
     values = {k: v.reshape(m, 1) for k, v in sigma_heads[0].items()}
@@ -159,7 +159,7 @@ def test_null_at_other_sigma_scores_as_null(sigma_heads):
 
 
 def test_score_values_flags_planted_structure_and_rejects_bad_scale():
-    from rmtbase.score import score_values
+    from rmtbase.scoring.score import score_values
 
     rng = np.random.default_rng(5)
     null = {"q.rms": np.ones(999), "k.rms": np.ones(999), "qk.npr": rng.normal(0.5, 0.01, 999)}
@@ -177,7 +177,7 @@ def test_score_values_flags_planted_structure_and_rejects_bad_scale():
 @pytest.mark.parametrize("kw", [{"draws": 1}, {"draws": 2.5}, {"draws": "many"}, {"alpha": 0},
                                 {"alpha": 1.2}, {"stats": []}])
 def test_score_model_rejects_bad_options_before_loading(kw):
-    from rmtbase.score import score_model
+    from rmtbase.scoring.score import score_model
 
     with pytest.raises(InputError):
         score_model("/nonexistent/model/folder", progress=False, **kw)

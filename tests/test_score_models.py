@@ -70,7 +70,7 @@ def models(tmp_path_factory):
 
 
 def _score_all(models, draws):
-    from rmtbase.score import score_model
+    from rmtbase.scoring.score import score_model
 
     return {arch: score_model(str(folder), draws=draws, alpha=ALPHA, progress=False,
                               spectrum_draws=0)
@@ -171,7 +171,7 @@ def test_planted_spike_is_flagged(models, cache):
     import torch
     import transformers as tf
 
-    from rmtbase.score import score_model
+    from rmtbase.scoring.score import score_model
 
     folder, _ = models["gpt2"]
     model = tf.GPT2LMHeadModel.from_pretrained(folder)

@@ -6,8 +6,8 @@ import sys
 import pytest
 import xarray as xr
 
+from rmtbase.baseline.tables import DRAW_BLOCK, baseline, read_table
 from rmtbase.cli import main
-from rmtbase.tables import DRAW_BLOCK, baseline, read_table
 
 pytest.importorskip("distributed")
 
@@ -15,12 +15,12 @@ OPTS = dict(draws=2 * DRAW_BLOCK + 64, seed=7, stats="all")  # the configuration
 
 
 def test_import_does_not_need_dask():
-    code = "import sys, rmtbase.sweep; assert 'distributed' not in sys.modules and 'dask' not in sys.modules"
+    code = "import sys, rmtbase.baseline.sweep; assert 'distributed' not in sys.modules and 'dask' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_missing_dask_clear_error(monkeypatch):
-    from rmtbase.sweep import MissingDependency, sweep
+    from rmtbase.baseline.sweep import MissingDependency, sweep
 
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(MissingDependency, match="pip install"):
@@ -28,8 +28,8 @@ def test_missing_dask_clear_error(monkeypatch):
 
 
 def test_needs_exactly_one_place_to_run():
+    from rmtbase.baseline.sweep import sweep
     from rmtbase.errors import InputError
-    from rmtbase.sweep import sweep
 
     with pytest.raises(InputError, match="exactly one"):
         sweep(8, 2, draws=10, progress=False)
@@ -55,7 +55,7 @@ def test_sweep_on_an_existing_scheduler_address():
 
     import distributed
 
-    from rmtbase.sweep import sweep
+    from rmtbase.baseline.sweep import sweep
 
     opts = dict(draws=DRAW_BLOCK + 10, seed=3, stats="spectral")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,

@@ -12,8 +12,7 @@ import pytest
 import xarray as xr
 
 import rmtbase
-from rmtbase.errors import InputError
-from rmtbase.tables import (
+from rmtbase.baseline.tables import (
     DRAW_BLOCK,
     assemble,
     baseline,
@@ -23,6 +22,7 @@ from rmtbase.tables import (
     make_spec,
     reference_values,
 )
+from rmtbase.errors import InputError
 
 D, DH = 16, 4
 N = 2 * DRAW_BLOCK  # with 64-draw chunks: one compilation serves every test of this config
@@ -67,7 +67,7 @@ def test_block_ranges_and_public_null_draws(small):
     """Block b of a cell is null_draws(fold_in(cell_key, b), ...), whatever range is asked."""
     import jax
 
-    from rmtbase.null import null_draws
+    from rmtbase.baseline.null import null_draws
 
     spec = make_spec(draws=N, seed=3)
     part = generate_blocks(spec, D, DH, 1, 2)
@@ -195,5 +195,5 @@ def test_bad_input_is_one_line_input_error(kw, match):
 def test_top_level_alias_and_out(tmp_path):
     ds = rmtbase.baseline(D, DH, draws=64, seed=2, progress=False,
                           out=tmp_path / "t.nc")
-    back = rmtbase.tables.read_table(tmp_path / "t.nc")
+    back = rmtbase.baseline.tables.read_table(tmp_path / "t.nc")
     xr.testing.assert_identical(back.drop_encoding(), ds)

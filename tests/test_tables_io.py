@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from rmtbase.baseline.tables import QUANTILES, TABLE_FORMAT, read_table, summary, write_table
 from rmtbase.errors import InputError, TableError
-from rmtbase.tables import QUANTILES, TABLE_FORMAT, read_table, summary, write_table
 
 
 def _table(draws=50, seed=0):
@@ -126,11 +126,11 @@ def test_permissions_follow_umask(tmp_path):
 
 
 def test_baseline_checks_out_path_before_computing(tmp_path, monkeypatch):
-    import rmtbase.tables
+    import rmtbase.baseline.tables
 
     def no_compute(*a, **k):
         raise AssertionError("computed before checking the output path")
 
-    monkeypatch.setattr(rmtbase.tables, "run_cells", no_compute)
+    monkeypatch.setattr(rmtbase.baseline.tables, "run_cells", no_compute)
     with pytest.raises(TableError, match="nope"):
-        rmtbase.tables.baseline(16, 4, draws=64, out=tmp_path / "nope" / "t.nc", progress=False)
+        rmtbase.baseline.tables.baseline(16, 4, draws=64, out=tmp_path / "nope" / "t.nc", progress=False)

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from scipy.stats import ks_2samp
 
+from rmtbase.baseline.null import EIGH_MAX_REL_ERROR, eig_method
 from rmtbase.ensembles import lowrank_factors, named_key
-from rmtbase.null import EIGH_MAX_REL_ERROR, eig_method
+from rmtbase.ensembles.wishart import gram_bidiagonal, gram_cholesky
 from rmtbase.stats.spectral import (
     eigvals_from_bidiagonal,
     eigvals_from_cholesky,
     eigvals_from_factors,
     spectral_stats,
 )
-from rmtbase.wishart import gram_bidiagonal, gram_cholesky
 
 N_KS = 1500
 ALPHA = 1e-3  # per-test level; 9 statistics × 3 shapes = 27 tests: family-wise ≤ 2.7 %, fixed keys

@@ -1,7 +1,7 @@
 """rmtbase: random-matrix baselines for transformer attention weights.
 
 Import is cheap and side-effect free: submodules (``rmtbase.analytic``, ``rmtbase.ensembles``,
-``rmtbase.stats``, ``rmtbase.baseline``, ``rmtbase.models``, ``rmtbase.score``, ``rmtbase.plot``)
+``rmtbase.stats``, ``rmtbase.baseline``, ``rmtbase.models``, ``rmtbase.scoring``, ``rmtbase.plot``)
 are loaded on first attribute access. Conventions are in ``docs/conventions.md``.
 """
 
@@ -12,13 +12,12 @@ import importlib
 from ._version import __version__
 
 _SUBMODULES = {
-    "analytic", "ensembles", "stats", "tables", "sweep", "models", "score",
+    "analytic", "ensembles", "stats", "baseline", "models", "scoring",
     "plot", "studies", "errors", "depth",
 }
 # Top-level functions, resolved lazily: name -> (module, attribute).
 _FUNCTIONS = {
-    "baseline": ("rmtbase.tables", "baseline"),
-    "score_model": ("rmtbase.score", "score_model"),
+    "score_model": ("rmtbase.scoring.score", "score_model"),
 }
 
 __all__ = ["__version__", *sorted(_SUBMODULES), *sorted(_FUNCTIONS)]

@@ -3,7 +3,7 @@
     rmtbase baseline --d 768 --dh 64 --draws 2000 --seed 7 --out t.nc
     rmtbase baseline --summary t.nc [--json]
 
-Thin wrapper over :func:`rmtbase.tables.baseline` and :func:`rmtbase.tables.summary`.
+Thin wrapper over :func:`rmtbase.baseline.tables.baseline` and :func:`rmtbase.baseline.tables.summary`.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _single(values, flag):
 
 def print_summary(ds, d=None, d_h=None, as_json=False, source="") -> None:
     """Summary of one cell of ``ds``: JSON, or an aligned text table."""
-    from ..tables import QUANTILES, summary
+    from ..baseline.tables import QUANTILES, summary
 
     s = summary(ds, d, d_h)
     if as_json:
@@ -91,7 +91,7 @@ def run(args) -> int:
     from ..errors import InputError
 
     if args.summary:
-        from ..tables import read_table
+        from ..baseline.tables import read_table
 
         ds = read_table(args.summary)
         print_summary(ds, _single(args.d, "--d"), _single(args.dh, "--dh"), args.json,
@@ -99,7 +99,7 @@ def run(args) -> int:
         return 0
     if args.d is None or args.dh is None:
         raise InputError("baseline needs --d and --dh (or --summary FILE)")
-    from ..tables import baseline
+    from ..baseline.tables import baseline
 
     progress = not args.no_progress and sys.stderr.isatty()
     ds = baseline(args.d if len(args.d) > 1 else args.d[0],

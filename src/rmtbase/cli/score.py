@@ -1,6 +1,6 @@
 """``rmtbase score [MODEL]``: score a model's attention heads against the random-matrix null.
 
-Thin wrapper of :func:`rmtbase.score.score_model` and :func:`rmtbase.report.write_report`.
+Thin wrapper of :func:`rmtbase.scoring.score.score_model` and :func:`rmtbase.scoring.report.write_report`.
 With no MODEL it scores the embedded default MiniLM (no network).
 """
 
@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--draws must be at least 2, got {args.draws}")
     if not 0.0 < args.alpha < 1.0:
         raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
-    from ..report import anomaly_table, write_report
-    from ..score import score_model
+    from ..scoring.report import anomaly_table, write_report
+    from ..scoring.score import score_model
 
     t0 = time.perf_counter()
     ds = score_model(args.model, revision=args.revision, stats=args.stats, draws=args.draws,

@@ -4,7 +4,7 @@
     rmtbase sweep --d 4096 --dh 128 --scheduler tcp://10.0.0.5:8786 --out big.nc
 
 The combined table equals ``rmtbase baseline`` over the same grid and seed, bit for bit.
-Thin wrapper over :func:`rmtbase.sweep.sweep`.
+Thin wrapper over :func:`rmtbase.baseline.sweep.sweep`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..sweep import sweep
+    from ..baseline.sweep import sweep
 
     progress = not args.no_progress and sys.stderr.isatty()
     ds = sweep(args.d, args.dh, scheduler=args.scheduler, workers=args.workers,

@@ -13,7 +13,7 @@ of the Gram G_Q = W_Q W_Qᵀ = L_Q L_Qᵀ), likewise W_K. Then
 and since U_Qᵀ has orthonormal columns and U_K orthonormal rows, the nonzero singular values of
 W_QK are exactly those of the d_h×d_h core C = L_Qᵀ L_K (equivalently λ = eig(G_Q G_K)). The
 spectrum therefore depends on the factors only through their Grams, which is what the fast null
-path (:mod:`rmtbase.wishart`: bidiagonal B for W_Q, Bartlett L_K for W_K) exploits. Cost:
+path (:mod:`rmtbase.ensembles.wishart`: bidiagonal B for W_Q, Bartlett L_K for W_K) exploits. Cost:
 O(d d_h²) for the QR plus O(d_h³) for the core SVD, instead of O(d³) for the SVD of the d×d
 product.
 
@@ -80,7 +80,7 @@ def eigvals_from_factors(wq, wk):
 def eigvals_from_cholesky(lq, lk):
     """λ from lower-triangular Gram factors: G_Q = lq lqᵀ = wq wqᵀ; λ = s²(lqᵀ lk), descending.
 
-    lq, lk: ``(..., d_h, d_h)`` lower triangular (e.g. from :func:`rmtbase.wishart.gram_cholesky`).
+    lq, lk: ``(..., d_h, d_h)`` lower triangular (e.g. from :func:`rmtbase.ensembles.wishart.gram_cholesky`).
     With wq = lq U_Q (U_Q orthonormal rows), wqᵀ wk = U_Qᵀ (lqᵀ lk) U_K: the transpose sits on
     the **first** factor.
     """
@@ -104,7 +104,7 @@ def bidiagonal_core(diag, sub, lk):
 def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     """λ = s²(Bᵀ lk), descending, for B lower bidiagonal (``diag`` ``(..., n)``, ``sub`` ``(..., n−1)``).
 
-    The fast null path (:func:`rmtbase.wishart.gram_bidiagonal` for W_Q, Bartlett ``lk`` for
+    The fast null path (:func:`rmtbase.ensembles.wishart.gram_bidiagonal` for W_Q, Bartlett ``lk`` for
     W_K): C = Bᵀ lk is lower Hessenberg and costs O(n²). method:
 
     - ``"svd"``: λ = s(C)², the SVD route used everywhere else;
@@ -113,7 +113,7 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
       (:func:`jax.scipy.linalg.eigh_tridiagonal`), about 1.7× faster on CPU for n = 64. Each λ
       then carries an absolute error of order n·eps·λ_max (Wilkinson), i.e. a relative error
       n·eps·κ for κ = λ_max/λ_min, against eps·√κ for the SVD route: use it only where κ is
-      small (:func:`rmtbase.null.eig_method` decides from the MP⊠MP edges). Values are clipped
+      small (:func:`rmtbase.baseline.null.eig_method` decides from the MP⊠MP edges). Values are clipped
       at 0.
     """
     core = bidiagonal_core(diag, sub, lk)

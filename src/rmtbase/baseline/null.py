@@ -7,7 +7,7 @@ draw goes through :func:`rmtbase.stats.head_stats`, the same code that scores mo
 Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor):
 
 - ``"lowrank"`` (default): W_Q, W_K i.i.d. N(0, σ_Q²), N(0, σ_K²). With ``stats="spectral"``
-  the draws take the exact fast path (:mod:`rmtbase.wishart`: the bidiagonal B of W_Q and the
+  the draws take the exact fast path (:mod:`rmtbase.ensembles.wishart`: the bidiagonal B of W_Q and the
   Bartlett factor L_K of W_K's Gram, λ = s²(Bᵀ L_K), q.rms = ‖B‖_F/√(d_h d),
   k.rms = ‖L_K‖_F/√(d_h d); eigenvalues by the route of :func:`eig_method`) — the same law as
   the factor path, other numbers;
@@ -30,12 +30,12 @@ from functools import lru_cache
 import jax
 import jax.numpy as jnp
 
-from .ensembles import lowrank_factors, map_draws, named_key, residual_rows
-from .errors import InputError, check_dims, check_positive_int, check_sigma
-from .stats import head_stats
-from .stats.elementwise import _one, _trim_fraction
-from .stats.spectral import eigvals_from_bidiagonal, spectral_stats
-from .wishart import gram_bidiagonal, gram_cholesky
+from ..ensembles import lowrank_factors, map_draws, named_key, residual_rows
+from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
+from ..errors import InputError, check_dims, check_positive_int, check_sigma
+from ..stats import head_stats
+from ..stats.elementwise import _one, _trim_fraction
+from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
 
 STATS_CHOICES = ("all", "spectral", "elementwise")
 ENSEMBLES = ("lowrank", "gaussian", "residual")
@@ -48,7 +48,7 @@ def _default_chunk(d, d_h, stats, ensemble, itemsize, n, budget) -> int:
         per = 16 * d_h * d_h * itemsize + 4096
         # Measured on a 2-core CPU (768x64 and 4096x128): ~128 draws per call keeps the batch
         # of d_h x d_h cores in cache and is ~20 % faster than 1024 or more; 125 splits a
-        # table block (rmtbase.tables.DRAW_BLOCK = 250) into two full chunks, no padding.
+        # table block (rmtbase.baseline.tables.DRAW_BLOCK = 250) into two full chunks, no padding.
         # Accelerators want large batches (bounded by the memory budget); not measured here.
         cap = 125 if cpu else 8192
     else:
@@ -75,7 +75,7 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
     backend = jax.default_backend() if backend is None else backend
     if backend != "cpu":
         return "svd"
-    from .analytic.product import edges
+    from ..analytic.product import edges
 
     lo, hi = edges(d_h / d)
     if lo <= 0:
@@ -85,7 +85,11 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
 
 
 def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None) -> str:
-    """One line naming how :func:`null_draws` samples a cell (stored in table provenance)."""
+    """One line naming how :func:`null_draws` samples a cell (stored in table provenance).
+
+    The text is the sampler's identity, compared with the shipped tables' ``sampler`` attr; it
+    keeps the module name of v0.2 (``rmtbase.wishart``, now :mod:`rmtbase.ensembles.wishart`).
+    """
     if ensemble == "lowrank" and stats == "spectral":
         return (f"lowrank spectral fast path: W_Q bidiagonal B, W_K Bartlett L_K "
                 f"(rmtbase.wishart), lambda = s^2(B^T L_K) by "
@@ -149,7 +153,7 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
         out = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, trim=trim)
         lam = None
         if spectrum:
-            from .stats.spectral import eigvals_from_factors
+            from ..stats.spectral import eigvals_from_factors
 
             lam = eigvals_from_factors(wq, wk)
         return finish(out, lam)

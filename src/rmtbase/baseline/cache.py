@@ -7,7 +7,7 @@ Lookup order of :func:`null_table` for a cell (d, d_h):
 2. the user cache directory: ``$RMTBASE_CACHE`` if set, else the platform cache directory
    (``$XDG_CACHE_HOME/rmtbase`` or ``~/.cache/rmtbase`` on Linux, ``~/Library/Caches/rmtbase`` on
    macOS, ``%LOCALAPPDATA%\\rmtbase\\Cache`` on Windows);
-3. :func:`rmtbase.tables.baseline`, written to the user cache atomically.
+3. :func:`rmtbase.baseline.tables.baseline`, written to the user cache atomically.
 
 A table matches when ensemble, seed, dtype and table format agree, it covers the
 requested statistics (an ``"all"`` table serves ``"spectral"`` and ``"elementwise"``) and it has
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, TableError, check_dims, check_sigma
+from ..errors import InputError, TableError, check_dims, check_sigma
 
 #: Statistic sets that a table generated with ``stats=key`` can serve.
 _SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},

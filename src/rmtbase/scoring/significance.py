@@ -6,14 +6,14 @@
 - :func:`benjamini_hochberg`: the Benjamini–Hochberg (1995) step-up over a family of p-values,
   returning flags and adjusted q-values.
 
-Pure numpy; used by :mod:`rmtbase.score`.
+Pure numpy; used by :mod:`rmtbase.scoring.score`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError, TableError
+from ..errors import InputError, TableError
 
 
 def empirical_p(value, null) -> tuple[np.ndarray, np.ndarray]:

@@ -6,14 +6,14 @@ W_QK = W_Qᵀ W_K by their bare names (``npr``, ``lambda_max``, ...), element st
 W_Q, W_K are (d_h, d) with i.i.d. N(0, σ_Q²), N(0, σ_K²) entries; no 1/√d or 1/√d_h factor is
 applied (``attrs["scaling_factor"] == "none"``). Each variable carries CF-style attrs
 (``long_name``, ``units``, ``definition``) and ``sigma_power``/``scaling`` from
-:data:`rmtbase.stats.STAT_INFO`, so :func:`rmtbase.cache.rescale` serves any σ exactly from a
+:data:`rmtbase.stats.STAT_INFO`, so :func:`rmtbase.baseline.cache.rescale` serves any σ exactly from a
 σ = 1 table. The draws themselves are stored, so empirical p-values are exact (add-one floor
 1/(draws + 1)).
 
 Key derivation (fixed by ``TABLE_FORMAT``; any chunking or Dask split gives the same numbers):
 ``cell = fold_in(fold_in(jax.random.key(seed), d), d_h)`` (then ``fold_in(cell, depth)`` for the
 residual ensemble); draws are cut into blocks of :data:`DRAW_BLOCK` = 250; block ``b`` is
-``rmtbase.null.null_draws(fold_in(cell, b), d, d_h, n_b, ...)``, whose draw ``j`` uses
+``rmtbase.baseline.null.null_draws(fold_in(cell, b), d, d_h, n_b, ...)``, whose draw ``j`` uses
 ``fold_in(block_key, j)``. So draw ``i`` is a pure function of (seed, d, d_h, i) and a shorter
 table is a prefix of a longer one. Blocks run under ``jax.enable_x64(dtype == "float64")``
 whatever the caller's JAX setting, so a float32 table is the same bit for bit in a 64-bit
@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._version import __version__
-from .errors import InputError, check_dims, check_sigma
+from .._version import __version__
+from ..errors import InputError, check_dims, check_sigma
 from .references import QUANTILES, REFERENCE_NOTES, reference_values, summary  # noqa: F401
 from .table_file import TABLE_FORMAT, check_writable, read_table, write_table  # noqa: F401
 
@@ -159,7 +159,7 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
 
 def _variable_attrs(name: str) -> dict:
     """CF-style attrs of table variable for ``head_stats`` key ``name`` (``"qk.npr"``)."""
-    from .stats import STAT_INFO
+    from ..stats import STAT_INFO
 
     matrix, stat = name.split(".", 1)
     info = STAT_INFO[stat]
@@ -173,7 +173,7 @@ def _variable_attrs(name: str) -> dict:
 def _order(name: str):
     """Canonical variable order: W_QK spectral statistics, then element statistics of W_Q, W_K,
     W_QK (each in ELEMENT_STATS order, rms last)."""
-    from .stats import ELEMENT_STATS, SPECTRAL_STATS
+    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
 
     matrix, stat = name.split(".", 1)
     if matrix == "qk" and stat in SPECTRAL_STATS:
@@ -187,7 +187,7 @@ def assemble(spec: TableSpec, cells: Sequence[tuple[int, int]], results: dict) -
     """Build the Dataset from ``results[(d, d_h)] = {"qk.npr": (draws,) array, ...}``."""
     import xarray as xr
 
-    from .stats import table_name
+    from ..stats import table_name
 
     ds_vals = sorted({c[0] for c in cells})
     dh_vals = sorted({c[1] for c in cells})

@@ -5,7 +5,7 @@ W_QK = W_Qᵀ W_K (shape (d, d)) come from the one implementation,
 :func:`rmtbase.stats.head_stats` (batched over the heads of a layer, raw weights, no 1/√d
 factor; λ are the squared singular values of W_QK in raw units). Each is compared with the
 Monte Carlo null of i.i.d. Gaussian factors at that head's own (d, d_h, σ_Q, σ_K), read from
-the σ = 1 baseline table :func:`rmtbase.cache.null_table` (shipped, user cache or generated).
+the σ = 1 baseline table :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or generated).
 
 σ handling
 ----------
@@ -52,8 +52,8 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from ._version import __version__
-from .errors import InputError, ModelError, TableError
+from .._version import __version__
+from ..errors import InputError, ModelError, TableError
 from .significance import _check_alpha, benjamini_hochberg, empirical_p  # noqa: F401
 
 #: Data variables over (layer, head, stat), in output order.
@@ -78,7 +78,7 @@ def _matrix_scale(name: str, rms_q, rms_k):
 
 def _scaling(name: str) -> tuple[float, str]:
     """(sigma_power, scaling) of ``<matrix>.<stat>`` from STAT_INFO."""
-    from .stats import STAT_INFO
+    from ..stats import STAT_INFO
 
     bare = name.split(".", 1)[1]
     if bare not in STAT_INFO:
@@ -124,7 +124,7 @@ def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
 
 def _null_arrays(table: xr.Dataset, names: Sequence[str], d: int, d_h: int) -> dict:
     """{stat: 1-d numpy draws} from a σ = 1 baseline table (cell (d, d_h) if gridded)."""
-    from .stats import table_name
+    from ..stats import table_name
 
     sel = {k: v for k, v in (("d", d), ("d_h", d_h)) if k in table.dims}
     cell = table.sel(sel) if sel else table
@@ -222,8 +222,8 @@ def _compiled_layer_stats():
     (shape, dtype, options) and reused across layers and models of the same shape."""
     import jax
 
-    from .stats import head_stats
-    from .stats.spectral import eigvals_from_factors
+    from ..stats import head_stats
+    from ..stats.spectral import eigvals_from_factors
 
     def layer_stats(wq, wk, spectral, elementwise):
         st = head_stats(wq, wk, spectral=spectral, elementwise=elementwise)
@@ -254,7 +254,7 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
     """
     import jax
 
-    from .null import null_draws
+    from ..baseline.null import null_draws
 
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 0x5EC7)
     nd = null_draws(key, d, d_h, n_draws, stats="spectral", return_spectrum=True)
@@ -286,8 +286,8 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     the spectrum figure (0 = none). Returns an ``xr.Dataset`` (see module docstring) with
     ``qk_spectrum`` (layer, head, rank) normalised x and model/baseline provenance in attrs.
     """
-    from .cache import null_table
-    from .models import default_model_path, load_heads, model_info
+    from ..baseline.cache import null_table
+    from ..models import default_model_path, load_heads, model_info
 
     alpha = _check_alpha(alpha)
     if draws is not None and (isinstance(draws, bool) or not isinstance(draws, (int, np.integer))

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import TableError
+from ..errors import TableError
 
 if TYPE_CHECKING:
     import xarray as xr

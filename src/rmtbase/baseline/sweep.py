@@ -1,9 +1,9 @@
 """Grid sweeps of null tables as tasks on Dask distributed.
 
 Each task is a (cell (d, d_h), range of draw blocks, seed) triple and runs
-:func:`rmtbase.tables.generate_blocks` on a worker; the key of every draw is derived from the seed
-and the draw's (d, d_h, index) alone (see :mod:`rmtbase.tables`), so the table assembled here is
-identical, bit for bit, to :func:`rmtbase.tables.baseline` over the same grid and seed on the same
+:func:`rmtbase.baseline.tables.generate_blocks` on a worker; the key of every draw is derived from the seed
+and the draw's (d, d_h, index) alone (see :mod:`rmtbase.baseline.tables`), so the table assembled here is
+identical, bit for bit, to :func:`rmtbase.baseline.tables.baseline` over the same grid and seed on the same
 backend, whatever the number of workers or ``blocks_per_task`` (blocks run under
 ``jax.enable_x64(dtype == "float64")`` everywhere, whatever a process's own JAX setting).
 
@@ -18,7 +18,7 @@ import logging
 
 import numpy as np
 
-from .errors import InputError, RmtbaseError
+from ..errors import InputError, RmtbaseError
 
 
 class MissingDependency(RmtbaseError, ImportError):
@@ -64,11 +64,11 @@ def _client(scheduler=None, workers=None, client=None):
 def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, client=None,
           blocks_per_task: int = 1, out=None, progress: bool = True, **options):
     """Null table over the grid ``d`` × ``d_h`` (ints or sequences; cells with d_h ≤ d), computed
-    as Dask tasks. ``options`` are those of :func:`rmtbase.tables.baseline` (``sigma``,
+    as Dask tasks. ``options`` are those of :func:`rmtbase.baseline.tables.baseline` (``sigma``,
     ``sigma_q``, ``sigma_k``, ``ensemble``, ``draws``, ``seed``, ``stats``, ``depth``, ``dtype``,
     ``chunk_size``). Give one of ``scheduler`` (address), ``workers`` (local processes) or a
     ``client``. Each task computes ``blocks_per_task`` blocks of
-    :data:`rmtbase.tables.DRAW_BLOCK` = 250 draws of one cell. Returns the Dataset, written
+    :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250 draws of one cell. Returns the Dataset, written
     atomically to ``out`` when given."""
     from .tables import (
         _progress,

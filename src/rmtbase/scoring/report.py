@@ -1,4 +1,4 @@
-"""Reports of a score (:func:`rmtbase.score.score_model`): terminal table, CSV, netCDF, figures.
+"""Reports of a score (:func:`rmtbase.scoring.score.score_model`): terminal table, CSV, netCDF, figures.
 
 Figure functions take ``ax=None`` (a new pyplot figure is made only then) and return the Axes;
 nothing here calls ``show`` or ``savefig`` except :func:`write_report`, which draws on
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .errors import InputError
+from ..errors import InputError
 
 #: ColorBrewer RdBu (reversed): diverging and colour-blind safe.
 Z_CMAP = "RdBu_r"
@@ -148,7 +148,7 @@ def plot_spectrum(ds: xr.Dataset, layer: int, head: int, ax=None):
 def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None, *, bins: int | None = None):
     """Histogram of one head's normalised x against the analytic MP_c ⊠ MP_c density,
     c = d_h/d (:func:`rmtbase.analytic.product.density`). Returns the Axes."""
-    from .analytic import product
+    from ..analytic import product
 
     ax = _axes(ax)
     x = ds["qk_spectrum"].sel(layer=layer, head=head).values

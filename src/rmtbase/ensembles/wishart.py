@@ -24,7 +24,7 @@ independent of B. For independent G_Q, G_K the nonzero λ of W_QK are
 tr G_Q = ‖B‖_F² and tr G_K = ‖L_K‖_F². That costs 2 d_h − 1 χ variates instead of
 d_h(d_h + 1)/2 random numbers, and Bᵀ L_K is formed in O(d_h²).
 
-χ variates come from :mod:`rmtbase.chisquare` (exact Marsaglia–Tsang, ~4× faster on CPU than
+χ variates come from :mod:`rmtbase.ensembles.chisquare` (exact Marsaglia–Tsang, ~4× faster on CPU than
 ``jax.random.chisquare``).
 """
 
@@ -36,9 +36,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..errors import check_dims
 from .chisquare import chi
-from .ensembles import named_key
-from .errors import check_dims
+from .gaussian import named_key
 
 
 def gram_cholesky(key, d, d_h, sigma=1.0, dtype=jnp.float32):
@@ -62,7 +62,7 @@ def gram_bidiagonal(key, d, d_h, sigma=1.0, dtype=jnp.float32):
 
     Returns ``(diag, sub)``: diag ``(d_h,)`` = σ χ_{d}, σ χ_{d−1}, …, σ χ_{d−d_h+1}; sub
     ``(d_h − 1,)`` = σ χ_{d_h−1}, …, σ χ_1 (B_{i+1,i}), all independent, from one
-    :func:`rmtbase.chisquare.chi` call on ``named_key(key, "bidiagonal")``. B Bᵀ has the
+    :func:`rmtbase.ensembles.chisquare.chi` call on ``named_key(key, "bidiagonal")``. B Bᵀ has the
     eigenvalues of G = W Wᵀ and ‖B‖_F² = tr G; see the module docstring for why s²(Bᵀ L_K) has
     the law of W_QK's nonzero spectrum. Requires 1 ≤ d_h ≤ d.
     """

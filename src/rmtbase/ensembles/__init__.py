@@ -1,0 +1,16 @@
+"""JAX samplers of the null ensembles (pure functions of explicit keys) and the chunked driver.
+
+- :mod:`.gaussian`: :func:`named_key`, :func:`gaussian`, :func:`lowrank_factors` (W_Q, W_K of
+  one head, ``(d_h, d)``, i.i.d. N(0, σ²));
+- :mod:`.residual`: residual-path products ∏(I + W_l) (seed 004);
+- :mod:`.wishart`: exact Gram-factor samplers (Bartlett L, Householder bidiagonal B);
+- :mod:`.chisquare`: exact χ²/χ variates (array-level Marsaglia–Tsang);
+- :mod:`.draws`: :func:`map_draws`, the chunked driver (draw i uses ``fold_in(key, i)``).
+"""
+
+from .draws import map_draws
+from .gaussian import gaussian, lowrank_factors, named_key
+from .residual import residual_product, residual_rows, residual_stream
+
+__all__ = ["gaussian", "lowrank_factors", "map_draws", "named_key", "residual_product",
+           "residual_rows", "residual_stream"]
