@@ -33,7 +33,7 @@ from .gptj import GPTJAdapter
 from .llama import LlamaAdapter
 from .opt import OPTAdapter
 from .types import LayerHeads, ModelInfo
-from .weights import FileWeights, StateDictWeights
+from .weights import FileWeights, StateDictWeights, coarsest_storage
 
 _ADAPTER_CLASSES = (GPT2Adapter, GPTNeoXAdapter, LlamaAdapter, BertAdapter, OPTAdapter,
                     GPTJAdapter)
@@ -178,7 +178,9 @@ def load_heads(model, *, revision: str | None = None,
     ------
     LayerHeads
         ``layer``, ``wq`` and ``wk`` float32 ``(n_heads, d_h, d)`` (keys GQA-expanded to query
-        heads), and ``bq``/``bk`` ``(n_heads, d_h)`` or None. One layer is read per step.
+        heads), ``bq``/``bk`` ``(n_heads, d_h)`` or None, and ``storage``, the checkpoint's
+        precision of those tensors (``"float32"``, ``"float16"``, ``"bfloat16"``). One layer is
+        read per step.
 
     The checkpoint is checked up front (known architecture, weights present, tensor-name
     prefix, layer count); per-layer problems (shape disagreeing with the config, NaN/inf,
@@ -199,7 +201,9 @@ def _iterate(weights, adapter: Adapter, prefix: str, info: ModelInfo) -> Iterato
     group = info.group_size
     try:
         for i in range(info.n_layers):
+            weights.take_storage()
             wq, wk, bq, bk = adapter.read_layer(weights, prefix, i, dims)
+            storage = coarsest_storage(weights.take_storage().values())
             if group > 1:  # GQA: query head i meets key head i // group
                 wk = np.repeat(wk, group, axis=0)
                 bk = None if bk is None else np.repeat(bk, group, axis=0)
@@ -209,6 +213,7 @@ def _iterate(weights, adapter: Adapter, prefix: str, info: ModelInfo) -> Iterato
                 wk=np.ascontiguousarray(wk, dtype=np.float32),
                 bq=None if bq is None else np.ascontiguousarray(bq, dtype=np.float32),
                 bk=None if bk is None else np.ascontiguousarray(bk, dtype=np.float32),
+                storage=storage,
             )
     finally:
         weights.close()

@@ -30,6 +30,10 @@ class LayerHeads:
     bq, bk : np.ndarray or None
         float32 biases of shape ``(n_heads, d_h)`` (``bk`` expanded like ``wk``), or ``None``
         when the architecture has no query/key bias.
+    storage : str
+        How the checkpoint stores this layer's query/key tensors: ``"float32"``, ``"float16"``
+        or ``"bfloat16"`` (the coarsest of the tensors read for the layer; float64 counts as
+        float32). ``wq``/``wk`` hold exactly the stored values, converted to float32.
     """
 
     layer: int
@@ -37,6 +41,7 @@ class LayerHeads:
     wk: np.ndarray
     bq: np.ndarray | None = None
     bk: np.ndarray | None = None
+    storage: str = "float32"
 
     @property
     def n_heads(self) -> int:

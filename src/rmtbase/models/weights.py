@@ -14,7 +14,10 @@ Two readers share one small interface (``keys()``, ``get(name)``, ``close()``):
   (no copy of the model is made; each tensor is converted when asked for).
 
 Every tensor comes back as a float32 numpy array and is checked for NaN/inf; problems raise
-:class:`rmtbase.errors.ModelError` naming the tensor and the file.
+:class:`rmtbase.errors.ModelError` naming the tensor and the file. Each reader remembers the
+*storage* precision of the tensors it returned (``storage_of(name)``: ``"float32"``,
+``"float16"`` or ``"bfloat16"``; float64 counts as float32, since it is read as float32), so that
+scoring can pass its null through the same rounding (:mod:`rmtbase.stats.precision`).
 """
 
 from __future__ import annotations
@@ -37,11 +40,28 @@ PICKLE_INDEX = "pytorch_model.bin.index.json"
 _NUMPY_DTYPES = {"F64", "F32", "F16"}
 _TORCH_DTYPES = {"BF16"}
 _OPEN_FILES = 2  # safetensors handles kept open (memory-mapped) per framework
+#: Storage precision names of safetensors / torch dtypes (float64 is read as float32).
+_STORAGE = {"F64": "float32", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+            "torch.float64": "float32", "torch.float32": "float32",
+            "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 
 
 def _refuse_quantized(name: str, dtype: str, where: str) -> None:
     raise ModelError(f"tensor {name!r} in {where} is stored as {dtype} (quantized?); rmtbase "
                      "needs unquantized floating-point weights")
+
+
+#: Storage precisions from coarsest to finest significand (8, 11, 24 bits).
+STORAGE_ORDER = ("bfloat16", "float16", "float32")
+
+
+def coarsest_storage(names) -> str:
+    """The coarsest of the storage precisions ``names`` (``"float32"`` when there are none)."""
+    names = set(names)
+    for s in STORAGE_ORDER:
+        if s in names:
+            return s
+    return "float32"
 
 
 def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
@@ -76,6 +96,7 @@ class FileWeights:
         self._handles: dict[str, object] = {}
         self._pt_handles: dict[str, object] = {}
         self._pickled: tuple[str, dict] | None = None  # (filename, state dict) of one shard
+        self._storage: dict[str, str] = {}
         files = set(files)
         if SAFETENSORS_INDEX in files:
             self.format = "safetensors"
@@ -174,6 +195,7 @@ class FileWeights:
             if self.format == "safetensors":
                 handle = self._open(filename)
                 dtype = handle.get_slice(name).get_dtype()
+                self._storage[name] = _STORAGE.get(dtype, dtype)
                 if dtype in _NUMPY_DTYPES:
                     arr = handle.get_tensor(name)
                 elif dtype in _TORCH_DTYPES:
@@ -187,12 +209,22 @@ class FileWeights:
                 tensor = state[name]
                 if not tensor.is_floating_point() or tensor.element_size() < 2:
                     _refuse_quantized(name, str(tensor.dtype), where)
+                self._storage[name] = _STORAGE.get(str(tensor.dtype), str(tensor.dtype))
                 arr = tensor.detach().float().numpy()
         except ModelError:
             raise
         except Exception as exc:
             raise ModelError(f"cannot read tensor {name!r} from {where}: {exc}") from exc
         return check_finite(np.asarray(arr, dtype=np.float32), name, where)
+
+    def storage_of(self, name: str) -> str:
+        """Storage precision of tensor ``name`` as it was read (after :meth:`get`)."""
+        return self._storage[name]
+
+    def take_storage(self) -> dict[str, str]:
+        """``{name: storage}`` of the tensors read since the last call (then forgotten)."""
+        out, self._storage = self._storage, {}
+        return out
 
     def close(self) -> None:
         self._handles.clear()
@@ -210,9 +242,19 @@ class StateDictWeights:
         except Exception as exc:
             raise ModelError(f"cannot get the state dict of {label}: {exc}") from exc
         self._keys = set(self._state)
+        self._storage: dict[str, str] = {}
 
     def keys(self) -> set[str]:
         return self._keys
+
+    def storage_of(self, name: str) -> str:
+        """Storage precision of tensor ``name`` as it was read (after :meth:`get`)."""
+        return self._storage[name]
+
+    def take_storage(self) -> dict[str, str]:
+        """``{name: storage}`` of the tensors read since the last call (then forgotten)."""
+        out, self._storage = self._storage, {}
+        return out
 
     def get(self, name: str) -> np.ndarray:
         if name not in self._state:
@@ -222,6 +264,7 @@ class StateDictWeights:
             raise ModelError(f"tensor {name!r} of {self.label} is on the meta device (not loaded)")
         if not tensor.is_floating_point() or tensor.element_size() < 2:
             _refuse_quantized(name, str(tensor.dtype), f"loaded model {self.label}")
+        self._storage[name] = _STORAGE.get(str(tensor.dtype), str(tensor.dtype))
         arr = tensor.detach().to("cpu").float().numpy()
         return check_finite(np.asarray(arr, dtype=np.float32), name, f"loaded model {self.label}")
 
