@@ -2,11 +2,13 @@
 
 One netCDF file per (d, d_h) cell of the seed models, named by
 :func:`rmtbase.baseline.cache.table_filename` (every key the numbers depend on), lowrank ensemble,
-float32, seed 0. Each run adds or replaces index entries for the cells it made and records the
+float32, seed 0, stored as float32 or (``--storage bfloat16``) passed through the checkpoint's
+rounding (:mod:`rmtbase.stats.precision`). Each run adds or replaces index entries for the cells it made and records the
 wall time of each, so the choices in the README's table section can be checked:
 
     python sims/make_shipped_tables.py --stats spectral --draws 4000
     python sims/make_shipped_tables.py --stats all --draws 2000 --cells 384x32
+    python sims/make_shipped_tables.py --stats all --draws 2000 --storage bfloat16
 
 Re-running with the same options rewrites identical numbers (same seed, same backend).
 """
@@ -57,6 +59,7 @@ def main(argv=None) -> int:
     p.add_argument("--draws", type=int, default=4000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cells", default=None, help="comma list like 768x64,384x32 (default: all)")
+    p.add_argument("--storage", default="float32", help="checkpoint precision the null models")
     p.add_argument("--out", type=Path, default=DATA)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -65,20 +68,22 @@ def main(argv=None) -> int:
     for d, d_h in _cells(args.cells):
         t0 = time.perf_counter()
         ds = baseline(d, d_h, stats=args.stats, draws=args.draws, seed=args.seed,
-                      progress=True)
+                      progress=True, storage=args.storage)
         seconds = time.perf_counter() - t0
         name = table_filename(d, d_h, ensemble="lowrank", stats=args.stats, draws=args.draws,
-                              seed=args.seed, dtype="float32")
+                              seed=args.seed, dtype="float32", storage=args.storage)
         path = write_table(ds, args.out / name)
         entry = {"file": name, "d": d, "d_h": d_h, "ensemble": "lowrank", "stats": args.stats,
                  "draws": args.draws, "seed": args.seed, "dtype": "float32",
+                 "storage": args.storage,
                  "format": TABLE_FORMAT, "models": SEED_CELLS.get((d, d_h), ""),
                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
                  "bytes": path.stat().st_size, "seconds": round(seconds, 1),
                  "backend": ds.attrs["backend"], "rmtbase_version": ds.attrs["rmtbase_version"],
                  "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
         index["tables"] = [e for e in index["tables"] if e["file"] != name] + [entry]
-        index["tables"].sort(key=lambda e: (e["d"], e["d_h"], e["stats"], e["draws"]))
+        index["tables"].sort(key=lambda e: (e["d"], e["d_h"], e["stats"], e["draws"],
+                                            e.get("storage", "float32")))
         tmp = index_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(index, indent=1) + "\n")
         tmp.replace(index_path)

@@ -66,24 +66,72 @@ def test_generated_then_cached(user_cache, monkeypatch):
 
 def test_matching_rules():
     e = {"d": 8, "d_h": 2, "ensemble": "lowrank", "seed": 0, "dtype": "float32",
-         "format": TABLE_FORMAT, "stats": "spectral", "draws": 100}
+         "format": TABLE_FORMAT, "stats": "spectral", "draws": 100, "storage": "float32"}
     key = dict(d=8, d_h=2, stats="spectral", min_draws=100, seed=0, ensemble="lowrank",
-               dtype="float32")
+               dtype="float32", storage="float32")
     assert cache._matches(e, **key)
     for change in (dict(stats="all"), dict(stats="elementwise"), dict(min_draws=101),
-                   dict(seed=1), dict(dtype="float64"), dict(d=9), dict(d_h=3)):
+                   dict(seed=1), dict(dtype="float64"), dict(d=9), dict(d_h=3),
+                   dict(storage="bfloat16")):
         assert not cache._matches(e, **{**key, **change}), change
     assert not cache._matches({**e, "format": TABLE_FORMAT + 1}, **key)
     assert cache._matches({**e, "stats": "all"}, **{**key, "stats": "elementwise"})
+    no_storage = {k: v for k, v in e.items() if k != "storage"}  # v0.2 index entries
+    assert cache._matches(no_storage, **key)
 
 
 def test_damaged_cache_file_is_regenerated(user_cache):
     good = cache.null_table(16, 4, stats="all", min_draws=64, seed=2)
     (path,) = user_cache.iterdir()
     path.write_bytes(path.read_bytes()[:200])
-    again = cache.null_table(16, 4, stats="all", min_draws=64, seed=2)
+    with pytest.warns(RuntimeWarning, match="not a readable netCDF4"):
+        again = cache.null_table(16, 4, stats="all", min_draws=64, seed=2)
     np.testing.assert_array_equal(again["npr"].values, good["npr"].values)
     read_table(path)  # rewritten whole
+
+
+@pytest.mark.parametrize("poison", ["fewer draws", "other seed", "other sigma", "other cell",
+                                    "elementwise only", "other storage"])
+def test_cache_contents_are_checked_against_the_name(user_cache, poison):
+    """A file whose contents disagree with its name is never used: it is reported (one
+    warning naming the file) and regenerated; the result equals a clean generation."""
+    import shutil
+
+    from rmtbase.baseline.tables import write_table
+
+    clean = baseline(16, 4, draws=64, seed=3, stats="all", progress=False)
+    make = {"fewer draws": dict(draws=10, seed=3), "other seed": dict(draws=64, seed=4),
+            "other sigma": dict(draws=64, seed=3, sigma=2.0),
+            "other cell": dict(draws=64, seed=3, d=(20, 4)),
+            "elementwise only": dict(draws=64, seed=3, stats="elementwise"),
+            "other storage": dict(draws=64, seed=3, storage="bfloat16")}[poison]
+    d, d_h = make.pop("d", (16, 4))
+    make.setdefault("stats", "all")
+    bad = baseline(d, d_h, progress=False, **make)
+    name = cache.table_filename(16, 4, ensemble="lowrank", stats="all", draws=64, seed=3,
+                                dtype="float32")
+    user_cache.mkdir(exist_ok=True)
+    write_table(bad, user_cache / name)
+    with pytest.warns(RuntimeWarning, match=name.replace(".", r"\.")):
+        got = cache.null_table(16, 4, stats="all", min_draws=64, seed=3)
+    np.testing.assert_array_equal(got["npr"].values, clean["npr"].values)
+    np.testing.assert_array_equal(got["q_entropy"].values, clean["q_entropy"].values)
+    shutil.rmtree(user_cache)
+
+
+def test_storage_tables_are_keyed_and_float_spectral_requests_share_float32(user_cache):
+    a = cache.null_table(32, 4, stats="all", min_draws=40, seed=5, storage="bfloat16")
+    assert a.attrs["storage_dtype"] == "bfloat16" and "bfloat16" in a.attrs["sampler"]
+    b = cache.null_table(32, 4, stats="spectral", min_draws=40, seed=5, storage="float16")
+    assert b.attrs.get("storage_dtype", "float32") == "float32"
+    names = sorted(p.name for p in user_cache.iterdir())
+    assert names == sorted([
+        cache.table_filename(32, 4, ensemble="lowrank", stats="all", draws=40, seed=5,
+                             dtype="float32", storage="bfloat16"),
+        cache.table_filename(32, 4, ensemble="lowrank", stats="spectral", draws=40, seed=5,
+                             dtype="float32")])
+    q = cache.null_table(32, 4, stats="spectral", min_draws=40, seed=5, storage="q4_1")
+    assert q.attrs["storage_dtype"] == "q4_1"
 
 
 def test_bad_requests(user_cache):

@@ -9,11 +9,16 @@ Lookup order of :func:`null_table` for a cell (d, d_h):
    macOS, ``%LOCALAPPDATA%\\rmtbase\\Cache`` on Windows);
 3. :func:`rmtbase.baseline.tables.baseline`, written to the user cache atomically.
 
-A table matches when ensemble, seed, dtype and table format agree, it covers the
-requested statistics (an ``"all"`` table serves ``"spectral"`` and ``"elementwise"``) and it has
-at least ``min_draws`` draws. Cache file names spell out every one of these keys, so two
-different requests can never share a file. Because draw ``i`` of a cell depends only on
-(seed, d, d_h, i), the first ``n`` draws of any matching table are the ``n``-draw table.
+A table matches when ensemble, seed, dtype, storage precision and table format agree, it covers
+the requested statistics (an ``"all"`` table serves ``"spectral"`` and ``"elementwise"``) and it
+has at least ``min_draws`` draws. Spectral statistics of a float16/bfloat16 checkpoint share the
+float32 spectral null (:func:`rmtbase.baseline.null.fast_spectral`), so such a request is served
+by a float32 spectral table. Cache file names spell out every one of these keys, so two
+different requests can never share a file, and a file's contents are checked against its name
+before it is used (:func:`verify_table`): a file that disagrees — renamed, from another cell,
+seed, σ or storage, or cut short — is regenerated with a warning naming it. Because draw ``i``
+of a cell depends only on (seed, d, d_h, i), the first ``n`` draws of any matching table are
+the ``n``-draw table.
 
 :func:`rescale` turns a table at (σ_Q, σ_K) into one at any other (σ_Q', σ_K') exactly, through
 each variable's ``sigma_power``/``scaling`` attrs (see :data:`rmtbase.stats.STAT_INFO`): with
@@ -54,29 +59,35 @@ def cache_dir() -> Path:
 
 
 def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, seed: int,
-                   dtype: str, depth: int | None = None) -> str:
-    """File name that encodes every key a table's numbers depend on."""
+                   dtype: str, depth: int | None = None, storage: str = "float32") -> str:
+    """File name that encodes every key a table's numbers depend on (the storage precision
+    appears only when it is not float32, so earlier names stay valid)."""
     from .tables import TABLE_FORMAT
 
     dep = f"-L{depth}" if depth is not None else ""
-    return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}"
+    st = "" if storage == "float32" else f"-{storage}"
+    return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}{st}"
             f"-v{TABLE_FORMAT}.nc")
 
 
 def shipped_index() -> list[dict]:
     """Entries of ``rmtbase/data/index.json``: ``file, d, d_h, ensemble, stats, draws, seed,
-    dtype, format`` (empty when no tables are shipped)."""
+    dtype, storage, format`` (empty when no tables are shipped; ``storage`` defaults to
+    float32)."""
     index = resources.files("rmtbase").joinpath("data", "index.json")
     if not index.is_file():
         return []
-    return json.loads(index.read_text(encoding="utf-8"))["tables"]
+    entries = json.loads(index.read_text(encoding="utf-8"))["tables"]
+    return [dict(e, storage=e.get("storage", "float32")) for e in entries]
 
 
-def _matches(entry: dict, d, d_h, stats, min_draws, seed, ensemble, dtype) -> bool:
+def _matches(entry: dict, d, d_h, stats, min_draws, seed, ensemble, dtype, storage) -> bool:
     from .tables import TABLE_FORMAT
 
     return (entry["d"] == d and entry["d_h"] == d_h and entry["ensemble"] == ensemble
-            and entry["seed"] == seed and entry["dtype"] == dtype and entry["format"] == TABLE_FORMAT and stats in _SERVES[entry["stats"]]
+            and entry["seed"] == seed and entry["dtype"] == dtype
+            and entry.get("storage", "float32") == storage
+            and entry["format"] == TABLE_FORMAT and stats in _SERVES[entry["stats"]]
             and entry["draws"] >= min_draws)
 
 
@@ -87,14 +98,73 @@ def _cached_entries(directory: Path) -> list[dict]:
     out = []
     for p in directory.glob(f"lowrank-d*-dh*-*-n*-seed*-float*-v{TABLE_FORMAT}.nc"):
         parts = p.name[: -len(".nc")].split("-")
+        storage = parts[7] if len(parts) == 9 else "float32"
         try:
             out.append({"file": p, "ensemble": parts[0], "d": int(parts[1][1:]),
                         "d_h": int(parts[2][2:]), "stats": parts[3], "draws": int(parts[4][1:]),
-                        "seed": int(parts[5][4:]), "dtype": parts[6],
-                        "format": int(parts[7][1:])})
+                        "seed": int(parts[5][4:]), "dtype": parts[6], "storage": storage,
+                        "format": int(parts[-1][1:])})
         except (IndexError, ValueError):
             continue
-    return [e for e in out if e["stats"] in _SERVES]
+    from ..stats.precision import STORAGES
+
+    return [e for e in out if e["stats"] in _SERVES and e["storage"] in STORAGES]
+
+
+def verify_table(ds, entry: dict, path) -> None:
+    """Raise :class:`TableError` naming ``path`` unless the table's contents are what its
+    index entry or file name says: cell (d, d_h), draws, seed, statistic set, ensemble, dtype,
+    storage precision and σ_Q = σ_K = 1 (every variable of the statistic set present)."""
+    a = ds.attrs
+    found = {
+        "d": [int(x) for x in np.atleast_1d(ds["d"].values)] if "d" in ds.coords else None,
+        "d_h": [int(x) for x in np.atleast_1d(ds["d_h"].values)] if "d_h" in ds.coords else None,
+        "draws": ds.sizes.get("draw"), "seed": _int_or_none(a.get("seed")),
+        "stats": a.get("stats"), "ensemble": a.get("ensemble"), "dtype": a.get("dtype"),
+        "storage": a.get("storage_dtype", "float32"),
+        "sigma": (_float_or_none(a.get("sigma_q")), _float_or_none(a.get("sigma_k"))),
+    }
+    want = {"d": [entry["d"]], "d_h": [entry["d_h"]], "draws": entry["draws"],
+            "seed": entry["seed"], "stats": entry["stats"], "ensemble": entry["ensemble"],
+            "dtype": entry["dtype"], "storage": entry.get("storage", "float32"),
+            "sigma": (1.0, 1.0)}
+    bad = [f"{k}={found[k]!r} (expected {want[k]!r})" for k in want if found[k] != want[k]]
+    if not bad:
+        need = _expected_vars(entry["stats"])
+        missing = sorted(need - set(ds.data_vars))
+        if missing:
+            bad = [f"missing variables {missing[:3]}{'…' if len(missing) > 3 else ''}"]
+    if not bad and "draw" in ds.dims:
+        empty = [v for v in ds.data_vars if "draw" in ds[v].dims
+                 and not np.isfinite(ds[v].values).any()]
+        if empty:
+            bad = [f"variables with no finite draw {empty[:3]}"]
+    if bad:
+        raise TableError(f"{path} does not hold the table its name promises: {bad[0]}")
+
+
+def _expected_vars(stats: str) -> set[str]:
+    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
+
+    spectral = set(SPECTRAL_STATS)
+    element = {f"{m}_{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS}
+    rms = {"q_rms", "k_rms"}
+    return {"all": spectral | element | rms, "spectral": spectral | rms,
+            "elementwise": element | rms}[stats]
+
+
+def _int_or_none(x):
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float_or_none(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
 
 
 def _select(ds, stats: str):
@@ -109,10 +179,15 @@ def _select(ds, stats: str):
 
 
 def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, seed: int = 0,
-               ensemble: str = "lowrank", dtype: str = "float32", progress: bool = False):
+               ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32",
+               progress: bool = False):
     """σ = 1 null table of cell (d, d_h) with at least ``min_draws`` draws (all draws of the
-    table found are returned; the largest such table is preferred). Only the ``lowrank``
-    ensemble is cached."""
+    table found are returned; the largest such table is preferred). ``storage``: the checkpoint
+    precision the null models (:data:`rmtbase.stats.precision.STORAGES`). Only the ``lowrank``
+    ensemble is cached. ``progress``: say on stderr when a table must be generated, and show a
+    bar while it is."""
+    from ..stats.precision import check_storage
+    from .null import fast_spectral
     from .tables import baseline, read_table
 
     d, d_h = check_dims(d, d_h)
@@ -120,26 +195,38 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
         raise InputError(f"null_table serves the lowrank ensemble only, got {ensemble!r}")
     if stats not in _SERVES:
         raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")
+    storage = check_storage(storage)
+    if fast_spectral(stats, ensemble, storage):
+        storage = "float32"  # float storages share the spectral null (see fast_spectral)
     key = dict(d=d, d_h=d_h, stats=stats, min_draws=int(min_draws), seed=seed,
-               ensemble=ensemble, dtype=np.dtype(dtype).name)
+               ensemble=ensemble, dtype=np.dtype(dtype).name, storage=storage)
     shipped = [e for e in shipped_index() if _matches(e, **key)]
     if shipped:
         best = max(shipped, key=lambda e: e["draws"])
         ref = resources.files("rmtbase").joinpath("data", best["file"])
         with resources.as_file(ref) as path:
-            return _select(read_table(path), stats)
+            ds = read_table(path)
+            verify_table(ds, best, path)  # a mismatch here is a broken installation
+            return _select(ds, stats)
     directory = cache_dir()
     cached = [e for e in _cached_entries(directory) if _matches(e, **key)] \
         if directory.is_dir() else []
     for entry in sorted(cached, key=lambda e: -e["draws"]):
         try:
-            return _select(read_table(entry["file"]), stats)
-        except TableError:
-            continue  # a damaged cache file is regenerated below
+            ds = read_table(entry["file"])
+            verify_table(ds, entry, entry["file"])
+            return _select(ds, stats)
+        except TableError as exc:  # damaged or mislabelled: regenerated below
+            warnings.warn(f"rmtbase: ignoring cached table: {exc}", RuntimeWarning,
+                          stacklevel=2)
+    if progress:
+        print(f"rmtbase: generating the null table d={d}, d_h={d_h}, {stats} statistics, "
+              f"{storage} storage, {int(min_draws)} draws (cached in {directory} for next time)",
+              file=sys.stderr, flush=True)
     ds = baseline(d, d_h, draws=int(min_draws), seed=seed, stats=stats, ensemble=ensemble,
-                  dtype=key["dtype"], progress=progress)
+                  dtype=key["dtype"], storage=storage, progress=progress)
     name = table_filename(d, d_h, ensemble=ensemble, stats=stats, draws=int(min_draws),
-                          seed=seed, dtype=key["dtype"])
+                          seed=seed, dtype=key["dtype"], storage=storage)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         from .tables import write_table

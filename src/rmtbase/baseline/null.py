@@ -20,6 +20,12 @@ Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor
 - ``"residual"``: residual-path factors (seed 004): W_Q, W_K are the first d_h rows of
   independent products M_L = ∏(I + W_l) of depth ``depth`` at the critical σ² = 1/d, rescaled by
   σ √(d / 2^L) so that E[rms²] = σ² (E[M Mᵀ] = 2^L I); then as ``"lowrank"``. O(L d_h d²).
+
+Storage (``storage=``, :mod:`rmtbase.stats.precision`): a null for a checkpoint stored in
+float16, bfloat16 or a block format passes every draw's W_Q, W_K through the same round trip
+before any statistic, and the element statistics of W_Q, W_K use that storage's lattice cells —
+one estimator, same size, same precision as the heads it is compared with. The spectral fast
+path is kept for float storages (:func:`fast_spectral`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
+from ..stats.precision import FLOAT_STORAGES, QBLOCK, QUANT_FORMATS, check_storage, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
 
 STATS_CHOICES = ("all", "spectral", "elementwise")
@@ -42,9 +49,9 @@ ENSEMBLES = ("lowrank", "gaussian", "residual")
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
 
 
-def _default_chunk(d, d_h, stats, ensemble, itemsize, n, budget) -> int:
+def _default_chunk(d, d_h, stats, ensemble, itemsize, n, budget, storage="float32") -> int:
     cpu = jax.default_backend() == "cpu"
-    if stats == "spectral" and ensemble == "lowrank":
+    if fast_spectral(stats, ensemble, storage):
         per = 16 * d_h * d_h * itemsize + 4096
         # Measured on a 2-core CPU (768x64 and 4096x128): ~128 draws per call keeps the batch
         # of d_h x d_h cores in cache and is ~20 % faster than 1024 or more; 125 splits a
@@ -84,21 +91,38 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
     return "eigh" if d_h * eps * hi / lo <= EIGH_MAX_REL_ERROR else "svd"
 
 
-def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None) -> str:
+def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:
+    """Whether :func:`null_draws` takes the exact fast spectral path (no factors drawn).
+
+    Only for spectral statistics of the lowrank ensemble stored as a float type. Rounding the
+    factors to float16/bfloat16 adds entrywise noise of relative size ≤ 2⁻⁹, which leaves the
+    law of the spectral statistics unchanged far below their Monte Carlo resolution
+    (``tests/test_precision_null.py`` measures the paired change: < 10⁻² null standard
+    deviations), so those storages share the float32 spectral null. Block formats change the
+    entries by ~0.08σ and go through the factor path with the round trip.
+    """
+    return stats == "spectral" and ensemble == "lowrank" and storage in FLOAT_STORAGES
+
+
+def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None,
+            storage="float32") -> str:
     """One line naming how :func:`null_draws` samples a cell (stored in table provenance).
 
     The text is the sampler's identity, compared with the shipped tables' ``sampler`` attr; it
     keeps the module name of v0.2 (``rmtbase.wishart``, now :mod:`rmtbase.ensembles.wishart`).
     """
-    if ensemble == "lowrank" and stats == "spectral":
+    if fast_spectral(stats, ensemble, storage):
         return (f"lowrank spectral fast path: W_Q bidiagonal B, W_K Bartlett L_K "
                 f"(rmtbase.wishart), lambda = s^2(B^T L_K) by "
                 f"{eig_method(d, d_h, dtype, backend)}")
-    return f"{ensemble} factors W_Q, W_K drawn in full; statistics by rmtbase.stats.head_stats"
+    stored = "" if storage == "float32" else f", stored as {storage} (rmtbase.stats.precision)"
+    return (f"{ensemble} factors W_Q, W_K drawn in full{stored}; statistics by "
+            "rmtbase.stats.head_stats")
 
 
 @lru_cache(maxsize=64)
-def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spectrum):
+def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spectrum,
+             storage="float32"):
     """The per-draw function (cached, so its compiled chunk runner is reused)."""
     spectral = stats in ("all", "spectral")
     elementwise = stats in ("all", "elementwise")
@@ -109,7 +133,7 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
             out["qk.spectrum"] = lam / norm
         return out
 
-    if ensemble == "lowrank" and stats == "spectral":
+    if fast_spectral(stats, ensemble, storage):
         method = eig_method(d, d_h, dtype)
 
         def fn(key):
@@ -128,14 +152,17 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
             scale = math.sqrt(d / 2.0**depth)
             wq = sigma_q * scale * residual_rows(named_key(key, "wq"), d, depth, d_h, dtype=dtype)
             wk = sigma_k * scale * residual_rows(named_key(key, "wk"), d, depth, d_h, dtype=dtype)
-            return wq, wk
-        return lowrank_factors(key, d, d_h, sigma_q, sigma_k, dtype)
+        else:
+            wq, wk = lowrank_factors(key, d, d_h, sigma_q, sigma_k, dtype)
+        if storage != "float32":
+            wq, wk = round_trip(wq, storage), round_trip(wk, storage)
+        return wq, wk
 
     if ensemble == "gaussian":
         def fn(key):
             wq, wk = factors(key)
             out = head_stats(wq, wk, which=("q", "k"), spectral=False,
-                             elementwise=elementwise, trim=trim)
+                             elementwise=elementwise, trim=trim, storage=storage)
             g = (sigma_q * sigma_k * math.sqrt(d_h)) * jax.random.normal(
                 named_key(key, "gaussian"), (d, d), dtype)
             if elementwise:
@@ -150,7 +177,8 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
 
     def fn(key):
         wq, wk = factors(key)
-        out = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, trim=trim)
+        out = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, trim=trim,
+                         storage=storage)
         lam = None
         if spectrum:
             from ..stats.spectral import eigvals_from_factors
@@ -162,7 +190,8 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
 
 def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
                ensemble="lowrank", depth=None, chunk_size=None, dtype=jnp.float32,
-               progress=False, return_spectrum=False, trim=0.8, memory_budget=None) -> dict:
+               progress=False, return_spectrum=False, trim=0.8, memory_budget=None,
+               storage="float32") -> dict:
     """Null draws of the head statistics: ``{"qk.npr": (n_draws,), ...}`` as numpy arrays.
 
     key: a JAX PRNG key (typed or raw); draw i uses ``fold_in(key, i)``. d, d_h: model width
@@ -173,7 +202,9 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     (default from ``memory_budget`` bytes, 512 MiB); it never changes the numbers.
     dtype: float32 (default) or float64 (needs ``jax_enable_x64``). return_spectrum: add
     ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending. trim: the
-    Weibull fit's trim. progress: tqdm bar.
+    Weibull fit's trim. progress: tqdm bar. storage: how the modelled checkpoint stores W_Q
+    and W_K (:data:`rmtbase.stats.precision.STORAGES`): every draw's factors go through the
+    same round trip before any statistic (see :func:`fast_spectral` for the one exception).
     """
     d, d_h = check_dims(d, d_h)
     n = check_positive_int(n_draws, "n_draws")
@@ -197,12 +228,15 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     if dtype not in (jnp.float32, jnp.float64):
         raise InputError(f"dtype must be float32 or float64, got {dtype}")
     _trim_fraction(trim)
+    storage = check_storage(storage)
+    if storage in QUANT_FORMATS and d % QBLOCK:
+        raise InputError(f"storage {storage} needs d to be a multiple of {QBLOCK}, got d={d}")
     budget = MEMORY_BUDGET if memory_budget is None else check_positive_int(memory_budget, "memory_budget")
     if chunk_size is None:
-        chunk_size = _default_chunk(d, d_h, stats, ensemble, dtype.itemsize, n, budget)
+        chunk_size = _default_chunk(d, d_h, stats, ensemble, dtype.itemsize, n, budget, storage)
     fn = _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
-                  bool(return_spectrum))
-    use_map = stats != "spectral" and jax.default_backend() == "cpu"
+                  bool(return_spectrum), storage)
+    use_map = not fast_spectral(stats, ensemble, storage) and jax.default_backend() == "cpu"
     out = map_draws(fn, key, n, chunk_size, method="map" if use_map else "vmap",
                     progress=progress)
     return dict(out)

@@ -64,13 +64,15 @@ class TableSpec:
     dtype: str = "float32"
     chunk_size: int | None = None
     x64: bool = False
+    storage: str = "float32"
 
     def n_blocks(self) -> int:
         return -(-self.draws // DRAW_BLOCK)
 
 
 def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", draws=2000, seed=0,
-              stats="all", depth=None, dtype="float32", chunk_size=None) -> TableSpec:
+              stats="all", depth=None, dtype="float32", chunk_size=None,
+              storage="float32") -> TableSpec:
     """Validate options into a :class:`TableSpec` (one-line :class:`InputError` on bad input)."""
     if sigma is not None and (sigma_q is not None or sigma_k is not None):
         raise InputError("give either sigma or sigma_q/sigma_k, not both")
@@ -101,9 +103,12 @@ def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", dra
     x64 = dtype == "float64"
     if chunk_size is not None and (not isinstance(chunk_size, int | np.integer) or chunk_size < 1):
         raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    from ..stats.precision import check_storage
+
+    storage = check_storage(storage)
     return TableSpec(ensemble=ensemble, stats=stats, draws=int(draws), seed=int(seed),
                      sigma_q=sigma_q, sigma_k=sigma_k, depth=None if depth is None else int(depth),
-                     dtype=dtype, chunk_size=chunk_size, x64=x64)
+                     dtype=dtype, chunk_size=chunk_size, x64=x64, storage=storage)
 
 
 def grid_cells(d, d_h) -> list[tuple[int, int]]:
@@ -151,7 +156,8 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
                                     sigma_q=spec.sigma_q, sigma_k=spec.sigma_k,
                                     stats=spec.stats, ensemble=spec.ensemble, depth=spec.depth,
                                     chunk_size=spec.chunk_size,
-                                    dtype=getattr(jax.numpy, spec.dtype)))
+                                    dtype=getattr(jax.numpy, spec.dtype),
+                                    storage=spec.storage))
             if bar is not None:
                 bar.update(n)
     return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
@@ -221,11 +227,13 @@ def _global_attrs(spec: TableSpec, cells) -> dict:
         "rmtbase_version": __version__,
         "ensemble": spec.ensemble, "stats": spec.stats, "seed": spec.seed, "draws": spec.draws,
         "sigma_q": spec.sigma_q, "sigma_k": spec.sigma_k, "dtype": spec.dtype,
+        "storage_dtype": spec.storage,
         "backend": jax.default_backend(), "jax_version": jax.__version__,
         "jax_enable_x64": int(spec.x64), "prng_impl": str(jax.config.jax_default_prng_impl),
         "draw_block": DRAW_BLOCK,
         "sampler": "; ".join(f"{d}x{d_h}: " + sampler(d, d_h, spec.stats, spec.ensemble,
-                                                      spec.dtype) for d, d_h in cells),
+                                                      spec.dtype, storage=spec.storage)
+                             for d, d_h in cells),
         "cells": ",".join(f"{d}x{d_h}" for d, d_h in cells),
         "key_derivation": ("cell=fold_in(fold_in(jax.random.key(seed), d), d_h)"
                            + (", then fold_in(cell, depth)" if spec.depth is not None else "")
@@ -259,18 +267,22 @@ def run_cells(spec: TableSpec, cells: Iterable[tuple[int, int]], progress: bool 
 
 def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", draws=2000,
              seed=0, stats="all", depth=None, dtype="float32", chunk_size=None, out=None,
-             progress=True):
+             progress=True, storage="float32"):
     """Monte Carlo null table of head statistics for W_Q, W_K (d_h, d) at (σ_Q, σ_K).
 
     ``d``, ``d_h``: ints, or sequences for a grid (cells with d_h > d are left NaN).
     ``stats``: ``"all"``, ``"spectral"`` (W_QK spectrum + ``q_rms``, ``k_rms``) or
-    ``"elementwise"``. Returns an :class:`xarray.Dataset` with dims ``(d, d_h, draw)``; with
-    ``out`` it is also written atomically to netCDF4. Same arguments, same numbers, bit for bit on
-    the same backend (see the module docstring for the key derivation).
+    ``"elementwise"``. ``storage``: the checkpoint precision the null models (``"float32"``,
+    ``"float16"``, ``"bfloat16"``, ``"q4_0"``, ``"q4_1"``, ``"q8_0"``; see
+    :func:`rmtbase.baseline.null.null_draws`), recorded as ``attrs["storage_dtype"]``; draws of
+    every storage use the same keys, so a bfloat16 table holds the rounded versions of the
+    float32 table's factors. Returns an :class:`xarray.Dataset` with dims ``(d, d_h, draw)``;
+    with ``out`` it is also written atomically to netCDF4. Same arguments, same numbers, bit for
+    bit on the same backend (see the module docstring for the key derivation).
     """
     spec = make_spec(sigma=sigma, sigma_q=sigma_q, sigma_k=sigma_k, ensemble=ensemble,
                      draws=draws, seed=seed, stats=stats, depth=depth, dtype=dtype,
-                     chunk_size=chunk_size)
+                     chunk_size=chunk_size, storage=storage)
     cells = grid_cells(d, d_h)
     if out is not None:
         check_writable(out)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from ..errors import InputError
 from .elementwise import ELEMENT_STATS, _element_stats_flat, _one, _trim_fraction, element_stats
+from .precision import check_storage
 from .spectral import SPECTRAL_STATS, eigvals_from_factors, spectral_stats
 
 __all__ = [
@@ -68,7 +69,9 @@ STAT_INFO: dict[str, dict] = {
         "differential entropy of the entries", "nat",
         "histogram plug-in with Miller-Madow correction: -sum_j p_j ln(p_j/D) + (m-1)/(2N) on "
         "B = ceil(2 N^(1/3)) equal bins spanning [min w, max w] (Rice rule; every entry counted), "
-        "D = (max-min)/B, p_j = n_j/N, m = number of non-empty bins", 1, "log"),
+        "D = (max-min)/B, p_j = n_j/N, m = number of non-empty bins; for float16/bfloat16 "
+        "storage each value spreads its unit mass uniformly over its rounding cell "
+        "(lattice-robust, see rmtbase.stats.elementwise)", 1, "log"),
     "delta_entropy": _info("entropy residual against the Gaussian of equal variance", "nat",
                            "S - 0.5 ln(2 pi e s^2), S the entropy estimator, s the ddof-0 std", 0),
     "kl_gaussian": _info(
@@ -80,7 +83,8 @@ STAT_INFO: dict[str, dict] = {
         "Gaussian core width", "sigma",
         "weighted LS (weights n_j) of ln n_j = a + b u + e u^2 over non-empty entropy-histogram bins "
         "with |c_j - mean| <= 2 std, u = (c - mean)/std; sigma_fit^2 = std^2/(-2e) - D^2/12 "
-        "(Sheppard); NaN if e >= 0", 1),
+        "(Sheppard); +inf if e >= 0 (no Gaussian core: flat-topped), 0 if the core is narrower "
+        "than the bins, NaN if fewer than 3 bins qualify", 1),
     "weibull_k": _info(
         "Weibull shape of |w|", "1",
         "Weibull paper protocol (arXiv:2605.18898 App. A): Hazen plotting position F_i = (i-0.5)/N of "
@@ -134,15 +138,17 @@ def _qk_element_stats(wq, wk, trim):
 
 
 def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=True,
-               trim=0.8) -> dict:
+               trim=0.8, storage="float32") -> dict:
     """All statistics of one head (or a batch of heads) from its factors.
 
     wq, wk: ``(..., d_h, d)`` raw weights (no 1/√d scaling applied), any float dtype; leading
     axes are batch axes (heads, draws). which: matrices whose element statistics to compute
     (subset of ``("q", "k", "qk")``); spectral: add ``qk.<SPECTRAL_STATS>`` (needs ``"qk"`` in
-    which); elementwise: add the element statistics; trim: Weibull trim (0.8, 0.9 or 1.0).
-    Always returns ``q.rms`` and ``k.rms``. Returns ``{"<matrix>.<stat>": array of shape
-    wq.shape[:-2]}``.
+    which); elementwise: add the element statistics; trim: Weibull trim (0.8, 0.9 or 1.0);
+    storage: how W_Q and W_K were stored (:data:`rmtbase.stats.precision.STORAGES`; their
+    element histograms use lattice cells for float16/bfloat16; W_QK is computed in the input
+    dtype and counted as points). Always returns ``q.rms`` and ``k.rms``. Returns
+    ``{"<matrix>.<stat>": array of shape wq.shape[:-2]}``.
     """
     wq = jnp.asarray(wq)
     wk = jnp.asarray(wk)
@@ -152,17 +158,18 @@ def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=Tru
     if bad:
         raise InputError(f"which must be a subset of {_MATRICES}, got {tuple(which)!r}")
     _trim_fraction(trim)
-    return _head_stats(wq, wk, tuple(which), bool(spectral), bool(elementwise), float(trim))
+    return _head_stats(wq, wk, tuple(which), bool(spectral), bool(elementwise), float(trim),
+                       check_storage(storage))
 
 
-@partial(jax.jit, static_argnums=(2, 3, 4, 5))
-def _head_stats(wq, wk, which, spectral, elementwise, trim):
+@partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
+def _head_stats(wq, wk, which, spectral, elementwise, trim, storage="float32"):
     out = {"q.rms": _rms(wq), "k.rms": _rms(wk)}
     if elementwise:
         for m, w in (("q", wq), ("k", wk)):
             if m in which:
                 flat = w.reshape((-1, w.shape[-2] * w.shape[-1]))
-                st = _element_stats_flat(flat, trim)
+                st = _element_stats_flat(flat, trim, storage)
                 out.update({f"{m}.{s}": v.reshape(w.shape[:-2]) for s, v in st.items()})
         if "qk" in which:
             out.update({f"qk.{s}": v for s, v in _qk_element_stats(wq, wk, trim).items()})

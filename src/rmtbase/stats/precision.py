@@ -1,0 +1,183 @@
+"""Storage precision: how a checkpoint stores its weights, as a round trip the null can share.
+
+A checkpoint's values are not real numbers but points of a lattice: bfloat16 keeps 8
+significant bits (7 stored), float16 11, float32 24; block quantisers (GGUF ``Q4_0``, ``Q4_1``,
+``Q8_0``) keep 16 or 255 levels per block of 32 consecutive entries along the input axis. A
+statistic that can see the lattice (a histogram with bins of a few lattice steps) must compare a
+head with a null that lives on the same lattice: :func:`round_trip` puts a null draw through the
+checkpoint's storage, and :func:`lattice_cells` gives each stored value its rounding cell, which
+:mod:`rmtbase.stats.elementwise` uses to make its histograms lattice-robust.
+
+Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (IEEE
+round-to-nearest-even, as ``torch.Tensor.to`` does) and the block formats ``"q4_0"``, ``"q4_1"``,
+``"q8_0"`` (``QUANT_FORMATS``), which follow ggml's reference quantisers
+(``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``, ``quantize_row_q8_0_ref`` in ggml's
+``ggml-quants.c``: block scale ``d`` and minimum ``m`` stored as float16) and their
+dequantisation:
+
+- Q4_0: ``d = x_amax / −8`` (x_amax the entry of largest |x|), ``q = min(15, ⌊x/d + 8.5⌋)``,
+  value ``(q − 8)·fp16(d)``;
+- Q4_1: ``d = (max − min)/15``, ``q = min(15, ⌊(x − min)/d + 0.5⌋)``, value
+  ``q·fp16(d) + fp16(min)``;
+- Q8_0: ``d = max|x|/127``, ``q = round(x/d)`` (half away from zero), value ``q·fp16(d)``.
+
+Blocks run along the last axis (the input axis of a ``(d_h, d)`` factor or an nn.Linear
+``(out, in)`` weight), which must then be a multiple of 32.
+
+σ-invariance. Floating-point rounding commutes with scaling by powers of two, and the block
+formats with any scale (up to the float16 rounding of d and m), so a σ = 1 null table serves
+every σ for the block formats. For float16/bfloat16 the law of fl(σG)/σ depends on the mantissa
+of σ; the statistics that could see this use lattice-cell histograms
+(:mod:`rmtbase.stats.elementwise`) whose dependence on the lattice is of order (cell/σ)² ≈ 10⁻⁵,
+and ``tests/test_precision_null.py`` checks calibration at several σ mantissas.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import InputError
+
+FLOAT_STORAGES = ("float32", "float16", "bfloat16")
+QUANT_FORMATS = ("q4_0", "q4_1", "q8_0")
+STORAGES = FLOAT_STORAGES + QUANT_FORMATS
+#: Significant bits (with the implicit one) and the smallest spacing (the subnormal step;
+#: for bfloat16 2^-133 would be flushed to zero by XLA on CPU, so its cells stop at the float32
+#: normal range — only exact zeros are affected, and they count as points).
+_LATTICE = {"float16": (11, 2.0**-24), "bfloat16": (8, 2.0**-126)}
+QBLOCK = 32
+
+
+def check_storage(storage) -> str:
+    """Validate a storage name (one of :data:`STORAGES`)."""
+    if storage is None:
+        return "float32"
+    if not isinstance(storage, str) or storage.lower() not in STORAGES:
+        raise InputError(f"storage must be one of {', '.join(STORAGES)}, got {storage!r}")
+    return storage.lower()
+
+
+def is_lattice(storage: str) -> bool:
+    """True for the float storages whose cells matter to a histogram (float16, bfloat16)."""
+    return storage in _LATTICE
+
+
+def _fp16(x):
+    return x.astype(jnp.float16).astype(x.dtype)
+
+
+def _q4_0(b):
+    amax_i = jnp.argmax(jnp.abs(b), axis=-1, keepdims=True)
+    xmax = jnp.take_along_axis(b, amax_i, axis=-1)
+    d = xmax / -8.0
+    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
+    q = jnp.minimum(15.0, jnp.floor(b * inv + 8.5))
+    return (q - 8.0) * _fp16(d)
+
+
+def _q4_1(b):
+    lo = jnp.min(b, axis=-1, keepdims=True)
+    hi = jnp.max(b, axis=-1, keepdims=True)
+    d = (hi - lo) / 15.0
+    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
+    q = jnp.minimum(15.0, jnp.floor((b - lo) * inv + 0.5))
+    return q * _fp16(d) + _fp16(lo)
+
+
+def _q8_0(b):
+    amax = jnp.max(jnp.abs(b), axis=-1, keepdims=True)
+    d = amax / 127.0
+    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
+    x = b * inv
+    q = jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5)  # C roundf: half away from zero
+    return q * _fp16(d)
+
+
+_QUANT = {"q4_0": _q4_0, "q4_1": _q4_1, "q8_0": _q8_0}
+
+
+def round_trip(w, storage: str):
+    """``w`` stored as ``storage`` and read back, in ``w``'s dtype (jnp; jit/vmap friendly).
+
+    Float storages round to nearest even; block formats quantise and dequantise blocks of 32
+    along the last axis (see the module docstring).
+    """
+    storage = check_storage(storage)
+    w = jnp.asarray(w)
+    if storage == "float32":
+        return w if w.dtype == jnp.float32 else w.astype(jnp.float32).astype(w.dtype)
+    if storage in FLOAT_STORAGES:
+        return w.astype(jnp.dtype(storage)).astype(w.dtype)
+    n = w.shape[-1]
+    if n % QBLOCK:
+        raise InputError(f"{storage} blocks need the last axis to be a multiple of {QBLOCK}, "
+                         f"got {n}")
+    blocks = w.reshape((*w.shape[:-1], n // QBLOCK, QBLOCK))
+    return _QUANT[storage](blocks).reshape(w.shape).astype(w.dtype)
+
+
+def lattice_cells(v, storage: str):
+    """Half-widths ``(below, above)`` of the rounding cell of each stored value ``v``.
+
+    For float16/bfloat16 with p significant bits, a value with |v| in [2^e, 2^(e+1)) has
+    spacing u = 2^(e+1−p) and cell [v − u/2, v + u/2], except at a power of two, where the
+    spacing towards zero is u/2 (cell side u/4); below the smallest normal the spacing is the
+    subnormal step. Zero gets half a subnormal step on each side. Other storages: zeros (points).
+    """
+    v = jnp.asarray(v)
+    if not is_lattice(storage):
+        z = jnp.zeros_like(v)
+        return z, z
+    p, tiny = _LATTICE[storage]
+    a = jnp.abs(v)
+    m, ex = jnp.frexp(a)  # a = m 2^ex, m in [0.5, 1)
+    one = jnp.ones_like(v)
+    up = jnp.maximum(jnp.ldexp(one, ex - p), tiny)  # ldexp: exact powers of two (exp2 is not)
+    toward_zero = jnp.where(m == 0.5, jnp.maximum(jnp.ldexp(one, ex - 1 - p), tiny), up)
+    toward_zero = jnp.where(a == 0, tiny, toward_zero)
+    up = jnp.where(a == 0, tiny, up)
+    neg = v < 0
+    below = 0.5 * jnp.where(neg, up, toward_zero)
+    above = 0.5 * jnp.where(neg, toward_zero, up)
+    return below, above
+
+
+def detect_quantisation(w, *, min_fraction: float = 0.9) -> str | None:
+    """Name the block format that ``w`` (``(..., n)``, n a multiple of 32) was dequantised from.
+
+    A block of 32 entries along the last axis is consistent with a format when every entry is
+    an integer multiple of that block's implied step (relative tolerance 1e-3 of the step):
+    Q4_1 — (x − min)/((max − min)/15) ∈ {0..15}; Q4_0 — x/d ∈ {−8..7} with d = −x_amax/8;
+    Q8_0 — x/d ∈ {−127..127} with d = max|x|/127. Returns the first format (coarsest first) that
+    at least ``min_fraction`` of the blocks satisfy, else None. Gaussian float weights never
+    pass (a 32-entry block lands on such a grid with probability far below 10⁻³⁰).
+    """
+    w = np.asarray(w, dtype=np.float64)
+    n = w.shape[-1]
+    if n % QBLOCK or w.size < QBLOCK:
+        return None
+    b = w.reshape(-1, QBLOCK)
+    lo, hi = b.min(axis=1, keepdims=True), b.max(axis=1, keepdims=True)
+    amax_i = np.argmax(np.abs(b), axis=1)[:, None]
+    xmax = np.take_along_axis(b, amax_i, axis=1)
+    live = (hi - lo)[:, 0] > 0
+    if not live.any():
+        return None
+
+    def frac(levels, lo_q, hi_q):
+        ok = (np.abs(levels - np.round(levels)) <= 1e-3).all(axis=1)
+        ok &= (np.round(levels) >= lo_q).all(axis=1) & (np.round(levels) <= hi_q).all(axis=1)
+        return float(np.mean(ok[live]))
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tests = {
+            "q4_1": ((b - lo) / ((hi - lo) / 15.0), 0, 15),
+            "q4_0": (b / (-xmax / 8.0), -8, 7),
+            "q8_0": (b / (np.abs(xmax) / 127.0), -127, 127),
+        }
+        for name in ("q4_1", "q4_0", "q8_0"):
+            levels, lo_q, hi_q = tests[name]
+            if frac(np.nan_to_num(levels, nan=0.5), lo_q, hi_q) >= min_fraction:
+                return name
+    return None
