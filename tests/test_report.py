@@ -1,6 +1,10 @@
-"""Tests of rmtbase.scoring.report on a hand-made score Dataset (no model, no Monte Carlo)."""
+"""rmtbase.scoring.report / figures / output on a score built from synthetic values (no model,
+no Monte Carlo): tables, figures against their references, all-or-nothing output folders."""
 
 from __future__ import annotations
+
+import json
+import os
 
 import matplotlib
 
@@ -14,87 +18,106 @@ import xarray as xr  # noqa: E402
 from scipy import integrate  # noqa: E402
 
 from rmtbase.errors import InputError  # noqa: E402
-from rmtbase.scoring import report  # noqa: E402
+from rmtbase.scoring import figures, report  # noqa: E402
+from rmtbase.scoring.verdict import score_values  # noqa: E402
 
-STATS = ["qk.npr", "qk.lambda_max", "q.std", "q.entropy", "qk.std", "qk.entropy"]
+STATS = ["qk.npr", "qk.lambda_max", "q.std", "q.entropy", "qk.std", "qk.entropy",
+         "qk.excess_kurtosis"]
 
 
 def _ds(L=3, H=4, d=64, d_h=8):
+    """A score of L×H heads with one planted anomaly at (layer 1, head 2) in qk.npr."""
     rng = np.random.default_rng(0)
-    S = len(STATS)
-    z = rng.normal(size=(L, H, S))
-    z[1, 2, 0] = -12.0  # the planted anomaly
-    p = np.clip(rng.uniform(size=(L, H, S)), 0.002, 1)
-    p[1, 2, :2] = 0.002
-    flag = np.zeros((L, H, S), bool)
-    flag[1, 2, :2] = True
+    n = 800
+    null = {"q.rms": np.ones(n), "k.rms": np.ones(n)}
+    centre = {"qk.npr": 0.8, "qk.lambda_max": 3000.0, "q.std": 1.0, "q.entropy": 1.4189,
+              "qk.std": np.sqrt(d_h), "qk.entropy": 2.45, "qk.excess_kurtosis": 0.75}
+    for s in STATS:
+        null[s] = centre[s] + 0.01 * abs(centre[s]) * rng.standard_normal(n)
     sig = 0.02 * (1 + 0.1 * rng.uniform(size=(L, H)))
-    value = rng.normal(size=(L, H, S))
-    value[..., 2] = sig
-    value[..., 4] = sig**2 * np.sqrt(d_h)
-    value[..., 3] = 0.5 * np.log(2 * np.pi * np.e * sig**2) - 0.01
-    value[..., 5] = 0.5 * np.log(2 * np.pi * np.e * value[..., 4] ** 2) - 0.05
-    dims = ("layer", "head", "stat")
-    ds = xr.Dataset(
-        {"value": (dims, value), "null_mean": (dims, value - 0.01 * z), "null_std": (dims, np.full_like(z, 0.01)),
-         "z": (dims, z), "p_value": (dims, p), "q_value": (dims, np.minimum(1, p * 10)),
-         "percentile": (dims, 100 * p), "flag": (dims, flag),
-         "sigma_q": (("layer", "head"), sig), "sigma_k": (("layer", "head"), sig),
-         "qk_spectrum": (("layer", "head", "rank"),
-                         np.sort(rng.gamma(4, 0.25, size=(L, H, d_h)), axis=-1)[..., ::-1]),
-         "null_spectrum": (("quantile", "rank"),
-                           np.array([np.linspace(3, 0.1, d_h) * f for f in (0.7, 1, 1.4)]))},
-        coords={"layer": np.arange(L), "head": np.arange(H), "stat": STATS,
-                "quantile": [0.025, 0.5, 0.975]},
-        attrs={"model": "toy", "architecture": "gpt2", "d": d, "d_h": d_h, "alpha": 0.05},
-    )
-    ds["z"][0, 0, 1] = np.nan
+    values = {}
+    for s in STATS:
+        v = centre[s] + 0.01 * abs(centre[s]) * rng.standard_normal((L, H))
+        p = {"q.std": 1, "q.entropy": 1, "qk.std": 2, "qk.entropy": 2, "qk.lambda_max": 4}.get(s, 0)
+        values[s] = v * sig**p if s not in ("q.entropy", "qk.entropy") else v + p * np.log(sig)
+    values["qk.npr"][1, 2] = 0.5  # the planted anomaly
+    ds = score_values(values, sig, sig, null, alpha=0.05)
+    ds["qk_spectrum"] = (("layer", "head", "rank"),
+                         np.sort(rng.gamma(4, 0.25, size=(L, H, d_h)), axis=-1)[..., ::-1])
+    ds["qk_spectrum"][1, 2, 0] = 120.0  # an outlier far right
+    ds["null_spectrum"] = (("quantile", "rank"),
+                           np.array([np.linspace(3, 0.1, d_h) * f for f in (0.7, 1, 1.4)]))
+    ds["sigma_q"] = (("layer", "head"), sig)
+    ds["sigma_k"] = (("layer", "head"), sig)
+    ds = ds.assign_coords(quantile=[0.025, 0.5, 0.975])
+    ds.attrs.update(model="toy", architecture="gpt2", d=d, d_h=d_h,
+                    null="i.i.d. N(0, sigma^2) entries", storage_dtype="bfloat16",
+                    storage_dtypes="bfloat16", quantisation="none", null_storage="bfloat16")
     return ds
 
 
-def test_long_table_is_one_row_per_test():
+def test_tables_one_row_per_test_and_per_head():
     ds = _ds()
     df = report.long_table(ds)
     assert len(df) == 3 * 4 * len(STATS)
     row = df[(df["layer"] == 1) & (df["head"] == 2) & (df["stat"] == "qk.npr")].iloc[0]
-    assert row.z == -12.0 and bool(row.flag) and row.sigma_q == ds.sigma_q.values[1, 2]
+    assert row.z < -20 and bool(row.flag) and row.sigma_q == ds.sigma_q.values[1, 2]
+    heads = report.head_table(ds)
+    assert len(heads) == 12 and {"head_p_value", "head_flag", "head_top_stat"} <= set(heads)
 
 
-def test_ranking_and_terminal_table_lead_with_the_anomaly():
+def test_ranking_and_summary_lead_with_the_anomaly():
     ds = _ds()
-    ds["null_draws"] = ("stat", np.full(len(STATS), 999))
     assert report.head_ranking(ds)[0] == (1, 2)
-    text = report.anomaly_table(ds, n=3)
-    lines = text.splitlines()
-    assert "2 of 72 tests flagged" in lines[0] and "smallest possible p=0.002" in lines[0]
-    assert lines[2].split()[:3] == ["1", "2", "2"] and "qk.npr" in lines[2]
+    lines = report.anomaly_table(ds, n=3).splitlines()
+    assert "1 of 12 heads differ from the null" in lines[0] and "bfloat16" in lines[0]
+    assert lines[2].split()[:2] == ["1", "2"] and "qk.npr" in lines[2]
     assert len(lines) == 5
+    text = report.summary_text(ds)
+    for needle in ("Null: i.i.d. N(0, sigma^2)", "Storage of W_Q/W_K", "bfloat16",
+                   "Cauchy combination", "Counted once", "spectrum:", "entry law:"):
+        assert needle in text, needle
 
 
-def test_z_heatmap_is_symmetric_diverging_and_marks_flags():
+def test_effect_heatmaps_share_fixed_limits_and_mark_flags():
     ds = _ds()
     fig, ax = plt.subplots()
-    out = report.plot_z_heatmap(ds, "qk.npr", ax=ax)
-    assert out is ax
-    im = ax.images[0]
-    lo, hi = im.get_clim()
-    assert lo == -hi == -12.0
-    assert im.get_cmap().name.startswith("RdBu")
-    marks = ax.collections[0].get_offsets()
-    np.testing.assert_array_equal(np.asarray(marks), [[2, 1]])  # (head, layer)
-    ax2 = report.plot_z_heatmap(ds, "qk.lambda_max", vmax=3)
-    assert ax2.images[0].get_clim() == (-3, 3)
-    assert np.ma.is_masked(ax2.images[0].get_array()[0, 0])  # the NaN cell
+    assert figures.plot_effect_heatmap(ds, "qk.npr", ax=ax) is ax
+    assert ax.images[0].get_clim() == (-figures.EFFECT_LIM, figures.EFFECT_LIM)
+    assert ax.images[0].get_cmap().name.startswith("RdBu")
+    np.testing.assert_array_equal(np.asarray(ax.collections[0].get_offsets()), [[2, 1]])
+    ax2 = figures.plot_effect_heatmap(ds, "q.std")
+    assert ax2.images[0].get_clim() == ax.images[0].get_clim()
+    ax3 = figures.plot_verdict(ds)
+    assert ax3.images[0].get_clim() == (0, figures.VERDICT_LIM)
+    np.testing.assert_array_equal(np.asarray(ax3.collections[0].get_offsets()), [[2, 1]])
     plt.close("all")
     with pytest.raises(InputError):
-        report.plot_z_heatmap(ds, "qk.nope")
+        figures.plot_effect_heatmap(ds, "qk.nope")
 
 
-def test_entropy_reference_is_gaussian_entropy():
-    """The drawn reference equals −∫ φ_σ ln φ_σ by quadrature at the plotted σ."""
+def test_effect_overview_stays_legible_for_a_30_layer_model():
+    """30 layers × 32 heads, 8 panels: the figure stays under 1800 px a side at 100 dpi."""
+    rng = np.random.default_rng(1)
+    ds = xr.Dataset({"effect": (("layer", "head", "stat"), rng.normal(size=(30, 32, 8))),
+                     "flag": (("layer", "head", "stat"), np.zeros((30, 32, 8), bool))},
+                    coords={"layer": np.arange(30), "head": np.arange(32),
+                            "stat": [f"qk.s{i}" for i in range(8)]}, attrs={"model": "big"})
+    fig = figures.effect_overview(ds, [f"qk.s{i}" for i in range(8)], "test")
+    w, h = fig.get_size_inches() * 100
+    assert w < 1800 and h < 1800, (w, h)
+
+
+def test_entropy_figure_draws_the_null_at_the_null_std_with_true_references():
+    """Reference curves: the Gaussian entropy equals −∫ φ ln φ by quadrature; the W_QK panel's
+    variance-gamma curve equals rmtbase.analytic.variance_gamma.entropy at that std; the null
+    bars sit at x = σ_Q (W_Q) and √d_h σ_Q σ_K (W_QK), not at the heads' observed std."""
+    from rmtbase.analytic import variance_gamma as vg
+
     ds = _ds()
+    d_h = ds.attrs["d_h"]
     for matrix in ("q", "qk"):
-        ax = report.plot_entropy_sigma(ds, matrix)
+        ax = figures.plot_entropy_sigma(ds, matrix)
         ref = [ln for ln in ax.lines if "Gaussian" in str(ln.get_label())][0]
         xs, ys = ref.get_xdata(), ref.get_ydata()
         for i in (0, len(xs) // 2, -1):
@@ -102,52 +125,98 @@ def test_entropy_reference_is_gaussian_entropy():
             phi = lambda x, s=s: np.exp(-x * x / (2 * s * s)) / np.sqrt(2 * np.pi * s * s)  # noqa: E731
             h, _ = integrate.quad(lambda x, phi=phi: -phi(x) * np.log(phi(x)), -12 * s, 12 * s)
             assert ys[i] == pytest.approx(h, rel=1e-8, abs=1e-10)
-        pts = ax.collections  # errorbars + heads + flagged
-        assert len(pts) >= 2
+        bars = [c for c in ax.containers][0]
+        x_bar = bars.lines[0].get_xdata()
+        sq, sk = ds.sigma_q.values.ravel(), ds.sigma_k.values.ravel()
+        want = sq if matrix == "q" else np.sqrt(d_h) * sq * sk
+        np.testing.assert_allclose(np.sort(x_bar), np.sort(want), rtol=1e-12)
+        if matrix == "qk":
+            vgl = [ln for ln in ax.lines if "variance-gamma" in str(ln.get_label())][0]
+            x0, y0 = vgl.get_xdata()[10], vgl.get_ydata()[10]
+            assert y0 == pytest.approx(vg.entropy(d_h, x0 / np.sqrt(d_h)), rel=1e-9)
         plt.close("all")
 
 
-def test_spectrum_plots():
+def test_spectrum_plots_use_log_x_and_name_the_head():
     ds = _ds()
-    ax = report.plot_spectrum(ds, 1, 2)
+    ax = figures.plot_spectrum(ds, 1, 2, why="most anomalous #1")
     line = [ln for ln in ax.lines if "head 2" in str(ln.get_label())][0]
     np.testing.assert_allclose(line.get_ydata(), ds.qk_spectrum.sel(layer=1, head=2).values)
-    assert ax.get_yscale() == "log" and len(ax.collections) == 1  # the null band
+    assert ax.get_yscale() == "log" and "toy" in ax.get_title() and "anomalous" in ax.get_title()
     plt.close("all")
-    ax = report.plot_spectrum_density(ds, 1, 2)
+    ax = figures.plot_spectrum_density(ds, 1, 2)
+    assert ax.get_xscale() == "log"
     heights = np.array([p.get_height() for p in ax.patches])
     widths = np.array([p.get_width() for p in ax.patches])
     assert np.sum(heights * widths) == pytest.approx(1.0)
-    assert any("MP" in str(ln.get_label()) for ln in ax.lines)
+    assert max(p.get_x() + p.get_width() for p in ax.patches) > 120  # the outlier is shown
     plt.close("all")
 
 
-def test_write_report_files_roundtrip(tmp_path):
+def test_write_report_files_manifest_and_roundtrip(tmp_path):
     ds = _ds()
     written = report.write_report(ds, tmp_path / "out", n_spectra=1)
     out = tmp_path / "out"
-    for name in ("scores.nc", "scores.csv", "summary.txt"):
+    for name in ("scores.nc", "scores.csv", "heads.csv", "summary.txt", "manifest.json"):
         assert (out / name).is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    on_disk = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert set(manifest["files"]) | {"manifest.json"} == on_disk == set(written)
     back = xr.open_dataset(out / "scores.nc")
     try:
-        assert back["flag"].dtype == bool
-        xr.testing.assert_identical(back[["z", "flag", "value"]].load(), ds[["z", "flag", "value"]])
-        assert back.attrs["model"] == "toy"
+        assert back["flag"].dtype == bool and back["head_flag"].dtype == bool
+        xr.testing.assert_identical(back[["z", "flag", "value", "head_p_value"]].load(),
+                                    ds[["z", "flag", "value", "head_p_value"]])
     finally:
         back.close()
     df = pd.read_csv(out / "scores.csv")
-    assert len(df) == 72 and {"layer", "head", "stat", "z", "p_value", "flag"} <= set(df.columns)
-    pngs = sorted((out / "figures").glob("*.png"))
-    headline = [s for s in STATS if s in report.HEADLINE_STATS]
-    assert len(headline) == 4
-    assert {p.name for p in pngs} == ({f"z_{s}.png" for s in headline}
-                                      | {"z_all.png", "entropy_sigma.png", "spectrum_L1_H2.png",
-                                         f"spectrum_L{report.head_ranking(ds)[-1][0]}_H"
-                                         f"{report.head_ranking(ds)[-1][1]}.png"})
-    for p in pngs:
+    assert len(df) == 84 and {"layer", "head", "stat", "z", "effect", "p_value"} <= set(df)
+    pngs = {p.name for p in (out / "figures").glob("*.png")}
+    assert {"verdict.png", "effect_spectrum.png", "effect_product_law.png",
+            "entropy_sigma.png", "spectrum_L1_H2.png"} <= pngs
+    for p in (out / "figures").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert set(written) >= {"scores.nc", "entropy_sigma"}
-    every = report.write_report(ds, tmp_path / "every", heatmaps="all", n_spectra=0)
-    assert {f"z_{s}" for s in STATS} <= set(every)
     no_fig = report.write_report(ds, tmp_path / "nofig", figures=False)
-    assert not (tmp_path / "nofig" / "figures").exists() and len(no_fig) == 3
+    assert not (tmp_path / "nofig" / "figures").exists() and len(no_fig) == 5
+
+
+def test_rerun_replaces_the_whole_folder_and_failures_leave_it_intact(tmp_path, monkeypatch):
+    ds = _ds()
+    out = tmp_path / "out"
+    report.write_report(ds, out, n_spectra=3)
+    first = sorted(p.name for p in (out / "figures").iterdir())
+    report.write_report(ds, out, n_spectra=0)  # fewer spectrum figures: stale ones must go
+    second = sorted(p.name for p in (out / "figures").iterdir())
+    assert len(second) < len(first) and set(second) < set(first)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(figures, "plot_entropy_sigma", boom)
+    with pytest.raises(OSError):
+        report.write_report(ds, out)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary folder left
+
+
+def test_output_folder_refusals_and_stale_temporaries(tmp_path):
+    from rmtbase.scoring.output import check_output_dir
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "thesis.tex").write_text("precious")
+    for bad in ("file", "other", "x" * 250):
+        with pytest.raises(InputError):
+            check_output_dir(tmp_path / bad, "rmtbase score")
+    assert check_output_dir(tmp_path / "new" / "deeper", "rmtbase score").name == "deeper"
+    dead = tmp_path / ".out.tmp-999999999-abcd1234"
+    dead.mkdir()
+    report.write_report(_ds(), tmp_path / "out", figures=False)
+    assert not dead.exists()
+    if os.geteuid() != 0:  # root can write anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        with pytest.raises(InputError):
+            check_output_dir(ro / "out", "rmtbase score")

