@@ -98,7 +98,13 @@ def test_detect_quantisation_and_storage_names():
     assert detect_quantisation(w) is None
     assert detect_quantisation(np.asarray(round_trip(jnp.asarray(w), "bfloat16"))) is None
     for fmt in ("q4_0", "q4_1", "q8_0"):
-        assert detect_quantisation(np.asarray(round_trip(jnp.asarray(w), fmt))) == fmt
+        deq = round_trip(jnp.asarray(w), fmt)
+        assert detect_quantisation(np.asarray(deq)) == fmt
+        for st in ("float16", "bfloat16"):  # dequantised, then stored in 16 bits
+            want = None if (fmt, st) == ("q8_0", "bfloat16") else fmt  # undecidable
+            assert detect_quantisation(np.asarray(round_trip(deq, st)), storage=st) == want
+    for st in ("float16", "bfloat16"):
+        assert detect_quantisation(np.asarray(round_trip(jnp.asarray(w), st)), storage=st) is None
     assert check_storage(None) == "float32" and check_storage("BFLOAT16") == "bfloat16"
     with pytest.raises(InputError):
         check_storage("int4")

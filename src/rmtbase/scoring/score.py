@@ -202,9 +202,10 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
         if not (np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))):
             raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
-        if not per_layer:
-            detected = detect_quantisation(wq) if wq.shape[-1] % 32 == 0 else None
         storage = getattr(lh, "storage", "float32")
+        if not per_layer:
+            detected = detect_quantisation(wq, storage=storage) \
+                if wq.shape[-1] % 32 == 0 else None
         est = storage
         if detected and quantized_null != "none":
             est = detected if quantized_null == "auto" else quantized_null

@@ -143,16 +143,23 @@ def lattice_cells(v, storage: str):
     return below, above
 
 
-def detect_quantisation(w, *, min_fraction: float = 0.9) -> str | None:
+def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.9) -> str | None:
     """Name the block format that ``w`` (``(..., n)``, n a multiple of 32) was dequantised from.
 
     A block of 32 entries along the last axis is consistent with a format when every entry is
-    an integer multiple of that block's implied step (relative tolerance 1e-3 of the step):
-    Q4_1 — (x − min)/((max − min)/15) ∈ {0..15}; Q4_0 — x/d ∈ {−8..7} with d = −x_amax/8;
-    Q8_0 — x/d ∈ {−127..127} with d = max|x|/127. Returns the first format (coarsest first) that
-    at least ``min_fraction`` of the blocks satisfy, else None. Gaussian float weights never
-    pass (a 32-entry block lands on such a grid with probability far below 10⁻³⁰).
+    an integer multiple of that block's implied step: Q4_1 — (x − min)/((max − min)/15) ∈
+    {0..15}; Q4_0 — x/d ∈ {−8..7} with d = −x_amax/8; Q8_0 — x/d ∈ {−127..127} with
+    d = max|x|/127. The tolerance on a level is 10⁻³ plus what storing the dequantised values
+    as ``storage`` can move it (1.5·2^(−p)·(|x| + |offset| + |what d came from|)/|d|, p the
+    storage's significant bits); a block whose tolerance would exceed 0.25 of a level cannot
+    be decided (Q8_0 stored as bfloat16). Returns the first format (coarsest first) that at
+    least ``min_fraction`` of the blocks satisfy, else None. Gaussian float weights do not pass
+    (a 32-entry block lands on such a grid by chance with probability below 10⁻¹²; the test
+    suite checks float32, float16 and bfloat16 Gaussian weights).
     """
+    # largest relative rounding error of the storage (half an ulp), with a margin of 1.5
+    rel = 1.5 * {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}.get(
+        check_storage(storage), 2.0**-24)
     w = np.asarray(w, dtype=np.float64)
     n = w.shape[-1]
     if n % QBLOCK or w.size < QBLOCK:
@@ -164,20 +171,19 @@ def detect_quantisation(w, *, min_fraction: float = 0.9) -> str | None:
     live = (hi - lo)[:, 0] > 0
     if not live.any():
         return None
-
-    def frac(levels, lo_q, hi_q):
-        ok = (np.abs(levels - np.round(levels)) <= 1e-3).all(axis=1)
-        ok &= (np.round(levels) >= lo_q).all(axis=1) & (np.round(levels) <= hi_q).all(axis=1)
-        return float(np.mean(ok[live]))
-
     with np.errstate(divide="ignore", invalid="ignore"):
-        tests = {
-            "q4_1": ((b - lo) / ((hi - lo) / 15.0), 0, 15),
-            "q4_0": (b / (-xmax / 8.0), -8, 7),
-            "q8_0": (b / (np.abs(xmax) / 127.0), -127, 127),
+        tests = {  # (step, offset, what the step was computed from, lowest, highest level)
+            "q4_1": ((hi - lo) / 15.0, lo, np.abs(hi) + np.abs(lo), 0, 15),
+            "q4_0": (-xmax / 8.0, 0.0 * lo, np.abs(xmax), -8, 7),
+            "q8_0": (np.abs(xmax) / 127.0, 0.0 * lo, np.abs(xmax), -127, 127),
         }
         for name in ("q4_1", "q4_0", "q8_0"):
-            levels, lo_q, hi_q = tests[name]
-            if frac(np.nan_to_num(levels, nan=0.5), lo_q, hi_q) >= min_fraction:
+            step, off, ref, lo_q, hi_q = tests[name]
+            levels = (b - off) / step
+            tol = 1e-3 + rel * (np.abs(b) + np.abs(off) + ref) / np.abs(step)
+            r = np.round(levels)
+            ok = (np.abs(levels - r) <= tol).all(axis=1) & (tol <= 0.25).all(axis=1)
+            ok &= ((r >= lo_q) & (r <= hi_q)).all(axis=1)
+            if float(np.mean(ok[live])) >= min_fraction:
                 return name
     return None
