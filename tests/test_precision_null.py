@@ -90,7 +90,6 @@ def test_spectral_statistics_are_insensitive_to_float_rounding():
     < 0.04 % of the null variance: why float storages share the fast exact spectral null
     (rmtbase.baseline.null.fast_spectral)."""
     import jax
-    import jax.numpy as jnp
 
     from rmtbase.ensembles import lowrank_factors
     from rmtbase.scoring.verdict import normalise
