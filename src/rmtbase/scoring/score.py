@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import sys
 
 import numpy as np
@@ -79,32 +80,93 @@ def _null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
 @functools.cache
 def _compiled_layer_stats():
     """jax.jit of (head_stats, eigvals_from_factors) over one layer's heads; compiled once per
-    (shape, dtype, options) and reused across layers and models of the same shape."""
+    (shape, dtype, options) and reused across layers and models of the same shape. W_QK's
+    element statistics are not in it (:func:`_qk_elements`)."""
     import jax
 
     from ..stats import head_stats
     from ..stats.spectral import eigvals_from_factors
 
     def layer_stats(wq, wk, spectral, elementwise, which, storage):
-        st = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, which=which,
-                        storage=storage)
+        st = head_stats(wq, wk, spectral=spectral, elementwise=False, storage=storage)
+        if elementwise and which:
+            st.update(head_stats(wq, wk, spectral=False, elementwise=True, which=which,
+                                 storage=storage))
         return st, eigvals_from_factors(wq, wk)
 
     return jax.jit(layer_stats, static_argnames=("spectral", "elementwise", "which", "storage"))
+
+
+@functools.cache
+def _compiled_qk_elements():
+    """jax.jit of the element statistics of W_QK = W_Qᵀ W_K, one head at a time (d×d each)."""
+    import jax
+
+    from ..stats import _qk_element_stats
+
+    return jax.jit(lambda wq, wk: _qk_element_stats(wq, wk, 0.8))
+
+
+def scoring_threads() -> int:
+    """Threads for W_QK's element statistics: ``$RMTBASE_THREADS`` or min(2, CPU count).
+
+    The statistics are scatter-bound and single-threaded inside XLA, so heads split over two
+    threads use two cores; the computation per head is the same executable either way (the
+    same numbers), and it makes no LAPACK call (see rmtbase.stats.elementwise)."""
+    env = os.environ.get("RMTBASE_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise InputError(f"RMTBASE_THREADS must be a positive integer, got {env!r}") from None
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _qk_elements(wq, wk) -> dict:
+    """Element statistics of every head's W_QK, heads split evenly over :func:`scoring_threads`
+    (the last chunk padded with copies of its first head, whose results are dropped)."""
+    import jax
+
+    n = wq.shape[0]
+    k = min(scoring_threads(), n)
+    size = -(-n // k)
+    chunks = []
+    for i in range(k):
+        idx = np.arange(i * size, min(n, (i + 1) * size))
+        idx = np.concatenate([idx, np.full(size - idx.size, idx[0] if idx.size else 0)])
+        chunks.append((idx, min(n, (i + 1) * size) - i * size))
+    fn = _compiled_qk_elements()
+
+    def run(item):
+        idx, _ = item
+        return jax.tree_util.tree_map(np.asarray, jax.block_until_ready(fn(wq[idx], wk[idx])))
+
+    if k == 1:
+        parts = [run(chunks[0])]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(k) as pool:
+            parts = list(pool.map(run, chunks))
+    return {f"qk.{s}": np.concatenate([p[s][:m] for p, (_, m) in zip(parts, chunks, strict=True)])
+            for s in parts[0]}
 
 
 def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
                  entry_law: bool = True):
     """head_stats batched over the heads of one layer, plus the normalised spectrum
     x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
-    ``wk`` expanded) the element statistics of W_K are computed once per key head."""
+    ``wk`` expanded) the element statistics of W_K are computed once per key head; W_QK's
+    element statistics run on :func:`scoring_threads` threads."""
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
-    which = ("q", "qk") if group > 1 else ("q", "k", "qk")
+    which = ("q",) if group > 1 else ("q", "k")
     if not entry_law:
-        which = ("qk",)
+        which = ()
     st, lam = _compiled_layer_stats()(wq, wk, spectral=spectral, elementwise=elementwise,
                                       which=which, storage=storage)
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
+    if elementwise:
+        st.update({k: np.asarray(v, dtype=np.float64) for k, v in _qk_elements(wq, wk).items()})
     if group > 1 and elementwise and entry_law:
         from ..stats import element_stats
 
