@@ -1,7 +1,8 @@
 """Monte Carlo null draws of a head's statistics: ``null_draws(key, d, d_h, n_draws, ...)``.
 
-Draw i uses ``fold_in(key, i)`` only (:func:`rmtbase.ensembles.map_draws`), so the numbers do
-not depend on ``chunk_size``, on the device count or on how a run is split into blocks. Each
+Draw i uses ``fold_in(key, i)`` only (:func:`rmtbase.ensembles.map_draws`), and vectorised
+paths always evaluate fixed batches of :func:`draw_batch` draws, so the numbers do not depend on
+``chunk_size``, on ``n_draws`` or on how a run is split into blocks, bit for bit. Each
 draw goes through :func:`rmtbase.stats.head_stats`, the same code that scores model heads.
 
 Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor):
@@ -49,19 +50,26 @@ ENSEMBLES = ("lowrank", "gaussian", "residual")
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
 
 
-def _default_chunk(d, d_h, stats, ensemble, itemsize, n, budget, storage="float32") -> int:
-    cpu = jax.default_backend() == "cpu"
-    if fast_spectral(stats, ensemble, storage):
-        per = 16 * d_h * d_h * itemsize + 4096
-        # Measured on a 2-core CPU (768x64 and 4096x128): ~128 draws per call keeps the batch
-        # of d_h x d_h cores in cache and is ~20 % faster than 1024 or more; 125 splits a
-        # table block (rmtbase.baseline.tables.DRAW_BLOCK = 250) into two full chunks, no padding.
-        # Accelerators want large batches (bounded by the memory budget); not measured here.
-        cap = 125 if cpu else 8192
-    else:
-        per = 12 * (d * d if stats != "spectral" or ensemble == "gaussian" else d * d_h) * itemsize
-        cap = 64 if cpu else 1024
-    return max(1, min(n, cap, budget // per))
+def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET, storage="float32",
+               backend=None) -> int:
+    """Draws evaluated together in one vectorised batch (fixed per cell, never from n_draws).
+
+    XLA's results for a vectorised draw depend on the batch width in the last bits
+    (:mod:`rmtbase.ensembles.draws`), so the width is a function of the cell, statistic set,
+    dtype, storage and backend only: what fits ``budget`` bytes, capped. The spectral fast path
+    on CPU uses 125 (measured on 2 cores at 768×64 and 4096×128: ~128 draws per call keeps the
+    batch of d_h×d_h cores in cache and is ~20 % faster than 1024 or more; 125 splits a table
+    block, :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250, into two full batches — the
+    shipped tables were made with it). On CPU the other paths loop over draws
+    (``method="map"``), where the width does not touch the numbers.
+    """
+    from .limits import draw_memory
+
+    cpu = (jax.default_backend() if backend is None else backend) == "cpu"
+    fast = fast_spectral(stats, ensemble, storage)
+    per = draw_memory(d, d_h, stats, ensemble, itemsize, fast)
+    cap = (125 if cpu else 1024) if fast else (64 if cpu else 1024)
+    return max(1, min(cap, budget // per))
 
 
 EIGH_MAX_REL_ERROR = 1e-4  # bound on n·eps·κ for the symmetric eigen route (see eig_method)
@@ -199,7 +207,11 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     ``"all"``, ``"spectral"`` or ``"elementwise"`` (keys as in :func:`rmtbase.stats.head_stats`;
     ``q.rms`` and ``k.rms`` always). ensemble: ``"lowrank"``, ``"gaussian"`` or ``"residual"``
     (needs ``depth`` ≥ 1; see the module docstring). chunk_size: draws per compiled call
-    (default from ``memory_budget`` bytes, 512 MiB); it never changes the numbers.
+    (default one batch, :func:`draw_batch`); it never changes the numbers, bit for bit (nor
+    does ``n_draws``: draw i is the same in a longer run). memory_budget: bytes that one batch
+    may use (default 512 MiB); it sets the batch width on vectorised paths and so may change
+    the last bits there. A draw that needs more memory than is available is refused with
+    :class:`InputError` before any work (:func:`rmtbase.baseline.limits.check_draw_memory`).
     dtype: float32 (default) or float64 (needs ``jax_enable_x64``). return_spectrum: add
     ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending. trim: the
     Weibull fit's trim. progress: tqdm bar. storage: how the modelled checkpoint stores W_Q
@@ -232,11 +244,17 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     if storage in QUANT_FORMATS and d % QBLOCK:
         raise InputError(f"storage {storage} needs d to be a multiple of {QBLOCK}, got d={d}")
     budget = MEMORY_BUDGET if memory_budget is None else check_positive_int(memory_budget, "memory_budget")
-    if chunk_size is None:
-        chunk_size = _default_chunk(d, d_h, stats, ensemble, dtype.itemsize, n, budget, storage)
+    from .limits import check_draw_memory
+
+    fast = fast_spectral(stats, ensemble, storage)
+    batch = draw_batch(d, d_h, stats, ensemble, dtype.itemsize, budget, storage)
+    use_map = not fast and jax.default_backend() == "cpu"
+    check_draw_memory(d, d_h, stats, ensemble, dtype.itemsize, fast, 1 if use_map else batch)
     fn = _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
                   bool(return_spectrum), storage)
-    use_map = not fast_spectral(stats, ensemble, storage) and jax.default_backend() == "cpu"
-    out = map_draws(fn, key, n, chunk_size, method="map" if use_map else "vmap",
-                    progress=progress)
+    if use_map:
+        out = map_draws(fn, key, n, chunk_size or min(n, batch), method="map",
+                        progress=progress)
+    else:
+        out = map_draws(fn, key, n, chunk_size, method="vmap", batch=batch, progress=progress)
     return dict(out)

@@ -1,0 +1,224 @@
+"""Limits checked before any Monte Carlo: memory per draw, array size, and float range at σ.
+
+- :func:`check_draw_memory`: one draw's working memory (an estimate calibrated with XLA's own
+  ``memory_analysis`` of the compiled draw, float32 on CPU: element statistics of W_QK take
+  6.5–9 d² floats per draw for d ≥ 512, a Gaussian d×d SVD adds about 6 d²) against the memory
+  available (``$RMTBASE_MEMORY_LIMIT`` if set, e.g. ``8G``; else an accelerator's memory limit,
+  else ``MemAvailable`` of ``/proc/meminfo``, else ``os.sysconf``). Too much: one-line
+  :class:`~rmtbase.errors.InputError` naming the need and the limit, before any work.
+- :func:`check_dense`: statistics that form the d×d W_QK need d² < 2³¹ entries.
+- :func:`check_sigma_range` and :func:`scale_draws`: tables are sampled at σ = 1 and moved to
+  (σ_Q, σ_K) by the exact rule of each statistic (``sigma_power``/``scaling`` of
+  :data:`rmtbase.stats.STAT_INFO`) in float64, then stored in the table's dtype. A σ at which a
+  statistic leaves that dtype's normal range (λ ∝ (σ_Qσ_K)², Σλ² ∝ (σ_Qσ_K)⁴) is refused with one
+  line naming the range — up front from the analytic magnitudes, and again on the draws
+  themselves — rather than written as zeros, subnormals or infinities. We refuse rather than
+  silently store float64: a table's dtype is one of its keys, and a σ = 1 table rescales exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from ..errors import InputError
+
+#: Largest d with d² < 2³¹ (XLA/JAX index and shape arithmetic of the element statistics).
+MAX_DENSE_D = 46340
+#: Margin kept from the ends of the float range by the up-front σ check (the draws spread
+#: around the analytic magnitudes used there).
+RANGE_MARGIN = 1e6
+_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_bytes(text: str) -> int:
+    """``"512M"``, ``"8G"``, ``"1.5T"`` or a plain number of bytes → bytes."""
+    t = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in _SUFFIX else ""
+    try:
+        value = float(t[: len(t) - len(unit)]) * _SUFFIX[unit]
+    except ValueError:
+        raise InputError(f"RMTBASE_MEMORY_LIMIT must be bytes such as 8G or 512M, "
+                         f"got {text!r}") from None
+    if not value > 0 or not math.isfinite(value):
+        raise InputError(f"RMTBASE_MEMORY_LIMIT must be positive, got {text!r}")
+    return int(value)
+
+
+def available_memory(backend: str | None = None) -> tuple[int | None, str]:
+    """(bytes available for one computation, where the number comes from)."""
+    env = os.environ.get("RMTBASE_MEMORY_LIMIT")
+    if env:
+        return parse_bytes(env), "RMTBASE_MEMORY_LIMIT"
+    if backend is None:
+        import jax
+
+        backend = jax.default_backend()
+    if backend != "cpu":
+        import jax
+
+        try:
+            limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
+        except Exception:  # noqa: BLE001 - a backend without memory statistics
+            limit = None
+        if limit:
+            return int(limit), f"{backend} device memory"
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return (os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"),
+                "available physical memory")
+    except (ValueError, OSError, AttributeError):
+        return None, "unknown"
+
+
+def dense(stats: str, ensemble: str, fast: bool) -> bool:
+    """Whether a draw forms d×d arrays (W_QK element statistics, a Gaussian d×d matrix or the
+    residual product), i.e. everything but the factor-only spectral paths."""
+    return not fast and (stats != "spectral" or ensemble != "lowrank")
+
+
+def draw_memory(d: int, d_h: int, stats: str, ensemble: str, itemsize: int, fast: bool) -> int:
+    """Estimated working memory of one draw in bytes (module docstring; conservative)."""
+    if fast:
+        return 16 * d_h * d_h * itemsize + 4096
+    dd = 8 if stats != "spectral" else 0
+    if ensemble == "gaussian" and stats != "elementwise":
+        dd += 8
+    if ensemble == "residual":
+        dd += 4
+    return itemsize * (dd * d * d + 16 * d * d_h) + 2**20
+
+
+def _fmt(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover
+
+
+def check_dense(d: int, stats: str, ensemble: str, fast: bool) -> None:
+    """InputError unless d² < 2³¹ where a draw forms d×d arrays."""
+    if dense(stats, ensemble, fast) and d > MAX_DENSE_D:
+        what = "element statistics" if stats != "spectral" else f"the {ensemble} ensemble"
+        raise InputError(f"{what} form d x d matrices, which need d <= {MAX_DENSE_D} "
+                         f"(d^2 < 2^31 entries); got d={d} (--stats spectral of the lowrank "
+                         "ensemble has no such limit)")
+
+
+def check_draw_memory(d: int, d_h: int, stats: str, ensemble: str, itemsize: int, fast: bool,
+                      n_parallel: int = 1) -> int:
+    """InputError if ``n_parallel`` draws at once (a batch) need more memory than is
+    available; returns the estimate in bytes."""
+    check_dense(d, stats, ensemble, fast)
+    need = draw_memory(d, d_h, stats, ensemble, itemsize, fast) * max(1, int(n_parallel))
+    avail, source = available_memory()
+    if avail is not None and need > avail:
+        what = f"{stats} statistics, {ensemble} ensemble"
+        raise InputError(f"one draw at d={d}, d_h={d_h} ({what}) needs about {_fmt(need)} of "
+                         f"working memory, more than the {_fmt(avail)} available ({source}; "
+                         "set RMTBASE_MEMORY_LIMIT to change the limit)")
+    return need
+
+
+def _ratio(matrix: str, sigma_q: float, sigma_k: float) -> float:
+    return {"qk": sigma_q * sigma_k, "q": sigma_q, "k": sigma_k}[matrix]
+
+
+def _log10(x: float) -> float:
+    return math.log10(x) if 0 < x < math.inf else (-math.inf if x <= 0 else math.inf)
+
+
+def _limits(dtype) -> tuple[float, float]:
+    info = np.finfo(np.dtype(dtype))
+    return float(info.tiny), float(info.max)
+
+
+def check_sigma_range(cells, names, sigma_q: float, sigma_k: float, dtype: str) -> None:
+    """Up-front check that statistics ``names`` (``"qk.npr"``, …) of every cell stay inside
+    ``dtype``'s normal range at (σ_Q, σ_K), within :data:`RANGE_MARGIN`; the σ = 1
+    magnitudes are the analytic references where one exists, else 1."""
+    from ..stats import STAT_INFO, table_name
+    from .references import reference_values
+
+    if sigma_q == 1.0 and sigma_k == 1.0:
+        return
+    tiny, big = _limits(dtype)
+    for d, d_h in cells:
+        refs = reference_values(d, d_h)
+        for name in names:
+            matrix, stat = name.split(".", 1)
+            info = STAT_INFO[stat]
+            if info["scaling"] != "power" or not info["sigma_power"]:
+                continue
+            base = abs(refs.get(table_name(name), 1.0)) or 1.0
+            p = int(info["sigma_power"])
+            log_m = math.log10(base) + p * _log10(_ratio(matrix, sigma_q, sigma_k))
+            lo, hi = math.log10(tiny * RANGE_MARGIN), math.log10(big / RANGE_MARGIN)
+            if not lo <= log_m <= hi:
+                _refuse(table_name(name), _OF[matrix], p, f"about 1e{log_m:.0f}", sigma_q,
+                        sigma_k, dtype)
+
+
+_OF = {"qk": "sigma_q*sigma_k", "q": "sigma_q", "k": "sigma_k"}
+
+
+def _refuse(var, of, p, value, sigma_q, sigma_k, dtype):
+    tiny, big = _limits(dtype)
+    alt = "--dtype float64, or " if np.dtype(dtype) == np.float32 else ""
+    raise InputError(f"at sigma_q={sigma_q:g}, sigma_k={sigma_k:g} the statistic {var} "
+                     f"(proportional to {of}^{p}) is {value}, outside the {np.dtype(dtype).name} "
+                     f"range [{tiny:.3g}, {big:.3g}]; use {alt}a sigma = 1 table and "
+                     "rmtbase.baseline.rescale")
+
+
+def scale_values(x, p: int, scaling: str, r: float, dtype, label: str, of: str, sigma_q: float,
+                 sigma_k: float) -> np.ndarray:
+    """Values ``x`` of a statistic at σ-ratio ``r``: ``x·r^p`` (``scaling="power"``) or
+    ``x + p ln r`` (``"log"``), computed in float64 and returned as ``dtype``; InputError naming
+    ``label`` if a finite nonzero value would become infinite, zero or subnormal."""
+    x = np.asarray(x)
+    if p == 0:  # shape statistics do not move with σ
+        return x.astype(np.dtype(dtype), copy=False)
+    tiny, big = _limits(dtype)
+    x = x.astype(np.float64)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        if scaling == "log":
+            new = x + p * np.log(np.float64(r))
+        else:
+            new = x * (np.float64(r) ** p)
+        a = np.abs(new[np.isfinite(x) & (x != 0)])
+    if scaling == "log":  # an additive shift can only overflow
+        a = a[a >= tiny]
+    if a.size and (not np.all(np.isfinite(a)) or a.max() > big or a.min() < tiny):
+        worst = a.max() if not np.all(np.isfinite(a)) or a.max() > big else a.min()
+        _refuse(label, of, p, f"{worst:.3g}", sigma_q, sigma_k, dtype)
+    return new.astype(np.dtype(dtype))
+
+
+def scale_draws(draws: dict, sigma_q: float, sigma_k: float, dtype: str) -> dict:
+    """σ = 1 draws ``{"qk.npr": array, …}`` at (σ_Q, σ_K) by :func:`scale_values` (the rule
+    of :data:`rmtbase.stats.STAT_INFO`). At σ_Q = σ_K = 1 the arrays are returned unchanged."""
+    from ..stats import STAT_INFO, table_name
+
+    if sigma_q == 1.0 and sigma_k == 1.0:
+        return draws
+    out = {}
+    for name, v in draws.items():
+        matrix, stat = name.split(".", 1)
+        if stat not in STAT_INFO:  # not a table variable
+            out[name] = v
+            continue
+        info = STAT_INFO[stat]
+        out[name] = scale_values(v, int(info["sigma_power"]), info["scaling"],
+                                 _ratio(matrix, sigma_q, sigma_k), dtype, table_name(name),
+                                 _OF[matrix], sigma_q, sigma_k)
+    return out
