@@ -231,7 +231,7 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
         directory.mkdir(parents=True, exist_ok=True)
         from .tables import write_table
 
-        write_table(ds, directory / name)
+        write_table(ds, directory / name, replace="any")
     except (OSError, TableError) as exc:
         warnings.warn(f"rmtbase: could not cache the table in {directory}: {exc}",
                       RuntimeWarning, stacklevel=2)
@@ -239,7 +239,9 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
 
 
 def rescale(ds, sigma_q: float, sigma_k: float):
-    """The table ``ds`` at entry std (σ_Q, σ_K), by exact rescaling of every variable."""
+    """The table ``ds`` at entry std (σ_Q, σ_K), by exact rescaling of every variable (in
+    float64, rounded once to the variable's dtype; :class:`InputError` where a value would
+    leave that dtype's range, :func:`rmtbase.baseline.limits.scale_values`)."""
     from .tables import reference_values
 
     sigma_q, sigma_k = check_sigma(sigma_q, "sigma_q"), check_sigma(sigma_k, "sigma_k")
@@ -249,17 +251,17 @@ def rescale(ds, sigma_q: float, sigma_k: float):
         raise TableError("table has no sigma_q/sigma_k attributes; not an rmtbase table") from exc
     ratio = {"sigma_q": sigma_q / old_q, "sigma_k": sigma_k / old_k,
              "sigma_q*sigma_k": (sigma_q / old_q) * (sigma_k / old_k)}
+    from .limits import scale_values
+
     out = ds.copy()
     for name, var in ds.data_vars.items():
         r = ratio[var.attrs["sigma_of"]]
         p = int(var.attrs["sigma_power"])
-        if var.attrs["scaling"] == "power":
-            new = var.values * (r**p)
-        elif var.attrs["scaling"] == "log":
-            new = var.values + p * np.log(r)
-        else:
+        if var.attrs["scaling"] not in ("power", "log"):
             raise TableError(f"variable {name} has unknown scaling {var.attrs['scaling']!r}")
-        out[name] = var.copy(data=new.astype(var.dtype, copy=False))
+        new = scale_values(var.values, p, var.attrs["scaling"], r, var.dtype, str(name),
+                           var.attrs["sigma_of"], sigma_q, sigma_k)
+        out[name] = var.copy(data=new)
     out.attrs = dict(ds.attrs, sigma_q=sigma_q, sigma_k=sigma_k)
     if ds.attrs.get("ensemble") == "lowrank":
         cells = [c.split("x") for c in str(ds.attrs.get("cells", "")).split(",") if c]

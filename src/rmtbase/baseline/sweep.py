@@ -47,7 +47,7 @@ def _client(scheduler=None, workers=None, client=None):
     if scheduler is not None:
         try:
             c = dist.Client(scheduler, timeout="20s")
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:  # ValueError: not an address
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise InputError(f"cannot connect to the Dask scheduler at {scheduler}: {why}") from exc
         with c:
@@ -73,17 +73,21 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     from .tables import (
         _progress,
         assemble,
-        check_writable,
+        check_cells,
+        check_output_file,
         generate_blocks,
         grid_cells,
         make_spec,
+        table_size,
         write_table,
     )
 
     spec = make_spec(**options)
     cells = grid_cells(d, d_h)
+    # memory is checked here only for local workers; remote workers check their own
+    check_cells(spec, cells, memory=scheduler is None and client is None)
     if out is not None:
-        check_writable(out)
+        out = check_output_file(out, size=table_size(spec, cells))
     per = blocks_per_task
     if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
         raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")

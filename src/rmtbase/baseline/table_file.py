@@ -1,15 +1,32 @@
 """Reading and writing rmtbase tables (netCDF4): clear errors, atomic writes.
 
 A file that is missing, not netCDF4, not an rmtbase table, truncated or of a newer table format
-raises :class:`rmtbase.errors.TableError` naming the file. Writes go to a temporary file in the
-same directory, are fsynced and read back, then renamed over the target, so an error or an
-interrupt never replaces a good file with a broken one.
+raises :class:`rmtbase.errors.TableError` naming the file (also for malformed attributes).
+
+Writes go to a temporary file ``.<name>.<pid>-<hex>.tmp`` in the target's directory (the name
+shortened so that it fits the file-system limit whenever the target's name does), are fsynced
+and read back, then renamed over the target, so an error, an interrupt or a kill never leaves
+a half-written table under the target's name. Temporary files of killed runs (whose process no
+longer exists) are removed by the next write to the same target.
+
+:func:`check_output_file` validates a target before any expensive work, with one line on
+failure: it must not be a directory, device, FIFO or socket (a symbolic link is followed); its
+directory must exist and take a new file (tested by creating one: read-only file systems and
+permissions show up here, also for root); its name must fit the file system; and there must be
+room for the table. An existing file there is replaced only if it is an earlier rmtbase table
+(``replace="table"``, what ``--out`` does), or whatever regular file it is (``replace="any"``,
+the cache).
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
+import re
+import secrets
+import signal
+import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,45 +60,213 @@ def read_table(path) -> xr.Dataset:
     fmt = ds.attrs.get("rmtbase_table_format")
     if fmt is None:
         raise TableError(f"{path} is not an rmtbase table (no rmtbase_table_format attribute)")
-    if int(fmt) > TABLE_FORMAT:
+    try:
+        fmt = int(fmt)
+        draws = int(ds.attrs.get("draws", -1))
+    except (TypeError, ValueError, OverflowError):
+        raise TableError(f"{path} is a damaged rmtbase table (rmtbase_table_format="
+                         f"{str(ds.attrs.get('rmtbase_table_format'))[:40]!r}, draws="
+                         f"{str(ds.attrs.get('draws'))[:40]!r} are not integers)") from None
+    if fmt > TABLE_FORMAT:
         raise TableError(f"{path} has table format {fmt}; this rmtbase reads up to {TABLE_FORMAT}")
     missing = {"d", "d_h", "draw"} - set(ds.dims)
-    if missing or int(ds.attrs.get("draws", -1)) != ds.sizes["draw"] or not ds.data_vars:
+    if missing or draws != ds.sizes["draw"] or not ds.data_vars:
         raise TableError(f"{path} is a damaged rmtbase table (dims {dict(ds.sizes)})")
     return ds
 
 
-def check_writable(path) -> Path:
-    """Fail early (before hours of Monte Carlo) if ``path`` cannot be written."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise TableError(f"cannot write {path}: not a writable file in an existing directory")
-    return path
+NAME_MAX = 255
+_TMP = re.compile(r"^\.(?P<base>.*)\.(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
+_OLD_TMP = re.compile(r"^\.(?P<base>.*)\.[a-z0-9_]{8}\.tmp$")  # mkstemp names of rmtbase < 0.3
+_OLD_TMP_AGE = 3600.0  # seconds after which an old-style temporary file is surely abandoned
 
 
-def write_table(ds: xr.Dataset, path) -> Path:
-    """Write ``ds`` to netCDF4 at ``path`` atomically: temporary file in the same directory,
-    fsync, read back, ``os.replace``. An error or interrupt leaves ``path`` as it was."""
-    path = check_writable(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    os.close(fd)
+def fault_point(stage: str) -> None:
+    """Test hook of the fault-injection suite: with ``RMTBASE_FAULT=<stage>[:<SIGNAL>]`` in
+    the environment this process sends itself SIGNAL (default KILL) on reaching ``stage``
+    (``write:created``, ``write:data``, ``write:verified``, ``write:replaced``,
+    ``block:<k>`` after k stored blocks). Does nothing otherwise."""
+    want = os.environ.get("RMTBASE_FAULT")
+    if want:
+        where, _, sig = want.partition(":")
+        if where == stage:
+            os.kill(os.getpid(), getattr(signal, f"SIG{sig or 'KILL'}"))
+
+
+def _name_max(parent: Path) -> int:
     try:
+        return int(os.pathconf(parent, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return NAME_MAX
+
+
+def tmp_name(name: str, tag: str = "tmp", limit: int = NAME_MAX) -> str:
+    """``.<name>.<pid>-<hex>.<tag>``, with ``name`` cut so the whole fits ``limit`` bytes."""
+    suffix = f".{os.getpid()}-{secrets.token_hex(4)}.{tag}"
+    room = limit - 1 - len(suffix)
+    base = os.fsdecode(os.fsencode(name)[:room])
+    return f".{base}{suffix}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def clean_stale(path: Path) -> list[Path]:
+    """Remove temporary files of earlier writes to ``path`` whose process is gone (and
+    old-style ones untouched for an hour); returns what was removed."""
+    parent = path.parent
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for e in entries:
+        m = _TMP.match(e.name)
+        if m and path.name.startswith(m["base"]) and not _pid_alive(int(m["pid"])):
+            pass
+        elif (m2 := _OLD_TMP.match(e.name)) and m2["base"] == path.name:
+            try:
+                if time.time() - e.stat(follow_symlinks=False).st_mtime < _OLD_TMP_AGE:
+                    continue
+            except OSError:
+                continue
+        else:
+            continue
+        try:
+            if e.is_file(follow_symlinks=False):
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+        except OSError:
+            pass
+    return removed
+
+
+def _is_table(path: Path) -> bool:
+    """Whether ``path`` is a netCDF4 file with an ``rmtbase_table_format`` attribute (reads
+    the attributes only)."""
+    try:
+        import netCDF4
+
+        with netCDF4.Dataset(path, "r") as nc:
+            return "rmtbase_table_format" in nc.ncattrs()
+    except Exception:  # noqa: BLE001 - any unreadable file is "not a table"
+        return False
+
+
+def _free_bytes(parent: Path) -> int | None:
+    try:
+        st = os.statvfs(parent)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _fmt(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} TiB"
+
+
+def check_output_file(path, *, size: int = 0, replace: str = "table") -> Path:
+    """The target ``path`` of a table, resolved, or :class:`TableError` saying why it cannot be
+    written (module docstring). ``size``: bytes the write needs (checked against the free
+    space). ``replace``: ``"table"`` (only an earlier rmtbase table may be replaced) or
+    ``"any"`` (any regular file)."""
+    raw = os.fspath(path)
+    if not raw:
+        raise TableError("the output file name is empty")
+    p = Path(os.path.expanduser(raw))
+    if p.is_symlink():
+        p = Path(os.path.realpath(p))
+    if p.name in ("", ".", ".."):
+        raise TableError(f"cannot write {raw}: give a file name, not a directory")
+    parent = p.parent
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise TableError(f"cannot write {p}: {_one_line(exc)}") from exc
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise TableError(f"cannot write {p}: it exists and is {kind} (refusing to replace it)")
+    if not parent.is_dir():
+        raise TableError(f"cannot write {p}: {parent} is not an existing directory")
+    limit = _name_max(parent)
+    if len(os.fsencode(p.name)) > limit:
+        raise TableError(f"cannot write {p.name[:40]}…: the name has {len(os.fsencode(p.name))} "
+                         f"bytes, more than the {limit} its file system allows")
+    if st is not None and replace == "table" and not _is_table(p):
+        raise TableError(f"{p} exists and is not an rmtbase table; remove it or choose another "
+                         "name (only an earlier table is replaced)")
+    probe = parent / tmp_name(p.name, "tmp", limit)
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        why = "read-only file system" if exc.errno == errno.EROFS else _one_line(exc)
+        raise TableError(f"cannot write {p}: {parent} does not take new files ({why})") from exc
+    free = _free_bytes(parent)
+    if size and free is not None and free < size:
+        raise TableError(f"cannot write {p}: it needs about {_fmt(size)}, and its file system "
+                         f"has {_fmt(free)} free")
+    return p
+
+
+def check_writable(path) -> Path:
+    """Earlier name of :func:`check_output_file` (kept for callers)."""
+    return check_output_file(path)
+
+
+def table_bytes(n_values: int, itemsize: int = 4) -> int:
+    """Bytes to reserve for a table of ``n_values`` numbers (uncompressed, plus 1 MiB)."""
+    return int(n_values) * int(itemsize) + 2**20
+
+
+def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
+    """Write ``ds`` to netCDF4 at ``path`` atomically: temporary file in the same directory,
+    fsync, read back, ``os.replace``. An error, interrupt or kill leaves ``path`` as it was;
+    one-line :class:`TableError` on failure (a full disk included). ``replace``: see
+    :func:`check_output_file`."""
+    size = table_bytes(sum(v.size for v in ds.data_vars.values()), 8)
+    path = check_output_file(path, size=size, replace=replace)
+    parent = path.parent
+    clean_stale(path)
+    tmp = parent / tmp_name(path.name, "tmp", _name_max(parent))
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        fault_point("write:created")
         enc = {v: {"zlib": True, "complevel": 4, "shuffle": True} for v in ds.data_vars}
         ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
+        fault_point("write:data")
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         read_table(tmp)
+        fault_point("write:verified")
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise TableError(f"cannot write {path}: {_one_line(exc)}") from exc
+        if isinstance(exc, TableError | KeyboardInterrupt | SystemExit | MemoryError):
+            raise
+        if isinstance(exc, Exception):  # OSError, netCDF/HDF5's RuntimeError on a full disk
+            free = _free_bytes(parent)
+            room = f"; {_fmt(free)} free on its file system" if free is not None else ""
+            raise TableError(f"cannot write {path}: {_one_line(exc)}{room}") from exc
         raise
+    fault_point("write:replaced")
     try:
         dfd = os.open(parent, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory fds

@@ -19,6 +19,10 @@ table is a prefix of a longer one. Blocks run under ``jax.enable_x64(dtype == "f
 whatever the caller's JAX setting, so a float32 table is the same bit for bit in a 64-bit
 session (tests), a 32-bit one (CLI) and on a Dask worker.
 
+Tables are sampled at σ = 1 and moved to (σ_Q, σ_K) by each statistic's exact rule in float64
+(:mod:`.limits`), so a table at σ is exactly the σ = 1 table rescaled (one rounding to the
+table's dtype); a σ outside the dtype's range is refused.
+
 :func:`write_table` writes netCDF4 atomically (temporary file in the same directory, fsync,
 ``os.replace``); :func:`read_table` turns a foreign or truncated file into
 :class:`~rmtbase.errors.TableError` naming the file; :func:`summary` gives mean, std and quantiles
@@ -38,7 +42,13 @@ import numpy as np
 from .._version import __version__
 from ..errors import InputError, check_dims, check_sigma
 from .references import QUANTILES, REFERENCE_NOTES, reference_values, summary  # noqa: F401
-from .table_file import TABLE_FORMAT, check_writable, read_table, write_table  # noqa: F401
+from .table_file import (  # noqa: F401
+    TABLE_FORMAT,
+    check_output_file,
+    check_writable,
+    read_table,
+    write_table,
+)
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -137,12 +147,17 @@ def cell_key(seed: int, d: int, d_h: int, depth: int | None = None):
 
 
 def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int | None = None,
-                    bar=None) -> dict:
+                    bar=None, store=None) -> dict:
     """Draws of blocks ``start .. stop-1`` of cell (d, d_h): ``{"qk.npr": array, ...}`` (see
-    the module docstring for the keys). ``bar``: optional tqdm bar, updated in draws."""
+    the module docstring for the keys), sampled at σ = 1 and moved to the spec's (σ_Q, σ_K) by
+    :func:`rmtbase.baseline.limits.scale_draws`. ``bar``: optional progress object, updated in
+    draws. ``store``: optional :class:`rmtbase.baseline.partial.PartialStore`; blocks found
+    there are not computed again, computed ones are added."""
     import jax
 
+    from .limits import scale_draws
     from .null import null_draws
+    from .table_file import fault_point
 
     stop = spec.n_blocks() if stop is None else stop
     if not 0 <= start < stop <= spec.n_blocks():
@@ -152,15 +167,56 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
         key = cell_key(spec.seed, d, d_h, spec.depth)
         for b in range(start, stop):
             n = min(DRAW_BLOCK, spec.draws - b * DRAW_BLOCK)
-            parts.append(null_draws(jax.random.fold_in(key, b), d, d_h, n,
-                                    sigma_q=spec.sigma_q, sigma_k=spec.sigma_k,
-                                    stats=spec.stats, ensemble=spec.ensemble, depth=spec.depth,
-                                    chunk_size=spec.chunk_size,
-                                    dtype=getattr(jax.numpy, spec.dtype),
-                                    storage=spec.storage))
+            got = store.load(d, d_h, b, n) if store is not None else None
+            if got is None:
+                got = null_draws(jax.random.fold_in(key, b), d, d_h, n, stats=spec.stats,
+                                 ensemble=spec.ensemble, depth=spec.depth,
+                                 chunk_size=spec.chunk_size,
+                                 dtype=getattr(jax.numpy, spec.dtype), storage=spec.storage)
+                if store is not None:
+                    store.save(d, d_h, b, got)
+                    fault_point(f"block:{store.blocks()}")
+            parts.append(scale_draws(got, spec.sigma_q, spec.sigma_k, spec.dtype))
             if bar is not None:
                 bar.update(n)
     return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+
+
+def check_cells(spec: TableSpec, cells, *, memory: bool = True) -> None:
+    """Everything about a run that can be refused before any draw: the memory of one batch of
+    draws (``memory``), d² for d×d statistics and the float range at (σ_Q, σ_K)."""
+    from .limits import check_dense, check_draw_memory, check_sigma_range
+    from .null import fast_spectral
+
+    fast = fast_spectral(spec.stats, spec.ensemble, spec.storage)
+    itemsize = np.dtype(spec.dtype).itemsize
+    for d, d_h in cells:
+        check_dense(d, spec.stats, spec.ensemble, fast)
+        if memory:
+            check_draw_memory(d, d_h, spec.stats, spec.ensemble, itemsize, fast)
+    check_sigma_range(cells, _stat_names(spec), spec.sigma_q, spec.sigma_k, spec.dtype)
+
+
+def _stat_names(spec: TableSpec) -> list[str]:
+    """Keys ``"qk.npr"``, … of the statistics a table of ``spec`` holds."""
+    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
+
+    names = ["q.rms", "k.rms"]
+    if spec.stats in ("all", "spectral"):
+        names += [f"qk.{s}" for s in SPECTRAL_STATS]
+    if spec.stats in ("all", "elementwise"):
+        names += [f"{m}.{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS]
+    return names
+
+
+def table_size(spec: TableSpec, cells) -> int:
+    """Bytes to reserve on disk for the table (and the blocks kept to resume it)."""
+    from .table_file import table_bytes
+
+    n_d = len({c[0] for c in cells})
+    n_dh = len({c[1] for c in cells})
+    return table_bytes(len(_stat_names(spec)) * n_d * n_dh * spec.draws,
+                       np.dtype(spec.dtype).itemsize)
 
 
 def _variable_attrs(name: str) -> dict:
@@ -253,21 +309,23 @@ def _global_attrs(spec: TableSpec, cells) -> dict:
 
 
 def _progress(total: int, enabled: bool, desc: str, unit: str = "draw"):
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
-    return tqdm(total=total, disable=not enabled, desc=desc, unit=unit, leave=False)
+    return progress_bar(total, desc=desc, unit=unit, enabled=enabled)
 
 
-def run_cells(spec: TableSpec, cells: Iterable[tuple[int, int]], progress: bool = True) -> dict:
+def run_cells(spec: TableSpec, cells: Iterable[tuple[int, int]], progress: bool = True,
+              store=None) -> dict:
     """Generate every draw of every cell in this process: ``{(d, d_h): draws dict}``."""
     cells = list(cells)
     with _progress(len(cells) * spec.draws, progress, "rmtbase baseline") as bar:
-        return {(d, d_h): generate_blocks(spec, d, d_h, bar=bar) for d, d_h in cells}
+        return {(d, d_h): generate_blocks(spec, d, d_h, bar=bar, store=store)
+                for d, d_h in cells}
 
 
 def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", draws=2000,
              seed=0, stats="all", depth=None, dtype="float32", chunk_size=None, out=None,
-             progress=True, storage="float32"):
+             progress=True, storage="float32", resume=True):
     """Monte Carlo null table of head statistics for W_Q, W_K (d_h, d) at (σ_Q, σ_K).
 
     ``d``, ``d_h``: ints, or sequences for a grid (cells with d_h > d are left NaN).
@@ -276,17 +334,34 @@ def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowran
     ``"float16"``, ``"bfloat16"``, ``"q4_0"``, ``"q4_1"``, ``"q8_0"``; see
     :func:`rmtbase.baseline.null.null_draws`), recorded as ``attrs["storage_dtype"]``; draws of
     every storage use the same keys, so a bfloat16 table holds the rounded versions of the
-    float32 table's factors. Returns an :class:`xarray.Dataset` with dims ``(d, d_h, draw)``;
-    with ``out`` it is also written atomically to netCDF4. Same arguments, same numbers, bit for
-    bit on the same backend (see the module docstring for the key derivation).
+    float32 table's factors. Draws are sampled at σ = 1 (the storage rounding too) and moved
+    to (σ_Q, σ_K) by each statistic's exact rule in float64 (:mod:`rmtbase.baseline.limits`):
+    a σ whose statistics leave the dtype's range is refused with :class:`InputError`, never
+    stored as zeros or infinities. Returns an :class:`xarray.Dataset` with dims
+    ``(d, d_h, draw)``. ``out``: also write it to netCDF4, atomically; the target is checked
+    first (:func:`rmtbase.baseline.table_file.check_output_file`: an existing file there is
+    replaced only if it is an earlier rmtbase table), and with ``resume`` completed blocks are
+    kept beside it so that the same call continues after an interrupt
+    (:mod:`rmtbase.baseline.partial`). Memory, array size and σ range are checked before any
+    draw. ``progress``: :func:`rmtbase.progress.progress_bar` (a bar on a terminal, a line
+    every ~30 s otherwise). Same arguments, same numbers, bit for bit on the same backend
+    (``chunk_size`` included; see the module docstring for the key derivation).
     """
     spec = make_spec(sigma=sigma, sigma_q=sigma_q, sigma_k=sigma_k, ensemble=ensemble,
                      draws=draws, seed=seed, stats=stats, depth=depth, dtype=dtype,
                      chunk_size=chunk_size, storage=storage)
     cells = grid_cells(d, d_h)
+    check_cells(spec, cells)
+    store = None
     if out is not None:
-        check_writable(out)
-    ds = assemble(spec, cells, run_cells(spec, cells, progress))
+        out = check_output_file(out, size=2 * table_size(spec, cells))
+        if resume:
+            from .partial import PartialStore
+
+            store = PartialStore(out, spec)
+    ds = assemble(spec, cells, run_cells(spec, cells, progress, store))
     if out is not None:
         write_table(ds, out)
+        if store is not None:
+            store.finish()
     return ds

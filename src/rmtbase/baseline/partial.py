@@ -1,0 +1,136 @@
+"""Resumable table runs: completed blocks of draws kept beside the target until it is written.
+
+``rmtbase baseline … --out t.nc`` (and :func:`rmtbase.baseline.tables.baseline` with ``out``)
+stores every completed block of :data:`~rmtbase.baseline.tables.DRAW_BLOCK` draws of every
+cell in a hidden folder ``.t.nc.partial-<key>`` beside ``t.nc``, one ``.npz`` file per block,
+each written atomically (temporary file, fsync, rename). After an interrupt or a kill, the
+same command continues from the stored blocks, and the table it writes is identical to an
+uninterrupted run's (draw i depends only on (seed, d, d_h, i); ``tests/test_faults.py``). The
+folder is removed once the table is written, together with folders that other settings left
+for the same target.
+
+The key is a hash of everything that fixes the σ = 1 draws (table format, rmtbase and JAX
+versions, backend, PRNG, ensemble, statistic set, seed, depth, dtype, storage); σ is applied
+afterwards and the draw count only decides how many blocks are needed, so a rerun with
+another σ or more draws reuses the blocks too. A block file that is unreadable, from another
+key or too short is ignored and computed again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .table_file import NAME_MAX, _pid_alive, clean_stale, tmp_name
+
+
+def store_key(spec) -> str:
+    """Hex key of the σ = 1 draws of ``spec`` (module docstring)."""
+    import jax
+
+    from .._version import __version__
+    from .table_file import TABLE_FORMAT
+
+    fields = dataclasses.asdict(spec)
+    for k in ("draws", "sigma_q", "sigma_k", "chunk_size"):
+        fields.pop(k, None)
+    fields.update(format=TABLE_FORMAT, rmtbase=__version__, jax=jax.__version__,
+                  backend=jax.default_backend(), prng=str(jax.config.jax_default_prng_impl))
+    text = json.dumps(fields, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _folder_name(target: Path, key: str) -> str:
+    suffix = f".partial-{key}"
+    base = os.fsdecode(os.fsencode(target.name)[: NAME_MAX - 1 - len(suffix)])
+    return f".{base}{suffix}"
+
+
+class PartialStore:
+    """Completed blocks of a table run, beside ``target`` (see the module docstring)."""
+
+    def __init__(self, target, spec):
+        self.target = Path(target)
+        self.key = store_key(spec)
+        self.dtype = np.dtype(spec.dtype)
+        self.dir = self.target.parent / _folder_name(self.target, self.key)
+        self.enabled = True
+
+    def _file(self, d: int, d_h: int, b: int) -> Path:
+        return self.dir / f"d{d}-dh{d_h}-b{b}.npz"
+
+    def blocks(self) -> int:
+        """Number of stored block files."""
+        return len(list(self.dir.glob("d*-dh*-b*.npz"))) if self.dir.is_dir() else 0
+
+    def load(self, d: int, d_h: int, b: int, n: int) -> dict | None:
+        """The first ``n`` draws of block ``b`` of cell (d, d_h), or None if not stored."""
+        f = self._file(d, d_h, b)
+        if not self.enabled or not f.is_file():
+            return None
+        try:
+            with np.load(f, allow_pickle=False) as z:
+                if str(z["__key__"]) != self.key:
+                    raise ValueError("stored under another key")
+                out = {k: z[k] for k in z.files if k != "__key__"}
+        except Exception as exc:  # noqa: BLE001 - a damaged block is computed again
+            warnings.warn(f"rmtbase: ignoring stored block {f}: {exc}", RuntimeWarning,
+                          stacklevel=2)
+            return None
+        if not out or any(v.ndim < 1 or v.shape[0] < n for v in out.values()):
+            return None
+        if any(v.dtype != self.dtype for k, v in out.items() if k != "qk.spectrum"):
+            return None
+        return {k: v[:n] for k, v in out.items()}
+
+    def save(self, d: int, d_h: int, b: int, draws: dict) -> None:
+        """Store block ``b`` of cell (d, d_h) atomically; a failure only disables the store."""
+        if not self.enabled:
+            return
+        f = self._file(d, d_h, b)
+        tmp = self.dir / tmp_name(f.name)
+        try:
+            self.dir.mkdir(exist_ok=True)
+            clean_stale(f)
+            with open(tmp, "xb") as fh:
+                np.savez(fh, __key__=np.array(self.key), **draws)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, f)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            self.enabled = False
+            warnings.warn(f"rmtbase: cannot store completed blocks in {self.dir} ({exc}); "
+                          "this run cannot be resumed", RuntimeWarning, stacklevel=2)
+
+    def finish(self) -> None:
+        """Remove this store and the stores other settings left for the same target (not
+        those of a live run: their temporary files name a live process)."""
+        parent = self.target.parent
+        prefix = _folder_name(self.target, "")
+        try:
+            folders = [p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir()]
+        except OSError:
+            return
+        for folder in folders:
+            if folder != self.dir and _busy(folder):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _busy(folder: Path) -> bool:
+    """Whether a live process is writing into ``folder`` (a temporary file names its pid)."""
+    for p in folder.glob(".*.tmp"):
+        try:
+            if _pid_alive(int(p.name.rsplit(".", 2)[-2].split("-")[0])):
+                return True
+        except (ValueError, IndexError):
+            continue
+    return False
