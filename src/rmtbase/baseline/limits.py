@@ -124,8 +124,9 @@ def check_draw_memory(d: int, d_h: int, stats: str, ensemble: str, itemsize: int
     if avail is not None and need > avail:
         what = f"{stats} statistics, {ensemble} ensemble"
         raise InputError(f"one draw at d={d}, d_h={d_h} ({what}) needs about {_fmt(need)} of "
-                         f"working memory, more than the {_fmt(avail)} available ({source}; "
-                         "set RMTBASE_MEMORY_LIMIT to change the limit)")
+                         f"working memory, more than the {_fmt(avail)} available ({source}"
+                         + ("" if source == "RMTBASE_MEMORY_LIMIT" else
+                            "; set RMTBASE_MEMORY_LIMIT to change the limit") + ")")
     return need
 
 
@@ -168,12 +169,12 @@ def check_sigma_range(cells, names, sigma_q: float, sigma_k: float, dtype: str) 
                         sigma_k, dtype)
 
 
-_OF = {"qk": "sigma_q*sigma_k", "q": "sigma_q", "k": "sigma_k"}
+_OF = {"qk": "(sigma_q*sigma_k)", "q": "sigma_q", "k": "sigma_k"}
 
 
 def _refuse(var, of, p, value, sigma_q, sigma_k, dtype):
     tiny, big = _limits(dtype)
-    alt = "--dtype float64, or " if np.dtype(dtype) == np.float32 else ""
+    alt = "dtype float64 (--dtype float64), or " if np.dtype(dtype) == np.float32 else ""
     raise InputError(f"at sigma_q={sigma_q:g}, sigma_k={sigma_k:g} the statistic {var} "
                      f"(proportional to {of}^{p}) is {value}, outside the {np.dtype(dtype).name} "
                      f"range [{tiny:.3g}, {big:.3g}]; use {alt}a sigma = 1 table and "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, TableError
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -112,6 +112,17 @@ def reference_values(d: int, d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.
 
 
 
+def _references(text, cell: str) -> dict:
+    """The reference values of ``cell`` from a table's ``analytic_reference_values`` attr;
+    :class:`TableError` if the attribute is not the JSON object rmtbase writes."""
+    try:
+        refs = json.loads(text).get(cell, {})
+        return {str(k): float(v) for k, v in refs.items()}
+    except (TypeError, ValueError, AttributeError):
+        raise TableError(f"the table's analytic_reference_values attribute is not the JSON "
+                         f"object rmtbase writes (starts {str(text)[:30]!r})") from None
+
+
 #: Quantile levels of :func:`summary`, in percent.
 QUANTILES = (0.1, 1.0, 5.0, 50.0, 95.0, 99.0, 99.9)
 
@@ -127,12 +138,15 @@ def summary(ds: xr.Dataset, d: int | None = None, d_h: int | None = None) -> dic
         listed = ", ".join(f"{a}x{b}" for a, b in cells)
         raise InputError(f"pick one cell (d, d_h) of the table: {listed}")
     cell = ds.sel(d=d, d_h=d_h)
-    refs = json.loads(ds.attrs.get("analytic_reference_values", "{}")).get(f"{d}x{d_h}", {})
+    refs = _references(ds.attrs.get("analytic_reference_values", "{}"), f"{d}x{d_h}")
     out = {}
+    if all(np.all(np.isnan(np.asarray(cell[v].values, dtype=np.float64))) for v in ds.data_vars):
+        raise InputError(f"cell d={d}, d_h={d_h} was not computed in this table")
     for name in ds.data_vars:
         x = np.asarray(cell[name].values, dtype=np.float64)
         if np.all(np.isnan(x)):
-            raise InputError(f"cell d={d}, d_h={d_h} was not computed in this table")
+            raise TableError(f"{name} has no draw (all NaN) in cell d={d}, d_h={d_h}: a damaged "
+                             "table")
         q = np.quantile(x, np.array(QUANTILES) / 100)
         entry = {"n": int(x.size), "mean": float(x.mean()), "std": float(x.std(ddof=1))}
         entry.update({f"q{lvl:g}": float(v) for lvl, v in zip(QUANTILES, q, strict=True)})

@@ -5,7 +5,10 @@ The CLI is thin: each command lives in its own module ``rmtbase.cli.<command>`` 
 imports (JAX, torch) happen inside ``run``, so ``rmtbase --help`` is fast.
 
 Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`, bad numbers) print one line,
-``rmtbase: error: ...``, and exit with status 2; no traceback.
+``rmtbase: error: ...``, and exit with status 2; no traceback. An interrupt (Ctrl-C) prints
+``rmtbase: interrupted`` and exits 130. When the reader of stdout goes away early
+(``rmtbase … | head -1``) the executable stops quietly with status 141, as a command killed
+by SIGPIPE does.
 
 The ``rmtbase`` executable (:func:`console_main`) also keeps JAX's compiled programs in
 ``<user cache>/jax`` (JAX's persistent compilation cache), so a repeated command skips most of
@@ -79,10 +82,23 @@ def _use_compilation_cache() -> None:
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
+#: Exit status when stdout's reader has gone (128 + SIGPIPE, what a shell reports).
+EXIT_BROKEN_PIPE = 141
+
+
 def console_main() -> int:
-    """The ``rmtbase`` executable: :func:`main` with the persistent compilation cache on."""
+    """The ``rmtbase`` executable: :func:`main` with the persistent compilation cache on, and a
+    closed stdout (``| head -1``) ending the command quietly."""
     _use_compilation_cache()
-    return main()
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python's own flush at exit would fail again: point stdout at /dev/null first
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

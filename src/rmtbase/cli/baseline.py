@@ -4,6 +4,10 @@
     rmtbase baseline --summary t.nc [--json]
 
 Thin wrapper over :func:`rmtbase.baseline.tables.baseline` and :func:`rmtbase.baseline.tables.summary`.
+Everything that can be refused (options, the output file, memory, σ range) is refused before the
+first draw. ``--out`` is written atomically; an existing rmtbase table there is replaced, any
+other existing file is refused; an interrupted run continues from its completed blocks when the
+same command is run again.
 """
 
 from __future__ import annotations
@@ -29,8 +33,15 @@ def add_table_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="sampling dtype (default float32)")
     p.add_argument("--chunk-size", type=positive_int, default=None,
-                   help="draws per vectorised batch (memory only; numbers do not change)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+                   help="draws per compiled call (numbers do not change, bit for bit)")
+    p.add_argument("--no-progress", "--quiet", dest="no_progress", action="store_true",
+                   help="no progress output (default: a bar on a terminal, else a line on "
+                        "stderr every ~30 s)")
+
+
+#: Options that make a table; meaningless with ``--summary``.
+TABLE_DESTS = ("sigma", "sigma_q", "sigma_k", "ensemble", "draws", "seed", "stats", "depth",
+               "dtype", "chunk_size", "out")
 
 
 def table_options(args: argparse.Namespace) -> dict:
@@ -48,11 +59,19 @@ def add_parser(sub):
     p.add_argument("--d", type=positive_int, nargs="+", help="model width(s) d")
     p.add_argument("--dh", type=positive_int, nargs="+", help="head dimension(s) d_h")
     add_table_options(p)
-    p.add_argument("--out", default=None, help="write the table here (netCDF4, atomically)")
+    p.add_argument("--out", default=None,
+                   help="write the table here (netCDF4, atomically; an earlier rmtbase table "
+                        "there is replaced, any other existing file refused; rerun the same "
+                        "command to resume an interrupted run)")
     p.add_argument("--summary", metavar="FILE", default=None,
                    help="summarise an existing table instead of making one")
     p.add_argument("--json", action="store_true", help="summary as JSON")
+    p.set_defaults(_table_defaults={k: p.get_default(k) for k in TABLE_DESTS})
     return p
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
 
 
 def _single(values, flag):
@@ -93,23 +112,28 @@ def run(args) -> int:
     if args.summary:
         from ..baseline.tables import read_table
 
+        defaults = getattr(args, "_table_defaults", {})
+        extra = [_flag(k) for k, v in defaults.items() if getattr(args, k, v) != v]
+        if extra:
+            raise InputError(f"--summary reads a table; {', '.join(extra)} do not apply to it "
+                             "(only --d, --dh and --json do)")
         ds = read_table(args.summary)
         print_summary(ds, _single(args.d, "--d"), _single(args.dh, "--dh"), args.json,
                       args.summary)
         return 0
     if args.d is None or args.dh is None:
         raise InputError("baseline needs --d and --dh (or --summary FILE)")
+    if not args.out and len(args.d) * len(args.dh) > 1:
+        raise InputError("a grid of several (d, d_h) needs --out FILE (a single cell without "
+                         "--out prints its summary)")
     from ..baseline.tables import baseline
 
-    progress = not args.no_progress and sys.stderr.isatty()
     ds = baseline(args.d if len(args.d) > 1 else args.d[0],
                   args.dh if len(args.dh) > 1 else args.dh[0],
-                  out=args.out, progress=progress, **table_options(args))
+                  out=args.out, progress=not args.no_progress, **table_options(args))
     if args.out:
         print(f"wrote {args.out}: {len(ds.data_vars)} statistics x {ds.sizes['draw']} draws, "
               f"cells {ds.attrs['cells']}", file=sys.stderr)
-    elif ds.sizes["d"] * ds.sizes["d_h"] == 1:
-        print_summary(ds, as_json=args.json)
     else:
-        raise InputError("a grid needs --out FILE")
+        print_summary(ds, as_json=args.json)
     return 0

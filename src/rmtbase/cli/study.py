@@ -12,7 +12,9 @@ def add_parser(sub):
     p.add_argument("--list", action="store_true", help="print the study names, one per line")
     p.add_argument("--quick", action="store_true", help="reduced size (seconds, for CI)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
-    p.add_argument("--out", default="out/studies", help="output folder (default out/studies)")
+    p.add_argument("--out", default="out/studies",
+                   help="output folder (default out/studies); the study writes OUT/NAME all or "
+                        "nothing, replacing an earlier output of the same study")
     return p
 
 
@@ -27,6 +29,8 @@ def run(args) -> int:
         return 0
     if not args.name:
         raise InputError("give a study NAME or --list; studies: " + ", ".join(STUDIES))
+    if args.seed < 0:
+        raise InputError(f"--seed must be >= 0, got {args.seed}")
     t0 = time.perf_counter()
     result = run_study(args.name, args.out, quick=args.quick, seed=args.seed)
     dt = time.perf_counter() - t0

@@ -27,14 +27,16 @@ def add_parser(sub):
     p.add_argument("--blocks-per-task", type=positive_int, default=1,
                    help="blocks of 250 draws of one cell per Dask task (numbers do not change)")
     add_table_options(p)
-    p.add_argument("--out", required=True, help="write the table here (netCDF4, atomically)")
+    p.add_argument("--out", required=True,
+                   help="write the table here (netCDF4, atomically; an earlier rmtbase table "
+                        "there is replaced, any other existing file refused)")
     return p
 
 
 def run(args) -> int:
     from ..baseline.sweep import sweep
 
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = not args.no_progress
     ds = sweep(args.d, args.dh, scheduler=args.scheduler, workers=args.workers,
                blocks_per_task=args.blocks_per_task, out=args.out, progress=progress,
                **table_options(args))

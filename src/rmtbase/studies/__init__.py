@@ -37,8 +37,41 @@ def get(name: str):
     return importlib.import_module(f"{__name__}.{name}")
 
 
+def check_out(name: str, out_dir) -> Path:
+    """The folder ``out_dir/name`` a study writes, checked before any work (one-line
+    :class:`InputError`): ``out_dir`` is a folder or absent, and ``out_dir/name`` is absent,
+    empty or an earlier output of the same study
+    (:func:`rmtbase.scoring.output.check_output_dir`)."""
+    from ..scoring.output import check_output_dir
+
+    get(name)
+    parent = Path(out_dir).expanduser()
+    if parent.exists() and not parent.is_dir():
+        raise InputError(f"{parent} exists and is not a folder; give a folder for --out")
+    return check_output_dir(parent / name, f"rmtbase study {name}")
+
+
 def run(name: str, out_dir, *, quick: bool = False, seed: int = 0) -> dict:
-    """Run study ``name`` into ``out_dir`` (created if needed) and return its result dict."""
+    """Run study ``name`` into ``out_dir/name`` and return its result dict (paths in it point
+    into ``out_dir/name``). All or nothing: the study writes into a temporary sibling folder,
+    which replaces ``out_dir/name`` (with a ``manifest.json``) only when the study has
+    finished (:class:`rmtbase.scoring.output.OutputFolder`); an error or interrupt leaves the
+    earlier folder as it was."""
+    from ..scoring.output import OutputFolder
+
     module = get(name)
-    out = Path(out_dir) / name
-    return module.run(out, quick=quick, seed=seed)
+    final = check_out(name, out_dir)
+    with OutputFolder(final, kind=f"rmtbase study {name}") as folder:
+        result = module.run(folder.tmp, quick=quick, seed=seed)
+        for p in sorted(folder.tmp.rglob("*")):
+            if p.is_file():
+                rel = p.relative_to(folder.tmp).as_posix()
+                folder.written[rel] = final / rel
+
+    def moved(path):
+        return str(final / Path(path).relative_to(folder.tmp))
+
+    for key in ("figures", "data"):
+        if key in result:
+            result[key] = [moved(p) for p in result[key]]
+    return result
