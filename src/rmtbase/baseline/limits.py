@@ -29,7 +29,7 @@ from ..errors import InputError
 MAX_DENSE_D = 46340
 #: Margin kept from the ends of the float range by the up-front σ check (the draws spread
 #: around the analytic magnitudes used there).
-RANGE_MARGIN = 1e6
+RANGE_MARGIN = 1e3
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -223,3 +223,29 @@ def scale_draws(draws: dict, sigma_q: float, sigma_k: float, dtype: str) -> dict
                                  _ratio(matrix, sigma_q, sigma_k), dtype, table_name(name),
                                  _OF[matrix], sigma_q, sigma_k)
     return out
+
+
+def check_cells(spec, cells, *, memory: bool = True) -> None:
+    """Everything about a run that can be refused before any draw: the memory of one batch of
+    draws (``memory``), d² for d×d statistics and the float range at (σ_Q, σ_K)."""
+    from .null import fast_spectral
+
+    fast = fast_spectral(spec.stats, spec.ensemble, spec.storage)
+    itemsize = np.dtype(spec.dtype).itemsize
+    for d, d_h in cells:
+        check_dense(d, spec.stats, spec.ensemble, fast)
+        if memory:
+            check_draw_memory(d, d_h, spec.stats, spec.ensemble, itemsize, fast)
+    check_sigma_range(cells, stat_names(spec), spec.sigma_q, spec.sigma_k, spec.dtype)
+
+
+def stat_names(spec) -> list[str]:
+    """Keys ``"qk.npr"``, … of the statistics a table of ``spec`` holds."""
+    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
+
+    names = ["q.rms", "k.rms"]
+    if spec.stats in ("all", "spectral"):
+        names += [f"qk.{s}" for s in SPECTRAL_STATS]
+    if spec.stats in ("all", "elementwise"):
+        names += [f"{m}.{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS]
+    return names

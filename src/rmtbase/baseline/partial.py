@@ -61,7 +61,7 @@ class PartialStore:
         self.key = store_key(spec)
         self.dtype = np.dtype(spec.dtype)
         self.dir = self.target.parent / _folder_name(self.target, self.key)
-        self.enabled = True
+        self.enabled = not self.dir.is_symlink()  # a planted link must not redirect writes
 
     def _file(self, d: int, d_h: int, b: int) -> Path:
         return self.dir / f"d{d}-dh{d_h}-b{b}.npz"

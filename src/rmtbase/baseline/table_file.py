@@ -10,12 +10,13 @@ a half-written table under the target's name. Temporary files of killed runs (wh
 longer exists) are removed by the next write to the same target.
 
 :func:`check_output_file` validates a target before any expensive work, with one line on
-failure: it must not be a directory, device, FIFO or socket (a symbolic link is followed); its
+failure: it must not be a directory, device, FIFO or socket; its
 directory must exist and take a new file (tested by creating one: read-only file systems and
 permissions show up here, also for root); its name must fit the file system; and there must be
 room for the table. An existing file there is replaced only if it is an earlier rmtbase table
-(``replace="table"``, what ``--out`` does), or whatever regular file it is (``replace="any"``,
-the cache).
+(``replace="table"``, what ``--out`` does; a symbolic link is followed there), or whatever
+regular file or symbolic link it is (``replace="any"``, the cache: the link itself is
+replaced, never the file it points to, so a planted link cannot redirect a write).
 """
 
 from __future__ import annotations
@@ -185,17 +186,20 @@ def check_output_file(path, *, size: int = 0, replace: str = "table") -> Path:
     if not raw:
         raise TableError("the output file name is empty")
     p = Path(os.path.expanduser(raw))
-    if p.is_symlink():
+    follow = replace == "table"  # the user's --out follows a link; the cache replaces links
+    if follow and p.is_symlink():
         p = Path(os.path.realpath(p))
     if p.name in ("", ".", ".."):
         raise TableError(f"cannot write {raw}: give a file name, not a directory")
     parent = p.parent
     try:
-        st = os.stat(p)
+        st = os.stat(p) if follow else os.lstat(p)
     except FileNotFoundError:
         st = None
     except OSError as exc:
         raise TableError(f"cannot write {p}: {_one_line(exc)}") from exc
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        st = None  # replace="any": the link itself is replaced, never what it points to
     if st is not None and not stat.S_ISREG(st.st_mode):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise TableError(f"cannot write {p}: it exists and is {kind} (refusing to replace it)")

@@ -41,6 +41,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import InputError, check_dims, check_sigma
+from .limits import check_cells, stat_names  # noqa: F401
 from .references import QUANTILES, REFERENCE_NOTES, reference_values, summary  # noqa: F401
 from .table_file import (  # noqa: F401
     TABLE_FORMAT,
@@ -182,40 +183,13 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
     return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
 
 
-def check_cells(spec: TableSpec, cells, *, memory: bool = True) -> None:
-    """Everything about a run that can be refused before any draw: the memory of one batch of
-    draws (``memory``), d² for d×d statistics and the float range at (σ_Q, σ_K)."""
-    from .limits import check_dense, check_draw_memory, check_sigma_range
-    from .null import fast_spectral
-
-    fast = fast_spectral(spec.stats, spec.ensemble, spec.storage)
-    itemsize = np.dtype(spec.dtype).itemsize
-    for d, d_h in cells:
-        check_dense(d, spec.stats, spec.ensemble, fast)
-        if memory:
-            check_draw_memory(d, d_h, spec.stats, spec.ensemble, itemsize, fast)
-    check_sigma_range(cells, _stat_names(spec), spec.sigma_q, spec.sigma_k, spec.dtype)
-
-
-def _stat_names(spec: TableSpec) -> list[str]:
-    """Keys ``"qk.npr"``, … of the statistics a table of ``spec`` holds."""
-    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
-
-    names = ["q.rms", "k.rms"]
-    if spec.stats in ("all", "spectral"):
-        names += [f"qk.{s}" for s in SPECTRAL_STATS]
-    if spec.stats in ("all", "elementwise"):
-        names += [f"{m}.{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS]
-    return names
-
-
 def table_size(spec: TableSpec, cells) -> int:
     """Bytes to reserve on disk for the table (and the blocks kept to resume it)."""
     from .table_file import table_bytes
 
     n_d = len({c[0] for c in cells})
     n_dh = len({c[1] for c in cells})
-    return table_bytes(len(_stat_names(spec)) * n_d * n_dh * spec.draws,
+    return table_bytes(len(stat_names(spec)) * n_d * n_dh * spec.draws,
                        np.dtype(spec.dtype).itemsize)
 
 

@@ -128,9 +128,15 @@ def run(args) -> int:
                          "--out prints its summary)")
     from ..baseline.tables import baseline
 
-    ds = baseline(args.d if len(args.d) > 1 else args.d[0],
-                  args.dh if len(args.dh) > 1 else args.dh[0],
-                  out=args.out, progress=not args.no_progress, **table_options(args))
+    try:
+        ds = baseline(args.d if len(args.d) > 1 else args.d[0],
+                      args.dh if len(args.dh) > 1 else args.dh[0],
+                      out=args.out, progress=not args.no_progress, **table_options(args))
+    except KeyboardInterrupt:
+        if args.out:
+            print("rmtbase: completed blocks are kept; run the same command again to continue",
+                  file=sys.stderr)
+        raise
     if args.out:
         print(f"wrote {args.out}: {len(ds.data_vars)} statistics x {ds.sizes['draw']} draws, "
               f"cells {ds.attrs['cells']}", file=sys.stderr)
