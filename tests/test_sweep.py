@@ -55,11 +55,12 @@ def test_sweep_on_an_existing_scheduler_address():
 
     import distributed
 
-    from rmtbase.baseline.sweep import sweep
+    from rmtbase.baseline.sweep import NO_DASHBOARD, sweep
 
     opts = dict(draws=DRAW_BLOCK + 10, seed=3, stats="spectral")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+                                  dashboard_address=None, silence_logs=logging.ERROR,
+                                  scheduler_kwargs=NO_DASHBOARD) as cluster:
         swept = sweep(16, 4, scheduler=cluster.scheduler_address, progress=False, **opts)
     single = baseline(16, 4, progress=False, **opts)
     xr.testing.assert_identical(swept.drop_attrs(deep=False), single.drop_attrs(deep=False))

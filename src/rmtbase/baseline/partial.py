@@ -114,7 +114,7 @@ class PartialStore:
         """Remove this store and the stores other settings left for the same target (not
         those of a live run: their temporary files name a live process)."""
         parent = self.target.parent
-        prefix = _folder_name(self.target, "")
+        prefix = _folder_name(self.target, self.key)[: -len(self.key)]
         try:
             folders = [p for p in parent.iterdir() if p.name.startswith(prefix) and p.is_dir()]
         except OSError:

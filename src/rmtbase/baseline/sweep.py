@@ -20,6 +20,10 @@ import numpy as np
 
 from ..errors import InputError, RmtbaseError
 
+#: Scheduler options of the loopback cluster: no dashboard, and its HTTP server on a free port
+#: (by default it takes 8787 and warns when another Dask or Jupyter process holds that port).
+NO_DASHBOARD = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
 
 class MissingDependency(RmtbaseError, ImportError):
     """An optional dependency (dask.distributed) is not installed."""
@@ -34,6 +38,24 @@ def _distributed():
     return distributed
 
 
+def _check_address(scheduler) -> None:
+    """InputError unless ``scheduler`` parses as a Dask address of a known scheme. Checked
+    before ``Client``: a Client that fails on a malformed address stays registered as the
+    process's default client and breaks later dask-aware calls (xarray's ``to_netcdf``)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    try:
+        proto, loc = parse_address(str(scheduler))
+        get_backend(proto)
+        if proto in ("tcp", "tls"):
+            parse_host_port(loc)
+    except (ValueError, TypeError) as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"{scheduler!r} is not a Dask scheduler address such as "
+                         f"tcp://host:8786 ({why})") from None
+
+
 @contextlib.contextmanager
 def _client(scheduler=None, workers=None, client=None):
     """A Client: the one given, one connected to ``scheduler``, or a loopback LocalCluster of
@@ -45,6 +67,7 @@ def _client(scheduler=None, workers=None, client=None):
         raise InputError("give exactly one of a scheduler address or a number of workers")
     dist = _distributed()
     if scheduler is not None:
+        _check_address(scheduler)
         try:
             c = dist.Client(scheduler, timeout="20s")
         except (OSError, TimeoutError, ValueError, TypeError) as exc:  # ValueError: not an address
@@ -57,6 +80,7 @@ def _client(scheduler=None, workers=None, client=None):
         raise InputError(f"workers must be a positive integer, got {workers!r}")
     with dist.LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
                            host="127.0.0.1", dashboard_address=None,
+                           scheduler_kwargs=NO_DASHBOARD,
                            silence_logs=logging.ERROR) as cluster, dist.Client(cluster) as c:
         yield c
 

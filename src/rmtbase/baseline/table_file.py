@@ -89,7 +89,9 @@ def fault_point(stage: str) -> None:
     ``block:<k>`` after k stored blocks). Does nothing otherwise."""
     want = os.environ.get("RMTBASE_FAULT")
     if want:
-        where, _, sig = want.partition(":")
+        where, _, sig = want.rpartition(":")
+        if not sig.isupper():  # no signal given
+            where, sig = want, "KILL"
         if where == stage:
             os.kill(os.getpid(), getattr(signal, f"SIG{sig or 'KILL'}"))
 
@@ -186,6 +188,10 @@ def check_output_file(path, *, size: int = 0, replace: str = "table") -> Path:
     if not raw:
         raise TableError("the output file name is empty")
     p = Path(os.path.expanduser(raw))
+    limit = _name_max(p.parent if p.parent.is_dir() else Path("."))
+    if len(os.fsencode(p.name)) > limit:  # before any stat, which would fail on it
+        raise TableError(f"cannot write {p.name[:40]}…: the name has {len(os.fsencode(p.name))} "
+                         f"bytes, more than the {limit} its file system allows")
     follow = replace == "table"  # the user's --out follows a link; the cache replaces links
     if follow and p.is_symlink():
         p = Path(os.path.realpath(p))
@@ -206,9 +212,6 @@ def check_output_file(path, *, size: int = 0, replace: str = "table") -> Path:
     if not parent.is_dir():
         raise TableError(f"cannot write {p}: {parent} is not an existing directory")
     limit = _name_max(parent)
-    if len(os.fsencode(p.name)) > limit:
-        raise TableError(f"cannot write {p.name[:40]}…: the name has {len(os.fsencode(p.name))} "
-                         f"bytes, more than the {limit} its file system allows")
     if st is not None and replace == "table" and not _is_table(p):
         raise TableError(f"{p} exists and is not an rmtbase table; remove it or choose another "
                          "name (only an earlier table is replaced)")

@@ -5,7 +5,8 @@ The CLI is thin: each command lives in its own module ``rmtbase.cli.<command>`` 
 imports (JAX, torch) happen inside ``run``, so ``rmtbase --help`` is fast.
 
 Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`, bad numbers) print one line,
-``rmtbase: error: ...``, and exit with status 2; no traceback. An interrupt (Ctrl-C) prints
+``rmtbase: error: ...``, and exit with status 2; no traceback (so do operating-system errors
+such as a full disk met after the checks). An interrupt (Ctrl-C) prints
 ``rmtbase: interrupted`` and exits 130. When the reader of stdout goes away early
 (``rmtbase … | head -1``) the executable stops quietly with status 141, as a command killed
 by SIGPIPE does.
@@ -65,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except RmtbaseError as exc:
         print(f"rmtbase: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        raise  # stdout's reader went away: console_main ends quietly
+    except OSError as exc:  # the environment, not a bug: a full disk, a vanished folder, ...
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        print(f"rmtbase: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rmtbase: interrupted", file=sys.stderr)
