@@ -214,9 +214,11 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     :class:`InputError` before any work (:func:`rmtbase.baseline.limits.check_draw_memory`).
     dtype: float32 (default) or float64 (needs ``jax_enable_x64``). return_spectrum: add
     ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending. trim: the
-    Weibull fit's trim. progress: tqdm bar. storage: how the modelled checkpoint stores W_Q
-    and W_K (:data:`rmtbase.stats.precision.STORAGES`): every draw's factors go through the
-    same round trip before any statistic (see :func:`fast_spectral` for the one exception).
+    Weibull fit's trim. progress: ``True`` for :func:`rmtbase.progress.progress_bar` (a bar on
+    a terminal, a line every ~30 s otherwise) or a reporter with ``update(n)``. storage: how
+    the modelled checkpoint stores W_Q and W_K (:data:`rmtbase.stats.precision.STORAGES`):
+    every draw's factors go through the same round trip before any statistic (see
+    :func:`fast_spectral` for the one exception).
     """
     d, d_h = check_dims(d, d_h)
     n = check_positive_int(n_draws, "n_draws")

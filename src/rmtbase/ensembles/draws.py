@@ -12,8 +12,8 @@ the χ sampler's log/exp run as scalar rather than SIMD code — up to 1.3e-6 re
 draws. So with ``method="vmap"`` every compiled evaluation vectorises exactly ``batch`` draws
 (the last batch padded with real draws that are discarded), whatever ``n_draws`` or
 ``chunk_size``: draw i is then the same function of ``fold_in(key, i)``, bit for bit, in every
-call (tests/test_faults.py checks chunk sizes 1 … 1000). ``method="map"`` compiles the
-one-draw function once as a loop body and needs no such care.
+call (tests/test_resume.py checks chunk sizes 1, 7, 64 and 250 and a shorter run).
+``method="map"`` compiles the one-draw function once as a loop body and needs no such care.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ def _chunk_runner(fn, chunk: int, method: str, devices: tuple, width: int | None
     nothing is communicated across the shards.
 
     ``width`` (``"vmap"``): draws per vectorised batch on each device (default the whole
-    per-device chunk). Cached on (fn, chunk, method, devices, width): repeated calls with the same draw function (e.g.
-    :func:`rmtbase.baseline.null.null_draws` block by block) compile once.
+    per-device chunk). Cached on (fn, chunk, method, devices, width): repeated calls with the
+    same draw function (e.g. :func:`rmtbase.baseline.null.null_draws` block by block) compile
+    once.
     """
     if method == "vmap":
         inner = _batched(fn, width or max(1, chunk // len(devices)))
@@ -112,16 +113,16 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", batch=None, p
         chunk = -(-min(chunk, -(-n // unit) * unit) // unit) * unit
     else:
         width = None
-        chunk = min(n, 256) if chunk_size is None else min(check_positive_int(chunk_size, "chunk_size"), n)
+        chunk = min(n, 256 if chunk_size is None else check_positive_int(chunk_size, "chunk_size"))
         chunk = -(-chunk // len(devices)) * len(devices)
     run = _chunk_runner(fn, chunk, method, devices, width)
-    own_bar = progress is True
+    own_bar = progress is None or isinstance(progress, bool | int)
     if own_bar:
         from ..progress import progress_bar
 
-        bar = progress_bar(n, desc="rmtbase draws", unit="draw")
+        bar = progress_bar(n, desc="rmtbase draws", unit="draw", enabled=bool(progress))
     else:
-        bar = progress if progress not in (False, None) else None
+        bar = progress  # the caller's reporter
     out = None
 
     def store(start, dev_res):
