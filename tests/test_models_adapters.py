@@ -30,7 +30,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from test_models_zoo import all_specs
+from test_models_zoo import all_specs, forward_kwargs, rope_identity
 from test_models_zoo import saved as zoo_saved
 
 from rmtbase.models import SUPPORTED, load_heads, model_info
@@ -89,20 +89,6 @@ def test_logits_match_projection_modules(saved, name, path):
             np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-10 * scale)
 
 
-def _forward_kwargs(spec, model):
-    if spec.inputs is not None:
-        return spec.inputs(model)
-    kw = {"input_ids": torch.tensor([[3, 17, 5, 42, 8, 11, 29]])}
-    if spec.rotary:
-        kw["position_ids"] = torch.zeros((1, T_TOKENS), dtype=torch.long)
-    return kw
-
-
-def _rope_identity(module, args, out):
-    cos, sin = out
-    return torch.ones_like(cos), torch.zeros_like(sin)
-
-
 def model_logits(spec, model, lh, x, *, group):
     """s (n_heads, T, T) rebuilt from the extracted raw factors of ``lh`` and the model's own
     norm modules and logit scale, for attention inputs x (T, d)."""
@@ -143,10 +129,10 @@ def test_attention_probabilities_match_rebuilt_logits(saved, name):
     handles = [spec.attn(ref, i).register_forward_pre_hook(hook(i), with_kwargs=True)
                for i in range(info.n_layers)]
     if spec.rope_hook:
-        handles += [m.register_forward_hook(_rope_identity) for m in ref.modules()
+        handles += [m.register_forward_hook(rope_identity) for m in ref.modules()
                     if type(m).__name__.endswith("RotaryEmbedding")]
     with torch.no_grad():
-        out = ref(**_forward_kwargs(spec, ref), output_attentions=True)
+        out = ref(**forward_kwargs(spec, ref), output_attentions=True)
     for h_ in handles:
         h_.remove()
     for lh in layers:

@@ -172,6 +172,23 @@ def _norm_weights(module):
     return [] if w is None else [w]
 
 
+def forward_kwargs(spec: Spec, model, n_tokens: int = 7) -> dict:
+    """Inputs of a forward pass: the spec's own, or ``n_tokens`` token ids (positions all 0
+    when the model uses RoPE, so that RoPE is the identity)."""
+    if spec.inputs is not None:
+        return spec.inputs(model)
+    kw = {"input_ids": torch.tensor([[3, 17, 5, 42, 8, 11, 29, 4, 9][:n_tokens]])}
+    if spec.rotary:
+        kw["position_ids"] = torch.zeros((1, n_tokens), dtype=torch.long)
+    return kw
+
+
+def rope_identity(module, args, out):
+    """Forward hook on a rotary-embedding module: cos = 1, sin = 0 (RoPE the identity)."""
+    cos, sin = out
+    return torch.ones_like(cos), torch.zeros_like(sin)
+
+
 _SAVED: dict[str, tuple] = {}
 
 
