@@ -17,7 +17,7 @@ read from disk once however many blocks are taken from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -214,7 +214,6 @@ class Layout:
     parts: dict
     prefixes: tuple[str, ...] = ("",)
     probe: str = ""
-    extra: dict = field(default_factory=dict)
 
     @property
     def probe_tensor(self) -> str:

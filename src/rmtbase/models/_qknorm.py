@@ -3,16 +3,16 @@
 Where it occurs (``transformers`` classes; Dehghani et al. 2023 and Wortsman et al. 2023 on
 QK-layernorm; Team OLMo 2024 (OLMo 2); Qwen team 2025 (Qwen3); Gemma Team 2025 (Gemma 3)):
 
-=========================  ==========================================  ===========  ==========
-architecture               norm                                        axis         gain
-=========================  ==========================================  ===========  ==========
-OLMo-2, OLMo-3             RMSNorm (``Olmo2Attention.q_norm``)         all heads    g (n·d_h)
-Qwen3, Qwen3-MoE           RMSNorm (``Qwen3Attention.q_norm``)         each head    g (d_h)
-Gemma-3                    RMSNorm (``Gemma3RMSNorm``)                 each head    1 + w (d_h)
-Cohere (``use_qk_norm``)   LayerNorm, no bias (``CohereLayerNorm``)     each head    g (n, d_h)
-StableLM (``qk_layernorm``) LayerNorm, no bias, one per head            each head    g_h (d_h)
-Phi (``qk_layernorm``)     ``nn.LayerNorm`` with bias                  each head    g (d_h) + β
-=========================  ==========================================  ===========  ==========
+- OLMo-2, OLMo-3 (``Olmo2Attention.q_norm``): RMSNorm over *all heads* of a token at once,
+  gain g of length n·d_h;
+- Qwen3, Qwen3-MoE (``Qwen3Attention.q_norm``): RMSNorm over each head's d_h, gain g (d_h)
+  shared by the heads;
+- Gemma-3 (``Gemma3RMSNorm``): the same with gain 1 + w;
+- Cohere with ``use_qk_norm`` (``CohereLayerNorm``): bias-free LayerNorm per head, gain
+  (n, d_h);
+- StableLM with ``qk_layernorm`` (``StableLmLayerNormPerHead``): one bias-free LayerNorm per
+  head, gain (d_h) each;
+- Phi with ``qk_layernorm``: ``nn.LayerNorm`` per head *with a bias* β, gain (d_h) shared.
 
 With q = W_Q x + b_q (k likewise) the logit of a head between tokens i and j is, up to the
 model's scale, ``s_ij = (G_q N(q_i))·(G_k N(k_j))`` with G = diag(gain), N(y) = P y / ρ(y),

@@ -103,10 +103,12 @@ def _iterate(weights, located, n_layers: int, wanted) -> Iterator[LayerComponent
         for i in range(n_layers):
             got = located.read_components(located.reader(weights, i), wanted)
             weights.take_storage()
-            yield LayerComponents(
+            layer = LayerComponents(
                 layer=i,
                 matrices={k: np.ascontiguousarray(w, dtype=np.float32)
                           for k, (w, _) in got.items()},
                 storage={k: s for k, (_, s) in got.items()})
+            del got  # views into fused tensors: let them go before the caller holds the layer
+            yield layer
     finally:
         weights.close()
