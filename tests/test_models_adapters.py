@@ -1,21 +1,26 @@
 """Every adapter against the model's own computation (tiny random models, no network).
 
-Two independent checks per architecture:
+Two independent checks per architecture (and per layout variant: Falcon's three fused orders,
+GPT-BigCode with and without multi-query):
 
 1. Projections: the per-head logits x_iᵀ W_Qᵀ W_K x_j rebuilt from the extracted factors equal
-   q_i · k_j from the model's own projection modules (biases subtracted, no RoPE), for a random
-   input; both the saved-folder path and the loaded-object path.
+   q_i · k_j from the model's own projection modules (biases subtracted, no norm, no RoPE),
+   for a random input; both the saved-folder path and the loaded-object path (which for ViT and
+   the MoE models uses transformers 5's in-memory names and stacked experts).
 2. End to end: the model's own attention probabilities (eager attention, float64, all
    positions at 0 so RoPE is the identity) satisfy log p_ij − log p_i0 = s_ij − s_i0 with
-   s_ij = (W_Q x_i + b_q)ᵀ(W_K x_j + b_k)/√d_h rebuilt from the extracted factors and biases,
-   where x is the attention module's actual input. This check needs no knowledge of how the
-   fused tensors are laid out (NeoX interleaving, GPT-2 Conv1D, GQA grouping).
+   s_ij rebuilt from the extracted factors and biases, where x is the attention module's actual
+   input. s_ij = scale · N_q(W_Q x_i + b_q) · N_k(W_K x_j + b_k) (+ position bias), with the
+   model's *own* q/k norm modules N (QK-norm architectures; identity elsewhere), its own logit
+   scale and soft-cap, and the position bias (MPNet relative buckets, ALiBi) the attention
+   module receives. This check needs no knowledge of how the fused tensors are laid out (NeoX
+   interleaving, GPT-2 Conv1D, GQA grouping, Falcon's groups).
 
 Tolerances: extracted weights are exact float32 copies and the projection check runs in
 float64, so differences are rounding only (≤ 1e-10 of the logits' scale). Several eager
-attention implementations take the softmax in float32 even for a float64 model, so the
-end-to-end check allows 1e-5 of the logits' scale (float32 rounding of p is ~1e-7 relative);
-the logits themselves are O(1), so a layout error would show up at order 1.
+attention implementations and the QK-norm modules compute in float32 even for a float64
+model, so the end-to-end check allows 1e-5 of the logits' scale (float32 rounding of p is
+~1e-7 relative); the logits themselves are O(1), so a layout error would show up at order 1.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ import copy
 import numpy as np
 import pytest
 import torch
-from test_models_zoo import SPECS, build
+from test_models_zoo import all_specs, forward_kwargs, rope_identity
+from test_models_zoo import saved as zoo_saved
 
 from rmtbase.models import SUPPORTED, load_heads, model_info
 
+SPECS = all_specs()
 NAMES = list(SPECS)
 T_TOKENS = 7
 
@@ -36,17 +43,11 @@ T_TOKENS = 7
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     """name -> (float32 model, folder with its safetensors checkpoint), built once."""
-    out = {}
-    for name in NAMES:
-        model = build(name)
-        folder = tmp_path_factory.mktemp(name)
-        model.save_pretrained(folder)
-        out[name] = (model, folder)
-    return out
+    return {name: zoo_saved(name, tmp_path_factory) for name in NAMES}
 
 
 def test_every_supported_architecture_is_covered():
-    assert sorted(SUPPORTED) == sorted(NAMES)
+    assert sorted(SUPPORTED) == sorted({spec.arch for spec in SPECS.values()})
 
 
 def _logits_from_factors(layer, x):
@@ -69,6 +70,7 @@ def test_logits_match_projection_modules(saved, name, path):
     info = model_info(folder if path == "folder" else model32)
     assert len(layers) == info.n_layers == 2
     assert (info.n_heads, info.n_kv_heads, info.d_h) == (4, spec.n_kv, spec.d_h)
+    assert info.architecture == spec.arch
     rng = np.random.default_rng(7)
     x = rng.standard_normal((T_TOKENS, info.d))
     group = info.n_heads // info.n_kv_heads
@@ -87,10 +89,24 @@ def test_logits_match_projection_modules(saved, name, path):
             np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-10 * scale)
 
 
-def _zero_positions_kwargs(name, n_tokens):
-    if SPECS[name].rotary:
-        return {"position_ids": torch.zeros((1, n_tokens), dtype=torch.long)}
-    return {}
+def model_logits(spec, model, lh, x, *, group):
+    """s (n_heads, T, T) rebuilt from the extracted raw factors of ``lh`` and the model's own
+    norm modules and logit scale, for attention inputs x (T, d)."""
+    q, k = _logits_from_factors(lh, x)  # (n_heads, T, d_h) each, keys GQA-expanded
+    if lh.bq is not None:
+        q = q + lh.bq[:, None, :]
+    if lh.bk is not None:
+        k = k + lh.bk[:, None, :]
+    d_h = q.shape[-1]
+    if spec.norm is not None:  # the model's own q/k norm, on (T, heads, d_h); keys un-expanded
+        with torch.no_grad():
+            qt, kt = spec.norm(model, lh.layer, torch.from_numpy(q.transpose(1, 0, 2)),
+                               torch.from_numpy(k[::group].transpose(1, 0, 2)))
+        q = qt.double().numpy().transpose(1, 0, 2)
+        k = np.repeat(kt.double().numpy().transpose(1, 0, 2), group, axis=0)
+    s = torch.from_numpy(np.einsum("hir,hjr->hij", q, k))
+    s = spec.logits(model, s) if spec.logits is not None else s / np.sqrt(d_h)
+    return s.numpy()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -105,27 +121,28 @@ def test_attention_probabilities_match_rebuilt_logits(saved, name):
     def hook(i):
         def fn(module, args, kwargs):
             hs = args[0] if args else kwargs["hidden_states"]
-            captured[i] = hs.detach()[0].numpy().copy()
+            extra = None if spec.bias is None else spec.bias(args, kwargs, info.d_h)
+            captured[i] = (hs.detach()[0].numpy().copy(),
+                           None if extra is None else extra.detach().numpy().copy())
         return fn
 
     handles = [spec.attn(ref, i).register_forward_pre_hook(hook(i), with_kwargs=True)
                for i in range(info.n_layers)]
-    ids = torch.tensor([[3, 17, 5, 42, 8, 11, 29]])
+    if spec.rope_hook:
+        handles += [m.register_forward_hook(rope_identity) for m in ref.modules()
+                    if type(m).__name__.endswith("RotaryEmbedding")]
     with torch.no_grad():
-        out = ref(input_ids=ids, output_attentions=True, **_zero_positions_kwargs(name, 7))
+        out = ref(**forward_kwargs(spec, ref), output_attentions=True)
     for h_ in handles:
         h_.remove()
-    n_tok = ids.shape[1]
     for lh in layers:
-        x = captured[lh.layer]
-        assert x.shape == (n_tok, info.d)
+        x, extra = captured[lh.layer]
+        n_tok = x.shape[0]
+        assert x.shape == (n_tok, info.d) and n_tok >= 5
         probs = out.attentions[lh.layer][0].numpy()  # (n_heads, T, T)
-        q, k = _logits_from_factors(lh, x)  # (n_heads, T, d_h) each
-        if lh.bq is not None:
-            q = q + lh.bq[:, None, :]
-        if lh.bk is not None:
-            k = k + lh.bk[:, None, :]
-        s = np.einsum("hir,hjr->hij", q, k) / np.sqrt(info.d_h)
+        s = model_logits(spec, ref, lh, x, group=info.group_size)
+        if extra is not None:
+            s = s + extra
         for i in range(1, n_tok):
             cols = np.arange(i + 1) if spec.causal else np.arange(n_tok)
             got = np.log(probs[:, i, cols]) - np.log(probs[:, i, :1])

@@ -82,3 +82,20 @@ def test_loading_twice_gives_every_head(path):
     second = [lh.wq for lh in load_heads(path)]
     assert sum(w.shape[0] for w in second) == 72
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_loading_reads_only_query_and_key_tensors(path, monkeypatch):
+    """What makes loading fast, without a wall-clock assertion: each layer reads its query and
+    key weights and biases (4 tensors) and nothing else, in layer order."""
+    from rmtbase.models import weights
+
+    read = []
+    original = weights.FileWeights.get
+    monkeypatch.setattr(weights.FileWeights, "get",
+                        lambda self, name: read.append(name) or original(self, name))
+    n = sum(lh.n_heads for lh in load_heads(path))
+    assert n == 72
+    want = [f"encoder.layer.{i}.attention.self.{m}.{p}" for i in range(6)
+            for m in ("query", "key") for p in ("weight", "bias")]
+    assert sorted(read) == sorted(want) and len(read) == len(want)
+    assert [int(r.split(".")[2]) for r in read] == sorted(int(r.split(".")[2]) for r in read)

@@ -68,6 +68,22 @@ class Spec:
     causal: bool
     d_h: int
     n_kv: int
+    model_type: str = ""  # the HF model_type when the spec is a variant (default: name)
+    # the model's own q/k norm: (model, layer, q (T, n, d_h), k (T, n_kv, d_h)) -> normed q, k
+    norm: Callable | None = None
+    # logit scale/cap applied to q·k: (model, s) -> logits (default s / √d_h)
+    logits: Callable | None = None
+    # additive logit bias seen by the attention module: (args, kwargs, d_h) -> (n, T|1, T)
+    bias: Callable | None = None
+    # forward inputs (model -> kwargs); default input_ids of 7 tokens
+    inputs: Callable | None = None
+    # RoPE made the identity by hooking the rotary modules (cos = 1, sin = 0) rather than by
+    # zero position_ids (Gemma-3 multimodal builds its causal mask from position_ids)
+    rope_hook: bool = False
+
+    @property
+    def arch(self) -> str:
+        return self.model_type or self.name
 
 
 _COMMON = dict(vocab_size=50, bos_token_id=0, eos_token_id=0, pad_token_id=0)
@@ -142,20 +158,70 @@ SPECS = {
 
 
 def _is_norm(module) -> bool:
-    return isinstance(module, torch.nn.LayerNorm) or "RMSNorm" in type(module).__name__
+    kind = type(module).__name__
+    return isinstance(module, torch.nn.LayerNorm) or "RMSNorm" in kind or "LayerNorm" in kind
+
+
+def _zero_centred(module) -> bool:  # Gemma's RMSNorm multiplies by (1 + weight)
+    return type(module).__name__.startswith("Gemma")
+
+
+def _norm_weights(module):
+    """Gain parameters of a norm module (its own ``weight``, not its submodules')."""
+    w = module._parameters.get("weight")
+    return [] if w is None else [w]
+
+
+def forward_kwargs(spec: Spec, model, n_tokens: int = 7) -> dict:
+    """Inputs of a forward pass: the spec's own, or ``n_tokens`` token ids (positions all 0
+    when the model uses RoPE, so that RoPE is the identity)."""
+    if spec.inputs is not None:
+        return spec.inputs(model)
+    kw = {"input_ids": torch.tensor([[3, 17, 5, 42, 8, 11, 29, 4, 9][:n_tokens]])}
+    if spec.rotary:
+        kw["position_ids"] = torch.zeros((1, n_tokens), dtype=torch.long)
+    return kw
+
+
+def rope_identity(module, args, out):
+    """Forward hook on a rotary-embedding module: cos = 1, sin = 0 (RoPE the identity)."""
+    cos, sin = out
+    return torch.ones_like(cos), torch.zeros_like(sin)
+
+
+_SAVED: dict[str, tuple] = {}
+
+
+def saved(name: str, tmp_path_factory):
+    """``(float32 model, folder)`` of spec ``name``, built and saved once per test process."""
+    if name not in _SAVED:
+        model = build(name)
+        folder = tmp_path_factory.mktemp(name)
+        model.save_pretrained(folder)
+        _SAVED[name] = (model, folder)
+    return _SAVED[name]
+
+
+def all_specs() -> dict[str, Spec]:
+    """The specs above and those of ``test_models_zoo_arch`` (imported lazily: it imports
+    this module)."""
+    from test_models_zoo_arch import ARCH_SPECS
+
+    return {**SPECS, **ARCH_SPECS}
 
 
 def build(name: str, seed: int = 0):
     """A float32 model of the spec with every parameter redrawn (seeded).
 
-    Weights and biases N(0, 0.1²); norm gains 1 + N(0, 0.1²), so attention inputs are O(1)
-    and attention logits O(1).
+    Weights and biases N(0, 0.1²); norm gains 1 + N(0, 0.1²) (Gemma's zero-centred gains
+    N(0, 0.1²)), so attention inputs are O(1) and attention logits O(1).
     """
     torch.manual_seed(seed)
-    model = SPECS[name].make().eval()
+    spec = SPECS[name] if name in SPECS else all_specs()[name]
+    model = spec.make().eval()
     gen = torch.Generator().manual_seed(seed + 1)
-    norm_gains = {id(m.weight) for m in model.modules()
-                  if _is_norm(m) and getattr(m, "weight", None) is not None}
+    norm_gains = {id(p) for m in model.modules() if _is_norm(m) and not _zero_centred(m)
+                  for p in _norm_weights(m)}
     with torch.no_grad():
         for p in model.parameters():
             noise = 0.1 * torch.randn(p.shape, generator=gen, dtype=p.dtype)

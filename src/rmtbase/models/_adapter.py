@@ -1,14 +1,16 @@
-"""Base class of the per-architecture adapters and the helpers they share.
+"""Base class of the per-architecture adapters, and a located checkpoint that reads layers.
 
-An adapter knows one checkpoint layout: which tensors hold a layer's query and key
-projections, how they are laid out, and which config keys give (d, d_h, heads, layers). It
-returns per-head factors in rmtbase's convention, W_Q and W_K of shape ``(d_h, d)`` so that the
-head's logit is ``x_iᵀ W_Qᵀ W_K x_j`` (``docs/conventions.md``). Raw weights: nothing is
-folded, centred or rescaled.
+An adapter knows one architecture: how its config gives (d, d_h, heads, layers) and, through
+one or more declarative :class:`~rmtbase.models._layout.Layout` s (naming schemes: the hub's,
+and that of a model loaded by ``transformers`` ≥ 5 where they differ), which tensors hold each
+layer's q, k, v, o and FFN matrices. It returns per-head factors in rmtbase's convention,
+W_Q and W_K of shape ``(d_h, d)`` so that the head's logit is ``x_iᵀ W_Qᵀ W_K x_j``
+(``docs/conventions.md``). Raw weights: nothing is folded, centred or rescaled unless the
+caller asks to fold a QK-norm gain (:mod:`rmtbase.models._qknorm`).
 
 Tensor names are matched with or without the model-class prefix (``"transformer."``,
-``"gpt_neox."``, ``"model."``, ``"bert."`` …): the adapter names the suffix of a layer-0
-tensor and :meth:`Adapter.find_prefix` finds the prefix that the checkpoint actually uses.
+``"model."``, ``"bert."`` …): :meth:`Adapter.locate` finds the layout whose layer-0 probe
+tensor is present and the prefix that the checkpoint actually uses.
 """
 
 from __future__ import annotations
@@ -18,155 +20,127 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
-
-
-@dataclass(frozen=True)
-class Dims:
-    """Attention sizes read from a config."""
-
-    d: int
-    d_h: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    rotary_fraction: float = 0.0
-
-
-def cfg_get(cfg: dict, *names: str, default=None, required: bool = True):
-    """The first of ``names`` present (and not None) in ``cfg``; ModelError if none is."""
-    for name in names:
-        value = cfg.get(name)
-        if value is not None:
-            return value
-    if required and default is None:
-        raise ModelError(f"config of a {cfg.get('model_type', '?')} model lacks "
-                         f"{' / '.join(names)}")
-    return default
-
-
-def cfg_int(cfg: dict, *names: str, default: int | None = None) -> int:
-    """Like :func:`cfg_get`, as a positive int."""
-    value = cfg_get(cfg, *names, default=default)
-    try:
-        out = int(value)
-    except (TypeError, ValueError) as exc:
-        raise ModelError(f"config value {names[0]}={value!r} is not an integer") from exc
-    if out != value or out < 1:
-        raise ModelError(f"config value {names[0]}={value!r} is not a positive integer")
-    return out
-
-
-def mha_dims(cfg: dict, label: str, *, width=("hidden_size",), heads=("num_attention_heads",),
-             layers=("num_hidden_layers",), rotary_fraction: float = 0.0) -> Dims:
-    """Dims of a plain multi-head config (no GQA): d_h = d / n_heads, n_kv_heads = n_heads.
-
-    ``width``, ``heads``, ``layers``: config keys tried in order (e.g. GPT-2's ``n_embd`` before
-    ``hidden_size``). ModelError if d is not a multiple of the head count.
-    """
-    d = cfg_int(cfg, *width)
-    n_heads = cfg_int(cfg, *heads)
-    if d % n_heads:
-        raise ModelError(f"{label} config: {width[0]}={d} is not divisible by "
-                         f"{heads[0]}={n_heads}")
-    return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, *layers), n_heads=n_heads,
-                n_kv_heads=n_heads, rotary_fraction=rotary_fraction)
-
-
-def split_heads_rows(w: np.ndarray, n_heads: int, d_h: int, name: str) -> np.ndarray:
-    """``(n_heads·d_h, d)`` in the nn.Linear (out, in) layout → ``(n_heads, d_h, d)``.
-
-    Row ``h·d_h + r`` of a Linear weight is output feature r of head h, which is how every
-    unfused projection here (BERT, OPT, GPT-J, LLaMA) orders its heads.
-    """
-    if w.ndim != 2 or w.shape[0] != n_heads * d_h:
-        raise ModelError(f"tensor {name!r} has shape {tuple(w.shape)}, expected "
-                         f"({n_heads * d_h}, d) for {n_heads} heads of size {d_h}")
-    return w.reshape(n_heads, d_h, w.shape[1])
-
-
-def expect_shape(w: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
-    """Raise ModelError unless ``w.shape == shape`` (a checkpoint that disagrees with config)."""
-    if tuple(w.shape) != tuple(shape):
-        raise ModelError(f"tensor {name!r} has shape {tuple(w.shape)}, but the config implies "
-                         f"{tuple(shape)}")
-    return w
+from ._config import Dims
+from ._layout import LayerReader, Layout, expect_shape, split_heads_rows
+from ._qknorm import QKNorm
 
 
 class Adapter:
-    """One checkpoint layout. Subclasses set the class attributes and implement two methods.
-
-    Attributes
-    ----------
-    model_types : tuple of str
-        Hugging Face ``model_type`` values handled.
-    probe : str
-        Suffix of a tensor present in layer 0, with ``{i}`` for the layer index; used to find
-        the key prefix and to check the layer count.
-    prefixes : tuple of str
-        Known prefixes, in order of preference when a checkpoint matches several.
-    """
+    """One architecture. Subclasses set ``model_types`` and ``layouts`` and implement
+    :meth:`dims`; QK-norm and MoE architectures also override :meth:`qk_norm` /
+    :meth:`n_experts`, and layouts that depend on the config override :meth:`layouts_for`."""
 
     model_types: tuple[str, ...] = ()
-    probe: str = ""
-    prefixes: tuple[str, ...] = ("",)
+    layouts: tuple[Layout, ...] = ()
 
     def dims(self, cfg: dict) -> Dims:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def read_layer(self, src, prefix: str, i: int, dims: Dims):  # pragma: no cover
-        """Return ``(wq, wk, bq, bk)``: wq ``(n_heads, d_h, d)``, wk ``(n_kv_heads, d_h, d)``,
-        biases ``(n_heads, d_h)`` / ``(n_kv_heads, d_h)`` or None."""
-        raise NotImplementedError
+    def layouts_for(self, cfg: dict) -> tuple[Layout, ...]:
+        return self.layouts
 
-    # -- shared ------------------------------------------------------------------------
-    def find_prefix(self, keys: set[str], label: str) -> str:
-        """The prefix before ``probe`` (layer 0) in this checkpoint's tensor names."""
-        suffix = self.probe.format(i=0)
-        found = sorted({k[: len(k) - len(suffix)] for k in keys
-                        if k.endswith(suffix)
-                        and (len(k) == len(suffix) or k[len(k) - len(suffix) - 1] == ".")})
-        if not found:
-            raise ModelError(f"no tensor named '*{suffix}' in {label}: the weights do not look "
-                             f"like a {self.model_types[0]} checkpoint")
-        if len(found) == 1:
-            return found[0]
-        for prefix in self.prefixes:
-            if prefix in found:
-                return prefix
-        raise ModelError(f"ambiguous tensor names in {label}: '{suffix}' appears under "
-                         f"prefixes {found}")
+    def qk_norm(self, cfg: dict) -> QKNorm | None:
+        """The q/k norm of this config, or None (the default: no QK-norm)."""
+        return None
 
-    def check_layers(self, keys: set[str], prefix: str, n_layers: int, label: str) -> None:
+    def n_experts(self, cfg: dict) -> int:
+        """Routed experts per MoE layer (0: a dense model)."""
+        return 0
+
+    def locate(self, keys: set[str], label: str, cfg: dict) -> Located:
+        """The layout and prefix of this checkpoint (ModelError if none matches)."""
+        layouts = self.layouts_for(cfg)
+        for layout in layouts:
+            found = layout.candidates(keys)
+            if found:
+                return Located(self, layout, layout.pick_prefix(found, label), self.dims(cfg),
+                               self.qk_norm(cfg), self.n_experts(cfg))
+        probes = " or ".join(f"'*{lay.probe_tensor.format(i=0)}'" for lay in layouts)
+        raise ModelError(f"no tensor named {probes} in {label}: the weights do not look like a "
+                         f"{self.model_types[0]} checkpoint")
+
+
+_IN_WIDTH = ("ffn_gate", "ffn_up", "ffn_in", "router")  # (·, d)
+_OUT_WIDTH = ("ffn_down", "ffn_out")                      # (d, ·)
+
+
+@dataclass(frozen=True)
+class Located:
+    """An adapter bound to one checkpoint: its layout, tensor prefix, sizes, QK-norm, experts."""
+
+    adapter: Adapter
+    layout: Layout
+    prefix: str
+    dims: Dims
+    qk_norm: QKNorm | None
+    n_experts: int
+
+    @property
+    def arch(self) -> str:
+        return self.adapter.model_types[0]
+
+    def check_layers(self, keys: set[str], label: str) -> None:
         """The weights must hold exactly the config's n_layers attention layers."""
-        last = prefix + self.probe.format(i=n_layers - 1)
+        n = self.dims.n_layers
+        last = self.prefix + self.layout.probe_tensor.format(i=n - 1)
         if last not in keys:
-            raise ModelError(f"config of {label} says {n_layers} layers but tensor {last!r} "
-                             "is missing")
-        extra = prefix + self.probe.format(i=n_layers)
+            raise ModelError(f"config of {label} says {n} layers but tensor {last!r} is missing")
+        extra = self.prefix + self.layout.probe_tensor.format(i=n)
         if extra in keys:
-            raise ModelError(f"weights of {label} have more layers than the config's "
-                             f"{n_layers} (found {extra!r})")
+            raise ModelError(f"weights of {label} have more layers than the config's {n} "
+                             f"(found {extra!r})")
 
-    def read_linear_pair(self, src, q_name: str, k_name: str, dims: Dims):
-        """Separate nn.Linear query/key projections (weight ``(out, in)``, ``y = x Wᵀ + b``).
+    def reader(self, src, i: int) -> LayerReader:
+        return LayerReader(src, self.prefix, i)
 
-        ``q_name``/``k_name`` are full tensor names without ``.weight``/``.bias``. Query rows
-        are split into ``n_heads`` heads, key rows into ``n_kv_heads`` heads of size d_h.
-        """
-        d, d_h = dims.d, dims.d_h
-        wq = expect_shape(src.get(q_name + ".weight"), (dims.n_heads * d_h, d), q_name + ".weight")
-        wk = expect_shape(src.get(k_name + ".weight"), (dims.n_kv_heads * d_h, d),
-                          k_name + ".weight")
-        bq = self.optional(src, q_name + ".bias")
-        bk = self.optional(src, k_name + ".bias")
-        if bq is not None:
-            bq = expect_shape(bq, (dims.n_heads * d_h,), q_name + ".bias").reshape(-1, d_h)
-        if bk is not None:
-            bk = expect_shape(bk, (dims.n_kv_heads * d_h,), k_name + ".bias").reshape(-1, d_h)
-        return (split_heads_rows(wq, dims.n_heads, d_h, q_name + ".weight"),
-                split_heads_rows(wk, dims.n_kv_heads, d_h, k_name + ".weight"), bq, bk)
+    def component_names(self) -> tuple[str, ...]:
+        return tuple(self.layout.parts)
 
-    @staticmethod
-    def optional(src, name: str) -> np.ndarray | None:
-        """Tensor ``name`` if the checkpoint has it, else None (biases)."""
-        return src.get(name) if name in src.keys() else None
+    # -- per-head query/key factors ----------------------------------------------------
+    def read_heads(self, r: LayerReader):
+        """``(wq, wk, bq, bk)``: wq ``(n_heads, d_h, d)``, wk ``(n_kv_heads, d_h, d)``, biases
+        ``(heads, d_h)`` or None (keys not yet GQA-expanded)."""
+        dims = self.dims
+        out = []
+        for which, n in (("q", dims.n_heads), ("k", dims.n_kv_heads)):
+            part = self.layout.parts[which]
+            name = r.name(part.tensor())
+            w = expect_shape(part.read(r, dims), (n * dims.d_h, dims.d), name)
+            b = part.read_bias(r, dims)
+            if b is not None:
+                b = expect_shape(b, (n * dims.d_h,), name.removesuffix(".weight") + ".bias")
+                b = b.reshape(n, dims.d_h)
+            out.append((split_heads_rows(w, n, dims.d_h, name), b))
+        (wq, bq), (wk, bk) = out
+        return wq, wk, bq, bk
+
+    # -- whole matrices ----------------------------------------------------------------
+    def read_components(self, r: LayerReader, wanted) -> dict[str, tuple[np.ndarray, str]]:
+        """``{name: (matrix (out, in) float32, storage)}`` for the components in ``wanted``."""
+        out = {}
+        for name, part in self.layout.parts.items():
+            if name not in wanted:
+                continue
+            if hasattr(part, "expand"):  # MoE: one matrix per expert
+                got = part.expand(r, self.dims, name, self.n_experts)
+                where = f"layer {r.i} {name}"
+            else:
+                got = {name: (part.read(r, self.dims), r.storage(part.tensor()))}
+                where = r.name(part.tensor())
+            for key, (w, storage) in got.items():
+                out[key] = (self._check(name, w, where), storage)
+        return out
+
+    def _check(self, name: str, w: np.ndarray, where: str) -> np.ndarray:
+        dims = self.dims
+        rows = {"q": dims.n_heads, "k": dims.n_kv_heads, "v": dims.n_kv_heads}
+        if name in rows:
+            return expect_shape(w, (rows[name] * dims.d_h, dims.d), where)
+        if name == "o":
+            return expect_shape(w, (dims.d, dims.n_heads * dims.d_h), where)
+        if w.ndim != 2 or (name in _IN_WIDTH and w.shape[1] != dims.d) \
+                or (name in _OUT_WIDTH and w.shape[0] != dims.d):
+            side = "input" if name in _IN_WIDTH else "output"
+            raise ModelError(f"{name} matrix {where!r} has shape {tuple(w.shape)}, but its "
+                             f"{side} width should be d={dims.d}")
+        return w

@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 from ..errors import ModelError
+from ._errors import one_line
 from .weights import PICKLE, PICKLE_INDEX, SAFETENSORS, SAFETENSORS_INDEX
 
 _PROBE = (SAFETENSORS_INDEX, SAFETENSORS, PICKLE_INDEX, PICKLE)
@@ -45,7 +46,7 @@ def fetch(repo_id: str, revision: str | None, filename: str) -> Path:
     except Exception as exc:  # huggingface_hub's many error types, network errors
         raise ModelError(f"cannot get {filename} of {_where(repo_id, revision)} from the "
                          f"Hugging Face hub (not a local folder either): "
-                         f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
+                         f"{type(exc).__name__}: {one_line(exc)}") from exc
 
 
 def fetch_config(repo_id: str, revision: str | None) -> Path:

@@ -25,27 +25,13 @@ import numpy as np
 
 from ..errors import InputError, ModelError
 from . import hub
-from ._adapter import Adapter, Dims
-from .bert import BertAdapter
-from .gpt2 import GPT2Adapter
-from .gpt_neox import GPTNeoXAdapter
-from .gptj import GPTJAdapter
-from .llama import LlamaAdapter
-from .opt import OPTAdapter
+from ._adapter import Adapter, Located
+from ._errors import one_line
+from .registry import ADAPTERS, CLASS_STEMS, SUPPORTED
 from .types import LayerHeads, ModelInfo
 from .weights import FileWeights, StateDictWeights, coarsest_storage
 
-_ADAPTER_CLASSES = (GPT2Adapter, GPTNeoXAdapter, LlamaAdapter, BertAdapter, OPTAdapter,
-                    GPTJAdapter)
-_ADAPTERS: dict[str, Adapter] = {mt: cls() for cls in _ADAPTER_CLASSES for mt in cls.model_types}
-
-#: Supported architectures, as Hugging Face ``model_type`` values.
-SUPPORTED: tuple[str, ...] = tuple(_ADAPTERS)
-
-# Class-name stems for configs without ``model_type`` (very old checkpoints).
-_CLASS_STEMS = {"GPT2": "gpt2", "GPTNeoX": "gpt_neox", "Llama": "llama", "Mistral": "mistral",
-                "Qwen2": "qwen2", "Bert": "bert", "Roberta": "roberta", "OPT": "opt",
-                "GPTJ": "gptj"}
+__all__ = ["SUPPORTED", "default_model_path", "load_heads", "model_info", "open_model"]
 
 
 @dataclass
@@ -64,9 +50,12 @@ class _Resolved:
         if self.source == "object":
             return StateDictWeights(self.obj, self.name)
         if self.source == "folder":
-            files = [p.name for p in self.folder.iterdir() if p.is_file()]
+            try:
+                files = [p.name for p in self.folder.iterdir() if p.is_file()]
+            except OSError as exc:
+                raise ModelError(f"cannot list {self.folder}: {one_line(exc)}") from exc
             return FileWeights(files, self.folder.joinpath, str(self.folder),
-                               allow_pickle=allow_pickle)
+                               allow_pickle=allow_pickle, folder=self.folder)
         files, getter = hub.weight_files(self.name, self.revision)
         label = self.name if self.revision is None else f"{self.name}@{self.revision}"
         return FileWeights(files, getter, label, allow_pickle=allow_pickle)
@@ -76,9 +65,11 @@ def _read_config(path: Path) -> dict:
     try:
         cfg = json.loads(Path(path).read_text())
     except OSError as exc:
-        raise ModelError(f"cannot read {path}: {exc}") from exc
+        raise ModelError(f"cannot read {path}: {one_line(exc)}") from exc
+    except RecursionError as exc:
+        raise ModelError(f"{path} is nested too deeply to be a model config") from exc
     except ValueError as exc:
-        raise ModelError(f"{path} is not valid JSON: {exc}") from exc
+        raise ModelError(f"{path} is not valid JSON: {one_line(exc)}") from exc
     if not isinstance(cfg, dict):
         raise ModelError(f"{path} does not hold a JSON object")
     return cfg
@@ -89,11 +80,27 @@ def _looks_like_path(text: str) -> bool:
             or os.path.isabs(text))
 
 
+def _local(text: str) -> tuple[Path, str]:
+    """``(path, kind)`` of a local path, kind ``"dir"``, ``"file"`` or ``""`` (none there);
+    a path the OS cannot even look up (unknown ``~user``, NUL byte, name too long) is a
+    ModelError naming it."""
+    try:
+        path = Path(text).expanduser()
+        return path, "dir" if path.is_dir() else "file" if path.exists() else ""
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise ModelError(f"no such model folder: {text!r} ({one_line(exc)})") from exc
+
+
 def _resolve(model, revision: str | None) -> _Resolved:
     if isinstance(model, (str, os.PathLike)):
-        text = os.fspath(model)
-        path = Path(text).expanduser()
-        if path.is_dir():
+        try:
+            text = os.fspath(model)
+        except TypeError as exc:  # an os.PathLike returning bytes
+            raise InputError(f"model path must be text, got {model!r}") from exc
+        if not isinstance(text, str):
+            raise InputError(f"model path must be text, got {model!r}")
+        path, kind = _local(text)
+        if kind == "dir":
             if revision is not None:
                 raise InputError("revision= applies only to hub ids, not to a local folder")
             cfg_path = path / "config.json"
@@ -101,7 +108,7 @@ def _resolve(model, revision: str | None) -> _Resolved:
                 raise ModelError(f"no config.json in {path}")
             cfg = _read_config(cfg_path)
             return _Resolved(str(path), None, "folder", cfg, _class_of(cfg), folder=path)
-        if path.exists():
+        if kind == "file":
             raise ModelError(f"{path} is a file; give the model's folder (config.json + weights)")
         if isinstance(model, os.PathLike) or _looks_like_path(text) or not text:
             raise ModelError(f"no such model folder: {text!r}")
@@ -114,7 +121,8 @@ def _resolve(model, revision: str | None) -> _Resolved:
         try:
             cfg = config.to_dict()
         except Exception as exc:
-            raise ModelError(f"cannot read the config of the loaded model: {exc}") from exc
+            raise ModelError(f"cannot read the config of the loaded model: "
+                             f"{one_line(exc)}") from exc
         name = str(cfg.get("_name_or_path") or getattr(config, "name_or_path", "") or
                    type(model).__name__)
         return _Resolved(name, None, "object", cfg, type(model).__name__, obj=model)
@@ -123,32 +131,36 @@ def _resolve(model, revision: str | None) -> _Resolved:
 
 
 def _class_of(cfg: dict) -> str:
-    archs = cfg.get("architectures") or []
-    return str(archs[0]) if archs else ""
+    archs = cfg.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return ""
 
 
 def _architecture(cfg: dict) -> str:
     model_type = cfg.get("model_type")
     if not model_type:
         cls = _class_of(cfg)
-        for stem, mt in sorted(_CLASS_STEMS.items(), key=lambda kv: -len(kv[0])):
+        for stem, mt in sorted(CLASS_STEMS.items(), key=lambda kv: -len(kv[0])):
             if cls.startswith(stem):
                 model_type = mt
                 break
-    if model_type not in _ADAPTERS:
-        raise ModelError(f"unsupported architecture {model_type or _class_of(cfg) or '?'!r}; "
-                         f"supported: {', '.join(SUPPORTED)}")
-    return str(model_type)
+    if not isinstance(model_type, str) or model_type not in ADAPTERS:
+        shown = model_type or _class_of(cfg) or "?"
+        raise ModelError(f"unsupported architecture {shown!r}; supported: {', '.join(SUPPORTED)}")
+    return model_type
 
 
 def _info(res: _Resolved) -> tuple[ModelInfo, Adapter]:
     arch = _architecture(res.cfg)
-    adapter = _ADAPTERS[arch]
+    adapter = ADAPTERS[arch]
     dims = adapter.dims(res.cfg)
+    norm = adapter.qk_norm(res.cfg)
     info = ModelInfo(name=res.name, revision=res.revision, architecture=arch, d=dims.d,
                      d_h=dims.d_h, n_layers=dims.n_layers, n_heads=dims.n_heads,
                      n_kv_heads=dims.n_kv_heads, model_class=res.model_class,
-                     rotary_fraction=dims.rotary_fraction, source=res.source)
+                     rotary_fraction=dims.rotary_fraction, source=res.source,
+                     qk_norm="none" if norm is None else norm.label)
     return info, adapter
 
 
@@ -161,8 +173,23 @@ def model_info(model, revision: str | None = None) -> ModelInfo:
     return _info(_resolve(model, revision))[0]
 
 
-def load_heads(model, *, revision: str | None = None,
-               allow_pickle: bool = False) -> Iterator[LayerHeads]:
+def open_model(model, revision: str | None, allow_pickle: bool):
+    """``(info, located, weights)`` of ``model``, checked up front: known architecture,
+    weights present, tensor-name layout and prefix, layer count."""
+    res = _resolve(model, revision)
+    info, adapter = _info(res)
+    weights = res.open_weights(allow_pickle)
+    try:
+        located = adapter.locate(weights.keys(), weights.label, res.cfg)
+        located.check_layers(weights.keys(), weights.label)
+    except BaseException:
+        weights.close()
+        raise
+    return info, located, weights
+
+
+def load_heads(model, *, revision: str | None = None, allow_pickle: bool = False,
+               fold_qk_norm: bool = False) -> Iterator[LayerHeads]:
     """Iterate over the layers of ``model``, yielding every head's raw (W_Q, W_K).
 
     Parameters
@@ -173,6 +200,13 @@ def load_heads(model, *, revision: str | None = None,
         Hub branch/tag/commit (e.g. Pythia's ``"step1000"``); only for hub ids.
     allow_pickle : bool
         Permit ``pytorch_model.bin`` checkpoints (loaded by unpickling, which can run code).
+    fold_qk_norm : bool
+        On a QK-norm architecture (:attr:`ModelInfo.qk_norm` not ``"none"``), fold the norm's
+        per-dimension gain (and a LayerNorm's centring) into the rows of W_Q, W_K and their
+        biases. Off by default (raw weights). The folded W_QK is the logit's bilinear form
+        only up to the per-token 1/RMS factors of the norm (:mod:`rmtbase.models._qknorm`);
+        refused (ModelError) for a norm with a bias (Phi ``qk_layernorm``); no effect on
+        architectures without QK-norm.
 
     Yields
     ------
@@ -186,24 +220,29 @@ def load_heads(model, *, revision: str | None = None,
     prefix, layer count); per-layer problems (shape disagreeing with the config, NaN/inf,
     unreadable tensor) raise ModelError naming the tensor when that layer is reached.
     """
-    res = _resolve(model, revision)
-    info, adapter = _info(res)
-    weights = res.open_weights(allow_pickle)
-    label = weights.label
-    prefix = adapter.find_prefix(weights.keys(), label)
-    adapter.check_layers(weights.keys(), prefix, info.n_layers, label)
-    return _iterate(weights, adapter, prefix, info)
+    info, located, weights = open_model(model, revision, allow_pickle)
+    if fold_qk_norm and located.qk_norm is not None:
+        try:
+            located.qk_norm.check_foldable(info.architecture)
+        except ModelError:
+            weights.close()
+            raise
+    return _iterate(weights, located, info, bool(fold_qk_norm))
 
 
-def _iterate(weights, adapter: Adapter, prefix: str, info: ModelInfo) -> Iterator[LayerHeads]:
-    dims = Dims(info.d, info.d_h, info.n_layers, info.n_heads, info.n_kv_heads,
-                info.rotary_fraction)
+def _iterate(weights, located: Located, info: ModelInfo, fold: bool) -> Iterator[LayerHeads]:
     group = info.group_size
+    norm = located.qk_norm if fold else None
     try:
         for i in range(info.n_layers):
             weights.take_storage()
-            wq, wk, bq, bk = adapter.read_layer(weights, prefix, i, dims)
+            r = located.reader(weights, i)
+            wq, wk, bq, bk = located.read_heads(r)
             storage = coarsest_storage(weights.take_storage().values())
+            if norm is not None:
+                gq, gk = norm.gains(r, located.dims)
+                wq, bq = norm.fold(wq, bq, gq, info.architecture)
+                wk, bk = norm.fold(wk, bk, gk, info.architecture)
             if group > 1:  # GQA: query head i meets key head i // group
                 wk = np.repeat(wk, group, axis=0)
                 bk = None if bk is None else np.repeat(bk, group, axis=0)

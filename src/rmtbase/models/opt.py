@@ -5,23 +5,26 @@ nn.Linear ``(d, d)`` with biases (``enable_bias``); the forward pass views their
 ``(…, n_heads, d_h)``, so row ``h·d_h + r`` is feature r of head h. OPT multiplies the query
 by 1/√d_h inside ``forward`` (after q_proj); rmtbase takes the raw q_proj weight, so that
 factor is **not** in W_Q (as for every other architecture). d is ``hidden_size`` (the width
-inside the decoder, not ``word_embed_proj_dim``). Learned positions, no RoPE. Tensor names
-``layers.{i}.self_attn.q_proj.weight`` under ``model.decoder.`` or ``decoder.``.
+inside the decoder, not ``word_embed_proj_dim``). Output ``self_attn.out_proj``, MLP ``fc1`` /
+``fc2``. Learned positions, no RoPE. Tensor names ``layers.{i}.self_attn.q_proj.weight``
+under ``model.decoder.`` or ``decoder.``.
 """
 
 from __future__ import annotations
 
-from ._adapter import Adapter, Dims, mha_dims
+from ._adapter import Adapter
+from ._config import Dims, mha_dims
+from ._layout import Layout, attention_parts, plain_ffn
+
+_A = "layers.{i}.self_attn."
 
 
 class OPTAdapter(Adapter):
     model_types = ("opt",)
-    probe = "layers.{i}.self_attn.q_proj.weight"
-    prefixes = ("model.decoder.", "decoder.", "")
+    layouts = (Layout({**attention_parts(_A + "q_proj", _A + "k_proj", _A + "v_proj",
+                                         _A + "out_proj"),
+                       **plain_ffn("layers.{i}.fc1", "layers.{i}.fc2")},
+                      prefixes=("model.decoder.", "decoder.", "")),)
 
     def dims(self, cfg: dict) -> Dims:
         return mha_dims(cfg, "opt")
-
-    def read_layer(self, src, prefix: str, i: int, dims: Dims):
-        base = f"{prefix}layers.{i}.self_attn."
-        return self.read_linear_pair(src, base + "q_proj", base + "k_proj", dims)

@@ -33,7 +33,10 @@ class LayerHeads:
     storage : str
         How the checkpoint stores this layer's query/key tensors: ``"float32"``, ``"float16"``
         or ``"bfloat16"`` (the coarsest of the tensors read for the layer; float64 counts as
-        float32). ``wq``/``wk`` hold exactly the stored values, converted to float32.
+        float32). ``wq``/``wk`` hold exactly the stored values, converted to float32 — except
+        with ``load_heads(..., fold_qk_norm=True)`` on a QK-norm architecture, where they (and
+        the biases) are the folded factors G·P·W (:mod:`rmtbase.models._qknorm`): each row
+        is then a stored row times a gain, and ``storage`` still names how W is stored.
     """
 
     layer: int
@@ -76,6 +79,13 @@ class ModelInfo:
         positions). RoPE is *not* part of the extracted W_QK.
     source : str
         ``"hub"``, ``"folder"`` or ``"object"``.
+    qk_norm : str
+        The normalisation between the q/k projections and the logit (:mod:`rmtbase.models.
+        _qknorm`): ``"none"``; ``"rms_head"`` (RMSNorm over each head's d_h: Qwen3,
+        Gemma-3); ``"rms_all_heads"`` (RMSNorm over all heads' projection at once: OLMo-2/3);
+        ``"layer_head"`` (LayerNorm per head: Cohere ``use_qk_norm``, StableLM / Phi
+        ``qk_layernorm``). When not ``"none"``, the raw W_QK is the bilinear form of the
+        projections *before* the norm, not of the logit.
     """
 
     name: str
@@ -89,8 +99,34 @@ class ModelInfo:
     model_class: str = ""
     rotary_fraction: float = 0.0
     source: str = "folder"
+    qk_norm: str = "none"
 
     @property
     def group_size(self) -> int:
         """Query heads per key head (1 without grouped-query attention)."""
         return self.n_heads // self.n_kv_heads
+
+
+@dataclass(frozen=True)
+class LayerComponents:
+    """Whole weight matrices of one layer (:func:`rmtbase.models.load_components`).
+
+    Attributes
+    ----------
+    layer : int
+        0-based layer index.
+    matrices : dict[str, np.ndarray]
+        float32 matrices in the ``nn.Linear`` (out, in) layout (``y = W x``): ``"q"``
+        ``(n_heads·d_h, d)``, ``"k"``, ``"v"`` ``(n_kv_heads·d_h, d)`` (not GQA-expanded),
+        ``"o"`` ``(d, n_heads·d_h)``; the FFN as ``"ffn_gate"``, ``"ffn_up"``, ``"ffn_down"``
+        (gated MLPs; ``ffn_gate`` is the activated branch) or ``"ffn_in"``, ``"ffn_out"``;
+        MoE layers as ``"ffn_gate.e{j}"`` … per expert j and ``"router"`` ``(n_experts, d)``.
+        Conv1D layouts are transposed and fused projections split; values are the stored ones.
+    storage : dict[str, str]
+        Storage precision of each matrix's checkpoint tensor (``"float32"``, ``"float16"``,
+        ``"bfloat16"``), as :attr:`LayerHeads.storage`.
+    """
+
+    layer: int
+    matrices: dict
+    storage: dict

@@ -23,12 +23,15 @@ scoring can pass its null through the same rounding (:mod:`rmtbase.stats.precisi
 from __future__ import annotations
 
 import json
+import os
+import pickle
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import numpy as np
 
 from ..errors import ModelError
+from ._errors import one_line
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -64,6 +67,38 @@ def coarsest_storage(names) -> str:
     return "float32"
 
 
+def check_shard_name(name, index: Path, folder: Path | None) -> None:
+    """A shard index may only name files inside the model: a relative path without ``..``
+    that stays inside ``folder`` once normalised (ModelError otherwise).
+
+    The name is resolved lexically, not through symlinks: a Hugging Face cache snapshot folder
+    is a folder of symlinks into ``../../blobs``, and those are the folder's own files. What is
+    refused is an index that *names* a path outside (``../other/model.safetensors``,
+    ``/etc/passwd``, ``C:\\x``).
+    """
+    text = name if isinstance(name, str) else repr(name)
+    bad = (not isinstance(name, str) or not name or "\x00" in name
+           or PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute()
+           or PureWindowsPath(name).drive
+           or ".." in PurePosixPath(name.replace("\\", "/")).parts)
+    if not bad and folder is not None:
+        root = os.path.normpath(os.path.abspath(folder))
+        full = os.path.normpath(os.path.join(root, name))
+        bad = os.path.commonpath([root, full]) != root
+    if bad:
+        raise ModelError(f"shard index {index} names {text!r}, which is outside the model "
+                         "folder; refusing to read it")
+
+
+def _pickle_reason(exc: BaseException) -> str:
+    """One line for a failed ``torch.load(weights_only=True)``; never the advice to unpickle
+    with ``weights_only=False``."""
+    if isinstance(exc, pickle.UnpicklingError) or "weights_only" in str(exc):
+        return ("it holds Python objects besides tensors, which rmtbase does not unpickle "
+                "(that could run code); convert the checkpoint to safetensors")
+    return one_line(exc)
+
+
 def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
     """Raise ModelError if ``arr`` holds NaN or inf, naming the tensor and its file."""
     finite = np.isfinite(arr)
@@ -87,12 +122,16 @@ class FileWeights:
     allow_pickle : bool
         Permit ``pytorch_model.bin`` checkpoints, which are loaded by unpickling (with
         ``torch.load(weights_only=True)``) and can therefore execute code if malicious.
+    folder : Path, optional
+        The model folder, for a local checkpoint: every file a shard index names must lie
+        inside it (:func:`check_shard_name`).
     """
 
     def __init__(self, files: Iterable[str], fetch: Callable[[str], Path], label: str,
-                 *, allow_pickle: bool = False):
+                 *, allow_pickle: bool = False, folder: Path | None = None):
         self.label = label
         self._fetch = fetch
+        self._folder = folder
         self._handles: dict[str, object] = {}
         self._pt_handles: dict[str, object] = {}
         self._pickled: tuple[str, dict] | None = None  # (filename, state dict) of one shard
@@ -138,10 +177,15 @@ class FileWeights:
         path = self._path(filename)
         try:
             weight_map = json.loads(path.read_text())["weight_map"]
+        except RecursionError as exc:
+            raise ModelError(f"cannot read shard index {path}: nested too deeply") from exc
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ModelError(f"cannot read shard index {path}: {exc}") from exc
+            reason = f"no {one_line(exc)}" if isinstance(exc, KeyError) else one_line(exc)
+            raise ModelError(f"cannot read shard index {path}: {reason}") from exc
         if not isinstance(weight_map, dict):
             raise ModelError(f"cannot read shard index {path}: 'weight_map' is not a mapping")
+        for shard in set(weight_map.values()):
+            check_shard_name(shard, path, self._folder)
         return {str(k): str(v) for k, v in weight_map.items()}
 
     def _open(self, filename: str, framework: str = "np"):
@@ -156,7 +200,8 @@ class FileWeights:
             try:
                 cache[filename] = safe_open(str(path), framework=framework)
             except Exception as exc:  # safetensors raises its own error types
-                raise ModelError(f"cannot read safetensors file {path}: {exc}") from exc
+                raise ModelError(f"cannot read safetensors file {path}: "
+                                 f"{one_line(exc)}") from exc
         return cache[filename]
 
     def _load_pickle(self, filename: str) -> dict:
@@ -171,7 +216,8 @@ class FileWeights:
                 try:
                     state = torch.load(str(path), map_location="cpu", weights_only=True)
                 except Exception as exc:
-                    raise ModelError(f"cannot read pickled weights {path}: {exc}") from exc
+                    raise ModelError(f"cannot read pickled weights {path}: "
+                                     f"{_pickle_reason(exc)}") from exc
             if not isinstance(state, dict):
                 raise ModelError(f"{path} does not hold a state dict")
             self._pickled = (filename, state)
@@ -214,7 +260,8 @@ class FileWeights:
         except ModelError:
             raise
         except Exception as exc:
-            raise ModelError(f"cannot read tensor {name!r} from {where}: {exc}") from exc
+            raise ModelError(f"cannot read tensor {name!r} from {where}: "
+                             f"{one_line(exc)}") from exc
         return check_finite(np.asarray(arr, dtype=np.float32), name, where)
 
     def storage_of(self, name: str) -> str:
@@ -240,7 +287,7 @@ class StateDictWeights:
         try:
             self._state = module.state_dict()
         except Exception as exc:
-            raise ModelError(f"cannot get the state dict of {label}: {exc}") from exc
+            raise ModelError(f"cannot get the state dict of {label}: {one_line(exc)}") from exc
         self._keys = set(self._state)
         self._storage: dict[str, str] = {}
 

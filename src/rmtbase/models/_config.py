@@ -1,0 +1,127 @@
+"""Reading attention sizes from a Hugging Face ``config.json`` (a plain dict), strictly.
+
+A config is foreign input: a value of the wrong type must be refused with a one-line
+:class:`~rmtbase.errors.ModelError` naming the key and value, never coerced. In particular a
+JSON ``true`` is not the integer 1 (``"n_head": true`` is refused, not read as one head), and
+a flag such as ``multi_query`` must be a JSON boolean.
+
+Defaults for absent keys are those of the ``transformers`` config class of the architecture
+(e.g. Falcon's ``multi_query`` defaults to true), since a ``config.json`` written by
+``save_pretrained`` may omit keys that equal the class default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ModelError
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Attention sizes read from a config (``n_kv_heads < n_heads`` under GQA/MQA)."""
+
+    d: int
+    d_h: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    rotary_fraction: float = 0.0
+
+
+def _label(cfg: dict) -> str:
+    return str(cfg.get("model_type") or "model")
+
+
+def cfg_get(cfg: dict, *names: str, default=None, required: bool = True):
+    """The first of ``names`` present (and not None) in ``cfg``; ModelError if none is."""
+    for name in names:
+        value = cfg.get(name)
+        if value is not None:
+            return value
+    if required and default is None:
+        raise ModelError(f"config of a {_label(cfg)} model lacks {' / '.join(names)}")
+    return default
+
+
+def cfg_int(cfg: dict, *names: str, default: int | None = None) -> int:
+    """Like :func:`cfg_get`, as a positive int (a bool or a fractional number is refused)."""
+    value = cfg_get(cfg, *names, default=default)
+    key = next((n for n in names if cfg.get(n) is not None), names[0])
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ModelError(f"config value {key}={value!r} is not an integer")
+    if value != int(value) or int(value) < 1:
+        raise ModelError(f"config value {key}={value!r} is not a positive integer")
+    return int(value)
+
+
+def cfg_bool(cfg: dict, name: str, default: bool) -> bool:
+    """Boolean flag ``name`` (absent or null: ``default``); anything but a JSON bool is refused."""
+    value = cfg.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ModelError(f"config value {name}={value!r} of a {_label(cfg)} model is not "
+                         "true/false")
+    return value
+
+
+def cfg_fraction(value, name: str) -> float:
+    """A number in [0, 1] (rotary fractions); bools and strings are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ModelError(f"config value {name}={value!r} is not a number in [0, 1]")
+    return float(value)
+
+
+def rotary_fraction(cfg: dict, default: float) -> float:
+    """Fraction of head dimensions under RoPE, from old (``rotary_pct``,
+    ``partial_rotary_factor``) or transformers ≥ 5 (``rope_parameters``) config keys."""
+    for key in ("rotary_pct", "partial_rotary_factor"):
+        if cfg.get(key) is not None:
+            return cfg_fraction(cfg[key], key)
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = cfg.get(key)
+        if isinstance(rope, dict) and rope.get("partial_rotary_factor") is not None:
+            return cfg_fraction(rope["partial_rotary_factor"], "partial_rotary_factor")
+    return float(default)
+
+
+def mha_dims(cfg: dict, label: str, *, width=("hidden_size",), heads=("num_attention_heads",),
+             layers=("num_hidden_layers",), rotary_fraction: float = 0.0) -> Dims:
+    """Dims of a plain multi-head config (no GQA): d_h = d / n_heads, n_kv_heads = n_heads.
+
+    ``width``, ``heads``, ``layers``: config keys tried in order (e.g. GPT-2's ``n_embd`` before
+    ``hidden_size``). ModelError if d is not a multiple of the head count.
+    """
+    d = cfg_int(cfg, *width)
+    n_heads = cfg_int(cfg, *heads)
+    if d % n_heads:
+        raise ModelError(f"{label} config: {width[0]}={d} is not divisible by "
+                         f"{heads[0]}={n_heads}")
+    return Dims(d=d, d_h=d // n_heads, n_layers=cfg_int(cfg, *layers), n_heads=n_heads,
+                n_kv_heads=n_heads, rotary_fraction=rotary_fraction)
+
+
+def gqa_dims(cfg: dict, *, rotary_default: float = 1.0, kv_key: str = "num_key_value_heads",
+             head_dim: bool = True) -> Dims:
+    """Dims of a LLaMA-style config: ``hidden_size``, ``num_attention_heads``,
+    ``num_key_value_heads`` (default: no GQA) and ``head_dim`` (default d / n_heads; it may
+    differ, e.g. Gemma, Mistral-Nemo, Qwen3). ``head_dim=False`` for architectures whose
+    attention ignores a ``head_dim`` key (d_h is always d / n_heads there)."""
+    label = _label(cfg)
+    d = cfg_int(cfg, "hidden_size")
+    n_heads = cfg_int(cfg, "num_attention_heads")
+    n_kv = cfg_int(cfg, kv_key, default=n_heads)
+    if n_heads % n_kv:
+        raise ModelError(f"{label} config: num_attention_heads={n_heads} is not a multiple of "
+                         f"{kv_key}={n_kv}")
+    if head_dim and cfg.get("head_dim") is not None:
+        d_h = cfg_int(cfg, "head_dim")
+    elif d % n_heads:
+        raise ModelError(f"{label} config: hidden_size={d} is not divisible by "
+                         f"num_attention_heads={n_heads}" + (" and head_dim is not given"
+                                                             if head_dim else ""))
+    else:
+        d_h = d // n_heads
+    return Dims(d=d, d_h=d_h, n_layers=cfg_int(cfg, "num_hidden_layers"), n_heads=n_heads,
+                n_kv_heads=n_kv, rotary_fraction=rotary_fraction(cfg, rotary_default))

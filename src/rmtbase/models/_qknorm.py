@@ -1,0 +1,101 @@
+"""QK-norm: a normalisation between the query/key projections and the logit.
+
+Where it occurs (``transformers`` classes; Dehghani et al. 2023 and Wortsman et al. 2023 on
+QK-layernorm; Team OLMo 2024 (OLMo 2); Qwen team 2025 (Qwen3); Gemma Team 2025 (Gemma 3)):
+
+- OLMo-2, OLMo-3 (``Olmo2Attention.q_norm``): RMSNorm over *all heads* of a token at once,
+  gain g of length n·d_h;
+- Qwen3, Qwen3-MoE (``Qwen3Attention.q_norm``): RMSNorm over each head's d_h, gain g (d_h)
+  shared by the heads;
+- Gemma-3 (``Gemma3RMSNorm``): the same with gain 1 + w;
+- Cohere with ``use_qk_norm`` (``CohereLayerNorm``): bias-free LayerNorm per head, gain
+  (n, d_h);
+- StableLM with ``qk_layernorm`` (``StableLmLayerNormPerHead``): one bias-free LayerNorm per
+  head, gain (d_h) each;
+- Phi with ``qk_layernorm``: ``nn.LayerNorm`` per head *with a bias* β, gain (d_h) shared.
+
+With q = W_Q x + b_q (k likewise) the logit of a head between tokens i and j is, up to the
+model's scale, ``s_ij = (G_q N(q_i))·(G_k N(k_j))`` with G = diag(gain), N(y) = P y / ρ(y),
+P = I (RMSNorm) or the centring I − 11ᵀ/m (LayerNorm), and ρ(y) = √(mean((P y)²) + ε) over
+the norm's axis (m = d_h, or n·d_h when the axis is all heads: OLMo-2's ρ is shared by every
+head of a token).
+
+- **Raw (default)**: W_Q, W_K are the stored projections and W_QK = W_Qᵀ W_K is the bilinear
+  form of the projections *before* the norm. It is not the logit: the norm rescales every
+  token's q and k by 1/ρ (so the overall scale of W_Q, W_K has no effect on the model) and
+  reweights the d_h coordinates by the gains.
+- **Folded** (``fold_qk_norm=True``): W_Q ← G_q P W_Q and b_q ← G_q P b_q (per head; K
+  likewise). Then ``s_ij = (W_Q x_i + b_q)ᵀ(W_K x_j + b_k) / (ρ_q(i) ρ_k(j))`` exactly: the
+  folded W_QK is the logit's bilinear form *up to the positive per-token factors 1/ρ*, which
+  depend on the input (computed from the raw projection) and cannot be folded into weights.
+  A LayerNorm with a bias (Phi's optional ``qk_layernorm``) is not of this form: folding is
+  refused there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ModelError
+from ._config import Dims
+from ._layout import LayerReader
+
+
+@dataclass(frozen=True)
+class QKNorm:
+    """A q/k norm: gain tensors ``q``, ``k`` (with ``{i}``, and ``{h}`` when there is one norm
+    module per head), ``kind`` ``"rms"`` or ``"layer"``, ``scope`` ``"head"`` or
+    ``"all_heads"``, ``offset`` added to the stored weight to give the gain (Gemma: 1),
+    ``bias`` True for a norm with an additive bias (not foldable)."""
+
+    q: str
+    k: str
+    kind: str = "rms"
+    scope: str = "head"
+    offset: float = 0.0
+    bias: bool = False
+    per_head_modules: bool = False
+
+    @property
+    def label(self) -> str:
+        """``"rms_head"``, ``"rms_all_heads"``, ``"layer_head"`` (:attr:`ModelInfo.qk_norm`)."""
+        return f"{self.kind}_{self.scope}"
+
+    def _gain(self, r: LayerReader, name: str, n: int, d_h: int) -> np.ndarray:
+        if self.per_head_modules:
+            w = np.stack([r.get(name, h=h) for h in range(n)])
+            shown = r.name(name, h=0)
+        else:
+            w = r.get(name)
+            shown = r.name(name)
+        g = self.offset + w.astype(np.float64)
+        if g.size == d_h and self.scope == "head":
+            return np.broadcast_to(g.reshape(1, d_h), (n, d_h))
+        if g.size == n * d_h:
+            return g.reshape(n, d_h)
+        raise ModelError(f"norm tensor {shown!r} has shape {tuple(w.shape)}, expected "
+                         f"({d_h},) or ({n * d_h},) for {n} heads of size {d_h}")
+
+    def gains(self, r: LayerReader, dims: Dims) -> tuple[np.ndarray, np.ndarray]:
+        """Per-head gains ``(n_heads, d_h)`` for q and ``(n_kv_heads, d_h)`` for k."""
+        return (self._gain(r, self.q, dims.n_heads, dims.d_h),
+                self._gain(r, self.k, dims.n_kv_heads, dims.d_h))
+
+    def check_foldable(self, arch: str) -> None:
+        """ModelError if the norm is not a per-dimension scale (a LayerNorm with a bias)."""
+        if self.bias:
+            raise ModelError(f"fold_qk_norm: the q/k LayerNorm of this {arch} model has a bias, "
+                             "so it is not a per-dimension scale; score the raw weights")
+
+    def fold(self, w: np.ndarray, b: np.ndarray | None, gain: np.ndarray, arch: str):
+        """``(G P W, G P b)`` for per-head factors ``w`` ``(n, d_h, d)``, bias ``(n, d_h)``."""
+        self.check_foldable(arch)
+        w = w.astype(np.float64)
+        if self.kind == "layer":  # the centring P = I − 11ᵀ/d_h acts on each head's d_h rows
+            w = w - w.mean(axis=1, keepdims=True)
+            b = None if b is None else b - b.mean(axis=1, keepdims=True)
+        w = w * gain[:, :, None]
+        b = None if b is None else b * gain
+        return w.astype(np.float32), None if b is None else b.astype(np.float32)

@@ -1,0 +1,30 @@
+"""DistilBERT adapter: ``transformer.layer.{i}.attention.q_lin`` / ``k_lin``.
+
+Layout undone (Sanh et al. 2019; ``transformers`` ``DistilBertSelfAttention``): ``q_lin``,
+``k_lin``, ``v_lin``, ``out_lin`` are nn.Linear ``(dim, dim)`` with biases; the forward pass
+views q and k as ``(…, n_heads, d_h)`` (row ``h·d_h + r`` is feature r of head h,
+d_h = dim / n_heads). MLP ``ffn.lin1`` / ``ffn.lin2``. Config keys ``dim``, ``n_heads``,
+``n_layers``. Learned absolute positions (no RoPE). Tensor names with or without the
+``distilbert.`` prefix.
+"""
+
+from __future__ import annotations
+
+from ._adapter import Adapter
+from ._config import Dims, mha_dims
+from ._layout import Layout, attention_parts, plain_ffn
+
+_L = "transformer.layer.{i}."
+
+
+class DistilBertAdapter(Adapter):
+    model_types = ("distilbert",)
+    layouts = (Layout({**attention_parts(_L + "attention.q_lin", _L + "attention.k_lin",
+                                         _L + "attention.v_lin", _L + "attention.out_lin"),
+                       **plain_ffn(_L + "ffn.lin1", _L + "ffn.lin2")},
+                      prefixes=("distilbert.", "")),)
+
+    def dims(self, cfg: dict) -> Dims:
+        return mha_dims(cfg, "distilbert", width=("dim", "hidden_size"),
+                        heads=("n_heads", "num_attention_heads"),
+                        layers=("n_layers", "num_hidden_layers"))

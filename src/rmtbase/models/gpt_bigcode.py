@@ -1,0 +1,39 @@
+"""GPT-BigCode (SantaCoder, StarCoder 1) adapter: multi-query fused ``attn.c_attn``.
+
+Layout undone (Allal et al. 2023; Li et al. 2023 (StarCoder); ``transformers``
+``GPTBigCodeAttention``): unlike GPT-2, ``c_attn`` is an ``nn.Linear`` (out, in), not a Conv1D.
+With ``multi_query`` (the default and every released checkpoint) its weight is
+``(d + 2·d_h, d)`` and the forward pass splits the output into ``[q of n_heads | one k | one v]``
+(order ``"blocks"`` with one key/value head, so every query head meets the same key); without
+it the rows are ``(head, {q, k, v}, d_h)`` interleaved (``"per_head"``). Output
+``attn.c_proj``; MLP ``mlp.c_fc`` / ``mlp.c_proj`` (nn.Linear). Learned absolute positions (no
+RoPE). The logit scale (1/√d_h unless ``scale_attn_weights`` is false) is not applied. Tensor
+names ``transformer.h.{i}.attn.c_attn.weight``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ._adapter import Adapter
+from ._config import Dims, cfg_bool, mha_dims
+from ._layout import Layout, fused_attention, plain_ffn
+
+_L = "h.{i}."
+
+
+class GPTBigCodeAdapter(Adapter):
+    model_types = ("gpt_bigcode",)
+
+    def layouts_for(self, cfg: dict) -> tuple[Layout, ...]:
+        order = "blocks" if cfg_bool(cfg, "multi_query", True) else "per_head"
+        return (Layout({**fused_attention(_L + "attn.c_attn", _L + "attn.c_proj", order),
+                        **plain_ffn(_L + "mlp.c_fc", _L + "mlp.c_proj")},
+                       prefixes=("transformer.", "")),)
+
+    def dims(self, cfg: dict) -> Dims:
+        dims = mha_dims(cfg, "gpt_bigcode", width=("n_embd", "hidden_size"),
+                        heads=("n_head", "num_attention_heads"),
+                        layers=("n_layer", "num_hidden_layers"))
+        n_kv = 1 if cfg_bool(cfg, "multi_query", True) else dims.n_heads
+        return dataclasses.replace(dims, n_kv_heads=n_kv)

@@ -1,0 +1,36 @@
+"""Mixtral adapter: Mistral attention, a sparse mixture of gated experts.
+
+Layout undone (Jiang et al. 2024, "Mixtral of experts"; ``transformers`` ``MixtralAttention``,
+``MixtralSparseMoeBlock``): attention exactly as Mistral/LLaMA (q_proj ``(n_heads·d_h, d)``,
+k_proj ``(n_kv_heads·d_h, d)``, GQA, RoPE not applied). Each layer's FFN routes a token to
+``num_experts_per_tok`` of ``num_local_experts`` gated experts ``w2(act(w1 x) ⊙ w3 x)``: on the
+hub ``block_sparse_moe.experts.{j}.w1/w3/w2`` (gate/up/down) and router
+``block_sparse_moe.gate``; in a model loaded by transformers ≥ 5 the stacked
+``mlp.experts.gate_up_proj`` / ``down_proj`` and router ``mlp.gate``. Experts are reported as
+``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`).
+"""
+
+from __future__ import annotations
+
+from ._adapter import Adapter
+from ._config import Dims, cfg_int, gqa_dims
+from ._layout import Layout
+from ._moe import moe_parts
+from .llama import LLAMA_ATTENTION
+
+_W = {"gate": "w1", "up": "w3", "down": "w2"}
+
+
+class MixtralAdapter(Adapter):
+    model_types = ("mixtral",)
+    layouts = (Layout({**LLAMA_ATTENTION,
+                       **moe_parts("layers.{i}.block_sparse_moe.experts.{e}", _W,
+                                   "layers.{i}.mlp.experts",
+                                   ("layers.{i}.block_sparse_moe.gate", "layers.{i}.mlp.gate"))},
+                      prefixes=("model.", "")),)
+
+    def dims(self, cfg: dict) -> Dims:
+        return gqa_dims(cfg)
+
+    def n_experts(self, cfg: dict) -> int:
+        return cfg_int(cfg, "num_local_experts")

@@ -1,0 +1,53 @@
+"""Qwen3 and Qwen3-MoE adapters: LLaMA names, per-head QK-norm, MoE experts.
+
+Layout undone (Qwen team 2025, "Qwen3 technical report"; ``transformers`` ``Qwen3Attention``,
+``Qwen3MoeSparseMoeBlock``): q_proj ``(n_heads·d_h, d)``, k_proj ``(n_kv_heads·d_h, d)`` viewed
+as ``(…, heads, d_h)`` with GQA; ``head_dim`` is given by the config (128 for every released
+size, so d_h ≠ d / n_heads in general). ``q_norm`` / ``k_norm`` are RMSNorms over each head's
+d_h features, applied *after* the projection and before RoPE, with one gain vector ``(d_h,)``
+shared by all heads. The raw W_Q, W_K are the projections before the norm;
+``fold_qk_norm=True`` multiplies every head's rows by that gain (see
+:mod:`rmtbase.models._qknorm` for what is then covered: the per-token, per-head 1/RMS factor
+is not). Qwen3 (dense) has the LLaMA gated MLP. Qwen3-MoE routes each token to
+``num_experts_per_tok`` of ``num_experts`` gated experts (``mlp.experts.{j}.gate_proj`` … on
+the hub; stacked ``mlp.experts.gate_up_proj`` in a model loaded by transformers ≥ 5); layers
+listed in ``mlp_only_layers`` (or off the ``decoder_sparse_step``) have a dense MLP. See
+:mod:`rmtbase.models._moe` for how experts are reported.
+"""
+
+from __future__ import annotations
+
+from ._adapter import Adapter
+from ._config import Dims, cfg_int, gqa_dims
+from ._layout import Layout
+from ._moe import moe_parts
+from ._qknorm import QKNorm
+from .llama import LLAMA_ATTENTION, LLAMA_LAYOUT
+
+_A = "layers.{i}.self_attn."
+_NORM = QKNorm(_A + "q_norm.weight", _A + "k_norm.weight", kind="rms", scope="head")
+_MOE = Layout({**LLAMA_ATTENTION,
+               **moe_parts("layers.{i}.mlp.experts.{e}",
+                           {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"},
+                           "layers.{i}.mlp.experts", ("layers.{i}.mlp.gate",),
+                           dense="layers.{i}.mlp")},
+              prefixes=("model.", ""))
+
+
+class Qwen3Adapter(Adapter):
+    model_types = ("qwen3",)
+    layouts = (LLAMA_LAYOUT,)
+
+    def dims(self, cfg: dict) -> Dims:
+        return gqa_dims(cfg)
+
+    def qk_norm(self, cfg: dict) -> QKNorm:
+        return _NORM
+
+
+class Qwen3MoeAdapter(Qwen3Adapter):
+    model_types = ("qwen3_moe",)
+    layouts = (_MOE,)
+
+    def n_experts(self, cfg: dict) -> int:
+        return cfg_int(cfg, "num_experts", "num_local_experts")
