@@ -38,6 +38,7 @@ import xarray as xr
 from .._version import __version__
 from ..errors import InputError, ModelError, TableError
 from .family import HISTOGRAM, NULLS
+from .qk_histogram import add_qk_hist, elements_and_histogram
 from .significance import _check_alpha
 from .tails import TailModel
 from .verdict import NOT_TESTED, normalise, score_values
@@ -45,10 +46,6 @@ from .verdict import NOT_TESTED, normalise, score_values
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
 SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
 QUANTIZED_NULL = ("auto", "none", "q4_0", "q4_1", "q8_0")
-#: Bin edges of the stored W_QK element histogram (``qk_hist``): z = entry / (√d_h σ̂_Q σ̂_K), the
-#: entry over the null's entry std at the head's measured rms; variance-gamma with variance 1
-#: under the null (Gaunt 2014). Density per bin; mass beyond ±8 is 1 − Σ density × 0.25.
-QK_HIST_EDGES = np.linspace(-8.0, 8.0, 65)
 #: Memory for one group of layers under the permutation null (their factors held together).
 PERMUTATION_GROUP_BYTES = 256 * 2**20
 _NOT_TESTED = NOT_TESTED
@@ -103,27 +100,12 @@ def _compiled_layer_stats():
 
 @functools.cache
 def _compiled_qk_elements():
-    """jax.jit of the element statistics of W_QK = W_Qᵀ W_K and its histogram
-    (:data:`QK_HIST_EDGES`), one head at a time (one d×d product per head, used by both).
-    The statistics are ``stats.elementwise._one`` of the flat product, as in
-    ``stats._qk_element_stats`` (the null's path; tested equal)."""
+    """jax.jit of the element statistics of W_QK = W_Qᵀ W_K and its histogram, one head at a
+    time from one d×d product (:func:`rmtbase.scoring.qk_histogram.elements_and_histogram`)."""
     import jax
-    import jax.numpy as jnp
 
-    from ..stats.elementwise import _one
-
-    lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
-    width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
-
-    def one(args):
-        q, k, scale = args
-        m = (q.T @ k).reshape(-1)
-        i = jnp.floor((m / scale - lo) / width)
-        i = jnp.where((i >= 0) & (i < nb), i, nb).astype(jnp.int32)  # nb: outside the range
-        hist = jnp.bincount(i, length=nb + 1)[:nb].astype(jnp.float32) / (m.size * width)
-        return _one(m, 0.8), hist
-
-    return jax.jit(lambda wq, wk, scale: jax.lax.map(one, (wq, wk, scale)))
+    return jax.jit(lambda wq, wk, scale: jax.lax.map(
+        lambda a: elements_and_histogram(*a), (wq, wk, scale)))
 
 
 def scoring_threads() -> int:
@@ -180,7 +162,7 @@ def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
     ``wk`` expanded) the element statistics of W_K are computed once per key head; W_QK's
     element statistics run on :func:`scoring_threads` threads. With ``hist`` also returns the
-    heads' W_QK histograms (:data:`QK_HIST_EDGES`; None without element statistics)."""
+    heads' W_QK histograms (:mod:`.qk_histogram`; None without element statistics)."""
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
     which = ("q",) if group > 1 else ("q", "k")
     if not entry_law:
@@ -419,7 +401,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(spectra))
     ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
     if hists:
-        _add_qk_hist(ds, np.stack(hists))
+        add_qk_hist(ds, np.stack(hists))
     ds["sigma_q"] = (("layer", "head"), values["q.rms"])
     ds["sigma_k"] = (("layer", "head"), values["k.rms"])
     if spectrum_draws:
@@ -447,17 +429,6 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
     _describe(ds)
     return ds
-
-
-def _add_qk_hist(ds: xr.Dataset, hist: np.ndarray) -> None:
-    """Store the heads' W_QK histograms as ``qk_hist`` (layer, head, qk_z), bin centres qk_z."""
-    e = QK_HIST_EDGES
-    ds["qk_hist"] = (("layer", "head", "qk_z"), hist.astype(np.float32))
-    ds["qk_hist"].attrs.update(
-        definition="density of z = W_QK entry / (sqrt(d_h) sigma_Q sigma_K) (sigma = the head's "
-                   "entry rms) on fixed bins; variance-gamma with variance 1 under the null",
-        bin_width=float(e[1] - e[0]), z_min=float(e[0]), z_max=float(e[-1]))
-    ds.coords["qk_z"] = 0.5 * (e[:-1] + e[1:])
 
 
 def null_description(null: str, storage: str, detected, quantized_null: str) -> str:

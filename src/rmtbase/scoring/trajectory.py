@@ -25,8 +25,6 @@ import os
 import sys
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import InputError
 from .collection import COLLECTION_DIMS, combine, unique_labels
 
