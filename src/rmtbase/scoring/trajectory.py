@@ -16,6 +16,10 @@ dimension).
   :mod:`rmtbase.baseline.sweep`. Each task runs with the driver's JAX precision setting
   (``jax_enable_x64``), so the Dataset is identical to a one-process run (tested), whatever the
   number of workers.
+- **One null per shape**: the spectral null of one entry may be extended (more draws where a
+  head near a flag lies in the tail, cached); entries scored before that are scored again, so
+  every entry of one (d, d_h, storage) ends on the same null tables, whatever the order or the
+  number of workers.
 """
 
 from __future__ import annotations
@@ -150,15 +154,61 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
 
     x64 = bool(jax.config.read("jax_enable_x64"))
     seed = int(options.get("seed", 0))
-    if workers is None and scheduler is None and client is None:  # noqa: SIM108
-        results = _run_here(specs, options, x64, progress)
-    else:
-        results = _run_dask(specs, infos, options, x64, progress, workers, scheduler, client)
+    here = workers is None and scheduler is None and client is None
+    if not here:
+        for s in specs:
+            if not isinstance(s.model, str | os.PathLike):
+                raise InputError("Dask runs take hub ids or folders, not loaded model objects")
+    runner = _Here(specs, options, x64, progress) if here else \
+        _Dask(specs, options, x64, progress, workers, scheduler, client)
+    with runner as run:
+        results = run(_shape_first(infos))
+        for _ in range(MAX_ROUNDS):
+            behind = _behind(results)
+            if not behind:
+                break
+            _say(progress, f"re-scoring {len(behind)} entries against the larger null that "
+                           "another entry of the same shape needed")
+            results.update(run(behind))
     scored = [_add_band(results[i], spectrum_draws, seed) for i in range(len(specs))]
     out = combine(scored, [s.label for s in specs], dim)
-    here = workers is None and scheduler is None and client is None
     out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
     return out
+
+
+#: Rounds of re-scoring entries whose null another entry enlarged (each enlarges it ×5).
+MAX_ROUNDS = 10
+
+
+def _null_size(ds) -> tuple:
+    a = ds.attrs
+    return (int(a.get("baseline_draws", 0)), int(a.get("spectral_null_draws", 0)))
+
+
+def _behind(results: dict) -> list[int]:
+    """Entries scored against a smaller null table than another entry of the same shape and
+    null storage (the sequential extension of one entry grows the cached table; null_table
+    then serves the largest, so re-scoring brings every entry onto the same null)."""
+    best = {}
+    for ds in results.values():
+        if ds.attrs.get("null_kind") == "permutation":
+            continue
+        key = (ds.attrs.get("d"), ds.attrs.get("d_h"), ds.attrs.get("null_storage"))
+        best[key] = tuple(max(x, y) for x, y in zip(best.get(key, (0, 0)), _null_size(ds),
+                                                    strict=True))
+    return sorted(i for i, ds in results.items() if ds.attrs.get("null_kind") != "permutation"
+                  and _null_size(ds) != best[(ds.attrs.get("d"), ds.attrs.get("d_h"),
+                                              ds.attrs.get("null_storage"))])
+
+
+def _shape_first(infos) -> list[list[int]]:
+    """Batches: the first entry of each shape, then the rest (so the first one's null tables
+    are cached before the others start)."""
+    first, rest, seen = [], [], set()
+    for i, info in enumerate(infos):
+        (rest if _shape(info) in seen else first).append(i)
+        seen.add(_shape(info))
+    return [b for b in (first, rest) if b]
 
 
 def _say(progress, text):
@@ -166,45 +216,66 @@ def _say(progress, text):
         print(f"rmtbase: {text}", file=sys.stderr, flush=True)
 
 
-def _done(progress, spec, ds, k, n):
-    if progress:
-        _say(progress, f"scored {spec.label} ({k}/{n}): {int(ds['head_flag'].sum())} of "
-                       f"{ds['head_flag'].size} heads differ from the null")
+class _Here:
+    """Runs batches of entries one after another in this process."""
+
+    def __init__(self, specs, options, x64, progress):
+        self.specs, self.options, self.x64, self.progress = specs, options, x64, progress
+
+    def __enter__(self):
+        return self.run
+
+    def __exit__(self, *exc):
+        return False
+
+    def _done(self, i, ds, k, n):
+        _say(self.progress, f"scored {self.specs[i].label} ({k}/{n}): "
+                            f"{int(ds['head_flag'].sum())} of {ds['head_flag'].size} heads "
+                            "differ from the null")
+
+    def run(self, batches) -> dict:
+        batches = [batches] if batches and isinstance(batches[0], int) else batches
+        todo = [i for b in batches for i in b]
+        out = {}
+        for k, i in enumerate(todo):
+            s = self.specs[i]
+            out[i] = score_one(s.model, s.revision, self.options, self.x64)
+            self._done(i, out[i], k + 1, len(todo))
+        return out
 
 
-def _run_here(specs, options, x64, progress) -> dict:
-    out = {}
-    for i, s in enumerate(specs):
-        out[i] = score_one(s.model, s.revision, options, x64)
-        _done(progress, s, out[i], i + 1, len(specs))
-    return out
+class _Dask(_Here):
+    """Runs each batch of entries as Dask tasks (one per entry), batch after batch."""
 
+    def __init__(self, specs, options, x64, progress, workers, scheduler, client):
+        super().__init__(specs, options, x64, progress)
+        self.where = (scheduler, workers, client)
 
-def _run_dask(specs, infos, options, x64, progress, workers, scheduler, client) -> dict:
-    from ..baseline.sweep import _client, _distributed
+    def __enter__(self):
+        from ..baseline.sweep import _client, _distributed
 
-    if client is None:
-        dist = _distributed()
-    else:
-        import distributed as dist
-    for s in specs:
-        if not isinstance(s.model, str | os.PathLike):
-            raise InputError("Dask runs take hub ids or folders, not loaded model objects")
-    first, rest, seen = [], [], set()
-    for i, info in enumerate(infos):
-        (rest if _shape(info) in seen else first).append(i)
-        seen.add(_shape(info))
-    out, k = {}, 0
-    with _client(scheduler, workers, client) as c:
-        for batch in (first, rest):  # first of each shape alone: its null tables get cached
-            futures = {c.submit(score_one, os.fspath(specs[i].model), specs[i].revision,
-                                options, x64, pure=False): i for i in batch}
-            for fut in dist.as_completed(futures):
+        self.dist = _distributed()
+        self._ctx = _client(*self.where)
+        self.client = self._ctx.__enter__()
+        return self.run
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+    def run(self, batches) -> dict:
+        batches = [batches] if batches and isinstance(batches[0], int) else batches
+        n = sum(len(b) for b in batches)
+        out, k = {}, 0
+        for batch in batches:
+            futures = {self.client.submit(score_one, os.fspath(self.specs[i].model),
+                                          self.specs[i].revision, self.options, self.x64,
+                                          pure=False): i for i in batch}
+            for fut in self.dist.as_completed(futures):
                 i = futures[fut]
                 out[i] = fut.result()
                 k += 1
-                _done(progress, specs[i], out[i], k, len(specs))
-    return out
+                self._done(i, out[i], k, n)
+        return out
 
 
 __all__ = ["Spec", "make_specs", "score_collection", "score_one"]
