@@ -52,8 +52,10 @@ def test_one_dataset_with_a_checkpoint_dimension(scored):
     assert ds.attrs["collection"] == "checkpoint" and ds.attrs["n_entries"] == 4
     assert set(ds["d"].values) == {64} and set(ds["d_h"].values) == {DH}
     assert bool(ds["head_present"].all())
-    # one null for all: step1 extended the spectral null past step0's; step0 was re-scored
-    assert ds.attrs["baseline_draws"] == 2000
+    # one null for all (step1 extends the spectral null past step0's; step0 is re-scored):
+    # the table size is common to the entries, whatever the cache held before
+    sizes = {json.loads(str(a))["baseline_draws"] for a in ds["entry_attrs"].values}
+    assert len(sizes) == 1 and ds.attrs["baseline_draws"] >= 2000
     attrs = json.loads(str(ds["entry_attrs"].values[2]))
     assert attrs["model"].endswith("step2") and attrs["d"] == 64
 
