@@ -2,4 +2,13 @@
 # Install the test needs into .venv and run the tests. Extra arguments go to pytest.
 set -euo pipefail
 source "$(dirname "$0")/_venv.sh" test
+# Headless Chromium for the report.html browser test (tests/test_html.py), from Debian's
+# packages when running as root with apt-get; otherwise (or if it fails) that test skips and
+# says why. RMTBASE_NO_APT=1 skips this step.
+if [ -z "${RMTBASE_NO_APT:-}" ] && ! command -v chromium >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { timeout 600 apt-get update -q && DEBIAN_FRONTEND=noninteractive timeout 900 \
+      apt-get install -y -q --no-install-recommends chromium; } >/dev/null 2>&1 \
+    || echo "scripts/test.sh: could not install chromium; the browser test will skip" >&2
+fi
 exec .venv/bin/python -m pytest -n 2 "$@"

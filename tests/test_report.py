@@ -177,7 +177,7 @@ def test_write_report_files_manifest_and_roundtrip(tmp_path):
     for p in (out / "figures").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     no_fig = report.write_report(ds, tmp_path / "nofig", figures=False)
-    assert not (tmp_path / "nofig" / "figures").exists() and len(no_fig) == 5
+    assert not (tmp_path / "nofig" / "figures").exists() and len(no_fig) == 6  # + report.html
 
 
 def test_rerun_replaces_the_whole_folder_and_failures_leave_it_intact(tmp_path, monkeypatch):

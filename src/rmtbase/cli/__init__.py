@@ -30,7 +30,8 @@ from .._version import __version__
 from ..errors import RmtbaseError
 
 #: Command modules, in the order ``--help`` lists them.
-COMMANDS = ("constants", "spectrum", "elementwise", "baseline", "sweep", "score", "study")
+COMMANDS = ("constants", "spectrum", "elementwise", "baseline", "sweep", "score", "compare",
+            "study")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,12 +1,19 @@
-"""``rmtbase score [MODEL]``: score a model's attention heads against the random-matrix null.
+"""``rmtbase score [MODEL ...]``: score attention heads against the random-matrix null.
 
-Thin wrapper of :func:`rmtbase.scoring.score.score_model` and :func:`rmtbase.scoring.report.write_report`.
-With no MODEL it scores the embedded default MiniLM (no network).
+Thin wrapper of :func:`rmtbase.scoring.score.score_model` (one model),
+:func:`rmtbase.scoring.trajectory.score_collection` (several models, local checkpoint folders
+or globs of them, or several ``--revision`` values of one hub model: one ``scores.nc`` with a
+leading ``checkpoint`` or ``model`` dimension; ``--workers``/``--scheduler`` run them as Dask
+tasks) and :func:`rmtbase.scoring.report.write_report`. With no MODEL it scores the embedded
+default MiniLM (no network).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import os
+import re
 import sys
 import time
 
@@ -27,8 +34,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
             "refused."
         ),
     )
-    p.add_argument("model", nargs="?", default=None,
-                   help="hub id or local folder (default: the embedded all-MiniLM-L6-v2)")
+    p.add_argument("model", nargs="*", default=None,
+                   help="hub id or local folder (default: the embedded all-MiniLM-L6-v2); "
+                        "several, or a glob such as 'ckpts/step*', score into one Dataset "
+                        "with a leading checkpoint/model dimension")
     p.add_argument("--out", default="./rmtbase-score", help="output folder (default ./rmtbase-score)")
     p.add_argument("--stats", choices=("spectral", "elementwise", "all"), default="all",
                    help="which statistics to score (default all)")
@@ -40,7 +49,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    default="auto",
                    help="null for weights dequantised from a block format: auto (detect; "
                         "default), none (float null; histogram statistics left out), or force one")
-    p.add_argument("--revision", default=None, help="model revision (hub branch, tag or commit)")
+    p.add_argument("--revision", default=None,
+                   help="model revision (hub branch, tag or commit); several, comma-separated "
+                        "(step0,step1000,...), score a training trajectory")
+    p.add_argument("--collection", choices=("checkpoint", "model"), default=None,
+                   help="name of the leading dimension for several entries (default: "
+                        "checkpoint for revisions or entries of one shape, else model)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=positive_int, default=None,
+                       help="score the entries as Dask tasks on a loopback LocalCluster of N "
+                            "processes (same numbers as one process)")
+    where.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="score the entries as Dask tasks on this scheduler")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow loading pickled (.bin) weights; only for files you trust")
     p.add_argument("--draws", type=positive_int, default=None,
@@ -73,20 +93,76 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--top must be >= 0, got {args.top}")
     if args.seed < 0:
         raise InputError(f"--seed must be >= 0, got {args.seed}")
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers must be at least 1, got {args.workers}")
+    models = expand_models(args.model or [])
+    revisions = _revisions(args.revision)
+    several = len(models) > 1 or (revisions is not None and len(revisions) > 1)
+    if not several and (args.workers is not None or args.scheduler is not None):
+        raise InputError("--workers/--scheduler distribute several checkpoints or models; "
+                         "give more than one")
+    if not several and args.collection is not None:
+        raise InputError("--collection names the dimension of several checkpoints or models")
     from ..scoring.output import check_output_dir
 
     check_output_dir(args.out, "rmtbase score")  # before any expensive work
     from ..scoring.report import anomaly_table, write_report
-    from ..scoring.score import score_model
 
     t0 = time.perf_counter()
-    ds = score_model(args.model, revision=args.revision, stats=args.stats, draws=args.draws,
-                     alpha=args.alpha, allow_pickle=args.allow_pickle, progress=not args.quiet,
-                     null=args.null, quantized_null=args.quantized_null,
-                     max_draws=args.max_draws, element_draws=args.element_draws,
-                     seed=args.seed)
-    written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
-    print(anomaly_table(ds, args.top))
+    options = dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
+                   allow_pickle=args.allow_pickle, null=args.null,
+                   quantized_null=args.quantized_null, max_draws=args.max_draws,
+                   element_draws=args.element_draws, seed=args.seed)
+    if several:
+        from ..scoring.collection_report import entry_lines
+        from ..scoring.trajectory import score_collection
+
+        ds = score_collection(models, revisions=revisions, dim=args.collection,
+                              workers=args.workers, scheduler=args.scheduler,
+                              progress=not args.quiet, **options)
+        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+        print("\n".join(entry_lines(ds)))
+    else:
+        from ..scoring.score import score_model
+
+        ds = score_model(models[0] if models else None,
+                         revision=revisions[0] if revisions else None,
+                         progress=not args.quiet, **options)
+        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+        print(anomaly_table(ds, args.top))
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0
+
+
+_GLOB = re.compile(r"[*?[]")
+
+
+def _natural(text: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def expand_models(items) -> list[str]:
+    """Model arguments with globs (``ckpts/step*``) expanded, in natural order (step2 before
+    step10); a glob that matches nothing is an error. Other arguments pass unchanged."""
+    out = []
+    for item in items:
+        if _GLOB.search(item) and not os.path.exists(item):
+            hits = sorted(glob.glob(os.path.expanduser(item)), key=_natural)
+            if not hits:
+                raise InputError(f"no checkpoint folder matches {item!r}")
+            out.extend(hits)
+        else:
+            out.append(item)
+    return out
+
+
+def _revisions(text):
+    if text is None:
+        return None
+    revs = [r.strip() for r in text.split(",")]
+    if not all(revs):
+        raise InputError(f"--revision has an empty entry: {text!r}")
+    if len(set(revs)) < len(revs):
+        raise InputError(f"--revision names a revision twice: {text!r}")
+    return revs

@@ -10,11 +10,21 @@
 - :mod:`.permutation`: the entry-law (permutation) null;
 - :mod:`.significance`: add-one empirical p-values and Benjamini–Hochberg;
 - :mod:`.report`, :mod:`.figures`, :mod:`.output`: text, CSV, netCDF and figures of a score,
-  written all-or-nothing.
+  written all-or-nothing;
+- :mod:`.qk_histogram`: the per-head W_QK element histogram stored with a score;
+- :mod:`.trajectory`, :mod:`.collection`, :mod:`.collection_report`: many checkpoints or models
+  in one Dataset (leading ``checkpoint``/``model`` dimension), in one process or on Dask;
+- :mod:`.profiles`, :mod:`.compare`: layer profiles and trajectories against the null band,
+  ``rmtbase compare``;
+- :mod:`.html`, :mod:`.html_data`: the self-contained ``report.html``.
 """
 
+from .collection import combine, entries, entry
+from .compare import write_compare
 from .report import anomaly_table, write_report
 from .score import score_model
+from .trajectory import score_collection
 from .verdict import score_values
 
-__all__ = ["anomaly_table", "score_model", "score_values", "write_report"]
+__all__ = ["anomaly_table", "combine", "entries", "entry", "score_collection", "score_model",
+           "score_values", "write_compare", "write_report"]

@@ -10,7 +10,9 @@ Contents: ``scores.nc`` (the Dataset), ``heads.csv`` (one row per head: the deci
 decision, the most anomalous heads, NaN tests, how to read a flag) and ``figures/``:
 ``verdict.png``, ``effect_<group>.png`` (spectrum, product law, entry law), ``effect_<stat>.png``
 for the headline statistics, ``spectrum_L<l>_H<h>.png`` for the most anomalous heads and the
-least anomalous one, ``entropy_sigma.png``.
+least anomalous one, ``entropy_sigma.png``; and ``report.html`` (:mod:`rmtbase.scoring.html`:
+one self-contained page with the per-head drill-down, some of these figures embedded).
+A collection (checkpoints or models) is written by :mod:`rmtbase.scoring.collection_report`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ _CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_meth
              "percentile", "flag")
 _HEAD_CSV = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
              "head_n_stats", "sigma_q", "sigma_k")
+#: Figures embedded in report.html (the rest stay in figures/), with their captions.
+HTML_FIGURES = {
+    "effect_spectrum.png": "Effect (normal score in the null, fixed ±6 scale) of each spectral "
+                           "statistic over layer × head; × marks a descriptive per-statistic flag.",
+    "entropy_sigma.png": "Entropy of the entries against their std, with the Gaussian and "
+                         "variance-gamma references and each head's null.",
+}
 GROUP_FILES = {"spectrum": "effect_spectrum", "product law": "effect_product_law",
                "entry law": "effect_entry_law"}
 MEANING = {
@@ -184,12 +193,30 @@ def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10
                  n_spectra: int = 3) -> dict[str, Path]:
     """Write the report (module docstring) into ``out_dir`` all-or-nothing; returns
     {file name: final path}. ``out_dir`` may not exist, be empty, or hold an earlier rmtbase
-    output (replaced whole); anything else is refused before writing."""
+    output (replaced whole); anything else is refused before writing. A collection (leading
+    ``checkpoint``/``model`` dimension) gets :func:`.collection_report.write_collection_report`."""
+    from .collection import collection_dim
+    from .html import score_html
+
+    if collection_dim(ds):
+        from .collection_report import write_collection_report
+
+        return write_collection_report(ds, out_dir, figures=figures, top=min(top, 3))
+    summary = summary_text(ds, top)
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
         out.write_text("scores.csv", long_table(ds).to_csv(index=False))
-        out.write_text("summary.txt", summary_text(ds, top))
+        out.write_text("summary.txt", summary)
+        images = {}
         if figures:
-            _figures(ds, Path("figures"), n_spectra, out.save_figure)
+            def save(fig, rel):
+                out.save_figure(fig, rel)
+                if Path(rel).name in HTML_FIGURES:
+                    images[Path(rel).name] = (out.tmp / rel).read_bytes()
+
+            _figures(ds, Path("figures"), n_spectra, save)
+        images = {n: images[n] for n in HTML_FIGURES if n in images}
+        out.write_text("report.html", score_html(ds, images, summary=summary,
+                                                 captions=HTML_FIGURES))
     return out.written

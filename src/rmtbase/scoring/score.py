@@ -38,6 +38,7 @@ import xarray as xr
 from .._version import __version__
 from ..errors import InputError, ModelError, TableError
 from .family import HISTOGRAM, NULLS
+from .qk_histogram import add_qk_hist, elements_and_histogram
 from .significance import _check_alpha
 from .tails import TailModel
 from .verdict import NOT_TESTED, normalise, score_values
@@ -99,12 +100,12 @@ def _compiled_layer_stats():
 
 @functools.cache
 def _compiled_qk_elements():
-    """jax.jit of the element statistics of W_QK = W_Qᵀ W_K, one head at a time (d×d each)."""
+    """jax.jit of the element statistics of W_QK = W_Qᵀ W_K and its histogram, one head at a
+    time from one d×d product (:func:`rmtbase.scoring.qk_histogram.elements_and_histogram`)."""
     import jax
 
-    from ..stats import _qk_element_stats
-
-    return jax.jit(lambda wq, wk: _qk_element_stats(wq, wk, 0.8))
+    return jax.jit(lambda wq, wk, scale: jax.lax.map(
+        lambda a: elements_and_histogram(*a), (wq, wk, scale)))
 
 
 def scoring_threads() -> int:
@@ -122,9 +123,10 @@ def scoring_threads() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-def _qk_elements(wq, wk) -> dict:
-    """Element statistics of every head's W_QK, heads split evenly over :func:`scoring_threads`
-    (the last chunk padded with copies of its first head, whose results are dropped)."""
+def _qk_elements(wq, wk, scale) -> tuple[dict, np.ndarray]:
+    """Element statistics of every head's W_QK and its histogram of W_QK / ``scale`` (one scale
+    per head), heads split evenly over :func:`scoring_threads` (the last chunk padded with
+    copies of its first head, whose results are dropped). Returns ({qk.stat: (n,)}, (n, bins))."""
     import jax
 
     n = wq.shape[0]
@@ -139,7 +141,8 @@ def _qk_elements(wq, wk) -> dict:
 
     def run(item):
         idx, _ = item
-        return jax.tree_util.tree_map(np.asarray, jax.block_until_ready(fn(wq[idx], wk[idx])))
+        return jax.tree_util.tree_map(np.asarray,
+                                      jax.block_until_ready(fn(wq[idx], wk[idx], scale[idx])))
 
     if k == 1:
         parts = [run(chunks[0])]
@@ -148,16 +151,18 @@ def _qk_elements(wq, wk) -> dict:
 
         with ThreadPoolExecutor(k) as pool:
             parts = list(pool.map(run, chunks))
-    return {f"qk.{s}": np.concatenate([p[s][:m] for p, (_, m) in zip(parts, chunks, strict=True)])
-            for s in parts[0]}
+    kept = list(zip(parts, chunks, strict=True))
+    return ({f"qk.{s}": np.concatenate([p[0][s][:m] for p, (_, m) in kept]) for s in parts[0][0]},
+            np.concatenate([p[1][:m] for p, (_, m) in kept]))
 
 
 def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
-                 entry_law: bool = True):
+                 entry_law: bool = True, hist: bool = False):
     """head_stats batched over the heads of one layer, plus the normalised spectrum
     x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
     ``wk`` expanded) the element statistics of W_K are computed once per key head; W_QK's
-    element statistics run on :func:`scoring_threads` threads."""
+    element statistics run on :func:`scoring_threads` threads. With ``hist`` also returns the
+    heads' W_QK histograms (:mod:`.qk_histogram`; None without element statistics)."""
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
     which = ("q",) if group > 1 else ("q", "k")
     if not entry_law:
@@ -165,8 +170,11 @@ def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     st, lam = _compiled_layer_stats()(wq, wk, spectral=spectral, elementwise=elementwise,
                                       which=which, storage=storage)
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
+    qk_hist = None
     if elementwise:
-        st.update({k: np.asarray(v, dtype=np.float64) for k, v in _qk_elements(wq, wk).items()})
+        scale = np.sqrt(wq.shape[-2]) * st["q.rms"] * st["k.rms"]
+        qk_st, qk_hist = _qk_elements(wq, wk, scale.astype(np.float32))
+        st.update({k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()})
     if group > 1 and elementwise and entry_law:
         from ..stats import element_stats
 
@@ -176,7 +184,7 @@ def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     lam = np.asarray(lam, dtype=np.float64)
     d = wq.shape[-1]
     x = lam / (st["q.rms"][:, None] ** 2 * st["k.rms"][:, None] ** 2 * d**2)
-    return st, x
+    return (st, x, qk_hist) if hist else (st, x)
 
 
 def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -> np.ndarray:
@@ -250,10 +258,11 @@ def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
 
 def _read_layers(layers, kind, info, progress, quantized_null, null):
     """Statistics of every layer; returns (per_layer, spectra, layer_ids, storages, detected,
-    factors) — factors only for the permutation null."""
+    factors, hists) — factors only for the permutation null, hists (W_QK histograms) only with
+    element statistics."""
     from ..stats.precision import detect_quantisation
 
-    per_layer, spectra, layer_ids, storages, factors = [], [], [], set(), []
+    per_layer, spectra, layer_ids, storages, factors, hists = [], [], [], set(), [], []
     detected = None
     if progress:
         from tqdm.auto import tqdm
@@ -271,8 +280,11 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         est = storage
         if detected and quantized_null != "none":
             est = detected if quantized_null == "auto" else quantized_null
-        st, x = _layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian")
+        st, x, h = _layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian",
+                                hist=True)
         per_layer.append(st)
+        if h is not None:
+            hists.append(h)
         spectra.append(x)
         layer_ids.append(int(lh.layer))
         storages.add(storage)
@@ -280,7 +292,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
             factors.append((wq, wk))
     if not per_layer:
         raise ModelError(f"{info.name} has no attention layers to score")
-    return per_layer, spectra, layer_ids, storages, detected, factors
+    return per_layer, spectra, layer_ids, storages, detected, factors, hists
 
 
 def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
@@ -313,7 +325,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         model, label = default_model_path(), _default_label()
     info = model_info(model, revision=revision)
     layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
-    per_layer, spectra, layer_ids, storages, detected, factors = _read_layers(
+    per_layer, spectra, layer_ids, storages, detected, factors, hists = _read_layers(
         layers, kind, info, progress, quantized_null, null)
     keys = [k for k in per_layer[0] if names is None or k in names or k in NOT_TESTED]
     if names is not None:
@@ -388,6 +400,8 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                      permutation_seed=int(seed))
     ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(spectra))
     ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
+    if hists:
+        add_qk_hist(ds, np.stack(hists))
     ds["sigma_q"] = (("layer", "head"), values["q.rms"])
     ds["sigma_k"] = (("layer", "head"), values["k.rms"])
     if spectrum_draws:

@@ -1,0 +1,143 @@
+"""Report of a collection (checkpoints or models in one score), written all-or-nothing.
+
+:func:`write_collection_report` is what :func:`rmtbase.scoring.report.write_report` does for a
+Dataset with a leading ``checkpoint`` or ``model`` dimension (:mod:`.collection`):
+
+- ``scores.nc`` (the whole collection), ``heads.csv`` (one row per entry × head),
+  ``scores.csv`` (one row per entry × head × statistic; left out above :data:`MAX_CSV_ROWS`
+  rows, said in ``summary.txt``), ``summary.txt`` (one line per entry, then each entry's most
+  anomalous heads);
+- ``figures/``: for checkpoints ``trajectory_<stat>.png`` (λ_max self-normalised, NPR,
+  spectral entropy, condition number: layer means across steps with the null band) and
+  ``trajectory_flags.png``; for models ``profile_<stat>.png`` (layer profiles over depth, as
+  ``rmtbase compare``); always ``verdict_grid.png`` (the per-head verdict of each entry as small
+  multiples);
+- ``report.html`` (:mod:`.html`, with an entry selector).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from . import profiles
+from .collection import collection_dim, entries
+from .output import OutputFolder
+
+MAX_CSV_ROWS = 1_000_000
+_HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
+              "head_n_stats", "sigma_q", "sigma_k")
+_TEST_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_method", "q_value",
+              "percentile", "flag")
+
+
+def head_table(ds: xr.Dataset):
+    """One row per (entry, layer, head) that exists (``step`` too where known)."""
+    df = ds[[v for v in (*_HEAD_VARS, "head_present") if v in ds]].to_dataframe().reset_index()
+    return df[df["head_present"]].drop(columns="head_present")
+
+
+def long_table(ds: xr.Dataset):
+    """One row per (entry, layer, head, stat) that exists."""
+    df = ds[[v for v in (*_TEST_VARS, "head_present") if v in ds]].to_dataframe().reset_index()
+    return df[df["head_present"] & df["p_method"].ne("")].drop(columns="head_present")
+
+
+def entry_lines(ds: xr.Dataset) -> list[str]:
+    """A heading and one line per entry: its flagged heads, model and shape."""
+    dim = collection_dim(ds)
+    items = entries(ds)
+    lines = [f"{len(items)} {dim}s scored into one Dataset (dimension '{dim}'):"]
+    width = max(len(lab) for lab, _ in items)
+    for lab, e in items:
+        n, f = int(e["head_flag"].size), int(e["head_flag"].sum())
+        lines.append(f"{lab:<{width}}  {f:>5} of {n:<5} heads differ from the null  "
+                     f"({e.attrs.get('model', '?')}; d={e.attrs.get('d')}, "
+                     f"d_h={e.attrs.get('d_h')}, {e.attrs.get('storage_dtype', '?')})")
+    return lines
+
+
+def summary_text(ds: xr.Dataset, top: int = 3) -> str:
+    """Per entry: flagged heads; then the null(s) and each entry's most anomalous heads."""
+    from .report import anomaly_table
+
+    dim = collection_dim(ds)
+    items = entries(ds)
+    lines = [*entry_lines(ds), ""]
+    nulls = sorted({str(e.attrs.get("null", "?")) for _, e in items})
+    lines += [f"Null: {n}." for n in nulls]
+    lines.append(f"Decision: {ds.attrs.get('decision', 'per head, BH over heads')}; alpha = "
+                 f"{ds.attrs.get('alpha')} (within each {dim}).")
+    if not _csv_fits(ds):
+        lines.append(f"scores.csv is left out: more than {MAX_CSV_ROWS} rows (read scores.nc).")
+    for lab, e in items:
+        lines += ["", f"== {lab}", anomaly_table(e, top)]
+    return "\n".join(lines) + "\n"
+
+
+def _csv_fits(ds: xr.Dataset) -> bool:
+    return int(np.prod([ds.sizes[d] for d in ds["value"].dims])) <= MAX_CSV_ROWS
+
+
+def _figures(ds: xr.Dataset, save) -> list[str]:
+    from matplotlib.figure import Figure
+
+    dim = collection_dim(ds)
+    names = []
+    if dim == "checkpoint":
+        for stat in profiles.PROFILE_STATS:
+            f = Figure(figsize=(7, 4.2), layout="constrained")
+            profiles.plot_trajectory(ds, stat, f.subplots())
+            names.append(save(f, f"trajectory_{stat}.png"))
+        f = Figure(figsize=(7, 3.6), layout="constrained")
+        profiles.plot_flag_trajectory(ds, f.subplots())
+        names.append(save(f, "trajectory_flags.png"))
+    else:
+        items = entries(ds)
+        for stat in profiles.PROFILE_STATS:
+            f = Figure(figsize=(7, 4.2), layout="constrained")
+            profiles.plot_layer_profile(items, stat, f.subplots())
+            names.append(save(f, f"profile_{stat}.png"))
+    names.append(save(profiles.verdict_grid(ds), "verdict_grid.png"))
+    return names
+
+
+CAPTIONS = {
+    "verdict_grid.png": "Per-head verdict (−log₁₀ head p on a fixed scale; boxed: flagged).",
+    "trajectory_flags.png": "Fraction of heads that differ from the null, per checkpoint.",
+    **{f"trajectory_{s}.png": f"{s}: layer means across training with the one-head null band."
+       for s in profiles.PROFILE_STATS},
+    **{f"profile_{s}.png": f"{s}: layer profiles over depth with each model's null band."
+       for s in profiles.PROFILE_STATS},
+}
+
+
+def write_collection_report(ds: xr.Dataset, out_dir, *, figures: bool = True,
+                            top: int = 3) -> dict[str, Path]:
+    """Write the collection report (module docstring); returns {file name: final path}."""
+    from .html import score_html
+
+    summary = summary_text(ds, top)
+    with OutputFolder(out_dir, kind="rmtbase score") as out:
+        out.write_netcdf("scores.nc", ds)
+        out.write_text("heads.csv", head_table(ds).to_csv(index=False))
+        if _csv_fits(ds):
+            out.write_text("scores.csv", long_table(ds).to_csv(index=False))
+        out.write_text("summary.txt", summary)
+        images = {}
+        if figures:
+            def save(fig, name):
+                rel = Path("figures") / name
+                out.save_figure(fig, rel)
+                images[name] = (out.tmp / rel).read_bytes()
+                return name
+
+            _figures(ds, save)
+        out.write_text("report.html", score_html(ds, images, summary=summary,
+                                                 captions=CAPTIONS))
+    return out.written
+
+
+__all__ = ["MAX_CSV_ROWS", "entry_lines", "head_table", "long_table", "summary_text", "write_collection_report"]

@@ -1,0 +1,171 @@
+"""Compare scored models: layer profiles across families and per-model flag fractions.
+
+``rmtbase compare DIR1 DIR2 … --out DIR`` reads **score output folders** (what ``rmtbase
+score`` wrote: ``scores.nc`` beside ``manifest.json``; a ``scores.nc`` file works too): it
+compares what was scored, with each model's own null, and never loads weights. A folder that
+holds a collection (several checkpoints or models) contributes each of its entries. Model ids
+or weight folders are refused with a hint to score them first.
+
+Output (all or nothing, :class:`rmtbase.scoring.output.OutputFolder`, kind
+``rmtbase compare``): ``figures/profile_<stat>.png`` for λ_max (self-normalised), NPR, spectral
+entropy and condition number (the layout of seed 003's Figures 13–16: layer index normalised to
+depth 0–1, each model with the one-head null band at its own shape,
+:mod:`rmtbase.scoring.profiles`) and ``figures/profiles.png`` with the four together;
+``flags.csv`` (per model: heads, flagged, fraction, and the fraction whose strongest statistic
+is in each group); ``profiles.csv`` (per model, layer and statistic: the layer mean and the
+null band); ``summary.txt``; ``report.html``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ..errors import InputError
+from . import profiles
+from .collection import collection_dim, entries, unique_labels
+from .output import OutputFolder, check_output_dir
+
+KIND = "rmtbase compare"
+GROUPS = ("spectrum", "product law", "entry law")
+
+
+def _short(ds: xr.Dataset) -> str:
+    name = str(ds.attrs.get("model", "model")).split(" (", 1)[0]
+    if os.path.isabs(name):
+        name = os.path.basename(name.rstrip("/")) or name
+    rev = str(ds.attrs.get("revision", "") or "")
+    return f"{name}@{rev}" if rev else name
+
+
+def _open(path: Path) -> xr.Dataset:
+    nc = path / "scores.nc" if path.is_dir() else path
+    if not nc.is_file():
+        hint = " (it looks like a model: score it first with 'rmtbase score MODEL --out DIR')" \
+            if (path / "config.json").exists() else ""
+        raise InputError(f"{path} is not an rmtbase score output (no scores.nc){hint}")
+    try:
+        with xr.open_dataset(nc) as ds:
+            ds = ds.load()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {nc}: {str(exc).splitlines()[0] if str(exc) else exc}") \
+            from None
+    missing = [v for v in ("head_flag", "value", "qk_spectrum") if v not in ds]
+    if missing or "d" not in ds.attrs and "d" not in ds:
+        raise InputError(f"{nc} is not an rmtbase score (lacks {', '.join(missing) or 'd'})")
+    return ds
+
+
+def load_scores(paths) -> list[tuple[str, xr.Dataset]]:
+    """[(label, single score)] from score output folders (collections expanded). Labels are
+    the model names (with @revision), made unique."""
+    paths = [Path(os.path.expanduser(os.fspath(p))) for p in paths]
+    if not paths:
+        raise InputError("give at least one score output folder")
+    for p in paths:
+        if not p.exists():
+            raise InputError(f"{p} does not exist")
+    items = []
+    for p in paths:
+        ds = _open(p)
+        if collection_dim(ds) is None:
+            items.append((_short(ds), ds))
+        else:
+            prefix = f"{p.name}:" if len(paths) > 1 else ""
+            items.extend((f"{prefix}{lab}", e) for lab, e in entries(ds))
+    labels = unique_labels([lab for lab, _ in items])
+    return [(lab, e) for lab, (_, e) in zip(labels, items, strict=True)]
+
+
+def flag_table(items):
+    """``pandas.DataFrame``, one row per model: shape, storage, the null, heads flagged, the
+    flagged fraction and the fraction flagged by each group's statistic."""
+    import pandas as pd
+
+    rows = []
+    for label, ds in items:
+        flag = np.asarray(ds["head_flag"].values, dtype=bool)
+        top = np.asarray(ds["head_top_stat"].values).astype(str)
+        grp = {str(s): str(g) for s, g in zip(ds["stat"].values, ds["group"].values, strict=True)}
+        row = dict(model=label, architecture=str(ds.attrs.get("architecture", "")),
+                   d=int(ds.attrs["d"]), d_h=int(ds.attrs["d_h"]), layers=int(ds.sizes["layer"]),
+                   heads_per_layer=int(ds.sizes["head"]),
+                   storage=str(ds.attrs.get("storage_dtype", "")),
+                   null=str(ds.attrs.get("null_kind", "")), heads=int(flag.size),
+                   flagged=int(flag.sum()), fraction=float(flag.mean()))
+        for g in GROUPS:
+            hit = np.array([grp.get(t) == g for t in top.ravel()]).reshape(top.shape)
+            row[f"fraction_{g.replace(' ', '_')}"] = float((flag & hit).mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _profile_figures(items, save) -> None:
+    from matplotlib.figure import Figure
+
+    for stat in profiles.PROFILE_STATS:
+        f = Figure(figsize=(7, 4.4), layout="constrained")
+        profiles.plot_layer_profile(items, stat, f.subplots())
+        save(f, f"profile_{stat}.png")
+    f = Figure(figsize=(12, 8.4), layout="constrained")
+    for ax, stat in zip(f.subplots(2, 2).ravel(), profiles.PROFILE_STATS, strict=True):
+        profiles.plot_layer_profile(items, stat, ax)
+    f.suptitle("layer profiles (depth 0-1) against each model's null", fontsize=10)
+    save(f, "profiles.png")
+
+
+CAPTIONS = {
+    "profiles.png": "λ_max (self-normalised), NPR, spectral entropy and condition number per "
+                    "layer over depth: lines are layer means, dots heads; shaded: the central "
+                    "95 % of one head under the null at that model's (d, d_h).",
+}
+
+
+def write_compare(paths, out_dir, *, figures: bool = True) -> dict[str, Path]:
+    """Compare the scores in ``paths`` into ``out_dir`` (module docstring); returns
+    {file name: final path}. The output folder is checked before anything is read."""
+    import pandas as pd
+
+    from .html import compare_html
+
+    check_output_dir(out_dir, KIND)
+    items = load_scores(paths)
+    table = flag_table(items)
+    prof = pd.concat([profiles.profile_table(items, s) for s in profiles.PROFILE_STATS],
+                     ignore_index=True)
+    text = summary_text(table)
+    with OutputFolder(out_dir, kind=KIND) as out:
+        out.write_text("flags.csv", table.to_csv(index=False))
+        out.write_text("profiles.csv", prof.to_csv(index=False))
+        out.write_text("summary.txt", text)
+        images = {}
+        if figures:
+            def save(fig, name):
+                rel = Path("figures") / name
+                out.save_figure(fig, rel)
+                if name == "profiles.png":
+                    images[name] = (out.tmp / rel).read_bytes()
+
+            _profile_figures(items, save)
+        note = ("fraction: heads that differ from the null (BH over each model's heads); "
+                "fraction_<group>: flagged and driven by a statistic of that group.")
+        out.write_text("report.html", compare_html(
+            table, images, title=f"rmtbase compare: {len(items)} models",
+            subtitle=", ".join(lab for lab, _ in items), captions=CAPTIONS, notes=note))
+    return out.written
+
+
+def summary_text(table) -> str:
+    """The flag table as text, with how to read it."""
+    with_pd = table.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+    return (f"{with_pd}\n\nflagged: heads that differ from the null (one decision per head, "
+            "Benjamini-Hochberg over each model's heads); fraction_<group>: flagged heads whose "
+            "strongest statistic is in that group. Profiles: figures/profile_*.png, "
+            "profiles.csv (null band: central 95 % of one head under the Gaussian null at the "
+            "model's d, d_h).\n")
+
+
+__all__ = ["KIND", "flag_table", "load_scores", "summary_text", "write_compare"]

@@ -1,0 +1,281 @@
+"""Score many checkpoints or models into one Dataset: :func:`score_collection`.
+
+A training trajectory is one model at several revisions (``--revision step0,step1000,…`` on the
+hub) or several local checkpoint folders; a collection is any set of models. Each entry is
+scored by :func:`rmtbase.scoring.score.score_model` with the same options and the results are
+stacked by :func:`rmtbase.scoring.collection.combine` (leading ``checkpoint`` or ``model``
+dimension).
+
+- **Streaming**: one checkpoint's weights at a time (and a layer at a time within it).
+- **The null is shared**: null tables are read from the shipped data or the user cache
+  (generated once per shape and storage, then reused); the null band of the spectrum figure is
+  computed once per (d, d_h) here. Where a Dask cluster shares the cache, the first entry of
+  each shape runs alone so its tables exist before the others start.
+- **Dask**: ``workers=N`` (a loopback LocalCluster of N processes, one thread each),
+  ``scheduler=ADDRESS`` or ``client=``: one task per entry, the same engine as
+  :mod:`rmtbase.baseline.sweep`. Each task runs with the driver's JAX precision setting
+  (``jax_enable_x64``), so the Dataset is identical to a one-process run (tested), whatever the
+  number of workers.
+- **One null per shape**: the spectral null of one entry may be extended (more draws where a
+  head near a flag lies in the tail, cached); entries scored before that are scored again, so
+  every entry of one (d, d_h, storage) ends on the same null tables, whatever the order or the
+  number of workers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from dataclasses import dataclass
+
+from ..errors import InputError
+from .collection import COLLECTION_DIMS, combine, unique_labels
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One entry to score: a model (hub id, folder or object), its revision and its label."""
+
+    model: object
+    revision: str | None
+    label: str
+
+
+def _label(model, revision) -> str:
+    if revision is not None:
+        return str(revision)
+    if isinstance(model, str | os.PathLike):
+        text = os.fspath(model).rstrip("/")
+        return os.path.basename(text) if os.path.isdir(text) else text
+    return str(getattr(getattr(model, "config", None), "_name_or_path", "") or "model")
+
+
+def make_specs(models, revisions=None, labels=None) -> list[Spec]:
+    """Entries from ``models`` (one or several) and ``revisions`` (None, or several for one
+    model). Labels default to the revision, else the folder name (the full path where folder
+    names repeat), else the hub id."""
+    models = [models] if isinstance(models, str | os.PathLike) or not _seq(models) else \
+        list(models)
+    revisions = None if revisions is None else list(revisions)
+    if not models:
+        raise InputError("give at least one model")
+    if revisions is not None:
+        if not revisions:
+            raise InputError("revisions is empty")
+        if len(models) == 1:
+            pairs = [(models[0], r) for r in revisions]
+        elif len(revisions) == 1:
+            pairs = [(m, revisions[0]) for m in models]
+        else:
+            raise InputError("give several revisions of one model, or one revision for several "
+                             "models, not both")
+    else:
+        pairs = [(m, None) for m in models]
+    if labels is None:
+        labels = [_label(m, r) for m, r in pairs]
+        if len(set(labels)) < len(labels) and revisions is None:
+            labels = [os.fspath(m).rstrip("/") if isinstance(m, str | os.PathLike) else lab
+                      for (m, _), lab in zip(pairs, labels, strict=True)]
+    elif len(labels) != len(pairs):
+        raise InputError(f"{len(labels)} labels for {len(pairs)} entries")
+    return [Spec(m, r, lab) for (m, r), lab in zip(pairs, unique_labels(labels), strict=True)]
+
+
+def _seq(x) -> bool:
+    return isinstance(x, list | tuple)
+
+
+def _shape(info) -> tuple:
+    return (info.architecture, int(info.d), int(info.d_h), int(info.n_layers),
+            int(info.n_heads), int(info.n_kv_heads))
+
+
+def score_one(model, revision, options: dict, x64: bool):
+    """Score one entry (a Dask task; also the one-process path). Runs under ``jax_enable_x64 =
+    x64`` so a worker computes what the driver would; the spectrum band is added by the
+    driver."""
+    import jax
+
+    if bool(jax.config.read("jax_enable_x64")) != bool(x64):
+        jax.config.update("jax_enable_x64", bool(x64))
+    from .score import score_model
+
+    return score_model(model, revision=revision, progress=False, spectrum_draws=0, **options)
+
+
+@functools.cache
+def _band(d: int, d_h: int, n: int, seed: int):
+    from .score import null_spectrum_band
+
+    return null_spectrum_band(d, d_h, n, seed=seed)
+
+
+def _add_band(ds, n: int, seed: int):
+    from .score import SPECTRUM_QUANTILES
+
+    if not n:
+        return ds
+    band = _band(int(ds.attrs["d"]), int(ds.attrs["d_h"]), int(n), int(seed))
+    ds["null_spectrum"] = (("quantile", "rank"), band)
+    ds["null_spectrum"].attrs["definition"] = (
+        f"quantiles of the sorted normalised null spectrum over {int(n)} draws")
+    ds = ds.assign_coords(quantile=list(SPECTRUM_QUANTILES))
+    return ds
+
+
+def score_collection(models, *, revisions=None, labels=None, dim: str | None = None,
+                     workers: int | None = None, scheduler: str | None = None, client=None,
+                     progress: bool = True, spectrum_draws: int = 200, **options):
+    """Score every entry (model × revision) and stack them (module docstring).
+
+    models: one model or a list (hub ids, folders, loaded models); revisions: several hub
+    revisions of one model, or one for all; labels: entry names (default: revision or folder
+    name). dim: "checkpoint" or "model"; default "checkpoint" for revisions or entries of one
+    architecture and shape, else "model". workers / scheduler / client: run the entries as
+    Dask tasks (one of them), else one after another in this process. ``options`` are
+    :func:`rmtbase.scoring.score.score_model`'s (stats, draws, alpha, null, seed, …).
+    """
+    from ..models import model_info
+    from .score import _check_options, _stat_kind
+
+    specs = make_specs(models, revisions, labels)
+    _check_options(options.get("alpha", 0.05), options.get("draws"),
+                   options.get("null", "gaussian"), options.get("quantized_null", "auto"),
+                   options.get("max_draws", 100_000), options.get("element_draws", 200))
+    _stat_kind(options.get("stats", "all"))
+    if dim is not None and dim not in COLLECTION_DIMS:
+        raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")
+    infos = [model_info(s.model, revision=s.revision) for s in specs]  # fails early, cheaply
+    if dim is None:
+        same = len({_shape(i) for i in infos}) == 1
+        dim = "checkpoint" if revisions is not None or same else "model"
+    import jax
+
+    x64 = bool(jax.config.read("jax_enable_x64"))
+    seed = int(options.get("seed", 0))
+    here = workers is None and scheduler is None and client is None
+    if not here:
+        for s in specs:
+            if not isinstance(s.model, str | os.PathLike):
+                raise InputError("Dask runs take hub ids or folders, not loaded model objects")
+    runner = _Here(specs, options, x64, progress) if here else \
+        _Dask(specs, options, x64, progress, workers, scheduler, client)
+    with runner as run:
+        results = run(_shape_first(infos))
+        for _ in range(MAX_ROUNDS):
+            behind = _behind(results)
+            if not behind:
+                break
+            _say(progress, f"re-scoring {len(behind)} entries against the larger null that "
+                           "another entry of the same shape needed")
+            results.update(run(behind))
+    scored = [_add_band(results[i], spectrum_draws, seed) for i in range(len(specs))]
+    out = combine(scored, [s.label for s in specs], dim)
+    out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
+    return out
+
+
+#: Rounds of re-scoring entries whose null another entry enlarged (each enlarges it ×5).
+MAX_ROUNDS = 10
+
+
+def _null_size(ds) -> tuple:
+    a = ds.attrs
+    return (int(a.get("baseline_draws", 0)), int(a.get("spectral_null_draws", 0)))
+
+
+def _behind(results: dict) -> list[int]:
+    """Entries scored against a smaller null table than another entry of the same shape and
+    null storage (the sequential extension of one entry grows the cached table; null_table
+    then serves the largest, so re-scoring brings every entry onto the same null)."""
+    best = {}
+    for ds in results.values():
+        if ds.attrs.get("null_kind") == "permutation":
+            continue
+        key = (ds.attrs.get("d"), ds.attrs.get("d_h"), ds.attrs.get("null_storage"))
+        best[key] = tuple(max(x, y) for x, y in zip(best.get(key, (0, 0)), _null_size(ds),
+                                                    strict=True))
+    return sorted(i for i, ds in results.items() if ds.attrs.get("null_kind") != "permutation"
+                  and _null_size(ds) != best[(ds.attrs.get("d"), ds.attrs.get("d_h"),
+                                              ds.attrs.get("null_storage"))])
+
+
+def _shape_first(infos) -> list[list[int]]:
+    """Batches: the first entry of each shape, then the rest (so the first one's null tables
+    are cached before the others start)."""
+    first, rest, seen = [], [], set()
+    for i, info in enumerate(infos):
+        (rest if _shape(info) in seen else first).append(i)
+        seen.add(_shape(info))
+    return [b for b in (first, rest) if b]
+
+
+def _say(progress, text):
+    if progress:
+        print(f"rmtbase: {text}", file=sys.stderr, flush=True)
+
+
+class _Here:
+    """Runs batches of entries one after another in this process."""
+
+    def __init__(self, specs, options, x64, progress):
+        self.specs, self.options, self.x64, self.progress = specs, options, x64, progress
+
+    def __enter__(self):
+        return self.run
+
+    def __exit__(self, *exc):
+        return False
+
+    def _done(self, i, ds, k, n):
+        _say(self.progress, f"scored {self.specs[i].label} ({k}/{n}): "
+                            f"{int(ds['head_flag'].sum())} of {ds['head_flag'].size} heads "
+                            "differ from the null")
+
+    def run(self, batches) -> dict:
+        batches = [batches] if batches and isinstance(batches[0], int) else batches
+        todo = [i for b in batches for i in b]
+        out = {}
+        for k, i in enumerate(todo):
+            s = self.specs[i]
+            out[i] = score_one(s.model, s.revision, self.options, self.x64)
+            self._done(i, out[i], k + 1, len(todo))
+        return out
+
+
+class _Dask(_Here):
+    """Runs each batch of entries as Dask tasks (one per entry), batch after batch."""
+
+    def __init__(self, specs, options, x64, progress, workers, scheduler, client):
+        super().__init__(specs, options, x64, progress)
+        self.where = (scheduler, workers, client)
+
+    def __enter__(self):
+        from ..baseline.sweep import _client, _distributed
+
+        self.dist = _distributed()
+        self._ctx = _client(*self.where)
+        self.client = self._ctx.__enter__()
+        return self.run
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+    def run(self, batches) -> dict:
+        batches = [batches] if batches and isinstance(batches[0], int) else batches
+        n = sum(len(b) for b in batches)
+        out, k = {}, 0
+        for batch in batches:
+            futures = {self.client.submit(score_one, os.fspath(self.specs[i].model),
+                                          self.specs[i].revision, self.options, self.x64,
+                                          pure=False): i for i in batch}
+            for fut in self.dist.as_completed(futures):
+                i = futures[fut]
+                out[i] = fut.result()
+                k += 1
+                self._done(i, out[i], k, n)
+        return out
+
+
+__all__ = ["Spec", "make_specs", "score_collection", "score_one"]

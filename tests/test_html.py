@@ -1,0 +1,185 @@
+"""report.html: self-contained, small, its data faithful to the Dataset, and working in a real
+headless browser (Debian's Chromium; skipped with the reason where it is not installed)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import xarray as xr
+from _browser import CHROMIUM, SKIP_REASON, run_page
+from _checkpoints import gpt2, trajectory
+
+from rmtbase.scoring import write_report
+from rmtbase.scoring.compare import write_compare
+from rmtbase.scoring.score import score_model
+from rmtbase.scoring.trajectory import score_collection
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    path = tmp_path_factory.getbasetemp() / "rmtbase-score-cache"  # shared with test_cli_score
+    path.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RMTBASE_CACHE", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def report12(tmp_path_factory, cache):
+    """A random-init GPT-2 with 12 layers × 12 heads (d = 96, d_h = 8), all statistics,
+    written by write_report."""
+    root = tmp_path_factory.mktemp("html")
+    folder = gpt2(root / "model", seed=5, n_layer=12, n_embd=96, n_head=12)
+    ds = score_model(str(folder), draws=300, max_draws=2000, progress=False)
+    out = root / "out"
+    write_report(ds, out)
+    return ds, out
+
+
+def _data(page) -> dict:
+    text = page.read_text(encoding="utf-8")
+    m = re.search(r'<script type="application/json" id="rmtbase-data">(.*?)</script>', text, re.S)
+    return json.loads(m.group(1))
+
+
+def js_num(x: float) -> str:
+    """JavaScript String(+x.toPrecision(4)) for 1e-3 <= |x| < 1e5 (the page's number format)."""
+    s = repr(float(f"{float(f'{x:.4g}'):.4g}"))
+    return s[:-2] if s.endswith(".0") else s
+
+
+def js_p(p: float) -> str:
+    """The page's p-value format (fmtP)."""
+    p = float(f"{p:.4g}")
+    if p <= 1e-16:
+        return "<1e-16"
+    if p < 1e-3:
+        m, e = f"{p:.1e}".split("e")
+        return f"{m}e{int(e)}"
+    s = repr(float(f"{p:.2g}"))
+    return s[:-2] if s.endswith(".0") else s
+
+
+def test_report_html_is_self_contained_and_small(report12):
+    ds, out = report12
+    page = out / "report.html"
+    text = page.read_text(encoding="utf-8")
+    assert page.stat().st_size < 1_000_000, page.stat().st_size  # 12 × 12 heads, PNGs included
+    assert "report.html" in json.loads((out / "manifest.json").read_text())["files"]
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text)
+    for needle in ("fetch(", "XMLHttpRequest", "@import", "import(", "<link"):
+        assert needle not in text, needle
+    assert text.count("data:image/png;base64,") == 2
+    data = _data(page)
+    (e,) = data["entries"]
+    assert len(e["L"]) == 12 and len(e["H"]) == 12 and e["detail"]
+    assert e["stats"] == [str(s) for s in ds["stat"].values]
+
+
+def test_embedded_data_follow_the_dataset(report12):
+    ds, out = report12
+    e = _data(out / "report.html")["entries"][0]
+    n_s, n_h = len(e["stats"]), len(e["H"])
+    for li, hi, j in ((0, 0, 0), (3, 7, 5), (11, 11, n_s - 1)):
+        k = li * n_h + hi
+        for key, var in (("v", "value"), ("m", "null_mean"), ("p", "p_value")):
+            want = float(ds[var].values[li, hi, j])
+            assert e[key][k * n_s + j] == pytest.approx(want, rel=1e-3, abs=1e-12), (key, li, hi)
+        assert e["head"]["p"][k] == pytest.approx(float(ds["head_p_value"][li, hi]), rel=1e-3)
+    assert len(e["pm"]) == 12 * 12 * n_s and set(e["pm"]) <= set("egf-")
+    hist = np.array(e["hist"]).reshape(12, 12, -1)
+    np.testing.assert_allclose(hist.sum(-1) * 0.25, 1.0, atol=1e-3)  # nothing beyond ±8
+    np.testing.assert_allclose(np.array(e["spec"]).reshape(12, 12, -1),
+                               ds["qk_spectrum"].values, rtol=1e-3)
+
+
+def test_qk_histogram_comes_from_the_same_product_and_follows_variance_gamma():
+    """W_QK's element statistics are bit-identical to the null's implementation, and the
+    histogram of null heads (z = entry/(√d_h σ_Q σ_K)) follows the unit-variance
+    variance-gamma density (Gaunt 2014), not only the Gaussian."""
+    import jax.numpy as jnp
+
+    from rmtbase.analytic import variance_gamma as vg
+    from rmtbase.scoring.qk_histogram import QK_HIST_EDGES
+    from rmtbase.scoring.score import _layer_stats
+    from rmtbase.stats import _qk_element_stats
+
+    rng = np.random.default_rng(11)
+    d_h, d, n = 2, 48, 60  # small d_h: the variance-gamma law is far from Gaussian
+    wq = (0.02 * rng.standard_normal((n, d_h, d))).astype(np.float32)
+    wk = (0.05 * rng.standard_normal((n, d_h, d))).astype(np.float32)
+    st, _, hist = _layer_stats(wq, wk, "all", hist=True)
+    ref = _qk_element_stats(jnp.asarray(wq), jnp.asarray(wk), 0.8)
+    for name, v in ref.items():
+        np.testing.assert_array_equal(st[f"qk.{name}"], np.asarray(v, dtype=np.float64), name)
+    w = QK_HIST_EDGES[1] - QK_HIST_EDGES[0]
+    mean = hist.mean(0)
+    cdf = vg.cdf(QK_HIST_EDGES, d_h, 1 / np.sqrt(d_h))
+    want = np.diff(cdf) / w
+    gauss = np.exp(-0.5 * (0.5 * (QK_HIST_EDGES[1:] + QK_HIST_EDGES[:-1])) ** 2) / np.sqrt(2 * np.pi)
+    core = np.abs(0.5 * (QK_HIST_EDGES[1:] + QK_HIST_EDGES[:-1])) < 3
+    err_vg = np.abs(mean - want)[core].max()
+    err_g = np.abs(mean - gauss)[core].max()
+    assert err_vg < 0.03 and err_g > 3 * err_vg, (err_vg, err_g)
+
+
+@needs_chromium
+def test_headless_chromium_loads_without_errors_and_drills_down(report12, tmp_path):
+    ds, out = report12
+    li, hi = 3, 7
+    actions = f"""
+    var c = document.querySelector('#heatmap rect[data-l="{li}"][data-h="{hi}"]');
+    c.dispatchEvent(new MouseEvent('click', {{bubbles: true}}));
+    r.title = document.getElementById('detail-title').textContent;
+    r.detail = document.getElementById('detail').innerText;
+    r.svgs = document.querySelectorAll('#detail svg.plot').length;
+    var th = document.querySelectorAll('#toptable thead th')[2]; th.click();
+    r.sorted = Array.prototype.map.call(document.querySelectorAll('#toptable tbody tr'),
+      function (tr) {{ return +tr.cells[2].getAttribute('data-v'); }});
+    r.cells = document.querySelectorAll('#heatmap rect.cell').length;
+    """
+    r, console = run_page(out / "report.html", actions, tmp_path)
+    assert r["errors"] == [] and console == [], (r["errors"], console)
+    assert r["cells"] == 144 and r["title"] == f"layer {li}, head {hi}"
+    h = ds.isel(layer=li, head=hi)
+    assert f"head p = {js_p(float(h['head_p_value']))}" in r["detail"]
+    for stat in ("qk.npr", "qk.spectral_entropy"):
+        row = next(line for line in r["detail"].splitlines() if line.startswith(stat + "\t"))
+        assert js_num(float(h["value"].sel(stat=stat))) in row.split("\t")[2], row
+        assert js_num(float(h["null_mean"].sel(stat=stat))) in row.split("\t")[3], row
+    assert r["svgs"] == 3  # spectrum vs band, density vs MP⊠MP, W_QK histogram vs references
+    assert r["sorted"] == sorted(r["sorted"]) and len(r["sorted"]) >= 25
+
+
+@needs_chromium
+def test_collection_and_compare_pages_in_chromium(tmp_path, cache):
+    steps = trajectory(tmp_path / "ckpt", strengths=(0.0, 3.0))
+    ds = score_collection([str(p) for p in steps], stats="spectral", draws=300, max_draws=2000,
+                          progress=False)
+    write_report(ds, tmp_path / "traj", figures=False)
+    actions = """
+    var s = document.getElementById('entry-select'); s.value = '1';
+    s.dispatchEvent(new Event('change'));
+    document.querySelector('#heatmap rect[data-l="1"][data-h="2"]')
+      .dispatchEvent(new MouseEvent('click', {bubbles: true}));
+    r.detail = document.getElementById('detail').innerText;
+    r.options = s.options.length;
+    """
+    r, console = run_page(tmp_path / "traj" / "report.html", actions, tmp_path)
+    assert r["errors"] == [] and console == [], (r["errors"], console)
+    assert r["options"] == 2 and "layer 1, head 2" in r["detail"]
+    p = float(ds["head_p_value"].sel(checkpoint="step1").values[1, 2])
+    assert f"head p = {js_p(p)}" in r["detail"]
+    assert "No W_QK histogram" in r["detail"]  # spectral statistics only: said, not drawn
+    write_compare([tmp_path / "traj"], tmp_path / "cmp", figures=False)
+    r, console = run_page(tmp_path / "cmp" / "report.html",
+                          "r.rows = document.querySelectorAll('table.sortable tbody tr').length;",
+                          tmp_path)
+    assert r["errors"] == [] and console == [] and r["rows"] == 2, (r, console)
+    with xr.open_dataset(tmp_path / "traj" / "scores.nc") as back:
+        assert back.sizes["checkpoint"] == 2
