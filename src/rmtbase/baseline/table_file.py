@@ -45,7 +45,9 @@ def read_table(path) -> xr.Dataset:
         raise TableError(f"{path} is not an rmtbase table (no rmtbase_table_format attribute)")
     if int(fmt) > TABLE_FORMAT:
         raise TableError(f"{path} has table format {fmt}; this rmtbase reads up to {TABLE_FORMAT}")
-    missing = {"d", "d_h", "draw"} - set(ds.dims)
+    # product-network tables (rmtbase.baseline.network_tables) have dims (d, depth, gain, draw)
+    network = ds.attrs.get("rmtbase_table_kind") == "product_network"
+    missing = ({"d", "depth", "gain", "draw"} if network else {"d", "d_h", "draw"}) - set(ds.dims)
     if missing or int(ds.attrs.get("draws", -1)) != ds.sizes["draw"] or not ds.data_vars:
         raise TableError(f"{path} is a damaged rmtbase table (dims {dict(ds.sizes)})")
     return ds
