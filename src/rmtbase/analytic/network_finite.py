@@ -1,0 +1,166 @@
+"""Exact finite-d moments of product networks: traces, element kurtosis, Lyapunov exponents.
+
+Same ensembles as :mod:`rmtbase.analytic.product_network`: Gaussian M_L = W_L⋯W_1 (W_l of shape
+(d_l, d_{l−1}), i.i.d. N(0, G/d_{l−1})), residual M_L = (I + W_L)⋯(I + W_1) (d × d, N(0, G/d)).
+Every function is exact at finite d (no asymptotics) and works in the arithmetic of its
+arguments: ints/Fractions give exact Fractions, floats give floats, mpf gives mpf.
+
+Traces (Wick's theorem, one layer at a time). For A fixed symmetric and W with i.i.d.
+N(0, s²) entries and n rows, E tr(W A Wᵀ)² = s⁴ n[(tr A)² + (n + 1) tr A²] and
+E (tr W A Wᵀ)² = s⁴[n² (tr A)² + 2n tr A²]. For the residual factor (I + W) A (I + W)ᵀ, also
+E tr(WAWA) = s² tr A² and E (tr WA)² = s² tr A². So X = E (tr MMᵀ)², Y = E tr (MMᵀ)² obey a
+linear recursion from X_0 = d_0², Y_0 = d_0: Gaussian X' = s⁴(n² X + 2n Y), Y' = s⁴ n (X + (n+1) Y)
+with s² = G/d_{l−1}, n = d_l; residual (h = 2G + G²) Y' = (1 + h(d+1)/d) Y + (h/d) X,
+X' = (1 + G)² X + (2h/d) Y. E tr MᵀM = G^L d_L (Gaussian), (1 + G)^L d (residual).
+As d → ∞, Y/d tends to the second moment of the limit law; the residual's relative
+correction grows like L h/((1 + h) d): the free-probability limit describes finite d while
+L ≪ d.
+
+Element kurtosis (moment method). Follow one column c of M (c_0 = e_j): c' = W c (Gaussian) or
+c' = c + W c (residual). Given c, W c ~ N(0, s² ‖c‖² I). For an entry a = c_i (i ≠ j, so a_0 = 0)
+and r² = ‖c‖²: a' = a + s r ξ (ξ ~ N(0, 1)) and ‖c'‖² = r² ‖u + s ζ‖² (ζ ~ N(0, I_d), u a unit
+vector: non-central χ²), which closes the recursion on (E a², E r²) and (E a⁴, E a² r², E r⁴):
+
+    E a'⁴ = E a⁴ + 6 s² E a²r² + 3 s⁴ E r⁴
+    E a'²r'² = (1 + s²(d + 4)) E a²r² + s² (1 + s²(d + 2)) E r⁴
+    E r'⁴ = ((1 + s² d)² + 2 d s⁴ + 4 s²) E r⁴
+
+(residual; the Gaussian drops the identity: a' = s r ξ, E r'⁴ = s⁴ d(d + 2) E r⁴, so its excess
+kurtosis is 3[∏_{l<L} (1 + 2/d_l) − 1]). The excess kurtosis of an off-diagonal entry is
+E a⁴/(E a²)² − 3: the moment-method curve of seed 004's "kurtosis vs depth". It is O(L/d):
+as d → ∞ at fixed L the entries become Gaussian.
+
+Lyapunov exponents of square Gaussian products (Newman 1986; Forrester 2013): with the QR
+recursion W_l Q_{l−1} = Q_l R_l, the R_l,ii² are independent G/d · χ²_{d−i+1}, so the exponents
+(1/L) Σ_l ln |R_l,ii| have mean μ_i = ½[ln(2G/d) + ψ((d − i + 1)/2)] at every depth L.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import mpmath as mp
+import numpy as np
+from scipy.special import digamma
+
+from ..errors import InputError, check_positive_int
+from ._numeric import working_dps
+from .product_network import check_gain, check_kind, check_widths
+
+__all__ = [
+    "expected_trace", "expected_trace_sq", "trace_moments", "element_moments",
+    "element_kurtosis", "kurtosis_curve", "depth_from_kurtosis", "lyapunov_gaussian",
+    "lyapunov_gaussian_mp",
+]
+
+
+def _num(gain):
+    """The arithmetic of ``gain``: Fraction for int/Fraction/str, else the type itself."""
+    if isinstance(gain, int | Fraction):
+        return Fraction(gain)
+    if isinstance(gain, str):
+        return Fraction(gain)
+    return gain
+
+
+def _setup(kind, d, depth, gain, widths):
+    kind = check_kind(kind)
+    depth = check_positive_int(depth, "depth")
+    check_gain(gain)
+    widths = check_widths(kind, depth, widths)
+    if widths is None:
+        d = check_positive_int(d, "d")
+        widths = (d,) * (depth + 1)
+    elif d is not None and int(d) != widths[0]:
+        raise InputError(f"d={d} disagrees with widths[0]={widths[0]}")
+    return kind, depth, _num(gain), widths
+
+
+def trace_moments(kind: str, d, depth: int, gain=1, widths=None) -> tuple:
+    """(E tr MᵀM, E tr (MᵀM)², E (tr MᵀM)²) at finite width, exactly (see module docstring)."""
+    kind, depth, g, widths = _setup(kind, d, depth, gain, widths)
+    one = g / g
+    x, y = one * widths[0] ** 2, one * widths[0]
+    for l in range(1, depth + 1):
+        if kind == "gaussian":
+            s2, n = g / widths[l - 1], widths[l]
+            x, y = s2 * s2 * (n * n * x + 2 * n * y), s2 * s2 * n * (x + (n + 1) * y)
+        else:
+            dd, h = widths[0], 2 * g + g * g
+            x, y = (1 + g) ** 2 * x + 2 * h * y / dd, (1 + h * (dd + 1) / dd) * y + h * x / dd
+    mean = g**depth * widths[-1] if kind == "gaussian" else (1 + g) ** depth * widths[0]
+    return mean, y, x
+
+
+def expected_trace(kind: str, d, depth: int, gain=1, widths=None):
+    """E tr(M_LᵀM_L): G^L d_L (Gaussian) or (1 + G)^L d (residual), exactly."""
+    return trace_moments(kind, d, depth, gain, widths)[0]
+
+
+def expected_trace_sq(kind: str, d, depth: int, gain=1, widths=None):
+    """E tr((M_LᵀM_L)²) exactly at finite width."""
+    return trace_moments(kind, d, depth, gain, widths)[1]
+
+
+def element_moments(kind: str, d, depth: int, gain=1, widths=None) -> tuple:
+    """(E a², E a⁴) of an off-diagonal entry a of M_L, exactly (see module docstring)."""
+    kind, depth, g, widths = _setup(kind, d, depth, gain, widths)
+    one = g / g
+    a2, r2 = 0 * one, one
+    a4, a2r2, r4 = 0 * one, 0 * one, one
+    for l in range(1, depth + 1):
+        dd = widths[l - 1] if kind == "gaussian" else widths[0]
+        s2 = g / dd
+        if kind == "gaussian":
+            n = widths[l]
+            a2, r2 = s2 * r2, s2 * n * r2
+            a4, a2r2, r4 = 3 * s2 * s2 * r4, 0 * one, s2 * s2 * n * (n + 2) * r4
+            continue
+        a4, a2r2, r4 = (a4 + 6 * s2 * a2r2 + 3 * s2 * s2 * r4,
+                        (1 + s2 * (dd + 4)) * a2r2 + s2 * (1 + s2 * (dd + 2)) * r4,
+                        ((1 + s2 * dd) ** 2 + 2 * dd * s2 * s2 + 4 * s2) * r4)
+        a2, r2 = a2 + s2 * r2, (1 + s2 * dd) * r2
+    return a2, a4
+
+
+def element_kurtosis(kind: str, d, depth: int, gain=1, widths=None):
+    """Excess kurtosis E a⁴/(E a²)² − 3 of an off-diagonal entry of M_L, exactly."""
+    a2, a4 = element_moments(kind, d, depth, gain, widths)
+    return a4 / (a2 * a2) - 3
+
+
+def kurtosis_curve(kind: str, d: int, depths, gain: float = 1.0) -> np.ndarray:
+    """:func:`element_kurtosis` (float64) at each depth in ``depths`` (square layers)."""
+    return np.array([float(element_kurtosis(kind, d, int(L), Fraction(gain)))
+                     for L in np.atleast_1d(depths)])
+
+
+def depth_from_kurtosis(kurtosis: float, d: int, *, kind: str = "residual", gain: float = 1.0,
+                        max_depth: int = 200) -> float:
+    """Depth L (real, by linear interpolation in L) whose analytic element kurtosis equals
+    ``kurtosis`` at width d; NaN if it lies outside the curve's range over 1..max_depth.
+
+    The curve is increasing in L (tested), so the answer is unique; it is the moment-method
+    counterpart of :func:`rmtbase.depth.effective_depth` (kurtosis only)."""
+    k = float(kurtosis)
+    depths = np.arange(1, check_positive_int(max_depth, "max_depth") + 1)
+    curve = kurtosis_curve(kind, d, depths, gain)
+    if not np.isfinite(k) or k < curve[0] or k > curve[-1]:
+        return float("nan")
+    return float(np.interp(k, curve, depths))
+
+
+def lyapunov_gaussian(d: int, gain: float = 1.0) -> np.ndarray:
+    """Exact finite-d Lyapunov exponents μ_1 ≥ … ≥ μ_d of square Gaussian products (float64)."""
+    d = check_positive_int(d, "d")
+    g = float(check_gain(gain))
+    return 0.5 * (np.log(2.0 * g / d) + digamma((d - np.arange(1, d + 1) + 1) / 2.0))
+
+
+def lyapunov_gaussian_mp(d: int, gain=1, dps: int | None = None) -> list:
+    """:func:`lyapunov_gaussian` as mpf."""
+    d = check_positive_int(d, "d")
+    check_gain(gain)
+    with working_dps(dps):
+        g = mp.mpf(gain)
+        return [(mp.log(2 * g / d) + mp.digamma(mp.mpf(d - i + 1) / 2)) / 2 for i in range(1, d + 1)]

@@ -1,0 +1,338 @@
+"""Limit laws of product networks: Gaussian M_L = W_L⋯W_1 and residual M_L = (I+W_L)⋯(I+W_1).
+
+Setting (the ensembles of :mod:`rmtbase.ensembles.products`). Gaussian: W_l is (d_l, d_{l−1})
+with i.i.d. N(0, G/d_{l−1}) entries (G the per-layer gain; G = 1 preserves E‖Mx‖²/‖x‖² for
+square layers); square layers unless ``widths = (d_0, …, d_L)`` is given. Residual: W_l is d×d
+with i.i.d. N(0, G/d) entries (``sigma2 = G/d`` of :func:`rmtbase.ensembles.residual_product`).
+The law here is the d → ∞ limit (fixed L, fixed width ratios) of the eigenvalues of M_LᵀM_L
+(d_0 × d_0), with no further normalisation: its mean is G^L d_L/d_0 (Gaussian) or (1 + G)^L
+(residual).
+
+Gaussian (Burda, Jarosz, Livan, Nowak & Swiech 2010; Mingo & Speicher 2017, S-transforms).
+W_lᵀW_l has the law MP with S(w) = 1/(G(d_l/d_{l−1} + w)) and is free of M_{l−1}M_{l−1}ᵀ
+(W_l is bi-orthogonally invariant); carrying the S-transform across AᵀA ↔ AAᵀ at each layer
+gives, for M_LᵀM_L,
+
+    S(w) = 1/(G(d_L/d_0 + w)) · ∏_{l=1}^{L−1} 1/(G(1 + (d_0/d_l) w)),
+
+so for square layers S = G^{−L}(1 + w)^{−L} and the moments are G^{kL} FC_L(k), the Fuss–Catalan
+numbers FC_L(k) = C((L+1)k, k)/(Lk + 1) (Penson & Życzkowski 2011), on [0, G^L (L+1)^{L+1}/L^L].
+An atom 1 − min_l d_l/d_0 sits at 0.
+
+Residual. (I + W)ᵀ(I + W) for W with i.i.d. N(0, G/d) entries tends to the information-plus-
+noise law with identity signal (Dozier & Silverstein 2007), whose S-transform (derived from
+their cubic for the Stieltjes transform, G² z m³ + 2G z m² + (z − 1 + G) m + 1 = 0) is
+
+    S_1(w) = 2 / (1 + G + 2Gw + √((1 + G)² + 4Gw)).
+
+(I + W_L) is invariant under conjugation O(I + W_L)Oᵀ, so (I + W_L)ᵀ(I + W_L) is asymptotically
+free of M_{L−1}M_{L−1}ᵀ (Voiculescu; Collins & Śniady 2006 for orthogonal invariance) — the
+factors are not bi-orthogonally invariant, but conjugation invariance is enough — and the limit
+law is the L-fold free multiplicative power: S = S_1^L. Mean (1 + G)^L, second moment
+(1+h)^L + L h (1+h)^{L−1} with h = 2G + G². At finite d the corrections are O(L/d) (see
+:mod:`rmtbase.analytic.network_finite`, which has the exact finite-d E tr(MᵀM)²).
+
+Moments: Lagrange inversion of ψ = z(1 + ψ)/S(ψ) (:mod:`._series`), exact in rational
+arithmetic (:func:`moments_exact`), as float64 (:func:`moments`) or mpf (:func:`moments_mp`).
+Edges and density: the uniformisation x = X(u) of :mod:`._rational_map`, with u = w (Gaussian:
+X = G^L (1+w) ∏_{l<L} (1 + (d_L/d_l) w)/w, the law of M Mᵀ, reweighted by d_L/d_0) or
+u = √((1+G)² + 4Gw) (residual: X = (u−1+G)(u+1−G)^{L+1}(u+1+G)^{L−1}/((u−1−G) 4^L)).
+
+Lyapunov exponents (d → ∞, then L → ∞). For a law ν with S-transform S, the law of
+x^{1/L} under ν^{⊠L} tends to the law with quantile function t ↦ 1/S(t − 1), t ∈ (0, 1) (Tucci
+2010, "Limits laws for geometric means of free random variables"; Haagerup & Möller 2013).
+So the exponents μ = ln s / L = ln x/(2L) at rank fraction t (from the bottom) are
+μ(t) = −½ ln S_1(t − 1): Gaussian ½ ln(G t) (Newman's triangle law, Newman 1986), residual
+½ ln[(1 − G + 2Gt + √((1 − G)² + 4Gt))/2], from ½ ln(1 − G) (−∞ for G ≥ 1) up to ½ ln(1 + G).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+import mpmath as mp
+import numpy as np
+
+from ..errors import InputError, check_positive_int
+from . import _rational_map as rmap
+from ._numeric import check_order, working_dps
+from ._series import lagrange_moments, series_mul, series_pow
+
+__all__ = [
+    "KINDS", "fuss_catalan", "s_transform", "moments", "moments_exact", "moments_mp", "edges",
+    "edges_mp", "density", "density_mp", "atom", "lyapunov_quantile", "lyapunov_limits",
+    "lyapunov_limits_mp",
+]
+
+KINDS = ("gaussian", "residual")
+
+
+def check_kind(kind) -> str:
+    if kind not in KINDS:
+        raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    return kind
+
+
+def check_gain(gain):
+    """A finite gain G > 0 (int, float, Fraction, str or mpf); returned unchanged."""
+    try:
+        v = float(gain)
+    except (TypeError, ValueError):
+        raise InputError(f"gain must be a number, got {gain!r}") from None
+    if not (v > 0) or not math.isfinite(v):
+        raise InputError(f"gain must be a finite number > 0, got {gain!r}")
+    return gain
+
+
+def check_widths(kind, depth, widths):
+    """``widths`` as a tuple of depth + 1 positive ints, or None (square layers)."""
+    depth = check_positive_int(depth, "depth")
+    if widths is None:
+        return None
+    if kind == "residual":
+        raise InputError("widths apply only to the Gaussian product network")
+    w = tuple(check_positive_int(x, "width") for x in widths)
+    if len(w) != depth + 1:
+        raise InputError(f"widths must list depth + 1 = {depth + 1} widths d_0..d_L, got {len(w)}")
+    return None if len(set(w)) == 1 else w
+
+
+def fuss_catalan(depth: int, k: int) -> int:
+    """FC_L(k) = C((L+1)k, k)/(Lk + 1), the k-th moment of the square Gaussian product at G = 1."""
+    L, k = check_positive_int(depth, "depth"), check_order(k)
+    return math.comb((L + 1) * k, k) // (L * k + 1)
+
+
+def _check(kind, depth, gain, widths):
+    kind = check_kind(kind)
+    depth = check_positive_int(depth, "depth")
+    return kind, depth, check_gain(gain), check_widths(kind, depth, widths)
+
+
+def _phi(kind, depth, g, widths, k, num, half):
+    """Coefficients of φ(w) = (1 + w)/S(w) up to w^{k−1} (law of M Mᵀ for Gaussian widths)."""
+    one = num(1)
+    if kind == "gaussian":
+        poly = [one, one]
+        if widths is not None:
+            for d_l in widths[:-1]:
+                poly = series_mul(poly, [one, num(widths[-1]) / num(d_l)], k)
+        else:
+            poly = series_pow(poly, depth + 1, k, b0=one)
+        return [g**depth * c for c in poly] + [0 * one] * max(0, k - len(poly))
+    beta = 4 * g / (1 + g) ** 2
+    sq = series_pow([one, beta], half, k, b0=one)          # √(1 + βw)
+    gs = [(1 + g) * c / 2 for c in sq]
+    gs[0] = 1 + g
+    if k > 1:
+        gs[1] = gs[1] + g
+    return series_mul([one, one], series_pow(gs, depth, k, b0=(1 + g) ** depth), k)
+
+
+def _weight(widths, num):
+    return num(1) if widths is None else num(widths[-1]) / num(widths[0])
+
+
+def moments_exact(kind: str, depth: int, gain=1, k: int = 6, widths=None) -> list[Fraction]:
+    """m_1..m_k of the limit law of the eigenvalues of M_LᵀM_L as exact Fractions.
+
+    ``gain`` is converted with ``Fraction(gain)`` (a float is taken at its exact binary value; a
+    string like ``"0.3"`` is exact decimal)."""
+    kind, depth, gain, widths = _check(kind, depth, gain, widths)
+    k = check_order(k)
+    g = Fraction(gain)
+    phi = _phi(kind, depth, g, widths, k, Fraction, Fraction(1, 2))
+    return [m * _weight(widths, Fraction) for m in lagrange_moments(phi, k)]
+
+
+def moments(kind: str, depth: int, gain: float = 1.0, k: int = 6, widths=None) -> np.ndarray:
+    """m_1..m_k as float64 (correctly rounded from :func:`moments_exact`)."""
+    return np.array([float(m) for m in moments_exact(kind, depth, gain, k, widths)])
+
+
+def moments_mp(kind: str, depth: int, gain=1, k: int = 6, widths=None, dps: int | None = None):
+    """m_1..m_k as mpf (series in mp arithmetic at ``dps`` digits)."""
+    kind, depth, gain, widths = _check(kind, depth, gain, widths)
+    k = check_order(k)
+    with working_dps(dps):
+        phi = _phi(kind, depth, mp.mpf(gain), widths, k, mp.mpf, mp.mpf(1) / 2)
+        return [m * _weight(widths, mp.mpf) for m in lagrange_moments(phi, k)]
+
+
+def s_transform(w, kind: str, depth: int, gain: float = 1.0, widths=None):
+    """S-transform of the limit law of M_LᵀM_L at ``w`` (complex or real array)."""
+    kind, depth, gain, widths = _check(kind, depth, gain, widths)
+    w = np.asarray(w, dtype=complex if np.iscomplexobj(w) else float)
+    g = float(gain)
+    if kind == "residual":
+        return (2.0 / (1 + g + 2 * g * w + np.sqrt((1 + g) ** 2 + 4 * g * w + 0j))) ** depth
+    if widths is None:
+        return (g * (1 + w)) ** (-depth)
+    out = 1.0 / (g * (widths[-1] / widths[0] + w))
+    for d_l in widths[1:-1]:
+        out = out / (g * (1 + widths[0] / d_l * w))
+    return out
+
+
+def atom(kind: str, widths=None) -> float:
+    """Mass of the atom at 0 of the limit law of M_LᵀM_L: 1 − min_l d_l/d_0 (0 if square)."""
+    check_kind(kind)
+    if widths is None:
+        return 0.0
+    return 1.0 - min(widths) / widths[0]
+
+
+def _map_pairs(kind, depth, g, widths):
+    """(log C, [(r, n)]) of X(u) with exact (Fraction) roots for merging."""
+    if kind == "gaussian":
+        a = [Fraction(1)] * depth if widths is None else [Fraction(widths[-1], d) for d in widths[:-1]]
+        pairs = [(Fraction(-1), 1), (Fraction(0), -1)] + [(-1 / x, 1) for x in a]
+        return depth * math.log(float(g)) + sum(math.log(x) for x in a), pairs
+    g = Fraction(g)
+    pairs = [(1 - g, 1), (g - 1, depth + 1), (-1 - g, depth - 1), (1 + g, -1)]
+    return -depth * math.log(4.0), pairs
+
+
+@lru_cache(maxsize=64)
+def _curve(kind, depth, gain, widths):
+    log_c, pairs = _map_pairs(kind, depth, gain, widths)
+    merged = rmap.merge_roots(pairs)
+    w_kind = ("identity",) if kind == "gaussian" else ("residual", float(gain))
+    rm = rmap.RationalMap(log_c, tuple(float(r) for r, _ in merged), tuple(n for _, n in merged),
+                          w_kind)
+    crit = rmap.critical_points(rm.roots, rm.powers, np.roots)
+    real = sorted(float(z.real) for z in np.atleast_1d(crit) if abs(z.imag) <= 1e-9 * (1 + abs(z)))
+    lower, upper = rmap.edge_points(rm, real)
+    return rm, lower, upper, rmap.trace_path(rm, lower, upper)
+
+
+def edges(kind: str, depth: int, gain: float = 1.0, widths=None) -> tuple[float, float]:
+    """Edges (x₋, x₊) of the continuous part of the limit law of M_LᵀM_L (float64).
+
+    Square Gaussian: (0, G^L (L+1)^{L+1}/L^L); residual: x₋ > 0 only for G < 1."""
+    kind, depth, gain, widths = _check(kind, depth, gain, widths)
+    _, lower, upper, _ = _curve(kind, depth, float(gain), widths)
+    return (0.0 if lower is None else lower[1]), upper[1]
+
+
+def edges_mp(kind: str, depth: int, gain=1, widths=None, dps: int | None = None) -> tuple:
+    """Edges (x₋, x₊) as mpf: critical points by mpmath polyroots at ``dps`` digits."""
+    kind, depth, gain, widths = _check(kind, depth, gain, widths)
+    with working_dps(dps):
+        log_c, pairs = _map_pairs(kind, depth, Fraction(gain), widths)
+        merged = rmap.merge_roots(pairs)
+        roots = [mp.mpf(r.numerator) / r.denominator for r, _ in merged]
+        powers = [n for _, n in merged]
+        c = _const_mp(kind, depth, gain, widths)
+
+        def x_of(u):
+            p = c
+            for r, n in zip(roots, powers, strict=True):
+                p *= (u - r) ** n
+            return p
+
+        crit = rmap.critical_points(roots, powers, lambda p: mp.polyroots(
+            p, maxsteps=500, extraprec=4 * mp.mp.prec))
+        real = [mp.re(z) for z in crit if abs(mp.im(z)) <= mp.mpf(10) ** (-mp.mp.dps // 2)]
+        pole = max(r for r, n in zip(roots, powers, strict=True) if n < 0)
+        hi = min(x_of(u) for u in real if u > pole)
+        zeros = sorted(((r, n) for r, n in zip(roots, powers, strict=True) if n > 0), reverse=True)
+        if zeros[0][1] > 1 or len(zeros) < 2:
+            return mp.mpf(0), hi
+        lo = max(x_of(u) for u in real if zeros[1][0] < u < zeros[0][0])
+        return lo, hi
+
+
+def _const_mp(kind, depth, gain, widths):
+    if kind == "residual":
+        return mp.mpf(4) ** (-depth)
+    c = mp.mpf(gain) ** depth
+    if widths is not None:
+        for d in widths[:-1]:
+            c *= mp.mpf(widths[-1]) / d
+    return c
+
+
+def density(x, kind: str, depth: int, gain: float = 1.0, widths=None) -> np.ndarray:
+    """Density of the continuous part of the limit law of M_LᵀM_L at ``x`` (0 outside)."""
+    kind, depth, gain, widths = _check(kind, depth, gain, widths)
+    rm, lower, upper, path = _curve(kind, depth, float(gain), widths)
+    lo, hi = (0.0 if lower is None else lower[1]), upper[1]
+    x = np.asarray(x, dtype=float)
+    out = np.zeros(x.shape)
+    inside = (x > lo) & (x < hi)
+    if inside.any():
+        xi = x[inside]
+        u = rmap.solve(rm, path, lower, upper, np.log(xi))
+        out[inside] = np.maximum(-rm.w(u).imag, 0.0) / (np.pi * xi)
+    return out * float(_weight(widths, Fraction))
+
+
+def density_mp(x, kind: str, depth: int, gain=1, widths=None, dps: int | None = None):
+    """Density at ``x`` as mpf (the float root polished by mpmath's findroot)."""
+    kind, depth, gain, widths = _check(kind, depth, gain, widths)
+    lo, hi = edges_mp(kind, depth, gain, widths, dps=dps)
+    rm, lower, upper, path = _curve(kind, depth, float(gain), widths)
+    with working_dps(dps):
+        x = mp.mpf(x)
+        if not lo < x < hi:
+            return mp.mpf(0)
+        u0 = complex(rmap.solve(rm, path, lower, upper, np.array([float(mp.log(x))]))[0])
+        _, pairs = _map_pairs(kind, depth, Fraction(gain), widths)
+        merged = rmap.merge_roots(pairs)
+        roots = [mp.mpf(r.numerator) / r.denominator for r, _ in merged]
+        u = rmap.solve_mp((_const_mp(kind, depth, gain, widths), roots, [n for _, n in merged]),
+                          u0, x)
+        g = mp.mpf(gain)
+        w = u if kind == "gaussian" else (u * u - (1 + g) ** 2) / (4 * g)
+        return -mp.im(w) / (mp.pi * x) * (mp.mpf(1) if widths is None
+                                          else mp.mpf(widths[-1]) / widths[0])
+
+
+def lyapunov_quantile(t, kind: str, gain: float = 1.0) -> np.ndarray:
+    """Limit Lyapunov exponent μ(t) = −½ ln S_1(t − 1) at rank fraction t ∈ [0, 1] from the bottom
+    (square layers; d → ∞ then L → ∞): Gaussian ½ ln(Gt), residual ½ ln[(1 − G + 2Gt +
+    √((1−G)² + 4Gt))/2]. −inf where the exponent diverges (t = 0; residual with G ≥ 1)."""
+    kind, gain = check_kind(kind), float(check_gain(gain))
+    t = np.asarray(t, dtype=float)
+    if np.any(~(t >= 0) | ~(t <= 1)):
+        raise InputError("rank fractions t must lie in [0, 1]")
+    with np.errstate(divide="ignore"):
+        if kind == "gaussian":
+            return 0.5 * np.log(gain * t)
+        q = 1.0 - gain
+        return 0.5 * np.log((q + 2 * gain * t + np.sqrt(q * q + 4 * gain * t)) / 2)
+
+
+def _residual_mean(g, log, sqrt):
+    """∫_0^1 μ(t) dt for the residual kind: substitution v = √((1−G)² + 4Gt) (closed form)."""
+    def antideriv(v, c):                       # ∫ v ln(v + c) dv
+        lead = (v * v - c * c) / 2
+        return (lead * log(v + c) if v + c > 0 else 0 * v) - v * v / 4 + c * v / 2
+
+    v0, v1 = abs(1 - g), 1 + g
+    total = sum(antideriv(v1, c) - antideriv(v0, c) for c in (1 - g, 1 + g))
+    return (total - log(2) * (v1 * v1 - v0 * v0)) / (4 * g)
+
+
+def lyapunov_limits(kind: str, gain: float = 1.0) -> dict:
+    """max, mean and min of the limit Lyapunov exponents (see :func:`lyapunov_quantile`)."""
+    kind, g = check_kind(kind), float(check_gain(gain))
+    if kind == "gaussian":
+        return {"max": 0.5 * math.log(g), "mean": 0.5 * (math.log(g) - 1), "min": -math.inf}
+    return {"max": 0.5 * math.log1p(g), "mean": _residual_mean(g, math.log, math.sqrt),
+            "min": 0.5 * math.log1p(-g) if g < 1 else -math.inf}
+
+
+def lyapunov_limits_mp(kind: str, gain=1, dps: int | None = None) -> dict:
+    """:func:`lyapunov_limits` as mpf."""
+    kind = check_kind(kind)
+    check_gain(gain)
+    with working_dps(dps):
+        g = mp.mpf(gain)
+        if kind == "gaussian":
+            return {"max": mp.log(g) / 2, "mean": (mp.log(g) - 1) / 2, "min": mp.ninf}
+        return {"max": mp.log(1 + g) / 2, "mean": _residual_mean(g, mp.log, mp.sqrt),
+                "min": mp.log(1 - g) / 2 if g < 1 else mp.ninf}

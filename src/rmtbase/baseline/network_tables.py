@@ -1,0 +1,304 @@
+"""Baseline tables of product networks over (d, depth, gain): Monte Carlo draws as xarray/netCDF.
+
+Ensembles: :mod:`rmtbase.ensembles.products` (Gaussian ∏W_l or residual ∏(I + W_l), square
+layers of width d, W_l entries N(0, G/d)). Each draw runs one stable QR chain to the largest
+depth and records, at every depth L of the table, through the one statistics implementation
+(:mod:`rmtbase.stats`):
+
+- spectral statistics of λ = s²(M_L), all d of them (eigenvalues of M_LᵀM_L, no
+  normalisation), by their bare names (``lambda_max``, ``npr``, ``condition_number``, …), from
+  :func:`rmtbase.stats.spectral_stats`;
+- Lyapunov exponents ``lyapunov_max``, ``lyapunov_min``, ``lyapunov_mean``: ln s_1/L,
+  ln s_d/L and Σ ln s_i/(dL) of M_L (singular values from the graded factors, not the raw
+  product);
+- element statistics of the d(d − 1) off-diagonal entries of M_L as ``m_<stat>``
+  (:func:`rmtbase.stats.element_stats`; the diagonal carries the residual's direct path).
+
+Dims ``(d, depth, gain, draw)``; ``attrs["rmtbase_table_kind"] = "product_network"``. All draws
+are float64 (λ at depth spans far more than float32's range).
+
+Key derivation: ``cell = fold_in(named_key(jax.random.key(seed), kind), d)``; draws are cut into
+blocks of :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250; draw j of block b uses
+``fold_in(fold_in(cell, b), j)`` and layer l of it ``fold_in(named_key(draw_key, "layers"), l)``.
+So the depths of a draw are one chain (M at depth L is a prefix of M at depth L' > L) and the
+gains of a draw share its normal variates (common random numbers); each cell's marginal law is
+exact. A draw is a function of (seed, kind, d, index) only: any chunking or Dask split gives the
+same table, and a shorter table is a prefix of a longer one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from functools import lru_cache
+
+import numpy as np
+
+from .._version import __version__
+from ..errors import InputError, check_positive_int
+from .table_file import TABLE_FORMAT, check_writable, write_table
+
+TABLE_KIND = "product_network"
+KINDS = ("gaussian", "residual")
+STAT_SETS = ("all", "spectral", "elementwise")
+LYAPUNOV_INFO = {
+    "lyapunov_max": ("largest Lyapunov exponent at depth L", "ln s_1(M_L) / L"),
+    "lyapunov_min": ("smallest Lyapunov exponent at depth L", "ln s_d(M_L) / L"),
+    "lyapunov_mean": ("mean Lyapunov exponent at depth L", "sum_i ln s_i(M_L) / (d L)"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSpec:
+    """Everything but the widths and gains that fixes a network table's numbers."""
+
+    kind: str = "residual"
+    depths: tuple = (1,)
+    stats: str = "all"
+    draws: int = 200
+    seed: int = 0
+    chunk_size: int | None = None
+    trim: float = 0.8
+
+    def n_blocks(self) -> int:
+        from .tables import DRAW_BLOCK
+
+        return -(-self.draws // DRAW_BLOCK)
+
+
+def _ints(values, name) -> tuple:
+    vals = [values] if np.ndim(values) == 0 else list(values)
+    if not vals:
+        raise InputError(f"need at least one {name}")
+    return tuple(sorted({check_positive_int(v, name) for v in vals}))
+
+
+def _gains(values) -> tuple:
+    from ..analytic.product_network import check_gain
+
+    vals = [values] if np.ndim(values) == 0 else list(values)
+    if not vals:
+        raise InputError("need at least one gain")
+    return tuple(sorted({float(check_gain(v)) for v in vals}))
+
+
+def make_network_spec(*, kind="residual", depth=1, draws=200, seed=0, stats="all",
+                      chunk_size=None) -> NetworkSpec:
+    """Validate options into a :class:`NetworkSpec` (one-line :class:`InputError` on bad input)."""
+    if kind not in KINDS:
+        raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if stats not in STAT_SETS:
+        raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
+    if isinstance(draws, bool) or not isinstance(draws, int | np.integer) or draws < 2:
+        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**32:
+        raise InputError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    if chunk_size is not None:
+        chunk_size = check_positive_int(chunk_size, "chunk_size")
+    return NetworkSpec(kind=kind, depths=_ints(depth, "depth"), stats=stats, draws=int(draws),
+                       seed=int(seed), chunk_size=chunk_size)
+
+
+def network_grid(d, gain) -> tuple[tuple, tuple]:
+    """Validated widths (ints >= 2) and gains (floats > 0) of a table, sorted and distinct."""
+    ds = _ints(d, "d")
+    if ds[0] < 2:
+        raise InputError("d must be at least 2 (off-diagonal element statistics)")
+    return ds, _gains(gain)
+
+
+def network_cell_key(seed: int, kind: str, d: int):
+    """``fold_in(named_key(jax.random.key(seed), kind), d)`` (shared by all gains and depths)."""
+    import jax
+
+    from ..ensembles import named_key
+
+    return jax.random.fold_in(named_key(jax.random.key(seed), kind), d)
+
+
+@lru_cache(maxsize=32)
+def _draw_fn(kind, d, depths, gains, stats, trim):
+    """The per-draw function: ``key -> {name: (len(gains), len(depths)) array}`` (cached, so its
+    compiled chunk runner is reused). The gains are one vmapped axis: one program per table."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..ensembles.products import (
+        factors_to_matrix,
+        log_singular_values,
+        network_chain,
+        offdiagonal,
+    )
+    from ..stats import element_stats, spectral_stats
+
+    spectral, elementwise = stats in ("all", "spectral"), stats in ("all", "elementwise")
+
+    def at(q, logd, t, L):
+        out = {}
+        if spectral:
+            ls = log_singular_values(logd, t)
+            out.update(spectral_stats(jnp.exp(2.0 * ls)))
+            out.update(lyapunov_max=ls[0] / L, lyapunov_min=ls[-1] / L,
+                       lyapunov_mean=jnp.mean(ls) / L)
+        if elementwise:
+            m = factors_to_matrix(q, logd, t)
+            out.update({f"m_{k}": v for k, v in element_stats(offdiagonal(m), trim=trim).items()})
+        return out
+
+    def one_gain(key, gain):
+        res = network_chain(key, kind, depths, gain, d=d, dtype=jnp.float64)
+        q, logd, t = (jnp.stack([r[i] for r in res]) for i in range(3))
+        # one copy of the statistics in the compiled program, mapped over the depths
+        return jax.lax.map(lambda a: at(*a), (q, logd, t, jnp.asarray(depths, jnp.float64)))
+
+    def fn(key):
+        return jax.lax.map(lambda g: one_gain(key, g), jnp.asarray(gains, jnp.float64))
+
+    return fn
+
+
+def network_draws(key, kind, d, depths, gains, n_draws, *, stats="all", chunk_size=None,
+                  trim=0.8, progress=False) -> dict:
+    """``{name: (n_draws, len(gains), len(depths)) float64}``; draw i uses ``fold_in(key, i)``."""
+    import jax
+
+    from ..ensembles import map_draws
+
+    n = check_positive_int(n_draws, "n_draws")
+    fn = _draw_fn(kind, int(d), _ints(depths, "depth"), _gains(gains), stats, float(trim))
+    chunk = chunk_size or max(1, min(n, 16 if jax.default_backend() == "cpu" else 256))
+    method = "map" if jax.default_backend() == "cpu" else "vmap"
+    with jax.enable_x64(True):
+        return dict(map_draws(fn, key, n, chunk, method=method, progress=progress))
+
+
+def generate_network_blocks(spec: NetworkSpec, d: int, gains, start: int = 0,
+                            stop: int | None = None, bar=None) -> dict:
+    """Draws of blocks ``start .. stop-1`` of width d: ``{name: (n, n_gains, n_depths)}``."""
+    import jax
+
+    from .tables import DRAW_BLOCK
+
+    stop = spec.n_blocks() if stop is None else stop
+    if not 0 <= start < stop <= spec.n_blocks():
+        raise InputError(f"block range [{start}, {stop}) outside [0, {spec.n_blocks()})")
+    parts = []
+    cell = network_cell_key(spec.seed, spec.kind, d)
+    for b in range(start, stop):
+        n = min(DRAW_BLOCK, spec.draws - b * DRAW_BLOCK)
+        parts.append(network_draws(jax.random.fold_in(cell, b), spec.kind, d, spec.depths, gains,
+                                   n, stats=spec.stats, chunk_size=spec.chunk_size,
+                                   trim=spec.trim))
+        if bar is not None:
+            bar.update(n)
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _variable_attrs(name: str) -> dict:
+    from ..stats import STAT_INFO
+
+    if name in LYAPUNOV_INFO:
+        long_name, definition = LYAPUNOV_INFO[name]
+        return {"long_name": long_name, "units": "nat per layer", "definition": definition,
+                "matrix": "M_L", "statistic": name}
+    element = name.startswith("m_")
+    stat = name[2:] if element else name
+    info = STAT_INFO[stat]
+    what = "off-diagonal entries of M_L" if element else "lambda = s(M_L)^2 (all d)"
+    units = "nat" if info["units"] == "nat" else "1"
+    return {"long_name": f"{info['long_name']} ({what})", "units": units,
+            "definition": info["definition"], "matrix": "M_L", "statistic": stat}
+
+
+def assemble_network(spec: NetworkSpec, widths, gains, results: dict):
+    """Dataset over (d, depth, gain, draw) from ``results[d] = {name: (draws, n_gains, n_depths)}``."""
+    import xarray as xr
+
+    ds_vals, g_vals = sorted(widths), sorted(gains)
+    names = list(next(iter(results.values())))
+    data = {}
+    for name in names:
+        arr = np.stack([np.transpose(np.asarray(results[d][name]), (2, 1, 0)) for d in ds_vals])
+        data[name] = xr.Variable(("d", "depth", "gain", "draw"), arr, _variable_attrs(name))
+    coords = {"d": ("d", np.array(ds_vals, dtype=np.int64), {"long_name": "width d"}),
+              "depth": ("depth", np.array(spec.depths, dtype=np.int64),
+                        {"long_name": "number of layers L"}),
+              "gain": ("gain", np.array(g_vals), {"long_name": "per-layer gain G (W entries N(0, G/d))"}),
+              "draw": ("draw", np.arange(spec.draws, dtype=np.int64),
+                       {"long_name": "Monte Carlo draw index"})}
+    out = xr.Dataset(data, coords=coords)
+    out.attrs = _global_attrs(spec, ds_vals, g_vals)
+    return out
+
+
+def _references(kind, d, depths, gains) -> dict:
+    """Exact finite-d E Σλ, E Σλ², off-diagonal excess kurtosis; limit Lyapunov max/mean."""
+    from fractions import Fraction
+
+    from ..analytic import network_finite as nf
+    from ..analytic.product_network import lyapunov_limits
+
+    refs = {}
+    for g in gains:
+        lyap = lyapunov_limits(kind, g)
+        for L in depths:
+            e1, e2, _ = nf.trace_moments(kind, d, L, Fraction(g))
+            refs[f"d={d},depth={L},gain={g:g}"] = {
+                "sum_lambda": float(e1), "sum_lambda2": float(e2),
+                "m_excess_kurtosis": float(nf.element_kurtosis(kind, d, L, Fraction(g))),
+                "lyapunov_max_limit": lyap["max"], "lyapunov_mean_limit": lyap["mean"]}
+    return refs
+
+
+def _global_attrs(spec: NetworkSpec, ds_vals, g_vals) -> dict:
+    import jax
+
+    from .tables import DRAW_BLOCK
+
+    refs = {}
+    for d in ds_vals:
+        refs.update(_references(spec.kind, d, spec.depths, g_vals))
+    layer = "W_l" if spec.kind == "gaussian" else "(I + W_l)"
+    return {
+        "title": "rmtbase Monte Carlo product-network baseline table",
+        "Conventions": "CF-1.10",
+        "rmtbase_table_format": TABLE_FORMAT,
+        "rmtbase_table_kind": TABLE_KIND,
+        "rmtbase_version": __version__,
+        "ensemble": f"{spec.kind} product network", "network": spec.kind,
+        "stats": spec.stats, "seed": spec.seed, "draws": spec.draws, "dtype": "float64",
+        "backend": jax.default_backend(), "jax_version": jax.__version__,
+        "prng_impl": str(jax.config.jax_default_prng_impl), "draw_block": DRAW_BLOCK,
+        "key_derivation": ("cell=fold_in(named_key(jax.random.key(seed), network), d); draw i = "
+                           f"fold_in(fold_in(cell, i // {DRAW_BLOCK}), i % {DRAW_BLOCK}); layer l "
+                           "= fold_in(named_key(draw, 'layers'), l); depths are one chain, gains "
+                           "share normal variates"),
+        "conventions": (f"M_L = product over l=1..L of {layer}, W_l (d, d) iid N(0, gain/d); "
+                        "lambda = squared singular values of M_L (eigenvalues of M_L^T M_L), "
+                        "no normalisation; singular values from the Benettin QR factorisation; "
+                        "element statistics over the off-diagonal entries, std ddof=0"),
+        "analytic_reference_values": json.dumps(refs, sort_keys=True),
+        "creation_time": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def network_table(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, stats="all",
+                  chunk_size=None, out=None, progress=True):
+    """Monte Carlo table of a product network over widths ``d``, depths ``depth`` and gains
+    ``gain`` (ints/floats or sequences). Returns an :class:`xarray.Dataset` with dims
+    ``(d, depth, gain, draw)`` (see the module docstring); with ``out`` it is also written
+    atomically to netCDF4. Same arguments, same numbers, bit for bit on the same backend."""
+    spec = make_network_spec(kind=kind, depth=depth, draws=draws, seed=seed, stats=stats,
+                             chunk_size=chunk_size)
+    widths, gains = network_grid(d, gain)
+    if out is not None:
+        check_writable(out)
+    from .tables import _progress
+
+    with _progress(len(widths) * spec.draws, progress, "rmtbase network") as bar:
+        results = {a: generate_network_blocks(spec, a, gains, bar=bar) for a in widths}
+    ds = assemble_network(spec, widths, gains, results)
+    if out is not None:
+        write_table(ds, out)
+    return ds
