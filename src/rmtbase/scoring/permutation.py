@@ -47,9 +47,12 @@ def _spectral_fn(d_h: int, d: int):
     def one_head(wq, wk, pq, pk):
         gq = wq[pq].reshape(pq.shape[0], d_h, d)
         gk = wk[pk].reshape(pk.shape[0], d_h, d)
-        lq = jnp.linalg.cholesky(gq @ jnp.swapaxes(gq, -1, -2))
-        lk = jnp.linalg.cholesky(gk @ jnp.swapaxes(gk, -1, -2))
-        return spectral_stats(eigvals_from_cholesky(lq, lk))
+        # one batched Cholesky for both Grams: two LAPACK custom calls in flight at once can
+        # deadlock jaxlib's CPU thread pool (each waits for pool workers the other holds)
+        g = jnp.concatenate([gq, gk])
+        chol = jnp.linalg.cholesky(g @ jnp.swapaxes(g, -1, -2))
+        b = pq.shape[0]
+        return spectral_stats(eigvals_from_cholesky(chol[:b], chol[b:]))
 
     def heads(wq, wk, pq, pk):  # wq, wk: (H, n)
         return jax.lax.map(lambda a: one_head(a[0], a[1], pq, pk), (wq, wk))

@@ -55,11 +55,11 @@ def core_from_factors(wq, wk):
     d_h > d the factors' row spaces are not full rank; this case is excluded by the callers'
     ``check_dims`` (1 ≤ d_h ≤ d).
     """
-    wq = jnp.asarray(wq)
-    wk = jnp.asarray(wk)
-    rq = jnp.linalg.qr(jnp.swapaxes(wq, -1, -2), mode="r")  # (..., d_h, d_h), wq = rqᵀ Qᵀ
-    rk = jnp.linalg.qr(jnp.swapaxes(wk, -1, -2), mode="r")
-    return rq @ jnp.swapaxes(rk, -1, -2)
+    wq, wk = jnp.broadcast_arrays(jnp.asarray(wq), jnp.asarray(wk))
+    # one batched QR for both factors (wq = rqᵀ Qᵀ): two LAPACK custom calls in flight at once
+    # can deadlock jaxlib's CPU thread pool, each waiting for workers the other holds
+    r = jnp.linalg.qr(jnp.swapaxes(jnp.stack([wq, wk]), -1, -2), mode="r")
+    return r[0] @ jnp.swapaxes(r[1], -1, -2)
 
 
 def _squared_singular_values(c):
