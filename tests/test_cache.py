@@ -152,7 +152,9 @@ def test_shipped_index_entries_are_readable_and_match():
             total += path.stat().st_size
         assert e["file"] == cache.table_filename(e["d"], e["d_h"], ensemble=e["ensemble"],
                                                  stats=e["stats"], draws=e["draws"],
-                                                 seed=e["seed"], dtype=e["dtype"])
+                                                 seed=e["seed"], dtype=e["dtype"],
+                                                 storage=e["storage"])
+        assert ds.attrs.get("storage_dtype", "float32") == e["storage"]
         assert (int(ds["d"][0]), int(ds["d_h"][0])) == (e["d"], e["d_h"])
         assert ds.sizes["draw"] == e["draws"] >= 2000
         assert (ds.attrs["seed"], ds.attrs["stats"], ds.attrs["dtype"]) == (
