@@ -15,12 +15,8 @@ D, H, L = 64, 4, 2
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "rmtbase-score-cache"  # shared with test_score_models
-    path.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def cache(score_cache):
+    return score_cache
 
 
 def _gpt2(folder, *, nan=False, seed=0):

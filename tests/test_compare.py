@@ -25,12 +25,8 @@ OPTS = dict(stats="spectral", draws=300, max_draws=2000, progress=False)
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "rmtbase-score-cache"  # shared with test_cli_score
-    path.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def cache(score_cache):
+    return score_cache
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,8 @@ D, H, L = 256, 8, 2
 
 
 @pytest.fixture(scope="module")
-def user_cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("perm-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def user_cache(module_cache):
+    return module_cache
 
 
 def test_permutations_are_uniform_and_reproducible():

@@ -112,11 +112,8 @@ def test_spectral_statistics_are_insensitive_to_float_rounding():
 
 
 @pytest.fixture(scope="module")
-def user_cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("precision-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def user_cache(module_cache):
+    return module_cache
 
 
 @pytest.mark.parametrize("storage,draws", [("bfloat16", 2000), ("float16", 600)])

@@ -46,12 +46,8 @@ def _init_std(cfg) -> float:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "rmtbase-score-cache"
-    path.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def cache(score_cache):
+    return score_cache
 
 
 @pytest.fixture(scope="module")

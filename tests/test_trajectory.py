@@ -19,12 +19,8 @@ OPTS = dict(draws=300, stats="spectral", max_draws=2000)
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "rmtbase-score-cache"  # shared with test_cli_score
-    path.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def cache(score_cache):
+    return score_cache
 
 
 @pytest.fixture(scope="module")

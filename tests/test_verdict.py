@@ -14,11 +14,8 @@ PLANTED = ((1, 3), (2, 7))  # (layer, head): rank-1, spiked
 
 
 @pytest.fixture(scope="module")
-def user_cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("verdict-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def user_cache(module_cache):
+    return module_cache
 
 
 def _planted_model(seed: int):
