@@ -184,24 +184,38 @@ def atom(kind: str, widths=None) -> float:
     return 1.0 - min(widths) / widths[0]
 
 
+def _exact(gain) -> Fraction:
+    """``gain`` as an exact Fraction (an mpf by its binary mantissa and exponent)."""
+    if isinstance(gain, mp.mpf):
+        man, exp = gain.man_exp
+        return Fraction(int(man)) * Fraction(2) ** int(exp)
+    return Fraction(gain)
+
+
 def _map_pairs(kind, depth, g, widths):
     """(log C, [(r, n)]) of X(u) with exact (Fraction) roots for merging."""
     if kind == "gaussian":
         a = [Fraction(1)] * depth if widths is None else [Fraction(widths[-1], d) for d in widths[:-1]]
         pairs = [(Fraction(-1), 1), (Fraction(0), -1)] + [(-1 / x, 1) for x in a]
         return depth * math.log(float(g)) + sum(math.log(x) for x in a), pairs
-    g = Fraction(g)
+    g = _exact(g)
     pairs = [(1 - g, 1), (g - 1, depth + 1), (-1 - g, depth - 1), (1 + g, -1)]
     return -depth * math.log(4.0), pairs
 
 
-@lru_cache(maxsize=64)
-def _curve(kind, depth, gain, widths):
+def _shifted(kind, depth, gain, widths):
+    """(log C, shifted roots, powers, shift): roots r_j − r₀ (Fractions), r₀ the largest zero."""
     log_c, pairs = _map_pairs(kind, depth, gain, widths)
     merged = rmap.merge_roots(pairs)
-    w_kind = ("identity",) if kind == "gaussian" else ("residual", float(gain))
-    rm = rmap.RationalMap(log_c, tuple(float(r) for r, _ in merged), tuple(n for _, n in merged),
-                          w_kind)
+    shift = max(r for r, n in merged if n > 0)
+    return log_c, tuple(r - shift for r, _ in merged), tuple(n for _, n in merged), shift
+
+
+@lru_cache(maxsize=64)
+def _curve(kind, depth, gain, widths):
+    log_c, roots, powers, shift = _shifted(kind, depth, gain, widths)
+    rm = rmap.RationalMap(log_c, tuple(float(r) for r in roots), powers, float(shift),
+                          None if kind == "gaussian" else float(gain))
     crit = rmap.critical_points(rm.roots, rm.powers, np.roots)
     real = sorted(float(z.real) for z in np.atleast_1d(crit) if abs(z.imag) <= 1e-9 * (1 + abs(z)))
     lower, upper = rmap.edge_points(rm, real)
@@ -218,30 +232,29 @@ def edges(kind: str, depth: int, gain: float = 1.0, widths=None) -> tuple[float,
 
 
 def edges_mp(kind: str, depth: int, gain=1, widths=None, dps: int | None = None) -> tuple:
-    """Edges (x₋, x₊) as mpf: critical points by mpmath polyroots at ``dps`` digits."""
+    """Edges (x₋, x₊) as mpf: critical points by mpmath polyroots at ``dps`` digits (an mpf
+    ``gain`` is taken at its exact binary value)."""
     kind, depth, gain, widths = _check(kind, depth, gain, widths)
     with working_dps(dps):
-        log_c, pairs = _map_pairs(kind, depth, Fraction(gain), widths)
-        merged = rmap.merge_roots(pairs)
-        roots = [mp.mpf(r.numerator) / r.denominator for r, _ in merged]
-        powers = [n for _, n in merged]
+        _, sroots, powers, _ = _shifted(kind, depth, gain, widths)
+        roots = [mp.mpf(r.numerator) / r.denominator for r in sroots]
         c = _const_mp(kind, depth, gain, widths)
 
-        def x_of(u):
+        def x_of(v):
             p = c
             for r, n in zip(roots, powers, strict=True):
-                p *= (u - r) ** n
+                p *= (v - r) ** n
             return p
 
         crit = rmap.critical_points(roots, powers, lambda p: mp.polyroots(
             p, maxsteps=500, extraprec=4 * mp.mp.prec))
         real = [mp.re(z) for z in crit if abs(mp.im(z)) <= mp.mpf(10) ** (-mp.mp.dps // 2)]
         pole = max(r for r, n in zip(roots, powers, strict=True) if n < 0)
-        hi = min(x_of(u) for u in real if u > pole)
+        hi = min(x_of(v) for v in real if v > pole)
         zeros = sorted(((r, n) for r, n in zip(roots, powers, strict=True) if n > 0), reverse=True)
         if zeros[0][1] > 1 or len(zeros) < 2:
             return mp.mpf(0), hi
-        lo = max(x_of(u) for u in real if zeros[1][0] < u < zeros[0][0])
+        lo = max(x_of(v) for v in real if zeros[1][0] < v < zeros[0][0])
         return lo, hi
 
 
@@ -279,14 +292,12 @@ def density_mp(x, kind: str, depth: int, gain=1, widths=None, dps: int | None = 
         x = mp.mpf(x)
         if not lo < x < hi:
             return mp.mpf(0)
-        u0 = complex(rmap.solve(rm, path, lower, upper, np.array([float(mp.log(x))]))[0])
-        _, pairs = _map_pairs(kind, depth, Fraction(gain), widths)
-        merged = rmap.merge_roots(pairs)
-        roots = [mp.mpf(r.numerator) / r.denominator for r, _ in merged]
-        u = rmap.solve_mp((_const_mp(kind, depth, gain, widths), roots, [n for _, n in merged]),
-                          u0, x)
-        g = mp.mpf(gain)
-        w = u if kind == "gaussian" else (u * u - (1 + g) ** 2) / (4 * g)
+        v0 = complex(rmap.solve(rm, path, lower, upper, np.array([float(mp.log(x))]))[0])
+        _, sroots, powers, shift = _shifted(kind, depth, gain, widths)
+        roots = [mp.mpf(r.numerator) / r.denominator for r in sroots]
+        v = rmap.solve_mp((_const_mp(kind, depth, gain, widths), roots, powers), v0, x)
+        g, s = mp.mpf(gain), mp.mpf(shift.numerator) / shift.denominator
+        w = s + v if kind == "gaussian" else (v * (2 * s + v) + s * s - (1 + g) ** 2) / (4 * g)
         return -mp.im(w) / (mp.pi * x) * (mp.mpf(1) if widths is None
                                           else mp.mpf(widths[-1]) / widths[0])
 
