@@ -61,6 +61,28 @@ def test_traces_and_element_moments_equal_gauss_hermite_quadrature(kind, widths,
     assert nf.expected_trace_sq(kind, widths[0], depth, g, widths=wid) == e2
 
 
+@pytest.mark.parametrize("kind,d,depth,g", [("residual", 2, 2, Fraction(1)),
+                                             ("residual", 3, 1, Fraction(1, 2)),
+                                             ("gaussian", 2, 2, Fraction(3, 2))])
+def test_stream_kurtosis_equals_gauss_hermite_quadrature(kind, d, depth, g):
+    """y = M_L x with x ~ N(0, I_d): x's entries are quadrature variables too (y⁴ has degree 4
+    in each)."""
+    n = depth * d * d + d
+    idx = np.indices((3,) * n).reshape(n, -1).T
+    z, w = _NODES[idx], np.prod(_WEIGHTS[idx], axis=1)
+    y = z[:, :d]
+    s = np.sqrt(float(g) / d)
+    for l in range(depth):
+        wl = s * z[:, d + l * d * d: d + (l + 1) * d * d].reshape(-1, d, d)
+        step = np.einsum("nij,nj->ni", wl, y)
+        y = step if kind == "gaussian" else y + step
+    y0 = y[:, 0]
+    ref = (w @ y0**4) / (w @ y0**2) ** 2 - 3
+    got = nf.stream_kurtosis(kind, d, depth, g)
+    assert isinstance(got, Fraction) and float(got) == pytest.approx(ref, rel=1e-10, abs=1e-12)
+    assert nf.kurtosis_curve(kind, d, [depth], float(g), of="stream")[0] == pytest.approx(float(got))
+
+
 @pytest.mark.parametrize("depth", [1, 2, 5, 30])
 def test_expected_trace_closed_forms(depth):
     g = Fraction(5, 4)

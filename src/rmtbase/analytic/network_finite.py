@@ -60,8 +60,8 @@ from .product_network import check_gain, check_kind, check_widths
 
 __all__ = [
     "expected_trace", "expected_trace_sq", "trace_moments", "element_moments",
-    "element_kurtosis", "kurtosis_curve", "depth_from_kurtosis", "lyapunov_gaussian",
-    "lyapunov_gaussian_mp",
+    "element_kurtosis", "stream_kurtosis", "kurtosis_curve", "depth_from_kurtosis",
+    "lyapunov_gaussian", "lyapunov_gaussian_mp",
 ]
 
 
@@ -114,7 +114,7 @@ def expected_trace_sq(kind: str, d, depth: int, gain=1, widths=None):
 
 
 def _element_path(kind, g, widths):
-    """(E a², E a⁴) after each layer l = 1..L (generator; see the module docstring)."""
+    """(E a², E a⁴, E r², E r⁴) after each layer l = 1..L (generator; module docstring)."""
     one = g / g
     a2, r2 = 0 * one, one
     a4, a2r2, r4 = 0 * one, 0 * one, one
@@ -130,14 +130,14 @@ def _element_path(kind, g, widths):
                             (1 + s2 * (dd + 4)) * a2r2 + s2 * (1 + s2 * (dd + 2)) * r4,
                             ((1 + s2 * dd) ** 2 + 2 * dd * s2 * s2 + 4 * s2) * r4)
             a2, r2 = a2 + s2 * r2, (1 + s2 * dd) * r2
-        yield a2, a4
+        yield a2, a4, r2, r4
 
 
 def element_moments(kind: str, d, depth: int, gain=1, widths=None) -> tuple:
     """(E a², E a⁴) of an off-diagonal entry a of M_L, exactly (see module docstring)."""
     kind, depth, g, widths = _setup(kind, d, depth, gain, widths)
     *_, last = _element_path(kind, g, widths)
-    return last
+    return last[:2]
 
 
 def element_kurtosis(kind: str, d, depth: int, gain=1, widths=None):
@@ -146,14 +146,30 @@ def element_kurtosis(kind: str, d, depth: int, gain=1, widths=None):
     return a4 / (a2 * a2) - 3
 
 
-def kurtosis_curve(kind: str, d: int, depths, gain: float = 1.0) -> np.ndarray:
-    """:func:`element_kurtosis` at each depth in ``depths`` (square layers), one float64 pass of
-    the recursion to max(depths) (all its terms are positive: no cancellation but the final − 3)."""
+def stream_kurtosis(kind: str, d, depth: int, gain=1):
+    """Excess kurtosis of an entry of the residual stream y = M_L x, x ~ N(0, I_d), exactly
+    (square layers): given M, y_i ~ N(0, ‖row_i M‖²), so it is 3 E r⁴/(E r²)² − 3 with r the
+    norm of a row, whose law is that of a column (Mᵀ is again a product of L i.i.d. factors of
+    the same law). Seed 004's "activations through the residual stream"."""
+    kind, depth, g, widths = _setup(kind, d, depth, gain, None)
+    *_, (_, _, r2, r4) = _element_path(kind, g, widths)
+    return 3 * r4 / (r2 * r2) - 3
+
+
+def kurtosis_curve(kind: str, d: int, depths, gain: float = 1.0, *, of: str = "element"):
+    """:func:`element_kurtosis` (``of="element"``) or :func:`stream_kurtosis` (``of="stream"``)
+    at each depth in ``depths`` (square layers), one float64 pass of the recursion to
+    max(depths) (all its terms are positive: no cancellation but the final − 3)."""
+    if of not in ("element", "stream"):
+        raise InputError(f"of must be 'element' or 'stream', got {of!r}")
     depths = [check_positive_int(int(L), "depth") for L in np.atleast_1d(depths)]
     if not depths:
         return np.zeros(0)
     kind, _, g, widths = _setup(kind, d, max(depths), float(check_gain(gain)), None)
-    path = [a4 / (a2 * a2) - 3 for a2, a4 in _element_path(kind, g, widths)]
+    if of == "element":
+        path = [a4 / (a2 * a2) - 3 for a2, a4, _, _ in _element_path(kind, g, widths)]
+    else:
+        path = [3 * r4 / (r2 * r2) - 3 for _, _, r2, r4 in _element_path(kind, g, widths)]
     return np.array([path[L - 1] for L in depths], dtype=float)
 
 
