@@ -28,6 +28,32 @@ def test_study_quick(name, tmp_path):
     _check_outputs(result, tmp_path)
 
 
+def test_product_networks_quick(tmp_path):
+    """The study's CSVs carry the exact curves of rmtbase.analytic.network_finite; at L = 1 the
+    entries are Gaussian (marginal kurtosis 0) and the Monte Carlo agrees within 4 SE."""
+    import csv
+
+    from rmtbase.analytic import network_finite as nf
+
+    result = studies.run("product_networks", tmp_path, quick=True, seed=0)
+    _check_outputs(result, tmp_path)
+    folder = tmp_path / "product_networks"
+    names = {Path(p).name for p in result["figures"]}
+    assert names == {"spectra.png", "moments_vs_depth.png", "kurtosis_vs_depth.png",
+                     "residual_stream.png", "lyapunov.png"}
+    with open(folder / "kurtosis_vs_depth.csv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        exact = nf.kurtosis_curve(r["kind"], int(r["d"]), [int(r["depth"])])[0]
+        assert float(r["analytic_marginal"]) == pytest.approx(exact, rel=1e-12, abs=1e-15)
+        if r["depth"] == "1":
+            assert abs(float(r["mc_pooled"])) < 4 * float(r["mc_pooled_se"])
+    with open(folder / "residual_stream.csv", encoding="utf-8") as fh:
+        stream = list(csv.DictReader(fh))
+    assert float(stream[-1]["analytic"]) == pytest.approx(
+        float(nf.stream_kurtosis("residual", int(stream[-1]["d"]), int(stream[-1]["depth"]), 1)))
+
+
 def test_weibull_anchor_quick(tmp_path):
     if importlib.util.find_spec("rmtbase.analytic.weibull") is None:
         pytest.skip("rmtbase.analytic.weibull not in this checkout yet")

@@ -9,6 +9,9 @@ Submodules (imported on first attribute access, so ``import rmtbase.analytic`` i
 - :mod:`~rmtbase.analytic.weibull` — half-normal Weibull anchor (arXiv:2605.18898, App. A)
 - :mod:`~rmtbase.analytic.gaussian` — Gaussian / half-normal references, quarter circle
 - :mod:`~rmtbase.analytic.constants` — citable constants at any number of digits
+- :mod:`~rmtbase.analytic.product_network` — limit laws of deep Gaussian and residual products
+  (Fuss–Catalan / Penson–Życzkowski, free powers), Lyapunov limits
+- :mod:`~rmtbase.analytic.network_finite` — exact finite-d traces and element kurtosis of them
 
 Every quantity has a vectorised float64 function and an mpmath function named ``*_mp`` that
 takes ``dps=`` (default: the current ``mp.dps``) and returns mpf.
@@ -18,7 +21,8 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("marchenko_pastur", "product", "variance_gamma", "weibull", "gaussian", "constants")
+_SUBMODULES = ("marchenko_pastur", "product", "variance_gamma", "weibull", "gaussian", "constants",
+               "product_network", "network_finite")
 __all__ = list(_SUBMODULES)
 
 

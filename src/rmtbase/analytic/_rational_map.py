@@ -6,7 +6,11 @@ structure: with ψ(z) = Σ_k m_k z^k the moment series and w = ψ(1/x), the inve
     x = X(u) = C ∏_j (u − r_j)^{n_j}
 
 in a uniformising variable u (u = w for Gaussian products; u = √((1+G)² + 4Gw) for residual
-products), with real r_j, integer n_j. Outside the support w(x) is real; inside, the boundary
+products), with real r_j, integer n_j. All computations run in the shifted variable
+v = u − r₀ with r₀ the largest zero of X (stored roots are r_j − r₀, exact in rational
+arithmetic before rounding): when x₋ = 0 the root approaches r₀ like x^{1/n₀} and in u itself
+the difference u − r₀ (and so Im w and the density) would lose all its digits below x ~ 1e-30.
+Outside the support w(x) is real; inside, the boundary
 value of the Stieltjes transform G(x) = (1 + w)/x gives the density ρ(x) = −Im w/(π x) on the
 root with Im w < 0 (Mingo & Speicher 2017, Ch. 3; the same construction as
 :mod:`rmtbase.analytic.product`).
@@ -37,18 +41,21 @@ LNX_SPAN_AT_ZERO = 200.0  # the path covers x down to x₊ e^{−200} when x₋ 
 
 @dataclass(frozen=True)
 class RationalMap:
-    """x = exp(log_c) ∏ (u − r_j)^{n_j}; ``w_of_u`` is 'identity' or ('residual', G)."""
+    """x = exp(log_c) ∏ (v − r_j)^{n_j} in v = u − shift (``roots`` are the shifted r_j);
+    ``gain`` None: w = u (Gaussian), else w = (u² − (1 + G)²)/(4G) (residual)."""
 
     log_c: float
     roots: tuple
     powers: tuple
-    w_kind: tuple
+    shift: float = 0.0
+    gain: float | None = None
 
-    def w(self, u):
-        if self.w_kind[0] == "identity":
-            return u
-        g = self.w_kind[1]
-        return (u * u - (1 + g) ** 2) / (4 * g)
+    def w(self, v):
+        s = self.shift
+        if self.gain is None:
+            return s + v
+        g = self.gain
+        return (v * (2 * s + v) + (s * s - (1 + g) ** 2)) / (4 * g)
 
     def ell(self, u):
         u = np.asarray(u, dtype=complex)
@@ -105,7 +112,7 @@ def _newton(rm, u, lnx, iters=30, tol=1e-13):
         e = np.exp(lnx - rm.ell(u))
         step = (1.0 / e - 1.0) / rm.dell(u)
         u = u - step
-        if np.all(np.abs(step) <= tol * (1.0 + np.abs(u))):
+        if np.all(np.abs(step) <= tol * np.abs(u)):   # relative: v may be tiny near r₀
             break
     return u
 
@@ -136,7 +143,7 @@ def trace_path(rm: RationalMap, lower, upper):
         new = complex(_newton(rm, pred, t - h, iters=12))
         ok = (np.isfinite(new) and rm.w(new).imag < 0
               and abs(np.exp(t - h - rm.ell(new)) - 1.0) < 1e-11
-              and abs(new - pred) <= 0.2 * abs(pred - u) + 1e-13 * (1 + abs(u)))
+              and abs(new - pred) <= 0.2 * abs(pred - u) + 1e-13 * abs(u))
         if ok:
             t, u = t - h, new
             path.append((t, u))
@@ -187,7 +194,7 @@ def _local(rm, ts, us, target):
 
 
 def solve_mp(rm_mp, u0, x):
-    """Polish u at mp precision: root of C ∏(u − r_j)^{n_j}/x − 1 from the float root u0."""
+    """Polish v at mp precision: root of C ∏(v − r_j)^{n_j}/x − 1 from the float root v0."""
     c, roots, powers = rm_mp
 
     def f(u):

@@ -30,6 +30,20 @@ kurtosis is 3[∏_{l<L} (1 + 2/d_l) − 1]). The excess kurtosis of an off-diago
 E a⁴/(E a²)² − 3: the moment-method curve of seed 004's "kurtosis vs depth". It is O(L/d):
 as d → ∞ at fixed L the entries become Gaussian.
 
+This is the kurtosis of the *marginal* law of an entry over the ensemble. The sample kurtosis of
+the entries of *one* matrix (seed 004's histograms, :func:`rmtbase.stats.element_stats`,
+:func:`rmtbase.depth.effective_depth`) standardises each draw by its own ‖M_L‖_F, which removes
+the draw-to-draw fluctuation of the overall scale (Var ‖M_L‖_F²/(E ‖M_L‖_F²)² = X/(E tr)² − 1,
+O(L/d) as well). At small L/d the two agree; at depth the one-matrix kurtosis is lower. Measured
+(tests/test_products.py, the ``product_networks`` study): residual, G = 1, d = 64, L = 48:
+marginal 5.85, mean one-matrix kurtosis 2.57 ± 0.15 (64 draws); d = 128, L = 48: 2.17 vs
+1.68 ± 0.06 (Gaussian: 3.22 vs 2.08 ± 0.09; 80 draws), while at L ≤ 8 they differ by < 0.03.
+For the residual stream y = M_L x the gap is total: one vector's entries are Gaussian (mean
+one-vector excess kurtosis −0.04 ± 0.01 at d = 384, L = 48) while the marginal law has 0.62
+(:func:`stream_kurtosis`): given x, y is a fixed combination of delocalised singular vectors.
+So :func:`depth_from_kurtosis` applied to one matrix's kurtosis underestimates L once L/d is
+not small; use the Monte Carlo null of :mod:`rmtbase.depth` there.
+
 Lyapunov exponents of square Gaussian products (Newman 1986; Forrester 2013): with the QR
 recursion W_l Q_{l−1} = Q_l R_l, the R_l,ii² are independent G/d · χ²_{d−i+1}, so the exponents
 (1/L) Σ_l ln |R_l,ii| have mean μ_i = ½[ln(2G/d) + ψ((d − i + 1)/2)] at every depth L.
@@ -49,8 +63,8 @@ from .product_network import check_gain, check_kind, check_widths
 
 __all__ = [
     "expected_trace", "expected_trace_sq", "trace_moments", "element_moments",
-    "element_kurtosis", "kurtosis_curve", "depth_from_kurtosis", "lyapunov_gaussian",
-    "lyapunov_gaussian_mp",
+    "element_kurtosis", "stream_kurtosis", "kurtosis_curve", "depth_from_kurtosis",
+    "lyapunov_gaussian", "lyapunov_gaussian_mp",
 ]
 
 
@@ -102,25 +116,31 @@ def expected_trace_sq(kind: str, d, depth: int, gain=1, widths=None):
     return trace_moments(kind, d, depth, gain, widths)[1]
 
 
-def element_moments(kind: str, d, depth: int, gain=1, widths=None) -> tuple:
-    """(E a², E a⁴) of an off-diagonal entry a of M_L, exactly (see module docstring)."""
-    kind, depth, g, widths = _setup(kind, d, depth, gain, widths)
+def _element_path(kind, g, widths):
+    """(E a², E a⁴, E r², E r⁴) after each layer l = 1..L (generator; module docstring)."""
     one = g / g
     a2, r2 = 0 * one, one
     a4, a2r2, r4 = 0 * one, 0 * one, one
-    for l in range(1, depth + 1):
+    for l in range(1, len(widths)):
         dd = widths[l - 1] if kind == "gaussian" else widths[0]
         s2 = g / dd
         if kind == "gaussian":
             n = widths[l]
             a2, r2 = s2 * r2, s2 * n * r2
             a4, a2r2, r4 = 3 * s2 * s2 * r4, 0 * one, s2 * s2 * n * (n + 2) * r4
-            continue
-        a4, a2r2, r4 = (a4 + 6 * s2 * a2r2 + 3 * s2 * s2 * r4,
-                        (1 + s2 * (dd + 4)) * a2r2 + s2 * (1 + s2 * (dd + 2)) * r4,
-                        ((1 + s2 * dd) ** 2 + 2 * dd * s2 * s2 + 4 * s2) * r4)
-        a2, r2 = a2 + s2 * r2, (1 + s2 * dd) * r2
-    return a2, a4
+        else:
+            a4, a2r2, r4 = (a4 + 6 * s2 * a2r2 + 3 * s2 * s2 * r4,
+                            (1 + s2 * (dd + 4)) * a2r2 + s2 * (1 + s2 * (dd + 2)) * r4,
+                            ((1 + s2 * dd) ** 2 + 2 * dd * s2 * s2 + 4 * s2) * r4)
+            a2, r2 = a2 + s2 * r2, (1 + s2 * dd) * r2
+        yield a2, a4, r2, r4
+
+
+def element_moments(kind: str, d, depth: int, gain=1, widths=None) -> tuple:
+    """(E a², E a⁴) of an off-diagonal entry a of M_L, exactly (see module docstring)."""
+    kind, depth, g, widths = _setup(kind, d, depth, gain, widths)
+    *_, last = _element_path(kind, g, widths)
+    return last[:2]
 
 
 def element_kurtosis(kind: str, d, depth: int, gain=1, widths=None):
@@ -129,10 +149,31 @@ def element_kurtosis(kind: str, d, depth: int, gain=1, widths=None):
     return a4 / (a2 * a2) - 3
 
 
-def kurtosis_curve(kind: str, d: int, depths, gain: float = 1.0) -> np.ndarray:
-    """:func:`element_kurtosis` (float64) at each depth in ``depths`` (square layers)."""
-    return np.array([float(element_kurtosis(kind, d, int(L), Fraction(gain)))
-                     for L in np.atleast_1d(depths)])
+def stream_kurtosis(kind: str, d, depth: int, gain=1):
+    """Excess kurtosis of an entry of the residual stream y = M_L x, x ~ N(0, I_d), exactly
+    (square layers): given M, y_i ~ N(0, ‖row_i M‖²), so it is 3 E r⁴/(E r²)² − 3 with r the
+    norm of a row, whose law is that of a column (Mᵀ is again a product of L i.i.d. factors of
+    the same law). Seed 004's "activations through the residual stream"."""
+    kind, depth, g, widths = _setup(kind, d, depth, gain, None)
+    *_, (_, _, r2, r4) = _element_path(kind, g, widths)
+    return 3 * r4 / (r2 * r2) - 3
+
+
+def kurtosis_curve(kind: str, d: int, depths, gain: float = 1.0, *, of: str = "element"):
+    """:func:`element_kurtosis` (``of="element"``) or :func:`stream_kurtosis` (``of="stream"``)
+    at each depth in ``depths`` (square layers), one float64 pass of the recursion to
+    max(depths) (all its terms are positive: no cancellation but the final − 3)."""
+    if of not in ("element", "stream"):
+        raise InputError(f"of must be 'element' or 'stream', got {of!r}")
+    depths = [check_positive_int(int(L), "depth") for L in np.atleast_1d(depths)]
+    if not depths:
+        return np.zeros(0)
+    kind, _, g, widths = _setup(kind, d, max(depths), float(check_gain(gain)), None)
+    if of == "element":
+        path = [a4 / (a2 * a2) - 3 for a2, a4, _, _ in _element_path(kind, g, widths)]
+    else:
+        path = [3 * r4 / (r2 * r2) - 3 for _, _, r2, r4 in _element_path(kind, g, widths)]
+    return np.array([path[L - 1] for L in depths], dtype=float)
 
 
 def depth_from_kurtosis(kurtosis: float, d: int, *, kind: str = "residual", gain: float = 1.0,
@@ -141,7 +182,9 @@ def depth_from_kurtosis(kurtosis: float, d: int, *, kind: str = "residual", gain
     ``kurtosis`` at width d; NaN if it lies outside the curve's range over 1..max_depth.
 
     The curve is increasing in L (tested), so the answer is unique; it is the moment-method
-    counterpart of :func:`rmtbase.depth.effective_depth` (kurtosis only)."""
+    counterpart of :func:`rmtbase.depth.effective_depth` (kurtosis only) for the *marginal*
+    kurtosis: a single matrix's sample kurtosis sits below the curve once L/d is not small (see
+    the module docstring), and inverting it here then underestimates the depth."""
     k = float(kurtosis)
     depths = np.arange(1, check_positive_int(max_depth, "max_depth") + 1)
     curve = kurtosis_curve(kind, d, depths, gain)

@@ -130,7 +130,12 @@ QUANTILES = (0.1, 1.0, 5.0, 50.0, 95.0, 99.0, 99.9)
 def summary(ds: xr.Dataset, d: int | None = None, d_h: int | None = None) -> dict:
     """Per statistic of one cell: ``n``, ``mean``, ``std`` (ddof 1), quantiles ``q0.1 .. q99.9``
     (numpy's default linear interpolation) and, where one exists, ``analytic`` with its
-    ``analytic_note``. ``d``/``d_h`` pick the cell of a grid table."""
+    ``analytic_note``. ``d``/``d_h`` pick the cell of a grid table. Head tables only: a
+    product-network table (dims d, depth, gain, draw) is refused with one line."""
+    if ds.attrs.get("rmtbase_table_kind") == "product_network":
+        raise InputError("this is a product-network table (dims d, depth, gain, draw); "
+                         "summaries cover head tables only: open it with "
+                         "rmtbase.baseline.read_table or xarray")
     cells = [(int(a), int(b)) for a in ds["d"].values for b in ds["d_h"].values]
     if d is None and d_h is None and len(cells) == 1:
         d, d_h = cells[0]

@@ -7,6 +7,11 @@ identical, bit for bit, to :func:`rmtbase.baseline.tables.baseline` over the sam
 backend, whatever the number of workers or ``blocks_per_task`` (blocks run under
 ``jax.enable_x64(dtype == "float64")`` everywhere, whatever a process's own JAX setting).
 
+:func:`network_sweep` does the same for product-network tables over (d, depth, gain)
+(:mod:`rmtbase.baseline.network_tables`): a task is (d, range of draw blocks), all depths and
+gains of a draw in one task (they are one chain and one set of normal variates); the table equals
+:func:`rmtbase.baseline.network_tables.network_table`'s bit for bit.
+
 Dask is optional (``pip install 'rmtbase[distributed]'``): importing this module does not import
 it; :func:`sweep` raises :class:`MissingDependency` with an install hint when it is absent.
 """
@@ -85,6 +90,12 @@ def _client(scheduler=None, workers=None, client=None):
         yield c
 
 
+def _cell_blocks(spec, cell, start, stop):
+    from .tables import generate_blocks
+
+    return generate_blocks(spec, cell[0], cell[1], start, stop)
+
+
 def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, client=None,
           blocks_per_task: int = 1, out=None, progress: bool = True, **options):
     """Null table over the grid ``d`` × ``d_h`` (ints or sequences; cells with d_h ≤ d), computed
@@ -94,12 +105,12 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     ``client``. Each task computes ``blocks_per_task`` blocks of
     :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250 draws of one cell. Returns the Dataset, written
     atomically to ``out`` when given."""
+    from functools import partial
+
     from .tables import (
-        _progress,
         assemble,
         check_cells,
         check_output_file,
-        generate_blocks,
         grid_cells,
         make_spec,
         table_size,
@@ -115,23 +126,73 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     per = blocks_per_task
     if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
         raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
-    if client is None:
-        _distributed()
     tasks = [(cell, a, min(a + per, spec.n_blocks()))
              for cell in cells for a in range(0, spec.n_blocks(), per)]
-    parts = {}
-    with _client(scheduler, workers, client) as c, \
-            _progress(len(tasks), progress, "rmtbase sweep", unit="task") as bar:
-        futures = {c.submit(generate_blocks, spec, cell[0], cell[1], start, stop, pure=False):
-                   (cell, start) for cell, start, stop in tasks}
-        for fut in _distributed().as_completed(futures):
-            parts[futures[fut]] = fut.result()
-            bar.update(1)
+    parts = _run_tasks(tasks, partial(_cell_blocks, spec), scheduler, workers, client, progress)
     results = {}
     for cell in cells:
         chunks = [parts[(cell, start)] for (c_, start) in sorted(parts) if c_ == cell]
         results[cell] = {k: np.concatenate([ch[k] for ch in chunks]) for k in chunks[0]}
     ds = assemble(spec, cells, results)
+    ds.attrs["history"] = f"computed as {len(tasks)} Dask tasks of up to {per} blocks"
+    if out is not None:
+        write_table(ds, out)
+    return ds
+
+
+def _run_tasks(tasks, fn, scheduler, workers, client, progress):
+    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks."""
+    from .tables import _progress
+
+    if client is None:
+        _distributed()
+    parts = {}
+    with _client(scheduler, workers, client) as c, \
+            _progress(len(tasks), progress, "rmtbase sweep", unit="task") as bar:
+        futures = {c.submit(fn, cell, start, stop, pure=False): (cell, start)
+                   for cell, start, stop in tasks}
+        for fut in _distributed().as_completed(futures):
+            parts[futures[fut]] = fut.result()
+            bar.update(1)
+    return parts
+
+
+def _network_blocks(spec, gains, d, start, stop):
+    from .network_tables import generate_network_blocks
+
+    return generate_network_blocks(spec, d, gains, start, stop)
+
+
+def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, stats="all",
+                  chunk_size=None, scheduler: str | None = None, workers: int | None = None,
+                  client=None, blocks_per_task: int = 1, out=None, progress: bool = True):
+    """Product-network table over widths ``d``, depths ``depth`` and gains ``gain`` computed as
+    Dask tasks of ``blocks_per_task`` blocks of 250 draws of one width; the same Dataset as
+    :func:`rmtbase.baseline.network_tables.network_table` with the same arguments (``history``
+    attribute aside), written atomically to ``out`` when given."""
+    from functools import partial
+
+    from .network_tables import assemble_network, make_network_spec, network_grid
+    from .table_file import check_output_file, table_bytes, write_table
+
+    spec = make_network_spec(kind=kind, depth=depth, draws=draws, seed=seed, stats=stats,
+                             chunk_size=chunk_size)
+    widths, gains = network_grid(d, gain)
+    if out is not None:
+        n_values = len(widths) * len(spec.depths) * len(gains) * spec.draws * 32
+        out = check_output_file(out, size=table_bytes(n_values, 8))
+    per = blocks_per_task
+    if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
+        raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
+    tasks = [(w, a, min(a + per, spec.n_blocks()))
+             for w in widths for a in range(0, spec.n_blocks(), per)]
+    parts = _run_tasks(tasks, partial(_network_blocks, spec, gains), scheduler, workers, client,
+                       progress)
+    results = {}
+    for w in widths:
+        chunks = [parts[(w, start)] for (w_, start) in sorted(parts) if w_ == w]
+        results[w] = {k: np.concatenate([ch[k] for ch in chunks]) for k in chunks[0]}
+    ds = assemble_network(spec, widths, gains, results)
     ds.attrs["history"] = f"computed as {len(tasks)} Dask tasks of up to {per} blocks"
     if out is not None:
         write_table(ds, out)

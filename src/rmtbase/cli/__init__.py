@@ -1,6 +1,7 @@
 """Command-line entry point: ``rmtbase <command> ...``.
 
-The CLI is thin: each command lives in its own module ``rmtbase.cli.<command>`` that defines
+The CLI is thin: each command lives in its own module ``rmtbase.cli.<command>`` (``-`` in a
+command's name is ``_`` in its module's) that defines
 ``add_parser(subparsers)`` and ``run(args) -> int`` and calls plain library functions. Heavy
 imports (JAX, torch) happen inside ``run``, so ``rmtbase --help`` is fast.
 
@@ -30,8 +31,8 @@ from .._version import __version__
 from ..errors import RmtbaseError
 
 #: Command modules, in the order ``--help`` lists them.
-COMMANDS = ("constants", "spectrum", "elementwise", "baseline", "sweep", "score", "compare",
-            "study")
+COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
+            "score", "compare", "study")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,10 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rmtbase {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
+        mod_name = f"{__name__}.{name.replace('-', '_')}"
         try:
-            module = importlib.import_module(f"{__name__}.{name}")
+            module = importlib.import_module(mod_name)
         except ModuleNotFoundError as exc:  # a command not built yet in this checkout
-            if exc.name != f"{__name__}.{name}":
+            if exc.name != mod_name:
                 raise
             continue
         p = module.add_parser(sub)

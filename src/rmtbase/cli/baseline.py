@@ -29,7 +29,8 @@ def add_table_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draws", type=positive_int, default=2000, help="Monte Carlo draws per cell")
     p.add_argument("--seed", type=positive_int, default=0, help="PRNG seed (default 0)")
     p.add_argument("--stats", choices=STAT_SETS, default="all", help="statistics to compute")
-    p.add_argument("--depth", type=positive_int, default=None, help="depth L (residual ensemble)")
+    p.add_argument("--depth", type=positive_int, nargs="+", default=None,
+                   help="depth L (residual ensemble); several with rmtbase sweep --network")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="sampling dtype (default float32)")
     p.add_argument("--chunk-size", type=positive_int, default=None,
@@ -45,11 +46,18 @@ TABLE_DESTS = ("sigma", "sigma_q", "sigma_k", "ensemble", "draws", "seed", "stat
 
 
 def table_options(args: argparse.Namespace) -> dict:
+    from ..errors import InputError
     from ._common import resolve_sigmas
 
     sigma_q, sigma_k = resolve_sigmas(args)
+    depth = args.depth
+    if depth is not None:
+        if len(depth) != 1:
+            raise InputError("--depth takes one value for head tables (several only with "
+                             "rmtbase sweep --network)")
+        depth = depth[0]
     return dict(sigma_q=sigma_q, sigma_k=sigma_k, ensemble=args.ensemble, draws=args.draws,
-                seed=args.seed, stats=args.stats, depth=args.depth, dtype=args.dtype,
+                seed=args.seed, stats=args.stats, depth=depth, dtype=args.dtype,
                 chunk_size=args.chunk_size)
 
 

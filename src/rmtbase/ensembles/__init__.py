@@ -3,6 +3,8 @@
 - :mod:`.gaussian`: :func:`named_key`, :func:`gaussian`, :func:`lowrank_factors` (W_Q, W_K of
   one head, ``(d_h, d)``, i.i.d. N(0, σ²));
 - :mod:`.residual`: residual-path products ∏(I + W_l) (seed 004);
+- :mod:`.products`: product networks (Gaussian ∏W_l, residual ∏(I + W_l)) and their stable
+  Benettin-QR factors (imported on use: ``from rmtbase.ensembles import products``);
 - :mod:`.wishart`: exact Gram-factor samplers (Bartlett L, Householder bidiagonal B);
 - :mod:`.chisquare`: exact χ²/χ variates (array-level Marsaglia–Tsang);
 - :mod:`.draws`: :func:`map_draws`, the chunked driver (draw i uses ``fold_in(key, i)``).
