@@ -15,7 +15,8 @@ Y = ln(−ln(1 − F)) = ln W(x), W(x) = −ln erfc(x/√2):
   integrand is analytic in a strip, so one panel of about 0.9 N nodes gives N digits for the
   10–90 % and 5–95 % trims. Near x = 0 (a = 0) the range below x_c = 10⁻¹² uses the power series
   W(x)/x → ln(W/x) = Σ cₖ xᵏ and ∫_0^{x_c} xᵏ ln x dx; the Gaussian tail (b = 1) is cut where
-  φ < 10^{−N−8} and split at fixed points, each panel at the precision its size needs.
+  φ < 10^{−N−8} and split at fixed points, each panel with the same rule but at the working
+  precision its size needs.
 
 Everything is computed at the current mpmath precision; ``tick(k)`` reports k integrand
 evaluations (progress of the long computations).
@@ -177,13 +178,15 @@ _TICK: contextvars.ContextVar = contextvars.ContextVar("anchor_tick", default=No
 def _panel(p, q, dps: int):
     """∫_p^q ln x · Y(x) φ(x) dx (x-ends as mpf), computed in s = ln x at the precision
     the panel's size needs (cached: the 5–95 % panel serves both wider trims)."""
-    digits = _panel_digits(p, dps)
-    with mp.workdps(digits + 10):
-        rule = legendre_rule(_n_nodes(digits), digits + 10)
+    # one rule for all panels: the Gauss–Legendre error is set by the integrand's size on the
+    # Bernstein ellipse, which for a tail panel reaches far towards the (larger) bulk, so a
+    # tail panel keeps all the nodes; only its working precision shrinks with its size
+    rule = legendre_rule(_n_nodes(dps), dps + 10)
+    with mp.workdps(_panel_digits(p, dps) + 10):
         val = mp.sqrt(2 / mp.pi) * integrate(_integrand(dps), mp.log(p), mp.log(q), rule)
     tick = _TICK.get()
     if tick:
-        tick(_n_nodes(digits))
+        tick(_n_nodes(dps))
     return val
 
 
@@ -197,7 +200,7 @@ def planned_panels(a, b, dps: int) -> set:
 
 def planned_evaluations(panels) -> int:
     """Integrand evaluations for a set of panel keys from :func:`planned_panels`."""
-    return sum(_n_nodes(_panel_digits(p, dps)) for p, _q, dps in panels)
+    return sum(_n_nodes(dps) for _p, _q, dps in panels)
 
 
 def moments(a, b, tick=None):

@@ -143,7 +143,7 @@ def _anchor_cached(a, b, dps: int) -> Anchor:
         return Anchor(k0, mp.exp(g - y / k0))
 
 
-def anchor_mp(a=0.1, b=0.9, dps: int | None = None) -> Anchor:
+def anchor_mp(a="0.1", b="0.9", dps: int | None = None) -> Anchor:
     """(k0, λ0/σ) as mpf, for the trim [a, b] (pass a, b as strings for exact decimals).
 
     Computed at ``dps`` + 10 digits (cached per trim and precision in the process): 1000
@@ -186,7 +186,7 @@ def weibull_mean_sd_mp(k, lam=1, dps: int | None = None):
         return lam * g1, lam * mp.sqrt(g2 - g1 * g1)
 
 
-def closure_ratios_mp(a=0.1, b=0.9, dps: int | None = None):
+def closure_ratios_mp(a="0.1", b="0.9", dps: int | None = None):
     """Γ closure ratios at the anchor as mpf (see :func:`closure_ratios`)."""
     with working_dps(dps) as target:
         k0, lam0 = anchor_mp(a, b, dps=target)
