@@ -10,8 +10,8 @@ of a rounding boundary) is computed a third time at ``digits + 60`` and must the
 the second, else :class:`~rmtbase.errors.PrecisionError` is raised.
 
 Cost: the half-normal Weibull anchor (:mod:`._anchor_moments`) dominates; all constants to 1000
-digits take about two minutes on one core (most of it the full-range trim, whose Gaussian tail
-needs about 8000 integrand evaluations a pass). Tables are cached in the process and, from
+digits take about two and a half minutes on one core (most of it the full-range trim, whose Gaussian tail
+needs about 8000 of the 19000 integrand evaluations). Tables are cached in the process and, from
 :data:`DISK_CACHE_MIN_DIGITS` digits on, in ``<user cache>/constants`` (written atomically;
 ``RMTBASE_CACHE`` moves it, see :func:`rmtbase.baseline.cache.cache_dir`).
 """

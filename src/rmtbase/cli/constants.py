@@ -2,7 +2,7 @@
 
 Thin wrapper of :func:`rmtbase.analytic.constants.constants`: every value is a decimal string
 with exactly N significant digits, correctly rounded and confirmed by a second evaluation with
-more working digits (1 ≤ N ≤ 1000; 1000 digits take about two minutes the first time, with
+more working digits (1 ≤ N ≤ 1000; 1000 digits take about two and a half minutes the first time, with
 progress on stderr, and are then read from the user cache).
 """
 
@@ -23,7 +23,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     "references; values are correctly rounded decimal strings of N significant "
                     "digits, each confirmed by a second evaluation with more working digits.")
     p.add_argument("--digits", type=positive_int, default=15,
-                   help="significant digits, 1..1000 (default 15; 1000 take about two minutes "
+                   help="significant digits, 1..1000 (default 15; 1000 take about 2.5 minutes "
                         "the first time, then come from the user cache)")
     p.add_argument("--json", action="store_true",
                    help="JSON object keyed by name: {value, definition, reference}")
