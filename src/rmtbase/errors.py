@@ -24,6 +24,10 @@ class ModelError(RmtbaseError):
     """A model that cannot be loaded or is not supported."""
 
 
+class PrecisionError(RmtbaseError):
+    """A high-precision value could not be confirmed to the digits asked for."""
+
+
 def check_dims(d: int, d_h: int) -> tuple[int, int]:
     """Validate (d, d_h) for a low-rank head: integers with 1 ≤ d_h ≤ d."""
     try:

@@ -1,22 +1,38 @@
-"""Registry of citable constants, computed with mpmath to any number of digits.
+"""Registry of citable constants, computed with mpmath to 1–1000 significant digits.
 
 ``constants(digits=15)`` returns ``{name: {"value": str, "definition": str, "reference": str}}``
 where ``value`` is a decimal string with exactly ``digits`` significant digits (fixed-point
-notation, trailing zeros kept), computed at ``digits + 10`` working digits (the analytic
-functions add their own guard digits on top) and rounded once.
+notation, trailing zeros kept), correctly rounded: every value is computed twice, at
+``digits + 12`` and at ``digits + 30`` working digits (the analytic functions add 10 more, and
+the Weibull anchor's quadrature takes more nodes the more digits it is asked for), and the two
+roundings must agree; a value whose roundings differ (one that lies within about 10^−(digits+12)
+of a rounding boundary) is computed a third time at ``digits + 60`` and must then agree with
+the second, else :class:`~rmtbase.errors.PrecisionError` is raised.
+
+Cost: the half-normal Weibull anchor (:mod:`._anchor_moments`) dominates; all constants to 1000
+digits take about two and a half minutes on one core (most of it the full-range trim, whose Gaussian tail
+needs about 8000 of the 19000 integrand evaluations). Tables are cached in the process and, from
+:data:`DISK_CACHE_MIN_DIGITS` digits on, in ``<user cache>/constants`` (written atomically;
+``RMTBASE_CACHE`` moves it, see :func:`rmtbase.baseline.cache.cache_dir`).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable
 
 import mpmath as mp
 
-from ..errors import InputError
-from . import gaussian, weibull
+from ..errors import InputError, PrecisionError
+from . import _anchor_moments, _constants_cache, gaussian, weibull
 
-__all__ = ["constants", "constant_mp", "NAMES"]
+__all__ = ["constants", "constant_mp", "NAMES", "GUARDS", "DISK_CACHE_MIN_DIGITS"]
+
+#: Working digits added to the requested digits in the two evaluations (and a third if needed).
+GUARDS = (12, 30, 60)
+#: Tables of at least this many digits are also cached on disk.
+DISK_CACHE_MIN_DIGITS = 100
 
 _PAPER = "Weibull paper, arXiv:2605.18898"
 _TRIMS = {"": ("0.1", "0.9"), "_trim90": ("0.05", "0.95"), "_trim100": ("0", "1")}
@@ -55,10 +71,10 @@ def _registry() -> dict[str, tuple[str, str, Callable]]:
         lambda dps: weibull.noise_ratio_mp("0.1", dps=dps))
     reg["weibull_closure_mean_ratio"] = (
         "λ0Γ(1+1/k0) / √(2/π): Weibull-anchor mean over the half-normal mean (10–90 % trim)",
-        f"{_PAPER}, App. A.1 (Γ closure)", lambda dps: weibull.closure_ratios_mp(dps=dps)[0])
+        f"{_PAPER}, App. A.1 (Γ closure)", lambda dps: weibull.closure_ratios_mp("0.1", "0.9", dps=dps)[0])
     reg["weibull_closure_sd_ratio"] = (
         "λ0√(Γ(1+2/k0) − Γ²(1+1/k0)) / √(1−2/π): Weibull-anchor sd over the half-normal sd",
-        f"{_PAPER}, App. A.1 (Γ closure)", lambda dps: weibull.closure_ratios_mp(dps=dps)[1])
+        f"{_PAPER}, App. A.1 (Γ closure)", lambda dps: weibull.closure_ratios_mp("0.1", "0.9", dps=dps)[1])
     reg["gaussian_entropy_unit"] = (
         "differential entropy of N(0, 1): ½ ln(2πe) nats", "Shannon (1948); Cover & Thomas Thm 8.4.1",
         lambda dps: gaussian.entropy_mp(1, dps=dps))
@@ -91,25 +107,84 @@ def constant_mp(name: str, dps: int = 30):
     return reg[name][2](int(dps))
 
 
+def _rounded(value, digits: int) -> str:
+    with mp.workdps(digits + 20):
+        return mp.nstr(+value, digits, strip_zeros=False, min_fixed=-mp.inf,
+                       max_fixed=mp.inf).rstrip(".")
+
+
+def _evaluate(names, dps: int, tick=None) -> dict:
+    reg = _registry()
+    token = _anchor_moments._TICK.set(tick)
+    try:
+        return {name: reg[name][2](dps) for name in names}
+    finally:
+        _anchor_moments._TICK.reset(token)
+
+
+def _planned(dps_list) -> int:
+    """Integrand evaluations of the anchors' quadrature at the given working precisions."""
+    panels = set()
+    for dps in dps_list:
+        for a, b in _TRIMS.values():
+            panels |= _anchor_moments.planned_panels(a, b, dps + 10)
+    return _anchor_moments.planned_evaluations(panels)
+
+
+def _verified(digits: int, progress: bool) -> dict[str, str]:
+    """Values rounded to ``digits``, each checked by a second evaluation (module docstring)."""
+    from ..progress import progress_bar
+
+    names = list(_registry())
+    first, second = (digits + g for g in GUARDS[:2])
+    bar = progress_bar(_planned((first, second)), desc="rmtbase constants",
+                       unit="integrand evaluation", enabled=progress and digits >= 100)
+    with bar:
+        low = _evaluate(names, first, bar.update)
+        high = _evaluate(names, second, bar.update)
+    out = {}
+    for name in names:
+        a, b = _rounded(low[name], digits), _rounded(high[name], digits)
+        if a != b:                       # near a rounding boundary: one more, wider evaluation
+            c = _rounded(_evaluate([name], digits + GUARDS[2])[name], digits)
+            if c != b:
+                raise PrecisionError(f"{name} to {digits} digits is not settled: {a!r} at "
+                                     f"{first} working digits, {b!r} at {second}, {c!r} at "
+                                     f"{digits + GUARDS[2]}")
+            b = c
+        out[name] = b
+    return out
+
+
+#: Whether the running :func:`constants` call reports progress (read by :func:`_table`).
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("constants_progress", default=False)
+
+
 @functools.lru_cache(maxsize=8)
 def _table(digits: int) -> tuple:
-    rows = []
-    for name, (definition, reference, compute) in _registry().items():
-        value = compute(digits + 10)
-        with mp.workdps(digits + 20):
-            text = mp.nstr(+value, digits, strip_zeros=False, min_fixed=-mp.inf,
-                           max_fixed=mp.inf).rstrip(".")
-        rows.append((name, text, definition, reference))
-    return tuple(rows)
+    values = None
+    if digits >= DISK_CACHE_MIN_DIGITS:
+        values = _constants_cache.load(digits, NAMES)
+    if values is None:
+        values = _verified(digits, _PROGRESS.get())
+        if digits >= DISK_CACHE_MIN_DIGITS:
+            _constants_cache.store(digits, values)
+    reg = _registry()
+    return tuple((name, values[name], reg[name][0], reg[name][1]) for name in NAMES)
 
 
-def constants(digits: int = 15) -> dict[str, dict[str, str]]:
-    """All constants at ``digits`` significant digits (1 ≤ digits ≤ 1000)."""
+def constants(digits: int = 15, progress: bool = True) -> dict[str, dict[str, str]]:
+    """All constants at ``digits`` significant digits (1 ≤ digits ≤ 1000), correctly rounded
+    and checked (module docstring); ``progress``: report long computations on stderr."""
     try:
         n = int(digits)
     except (TypeError, ValueError):
         raise InputError(f"digits must be an integer, got {digits!r}") from None
     if n != digits or not 1 <= n <= 1000:
         raise InputError(f"digits must be an integer in [1, 1000], got {digits!r}")
-    return {name: {"value": text, "definition": d, "reference": r}
-            for name, text, d, r in _table(n)}
+    token = _PROGRESS.set(bool(progress))
+    try:
+        rows = _table(n)
+    finally:
+        _PROGRESS.reset(token)
+    return {name: {"value": text, "definition": d, "reference": r} for name, text, d, r in rows}

@@ -1,0 +1,65 @@
+"""On-disk cache of verified constant tables (private; used by :mod:`.constants`).
+
+One JSON file per number of digits, ``<user cache>/constants/v{FORMAT}-{digits}.json``
+(``RMTBASE_CACHE`` moves the user cache, see :func:`rmtbase.baseline.cache.cache_dir`), holding
+``{"format", "digits", "values": {name: decimal string}}``. Files are written to a temporary
+name in the same folder and renamed (atomic on POSIX and Windows), so a reader never sees half a
+file. A file that is unreadable, of another format, or whose names or digit counts do not match
+is ignored (and overwritten by the next computation); a cache that cannot be written is skipped
+silently: the values are correct either way, the cache only saves time. Bump :data:`FORMAT`
+whenever a definition or the rounding rule changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+__all__ = ["FORMAT", "path", "load", "store"]
+
+#: Version of the cached values; bump to invalidate every cached table.
+FORMAT = 1
+
+
+def path(digits: int) -> Path:
+    from ..baseline.cache import cache_dir
+
+    return cache_dir() / "constants" / f"v{FORMAT}-{int(digits)}.json"
+
+
+def _significant(text: str) -> int:
+    return len(re.sub(r"[^0-9]", "", text).lstrip("0"))
+
+
+def load(digits: int, names) -> dict[str, str] | None:
+    """The cached values for ``digits`` if a valid file has exactly ``names``, else None."""
+    try:
+        data = json.loads(path(digits).read_text(encoding="utf-8"))
+        values = data["values"]
+        ok = (data.get("format") == FORMAT and data.get("digits") == digits
+              and isinstance(values, dict) and set(values) == set(names)
+              and all(isinstance(v, str) and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", v)
+                      and _significant(v) == digits for v in values.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return dict(values) if ok else None
+
+
+def store(digits: int, values: dict[str, str]) -> None:
+    """Write ``values`` for ``digits`` atomically; errors (read-only or full disk) are ignored."""
+    target = path(digits)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"format": FORMAT, "digits": digits, "values": values}, fh, indent=1)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass
