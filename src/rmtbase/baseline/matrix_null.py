@@ -250,7 +250,9 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
             warnings.warn(f"rmtbase: ignoring cached table: {exc}", RuntimeWarning, stacklevel=2)
             continue
         if k >= draws:
-            return ds.isel(draw=slice(0, draws))
+            out = ds.isel(draw=slice(0, draws))
+            out.attrs["draws"] = int(draws)
+            return out
         have, have_path = ds, path
         break
     start = 0 if have is None else have.sizes["draw"]
