@@ -70,9 +70,11 @@ def read_table(path) -> xr.Dataset:
                          f"{str(ds.attrs.get('draws'))[:40]!r} are not integers)") from None
     if fmt > TABLE_FORMAT:
         raise TableError(f"{path} has table format {fmt}; this rmtbase reads up to {TABLE_FORMAT}")
-    # product-network tables (rmtbase.baseline.network_tables) have dims (d, depth, gain, draw)
-    network = ds.attrs.get("rmtbase_table_kind") == "product_network"
-    missing = ({"d", "depth", "gain", "draw"} if network else {"d", "d_h", "draw"}) - set(ds.dims)
+    # product-network tables (rmtbase.baseline.network_tables) have dims (d, depth, gain, draw),
+    # whole-matrix nulls (rmtbase.baseline.matrix_null) the draws only
+    need = {"product_network": {"d", "depth", "gain", "draw"}, "matrix_null": {"draw"}}.get(
+        ds.attrs.get("rmtbase_table_kind"), {"d", "d_h", "draw"})
+    missing = need - set(ds.dims)
     if missing or draws != ds.sizes["draw"] or not ds.data_vars:
         raise TableError(f"{path} is a damaged rmtbase table (dims {dict(ds.sizes)})")
     return ds

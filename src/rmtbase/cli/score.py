@@ -1,6 +1,7 @@
 """``rmtbase score [MODEL ...]``: score attention heads against the random-matrix null.
 
-Thin wrapper of :func:`rmtbase.scoring.score.score_model` (one model),
+Thin wrapper of :func:`rmtbase.scoring.score.score_model` (one model; with ``--components``
+also :func:`rmtbase.scoring.components.score_components`),
 :func:`rmtbase.scoring.trajectory.score_collection` (several models, local checkpoint folders
 or globs of them, or several ``--revision`` values of one hub model: one ``scores.nc`` with a
 leading ``checkpoint`` or ``model`` dimension; ``--workers``/``--scheduler`` run them as Dask
@@ -28,8 +29,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
         description=(
             "Score every layer and head of a Hugging Face model (hub id or local folder) against "
             "a random-matrix null at the head's own (d, d_h, sigma_Q, sigma_K) and storage "
-            "precision; one decision per head (BH over heads). Writes scores.nc, heads.csv, "
-            "scores.csv, summary.txt, figures and manifest.json to --out, all or nothing: an "
+            "precision; one decision per head (BH over heads). With --components also every "
+            "whole weight matrix per layer against i.i.d. Gaussian matrices of its shape and "
+            "storage (one decision per matrix). Writes scores.nc, heads.csv, "
+            "scores.csv, summary.txt, figures and manifest.json (and components.nc, "
+            "components.csv) to --out, all or nothing: an "
             "earlier rmtbase output there is replaced whole, any other non-empty folder is "
             "refused."
         ),
@@ -71,6 +75,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--element-draws", type=positive_int, default=200,
                    help="permutation null: permutations per head for W_QK element statistics "
                         "(default 200)")
+    p.add_argument("--components", metavar="LIST", default=None,
+                   help="also score whole weight matrices per layer, comma-separated among "
+                        "q,k,v,o,ffn (the architecture's FFN matrices), ffn_gate, ffn_up, "
+                        "ffn_down, ffn_in, ffn_out, router, or 'all': element statistics "
+                        "(Weibull k and lambda at 80/90/100 %% trims, max/q99, kurtosis, "
+                        "entropy, ...) against i.i.d. N(0, sigma^2) matrices of the same shape "
+                        "and storage; writes components.nc, components.csv and figures")
+    p.add_argument("--component-draws", type=positive_int, default=None,
+                   help="null draws per matrix shape for --components (default 400; cached)")
     p.add_argument("--alpha", type=number, default=0.05,
                    help="Benjamini-Hochberg level over heads (default 0.05)")
     p.add_argument("--seed", type=positive_int, default=0, help="null table / permutation seed")
@@ -103,9 +116,17 @@ def run(args: argparse.Namespace) -> int:
                          "give more than one")
     if not several and args.collection is not None:
         raise InputError("--collection names the dimension of several checkpoints or models")
+    components = _components(args, several)
     from ..scoring.output import check_output_dir
 
     check_output_dir(args.out, "rmtbase score")  # before any expensive work
+    if components is not None:  # the architecture has them: checked before any work
+        from ..models import default_model_path
+        from ..models.components import check_components
+
+        check_components(models[0] if models else default_model_path(), components,
+                         revision=revisions[0] if revisions else None,
+                         allow_pickle=args.allow_pickle)
     from ..scoring.report import anomaly_table, write_report
 
     t0 = time.perf_counter()
@@ -128,11 +149,46 @@ def run(args: argparse.Namespace) -> int:
         ds = score_model(models[0] if models else None,
                          revision=revisions[0] if revisions else None,
                          progress=not args.quiet, **options)
-        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+        cds = None
+        if components is not None:
+            from ..scoring.components import score_components
+
+            cds = score_components(models[0] if models else None, components=components,
+                                   revision=revisions[0] if revisions else None,
+                                   draws=args.component_draws, alpha=args.alpha,
+                                   seed=args.seed, allow_pickle=args.allow_pickle,
+                                   progress=not args.quiet,
+                                   quantized_null=args.quantized_null)
+        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
+                               components=cds)
         print(anomaly_table(ds, args.top))
+        if cds is not None:
+            from ..scoring.component_report import component_table
+
+            print()
+            print(component_table(cds))
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0
+
+
+def _components(args, several: bool):
+    """The --components names (validated), or None; --component-draws needs --components."""
+    if args.components is None:
+        if args.component_draws is not None:
+            raise InputError("--component-draws needs --components")
+        return None
+    if several:
+        raise InputError("--components scores one model at a time; give one MODEL and one "
+                         "revision")
+    if args.null != "gaussian":
+        raise InputError("--components compares whole matrices with the Gaussian null; it "
+                         "does not combine with --null permutation")
+    if args.component_draws is not None and args.component_draws < 2:
+        raise InputError(f"--component-draws must be at least 2, got {args.component_draws}")
+    from ..models.components import parse_components
+
+    return parse_components(args.components)
 
 
 _GLOB = re.compile(r"[*?[]")

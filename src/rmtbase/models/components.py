@@ -66,6 +66,33 @@ def select_components(components, available: Iterable[str], arch: str) -> tuple[
     return tuple(c for c in available if c in wanted)
 
 
+def parse_components(text: str) -> tuple[str, ...]:
+    """Names of a comma-separated list (``"q,k,v,o,ffn"``, ``"all"``), each checked against
+    ``all``, ``ffn`` and :data:`COMPONENTS`; :class:`InputError` naming the first bad one."""
+    names = [t.strip() for t in str(text).split(",")]
+    if not any(names):
+        raise InputError(f"--components is empty; give names among "
+                         f"{', '.join(('all', 'ffn') + COMPONENTS)}")
+    for name in names:
+        if not name:
+            raise InputError(f"--components has an empty entry: {text!r}")
+        if name not in ("all", "ffn") + COMPONENTS:
+            raise InputError(f"unknown component {name!r}; known: "
+                             f"{', '.join(('all', 'ffn') + COMPONENTS)}")
+    return tuple(dict.fromkeys(names))
+
+
+def check_components(model, components, *, revision: str | None = None,
+                     allow_pickle: bool = False) -> tuple[str, ...]:
+    """The component names ``components`` selects in ``model``, checked as
+    :func:`load_components` checks them (config and weight index only; no matrix is read)."""
+    info, located, weights = open_model(model, revision, allow_pickle)
+    try:
+        return select_components(components, located.component_names(), info.architecture)
+    finally:
+        weights.close()
+
+
 def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
                     revision: str | None = None,
                     allow_pickle: bool = False) -> Iterator[LayerComponents]:

@@ -16,15 +16,19 @@
   in one Dataset (leading ``checkpoint``/``model`` dimension), in one process or on Dask;
 - :mod:`.profiles`, :mod:`.compare`: layer profiles and trajectories against the null band,
   ``rmtbase compare``;
-- :mod:`.html`, :mod:`.html_data`: the self-contained ``report.html``.
+- :mod:`.html`, :mod:`.html_data`: the self-contained ``report.html``;
+- :mod:`.components`, :mod:`.component_report`, :mod:`.component_figures`:
+  :func:`score_components` — whole weight matrices per layer against the null at their own
+  shape and storage (``rmtbase score --components``).
 """
 
 from .collection import combine, entries, entry
 from .compare import write_compare
+from .components import score_components
 from .report import anomaly_table, write_report
 from .score import score_model
 from .trajectory import score_collection
 from .verdict import score_values
 
-__all__ = ["anomaly_table", "combine", "entries", "entry", "score_collection", "score_model",
-           "score_values", "write_compare", "write_report"]
+__all__ = ["anomaly_table", "combine", "entries", "entry", "score_collection",
+           "score_components", "score_model", "score_values", "write_compare", "write_report"]

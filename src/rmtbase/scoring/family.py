@@ -2,8 +2,8 @@
 
 Groups (what a departure from the null means; ``docs/statistics.md`` is the glossary):
 
-- ``entry law`` — element statistics of W_Q and W_K (``q.*``, ``k.*``): the marginal law of
-  the entries. Under the Gaussian null a flag here says the entries are not i.i.d. Gaussian at
+- ``entry law`` — element statistics of W_Q and W_K (``q.*``, ``k.*``), and of whole weight
+  matrices (``w.*``, :mod:`rmtbase.scoring.components`): the marginal law of the entries. Under the Gaussian null a flag here says the entries are not i.i.d. Gaussian at
   the head's σ: trained structure, but equally a non-Gaussian initialisation (torch's default
   Kaiming-uniform, truncated normal) or a storage artefact. They carry no information about
   structure across entries; the permutation null leaves them out.
@@ -40,6 +40,8 @@ DUPLICATES = {
                         "entropy/rms and mean/rms"),
     "k.delta_entropy": ("k.entropy", "as q.delta_entropy"),
     "qk.delta_entropy": ("qk.entropy", "as q.delta_entropy"),
+    "w.std": ("w.mean", "std/rms = sqrt(1 - (mean/rms)^2) after self-normalisation"),
+    "w.delta_entropy": ("w.entropy", "as q.delta_entropy"),
 }
 #: Histogram statistics: these see a storage lattice or quantisation grid.
 HISTOGRAM = ("entropy", "delta_entropy", "kl_gaussian", "sigma_fit")
@@ -52,7 +54,7 @@ def group_of(name: str) -> str:
     from ..stats import SPECTRAL_STATS
 
     matrix, stat = name.split(".", 1)
-    if matrix in ("q", "k"):
+    if matrix in ("q", "k", "w"):
         return "entry law"
     return "spectrum" if stat in SPECTRAL_STATS else "product law"
 

@@ -11,7 +11,10 @@ decision, the most anomalous heads, NaN tests, how to read a flag) and ``figures
 ``verdict.png``, ``effect_<group>.png`` (spectrum, product law, entry law), ``effect_<stat>.png``
 for the headline statistics, ``spectrum_L<l>_H<h>.png`` for the most anomalous heads and the
 least anomalous one, ``entropy_sigma.png``; and ``report.html`` (:mod:`rmtbase.scoring.html`:
-one self-contained page with the per-head drill-down, some of these figures embedded).
+one self-contained page with the per-head drill-down, some of these figures embedded). With a
+whole-matrix score also ``components.nc``, ``components.csv`` and
+``figures/components_weibull_k.png``, ``figures/components_terminal_k.png``
+(:mod:`rmtbase.scoring.component_report`).
 A collection (checkpoints or models) is written by :mod:`rmtbase.scoring.collection_report`.
 """
 
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ..errors import InputError
 from . import figures as fig_mod
 from .output import OutputFolder
 
@@ -190,21 +194,35 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save) -> None:
 
 
 def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10,
-                 n_spectra: int = 3) -> dict[str, Path]:
+                 n_spectra: int = 3, components: xr.Dataset | None = None) -> dict[str, Path]:
     """Write the report (module docstring) into ``out_dir`` all-or-nothing; returns
     {file name: final path}. ``out_dir`` may not exist, be empty, or hold an earlier rmtbase
     output (replaced whole); anything else is refused before writing. A collection (leading
-    ``checkpoint``/``model`` dimension) gets :func:`.collection_report.write_collection_report`."""
+    ``checkpoint``/``model`` dimension) gets :func:`.collection_report.write_collection_report`.
+    ``components``: a whole-matrix score (:func:`rmtbase.scoring.components.score_components`)
+    written alongside (:func:`.component_report.write_components`; its table is appended to
+    ``summary.txt``)."""
     from .collection import collection_dim
     from .html import score_html
 
     if collection_dim(ds):
+        if components is not None:
+            raise InputError("whole-matrix scores are written for one model, not a collection")
         from .collection_report import write_collection_report
 
         return write_collection_report(ds, out_dir, figures=figures, top=min(top, 3))
     summary = summary_text(ds, top)
+    if components is not None:
+        from .component_report import component_table
+
+        summary += "\nWhole matrices (components.nc, components.csv):\n" + \
+            component_table(components) + "\n"
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
+        if components is not None:
+            from .component_report import write_components
+
+            write_components(out, components, figures=figures)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
         out.write_text("scores.csv", long_table(ds).to_csv(index=False))
         out.write_text("summary.txt", summary)

@@ -6,7 +6,8 @@
 σ handling
 ----------
 Null tables are at σ = 1. A statistic that carries scale (``STAT_INFO[stat]["sigma_power"]``
-p ≠ 0; σ is σ_Q σ_K for ``qk.*``, σ_Q for ``q.*``, σ_K for ``k.*``) is compared in
+p ≠ 0; σ is σ_Q σ_K for ``qk.*``, σ_Q for ``q.*``, σ_K for ``k.*``, and for ``w.*`` — a
+whole weight matrix, :mod:`rmtbase.scoring.components` — its own rms, passed as σ_Q) is compared in
 *self-normalised* form: the head's value and every null draw are divided by their own scale^p
 (rms_Q^p, rms_K^p or (rms_Q rms_K)^p), or shifted by −p ln(scale) for ``scaling="log"``
 statistics (differential entropies). Under the null W = σ G both value and scale scale
@@ -69,13 +70,13 @@ NAN_REASONS = {
 
 def _matrix_scale(name: str, rms_q, rms_k):
     matrix = name.split(".", 1)[0]
-    if matrix == "q":
+    if matrix in ("q", "w"):  # w.*: a whole matrix (rmtbase.scoring.components), its rms as rms_q
         return np.asarray(rms_q, dtype=np.float64)
     if matrix == "k":
         return np.asarray(rms_k, dtype=np.float64)
     if matrix == "qk":
         return np.asarray(rms_q, dtype=np.float64) * np.asarray(rms_k, dtype=np.float64)
-    raise InputError(f"statistic {name!r} is not of the form q.*, k.* or qk.*")
+    raise InputError(f"statistic {name!r} is not of the form q.*, k.*, qk.* or w.*")
 
 
 def scaling(name: str) -> tuple[float, str]:

@@ -92,6 +92,15 @@ STAT_INFO: dict[str, dict] = {
         "ln(-ln(1-F)) on ln|w|; k = slope (sort-free binned sums, relative error < 1e-6)", 0),
     "weibull_lambda": _info("Weibull scale of |w|", "sigma",
                             "exp(-intercept/k) of the same fit as weibull_k", 1),
+    # whole matrices (rmtbase.stats.matrix): the same fit at the paper's other trims
+    "weibull_k_trim90": _info("Weibull shape of |w|, middle 90 %", "1",
+                              "as weibull_k with trim 0.9: 0.05 <= F <= 0.95", 0),
+    "weibull_lambda_trim90": _info("Weibull scale of |w|, middle 90 %", "sigma",
+                                   "exp(-intercept/k) of the weibull_k_trim90 fit", 1),
+    "weibull_k_trim100": _info("Weibull shape of |w|, all ranks", "1",
+                               "as weibull_k with trim 1: every rank (Hazen F never 0 or 1)", 0),
+    "weibull_lambda_trim100": _info("Weibull scale of |w|, all ranks", "sigma",
+                                    "exp(-intercept/k) of the weibull_k_trim100 fit", 1),
     "max_over_q99": _info(
         "max |w| over the 99th percentile of |w|", "1",
         "max|w| / |w|_(ceil(0.99 N)) (inverted-CDF order statistic, located by two-pass histogram "
@@ -101,6 +110,8 @@ STAT_INFO: dict[str, dict] = {
 }
 
 _MATRICES = ("q", "k", "qk")
+#: Prefix of a whole weight matrix's statistics in scoring (``w.weibull_k``; rms: its own).
+WHOLE_MATRIX = "w"
 
 
 def table_name(name: str) -> str:

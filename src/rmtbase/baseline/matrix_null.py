@@ -1,0 +1,275 @@
+"""The null of a whole weight matrix: i.i.d. N(0, 1) entries of its shape, stored like it.
+
+A component (q, k, v, o, an FFN matrix) of shape (m, n) stored as ``storage`` is compared with
+matrices of i.i.d. N(0, 1) entries of the same shape, put through the same storage round trip
+(:func:`rmtbase.stats.precision.round_trip`), whose statistics come from the same estimator
+(:func:`rmtbase.stats.matrix.matrix_stats`: :mod:`rmtbase.stats.tiles`). σ = 1 serves every σ:
+the scoring compares scale-carrying statistics self-normalised by each matrix's own rms
+(:mod:`rmtbase.scoring.verdict`), exact under the null (up to the lattice, as for heads).
+
+Shape. Element statistics are symmetric functions of the entries, so the law of a draw depends
+on the shape only through N = m·n (and, for the block formats, the blocks of 32 along the last
+axis). For float storages an (m, n) and an (n, m) matrix share one null, computed at
+:func:`null_shape` = (max, min) — LLaMA's gate/up (14336, 4096) and down (4096, 14336) share it.
+
+Draws and keys. Draw i of shape (m, n), storage s and seed uses
+``key_i = fold_in(cell, i)`` with ``cell = fold_in(fold_in(named_key(key(seed), "matrix"),
+m), n)``; its tile t (rows :func:`rmtbase.stats.matrix.tile_rows`) is
+``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded to s. A matrix over
+:data:`rmtbase.stats.matrix.TILE_ELEMENTS` entries is run through the estimator's three passes
+tile by tile; its tiles are kept between the passes when the whole draw takes at most
+:data:`KEEP_BYTES` (512 MiB: every shape of an 8B model), else regenerated in each pass (3× the
+normal variates, memory of one tile). Either way the numbers are the same, and draw i is the
+same in any run: a table of n draws is the prefix of a longer one.
+
+Tables. :func:`matrix_null_table` returns exactly ``draws`` draws, from the user cache
+(:func:`rmtbase.baseline.cache.cache_dir`; file ``matrix-m{m}-n{n}-n{draws}-seed{seed}-float32
+[-storage]-v{format}.nc``, checked against its name and sampler before use, else regenerated
+with a warning) or generated and cached; a cached table with fewer draws is extended by the
+missing ones. Cost: ``benchmarks/components.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+import warnings
+from functools import lru_cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._version import __version__
+from ..errors import InputError, TableError, check_positive_int
+from ..stats.matrix import (
+    MATRIX_STATS,
+    TILE_ELEMENTS,
+    WEIBULL_TRIMS,
+    name_stats,
+    one_tile_fn,
+    tile_rows,
+)
+from ..stats.precision import FLOAT_STORAGES, QBLOCK, QUANT_FORMATS, check_storage, round_trip
+from ..stats.tiles import tile_stats
+
+TABLE_KIND = "matrix_null"
+#: Draws per shape by default: enough for the GPD tail of TailModel (≥ 400 draws give the 50
+#: tail draws it needs) at a cost MiniLM pays in about a minute (benchmarks/components.py).
+DEFAULT_DRAWS = 400
+#: A tiled draw keeps its tiles between the three passes when the whole draw takes at most
+#: this many bytes (saves two of the three normal variates per entry); larger draws are
+#: regenerated tile by tile in each pass (memory of one tile).
+KEEP_BYTES = 512 * 2**20
+VARIABLES = (*MATRIX_STATS, "rms")
+
+
+def null_shape(m: int, n: int, storage: str = "float32") -> tuple[int, int]:
+    """The shape whose null serves an (m, n) matrix: (max, min) for float storages (module
+    docstring), (m, n) for block formats (their blocks run along the last axis)."""
+    m, n = check_positive_int(m, "m"), check_positive_int(n, "n")
+    if check_storage(storage) in FLOAT_STORAGES:
+        return max(m, n), min(m, n)
+    if n % QBLOCK:
+        raise InputError(f"storage {storage} needs the last axis to be a multiple of {QBLOCK}, "
+                         f"got {n}")
+    return m, n
+
+
+def sampler(m: int, n: int, storage: str) -> str:
+    """One line naming how draws are made (checked when a cached table is read)."""
+    return (f"i.i.d. N(0,1) float32 ({m}, {n}) in tiles of <= {TILE_ELEMENTS} entries "
+            f"({len(tile_rows(m, n))} tiles), stored as {storage}; rmtbase.stats.tiles, "
+            f"Weibull trims {','.join(str(t) for t in WEIBULL_TRIMS)}; "
+            f"{jax.config.jax_default_prng_impl}")
+
+
+def cell_key(seed: int, m: int, n: int):
+    from ..ensembles import named_key
+
+    return jax.random.fold_in(jax.random.fold_in(named_key(jax.random.key(seed), "matrix"), m), n)
+
+
+@lru_cache(maxsize=32)
+def _tile_fn(rows: int, n: int, storage: str):
+    """jit of ``key -> tile`` (rows, n) of i.i.d. N(0, 1) float32 entries, stored as storage."""
+    return jax.jit(lambda k: round_trip(jax.random.normal(k, (rows, n), jnp.float32), storage))
+
+
+def _tiled_draw(key, m: int, n: int, storage: str, rows) -> dict:
+    def tile(t):
+        r0, r1 = rows[t]
+        return _tile_fn(r1 - r0, n, storage)(jax.random.fold_in(key, t))
+
+    return name_stats(tile_stats(tile, len(rows), m * n, trims=WEIBULL_TRIMS, storage=storage,
+                                 keep=4 * m * n <= KEEP_BYTES))
+
+
+def matrix_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32", seed: int = 0,
+                      start: int = 0, progress=False, threads: int = 1,
+                      tile_elements: int = TILE_ELEMENTS) -> dict[str, np.ndarray]:
+    """Draws ``start … start + n_draws − 1`` of the null of an (m, n) matrix (as given: no
+    :func:`null_shape` here): ``{stat: (n_draws,) float64}`` for :data:`VARIABLES`.
+
+    ``progress``: an object with ``update(n)``, or a bool for
+    :func:`rmtbase.progress.progress_bar`. ``threads``: draws computed concurrently (the
+    estimator is scatter-bound and single-threaded; the numbers do not depend on it).
+    ``tile_elements``: tile size of the tiled path (module docstring; other values change the
+    draws, for tests only)."""
+    from ..progress import progress_bar
+
+    storage = check_storage(storage)
+    n_draws = check_positive_int(n_draws, "n_draws")
+    threads = check_positive_int(threads, "threads")
+    if storage in QUANT_FORMATS and n % QBLOCK:
+        raise InputError(f"storage {storage} needs n to be a multiple of {QBLOCK}, got {n}")
+    cell = cell_key(int(seed), int(m), int(n))
+    idx = np.arange(start, start + n_draws)
+    rows = tile_rows(m, n, tile_elements)
+    units = [idx[j:j + 1] for j in range(n_draws)]
+    if len(rows) == 1:  # the compiled statistics of the model's own matrices of N entries
+        gen, stats = _tile_fn(m, n, storage), one_tile_fn(storage)
+
+        def work(ids):
+            w = gen(jax.random.fold_in(jax.random.fold_in(cell, int(ids[0])), 0))
+            got = stats(w.reshape(-1))
+            return {v: np.asarray([got[v]]) for v in VARIABLES}
+    else:
+        def work(ids):
+            got = _tiled_draw(jax.random.fold_in(cell, int(ids[0])), m, n, storage, rows)
+            return {v: np.asarray([got[v]]) for v in VARIABLES}
+
+    own = isinstance(progress, bool)
+    bar = progress_bar(n_draws, desc=f"null of ({m}, {n}) {storage}", unit="draw",
+                       enabled=progress) if own else progress
+    parts = []
+    try:
+        parts.append(work(units[0]))  # compiles once, in this thread
+        if bar is not None:
+            bar.update(units[0].size)
+        if threads > 1 and len(units) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as pool:
+                for ids, got in zip(units[1:], pool.map(work, units[1:]), strict=True):
+                    parts.append(got)
+                    if bar is not None:
+                        bar.update(ids.size)
+        else:
+            for ids in units[1:]:
+                parts.append(work(ids))
+                if bar is not None:
+                    bar.update(ids.size)
+    finally:
+        if own and bar is not None:
+            bar.close()
+    return {v: np.concatenate([p[v] for p in parts]).astype(np.float64) for v in VARIABLES}
+
+
+def table_filename(m: int, n: int, draws: int, seed: int, storage: str) -> str:
+    from .table_file import TABLE_FORMAT
+
+    st = "" if storage == "float32" else f"-{storage}"
+    return f"matrix-m{m}-n{n}-n{draws}-seed{seed}-float32{st}-v{TABLE_FORMAT}.nc"
+
+
+def _dataset(m, n, storage, seed, draws: dict):
+    import xarray as xr
+
+    from .table_file import TABLE_FORMAT
+
+    k = draws["rms"].size
+    ds = xr.Dataset({v: (("draw",), draws[v]) for v in VARIABLES},
+                    coords={"draw": np.arange(k)})
+    ds.attrs.update(
+        rmtbase_table_format=TABLE_FORMAT, rmtbase_table_kind=TABLE_KIND, m=int(m), n=int(n),
+        storage_dtype=storage, seed=int(seed), draws=int(k), sigma=1.0,
+        sampler=sampler(m, n, storage), rmtbase_version=__version__,
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        key_derivation="draw i: fold_in(fold_in(fold_in(named_key(key(seed), 'matrix'), m), n),"
+                       " i); tile t of it: fold_in(draw key, t)")
+    return ds
+
+
+def verify_matrix_table(ds, m: int, n: int, storage: str, seed: int, path) -> None:
+    """:class:`TableError` naming ``path`` unless ``ds`` is the matrix null its name says."""
+    a = ds.attrs
+    want = {"rmtbase_table_kind": TABLE_KIND, "m": m, "n": n, "storage_dtype": storage,
+            "seed": seed, "sampler": sampler(m, n, storage)}
+    for key, val in want.items():
+        got = a.get(key)
+        if (str(got) if isinstance(val, str) else _int(got)) != val:
+            raise TableError(f"{path} does not hold the table its name promises: {key}={got!r} "
+                             f"(expected {val!r})")
+    missing = [v for v in VARIABLES if v not in ds.data_vars]
+    if missing or "draw" not in ds.dims:
+        raise TableError(f"{path} is a damaged matrix null table (missing {missing[:3]})")
+    if not np.isfinite(ds["rms"].values).all():
+        raise TableError(f"{path} is a damaged matrix null table (non-finite rms)")
+
+
+def _int(x):
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _cached(directory, m, n, storage, seed) -> list[tuple[int, object]]:
+    from .table_file import TABLE_FORMAT
+
+    st = "" if storage == "float32" else f"-{storage}"
+    out = []
+    for p in directory.glob(f"matrix-m{m}-n{n}-n*-seed{seed}-float32{st}-v{TABLE_FORMAT}.nc"):
+        k = _int(p.name.split("-")[3][1:])
+        if k and p.name == table_filename(m, n, k, seed, storage):
+            out.append((k, p))
+    return sorted(out, key=lambda e: -e[0])
+
+
+def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = DEFAULT_DRAWS,
+                      seed: int = 0, progress: bool = False, threads: int = 1):
+    """σ = 1 null table (``xr.Dataset`` over ``draw``) of exactly ``draws`` draws for an (m, n)
+    matrix stored as ``storage``, at :func:`null_shape` (module docstring: cache, extension).
+    ``threads``: as for :func:`matrix_null_draws`."""
+    from .cache import cache_dir
+    from .table_file import read_table, write_table
+
+    storage = check_storage(storage)
+    draws = check_positive_int(draws, "draws")
+    if draws < 2:
+        raise InputError(f"draws must be at least 2, got {draws}")
+    m, n = null_shape(m, n, storage)
+    directory = cache_dir()
+    have, have_path = None, None
+    for k, path in (_cached(directory, m, n, storage, seed) if directory.is_dir() else []):
+        try:
+            ds = read_table(path)
+            verify_matrix_table(ds, m, n, storage, seed, path)
+        except TableError as exc:
+            warnings.warn(f"rmtbase: ignoring cached table: {exc}", RuntimeWarning, stacklevel=2)
+            continue
+        if k >= draws:
+            out = ds.isel(draw=slice(0, draws))
+            out.attrs["draws"] = int(draws)
+            return out
+        have, have_path = ds, path
+        break
+    start = 0 if have is None else have.sizes["draw"]
+    if progress:
+        print(f"rmtbase: generating the matrix null ({m}, {n}) {storage}, draws {start}..."
+              f"{draws - 1} (cached in {directory} for next time)", file=sys.stderr, flush=True)
+    new = matrix_null_draws(m, n, draws - start, storage=storage, seed=seed, start=start,
+                            progress=progress, threads=threads)
+    if have is not None:
+        new = {v: np.concatenate([have[v].values, new[v]]) for v in VARIABLES}
+    ds = _dataset(m, n, storage, seed, new)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_table(ds, directory / table_filename(m, n, draws, seed, storage), replace="any")
+        if have_path is not None:
+            have_path.unlink(missing_ok=True)  # a prefix of the table just written
+    except (OSError, TableError) as exc:
+        warnings.warn(f"rmtbase: could not cache the matrix null in {directory}: {exc}",
+                      RuntimeWarning, stacklevel=2)
+    return ds

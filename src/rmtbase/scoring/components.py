@@ -1,0 +1,301 @@
+"""Score whole weight matrices against the null at their own shape: ``score_components``.
+
+For every layer ℓ and component c of a model — q, k, v, o and the FFN matrices as
+:func:`rmtbase.models.load_components` reads them (``nn.Linear`` (out, in) layout, the stored
+values, GQA k/v un-expanded) — the statistics of the whole matrix
+(:data:`rmtbase.stats.matrix.MATRIX_STATS`: moments, entropy, KL to the Gaussian, core width,
+Weibull k and λ at the 80/90/100 % trims, max/q99) come from
+:func:`rmtbase.stats.matrix.matrix_stats` and are compared with the null of a matrix of the
+same shape with i.i.d. N(0, σ²) entries stored at the matrix's own precision
+(:mod:`rmtbase.baseline.matrix_null`; the same estimator, tile by tile). The tests are those
+of heads (:func:`rmtbase.scoring.verdict.score_values`, statistics named ``w.<stat>`` there):
+scale-carrying statistics self-normalised by the matrix's own rms (exact under the null),
+two-sided tail-resolving p (:class:`rmtbase.scoring.tails.TailModel`), effect, z; **one
+decision per matrix** — the Cauchy combination of its family p-values calibrated on the joint
+null draws of its shape — with Benjamini–Hochberg over all matrices of the model
+(``component_flag``), and, descriptive, BH over all (matrix, statistic) tests of the family
+(``flag``). Family: every statistic except ``std`` and ``delta_entropy`` (functions of
+``mean`` and ``entropy`` after self-normalisation, :data:`rmtbase.scoring.family.DUPLICATES`).
+
+Storage: each matrix's own (float32, float16 or bfloat16 from the checkpoint). A block
+quantisation it was dequantised from is detected on its first rows
+(:func:`rmtbase.stats.precision.detect_quantisation`); ``quantized_null="auto"`` then puts
+the null through the same quantiser, ``"none"`` keeps the float null and leaves the histogram
+statistics out of that matrix's decision, a format name forces it.
+
+Dataset (``components.nc``): dims (layer, component, stat) — ``value``, ``null_mean``,
+``null_std``, ``z``, ``effect``, ``p_value``, ``p_method``, ``q_value``, ``percentile``,
+``flag``; (layer, component) — ``component_p_value``, ``component_p_method``,
+``component_q_value``, ``component_flag``, ``component_top_stat``, ``component_n_stats``,
+``rms``, ``rows``, ``cols``, ``storage``, ``null_storage``, ``null_draws``; (stat,) —
+``in_family``, ``sigma_power``. A component that a layer lacks (a MoE layer without experts)
+is NaN, 0, "" or False there.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from .._version import __version__
+from ..errors import InputError, ModelError
+from .family import HISTOGRAM, in_family
+from .significance import _check_alpha, benjamini_hochberg
+from .verdict import SCORE_VARS, scaling, score_values
+
+COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
+                  "component_flag", "component_top_stat", "component_n_stats")
+QUANTIZED_NULL = ("auto", "none", "q4_0", "q4_1", "q8_0")
+#: The Weibull paper's band of median terminal k of FFN and W_o matrices (middle-80 % fit,
+#: 12 models of 7 families; arXiv:2605.18898, Sec. 3).
+WEIBULL_BAND = (1.186, 1.204)
+_DETECT_ENTRIES = 2**16
+
+
+@dataclass
+class _Cell:
+    layer: int
+    name: str
+    shape: tuple
+    storage: str
+    null_storage: str
+    detected: str | None
+    unreliable: bool
+    stats: dict
+
+
+def _detect(w, storage):
+    from ..stats.precision import QBLOCK, detect_quantisation
+
+    if w.shape[1] % QBLOCK:
+        return None
+    rows = max(1, _DETECT_ENTRIES // w.shape[1])
+    return detect_quantisation(w[:rows], storage=storage)
+
+
+def _read(layers, info, progress, quantized_null) -> list[_Cell]:
+    from ..stats.matrix import matrix_stats
+    from ..stats.precision import QBLOCK
+
+    if progress:
+        from tqdm.auto import tqdm
+
+        layers = tqdm(layers, total=info.n_layers, desc="component statistics", file=sys.stderr)
+    cells = []
+    for lc in layers:
+        for name, w in lc.matrices.items():
+            where = f"layer {lc.layer} {name} of {info.name}"
+            if not np.all(np.isfinite(w)):
+                raise ModelError(f"{where} has non-finite weights")
+            if not np.any(w):
+                raise ModelError(f"{where} is all zeros; cannot score it")
+            storage = lc.storage.get(name, "float32")
+            detected = _detect(w, storage)
+            est, null_storage = storage, storage
+            if detected and quantized_null != "none":
+                est = null_storage = detected if quantized_null == "auto" else quantized_null
+            elif quantized_null not in ("auto", "none"):
+                if w.shape[1] % QBLOCK:
+                    raise InputError(f"--quantized-null {quantized_null}: {where} has "
+                                     f"{w.shape[1]} columns, not a multiple of {QBLOCK}")
+                null_storage = quantized_null
+            cells.append(_Cell(int(lc.layer), name, tuple(w.shape), storage, null_storage,
+                               detected, bool(detected) and quantized_null == "none",
+                               matrix_stats(w, storage=est)))
+    if not cells:
+        raise ModelError(f"{info.name} has no matrices to score")
+    return cells
+
+
+def _group_null(shape, storage, draws, seed, progress, threads) -> dict:
+    from ..baseline.matrix_null import matrix_null_table
+    from ..stats.matrix import MATRIX_STATS
+
+    table = matrix_null_table(*shape, storage=storage, draws=draws, seed=seed,
+                              progress=progress, threads=threads)
+    null = {f"w.{s}": np.asarray(table[s].values, dtype=np.float64) for s in MATRIX_STATS}
+    null["q.rms"] = null["k.rms"] = np.asarray(table["rms"].values, dtype=np.float64)
+    return null
+
+
+def _score_cells(cells: list[_Cell], *, alpha: float, draws: int, seed: int, progress=False,
+                threads: int = 1) -> xr.Dataset:
+    """Test every cell against the null of its (shape, null storage); the Dataset of the
+    module docstring (no model attributes)."""
+    from ..baseline.matrix_null import null_shape
+    from ..stats.matrix import MATRIX_STATS
+
+    layers = sorted({c.layer for c in cells})
+    names = list(dict.fromkeys(c.name for c in cells))
+    L, C, S = len(layers), len(names), len(MATRIX_STATS)
+    pos = [(layers.index(c.layer), names.index(c.name)) for c in cells]
+    out = {v: np.full((L, C, S), np.nan) for v in SCORE_VARS}
+    out["p_method"] = np.full((L, C, S), "", dtype=object)
+    comp = {"component_p_value": np.full((L, C), np.nan),
+            "component_p_method": np.full((L, C), "", dtype=object),
+            "component_top_stat": np.full((L, C), "", dtype=object),
+            "component_n_stats": np.zeros((L, C), dtype=np.int64),
+            "null_draws": np.zeros((L, C), dtype=np.int64)}
+    fam_mask = np.zeros((L, C, S), dtype=bool)
+    groups: dict = {}
+    for i, c in enumerate(cells):
+        key = (null_shape(*c.shape, c.null_storage), c.null_storage, c.unreliable)
+        groups.setdefault(key, []).append(i)
+    for (shape, storage, unreliable), idx in groups.items():
+        null = _group_null(shape, storage, draws, seed, progress, threads)
+        values = {f"w.{s}": np.array([[cells[i].stats[s] for i in idx]]) for s in MATRIX_STATS}
+        rms = np.array([[cells[i].stats["rms"] for i in idx]])
+        bad = tuple(f"w.{s}" for s in HISTOGRAM) if unreliable else ()
+        g = score_values(values, rms, rms, null, alpha=alpha, unreliable=bad)
+        fam = g["in_family"].values
+        for j, i in enumerate(idx):
+            li, ci = pos[i]
+            for v in SCORE_VARS:
+                out[v][li, ci] = g[v].values[0, j]
+            fam_mask[li, ci] = fam
+            for v in ("p_value", "p_method", "top_stat", "n_stats"):
+                comp[f"component_{v}"][li, ci] = g[f"head_{v}"].values[0, j]
+            comp["null_draws"][li, ci] = int(g["null_draws"].min())
+    # BH over the whole model: per (matrix, statistic) test of the family, and per matrix
+    out["flag"], out["q_value"] = benjamini_hochberg(np.where(fam_mask, out["p_value"], np.nan),
+                                                     alpha)
+    comp["component_flag"], comp["component_q_value"] = benjamini_hochberg(
+        comp["component_p_value"], alpha)
+    top = comp["component_top_stat"]
+    comp["component_top_stat"] = np.array([str(s).removeprefix("w.") for s in top.ravel()],
+                                          dtype=object).reshape(top.shape)
+    return _dataset(cells, pos, layers, names, out, comp, alpha)
+
+
+def _dataset(cells, pos, layers, names, out, comp, alpha) -> xr.Dataset:
+    from ..stats.matrix import MATRIX_STATS
+
+    L, C = len(layers), len(names)
+    dims = ("layer", "component", "stat")
+    ds = xr.Dataset(coords={"layer": np.array(layers, dtype=np.int64), "component": names,
+                            "stat": list(MATRIX_STATS)})
+    for v in SCORE_VARS:
+        ds[v] = (dims, out[v].astype(str) if v == "p_method" else out[v])
+    for v in COMPONENT_VARS:
+        a = comp[v]
+        ds[v] = (("layer", "component"), a.astype(str) if a.dtype == object else a)
+    per = {"rms": np.full((L, C), np.nan), "rows": np.zeros((L, C), dtype=np.int64),
+           "cols": np.zeros((L, C), dtype=np.int64),
+           "storage": np.full((L, C), "", dtype=object),
+           "null_storage": np.full((L, C), "", dtype=object)}
+    for c, (li, ci) in zip(cells, pos, strict=True):
+        per["rms"][li, ci] = c.stats["rms"]
+        per["rows"][li, ci], per["cols"][li, ci] = c.shape
+        per["storage"][li, ci], per["null_storage"][li, ci] = c.storage, c.null_storage
+    for k, a in per.items():
+        ds[k] = (("layer", "component"), a.astype(str) if a.dtype == object else a)
+    ds["null_draws"] = (("layer", "component"), comp["null_draws"])
+    fam = in_family([f"w.{s}" for s in MATRIX_STATS])
+    ds["in_family"] = (("stat",), np.array([f"w.{s}" in fam for s in MATRIX_STATS]))
+    ds["sigma_power"] = (("stat",), np.array([scaling(f"w.{s}")[0] for s in MATRIX_STATS]))
+    nan = {s: int(np.sum(np.isfinite(out["value"][..., j]) & ~np.isfinite(out["p_value"][..., j])))
+           for j, s in enumerate(MATRIX_STATS)}
+    ds.attrs.update(alpha=alpha, nan_tests=json.dumps({k: v for k, v in nan.items() if v}),
+                    decision_family=",".join(s for s in MATRIX_STATS if f"w.{s}" in fam),
+                    unreliable=";".join(f"L{c.layer} {c.name}" for c in cells if c.unreliable))
+    _describe(ds)
+    return ds
+
+
+def _describe(ds: xr.Dataset) -> None:
+    text = {
+        "value": "statistic of the whole matrix (stored values, nn.Linear (out, in) layout)",
+        "null_mean": "null mean at the matrix's shape, storage and rms, raw units",
+        "null_std": "null standard deviation (ddof=1) at the matrix's rms, raw units",
+        "z": "(value - null_mean) / null_std (descriptive)",
+        "effect": "normal score of the value's place in the null (bounded, monotone)",
+        "p_value": "two-sided tail-resolving Monte Carlo p (add-one empirical, GPD tail)",
+        "q_value": "Benjamini-Hochberg over every (matrix, family statistic) test of the "
+                   "model; descriptive",
+        "flag": "q_value <= alpha (descriptive; the decision is component_flag)",
+        "component_p_value": "Cauchy combination of the matrix's family p-values, calibrated "
+                             "on the joint null draws of its shape",
+        "component_q_value": "Benjamini-Hochberg over all matrices of the model",
+        "component_flag": "component_q_value <= alpha: the matrix differs from the null",
+        "rms": "root mean square of the entries (the matrix's sigma)",
+        "storage": "storage precision of the matrix in the checkpoint",
+        "null_storage": "storage the null draws were put through",
+        "null_draws": "number of null draws at the matrix's shape",
+    }
+    for k, v in text.items():
+        ds[k].attrs["definition"] = v
+
+
+def _weibull_anchors() -> dict:
+    from ..analytic.weibull import anchor
+
+    return {f"weibull_k0{suffix}": anchor(a, b).k0
+            for suffix, (a, b) in (("", (0.1, 0.9)), ("_trim90", (0.05, 0.95)),
+                                   ("_trim100", (0.0, 1.0)))}
+
+
+def score_components(model=None, *, components="all", revision=None, draws=None, alpha=0.05,
+                     seed=0, allow_pickle=False, progress=True, quantized_null="auto",
+                     threads=None) -> xr.Dataset:
+    """Score every whole weight matrix of ``model`` (module docstring).
+
+    model: hub id, local folder or loaded ``transformers`` model; None = the embedded MiniLM.
+    components: names for :func:`rmtbase.models.load_components` (``"all"``, ``"ffn"``, ``"q"``
+    …, or several). draws: null draws per shape (default
+    :data:`rmtbase.baseline.matrix_null.DEFAULT_DRAWS`). alpha: BH level. seed: null seed.
+    quantized_null: ``"auto"``, ``"none"`` or a block format. threads: null draws computed at
+    once (default :func:`rmtbase.scoring.score.scoring_threads`).
+    """
+    from ..baseline.matrix_null import DEFAULT_DRAWS
+    from ..models import default_model_path, load_components, model_info
+    from .score import _default_label, scoring_threads
+
+    alpha = _check_alpha(alpha)
+    draws = DEFAULT_DRAWS if draws is None else draws
+    if isinstance(draws, bool) or not isinstance(draws, int | np.integer) or draws < 2:
+        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
+    if quantized_null not in QUANTIZED_NULL:
+        raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
+                         f"got {quantized_null!r}")
+    label = None
+    if model is None:
+        model, label = default_model_path(), _default_label()
+    info = model_info(model, revision=revision)
+    layers = load_components(model, components=components, revision=revision,
+                             allow_pickle=allow_pickle)
+    cells = _read(layers, info, progress, quantized_null)
+    ds = _score_cells(cells, alpha=alpha, draws=int(draws), seed=int(seed), progress=progress,
+                     threads=threads or scoring_threads())
+    detected = sorted({c.detected for c in cells if c.detected})
+    ds.attrs.update(
+        model=label or str(info.name), model_path=str(info.name),
+        revision=str(info.revision or ""), architecture=str(info.architecture),
+        n_layers=int(info.n_layers), draws=int(draws), seed=int(seed),
+        storage_dtypes=",".join(sorted({c.storage for c in cells})),
+        quantisation=",".join(detected) or "none", quantized_null=quantized_null,
+        null=("i.i.d. N(0, sigma^2) entries at each matrix's own shape (m, n) and rms, stored "
+              "like the matrix (float16/bfloat16 round trip or the detected block quantiser); "
+              "(m, n) and (n, m) share one null for float storages"),
+        decision=("one decision per matrix: Cauchy combination of its family p-values "
+                  "calibrated on the joint null draws of its shape, Benjamini-Hochberg over "
+                  "all matrices at alpha"),
+        sigma_normalisation=("scale-carrying statistics compared self-normalised by the "
+                             "matrix's own rms^p (log-shift for 'log' scaling), exact under "
+                             "the null"),
+        weibull_band=",".join(str(b) for b in WEIBULL_BAND),
+        weibull_band_source=("median terminal k of FFN and W_o matrices over 12 models "
+                             "(arXiv:2605.18898, Sec. 3)"),
+        conventions="nn.Linear (out, in) layout; stored values, no scaling; GQA k, v not "
+                    "expanded",
+        rmtbase_version=__version__,
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        **_weibull_anchors())
+    return ds
+
+
+__all__ = ["COMPONENT_VARS", "WEIBULL_BAND", "score_components"]
