@@ -55,6 +55,40 @@ def test_permutation_draws_equal_the_statistics_of_permuted_factors():
     np.testing.assert_allclose(out["q.rms"][0, 1], np.sqrt(np.mean(wq[0, 1].astype(float)**2)))
 
 
+def test_eigen_route_threads_and_ill_conditioned_fallback():
+    """Shape (96, 16) takes the tridiagonal/bisection route. Every spectral draw of a Gaussian
+    head and of a Student-t(1.2) head (whose permuted draws have κ far beyond the route's
+    bound, so its draws go through the SVD) equals float64 NumPy SVDs of the explicitly
+    permuted W_QK: λ_max and Σλ to 2e-5, λ_min to 2e-3 (float32 Grams). Values are identical
+    with 1 and 3 threads."""
+    from rmtbase.baseline.null import eig_method
+    from rmtbase.scoring.permutation import permutation_null, permutations
+
+    d_h, d, draws = 16, 96, 60
+    assert eig_method(d, d_h) == "eigh"
+    rng = np.random.default_rng(4)
+    wq = np.stack([rng.standard_normal((d_h, d)), rng.standard_t(1.2, (d_h, d))])[None]
+    wk = np.stack([rng.standard_normal((d_h, d)), rng.standard_t(1.2, (d_h, d))])[None]
+    wq, wk = wq.astype(np.float32), wk.astype(np.float32)
+    out = permutation_null(wq, wk, draws=draws, seed=9, threads=1)
+    again = permutation_null(wq, wk, draws=draws, seed=9, threads=3)
+    assert all(np.array_equal(out[k], again[k]) for k in out)
+    pq, pk = permutations(9, 0, d_h * d, 50)  # chunk 0 holds the first 50 draws
+    kappa_heavy = []
+    for h in range(2):
+        for b in range(50):
+            q = wq[0, h].ravel()[pq[b]].reshape(d_h, d).astype(np.float64)
+            k = wk[0, h].ravel()[pk[b]].reshape(d_h, d).astype(np.float64)
+            lam = np.linalg.svd(q.T @ k, compute_uv=False)[:d_h] ** 2
+            assert out["qk.lambda_max"][0, h, b] == pytest.approx(lam[0], rel=2e-5)
+            assert out["qk.sum_lambda"][0, h, b] == pytest.approx(lam.sum(), rel=2e-5)
+            assert out["qk.lambda_min"][0, h, b] == pytest.approx(lam[-1], rel=2e-3)
+            if h == 1:
+                kappa_heavy.append(lam[0] / lam[-1])
+    eps = float(np.finfo(np.float32).eps)
+    assert max(kappa_heavy) * d_h * eps > 1e-4  # the heavy head needed the fallback
+
+
 def _llama(init: str, seed: int):
     import math
 

@@ -13,10 +13,20 @@ The element statistics of W_Q and W_K are invariant under shuffling and are left
 Cost. The permutations are drawn once (numpy PCG64 seeded by ``seed`` and the chunk index) and
 shared by every head of every layer scored together, as in Westfall & Young's (1993) joint
 resampling; each head's null draws are still an exact permutation distribution. A spectral
-draw of one head gathers its permuted entries, forms the two d_h×d_h Grams (O(d_h² d)),
-their Cholesky factors and the d_h singular values of L_Qᵀ L_K (O(d_h³)): no d×d product.
-The product's element statistics need W_QK (O(d² d_h) per draw) and use the first
+draw of one head gathers its permuted entries and forms the two d_h×d_h Grams (O(d_h² d), most
+of the cost), then λ = eig(L_Kᵀ G_Q L_K) with G_K = L_K L_Kᵀ (the eigenvalues of G_Q G_K, i.e.
+the squared singular values of W_QK): no d×d product. The eigenvalues come from Householder
+tridiagonalisation and Sturm bisection where that is accurate — the rule of the Gaussian null
+(:func:`rmtbase.baseline.null.eig_method`) at the head's shape, and afterwards for every draw
+d_h·eps·κ ≤ 1e-4 with the draw's own κ; a head with any draw beyond it is recomputed by the SVD of
+L_Qᵀ L_K. The product's element statistics need W_QK (O(d² d_h) per draw) and use the first
 ``element_draws`` permutations only.
+
+Threads. The gathers and Grams (and the bisection and the element statistics) contain no LAPACK
+call, so blocks of heads run in ``threads`` Python threads at once (XLA releases the GIL;
+1.7× on 2 cores). Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling
+thread only, never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU
+thread pool (README, Performance). Results do not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -25,7 +35,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..baseline.null import EIGH_MAX_REL_ERROR
+
 CHUNK = 50  # permutations per batch (memory: 2·CHUNK·d_h·d int32)
+HEAD_BLOCK = 16  # heads per thread and step (memory: 2·HEAD_BLOCK·CHUNK·d_h² float32 Grams)
 
 
 def permutations(seed: int, chunk: int, n: int, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -38,30 +51,69 @@ def permutations(seed: int, chunk: int, n: int, count: int) -> tuple[np.ndarray,
 
 
 @lru_cache(maxsize=8)
-def _spectral_fn(d_h: int, d: int):
+def _gram_fn(d_h: int, d: int):
+    """(H, n) heads of W_Q and W_K, (B, n) permutations of each -> two (H, B, d_h, d_h) Grams.
+    No LAPACK."""
+    import jax
+    import jax.numpy as jnp
+
+    def gram(w, p):
+        def one(a):
+            g = a[p].reshape(p.shape[0], d_h, d)
+            return g @ jnp.swapaxes(g, -1, -2)
+        return jax.lax.map(one, w)
+
+    return jax.jit(lambda wq, wk, pq, pk: (gram(wq, pq), gram(wk, pk)))
+
+
+@lru_cache(maxsize=4)
+def _lapack_fns():
+    """The LAPACK stage: tridiagonal (d, e) of L_Kᵀ G_Q L_K, or λ by the SVD of L_Qᵀ L_K."""
     import jax
     import jax.numpy as jnp
 
     from ..stats.spectral import eigvals_from_cholesky, spectral_stats
 
-    def one_head(wq, wk, pq, pk):
-        gq = wq[pq].reshape(pq.shape[0], d_h, d)
-        gk = wk[pk].reshape(pk.shape[0], d_h, d)
-        # one batched Cholesky for both Grams: two LAPACK custom calls in flight at once can
+    def tridiagonal(gq, gk):
+        lk = jnp.linalg.cholesky(gk)
+        m = jnp.swapaxes(lk, -1, -2) @ gq @ lk
+        m = 0.5 * (m + jnp.swapaxes(m, -1, -2))
+        _, dd, e, _ = jax.lax.linalg.tridiagonal(m, lower=True)
+        return dd, e
+
+    def svd(gq, gk):
+        # one batched Cholesky of both Grams: two LAPACK custom calls in flight at once can
         # deadlock jaxlib's CPU thread pool (each waits for pool workers the other holds)
-        g = jnp.concatenate([gq, gk])
-        chol = jnp.linalg.cholesky(g @ jnp.swapaxes(g, -1, -2))
-        b = pq.shape[0]
+        b = gq.shape[0]
+        chol = jnp.linalg.cholesky(jnp.concatenate([gq, gk]))
         return spectral_stats(eigvals_from_cholesky(chol[:b], chol[b:]))
 
-    def heads(wq, wk, pq, pk):  # wq, wk: (H, n)
-        return jax.lax.map(lambda a: one_head(a[0], a[1], pq, pk), (wq, wk))
+    return jax.jit(tridiagonal), jax.jit(svd)
 
-    return jax.jit(heads)
+
+@lru_cache(maxsize=4)
+def _bisect_fn():
+    """Sturm bisection of (..., n) diagonals and (..., n-1) off-diagonals -> statistics. No
+    LAPACK."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.linalg import eigh_tridiagonal
+
+    from ..stats.spectral import spectral_stats
+
+    def f(dd, e):
+        shape = dd.shape
+        solve = jax.vmap(lambda a, b: eigh_tridiagonal(a, b, eigvals_only=True))
+        lam = solve(dd.reshape(-1, shape[-1]), e.reshape(-1, shape[-1] - 1))
+        lam = jnp.maximum(lam[..., ::-1], 0.0).reshape(shape)
+        return spectral_stats(lam)
+
+    return jax.jit(f)
 
 
 @lru_cache(maxsize=8)
 def _element_fn(d_h: int, d: int, trim: float):
+    """Element statistics of W_QK for every (head, permutation). No LAPACK."""
     import jax
 
     from ..stats.elementwise import _one
@@ -78,17 +130,87 @@ def _element_fn(d_h: int, d: int, trim: float):
     return jax.jit(heads)
 
 
+def default_threads() -> int:
+    """Threads for the LAPACK-free stages: the CPUs this process may use, at most 4."""
+    import os
+
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(4, n))
+
+
+def _map_blocks(pool, fn, blocks, sliced, shared=()):
+    """``fn(*(x[a:b] for x in sliced), *shared)`` for each block (a, b), in the pool's threads
+    (each waits for its result, so no execution outlives the call)."""
+    import jax
+
+    def one(block):
+        a, b = block
+        return jax.block_until_ready(fn(*(x[a:b] for x in sliced), *shared))
+
+    return list(pool.map(one, blocks))
+
+
+def _spectral_chunk(fq, fk, pq, pk, d_h, d, method, pool, threads):
+    """Spectral statistics ``{stat: (H, B)}`` of every head for one chunk of permutations."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..stats import SPECTRAL_STATS
+
+    n_heads, count = fq.shape[0], pq.shape[0]
+    gram = _gram_fn(d_h, d)
+    tridiagonal, svd = _lapack_fns()
+    bisect = _bisect_fn()
+    out = {k: np.empty((n_heads, count)) for k in SPECTRAL_STATS}
+    step = HEAD_BLOCK * threads
+    eps = float(jnp.finfo(jnp.float32).eps)
+    for h0 in range(0, n_heads, step):
+        blocks = [(a, min(a + HEAD_BLOCK, n_heads)) for a in range(h0, min(h0 + step, n_heads),
+                                                                    HEAD_BLOCK)]
+        g = _map_blocks(pool, gram, blocks, (fq, fk), (pq, pk))  # LAPACK-free, in parallel
+        gq = jnp.concatenate([x[0] for x in g]).reshape(-1, d_h, d_h)
+        gk = jnp.concatenate([x[1] for x in g]).reshape(-1, d_h, d_h)
+        n_blk = blocks[-1][1] - h0
+        if method == "eigh":
+            dd, e = jax.block_until_ready(tridiagonal(gq, gk))  # LAPACK, alone
+            dd, e = dd.reshape(n_blk, count, d_h), e.reshape(n_blk, count, d_h - 1)
+            parts = _map_blocks(pool, bisect, [(a - h0, b - h0) for a, b in blocks], (dd, e))
+            st = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in SPECTRAL_STATS}
+            kappa = st["condition_number"]
+            bad = ~np.all(np.isfinite(kappa) & (d_h * eps * kappa <= EIGH_MAX_REL_ERROR), axis=1)
+            if bad.any():  # a head with an ill-conditioned draw: all its draws by the SVD
+                rows = np.flatnonzero(bad)
+                gq3, gk3 = gq.reshape(n_blk, count, d_h, d_h), gk.reshape(n_blk, count, d_h, d_h)
+                redo = svd(gq3[rows].reshape(-1, d_h, d_h), gk3[rows].reshape(-1, d_h, d_h))
+                for k in SPECTRAL_STATS:
+                    st[k][rows] = np.asarray(redo[k]).reshape(rows.size, count)
+        else:
+            st = {k: np.asarray(v).reshape(n_blk, count) for k, v in svd(gq, gk).items()}
+        for k in SPECTRAL_STATS:
+            out[k][h0:h0 + n_blk] = st[k]
+    return out
+
+
 def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 0,
-                     trim: float = 0.8, progress=None) -> dict[str, np.ndarray]:
+                     trim: float = 0.8, progress=None, threads: int | None = None
+                     ) -> dict[str, np.ndarray]:
     """Permutation null draws of every head: ``{stat: (layer, head, draws)}``.
 
     wq, wk: ``(layer, head, d_h, d)`` (GQA keys expanded). Spectral statistics of W_QK for
     ``draws`` permutations; with ``element_draws`` > 0 also the element statistics of W_QK for
     the first ``element_draws`` of them (padded with NaN to ``draws``). ``q.rms``/``k.rms``
     are each head's own rms (a permutation keeps them). ``progress``: optional tqdm bar
-    advanced per chunk of permutations.
+    advanced per chunk of permutations. ``threads``: for the LAPACK-free stages (default
+    :func:`default_threads`); the values do not depend on it.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     import jax.numpy as jnp
+
+    from ..baseline.null import eig_method
 
     wq = np.asarray(wq, dtype=np.float32)
     wk = np.asarray(wk, dtype=np.float32)
@@ -96,29 +218,35 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
     n = d_h * d
     fq = jnp.asarray(wq.reshape(n_l * n_h, n))
     fk = jnp.asarray(wk.reshape(n_l * n_h, n))
-    spec, elem = _spectral_fn(d_h, d), _element_fn(d_h, d, float(trim))
+    threads = default_threads() if threads is None else max(1, int(threads))
+    method = eig_method(d, d_h, jnp.float32)
+    elem = _element_fn(d_h, d, float(trim))
     parts: dict[str, list] = {}
-    for c, start in enumerate(range(0, draws, CHUNK)):
-        count = min(CHUNK, draws - start)
-        pq, pk = permutations(seed, c, n, count)
-        out = {f"qk.{k}": np.asarray(v) for k, v in spec(fq, fk, jnp.asarray(pq),
-                                                           jnp.asarray(pk)).items()}
-        ne = min(count, max(0, element_draws - start))
-        if ne:
-            el = elem(fq, fk, jnp.asarray(pq[:ne]), jnp.asarray(pk[:ne]))
-            for k, v in el.items():
-                arr = np.full((n_l * n_h, count), np.nan)
-                arr[:, :ne] = np.asarray(v)
-                out[f"qk.{k}"] = arr
-        elif element_draws:
-            from ..stats import ELEMENT_STATS
+    with ThreadPoolExecutor(threads) as pool:
+        for c, start in enumerate(range(0, draws, CHUNK)):
+            count = min(CHUNK, draws - start)
+            pq_np, pk_np = permutations(seed, c, n, count)
+            pq, pk = jnp.asarray(pq_np), jnp.asarray(pk_np)
+            out = {f"qk.{k}": v for k, v in
+                   _spectral_chunk(fq, fk, pq, pk, d_h, d, method, pool, threads).items()}
+            ne = min(count, max(0, element_draws - start))
+            if ne:
+                bounds = np.linspace(0, n_l * n_h, threads + 1).astype(int)
+                blocks = [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+                el = _map_blocks(pool, elem, blocks, (fq, fk), (pq[:ne], pk[:ne]))
+                for k in el[0]:
+                    arr = np.full((n_l * n_h, count), np.nan)
+                    arr[:, :ne] = np.concatenate([np.asarray(x[k]) for x in el])
+                    out[f"qk.{k}"] = arr
+            elif element_draws:
+                from ..stats import ELEMENT_STATS
 
-            for k in ELEMENT_STATS:
-                out[f"qk.{k}"] = np.full((n_l * n_h, count), np.nan)
-        for k, v in out.items():
-            parts.setdefault(k, []).append(np.asarray(v, dtype=np.float64))
-        if progress is not None:
-            progress.update(count)
+                for k in ELEMENT_STATS:
+                    out[f"qk.{k}"] = np.full((n_l * n_h, count), np.nan)
+            for k, v in out.items():
+                parts.setdefault(k, []).append(np.asarray(v, dtype=np.float64))
+            if progress is not None:
+                progress.update(count)
     res = {k: np.concatenate(v, axis=1).reshape(n_l, n_h, draws) for k, v in parts.items()}
     rms_q = np.sqrt(np.mean(wq.astype(np.float64) ** 2, axis=(-2, -1)))
     rms_k = np.sqrt(np.mean(wk.astype(np.float64) ** 2, axis=(-2, -1)))

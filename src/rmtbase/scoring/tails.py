@@ -37,7 +37,6 @@ N draws (the one-draw difference is below the fit's own error).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +67,74 @@ class _Tail:
         return stats.genpareto.sf(excess, self.xi, loc=0.0, scale=self.beta)
 
 
+def _gpd_profile(u, exc, xmax):
+    """Profile log-likelihood per excess of the GPD at θ = u / x_max (Grimshaw 1993):
+    given θ = ξ/β the ML shape is ξ̂(θ) = mean log(1 + θx), and
+    ℓ*(θ)/k = −log(ξ̂/θ) − ξ̂ − 1 (θ → 0: the exponential, −log mean(x) − 1)."""
+    u = np.atleast_1d(np.asarray(u, dtype=np.float64))
+    theta = u / xmax
+    small = np.abs(u) < 1e-9
+    th = np.where(small, 1.0, theta)
+    xi = np.mean(np.log1p(th[:, None] * exc[None, :]), axis=1)
+    ll = -np.log(xi / th) - xi - 1.0
+    ll = np.where(small, -np.log(np.mean(exc)) - 1.0, ll)
+    xi = np.where(small, 0.0, xi)
+    return ll, xi
+
+
+#: θ·x_max grid of the profile likelihood: (−1, 0) for bounded tails, (0, 10⁸) for heavy ones.
+_U_GRID = np.concatenate([-(1.0 - np.geomspace(1e-7, 1.0, 60, endpoint=False)),
+                          [0.0], np.geomspace(1e-6, 1e8, 140)])
+
+
+def gpd_fit(exc) -> tuple[float, float]:
+    """Maximum-likelihood GPD (ξ, β) of positive excesses (location 0), by the profile
+    likelihood in θ = ξ/β (Grimshaw 1993, *Technometrics* 35:185): a grid over θ·x_max, then
+    Brent's method between the grid neighbours of the best point. ML to 1e-10 in θ·x_max;
+    about 15× faster than scipy's ``genpareto.fit`` (Nelder–Mead in both parameters), whose
+    likelihood it matches or exceeds wherever ξ̂ > −1 (below −1 the likelihood is unbounded and
+    neither fit means anything; the tail then uses ξ = 0 anyway). ``tests/test_tails.py``."""
+    from scipy.optimize import minimize_scalar
+
+    exc = np.asarray(exc, dtype=np.float64)
+    xmax = float(exc.max())
+    ll, _ = _gpd_profile(_U_GRID, exc, xmax)
+    ll = np.where(np.isfinite(ll), ll, -np.inf)
+    i = int(np.argmax(ll))
+    lo, hi = _U_GRID[max(i - 1, 0)], _U_GRID[min(i + 1, _U_GRID.size - 1)]
+    best_u = _U_GRID[i]
+    if hi > lo:
+        res = minimize_scalar(lambda u: -_gpd_profile(u, exc, xmax)[0][0], bounds=(lo, hi),
+                              method="bounded", options={"xatol": 1e-10 * max(1.0, abs(best_u))})
+        if np.isfinite(res.fun) and -res.fun >= ll[i]:
+            best_u = float(res.x)
+    _, xi = _gpd_profile(best_u, exc, xmax)
+    xi = float(xi[0])
+    beta = float(np.mean(exc)) if abs(best_u) < 1e-9 else xi * xmax / best_u
+    return xi, beta
+
+
+def gpd_scale(exc, xi: float) -> float:
+    """ML scale β of a GPD with the shape fixed at ``xi`` ≥ 0: the root of
+    k = (1 + ξ) Σ x/(β + ξx), unique because the right side decreases in β and at most
+    (1 + ξ)·mean(x) (there the right side is ≤ k); bracketed and solved by Brent's method.
+    ξ = 0 is the exponential, β = mean(x)."""
+    from scipy.optimize import brentq
+
+    exc = np.asarray(exc, dtype=np.float64)
+    mean = float(np.mean(exc))
+    if xi <= 0.0:
+        return mean
+    f = lambda b: (1.0 + xi) * np.mean(exc / (b + xi * exc)) - 1.0  # noqa: E731
+    hi = (1.0 + xi) * mean  # f(hi) <= 0 since x/(b + ξx) <= x/b
+    lo = hi
+    while f(lo) <= 0.0 and lo > 1e-300:
+        lo *= 0.5
+    if f(lo) <= 0.0:
+        return lo
+    return float(brentq(f, lo, hi, xtol=1e-14 * hi, rtol=1e-14))
+
+
 def _fit_tail(extreme: np.ndarray, n: int) -> _Tail | None:
     """GPD fit to the most extreme draws of one side, ``extreme`` sorted away from the bulk
     (largest first for the upper side, as negatives for the lower side)."""
@@ -76,29 +143,19 @@ def _fit_tail(extreme: np.ndarray, n: int) -> _Tail | None:
         return None
     threshold = 0.5 * (extreme[k - 1] + extreme[k])
     exc = extreme[:k] - threshold
-    if not np.all(np.isfinite(exc)) or np.ptp(exc) <= 0:
+    if not np.all(np.isfinite(exc)) or np.ptp(exc) <= 0 or np.min(exc) < 0:
         return None
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            xi, _, beta = stats.genpareto.fit(exc, floc=0.0)
-        except Exception:  # scipy's optimiser failing is a fit failure, not an error
-            return None
+    with np.errstate(all="ignore"):
+        xi, beta = gpd_fit(exc)
     if not (np.isfinite(xi) and np.isfinite(beta) and beta > 0) or xi > XI_RANGE[1]:
         return None
     # upper one-sided 95 % bound on ξ (ML: sd(ξ̂) ≈ (1 + ξ)/√k), at least 0; scale refitted
     xi_up = max(0.0, xi + XI_Z * (1.0 + xi) / np.sqrt(k))
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            _, _, beta = stats.genpareto.fit(exc, fc=xi_up, floc=0.0) if xi_up > 0 \
-                else (0.0, 0.0, float(np.mean(exc)))
-        except Exception:
-            return None
-    xi = xi_up
+    with np.errstate(all="ignore"):
+        beta = gpd_scale(exc, xi_up)
     if not (np.isfinite(beta) and beta > 0):
         return None
-    return _Tail(float(threshold), int(k), float(xi), float(beta))
+    return _Tail(float(threshold), int(k), float(xi_up), float(beta))
 
 
 class TailModel:
