@@ -9,12 +9,35 @@ the BBP-scale σ√d: the largest normalised eigenvalue grows with a, NPR and sp
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 
 D, H, L = 64, 4, 2
 DH = D // H
+
+
+def copy_folder(src, dst, skip=()):
+    """Copy the files of checkpoint folder ``src`` into a new folder ``dst`` (except ``skip``)."""
+    Path(dst).mkdir(parents=True)
+    for p in Path(src).iterdir():
+        if p.name not in skip:
+            shutil.copy(p, Path(dst) / p.name)
+    return Path(dst)
+
+
+def edit_config(folder, **changes):
+    """Set keys of ``folder/config.json`` (a value None removes the key)."""
+    path = Path(folder) / "config.json"
+    cfg = json.loads(path.read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    path.write_text(json.dumps(cfg))
 
 
 def gpt2(folder, *, seed=0, n_layer=L, n_embd=D, n_head=H):

@@ -17,6 +17,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from _checkpoints import copy_folder, edit_config
 from safetensors.torch import load_file
 from test_models_zoo import saved as zoo_saved
 
@@ -29,19 +30,6 @@ class NotATensor:  # pickled by reference: weights_only=True refuses it
     pass
 
 
-def _copy(src, dst, skip=()):
-    dst.mkdir(parents=True)
-    for p in src.iterdir():
-        if p.name not in skip:
-            shutil.copy(p, dst / p.name)
-    return dst
-
-
-def _edit_config(folder, **changes):
-    path = folder / "config.json"
-    cfg = json.loads(path.read_text())
-    cfg.update(changes)
-    path.write_text(json.dumps(cfg))
 
 
 @pytest.fixture()
@@ -60,8 +48,8 @@ def _index_to(folder, shard_name):
                                    "sub/../../other/model.safetensors", "C:\\model.safetensors",
                                    "..\\other\\model.safetensors"])
 def test_shard_index_cannot_leave_the_folder(tmp_path, gpt2_dir, shard):
-    _copy(gpt2_dir, tmp_path / "other")  # a complete model next door that must not be read
-    folder = _copy(gpt2_dir, tmp_path / "model")
+    copy_folder(gpt2_dir, tmp_path / "other")  # a complete model next door that must not be read
+    folder = copy_folder(gpt2_dir, tmp_path / "model")
     _index_to(folder, shard)
     for call in (load_heads, model_info, load_components):
         if call is model_info:
@@ -89,7 +77,7 @@ def test_symlinked_shards_inside_the_folder_are_read(tmp_path, gpt2_dir):
 def test_hub_shard_names_are_checked_too(monkeypatch, tmp_path, gpt2_dir):
     from rmtbase.models import hub as hub_mod
 
-    folder = _copy(gpt2_dir, tmp_path / "repo")
+    folder = copy_folder(gpt2_dir, tmp_path / "repo")
     _index_to(folder, "../../secrets/model.safetensors")
     monkeypatch.setattr(hub_mod, "_download", lambda repo, f, rev: folder / f)
     monkeypatch.setattr(hub_mod, "_list_files", lambda repo, rev: [p.name for p in
@@ -103,12 +91,12 @@ def _nested(depth):
 
 
 def test_deeply_nested_config_and_index(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "deep")
+    folder = copy_folder(gpt2_dir, tmp_path / "deep")
     (folder / "config.json").write_text('{"model_type": "gpt2", "x": ' + _nested(100_000) + "}")
     with pytest.raises(ModelError, match=r"config\.json is nested too deeply") as err:
         model_info(folder)
     assert "\n" not in str(err.value)
-    folder = _copy(gpt2_dir, tmp_path / "deep_index")
+    folder = copy_folder(gpt2_dir, tmp_path / "deep_index")
     (folder / "model.safetensors").unlink()
     (folder / "model.safetensors.index.json").write_text(
         '{"weight_map": {}, "x": ' + _nested(100_000) + "}")
@@ -132,7 +120,7 @@ def test_cli_prints_one_line_for_unknown_home(tmp_path, capsys):
 
 
 def test_pickle_with_objects_is_one_line_without_unsafe_advice(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "bin", skip=("model.safetensors",))
+    folder = copy_folder(gpt2_dir, tmp_path / "bin", skip=("model.safetensors",))
     state = dict(load_file(gpt2_dir / "model.safetensors"))
     state["extra"] = NotATensor()
     torch.save(state, folder / "pytorch_model.bin")
@@ -149,8 +137,8 @@ def test_pickle_with_objects_is_one_line_without_unsafe_advice(tmp_path, gpt2_di
     ({"n_head": 0}, r"n_head=0 is not a positive integer"),
 ])
 def test_config_values_of_the_wrong_type(tmp_path, gpt2_dir, changes, match):
-    folder = _copy(gpt2_dir, tmp_path / "cfg")
-    _edit_config(folder, **changes)
+    folder = copy_folder(gpt2_dir, tmp_path / "cfg")
+    edit_config(folder, **changes)
     with pytest.raises(ModelError, match=match):
         model_info(folder)
 
@@ -162,8 +150,8 @@ def test_config_values_of_the_wrong_type(tmp_path, gpt2_dir, changes, match):
     ("gemma3", {"text_config": "big"}, r"text_config='big'"),
 ])
 def test_flags_of_the_wrong_type(tmp_path, tmp_path_factory, name, changes, match):
-    folder = _copy(zoo_saved(name, tmp_path_factory)[1], tmp_path / name)
-    _edit_config(folder, **changes)
+    folder = copy_folder(zoo_saved(name, tmp_path_factory)[1], tmp_path / name)
+    edit_config(folder, **changes)
     with pytest.raises(ModelError, match=match):
         model_info(folder)
 
@@ -176,7 +164,7 @@ def test_flags_of_the_wrong_type(tmp_path, tmp_path_factory, name, changes, matc
     lambda d: (d / "config.json").write_text(json.dumps({"architectures": [7]})),
 ])
 def test_every_fault_is_one_line(tmp_path, gpt2_dir, make):
-    folder = _copy(gpt2_dir, tmp_path / "bad")
+    folder = copy_folder(gpt2_dir, tmp_path / "bad")
     make(folder)
     with pytest.raises(RmtbaseError) as err:
         list(load_heads(folder))

@@ -8,13 +8,13 @@ every failure must be a ModelError/InputError whose message names the file, tens
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
+from _checkpoints import copy_folder, edit_config
 from safetensors.torch import load_file, save_file
 from test_models_zoo import build
 
@@ -52,23 +52,6 @@ def _assert_same(a, b):
                 np.testing.assert_array_equal(xa, xb)
 
 
-def _copy(src, dst, skip=()):
-    dst.mkdir()
-    for p in src.iterdir():
-        if p.name not in skip:
-            shutil.copy(p, dst / p.name)
-    return dst
-
-
-def _edit_config(folder, **changes):
-    path = folder / "config.json"
-    cfg = json.loads(path.read_text())
-    for k, v in changes.items():
-        if v is None:
-            cfg.pop(k, None)
-        else:
-            cfg[k] = v
-    path.write_text(json.dumps(cfg))
 
 
 # -- equivalent sources --------------------------------------------------------------------
@@ -82,7 +65,7 @@ def test_sharded_safetensors_equal_single_file(tmp_path, gpt2_dir):
 
 
 def test_pickle_refused_without_opt_in_then_equal(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "bin", skip=("model.safetensors",))
+    folder = copy_folder(gpt2_dir, tmp_path / "bin", skip=("model.safetensors",))
     torch.save(load_file(gpt2_dir / "model.safetensors"), folder / "pytorch_model.bin")
     with pytest.raises(ModelError, match=r"pytorch_model\.bin.*allow_pickle=True"):
         load_heads(folder)
@@ -90,7 +73,7 @@ def test_pickle_refused_without_opt_in_then_equal(tmp_path, gpt2_dir):
 
 
 def test_sharded_pickle(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "bin", skip=("model.safetensors",))
+    folder = copy_folder(gpt2_dir, tmp_path / "bin", skip=("model.safetensors",))
     state = load_file(gpt2_dir / "model.safetensors")
     names = sorted(state)
     half = len(names) // 2
@@ -117,7 +100,7 @@ def test_loaded_object_equals_folder(gpt2_dir):
 def test_prefix_stripped_or_kept(tmp_path, gpt2_dir):
     state = load_file(gpt2_dir / "model.safetensors")
     assert all(k.startswith("transformer.") or k == "lm_head.weight" for k in state)
-    folder = _copy(gpt2_dir, tmp_path / "bare", skip=("model.safetensors",))
+    folder = copy_folder(gpt2_dir, tmp_path / "bare", skip=("model.safetensors",))
     save_file({k.removeprefix("transformer."): v for k, v in state.items()},
               folder / "model.safetensors")
     _assert_same(_heads(folder), _heads(gpt2_dir))
@@ -125,7 +108,7 @@ def test_prefix_stripped_or_kept(tmp_path, gpt2_dir):
 
 def test_ambiguous_prefix(tmp_path, gpt2_dir):
     state = load_file(gpt2_dir / "model.safetensors")
-    folder = _copy(gpt2_dir, tmp_path / "two", skip=("model.safetensors",))
+    folder = copy_folder(gpt2_dir, tmp_path / "two", skip=("model.safetensors",))
     both = {**{"a." + k: v for k, v in state.items()},
             **{"b." + k: v.clone() for k, v in state.items()}}
     save_file(both, folder / "model.safetensors")
@@ -145,9 +128,9 @@ def test_bfloat16_checkpoint(tmp_path):
 
 def test_old_style_config_keys(tmp_path):
     build("gpt_neox").save_pretrained(tmp_path)
-    _edit_config(tmp_path, rope_parameters=None, rotary_pct=0.5)
+    edit_config(tmp_path, rope_parameters=None, rotary_pct=0.5)
     assert model_info(tmp_path).rotary_fraction == 0.5
-    _edit_config(tmp_path, model_type=None)  # falls back on architectures[0]
+    edit_config(tmp_path, model_type=None)  # falls back on architectures[0]
     assert model_info(tmp_path).architecture == "gpt_neox"
 
 
@@ -205,8 +188,8 @@ def test_hub_failure_is_model_error(monkeypatch):
 # -- failures ------------------------------------------------------------------------------
 
 def test_unknown_architecture(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "t5")
-    _edit_config(folder, model_type="t5", architectures=["T5ForConditionalGeneration"])
+    folder = copy_folder(gpt2_dir, tmp_path / "t5")
+    edit_config(folder, model_type="t5", architectures=["T5ForConditionalGeneration"])
     for call in (model_info, load_heads):
         with pytest.raises(ModelError, match="unsupported architecture 't5'") as err:
             call(folder)
@@ -214,7 +197,7 @@ def test_unknown_architecture(tmp_path, gpt2_dir):
 
 
 def test_corrupt_and_truncated_files(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "bad")
+    folder = copy_folder(gpt2_dir, tmp_path / "bad")
     (folder / "model.safetensors").write_bytes(b"\x00garbage" * 10)
     with pytest.raises(ModelError, match=r"cannot read safetensors file .*model\.safetensors"):
         load_heads(folder)
@@ -242,7 +225,7 @@ def test_non_finite_weights_name_the_tensor(tmp_path, gpt2_dir, bad):
     state = load_file(gpt2_dir / "model.safetensors")
     name = "transformer.h.1.attn.c_attn.weight"
     state[name][3, 70] = bad
-    folder = _copy(gpt2_dir, tmp_path / "nan", skip=("model.safetensors",))
+    folder = copy_folder(gpt2_dir, tmp_path / "nan", skip=("model.safetensors",))
     save_file(state, folder / "model.safetensors")
     it = load_heads(folder)
     assert next(it).layer == 0  # layer 0 is fine
@@ -254,7 +237,7 @@ def test_quantized_tensors_refused(tmp_path, gpt2_dir):
     state = load_file(gpt2_dir / "model.safetensors")
     name = "transformer.h.0.attn.c_attn.weight"
     state[name] = state[name].to(torch.int8)
-    folder = _copy(gpt2_dir, tmp_path / "int8", skip=("model.safetensors",))
+    folder = copy_folder(gpt2_dir, tmp_path / "int8", skip=("model.safetensors",))
     save_file(state, folder / "model.safetensors")
     with pytest.raises(ModelError, match=rf"{name}.*stored as I8 \(quantized"):
         list(load_heads(folder))
@@ -275,31 +258,31 @@ def test_non_finite_loaded_object():
 
 
 def test_shape_mismatch_with_config(tmp_path, gpt2_dir, llama_dir):
-    folder = _copy(gpt2_dir, tmp_path / "wide")
-    _edit_config(folder, n_embd=32)
+    folder = copy_folder(gpt2_dir, tmp_path / "wide")
+    edit_config(folder, n_embd=32)
     with pytest.raises(ModelError, match=r"c_attn\.weight.*\(64, 192\).*\(32, 96\)"):
         list(load_heads(folder))
-    folder = _copy(llama_dir, tmp_path / "kv")
-    _edit_config(folder, num_key_value_heads=4)
+    folder = copy_folder(llama_dir, tmp_path / "kv")
+    edit_config(folder, num_key_value_heads=4)
     with pytest.raises(ModelError, match=r"k_proj\.weight.*\(48, 64\)"):
         list(load_heads(folder))
-    _edit_config(folder, num_key_value_heads=3)
+    edit_config(folder, num_key_value_heads=3)
     with pytest.raises(ModelError, match="not a multiple of num_key_value_heads=3"):
         model_info(folder)
 
 
 def test_layer_count_mismatch(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "layers")
-    _edit_config(folder, n_layer=3)
+    folder = copy_folder(gpt2_dir, tmp_path / "layers")
+    edit_config(folder, n_layer=3)
     with pytest.raises(ModelError, match=r"3 layers.*h\.2\.attn"):
         load_heads(folder)
-    _edit_config(folder, n_layer=1)
+    edit_config(folder, n_layer=1)
     with pytest.raises(ModelError, match="more layers than the config's 1"):
         load_heads(folder)
 
 
 def test_missing_or_broken_config(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "nocfg", skip=("config.json",))
+    folder = copy_folder(gpt2_dir, tmp_path / "nocfg", skip=("config.json",))
     with pytest.raises(ModelError, match="no config.json"):
         model_info(folder)
     (folder / "config.json").write_text("{oops")
@@ -311,7 +294,7 @@ def test_missing_or_broken_config(tmp_path, gpt2_dir):
 
 
 def test_no_weights(tmp_path, gpt2_dir):
-    folder = _copy(gpt2_dir, tmp_path / "empty", skip=("model.safetensors",))
+    folder = copy_folder(gpt2_dir, tmp_path / "empty", skip=("model.safetensors",))
     with pytest.raises(ModelError, match="no weights found"):
         load_heads(folder)
 

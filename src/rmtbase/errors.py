@@ -7,6 +7,8 @@ Everything a user can get wrong (dimensions, σ, files, architectures) raises a 
 
 from __future__ import annotations
 
+import numbers
+
 
 class RmtbaseError(Exception):
     """Base class for errors that are the caller's to fix."""
@@ -52,6 +54,20 @@ def check_positive_int(value, name: str) -> int:
     if v != value or v < 1:
         raise InputError(f"{name} must be a positive integer, got {value!r}")
     return v
+
+
+def check_draws(draws, minimum: int = 2) -> int:
+    """Validate a number of Monte Carlo draws: an integer (not a bool) ≥ ``minimum``."""
+    if isinstance(draws, bool) or not isinstance(draws, numbers.Integral) or draws < minimum:
+        raise InputError(f"draws must be an integer >= {minimum}, got {draws!r}")
+    return int(draws)
+
+
+def check_seed(seed) -> int:
+    """Validate a PRNG seed: an integer (not a bool) in [0, 2**32)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
+        raise InputError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    return int(seed)
 
 
 def check_sigma(sigma: float, name: str = "sigma") -> float:

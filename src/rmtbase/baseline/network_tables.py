@@ -36,7 +36,7 @@ from functools import lru_cache
 import numpy as np
 
 from .._version import __version__
-from ..errors import InputError, check_positive_int
+from ..errors import InputError, check_draws, check_positive_int, check_seed
 from .table_file import TABLE_FORMAT, check_writable, write_table
 
 TABLE_KIND = "product_network"
@@ -90,10 +90,8 @@ def make_network_spec(*, kind="residual", depth=1, draws=200, seed=0, stats="all
         raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if stats not in STAT_SETS:
         raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
-    if isinstance(draws, bool) or not isinstance(draws, int | np.integer) or draws < 2:
-        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**32:
-        raise InputError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    check_draws(draws)
+    check_seed(seed)
     if chunk_size is not None:
         chunk_size = check_positive_int(chunk_size, "chunk_size")
     return NetworkSpec(kind=kind, depths=_ints(depth, "depth"), stats=stats, draws=int(draws),

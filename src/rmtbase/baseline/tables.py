@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._version import __version__
-from ..errors import InputError, check_dims, check_sigma
+from ..errors import InputError, check_dims, check_draws, check_seed, check_sigma
 from .limits import check_cells, stat_names  # noqa: F401
 from .references import QUANTILES, REFERENCE_NOTES, reference_values, summary  # noqa: F401
 from .table_file import (  # noqa: F401
@@ -95,10 +95,8 @@ def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", dra
         raise InputError(f"ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
     if stats not in STAT_SETS:
         raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
-    if isinstance(draws, bool) or not isinstance(draws, int | np.integer) or draws < 2:
-        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**32:
-        raise InputError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    check_draws(draws)
+    check_seed(seed)
     if ensemble == "residual":
         if depth is None or isinstance(depth, bool) or not isinstance(depth, int | np.integer) \
                 or depth < 1:

@@ -43,7 +43,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
-from ..errors import InputError, ModelError
+from ..errors import InputError, ModelError, check_draws
 from .family import HISTOGRAM, in_family
 from .significance import _check_alpha, benjamini_hochberg
 from .verdict import SCORE_VARS, scaling, score_values
@@ -257,8 +257,7 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
 
     alpha = _check_alpha(alpha)
     draws = DEFAULT_DRAWS if draws is None else draws
-    if isinstance(draws, bool) or not isinstance(draws, int | np.integer) or draws < 2:
-        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
+    check_draws(draws)
     if quantized_null not in QUANTIZED_NULL:
         raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
                          f"got {quantized_null!r}")
