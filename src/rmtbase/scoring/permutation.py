@@ -24,7 +24,7 @@ L_Qᵀ L_K. The product's element statistics need W_QK (O(d² d_h) per draw) and
 
 Threads. The gathers and Grams (and the bisection and the element statistics) contain no LAPACK
 call, so blocks of heads run in ``threads`` Python threads at once (XLA releases the GIL;
-1.7× on 2 cores). Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling
+1.7× on 2 cores; default :func:`rmtbase.scoring.score.scoring_threads`, ``$RMTBASE_THREADS``). Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling
 thread only, never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU
 thread pool (README, Performance). Results do not depend on the thread count.
 """
@@ -130,17 +130,6 @@ def _element_fn(d_h: int, d: int, trim: float):
     return jax.jit(heads)
 
 
-def default_threads() -> int:
-    """Threads for the LAPACK-free stages: the CPUs this process may use, at most 4."""
-    import os
-
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        n = os.cpu_count() or 1
-    return max(1, min(4, n))
-
-
 def _map_blocks(pool, fn, blocks, sliced, shared=()):
     """``fn(*(x[a:b] for x in sliced), *shared)`` for each block (a, b), in the pool's threads
     (each waits for its result, so no execution outlives the call)."""
@@ -204,7 +193,7 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
     the first ``element_draws`` of them (padded with NaN to ``draws``). ``q.rms``/``k.rms``
     are each head's own rms (a permutation keeps them). ``progress``: optional tqdm bar
     advanced per chunk of permutations. ``threads``: for the LAPACK-free stages (default
-    :func:`default_threads`); the values do not depend on it.
+    :func:`rmtbase.scoring.score.scoring_threads`); the values do not depend on it.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -218,7 +207,11 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
     n = d_h * d
     fq = jnp.asarray(wq.reshape(n_l * n_h, n))
     fk = jnp.asarray(wk.reshape(n_l * n_h, n))
-    threads = default_threads() if threads is None else max(1, int(threads))
+    if threads is None:
+        from .score import scoring_threads
+
+        threads = scoring_threads()
+    threads = max(1, int(threads))
     method = eig_method(d, d_h, jnp.float32)
     elem = _element_fn(d_h, d, float(trim))
     parts: dict[str, list] = {}

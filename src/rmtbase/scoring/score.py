@@ -109,11 +109,13 @@ def _compiled_qk_elements():
 
 
 def scoring_threads() -> int:
-    """Threads for W_QK's element statistics: ``$RMTBASE_THREADS`` or min(2, CPU count).
+    """Threads for LAPACK-free per-head work (W_QK's element statistics, the permutation null's
+    Grams): ``$RMTBASE_THREADS`` or min(2, CPU count).
 
-    The statistics are scatter-bound and single-threaded inside XLA, so heads split over two
-    threads use two cores; the computation per head is the same executable either way (the
-    same numbers), and it makes no LAPACK call (see rmtbase.stats.elementwise)."""
+    That work is scatter- or matmul-bound and single-threaded inside XLA, so heads split over
+    two threads use two cores; the computation per head is the same executable either way (the
+    same numbers), and it makes no LAPACK call (see rmtbase.stats.elementwise and
+    rmtbase.scoring.permutation)."""
     env = os.environ.get("RMTBASE_THREADS")
     if env:
         try:
