@@ -258,32 +258,32 @@ def _merge(a: dict, b: dict) -> dict:
     return _combine(jax.tree_util.tree_map(lambda x, y: jnp.stack([x, y]), a, b))
 
 
+def _in_graph(fn, w):
+    """``fn`` (a pass) over the flat ``w``: at once up to 2·:data:`IN_GRAPH_TILE` entries,
+    else over c = N // IN_GRAPH_TILE equal tiles and the remainder (``jax.lax.map``), the
+    accumulators combined in ``w``'s dtype."""
+    n = w.shape[0]
+    c = n // IN_GRAPH_TILE
+    if c < 2:
+        return fn(w)
+    m = n // c
+    acc = _combine(jax.lax.map(fn, w[:c * m].reshape(c, m)))
+    return _merge(acc, fn(w[c * m:])) if n > c * m else acc
+
+
 def one_tile(w, trims: tuple, storage: str) -> dict:
     """Every statistic of the flat sample ``w`` (one tile), traceable: element statistics with
     ``"weibull": [(k, λ) per trim]`` and ``"rms"``.
 
-    Up to 2·:data:`IN_GRAPH_TILE` entries each pass runs over ``w`` at once; above, over
-    c = N // IN_GRAPH_TILE equal tiles and the remainder, in the graph, with the accumulators
-    combined in ``w``'s dtype. The definitions are the same (sums and histograms add over any
-    split); only the rounding of the float sums differs from one reduction (float32: ~1e-7
+    Each pass runs through :func:`_in_graph`: above 2·:data:`IN_GRAPH_TILE` entries over tiles
+    inside the compiled function. The definitions are the same (sums and histograms add over
+    any split); only the rounding of the float sums differs from one reduction (float32: ~1e-7
     relative)."""
     n = w.shape[0]
-    c = n // IN_GRAPH_TILE
-    if c < 2:
-        def run(fn):
-            return fn(w)
-    else:
-        m = n // c
-        main, rest = w[:c * m].reshape(c, m), w[c * m:]
-
-        def run(fn):
-            acc = _combine(jax.lax.map(fn, main))
-            return _merge(acc, fn(rest)) if rest.shape[0] else acc
-
-    geo = range_finish(run(lambda x: range_pass(x, storage)), n)
-    stats, lay = count_finish(run(lambda x: count_pass(x, geo, n, storage)), geo, n, trims,
-                              storage)
-    stats.update(fine_finish(run(lambda x: fine_pass(x, lay)), lay, n, trims))
+    geo = range_finish(_in_graph(lambda x: range_pass(x, storage), w), n)
+    stats, lay = count_finish(_in_graph(lambda x: count_pass(x, geo, n, storage), w), geo, n,
+                              trims, storage)
+    stats.update(fine_finish(_in_graph(lambda x: fine_pass(x, lay), w), lay, n, trims))
     stats["rms"] = geo["rms"]
     return stats
 
@@ -294,11 +294,11 @@ def one_tile(w, trims: tuple, storage: str) -> dict:
 def _compiled(n: int, trims: tuple, storage: str):
     """jit of the passes and finishes for a matrix of n entries (shapes of tiles vary)."""
     return {
-        "range": jax.jit(partial(range_pass, storage=storage)),
+        "range": jax.jit(lambda w: _in_graph(lambda x: range_pass(x, storage), w)),
         "range_finish": jax.jit(partial(range_finish, n=n)),
-        "count": jax.jit(partial(count_pass, n=n, storage=storage)),
+        "count": jax.jit(lambda w, geo: _in_graph(lambda x: count_pass(x, geo, n, storage), w)),
         "count_finish": jax.jit(partial(count_finish, n=n, trims=trims, storage=storage)),
-        "fine": jax.jit(fine_pass),
+        "fine": jax.jit(lambda w, lay: _in_graph(lambda x: fine_pass(x, lay), w)),
         "fine_finish": jax.jit(partial(fine_finish, n=n, trims=trims)),
     }
 
