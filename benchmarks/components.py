@@ -12,18 +12,20 @@
   fresh process with an empty cache (the 400-draw nulls of its two shapes generated; the head
   tables are shipped), then again with the cache filled.
 
-Measured 2026-11-22 on the shared 2-core development machine (jax 0.10.2 CPU,
-OPENBLAS_NUM_THREADS=1), ``--which draws,minilm --draws 3`` (small shapes re-timed over 100
-draws; runs on this machine vary by ±20 %)::
+Measured 2026-11-23 00:20 UTC on the 2-core machine, otherwise idle (jax 0.10.2 CPU,
+OPENBLAS_NUM_THREADS=1), ``--which draws --draws 3``, after each pass started running over
+in-graph tiles of 2^20 entries (:data:`rmtbase.stats.tiles.IN_GRAPH_TILE`)::
 
-    shape            storage   tiles  s/draw  ns/entry  peak MB   400 draws
-    384x384          float32       1  0.0069        47      377        3 s
-    1536x384         float32       1  0.0151        26      394        6 s
-    4096x1024        bfloat16      1   0.196        47      633    1.3 min
-    4096x4096        bfloat16      4    1.26        75      596    8.4 min
-    14336x4096       bfloat16     14    4.67        80      961   31.1 min
-    8B null (q/o, k/v, FFN shapes, 400 draws each): 41 min once (1 thread)
+    shape            storage   tiles   s/draw  ns/entry  peak MB  400 draws
+    384x384          float32       1  0.00768        52      390        3 s
+    1536x384         float32       1   0.0234        40      404        9 s
+    4096x1024        bfloat16      1    0.208        50      556       83 s
+    4096x4096        bfloat16      4    0.901        54      536    6.0 min
+    14336x4096       bfloat16     14      3.9        66      908   26.0 min
+    8B null (q/o, k/v, FFN shapes, 400 draws each): 33 min once (1 thread)
 
+Before the in-graph tiles (2026-11-22, the shared machine under load): 1.26 s per 4096×4096
+draw, 4.67 s per FFN draw, 41 min for the 8B null.
 With ``--threads 2`` the FFN shape took 4.18 s per draw (peak 1.25 GB). The FFN draw (58.7 M
 entries) keeps its 14 tiles between the passes (235 MB in float32); the rest of the peak is
 one tile's working set, JAX and the interpreter. ``--which minilm``: 50.5 s cold (empty cache:
