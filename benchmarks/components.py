@@ -25,11 +25,11 @@ in-graph tiles of 2^20 entries (:data:`rmtbase.stats.tiles.IN_GRAPH_TILE`)::
     8B null (q/o, k/v, FFN shapes, 400 draws each): 33 min once (1 thread)
 
 Before the in-graph tiles (2026-11-22, the shared machine under load): 1.26 s per 4096×4096
-draw, 4.67 s per FFN draw, 41 min for the 8B null.
-With ``--threads 2`` the FFN shape took 4.18 s per draw (peak 1.25 GB). The FFN draw (58.7 M
+draw, 4.67 s per FFN draw, 41 min for the 8B null; then, with ``--threads 2``, the FFN shape
+took 4.18 s per draw (peak 1.25 GB), and ``--which minilm`` 50.5 s cold (empty cache: heads
+with the shipped tables, both component nulls generated), 27.6 s warm. The FFN draw (58.7 M
 entries) keeps its 14 tiles between the passes (235 MB in float32); the rest of the peak is
-one tile's working set, JAX and the interpreter. ``--which minilm``: 50.5 s cold (empty cache:
-heads with the shipped tables, both component nulls generated), 27.6 s warm.
+one tile's working set, JAX and the interpreter.
 """
 
 from __future__ import annotations
