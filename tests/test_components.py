@@ -21,12 +21,8 @@ ALPHA = 0.05
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "rmtbase-components-cache"
-    path.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def cache(module_cache):
+    return module_cache
 
 
 def llama_gqa(folder, *, seed=0, layers=6, plant=None):

@@ -20,12 +20,8 @@ FAST = ["olmo2", "falcon", "gpt_bigcode", "mixtral", "phi3", "vit", "distilbert"
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.getbasetemp() / "rmtbase-arch-score-cache"
-    path.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RMTBASE_CACHE", str(path))
-        yield path
+def cache(module_cache):
+    return module_cache
 
 
 def _score(folder):

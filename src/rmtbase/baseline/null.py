@@ -75,6 +75,17 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET, storage=
 EIGH_MAX_REL_ERROR = 1e-4  # bound on n·eps·κ for the symmetric eigen route (see eig_method)
 
 
+def eigh_accurate(d_h, kappa, dtype=jnp.float32):
+    """Whether the symmetric eigen route is accurate enough at condition number ``kappa``
+    (a number or an array; NaN and inf are not): d_h·eps·κ ≤ :data:`EIGH_MAX_REL_ERROR`, eps
+    of ``dtype``. The rule of :func:`eig_method` and of the permutation null's per-draw check."""
+    import numpy as np
+
+    eps = float(jnp.finfo(jnp.dtype(dtype)).eps)
+    kappa = np.asarray(kappa, dtype=np.float64)
+    return np.isfinite(kappa) & (d_h * eps * kappa <= EIGH_MAX_REL_ERROR)
+
+
 def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
     """Eigen route of the fast spectral null: ``"eigh"`` where it is accurate and faster, else ``"svd"``.
 
@@ -95,8 +106,7 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
     lo, hi = edges(d_h / d)
     if lo <= 0:
         return "svd"
-    eps = float(jnp.finfo(jnp.dtype(dtype)).eps)
-    return "eigh" if d_h * eps * hi / lo <= EIGH_MAX_REL_ERROR else "svd"
+    return "eigh" if eigh_accurate(d_h, hi / lo, dtype) else "svd"
 
 
 def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:

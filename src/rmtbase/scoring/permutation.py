@@ -17,16 +17,17 @@ draw of one head gathers its permuted entries and forms the two d_h×d_h Grams (
 of the cost), then λ = eig(L_Kᵀ G_Q L_K) with G_K = L_K L_Kᵀ (the eigenvalues of G_Q G_K, i.e.
 the squared singular values of W_QK): no d×d product. The eigenvalues come from Householder
 tridiagonalisation and Sturm bisection where that is accurate — the rule of the Gaussian null
-(:func:`rmtbase.baseline.null.eig_method`) at the head's shape, and afterwards for every draw
-d_h·eps·κ ≤ 1e-4 with the draw's own κ; a head with any draw beyond it is recomputed by the SVD of
-L_Qᵀ L_K. The product's element statistics need W_QK (O(d² d_h) per draw) and use the first
+(:func:`rmtbase.baseline.null.eig_method`) at the head's shape, and afterwards the same bound
+(:func:`rmtbase.baseline.null.eigh_accurate`) at every draw's own κ; a head with any draw
+beyond it is recomputed by the SVD of L_Qᵀ L_K. The product's element statistics need W_QK (O(d² d_h) per draw) and use the first
 ``element_draws`` permutations only.
 
 Threads. The gathers and Grams (and the bisection and the element statistics) contain no LAPACK
 call, so blocks of heads run in ``threads`` Python threads at once (XLA releases the GIL;
-1.7× on 2 cores; default :func:`rmtbase.scoring.score.scoring_threads`, ``$RMTBASE_THREADS``). Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling
-thread only, never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU
-thread pool (README, Performance). Results do not depend on the thread count.
+1.7× on 2 cores; default :func:`rmtbase.scoring.score.scoring_threads`, ``$RMTBASE_THREADS``).
+Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling thread only,
+never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU thread pool
+(README, Performance). Results do not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-
-from ..baseline.null import EIGH_MAX_REL_ERROR
 
 CHUNK = 50  # permutations per batch (memory: 2·CHUNK·d_h·d int32)
 HEAD_BLOCK = 16  # heads per thread and step (memory: 2·HEAD_BLOCK·CHUNK·d_h² float32 Grams)
@@ -147,6 +146,7 @@ def _spectral_chunk(fq, fk, pq, pk, d_h, d, method, pool, threads):
     import jax
     import jax.numpy as jnp
 
+    from ..baseline.null import eigh_accurate
     from ..stats import SPECTRAL_STATS
 
     n_heads, count = fq.shape[0], pq.shape[0]
@@ -155,7 +155,6 @@ def _spectral_chunk(fq, fk, pq, pk, d_h, d, method, pool, threads):
     bisect = _bisect_fn()
     out = {k: np.empty((n_heads, count)) for k in SPECTRAL_STATS}
     step = HEAD_BLOCK * threads
-    eps = float(jnp.finfo(jnp.float32).eps)
     for h0 in range(0, n_heads, step):
         blocks = [(a, min(a + HEAD_BLOCK, n_heads)) for a in range(h0, min(h0 + step, n_heads),
                                                                     HEAD_BLOCK)]
@@ -168,8 +167,7 @@ def _spectral_chunk(fq, fk, pq, pk, d_h, d, method, pool, threads):
             dd, e = dd.reshape(n_blk, count, d_h), e.reshape(n_blk, count, d_h - 1)
             parts = _map_blocks(pool, bisect, [(a - h0, b - h0) for a, b in blocks], (dd, e))
             st = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in SPECTRAL_STATS}
-            kappa = st["condition_number"]
-            bad = ~np.all(np.isfinite(kappa) & (d_h * eps * kappa <= EIGH_MAX_REL_ERROR), axis=1)
+            bad = ~np.all(eigh_accurate(d_h, st["condition_number"], jnp.float32), axis=1)
             if bad.any():  # a head with an ill-conditioned draw: all its draws by the SVD
                 rows = np.flatnonzero(bad)
                 gq3, gk3 = gq.reshape(n_blk, count, d_h, d_h), gk.reshape(n_blk, count, d_h, d_h)

@@ -143,7 +143,7 @@ def _fit_tail(extreme: np.ndarray, n: int) -> _Tail | None:
         return None
     threshold = 0.5 * (extreme[k - 1] + extreme[k])
     exc = extreme[:k] - threshold
-    if not np.all(np.isfinite(exc)) or np.ptp(exc) <= 0 or np.min(exc) < 0:
+    if not np.all(np.isfinite(exc)) or np.ptp(exc) <= 0:
         return None
     with np.errstate(all="ignore"):
         xi, beta = gpd_fit(exc)
