@@ -4,10 +4,11 @@ Two readers share one small interface (``keys()``, ``get(name)``, ``close()``):
 
 - :class:`FileWeights` reads ``model.safetensors``, sharded safetensors
   (``model.safetensors.index.json`` + shards) or, only when the caller opts in with
-  ``allow_pickle=True``, ``pytorch_model.bin`` (single or sharded). Safetensors are opened
-  lazily with :func:`safetensors.safe_open`: only the tensors asked for are read from disk, so a
-  7B model is visited layer by layer without holding it in memory. Files are obtained through a
-  ``fetch(filename) -> path`` callable, which is a plain path join for a local folder and a
+  ``allow_pickle=True``, ``pytorch_model.bin`` (single or sharded). Safetensors headers are
+  read and checked once per file, then only the tensors asked for are read, by positioned reads
+  (:mod:`rmtbase.models._safetensors`; nothing stays memory-mapped, bfloat16 is widened in
+  numpy without torch), so a 7B model is visited layer by layer without holding it in memory.
+  Files are obtained through a ``fetch(filename) -> path`` callable, which is a plain path join for a local folder and a
   ``huggingface_hub`` download for a hub repository (see :mod:`rmtbase.models.hub`), so shards
   of a hub model are downloaded only when first needed.
 - :class:`StateDictWeights` reads an already-loaded ``torch.nn.Module``'s ``state_dict()``
@@ -38,11 +39,9 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE = "pytorch_model.bin"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
 
-# safetensors dtypes numpy reads natively; BF16 goes through torch. Integer and 8-bit float
-# tensors are quantized weights whose values mean nothing without their scales: refused.
-_NUMPY_DTYPES = {"F64", "F32", "F16"}
-_TORCH_DTYPES = {"BF16"}
-_OPEN_FILES = 2  # safetensors handles kept open (memory-mapped) per framework
+# safetensors dtypes read as float32 (:mod:`._safetensors`). Integer and 8-bit float tensors
+# are quantized weights whose values mean nothing without their scales: refused.
+_FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
 #: Storage precision names of safetensors / torch dtypes (float64 is read as float32).
 _STORAGE = {"F64": "float32", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
             "torch.float64": "float32", "torch.float32": "float32",
@@ -132,8 +131,7 @@ class FileWeights:
         self.label = label
         self._fetch = fetch
         self._folder = folder
-        self._handles: dict[str, object] = {}
-        self._pt_handles: dict[str, object] = {}
+        self._headers: dict[str, dict] = {}
         self._pickled: tuple[str, dict] | None = None  # (filename, state dict) of one shard
         self._storage: dict[str, str] = {}
         files = set(files)
@@ -161,7 +159,7 @@ class FileWeights:
                 f"no weights found in {label}: expected {SAFETENSORS}, {SAFETENSORS_INDEX} "
                 f"or {PICKLE}")
         if self._map is None:
-            self._keys = set(self._open(self._single).keys()) if self.format == "safetensors" \
+            self._keys = set(self._header(self._single)) if self.format == "safetensors" \
                 else set(self._load_pickle(self._single).keys())
         else:
             self._keys = set(self._map)
@@ -188,21 +186,19 @@ class FileWeights:
             check_shard_name(shard, path, self._folder)
         return {str(k): str(v) for k, v in weight_map.items()}
 
-    def _open(self, filename: str, framework: str = "np"):
-        cache = self._handles if framework == "np" else self._pt_handles
-        if filename not in cache:
-            from safetensors import safe_open
-
-            while len(cache) >= _OPEN_FILES:  # layers are visited in order: drop old shards
-                del cache[next(iter(cache))]
+    def _header(self, filename: str) -> dict:
+        """The checked header of a safetensors file (:func:`._safetensors.read_header`), read
+        once; tensors are then read by positioned reads, nothing stays mapped."""
+        if filename not in self._headers:
+            from ._safetensors import SafetensorsError, read_header
 
             path = self._path(filename)
             try:
-                cache[filename] = safe_open(str(path), framework=framework)
-            except Exception as exc:  # safetensors raises its own error types
+                self._headers[filename] = {"path": path, "tensors": read_header(path)[0]}
+            except (SafetensorsError, OSError) as exc:
                 raise ModelError(f"cannot read safetensors file {path}: "
                                  f"{one_line(exc)}") from exc
-        return cache[filename]
+        return self._headers[filename]["tensors"]
 
     def _load_pickle(self, filename: str) -> dict:
         if self._pickled is None or self._pickled[0] != filename:
@@ -239,15 +235,14 @@ class FileWeights:
         where = f"{self.label}/{filename}"
         try:
             if self.format == "safetensors":
-                handle = self._open(filename)
-                dtype = handle.get_slice(name).get_dtype()
+                from ._safetensors import read_float32
+
+                info = self._header(filename)[name]
+                dtype = info["dtype"]
                 self._storage[name] = _STORAGE.get(dtype, dtype)
-                if dtype in _NUMPY_DTYPES:
-                    arr = handle.get_tensor(name)
-                elif dtype in _TORCH_DTYPES:
-                    arr = self._open(filename, "pt").get_tensor(name).float().numpy()
-                else:
+                if dtype not in _FLOAT_DTYPES:
                     _refuse_quantized(name, dtype, where)
+                arr = read_float32(self._headers[filename]["path"], info)
             else:
                 state = self._load_pickle(filename)
                 if name not in state:
@@ -274,8 +269,7 @@ class FileWeights:
         return out
 
     def close(self) -> None:
-        self._handles.clear()
-        self._pt_handles.clear()
+        self._headers.clear()
         self._pickled = None
 
 
