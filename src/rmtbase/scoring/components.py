@@ -249,11 +249,12 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
     …, or several). draws: null draws per shape (default
     :data:`rmtbase.baseline.matrix_null.DEFAULT_DRAWS`). alpha: BH level. seed: null seed.
     quantized_null: ``"auto"``, ``"none"`` or a block format. threads: null draws computed at
-    once (default :func:`rmtbase.scoring.score.scoring_threads`).
+    once (default :func:`rmtbase.scoring.qk_elements.scoring_threads`).
     """
     from ..baseline.matrix_null import DEFAULT_DRAWS
     from ..models import default_model_path, load_components, model_info
-    from .score import _default_label, scoring_threads
+    from .qk_elements import scoring_threads
+    from .score import _default_label
 
     alpha = _check_alpha(alpha)
     draws = DEFAULT_DRAWS if draws is None else draws

@@ -24,7 +24,7 @@ beyond it is recomputed by the SVD of L_Qᵀ L_K. The product's element statisti
 
 Threads. The gathers and Grams (and the bisection and the element statistics) contain no LAPACK
 call, so blocks of heads run in ``threads`` Python threads at once (XLA releases the GIL;
-1.7× on 2 cores; default :func:`rmtbase.scoring.score.scoring_threads`, ``$RMTBASE_THREADS``).
+1.7× on 2 cores; default :func:`rmtbase.scoring.qk_elements.scoring_threads`, ``$RMTBASE_THREADS``).
 Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling thread only,
 never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU thread pool
 (README, Performance). Results do not depend on the thread count.
@@ -191,7 +191,7 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
     the first ``element_draws`` of them (padded with NaN to ``draws``). ``q.rms``/``k.rms``
     are each head's own rms (a permutation keeps them). ``progress``: optional tqdm bar
     advanced per chunk of permutations. ``threads``: for the LAPACK-free stages (default
-    :func:`rmtbase.scoring.score.scoring_threads`); the values do not depend on it.
+    :func:`rmtbase.scoring.qk_elements.scoring_threads`); the values do not depend on it.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -206,7 +206,7 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
     fq = jnp.asarray(wq.reshape(n_l * n_h, n))
     fk = jnp.asarray(wk.reshape(n_l * n_h, n))
     if threads is None:
-        from .score import scoring_threads
+        from .qk_elements import scoring_threads
 
         threads = scoring_threads()
     threads = max(1, int(threads))

@@ -1,7 +1,7 @@
 """The per-head histogram of W_QK's entries stored with a score (``qk_hist``).
 
 Each head's W_QK = W_Qᵀ W_K (d×d) is formed once per head for its element statistics
-(:func:`rmtbase.scoring.score._compiled_qk_elements`, one head at a time, so memory stays at one
+(:mod:`rmtbase.scoring.qk_elements`, one head at a time, so memory stays at one
 d×d product per thread); :func:`elements_and_histogram` takes the statistics and this histogram
 from that one product. Entries are standardised by the null's entry std at the head's measured
 rms, z = entry / (√d_h σ̂_Q σ̂_K), so under the null z is variance-gamma with variance 1
@@ -22,7 +22,9 @@ QK_HIST_EDGES = np.linspace(-8.0, 8.0, 65)
 def elements_and_histogram(q, k, scale, trim: float = 0.8):
     """(element statistics, histogram) of one head's W_QK = qᵀ k (traceable JAX). q, k:
     (d_h, d); scale: √d_h σ̂_Q σ̂_K. The statistics are ``stats.elementwise._one`` of the flat
-    product, exactly as ``stats._qk_element_stats`` computes them for the null."""
+    product, exactly as ``stats._qk_element_stats`` computes them for the null; the histogram
+    is counted in the same scatter as their entropy histogram (``stats.tiles.one_tile``'s
+    ``side``)."""
     import jax.numpy as jnp
 
     from ..stats.elementwise import _one
@@ -30,10 +32,8 @@ def elements_and_histogram(q, k, scale, trim: float = 0.8):
     lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
     width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
     m = (q.T @ k).reshape(-1)
-    i = jnp.floor((m / scale - lo) / width)
-    i = jnp.where((i >= 0) & (i < nb), i, nb).astype(jnp.int32)  # bin nb: outside the range
-    hist = jnp.bincount(i, length=nb + 1)[:nb].astype(jnp.float32) / (m.size * width)
-    return _one(m, trim), hist
+    st, counts = _one(m, trim, side=(scale, lo, width, nb))
+    return st, counts.astype(jnp.float32) / (m.size * width)
 
 
 def add_qk_hist(ds: xr.Dataset, hist: np.ndarray) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import os
 import sys
 
 import numpy as np
@@ -38,7 +37,7 @@ import xarray as xr
 from .._version import __version__
 from ..errors import InputError, ModelError, TableError
 from .family import HISTOGRAM, NULLS
-from .qk_histogram import add_qk_hist, elements_and_histogram
+from .qk_histogram import add_qk_hist
 from .significance import _check_alpha
 from .tails import TailModel
 from .verdict import NOT_TESTED, normalise, score_values
@@ -82,7 +81,7 @@ def _null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
 def _compiled_layer_stats():
     """jax.jit of (head_stats, eigvals_from_factors) over one layer's heads; compiled once per
     (shape, dtype, options) and reused across layers and models of the same shape. W_QK's
-    element statistics are not in it (:func:`_qk_elements`)."""
+    element statistics are not in it (:mod:`rmtbase.scoring.qk_elements`)."""
     import jax
 
     from ..stats import head_stats
@@ -98,73 +97,14 @@ def _compiled_layer_stats():
     return jax.jit(layer_stats, static_argnames=("spectral", "elementwise", "which", "storage"))
 
 
-@functools.cache
-def _compiled_qk_elements():
-    """jax.jit of the element statistics of W_QK = W_Qᵀ W_K and its histogram, one head at a
-    time from one d×d product (:func:`rmtbase.scoring.qk_histogram.elements_and_histogram`)."""
-    import jax
-
-    return jax.jit(lambda wq, wk, scale: jax.lax.map(
-        lambda a: elements_and_histogram(*a), (wq, wk, scale)))
-
-
-def scoring_threads() -> int:
-    """Threads for LAPACK-free per-head work (W_QK's element statistics, the permutation null's
-    Grams): ``$RMTBASE_THREADS`` or min(2, CPU count).
-
-    That work is scatter- or matmul-bound and single-threaded inside XLA, so heads split over
-    two threads use two cores; the computation per head is the same executable either way (the
-    same numbers), and it makes no LAPACK call (see rmtbase.stats.elementwise and
-    rmtbase.scoring.permutation)."""
-    env = os.environ.get("RMTBASE_THREADS")
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            raise InputError(f"RMTBASE_THREADS must be a positive integer, got {env!r}") from None
-    return max(1, min(2, os.cpu_count() or 1))
-
-
-def _qk_elements(wq, wk, scale) -> tuple[dict, np.ndarray]:
-    """Element statistics of every head's W_QK and its histogram of W_QK / ``scale`` (one scale
-    per head), heads split evenly over :func:`scoring_threads` (the last chunk padded with
-    copies of its first head, whose results are dropped). Returns ({qk.stat: (n,)}, (n, bins))."""
-    import jax
-
-    n = wq.shape[0]
-    k = min(scoring_threads(), n)
-    size = -(-n // k)
-    chunks = []
-    for i in range(k):
-        idx = np.arange(i * size, min(n, (i + 1) * size))
-        idx = np.concatenate([idx, np.full(size - idx.size, idx[0] if idx.size else 0)])
-        chunks.append((idx, min(n, (i + 1) * size) - i * size))
-    fn = _compiled_qk_elements()
-
-    def run(item):
-        idx, _ = item
-        return jax.tree_util.tree_map(np.asarray,
-                                      jax.block_until_ready(fn(wq[idx], wk[idx], scale[idx])))
-
-    if k == 1:
-        parts = [run(chunks[0])]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(k) as pool:
-            parts = list(pool.map(run, chunks))
-    kept = list(zip(parts, chunks, strict=True))
-    return ({f"qk.{s}": np.concatenate([p[0][s][:m] for p, (_, m) in kept]) for s in parts[0][0]},
-            np.concatenate([p[1][:m] for p, (_, m) in kept]))
-
-
 def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
                  entry_law: bool = True, hist: bool = False):
     """head_stats batched over the heads of one layer, plus the normalised spectrum
     x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
     ``wk`` expanded) the element statistics of W_K are computed once per key head; W_QK's
-    element statistics run on :func:`scoring_threads` threads. With ``hist`` also returns the
-    heads' W_QK histograms (:mod:`.qk_histogram`; None without element statistics)."""
+    element statistics run on :func:`rmtbase.scoring.qk_elements.scoring_threads` threads.
+    With ``hist`` also returns the heads' W_QK histograms (:mod:`.qk_histogram`; None without
+    element statistics)."""
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
     which = ("q",) if group > 1 else ("q", "k")
     if not entry_law:
@@ -174,8 +114,9 @@ def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
     qk_hist = None
     if elementwise:
-        scale = np.sqrt(wq.shape[-2]) * st["q.rms"] * st["k.rms"]
-        qk_st, qk_hist = _qk_elements(wq, wk, scale.astype(np.float32))
+        from .qk_elements import qk_elements
+
+        qk_st, qk_hist = qk_elements(wq, wk)
         st.update({k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()})
     if group > 1 and elementwise and entry_law:
         from ..stats import element_stats

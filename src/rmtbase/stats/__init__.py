@@ -103,8 +103,8 @@ STAT_INFO: dict[str, dict] = {
                                     "exp(-intercept/k) of the weibull_k_trim100 fit", 1),
     "max_over_q99": _info(
         "max |w| over the 99th percentile of |w|", "1",
-        "max|w| / |w|_(ceil(0.99 N)) (inverted-CDF order statistic, located by two-pass histogram "
-        "refinement to max|w|/(4096*16384))", 0),
+        "max|w| / |w|_(ceil(0.99 N)) (inverted-CDF order statistic, located in the |w| "
+        "histogram of 2^11 bins per octave and interpolated across its bin)", 0),
     "rms": _info("root mean square of the entries", "sigma",
                  "sqrt(tr(W W^T) / (d_h d)) = ||W||_F / sqrt(d_h d)", 1),
 }

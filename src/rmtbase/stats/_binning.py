@@ -18,8 +18,6 @@ import numpy as np
 
 from ..errors import InputError
 
-COARSE_BINS = 4096  # histogram of |w| on [0, max|w|] (ranks of the Weibull bracket and q99)
-FINE_BINS = 16384  # Weibull bracket (in ln|w|) and q99 refinement
 Q_LEVEL = Fraction(99, 100)
 
 

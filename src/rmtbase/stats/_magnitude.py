@@ -1,0 +1,118 @@
+"""The histogram of |w| behind the Weibull fit and q99 (:mod:`rmtbase.stats.tiles`, pass 2).
+
+Bins are read from the bits of a = |w|: a float's bit pattern, as an integer, grows with its
+value, and its top bits — exponent, then the leading :data:`MAG_BITS` bits of the mantissa —
+split every octave [2^e, 2^(e+1)) into 2^MAG_BITS equal bins (relative width 2^−11 to 2^−12,
+4.9·10⁻⁴ at most in a and in x = ln a). The histogram covers the :data:`MAG_OCTAVES` octaves
+up to the one holding max a; bin 0 holds exact zeros, bin 1 everything positive below the
+covered octaves (below max a·2⁻³², never reached by a kept rank in practice), bins 2… the
+octaves in order. Each bin accumulates its count and Σ ln a (exact sums), so the bins are
+contiguous in rank and every rank statistic is located exactly; no log is needed to find a bin
+and no bracket has to be found first, so one pass over the entries serves every trim of the
+Weibull fit and q99 (definitions and error bounds: :mod:`rmtbase.stats.elementwise`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._binning import Q_LEVEL, _cum_y, _cum_y_table, _rank_bin, trim_ranks
+
+MAG_BITS = 11  # bins per octave: 2^MAG_BITS
+MAG_OCTAVES = 32  # octaves covered below max|w|'s
+MAG_BINS = (MAG_OCTAVES << MAG_BITS) + 2  # + exact zeros + below the covered range
+
+
+def _int_view(dtype):
+    """(integer dtype of the same width, mantissa bits) of a float dtype."""
+    return (jnp.int64, 52) if jnp.dtype(dtype).itemsize == 8 else (jnp.int32, 23)
+
+
+def mag_top(amax):
+    """Key (top bits) of the bin holding ``amax``: every bin is keyed relative to it."""
+    it, mant = _int_view(amax.dtype)
+    return jax.lax.bitcast_convert_type(amax, it) >> (mant - MAG_BITS)
+
+
+def mag_index(a, top):
+    """Bin of each a = |w| ≥ 0 (module docstring): 0 for zeros, 1 below the covered octaves."""
+    it, mant = _int_view(a.dtype)
+    key = jax.lax.bitcast_convert_type(a, it) >> (mant - MAG_BITS)
+    first = top - (MAG_BINS - 3)  # key of bin 2
+    j = jnp.clip(key - first, -1, MAG_BINS - 3) + 2
+    return jnp.where(a > 0, j, 0).astype(jnp.int32)
+
+
+def _edges(s, top, dtype):
+    """[lo, hi) of bin ``s`` ≥ 1 in a."""
+    it, mant = _int_view(dtype)
+    key = top - (MAG_BINS - 3) + (s - 2)
+
+    def value(k):
+        return jax.lax.bitcast_convert_type(
+            (jnp.maximum(k, 0) << (mant - MAG_BITS)).astype(it), jnp.dtype(dtype))
+
+    return jnp.where(s >= 2, value(key), 0.0), value(key + 1)
+
+
+def q_rank(n: int) -> int:
+    """Rank ⌈0.99 N⌉ of q99 (inverted-CDF order statistic, 1-based)."""
+    return math.ceil(Q_LEVEL * n)
+
+
+def q99(cnt, sx, top, n: int, exact_ties: bool, dtype):
+    """The ⌈0.99 N⌉-th smallest a from the bins: the bin holding that rank, then linear
+    interpolation in a across it by rank, ((r − below) − ½)/count. Exact in two cases: a bin
+    holding one entry gives exp(Σ ln a); with ``exact_ties`` (values stored on a float16 or
+    bfloat16 lattice, whose significands are no longer than the bins' :data:`MAG_BITS`) every
+    entry of a bin is the bin's lower edge."""
+    r = q_rank(n)
+    cum = jnp.cumsum(cnt)
+    s = _rank_bin(cum, r)
+    c = cnt[s]
+    lo, hi = _edges(s, top, dtype)
+    frac = ((r - (cum[s] - c)).astype(dtype) - 0.5) / jnp.maximum(c, 1).astype(dtype)
+    value = jnp.where(c == 1, jnp.exp(sx[s]), lo + frac * (hi - lo))
+    if exact_ties:
+        value = jnp.where(s >= 2, lo, value)
+    return jnp.where(s == 0, 0.0, value)
+
+
+def weibull_fit(cnt, sx, n: int, trim, dtype):
+    """k, λ of one trim from the bins (the sort-free fit of elementwise).
+
+    Bins are contiguous in rank: bin j holds ranks r0_j + 1 … r0_j + cnt_j. The kept ranks of
+    bin j are paired with the bin's mean x (Σ ln a / count); their Σy is exact from the
+    cumulative table of y (:func:`rmtbase.stats._binning._cum_y_table`)."""
+    i_lo, i_hi = trim_ranks(n, trim)
+    n_keep = i_hi - i_lo + 1
+    r0 = jnp.cumsum(cnt) - cnt
+    first = jnp.maximum(r0 + 1, i_lo)
+    last = jnp.minimum(r0 + cnt, i_hi)
+    n_in = jnp.maximum(last - first + 1, 0)
+    has = n_in > 0
+    xm = sx / jnp.maximum(cnt, 1).astype(dtype)
+    n_in_f = n_in.astype(dtype)
+    xbar = jnp.sum(jnp.where(has, n_in_f * xm, 0.0)) / n_keep
+    # Σ y over the kept ranks of bin j is C(last_j) − C(first_j − 1). The kept rank window of
+    # bin j ends where bin j+1's begins: with e_j = clip(r0_j + cnt_j, i_lo − 1, i_hi),
+    # last_j = e_j and first_j − 1 = e_{j−1} for every bin that keeps a rank, so one lookup of
+    # C at [e_{−1}, e_0, e_1, …] serves both ends (same arguments, same numbers).
+    ends = jnp.clip(jnp.concatenate([r0[:1], r0 + cnt]), i_lo - 1, i_hi)
+    c_ends = _cum_y(ends, n, dtype)
+    ysum = c_ends[1:] - c_ends[:-1]
+    dx = jnp.where(has, xm - xbar, 0.0)
+    sxy = jnp.sum(jnp.where(has, dx * ysum, 0.0))
+    sxx = jnp.sum(jnp.where(has, n_in_f * dx * dx, 0.0))
+    grid, vals = _cum_y_table(n)
+    ybar = float(np.interp(i_hi, grid, vals) - np.interp(i_lo - 1, grid, vals)) / n_keep
+    k = sxy / sxx
+    return k, jnp.exp(-(ybar - k * xbar) / k)
+
+
+__all__ = ["MAG_BINS", "MAG_BITS", "MAG_OCTAVES", "mag_index", "mag_top", "q99", "q_rank",
+           "weibull_fit"]
