@@ -200,3 +200,39 @@ def test_in_graph_tiles_change_only_the_rounding(monkeypatch):
         else:
             assert a == pytest.approx(b, rel=1e-6, abs=1e-9), k
             assert a == pytest.approx(r, rel=2e-5, abs=1e-9), k
+
+
+def test_q99_exact_on_a_stored_lattice_and_for_lone_entries():
+    """bfloat16-stored values: every |w| bin holds one lattice value, so q99 is the order
+    statistic exactly (to float32 rounding of max/q99); 40×50 float32 values: the bins around q99
+    hold single entries, whose exp(Σ ln a) is the value to float32 rounding."""
+    rng = np.random.default_rng(21)
+    w = np.asarray(jnp.asarray(rng.standard_normal((300, 301)), jnp.float32)
+                   .astype(jnp.bfloat16).astype(jnp.float32))
+    small = rng.standard_normal((40, 50)).astype(np.float32)
+    for x, storage in ((w, "bfloat16"), (small, "float32")):
+        a = np.abs(x).ravel().astype(np.float64)
+        q = np.quantile(a, 0.99, method="inverted_cdf")
+        st = element_stats(jnp.asarray(x), storage=storage)
+        assert float(st["max_over_q99"]) == pytest.approx(a.max() / q, rel=3e-7)
+
+
+def test_magnitude_bins_contain_their_values():
+    """The bit-read |w| bins: each positive value lies in its bin's [lo, hi), bins have relative
+    width 2^-12..2^-11, zeros go to bin 0 and values below the 32 covered octaves to bin 1."""
+    from rmtbase.stats._magnitude import MAG_BINS, _edges, mag_index, mag_top
+
+    rng = np.random.default_rng(22)
+    a = np.abs(rng.standard_t(2, 20000)).astype(np.float32) * np.float32(1e-3)
+    a[:3] = 0.0
+    a[3:6] = a.max() * 2.0**-40
+    amax = jnp.float32(a.max())
+    top = mag_top(amax)
+    idx = np.asarray(mag_index(jnp.asarray(a), top))
+    assert (idx[:3] == 0).all() and (idx[3:6] == 1).all() and idx.max() == MAG_BINS - 1
+    lo, hi = (np.asarray(e, dtype=np.float64) for e in _edges(jnp.asarray(idx[6:]), top,
+                                                               jnp.float32))
+    v = a[6:].astype(np.float64)
+    assert ((lo <= v) & (v < hi)).all()
+    rel = (hi - lo) / lo
+    assert rel.min() >= 2.0**-12 * (1 - 1e-9) and rel.max() <= 2.0**-11 * (1 + 1e-9)
