@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._matmul import mm
 from .errors import InputError
 
 #: Probabilities of the |z| quantile profile.
@@ -153,7 +154,7 @@ def depth_null(shape, *, d=None, depths=range(1, 49), draws=64, key=None, sigma2
     def one(k):
         def step(mat, layer):
             w = sd * jax.random.normal(jax.random.fold_in(k, layer), (d, d), dtype=dtype)
-            mat = (mat + w @ mat) / scale
+            mat = (mat + mm(w, mat)) / scale
             return mat, mat[:m, :n]
 
         _, blocks = jax.lax.scan(step, jnp.eye(d, dtype=dtype), jnp.arange(1, l_max + 1))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._matmul import mm
 from ..errors import InputError, check_positive_int
 from .gaussian import named_key
 from .residual import residual_product
@@ -69,13 +70,13 @@ def product_network(key, kind, depth, gain=1.0, *, d=None, widths=None, dtype=jn
         return residual_product(key, widths[0], depth, sigma2=gain / widths[0], dtype=dtype)
     if len(set(widths)) == 1:
         def step(m, layer):
-            return network_layer(key, layer, widths[0], widths[0], gain, dtype) @ m, None
+            return mm(network_layer(key, layer, widths[0], widths[0], gain, dtype), m), None
 
         m, _ = jax.lax.scan(step, jnp.eye(widths[0], dtype=dtype), jnp.arange(1, depth + 1))
         return m
     m = jnp.eye(widths[0], dtype=dtype)
     for layer in range(1, depth + 1):
-        m = network_layer(key, layer, widths[layer - 1], widths[layer], gain, dtype) @ m
+        m = mm(network_layer(key, layer, widths[layer - 1], widths[layer], gain, dtype), m)
     return m
 
 
@@ -85,13 +86,13 @@ def _qr_step(state, a):
     q, r = jnp.linalg.qr(a)
     k = r.shape[0]
     logd_new = logd[:k] + jnp.log(jnp.abs(jnp.diagonal(r)))
-    t = (r * jnp.exp(logd[None, :] - logd_new[:, None])) @ t
+    t = mm(r * jnp.exp(logd[None, :] - logd_new[:, None]), t)
     return q, logd_new, t
 
 
 def _apply(kind, key, layer, q, gain, d_in, d_out, dtype):
     w = network_layer(key, layer, d_in, d_out, gain, dtype)
-    return q + w @ q if kind == "residual" else w @ q
+    return q + mm(w, q) if kind == "residual" else mm(w, q)
 
 
 def network_chain(key, kind, depths, gain=1.0, *, d=None, widths=None, dtype=jnp.float64,
@@ -150,7 +151,7 @@ def log_singular_values(log_d, t):
 
 def factors_to_matrix(q, log_d, t):
     """M = Q diag(exp(ln D)) T (the raw product; fine for its elements, not its small s)."""
-    return (q * jnp.exp(log_d)[None, :]) @ t
+    return mm(q * jnp.exp(log_d)[None, :], t)
 
 
 def offdiagonal(m):

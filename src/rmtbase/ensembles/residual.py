@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._matmul import mm
 from ..errors import InputError, check_positive_int, check_sigma
 from .gaussian import named_key
 
@@ -40,7 +41,7 @@ def residual_product(key, d, depth, sigma2=None, dtype=jnp.float32):
     d, depth, s2 = _residual_args(d, depth, sigma2)
 
     def step(m, layer):
-        return m + _layer_noise(key, layer, d, s2, dtype) @ m, None
+        return m + mm(_layer_noise(key, layer, d, s2, dtype), m), None
 
     m, _ = jax.lax.scan(step, jnp.eye(d, dtype=dtype), jnp.arange(1, depth + 1))
     return m
@@ -57,7 +58,7 @@ def residual_rows(key, d, depth, rows, sigma2=None, dtype=jnp.float32):
         raise InputError(f"rows must not exceed d, got rows={rows}, d={d}")
 
     def step(r, layer):
-        return r + r @ _layer_noise(key, layer, d, s2, dtype), None
+        return r + mm(r, _layer_noise(key, layer, d, s2, dtype)), None
 
     r, _ = jax.lax.scan(step, jnp.eye(rows, d, dtype=dtype), jnp.arange(depth, 0, -1))
     return r
@@ -73,7 +74,7 @@ def residual_stream(key, d, depth, sigma2=None, dtype=jnp.float32):
     x0 = jax.random.normal(named_key(key, "x"), (d,), dtype)
 
     def step(x, layer):
-        return x + _layer_noise(key, layer, d, s2, dtype) @ x, None
+        return x + mm(_layer_noise(key, layer, d, s2, dtype), x), None
 
     x, _ = jax.lax.scan(step, x0, jnp.arange(1, depth + 1))
     return x

@@ -56,10 +56,12 @@ def _gram_fn(d_h: int, d: int):
     import jax
     import jax.numpy as jnp
 
+    from .._matmul import mm
+
     def gram(w, p):
         def one(a):
             g = a[p].reshape(p.shape[0], d_h, d)
-            return g @ jnp.swapaxes(g, -1, -2)
+            return mm(g, jnp.swapaxes(g, -1, -2))
         return jax.lax.map(one, w)
 
     return jax.jit(lambda wq, wk, pq, pk: (gram(wq, pq), gram(wk, pk)))
@@ -71,11 +73,12 @@ def _lapack_fns():
     import jax
     import jax.numpy as jnp
 
+    from .._matmul import mm
     from ..stats.spectral import eigvals_from_cholesky, spectral_stats
 
     def tridiagonal(gq, gk):
         lk = jnp.linalg.cholesky(gk)
-        m = jnp.swapaxes(lk, -1, -2) @ gq @ lk
+        m = mm(mm(jnp.swapaxes(lk, -1, -2), gq), lk)
         m = 0.5 * (m + jnp.swapaxes(m, -1, -2))
         _, dd, e, _ = jax.lax.linalg.tridiagonal(m, lower=True)
         return dd, e
@@ -115,12 +118,13 @@ def _element_fn(d_h: int, d: int, trim: float):
     """Element statistics of W_QK for every (head, permutation). No LAPACK."""
     import jax
 
+    from .._matmul import mm
     from ..stats.elementwise import _one
 
     def one(wq, wk, pq, pk):
         q = wq[pq].reshape(d_h, d)
         k = wk[pk].reshape(d_h, d)
-        return _one((q.T @ k).reshape(-1), trim)
+        return _one(mm(q.T, k).reshape(-1), trim)
 
     def heads(wq, wk, pq, pk):  # (H, n) and (B, n)
         return jax.lax.map(

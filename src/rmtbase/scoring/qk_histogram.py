@@ -27,11 +27,12 @@ def elements_and_histogram(q, k, scale, trim: float = 0.8):
     ``side``)."""
     import jax.numpy as jnp
 
+    from .._matmul import mm
     from ..stats.elementwise import _one
 
     lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
     width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
-    m = (q.T @ k).reshape(-1)
+    m = mm(q.T, k).reshape(-1)
     st, counts = _one(m, trim, side=(scale, lo, width, nb))
     return st, counts.astype(jnp.float32) / (m.size * width)
 

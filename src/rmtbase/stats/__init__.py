@@ -21,6 +21,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from .._matmul import mm
 from ..errors import InputError
 from .elementwise import ELEMENT_STATS, _element_stats_flat, _one, _trim_fraction, element_stats
 from .precision import check_storage
@@ -142,7 +143,7 @@ def _qk_element_stats(wq, wk, trim):
 
     def one(pair):
         q, k = pair
-        return _one((q.T @ k).reshape(-1), trim)
+        return _one(mm(q.T, k).reshape(-1), trim)
 
     out = jax.lax.map(one, (fq, fk))
     return {s: v.reshape(batch) for s, v in out.items()}

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import eigh_tridiagonal
 
+from .._matmul import mm
 from ..errors import InputError
 
 SPECTRAL_STATS = (
@@ -59,7 +60,7 @@ def core_from_factors(wq, wk):
     # one batched QR for both factors (wq = rqᵀ Qᵀ): two LAPACK custom calls in flight at once
     # can deadlock jaxlib's CPU thread pool, each waiting for workers the other holds
     r = jnp.linalg.qr(jnp.swapaxes(jnp.stack([wq, wk]), -1, -2), mode="r")
-    return r[0] @ jnp.swapaxes(r[1], -1, -2)
+    return mm(r[0], jnp.swapaxes(r[1], -1, -2))
 
 
 def _squared_singular_values(c):
@@ -86,7 +87,7 @@ def eigvals_from_cholesky(lq, lk):
     """
     lq = jnp.asarray(lq)
     lk = jnp.asarray(lk)
-    return _squared_singular_values(jnp.swapaxes(lq, -1, -2) @ lk)
+    return _squared_singular_values(mm(jnp.swapaxes(lq, -1, -2), lk))
 
 
 def bidiagonal_core(diag, sub, lk):
@@ -121,7 +122,7 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
         return _squared_singular_values(core)
     if method != "eigh":
         raise InputError(f"method must be 'svd' or 'eigh', got {method!r}")
-    gram = core @ jnp.swapaxes(core, -1, -2)
+    gram = mm(core, jnp.swapaxes(core, -1, -2))
     _, d, e, _ = jax.lax.linalg.tridiagonal(gram, lower=True)
     solve = lambda a, b: eigh_tridiagonal(a, b, eigvals_only=True)  # noqa: E731
     for _ in range(d.ndim - 1):

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._matmul import mm
 from ._binning import _cell_histogram, _gauss_mass, _third_coefficient, entropy_bins
 from ._magnitude import MAG_BINS, mag_index, mag_top, q99, weibull_fit
 from .precision import is_lattice, lattice_cells
@@ -124,10 +125,10 @@ def _histogram_stats(acc, geo, n, storage, dtype) -> dict:
     p = cnt / n
     nonempty = cnt > 0
     occupied = acc["occupied"] > 0 if is_lattice(storage) else nonempty
-    mm = (jnp.sum(occupied) - 1).astype(dtype) / (2 * n)
+    miller_madow = (jnp.sum(occupied) - 1).astype(dtype) / (2 * n)
     delta = geo["delta"]
     plogp = jnp.where(nonempty, p * jnp.log(jnp.where(nonempty, p, 1.0)), 0.0)
-    entropy = jnp.where(geo["width"] > 0, -jnp.sum(plogp) + jnp.log(delta) + mm, -jnp.inf)
+    entropy = jnp.where(geo["width"] > 0, -jnp.sum(plogp) + jnp.log(delta) + miller_madow, -jnp.inf)
 
     edges = geo["hmin"] + delta * jnp.arange(be + 1, dtype=dtype)
     lo, hi = edges[:-1], edges[1:]
@@ -135,14 +136,15 @@ def _histogram_stats(acc, geo, n, storage, dtype) -> dict:
     z_mid = (0.5 * (lo + hi) - mean) / std
     logq_mid = jnp.log(delta / std) - 0.5 * math.log(2 * math.pi) - 0.5 * z_mid * z_mid
     logq = jnp.where(q > 0, jnp.log(jnp.where(q > 0, q, 1.0)), logq_mid)
-    kl = jnp.sum(jnp.where(nonempty, plogp - p * logq, 0.0)) - mm
+    kl = jnp.sum(jnp.where(nonempty, plogp - p * logq, 0.0)) - miller_madow
 
     u = (0.5 * (lo + hi) - mean) / std  # Gaussian core fit on the same histogram
     use = nonempty & (jnp.abs(u) <= 2.0)
     wt = jnp.where(use, cnt, 0.0)
     lc = jnp.log(jnp.where(use, cnt, 1.0))
     basis = jnp.stack([jnp.ones_like(u), u, u * u], axis=-1)
-    e = _third_coefficient((basis * wt[:, None]).T @ basis, (basis * wt[:, None]).T @ lc)
+    bw = (basis * wt[:, None]).T
+    e = _third_coefficient(mm(bw, basis), mm(bw, lc))
     var_fit = m2 / (-2.0 * e) - delta * delta / 12.0
     enough = (jnp.sum(use) >= 3) & jnp.isfinite(e)
     ok = (e < 0) & (var_fit > 0)

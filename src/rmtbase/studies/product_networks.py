@@ -34,6 +34,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .._matmul import mm
 from . import _output as io
 from . import _product_network_plots as pp
 
@@ -83,7 +84,7 @@ def _stream(key, d, depths, draws):
         x0 = jax.random.normal(named_key(k, "x"), (d,), jnp.float64)
 
         def step(x, layer):
-            x = x + network_layer(k, layer, d, d, 1.0, jnp.float64) @ x
+            x = x + mm(network_layer(k, layer, d, d, 1.0, jnp.float64), x)
             return x, x
 
         _, xs = jax.lax.scan(step, x0, jnp.arange(1, max(depths) + 1))

@@ -75,6 +75,7 @@ def run(out_dir, quick=False, seed=0) -> dict:
     """Run the study; see the module docstring."""
     import jax
 
+    from .._matmul import mm
     from ..stats.elementwise import element_stats
     from ..stats.spectral import eigvals_from_factors
 
@@ -108,7 +109,7 @@ def run(out_dir, quick=False, seed=0) -> dict:
         el, sv, lam = [], [], []
         for i in range(draws):
             wq, wk = factors(tag, dh, i)
-            el.append((wq.T @ wk).ravel())
+            el.append(mm(wq.T, wk).ravel())
             ev = np.asarray(eigvals_from_factors(wq, wk), dtype=np.float64)
             lam.append(ev)
             sv.append(np.concatenate([np.sqrt(np.maximum(ev, 0)), np.zeros(d - dh)]))
@@ -141,7 +142,7 @@ def run(out_dir, quick=False, seed=0) -> dict:
     for dh in dh_fig4:
         for i in range(draws):
             wq, wk = factors(4, dh, i)
-            st = {k: float(v) for k, v in element_stats(wq.T @ wk).items()}
+            st = {k: float(v) for k, v in element_stats(mm(wq.T, wk)).items()}
             rows.append(dict(d=d, d_h=dh, draw=i, std=st["std"], entropy=st["entropy"],
                              kl_gaussian=st["kl_gaussian"],
                              excess_kurtosis=st["excess_kurtosis"],

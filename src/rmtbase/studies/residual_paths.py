@@ -41,10 +41,12 @@ def _chain(key, d, depths, draws):
     import jax
     import jax.numpy as jnp
 
+    from .._matmul import mm
+
     l_max = max(depths)
     scale = math.sqrt(2.0)  # 1 + σ²d with σ² = 1/d; features are scale free
-    step = jax.jit(lambda m, k: (m + (jax.random.normal(k, (d, d), dtype=jnp.float32)
-                                      / math.sqrt(d)) @ m) / scale)
+    step = jax.jit(lambda m, k: (m + mm(jax.random.normal(k, (d, d), dtype=jnp.float32)
+                                        / math.sqrt(d), m)) / scale)
     off = ~np.eye(d, dtype=bool)
     elems = {L: [] for L in depths}
     svals = {L: [] for L in depths}
