@@ -1,6 +1,8 @@
-"""Every float32 product in rmtbase's JAX code asks for full precision (rmtbase._matmul.mm):
-on GPUs JAX's default is TF32, which moved W_QK's statistics and σ_fit by up to 10⁻³ on an H100
-against the CPU estimator of the shipped tables. Checked on the traced programs (CPU suffices)."""
+"""Every float32 product in rmtbase's JAX code goes through rmtbase._matmul.mm, which asks for
+full precision off CPU: on GPUs JAX's default is TF32, which moved W_QK's statistics and σ_fit by
+up to 10⁻³ on an H100 against the CPU estimator of the shipped tables. Checked on the traced
+programs with mm's backend choice forced to an accelerator's (CPU suffices), after clearing
+JAX's trace caches so that nothing traced before is reused."""
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +36,11 @@ def _highest(eqn) -> bool:
 
 
 @pytest.mark.parametrize("case", ["head_stats", "qk_elements", "products", "residual"])
-def test_every_product_is_full_precision(case):
+def test_every_product_is_full_precision(case, monkeypatch):
+    import rmtbase._matmul as matmul
+
+    monkeypatch.setattr(matmul, "_precision", lambda: jax.lax.Precision.HIGHEST)
+    jax.clear_caches()
     rng = np.random.default_rng(0)
     wq = jnp.asarray(rng.standard_normal((2, 8, 64)), jnp.float32)
     wk = jnp.asarray(rng.standard_normal((2, 8, 64)), jnp.float32)
@@ -55,3 +61,15 @@ def test_every_product_is_full_precision(case):
     dots = _dots(jaxpr.jaxpr)
     assert dots, "no product traced"
     assert all(_highest(e) for e in dots), [e.params.get("precision") for e in dots]
+    jax.clear_caches()  # nothing traced with the forced choice stays for later tests
+
+
+def test_cpu_keeps_the_default_product():
+    """On CPU mm leaves the precision at XLA's default (already the full float32 product)."""
+    from rmtbase._matmul import mm
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("CPU only")
+    a = jnp.ones((4, 4), jnp.float32)
+    (eqn,) = _dots(jax.make_jaxpr(mm)(a, a).jaxpr)
+    assert eqn.params.get("precision") is None

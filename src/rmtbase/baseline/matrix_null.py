@@ -16,9 +16,9 @@ Draws and keys. Draw i of shape (m, n), storage s and seed uses
 ``key_i = fold_in(cell, i)`` with ``cell = fold_in(fold_in(named_key(key(seed), "matrix"),
 m), n)``; its tile t (rows :func:`rmtbase.stats.matrix.tile_rows`) is
 ``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded to s. A matrix over
-:data:`rmtbase.stats.matrix.TILE_ELEMENTS` entries is run through the estimator's three passes
+:data:`rmtbase.stats.matrix.TILE_ELEMENTS` entries is run through the estimator's two passes
 tile by tile; its tiles are kept between the passes when the whole draw takes at most
-:data:`KEEP_BYTES` (512 MiB: every shape of an 8B model), else regenerated in each pass (3× the
+:data:`KEEP_BYTES` (512 MiB: every shape of an 8B model), else regenerated in each pass (2× the
 normal variates, memory of one tile). Either way the numbers are the same, and draw i is the
 same in any run: a table of n draws is the prefix of a longer one.
 
@@ -57,8 +57,8 @@ TABLE_KIND = "matrix_null"
 #: Draws per shape by default: enough for the GPD tail of TailModel (≥ 400 draws give the 50
 #: tail draws it needs) at a cost MiniLM pays in about a minute (benchmarks/components.py).
 DEFAULT_DRAWS = 400
-#: A tiled draw keeps its tiles between the three passes when the whole draw takes at most
-#: this many bytes (saves two of the three normal variates per entry); larger draws are
+#: A tiled draw keeps its tiles between the two passes when the whole draw takes at most
+#: this many bytes (saves one of the two normal variates per entry); larger draws are
 #: regenerated tile by tile in each pass (memory of one tile).
 KEEP_BYTES = 512 * 2**20
 VARIABLES = (*MATRIX_STATS, "rms")

@@ -49,11 +49,11 @@ def _compiled():
         lambda a: elements_and_histogram(*a), (wq, wk, scale)))
 
 
-def hist_scale(wq, wk) -> np.ndarray:
-    """√d_h σ̂_Q σ̂_K per head (σ̂ the entry rms, float64 sums), the unit of the W_QK histogram."""
-    def rms(w):
-        return np.array([np.sqrt(np.mean(np.square(h, dtype=np.float64))) for h in w])
-    return (np.sqrt(wq.shape[-2]) * rms(wq) * rms(wk)).astype(np.float32)
+def hist_scale(q_rms, k_rms, d_h: int) -> np.ndarray:
+    """√d_h σ̂_Q σ̂_K per head (σ̂ the heads' entry rms, ``q.rms``/``k.rms`` of
+    :func:`rmtbase.stats.head_stats`), the unit of the W_QK histogram, in float32."""
+    return (np.sqrt(d_h) * np.asarray(q_rms, np.float64) * np.asarray(k_rms, np.float64)) \
+        .astype(np.float32)
 
 
 def _chunks(n: int, k: int):
@@ -67,13 +67,13 @@ def _chunks(n: int, k: int):
     return out
 
 
-def qk_elements(wq, wk, threads: int | None = None) -> tuple[dict, np.ndarray]:
-    """Element statistics and histogram of every head's W_QK = W_Qᵀ W_K (wq, wk: numpy
-    (n, d_h, d)) on ``threads`` (default :func:`scoring_threads`) threads: ({"qk.<stat>": (n,)},
-    (n, bins) histograms), in head order."""
+def qk_elements(wq, wk, scale, threads: int | None = None) -> tuple[dict, np.ndarray]:
+    """Element statistics and histogram of W_QK / ``scale`` (:func:`hist_scale`, one per head)
+    of every head's W_QK = W_Qᵀ W_K (wq, wk: numpy (n, d_h, d)) on ``threads`` (default
+    :func:`scoring_threads`) threads: ({"qk.<stat>": (n,)}, (n, bins) histograms), in head
+    order."""
     import jax
 
-    scale = hist_scale(wq, wk)
     n = wq.shape[0]
     chunks = _chunks(n, max(1, min(threads or scoring_threads(), n)))
     fn = _compiled()

@@ -114,9 +114,10 @@ def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
     qk_hist = None
     if elementwise:
-        from .qk_elements import qk_elements
+        from .qk_elements import hist_scale, qk_elements
 
-        qk_st, qk_hist = qk_elements(wq, wk)
+        scale = hist_scale(st["q.rms"], st["k.rms"], wq.shape[-2])
+        qk_st, qk_hist = qk_elements(wq, wk, scale)
         st.update({k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()})
     if group > 1 and elementwise and entry_law:
         from ..stats import element_stats
