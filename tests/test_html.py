@@ -14,6 +14,7 @@ from _checkpoints import gpt2, trajectory
 
 from rmtbase.scoring import write_report
 from rmtbase.scoring.compare import write_compare
+from rmtbase.scoring.html_data import _TEST_VARS
 from rmtbase.scoring.score import score_model
 from rmtbase.scoring.trajectory import score_collection
 
@@ -85,7 +86,9 @@ def test_embedded_data_follow_the_dataset(report12):
         k = li * n_h + hi
         for key, var in (("v", "value"), ("m", "null_mean"), ("p", "p_value")):
             want = float(ds[var].values[li, hi, j])
-            assert e[key][k * n_s + j] == pytest.approx(want, rel=1e-3, abs=1e-12), (key, li, hi)
+            # rounded to the key's significant digits: relative error ≤ ½·10^(1 − digits)
+            rel = 0.5 * 10.0 ** (1 - _TEST_VARS[key][1]) * (1 + 1e-9)
+            assert e[key][k * n_s + j] == pytest.approx(want, rel=rel, abs=1e-12), (key, li, hi)
         assert e["head"]["p"][k] == pytest.approx(float(ds["head_p_value"][li, hi]), rel=1e-3)
     assert len(e["pm"]) == 12 * 12 * n_s and set(e["pm"]) <= set("egf-")
     hist = np.array(e["hist"]).reshape(12, 12, -1)

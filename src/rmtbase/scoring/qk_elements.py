@@ -41,12 +41,24 @@ def scoring_threads() -> int:
 
 
 @functools.cache
-def _compiled():
-    """jax.jit of the element statistics of W_QK and its histogram, head by head."""
+def _compiled(which: tuple = (), storage: str = "float32"):
+    """jax.jit of the element statistics of W_QK and its histogram, head by head, and of the
+    element statistics of the factors named in ``which`` ("q", "k") stored as ``storage``
+    (``stats.elementwise._one``, the estimator of the null's ``head_stats``)."""
     import jax
 
-    return jax.jit(lambda wq, wk, scale: jax.lax.map(
-        lambda a: elements_and_histogram(*a), (wq, wk, scale)))
+    from ..stats.elementwise import _one
+
+    def head(a):
+        q, k, scale = a
+        st, hist = elements_and_histogram(q, k, scale)
+        out = {f"qk.{s}": v for s, v in st.items()}
+        for m, w in (("q", q), ("k", k)):
+            if m in which:
+                out.update({f"{m}.{s}": v for s, v in _one(w.reshape(-1), 0.8, storage).items()})
+        return out, hist
+
+    return jax.jit(lambda wq, wk, scale: jax.lax.map(head, (wq, wk, scale)))
 
 
 def hist_scale(q_rms, k_rms, d_h: int) -> np.ndarray:
@@ -67,16 +79,18 @@ def _chunks(n: int, k: int):
     return out
 
 
-def qk_elements(wq, wk, scale, threads: int | None = None) -> tuple[dict, np.ndarray]:
+def qk_elements(wq, wk, scale, threads: int | None = None, *, which: tuple = (),
+                storage: str = "float32") -> tuple[dict, np.ndarray]:
     """Element statistics and histogram of W_QK / ``scale`` (:func:`hist_scale`, one per head)
-    of every head's W_QK = W_Qᵀ W_K (wq, wk: numpy (n, d_h, d)) on ``threads`` (default
-    :func:`scoring_threads`) threads: ({"qk.<stat>": (n,)}, (n, bins) histograms), in head
-    order."""
+    of every head's W_QK = W_Qᵀ W_K (wq, wk: numpy (n, d_h, d)), with the element statistics of
+    the factors in ``which`` (stored as ``storage``), on ``threads`` (default
+    :func:`scoring_threads`) threads: ({"qk.<stat>", "q.<stat>", …: (n,)}, (n, bins)
+    histograms), in head order."""
     import jax
 
     n = wq.shape[0]
     chunks = _chunks(n, max(1, min(threads or scoring_threads(), n)))
-    fn = _compiled()
+    fn = _compiled(tuple(which), storage)
 
     def run(idx):
         return jax.tree_util.tree_map(
@@ -88,7 +102,7 @@ def qk_elements(wq, wk, scale, threads: int | None = None) -> tuple[dict, np.nda
         with ThreadPoolExecutor(len(chunks), thread_name_prefix="rmtbase-qk") as pool:
             parts = list(pool.map(run, [idx for idx, _ in chunks]))
     kept = [(p, m) for p, (_, m) in zip(parts, chunks, strict=True) if m > 0]
-    stats = {f"qk.{s}": np.concatenate([p[0][s][:m] for p, m in kept]) for s in parts[0][0]}
+    stats = {s: np.concatenate([p[0][s][:m] for p, m in kept]) for s in parts[0][0]}
     return stats, np.concatenate([p[1][:m] for p, m in kept])
 
 

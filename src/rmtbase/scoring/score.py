@@ -79,45 +79,45 @@ def _null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
 
 @functools.cache
 def _compiled_layer_stats():
-    """jax.jit of (head_stats, eigvals_from_factors) over one layer's heads; compiled once per
-    (shape, dtype, options) and reused across layers and models of the same shape. W_QK's
-    element statistics are not in it (:mod:`rmtbase.scoring.qk_elements`)."""
+    """jax.jit of (head_stats without element statistics, eigvals_from_factors) over one
+    layer's heads: rms and spectral statistics; compiled once per (shape, dtype, options) and
+    reused across layers and models of the same shape. The element statistics are computed
+    head by head on threads (:mod:`rmtbase.scoring.qk_elements`)."""
     import jax
 
     from ..stats import head_stats
     from ..stats.spectral import eigvals_from_factors
 
-    def layer_stats(wq, wk, spectral, elementwise, which, storage):
-        st = head_stats(wq, wk, spectral=spectral, elementwise=False, storage=storage)
-        if elementwise and which:
-            st.update(head_stats(wq, wk, spectral=False, elementwise=True, which=which,
-                                 storage=storage))
+    def layer_stats(wq, wk, spectral):
+        st = head_stats(wq, wk, spectral=spectral, elementwise=False)
         return st, eigvals_from_factors(wq, wk)
 
-    return jax.jit(layer_stats, static_argnames=("spectral", "elementwise", "which", "storage"))
+    return jax.jit(layer_stats, static_argnames=("spectral",))
 
 
 def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
                  entry_law: bool = True, hist: bool = False):
     """head_stats batched over the heads of one layer, plus the normalised spectrum
     x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
-    ``wk`` expanded) the element statistics of W_K are computed once per key head; W_QK's
-    element statistics run on :func:`rmtbase.scoring.qk_elements.scoring_threads` threads.
+    ``wk`` expanded) the element statistics of W_K are computed once per key head; those of
+    W_QK (and W_Q, and W_K without GQA) run on
+    :func:`rmtbase.scoring.qk_elements.scoring_threads` threads.
     With ``hist`` also returns the heads' W_QK histograms (:mod:`.qk_histogram`; None without
     element statistics)."""
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
     which = ("q",) if group > 1 else ("q", "k")
     if not entry_law:
         which = ()
-    st, lam = _compiled_layer_stats()(wq, wk, spectral=spectral, elementwise=elementwise,
-                                      which=which, storage=storage)
+    # the layer's rms and spectra here; the element statistics of W_Q (and W_K) with W_QK's,
+    # head by head on the worker threads (the same estimator, _one, as the null's head_stats)
+    st, lam = _compiled_layer_stats()(wq, wk, spectral=spectral)
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
     qk_hist = None
     if elementwise:
         from .qk_elements import hist_scale, qk_elements
 
         scale = hist_scale(st["q.rms"], st["k.rms"], wq.shape[-2])
-        qk_st, qk_hist = qk_elements(wq, wk, scale)
+        qk_st, qk_hist = qk_elements(wq, wk, scale, which=which, storage=storage)
         st.update({k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()})
     if group > 1 and elementwise and entry_law:
         from ..stats import element_stats
