@@ -12,17 +12,32 @@
   fresh process with an empty cache (the 400-draw nulls of its two shapes generated; the head
   tables are shipped), then again with the cache filled.
 
-Measured 2026-11-23 00:20 UTC on the 2-core machine, otherwise idle (jax 0.10.2 CPU,
-OPENBLAS_NUM_THREADS=1), ``--which draws --draws 3``, after each pass started running over
-in-graph tiles of 2^20 entries (:data:`rmtbase.stats.tiles.IN_GRAPH_TILE`)::
+Measured 2026-11-23 05:15 UTC on the 2-core machine, otherwise idle (jax 0.10.2 CPU,
+OPENBLAS_NUM_THREADS=1), ``--which draws --draws 3``, with the two-pass estimator (the |w|
+histogram read from the bits of |w|; in-graph tiles of 2^18 entries from 2^21,
+:data:`rmtbase.stats.tiles.IN_GRAPH_TILE`)::
 
     shape            storage   tiles   s/draw  ns/entry  peak MB  400 draws
-    384x384          float32       1  0.00768        52      390        3 s
-    1536x384         float32       1   0.0234        40      404        9 s
-    4096x1024        bfloat16      1    0.208        50      556       83 s
-    4096x4096        bfloat16      4    0.901        54      536    6.0 min
-    14336x4096       bfloat16     14      3.9        66      908   26.0 min
-    8B null (q/o, k/v, FFN shapes, 400 draws each): 33 min once (1 thread)
+    384x384          float32       1   0.0151       102      334        6 s
+    1536x384         float32       1   0.0265        45      385       11 s
+    4096x1024        bfloat16      1    0.126        30      481       50 s
+    4096x4096        bfloat16      4    0.553        33      535    3.7 min
+    14336x4096       bfloat16     14     2.34        40      767   15.6 min
+    8B null (q/o, k/v, FFN shapes, 400 draws each): 20 min once (1 thread)
+
+The same command on a slower 2-core machine (2026-11-23 08:05 UTC, AMD EPYC 2.0 GHz, AVX2,
+512 KB L2; see the README's Performance section)::
+
+    384x384          float32       1   0.0314       213      390       13 s
+    1536x384         float32       1   0.0487        83      392       19 s
+    4096x1024        bfloat16      1    0.234        56      540       94 s
+    4096x4096        bfloat16      4    0.994        59      538    6.6 min
+    14336x4096       bfloat16     14     3.53        60      812   23.6 min
+    8B null (q/o, k/v, FFN shapes, 400 draws each): 32 min once (1 thread)
+
+With the earlier three passes and tiles of 2^20 (2026-11-23 00:20 UTC): 0.901 s per 4096×4096
+draw, 3.9 s per FFN draw (908 MB), 33 min for the 8B null; the 384×384 row (0.0077 s then)
+is dominated by per-call overhead and varies run to run.
 
 Before the in-graph tiles (2026-11-22, the shared machine under load): 1.26 s per 4096×4096
 draw, 4.67 s per FFN draw, 41 min for the 8B null; then, with ``--threads 2``, the FFN shape

@@ -9,7 +9,11 @@
   ``--stats spectral`` (the `rmtbase score` path without figures): wall seconds and peak RSS
   (VmHWM). The null tables of (4096, 128) — spectral float32 and all-statistics bfloat16 — are
   shipped, so nothing is generated. Before the precision-matched null this took 4 min 17 s
-  at 2.1 GB (22 s and 1.5 GB spectral) on the 2-core machine.
+  at 2.1 GB (22 s and 1.5 GB spectral) on the 2-core machine; with it, 177 s at 2.4 GB
+  (2026-11-22) until the two-pass element statistics, L2-sized in-graph tiles and
+  positioned safetensors reads: 105 s at 1.25 GB on that machine, 259 s at 1.35 GB on a
+  slower one where the 2026-11-22 code took 458 s (2026-11-23; the README's Performance
+  section has the A/B table).
 - ``perm``: the permutation null of a GPT-2-small-shaped random model (12 layers × 12 heads,
   d = 768) with 1,000 spectral permutations per head (144,000 permuted heads), spectral
   statistics only, and the same with the product's element statistics on 200 permutations.

@@ -1,7 +1,7 @@
 """W_QK's element statistics and histogram for every head of a layer, on worker threads.
 
-W_QK = W_Qᵀ W_K is d×d: at d = 4096 its 16.8 M entries cost ~0.1 s a head (the product, then
-the two passes of :mod:`rmtbase.stats.tiles`), most of a model's scoring time. Each head's
+W_QK = W_Qᵀ W_K is d×d: at d = 4096 its 16.8 M entries cost 0.1–0.2 s a head on 2 cores (the
+product, then the two passes of :mod:`rmtbase.stats.tiles`), most of a model's scoring time. Each head's
 product is formed once, inside one compiled function that also takes its statistics and its
 histogram (:func:`rmtbase.scoring.qk_histogram.elements_and_histogram`), one head at a time
 (``lax.map``), so memory stays at one d×d product per thread. The heads are split over
