@@ -118,13 +118,10 @@ def _element_fn(d_h: int, d: int, trim: float):
     """Element statistics of W_QK for every (head, permutation). No LAPACK."""
     import jax
 
-    from .._matmul import mm
-    from ..stats.elementwise import _one
+    from ..stats.elementwise import _qk_one
 
     def one(wq, wk, pq, pk):
-        q = wq[pq].reshape(d_h, d)
-        k = wk[pk].reshape(d_h, d)
-        return _one(mm(q.T, k).reshape(-1), trim)
+        return _qk_one(wq[pq].reshape(d_h, d), wk[pk].reshape(d_h, d), trim)
 
     def heads(wq, wk, pq, pk):  # (H, n) and (B, n)
         return jax.lax.map(

@@ -22,6 +22,10 @@ import numpy as np
 from ..errors import InputError
 from .qk_histogram import elements_and_histogram
 
+#: Weibull trim of the element statistics: ``stats.head_stats``' default, with which the null
+#: tables are made.
+TRIM = 0.8
+
 
 def scoring_threads() -> int:
     """Threads for LAPACK-free per-head work (W_QK's element statistics, the permutation null's
@@ -51,11 +55,11 @@ def _compiled(which: tuple = (), storage: str = "float32"):
 
     def head(a):
         q, k, scale = a
-        st, hist = elements_and_histogram(q, k, scale)
+        st, hist = elements_and_histogram(q, k, scale, TRIM)
         out = {f"qk.{s}": v for s, v in st.items()}
         for m, w in (("q", q), ("k", k)):
             if m in which:
-                out.update({f"{m}.{s}": v for s, v in _one(w.reshape(-1), 0.8, storage).items()})
+                out.update({f"{m}.{s}": v for s, v in _one(w.reshape(-1), TRIM, storage).items()})
         return out, hist
 
     return jax.jit(lambda wq, wk, scale: jax.lax.map(head, (wq, wk, scale)))

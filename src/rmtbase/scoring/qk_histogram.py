@@ -21,20 +21,18 @@ QK_HIST_EDGES = np.linspace(-8.0, 8.0, 65)
 
 def elements_and_histogram(q, k, scale, trim: float = 0.8):
     """(element statistics, histogram) of one head's W_QK = qᵀ k (traceable JAX). q, k:
-    (d_h, d); scale: √d_h σ̂_Q σ̂_K. The statistics are ``stats.elementwise._one`` of the flat
-    product, exactly as ``stats._qk_element_stats`` computes them for the null; the histogram
+    (d_h, d); scale: √d_h σ̂_Q σ̂_K. The statistics are ``stats.elementwise._qk_one``, the
+    computation the null's ``stats.head_stats`` and the permutation null use; the histogram
     is counted in the same scatter as their entropy histogram (``stats.tiles.one_tile``'s
     ``side``)."""
     import jax.numpy as jnp
 
-    from .._matmul import mm
-    from ..stats.elementwise import _one
+    from ..stats.elementwise import _qk_one
 
     lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
     width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
-    m = mm(q.T, k).reshape(-1)
-    st, counts = _one(m, trim, side=(scale, lo, width, nb))
-    return st, counts.astype(jnp.float32) / (m.size * width)
+    st, counts = _qk_one(q, k, trim, side=(scale, lo, width, nb))
+    return st, counts.astype(jnp.float32) / (q.shape[1] * k.shape[1] * width)
 
 
 def add_qk_hist(ds: xr.Dataset, hist: np.ndarray) -> None:

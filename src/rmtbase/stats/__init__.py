@@ -21,9 +21,14 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from .._matmul import mm
 from ..errors import InputError
-from .elementwise import ELEMENT_STATS, _element_stats_flat, _one, _trim_fraction, element_stats
+from .elementwise import (
+    ELEMENT_STATS,
+    _element_stats_flat,
+    _qk_one,
+    _trim_fraction,
+    element_stats,
+)
 from .precision import check_storage
 from .spectral import SPECTRAL_STATS, eigvals_from_factors, spectral_stats
 
@@ -141,11 +146,7 @@ def _qk_element_stats(wq, wk, trim):
     fq = wq.reshape((-1, *wq.shape[-2:]))
     fk = wk.reshape((-1, *wk.shape[-2:]))
 
-    def one(pair):
-        q, k = pair
-        return _one(mm(q.T, k).reshape(-1), trim)
-
-    out = jax.lax.map(one, (fq, fk))
+    out = jax.lax.map(lambda pair: _qk_one(*pair, trim), (fq, fk))
     return {s: v.reshape(batch) for s, v in out.items()}
 
 

@@ -90,6 +90,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from .._matmul import mm
 from ..errors import InputError
 from ._binning import (  # noqa: F401 - re-exported: the binning constants and helpers
     Q_LEVEL,
@@ -125,6 +126,14 @@ def _one(w, trim, storage="float32", side=None):
     st["weibull_k"], st["weibull_lambda"] = k, lam
     out = {s: st[s] for s in ELEMENT_STATS}
     return out if side is None else (out, st["side"])
+
+
+def _qk_one(q, k, trim, side=None):
+    """:func:`_one` of the flat W_QK = qᵀ k (q, k: (d_h, d); the product in float32 at full
+    precision, :func:`rmtbase._matmul.mm`): the one definition of W_QK's element statistics,
+    used by the null (``stats.head_stats``), the permutation null and scoring
+    (``scoring.qk_histogram``), so a head and its null go through the same computation."""
+    return _one(mm(q.T, k).reshape(-1), trim, side=side)
 
 
 def element_stats(w, *, trim=0.8, storage="float32") -> dict:

@@ -152,6 +152,9 @@ def lattice_cells(v, storage: str):
     return below, above
 
 
+_DETECT_CHUNK = 1 << 15  # blocks per chunk of detect_quantisation (1 M entries)
+
+
 def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.9) -> str | None:
     """Name the block format that ``w`` (``(..., n)``, n a multiple of 32) was dequantised from.
 
@@ -189,9 +192,6 @@ def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.
             if live and ok / live >= min_fraction:
                 return name
     return None
-
-
-_DETECT_CHUNK = 1 << 15  # blocks per chunk of detect_quantisation (1 M entries)
 
 
 def _block_fit(chunk, name: str, rel: float) -> tuple[int, int]:
