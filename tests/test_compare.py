@@ -16,7 +16,7 @@ from _checkpoints import gpt2, trajectory  # noqa: E402
 
 from rmtbase.analytic import product  # noqa: E402
 from rmtbase.cli import main  # noqa: E402
-from rmtbase.scoring import profiles, write_report  # noqa: E402
+from rmtbase.report import profiles, write_report  # noqa: E402
 from rmtbase.scoring.collection import entry  # noqa: E402
 from rmtbase.scoring.score import score_model  # noqa: E402
 from rmtbase.scoring.trajectory import score_collection  # noqa: E402

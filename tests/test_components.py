@@ -236,7 +236,7 @@ def test_minilm_components_all_writes_the_files(cache, tmp_path, capsys):
 def test_plots_take_an_axes(cache, tmp_path):
     from matplotlib.figure import Figure
 
-    from rmtbase.scoring.component_figures import plot_k_heatmap, plot_terminal_k
+    from rmtbase.report.component_figures import plot_k_heatmap, plot_terminal_k
 
     ds = _score(llama_gqa(tmp_path / "plot", seed=5, layers=2), draws=20)
     for fn in (plot_k_heatmap, plot_terminal_k):

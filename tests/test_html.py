@@ -12,9 +12,9 @@ import xarray as xr
 from _browser import CHROMIUM, SKIP_REASON, run_page
 from _checkpoints import gpt2, trajectory
 
-from rmtbase.scoring import write_report
-from rmtbase.scoring.compare import write_compare
-from rmtbase.scoring.html_data import _TEST_VARS
+from rmtbase.report import write_report
+from rmtbase.report.compare import write_compare
+from rmtbase.report.html_data import _TEST_VARS
 from rmtbase.scoring.score import score_model
 from rmtbase.scoring.trajectory import score_collection
 

@@ -1,4 +1,4 @@
-"""rmtbase.scoring.omnibus: the Cauchy statistic by its definition, calibration under strong
+"""rmtbase.decision.omnibus: the Cauchy statistic by its definition, calibration under strong
 dependence, and the extrapolated tail against the exact law of independent p-values."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rmtbase.scoring.omnibus import calibrated_p, cauchy_statistic
+from rmtbase.decision.omnibus import calibrated_p, cauchy_statistic
 
 
 def test_cauchy_statistic_definition_and_nan():

@@ -1,4 +1,4 @@
-"""rmtbase.scoring.report / figures / output on a score built from synthetic values (no model,
+"""rmtbase.report (tables, figures) and rmtbase.files.output on a score built from synthetic values (no model,
 no Monte Carlo): tables, figures against their references, all-or-nothing output folders."""
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 from scipy import integrate  # noqa: E402
 
+from rmtbase.decision.verdict import score_values  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
-from rmtbase.scoring import figures, report  # noqa: E402
-from rmtbase.scoring.verdict import score_values  # noqa: E402
+from rmtbase.report import (
+    figures,  # noqa: E402
+    write_report,  # noqa: E402
+)
+from rmtbase.report import tables as report  # noqa: E402
 
 STATS = ["qk.npr", "qk.lambda_max", "q.std", "q.entropy", "qk.std", "qk.entropy",
          "qk.excess_kurtosis"]
@@ -155,7 +159,7 @@ def test_spectrum_plots_use_log_x_and_name_the_head():
 
 def test_write_report_files_manifest_and_roundtrip(tmp_path):
     ds = _ds()
-    written = report.write_report(ds, tmp_path / "out", n_spectra=1)
+    written = write_report(ds, tmp_path / "out", n_spectra=1)
     out = tmp_path / "out"
     for name in ("scores.nc", "scores.csv", "heads.csv", "summary.txt", "manifest.json"):
         assert (out / name).is_file()
@@ -176,16 +180,16 @@ def test_write_report_files_manifest_and_roundtrip(tmp_path):
             "entropy_sigma.png", "spectrum_L1_H2.png"} <= pngs
     for p in (out / "figures").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    no_fig = report.write_report(ds, tmp_path / "nofig", figures=False)
+    no_fig = write_report(ds, tmp_path / "nofig", figures=False)
     assert not (tmp_path / "nofig" / "figures").exists() and len(no_fig) == 6  # + report.html
 
 
 def test_rerun_replaces_the_whole_folder_and_failures_leave_it_intact(tmp_path, monkeypatch):
     ds = _ds()
     out = tmp_path / "out"
-    report.write_report(ds, out, n_spectra=3)
+    write_report(ds, out, n_spectra=3)
     first = sorted(p.name for p in (out / "figures").iterdir())
-    report.write_report(ds, out, n_spectra=0)  # fewer spectrum figures: stale ones must go
+    write_report(ds, out, n_spectra=0)  # fewer spectrum figures: stale ones must go
     second = sorted(p.name for p in (out / "figures").iterdir())
     assert len(second) < len(first) and set(second) < set(first)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
@@ -195,13 +199,13 @@ def test_rerun_replaces_the_whole_folder_and_failures_leave_it_intact(tmp_path, 
 
     monkeypatch.setattr(figures, "plot_entropy_sigma", boom)
     with pytest.raises(OSError):
-        report.write_report(ds, out)
+        write_report(ds, out)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary folder left
 
 
 def test_output_folder_refusals_and_stale_temporaries(tmp_path):
-    from rmtbase.scoring.output import check_output_dir
+    from rmtbase.files.output import check_output_dir
 
     (tmp_path / "file").write_text("x")
     (tmp_path / "other").mkdir()
@@ -212,7 +216,7 @@ def test_output_folder_refusals_and_stale_temporaries(tmp_path):
     assert check_output_dir(tmp_path / "new" / "deeper", "rmtbase score").name == "deeper"
     dead = tmp_path / ".out.tmp-999999999-abcd1234"
     dead.mkdir()
-    report.write_report(_ds(), tmp_path / "out", figures=False)
+    write_report(_ds(), tmp_path / "out", figures=False)
     assert not dead.exists()
     if os.geteuid() != 0:  # root can write anywhere
         ro = tmp_path / "ro"

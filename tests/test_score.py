@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
+from rmtbase.decision.significance import benjamini_hochberg, empirical_p
 from rmtbase.errors import InputError, ModelError, TableError
-from rmtbase.scoring.significance import benjamini_hochberg, empirical_p
 
 
 def _brute_p(v, null):
@@ -107,8 +107,8 @@ def sigma_heads():
 def test_self_normalisation_is_exact_under_rescaling(sigma_heads):
     """head_stats(a W_Q, b W_K) self-normalised equals head_stats(W_Q, W_K) self-normalised,
     for every statistic: checks the STAT_INFO powers and our σ bookkeeping together."""
-    from rmtbase.scoring.family import NOT_TESTED as _NOT_TESTED
-    from rmtbase.scoring.verdict import normalise
+    from rmtbase.decision.family import NOT_TESTED as _NOT_TESTED
+    from rmtbase.decision.verdict import normalise
 
     s1, s2, (a, b) = sigma_heads
     np.testing.assert_allclose(s2["q.rms"], a * s1["q.rms"], rtol=1e-5)
@@ -139,7 +139,7 @@ def test_null_at_other_sigma_scores_as_null(sigma_heads):
     import jax
 
     from rmtbase.baseline.null import null_draws
-    from rmtbase.scoring.verdict import score_values
+    from rmtbase.decision.verdict import score_values
 
     m, n = M_HEADS, 400
     values = {k: v.reshape(m, 1) for k, v in sigma_heads[0].items()}
@@ -164,7 +164,7 @@ def test_score_values_flags_planted_structure_and_rejects_bad_scale():
     GPD-extrapolated p-values far below the add-one floor 2/1000, and every head of the layer
     is flagged by the per-head decision; no other head is (the others are null draws, 18
     heads, P(any false flag) ≤ α under BH at the global null)."""
-    from rmtbase.scoring.verdict import score_values
+    from rmtbase.decision.verdict import score_values
 
     rng = np.random.default_rng(5)
     null = {"q.rms": np.ones(999), "k.rms": np.ones(999), "qk.npr": rng.normal(0.5, 0.01, 999)}

@@ -1,4 +1,4 @@
-"""rmtbase.scoring.tails: add-one counting in the bulk, leave-one-out, and GPD tails checked
+"""rmtbase.decision.tails: add-one counting in the bulk, leave-one-out, and GPD tails checked
 against exact tail probabilities and a 25× larger null sample."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from rmtbase.scoring.tails import MIN_EXCEEDANCES, P_MIN, TailModel, gpd_fit, gpd_scale
+from rmtbase.decision.tails import MIN_EXCEEDANCES, P_MIN, TailModel, gpd_fit, gpd_scale
 
 
 def _brute(v, x):

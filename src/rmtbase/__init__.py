@@ -1,7 +1,8 @@
 """rmtbase: random-matrix baselines for transformer attention weights.
 
 Import is cheap and side-effect free: submodules (``rmtbase.analytic``, ``rmtbase.ensembles``,
-``rmtbase.stats``, ``rmtbase.baseline``, ``rmtbase.models``, ``rmtbase.scoring``, ``rmtbase.plot``)
+``rmtbase.stats``, ``rmtbase.baseline``, ``rmtbase.models``, ``rmtbase.decision``,
+``rmtbase.scoring``, ``rmtbase.report``, ``rmtbase.plot``)
 are loaded on first attribute access. Conventions are in ``docs/conventions.md``.
 """
 
@@ -12,12 +13,14 @@ import importlib
 from ._version import __version__
 
 _SUBMODULES = {
-    "analytic", "ensembles", "stats", "baseline", "models", "scoring",
+    "analytic", "ensembles", "stats", "baseline", "models", "decision", "scoring", "report",
+    "files",
     "plot", "studies", "errors", "depth",
 }
 # Top-level functions, resolved lazily: name -> (module, attribute).
 _FUNCTIONS = {
     "score_model": ("rmtbase.scoring.score", "score_model"),
+    "write_report": ("rmtbase.report.write", "write_report"),
 }
 
 __all__ = ["__version__", *sorted(_SUBMODULES), *sorted(_FUNCTIONS)]

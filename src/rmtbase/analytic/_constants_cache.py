@@ -1,7 +1,7 @@
 """On-disk cache of verified constant tables (private; used by :mod:`.constants`).
 
 One JSON file per number of digits, ``<user cache>/constants/v{FORMAT}-{digits}.json``
-(``RMTBASE_CACHE`` moves the user cache, see :func:`rmtbase.baseline.cache.cache_dir`), holding
+(``RMTBASE_CACHE`` moves the user cache, see :func:`rmtbase.files.user_cache.cache_dir`), holding
 ``{"format", "digits", "values": {name: decimal string}}``. Files are written to a temporary
 name in the same folder and renamed (atomic on POSIX and Windows), so a reader never sees half a
 file. A file that is unreadable, of another format, or whose names or digit counts do not match
@@ -25,7 +25,7 @@ FORMAT = 1
 
 
 def path(digits: int) -> Path:
-    from ..baseline.cache import cache_dir
+    from ..files.user_cache import cache_dir
 
     return cache_dir() / "constants" / f"v{FORMAT}-{int(digits)}.json"
 

@@ -13,7 +13,7 @@ Cost: the half-normal Weibull anchor (:mod:`._anchor_moments`) dominates; all co
 digits take about two and a half minutes on one core (most of it the full-range trim, whose Gaussian tail
 needs about 8000 of the 19000 integrand evaluations). Tables are cached in the process and, from
 :data:`DISK_CACHE_MIN_DIGITS` digits on, in ``<user cache>/constants`` (written atomically;
-``RMTBASE_CACHE`` moves it, see :func:`rmtbase.baseline.cache.cache_dir`).
+``RMTBASE_CACHE`` moves it, see :func:`rmtbase.files.user_cache.cache_dir`).
 """
 
 from __future__ import annotations

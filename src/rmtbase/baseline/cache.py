@@ -29,7 +29,6 @@ r the ratio of the variable's σ (σ_Qσ_K for W_QK statistics, σ_Q or σ_K for
 from __future__ import annotations
 
 import json
-import os
 import sys
 import warnings
 from importlib import resources
@@ -38,24 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, TableError, check_dims, check_sigma
+from ..files.user_cache import cache_dir
 
 #: Statistic sets that a table generated with ``stats=key`` can serve.
 _SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},
            "elementwise": {"elementwise"}}
-
-
-def cache_dir() -> Path:
-    """The user cache directory (not created here)."""
-    env = os.environ.get("RMTBASE_CACHE")
-    if env:
-        return Path(env).expanduser()
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "rmtbase"
-    if os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
-        return Path(base) / "rmtbase" / "Cache"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rmtbase"
 
 
 def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, seed: int,

@@ -225,11 +225,24 @@ def scale_draws(draws: dict, sigma_q: float, sigma_k: float, dtype: str) -> dict
     return out
 
 
+def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:
+    """Whether :func:`rmtbase.baseline.null.null_draws` takes the exact fast spectral path (no factors drawn).
+
+    Only for spectral statistics of the lowrank ensemble stored as a float type. Rounding the
+    factors to float16/bfloat16 adds entrywise noise of relative size ≤ 2⁻⁹, which leaves the
+    law of the spectral statistics unchanged far below their Monte Carlo resolution
+    (``tests/test_precision_null.py`` measures the paired change: < 10⁻² null standard
+    deviations), so those storages share the float32 spectral null. Block formats change the
+    entries by ~0.08σ and go through the factor path with the round trip.
+    """
+    from ..stats.precision import FLOAT_STORAGES
+
+    return stats == "spectral" and ensemble == "lowrank" and storage in FLOAT_STORAGES
+
+
 def check_cells(spec, cells, *, memory: bool = True) -> None:
     """Everything about a run that can be refused before any draw: the memory of one batch of
     draws (``memory``), d² for d×d statistics and the float range at (σ_Q, σ_K)."""
-    from .null import fast_spectral
-
     fast = fast_spectral(spec.stats, spec.ensemble, spec.storage)
     itemsize = np.dtype(spec.dtype).itemsize
     for d, d_h in cells:

@@ -5,7 +5,7 @@ matrices of i.i.d. N(0, 1) entries of the same shape, put through the same stora
 (:func:`rmtbase.stats.precision.round_trip`), whose statistics come from the same estimator
 (:func:`rmtbase.stats.matrix.matrix_stats`: :mod:`rmtbase.stats.tiles`). σ = 1 serves every σ:
 the scoring compares scale-carrying statistics self-normalised by each matrix's own rms
-(:mod:`rmtbase.scoring.verdict`), exact under the null (up to the lattice, as for heads).
+(:mod:`rmtbase.decision.verdict`), exact under the null (up to the lattice, as for heads).
 
 Shape. Element statistics are symmetric functions of the entries, so the law of a draw depends
 on the shape only through N = m·n (and, for the block formats, the blocks of 32 along the last
@@ -23,7 +23,7 @@ normal variates, memory of one tile). Either way the numbers are the same, and d
 same in any run: a table of n draws is the prefix of a longer one.
 
 Tables. :func:`matrix_null_table` returns exactly ``draws`` draws, from the user cache
-(:func:`rmtbase.baseline.cache.cache_dir`; file ``matrix-m{m}-n{n}-n{draws}-seed{seed}-float32
+(:func:`rmtbase.files.user_cache.cache_dir`; file ``matrix-m{m}-n{n}-n{draws}-seed{seed}-float32
 [-storage]-v{format}.nc``, checked against its name and sampler before use, else regenerated
 with a warning) or generated and cached; a cached table with fewer draws is extended by the
 missing ones. Cost: ``benchmarks/components.py``.
@@ -232,7 +232,7 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     """σ = 1 null table (``xr.Dataset`` over ``draw``) of exactly ``draws`` draws for an (m, n)
     matrix stored as ``storage``, at :func:`null_shape` (module docstring: cache, extension).
     ``threads``: as for :func:`matrix_null_draws`."""
-    from .cache import cache_dir
+    from ..files.user_cache import cache_dir
     from .table_file import read_table, write_table
 
     storage = check_storage(storage)

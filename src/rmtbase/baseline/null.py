@@ -42,8 +42,9 @@ from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
-from ..stats.precision import FLOAT_STORAGES, QBLOCK, QUANT_FORMATS, check_storage, round_trip
+from ..stats.precision import QBLOCK, QUANT_FORMATS, check_storage, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
+from .limits import check_draw_memory, draw_memory, fast_spectral
 
 STATS_CHOICES = ("all", "spectral", "elementwise")
 ENSEMBLES = ("lowrank", "gaussian", "residual")
@@ -63,7 +64,6 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET, storage=
     shipped tables were made with it). On CPU the other paths loop over draws
     (``method="map"``), where the width does not touch the numbers.
     """
-    from .limits import draw_memory
 
     cpu = (jax.default_backend() if backend is None else backend) == "cpu"
     fast = fast_spectral(stats, ensemble, storage)
@@ -107,19 +107,6 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
     if lo <= 0:
         return "svd"
     return "eigh" if eigh_accurate(d_h, hi / lo, dtype) else "svd"
-
-
-def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:
-    """Whether :func:`null_draws` takes the exact fast spectral path (no factors drawn).
-
-    Only for spectral statistics of the lowrank ensemble stored as a float type. Rounding the
-    factors to float16/bfloat16 adds entrywise noise of relative size ≤ 2⁻⁹, which leaves the
-    law of the spectral statistics unchanged far below their Monte Carlo resolution
-    (``tests/test_precision_null.py`` measures the paired change: < 10⁻² null standard
-    deviations), so those storages share the float32 spectral null. Block formats change the
-    entries by ~0.08σ and go through the factor path with the round trip.
-    """
-    return stats == "spectral" and ensemble == "lowrank" and storage in FLOAT_STORAGES
 
 
 def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None,
@@ -256,7 +243,6 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     if storage in QUANT_FORMATS and d % QBLOCK:
         raise InputError(f"storage {storage} needs d to be a multiple of {QBLOCK}, got d={d}")
     budget = MEMORY_BUDGET if memory_budget is None else check_positive_int(memory_budget, "memory_budget")
-    from .limits import check_draw_memory
 
     fast = fast_spectral(stats, ensemble, storage)
     batch = draw_batch(d, d_h, stats, ensemble, dtype.itemsize, budget, storage)

@@ -85,7 +85,7 @@ def _use_compilation_cache() -> None:
     """Point JAX's persistent compilation cache at ``<user cache>/jax`` (see module docstring)."""
     if os.environ.get("RMTBASE_NO_JIT_CACHE") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
-    from ..baseline.cache import cache_dir
+    from ..files.user_cache import cache_dir
 
     os.environ["JAX_COMPILATION_CACHE_DIR"] = str(cache_dir() / "jax")
     # our programs compile in well under JAX's default 1 s threshold; cache them all

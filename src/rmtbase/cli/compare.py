@@ -1,7 +1,7 @@
 """``rmtbase compare DIR1 DIR2 … --out DIR``: layer profiles and flag fractions across scores.
 
 The inputs are ``rmtbase score`` output folders (a folder holding several checkpoints or models
-contributes each of them). Thin wrapper of :func:`rmtbase.scoring.compare.write_compare`.
+contributes each of them). Thin wrapper of :func:`rmtbase.report.compare.write_compare`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..scoring.compare import write_compare
+    from ..report.compare import write_compare
 
     t0 = time.perf_counter()
     written = write_compare(args.scores, args.out, figures=not args.no_figures)

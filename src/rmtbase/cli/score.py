@@ -5,7 +5,7 @@ also :func:`rmtbase.scoring.components.score_components`),
 :func:`rmtbase.scoring.trajectory.score_collection` (several models, local checkpoint folders
 or globs of them, or several ``--revision`` values of one hub model: one ``scores.nc`` with a
 leading ``checkpoint`` or ``model`` dimension; ``--workers``/``--scheduler`` run them as Dask
-tasks) and :func:`rmtbase.scoring.report.write_report`. With no MODEL it scores the embedded
+tasks) and :func:`rmtbase.report.write.write_report`. With no MODEL it scores the embedded
 default MiniLM (no network).
 """
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if not several and args.collection is not None:
         raise InputError("--collection names the dimension of several checkpoints or models")
     components = _components(args, several)
-    from ..scoring.output import check_output_dir
+    from ..files.output import check_output_dir
 
     check_output_dir(args.out, "rmtbase score")  # before any expensive work
     if components is not None:  # the architecture has them: checked before any work
@@ -127,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         check_components(models[0] if models else default_model_path(), components,
                          revision=revisions[0] if revisions else None,
                          allow_pickle=args.allow_pickle)
-    from ..scoring.report import anomaly_table, write_report
+    from ..report.tables import anomaly_table
+    from ..report.write import write_report
 
     t0 = time.perf_counter()
     options = dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
                    quantized_null=args.quantized_null, max_draws=args.max_draws,
                    element_draws=args.element_draws, seed=args.seed)
     if several:
-        from ..scoring.collection_report import entry_lines
+        from ..report.collection_report import entry_lines
         from ..scoring.trajectory import score_collection
 
         ds = score_collection(models, revisions=revisions, dim=args.collection,
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                                components=cds)
         print(anomaly_table(ds, args.top))
         if cds is not None:
-            from ..scoring.component_report import component_table
+            from ..report.component_report import component_table
 
             print()
             print(component_table(cds))

@@ -8,14 +8,14 @@ Weibull k and λ at the 80/90/100 % trims, max/q99) come from
 :func:`rmtbase.stats.matrix.matrix_stats` and are compared with the null of a matrix of the
 same shape with i.i.d. N(0, σ²) entries stored at the matrix's own precision
 (:mod:`rmtbase.baseline.matrix_null`; the same estimator, tile by tile). The tests are those
-of heads (:func:`rmtbase.scoring.verdict.score_values`, statistics named ``w.<stat>`` there):
+of heads (:func:`rmtbase.decision.verdict.score_values`, statistics named ``w.<stat>`` there):
 scale-carrying statistics self-normalised by the matrix's own rms (exact under the null),
-two-sided tail-resolving p (:class:`rmtbase.scoring.tails.TailModel`), effect, z; **one
+two-sided tail-resolving p (:class:`rmtbase.decision.tails.TailModel`), effect, z; **one
 decision per matrix** — the Cauchy combination of its family p-values calibrated on the joint
 null draws of its shape — with Benjamini–Hochberg over all matrices of the model
 (``component_flag``), and, descriptive, BH over all (matrix, statistic) tests of the family
 (``flag``). Family: every statistic except ``std`` and ``delta_entropy`` (functions of
-``mean`` and ``entropy`` after self-normalisation, :data:`rmtbase.scoring.family.DUPLICATES`).
+``mean`` and ``entropy`` after self-normalisation, :data:`rmtbase.decision.family.DUPLICATES`).
 
 Storage: each matrix's own (float32, float16 or bfloat16 from the checkpoint). A block
 quantisation it was dequantised from is detected on its first rows
@@ -43,10 +43,10 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
+from ..decision.family import HISTOGRAM, in_family
+from ..decision.significance import _check_alpha, benjamini_hochberg
+from ..decision.verdict import SCORE_VARS, scaling, score_values
 from ..errors import InputError, ModelError, check_draws
-from .family import HISTOGRAM, in_family
-from .significance import _check_alpha, benjamini_hochberg
-from .verdict import SCORE_VARS, scaling, score_values
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
                   "component_flag", "component_top_stat", "component_n_stats")

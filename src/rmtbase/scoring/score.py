@@ -3,7 +3,7 @@
 For every layer ℓ and head h the statistics of W_Q, W_K (shape (d_h, d)) and W_QK = W_Qᵀ W_K
 (shape (d, d)) come from the one implementation, :func:`rmtbase.stats.head_stats` (batched over
 the heads of a layer, raw weights, no 1/√d factor; λ are the squared singular values of W_QK
-in raw units), and are tested by :func:`rmtbase.scoring.verdict.score_values` — per statistic,
+in raw units), and are tested by :func:`rmtbase.decision.verdict.score_values` — per statistic,
 and once per head.
 
 The null (``null=``):
@@ -35,12 +35,12 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
+from ..decision.family import HISTOGRAM, NULLS
+from ..decision.significance import _check_alpha
+from ..decision.tails import TailModel
+from ..decision.verdict import NOT_TESTED, normalise, score_values
 from ..errors import InputError, ModelError, TableError
-from .family import HISTOGRAM, NULLS
 from .qk_histogram import add_qk_hist
-from .significance import _check_alpha
-from .tails import TailModel
-from .verdict import NOT_TESTED, normalise, score_values
 
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
 SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
@@ -255,7 +255,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     "gaussian" or "permutation". quantized_null: "auto", "none", "q4_0", "q4_1" or "q8_0".
     max_draws: cap of the sequential extension of the spectral null. element_draws:
     permutations per head for the product's element statistics (permutation null).
-    Returns an ``xr.Dataset`` (see :mod:`rmtbase.scoring.verdict`) with ``qk_spectrum``
+    Returns an ``xr.Dataset`` (see :mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
     (layer, head, rank) normalised x and model/null provenance in attrs.
     """
     from ..baseline.cache import null_table
@@ -407,7 +407,7 @@ def _describe(ds: xr.Dataset) -> None:
         "percentile": "mid-rank percentile of value among the null draws",
         "flag": "q_value <= alpha (descriptive; the decision is head_flag)",
         "head_p_value": "Cauchy combination of the head's family p-values, calibrated on the "
-                        "joint null draws (rmtbase.scoring.omnibus)",
+                        "joint null draws (rmtbase.decision.omnibus)",
         "head_p_method": "empirical | extrapolated (Cauchy tail index 1 beyond the draws)",
         "head_q_value": "Benjamini-Hochberg over all heads",
         "head_flag": "head_q_value <= alpha: the head differs from the null",

@@ -43,8 +43,8 @@ def check_out(name: str, out_dir) -> Path:
     """The folder ``out_dir/name`` a study writes, checked before any work (one-line
     :class:`InputError`): ``out_dir`` is a folder or absent, and ``out_dir/name`` is absent,
     empty or an earlier output of the same study
-    (:func:`rmtbase.scoring.output.check_output_dir`)."""
-    from ..scoring.output import check_output_dir
+    (:func:`rmtbase.files.output.check_output_dir`)."""
+    from ..files.output import check_output_dir
 
     get(name)
     parent = Path(out_dir).expanduser()
@@ -57,9 +57,9 @@ def run(name: str, out_dir, *, quick: bool = False, seed: int = 0) -> dict:
     """Run study ``name`` into ``out_dir/name`` and return its result dict (paths in it point
     into ``out_dir/name``). All or nothing: the study writes into a temporary sibling folder,
     which replaces ``out_dir/name`` (with a ``manifest.json``) only when the study has
-    finished (:class:`rmtbase.scoring.output.OutputFolder`); an error or interrupt leaves the
+    finished (:class:`rmtbase.files.output.OutputFolder`); an error or interrupt leaves the
     earlier folder as it was."""
-    from ..scoring.output import OutputFolder
+    from ..files.output import OutputFolder
 
     module = get(name)
     final = check_out(name, out_dir)

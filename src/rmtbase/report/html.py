@@ -1,7 +1,7 @@
 """``report.html``: one self-contained page per score or comparison (opens from disk, offline).
 
-Everything is inline: the CSS and the plain JavaScript (``rmtbase/scoring/assets``, ~18 KB, no
-library), the data as JSON (:mod:`rmtbase.scoring.html_data`) and the figures as base64 PNGs.
+Everything is inline: the CSS and the plain JavaScript (``rmtbase/report/assets``, ~18 KB, no
+library), the data as JSON (:mod:`rmtbase.report.html_data`) and the figures as base64 PNGs.
 Nothing is fetched from the network. The score page shows the model, the null and what it
 assumes, the per-head verdict heatmap over layer × head (fixed −log₁₀ p scale, flagged heads
 boxed); hovering or clicking a head shows its statistics beside the null (value, null mean,
@@ -25,7 +25,7 @@ from .html_data import DEFAULT_BUDGET, report_data, to_script_json
 
 
 def _asset(name: str) -> str:
-    text = resources.files("rmtbase.scoring").joinpath("assets", name).read_text("utf-8")
+    text = resources.files("rmtbase.report").joinpath("assets", name).read_text("utf-8")
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
 
 

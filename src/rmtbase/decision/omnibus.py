@@ -1,8 +1,8 @@
 """One decision per head: a Cauchy combination of its statistics, calibrated on joint null draws.
 
-For a head h and its family F of statistics (:mod:`rmtbase.scoring.family`: duplicates enter
+For a head h and its family F of statistics (:mod:`rmtbase.decision.family`: duplicates enter
 once), each statistic s has a tail-resolving two-sided p-value p_s
-(:class:`rmtbase.scoring.tails.TailModel`). They are combined by the Cauchy combination
+(:class:`rmtbase.decision.tails.TailModel`). They are combined by the Cauchy combination
 (Liu & Xie 2020, "Cauchy combination test", JASA 115:393)
 
     T = (1/|F|) Σ_{s ∈ F} tan((½ − p_s) π),

@@ -6,11 +6,11 @@ compares what was scored, with each model's own null, and never loads weights. A
 holds a collection (several checkpoints or models) contributes each of its entries. Model ids
 or weight folders are refused with a hint to score them first.
 
-Output (all or nothing, :class:`rmtbase.scoring.output.OutputFolder`, kind
+Output (all or nothing, :class:`rmtbase.files.output.OutputFolder`, kind
 ``rmtbase compare``): ``figures/profile_<stat>.png`` for λ_max (self-normalised), NPR, spectral
 entropy and condition number (the layout of seed 003's Figures 13–16: layer index normalised to
 depth 0–1, each model with the one-head null band at its own shape,
-:mod:`rmtbase.scoring.profiles`) and ``figures/profiles.png`` with the four together;
+:mod:`rmtbase.report.profiles`) and ``figures/profiles.png`` with the four together;
 ``flags.csv`` (per model: heads, flagged, fraction, and the fraction whose strongest statistic
 is in each group); ``profiles.csv`` (per model, layer and statistic: the layer mean and the
 null band); ``summary.txt``; ``report.html``.
@@ -25,9 +25,9 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
+from ..files.output import OutputFolder, check_output_dir
+from ..scoring.collection import collection_dim, entries, unique_labels
 from . import profiles
-from .collection import collection_dim, entries, unique_labels
-from .output import OutputFolder, check_output_dir
 
 KIND = "rmtbase compare"
 GROUPS = ("spectrum", "product law", "entry law")

@@ -1,7 +1,7 @@
 """Figures of a whole-matrix score (:func:`rmtbase.scoring.components.score_components`).
 
 Functions take ``ax=None`` (a new pyplot figure only then) and return the Axes; nothing here
-saves (:func:`rmtbase.scoring.component_report.write_components` does).
+saves (:func:`rmtbase.report.component_report.write_components` does).
 
 - :func:`plot_k_heatmap` — Weibull k of |w| per layer × component: the layout of the Weibull
   paper's Figure 6 (arXiv:2605.18898: components in rows, attention q, k, v, o on top and the
@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
-from .components import WEIBULL_BAND
+from ..scoring.components import WEIBULL_BAND
 
 #: Colour limits of the k heatmap, relative to k₀ (the paper's Selection Class reaches 0.76
 #: and below; trained FFN matrices sit within a few 0.01 of k₀).

@@ -1,5 +1,5 @@
 /* rmtbase report.html: per-head drill-down of a score. Plain JS, no network, no libraries.
-   Data: the JSON in <script id="rmtbase-data"> (rmtbase.scoring.html_data.report_data). */
+   Data: the JSON in <script id="rmtbase-data"> (rmtbase.report.html_data.report_data). */
 "use strict";
 (function () {
   var node = document.getElementById("rmtbase-data");

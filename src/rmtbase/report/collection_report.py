@@ -1,6 +1,6 @@
 """Report of a collection (checkpoints or models in one score), written all-or-nothing.
 
-:func:`write_collection_report` is what :func:`rmtbase.scoring.report.write_report` does for a
+:func:`write_collection_report` is what :func:`rmtbase.report.write.write_report` does for a
 Dataset with a leading ``checkpoint`` or ``model`` dimension (:mod:`.collection`):
 
 - ``scores.nc`` (the whole collection), ``heads.csv`` (one row per entry × head),
@@ -22,9 +22,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ..files.output import OutputFolder
+from ..scoring.collection import collection_dim, entries
 from . import profiles
-from .collection import collection_dim, entries
-from .output import OutputFolder
+from .tables import anomaly_table
 
 MAX_CSV_ROWS = 1_000_000
 _HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
@@ -45,9 +46,10 @@ def long_table(ds: xr.Dataset):
     return df[df["head_present"] & df["p_method"].ne("")].drop(columns="head_present")
 
 
-def entry_lines(ds: xr.Dataset) -> list[str]:
-    """A heading and one line per entry: its flagged heads, model and shape."""
-    dim = collection_dim(ds)
+def entry_lines(ds: xr.Dataset, dim: str | None = None) -> list[str]:
+    """A heading and one line per entry: its flagged heads, model and shape (``dim``: the
+    collection dimension, read from ``ds`` when not given)."""
+    dim = dim or collection_dim(ds)
     items = entries(ds)
     lines = [f"{len(items)} {dim}s scored into one Dataset (dimension '{dim}'):"]
     width = max(len(lab) for lab, _ in items)
@@ -59,13 +61,10 @@ def entry_lines(ds: xr.Dataset) -> list[str]:
     return lines
 
 
-def summary_text(ds: xr.Dataset, top: int = 3) -> str:
+def summary_text(ds: xr.Dataset, dim: str, top: int = 3) -> str:
     """Per entry: flagged heads; then the null(s) and each entry's most anomalous heads."""
-    from .report import anomaly_table
-
-    dim = collection_dim(ds)
     items = entries(ds)
-    lines = [*entry_lines(ds), ""]
+    lines = [*entry_lines(ds, dim), ""]
     nulls = sorted({str(e.attrs.get("null", "?")) for _, e in items})
     lines += [f"Null: {n}." for n in nulls]
     lines.append(f"Decision: {ds.attrs.get('decision', 'per head, BH over heads')}; alpha = "
@@ -81,10 +80,9 @@ def _csv_fits(ds: xr.Dataset) -> bool:
     return int(np.prod([ds.sizes[d] for d in ds["value"].dims])) <= MAX_CSV_ROWS
 
 
-def _figures(ds: xr.Dataset, save) -> list[str]:
+def _figures(ds: xr.Dataset, dim: str, save) -> list[str]:
     from matplotlib.figure import Figure
 
-    dim = collection_dim(ds)
     names = []
     if dim == "checkpoint":
         for stat in profiles.PROFILE_STATS:
@@ -114,12 +112,13 @@ CAPTIONS = {
 }
 
 
-def write_collection_report(ds: xr.Dataset, out_dir, *, figures: bool = True,
+def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool = True,
                             top: int = 3) -> dict[str, Path]:
-    """Write the collection report (module docstring); returns {file name: final path}."""
+    """Write the collection report (module docstring) of a collection along ``dim``
+    (:func:`rmtbase.report.write.report_shape`); returns {file name: final path}."""
     from .html import score_html
 
-    summary = summary_text(ds, top)
+    summary = summary_text(ds, dim, top)
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
@@ -134,10 +133,11 @@ def write_collection_report(ds: xr.Dataset, out_dir, *, figures: bool = True,
                 images[name] = (out.tmp / rel).read_bytes()
                 return name
 
-            _figures(ds, save)
+            _figures(ds, dim, save)
         out.write_text("report.html", score_html(ds, images, summary=summary,
                                                  captions=CAPTIONS))
     return out.written
 
 
-__all__ = ["MAX_CSV_ROWS", "entry_lines", "head_table", "long_table", "summary_text", "write_collection_report"]
+__all__ = ["MAX_CSV_ROWS", "entry_lines", "head_table", "long_table", "summary_text",
+           "write_collection_report"]

@@ -19,18 +19,18 @@ Per test (layer × head × stat)
 ------------------------------
 - ``null_mean``, ``null_std`` (ddof 1) of the finite self-normalised null draws, raw units;
   ``z = (value − null_mean)/null_std`` (descriptive: unbounded where the null is narrow);
-- ``p_value``: two-sided, tail-resolving (:class:`rmtbase.scoring.tails.TailModel`: empirical
+- ``p_value``: two-sided, tail-resolving (:class:`rmtbase.decision.tails.TailModel`: empirical
   add-one, GPD tail where fewer than 10 draws lie beyond), ``p_method`` says which;
 - ``effect``: the normal score of the value's place in the null (bounded, monotone; the
   heatmaps' colour); ``percentile``: mid-rank among the draws;
 - ``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family — every (head, stat)
-  test of a statistic in the decision family (:mod:`rmtbase.scoring.family`: duplicates once,
+  test of a statistic in the decision family (:mod:`rmtbase.decision.family`: duplicates once,
   GQA-shared ``k.*`` once per key head). Descriptive detail; duplicates get no q-value.
 
 Per head (layer × head)
 -----------------------
 ``head_p_value``: Cauchy combination of the head's family p-values, calibrated on the joint null
-draws (:mod:`rmtbase.scoring.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``:
+draws (:mod:`rmtbase.decision.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``:
 BH over all heads at ``alpha``; ``head_top_stat``: the family statistic with the smallest p.
 
 Nulls
@@ -208,7 +208,7 @@ def _stat_bh(out, names, family, shape, group_size, alpha):
 
 
 def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
-    """Calibrated Cauchy combination per head (see :mod:`rmtbase.scoring.omnibus`)."""
+    """Calibrated Cauchy combination per head (see :mod:`rmtbase.decision.omnibus`)."""
     fam_idx = [names.index(n) for n in family]
     heads = {"head_p_value": np.full(shape, np.nan),
              "head_p_method": np.full(shape, "", dtype=object),

@@ -1,10 +1,10 @@
 """Figures of a score (:func:`rmtbase.scoring.score.score_model`): every one shows its null.
 
 Functions take ``ax=None`` (a new pyplot figure only then) and return the Axes; nothing here
-calls ``show`` or ``savefig`` (:func:`rmtbase.scoring.report.write_report` saves them).
+calls ``show`` or ``savefig`` (:func:`rmtbase.report.model_report.write_report` saves them).
 
 Colour scales are fixed so figures compare: the per-statistic heatmaps show the *effect* (the
-normal score of the value's place in the null, :mod:`rmtbase.scoring.tails`) on ±
+normal score of the value's place in the null, :mod:`rmtbase.decision.tails`) on ±
 :data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows −log₁₀ of the
 head p-value on [0, :data:`VERDICT_LIM`]. Conventions: normalised spectrum
 x = λ / (σ_Q² σ_K² d²) with σ the head's measured entry rms; its large-d law is MP_c ⊠ MP_c,
@@ -24,7 +24,7 @@ from ..errors import InputError
 EFFECT_CMAP = "RdBu_r"
 VERDICT_CMAP = "magma_r"
 EFFECT_LIM = 6.0
-VERDICT_LIM = 16.0  # -log10 of the smallest reported p (rmtbase.scoring.tails.P_MIN)
+VERDICT_LIM = 16.0  # -log10 of the smallest reported p (rmtbase.decision.tails.P_MIN)
 
 
 def _axes(ax):

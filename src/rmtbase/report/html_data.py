@@ -13,7 +13,7 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
 - per (d, d_h) shape a reference entry: the MP_c ⊠ MP_c density of the normalised spectrum
   (c = d_h/d) and, on the histogram's bin centres, the N(0, 1) and unit-variance
   variance-gamma (d_h) densities of the standardised W_QK entries;
-- the fixed colour scales (:data:`rmtbase.scoring.figures.EFFECT_LIM`, ``VERDICT_LIM``) and 64
+- the fixed colour scales (:data:`rmtbase.report.figures.EFFECT_LIM`, ``VERDICT_LIM``) and 64
   colours of each colour map, so the page matches the PNG figures.
 
 A collection embeds the detail of every entry while it fits ``budget`` bytes, else of evenly
@@ -28,7 +28,7 @@ import math
 import numpy as np
 import xarray as xr
 
-from .collection import entries
+from ..scoring.collection import entries
 
 #: key -> (variable, significant digits)
 _TEST_VARS = {"v": ("value", 4), "m": ("null_mean", 4), "s": ("null_std", 3), "z": ("z", 3),
@@ -68,7 +68,7 @@ def _colours(name: str, n: int = 64) -> list[str]:
 def _shape_refs(d: int, d_h: int) -> dict:
     from ..analytic import product
     from ..analytic import variance_gamma as vg
-    from .qk_histogram import QK_HIST_EDGES
+    from ..scoring.qk_histogram import QK_HIST_EDGES
 
     c = d_h / d
     lo, hi = (float(e) for e in product.edges(c))

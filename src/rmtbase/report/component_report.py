@@ -1,6 +1,6 @@
 """What a whole-matrix score writes: ``components.nc``, ``components.csv``, a summary, figures.
 
-:func:`write_components` adds, inside an open :class:`rmtbase.scoring.output.OutputFolder`
+:func:`write_components` adds, inside an open :class:`rmtbase.files.output.OutputFolder`
 (the ``rmtbase score`` folder: all or nothing, listed in its manifest):
 
 - ``components.nc`` — the Dataset of :func:`rmtbase.scoring.components.score_components`,
@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from . import component_figures as cf
+from .tables import fmt_p
 
 FIGURES = {"components_weibull_k.png": "heatmap", "components_terminal_k.png": "terminal"}
 _CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_method", "q_value",
@@ -36,12 +37,6 @@ def long_table(ds: xr.Dataset):
     cells = ds[list(_CELL_VARS)].to_dataframe().reset_index()
     df = df.merge(cells, on=["layer", "component"], how="left")
     return df[df["storage"] != ""].reset_index(drop=True)
-
-
-def _fmt_p(p: float) -> str:
-    from .report import _fmt_p as fmt
-
-    return fmt(p)
 
 
 def component_table(ds: xr.Dataset) -> str:
@@ -77,7 +72,7 @@ def component_table(ds: xr.Dataset) -> str:
             f"{med('null_mean', 'weibull_k'):>8.4f} {med('value', 'weibull_k_trim90'):>8.4f} "
             f"{med('value', 'weibull_k_trim100'):>8.4f} {med('value', 'max_over_q99'):>8.3g} "
             f"{int(sub['component_flag'].values[ok].sum()):>3}/{int(ok.sum()):<3}  {common} "
-            f"({_fmt_p(float(np.median(sub['component_p_value'].values[ok])))})")
+            f"({fmt_p(float(np.median(sub['component_p_value'].values[ok])))})")
     return "\n".join(lines)
 
 

@@ -1,0 +1,119 @@
+"""Reports of a score: terminal summary, CSV, netCDF and figures, written all-or-nothing.
+
+:func:`write_report` writes the whole output into a temporary sibling folder and swaps it in
+at the end (:mod:`rmtbase.files.output`), so a folder is either a complete run's output
+(``manifest.json`` lists its files) or absent; a failed or interrupted run leaves the previous
+output as it was, and files of an earlier run never mix with a new one.
+
+Contents: ``scores.nc`` (the Dataset), ``heads.csv`` (one row per head: the decision),
+``scores.csv`` (one row per head × statistic), ``summary.txt`` (the null, the storage, the
+decision, the most anomalous heads, NaN tests, how to read a flag) and ``figures/``:
+``verdict.png``, ``effect_<group>.png`` (spectrum, product law, entry law), ``effect_<stat>.png``
+for the headline statistics, ``spectrum_L<l>_H<h>.png`` for the most anomalous heads and the
+least anomalous one, ``entropy_sigma.png``; and ``report.html`` (:mod:`rmtbase.report.html`:
+one self-contained page with the per-head drill-down, some of these figures embedded). With a
+whole-matrix score also ``components.nc``, ``components.csv`` and
+``figures/components_weibull_k.png``, ``figures/components_terminal_k.png``
+(:mod:`rmtbase.report.component_report`).
+A collection (checkpoints or models) is written by :mod:`rmtbase.report.collection_report`;
+:func:`rmtbase.report.write.write_report` chooses between them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ..files.output import OutputFolder
+from . import figures as fig_mod
+from .tables import fmt_p, head_ranking, head_table, long_table, summary_text
+
+#: Statistics that get their own heatmap file.
+HEADLINE_STATS = ("qk.npr", "qk.lambda_max", "qk.spectral_entropy", "qk.condition_number",
+                  "qk.excess_kurtosis", "q.weibull_k", "k.weibull_k", "q.entropy")
+#: Figures embedded in report.html (the rest stay in figures/), with their captions.
+HTML_FIGURES = {
+    "effect_spectrum.png": "Effect (normal score in the null, fixed ±6 scale) of each spectral "
+                           "statistic over layer × head; × marks a descriptive per-statistic flag.",
+    "entropy_sigma.png": "Entropy of the entries against their std, with the Gaussian and "
+                         "variance-gamma references and each head's null.",
+}
+GROUP_FILES = {"spectrum": "effect_spectrum", "product law": "effect_product_law",
+               "entry law": "effect_entry_law"}
+
+def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save) -> None:
+    from matplotlib.figure import Figure
+
+    f = Figure(figsize=(float(np.clip(0.25 * ds.sizes["head"] + 3, 5, 12)),
+                        float(np.clip(0.2 * ds.sizes["layer"] + 2, 3, 10))), layout="constrained")
+    fig_mod.plot_verdict(ds, f.subplots())
+    save(f, fdir / "verdict.png")
+    stats = [str(s) for s in ds["stat"].values]
+    fam = set(np.asarray(ds["stat"].values)[ds["in_family"].values].tolist())
+    for group, name in GROUP_FILES.items():
+        sel = [s for s in stats if s in fam and str(ds["group"].sel(stat=s).values) == group]
+        if sel:
+            save(fig_mod.effect_overview(ds, sel, f"{group} statistics (effect)"),
+                 fdir / f"{name}.png")
+    for stat in [s for s in HEADLINE_STATS if s in stats]:
+        f = Figure(figsize=(float(np.clip(0.3 * ds.sizes["head"] + 2.5, 4, 12)),
+                            float(np.clip(0.22 * ds.sizes["layer"] + 1.8, 3, 9))),
+                   layout="constrained")
+        fig_mod.plot_effect_heatmap(ds, stat, f.subplots())
+        save(f, fdir / f"effect_{stat}.png")
+    if "qk_spectrum" in ds:
+        ranking = head_ranking(ds)
+        chosen = [(h, f"most anomalous #{i + 1}") for i, h in enumerate(ranking[:n_spectra])]
+        chosen.append((ranking[-1], "least anomalous head"))
+        for (li, hi), why in dict((h, w) for h, w in chosen).items():
+            p = float(ds["head_p_value"].sel(layer=li, head=hi))
+            f = Figure(figsize=(11, 4), layout="constrained")
+            a1, a2 = f.subplots(1, 2)
+            fig_mod.plot_spectrum(ds, li, hi, a1, why=f"{why}, head p {fmt_p(p)}")
+            fig_mod.plot_spectrum_density(ds, li, hi, a2)
+            save(f, fdir / f"spectrum_L{li}_H{hi}.png")
+    panels = [m for m in ("q", "qk") if {f"{m}.entropy", f"{m}.std"} <= set(stats)]
+    if panels:
+        f = Figure(figsize=(5.5 * len(panels), 4.2), layout="constrained")
+        axes = np.atleast_1d(f.subplots(1, len(panels)))
+        for m, a in zip(panels, axes, strict=True):
+            fig_mod.plot_entropy_sigma(ds, m, a)
+        save(f, fdir / "entropy_sigma.png")
+
+
+def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10,
+                       n_spectra: int = 3, components: xr.Dataset | None = None
+                       ) -> dict[str, Path]:
+    """Write one model's report (module docstring) into ``out_dir`` all-or-nothing; returns
+    {file name: final path}. ``components``: a whole-matrix score
+    (:func:`rmtbase.scoring.components.score_components`) written alongside
+    (:func:`.component_report.write_components`; its table is appended to ``summary.txt``).
+    Called by :func:`rmtbase.report.write.write_report`, which has checked the shape."""
+    from .component_report import component_table, write_components
+    from .html import score_html
+
+    summary = summary_text(ds, top)
+    if components is not None:
+        summary += "\nWhole matrices (components.nc, components.csv):\n" + \
+            component_table(components) + "\n"
+    with OutputFolder(out_dir, kind="rmtbase score") as out:
+        out.write_netcdf("scores.nc", ds)
+        if components is not None:
+            write_components(out, components, figures=figures)
+        out.write_text("heads.csv", head_table(ds).to_csv(index=False))
+        out.write_text("scores.csv", long_table(ds).to_csv(index=False))
+        out.write_text("summary.txt", summary)
+        images = {}
+        if figures:
+            def save(fig, rel):
+                out.save_figure(fig, rel)
+                if Path(rel).name in HTML_FIGURES:
+                    images[Path(rel).name] = (out.tmp / rel).read_bytes()
+
+            _figures(ds, Path("figures"), n_spectra, save)
+        images = {n: images[n] for n in HTML_FIGURES if n in images}
+        out.write_text("report.html", score_html(ds, images, summary=summary,
+                                                 captions=HTML_FIGURES))
+    return out.written

@@ -1,0 +1,120 @@
+"""Text and tables of a one-model score: the ranking of heads, the terminal table, the CSV
+frames and ``summary.txt``. Every report shape (:mod:`.write`) uses them; nothing here imports
+another report module, so the collection and component reports can import from here."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import xarray as xr
+
+_CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_method", "q_value",
+             "percentile", "flag")
+_HEAD_CSV = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
+             "head_n_stats", "sigma_q", "sigma_k")
+MEANING = {
+    "spectrum": "the singular values of W_QK are not those of independent Gaussian factors: "
+                "structure in how query and key directions are arranged (rank, alignment); at "
+                "finite d heavy-tailed entries can also move them (use --null permutation to "
+                "separate)",
+    "product law": "the entries of W_QK are not distributed as for independent Gaussian "
+                   "factors (variance-gamma): alignment of W_Q and W_K, or non-Gaussian entries",
+    "entry law": "the entries of W_Q / W_K are not i.i.d. Gaussian at the head's sigma: "
+                 "training, but also a non-Gaussian initialisation or a storage artefact; says "
+                 "nothing about structure across entries",
+}
+
+
+def long_table(ds: xr.Dataset):
+    """Long-format ``pandas.DataFrame``: one row per (layer, head, stat), with σ_Q, σ_K."""
+    df = ds[[v for v in _CSV_VARS if v in ds]].to_dataframe().reset_index()
+    sig = ds[["sigma_q", "sigma_k"]].to_dataframe().reset_index()
+    return df.merge(sig, on=["layer", "head"], how="left")
+
+
+def head_table(ds: xr.Dataset):
+    """``pandas.DataFrame`` with one row per (layer, head): the decision and its inputs."""
+    return ds[[v for v in _HEAD_CSV if v in ds]].to_dataframe().reset_index()
+
+
+def head_ranking(ds: xr.Dataset) -> list[tuple[int, int]]:
+    """(layer, head) pairs, most anomalous first: smallest head p, then largest |effect|."""
+    p = ds["head_p_value"].fillna(1.0).values
+    eff = np.abs(ds["effect"].where(ds["in_family"])).fillna(0.0).max("stat").values
+    L, H = p.shape
+    keys = sorted((p[i, j], -eff[i, j], i, j) for i in range(L) for j in range(H))
+    layers, heads = ds["layer"].values, ds["head"].values
+    return [(int(layers[k[2]]), int(heads[k[3]])) for k in keys]
+
+
+def fmt_p(p: float) -> str:
+    if not np.isfinite(p):
+        return "nan"
+    from ..decision.tails import P_MIN
+
+    return f"<{P_MIN:.0e}" if p <= P_MIN else f"{p:.2g}"
+
+
+def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
+    """A short text table: the decision, then the ``n`` most anomalous heads."""
+    nh = int(ds["head_flag"].size)
+    flagged = int(ds["head_flag"].sum())
+    lines = [
+        f"{ds.attrs.get('model', '?')}  ({ds.attrs.get('architecture', '?')}; "
+        f"d={ds.attrs.get('d', '?')}, d_h={ds.attrs.get('d_h', '?')}, "
+        f"{ds.attrs.get('storage_dtype', 'float32')}): {flagged} of {nh} heads differ from the "
+        f"null (BH over heads, alpha={ds.attrs.get('alpha')})",
+        f"{'layer':>5} {'head':>4} {'head p':>8} {'q':>8}  {'strongest statistic':<22} "
+        f"{'value':>11} {'null mean':>11} {'effect':>7} {'p':>8}",
+    ]
+    for li, hi in head_ranking(ds)[: max(0, int(n))]:
+        h = ds.sel(layer=li, head=hi)
+        top = str(h["head_top_stat"].values)
+        if not top:
+            continue
+        s = h.sel(stat=top)
+        lines.append(
+            f"{li:>5} {hi:>4} {fmt_p(float(h['head_p_value'])):>8} "
+            f"{fmt_p(float(h['head_q_value'])):>8}  {top:<22} {float(s['value']):>11.4g} "
+            f"{float(s['null_mean']):>11.4g} {float(s['effect']):>7.2f} "
+            f"{fmt_p(float(s['p_value'])):>8}")
+    return "\n".join(lines)
+
+
+def summary_text(ds: xr.Dataset, top: int = 10) -> str:
+    """The whole ``summary.txt``: decision table, then what was tested and how to read it."""
+    a = ds.attrs
+    out = [anomaly_table(ds, top), ""]
+    out.append(f"Null: {a.get('null', '?')}.")
+    st = a.get("storage_dtypes", a.get("storage_dtype", "float32"))
+    out.append(f"Storage of W_Q/W_K in the checkpoint: {st}; quantisation detected: "
+               f"{a.get('quantisation', 'none')}; null storage: {a.get('null_storage', st)}.")
+    fam = [s for s in str(a.get("decision_family", "")).split(",") if s]
+    out.append(f"Decision: per head, a Cauchy combination of {len(fam)} statistics calibrated on "
+               f"joint null draws, then Benjamini-Hochberg over the {ds['head_flag'].size} heads "
+               f"at alpha={a.get('alpha')}. Per-statistic z, p and q in scores.csv are "
+               "descriptive.")
+    if a.get("duplicates"):
+        out.append(f"Counted once: {a['duplicates']}.")
+    if a.get("unreliable"):
+        out.append(f"Left out of the decision (lattice-sensitive, no matched null): "
+                   f"{a['unreliable']}.")
+    methods = ds["p_method"].values.ravel()
+    n_gpd = int(np.sum(methods == "gpd"))
+    if n_gpd:
+        out.append(f"{n_gpd} per-statistic p-values lie beyond the null draws and are "
+                   "extrapolated with a generalized Pareto tail (p_method = gpd).")
+    nan = json.loads(a.get("nan_tests", "{}") or "{}")
+    if nan:
+        out.append("Tests without a p-value (not in any family): " + "; ".join(
+            f"{k}: {v['count']} heads ({v['reason']})" for k, v in sorted(nan.items())))
+    else:
+        out.append("Every test has a p-value (no NaN statistics).")
+    out.append("")
+    out.append("What a departure means, by group of statistics:")
+    groups = {str(g) for g in ds["group"].values} if "group" in ds else set()
+    for g, text in MEANING.items():
+        if g in groups:
+            out.append(f"- {g}: {text}.")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,57 @@
+"""One entry point for every report: the report's shape is decided here, once.
+
+A score Dataset is either one model's (dims ``layer``, ``head``, ``stat``) or a collection's
+(a leading ``checkpoint`` or ``model`` dimension, :mod:`rmtbase.scoring.collection`); a
+whole-matrix score (``components``) goes with one model only. :func:`report_shape` reads that
+from the Dataset and :func:`write_report` hands the Dataset and its shape to the one writer
+for it (:mod:`.model_report` or :mod:`.collection_report`); the writers below take the shape
+as given and never re-check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import xarray as xr
+
+from ..errors import InputError
+from ..scoring.collection import collection_dim
+
+
+@dataclass(frozen=True)
+class ReportShape:
+    """What a report holds: ``dim`` is ``None`` for one model, else ``"checkpoint"`` or
+    ``"model"``; ``components`` whether a whole-matrix score is written alongside."""
+
+    dim: str | None
+    components: bool = False
+
+
+def report_shape(ds: xr.Dataset, components: xr.Dataset | None = None) -> ReportShape:
+    """The shape of the report of ``ds`` (refuses whole-matrix scores beside a collection)."""
+    dim = collection_dim(ds)
+    if dim and components is not None:
+        raise InputError("whole-matrix scores are written for one model, not a collection")
+    return ReportShape(dim, components is not None)
+
+
+def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10,
+                 n_spectra: int = 3, components: xr.Dataset | None = None) -> dict[str, Path]:
+    """Write the report of a score into ``out_dir`` all-or-nothing; returns {file name: final
+    path}. ``out_dir`` may not exist, be empty, or hold an earlier rmtbase output (replaced
+    whole); anything else is refused before writing. One model: :mod:`.model_report`; a
+    collection: :mod:`.collection_report` (``top`` at most 3 per entry)."""
+    shape = report_shape(ds, components)
+    if shape.dim:
+        from .collection_report import write_collection_report
+
+        return write_collection_report(ds, out_dir, shape.dim, figures=figures,
+                                       top=min(top, 3))
+    from .model_report import write_model_report
+
+    return write_model_report(ds, out_dir, figures=figures, top=top, n_spectra=n_spectra,
+                              components=components)
+
+
+__all__ = ["ReportShape", "report_shape", "write_report"]

@@ -1,0 +1,115 @@
+"""The folder shows the architecture: arrows between rmtbase's parts run one way and no two
+modules import each other, directly or round a longer circle. Every import counts, the lazy
+ones inside functions too (they are how a circle hides)."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
+
+#: Each part and its level: a module may import its own part or a part of a lower level
+#: (``docs/contract.md``, ``shared/design.md``: cli → studies → report → scoring →
+#: decision/baseline/models/probe → ensembles/stats → analytic → plumbing).
+LEVEL = {
+    "errors": 0, "_version": 0, "files": 0, "progress": 0, "_matmul": 0,
+    "analytic": 1,
+    "ensembles": 2, "stats": 2,
+    "decision": 3, "baseline": 3, "models": 3, "probe": 3, "depth": 3, "plot": 3,
+    "scoring": 4,
+    "report": 5,
+    "studies": 6,
+    "cli": 7, "__main__": 8, "__init__": 9,
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["rmtbase", *parts])
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute rmtbase module names imported anywhere in ``path``."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("rmtbase"):
+                continue
+            for alias in node.names:
+                sub = f"{mod}.{alias.name}"
+                out.add(sub if _exists(sub) else mod)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("rmtbase")}
+    out.discard(name)
+    return out
+
+
+def _exists(module: str) -> bool:
+    rel = Path(*module.split(".")[1:])
+    return (SRC / rel).with_suffix(".py").is_file() or (SRC / rel / "__init__.py").is_file()
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in SRC.rglob("*.py")}
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_part_has_a_level():
+    parts = {_part(m) for m in _graph()}
+    assert parts <= set(LEVEL), f"parts without a level: {sorted(parts - set(LEVEL))}"
+
+
+def test_no_arrow_up():
+    bad = []
+    for mod, deps in _graph().items():
+        a = _part(mod)
+        for dep in deps:
+            b = _part(dep)
+            if a == b or b == "__init__" and dep == "rmtbase":
+                continue
+            # parts of one level stay apart, except the plumbing (level 0)
+            if LEVEL[b] > LEVEL[a] or (LEVEL[b] == LEVEL[a] and LEVEL[a] > 0):
+                bad.append(f"{mod} -> {dep}")
+    assert not bad, "imports against the layering:\n" + "\n".join(sorted(bad))
+
+
+def test_no_import_circles():
+    graph = _graph()
+    # a package's __init__ re-exports its modules; an edge into a package means its __init__
+    seen, stack, on_stack, circles = set(), [], set(), []
+
+    def visit(m):
+        seen.add(m)
+        stack.append(m)
+        on_stack.add(m)
+        for d in sorted(graph.get(m, ())):
+            if d == m.rsplit(".", 1)[0] and m.endswith("__init__"):
+                continue
+            if d in on_stack:
+                circle = stack[stack.index(d):] + [d]
+                # a package importing its own submodules is not a circle
+                if not all(x.startswith(circle[0]) or circle[0].startswith(x) for x in circle):
+                    circles.append(" -> ".join(circle))
+            elif d not in seen and d in graph:
+                visit(d)
+        stack.pop()
+        on_stack.discard(m)
+
+    for m in sorted(graph):
+        if m not in seen:
+            visit(m)
+    assert not circles, "import circles:\n" + "\n".join(circles)
