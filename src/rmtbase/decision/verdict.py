@@ -21,17 +21,23 @@ Per test (layer × head × stat)
   ``z = (value − null_mean)/null_std`` (descriptive: unbounded where the null is narrow);
 - ``p_value``: two-sided, tail-resolving (:class:`rmtbase.decision.tails.TailModel`: empirical
   add-one, GPD tail where fewer than 10 draws lie beyond), ``p_method`` says which;
-- ``effect``: the normal score of the value's place in the null (bounded, monotone; the
-  heatmaps' colour); ``percentile``: mid-rank among the draws;
+- ``distance``: signed distance from the null in null sd of a variance-stabilising transform
+  (log for scale statistics; :mod:`rmtbase.decision.effect`), unbounded — how far;
+- ``effect``: the normal score of the value's place in the null (bounded at 8.2 where p reaches
+  its floor, monotone; the per-statistic heatmaps' colour); ``percentile``: mid-rank among the
+  draws;
 - ``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family — every (head, stat)
   test of a statistic in the decision family (:mod:`rmtbase.decision.family`: duplicates once,
   GQA-shared ``k.*`` once per key head). Descriptive detail; duplicates get no q-value.
 
 Per head (layer × head)
 -----------------------
-``head_p_value``: Cauchy combination of the head's family p-values, calibrated on the joint null
-draws (:mod:`rmtbase.decision.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``:
-BH over all heads at ``alpha``; ``head_top_stat``: the family statistic with the smallest p.
+``head_p_value``: Cauchy combination of the head's family p-values capped at ½, calibrated on
+the joint null draws and never below the head's smallest family p
+(:mod:`rmtbase.decision.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``: BH over
+all heads at ``alpha`` — the decision. ``head_effect``: the largest |distance| over the family
+— how far from random, for ranking (:mod:`rmtbase.decision.effect`); ``head_top_stat``: the
+statistic that attains it.
 
 Nulls
 -----
@@ -47,17 +53,18 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, ModelError, TableError
+from .effect import distance, head_effect, null_moments
 from .family import DUPLICATES, NOT_TESTED, group_of, in_family, stat_family_mask
-from .omnibus import calibrated_p, cauchy_statistic
+from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
 from .significance import _check_alpha, benjamini_hochberg
 from .tails import TailModel
 
 #: Data variables over (layer, head, stat), in output order.
-SCORE_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_method", "q_value",
-              "percentile", "flag")
+SCORE_VARS = ("value", "null_mean", "null_std", "z", "distance", "effect", "p_value", "p_method",
+              "q_value", "percentile", "flag")
 #: Data variables over (layer, head).
-HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
-             "head_n_stats")
+HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_effect",
+             "head_top_stat", "head_n_stats")
 #: Why an estimator returns NaN (reported, never silently dropped).
 NAN_REASONS = {
     "sigma_fit": "fewer than 3 histogram bins within 2 std of the mean",
@@ -173,6 +180,7 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
         for sel, m in groups:
             fin = m.x[np.isfinite(m.x)]
             mean_n[sel], std_n[sel] = fin.mean(), fin.std(ddof=1)
+            out["distance"][sel + (i,)] = distance(name, vn[sel], *null_moments(name, m.x))
             ev = m.evaluate(vn[sel])
             out["p_value"][sel + (i,)] = ev["p"]
             out["effect"][sel + (i,)] = ev["effect"]
@@ -212,6 +220,7 @@ def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
     fam_idx = [names.index(n) for n in family]
     heads = {"head_p_value": np.full(shape, np.nan),
              "head_p_method": np.full(shape, "", dtype=object),
+             "head_effect": np.full(shape, np.nan),
              "head_top_stat": np.full(shape, "", dtype=object),
              "head_n_stats": np.zeros(shape, dtype=np.int64)}
     if not fam_idx:
@@ -220,6 +229,7 @@ def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
         return heads
     p_heads = out["p_value"][..., fam_idx]
     t_heads = cauchy_statistic(p_heads)
+    heads["head_effect"], heads["head_top_stat"] = head_effect(out["distance"], names, family)
     per_head = next(iter(models.values()))[0].max() > 0
     joint = {n: normalise(n, null[n], null["q.rms"], null["k.rms"]) for n in family}
     for h in np.ndindex(shape if per_head else (1,) * len(shape)):
@@ -235,13 +245,9 @@ def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
         t_null = cauchy_statistic(p_null[np.isfinite(p_null).all(axis=-1)])
         sel = h if per_head else (...,)
         p, meth = calibrated_p(t_heads[sel], t_null)
-        heads["head_p_value"][sel] = p
+        heads["head_p_value"][sel] = resolution_floor(p, p_heads[sel])
         heads["head_p_method"][sel] = meth
-    finite = np.isfinite(p_heads)
-    heads["head_n_stats"] = finite.sum(axis=-1)
-    best = np.argmin(np.where(finite, p_heads, np.inf), axis=-1)
-    heads["head_top_stat"] = np.where(finite.any(axis=-1), np.array(family, dtype=object)[best],
-                                      "")
+    heads["head_n_stats"] = np.isfinite(p_heads).sum(axis=-1)
     flag, q = benjamini_hochberg(heads["head_p_value"], alpha)
     heads["head_q_value"], heads["head_flag"] = q, flag
     return heads
