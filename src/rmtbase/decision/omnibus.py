@@ -48,7 +48,6 @@ import numpy as np
 
 from .tails import MIN_EXCEEDANCES, P_MIN
 
-
 #: p-values are capped here before the Cauchy transform (module docstring).
 P_CAP = 0.5
 
