@@ -37,7 +37,13 @@ the joint null draws and never below the head's smallest family p
 (:mod:`rmtbase.decision.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``: BH over
 all heads at ``alpha`` — the decision. ``head_effect``: the largest |distance| over the family
 — how far from random, for ranking (:mod:`rmtbase.decision.effect`); ``head_top_stat``: the
-statistic that attains it.
+statistic that attains it; ``group_effect`` (layer, head, stat_group): the same maximum within
+each group of statistics (entry law, product law, spectrum) — how the head departs.
+
+Resolution. With N null draws and no GPD tail (N < 8 · MIN_TAIL = 400) no p-value goes below
+2/(N + 1). Where that floor exceeds alpha / (number of heads) — what one head needs to be flagged
+alone — attrs ``resolution_note`` says so (the decision is limited by the draws; rank by
+``head_effect``), and the CLI prints it.
 
 Nulls
 -----
@@ -54,10 +60,10 @@ import xarray as xr
 
 from ..errors import InputError, ModelError, TableError
 from .effect import distance, head_effect, null_moments
-from .family import DUPLICATES, NOT_TESTED, group_of, in_family, stat_family_mask
+from .family import DUPLICATES, GROUPS, NOT_TESTED, group_of, in_family, stat_family_mask
 from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
 from .significance import _check_alpha, benjamini_hochberg
-from .tails import TailModel
+from .tails import MIN_TAIL, TailModel
 
 #: Data variables over (layer, head, stat), in output order.
 SCORE_VARS = ("value", "null_mean", "null_std", "z", "distance", "effect", "p_value", "p_method",
@@ -197,7 +203,28 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
         out["null_std"][..., i] = _to_raw(name, std_n, rms_q, rms_k, spread=True)
     _stat_bh(out, names, family, shape, group_size, alpha)
     heads = _head_decision(out, names, family, models, null, shape, alpha)
-    return _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable)
+    ds = _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable)
+    ds.attrs["resolution_note"] = resolution_note([n_draws[n] for n in family],
+                                                  int(np.prod(shape)), alpha)
+    return ds
+
+
+def resolution_note(n_draws, n_heads: int, alpha: float) -> str:
+    """'' or one sentence: the smallest p the draws can give exceeds what one head needs
+    (alpha / n_heads) to be flagged (module docstring, "Resolution")."""
+    if not n_draws:
+        return ""
+    n = int(min(n_draws))
+    if n // 8 >= MIN_TAIL:
+        return ""
+    floor = min(1.0, 2.0 / (n + 1))
+    need = alpha / max(1, n_heads)
+    if floor <= need:
+        return ""
+    return (f"with {n} null draws per statistic no p-value goes below {floor:.2g} (a GPD tail "
+            f"needs >= {8 * MIN_TAIL} draws), while one head alone needs p <= alpha/heads = "
+            f"{need:.2g} to be flagged: the decision is limited by the draws (use more, e.g. "
+            f"--draws {int(np.ceil(2 / need))}); rank heads by head_effect")
 
 
 def _stat_bh(out, names, family, shape, group_size, alpha):
@@ -263,6 +290,14 @@ def _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreli
     for v in HEAD_VARS:
         data = heads[v].astype(str) if heads[v].dtype == object else heads[v]
         ds[v] = (("layer", "head"), data)
+    groups = [g for g in GROUPS if any(group_of(n) == g for n in family)]
+    if groups:
+        ge = np.full(shape + (len(groups),), np.nan)
+        for gi, g in enumerate(groups):
+            sub = [n for n in family if group_of(n) == g]
+            ge[..., gi] = head_effect(out["distance"], names, sub)[0]
+        ds["group_effect"] = (("layer", "head", "stat_group"), ge)
+        ds.coords["stat_group"] = groups
     ds["in_family"] = (("stat",), np.array([n in family for n in names]))
     ds["group"] = (("stat",), np.array([group_of(n) for n in names], dtype=str))
     ds["null_draws"] = (("stat",), np.array([n_draws[n] for n in names], dtype=np.int64))

@@ -440,6 +440,8 @@ def _describe(ds: xr.Dataset) -> None:
         "head_q_value": "Benjamini-Hochberg over all heads",
         "head_flag": "head_q_value <= alpha: the head differs from the null",
         "head_top_stat": "family statistic with the largest |distance| (attains head_effect)",
+        "group_effect": "largest |distance| over the family statistics of each group (entry "
+                        "law, product law, spectrum): how the head departs",
         "head_effect": "largest |distance| over the family: how far from random, in null sd of "
                        "a variance-stabilising transform (rmtbase.decision.effect); for ranking",
         "distance": "signed (g(value) - mean g(null)) / sd g(null), g = log for scale "
