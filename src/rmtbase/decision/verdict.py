@@ -21,17 +21,29 @@ Per test (layer × head × stat)
   ``z = (value − null_mean)/null_std`` (descriptive: unbounded where the null is narrow);
 - ``p_value``: two-sided, tail-resolving (:class:`rmtbase.decision.tails.TailModel`: empirical
   add-one, GPD tail where fewer than 10 draws lie beyond), ``p_method`` says which;
-- ``effect``: the normal score of the value's place in the null (bounded, monotone; the
-  heatmaps' colour); ``percentile``: mid-rank among the draws;
+- ``distance``: signed distance from the null in null sd of a variance-stabilising transform
+  (log for scale statistics; :mod:`rmtbase.decision.effect`), unbounded — how far;
+- ``effect``: the normal score of the value's place in the null (bounded at 8.2 where p reaches
+  its floor, monotone; the per-statistic heatmaps' colour); ``percentile``: mid-rank among the
+  draws;
 - ``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family — every (head, stat)
   test of a statistic in the decision family (:mod:`rmtbase.decision.family`: duplicates once,
   GQA-shared ``k.*`` once per key head). Descriptive detail; duplicates get no q-value.
 
 Per head (layer × head)
 -----------------------
-``head_p_value``: Cauchy combination of the head's family p-values, calibrated on the joint null
-draws (:mod:`rmtbase.decision.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``:
-BH over all heads at ``alpha``; ``head_top_stat``: the family statistic with the smallest p.
+``head_p_value``: Cauchy combination of the head's family p-values capped at ½, calibrated on
+the joint null draws and never below the head's smallest family p
+(:mod:`rmtbase.decision.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``: BH over
+all heads at ``alpha`` — the decision. ``head_effect``: the largest |distance| over the family
+— how far from random, for ranking (:mod:`rmtbase.decision.effect`); ``head_top_stat``: the
+statistic that attains it; ``group_effect`` (layer, head, stat_group): the same maximum within
+each group of statistics (entry law, product law, spectrum) — how the head departs.
+
+Resolution. With N null draws and no GPD tail (N < 8 · MIN_TAIL = 400) no p-value goes below
+2/(N + 1). Where that floor exceeds alpha / (number of heads) — what one head needs to be flagged
+alone — attrs ``resolution_note`` says so (the decision is limited by the draws; rank by
+``head_effect``), and the CLI prints it.
 
 Nulls
 -----
@@ -47,17 +59,18 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, ModelError, TableError
-from .family import DUPLICATES, NOT_TESTED, group_of, in_family, stat_family_mask
-from .omnibus import calibrated_p, cauchy_statistic
+from .effect import distance, head_effect, null_moments
+from .family import DUPLICATES, GROUPS, NOT_TESTED, group_of, in_family, stat_family_mask
+from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
 from .significance import _check_alpha, benjamini_hochberg
-from .tails import TailModel
+from .tails import MIN_TAIL, TailModel
 
 #: Data variables over (layer, head, stat), in output order.
-SCORE_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_method", "q_value",
-              "percentile", "flag")
+SCORE_VARS = ("value", "null_mean", "null_std", "z", "distance", "effect", "p_value", "p_method",
+              "q_value", "percentile", "flag")
 #: Data variables over (layer, head).
-HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
-             "head_n_stats")
+HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_effect",
+             "head_top_stat", "head_n_stats")
 #: Why an estimator returns NaN (reported, never silently dropped).
 NAN_REASONS = {
     "sigma_fit": "fewer than 3 histogram bins within 2 std of the mean",
@@ -173,6 +186,7 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
         for sel, m in groups:
             fin = m.x[np.isfinite(m.x)]
             mean_n[sel], std_n[sel] = fin.mean(), fin.std(ddof=1)
+            out["distance"][sel + (i,)] = distance(name, vn[sel], *null_moments(name, m.x))
             ev = m.evaluate(vn[sel])
             out["p_value"][sel + (i,)] = ev["p"]
             out["effect"][sel + (i,)] = ev["effect"]
@@ -189,7 +203,28 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
         out["null_std"][..., i] = _to_raw(name, std_n, rms_q, rms_k, spread=True)
     _stat_bh(out, names, family, shape, group_size, alpha)
     heads = _head_decision(out, names, family, models, null, shape, alpha)
-    return _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable)
+    ds = _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable)
+    ds.attrs["resolution_note"] = resolution_note([n_draws[n] for n in family],
+                                                  int(np.prod(shape)), alpha)
+    return ds
+
+
+def resolution_note(n_draws, n_heads: int, alpha: float) -> str:
+    """'' or one sentence: the smallest p the draws can give exceeds what one head needs
+    (alpha / n_heads) to be flagged (module docstring, "Resolution")."""
+    if not n_draws:
+        return ""
+    n = int(min(n_draws))
+    if n // 8 >= MIN_TAIL:
+        return ""
+    floor = min(1.0, 2.0 / (n + 1))
+    need = alpha / max(1, n_heads)
+    if floor <= need:
+        return ""
+    return (f"with {n} null draws per statistic no p-value goes below {floor:.2g} (a GPD tail "
+            f"needs >= {8 * MIN_TAIL} draws), while one head alone needs p <= alpha/heads = "
+            f"{need:.2g} to be flagged: the decision is limited by the draws (use more, e.g. "
+            f"--draws {int(np.ceil(2 / need))}); rank heads by head_effect")
 
 
 def _stat_bh(out, names, family, shape, group_size, alpha):
@@ -212,6 +247,7 @@ def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
     fam_idx = [names.index(n) for n in family]
     heads = {"head_p_value": np.full(shape, np.nan),
              "head_p_method": np.full(shape, "", dtype=object),
+             "head_effect": np.full(shape, np.nan),
              "head_top_stat": np.full(shape, "", dtype=object),
              "head_n_stats": np.zeros(shape, dtype=np.int64)}
     if not fam_idx:
@@ -220,6 +256,7 @@ def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
         return heads
     p_heads = out["p_value"][..., fam_idx]
     t_heads = cauchy_statistic(p_heads)
+    heads["head_effect"], heads["head_top_stat"] = head_effect(out["distance"], names, family)
     per_head = next(iter(models.values()))[0].max() > 0
     joint = {n: normalise(n, null[n], null["q.rms"], null["k.rms"]) for n in family}
     for h in np.ndindex(shape if per_head else (1,) * len(shape)):
@@ -235,13 +272,9 @@ def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
         t_null = cauchy_statistic(p_null[np.isfinite(p_null).all(axis=-1)])
         sel = h if per_head else (...,)
         p, meth = calibrated_p(t_heads[sel], t_null)
-        heads["head_p_value"][sel] = p
+        heads["head_p_value"][sel] = resolution_floor(p, p_heads[sel])
         heads["head_p_method"][sel] = meth
-    finite = np.isfinite(p_heads)
-    heads["head_n_stats"] = finite.sum(axis=-1)
-    best = np.argmin(np.where(finite, p_heads, np.inf), axis=-1)
-    heads["head_top_stat"] = np.where(finite.any(axis=-1), np.array(family, dtype=object)[best],
-                                      "")
+    heads["head_n_stats"] = np.isfinite(p_heads).sum(axis=-1)
     flag, q = benjamini_hochberg(heads["head_p_value"], alpha)
     heads["head_q_value"], heads["head_flag"] = q, flag
     return heads
@@ -257,6 +290,14 @@ def _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreli
     for v in HEAD_VARS:
         data = heads[v].astype(str) if heads[v].dtype == object else heads[v]
         ds[v] = (("layer", "head"), data)
+    groups = [g for g in GROUPS if any(group_of(n) == g for n in family)]
+    if groups:
+        ge = np.full(shape + (len(groups),), np.nan)
+        for gi, g in enumerate(groups):
+            sub = [n for n in family if group_of(n) == g]
+            ge[..., gi] = head_effect(out["distance"], names, sub)[0]
+        ds["group_effect"] = (("layer", "head", "stat_group"), ge)
+        ds.coords["stat_group"] = groups
     ds["in_family"] = (("stat",), np.array([n in family for n in names]))
     ds["group"] = (("stat",), np.array([group_of(n) for n in names], dtype=str))
     ds["null_draws"] = (("stat",), np.array([n_draws[n] for n in names], dtype=np.int64))

@@ -49,7 +49,8 @@ from ..decision.verdict import SCORE_VARS, scaling, score_values
 from ..errors import InputError, ModelError, check_draws
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
-                  "component_flag", "component_top_stat", "component_n_stats")
+                  "component_flag", "component_effect", "component_top_stat",
+                  "component_n_stats")
 QUANTIZED_NULL = ("auto", "none", "q4_0", "q4_1", "q8_0")
 #: The Weibull paper's band of median terminal k of FFN and W_o matrices (middle-80 % fit,
 #: 12 models of 7 families; arXiv:2605.18898, Sec. 3).
@@ -138,6 +139,7 @@ def _score_cells(cells: list[_Cell], *, alpha: float, draws: int, seed: int, pro
     out["p_method"] = np.full((L, C, S), "", dtype=object)
     comp = {"component_p_value": np.full((L, C), np.nan),
             "component_p_method": np.full((L, C), "", dtype=object),
+            "component_effect": np.full((L, C), np.nan),
             "component_top_stat": np.full((L, C), "", dtype=object),
             "component_n_stats": np.zeros((L, C), dtype=np.int64),
             "null_draws": np.zeros((L, C), dtype=np.int64)}
@@ -158,7 +160,7 @@ def _score_cells(cells: list[_Cell], *, alpha: float, draws: int, seed: int, pro
             for v in SCORE_VARS:
                 out[v][li, ci] = g[v].values[0, j]
             fam_mask[li, ci] = fam
-            for v in ("p_value", "p_method", "top_stat", "n_stats"):
+            for v in ("p_value", "p_method", "effect", "top_stat", "n_stats"):
                 comp[f"component_{v}"][li, ci] = g[f"head_{v}"].values[0, j]
             comp["null_draws"][li, ci] = int(g["null_draws"].min())
     # BH over the whole model: per (matrix, statistic) test of the family, and per matrix

@@ -309,6 +309,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                                 unreliable=unreliable)
 
         ds = verdict()
+        spike_ref = None
         while spectral_names and fast_spectral("spectral", "lowrank", null_storage):
             ref = joint if spectral_null is None else spectral_null
             have = ref["q.rms"].size
@@ -330,6 +331,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         for k, v in table.attrs.items():
             if isinstance(v, str | int | float | np.integer | np.floating):
                 attrs[f"baseline_{k}"] = v
+        spike_ref = joint if spectral_null is None else spectral_null
         if spectral_null is not None:
             attrs["spectral_null_draws"] = int(spectral_null["q.rms"].size)
         attrs["max_draws"] = int(max_draws)
@@ -339,11 +341,14 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         joint = {k: v for k, v in joint.items() if k in tested or k in NOT_TESTED}
         ds = score_values(values, values["q.rms"], values["k.rms"], joint, alpha=alpha,
                           null_kind="permutation", group_size=info.group_size)
+        spike_ref = joint
         attrs.update(permutation_draws=int(draws or 1000),
                      permutation_element_draws=int(element_draws if kind != "spectral" else 0),
                      permutation_seed=int(seed))
     ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(spectra))
     ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
+    if spike_ref is not None and "qk.lambda_max" in spike_ref:
+        _add_spikes(ds, np.stack(spectra), spike_ref, d, d_h)
     if hists:
         add_qk_hist(ds, np.stack(hists))
     ds["sigma_q"] = (("layer", "head"), values["q.rms"])
@@ -373,6 +378,27 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
     _describe(ds)
     return ds
+
+
+def _add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> None:
+    """``n_spikes`` (layer, head) and ``spike_x`` (layer, head, spike) from the normalised
+    spectra ``x`` against the null draws of the normalised λ_max in ``ref``
+    (:mod:`rmtbase.decision.spikes`)."""
+    from ..analytic.product import edges
+    from ..decision.spikes import SPIKE_ALPHA, spikes_of
+
+    xmax = normalise("qk.lambda_max", ref["qk.lambda_max"], ref["q.rms"], ref["k.rms"]) / d**2
+    n, sx = spikes_of(x, xmax, d, d_h)
+    ds["n_spikes"] = (("layer", "head"), n.astype(np.int64))
+    ds["spike_x"] = (("layer", "head", "spike"), sx)
+    ds.coords["spike"] = np.arange(1, sx.shape[-1] + 1)
+    ds["n_spikes"].attrs["definition"] = (
+        f"number of leading eigenvalues of W_QK above the {1 - SPIKE_ALPHA:.0%} quantile of the "
+        "head's null largest eigenvalue (step-down; P(count > true rank of the change) <= "
+        f"{SPIKE_ALPHA}, rmtbase.decision.spikes)")
+    ds["spike_x"].attrs["definition"] = (
+        f"x_k / x_+ for k <= n_spikes: the outliers in units of the MP_c x MP_c upper edge "
+        f"x_+ = {edges(d_h / d)[1]:.6g} (c = d_h/d); NaN beyond n_spikes")
 
 
 def null_description(null: str, storage: str, detected, quantized_null: str) -> str:
@@ -406,12 +432,21 @@ def _describe(ds: xr.Dataset) -> None:
                    "GQA-shared k.* counted once); descriptive",
         "percentile": "mid-rank percentile of value among the null draws",
         "flag": "q_value <= alpha (descriptive; the decision is head_flag)",
-        "head_p_value": "Cauchy combination of the head's family p-values, calibrated on the "
-                        "joint null draws (rmtbase.decision.omnibus)",
-        "head_p_method": "empirical | extrapolated (Cauchy tail index 1 beyond the draws)",
+        "head_p_value": "Cauchy combination of the head's family p-values capped at 1/2, "
+                        "calibrated on the joint null draws, never below the head's smallest "
+                        "family p (rmtbase.decision.omnibus)",
+        "head_p_method": "empirical | extrapolated (Cauchy tail index 1 beyond the draws) | "
+                         "floor (add-one floor: no tail to extend)",
         "head_q_value": "Benjamini-Hochberg over all heads",
         "head_flag": "head_q_value <= alpha: the head differs from the null",
-        "head_top_stat": "family statistic with the smallest p",
+        "head_top_stat": "family statistic with the largest |distance| (attains head_effect)",
+        "group_effect": "largest |distance| over the family statistics of each group (entry "
+                        "law, product law, spectrum): how the head departs",
+        "head_effect": "largest |distance| over the family: how far from random, in null sd of "
+                       "a variance-stabilising transform (rmtbase.decision.effect); for ranking",
+        "distance": "signed (g(value) - mean g(null)) / sd g(null), g = log for scale "
+                    "statistics, log(x + 3) for excess kurtosis, else identity; self-normalised; "
+                    "unbounded (rmtbase.decision.effect)",
         "head_n_stats": "number of family statistics with a finite p",
         "in_family": "statistic enters the per-head decision (duplicates enter once)",
         "group": "entry law (W_Q/W_K entries) | product law (W_QK entries) | spectrum (W_QK)",
