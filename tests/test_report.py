@@ -60,6 +60,49 @@ def _ds(L=3, H=4, d=64, d_h=8):
     return ds
 
 
+def _with_effects(ds, n_spikes=True):
+    """``ds`` with the per-head distance variables of the score contract (issue 26):
+    ``distance`` (layer, head, stat) signed, ``head_effect`` its largest |value| over the
+    family, ``head_top_stat`` that statistic, ``n_spikes`` and ``spike_x``. Effects span
+    1.2 … 900 null sd, distinct, in an order that is neither index order nor head-p order
+    (the planted head (1, 2) comes second)."""
+    ds = ds.copy()
+    L, H = ds.sizes["layer"], ds.sizes["head"]
+    rng = np.random.default_rng(7)
+    fam = [str(s) for s in ds["stat"].values[ds["in_family"].values]]
+    eff = np.geomspace(1.2, 900.0, L * H)[rng.permutation(L * H)].reshape(L, H)
+    eff[2, 3], eff[1, 2] = 900.0, 600.0
+    others = [v for v in np.unique(eff) if v not in (900.0, 600.0)]
+    free = [(i, j) for i in range(L) for j in range(H) if (i, j) not in ((2, 3), (1, 2))]
+    for (i, j), v in zip(free, others, strict=False):
+        eff[i, j] = v
+    dist = np.full((L, H, ds.sizes["stat"]), np.nan)
+    top = np.empty((L, H), dtype=object)
+    for i in range(L):
+        for j in range(H):
+            k = [str(s) for s in ds["stat"].values].index(fam[(i + j) % len(fam)])
+            for m, s in enumerate(ds["stat"].values):
+                if str(s) in fam:
+                    dist[i, j, m] = rng.uniform(-1, 1) * eff[i, j] * 0.9
+            dist[i, j, k] = -eff[i, j] if (i + j) % 2 else eff[i, j]
+            top[i, j] = str(ds["stat"].values[k])
+    ds["distance"] = (("layer", "head", "stat"), dist)
+    ds["head_effect"] = (("layer", "head"), eff)
+    ds["head_effect"].attrs["units"] = "null sd"
+    ds["head_top_stat"] = (("layer", "head"), top.astype(str))
+    if n_spikes:
+        d_h = ds.sizes["rank"]
+        ns = np.minimum((np.log10(eff) * 1.5).astype(np.int64), d_h)
+        sx = np.full((L, H, d_h), np.nan)
+        for i in range(L):
+            for j in range(H):
+                sx[i, j, : ns[i, j]] = np.sort(1.0 + rng.gamma(2, 0.5, ns[i, j]))[::-1]
+        ds["n_spikes"] = (("layer", "head"), ns)
+        ds["spike_x"] = (("layer", "head", "spike"), sx)
+        ds = ds.assign_coords(spike=np.arange(1, d_h + 1))
+    return ds
+
+
 def test_tables_one_row_per_test_and_per_head():
     ds = _ds()
     df = report.long_table(ds)
@@ -81,6 +124,57 @@ def test_ranking_and_summary_lead_with_the_anomaly():
     for needle in ("Null: i.i.d. N(0, sigma^2)", "Storage of W_Q/W_K", "bfloat16",
                    "Cauchy combination", "Counted once", "spectrum:", "entry law:"):
         assert needle in text, needle
+
+
+def test_ranking_follows_head_effect_not_index_or_p():
+    """With head_effect the ranking is by it, descending: the planted (1, 2) has the smallest
+    head p but the second largest effect; the order is neither index nor p order."""
+    base = _ds()
+    ds = _with_effects(base)
+    eff = ds["head_effect"].values
+    ranking = report.head_ranking(ds)
+    assert ranking[:2] == [(2, 3), (1, 2)]
+    got = [eff[li, hi] for li, hi in ranking]
+    assert got == sorted(got, reverse=True) and len(set(got)) == len(got)
+    index_order = [(i, j) for i in range(3) for j in range(4)]
+    assert ranking != index_order and ranking != report.head_ranking(base)
+    lines = report.anomaly_table(ds, n=4).splitlines()
+    assert lines[1].split()[:6] == ["layer", "head", "effect", "spikes", "head", "p"]
+    rows = [ln.split() for ln in lines[2:]]
+    assert [(int(r[0]), int(r[1])) for r in rows] == ranking[:4]
+    assert [float(r[2]) for r in rows] == [float(f"{eff[li, hi]:.3g}") if eff[li, hi] < 1000
+                                           else round(eff[li, hi]) for li, hi in ranking[:4]]
+    assert [int(r[3]) for r in rows] == [int(ds["n_spikes"].values[li, hi])
+                                         for li, hi in ranking[:4]]
+    top = str(ds["head_top_stat"].values[2, 3])
+    assert rows[0][6] == top
+    want = float(ds["distance"].sel(layer=2, head=3, stat=top))
+    assert float(rows[0][-1]) == pytest.approx(want, rel=1e-2)
+    assert "ranked by effect" in report.summary_text(ds)
+    no_spikes = report.anomaly_table(_with_effects(base, n_spikes=False), n=2).splitlines()
+    assert no_spikes[2].split()[3] == "-"
+
+
+def test_csv_columns_and_rank_follow_the_score():
+    """heads.csv has a rank column (1 = first of head_ranking) and head_effect, n_spikes where
+    scored; scores.csv carries distance. Old scores keep the old columns."""
+    base = _ds()
+    for ds in (base, _with_effects(base)):
+        heads = report.head_table(ds)
+        ranking = report.head_ranking(ds)
+        first = heads[heads["rank"] == 1].iloc[0]
+        assert (first["layer"], first["head"]) == ranking[0]
+        assert sorted(heads["rank"]) == list(range(1, 13))
+        new = "head_effect" in ds
+        assert ({"head_effect", "n_spikes"} <= set(heads)) == new
+        assert ("distance" in set(report.long_table(ds))) == new
+    ds = _with_effects(base)
+    heads = report.head_table(ds).set_index(["layer", "head"])
+    assert heads.loc[(2, 3), "head_effect"] == 900.0 and heads.loc[(2, 3), "rank"] == 1
+    long = report.long_table(ds).set_index(["layer", "head", "stat"])
+    top = str(ds["head_top_stat"].values[1, 2])
+    assert long.loc[(1, 2, top), "distance"] == float(ds["distance"].sel(layer=1, head=2,
+                                                                         stat=top))
 
 
 def test_effect_heatmaps_share_fixed_limits_and_mark_flags():
