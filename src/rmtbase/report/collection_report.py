@@ -28,10 +28,10 @@ from . import profiles
 from .tables import anomaly_table
 
 MAX_CSV_ROWS = 1_000_000
-_HEAD_VARS = ("head_effect", "n_spikes", "head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
-              "head_n_stats", "sigma_q", "sigma_k")
-_TEST_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_value", "p_method", "q_value",
-              "percentile", "flag")
+_HEAD_VARS = ("head_effect", "n_spikes", "head_p_value", "head_p_method", "head_q_value",
+              "head_flag", "head_top_stat", "head_n_stats", "sigma_q", "sigma_k")
+_TEST_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_value", "p_method",
+              "q_value", "percentile", "flag")
 
 
 def head_table(ds: xr.Dataset):
