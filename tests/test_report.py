@@ -21,6 +21,7 @@ from rmtbase.decision.verdict import score_values  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 from rmtbase.report import (
     figures,  # noqa: E402
+    profiles,  # noqa: E402
     write_report,  # noqa: E402
 )
 from rmtbase.report import tables as report  # noqa: E402
@@ -192,6 +193,39 @@ def test_effect_heatmaps_share_fixed_limits_and_mark_flags():
     plt.close("all")
     with pytest.raises(InputError):
         figures.plot_effect_heatmap(ds, "qk.nope")
+
+
+def test_verdict_colours_head_effect_on_a_fixed_unsaturated_scale():
+    """verdict.png: head_effect on the fixed log(1 + x) scale 0…HEAD_EFFECT_LIM (a null head
+    at 2 sd and a trained head at 900 sd are far apart, neither saturated); spike counts
+    written in the cells of a small grid; flagged heads boxed; the title names the model in
+    full on its own line. Old scores keep −log₁₀ p; big grids get no text."""
+    from rmtbase.scoring.collection import combine
+
+    ds = _with_effects(_ds())
+    ax = figures.plot_verdict(ds)
+    im = ax.images[0]
+    np.testing.assert_array_equal(im.get_array().data, ds["head_effect"].values)
+    assert (im.norm.vmin, im.norm.vmax) == (0.0, figures.HEAD_EFFECT_LIM)
+    assert im.norm(2.0) < 0.2 and 0.9 < im.norm(900.0) < 1.0 and im.norm(5.0) < im.norm(50.0)
+    texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text()
+             for t in ax.texts}
+    assert len(texts) == 12 and texts[(2, 1)] == str(int(ds["n_spikes"].values[1, 2]))
+    np.testing.assert_array_equal(np.asarray(ax.collections[0].get_offsets()), [[2, 1]])
+    assert ax.get_title().splitlines()[0] == "toy"
+    cbar = ax.figure.axes[-1]
+    assert "null sd" in cbar.get_ylabel()
+    plt.close("all")
+    ax = figures.plot_verdict(_with_effects(_ds(), n_spikes=False))
+    assert len(ax.texts) == 0 and ax.images[0].norm.vmax == figures.HEAD_EFFECT_LIM
+    big = _with_effects(_ds(L=21, H=20, d_h=8))
+    assert len(figures.plot_verdict(big).texts) == 0
+    plt.close("all")
+    fig = profiles.verdict_grid(combine([ds, ds], ["a", "b"], "model"))
+    panels = [a for a in fig.axes if a.images]
+    assert len(panels) == 2 and all(a.images[0].norm.vmax == figures.HEAD_EFFECT_LIM
+                                    for a in panels)
+    assert any("null sd" in a.get_ylabel() for a in fig.axes if not a.images)
 
 
 def test_effect_overview_stays_legible_for_a_30_layer_model():

@@ -103,7 +103,8 @@ def _figures(ds: xr.Dataset, dim: str, save) -> list[str]:
 
 
 CAPTIONS = {
-    "verdict_grid.png": "Per-head verdict (−log₁₀ head p on a fixed scale; boxed: flagged).",
+    "verdict_grid.png": "Per-head verdict on one fixed scale (head effect in null sd, or −log₁₀ "
+                        "head p for scores without it; boxed: flagged).",
     "trajectory_flags.png": "Fraction of heads that differ from the null, per checkpoint.",
     **{f"trajectory_{s}.png": f"{s}: layer means across training with the one-head null band."
        for s in profiles.PROFILE_STATS},

@@ -5,8 +5,11 @@ calls ``show`` or ``savefig`` (:func:`rmtbase.report.model_report.write_report` 
 
 Colour scales are fixed so figures compare: the per-statistic heatmaps show the *effect* (the
 normal score of the value's place in the null, :mod:`rmtbase.decision.tails`) on ±
-:data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows −log₁₀ of the
-head p-value on [0, :data:`VERDICT_LIM`]. Conventions: normalised spectrum
+:data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows the head's
+``head_effect`` (its largest |distance| from the null, in null sd, uncapped) on
+[0, :data:`HEAD_EFFECT_LIM`] with a log(1 + x) colour scale (:func:`head_effect_norm`), so
+null heads (1–4 sd) and trained heads (tens to thousands) both stay distinct; scores without
+``head_effect`` fall back to −log₁₀ of the head p-value on [0, :data:`VERDICT_LIM`]. Conventions: normalised spectrum
 x = λ / (σ_Q² σ_K² d²) with σ the head's measured entry rms; its large-d law is MP_c ⊠ MP_c,
 c = d_h/d (:mod:`rmtbase.analytic.product`). Entropy references: ½ ln(2π e σ²) for Gaussian
 W_Q, W_K entries; the variance-gamma entropy for the W_QK entries of the null
@@ -25,6 +28,12 @@ EFFECT_CMAP = "RdBu_r"
 VERDICT_CMAP = "magma_r"
 EFFECT_LIM = 6.0
 VERDICT_LIM = 16.0  # -log10 of the smallest reported p (rmtbase.decision.tails.P_MIN)
+#: Top of the fixed head-effect colour scale (null sd); larger effects share its colour.
+HEAD_EFFECT_LIM = 1000.0
+HEAD_EFFECT_TICKS = (0, 1, 3, 10, 30, 100, 300, 1000)
+HEAD_EFFECT_LABEL = "head effect (null sd)"
+#: Spike counts are written in the verdict's cells up to this many cells.
+MAX_TEXT_CELLS = 400
 
 
 def _axes(ax):
@@ -47,32 +56,92 @@ def _ticks(ax, ds: xr.Dataset):
 
 
 def _model_label(ds: xr.Dataset) -> str:
-    m = str(ds.attrs.get("model", "?"))
+    """The model's name for a title: without the provenance in parentheses, a path reduced to
+    its last part, at most 48 characters."""
+    import os
+
+    m = str(ds.attrs.get("model", "?")).split(" (", 1)[0].rstrip("/")
+    if os.path.isabs(m):
+        m = os.path.basename(m) or m
     return m if len(m) <= 48 else "…" + m[-47:]
 
 
-def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True):
-    """−log₁₀ head p-value over layer × head (fixed scale [0, VERDICT_LIM]); flagged heads
-    (BH over heads) boxed. Returns the Axes."""
+def _effect_fwd(x):
+    return np.log10(1.0 + np.clip(x, 0.0, None))
+
+
+def _effect_inv(y):
+    return 10.0**y - 1.0
+
+
+def head_effect_norm():
+    """The fixed colour norm of ``head_effect``: log₁₀(1 + x) over [0, HEAD_EFFECT_LIM]."""
+    from matplotlib.colors import FuncNorm
+
+    return FuncNorm((_effect_fwd, _effect_inv), vmin=0.0, vmax=HEAD_EFFECT_LIM)
+
+
+def verdict_colorbar(fig, mappable, ax, *, head_effect: bool, **kw):
+    """The verdict's colour bar: head effect (fixed ticks, null sd) or −log₁₀ head p."""
+    if head_effect:
+        cb = fig.colorbar(mappable, ax=ax, label=HEAD_EFFECT_LABEL, extend="max", **kw)
+        cb.set_ticks(list(HEAD_EFFECT_TICKS), labels=[str(t) for t in HEAD_EFFECT_TICKS])
+        return cb
+    return fig.colorbar(mappable, ax=ax, label=r"$-\log_{10}$ head p", extend="max", **kw)
+
+
+def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool = True):
+    """The per-head verdict over layer × head; flagged heads (BH over heads) boxed.
+
+    Colour: ``head_effect`` on the fixed :func:`head_effect_norm` scale where the score has
+    it, else −log₁₀ head p on [0, VERDICT_LIM]. With ``spikes`` and ``n_spikes`` in the score,
+    each cell shows its spike count (grids of at most :data:`MAX_TEXT_CELLS` cells). Returns
+    the Axes."""
     import matplotlib as mpl
 
     ax = _axes(ax)
-    p = ds["head_p_value"].values
-    with np.errstate(divide="ignore"):
-        s = -np.log10(np.clip(p, 10.0**-VERDICT_LIM, 1.0))
+    by_effect = "head_effect" in ds
+    if by_effect:
+        s = ds["head_effect"].values.astype(float)
+        norm = head_effect_norm()
+    else:
+        with np.errstate(divide="ignore"):
+            s = -np.log10(np.clip(ds["head_p_value"].values, 10.0**-VERDICT_LIM, 1.0))
+        norm = mpl.colors.Normalize(0.0, VERDICT_LIM)
     cmap = mpl.colormaps[VERDICT_CMAP].with_extremes(bad="0.8")
-    im = ax.imshow(np.ma.masked_invalid(s), cmap=cmap, vmin=0, vmax=VERDICT_LIM, origin="lower",
+    im = ax.imshow(np.ma.masked_invalid(s), cmap=cmap, norm=norm, origin="lower",
                    aspect="auto", interpolation="nearest")
     li, hi = np.nonzero(ds["head_flag"].values)
-    ax.scatter(hi, li, marker="s", s=60, facecolors="none", edgecolors="#1b9e77", linewidths=1.4,
-               label="flagged (BH)")
+    ax.scatter(hi, li, marker="s", s=_cell_points(ax, ds) ** 2, facecolors="none",
+               edgecolors="#1b9e77", linewidths=1.4, label="flagged (BH)")
+    text = spikes and "n_spikes" in ds and ds["head_flag"].size <= MAX_TEXT_CELLS
+    if text:
+        _spike_text(ax, ds["n_spikes"].values, norm(np.ma.masked_invalid(s)))
     if colorbar:
-        ax.figure.colorbar(im, ax=ax, label=r"$-\log_{10}$ head p", extend="max")
+        verdict_colorbar(ax.figure, im, ax, head_effect=by_effect)
     _ticks(ax, ds)
+    ax.set_xlabel("head   (boxed: flagged" + ("; number: spikes)" if text else ")"))
     n = int(ds["head_flag"].sum())
-    ax.set_title(f"{_model_label(ds)}: {n} of {ds['head_flag'].size} heads differ from the null "
+    ax.set_title(f"{_model_label(ds)}\n{n} of {ds['head_flag'].size} heads differ from the null "
                  f"(BH α={ds.attrs.get('alpha')})", fontsize=9)
     return ax
+
+
+def _cell_points(ax, ds: xr.Dataset) -> float:
+    """About 80 % of a cell's smaller side in points (the flag box's marker size)."""
+    w, h = ax.get_position().size * ax.figure.get_size_inches() * 72
+    return float(np.clip(0.8 * min(w / ds.sizes["head"], h / ds.sizes["layer"]), 3, 30))
+
+
+def _spike_text(ax, n_spikes, shade) -> None:
+    """Write each cell's spike count, white on dark cells."""
+    size = 7 if n_spikes.size <= 150 else 5.5
+    for (i, j), n in np.ndenumerate(n_spikes):
+        if not np.isfinite(n) or n < 0:
+            continue
+        dark = not np.ma.is_masked(shade[i, j]) and float(shade[i, j]) > 0.55
+        ax.text(j, i, str(int(n)), ha="center", va="center", fontsize=size,
+                color="white" if dark else "black")
 
 
 def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = True):
