@@ -240,32 +240,46 @@ def test_effect_overview_stays_legible_for_a_30_layer_model():
     assert w < 1800 and h < 1800, (w, h)
 
 
-def test_entropy_figure_draws_the_null_at_the_null_std_with_true_references():
-    """Reference curves: the Gaussian entropy equals −∫ φ ln φ by quadrature; the W_QK panel's
-    variance-gamma curve equals rmtbase.analytic.variance_gamma.entropy at that std; the null
-    bars sit at x = σ_Q (W_Q) and √d_h σ_Q σ_K (W_QK), not at the heads' observed std."""
+def test_entropy_figure_draws_the_excess_over_gaussian_with_true_references():
+    """ΔS = entropy − ½ ln(2π e σ²): each head's dot is its entropy less the Gaussian entropy
+    at its std (−∫ φ ln φ by quadrature); the Gaussian reference is ΔS = 0; the W_QK panel's
+    variance-gamma curve is rmtbase.analytic.variance_gamma.entropy at that std less the
+    Gaussian; the null bars sit at x = σ_Q (W_Q) and √d_h σ_Q σ_K (W_QK), centred on the null
+    mean less the Gaussian entropy there. Log ticks carry no minor labels."""
     from rmtbase.analytic import variance_gamma as vg
+
+    def quad_entropy(s):
+        phi = lambda x: np.exp(-x * x / (2 * s * s)) / np.sqrt(2 * np.pi * s * s)  # noqa: E731
+        return integrate.quad(lambda x: -phi(x) * np.log(phi(x)), -12 * s, 12 * s)[0]
 
     ds = _ds()
     d_h = ds.attrs["d_h"]
     for matrix in ("q", "qk"):
         ax = figures.plot_entropy_sigma(ds, matrix)
         ref = [ln for ln in ax.lines if "Gaussian" in str(ln.get_label())][0]
-        xs, ys = ref.get_xdata(), ref.get_ydata()
-        for i in (0, len(xs) // 2, -1):
-            s = xs[i]
-            phi = lambda x, s=s: np.exp(-x * x / (2 * s * s)) / np.sqrt(2 * np.pi * s * s)  # noqa: E731
-            h, _ = integrate.quad(lambda x, phi=phi: -phi(x) * np.log(phi(x)), -12 * s, 12 * s)
-            assert ys[i] == pytest.approx(h, rel=1e-8, abs=1e-10)
+        np.testing.assert_array_equal(ref.get_ydata(), 0.0)
+        dots = [c for c in ax.collections if c.get_label() in ("heads", "entropy flagged (BH)")]
+        xy = np.concatenate([np.asarray(c.get_offsets()) for c in dots])
+        sig = ds["value"].sel(stat=f"{matrix}.std").values.ravel()
+        ent = ds["value"].sel(stat=f"{matrix}.entropy").values.ravel()
+        for x, y in xy[[0, -1]]:
+            i = int(np.argmin(np.abs(sig - x)))
+            assert y == pytest.approx(ent[i] - quad_entropy(x), rel=1e-7, abs=1e-9)
         bars = [c for c in ax.containers][0]
         x_bar = bars.lines[0].get_xdata()
         sq, sk = ds.sigma_q.values.ravel(), ds.sigma_k.values.ravel()
         want = sq if matrix == "q" else np.sqrt(d_h) * sq * sk
-        np.testing.assert_allclose(np.sort(x_bar), np.sort(want), rtol=1e-12)
+        np.testing.assert_allclose(x_bar, want, rtol=1e-12)
+        m = ds["null_mean"].sel(stat=f"{matrix}.entropy").values.ravel()
+        y_bar = bars.lines[0].get_ydata()
+        assert y_bar[0] == pytest.approx(m[0] - quad_entropy(want[0]), rel=1e-7, abs=1e-9)
         if matrix == "qk":
             vgl = [ln for ln in ax.lines if "variance-gamma" in str(ln.get_label())][0]
             x0, y0 = vgl.get_xdata()[10], vgl.get_ydata()[10]
-            assert y0 == pytest.approx(vg.entropy(d_h, x0 / np.sqrt(d_h)), rel=1e-9)
+            want_vg = vg.entropy(d_h, x0 / np.sqrt(d_h)) - quad_entropy(x0)
+            assert y0 == pytest.approx(want_vg, rel=1e-7, abs=1e-9)
+        ax.figure.canvas.draw()
+        assert all(t.get_text() == "" for t in ax.xaxis.get_minorticklabels())
         plt.close("all")
 
 
@@ -275,6 +289,10 @@ def test_spectrum_plots_use_log_x_and_name_the_head():
     line = [ln for ln in ax.lines if "head 2" in str(ln.get_label())][0]
     np.testing.assert_allclose(line.get_ydata(), ds.qk_spectrum.sel(layer=1, head=2).values)
     assert ax.get_yscale() == "log" and "toy" in ax.get_title() and "anomalous" in ax.get_title()
+    ax.figure.canvas.draw()
+    assert all(t.get_text() == "" for t in ax.yaxis.get_minorticklabels())
+    labels = [t.get_text() for t in ax.yaxis.get_majorticklabels() if t.get_text()]
+    assert labels and all("$" not in t for t in labels)  # plain numbers, not 2×10⁻¹
     plt.close("all")
     ax = figures.plot_spectrum_density(ds, 1, 2)
     assert ax.get_xscale() == "log"
