@@ -61,15 +61,16 @@ def _tick_text(v, _pos=None) -> str:
 
 
 def readable_log_ticks(axis) -> None:
-    """Labels on a log ``axis`` that do not overlap: plain numbers at 1, 2, 5 × 10ᵏ over up to
-    1.5 decades, 1, 3 × 10ᵏ up to 3, decades beyond; minor ticks unlabelled. Call it once the
+    """Labels on a log ``axis`` that do not overlap: plain numbers at 1, 1.5, 2, 3, 5, 7 × 10ᵏ
+    within a decade, 1, 2, 5 × 10ᵏ up to 2 decades, 1, 3 × 10ᵏ up to 4, decades beyond; minor
+    ticks unlabelled. Call it once the
     axis limits are final."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     lo, hi = sorted(axis.get_view_interval())
     span = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
-    subs = ((1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if span < 0.5 else (1.0, 2.0, 5.0) if span <= 1.5
-            else (1.0, 3.0) if span <= 3 else (1.0,))
+    subs = ((1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if span < 1 else (1.0, 2.0, 5.0) if span <= 2
+            else (1.0, 3.0) if span <= 4 else (1.0,))
     axis.set_major_locator(LogLocator(subs=subs))
     axis.set_major_formatter(FuncFormatter(_tick_text))
     axis.set_minor_formatter(NullFormatter())
