@@ -78,6 +78,23 @@ def test_report_html_is_self_contained_and_small(report12):
     assert e["stats"] == [str(s) for s in ds["stat"].values]
 
 
+def test_a_local_folder_is_named_by_its_folder_name_only(report12, cache):
+    """No local absolute path reaches a reader: the model is its folder name in the Dataset's
+    attrs (and scores.nc), summary.txt, report.html and heads.csv."""
+    ds, out = report12
+    root = str(out.parent)
+    assert ds.attrs["model"] == "model" and ds.attrs["model_path"] == "model"
+    texts = {name: (out / name).read_text(encoding="utf-8")
+             for name in ("summary.txt", "report.html", "heads.csv")}
+    with xr.open_dataset(out / "scores.nc") as back:
+        texts["scores.nc attrs"] = json.dumps({k: str(v) for k, v in back.attrs.items()})
+    for name, text in texts.items():
+        for path in (root, str(cache)):
+            assert path not in text, (name, path)
+    assert texts["summary.txt"].startswith("model  (gpt2;")
+    assert "<title>rmtbase score: model</title>" in texts["report.html"]
+
+
 def test_embedded_data_follow_the_dataset(report12):
     ds, out = report12
     e = _data(out / "report.html")["entries"][0]
