@@ -83,7 +83,8 @@ def fmt_p(p: float) -> str:
 
 
 def _fmt_effect(x: float) -> str:
-    return "nan" if not np.isfinite(x) else f"{x:.3g}" if x < 1000 else f"{x:.0f}"
+    """3 significant digits below 1000, whole numbers above (no exponent in the table)."""
+    return "nan" if not np.isfinite(x) else f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
 def _spikes(h: xr.Dataset) -> str:
@@ -143,7 +144,7 @@ def _distance_table(ds: xr.Dataset, n: int) -> str:
             f"{li:>5} {hi:>4} {_fmt_effect(float(h['head_effect'])):>7} {_spikes(h):>6} "
             f"{fmt_p(float(h['head_p_value'])):>8} {fmt_p(float(h['head_q_value'])):>8}  "
             f"{top:<22} {float(s['value']):>11.4g} {float(s['null_mean']):>11.4g} "
-            f"{float(s['distance']) if 'distance' in s else np.nan:>8.3g}")
+            f"{_fmt_effect(float(s['distance']) if 'distance' in s else np.nan):>8}")
     return "\n".join(lines)
 
 
