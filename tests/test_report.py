@@ -330,6 +330,41 @@ def test_write_report_files_manifest_and_roundtrip(tmp_path):
     assert not (tmp_path / "nofig" / "figures").exists() and len(no_fig) == 6  # + report.html
 
 
+@pytest.mark.parametrize("n_spikes", [True, False])
+def test_reports_with_the_distance_variables_single_and_collection(tmp_path, n_spikes):
+    """A score with head_effect (with and without n_spikes) writes every figure, ranks
+    summary.txt, heads.csv and report.html's embedded rank by head effect; a collection of
+    such scores ranks each entry's table the same way and carries the columns in heads.csv."""
+    import re
+
+    from rmtbase.scoring.collection import combine
+
+    ds = _with_effects(_ds(), n_spikes=n_spikes)
+    out = tmp_path / "one"
+    write_report(ds, out, n_spectra=1)
+    assert {"verdict.png", "entropy_sigma.png", "spectrum_L2_H3.png"} <= \
+        {p.name for p in (out / "figures").glob("*.png")}
+    summary = (out / "summary.txt").read_text()
+    assert summary.splitlines()[2].split()[:2] == ["2", "3"]
+    heads = pd.read_csv(out / "heads.csv")
+    assert ("n_spikes" in heads) == n_spikes and "head_effect" in heads
+    assert tuple(heads.loc[heads["rank"] == 2, ["layer", "head"]].iloc[0]) == (1, 2)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="rmtbase-data">(.*?)</script>', page, re.S).group(1))
+    h = data["entries"][0]["head"]
+    assert h["rank"][2 * 4 + 3] == 1 and h["rank"][1 * 4 + 2] == 2 and len(h["eff"]) == 12
+    assert ("ns" in h) == n_spikes and ("sx" in h) == n_spikes
+    if n_spikes:
+        assert len(h["sx"][2 * 4 + 3]) == int(ds["n_spikes"].values[2, 3])
+    coll = combine([ds, ds], ["a", "b"], "model")
+    write_report(coll, tmp_path / "coll", figures=False)  # verdict_grid: tested above
+    text = (tmp_path / "coll" / "summary.txt").read_text()
+    for block in text.split("== ")[1:]:
+        assert block.splitlines()[3].split()[:2] == ["2", "3"], block
+    cheads = pd.read_csv(tmp_path / "coll" / "heads.csv")
+    assert "head_effect" in cheads and ("n_spikes" in cheads) == n_spikes
+
+
 def test_rerun_replaces_the_whole_folder_and_failures_leave_it_intact(tmp_path, monkeypatch):
     ds = _ds()
     out = tmp_path / "out"
