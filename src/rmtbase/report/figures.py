@@ -102,11 +102,11 @@ def head_effect_norm():
     return FuncNorm((_effect_fwd, _effect_inv), vmin=0.0, vmax=HEAD_EFFECT_LIM)
 
 
-def verdict_colorbar(fig, mappable, ax, *, head_effect: bool, **kw):
-    """The verdict's colour bar: head effect (fixed ticks, null sd) or −log₁₀ head p."""
+def verdict_colorbar(fig, mappable, ax, *, head_effect: bool, ticks=HEAD_EFFECT_TICKS, **kw):
+    """The verdict's colour bar: head effect (fixed ``ticks``, null sd) or −log₁₀ head p."""
     if head_effect:
         cb = fig.colorbar(mappable, ax=ax, label=HEAD_EFFECT_LABEL, extend="max", **kw)
-        cb.set_ticks(list(HEAD_EFFECT_TICKS), labels=[str(t) for t in HEAD_EFFECT_TICKS])
+        cb.set_ticks(list(ticks), labels=[str(t) for t in ticks])
         return cb
     return fig.colorbar(mappable, ax=ax, label=r"$-\log_{10}$ head p", extend="max", **kw)
 

@@ -261,7 +261,7 @@ def verdict_grid(ds: xr.Dataset):
     for ax in axes[len(pick):]:
         ax.set_axis_off()
     verdict_colorbar(fig, axes[0].images[0], list(axes), head_effect="head_effect" in ds,
-                     shrink=0.7)
+                     ticks=(0, 1, 10, 100, 1000), shrink=0.7)
     shown = f"{len(pick)} of {n} shown" if len(pick) < n else f"{n} entries"
     fig.suptitle(f"per-head verdict ({shown}; boxed: flagged)", fontsize=10)
     return fig
