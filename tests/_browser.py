@@ -30,8 +30,10 @@ r.errors=window.__errors;var p=document.createElement('pre');p.id='harness';
 p.textContent=JSON.stringify(r);document.body.appendChild(p);})();</script>"""
 
 
-def run_page(page: Path, actions: str, workdir: Path) -> tuple[dict, list[str]]:
-    """(harness result, Chromium console lines) of ``page`` with ``actions`` run after load."""
+def run_page(page: Path, actions: str, workdir: Path, window: tuple[int, int] | None = None
+             ) -> tuple[dict, list[str]]:
+    """(harness result, Chromium console lines) of ``page`` with ``actions`` run after load;
+    ``window``: the window's (width, height) in CSS pixels (Chromium's default otherwise)."""
     src = Path(page).read_text(encoding="utf-8")
     assert src.count("<head>") == 1 and src.count("</body>") == 1
     test_page = workdir / "harness.html"
@@ -43,6 +45,7 @@ def run_page(page: Path, actions: str, workdir: Path) -> tuple[dict, list[str]]:
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
          "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000",
+         *([f"--window-size={window[0]},{window[1]}"] if window else []),
          "--dump-dom", test_page.as_uri()],
         capture_output=True, text=True, timeout=120, env=env)
     m = re.search(r'<pre id="harness">(.*?)</pre>', proc.stdout, re.S)

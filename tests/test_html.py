@@ -78,6 +78,23 @@ def test_report_html_is_self_contained_and_small(report12):
     assert e["stats"] == [str(s) for s in ds["stat"].values]
 
 
+def test_a_local_folder_is_named_by_its_folder_name_only(report12, cache):
+    """No local absolute path reaches a reader: the model is its folder name in the Dataset's
+    attrs (and scores.nc), summary.txt, report.html and heads.csv."""
+    ds, out = report12
+    root = str(out.parent)
+    assert ds.attrs["model"] == "model" and ds.attrs["model_path"] == "model"
+    texts = {name: (out / name).read_text(encoding="utf-8")
+             for name in ("summary.txt", "report.html", "heads.csv")}
+    with xr.open_dataset(out / "scores.nc") as back:
+        texts["scores.nc attrs"] = json.dumps({k: str(v) for k, v in back.attrs.items()})
+    for name, text in texts.items():
+        for path in (root, str(cache)):
+            assert path not in text, (name, path)
+    assert texts["summary.txt"].startswith("model  (gpt2;")
+    assert "<title>rmtbase score: model</title>" in texts["report.html"]
+
+
 def test_embedded_data_follow_the_dataset(report12):
     ds, out = report12
     e = _data(out / "report.html")["entries"][0]
@@ -155,6 +172,76 @@ def test_headless_chromium_loads_without_errors_and_drills_down(report12, tmp_pa
     assert r["sorted"] == sorted(r["sorted"]) and len(r["sorted"]) >= 25
 
 
+def _with_contract(ds: xr.Dataset) -> xr.Dataset:
+    """Stand-ins for the score's per-head distance variables (issue 26's contract), from the
+    real score: ``distance`` = z on the family, ``head_effect`` its largest |value| (made
+    distinct), ``head_top_stat`` that statistic, ``n_spikes`` = leading ranks above the null
+    band's top and ``spike_x`` those eigenvalues over the band's top at rank 1."""
+    ds = ds.copy()
+    z = ds["z"].where(ds["in_family"])
+    L, H = ds.sizes["layer"], ds.sizes["head"]
+    ds["distance"] = z
+    ds["head_effect"] = np.abs(z).max("stat") + 1e-6 * np.arange(L * H).reshape(L, H)
+    best = np.abs(z).fillna(-1).argmax("stat").values
+    ds["head_top_stat"] = (("layer", "head"), ds["stat"].values[best].astype(str))
+    x, top = ds["qk_spectrum"].values, ds["null_spectrum"].isel(quantile=-1).values
+    above = np.cumprod(x > top, axis=-1).sum(-1)
+    above[0, 0], above[0, 1] = 2, 0  # at least one head with spikes
+    ds["n_spikes"] = (("layer", "head"), above.astype(np.int64))
+    ds["spike_x"] = (("layer", "head", "spike"),
+                     np.where(np.arange(x.shape[-1]) < above[..., None], x / top[0] + 1, np.nan))
+    return ds.assign_coords(spike=np.arange(1, x.shape[-1] + 1))
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1400, 1920])
+def test_head_effect_page_ranks_shows_spikes_and_keeps_p_in_view(report12, tmp_path, width):
+    """With the contract's variables the head table is ranked by head effect and shows it and
+    the spike count; the drill-down names the spikes and their positions; at 1400 and 1920 px
+    the statistics table's p and q columns are inside the visible page, not behind a
+    sideways scroll."""
+    ds = _with_contract(report12[0])
+    out = tmp_path / "out"
+    write_report(ds, out, figures=False)
+    actions = """
+    window.rmtbaseReport.pin(0, 0);
+    r.head = Array.prototype.map.call(document.querySelectorAll('#toptable thead th'),
+      function (th) { return th.textContent; });
+    r.first = Array.prototype.map.call(document.querySelectorAll('#toptable tbody tr')[0].cells,
+      function (td) { return td.textContent; });
+    r.order = Array.prototype.map.call(document.querySelectorAll('#toptable tbody tr'),
+      function (tr) { return [+tr.getAttribute('data-l'), +tr.getAttribute('data-h')]; });
+    r.detail = document.getElementById('detail').innerText;
+    var ths = document.querySelectorAll('#detail table.stats thead th');
+    var wrap = document.querySelector('#detail .tablewrap');
+    r.p_right = ths[ths.length - 2].getBoundingClientRect().right;
+    r.q_right = ths[ths.length - 1].getBoundingClientRect().right;
+    r.wrap_right = wrap.getBoundingClientRect().right;
+    r.wrap_scroll = wrap.scrollWidth - wrap.clientWidth;
+    r.page_scroll = document.documentElement.scrollWidth - window.innerWidth;
+    r.inner = window.innerWidth;
+    r.texts = document.querySelectorAll('#heatmap text.ns').length;
+    """
+    r, console = run_page(out / "report.html", actions, tmp_path, window=(width, 1000))
+    assert r["errors"] == [] and console == [], (r["errors"], console)
+    assert r["inner"] == width
+    assert r["head"][:4] == ["layer", "head", "head effect", "spikes"], r["head"]
+    from rmtbase.report.tables import head_ranking
+
+    want = head_ranking(ds)
+    assert [tuple(x) for x in r["order"]] == want[: len(r["order"])]
+    li, hi = want[0]
+    assert r["first"][:2] == [str(li), str(hi)]
+    assert float(r["first"][2]) == pytest.approx(float(ds["head_effect"][li, hi]), rel=1e-3)
+    assert r["first"][3] == str(int(ds["n_spikes"][li, hi]))
+    assert "2 spikes" in r["detail"] and "× the edge" in r["detail"]
+    sx = ds["spike_x"].values[0, 0, :2]
+    assert all(js_num(float(f"{v:.3g}")) in r["detail"] for v in sx), r["detail"][:400]
+    assert r["texts"] == 144
+    assert r["wrap_scroll"] <= 0 and r["page_scroll"] <= 0, r
+    assert r["q_right"] <= min(r["wrap_right"], width) + 0.5, r
+
+
 @needs_chromium
 def test_collection_and_compare_pages_in_chromium(tmp_path, cache):
     steps = trajectory(tmp_path / "ckpt", strengths=(0.0, 3.0))
@@ -177,8 +264,12 @@ def test_collection_and_compare_pages_in_chromium(tmp_path, cache):
     assert "No W_QK histogram" in r["detail"]  # spectral statistics only: said, not drawn
     write_compare([tmp_path / "traj"], tmp_path / "cmp", figures=False)
     r, console = run_page(tmp_path / "cmp" / "report.html",
-                          "r.rows = document.querySelectorAll('table.sortable tbody tr').length;",
-                          tmp_path)
+                          "r.rows = document.querySelectorAll('table.sortable tbody tr').length;"
+                          "r.over = document.documentElement.scrollWidth - window.innerWidth;"
+                          "var t = document.querySelector('table.sortable');"
+                          "r.right = t.parentNode.getBoundingClientRect().right;",
+                          tmp_path, window=(1400, 900))
     assert r["errors"] == [] and console == [] and r["rows"] == 2, (r, console)
+    assert r["over"] <= 0 and r["right"] <= 1400, r  # the table does not widen the page
     with xr.open_dataset(tmp_path / "traj" / "scores.nc") as back:
         assert back.sizes["checkpoint"] == 2

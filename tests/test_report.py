@@ -21,6 +21,7 @@ from rmtbase.decision.verdict import score_values  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 from rmtbase.report import (
     figures,  # noqa: E402
+    profiles,  # noqa: E402
     write_report,  # noqa: E402
 )
 from rmtbase.report import tables as report  # noqa: E402
@@ -60,6 +61,49 @@ def _ds(L=3, H=4, d=64, d_h=8):
     return ds
 
 
+def _with_effects(ds, n_spikes=True):
+    """``ds`` with the per-head distance variables of the score contract (issue 26):
+    ``distance`` (layer, head, stat) signed, ``head_effect`` its largest |value| over the
+    family, ``head_top_stat`` that statistic, ``n_spikes`` and ``spike_x``. Effects span
+    1.2 … 900 null sd, distinct, in an order that is neither index order nor head-p order
+    (the planted head (1, 2) comes second)."""
+    ds = ds.copy()
+    L, H = ds.sizes["layer"], ds.sizes["head"]
+    rng = np.random.default_rng(7)
+    fam = [str(s) for s in ds["stat"].values[ds["in_family"].values]]
+    eff = np.geomspace(1.2, 900.0, L * H)[rng.permutation(L * H)].reshape(L, H)
+    eff[2, 3], eff[1, 2] = 900.0, 600.0
+    others = [v for v in np.unique(eff) if v not in (900.0, 600.0)]
+    free = [(i, j) for i in range(L) for j in range(H) if (i, j) not in ((2, 3), (1, 2))]
+    for (i, j), v in zip(free, others, strict=False):
+        eff[i, j] = v
+    dist = np.full((L, H, ds.sizes["stat"]), np.nan)
+    top = np.empty((L, H), dtype=object)
+    for i in range(L):
+        for j in range(H):
+            k = [str(s) for s in ds["stat"].values].index(fam[(i + j) % len(fam)])
+            for m, s in enumerate(ds["stat"].values):
+                if str(s) in fam:
+                    dist[i, j, m] = rng.uniform(-1, 1) * eff[i, j] * 0.9
+            dist[i, j, k] = -eff[i, j] if (i + j) % 2 else eff[i, j]
+            top[i, j] = str(ds["stat"].values[k])
+    ds["distance"] = (("layer", "head", "stat"), dist)
+    ds["head_effect"] = (("layer", "head"), eff)
+    ds["head_effect"].attrs["units"] = "null sd"
+    ds["head_top_stat"] = (("layer", "head"), top.astype(str))
+    if n_spikes:
+        d_h = ds.sizes["rank"]
+        ns = np.minimum((np.log10(eff) * 1.5).astype(np.int64), d_h)
+        sx = np.full((L, H, d_h), np.nan)
+        for i in range(L):
+            for j in range(H):
+                sx[i, j, : ns[i, j]] = np.sort(1.0 + rng.gamma(2, 0.5, ns[i, j]))[::-1]
+        ds["n_spikes"] = (("layer", "head"), ns)
+        ds["spike_x"] = (("layer", "head", "spike"), sx)
+        ds = ds.assign_coords(spike=np.arange(1, d_h + 1))
+    return ds
+
+
 def test_tables_one_row_per_test_and_per_head():
     ds = _ds()
     df = report.long_table(ds)
@@ -83,6 +127,57 @@ def test_ranking_and_summary_lead_with_the_anomaly():
         assert needle in text, needle
 
 
+def test_ranking_follows_head_effect_not_index_or_p():
+    """With head_effect the ranking is by it, descending: the planted (1, 2) has the smallest
+    head p but the second largest effect; the order is neither index nor p order."""
+    base = _ds()
+    ds = _with_effects(base)
+    eff = ds["head_effect"].values
+    ranking = report.head_ranking(ds)
+    assert ranking[:2] == [(2, 3), (1, 2)]
+    got = [eff[li, hi] for li, hi in ranking]
+    assert got == sorted(got, reverse=True) and len(set(got)) == len(got)
+    index_order = [(i, j) for i in range(3) for j in range(4)]
+    assert ranking != index_order and ranking != report.head_ranking(base)
+    lines = report.anomaly_table(ds, n=4).splitlines()
+    assert lines[1].split()[:6] == ["layer", "head", "effect", "spikes", "head", "p"]
+    rows = [ln.split() for ln in lines[2:]]
+    assert [(int(r[0]), int(r[1])) for r in rows] == ranking[:4]
+    assert [float(r[2]) for r in rows] == [float(f"{eff[li, hi]:.3g}") if eff[li, hi] < 1000
+                                           else round(eff[li, hi]) for li, hi in ranking[:4]]
+    assert [int(r[3]) for r in rows] == [int(ds["n_spikes"].values[li, hi])
+                                         for li, hi in ranking[:4]]
+    top = str(ds["head_top_stat"].values[2, 3])
+    assert rows[0][6] == top
+    want = float(ds["distance"].sel(layer=2, head=3, stat=top))
+    assert float(rows[0][-1]) == pytest.approx(want, rel=1e-2)
+    assert "ranked by effect" in report.summary_text(ds)
+    no_spikes = report.anomaly_table(_with_effects(base, n_spikes=False), n=2).splitlines()
+    assert no_spikes[2].split()[3] == "-"
+
+
+def test_csv_columns_and_rank_follow_the_score():
+    """heads.csv has a rank column (1 = first of head_ranking) and head_effect, n_spikes where
+    scored; scores.csv carries distance. Old scores keep the old columns."""
+    base = _ds()
+    for ds in (base, _with_effects(base)):
+        heads = report.head_table(ds)
+        ranking = report.head_ranking(ds)
+        first = heads[heads["rank"] == 1].iloc[0]
+        assert (first["layer"], first["head"]) == ranking[0]
+        assert sorted(heads["rank"]) == list(range(1, 13))
+        new = "head_effect" in ds
+        assert ({"head_effect", "n_spikes"} <= set(heads)) == new
+        assert ("distance" in set(report.long_table(ds))) == new
+    ds = _with_effects(base)
+    heads = report.head_table(ds).set_index(["layer", "head"])
+    assert heads.loc[(2, 3), "head_effect"] == 900.0 and heads.loc[(2, 3), "rank"] == 1
+    long = report.long_table(ds).set_index(["layer", "head", "stat"])
+    top = str(ds["head_top_stat"].values[1, 2])
+    assert long.loc[(1, 2, top), "distance"] == float(ds["distance"].sel(layer=1, head=2,
+                                                                         stat=top))
+
+
 def test_effect_heatmaps_share_fixed_limits_and_mark_flags():
     ds = _ds()
     fig, ax = plt.subplots()
@@ -100,6 +195,39 @@ def test_effect_heatmaps_share_fixed_limits_and_mark_flags():
         figures.plot_effect_heatmap(ds, "qk.nope")
 
 
+def test_verdict_colours_head_effect_on_a_fixed_unsaturated_scale():
+    """verdict.png: head_effect on the fixed log(1 + x) scale 0…HEAD_EFFECT_LIM (a null head
+    at 2 sd and a trained head at 900 sd are far apart, neither saturated); spike counts
+    written in the cells of a small grid; flagged heads boxed; the title names the model in
+    full on its own line. Old scores keep −log₁₀ p; big grids get no text."""
+    from rmtbase.scoring.collection import combine
+
+    ds = _with_effects(_ds())
+    ax = figures.plot_verdict(ds)
+    im = ax.images[0]
+    np.testing.assert_array_equal(im.get_array().data, ds["head_effect"].values)
+    assert (im.norm.vmin, im.norm.vmax) == (0.0, figures.HEAD_EFFECT_LIM)
+    assert im.norm(2.0) < 0.2 and 0.9 < im.norm(900.0) < 1.0 and im.norm(5.0) < im.norm(50.0)
+    texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text()
+             for t in ax.texts}
+    assert len(texts) == 12 and texts[(2, 1)] == str(int(ds["n_spikes"].values[1, 2]))
+    np.testing.assert_array_equal(np.asarray(ax.collections[0].get_offsets()), [[2, 1]])
+    assert ax.get_title().splitlines()[0] == "toy"
+    cbar = ax.figure.axes[-1]
+    assert "null sd" in cbar.get_ylabel()
+    plt.close("all")
+    ax = figures.plot_verdict(_with_effects(_ds(), n_spikes=False))
+    assert len(ax.texts) == 0 and ax.images[0].norm.vmax == figures.HEAD_EFFECT_LIM
+    big = _with_effects(_ds(L=21, H=20, d_h=8))
+    assert len(figures.plot_verdict(big).texts) == 0
+    plt.close("all")
+    fig = profiles.verdict_grid(combine([ds, ds], ["a", "b"], "model"))
+    panels = [a for a in fig.axes if a.images]
+    assert len(panels) == 2 and all(a.images[0].norm.vmax == figures.HEAD_EFFECT_LIM
+                                    for a in panels)
+    assert any("null sd" in a.get_ylabel() for a in fig.axes if not a.images)
+
+
 def test_effect_overview_stays_legible_for_a_30_layer_model():
     """30 layers × 32 heads, 8 panels: the figure stays under 1800 px a side at 100 dpi."""
     rng = np.random.default_rng(1)
@@ -112,32 +240,46 @@ def test_effect_overview_stays_legible_for_a_30_layer_model():
     assert w < 1800 and h < 1800, (w, h)
 
 
-def test_entropy_figure_draws_the_null_at_the_null_std_with_true_references():
-    """Reference curves: the Gaussian entropy equals −∫ φ ln φ by quadrature; the W_QK panel's
-    variance-gamma curve equals rmtbase.analytic.variance_gamma.entropy at that std; the null
-    bars sit at x = σ_Q (W_Q) and √d_h σ_Q σ_K (W_QK), not at the heads' observed std."""
+def test_entropy_figure_draws_the_excess_over_gaussian_with_true_references():
+    """ΔS = entropy − ½ ln(2π e σ²): each head's dot is its entropy less the Gaussian entropy
+    at its std (−∫ φ ln φ by quadrature); the Gaussian reference is ΔS = 0; the W_QK panel's
+    variance-gamma curve is rmtbase.analytic.variance_gamma.entropy at that std less the
+    Gaussian; the null bars sit at x = σ_Q (W_Q) and √d_h σ_Q σ_K (W_QK), centred on the null
+    mean less the Gaussian entropy there. Log ticks carry no minor labels."""
     from rmtbase.analytic import variance_gamma as vg
+
+    def quad_entropy(s):
+        phi = lambda x: np.exp(-x * x / (2 * s * s)) / np.sqrt(2 * np.pi * s * s)  # noqa: E731
+        return integrate.quad(lambda x: -phi(x) * np.log(phi(x)), -12 * s, 12 * s)[0]
 
     ds = _ds()
     d_h = ds.attrs["d_h"]
     for matrix in ("q", "qk"):
         ax = figures.plot_entropy_sigma(ds, matrix)
         ref = [ln for ln in ax.lines if "Gaussian" in str(ln.get_label())][0]
-        xs, ys = ref.get_xdata(), ref.get_ydata()
-        for i in (0, len(xs) // 2, -1):
-            s = xs[i]
-            phi = lambda x, s=s: np.exp(-x * x / (2 * s * s)) / np.sqrt(2 * np.pi * s * s)  # noqa: E731
-            h, _ = integrate.quad(lambda x, phi=phi: -phi(x) * np.log(phi(x)), -12 * s, 12 * s)
-            assert ys[i] == pytest.approx(h, rel=1e-8, abs=1e-10)
+        np.testing.assert_array_equal(ref.get_ydata(), 0.0)
+        dots = [c for c in ax.collections if c.get_label() in ("heads", "entropy flagged (BH)")]
+        xy = np.concatenate([np.asarray(c.get_offsets()) for c in dots])
+        sig = ds["value"].sel(stat=f"{matrix}.std").values.ravel()
+        ent = ds["value"].sel(stat=f"{matrix}.entropy").values.ravel()
+        for x, y in xy[[0, -1]]:
+            i = int(np.argmin(np.abs(sig - x)))
+            assert y == pytest.approx(ent[i] - quad_entropy(x), rel=1e-7, abs=1e-9)
         bars = [c for c in ax.containers][0]
         x_bar = bars.lines[0].get_xdata()
         sq, sk = ds.sigma_q.values.ravel(), ds.sigma_k.values.ravel()
         want = sq if matrix == "q" else np.sqrt(d_h) * sq * sk
-        np.testing.assert_allclose(np.sort(x_bar), np.sort(want), rtol=1e-12)
+        np.testing.assert_allclose(x_bar, want, rtol=1e-12)
+        m = ds["null_mean"].sel(stat=f"{matrix}.entropy").values.ravel()
+        y_bar = bars.lines[0].get_ydata()
+        assert y_bar[0] == pytest.approx(m[0] - quad_entropy(want[0]), rel=1e-7, abs=1e-9)
         if matrix == "qk":
             vgl = [ln for ln in ax.lines if "variance-gamma" in str(ln.get_label())][0]
             x0, y0 = vgl.get_xdata()[10], vgl.get_ydata()[10]
-            assert y0 == pytest.approx(vg.entropy(d_h, x0 / np.sqrt(d_h)), rel=1e-9)
+            want_vg = vg.entropy(d_h, x0 / np.sqrt(d_h)) - quad_entropy(x0)
+            assert y0 == pytest.approx(want_vg, rel=1e-7, abs=1e-9)
+        ax.figure.canvas.draw()
+        assert all(t.get_text() == "" for t in ax.xaxis.get_minorticklabels())
         plt.close("all")
 
 
@@ -147,6 +289,10 @@ def test_spectrum_plots_use_log_x_and_name_the_head():
     line = [ln for ln in ax.lines if "head 2" in str(ln.get_label())][0]
     np.testing.assert_allclose(line.get_ydata(), ds.qk_spectrum.sel(layer=1, head=2).values)
     assert ax.get_yscale() == "log" and "toy" in ax.get_title() and "anomalous" in ax.get_title()
+    ax.figure.canvas.draw()
+    assert all(t.get_text() == "" for t in ax.yaxis.get_minorticklabels())
+    labels = [t.get_text() for t in ax.yaxis.get_majorticklabels() if t.get_text()]
+    assert labels and all("$" not in t for t in labels)  # plain numbers, not 2×10⁻¹
     plt.close("all")
     ax = figures.plot_spectrum_density(ds, 1, 2)
     assert ax.get_xscale() == "log"
@@ -182,6 +328,41 @@ def test_write_report_files_manifest_and_roundtrip(tmp_path):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     no_fig = write_report(ds, tmp_path / "nofig", figures=False)
     assert not (tmp_path / "nofig" / "figures").exists() and len(no_fig) == 6  # + report.html
+
+
+@pytest.mark.parametrize("n_spikes", [True, False])
+def test_reports_with_the_distance_variables_single_and_collection(tmp_path, n_spikes):
+    """A score with head_effect (with and without n_spikes) writes every figure, ranks
+    summary.txt, heads.csv and report.html's embedded rank by head effect; a collection of
+    such scores ranks each entry's table the same way and carries the columns in heads.csv."""
+    import re
+
+    from rmtbase.scoring.collection import combine
+
+    ds = _with_effects(_ds(), n_spikes=n_spikes)
+    out = tmp_path / "one"
+    write_report(ds, out, n_spectra=1)
+    assert {"verdict.png", "entropy_sigma.png", "spectrum_L2_H3.png"} <= \
+        {p.name for p in (out / "figures").glob("*.png")}
+    summary = (out / "summary.txt").read_text()
+    assert summary.splitlines()[2].split()[:2] == ["2", "3"]
+    heads = pd.read_csv(out / "heads.csv")
+    assert ("n_spikes" in heads) == n_spikes and "head_effect" in heads
+    assert tuple(heads.loc[heads["rank"] == 2, ["layer", "head"]].iloc[0]) == (1, 2)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="rmtbase-data">(.*?)</script>', page, re.S).group(1))
+    h = data["entries"][0]["head"]
+    assert h["rank"][2 * 4 + 3] == 1 and h["rank"][1 * 4 + 2] == 2 and len(h["eff"]) == 12
+    assert ("ns" in h) == n_spikes and ("sx" in h) == n_spikes
+    if n_spikes:
+        assert len(h["sx"][2 * 4 + 3]) == int(ds["n_spikes"].values[2, 3])
+    coll = combine([ds, ds], ["a", "b"], "model")
+    write_report(coll, tmp_path / "coll", figures=False)  # verdict_grid: tested above
+    text = (tmp_path / "coll" / "summary.txt").read_text()
+    for block in text.split("== ")[1:]:
+        assert block.splitlines()[3].split()[:2] == ["2", "3"], block
+    cheads = pd.read_csv(tmp_path / "coll" / "heads.csv")
+    assert "head_effect" in cheads and ("n_spikes" in cheads) == n_spikes
 
 
 def test_rerun_replaces_the_whole_folder_and_failures_leave_it_intact(tmp_path, monkeypatch):

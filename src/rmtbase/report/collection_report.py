@@ -28,10 +28,10 @@ from . import profiles
 from .tables import anomaly_table
 
 MAX_CSV_ROWS = 1_000_000
-_HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
-              "head_n_stats", "sigma_q", "sigma_k")
-_TEST_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_method", "q_value",
-              "percentile", "flag")
+_HEAD_VARS = ("head_effect", "n_spikes", "head_p_value", "head_p_method", "head_q_value",
+              "head_flag", "head_top_stat", "head_n_stats", "sigma_q", "sigma_k")
+_TEST_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_value", "p_method",
+              "q_value", "percentile", "flag")
 
 
 def head_table(ds: xr.Dataset):
@@ -103,7 +103,8 @@ def _figures(ds: xr.Dataset, dim: str, save) -> list[str]:
 
 
 CAPTIONS = {
-    "verdict_grid.png": "Per-head verdict (−log₁₀ head p on a fixed scale; boxed: flagged).",
+    "verdict_grid.png": "Per-head verdict on one fixed scale (head effect in null sd, or −log₁₀ "
+                        "head p for scores without it; boxed: flagged).",
     "trajectory_flags.png": "Fraction of heads that differ from the null, per checkpoint.",
     **{f"trajectory_{s}.png": f"{s}: layer means across training with the one-head null band."
        for s in profiles.PROFILE_STATS},

@@ -5,12 +5,16 @@ calls ``show`` or ``savefig`` (:func:`rmtbase.report.model_report.write_report` 
 
 Colour scales are fixed so figures compare: the per-statistic heatmaps show the *effect* (the
 normal score of the value's place in the null, :mod:`rmtbase.decision.tails`) on ±
-:data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows −log₁₀ of the
-head p-value on [0, :data:`VERDICT_LIM`]. Conventions: normalised spectrum
+:data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows the head's
+``head_effect`` (its largest |distance| from the null, in null sd, uncapped) on
+[0, :data:`HEAD_EFFECT_LIM`] with a log(1 + x) colour scale (:func:`head_effect_norm`), so
+null heads (1–4 sd) and trained heads (tens to thousands) both stay distinct; scores without
+``head_effect`` fall back to −log₁₀ of the head p-value on [0, :data:`VERDICT_LIM`]. Conventions: normalised spectrum
 x = λ / (σ_Q² σ_K² d²) with σ the head's measured entry rms; its large-d law is MP_c ⊠ MP_c,
-c = d_h/d (:mod:`rmtbase.analytic.product`). Entropy references: ½ ln(2π e σ²) for Gaussian
-W_Q, W_K entries; the variance-gamma entropy for the W_QK entries of the null
-(:func:`rmtbase.analytic.variance_gamma.entropy`).
+c = d_h/d (:mod:`rmtbase.analytic.product`). Entropies are drawn as the excess over ½ ln(2π e σ²), the
+Gaussian entropy at the same std, so the null's spread is visible; the W_QK entries of the null
+follow the variance-gamma law (:func:`rmtbase.analytic.variance_gamma.entropy`). Log axes get
+plain, non-overlapping labels (:func:`readable_log_ticks`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ EFFECT_CMAP = "RdBu_r"
 VERDICT_CMAP = "magma_r"
 EFFECT_LIM = 6.0
 VERDICT_LIM = 16.0  # -log10 of the smallest reported p (rmtbase.decision.tails.P_MIN)
+#: Top of the fixed head-effect colour scale (null sd); larger effects share its colour.
+HEAD_EFFECT_LIM = 1000.0
+HEAD_EFFECT_TICKS = (0, 1, 3, 10, 30, 100, 300, 1000)
+HEAD_EFFECT_LABEL = "head effect (null sd)"
+#: Spike counts are written in the verdict's cells up to this many cells.
+MAX_TEXT_CELLS = 400
 
 
 def _axes(ax):
@@ -46,33 +56,113 @@ def _ticks(ax, ds: xr.Dataset):
     ax.set_ylabel("layer")
 
 
+def _tick_text(v, _pos=None) -> str:
+    return f"{v:g}"
+
+
+def readable_log_ticks(axis) -> None:
+    """Labels on a log ``axis`` that do not overlap: plain numbers at 1, 1.5, 2, 3, 5, 7 × 10ᵏ
+    within a decade, 1, 2, 5 × 10ᵏ up to 2 decades, 1, 3 × 10ᵏ up to 4, decades beyond; minor
+    ticks unlabelled. Call it once the
+    axis limits are final."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    span = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
+    subs = ((1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if span < 1 else (1.0, 2.0, 5.0) if span <= 2
+            else (1.0, 3.0) if span <= 4 else (1.0,))
+    axis.set_major_locator(LogLocator(subs=subs))
+    axis.set_major_formatter(FuncFormatter(_tick_text))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _model_label(ds: xr.Dataset) -> str:
-    m = str(ds.attrs.get("model", "?"))
+    """The model's name for a title: without the provenance in parentheses, a path reduced to
+    its last part, at most 48 characters."""
+    import os
+
+    m = str(ds.attrs.get("model", "?")).split(" (", 1)[0].rstrip("/")
+    if os.path.isabs(m):
+        m = os.path.basename(m) or m
     return m if len(m) <= 48 else "…" + m[-47:]
 
 
-def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True):
-    """−log₁₀ head p-value over layer × head (fixed scale [0, VERDICT_LIM]); flagged heads
-    (BH over heads) boxed. Returns the Axes."""
+def _effect_fwd(x):
+    return np.log10(1.0 + np.clip(x, 0.0, None))
+
+
+def _effect_inv(y):
+    return 10.0**y - 1.0
+
+
+def head_effect_norm():
+    """The fixed colour norm of ``head_effect``: log₁₀(1 + x) over [0, HEAD_EFFECT_LIM]."""
+    from matplotlib.colors import FuncNorm
+
+    return FuncNorm((_effect_fwd, _effect_inv), vmin=0.0, vmax=HEAD_EFFECT_LIM)
+
+
+def verdict_colorbar(fig, mappable, ax, *, head_effect: bool, ticks=HEAD_EFFECT_TICKS, **kw):
+    """The verdict's colour bar: head effect (fixed ``ticks``, null sd) or −log₁₀ head p."""
+    if head_effect:
+        cb = fig.colorbar(mappable, ax=ax, label=HEAD_EFFECT_LABEL, extend="max", **kw)
+        cb.set_ticks(list(ticks), labels=[str(t) for t in ticks])
+        return cb
+    return fig.colorbar(mappable, ax=ax, label=r"$-\log_{10}$ head p", extend="max", **kw)
+
+
+def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool = True):
+    """The per-head verdict over layer × head; flagged heads (BH over heads) boxed.
+
+    Colour: ``head_effect`` on the fixed :func:`head_effect_norm` scale where the score has
+    it, else −log₁₀ head p on [0, VERDICT_LIM]. With ``spikes`` and ``n_spikes`` in the score,
+    each cell shows its spike count (grids of at most :data:`MAX_TEXT_CELLS` cells). Returns
+    the Axes."""
     import matplotlib as mpl
 
     ax = _axes(ax)
-    p = ds["head_p_value"].values
-    with np.errstate(divide="ignore"):
-        s = -np.log10(np.clip(p, 10.0**-VERDICT_LIM, 1.0))
+    by_effect = "head_effect" in ds
+    if by_effect:
+        s = ds["head_effect"].values.astype(float)
+        norm = head_effect_norm()
+    else:
+        with np.errstate(divide="ignore"):
+            s = -np.log10(np.clip(ds["head_p_value"].values, 10.0**-VERDICT_LIM, 1.0))
+        norm = mpl.colors.Normalize(0.0, VERDICT_LIM)
     cmap = mpl.colormaps[VERDICT_CMAP].with_extremes(bad="0.8")
-    im = ax.imshow(np.ma.masked_invalid(s), cmap=cmap, vmin=0, vmax=VERDICT_LIM, origin="lower",
+    im = ax.imshow(np.ma.masked_invalid(s), cmap=cmap, norm=norm, origin="lower",
                    aspect="auto", interpolation="nearest")
     li, hi = np.nonzero(ds["head_flag"].values)
-    ax.scatter(hi, li, marker="s", s=60, facecolors="none", edgecolors="#1b9e77", linewidths=1.4,
-               label="flagged (BH)")
+    ax.scatter(hi, li, marker="s", s=_cell_points(ax, ds) ** 2, facecolors="none",
+               edgecolors="#1b9e77", linewidths=1.4, label="flagged (BH)")
+    text = spikes and "n_spikes" in ds and ds["head_flag"].size <= MAX_TEXT_CELLS
+    if text:
+        _spike_text(ax, ds["n_spikes"].values, norm(np.ma.masked_invalid(s)))
     if colorbar:
-        ax.figure.colorbar(im, ax=ax, label=r"$-\log_{10}$ head p", extend="max")
+        verdict_colorbar(ax.figure, im, ax, head_effect=by_effect)
     _ticks(ax, ds)
+    ax.set_xlabel("head   (boxed: flagged" + ("; number: spikes)" if text else ")"))
     n = int(ds["head_flag"].sum())
-    ax.set_title(f"{_model_label(ds)}: {n} of {ds['head_flag'].size} heads differ from the null "
+    ax.set_title(f"{_model_label(ds)}\n{n} of {ds['head_flag'].size} heads differ from the null "
                  f"(BH α={ds.attrs.get('alpha')})", fontsize=9)
     return ax
+
+
+def _cell_points(ax, ds: xr.Dataset) -> float:
+    """About 80 % of a cell's smaller side in points (the flag box's marker size)."""
+    w, h = ax.get_position().size * ax.figure.get_size_inches() * 72
+    return float(np.clip(0.8 * min(w / ds.sizes["head"], h / ds.sizes["layer"]), 3, 30))
+
+
+def _spike_text(ax, n_spikes, shade) -> None:
+    """Write each cell's spike count, white on dark cells."""
+    size = 7 if n_spikes.size <= 150 else 5.5
+    for (i, j), n in np.ndenumerate(n_spikes):
+        if not np.isfinite(n) or n < 0:
+            continue
+        dark = not np.ma.is_masked(shade[i, j]) and float(shade[i, j]) > 0.55
+        ax.text(j, i, str(int(n)), ha="center", va="center", fontsize=size,
+                color="white" if dark else "black")
 
 
 def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = True):
@@ -113,6 +203,7 @@ def plot_spectrum(ds: xr.Dataset, layer: int, head: int, ax=None, *, why: str = 
                     label="null median")
     ax.plot(k, x, "o-", ms=3, color="C0", label=f"layer {layer}, head {head}")
     ax.set_yscale("log")
+    readable_log_ticks(ax.yaxis)
     ax.set_xlabel("rank k")
     ax.set_ylabel(r"$x_k = \lambda_k / (\sigma_Q^2 \sigma_K^2 d^2)$")
     ax.set_title(f"{_model_label(ds)} L{layer} H{head}" + (f" — {why}" if why else ""),
@@ -143,20 +234,26 @@ def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None):
             label=rf"null limit MP$_c\boxtimes$MP$_c$, c={c:.3g}")
     ax.axvline(hi, color="k", ls=":", lw=1)
     ax.set_xscale("log")
+    readable_log_ticks(ax.xaxis)
     ax.set_xlabel("x (log scale)")
     ax.set_ylabel("density")
     ax.legend(fontsize="small")
     return ax
 
 
-def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
-    """Entropy of each head's ``matrix`` ('q', 'k' or 'qk') entries against their std.
+def _gauss_entropy(sigma):
+    return 0.5 * np.log(2 * np.pi * np.e * np.asarray(sigma, dtype=float) ** 2)
 
-    Each head is a dot at its observed (std, entropy); its null — the null mean ± 2 null std of
-    the entropy — is a bar drawn at the *null's* entry std (σ_Q for W_Q; √d_h σ_Q σ_K for
-    W_QK, whose null entries are variance-gamma), joined to the dot by a thin line. Reference
-    curves: ½ ln(2π e σ²) (Gaussian) and, for W_QK, the variance-gamma entropy of the null.
-    Returns the Axes."""
+
+def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
+    """Entropy excess ΔS = S − ½ ln(2π e σ²) of each head's ``matrix`` ('q', 'k' or 'qk')
+    entries against their std σ (log x), so the null is not hidden under the σ trend.
+
+    Each head is a dot at its observed (σ, ΔS); its null — the null mean ± 2 null std of the
+    entropy, less the Gaussian entropy at the *null's* entry std (σ_Q for W_Q; √d_h σ_Q σ_K
+    for W_QK, whose null entries are variance-gamma) — is a bar at that std, joined to the dot
+    by a thin line. References: ΔS = 0 (Gaussian entries) and, for W_QK, the variance-gamma
+    law of the null (a constant: both entropies move by ln σ). Returns the Axes."""
     from ..analytic import variance_gamma as vg
 
     for s in (f"{matrix}.entropy", f"{matrix}.std"):
@@ -167,33 +264,33 @@ def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
     sq, sk = ds["sigma_q"].values.ravel(), ds["sigma_k"].values.ravel()
     x_null = {"q": sq, "k": sk, "qk": np.sqrt(d_h) * sq * sk}[matrix]
     sig = ds["value"].sel(stat=f"{matrix}.std").values.ravel()
-    ev = ds["value"].sel(stat=f"{matrix}.entropy").values.ravel()
-    m = ds["null_mean"].sel(stat=f"{matrix}.entropy").values.ravel()
+    dev = ds["value"].sel(stat=f"{matrix}.entropy").values.ravel() - _gauss_entropy(sig)
+    m = ds["null_mean"].sel(stat=f"{matrix}.entropy").values.ravel() - _gauss_entropy(x_null)
     s = ds["null_std"].sel(stat=f"{matrix}.entropy").values.ravel()
-    for xn, xo, mn, yo in zip(x_null, sig, m, ev, strict=True):
+    for xn, xo, mn, yo in zip(x_null, sig, m, dev, strict=True):
         ax.plot([xn, xo], [mn, yo], color="0.7", lw=0.5, zorder=1)
     ax.errorbar(x_null, m, yerr=2 * s, fmt="_", color="0.35", ms=6, lw=1.2, zorder=2,
                 label="null mean ± 2 std (at the null's std)")
     flag = ds["flag"].sel(stat=f"{matrix}.entropy").values.ravel()
-    ax.scatter(sig[~flag], ev[~flag], s=12, c="C0", alpha=0.8, zorder=3, label="heads")
+    ax.scatter(sig[~flag], dev[~flag], s=12, c="C0", alpha=0.8, zorder=3, label="heads")
     if flag.any():
-        ax.scatter(sig[flag], ev[flag], s=16, c="C3", marker="D", zorder=3,
+        ax.scatter(sig[flag], dev[flag], s=16, c="C3", marker="D", zorder=3,
                    label="entropy flagged (BH)")
     both = np.concatenate([sig, x_null])
     both = both[np.isfinite(both) & (both > 0)]
     if both.size:
         grid = np.geomspace(both.min() * 0.9, both.max() * 1.1, 100)
-        ax.plot(grid, 0.5 * np.log(2 * np.pi * np.e * grid**2), color="k", ls="--", lw=1,
-                label=r"Gaussian $\frac{1}{2}\ln(2\pi e\sigma^2)$")
+        ax.plot(grid, np.zeros_like(grid), color="k", ls="--", lw=1,
+                label=r"Gaussian entries ($\Delta S = 0$)")
         if matrix == "qk":
-            h1 = vg.entropy(d_h)  # entropy at s = 1, std √d_h; H(s) = H(1) + ln s
-            ax.plot(grid, h1 + np.log(grid / np.sqrt(d_h)), color="C2", lw=1.2,
-                    label=f"variance-gamma (null law, d_h={d_h})")
+            h1 = vg.entropy(d_h)  # at s = 1 (std √d_h); H(s) = H(1) + ln s
+            ax.plot(grid, h1 + np.log(grid / np.sqrt(d_h)) - _gauss_entropy(grid), color="C2", lw=1.2, label=f"variance-gamma (null law, d_h={d_h})")
     name = {"q": "W_Q", "k": "W_K", "qk": "W_{QK}"}.get(matrix, matrix)
     ax.set_xscale("log")
+    readable_log_ticks(ax.xaxis)
     ax.set_xlabel(rf"entry std $\sigma$ of ${name}$")
-    ax.set_ylabel("differential entropy (nats)")
-    ax.set_title(rf"${name}$ entries: entropy vs std", fontsize=9)
+    ax.set_ylabel(r"$\Delta S$ = entropy $-\ \frac{1}{2}\ln(2\pi e\sigma^2)$ (nats)")
+    ax.set_title(rf"${name}$ entries: entropy beyond the Gaussian at the same std", fontsize=9)
     ax.legend(fontsize="x-small")
     return ax
 

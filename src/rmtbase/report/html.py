@@ -3,11 +3,13 @@
 Everything is inline: the CSS and the plain JavaScript (``rmtbase/report/assets``, ~18 KB, no
 library), the data as JSON (:mod:`rmtbase.report.html_data`) and the figures as base64 PNGs.
 Nothing is fetched from the network. The score page shows the model, the null and what it
-assumes, the per-head verdict heatmap over layer × head (fixed −log₁₀ p scale, flagged heads
-boxed); hovering or clicking a head shows its statistics beside the null (value, null mean,
-±2 sd band, z, effect, p, q), its normalised spectrum against the null band and the
+assumes, the per-head verdict heatmap over layer × head (head effect on the figures' fixed
+scale, or −log₁₀ p for scores without it; flagged heads boxed; spike counts in the cells of
+small grids); hovering or clicking a head shows its effect and spikes (with their positions),
+its statistics beside the null (value, null mean, ±2 sd band, z, distance, effect, p, q), its normalised spectrum against the null band and the
 MP_c ⊠ MP_c density, and its W_QK element histogram against the Gaussian and the
-variance-gamma references; a sortable table of the most anomalous heads; the summary text and
+variance-gamma references; a sortable table of the most anomalous heads (ranked as
+:func:`rmtbase.report.tables.head_ranking`); the summary text and
 the figures. A collection adds an entry selector. The comparison page shows the layer profiles
 and a sortable table of per-model flag fractions.
 """
@@ -85,10 +87,13 @@ def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
 
 
 def table_html(df, title: str = "") -> str:
-    """A sortable HTML table of a ``pandas.DataFrame`` (numbers carry data-v for sorting)."""
+    """A sortable HTML table of a ``pandas.DataFrame`` (numbers carry data-v for sorting), in a
+    box that scrolls sideways rather than widening the page; headers break at underscores and
+    long text cells wrap."""
     import numpy as np
 
-    head = "".join(f"<th>{_html.escape(str(c))}</th>" for c in df.columns)
+    head = "".join(f"<th>{_html.escape(str(c)).replace('_', '_<wbr>')}</th>"
+                   for c in df.columns)
     rows = []
     for rec in df.itertuples(index=False):
         cells = []
@@ -96,11 +101,13 @@ def table_html(df, title: str = "") -> str:
             if isinstance(v, float | np.floating):
                 cells.append(f'<td data-v="{float(v)!r}">{float(v):.4g}</td>')
             else:
-                cells.append(f"<td>{_html.escape(str(v))}</td>")
+                text = str(v)
+                wide = ' class="w"' if len(text) > 24 else ""
+                cells.append(f"<td{wide}>{_html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption>{_html.escape(title)}</caption>" if title else ""
-    return (f'<table class="sortable">{cap}<thead><tr>{head}</tr></thead><tbody>'
-            + "".join(rows) + "</tbody></table>")
+    return (f'<div class="tablewrap"><table class="sortable">{cap}<thead><tr>{head}</tr>'
+            "</thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def compare_html(table, images: dict[str, bytes], *, title: str, subtitle: str = "",

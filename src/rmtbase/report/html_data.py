@@ -5,16 +5,19 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
 
 - per entry: facts (model, null, storage …), layer and head ids, statistic names and groups,
   per head ``p``, ``q``, ``flag``, ``top`` (index of the head's top statistic, −1 for none),
+  ``rank`` (1 = most anomalous, :func:`rmtbase.report.tables.head_ranking`), where scored ``eff`` (``head_effect``, null sd), ``ns`` (``n_spikes``) and ``sx`` (each
+  head's list of ``spike_x``, its spikes in units of the null's upper edge),
   and, where ``detail`` is true, per test ``v`` (value), ``m``/``s`` (null mean / std, raw
-  units), ``z``, ``e`` (effect), ``p``, ``q``, ``pm`` (p_method, one letter per test:
-  :data:`P_METHODS`),
+  units), ``z``, ``e`` (effect), ``d`` (``distance``, where scored), ``p``, ``q``, ``pm``
+  (p_method, one letter per test: :data:`P_METHODS`),
   the normalised spectrum ``spec`` (layer, head, rank), the null band ``band`` (3, rank) and
   the W_QK histograms ``hist`` (layer, head, bin) where scored;
 - per (d, d_h) shape a reference entry: the MP_c ⊠ MP_c density of the normalised spectrum
   (c = d_h/d) and, on the histogram's bin centres, the N(0, 1) and unit-variance
   variance-gamma (d_h) densities of the standardised W_QK entries;
-- the fixed colour scales (:data:`rmtbase.report.figures.EFFECT_LIM`, ``VERDICT_LIM``) and 64
-  colours of each colour map, so the page matches the PNG figures.
+- the fixed colour scales (:data:`rmtbase.report.figures.EFFECT_LIM`, ``VERDICT_LIM``,
+  ``HEAD_EFFECT_LIM`` with its ticks) and 64 colours of each colour map, so the page matches
+  the PNG figures.
 
 A collection embeds the detail of every entry while it fits ``budget`` bytes, else of evenly
 spaced entries (first and last included); the others keep their per-head verdicts.
@@ -29,6 +32,7 @@ import numpy as np
 import xarray as xr
 
 from ..scoring.collection import entries
+from .tables import head_ranking
 
 #: key -> (variable, significant digits)
 _TEST_VARS = {"v": ("value", 4), "m": ("null_mean", 4), "s": ("null_std", 3), "z": ("z", 3),
@@ -97,14 +101,30 @@ def _facts(ds: xr.Dataset) -> list:
 def _heads(ds: xr.Dataset, stats: list[str]) -> dict:
     top = [stats.index(t) if t in stats else -1 for t in
            np.asarray(ds["head_top_stat"].values).ravel().tolist()]
-    return {"p": _flat(ds["head_p_value"]), "q": _flat(ds["head_q_value"]),
-            "flag": [int(f) for f in np.asarray(ds["head_flag"].values).ravel()],
-            "top": top, "sq": _flat(ds["sigma_q"]), "sk": _flat(ds["sigma_k"])}
+    out = {"p": _flat(ds["head_p_value"]), "q": _flat(ds["head_q_value"]),
+           "flag": [int(f) for f in np.asarray(ds["head_flag"].values).ravel()],
+           "top": top, "sq": _flat(ds["sigma_q"]), "sk": _flat(ds["sigma_k"])}
+    pos = {h: r for r, h in enumerate(head_ranking(ds), start=1)}
+    out["rank"] = [pos[(int(li), int(hi))] for li in ds["layer"].values
+                   for hi in ds["head"].values]
+    if "head_effect" in ds:
+        out["eff"] = _flat(ds["head_effect"], 3)
+    if "n_spikes" in ds:
+        ns = np.asarray(ds["n_spikes"].values, dtype=float).ravel()
+        out["ns"] = [int(n) if np.isfinite(n) and n >= 0 else None for n in ns]
+        if "spike_x" in ds:
+            sx = np.asarray(ds["spike_x"].transpose("layer", "head", "spike").values, dtype=float)
+            sx = sx.reshape(ns.size, -1)
+            out["sx"] = [_flat(row[: int(n)], 3) if n and np.isfinite(n) else []
+                         for row, n in zip(sx, ns, strict=True)]
+    return out
 
 
 def _detail(ds: xr.Dataset) -> dict:
     out = {k: _flat(ds[v].transpose("layer", "head", "stat"), n)
            for k, (v, n) in _TEST_VARS.items()}
+    if "distance" in ds:
+        out["d"] = _flat(ds["distance"].transpose("layer", "head", "stat"), 3)
     pm = np.asarray(ds["p_method"].transpose("layer", "head", "stat").values).ravel()
     out["pm"] = "".join(P_METHODS.get(str(m), "?") for m in pm.tolist())
     if "qk_spectrum" in ds:
@@ -134,7 +154,15 @@ def entry_data(label: str, ds: xr.Dataset, detail: bool = True) -> dict:
 
 def report_data(ds: xr.Dataset, *, budget: int = DEFAULT_BUDGET) -> dict:
     """The whole embedded JSON of a score or collection (module docstring)."""
-    from .figures import EFFECT_CMAP, EFFECT_LIM, VERDICT_CMAP, VERDICT_LIM
+    from .figures import (
+        EFFECT_CMAP,
+        EFFECT_LIM,
+        HEAD_EFFECT_LIM,
+        HEAD_EFFECT_TICKS,
+        MAX_TEXT_CELLS,
+        VERDICT_CMAP,
+        VERDICT_LIM,
+    )
 
     items = entries(ds)
     light = [entry_data(lab, e, detail=False) for lab, e in items]
@@ -151,6 +179,8 @@ def report_data(ds: xr.Dataset, *, budget: int = DEFAULT_BUDGET) -> dict:
         refs.setdefault(f"{d}x{d_h}", _shape_refs(d, d_h))
     return {"entries": data_entries, "refs": refs, "n_detail": len(pick),
             "scale": {"effect_lim": EFFECT_LIM, "verdict_lim": VERDICT_LIM,
+                      "head_lim": HEAD_EFFECT_LIM, "head_ticks": list(HEAD_EFFECT_TICKS),
+                      "text_cells": MAX_TEXT_CELLS,
                       "effect": _colours(EFFECT_CMAP), "verdict": _colours(VERDICT_CMAP)}}
 
 

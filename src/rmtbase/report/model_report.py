@@ -37,8 +37,9 @@ HEADLINE_STATS = ("qk.npr", "qk.lambda_max", "qk.spectral_entropy", "qk.conditio
 HTML_FIGURES = {
     "effect_spectrum.png": "Effect (normal score in the null, fixed ±6 scale) of each spectral "
                            "statistic over layer × head; × marks a descriptive per-statistic flag.",
-    "entropy_sigma.png": "Entropy of the entries against their std, with the Gaussian and "
-                         "variance-gamma references and each head's null.",
+    "entropy_sigma.png": "Entropy of the entries beyond the Gaussian entropy at the same std "
+                         "(ΔS), against the std: each head with its null (mean ± 2 sd), the "
+                         "Gaussian (ΔS = 0) and, for W_QK, the variance-gamma null law.",
 }
 GROUP_FILES = {"spectrum": "effect_spectrum", "product law": "effect_product_law",
                "entry law": "effect_entry_law"}

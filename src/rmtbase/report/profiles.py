@@ -232,11 +232,12 @@ def plot_flag_trajectory(ds: xr.Dataset, ax=None):
 
 
 def verdict_grid(ds: xr.Dataset):
-    """Small multiples: the verdict heatmap (−log₁₀ head p, fixed scale) of each entry, at most
-    24 (evenly spaced, first and last included). Returns a Figure."""
+    """Small multiples: the verdict heatmap of each entry on the one fixed scale of
+    :func:`rmtbase.report.figures.plot_verdict` (head effect, or −log₁₀ head p for scores
+    without it), at most 24 (evenly spaced, first and last included). Returns a Figure."""
     from matplotlib.figure import Figure
 
-    from .figures import plot_verdict
+    from .figures import plot_verdict, verdict_colorbar
 
     items = entries(ds)
     n = len(items)
@@ -250,7 +251,7 @@ def verdict_grid(ds: xr.Dataset):
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
     for ax, i in zip(axes, pick, strict=False):
         label, e = items[i]
-        plot_verdict(e, ax, colorbar=False)
+        plot_verdict(e, ax, colorbar=False, spikes=False)
         ax.set_title(f"{label}: {int(e['head_flag'].sum())}/{e['head_flag'].size}", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.xaxis.label.set_size(7)
@@ -259,8 +260,8 @@ def verdict_grid(ds: xr.Dataset):
             ax.get_legend().remove()
     for ax in axes[len(pick):]:
         ax.set_axis_off()
-    fig.colorbar(axes[0].images[0], ax=list(axes), label=r"$-\log_{10}$ head p", extend="max",
-                 shrink=0.7)
+    verdict_colorbar(fig, axes[0].images[0], list(axes), head_effect="head_effect" in ds,
+                     ticks=(0, 1, 10, 100, 1000), shrink=0.7)
     shown = f"{len(pick)} of {n} shown" if len(pick) < n else f"{n} entries"
     fig.suptitle(f"per-head verdict ({shown}; boxed: flagged)", fontsize=10)
     return fig

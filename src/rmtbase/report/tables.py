@@ -9,10 +9,15 @@ import json
 import numpy as np
 import xarray as xr
 
-_CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "p_value", "p_method", "q_value",
-             "percentile", "flag")
-_HEAD_CSV = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
-             "head_n_stats", "sigma_q", "sigma_k")
+_CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_value", "p_method",
+             "q_value", "percentile", "flag")
+_HEAD_CSV = ("head_effect", "n_spikes", "head_p_value", "head_p_method", "head_q_value",
+             "head_flag", "head_top_stat", "head_n_stats", "sigma_q", "sigma_k")
+EFFECT_NOTE = ("Heads are ranked by effect: the head's largest |distance| from the null over its "
+               "decision statistics, in null standard deviations of a variance-stabilised "
+               "statistic (uncapped; null heads lie at about 1-4). distance: the strongest "
+               "statistic's signed distance. spikes: eigenvalues of W_QK above the null's upper "
+               "edge (a step-down test; '-' where not scored).")
 MEANING = {
     "spectrum": "the singular values of W_QK are not those of independent Gaussian factors: "
                 "structure in how query and key directions are arranged (rank, alignment); at "
@@ -34,16 +39,37 @@ def long_table(ds: xr.Dataset):
 
 
 def head_table(ds: xr.Dataset):
-    """``pandas.DataFrame`` with one row per (layer, head): the decision and its inputs."""
-    return ds[[v for v in _HEAD_CSV if v in ds]].to_dataframe().reset_index()
+    """``pandas.DataFrame`` with one row per (layer, head) in (layer, head) order: ``rank``
+    (1 = most anomalous, :func:`head_ranking`), then the decision and its inputs (with
+    ``head_effect`` and ``n_spikes`` where scored)."""
+    df = ds[[v for v in _HEAD_CSV if v in ds]].to_dataframe().reset_index()
+    pos = {h: r for r, h in enumerate(head_ranking(ds), start=1)}
+    df.insert(2, "rank", [pos[(int(li), int(hi))] for li, hi in zip(df["layer"], df["head"],
+                                                                       strict=True)])
+    return df
+
+
+def has_head_effect(ds: xr.Dataset) -> bool:
+    """Whether the score carries the uncapped per-head distance ``head_effect`` (scores written
+    before it, or by other tools, do not: the report then falls back to the head p-value)."""
+    return "head_effect" in ds
 
 
 def head_ranking(ds: xr.Dataset) -> list[tuple[int, int]]:
-    """(layer, head) pairs, most anomalous first: smallest head p, then largest |effect|."""
+    """(layer, head) pairs, most anomalous first.
+
+    With ``head_effect`` (the head's largest |distance| from the null in null sd, uncapped):
+    largest first, ties by smallest head p. Without it (older scores): smallest head p, then
+    largest |effect| of the family statistics. Index order only breaks exact ties."""
     p = ds["head_p_value"].fillna(1.0).values
-    eff = np.abs(ds["effect"].where(ds["in_family"])).fillna(0.0).max("stat").values
+    if has_head_effect(ds):
+        first = -ds["head_effect"].fillna(-1.0).values
+        second = p
+    else:
+        first = p
+        second = -np.abs(ds["effect"].where(ds["in_family"])).fillna(0.0).max("stat").values
     L, H = p.shape
-    keys = sorted((p[i, j], -eff[i, j], i, j) for i in range(L) for j in range(H))
+    keys = sorted((first[i, j], second[i, j], i, j) for i in range(L) for j in range(H))
     layers, heads = ds["layer"].values, ds["head"].values
     return [(int(layers[k[2]]), int(heads[k[3]])) for k in keys]
 
@@ -56,15 +82,27 @@ def fmt_p(p: float) -> str:
     return f"<{P_MIN:.0e}" if p <= P_MIN else f"{p:.2g}"
 
 
+def _fmt_effect(x: float) -> str:
+    """3 significant digits below 1000, whole numbers above (no exponent in the table)."""
+    return "nan" if not np.isfinite(x) else f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def _spikes(h: xr.Dataset) -> str:
+    if "n_spikes" not in h:
+        return "-"
+    n = h["n_spikes"].values
+    return str(int(n)) if np.isfinite(n) and n >= 0 else "-"
+
+
 def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
-    """A short text table: the decision, then the ``n`` most anomalous heads."""
-    nh = int(ds["head_flag"].size)
-    flagged = int(ds["head_flag"].sum())
+    """A short text table: the decision, then the ``n`` most anomalous heads (ranked by
+    :func:`head_ranking`). With ``head_effect``: each head's distance from the null in null sd
+    and its spike count (``-`` where not scored), and the strongest statistic's signed
+    distance; without: the statistic's (capped) effect and p."""
+    if has_head_effect(ds):
+        return _distance_table(ds, n)
     lines = [
-        f"{ds.attrs.get('model', '?')}  ({ds.attrs.get('architecture', '?')}; "
-        f"d={ds.attrs.get('d', '?')}, d_h={ds.attrs.get('d_h', '?')}, "
-        f"{ds.attrs.get('storage_dtype', 'float32')}): {flagged} of {nh} heads differ from the "
-        f"null (BH over heads, alpha={ds.attrs.get('alpha')})",
+        _headline(ds),
         f"{'layer':>5} {'head':>4} {'head p':>8} {'q':>8}  {'strongest statistic':<22} "
         f"{'value':>11} {'null mean':>11} {'effect':>7} {'p':>8}",
     ]
@@ -82,10 +120,40 @@ def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
     return "\n".join(lines)
 
 
+def _headline(ds: xr.Dataset) -> str:
+    return (f"{ds.attrs.get('model', '?')}  ({ds.attrs.get('architecture', '?')}; "
+            f"d={ds.attrs.get('d', '?')}, d_h={ds.attrs.get('d_h', '?')}, "
+            f"{ds.attrs.get('storage_dtype', 'float32')}): {int(ds['head_flag'].sum())} of "
+            f"{int(ds['head_flag'].size)} heads differ from the null (BH over heads, "
+            f"alpha={ds.attrs.get('alpha')})")
+
+
+def _distance_table(ds: xr.Dataset, n: int) -> str:
+    lines = [
+        _headline(ds),
+        f"{'layer':>5} {'head':>4} {'effect':>7} {'spikes':>6} {'head p':>8} {'q':>8}  "
+        f"{'strongest statistic':<22} {'value':>11} {'null mean':>11} {'distance':>8}",
+    ]
+    for li, hi in head_ranking(ds)[: max(0, int(n))]:
+        h = ds.sel(layer=li, head=hi)
+        top = str(h["head_top_stat"].values)
+        if not top:
+            continue
+        s = h.sel(stat=top)
+        lines.append(
+            f"{li:>5} {hi:>4} {_fmt_effect(float(h['head_effect'])):>7} {_spikes(h):>6} "
+            f"{fmt_p(float(h['head_p_value'])):>8} {fmt_p(float(h['head_q_value'])):>8}  "
+            f"{top:<22} {float(s['value']):>11.4g} {float(s['null_mean']):>11.4g} "
+            f"{_fmt_effect(float(s['distance']) if 'distance' in s else np.nan):>8}")
+    return "\n".join(lines)
+
+
 def summary_text(ds: xr.Dataset, top: int = 10) -> str:
     """The whole ``summary.txt``: decision table, then what was tested and how to read it."""
     a = ds.attrs
     out = [anomaly_table(ds, top), ""]
+    if has_head_effect(ds):
+        out.append(EFFECT_NOTE)
     out.append(f"Null: {a.get('null', '?')}.")
     st = a.get("storage_dtypes", a.get("storage_dtype", "float32"))
     out.append(f"Storage of W_Q/W_K in the checkpoint: {st}; quantisation detected: "

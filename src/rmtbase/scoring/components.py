@@ -256,7 +256,7 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
     from ..baseline.matrix_null import DEFAULT_DRAWS
     from ..models import default_model_path, load_components, model_info
     from .qk_elements import scoring_threads
-    from .score import _default_label
+    from .score import _default_label, model_label
 
     alpha = _check_alpha(alpha)
     draws = DEFAULT_DRAWS if draws is None else draws
@@ -275,7 +275,7 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
                      threads=threads or scoring_threads())
     detected = sorted({c.detected for c in cells if c.detected})
     ds.attrs.update(
-        model=label or str(info.name), model_path=str(info.name),
+        model=label or model_label(info.name), model_path=model_label(info.name),
         revision=str(info.revision or ""), architecture=str(info.architecture),
         n_layers=int(info.n_layers), draws=int(draws), seed=int(seed),
         storage_dtypes=",".join(sorted({c.storage for c in cells})),

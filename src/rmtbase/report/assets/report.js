@@ -40,6 +40,15 @@
     var s = -Math.log10(Math.max(p, Math.pow(10, -S.verdict_lim)));
     return lut(S.verdict, s / S.verdict_lim);
   }
+  /* head effect on the figures' fixed scale: log10(1 + x) over [0, head_lim] */
+  function effectPos(x) { return Math.log10(1 + Math.max(0, x)) / Math.log10(1 + S.head_lim); }
+  function headColour(E, k) {
+    if (!E.head.eff) return verdictColour(E.head.p[k]);
+    return ok(E.head.eff[k]) ? lut(S.verdict, effectPos(E.head.eff[k])) : "#cccccc";
+  }
+  function spikes(E, k) {
+    return E.head.ns && ok(E.head.ns[k]) ? E.head.ns[k] : null;
+  }
   function effectColour(e) {
     return ok(e) ? lut(S.effect, (e + S.effect_lim) / (2 * S.effect_lim)) : "#cccccc";
   }
@@ -203,12 +212,13 @@
       var meth = { g: " (gpd)", f: " (floor)" }[E.pm.charAt(i)] || "";
       rows.push('<tr class="' + (E.fam[j] ? "" : "dup ") + (flag ? "hit" : "") + '"><td>' + esc(E.stats[j]) +
         "</td><td>" + esc(E.groups[j]) + '</td><td class="n">' + num(E.v[i]) + '</td><td class="n">' + num(m) +
-        '</td><td class="n">' + band + '</td><td class="n">' + num(E.z[i]) + "</td><td>" + effectBar(E.e[i]) +
+        '</td><td class="n">' + band + '</td><td class="n">' + num(E.z[i]) + "</td>" +
+        (E.d ? '<td class="n">' + num(E.d[i]) + "</td>" : "") + "<td>" + effectBar(E.e[i]) +
         " " + num(E.e[i]) + '</td><td class="n">' + fmtP(E.p[i]) + meth + '</td><td class="n">' + fmtP(q) + "</td></tr>");
     });
-    return '<table class="stats"><thead><tr><th>statistic</th><th>group</th><th>value</th><th>null mean</th>' +
-      "<th>null ±2 sd</th><th>z</th><th>effect (±" + S.effect_lim + ")</th><th>p</th><th>q</th></tr></thead><tbody>" +
-      rows.join("") + "</tbody></table>";
+    return '<div class="tablewrap"><table class="stats"><thead><tr><th>statistic</th><th>group</th><th>value</th><th>null mean</th>' +
+      "<th>null ±2 sd</th><th>z</th>" + (E.d ? "<th>distance (sd)</th>" : "") + "<th>effect (±" + S.effect_lim +
+      ")</th><th>p</th><th>q</th></tr></thead><tbody>" + rows.join("") + "</tbody></table></div>";
   }
   function showHead(li, hi) {
     var E = D.entries[cur], k = li * E.H.length + hi, h = E.head, top = h.top[k];
@@ -217,6 +227,10 @@
       (h.flag[k] ? '<b class="flagged">differs from the null</b>' : "consistent with the null") +
       (top >= 0 ? "; strongest statistic <b>" + esc(E.stats[top]) + "</b> (" + esc(E.groups[top]) + ")" : "") +
       "; σ_Q = " + num(h.sq[k]) + ", σ_K = " + num(h.sk[k]) + "</p>";
+    if (h.eff) html += '<p class="verdict">head effect = <b>' + num(h.eff[k]) + "</b> null sd (largest |distance| " +
+      "from the null over the decision statistics)" + (spikes(E, k) !== null ? "; <b>" + spikes(E, k) +
+      "</b> spike" + (spikes(E, k) === 1 ? "" : "s") + " (eigenvalues of W_QK above the null's edge)" +
+      (h.sx && h.sx[k].length ? ' at <span class="spikes">' + h.sx[k].map(num).join(", ") + "</span> × the edge" : "") : "") + "</p>";
     if (!E.detail) {
       $("detail").innerHTML = html + "<p>Per-statistic detail of this entry is not embedded (size); see scores.nc.</p>";
       return;
@@ -243,12 +257,16 @@
   function heatmap(E) {
     var nl = E.L.length, nh = E.H.length, cw = Math.max(8, Math.min(30, 620 / nh)), ch = Math.max(6, Math.min(24, 460 / nl));
     var ml = 44, mb = 34, W = ml + nh * cw + 8, H = nl * ch + mb + 6, s = [], li, hi, k, x, y;
+    var text = E.head.ns && nl * nh <= S.text_cells && cw >= 14 && ch >= 12;
     s.push('<svg id="heatsvg" width="' + W + '" height="' + H + '">');
     for (li = 0; li < nl; li++) for (hi = 0; hi < nh; hi++) {
       k = li * nh + hi; x = ml + hi * cw; y = 4 + (nl - 1 - li) * ch;
       s.push('<rect class="cell" data-l="' + li + '" data-h="' + hi + '" x="' + x.toFixed(1) + '" y="' + y.toFixed(1) +
-        '" width="' + cw.toFixed(1) + '" height="' + ch.toFixed(1) + '" fill="' + verdictColour(E.head.p[k]) + '">' +
-        "<title>layer " + E.L[li] + ", head " + E.H[hi] + ": p " + fmtP(E.head.p[k]) + "</title></rect>");
+        '" width="' + cw.toFixed(1) + '" height="' + ch.toFixed(1) + '" fill="' + headColour(E, k) + '">' +
+        "<title>layer " + E.L[li] + ", head " + E.H[hi] + ": " + (E.head.eff ? "effect " + num(E.head.eff[k]) + " sd, " : "") +
+        "p " + fmtP(E.head.p[k]) + (spikes(E, k) !== null ? ", " + spikes(E, k) + " spikes" : "") + "</title></rect>");
+      if (text && spikes(E, k) !== null) s.push('<text class="ns" x="' + (x + cw / 2).toFixed(1) + '" y="' + (y + ch / 2 + 3.5).toFixed(1) +
+        '" text-anchor="middle" style="fill:' + (E.head.eff && effectPos(E.head.eff[k]) > 0.55 ? "#fff" : "#000") + '">' + spikes(E, k) + "</text>");
       if (E.head.flag[k]) s.push('<rect class="flagbox" x="' + (x + 1.5).toFixed(1) + '" y="' + (y + 1.5).toFixed(1) +
         '" width="' + (cw - 3).toFixed(1) + '" height="' + (ch - 3).toFixed(1) + '"/>');
     }
@@ -258,10 +276,23 @@
     for (li = 0; li < nl; li += step) s.push('<text x="' + (ml - 4) + '" y="' + (4 + (nl - 0.5 - li) * ch + 3) + '" text-anchor="end">' + E.L[li] + "</text>");
     s.push('<text x="' + (ml + nh * cw / 2) + '" y="' + (H - 2) + '" text-anchor="middle">head</text>');
     s.push('<text x="10" y="' + (nl * ch / 2) + '" transform="rotate(-90 10 ' + (nl * ch / 2) + ')" text-anchor="middle">layer</text></svg>');
-    var bar = '<div class="cbar"><span>0</span>';
-    for (var i = 0; i < 32; i++) bar += '<i style="background:' + lut(S.verdict, i / 31) + '"></i>';
-    bar += "<span>" + S.verdict_lim + "</span> −log₁₀ head p (boxed: flagged, BH α=" + E.alpha + ")</div>";
+    var bar = '<div class="cbar"><span>0</span>', i;
+    if (E.head.eff) {
+      var ticks = S.head_ticks.slice(1), t0 = 0;
+      ticks.forEach(function (t) {
+        var n = Math.max(1, Math.round(40 * (effectPos(t) - effectPos(t0))));
+        for (i = 0; i < n; i++) bar += '<i style="background:' + lut(S.verdict, effectPos(t0) + (i + 0.5) / n * (effectPos(t) - effectPos(t0))) + '"></i>';
+        bar += "<span>" + t + "</span>";
+        t0 = t;
+      });
+      bar += '</div><div class="note cbarlab">head effect, null sd (fixed scale; boxed: flagged, BH α=' + E.alpha +
+        (text ? "; number in a cell: its spikes" : "") + ")</div>";
+    } else {
+      for (i = 0; i < 32; i++) bar += '<i style="background:' + lut(S.verdict, i / 31) + '"></i>';
+      bar += "<span>" + S.verdict_lim + "</span> −log₁₀ head p (boxed: flagged, BH α=" + E.alpha + ")</div>";
+    }
     $("heatmap").innerHTML = s.join("") + bar;
+    $("heatmap").style.maxWidth = Math.max(W, 420) + "px";
     var svg = $("heatsvg");
     svg.addEventListener("mouseover", function (ev) {
       var t = ev.target;
@@ -277,23 +308,34 @@
   function topTable(E) {
     var nh = E.H.length, idx = [], rows = [];
     for (var k = 0; k < E.head.p.length; k++) idx.push(k);
-    idx.sort(function (a, b) {
-      var pa = ok(E.head.p[a]) ? E.head.p[a] : 2, pb = ok(E.head.p[b]) ? E.head.p[b] : 2;
+    var eff = E.head.eff, rank = E.head.rank;
+    idx.sort(function (a, b) {  /* rank: rmtbase.report.tables.head_ranking */
+      if (rank) return rank[a] - rank[b];
+      var pa = ok(E.head.p[a]) ? E.head.p[a] : 1, pb = ok(E.head.p[b]) ? E.head.p[b] : 1;
+      if (eff) {
+        var ea = ok(eff[a]) ? eff[a] : -1, eb = ok(eff[b]) ? eff[b] : -1;
+        return eb - ea || pa - pb || a - b;
+      }
       return pa - pb || a - b;
     });
     var nflag = E.head.flag.reduce(function (a, b) { return a + b; }, 0);
     idx.slice(0, Math.min(idx.length, Math.max(25, Math.min(200, nflag)))).forEach(function (k) {
       var li = Math.floor(k / nh), hi = k % nh, t = E.head.top[k], n = E.stats.length;
       var e = E.detail && t >= 0 ? E.e[k * n + t] : null, v = E.detail && t >= 0 ? E.v[k * n + t] : null;
-      var m = E.detail && t >= 0 ? E.m[k * n + t] : null;
+      var m = E.detail && t >= 0 ? E.m[k * n + t] : null, dd = E.detail && E.d && t >= 0 ? E.d[k * n + t] : null;
+      var ns = spikes(E, k);
       rows.push('<tr data-l="' + li + '" data-h="' + hi + '"><td data-v="' + E.L[li] + '">' + E.L[li] + '</td><td data-v="' + E.H[hi] + '">' + E.H[hi] +
+        (eff ? '</td><td class="n" data-v="' + (ok(eff[k]) ? eff[k] : -1) + '">' + num(eff[k]) : "") +
+        (E.head.ns ? '</td><td class="n" data-v="' + (ns === null ? -1 : ns) + '">' + (ns === null ? "" : ns) : "") +
         '</td><td data-v="' + (ok(E.head.p[k]) ? E.head.p[k] : 2) + '">' + fmtP(E.head.p[k]) + '</td><td data-v="' + (ok(E.head.q[k]) ? E.head.q[k] : 2) + '">' +
         fmtP(E.head.q[k]) + '</td><td data-v="' + E.head.flag[k] + '">' + (E.head.flag[k] ? "yes" : "") + "</td><td>" +
-        (t >= 0 ? esc(E.stats[t]) : "") + "</td><td>" + (t >= 0 ? esc(E.groups[t]) : "") + '</td><td data-v="' +
+        (t >= 0 ? esc(E.stats[t]) : "") + "</td><td>" + (t >= 0 ? esc(E.groups[t]) : "") +
+        (E.d ? '</td><td class="n" data-v="' + (ok(dd) ? dd : 0) + '">' + num(dd) : "") + '</td><td data-v="' +
         (ok(e) ? e : 0) + '">' + num(e) + '</td><td data-v="' + (ok(v) ? v : 0) + '">' + num(v) + '</td><td data-v="' + (ok(m) ? m : 0) + '">' + num(m) + "</td></tr>");
     });
-    $("toptable").innerHTML = "<thead><tr><th>layer</th><th>head</th><th>head p</th><th>head q</th><th>flagged</th>" +
-      "<th>strongest statistic</th><th>group</th><th>effect</th><th>value</th><th>null mean</th></tr></thead><tbody>" +
+    $("toptable").innerHTML = "<thead><tr><th>layer</th><th>head</th>" + (eff ? '<th title="largest |distance| from the null, null sd">head effect</th>' : "") +
+      (E.head.ns ? '<th title="eigenvalues of W_QK above the null edge">spikes</th>' : "") + "<th>head p</th><th>head q</th><th>flagged</th>" +
+      "<th>strongest statistic</th><th>group</th>" + (E.d ? "<th>distance (sd)</th>" : "") + "<th>effect</th><th>value</th><th>null mean</th></tr></thead><tbody>" +
       rows.join("") + "</tbody>";
     sortable($("toptable"));
     $("toptable").tBodies[0].addEventListener("click", function (ev) {
