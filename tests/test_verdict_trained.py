@@ -63,3 +63,24 @@ def test_bf16_copy_l4h11_is_not_cancelled(tmp_path, minilm):
     assert float(p.min()) < 1e-12
     assert float(h["head_p_value"]) < 1e-9
     assert float(h["head_p_value"]) >= float(p.min())
+
+
+def test_resolution_note_reaches_the_summary():
+    """Too few draws for the p one head needs: said in attrs and in summary.txt."""
+    from rmtbase.decision.verdict import resolution_note
+    from rmtbase.report.tables import summary_text
+
+    note = resolution_note([200, 1000], 72, 0.05)
+    assert "0.00995" in note or "0.0099" in note
+    assert "--draws 2880" in note
+    assert resolution_note([400], 72, 0.05) == ""  # GPD tails from 400 draws
+    assert resolution_note([200], 2, 0.05) == ""  # 2/201 <= 0.025
+    from rmtbase.decision.verdict import score_values
+
+    rng = np.random.default_rng(0)
+    null = {"qk.npr": rng.normal(size=200), "q.rms": np.ones(200), "k.rms": np.ones(200)}
+    ds = score_values({"qk.npr": rng.normal(size=(3, 4))}, np.ones((3, 4)), np.ones((3, 4)),
+                      null)
+    assert "--draws" in ds.attrs["resolution_note"]
+    ds.attrs.update(model="m", d=8, d_h=2)
+    assert "Resolution: with 200 null draws" in summary_text(ds)

@@ -163,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
                                components=cds)
         print(anomaly_table(ds, args.top))
+        if ds.attrs.get("resolution_note"):
+            print(f"rmtbase: {ds.attrs['resolution_note']}", file=sys.stderr)
         if cds is not None:
             from ..report.component_report import component_table
 

@@ -221,7 +221,7 @@ def resolution_note(n_draws, n_heads: int, alpha: float) -> str:
     need = alpha / max(1, n_heads)
     if floor <= need:
         return ""
-    return (f"with {n} null draws per statistic no p-value goes below {floor:.2g} (a GPD tail "
+    return (f"with {n} null draws per statistic no p-value goes below {floor:.3g} (a GPD tail "
             f"needs >= {8 * MIN_TAIL} draws), while one head alone needs p <= alpha/heads = "
             f"{need:.2g} to be flagged: the decision is limited by the draws (use more, e.g. "
             f"--draws {int(np.ceil(2 / need))}); rank heads by head_effect")

@@ -16,8 +16,9 @@ _HEAD_CSV = ("head_effect", "n_spikes", "head_p_value", "head_p_method", "head_q
 EFFECT_NOTE = ("Heads are ranked by effect: the head's largest |distance| from the null over its "
                "decision statistics, in null standard deviations of a variance-stabilised "
                "statistic (uncapped; null heads lie at about 1-4). distance: the strongest "
-               "statistic's signed distance. spikes: eigenvalues of W_QK above the null's upper "
-               "edge (a step-down test; '-' where not scored).")
+               "statistic's signed distance. spikes: leading eigenvalues of W_QK above the 95 % "
+               "quantile of the null's largest eigenvalue (a step-down count of learned "
+               "directions; '-' where not scored).")
 MEANING = {
     "spectrum": "the singular values of W_QK are not those of independent Gaussian factors: "
                 "structure in how query and key directions are arranged (rank, alignment); at "
@@ -159,12 +160,14 @@ def summary_text(ds: xr.Dataset, top: int = 10) -> str:
     out.append(f"Storage of W_Q/W_K in the checkpoint: {st}; quantisation detected: "
                f"{a.get('quantisation', 'none')}; null storage: {a.get('null_storage', st)}.")
     fam = [s for s in str(a.get("decision_family", "")).split(",") if s]
-    out.append(f"Decision: per head, a Cauchy combination of {len(fam)} statistics calibrated on "
-               f"joint null draws, then Benjamini-Hochberg over the {ds['head_flag'].size} heads "
+    out.append(f"Decision: per head, a Cauchy combination of {len(fam)} statistics (p capped at "
+               f"1/2, so none can cancel the others) calibrated on joint null draws, then Benjamini-Hochberg over the {ds['head_flag'].size} heads "
                f"at alpha={a.get('alpha')}. Per-statistic z, p and q in scores.csv are "
                "descriptive.")
     if a.get("duplicates"):
         out.append(f"Counted once: {a['duplicates']}.")
+    if a.get("resolution_note"):
+        out.append(f"Resolution: {a['resolution_note']}.")
     if a.get("unreliable"):
         out.append(f"Left out of the decision (lattice-sensitive, no matched null): "
                    f"{a['unreliable']}.")
