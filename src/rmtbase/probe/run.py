@@ -154,7 +154,7 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
         queries="text-token positions i >= 1; keys: all positions, special tokens included",
         special_tokens="per window, as the tokenizer adds them around one sequence; no padding",
         source=f"rmtbase {__version__}", rmtbase_version=__version__,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     return ds
 
 
