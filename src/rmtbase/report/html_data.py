@@ -5,6 +5,7 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
 
 - per entry: facts (model, null, storage …), layer and head ids, statistic names and groups,
   per head ``p``, ``q``, ``flag``, ``top`` (index of the head's top statistic, −1 for none),
+  ``beh`` (where the probe was joined: behaviour name -> per-head values, 3 digits),
   and, where ``detail`` is true, per test ``v`` (value), ``m``/``s`` (null mean / std, raw
   units), ``z``, ``e`` (effect), ``p``, ``q``, ``pm`` (p_method, one letter per test:
   :data:`P_METHODS`),
@@ -97,9 +98,14 @@ def _facts(ds: xr.Dataset) -> list:
 def _heads(ds: xr.Dataset, stats: list[str]) -> dict:
     top = [stats.index(t) if t in stats else -1 for t in
            np.asarray(ds["head_top_stat"].values).ravel().tolist()]
-    return {"p": _flat(ds["head_p_value"]), "q": _flat(ds["head_q_value"]),
-            "flag": [int(f) for f in np.asarray(ds["head_flag"].values).ravel()],
-            "top": top, "sq": _flat(ds["sigma_q"]), "sk": _flat(ds["sigma_k"])}
+    out = {"p": _flat(ds["head_p_value"]), "q": _flat(ds["head_q_value"]),
+           "flag": [int(f) for f in np.asarray(ds["head_flag"].values).ravel()],
+           "top": top, "sq": _flat(ds["sigma_q"]), "sk": _flat(ds["sigma_k"])}
+    beh = [str(v) for v in ds.data_vars if str(v).startswith("behaviour_")]
+    if beh:  # the probe's behaviours (rmtbase.probe.join): name -> per-head values
+        out["beh"] = {v[len("behaviour_"):]: _flat(ds[v].transpose("layer", "head"), 3)
+                      for v in beh}
+    return out
 
 
 def _detail(ds: xr.Dataset) -> dict:

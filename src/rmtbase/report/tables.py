@@ -35,7 +35,8 @@ def long_table(ds: xr.Dataset):
 
 def head_table(ds: xr.Dataset):
     """``pandas.DataFrame`` with one row per (layer, head): the decision and its inputs."""
-    return ds[[v for v in _HEAD_CSV if v in ds]].to_dataframe().reset_index()
+    behaviour = [v for v in ds.data_vars if str(v).startswith("behaviour_")]  # rmtbase.probe.join
+    return ds[[v for v in _HEAD_CSV if v in ds] + behaviour].to_dataframe().reset_index()
 
 
 def head_ranking(ds: xr.Dataset) -> list[tuple[int, int]]:

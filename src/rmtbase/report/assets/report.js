@@ -217,6 +217,9 @@
       (h.flag[k] ? '<b class="flagged">differs from the null</b>' : "consistent with the null") +
       (top >= 0 ? "; strongest statistic <b>" + esc(E.stats[top]) + "</b> (" + esc(E.groups[top]) + ")" : "") +
       "; σ_Q = " + num(h.sq[k]) + ", σ_K = " + num(h.sk[k]) + "</p>";
+    if (h.beh) html += '<p class="behaviour">behaviour on text (rmtbase probe): ' + Object.keys(h.beh).map(function (b) {
+      return esc(b) + " = <b>" + num(h.beh[b][k]) + "</b>";
+    }).join(", ") + "</p>";
     if (!E.detail) {
       $("detail").innerHTML = html + "<p>Per-statistic detail of this entry is not embedded (size); see scores.nc.</p>";
       return;
