@@ -10,8 +10,10 @@ score_model`, all statistics, Gaussian null) and probes it on the shipped Englis
   is left out). Weight variables: each scored statistic's raw value (``value`` of
   ``<matrix>.<stat>``), ``-log10 head_p``, and ``distance``, ``head_effect``, ``n_spikes`` when
   the score has them. A variable that is not finite for every head is left out.
-* **Within-layer permutation p** (two-sided, add-one): the behaviour is permuted among the
-  heads of each layer (``n_perm`` = 10,000, 1,000 with ``--quick``; fixed seed), the weight
+* **Within-layer permutation p** (two-sided about the permutation distribution's mean,
+  add-one): the behaviour is permuted among the
+  heads of each layer (``n_perm`` = 10,000, 1,000 with ``--quick``, which also scores against
+  at least 200 null draws and the first quarter of the default text; fixed seed), the weight
   variable held fixed, so that layer-level trends shared by both sides (depth changes both
   weights and attention) do not count as evidence about individual heads. BH q over the whole
   table.
@@ -85,7 +87,10 @@ def spearman_table(weights: dict[str, np.ndarray], behaviours: dict[str, np.ndar
         ry = _ranks(y)
         rho = wx @ _unit(ry)                                           # (W,)
         null = _unit(ry[perm]) @ wx.T                                   # (n_perm, W)
-        exceed = (np.abs(null) >= np.abs(rho)[None, :] - 1e-12).sum(axis=0)
+        # two-sided about the permutation mean: within-layer permutations keep the
+        # layer-level part of rho, so the null is not centred at 0
+        m = null.mean(axis=0)
+        exceed = (np.abs(null - m) >= np.abs(rho - m)[None, :] - 1e-12).sum(axis=0)
         p = (1 + exceed) / (1 + n_perm)
         rows += [dict(weight=w, behaviour=b, n=int(y.size), rho=float(rho[i]),
                       p_perm=float(p[i])) for i, w in enumerate(wnames)]
@@ -181,8 +186,9 @@ def run(out_dir, quick=False, seed=0, model=None, text=None) -> dict:
         txt = Text(cut, txt.sha256 + " (first quarter)", txt.name + "[:1/4]")
     where = default_model_path() if model is None else model
     name = "sentence-transformers/all-MiniLM-L6-v2" if model is None else None
+    small = dict(draws=200, max_draws=1000) if quick else {}
     ds = score_model(None if model is None else model, progress=False, seed=seed,
-                     spectrum_draws=0)
+                     spectrum_draws=0, **small)
     ds = join(ds, probe_model(where, text=txt, name=name, progress=False))
     bvars = [b for b in behaviour_names(ds) if np.isfinite(ds[b].values).all()]
     beh = {b[len("behaviour_"):]: np.asarray(ds[b].values, dtype=float).ravel() for b in bvars}
