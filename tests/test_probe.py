@@ -261,3 +261,24 @@ def test_minilm_names_previous_and_next_token_heads():
     assert nxt[li, h] > 0.5 and (li, h) == (1, 8)
     # a uniform head would put ~1/256 on each neighbour: the rest are far below these
     assert np.sort(prev.ravel())[-2] < 0.5
+
+
+@pytest.mark.slow  # the first score of a new shape compiles and draws its null
+def test_score_with_probe(tmp_path, bert_dir, text_file, score_cache):
+    """score --probe: behaviour_* in scores.nc, columns of heads.csv, the drill-down JSON."""
+    import pandas as pd
+
+    out = tmp_path / "scores"
+    assert main(["score", str(bert_dir), "--probe", "--text", str(text_file), "--stats",
+                 "spectral", "--draws", "200", "--max-draws", "200", "--no-figures", "--quiet",
+                 "--out", str(out)]) == 0
+    ds = xr.open_dataset(out / "scores.nc")
+    for b in BEHAVIOURS:
+        assert ds[f"behaviour_{b}"].dims == ("layer", "head")
+    assert ds.attrs["probe_text_name"] == "prose.txt"
+    direct_probe = probe_model(bert_dir, text=text_file, progress=False)
+    np.testing.assert_allclose(ds["behaviour_prev_token"], direct_probe["prev_token"])
+    df = pd.read_csv(out / "heads.csv")
+    assert {f"behaviour_{b}" for b in BEHAVIOURS} <= set(df.columns) and len(df) == 8
+    html = (out / "report.html").read_text()
+    assert '"beh":{"entropy":' in html and "behaviour on text" in html
