@@ -35,7 +35,10 @@ so a previous-token head can place its structure in how W_Q and W_K rotate again
 at offset 1 while its position-0 spectrum stays close to the null's; a null-like spectrum is no
 evidence that a rotary head lacks a positional function. (BERT-style models such as MiniLM add
 learned absolute positions to the residual stream instead, and W_QK is their whole bilinear
-form.) The study does not measure this on a random-initialised model: function needs training.
+form.) Measured on SmolLM2-135M-Instruct (Q4_1 GGUF dequantised, 270 heads): ``qk.
+spectral_entropy`` vs ``prev_token`` ρ = +0.64 and ``-log10 head_p`` vs ``prev_token``
+ρ = −0.51: its previous-token heads are among its *least* anomalous (none of the 27 most
+anomalous heads is among the 27 strongest previous-token heads).
 """
 
 from __future__ import annotations
