@@ -8,19 +8,27 @@ times, and prints seconds per phase, the median, and torch's thread count. A fre
 ``python -m rmtbase probe`` adds the imports of torch and transformers (a few seconds, printed
 as ``import``). Not a timed test: the numbers depend on the machine and on what else runs.
 
-Measured 2026-11-23 12:06 UTC on the shared 2-core machine with other jobs running (load
-average 10), float32 eager attention; the same run inside the test suite at lower load took
-4.8 s (``test_minilm_names_previous_and_next_token_heads``)::
+Measured 2026-11-23 on the shared 2-core machine with other jobs running, float32 eager
+attention. Windows one at a time (12:06 UTC, load average 10)::
 
     $ python benchmarks/probe.py
     import 7.3 s, load 5.8 s, torch threads 2, load average 10.2
     probe (load + 27 windows of 256, 6701 tokens): 61.9, 50.4, 60.5 s; median 60.5 s
     $ python benchmarks/probe.py --threads 1 --repeat 2
-    import 6.5 s, load 6.5 s, torch threads 1, load average 11.1
     probe (load + 27 windows of 256, 6701 tokens): 12.6, 12.3 s; median 12.4 s
 
-Two torch threads on two busy cores lose to one (spin-waiting threads); set
-``OMP_NUM_THREADS=1`` on a shared machine.
+Windows in batches of up to 8 (:data:`rmtbase.probe.run.MAX_BATCH`; 12:22 UTC, load average
+5–6)::
+
+    $ python benchmarks/probe.py
+    import 4.9 s, load 5.9 s, torch threads 2, load average 5.6
+    probe (load + 27 windows of 256, 6701 tokens): 13.5, 13.7, 11.9 s; median 13.5 s
+    $ python benchmarks/probe.py --threads 1 --repeat 2
+    import 5.1 s, load 6.5 s, torch threads 1, load average 5.0
+    probe (load + 27 windows of 256, 6701 tokens): 6.3, 5.6 s; median 5.9 s
+
+Two torch threads on two busy cores lose to one (spin-waiting threads); on a shared machine
+``OMP_NUM_THREADS=1`` is the faster setting.
 """
 
 from __future__ import annotations
