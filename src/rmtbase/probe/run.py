@@ -80,12 +80,38 @@ def load(model):
     except Exception as exc:  # transformers raises many kinds
         raise ModelError(f"cannot load the tokenizer of {name}: {_one_line(exc)}") from exc
     try:
-        net = AutoModel.from_pretrained(src, attn_implementation="eager",
-                                        dtype=torch.float32, **kw)
+        if "gguf_file" in kw:
+            net = _from_gguf(Path(src) / kw["gguf_file"])
+        else:
+            net = AutoModel.from_pretrained(src, attn_implementation="eager",
+                                            dtype=torch.float32, **kw)
+    except ModelError:
+        raise
     except Exception as exc:
         raise ModelError(f"cannot load {name} with transformers: {_one_line(exc)}") from exc
     net.eval()
     return tok, net, name
+
+
+def _from_gguf(path: Path):
+    """The base model of a GGUF file, dequantised to float32 by transformers' GGUF reader
+    (without ``from_pretrained``, which needs the ``accelerate`` package for GGUF)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    cfg = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    cfg._attn_implementation = "eager"
+    net = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager",
+                                           dtype=torch.float32)
+    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=net)["tensors"]
+    missing, unexpected = net.load_state_dict(
+        {k: torch.as_tensor(v, dtype=torch.float32) for k, v in tensors.items()}, strict=False)
+    missing = [k for k in missing if not k.startswith("lm_head")]
+    if missing or unexpected:
+        raise ModelError(f"{path.name}: GGUF tensors do not fit the model "
+                         f"({len(missing)} missing, {len(unexpected)} unexpected)")
+    return net.base_model
 
 
 def default_window(config) -> int:
