@@ -282,3 +282,12 @@ def test_score_with_probe(tmp_path, bert_dir, text_file, score_cache):
     assert {f"behaviour_{b}" for b in BEHAVIOURS} <= set(df.columns) and len(df) == 8
     html = (out / "report.html").read_text()
     assert '"beh":{"entropy":' in html and "behaviour on text" in html
+    from _browser import CHROMIUM, run_page
+    if CHROMIUM is None:
+        return
+    actions = """var c = document.querySelector('#heatmap rect[data-l="1"][data-h="3"]');
+    c.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+    r.detail = document.getElementById('detail').innerText;"""
+    r, _ = run_page(out / "report.html", actions, tmp_path)
+    line = next(ln for ln in r["detail"].splitlines() if ln.startswith("behaviour on text"))
+    assert not r["errors"] and "prev_token = " in line and "mean_distance = " in line
