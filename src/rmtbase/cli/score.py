@@ -6,7 +6,9 @@ also :func:`rmtbase.scoring.components.score_components`),
 or globs of them, or several ``--revision`` values of one hub model: one ``scores.nc`` with a
 leading ``checkpoint`` or ``model`` dimension; ``--workers``/``--scheduler`` run them as Dask
 tasks) and :func:`rmtbase.report.write.write_report`. With no MODEL it scores the embedded
-default MiniLM (no network).
+default MiniLM (no network). ``--probe`` also runs :func:`rmtbase.probe.probe_model` on the
+same model and joins its behaviours to the score (:func:`rmtbase.probe.join`: ``behaviour_*``
+variables, columns of ``heads.csv``, a line in the report's head drill-down).
 """
 
 from __future__ import annotations
@@ -89,6 +91,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=positive_int, default=0, help="null table / permutation seed")
     p.add_argument("--top", type=positive_int, default=10, help="heads in the terminal table")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--probe", action="store_true",
+                   help="also run the attention probe (rmtbase probe) on text and add each "
+                        "head's behaviour (behaviour_entropy, behaviour_prev_token, ...) to "
+                        "scores.nc, heads.csv and the report's head drill-down")
+    p.add_argument("--text", default=None, metavar="FILE",
+                   help="with --probe: UTF-8 text file (default: the shipped English text)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
 
@@ -117,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     if not several and args.collection is not None:
         raise InputError("--collection names the dimension of several checkpoints or models")
     components = _components(args, several)
+    probe_text = _probe_text(args, several)
     from ..files.output import check_output_dir
 
     check_output_dir(args.out, "rmtbase score")  # before any expensive work
@@ -160,6 +169,9 @@ def run(args: argparse.Namespace) -> int:
                                    seed=args.seed, allow_pickle=args.allow_pickle,
                                    progress=not args.quiet,
                                    quantized_null=args.quantized_null)
+        if probe_text is not None:
+            ds = _join_probe(ds, models[0] if models else None, probe_text,
+                             progress=not args.quiet)
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
                                components=cds)
         print(anomaly_table(ds, args.top))
@@ -173,6 +185,31 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0
+
+
+def _probe_text(args, several: bool):
+    """The probe's text (checked before any work) for --probe, else None."""
+    if not args.probe:
+        if args.text is not None:
+            raise InputError("--text needs --probe")
+        return None
+    if several:
+        raise InputError("--probe runs one model; give one MODEL and one revision")
+    if args.revision is not None:
+        raise InputError("--probe loads the model with transformers at its default revision; "
+                         "leave out --revision")
+    from ..probe import read_text
+
+    return read_text(args.text)
+
+
+def _join_probe(ds, model, text, *, progress: bool):
+    """``ds`` with the probe's behaviours of the same model joined (:func:`rmtbase.probe.join`)."""
+    from ..probe import join, probe_model
+    from .probe import resolve_model
+
+    where, name = resolve_model(model)
+    return join(ds, probe_model(where, text=text, name=name, progress=progress))
 
 
 def _components(args, several: bool):

@@ -1,4 +1,6 @@
-"""``rmtbase study NAME [--quick] [--seed S] --out DIR`` and ``rmtbase study --list``."""
+"""``rmtbase study NAME [--quick] [--seed S] [--model M] [--text FILE] --out DIR`` and
+``rmtbase study --list``. ``--model`` and ``--text`` go to studies that take them
+(``head_function``); any other study refuses them with one line."""
 
 from __future__ import annotations
 
@@ -12,6 +14,11 @@ def add_parser(sub):
     p.add_argument("--list", action="store_true", help="print the study names, one per line")
     p.add_argument("--quick", action="store_true", help="reduced size (seconds, for CI)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
+    p.add_argument("--model", default=None,
+                   help="model folder, .gguf or hub id, for studies of one model "
+                        "(head_function; default the embedded MiniLM)")
+    p.add_argument("--text", default=None, metavar="FILE",
+                   help="UTF-8 text for studies that probe attention (head_function)")
     p.add_argument("--out", default="out/studies",
                    help="output folder (default out/studies); the study writes OUT/NAME all or "
                         "nothing, replacing an earlier output of the same study")
@@ -31,8 +38,9 @@ def run(args) -> int:
         raise InputError("give a study NAME or --list; studies: " + ", ".join(STUDIES))
     if args.seed < 0:
         raise InputError(f"--seed must be >= 0, got {args.seed}")
+    options = {k: getattr(args, k) for k in ("model", "text") if getattr(args, k) is not None}
     t0 = time.perf_counter()
-    result = run_study(args.name, args.out, quick=args.quick, seed=args.seed)
+    result = run_study(args.name, args.out, quick=args.quick, seed=args.seed, **options)
     dt = time.perf_counter() - t0
     for path in result.get("figures", []) + result.get("data", []):
         print(path)

@@ -7,6 +7,7 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
   per head ``p``, ``q``, ``flag``, ``top`` (index of the head's top statistic, −1 for none),
   ``rank`` (1 = most anomalous, :func:`rmtbase.report.tables.head_ranking`), where scored ``eff`` (``head_effect``, null sd), ``ns`` (``n_spikes``) and ``sx`` (each
   head's list of ``spike_x``, its spikes in units of the null's upper edge),
+  ``beh`` (where the probe was joined: behaviour name -> per-head values, 3 digits),
   and, where ``detail`` is true, per test ``v`` (value), ``m``/``s`` (null mean / std, raw
   units), ``z``, ``e`` (effect), ``d`` (``distance``, where scored), ``p``, ``q``, ``pm``
   (p_method, one letter per test: :data:`P_METHODS`),
@@ -117,6 +118,10 @@ def _heads(ds: xr.Dataset, stats: list[str]) -> dict:
             sx = sx.reshape(ns.size, -1)
             out["sx"] = [_flat(row[: int(n)], 3) if n and np.isfinite(n) else []
                          for row, n in zip(sx, ns, strict=True)]
+    beh = [str(v) for v in ds.data_vars if str(v).startswith("behaviour_")]
+    if beh:  # the probe's behaviours (rmtbase.probe.join): name -> per-head values
+        out["beh"] = {v[len("behaviour_"):]: _flat(ds[v].transpose("layer", "head"), 3)
+                      for v in beh}
     return out
 
 

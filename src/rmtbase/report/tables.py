@@ -42,8 +42,10 @@ def long_table(ds: xr.Dataset):
 def head_table(ds: xr.Dataset):
     """``pandas.DataFrame`` with one row per (layer, head) in (layer, head) order: ``rank``
     (1 = most anomalous, :func:`head_ranking`), then the decision and its inputs (with
-    ``head_effect`` and ``n_spikes`` where scored)."""
-    df = ds[[v for v in _HEAD_CSV if v in ds]].to_dataframe().reset_index()
+    ``head_effect`` and ``n_spikes`` where scored, and the probe's ``behaviour_*`` where
+    joined)."""
+    behaviour = [v for v in ds.data_vars if str(v).startswith("behaviour_")]  # rmtbase.probe.join
+    df = ds[[v for v in _HEAD_CSV if v in ds] + behaviour].to_dataframe().reset_index()
     pos = {h: r for r, h in enumerate(head_ranking(ds), start=1)}
     df.insert(2, "rank", [pos[(int(li), int(hi))] for li, hi in zip(df["layer"], df["head"],
                                                                        strict=True)])

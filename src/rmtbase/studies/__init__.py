@@ -1,7 +1,7 @@
 """Studies that reproduce the seeds' figures and check their numerical claims.
 
 Each study is a module ``rmtbase.studies.<name>`` with ``run(out_dir, quick=False, seed=0) ->
-dict``: it writes PNG figures and the numbers behind them (CSV / netCDF) into ``out_dir`` and
+dict`` (some take more keyword options, e.g. ``model``: :func:`check_options`): it writes PNG figures and the numbers behind them (CSV / netCDF) into ``out_dir`` and
 returns ``{"figures": [...], "data": [...], "summary": {...}}``. ``quick=True`` runs a reduced
 size (well under a minute on 2 CPU cores; CI runs every study that way); the full size is what
 ``docs/gallery`` and ``studies/README.md`` show. The registry below is the single list of
@@ -24,6 +24,8 @@ STUDIES = {
     "minilm": "seeds 000/003 per-head figures for all-MiniLM-L6-v2 against the null",
     "product_networks": "issue 15 / seed 004: Gaussian and residual products vs depth against "
                         "their limit laws, exact finite-d moments and kurtosis curves",
+    "head_function": "issue 23 / seed 003: weight statistics vs attention behaviour on text "
+                     "(Spearman, within-layer permutations; anomalous vs specialised heads)",
 }
 
 
@@ -53,18 +55,31 @@ def check_out(name: str, out_dir) -> Path:
     return check_output_dir(parent / name, f"rmtbase study {name}")
 
 
-def run(name: str, out_dir, *, quick: bool = False, seed: int = 0) -> dict:
+def check_options(name: str, options: dict) -> None:
+    """One-line :class:`InputError` when study ``name``'s ``run`` does not take every key of
+    ``options`` (such as ``model`` from ``rmtbase study NAME --model DIR``)."""
+    import inspect
+
+    params = inspect.signature(get(name).run).parameters
+    bad = sorted(k for k in options if k not in params)
+    if bad:
+        raise InputError(f"study {name} takes no --{bad[0]}")
+
+
+def run(name: str, out_dir, *, quick: bool = False, seed: int = 0, **options) -> dict:
     """Run study ``name`` into ``out_dir/name`` and return its result dict (paths in it point
     into ``out_dir/name``). All or nothing: the study writes into a temporary sibling folder,
     which replaces ``out_dir/name`` (with a ``manifest.json``) only when the study has
     finished (:class:`rmtbase.files.output.OutputFolder`); an error or interrupt leaves the
-    earlier folder as it was."""
+    earlier folder as it was. ``options``: keyword arguments the study's ``run`` takes beside
+    ``quick`` and ``seed`` (:func:`check_options`; e.g. ``model`` for ``head_function``)."""
     from ..files.output import OutputFolder
 
     module = get(name)
+    check_options(name, options)
     final = check_out(name, out_dir)
     with OutputFolder(final, kind=f"rmtbase study {name}") as folder:
-        result = module.run(folder.tmp, quick=quick, seed=seed)
+        result = module.run(folder.tmp, quick=quick, seed=seed, **options)
         for p in sorted(folder.tmp.rglob("*")):
             if p.is_file():
                 rel = p.relative_to(folder.tmp).as_posix()

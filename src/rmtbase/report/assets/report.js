@@ -229,8 +229,11 @@
       "; σ_Q = " + num(h.sq[k]) + ", σ_K = " + num(h.sk[k]) + "</p>";
     if (h.eff) html += '<p class="verdict">head effect = <b>' + num(h.eff[k]) + "</b> null sd (largest |distance| " +
       "from the null over the decision statistics)" + (spikes(E, k) !== null ? "; <b>" + spikes(E, k) +
-      "</b> spike" + (spikes(E, k) === 1 ? "" : "s") + " (eigenvalues of W_QK above the null's edge)" +
+      "</b> spike" + (spikes(E, k) === 1 ? "" : "s") + " (eigenvalues of W_QK beyond a null head's largest, 95 %)" +
       (h.sx && h.sx[k].length ? ' at <span class="spikes">' + h.sx[k].map(num).join(", ") + "</span> × the edge" : "") : "") + "</p>";
+    if (h.beh) html += '<p class="behaviour">behaviour on text (rmtbase probe): ' + Object.keys(h.beh).map(function (b) {
+      return esc(b) + " = <b>" + num(h.beh[b][k]) + "</b>";
+    }).join(", ") + "</p>";
     if (!E.detail) {
       $("detail").innerHTML = html + "<p>Per-statistic detail of this entry is not embedded (size); see scores.nc.</p>";
       return;

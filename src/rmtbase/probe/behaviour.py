@@ -1,0 +1,111 @@
+"""What a head's attention does on text: per-head statistics of attention matrices (numpy).
+
+One window's attention of one layer is ``A`` of shape ``(heads, T, T)``, ``A[h, i, j]`` the
+weight query position ``i`` puts on key position ``j`` (each row sums to 1 over all keys,
+special tokens included; a causal model's rows are 0 for ``j > i``). ``content`` marks the
+positions that hold text tokens (False for ``[CLS]``, ``[SEP]``, BOS, EOS: whatever the
+tokenizer adds around a window). There is never padding: every window is run at its own
+length (:mod:`.text`).
+
+Queries: the statistics average over **query positions** ``i`` that are content tokens and
+``i ≥ 1`` (position 0 is ``[CLS]``/BOS, or for a decoder without BOS the first token, whose
+causal row is trivially ``[1, 0, …]``). Keys: every position, special tokens included, so a
+head that parks its attention on ``[CLS]``/``[SEP]``/BOS shows it as low ``prev_token`` and high
+``first_token`` rather than being renormalised away. Per head, over those queries:
+
+========== ===========================================================================
+entropy     −Σ_j A[i, j] ln A[i, j], nats (0 for a one-hot row; ln(i+1) for a uniform causal
+            row, ln T for a uniform bidirectional one)
+prev_token  A[i, i−1], over queries whose ``i−1`` is a content token
+next_token  A[i, i+1], over queries whose ``i+1`` is a content token; NaN for a causal model
+first_token A[i, 0]: the sink (``[CLS]`` or BOS; the first text token without a BOS)
+self        A[i, i]
+mean_distance Σ_j A[i, j] |i − j|, in tokens
+========== ===========================================================================
+
+:func:`window_sums` returns per-head sums and counts of one window so that windows pool as
+one set of queries (every query weighs the same, whichever window it is in);
+:func:`finish` divides. :func:`behaviours` does both for one tensor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The behaviour statistics, in output order.
+BEHAVIOURS = ("entropy", "prev_token", "next_token", "first_token", "self", "mean_distance")
+
+#: Units and one-line meanings (netCDF attrs, CSV documentation, figure titles).
+DESCRIPTIONS = {
+    "entropy": ("nats", "mean attention entropy over query positions"),
+    "prev_token": ("1", "mean attention on the previous token, A[i, i-1]"),
+    "next_token": ("1", "mean attention on the next token, A[i, i+1] (NaN for causal models)"),
+    "first_token": ("1", "mean attention on position 0 ([CLS] / BOS), A[i, 0]"),
+    "self": ("1", "mean attention on the query's own position, A[i, i]"),
+    "mean_distance": ("tokens", "mean |i - j| under the attention row"),
+}
+
+
+def window_sums(attn, content, *, causal: bool) -> dict[str, tuple[np.ndarray, int]]:
+    """Per-head sums of each behaviour over one window's queries, with their query counts.
+
+    attn: ``(heads, T, T)`` attention of one layer on one window (rows sum to 1).
+    content: ``(T,)`` bool, True where the position is a text token (module docstring).
+    causal: whether the model is causal (``next_token`` is then NaN: count 0).
+    Returns ``{name: (sums (heads,) float64, count)}``.
+    """
+    a = np.asarray(attn, dtype=np.float64)
+    if a.ndim != 3 or a.shape[1] != a.shape[2]:
+        raise ValueError(f"attention must be (heads, T, T), got shape {a.shape}")
+    c = np.asarray(content, dtype=bool)
+    T = a.shape[1]
+    if c.shape != (T,):
+        raise ValueError(f"content mask must be ({T},), got shape {c.shape}")
+    pos = np.arange(T)
+    q = c & (pos >= 1)
+    qi = pos[q]
+    rows = a[:, q, :]                                           # (H, nq, T)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(rows > 0, rows * np.log(np.where(rows > 0, rows, 1.0)), 0.0)
+    out = {"entropy": (-plogp.sum(axis=(1, 2)), qi.size)}
+    prev = qi[c[qi - 1]]
+    out["prev_token"] = (a[:, prev, prev - 1].sum(axis=1), prev.size)
+    if causal:
+        out["next_token"] = (np.zeros(a.shape[0]), 0)
+    else:
+        nq = qi[qi + 1 < T]
+        nq = nq[c[nq + 1]]
+        out["next_token"] = (a[:, nq, nq + 1].sum(axis=1), nq.size)
+    out["first_token"] = (a[:, qi, 0].sum(axis=1), qi.size)
+    out["self"] = (a[:, qi, qi].sum(axis=1), qi.size)
+    dist = np.abs(qi[:, None] - pos[None, :]).astype(np.float64)  # (nq, T)
+    out["mean_distance"] = ((rows * dist[None]).sum(axis=(1, 2)), qi.size)
+    return out
+
+
+def add_sums(total: dict | None, part: dict) -> dict:
+    """``total`` + ``part`` (both from :func:`window_sums`); ``total=None`` starts a sum."""
+    if total is None:
+        return {k: (np.array(s, dtype=np.float64), int(n)) for k, (s, n) in part.items()}
+    return {k: (total[k][0] + part[k][0], total[k][1] + part[k][1]) for k in total}
+
+
+def finish(total: dict) -> dict[str, np.ndarray]:
+    """Means from pooled sums: ``{name: (heads,) float64}``, NaN where no query counted."""
+    out = {}
+    for k in BEHAVIOURS:
+        s, n = total[k]
+        out[k] = s / n if n > 0 else np.full(np.shape(s), np.nan)
+    return out
+
+
+def behaviours(attn, content=None, *, causal: bool) -> dict[str, np.ndarray]:
+    """The behaviour means of one attention tensor ``(heads, T, T)`` (module docstring);
+    ``content=None``: every position is a text token."""
+    a = np.asarray(attn)
+    if content is None:
+        content = np.ones(a.shape[-1], dtype=bool)
+    return finish(window_sums(a, content, causal=causal))
+
+
+__all__ = ["BEHAVIOURS", "DESCRIPTIONS", "add_sums", "behaviours", "finish", "window_sums"]

@@ -1,0 +1,104 @@
+"""The probe's text: the default English prose shipped with rmtbase, a user's file, and how a
+long text is cut into model-sized windows.
+
+Default text (:func:`default_text`): ``rmtbase/probe/data/default_text.txt``, 5,321 words of
+public-domain English prose (Austen, *Pride and Prejudice* ch. 1; Melville, *Moby-Dick* ch. 1;
+the Declaration of Independence; Lincoln's Gettysburg Address and Second Inaugural Address);
+6,701 tokens with the MiniLM (BERT uncased WordPiece) tokenizer. ``data/SOURCES.md`` states the
+sources and the licence.
+
+Windows (:func:`windows`): the whole text is tokenized once without special tokens and cut
+into consecutive, non-overlapping chunks of ``window − n_special`` text tokens; each chunk gets
+the special tokens the tokenizer adds around one sequence (``[CLS] … [SEP]`` for BERT, BOS
+for Llama, none for GPT-2-style tokenizers), found by tokenizing a one-word probe string with
+and without them. The last chunk is shorter (nothing is padded and nothing dropped), so a
+window never holds padding. Each window comes with its ``content`` mask (True on text tokens).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, ModelError
+
+#: Default window length in tokens (special tokens included), capped by the model's
+#: ``max_position_embeddings``: the issue's probe used 256, MiniLM was trained on 128–256.
+DEFAULT_WINDOW = 256
+DEFAULT_TEXT = "default_text.txt"
+
+
+@dataclass(frozen=True)
+class Text:
+    """A probe text: its content, SHA-256 of its UTF-8 bytes and a short name."""
+
+    text: str
+    sha256: str
+    name: str
+
+
+def default_text() -> Text:
+    """The shipped public-domain English text (module docstring)."""
+    raw = resources.files(__package__).joinpath("data", DEFAULT_TEXT).read_bytes()
+    return Text(raw.decode("utf-8"), hashlib.sha256(raw).hexdigest(), f"rmtbase:{DEFAULT_TEXT}")
+
+
+def read_text(path=None) -> Text:
+    """The text of the UTF-8 file ``path`` (None: :func:`default_text`); one-line
+    :class:`InputError` for a missing, unreadable, non-UTF-8 or empty file."""
+    if path is None:
+        return default_text()
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise InputError(f"no such text file: {path}")
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (byte {exc.start})") from exc
+    if not text.strip():
+        raise InputError(f"{path} holds no text")
+    return Text(text, hashlib.sha256(raw).hexdigest(), p.name)
+
+
+def special_template(tokenizer) -> tuple[list[int], list[int]]:
+    """(prefix, suffix): the token ids the tokenizer adds before and after one sequence."""
+    probe = "hello"
+    bare = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    full = list(tokenizer(probe)["input_ids"])
+    n = len(bare)
+    for start in range(len(full) - n + 1):
+        if full[start:start + n] == bare:
+            return full[:start], full[start + n:]
+    raise ModelError("cannot tell which special tokens the tokenizer adds around a sequence")
+
+
+def windows(tokenizer, text: str, window: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``[(input_ids (T,), content (T,) bool), …]``: ``text`` cut into windows of at most
+    ``window`` tokens, special tokens included (module docstring)."""
+    prefix, suffix = special_template(tokenizer)
+    n_text = int(window) - len(prefix) - len(suffix)
+    if n_text < 2:
+        raise InputError(f"window {window} leaves fewer than 2 text tokens beside the "
+                         f"{len(prefix) + len(suffix)} special tokens")
+    ids = list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+    if len(ids) < 2:
+        raise InputError(f"the text has {len(ids)} token(s); the probe needs at least 2")
+    out = []
+    for s in range(0, len(ids), n_text):
+        chunk = ids[s:s + n_text]
+        w = np.array(prefix + chunk + suffix, dtype=np.int64)
+        content = np.zeros(w.size, dtype=bool)
+        content[len(prefix):len(prefix) + len(chunk)] = True
+        out.append((w, content))
+    return out
+
+
+__all__ = ["DEFAULT_WINDOW", "Text", "default_text", "read_text", "special_template", "windows"]
