@@ -31,7 +31,9 @@ STATS = ["qk.npr", "qk.lambda_max", "q.std", "q.entropy", "qk.std", "qk.entropy"
 
 
 def _ds(L=3, H=4, d=64, d_h=8):
-    """A score of L×H heads with one planted anomaly at (layer 1, head 2) in qk.npr."""
+    """A score of L×H heads with one planted anomaly at (layer 1, head 2) in qk.npr, shaped as
+    scores written before head_effect existed (``distance``, ``head_effect`` and
+    ``group_effect`` dropped; :func:`_with_effects` adds synthetic ones)."""
     rng = np.random.default_rng(0)
     n = 800
     null = {"q.rms": np.ones(n), "k.rms": np.ones(n)}
@@ -47,6 +49,7 @@ def _ds(L=3, H=4, d=64, d_h=8):
         values[s] = v * sig**p if s not in ("q.entropy", "qk.entropy") else v + p * np.log(sig)
     values["qk.npr"][1, 2] = 0.5  # the planted anomaly
     ds = score_values(values, sig, sig, null, alpha=0.05)
+    ds = ds.drop_vars(["distance", "head_effect", "group_effect", "stat_group"], errors="ignore")
     ds["qk_spectrum"] = (("layer", "head", "rank"),
                          np.sort(rng.gamma(4, 0.25, size=(L, H, d_h)), axis=-1)[..., ::-1])
     ds["qk_spectrum"][1, 2, 0] = 120.0  # an outlier far right
