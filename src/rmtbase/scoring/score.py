@@ -137,8 +137,17 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
     x_k = λ_k / (rms_Q² rms_K² d²) per draw (the same normalisation as the heads'), from
     ``null_draws(..., stats="spectral", return_spectrum=True)`` with key
     ``fold_in(PRNGKey(seed), 0x5EC7)`` (independent of the table's keys).
-    Returns (len(SPECTRUM_QUANTILES), d_h).
+    Returns (len(SPECTRUM_QUANTILES), d_h); the seed shapes' bands are shipped
+    (:func:`rmtbase.baseline.cache.shipped_band`), which spares a first run their compilation.
     """
+    from ..baseline.cache import shipped_band
+
+    band = shipped_band(d, d_h, n_draws, seed, SPECTRUM_QUANTILES)
+    return _drawn_spectrum_band(d, d_h, n_draws, seed) if band is None else band
+
+
+def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int) -> np.ndarray:
+    """:func:`null_spectrum_band` from its draws (what the shipped bands were made with)."""
     import jax
 
     from ..baseline.null import null_draws
