@@ -15,8 +15,8 @@
   slower one where the 2026-11-22 code took 458 s (2026-11-23; the README's Performance
   section has the A/B table).
 - ``llama70b`` (not run by default): a LLaMA-3-70B-shaped folder (d = 8192, 80 layers, 64
-  query heads of 128 on 8 key heads, bf16, 3 layers a shard (27 shards), q_proj/k_proj only: 11.5 GB, built in a
-  temporary folder or ``--keep70 DIR``) scored with ``--stats spectral`` over all 80 layers, and
+  query heads of 128 on 8 key heads, bf16, 27 shards of 3 layers, q_proj/k_proj only: 11.5 GB,
+  built in a temporary folder or ``--keep70 DIR``) scored with ``--stats spectral`` over all 80 layers, and
   with all statistics over its first 1 and 3 layers (``--layers70-all``; views of the same
   shards) with ``draws=20``: no (8192, 128) table is shipped and 2,000 all-statistics draws
   there would take most of an hour on two cores. s/layer of the all-statistics run is the
@@ -70,8 +70,8 @@ LLAMA_SHAPES = {"8b": (4096, 32, 8, 128, 14336, 4), "70b": (8192, 64, 8, 128, 28
 
 def build_llama8b(folder: Path, layers: int = 32, shape: str = "8b") -> Path:
     """Config + bf16 safetensors shards of random q/k projections (LLaMA-3-8B shapes, or
-    LLaMA-3-70B's with ``shape="70b"``: d = 8192, 64 query heads on 8 key heads, at most 30 shards, as
-    the real checkpoint: 27 of 3 layers).
+    LLaMA-3-70B's with ``shape="70b"``: d = 8192, 64 query heads on 8 key heads, at most 30
+    shards as the real checkpoint: 27 of 3 layers).
     Only q_proj/k_proj are written: the loader reads nothing else (tests/test_models_minilm's
     test_loading_reads_only_query_and_key_tensors), so the FFNs and embeddings that make a real
     checkpoint ~16 or ~140 GB would only take disk."""
