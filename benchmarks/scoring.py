@@ -17,8 +17,8 @@
 - ``llama70b`` (not run by default): a LLaMA-3-70B-shaped folder (d = 8192, 80 layers, 64
   query heads of 128 on 8 key heads, bf16, 27 shards of 3 layers, q_proj/k_proj only: 11.5 GB,
   built in a temporary folder or ``--keep70 DIR``) scored with ``--stats spectral`` over all
-  80 layers, and with all statistics over its first 1 and 3 layers (``--layers70-all``; views of the same
-  shards) with ``draws=20``: no (8192, 128) table is shipped and 2,000 all-statistics draws
+  80 layers, and with all statistics over its first 1 and 3 layers (``--layers70-all``;
+  views of the same shards) with ``draws=20``: no (8192, 128) table is shipped and 2,000 all-statistics draws
   there would take most of an hour on two cores. s/layer of the all-statistics run is the
   difference of the two runs over the difference of their layers (fixed costs cancel).
 - ``perm``: the permutation null of a GPT-2-small-shaped random model (12 layers × 12 heads,
