@@ -217,10 +217,11 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
 
     per_layer, spectra, layer_ids, storages, factors, hists = [], [], [], set(), [], []
     detected = None
-    if progress:
+    bar = None
+    if progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
         from tqdm.auto import tqdm
 
-        layers = tqdm(layers, total=info.n_layers, desc="scoring layers", file=sys.stderr)
+        bar = tqdm(total=info.n_layers, desc="scoring layers", file=sys.stderr)
     group = info.group_size
     for lh in layers:
         wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
@@ -243,6 +244,11 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         storages.add(storage)
         if null == "permutation":
             factors.append((wq, wk))
+        del lh, wq, wk  # else this layer's weights stay alive while the next one is read
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
     if not per_layer:
         raise ModelError(f"{info.name} has no attention layers to score")
     return per_layer, spectra, layer_ids, storages, detected, factors, hists
