@@ -27,6 +27,12 @@ from .qk_histogram import elements_and_histogram
 TRIM = 0.8
 
 
+#: Most heads per compiled call. JAX copies a call's numpy inputs (2 × heads × d_h × d floats:
+#: 256 MB for 32 heads at LLaMA-70B's d = 8192, per thread); the heads of a call are a
+#: ``lax.map``, so the number per call changes no number (as the thread count does not).
+HEADS_PER_CALL = 8
+
+
 def scoring_threads() -> int:
     """Threads for LAPACK-free per-head work (W_QK's element statistics, the permutation null's
     Grams): ``$RMTBASE_THREADS`` or min(2, CPU count).
@@ -101,7 +107,9 @@ def qk_elements(wq, wk, scale, threads: int | None = None, *, which: tuple = (),
     import jax
 
     n = wq.shape[0]
-    chunks = _chunks(n, max(1, min(threads or scoring_threads(), n)))
+    threads = max(1, min(threads or scoring_threads(), n))
+    size = min(-(-n // threads), HEADS_PER_CALL)
+    chunks = _chunks(n, -(-n // size))
     fn = _compiled(tuple(which), storage)
 
     def run(idx):
@@ -111,7 +119,7 @@ def qk_elements(wq, wk, scale, threads: int | None = None, *, which: tuple = (),
     if len(chunks) == 1:
         parts = [run(chunks[0][0])]
     else:
-        with ThreadPoolExecutor(len(chunks), thread_name_prefix="rmtbase-qk") as pool:
+        with ThreadPoolExecutor(threads, thread_name_prefix="rmtbase-qk") as pool:
             parts = list(pool.map(run, [idx for idx, _ in chunks]))
     kept = [(p, m) for p, (_, m) in zip(parts, chunks, strict=True) if m > 0]
     stats = {s: np.concatenate([p[0][s][:m] for p, m in kept]) for s in parts[0][0]}
