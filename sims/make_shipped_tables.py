@@ -9,6 +9,14 @@ wall time of each, so the choices in the README's table section can be checked:
     python sims/make_shipped_tables.py --stats spectral --draws 4000
     python sims/make_shipped_tables.py --stats all --draws 2000 --cells 384x32
     python sims/make_shipped_tables.py --stats all --draws 2000 --storage bfloat16
+    python sims/make_shipped_tables.py --stats spectral --draws 100000 --cells 384x32 --extension
+    python sims/make_shipped_tables.py --bands
+
+``--extension`` marks a long spectral table as serving only the sequential extension of the
+spectral null (:mod:`rmtbase.baseline.cache`): the 100,000 draws at MiniLM's (384, 32), so that
+a first ``rmtbase score`` on the default model generates nothing. ``--bands`` writes
+``spectrum_bands.json``: the null spectrum band of the spectrum figure (200 draws, seed 0) of
+each cell, which spares a first run compiling the draws.
 
 Re-running with the same options rewrites identical numbers (same seed, same backend).
 """
@@ -61,8 +69,14 @@ def main(argv=None) -> int:
     p.add_argument("--cells", default=None, help="comma list like 768x64,384x32 (default: all)")
     p.add_argument("--storage", default="float32", help="checkpoint precision the null models")
     p.add_argument("--out", type=Path, default=DATA)
+    p.add_argument("--extension", action="store_true",
+                   help="mark the tables as serving the sequential spectral extension only")
+    p.add_argument("--bands", action="store_true",
+                   help="write spectrum_bands.json (null spectrum bands) and no tables")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.bands:
+        return _bands(args)
     index_path = args.out / "index.json"
     index = json.loads(index_path.read_text()) if index_path.is_file() else {"tables": []}
     for d, d_h in _cells(args.cells):
@@ -77,6 +91,7 @@ def main(argv=None) -> int:
                  "draws": args.draws, "seed": args.seed, "dtype": "float32",
                  "storage": args.storage,
                  "format": TABLE_FORMAT, "models": SEED_CELLS.get((d, d_h), ""),
+                 **({"extension": True} if args.extension else {}),
                  "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
                  "bytes": path.stat().st_size, "seconds": round(seconds, 1),
                  "backend": ds.attrs["backend"], "rmtbase_version": ds.attrs["rmtbase_version"],
@@ -88,6 +103,29 @@ def main(argv=None) -> int:
         tmp.write_text(json.dumps(index, indent=1) + "\n")
         tmp.replace(index_path)
         print(f"{name}: {seconds:.1f} s, {entry['bytes'] / 1e6:.2f} MB", flush=True)
+    return 0
+
+
+def _bands(args) -> int:
+    import jax
+
+    from rmtbase._version import __version__
+    from rmtbase.scoring.score import SPECTRUM_QUANTILES, _drawn_spectrum_band
+
+    n = 200  # score_model's spectrum_draws default
+    bands = []
+    for d, d_h in _cells(args.cells):
+        band = _drawn_spectrum_band(d, d_h, n, args.seed)
+        bands.append({"d": d, "d_h": d_h, "draws": n, "seed": args.seed,
+                      "quantiles": list(SPECTRUM_QUANTILES),
+                      "band": [[float(v) for v in row] for row in band]})
+        print(f"band {d}x{d_h}", flush=True)
+    out = {"definition": "rmtbase.scoring.score.null_spectrum_band: quantiles of the sorted "
+                         "normalised null spectrum lambda / (rms_Q^2 rms_K^2 d^2)",
+           "backend": jax.default_backend(), "jax_version": jax.__version__,
+           "rmtbase_version": __version__,
+           "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "bands": bands}
+    (args.out / "spectrum_bands.json").write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 

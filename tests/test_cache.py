@@ -173,9 +173,39 @@ def test_shipped_table_served_without_generation(monkeypatch, user_cache):
 
     monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
     ds = cache.null_table(e["d"], e["d_h"], stats="spectral", min_draws=1000, seed=e["seed"])
-    best = max(x["draws"] for x in entries if (x["d"], x["d_h"]) == (e["d"], e["d_h"]))
+    best = max(x["draws"] for x in entries if (x["d"], x["d_h"]) == (e["d"], e["d_h"])
+               and not x.get("extension"))
     assert ds.sizes["draw"] == best and not user_cache.exists()
     assert {"npr", "q_rms"} <= set(ds.data_vars) and "qk_std" not in ds.data_vars
+
+
+def test_extension_table_serves_only_longer_requests(monkeypatch, user_cache):
+    """MiniLM's (384, 32) ships a 100,000-draw spectral extension table: an ordinary request
+    still gets the ordinary table, the sequential extension's ×5 requests get the long one,
+    and nothing is generated or cached."""
+    ext = [e for e in cache.shipped_index() if e.get("extension")]
+    assert {(e["d"], e["d_h"], e["stats"]) for e in ext} == {(384, 32, "spectral")}
+
+    def no_generation(*a, **k):
+        raise AssertionError("shipped table not used")
+
+    monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
+    assert cache.null_table(384, 32, stats="spectral", min_draws=1000).sizes["draw"] == 4000
+    for n in (20_000, 100_000):
+        ds = cache.null_table(384, 32, stats="spectral", min_draws=n)
+        assert ds.sizes["draw"] == 100_000
+    assert not user_cache.exists()
+
+
+def test_shipped_bands():
+    from rmtbase.scoring.score import SPECTRUM_QUANTILES, _drawn_spectrum_band
+
+    band = cache.shipped_band(384, 32, 200, 0, SPECTRUM_QUANTILES)
+    assert band.shape == (3, 32) and np.all(np.diff(band, axis=0) >= 0)
+    assert cache.shipped_band(384, 32, 201, 0, SPECTRUM_QUANTILES) is None
+    assert cache.shipped_band(384, 32, 200, 1, SPECTRUM_QUANTILES) is None
+    # the shipped numbers are what the draws give (another CPU's float32 rounding allowed)
+    np.testing.assert_allclose(band, _drawn_spectrum_band(384, 32, 200, 0), rtol=1e-5)
 
 
 def _hand_table():

@@ -20,6 +20,15 @@ seed, σ or storage, or cut short — is regenerated with a warning naming it. B
 of a cell depends only on (seed, d, d_h, i), the first ``n`` draws of any matching table are
 the ``n``-draw table.
 
+An index entry with ``"extension": true`` is a long table shipped for the sequential extension
+of the spectral null (:func:`rmtbase.scoring.score.score_model` asks for ×5 more draws where a
+head lies beyond all but 10): it serves a request only when no ordinary shipped table has
+enough draws, so ordinary requests get the same table as without it, and a first
+``rmtbase score`` on the default model generates nothing.
+
+:func:`shipped_band` returns the null spectrum band of the spectrum figure where
+``data/spectrum_bands.json`` holds it (the seed shapes, 200 draws, seed 0).
+
 :func:`rescale` turns a table at (σ_Q, σ_K) into one at any other (σ_Q', σ_K') exactly, through
 each variable's ``sigma_power``/``scaling`` attrs (see :data:`rmtbase.stats.STAT_INFO`): with
 r the ratio of the variable's σ (σ_Qσ_K for W_QK statistics, σ_Q or σ_K for W_Q or W_K),
@@ -65,6 +74,21 @@ def shipped_index() -> list[dict]:
         return []
     entries = json.loads(index.read_text(encoding="utf-8"))["tables"]
     return [dict(e, storage=e.get("storage", "float32")) for e in entries]
+
+
+def shipped_band(d: int, d_h: int, n_draws: int, seed: int, quantiles) -> np.ndarray | None:
+    """The shipped null spectrum band (len(quantiles), d_h) of
+    :func:`rmtbase.scoring.score.null_spectrum_band` for (d, d_h, n_draws, seed), or None."""
+    ref = resources.files("rmtbase").joinpath("data", "spectrum_bands.json")
+    if not ref.is_file():
+        return None
+    for e in json.loads(ref.read_text(encoding="utf-8"))["bands"]:
+        if (e["d"], e["d_h"], e["draws"], e["seed"]) == (d, d_h, n_draws, seed) \
+                and tuple(e["quantiles"]) == tuple(quantiles):
+            band = np.asarray(e["band"], dtype=np.float64)
+            if band.shape == (len(quantiles), d_h):
+                return band
+    return None
 
 
 def _matches(entry: dict, d, d_h, stats, min_draws, seed, ensemble, dtype, storage) -> bool:
@@ -168,7 +192,8 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
                ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32",
                progress: bool = False):
     """σ = 1 null table of cell (d, d_h) with at least ``min_draws`` draws (all draws of the
-    table found are returned; the largest such table is preferred). ``storage``: the checkpoint
+    table found are returned; the largest such table is preferred, a shipped extension table
+    only where no other shipped table suffices). ``storage``: the checkpoint
     precision the null models (:data:`rmtbase.stats.precision.STORAGES`). Only the ``lowrank``
     ensemble is cached. ``progress``: say on stderr when a table must be generated, and show a
     bar while it is."""
@@ -188,7 +213,9 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
                ensemble=ensemble, dtype=np.dtype(dtype).name, storage=storage)
     shipped = [e for e in shipped_index() if _matches(e, **key)]
     if shipped:
-        best = max(shipped, key=lambda e: e["draws"])
+        # an extension table serves only what no ordinary shipped table can (see module doc)
+        best = max([e for e in shipped if not e.get("extension")] or shipped,
+                   key=lambda e: e["draws"])
         ref = resources.files("rmtbase").joinpath("data", best["file"])
         with resources.as_file(ref) as path:
             ds = read_table(path)

@@ -254,6 +254,7 @@ def _iterate(weights, located: Located, info: ModelInfo, fold: bool) -> Iterator
                 bk=None if bk is None else np.ascontiguousarray(bk, dtype=np.float32),
                 storage=storage,
             )
+            del wq, wk, bq, bk  # not held while the next layer is read (one layer at a time)
     finally:
         weights.close()
 

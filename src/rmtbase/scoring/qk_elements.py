@@ -27,6 +27,12 @@ from .qk_histogram import elements_and_histogram
 TRIM = 0.8
 
 
+#: Most heads per compiled call. JAX copies a call's numpy inputs (2 × heads × d_h × d floats:
+#: 256 MB for 32 heads at LLaMA-70B's d = 8192, per thread); the heads of a call are a
+#: ``lax.map``, so the number per call changes no number (as the thread count does not).
+HEADS_PER_CALL = 8
+
+
 def scoring_threads() -> int:
     """Threads for LAPACK-free per-head work (W_QK's element statistics, the permutation null's
     Grams): ``$RMTBASE_THREADS`` or min(2, CPU count).
@@ -83,6 +89,14 @@ def _chunks(n: int, k: int):
     return out
 
 
+def _take(a, idx):
+    """``a[idx]``, as a view where ``idx`` is a run of consecutive heads (a copy of a layer's
+    heads is 2 × 128 MB per thread at LLaMA-70B's d = 8192)."""
+    if idx.size and idx[-1] - idx[0] == idx.size - 1 and np.all(np.diff(idx) == 1):
+        return a[idx[0]:idx[-1] + 1]
+    return a[idx]
+
+
 def qk_elements(wq, wk, scale, threads: int | None = None, *, which: tuple = (),
                 storage: str = "float32") -> tuple[dict, np.ndarray]:
     """Element statistics and histogram of W_QK / ``scale`` (:func:`hist_scale`, one per head)
@@ -93,17 +107,19 @@ def qk_elements(wq, wk, scale, threads: int | None = None, *, which: tuple = (),
     import jax
 
     n = wq.shape[0]
-    chunks = _chunks(n, max(1, min(threads or scoring_threads(), n)))
+    threads = max(1, min(threads or scoring_threads(), n))
+    size = min(-(-n // threads), HEADS_PER_CALL)
+    chunks = _chunks(n, -(-n // size))
     fn = _compiled(tuple(which), storage)
 
     def run(idx):
         return jax.tree_util.tree_map(
-            np.asarray, jax.block_until_ready(fn(wq[idx], wk[idx], scale[idx])))
+            np.asarray, jax.block_until_ready(fn(_take(wq, idx), _take(wk, idx), scale[idx])))
 
     if len(chunks) == 1:
         parts = [run(chunks[0][0])]
     else:
-        with ThreadPoolExecutor(len(chunks), thread_name_prefix="rmtbase-qk") as pool:
+        with ThreadPoolExecutor(threads, thread_name_prefix="rmtbase-qk") as pool:
             parts = list(pool.map(run, [idx for idx, _ in chunks]))
     kept = [(p, m) for p, (_, m) in zip(parts, chunks, strict=True) if m > 0]
     stats = {s: np.concatenate([p[0][s][:m] for p, m in kept]) for s in parts[0][0]}

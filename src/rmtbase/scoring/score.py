@@ -138,8 +138,17 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
     x_k = λ_k / (rms_Q² rms_K² d²) per draw (the same normalisation as the heads'), from
     ``null_draws(..., stats="spectral", return_spectrum=True)`` with key
     ``fold_in(PRNGKey(seed), 0x5EC7)`` (independent of the table's keys).
-    Returns (len(SPECTRUM_QUANTILES), d_h).
+    Returns (len(SPECTRUM_QUANTILES), d_h); the seed shapes' bands are shipped
+    (:func:`rmtbase.baseline.cache.shipped_band`), which spares a first run their compilation.
     """
+    from ..baseline.cache import shipped_band
+
+    band = shipped_band(d, d_h, n_draws, seed, SPECTRUM_QUANTILES)
+    return _drawn_spectrum_band(d, d_h, n_draws, seed) if band is None else band
+
+
+def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int) -> np.ndarray:
+    """:func:`null_spectrum_band` from its draws (what the shipped bands were made with)."""
     import jax
 
     from ..baseline.null import null_draws
@@ -219,10 +228,11 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
 
     per_layer, spectra, layer_ids, storages, factors, hists = [], [], [], set(), [], []
     detected = None
-    if progress:
+    bar = None
+    if progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
         from tqdm.auto import tqdm
 
-        layers = tqdm(layers, total=info.n_layers, desc="scoring layers", file=sys.stderr)
+        bar = tqdm(total=info.n_layers, desc="scoring layers", file=sys.stderr)
     group = info.group_size
     for lh in layers:
         wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
@@ -245,6 +255,11 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         storages.add(storage)
         if null == "permutation":
             factors.append((wq, wk))
+        del lh, wq, wk  # else this layer's weights stay alive while the next one is read
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
     if not per_layer:
         raise ModelError(f"{info.name} has no attention layers to score")
     return per_layer, spectra, layer_ids, storages, detected, factors, hists
