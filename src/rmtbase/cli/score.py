@@ -19,6 +19,7 @@ import sys
 import time
 
 from ..errors import InputError
+from ..stats.precision import QUANT_FORMATS
 from ._common import number, positive_int
 
 
@@ -39,7 +40,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("model", nargs="*", default=None,
-                   help="hub id or local folder (default: the embedded all-MiniLM-L6-v2); "
+                   help="hub id, local folder or .gguf file (default: the embedded "
+                        "all-MiniLM-L6-v2); "
                         "several, or a glob such as 'ckpts/step*', score into one Dataset "
                         "with a leading checkpoint/model dimension")
     p.add_argument("--out", default="./rmtbase-score", help="output folder (default ./rmtbase-score)")
@@ -49,10 +51,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="gaussian: i.i.d. N(0, sigma^2) entries stored like the checkpoint "
                         "(default); permutation: each head's own entries shuffled (tests "
                         "structure beyond the entry law)")
-    p.add_argument("--quantized-null", choices=("auto", "none", "q4_0", "q4_1", "q8_0"),
+    p.add_argument("--quantized-null", choices=("auto", "none", *QUANT_FORMATS),
                    default="auto",
-                   help="null for weights dequantised from a block format: auto (detect; "
-                        "default), none (float null; histogram statistics left out), or force one")
+                   help="null for weights stored in a block format: auto (the GGUF file's "
+                        "tensor type, or detected on dequantised weights; default), none (float "
+                        "null; histogram statistics left out), or force one")
     p.add_argument("--revision", default=None,
                    help="model revision (hub branch, tag or commit); several, comma-separated "
                         "(step0,step1000,...), score a training trajectory")
