@@ -81,7 +81,7 @@ def _detect(w, storage):
 
 def _read(layers, info, progress, quantized_null) -> list[_Cell]:
     from ..stats.matrix import matrix_stats
-    from ..stats.precision import FLOAT_STORAGES, QBLOCK
+    from ..stats.precision import FLOAT_STORAGES, block_size
 
     if progress:
         from tqdm.auto import tqdm
@@ -106,9 +106,10 @@ def _read(layers, info, progress, quantized_null) -> list[_Cell]:
             elif detected and quantized_null != "none":
                 est = null_storage = detected if quantized_null == "auto" else quantized_null
             elif quantized_null not in ("auto", "none"):
-                if w.shape[1] % QBLOCK:
+                if w.shape[1] % block_size(quantized_null):
                     raise InputError(f"--quantized-null {quantized_null}: {where} has "
-                                     f"{w.shape[1]} columns, not a multiple of {QBLOCK}")
+                                     f"{w.shape[1]} columns, not a multiple of "
+                                     f"{block_size(quantized_null)}")
                 null_storage = quantized_null
             cells.append(_Cell(int(lc.layer), name, tuple(w.shape), storage, null_storage,
                                detected, bool(detected) and (
