@@ -68,6 +68,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                             "processes (same numbers as one process)")
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="score the entries as Dask tasks on this scheduler")
+    p.add_argument("--base", metavar="BASE", default=None,
+                   help="score what changed from BASE to MODEL, per head: dW_Q, dW_K against "
+                        "i.i.d. Gaussian deltas at their own rms, plus ||dW||/||W_base||; MODEL "
+                        "may be a PEFT LoRA adapter folder (dW = (alpha/r) B A)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow loading pickled (.bin) weights; only for files you trust")
     p.add_argument("--draws", type=positive_int, default=None,
@@ -120,6 +124,11 @@ def run(args: argparse.Namespace) -> int:
     if not several and args.collection is not None:
         raise InputError("--collection names the dimension of several checkpoints or models")
     components = _components(args, several)
+    if args.base is not None and (several or components is not None or not models
+                                  or args.null != "gaussian"):
+        raise InputError("--base scores one fine-tuned MODEL (or LoRA adapter) against its base "
+                         "with the Gaussian null; it does not combine with several models, "
+                         "--components or --null permutation")
     from ..files.output import check_output_dir
 
     check_output_dir(args.out, "rmtbase score")  # before any expensive work
@@ -147,6 +156,15 @@ def run(args: argparse.Namespace) -> int:
                               progress=not args.quiet, **options)
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
         print("\n".join(entry_lines(ds)))
+    elif args.base is not None:
+        from ..scoring.delta import score_delta
+
+        options.pop("null")
+        allow = options.pop("allow_pickle")
+        ds = score_delta(models[0], args.base, revision=revisions[0] if revisions else None,
+                         allow_pickle=allow, progress=not args.quiet, **options)
+        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+        print(anomaly_table(ds, args.top))
     else:
         from ..scoring.score import score_model
 

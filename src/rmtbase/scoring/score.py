@@ -262,17 +262,35 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     Returns an ``xr.Dataset`` (see :mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
     (layer, head, rank) normalised x and model/null provenance in attrs.
     """
-    from ..baseline.cache import null_table
-    from ..baseline.null import fast_spectral
     from ..models import default_model_path, load_heads, model_info
 
-    alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
-    kind, names = _stat_kind(stats)
+    _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
+    _stat_kind(stats)
     label = None
     if model is None:
         model, label = default_model_path(), _default_label()
     info = model_info(model, revision=revision)
     layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
+    return score_heads(info, layers, label=label, stats=stats, draws=draws, alpha=alpha,
+                       progress=progress, seed=seed, spectrum_draws=spectrum_draws, null=null,
+                       quantized_null=quantized_null, max_draws=max_draws,
+                       element_draws=element_draws)
+
+
+def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05,
+                progress=True, seed=0, spectrum_draws=200, null="gaussian",
+                quantized_null="auto", max_draws=100_000, element_draws=200,
+                unreliable=()) -> xr.Dataset:
+    """What :func:`score_model` does once the model is read: score ``layers`` (an iterable of
+    :class:`rmtbase.models.LayerHeads`) of a model described by ``info``
+    (:class:`rmtbase.models.ModelInfo`). Options as for :func:`score_model`; ``unreliable``
+    names statistics to leave out of the decision besides those a detected quantisation
+    leaves out (used by :mod:`rmtbase.scoring.delta`)."""
+    from ..baseline.cache import null_table
+    from ..baseline.null import fast_spectral
+
+    alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
+    kind, names = _stat_kind(stats)
     per_layer, spectra, layer_ids, storages, detected, factors, hists = _read_layers(
         layers, kind, info, progress, quantized_null, null)
     keys = [k for k in per_layer[0] if names is None or k in names or k in NOT_TESTED]
@@ -283,12 +301,12 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     values = {k: np.stack([s[k] for s in per_layer]) for k in keys}
     d, d_h = int(info.d), int(info.d_h)
     storage = _coarsest(storages)
-    null_storage, unreliable = storage, ()
+    null_storage, unreliable = storage, tuple(k for k in unreliable if k in keys)
     if detected:
         if quantized_null == "none" or (quantized_null == "auto"
                                         and detected not in QUANT_FORMATS):
-            unreliable = tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
-                               and not k.startswith("qk."))
+            unreliable += tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
+                                and not k.startswith("qk."))
         else:
             null_storage = detected if quantized_null == "auto" else quantized_null
     elif quantized_null in QUANT_FORMATS:
@@ -480,5 +498,5 @@ def _permutation_draws(factors, draws, element_draws, seed, kind, progress) -> d
     return out
 
 
-__all__ = ["SPECTRUM_QUANTILES", "null_description", "null_spectrum_band", "score_model",
-           "score_values"]
+__all__ = ["SPECTRUM_QUANTILES", "null_description", "null_spectrum_band", "score_heads",
+           "score_model", "score_values"]
