@@ -134,3 +134,28 @@ def test_refusals(tmp_path):
     ok = _gguf.write_llama(tmp_path / "ok.gguf", layers, d=256, n_heads=4, n_kv_heads=2)
     with pytest.raises(InputError, match="revision"):
         list(load_heads(ok, revision="main"))
+
+
+def test_cli_scores_a_gguf_file_with_components(tmp_path, module_cache, capsys):
+    """``rmtbase score model.gguf --components q,k``: heads and whole matrices of a small Q4_1
+    file, both against the Q4_1 null (the file's type, not a detection)."""
+    import xarray as xr
+
+    from rmtbase.cli import main
+
+    rng = np.random.default_rng(7)
+    layers = [{"q": 0.02 * rng.standard_normal((64, 64)), "k": 0.02 * rng.standard_normal((32, 64)),
+               "v": 0.02 * rng.standard_normal((32, 64)), "o": 0.02 * rng.standard_normal((64, 64))}
+              for _ in range(2)]
+    path = _gguf.write_llama(tmp_path / "m.gguf", layers, d=64, n_heads=4, n_kv_heads=2,
+                             qtype="Q4_1")
+    out = tmp_path / "out"
+    assert main(["score", str(path), "--out", str(out), "--stats", "spectral", "--draws", "200",
+                 "--components", "q,k", "--component-draws", "40", "--no-figures",
+                 "--quiet"]) == 0, capsys.readouterr().err
+    ds = xr.open_dataset(out / "scores.nc")
+    assert ds.attrs["quantisation"] == ds.attrs["null_storage"] == "q4_1"
+    assert ds.attrs["architecture"] == "llama" and ds.sizes["head"] == 4
+    cds = xr.open_dataset(out / "components.nc")
+    assert set(np.asarray(cds["null_storage"].values).ravel()) == {"q4_1"}
+    assert set(np.asarray(cds["component"].values)) == {"q", "k"}
