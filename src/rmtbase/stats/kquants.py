@@ -24,6 +24,12 @@ nearest, ties to even) is ``jnp.round``.
   round(−128 s_j/max_scale)); q = clamp(round(x/(d·sc_j)), −32, 31); value ``d·sc_j·q``. A
   super-block whose scales are all below 1e-15 is stored as zeros.
 
+σ. As for the legacy formats, the round trip commutes with scaling up to the float16 rounding
+of d and dmin, so a σ = 1 null serves every σ. The super-block scale d ≈ max_scale/63 is 63×
+smaller than a Q4_1 step: for entries of rms σ ≲ 0.01, d falls below float16's normal range
+(6.1·10⁻⁵) and is rounded more coarsely than at σ = 1; the calibration test runs at σ = 0.02
+(``tests/test_gguf_null.py``), smaller σ are not tested.
+
 Tests (``tests/test_kquants.py``): the round trip equals a scalar transcription of the C code on
 random and edge-case blocks, and its codes, packed into GGUF bytes, dequantise with the ``gguf``
 package's own ``dequantize`` (which implements no K-quant quantiser) to exactly the round trip's
