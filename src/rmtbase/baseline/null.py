@@ -42,7 +42,7 @@ from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
-from ..stats.precision import QBLOCK, QUANT_FORMATS, check_storage, round_trip
+from ..stats.precision import QUANT_FORMATS, block_size, check_storage, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
 from .limits import check_draw_memory, draw_memory, fast_spectral
 
@@ -240,8 +240,9 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
         raise InputError(f"dtype must be float32 or float64, got {dtype}")
     _trim_fraction(trim)
     storage = check_storage(storage)
-    if storage in QUANT_FORMATS and d % QBLOCK:
-        raise InputError(f"storage {storage} needs d to be a multiple of {QBLOCK}, got d={d}")
+    if storage in QUANT_FORMATS and d % block_size(storage):
+        raise InputError(f"storage {storage} needs d to be a multiple of {block_size(storage)}, "
+                         f"got d={d}")
     budget = MEMORY_BUDGET if memory_budget is None else check_positive_int(memory_budget, "memory_budget")
 
     fast = fast_spectral(stats, ensemble, storage)

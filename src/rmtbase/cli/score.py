@@ -21,6 +21,7 @@ import sys
 import time
 
 from ..errors import InputError
+from ..stats.precision import QUANT_FORMATS
 from ._common import number, positive_int
 
 
@@ -41,7 +42,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("model", nargs="*", default=None,
-                   help="hub id or local folder (default: the embedded all-MiniLM-L6-v2); "
+                   help="hub id, local folder or .gguf file (default: the embedded "
+                        "all-MiniLM-L6-v2); "
                         "several, or a glob such as 'ckpts/step*', score into one Dataset "
                         "with a leading checkpoint/model dimension")
     p.add_argument("--out", default="./rmtbase-score", help="output folder (default ./rmtbase-score)")
@@ -51,10 +53,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="gaussian: i.i.d. N(0, sigma^2) entries stored like the checkpoint "
                         "(default); permutation: each head's own entries shuffled (tests "
                         "structure beyond the entry law)")
-    p.add_argument("--quantized-null", choices=("auto", "none", "q4_0", "q4_1", "q8_0"),
+    p.add_argument("--quantized-null", choices=("auto", "none", *QUANT_FORMATS),
                    default="auto",
-                   help="null for weights dequantised from a block format: auto (detect; "
-                        "default), none (float null; histogram statistics left out), or force one")
+                   help="null for weights stored in a block format: auto (the GGUF file's "
+                        "tensor type, or detected on dequantised weights; default), none (float "
+                        "null; histogram statistics left out), or force one")
     p.add_argument("--revision", default=None,
                    help="model revision (hub branch, tag or commit); several, comma-separated "
                         "(step0,step1000,...), score a training trajectory")
@@ -67,6 +70,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                             "processes (same numbers as one process)")
     where.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="score the entries as Dask tasks on this scheduler")
+    p.add_argument("--base", metavar="BASE", default=None,
+                   help="score what changed from BASE to MODEL, per head: dW_Q, dW_K against "
+                        "i.i.d. Gaussian deltas at their own rms, plus ||dW||/||W_base||; MODEL "
+                        "may be a PEFT LoRA adapter folder (dW = (alpha/r) B A)")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow loading pickled (.bin) weights; only for files you trust")
     p.add_argument("--draws", type=positive_int, default=None,
@@ -126,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--collection names the dimension of several checkpoints or models")
     components = _components(args, several)
     probe_text = _probe_text(args, several)
+    if args.base is not None and (several or components is not None or not models
+                                  or args.null != "gaussian" or probe_text is not None):
+        raise InputError("--base scores one fine-tuned MODEL (or LoRA adapter) against its base "
+                         "with the Gaussian null; it does not combine with several models, "
+                         "--components, --probe or --null permutation")
     from ..files.output import check_output_dir
 
     check_output_dir(args.out, "rmtbase score")  # before any expensive work
@@ -153,6 +165,15 @@ def run(args: argparse.Namespace) -> int:
                               progress=not args.quiet, **options)
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
         print("\n".join(entry_lines(ds)))
+    elif args.base is not None:
+        from ..scoring.delta import score_delta
+
+        options.pop("null")
+        allow = options.pop("allow_pickle")
+        ds = score_delta(models[0], args.base, revision=revisions[0] if revisions else None,
+                         allow_pickle=allow, progress=not args.quiet, **options)
+        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+        print(anomaly_table(ds, args.top))
     else:
         from ..scoring.score import score_model
 

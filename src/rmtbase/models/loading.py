@@ -29,7 +29,7 @@ from ._adapter import Adapter, Located
 from ._errors import one_line
 from .registry import ADAPTERS, CLASS_STEMS, SUPPORTED
 from .types import LayerHeads, ModelInfo
-from .weights import FileWeights, StateDictWeights, coarsest_storage
+from .weights import FileWeights, StateDictWeights, split_storage
 
 __all__ = ["SUPPORTED", "default_model_path", "load_heads", "model_info", "open_model"]
 
@@ -40,13 +40,17 @@ class _Resolved:
 
     name: str
     revision: str | None
-    source: str  # "hub" | "folder" | "object"
+    source: str  # "hub" | "folder" | "object" | "gguf"
     cfg: dict
     model_class: str
     obj: object = None
     folder: Path | None = None
 
     def open_weights(self, allow_pickle: bool):
+        if self.source == "gguf":
+            from .gguf import GGUFWeights
+
+            return GGUFWeights(self.folder, self.cfg, self.obj)
         if self.source == "object":
             return StateDictWeights(self.obj, self.name)
         if self.source == "folder":
@@ -109,7 +113,19 @@ def _resolve(model, revision: str | None) -> _Resolved:
             cfg = _read_config(cfg_path)
             return _Resolved(str(path), None, "folder", cfg, _class_of(cfg), folder=path)
         if kind == "file":
-            raise ModelError(f"{path} is a file; give the model's folder (config.json + weights)")
+            from .gguf import gguf_config, is_gguf
+
+            if not is_gguf(path):
+                raise ModelError(f"{path} is a file but not a GGUF file; give the model's folder "
+                                 "(config.json + weights) or a .gguf file")
+            if revision is not None:
+                raise InputError("revision= applies only to hub ids, not to a GGUF file")
+            from .gguf import _reader
+
+            reader = _reader(path)
+            cfg = gguf_config(path, reader)
+            return _Resolved(str(path), None, "gguf", cfg, _class_of(cfg), obj=reader,
+                             folder=path)
         if isinstance(model, os.PathLike) or _looks_like_path(text) or not text:
             raise ModelError(f"no such model folder: {text!r}")
         cfg = _read_config(hub.fetch_config(text, revision))
@@ -238,7 +254,7 @@ def _iterate(weights, located: Located, info: ModelInfo, fold: bool) -> Iterator
             weights.take_storage()
             r = located.reader(weights, i)
             wq, wk, bq, bk = located.read_heads(r)
-            storage = coarsest_storage(weights.take_storage().values())
+            storage, quant = split_storage(weights.take_storage().values())
             if norm is not None:
                 gq, gk = norm.gains(r, located.dims)
                 wq, bq = norm.fold(wq, bq, gq, info.architecture)
@@ -253,6 +269,7 @@ def _iterate(weights, located: Located, info: ModelInfo, fold: bool) -> Iterator
                 bq=None if bq is None else np.ascontiguousarray(bq, dtype=np.float32),
                 bk=None if bk is None else np.ascontiguousarray(bk, dtype=np.float32),
                 storage=storage,
+                quantisation=quant,
             )
             del wq, wk, bq, bk  # not held while the next layer is read (one layer at a time)
     finally:

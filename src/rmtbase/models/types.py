@@ -37,6 +37,12 @@ class LayerHeads:
         with ``load_heads(..., fold_qk_norm=True)`` on a QK-norm architecture, where they (and
         the biases) are the folded factors G·P·W (:mod:`rmtbase.models._qknorm`): each row
         is then a stored row times a gain, and ``storage`` still names how W is stored.
+    quantisation : str or None
+        The block quantisation the tensors were stored in and dequantised from, as the file
+        says (GGUF: ``"q4_1"``, ``"q4_k"`` …; several types joined by ``"+"``); ``storage`` is
+        then ``"float32"``. None for float checkpoints (a dequantised Hugging Face folder says
+        nothing; scoring detects the lattice, :func:`rmtbase.stats.precision.
+        detect_quantisation`).
     """
 
     layer: int
@@ -45,6 +51,7 @@ class LayerHeads:
     bq: np.ndarray | None = None
     bk: np.ndarray | None = None
     storage: str = "float32"
+    quantisation: str | None = None
 
     @property
     def n_heads(self) -> int:
@@ -78,7 +85,7 @@ class ModelInfo:
         Fraction of each head's d_h dimensions that RoPE rotates (0 for learned/absolute
         positions). RoPE is *not* part of the extracted W_QK.
     source : str
-        ``"hub"``, ``"folder"`` or ``"object"``.
+        ``"hub"``, ``"folder"``, ``"object"`` or ``"gguf"`` (a GGUF file, :mod:`rmtbase.models.gguf`).
     qk_norm : str
         The normalisation between the q/k projections and the logit (:mod:`rmtbase.models.
         _qknorm`): ``"none"``; ``"rms_head"`` (RMSNorm over each head's d_h: Qwen3,

@@ -66,6 +66,17 @@ def coarsest_storage(names) -> str:
     return "float32"
 
 
+def split_storage(names) -> tuple[str, str | None]:
+    """``(float storage, quantisation)`` of the tensors read for one layer: a block type
+    (``"q4_1"``, ``"q4_k"`` … from a GGUF file) is dequantised to float32 values, so it counts as
+    float32 storage and is named as the quantisation (several distinct types: joined with
+    ``"+"``, sorted); None when every tensor is a float storage."""
+    names = set(names)
+    quant = sorted(n for n in names if n not in STORAGE_ORDER)
+    floats = [n for n in names if n in STORAGE_ORDER] + (["float32"] if quant else [])
+    return coarsest_storage(floats), "+".join(quant) or None
+
+
 def check_shard_name(name, index: Path, folder: Path | None) -> None:
     """A shard index may only name files inside the model: a relative path without ``..``
     that stays inside ``folder`` once normalised (ModelError otherwise).

@@ -7,6 +7,8 @@ reports (text, CSV, figures, report.html) in :mod:`rmtbase.report`.
   statistic, with one decision per head);
 - :mod:`.components`: :func:`score_components` — whole weight matrices per layer against the
   null at their own shape and storage (``rmtbase score --components``);
+- :mod:`.delta`: :func:`score_delta` — what a fine-tune (or a LoRA adapter) changed, per head,
+  against Gaussian deltas (``rmtbase score MODEL --base BASE``);
 - :mod:`.permutation`: the entry-law (permutation) null;
 - :mod:`.qk_elements`, :mod:`.qk_histogram`: W_QK element statistics head by head, and the
   per-head W_QK element histogram stored with a score;
@@ -16,8 +18,9 @@ reports (text, CSV, figures, report.html) in :mod:`rmtbase.report`.
 
 from .collection import combine, entries, entry
 from .components import score_components
+from .delta import score_delta
 from .score import score_model
 from .trajectory import score_collection
 
 __all__ = ["combine", "entries", "entry", "score_collection", "score_components",
-           "score_model"]
+           "score_delta", "score_model"]

@@ -47,11 +47,12 @@ from ..decision.family import HISTOGRAM, in_family
 from ..decision.significance import _check_alpha, benjamini_hochberg
 from ..decision.verdict import SCORE_VARS, scaling, score_values
 from ..errors import InputError, ModelError, check_draws
+from ..stats.precision import QUANT_FORMATS
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
                   "component_flag", "component_effect", "component_top_stat",
                   "component_n_stats")
-QUANTIZED_NULL = ("auto", "none", "q4_0", "q4_1", "q8_0")
+QUANTIZED_NULL = ("auto", "none", *QUANT_FORMATS)
 #: The Weibull paper's band of median terminal k of FFN and W_o matrices (middle-80 % fit,
 #: 12 models of 7 families; arXiv:2605.18898, Sec. 3).
 WEIBULL_BAND = (1.186, 1.204)
@@ -81,7 +82,7 @@ def _detect(w, storage):
 
 def _read(layers, info, progress, quantized_null) -> list[_Cell]:
     from ..stats.matrix import matrix_stats
-    from ..stats.precision import QBLOCK
+    from ..stats.precision import FLOAT_STORAGES, block_size
 
     if progress:
         from tqdm.auto import tqdm
@@ -96,17 +97,24 @@ def _read(layers, info, progress, quantized_null) -> list[_Cell]:
             if not np.any(w):
                 raise ModelError(f"{where} is all zeros; cannot score it")
             storage = lc.storage.get(name, "float32")
-            detected = _detect(w, storage)
+            if storage in FLOAT_STORAGES:
+                detected = _detect(w, storage)
+            else:  # a GGUF block type: the file says it, the values are float32
+                detected, storage = storage, "float32"
             est, null_storage = storage, storage
-            if detected and quantized_null != "none":
+            if detected not in QUANT_FORMATS and quantized_null == "auto":
+                pass  # no round trip for this type: float null, histogram statistics left out
+            elif detected and quantized_null != "none":
                 est = null_storage = detected if quantized_null == "auto" else quantized_null
             elif quantized_null not in ("auto", "none"):
-                if w.shape[1] % QBLOCK:
+                if w.shape[1] % block_size(quantized_null):
                     raise InputError(f"--quantized-null {quantized_null}: {where} has "
-                                     f"{w.shape[1]} columns, not a multiple of {QBLOCK}")
+                                     f"{w.shape[1]} columns, not a multiple of "
+                                     f"{block_size(quantized_null)}")
                 null_storage = quantized_null
             cells.append(_Cell(int(lc.layer), name, tuple(w.shape), storage, null_storage,
-                               detected, bool(detected) and quantized_null == "none",
+                               detected, bool(detected) and (
+                                   quantized_null == "none" or null_storage == storage),
                                matrix_stats(w, storage=est)))
     if not cells:
         raise ModelError(f"{info.name} has no matrices to score")

@@ -41,11 +41,12 @@ from ..decision.significance import _check_alpha
 from ..decision.tails import TailModel
 from ..decision.verdict import NOT_TESTED, normalise, score_values
 from ..errors import InputError, ModelError, TableError
+from ..stats.precision import QUANT_FORMATS
 from .qk_histogram import add_qk_hist
 
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
 SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
-QUANTIZED_NULL = ("auto", "none", "q4_0", "q4_1", "q8_0")
+QUANTIZED_NULL = ("auto", "none", *QUANT_FORMATS)
 #: Memory for one group of layers under the permutation null (their factors held together).
 PERMUTATION_GROUP_BYTES = 256 * 2**20
 _NOT_TESTED = NOT_TESTED
@@ -224,7 +225,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
     """Statistics of every layer; returns (per_layer, spectra, layer_ids, storages, detected,
     factors, hists) — factors only for the permutation null, hists (W_QK histograms) only with
     element statistics."""
-    from ..stats.precision import detect_quantisation
+    from ..stats.precision import QUANT_FORMATS, detect_quantisation
 
     per_layer, spectra, layer_ids, storages, factors, hists = [], [], [], set(), [], []
     detected = None
@@ -240,10 +241,11 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
             raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
         storage = getattr(lh, "storage", "float32")
         if not per_layer:
-            detected = detect_quantisation(wq, storage=storage) \
-                if wq.shape[-1] % 32 == 0 else None
+            # a GGUF file names its block type; a dequantised folder is recognised by its lattice
+            detected = getattr(lh, "quantisation", None) or (
+                detect_quantisation(wq, storage=storage) if wq.shape[-1] % 32 == 0 else None)
         est = storage
-        if detected and quantized_null != "none":
+        if detected in QUANT_FORMATS and quantized_null != "none":
             est = detected if quantized_null == "auto" else quantized_null
         st, x, h = _layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian",
                                 hist=True)
@@ -278,23 +280,43 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     permutation null, spectral permutations per head (default 1000). alpha: BH level for the
     per-head decision (and the descriptive per-statistic q-values). seed: table / permutation
     seed. spectrum_draws: draws for the null band of the spectrum figure (0 = none). null:
-    "gaussian" or "permutation". quantized_null: "auto", "none", "q4_0", "q4_1" or "q8_0".
+    "gaussian" or "permutation". quantized_null: "auto", "none" or a block format of
+    :data:`rmtbase.stats.precision.QUANT_FORMATS` ("auto": the GGUF file's tensor type, or the
+    format a dequantised folder's lattice is detected as).
     max_draws: cap of the sequential extension of the spectral null. element_draws:
     permutations per head for the product's element statistics (permutation null).
     Returns an ``xr.Dataset`` (see :mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
     (layer, head, rank) normalised x and model/null provenance in attrs.
     """
-    from ..baseline.cache import null_table
-    from ..baseline.null import fast_spectral
     from ..models import default_model_path, load_heads, model_info
 
-    alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
-    kind, names = _stat_kind(stats)
+    _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
+    _stat_kind(stats)
     label = None
     if model is None:
         model, label = default_model_path(), _default_label()
     info = model_info(model, revision=revision)
     layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
+    return score_heads(info, layers, label=label, stats=stats, draws=draws, alpha=alpha,
+                       progress=progress, seed=seed, spectrum_draws=spectrum_draws, null=null,
+                       quantized_null=quantized_null, max_draws=max_draws,
+                       element_draws=element_draws)
+
+
+def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05,
+                progress=True, seed=0, spectrum_draws=200, null="gaussian",
+                quantized_null="auto", max_draws=100_000, element_draws=200,
+                unreliable=()) -> xr.Dataset:
+    """What :func:`score_model` does once the model is read: score ``layers`` (an iterable of
+    :class:`rmtbase.models.LayerHeads`) of a model described by ``info``
+    (:class:`rmtbase.models.ModelInfo`). Options as for :func:`score_model`; ``unreliable``
+    names statistics to leave out of the decision besides those a detected quantisation
+    leaves out (used by :mod:`rmtbase.scoring.delta`)."""
+    from ..baseline.cache import null_table
+    from ..baseline.null import fast_spectral
+
+    alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
+    kind, names = _stat_kind(stats)
     per_layer, spectra, layer_ids, storages, detected, factors, hists = _read_layers(
         layers, kind, info, progress, quantized_null, null)
     keys = [k for k in per_layer[0] if names is None or k in names or k in NOT_TESTED]
@@ -305,14 +327,15 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     values = {k: np.stack([s[k] for s in per_layer]) for k in keys}
     d, d_h = int(info.d), int(info.d_h)
     storage = _coarsest(storages)
-    null_storage, unreliable = storage, ()
+    null_storage, unreliable = storage, tuple(k for k in unreliable if k in keys)
     if detected:
-        if quantized_null == "none":
-            unreliable = tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
-                               and not k.startswith("qk."))
+        if quantized_null == "none" or (quantized_null == "auto"
+                                        and detected not in QUANT_FORMATS):
+            unreliable += tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
+                                and not k.startswith("qk."))
         else:
             null_storage = detected if quantized_null == "auto" else quantized_null
-    elif quantized_null in ("q4_0", "q4_1", "q8_0"):
+    elif quantized_null in QUANT_FORMATS:
         null_storage = quantized_null
     tested = [k for k in keys if k not in NOT_TESTED]
     spectral_names = [k for k in tested if _is_spectral(k)]
@@ -437,7 +460,8 @@ def null_description(null: str, storage: str, detected, quantized_null: str) -> 
               "bfloat16": ", rounded to bfloat16 like the checkpoint"}.get(
         storage, f", passed through the {storage} block quantiser like the checkpoint")
     text = f"i.i.d. N(0, sigma^2) entries at each head's own (d, d_h, sigma_Q, sigma_K){stored}"
-    if detected and quantized_null == "none":
+    if detected and (quantized_null == "none" or storage == "float32"
+                     and detected not in QUANT_FORMATS):
         text += (f"; the weights look dequantised from {detected} but the null is not: "
                  "histogram statistics are left out of the decision")
     return text
@@ -535,5 +559,5 @@ def _permutation_draws(factors, draws, element_draws, seed, kind, progress) -> d
     return out
 
 
-__all__ = ["SPECTRUM_QUANTILES", "null_description", "null_spectrum_band", "score_model",
-           "score_values"]
+__all__ = ["SPECTRUM_QUANTILES", "null_description", "null_spectrum_band", "score_heads",
+           "score_model", "score_values"]

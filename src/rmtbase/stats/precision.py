@@ -10,19 +10,23 @@ checkpoint's storage, and :func:`lattice_cells` gives each stored value its roun
 
 Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (IEEE
 round-to-nearest-even, as ``torch.Tensor.to`` does) and the block formats ``"q4_0"``, ``"q4_1"``,
-``"q8_0"`` (``QUANT_FORMATS``), which follow ggml's reference quantisers
-(``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``, ``quantize_row_q8_0_ref`` in ggml's
-``ggml-quants.c``: block scale ``d`` and minimum ``m`` stored as float16) and their
+``"q8_0"``, ``"q5_0"``, ``"q5_1"`` and the K-quants ``"q4_k"``, ``"q5_k"``, ``"q6_k"``
+(``QUANT_FORMATS``; K-quants in :mod:`rmtbase.stats.kquants`), which follow ggml's reference
+quantisers (``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``, ``quantize_row_q8_0_ref`` …
+in ggml's ``ggml-quants.c``: block scale ``d`` and minimum ``m`` stored as float16) and their
 dequantisation:
 
 - Q4_0: ``d = x_amax / −8`` (x_amax the entry of largest |x|), ``q = min(15, ⌊x/d + 8.5⌋)``,
   value ``(q − 8)·fp16(d)``;
 - Q4_1: ``d = (max − min)/15``, ``q = min(15, ⌊(x − min)/d + 0.5⌋)``, value
   ``q·fp16(d) + fp16(min)``;
-- Q8_0: ``d = max|x|/127``, ``q = round(x/d)`` (half away from zero), value ``q·fp16(d)``.
+- Q8_0: ``d = max|x|/127``, ``q = round(x/d)`` (half away from zero), value ``q·fp16(d)``;
+- Q5_0, Q5_1: as Q4_0, Q4_1 with 32 levels (``d = x_amax/−16``, offset 16.5; ``(max − min)/31``).
 
 Blocks run along the last axis (the input axis of a ``(d_h, d)`` factor or an nn.Linear
-``(out, in)`` weight), which must then be a multiple of 32.
+``(out, in)`` weight), which must then be a multiple of 32 (256 for K-quants: ``block_size``).
+Detection (:func:`detect_quantisation`) knows Q4_0, Q4_1 and Q8_0 only; a GGUF file names its
+type directly.
 
 σ-invariance. Floating-point rounding commutes with scaling by powers of two, and the block
 formats with any scale (up to the float16 rounding of d and m), so a σ = 1 null table serves
@@ -41,13 +45,21 @@ import numpy as np
 from ..errors import InputError
 
 FLOAT_STORAGES = ("float32", "float16", "bfloat16")
-QUANT_FORMATS = ("q4_0", "q4_1", "q8_0")
+QUANT_FORMATS = ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k")
 STORAGES = FLOAT_STORAGES + QUANT_FORMATS
 #: Significant bits (with the implicit one) and the smallest spacing (the subnormal step;
 #: for bfloat16 2^-133 would be flushed to zero by XLA on CPU, so its cells stop at the float32
 #: normal range — only exact zeros are affected, and they count as points).
 _LATTICE = {"float16": (11, 2.0**-24), "bfloat16": (8, 2.0**-126)}
 QBLOCK = 32
+
+
+def block_size(storage: str) -> int:
+    """Entries per block along the last axis: 256 for the K-quants (super-blocks), 32 for the
+    other block formats, 1 for float storages."""
+    if storage in ("q4_k", "q5_k", "q6_k"):
+        return 256
+    return QBLOCK if storage in QUANT_FORMATS else 1
 
 
 def check_storage(storage) -> str:
@@ -95,14 +107,33 @@ def _q8_0(b):
     return q * _fp16(d)
 
 
-_QUANT = {"q4_0": _q4_0, "q4_1": _q4_1, "q8_0": _q8_0}
+def _q5_0(b):
+    amax_i = jnp.argmax(jnp.abs(b), axis=-1, keepdims=True)
+    xmax = jnp.take_along_axis(b, amax_i, axis=-1)
+    d = xmax / -16.0
+    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
+    q = jnp.minimum(31.0, jnp.floor(b * inv + 16.5))
+    return (q - 16.0) * _fp16(d)
+
+
+def _q5_1(b):
+    lo = jnp.min(b, axis=-1, keepdims=True)
+    hi = jnp.max(b, axis=-1, keepdims=True)
+    d = (hi - lo) / 31.0
+    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
+    q = jnp.minimum(31.0, jnp.floor((b - lo) * inv + 0.5))
+    return q * _fp16(d) + _fp16(lo)
+
+
+_QUANT = {"q4_0": _q4_0, "q4_1": _q4_1, "q8_0": _q8_0, "q5_0": _q5_0, "q5_1": _q5_1}
 
 
 def round_trip(w, storage: str):
     """``w`` stored as ``storage`` and read back, in ``w``'s dtype (jnp; jit/vmap friendly).
 
     Float storages round to nearest even; block formats quantise and dequantise blocks of 32
-    along the last axis (see the module docstring).
+    (K-quants: super-blocks of 256, :mod:`rmtbase.stats.kquants`) along the last axis (see the
+    module docstring).
     """
     storage = check_storage(storage)
     w = jnp.asarray(w)
@@ -110,12 +141,16 @@ def round_trip(w, storage: str):
         return w if w.dtype == jnp.float32 else w.astype(jnp.float32).astype(w.dtype)
     if storage in FLOAT_STORAGES:
         return w.astype(jnp.dtype(storage)).astype(w.dtype)
-    n = w.shape[-1]
-    if n % QBLOCK:
-        raise InputError(f"{storage} blocks need the last axis to be a multiple of {QBLOCK}, "
+    n, size = w.shape[-1], block_size(storage)
+    if n % size:
+        raise InputError(f"{storage} blocks need the last axis to be a multiple of {size}, "
                          f"got {n}")
-    blocks = w.reshape((*w.shape[:-1], n // QBLOCK, QBLOCK))
-    return _QUANT[storage](blocks).reshape(w.shape).astype(w.dtype)
+    blocks = w.reshape((*w.shape[:-1], n // size, size))
+    if size == QBLOCK:
+        return _QUANT[storage](blocks).reshape(w.shape).astype(w.dtype)
+    from .kquants import k_round_trip
+
+    return k_round_trip(blocks, storage).reshape(w.shape).astype(w.dtype)
 
 
 def lattice_cells(v, storage: str):

@@ -1,0 +1,181 @@
+"""llama.cpp's K-quants (Q4_K, Q5_K, Q6_K) as quantise → dequantise round trips in JAX.
+
+K-quants store super-blocks of ``QK_K = 256`` consecutive entries along the last axis. This
+module follows ggml's reference quantisers, ``quantize_row_q4_K_ref``, ``quantize_row_q5_K_ref``
+and ``quantize_row_q6_K_ref`` with their helpers ``make_qkx2_quants`` and ``make_qx_quants``
+(``ggml/src/ggml-quants.c`` of llama.cpp; the ``_ref`` path, i.e. no importance matrix), and the
+matching ``dequantize_row_*``. All arithmetic is float32 as in C; ``nearest_int`` (round to
+nearest, ties to even) is ``jnp.round``.
+
+- **Q4_K / Q5_K** (``nmax`` = 15 / 31): each sub-block j of 32 entries gets a scale s_j and a
+  minimum m_j ≥ 0 from ``make_qkx2_quants`` — the start L = round((x − min)/s) with min =
+  min(x, 0), s = (max − min)/nmax, then candidates iscale = (rmin + rdelta·i + nmax)/(max − min),
+  i = 0 … nstep (Q4_K: rmin = −1, nstep = 20; Q5_K: rmin = −0.5, nstep = 15; rdelta = 0.1), each
+  refitted by weighted least squares (weights av_x + |x|, av_x the sub-block's rms; the minimum
+  clamped at 0), the smallest weighted squared error kept. The 8 scales and mins are then
+  quantised to 6 bits against the super-block's ``d = fp16(max s/63)``, ``dmin = fp16(max m/63)``:
+  ls_j = min(63, round(63 s_j/max s)), lm_j likewise, and every entry is re-quantised as
+  q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, nmax); value ``d·ls_j·q − dmin·lm_j``.
+- **Q6_K**: 16 sub-blocks of 16 entries; ``make_qx_quants(16, 32, x, rmse_type=1)``: the start
+  iscale = −32/x_amax (x_amax the entry of largest |x|), L = clamp(round(iscale·x), −32, 31),
+  scale = Σw x L / Σw L² with w = x², then iscale = −(32 + 0.1 i)/x_amax for i = ±1 … ±9, the
+  candidate with the largest (Σw x L)²/Σw L² kept. Scales are quantised to int8 against
+  ``d = fp16(−max_scale/128)`` (max_scale the scale of largest |scale|): sc_j = min(127,
+  round(−128 s_j/max_scale)); q = clamp(round(x/(d·sc_j)), −32, 31); value ``d·sc_j·q``. A
+  super-block whose scales are all below 1e-15 is stored as zeros.
+
+σ. As for the legacy formats, the round trip commutes with scaling up to the float16 rounding
+of d and dmin, so a σ = 1 null serves every σ. The super-block scale d ≈ max_scale/63 is 63×
+smaller than a Q4_1 step: for entries of rms σ ≲ 0.01, d falls below float16's normal range
+(6.1·10⁻⁵) and is rounded more coarsely than at σ = 1; the calibration test runs at σ = 0.02
+(``tests/test_gguf_null.py``), smaller σ are not tested.
+
+Tests (``tests/test_kquants.py``): the round trip equals a scalar transcription of the C code on
+random and edge-case blocks, and its codes, packed into GGUF bytes, dequantise with the ``gguf``
+package's own ``dequantize`` (which implements no K-quant quantiser) to exactly the round trip's
+values. Q2_K and Q3_K are read from GGUF files but have no round trip here.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+QK_K = 256
+K_FORMATS = ("q4_k", "q5_k", "q6_k")
+#: (nmax, rmin, rdelta, nstep) of make_qkx2_quants in quantize_row_q{4,5}_K_ref.
+_QKX2 = {"q4_k": (15, -1.0, 0.1, 20), "q5_k": (31, -0.5, 0.1, 15)}
+_F = jnp.float32
+
+
+def _fp16(x):
+    return x.astype(jnp.float16).astype(_F)
+
+
+def _sum(a):
+    """Sum over the last axis in index order, as the C loops accumulate (a left fold: no
+    reassociation, so float32 rounding, and the candidate chosen on near-ties, match C)."""
+    out = a[..., 0]
+    for i in range(1, a.shape[-1]):
+        out = out + a[..., i]
+    return out
+
+
+def _safe_div(a, b):
+    return jnp.where(b != 0, a / jnp.where(b != 0, b, 1), 0)
+
+
+def make_qkx2_quants(x, nmax: int, rmin: float, rdelta: float, nstep: int):
+    """``(scale, the_min)`` of every sub-block (last axis) of ``x``, as ggml's
+    ``make_qkx2_quants`` with weights av_x + |x| and squared error (``use_mad=false``).
+
+    As in C, the candidates run in order and an accepted candidate's minimum becomes the base
+    of the later candidates' codes (``iscale·(x − min)`` and ``max − min``), so the search is a
+    loop (``lax.fori_loop``), vectorised over sub-blocks."""
+    import jax
+
+    x = x.astype(_F)
+    w = jnp.sqrt(_sum(x * x) / _F(x.shape[-1]))[..., None] + jnp.abs(x)
+    mn = jnp.minimum(jnp.min(x, axis=-1), 0)
+    mx = jnp.max(x, axis=-1)
+    flat = mx == mn
+    sum_w = _sum(w)
+    sum_x = _sum(w * x)
+    iscale0 = _safe_div(_F(nmax), mx - mn)
+    scale0 = _safe_div(_F(1), iscale0)
+    l0 = jnp.clip(jnp.round(iscale0[..., None] * (x - mn[..., None])), 0, nmax)
+    err0 = _sum(w * (scale0[..., None] * l0 + mn[..., None] - x) ** 2)
+
+    def step(i, carry):
+        best, scale, low = carry
+        iscale = _safe_div(_F(rmin) + _F(rdelta) * i.astype(_F) + _F(nmax), mx - low)
+        l = jnp.clip(jnp.round(iscale[..., None] * (x - low[..., None])), 0, nmax)
+        wl = w * l
+        sum_l, sum_l2 = _sum(wl), _sum(wl * l)
+        sum_xl = _sum(wl * x)
+        dd = sum_w * sum_l2 - sum_l * sum_l
+        s = _safe_div(sum_w * sum_xl - sum_x * sum_l, dd)
+        m = _safe_div(sum_l2 * sum_x - sum_l * sum_xl, dd)
+        pos = m > 0
+        s = jnp.where(pos, _safe_div(sum_xl, sum_l2), s)
+        m = jnp.where(pos, 0, m)
+        err = _sum(w * (s[..., None] * l + m[..., None] - x) ** 2)
+        take = (dd > 0) & (err < best)
+        return (jnp.where(take, err, best), jnp.where(take, s, scale), jnp.where(take, m, low))
+
+    _, scale, low = jax.lax.fori_loop(0, nstep + 1, step, (err0, scale0, mn))
+    return jnp.where(flat, 0, scale), jnp.where(flat, -mn, -low)
+
+
+def make_qx_quants(x, nmax: int):
+    """Scale of every sub-block (last axis) of ``x``, as ggml's ``make_qx_quants`` with
+    ``rmse_type=1`` (weights x²) and no importance weights."""
+    x = x.astype(_F)
+    i_max = jnp.argmax(jnp.abs(x), axis=-1, keepdims=True)
+    xmax = jnp.take_along_axis(x, i_max, axis=-1)
+    zero = jnp.abs(xmax) < 1e-30
+    # the start (i = 0), then i = -9 … -1, 1 … 9 in the C loop's order; 0.1f·i in float32
+    steps = jnp.asarray(np.float32(0.1) * np.array([0, *range(-9, 0), *range(1, 10)],
+                                                   dtype=np.float32))
+    iscale = _safe_div(-(_F(nmax) + steps), xmax)                            # (..., S)
+    l = jnp.clip(jnp.round(iscale[..., None] * x[..., None, :]), -nmax, nmax - 1)
+    w = (x * x)[..., None, :]
+    sumlx = _sum(w * x[..., None, :] * l)
+    suml2 = _sum(w * l * l)
+    # the C loop: candidate i replaces the best when sumlx² > best·suml2, best = scale·sumlx
+    scale = _safe_div(sumlx[..., 0], suml2[..., 0])
+    best = scale * sumlx[..., 0]
+    for i in range(1, steps.shape[0]):
+        slx, sl2 = sumlx[..., i], suml2[..., i]
+        take = (sl2 > 0) & (slx * slx > best * sl2)
+        scale = jnp.where(take, _safe_div(slx, sl2), scale)
+        best = jnp.where(take, scale * slx, best)
+    out = scale
+    return jnp.where(zero[..., 0], 0, out)
+
+
+def k_codes(blocks, storage: str) -> dict:
+    """What ggml stores for super-blocks ``blocks`` (..., 256) in ``storage``: Q4_K/Q5_K
+    ``{"d", "dmin"}`` (..., ) float16 values as float32, ``{"ls", "lm"}`` (..., 8) 6-bit scales
+    and mins, ``"q"`` (..., 8, 32) codes in [0, nmax]; Q6_K ``{"d"}``, ``"sc"`` (..., 16) int8
+    scales, ``"q"`` (..., 16, 16) codes in [−32, 31]. Integer-valued arrays are float32."""
+    if storage == "q6_k":
+        x = blocks.reshape((*blocks.shape[:-1], QK_K // 16, 16)).astype(_F)
+        scale = make_qx_quants(x, 32)                                        # (..., 16)
+        i_max = jnp.argmax(jnp.abs(scale), axis=-1, keepdims=True)
+        max_scale = jnp.take_along_axis(scale, i_max, axis=-1)
+        zero = jnp.abs(max_scale) < 1e-15
+        iscale = _safe_div(_F(-128), max_scale)
+        d = jnp.where(zero, 0, _fp16(_safe_div(_F(1), iscale)))
+        sc = jnp.where(zero, 0, jnp.minimum(127, jnp.round(iscale * scale)))
+        q = jnp.clip(jnp.round(_safe_div(x, (d * sc)[..., None])), -32, 31)
+        return {"d": d[..., 0], "sc": sc, "q": q}
+    nmax, rmin, rdelta, nstep = _QKX2[storage]
+    x = blocks.reshape((*blocks.shape[:-1], QK_K // 32, 32)).astype(_F)
+    scale, mins = make_qkx2_quants(x, nmax, rmin, rdelta, nstep)            # (..., 8)
+    max_scale = jnp.max(scale, axis=-1, keepdims=True)
+    max_min = jnp.max(mins, axis=-1, keepdims=True)
+    ls = jnp.minimum(63, jnp.round(_safe_div(_F(63), max_scale) * scale))
+    lm = jnp.minimum(63, jnp.round(_safe_div(_F(63), max_min) * mins))
+    d = _fp16(max_scale / _F(63))
+    dmin = _fp16(max_min / _F(63))
+    q = jnp.clip(jnp.round(_safe_div(x + (dmin * lm)[..., None], (d * ls)[..., None])), 0, nmax)
+    return {"d": d[..., 0], "dmin": dmin[..., 0], "ls": ls, "lm": lm, "q": q}
+
+
+def k_dequantise(codes: dict, storage: str):
+    """Values (..., 256) of :func:`k_codes` as ggml's ``dequantize_row_*`` computes them:
+    ``(d·ls)·q − dmin·lm`` (Q4_K, Q5_K), ``(d·sc)·q`` (Q6_K), float32."""
+    q = codes["q"]
+    if storage == "q6_k":
+        out = (codes["d"][..., None] * codes["sc"])[..., None] * q
+    else:
+        out = (codes["d"][..., None] * codes["ls"])[..., None] * q \
+            - (codes["dmin"][..., None] * codes["lm"])[..., None]
+    return out.reshape((*q.shape[:-2], QK_K))
+
+
+def k_round_trip(blocks, storage: str):
+    """Round trip of super-blocks ``blocks`` (..., 256) through ``storage`` (:data:`K_FORMATS`),
+    float32 values."""
+    return k_dequantise(k_codes(blocks, storage), storage)

@@ -1,0 +1,196 @@
+"""K-quant round trips (rmtbase.stats.kquants) against two independent references.
+
+1. A scalar transcription of ggml's reference quantisers (``quantize_row_q4_K_ref``,
+   ``quantize_row_q5_K_ref``, ``quantize_row_q6_K_ref`` with ``make_qkx2_quants`` and
+   ``make_qx_quants``, llama.cpp ``ggml/src/ggml-quants.c``), written here loop by loop in
+   float32 with the C code's sequential sums; the JAX version vectorises the candidate search.
+2. The ``gguf`` package's own ``dequantize`` (gguf-py has no K-quant quantiser): the codes
+   packed into ggml's block bytes (``tests/_gguf.py``) must dequantise to exactly the round
+   trip's values.
+"""
+
+from __future__ import annotations
+
+import _gguf
+import gguf
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rmtbase.errors import InputError
+from rmtbase.stats.precision import block_size, round_trip
+
+F = np.float32
+
+
+def _nearest(v):
+    return int(np.rint(F(v)))  # nearest_int: ties to even
+
+
+def _fp16(v):
+    return F(np.float16(F(v)))
+
+
+def _qkx2(x, nmax, rmin, rdelta, nstep):
+    n = len(x)
+    sum_x2 = F(0)
+    for v in x:
+        sum_x2 = F(sum_x2 + v * v)
+    av_x = F(np.sqrt(F(sum_x2 / F(n))))
+    w = [F(av_x + abs(v)) for v in x]
+    mn, mx = x[0], x[0]
+    sum_w, sum_x = w[0], F(w[0] * x[0])
+    for i in range(1, n):
+        mn, mx = min(mn, x[i]), max(mx, x[i])
+        sum_w = F(sum_w + w[i])
+        sum_x = F(sum_x + F(w[i] * x[i]))
+    mn = min(mn, F(0))
+    if mx == mn:
+        return F(0), F(-mn)
+    iscale = F(F(nmax) / F(mx - mn))
+    scale = F(F(1) / iscale)
+    best = F(0)
+    for i in range(n):
+        q = max(0, min(nmax, _nearest(F(iscale * F(x[i] - mn)))))
+        diff = F(F(F(scale * q) + mn) - x[i])
+        best = F(best + F(w[i] * F(diff * diff)))
+    for step in range(nstep + 1):
+        iscale = F(F(F(rmin) + F(F(rdelta) * F(step)) + F(nmax)) / F(mx - mn))
+        laux, sl, sl2, sxl = [], F(0), F(0), F(0)
+        for i in range(n):
+            q = max(0, min(nmax, _nearest(F(iscale * F(x[i] - mn)))))
+            laux.append(q)
+            sl = F(sl + F(w[i] * q))
+            sl2 = F(sl2 + F(F(w[i] * q) * q))
+            sxl = F(sxl + F(F(w[i] * q) * x[i]))
+        dd = F(F(sum_w * sl2) - F(sl * sl))
+        if dd > 0:
+            s = F(F(F(sum_w * sxl) - F(sum_x * sl)) / dd)
+            m = F(F(F(sl2 * sum_x) - F(sl * sxl)) / dd)
+            if m > 0:
+                m, s = F(0), F(sxl / sl2)
+            err = F(0)
+            for i in range(n):
+                diff = F(F(F(s * laux[i]) + m) - x[i])
+                err = F(err + F(w[i] * F(diff * diff)))
+            if err < best:
+                best, scale, mn = err, s, m
+    return scale, F(-mn)
+
+
+def _qx(x, nmax):
+    amax, mx = F(0), F(0)
+    for v in x:
+        if abs(v) > amax:
+            amax, mx = abs(v), v
+    if amax < 1e-30:
+        return F(0)
+
+    def sums(iscale):
+        slx, sl2 = F(0), F(0)
+        for v in x:
+            q = max(-nmax, min(nmax - 1, _nearest(F(iscale * v))))
+            wv = F(v * v)
+            slx = F(slx + F(F(wv * v) * q))
+            sl2 = F(sl2 + F(F(wv * q) * q))
+        return slx, sl2
+
+    slx, sl2 = sums(F(F(-nmax) / mx))
+    scale = F(slx / sl2)
+    best = F(scale * slx)
+    for i in (*range(-9, 0), *range(1, 10)):
+        slx, sl2 = sums(F(-F(F(nmax) + F(F(0.1) * F(i))) / mx))
+        if sl2 > 0 and F(slx * slx) > F(best * sl2):
+            scale = F(slx / sl2)
+            best = F(scale * slx)
+    return scale
+
+
+def _reference(x, fmt):
+    """One super-block through quantize_row_*_K_ref and dequantize_row_*_K, scalar."""
+    x = [F(v) for v in x]
+    out = np.zeros(256, F)
+    if fmt == "q6_k":
+        scales = [_qx(x[16 * j:16 * j + 16], 32) for j in range(16)]
+        max_scale = max(scales, key=abs)
+        if abs(max_scale) < 1e-15:
+            return out
+        iscale = F(F(-128) / max_scale)
+        d = _fp16(F(F(1) / iscale))
+        for j in range(16):
+            sc = min(127, _nearest(F(iscale * scales[j])))
+            dl = F(d * F(sc))
+            for i in range(16):
+                q = max(-32, min(31, _nearest(F(x[16 * j + i] / dl)))) if dl else 0
+                out[16 * j + i] = F(dl * F(q))
+        return out
+    nmax, rmin, rdelta, nstep = {"q4_k": (15, -1.0, 0.1, 20), "q5_k": (31, -0.5, 0.1, 15)}[fmt]
+    sm = [_qkx2(x[32 * j:32 * j + 32], nmax, rmin, rdelta, nstep) for j in range(8)]
+    max_scale = max(F(0), *(s for s, _ in sm))
+    max_min = max(F(0), *(m for _, m in sm))
+    inv_s = F(F(63) / max_scale) if max_scale > 0 else F(0)
+    inv_m = F(F(63) / max_min) if max_min > 0 else F(0)
+    d, dmin = _fp16(F(max_scale / F(63))), _fp16(F(max_min / F(63)))
+    for j, (s, m) in enumerate(sm):
+        ls, lm = min(63, _nearest(F(inv_s * s))), min(63, _nearest(F(inv_m * m)))
+        dl, ml = F(d * F(ls)), F(dmin * F(lm))
+        for i in range(32):
+            v = x[32 * j + i]
+            q = max(0, min(nmax, _nearest(F(F(v + ml) / dl)))) if dl else 0
+            out[32 * j + i] = F(F(dl * F(q)) - ml)
+    return out
+
+
+def _blocks(seed):
+    rng = np.random.default_rng(seed)
+    w = (0.02 * rng.standard_normal((6, 256))).astype(F)
+    w[0] = 0.0                                   # all zero: d = dmin = 0
+    w[1] = np.abs(w[1])                          # all positive: mins clamp at 0
+    w[2, :32] = 0.0                              # a zero sub-block (max = min)
+    w[3] *= np.linspace(0.01, 3.0, 256, dtype=F)  # sub-block scales spanning 300×
+    w[4] = rng.standard_t(3, 256).astype(F)      # heavy tails, σ ≈ 1
+    return w
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k"])
+def test_round_trip_matches_scalar_ggml_reference(fmt):
+    """Bit-equal on every block: known edge cases (zeros, positive, a zero sub-block, scales
+    over 300×, heavy tails) and a plain Gaussian one."""
+    w = _blocks(1)
+    got = np.asarray(round_trip(jnp.asarray(w), fmt))
+    for r in range(w.shape[0]):
+        np.testing.assert_array_equal(got[r], _reference(w[r], fmt), err_msg=f"{fmt} row {r}")
+    np.testing.assert_array_equal(got[0], 0.0)
+    levels = {"q4_k": 16, "q5_k": 32, "q6_k": 64}[fmt]
+    sub = 16 if fmt == "q6_k" else 32
+    assert max(len(np.unique(got[5, i:i + sub])) for i in range(0, 256, sub)) <= levels
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k"])
+def test_codes_dequantise_with_gguf_to_the_round_trip(fmt):
+    rng = np.random.default_rng(2)
+    w = np.concatenate([_blocks(3), (0.05 * rng.standard_normal((58, 256))).astype(F)])
+    w = w.reshape(16, 1024)
+    data, kind = _gguf.encode_k(w, fmt)
+    assert data.shape == (16, 4 * {"q4_k": 144, "q5_k": 176, "q6_k": 210}[fmt])
+    deq = gguf.quants.dequantize(data, gguf.GGMLQuantizationType[kind])
+    np.testing.assert_array_equal(deq, np.asarray(round_trip(jnp.asarray(w), fmt)))
+    err = np.abs(deq[4:] - w[4:]).max() / np.abs(w[4:]).max()
+    assert err < {"q4_k": 0.1, "q5_k": 0.05, "q6_k": 0.02}[fmt]
+
+
+@pytest.mark.parametrize("fmt,ref", [("q5_0", "Q5_0"), ("q5_1", "Q5_1")])
+def test_legacy_5_bit_formats_match_gguf_quantize(fmt, ref):
+    rng = np.random.default_rng(4)
+    w = (0.02 * rng.standard_normal((8, 128))).astype(F)
+    w[0, :32] = 0.0
+    t = gguf.GGMLQuantizationType[ref]
+    want = gguf.quants.dequantize(gguf.quants.quantize(w, t), t)
+    np.testing.assert_array_equal(np.asarray(round_trip(jnp.asarray(w), fmt)), want)
+
+
+def test_block_sizes_and_refusal():
+    assert block_size("q4_k") == block_size("q6_k") == 256
+    assert block_size("q5_0") == 32 and block_size("float16") == 1
+    with pytest.raises(InputError, match="multiple of 256"):
+        round_trip(jnp.zeros((2, 288), F), "q4_k")
