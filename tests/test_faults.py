@@ -432,3 +432,71 @@ def test_closed_stdout_ends_quietly():
     _, err = p.communicate(timeout=120)
     assert p.returncode == 141, err
     assert err == b"", err
+
+
+# --- issue 25: undefined statistics, sizes before work, tracebacks, small ----------------------
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory):
+    """A random-init GPT-2 (d = 64, 4 heads of d_h = 16, 2 layers) saved once."""
+    from _checkpoints import gpt2
+
+    return gpt2(tmp_path_factory.mktemp("gpt2") / "m")
+
+
+@pytest.mark.slow
+def test_q4_0_null_without_finite_weibull_draws_is_scored(tmp_path, capsys, monkeypatch,
+                                                            tiny_gpt2):
+    """The Q4_0 null has (almost) no finite Weibull draws (exact zeros among the fitted ranks):
+    those statistics are left out and reported, the run ends 0, and the cache entry (which
+    holds all-NaN columns) is accepted on the next run instead of regenerated."""
+    import json
+    import warnings
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    argv = ["score", str(tiny_gpt2), "--quantized-null", "q4_0", "--draws", "200",
+            "--no-figures", "--quiet", "--top", "1"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0, capsys.readouterr().err
+    ds = xr.open_dataset(tmp_path / "a" / "scores.nc")
+    nan = json.loads(ds.attrs["nan_tests"])
+    undefined = ds.attrs["undefined_under_null"].split(",")
+    assert "q.weibull_k" in undefined and "q.weibull_k" in nan
+    assert "undefined under the q4_0 null" in nan["q.weibull_k"]["reason"]
+    assert "q.weibull_k" not in ds["stat"].values
+    assert np.isfinite(ds["head_p_value"].values).all()
+    assert "undefined under the q4_0 null" in (tmp_path / "a" / "summary.txt").read_text()
+    cached = sorted((tmp_path / "cache").glob("*q4_0*.nc"))
+    mtimes = [p.stat().st_mtime_ns for p in cached]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "ignoring cached table" would fail here
+        assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    assert [p.stat().st_mtime_ns for p in cached] == mtimes
+
+
+def test_all_nan_weibull_columns_of_a_block_null_pass_verification(tmp_path):
+    from rmtbase.baseline import cache
+
+    ds = tables.baseline(CD, CDH, draws=10, seed=0, stats="elementwise", progress=False)
+    entry = dict(d=CD, d_h=CDH, draws=10, seed=0, stats="elementwise", ensemble="lowrank",
+                 dtype="float32", storage="q4_0")
+    bad = ds.copy()
+    bad.attrs["storage_dtype"] = "q4_0"
+    bad["q_weibull_k"] = bad["q_weibull_k"] * np.nan
+    cache.verify_table(bad, entry, tmp_path / "x.nc")  # undefined under Q4_0: accepted
+    bad["q_excess_kurtosis"] = bad["q_excess_kurtosis"] * np.nan
+    with pytest.raises(TableError, match="no finite draw"):
+        cache.verify_table(bad, entry, tmp_path / "x.nc")
+    float_entry = dict(entry, storage="float32")
+    nan_float = ds.copy()
+    nan_float["q_weibull_k"] = nan_float["q_weibull_k"] * np.nan
+    with pytest.raises(TableError, match="no finite draw"):
+        cache.verify_table(nan_float, float_entry, tmp_path / "x.nc")
+
+
+def test_undefined_under_null_picks_mostly_nan_statistics():
+    from rmtbase.scoring.score import undefined_under_null
+
+    n = 100
+    joint = {"a": np.ones(n), "b": np.r_[np.ones(7), np.full(n - 7, np.nan)],
+             "c": np.full(n, np.nan), "d": np.r_[np.ones(90), np.full(10, np.nan)]}
+    assert undefined_under_null(joint, ["a", "b", "c", "d"]) == {"b": (7, n), "c": (0, n)}

@@ -290,13 +290,19 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         null_storage = quantized_null
     tested = [k for k in keys if k not in NOT_TESTED]
     spectral_names = [k for k in tested if _is_spectral(k)]
-    attrs = {}
+    attrs, undefined = {}, {}
     if null == "gaussian":
         kw = {"stats": kind, "seed": seed, "storage": null_storage, "progress": progress}
         if draws is not None:
             kw["min_draws"] = int(draws)
         table = null_table(d, d_h, **kw)
         joint = _null_arrays(table, tested, d, d_h)
+        undefined = undefined_under_null(joint, tested)
+        if undefined:  # e.g. Weibull fits of a Q4_0 null: exact zeros among the fitted ranks
+            tested = [k for k in tested if k not in undefined]
+            spectral_names = [k for k in spectral_names if k not in undefined]
+            values = {k: v for k, v in values.items() if k not in undefined}
+            joint = {k: v for k, v in joint.items() if k not in undefined}
         spectral_null = None
         if spectral_names and kind != "spectral":
             n_spec = max(int(draws or 0), 1000)
@@ -371,8 +377,40 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                      "no scaling factor; RoPE not applied"),
     )
     ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
+    if undefined:
+        _report_undefined(ds, undefined, null_storage, int(np.prod(values["q.rms"].shape)))
     _describe(ds)
     return ds
+
+
+#: A statistic whose null draws are finite in fewer than this fraction is undefined under the
+#: null: it is left out of the tests and reported (a p-value from the rest would be conditional).
+MIN_DEFINED = 0.5
+
+
+def undefined_under_null(joint: dict, names) -> dict:
+    """{name: (finite draws, draws)} for the statistics among ``names`` whose null draws in
+    ``joint`` are finite in fewer than :data:`MIN_DEFINED` of the draws (at least 2 needed)."""
+    out = {}
+    for k in names:
+        x = np.asarray(joint[k])
+        n_fin = int(np.isfinite(x).sum())
+        if n_fin < max(2.0, MIN_DEFINED * x.size):
+            out[k] = (n_fin, int(x.size))
+    return out
+
+
+def _report_undefined(ds, undefined: dict, null_storage: str, n_heads: int) -> None:
+    """Record statistics left out as undefined under the null in ``nan_tests`` and
+    ``undefined_under_null`` (the summary lists ``nan_tests``)."""
+    import json
+
+    nan = json.loads(ds.attrs.get("nan_tests", "{}") or "{}")
+    for k, (fin, n) in sorted(undefined.items()):
+        nan[k] = {"count": n_heads, "reason": f"undefined under the {null_storage} null: "
+                  f"{fin} of {n} null draws finite; left out of the tests"}
+    ds.attrs["nan_tests"] = json.dumps(nan, sort_keys=True)
+    ds.attrs["undefined_under_null"] = ",".join(sorted(undefined))
 
 
 def null_description(null: str, storage: str, detected, quantized_null: str) -> str:
