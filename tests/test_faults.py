@@ -500,3 +500,78 @@ def test_undefined_under_null_picks_mostly_nan_statistics():
     joint = {"a": np.ones(n), "b": np.r_[np.ones(7), np.full(n - 7, np.nan)],
              "c": np.full(n, np.nan), "d": np.r_[np.ones(90), np.full(10, np.nan)]}
     assert undefined_under_null(joint, ["a", "b", "c", "d"]) == {"b": (7, n), "c": (0, n)}
+
+
+@pytest.mark.parametrize("key,value", [("n_embd", "NaN"), ("n_layer", "Infinity"),
+                                       ("n_head", "-Infinity")])
+def test_non_finite_config_numbers(tmp_path, capsys, tiny_gpt2, key, value):
+    from _checkpoints import copy_folder
+
+    folder = copy_folder(tiny_gpt2, tmp_path / "m")
+    cfg = (folder / "config.json").read_text()
+    import json
+
+    doc = json.loads(cfg)
+    doc[key] = 0
+    (folder / "config.json").write_text(json.dumps(doc).replace(f'"{key}": 0',
+                                                                f'"{key}": {value}'))
+    refused(capsys, ["score", folder, "--out", tmp_path / "o", "--quiet"], key,
+            "not a positive integer")
+
+
+def _scores_copy(tmp_path, src: Path, **attrs) -> Path:
+    import netCDF4
+
+    dst = tmp_path / "s.nc"
+    dst.write_bytes(src.read_bytes())
+    with netCDF4.Dataset(dst, "a") as nc:
+        for k, v in attrs.items():
+            nc.setncattr(k, v)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, tiny_gpt2):
+    """scores.nc of the tiny GPT-2 (spectral statistics)."""
+    out = tmp_path_factory.mktemp("scored") / "o"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RMTBASE_CACHE", str(tmp_path_factory.mktemp("cache")))
+        assert main(["score", str(tiny_gpt2), "--stats", "spectral", "--no-figures",
+                     "--quiet", "--out", str(out)]) == 0
+    return out / "scores.nc"
+
+
+@pytest.mark.parametrize("attrs,needle", [({"d": "abc"}, "d='abc'"),
+                                          ({"d_h": "2.5"}, "d_h"),
+                                          ({"d": 10**9}, "64x16"),
+                                          ({"d_h": 8}, "16 eigenvalues")])
+def test_compare_of_malformed_shape_attributes(tmp_path, capsys, scored, monkeypatch, no_draws,
+                                               attrs, needle):
+    """A crafted scores.nc: a shape that is not integers, or not the one the file was scored
+    at, is refused before any null table is drawn (d = 10⁹ used to build and cache one)."""
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    src = _scores_copy(tmp_path, scored, **attrs)
+    refused(capsys, ["compare", src, "--out", tmp_path / "c", "--no-figures"], needle)
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("gain", ["1e-300", "1e300"])
+def test_product_network_at_extreme_gains(capsys, gain):
+    refused(capsys, ["product-network", "--kind", "residual", "--depth", "3", "--gain", gain],
+            "gain", "analytic path")
+
+
+@pytest.mark.parametrize("kind,gain,needle", [("residual", "1e300", "float64"),
+                                              ("gaussian", "1e-300", "float64"),
+                                              ("gaussian", "1e300", "float64")])
+def test_network_sweep_refuses_gains_beyond_float64(tmp_path, capsys, no_draws, kind, gain,
+                                                    needle):
+    pytest.importorskip("distributed")
+    out = tmp_path / "t.nc"
+    refused(capsys, ["sweep", "--network", kind, "--d", "8", "--depth", "2", "--gain", gain,
+                     "--draws", "4", "--workers", "1", "--out", out], needle, "gain")
+    assert not out.exists()
+    with pytest.raises(InputError, match="float64"):
+        from rmtbase.baseline.network_tables import network_table
+
+        network_table(8, 2, float(gain), kind=kind, draws=4, progress=False)

@@ -172,12 +172,14 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     attribute aside), written atomically to ``out`` when given."""
     from functools import partial
 
+    from .limits import check_network_cells
     from .network_tables import assemble_network, make_network_spec, network_grid
     from .table_file import check_output_file, table_bytes, write_table
 
     spec = make_network_spec(kind=kind, depth=depth, draws=draws, seed=seed, stats=stats,
                              chunk_size=chunk_size)
     widths, gains = network_grid(d, gain)
+    check_network_cells(spec.kind, widths, spec.depths, gains)  # before any cluster starts
     if out is not None:
         n_values = len(widths) * len(spec.depths) * len(gains) * spec.draws * 32
         out = check_output_file(out, size=table_bytes(n_values, 8))
