@@ -575,3 +575,113 @@ def test_network_sweep_refuses_gains_beyond_float64(tmp_path, capsys, no_draws, 
         from rmtbase.baseline.network_tables import network_table
 
         network_table(8, 2, float(gain), kind=kind, draws=4, progress=False)
+
+
+def test_sizes_are_checked_before_any_work(tmp_path, capsys, monkeypatch, no_draws, tiny_gpt2):
+    """Every entry point refuses what cannot fit before drawing (or reading weights, or
+    starting a Dask cluster): a 10¹²-draw null table, 10¹¹ component draws, a residual network
+    at d = 10⁵ (80 GB matrices), a 10¹²-draw head table."""
+    from rmtbase.baseline import matrix_null
+    from rmtbase.models import loading
+
+    def no_weights(*a, **k):
+        raise AssertionError("read weights before refusing")
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(matrix_null, "matrix_null_draws", no_weights)
+    monkeypatch.setattr(loading, "load_heads", no_weights, raising=False)
+    import rmtbase.models as models
+
+    monkeypatch.setattr(models, "load_heads", no_weights)
+    refused(capsys, ["score", tiny_gpt2, "--draws", "1000000000000", "--quiet",
+                     "--out", tmp_path / "o"], "10", "draws", "memory")
+    refused(capsys, ["score", tiny_gpt2, "--null", "permutation", "--draws", "1000000000000",
+                     "--quiet", "--out", tmp_path / "o"], "permutation", "memory")
+    refused(capsys, ["score", tiny_gpt2, "--components", "q", "--component-draws",
+                     "100000000000", "--quiet", "--out", tmp_path / "o"], "matrix null",
+            "memory")
+    refused(capsys, ["baseline", "--d", "64", "--dh", "8", "--draws", "1000000000000",
+                     "--stats", "spectral"], "draws", "memory")
+    if __import__("importlib").util.find_spec("distributed"):
+        refused(capsys, ["sweep", "--network", "residual", "--d", "100000", "--depth", "2",
+                         "--draws", "20", "--workers", "1", "--out", tmp_path / "n.nc"],
+                "d=100000", "memory")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """Reading a model's weights in this test is a failure: options are validated first."""
+    import rmtbase.models as models
+
+    def fail(*a, **k):
+        raise AssertionError("read weights before refusing")
+
+    monkeypatch.setattr(models, "load_heads", fail)
+
+
+@pytest.mark.parametrize("opts", [("ro", "size=1m"), ("size=1m",)])
+def test_out_on_a_mount_point_is_refused_before_scoring(tmp_path, capsys, no_weights,
+                                                        tiny_gpt2, opts):
+    """An empty mount point (read-only or not) as --out: the swap at the end would fail with
+    EBUSY after all the work; refused up front instead."""
+    with tmpfs(tmp_path / "mnt", *opts) as mnt:
+        refused(capsys, ["score", tiny_gpt2, "--quiet", "--out", mnt], "mount point")
+        assert list(mnt.iterdir()) == []
+
+
+def test_out_under_a_read_only_mount_is_refused_before_scoring(tmp_path, capsys, no_weights,
+                                                               tiny_gpt2):
+    with tmpfs(tmp_path / "ro", "ro", "size=1m") as ro:
+        refused(capsys, ["score", tiny_gpt2, "--quiet", "--out", ro / "o"], "cannot write")
+
+
+def test_out_whose_parent_takes_no_folder(tmp_path, capsys, no_weights, tiny_gpt2, monkeypatch):
+    """What ``os.access`` cannot see (root on a read-only bind mount): the parent is probed by
+    creating a folder."""
+    real = Path.mkdir
+
+    def erofs(self, *a, **k):
+        if self.parent == tmp_path and ".probe-" in self.name:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "mkdir", erofs)
+    refused(capsys, ["score", tiny_gpt2, "--quiet", "--out", tmp_path / "o"], "read-only")
+
+
+@pytest.mark.parametrize("n", ["0", "5"])
+def test_element_draws_too_few_for_the_permutation_null(tmp_path, capsys, no_weights,
+                                                        tiny_gpt2, n):
+    refused(capsys, ["score", tiny_gpt2, "--null", "permutation", "--element-draws", n,
+                     "--quiet", "--out", tmp_path / "o"], "--element-draws", "--stats spectral")
+
+
+def test_warnings_are_one_line_from_the_executable(tmp_path):
+    """A warning met by the rmtbase executable is one line on stderr (Python's default adds
+    the file, line and source text of the ``warnings.warn`` call)."""
+    code = ("import sys, warnings\n"
+            "import rmtbase.cli as c\n"
+            "def fake(argv=None):\n"
+            "    warnings.warn('rmtbase: ignoring cached table: x.nc is damaged', RuntimeWarning)\n"
+            "    warnings.warn('second', UserWarning)\n"
+            "    return 0\n"
+            "c.main = fake\n"
+            "sys.exit(c.console_main())\n")
+    env = dict(os.environ, PYTHONPATH=SRC, RMTBASE_NO_JIT_CACHE="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == ["rmtbase: warning: ignoring cached table: x.nc is damaged",
+                                     "rmtbase: warning: second"], r.stderr
+    import warnings
+
+    assert warnings.formatwarning.__module__ == "warnings"  # importing the CLI changed nothing
+
+
+def test_offline_hub_error_names_offline_mode(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    err = refused(capsys, ["score", "someone/not-cached-model", "--quiet", "--out",
+                           tmp_path / "o"], "offline mode is on", "HF_HUB_OFFLINE")
+    assert "connection" not in err

@@ -245,6 +245,7 @@ def check_cells(spec, cells, *, memory: bool = True) -> None:
     draws (``memory``), d² for d×d statistics and the float range at (σ_Q, σ_K)."""
     fast = fast_spectral(spec.stats, spec.ensemble, spec.storage)
     itemsize = np.dtype(spec.dtype).itemsize
+    check_table_values(spec, cells)  # the whole table is assembled here, wherever it is drawn
     for d, d_h in cells:
         check_dense(d, spec.stats, spec.ensemble, fast)
         if memory:
@@ -299,3 +300,32 @@ def check_network_cells(kind: str, widths, depths, gains) -> None:
                         f"1e{L * per:.0f} and its squares 1e{2 * L * per:.0f}, outside the "
                         f"float64 range [{tiny:.3g}, {big:.3g}] of a network table; use a "
                         "gain nearer 1 or fewer layers")
+
+
+#: Copies of a table held at once while it is assembled, converted and written (the draws, the
+#: stacked Dataset, a float64 view for scoring or the netCDF buffers).
+TABLE_COPIES = 3
+
+
+def check_stored_values(n_values: int, itemsize: int, what: str) -> int:
+    """InputError if a table of ``n_values`` numbers of ``itemsize`` bytes (``what``, e.g.
+    "a table of 44 statistics x 10^12 draws") cannot be held in memory while it is built
+    (:data:`TABLE_COPIES` copies); before any draw. Returns the bytes needed."""
+    need = TABLE_COPIES * int(n_values) * int(itemsize)
+    avail, source = available_memory()
+    if avail is not None and need > avail:
+        raise InputError(f"{what} needs about {_fmt(need)} of memory to build, more than the "
+                         f"{_fmt(avail)} available ({source}"
+                         + ("" if source == "RMTBASE_MEMORY_LIMIT" else
+                            "; set RMTBASE_MEMORY_LIMIT to change the limit")
+                         + "); ask for fewer draws")
+    return need
+
+
+def check_table_values(spec, cells) -> int:
+    """:func:`check_stored_values` for a head table of ``spec`` over ``cells``."""
+    n_stats = len(stat_names(spec))
+    return check_stored_values(len(cells) * n_stats * int(spec.draws),
+                               np.dtype(spec.dtype).itemsize,
+                               f"a table of {len(cells)} cell(s) x {n_stats} statistics x "
+                               f"{int(spec.draws)} draws")

@@ -96,10 +96,20 @@ def _use_compilation_cache() -> None:
 EXIT_BROKEN_PIPE = 141
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """``rmtbase: warning: <first line>`` (Python's default adds the file, line number and
+    source text of the ``warn`` call: three lines for a one-line message)."""
+    text = (str(message).strip().splitlines() or [category.__name__])[0]
+    return f"rmtbase: warning: {text.removeprefix('rmtbase: ')}\n"
+
+
 def console_main() -> int:
     """The ``rmtbase`` executable: :func:`main` with the persistent compilation cache on, and a
     closed stdout (``| head -1``) ending the command quietly."""
     _use_compilation_cache()
+    import warnings
+
+    warnings.formatwarning = _one_line_warning  # the executable's own process only
     try:
         code = main()
         sys.stdout.flush()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as _dt
+import errno
 import glob
 import hashlib
 import json
@@ -58,11 +59,22 @@ def check_output_dir(path, kind: str) -> Path:
     if len(os.fsencode(_tmp_name(p.name, "old"))) > NAME_MAX:
         raise InputError(f"output folder name {p.name[:40]}… is too long ({len(p.name)} "
                          f"characters; at most {NAME_MAX - 30})")
+    if p.is_dir() and os.path.ismount(p):  # the final swap would fail (EBUSY) after the work
+        raise InputError(f"{p} is a mount point; the output folder is replaced whole, so give "
+                         "a folder inside it")
     anc = p.parent
     while not anc.exists():
         anc = anc.parent
     if not anc.is_dir() or not os.access(anc, os.W_OK | os.X_OK):
         raise InputError(f"cannot write the output folder {p}: {anc} is not writable")
+    probe = anc / _tmp_name(p.name, "probe")[:NAME_MAX]
+    try:  # what access() cannot tell: a read-only file system, for root too
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        why = "read-only file system" if exc.errno == errno.EROFS else (exc.strerror or str(exc))
+        raise InputError(f"cannot write the output folder {p}: {anc} does not take a new "
+                         f"folder ({why})") from None
     return p
 
 

@@ -264,10 +264,12 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
 
     alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
+    check_element_draws(null, kind, element_draws)
     label = None
     if model is None:
         model, label = default_model_path(), _default_label()
     info = model_info(model, revision=revision)
+    check_null_size(info, kind, names, draws, null, element_draws)  # before any weight is read
     layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
     per_layer, spectra, layer_ids, storages, detected, factors, hists = _read_layers(
         layers, kind, info, progress, quantized_null, null)
@@ -381,6 +383,43 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         _report_undefined(ds, undefined, null_storage, int(np.prod(values["q.rms"].shape)))
     _describe(ds)
     return ds
+
+
+#: Fewest permutations with W_QK element statistics the permutation null can decide on: the
+#: per-head calibration (rmtbase.decision.omnibus) uses only draws where every statistic is
+#: defined, and needs 20 of them.
+MIN_ELEMENT_DRAWS = 20
+
+
+def check_element_draws(null: str, kind: str, element_draws, option: str = "element_draws"):
+    """InputError, up front, if the permutation null with element statistics has fewer than
+    :data:`MIN_ELEMENT_DRAWS` element permutations (it used to fail after all the work)."""
+    if null == "permutation" and kind != "spectral" and int(element_draws) < MIN_ELEMENT_DRAWS:
+        raise InputError(f"{option} {element_draws} is too few: the permutation null's "
+                         f"per-head decision needs at least {MIN_ELEMENT_DRAWS} permutations "
+                         "with W_QK's element statistics (use --stats spectral to leave them "
+                         "out)")
+
+
+def check_null_size(info, kind: str, names, draws, null: str, element_draws: int) -> None:
+    """InputError, before any weight is read or any draw made, if the null draws asked for
+    cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
+    Gaussian null's table (at least 1000 draws, as float64 when scored) or the permutation
+    null's draws of every head."""
+    from types import SimpleNamespace
+
+    from ..baseline.limits import check_stored_values, stat_names
+
+    n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
+    if null == "gaussian":
+        n = max(int(draws or 0), 1000)
+        check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
+    else:
+        heads = int(info.n_layers) * int(info.n_heads)
+        n = int(draws or 1000) + int(element_draws)
+        check_stored_values(heads * n_stats * n, 8,
+                            f"permutation draws of {heads} heads x {n_stats} statistics x "
+                            f"{n} permutations")
 
 
 #: A statistic whose null draws are finite in fewer than this fraction is undefined under the
