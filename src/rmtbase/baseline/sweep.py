@@ -83,11 +83,30 @@ def _client(scheduler=None, workers=None, client=None):
         return
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
         raise InputError(f"workers must be a positive integer, got {workers!r}")
-    with dist.LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None,
-                           scheduler_kwargs=NO_DASHBOARD,
-                           silence_logs=logging.ERROR) as cluster, dist.Client(cluster) as c:
+    with _quiet_workers():  # the worker processes start with SIGINT ignored
+        cluster = dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
+                                    processes=True, host="127.0.0.1", dashboard_address=None,
+                                    scheduler_kwargs=NO_DASHBOARD, silence_logs=logging.ERROR)
+    with cluster, dist.Client(cluster) as c:
         yield c
+
+
+@contextlib.contextmanager
+def _quiet_workers():
+    """Ctrl-C reaches the whole process group: the loopback cluster's worker processes would
+    each print a traceback. They start with SIGINT ignored (inherited) and are closed by this
+    process, which alone handles the interrupt."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _cell_blocks(spec, cell, start, stop):
@@ -142,6 +161,7 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
 
 def _run_tasks(tasks, fn, scheduler, workers, client, progress):
     """{(cell, start): fn(cell, start, stop)} computed as Dask tasks."""
+    from ..files.interrupts import fault_point
     from .tables import _progress
 
     if client is None:
@@ -151,6 +171,7 @@ def _run_tasks(tasks, fn, scheduler, workers, client, progress):
             _progress(len(tasks), progress, "rmtbase sweep", unit="task") as bar:
         futures = {c.submit(fn, cell, start, stop, pure=False): (cell, start)
                    for cell, start, stop in tasks}
+        fault_point("tasks:submitted")
         for fut in _distributed().as_completed(futures):
             parts[futures[fut]] = fut.result()
             bar.update(1)

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import InputError
+from .interrupts import check as check_interrupt
+from .interrupts import deferred, fault_point
 
 MANIFEST = "manifest.json"
 NAME_MAX = 255
@@ -135,7 +137,13 @@ class OutputFolder:
         parent.mkdir(parents=True, exist_ok=True)
         _clean_stale(parent, self.final.name)
         self.tmp = parent / _tmp_name(self.final.name)
-        self.tmp.mkdir()
+        try:  # __exit__ does not run when __enter__ is interrupted
+            with deferred():
+                self.tmp.mkdir()
+            fault_point("output:created")
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
         return self
 
     def _path(self, rel) -> Path:
@@ -151,7 +159,11 @@ class OutputFolder:
             os.fsync(f.fileno())
 
     def write_netcdf(self, rel, ds) -> None:
-        ds.to_netcdf(self._path(rel))
+        path = self._path(rel)
+        with deferred():  # an interrupt inside HDF5 would leave xarray's lock taken (a hang)
+            fault_point("output:netcdf")
+            ds.to_netcdf(path)
+        fault_point("output:written")
 
     def save_figure(self, fig, rel, dpi: int = 100) -> None:
         fig.savefig(self._path(rel), dpi=dpi)
@@ -161,6 +173,8 @@ class OutputFolder:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return False
         try:
+            fault_point("output:swap")
+            check_interrupt()  # one swallowed on its way up ends the run before the swap
             self._manifest()
             _fsync_dir(self.tmp)
             if self.final.exists():

@@ -25,6 +25,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
+from ..files.interrupts import deferred
 from ..files.output import OutputFolder, check_output_dir
 from ..scoring.collection import collection_dim, entries, unique_labels
 from . import profiles
@@ -48,7 +49,7 @@ def _open(path: Path) -> xr.Dataset:
             if (path / "config.json").exists() else ""
         raise InputError(f"{path} is not an rmtbase score output (no scores.nc){hint}")
     try:
-        with xr.open_dataset(nc) as ds:
+        with deferred(), xr.open_dataset(nc) as ds:  # no interrupt inside HDF5
             ds = ds.load()
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {nc}: {str(exc).splitlines()[0] if str(exc) else exc}") \
