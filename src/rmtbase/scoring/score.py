@@ -264,7 +264,8 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
 
     alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
-    check_element_draws(null, kind, element_draws)
+    spectral_only = names is not None and all(_is_spectral(n) or n in NOT_TESTED for n in names)
+    check_element_draws(null, "spectral" if spectral_only else kind, element_draws)
     label = None
     if model is None:
         model, label = default_model_path(), _default_label()
