@@ -597,6 +597,8 @@ def test_sizes_are_checked_before_any_work(tmp_path, capsys, monkeypatch, no_dra
                      "--out", tmp_path / "o"], "10", "draws", "memory")
     refused(capsys, ["score", tiny_gpt2, "--null", "permutation", "--draws", "1000000000000",
                      "--quiet", "--out", tmp_path / "o"], "permutation", "memory")
+    refused(capsys, ["score", tiny_gpt2, tiny_gpt2, "--draws", "1000000000000", "--workers",
+                     "2", "--quiet", "--out", tmp_path / "o"], "draws", "memory")
     refused(capsys, ["score", tiny_gpt2, "--components", "q", "--component-draws",
                      "100000000000", "--quiet", "--out", tmp_path / "o"], "matrix null",
             "memory")

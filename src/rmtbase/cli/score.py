@@ -139,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
                    allow_pickle=args.allow_pickle, null=args.null,
                    quantized_null=args.quantized_null, max_draws=args.max_draws,
                    element_draws=args.element_draws, seed=args.seed)
-    if several:
+    if several:  # sizes checked on the first entry before a Dask cluster starts
+        from ..models import model_info
+        from ..scoring.score import check_null_size
+
+        check_null_size(model_info(models[0], revision=revisions[0] if revisions else None),
+                        args.stats, None, args.draws, args.null, args.element_draws)
         from ..report.collection_report import entry_lines
         from ..scoring.trajectory import score_collection
 
