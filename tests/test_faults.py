@@ -432,3 +432,258 @@ def test_closed_stdout_ends_quietly():
     _, err = p.communicate(timeout=120)
     assert p.returncode == 141, err
     assert err == b"", err
+
+
+# --- issue 25: undefined statistics, sizes before work, tracebacks, small ----------------------
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory):
+    """A random-init GPT-2 (d = 64, 4 heads of d_h = 16, 2 layers) saved once."""
+    from _checkpoints import gpt2
+
+    return gpt2(tmp_path_factory.mktemp("gpt2") / "m")
+
+
+@pytest.mark.slow
+def test_q4_0_null_without_finite_weibull_draws_is_scored(tmp_path, capsys, monkeypatch,
+                                                            tiny_gpt2):
+    """The Q4_0 null has (almost) no finite Weibull draws (exact zeros among the fitted ranks):
+    those statistics are left out and reported, the run ends 0, and the cache entry (which
+    holds all-NaN columns) is accepted on the next run instead of regenerated."""
+    import json
+    import warnings
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    argv = ["score", str(tiny_gpt2), "--quantized-null", "q4_0", "--draws", "200",
+            "--no-figures", "--quiet", "--top", "1"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0, capsys.readouterr().err
+    ds = xr.open_dataset(tmp_path / "a" / "scores.nc")
+    nan = json.loads(ds.attrs["nan_tests"])
+    undefined = ds.attrs["undefined_under_null"].split(",")
+    assert "q.weibull_k" in undefined and "q.weibull_k" in nan
+    assert "undefined under the q4_0 null" in nan["q.weibull_k"]["reason"]
+    assert "q.weibull_k" not in ds["stat"].values
+    assert np.isfinite(ds["head_p_value"].values).all()
+    assert "undefined under the q4_0 null" in (tmp_path / "a" / "summary.txt").read_text()
+    cached = sorted((tmp_path / "cache").glob("*q4_0*.nc"))
+    mtimes = [p.stat().st_mtime_ns for p in cached]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "ignoring cached table" would fail here
+        assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    assert [p.stat().st_mtime_ns for p in cached] == mtimes
+
+
+def test_all_nan_weibull_columns_of_a_block_null_pass_verification(tmp_path):
+    from rmtbase.baseline import cache
+
+    ds = tables.baseline(CD, CDH, draws=10, seed=0, stats="elementwise", progress=False)
+    entry = dict(d=CD, d_h=CDH, draws=10, seed=0, stats="elementwise", ensemble="lowrank",
+                 dtype="float32", storage="q4_0")
+    bad = ds.copy()
+    bad.attrs["storage_dtype"] = "q4_0"
+    bad["q_weibull_k"] = bad["q_weibull_k"] * np.nan
+    cache.verify_table(bad, entry, tmp_path / "x.nc")  # undefined under Q4_0: accepted
+    bad["q_excess_kurtosis"] = bad["q_excess_kurtosis"] * np.nan
+    with pytest.raises(TableError, match="no finite draw"):
+        cache.verify_table(bad, entry, tmp_path / "x.nc")
+    float_entry = dict(entry, storage="float32")
+    nan_float = ds.copy()
+    nan_float["q_weibull_k"] = nan_float["q_weibull_k"] * np.nan
+    with pytest.raises(TableError, match="no finite draw"):
+        cache.verify_table(nan_float, float_entry, tmp_path / "x.nc")
+
+
+def test_undefined_under_null_picks_mostly_nan_statistics():
+    from rmtbase.scoring.score import undefined_under_null
+
+    n = 100
+    joint = {"a": np.ones(n), "b": np.r_[np.ones(7), np.full(n - 7, np.nan)],
+             "c": np.full(n, np.nan), "d": np.r_[np.ones(90), np.full(10, np.nan)]}
+    assert undefined_under_null(joint, ["a", "b", "c", "d"]) == {"b": (7, n), "c": (0, n)}
+
+
+@pytest.mark.parametrize("key,value", [("n_embd", "NaN"), ("n_layer", "Infinity"),
+                                       ("n_head", "-Infinity")])
+def test_non_finite_config_numbers(tmp_path, capsys, tiny_gpt2, key, value):
+    from _checkpoints import copy_folder
+
+    folder = copy_folder(tiny_gpt2, tmp_path / "m")
+    cfg = (folder / "config.json").read_text()
+    import json
+
+    doc = json.loads(cfg)
+    doc[key] = 0
+    (folder / "config.json").write_text(json.dumps(doc).replace(f'"{key}": 0',
+                                                                f'"{key}": {value}'))
+    refused(capsys, ["score", folder, "--out", tmp_path / "o", "--quiet"], key,
+            "not a positive integer")
+
+
+def _scores_copy(tmp_path, src: Path, **attrs) -> Path:
+    import netCDF4
+
+    dst = tmp_path / "s.nc"
+    dst.write_bytes(src.read_bytes())
+    with netCDF4.Dataset(dst, "a") as nc:
+        for k, v in attrs.items():
+            nc.setncattr(k, v)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, tiny_gpt2):
+    """scores.nc of the tiny GPT-2 (spectral statistics)."""
+    out = tmp_path_factory.mktemp("scored") / "o"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RMTBASE_CACHE", str(tmp_path_factory.mktemp("cache")))
+        assert main(["score", str(tiny_gpt2), "--stats", "spectral", "--no-figures",
+                     "--quiet", "--out", str(out)]) == 0
+    return out / "scores.nc"
+
+
+@pytest.mark.parametrize("attrs,needle", [({"d": "abc"}, "d='abc'"),
+                                          ({"d_h": "2.5"}, "d_h"),
+                                          ({"d": 10**9}, "64x16"),
+                                          ({"d_h": 8}, "16 eigenvalues")])
+def test_compare_of_malformed_shape_attributes(tmp_path, capsys, scored, monkeypatch, no_draws,
+                                               attrs, needle):
+    """A crafted scores.nc: a shape that is not integers, or not the one the file was scored
+    at, is refused before any null table is drawn (d = 10⁹ used to build and cache one)."""
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    src = _scores_copy(tmp_path, scored, **attrs)
+    refused(capsys, ["compare", src, "--out", tmp_path / "c", "--no-figures"], needle)
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("gain", ["1e-300", "1e300"])
+def test_product_network_at_extreme_gains(capsys, gain):
+    refused(capsys, ["product-network", "--kind", "residual", "--depth", "3", "--gain", gain],
+            "gain", "analytic path")
+
+
+@pytest.mark.parametrize("kind,gain,needle", [("residual", "1e300", "float64"),
+                                              ("gaussian", "1e-300", "float64"),
+                                              ("gaussian", "1e300", "float64")])
+def test_network_sweep_refuses_gains_beyond_float64(tmp_path, capsys, no_draws, kind, gain,
+                                                    needle):
+    pytest.importorskip("distributed")
+    out = tmp_path / "t.nc"
+    refused(capsys, ["sweep", "--network", kind, "--d", "8", "--depth", "2", "--gain", gain,
+                     "--draws", "4", "--workers", "1", "--out", out], needle, "gain")
+    assert not out.exists()
+    with pytest.raises(InputError, match="float64"):
+        from rmtbase.baseline.network_tables import network_table
+
+        network_table(8, 2, float(gain), kind=kind, draws=4, progress=False)
+
+
+def test_sizes_are_checked_before_any_work(tmp_path, capsys, monkeypatch, no_draws, tiny_gpt2):
+    """Every entry point refuses what cannot fit before drawing (or reading weights, or
+    starting a Dask cluster): a 10¹²-draw null table, 10¹¹ component draws, a residual network
+    at d = 10⁵ (80 GB matrices), a 10¹²-draw head table."""
+    from rmtbase.baseline import matrix_null
+    from rmtbase.models import loading
+
+    def no_weights(*a, **k):
+        raise AssertionError("read weights before refusing")
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(matrix_null, "matrix_null_draws", no_weights)
+    monkeypatch.setattr(loading, "load_heads", no_weights, raising=False)
+    import rmtbase.models as models
+
+    monkeypatch.setattr(models, "load_heads", no_weights)
+    refused(capsys, ["score", tiny_gpt2, "--draws", "1000000000000", "--quiet",
+                     "--out", tmp_path / "o"], "10", "draws", "memory")
+    refused(capsys, ["score", tiny_gpt2, "--null", "permutation", "--draws", "1000000000000",
+                     "--quiet", "--out", tmp_path / "o"], "permutation", "memory")
+    refused(capsys, ["score", tiny_gpt2, tiny_gpt2, "--draws", "1000000000000", "--workers",
+                     "2", "--quiet", "--out", tmp_path / "o"], "draws", "memory")
+    refused(capsys, ["score", tiny_gpt2, "--components", "q", "--component-draws",
+                     "100000000000", "--quiet", "--out", tmp_path / "o"], "matrix null",
+            "memory")
+    refused(capsys, ["baseline", "--d", "64", "--dh", "8", "--draws", "1000000000000",
+                     "--stats", "spectral"], "draws", "memory")
+    if __import__("importlib").util.find_spec("distributed"):
+        refused(capsys, ["sweep", "--network", "residual", "--d", "100000", "--depth", "2",
+                         "--draws", "20", "--workers", "1", "--out", tmp_path / "n.nc"],
+                "d=100000", "memory")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """Reading a model's weights in this test is a failure: options are validated first."""
+    import rmtbase.models as models
+
+    def fail(*a, **k):
+        raise AssertionError("read weights before refusing")
+
+    monkeypatch.setattr(models, "load_heads", fail)
+
+
+@pytest.mark.parametrize("opts", [("ro", "size=1m"), ("size=1m",)])
+def test_out_on_a_mount_point_is_refused_before_scoring(tmp_path, capsys, no_weights,
+                                                        tiny_gpt2, opts):
+    """An empty mount point (read-only or not) as --out: the swap at the end would fail with
+    EBUSY after all the work; refused up front instead."""
+    with tmpfs(tmp_path / "mnt", *opts) as mnt:
+        refused(capsys, ["score", tiny_gpt2, "--quiet", "--out", mnt], "mount point")
+        assert list(mnt.iterdir()) == []
+
+
+def test_out_under_a_read_only_mount_is_refused_before_scoring(tmp_path, capsys, no_weights,
+                                                               tiny_gpt2):
+    with tmpfs(tmp_path / "ro", "ro", "size=1m") as ro:
+        refused(capsys, ["score", tiny_gpt2, "--quiet", "--out", ro / "o"], "cannot write")
+
+
+def test_out_whose_parent_takes_no_folder(tmp_path, capsys, no_weights, tiny_gpt2, monkeypatch):
+    """What ``os.access`` cannot see (root on a read-only bind mount): the parent is probed by
+    creating a folder."""
+    real = Path.mkdir
+
+    def erofs(self, *a, **k):
+        if self.parent == tmp_path and ".probe-" in self.name:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "mkdir", erofs)
+    refused(capsys, ["score", tiny_gpt2, "--quiet", "--out", tmp_path / "o"], "read-only")
+
+
+@pytest.mark.parametrize("n", ["0", "5"])
+def test_element_draws_too_few_for_the_permutation_null(tmp_path, capsys, no_weights,
+                                                        tiny_gpt2, n):
+    refused(capsys, ["score", tiny_gpt2, "--null", "permutation", "--element-draws", n,
+                     "--quiet", "--out", tmp_path / "o"], "--element-draws", "--stats spectral")
+
+
+def test_warnings_are_one_line_from_the_executable(tmp_path):
+    """A warning met by the rmtbase executable is one line on stderr (Python's default adds
+    the file, line and source text of the ``warnings.warn`` call)."""
+    code = ("import sys, warnings\n"
+            "import rmtbase.cli as c\n"
+            "def fake(argv=None):\n"
+            "    warnings.warn('rmtbase: ignoring cached table: x.nc is damaged', RuntimeWarning)\n"
+            "    warnings.warn('second', UserWarning)\n"
+            "    return 0\n"
+            "c.main = fake\n"
+            "sys.exit(c.console_main())\n")
+    env = dict(os.environ, PYTHONPATH=SRC, RMTBASE_NO_JIT_CACHE="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == ["rmtbase: warning: ignoring cached table: x.nc is damaged",
+                                     "rmtbase: warning: second"], r.stderr
+    import warnings
+
+    assert warnings.formatwarning.__module__ == "warnings"  # importing the CLI changed nothing
+
+
+def test_offline_hub_error_names_offline_mode(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    err = refused(capsys, ["score", "someone/not-cached-model", "--quiet", "--out",
+                           tmp_path / "o"], "offline mode is on", "HF_HUB_OFFLINE")
+    assert "connection" not in err

@@ -245,6 +245,7 @@ def check_cells(spec, cells, *, memory: bool = True) -> None:
     draws (``memory``), d² for d×d statistics and the float range at (σ_Q, σ_K)."""
     fast = fast_spectral(spec.stats, spec.ensemble, spec.storage)
     itemsize = np.dtype(spec.dtype).itemsize
+    check_table_values(spec, cells)  # the whole table is assembled here, wherever it is drawn
     for d, d_h in cells:
         check_dense(d, spec.stats, spec.ensemble, fast)
         if memory:
@@ -262,3 +263,69 @@ def stat_names(spec) -> list[str]:
     if spec.stats in ("all", "elementwise"):
         names += [f"{m}.{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS]
     return names
+
+
+def network_draw_memory(d: int, n_depths: int) -> int:
+    """Estimated working memory in bytes of one product-network draw of width d (float64): the
+    chain's Q and T and one layer, the QR workspace and the product formed for the element
+    statistics (about 12 d×d arrays), plus Q and T kept at each of the ``n_depths`` depths."""
+    return 8 * d * d * (12 + 2 * int(n_depths)) + 2**20
+
+
+def check_network_cells(kind: str, widths, depths, gains) -> None:
+    """Everything about a product-network table that can be refused before any draw (and
+    before a Dask cluster starts): one draw's memory at each width, and the float64 range of
+    λ at each (gain, depth). λ of the Gaussian product scales as G^L, of the residual one as
+    (1 + G)^L; Σλ² and the element kurtosis as the square of that, times up to (d (L + 1))²."""
+    avail, source = available_memory()
+    for d in widths:
+        need = network_draw_memory(d, len(depths))
+        if avail is not None and need > avail:
+            raise InputError(f"one {kind} network draw at d={d} ({len(depths)} depths) needs "
+                             f"about {_fmt(need)} of working memory, more than the "
+                             f"{_fmt(avail)} available ({source}"
+                             + ("" if source == "RMTBASE_MEMORY_LIMIT" else
+                                "; set RMTBASE_MEMORY_LIMIT to change the limit") + ")")
+    tiny, big = _limits("float64")
+    lo, hi = math.log10(tiny * RANGE_MARGIN), math.log10(big / RANGE_MARGIN)
+    for g in gains:
+        per = math.log10(g) if kind == "gaussian" else math.log10(1.0 + g)
+        for d in widths:
+            for L in depths:
+                spread = 2 * math.log10(d * (L + 1))
+                if not lo + spread <= 2 * L * per <= hi - spread:
+                    raise InputError(
+                        f"at gain {g:g}, depth {L} the {kind} product's lambda (proportional "
+                        f"to {'G' if kind == 'gaussian' else '(1 + G)'}^L) is about "
+                        f"1e{L * per:.0f} and its squares 1e{2 * L * per:.0f}, outside the "
+                        f"float64 range [{tiny:.3g}, {big:.3g}] of a network table; use a "
+                        "gain nearer 1 or fewer layers")
+
+
+#: Copies of a table held at once while it is assembled, converted and written (the draws, the
+#: stacked Dataset, a float64 view for scoring or the netCDF buffers).
+TABLE_COPIES = 3
+
+
+def check_stored_values(n_values: int, itemsize: int, what: str) -> int:
+    """InputError if a table of ``n_values`` numbers of ``itemsize`` bytes (``what``, e.g.
+    "a table of 44 statistics x 10^12 draws") cannot be held in memory while it is built
+    (:data:`TABLE_COPIES` copies); before any draw. Returns the bytes needed."""
+    need = TABLE_COPIES * int(n_values) * int(itemsize)
+    avail, source = available_memory()
+    if avail is not None and need > avail:
+        raise InputError(f"{what} needs about {_fmt(need)} of memory to build, more than the "
+                         f"{_fmt(avail)} available ({source}"
+                         + ("" if source == "RMTBASE_MEMORY_LIMIT" else
+                            "; set RMTBASE_MEMORY_LIMIT to change the limit")
+                         + "); ask for fewer draws")
+    return need
+
+
+def check_table_values(spec, cells) -> int:
+    """:func:`check_stored_values` for a head table of ``spec`` over ``cells``."""
+    n_stats = len(stat_names(spec))
+    return check_stored_values(len(cells) * n_stats * int(spec.draws),
+                               np.dtype(spec.dtype).itemsize,
+                               f"a table of {len(cells)} cell(s) x {n_stats} statistics x "
+                               f"{int(spec.draws)} draws")

@@ -234,6 +234,15 @@ def _cached(directory, m, n, storage, seed) -> list[tuple[int, object]]:
     return sorted(out, key=lambda e: -e[0])
 
 
+def check_matrix_null_size(draws: int) -> None:
+    """InputError before any draw if a matrix null of ``draws`` draws cannot be held in memory
+    (:func:`rmtbase.baseline.limits.check_stored_values`, float64)."""
+    from .limits import check_stored_values
+
+    check_stored_values(int(draws) * len(VARIABLES), 8,
+                        f"a matrix null of {len(VARIABLES)} statistics x {int(draws)} draws")
+
+
 def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = DEFAULT_DRAWS,
                       seed: int = 0, progress: bool = False, threads: int = 1):
     """σ = 1 null table (``xr.Dataset`` over ``draw``) of exactly ``draws`` draws for an (m, n)
@@ -247,6 +256,7 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     if draws < 2:
         raise InputError(f"draws must be at least 2, got {draws}")
     m, n = null_shape(m, n, storage)
+    check_matrix_null_size(draws)
     directory = cache_dir()
     have, have_path = None, None
     for k, path in (_cached(directory, m, n, storage, seed) if directory.is_dir() else []):

@@ -37,6 +37,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import InputError, check_draws, check_positive_int, check_seed
+from .limits import check_network_cells
 from .table_file import TABLE_FORMAT, check_writable, write_table
 
 TABLE_KIND = "product_network"
@@ -290,6 +291,7 @@ def network_table(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     spec = make_network_spec(kind=kind, depth=depth, draws=draws, seed=seed, stats=stats,
                              chunk_size=chunk_size)
     widths, gains = network_grid(d, gain)
+    check_network_cells(spec.kind, widths, spec.depths, gains)
     if out is not None:
         check_writable(out)
     from .tables import _progress

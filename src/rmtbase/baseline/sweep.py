@@ -83,11 +83,33 @@ def _client(scheduler=None, workers=None, client=None):
         return
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
         raise InputError(f"workers must be a positive integer, got {workers!r}")
-    with dist.LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None,
-                           scheduler_kwargs=NO_DASHBOARD,
-                           silence_logs=logging.ERROR) as cluster, dist.Client(cluster) as c:
+    with _quiet_workers():  # the worker processes start with SIGINT ignored
+        cluster = dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
+                                    processes=True, host="127.0.0.1", dashboard_address=None,
+                                    scheduler_kwargs=NO_DASHBOARD,
+                                    silence_logs=logging.CRITICAL)
+    with cluster, dist.Client(cluster) as c:
         yield c
+
+
+@contextlib.contextmanager
+def _quiet_workers():
+    """Ctrl-C reaches the whole process group: the loopback cluster's worker processes would
+    each print a traceback. They start with SIGINT ignored (inherited) and are closed by this
+    process, which alone handles the interrupt. Their logs are silenced below CRITICAL (a
+    worker whose scheduler closes under it logs a 12-line heartbeat traceback); a task's own
+    failure still reaches this process through its future."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _cell_blocks(spec, cell, start, stop):
@@ -142,6 +164,7 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
 
 def _run_tasks(tasks, fn, scheduler, workers, client, progress):
     """{(cell, start): fn(cell, start, stop)} computed as Dask tasks."""
+    from ..files.interrupts import fault_point
     from .tables import _progress
 
     if client is None:
@@ -151,6 +174,7 @@ def _run_tasks(tasks, fn, scheduler, workers, client, progress):
             _progress(len(tasks), progress, "rmtbase sweep", unit="task") as bar:
         futures = {c.submit(fn, cell, start, stop, pure=False): (cell, start)
                    for cell, start, stop in tasks}
+        fault_point("tasks:submitted")
         for fut in _distributed().as_completed(futures):
             parts[futures[fut]] = fut.result()
             bar.update(1)
@@ -172,12 +196,14 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     attribute aside), written atomically to ``out`` when given."""
     from functools import partial
 
+    from .limits import check_network_cells
     from .network_tables import assemble_network, make_network_spec, network_grid
     from .table_file import check_output_file, table_bytes, write_table
 
     spec = make_network_spec(kind=kind, depth=depth, draws=draws, seed=seed, stats=stats,
                              chunk_size=chunk_size)
     widths, gains = network_grid(d, gain)
+    check_network_cells(spec.kind, widths, spec.depths, gains)  # before any cluster starts
     if out is not None:
         n_values = len(widths) * len(spec.depths) * len(gains) * spec.draws * 32
         out = check_output_file(out, size=table_bytes(n_values, 8))

@@ -25,13 +25,14 @@ import errno
 import os
 import re
 import secrets
-import signal
 import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TableError
+from ..files.interrupts import check as check_interrupt
+from ..files.interrupts import deferred, fault_point  # noqa: F401 - fault_point: the hook
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -54,7 +55,7 @@ def read_table(path) -> xr.Dataset:
     if not path.is_file():
         raise TableError(f"{path}: no such file")
     try:
-        with xr.open_dataset(path, engine="netcdf4") as ds:
+        with deferred(), xr.open_dataset(path, engine="netcdf4") as ds:  # no interrupt in HDF5
             ds = ds.load()
     except Exception as exc:  # netCDF4/HDF5 raise many types for broken files
         raise TableError(f"{path} is not a readable netCDF4 file ({_one_line(exc)})") from exc
@@ -84,20 +85,6 @@ NAME_MAX = 255
 _TMP = re.compile(r"^\.(?P<base>.*)\.(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
 _OLD_TMP = re.compile(r"^\.(?P<base>.*)\.[a-z0-9_]{8}\.tmp$")  # mkstemp names of rmtbase < 0.3
 _OLD_TMP_AGE = 3600.0  # seconds after which an old-style temporary file is surely abandoned
-
-
-def fault_point(stage: str) -> None:
-    """Test hook of the fault-injection suite: with ``RMTBASE_FAULT=<stage>[:<SIGNAL>]`` in
-    the environment this process sends itself SIGNAL (default KILL) on reaching ``stage``
-    (``write:created``, ``write:data``, ``write:verified``, ``write:replaced``,
-    ``block:<k>`` after k stored blocks). Does nothing otherwise."""
-    want = os.environ.get("RMTBASE_FAULT")
-    if want:
-        where, _, sig = want.rpartition(":")
-        if not sig.isupper():  # no signal given
-            where, sig = want, "KILL"
-        if where == stage:
-            os.kill(os.getpid(), getattr(signal, f"SIG{sig or 'KILL'}"))
 
 
 def _name_max(parent: Path) -> int:
@@ -258,12 +245,14 @@ def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fault_point("write:created")
         enc = {v: {"zlib": True, "complevel": 4, "shuffle": True} for v in ds.data_vars}
-        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
+        with deferred():  # an interrupt inside HDF5 would leave xarray's lock taken (a hang)
+            ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
         fault_point("write:data")
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         read_table(tmp)
         fault_point("write:verified")
+        check_interrupt()  # one swallowed on its way up (JAX's GC callback) ends the run here
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

@@ -66,7 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        from ..files.interrupts import check
+
+        check()  # an interrupt swallowed on its way up (under the executable's handler)
+        return code
     except RmtbaseError as exc:
         print(f"rmtbase: error: {exc}", file=sys.stderr)
         return 2
@@ -96,13 +100,30 @@ def _use_compilation_cache() -> None:
 EXIT_BROKEN_PIPE = 141
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """``rmtbase: warning: <first line>`` (Python's default adds the file, line number and
+    source text of the ``warn`` call: three lines for a one-line message)."""
+    text = (str(message).strip().splitlines() or [category.__name__])[0]
+    return f"rmtbase: warning: {text.removeprefix('rmtbase: ')}\n"
+
+
 def console_main() -> int:
     """The ``rmtbase`` executable: :func:`main` with the persistent compilation cache on, and a
     closed stdout (``| head -1``) ending the command quietly."""
-    _use_compilation_cache()
+    import warnings
+
+    from ..files import interrupts
+
     try:
+        interrupts.install()  # one KeyboardInterrupt; the cleanup after it is not interrupted
+        _use_compilation_cache()
+        warnings.formatwarning = _one_line_warning  # the executable's own process only
+        interrupts.fault_point("cli:start")
         code = main()
         sys.stdout.flush()
+    except KeyboardInterrupt:  # before main's own handler (argument parsing, imports)
+        print("rmtbase: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # Python's own flush at exit would fail again: point stdout at /dev/null first
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -61,7 +61,6 @@ def product_network_summary(kind: str, depth: int, gain: float = 1.0, d: int | N
     """The ``rmtbase product-network`` numbers as a dict (floats; None for −∞ or not given)."""
     import mpmath as mp
 
-    from ..analytic import network_finite as nf
     from ..analytic import product_network as pn
     from ..errors import InputError, check_positive_int
 
@@ -77,6 +76,24 @@ def product_network_summary(kind: str, depth: int, gain: float = 1.0, d: int | N
     elif d is not None:
         d = check_positive_int(d, "--d")
     wid = pn.check_widths(kind, depth, widths)
+    try:
+        return _summary(kind, depth, gain, d, widths, wid)
+    except (ArithmeticError, ValueError, mp.libmp.NoConvergence) as exc:
+        if isinstance(exc, InputError):
+            raise
+        # the 30-digit path breaks down at gains such as 1e-300 or 1e300 (residual: the edge
+        # equation degenerates or its root finder does not converge)
+        raise InputError(f"the {kind} product at gain {float(gain):g}, depth {depth} is beyond "
+                         f"the {DPS}-digit analytic path ({type(exc).__name__}); use a gain "
+                         "nearer 1 (1e-30 to 1e30 work at small depth)") from None
+
+
+def _summary(kind, depth, gain, d, widths, wid) -> dict:
+    import mpmath as mp
+
+    from ..analytic import network_finite as nf
+    from ..analytic import product_network as pn
+
     with mp.workdps(DPS):
         g = mp.mpf(gain)
         lo, hi = pn.edges_mp(kind, depth, g, wid, dps=DPS)

@@ -115,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--max-draws must be at least 2, got {args.max_draws}")
     if args.element_draws < 0:
         raise InputError(f"--element-draws must be >= 0, got {args.element_draws}")
+    if args.null == "permutation" and args.stats != "spectral":
+        from ..scoring.score import check_element_draws
+
+        check_element_draws(args.null, args.stats, args.element_draws, "--element-draws")
     if not 0.0 < args.alpha < 1.0:
         raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
     if args.top < 0:
@@ -156,7 +160,12 @@ def run(args: argparse.Namespace) -> int:
                    allow_pickle=args.allow_pickle, null=args.null,
                    quantized_null=args.quantized_null, max_draws=args.max_draws,
                    element_draws=args.element_draws, seed=args.seed)
-    if several:
+    if several:  # sizes checked on the first entry before a Dask cluster starts
+        from ..models import model_info
+        from ..scoring.score import check_null_size
+
+        check_null_size(model_info(models[0], revision=revisions[0] if revisions else None),
+                        args.stats, None, args.draws, args.null, args.element_draws)
         from ..report.collection_report import entry_lines
         from ..scoring.trajectory import score_collection
 
@@ -247,6 +256,10 @@ def _components(args, several: bool):
                          "does not combine with --null permutation")
     if args.component_draws is not None and args.component_draws < 2:
         raise InputError(f"--component-draws must be at least 2, got {args.component_draws}")
+    if args.component_draws is not None:
+        from ..baseline.matrix_null import check_matrix_null_size
+
+        check_matrix_null_size(args.component_draws)  # before the heads are scored
     from ..models.components import parse_components
 
     return parse_components(args.components)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as _dt
+import errno
 import glob
 import hashlib
 import json
@@ -28,6 +29,8 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import InputError
+from .interrupts import check as check_interrupt
+from .interrupts import deferred, fault_point
 
 MANIFEST = "manifest.json"
 NAME_MAX = 255
@@ -58,11 +61,22 @@ def check_output_dir(path, kind: str) -> Path:
     if len(os.fsencode(_tmp_name(p.name, "old"))) > NAME_MAX:
         raise InputError(f"output folder name {p.name[:40]}… is too long ({len(p.name)} "
                          f"characters; at most {NAME_MAX - 30})")
+    if p.is_dir() and os.path.ismount(p):  # the final swap would fail (EBUSY) after the work
+        raise InputError(f"{p} is a mount point; the output folder is replaced whole, so give "
+                         "a folder inside it")
     anc = p.parent
     while not anc.exists():
         anc = anc.parent
     if not anc.is_dir() or not os.access(anc, os.W_OK | os.X_OK):
         raise InputError(f"cannot write the output folder {p}: {anc} is not writable")
+    probe = anc / _tmp_name(p.name, "probe")[:NAME_MAX]
+    try:  # what access() cannot tell: a read-only file system, for root too
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        why = "read-only file system" if exc.errno == errno.EROFS else (exc.strerror or str(exc))
+        raise InputError(f"cannot write the output folder {p}: {anc} does not take a new "
+                         f"folder ({why})") from None
     return p
 
 
@@ -123,7 +137,13 @@ class OutputFolder:
         parent.mkdir(parents=True, exist_ok=True)
         _clean_stale(parent, self.final.name)
         self.tmp = parent / _tmp_name(self.final.name)
-        self.tmp.mkdir()
+        try:  # __exit__ does not run when __enter__ is interrupted
+            with deferred():
+                self.tmp.mkdir()
+            fault_point("output:created")
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
         return self
 
     def _path(self, rel) -> Path:
@@ -139,7 +159,11 @@ class OutputFolder:
             os.fsync(f.fileno())
 
     def write_netcdf(self, rel, ds) -> None:
-        ds.to_netcdf(self._path(rel))
+        path = self._path(rel)
+        with deferred():  # an interrupt inside HDF5 would leave xarray's lock taken (a hang)
+            fault_point("output:netcdf")
+            ds.to_netcdf(path)
+        fault_point("output:written")
 
     def save_figure(self, fig, rel, dpi: int = 100) -> None:
         fig.savefig(self._path(rel), dpi=dpi)
@@ -149,6 +173,8 @@ class OutputFolder:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return False
         try:
+            fault_point("output:swap")
+            check_interrupt()  # one swallowed on its way up ends the run before the swap
             self._manifest()
             _fsync_dir(self.tmp)
             if self.final.exists():

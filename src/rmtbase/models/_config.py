@@ -12,6 +12,7 @@ Defaults for absent keys are those of the ``transformers`` config class of the a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import ModelError
@@ -50,7 +51,7 @@ def cfg_int(cfg: dict, *names: str, default: int | None = None) -> int:
     key = next((n for n in names if cfg.get(n) is not None), names[0])
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ModelError(f"config value {key}={value!r} is not an integer")
-    if value != int(value) or int(value) < 1:
+    if not math.isfinite(value) or value != int(value) or int(value) < 1:  # NaN, Infinity
         raise ModelError(f"config value {key}={value!r} is not a positive integer")
     return int(value)
 

@@ -44,9 +44,24 @@ def fetch(repo_id: str, revision: str | None, filename: str) -> Path:
     try:
         return _download(repo_id, filename, revision)
     except Exception as exc:  # huggingface_hub's many error types, network errors
+        if _offline() and type(exc).__name__ in ("LocalEntryNotFoundError", "OfflineModeIsEnabled"):
+            # the hub's text says "check your connection", which is not the reason here
+            raise ModelError(f"cannot get {filename} of {_where(repo_id, revision)}: offline "
+                             f"mode is on ({_offline()}=1) and it is not in the local Hugging "
+                             "Face cache (nor a local folder)") from exc
         raise ModelError(f"cannot get {filename} of {_where(repo_id, revision)} from the "
                          f"Hugging Face hub (not a local folder either): "
                          f"{type(exc).__name__}: {one_line(exc)}") from exc
+
+
+def _offline() -> str | None:
+    """The environment variable that puts the hub client offline, if one does."""
+    import os
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE"):
+            return name
+    return None
 
 
 def fetch_config(repo_id: str, revision: str | None) -> Path:

@@ -25,6 +25,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
+from ..files.interrupts import deferred
 from ..files.output import OutputFolder, check_output_dir
 from ..scoring.collection import collection_dim, entries, unique_labels
 from . import profiles
@@ -48,7 +49,7 @@ def _open(path: Path) -> xr.Dataset:
             if (path / "config.json").exists() else ""
         raise InputError(f"{path} is not an rmtbase score output (no scores.nc){hint}")
     try:
-        with xr.open_dataset(nc) as ds:
+        with deferred(), xr.open_dataset(nc) as ds:  # no interrupt inside HDF5
             ds = ds.load()
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {nc}: {str(exc).splitlines()[0] if str(exc) else exc}") \
@@ -56,7 +57,29 @@ def _open(path: Path) -> xr.Dataset:
     missing = [v for v in ("head_flag", "value", "qk_spectrum") if v not in ds]
     if missing or "d" not in ds.attrs and "d" not in ds:
         raise InputError(f"{nc} is not an rmtbase score (lacks {', '.join(missing) or 'd'})")
+    _check_shape(ds, nc)
     return ds
+
+
+def _check_shape(ds: xr.Dataset, nc: Path) -> None:
+    """InputError unless the attributes d, d_h are the integers the file was scored at: d_h
+    is the number of W_QK eigenvalues stored (``rank``), and (d, d_h) the cell of the baseline
+    it was scored against where that is recorded. Checked before any null table is drawn for
+    the profile bands (a crafted d = 10⁹ would otherwise build and cache a table there)."""
+    from ..errors import check_dims
+
+    a = ds.attrs
+    try:
+        d, d_h = check_dims(a.get("d"), a.get("d_h"))
+    except (InputError, TypeError) as exc:
+        raise InputError(f"{nc} has a malformed shape: {exc}") from None
+    rank = ds.sizes.get("rank")
+    if rank is not None and rank != d_h:
+        raise InputError(f"{nc} says d_h={d_h} but stores {rank} eigenvalues per head")
+    cells = str(a.get("baseline_cells", "") or "")
+    if cells and f"{d}x{d_h}" not in cells.split(","):
+        raise InputError(f"{nc} says d={d}, d_h={d_h} but was scored against the null of "
+                         f"{cells}")
 
 
 def load_scores(paths) -> list[tuple[str, xr.Dataset]]:

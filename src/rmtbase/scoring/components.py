@@ -261,7 +261,7 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
     quantized_null: ``"auto"``, ``"none"`` or a block format. threads: null draws computed at
     once (default :func:`rmtbase.scoring.qk_elements.scoring_threads`).
     """
-    from ..baseline.matrix_null import DEFAULT_DRAWS
+    from ..baseline.matrix_null import DEFAULT_DRAWS, check_matrix_null_size
     from ..models import default_model_path, load_components, model_info
     from .qk_elements import scoring_threads
     from .score import _default_label, model_label
@@ -269,6 +269,7 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
     alpha = _check_alpha(alpha)
     draws = DEFAULT_DRAWS if draws is None else draws
     check_draws(draws)
+    check_matrix_null_size(draws)  # before any weight is read
     if quantized_null not in QUANTIZED_NULL:
         raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
                          f"got {quantized_null!r}")

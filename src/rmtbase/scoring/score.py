@@ -291,11 +291,14 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     from ..models import default_model_path, load_heads, model_info
 
     _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
-    _stat_kind(stats)
+    kind, names = _stat_kind(stats)
+    spectral_only = names is not None and all(_is_spectral(n) or n in NOT_TESTED for n in names)
+    check_element_draws(null, "spectral" if spectral_only else kind, element_draws)
     label = None
     if model is None:
         model, label = default_model_path(), _default_label()
     info = model_info(model, revision=revision)
+    check_null_size(info, kind, names, draws, null, element_draws)  # before any weight is read
     layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
     return score_heads(info, layers, label=label, stats=stats, draws=draws, alpha=alpha,
                        progress=progress, seed=seed, spectrum_draws=spectrum_draws, null=null,
@@ -339,13 +342,19 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
         null_storage = quantized_null
     tested = [k for k in keys if k not in NOT_TESTED]
     spectral_names = [k for k in tested if _is_spectral(k)]
-    attrs = {}
+    attrs, undefined = {}, {}
     if null == "gaussian":
         kw = {"stats": kind, "seed": seed, "storage": null_storage, "progress": progress}
         if draws is not None:
             kw["min_draws"] = int(draws)
         table = null_table(d, d_h, **kw)
         joint = _null_arrays(table, tested, d, d_h)
+        undefined = undefined_under_null(joint, tested)
+        if undefined:  # e.g. Weibull fits of a Q4_0 null: exact zeros among the fitted ranks
+            tested = [k for k in tested if k not in undefined]
+            spectral_names = [k for k in spectral_names if k not in undefined]
+            values = {k: v for k, v in values.items() if k not in undefined}
+            joint = {k: v for k, v in joint.items() if k not in undefined}
         spectral_null = None
         if spectral_names and kind != "spectral":
             n_spec = max(int(draws or 0), 1000)
@@ -425,6 +434,8 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
                      "no scaling factor; RoPE not applied"),
     )
     ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
+    if undefined:
+        _report_undefined(ds, undefined, null_storage, int(np.prod(values["q.rms"].shape)))
     _describe(ds)
     return ds
 
@@ -448,6 +459,73 @@ def _add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> N
     ds["spike_x"].attrs["definition"] = (
         f"x_k / x_+ for k <= n_spikes: the outliers in units of the MP_c x MP_c upper edge "
         f"x_+ = {edges(d_h / d)[1]:.6g} (c = d_h/d); NaN beyond n_spikes")
+
+
+#: Fewest permutations with W_QK element statistics the permutation null can decide on: the
+#: per-head calibration (rmtbase.decision.omnibus) uses only draws where every statistic is
+#: defined, and needs 20 of them.
+MIN_ELEMENT_DRAWS = 20
+
+
+def check_element_draws(null: str, kind: str, element_draws, option: str = "element_draws"):
+    """InputError, up front, if the permutation null with element statistics has fewer than
+    :data:`MIN_ELEMENT_DRAWS` element permutations (it used to fail after all the work)."""
+    if null == "permutation" and kind != "spectral" and int(element_draws) < MIN_ELEMENT_DRAWS:
+        raise InputError(f"{option} {element_draws} is too few: the permutation null's "
+                         f"per-head decision needs at least {MIN_ELEMENT_DRAWS} permutations "
+                         "with W_QK's element statistics (use --stats spectral to leave them "
+                         "out)")
+
+
+def check_null_size(info, kind: str, names, draws, null: str, element_draws: int) -> None:
+    """InputError, before any weight is read or any draw made, if the null draws asked for
+    cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
+    Gaussian null's table (at least 1000 draws, as float64 when scored) or the permutation
+    null's draws of every head."""
+    from types import SimpleNamespace
+
+    from ..baseline.limits import check_stored_values, stat_names
+
+    n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
+    if null == "gaussian":
+        n = max(int(draws or 0), 1000)
+        check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
+    else:
+        heads = int(info.n_layers) * int(info.n_heads)
+        n = int(draws or 1000) + int(element_draws)
+        check_stored_values(heads * n_stats * n, 8,
+                            f"permutation draws of {heads} heads x {n_stats} statistics x "
+                            f"{n} permutations")
+
+
+#: A statistic whose null draws are finite in fewer than this fraction is undefined under the
+#: null: it is left out of the tests and reported (a p-value from the rest would be conditional).
+MIN_DEFINED = 0.5
+
+
+def undefined_under_null(joint: dict, names) -> dict:
+    """{name: (finite draws, draws)} for the statistics among ``names`` whose null draws in
+    ``joint`` are finite in fewer than :data:`MIN_DEFINED` of the draws (at least 2 needed)."""
+    out = {}
+    for k in names:
+        x = np.asarray(joint[k])
+        n_fin = int(np.isfinite(x).sum())
+        if n_fin < max(2.0, MIN_DEFINED * x.size):
+            out[k] = (n_fin, int(x.size))
+    return out
+
+
+def _report_undefined(ds, undefined: dict, null_storage: str, n_heads: int) -> None:
+    """Record statistics left out as undefined under the null in ``nan_tests`` and
+    ``undefined_under_null`` (the summary lists ``nan_tests``)."""
+    import json
+
+    nan = json.loads(ds.attrs.get("nan_tests", "{}") or "{}")
+    for k, (fin, n) in sorted(undefined.items()):
+        nan[k] = {"count": n_heads, "reason": f"undefined under the {null_storage} null: "
+                  f"{fin} of {n} null draws finite; left out of the tests"}
+    ds.attrs["nan_tests"] = json.dumps(nan, sort_keys=True)
+    ds.attrs["undefined_under_null"] = ",".join(sorted(undefined))
 
 
 def null_description(null: str, storage: str, detected, quantized_null: str) -> str:

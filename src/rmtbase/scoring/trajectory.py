@@ -263,6 +263,8 @@ class _Dask(_Here):
         return self._ctx.__exit__(*exc)
 
     def run(self, batches) -> dict:
+        from ..files.interrupts import fault_point
+
         batches = [batches] if batches and isinstance(batches[0], int) else batches
         n = sum(len(b) for b in batches)
         out, k = {}, 0
@@ -270,6 +272,7 @@ class _Dask(_Here):
             futures = {self.client.submit(score_one, os.fspath(self.specs[i].model),
                                           self.specs[i].revision, self.options, self.x64,
                                           pure=False): i for i in batch}
+            fault_point("tasks:submitted")
             for fut in self.dist.as_completed(futures):
                 i = futures[fut]
                 out[i] = fut.result()

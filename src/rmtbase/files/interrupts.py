@@ -1,0 +1,126 @@
+"""Interrupts (Ctrl-C) that end the process promptly and leave every output whole.
+
+An interrupt must never land inside netCDF/HDF5 I/O: xarray holds its HDF5 lock there, and a
+``KeyboardInterrupt`` raised between taking and releasing it leaves the lock taken, so the
+cleanup that closes the file (at once, or at exit) waits on it forever. :func:`deferred`
+wraps such I/O (:mod:`rmtbase.baseline.table_file` reads and writes,
+:meth:`rmtbase.files.output.OutputFolder.write_netcdf`, ``compare``'s reads): a SIGINT that
+arrives inside is held and raised as ``KeyboardInterrupt`` when the block ends (a few
+milliseconds to seconds later), where the caller's cleanup removes the temporary output.
+
+The ``rmtbase`` executable installs :func:`install` (SIGINT raises ``KeyboardInterrupt`` once;
+further SIGINTs while the process is already ending are ignored, so that its cleanup is not
+interrupted in turn) and :func:`check` is called at the points where a run would make its
+output final: an interrupt that a library swallowed (JAX's garbage-collection callback
+prints "Exception ignored … KeyboardInterrupt" and goes on) still ends the run there, before
+anything is replaced. :func:`main`-level library use without :func:`install` keeps Python's
+own handler; :func:`deferred` then installs its holding handler for the block only (main
+thread only; elsewhere it does nothing).
+
+:func:`fault_point` is the fault-injection hook of the test suite (``RMTBASE_FAULT``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+
+_state = {"installed": False, "interrupted": False, "depth": 0, "pending": False}
+
+
+def _handler(signum, frame):  # noqa: ARG001 - signal API
+    if _state["depth"]:
+        _state["pending"] = True
+        return
+    if _state["interrupted"]:  # already ending: let the cleanup finish
+        return
+    _state["interrupted"] = True
+    raise KeyboardInterrupt
+
+
+def install() -> None:
+    """Make SIGINT raise ``KeyboardInterrupt`` once per process (the executable calls this;
+    see the module docstring). Main thread only."""
+    signal.signal(signal.SIGINT, _handler)
+    _state["installed"] = True
+
+
+def interrupted() -> bool:
+    """Whether this process has been interrupted (under :func:`install`)."""
+    return _state["interrupted"]
+
+
+def check() -> None:
+    """Raise ``KeyboardInterrupt`` if an interrupt arrived and was swallowed on its way up
+    (called before an output is made final)."""
+    if _state["interrupted"] and _state["installed"]:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def deferred():
+    """Hold SIGINT for the duration of the block; raise ``KeyboardInterrupt`` at its end if one
+    arrived (module docstring). Nests; a no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = None
+    if not _state["installed"] and _state["depth"] == 0:
+        current = signal.getsignal(signal.SIGINT)
+        if current is signal.default_int_handler:
+            old = current
+            signal.signal(signal.SIGINT, _holding)
+    _state["depth"] += 1
+    try:
+        yield
+    finally:
+        _state["depth"] -= 1
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+        if _state["depth"] == 0 and _state["pending"]:
+            _state["pending"] = False
+            if not _state["interrupted"]:
+                _state["interrupted"] = _state["installed"]
+                raise KeyboardInterrupt
+
+
+def _holding(signum, frame):  # noqa: ARG001 - signal API
+    _state["pending"] = True
+
+
+def fault_point(stage: str) -> None:
+    """Test hook of the fault-injection suite: with ``RMTBASE_FAULT=<stage>[:<SIGNAL>]`` in
+    the environment this process sends itself SIGNAL (default KILL) on reaching ``stage``.
+    ``<SIGNAL>*`` (e.g. ``INT*``) sends it to the whole process group, as a terminal's Ctrl-C
+    does, and again every 5 ms for 3 s from a helper thread: interrupts landing anywhere in the
+    code that follows, cleanup included. Stages: ``write:created``, ``write:data``,
+    ``write:verified``, ``write:replaced`` (table files), ``block:<k>`` (after k stored
+    blocks), ``output:created``, ``output:netcdf``, ``output:written``, ``output:swap``
+    (output folders), ``tasks:submitted`` (Dask). Does nothing otherwise."""
+    want = os.environ.get("RMTBASE_FAULT")
+    if not want:
+        return
+    where, _, sig = want.rpartition(":")
+    if not sig.rstrip("*").isupper():  # no signal given
+        where, sig = want, "KILL"
+    if where != stage:
+        return
+    repeat = sig.endswith("*")
+    signum = getattr(signal, f"SIG{sig.rstrip('*') or 'KILL'}")
+    if not repeat:
+        os.kill(os.getpid(), signum)
+        return
+
+    def hammer():
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            try:
+                os.killpg(os.getpgid(0), signum)
+            except OSError:
+                return
+            time.sleep(0.005)
+
+    threading.Thread(target=hammer, daemon=True).start()
