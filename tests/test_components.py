@@ -259,3 +259,27 @@ def test_cli_checks_components_before_any_work(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not out.exists()
+
+
+def test_statistics_undefined_under_a_q8_0_null_are_left_out(cache):
+    """Q8_0 has an exact-zero level, so the Weibull fits of its null draws take ln 0 and are
+    NaN: score_components crashed ("a tail model needs at least 2 non-NaN null draws"). Now
+    those statistics are left out of the tests and named; the rest decide."""
+    from rmtbase.scoring.components import _Cell, _score_cells
+    from rmtbase.stats.matrix import matrix_stats
+    from rmtbase.stats.precision import round_trip
+
+    rng = np.random.default_rng(0)
+    cells = []
+    for layer in range(3):
+        w = np.asarray(round_trip(0.02 * rng.standard_normal((32, 64)).astype(np.float32),
+                                  "q8_0"))
+        cells.append(_Cell(layer, "q", w.shape, "float32", "q8_0", "q8_0", False,
+                           matrix_stats(w, storage="q8_0")))
+    ds = _score_cells(cells, alpha=0.05, draws=100, seed=0)
+    gone = ds.attrs["undefined_under_null"].split(",")
+    assert gone == ["weibull_k_trim100", "weibull_lambda_trim100"]
+    assert np.isnan(ds["p_value"].sel(stat="weibull_k_trim100").values).all()
+    assert np.isfinite(ds["p_value"].sel(stat="weibull_k").values).all()
+    assert np.isfinite(ds["component_p_value"].values).all()
+    assert int(ds["component_flag"].sum()) == 0

@@ -48,6 +48,7 @@ from ..decision.significance import _check_alpha, benjamini_hochberg
 from ..decision.verdict import SCORE_VARS, scaling, score_values
 from ..errors import InputError, ModelError, check_draws
 from ..stats.precision import QUANT_FORMATS
+from .score import undefined_under_null
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
                   "component_flag", "component_effect", "component_top_stat",
@@ -153,6 +154,7 @@ def _score_cells(cells: list[_Cell], *, alpha: float, draws: int, seed: int, pro
             "null_draws": np.zeros((L, C), dtype=np.int64)}
     fam_mask = np.zeros((L, C, S), dtype=bool)
     groups: dict = {}
+    undefined: set = set()
     for i, c in enumerate(cells):
         key = (null_shape(*c.shape, c.null_storage), c.null_storage, c.unreliable)
         groups.setdefault(key, []).append(i)
@@ -161,8 +163,17 @@ def _score_cells(cells: list[_Cell], *, alpha: float, draws: int, seed: int, pro
         values = {f"w.{s}": np.array([[cells[i].stats[s] for i in idx]]) for s in MATRIX_STATS}
         rms = np.array([[cells[i].stats["rms"] for i in idx]])
         bad = tuple(f"w.{s}" for s in HISTOGRAM) if unreliable else ()
-        g = score_values(values, rms, rms, null, alpha=alpha, unreliable=bad)
-        fam = g["in_family"].values
+        # a statistic undefined under this null (e.g. the Weibull fits of a Q8_0 or Q4_0
+        # null, whose exact-zero level puts ln 0 among the fitted ranks) is left out of the
+        # tests: NaN p, counted in nan_tests and named in undefined_under_null
+        gone = undefined_under_null(null, list(values))
+        undefined.update(k.removeprefix("w.") for k in gone)
+        g = score_values({k: v for k, v in values.items() if k not in gone}, rms, rms,
+                         {k: v for k, v in null.items() if k not in gone}, alpha=alpha,
+                         unreliable=bad)
+        g = g.reindex(stat=list(values))
+        g["p_method"] = g["p_method"].fillna("")
+        fam = g["in_family"].fillna(False).values.astype(bool)
         for j, i in enumerate(idx):
             li, ci = pos[i]
             for v in SCORE_VARS:
@@ -179,7 +190,9 @@ def _score_cells(cells: list[_Cell], *, alpha: float, draws: int, seed: int, pro
     top = comp["component_top_stat"]
     comp["component_top_stat"] = np.array([str(s).removeprefix("w.") for s in top.ravel()],
                                           dtype=object).reshape(top.shape)
-    return _dataset(cells, pos, layers, names, out, comp, alpha)
+    ds = _dataset(cells, pos, layers, names, out, comp, alpha)
+    ds.attrs["undefined_under_null"] = ",".join(sorted(undefined))
+    return ds
 
 
 def _dataset(cells, pos, layers, names, out, comp, alpha) -> xr.Dataset:
