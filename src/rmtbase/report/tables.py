@@ -102,24 +102,29 @@ def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
     :func:`head_ranking`). With ``head_effect``: each head's distance from the null in null sd
     and its spike count (``-`` where not scored), and the strongest statistic's signed
     distance; without: the statistic's (capped) effect and p."""
-    if has_head_effect(ds):
-        return _distance_table(ds, n)
-    lines = [
-        _headline(ds),
-        f"{'layer':>5} {'head':>4} {'head p':>8} {'q':>8}  {'strongest statistic':<22} "
-        f"{'value':>11} {'null mean':>11} {'effect':>7} {'p':>8}",
-    ]
+    new = has_head_effect(ds)
+    if new:
+        header = (f"{'layer':>5} {'head':>4} {'effect':>7} {'spikes':>6} {'head p':>8} {'q':>8}  "
+                  f"{'strongest statistic':<22} {'value':>11} {'null mean':>11} {'distance':>8}")
+    else:
+        header = (f"{'layer':>5} {'head':>4} {'head p':>8} {'q':>8}  {'strongest statistic':<22} "
+                  f"{'value':>11} {'null mean':>11} {'effect':>7} {'p':>8}")
+    lines = [_headline(ds), header]
     for li, hi in head_ranking(ds)[: max(0, int(n))]:
         h = ds.sel(layer=li, head=hi)
         top = str(h["head_top_stat"].values)
         if not top:
             continue
         s = h.sel(stat=top)
-        lines.append(
-            f"{li:>5} {hi:>4} {fmt_p(float(h['head_p_value'])):>8} "
-            f"{fmt_p(float(h['head_q_value'])):>8}  {top:<22} {float(s['value']):>11.4g} "
-            f"{float(s['null_mean']):>11.4g} {float(s['effect']):>7.2f} "
-            f"{fmt_p(float(s['p_value'])):>8}")
+        p, q = fmt_p(float(h["head_p_value"])), fmt_p(float(h["head_q_value"]))
+        stat = f"{top:<22} {float(s['value']):>11.4g} {float(s['null_mean']):>11.4g}"
+        if new:
+            dist = float(s["distance"]) if "distance" in s else np.nan
+            lines.append(f"{li:>5} {hi:>4} {_fmt_effect(float(h['head_effect'])):>7} "
+                         f"{_spikes(h):>6} {p:>8} {q:>8}  {stat} {_fmt_effect(dist):>8}")
+        else:
+            lines.append(f"{li:>5} {hi:>4} {p:>8} {q:>8}  {stat} {float(s['effect']):>7.2f} "
+                         f"{fmt_p(float(s['p_value'])):>8}")
     return "\n".join(lines)
 
 
@@ -129,26 +134,6 @@ def _headline(ds: xr.Dataset) -> str:
             f"{ds.attrs.get('storage_dtype', 'float32')}): {int(ds['head_flag'].sum())} of "
             f"{int(ds['head_flag'].size)} heads differ from the null (BH over heads, "
             f"alpha={ds.attrs.get('alpha')})")
-
-
-def _distance_table(ds: xr.Dataset, n: int) -> str:
-    lines = [
-        _headline(ds),
-        f"{'layer':>5} {'head':>4} {'effect':>7} {'spikes':>6} {'head p':>8} {'q':>8}  "
-        f"{'strongest statistic':<22} {'value':>11} {'null mean':>11} {'distance':>8}",
-    ]
-    for li, hi in head_ranking(ds)[: max(0, int(n))]:
-        h = ds.sel(layer=li, head=hi)
-        top = str(h["head_top_stat"].values)
-        if not top:
-            continue
-        s = h.sel(stat=top)
-        lines.append(
-            f"{li:>5} {hi:>4} {_fmt_effect(float(h['head_effect'])):>7} {_spikes(h):>6} "
-            f"{fmt_p(float(h['head_p_value'])):>8} {fmt_p(float(h['head_q_value'])):>8}  "
-            f"{top:<22} {float(s['value']):>11.4g} {float(s['null_mean']):>11.4g} "
-            f"{_fmt_effect(float(s['distance']) if 'distance' in s else np.nan):>8}")
-    return "\n".join(lines)
 
 
 def summary_text(ds: xr.Dataset, top: int = 10) -> str:

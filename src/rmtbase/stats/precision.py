@@ -80,22 +80,42 @@ def _fp16(x):
     return x.astype(jnp.float16).astype(x.dtype)
 
 
-def _q4_0(b):
+def _symmetric(b, half: int):
+    """ggml's Q4_0 (half = 8) and Q5_0 (half = 16): d = x_max / −half for x_max the entry of
+    largest |x|, q = min(2·half − 1, ⌊x/d + half + ½⌋), value (q − half)·fp16(d)."""
     amax_i = jnp.argmax(jnp.abs(b), axis=-1, keepdims=True)
     xmax = jnp.take_along_axis(b, amax_i, axis=-1)
-    d = xmax / -8.0
+    d = xmax / -float(half)
     inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
-    q = jnp.minimum(15.0, jnp.floor(b * inv + 8.5))
-    return (q - 8.0) * _fp16(d)
+    q = jnp.minimum(2.0 * half - 1.0, jnp.floor(b * inv + (half + 0.5)))
+    return (q - float(half)) * _fp16(d)
+
+
+def _affine(b, top: int):
+    """ggml's Q4_1 (top = 15) and Q5_1 (top = 31): d = (max − min)/top,
+    q = min(top, ⌊(x − min)/d + ½⌋), value q·fp16(d) + fp16(min)."""
+    lo = jnp.min(b, axis=-1, keepdims=True)
+    hi = jnp.max(b, axis=-1, keepdims=True)
+    d = (hi - lo) / float(top)
+    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
+    q = jnp.minimum(float(top), jnp.floor((b - lo) * inv + 0.5))
+    return q * _fp16(d) + _fp16(lo)
+
+
+def _q4_0(b):
+    return _symmetric(b, 8)
 
 
 def _q4_1(b):
-    lo = jnp.min(b, axis=-1, keepdims=True)
-    hi = jnp.max(b, axis=-1, keepdims=True)
-    d = (hi - lo) / 15.0
-    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
-    q = jnp.minimum(15.0, jnp.floor((b - lo) * inv + 0.5))
-    return q * _fp16(d) + _fp16(lo)
+    return _affine(b, 15)
+
+
+def _q5_0(b):
+    return _symmetric(b, 16)
+
+
+def _q5_1(b):
+    return _affine(b, 31)
 
 
 def _q8_0(b):
@@ -105,24 +125,6 @@ def _q8_0(b):
     x = b * inv
     q = jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5)  # C roundf: half away from zero
     return q * _fp16(d)
-
-
-def _q5_0(b):
-    amax_i = jnp.argmax(jnp.abs(b), axis=-1, keepdims=True)
-    xmax = jnp.take_along_axis(b, amax_i, axis=-1)
-    d = xmax / -16.0
-    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
-    q = jnp.minimum(31.0, jnp.floor(b * inv + 16.5))
-    return (q - 16.0) * _fp16(d)
-
-
-def _q5_1(b):
-    lo = jnp.min(b, axis=-1, keepdims=True)
-    hi = jnp.max(b, axis=-1, keepdims=True)
-    d = (hi - lo) / 31.0
-    inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
-    q = jnp.minimum(31.0, jnp.floor((b - lo) * inv + 0.5))
-    return q * _fp16(d) + _fp16(lo)
 
 
 _QUANT = {"q4_0": _q4_0, "q4_1": _q4_1, "q8_0": _q8_0, "q5_0": _q5_0, "q5_1": _q5_1}
