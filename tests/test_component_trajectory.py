@@ -120,3 +120,16 @@ def test_report_shape_and_plot(steps):
     assert plot_k_trajectory(coll, "q", Figure().subplots(), stat="weibull_k_trim100")
     with pytest.raises(InputError, match="takes a collection"):
         plot_k_trajectory(single[0], "q", Figure().subplots())
+    named = combine_components(single, ["init", "mid", "final"])  # no step: labels on x
+    assert "step" not in named.coords
+    ax = plot_k_trajectory(named, "q", Figure().subplots())
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["init", "mid", "final"]
+
+
+def test_cli_checks_every_entry_before_any_work(steps, tmp_path, capsys):
+    out = tmp_path / "never"
+    assert main(["score", *map(str, steps), "--components", "ffn_gate", "--quiet", "--out",
+                 str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no 'ffn_gate' matrix" in err[0], err
+    assert not out.exists()
