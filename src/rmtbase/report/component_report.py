@@ -151,8 +151,11 @@ def trajectory_figure(ds: xr.Dataset, stat: str = "weibull_k"):
         cf.plot_k_trajectory(ds, c, ax, stat=stat, legend=i == 0)
     for ax in axes[len(comps):]:
         ax.set_visible(False)
-    f.suptitle(f"{ds.attrs.get('model') or ds['model_name'].values[-1]}: whole matrices "
-               f"across {ds.sizes[collection_dim(ds)]} {collection_dim(ds)}s", fontsize=10)
+    dim = collection_dim(ds)
+    labels = [str(v) for v in ds[dim].values]
+    who = f"{ds.attrs['model']}: " if "model" in ds.attrs else ""
+    f.suptitle(f"{who}whole matrices across {len(labels)} {dim}s ({labels[0]} … "
+               f"{labels[-1]})", fontsize=10)
     return f
 
 
