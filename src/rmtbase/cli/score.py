@@ -2,7 +2,9 @@
 
 Thin wrapper of :func:`rmtbase.scoring.score.score_model` (one model; with ``--components``
 also :func:`rmtbase.scoring.components.score_components`),
-:func:`rmtbase.scoring.trajectory.score_collection` (several models, local checkpoint folders
+:func:`rmtbase.scoring.trajectory.score_collection` (with ``--components`` also
+:func:`rmtbase.scoring.trajectory.score_component_collection`, in this process whatever
+``--workers``; several models, local checkpoint folders
 or globs of them, or several ``--revision`` values of one hub model: one ``scores.nc`` with a
 leading ``checkpoint`` or ``model`` dimension; ``--workers``/``--scheduler`` run them as Dask
 tasks) and :func:`rmtbase.report.write.write_report`. With no MODEL it scores the embedded
@@ -90,7 +92,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "ffn_down, ffn_in, ffn_out, router, or 'all': element statistics "
                         "(Weibull k and lambda at 80/90/100 %% trims, max/q99, kurtosis, "
                         "entropy, ...) against i.i.d. N(0, sigma^2) matrices of the same shape "
-                        "and storage; writes components.nc, components.csv and figures")
+                        "and storage; writes components.nc, components.csv and figures "
+                        "(several MODELs: one components.nc with the leading checkpoint/model "
+                        "dimension and, for checkpoints, a k-versus-step figure)")
     p.add_argument("--component-draws", type=positive_int, default=None,
                    help="null draws per matrix shape for --components (default 400; cached)")
     p.add_argument("--alpha", type=number, default=0.05,
@@ -135,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
                          "give more than one")
     if not several and args.collection is not None:
         raise InputError("--collection names the dimension of several checkpoints or models")
-    components = _components(args, several)
+    components = _components(args)
     probe_text = _probe_text(args, several)
     if args.base is not None and (several or components is not None or not models
                                   or args.null != "gaussian" or probe_text is not None):
@@ -145,13 +149,14 @@ def run(args: argparse.Namespace) -> int:
     from ..files.output import check_output_dir
 
     check_output_dir(args.out, "rmtbase score")  # before any expensive work
-    if components is not None:  # the architecture has them: checked before any work
+    if components is not None:  # every entry's architecture has them: before any work
         from ..models import default_model_path
         from ..models.components import check_components
+        from ..scoring.trajectory import make_specs
 
-        check_components(models[0] if models else default_model_path(), components,
-                         revision=revisions[0] if revisions else None,
-                         allow_pickle=args.allow_pickle)
+        for spec in make_specs(models or [default_model_path()], revisions):
+            check_components(spec.model, components, revision=spec.revision,
+                             allow_pickle=args.allow_pickle)
     from ..report.tables import anomaly_table
     from ..report.write import write_report
 
@@ -172,8 +177,22 @@ def run(args: argparse.Namespace) -> int:
         ds = score_collection(models, revisions=revisions, dim=args.collection,
                               workers=args.workers, scheduler=args.scheduler,
                               progress=not args.quiet, **options)
-        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+        cds = None
+        if components is not None:  # one process, the same entries and dimension
+            from ..scoring.collection import collection_dim
+            from ..scoring.trajectory import score_component_collection
+
+            cds = score_component_collection(models, revisions=revisions,
+                                             dim=collection_dim(ds), progress=not args.quiet,
+                                             **_component_options(args, components))
+        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
+                               components=cds)
         print("\n".join(entry_lines(ds)))
+        if cds is not None:
+            from ..report.component_report import component_entry_lines
+
+            print()
+            print("\n".join(component_entry_lines(cds)))
     elif args.base is not None:
         from ..scoring.delta import score_delta
 
@@ -193,12 +212,10 @@ def run(args: argparse.Namespace) -> int:
         if components is not None:
             from ..scoring.components import score_components
 
-            cds = score_components(models[0] if models else None, components=components,
+            cds = score_components(models[0] if models else None,
                                    revision=revisions[0] if revisions else None,
-                                   draws=args.component_draws, alpha=args.alpha,
-                                   seed=args.seed, allow_pickle=args.allow_pickle,
                                    progress=not args.quiet,
-                                   quantized_null=args.quantized_null)
+                                   **_component_options(args, components))
         if probe_text is not None:
             ds = _join_probe(ds, models[0] if models else None, probe_text,
                              progress=not args.quiet)
@@ -215,6 +232,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0
+
+
+def _component_options(args, components) -> dict:
+    """Options of score_components from the command line."""
+    return dict(components=components, draws=args.component_draws, alpha=args.alpha,
+                seed=args.seed, allow_pickle=args.allow_pickle,
+                quantized_null=args.quantized_null)
 
 
 def _probe_text(args, several: bool):
@@ -242,15 +266,12 @@ def _join_probe(ds, model, text, *, progress: bool):
     return join(ds, probe_model(where, text=text, name=name, progress=progress))
 
 
-def _components(args, several: bool):
+def _components(args):
     """The --components names (validated), or None; --component-draws needs --components."""
     if args.components is None:
         if args.component_draws is not None:
             raise InputError("--component-draws needs --components")
         return None
-    if several:
-        raise InputError("--components scores one model at a time; give one MODEL and one "
-                         "revision")
     if args.null != "gaussian":
         raise InputError("--components compares whole matrices with the Gaussian null; it "
                          "does not combine with --null permutation")

@@ -12,7 +12,13 @@ Dataset with a leading ``checkpoint`` or ``model`` dimension (:mod:`.collection`
   ``trajectory_flags.png``; for models ``profile_<stat>.png`` (layer profiles over depth, as
   ``rmtbase compare``); always ``verdict_grid.png`` (the per-head verdict of each entry as small
   multiples);
-- ``report.html`` (:mod:`.html`, with an entry selector).
+- ``report.html`` (:mod:`.html`, with an entry selector);
+- with a whole-matrix collection (``components``,
+  :func:`rmtbase.scoring.trajectory.score_component_collection`): ``components.nc`` (the
+  leading dimension kept), ``components.csv`` (one row per entry × layer × component ×
+  statistic), a per-entry line in ``summary.txt`` and, for checkpoints,
+  ``figures/components_k_trajectory.png``
+  (:func:`.component_report.write_component_collection`).
 """
 
 from __future__ import annotations
@@ -110,16 +116,27 @@ CAPTIONS = {
        for s in profiles.PROFILE_STATS},
     **{f"profile_{s}.png": f"{s}: layer profiles over depth with each model's null band."
        for s in profiles.PROFILE_STATS},
+    "components_k_trajectory.png": "Whole matrices: Weibull k of |w| (middle 80 %) across "
+                                   "training, per component — median over layers (black), "
+                                   "each layer (faint), the null's 95 % range, the half-normal "
+                                   "anchor k₀ and the Weibull paper's band.",
 }
 
 
 def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool = True,
-                            top: int = 3) -> dict[str, Path]:
+                            top: int = 3, components: xr.Dataset | None = None
+                            ) -> dict[str, Path]:
     """Write the collection report (module docstring) of a collection along ``dim``
-    (:func:`rmtbase.report.write.report_shape`); returns {file name: final path}."""
+    (:func:`rmtbase.report.write.report_shape`, which has checked that ``components``, if
+    given, is a whole-matrix collection of the same entries); returns {file name: final
+    path}."""
+    from .component_report import component_entry_lines, write_component_collection
     from .html import score_html
 
     summary = summary_text(ds, dim, top)
+    if components is not None:
+        summary += ("\nWhole matrices (components.nc, components.csv):\n"
+                    + "\n".join(component_entry_lines(components)) + "\n")
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
@@ -135,6 +152,9 @@ def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool 
                 return name
 
             _figures(ds, dim, save)
+        if components is not None:
+            write_component_collection(out, components, dim,
+                                       save=save if figures else None)
         out.write_text("report.html", score_html(ds, images, summary=summary,
                                                  captions=CAPTIONS))
     return out.written

@@ -13,6 +13,10 @@ saves (:func:`rmtbase.report.component_report.write_components` does).
   the paper's band [1.186, 1.204] of median terminal k of FFN and W_o matrices (its Sec. 3,
   Fig. 4B) and each component's null 95 % range (mean ± 1.96 sd of k at its shape: k is
   scale-free, so one range per component).
+- :func:`plot_k_trajectory` — of a checkpoint collection: k of one component against the
+  training step (median over layers, each layer faint, flagged layers marked), with the
+  null's 95 % range at each step (median over layers of mean ± 1.96 sd), k₀ and the paper's
+  band: the layout of the Weibull paper's per-step diagnostics.
 """
 
 from __future__ import annotations
@@ -163,4 +167,66 @@ def plot_terminal_k(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k"):
     return ax
 
 
-__all__ = ["plot_k_heatmap", "plot_terminal_k"]
+def plot_k_trajectory(ds: xr.Dataset, component: str, ax=None, *, stat: str = "weibull_k",
+                      legend: bool = True):
+    """Weibull k of ``component`` across the entries of a collection (x: ``step`` where the
+    collection has it, else the entries in order, labelled): the median over layers (black),
+    each layer's matrix (faint; red diamonds where its k differs from the null, BH flag), the
+    null's 95 % range per entry (grey; median over layers of mean ± 1.96 sd), the half-normal
+    anchor k₀ (dashed) and the Weibull paper's band (shaded). Returns the Axes."""
+    from ..scoring.collection import collection_dim, labels_of
+
+    _check(ds, stat)
+    dim = collection_dim(ds)
+    if dim is None:
+        raise InputError("plot_k_trajectory takes a collection (a leading checkpoint or model "
+                         "dimension); plot_terminal_k shows one model")
+    if component not in [str(c) for c in ds["component"].values]:
+        raise InputError(f"no component {component!r} in this score")
+    ax = _axes(ax)
+    k0 = _anchor(ds, stat)
+    sub = ds.sel(component=component, stat=stat)
+    present = sub["storage"].values != ""  # (entry, layer)
+    v = np.where(present, sub["value"].values, np.nan)
+    mean = np.where(present, sub["null_mean"].values, np.nan)
+    sd = np.where(present, sub["null_std"].values, np.nan)
+    flag = present & sub["flag"].values.astype(bool)
+    has = present.any(axis=1)
+    x = np.asarray(ds["step"].values if "step" in ds.coords else np.arange(v.shape[0]),
+                   dtype=float)
+
+    def med(a):
+        out = np.full(a.shape[0], np.nan)
+        for i in np.nonzero(has)[0]:
+            out[i] = np.nanmedian(a[i][present[i]])
+        return out
+
+    m, s = med(mean), med(sd)
+    ax.axhspan(*WEIBULL_BAND, color="#e6ab02", alpha=0.35,
+               label=f"paper's band [{WEIBULL_BAND[0]}, {WEIBULL_BAND[1]}]")
+    ax.axhline(k0, color="k", ls="--", lw=1, label=f"anchor k₀ = {k0:.4f}")
+    ax.fill_between(x, m - 1.96 * s, m + 1.96 * s, color="0.6", alpha=0.45, lw=0,
+                    label="null 95 % (mean ± 1.96 sd)")
+    for j in range(v.shape[1]):
+        ax.plot(x, v[:, j], color="C0", lw=0.8, alpha=0.3, label="layers" if j == 0 else None)
+    if flag.any():
+        xi = np.broadcast_to(x[:, None], v.shape)
+        ax.scatter(xi[flag], v[flag], s=14, c="C3", marker="D", zorder=3,
+                   label="layer differs from the null (BH)")
+    ax.plot(x, med(v), "o-", color="k", lw=2, ms=4, zorder=4, label="median over layers")
+    if "step" in ds.coords:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("step")
+    else:
+        ax.set_xticks(x, labels=labels_of(ds), rotation=30 if len(x) > 4 else 0)
+        ax.set_xlabel(dim)
+    ax.set_ylabel(f"Weibull k of |w| ({_trim_label(stat)})")
+    ax.set_title(component, fontsize=10)
+    if legend:
+        ax.legend(fontsize="x-small", loc="best")
+    return ax
+
+
+__all__ = ["plot_k_heatmap", "plot_k_trajectory", "plot_terminal_k"]

@@ -12,6 +12,14 @@
   :func:`.component_figures.plot_terminal_k`.
 
 :func:`component_table` is the text block printed by the CLI and appended to ``summary.txt``.
+
+A collection's whole-matrix score (leading ``checkpoint`` or ``model`` dimension,
+:func:`rmtbase.scoring.trajectory.score_component_collection`) is written by
+:func:`write_component_collection`: ``components.nc`` with the leading dimension,
+``components.csv`` with one row per (entry, layer, component, stat) (and ``step`` where known),
+and for checkpoints ``figures/components_k_trajectory.png``
+(:func:`.component_figures.plot_k_trajectory`, one panel per component);
+:func:`component_entry_lines` gives its per-entry lines of ``summary.txt``.
 """
 
 from __future__ import annotations
@@ -32,10 +40,14 @@ _CELL_VARS = ("rows", "cols", "storage", "null_storage", "rms", "component_p_val
 
 
 def long_table(ds: xr.Dataset):
-    """``pandas.DataFrame``: one row per (layer, component, stat) of a matrix that exists."""
+    """``pandas.DataFrame``: one row per (layer, component, stat) of a matrix that exists;
+    of a collection, per (entry, layer, component, stat), with ``step`` where known."""
+    from ..scoring.collection import collection_dim
+
+    keys = [d for d in (collection_dim(ds), "layer", "component") if d]
     df = ds[list(_CSV_VARS)].to_dataframe().reset_index()
-    cells = ds[list(_CELL_VARS)].to_dataframe().reset_index()
-    df = df.merge(cells, on=["layer", "component"], how="left")
+    cells = ds[list(_CELL_VARS)].drop_vars("step", errors="ignore").to_dataframe().reset_index()
+    df = df.merge(cells, on=keys, how="left")
     return df[df["storage"] != ""].reset_index(drop=True)
 
 
@@ -90,6 +102,63 @@ def _figures(ds: xr.Dataset, save) -> None:
     save(f, "components_terminal_k.png")
 
 
+def component_entry_lines(ds: xr.Dataset) -> list[str]:
+    """Per entry of a whole-matrix collection: how many matrices differ from the null and the
+    median Weibull k (80 %) over layers of each component, beside k₀."""
+    from ..scoring.collection import collection_dim, entries
+
+    items = entries(ds)
+    k0 = float(ds.attrs.get("weibull_k0", np.nan))
+    lines = [f"{len(items)} {collection_dim(ds)}s; median Weibull k of |w| (middle 80 %) over "
+             f"layers per component (k0 = {k0:.4f}; the Weibull paper's band "
+             f"[{ds.attrs.get('weibull_band', '')}]):"]
+    width = max(len(lab) for lab, _ in items)
+    for lab, e in items:
+        ok = e["storage"].values != ""
+        meds = []
+        for j, c in enumerate(e["component"].values):
+            k = e["value"].sel(stat="weibull_k").values[:, j][ok[:, j]]
+            if k.size:
+                meds.append(f"{c} {np.median(k):.4f}")
+        lines.append(f"{lab:<{width}}  {int(e['component_flag'].values[ok].sum()):>4} of "
+                     f"{int(ok.sum()):<4} matrices differ from the null  k: {', '.join(meds)}")
+    return lines
+
+
+def write_component_collection(out, ds: xr.Dataset, dim: str, *, save=None) -> None:
+    """Write a whole-matrix collection (module docstring) into the open OutputFolder ``out``;
+    ``save(figure, name)`` saves a figure under ``figures/`` (None: no figures). The
+    k-versus-step figure is drawn for a ``checkpoint`` collection only."""
+    out.write_netcdf("components.nc", ds)
+    out.write_text("components.csv", long_table(ds).to_csv(index=False))
+    if save is not None and dim == "checkpoint":
+        save(trajectory_figure(ds), "components_k_trajectory.png")
+
+
+def trajectory_figure(ds: xr.Dataset, stat: str = "weibull_k"):
+    """One panel per component (:func:`.component_figures.plot_k_trajectory`), shared y axis;
+    a ``matplotlib.figure.Figure``."""
+    from matplotlib.figure import Figure
+
+    from ..scoring.collection import collection_dim
+
+    comps = [str(c) for c in ds["component"].values]
+    ncols = min(len(comps), 3)
+    nrows = -(-len(comps) // ncols)
+    f = Figure(figsize=(4.4 * ncols, 3.4 * nrows + 0.4), layout="constrained")
+    axes = np.atleast_1d(f.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
+    for i, (c, ax) in enumerate(zip(comps, axes, strict=False)):
+        cf.plot_k_trajectory(ds, c, ax, stat=stat, legend=i == 0)
+    for ax in axes[len(comps):]:
+        ax.set_visible(False)
+    dim = collection_dim(ds)
+    labels = [str(v) for v in ds[dim].values]
+    who = f"{ds.attrs['model']}: " if "model" in ds.attrs else ""
+    f.suptitle(f"{who}whole matrices across {len(labels)} {dim}s ({labels[0]} … "
+               f"{labels[-1]})", fontsize=10)
+    return f
+
+
 def write_components(out, ds: xr.Dataset, *, figures: bool = True) -> None:
     """Write the files of the module docstring into the open OutputFolder ``out``."""
     out.write_netcdf("components.nc", ds)
@@ -98,4 +167,5 @@ def write_components(out, ds: xr.Dataset, *, figures: bool = True) -> None:
         _figures(ds, lambda fig, name: out.save_figure(fig, Path("figures") / name))
 
 
-__all__ = ["component_table", "long_table", "write_components"]
+__all__ = ["component_entry_lines", "component_table", "long_table", "trajectory_figure",
+           "write_component_collection", "write_components"]

@@ -2,7 +2,9 @@
 
 A score Dataset is either one model's (dims ``layer``, ``head``, ``stat``) or a collection's
 (a leading ``checkpoint`` or ``model`` dimension, :mod:`rmtbase.scoring.collection`); a
-whole-matrix score (``components``) goes with one model only. :func:`report_shape` reads that
+whole-matrix score (``components``) goes with it in the same shape: one model's beside one
+model's, a collection's (:func:`rmtbase.scoring.trajectory.score_component_collection`) beside
+a collection of the same dimension and entries. :func:`report_shape` reads that
 from the Dataset and :func:`write_report` hands the Dataset and its shape to the one writer
 for it (:mod:`.model_report` or :mod:`.collection_report`); the writers below take the shape
 as given and never re-check it.
@@ -16,7 +18,7 @@ from pathlib import Path
 import xarray as xr
 
 from ..errors import InputError
-from ..scoring.collection import collection_dim
+from ..scoring.collection import collection_dim, labels_of
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,23 @@ class ReportShape:
 
 
 def report_shape(ds: xr.Dataset, components: xr.Dataset | None = None) -> ReportShape:
-    """The shape of the report of ``ds`` (refuses whole-matrix scores beside a collection)."""
+    """The shape of the report of ``ds`` (refuses whole-matrix scores of another shape: a
+    single score beside a collection or the reverse, another dimension or other entries)."""
     dim = collection_dim(ds)
-    if dim and components is not None:
-        raise InputError("whole-matrix scores are written for one model, not a collection")
+    if components is not None:
+        cdim = collection_dim(components)
+        if cdim != dim:
+            raise InputError(f"the whole-matrix scores are {_what(cdim)} but the head scores "
+                             f"are {_what(dim)}; give both for the same entries")
+        if dim and labels_of(components) != labels_of(ds):
+            raise InputError(f"the whole-matrix scores and the head scores name different "
+                             f"{dim}s: {', '.join(labels_of(components)[:4])} vs "
+                             f"{', '.join(labels_of(ds)[:4])}")
     return ReportShape(dim, components is not None)
+
+
+def _what(dim) -> str:
+    return f"a collection along '{dim}'" if dim else "one model's"
 
 
 def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10,
@@ -47,7 +61,7 @@ def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10
         from .collection_report import write_collection_report
 
         return write_collection_report(ds, out_dir, shape.dim, figures=figures,
-                                       top=min(top, 3))
+                                       top=min(top, 3), components=components)
     from .model_report import write_model_report
 
     return write_model_report(ds, out_dir, figures=figures, top=top, n_spectra=n_spectra,

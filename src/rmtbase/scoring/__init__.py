@@ -13,14 +13,15 @@ reports (text, CSV, figures, report.html) in :mod:`rmtbase.report`.
 - :mod:`.qk_elements`, :mod:`.qk_histogram`: W_QK element statistics head by head, and the
   per-head W_QK element histogram stored with a score;
 - :mod:`.trajectory`, :mod:`.collection`: many checkpoints or models in one Dataset (leading
-  ``checkpoint``/``model`` dimension), in one process or on Dask.
+  ``checkpoint``/``model`` dimension), in one process or on Dask; whole-matrix scores of
+  a collection with :func:`score_component_collection` (one process).
 """
 
-from .collection import combine, entries, entry
+from .collection import combine, combine_components, entries, entry
 from .components import score_components
 from .delta import score_delta
 from .score import score_model
-from .trajectory import score_collection
+from .trajectory import score_collection, score_component_collection
 
-__all__ = ["combine", "entries", "entry", "score_collection", "score_components",
-           "score_delta", "score_model"]
+__all__ = ["combine", "combine_components", "entries", "entry", "score_collection",
+           "score_component_collection", "score_components", "score_delta", "score_model"]

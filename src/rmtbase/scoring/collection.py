@@ -20,6 +20,12 @@ new leading dimension; :func:`entry` gives one of them back, as it was. Layout:
   ``null_description``), and ``entry_attrs`` holds each entry's whole attributes as JSON;
 - global attributes are those equal across entries, plus ``collection`` (the dimension's
   name), ``n_entries`` and ``created``.
+
+Whole-matrix scores (:func:`rmtbase.scoring.components.score_components`) stack the same way
+with :func:`combine_components`: every variable gains the leading dimension, entries of
+different shapes are padded to the union of layers and components with the single score's own
+convention for a matrix a layer lacks (NaN, 0, "" or False; ``storage == ""`` marks it), the
+per-entry facts are :data:`COMPONENT_ENTRY_VARS`, and :func:`entry` gives one back as it was.
 """
 
 from __future__ import annotations
@@ -41,6 +47,10 @@ ENTRY_VARS = {"model_name": "model", "revision": "revision", "architecture": "ar
               "d": "d", "d_h": "d_h", "n_layers": "n_layers", "n_heads": "n_heads",
               "storage_dtype": "storage_dtype", "null_storage": "null_storage",
               "quantisation": "quantisation", "null_description": "null"}
+#: Per-entry variable name -> attribute of a whole-matrix score.
+COMPONENT_ENTRY_VARS = {"model_name": "model", "revision": "revision",
+                        "architecture": "architecture", "n_layers": "n_layers",
+                        "storage_dtypes": "storage_dtypes", "quantisation": "quantisation"}
 _PAD_DIMS = ("layer", "head", "rank", "stat", "qk_z", "quantile")
 _STEP = re.compile(r"(\d+)$")
 
@@ -102,20 +112,7 @@ def combine(datasets, labels, dim: str = "checkpoint") -> xr.Dataset:
     """Stack single scores along a new leading ``dim`` (module docstring). ``labels`` name the
     entries (made unique). A ``checkpoint`` collection whose labels all end in distinct
     integers gets a ``step`` coordinate and is ordered by it."""
-    if dim not in COLLECTION_DIMS:
-        raise InputError(f"collection dimension must be one of {COLLECTION_DIMS}, got {dim!r}")
-    datasets, labels = list(datasets), unique_labels(labels)
-    if not datasets or len(datasets) != len(labels):
-        raise InputError("combine needs one label per score and at least one score")
-    for ds in datasets:
-        if collection_dim(ds):
-            raise InputError("combine takes single scores; this one is already a collection")
-    steps = [step_of(s) for s in labels] if dim == "checkpoint" else [None]
-    use_steps = None not in steps and len(set(steps)) == len(steps)
-    if use_steps:
-        order = sorted(range(len(labels)), key=lambda i: steps[i])
-        datasets, labels = [datasets[i] for i in order], [labels[i] for i in order]
-        steps = [steps[i] for i in order]
+    datasets, labels, steps = _ordered(datasets, labels, dim)
     union = {d: _union(ds[d].values for ds in datasets if d in ds.coords)
              for d in _PAD_DIMS if any(d in ds.coords for ds in datasets)}
     padded = []
@@ -135,16 +132,41 @@ def combine(datasets, labels, dim: str = "checkpoint") -> xr.Dataset:
             if name not in ds:
                 shape = tuple(ds.sizes.get(d, proto.sizes[d]) for d in proto.dims)
                 padded[i][name] = (proto.dims, np.full(shape, _fill(proto), dtype=proto.dtype))
+    return _stack(padded, datasets, labels, steps, dim, ENTRY_VARS)
+
+
+def _ordered(datasets, labels, dim):
+    """Checked single scores and unique labels, ordered by step where a ``checkpoint``
+    collection's labels all end in distinct integers; steps None otherwise."""
+    if dim not in COLLECTION_DIMS:
+        raise InputError(f"collection dimension must be one of {COLLECTION_DIMS}, got {dim!r}")
+    datasets, labels = list(datasets), unique_labels(labels)
+    if not datasets or len(datasets) != len(labels):
+        raise InputError("combine needs one label per score and at least one score")
+    for ds in datasets:
+        if collection_dim(ds):
+            raise InputError("combine takes single scores; this one is already a collection")
+    steps = [step_of(s) for s in labels] if dim == "checkpoint" else [None]
+    if None in steps or len(set(steps)) < len(steps):
+        return datasets, labels, None
+    order = sorted(range(len(labels)), key=lambda i: steps[i])
+    return ([datasets[i] for i in order], [labels[i] for i in order],
+            [steps[i] for i in order])
+
+
+def _stack(padded, datasets, labels, steps, dim, entry_vars) -> xr.Dataset:
+    """Concatenate the padded entries along ``dim``; per-entry variables, ``entry_attrs``,
+    ``step`` and the global attributes (module docstring)."""
     out = xr.concat([ds.drop_attrs(deep=False) for ds in padded],
                     dim=pd.Index(labels, name=dim), data_vars="all", coords="minimal",
                     compat="override", join="outer", combine_attrs="override")
     out.attrs = {}
-    for var, key in ENTRY_VARS.items():
+    for var, key in entry_vars.items():
         vals = [ds.attrs.get(key, "") for ds in datasets]
         kind = int if all(isinstance(v, int | np.integer) for v in vals) else str
         out[var] = ((dim,), np.array([kind(v) for v in vals]))
     out["entry_attrs"] = ((dim,), np.array([_json(ds.attrs) for ds in datasets]))
-    if use_steps:
+    if steps is not None:
         out.coords["step"] = ((dim,), np.array(steps, dtype=np.int64))
     common = dict(datasets[0].attrs)
     for ds in datasets[1:]:
@@ -154,6 +176,21 @@ def combine(datasets, labels, dim: str = "checkpoint") -> xr.Dataset:
     out.attrs.update(collection=dim, n_entries=len(datasets),
                      created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     return out
+
+
+def combine_components(datasets, labels, dim: str = "checkpoint") -> xr.Dataset:
+    """Stack whole-matrix scores (:func:`rmtbase.scoring.components.score_components`) along a
+    new leading ``dim``, as :func:`combine` stacks head scores: labels, ``step`` and order
+    alike; entries of different shapes padded to the union of layers and components with
+    NaN, 0, "" or False (``storage == ""``: no such matrix in that entry)."""
+    datasets, labels, steps = _ordered(datasets, labels, dim)
+    for ds in datasets:
+        if "component" not in ds.dims or "storage" not in ds:
+            raise InputError("combine_components takes whole-matrix scores (score_components)")
+    union = {d: _union(ds[d].values for ds in datasets) for d in ("layer", "component", "stat")}
+    padded = [ds.reindex(union, fill_value={n: 0 if ds[n].dtype.kind in "iu" else _fill(ds[n])
+                                            for n in ds.data_vars}) for ds in datasets]
+    return _stack(padded, datasets, labels, steps, dim, COMPONENT_ENTRY_VARS)
 
 
 def _same(a, b) -> bool:
@@ -186,6 +223,13 @@ def entry(ds: xr.Dataset, which) -> xr.Dataset:
     attrs = json.loads(str(e["entry_attrs"].values))
     if "created" in ds.attrs:
         attrs["created"] = ds.attrs["created"]
+    if "head_present" not in e:  # a whole-matrix score
+        e = e.drop_vars([dim, "step", "entry_attrs", *COMPONENT_ENTRY_VARS], errors="ignore")
+        present = e["storage"].values != ""
+        e = e.isel(layer=np.nonzero(present.any(axis=1))[0],
+                   component=np.nonzero(present.any(axis=0))[0])
+        e.attrs = attrs
+        return e
     e = e.drop_vars([dim, "step", "entry_attrs", *ENTRY_VARS], errors="ignore")
     present = e["head_present"].values
     keep = {"layer": present.any(axis=1), "head": present.any(axis=0)}
@@ -208,5 +252,5 @@ def entries(ds: xr.Dataset) -> list[tuple[str, xr.Dataset]]:
     return [(label, entry(ds, i)) for i, label in enumerate(labels_of(ds))]
 
 
-__all__ = ["COLLECTION_DIMS", "ENTRY_VARS", "collection_dim", "combine", "entries", "entry",
-           "labels_of", "step_of", "unique_labels"]
+__all__ = ["COLLECTION_DIMS", "COMPONENT_ENTRY_VARS", "ENTRY_VARS", "collection_dim", "combine",
+           "combine_components", "entries", "entry", "labels_of", "step_of", "unique_labels"]

@@ -4,7 +4,8 @@ A training trajectory is one model at several revisions (``--revision step0,step
 hub) or several local checkpoint folders; a collection is any set of models. Each entry is
 scored by :func:`rmtbase.scoring.score.score_model` with the same options and the results are
 stacked by :func:`rmtbase.scoring.collection.combine` (leading ``checkpoint`` or ``model``
-dimension).
+dimension). :func:`score_component_collection` does the same for whole-matrix scores
+(:func:`rmtbase.scoring.components.score_components`, one process).
 
 - **Streaming**: one checkpoint's weights at a time (and a layer at a time within it).
 - **The null is shared**: null tables are read from the shipped data or the user cache
@@ -176,6 +177,40 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     return out
 
 
+def score_component_collection(models, *, revisions=None, labels=None, dim: str | None = None,
+                               progress: bool = True, **options):
+    """Whole-matrix scores of every entry (model × revision), stacked along a leading
+    ``checkpoint`` or ``model`` dimension (:func:`rmtbase.scoring.collection.combine_components`).
+
+    Entries, labels and the default ``dim`` as for :func:`score_collection`. Each entry is
+    scored by :func:`rmtbase.scoring.components.score_components` with ``options``
+    (components, draws, alpha, seed, allow_pickle, quantized_null, threads), one after another
+    in this process; the null draws of a shape are cached, so entries of one shape share them
+    and each entry is exactly what ``score_components`` gives for it alone. Entries of
+    different shapes are padded (union of layers and components)."""
+    from ..models import model_info
+    from .collection import combine_components
+    from .components import score_components
+
+    specs = make_specs(models, revisions, labels)
+    if dim is not None and dim not in COLLECTION_DIMS:
+        raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")
+    if dim is None:
+        infos = [model_info(s.model, revision=s.revision) for s in specs]
+        same = len({_shape(i) for i in infos}) == 1
+        dim = "checkpoint" if revisions is not None or same else "model"
+    scored = []
+    for k, s in enumerate(specs):
+        ds = score_components(s.model, revision=s.revision, progress=progress, **options)
+        scored.append(ds)
+        _say(progress, f"scored the whole matrices of {s.label} ({k + 1}/{len(specs)}): "
+                       f"{int(ds['component_flag'].sum())} of {int((ds['storage'] != '').sum())} "
+                       "differ from the null")
+    out = combine_components(scored, [s.label for s in specs], dim)
+    out.attrs["computed_by"] = "one process"
+    return out
+
+
 #: Rounds of re-scoring entries whose null another entry enlarged (each enlarges it ×5).
 MAX_ROUNDS = 10
 
@@ -281,4 +316,4 @@ class _Dask(_Here):
         return out
 
 
-__all__ = ["Spec", "make_specs", "score_collection", "score_one"]
+__all__ = ["Spec", "make_specs", "score_collection", "score_component_collection", "score_one"]
