@@ -587,7 +587,7 @@ def _describe(ds: xr.Dataset) -> None:
         if k in ds:
             ds[k].attrs["definition"] = v
     ds.attrs.update(
-        decision=("one decision per head: Cauchy combination calibrated on joint null draws, "
+        decision=("one decision per head: Cauchy combination of p capped at 1/2, calibrated on joint null draws, "
                   "Benjamini-Hochberg over heads at alpha"),
         sigma_normalisation=(
             "scale-carrying statistics compared self-normalised by the matrix's own rms^p "
