@@ -165,3 +165,24 @@ def test_a_swallowed_interrupt_still_ends_the_run(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=SRC),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 130 and r.stderr == "", r.stderr
+
+
+def test_interrupt_while_the_executable_imports_the_cli():
+    """Ctrl-C while the ``rmtbase`` executable imports rmtbase.cli (JAX and friends load
+    there): one line and exit 130, no traceback. The import is made to raise KeyboardInterrupt
+    by a meta-path finder, as a SIGINT landing inside it would."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class F:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'rmtbase.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, F())\n"
+        "from rmtbase._entry import main\n"
+        "sys.exit(main())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130
+    assert r.stderr == "rmtbase: interrupted\n"

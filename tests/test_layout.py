@@ -18,7 +18,7 @@ LEVEL = {
     "scoring": 4,
     "report": 5,
     "studies": 6,
-    "cli": 7, "__main__": 8, "__init__": 9,
+    "cli": 7, "_entry": 8, "__main__": 9, "__init__": 10,
 }
 
 

@@ -1,11 +1,7 @@
-"""``python -m rmtbase``: the same as the ``rmtbase`` executable."""
+"""``python -m rmtbase``: the same as the ``rmtbase`` executable (:mod:`rmtbase._entry`)."""
 
 import sys
 
-try:
-    from .cli import console_main
-except KeyboardInterrupt:  # Ctrl-C during the first imports: no traceback
-    sys.stderr.write("rmtbase: interrupted\n")
-    sys.exit(130)
+from ._entry import main
 
-sys.exit(console_main())
+sys.exit(main())
