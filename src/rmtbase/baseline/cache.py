@@ -157,7 +157,7 @@ def _may_be_undefined(var: str, want: dict) -> bool:
     """Whether table variable ``var`` may hold no finite draw at all: the Weibull fits of a
     block-quantised storage (exact zeros among the fitted ranks: ln 0), e.g. every draw of
     Q4_0 at d_h = 64. Such a statistic is left out when scoring
-    (:func:`rmtbase.scoring.score.undefined_under_null`), and its table is valid."""
+    (:func:`rmtbase.scoring.null_checks.undefined_under_null`), and its table is valid."""
     from ..stats.precision import FLOAT_STORAGES
 
     return "weibull" in str(var) and want["storage"] not in FLOAT_STORAGES

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.element_draws < 0:
         raise InputError(f"--element-draws must be >= 0, got {args.element_draws}")
     if args.null == "permutation" and args.stats != "spectral":
-        from ..scoring.score import check_element_draws
+        from ..scoring.null_checks import check_element_draws
 
         check_element_draws(args.null, args.stats, args.element_draws, "--element-draws")
     if not 0.0 < args.alpha < 1.0:
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
                    element_draws=args.element_draws, seed=args.seed)
     if several:  # sizes checked on the first entry before a Dask cluster starts
         from ..models import model_info
-        from ..scoring.score import check_null_size
+        from ..scoring.null_checks import check_null_size
 
         check_null_size(model_info(models[0], revision=revisions[0] if revisions else None),
                         args.stats, None, args.draws, args.null, args.element_draws)

@@ -36,9 +36,8 @@ for θ = 1.5 … 6 θ_c and a rank-3 head.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+import xarray as xr
 
 #: Family-wise level of the count per head.
 SPIKE_ALPHA = 0.05
@@ -72,9 +71,30 @@ def spikes_of(x, null_xmax, d: int, d_h: int, alpha: float = SPIKE_ALPHA):
     the normalised largest eigenvalue ``null_xmax`` ((N,) shared or (..., N) per head)."""
     from ..analytic.product import edges
 
-    if not 0 < alpha < 1 or math.isnan(alpha):
+    if not 0 < alpha < 1:  # False for NaN too
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     return count_spikes(x, spike_threshold(null_xmax, alpha), edges(d_h / d)[1])
 
 
-__all__ = ["SPIKE_ALPHA", "count_spikes", "spike_threshold", "spikes_of"]
+def add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> None:
+    """``n_spikes`` (layer, head) and ``spike_x`` (layer, head, spike) from the normalised
+    spectra ``x`` against the null draws of the normalised λ_max in ``ref``
+    (module docstring); the same draws as the head's ``qk.lambda_max`` test."""
+    from ..analytic.product import edges
+    from .verdict import normalise
+
+    xmax = normalise("qk.lambda_max", ref["qk.lambda_max"], ref["q.rms"], ref["k.rms"]) / d**2
+    n, sx = spikes_of(x, xmax, d, d_h)
+    ds["n_spikes"] = (("layer", "head"), n.astype(np.int64))
+    ds["spike_x"] = (("layer", "head", "spike"), sx)
+    ds.coords["spike"] = np.arange(1, sx.shape[-1] + 1)
+    ds["n_spikes"].attrs["definition"] = (
+        f"number of leading eigenvalues of W_QK above the {1 - SPIKE_ALPHA:.0%} quantile of the "
+        "head's null largest eigenvalue (step-down; P(count > true rank of the change) <= "
+        f"{SPIKE_ALPHA}, rmtbase.decision.spikes)")
+    ds["spike_x"].attrs["definition"] = (
+        f"x_k / x_+ for k <= n_spikes: the outliers in units of the MP_c x MP_c upper edge "
+        f"x_+ = {edges(d_h / d)[1]:.6g} (c = d_h/d); NaN beyond n_spikes")
+
+
+__all__ = ["SPIKE_ALPHA", "add_spikes", "count_spikes", "spike_threshold", "spikes_of"]

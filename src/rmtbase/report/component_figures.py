@@ -26,6 +26,7 @@ import xarray as xr
 
 from ..errors import InputError
 from ..scoring.components import WEIBULL_BAND
+from .figures import title_label
 
 #: Colour limits of the k heatmap, relative to k₀ (the paper's Selection Class reaches 0.76
 #: and below; trained FFN matrices sit within a few 0.01 of k₀).
@@ -63,11 +64,6 @@ def _check(ds: xr.Dataset, stat: str) -> None:
                          f"got {stat!r}")
     if stat not in ds["stat"].values:
         raise InputError(f"statistic {stat!r} is not in this score")
-
-
-def _model_label(ds: xr.Dataset) -> str:
-    m = str(ds.attrs.get("model", "?"))
-    return m if len(m) <= 48 else "…" + m[-47:]
 
 
 def plot_k_heatmap(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k", colorbar: bool = True,
@@ -108,7 +104,7 @@ def plot_k_heatmap(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k", colorbar
     ax.set_xticks(np.arange(0, layers.size, step), labels=[str(x) for x in layers[::step]])
     ax.set_yticks(np.arange(len(comps)), labels=comps)
     ax.set_xlabel("layer (block)")
-    ax.set_title(f"{_model_label(ds)}\nWeibull k of |w| ({_trim_label(stat)}); white = "
+    ax.set_title(f"{title_label(ds)}\nWeibull k of |w| ({_trim_label(stat)}); white = "
                  f"k₀ = {k0:.4f}; framed: differs from the null (BH)", fontsize=9)
     return ax
 
@@ -162,7 +158,7 @@ def plot_terminal_k(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k"):
     ax.set_xticks(x, labels=comps, rotation=30 if len(comps) > 8 else 0)
     ax.set_xlim(-0.6, len(comps) - 0.4)
     ax.set_ylabel(f"Weibull k of |w| ({_trim_label(stat)})")
-    ax.set_title(f"{_model_label(ds)}: k per component", fontsize=9)
+    ax.set_title(f"{title_label(ds)}: k per component", fontsize=9)
     ax.legend(fontsize="x-small", loc="best")
     return ax
 

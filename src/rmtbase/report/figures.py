@@ -76,7 +76,7 @@ def readable_log_ticks(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def _model_label(ds: xr.Dataset) -> str:
+def title_label(ds: xr.Dataset) -> str:
     """The model's name for a title: without the provenance in parentheses, a path reduced to
     its last part, at most 48 characters."""
     import os
@@ -143,7 +143,7 @@ def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool
     _ticks(ax, ds)
     ax.set_xlabel("head   (boxed: flagged" + ("; number: spikes)" if text else ")"))
     n = int(ds["head_flag"].sum())
-    ax.set_title(f"{_model_label(ds)}\n{n} of {ds['head_flag'].size} heads differ from the null "
+    ax.set_title(f"{title_label(ds)}\n{n} of {ds['head_flag'].size} heads differ from the null "
                  f"(BH α={ds.attrs.get('alpha')})", fontsize=9)
     return ax
 
@@ -206,7 +206,7 @@ def plot_spectrum(ds: xr.Dataset, layer: int, head: int, ax=None, *, why: str = 
     readable_log_ticks(ax.yaxis)
     ax.set_xlabel("rank k")
     ax.set_ylabel(r"$x_k = \lambda_k / (\sigma_Q^2 \sigma_K^2 d^2)$")
-    ax.set_title(f"{_model_label(ds)} L{layer} H{head}" + (f" — {why}" if why else ""),
+    ax.set_title(f"{title_label(ds)} L{layer} H{head}" + (f" — {why}" if why else ""),
                  fontsize=9)
     ax.legend(fontsize="small")
     return ax
@@ -316,5 +316,5 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
         ax.set_axis_off()
     fig.colorbar(axes[0].images[0], ax=list(axes), label="effect (normal score in the null)",
                  extend="both", shrink=0.7)
-    fig.suptitle(f"{_model_label(ds)} — {title}", fontsize=10)
+    fig.suptitle(f"{title_label(ds)} — {title}", fontsize=10)
     return fig

@@ -148,8 +148,8 @@ def summary_text(ds: xr.Dataset, top: int = 10) -> str:
                f"{a.get('quantisation', 'none')}; null storage: {a.get('null_storage', st)}.")
     fam = [s for s in str(a.get("decision_family", "")).split(",") if s]
     out.append(f"Decision: per head, a Cauchy combination of {len(fam)} statistics (p capped at "
-               f"1/2, so none can cancel the others) calibrated on joint null draws, then Benjamini-Hochberg over the {ds['head_flag'].size} heads "
-               f"at alpha={a.get('alpha')}. Per-statistic z, p and q in scores.csv are "
+               f"1/2, so none can cancel the others) calibrated on joint null draws, then "
+               f"Benjamini-Hochberg over the {ds['head_flag'].size} heads at alpha={a.get('alpha')}. Per-statistic z, p and q in scores.csv are "
                "descriptive.")
     if a.get("duplicates"):
         out.append(f"Counted once: {a['duplicates']}.")

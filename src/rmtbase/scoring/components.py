@@ -48,7 +48,7 @@ from ..decision.significance import _check_alpha, benjamini_hochberg
 from ..decision.verdict import SCORE_VARS, scaling, score_values
 from ..errors import InputError, ModelError, check_draws
 from ..stats.precision import QUANT_FORMATS
-from .score import undefined_under_null
+from .null_checks import undefined_under_null
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
                   "component_flag", "component_effect", "component_top_stat",
@@ -276,8 +276,8 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
     """
     from ..baseline.matrix_null import DEFAULT_DRAWS, check_matrix_null_size
     from ..models import default_model_path, load_components, model_info
+    from .description import default_label, model_label
     from .qk_elements import scoring_threads
-    from .score import _default_label, model_label
 
     alpha = _check_alpha(alpha)
     draws = DEFAULT_DRAWS if draws is None else draws
@@ -288,7 +288,7 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
                          f"got {quantized_null!r}")
     label = None
     if model is None:
-        model, label = default_model_path(), _default_label()
+        model, label = default_model_path(), default_label()
     info = model_info(model, revision=revision)
     layers = load_components(model, components=components, revision=revision,
                              allow_pickle=allow_pickle)

@@ -32,6 +32,7 @@ never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 
 import numpy as np
@@ -245,3 +246,37 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
     res["q.rms"] = np.repeat(rms_q[..., None], draws, axis=-1)
     res["k.rms"] = np.repeat(rms_k[..., None], draws, axis=-1)
     return res
+
+
+#: Memory for one group of layers under the permutation null (their factors held together).
+PERMUTATION_GROUP_BYTES = 256 * 2**20
+
+
+def permutation_draws(factors, draws, element_draws, seed, kind, progress) -> dict:
+    """Permutation null of all layers, in memory-bounded groups of layers sharing permutations."""
+    wq0 = factors[0][0]
+    per_layer = 2 * wq0.size * 4
+    size = max(1, PERMUTATION_GROUP_BYTES // max(per_layer, 1))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=draws * -(-len(factors) // size), desc="permutation null",
+                   unit="perm", file=sys.stderr)
+    parts = []
+    try:
+        for g in range(0, len(factors), size):
+            wq = np.stack([f[0] for f in factors[g:g + size]])
+            wk = np.stack([f[1] for f in factors[g:g + size]])
+            parts.append(permutation_null(wq, wk, draws=int(draws),
+                                          element_draws=int(element_draws) if kind != "spectral"
+                                          else 0, seed=seed, progress=bar))
+    finally:
+        if bar is not None:
+            bar.close()
+    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    if kind == "elementwise":
+        from ..decision.family import group_of
+
+        out = {k: v for k, v in out.items() if group_of(k) != "spectrum"}
+    return out

@@ -8,7 +8,7 @@ histogram (:func:`rmtbase.scoring.qk_histogram.elements_and_histogram`), one hea
 :func:`scoring_threads` threads; the thread count changes no number (each head runs the same
 executable). Running this beside the layer's other statistics (eigenvalues, W_Q/W_K entries)
 was measured slower on 2 cores (4.4–6.6 s against 4.1 s a LLaMA-8B layer): XLA's own threads
-then oversubscribe the cores, so :func:`rmtbase.scoring.score._layer_stats` runs them in turn.
+then oversubscribe the cores, so :func:`rmtbase.scoring.layer_stats.layer_stats` runs them in turn.
 """
 
 from __future__ import annotations

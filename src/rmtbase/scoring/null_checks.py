@@ -1,0 +1,80 @@
+"""What is checked about the null before and after it is drawn: enough element permutations,
+memory for the draws asked for (both before any weight is read), and statistics the null leaves
+undefined (left out of the tests and reported, never a crash).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+#: Fewest permutations with W_QK element statistics the permutation null can decide on: the
+#: per-head calibration (rmtbase.decision.omnibus) uses only draws where every statistic is
+#: defined, and needs 20 of them.
+MIN_ELEMENT_DRAWS = 20
+
+
+def check_element_draws(null: str, kind: str, element_draws, option: str = "element_draws"):
+    """InputError, up front, if the permutation null with element statistics has fewer than
+    :data:`MIN_ELEMENT_DRAWS` element permutations (it used to fail after all the work)."""
+    if null == "permutation" and kind != "spectral" and int(element_draws) < MIN_ELEMENT_DRAWS:
+        raise InputError(f"{option} {element_draws} is too few: the permutation null's "
+                         f"per-head decision needs at least {MIN_ELEMENT_DRAWS} permutations "
+                         "with W_QK's element statistics (use --stats spectral to leave them "
+                         "out)")
+
+
+def check_null_size(info, kind: str, names, draws, null: str, element_draws: int) -> None:
+    """InputError, before any weight is read or any draw made, if the null draws asked for
+    cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
+    Gaussian null's table (at least 1000 draws, as float64 when scored) or the permutation
+    null's draws of every head."""
+    from types import SimpleNamespace
+
+    from ..baseline.limits import check_stored_values, stat_names
+
+    n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
+    if null == "gaussian":
+        n = max(int(draws or 0), 1000)
+        check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
+    else:
+        heads = int(info.n_layers) * int(info.n_heads)
+        n = int(draws or 1000) + int(element_draws)
+        check_stored_values(heads * n_stats * n, 8,
+                            f"permutation draws of {heads} heads x {n_stats} statistics x "
+                            f"{n} permutations")
+
+
+#: A statistic whose null draws are finite in fewer than this fraction is undefined under the
+#: null: it is left out of the tests and reported (a p-value from the rest would be conditional).
+MIN_DEFINED = 0.5
+
+
+def undefined_under_null(joint: dict, names) -> dict:
+    """{name: (finite draws, draws)} for the statistics among ``names`` whose null draws in
+    ``joint`` are finite in fewer than :data:`MIN_DEFINED` of the draws (at least 2 needed)."""
+    out = {}
+    for k in names:
+        x = np.asarray(joint[k])
+        n_fin = int(np.isfinite(x).sum())
+        if n_fin < max(2.0, MIN_DEFINED * x.size):
+            out[k] = (n_fin, int(x.size))
+    return out
+
+
+def report_undefined(ds, undefined: dict, null_storage: str, n_heads: int) -> None:
+    """Record statistics left out as undefined under the null in ``nan_tests`` and
+    ``undefined_under_null`` (the summary lists ``nan_tests``)."""
+    import json
+
+    nan = json.loads(ds.attrs.get("nan_tests", "{}") or "{}")
+    for k, (fin, n) in sorted(undefined.items()):
+        nan[k] = {"count": n_heads, "reason": f"undefined under the {null_storage} null: "
+                  f"{fin} of {n} null draws finite; left out of the tests"}
+    ds.attrs["nan_tests"] = json.dumps(nan, sort_keys=True)
+    ds.attrs["undefined_under_null"] = ",".join(sorted(undefined))
+
+
+__all__ = ["MIN_DEFINED", "MIN_ELEMENT_DRAWS", "check_element_draws", "check_null_size",
+           "report_undefined", "undefined_under_null"]
