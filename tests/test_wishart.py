@@ -59,11 +59,11 @@ def test_bartlett_spectral_stats_same_law_as_factor_path(d, d_h):
         assert p > ALPHA, (name, d, d_h, p)
 
 
-@pytest.mark.parametrize("method", ["svd", "eigh"])
+@pytest.mark.parametrize("method", ["svd", "eigh", "eigvalsh"])
 @pytest.mark.parametrize("d,d_h", [(24, 4), (48, 16), (96, 8)])
 def test_bidiagonal_spectral_stats_same_law_as_factor_path(d, d_h, method):
     """The null's fast path (W_Q bidiagonal, W_K Bartlett) against full factors, both eigen
-    routes; 9 statistics × 3 shapes × 2 routes = 54 KS tests at α = 1e-3, fixed keys."""
+    routes; 9 statistics × 3 shapes × 3 routes = 81 KS tests at α = 1e-3, fixed keys."""
     fast = _bidiagonal(jax.random.key(300 + d), d, d_h, N_KS, method)
     direct = _direct(jax.random.key(200 + d), d, d_h, N_KS)
     for name in fast:
@@ -106,9 +106,9 @@ def test_bidiagonal_gram_moments():
 
 
 def test_eigh_route_accuracy_float32():
-    """In float32 the symmetric route's λ agree with a float64 SVD of the same core within
-    the bound n·eps·κ that :func:`eig_method` budgets (≤ EIGH_MAX_REL_ERROR where chosen),
-    and the SVD route stays within eps-level error."""
+    """In float32 the symmetric routes' λ (tridiagonal + bisection, and eigvalsh) agree with a
+    float64 SVD of the same core within the bound n·eps·κ that :func:`eig_method` budgets
+    (≤ EIGH_MAX_REL_ERROR where chosen), and the SVD route stays within eps-level error."""
     d, d_h, n = 768, 64, 64
     assert eig_method(d, d_h, jnp.float32, backend="cpu") == "eigh"
     keys = jax.random.split(jax.random.key(11), n)
@@ -116,7 +116,8 @@ def test_eigh_route_accuracy_float32():
                                 gram_cholesky(named_key(k, "wk"), d, d_h)))(keys)
     with jax.enable_x64(True):
         ref = np.asarray(eigvals_from_bidiagonal(*(p.astype(jnp.float64) for p in parts), "svd"))
-    for method, tol in (("eigh", EIGH_MAX_REL_ERROR), ("svd", 1e-5)):
+    for method, tol in (("eigh", EIGH_MAX_REL_ERROR), ("eigvalsh", EIGH_MAX_REL_ERROR),
+                        ("svd", 1e-5)):
         lam = np.asarray(eigvals_from_bidiagonal(*parts, method), dtype=np.float64)
         assert np.all(np.diff(lam, axis=-1) <= 0)  # descending
         assert np.abs(lam / ref - 1).max() < tol, method

@@ -116,13 +116,19 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
       n·eps·κ for κ = λ_max/λ_min, against eps·√κ for the SVD route: use it only where κ is
       small (:func:`rmtbase.baseline.null.eig_method` decides from the MP⊠MP edges). Values are clipped
       at 0.
+    - ``"eigvalsh"``: λ = :func:`jax.numpy.linalg.eigvalsh` of the same C Cᵀ (LAPACK ``syevd``
+      on CPU; on a GPU cuSOLVER's batched Jacobi or ``syevd``, as JAX chooses), with the error
+      bound of ``"eigh"``. Not chosen by :func:`~rmtbase.baseline.null.eig_method` on any backend
+      yet: it is there so ``benchmarks/gpu.py`` can time the three routes on an accelerator.
     """
     core = bidiagonal_core(diag, sub, lk)
     if method == "svd":
         return _squared_singular_values(core)
-    if method != "eigh":
-        raise InputError(f"method must be 'svd' or 'eigh', got {method!r}")
+    if method not in ("eigh", "eigvalsh"):
+        raise InputError(f"method must be 'svd', 'eigh' or 'eigvalsh', got {method!r}")
     gram = mm(core, jnp.swapaxes(core, -1, -2))
+    if method == "eigvalsh":
+        return jnp.maximum(jnp.linalg.eigvalsh(gram)[..., ::-1], 0.0)
     _, d, e, _ = jax.lax.linalg.tridiagonal(gram, lower=True)
     solve = lambda a, b: eigh_tridiagonal(a, b, eigvals_only=True)  # noqa: E731
     for _ in range(d.ndim - 1):

@@ -1,0 +1,178 @@
+"""The GPU table of issue 27 in one run (runs on any JAX backend; on the CPU it is a dry run).
+
+    python benchmarks/gpu.py [--quick] [--skip-scoring] [--out FILE.md]
+
+Prints the device, JAX and jaxlib versions, then a Markdown table to paste into the README:
+
+1. **Eigen route per backend** at (768, 64), (4096, 128), (8192, 128): µs per draw of the
+   d_h×d_h core's eigenvalues plus the spectral statistics, by each route of
+   :func:`rmtbase.stats.spectral.eigvals_from_bidiagonal`: ``svd`` (s(C)²), ``eigh`` (LAPACK-style
+   tridiagonalisation + Sturm bisection) and ``eigvalsh`` (``jnp.linalg.eigvalsh`` of C Cᵀ: on
+   a GPU cuSOLVER's batched Jacobi or ``syevd``), on batches of 4,096 draws (256 with
+   ``--quick``), compilation excluded, best of three; and the route
+   :func:`rmtbase.baseline.null.eig_method` takes now on this backend.
+2. **Spectral null** draws/s through :func:`rmtbase.baseline.null.null_draws` (``stats="spectral"``,
+   what ``rmtbase baseline --stats spectral`` runs) at the same shapes, compilation excluded.
+3. **All-statistics null** draws/s at (768, 64) and (4096, 128), float32 and bfloat16 storage.
+4. **GPU = CPU**: the same keys drawn here and in a subprocess with ``JAX_PLATFORMS=cpu``
+   (256 spectral draws and 16 all-statistics draws at (768, 64)): the largest difference of
+   every statistic in units of its null standard deviation, and the largest relative
+   difference. Threefry bits are the same on every backend; what may differ is float32
+   rounding (normals, products, eigenvalues) and which eigen route runs.
+5. Unless ``--skip-scoring``: ``benchmarks/scoring.py --which llama8b,perm`` (the
+   LLaMA-3-8B-shaped bf16 folder with all statistics and with ``--stats spectral``, and the
+   permutation null at GPT-2-small shape), whose lines are passed through.
+
+Issue 27's targets on one H100: spectral ≥ 10⁶ draws/s at (768, 64); all-statistics bfloat16
+at (4096, 128) ≥ 1,000 draws/s; the 8B folder with all statistics ≤ 30 s end to end.
+OPENBLAS_NUM_THREADS=1 as in the other benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SHAPES = ((768, 64), (4096, 128), (8192, 128))
+ALL_SHAPES = ((768, 64), (4096, 128))
+ROUTES = ("svd", "eigh", "eigvalsh")
+
+# run in a subprocess under JAX_PLATFORMS=cpu and here: the same keys on both backends
+_DRAWS = r"""
+import json, sys
+import numpy as np, jax
+from rmtbase.baseline.null import null_draws
+a = json.loads(sys.argv[1])
+out = {}
+for stats, n in (("spectral", a["n_spectral"]), ("all", a["n_all"])):
+    r = null_draws(jax.random.key(7), 768, 64, n, stats=stats)
+    out.update({f"{stats}:{k}": np.asarray(v) for k, v in r.items()})
+np.savez(a["path"], **out)
+"""
+
+
+def _route_us(d, d_h, batch, route):
+    import jax
+    import jax.numpy as jnp
+
+    from rmtbase.ensembles import named_key
+    from rmtbase.ensembles.wishart import gram_bidiagonal, gram_cholesky
+    from rmtbase.stats.spectral import eigvals_from_bidiagonal, spectral_stats
+
+    keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.key(0), jnp.arange(batch))
+    draw = jax.jit(jax.vmap(lambda k: (*gram_bidiagonal(named_key(k, "wq"), d, d_h),
+                                       gram_cholesky(named_key(k, "wk"), d, d_h))))
+    diag, sub, lk = draw(keys)
+    fn = jax.jit(lambda a, b, c: spectral_stats(eigvals_from_bidiagonal(a, b, c, route)))
+    jax.block_until_ready(fn(diag, sub, lk))
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        jax.block_until_ready(fn(diag, sub, lk))
+        best = min(best, time.perf_counter() - t)
+    return best / batch * 1e6
+
+
+def _draws_per_s(d, d_h, n, stats, storage="float32"):
+    import jax
+
+    from rmtbase.baseline.null import null_draws
+
+    null_draws(jax.random.key(1), d, d_h, min(n, 64), stats=stats, storage=storage)  # compile
+    t = time.perf_counter()
+    null_draws(jax.random.key(2), d, d_h, n, stats=stats, storage=storage)
+    return n / (time.perf_counter() - t)
+
+
+def _here_and_cpu(n_spectral, n_all):
+    """{name: (here, cpu)} for the same keys on this backend and on the CPU (subprocess)."""
+    import jax
+
+    from rmtbase.baseline.null import null_draws
+
+    here = {}
+    for stats, n in (("spectral", n_spectral), ("all", n_all)):
+        r = null_draws(jax.random.key(7), 768, 64, n, stats=stats)
+        here.update({f"{stats}:{k}": np.asarray(v) for k, v in r.items()})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "cpu.npz")
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        subprocess.run([sys.executable, "-c", _DRAWS,
+                        json.dumps({"n_spectral": n_spectral, "n_all": n_all, "path": path})],
+                       env=env, check=True)
+        with np.load(path) as cpu:
+            return {k: (v, cpu[k]) for k, v in here.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small batches (a dry run on the CPU)")
+    ap.add_argument("--skip-scoring", action="store_true", help="no benchmarks/scoring.py run")
+    ap.add_argument("--out", type=Path, default=None, help="also write the table here")
+    args = ap.parse_args(argv)
+    import jax
+    import jaxlib
+
+    from rmtbase.baseline.null import eig_method
+
+    q = args.quick
+    backend = jax.default_backend()
+    lines = [f"device: {jax.devices()[0].device_kind} ({backend}, {len(jax.devices())} device(s)); "
+             f"jax {jax.__version__}, jaxlib {jaxlib.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+             "", "| shape | " + " | ".join(f"{r} µs/draw" for r in ROUTES) + " | eig_method |",
+             "|---|" + "---:|" * (len(ROUTES) + 1)]
+    print(lines[0], flush=True)
+    for d, d_h in SHAPES:
+        batch = 256 if q else 4096
+        us = [_route_us(d, d_h, batch, r) for r in ROUTES]
+        lines.append(f"| ({d}, {d_h}) | " + " | ".join(f"{u:.2f}" for u in us)
+                     + f" | {eig_method(d, d_h)} |")
+        print(lines[-1], flush=True)
+    lines += ["", "| null | shape | storage | draws/s |", "|---|---|---|---:|"]
+    for d, d_h in SHAPES:
+        n = (2_000 if q else 1_000_000) if d_h <= 64 else (500 if q else 200_000)
+        lines.append(f"| spectral | ({d}, {d_h}) | float32 | {_draws_per_s(d, d_h, n, 'spectral'):,.0f} |")
+        print(lines[-1], flush=True)
+    for d, d_h in ALL_SHAPES:
+        for storage in ("float32", "bfloat16"):
+            n = (32 if d <= 1024 else 4) if q else (20_000 if d <= 1024 else 4_000)
+            rate = _draws_per_s(d, d_h, n, "all", storage)
+            lines.append(f"| all statistics | ({d}, {d_h}) | {storage} | {rate:,.1f} |")
+            print(lines[-1], flush=True)
+    lines += ["", f"{backend} against cpu, same keys, (768, 64):", "",
+              "| statistic | max |Δ| / null sd | max relative Δ |", "|---|---:|---:|"]
+    for name, (a, b) in sorted(_here_and_cpu(64 if q else 256, 8 if q else 16).items()):
+        if a.ndim != 1:
+            continue
+        sd = float(np.std(b)) or 1.0
+        diff = np.abs(a - b)
+        rel = diff / np.maximum(np.abs(b), np.finfo(np.float32).tiny)
+        lines.append(f"| {name} | {np.nanmax(diff) / sd:.2e} | {np.nanmax(rel):.2e} |")
+    print("\n".join(lines[-(len(lines) - lines.index(f'{backend} against cpu, same keys, (768, 64):')):]),
+          flush=True)
+    if not args.skip_scoring:
+        here = Path(__file__).resolve().parent
+        p = subprocess.run([sys.executable, str(here / "scoring.py"), "--which", "llama8b,perm"],
+                           capture_output=True, text=True)
+        print(p.stdout, p.stderr[-2000:] if p.returncode else "", flush=True)
+        lines += ["", "benchmarks/scoring.py --which llama8b,perm:", "", "```", p.stdout.strip(), "```"]
+    if args.out:
+        tmp = args.out.with_name(args.out.name + ".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
