@@ -64,14 +64,14 @@ def q_rank(n: int) -> int:
     return math.ceil(Q_LEVEL * n)
 
 
-def q99(cnt, sx, top, n: int, exact_ties: bool, dtype):
+def q99(cnt, sx, top, n: int, exact_ties: bool, dtype, cum=None):
     """The ⌈0.99 N⌉-th smallest a from the bins: the bin holding that rank, then linear
     interpolation in a across it by rank, ((r − below) − ½)/count. Exact in two cases: a bin
     holding one entry gives exp(Σ ln a); with ``exact_ties`` (values stored on a float16 or
     bfloat16 lattice, whose significands are no longer than the bins' :data:`MAG_BITS`) every
-    entry of a bin is the bin's lower edge."""
+    entry of a bin is the bin's lower edge. ``cum``: ``cumsum(cnt)`` if already computed."""
     r = q_rank(n)
-    cum = jnp.cumsum(cnt)
+    cum = jnp.cumsum(cnt) if cum is None else cum
     s = _rank_bin(cum, r)
     c = cnt[s]
     lo, hi = _edges(s, top, dtype)
@@ -82,15 +82,33 @@ def q99(cnt, sx, top, n: int, exact_ties: bool, dtype):
     return jnp.where(s == 0, 0.0, value)
 
 
-def weibull_fit(cnt, sx, n: int, trim, dtype):
+#: Bins of the window in which :func:`weibull_fit` looks up the cumulative y table: the bins
+#: holding kept ranks when they span fewer bins than this (8 octaves, a ratio of 256 between
+#: the largest and smallest kept |w|; a Gaussian's middle 80 % spans 3.7 octaves), else every
+#: bin. The lookup (a binary search per bin) was most of the fit's cost.
+FIT_WINDOW = 8 << MAG_BITS
+
+
+def _ysum(ends, n: int, dtype, start):
+    """Σy over each bin's kept ranks, C(ends[j+1]) − C(ends[j]), computed for the
+    :data:`FIT_WINDOW` bins from ``start`` and zero elsewhere (where no rank is kept)."""
+    part = jax.lax.dynamic_slice(ends, (start,), (FIT_WINDOW + 1,))
+    c = _cum_y(part, n, dtype)
+    return jax.lax.dynamic_update_slice(jnp.zeros(ends.shape[0] - 1, dtype), c[1:] - c[:-1],
+                                        (start,))
+
+
+def weibull_fit(cnt, sx, n: int, trim, dtype, cum=None):
     """k, λ of one trim from the bins (the sort-free fit of elementwise).
 
     Bins are contiguous in rank: bin j holds ranks r0_j + 1 … r0_j + cnt_j. The kept ranks of
     bin j are paired with the bin's mean x (Σ ln a / count); their Σy is exact from the
-    cumulative table of y (:func:`rmtbase.stats._binning._cum_y_table`)."""
+    cumulative table of y (:func:`rmtbase.stats._binning._cum_y_table`). ``cum``:
+    ``cumsum(cnt)`` if already computed."""
     i_lo, i_hi = trim_ranks(n, trim)
     n_keep = i_hi - i_lo + 1
-    r0 = jnp.cumsum(cnt) - cnt
+    cum = jnp.cumsum(cnt) if cum is None else cum
+    r0 = cum - cnt
     first = jnp.maximum(r0 + 1, i_lo)
     last = jnp.minimum(r0 + cnt, i_hi)
     n_in = jnp.maximum(last - first + 1, 0)
@@ -101,10 +119,19 @@ def weibull_fit(cnt, sx, n: int, trim, dtype):
     # Σ y over the kept ranks of bin j is C(last_j) − C(first_j − 1). The kept rank window of
     # bin j ends where bin j+1's begins: with e_j = clip(r0_j + cnt_j, i_lo − 1, i_hi),
     # last_j = e_j and first_j − 1 = e_{j−1} for every bin that keeps a rank, so one lookup of
-    # C at [e_{−1}, e_0, e_1, …] serves both ends (same arguments, same numbers).
-    ends = jnp.clip(jnp.concatenate([r0[:1], r0 + cnt]), i_lo - 1, i_hi)
-    c_ends = _cum_y(ends, n, dtype)
-    ysum = c_ends[1:] - c_ends[:-1]
+    # C at [e_{−1}, e_0, e_1, …] serves both ends (same arguments, same numbers). Only the bins
+    # that keep a rank need it (ysum is masked by ``has`` below): when they lie within
+    # FIT_WINDOW bins, only those are looked up (the same numbers, bit for bit).
+    ends = jnp.clip(jnp.concatenate([r0[:1], cum]), i_lo - 1, i_hi)
+    if cnt.shape[0] > FIT_WINDOW:
+        s_lo = _rank_bin(cum, i_lo)
+        s_hi = _rank_bin(cum, i_hi)
+        start = jnp.minimum(s_lo, cnt.shape[0] - FIT_WINDOW)
+        ysum = jax.lax.cond(s_hi - start < FIT_WINDOW,
+                            lambda: _ysum(ends, n, dtype, start),
+                            lambda: _ysum_all(ends, n, dtype))
+    else:
+        ysum = _ysum_all(ends, n, dtype)
     dx = jnp.where(has, xm - xbar, 0.0)
     sxy = jnp.sum(jnp.where(has, dx * ysum, 0.0))
     sxx = jnp.sum(jnp.where(has, n_in_f * dx * dx, 0.0))
@@ -112,6 +139,11 @@ def weibull_fit(cnt, sx, n: int, trim, dtype):
     ybar = float(np.interp(i_hi, grid, vals) - np.interp(i_lo - 1, grid, vals)) / n_keep
     k = sxy / sxx
     return k, jnp.exp(-(ybar - k * xbar) / k)
+
+
+def _ysum_all(ends, n: int, dtype):
+    c_ends = _cum_y(ends, n, dtype)
+    return c_ends[1:] - c_ends[:-1]
 
 
 __all__ = ["MAG_BINS", "MAG_BITS", "MAG_OCTAVES", "mag_index", "mag_top", "q99", "q_rank",

@@ -162,8 +162,10 @@ def count_finish(acc: dict, geo: dict, n: int, trims: tuple, storage: str) -> di
     dtype = geo["mean"].dtype
     stats = _histogram_stats(acc, geo, n, storage, dtype)
     cnt, sx = acc["mag"], acc["mag_sx"]
-    stats["weibull"] = [weibull_fit(cnt, sx, n, trim, dtype) for trim in trims]
-    stats["max_over_q99"] = geo["amax"] / q99(cnt, sx, geo["top"], n, is_lattice(storage), dtype)
+    cum = jax.lax.associative_scan(jnp.add, cnt)  # = cumsum(cnt) (integers), ~2× faster on CPU
+    stats["weibull"] = [weibull_fit(cnt, sx, n, trim, dtype, cum) for trim in trims]
+    stats["max_over_q99"] = geo["amax"] / q99(cnt, sx, geo["top"], n, is_lattice(storage), dtype,
+                                              cum)
     return stats
 
 
