@@ -30,7 +30,6 @@ import time  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-
 from run import floor_rates  # noqa: E402  (benchmarks/run.py: the same floor as the table)
 
 from rmtbase._matmul import mm  # noqa: E402

@@ -128,45 +128,46 @@ def main(argv=None) -> int:
 
     q = args.quick
     backend = jax.default_backend()
-    lines = [f"device: {jax.devices()[0].device_kind} ({backend}, {len(jax.devices())} device(s)); "
-             f"jax {jax.__version__}, jaxlib {jaxlib.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-             "", "| shape | " + " | ".join(f"{r} µs/draw" for r in ROUTES) + " | eig_method |",
-             "|---|" + "---:|" * (len(ROUTES) + 1)]
-    print(lines[0], flush=True)
+    lines: list[str] = []
+
+    def emit(*rows):
+        lines.extend(rows)
+        print("\n".join(rows), flush=True)
+
+    emit(f"device: {jax.devices()[0].device_kind} ({backend}, {len(jax.devices())} device(s)); "
+         f"jax {jax.__version__}, jaxlib {jaxlib.__version__}; "
+         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+         "", "| shape | " + " | ".join(f"{r} µs/draw" for r in ROUTES) + " | eig_method |",
+         "|---|" + "---:|" * len(ROUTES) + "---|")
     for d, d_h in SHAPES:
-        batch = 256 if q else 4096
-        us = [_route_us(d, d_h, batch, r) for r in ROUTES]
-        lines.append(f"| ({d}, {d_h}) | " + " | ".join(f"{u:.2f}" for u in us)
-                     + f" | {eig_method(d, d_h)} |")
-        print(lines[-1], flush=True)
-    lines += ["", "| null | shape | storage | draws/s |", "|---|---|---|---:|"]
+        us = [_route_us(d, d_h, 256 if q else 4096, r) for r in ROUTES]
+        emit(f"| ({d}, {d_h}) | " + " | ".join(f"{u:.2f}" for u in us)
+             + f" | {eig_method(d, d_h)} |")
+    emit("", "| null | shape | storage | draws/s |", "|---|---|---|---:|")
     for d, d_h in SHAPES:
         n = (2_000 if q else 1_000_000) if d_h <= 64 else (500 if q else 200_000)
-        lines.append(f"| spectral | ({d}, {d_h}) | float32 | {_draws_per_s(d, d_h, n, 'spectral'):,.0f} |")
-        print(lines[-1], flush=True)
+        emit(f"| spectral | ({d}, {d_h}) | float32 | {_draws_per_s(d, d_h, n, 'spectral'):,.0f} |")
     for d, d_h in ALL_SHAPES:
         for storage in ("float32", "bfloat16"):
             n = (32 if d <= 1024 else 4) if q else (20_000 if d <= 1024 else 4_000)
-            rate = _draws_per_s(d, d_h, n, "all", storage)
-            lines.append(f"| all statistics | ({d}, {d_h}) | {storage} | {rate:,.1f} |")
-            print(lines[-1], flush=True)
-    lines += ["", f"{backend} against cpu, same keys, (768, 64):", "",
-              "| statistic | max |Δ| / null sd | max relative Δ |", "|---|---:|---:|"]
+            emit(f"| all statistics | ({d}, {d_h}) | {storage} | "
+                 f"{_draws_per_s(d, d_h, n, 'all', storage):,.1f} |")
+    emit("", f"{backend} against cpu, same keys, (768, 64):", "",
+         "| statistic | max abs Δ / null sd | max relative Δ |", "|---|---:|---:|")
     for name, (a, b) in sorted(_here_and_cpu(64 if q else 256, 8 if q else 16).items()):
         if a.ndim != 1:
             continue
         sd = float(np.std(b)) or 1.0
         diff = np.abs(a - b)
         rel = diff / np.maximum(np.abs(b), np.finfo(np.float32).tiny)
-        lines.append(f"| {name} | {np.nanmax(diff) / sd:.2e} | {np.nanmax(rel):.2e} |")
-    print("\n".join(lines[-(len(lines) - lines.index(f'{backend} against cpu, same keys, (768, 64):')):]),
-          flush=True)
+        emit(f"| {name} | {np.nanmax(diff) / sd:.2e} | {np.nanmax(rel):.2e} |")
     if not args.skip_scoring:
         here = Path(__file__).resolve().parent
         p = subprocess.run([sys.executable, str(here / "scoring.py"), "--which", "llama8b,perm"],
                            capture_output=True, text=True)
-        print(p.stdout, p.stderr[-2000:] if p.returncode else "", flush=True)
-        lines += ["", "benchmarks/scoring.py --which llama8b,perm:", "", "```", p.stdout.strip(), "```"]
+        if p.returncode:
+            print(p.stderr[-2000:], file=sys.stderr)
+        emit("", "benchmarks/scoring.py --which llama8b,perm:", "", "```", p.stdout.strip(), "```")
     if args.out:
         tmp = args.out.with_name(args.out.name + ".tmp")
         tmp.write_text("\n".join(lines) + "\n")
