@@ -123,3 +123,108 @@ def test_verdict_arithmetic_rows_hold():
     assert rows["table5_ratios"]["holds"] == "yes"
     md = v.markdown(list(rows.values()), quick=True)
     assert md.count("\n|") == len(rows) + 2
+
+
+# --- a study's files are written all or nothing -----------------------------------------------
+
+def _old_study_file(tmp_path):
+    import numpy as np
+    import xarray as xr
+
+    from rmtbase.studies import _output as io
+
+    old = io.write_netcdf(xr.Dataset({"a": ("x", np.arange(3.0))}), tmp_path / "stats.nc")
+    return old, old.read_bytes(), xr.Dataset({"a": ("x", np.arange(5.0) + 7)})
+
+
+def test_study_netcdf_interrupted_mid_write_keeps_the_old_file(tmp_path, monkeypatch):
+    """A KeyboardInterrupt raised half-way through the netCDF write: the earlier file is
+    intact and no temporary file is left beside it."""
+    import xarray as xr
+
+    from rmtbase.studies import _output as io
+
+    old, before, new = _old_study_file(tmp_path)
+
+    def half(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"\x89HDF\r\n\x1a\n half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", half)
+    with pytest.raises(KeyboardInterrupt):
+        io.write_netcdf(new, old)
+    assert old.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["stats.nc"]
+
+
+def test_ctrl_c_during_a_study_write_waits_for_the_file(tmp_path, monkeypatch):
+    """A real SIGINT arriving inside the write is held until the write ends (files.interrupts
+    .deferred), then raised before the rename: the old file stays, nothing else is left."""
+    import os
+    import signal
+
+    import xarray as xr
+
+    from rmtbase.studies import _output as io
+
+    old, before, new = _old_study_file(tmp_path)
+    real = xr.Dataset.to_netcdf
+    finished = []
+
+    def interrupted(self, path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # would raise here without deferred
+        real(self, path, *args, **kwargs)
+        finished.append(path)
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        io.write_netcdf(new, old)
+    assert finished  # the write ran to its end before the interrupt was raised
+    assert old.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["stats.nc"]
+    monkeypatch.undo()
+    io.write_netcdf(new, old)  # and a write that is not interrupted replaces it
+    assert xr.load_dataset(old)["a"].values.tolist() == [7.0, 8.0, 9.0, 10.0, 11.0]
+
+
+@pytest.mark.parametrize("writer", ["csv", "text", "figure"])
+def test_study_write_interrupted_before_the_rename(tmp_path, monkeypatch, writer):
+    """An interrupt at the last step before the rename (fault point ``file:written``) keeps
+    the earlier CSV, text or figure and removes the temporary file."""
+    from rmtbase.files import atomic
+    from rmtbase.studies import _output as io
+
+    def hook(stage):
+        if stage == "file:written":
+            raise KeyboardInterrupt
+
+    name = {"csv": "t.csv", "text": "t.md", "figure": "t.png"}[writer]
+    target = tmp_path / name
+    target.write_bytes(b"earlier output")
+    fig, axes = io.figure()
+    axes[0, 0].plot([0, 1])
+    write = {"csv": lambda: io.write_csv([{"a": 1}], target),
+             "text": lambda: io.write_text("new\n", target),
+             "figure": lambda: io.save_figure(fig, target)}[writer]
+    monkeypatch.setattr(atomic, "fault_point", hook)
+    with pytest.raises(KeyboardInterrupt):
+        write()
+    assert target.read_bytes() == b"earlier output"
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    monkeypatch.undo()
+    write()
+    assert target.read_bytes() != b"earlier output"
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_stale_temporary_file_of_a_killed_study_write_is_removed(tmp_path):
+    import subprocess
+    import sys
+
+    from rmtbase.studies import _output as io
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (tmp_path / f".t.csv.{dead}-0123abcd.tmp").write_text("half")
+    io.write_csv([{"a": 1}], tmp_path / "t.csv")
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]

@@ -4,6 +4,7 @@ dimension; monotone where the planted structure makes it so; Dask identical to o
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -125,10 +126,56 @@ def test_labels_steps_and_specs():
     assert [(s.model, s.revision, s.label) for s in specs] == [
         ("EleutherAI/pythia-70m", "step0", "step0"),
         ("EleutherAI/pythia-70m", "step1000", "step1000")]
-    assert [s.label for s in make_specs(["/x/run1/final", "/x/run2/final"])] == \
-        ["/x/run1/final", "/x/run2/final"]
+    assert [s.label for s in make_specs(["gpt2", "gpt2"])] == ["gpt2#0", "gpt2#1"]
     with pytest.raises(InputError, match="not both"):
         make_specs(["a", "b"], ["r1", "r2"])
+
+
+def test_colliding_folder_names_get_the_shortest_distinct_path_ends(tmp_path, monkeypatch):
+    """Folder names that repeat are told apart by the shortest distinct ends of their paths,
+    never by a full path; the same folder twice gets #i; steps are read from those labels."""
+    from rmtbase.scoring.collection import distinct_suffixes
+
+    for rel in ("runs/a/checkpoint-100", "runs/b/checkpoint-100", "x/a/checkpoint-100",
+                "runs/a/checkpoint-200", "runs/final"):
+        (tmp_path / rel).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    labels = [s.label for s in make_specs(["runs/a/checkpoint-100", "runs/b/checkpoint-100/"])]
+    assert labels == ["a/checkpoint-100", "b/checkpoint-100"]
+    labels = [s.label for s in make_specs([str(tmp_path / "runs/a/checkpoint-100"),
+                                           "runs/b/checkpoint-100", "x/a/checkpoint-100",
+                                           "runs/a/checkpoint-200", "runs/final"])]
+    assert labels == ["runs/a/checkpoint-100", "b/checkpoint-100", "x/a/checkpoint-100",
+                      "checkpoint-200", "final"]
+    assert [s.label for s in make_specs(["runs/final", "./runs/final"])] == \
+        ["final#0", "final#1"]
+    assert distinct_suffixes(["/a/ckpt", "/x/a/ckpt"]) == ["a/ckpt", "x/a/ckpt"]
+    loaded = SimpleNamespace(config=SimpleNamespace(_name_or_path=str(tmp_path / "runs/final")))
+    assert [s.label for s in make_specs([loaded])] == ["final"]
+    assert step_of("a/checkpoint-100") == 100 and step_of("b/step7") == 7
+
+
+def test_collection_report_shows_no_absolute_path(tmp_path, cache, capsys):
+    """`rmtbase score runs/a/checkpoint-100 runs/b/checkpoint-100` (given as absolute paths):
+    entries are labelled a/checkpoint-100 and b/checkpoint-100, and no text, CSV or HTML file
+    of the report (nor the printed lines) holds the folders' absolute paths."""
+    a = gpt2(tmp_path / "runs" / "a" / "checkpoint-100", seed=3)
+    b = gpt2(tmp_path / "runs" / "b" / "checkpoint-100", seed=4)
+    out = tmp_path / "out"
+    code = main(["score", str(a), str(b), "--out", str(out), "--quiet", "--draws", "300",
+                 "--stats", "spectral", "--max-draws", "2000"])
+    assert code == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    with xr.open_dataset(out / "scores.nc") as ds:
+        dim = ds.attrs["collection"]
+        assert sorted(ds[dim].values.tolist()) == ["a/checkpoint-100", "b/checkpoint-100"]
+    texts = {p.name: p.read_text(encoding="utf-8") for p in out.rglob("*")
+             if p.suffix in (".csv", ".txt", ".html")}
+    assert {"report.html", "heads.csv", "summary.txt"} <= set(texts)
+    assert "a/checkpoint-100" in texts["heads.csv"] and "b/checkpoint-100" in texts["summary.txt"]
+    for name, text in {**texts, "stdout": printed}.items():
+        assert str(tmp_path) not in text, name
+        assert str(tmp_path.resolve()) not in text, name
 
 
 def test_cli_glob_writes_one_dataset_figures_and_html(steps, cache, tmp_path, capsys):

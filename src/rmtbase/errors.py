@@ -70,12 +70,17 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
+def check_positive(value, name: str) -> float:
+    """A finite number > 0 as a float, else InputError naming ``name``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a number, got {value!r}") from exc
+    if not (v > 0) or v == float("inf"):
+        raise InputError(f"{name} must be a finite number > 0, got {value!r}")
+    return v
+
+
 def check_sigma(sigma: float, name: str = "sigma") -> float:
     """Validate an entry standard deviation: a finite number > 0."""
-    try:
-        s = float(sigma)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name} must be a number, got {sigma!r}") from exc
-    if not (s > 0) or s == float("inf"):
-        raise InputError(f"{name} must be a finite number > 0, got {sigma!r}")
-    return s
+    return check_positive(sigma, name)

@@ -2,9 +2,8 @@
 
 One JSON file per number of digits, ``<user cache>/constants/v{FORMAT}-{digits}.json``
 (``RMTBASE_CACHE`` moves the user cache, see :func:`rmtbase.files.user_cache.cache_dir`), holding
-``{"format", "digits", "values": {name: decimal string}}``. Files are written to a temporary
-name in the same folder and renamed (atomic on POSIX and Windows), so a reader never sees half a
-file. A file that is unreadable, of another format, or whose names or digit counts do not match
+``{"format", "digits", "values": {name: decimal string}}``. Files are written all or nothing
+(:func:`rmtbase.files.atomic.write_atomic`), so a reader never sees half a file. A file that is unreadable, of another format, or whose names or digit counts do not match
 is ignored (and overwritten by the next computation); a cache that cannot be written is skipped
 silently: the values are correct either way, the cache only saves time. Bump :data:`FORMAT`
 whenever a definition or the rounding rule changes.
@@ -13,9 +12,7 @@ whenever a definition or the rounding rule changes.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 __all__ = ["FORMAT", "path", "load", "store"]
@@ -50,16 +47,13 @@ def load(digits: int, names) -> dict[str, str] | None:
 
 def store(digits: int, values: dict[str, str]) -> None:
     """Write ``values`` for ``digits`` atomically; errors (read-only or full disk) are ignored."""
-    target = path(digits)
+    from ..files.atomic import write_atomic
+
+    def fill(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"format": FORMAT, "digits": digits, "values": values}, fh, indent=1)
+
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"format": FORMAT, "digits": digits, "values": values}, fh, indent=1)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path(digits), fill)
     except OSError:
         pass

@@ -17,7 +17,7 @@ import math
 import mpmath as mp
 import numpy as np
 
-from ..errors import InputError, check_positive_int
+from ..errors import InputError, check_positive, check_positive_int  # noqa: F401 - re-exported
 
 #: Guard digits added to the requested precision inside mp computations.
 GUARD_DIGITS = 10
@@ -59,17 +59,6 @@ def tanh_sinh(level: int = 6, t_max: float = 3.5):
     for a in out:
         a.setflags(write=False)
     return out
-
-
-def check_positive(value, name: str) -> float:
-    """A finite number > 0, else InputError."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number, got {value!r}") from None
-    if not (v > 0) or not math.isfinite(v):
-        raise InputError(f"{name} must be a finite number > 0, got {value!r}")
-    return v
 
 
 def check_order(k, name: str = "k") -> int:

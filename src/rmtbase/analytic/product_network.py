@@ -69,7 +69,7 @@ from functools import lru_cache
 import mpmath as mp
 import numpy as np
 
-from ..errors import InputError, check_positive_int
+from ..errors import InputError, check_positive, check_positive_int
 from . import _rational_map as rmap
 from ._numeric import check_order, working_dps
 from ._series import lagrange_moments, series_mul, series_pow
@@ -91,12 +91,7 @@ def check_kind(kind) -> str:
 
 def check_gain(gain):
     """A finite gain G > 0 (int, float, Fraction, str or mpf); returned unchanged."""
-    try:
-        v = float(gain)
-    except (TypeError, ValueError):
-        raise InputError(f"gain must be a number, got {gain!r}") from None
-    if not (v > 0) or not math.isfinite(v):
-        raise InputError(f"gain must be a finite number > 0, got {gain!r}")
+    check_positive(gain, "gain")
     return gain
 
 

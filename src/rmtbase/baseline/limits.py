@@ -25,6 +25,9 @@ import numpy as np
 
 from ..errors import InputError
 
+#: The statistic sets a table can hold (``stats=``).
+STAT_SETS = ("all", "spectral", "elementwise")
+
 #: Largest d with d² < 2³¹ (XLA/JAX index and shape arithmetic of the element statistics).
 MAX_DENSE_D = 46340
 #: Margin kept from the ends of the float range by the up-front σ check (the draws spread

@@ -36,13 +36,12 @@ from functools import lru_cache
 import numpy as np
 
 from .._version import __version__
+from ..analytic.product_network import check_kind
 from ..errors import InputError, check_draws, check_positive_int, check_seed
-from .limits import check_network_cells
+from .limits import STAT_SETS, check_network_cells
 from .table_file import TABLE_FORMAT, check_writable, write_table
 
 TABLE_KIND = "product_network"
-KINDS = ("gaussian", "residual")
-STAT_SETS = ("all", "spectral", "elementwise")
 LYAPUNOV_INFO = {
     "lyapunov_max": ("largest Lyapunov exponent at depth L", "ln s_1(M_L) / L"),
     "lyapunov_min": ("smallest Lyapunov exponent at depth L", "ln s_d(M_L) / L"),
@@ -87,8 +86,7 @@ def _gains(values) -> tuple:
 def make_network_spec(*, kind="residual", depth=1, draws=200, seed=0, stats="all",
                       chunk_size=None) -> NetworkSpec:
     """Validate options into a :class:`NetworkSpec` (one-line :class:`InputError` on bad input)."""
-    if kind not in KINDS:
-        raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    check_kind(kind)
     if stats not in STAT_SETS:
         raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
     check_draws(draws)

@@ -44,9 +44,8 @@ from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
 from ..stats.precision import QUANT_FORMATS, block_size, check_storage, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
-from .limits import check_draw_memory, draw_memory, fast_spectral
+from .limits import STAT_SETS, check_draw_memory, draw_memory, fast_spectral
 
-STATS_CHOICES = ("all", "spectral", "elementwise")
 ENSEMBLES = ("lowrank", "gaussian", "residual")
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
 
@@ -221,8 +220,8 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     n = check_positive_int(n_draws, "n_draws")
     sigma_q = check_sigma(sigma_q, "sigma_q")
     sigma_k = check_sigma(sigma_k, "sigma_k")
-    if stats not in STATS_CHOICES:
-        raise InputError(f"stats must be one of {STATS_CHOICES}, got {stats!r}")
+    if stats not in STAT_SETS:
+        raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
     if ensemble not in ENSEMBLES:
         raise InputError(f"ensemble must be one of {ENSEMBLES}, got {ensemble!r}")
     if ensemble == "residual":

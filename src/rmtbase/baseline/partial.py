@@ -3,7 +3,7 @@
 ``rmtbase baseline … --out t.nc`` (and :func:`rmtbase.baseline.tables.baseline` with ``out``)
 stores every completed block of :data:`~rmtbase.baseline.tables.DRAW_BLOCK` draws of every
 cell in a hidden folder ``.t.nc.partial-<key>`` beside ``t.nc``, one ``.npz`` file per block,
-each written atomically (temporary file, fsync, rename). After an interrupt or a kill, the
+each written atomically (:func:`rmtbase.files.atomic.write_atomic`). After an interrupt or a kill, the
 same command continues from the stored blocks, and the table it writes is identical to an
 uninterrupted run's (draw i depends only on (seed, d, d_h, i); ``tests/test_faults.py``). The
 folder is removed once the table is written, together with folders that other settings left
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .table_file import NAME_MAX, _pid_alive, clean_stale, tmp_name
+from ..files.atomic import NAME_MAX, pid_alive, write_atomic
 
 
 def store_key(spec) -> str:
@@ -94,18 +94,14 @@ class PartialStore:
         """Store block ``b`` of cell (d, d_h) atomically; a failure only disables the store."""
         if not self.enabled:
             return
-        f = self._file(d, d_h, b)
-        tmp = self.dir / tmp_name(f.name)
-        try:
-            self.dir.mkdir(exist_ok=True)
-            clean_stale(f)
+        def fill(tmp: Path) -> None:
             with open(tmp, "xb") as fh:
                 np.savez(fh, __key__=np.array(self.key), **draws)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, f)
+
+        try:
+            self.dir.mkdir(exist_ok=True)
+            write_atomic(self._file(d, d_h, b), fill)
         except OSError as exc:
-            Path(tmp).unlink(missing_ok=True)
             self.enabled = False
             warnings.warn(f"rmtbase: cannot store completed blocks in {self.dir} ({exc}); "
                           "this run cannot be resumed", RuntimeWarning, stacklevel=2)
@@ -129,7 +125,7 @@ def _busy(folder: Path) -> bool:
     """Whether a live process is writing into ``folder`` (a temporary file names its pid)."""
     for p in folder.glob(".*.tmp"):
         try:
-            if _pid_alive(int(p.name.rsplit(".", 2)[-2].split("-")[0])):
+            if pid_alive(int(p.name.rsplit(".", 2)[-2].split("-")[0])):
                 return True
         except (ValueError, IndexError):
             continue

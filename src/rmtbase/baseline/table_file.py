@@ -3,11 +3,12 @@
 A file that is missing, not netCDF4, not an rmtbase table, truncated or of a newer table format
 raises :class:`rmtbase.errors.TableError` naming the file (also for malformed attributes).
 
-Writes go to a temporary file ``.<name>.<pid>-<hex>.tmp`` in the target's directory (the name
-shortened so that it fits the file-system limit whenever the target's name does), are fsynced
-and read back, then renamed over the target, so an error, an interrupt or a kill never leaves
-a half-written table under the target's name. Temporary files of killed runs (whose process no
-longer exists) are removed by the next write to the same target.
+Writes go through :func:`rmtbase.files.atomic.write_atomic`: a temporary file
+``.<name>.<pid>-<hex>.tmp`` in the target's directory (the name shortened so that it fits the
+file-system limit whenever the target's name does) is written, read back and fsynced, then
+renamed over the target, so an error, an interrupt or a kill never leaves a half-written table
+under the target's name. Temporary files of killed runs (whose process no longer exists) are
+removed by the next write to the same target.
 
 :func:`check_output_file` validates a target before any expensive work, with one line on
 failure: it must not be a directory, device, FIFO or socket; its
@@ -23,16 +24,13 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-import secrets
 import stat
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TableError
-from ..files.interrupts import check as check_interrupt
-from ..files.interrupts import deferred, fault_point  # noqa: F401 - fault_point: the hook
+from ..files.atomic import name_max, tmp_name, write_atomic
+from ..files.interrupts import deferred, fault_point  # fault_point: the tests' hook
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -81,67 +79,6 @@ def read_table(path) -> xr.Dataset:
     return ds
 
 
-NAME_MAX = 255
-_TMP = re.compile(r"^\.(?P<base>.*)\.(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
-_OLD_TMP = re.compile(r"^\.(?P<base>.*)\.[a-z0-9_]{8}\.tmp$")  # mkstemp names of rmtbase < 0.3
-_OLD_TMP_AGE = 3600.0  # seconds after which an old-style temporary file is surely abandoned
-
-
-def _name_max(parent: Path) -> int:
-    try:
-        return int(os.pathconf(parent, "PC_NAME_MAX"))
-    except (OSError, ValueError, AttributeError):
-        return NAME_MAX
-
-
-def tmp_name(name: str, tag: str = "tmp", limit: int = NAME_MAX) -> str:
-    """``.<name>.<pid>-<hex>.<tag>``, with ``name`` cut so the whole fits ``limit`` bytes."""
-    suffix = f".{os.getpid()}-{secrets.token_hex(4)}.{tag}"
-    room = limit - 1 - len(suffix)
-    base = os.fsdecode(os.fsencode(name)[:room])
-    return f".{base}{suffix}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
-def clean_stale(path: Path) -> list[Path]:
-    """Remove temporary files of earlier writes to ``path`` whose process is gone (and
-    old-style ones untouched for an hour); returns what was removed."""
-    parent = path.parent
-    removed = []
-    try:
-        entries = list(os.scandir(parent))
-    except OSError:
-        return removed
-    for e in entries:
-        m = _TMP.match(e.name)
-        if m and path.name.startswith(m["base"]) and not _pid_alive(int(m["pid"])):
-            pass
-        elif (m2 := _OLD_TMP.match(e.name)) and m2["base"] == path.name:
-            try:
-                if time.time() - e.stat(follow_symlinks=False).st_mtime < _OLD_TMP_AGE:
-                    continue
-            except OSError:
-                continue
-        else:
-            continue
-        try:
-            if e.is_file(follow_symlinks=False):
-                os.unlink(e.path)
-                removed.append(Path(e.path))
-        except OSError:
-            pass
-    return removed
-
-
 def _is_table(path: Path) -> bool:
     """Whether ``path`` is a netCDF4 file with an ``rmtbase_table_format`` attribute (reads
     the attributes only)."""
@@ -179,7 +116,7 @@ def check_output_file(path, *, size: int = 0, replace: str = "table") -> Path:
     if not raw:
         raise TableError("the output file name is empty")
     p = Path(os.path.expanduser(raw))
-    limit = _name_max(p.parent if p.parent.is_dir() else Path("."))
+    limit = name_max(p.parent if p.parent.is_dir() else Path("."))
     if len(os.fsencode(p.name)) > limit:  # before any stat, which would fail on it
         raise TableError(f"cannot write {p.name[:40]}…: the name has {len(os.fsencode(p.name))} "
                          f"bytes, more than the {limit} its file system allows")
@@ -202,7 +139,7 @@ def check_output_file(path, *, size: int = 0, replace: str = "table") -> Path:
         raise TableError(f"cannot write {p}: it exists and is {kind} (refusing to replace it)")
     if not parent.is_dir():
         raise TableError(f"cannot write {p}: {parent} is not an existing directory")
-    limit = _name_max(parent)
+    limit = name_max(parent)
     if st is not None and replace == "table" and not _is_table(p):
         raise TableError(f"{p} exists and is not an rmtbase table; remove it or choose another "
                          "name (only an earlier table is replaced)")
@@ -233,32 +170,28 @@ def table_bytes(n_values: int, itemsize: int = 4) -> int:
 
 def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
     """Write ``ds`` to netCDF4 at ``path`` atomically: temporary file in the same directory,
-    fsync, read back, ``os.replace``. An error, interrupt or kill leaves ``path`` as it was;
+    read back, fsync, ``os.replace`` (:func:`rmtbase.files.atomic.write_atomic`). An error, interrupt or kill leaves ``path`` as it was;
     one-line :class:`TableError` on failure (a full disk included). ``replace``: see
     :func:`check_output_file`."""
     size = table_bytes(sum(v.size for v in ds.data_vars.values()), 8)
     path = check_output_file(path, size=size, replace=replace)
     parent = path.parent
-    clean_stale(path)
-    tmp = parent / tmp_name(path.name, "tmp", _name_max(parent))
-    try:
+
+    def fill(tmp: Path) -> None:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fault_point("write:created")
         enc = {v: {"zlib": True, "complevel": 4, "shuffle": True} for v in ds.data_vars}
-        with deferred():  # an interrupt inside HDF5 would leave xarray's lock taken (a hang)
-            ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
+        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
         fault_point("write:data")
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
         read_table(tmp)
         fault_point("write:verified")
-        check_interrupt()  # one swallowed on its way up (JAX's GC callback) ends the run here
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+
+    try:
+        write_atomic(path, fill)  # under deferred: an interrupt inside HDF5 would hang
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, TableError | KeyboardInterrupt | SystemExit | MemoryError):
             raise
         if isinstance(exc, Exception):  # OSError, netCDF/HDF5's RuntimeError on a full disk
@@ -267,12 +200,4 @@ def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
             raise TableError(f"cannot write {path}: {_one_line(exc)}{room}") from exc
         raise
     fault_point("write:replaced")
-    try:
-        dfd = os.open(parent, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return path
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
     return path

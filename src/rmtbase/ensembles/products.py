@@ -24,35 +24,23 @@ import jax
 import jax.numpy as jnp
 
 from .._matmul import mm
-from ..errors import InputError, check_positive_int
+from ..analytic.product_network import check_kind, check_widths
+from ..errors import InputError, check_positive, check_positive_int
 from .gaussian import named_key
 from .residual import residual_product
-
-KINDS = ("gaussian", "residual")
 
 
 def check_network(kind, depth, gain, d=None, widths=None) -> tuple:
     """Validate; returns (kind, depth, gain, widths tuple of depth + 1 ints)."""
-    if kind not in KINDS:
-        raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    kind = check_kind(kind)
     depth = check_positive_int(depth, "depth")
-    try:
-        gain = float(gain)
-    except (TypeError, ValueError):
-        raise InputError(f"gain must be a number, got {gain!r}") from None
-    if not (gain > 0) or gain == float("inf"):
-        raise InputError(f"gain must be a finite number > 0, got {gain!r}")
+    gain = check_positive(gain, "gain")
     if (d is None) == (widths is None):
         raise InputError("give exactly one of d (square layers) or widths (d_0, ..., d_L)")
     if widths is None:
-        widths = (check_positive_int(d, "d"),) * (depth + 1)
-    else:
-        if kind == "residual":
-            raise InputError("widths apply only to the Gaussian product network")
-        widths = tuple(check_positive_int(w, "width") for w in widths)
-        if len(widths) != depth + 1:
-            raise InputError(f"widths must list depth + 1 = {depth + 1} widths, got {len(widths)}")
-    return kind, depth, gain, widths
+        return kind, depth, gain, (check_positive_int(d, "d"),) * (depth + 1)
+    check_widths(kind, depth, widths)
+    return kind, depth, gain, tuple(int(w) for w in widths)
 
 
 def network_layer(key, layer, d_in, d_out, gain, dtype=jnp.float32):

@@ -1,5 +1,6 @@
 """Where rmtbase keeps and writes files, below every other part: the user cache directory
-(:mod:`.user_cache`) and all-or-nothing output folders (:mod:`.output`)."""
+(:mod:`.user_cache`), single files written all or nothing (:mod:`.atomic`) and all-or-nothing
+output folders (:mod:`.output`)."""
 
 from .output import OutputFolder, check_output_dir
 from .user_cache import cache_dir

@@ -3,8 +3,8 @@
 An interrupt must never land inside netCDF/HDF5 I/O: xarray holds its HDF5 lock there, and a
 ``KeyboardInterrupt`` raised between taking and releasing it leaves the lock taken, so the
 cleanup that closes the file (at once, or at exit) waits on it forever. :func:`deferred`
-wraps such I/O (:mod:`rmtbase.baseline.table_file` reads and writes,
-:meth:`rmtbase.files.output.OutputFolder.write_netcdf`, ``compare``'s reads): a SIGINT that
+wraps such I/O (every file written by :func:`rmtbase.files.atomic.write_atomic`: table
+files, output folders, the studies; table and ``compare`` reads): a SIGINT that
 arrives inside is held and raised as ``KeyboardInterrupt`` when the block ends (a few
 milliseconds to seconds later), where the caller's cleanup removes the temporary output.
 
@@ -99,7 +99,8 @@ def fault_point(stage: str) -> None:
     code that follows, cleanup included. Stages: ``write:created``, ``write:data``,
     ``write:verified``, ``write:replaced`` (table files), ``block:<k>`` (after k stored
     blocks), ``output:created``, ``output:netcdf``, ``output:written``, ``output:swap``
-    (output folders), ``tasks:submitted`` (Dask). Does nothing otherwise."""
+    (output folders), ``file:written`` (any one file, before its rename: :mod:`.atomic`),
+    ``tasks:submitted`` (Dask). Does nothing otherwise."""
     want = os.environ.get("RMTBASE_FAULT")
     if not want:
         return

@@ -1,8 +1,10 @@
 """All-or-nothing output folders: build in a temporary sibling, swap in at the end.
 
 :class:`OutputFolder` is a context manager. Files are written into
-``<parent>/.<name>.tmp-<pid>-<hex>``; on success a ``manifest.json`` listing every file (size,
-SHA-256), the producing command and rmtbase's version is written last, and the folder replaces
+``<parent>/.<name>.tmp-<pid>-<hex>``, each all or nothing (:mod:`.atomic`, under
+:func:`~.interrupts.deferred`: a Ctrl-C waits for the file in hand); on success a
+``manifest.json`` listing every file (size, SHA-256), the producing command and rmtbase's
+version is written last, and the folder replaces
 ``<name>`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``, else two renames a few
 microseconds apart). On any error or interrupt the temporary folder is removed and ``<name>``
 is left as it was. Temporary folders of killed runs (whose process no longer exists) are
@@ -29,6 +31,8 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import InputError
+from . import atomic
+from .atomic import fsync_dir, pid_alive
 from .interrupts import check as check_interrupt
 from .interrupts import deferred, fault_point
 
@@ -80,23 +84,13 @@ def check_output_dir(path, kind: str) -> Path:
     return p
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _clean_stale(parent: Path, name: str) -> None:
     for q in parent.glob(f".{glob.escape(name)}.*-*-*"):
         try:
             pid = int(q.name.rsplit("-", 2)[-2])
         except ValueError:
             continue
-        if q.is_dir() and not _pid_alive(pid):
+        if q.is_dir() and not pid_alive(pid):
             shutil.rmtree(q, ignore_errors=True)
 
 
@@ -110,17 +104,6 @@ def _exchange(a: Path, b: Path) -> bool:
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     at_fdcwd, rename_exchange = -100, 2
     return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class OutputFolder:
@@ -153,20 +136,16 @@ class OutputFolder:
         return p
 
     def write_text(self, rel, text: str) -> None:
-        with open(self._path(rel), "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        atomic.write_text(self._path(rel), text)
 
     def write_netcdf(self, rel, ds) -> None:
-        path = self._path(rel)
-        with deferred():  # an interrupt inside HDF5 would leave xarray's lock taken (a hang)
+        with deferred():  # the stage below is inside the held block, as the write is
             fault_point("output:netcdf")
-            ds.to_netcdf(path)
+            atomic.write_netcdf(ds, self._path(rel))
         fault_point("output:written")
 
     def save_figure(self, fig, rel, dpi: int = 100) -> None:
-        fig.savefig(self._path(rel), dpi=dpi)
+        atomic.save_figure(fig, self._path(rel), dpi=dpi)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is not None:
@@ -176,7 +155,7 @@ class OutputFolder:
             fault_point("output:swap")
             check_interrupt()  # one swallowed on its way up ends the run before the swap
             self._manifest()
-            _fsync_dir(self.tmp)
+            fsync_dir(self.tmp)
             if self.final.exists():
                 if _exchange(self.tmp, self.final):
                     old = self.tmp
@@ -187,7 +166,7 @@ class OutputFolder:
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 os.rename(self.tmp, self.final)
-            _fsync_dir(self.final.parent)
+            fsync_dir(self.final.parent)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise

@@ -5,9 +5,11 @@ new leading dimension; :func:`entry` gives one of them back, as it was. Layout:
 
 - the leading dimension is ``checkpoint`` (checkpoints of one model: a training trajectory) or
   ``model`` (unrelated models); its coordinate holds the entries' labels (the revision, e.g.
-  ``step1000``, or the folder name). Where every label of a ``checkpoint`` collection ends in
-  an integer (``step1000``, ``checkpoint-500``) a ``step`` coordinate holds it and the entries
-  are ordered by it;
+  ``step1000``, or the folder name; where folder names repeat, the shortest distinct ends of
+  their paths, ``a/checkpoint-100``: :func:`distinct_suffixes`; never a full path). Where
+  every label of a ``checkpoint`` collection ends in an integer (``step1000``,
+  ``checkpoint-500``, ``a/checkpoint-500``) a ``step`` coordinate holds it and the entries are
+  ordered by it;
 - **every** variable of a single score gains the leading dimension (``value`` becomes
   (checkpoint, layer, head, stat), ``null_draws`` (checkpoint, stat), ``null_spectrum``
   (checkpoint, quantile, rank), …), so each entry keeps its own null;
@@ -32,7 +34,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -67,6 +71,25 @@ def step_of(label: str) -> int | None:
     """The training step a checkpoint label ends in (``step1000`` -> 1000), or None."""
     m = _STEP.search(str(label).rstrip("/"))
     return int(m.group(1)) if m else None
+
+
+def distinct_suffixes(paths) -> list[str]:
+    """The shortest trailing part of each path (at least its last name) that no other path
+    in ``paths`` ends in: ``runs/a/checkpoint-100``, ``runs/b/checkpoint-100`` ->
+    ``a/checkpoint-100``, ``b/checkpoint-100``. Relative paths count from the working folder;
+    a label never holds the root, and the same folder given twice keeps its last name (for
+    :func:`unique_labels`' ``#i``)."""
+    parts = [Path(os.path.abspath(os.fspath(p))).parts[1:] for p in paths]
+    out = []
+    for i, mine in enumerate(parts):
+        others = [q for j, q in enumerate(parts) if j != i]
+        if mine in others or not mine:
+            out.append(mine[-1] if mine else os.fspath(paths[i]))
+            continue
+        k = next(k for k in range(1, len(mine) + 1)
+                 if k == len(mine) or all(q[-k:] != mine[-k:] for q in others))
+        out.append("/".join(mine[-k:]))
+    return out
 
 
 def unique_labels(labels) -> list[str]:
@@ -253,4 +276,5 @@ def entries(ds: xr.Dataset) -> list[tuple[str, xr.Dataset]]:
 
 
 __all__ = ["COLLECTION_DIMS", "COMPONENT_ENTRY_VARS", "ENTRY_VARS", "collection_dim", "combine",
-           "combine_components", "entries", "entry", "labels_of", "step_of", "unique_labels"]
+           "combine_components", "distinct_suffixes", "entries", "entry", "labels_of", "step_of",
+           "unique_labels"]

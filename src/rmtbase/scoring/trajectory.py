@@ -31,7 +31,8 @@ import sys
 from dataclasses import dataclass
 
 from ..errors import InputError
-from .collection import COLLECTION_DIMS, combine, unique_labels
+from .collection import COLLECTION_DIMS, combine, distinct_suffixes, unique_labels
+from .description import model_label
 
 
 @dataclass(frozen=True)
@@ -43,19 +44,29 @@ class Spec:
     label: str
 
 
+def _local(model) -> bool:
+    """Whether ``model`` names a local folder or file (not a hub id, not an object)."""
+    return isinstance(model, str | os.PathLike) and os.path.exists(os.fspath(model))
+
+
 def _label(model, revision) -> str:
     if revision is not None:
         return str(revision)
+    if _local(model):
+        return os.path.basename(os.path.normpath(os.fspath(model)))
     if isinstance(model, str | os.PathLike):
-        text = os.fspath(model).rstrip("/")
-        return os.path.basename(text) if os.path.isdir(text) else text
-    return str(getattr(getattr(model, "config", None), "_name_or_path", "") or "model")
+        return os.fspath(model)
+    name = getattr(getattr(model, "config", None), "_name_or_path", "") or "model"
+    return model_label(name)  # a loaded model's local path: its folder name
 
 
 def make_specs(models, revisions=None, labels=None) -> list[Spec]:
     """Entries from ``models`` (one or several) and ``revisions`` (None, or several for one
-    model). Labels default to the revision, else the folder name (the full path where folder
-    names repeat), else the hub id."""
+    model). Labels default to the revision, else the folder (or file) name, else the hub id.
+    Local entries whose names repeat are told apart by the shortest distinct ends of their
+    paths (``a/checkpoint-100``, ``b/checkpoint-100``:
+    :func:`rmtbase.scoring.collection.distinct_suffixes`), never by a full path; what still
+    repeats gets ``#i`` (:func:`rmtbase.scoring.collection.unique_labels`)."""
     models = [models] if isinstance(models, str | os.PathLike) or not _seq(models) else \
         list(models)
     revisions = None if revisions is None else list(revisions)
@@ -75,12 +86,22 @@ def make_specs(models, revisions=None, labels=None) -> list[Spec]:
         pairs = [(m, None) for m in models]
     if labels is None:
         labels = [_label(m, r) for m, r in pairs]
-        if len(set(labels)) < len(labels) and revisions is None:
-            labels = [os.fspath(m).rstrip("/") if isinstance(m, str | os.PathLike) else lab
-                      for (m, _), lab in zip(pairs, labels, strict=True)]
+        if revisions is None:
+            labels = _separate([m for m, _ in pairs], labels)
     elif len(labels) != len(pairs):
         raise InputError(f"{len(labels)} labels for {len(pairs)} entries")
     return [Spec(m, r, lab) for (m, r), lab in zip(pairs, unique_labels(labels), strict=True)]
+
+
+def _separate(models, labels) -> list[str]:
+    """``labels`` with each repeated label of local entries replaced by the shortest distinct
+    ends of those entries' paths (:func:`make_specs`)."""
+    labels = list(labels)
+    for lab in {x for x in labels if labels.count(x) > 1}:
+        idx = [i for i, x in enumerate(labels) if x == lab and _local(models[i])]
+        for i, new in zip(idx, distinct_suffixes([models[i] for i in idx]), strict=True):
+            labels[i] = new
+    return labels
 
 
 def _seq(x) -> bool:

@@ -1,14 +1,15 @@
-"""Output helpers shared by the studies: a fresh folder, figures, CSV and netCDF written
-atomically (temporary file, then rename), and a matplotlib Figure that does not touch pyplot."""
+"""Output helpers shared by the studies: a fresh folder, figures, CSV, text and netCDF each
+written all or nothing (:mod:`rmtbase.files.atomic`: a temporary file renamed over the target,
+a Ctrl-C held until the file is whole), and a matplotlib Figure that does not touch pyplot."""
 
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
+import io
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import atomic
 
 
 def prepare(out_dir) -> Path:
@@ -30,48 +31,26 @@ def figure(nrows=1, ncols=1, *, size=(5.0, 3.6), **kwargs):
     return fig, axes
 
 
-def _atomic(path: Path, write):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
 def save_figure(fig, path, dpi=110) -> Path:
-    """Write ``fig`` as PNG to ``path`` atomically."""
-    return _atomic(Path(path), lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
+    """Write ``fig`` as PNG to ``path`` all or nothing."""
+    return atomic.save_figure(fig, path, dpi=dpi)
 
 
 def write_csv(rows: list[dict], path) -> Path:
-    """Write a list of dicts (same keys) as CSV atomically."""
+    """Write a list of dicts (same keys) as CSV all or nothing."""
     rows = list(rows)
-    fields = list(rows[0]) if rows else []
-
-    def w(tmp):
-        with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            wr = csv.DictWriter(fh, fieldnames=fields)
-            wr.writeheader()
-            wr.writerows(rows)
-
-    return _atomic(Path(path), w)
+    buf = io.StringIO(newline="")
+    wr = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [])
+    wr.writeheader()
+    wr.writerows(rows)
+    return atomic.write_text(path, buf.getvalue())
 
 
 def write_netcdf(ds, path) -> Path:
-    """Write an xarray Dataset to netCDF atomically."""
-    return _atomic(Path(path), lambda tmp: ds.to_netcdf(tmp))
+    """Write an xarray Dataset to netCDF all or nothing."""
+    return atomic.write_netcdf(ds, path)
 
 
 def write_text(text: str, path) -> Path:
-    """Write a text file (markdown) atomically."""
-
-    def w(tmp):
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-
-    return _atomic(Path(path), w)
+    """Write a text file (markdown) all or nothing."""
+    return atomic.write_text(path, text)

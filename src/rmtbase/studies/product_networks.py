@@ -35,10 +35,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from .._matmul import mm
+from ..analytic.product_network import KINDS
 from . import _output as io
 from . import _product_network_plots as pp
 
-KINDS = ("gaussian", "residual")
 DEPTHS = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48)
 SHOW = (2, 8, 48)
 

@@ -1,0 +1,150 @@
+"""One file written all or nothing: the one implementation every writer of a single file uses.
+
+:func:`write_atomic` has a callback fill a temporary file ``.<name>.<pid>-<hex>.tmp`` beside
+the target (the name shortened so that it fits the file-system limit whenever the target's
+name does), fsyncs it and renames it over the target. The callback runs under
+:func:`rmtbase.files.interrupts.deferred`: a Ctrl-C that arrives while it writes is held until
+it returns (an interrupt inside HDF5 would leave xarray's lock taken, a hang) and then raised,
+so an error, an interrupt or a kill never leaves a half-written file under the target's name;
+the temporary file is removed on the way out, and those of killed runs (whose process no
+longer exists) are removed by the next write to the same target (:func:`clean_stale`).
+
+Used by the studies' figures, CSV, text and netCDF (:mod:`rmtbase.studies._output`), every
+file of an output folder (:class:`rmtbase.files.output.OutputFolder`), the stored blocks of a
+resumable table (:mod:`rmtbase.baseline.partial`) and the constants cache
+(:mod:`rmtbase.analytic._constants_cache`); :func:`rmtbase.baseline.table_file.write_table`
+adds its checks and read-back around the same steps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .interrupts import check as check_interrupt
+from .interrupts import deferred, fault_point
+
+NAME_MAX = 255
+_TMP = re.compile(r"^\.(?P<base>.*)\.(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
+_OLD_TMP = re.compile(r"^\.(?P<base>.*)\.[a-z0-9_]{8}\.tmp$")  # mkstemp names of rmtbase < 0.3
+_OLD_TMP_AGE = 3600.0  # seconds after which an old-style temporary file is surely abandoned
+
+
+def name_max(parent: Path) -> int:
+    """The longest file name (bytes) the file system of ``parent`` takes."""
+    try:
+        return int(os.pathconf(parent, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return NAME_MAX
+
+
+def tmp_name(name: str, tag: str = "tmp", limit: int = NAME_MAX) -> str:
+    """``.<name>.<pid>-<hex>.<tag>``, with ``name`` cut so the whole fits ``limit`` bytes."""
+    suffix = f".{os.getpid()}-{secrets.token_hex(4)}.{tag}"
+    room = limit - 1 - len(suffix)
+    base = os.fsdecode(os.fsencode(name)[:room])
+    return f".{base}{suffix}"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def clean_stale(path: Path) -> list[Path]:
+    """Remove temporary files of earlier writes to ``path`` whose process is gone (and
+    old-style ones untouched for an hour); returns what was removed."""
+    parent = path.parent
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for e in entries:
+        m = _TMP.match(e.name)
+        if m and path.name.startswith(m["base"]) and not pid_alive(int(m["pid"])):
+            pass
+        elif (m2 := _OLD_TMP.match(e.name)) and m2["base"] == path.name:
+            try:
+                if time.time() - e.stat(follow_symlinks=False).st_mtime < _OLD_TMP_AGE:
+                    continue
+            except OSError:
+                continue
+        else:
+            continue
+        try:
+            if e.is_file(follow_symlinks=False):
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+        except OSError:
+            pass
+    return removed
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in folder ``path`` durable (where folders can be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path, write: Callable[[Path], object]) -> Path:
+    """Write ``path`` all or nothing (module docstring): ``write(tmp)`` fills the temporary
+    file ``tmp`` (a path that does not exist yet; give a format explicitly where the writer
+    guesses one from the name: it ends in ``.tmp``). Creates the parent folder. An error or
+    interrupt removes the temporary file and leaves ``path`` as it was. Returns ``path``."""
+    path = Path(path)
+    parent = path.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(path)
+    tmp = parent / tmp_name(path.name, "tmp", name_max(parent))
+    try:
+        with deferred():
+            write(tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+        fault_point("file:written")
+        check_interrupt()  # one swallowed on its way up ends the run before the replace
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(parent)
+    return path
+
+
+def write_text(path, text: str) -> Path:
+    """Write ``text`` (UTF-8, line ends as given) to ``path`` all or nothing."""
+
+    def fill(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+
+    return write_atomic(path, fill)
+
+
+def write_netcdf(ds, path) -> Path:
+    """Write the xarray Dataset ``ds`` to netCDF at ``path`` all or nothing."""
+    return write_atomic(path, lambda tmp: ds.to_netcdf(tmp))
+
+
+def save_figure(fig, path, dpi: int = 100) -> Path:
+    """Write the matplotlib figure ``fig`` to ``path`` all or nothing, in the format its name
+    ends in (PNG if none)."""
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    return write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt))
