@@ -8,7 +8,8 @@ have σ ≈ 0.01–0.05, where Q6_K's d ≈ 6.6·10⁻⁴ σ is subnormal. Measu
 300 Gaussian 64 × 768 heads at σ = 1 and at σ, every element statistic, shift of the mean in
 null standard deviations): at σ = 0.02 every format moves by ≤ 0.03 sd (largest: q8_0
 kl_gaussian −0.026, q6_k kl_gaussian +0.025); at σ = 0.005 Q6_K moves by up to 0.11 sd
-(delta_entropy −0.106, kl_gaussian +0.098), the other formats by ≤ 0.03. A shift of 0.1 sd
+(delta_entropy −0.106, kl_gaussian +0.098), Q4_K, Q4_1 and Q8_0 by ≤ 0.03 (the other
+formats were not run at σ = 0.005). A shift of 0.1 sd
 moves a two-sided 5 % tail rate to about 5.1 %, so the σ = 1 null serves trained weights.
 """
 
