@@ -89,16 +89,19 @@ def null_description(null: str, storage, detected, quantized_null: str, layers=N
             text += (f"; the weights look dequantised from {det} but the null is not: "
                      "histogram statistics are left out of the decision")
         return text
-    groups: dict = {}
+    by_storage: dict = {}
+    by_pair: dict = {}
     for pair, layer in zip(pairs, layers, strict=True):
-        groups.setdefault(pair, []).append(layer)
-    parts, notes = [], []
-    for (st, det), ids in groups.items():
-        where = layer_range(ids)
-        parts.append(f"{_stored(st).removesuffix(' like the checkpoint') or 'float32'} "
-                     f"({where})")
+        by_storage.setdefault(pair[0], []).append(layer)
+        by_pair.setdefault(pair, []).append(layer)
+    parts = [f"{_stored(st).removesuffix(' like the checkpoint') or 'float32'} "
+             f"({layer_range(ids)})" for st, ids in by_storage.items()]
+    notes = []
+    for (st, det), ids in by_pair.items():
         if _unmatched(st, det, quantized_null):
-            notes.append(f"{where} look dequantised from {det} but their null is not")
+            one = len(set(ids)) == 1
+            notes.append(f"{layer_range(ids)} {'looks' if one else 'look'} dequantised from "
+                         f"{det} but {'its' if one else 'their'} null is not")
     text = f"{base}, each layer stored as the checkpoint stores it: {'; '.join(parts)}"
     if notes:
         text += f"; {'; '.join(notes)}: histogram statistics are left out of the decision"

@@ -14,8 +14,16 @@ The null (``null=``):
   dequantised from is detected (:func:`rmtbase.stats.precision.detect_quantisation`), and the
   null draws pass through the same round trip (``quantized_null="auto"``; ``"none"`` keeps the
   float null and leaves the histogram statistics out of the decision; a format name forces
-  it). Tables come from :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or
-  generated). Spectral statistics have their own, larger reference (≥ 1000 draws), extended ×5
+  it). **Layer by layer**: each layer's null has that layer's storage and quantisation (the
+  GGUF type of its tensors, or the lattice detected on its W_Q and W_K), so a file that mixes
+  types across layers compares every head with a null of its own precision; one table per
+  distinct storage, shared by the layers stored alike
+  (:func:`rmtbase.decision.verdict.score_values_by_layer`: per-statistic tests and each head's
+  combination from its layer's null, BH over all heads). A statistic undefined under any
+  layer's null is left out for every head; histogram statistics are left out for every head
+  where some layer has no matched null. W_Q and W_K of one layer in different block types are
+  refused under ``"auto"`` (one null round trip cannot match both). Tables come from
+  :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or generated). Spectral statistics have their own, larger reference (≥ 1000 draws), extended ×5
   at a time where a head that is, or nearly is, flagged sits beyond all but 10 draws
   (sequential Monte Carlo up to ``max_draws``, cached; Besag & Clifford 1991).
 - ``"permutation"``: each head against its own entries shuffled
