@@ -79,12 +79,22 @@ def spikes_of(x, null_xmax, d: int, d_h: int, alpha: float = SPIKE_ALPHA):
 def add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> None:
     """``n_spikes`` (layer, head) and ``spike_x`` (layer, head, spike) from the normalised
     spectra ``x`` against the null draws of the normalised λ_max in ``ref``
-    (module docstring); the same draws as the head's ``qk.lambda_max`` test."""
+    (module docstring); the same draws as the head's ``qk.lambda_max`` test. ``ref`` may be a
+    list of ``(rows, ref)``: the layers at positions ``rows`` against their own null (layers
+    stored at different precisions)."""
     from ..analytic.product import edges
     from .verdict import normalise
 
-    xmax = normalise("qk.lambda_max", ref["qk.lambda_max"], ref["q.rms"], ref["k.rms"]) / d**2
-    n, sx = spikes_of(x, xmax, d, d_h)
+    def of(r):
+        return normalise("qk.lambda_max", r["qk.lambda_max"], r["q.rms"], r["k.rms"]) / d**2
+
+    if isinstance(ref, list):
+        x = np.asarray(x, dtype=np.float64)
+        n, sx = np.zeros(x.shape[:-1], dtype=np.int64), np.full(x.shape, np.nan)
+        for rows, r in ref:
+            n[rows], sx[rows] = spikes_of(x[rows], of(r), d, d_h)
+    else:
+        n, sx = spikes_of(x, of(ref), d, d_h)
     ds["n_spikes"] = (("layer", "head"), n.astype(np.int64))
     ds["spike_x"] = (("layer", "head", "spike"), sx)
     ds.coords["spike"] = np.arange(1, sx.shape[-1] + 1)

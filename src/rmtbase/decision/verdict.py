@@ -154,18 +154,78 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
     per key head (GQA); unreliable: statistics kept out of the decision (e.g. histogram
     statistics of a quantised checkpoint without a matched null).
     """
-    from ..stats import SPECTRAL_STATS
+    return score_values_by_layer(values, rms_q, rms_k, [(None, null, spectral_null)],
+                                 alpha=alpha, null_kind=null_kind, group_size=group_size,
+                                 unreliable=unreliable)
 
+
+def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 0.05,
+                          null_kind: str = "gaussian", group_size: int = 1,
+                          unreliable=()) -> xr.Dataset:
+    """:func:`score_values` where groups of layers have nulls of their own (a checkpoint whose
+    layers are stored at different precisions, each layer against the null of its storage).
+
+    groups: ``[(rows, null, spectral_null), ...]``: ``rows`` the layer positions (indices into
+    the first axis of ``values``; None = every layer) tested against ``null`` (and
+    ``spectral_null``, as in :func:`score_values`); every layer in exactly one group. Each
+    head's per-statistic tests and its calibrated combination use its own group's draws only;
+    the Benjamini–Hochberg steps (per statistic and over heads) run over all heads at once.
+    ``null_draws`` per statistic is the smallest over the groups. One group is
+    :func:`score_values`, bit for bit.
+    """
     alpha = _check_alpha(alpha)
     names = [n for n in values if n not in NOT_TESTED]
     rms_q = np.asarray(rms_q, dtype=np.float64)
     rms_k = np.asarray(rms_k, dtype=np.float64)
     _check_rms(rms_q, rms_k)
     shape = rms_q.shape
+    family = in_family(names, null=null_kind, unreliable=unreliable)
+    seen = np.zeros(shape[0], dtype=np.int64)
+    out, heads, n_draws = None, None, {}
+    for rows, null, spectral_null in groups:
+        rows = np.arange(shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+        seen[rows] += 1
+        sub = {k: np.asarray(v)[rows] for k, v in values.items()}
+        g_out, models, g_draws = _tests(sub, names, rms_q[rows], rms_k[rows], null,
+                                        spectral_null)
+        g_heads = _head_p(g_out, names, family, models, null, rms_q[rows].shape)
+        if len(groups) == 1:
+            out, heads, n_draws = g_out, g_heads, g_draws
+            break
+        if out is None:
+            out = {k: np.full(shape + v.shape[2:], "" if v.dtype == object else np.nan,
+                              dtype=v.dtype) for k, v in g_out.items()}
+            heads = {k: np.full(shape, "" if v.dtype == object else 0, dtype=v.dtype)
+                     for k, v in g_heads.items()}
+        for k, v in g_out.items():
+            out[k][rows] = v
+        for k, v in g_heads.items():
+            heads[k][rows] = v
+        n_draws = {n: min(n_draws.get(n, g_draws[n]), g_draws[n]) for n in names}
+    if np.any(seen != 1):
+        raise InputError("score_values_by_layer: every layer must be in exactly one group")
+    _stat_bh(out, names, family, shape, group_size, alpha)
+    if family:
+        flag, q = benjamini_hochberg(heads["head_p_value"], alpha)
+        heads["head_q_value"], heads["head_flag"] = q, flag
+    else:
+        heads["head_q_value"] = np.full(shape, np.nan)
+        heads["head_flag"] = np.zeros(shape, dtype=bool)
+    ds = _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable)
+    ds.attrs["resolution_note"] = resolution_note([n_draws[n] for n in family],
+                                                  int(np.prod(shape)), alpha)
+    return ds
+
+
+def _tests(values, names, rms_q, rms_k, null, spectral_null):
+    """Per-test arrays (:data:`SCORE_VARS` except q_value/flag) of heads (layer, head) against
+    one null; also {stat: (index, TailModels, is_joint)} and {stat: draws}."""
+    from ..stats import SPECTRAL_STATS
+
+    shape = rms_q.shape
     out = {v: np.full(shape + (len(names),), np.nan) for v in SCORE_VARS}
     out["p_method"] = np.full(shape + (len(names),), "", dtype=object)
-    family = in_family(names, null=null_kind, unreliable=unreliable)
-    n_draws, models, vn_all = {}, {}, {}
+    n_draws, models = {}, {}
     for i, name in enumerate(names):
         spectral = name.split(".", 1)[1] in SPECTRAL_STATS and name.startswith("qk.")
         src = spectral_null if (spectral and spectral_null is not None) else null
@@ -179,7 +239,6 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
             raise TableError(f"the null has fewer than 2 draws of {name}")
         v = np.asarray(values[name], dtype=np.float64)
         vn = normalise(name, v, rms_q, rms_k)
-        vn_all[name] = vn
         mean_n, std_n = np.empty(shape), np.empty(shape)
         groups = [((...,), mods[0])] if len(mods) == 1 else \
             [(h, mods[idx[h]]) for h in np.ndindex(shape)]
@@ -201,12 +260,7 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
         out["value"][..., i] = v
         out["null_mean"][..., i] = _to_raw(name, mean_n, rms_q, rms_k)
         out["null_std"][..., i] = _to_raw(name, std_n, rms_q, rms_k, spread=True)
-    _stat_bh(out, names, family, shape, group_size, alpha)
-    heads = _head_decision(out, names, family, models, null, shape, alpha)
-    ds = _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable)
-    ds.attrs["resolution_note"] = resolution_note([n_draws[n] for n in family],
-                                                  int(np.prod(shape)), alpha)
-    return ds
+    return out, models, n_draws
 
 
 def resolution_note(n_draws, n_heads: int, alpha: float) -> str:
@@ -242,8 +296,9 @@ def _stat_bh(out, names, family, shape, group_size, alpha):
     out["flag"] = np.where(np.isfinite(q), q <= alpha, False)
 
 
-def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
-    """Calibrated Cauchy combination per head (see :mod:`rmtbase.decision.omnibus`)."""
+def _head_p(out, names, family, models, null, shape) -> dict:
+    """Calibrated Cauchy combination per head (see :mod:`rmtbase.decision.omnibus`), before
+    the Benjamini–Hochberg step over heads."""
     fam_idx = [names.index(n) for n in family]
     heads = {"head_p_value": np.full(shape, np.nan),
              "head_p_method": np.full(shape, "", dtype=object),
@@ -251,8 +306,6 @@ def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
              "head_top_stat": np.full(shape, "", dtype=object),
              "head_n_stats": np.zeros(shape, dtype=np.int64)}
     if not fam_idx:
-        heads["head_q_value"] = np.full(shape, np.nan)
-        heads["head_flag"] = np.zeros(shape, dtype=bool)
         return heads
     p_heads = out["p_value"][..., fam_idx]
     t_heads = cauchy_statistic(p_heads)
@@ -275,8 +328,6 @@ def _head_decision(out, names, family, models, null, shape, alpha) -> dict:
         heads["head_p_value"][sel] = resolution_floor(p, p_heads[sel])
         heads["head_p_method"][sel] = meth
     heads["head_n_stats"] = np.isfinite(p_heads).sum(axis=-1)
-    flag, q = benjamini_hochberg(heads["head_p_value"], alpha)
-    heads["head_q_value"], heads["head_flag"] = q, flag
     return heads
 
 

@@ -10,7 +10,9 @@ The four statistics of seed 003's Figures 13–16, all scale-free so models of a
 A profile point is the mean over a layer's heads; the heads themselves are shown as dots. The
 null band is the central 95 % (2.5–97.5 %, and the median) of **one head's** statistic under
 the Gaussian null at that model's (d, d_h) and storage, from the spectral null table
-(:func:`rmtbase.baseline.cache.null_table`, ≥ 1000 draws; shipped, cached or generated).
+(:func:`rmtbase.baseline.cache.null_table`, ≥ 1000 draws; shipped, cached or generated). A model
+whose layers are stored differently (``layer_null_storage``) has each layer's band in
+:func:`profile_table` and the band of the storage most layers share in the plots.
 Depth is the layer index over (n_layers − 1), 0 to 1.
 
 Plot functions take ``ax=None`` and return the Axes; :func:`verdict_grid` returns a Figure.
@@ -84,9 +86,17 @@ def null_band(d: int, d_h: int, storage: str = "float32", seed: int = 0) -> dict
     return out
 
 
-def band_of(ds: xr.Dataset, stat: str) -> tuple[float, float, float]:
-    """The null band of ``stat`` for a single score's shape and storage."""
+def band_of(ds: xr.Dataset, stat: str, layer: int | None = None) -> tuple[float, float, float]:
+    """The null band of ``stat`` for a single score's shape and storage. Where the layers'
+    nulls differ in storage (``layer_null_storage``), the band of layer position ``layer``'s
+    storage, or with ``layer=None`` of the storage most layers share."""
     storage = str(ds.attrs.get("null_storage", "float32")) or "float32"
+    if "layer_null_storage" in ds:
+        per = [str(s) for s in np.asarray(ds["layer_null_storage"].values).ravel() if str(s)]
+        if layer is not None and str(ds["layer_null_storage"].values[layer]):
+            storage = str(ds["layer_null_storage"].values[layer])
+        elif per:
+            storage = max(dict.fromkeys(per), key=per.count)
     return null_band(int(ds.attrs["d"]), int(ds.attrs["d_h"]), storage)[_check(stat)]
 
 
@@ -110,9 +120,9 @@ def profile_table(items, stat: str):
     rows = []
     for label, ds in items:
         v = head_values(ds, stat)
-        lo, med, hi = band_of(ds, stat)
         for i, (layer, depth) in enumerate(zip(ds["layer"].values, _depth(v.shape[0]),
                                                strict=True)):
+            lo, med, hi = band_of(ds, stat, i)
             rows.append(dict(model=label, layer=int(layer), depth=float(depth), stat=stat,
                              mean=float(np.nanmean(v[i])), null_lo=lo, null_median=med,
                              null_hi=hi, d=int(ds.attrs["d"]), d_h=int(ds.attrs["d_h"])))

@@ -32,20 +32,79 @@ def model_label(name: str) -> str:
     return text
 
 
-def null_description(null: str, storage: str, detected, quantized_null: str) -> str:
-    """One sentence saying what the null assumes."""
+def layer_range(layers) -> str:
+    """"layer 3", "layers 0-11" or "layers 0-3, 7, 9-11" for layer ids ``layers``."""
+    ids = sorted({int(i) for i in layers})
+    runs, start = [], None
+    for i, x in enumerate(ids):
+        if start is None:
+            start = x
+        if i + 1 == len(ids) or ids[i + 1] != x + 1:
+            runs.append(f"{start}" if start == x else f"{start}-{x}")
+            start = None
+    return ("layer " if len(ids) == 1 else "layers ") + ", ".join(runs)
+
+
+def by_layers(labels, layers) -> str:
+    """One label per layer as one string: the label itself when every layer has it, else
+    "q4_k (layers 0-11), q6_k (layers 12-29)" (labels in order of their first layer)."""
+    labels = [str(x) for x in labels]
+    if len(set(labels)) <= 1:
+        return labels[0] if labels else ""
+    groups: dict[str, list] = {}
+    for x, layer in zip(labels, layers, strict=True):
+        groups.setdefault(x, []).append(layer)
+    return ", ".join(f"{x} ({layer_range(ids)})" for x, ids in groups.items())
+
+
+def _stored(storage: str) -> str:
+    return {"float32": "", "float16": "rounded to float16 like the checkpoint",
+            "bfloat16": "rounded to bfloat16 like the checkpoint"}.get(
+        storage, f"passed through the {storage} block quantiser like the checkpoint")
+
+
+def _unmatched(storage: str, detected, quantized_null: str) -> bool:
+    """Whether a layer's weights look dequantised from ``detected`` but its null is not."""
+    return bool(detected) and (quantized_null == "none" or storage == "float32"
+                               and detected not in QUANT_FORMATS)
+
+
+def null_description(null: str, storage, detected, quantized_null: str, layers=None) -> str:
+    """One sentence saying what the null assumes. ``storage`` and ``detected`` (the null's
+    storage and the quantisation the weights were found in, or None) are one value for the
+    whole model, or one per layer (lists, with the layer ids ``layers``): layers whose nulls
+    differ are named with theirs."""
     if null == "permutation":
         return ("each head's own entries, shuffled: W_Q and W_K each permuted uniformly at "
                 "random and independently (tests structure beyond the entry law; element "
                 "statistics of W_Q and W_K left out)")
-    stored = {"float32": "", "float16": ", rounded to float16 like the checkpoint",
-              "bfloat16": ", rounded to bfloat16 like the checkpoint"}.get(
-        storage, f", passed through the {storage} block quantiser like the checkpoint")
-    text = f"i.i.d. N(0, sigma^2) entries at each head's own (d, d_h, sigma_Q, sigma_K){stored}"
-    if detected and (quantized_null == "none" or storage == "float32"
-                     and detected not in QUANT_FORMATS):
-        text += (f"; the weights look dequantised from {detected} but the null is not: "
-                 "histogram statistics are left out of the decision")
+    base = "i.i.d. N(0, sigma^2) entries at each head's own (d, d_h, sigma_Q, sigma_K)"
+    if isinstance(storage, str):
+        storage, detected, layers = [storage], [detected], [0]
+    pairs = list(zip(storage, detected, strict=True))
+    if len(set(pairs)) == 1:
+        st, det = pairs[0]
+        text = base + (f", {_stored(st)}" if _stored(st) else "")
+        if _unmatched(st, det, quantized_null):
+            text += (f"; the weights look dequantised from {det} but the null is not: "
+                     "histogram statistics are left out of the decision")
+        return text
+    by_storage: dict = {}
+    by_pair: dict = {}
+    for pair, layer in zip(pairs, layers, strict=True):
+        by_storage.setdefault(pair[0], []).append(layer)
+        by_pair.setdefault(pair, []).append(layer)
+    parts = [f"{_stored(st).removesuffix(' like the checkpoint') or 'float32'} "
+             f"({layer_range(ids)})" for st, ids in by_storage.items()]
+    notes = []
+    for (st, det), ids in by_pair.items():
+        if _unmatched(st, det, quantized_null):
+            one = len(set(ids)) == 1
+            notes.append(f"{layer_range(ids)} {'looks' if one else 'look'} dequantised from "
+                         f"{det} but {'its' if one else 'their'} null is not")
+    text = f"{base}, each layer stored as the checkpoint stores it: {'; '.join(parts)}"
+    if notes:
+        text += f"; {'; '.join(notes)}: histogram statistics are left out of the decision"
     return text
 
 
@@ -99,4 +158,5 @@ def describe(ds: xr.Dataset) -> None:
     )
 
 
-__all__ = ["default_label", "describe", "model_label", "null_description"]
+__all__ = ["by_layers", "default_label", "describe", "layer_range", "model_label",
+           "null_description"]

@@ -63,14 +63,15 @@ def undefined_under_null(joint: dict, names) -> dict:
     return out
 
 
-def report_undefined(ds, undefined: dict, null_storage: str, n_heads: int) -> None:
+def report_undefined(ds, undefined: dict, n_heads: int) -> None:
     """Record statistics left out as undefined under the null in ``nan_tests`` and
-    ``undefined_under_null`` (the summary lists ``nan_tests``)."""
+    ``undefined_under_null`` (the summary lists ``nan_tests``). ``undefined``: {name: (finite
+    draws, draws, storage of the null they were undefined under)}."""
     import json
 
     nan = json.loads(ds.attrs.get("nan_tests", "{}") or "{}")
-    for k, (fin, n) in sorted(undefined.items()):
-        nan[k] = {"count": n_heads, "reason": f"undefined under the {null_storage} null: "
+    for k, (fin, n, storage) in sorted(undefined.items()):
+        nan[k] = {"count": n_heads, "reason": f"undefined under the {storage} null: "
                   f"{fin} of {n} null draws finite; left out of the tests"}
     ds.attrs["nan_tests"] = json.dumps(nan, sort_keys=True)
     ds.attrs["undefined_under_null"] = ",".join(sorted(undefined))

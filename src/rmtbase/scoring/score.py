@@ -14,8 +14,16 @@ The null (``null=``):
   dequantised from is detected (:func:`rmtbase.stats.precision.detect_quantisation`), and the
   null draws pass through the same round trip (``quantized_null="auto"``; ``"none"`` keeps the
   float null and leaves the histogram statistics out of the decision; a format name forces
-  it). Tables come from :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or
-  generated). Spectral statistics have their own, larger reference (≥ 1000 draws), extended ×5
+  it). **Layer by layer**: each layer's null has that layer's storage and quantisation (the
+  GGUF type of its tensors, or the lattice detected on its W_Q and W_K), so a file that mixes
+  types across layers compares every head with a null of its own precision; one table per
+  distinct storage, shared by the layers stored alike
+  (:func:`rmtbase.decision.verdict.score_values_by_layer`: per-statistic tests and each head's
+  combination from its layer's null, BH over all heads). A statistic undefined under any
+  layer's null is left out for every head; histogram statistics are left out for every head
+  where some layer has no matched null. W_Q and W_K of one layer in different block types are
+  refused under ``"auto"`` (one null round trip cannot match both). Tables come from
+  :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or generated). Spectral statistics have their own, larger reference (≥ 1000 draws), extended ×5
   at a time where a head that is, or nearly is, flagged sits beyond all but 10 draws
   (sequential Monte Carlo up to ``max_draws``, cached; Besag & Clifford 1991).
 - ``"permutation"``: each head against its own entries shuffled
@@ -38,10 +46,17 @@ from ..decision.family import HISTOGRAM, NULLS
 from ..decision.significance import _check_alpha
 from ..decision.spikes import add_spikes
 from ..decision.tails import TailModel
-from ..decision.verdict import NOT_TESTED, normalise, score_values
+from ..decision.verdict import NOT_TESTED, normalise, score_values, score_values_by_layer
 from ..errors import InputError, ModelError, TableError
 from ..stats.precision import QUANT_FORMATS
-from .description import default_label, describe, model_label, null_description
+from .description import (
+    by_layers,
+    default_label,
+    describe,
+    layer_range,
+    model_label,
+    null_description,
+)
 from .layer_stats import layer_stats
 from .null_checks import (
     check_element_draws,
@@ -151,14 +166,55 @@ def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
     return out
 
 
+def _layer_quantisation(lh, wq, wk, storage, group):
+    """The block quantisation layer ``lh`` was dequantised from: as a GGUF file says it
+    (several types among the layer's tensors joined by "+"), else the lattice detected on W_Q
+    and on W_K (:func:`rmtbase.stats.precision.detect_quantisation`; two different formats
+    joined by "+"), else None."""
+    from ..stats.precision import detect_quantisation
+
+    said = getattr(lh, "quantisation", None)
+    if said or wq.shape[-1] % 32:
+        return said or None
+    dq = detect_quantisation(wq, storage=storage)
+    if dq is None:
+        return None
+    dk = detect_quantisation(wk[::group], storage=storage)
+    return dq if dk in (None, dq) else "+".join(sorted((dq, dk)))
+
+
+def _layer_null(layer, storage, detected, quantized_null):
+    """(storage the layer's heads are measured at, storage its null is drawn at, whether its
+    histogram statistics lack a matched null) for one layer: float ``storage`` and the block
+    format ``detected`` (or None), under ``quantized_null`` (module docstring)."""
+    est, null_storage, unmatched = storage, storage, False
+    if detected and "+" in detected and quantized_null == "auto":
+        first, second = detected.split("+", 1)
+        raise InputError(f"layer {layer} stores W_Q and W_K in different block types "
+                         f"({first}, {second}); the null puts both through one round trip and "
+                         "cannot match them: pass --quantized-null none (float null, histogram "
+                         "statistics left out) or a format name")
+    if detected in QUANT_FORMATS and quantized_null != "none":
+        est = detected if quantized_null == "auto" else quantized_null
+    if detected:
+        if quantized_null == "none" or (quantized_null == "auto"
+                                        and detected not in QUANT_FORMATS):
+            unmatched = True
+        else:
+            null_storage = detected if quantized_null == "auto" else quantized_null
+    elif quantized_null in QUANT_FORMATS:
+        null_storage = quantized_null
+    return est, null_storage, unmatched
+
+
 def _read_layers(layers, kind, info, progress, quantized_null, null):
     """Statistics of every layer; returns (per_layer, spectra, layer_ids, storages, detected,
-    factors, hists) — factors only for the permutation null, hists (W_QK histograms) only with
-    element statistics."""
-    from ..stats.precision import QUANT_FORMATS, detect_quantisation
-
-    per_layer, spectra, layer_ids, storages, factors, hists = [], [], [], set(), [], []
-    detected = None
+    null_storages, unmatched, factors, hists): per layer its float storage, the quantisation
+    detected (None if none) and the storage of its null (:func:`_layer_null`); ``unmatched``
+    when some layer's histogram statistics lack a matched null; factors only for the
+    permutation null, hists (W_QK histograms) only with element statistics."""
+    per_layer, spectra, layer_ids, factors, hists = [], [], [], [], []
+    storages, detected, null_storages, unmatched = [], [], [], False
     bar = None
     if progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
         from tqdm.auto import tqdm
@@ -170,13 +226,9 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         if not (np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))):
             raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
         storage = getattr(lh, "storage", "float32")
-        if not per_layer:
-            # a GGUF file names its block type; a dequantised folder is recognised by its lattice
-            detected = getattr(lh, "quantisation", None) or (
-                detect_quantisation(wq, storage=storage) if wq.shape[-1] % 32 == 0 else None)
-        est = storage
-        if detected in QUANT_FORMATS and quantized_null != "none":
-            est = detected if quantized_null == "auto" else quantized_null
+        # a GGUF file names its block type; a dequantised folder is recognised by its lattice
+        quant = _layer_quantisation(lh, wq, wk, storage, group)
+        est, null_storage, bad = _layer_null(int(lh.layer), storage, quant, quantized_null)
         st, x, h = layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian",
                                 hist=True)
         per_layer.append(st)
@@ -184,7 +236,10 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
             hists.append(h)
         spectra.append(x)
         layer_ids.append(int(lh.layer))
-        storages.add(storage)
+        storages.append(storage)
+        detected.append(quant)
+        null_storages.append(null_storage)
+        unmatched |= bad
         if null == "permutation":
             factors.append((wq, wk))
         del lh, wq, wk  # else this layer's weights stay alive while the next one is read
@@ -194,7 +249,8 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         bar.close()
     if not per_layer:
         raise ModelError(f"{info.name} has no attention layers to score")
-    return per_layer, spectra, layer_ids, storages, detected, factors, hists
+    return (per_layer, spectra, layer_ids, storages, detected, null_storages, unmatched,
+            factors, hists)
 
 
 def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
@@ -236,6 +292,20 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                        element_draws=element_draws)
 
 
+class _LayerNull:
+    """The null of the layers stored alike: their positions among the scored layers, the
+    storage their null is drawn at, its table, joint draws and (optional) larger spectral
+    reference."""
+
+    def __init__(self, storage: str, rows: list[int]):
+        self.storage, self.rows = storage, np.asarray(rows, dtype=np.int64)
+        self.table = self.joint = self.spectral_null = None
+
+    @property
+    def spectral_ref(self) -> dict:
+        return self.joint if self.spectral_null is None else self.spectral_null
+
+
 def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05,
                 progress=True, seed=0, spectrum_draws=200, null="gaussian",
                 quantized_null="auto", max_draws=100_000, element_draws=200,
@@ -244,14 +314,16 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     :class:`rmtbase.models.LayerHeads`) of a model described by ``info``
     (:class:`rmtbase.models.ModelInfo`). Options as for :func:`score_model`; ``unreliable``
     names statistics to leave out of the decision besides those a detected quantisation
-    leaves out (used by :mod:`rmtbase.scoring.delta`)."""
-    from ..baseline.cache import null_table
-    from ..baseline.null import fast_spectral
+    leaves out (used by :mod:`rmtbase.scoring.delta`).
 
+    Each layer is tested against the null of its own storage (its float precision, or the
+    block quantisation it was stored in): one null table per distinct storage among the
+    layers, shared by the layers stored alike
+    (:func:`rmtbase.decision.verdict.score_values_by_layer`; BH over all heads)."""
     alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
-    per_layer, spectra, layer_ids, storages, detected, factors, hists = _read_layers(
-        layers, kind, info, progress, quantized_null, null)
+    (per_layer, spectra, layer_ids, storages, detected, null_storages, unmatched, factors,
+     hists) = _read_layers(layers, kind, info, progress, quantized_null, null)
     keys = [k for k in per_layer[0] if names is None or k in names or k in NOT_TESTED]
     if names is not None:
         missing = sorted(set(names) - set(keys))
@@ -260,68 +332,28 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     values = {k: np.stack([s[k] for s in per_layer]) for k in keys}
     d, d_h = int(info.d), int(info.d_h)
     storage = _coarsest(storages)
-    null_storage, unreliable = storage, tuple(k for k in unreliable if k in keys)
-    if detected:
-        if quantized_null == "none" or (quantized_null == "auto"
-                                        and detected not in QUANT_FORMATS):
-            unreliable += tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
-                                and not k.startswith("qk."))
-        else:
-            null_storage = detected if quantized_null == "auto" else quantized_null
-    elif quantized_null in QUANT_FORMATS:
-        null_storage = quantized_null
+    unreliable = tuple(k for k in unreliable if k in keys)
+    if unmatched:
+        unreliable += tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
+                            and not k.startswith("qk."))
+    groups: dict[str, list[int]] = {}
+    for i, ns in enumerate(null_storages):
+        groups.setdefault(ns, []).append(i)
+    nulls = [_LayerNull(ns, rows) for ns, rows in groups.items()]
     tested = [k for k in keys if k not in NOT_TESTED]
-    spectral_names = [k for k in tested if _is_spectral(k)]
-    attrs, undefined = {}, {}
+    attrs, undefined, spike_ref = {}, {}, None
     if null == "gaussian":
-        kw = {"stats": kind, "seed": seed, "storage": null_storage, "progress": progress}
-        if draws is not None:
-            kw["min_draws"] = int(draws)
-        table = null_table(d, d_h, **kw)
-        joint = _null_arrays(table, tested, d, d_h)
-        undefined = undefined_under_null(joint, tested)
-        if undefined:  # e.g. Weibull fits of a Q4_0 null: exact zeros among the fitted ranks
-            tested = [k for k in tested if k not in undefined]
-            spectral_names = [k for k in spectral_names if k not in undefined]
-            values = {k: v for k, v in values.items() if k not in undefined}
-            joint = {k: v for k, v in joint.items() if k not in undefined}
-        spectral_null = None
-        if spectral_names and kind != "spectral":
-            n_spec = max(int(draws or 0), 1000)
-            spectral_null = _spectral_null(d, d_h, spectral_names, storage=null_storage,
-                                           seed=seed, n=n_spec, progress=progress)
-
-        def verdict():
-            return score_values(values, values["q.rms"], values["k.rms"], joint, alpha=alpha,
-                                spectral_null=spectral_null, group_size=info.group_size,
-                                unreliable=unreliable)
-
-        ds = verdict()
-        while spectral_names and fast_spectral("spectral", "lowrank", null_storage):
-            ref = joint if spectral_null is None else spectral_null
-            have = ref["q.rms"].size
-            thin = _thin_spectral(ds, values, ref, spectral_names, alpha)
-            if have >= max_draws or not thin:
-                break
-            n_next = min(int(max_draws), 5 * have)
-            if progress:
-                print(f"rmtbase: heads near a flag lie beyond all but a few of {have} null "
-                      f"draws of {', '.join(thin)}; extending the spectral null to {n_next}",
-                      file=sys.stderr, flush=True)
-            more = _spectral_null(d, d_h, spectral_names, storage=null_storage, seed=seed,
-                                  n=n_next, progress=progress)
-            if spectral_null is None:
-                joint = more
-            else:
-                spectral_null = more
-            ds = verdict()
-        for k, v in table.attrs.items():
-            if isinstance(v, str | int | float | np.integer | np.floating):
-                attrs[f"baseline_{k}"] = v
-        spike_ref = joint if spectral_null is None else spectral_null
-        if spectral_null is not None:
-            attrs["spectral_null_draws"] = int(spectral_null["q.rms"].size)
+        ds, tested, values, undefined = _gaussian_verdict(
+            nulls, values, tested, kind, d, d_h, draws=draws, seed=seed, alpha=alpha,
+            progress=progress, max_draws=max_draws, group_size=info.group_size,
+            unreliable=unreliable)
+        attrs.update(_baseline_attrs(nulls, layer_ids))
+        spectral = [g.spectral_null for g in nulls if g.spectral_null is not None]
+        if spectral:
+            attrs["spectral_null_draws"] = int(min(r["q.rms"].size for r in spectral))
         attrs["max_draws"] = int(max_draws)
+        spike_ref = nulls[0].spectral_ref if len(nulls) == 1 else \
+            [(g.rows, g.spectral_ref) for g in nulls]
     else:
         joint = permutation_draws(factors, draws or 1000, element_draws if kind != "spectral"
                                    else 0, seed, kind, progress)
@@ -334,7 +366,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
                      permutation_seed=int(seed))
     ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(spectra))
     ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
-    if spike_ref is not None and "qk.lambda_max" in spike_ref:
+    if spike_ref is not None and _has_lambda_max(spike_ref):
         add_spikes(ds, np.stack(spectra), spike_ref, d, d_h)
     if hists:
         add_qk_hist(ds, np.stack(hists))
@@ -347,16 +379,25 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
             f"quantiles of the sorted normalised null spectrum over {int(spectrum_draws)} draws")
         ds = ds.assign_coords(quantile=list(SPECTRUM_QUANTILES))
     ds = ds.assign_coords(layer=np.array(layer_ids, dtype=np.int64))
+    quant = ["none" if q is None else q for q in detected]
+    if len(set(null_storages)) > 1 or len(set(quant)) > 1:
+        ds["layer_null_storage"] = (("layer",), np.array(null_storages, dtype=str))
+        ds["layer_null_storage"].attrs["definition"] = (
+            "storage the layer's null draws were put through (its own precision)")
+        ds["layer_quantisation"] = (("layer",), np.array(quant, dtype=str))
+        ds["layer_quantisation"].attrs["definition"] = (
+            "block quantisation the layer's W_Q/W_K were stored in (the file's type, or the "
+            "lattice detected), 'none' for a float layer")
     ds.attrs.update(attrs)
     ds.attrs.update(
         model=label or model_label(info.name), model_path=model_label(info.name),
         revision=str(info.revision or ""),
         architecture=str(info.architecture), d=d, d_h=d_h, n_layers=int(info.n_layers),
         n_heads=int(info.n_heads), n_kv_heads=int(info.n_kv_heads),
-        storage_dtype=storage, storage_dtypes=",".join(sorted(storages)),
-        quantisation=detected or "none", null_storage=null_storage,
+        storage_dtype=storage, storage_dtypes=",".join(sorted(set(storages))),
+        quantisation=by_layers(quant, layer_ids), null_storage=by_layers(null_storages, layer_ids),
         quantized_null=quantized_null,
-        null=null_description(null, null_storage, detected, quantized_null),
+        null=null_description(null, null_storages, detected, quantized_null, layer_ids),
         rmtbase_version=__version__,
         created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         conventions=("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular values; "
@@ -364,9 +405,108 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     )
     ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
     if undefined:
-        report_undefined(ds, undefined, null_storage, int(np.prod(values["q.rms"].shape)))
+        report_undefined(ds, undefined, int(np.prod(values["q.rms"].shape)))
     describe(ds)
     return ds
+
+
+def _has_lambda_max(ref) -> bool:
+    refs = [r for _, r in ref] if isinstance(ref, list) else [ref]
+    return all("qk.lambda_max" in r for r in refs)
+
+
+def _gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha, progress,
+                      max_draws, group_size, unreliable):
+    """The heads against the Gaussian null of each layer's storage (``nulls``, filled in here):
+    tables, statistics undefined under some layer's null (left out for every head), the
+    sequential extension of each spectral null. Returns (ds, tested, values, undefined)."""
+    from ..baseline.cache import null_table
+    from ..baseline.null import fast_spectral
+
+    spectral_names = [k for k in tested if _is_spectral(k)]
+    undefined = {}
+    for g in nulls:
+        kw = {"stats": kind, "seed": seed, "storage": g.storage, "progress": progress}
+        if draws is not None:
+            kw["min_draws"] = int(draws)
+        g.table = null_table(d, d_h, **kw)
+        g.joint = _null_arrays(g.table, tested, d, d_h)
+        for k, (fin, n) in undefined_under_null(g.joint, tested).items():
+            undefined.setdefault(k, (fin, n, g.storage))
+    if undefined:  # e.g. Weibull fits of a Q4_0 null: exact zeros among the fitted ranks
+        tested = [k for k in tested if k not in undefined]
+        spectral_names = [k for k in spectral_names if k not in undefined]
+        values = {k: v for k, v in values.items() if k not in undefined}
+        for g in nulls:
+            g.joint = {k: v for k, v in g.joint.items() if k not in undefined}
+    if spectral_names and kind != "spectral":
+        n_spec = max(int(draws or 0), 1000)
+        for g in nulls:
+            g.spectral_null = _spectral_null(d, d_h, spectral_names, storage=g.storage,
+                                             seed=seed, n=n_spec, progress=progress)
+
+    def verdict():
+        groups = [(None if len(nulls) == 1 else g.rows, g.joint, g.spectral_null)
+                  for g in nulls]
+        return score_values_by_layer(values, values["q.rms"], values["k.rms"], groups,
+                                     alpha=alpha, group_size=group_size,
+                                     unreliable=unreliable)
+
+    ds = verdict()
+    while spectral_names:
+        grown = False
+        for g in nulls:
+            if not fast_spectral("spectral", "lowrank", g.storage):
+                continue
+            ref = g.spectral_ref
+            have = ref["q.rms"].size
+            part = ds.isel(layer=g.rows) if len(nulls) > 1 else ds
+            sub = {k: v[g.rows] for k, v in values.items()} if len(nulls) > 1 else values
+            thin = _thin_spectral(part, sub, ref, spectral_names, alpha)
+            if have >= max_draws or not thin:
+                continue
+            n_next = min(int(max_draws), 5 * have)
+            if progress:
+                where = "" if len(nulls) == 1 else f" ({g.storage} layers)"
+                print(f"rmtbase: heads near a flag lie beyond all but a few of {have} null "
+                      f"draws of {', '.join(thin)}; extending the spectral null{where} to "
+                      f"{n_next}", file=sys.stderr, flush=True)
+            more = _spectral_null(d, d_h, spectral_names, storage=g.storage, seed=seed,
+                                  n=n_next, progress=progress)
+            if g.spectral_null is None:
+                g.joint = more
+            else:
+                g.spectral_null = more
+            grown = True
+        if not grown:
+            break
+        ds = verdict()
+    return ds, tested, values, undefined
+
+
+def _baseline_attrs(nulls, layer_ids) -> dict:
+    """``baseline_<attr>`` from the null tables' attrs (strings and numbers): a value shared by
+    every table as it is; where the layers' tables differ, numbers by their minimum and text
+    per storage, as "value (layers ...)"."""
+    out = {}
+    keys = list(dict.fromkeys(k for g in nulls for k in g.table.attrs))
+    for k in keys:
+        vals = [g.table.attrs.get(k) for g in nulls]
+        if not all(isinstance(v, str | int | float | np.integer | np.floating) for v in vals):
+            continue
+        if all(_same_attr(v, vals[0]) for v in vals):
+            out[f"baseline_{k}"] = vals[0]
+        elif all(isinstance(v, int | float | np.integer | np.floating) for v in vals):
+            out[f"baseline_{k}"] = min(vals)
+        else:
+            out[f"baseline_{k}"] = "; ".join(
+                f"{v} ({layer_range([layer_ids[i] for i in g.rows])})"
+                for v, g in zip(vals, nulls, strict=True))
+    return out
+
+
+def _same_attr(a, b) -> bool:
+    return type(a) is type(b) and a == b
 
 
 def _is_spectral(name: str) -> bool:
