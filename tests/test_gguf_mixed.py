@@ -15,8 +15,8 @@ What is checked, exactly (no statistical tolerance: the same numbers are compare
   layer's type — same bytes, scored against one null;
 - a uniform file is scored as before: its result is :func:`score_values` against the one null
   table, with the single-storage attrs;
-- W_Q and W_K of one layer in different block types are refused under ``quantized_null="auto"``
-  with one line naming the layer and both types.
+- W_Q and W_K of one layer in different block types: that layer is scored against the float null
+  with histogram statistics left out (under "auto" as under "none"), and the provenance says so.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ import pytest
 pytest.importorskip("gguf")
 
 import _gguf  # noqa: E402
-
-from rmtbase.errors import InputError  # noqa: E402
 
 D, HEADS, KV, LAYERS = 256, 4, 2, 3
 #: Per-statistic checks are exact, so few draws suffice; no K-quant null takes the sequential
@@ -182,21 +180,23 @@ def test_uniform_file_is_one_null_as_before(spectral):
         np.testing.assert_array_equal(ds[v].values, ref[v].values, err_msg=v)
 
 
-def test_w_q_and_w_k_in_different_types_are_refused(tmp_path, module_cache):
+def test_w_q_and_w_k_in_different_types_get_the_float_null(tmp_path, module_cache):
+    """A layer whose W_Q and W_K are in different block types cannot be matched by one round
+    trip: under "auto", as under "none", it is scored against the float null with histogram
+    statistics left out, and the provenance names the layer and both types."""
     from rmtbase.scoring import score_model
 
     path = _write(tmp_path / "qk.gguf", ["q4_k", "q4_k", "q4_k"], ["q4_k", "q6_k", "q4_k"])
-    with pytest.raises(InputError, match=r"layer 1 stores W_Q and W_K in different block types "
-                                         r"\(q4_k, q6_k\)") as e:
-        score_model(str(path), **KW)
-    assert "\n" not in str(e.value)
-    # with the float null asked for, it scores: histogram statistics out, the null says why
-    ds = score_model(str(path), quantized_null="none",
-                     **dict(KW, stats=["k.entropy", "k.excess_kurtosis"], draws=40, max_draws=40))
-    assert "k.entropy" in ds.attrs["unreliable"]
-    assert ds.attrs["quantisation"] == "q4_k (layers 0, 2), q4_k+q6_k (layer 1)"
-    assert ds.attrs["null_storage"] == "float32"
-    assert "layer 1 looks dequantised from q4_k+q6_k" in ds.attrs["null"]
+    kw = dict(KW, stats=["k.entropy", "k.excess_kurtosis"], draws=40, max_draws=40)
+    # under auto, layers 0 and 2 keep their matched Q4_K null; under none every layer is float
+    for quantized_null, storage in (("auto", "q4_k (layers 0, 2), float32 (layer 1)"),
+                                    ("none", "float32")):
+        ds = score_model(str(path), quantized_null=quantized_null, **kw)
+        assert "k.entropy" in ds.attrs["unreliable"], quantized_null
+        assert "k.excess_kurtosis" not in ds.attrs["unreliable"], quantized_null
+        assert ds.attrs["quantisation"] == "q4_k (layers 0, 2), q4_k+q6_k (layer 1)"
+        assert "layer 1 looks dequantised from q4_k+q6_k" in ds.attrs["null"]
+        assert ds.attrs["null_storage"] == storage, quantized_null
 
 
 def test_dequantised_folder_detected_layer_by_layer(tmp_path, module_cache):

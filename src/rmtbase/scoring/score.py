@@ -21,8 +21,9 @@ The null (``null=``):
   (:func:`rmtbase.decision.verdict.score_values_by_layer`: per-statistic tests and each head's
   combination from its layer's null, BH over all heads). A statistic undefined under any
   layer's null is left out for every head; histogram statistics are left out for every head
-  where some layer has no matched null. W_Q and W_K of one layer in different block types are
-  refused under ``"auto"`` (one null round trip cannot match both). Tables come from
+  where some layer has no matched null. W_Q and W_K of one layer in different block types get
+  that layer's float null under ``"auto"`` (one null round trip cannot match both), with the
+  histogram statistics left out as under ``"none"``. Tables come from
   :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or generated). Spectral statistics have their own, larger reference (≥ 1000 draws), extended ×5
   at a time where a head that is, or nearly is, flagged sits beyond all but 10 draws
   (sequential Monte Carlo up to ``max_draws``, cached; Besag & Clifford 1991).
@@ -188,12 +189,10 @@ def _layer_null(layer, storage, detected, quantized_null):
     histogram statistics lack a matched null) for one layer: float ``storage`` and the block
     format ``detected`` (or None), under ``quantized_null`` (module docstring)."""
     est, null_storage, unmatched = storage, storage, False
-    if detected and "+" in detected and quantized_null == "auto":
-        first, second = detected.split("+", 1)
-        raise InputError(f"layer {layer} stores W_Q and W_K in different block types "
-                         f"({first}, {second}); the null puts both through one round trip and "
-                         "cannot match them: pass --quantized-null none (float null, histogram "
-                         "statistics left out) or a format name")
+    # W_Q and W_K in different block types ("q4_k+q8_0": Mixtral-style Q4_K_M files): the null
+    # puts both factors through one round trip and cannot match them, so under "auto" the
+    # layer gets its float null with histogram statistics left out (what "none" does), and
+    # the ``null`` attr names the layer and both types
     if detected in QUANT_FORMATS and quantized_null != "none":
         est = detected if quantized_null == "auto" else quantized_null
     if detected:
