@@ -112,6 +112,33 @@ def test_detect_quantisation_and_storage_names():
         round_trip(jnp.ones((2, 40)), "q4_0")
 
 
+def test_detect_quantisation_quick_rejection_gives_the_full_rules_answer(monkeypatch):
+    """Above 1024 blocks, float weights are ruled out on a strided sample of blocks first: on
+    float32/bfloat16 Gaussian weights, on each format, and on matrices in which 30 %, 60 % or
+    95 % of the rows were dequantised, the answer is the full rule's (the sample check off)."""
+    from rmtbase.stats import precision
+
+    rng = np.random.default_rng(8)
+    w = (0.02 * rng.standard_normal((64, 1024))).astype(np.float32)  # 2048 blocks
+    cases = {"float32": (w, "float32"),
+             "bfloat16": (np.asarray(round_trip(jnp.asarray(w), "bfloat16")), "bfloat16")}
+    for fmt in ("q4_0", "q4_1", "q8_0"):
+        deq = np.asarray(round_trip(jnp.asarray(w), fmt))
+        cases[fmt] = (deq, "float32")
+        for share in (0.3, 0.6, 0.95):
+            mixed = w.copy()
+            rows = rng.permutation(64)[:round(share * 64)]
+            mixed[rows] = deq[rows]
+            cases[f"{fmt} {share:.0%}"] = (mixed, "float32")
+    quick = {k: detect_quantisation(x, storage=st) for k, (x, st) in cases.items()}
+    monkeypatch.setattr(precision, "_DETECT_SAMPLE", 10**9)  # the full rule only
+    full = {k: detect_quantisation(x, storage=st) for k, (x, st) in cases.items()}
+    assert quick == full
+    assert quick["float32"] is None and quick["bfloat16"] is None
+    assert all(quick[f] == f and quick[f"{f} 95%"] == f for f in ("q4_0", "q4_1", "q8_0"))
+    assert all(quick[f"{f} 60%"] is None for f in ("q4_0", "q4_1", "q8_0"))
+
+
 def test_cell_histogram_is_the_expected_dithered_histogram():
     """The lattice-cell histogram equals the mean histogram of uniformly dithered copies
     (each value moved uniformly within its own cell): an independent Monte Carlo of the same
