@@ -1,9 +1,9 @@
 """Untrained models stored as K-quant GGUF files score as null against the K-quant matched null.
 
 A random-init LLaMA (transformers' N(0, 0.02²) init; d = 256, 4 query heads of d_h = 64, GQA
-on 2 key heads) has its q/k projections quantised by rmtbase's Q4_K / Q6_K round trip
-(:mod:`rmtbase.stats.kquants`, checked against ggml's reference in ``test_kquants.py``), packed
-as ggml blocks and written as a ``llama`` GGUF file with llama.cpp's row permutation
+on 2 key heads) has its q/k projections quantised by rmtbase's Q2_K / Q3_K / Q4_K / Q6_K round
+trip (:mod:`rmtbase.stats.kquants`, checked against ggml's reference in ``test_kquants.py``),
+packed as ggml blocks and written as a ``llama`` GGUF file with llama.cpp's row permutation
 (``tests/_gguf.py``). Read back, the file names its type, the null passes through the same
 round trip, and per statistic the rate of p ≤ 0.05 lies within 3 binomial standard errors of
 0.05 (``test_precision_null._assert_calibrated``: heads as units, GQA-shared k.* statistics
@@ -49,7 +49,7 @@ def _llama_gguf(path, fmt: str, seed: int):
     return path, layers
 
 
-@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+@pytest.mark.parametrize("fmt", ["q2_k", "q3_k", "q4_k", "q6_k"])
 def test_untrained_k_quant_models_score_as_null(tmp_path, module_cache, fmt):
     import jax.numpy as jnp
 
@@ -68,6 +68,7 @@ def test_untrained_k_quant_models_score_as_null(tmp_path, module_cache, fmt):
         ds = score_model(str(path), progress=False, spectrum_draws=0, draws=DRAWS)
         assert ds.attrs["quantisation"] == ds.attrs["null_storage"] == fmt
         assert f"{fmt} block quantiser" in ds.attrs["null"]
+        assert ds.attrs["unreliable"] == ""  # histogram statistics in the decision
         scores.append(ds)
     n = sum(ds.sizes["layer"] * ds.sizes["head"] for ds in scores)
     assert n == len(SEEDS) * LAYERS * HEADS

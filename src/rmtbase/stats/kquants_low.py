@@ -76,10 +76,14 @@ def make_q3_quants(x, nmax: int = 4, passes: int = 5):
     sumlx0 = _sum(wx * l0)
     suml20 = _sum(w * l0 * l0)
 
+    # entries as separate arrays (a tuple of codes in the carry, no scatter on the last axis)
+    xs, ws, wxs = ([a[..., i] for i in range(n)] for a in (x, w, wx))
+
     def one_pass(_, carry):
         l, sumlx, suml2 = carry
+        l = list(l)
         for i in range(n):
-            wi, xi, wxi, li = w[..., i], x[..., i], wx[..., i], l[..., i]
+            wi, xi, wxi, li = ws[i], xs[i], wxs[i], l[i]
             slx = sumlx - wxi * li
             pos = slx > 0
             sl2 = suml2 - wi * li * li
@@ -87,11 +91,12 @@ def make_q3_quants(x, nmax: int = 4, passes: int = 5):
             slx = slx + wxi * new
             sl2 = sl2 + wi * new * new
             take = pos & (new != li) & (sl2 > 0) & (slx * slx * suml2 > sumlx * sumlx * sl2)
-            l = l.at[..., i].set(jnp.where(take, new, li))
+            l[i] = jnp.where(take, new, li)
             sumlx = jnp.where(take, slx, sumlx)
             suml2 = jnp.where(take, sl2, suml2)
-        return l, sumlx, suml2
+        return tuple(l), sumlx, suml2
 
+    l0 = tuple(l0[..., i] for i in range(n))
     _, sumlx, suml2 = jax.lax.fori_loop(0, passes, one_pass, (l0, sumlx0, suml20))
     scale = jnp.where(suml2 > 0, _safe_div(sumlx, suml2), 0)
     return jnp.where(zero, 0, scale)
