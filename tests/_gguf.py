@@ -57,8 +57,8 @@ def write_llama(path, layers, *, d, n_heads, n_kv_heads, qtype="F32", arch="llam
     return path
 
 
-# -- K-quant blocks packed as ggml stores them (block_q4_K, block_q5_K, block_q6_K) ------------
-# Byte layouts from ggml-common.h and the packing loops of quantize_row_q{4,5,6}_K_ref in
+# -- K-quant blocks packed as ggml stores them (block_q2_K … block_q6_K) ---------------------
+# Byte layouts from ggml-common.h and the packing loops of quantize_row_q{2,3,4,5,6}_K_ref in
 # ggml-quants.c; the gguf package's dequantize reads them back (it has no K-quant quantiser).
 
 def _scales_k4(ls, lm):
@@ -77,9 +77,42 @@ def _f16_bytes(x):
     return np.asarray(x, np.float32).astype(np.float16)[..., None].view(np.uint8)
 
 
+def _qs_2bit(L):
+    """The 64 bytes of 2-bit codes of block_q2_K / block_q3_K: qs[j/4 + l] = L[j+l] |
+    L[j+l+32] << 2 | L[j+l+64] << 4 | L[j+l+96] << 6 for j = 0, 128 (quantize_row_q2_K_ref)."""
+    qs = np.zeros((*L.shape[:-1], 64), np.uint8)
+    for j in (0, 128):
+        qs[..., j // 4:j // 4 + 32] = L[..., j:j + 32] | (L[..., j + 32:j + 64] << 2) \
+            | (L[..., j + 64:j + 96] << 4) | (L[..., j + 96:j + 128] << 6)
+    return qs
+
+
+def _pack_low(c, storage):
+    """block_q2_K: scales[16] (ls | lm << 4), qs[64], d, dmin; block_q3_K: hmask[32] (bit
+    j/32 of hmask[j % 32] set when L[j] = q + 4 > 3), qs[64] (L & 3), scales[12] (6-bit
+    sc + 32: low nibbles in bytes 0-7, 2-bit high parts in bytes 8-11), d."""
+    if storage == "q2_k":
+        L = c["q"].reshape(*c["q"].shape[:-2], 256).astype(np.uint8)
+        scales = (c["ls"].astype(np.uint8) | (c["lm"].astype(np.uint8) << 4))
+        return np.concatenate([scales, _qs_2bit(L), _f16_bytes(c["d"]),
+                               _f16_bytes(c["dmin"])], axis=-1)
+    L = (c["q"].reshape(*c["q"].shape[:-2], 256) + 4).astype(np.uint8)
+    hmask = np.zeros((*L.shape[:-1], 32), np.uint8)
+    for b in range(8):
+        hmask |= ((L[..., 32 * b:32 * b + 32] > 3).astype(np.uint8) << b)
+    l6 = (c["sc"] + 32).astype(np.uint8)
+    scales = np.zeros((*l6.shape[:-1], 12), np.uint8)
+    scales[..., 0:8] = (l6[..., 0:8] & 0xF) | ((l6[..., 8:16] & 0xF) << 4)
+    for j in range(16):
+        scales[..., 8 + j % 4] |= (l6[..., j] >> 4) << (2 * (j // 4))
+    return np.concatenate([hmask, _qs_2bit(L & 3), scales, _f16_bytes(c["d"])], axis=-1)
+
+
 def pack_k(codes, storage):
     """Bytes ``(..., bytes_per_block)`` of :func:`rmtbase.stats.kquants.k_codes` output."""
     c = {k: np.asarray(v) for k, v in codes.items()}
+    if storage in ("q2_k", "q3_k"):
+        return _pack_low(c, storage)
     if storage == "q6_k":
         L = (c["q"].reshape(*c["q"].shape[:-2], 256) + 32).astype(np.uint8)
         ql = np.zeros((*L.shape[:-1], 128), np.uint8)

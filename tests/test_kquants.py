@@ -1,9 +1,10 @@
 """K-quant round trips (rmtbase.stats.kquants) against two independent references.
 
-1. A scalar transcription of ggml's reference quantisers (``quantize_row_q4_K_ref``,
-   ``quantize_row_q5_K_ref``, ``quantize_row_q6_K_ref`` with ``make_qkx2_quants`` and
+1. A scalar transcription of ggml's reference quantisers (``quantize_row_q2_K_ref`` …
+   ``quantize_row_q6_K_ref`` with ``make_qkx2_quants``, ``make_q3_quants`` and
    ``make_qx_quants``, llama.cpp ``ggml/src/ggml-quants.c``), written here loop by loop in
-   float32 with the C code's sequential sums; the JAX version vectorises the candidate search.
+   float32 with the C code's sequential sums and ``nearest_int``'s bit trick; the JAX version
+   vectorises the candidate search.
 2. The ``gguf`` package's own ``dequantize`` (gguf-py has no K-quant quantiser): the codes
    packed into ggml's block bytes (``tests/_gguf.py``) must dequantise to exactly the round
    trip's values.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import _gguf
 import gguf
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -31,13 +33,23 @@ def _fp16(v):
     return F(np.float16(F(v)))
 
 
-def _qkx2(x, nmax, rmin, rdelta, nstep):
+def _nearest_int(v):
+    """nearest_int's bit trick: float32 v + 12582912 read as int32, low 23 bits less 2^22."""
+    bits = np.array([F(F(v) + F(12582912.0))], F).view(np.int32)[0]
+    return int((bits & 0x7FFFFF) - 0x400000)
+
+
+def _qkx2(x, nmax, rmin, rdelta, nstep, w=None, mad=False):
     n = len(x)
-    sum_x2 = F(0)
-    for v in x:
-        sum_x2 = F(sum_x2 + v * v)
-    av_x = F(np.sqrt(F(sum_x2 / F(n))))
-    w = [F(av_x + abs(v)) for v in x]
+    if w is None:  # Q4_K, Q5_K: av_x + |x|
+        sum_x2 = F(0)
+        for v in x:
+            sum_x2 = F(sum_x2 + v * v)
+        av_x = F(np.sqrt(F(sum_x2 / F(n))))
+        w = [F(av_x + abs(v)) for v in x]
+
+    def loss(diff):
+        return abs(diff) if mad else F(diff * diff)
     mn, mx = x[0], x[0]
     sum_w, sum_x = w[0], F(w[0] * x[0])
     for i in range(1, n):
@@ -53,7 +65,7 @@ def _qkx2(x, nmax, rmin, rdelta, nstep):
     for i in range(n):
         q = max(0, min(nmax, _nearest(F(iscale * F(x[i] - mn)))))
         diff = F(F(F(scale * q) + mn) - x[i])
-        best = F(best + F(w[i] * F(diff * diff)))
+        best = F(best + F(w[i] * loss(diff)))
     for step in range(nstep + 1):
         iscale = F(F(F(rmin) + F(F(rdelta) * F(step)) + F(nmax)) / F(mx - mn))
         laux, sl, sl2, sxl = [], F(0), F(0), F(0)
@@ -72,7 +84,7 @@ def _qkx2(x, nmax, rmin, rdelta, nstep):
             err = F(0)
             for i in range(n):
                 diff = F(F(F(s * laux[i]) + m) - x[i])
-                err = F(err + F(w[i] * F(diff * diff)))
+                err = F(err + F(w[i] * loss(diff)))
             if err < best:
                 best, scale, mn = err, s, m
     return scale, F(-mn)
@@ -106,9 +118,92 @@ def _qx(x, nmax):
     return scale
 
 
+def _q3(x, nmax):
+    """make_q3_quants(n, nmax, x, L, do_rmse=true): the scale (its codes are not needed)."""
+    amax, mx = F(0), F(0)
+    for v in x:
+        if abs(v) > amax:
+            amax, mx = abs(v), v
+    if amax < F(1e-15):
+        return F(0)
+    iscale = F(F(-nmax) / mx)
+    L, sumlx, suml2 = [], F(0), F(0)
+    for v in x:
+        l = max(-nmax, min(nmax - 1, _nearest_int(F(iscale * v))))
+        L.append(l)
+        w = F(v * v)
+        sumlx = F(sumlx + F(F(w * v) * F(l)))
+        suml2 = F(suml2 + F(F(w * F(l)) * F(l)))
+    for _ in range(5):
+        changed = 0
+        for i, v in enumerate(x):
+            w = F(v * v)
+            slx = F(sumlx - F(F(w * v) * F(L[i])))
+            if slx > 0:
+                sl2 = F(suml2 - F(F(w * F(L[i])) * F(L[i])))
+                new = max(-nmax, min(nmax - 1, _nearest_int(F(F(v * sl2) / slx))))
+                if new != L[i]:
+                    slx = F(slx + F(F(w * v) * F(new)))
+                    sl2 = F(sl2 + F(F(w * F(new)) * F(new)))
+                    if sl2 > 0 and F(F(slx * slx) * suml2) > F(F(sumlx * sumlx) * sl2):
+                        L[i], sumlx, suml2 = new, slx, sl2
+                        changed += 1
+        if not changed:
+            break
+    return F(sumlx / suml2) if suml2 > 0 else F(0)
+
+
+def _reference_q2(x):
+    """quantize_row_q2_K_ref + dequantize_row_q2_K on one super-block."""
+    sub = [x[16 * j:16 * j + 16] for j in range(16)]
+    sm = [_qkx2(b, 3, -0.5, 0.1, 15, w=[F(abs(v)) for v in b], mad=True) for b in sub]
+    max_scale = max(F(0), *(s for s, _ in sm))
+    max_min = max(F(0), *(m for _, m in sm))
+    byte, d, dmin = [0] * 16, F(0), F(0)
+    if max_scale > 0:
+        iscale = F(F(15) / max_scale)
+        byte = [_nearest_int(F(iscale * s)) & 0xFF for s, _ in sm]  # uint8, no clamp
+        d = _fp16(F(max_scale / F(15)))
+    if max_min > 0:
+        iscale = F(F(15) / max_min)
+        byte = [(byte[j] | (_nearest_int(F(iscale * sm[j][1])) << 4)) & 0xFF for j in range(16)]
+        dmin = _fp16(F(max_min / F(15)))
+    out = np.zeros(256, F)
+    for j in range(16):
+        dl, ml = F(d * F(byte[j] & 0xF)), F(dmin * F(byte[j] >> 4))
+        for i in range(16):
+            v = x[16 * j + i]
+            q = max(0, min(3, _nearest_int(F(F(v + ml) / dl)))) if dl else 0
+            out[16 * j + i] = F(F(dl * F(q)) - ml)
+    return out
+
+
+def _reference_q3(x):
+    """quantize_row_q3_K_ref + dequantize_row_q3_K on one super-block."""
+    scales = [_q3(x[16 * j:16 * j + 16], 4) for j in range(16)]
+    amax, max_scale = F(0), F(0)
+    for s in scales:
+        if abs(s) > amax:
+            amax, max_scale = abs(s), s
+    sc, d = [-32] * 16, F(0)                     # scales bytes all zero: 0 - 32
+    if max_scale:
+        iscale = F(F(-32) / max_scale)
+        sc = [max(-32, min(31, _nearest_int(F(iscale * s)))) for s in scales]
+        d = _fp16(F(F(1) / iscale))
+    out = np.zeros(256, F)
+    for j in range(16):
+        dl = F(d * F(sc[j]))
+        for i in range(16):
+            q = max(-4, min(3, _nearest_int(F(x[16 * j + i] / dl)))) if dl else 0
+            out[16 * j + i] = F(dl * F(q))
+    return out
+
+
 def _reference(x, fmt):
     """One super-block through quantize_row_*_K_ref and dequantize_row_*_K, scalar."""
     x = [F(v) for v in x]
+    if fmt in ("q2_k", "q3_k"):
+        return _reference_q2(x) if fmt == "q2_k" else _reference_q3(x)
     out = np.zeros(256, F)
     if fmt == "q6_k":
         scales = [_qx(x[16 * j:16 * j + 16], 32) for j in range(16)]
@@ -141,6 +236,18 @@ def _reference(x, fmt):
     return out
 
 
+def _edge_blocks(seed):
+    """Constant blocks (positive: min clamps at 0; negative: every sub-block max = min), one
+    huge outlier, tiny values (d in float16's subnormal range, 6e-8 … 6e-5), values on a
+    coarse lattice (exact rounding ties)."""
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((6, 256)).astype(F)
+    w = np.stack([np.full(256, 0.01, F), np.full(256, -0.01, F), 0.02 * g[0],
+                  3e-5 * g[1], 4e-4 * g[2], np.round(4 * g[3]) / 8]).astype(F)
+    w[2, 77] = 50.0
+    return w
+
+
 def _blocks(seed):
     rng = np.random.default_rng(seed)
     w = (0.02 * rng.standard_normal((6, 256))).astype(F)
@@ -152,31 +259,58 @@ def _blocks(seed):
     return w
 
 
-@pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k"])
+FORMATS = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_round_trip_matches_scalar_ggml_reference(fmt):
     """Bit-equal on every block: known edge cases (zeros, positive, a zero sub-block, scales
-    over 300×, heavy tails) and a plain Gaussian one."""
-    w = _blocks(1)
+    over 300×, heavy tails) and Gaussian ones, eager and under jit."""
+    rng = np.random.default_rng(5)
+    w = np.concatenate([_blocks(1), 0.02 * rng.standard_normal((4, 256))]).astype(F)
     got = np.asarray(round_trip(jnp.asarray(w), fmt))
+    jitted = np.asarray(jax.jit(lambda a: round_trip(a, fmt))(jnp.asarray(w)))
     for r in range(w.shape[0]):
-        np.testing.assert_array_equal(got[r], _reference(w[r], fmt), err_msg=f"{fmt} row {r}")
+        want = _reference(w[r], fmt)
+        np.testing.assert_array_equal(got[r], want, err_msg=f"{fmt} row {r}")
+        np.testing.assert_array_equal(jitted[r], want, err_msg=f"{fmt} row {r} (jit)")
     np.testing.assert_array_equal(got[0], 0.0)
-    levels = {"q4_k": 16, "q5_k": 32, "q6_k": 64}[fmt]
-    sub = 16 if fmt == "q6_k" else 32
+    levels = {"q2_k": 4, "q3_k": 8, "q4_k": 16, "q5_k": 32, "q6_k": 64}[fmt]
+    sub = 32 if fmt in ("q4_k", "q5_k") else 16
     assert max(len(np.unique(got[5, i:i + sub])) for i in range(0, 256, sub)) <= levels
 
 
-@pytest.mark.parametrize("fmt", ["q4_k", "q5_k", "q6_k"])
+# XLA on CPU contracts a*b ± c into fused multiply-adds in compiled code (the fori_loop of
+# make_qkx2_quants), which C compiled for plain x86-64 does not: scales differ by ulps and, on
+# the outlier block, Q5_K keeps another candidate (one entry differs). Found with these blocks;
+# Q4_K/Q5_K left as they are (their numbers are not changed here).
+_FMA = pytest.mark.xfail(strict=True, reason="XLA CPU FMA contraction in make_qkx2_quants")
+
+
+@pytest.mark.parametrize("fmt", ["q2_k", "q3_k", "q4_k", pytest.param("q5_k", marks=_FMA),
+                                 "q6_k"])
+def test_edge_blocks_match_scalar_ggml_reference(fmt):
+    """Constant blocks, one huge outlier, tiny values (d in float16's subnormal range), tied
+    values: bit-equal to the scalar transcription."""
+    w = _edge_blocks(6)
+    got = np.asarray(round_trip(jnp.asarray(w), fmt))
+    for r in range(w.shape[0]):
+        np.testing.assert_array_equal(got[r], _reference(w[r], fmt), err_msg=f"{fmt} row {r}")
+    np.testing.assert_allclose(got[:2], [[0.01] * 256, [-0.01] * 256], rtol=5e-3)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_codes_dequantise_with_gguf_to_the_round_trip(fmt):
     rng = np.random.default_rng(2)
-    w = np.concatenate([_blocks(3), (0.05 * rng.standard_normal((58, 256))).astype(F)])
-    w = w.reshape(16, 1024)
+    w = np.concatenate([_blocks(3), _edge_blocks(7), 0.05 * rng.standard_normal((52, 256))])
+    w = w.astype(F).reshape(16, 1024)
     data, kind = _gguf.encode_k(w, fmt)
-    assert data.shape == (16, 4 * {"q4_k": 144, "q5_k": 176, "q6_k": 210}[fmt])
+    size = {"q2_k": 84, "q3_k": 110, "q4_k": 144, "q5_k": 176, "q6_k": 210}[fmt]
+    assert data.shape == (16, 4 * size) == (16, 4 * gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[kind]][1])
     deq = gguf.quants.dequantize(data, gguf.GGMLQuantizationType[kind])
     np.testing.assert_array_equal(deq, np.asarray(round_trip(jnp.asarray(w), fmt)))
     err = np.abs(deq[4:] - w[4:]).max() / np.abs(w[4:]).max()
-    assert err < {"q4_k": 0.1, "q5_k": 0.05, "q6_k": 0.02}[fmt]
+    assert err < {"q2_k": 0.4, "q3_k": 0.2, "q4_k": 0.1, "q5_k": 0.05, "q6_k": 0.02}[fmt]
 
 
 @pytest.mark.parametrize("fmt,ref", [("q5_0", "Q5_0"), ("q5_1", "Q5_1")])
@@ -190,7 +324,7 @@ def test_legacy_5_bit_formats_match_gguf_quantize(fmt, ref):
 
 
 def test_block_sizes_and_refusal():
-    assert block_size("q4_k") == block_size("q6_k") == 256
+    assert block_size("q2_k") == block_size("q3_k") == block_size("q6_k") == 256
     assert block_size("q5_0") == 32 and block_size("float16") == 1
     with pytest.raises(InputError, match="multiple of 256"):
         round_trip(jnp.zeros((2, 288), F), "q4_k")

@@ -10,7 +10,7 @@ checkpoint's storage, and :func:`lattice_cells` gives each stored value its roun
 
 Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (IEEE
 round-to-nearest-even, as ``torch.Tensor.to`` does) and the block formats ``"q4_0"``, ``"q4_1"``,
-``"q8_0"``, ``"q5_0"``, ``"q5_1"`` and the K-quants ``"q4_k"``, ``"q5_k"``, ``"q6_k"``
+``"q8_0"``, ``"q5_0"``, ``"q5_1"`` and the K-quants ``"q2_k"`` … ``"q6_k"``
 (``QUANT_FORMATS``; K-quants in :mod:`rmtbase.stats.kquants`), which follow ggml's reference
 quantisers (``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``, ``quantize_row_q8_0_ref`` …
 in ggml's ``ggml-quants.c``: block scale ``d`` and minimum ``m`` stored as float16) and their
@@ -45,7 +45,8 @@ import numpy as np
 from ..errors import InputError
 
 FLOAT_STORAGES = ("float32", "float16", "bfloat16")
-QUANT_FORMATS = ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k")
+QUANT_FORMATS = ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q2_k",
+                 "q3_k")
 STORAGES = FLOAT_STORAGES + QUANT_FORMATS
 #: Significant bits (with the implicit one) and the smallest spacing (the subnormal step;
 #: for bfloat16 2^-133 would be flushed to zero by XLA on CPU, so its cells stop at the float32
@@ -57,7 +58,7 @@ QBLOCK = 32
 def block_size(storage: str) -> int:
     """Entries per block along the last axis: 256 for the K-quants (super-blocks), 32 for the
     other block formats, 1 for float storages."""
-    if storage in ("q4_k", "q5_k", "q6_k"):
+    if storage in ("q2_k", "q3_k", "q4_k", "q5_k", "q6_k"):
         return 256
     return QBLOCK if storage in QUANT_FORMATS else 1
 

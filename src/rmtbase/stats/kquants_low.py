@@ -1,0 +1,133 @@
+"""llama.cpp's 2- and 3-bit K-quants (Q2_K, Q3_K) as quantise → dequantise round trips in JAX.
+
+Companion of :mod:`rmtbase.stats.kquants` (same super-blocks of ``QK_K = 256`` entries along
+the last axis, same conventions). Sources: ``quantize_row_q2_K_ref`` and
+``quantize_row_q3_K_ref`` with their helpers ``make_qkx2_quants`` and ``make_q3_quants``
+(``ggml/src/ggml-quants.c`` of llama.cpp; the ``_ref`` path, i.e. no importance matrix), the
+matching ``dequantize_row_q2_K`` / ``dequantize_row_q3_K``, and the block layouts
+``block_q2_K`` / ``block_q3_K`` of ``ggml-common.h``. Arithmetic is float32 as in C.
+
+- **Q2_K**: 16 sub-blocks of 16 entries; ``make_qkx2_quants(16, nmax=3, weights=|x|,
+  rmin=−0.5, rdelta=0.1, nstep=15, use_mad=true)`` gives each a scale s_j and a minimum
+  m_j ≥ 0 (as for Q4_K, but weights |x| and the weighted absolute error). Scales and mins are
+  quantised to 4 bits against ``d = fp16(max s/15)``, ``dmin = fp16(max m/15)`` (zero when
+  the maximum is not positive): ls_j = round(15 s_j/max s), lm_j likewise, packed as one byte
+  ``ls | lm << 4`` (no clamp in C; the byte's nibbles are what is decoded). Every entry is
+  re-quantised as q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, 3); value
+  ``(d·ls_j)·q − dmin·lm_j``.
+- **Q3_K**: 16 sub-blocks of 16 entries; ``make_q3_quants(16, nmax=4, do_rmse=true)``: the
+  start iscale = −4/x_amax, L = clamp(round(iscale·x), −4, 3), then up to 5 passes over the
+  entries in order, each entry's code replaced by round(x·Σ'wL²/Σ'wxL) (Σ' the sums without
+  that entry, w = x², only when Σ'wxL > 0) if that raises (ΣwxL)²/ΣwL²; scale ΣwxL/ΣwL².
+  (A pass that changes nothing ends the C loop; running all 5 gives the same codes.) Scales
+  are quantised to 6 bits against ``d = fp16(1/iscale)``, iscale = −32/max_scale (max_scale
+  the scale of largest |scale|): sc_j = clamp(round(iscale·s_j), −32, 31); q =
+  clamp(round(x/(d·sc_j)), −4, 3); value ``(d·sc_j)·q``. A super-block whose scales are all
+  zero stores d = 0 (values 0).
+
+Where C skips the re-quantisation of a sub-block (its d·ls or d·sc is zero), the value does not
+depend on the codes (−dmin·lm, resp. 0); :func:`low_codes` stores q = 0 there.
+
+``nearest_int`` is ``jnp.round`` (ties to even) where its argument is bounded, and its bit trick
+(add 1.5·2²³, keep the low mantissa bits) in make_q3_quants' refinement, whose argument
+x·Σ'wL²/Σ'wxL is unbounded when Σ'wxL is tiny. Not matched: XLA on CPU flushes float32
+subnormals to zero, and the refinement compares products of order 10⁶·x⁸, so a sub-block with
+max|x| ≲ 3·10⁻⁶ may get other codes than C (never at the σ of real or null weights); and
+XLA contracts products into fused multiply-adds in compiled code (:mod:`rmtbase.stats.kquants`,
+"Known divergence"), which can move sums by ulps — on the blocks tested (edge cases and 300
+Gaussian blocks, eager and jitted) Q2_K and Q3_K equal C's values exactly.
+
+Tests: ``tests/test_kquants.py`` (scalar transcription of the C code; the ``gguf`` package's
+``dequantize`` of the packed codes).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .kquants import QK_K, _fp16, _safe_div, _sum, make_qkx2_quants
+
+LOW_FORMATS = ("q2_k", "q3_k")
+_F = jnp.float32
+
+
+def _nearest_int(v):
+    """ggml's ``nearest_int``: the float32 ``v + 12582912`` read as int32, low 23 bits less
+    2²² (round to nearest even for |v| < 2²²; C asserts that, its release builds do this)."""
+    bits = jax.lax.bitcast_convert_type(v.astype(_F) + _F(12582912.0), jnp.int32)
+    return ((bits & 0x7FFFFF) - 0x400000).astype(_F)
+
+
+def make_q3_quants(x, nmax: int = 4, passes: int = 5):
+    """Scale of every sub-block (last axis) of ``x``, as ggml's ``make_q3_quants`` with
+    ``do_rmse=true`` (weights x²): the start codes, then ``passes`` sequential passes of
+    single-entry updates (a ``lax.fori_loop`` over passes, the entries unrolled in order)."""
+    x = x.astype(_F)
+    n = x.shape[-1]
+    i_max = jnp.argmax(jnp.abs(x), axis=-1, keepdims=True)
+    xmax = jnp.take_along_axis(x, i_max, axis=-1)[..., 0]
+    zero = jnp.abs(xmax) < 1e-15                                  # GROUP_MAX_EPS: all zero
+    iscale = _safe_div(_F(-nmax), xmax)
+    lo, hi = -nmax, nmax - 1
+    l0 = jnp.clip(jnp.round(iscale[..., None] * x), lo, hi)
+    w = x * x
+    wx = w * x
+    sumlx0 = _sum(wx * l0)
+    suml20 = _sum(w * l0 * l0)
+
+    # entries as separate arrays (a tuple of codes in the carry, no scatter on the last axis)
+    xs, ws, wxs = ([a[..., i] for i in range(n)] for a in (x, w, wx))
+
+    def one_pass(_, carry):
+        l, sumlx, suml2 = carry
+        l = list(l)
+        for i in range(n):
+            wi, xi, wxi, li = ws[i], xs[i], wxs[i], l[i]
+            slx = sumlx - wxi * li
+            pos = slx > 0
+            sl2 = suml2 - wi * li * li
+            new = jnp.clip(_nearest_int(_safe_div(xi * sl2, jnp.where(pos, slx, 0))), lo, hi)
+            slx = slx + wxi * new
+            sl2 = sl2 + wi * new * new
+            take = pos & (new != li) & (sl2 > 0) & (slx * slx * suml2 > sumlx * sumlx * sl2)
+            l[i] = jnp.where(take, new, li)
+            sumlx = jnp.where(take, slx, sumlx)
+            suml2 = jnp.where(take, sl2, suml2)
+        return tuple(l), sumlx, suml2
+
+    l0 = tuple(l0[..., i] for i in range(n))
+    _, sumlx, suml2 = jax.lax.fori_loop(0, passes, one_pass, (l0, sumlx0, suml20))
+    scale = jnp.where(suml2 > 0, _safe_div(sumlx, suml2), 0)
+    return jnp.where(zero, 0, scale)
+
+
+def low_codes(blocks, storage: str) -> dict:
+    """What ggml stores for super-blocks ``blocks`` (..., 256): Q2_K ``{"d", "dmin"}`` (..., )
+    float16 values as float32, ``{"ls", "lm"}`` (..., 16) 4-bit scales and mins, ``"q"``
+    (..., 16, 16) codes in [0, 3]; Q3_K ``{"d"}``, ``"sc"`` (..., 16) 6-bit signed scales in
+    [−32, 31], ``"q"`` (..., 16, 16) codes in [−4, 3]. Integer-valued arrays are float32."""
+    x = blocks.reshape((*blocks.shape[:-1], QK_K // 16, 16)).astype(_F)
+    if storage == "q3_k":
+        scale = make_q3_quants(x, 4)                                         # (..., 16)
+        i_max = jnp.argmax(jnp.abs(scale), axis=-1, keepdims=True)
+        max_scale = jnp.take_along_axis(scale, i_max, axis=-1)
+        live = max_scale != 0
+        iscale = _safe_div(_F(-32), max_scale)
+        d = jnp.where(live, _fp16(_safe_div(_F(1), iscale)), 0)
+        sc = jnp.where(live, jnp.clip(jnp.round(iscale * scale), -32, 31), -32)
+        q = jnp.clip(jnp.round(_safe_div(x, (d * sc)[..., None])), -4, 3)
+        return {"d": d[..., 0], "sc": sc, "q": q}
+    if storage != "q2_k":
+        raise ValueError(f"not a low K-quant: {storage!r}")
+    scale, mins = make_qkx2_quants(x, 3, -0.5, 0.1, 15, weights=jnp.abs(x), use_mad=True)
+    max_scale = jnp.maximum(jnp.max(scale, axis=-1, keepdims=True), 0)
+    max_min = jnp.maximum(jnp.max(mins, axis=-1, keepdims=True), 0)
+    ls = jnp.round(_safe_div(_F(15), max_scale) * scale).astype(jnp.int32)
+    lm = jnp.round(_safe_div(_F(15), max_min) * mins).astype(jnp.int32)
+    byte = (ls & 0xFF) | ((lm << 4) & 0xFF)                   # uint8 scales[j] = ls | lm << 4
+    ls, lm = (byte & 0xF).astype(_F), (byte >> 4).astype(_F)
+    d = _fp16(max_scale / _F(15))
+    dmin = _fp16(max_min / _F(15))
+    q = jnp.clip(jnp.round(_safe_div(x + (dmin * lm)[..., None], (d * ls)[..., None])), 0, 3)
+    return {"d": d[..., 0], "dmin": dmin[..., 0], "ls": ls, "lm": lm, "q": q}
