@@ -26,11 +26,11 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import time  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from run import floor_rates  # noqa: E402  (benchmarks/run.py: the same floor as the table)
+from spectral_breakdown import best_seconds  # noqa: E402
 
 from rmtbase._matmul import mm  # noqa: E402
 from rmtbase.stats import head_stats  # noqa: E402
@@ -47,15 +47,7 @@ from rmtbase.stats.tiles import (  # noqa: E402
 
 
 def _ms(fn, *args, draws, rep=3):
-    jax.block_until_ready(fn(*args))
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        for _ in range(rep):
-            out = fn(*args)
-        jax.block_until_ready(out)
-        best = min(best, (time.perf_counter() - t) / rep / draws * 1e3)
-    return best
+    return best_seconds(fn, *args, rep=rep) / draws * 1e3
 
 
 def _stages(flat, n):

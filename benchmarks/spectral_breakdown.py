@@ -31,7 +31,9 @@ from rmtbase.stats.spectral import (  # noqa: E402
 BATCH = 128
 
 
-def _us_per_draw(fn, *args, rep=40):
+def best_seconds(fn, *args, rep=40):
+    """Seconds per call of ``fn(*args)``, compilation excluded: the best of three runs of
+    ``rep`` calls (also used by ``elementwise_breakdown.py``)."""
     jax.block_until_ready(fn(*args))
     best = float("inf")
     for _ in range(3):
@@ -39,8 +41,12 @@ def _us_per_draw(fn, *args, rep=40):
         for _ in range(rep):
             out = fn(*args)
         jax.block_until_ready(out)
-        best = min(best, (time.perf_counter() - t) / rep / BATCH * 1e6)
+        best = min(best, (time.perf_counter() - t) / rep)
     return best
+
+
+def _us_per_draw(fn, *args, rep=40):
+    return best_seconds(fn, *args, rep=rep) / BATCH * 1e6
 
 
 def main(argv=None) -> int:
