@@ -4,22 +4,22 @@
 
 Prints the device, JAX and jaxlib versions, then a Markdown table to paste into the README:
 
-1. **Eigen route per backend** at (768, 64), (4096, 128), (8192, 128): µs per draw of the
-   d_h×d_h core's eigenvalues plus the spectral statistics, by each route of
-   :func:`rmtbase.stats.spectral.eigvals_from_bidiagonal`: ``svd`` (s(C)²), ``eigh`` (LAPACK-style
-   tridiagonalisation + Sturm bisection) and ``eigvalsh`` (``jnp.linalg.eigvalsh`` of C Cᵀ: on
-   a GPU cuSOLVER's batched Jacobi or ``syevd``), on batches of 4,096 draws (256 with
-   ``--quick``), compilation excluded, best of three; and the route
-   :func:`rmtbase.baseline.null.eig_method` takes now on this backend.
-2. **Spectral null** draws/s through :func:`rmtbase.baseline.null.null_draws` (``stats="spectral"``,
-   what ``rmtbase baseline --stats spectral`` runs) at the same shapes, compilation excluded.
-3. **All-statistics null** draws/s at (768, 64) and (4096, 128), float32 and bfloat16 storage.
-4. **GPU = CPU**: the same keys drawn here and in a subprocess with ``JAX_PLATFORMS=cpu``
+1. **Spectral null by eigen route** at (768, 64), (4096, 128), (8192, 128): draws/s through
+   :func:`rmtbase.baseline.null.null_draws` (``stats="spectral"``, what ``rmtbase baseline
+   --stats spectral`` runs, compilation excluded) with each route of
+   :func:`rmtbase.stats.spectral.eigvals_from_bidiagonal`: ``svd`` (s(C)²), ``eigh``
+   (tridiagonalisation + Sturm bisection) and ``eigvalsh`` (``jnp.linalg.eigvalsh`` of C Cᵀ: on
+   a GPU cuSOLVER's batched Jacobi or ``syevd``), and the route
+   :func:`rmtbase.baseline.null.eig_method` takes now on this backend (1,000,000 draws at
+   d_h = 64, 200,000 at d_h = 128; 2,000 and 500 with ``--quick``). The chosen route's column
+   is the spectral null's figure.
+2. **All-statistics null** draws/s at (768, 64) and (4096, 128), float32 and bfloat16 storage.
+3. **GPU = CPU**: the same keys drawn here and in a subprocess with ``JAX_PLATFORMS=cpu``
    (256 spectral draws and 16 all-statistics draws at (768, 64)): the largest difference of
    every statistic in units of its null standard deviation, and the largest relative
    difference. Threefry bits are the same on every backend; what may differ is float32
    rounding (normals, products, eigenvalues) and which eigen route runs.
-5. Unless ``--skip-scoring``: ``benchmarks/scoring.py --which llama8b,perm`` (the
+4. Unless ``--skip-scoring``: ``benchmarks/scoring.py --which llama8b,perm`` (the
    LLaMA-3-8B-shaped bf16 folder with all statistics and with ``--stats spectral``, and the
    permutation null at GPT-2-small shape), whose lines are passed through.
 
@@ -62,26 +62,21 @@ np.savez(a["path"], **out)
 """
 
 
-def _route_us(d, d_h, batch, route):
-    import jax
-    import jax.numpy as jnp
+def _route_draws_per_s(d, d_h, n, route):
+    """Spectral null draws/s through :func:`rmtbase.baseline.null.null_draws` with its eigen
+    route set to ``route`` (the null's own batching and chunking: a route timed on one batched
+    call can rank otherwise; on this CPU the SVD of 256 cores in one call timed 0.87× the eigh
+    route at (4096, 128), and the null itself 1.6× slower with the SVD)."""
+    from rmtbase.baseline import null
 
-    from rmtbase.ensembles import named_key
-    from rmtbase.ensembles.wishart import gram_bidiagonal, gram_cholesky
-    from rmtbase.stats.spectral import eigvals_from_bidiagonal, spectral_stats
-
-    keys = jax.vmap(jax.random.fold_in, (None, 0))(jax.random.key(0), jnp.arange(batch))
-    draw = jax.jit(jax.vmap(lambda k: (*gram_bidiagonal(named_key(k, "wq"), d, d_h),
-                                       gram_cholesky(named_key(k, "wk"), d, d_h))))
-    diag, sub, lk = draw(keys)
-    fn = jax.jit(lambda a, b, c: spectral_stats(eigvals_from_bidiagonal(a, b, c, route)))
-    jax.block_until_ready(fn(diag, sub, lk))
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(diag, sub, lk))
-        best = min(best, time.perf_counter() - t)
-    return best / batch * 1e6
+    chosen = null.eig_method
+    null.eig_method = lambda *args, **kw: route
+    null._draw_fn.cache_clear()
+    try:
+        return _draws_per_s(d, d_h, n, "spectral")
+    finally:
+        null.eig_method = chosen
+        null._draw_fn.cache_clear()
 
 
 def _draws_per_s(d, d_h, n, stats, storage="float32"):
@@ -137,16 +132,14 @@ def main(argv=None) -> int:
     emit(f"device: {jax.devices()[0].device_kind} ({backend}, {len(jax.devices())} device(s)); "
          f"jax {jax.__version__}, jaxlib {jaxlib.__version__}; "
          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-         "", "| shape | " + " | ".join(f"{r} µs/draw" for r in ROUTES) + " | eig_method |",
-         "|---|" + "---:|" * len(ROUTES) + "---|")
-    for d, d_h in SHAPES:
-        us = [_route_us(d, d_h, 256 if q else 4096, r) for r in ROUTES]
-        emit(f"| ({d}, {d_h}) | " + " | ".join(f"{u:.2f}" for u in us)
-             + f" | {eig_method(d, d_h)} |")
-    emit("", "| null | shape | storage | draws/s |", "|---|---|---|---:|")
+         "", "| spectral null draws/s, float32 | " + " | ".join(ROUTES)
+         + " | route chosen (eig_method) |", "|---|" + "---:|" * len(ROUTES) + "---|")
     for d, d_h in SHAPES:
         n = (2_000 if q else 1_000_000) if d_h <= 64 else (500 if q else 200_000)
-        emit(f"| spectral | ({d}, {d_h}) | float32 | {_draws_per_s(d, d_h, n, 'spectral'):,.0f} |")
+        rates = [_route_draws_per_s(d, d_h, n, r) for r in ROUTES]
+        emit(f"| ({d}, {d_h}) | " + " | ".join(f"{x:,.0f}" for x in rates)
+             + f" | {eig_method(d, d_h)} |")
+    emit("", "| all-statistics null | shape | storage | draws/s |", "|---|---|---|---:|")
     for d, d_h in ALL_SHAPES:
         for storage in ("float32", "bfloat16"):
             n = (32 if d <= 1024 else 4) if q else (20_000 if d <= 1024 else 4_000)
