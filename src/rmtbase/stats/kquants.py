@@ -27,8 +27,11 @@ nearest, ties to even) is ``jnp.round``.
 σ. As for the legacy formats, the round trip commutes with scaling up to the float16 rounding
 of d and dmin, so a σ = 1 null serves every σ. The super-block scale d ≈ max_scale/63 is 63×
 smaller than a Q4_1 step: for entries of rms σ ≲ 0.01, d falls below float16's normal range
-(6.1·10⁻⁵) and is rounded more coarsely than at σ = 1; the calibration test runs at σ = 0.02
-(``tests/test_gguf_null.py``), smaller σ are not tested.
+(6.1·10⁻⁵) and is rounded more coarsely than at σ = 1. How much that moves the statistics
+is measured in ``tests/test_quant_scale.py`` (paired, 300 Gaussian heads): at σ = 0.02 every
+element statistic of every block format moves ≤ 0.03 null sd; at σ = 0.005 Q6_K moves up to
+0.11 sd (its d ≈ 6.6·10⁻⁴ σ is subnormal). The calibration test runs at σ = 0.02
+(``tests/test_gguf_null.py``).
 
 Tests (``tests/test_kquants.py``): the round trip equals a scalar transcription of the C code on
 random and edge-case blocks, and its codes, packed into GGUF bytes, dequantise with the ``gguf``
