@@ -46,24 +46,30 @@ from .._version import __version__
 from ..decision.family import HISTOGRAM, NULLS
 from ..decision.significance import _check_alpha
 from ..decision.spikes import add_spikes
-from ..decision.tails import TailModel
-from ..decision.verdict import NOT_TESTED, normalise, score_values, score_values_by_layer
-from ..errors import InputError, ModelError, TableError
+from ..decision.verdict import NOT_TESTED, score_values
+from ..errors import InputError, ModelError
 from ..stats.precision import QUANT_FORMATS
 from .description import (
     by_layers,
     default_label,
     describe,
-    layer_range,
     model_label,
     null_description,
+)
+from .layer_null import (
+    LayerNull,
+    baseline_attrs,
+    gaussian_verdict,
+    has_lambda_max,
+    is_spectral,
+    layer_null,
+    layer_quantisation,
 )
 from .layer_stats import layer_stats
 from .null_checks import (
     check_element_draws,
     check_null_size,
     report_undefined,
-    undefined_under_null,
 )
 from .permutation import permutation_draws
 from .qk_histogram import add_qk_hist
@@ -83,21 +89,6 @@ def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
     if not names:
         raise InputError("stats must name at least one statistic")
     return "all", names
-
-
-def _null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
-    """{stat: 1-d numpy draws} from a σ = 1 baseline table (cell (d, d_h) if gridded)."""
-    from ..stats import table_name
-
-    sel = {k: v for k, v in (("d", d), ("d_h", d_h)) if k in table.dims}
-    cell = table.sel(sel) if sel else table
-    out = {}
-    for name in (*names, "q.rms", "k.rms"):
-        var = table_name(name)
-        if var not in cell.data_vars:
-            raise TableError(f"baseline table for d={d}, d_h={d_h} lacks {var!r} (for {name})")
-        out[name] = np.asarray(cell[var].values, dtype=np.float64).ravel()
-    return out
 
 
 def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -> np.ndarray:
@@ -143,73 +134,10 @@ def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     return alpha
 
 
-def _spectral_null(d, d_h, names, *, storage, seed, n, progress) -> dict:
-    """Spectral null draws (at least ``n``; a larger stored table is used whole)."""
-    from ..baseline.cache import null_table
-
-    table = null_table(d, d_h, stats="spectral", min_draws=n, seed=seed, storage=storage,
-                       progress=progress)
-    return _null_arrays(table, names, d, d_h)
-
-
-def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
-    """Spectral statistics on which a head that is, or is close to being, flagged
-    (head q ≤ 2α) has fewer than 10 null draws beyond it: there more draws turn an
-    extrapolated p into an empirical one (Besag & Clifford 1991's sequential rule)."""
-    near = np.asarray(ds["head_q_value"].values <= 2 * alpha)
-    if not near.any():
-        return []
-    out = []
-    for s in names:
-        model = TailModel(normalise(s, ref[s], ref["q.rms"], ref["k.rms"]))
-        if model.needs_more(normalise(s, values[s], values["q.rms"], values["k.rms"])[near]):
-            out.append(s)
-    return out
-
-
-def _layer_quantisation(lh, wq, wk, storage, group):
-    """The block quantisation layer ``lh`` was dequantised from: as a GGUF file says it
-    (several types among the layer's tensors joined by "+"), else the lattice detected on W_Q
-    and on W_K (:func:`rmtbase.stats.precision.detect_quantisation`; two different formats
-    joined by "+"), else None."""
-    from ..stats.precision import detect_quantisation
-
-    said = getattr(lh, "quantisation", None)
-    if said or wq.shape[-1] % 32:
-        return said or None
-    dq = detect_quantisation(wq, storage=storage)
-    if dq is None:
-        return None
-    dk = detect_quantisation(wk[::group], storage=storage)
-    return dq if dk in (None, dq) else "+".join(sorted((dq, dk)))
-
-
-def _layer_null(layer, storage, detected, quantized_null):
-    """(storage the layer's heads are measured at, storage its null is drawn at, whether its
-    histogram statistics lack a matched null) for one layer: float ``storage`` and the block
-    format ``detected`` (or None), under ``quantized_null`` (module docstring)."""
-    est, null_storage, unmatched = storage, storage, False
-    # W_Q and W_K in different block types ("q4_k+q8_0": Mixtral-style Q4_K_M files): the null
-    # puts both factors through one round trip and cannot match them, so under "auto" the
-    # layer gets its float null with histogram statistics left out (what "none" does), and
-    # the ``null`` attr names the layer and both types
-    if detected in QUANT_FORMATS and quantized_null != "none":
-        est = detected if quantized_null == "auto" else quantized_null
-    if detected:
-        if quantized_null == "none" or (quantized_null == "auto"
-                                        and detected not in QUANT_FORMATS):
-            unmatched = True
-        else:
-            null_storage = detected if quantized_null == "auto" else quantized_null
-    elif quantized_null in QUANT_FORMATS:
-        null_storage = quantized_null
-    return est, null_storage, unmatched
-
-
 def _read_layers(layers, kind, info, progress, quantized_null, null):
     """Statistics of every layer; returns (per_layer, spectra, layer_ids, storages, detected,
     null_storages, unmatched, factors, hists): per layer its float storage, the quantisation
-    detected (None if none) and the storage of its null (:func:`_layer_null`); ``unmatched``
+    detected (None if none) and the storage of its null (:func:`layer_null`); ``unmatched``
     when some layer's histogram statistics lack a matched null; factors only for the
     permutation null, hists (W_QK histograms) only with element statistics."""
     per_layer, spectra, layer_ids, factors, hists = [], [], [], [], []
@@ -226,8 +154,8 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
             raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
         storage = getattr(lh, "storage", "float32")
         # a GGUF file names its block type; a dequantised folder is recognised by its lattice
-        quant = _layer_quantisation(lh, wq, wk, storage, group)
-        est, null_storage, bad = _layer_null(int(lh.layer), storage, quant, quantized_null)
+        quant = layer_quantisation(lh, wq, wk, storage, group)
+        est, null_storage, bad = layer_null(storage, quant, quantized_null)
         st, x, h = layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian",
                                 hist=True)
         per_layer.append(st)
@@ -277,7 +205,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
 
     _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
-    spectral_only = names is not None and all(_is_spectral(n) or n in NOT_TESTED for n in names)
+    spectral_only = names is not None and all(is_spectral(n) or n in NOT_TESTED for n in names)
     check_element_draws(null, "spectral" if spectral_only else kind, element_draws)
     label = None
     if model is None:
@@ -289,20 +217,6 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                        progress=progress, seed=seed, spectrum_draws=spectrum_draws, null=null,
                        quantized_null=quantized_null, max_draws=max_draws,
                        element_draws=element_draws)
-
-
-class _LayerNull:
-    """The null of the layers stored alike: their positions among the scored layers, the
-    storage their null is drawn at, its table, joint draws and (optional) larger spectral
-    reference."""
-
-    def __init__(self, storage: str, rows: list[int]):
-        self.storage, self.rows = storage, np.asarray(rows, dtype=np.int64)
-        self.table = self.joint = self.spectral_null = None
-
-    @property
-    def spectral_ref(self) -> dict:
-        return self.joint if self.spectral_null is None else self.spectral_null
 
 
 def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05,
@@ -338,15 +252,15 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     groups: dict[str, list[int]] = {}
     for i, ns in enumerate(null_storages):
         groups.setdefault(ns, []).append(i)
-    nulls = [_LayerNull(ns, rows) for ns, rows in groups.items()]
+    nulls = [LayerNull(ns, rows) for ns, rows in groups.items()]
     tested = [k for k in keys if k not in NOT_TESTED]
     attrs, undefined, spike_ref = {}, {}, None
     if null == "gaussian":
-        ds, tested, values, undefined = _gaussian_verdict(
+        ds, tested, values, undefined = gaussian_verdict(
             nulls, values, tested, kind, d, d_h, draws=draws, seed=seed, alpha=alpha,
             progress=progress, max_draws=max_draws, group_size=info.group_size,
             unreliable=unreliable)
-        attrs.update(_baseline_attrs(nulls, layer_ids))
+        attrs.update(baseline_attrs(nulls, layer_ids))
         spectral = [g.spectral_null for g in nulls if g.spectral_null is not None]
         if spectral:
             attrs["spectral_null_draws"] = int(min(r["q.rms"].size for r in spectral))
@@ -365,7 +279,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
                      permutation_seed=int(seed))
     ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(spectra))
     ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
-    if spike_ref is not None and _has_lambda_max(spike_ref):
+    if spike_ref is not None and has_lambda_max(spike_ref):
         add_spikes(ds, np.stack(spectra), spike_ref, d, d_h)
     if hists:
         add_qk_hist(ds, np.stack(hists))
@@ -407,111 +321,6 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
         report_undefined(ds, undefined, int(np.prod(values["q.rms"].shape)))
     describe(ds)
     return ds
-
-
-def _has_lambda_max(ref) -> bool:
-    refs = [r for _, r in ref] if isinstance(ref, list) else [ref]
-    return all("qk.lambda_max" in r for r in refs)
-
-
-def _gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha, progress,
-                      max_draws, group_size, unreliable):
-    """The heads against the Gaussian null of each layer's storage (``nulls``, filled in here):
-    tables, statistics undefined under some layer's null (left out for every head), the
-    sequential extension of each spectral null. Returns (ds, tested, values, undefined)."""
-    from ..baseline.cache import null_table
-    from ..baseline.null import fast_spectral
-
-    spectral_names = [k for k in tested if _is_spectral(k)]
-    undefined = {}
-    for g in nulls:
-        kw = {"stats": kind, "seed": seed, "storage": g.storage, "progress": progress}
-        if draws is not None:
-            kw["min_draws"] = int(draws)
-        g.table = null_table(d, d_h, **kw)
-        g.joint = _null_arrays(g.table, tested, d, d_h)
-        for k, (fin, n) in undefined_under_null(g.joint, tested).items():
-            undefined.setdefault(k, (fin, n, g.storage))
-    if undefined:  # e.g. Weibull fits of a Q4_0 null: exact zeros among the fitted ranks
-        tested = [k for k in tested if k not in undefined]
-        spectral_names = [k for k in spectral_names if k not in undefined]
-        values = {k: v for k, v in values.items() if k not in undefined}
-        for g in nulls:
-            g.joint = {k: v for k, v in g.joint.items() if k not in undefined}
-    if spectral_names and kind != "spectral":
-        n_spec = max(int(draws or 0), 1000)
-        for g in nulls:
-            g.spectral_null = _spectral_null(d, d_h, spectral_names, storage=g.storage,
-                                             seed=seed, n=n_spec, progress=progress)
-
-    def verdict():
-        groups = [(None if len(nulls) == 1 else g.rows, g.joint, g.spectral_null)
-                  for g in nulls]
-        return score_values_by_layer(values, values["q.rms"], values["k.rms"], groups,
-                                     alpha=alpha, group_size=group_size,
-                                     unreliable=unreliable)
-
-    ds = verdict()
-    while spectral_names:
-        grown = False
-        for g in nulls:
-            if not fast_spectral("spectral", "lowrank", g.storage):
-                continue
-            ref = g.spectral_ref
-            have = ref["q.rms"].size
-            part = ds.isel(layer=g.rows) if len(nulls) > 1 else ds
-            sub = {k: v[g.rows] for k, v in values.items()} if len(nulls) > 1 else values
-            thin = _thin_spectral(part, sub, ref, spectral_names, alpha)
-            if have >= max_draws or not thin:
-                continue
-            n_next = min(int(max_draws), 5 * have)
-            if progress:
-                where = "" if len(nulls) == 1 else f" ({g.storage} layers)"
-                print(f"rmtbase: heads near a flag lie beyond all but a few of {have} null "
-                      f"draws of {', '.join(thin)}; extending the spectral null{where} to "
-                      f"{n_next}", file=sys.stderr, flush=True)
-            more = _spectral_null(d, d_h, spectral_names, storage=g.storage, seed=seed,
-                                  n=n_next, progress=progress)
-            if g.spectral_null is None:
-                g.joint = more
-            else:
-                g.spectral_null = more
-            grown = True
-        if not grown:
-            break
-        ds = verdict()
-    return ds, tested, values, undefined
-
-
-def _baseline_attrs(nulls, layer_ids) -> dict:
-    """``baseline_<attr>`` from the null tables' attrs (strings and numbers): a value shared by
-    every table as it is; where the layers' tables differ, numbers by their minimum and text
-    per storage, as "value (layers ...)"."""
-    out = {}
-    keys = list(dict.fromkeys(k for g in nulls for k in g.table.attrs))
-    for k in keys:
-        vals = [g.table.attrs.get(k) for g in nulls]
-        if not all(isinstance(v, str | int | float | np.integer | np.floating) for v in vals):
-            continue
-        if all(_same_attr(v, vals[0]) for v in vals):
-            out[f"baseline_{k}"] = vals[0]
-        elif all(isinstance(v, int | float | np.integer | np.floating) for v in vals):
-            out[f"baseline_{k}"] = min(vals)
-        else:
-            out[f"baseline_{k}"] = "; ".join(
-                f"{v} ({layer_range([layer_ids[i] for i in g.rows])})"
-                for v, g in zip(vals, nulls, strict=True))
-    return out
-
-
-def _same_attr(a, b) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _is_spectral(name: str) -> bool:
-    from ..stats import SPECTRAL_STATS
-
-    return name.startswith("qk.") and name.split(".", 1)[1] in SPECTRAL_STATS
 
 
 def _coarsest(storages) -> str:
