@@ -61,26 +61,29 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def _stale(entry: os.DirEntry, name: str) -> bool:
+    """Whether folder entry ``entry`` is an abandoned temporary file of a write to ``name``:
+    ours with a process that is gone, or an old-style one untouched for an hour."""
+    if m := _TMP.match(entry.name):
+        return name.startswith(m["base"]) and not pid_alive(int(m["pid"]))
+    if (m := _OLD_TMP.match(entry.name)) and m["base"] == name:
+        try:
+            return time.time() - entry.stat(follow_symlinks=False).st_mtime >= _OLD_TMP_AGE
+        except OSError:
+            return False
+    return False
+
+
 def clean_stale(path: Path) -> list[Path]:
     """Remove temporary files of earlier writes to ``path`` whose process is gone (and
     old-style ones untouched for an hour); returns what was removed."""
-    parent = path.parent
     removed = []
     try:
-        entries = list(os.scandir(parent))
+        entries = list(os.scandir(path.parent))
     except OSError:
         return removed
     for e in entries:
-        m = _TMP.match(e.name)
-        if m and path.name.startswith(m["base"]) and not pid_alive(int(m["pid"])):
-            pass
-        elif (m2 := _OLD_TMP.match(e.name)) and m2["base"] == path.name:
-            try:
-                if time.time() - e.stat(follow_symlinks=False).st_mtime < _OLD_TMP_AGE:
-                    continue
-            except OSError:
-                continue
-        else:
+        if not _stale(e, path.name):
             continue
         try:
             if e.is_file(follow_symlinks=False):
