@@ -11,4 +11,9 @@ if [ -z "${RMTBASE_NO_APT:-}" ] && ! command -v chromium >/dev/null 2>&1 \
       apt-get install -y -q --no-install-recommends chromium; } >/dev/null 2>&1 \
     || echo "scripts/test.sh: could not install chromium; the browser test will skip" >&2
 fi
-exec .venv/bin/python -m pytest -n 2 "$@"
+# The quick tier by default (every statistical claim at a small shape; <= 10 min on 2 cores);
+# `--all` adds the long Monte Carlo, calibration and model tests marked slow; a `-m` of the
+# caller's replaces the default selection (e.g. `-m slow`).
+marker=(-m "not slow")
+if [ "${1:-}" = --all ]; then marker=(); shift; fi
+exec .venv/bin/python -m pytest -n 2 --durations=25 "${marker[@]}" "$@"

@@ -36,3 +36,23 @@ def score_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RMTBASE_CACHE", str(path))
         yield path
+
+
+@pytest.fixture(autouse=True)
+def _fresh_interrupt_state():
+    """Each test starts with Python's own SIGINT handler and rmtbase's interrupt state unset:
+    a test that runs the executable in-process installs its handler (and may leave the process
+    marked as interrupted), which made later tests of the same worker see SIGINT swallowed."""
+    import signal
+    import threading
+
+    from rmtbase.files import interrupts
+
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if main else None
+    state = dict(interrupts._state)
+    yield
+    interrupts._state.clear()
+    interrupts._state.update(state)
+    if main and handler is not None:
+        signal.signal(signal.SIGINT, handler)

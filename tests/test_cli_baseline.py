@@ -101,7 +101,7 @@ def test_residual_ensemble_depth_is_part_of_the_key(tmp_path):
 _CONSOLE = "import sys; from rmtbase.cli import console_main; sys.exit(console_main())"
 
 
-@pytest.mark.parametrize("off", [False, True])
+@pytest.mark.parametrize("off", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_executable_keeps_compiled_programs_in_the_user_cache(tmp_path, off):
     """The ``rmtbase`` executable turns on JAX's persistent compilation cache under
     ``$RMTBASE_CACHE/jax`` (and not with RMTBASE_NO_JIT_CACHE=1); ``main`` alone does not."""

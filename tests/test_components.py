@@ -128,6 +128,7 @@ def _score(folder, **kw):
     return score_components(folder, progress=False, **kw)
 
 
+@pytest.mark.slow
 def test_random_llama_gqa_bf16_is_calibrated(cache, tmp_path):
     """Random LLaMA-GQA models stored as bfloat16 (every matrix i.i.d. Gaussian): the
     per-matrix p-values are calibrated — the fraction at or below α = 0.05 over n matrices stays
@@ -170,6 +171,7 @@ def test_random_llama_gqa_bf16_calibration_large(cache, tmp_path):
     assert (np.abs(np.mean(stats <= ALPHA, axis=0) - ALPHA) <= 3 * se).all()
 
 
+@pytest.mark.slow
 def test_llama_gqa_cli_writes_components(cache, tmp_path, capsys):
     """``rmtbase score FOLDER --components all`` on a random LLaMA-GQA (bfloat16): the
     components Dataset over its seven matrices and both figures."""

@@ -111,6 +111,7 @@ def _check(table, ref, digits):
             assert abs(value - exact) <= half_ulp * (1 + mp.mpf(10) ** -8), name
 
 
+@pytest.mark.slow
 def test_200_digits_of_every_constant_against_independent_routes():
     _check(constants(200), _independent(215), 200)
 

@@ -57,6 +57,7 @@ def pair(tmp_path_factory):
     return root / "ft", root / "base"
 
 
+@pytest.mark.slow
 def test_planted_rank_two_updates_are_exactly_the_flagged_heads(pair, module_cache):
     from rmtbase.scoring.delta import score_delta
 

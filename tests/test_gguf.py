@@ -97,6 +97,7 @@ def test_components_equal_transformers_conversion(smollm2, smollm2_hf):
             break
 
 
+@pytest.mark.slow
 def test_score_equals_transformers_conversion(smollm2, smollm2_hf, module_cache):
     """Per-head statistics of the file and of the converted folder agree to 1e-6 relative, and
     both get the Q4_1 null: the file says its type, the folder's lattice is detected."""

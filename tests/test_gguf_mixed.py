@@ -147,6 +147,7 @@ def test_each_layer_is_tested_against_its_own_null(spectral):
     np.testing.assert_array_equal(mixed["head_q_value"].values, q)
 
 
+@pytest.mark.slow
 def test_element_statistics_use_each_layers_null(files, module_cache):
     """The same with element statistics of W_K and W_QK (each storage's joint table of 40
     draws)."""

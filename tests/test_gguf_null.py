@@ -53,8 +53,9 @@ def _llama_gguf(path, fmt: str, seed: int):
     return path, layers
 
 
-@pytest.mark.parametrize("fmt", ["q2_k", pytest.param("q3_k", marks=pytest.mark.slow),
-                                 "q4_k", "q6_k"])
+@pytest.mark.parametrize("fmt", [pytest.param("q2_k", marks=pytest.mark.slow),
+                                 pytest.param("q3_k", marks=pytest.mark.slow),
+                                 pytest.param("q4_k", marks=pytest.mark.slow), "q6_k"])
 def test_untrained_k_quant_models_score_as_null(tmp_path, module_cache, fmt):
     import jax.numpy as jnp
 

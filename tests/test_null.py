@@ -94,6 +94,7 @@ def test_wqk_excess_kurtosis_and_weibull_anchor():
     assert abs(r["q.std"].mean() - 1) < 5 * r["q.std"].std() / math.sqrt(n)
 
 
+@pytest.mark.slow
 def test_determinism_chunk_invariance_and_sigma_scaling():
     key = jax.random.PRNGKey(5)
     a = null_draws(key, 40, 5, 9, chunk_size=2, dtype=jnp.float64)

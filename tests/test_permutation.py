@@ -110,7 +110,8 @@ def _llama(init: str, seed: int):
     return model
 
 
-@pytest.mark.parametrize("init", ["kaiming_uniform", "truncated_normal"])
+@pytest.mark.parametrize("init", [pytest.param("kaiming_uniform", marks=pytest.mark.slow),
+                                  "truncated_normal"])
 def test_non_gaussian_untrained_heads_are_null_under_permutation(user_cache, init):
     """Untrained heads with i.i.d. uniform or truncated-normal entries: the Gaussian null
     flags them (their entry law is not Gaussian), the permutation null does not (exact test:

@@ -116,7 +116,8 @@ def user_cache(module_cache):
     return module_cache
 
 
-@pytest.mark.parametrize("storage,draws", [("bfloat16", 2000), ("float16", 600)])
+@pytest.mark.parametrize("storage,draws", [("bfloat16", 2000),
+                                          pytest.param("float16", 600, marks=pytest.mark.slow)])
 def test_untrained_models_stored_in_16_bits_score_as_null(tmp_path, user_cache, storage, draws):
     """768×64, GPT-2 and LLaMA-GQA (12 query heads on 4 key heads) layouts, 2 layers each,
     two seeds: 96 heads per statistic."""
@@ -131,6 +132,7 @@ def test_untrained_models_stored_in_16_bits_score_as_null(tmp_path, user_cache, 
     _assert_calibrated(scores, draws)
 
 
+@pytest.mark.slow
 def test_dequantised_q4_1_model_is_detected_and_scored_against_its_own_null(tmp_path,
                                                                              user_cache):
     """GPT-2 and LLaMA-GQA at 768×64 whose attention weights went through a Q4_1 round trip

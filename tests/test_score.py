@@ -130,6 +130,7 @@ def _scaling_power(name):
     return STAT_INFO[name.split(".", 1)[1]]["sigma_power"]
 
 
+@pytest.mark.slow
 def test_null_at_other_sigma_scores_as_null(sigma_heads):
     """Heads drawn from the null at σ_Q = 0.02, σ_K = 0.07 scored against an independent σ = 1
     null (rmtbase.baseline.null.null_draws): every statistic's p-values are uniform. Per statistic the M

@@ -116,6 +116,7 @@ def planted_score():
     return score_model(model, progress=False, spectrum_draws=0)
 
 
+@pytest.mark.slow
 def test_planted_heads_through_score_model(planted_score):
     ds = planted_score
     n = ds["n_spikes"].values

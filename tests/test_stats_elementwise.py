@@ -174,6 +174,7 @@ def test_weibull_differs_from_log_histogram_fit_as_documented():
     assert np.ptp(theirs) > 1e-3
 
 
+@pytest.mark.slow
 def test_in_graph_tiles_change_only_the_rounding(monkeypatch):
     """From IN_GRAPH_MIN entries the passes run over in-graph tiles (and a remainder): on
     2^22 + 7 bfloat16-stored Student-t(5) values every statistic agrees with one pass over all
@@ -238,6 +239,7 @@ def test_magnitude_bins_contain_their_values():
     assert rel.min() >= 2.0**-12 * (1 - 1e-9) and rel.max() <= 2.0**-11 * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_fit_window_gives_the_same_numbers_bit_for_bit(monkeypatch):
     """The Weibull fit looks up its cumulative y table only in the FIT_WINDOW bins that keep
     ranks, falling back to every bin when they span more: both branches (a Gaussian's middle

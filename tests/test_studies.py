@@ -22,12 +22,16 @@ def _check_outputs(result, out):
         assert Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("name", ["random_baselines", "product_spectrum", "residual_paths", "minilm"])
+@pytest.mark.parametrize("name", [pytest.param("random_baselines", marks=pytest.mark.slow),
+                                  "product_spectrum",
+                                  pytest.param("residual_paths", marks=pytest.mark.slow),
+                                  pytest.param("minilm", marks=pytest.mark.slow)])
 def test_study_quick(name, tmp_path):
     result = studies.run(name, tmp_path, quick=True, seed=0)
     _check_outputs(result, tmp_path)
 
 
+@pytest.mark.slow
 def test_product_networks_quick(tmp_path):
     """The study's CSVs carry the exact curves of rmtbase.analytic.network_finite; at L = 1 the
     entries are Gaussian (marginal kurtosis 0) and the Monte Carlo agrees within 4 SE."""
@@ -54,6 +58,7 @@ def test_product_networks_quick(tmp_path):
         float(nf.stream_kurtosis("residual", int(stream[-1]["d"]), int(stream[-1]["depth"]), 1)))
 
 
+@pytest.mark.slow
 def test_weibull_anchor_quick(tmp_path):
     if importlib.util.find_spec("rmtbase.analytic.weibull") is None:
         pytest.skip("rmtbase.analytic.weibull not in this checkout yet")

@@ -35,6 +35,7 @@ def test_needs_exactly_one_place_to_run():
         sweep(8, 2, draws=10, progress=False)
 
 
+@pytest.mark.slow
 def test_cli_sweep_two_workers_equals_single_process(tmp_path, capsys):
     out = tmp_path / "grid.nc"
     rc = main(["sweep", "--d", "3", "16", "--dh", "4", "--workers", "2", "--blocks-per-task", "2",
@@ -48,6 +49,7 @@ def test_cli_sweep_two_workers_equals_single_process(tmp_path, capsys):
     assert "Dask tasks" in swept.attrs["history"]
 
 
+@pytest.mark.slow
 def test_sweep_on_an_existing_scheduler_address():
     """The ``--scheduler ADDRESS`` path against a real scheduler (a loopback LocalCluster started
     here): same numbers as one process."""

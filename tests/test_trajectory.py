@@ -83,6 +83,7 @@ def test_an_entry_is_exactly_the_single_model_score(scored, steps, cache):
     xr.testing.assert_identical(e, one)
 
 
+@pytest.mark.slow
 def test_dask_two_workers_identical_to_one_process(scored, steps, cache):
     pytest.importorskip("distributed")
     swept = score_collection([str(p) for p in steps], progress=False, workers=2, **OPTS)

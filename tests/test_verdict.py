@@ -63,6 +63,7 @@ def _check(ds):
     return v, int(flags.sum())
 
 
+@pytest.mark.slow
 def test_planted_heads_are_flagged_and_nothing_else(user_cache):
     """Two seeds: both planted heads flagged every time, with p-values below 1e-5 (spectral
     statistics beyond the null draws are resolved by the sequential extension and the GPD

@@ -105,6 +105,7 @@ def test_bidiagonal_gram_moments():
     assert gram_bidiagonal(jax.random.key(0), 10, 3)[0].dtype == jnp.float32
 
 
+@pytest.mark.slow
 def test_eigh_route_accuracy_float32():
     """In float32 the symmetric routes' λ (tridiagonal + bisection, and eigvalsh) agree with a
     float64 SVD of the same core within the bound n·eps·κ that :func:`eig_method` budgets
