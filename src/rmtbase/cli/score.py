@@ -23,6 +23,7 @@ import sys
 import time
 
 from ..errors import InputError
+from ..stats.null_kind import NULLS, GaussianNull, Null
 from ..stats.precision import QUANT_FORMATS
 from ._common import number, positive_int
 
@@ -51,7 +52,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--out", default="./rmtbase-score", help="output folder (default ./rmtbase-score)")
     p.add_argument("--stats", choices=("spectral", "elementwise", "all"), default="all",
                    help="which statistics to score (default all)")
-    p.add_argument("--null", choices=("gaussian", "permutation"), default="gaussian",
+    p.add_argument("--null", choices=NULLS, default=GaussianNull.name,
                    help="gaussian: i.i.d. N(0, sigma^2) entries stored like the checkpoint "
                         "(default); permutation: each head's own entries shuffled (tests "
                         "structure beyond the entry law)")
@@ -119,10 +120,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--max-draws must be at least 2, got {args.max_draws}")
     if args.element_draws < 0:
         raise InputError(f"--element-draws must be >= 0, got {args.element_draws}")
-    if args.null == "permutation" and args.stats != "spectral":
+    null = Null.parse(args.null)
+    if null.needs_element_draws(args.stats):
         from ..scoring.null_checks import check_element_draws
 
-        check_element_draws(args.null, args.stats, args.element_draws, "--element-draws")
+        check_element_draws(null, args.stats, args.element_draws, "--element-draws")
     if not 0.0 < args.alpha < 1.0:
         raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
     if args.top < 0:
@@ -142,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
     components = _components(args)
     probe_text = _probe_text(args, several)
     if args.base is not None and (several or components is not None or not models
-                                  or args.null != "gaussian" or probe_text is not None):
+                                  or not isinstance(null, GaussianNull)
+                                  or probe_text is not None):
         raise InputError("--base scores one fine-tuned MODEL (or LoRA adapter) against its base "
                          "with the Gaussian null; it does not combine with several models, "
                          "--components, --probe or --null permutation")
@@ -272,7 +275,7 @@ def _components(args):
         if args.component_draws is not None:
             raise InputError("--component-draws needs --components")
         return None
-    if args.null != "gaussian":
+    if not isinstance(Null.parse(args.null), GaussianNull):
         raise InputError("--components compares whole matrices with the Gaussian null; it "
                          "does not combine with --null permutation")
     if args.component_draws is not None and args.component_draws < 2:

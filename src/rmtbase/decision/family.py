@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..stats.null_kind import NULLS as NULLS  # the nulls by name (re-exported)
+from ..stats.null_kind import Null
+
 NOT_TESTED = ("q.rms", "k.rms")
 #: duplicate -> (representative, why)
 DUPLICATES = {
@@ -46,7 +49,6 @@ DUPLICATES = {
 #: Histogram statistics: these see a storage lattice or quantisation grid.
 HISTOGRAM = ("entropy", "delta_entropy", "kl_gaussian", "sigma_fit")
 GROUPS = ("entry law", "product law", "spectrum")
-NULLS = ("gaussian", "permutation")
 
 
 def group_of(name: str) -> str:
@@ -59,14 +61,17 @@ def group_of(name: str) -> str:
     return "spectrum" if stat in SPECTRAL_STATS else "product law"
 
 
-def in_family(names, *, null: str = "gaussian", unreliable=()) -> list[str]:
+def in_family(names, *, null: Null | str = "gaussian", unreliable=()) -> list[str]:
     """The statistics of ``names`` that enter a head's decision: tested, no duplicate, not in
-    ``unreliable``; under the permutation null also not an entry-law statistic."""
+    ``unreliable``, of a group the null tests (:meth:`rmtbase.stats.null_kind.Null.enters`:
+    under the permutation null no entry-law statistic). ``null``: a
+    :class:`~rmtbase.stats.null_kind.Null` or its name (:data:`NULLS`)."""
+    null = Null.parse(null)
     out = []
     for n in names:
         if n in NOT_TESTED or n in DUPLICATES or n in unreliable:
             continue
-        if null == "permutation" and group_of(n) == "entry law":
+        if not null.enters(group_of(n)):
             continue
         out.append(n)
     return out

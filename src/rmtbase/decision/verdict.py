@@ -59,6 +59,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, ModelError, TableError
+from ..stats.null_kind import Null
 from .effect import distance, head_effect, null_moments
 from .family import DUPLICATES, GROUPS, NOT_TESTED, group_of, in_family, stat_family_mask
 from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
@@ -143,14 +144,15 @@ def _check_rms(rms_q, rms_k):
 
 
 def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
-                 spectral_null: dict | None = None, null_kind: str = "gaussian",
+                 spectral_null: dict | None = None, null_kind: Null | str = "gaussian",
                  group_size: int = 1, unreliable=()) -> xr.Dataset:
     """Test every head's statistics against the null and decide per head (module docstring).
 
     values: {"<matrix>.<stat>": (layer, head)}; rms_q, rms_k: (layer, head); null: joint
     draws {stat: (N,) or (layer, head, N)} at σ = 1 with "q.rms", "k.rms"; spectral_null:
-    optional larger reference for the spectral statistics (same layout); null_kind:
-    "gaussian" or "permutation" (which statistics enter the decision); group_size: query heads
+    optional larger reference for the spectral statistics (same layout); null_kind: the
+    :class:`~rmtbase.stats.null_kind.Null` or its name, "gaussian" or "permutation" (which
+    statistics enter the decision; its name is the ``null_kind`` attr); group_size: query heads
     per key head (GQA); unreliable: statistics kept out of the decision (e.g. histogram
     statistics of a quantised checkpoint without a matched null).
     """
@@ -160,7 +162,7 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
 
 
 def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 0.05,
-                          null_kind: str = "gaussian", group_size: int = 1,
+                          null_kind: Null | str = "gaussian", group_size: int = 1,
                           unreliable=()) -> xr.Dataset:
     """:func:`score_values` where groups of layers have nulls of their own (a checkpoint whose
     layers are stored at different precisions, each layer against the null of its storage).
@@ -174,6 +176,7 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
     :func:`score_values`, bit for bit.
     """
     alpha = _check_alpha(alpha)
+    null_kind = Null.parse(null_kind)
     names = [n for n in values if n not in NOT_TESTED]
     rms_q = np.asarray(rms_q, dtype=np.float64)
     rms_k = np.asarray(rms_k, dtype=np.float64)
@@ -360,7 +363,7 @@ def _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreli
             bare = n.split(".", 1)[1]
             nan[n] = {"count": bad, "reason": NAN_REASONS.get(bare, "the statistic is undefined "
                                                           "for this head (non-finite value)")}
-    ds.attrs.update(alpha=alpha, null_kind=null_kind, decision_family=",".join(family),
+    ds.attrs.update(alpha=alpha, null_kind=null_kind.name, decision_family=",".join(family),
                     unreliable=",".join(unreliable),
                     duplicates="; ".join(f"{k} -> {r} ({why})" for k, (r, why) in
                                          DUPLICATES.items() if k in names),

@@ -8,6 +8,7 @@ import os
 
 import xarray as xr
 
+from ..stats.null_kind import GaussianNull, Null
 from ..stats.precision import QUANT_FORMATS
 
 
@@ -57,34 +58,28 @@ def by_layers(labels, layers) -> str:
     return ", ".join(f"{x} ({layer_range(ids)})" for x, ids in groups.items())
 
 
-def _stored(storage: str) -> str:
-    return {"float32": "", "float16": "rounded to float16 like the checkpoint",
-            "bfloat16": "rounded to bfloat16 like the checkpoint"}.get(
-        storage, f"passed through the {storage} block quantiser like the checkpoint")
-
-
 def _unmatched(storage: str, detected, quantized_null: str) -> bool:
     """Whether a layer's weights look dequantised from ``detected`` but its null is not."""
     return bool(detected) and (quantized_null == "none" or storage == "float32"
                                and detected not in QUANT_FORMATS)
 
 
-def null_description(null: str, storage, detected, quantized_null: str, layers=None) -> str:
-    """One sentence saying what the null assumes. ``storage`` and ``detected`` (the null's
-    storage and the quantisation the weights were found in, or None) are one value for the
-    whole model, or one per layer (lists, with the layer ids ``layers``): layers whose nulls
-    differ are named with theirs."""
-    if null == "permutation":
-        return ("each head's own entries, shuffled: W_Q and W_K each permuted uniformly at "
-                "random and independently (tests structure beyond the entry law; element "
-                "statistics of W_Q and W_K left out)")
-    base = "i.i.d. N(0, sigma^2) entries at each head's own (d, d_h, sigma_Q, sigma_K)"
+def null_description(null: Null | str, storage, detected, quantized_null: str,
+                     layers=None) -> str:
+    """One sentence saying what the null assumes (:meth:`rmtbase.stats.null_kind.Null.description`;
+    a Gaussian null's per layer). ``storage`` and ``detected`` (the null's storage and the
+    quantisation the weights were found in, or None) are one value for the whole model, or one
+    per layer (lists, with the layer ids ``layers``): layers whose nulls differ are named with
+    theirs."""
+    null = Null.parse(null)
+    if not isinstance(null, GaussianNull):
+        return null.description()
     if isinstance(storage, str):
         storage, detected, layers = [storage], [detected], [0]
     pairs = list(zip(storage, detected, strict=True))
     if len(set(pairs)) == 1:
         st, det = pairs[0]
-        text = base + (f", {_stored(st)}" if _stored(st) else "")
+        text = GaussianNull(st).description()
         if _unmatched(st, det, quantized_null):
             text += (f"; the weights look dequantised from {det} but the null is not: "
                      "histogram statistics are left out of the decision")
@@ -94,15 +89,16 @@ def null_description(null: str, storage, detected, quantized_null: str, layers=N
     for pair, layer in zip(pairs, layers, strict=True):
         by_storage.setdefault(pair[0], []).append(layer)
         by_pair.setdefault(pair, []).append(layer)
-    parts = [f"{_stored(st).removesuffix(' like the checkpoint') or 'float32'} "
-             f"({layer_range(ids)})" for st, ids in by_storage.items()]
+    parts = [f"{GaussianNull(st).stored_as()} ({layer_range(ids)})"
+             for st, ids in by_storage.items()]
     notes = []
     for (st, det), ids in by_pair.items():
         if _unmatched(st, det, quantized_null):
             one = len(set(ids)) == 1
             notes.append(f"{layer_range(ids)} {'looks' if one else 'look'} dequantised from "
                          f"{det} but {'its' if one else 'their'} null is not")
-    text = f"{base}, each layer stored as the checkpoint stores it: {'; '.join(parts)}"
+    text = (f"{GaussianNull.ENTRIES}, each layer stored as the checkpoint stores it: "
+            f"{'; '.join(parts)}")
     if notes:
         text += f"; {'; '.join(notes)}: histogram statistics are left out of the decision"
     return text

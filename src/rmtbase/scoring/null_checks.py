@@ -8,24 +8,28 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..stats.null_kind import Null, PermutationNull
 
-#: Fewest permutations with W_QK element statistics the permutation null can decide on: the
-#: per-head calibration (rmtbase.decision.omnibus) uses only draws where every statistic is
-#: defined, and needs 20 of them.
-MIN_ELEMENT_DRAWS = 20
+#: Fewest permutations with W_QK element statistics the permutation null can decide on
+#: (:attr:`rmtbase.stats.null_kind.PermutationNull.min_element_draws`).
+MIN_ELEMENT_DRAWS = PermutationNull.min_element_draws
 
 
-def check_element_draws(null: str, kind: str, element_draws, option: str = "element_draws"):
-    """InputError, up front, if the permutation null with element statistics has fewer than
-    :data:`MIN_ELEMENT_DRAWS` element permutations (it used to fail after all the work)."""
-    if null == "permutation" and kind != "spectral" and int(element_draws) < MIN_ELEMENT_DRAWS:
+def check_element_draws(null: Null | str, kind: str, element_draws,
+                        option: str = "element_draws"):
+    """InputError, up front, if ``null`` draws element statistics per head
+    (:meth:`~rmtbase.stats.null_kind.Null.needs_element_draws`: the permutation null) and
+    ``element_draws`` is below its minimum (it used to fail after all the work)."""
+    null = Null.parse(null)
+    if null.needs_element_draws(kind) and int(element_draws) < null.min_element_draws:
         raise InputError(f"{option} {element_draws} is too few: the permutation null's "
-                         f"per-head decision needs at least {MIN_ELEMENT_DRAWS} permutations "
+                         f"per-head decision needs at least {null.min_element_draws} permutations "
                          "with W_QK's element statistics (use --stats spectral to leave them "
                          "out)")
 
 
-def check_null_size(info, kind: str, names, draws, null: str, element_draws: int) -> None:
+def check_null_size(info, kind: str, names, draws, null: Null | str,
+                    element_draws: int) -> None:
     """InputError, before any weight is read or any draw made, if the null draws asked for
     cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
     Gaussian null's table (at least 1000 draws, as float64 when scored) or the permutation
@@ -35,7 +39,7 @@ def check_null_size(info, kind: str, names, draws, null: str, element_draws: int
     from ..baseline.limits import check_stored_values, stat_names
 
     n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
-    if null == "gaussian":
+    if not Null.parse(null).per_head:
         n = max(int(draws or 0), 1000)
         check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
     else:

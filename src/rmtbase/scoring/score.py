@@ -43,11 +43,12 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
-from ..decision.family import HISTOGRAM, NULLS
+from ..decision.family import HISTOGRAM
 from ..decision.significance import _check_alpha
 from ..decision.spikes import add_spikes
 from ..decision.verdict import NOT_TESTED, score_values
 from ..errors import InputError, ModelError
+from ..stats.null_kind import Null
 from ..stats.precision import QUANT_FORMATS
 from .description import (
     by_layers,
@@ -120,18 +121,18 @@ def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int) -> np.ndarra
 
 
 def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws):
+    """(alpha, the :class:`~rmtbase.stats.null_kind.Null` spelled ``null``), or InputError."""
     alpha = _check_alpha(alpha)
     for name, v, lo in (("draws", draws, 2), ("max_draws", max_draws, 2),
                         ("element_draws", element_draws, 0)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int | np.integer)
                               or v < lo):
             raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
-    if null not in NULLS:
-        raise InputError(f"null must be one of {', '.join(NULLS)}, got {null!r}")
+    null = Null.parse(null)
     if quantized_null not in QUANTIZED_NULL:
         raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
                          f"got {quantized_null!r}")
-    return alpha
+    return alpha, null
 
 
 def _read_layers(layers, kind, info, progress, quantized_null, null):
@@ -139,7 +140,8 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
     null_storages, unmatched, factors, hists): per layer its float storage, the quantisation
     detected (None if none) and the storage of its null (:func:`layer_null`); ``unmatched``
     when some layer's histogram statistics lack a matched null; factors only for the
-    permutation null, hists (W_QK histograms) only with element statistics."""
+    null's per-head draws (:attr:`rmtbase.stats.null_kind.Null.per_head`), hists (W_QK
+    histograms) only with element statistics."""
     per_layer, spectra, layer_ids, factors, hists = [], [], [], [], []
     storages, detected, null_storages, unmatched = [], [], [], False
     bar = None
@@ -156,7 +158,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         # a GGUF file names its block type; a dequantised folder is recognised by its lattice
         quant = layer_quantisation(lh, wq, wk, storage, group)
         est, null_storage, bad = layer_null(storage, quant, quantized_null)
-        st, x, h = layer_stats(wq, wk, kind, est, group, entry_law=null == "gaussian",
+        st, x, h = layer_stats(wq, wk, kind, est, group, entry_law=null.tests_entry_law,
                                 hist=True)
         per_layer.append(st)
         if h is not None:
@@ -167,7 +169,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         detected.append(quant)
         null_storages.append(null_storage)
         unmatched |= bad
-        if null == "permutation":
+        if null.per_head:
             factors.append((wq, wk))
         del lh, wq, wk  # else this layer's weights stay alive while the next one is read
         if bar is not None:
@@ -203,7 +205,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     """
     from ..models import default_model_path, load_heads, model_info
 
-    _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
+    _, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
     spectral_only = names is not None and all(is_spectral(n) or n in NOT_TESTED for n in names)
     check_element_draws(null, "spectral" if spectral_only else kind, element_draws)
@@ -233,7 +235,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     block quantisation it was stored in): one null table per distinct storage among the
     layers, shared by the layers stored alike
     (:func:`rmtbase.decision.verdict.score_values_by_layer`; BH over all heads)."""
-    alpha = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
+    alpha, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
     (per_layer, spectra, layer_ids, storages, detected, null_storages, unmatched, factors,
      hists) = _read_layers(layers, kind, info, progress, quantized_null, null)
@@ -255,7 +257,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     nulls = [LayerNull(ns, rows) for ns, rows in groups.items()]
     tested = [k for k in keys if k not in NOT_TESTED]
     attrs, undefined, spike_ref = {}, {}, None
-    if null == "gaussian":
+    if not null.per_head:  # the Gaussian null: tables shared by the layers stored alike
         ds, tested, values, undefined = gaussian_verdict(
             nulls, values, tested, kind, d, d_h, draws=draws, seed=seed, alpha=alpha,
             progress=progress, max_draws=max_draws, group_size=info.group_size,
@@ -272,7 +274,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
                                    else 0, seed, kind, progress)
         joint = {k: v for k, v in joint.items() if k in tested or k in NOT_TESTED}
         ds = score_values(values, values["q.rms"], values["k.rms"], joint, alpha=alpha,
-                          null_kind="permutation", group_size=info.group_size)
+                          null_kind=null, group_size=info.group_size)
         spike_ref = joint
         attrs.update(permutation_draws=int(draws or 1000),
                      permutation_element_draws=int(element_draws if kind != "spectral" else 0),

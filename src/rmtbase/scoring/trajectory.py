@@ -31,6 +31,7 @@ import sys
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..stats.null_kind import GaussianNull, Null
 from .collection import COLLECTION_DIMS, combine, distinct_suffixes, unique_labels
 from .description import model_label
 
@@ -241,18 +242,23 @@ def _null_size(ds) -> tuple:
     return (int(a.get("baseline_draws", 0)), int(a.get("spectral_null_draws", 0)))
 
 
+def _per_head(ds) -> bool:
+    """Whether ``ds`` was scored against a null drawn per head (no shared table to grow)."""
+    return Null.parse(ds.attrs.get("null_kind", GaussianNull.name)).per_head
+
+
 def _behind(results: dict) -> list[int]:
     """Entries scored against a smaller null table than another entry of the same shape and
     null storage (the sequential extension of one entry grows the cached table; null_table
     then serves the largest, so re-scoring brings every entry onto the same null)."""
     best = {}
     for ds in results.values():
-        if ds.attrs.get("null_kind") == "permutation":
+        if _per_head(ds):
             continue
         key = (ds.attrs.get("d"), ds.attrs.get("d_h"), ds.attrs.get("null_storage"))
         best[key] = tuple(max(x, y) for x, y in zip(best.get(key, (0, 0)), _null_size(ds),
                                                     strict=True))
-    return sorted(i for i, ds in results.items() if ds.attrs.get("null_kind") != "permutation"
+    return sorted(i for i, ds in results.items() if not _per_head(ds)
                   and _null_size(ds) != best[(ds.attrs.get("d"), ds.attrs.get("d_h"),
                                               ds.attrs.get("null_storage"))])
 

@@ -1,0 +1,120 @@
+"""The null as one value (rmtbase.stats.null_kind): parsing with one-line errors, equality and
+hashing, what each null tests, its element draws, and the descriptions the files carry."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmtbase.errors import InputError
+from rmtbase.stats.null_kind import NULLS, GaussianNull, Null, PermutationNull
+
+GAUSS = "i.i.d. N(0, sigma^2) entries at each head's own (d, d_h, sigma_Q, sigma_K)"
+PERM = ("each head's own entries, shuffled: W_Q and W_K each permuted uniformly at random and "
+        "independently (tests structure beyond the entry law; element statistics of W_Q and W_K "
+        "left out)")
+
+
+def test_parse_names_and_values():
+    assert NULLS == ("gaussian", "permutation")
+    assert Null.parse("gaussian") == GaussianNull() == GaussianNull("float32")
+    assert Null.parse("gaussian", storage="q4_k") == GaussianNull("q4_k")
+    assert Null.parse("permutation") == PermutationNull()
+    assert Null.parse("permutation", storage="float16") == PermutationNull()
+    null = GaussianNull("bfloat16")
+    assert Null.parse(null) is null
+    for name in NULLS:
+        assert str(Null.parse(name)) == Null.parse(name).name == name
+
+
+@pytest.mark.parametrize("text", ["Gaussian", "perm", "", None, 3])
+def test_parse_refuses_other_names_in_one_line(text):
+    with pytest.raises(InputError) as exc:
+        Null.parse(text)
+    assert str(exc.value) == f"null must be one of gaussian, permutation, got {text!r}"
+
+
+@pytest.mark.parametrize("storage", ["float64", "Q4_K", "", None])
+def test_gaussian_refuses_unknown_storage(storage):
+    with pytest.raises(InputError, match="^storage must be one of float32, float16, bfloat16"):
+        GaussianNull(storage)
+
+
+def test_frozen_hashable_distinct():
+    nulls = {GaussianNull(), GaussianNull("float32"), GaussianNull("float16"), PermutationNull(),
+             PermutationNull()}
+    assert nulls == {GaussianNull(), GaussianNull("float16"), PermutationNull()}
+    assert GaussianNull() != PermutationNull()
+    assert GaussianNull() != "gaussian"  # a value, not its spelling
+    with pytest.raises(AttributeError):
+        GaussianNull().storage = "float16"
+
+
+def test_what_each_null_tests():
+    g, p = GaussianNull("q8_0"), PermutationNull()
+    assert g.tests_entry_law and not p.tests_entry_law
+    assert all(g.enters(x) for x in ("entry law", "product law", "spectrum"))
+    assert not p.enters("entry law")
+    assert p.enters("product law") and p.enters("spectrum")
+    assert not g.per_head and p.per_head
+
+
+def test_in_family_takes_the_value_or_its_name():
+    from rmtbase.decision.family import NULLS as FAMILY_NULLS
+    from rmtbase.decision.family import in_family
+
+    assert FAMILY_NULLS == NULLS
+    names = ["q.mean", "k.kurtosis", "qk.kurtosis", "qk.npr", "qk.pr", "q.rms"]
+    assert in_family(names) == in_family(names, null=GaussianNull("float16")) == \
+        ["q.mean", "k.kurtosis", "qk.kurtosis", "qk.npr"]
+    assert in_family(names, null="permutation") == in_family(names, null=PermutationNull()) \
+        == ["qk.kurtosis", "qk.npr"]
+    with pytest.raises(InputError, match="^null must be one of"):
+        in_family(names, null="uniform")
+
+
+def test_element_draws():
+    from rmtbase.scoring.null_checks import MIN_ELEMENT_DRAWS, check_element_draws
+
+    p, g = PermutationNull(), GaussianNull()
+    assert p.min_element_draws == MIN_ELEMENT_DRAWS == 20 and g.min_element_draws == 0
+    assert p.needs_element_draws("all") and p.needs_element_draws("elementwise")
+    assert not p.needs_element_draws("spectral")
+    assert not any(g.needs_element_draws(k) for k in ("all", "spectral", "elementwise"))
+    check_element_draws("gaussian", "all", 0)
+    check_element_draws(p, "spectral", 0)
+    check_element_draws("permutation", "all", 20)
+    with pytest.raises(InputError) as exc:
+        check_element_draws("permutation", "all", 19, "--element-draws")
+    assert str(exc.value) == (
+        "--element-draws 19 is too few: the permutation null's per-head decision needs at "
+        "least 20 permutations with W_QK's element statistics (use --stats spectral to leave "
+        "them out)")
+
+
+def test_descriptions_as_the_files_carry_them():
+    from rmtbase.scoring.description import null_description
+
+    assert PermutationNull().description() == PERM
+    assert GaussianNull().description() == GAUSS
+    assert GaussianNull("float16").description() == \
+        GAUSS + ", rounded to float16 like the checkpoint"
+    assert GaussianNull("bfloat16").description() == \
+        GAUSS + ", rounded to bfloat16 like the checkpoint"
+    assert GaussianNull("q4_k").description() == \
+        GAUSS + ", passed through the q4_k block quantiser like the checkpoint"
+    assert GaussianNull("q4_k").stored_as() == "passed through the q4_k block quantiser"
+    assert GaussianNull().stored_as() == "float32"
+    # the sentences of scores.nc's ``null`` attr
+    assert null_description("permutation", "float16", None, "auto") == PERM
+    assert null_description(PermutationNull(), ["q4_k", "q6_k"], ["q4_k", "q6_k"], "auto",
+                            [0, 1]) == PERM
+    assert null_description("gaussian", "float32", None, "auto") == GAUSS
+    assert null_description("gaussian", "float32", "q4_0", "none") == (
+        GAUSS + "; the weights look dequantised from q4_0 but the null is not: histogram "
+        "statistics are left out of the decision")
+    assert null_description(GaussianNull(), ["q4_k", "q4_k", "q6_k", "float32"],
+                            ["q4_k", "q4_k", "q6_k", "q8_0+q4_k"], "auto", [0, 1, 2, 3]) == (
+        GAUSS + ", each layer stored as the checkpoint stores it: passed through the q4_k block "
+        "quantiser (layers 0-1); passed through the q6_k block quantiser (layer 2); float32 "
+        "(layer 3); layer 3 looks dequantised from q8_0+q4_k but its null is not: histogram "
+        "statistics are left out of the decision")
