@@ -40,19 +40,26 @@ def score_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _fresh_interrupt_state():
-    """Each test starts with Python's own SIGINT handler and rmtbase's interrupt state unset:
-    a test that runs the executable in-process installs its handler (and may leave the process
-    marked as interrupted), which made later tests of the same worker see SIGINT swallowed."""
+    """Each test starts with Python's own SIGINT handler, SIGINT unblocked, and rmtbase's
+    interrupt state pristine, and the worker gets back what it had: a test that runs the
+    executable in-process installs its handler (and may leave the process marked as
+    interrupted); in one ``-n 2`` run two tests of a SIGINT held by ``deferred`` then saw
+    nothing raised."""
     import signal
     import threading
 
     from rmtbase.files import interrupts
 
     main = threading.current_thread() is threading.main_thread()
-    handler = signal.getsignal(signal.SIGINT) if main else None
     state = dict(interrupts._state)
+    interrupts._state.update(installed=False, interrupted=False, depth=0, pending=False)
+    if main:
+        handler = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
     yield
     interrupts._state.clear()
     interrupts._state.update(state)
-    if main and handler is not None:
-        signal.signal(signal.SIGINT, handler)
+    if main:
+        signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
