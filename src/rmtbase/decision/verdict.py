@@ -26,6 +26,10 @@ Per test (layer × head × stat)
 - ``effect``: the normal score of the value's place in the null (bounded at 8.2 where p reaches
   its floor, monotone; the per-statistic heatmaps' colour); ``percentile``: mid-rank among the
   draws;
+- ``effect_size``: the effect in the statistic's own units — a ratio to the null median for
+  scale-like statistics, a shift from it for location-like ones (``effect_kind``, :func:`
+  rmtbase.decision.effect.natural_effect`) —, with the null's 95 % band in the same units
+  (``null_band_lo``, ``null_band_hi``): how much, comparable across shapes and models;
 - ``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family — every (head, stat)
   test of a statistic in the decision family (:mod:`rmtbase.decision.family`: duplicates once,
   GQA-shared ``k.*`` once per key head). Descriptive detail; duplicates get no q-value.
@@ -60,7 +64,7 @@ import xarray as xr
 
 from ..errors import InputError, ModelError, TableError
 from ..stats.null_kind import Null
-from .effect import distance, head_effect, null_moments
+from .effect import distance, effect_kind, head_effect, natural_effect, null_moments
 from .family import DUPLICATES, GROUPS, NOT_TESTED, group_of, in_family, stat_family_mask
 from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
 from .significance import _check_alpha, benjamini_hochberg
@@ -68,7 +72,7 @@ from .tails import MIN_TAIL, TailModel
 
 #: Data variables over (layer, head, stat), in output order.
 SCORE_VARS = ("value", "null_mean", "null_std", "z", "distance", "effect", "p_value", "p_method",
-              "q_value", "percentile", "flag")
+              "q_value", "percentile", "flag", "effect_size", "null_band_lo", "null_band_hi")
 #: Data variables over (layer, head).
 HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_effect",
              "head_top_stat", "head_n_stats")
@@ -249,6 +253,9 @@ def _tests(values, names, rms_q, rms_k, null, spectral_null):
             fin = m.x[np.isfinite(m.x)]
             mean_n[sel], std_n[sel] = fin.mean(), fin.std(ddof=1)
             out["distance"][sel + (i,)] = distance(name, vn[sel], *null_moments(name, m.x))
+            size, lo, hi = natural_effect(name, vn[sel], m.x)
+            out["effect_size"][sel + (i,)] = size
+            out["null_band_lo"][sel + (i,)], out["null_band_hi"][sel + (i,)] = lo, hi
             ev = m.evaluate(vn[sel])
             out["p_value"][sel + (i,)] = ev["p"]
             out["effect"][sel + (i,)] = ev["effect"]
@@ -356,6 +363,7 @@ def _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreli
     ds["group"] = (("stat",), np.array([group_of(n) for n in names], dtype=str))
     ds["null_draws"] = (("stat",), np.array([n_draws[n] for n in names], dtype=np.int64))
     ds["sigma_power"] = (("stat",), np.array([scaling(n)[0] for n in names]))
+    ds["effect_kind"] = (("stat",), np.array([effect_kind(n)[0] for n in names], dtype=str))
     nan = {}
     for j, n in enumerate(names):
         bad = int(np.sum(~np.isfinite(out["p_value"][..., j])))

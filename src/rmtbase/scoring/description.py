@@ -112,6 +112,12 @@ def describe(ds: xr.Dataset) -> None:
         "z": "(value - null_mean) / null_std (descriptive)",
         "effect": "normal score of the value's place in the null: Phi^-1 of its mid-rank "
                   "percentile, or of its tail p where extrapolated (bounded, monotone)",
+        "effect_size": "effect in the statistic's own units: (value + c)/(null median + c) "
+                       "for effect_kind ratio (c = 3 for the excess kurtosis: a ratio of "
+                       "beta_2), value - null median for effect_kind shift, on the "
+                       "self-normalised values (rmtbase.decision.effect.natural_effect)",
+        "null_band_lo": "2.5 % quantile of the null in the units of effect_size",
+        "null_band_hi": "97.5 % quantile of the null in the units of effect_size",
         "p_value": "two-sided tail-resolving Monte Carlo p: add-one empirical, GPD tail where "
                    "fewer than 10 draws lie beyond (see p_method)",
         "p_method": "empirical | gpd (extrapolated tail) | floor (add-one floor, no GPD fit)",
@@ -140,6 +146,8 @@ def describe(ds: xr.Dataset) -> None:
         "sigma_q": "measured rms of W_Q entries (the head's sigma_Q)",
         "sigma_k": "measured rms of W_K entries (the head's sigma_K)",
         "null_draws": "number N of null draws in the statistic's reference",
+        "effect_kind": "ratio (scale-like: effect_size a ratio to the null median) | shift "
+                       "(location-like: effect_size a difference from it)",
         "sigma_power": "STAT_INFO sigma_power: value(sigma) = sigma^p value(1) (log: + p ln sigma)",
     }
     for k, v in text.items():
