@@ -14,41 +14,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InputError, TableError
+from ..stats.statistic import reference_notes
 
 if TYPE_CHECKING:
     import xarray as xr
 
-#: What each reference value is (x = λ / (σ_Q²σ_K²d²), c = d_h / d, s = σ_Qσ_K).
-REFERENCE_NOTES = {
-    "npr": "limit 1/(1+2c): inverse second moment of MP_c ⊠ MP_c (Voiculescu-Dykema-Nica 1992)",
-    "pr": "limit d_h/(1+2c)",
-    "spectral_entropy": "large-d limit, rmtbase.analytic.product.spectral_entropy_limit(d, d_h)",
-    "lambda_max": "upper edge of MP_c ⊠ MP_c times s² d² (Burda et al. 2010)",
-    "lambda_min": "lower edge of MP_c ⊠ MP_c times s² d²",
-    "condition_number": "ratio of the MP_c ⊠ MP_c edges",
-    "stable_rank": "limit d_h / upper edge",
-    "sum_lambda": "exact E Σλ = E‖W_QK‖_F² at finite (d, d_h)",
-    "sum_lambda2": "exact E Σλ² at finite (d, d_h)",
-    "qk_std": "population std of a W_QK entry, sqrt(d_h) s (exact)",
-    "qk_excess_kurtosis": "exact 6/d_h of a sum of d_h products of independent normals (Gaunt 2014)",
-    "qk_entropy": "differential entropy of the variance-gamma entry law (Gaunt 2014), population",
-    "qk_delta_entropy": "population S_VG - 0.5 ln(2 pi e d_h s^2) = -KL(VG || Gaussian) <= 0",
-    "qk_kl_gaussian": "population KL(VG || N(0, d_h s^2)); the binned estimator is biased",
-    "q_entropy": "0.5 ln(2 pi e sigma_q^2) (Gaussian)", "k_entropy": "0.5 ln(2 pi e sigma_k^2)",
-    "qk_mean": "0 (symmetric law)", "q_mean": "0", "k_mean": "0",
-    "qk_skewness": "0 (symmetric law)", "q_skewness": "0", "k_skewness": "0",
-    "q_kl_gaussian": "0 (Gaussian); the binned estimator is biased",
-    "k_kl_gaussian": "0 (Gaussian); the binned estimator is biased",
-    "q_std": "sigma_q (population)", "k_std": "sigma_k (population)",
-    "q_rms": "sigma_q (population)", "k_rms": "sigma_k (population)",
-    "q_excess_kurtosis": "0 (Gaussian)", "k_excess_kurtosis": "0 (Gaussian)",
-    "q_delta_entropy": "0 (Gaussian, population; the estimator is biased)",
-    "k_delta_entropy": "0 (Gaussian, population; the estimator is biased)",
-    "q_weibull_k": "half-normal Weibull anchor k0 (continuum limit of the 10-90% protocol)",
-    "k_weibull_k": "half-normal Weibull anchor k0",
-    "q_weibull_lambda": "half-normal Weibull anchor lambda0 * sigma_q",
-    "k_weibull_lambda": "half-normal Weibull anchor lambda0 * sigma_k",
-}
+#: What each reference value is (x = λ / (σ_Q²σ_K²d²), c = d_h / d, s = σ_Qσ_K), from the
+#: records (:mod:`rmtbase.stats.statistic`).
+REFERENCE_NOTES = reference_notes()
 
 
 def reference_values(d: int, d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.0) -> dict:

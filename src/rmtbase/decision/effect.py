@@ -38,15 +38,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..stats.statistic import transforms
+
 #: Variance-stabilising transform per bare statistic name ("log", "log3" = log(x + 3),
-#: "identity"); statistics not listed use the identity.
-TRANSFORM = {
-    **dict.fromkeys(("lambda_max", "lambda_min", "sum_lambda", "sum_lambda2", "pr", "npr",
-                     "condition_number", "stable_rank", "std", "sigma_fit", "weibull_k",
-                     "weibull_lambda", "weibull_k_trim90", "weibull_lambda_trim90",
-                     "weibull_k_trim100", "weibull_lambda_trim100", "max_over_q99"), "log"),
-    "excess_kurtosis": "log3",
-}
+#: "identity"), derived from the records' ``effect``/``offset`` (:mod:`rmtbase.stats.
+#: statistic`); statistics not listed use the identity.
+TRANSFORM = transforms()
 
 
 def transform_of(name: str) -> str:

@@ -31,23 +31,13 @@ import numpy as np
 
 from ..stats.null_kind import NULLS as NULLS  # the nulls by name (re-exported)
 from ..stats.null_kind import Null
+from ..stats.statistic import duplicates, histogram
 
 NOT_TESTED = ("q.rms", "k.rms")
-#: duplicate -> (representative, why)
-DUPLICATES = {
-    "qk.pr": ("qk.npr", "pr = d_h * npr"),
-    "qk.std": ("qk.sum_lambda", "sum_lambda = d^2 (std^2 + mean^2) of W_QK"),
-    "q.std": ("q.mean", "std/rms = sqrt(1 - (mean/rms)^2) after self-normalisation"),
-    "k.std": ("k.mean", "std/rms = sqrt(1 - (mean/rms)^2) after self-normalisation"),
-    "q.delta_entropy": ("q.entropy", "entropy - 0.5 ln(2 pi e std^2): a function of "
-                        "entropy/rms and mean/rms"),
-    "k.delta_entropy": ("k.entropy", "as q.delta_entropy"),
-    "qk.delta_entropy": ("qk.entropy", "as q.delta_entropy"),
-    "w.std": ("w.mean", "std/rms = sqrt(1 - (mean/rms)^2) after self-normalisation"),
-    "w.delta_entropy": ("w.entropy", "as q.delta_entropy"),
-}
-#: Histogram statistics: these see a storage lattice or quantisation grid.
-HISTOGRAM = ("entropy", "delta_entropy", "kl_gaussian", "sigma_fit")
+#: duplicate -> (representative, why), derived from the records (:mod:`rmtbase.stats.statistic`)
+DUPLICATES = duplicates()
+#: Histogram statistics: these see a storage lattice or quantisation grid (from the records).
+HISTOGRAM = histogram()
 GROUPS = ("entry law", "product law", "spectrum")
 
 

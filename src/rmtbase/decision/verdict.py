@@ -64,6 +64,7 @@ import xarray as xr
 
 from ..errors import InputError, ModelError, TableError
 from ..stats.null_kind import Null
+from ..stats.statistic import nan_reasons
 from .effect import distance, effect_kind, head_effect, natural_effect, null_moments
 from .family import DUPLICATES, GROUPS, NOT_TESTED, group_of, in_family, stat_family_mask
 from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
@@ -76,14 +77,8 @@ SCORE_VARS = ("value", "null_mean", "null_std", "z", "distance", "effect", "p_va
 #: Data variables over (layer, head).
 HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_effect",
              "head_top_stat", "head_n_stats")
-#: Why an estimator returns NaN (reported, never silently dropped).
-NAN_REASONS = {
-    "sigma_fit": "fewer than 3 histogram bins within 2 std of the mean",
-    "weibull_k": "exact zeros among the fitted ranks (ln 0)",
-    "weibull_lambda": "exact zeros among the fitted ranks (ln 0)",
-    "kl_gaussian": "zero variance", "skewness": "zero variance",
-    "excess_kurtosis": "zero variance", "delta_entropy": "zero variance",
-}
+#: Why an estimator returns NaN (reported, never silently dropped), from the records.
+NAN_REASONS = nan_reasons()
 
 
 def _matrix_scale(name: str, rms_q, rms_k):

@@ -35,18 +35,16 @@ from jax.scipy.linalg import eigh_tridiagonal
 
 from .._matmul import mm
 from ..errors import InputError
+from .statistic import STATISTICS
+from .statistic import spectral as _spectral
 
-SPECTRAL_STATS = (
-    "lambda_max",
-    "lambda_min",
-    "sum_lambda",
-    "sum_lambda2",
-    "pr",
-    "npr",
-    "spectral_entropy",
-    "condition_number",
-    "stable_rank",
-)
+
+def _spectral_records(statistics=None):
+    return _spectral(STATISTICS if statistics is None else statistics)
+
+
+#: Names of the spectral statistics, in registry order (:mod:`.statistic`).
+SPECTRAL_STATS = tuple(st.name for st in _spectral_records())
 
 
 def core_from_factors(wq, wk):
@@ -137,10 +135,12 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     return jnp.maximum(lam[..., ::-1], 0.0)
 
 
-def spectral_stats(lam) -> dict:
+def spectral_stats(lam, statistics=None) -> dict:
     """Spectral statistics of the nonzero eigenvalues ``lam`` ``(..., n)`` (any order).
 
-    Keys exactly :data:`SPECTRAL_STATS`:
+    Keys: the names of the spectral records of ``statistics`` (default the registry,
+    :data:`rmtbase.stats.statistic.STATISTICS`: exactly :data:`SPECTRAL_STATS`), each computed
+    by its record's ``fn``:
 
     - ``lambda_max``, ``lambda_min``: largest and smallest λ;
     - ``sum_lambda`` Σλ (= ‖W_QK‖_F²), ``sum_lambda2`` Σλ² (= ‖W_QK W_QKᵀ‖_F²);
@@ -151,25 +151,4 @@ def spectral_stats(lam) -> dict:
     Statistics over the last axis; leading axes are batch axes.
     """
     lam = jnp.asarray(lam)
-    n = lam.shape[-1]
-    lmax = jnp.max(lam, axis=-1)
-    lmin = jnp.min(lam, axis=-1)
-    s1 = jnp.sum(lam, axis=-1)
-    # Σλ² scaled by λ_max to avoid overflow in float32 for large d (λ ~ d² d_h... squared).
-    scale = jnp.where(lmax > 0, lmax, 1.0)
-    r = lam / scale[..., None]
-    s2 = jnp.sum(r * r, axis=-1) * scale * scale
-    p = lam / s1[..., None]
-    plogp = jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0)
-    pr = (s1 / scale) ** 2 / jnp.sum(r * r, axis=-1)
-    return {
-        "lambda_max": lmax,
-        "lambda_min": lmin,
-        "sum_lambda": s1,
-        "sum_lambda2": s2,
-        "pr": pr,
-        "npr": pr / n,
-        "spectral_entropy": -jnp.sum(plogp, axis=-1),
-        "condition_number": lmax / lmin,
-        "stable_rank": s1 / lmax,
-    }
+    return {st.name: st.fn(lam) for st in _spectral_records(statistics)}
