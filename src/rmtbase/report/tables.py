@@ -15,10 +15,12 @@ _HEAD_CSV = ("head_effect", "n_spikes", "head_p_value", "head_p_method", "head_q
              "head_flag", "head_top_stat", "head_n_stats", "sigma_q", "sigma_k")
 EFFECT_NOTE = ("Heads are ranked by effect: the head's largest |distance| from the null over its "
                "decision statistics, in null standard deviations of a variance-stabilised "
-               "statistic (uncapped; null heads lie at about 1-4). distance: the strongest "
-               "statistic's signed distance. spikes: leading eigenvalues of W_QK above the 95 % "
-               "quantile of the null's largest eigenvalue (a step-down count of learned "
-               "directions; '-' where not scored).")
+               "statistic (uncapped; null heads lie at about 1-4; a diagnostic of how narrow "
+               "each null is, not of how much the head departs: see effect_size and the "
+               "profile). distance: the strongest statistic's signed distance. spikes: leading "
+               "eigenvalues of W_QK above the 95 % quantile of the null's largest eigenvalue "
+               "(spectral concentration, not a count of learned directions; '-' where not "
+               "scored).")
 MEANING = {
     "spectrum": "the singular values of W_QK are not those of independent Gaussian factors: "
                 "structure in how query and key directions are arranged (rank, alignment); at "
@@ -46,6 +48,15 @@ def head_table(ds: xr.Dataset):
     joined)."""
     behaviour = [v for v in ds.data_vars if str(v).startswith("behaviour_")]  # rmtbase.probe.join
     df = ds[[v for v in _HEAD_CSV if v in ds] + behaviour].to_dataframe().reset_index()
+    if "profile_effect" in ds:  # the profile: each axis's effect (value where descriptive), p
+        for a in ds["axis"].values:
+            eff = ds["profile_effect"].sel(axis=a)
+            if not np.isfinite(eff.values).any():
+                eff = ds["profile_value"].sel(axis=a)
+            df[str(a)] = eff.transpose("layer", "head").values.ravel()
+            p = ds["profile_p"].sel(axis=a).transpose("layer", "head").values.ravel()
+            if np.isfinite(p).any():
+                df[f"{a}_p"] = p
     pos = {h: r for r, h in enumerate(head_ranking(ds), start=1)}
     df.insert(2, "rank", [pos[(int(li), int(hi))] for li, hi in zip(df["layer"], df["head"],
                                                                        strict=True)])

@@ -73,6 +73,7 @@ from .null_checks import (
     report_undefined,
 )
 from .permutation import permutation_draws
+from .profile import add_profile, factor_profile
 from .qk_histogram import add_qk_hist
 
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
@@ -137,12 +138,12 @@ def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
 
 def _read_layers(layers, kind, info, progress, quantized_null, null):
     """Statistics of every layer; returns (per_layer, spectra, layer_ids, storages, detected,
-    null_storages, unmatched, factors, hists): per layer its float storage, the quantisation
+    null_storages, unmatched, factors, hists, profiles): per layer its float storage, the quantisation
     detected (None if none) and the storage of its null (:func:`layer_null`); ``unmatched``
     when some layer's histogram statistics lack a matched null; factors only for the
     null's per-head draws (:attr:`rmtbase.stats.null_kind.Null.per_head`), hists (W_QK
-    histograms) only with element statistics."""
-    per_layer, spectra, layer_ids, factors, hists = [], [], [], [], []
+    histograms) only with element statistics, profiles (:func:`.profile.factor_profile`)."""
+    per_layer, spectra, layer_ids, factors, hists, profiles = [], [], [], [], [], []
     storages, detected, null_storages, unmatched = [], [], [], False
     bar = None
     if progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
@@ -161,6 +162,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         st, x, h = layer_stats(wq, wk, kind, est, group, entry_law=null.tests_entry_law,
                                 hist=True)
         per_layer.append(st)
+        profiles.append(factor_profile(wq, wk))
         if h is not None:
             hists.append(h)
         spectra.append(x)
@@ -179,7 +181,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
     if not per_layer:
         raise ModelError(f"{info.name} has no attention layers to score")
     return (per_layer, spectra, layer_ids, storages, detected, null_storages, unmatched,
-            factors, hists)
+            factors, hists, profiles)
 
 
 def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
@@ -238,7 +240,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     alpha, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
     (per_layer, spectra, layer_ids, storages, detected, null_storages, unmatched, factors,
-     hists) = _read_layers(layers, kind, info, progress, quantized_null, null)
+     hists, profiles) = _read_layers(layers, kind, info, progress, quantized_null, null)
     keys = [k for k in per_layer[0] if names is None or k in names or k in NOT_TESTED]
     if names is not None:
         missing = sorted(set(names) - set(keys))
@@ -287,6 +289,8 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
         add_qk_hist(ds, np.stack(hists))
     ds["sigma_q"] = (("layer", "head"), values["q.rms"])
     ds["sigma_k"] = (("layer", "head"), values["k.rms"])
+    add_profile(ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed,
+                gaussian=not null.per_head)
     if spectrum_draws:
         band = null_spectrum_band(d, d_h, int(spectrum_draws), seed=seed)
         ds["null_spectrum"] = (("quantile", "rank"), band)

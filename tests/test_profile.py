@@ -1,0 +1,94 @@
+"""The per-head profile (rmtbase.scoring.profile): the new axes' Gaussian null draws against
+their known moments (|z| < 5, se from the draws), a planted full-rank alignment through
+score_heads at MiniLM's shape (shipped tables) read back on the alignment axis, untouched heads
+at the nominal flag rate, and the profile variables in a score."""
+
+import numpy as np
+import pytest
+
+from rmtbase.models.types import LayerHeads, ModelInfo
+from rmtbase.scoring.profile import AXES, profile_null
+from rmtbase.scoring.score import score_heads
+
+D, DH, HEADS, LAYERS = 384, 32, 12, 4
+
+
+def test_null_moments():
+    """n = 2000 null heads at d = 64, d_h = 8 (float32): alignment mean 0, variance 1/(d d_h);
+    input focus mean 2/d_h (1 − 1/d); bfloat16 storage keeps the alignment law."""
+    d, dh = 64, 8
+    for storage in ("float32", "bfloat16"):
+        nd = profile_null(d, dh, storage, n=2000, seed=1)
+        a = nd["alignment"]
+        se = a.std(ddof=1) / np.sqrt(a.size)
+        assert abs(a.mean() / se) < 5
+        v = a * a
+        assert abs((v.mean() - 1 / (d * dh)) / (v.std(ddof=1) / np.sqrt(v.size))) < 5
+        f = nd["q_input_focus"]
+        assert abs((f.mean() - 2 / dh * (1 - 1 / d)) / (f.std(ddof=1) / np.sqrt(f.size))) < 5
+    again = profile_null(d, dh, "float32", n=300, seed=1)
+    np.testing.assert_array_equal(again["symmetry"], profile_null(d, dh, n=300, seed=1)
+                                  ["symmetry"])
+
+
+def _model(rng, planted=None, sq=0.02, sk=0.05):
+    layers = []
+    for li in range(LAYERS):
+        wq = (sq * rng.standard_normal((HEADS, DH, D))).astype(np.float32)
+        wk = (sk * rng.standard_normal((HEADS, DH, D))).astype(np.float32)
+        if planted is not None and li == planted[0]:
+            h = planted[1]
+            wk[h] = (0.6 * wq[h] * (sk / sq) + 0.8 * wk[h]).astype(np.float32)
+        layers.append(LayerHeads(layer=li, wq=wq, wk=wk))
+    info = ModelInfo(name="planted", revision=None, architecture="bert", d=D, d_h=DH,
+                     n_layers=LAYERS, n_heads=HEADS, n_kv_heads=HEADS)
+    return info, layers
+
+
+@pytest.fixture(scope="module")
+def planted(score_cache):
+    info, layers = _model(np.random.default_rng(0), planted=(2, 5))
+    return score_heads(info, layers, stats="spectral", progress=False, spectrum_draws=0)
+
+
+def test_planted_alignment_is_read_back_and_flagged(planted):
+    """A full-rank alignment 0.6 in L2 H5 (no low-rank change): alignment 0.6 ± 0.05, p ≤ 1e-3,
+    flagged on the alignment axis; the 47 untouched heads |alignment| ≤ 0.05."""
+    a = planted["profile_value"].sel(axis="alignment").values
+    p = planted["profile_p"].sel(axis="alignment").values
+    flag = planted["profile_flag"].sel(axis="alignment").values
+    assert abs(a[2, 5] - 0.6) <= 0.05 and p[2, 5] <= 1e-3 and flag[2, 5]
+    rest = np.ones(a.shape, dtype=bool)
+    rest[2, 5] = False
+    assert np.all(np.abs(a[rest]) <= 0.05)
+    eff = planted["profile_effect"].sel(axis="alignment").values
+    lo = planted["profile_band_lo"].sel(axis="alignment").values
+    assert eff[2, 5] == pytest.approx(a[2, 5], abs=0.01) and lo[2, 5] < 0
+
+
+def test_profile_variables_and_axes(planted):
+    axes = list(planted["axis"].values)
+    assert axes == [a for a in AXES if a not in ("entry_tails",)]   # spectral: no kurtosis
+    for v in ("profile_value", "profile_effect", "profile_band_lo", "profile_band_hi",
+              "profile_p", "profile_q", "profile_flag"):
+        assert planted[v].dims == ("layer", "head", "axis")
+    scale = planted["profile_value"].sel(axis="scale").values
+    np.testing.assert_allclose(scale, planted["sigma_q"].values * planted["sigma_k"].values)
+    assert np.isnan(planted["profile_p"].sel(axis="scale").values).all()
+
+
+@pytest.mark.slow  # 10 random models of 48 heads through score_heads: ~1 min
+def test_new_axes_flag_null_heads_at_the_nominal_rate(score_cache):
+    """10 random models × 48 heads = 480 null heads: P(p ≤ 0.05) on each new axis within 3
+    binomial se (0.030) of 0.05."""
+    rng = np.random.default_rng(3)
+    p = {a: [] for a in ("alignment", "symmetry", "q_input_focus", "k_input_focus")}
+    for _ in range(10):
+        info, layers = _model(rng)
+        ds = score_heads(info, layers, stats="spectral", progress=False, spectrum_draws=0)
+        for a in p:
+            p[a].append(ds["profile_p"].sel(axis=a).values.ravel())
+    se = np.sqrt(0.05 * 0.95 / 480)
+    for a, v in p.items():
+        rate = np.mean(np.concatenate(v) <= 0.05)
+        assert abs(rate - 0.05) <= 3 * se, (a, rate)
