@@ -109,3 +109,11 @@ def test_cache_derives_or_regenerates(tmp_path, monkeypatch):
         again = cache.null_table(12, 3, stats="spectral", min_draws=N, seed=9)
     np.testing.assert_array_equal(again["npr"].values, ds["npr"].values)
     assert "npr" in read_table(path).data_vars and "lambda" in read_table(path).data_vars
+
+
+def test_float64_table_derived_in_float64():
+    ds = baseline(12, 3, draws=20, seed=5, stats="spectral", dtype="float64", progress=False)
+    assert ds["lambda"].dtype == np.float64
+    got = spectral_from_table(ds.drop_vars("npr"))
+    assert got["npr"].dtype == np.float64
+    np.testing.assert_allclose(got["npr"].values, ds["npr"].values, rtol=1e-12)

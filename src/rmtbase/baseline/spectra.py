@@ -34,10 +34,13 @@ def derive_stats(lam, names) -> dict:
     """``{name: array (...)}`` of spectral statistics ``names`` (bare, e.g. ``"npr"``) from one
     cell's spectrum ``lam`` ``(..., n)``, by :func:`rmtbase.stats.spectral.spectral_stats`, in
     ``lam``'s dtype."""
+    import jax
+
     from ..stats.spectral import spectral_stats
 
     lam = cell_spectrum(lam)
-    st = spectral_stats(lam)
+    with jax.enable_x64(lam.dtype == np.float64):  # a float64 table is derived in float64
+        st = spectral_stats(lam)
     return {n: np.asarray(st[n]).astype(lam.dtype, copy=False) for n in names}
 
 
