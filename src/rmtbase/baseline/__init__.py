@@ -5,6 +5,7 @@
 - :mod:`.table_file`: :func:`read_table`, :func:`write_table` (atomic, one-line errors);
 - :mod:`.references`: analytic reference values beside each statistic; :func:`summary`;
 - :mod:`.cache`: :func:`null_table` (shipped data, user cache, generated) and :func:`rescale`;
+- :mod:`.spectra`: the stored spectrum ``lambda`` and spectral statistics derived from it;
 - :mod:`.sweep`: grid sweeps on Dask distributed, identical to one process.
 
 ``rmtbase.baseline(d, d_h, ...)`` — the package called as a function — is

@@ -11,7 +11,10 @@ Lookup order of :func:`null_table` for a cell (d, d_h):
 
 A table matches when ensemble, seed, dtype, storage precision and table format agree, it covers
 the requested statistics (an ``"all"`` table serves ``"spectral"`` and ``"elementwise"``) and it
-has at least ``min_draws`` draws. Spectral statistics of a float16/bfloat16 checkpoint share the
+has at least ``min_draws`` draws. A spectral statistic missing from a table that stores its
+spectrum (``lambda``) is computed from it at read time
+(:func:`rmtbase.baseline.spectra.spectral_from_table`); a cached table that lacks one and
+stores no spectrum is stale and regenerated, a shipped one is an error. Spectral statistics of a float16/bfloat16 checkpoint share the
 float32 spectral null (:func:`rmtbase.baseline.null.fast_spectral`), so such a request is served
 by a float32 spectral table. Cache file names spell out every one of these keys, so two
 different requests can never share a file, and a file's contents are checked against its name
@@ -47,6 +50,7 @@ import numpy as np
 
 from ..errors import InputError, TableError, check_dims, check_sigma
 from ..files.user_cache import cache_dir
+from .limits import LAMBDA_VAR
 
 #: Statistic sets that a table generated with ``stats=key`` can serve.
 _SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},
@@ -124,7 +128,9 @@ def _cached_entries(directory: Path) -> list[dict]:
 def verify_table(ds, entry: dict, path) -> None:
     """Raise :class:`TableError` naming ``path`` unless the table's contents are what its
     index entry or file name says: cell (d, d_h), draws, seed, statistic set, ensemble, dtype,
-    storage precision and σ_Q = σ_K = 1 (every variable of the statistic set present)."""
+    storage precision and σ_Q = σ_K = 1 (every variable of the statistic set present; a
+    spectral statistic may instead be derivable from the stored spectrum ``lambda``,
+    :mod:`rmtbase.baseline.spectra`)."""
     a = ds.attrs
     found = {
         "d": [int(x) for x in np.atleast_1d(ds["d"].values)] if "d" in ds.coords else None,
@@ -141,6 +147,10 @@ def verify_table(ds, entry: dict, path) -> None:
     bad = [f"{k}={found[k]!r} (expected {want[k]!r})" for k in want if found[k] != want[k]]
     if not bad:
         need = _expected_vars(entry["stats"])
+        if LAMBDA_VAR in ds.data_vars:  # spectral statistics can be derived from the spectrum
+            from ..stats import SPECTRAL_STATS
+
+            need -= set(SPECTRAL_STATS)
         missing = sorted(need - set(ds.data_vars))
         if missing:
             bad = [f"missing variables {missing[:3]}{'…' if len(missing) > 3 else ''}"]
@@ -198,6 +208,17 @@ def _select(ds, stats: str):
     return ds[keep]
 
 
+def _derived(ds, stats: str):
+    """``ds`` with the spectral statistics it lacks computed from its stored spectrum
+    (:func:`rmtbase.baseline.spectra.spectral_from_table`; :func:`verify_table` has checked
+    that a table lacking one stores ``lambda``)."""
+    if stats == "elementwise":
+        return ds
+    from .spectra import spectral_from_table
+
+    return spectral_from_table(ds)
+
+
 def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, seed: int = 0,
                ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32",
                progress: bool = False):
@@ -230,7 +251,7 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
         with resources.as_file(ref) as path:
             ds = read_table(path)
             verify_table(ds, best, path)  # a mismatch here is a broken installation
-            return _select(ds, stats)
+            return _select(_derived(ds, stats), stats)
     directory = cache_dir()
     cached = [e for e in _cached_entries(directory) if _matches(e, **key)] \
         if directory.is_dir() else []
@@ -238,7 +259,7 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
         try:
             ds = read_table(entry["file"])
             verify_table(ds, entry, entry["file"])
-            return _select(ds, stats)
+            return _select(_derived(ds, stats), stats)
         except TableError as exc:  # damaged or mislabelled: regenerated below
             warnings.warn(f"rmtbase: ignoring cached table: {exc}", RuntimeWarning,
                           stacklevel=2)

@@ -218,6 +218,11 @@ def scale_draws(draws: dict, sigma_q: float, sigma_k: float, dtype: str) -> dict
     out = {}
     for name, v in draws.items():
         matrix, stat = name.split(".", 1)
+        if name == LAMBDA_KEY:  # the stored spectrum: lambda ∝ (sigma_q sigma_k)^2
+            out[name] = scale_values(v, LAMBDA_ATTRS["sigma_power"], "power",
+                                     _ratio(matrix, sigma_q, sigma_k), dtype, LAMBDA_VAR,
+                                     _OF[matrix], sigma_q, sigma_k)
+            continue
         if stat not in STAT_INFO:  # not a table variable
             out[name] = v
             continue
@@ -226,6 +231,33 @@ def scale_draws(draws: dict, sigma_q: float, sigma_k: float, dtype: str) -> dict
                                  _ratio(matrix, sigma_q, sigma_k), dtype, table_name(name),
                                  _OF[matrix], sigma_q, sigma_k)
     return out
+
+
+#: Table variable of the stored spectrum (:mod:`rmtbase.baseline.spectra`), the ``null_draws``
+#: key it comes from, and its extra dim.
+LAMBDA_VAR = "lambda"
+LAMBDA_KEY = "qk.lambda"
+EIG_DIM = "eig"
+
+LAMBDA_ATTRS = {
+    "long_name": "eigenvalues of W_QK W_QK^T (squared singular values of W_QK), per draw",
+    "units": "sigma^2",
+    "definition": ("lambda_k = s_k(W_QK)^2, the nonzero ones (d_h; d for the gaussian "
+                   "ensemble) sorted descending, NaN-padded along eig where a cell has fewer; "
+                   "normalised x = lambda / (sigma_q^2 sigma_k^2 d^2)"),
+    "sigma_power": 2, "scaling": "power", "matrix": "qk", "sigma_of": "sigma_q*sigma_k",
+    "statistic": "lambda",
+}
+
+
+def stores_spectrum(stats: str) -> bool:
+    """Whether a table of statistic set ``stats`` stores ``lambda``."""
+    return stats in ("all", "spectral")
+
+
+def n_eigenvalues(d: int, d_h: int, ensemble: str) -> int:
+    """Number of eigenvalues a draw of cell (d, d_h) stores."""
+    return d if ensemble == "gaussian" else d_h
 
 
 def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:
@@ -328,7 +360,9 @@ def check_stored_values(n_values: int, itemsize: int, what: str) -> int:
 def check_table_values(spec, cells) -> int:
     """:func:`check_stored_values` for a head table of ``spec`` over ``cells``."""
     n_stats = len(stat_names(spec))
-    return check_stored_values(len(cells) * n_stats * int(spec.draws),
+    n_eig = max(n_eigenvalues(d, d_h, spec.ensemble) for d, d_h in cells) \
+        if stores_spectrum(spec.stats) else 0
+    return check_stored_values(len(cells) * (n_stats + n_eig) * int(spec.draws),
                                np.dtype(spec.dtype).itemsize,
                                f"a table of {len(cells)} cell(s) x {n_stats} statistics x "
                                f"{int(spec.draws)} draws")

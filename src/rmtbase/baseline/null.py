@@ -126,8 +126,10 @@ def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=
 
 @lru_cache(maxsize=64)
 def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spectrum,
-             storage="float32"):
-    """The per-draw function (cached, so its compiled chunk runner is reused)."""
+             storage="float32", lam_out=False):
+    """The per-draw function (cached, so its compiled chunk runner is reused). ``spectrum``:
+    add ``"qk.spectrum"`` (x = λ/(σ_Q²σ_K²d²)); ``lam_out``: add ``"qk.lambda"`` (λ itself,
+    the exact array the draw's spectral statistics were computed from)."""
     spectral = stats in ("all", "spectral")
     elementwise = stats in ("all", "elementwise")
     norm = sigma_q * sigma_q * sigma_k * sigma_k * d * d
@@ -135,6 +137,8 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
     def finish(out, lam):
         if spectrum:
             out["qk.spectrum"] = lam / norm
+        if lam_out:
+            out["qk.lambda"] = lam
         return out
 
     if fast_spectral(stats, ensemble, storage):
@@ -184,7 +188,7 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
         out = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, trim=trim,
                          storage=storage)
         lam = None
-        if spectrum:
+        if spectrum or lam_out:
             from ..stats.spectral import eigvals_from_factors
 
             lam = eigvals_from_factors(wq, wk)
@@ -195,7 +199,7 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
 def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
                ensemble="lowrank", depth=None, chunk_size=None, dtype=jnp.float32,
                progress=False, return_spectrum=False, trim=0.8, memory_budget=None,
-               storage="float32") -> dict:
+               storage="float32", return_lambda=False) -> dict:
     """Null draws of the head statistics: ``{"qk.npr": (n_draws,), ...}`` as numpy arrays.
 
     key: a JAX PRNG key (typed or raw); draw i uses ``fold_in(key, i)``. d, d_h: model width
@@ -209,7 +213,10 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     the last bits there. A draw that needs more memory than is available is refused with
     :class:`InputError` before any work (:func:`rmtbase.baseline.limits.check_draw_memory`).
     dtype: float32 (default) or float64 (needs ``jax_enable_x64``). return_spectrum: add
-    ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending. trim: the
+    ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending.
+    return_lambda: add ``"qk.lambda"`` ``(n_draws, d_h)`` (d for the gaussian ensemble), λ
+    itself sorted descending — the values the draw's spectral statistics are computed from
+    (what baseline tables store as ``lambda``). trim: the
     Weibull fit's trim. progress: ``True`` for :func:`rmtbase.progress.progress_bar` (a bar on
     a terminal, a line every ~30 s otherwise) or a reporter with ``update(n)``. storage: how
     the modelled checkpoint stores W_Q and W_K (:data:`rmtbase.stats.precision.STORAGES`):
@@ -230,8 +237,9 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
         depth = check_positive_int(depth, "depth")
     elif depth is not None:
         raise InputError(f"depth applies only to ensemble='residual', got ensemble={ensemble!r}")
-    if return_spectrum and stats == "elementwise":
-        raise InputError("return_spectrum needs spectral statistics (stats='all' or 'spectral')")
+    if (return_spectrum or return_lambda) and stats == "elementwise":
+        raise InputError("return_spectrum/return_lambda need spectral statistics "
+                         "(stats='all' or 'spectral')")
     dtype = jnp.dtype(dtype)
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise InputError("dtype float64 needs jax_enable_x64 (jax.config.update('jax_enable_x64', True))")
@@ -249,7 +257,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     use_map = not fast and jax.default_backend() == "cpu"
     check_draw_memory(d, d_h, stats, ensemble, dtype.itemsize, fast, 1 if use_map else batch)
     fn = _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
-                  bool(return_spectrum), storage)
+                  bool(return_spectrum), storage, bool(return_lambda))
     if use_map:
         out = map_draws(fn, key, n, chunk_size or min(n, batch), method="map",
                         progress=progress)

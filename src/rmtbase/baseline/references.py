@@ -118,9 +118,11 @@ def summary(ds: xr.Dataset, d: int | None = None, d_h: int | None = None) -> dic
     cell = ds.sel(d=d, d_h=d_h)
     refs = _references(ds.attrs.get("analytic_reference_values", "{}"), f"{d}x{d_h}")
     out = {}
-    if all(np.all(np.isnan(np.asarray(cell[v].values, dtype=np.float64))) for v in ds.data_vars):
+    # one number per draw only: the stored spectrum (``lambda``, dims … draw, eig) is skipped
+    names = [v for v in ds.data_vars if cell[v].dims == ("draw",)]
+    if all(np.all(np.isnan(np.asarray(cell[v].values, dtype=np.float64))) for v in names):
         raise InputError(f"cell d={d}, d_h={d_h} was not computed in this table")
-    for name in ds.data_vars:
+    for name in names:
         x = np.asarray(cell[name].values, dtype=np.float64)
         if np.all(np.isnan(x)):
             raise TableError(f"{name} has no draw (all NaN) in cell d={d}, d_h={d_h}: a damaged "

@@ -8,7 +8,9 @@ applied (``attrs["scaling_factor"] == "none"``). Each variable carries CF-style 
 (``long_name``, ``units``, ``definition``) and ``sigma_power``/``scaling`` from
 :data:`rmtbase.stats.STAT_INFO`, so :func:`rmtbase.baseline.cache.rescale` serves any σ exactly from a
 σ = 1 table. The draws themselves are stored, so empirical p-values are exact (add-one floor
-1/(draws + 1)).
+1/(draws + 1)). A table with spectral statistics also stores every draw's spectrum, ``lambda``
+with dims ``(d, d_h, draw, eig)`` (:mod:`rmtbase.baseline.spectra`), so a spectral statistic
+added later is derived from it without regenerating the table.
 
 Key derivation (fixed by ``TABLE_FORMAT``; any chunking or Dask split gives the same numbers):
 ``cell = fold_in(fold_in(jax.random.key(seed), d), d_h)`` (then ``fold_in(cell, depth)`` for the
@@ -153,7 +155,7 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
     there are not computed again, computed ones are added."""
     import jax
 
-    from .limits import scale_draws
+    from .limits import LAMBDA_KEY, scale_draws, stores_spectrum
     from .null import null_draws
     from .table_file import fault_point
 
@@ -161,16 +163,20 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
     if not 0 <= start < stop <= spec.n_blocks():
         raise InputError(f"block range [{start}, {stop}) outside [0, {spec.n_blocks()})")
     parts = []
+    spectrum = stores_spectrum(spec.stats)
     with jax.enable_x64(spec.x64):
         key = cell_key(spec.seed, d, d_h, spec.depth)
         for b in range(start, stop):
             n = min(DRAW_BLOCK, spec.draws - b * DRAW_BLOCK)
             got = store.load(d, d_h, b, n) if store is not None else None
+            if got is not None and spectrum and LAMBDA_KEY not in got:
+                got = None  # a block stored without its spectrum is computed again
             if got is None:
                 got = null_draws(jax.random.fold_in(key, b), d, d_h, n, stats=spec.stats,
                                  ensemble=spec.ensemble, depth=spec.depth,
                                  chunk_size=spec.chunk_size,
-                                 dtype=getattr(jax.numpy, spec.dtype), storage=spec.storage)
+                                 dtype=getattr(jax.numpy, spec.dtype), storage=spec.storage,
+                                 return_lambda=spectrum)
                 if store is not None:
                     store.save(d, d_h, b, got)
                     fault_point(f"block:{store.blocks()}")
@@ -182,11 +188,14 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
 
 def table_size(spec: TableSpec, cells) -> int:
     """Bytes to reserve on disk for the table (and the blocks kept to resume it)."""
+    from .limits import n_eigenvalues, stores_spectrum
     from .table_file import table_bytes
 
     n_d = len({c[0] for c in cells})
     n_dh = len({c[1] for c in cells})
-    return table_bytes(len(stat_names(spec)) * n_d * n_dh * spec.draws,
+    n_eig = max(n_eigenvalues(d, d_h, spec.ensemble) for d, d_h in cells) \
+        if stores_spectrum(spec.stats) else 0
+    return table_bytes((len(stat_names(spec)) + n_eig) * n_d * n_dh * spec.draws,
                        np.dtype(spec.dtype).itemsize)
 
 
@@ -216,6 +225,24 @@ def _order(name: str):
             stat)
 
 
+def lambda_variable(results: dict, draws: int, dtype, ds_vals, dh_vals):
+    """The ``lambda`` :class:`xarray.Variable` ``(d, d_h, draw, eig)`` from
+    ``results[(d, d_h)]["qk.lambda"]`` ``(draws, n)`` arrays (NaN elsewhere), or None when no
+    cell has a spectrum."""
+    import xarray as xr
+
+    from .limits import EIG_DIM, LAMBDA_ATTRS, LAMBDA_KEY
+
+    got = {c: np.asarray(r[LAMBDA_KEY]) for c, r in results.items() if LAMBDA_KEY in r}
+    if not got:
+        return None
+    n_eig = max(v.shape[-1] for v in got.values())
+    arr = np.full((len(ds_vals), len(dh_vals), draws, n_eig), np.nan, dtype=dtype)
+    for (d, d_h), v in got.items():
+        arr[ds_vals.index(d), dh_vals.index(d_h), :, : v.shape[-1]] = v
+    return xr.Variable(("d", "d_h", "draw", EIG_DIM), arr, dict(LAMBDA_ATTRS))
+
+
 def assemble(spec: TableSpec, cells: Sequence[tuple[int, int]], results: dict) -> xr.Dataset:
     """Build the Dataset from ``results[(d, d_h)] = {"qk.npr": (draws,) array, ...}``."""
     import xarray as xr
@@ -224,17 +251,24 @@ def assemble(spec: TableSpec, cells: Sequence[tuple[int, int]], results: dict) -
 
     ds_vals = sorted({c[0] for c in cells})
     dh_vals = sorted({c[1] for c in cells})
-    names = sorted({k for r in results.values() for k in r if k != "qk.spectrum"}, key=_order)
+    names = sorted({k for r in results.values() for k in r
+                    if k not in ("qk.spectrum", "qk.lambda")}, key=_order)
     data = {}
     for name in names:
         arr = np.full((len(ds_vals), len(dh_vals), spec.draws), np.nan, dtype=spec.dtype)
         for (d, d_h), r in results.items():
             arr[ds_vals.index(d), dh_vals.index(d_h)] = r[name]
         data[table_name(name)] = xr.Variable(("d", "d_h", "draw"), arr, _variable_attrs(name))
+    lam = lambda_variable(results, spec.draws, spec.dtype, ds_vals, dh_vals)
+    if lam is not None:
+        data["lambda"] = lam
     coords = {"d": ("d", np.array(ds_vals, dtype=np.int64), {"long_name": "model width d"}),
               "d_h": ("d_h", np.array(dh_vals, dtype=np.int64), {"long_name": "head dimension d_h"}),
               "draw": ("draw", np.arange(spec.draws, dtype=np.int64),
                        {"long_name": "Monte Carlo draw index"})}
+    if lam is not None:
+        coords["eig"] = ("eig", np.arange(lam.shape[-1], dtype=np.int64),
+                         {"long_name": "eigenvalue rank (0 = largest)"})
     ds = xr.Dataset(data, coords=coords)
     ds.attrs = _global_attrs(spec, cells)
     return ds

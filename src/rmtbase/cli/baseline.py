@@ -146,7 +146,8 @@ def run(args) -> int:
                   file=sys.stderr)
         raise
     if args.out:
-        print(f"wrote {args.out}: {len(ds.data_vars)} statistics x {ds.sizes['draw']} draws, "
+        print(f"wrote {args.out}: {sum('eig' not in v.dims for v in ds.data_vars.values())} "
+              f"statistics x {ds.sizes['draw']} draws, "
               f"cells {ds.attrs['cells']}", file=sys.stderr)
     else:
         print_summary(ds, as_json=args.json)

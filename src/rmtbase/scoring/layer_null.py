@@ -31,11 +31,14 @@ def is_spectral(name: str) -> bool:
 
 
 def null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
-    """{stat: 1-d numpy draws} from a σ = 1 baseline table (cell (d, d_h) if gridded)."""
+    """{stat: 1-d numpy draws} from a σ = 1 baseline table (cell (d, d_h) if gridded); a
+    spectral statistic the table lacks is computed from its stored spectrum
+    (:func:`rmtbase.baseline.spectra.spectral_from_table`)."""
+    from ..baseline.spectra import spectral_from_table
     from ..stats import table_name
 
     sel = {k: v for k, v in (("d", d), ("d_h", d_h)) if k in table.dims}
-    cell = table.sel(sel) if sel else table
+    cell = spectral_from_table(table.sel(sel) if sel else table, names)
     out = {}
     for name in (*names, "q.rms", "k.rms"):
         var = table_name(name)

@@ -1,0 +1,90 @@
+"""The spectrum a head table stores, and spectral statistics derived from it at read time.
+
+A table with spectral statistics (``stats="all"`` or ``"spectral"``) stores, beside one
+variable per statistic, every draw's spectrum: the variable ``lambda`` with dims
+``(d, d_h, draw, eig)``, λ = the nonzero squared singular values of W_QK = W_Qᵀ W_K sorted
+descending (d_h of them; d for the ``gaussian`` ensemble), the very array the draw's spectral
+statistics were computed from, in the table's dtype and at the table's σ (σ = 1 for cached and
+shipped tables). ``eig`` runs over 0 … max − 1; a cell with fewer eigenvalues is NaN-padded.
+``sigma_power`` = 2 of ``sigma_q*sigma_k`` (λ ∝ σ_Q²σ_K²), so
+:func:`rmtbase.baseline.cache.rescale` moves it like ``lambda_max``.
+
+So a new spectral statistic needs no table rebuild: :func:`spectral_from_table` computes any
+statistic of :data:`rmtbase.stats.spectral.SPECTRAL_STATS` missing from a table from
+``lambda`` with :func:`rmtbase.stats.spectral.spectral_stats`, the same function that scores
+the heads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .limits import EIG_DIM, LAMBDA_ATTRS, LAMBDA_KEY, LAMBDA_VAR  # noqa: F401
+
+
+def cell_spectrum(lam) -> np.ndarray:
+    """The ``(draws, n)`` spectrum of one cell from its NaN-padded ``(draws, eig)`` values:
+    the eigenvalue columns that are not all NaN."""
+    lam = np.asarray(lam)
+    keep = ~np.all(np.isnan(lam), axis=tuple(range(lam.ndim - 1)))
+    return lam[..., keep]
+
+
+def derive_stats(lam, names) -> dict:
+    """``{name: array (...)}`` of spectral statistics ``names`` (bare, e.g. ``"npr"``) from one
+    cell's spectrum ``lam`` ``(..., n)``, by :func:`rmtbase.stats.spectral.spectral_stats`, in
+    ``lam``'s dtype."""
+    import jax
+
+    from ..stats.spectral import spectral_stats
+
+    lam = cell_spectrum(lam)
+    with jax.enable_x64(lam.dtype == np.float64):  # a float64 table is derived in float64
+        st = spectral_stats(lam)
+    return {n: np.asarray(st[n]).astype(lam.dtype, copy=False) for n in names}
+
+
+def missing_spectral(ds, names) -> list[str]:
+    """Bare spectral statistics among ``names`` (bare or ``"qk."`` keys; others ignored) that
+    ``ds`` lacks as variables."""
+    from ..stats.spectral import SPECTRAL_STATS
+
+    bare = [n.split(".", 1)[1] if n.startswith("qk.") else n for n in names]
+    return [n for n in dict.fromkeys(bare) if n in SPECTRAL_STATS and n not in ds.data_vars]
+
+
+def spectral_from_table(ds, names=None):
+    """``ds`` with every spectral statistic of ``names`` (default: all of
+    :data:`~rmtbase.stats.spectral.SPECTRAL_STATS`) that it lacks computed from its ``lambda``
+    (per cell, in the table's dtype; variable attrs as a generated table's). Statistics
+    present are left untouched. :class:`~rmtbase.errors.TableError` (one line) if one is
+    missing and the table stores no ``lambda``."""
+    import xarray as xr
+
+    from ..errors import TableError
+    from ..stats import SPECTRAL_STATS
+
+    names = SPECTRAL_STATS if names is None else names
+    missing = missing_spectral(ds, names)
+    if not missing:
+        return ds
+    if LAMBDA_VAR not in ds.data_vars:
+        raise TableError(f"the table lacks {missing[0]!r} and stores no spectrum ({LAMBDA_VAR!r}) "
+                         "to derive it from: regenerate it with this rmtbase")
+    from .tables import _variable_attrs
+
+    lam = ds[LAMBDA_VAR]
+    cell_dims = [dim for dim in lam.dims if dim not in ("draw", EIG_DIM)]
+    shape = tuple(lam.sizes[dim] for dim in (*cell_dims, "draw"))
+    out = {n: np.full(shape, np.nan, dtype=lam.dtype) for n in missing}
+    values = lam.transpose(*cell_dims, "draw", EIG_DIM).values
+    for idx in np.ndindex(*shape[:-1]):
+        cell = values[idx]
+        if np.all(np.isnan(cell)):
+            continue
+        for n, v in derive_stats(cell, missing).items():
+            out[n][idx] = v
+    new = ds.copy()
+    for n in missing:
+        new[n] = xr.Variable((*cell_dims, "draw"), out[n], _variable_attrs(f"qk.{n}"))
+    return new
