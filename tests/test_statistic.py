@@ -91,3 +91,25 @@ def test_docs_table_is_current():
     assert m, f"docs/statistics.md lacks the generated block ({START} … {END})"
     assert m.group(1) == doc_table(), ("docs/statistics.md's statistics table is stale: run "
                                        "python -m rmtbase.stats.doc")
+
+
+def test_a_new_spectral_statistic_needs_no_data_rebuild():
+    """Issue 31's acceptance: one record, and the shipped MiniLM-shape table (4,000 draws, no
+    top_share variable) yields its null draws from the stored spectra — equal to numpy on the
+    same λ — and a head is placed against them with the decision's own functions."""
+    from rmtbase.baseline.cache import null_table
+    from rmtbase.baseline.spectra import spectral_from_table
+    from rmtbase.decision.effect import natural_effect
+
+    new = Statistic("top_share", "spectral", "share of the largest eigenvalue", "1",
+                    "lambda_max / sum_lambda", sigma_power=0, effect="ratio", fn=_top_share)
+    ds = null_table(384, 32, stats="spectral", min_draws=4000, progress=False)
+    assert "top_share" not in ds and "lambda" in ds
+    got = spectral_from_table(ds, ["top_share"], statistics=(*STATISTICS, new))
+    lam = ds["lambda"].values.reshape(-1, ds.sizes["eig"]).astype(np.float64)
+    want = lam.max(axis=1) / lam.sum(axis=1)
+    np.testing.assert_allclose(got["top_share"].values.ravel(), want, rtol=1e-5)
+    assert got["top_share"].attrs["long_name"].startswith("share of the largest eigenvalue")
+    size, lo, hi = natural_effect("qk.lambda_max", 2 * np.median(want),
+                                  got["top_share"].values.ravel())
+    assert size == pytest.approx(2.0) and lo < 1 < hi

@@ -30,42 +30,45 @@ def cell_spectrum(lam) -> np.ndarray:
     return lam[..., keep]
 
 
-def derive_stats(lam, names) -> dict:
+def derive_stats(lam, names, statistics=None) -> dict:
     """``{name: array (...)}`` of spectral statistics ``names`` (bare, e.g. ``"npr"``) from one
     cell's spectrum ``lam`` ``(..., n)``, by :func:`rmtbase.stats.spectral.spectral_stats`, in
-    ``lam``'s dtype."""
+    ``lam``'s dtype. ``statistics``: the records (default the registry,
+    :data:`rmtbase.stats.statistic.STATISTICS`): a new spectral statistic is one record."""
     import jax
 
     from ..stats.spectral import spectral_stats
 
     lam = cell_spectrum(lam)
     with jax.enable_x64(lam.dtype == np.float64):  # a float64 table is derived in float64
-        st = spectral_stats(lam)
+        st = spectral_stats(lam, statistics)
     return {n: np.asarray(st[n]).astype(lam.dtype, copy=False) for n in names}
 
 
-def missing_spectral(ds, names) -> list[str]:
+def missing_spectral(ds, names, statistics=None) -> list[str]:
     """Bare spectral statistics among ``names`` (bare or ``"qk."`` keys; others ignored) that
     ``ds`` lacks as variables."""
-    from ..stats.spectral import SPECTRAL_STATS
+    from ..stats.statistic import STATISTICS, spectral
 
+    SPECTRAL_STATS = [st.name for st in spectral(STATISTICS if statistics is None else statistics)]
     bare = [n.split(".", 1)[1] if n.startswith("qk.") else n for n in names]
     return [n for n in dict.fromkeys(bare) if n in SPECTRAL_STATS and n not in ds.data_vars]
 
 
-def spectral_from_table(ds, names=None):
+def spectral_from_table(ds, names=None, statistics=None):
     """``ds`` with every spectral statistic of ``names`` (default: all of
     :data:`~rmtbase.stats.spectral.SPECTRAL_STATS`) that it lacks computed from its ``lambda``
     (per cell, in the table's dtype; variable attrs as a generated table's). Statistics
     present are left untouched. :class:`~rmtbase.errors.TableError` (one line) if one is
-    missing and the table stores no ``lambda``."""
+    missing and the table stores no ``lambda``. ``statistics``: the records (default the
+    registry): a spectral statistic added as one record is derived from any stored table."""
     import xarray as xr
 
     from ..errors import TableError
     from ..stats import SPECTRAL_STATS
 
     names = SPECTRAL_STATS if names is None else names
-    missing = missing_spectral(ds, names)
+    missing = missing_spectral(ds, names, statistics)
     if not missing:
         return ds
     if LAMBDA_VAR not in ds.data_vars:
@@ -82,9 +85,9 @@ def spectral_from_table(ds, names=None):
         cell = values[idx]
         if np.all(np.isnan(cell)):
             continue
-        for n, v in derive_stats(cell, missing).items():
+        for n, v in derive_stats(cell, missing, statistics).items():
             out[n][idx] = v
     new = ds.copy()
     for n in missing:
-        new[n] = xr.Variable((*cell_dims, "draw"), out[n], _variable_attrs(f"qk.{n}"))
+        new[n] = xr.Variable((*cell_dims, "draw"), out[n], _variable_attrs(f"qk.{n}", statistics))
     return new

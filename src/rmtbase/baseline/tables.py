@@ -199,12 +199,14 @@ def table_size(spec: TableSpec, cells) -> int:
                        np.dtype(spec.dtype).itemsize)
 
 
-def _variable_attrs(name: str) -> dict:
-    """CF-style attrs of table variable for ``head_stats`` key ``name`` (``"qk.npr"``)."""
-    from ..stats import STAT_INFO
+def _variable_attrs(name: str, statistics=None) -> dict:
+    """CF-style attrs of table variable for ``head_stats`` key ``name`` (``"qk.npr"``), from
+    its record (:mod:`rmtbase.stats.statistic`; ``statistics``: the records, default the
+    registry)."""
+    from ..stats.statistic import STATISTICS, stat_info
 
     matrix, stat = name.split(".", 1)
-    info = STAT_INFO[stat]
+    info = stat_info(STATISTICS if statistics is None else statistics)[stat]
     sigma = {"qk": "sigma_q*sigma_k", "q": "sigma_q", "k": "sigma_k"}[matrix]
     return {"long_name": f"{info['long_name']} of {'W_QK' if matrix == 'qk' else 'W_' + matrix.upper()}",
             "units": info["units"], "definition": info["definition"],
