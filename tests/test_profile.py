@@ -31,7 +31,9 @@ def test_null_moments():
                                   ["symmetry"])
 
 
-def _model(rng, planted=None, sq=0.02, sk=0.05):
+def _model(rng, planted=None, sq=0.02, sk=0.05, storage="float32"):
+    import ml_dtypes
+
     layers = []
     for li in range(LAYERS):
         wq = (sq * rng.standard_normal((HEADS, DH, D))).astype(np.float32)
@@ -39,7 +41,10 @@ def _model(rng, planted=None, sq=0.02, sk=0.05):
         if planted is not None and li == planted[0]:
             h = planted[1]
             wk[h] = (0.6 * wq[h] * (sk / sq) + 0.8 * wk[h]).astype(np.float32)
-        layers.append(LayerHeads(layer=li, wq=wq, wk=wk))
+        if storage == "bfloat16":
+            wq = wq.astype(ml_dtypes.bfloat16).astype(np.float32)
+            wk = wk.astype(ml_dtypes.bfloat16).astype(np.float32)
+        layers.append(LayerHeads(layer=li, wq=wq, wk=wk, storage=storage))
     info = ModelInfo(name="planted", revision=None, architecture="bert", d=D, d_h=DH,
                      n_layers=LAYERS, n_heads=HEADS, n_kv_heads=HEADS)
     return info, layers
@@ -77,14 +82,16 @@ def test_profile_variables_and_axes(planted):
     assert np.isnan(planted["profile_p"].sel(axis="scale").values).all()
 
 
-@pytest.mark.slow  # 10 random models of 48 heads through score_heads: ~1 min
-def test_new_axes_flag_null_heads_at_the_nominal_rate(score_cache):
-    """10 random models × 48 heads = 480 null heads: P(p ≤ 0.05) on each new axis within 3
-    binomial se (0.030) of 0.05."""
+@pytest.mark.slow  # 10 random models of 48 heads through score_heads: ~1 min per storage
+@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
+def test_new_axes_flag_null_heads_at_the_nominal_rate(score_cache, storage):
+    """10 random models × 48 heads = 480 null heads (stored as float32, or rounded to bfloat16
+    and scored against the bfloat16 null): P(p ≤ 0.05) on each new axis within 3 binomial se
+    (0.030) of 0.05."""
     rng = np.random.default_rng(3)
     p = {a: [] for a in ("alignment", "symmetry", "q_input_focus", "k_input_focus")}
     for _ in range(10):
-        info, layers = _model(rng)
+        info, layers = _model(rng, storage=storage)
         ds = score_heads(info, layers, stats="spectral", progress=False, spectrum_draws=0)
         for a in p:
             p[a].append(ds["profile_p"].sel(axis=a).values.ravel())
