@@ -30,6 +30,14 @@ def test_derived_tables_cover_the_registry_exactly():
     assert len(set(names)) == len(names)
     assert list(STAT_INFO) == names
     assert SPECTRAL_STATS == tuple(s.name for s in STATISTICS if s.kind == "spectral")
+    # the fused element estimator's outputs are records, in its order; the extra Weibull trims
+    # are whole-matrix statistics (rmtbase.stats.matrix)
+    from rmtbase.stats import ELEMENT_STATS
+
+    element = [s.name for s in STATISTICS if s.kind == "element"]
+    assert [n for n in element if n in ELEMENT_STATS] == list(ELEMENT_STATS)
+    assert set(element) - set(ELEMENT_STATS) == {f"weibull_{p}_trim{t}" for p in ("k", "lambda")
+                                                 for t in (90, 100)}
     assert set(TRANSFORM) == {s.name for s in STATISTICS if s.effect == "ratio"}
     for s in STATISTICS:
         assert transform_of(f"qk.{s.name}") == s.transform
