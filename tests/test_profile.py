@@ -99,3 +99,14 @@ def test_new_axes_flag_null_heads_at_the_nominal_rate(score_cache, storage):
     for a, v in p.items():
         rate = np.mean(np.concatenate(v) <= 0.05)
         assert abs(rate - 0.05) <= 3 * se, (a, rate)
+
+
+def test_summary_has_the_profile_block(planted):
+    from rmtbase.report.tables import profile_text, summary_text
+
+    text = profile_text(planted)
+    assert text.startswith("Profile")
+    line = next(ln for ln in text.splitlines() if ln.startswith("- alignment:"))
+    assert "L2H5 0.6" in line and "flagged" in line
+    assert "- scale (value):" in text
+    assert text in summary_text(planted)

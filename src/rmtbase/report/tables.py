@@ -147,10 +147,42 @@ def _headline(ds: xr.Dataset) -> str:
             f"alpha={ds.attrs.get('alpha')})")
 
 
+def profile_text(ds: xr.Dataset, top: int = 3) -> str:
+    """The profile block of ``summary.txt``: per axis with a null, the null's band and the
+    ``top`` heads by |effect| (value, effect, flag); per descriptive axis its range."""
+    lines = ["Profile (how each head departs, in the statistic's own units; "
+             "rmtbase.scoring.profile):"]
+    for a in ds["axis"].values:
+        eff = ds["profile_effect"].sel(axis=a).transpose("layer", "head").values
+        val = ds["profile_value"].sel(axis=a).transpose("layer", "head").values
+        kind = str(ds["axis_effect"].sel(axis=a).values)
+        if not np.isfinite(eff).any():
+            lines.append(f"- {a} ({kind}): {np.nanmin(val):.4g} ... {np.nanmax(val):.4g}")
+            continue
+        lo = float(np.nanmedian(ds["profile_band_lo"].sel(axis=a).values))
+        hi = float(np.nanmedian(ds["profile_band_hi"].sel(axis=a).values))
+        flag = ds["profile_flag"].sel(axis=a).transpose("layer", "head").values
+        centre = 1.0 if kind == "ratio" else 0.0
+        order = np.argsort(-np.nan_to_num(np.abs(eff - centre), nan=-1.0), axis=None)[:top]
+        layers, heads = ds["layer"].values, ds["head"].values
+        best = ", ".join(
+            f"L{layers[i]}H{heads[j]} {val[i, j]:.3g} ("
+            + (f"{eff[i, j]:.3g}x the null median" if kind == "ratio"
+               else f"{eff[i, j]:+.3g} from the null median")
+            + f"{', flagged' if flag[i, j] else ''})"
+            for i, j in (np.unravel_index(k, eff.shape) for k in order))
+        band = f"[{lo:.3g}x, {hi:.3g}x]" if kind == "ratio" else f"[{lo:+.3g}, {hi:+.3g}]"
+        lines.append(f"- {a}: null band {band}, {int(flag.sum())} of "
+                     f"{flag.size} heads flagged; top: {best}")
+    return "\n".join(lines)
+
+
 def summary_text(ds: xr.Dataset, top: int = 10) -> str:
     """The whole ``summary.txt``: decision table, then what was tested and how to read it."""
     a = ds.attrs
     out = [anomaly_table(ds, top), ""]
+    if "profile_effect" in ds:
+        out += [profile_text(ds), ""]
     if has_head_effect(ds):
         out.append(EFFECT_NOTE)
     out.append(f"Null: {a.get('null', '?')}.")
