@@ -71,7 +71,7 @@ def test_report_html_is_self_contained_and_small(report12):
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text)
     for needle in ("fetch(", "XMLHttpRequest", "@import", "import(", "<link"):
         assert needle not in text, needle
-    assert text.count("data:image/png;base64,") == 2
+    assert text.count("data:image/png;base64,") == 3   # profile, effect_spectrum, entropy_sigma
     data = _data(page)
     (e,) = data["entries"]
     assert len(e["L"]) == 12 and len(e["H"]) == 12 and e["detail"]

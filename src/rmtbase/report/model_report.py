@@ -8,7 +8,7 @@ output as it was, and files of an earlier run never mix with a new one.
 Contents: ``scores.nc`` (the Dataset), ``heads.csv`` (one row per head: the decision),
 ``scores.csv`` (one row per head × statistic), ``summary.txt`` (the null, the storage, the
 decision, the most anomalous heads, NaN tests, how to read a flag) and ``figures/``:
-``verdict.png``, ``effect_<group>.png`` (spectrum, product law, entry law), ``effect_<stat>.png``
+``verdict.png``, ``profile.png`` (:mod:`.profile_figures`), ``effect_<group>.png`` (spectrum, product law, entry law), ``effect_<stat>.png``
 for the headline statistics, ``spectrum_L<l>_H<h>.png`` for the most anomalous heads and the
 least anomalous one, ``entropy_sigma.png``; and ``report.html`` (:mod:`rmtbase.report.html`:
 one self-contained page with the per-head drill-down, some of these figures embedded). With a
@@ -35,6 +35,9 @@ HEADLINE_STATS = ("qk.npr", "qk.lambda_max", "qk.spectral_entropy", "qk.conditio
                   "qk.excess_kurtosis", "q.weibull_k", "k.weibull_k", "q.entropy")
 #: Figures embedded in report.html (the rest stay in figures/), with their captions.
 HTML_FIGURES = {
+    "profile.png": "The profile: one heatmap per axis on a fixed scale that means the same for "
+                   "every model (ratios as log2 of the ratio to the null median, alignment and "
+                   "symmetry as shifts on [-1, 1]); dots: flagged on that axis.",
     "effect_spectrum.png": "Effect (normal score in the null, fixed ±6 scale) of each spectral "
                            "statistic over layer × head; × marks a descriptive per-statistic flag.",
     "entropy_sigma.png": "Entropy of the entries beyond the Gaussian entropy at the same std "
@@ -51,6 +54,10 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save) -> None:
                         float(np.clip(0.2 * ds.sizes["layer"] + 2, 3, 10))), layout="constrained")
     fig_mod.plot_verdict(ds, f.subplots())
     save(f, fdir / "verdict.png")
+    if "profile_effect" in ds:
+        from .profile_figures import profile_figure
+
+        save(profile_figure(ds, fig_mod.title_label(ds)), fdir / "profile.png")
     stats = [str(s) for s in ds["stat"].values]
     fam = set(np.asarray(ds["stat"].values)[ds["in_family"].values].tolist())
     for group, name in GROUP_FILES.items():

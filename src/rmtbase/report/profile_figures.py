@@ -1,0 +1,87 @@
+"""The profile as small multiples: one layer × head heatmap per axis of
+:mod:`rmtbase.scoring.profile`, each on a fixed scale that means the same for every model
+(``profile.png``).
+
+Scales: ratio axes (concentration, entry tails) as log₂ of the ratio to the null median on
+[−2, 2] (¼× to 4×); alignment and symmetry as the shift from the null median on [−1, 1] (both
+are cosines); input focus as the shift on [−0.5, 0.5]; outliers as the count on [0, 10]; scale
+as log₁₀(σ_Q σ_K) on [−4, 0]. A dot marks a head flagged on that axis (BH over heads). Plots
+take ``ax`` where they draw one panel; :func:`profile_figure` returns a Figure (no pyplot).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+#: axis -> (transform of the effect or value, vmin, vmax, colour map, colour-bar label)
+SCALES = {
+    "scale": ("log10 value", -4.0, 0.0, "viridis", "log10 sigma_Q sigma_K"),
+    "concentration": ("log2 effect", -2.0, 2.0, "RdBu_r", "log2 NPR / null"),
+    "outliers": ("value", 0.0, 10.0, "magma_r", "n_spikes"),
+    "alignment": ("effect", -1.0, 1.0, "RdBu_r", "shift"),
+    "symmetry": ("effect", -1.0, 1.0, "RdBu_r", "shift"),
+    "q_input_focus": ("effect", -0.5, 0.5, "RdBu_r", "shift"),
+    "k_input_focus": ("effect", -0.5, 0.5, "RdBu_r", "shift"),
+    "entry_tails": ("log2 effect", -2.0, 2.0, "RdBu_r", "log2 beta_2 / null"),
+}
+
+
+def _panel_values(ds: xr.Dataset, axis: str) -> np.ndarray:
+    how = SCALES[axis][0]
+    src = "profile_value" if how.endswith("value") else "profile_effect"
+    v = np.asarray(ds[src].sel(axis=axis).transpose("layer", "head").values, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if how.startswith("log10"):
+            return np.log10(v)
+        if how.startswith("log2"):
+            return np.log2(v)
+    return v
+
+
+def plot_profile_axis(ds: xr.Dataset, axis: str, ax=None, *, colorbar: bool = True):
+    """One axis's heatmap (layer × head) on its fixed scale (:data:`SCALES`); returns ``ax``."""
+    if ax is None:
+        from matplotlib.figure import Figure
+
+        ax = Figure().subplots()
+    _, vmin, vmax, cmap, label = SCALES[axis]
+    im = ax.imshow(_panel_values(ds, axis), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
+                   interpolation="nearest", origin="upper")
+    flag = np.asarray(ds["profile_flag"].sel(axis=axis).transpose("layer", "head").values)
+    yi, xi = np.nonzero(flag)
+    ax.plot(xi, yi, "k.", ms=2.5)
+    ax.set_title(axis.replace("_", " "), fontsize=9)
+    ax.set_xlabel("head", fontsize=7)
+    ax.set_ylabel("layer", fontsize=7)
+    ax.tick_params(labelsize=6)
+    ax.set_yticks(range(ds.sizes["layer"]), [str(v) for v in ds["layer"].values])
+    if colorbar:
+        cb = ax.figure.colorbar(im, ax=ax, shrink=0.8)
+        cb.set_label(label, fontsize=7)
+        cb.ax.tick_params(labelsize=6)
+    return ax
+
+
+def profile_figure(ds: xr.Dataset, title: str = ""):
+    """Small multiples of every profile axis of score ``ds`` (module docstring)."""
+    from matplotlib.figure import Figure
+
+    axes = [str(a) for a in ds["axis"].values if str(a) in SCALES]
+    ncol = min(4, len(axes))
+    nrow = -(-len(axes) // ncol)
+    w = float(np.clip(0.18 * ds.sizes["head"] + 1.8, 2.6, 5.0))
+    h = float(np.clip(0.12 * ds.sizes["layer"] + 1.4, 2.0, 5.0))
+    fig = Figure(figsize=(w * ncol, h * nrow), layout="constrained")
+    grid = fig.subplots(nrow, ncol, squeeze=False)
+    for k, ax in enumerate(grid.ravel()):
+        if k < len(axes):
+            plot_profile_axis(ds, axes[k], ax)
+        else:
+            ax.set_axis_off()
+    fig.suptitle((title + ": " if title else "") + "profile (fixed scales; dots: flagged on "
+                 "that axis)", fontsize=10)
+    return fig
+
+
+__all__ = ["SCALES", "plot_profile_axis", "profile_figure"]
