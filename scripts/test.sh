@@ -16,4 +16,5 @@ fi
 # caller's replaces the default selection (e.g. `-m slow`).
 marker=(-m "not slow")
 if [ "${1:-}" = --all ]; then marker=(); shift; fi
-exec .venv/bin/python -m pytest -n 2 --durations=25 "${marker[@]}" "$@"
+# --dist loadfile: each test module runs in one worker, so its JAX programs compile once.
+exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=25 "${marker[@]}" "$@"

@@ -82,6 +82,7 @@ def test_planted_rank_two_updates_are_exactly_the_flagged_heads(pair, module_cac
     assert 0.05 < float(ds["delta_rel_q"].values[0, 0]) < 0.2
 
 
+@pytest.mark.slow
 def test_lora_adapter_scores_as_its_update(pair, tmp_path, module_cache):
     from rmtbase.models import model_info
     from rmtbase.scoring.delta import lora_deltas, score_delta

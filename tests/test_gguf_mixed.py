@@ -84,6 +84,7 @@ def test_loader_reports_each_layers_type(files):
     assert [lh.quantisation for lh in load_heads(files["mixed"])] == ["q4_k", "q6_k", "q4_k"]
 
 
+@pytest.mark.slow  # the mixed file's per-layer nulls: 149 s of set-up on 2 quiet cores
 def test_provenance_names_each_layers_null(spectral, tmp_path):
     import xarray as xr
 
@@ -105,6 +106,7 @@ def test_provenance_names_each_layers_null(spectral, tmp_path):
     assert list(back["layer_null_storage"].values) == ["q4_k", "q6_k", "q4_k"]
 
 
+@pytest.mark.slow  # the mixed file's per-layer nulls: 149 s of set-up on 2 quiet cores
 def test_profile_bands_follow_each_layers_storage(spectral, monkeypatch):
     """Layer profiles take each layer's band from its own storage (null_band stubbed: the
     storage it was asked for is what it returns)."""
@@ -127,6 +129,7 @@ def _same_layer(mixed, uniform, layer):
     assert np.isfinite(a["p_value"].values).all()
 
 
+@pytest.mark.slow  # the mixed file's per-layer nulls: 149 s of set-up on 2 quiet cores
 def test_each_layer_is_tested_against_its_own_null(spectral):
     """Layers 0 and 2 (Q4_K) score as in the all-Q4_K file, layer 1 (Q6_K) as in the all-Q6_K
     file: the same bytes against the same null, whatever the other layers are."""
@@ -160,6 +163,7 @@ def test_element_statistics_use_each_layers_null(files, module_cache):
         _same_layer(mixed, ref, layer)
 
 
+@pytest.mark.slow  # the mixed file's per-layer nulls: 149 s of set-up on 2 quiet cores
 def test_uniform_file_is_one_null_as_before(spectral):
     """A file with one type everywhere: one table, :func:`score_values` against it, and the
     single-storage attrs (no per-layer variables)."""
@@ -181,6 +185,7 @@ def test_uniform_file_is_one_null_as_before(spectral):
         np.testing.assert_array_equal(ds[v].values, ref[v].values, err_msg=v)
 
 
+@pytest.mark.slow  # the mixed file's per-layer nulls: 149 s of set-up on 2 quiet cores
 def test_w_q_and_w_k_in_different_types_get_the_float_null(tmp_path, module_cache):
     """A layer whose W_Q and W_K are in different block types cannot be matched by one round
     trip: under "auto", as under "none", it is scored against the float null with histogram
