@@ -59,7 +59,7 @@ def _llama_gguf(path, fmt: str, seed: int):
 @pytest.mark.parametrize("fmt", [pytest.param("q2_k", marks=pytest.mark.slow),
                                  pytest.param("q3_k", marks=pytest.mark.slow),
                                  pytest.param("q4_k", marks=pytest.mark.slow),
-                                 pytest.param("q6_k", marks=pytest.mark.slow)]))
+                                 pytest.param("q6_k", marks=pytest.mark.slow)])
 def test_untrained_k_quant_models_score_as_null(tmp_path, module_cache, fmt):
     import jax.numpy as jnp
 
