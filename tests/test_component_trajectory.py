@@ -35,6 +35,7 @@ def _same_score(a: xr.Dataset, b: xr.Dataset) -> None:
     assert keep == {k: str(v) for k, v in b.attrs.items() if k != "created"}
 
 
+@pytest.mark.slow
 def test_cli_components_over_checkpoints_writes_one_collection(steps, tmp_path, capsys):
     out = tmp_path / "out"
     root = steps[0].parent

@@ -210,6 +210,7 @@ def test_planted_heavy_tailed_matrix_is_flagged(cache, tmp_path):
     assert others.sum() <= 1
 
 
+@pytest.mark.slow
 def test_minilm_components_all_writes_the_files(cache, tmp_path, capsys):
     out = tmp_path / "minilm"
     code = main(["score", "--components", "all", "--component-draws", "40", "--stats",

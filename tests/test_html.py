@@ -243,6 +243,7 @@ def test_head_effect_page_ranks_shows_spikes_and_keeps_p_in_view(report12, tmp_p
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_collection_and_compare_pages_in_chromium(tmp_path, cache):
     steps = trajectory(tmp_path / "ckpt", strengths=(0.0, 3.0))
     ds = score_collection([str(p) for p in steps], stats="spectral", draws=300, max_draws=2000,
