@@ -26,8 +26,16 @@ storage as the layer's null table; the statistics are σ-free, so σ = 1 serves 
 two-sided about the null median, add-one (Phipson & Smyth 2010); q is Benjamini–Hochberg over
 the heads, per axis; flag is q ≤ alpha. The axes from scored statistics take their p from the
 score. The profile is descriptive beside the per-head decision (``head_flag``), which it does
-not enter. Under the permutation null the new axes' p are not computed (NaN; their values and
-effects against the Gaussian draws are kept).
+not enter.
+
+Under the permutation null (``null="permutation"``) each head's new axes are compared with
+its own entries shuffled (:func:`permutation_profile_null`): draw b permutes W_Q's d_h·d entries
+by π_b and W_K's by an independent σ_b — the permutations of
+:func:`rmtbase.scoring.permutation.permutations`, shared by every head as in the spectral
+permutation null — and computes the four statistics of (W_Q∘π_b, W_K∘σ_b) through the same
+functions as the head's. Effect, band and p are then per head, against its own shuffles:
+alignment and symmetry keep a null median near 0 and 1/d, the input focus's null is that of
+the head's own entry law (heavy-tailed entries make uneven columns without any structure).
 """
 
 from __future__ import annotations
@@ -60,12 +68,7 @@ FACTOR_AXES = ("alignment", "symmetry", "q_input_focus", "k_input_focus")
 
 def factor_profile(wq, wk) -> dict[str, np.ndarray]:
     """The new axes' values of heads ``(..., d_h, d)`` (:mod:`rmtbase.stats.alignment`)."""
-    from ..stats.alignment import alignment, input_focus, symmetry
-
-    return {"alignment": np.asarray(alignment(wq, wk), dtype=np.float64),
-            "symmetry": np.asarray(symmetry(wq, wk), dtype=np.float64),
-            "q_input_focus": np.asarray(input_focus(wq), dtype=np.float64),
-            "k_input_focus": np.asarray(input_focus(wk), dtype=np.float64)}
+    return {a: np.asarray(v, dtype=np.float64) for a, v in factor_profile_jax(wq, wk).items()}
 
 
 def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DRAWS,
@@ -91,6 +94,64 @@ def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DR
     return {a: np.concatenate(v) for a, v in out.items()}
 
 
+#: Memory for one block of heads' permuted factors (two (heads, chunk, d_h, d) float32 arrays).
+_PERM_BLOCK_BYTES = 128 * 2**20
+
+
+def _perm_profile_fn(d_h: int, d: int):
+    """(H, n) heads of W_Q and W_K, (B, n) permutations of each -> {axis: (H, B)}."""
+    import jax
+    import jax.numpy as jnp
+
+    def one(fq, fk, pq, pk):
+        wq = jnp.take(fq, pq, axis=0).reshape(pq.shape[0], d_h, d)
+        wk = jnp.take(fk, pk, axis=0).reshape(pk.shape[0], d_h, d)
+        return factor_profile_jax(wq, wk)
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None)))
+
+
+def factor_profile_jax(wq, wk) -> dict:
+    """:func:`factor_profile` without leaving JAX (for use under ``jit``)."""
+    from ..stats.alignment import alignment, input_focus, symmetry
+
+    return {"alignment": alignment(wq, wk), "symmetry": symmetry(wq, wk),
+            "q_input_focus": input_focus(wq), "k_input_focus": input_focus(wk)}
+
+
+def permutation_profile_null(wq, wk, draws: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """``{axis: (..., draws)}`` permutation null of :data:`FACTOR_AXES` for heads
+    ``wq, wk`` of shape ``(..., d_h, d)`` (module docstring): the permutations of
+    :func:`rmtbase.scoring.permutation.permutations` (chunks of
+    :data:`rmtbase.scoring.permutation.CHUNK`), the same for every head; heads in blocks of
+    bounded memory."""
+    import jax.numpy as jnp
+
+    from .permutation import CHUNK, permutations
+
+    wq = np.asarray(wq, dtype=np.float32)
+    wk = np.asarray(wk, dtype=np.float32)
+    lead, (d_h, d) = wq.shape[:-2], wq.shape[-2:]
+    n = d_h * d
+    fq, fk = wq.reshape(-1, n), wk.reshape(-1, n)
+    n_heads = fq.shape[0]
+    block = max(1, _PERM_BLOCK_BYTES // (2 * CHUNK * n * 4))
+    fn = _perm_profile_fn(d_h, d)
+    parts: dict[str, list] = {a: [] for a in FACTOR_AXES}
+    for c, start in enumerate(range(0, int(draws), CHUNK)):
+        count = min(CHUNK, int(draws) - start)
+        pq, pk = (jnp.asarray(x) for x in permutations(seed, c, n, count))
+        res: dict[str, list] = {a: [] for a in FACTOR_AXES}
+        for h in range(0, n_heads, block):
+            out = fn(jnp.asarray(fq[h:h + block]), jnp.asarray(fk[h:h + block]), pq, pk)
+            for a in FACTOR_AXES:
+                res[a].append(np.asarray(out[a], dtype=np.float64))
+        for a in FACTOR_AXES:
+            parts[a].append(np.concatenate(res[a]))
+    return {a: np.concatenate(v, axis=1).reshape(*lead, int(draws))
+            for a, v in parts.items()}
+
+
 def _against(value, draws):
     """(effect, band lo, band hi, p) of ``value`` against ``draws``: shift from the median,
     the 2.5 %/97.5 % quantiles likewise, two-sided add-one p about the median."""
@@ -104,23 +165,29 @@ def _against(value, draws):
 
 
 def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], d: int,
-                d_h: int, *, alpha: float, seed: int, gaussian: bool = True) -> None:
+                d_h: int, *, alpha: float, seed: int, permutation: dict | None = None) -> None:
     """Add ``profile_value``, ``profile_effect``, ``profile_band_lo``/``_hi``, ``profile_p``,
     ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds`` (module
     docstring). ``profiles``: per layer :func:`factor_profile` of its heads; ``null_storages``:
-    per layer the storage of its null."""
+    per layer the storage of its null; ``permutation``: under the permutation null,
+    :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}`` (else the Gaussian
+    null at each layer's storage)."""
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
            ("value", "effect", "band_lo", "band_hi", "p")}
-    nulls = {s: profile_null(d, d_h, s, seed=seed) for s in dict.fromkeys(null_storages)}
+    nulls = {} if permutation is not None else {
+        s: profile_null(d, d_h, s, seed=seed) for s in dict.fromkeys(null_storages)}
     for j, a in enumerate(axes):
         if a in FACTOR_AXES:
             for li, (prof, s) in enumerate(zip(profiles, null_storages, strict=True)):
-                eff, lo, hi, p = _against(prof[a], nulls[s][a])
-                val["value"][li, :, j], val["effect"][li, :, j] = prof[a], eff
-                val["band_lo"][li, :, j], val["band_hi"][li, :, j] = lo, hi
-                val["p"][li, :, j] = p if gaussian else np.nan
+                val["value"][li, :, j] = prof[a]
+                heads = ([(slice(None), nulls[s][a])] if permutation is None else
+                         [(h, permutation[a][li, h]) for h in range(shape[1])])
+                for h, draws in heads:
+                    eff, lo, hi, p = _against(np.asarray(prof[a])[h], draws)
+                    val["effect"][li, h, j], val["p"][li, h, j] = eff, p
+                    val["band_lo"][li, h, j], val["band_hi"][li, h, j] = lo, hi
         elif a == "scale":
             val["value"][..., j] = ds["sigma_q"].values * ds["sigma_k"].values
         elif a == "outliers":
@@ -144,10 +211,10 @@ def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], 
     ds["axis_effect"] = (("axis",), np.array([AXES[a][0] for a in axes], dtype=str))
     ds["axis_meaning"] = (("axis",), np.array([AXES[a][1] for a in axes], dtype=str))
     ds.attrs["profile"] = (
-        f"per-head axes (rmtbase.scoring.profile); new axes against {PROFILE_DRAWS} Gaussian "
-        "null draws at each layer's storage" + ("" if gaussian else
-                                                 "; their p not computed under the "
-                                                 "permutation null"))
+        "per-head axes (rmtbase.scoring.profile); new axes against " +
+        (f"{PROFILE_DRAWS} Gaussian null draws at each layer's storage" if permutation is None
+         else f"{next(iter(permutation.values())).shape[-1]} permutations of each head's own "
+              "entries"))
 
 
 def _available(ds, axis: str) -> bool:
@@ -160,4 +227,4 @@ def _available(ds, axis: str) -> bool:
 
 
 __all__ = ["AXES", "FACTOR_AXES", "PROFILE_DRAWS", "add_profile", "factor_profile",
-           "profile_null"]
+           "factor_profile_jax", "permutation_profile_null", "profile_null"]

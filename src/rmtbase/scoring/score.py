@@ -73,7 +73,7 @@ from .null_checks import (
     report_undefined,
 )
 from .permutation import permutation_draws
-from .profile import add_profile, factor_profile
+from .profile import add_profile, factor_profile, permutation_profile_null
 from .qk_histogram import add_qk_hist
 
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
@@ -289,8 +289,13 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
         add_qk_hist(ds, np.stack(hists))
     ds["sigma_q"] = (("layer", "head"), values["q.rms"])
     ds["sigma_k"] = (("layer", "head"), values["k.rms"])
+    perm_profile = None
+    if null.per_head:
+        per_layer_null = [permutation_profile_null(wq, wk, draws or 1000, seed)
+                          for wq, wk in factors]
+        perm_profile = {a: np.stack([x[a] for x in per_layer_null]) for a in per_layer_null[0]}
     add_profile(ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed,
-                gaussian=not null.per_head)
+                permutation=perm_profile)
     if spectrum_draws:
         band = null_spectrum_band(d, d_h, int(spectrum_draws), seed=seed)
         ds["null_spectrum"] = (("quantile", "rank"), band)
