@@ -102,7 +102,12 @@ def test_cli_writes_scores_csv_figures(tmp_path, capsys, cache):
                  "--stats", "all", "--alpha", "0.1", "--top", "3"])
     assert code == 0, capsys.readouterr().err
     text = capsys.readouterr().out
-    assert "heads differ from the null" in text and len(text.strip().splitlines()) == 2 + 3
+    lines = text.strip().splitlines()
+    assert "heads differ from the null" in text and lines[1].startswith("Profile")
+    ds = xr.open_dataset(out / "scores.nc")
+    n_axes = ds.sizes["axis"]
+    ds.close()
+    assert len(lines) == 3 + n_axes and all(ln.count("L") >= 3 for ln in lines[3:])
     ds = xr.open_dataset(out / "scores.nc")
     try:
         assert ds.attrs["architecture"] == "gpt2" and ds.attrs["alpha"] == 0.1

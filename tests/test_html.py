@@ -195,9 +195,10 @@ def _with_contract(ds: xr.Dataset) -> xr.Dataset:
 
 @needs_chromium
 @pytest.mark.parametrize("width", [1400, 1920])
-def test_head_effect_page_ranks_shows_spikes_and_keeps_p_in_view(report12, tmp_path, width):
-    """With the contract's variables the head table is ranked by head effect and shows it and
-    the spike count; the drill-down names the spikes and their positions; at 1400 and 1920 px
+def test_head_table_shows_the_profile_spikes_and_keeps_p_in_view(report12, tmp_path, width):
+    """With the contract's variables the head table follows head_ranking (evidence), shows the
+    outlier count and one column per profile axis (value and effect, no head effect); the
+    drill-down shows the profile and names the outliers and their positions; at 1400 and 1920 px
     the statistics table's p and q columns are inside the visible page, not behind a
     sideways scroll."""
     ds = _with_contract(report12[0])
@@ -225,16 +226,21 @@ def test_head_effect_page_ranks_shows_spikes_and_keeps_p_in_view(report12, tmp_p
     r, console = run_page(out / "report.html", actions, tmp_path, window=(width, 1000))
     assert r["errors"] == [] and console == [], (r["errors"], console)
     assert r["inner"] == width
-    assert r["head"][:4] == ["layer", "head", "head effect", "spikes"], r["head"]
+    axes = [str(a).replace("_", " ") for a in ds["axis"].values]
+    assert r["head"] == ["layer", "head", "outliers", "head p", "head q", "flagged", *axes], \
+        r["head"]
     from rmtbase.report.tables import head_ranking
 
     want = head_ranking(ds)
     assert [tuple(x) for x in r["order"]] == want[: len(r["order"])]
     li, hi = want[0]
     assert r["first"][:2] == [str(li), str(hi)]
-    assert float(r["first"][2]) == pytest.approx(float(ds["head_effect"][li, hi]), rel=1e-3)
-    assert r["first"][3] == str(int(ds["n_spikes"][li, hi]))
-    assert "2 spikes" in r["detail"] and "× the edge" in r["detail"]
+    assert r["first"][2] == str(int(ds["n_spikes"][li, hi]))
+    col = r["head"].index("concentration")
+    eff = float(ds["profile_effect"].sel(layer=li, head=hi, axis="concentration"))
+    assert js_num(float(f"{eff:.3g}")) + "×" in r["first"][col], r["first"]
+    assert "head effect" not in r["detail"] and "profile" in r["detail"]
+    assert "2 outliers" in r["detail"] and "× the edge" in r["detail"]
     sx = ds["spike_x"].values[0, 0, :2]
     assert all(js_num(float(f"{v:.3g}")) in r["detail"] for v in sx), r["detail"][:400]
     assert r["texts"] == 144

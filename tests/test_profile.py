@@ -101,15 +101,24 @@ def test_new_axes_flag_null_heads_at_the_nominal_rate(score_cache, storage):
         assert abs(rate - 0.05) <= 3 * se, (a, rate)
 
 
-def test_summary_has_the_profile_block(planted):
-    from rmtbase.report.tables import profile_text, summary_text
+def test_terminal_table_is_the_profile(planted):
+    """The terminal table (anomaly_table, also the head of summary.txt): the headline, then one
+    line per axis with its band, flag count and top heads in the axis's own units; the planted
+    head leads the alignment line, flagged (*); no line ranks by head_effect."""
+    from rmtbase.report.tables import anomaly_table, summary_text
 
-    text = profile_text(planted)
-    assert text.startswith("Profile")
-    line = next(ln for ln in text.splitlines() if ln.startswith("- alignment:"))
-    assert "L2H5 0.6" in line and "flagged" in line
-    assert "- scale (value):" in text
-    assert text in summary_text(planted)
+    text = anomaly_table(planted, 3)
+    lines = text.splitlines()
+    assert "heads differ from the null" in lines[0] and lines[1].startswith("Profile")
+    assert len(lines) == 3 + planted.sizes["axis"]
+    row = next(ln for ln in lines if ln.startswith("alignment "))
+    cells = row.split()
+    assert cells[1] == "shift" and "L2H5 0.6" in row and "(+0.6" in row and "*)" in row
+    n_flag = planted["profile_flag"].sel(axis="alignment").values.sum()
+    assert cells[cells.index("shift") + 3] == f"{n_flag}/48" and n_flag >= 1
+    scale = next(ln for ln in lines if ln.startswith("scale "))
+    assert scale.split()[1] == "value" and " - " in scale
+    assert "head_effect" not in text and summary_text(planted, 3).startswith(text)
 
 
 def test_permutation_profile_null_is_the_statistics_of_the_shuffled_heads():

@@ -130,51 +130,45 @@ def test_ranking_and_summary_lead_with_the_anomaly():
         assert needle in text, needle
 
 
-def test_ranking_follows_head_effect_not_index_or_p():
-    """With head_effect the ranking is by it, descending: the planted (1, 2) has the smallest
-    head p but the second largest effect; the order is neither index nor p order."""
+def test_ranking_is_by_evidence_and_ignores_head_effect():
+    """The ranking is the decision's evidence (head p, ties in index order) whatever
+    head_effect says (issue 31: head_effect was qk.kl_gaussian's narrow null in disguise): a
+    score with synthetic head_effect ranks exactly as without; (2, 3), whose head_effect is
+    the largest (900), is not first; the table shows no head_effect column and the note says
+    it ranks nothing."""
     base = _ds()
     ds = _with_effects(base)
-    eff = ds["head_effect"].values
     ranking = report.head_ranking(ds)
-    assert ranking[:2] == [(2, 3), (1, 2)]
-    got = [eff[li, hi] for li, hi in ranking]
-    assert got == sorted(got, reverse=True) and len(set(got)) == len(got)
-    index_order = [(i, j) for i in range(3) for j in range(4)]
-    assert ranking != index_order and ranking != report.head_ranking(base)
+    assert ranking == report.head_ranking(base) and ranking[0] == (1, 2)
+    p = ds["head_p_value"].values
+    got = [p[li, hi] for li, hi in ranking]
+    assert got == sorted(got)
+    assert ranking[0] != (2, 3) and float(ds["head_effect"].values[2, 3]) == 900.0
     lines = report.anomaly_table(ds, n=4).splitlines()
-    assert lines[1].split()[:6] == ["layer", "head", "effect", "spikes", "head", "p"]
-    rows = [ln.split() for ln in lines[2:]]
-    assert [(int(r[0]), int(r[1])) for r in rows] == ranking[:4]
-    assert [float(r[2]) for r in rows] == [float(f"{eff[li, hi]:.3g}") if eff[li, hi] < 1000
-                                           else round(eff[li, hi]) for li, hi in ranking[:4]]
-    assert [int(r[3]) for r in rows] == [int(ds["n_spikes"].values[li, hi])
-                                         for li, hi in ranking[:4]]
-    top = str(ds["head_top_stat"].values[2, 3])
-    assert rows[0][6] == top
-    want = float(ds["distance"].sel(layer=2, head=3, stat=top))
-    assert float(rows[0][-1]) == pytest.approx(want, rel=1e-2)
-    assert "ranked by effect" in report.summary_text(ds)
-    no_spikes = report.anomaly_table(_with_effects(base, n_spikes=False), n=2).splitlines()
-    assert no_spikes[2].split()[3] == "-"
+    assert "effect" not in lines[1] and lines[2].split()[:2] == ["1", "2"]
+    assert "ranks nothing" in report.summary_text(ds)
+    tied = base.copy()
+    tied["head_p_value"] = xr.full_like(base["head_p_value"], 1e-16)
+    assert report.head_ranking(tied) == [(i, j) for i in range(3) for j in range(4)]
 
 
 def test_csv_columns_and_rank_follow_the_score():
-    """heads.csv has a rank column (1 = first of head_ranking) and head_effect, n_spikes where
-    scored; scores.csv carries distance. Old scores keep the old columns."""
+    """heads.csv has a rank column (1 = first of head_ranking, the order of evidence) and
+    head_effect, n_spikes where scored; scores.csv carries distance. Old scores keep the old
+    columns."""
     base = _ds()
     for ds in (base, _with_effects(base)):
         heads = report.head_table(ds)
         ranking = report.head_ranking(ds)
         first = heads[heads["rank"] == 1].iloc[0]
-        assert (first["layer"], first["head"]) == ranking[0]
+        assert (first["layer"], first["head"]) == ranking[0] == (1, 2)
         assert sorted(heads["rank"]) == list(range(1, 13))
         new = "head_effect" in ds
         assert ({"head_effect", "n_spikes"} <= set(heads)) == new
         assert ("distance" in set(report.long_table(ds))) == new
     ds = _with_effects(base)
     heads = report.head_table(ds).set_index(["layer", "head"])
-    assert heads.loc[(2, 3), "head_effect"] == 900.0 and heads.loc[(2, 3), "rank"] == 1
+    assert heads.loc[(2, 3), "head_effect"] == 900.0
     long = report.long_table(ds).set_index(["layer", "head", "stat"])
     top = str(ds["head_top_stat"].values[1, 2])
     assert long.loc[(1, 2, top), "distance"] == float(ds["distance"].sel(layer=1, head=2,
@@ -198,37 +192,36 @@ def test_effect_heatmaps_share_fixed_limits_and_mark_flags():
         figures.plot_effect_heatmap(ds, "qk.nope")
 
 
-def test_verdict_colours_head_effect_on_a_fixed_unsaturated_scale():
-    """verdict.png: head_effect on the fixed log(1 + x) scale 0…HEAD_EFFECT_LIM (a null head
-    at 2 sd and a trained head at 900 sd are far apart, neither saturated); spike counts
-    written in the cells of a small grid; flagged heads boxed; the title names the model in
-    full on its own line. Old scores keep −log₁₀ p; big grids get no text."""
+def test_verdict_colours_the_evidence_on_a_fixed_scale():
+    """The verdict heatmap: −log₁₀ head p on the fixed [0, VERDICT_LIM] whether or not the
+    score has head_effect (never null sd); spike counts written in the cells of a small grid;
+    flagged heads boxed; the title names the model in full on its own line; big grids get no
+    text; a collection's grid shares the scale."""
     from rmtbase.scoring.collection import combine
 
     ds = _with_effects(_ds())
     ax = figures.plot_verdict(ds)
     im = ax.images[0]
-    np.testing.assert_array_equal(im.get_array().data, ds["head_effect"].values)
-    assert (im.norm.vmin, im.norm.vmax) == (0.0, figures.HEAD_EFFECT_LIM)
-    assert im.norm(2.0) < 0.2 and 0.9 < im.norm(900.0) < 1.0 and im.norm(5.0) < im.norm(50.0)
+    want = -np.log10(np.clip(ds["head_p_value"].values, 10.0**-figures.VERDICT_LIM, 1))
+    np.testing.assert_allclose(im.get_array().data, want)
+    assert (im.norm.vmin, im.norm.vmax) == (0.0, figures.VERDICT_LIM)
     texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text()
              for t in ax.texts}
     assert len(texts) == 12 and texts[(2, 1)] == str(int(ds["n_spikes"].values[1, 2]))
     np.testing.assert_array_equal(np.asarray(ax.collections[0].get_offsets()), [[2, 1]])
     assert ax.get_title().splitlines()[0] == "toy"
-    cbar = ax.figure.axes[-1]
-    assert "null sd" in cbar.get_ylabel()
+    assert "head p" in ax.figure.axes[-1].get_ylabel()
     plt.close("all")
     ax = figures.plot_verdict(_with_effects(_ds(), n_spikes=False))
-    assert len(ax.texts) == 0 and ax.images[0].norm.vmax == figures.HEAD_EFFECT_LIM
+    assert len(ax.texts) == 0 and ax.images[0].norm.vmax == figures.VERDICT_LIM
     big = _with_effects(_ds(L=21, H=20, d_h=8))
     assert len(figures.plot_verdict(big).texts) == 0
     plt.close("all")
     fig = profiles.verdict_grid(combine([ds, ds], ["a", "b"], "model"))
     panels = [a for a in fig.axes if a.images]
-    assert len(panels) == 2 and all(a.images[0].norm.vmax == figures.HEAD_EFFECT_LIM
+    assert len(panels) == 2 and all(a.images[0].norm.vmax == figures.VERDICT_LIM
                                     for a in panels)
-    assert any("null sd" in a.get_ylabel() for a in fig.axes if not a.images)
+    assert not any("null sd" in a.get_ylabel() for a in fig.axes)
 
 
 def test_effect_overview_stays_legible_for_a_30_layer_model():
@@ -335,9 +328,10 @@ def test_write_report_files_manifest_and_roundtrip(tmp_path):
 
 @pytest.mark.parametrize("n_spikes", [True, False])
 def test_reports_with_the_distance_variables_single_and_collection(tmp_path, n_spikes):
-    """A score with head_effect (with and without n_spikes) writes every figure, ranks
-    summary.txt, heads.csv and report.html's embedded rank by head effect; a collection of
-    such scores ranks each entry's table the same way and carries the columns in heads.csv."""
+    """A score with head_effect (with and without n_spikes) writes every figure; summary.txt,
+    heads.csv and report.html's embedded rank follow the evidence (head p: (1, 2) first), not
+    head_effect, and report.html embeds no head_effect; a collection of such scores lists each
+    entry's heads the same way and carries the columns in heads.csv."""
     import re
 
     from rmtbase.scoring.collection import combine
@@ -345,17 +339,17 @@ def test_reports_with_the_distance_variables_single_and_collection(tmp_path, n_s
     ds = _with_effects(_ds(), n_spikes=n_spikes)
     out = tmp_path / "one"
     write_report(ds, out, n_spectra=1)
-    assert {"verdict.png", "entropy_sigma.png", "spectrum_L2_H3.png"} <= \
+    assert {"verdict.png", "entropy_sigma.png", "spectrum_L1_H2.png"} <= \
         {p.name for p in (out / "figures").glob("*.png")}
     summary = (out / "summary.txt").read_text()
-    assert summary.splitlines()[2].split()[:2] == ["2", "3"]
+    assert summary.splitlines()[2].split()[:2] == ["1", "2"]
     heads = pd.read_csv(out / "heads.csv")
     assert ("n_spikes" in heads) == n_spikes and "head_effect" in heads
-    assert tuple(heads.loc[heads["rank"] == 2, ["layer", "head"]].iloc[0]) == (1, 2)
+    assert tuple(heads.loc[heads["rank"] == 1, ["layer", "head"]].iloc[0]) == (1, 2)
     page = (out / "report.html").read_text(encoding="utf-8")
     data = json.loads(re.search(r'id="rmtbase-data">(.*?)</script>', page, re.S).group(1))
     h = data["entries"][0]["head"]
-    assert h["rank"][2 * 4 + 3] == 1 and h["rank"][1 * 4 + 2] == 2 and len(h["eff"]) == 12
+    assert h["rank"][1 * 4 + 2] == 1 and "eff" not in h
     assert ("ns" in h) == n_spikes and ("sx" in h) == n_spikes
     if n_spikes:
         assert len(h["sx"][2 * 4 + 3]) == int(ds["n_spikes"].values[2, 3])
@@ -363,7 +357,7 @@ def test_reports_with_the_distance_variables_single_and_collection(tmp_path, n_s
     write_report(coll, tmp_path / "coll", figures=False)  # verdict_grid: tested above
     text = (tmp_path / "coll" / "summary.txt").read_text()
     for block in text.split("== ")[1:]:
-        assert block.splitlines()[3].split()[:2] == ["2", "3"], block
+        assert block.splitlines()[3].split()[:2] == ["1", "2"], block
     cheads = pd.read_csv(tmp_path / "coll" / "heads.csv")
     assert "head_effect" in cheads and ("n_spikes" in cheads) == n_spikes
 

@@ -101,7 +101,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=number, default=0.05,
                    help="Benjamini-Hochberg level over heads (default 0.05)")
     p.add_argument("--seed", type=positive_int, default=0, help="null table / permutation seed")
-    p.add_argument("--top", type=positive_int, default=10, help="heads in the terminal table")
+    p.add_argument("--top", type=positive_int, default=3,
+                   help="heads shown per profile axis in the terminal table and summary.txt")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     p.add_argument("--probe", action="store_true",
                    help="also run the attention probe (rmtbase probe) on text and add each "

@@ -5,11 +5,10 @@ calls ``show`` or ``savefig`` (:func:`rmtbase.report.model_report.write_report` 
 
 Colour scales are fixed so figures compare: the per-statistic heatmaps show the *effect* (the
 normal score of the value's place in the null, :mod:`rmtbase.decision.tails`) on ±
-:data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows the head's
-``head_effect`` (its largest |distance| from the null, in null sd, uncapped) on
-[0, :data:`HEAD_EFFECT_LIM`] with a log(1 + x) colour scale (:func:`head_effect_norm`), so
-null heads (1–4 sd) and trained heads (tens to thousands) both stay distinct; scores without
-``head_effect`` fall back to −log₁₀ of the head p-value on [0, :data:`VERDICT_LIM`]. Conventions: normalised spectrum
+:data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows the
+decision's evidence, −log₁₀ of the head p-value on [0, :data:`VERDICT_LIM`] (how far a head
+departs is the profile's, :mod:`.profile_figures`, never a distance in null sd: those measure
+the estimator, not the head). Conventions: normalised spectrum
 x = λ / (σ_Q² σ_K² d²) with σ the head's measured entry rms; its large-d law is MP_c ⊠ MP_c,
 c = d_h/d (:mod:`rmtbase.analytic.product`). Entropies are drawn as the excess over ½ ln(2π e σ²), the
 Gaussian entropy at the same std, so the null's spread is visible; the W_QK entries of the null
@@ -29,10 +28,6 @@ EFFECT_CMAP = "RdBu_r"
 VERDICT_CMAP = "magma_r"
 EFFECT_LIM = 6.0
 VERDICT_LIM = 16.0  # -log10 of the smallest reported p (rmtbase.decision.tails.P_MIN)
-#: Top of the fixed head-effect colour scale (null sd); larger effects share its colour.
-HEAD_EFFECT_LIM = 1000.0
-HEAD_EFFECT_TICKS = (0, 1, 3, 10, 30, 100, 300, 1000)
-HEAD_EFFECT_LABEL = "head effect (null sd)"
 #: Spike counts are written in the verdict's cells up to this many cells.
 MAX_TEXT_CELLS = 400
 
@@ -87,48 +82,23 @@ def title_label(ds: xr.Dataset) -> str:
     return m if len(m) <= 48 else "…" + m[-47:]
 
 
-def _effect_fwd(x):
-    return np.log10(1.0 + np.clip(x, 0.0, None))
-
-
-def _effect_inv(y):
-    return 10.0**y - 1.0
-
-
-def head_effect_norm():
-    """The fixed colour norm of ``head_effect``: log₁₀(1 + x) over [0, HEAD_EFFECT_LIM]."""
-    from matplotlib.colors import FuncNorm
-
-    return FuncNorm((_effect_fwd, _effect_inv), vmin=0.0, vmax=HEAD_EFFECT_LIM)
-
-
-def verdict_colorbar(fig, mappable, ax, *, head_effect: bool, ticks=HEAD_EFFECT_TICKS, **kw):
-    """The verdict's colour bar: head effect (fixed ``ticks``, null sd) or −log₁₀ head p."""
-    if head_effect:
-        cb = fig.colorbar(mappable, ax=ax, label=HEAD_EFFECT_LABEL, extend="max", **kw)
-        cb.set_ticks(list(ticks), labels=[str(t) for t in ticks])
-        return cb
+def verdict_colorbar(fig, mappable, ax, **kw):
+    """The verdict's colour bar: −log₁₀ head p."""
     return fig.colorbar(mappable, ax=ax, label=r"$-\log_{10}$ head p", extend="max", **kw)
 
 
 def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool = True):
     """The per-head verdict over layer × head; flagged heads (BH over heads) boxed.
 
-    Colour: ``head_effect`` on the fixed :func:`head_effect_norm` scale where the score has
-    it, else −log₁₀ head p on [0, VERDICT_LIM]. With ``spikes`` and ``n_spikes`` in the score,
+    Colour: −log₁₀ head p on the fixed [0, VERDICT_LIM]. With ``spikes`` and ``n_spikes`` in the score,
     each cell shows its spike count (grids of at most :data:`MAX_TEXT_CELLS` cells). Returns
     the Axes."""
     import matplotlib as mpl
 
     ax = _axes(ax)
-    by_effect = "head_effect" in ds
-    if by_effect:
-        s = ds["head_effect"].values.astype(float)
-        norm = head_effect_norm()
-    else:
-        with np.errstate(divide="ignore"):
-            s = -np.log10(np.clip(ds["head_p_value"].values, 10.0**-VERDICT_LIM, 1.0))
-        norm = mpl.colors.Normalize(0.0, VERDICT_LIM)
+    with np.errstate(divide="ignore"):
+        s = -np.log10(np.clip(ds["head_p_value"].values, 10.0**-VERDICT_LIM, 1.0))
+    norm = mpl.colors.Normalize(0.0, VERDICT_LIM)
     cmap = mpl.colormaps[VERDICT_CMAP].with_extremes(bad="0.8")
     im = ax.imshow(np.ma.masked_invalid(s), cmap=cmap, norm=norm, origin="lower",
                    aspect="auto", interpolation="nearest")
@@ -139,7 +109,7 @@ def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool
     if text:
         _spike_text(ax, ds["n_spikes"].values, norm(np.ma.masked_invalid(s)))
     if colorbar:
-        verdict_colorbar(ax.figure, im, ax, head_effect=by_effect)
+        verdict_colorbar(ax.figure, im, ax)
     _ticks(ax, ds)
     ax.set_xlabel("head   (boxed: flagged" + ("; number: spikes)" if text else ")"))
     n = int(ds["head_flag"].sum())

@@ -3,13 +3,15 @@
 Everything is inline: the CSS and the plain JavaScript (``rmtbase/report/assets``, ~18 KB, no
 library), the data as JSON (:mod:`rmtbase.report.html_data`) and the figures as base64 PNGs.
 Nothing is fetched from the network. The score page shows the model, the null and what it
-assumes, the per-head verdict heatmap over layer × head (head effect on the figures' fixed
-scale, or −log₁₀ p for scores without it; flagged heads boxed; spike counts in the cells of
-small grids); hovering or clicking a head shows its effect and spikes (with their positions),
-its statistics beside the null (value, null mean, ±2 sd band, z, distance, effect, p, q), its normalised spectrum against the null band and the
-MP_c ⊠ MP_c density, and its W_QK element histogram against the Gaussian and the
-variance-gamma references; a sortable table of the most anomalous heads (ranked as
-:func:`rmtbase.report.tables.head_ranking`); the summary text and
+assumes, the per-head verdict heatmap over layer × head (−log₁₀ head p on the figures' fixed scale;
+flagged heads boxed; outlier counts in the cells of small grids); hovering or clicking a head
+shows its profile (value and effect on each axis, :mod:`rmtbase.scoring.profile`) and outliers
+(with their positions), its statistics beside the null (value, null mean, ±2 sd band, z,
+distance, effect, p, q), its normalised spectrum against the null band and the MP_c ⊠ MP_c
+density, and its W_QK element histogram against the Gaussian and the variance-gamma
+references; a sortable table of the heads with their profile (in the order of evidence,
+:func:`rmtbase.report.tables.head_ranking`; sorting a profile column orders by |effect|);
+the summary text and
 the figures. A collection adds an entry selector. The comparison page shows the layer profiles
 and a sortable table of per-model flag fractions.
 """
@@ -79,8 +81,9 @@ def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
            "</details>" if summary else "")
         + "</section>\n<section><h2>Per-head verdict</h2><div class=\"row\">"
         "<div id=\"heatmap\"></div><div id=\"detail\"></div></div></section>\n"
-        "<section><h2>Most anomalous heads</h2><p class=\"note\">Click a column to sort, a row "
-        "to show the head.</p><table id=\"toptable\"></table></section>\n"
+        "<section><h2>Heads and their profile</h2><p class=\"note\">In the order of evidence "
+        "(head p); click a column to sort (a profile column sorts by |effect|), a row to show "
+        "the head. * flagged on that axis.</p><table id=\"toptable\"></table></section>\n"
         + _figures(images or {}, captions or {})
         + f"<footer class=\"note\">rmtbase {__version__}</footer>")
     return page(title, sub, body, data)

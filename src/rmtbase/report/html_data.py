@@ -5,7 +5,9 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
 
 - per entry: facts (model, null, storage …), layer and head ids, statistic names and groups,
   per head ``p``, ``q``, ``flag``, ``top`` (index of the head's top statistic, −1 for none),
-  ``rank`` (1 = most anomalous, :func:`rmtbase.report.tables.head_ranking`), where scored ``eff`` (``head_effect``, null sd), ``ns`` (``n_spikes``) and ``sx`` (each
+  ``rank`` (order of evidence, :func:`rmtbase.report.tables.head_ranking`), where scored
+  ``prof`` (the profile, axis -> ``v`` values, ``e`` effects, ``f`` flags, ``k`` how the
+  effect is read), ``ns`` (``n_spikes``) and ``sx`` (each
   head's list of ``spike_x``, its spikes in units of the null's upper edge),
   ``beh`` (where the probe was joined: behaviour name -> per-head values, 3 digits),
   and, where ``detail`` is true, per test ``v`` (value), ``m``/``s`` (null mean / std, raw
@@ -16,8 +18,8 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
 - per (d, d_h) shape a reference entry: the MP_c ⊠ MP_c density of the normalised spectrum
   (c = d_h/d) and, on the histogram's bin centres, the N(0, 1) and unit-variance
   variance-gamma (d_h) densities of the standardised W_QK entries;
-- the fixed colour scales (:data:`rmtbase.report.figures.EFFECT_LIM`, ``VERDICT_LIM``,
-  ``HEAD_EFFECT_LIM`` with its ticks) and 64 colours of each colour map, so the page matches
+- the fixed colour scales (:data:`rmtbase.report.figures.EFFECT_LIM`, ``VERDICT_LIM``)
+  and 64 colours of each colour map, so the page matches
   the PNG figures.
 
 A collection embeds the detail of every entry while it fits ``budget`` bytes, else of evenly
@@ -108,8 +110,12 @@ def _heads(ds: xr.Dataset, stats: list[str]) -> dict:
     pos = {h: r for r, h in enumerate(head_ranking(ds), start=1)}
     out["rank"] = [pos[(int(li), int(hi))] for li in ds["layer"].values
                    for hi in ds["head"].values]
-    if "head_effect" in ds:
-        out["eff"] = _flat(ds["head_effect"], 3)
+    if "profile_effect" in ds:  # the profile (rmtbase.scoring.profile): axis -> per head
+        out["prof"] = {str(a): {"v": _flat(ds["profile_value"].sel(axis=a).transpose(
+            "layer", "head"), 3), "e": _flat(ds["profile_effect"].sel(axis=a).transpose(
+                "layer", "head"), 3), "f": [int(f) for f in np.asarray(
+                    ds["profile_flag"].sel(axis=a).transpose("layer", "head").values).ravel()],
+            "k": str(ds["axis_effect"].sel(axis=a).values)} for a in ds["axis"].values}
     if "n_spikes" in ds:
         ns = np.asarray(ds["n_spikes"].values, dtype=float).ravel()
         out["ns"] = [int(n) if np.isfinite(n) and n >= 0 else None for n in ns]
@@ -162,8 +168,6 @@ def report_data(ds: xr.Dataset, *, budget: int = DEFAULT_BUDGET) -> dict:
     from .figures import (
         EFFECT_CMAP,
         EFFECT_LIM,
-        HEAD_EFFECT_LIM,
-        HEAD_EFFECT_TICKS,
         MAX_TEXT_CELLS,
         VERDICT_CMAP,
         VERDICT_LIM,
@@ -184,7 +188,6 @@ def report_data(ds: xr.Dataset, *, budget: int = DEFAULT_BUDGET) -> dict:
         refs.setdefault(f"{d}x{d_h}", _shape_refs(d, d_h))
     return {"entries": data_entries, "refs": refs, "n_detail": len(pick),
             "scale": {"effect_lim": EFFECT_LIM, "verdict_lim": VERDICT_LIM,
-                      "head_lim": HEAD_EFFECT_LIM, "head_ticks": list(HEAD_EFFECT_TICKS),
                       "text_cells": MAX_TEXT_CELLS,
                       "effect": _colours(EFFECT_CMAP), "verdict": _colours(VERDICT_CMAP)}}
 

@@ -7,10 +7,12 @@ output as it was, and files of an earlier run never mix with a new one.
 
 Contents: ``scores.nc`` (the Dataset), ``heads.csv`` (one row per head: the decision),
 ``scores.csv`` (one row per head × statistic), ``summary.txt`` (the null, the storage, the
-decision, the most anomalous heads, NaN tests, how to read a flag) and ``figures/``:
-``verdict.png``, ``profile.png`` (:mod:`.profile_figures`), ``effect_<group>.png`` (spectrum, product law, entry law), ``effect_<stat>.png``
-for the headline statistics, ``spectrum_L<l>_H<h>.png`` for the most anomalous heads and the
-least anomalous one, ``entropy_sigma.png``; and ``report.html`` (:mod:`rmtbase.report.html`:
+decision and the profile, NaN tests, how to read a flag) and ``figures/``: ``verdict.png``
+(the decision beside the profile as small multiples, :mod:`.profile_figures`),
+``effect_<group>.png`` (spectrum, product law, entry law), ``effect_<stat>.png`` for the
+headline statistics, ``spectrum_L<l>_H<h>.png`` for the heads of most concentrated spectrum
+(smallest NPR ratio; without a profile, smallest head p) and the least concentrated one,
+``entropy_sigma.png``; and ``report.html`` (:mod:`rmtbase.report.html`:
 one self-contained page with the per-head drill-down, some of these figures embedded). With a
 whole-matrix score also ``components.nc``, ``components.csv`` and
 ``figures/components_weibull_k.png``, ``figures/components_terminal_k.png``
@@ -35,9 +37,10 @@ HEADLINE_STATS = ("qk.npr", "qk.lambda_max", "qk.spectral_entropy", "qk.conditio
                   "qk.excess_kurtosis", "q.weibull_k", "k.weibull_k", "q.entropy")
 #: Figures embedded in report.html (the rest stay in figures/), with their captions.
 HTML_FIGURES = {
-    "profile.png": "The profile: one heatmap per axis on a fixed scale that means the same for "
-                   "every model (ratios as log2 of the ratio to the null median, alignment and "
-                   "symmetry as shifts on [-1, 1]); dots: flagged on that axis.",
+    "verdict.png": "The decision (−log₁₀ head p, flagged heads boxed) beside the profile: one "
+                   "heatmap per axis on a fixed scale that means the same for every model "
+                   "(ratios as log2 of the ratio to the null median, alignment and symmetry as "
+                   "shifts on [-1, 1]); dots: flagged on that axis.",
     "effect_spectrum.png": "Effect (normal score in the null, fixed ±6 scale) of each spectral "
                            "statistic over layer × head; × marks a descriptive per-statistic flag.",
     "entropy_sigma.png": "Entropy of the entries beyond the Gaussian entropy at the same std "
@@ -50,14 +53,16 @@ GROUP_FILES = {"spectrum": "effect_spectrum", "product law": "effect_product_law
 def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save) -> None:
     from matplotlib.figure import Figure
 
-    f = Figure(figsize=(float(np.clip(0.25 * ds.sizes["head"] + 3, 5, 12)),
-                        float(np.clip(0.2 * ds.sizes["layer"] + 2, 3, 10))), layout="constrained")
-    fig_mod.plot_verdict(ds, f.subplots())
-    save(f, fdir / "verdict.png")
     if "profile_effect" in ds:
         from .profile_figures import profile_figure
 
-        save(profile_figure(ds, fig_mod.title_label(ds)), fdir / "profile.png")
+        save(profile_figure(ds, fig_mod.title_label(ds), verdict=True), fdir / "verdict.png")
+    else:
+        f = Figure(figsize=(float(np.clip(0.25 * ds.sizes["head"] + 3, 5, 12)),
+                            float(np.clip(0.2 * ds.sizes["layer"] + 2, 3, 10))),
+                   layout="constrained")
+        fig_mod.plot_verdict(ds, f.subplots())
+        save(f, fdir / "verdict.png")
     stats = [str(s) for s in ds["stat"].values]
     fam = set(np.asarray(ds["stat"].values)[ds["in_family"].values].tolist())
     for group, name in GROUP_FILES.items():
@@ -72,9 +77,7 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save) -> None:
         fig_mod.plot_effect_heatmap(ds, stat, f.subplots())
         save(f, fdir / f"effect_{stat}.png")
     if "qk_spectrum" in ds:
-        ranking = head_ranking(ds)
-        chosen = [(h, f"most anomalous #{i + 1}") for i, h in enumerate(ranking[:n_spectra])]
-        chosen.append((ranking[-1], "least anomalous head"))
+        chosen = _spectrum_heads(ds, n_spectra)
         for (li, hi), why in dict((h, w) for h, w in chosen).items():
             p = float(ds["head_p_value"].sel(layer=li, head=hi))
             f = Figure(figsize=(11, 4), layout="constrained")
@@ -91,7 +94,33 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save) -> None:
         save(f, fdir / "entropy_sigma.png")
 
 
-def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10,
+def _spectrum_heads(ds: xr.Dataset, n: int) -> list[tuple[tuple[int, int], str]]:
+    """The heads whose spectra get a figure: the ``n`` most concentrated (smallest NPR ratio to
+    the null median, the profile's concentration axis) and the least; without a profile the
+    ``n`` first in the order of evidence and the last."""
+    if "profile_effect" in ds and "concentration" in ds["axis"].values:
+        r = ds["profile_effect"].sel(axis="concentration").transpose("layer", "head").values
+        flat = np.nan_to_num(r, nan=np.inf).ravel()
+        order = np.argsort(flat, kind="stable")
+        layers, heads = ds["layer"].values, ds["head"].values
+        pick = [np.unravel_index(k, r.shape) for k in order]
+        pairs = [(int(layers[i]), int(heads[j])) for i, j in pick]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            closeness = np.where(np.isfinite(r.ravel()) & (r.ravel() > 0),
+                                 np.abs(np.log(r.ravel())), np.inf)
+        far = int(np.argmin(closeness))
+        chosen = [(h, f"most concentrated #{i + 1} (NPR {flat[order[i]]:.3g}x random)")
+                  for i, h in enumerate(pairs[:n])]
+        i, j = np.unravel_index(far, r.shape)
+        chosen.append(((int(layers[i]), int(heads[j])),
+                       f"least concentrated (NPR {r[i, j]:.3g}x random)"))
+        return chosen
+    ranking = head_ranking(ds)
+    return [(h, f"#{i + 1} by evidence") for i, h in enumerate(ranking[:n])] + \
+        [(ranking[-1], "last by evidence")]
+
+
+def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 3,
                        n_spectra: int = 3, components: xr.Dataset | None = None
                        ) -> dict[str, Path]:
     """Write one model's report (module docstring) into ``out_dir`` all-or-nothing; returns

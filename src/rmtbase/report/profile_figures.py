@@ -1,6 +1,6 @@
 """The profile as small multiples: one layer × head heatmap per axis of
 :mod:`rmtbase.scoring.profile`, each on a fixed scale that means the same for every model
-(``profile.png``).
+(the profile panels of ``verdict.png``, after the decision).
 
 Scales: ratio axes (concentration, entry tails) as log₂ of the ratio to the null median on
 [−2, 2] (¼× to 4×); alignment and symmetry as the shift from the null median on [−1, 1] (both
@@ -47,7 +47,7 @@ def plot_profile_axis(ds: xr.Dataset, axis: str, ax=None, *, colorbar: bool = Tr
         ax = Figure().subplots()
     _, vmin, vmax, cmap, label = SCALES[axis]
     im = ax.imshow(_panel_values(ds, axis), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
-                   interpolation="nearest", origin="upper")
+                   interpolation="nearest", origin="lower")
     flag = np.asarray(ds["profile_flag"].sel(axis=axis).transpose("layer", "head").values)
     yi, xi = np.nonzero(flag)
     ax.plot(xi, yi, "k.", ms=2.5)
@@ -63,11 +63,14 @@ def plot_profile_axis(ds: xr.Dataset, axis: str, ax=None, *, colorbar: bool = Tr
     return ax
 
 
-def profile_figure(ds: xr.Dataset, title: str = ""):
-    """Small multiples of every profile axis of score ``ds`` (module docstring)."""
+def profile_figure(ds: xr.Dataset, title: str = "", *, verdict: bool = False):
+    """Small multiples of every profile axis of score ``ds`` (module docstring); with
+    ``verdict`` the decision first (:func:`rmtbase.report.figures.plot_verdict`: −log₁₀ head
+    p, flagged heads boxed) — ``verdict.png``."""
     from matplotlib.figure import Figure
 
-    axes = [str(a) for a in ds["axis"].values if str(a) in SCALES]
+    axes = (["verdict"] if verdict else []) + [str(a) for a in ds["axis"].values
+                                               if str(a) in SCALES]
     ncol = min(4, len(axes))
     nrow = -(-len(axes) // ncol)
     w = float(np.clip(0.18 * ds.sizes["head"] + 1.8, 2.6, 5.0))
@@ -75,7 +78,21 @@ def profile_figure(ds: xr.Dataset, title: str = ""):
     fig = Figure(figsize=(w * ncol, h * nrow), layout="constrained")
     grid = fig.subplots(nrow, ncol, squeeze=False)
     for k, ax in enumerate(grid.ravel()):
-        if k < len(axes):
+        if k < len(axes) and axes[k] == "verdict":
+            from .figures import plot_verdict
+
+            plot_verdict(ds, ax, colorbar=False, spikes=False)
+            cb = fig.colorbar(ax.images[0], ax=ax, shrink=0.8, extend="max")
+            cb.set_label("-log10 head p", fontsize=7)
+            cb.ax.tick_params(labelsize=6)
+            ax.set_title(f"decision: {int(ds['head_flag'].sum())} of {ds['head_flag'].size} "
+                         "heads flagged", fontsize=9)
+            ax.set_xlabel("head (boxed: flagged)", fontsize=7)
+            ax.set_ylabel("layer", fontsize=7)
+            ax.tick_params(labelsize=6)
+            if ax.get_legend():
+                ax.get_legend().remove()
+        elif k < len(axes):
             plot_profile_axis(ds, axes[k], ax)
         else:
             ax.set_axis_off()

@@ -243,8 +243,7 @@ def plot_flag_trajectory(ds: xr.Dataset, ax=None):
 
 def verdict_grid(ds: xr.Dataset):
     """Small multiples: the verdict heatmap of each entry on the one fixed scale of
-    :func:`rmtbase.report.figures.plot_verdict` (head effect, or −log₁₀ head p for scores
-    without it), at most 24 (evenly spaced, first and last included). Returns a Figure."""
+    :func:`rmtbase.report.figures.plot_verdict` (−log₁₀ head p), at most 24 (evenly spaced, first and last included). Returns a Figure."""
     from matplotlib.figure import Figure
 
     from .figures import plot_verdict, verdict_colorbar
@@ -270,8 +269,7 @@ def verdict_grid(ds: xr.Dataset):
             ax.get_legend().remove()
     for ax in axes[len(pick):]:
         ax.set_axis_off()
-    verdict_colorbar(fig, axes[0].images[0], list(axes), head_effect="head_effect" in ds,
-                     ticks=(0, 1, 10, 100, 1000), shrink=0.7)
+    verdict_colorbar(fig, axes[0].images[0], list(axes), shrink=0.7)
     shown = f"{len(pick)} of {n} shown" if len(pick) < n else f"{n} entries"
     fig.suptitle(f"per-head verdict ({shown}; boxed: flagged)", fontsize=10)
     return fig

@@ -13,14 +13,13 @@ _CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_val
              "q_value", "percentile", "flag")
 _HEAD_CSV = ("head_effect", "n_spikes", "head_p_value", "head_p_method", "head_q_value",
              "head_flag", "head_top_stat", "head_n_stats", "sigma_q", "sigma_k")
-EFFECT_NOTE = ("Heads are ranked by effect: the head's largest |distance| from the null over its "
-               "decision statistics, in null standard deviations of a variance-stabilised "
-               "statistic (uncapped; null heads lie at about 1-4; a diagnostic of how narrow "
-               "each null is, not of how much the head departs: see effect_size and the "
-               "profile). distance: the strongest statistic's signed distance. spikes: leading "
-               "eigenvalues of W_QK above the 95 % quantile of the null's largest eigenvalue "
-               "(spectral concentration, not a count of learned directions; '-' where not "
-               "scored).")
+EFFECT_NOTE = ("Effects are in each statistic's own units: a ratio to the null median (x) or a "
+               "shift from it; the null band is the null's 2.5-97.5 % range in the same units. "
+               "outliers (n_spikes): eigenvalues of W_QK above the 95 % quantile of the null's "
+               "largest (spectral concentration, not a count of learned directions). "
+               "heads.csv's head_effect (the largest |distance| in null sd) is a diagnostic of "
+               "how narrow each null is and ranks nothing; its rank column is the order of "
+               "evidence (head p), not of size.")
 MEANING = {
     "spectrum": "the singular values of W_QK are not those of independent Gaussian factors: "
                 "structure in how query and key directions are arranged (rank, alignment); at "
@@ -64,28 +63,24 @@ def head_table(ds: xr.Dataset):
 
 
 def has_head_effect(ds: xr.Dataset) -> bool:
-    """Whether the score carries the uncapped per-head distance ``head_effect`` (scores written
-    before it, or by other tools, do not: the report then falls back to the head p-value)."""
+    """Whether the score carries the diagnostic ``head_effect`` (largest |distance| in null
+    sd; scores written before it, or by other tools, do not)."""
     return "head_effect" in ds
 
 
 def head_ranking(ds: xr.Dataset) -> list[tuple[int, int]]:
-    """(layer, head) pairs, most anomalous first.
+    """(layer, head) pairs in the order of the decision's evidence: smallest head p first,
+    ties in (layer, head) order.
 
-    With ``head_effect`` (the head's largest |distance| from the null in null sd, uncapped):
-    largest first, ties by smallest head p. Without it (older scores): smallest head p, then
-    largest |effect| of the family statistics. Index order only breaks exact ties."""
+    Not a ranking of how far a head is from random: on a trained model most heads share the
+    p floor and keep their index order. How much and how a head departs is the profile's
+    (:func:`profile_table`), per axis in the statistic's own units; ``head_effect`` (null sd)
+    ranks nothing (issue 31: it was ``qk.kl_gaussian``'s narrow null in disguise)."""
     p = ds["head_p_value"].fillna(1.0).values
-    if has_head_effect(ds):
-        first = -ds["head_effect"].fillna(-1.0).values
-        second = p
-    else:
-        first = p
-        second = -np.abs(ds["effect"].where(ds["in_family"])).fillna(0.0).max("stat").values
     L, H = p.shape
-    keys = sorted((first[i, j], second[i, j], i, j) for i in range(L) for j in range(H))
+    keys = sorted((p[i, j], i, j) for i in range(L) for j in range(H))
     layers, heads = ds["layer"].values, ds["head"].values
-    return [(int(layers[k[2]]), int(heads[k[3]])) for k in keys]
+    return [(int(layers[k[1]]), int(heads[k[2]])) for k in keys]
 
 
 def fmt_p(p: float) -> str:
@@ -96,46 +91,24 @@ def fmt_p(p: float) -> str:
     return f"<{P_MIN:.0e}" if p <= P_MIN else f"{p:.2g}"
 
 
-def _fmt_effect(x: float) -> str:
-    """3 significant digits below 1000, whole numbers above (no exponent in the table)."""
-    return "nan" if not np.isfinite(x) else f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
-
-
-def _spikes(h: xr.Dataset) -> str:
-    if "n_spikes" not in h:
-        return "-"
-    n = h["n_spikes"].values
-    return str(int(n)) if np.isfinite(n) and n >= 0 else "-"
-
-
-def anomaly_table(ds: xr.Dataset, n: int = 10) -> str:
-    """A short text table: the decision, then the ``n`` most anomalous heads (ranked by
-    :func:`head_ranking`). With ``head_effect``: each head's distance from the null in null sd
-    and its spike count (``-`` where not scored), and the strongest statistic's signed
-    distance; without: the statistic's (capped) effect and p."""
-    new = has_head_effect(ds)
-    if new:
-        header = (f"{'layer':>5} {'head':>4} {'effect':>7} {'spikes':>6} {'head p':>8} {'q':>8}  "
-                  f"{'strongest statistic':<22} {'value':>11} {'null mean':>11} {'distance':>8}")
-    else:
-        header = (f"{'layer':>5} {'head':>4} {'head p':>8} {'q':>8}  {'strongest statistic':<22} "
-                  f"{'value':>11} {'null mean':>11} {'effect':>7} {'p':>8}")
-    lines = [_headline(ds), header]
+def anomaly_table(ds: xr.Dataset, n: int = 3) -> str:
+    """The terminal table (and the head of ``summary.txt``): the decision's headline, then the
+    profile, one line per axis with the ``n`` heads that depart most on it
+    (:func:`profile_table`). Scores without a profile (older files) list the ``n`` heads of
+    smallest head p instead."""
+    if "profile_effect" in ds:
+        return _headline(ds) + "\n" + profile_table(ds, n)
+    lines = [_headline(ds), f"{'layer':>5} {'head':>4} {'head p':>8} {'q':>8}  "
+                            f"{'strongest statistic':<22} {'value':>11} {'null mean':>11}"]
     for li, hi in head_ranking(ds)[: max(0, int(n))]:
         h = ds.sel(layer=li, head=hi)
         top = str(h["head_top_stat"].values)
         if not top:
             continue
         s = h.sel(stat=top)
-        p, q = fmt_p(float(h["head_p_value"])), fmt_p(float(h["head_q_value"]))
-        stat = f"{top:<22} {float(s['value']):>11.4g} {float(s['null_mean']):>11.4g}"
-        if new:
-            dist = float(s["distance"]) if "distance" in s else np.nan
-            lines.append(f"{li:>5} {hi:>4} {_fmt_effect(float(h['head_effect'])):>7} "
-                         f"{_spikes(h):>6} {p:>8} {q:>8}  {stat} {_fmt_effect(dist):>8}")
-        else:
-            lines.append(f"{li:>5} {hi:>4} {p:>8} {q:>8}  {stat} {float(s['effect']):>7.2f} "
-                         f"{fmt_p(float(s['p_value'])):>8}")
+        lines.append(f"{li:>5} {hi:>4} {fmt_p(float(h['head_p_value'])):>8} "
+                     f"{fmt_p(float(h['head_q_value'])):>8}  {top:<22} "
+                     f"{float(s['value']):>11.4g} {float(s['null_mean']):>11.4g}")
     return "\n".join(lines)
 
 
@@ -147,42 +120,55 @@ def _headline(ds: xr.Dataset) -> str:
             f"alpha={ds.attrs.get('alpha')})")
 
 
-def profile_text(ds: xr.Dataset, top: int = 3) -> str:
-    """The profile block of ``summary.txt``: per axis with a null, the null's band and the
-    ``top`` heads by |effect| (value, effect, flag); per descriptive axis its range."""
-    lines = ["Profile (how each head departs, in the statistic's own units; "
-             "rmtbase.scoring.profile):"]
+def _effect_text(kind: str, eff: float) -> str:
+    return f"{eff:.3g}x" if kind == "ratio" else f"{eff:+.3g}"
+
+
+def profile_table(ds: xr.Dataset, top: int = 3) -> str:
+    """The profile as text: per axis how its effect is read, the null's 95 % band (median over
+    heads; per head under the permutation null), how many heads are flagged on it (BH over
+    heads) and the ``top`` heads by |effect| — ``L<layer>H<head> value (effect)``, ``*``
+    where flagged. Descriptive axes (no null) give their range and their ``top`` largest
+    heads."""
+    rows = []
+    layers, heads = ds["layer"].values, ds["head"].values
     for a in ds["axis"].values:
         eff = ds["profile_effect"].sel(axis=a).transpose("layer", "head").values
         val = ds["profile_value"].sel(axis=a).transpose("layer", "head").values
         kind = str(ds["axis_effect"].sel(axis=a).values)
         if not np.isfinite(eff).any():
-            lines.append(f"- {a} ({kind}): {np.nanmin(val):.4g} ... {np.nanmax(val):.4g}")
+            order = np.argsort(-np.nan_to_num(val, nan=-np.inf), axis=None)[:top]
+            best = ", ".join(f"L{layers[i]}H{heads[j]} {val[i, j]:.3g}" for i, j in
+                             (np.unravel_index(k, val.shape) for k in order))
+            rows.append((str(a), kind, f"{np.nanmin(val):.3g} ... {np.nanmax(val):.3g}", "-",
+                         best))
             continue
         lo = float(np.nanmedian(ds["profile_band_lo"].sel(axis=a).values))
         hi = float(np.nanmedian(ds["profile_band_hi"].sel(axis=a).values))
         flag = ds["profile_flag"].sel(axis=a).transpose("layer", "head").values
         centre = 1.0 if kind == "ratio" else 0.0
         order = np.argsort(-np.nan_to_num(np.abs(eff - centre), nan=-1.0), axis=None)[:top]
-        layers, heads = ds["layer"].values, ds["head"].values
         best = ", ".join(
-            f"L{layers[i]}H{heads[j]} {val[i, j]:.3g} ("
-            + (f"{eff[i, j]:.3g}x the null median" if kind == "ratio"
-               else f"{eff[i, j]:+.3g} from the null median")
-            + f"{', flagged' if flag[i, j] else ''})"
+            f"L{layers[i]}H{heads[j]} {val[i, j]:.3g} ({_effect_text(kind, eff[i, j])}"
+            f"{'*' if flag[i, j] else ''})"
             for i, j in (np.unravel_index(k, eff.shape) for k in order))
-        band = f"[{lo:.3g}x, {hi:.3g}x]" if kind == "ratio" else f"[{lo:+.3g}, {hi:+.3g}]"
-        lines.append(f"- {a}: null band {band}, {int(flag.sum())} of "
-                     f"{flag.size} heads flagged; top: {best}")
+        band = f"[{_effect_text(kind, lo)}, {_effect_text(kind, hi)}]"
+        rows.append((str(a), kind, band, f"{int(flag.sum())}/{flag.size}", best))
+    head = ("axis", "effect", "null band / range", "flagged", "top heads: value (effect), "
+            "* flagged")
+    width = [max(len(r[k]) for r in [head, *rows]) for k in range(4)]
+    lines = ["Profile: how each head departs, in the statistic's own units "
+             "(rmtbase.scoring.profile)"]
+    for r in [head, *rows]:
+        lines.append("  ".join(x.ljust(w) for x, w in zip(r[:4], width, strict=True))
+                     + "  " + r[4])
     return "\n".join(lines)
 
 
-def summary_text(ds: xr.Dataset, top: int = 10) -> str:
+def summary_text(ds: xr.Dataset, top: int = 3) -> str:
     """The whole ``summary.txt``: decision table, then what was tested and how to read it."""
     a = ds.attrs
     out = [anomaly_table(ds, top), ""]
-    if "profile_effect" in ds:
-        out += [profile_text(ds), ""]
     if has_head_effect(ds):
         out.append(EFFECT_NOTE)
     out.append(f"Null: {a.get('null', '?')}.")

@@ -50,7 +50,7 @@ def _what(dim) -> str:
     return f"a collection along '{dim}'" if dim else "one model's"
 
 
-def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 10,
+def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 3,
                  n_spectra: int = 3, components: xr.Dataset | None = None) -> dict[str, Path]:
     """Write the report of a score into ``out_dir`` all-or-nothing; returns {file name: final
     path}. ``out_dir`` may not exist, be empty, or hold an earlier rmtbase output (replaced

@@ -40,11 +40,13 @@
     var s = -Math.log10(Math.max(p, Math.pow(10, -S.verdict_lim)));
     return lut(S.verdict, s / S.verdict_lim);
   }
-  /* head effect on the figures' fixed scale: log10(1 + x) over [0, head_lim] */
-  function effectPos(x) { return Math.log10(1 + Math.max(0, x)) / Math.log10(1 + S.head_lim); }
-  function headColour(E, k) {
-    if (!E.head.eff) return verdictColour(E.head.p[k]);
-    return ok(E.head.eff[k]) ? lut(S.verdict, effectPos(E.head.eff[k])) : "#cccccc";
+  function headColour(E, k) { return verdictColour(E.head.p[k]); }
+  function verdictPos(p) { return ok(p) ? -Math.log10(Math.max(p, Math.pow(10, -S.verdict_lim))) / S.verdict_lim : 0; }
+  /* the profile (rmtbase.scoring.profile): an axis's effect as text, * where flagged */
+  function profText(a, k) {
+    var e = a.e[k], v = a.v[k];
+    if (!ok(e)) return num(v);
+    return num(v) + " (" + (a.k === "ratio" ? num(e) + "×" : (e >= 0 ? "+" : "") + num(e)) + (a.f[k] ? "*" : "") + ")";
   }
   function spikes(E, k) {
     return E.head.ns && ok(E.head.ns[k]) ? E.head.ns[k] : null;
@@ -227,10 +229,11 @@
       (h.flag[k] ? '<b class="flagged">differs from the null</b>' : "consistent with the null") +
       (top >= 0 ? "; strongest statistic <b>" + esc(E.stats[top]) + "</b> (" + esc(E.groups[top]) + ")" : "") +
       "; σ_Q = " + num(h.sq[k]) + ", σ_K = " + num(h.sk[k]) + "</p>";
-    if (h.eff) html += '<p class="verdict">head effect = <b>' + num(h.eff[k]) + "</b> null sd (largest |distance| " +
-      "from the null over the decision statistics)" + (spikes(E, k) !== null ? "; <b>" + spikes(E, k) +
-      "</b> spike" + (spikes(E, k) === 1 ? "" : "s") + " (eigenvalues of W_QK beyond a null head's largest, 95 %)" +
-      (h.sx && h.sx[k].length ? ' at <span class="spikes">' + h.sx[k].map(num).join(", ") + "</span> × the edge" : "") : "") + "</p>";
+    if (h.prof) html += '<p class="verdict">profile (value, effect against the null; * flagged on that axis): ' +
+      Object.keys(h.prof).map(function (a) { return esc(a.replace(/_/g, " ")) + " <b>" + profText(h.prof[a], k) + "</b>"; }).join(", ") + "</p>";
+    if (spikes(E, k) !== null) html += '<p class="verdict"><b>' + spikes(E, k) + "</b> outlier" + (spikes(E, k) === 1 ? "" : "s") +
+      " (eigenvalues of W_QK beyond a null head's largest, 95 %: spectral concentration, not a count of learned directions)" +
+      (h.sx && h.sx[k].length ? ' at <span class="spikes">' + h.sx[k].map(num).join(", ") + "</span> × the edge" : "") + "</p>";
     if (h.beh) html += '<p class="behaviour">behaviour on text (rmtbase probe): ' + Object.keys(h.beh).map(function (b) {
       return esc(b) + " = <b>" + num(h.beh[b][k]) + "</b>";
     }).join(", ") + "</p>";
@@ -266,10 +269,10 @@
       k = li * nh + hi; x = ml + hi * cw; y = 4 + (nl - 1 - li) * ch;
       s.push('<rect class="cell" data-l="' + li + '" data-h="' + hi + '" x="' + x.toFixed(1) + '" y="' + y.toFixed(1) +
         '" width="' + cw.toFixed(1) + '" height="' + ch.toFixed(1) + '" fill="' + headColour(E, k) + '">' +
-        "<title>layer " + E.L[li] + ", head " + E.H[hi] + ": " + (E.head.eff ? "effect " + num(E.head.eff[k]) + " sd, " : "") +
+        "<title>layer " + E.L[li] + ", head " + E.H[hi] + ": " +
         "p " + fmtP(E.head.p[k]) + (spikes(E, k) !== null ? ", " + spikes(E, k) + " spikes" : "") + "</title></rect>");
       if (text && spikes(E, k) !== null) s.push('<text class="ns" x="' + (x + cw / 2).toFixed(1) + '" y="' + (y + ch / 2 + 3.5).toFixed(1) +
-        '" text-anchor="middle" style="fill:' + (E.head.eff && effectPos(E.head.eff[k]) > 0.55 ? "#fff" : "#000") + '">' + spikes(E, k) + "</text>");
+        '" text-anchor="middle" style="fill:' + (verdictPos(E.head.p[k]) > 0.55 ? "#fff" : "#000") + '">' + spikes(E, k) + "</text>");
       if (E.head.flag[k]) s.push('<rect class="flagbox" x="' + (x + 1.5).toFixed(1) + '" y="' + (y + 1.5).toFixed(1) +
         '" width="' + (cw - 3).toFixed(1) + '" height="' + (ch - 3).toFixed(1) + '"/>');
     }
@@ -280,19 +283,10 @@
     s.push('<text x="' + (ml + nh * cw / 2) + '" y="' + (H - 2) + '" text-anchor="middle">head</text>');
     s.push('<text x="10" y="' + (nl * ch / 2) + '" transform="rotate(-90 10 ' + (nl * ch / 2) + ')" text-anchor="middle">layer</text></svg>');
     var bar = '<div class="cbar"><span>0</span>', i;
-    if (E.head.eff) {
-      var ticks = S.head_ticks.slice(1), t0 = 0;
-      ticks.forEach(function (t) {
-        var n = Math.max(1, Math.round(40 * (effectPos(t) - effectPos(t0))));
-        for (i = 0; i < n; i++) bar += '<i style="background:' + lut(S.verdict, effectPos(t0) + (i + 0.5) / n * (effectPos(t) - effectPos(t0))) + '"></i>';
-        bar += "<span>" + t + "</span>";
-        t0 = t;
-      });
-      bar += '</div><div class="note cbarlab">head effect, null sd (fixed scale; boxed: flagged, BH α=' + E.alpha +
-        (text ? "; number in a cell: its spikes" : "") + ")</div>";
-    } else {
+    {
       for (i = 0; i < 32; i++) bar += '<i style="background:' + lut(S.verdict, i / 31) + '"></i>';
-      bar += "<span>" + S.verdict_lim + "</span> −log₁₀ head p (boxed: flagged, BH α=" + E.alpha + ")</div>";
+      bar += "<span>" + S.verdict_lim + "</span> −log₁₀ head p (boxed: flagged, BH α=" + E.alpha +
+        (text ? "; number in a cell: its outliers" : "") + ")</div>";
     }
     $("heatmap").innerHTML = s.join("") + bar;
     $("heatmap").style.maxWidth = Math.max(W, 420) + "px";
@@ -311,34 +305,29 @@
   function topTable(E) {
     var nh = E.H.length, idx = [], rows = [];
     for (var k = 0; k < E.head.p.length; k++) idx.push(k);
-    var eff = E.head.eff, rank = E.head.rank;
-    idx.sort(function (a, b) {  /* rank: rmtbase.report.tables.head_ranking */
+    var rank = E.head.rank, prof = E.head.prof, axes = prof ? Object.keys(prof) : [];
+    idx.sort(function (a, b) {  /* rank: rmtbase.report.tables.head_ranking (evidence, not size) */
       if (rank) return rank[a] - rank[b];
       var pa = ok(E.head.p[a]) ? E.head.p[a] : 1, pb = ok(E.head.p[b]) ? E.head.p[b] : 1;
-      if (eff) {
-        var ea = ok(eff[a]) ? eff[a] : -1, eb = ok(eff[b]) ? eff[b] : -1;
-        return eb - ea || pa - pb || a - b;
-      }
       return pa - pb || a - b;
     });
     var nflag = E.head.flag.reduce(function (a, b) { return a + b; }, 0);
     idx.slice(0, Math.min(idx.length, Math.max(25, Math.min(200, nflag)))).forEach(function (k) {
-      var li = Math.floor(k / nh), hi = k % nh, t = E.head.top[k], n = E.stats.length;
-      var e = E.detail && t >= 0 ? E.e[k * n + t] : null, v = E.detail && t >= 0 ? E.v[k * n + t] : null;
-      var m = E.detail && t >= 0 ? E.m[k * n + t] : null, dd = E.detail && E.d && t >= 0 ? E.d[k * n + t] : null;
+      var li = Math.floor(k / nh), hi = k % nh;
       var ns = spikes(E, k);
       rows.push('<tr data-l="' + li + '" data-h="' + hi + '"><td data-v="' + E.L[li] + '">' + E.L[li] + '</td><td data-v="' + E.H[hi] + '">' + E.H[hi] +
-        (eff ? '</td><td class="n" data-v="' + (ok(eff[k]) ? eff[k] : -1) + '">' + num(eff[k]) : "") +
         (E.head.ns ? '</td><td class="n" data-v="' + (ns === null ? -1 : ns) + '">' + (ns === null ? "" : ns) : "") +
         '</td><td data-v="' + (ok(E.head.p[k]) ? E.head.p[k] : 2) + '">' + fmtP(E.head.p[k]) + '</td><td data-v="' + (ok(E.head.q[k]) ? E.head.q[k] : 2) + '">' +
-        fmtP(E.head.q[k]) + '</td><td data-v="' + E.head.flag[k] + '">' + (E.head.flag[k] ? "yes" : "") + "</td><td>" +
-        (t >= 0 ? esc(E.stats[t]) : "") + "</td><td>" + (t >= 0 ? esc(E.groups[t]) : "") +
-        (E.d ? '</td><td class="n" data-v="' + (ok(dd) ? dd : 0) + '">' + num(dd) : "") + '</td><td data-v="' +
-        (ok(e) ? e : 0) + '">' + num(e) + '</td><td data-v="' + (ok(v) ? v : 0) + '">' + num(v) + '</td><td data-v="' + (ok(m) ? m : 0) + '">' + num(m) + "</td></tr>");
+        fmtP(E.head.q[k]) + '</td><td data-v="' + E.head.flag[k] + '">' + (E.head.flag[k] ? "yes" : "") +
+        axes.map(function (a) {
+          var x = prof[a], sv = ok(x.e[k]) ? (x.k === "ratio" ? Math.abs(Math.log(Math.max(x.e[k], 1e-300))) : Math.abs(x.e[k])) : (ok(x.v[k]) ? x.v[k] : -1);
+          return '</td><td class="n" data-v="' + sv + '">' + profText(x, k);
+        }).join("") + "</td></tr>");
     });
-    $("toptable").innerHTML = "<thead><tr><th>layer</th><th>head</th>" + (eff ? '<th title="largest |distance| from the null, null sd">head effect</th>' : "") +
-      (E.head.ns ? '<th title="eigenvalues of W_QK above the null edge">spikes</th>' : "") + "<th>head p</th><th>head q</th><th>flagged</th>" +
-      "<th>strongest statistic</th><th>group</th>" + (E.d ? "<th>distance (sd)</th>" : "") + "<th>effect</th><th>value</th><th>null mean</th></tr></thead><tbody>" +
+    $("toptable").innerHTML = "<thead><tr><th>layer</th><th>head</th>" +
+      (E.head.ns ? '<th title="eigenvalues of W_QK above the null edge: spectral concentration">outliers</th>' : "") + "<th>head p</th><th>head q</th><th>flagged</th>" +
+      axes.map(function (a) { return '<th title="value (effect against the null; sorts by |effect|); * flagged on this axis">' + esc(a.replace(/_/g, " ")) + "</th>"; }).join("") +
+      "</tr></thead><tbody>" +
       rows.join("") + "</tbody>";
     sortable($("toptable"));
     $("toptable").tBodies[0].addEventListener("click", function (ev) {
