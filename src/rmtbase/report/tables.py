@@ -42,7 +42,7 @@ def long_table(ds: xr.Dataset):
 
 def head_table(ds: xr.Dataset):
     """``pandas.DataFrame`` with one row per (layer, head) in (layer, head) order: ``rank``
-    (1 = most anomalous, :func:`head_ranking`), then the decision and its inputs (with
+    (the order of evidence, :func:`head_ranking`: not a size), then the decision and its inputs (with
     ``head_effect`` and ``n_spikes`` where scored, and the probe's ``behaviour_*`` where
     joined)."""
     behaviour = [v for v in ds.data_vars if str(v).startswith("behaviour_")]  # rmtbase.probe.join

@@ -301,7 +301,7 @@
     });
   }
 
-  /* ---- table of the most anomalous heads, sortable ---- */
+  /* ---- table of the heads and their profile, sortable ---- */
   function topTable(E) {
     var nh = E.H.length, idx = [], rows = [];
     for (var k = 0; k < E.head.p.length; k++) idx.push(k);
