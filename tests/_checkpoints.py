@@ -82,3 +82,22 @@ def trajectory(root, strengths=(0.0, 1.5, 3.0, 6.0), *, seed=0) -> list[Path]:
         model.save_pretrained(folder)
         out.append(folder)
     return out
+
+
+def random_checkpoint(folder, kind, dtype, seed):
+    """A 12-layer, 12-head model at d = 384, d_h = 32 (shipped tables) with transformers' own
+    N(0, 0.02²) initialisation, saved with save_pretrained: BERT, or LLaMA with 4 key heads."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    if kind == "bert":
+        cfg = tf.BertConfig(hidden_size=384, num_attention_heads=12, num_hidden_layers=12,
+                            intermediate_size=64, vocab_size=64, max_position_embeddings=32)
+        model = tf.BertModel(cfg)
+    else:
+        cfg = tf.LlamaConfig(hidden_size=384, num_attention_heads=12, num_key_value_heads=4,
+                             num_hidden_layers=12, intermediate_size=64, vocab_size=64)
+        model = tf.LlamaForCausalLM(cfg)
+    model.to(dtype).save_pretrained(folder)
+    return folder

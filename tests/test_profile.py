@@ -185,25 +185,6 @@ def test_planted_alignment_under_the_permutation_null(score_cache):
     assert np.all(lo < 0) and np.all(hi > 0) and np.all(hi - lo < 0.06)
 
 
-def _random_checkpoint(folder, kind, dtype, seed):
-    """A 12-layer, 12-head model at d = 384, d_h = 32 (shipped tables) with transformers' own
-    N(0, 0.02²) initialisation, saved with save_pretrained: BERT, or LLaMA with 4 key heads."""
-    import torch
-    import transformers as tf
-
-    torch.manual_seed(seed)
-    if kind == "bert":
-        cfg = tf.BertConfig(hidden_size=384, num_attention_heads=12, num_hidden_layers=12,
-                            intermediate_size=64, vocab_size=64, max_position_embeddings=32)
-        model = tf.BertModel(cfg)
-    else:
-        cfg = tf.LlamaConfig(hidden_size=384, num_attention_heads=12, num_key_value_heads=4,
-                             num_hidden_layers=12, intermediate_size=64, vocab_size=64)
-        model = tf.LlamaForCausalLM(cfg)
-    model.to(dtype).save_pretrained(folder)
-    return folder
-
-
 @pytest.mark.slow  # 12 random checkpoints scored with all statistics: 24 s on 2 quiet cores
 @pytest.mark.parametrize("kind,dtype", [("bert", "float32"), ("bert", "bfloat16"),
                                         ("llama", "float32")])
@@ -213,6 +194,7 @@ def test_every_axis_is_calibrated_through_score_model(tmp_path, score_cache, kin
     storage: on every axis with a null, P(p ≤ 0.05) within 2 binomial se of 0.05 (n = 576,
     se = 0.0091). Measured: BERT fp32 0.047-0.061, bf16 0.047-0.061, LLaMA-GQA 0.040-0.064."""
     import torch
+    from _checkpoints import random_checkpoint as _random_checkpoint
 
     from rmtbase.scoring.score import score_model
 

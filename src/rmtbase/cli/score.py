@@ -110,6 +110,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "scores.nc, heads.csv and the report's head drill-down")
     p.add_argument("--text", default=None, metavar="FILE",
                    help="with --probe: UTF-8 text file (default: the shipped English text)")
+    p.add_argument("--ov", action="store_true",
+                   help="also score each head's OV circuit W_OV = W_O,h W_V,h against the same "
+                        "null: scores.nc gets a leading 'circuit' dimension (qk, ov) and the "
+                        "report shows both side by side (one MODEL)")
+    p.add_argument("--directions", action="store_true",
+                   help="write directions.nc: each head's outlier singular values (above the "
+                        "null's largest) with their left/right singular vectors, joinable on "
+                        "(layer, head, circuit, index) (one MODEL)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
 
@@ -150,6 +158,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--base scores one fine-tuned MODEL (or LoRA adapter) against its base "
                          "with the Gaussian null; it does not combine with several models, "
                          "--components, --probe or --null permutation")
+    if (args.ov or args.directions) and (several or args.base is not None
+                                         or components is not None or probe_text is not None):
+        raise InputError("--ov and --directions apply to one MODEL scored alone; they do not "
+                         "combine with several models, --base, --components or --probe")
     from ..files.output import check_output_dir
 
     check_output_dir(args.out, "rmtbase score")  # before any expensive work
@@ -209,9 +221,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ..scoring.score import score_model
 
-        ds = score_model(models[0] if models else None,
-                         revision=revisions[0] if revisions else None,
-                         progress=not args.quiet, **options)
+        model = models[0] if models else None
+        revision = revisions[0] if revisions else None
+        if args.ov:
+            from ..scoring.ov import score_circuits
+
+            ds = score_circuits(model, revision=revision, progress=not args.quiet, **options)
+        else:
+            ds = score_model(model, revision=revision, progress=not args.quiet, **options)
+        extras = _directions(ds, model, revision, args) if args.directions else None
         cds = None
         if components is not None:
             from ..scoring.components import score_components
@@ -224,8 +242,14 @@ def run(args: argparse.Namespace) -> int:
             ds = _join_probe(ds, models[0] if models else None, probe_text,
                              progress=not args.quiet)
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
-                               components=cds)
-        print(anomaly_table(ds, args.top))
+                               components=cds, extras=extras)
+        if args.ov:
+            from ..scoring.collection import entries
+
+            for lab, e in entries(ds):
+                print(f"== {lab}\n{anomaly_table(e, args.top)}")
+        else:
+            print(anomaly_table(ds, args.top))
         if ds.attrs.get("resolution_note"):
             print(f"rmtbase: {ds.attrs['resolution_note']}", file=sys.stderr)
         if cds is not None:
@@ -236,6 +260,24 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0
+
+
+def _directions(ds, model, revision, args) -> dict:
+    """{"directions.nc": table} of the outlier directions of every circuit scored in ``ds``
+    (:mod:`rmtbase.scoring.directions`; the weights are read a second time)."""
+    from ..models import default_model_path, load_heads
+    from ..models.ov import load_ov_heads
+    from ..scoring.collection import entries
+    from ..scoring.directions import combine_directions, directions_dataset
+
+    path = model if model is not None else default_model_path()
+    items = entries(ds) if "circuit" in ds.dims else [("qk", ds)]
+    tables = []
+    for circuit, e in items:
+        load = load_ov_heads if circuit == "ov" else load_heads
+        tables.append(directions_dataset(load(path, revision=revision,
+                                              allow_pickle=args.allow_pickle), e, circuit))
+    return {"directions.nc": combine_directions(tables) if len(tables) > 1 else tables[0]}
 
 
 def _component_options(args, components) -> dict:

@@ -74,6 +74,23 @@ def count_spikes(x, threshold, upper_edge: float) -> tuple[np.ndarray, np.ndarra
     return n, np.where(above, x / float(upper_edge), np.nan)
 
 
+def spike_p(x, null_xmax) -> np.ndarray:
+    """Add-one p of each eigenvalue x_k (..., d_h) against the null draws of the largest
+    eigenvalue ``null_xmax`` ((N,) shared or (..., N)): (1 + #{draws ≥ x_k}) / (1 + N), the
+    probability that a null head's largest eigenvalue reaches x_k."""
+    draws = np.sort(np.asarray(null_xmax, dtype=np.float64), axis=-1)
+    x = np.asarray(x, dtype=np.float64)
+    if draws.ndim == 1:
+        fin = draws[np.isfinite(draws)]
+        below = np.searchsorted(fin, x, side="left")
+        return (1.0 + fin.size - below) / (1.0 + fin.size)
+    out = np.empty(x.shape)
+    for idx in np.ndindex(x.shape[:-1]):
+        fin = draws[idx][np.isfinite(draws[idx])]
+        out[idx] = (1.0 + fin.size - np.searchsorted(fin, x[idx], side="left")) / (1.0 + fin.size)
+    return out
+
+
 def spikes_of(x, null_xmax, d: int, d_h: int, alpha: float = SPIKE_ALPHA):
     """n_spikes (...,) and spike_x (..., d_h) of normalised spectra ``x`` against null draws of
     the normalised largest eigenvalue ``null_xmax`` ((N,) shared or (..., N) per head)."""
@@ -96,15 +113,23 @@ def add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> No
     def of(r):
         return normalise("qk.lambda_max", r["qk.lambda_max"], r["q.rms"], r["k.rms"]) / d**2
 
+    x = np.asarray(x, dtype=np.float64)
     if isinstance(ref, list):
-        x = np.asarray(x, dtype=np.float64)
         n, sx = np.zeros(x.shape[:-1], dtype=np.int64), np.full(x.shape, np.nan)
+        sp = np.full(x.shape, np.nan)
         for rows, r in ref:
             n[rows], sx[rows] = spikes_of(x[rows], of(r), d, d_h)
+            sp[rows] = spike_p(x[rows], of(r))
     else:
         n, sx = spikes_of(x, of(ref), d, d_h)
+        sp = spike_p(x, of(ref))
     ds["n_spikes"] = (("layer", "head"), n.astype(np.int64))
     ds["spike_x"] = (("layer", "head", "spike"), sx)
+    ds["spike_p"] = (("layer", "head", "spike"), np.where(np.isfinite(sx), sp, np.nan))
+    ds["spike_p"].attrs["definition"] = (
+        "for k <= n_spikes, (1 + #{null draws of the largest eigenvalue >= x_k}) / (1 + N): "
+        "how often a null head's largest eigenvalue reaches the k-th outlier; NaN beyond "
+        "n_spikes")
     ds.coords["spike"] = np.arange(1, sx.shape[-1] + 1)
     ds["n_spikes"].attrs["definition"] = (
         f"number of leading eigenvalues of W_QK above the {1 - SPIKE_ALPHA:.0%} quantile of the "
@@ -119,4 +144,5 @@ def add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> No
         f"x_+ = {edges(d_h / d)[1]:.6g} (c = d_h/d); NaN beyond n_spikes")
 
 
-__all__ = ["SPIKE_ALPHA", "add_spikes", "count_spikes", "spike_threshold", "spikes_of"]
+__all__ = ["SPIKE_ALPHA", "add_spikes", "count_spikes", "spike_p", "spike_threshold",
+           "spikes_of"]

@@ -124,7 +124,8 @@ CAPTIONS = {
 
 
 def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool = True,
-                            top: int = 3, components: xr.Dataset | None = None
+                            top: int = 3, components: xr.Dataset | None = None,
+                            extras: dict | None = None
                             ) -> dict[str, Path]:
     """Write the collection report (module docstring) of a collection along ``dim``
     (:func:`rmtbase.report.write.report_shape`, which has checked that ``components``, if
@@ -139,6 +140,8 @@ def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool 
                     + "\n".join(component_entry_lines(components)) + "\n")
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
+        for name, extra in (extras or {}).items():
+            out.write_netcdf(name, extra)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
         if _csv_fits(ds):
             out.write_text("scores.csv", long_table(ds).to_csv(index=False))

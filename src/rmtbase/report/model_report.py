@@ -121,7 +121,8 @@ def _spectrum_heads(ds: xr.Dataset, n: int) -> list[tuple[tuple[int, int], str]]
 
 
 def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 3,
-                       n_spectra: int = 3, components: xr.Dataset | None = None
+                       n_spectra: int = 3, components: xr.Dataset | None = None,
+                       extras: dict | None = None
                        ) -> dict[str, Path]:
     """Write one model's report (module docstring) into ``out_dir`` all-or-nothing; returns
     {file name: final path}. ``components``: a whole-matrix score
@@ -137,6 +138,8 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
             component_table(components) + "\n"
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
+        for name, extra in (extras or {}).items():
+            out.write_netcdf(name, extra)
         if components is not None:
             write_components(out, components, figures=figures)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))

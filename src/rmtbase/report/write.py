@@ -51,21 +51,23 @@ def _what(dim) -> str:
 
 
 def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 3,
-                 n_spectra: int = 3, components: xr.Dataset | None = None) -> dict[str, Path]:
+                 n_spectra: int = 3, components: xr.Dataset | None = None,
+                 extras: dict[str, xr.Dataset] | None = None) -> dict[str, Path]:
     """Write the report of a score into ``out_dir`` all-or-nothing; returns {file name: final
     path}. ``out_dir`` may not exist, be empty, or hold an earlier rmtbase output (replaced
     whole); anything else is refused before writing. One model: :mod:`.model_report`; a
-    collection: :mod:`.collection_report` (``top`` at most 3 per entry)."""
+    collection: :mod:`.collection_report` (``top`` at most 3 per entry). ``extras``: further
+    netCDF files written with it ({file name: Dataset}, e.g. ``directions.nc``)."""
     shape = report_shape(ds, components)
     if shape.dim:
         from .collection_report import write_collection_report
 
         return write_collection_report(ds, out_dir, shape.dim, figures=figures,
-                                       top=min(top, 3), components=components)
+                                       top=min(top, 3), components=components, extras=extras)
     from .model_report import write_model_report
 
     return write_model_report(ds, out_dir, figures=figures, top=top, n_spectra=n_spectra,
-                              components=components)
+                              components=components, extras=extras)
 
 
 __all__ = ["ReportShape", "report_shape", "write_report"]

@@ -45,7 +45,7 @@ import xarray as xr
 from ..errors import InputError
 
 #: Names of the leading dimension.
-COLLECTION_DIMS = ("checkpoint", "model")
+COLLECTION_DIMS = ("checkpoint", "model", "circuit")
 #: Per-entry variable name -> attribute of a single score.
 ENTRY_VARS = {"model_name": "model", "revision": "revision", "architecture": "architecture",
               "d": "d", "d_h": "d_h", "n_layers": "n_layers", "n_heads": "n_heads",

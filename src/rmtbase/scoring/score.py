@@ -187,7 +187,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
 def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
                 allow_pickle=False, progress=True, seed=0, spectrum_draws=200,
                 null="gaussian", quantized_null="auto", max_draws=100_000,
-                element_draws=200) -> xr.Dataset:
+                element_draws=200, circuit="qk") -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the null (module docstring).
 
     model: hub id, local folder or loaded ``transformers`` model; None = the embedded default
@@ -201,12 +201,15 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     :data:`rmtbase.stats.precision.QUANT_FORMATS` ("auto": the GGUF file's tensor type, or the
     format a dequantised folder's lattice is detected as).
     max_draws: cap of the sequential extension of the spectral null. element_draws:
-    permutations per head for the product's element statistics (permutation null).
+    permutations per head for the product's element statistics (permutation null). circuit:
+    "qk" (W_QK = W_Q^T W_K) or "ov" (W_OV = W_O,h W_V,h, :mod:`rmtbase.scoring.ov`).
     Returns an ``xr.Dataset`` (see :mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
     (layer, head, rank) normalised x and model/null provenance in attrs.
     """
     from ..models import default_model_path, load_heads, model_info
 
+    if circuit not in ("qk", "ov"):
+        raise InputError(f"circuit must be 'qk' or 'ov', got {circuit!r}")
     _, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
     kind, names = _stat_kind(stats)
     spectral_only = names is not None and all(is_spectral(n) or n in NOT_TESTED for n in names)
@@ -216,11 +219,19 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         model, label = default_model_path(), default_label()
     info = model_info(model, revision=revision)
     check_null_size(info, kind, names, draws, null, element_draws)  # before any weight is read
-    layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
-    return score_heads(info, layers, label=label, stats=stats, draws=draws, alpha=alpha,
-                       progress=progress, seed=seed, spectrum_draws=spectrum_draws, null=null,
-                       quantized_null=quantized_null, max_draws=max_draws,
-                       element_draws=element_draws)
+    if circuit == "ov":
+        from ..models.ov import OV_FACTORS, load_ov_heads
+
+        layers = load_ov_heads(model, revision=revision, allow_pickle=allow_pickle)
+    else:
+        layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
+    ds = score_heads(info, layers, label=label, stats=stats, draws=draws, alpha=alpha,
+                     progress=progress, seed=seed, spectrum_draws=spectrum_draws, null=null,
+                     quantized_null=quantized_null, max_draws=max_draws,
+                     element_draws=element_draws)
+    if circuit == "ov":
+        ds.attrs.update(circuit="ov", factors=OV_FACTORS)
+    return ds
 
 
 def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05,

@@ -1,0 +1,96 @@
+"""The other half of a head: its OV circuit's factors, read as the QK path reads W_Q and W_K.
+
+A head writes ``W_OV x = W_O,h W_V,h x`` into the residual stream (Elhage et al. 2021, *A
+Mathematical Framework for Transformer Circuits*): W_V,h ``(d_h, d)`` is the head's block of
+rows of the value projection, W_O,h ``(d, d_h)`` its block of columns of the output projection
+(``nn.Linear`` layout, ``y = W x``; the heads' outputs are concatenated in head order before
+W_O, as every architecture rmtbase reads does). W_OV is a product of a (d × d_h) and a
+(d_h × d) factor, the structure of W_QK = W_Qᵀ W_K, so :func:`load_ov_heads` yields
+:class:`~rmtbase.models.types.LayerHeads` with
+
+    ``wq`` = W_O,hᵀ ``(d_h, d)``,  ``wk`` = W_V,h ``(d_h, d)``,  W_OV = wqᵀ wk,
+
+and everything downstream (statistics from the d_h × d_h factor products, the null at the
+layer's storage, the permutation null, the profile) applies unchanged. In an OV score, ``q.*``
+statistics are those of W_O's entries and ``k.*`` those of W_V's.
+
+What W_OV is not: the value and output biases, LayerNorm/RMSNorm gains before the head and
+the unembedding are not folded in (raw weights, as for W_QK); with grouped-query attention W_V
+is shared like W_K (query head i uses value head ⌊i / group⌋).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..errors import ModelError
+from .types import LayerHeads
+
+#: What the factors of an OV score are (its ``factors`` attr).
+OV_FACTORS = ("q = W_O,h^T (d_h, d), k = W_V,h (d_h, d), W_OV = W_O,h W_V,h = q^T k; q.* "
+              "statistics are W_O's entries, k.* W_V's; biases, norm gains and the unembedding "
+              "not folded")
+
+
+def ov_factors(v: np.ndarray, o: np.ndarray, n_heads: int, n_kv_heads: int, d_h: int,
+               where: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """(W_O,hᵀ, W_V,h) of every head, each ``(n_heads, d_h, d)``, from the layer's value
+    projection ``v`` ``(n_kv_heads·d_h, d)`` and output projection ``o``
+    ``(d, n_heads·d_h)``; value heads expanded to query heads (module docstring)."""
+    d = v.shape[1]
+    if v.shape != (n_kv_heads * d_h, d) or o.shape != (d, n_heads * d_h):
+        raise ModelError(f"{where}: value/output projections of shapes {tuple(v.shape)}, "
+                         f"{tuple(o.shape)} do not fit {n_heads} heads ({n_kv_heads} value "
+                         f"heads) of {d_h} at d={d}")
+    wv = v.reshape(n_kv_heads, d_h, d)
+    wo_t = np.ascontiguousarray(o.reshape(d, n_heads, d_h).transpose(1, 2, 0))
+    group = n_heads // n_kv_heads
+    if group > 1:
+        wv = np.repeat(wv, group, axis=0)
+    return wo_t, np.ascontiguousarray(wv)
+
+
+def load_ov_heads(model, *, revision: str | None = None,
+                  allow_pickle: bool = False) -> Iterator[LayerHeads]:
+    """Iterate over the layers of ``model``, yielding every head's OV factors as
+    :class:`LayerHeads` (``wq`` = W_O,hᵀ, ``wk`` = W_V,h, no biases; module docstring), one
+    layer read per step; ``storage``/``quantisation`` those of the v and o tensors. The
+    checkpoint is checked up front as by :func:`rmtbase.models.load_heads`, and must have
+    separate or fused value and output projections (ModelError otherwise)."""
+    from .loading import open_model
+
+    info, located, weights = open_model(model, revision, allow_pickle)
+    try:
+        missing = {"v", "o"} - set(located.component_names())
+        if missing:
+            raise ModelError(f"{info.name}: no {'/'.join(sorted(missing))} projection known "
+                             f"for architecture {info.architecture}: its OV circuit cannot "
+                             "be read")
+    except BaseException:
+        weights.close()
+        raise
+    return _iterate(weights, located, info)
+
+
+def _iterate(weights, located, info) -> Iterator[LayerHeads]:
+    from .weights import split_storage
+
+    try:
+        for i in range(info.n_layers):
+            weights.take_storage()
+            got = located.read_components(located.reader(weights, i), {"v", "o"})
+            storage, quant = split_storage(weights.take_storage().values())
+            wq, wk = ov_factors(np.asarray(got["v"][0], dtype=np.float32),
+                                np.asarray(got["o"][0], dtype=np.float32), info.n_heads,
+                                info.n_kv_heads, info.d_h, f"layer {i} of {info.name}")
+            del got
+            yield LayerHeads(layer=i, wq=wq, wk=wk, bq=None, bk=None, storage=storage,
+                             quantisation=quant)
+            del wq, wk
+    finally:
+        weights.close()
+
+
+__all__ = ["OV_FACTORS", "load_ov_heads", "ov_factors"]

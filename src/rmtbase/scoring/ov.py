@@ -1,0 +1,48 @@
+"""OV circuits against the same null as QK, and both circuits of a model side by side.
+
+:func:`score_ov` scores every head's OV circuit W_OV = W_O,h W_V,h exactly as
+:func:`rmtbase.scoring.score.score_model` scores W_QK = W_Qᵀ W_K, through
+:func:`rmtbase.scoring.score.score_heads` on the factors of :func:`rmtbase.models.ov.load_ov_heads`
+(``q`` = W_O,hᵀ, ``k`` = W_V,h): spectral statistics from the d_h × d_h factor products (never
+a d × d matrix), element statistics of W_O (``q.*``) and W_V (``k.*``) entries and of the
+product, ``n_spikes`` against the null's largest eigenvalue, the profile, the decision, at the
+storage of the checkpoint's v/o tensors. The profile's ``alignment`` is then
+tr(W_OV)/(‖W_O,h‖‖W_V,h‖): a head that copies its input (+) or suppresses it (−);
+``q_input_focus`` is how unevenly the head *writes* to the residual dimensions, ``k_input_focus``
+how unevenly it reads them.
+
+:func:`score_circuits` returns both circuits as one collection with a leading ``circuit``
+dimension (entries ``qk`` and ``ov``): the shape every report of several scores already has
+(:mod:`rmtbase.report.collection_report`), so ``scores.nc``, ``heads.csv``, the figures and
+``report.html`` show QK and OV side by side per head. The QK entry is
+:func:`score_model`'s output unchanged.
+"""
+
+from __future__ import annotations
+
+import xarray as xr
+
+
+def score_ov(model=None, **options) -> xr.Dataset:
+    """Score every head's OV circuit (module docstring): :func:`score_model` with
+    ``circuit="ov"``; options as for it. The Dataset has score_model's variables, with
+    ``circuit = "ov"`` and ``factors`` in its attrs."""
+    from .score import score_model
+
+    return score_model(model, circuit="ov", **options)
+
+
+def score_circuits(model=None, **options) -> xr.Dataset:
+    """QK (:func:`rmtbase.scoring.score.score_model`) and OV (:func:`score_ov`) of ``model``
+    as one collection over ``circuit`` = ["qk", "ov"] (module docstring); ``options`` as for
+    score_model."""
+    from .collection import combine
+    from .score import score_model
+
+    qk = score_model(model, **options)
+    qk.attrs["circuit"] = "qk"
+    ov = score_model(model, circuit="ov", **options)
+    return combine([qk, ov], ["qk", "ov"], "circuit")
+
+
+__all__ = ["score_circuits", "score_ov"]
