@@ -198,3 +198,26 @@ def test_untrained_ov_circuits_score_as_null(tmp_path, score_cache, dtype):
     assert abs(rate - 0.05) <= 2 * se, rate
     rates = np.mean(np.concatenate(stat_p) <= 0.05, axis=0)
     assert np.all(np.abs(rates - 0.05) <= 3 * se), rates
+
+
+def test_ov_of_a_gguf_file_with_grouped_values(tmp_path):
+    """A LLaMA GGUF (written by gguf-py's GGUFWriter as llama.cpp does; 4 query heads on 2
+    value heads, F32): load_ov_heads gives each query head W_O's columns and its value head's
+    rows of the matrices written, the storage read from the file."""
+    pytest.importorskip("gguf")
+    import _gguf
+
+    rng = np.random.default_rng(8)
+    d, d_h, nh, nkv = 32, 8, 4, 2
+    layers = [{"q": rng.standard_normal((nh * d_h, d)), "k": rng.standard_normal((nkv * d_h, d)),
+               "v": rng.standard_normal((nkv * d_h, d)), "o": rng.standard_normal((d, nh * d_h))}
+              for _ in range(2)]
+    path = _gguf.write_llama(tmp_path / "m.gguf", layers, d=d, n_heads=nh, n_kv_heads=nkv)
+    got = list(load_ov_heads(path))
+    assert len(got) == 2
+    for li, lh in enumerate(got):
+        v, o = layers[li]["v"].astype(np.float32), layers[li]["o"].astype(np.float32)
+        for h in range(nh):
+            np.testing.assert_array_equal(lh.wk[h], v[(h // 2) * d_h:(h // 2 + 1) * d_h])
+            np.testing.assert_array_equal(lh.wq[h], o[:, h * d_h:(h + 1) * d_h].T)
+        assert lh.storage == "float32"
