@@ -221,3 +221,25 @@ def test_ov_of_a_gguf_file_with_grouped_values(tmp_path):
             np.testing.assert_array_equal(lh.wk[h], v[(h // 2) * d_h:(h // 2 + 1) * d_h])
             np.testing.assert_array_equal(lh.wq[h], o[:, h * d_h:(h + 1) * d_h].T)
         assert lh.storage == "float32"
+
+
+def test_report_page_shows_qk_and_ov_of_a_head_together(tmp_path, score_cache):
+    """report.html of score_circuits: pinning a head in the qk entry shows its OV profile and
+    head p beside it (and no script error)."""
+    from _browser import CHROMIUM, SKIP_REASON, run_page
+
+    if CHROMIUM is None:
+        pytest.skip(SKIP_REASON)
+    from rmtbase.report import write_report
+    from rmtbase.scoring.ov import score_circuits
+
+    ds = score_circuits(None, stats="spectral", progress=False, spectrum_draws=0)
+    write_report(ds, tmp_path / "out", figures=False)
+    r, console = run_page(tmp_path / "out" / "report.html", """
+    window.rmtbaseReport.pin(4, 0);
+    r.detail = document.getElementById('detail').innerText;
+    """, tmp_path)
+    assert r["errors"] == [] and console == [], (r["errors"], console)
+    a = float(ds["profile_value"].sel(circuit="ov", layer=4, head=0, axis="alignment"))
+    assert "in ov: head p" in r["detail"] and f"alignment {a:.3g}"[:16] in r["detail"], \
+        r["detail"][:600]

@@ -231,6 +231,12 @@
       "; σ_Q = " + num(h.sq[k]) + ", σ_K = " + num(h.sk[k]) + "</p>";
     if (h.prof) html += '<p class="verdict">profile (value, effect against the null; * flagged on that axis): ' +
       Object.keys(h.prof).map(function (a) { return esc(a.replace(/_/g, " ")) + " <b>" + profText(h.prof[a], k) + "</b>"; }).join(", ") + "</p>";
+    if (D.entries.length > 1 && D.entries.length <= 4) D.entries.forEach(function (O, j) {  /* e.g. QK beside OV */
+      if (j === cur || !O.head.prof || O.L.length !== E.L.length || O.H.length !== E.H.length) return;
+      html += '<p class="verdict other">in <b>' + esc(O.label) + "</b>: head p = " + fmtP(O.head.p[k]) +
+        (O.head.flag[k] ? " (differs)" : "") + "; " + Object.keys(O.head.prof).map(function (a) {
+          return esc(a.replace(/_/g, " ")) + " " + profText(O.head.prof[a], k); }).join(", ") + "</p>";
+    });
     if (spikes(E, k) !== null) html += '<p class="verdict"><b>' + spikes(E, k) + "</b> outlier" + (spikes(E, k) === 1 ? "" : "s") +
       " (eigenvalues of W_QK beyond a null head's largest, 95 %: spectral concentration, not a count of learned directions)" +
       (h.sx && h.sx[k].length ? ' at <span class="spikes">' + h.sx[k].map(num).join(", ") + "</span> × the edge" : "") + "</p>";
