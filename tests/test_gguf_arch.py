@@ -172,6 +172,31 @@ def test_q8_0_heads_equal_transformers_conversion(built, name, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["gemma3", "falcon-mq"])
+def test_q8_0_scores_equal_transformers_conversion(built, name, tmp_path, module_cache):
+    """score_model on the Q8_0 file and on the folder transformers makes of it: per-head
+    values agree to 1e-5 relative, both against the Q8_0 null (the file names its type; the
+    folder's lattice is detected)."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from rmtbase.scoring import score_model
+
+    _, _, _, q8 = built[name]
+    ref = _model(name)
+    ref.load_state_dict(load_gguf_checkpoint(str(q8), return_tensors=True,
+                                             model_to_load=ref)["tensors"], strict=False)
+    ref.save_pretrained(tmp_path / "hf")
+    stats = ["qk.npr", "qk.lambda_max", "q.excess_kurtosis", "qk.excess_kurtosis"]
+    kw = dict(stats=stats, draws=40, progress=False, spectrum_draws=0, max_draws=200)
+    a, b = score_model(q8, **kw), score_model(tmp_path / "hf", **kw)
+    for ds in (a, b):
+        assert ds.attrs["null_storage"] == "q8_0"
+    va, vb = a["value"].values, b["value"].values
+    assert va.shape == (2, 4, len(stats)) and np.isfinite(va).all()
+    assert (np.abs(va - vb) <= 1e-5 * np.abs(vb)).all()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_k_quant_heads_equal_transformers_conversion(arch, tmp_path):
     """Q4_K (d = 256: K-quant super-blocks of 256), with and without llama's permutation: the
@@ -191,6 +216,23 @@ def test_k_quant_heads_equal_transformers_conversion(arch, tmp_path):
     ref.save_pretrained(tmp_path / "hf")
     heads = _assert_heads_equal(path, tmp_path / "hf")
     assert all(h.quantisation == "q4_k" for h in heads)
+
+
+@pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2"])
+def test_q8_0_heads_are_the_folders_heads_through_the_q8_0_round_trip(built, name):
+    """Where transformers' loader cannot serve as the reference (grouped Falcon, Gemma-1):
+    blocks run along the input axis, which no conversion reorders, so the Q8_0 file's heads
+    are the folder's heads put through rmtbase's Q8_0 round trip (bit-exact with gguf.quants)."""
+    import jax.numpy as jnp
+
+    from rmtbase.stats.precision import round_trip
+
+    _, folder, _, q8 = built[name]
+    for a, b in zip(load_heads(q8), load_heads(folder), strict=True):
+        assert a.quantisation == "q8_0"
+        for f in ("wq", "wk"):
+            want = np.asarray(round_trip(jnp.asarray(getattr(b, f)), "q8_0"))
+            np.testing.assert_array_equal(getattr(a, f), want, err_msg=f)
 
 
 def test_unsupported_architecture_refused_from_metadata(tmp_path, monkeypatch):
