@@ -275,3 +275,17 @@ def test_truncated_header_is_one_line(tmp_path, built):
     with pytest.raises(ModelError, match="truncated or corrupt") as e:
         model_info(cut)
     assert "\n" not in str(e.value)
+
+
+def test_table_is_gguf_and_transformers_vocabulary():
+    """Every GGUF architecture read is one gguf-py knows, maps to an rmtbase adapter, and —
+    but for gemma-1 — one transformers' GGUF loader reads too (GGUF_CONFIG_MAPPING)."""
+    import gguf
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    from rmtbase.models.gguf_arch import SPECS
+    from rmtbase.models.registry import ADAPTERS
+
+    assert set(SPECS) <= set(gguf.MODEL_ARCH_NAMES.values())
+    assert all(spec.model_type in ADAPTERS for spec in SPECS.values())
+    assert set(SPECS) - set(GGUF_CONFIG_MAPPING) == {"gemma"}
