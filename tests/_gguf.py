@@ -213,14 +213,14 @@ def write_hf(model, path, arch, qtype="F32"):
     d_h = getattr(cfg, "head_dim", None) or width // n_head
     if arch == "falcon":
         w.add_head_count_kv(_falcon_kv(cfg))
-    elif arch != "gpt2":
+    elif arch not in ("gpt2", "gptneox"):
         w.add_head_count_kv(n_kv)
     if getattr(cfg, "head_dim", None) is not None and arch not in ("stablelm",):
         w.add_key_length(cfg.head_dim)
         w.add_value_length(cfg.head_dim)
     if arch in PERMUTED:
         w.add_rope_dimension_count(d_h)
-    if arch in ("stablelm", "phi3"):  # find_hparam(["partial_rotary_factor", …])
+    if arch in ("stablelm", "phi3", "gptneox"):  # find_hparam(["partial_rotary_factor", …])
         rope = cfg.to_dict().get("rope_parameters") or {}
         frac = getattr(cfg, "partial_rotary_factor", None) or rope.get("partial_rotary_factor")
         w.add_rope_dimension_count(int((frac or 1.0) * d_h))
@@ -243,6 +243,9 @@ def write_hf(model, path, arch, qtype="F32"):
             t = t.T
         if arch == "falcon" and base.endswith("query_key_value"):
             t = _falcon_qkv(t, cfg)
+        if arch == "gptneox" and base.endswith("query_key_value"):  # GPTNeoXModel
+            d_h = width // n_head
+            t = t.reshape(n_head, 3, d_h, *t.shape[1:]).swapaxes(0, 1).reshape(t.shape)
         t = np.ascontiguousarray(t, dtype=np.float32)
         kind = gguf.GGMLQuantizationType[qtype]
         block = gguf.GGML_QUANT_SIZES[kind][0]

@@ -52,12 +52,14 @@ def _configs():
         "falcon-mq": t.FalconConfig(vocab_size=64, hidden_size=64, num_hidden_layers=2,
                                     num_attention_heads=4, multi_query=True,
                                     new_decoder_architecture=False),
+        "gptneox": t.GPTNeoXConfig(**_BASE, use_parallel_residual=True),
         "gpt2": t.GPT2Config(vocab_size=64, n_embd=64, n_layer=2, n_head=4, n_positions=64),
     }
 
 
 #: GGUF architectures whose files transformers' GGUF loader reads with llama.cpp's layout
-#: (gemma-1 is not in its GGUF_CONFIG_MAPPING; Falcon's grouped q/k/v is not undone there).
+#: (gemma-1 and gptneox are not in its GGUF_CONFIG_MAPPING; Falcon's grouped q/k/v is not
+#: undone there).
 TRANSFORMERS_READS = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "starcoder2",
                       "stablelm", "falcon-mq", "gpt2"}
 ARCHS = list(_configs())
@@ -218,7 +220,7 @@ def test_k_quant_heads_equal_transformers_conversion(arch, tmp_path):
     assert all(h.quantisation == "q4_k" for h in heads)
 
 
-@pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2"])
+@pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2", "gptneox"])
 def test_q8_0_heads_are_the_folders_heads_through_the_q8_0_round_trip(built, name):
     """Where transformers' loader cannot serve as the reference (grouped Falcon, Gemma-1):
     blocks run along the input axis, which no conversion reorders, so the Q8_0 file's heads
@@ -288,4 +290,4 @@ def test_table_is_gguf_and_transformers_vocabulary():
 
     assert set(SPECS) <= set(gguf.MODEL_ARCH_NAMES.values())
     assert all(spec.model_type in ADAPTERS for spec in SPECS.values())
-    assert set(SPECS) - set(GGUF_CONFIG_MAPPING) == {"gemma"}
+    assert set(SPECS) - set(GGUF_CONFIG_MAPPING) == {"gemma", "gptneox"}

@@ -14,8 +14,8 @@ tensors under llama.cpp names. This module turns it into what the rest of
   to float32 in the ``nn.Linear`` (out, in) layout (GGUF lists dimensions innermost first;
   numpy's order is the reverse), with llama.cpp's conversions undone
   (:mod:`~rmtbase.models.gguf_arch`: names from ``gguf``'s tensor-name map; the rotary row
-  permutation of the llama family; Gemma's +1 on norm gains; GPT-2's transpose; Falcon's
-  q/k/v reordering; StableLM's stacked per-head norms).
+  permutation of the llama family; Gemma's +1 on norm gains; GPT-2's transpose; Falcon's and
+  GPT-NeoX's q/k/v reordering; StableLM's stacked per-head norms).
 
 Storage: each tensor's GGML type is recorded (``storage_of``): ``"float32"``, ``"float16"``,
 ``"bfloat16"`` for F32/F16/BF16 and the lower-case type name (``"q4_1"``, ``"q4_k"``, …) for a
@@ -157,7 +157,7 @@ class GGUFWeights:
             arr = unpermute(arr, self._heads if part == "attn_q" else self._kv)
         if spec.norm_shift and part.endswith("norm"):
             arr = arr - np.float32(spec.norm_shift)
-        if spec.falcon_qkv and part == "attn_qkv":
+        if spec.qkv_regroup and part == "attn_qkv":
             arr = regroup_falcon(arr, self._heads, self._kv)
         if spec.conv1d and arr.ndim == 2 and part in ("attn_qkv", "attn_output", "ffn_up",
                                                       "ffn_down"):

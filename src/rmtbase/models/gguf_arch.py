@@ -50,7 +50,7 @@ class ArchSpec:
     permute: bool = False
     norm_shift: float = 0.0
     conv1d: bool = False
-    falcon_qkv: bool = False
+    qkv_regroup: bool = False
     per_head_norm: bool = False
     #: config key names the adapter reads: width, heads, kv heads, layers
     names: tuple[str, str, str, str] = ("hidden_size", "num_attention_heads",
@@ -69,7 +69,8 @@ SPECS = {
     "phi3": ArchSpec("phi3", "Phi3ForCausalLM"),
     "starcoder2": ArchSpec("starcoder2", "Starcoder2ForCausalLM"),
     "stablelm": ArchSpec("stablelm", "StableLmForCausalLM", per_head_norm=True),
-    "falcon": ArchSpec("falcon", "FalconForCausalLM", falcon_qkv=True,
+    "gptneox": ArchSpec("gpt_neox", "GPTNeoXForCausalLM", qkv_regroup=True),
+    "falcon": ArchSpec("falcon", "FalconForCausalLM", qkv_regroup=True,
                        names=("hidden_size", "num_attention_heads", "num_kv_heads",
                               "num_hidden_layers"),
                        extra={"new_decoder_architecture": True, "multi_query": False}),
