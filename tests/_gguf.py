@@ -213,6 +213,8 @@ def write_hf(model, path, arch, qtype="F32"):
     d_h = getattr(cfg, "head_dim", None) or width // n_head
     if arch == "falcon":
         w.add_head_count_kv(_falcon_kv(cfg))
+    elif arch == "starcoder":  # StarCoderModel: always one k/v head
+        w.add_head_count_kv(1)
     elif arch not in ("gpt2", "gptneox"):
         w.add_head_count_kv(n_kv)
     if getattr(cfg, "head_dim", None) is not None and arch not in ("stablelm",):

@@ -54,6 +54,8 @@ def _configs():
                                     new_decoder_architecture=False),
         "gptneox": t.GPTNeoXConfig(**_BASE, use_parallel_residual=True),
         "gpt2": t.GPT2Config(vocab_size=64, n_embd=64, n_layer=2, n_head=4, n_positions=64),
+        "starcoder": t.GPTBigCodeConfig(vocab_size=64, n_embd=64, n_layer=2, n_head=4,
+                                        n_positions=64, multi_query=True),
     }
 
 
@@ -128,6 +130,7 @@ def test_sizes_the_issue_names(built):
     assert got["gemma"].n_kv_heads == 1 and got["qwen3"].d_h == 32
     assert got["falcon-mq"].n_kv_heads == 1 and got["falcon"].n_kv_heads == 2
     assert got["gpt2"].n_kv_heads == 4
+    assert model_info(built["starcoder"][2]).n_kv_heads == 1
 
 
 @pytest.mark.parametrize("name", ["qwen3", "gemma3", "stablelm"])
@@ -220,7 +223,7 @@ def test_k_quant_heads_equal_transformers_conversion(arch, tmp_path):
     assert all(h.quantisation == "q4_k" for h in heads)
 
 
-@pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2", "gptneox"])
+@pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2", "gptneox", "starcoder"])
 def test_q8_0_heads_are_the_folders_heads_through_the_q8_0_round_trip(built, name):
     """Where transformers' loader cannot serve as the reference (grouped Falcon, Gemma-1):
     blocks run along the input axis, which no conversion reorders, so the Q8_0 file's heads
@@ -290,4 +293,4 @@ def test_table_is_gguf_and_transformers_vocabulary():
 
     assert set(SPECS) <= set(gguf.MODEL_ARCH_NAMES.values())
     assert all(spec.model_type in ADAPTERS for spec in SPECS.values())
-    assert set(SPECS) - set(GGUF_CONFIG_MAPPING) == {"gemma", "gptneox"}
+    assert set(SPECS) - set(GGUF_CONFIG_MAPPING) == {"gemma", "gptneox", "starcoder"}

@@ -76,6 +76,10 @@ SPECS = {
                        extra={"new_decoder_architecture": True, "multi_query": False}),
     "gpt2": ArchSpec("gpt2", "GPT2LMHeadModel", conv1d=True,
                      names=("n_embd", "n_head", "", "n_layer")),
+    # StarCoderModel writes GPT-BigCode's c_attn as is, with head_count_kv = 1 (multi-query)
+    "starcoder": ArchSpec("gpt_bigcode", "GPTBigCodeForCausalLM",
+                          names=("n_embd", "n_head", "", "n_layer"),
+                          extra={"multi_query": True}),
 }
 
 
@@ -126,7 +130,9 @@ def hf_config(meta: dict, path) -> dict:
            "gguf_architecture": arch, width: d, n_head: heads, n_layer: layers, **spec.extra}
     if n_kv:
         cfg[n_kv] = kv
-    elif kv != heads:
+    elif cfg.get("multi_query") and kv != 1:
+        raise ModelError(f"GGUF file {path}: {arch} is multi-query, but head_count_kv = {kv}")
+    elif kv != heads and not cfg.get("multi_query"):
         raise ModelError(f"GGUF file {path}: {arch} has no grouped keys, but head_count_kv = "
                          f"{kv} ≠ head_count = {heads}")
     if d_h is not None and d_h != d // heads:
