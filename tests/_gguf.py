@@ -157,7 +157,7 @@ def encode_k(w, storage):
 # -- a Hugging Face model written as llama.cpp's convert_hf_to_gguf.py would ------------------
 
 #: GGUF architecture -> (transformers model_type, ggml rope: llama's permutation applies)
-PERMUTED = {"llama"}
+PERMUTED = {"llama", "olmo"}
 NORM_SHIFT = {"gemma", "gemma2", "gemma3"}
 
 

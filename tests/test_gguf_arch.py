@@ -52,6 +52,9 @@ def _configs():
         "falcon-mq": t.FalconConfig(vocab_size=64, hidden_size=64, num_hidden_layers=2,
                                     num_attention_heads=4, multi_query=True,
                                     new_decoder_architecture=False),
+        "olmo": t.OlmoConfig(**_BASE, num_key_value_heads=2),
+        "olmo2": t.Olmo2Config(**_BASE, num_key_value_heads=2),
+        "command-r": t.CohereConfig(**_BASE, num_key_value_heads=2, use_qk_norm=True),
         "gptneox": t.GPTNeoXConfig(**_BASE, use_parallel_residual=True),
         "gpt2": t.GPT2Config(vocab_size=64, n_embd=64, n_layer=2, n_head=4, n_positions=64),
         "starcoder": t.GPTBigCodeConfig(vocab_size=64, n_embd=64, n_layer=2, n_head=4,
@@ -84,7 +87,7 @@ def built(tmp_path_factory):
     """``{name: (model, folder, f32 gguf, q8_0 gguf)}``, built once."""
     out = {}
     for name in ARCHS:
-        arch = name.split("-")[0]
+        arch = {"falcon-mq": "falcon"}.get(name, name)
         model = _model(name)
         root = tmp_path_factory.mktemp(name)
         model.save_pretrained(root / "hf")
@@ -133,7 +136,7 @@ def test_sizes_the_issue_names(built):
     assert model_info(built["starcoder"][2]).n_kv_heads == 1
 
 
-@pytest.mark.parametrize("name", ["qwen3", "gemma3", "stablelm"])
+@pytest.mark.parametrize("name", ["qwen3", "gemma3", "stablelm", "olmo2", "command-r"])
 def test_folded_qk_norm_gains_agree(built, name):
     """QK-norm weights are read as the Hugging Face path reads them: Qwen3's and StableLM's
     exactly; Gemma-3's through llama.cpp's + 1 (the gain 1 + (g − 1) is the stored g, which
@@ -223,7 +226,8 @@ def test_k_quant_heads_equal_transformers_conversion(arch, tmp_path):
     assert all(h.quantisation == "q4_k" for h in heads)
 
 
-@pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2", "gptneox", "starcoder"])
+@pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2", "gptneox", "starcoder", "olmo",
+                                  "olmo2", "command-r"])
 def test_q8_0_heads_are_the_folders_heads_through_the_q8_0_round_trip(built, name):
     """Where transformers' loader cannot serve as the reference (grouped Falcon, Gemma-1):
     blocks run along the input axis, which no conversion reorders, so the Q8_0 file's heads
@@ -293,4 +297,5 @@ def test_table_is_gguf_and_transformers_vocabulary():
 
     assert set(SPECS) <= set(gguf.MODEL_ARCH_NAMES.values())
     assert all(spec.model_type in ADAPTERS for spec in SPECS.values())
-    assert set(SPECS) - set(GGUF_CONFIG_MAPPING) == {"gemma", "gptneox", "starcoder"}
+    assert set(SPECS) - set(GGUF_CONFIG_MAPPING) == {"gemma", "gptneox", "starcoder", "olmo",
+                                                     "olmo2", "command-r"}

@@ -73,8 +73,9 @@ def gguf_config(path: Path, header: GGUFHeader | None = None) -> dict:
     header = header or read_header(path)
     cfg = hf_config(header.metadata, path)
     names = {t.name for t in header.tensors}
-    if cfg["gguf_architecture"] == "stablelm":
-        cfg["qk_layernorm"] = "blk.0.attn_q_norm.weight" in names
+    flag = SPECS[cfg["gguf_architecture"]].qk_norm_flag
+    if flag:  # StableLM's qk_layernorm, Cohere's use_qk_norm: present when the norms are
+        cfg[flag] = "blk.0.attn_q_norm.weight" in names
     from .registry import ADAPTERS
 
     mapped = set(name_map(cfg, ADAPTERS[cfg["model_type"]], _n_layers(cfg)).values())

@@ -14,8 +14,9 @@ adapter reads it and how llama.cpp's ``convert_hf_to_gguf.py`` changed the tenso
   which need not be d / n_heads: Gemma-3-270M has 4 heads of 256 at d = 640 —, ``.block_count``,
   ``.rope.dimension_count``), written under the config names the adapter reads;
 - **conversions** (:class:`ArchSpec`), exactly those of ``convert_hf_to_gguf.py``:
-  ``permute`` — ``LlamaModel.permute`` of q/k rows for rotary (the ``llama`` family only;
-  Qwen, Gemma, Phi-3, StarCoder2, StableLM, Falcon are written unpermuted);
+  ``permute`` — ``LlamaModel.permute`` of q/k rows for rotary (``llama`` and OLMo-1's
+  ``olmo``, whose ``OlmoModel`` copies it; Qwen, Gemma, Phi-3, StarCoder2, StableLM, Falcon,
+  OLMo-2/3 and Command-R are written unpermuted);
   ``norm_shift`` — ``GemmaModel``/``Gemma2Model``/``Gemma3Model`` add 1 to every
   ``*norm.weight`` (ggml's RMSNorm multiplies by the stored gain; Hugging Face's by 1 + w), so
   1 is subtracted from Gemma-3's q/k norm weights: the gain 1 + (g − 1) the adapter forms is
@@ -52,6 +53,8 @@ class ArchSpec:
     conv1d: bool = False
     qkv_regroup: bool = False
     per_head_norm: bool = False
+    #: config flag switched on when the file holds ``blk.0.attn_q_norm.weight``
+    qk_norm_flag: str = ""
     #: config key names the adapter reads: width, heads, kv heads, layers
     names: tuple[str, str, str, str] = ("hidden_size", "num_attention_heads",
                                         "num_key_value_heads", "num_hidden_layers")
@@ -68,7 +71,11 @@ SPECS = {
     "gemma3": ArchSpec("gemma3_text", "Gemma3ForCausalLM", norm_shift=1.0),
     "phi3": ArchSpec("phi3", "Phi3ForCausalLM"),
     "starcoder2": ArchSpec("starcoder2", "Starcoder2ForCausalLM"),
-    "stablelm": ArchSpec("stablelm", "StableLmForCausalLM", per_head_norm=True),
+    "stablelm": ArchSpec("stablelm", "StableLmForCausalLM", per_head_norm=True,
+                         qk_norm_flag="qk_layernorm"),
+    "olmo": ArchSpec("olmo", "OlmoForCausalLM", permute=True),
+    "olmo2": ArchSpec("olmo2", "Olmo2ForCausalLM"),
+    "command-r": ArchSpec("cohere", "CohereForCausalLM", qk_norm_flag="use_qk_norm"),
     "gptneox": ArchSpec("gpt_neox", "GPTNeoXForCausalLM", qkv_regroup=True),
     "falcon": ArchSpec("falcon", "FalconForCausalLM", qkv_regroup=True,
                        names=("hidden_size", "num_attention_heads", "num_kv_heads",
@@ -145,8 +152,8 @@ def hf_config(meta: dict, path) -> dict:
     rot = meta.get(key(Keys.Rope.DIMENSION_COUNT))
     if isinstance(rot, int) and not isinstance(rot, bool) and rot > 0 and d_h:
         cfg["partial_rotary_factor"] = min(1.0, rot / d_h)
-    if arch == "stablelm":
-        cfg["qk_layernorm"] = False  # set from the tensors by the reader
+    if spec.qk_norm_flag:
+        cfg[spec.qk_norm_flag] = False  # set from the tensor directory by gguf_config
     name = meta.get(Keys.General.NAME)
     cfg["_name_or_path"] = str(name or path)
     return cfg
