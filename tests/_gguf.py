@@ -222,7 +222,7 @@ def write_hf(model, path, arch, qtype="F32"):
         w.add_value_length(cfg.head_dim)
     if arch in PERMUTED:
         w.add_rope_dimension_count(d_h)
-    if arch in ("stablelm", "phi3", "gptneox"):  # find_hparam(["partial_rotary_factor", …])
+    if arch in ("stablelm", "phi3", "gptneox", "phi2"):  # find_hparam(["partial_rotary_factor"])
         rope = cfg.to_dict().get("rope_parameters") or {}
         frac = getattr(cfg, "partial_rotary_factor", None) or rope.get("partial_rotary_factor")
         w.add_rope_dimension_count(int((frac or 1.0) * d_h))

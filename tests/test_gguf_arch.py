@@ -52,6 +52,7 @@ def _configs():
         "falcon-mq": t.FalconConfig(vocab_size=64, hidden_size=64, num_hidden_layers=2,
                                     num_attention_heads=4, multi_query=True,
                                     new_decoder_architecture=False),
+        "phi2": t.PhiConfig(**_BASE),
         "olmo": t.OlmoConfig(**_BASE, num_key_value_heads=2),
         "olmo2": t.Olmo2Config(**_BASE, num_key_value_heads=2),
         "command-r": t.CohereConfig(**_BASE, num_key_value_heads=2, use_qk_norm=True),
@@ -227,7 +228,7 @@ def test_k_quant_heads_equal_transformers_conversion(arch, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2", "gptneox", "starcoder", "olmo",
-                                  "olmo2", "command-r"])
+                                  "olmo2", "command-r", "phi2"])
 def test_q8_0_heads_are_the_folders_heads_through_the_q8_0_round_trip(built, name):
     """Where transformers' loader cannot serve as the reference (grouped Falcon, Gemma-1):
     blocks run along the input axis, which no conversion reorders, so the Q8_0 file's heads
@@ -298,4 +299,4 @@ def test_table_is_gguf_and_transformers_vocabulary():
     assert set(SPECS) <= set(gguf.MODEL_ARCH_NAMES.values())
     assert all(spec.model_type in ADAPTERS for spec in SPECS.values())
     assert set(SPECS) - set(GGUF_CONFIG_MAPPING) == {"gemma", "gptneox", "starcoder", "olmo",
-                                                     "olmo2", "command-r"}
+                                                     "olmo2", "command-r", "phi2"}

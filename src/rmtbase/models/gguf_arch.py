@@ -16,7 +16,7 @@ adapter reads it and how llama.cpp's ``convert_hf_to_gguf.py`` changed the tenso
 - **conversions** (:class:`ArchSpec`), exactly those of ``convert_hf_to_gguf.py``:
   ``permute`` — ``LlamaModel.permute`` of q/k rows for rotary (``llama`` and OLMo-1's
   ``olmo``, whose ``OlmoModel`` copies it; Qwen, Gemma, Phi-3, StarCoder2, StableLM, Falcon,
-  OLMo-2/3 and Command-R are written unpermuted);
+  OLMo-2/3, Phi-2 and Command-R are written unpermuted);
   ``norm_shift`` — ``GemmaModel``/``Gemma2Model``/``Gemma3Model`` add 1 to every
   ``*norm.weight`` (ggml's RMSNorm multiplies by the stored gain; Hugging Face's by 1 + w), so
   1 is subtracted from Gemma-3's q/k norm weights: the gain 1 + (g − 1) the adapter forms is
@@ -70,6 +70,7 @@ SPECS = {
     "gemma2": ArchSpec("gemma2", "Gemma2ForCausalLM", norm_shift=1.0),
     "gemma3": ArchSpec("gemma3_text", "Gemma3ForCausalLM", norm_shift=1.0),
     "phi3": ArchSpec("phi3", "Phi3ForCausalLM"),
+    "phi2": ArchSpec("phi", "PhiForCausalLM"),
     "starcoder2": ArchSpec("starcoder2", "Starcoder2ForCausalLM"),
     "stablelm": ArchSpec("stablelm", "StableLmForCausalLM", per_head_norm=True,
                          qk_norm_flag="qk_layernorm"),
