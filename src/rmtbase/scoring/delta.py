@@ -38,9 +38,11 @@ the unchanged side's own statistics (``k.*``; ``q.*`` for a k-only adapter) desc
 not the adapter, and are left out of the decision. The null is the same construction as above
 (both factors i.i.d. Gaussian at their own rms), so the ``qk.*`` statistics of a one-sided
 adapter over a *trained* base also see the base's W_K (only over a random-init base is the
-null exact). Layers the adapter leaves alone are not scored (the ``layer`` coordinate lists
-the changed ones). An adapter whose every lora_B is zero is refused ("this adapter changes
-nothing"); one that changes no query/key weight (only ``v_proj``, say) is refused too.
+null exact); per head likewise (a head whose ΔW_Q is zero in a layer where others change is
+scored as (W_Qᵇᵃˢᵉ, ΔW_K)). Heads the adapter (or a fine-tune) leaves bit-identical are not
+scored: NaN, out of every BH family, ``unchanged`` (:mod:`rmtbase.scoring.unchanged`).
+An adapter whose every lora_B is zero is refused ("this adapter changes nothing"); one that
+changes no query/key weight (only ``v_proj``, say) is refused too.
 A LoRA update has rank ≤ r by construction, so where r < d_h its spectral statistics differ
 from the dense Gaussian null whatever it learned; its entry-law statistics remain informative.
 
@@ -60,6 +62,7 @@ import xarray as xr
 from ..errors import InputError, ModelError
 from ..models.lora import is_lora
 from .description import model_label
+from .unchanged import take_out
 
 _SIZES = ("architecture", "d", "d_h", "n_layers", "n_heads", "n_kv_heads")
 
@@ -102,33 +105,59 @@ def _delta_layers(ft_layers, base_layers, info, norms: dict):
         yield LayerHeads(layer=ft.layer, wq=dq, wk=dk)
 
 
+def _pair(delta, base, sides):
+    """The factor scored for one side of a layer: the change where the adapter changes this
+    side, per head; the base's factor where it does not (whole side, or one head's)."""
+    if not sides:
+        return base
+    zero = ~delta.reshape(delta.shape[0], -1).any(axis=1)
+    return np.where(zero[:, None, None], base, delta)
+
+
+def _placeholders(layers):
+    """Layers with each bit-identical head (ΔW_Q = ΔW_K = 0) on a placeholder, and their
+    (layer, head) mask (:mod:`.unchanged`)."""
+    from .unchanged import placeholder
+
+    out, masks = [], []
+    for lh in layers:
+        zero = ~(lh.wq.reshape(lh.n_heads, -1).any(axis=1)
+                 | lh.wk.reshape(lh.n_heads, -1).any(axis=1))
+        masks.append(zero)
+        out.append(replace(lh, wq=placeholder(lh.wq, zero, seed=2 * lh.layer),
+                           wk=placeholder(lh.wk, zero, seed=2 * lh.layer + 1)))
+    return out, np.stack(masks)
+
+
 def lora_layers(adapter, base, *, base_revision=None, allow_pickle=False,
                 norms: dict | None = None):
-    """``(layers, sides)`` of a LoRA ``adapter`` over ``base``: the LayerHeads to score (the
-    changed layers only; a side the adapter leaves alone read from the base, module docstring)
-    and the sides it changes (``{"q"}``, ``{"k"}`` or both). Per-head relative changes go to
-    ``norms``. ModelError when it changes no query/key weight."""
+    """``(layers, sides, unchanged)`` of a LoRA ``adapter`` over ``base``: the LayerHeads to
+    score (a side the adapter leaves alone read from the base, module docstring), the sides it
+    changes (``{"q"}``, ``{"k"}`` or both) and the (layer, head) mask of heads it leaves
+    bit-identical (scored on a placeholder, then taken out: :mod:`.unchanged`). Per-head
+    relative changes go to ``norms``. ModelError when it changes no query/key weight."""
     from ..models import LayerHeads, load_heads
     from ..models.lora import lora_heads, read_lora
+    from .unchanged import placeholder
 
     lora = read_lora(adapter)
     norms = {} if norms is None else norms
-    deltas = lora_heads(lora, base, revision=base_revision, allow_pickle=allow_pickle)
-    bases = load_heads(base, revision=base_revision, allow_pickle=allow_pickle)
-    out, sides = [], set()
-    for dl, bl in zip(deltas, bases, strict=True):
-        changed = {s for s, w in (("q", dl.wq), ("k", dl.wk)) if np.any(w)}
-        if not changed:
-            continue
-        sides |= changed
-        ftq, ftk = bl.wq + dl.wq, bl.wk + dl.wk
-        _norms(norms, ftq, ftk, bl.wq, bl.wk, dl.wq, dl.wk)
-        out.append(LayerHeads(layer=bl.layer, wq=dl.wq if "q" in changed else bl.wq,
-                              wk=dl.wk if "k" in changed else bl.wk))
-    if not out:
+    deltas = list(lora_heads(lora, base, revision=base_revision, allow_pickle=allow_pickle))
+    sides = {s for dl in deltas for s, w in (("q", dl.wq), ("k", dl.wk)) if np.any(w)}
+    if not sides:
         raise ModelError(f"LoRA adapter {lora.label} changes no query/key weights (it changes "
                          f"{', '.join(sorted(lora.updates)[:3])}…); nothing to score")
-    return out, sides
+    bases = load_heads(base, revision=base_revision, allow_pickle=allow_pickle)
+    out, unchanged = [], []
+    for dl, bl in zip(deltas, bases, strict=True):
+        _norms(norms, bl.wq + dl.wq, bl.wk + dl.wk, bl.wq, bl.wk, dl.wq, dl.wk)
+        zero = ~(dl.wq.reshape(dl.n_heads, -1).any(axis=1)
+                 | dl.wk.reshape(dl.n_heads, -1).any(axis=1))
+        wq = placeholder(_pair(dl.wq, bl.wq, "q" in sides), zero, seed=2 * bl.layer)
+        wk = placeholder(_pair(dl.wk, bl.wk, "k" in sides), zero, seed=2 * bl.layer + 1)
+        unchanged.append(zero)
+        out.append(LayerHeads(layer=bl.layer, wq=wq, wk=wk))
+    return out, sides, np.stack(unchanged)
 
 
 def _name(model) -> str:
@@ -180,8 +209,8 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
     if lora:
         if revision is not None:
             raise InputError("revision= applies to hub ids, not to a LoRA adapter folder")
-        layers, sides = lora_layers(finetuned, base, base_revision=base_revision,
-                                    allow_pickle=allow_pickle, norms=norms)
+        layers, sides, unchanged = lora_layers(finetuned, base, base_revision=base_revision,
+                                               allow_pickle=allow_pickle, norms=norms)
         # the side read from the base describes the base, not the adapter
         unreliable = tuple(f"{m}.{s}" for m in ("q", "k") if m not in sides
                            for s in (*ELEMENT_STATS, "rms"))
@@ -199,11 +228,13 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
         # read every layer's delta first: the storages (which decide whether the histogram
         # statistics can be trusted) are known only once the tensors are read
         layers = list(_delta_layers(ft_layers, base_layers, info, norms))
+        layers, unchanged = _placeholders(layers)
         lattice = norms["storage"] - {"float32", None}
         unreliable = tuple(f"{m}.{s}" for m in ("q", "k") for s in ELEMENT_STATS
                            if s in HISTOGRAM) if lattice else ()
     options.setdefault("label", label)
     ds = score_heads(info, layers, **options, unreliable=unreliable)
+    ds = take_out(ds, unchanged, options.get("alpha", 0.05), info.group_size)
     for k in ("q", "k", "qk"):
         ds[f"delta_rel_{k}"] = (("layer", "head"), np.stack(norms[k]))
     ds["delta_rel_q"].attrs["definition"] = "||dW_Q||_F / ||W_Q base||_F per head"
