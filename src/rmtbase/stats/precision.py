@@ -69,6 +69,18 @@ def block_size(storage: str) -> int:
     return QBLOCK if storage in QUANT_FORMATS else 1
 
 
+def null_rows(storage: str, d_h: int) -> int:
+    """Rows a null draw of one head's (d_h, d) factor is made with, so that its round trip sees
+    the checkpoint's blocks: an FP8 tile has 128 rows, which hold 128/d_h heads of one
+    projection, so for d_h < 128 the head is drawn inside a full tile of i.i.d. rows
+    (⌈128/d_h⌉·d_h of them) and its own d_h rows are kept after the round trip (the tile scale
+    is the maximum over the whole tile, as in the checkpoint). d_h for every other storage,
+    whose blocks lie along one row."""
+    if storage in FP8_FORMATS and d_h < 128:
+        return -(-128 // d_h) * d_h
+    return d_h
+
+
 def check_storage(storage) -> str:
     """Validate a storage name (one of :data:`STORAGES`)."""
     if storage is None:
