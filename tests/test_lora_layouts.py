@@ -190,3 +190,35 @@ def test_cli_relative_paths_name_the_adapter(built, module_cache, capsys):
         assert f"{adapter.name} vs {base.name}" in text
     finally:
         os.chdir(cwd)
+
+
+@pytest.mark.slow  # ~40 s under load: MiniLM scored at d = 384
+def test_adapter_on_the_real_minilm(tmp_path, module_cache):
+    """PEFT adapter (query, key; r = 4) on the shipped all-MiniLM-L6-v2 weights: the merge
+    equals PEFT's, and the score is named after the adapter with the MiniLM folder's name."""
+    import peft
+    import torch
+    import transformers as tf
+
+    from rmtbase.models import default_model_path
+    from rmtbase.models.lora import lora_weights
+    from rmtbase.scoring.delta import score_delta
+
+    path = default_model_path()
+    pm = peft.get_peft_model(tf.BertModel.from_pretrained(path),
+                             peft.LoraConfig(r=R, lora_alpha=8, target_modules=["query", "key"]))
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for name, p in pm.named_parameters():
+            if "lora_B" in name:
+                p.copy_(0.01 * torch.randn(p.shape, generator=g))
+    pm.save_pretrained(tmp_path / "minilm-lora")
+    merged = {k: v.detach().numpy() for k, v in pm.merge_and_unload().state_dict().items()}
+    _, _, w = lora_weights(tmp_path / "minilm-lora", path, merged=True)
+    assert len(w.deltas) == 12
+    for name in w.deltas:
+        key = name if name in merged else name.split(".", 1)[1]
+        np.testing.assert_allclose(w.get(name), merged[key], rtol=0, atol=1e-6)
+    w.close()
+    ds = score_delta(str(tmp_path / "minilm-lora"), str(path), **OPTS)
+    assert ds.attrs["model"] == "minilm-lora vs model" and ds["head_p_value"].shape == (6, 12)
