@@ -222,3 +222,19 @@ def test_adapter_on_the_real_minilm(tmp_path, module_cache):
     w.close()
     ds = score_delta(str(tmp_path / "minilm-lora"), str(path), **OPTS)
     assert ds.attrs["model"] == "minilm-lora vs model" and ds["head_p_value"].shape == (6, 12)
+
+
+def test_delta_label_names_both_sides(tmp_path):
+    from rmtbase.scoring.delta import delta_label
+
+    (tmp_path / "a" / "model").mkdir(parents=True)
+    (tmp_path / "b" / "model").mkdir(parents=True)
+    assert delta_label(tmp_path / "a" / "model", tmp_path / "b" / "model") == "a/model vs b/model"
+    assert delta_label(str(tmp_path / "a"), "org/base-model") == "a vs org/base-model"
+    cwd = os.getcwd()
+    os.chdir(tmp_path / "a")
+    try:
+        assert delta_label("model", "../b") == "model vs b"
+        assert delta_label(".", "../b") == "a vs b"
+    finally:
+        os.chdir(cwd)
