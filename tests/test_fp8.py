@@ -126,7 +126,13 @@ def test_untrained_fp8_model_scores_as_null(tmp_path, score_cache):
     The se counts what the rate really varies with: heads sharing a 128-row tile share its
     scale (4 query heads a tile; the 4 key heads of a layer are one tile), so tiles are the
     clusters (cluster-robust variance of the count), plus the null table's own sampling
-    (a(1 − a)/draws: every head is compared with the same draws)."""
+    (a(1 − a)/draws: every head is compared with the same draws).
+
+    Measured (rate, se): q.entropy 0.047 (0.013), q.kl_gaussian 0.056 (0.013), k.entropy 0.089
+    (0.024), k.kl_gaussian 0.094 (0.025), q.weibull_lambda 0.071 (0.012); binomial se alone
+    would be 0.009 (q) and 0.016 (k). Two statistics are conservative on these seeds whatever
+    the storage: k.mean 0.010 and qk.max_over_q99 0.030 here, 0.010 and 0.033 for the same
+    four models saved in float32; they are checked one-sided (no excess flags)."""
     from rmtbase.scoring.score import score_model
 
     a = 0.05
@@ -159,7 +165,8 @@ def test_untrained_fp8_model_scores_as_null(tmp_path, score_cache):
         se = np.sqrt(np.sum(dev**2) / v.size**2 + a * (1 - a) / int(ds["null_draws"].sel(
             stat=stat)))
         rates[stat] = (round(float(rate), 4), v.size, round(float(se), 4))
-        if abs(rate - a) > 2 * se:
+        conservative_here = stat in ("k.mean", "qk.max_over_q99")  # as in float32
+        if rate - a > 2 * se or (not conservative_here and a - rate > 2 * se):
             bad[stat] = rates[stat]
     print(rates)
     assert not bad, bad
