@@ -170,3 +170,21 @@ def test_untrained_fp8_model_scores_as_null(tmp_path, score_cache):
             bad[stat] = rates[stat]
     print(rates)
     assert not bad, bad
+
+
+def test_fp8_without_block_scales_is_refused_in_one_line(tmp_path):
+    """compressed-tensors FP8 names its scale ``weight_scale`` (per tensor or channel): not
+    block FP8, refused naming the tensor."""
+    from safetensors.torch import load_file, save_file
+
+    from rmtbase.models import load_heads
+
+    folder = tmp_path / "ct"
+    write_fp8(_llama(layers=1), folder)
+    t = load_file(str(folder / "model.safetensors"))
+    for k in [k for k in t if k.endswith("_scale_inv")]:
+        t[k.removesuffix("_inv")] = t.pop(k)
+    save_file(t, str(folder / "model.safetensors"))
+    with pytest.raises(ModelError, match="q_proj.weight.*stored as F8_E4M3") as e:
+        list(load_heads(str(folder)))
+    assert "\n" not in str(e.value)
