@@ -148,6 +148,10 @@ def test_planted_change_found_only_in_the_heads_it_touches(built, module_cache):
     assert ds["head_flag"].values[1, 2]  # rank 4 < d_h: far from the dense null
     np.testing.assert_array_equal(ds["delta_rel_q"].values > 0, ~want)
     assert (ds["delta_rel_k"].values == 0).all()
+    from rmtbase.report.tables import summary_text
+
+    text = summary_text(ds)
+    assert "1 of 1 changed heads (7 unchanged, not scored)" in text and " nan" not in text
 
 
 def test_untrained_adapter_is_refused_in_one_line(built):
