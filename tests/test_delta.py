@@ -4,7 +4,7 @@ A random-init LLaMA (d = 128, 4 heads of d_h = 32, 2 layers, float32) is the bas
 "fine-tune" adds small dense Gaussian noise to every weight and, to two heads only, a planted
 rank-2 update of W_Q: scored against its base, exactly those two heads are flagged (the noise
 is what the delta's null describes). A PEFT LoRA folder written by hand (safetensors + JSON)
-scores as ΔW = (α/r)·B·A.
+scores as ΔW = (α/r)·B·A (every layout, built with PEFT: ``tests/test_lora_layouts.py``).
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def test_planted_rank_two_updates_are_exactly_the_flagged_heads(pair, module_cac
 
 @pytest.mark.slow
 def test_lora_adapter_scores_as_its_update(pair, tmp_path, module_cache):
-    from rmtbase.models import model_info
-    from rmtbase.scoring.delta import lora_deltas, score_delta
+    from rmtbase.models.lora import read_lora
+    from rmtbase.scoring.delta import score_delta
 
     _, base = pair
     rng = np.random.default_rng(5)
@@ -104,19 +104,20 @@ def test_lora_adapter_scores_as_its_update(pair, tmp_path, module_cache):
     (adapter / "adapter_config.json").write_text(json.dumps(
         {"peft_type": "LORA", "r": r, "lora_alpha": alpha,
          "target_modules": ["q_proj", "k_proj"], "base_model_name_or_path": str(base)}))
-    got = lora_deltas(adapter, model_info(str(base)))
+    got = read_lora(adapter).updates
     for (i, m), w in want.items():
-        np.testing.assert_allclose(got[i][m], w, rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(got[f"model.layers.{i}.self_attn.{m}_proj"], w,
+                                   rtol=1e-5, atol=1e-9)
     ds = score_delta(str(adapter), str(base), draws=400, progress=False, spectrum_draws=0)
     assert ds.attrs["delta_kind"] == "lora"
     assert ds["head_p_value"].shape == (L, H) and np.isfinite(ds["delta_rel_qk"].values).all()
     # rank 4 < d_h = 32: the spectrum of a LoRA update is far from the dense null
     assert bool(ds["head_flag"].all())
-    # an adapter that leaves k_proj alone is refused in one line
+    # an adapter that leaves k_proj alone is scored with W_K read from the base
     only_q = {k: v for k, v in tensors.items() if ".q_proj." in k}
     save_file(only_q, str(adapter / "adapter_model.safetensors"))
-    with pytest.raises(ModelError, match="targets both q_proj and k_proj"):
-        score_delta(str(adapter), str(base), progress=False)
+    ds = score_delta(str(adapter), str(base), draws=400, progress=False, spectrum_draws=0)
+    assert ds.attrs["delta_sides"] == "q" and (ds["delta_rel_k"].values == 0).all()
 
 
 def test_refusals(pair, tmp_path):

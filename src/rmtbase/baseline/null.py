@@ -37,12 +37,12 @@ from functools import lru_cache
 import jax
 import jax.numpy as jnp
 
-from ..ensembles import lowrank_factors, map_draws, named_key, residual_rows
+from ..ensembles import gaussian, lowrank_factors, map_draws, named_key, residual_rows
 from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
-from ..stats.precision import QUANT_FORMATS, block_size, check_storage, round_trip
+from ..stats.precision import QUANT_FORMATS, block_size, check_storage, null_rows, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
 from .limits import STAT_SETS, check_draw_memory, draw_memory, fast_spectral
 
@@ -160,6 +160,11 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
             scale = math.sqrt(d / 2.0**depth)
             wq = sigma_q * scale * residual_rows(named_key(key, "wq"), d, depth, d_h, dtype=dtype)
             wk = sigma_k * scale * residual_rows(named_key(key, "wk"), d, depth, d_h, dtype=dtype)
+        elif null_rows(storage, d_h) != d_h:  # FP8: the head inside a full 128-row tile
+            rows = null_rows(storage, d_h)
+            wq = gaussian(named_key(key, "wq"), (rows, d), sigma_q, dtype)
+            wk = gaussian(named_key(key, "wk"), (rows, d), sigma_k, dtype)
+            return round_trip(wq, storage)[:d_h], round_trip(wk, storage)[:d_h]
         else:
             wq, wk = lowrank_factors(key, d, d_h, sigma_q, sigma_k, dtype)
         if storage != "float32":

@@ -70,6 +70,24 @@ def read_header(path) -> tuple[dict, int]:
 def read_float32(path, info: dict) -> np.ndarray:
     """The tensor described by ``info`` (a :func:`read_header` entry; F64, F32, F16 or BF16)
     as a float32 numpy array."""
+    buf = _read(path, info)
+    dtype = info["dtype"]
+    if dtype == "BF16":
+        raw = np.frombuffer(buf, dtype="<u2")
+        out = (raw.astype(np.uint32) << 16).view(np.float32)
+    else:
+        out = np.frombuffer(buf, dtype=np.dtype(_NUMPY[dtype]).newbyteorder("<"))
+        out = out.astype(np.float32, copy=False)
+    return out.reshape(info["shape"])
+
+
+def read_uint8(path, info: dict) -> np.ndarray:
+    """The bytes of a one-byte tensor (``F8_E4M3``, ``U8`` …) as uint8 of its shape."""
+    return np.frombuffer(_read(path, info), dtype=np.uint8).reshape(info["shape"])
+
+
+def _read(path, info: dict) -> bytearray:
+    """The raw bytes of the tensor described by ``info`` (positioned reads)."""
     lo, hi = info["offsets"]
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -83,14 +101,7 @@ def read_float32(path, info: dict) -> np.ndarray:
             got += k
     finally:
         os.close(fd)
-    dtype = info["dtype"]
-    if dtype == "BF16":
-        raw = np.frombuffer(buf, dtype="<u2")
-        out = (raw.astype(np.uint32) << 16).view(np.float32)
-    else:
-        out = np.frombuffer(buf, dtype=np.dtype(_NUMPY[dtype]).newbyteorder("<"))
-        out = out.astype(np.float32, copy=False)
-    return out.reshape(info["shape"])
+    return buf
 
 
 def _pread_into(fd: int, view: memoryview, offset: int) -> int:
@@ -99,4 +110,4 @@ def _pread_into(fd: int, view: memoryview, offset: int) -> int:
     return len(data)
 
 
-__all__ = ["ITEMSIZE", "SafetensorsError", "read_float32", "read_header"]
+__all__ = ["ITEMSIZE", "SafetensorsError", "read_float32", "read_header", "read_uint8"]

@@ -14,6 +14,10 @@ Two readers share one small interface (``keys()``, ``get(name)``, ``close()``):
 - :class:`StateDictWeights` reads an already-loaded ``torch.nn.Module``'s ``state_dict()``
   (no copy of the model is made; each tensor is converted when asked for).
 
+Block FP8 (official FP8 checkpoints: ``F8_E4M3`` weights with a float32 ``weight_scale_inv``
+of 128×128 tiles beside them, :mod:`rmtbase.models._fp8`) is dequantised with its tile scales
+and has storage ``"fp8_e4m3"``, a block format the null shares (:mod:`rmtbase.stats.fp8`).
+
 Every tensor comes back as a float32 numpy array and is checked for NaN/inf; problems raise
 :class:`rmtbase.errors.ModelError` naming the tensor and the file. Each reader remembers the
 *storage* precision of the tensors it returned (``storage_of(name)``: ``"float32"``,
@@ -39,9 +43,13 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE = "pytorch_model.bin"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
 
-# safetensors dtypes read as float32 (:mod:`._safetensors`). Integer and 8-bit float tensors
-# are quantized weights whose values mean nothing without their scales: refused.
+# safetensors dtypes read as float32 (:mod:`._safetensors`). F8_E4M3 with a 128×128-tile
+# ``weight_scale_inv`` beside it is block FP8 (:mod:`._fp8`), dequantised. Other integer and
+# 8-bit float tensors are quantized weights whose values mean nothing without their scales:
+# refused.
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
+#: Storage name of block-scaled FP8 (:data:`rmtbase.stats.precision.FP8_FORMATS`).
+FP8_STORAGE = "fp8_e4m3"
 #: Storage precision names of safetensors / torch dtypes (float64 is read as float32).
 _STORAGE = {"F64": "float32", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
             "torch.float64": "float32", "torch.float32": "float32",
@@ -251,9 +259,12 @@ class FileWeights:
                 info = self._header(filename)[name]
                 dtype = info["dtype"]
                 self._storage[name] = _STORAGE.get(dtype, dtype)
-                if dtype not in _FLOAT_DTYPES:
+                if dtype == "F8_E4M3" and self._scale_name(name) in self._keys:
+                    arr = self._fp8(name, info, filename, where)
+                elif dtype not in _FLOAT_DTYPES:
                     _refuse_quantized(name, dtype, where)
-                arr = read_float32(self._headers[filename]["path"], info)
+                else:
+                    arr = read_float32(self._headers[filename]["path"], info)
             else:
                 state = self._load_pickle(filename)
                 if name not in state:
@@ -269,6 +280,30 @@ class FileWeights:
             raise ModelError(f"cannot read tensor {name!r} from {where}: "
                              f"{one_line(exc)}") from exc
         return check_finite(np.asarray(arr, dtype=np.float32), name, where)
+
+    @staticmethod
+    def _scale_name(name: str) -> str:
+        return name + "_scale_inv" if name.endswith(".weight") else name + ".weight_scale_inv"
+
+    def _fp8(self, name: str, info: dict, filename: str, where: str) -> np.ndarray:
+        """Block FP8: the E4M3 bytes times their 128×128 tile scales (:mod:`._fp8`)."""
+        from ._fp8 import dequantize
+        from ._safetensors import read_float32, read_uint8
+
+        sname = self._scale_name(name)
+        sfile = self.file_of(sname)
+        self._header(sfile)
+        sinfo = self._headers[sfile]["tensors"][sname]
+        if sinfo["dtype"] not in _FLOAT_DTYPES:
+            raise ModelError(f"FP8 scales {sname!r} in {self.label}/{sfile} are stored as "
+                             f"{sinfo['dtype']}; expected float32")
+        scale = check_finite(read_float32(self._headers[sfile]["path"], sinfo), sname, where)
+        try:
+            arr = dequantize(read_uint8(self._headers[filename]["path"], info), scale, name)
+        except ValueError as exc:
+            raise ModelError(f"{one_line(exc)} ({where})") from exc
+        self._storage[name] = FP8_STORAGE
+        return arr
 
     def storage_of(self, name: str) -> str:
         """Storage precision of tensor ``name`` as it was read (after :meth:`get`)."""

@@ -197,8 +197,9 @@ def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None):
     a = min(max(lo, 1e-6), float(x.min()) if x.size else lo) / 1.2
     b = max(hi, float(x.max()) if x.size else hi) * 1.2
     nb = max(15, min(60, x.size))
-    ax.hist(x, bins=np.geomspace(a, b, nb + 1), density=True, color="C0", alpha=0.6,
-            label=f"layer {layer}, head {head}")
+    if x.size:  # a head a delta left unchanged has no spectrum (NaN)
+        ax.hist(x, bins=np.geomspace(a, b, nb + 1), density=True, color="C0", alpha=0.6,
+                label=f"layer {layer}, head {head}")
     grid = np.geomspace(max(lo, 1e-9), hi, 400)
     ax.plot(grid, np.asarray(product.density(grid, c), dtype=float), color="k",
             label=rf"null limit MP$_c\boxtimes$MP$_c$, c={c:.3g}")

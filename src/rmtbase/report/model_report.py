@@ -103,7 +103,8 @@ def _spectrum_heads(ds: xr.Dataset, n: int) -> list[tuple[tuple[int, int], str]]
         flat = np.nan_to_num(r, nan=np.inf).ravel()
         order = np.argsort(flat, kind="stable")
         layers, heads = ds["layer"].values, ds["head"].values
-        pick = [np.unravel_index(k, r.shape) for k in order]
+        pick = [np.unravel_index(k, r.shape) for k in order
+                if np.isfinite(flat[k])]  # heads a delta left unchanged have no spectrum
         pairs = [(int(layers[i]), int(heads[j])) for i, j in pick]
         with np.errstate(divide="ignore", invalid="ignore"):
             closeness = np.where(np.isfinite(r.ravel()) & (r.ravel() > 0),

@@ -113,11 +113,13 @@ def anomaly_table(ds: xr.Dataset, n: int = 3) -> str:
 
 
 def _headline(ds: xr.Dataset) -> str:
+    n = int(ds["head_flag"].size)
+    same = int(ds["unchanged"].sum()) if "unchanged" in ds else 0  # a delta's untouched heads
+    of = f"{n - same} changed heads ({same} unchanged, not scored)" if same else f"{n} heads"
     return (f"{ds.attrs.get('model', '?')}  ({ds.attrs.get('architecture', '?')}; "
             f"d={ds.attrs.get('d', '?')}, d_h={ds.attrs.get('d_h', '?')}, "
             f"{ds.attrs.get('storage_dtype', 'float32')}): {int(ds['head_flag'].sum())} of "
-            f"{int(ds['head_flag'].size)} heads differ from the null (BH over heads, "
-            f"alpha={ds.attrs.get('alpha')})")
+            f"{of} differ from the null (BH over heads, alpha={ds.attrs.get('alpha')})")
 
 
 def _effect_text(kind: str, eff: float) -> str:
@@ -138,6 +140,7 @@ def profile_table(ds: xr.Dataset, top: int = 3) -> str:
         kind = str(ds["axis_effect"].sel(axis=a).values)
         if not np.isfinite(eff).any():
             order = np.argsort(-np.nan_to_num(val, nan=-np.inf), axis=None)[:top]
+            order = [k for k in order if np.isfinite(val.flat[k])]
             best = ", ".join(f"L{layers[i]}H{heads[j]} {val[i, j]:.3g}" for i, j in
                              (np.unravel_index(k, val.shape) for k in order))
             rows.append((str(a), kind, f"{np.nanmin(val):.3g} ... {np.nanmax(val):.3g}", "-",
@@ -148,6 +151,7 @@ def profile_table(ds: xr.Dataset, top: int = 3) -> str:
         flag = ds["profile_flag"].sel(axis=a).transpose("layer", "head").values
         centre = 1.0 if kind == "ratio" else 0.0
         order = np.argsort(-np.nan_to_num(np.abs(eff - centre), nan=-1.0), axis=None)[:top]
+        order = [k for k in order if np.isfinite(eff.flat[k])]  # unscored heads are not "top"
         best = ", ".join(
             f"L{layers[i]}H{heads[j]} {val[i, j]:.3g} ({_effect_text(kind, eff[i, j])}"
             f"{'*' if flag[i, j] else ''})"

@@ -23,18 +23,36 @@ Gaussians. When either checkpoint is not float32 the histogram statistics of ΔW
 (:data:`rmtbase.decision.family.HISTOGRAM`) are left out of the decision (``unreliable``).
 All layers' deltas are held at once (2·n_layers·n_heads·d_h·d float32 values).
 
-LoRA (PEFT adapter folder: ``adapter_config.json`` + ``adapter_model.safetensors``, tensors
-``…layers.{i}.self_attn.{q,k}_proj.lora_{A,B}.weight``): ΔW = s·B·A per target module with
-s = lora_alpha/r (``use_rslora``: lora_alpha/√r), Hu et al. 2021. The base model (``base``) is
-needed for the head layout and the relative changes; both q_proj and k_proj must be targeted.
+LoRA (PEFT adapter folder: ``adapter_config.json`` + ``adapter_model.safetensors``): read by
+:mod:`rmtbase.models.lora` in every layout the base's architecture has (BERT ``query``/``key``,
+GPT-2 ``c_attn`` with ``fan_in_fan_out``, fused ``query_key_value``/``qkv_proj``, LLaMA
+``q_proj``/``k_proj``): ΔW = s·B·A (s = lora_alpha/r; ``use_rslora``: lora_alpha/√r) added in
+the base tensor's own layout, then split into heads like any checkpoint, so ΔW_Q, ΔW_K are exact
+(float32, no storage lattice: the histogram statistics stay in the decision). The base model
+(``base``) is needed for the layout and the relative changes.
+
+An adapter that changes only one side (PEFT's default LLaMA targets are ``q_proj, v_proj``:
+W_K unchanged) is scored with the unchanged side read from the base: the head's factors are
+(ΔW_Q, W_Kᵇᵃˢᵉ), whose product is exactly the change ΔW_QK = ΔW_Qᵀ W_Kᵇᵃˢᵉ of the bilinear form;
+the unchanged side's own statistics (``k.*``; ``q.*`` for a k-only adapter) describe the base,
+not the adapter, and are left out of the decision. The null is the same construction as above
+(both factors i.i.d. Gaussian at their own rms), so the ``qk.*`` statistics of a one-sided
+adapter over a *trained* base also see the base's W_K (only over a random-init base is the
+null exact); per head likewise (a head whose ΔW_Q is zero in a layer where others change is
+scored as (W_Qᵇᵃˢᵉ, ΔW_K)). Heads the adapter (or a fine-tune) leaves bit-identical are not
+scored: NaN, out of every BH family, ``unchanged`` (:mod:`rmtbase.scoring.unchanged`).
+An adapter whose every lora_B is zero is refused ("this adapter changes nothing"); one that
+changes no query/key weight (only ``v_proj``, say) is refused too.
 A LoRA update has rank ≤ r by construction, so where r < d_h its spectral statistics differ
 from the dense Gaussian null whatever it learned; its entry-law statistics remain informative.
+
+Names. The output is labelled ``<tuned> vs <base>`` (``model`` attr, summary, report,
+``compare``), each by its folder or adapter name (a hub id as given), never an absolute path;
+``delta_of``/``delta_base`` hold those names.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,18 +60,11 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, ModelError
+from ..models.lora import is_lora
+from .description import model_label
+from .unchanged import take_out
 
 _SIZES = ("architecture", "d", "d_h", "n_layers", "n_heads", "n_kv_heads")
-_LORA = re.compile(r"layers\.(\d+)\.(?:self_attn|attention)\.(q_proj|k_proj)\.lora_([AB])"
-                   r"(?:\.default)?\.weight$")
-
-
-def is_lora(path) -> bool:
-    """True for a folder holding a PEFT adapter (``adapter_config.json``)."""
-    try:
-        return Path(path).is_dir() and (Path(path) / "adapter_config.json").is_file()
-    except (OSError, TypeError, ValueError):
-        return False
 
 
 def _frob2(a, b=None):
@@ -70,56 +81,13 @@ def _rel(delta2, base2):
         return np.sqrt(delta2) / np.sqrt(base2)
 
 
-def lora_deltas(adapter, info) -> dict[int, dict[str, np.ndarray]]:
-    """``{layer: {"q": ΔW (n_heads·d_h, d), "k": ΔW (n_kv·d_h, d)}}`` = s·B·A of a PEFT adapter
-    folder, checked against the base's ``info`` (one-line ModelError on any mismatch)."""
-    from ..models._safetensors import SafetensorsError, read_float32, read_header
-
-    folder = Path(adapter)
-    try:
-        cfg = json.loads((folder / "adapter_config.json").read_text())
-        r, alpha = cfg["r"], cfg.get("lora_alpha", cfg["r"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"cannot read the LoRA config {folder / 'adapter_config.json'}: "
-                         f"{exc!s}".splitlines()[0]) from exc
-    if isinstance(r, bool) or not isinstance(r, int) or r < 1 \
-            or isinstance(alpha, bool) or not isinstance(alpha, int | float):
-        raise ModelError(f"LoRA config of {folder}: r={r!r}, lora_alpha={alpha!r} are not a "
-                         "positive integer and a number")
-    scale = alpha / (np.sqrt(r) if cfg.get("use_rslora") else r)
-    path = folder / "adapter_model.safetensors"
-    try:
-        header = read_header(path)[0]
-        parts: dict[tuple[int, str], dict[str, np.ndarray]] = {}
-        for name, meta in header.items():
-            m = _LORA.search(name)
-            if m:
-                parts.setdefault((int(m.group(1)), m.group(2)), {})[m.group(3)] = \
-                    read_float32(path, meta)
-    except (SafetensorsError, OSError) as exc:
-        raise ModelError(f"cannot read LoRA weights {path}: {exc!s}".splitlines()[0]) from exc
-    rows = {"q_proj": info.n_heads * info.d_h, "k_proj": info.n_kv_heads * info.d_h}
-    out: dict[int, dict[str, np.ndarray]] = {}
-    for (layer, mod), ab in sorted(parts.items()):
-        if set(ab) != {"A", "B"}:
-            raise ModelError(f"LoRA adapter {folder} has lora_{''.join(ab)} but not both "
-                             f"lora_A and lora_B for layer {layer} {mod}")
-        a, b = ab["A"], ab["B"]
-        if a.shape != (r, info.d) or b.shape != (rows[mod], r):
-            raise ModelError(f"LoRA {mod} of layer {layer} in {folder} has A {a.shape}, "
-                             f"B {b.shape}; the base needs A ({r}, {info.d}), "
-                             f"B ({rows[mod]}, {r})")
-        if layer >= info.n_layers:
-            raise ModelError(f"LoRA adapter {folder} changes layer {layer}, but the base has "
-                             f"{info.n_layers} layers")
-        out.setdefault(layer, {})[mod[0]] = (scale * (b.astype(np.float64)
-                                                      @ a.astype(np.float64))).astype(np.float32)
-    targeted = {k for v in out.values() for k in v}
-    if targeted != {"q", "k"}:
-        raise ModelError(f"LoRA adapter {folder} changes {sorted(targeted) or 'no'} q/k "
-                         "projections; rmtbase scores an adapter that targets both q_proj "
-                         "and k_proj")
-    return out
+def _norms(norms: dict, ftq, ftk, bq, bk, dq, dk) -> None:
+    """Record the per-head relative changes of W_Q, W_K and W_QK (thin factorisation)."""
+    f = np.concatenate([ftq, -bq], axis=1)
+    g = np.concatenate([ftk, bk], axis=1)
+    norms.setdefault("q", []).append(_rel(_frob2(dq), _frob2(bq)))
+    norms.setdefault("k", []).append(_rel(_frob2(dk), _frob2(bk)))
+    norms.setdefault("qk", []).append(_rel(_frob2(f, g), _frob2(bq, bk)))
 
 
 def _delta_layers(ft_layers, base_layers, info, norms: dict):
@@ -131,29 +99,87 @@ def _delta_layers(ft_layers, base_layers, info, norms: dict):
             raise ModelError(f"layer {ft.layer}: fine-tuned W_Q/W_K {ft.wq.shape} differ in "
                              f"shape from the base's {base.wq.shape}")
         dq, dk = ft.wq - base.wq, ft.wk - base.wk
-        f = np.concatenate([ft.wq, -base.wq], axis=1)
-        g = np.concatenate([ft.wk, base.wk], axis=1)
-        norms.setdefault("q", []).append(_rel(_frob2(dq), _frob2(base.wq)))
-        norms.setdefault("k", []).append(_rel(_frob2(dk), _frob2(base.wk)))
-        norms.setdefault("qk", []).append(_rel(_frob2(f, g), _frob2(base.wq, base.wk)))
+        _norms(norms, ft.wq, ft.wk, base.wq, base.wk, dq, dk)
         norms.setdefault("storage", set()).update({ft.storage, base.storage,
                                                    ft.quantisation, base.quantisation})
         yield LayerHeads(layer=ft.layer, wq=dq, wk=dk)
 
 
-def _lora_layers(deltas, base_layers, info):
-    """(fine-tuned = base + ΔW, base) layer pairs of a LoRA adapter."""
-    from ..models import LayerHeads
+def _pair(delta, base, sides):
+    """The factor scored for one side of a layer: the change where the adapter changes this
+    side, per head; the base's factor where it does not (whole side, or one head's)."""
+    if not sides:
+        return base
+    zero = ~delta.reshape(delta.shape[0], -1).any(axis=1)
+    return np.where(zero[:, None, None], base, delta)
 
-    g = info.group_size
-    for base in base_layers:
-        d = deltas.get(base.layer, {})
-        dq = d.get("q", np.zeros((info.n_heads * info.d_h, info.d), np.float32))
-        dk = d.get("k", np.zeros((info.n_kv_heads * info.d_h, info.d), np.float32))
-        dq = dq.reshape(info.n_heads, info.d_h, info.d)
-        dk = np.repeat(dk.reshape(info.n_kv_heads, info.d_h, info.d), g, axis=0)
-        yield (LayerHeads(layer=base.layer, wq=base.wq + dq, wk=base.wk + dk,
-                          storage=base.storage, quantisation=base.quantisation), base)
+
+def _placeholders(layers):
+    """Layers with each bit-identical head (ΔW_Q = ΔW_K = 0) on a placeholder, and their
+    (layer, head) mask (:mod:`.unchanged`)."""
+    from .unchanged import placeholder
+
+    out, masks = [], []
+    for lh in layers:
+        zero = ~(lh.wq.reshape(lh.n_heads, -1).any(axis=1)
+                 | lh.wk.reshape(lh.n_heads, -1).any(axis=1))
+        masks.append(zero)
+        out.append(replace(lh, wq=placeholder(lh.wq, zero, seed=2 * lh.layer),
+                           wk=placeholder(lh.wk, zero, seed=2 * lh.layer + 1)))
+    return out, np.stack(masks)
+
+
+def lora_layers(adapter, base, *, base_revision=None, allow_pickle=False,
+                norms: dict | None = None):
+    """``(layers, sides, unchanged)`` of a LoRA ``adapter`` over ``base``: the LayerHeads to
+    score (a side the adapter leaves alone read from the base, module docstring), the sides it
+    changes (``{"q"}``, ``{"k"}`` or both) and the (layer, head) mask of heads it leaves
+    bit-identical (scored on a placeholder, then taken out: :mod:`.unchanged`). Per-head
+    relative changes go to ``norms``. ModelError when it changes no query/key weight."""
+    from ..models import LayerHeads, load_heads
+    from ..models.lora import lora_heads, read_lora
+    from .unchanged import placeholder
+
+    lora = read_lora(adapter)
+    norms = {} if norms is None else norms
+    deltas = list(lora_heads(lora, base, revision=base_revision, allow_pickle=allow_pickle))
+    sides = {s for dl in deltas for s, w in (("q", dl.wq), ("k", dl.wk)) if np.any(w)}
+    if not sides:
+        raise ModelError(f"LoRA adapter {lora.label} changes no query/key weights (it changes "
+                         f"{', '.join(sorted(lora.updates)[:3])}…); nothing to score")
+    bases = load_heads(base, revision=base_revision, allow_pickle=allow_pickle)
+    out, unchanged = [], []
+    for dl, bl in zip(deltas, bases, strict=True):
+        _norms(norms, bl.wq + dl.wq, bl.wk + dl.wk, bl.wq, bl.wk, dl.wq, dl.wk)
+        zero = ~(dl.wq.reshape(dl.n_heads, -1).any(axis=1)
+                 | dl.wk.reshape(dl.n_heads, -1).any(axis=1))
+        wq = placeholder(_pair(dl.wq, bl.wq, "q" in sides), zero, seed=2 * bl.layer)
+        wk = placeholder(_pair(dl.wk, bl.wk, "k" in sides), zero, seed=2 * bl.layer + 1)
+        unchanged.append(zero)
+        out.append(LayerHeads(layer=bl.layer, wq=wq, wk=wk))
+    return out, sides, np.stack(unchanged)
+
+
+def _name(model) -> str:
+    """A model's display name: a folder or adapter by its folder name, a hub id as given, a
+    loaded object by its ``_name_or_path`` (never an absolute path)."""
+    if isinstance(model, str | Path):
+        text = str(model)
+        if Path(text).exists():
+            return Path(text).resolve().name or text
+        return model_label(text)
+    cfg = getattr(model, "config", None)
+    return model_label(str(getattr(cfg, "_name_or_path", "") or type(model).__name__))
+
+
+def delta_label(finetuned, base) -> str:
+    """``"<tuned> vs <base>"`` by display names; where the two names are equal (``a/model``,
+    ``b/model``), the parent folder is added to each."""
+    a, b = _name(finetuned), _name(base)
+    if a == b and isinstance(finetuned, str | Path) and isinstance(base, str | Path):
+        pa, pb = Path(str(finetuned)).resolve(), Path(str(base)).resolve()
+        a, b = f"{pa.parent.name}/{pa.name}", f"{pb.parent.name}/{pb.name}"
+    return f"{a} vs {b}"
 
 
 def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
@@ -164,7 +190,9 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
     folder; ``base``: the model it was tuned from (required). Options as for
     :func:`rmtbase.scoring.score.score_model`. Returns that function's Dataset, computed on
     ΔW_Q, ΔW_K, plus ``delta_rel_q``, ``delta_rel_k``, ``delta_rel_qk`` (layer, head) and attrs
-    ``delta_of``, ``delta_base``, ``delta_kind`` (``"finetune"`` or ``"lora"``).
+    ``delta_of``, ``delta_base``, ``delta_kind`` (``"finetune"`` or ``"lora"``) and, for an
+    adapter, ``delta_sides`` (``"q"``, ``"k"`` or ``"q,k"``). ``model`` is
+    ``"<tuned> vs <base>"``.
     """
     from ..decision.family import HISTOGRAM
     from ..models import load_heads, model_info
@@ -175,41 +203,56 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
         raise InputError("scoring a fine-tune's change needs its base model (--base BASE)")
     binfo = model_info(base, revision=base_revision)
     lora = isinstance(finetuned, str | Path) and is_lora(finetuned)
+    label = delta_label(finetuned, base)
+    norms: dict = {}
+    unreliable: tuple = ()
     if lora:
         if revision is not None:
             raise InputError("revision= applies to hub ids, not to a LoRA adapter folder")
-        deltas = lora_deltas(finetuned, binfo)
-        pairs = list(_lora_layers(deltas, load_heads(base, revision=base_revision,
-                                                     allow_pickle=allow_pickle), binfo))
-        ft_layers, base_layers = (p[0] for p in pairs), (p[1] for p in pairs)
-        finfo = binfo
+        layers, sides, unchanged = lora_layers(finetuned, base, base_revision=base_revision,
+                                               allow_pickle=allow_pickle, norms=norms)
+        # the side read from the base describes the base, not the adapter
+        unreliable = tuple(f"{m}.{s}" for m in ("q", "k") if m not in sides
+                           for s in (*ELEMENT_STATS, "rms"))
+        info = replace(binfo, name=label)
     else:
         finfo = model_info(finetuned, revision=revision)
         diff = [f"{k} {getattr(finfo, k)} vs {getattr(binfo, k)}" for k in _SIZES
                 if getattr(finfo, k) != getattr(binfo, k)]
         if diff:
-            raise ModelError(f"{finfo.name} and its base {binfo.name} differ: {'; '.join(diff)}")
+            raise ModelError(f"{_name(finetuned)} and its base {_name(base)} differ: "
+                             f"{'; '.join(diff)}")
         ft_layers = load_heads(finetuned, revision=revision, allow_pickle=allow_pickle)
         base_layers = load_heads(base, revision=base_revision, allow_pickle=allow_pickle)
-    norms: dict = {}
-    info = replace(finfo, name=f"{finfo.name} - {binfo.name}")
-    # read every layer's delta first: the storages (which decide whether the histogram
-    # statistics can be trusted) are known only once the tensors are read
-    layers = list(_delta_layers(ft_layers, base_layers, info, norms))
-    lattice = norms["storage"] - {"float32", None}
-    unreliable = tuple(f"{m}.{s}" for m in ("q", "k") for s in ELEMENT_STATS
-                       if s in HISTOGRAM) if lattice else ()
+        info = replace(finfo, name=label)
+        # read every layer's delta first: the storages (which decide whether the histogram
+        # statistics can be trusted) are known only once the tensors are read
+        layers = list(_delta_layers(ft_layers, base_layers, info, norms))
+        layers, unchanged = _placeholders(layers)
+        lattice = norms["storage"] - {"float32", None}
+        unreliable = tuple(f"{m}.{s}" for m in ("q", "k") for s in ELEMENT_STATS
+                           if s in HISTOGRAM) if lattice else ()
+    options.setdefault("label", label)
     ds = score_heads(info, layers, **options, unreliable=unreliable)
+    ds = take_out(ds, unchanged, options.get("alpha", 0.05), info.group_size)
     for k in ("q", "k", "qk"):
         ds[f"delta_rel_{k}"] = (("layer", "head"), np.stack(norms[k]))
     ds["delta_rel_q"].attrs["definition"] = "||dW_Q||_F / ||W_Q base||_F per head"
     ds["delta_rel_k"].attrs["definition"] = "||dW_K||_F / ||W_K base||_F per head"
     ds["delta_rel_qk"].attrs["definition"] = ("||W_QK finetuned - W_QK base||_F / "
                                               "||W_QK base||_F per head (thin factorisation)")
-    ds.attrs.update(
-        delta_of=str(finetuned), delta_base=str(binfo.name),
-        delta_kind="lora" if lora else "finetune",
-        null=("the change dW_Q, dW_K of each head with i.i.d. N(0, sigma^2) entries at its own "
-              "rms (each scored like a head's W_Q, W_K; qk.* statistics are of dW_Q^T dW_K, "
-              "not of W_QK finetuned - W_QK base)"))
+    null = ("the change dW_Q, dW_K of each head with i.i.d. N(0, sigma^2) entries at its own "
+            "rms (each scored like a head's W_Q, W_K; qk.* statistics are of dW_Q^T dW_K, "
+            "not of W_QK finetuned - W_QK base)")
+    if lora and len(sides) == 1:
+        (side,) = sides
+        other = "k" if side == "q" else "q"
+        null = (f"the adapter changes W_{side.upper()} only: each head is scored as (dW_{side.upper()}, "
+                f"W_{other.upper()} of the base), both against i.i.d. N(0, sigma^2) factors at "
+                f"their own rms; qk.* statistics are of the change of W_QK itself; {other}.* "
+                "statistics describe the base and are left out of the decision")
+    ds.attrs.update(delta_of=_name(finetuned), delta_base=_name(base),
+                    delta_kind="lora" if lora else "finetune", null=null)
+    if lora:
+        ds.attrs["delta_sides"] = ",".join(sorted(sides))
     return ds

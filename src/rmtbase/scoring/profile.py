@@ -78,17 +78,18 @@ def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DR
     import jax
 
     from ..ensembles import named_key
-    from ..stats.precision import round_trip
+    from ..stats.precision import null_rows, round_trip
 
     key = named_key(jax.random.key(int(seed)), "profile")
     out: dict[str, list] = {a: [] for a in FACTOR_AXES}
     for i, start in enumerate(range(0, n, _CHUNK)):
         m = min(_CHUNK, n - start)
         kq, kk = jax.random.split(jax.random.fold_in(key, i))
-        wq = jax.random.normal(kq, (m, d_h, d), dtype=np.float32)
-        wk = jax.random.normal(kk, (m, d_h, d), dtype=np.float32)
+        rows = null_rows(storage, d_h)  # FP8: each head drawn inside a full 128-row tile
+        wq = jax.random.normal(kq, (m, rows, d), dtype=np.float32)
+        wk = jax.random.normal(kk, (m, rows, d), dtype=np.float32)
         if storage != "float32":
-            wq, wk = round_trip(wq, storage), round_trip(wk, storage)
+            wq, wk = round_trip(wq, storage)[:, :d_h], round_trip(wk, storage)[:, :d_h]
         for a, v in factor_profile(wq, wk).items():
             out[a].append(v)
     return {a: np.concatenate(v) for a, v in out.items()}

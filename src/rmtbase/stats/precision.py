@@ -11,7 +11,8 @@ checkpoint's storage, and :func:`lattice_cells` gives each stored value its roun
 Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (IEEE
 round-to-nearest-even, as ``torch.Tensor.to`` does) and the block formats ``"q4_0"``, ``"q4_1"``,
 ``"q8_0"``, ``"q5_0"``, ``"q5_1"`` and the K-quants ``"q2_k"`` … ``"q6_k"``
-(``QUANT_FORMATS``; K-quants in :mod:`rmtbase.stats.kquants`), which follow ggml's reference
+(``QUANT_FORMATS``; K-quants in :mod:`rmtbase.stats.kquants`; ``"fp8_e4m3"``, the
+128×128-tile E4M3 of official FP8 checkpoints, in :mod:`rmtbase.stats.fp8`), which follow ggml's reference
 quantisers (``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``, ``quantize_row_q8_0_ref`` …
 in ggml's ``ggml-quants.c``: block scale ``d`` and minimum ``m`` stored as float16) and their
 dequantisation:
@@ -51,8 +52,10 @@ import numpy as np
 from ..errors import InputError
 
 FLOAT_STORAGES = ("float32", "float16", "bfloat16")
+#: Block-scaled FP8 of official FP8 checkpoints (128×128 tiles, :mod:`rmtbase.stats.fp8`).
+FP8_FORMATS = ("fp8_e4m3",)
 QUANT_FORMATS = ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q2_k",
-                 "q3_k")
+                 "q3_k") + FP8_FORMATS
 STORAGES = FLOAT_STORAGES + QUANT_FORMATS
 #: Significant bits (with the implicit one) and the smallest spacing (the subnormal step;
 #: for bfloat16 2^-133 would be flushed to zero by XLA on CPU, so its cells stop at the float32
@@ -63,10 +66,25 @@ QBLOCK = 32
 
 def block_size(storage: str) -> int:
     """Entries per block along the last axis: 256 for the K-quants (super-blocks), 32 for the
-    other block formats, 1 for float storages."""
+    other block formats, 1 for float storages and for FP8 (whose 128×128 tiles may be
+    partial at the edges, so no length is required)."""
+    if storage in FP8_FORMATS:
+        return 1
     if storage in ("q2_k", "q3_k", "q4_k", "q5_k", "q6_k"):
         return 256
     return QBLOCK if storage in QUANT_FORMATS else 1
+
+
+def null_rows(storage: str, d_h: int) -> int:
+    """Rows a null draw of one head's (d_h, d) factor is made with, so that its round trip sees
+    the checkpoint's blocks: an FP8 tile has 128 rows, which hold 128/d_h heads of one
+    projection, so for d_h < 128 the head is drawn inside a full tile of i.i.d. rows
+    (⌈128/d_h⌉·d_h of them) and its own d_h rows are kept after the round trip (the tile scale
+    is the maximum over the whole tile, as in the checkpoint). d_h for every other storage,
+    whose blocks lie along one row."""
+    if storage in FP8_FORMATS and d_h < 128:
+        return -(-128 // d_h) * d_h
+    return d_h
 
 
 def check_storage(storage) -> str:
@@ -187,6 +205,10 @@ def round_trip(w, storage: str):
         return w if w.dtype == jnp.float32 else w.astype(jnp.float32).astype(w.dtype)
     if storage in FLOAT_STORAGES:
         return w.astype(jnp.dtype(storage)).astype(w.dtype)
+    if storage in FP8_FORMATS:
+        from .fp8 import fp8_round_trip
+
+        return fp8_round_trip(w)
     n, size = w.shape[-1], block_size(storage)
     if n % size:
         raise InputError(f"{storage} blocks need the last axis to be a multiple of {size}, "

@@ -1,0 +1,241 @@
+"""PEFT LoRA adapters as a weight reader beside the base checkpoint, for every layout.
+
+An adapter folder holds ``adapter_config.json`` and ``adapter_model.safetensors`` with, per
+target module ``M``, ``…M.lora_A.weight`` (r, in) and ``…M.lora_B.weight`` (out, r). PEFT's
+update of the module's weight (Hu et al. 2021; PEFT ``LoraLayer.get_delta_weight``) is
+
+    ΔW = s · B A  in the ``nn.Linear`` (out, in) layout, transposed when the config says
+    ``fan_in_fan_out`` (GPT-2's Conv1D ``c_attn`` stores (in, out)),
+
+with s = lora_alpha / r (``use_rslora``: lora_alpha / √r; per-module r and alpha from
+``rank_pattern`` / ``alpha_pattern``). ΔW is added to the base tensor *in the base
+checkpoint's own layout*, so the architecture's adapter (:mod:`rmtbase.models.registry`) then
+splits fused projections (``c_attn``, ``query_key_value``, ``qkv_proj``, ``Wqkv``), undoes
+Conv1D and GQA exactly as for any checkpoint: BERT/MiniLM ``query``/``key``, GPT-2
+``c_attn``, LLaMA ``q_proj``/``k_proj`` and every other layout rmtbase reads need no table
+here. :class:`LoraWeights` is that reader: ``merged=True`` gives base + ΔW (what PEFT's
+``merge_and_unload`` gives; checked in ``tests/test_lora_layouts.py``), ``merged=False`` gives
+ΔW alone (zeros for tensors the adapter leaves alone), from which the per-head ΔW_Q, ΔW_K come
+exactly (head extraction is linear in the weights). Module names are matched to base tensors
+by their longest common dotted suffix (``base_model.model.`` and an adapter name such as
+``.default`` dropped), so an adapter trained on ``BertForSequenceClassification``
+(``bert.encoder…``) reads against a ``BertModel`` folder (``encoder…``).
+
+Refused in one line: DoRA (``use_dora``: the update is not s·BA), an adapter whose every
+lora_B is zero ("this adapter changes nothing": saved before training), a module that matches
+no base tensor or one of another shape.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ModelError
+from ._errors import one_line
+
+CONFIG = "adapter_config.json"
+WEIGHTS = "adapter_model.safetensors"
+_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>[AB])(?:\.(?P<name>[^.]+))?\.weight$")
+
+
+def is_lora(path) -> bool:
+    """True for a folder holding a PEFT adapter (``adapter_config.json``)."""
+    try:
+        return Path(path).is_dir() and (Path(path) / CONFIG).is_file()
+    except (OSError, TypeError, ValueError):
+        return False
+
+
+@dataclass
+class LoraAdapter:
+    """A PEFT LoRA adapter read from its folder: per module path its s·BA (float64,
+    ``nn.Linear`` (out, in) layout) and whether the base stores it transposed."""
+
+    folder: Path
+    updates: dict[str, np.ndarray] = field(default_factory=dict)
+    fan_in_fan_out: bool = False
+    target_modules: object = None
+
+    @property
+    def label(self) -> str:
+        """The adapter's folder name (never an absolute path)."""
+        return self.folder.name or str(self.folder)
+
+
+def _pattern(patterns: dict, module: str, default):
+    """PEFT's ``get_pattern_key``: the value of the first pattern that matches the module's
+    dotted suffix."""
+    for key, value in (patterns or {}).items():
+        if re.match(rf"(.*\.)?({key})$", module):
+            return value
+    return default
+
+
+def _config(folder: Path) -> dict:
+    try:
+        cfg = json.loads((folder / CONFIG).read_text())
+        if not isinstance(cfg, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ModelError(f"cannot read the LoRA config {folder.name}/{CONFIG}: "
+                         f"{one_line(exc)}") from exc
+    kind = str(cfg.get("peft_type", "LORA")).upper()
+    if kind != "LORA":
+        raise ModelError(f"{folder.name} is a PEFT {kind} adapter; rmtbase reads LoRA adapters")
+    if cfg.get("use_dora"):
+        raise ModelError(f"{folder.name} is a DoRA adapter (use_dora), whose update is not "
+                         "(alpha/r)·B·A; rmtbase reads plain LoRA")
+    r, alpha = cfg.get("r"), cfg.get("lora_alpha", cfg.get("r"))
+    if isinstance(r, bool) or not isinstance(r, int) or r < 1 \
+            or isinstance(alpha, bool) or not isinstance(alpha, int | float):
+        raise ModelError(f"LoRA config of {folder.name}: r={r!r}, lora_alpha={alpha!r} are not "
+                         "a positive integer and a number")
+    return cfg
+
+
+def read_lora(adapter) -> LoraAdapter:
+    """Read the adapter folder ``adapter``: every module's s·BA (module docstring)."""
+    from ._safetensors import SafetensorsError, read_float32, read_header
+
+    folder = Path(adapter)
+    cfg = _config(folder)
+    path = folder / WEIGHTS
+    if not path.is_file():
+        raise ModelError(f"LoRA adapter {folder.name} has no {WEIGHTS}")
+    parts: dict[str, dict[str, np.ndarray]] = {}
+    try:
+        header = read_header(path)[0]
+        for name, meta in header.items():
+            m = _KEY.match(name)
+            if m:
+                module = m.group("module").removeprefix("base_model.model.")
+                parts.setdefault(module, {})[m.group("ab")] = read_float32(path, meta)
+    except (SafetensorsError, OSError, KeyError) as exc:
+        raise ModelError(f"cannot read LoRA weights {folder.name}/{WEIGHTS}: "
+                         f"{one_line(exc)}") from exc
+    out = LoraAdapter(folder, fan_in_fan_out=bool(cfg.get("fan_in_fan_out")),
+                      target_modules=cfg.get("target_modules"))
+    for module, ab in sorted(parts.items()):
+        if set(ab) != {"A", "B"}:
+            raise ModelError(f"LoRA adapter {folder.name} has lora_{''.join(ab)} but not both "
+                             f"lora_A and lora_B for {module}")
+        a, b = ab["A"].astype(np.float64), ab["B"].astype(np.float64)
+        r = _pattern(cfg.get("rank_pattern"), module, cfg["r"])
+        alpha = _pattern(cfg.get("alpha_pattern"), module, cfg.get("lora_alpha", cfg["r"]))
+        if a.ndim != 2 or b.ndim != 2 or a.shape[0] != b.shape[1]:
+            raise ModelError(f"LoRA {module} in {folder.name} has A {a.shape}, B {b.shape}: "
+                             "not (r, in) and (out, r)")
+        scale = alpha / (math.sqrt(r) if cfg.get("use_rslora") else r)
+        out.updates[module] = scale * (b @ a)
+    if not out.updates:
+        raise ModelError(f"LoRA adapter {folder.name} holds no lora_A/lora_B weights")
+    if not any(np.any(u) for u in out.updates.values()):
+        raise ModelError(f"this adapter changes nothing: every lora_B of {folder.name} is zero "
+                         "(saved before training?)")
+    return out
+
+
+def _match(module: str, keys: set[str]) -> str | None:
+    """The base tensor ``<…>.weight`` whose dotted path shares the longest suffix with
+    ``module`` (at least the module's last two components), or None."""
+    parts = module.split(".")
+    for start in range(len(parts) - 1):
+        tail = ".".join(parts[start:]) + ".weight"
+        hits = [k for k in keys if k == tail or k.endswith("." + tail)]
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            return None
+    return None
+
+
+def base_deltas(lora: LoraAdapter, weights) -> dict[str, np.ndarray]:
+    """``{base tensor name: ΔW in that tensor's layout}`` of ``lora`` against the base
+    reader ``weights`` (one-line ModelError for a module with no or a mismatched tensor)."""
+    keys = set(weights.keys())
+    out = {}
+    for module, upd in lora.updates.items():
+        name = _match(module, keys)
+        if name is None:
+            raise ModelError(f"LoRA module {module} of {lora.label} matches no weight of the "
+                             "base model (a different architecture?)")
+        delta = upd.T if lora.fan_in_fan_out else upd
+        shape = tuple(weights.get(name).shape)
+        if delta.shape != shape:
+            raise ModelError(f"LoRA {module} of {lora.label} makes a {delta.shape} update, but "
+                             f"the base's {name} is {shape}")
+        out[name] = delta
+    weights.take_storage()
+    return out
+
+
+class LoraWeights:
+    """A weight reader (``keys``/``get``/``storage_of``/``take_storage``/``close``) of base +
+    ΔW (``merged=True``) or of ΔW alone (``merged=False``: float32, zeros where the adapter
+    leaves a tensor alone)."""
+
+    def __init__(self, base, deltas: dict[str, np.ndarray], *, merged: bool, label: str):
+        self.base, self.deltas, self.merged, self.label = base, deltas, merged, label
+        self._storage: dict[str, str] = {}
+
+    def keys(self) -> set[str]:
+        return self.base.keys()
+
+    def get(self, name: str) -> np.ndarray:
+        w = self.base.get(name)
+        if self.merged:
+            self._storage[name] = self.base.storage_of(name)
+            if name in self.deltas:
+                w = (w.astype(np.float64) + self.deltas[name]).astype(np.float32)
+            return w
+        self._storage[name] = "float32"
+        if name in self.deltas:
+            return self.deltas[name].astype(np.float32)
+        return np.zeros_like(w, dtype=np.float32)
+
+    def storage_of(self, name: str) -> str:
+        return self._storage[name]
+
+    def take_storage(self) -> dict[str, str]:
+        self.base.take_storage()
+        out, self._storage = self._storage, {}
+        return out
+
+    def close(self) -> None:
+        self.base.close()
+
+
+def lora_weights(adapter, base, *, merged: bool, revision=None, allow_pickle=False):
+    """``(info, located, LoraWeights)`` of the LoRA ``adapter`` folder over the model ``base``
+    (as :func:`rmtbase.models.loading.open_model` returns for a checkpoint)."""
+    from .loading import open_model
+
+    lora = adapter if isinstance(adapter, LoraAdapter) else read_lora(adapter)
+    info, located, weights = open_model(base, revision, allow_pickle)
+    try:
+        deltas = base_deltas(lora, weights)
+    except BaseException:
+        weights.close()
+        raise
+    return info, located, LoraWeights(weights, deltas, merged=merged, label=lora.label)
+
+
+def lora_heads(adapter, base, *, merged: bool = False, revision=None, allow_pickle=False):
+    """Per-layer :class:`rmtbase.models.LayerHeads` of ΔW (``merged=False``) or of base + ΔW
+    (``merged=True``) for a LoRA ``adapter`` over ``base``; GQA keys expanded as
+    :func:`rmtbase.models.load_heads` does."""
+    from .loading import _iterate
+
+    info, located, weights = lora_weights(adapter, base, merged=merged, revision=revision,
+                                          allow_pickle=allow_pickle)
+    return _iterate(weights, located, info, False)
+
+
+__all__ = ["LoraAdapter", "LoraWeights", "base_deltas", "is_lora", "lora_heads",
+           "lora_weights", "read_lora"]
