@@ -11,9 +11,13 @@ is left as it was. Temporary folders of killed runs (whose process no longer exi
 removed by the next run into the same place.
 
 :func:`check_output_dir` validates the target before any expensive work: it may be absent,
-empty, or an earlier output of the same kind (recognised by its manifest); anything else —
-a file, a special file, a folder with other contents, an unwritable parent, a name too long
-for the temporary sibling — is refused with one line.
+empty, or an earlier output of the same kind (recognised by its manifest, the ownership
+marker) that holds only the files its manifest lists; anything else — a file, a special file,
+a folder rmtbase did not write, an earlier output with files added since, an unwritable
+parent, a name too long for the temporary sibling — is refused with one line. rmtbase never
+deletes a folder it did not write. The command line passes ``overwrite=False`` unless the user
+gives ``--overwrite``: an earlier output is then refused too, so results are never replaced
+silently (library calls keep replacing their own earlier output).
 """
 
 from __future__ import annotations
@@ -51,17 +55,44 @@ def _manifest_kind(path: Path) -> str | None:
         return None
 
 
-def check_output_dir(path, kind: str) -> Path:
-    """The output folder ``path`` resolved, or :class:`InputError` saying why it cannot be."""
+def _unlisted(path: Path) -> str | None:
+    """A file under ``path`` that its manifest does not list (the first found), else None."""
+    try:
+        listed = set(json.loads((path / MANIFEST).read_text()).get("files", {}))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return MANIFEST
+    for q in sorted(path.rglob("*")):
+        if q.is_dir() and not q.is_symlink():
+            continue
+        rel = q.relative_to(path).as_posix()
+        if rel != MANIFEST and rel not in listed:
+            return rel
+    return None
+
+
+def check_output_dir(path, kind: str, *, overwrite: bool = True) -> Path:
+    """The output folder ``path`` resolved, or :class:`InputError` saying why it cannot be.
+
+    ``overwrite=False`` (the command line without ``--overwrite``) refuses an earlier output of
+    the same kind as well; a folder not written by ``kind`` is refused either way."""
     p = Path(os.path.expanduser(os.fspath(path)))
     if p.is_symlink():
         p = p.resolve()
     p = p.absolute()
     if p.exists() and not p.is_dir():
         raise InputError(f"{p} exists and is not a folder; give a folder for the output")
-    if p.is_dir() and any(p.iterdir()) and _manifest_kind(p) != kind:
-        raise InputError(f"{p} is not empty and is not an earlier {kind} output; choose another "
-                         "folder or empty it")
+    if p.is_dir() and any(p.iterdir()):
+        if _manifest_kind(p) != kind:
+            raise InputError(f"{p} is not empty and is not an earlier {kind} output (no "
+                             f"manifest.json of {kind}); rmtbase never replaces a folder it did "
+                             "not write: choose another --out or empty it")
+        if not overwrite:
+            raise InputError(f"{p} holds an earlier {kind} output; pass --overwrite to replace "
+                             "it, or give another --out")
+        extra = _unlisted(p)
+        if extra is not None:
+            raise InputError(f"{p} holds {extra}, which {kind} did not write; the folder would "
+                             "be replaced whole: move that file away or choose another --out")
     if len(os.fsencode(_tmp_name(p.name, "old"))) > NAME_MAX:
         raise InputError(f"output folder name {p.name[:40]}… is too long ({len(p.name)} "
                          f"characters; at most {NAME_MAX - 30})")

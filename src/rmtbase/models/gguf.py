@@ -67,8 +67,8 @@ def _reader(path: Path):
     try:
         from gguf import GGUFReader
     except ImportError as exc:
-        raise ModelError("reading a .gguf file needs the gguf package: pip install gguf "
-                         "(or rmtbase[gguf])") from exc
+        raise ModelError("reading a .gguf file needs the gguf package: pip install -e '.[gguf]' "
+                         "in the rmtbase clone (or pip install gguf)") from exc
     try:
         return GGUFReader(str(path))
     except Exception as exc:
