@@ -88,7 +88,7 @@ def work(tmp_path_factory):
     return dict(root=root, cache=cache, g1=g1, g2=g2)
 
 
-SCORE = ["--stats", "spectral", "--no-figures", "--quiet"]
+SCORE = ["--stats", "spectral", "--no-figures", "--quiet", "--overwrite"]
 
 
 @pytest.mark.parametrize("sig", ["INT", "INT*"])
