@@ -170,6 +170,11 @@ class OutputFolder:
         atomic.write_text(self._path(rel), text)
 
     def write_netcdf(self, rel, ds) -> None:
+        """Write ``ds`` as ``rel`` with CF attributes added (:func:`rmtbase.files.cf.annotate`;
+        ``ds`` itself is not changed)."""
+        from .cf import annotate
+
+        ds = annotate(ds, kind=self.kind, name=Path(rel).name)
         with deferred():  # the stage below is inside the held block, as the write is
             fault_point("output:netcdf")
             atomic.write_netcdf(ds, self._path(rel))
