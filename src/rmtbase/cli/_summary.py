@@ -153,3 +153,71 @@ def any_flag(ds, cds=None) -> bool:
 def print_json(doc: dict) -> None:
     json.dump(doc, sys.stdout, indent=1, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def written_doc(command: str, out, written) -> dict:
+    """The common head of a command's JSON document: command, version, out, files."""
+    from .._version import __version__
+
+    return {"command": f"rmtbase {command}", "rmtbase_version": __version__, "out": str(out),
+            "files": sorted(str(k) for k in (written or {}))}
+
+
+def csv_rows(path) -> list[dict]:
+    """The rows of a CSV file as dicts with numbers parsed (NaN as null); [] without a file."""
+    import csv
+
+    if path is None or not Path(path).is_file():
+        return []
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            rows.append({k: _cell(v) for k, v in row.items()})
+    return rows
+
+
+def _cell(text):
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return {"True": True, "False": False}.get(text, text)
+    if not math.isfinite(v):
+        return None
+    return int(v) if v.is_integer() and "." not in str(text) and "e" not in str(text) else v
+
+
+def probe_document(ds, out, written) -> dict:
+    """``rmtbase probe --json``: the model and text, and per head its behaviours."""
+    doc = written_doc("probe", out, written)
+    keep = ("model", "n_tokens", "n_windows", "window", "attention", "text_name", "text_sha256")
+    doc.update({k: (_num(ds.attrs[k]) if not isinstance(ds.attrs[k], str) else ds.attrs[k])
+                for k in keep if k in ds.attrs})
+    names = [v for v in ds.data_vars if ds[v].dims == ("layer", "head")]
+    doc["heads"] = [{"layer": int(layer), "head": int(head),
+                     **{v: _num(ds[v].values[li, hi]) for v in names}}
+                    for li, layer in enumerate(ds["layer"].values)
+                    for hi, head in enumerate(ds["head"].values)]
+    return doc
+
+
+def study_document(name: str, result: dict, seconds: float) -> dict:
+    """``rmtbase study --json``: the files and summary a study returns."""
+    from .._version import __version__
+
+    def plain(v):
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
+        if isinstance(v, str | bool) or v is None:
+            return v
+        if isinstance(v, int | float):
+            return _num(v)
+        try:
+            return _num(float(v))
+        except (TypeError, ValueError):
+            return str(v)
+
+    return {"command": f"rmtbase study {name}", "rmtbase_version": __version__,
+            "seconds": round(seconds, 1), "figures": plain(result.get("figures", [])),
+            "data": plain(result.get("data", [])), "summary": plain(result.get("summary", {}))}
