@@ -41,6 +41,25 @@ def model_stem(model) -> str:
     return name[:80]
 
 
+def check_local(model) -> None:
+    """One-line :class:`~rmtbase.errors.InputError` when ``model`` can only be a local path
+    (a ``.gguf`` name, or a path starting with ``.``, ``/`` or ``~``) and nothing is there, so
+    that a typo reads "no such file" rather than a failed hub download."""
+    import os
+
+    from ..errors import InputError
+
+    if model is None:
+        return
+    text = str(model)
+    local = text.lower().endswith(".gguf") or text.startswith((".", "/", "~")) \
+        or os.sep + os.sep in text
+    if local and not os.path.exists(os.path.expanduser(text)):
+        what = "GGUF file" if text.lower().endswith(".gguf") else "model folder"
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        raise InputError(f"no such {what}: {shown}")
+
+
 def default_out(models, revisions=None, *, base=None, ov: bool = False) -> str:
     """``rmtbase-score/<name>`` for a score's arguments: the model stem (``-<revision>`` for one
     revision; ``<first>..<last>`` for several entries), ``<tuned>-vs-<base>`` for a delta and a

@@ -82,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     from ..probe import probe_model, read_text
     from ..probe.output import KIND, write_probe
 
+    from ._summary import check_local
+
+    check_local(args.model)
     if args.out is None:
         from pathlib import Path
 

@@ -177,8 +177,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--ov and --directions apply to one MODEL scored alone; they do not "
                          "combine with several models, --base, --components or --probe")
     from ..files.output import check_output_dir
-    from ._summary import default_out
+    from ._summary import check_local, default_out
 
+    for m in [*models, args.base]:
+        check_local(m)
     if args.out is None:
         args.out = default_out(models, revisions, base=args.base, ov=args.ov)
     check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)  # before any work

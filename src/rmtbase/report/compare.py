@@ -117,6 +117,9 @@ def flag_table(items):
                    d=int(ds.attrs["d"]), d_h=int(ds.attrs["d_h"]), layers=int(ds.sizes["layer"]),
                    heads_per_layer=int(ds.sizes["head"]),
                    storage=str(ds.attrs.get("storage_dtype", "")),
+                   # what the null was stored as: the GGUF block format where there is one
+                   null_storage=str(ds.attrs.get("null_storage")
+                                    or ds.attrs.get("storage_dtype", "")),
                    null=str(ds.attrs.get("null_kind", "")), heads=int(flag.size),
                    flagged=int(flag.sum()), fraction=float(flag.mean()))
         for g in GROUPS:
