@@ -81,7 +81,6 @@ def run(args: argparse.Namespace) -> int:
     from ..files.output import check_output_dir
     from ..probe import probe_model, read_text
     from ..probe.output import KIND, write_probe
-
     from ._summary import check_local
 
     check_local(args.model)
