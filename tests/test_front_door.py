@@ -100,3 +100,18 @@ def test_fail_on_flag_exits_1_on_minilm(tmp_path, capsys, score_cache):
     assert entry["decision"]["heads"] == 72 and entry["decision"]["flagged"] >= 60  # 71 of 72
     assert sum(h["flag"] for h in entry["heads"]) == entry["decision"]["flagged"]
     assert doc["any_flag"] is True
+
+
+def test_summary_of_a_table_of_several_cells(tmp_path, capsys, score_cache):
+    """``baseline --summary grid.nc --json`` of a sweep-shaped table summarises every cell
+    (it used to refuse without --d/--dh)."""
+    grid = tmp_path / "grid.nc"
+    assert main(["baseline", "--d", "32", "48", "--dh", "8", "--draws", "20", "--stats",
+                 "spectral", "--no-progress", "--out", str(grid)]) == 0
+    capsys.readouterr()
+    assert main(["baseline", "--summary", str(grid), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"32x8", "48x8"} and "npr" in doc["32x8"]
+    assert main(["baseline", "--summary", str(grid)]) == 0
+    text = capsys.readouterr().out
+    assert "d=32 d_h=8" in text and "d=48 d_h=8" in text
