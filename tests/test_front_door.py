@@ -115,3 +115,14 @@ def test_summary_of_a_table_of_several_cells(tmp_path, capsys, score_cache):
     assert main(["baseline", "--summary", str(grid)]) == 0
     text = capsys.readouterr().out
     assert "d=32 d_h=8" in text and "d=48 d_h=8" in text
+
+
+def test_json_of_qk_and_ov(tmp_path, capsys, random_gpt2, score_cache):
+    """``--ov --json``: one entry per circuit, labelled by it."""
+    code = main(["score", str(random_gpt2), *SPECTRAL, "--ov", "--json",
+                 "--out", str(tmp_path / "ov")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    doc = json.loads(captured.out)
+    assert [e["label"] for e in doc["entries"]] == ["qk", "ov"]
+    assert all(e["decision"]["heads"] == 8 for e in doc["entries"])
