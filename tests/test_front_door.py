@@ -126,3 +126,25 @@ def test_json_of_qk_and_ov(tmp_path, capsys, random_gpt2, score_cache):
     doc = json.loads(captured.out)
     assert [e["label"] for e in doc["entries"]] == ["qk", "ov"]
     assert all(e["decision"]["heads"] == 8 for e in doc["entries"])
+
+
+
+def test_study_json_and_no_silent_rerun(tmp_path, capsys, monkeypatch):
+    """``study --json``: one document with the files (the study itself replaced by a stub that
+    writes one file); the same study again into the same folder is refused without
+    --overwrite and replaces it with it."""
+    import rmtbase.studies as studies
+
+    def fake(out_dir, quick=False, seed=0):
+        (out_dir / "claims.csv").write_text("claim,holds\nx,yes\n")
+        return {"figures": [], "data": [str(out_dir / "claims.csv")], "summary": {"k0": 1.2054}}
+
+    monkeypatch.setattr(studies, "get", lambda name: type("M", (), {"run": staticmethod(fake)}))
+    argv = ["study", "weibull_anchor", "--out", str(tmp_path), "--json"]
+    assert main(argv) == 0, capsys.readouterr().err
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["command"] == "rmtbase study weibull_anchor" and doc["summary"] == {"k0": 1.2054}
+    assert doc["data"] == [str(tmp_path / "weibull_anchor" / "claims.csv")]
+    assert main(argv) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 0
