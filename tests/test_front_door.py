@@ -106,15 +106,15 @@ def test_summary_of_a_table_of_several_cells(tmp_path, capsys, score_cache):
     """``baseline --summary grid.nc --json`` of a sweep-shaped table summarises every cell
     (it used to refuse without --d/--dh)."""
     grid = tmp_path / "grid.nc"
-    assert main(["baseline", "--d", "32", "48", "--dh", "8", "--draws", "20", "--stats",
+    assert main(["baseline", "--d", "16", "24", "--dh", "4", "--draws", "10", "--stats",
                  "spectral", "--no-progress", "--out", str(grid)]) == 0
     capsys.readouterr()
     assert main(["baseline", "--summary", str(grid), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"32x8", "48x8"} and "npr" in doc["32x8"]
+    assert set(doc) == {"16x4", "24x4"} and "npr" in doc["16x4"]
     assert main(["baseline", "--summary", str(grid)]) == 0
     text = capsys.readouterr().out
-    assert "d=32 d_h=8" in text and "d=48 d_h=8" in text
+    assert "d=16 d_h=4" in text and "d=24 d_h=4" in text
 
 
 def test_json_of_qk_and_ov(tmp_path, capsys, random_gpt2, score_cache):
