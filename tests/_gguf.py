@@ -152,3 +152,115 @@ def encode_k(w, storage):
     blocks = w.reshape(w.shape[0], -1, 256)
     packed = pack_k(k_codes(jnp.asarray(blocks), storage), storage)
     return packed.reshape(w.shape[0], -1), storage.upper()
+
+
+# -- a Hugging Face model written as llama.cpp's convert_hf_to_gguf.py would ------------------
+
+#: GGUF architecture -> (transformers model_type, ggml rope: llama's permutation applies)
+PERMUTED = {"llama", "olmo"}
+NORM_SHIFT = {"gemma", "gemma2", "gemma3"}
+
+
+def _falcon_kv(cfg):
+    """The converter's n_head_kv: ``num_kv_heads`` (the hub's Falcon-7B config has none: 1;
+    Falcon-RW's HF config says n_head)."""
+    if cfg.new_decoder_architecture:
+        return cfg.num_kv_heads
+    return 1 if cfg.multi_query else cfg.num_attention_heads
+
+
+def _falcon_qkv(w, cfg):
+    """``FalconModel.modify_tensors``: groups (kv, {q_1..q_g, k, v}, d_h) → [q | k | v]
+    (multi-query's [q | k | v] and Falcon-RW's per-head (q, k, v) are the cases kv = 1, n)."""
+    n_head, n_kv = cfg.num_attention_heads, _falcon_kv(cfg)
+    d_h = cfg.hidden_size // n_head
+    qkv = w.reshape(n_kv, n_head // n_kv + 2, d_h, *w.shape[1:])
+    q = qkv[:, :-2].reshape(n_head * d_h, *w.shape[1:])
+    k = qkv[:, [-2]].reshape(n_kv * d_h, *w.shape[1:])
+    v = qkv[:, [-1]].reshape(n_kv * d_h, *w.shape[1:])
+    return np.concatenate([q, k, v])
+
+
+def write_hf(model, path, arch, qtype="F32"):
+    """Write a ``transformers`` causal LM ``model`` to GGUF ``path`` as llama.cpp's converter
+    does for GGUF architecture ``arch``: tensor names through ``gguf.get_tensor_name_map``,
+    q/k rows permuted for the llama family, Gemma norms + 1, GPT-2's Conv1D transposed,
+    Falcon's q/k/v regrouped to [q | k | v], StableLM's per-head norms stacked; 2-D tensors
+    whose rows are a multiple of the block quantised to ``qtype``, the rest F32."""
+    import gguf
+
+    cfg = model.config
+    arch_id = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[arch]
+    n_layers = cfg.num_hidden_layers
+    tmap = gguf.get_tensor_name_map(arch_id, n_layers)
+    n_head = cfg.num_attention_heads
+    n_kv = getattr(cfg, "num_key_value_heads", None) or n_head
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    if arch == "stablelm":  # _stack_qk_norm
+        for i in range(n_layers):
+            for which, n in (("q_layernorm", n_head), ("k_layernorm", n_kv)):
+                stem = f"model.layers.{i}.self_attn.{which}"
+                if f"{stem}.norms.0.weight" in sd:
+                    sd[f"{stem}.weight"] = np.stack([sd.pop(f"{stem}.norms.{h}.weight")
+                                                     for h in range(n)])
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny-{arch}")
+    w.add_block_count(n_layers)
+    width = getattr(cfg, "hidden_size", None) or cfg.n_embd
+    w.add_embedding_length(width)
+    w.add_context_length(64)
+    w.add_head_count(n_head)
+    d_h = getattr(cfg, "head_dim", None) or width // n_head
+    if arch == "falcon":
+        w.add_head_count_kv(_falcon_kv(cfg))
+    elif arch == "starcoder":  # StarCoderModel: always one k/v head
+        w.add_head_count_kv(1)
+    elif arch not in ("gpt2", "gptneox"):
+        w.add_head_count_kv(n_kv)
+    if getattr(cfg, "head_dim", None) is not None and arch not in ("stablelm",):
+        w.add_key_length(cfg.head_dim)
+        w.add_value_length(cfg.head_dim)
+    if arch in PERMUTED:
+        w.add_rope_dimension_count(d_h)
+    if arch in ("stablelm", "phi3", "gptneox", "phi2"):  # find_hparam(["partial_rotary_factor"])
+        rope = cfg.to_dict().get("rope_parameters") or {}
+        frac = getattr(cfg, "partial_rotary_factor", None) or rope.get("partial_rotary_factor")
+        w.add_rope_dimension_count(int((frac or 1.0) * d_h))
+    ff = getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or 4 * width
+    w.add_feed_forward_length(ff)
+    w.add_vocab_size(cfg.vocab_size)
+    for name, t in sd.items():
+        if name.endswith((".attn.bias", ".attn.masked_bias")) or "rotary_emb" in name:
+            continue
+        base, _, suffix = name.rpartition(".")
+        gname = tmap.get_name(base)
+        if gname is None:
+            continue
+        if arch in PERMUTED and base.endswith(("q_proj", "k_proj")):
+            n = n_head if base.endswith("q_proj") else n_kv
+            t = permute(t, n)
+        if arch in NORM_SHIFT and name.endswith("norm.weight"):
+            t = t + 1
+        if arch == "gpt2" and suffix == "weight" and base.endswith(("c_attn", "c_proj", "c_fc")):
+            t = t.T
+        if arch == "falcon" and base.endswith("query_key_value"):
+            t = _falcon_qkv(t, cfg)
+        if arch == "gptneox" and base.endswith("query_key_value"):  # GPTNeoXModel
+            d_h = width // n_head
+            t = t.reshape(n_head, 3, d_h, *t.shape[1:]).swapaxes(0, 1).reshape(t.shape)
+        t = np.ascontiguousarray(t, dtype=np.float32)
+        kind = gguf.GGMLQuantizationType[qtype]
+        block = gguf.GGML_QUANT_SIZES[kind][0]
+        if qtype != "F32" and t.ndim == 2 and t.shape[-1] % block == 0 and "norm" not in gname:
+            if qtype.endswith("_K"):  # gguf-py has no K-quant encoder: rmtbase's, packed
+                data, _ = encode_k(t, qtype.lower())
+            else:
+                data = gguf.quants.quantize(t, kind)
+            w.add_tensor(f"{gname}.{suffix}", data, raw_dtype=kind)
+        else:
+            w.add_tensor(f"{gname}.{suffix}", t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

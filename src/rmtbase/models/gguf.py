@@ -1,167 +1,121 @@
 """GGUF files read directly: a reader beside safetensors, mapped onto the Hugging Face layout.
 
-A ``.gguf`` file (llama.cpp's format, read with the ``gguf`` package's ``GGUFReader``) holds
-its architecture and sizes as metadata and its tensors under llama.cpp names. This module turns
-it into what the rest of :mod:`rmtbase.models` reads from a Hugging Face folder:
+A ``.gguf`` file (llama.cpp's format) holds its architecture and sizes as metadata and its
+tensors under llama.cpp names. This module turns it into what the rest of
+:mod:`rmtbase.models` reads from a Hugging Face folder:
 
-- a config dict (``model_type``, ``hidden_size`` = ``<arch>.embedding_length``,
-  ``num_attention_heads`` = ``<arch>.attention.head_count``, ``num_key_value_heads`` =
-  ``<arch>.attention.head_count_kv``, ``num_hidden_layers`` = ``<arch>.block_count``,
-  ``head_dim`` = ``<arch>.attention.key_length`` when given, ``partial_rotary_factor`` =
-  ``<arch>.rope.dimension_count`` / head_dim), so that the architecture's adapter reads it;
+- a config dict from the header alone (:func:`gguf_config`, parsed by
+  :mod:`~rmtbase.models.gguf_header` without touching a tensor: an architecture rmtbase cannot
+  score, or a q/k/v tensor of a type it cannot read, is refused in one line before any tensor
+  is read);
 - :class:`GGUFWeights`, a tensor reader with the interface of
-  :class:`~rmtbase.models.weights.FileWeights` under Hugging Face names
-  (``blk.{i}.attn_q.weight`` → ``model.layers.{i}.self_attn.q_proj.weight``, …), each tensor
-  dequantised on read by ``gguf.quants.dequantize`` to float32 in the ``nn.Linear`` (out, in)
-  layout (GGUF lists dimensions innermost first; numpy's order is the reverse).
-
-Rotary row order. For ``llama`` files, llama.cpp's ``convert_hf_to_gguf.py``
-(``LlamaModel.permute``) reorders the rows of q_proj (and k_proj, with the KV head count)
-within each head from the Hugging Face "rotate half" order to interleaved pairs:
-``w.reshape(n_head, 2, d_h/2, d).swapaxes(1, 2).reshape(w.shape)``. :func:`unpermute` inverts
-it, so per-head W_Q, W_K — and W_QK — equal the Hugging Face model's (``transformers``'
-GGUF loader undoes the same permutation). ``qwen2`` files are written without it.
+  :class:`~rmtbase.models.weights.FileWeights` under the Hugging Face names the
+  architecture's adapter reads, each tensor dequantised on read by ``gguf.quants.dequantize``
+  to float32 in the ``nn.Linear`` (out, in) layout (GGUF lists dimensions innermost first;
+  numpy's order is the reverse), with llama.cpp's conversions undone
+  (:mod:`~rmtbase.models.gguf_arch`: names from ``gguf``'s tensor-name map; the rotary row
+  permutation of the llama family; Gemma's +1 on norm gains; GPT-2's transpose; Falcon's and
+  GPT-NeoX's q/k/v reordering; StableLM's stacked per-head norms).
 
 Storage: each tensor's GGML type is recorded (``storage_of``): ``"float32"``, ``"float16"``,
 ``"bfloat16"`` for F32/F16/BF16 and the lower-case type name (``"q4_1"``, ``"q4_k"``, …) for a
-block quantisation (:data:`GGUF_TYPES`). Other types (IQ*, TQ*, MXFP4 …) are refused with one
-line naming the type.
+block quantisation (:data:`GGUF_TYPES`); each head's null goes through its tensors' storage.
+Other types (IQ*, TQ*, MXFP4 …) are refused with one line naming the type.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ModelError
 from ._errors import one_line
+from .gguf_arch import SPECS, hf_config, name_map, regroup_falcon, spec_of, unpermute
+from .gguf_header import GGUFHeader, is_gguf, read_header
 from .weights import check_finite
+
+__all__ = ["GGUF_TYPES", "SPECS", "GGUFWeights", "gguf_config", "is_gguf", "unpermute"]
 
 #: GGML tensor types read, and the storage name each is recorded as.
 GGUF_TYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "Q8_0": "q8_0",
               "Q4_0": "q4_0", "Q4_1": "q4_1", "Q5_0": "q5_0", "Q5_1": "q5_1", "Q2_K": "q2_k",
               "Q3_K": "q3_k", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}
-#: GGUF architectures read: (Hugging Face model_type, class, q/k rows permuted for rotary).
-ARCHITECTURES = {"llama": ("llama", "LlamaForCausalLM", True),
-                 "qwen2": ("qwen2", "Qwen2ForCausalLM", False)}
-#: llama.cpp tensor name (per block) -> Hugging Face name (LLaMA layout).
-_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-          "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
-          "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
-          "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
-_BLOCK = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|bias)$")
 
 
-def is_gguf(path: Path) -> bool:
-    """True when ``path`` is a file that starts with the GGUF magic bytes."""
+def _need_gguf():
     try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"GGUF"
-    except OSError:
-        return False
-
-
-def _reader(path: Path):
-    try:
-        from gguf import GGUFReader
+        import gguf
     except ImportError as exc:
         raise ModelError("reading a .gguf file needs the gguf package: pip install -e '.[gguf]' "
                          "in the rmtbase clone (or pip install gguf)") from exc
     try:
-        return GGUFReader(str(path))
+        return gguf.GGUFReader(str(path))
     except Exception as exc:
         raise ModelError(f"cannot read GGUF file {path}: {one_line(exc)}") from exc
 
 
-def _field(reader, key: str, path: Path, *, required: bool = True):
-    f = reader.fields.get(key)
-    if f is None:
-        if required:
-            raise ModelError(f"GGUF file {path} lacks metadata {key!r}")
-        return None
-    try:
-        return f.contents()
-    except Exception as exc:
-        raise ModelError(f"cannot read metadata {key!r} of {path}: {one_line(exc)}") from exc
+def _n_layers(cfg: dict) -> int:
+    return int(cfg[SPECS[cfg["gguf_architecture"]].names[3]])
 
 
-def gguf_config(path: Path, reader=None) -> dict:
-    """A Hugging Face style config dict from the metadata of GGUF file ``path``."""
-    reader = reader or _reader(path)
-    arch = _field(reader, "general.architecture", path)
-    if arch not in ARCHITECTURES:
-        raise ModelError(f"unsupported GGUF architecture {arch!r}; supported: "
-                         f"{', '.join(ARCHITECTURES)}")
-    model_type, cls, _ = ARCHITECTURES[arch]
-    cfg = {"model_type": model_type, "architectures": [cls], "gguf_architecture": arch}
-    for key, name in (("hidden_size", "embedding_length"),
-                      ("num_attention_heads", "attention.head_count"),
-                      ("num_hidden_layers", "block_count")):
-        cfg[key] = _field(reader, f"{arch}.{name}", path)
-    for key, name in (("num_key_value_heads", "attention.head_count_kv"),
-                      ("head_dim", "attention.key_length"),
-                      ("intermediate_size", "feed_forward_length")):
-        value = _field(reader, f"{arch}.{name}", path, required=False)
-        if value is not None:
-            cfg[key] = value
-    rot = _field(reader, f"{arch}.rope.dimension_count", path, required=False)
-    heads = cfg["num_attention_heads"]
-    d_h = cfg.get("head_dim") or (cfg["hidden_size"] // heads if isinstance(heads, int)
-                                  and heads > 0 else None)
-    if isinstance(rot, int) and d_h:
-        cfg["partial_rotary_factor"] = min(1.0, rot / d_h)
-    name = _field(reader, "general.name", path, required=False)
-    cfg["_name_or_path"] = str(name or path)
+def gguf_config(path: Path, header: GGUFHeader | None = None) -> dict:
+    """A Hugging Face style config dict of GGUF file ``path``, from its header alone.
+
+    ModelError (one line) for an architecture outside :data:`SPECS` or a mapped tensor of a
+    type outside :data:`GGUF_TYPES` — both before any tensor is read."""
+    gguf = _need_gguf()
+    header = header or read_header(path)
+    cfg = hf_config(header.metadata, path)
+    names = {t.name for t in header.tensors}
+    flag = SPECS[cfg["gguf_architecture"]].qk_norm_flag
+    if flag:  # StableLM's qk_layernorm, Cohere's use_qk_norm: present when the norms are
+        cfg[flag] = "blk.0.attn_q_norm.weight" in names
+    from .registry import ADAPTERS
+
+    mapped = set(name_map(cfg, ADAPTERS[cfg["model_type"]], _n_layers(cfg)).values())
+    for t in header.tensors:
+        if t.name not in mapped:
+            continue
+        try:
+            kind = gguf.GGMLQuantizationType(t.type_id).name
+        except ValueError:
+            kind = f"#{t.type_id}"
+        if kind not in GGUF_TYPES:
+            raise ModelError(f"tensor {t.name!r} in {path} is stored as GGML type {kind}, which "
+                             f"rmtbase does not read (it reads {', '.join(GGUF_TYPES)})")
     return cfg
 
 
-def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
-    """Undo llama.cpp's rotary row permutation of a q/k weight ``(n_head·d_h, …)`` or bias."""
-    d_h = w.shape[0] // n_head
-    if n_head < 1 or d_h * n_head != w.shape[0] or d_h % 2:
-        raise ModelError(f"cannot undo llama.cpp's q/k row permutation of a tensor with "
-                         f"{w.shape[0]} rows for {n_head} heads")
-    rest = w.shape[1:]
-    return w.reshape(n_head, d_h // 2, 2, *rest).swapaxes(1, 2).reshape(w.shape)
-
-
 class GGUFWeights:
-    """Tensors of a GGUF file under Hugging Face names, dequantised to float32 on read.
+    """Tensors of a GGUF file under Hugging Face names, dequantised to float32 on read, with
+    llama.cpp's conversions undone (:mod:`~rmtbase.models.gguf_arch`).
 
-    ``cfg`` is :func:`gguf_config`'s dict (head counts for the row permutation). Every mapped
-    tensor's type is checked up front (ModelError naming the first type not in
-    :data:`GGUF_TYPES`).
+    ``cfg`` is :func:`gguf_config`'s dict; ``reader`` an open ``gguf.GGUFReader`` (opened here
+    when None: only after the header has been checked).
     """
 
     def __init__(self, path: Path, cfg: dict, reader=None):
+        from .registry import ADAPTERS
+
         self.label = str(path)
         self.format = "gguf"
         self._reader = reader or _reader(path)
-        _, _, permuted = ARCHITECTURES[cfg["gguf_architecture"]]
-        heads = cfg["num_attention_heads"]
-        self._heads = {"attn_q": heads, "attn_k": cfg.get("num_key_value_heads", heads)} \
-            if permuted else {}
-        self._map: dict[str, object] = {}
-        self._part: dict[str, str] = {}
-        for t in self._reader.tensors:
-            m, part = _BLOCK.match(t.name), None
-            if m:
-                i, part, kind = m.groups()
-                if part not in _NAMES:
-                    continue
-                hf = f"model.layers.{int(i)}.{_NAMES[part]}.{kind}"
-                self._part[hf] = part
-            elif t.name == "token_embd.weight":
-                hf = "model.embed_tokens.weight"
-            else:
-                continue
-            if t.tensor_type.name not in GGUF_TYPES and part is not None:
-                raise ModelError(f"tensor {t.name!r} in {path} is stored as GGML type "
-                                 f"{t.tensor_type.name}, which rmtbase does not read (it reads "
-                                 f"{', '.join(GGUF_TYPES)})")
-            self._map[hf] = t
+        self._spec = spec_of(cfg["gguf_architecture"], path)
+        _, heads, kv, _ = self._spec.names
+        self._heads = int(cfg[heads])
+        self._kv = int(cfg[kv]) if kv else self._heads
+        by_name = {t.name: t for t in self._reader.tensors}
+        self._map: dict[str, tuple[object, int | None]] = {}
+        for hf, gg in name_map(cfg, ADAPTERS[cfg["model_type"]], _n_layers(cfg)).items():
+            if gg in by_name:
+                self._map[hf] = (by_name[gg], None)
+        if self._spec.per_head_norm:  # StableLM: one (d_h,) gain per head, stacked by llama.cpp
+            for hf in [k for k in self._map if k.endswith("layernorm.weight")]:
+                n = self._heads if "q_layernorm" in hf else self._kv
+                stem = hf.removesuffix(".weight")
+                for h in range(n):
+                    self._map[f"{stem}.norms.{h}.weight"] = (self._map[hf][0], h)
         self._storage: dict[str, str] = {}
 
     def keys(self) -> set[str]:
@@ -169,14 +123,14 @@ class GGUFWeights:
 
     def tensor_type(self, name: str) -> str:
         """The GGML type name (``"Q4_1"``, ``"F16"`` …) of tensor ``name``."""
-        return self._map[name].tensor_type.name
+        return self._map[name][0].tensor_type.name
 
     def get(self, name: str) -> np.ndarray:
         if name not in self._map:
             raise ModelError(f"tensor {name!r} not found in {self.label}")
         from gguf.quants import dequantize
 
-        t = self._map[name]
+        t, row = self._map[name]
         kind = t.tensor_type.name
         if kind not in GGUF_TYPES:
             raise ModelError(f"tensor {t.name!r} in {self.label} is stored as GGML type {kind}, "
@@ -187,11 +141,29 @@ class GGUFWeights:
         except Exception as exc:
             raise ModelError(f"cannot dequantise tensor {t.name!r} ({kind}) of {self.label}: "
                              f"{one_line(exc)}") from exc
-        part = self._part.get(name)
-        if part in self._heads:
-            arr = unpermute(arr, int(self._heads[part]))
+        arr = self._convert(t.name, arr, row)
         self._storage[name] = GGUF_TYPES[kind]
         return check_finite(np.ascontiguousarray(arr), t.name, self.label)
+
+    def _convert(self, gname: str, arr: np.ndarray, row: int | None) -> np.ndarray:
+        """Undo llama.cpp's conversion of tensor ``gname`` (see :mod:`.gguf_arch`)."""
+        spec = self._spec
+        part = gname.split(".")[2] if gname.startswith("blk.") and gname.count(".") >= 3 else ""
+        if spec.permute and part in ("attn_q", "attn_k"):
+            arr = unpermute(arr, self._heads if part == "attn_q" else self._kv)
+        if spec.norm_shift and part.endswith("norm"):
+            arr = arr - np.float32(spec.norm_shift)
+        if spec.qkv_regroup and part == "attn_qkv":
+            arr = regroup_falcon(arr, self._heads, self._kv)
+        if spec.conv1d and arr.ndim == 2 and part in ("attn_qkv", "attn_output", "ffn_up",
+                                                      "ffn_down"):
+            arr = arr.T
+        if row is not None:
+            if arr.ndim != 2 or row >= arr.shape[0]:
+                raise ModelError(f"norm tensor {gname!r} in {self.label} has shape "
+                                 f"{tuple(arr.shape)}, not one row per head")
+            arr = arr[row]
+        return arr
 
     def storage_of(self, name: str) -> str:
         """Storage of tensor ``name``: float32/float16/bfloat16 or a GGML block type name."""

@@ -116,16 +116,13 @@ def _resolve(model, revision: str | None) -> _Resolved:
             from .gguf import gguf_config, is_gguf
 
             if not is_gguf(path):
-                raise ModelError(f"{path} is a file but not a GGUF file; give the model's folder "
+                raise ModelError(f"{path} is not a GGUF file (not a regular file starting "
+                                 "with the GGUF magic bytes); give the model's folder "
                                  "(config.json + weights) or a .gguf file")
             if revision is not None:
                 raise InputError("revision= applies only to hub ids, not to a GGUF file")
-            from .gguf import _reader
-
-            reader = _reader(path)
-            cfg = gguf_config(path, reader)
-            return _Resolved(str(path), None, "gguf", cfg, _class_of(cfg), obj=reader,
-                             folder=path)
+            cfg = gguf_config(path)  # the header only: refusals come before any tensor
+            return _Resolved(str(path), None, "gguf", cfg, _class_of(cfg), folder=path)
         if isinstance(model, os.PathLike) or _looks_like_path(text) or not text:
             raise ModelError(f"no such model folder: {text!r}")
         cfg = _read_config(hub.fetch_config(text, revision))

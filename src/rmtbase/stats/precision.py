@@ -23,6 +23,12 @@ dequantisation:
 - Q8_0: ``d = max|x|/127``, ``q = round(x/d)`` (half away from zero), value ``q·fp16(d)``;
 - Q5_0, Q5_1: as Q4_0, Q4_1 with 32 levels (``d = x_amax/−16``, offset 16.5; ``(max − min)/31``).
 
+These legacy round trips equal ``gguf.quants`` (numpy, bit-exact with ggml's C reference) bit
+for bit, jitted: the scale divisions by 15, 31, 127 are correctly rounded (not XLA's multiply by
+the reciprocal) and products are rounded before the next addition (not contracted into FMAs);
+``tests/test_legacy_quants.py`` checks 131,072 Gaussian blocks at σ = 0.02 and 1 and 16,384
+blocks built on rounding ties per format: 0 differing blocks.
+
 Blocks run along the last axis (the input axis of a ``(d_h, d)`` factor or an nn.Linear
 ``(out, in)`` weight), which must then be a multiple of 32 (256 for K-quants: ``block_size``).
 Detection (:func:`detect_quantisation`) knows Q4_0, Q4_1 and Q8_0 only; a GGUF file names its
@@ -81,6 +87,42 @@ def _fp16(x):
     return x.astype(jnp.float16).astype(x.dtype)
 
 
+def _rounded(x):
+    """``x`` as stored, kept from fusing into the next addition or product.
+
+    XLA fuses elementwise code and LLVM may contract ``a·b + c`` into one FMA (one rounding
+    instead of numpy's two) and fold ``(a·c₁)·c₂`` into ``a·(c₁c₂)``; an optimisation barrier
+    does not survive fusion. A round trip through the integer bits that maps −0 to +0 is an
+    operation neither can see through, and changes no value the callers use.
+    """
+    if x.dtype != jnp.float32:
+        return jax.lax.optimization_barrier(x)
+    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+    bits = jnp.where(bits == jnp.int32(-(2**31)), jnp.int32(0), bits)
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _div_pow2_minus_1(a, n: int):
+    """``a / n`` correctly rounded, for ``n = 2^k − 1`` (15, 31, 127), as numpy computes it.
+
+    XLA may turn a division by a constant into a multiply by its reciprocal (and contract
+    products into FMAs), which moves a block scale by one float32 step now and then — and then
+    its float16 rounding at ties. Here the candidate ``c = a·(1/n)`` and its two float32
+    neighbours are ranked by the exact residual ``a − n·c = (a − 2^k·c) + c``: ``2^k·c`` is
+    exact, and both subtractions are exact by Sterbenz's lemma (their operands are within a
+    factor 2 of each other), FMA or not. The quotient is never a tie (a 25-bit midpoint times
+    n needs 28 bits), so the smallest residual is the correctly rounded quotient.
+    """
+    scale = float(n + 1)
+    c = _rounded(a * (1.0 / float(n)))  # else XLA folds 2^k·(a·(1/n)) into a·(2^k/n)
+    best, err = c, jnp.abs((a - scale * c) + c)
+    for cand in (jnp.nextafter(c, jnp.full_like(c, -jnp.inf)),
+                 jnp.nextafter(c, jnp.full_like(c, jnp.inf))):
+        e = jnp.abs((a - scale * cand) + cand)
+        best, err = jnp.where(e < err, cand, best), jnp.minimum(e, err)
+    return best
+
+
 def _symmetric(b, half: int):
     """ggml's Q4_0 (half = 8) and Q5_0 (half = 16): d = x_max / −half for x_max the entry of
     largest |x|, q = min(2·half − 1, ⌊x/d + half + ½⌋), value (q − half)·fp16(d)."""
@@ -88,7 +130,7 @@ def _symmetric(b, half: int):
     xmax = jnp.take_along_axis(b, amax_i, axis=-1)
     d = xmax / -float(half)
     inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
-    q = jnp.minimum(2.0 * half - 1.0, jnp.floor(b * inv + (half + 0.5)))
+    q = jnp.minimum(2.0 * half - 1.0, jnp.floor(_rounded(b * inv) + (half + 0.5)))
     return (q - float(half)) * _fp16(d)
 
 
@@ -97,9 +139,9 @@ def _affine(b, top: int):
     q = min(top, ⌊(x − min)/d + ½⌋), value q·fp16(d) + fp16(min)."""
     lo = jnp.min(b, axis=-1, keepdims=True)
     hi = jnp.max(b, axis=-1, keepdims=True)
-    d = (hi - lo) / float(top)
+    d = _div_pow2_minus_1(hi - lo, top)
     inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
-    q = jnp.minimum(float(top), jnp.floor((b - lo) * inv + 0.5))
+    q = jnp.minimum(float(top), jnp.floor(_rounded((b - lo) * inv) + 0.5))
     return q * _fp16(d) + _fp16(lo)
 
 
@@ -121,10 +163,11 @@ def _q5_1(b):
 
 def _q8_0(b):
     amax = jnp.max(jnp.abs(b), axis=-1, keepdims=True)
-    d = amax / 127.0
+    d = _div_pow2_minus_1(amax, 127)
     inv = jnp.where(d != 0, 1.0 / jnp.where(d != 0, d, 1.0), 0.0)
-    x = b * inv
-    q = jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5)  # C roundf: half away from zero
+    a = jnp.abs(_rounded(b * inv))
+    whole = jnp.floor(a)  # roundf, half away from zero, as gguf's np_roundf: exact, no +0.5
+    q = jnp.sign(b) * (whole + jnp.floor(2.0 * (a - whole)))
     return q * _fp16(d)
 
 
