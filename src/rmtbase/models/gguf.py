@@ -49,6 +49,11 @@ def _need_gguf():
     except ImportError as exc:
         raise ModelError("reading a .gguf file needs the gguf package: pip install -e '.[gguf]' "
                          "in the rmtbase clone (or pip install gguf)") from exc
+    return gguf
+
+
+def _reader(path: Path):
+    gguf = _need_gguf()
     try:
         return gguf.GGUFReader(str(path))
     except Exception as exc:
