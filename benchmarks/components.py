@@ -26,7 +26,7 @@ histogram read from the bits of |w|; in-graph tiles of 2^18 entries from 2^21,
     8B null (q/o, k/v, FFN shapes, 400 draws each): 20 min once (1 thread)
 
 The same command on a slower 2-core machine (2026-11-23 08:05 UTC, AMD EPYC 2.0 GHz, AVX2,
-512 KB L2; see the README's Performance section)::
+512 KB L2; see docs/performance.md)::
 
     384x384          float32       1   0.0314       213      390       13 s
     1536x384         float32       1   0.0487        83      392       19 s

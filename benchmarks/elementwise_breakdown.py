@@ -16,7 +16,7 @@ per draw, best of three, float32, compilation excluded, OPENBLAS_NUM_THREADS=1:
 
 Beside each stage, the floor's charge for it (the measured normal-variate and float32 matmul
 rates, as in ``benchmarks/run.py``; the passes are charged nothing there). This is the profile
-behind the README's "What bounds the fractions of the floor".
+behind docs/performance.md's "What bounds the fractions of the floor".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python benchmarks/gpu.py [--quick] [--skip-scoring] [--out FILE.md]
 
-Prints the device, JAX and jaxlib versions, then a Markdown table to paste into the README:
+Prints the device, JAX and jaxlib versions, then a Markdown table to paste into docs/performance.md:
 
 1. **Spectral null by eigen route** at (768, 64), (4096, 128), (8192, 128): draws/s through
    :func:`rmtbase.baseline.null.null_draws` (``stats="spectral"``, what ``rmtbase baseline

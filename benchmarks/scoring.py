@@ -12,8 +12,8 @@
   at 2.1 GB (22 s and 1.5 GB spectral) on the 2-core machine; with it, 177 s at 2.4 GB
   (2026-11-22) until the two-pass element statistics, L2-sized in-graph tiles and
   positioned safetensors reads: 105 s at 1.25 GB on that machine, 259 s at 1.35 GB on a
-  slower one where the 2026-11-22 code took 458 s (2026-11-23; the README's Performance
-  section has the A/B table).
+  slower one where the 2026-11-22 code took 458 s (2026-11-23; docs/performance.md
+  has the A/B table).
 - ``llama70b`` (not run by default): a LLaMA-3-70B-shaped folder (d = 8192, 80 layers, 64
   query heads of 128 on 8 key heads, bf16, 27 shards of 3 layers, q_proj/k_proj only: 11.5 GB,
   built in a temporary folder or ``--keep70 DIR``) scored with ``--stats spectral`` over all

@@ -4,7 +4,7 @@ One netCDF file per (d, d_h) cell of the seed models, named by
 :func:`rmtbase.baseline.cache.table_filename` (every key the numbers depend on), lowrank ensemble,
 float32, seed 0, stored as float32 or (``--storage bfloat16``) passed through the checkpoint's
 rounding (:mod:`rmtbase.stats.precision`). Each run adds or replaces index entries for the cells it made and records the
-wall time of each, so the choices in the README's table section can be checked:
+wall time of each, so the choices in docs/null-and-storage.md can be checked:
 
     python sims/make_shipped_tables.py --stats spectral --draws 4000
     python sims/make_shipped_tables.py --stats all --draws 2000 --cells 384x32

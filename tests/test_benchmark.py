@@ -1,4 +1,4 @@
-"""Smoke test of the README's benchmark command (one shape, quick): it runs and prints its rows."""
+"""Smoke test of the benchmark command of docs/performance.md (one shape, quick): it runs and prints its rows."""
 
 import os
 import subprocess

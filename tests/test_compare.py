@@ -63,8 +63,14 @@ def test_compare_writes_the_four_profiles_and_the_flag_table(scored, capsys):
     wide = prof[(prof["model"] == "wide") & (prof["stat"] == "npr")]
     np.testing.assert_allclose(wide["depth"], [0, 0.5, 1])
     np.testing.assert_allclose(wide["mean"], other["value"].sel(stat="qk.npr").mean("head"))
-    # the same main() again replaces its own earlier output
-    assert main(["compare", str(root / "traj"), "--out", str(out)]) == 0
+    # the same main() again: refused without --overwrite, then replaces its own earlier output
+    assert main(["compare", str(root / "traj"), "--out", str(out)]) == 2
+    capsys.readouterr()
+    assert main(["compare", str(root / "traj"), "--out", str(out), "--overwrite",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["command"] == "rmtbase compare" and len(doc["models"]) == 3  # traj: 3 entries
+    assert "flags.csv" in doc["files"] and "fraction" in doc["models"][0]
 
 
 def test_profiles_are_self_normalised_and_bands_follow_each_models_null(scored):

@@ -88,7 +88,7 @@ def work(tmp_path_factory):
     return dict(root=root, cache=cache, g1=g1, g2=g2)
 
 
-SCORE = ["--stats", "spectral", "--no-figures", "--quiet"]
+SCORE = ["--stats", "spectral", "--no-figures", "--quiet", "--overwrite"]
 
 
 @pytest.mark.parametrize("sig", ["INT", "INT*"])
@@ -112,7 +112,7 @@ def test_score_interrupted_at_each_write_stage(work, stage, sig):
 @pytest.mark.parametrize("sig", ["INT", "INT*"])
 @pytest.mark.parametrize("stage", ["output:created", "output:swap"])
 def test_compare_interrupted_at_each_write_stage(work, stage, sig):
-    interrupted_run(["compare", work["root"] / "score", "--no-figures",
+    interrupted_run(["compare", work["root"] / "score", "--no-figures", "--overwrite",
                      "--out", work["root"] / "cmp"], f"{stage}:{sig}", work["cache"],
                     work["root"] / "cmp")
 

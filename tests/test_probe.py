@@ -217,9 +217,16 @@ def test_cli_writes_folder(tmp_path, llama_dir, text_file, capsys):
     df = pd.read_csv(out / "probe.csv")
     assert len(df) == 8 and list(df.columns) == ["layer", "head", *BEHAVIOURS]
     assert "prev_token" in capsys.readouterr().out
-    # a second run replaces the folder; a foreign folder is refused before any work
+    # a second run is refused without --overwrite, then replaces the folder (--json: one
+    # document on stdout); a foreign folder is refused before any work
     assert main(["probe", str(llama_dir), "--text", str(text_file), "--window", str(WINDOW),
-                 "--out", str(out), "--quiet", "--no-figures"]) == 0
+                 "--out", str(out), "--quiet", "--no-figures"]) == 2
+    capsys.readouterr()
+    assert main(["probe", str(llama_dir), "--text", str(text_file), "--window", str(WINDOW),
+                 "--out", str(out), "--quiet", "--no-figures", "--overwrite", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "tiny-llama" and len(doc["heads"]) == 8
+    assert set(BEHAVIOURS) <= set(doc["heads"][0]) and "probe.nc" in doc["files"]
     assert not (out / "probe.png").exists()
     assert main(["probe", "--out", str(text_file.parent)]) == 2
 

@@ -311,8 +311,11 @@ def test_write_report_files_manifest_and_roundtrip(tmp_path):
     back = xr.open_dataset(out / "scores.nc")
     try:
         assert back["flag"].dtype == bool and back["head_flag"].dtype == bool
-        xr.testing.assert_identical(back[["z", "flag", "value", "head_p_value"]].load(),
-                                    ds[["z", "flag", "value", "head_p_value"]])
+        xr.testing.assert_equal(back[["z", "flag", "value", "head_p_value"]].load(),
+                                ds[["z", "flag", "value", "head_p_value"]])
+        for v in ("z", "flag", "value", "head_p_value"):  # CF attributes added on top
+            assert back[v].attrs.items() >= ds[v].attrs.items() - {("units", None)}
+        assert back.attrs["Conventions"] == "CF-1.10"
     finally:
         back.close()
     df = pd.read_csv(out / "scores.csv")

@@ -12,7 +12,7 @@ backend, whatever the number of workers or ``blocks_per_task`` (blocks run under
 gains of a draw in one task (they are one chain and one set of normal variates); the table equals
 :func:`rmtbase.baseline.network_tables.network_table`'s bit for bit.
 
-Dask is optional (``pip install 'rmtbase[distributed]'``): importing this module does not import
+Dask is optional (``pip install -e '.[distributed]'`` in a clone): importing this module does not import
 it; :func:`sweep` raises :class:`MissingDependency` with an install hint when it is absent.
 """
 
@@ -34,12 +34,16 @@ class MissingDependency(RmtbaseError, ImportError):
     """An optional dependency (dask.distributed) is not installed."""
 
 
-def _distributed():
+#: What to install for the optional extras, as it works in a clone of the repository (rmtbase
+#: is not on the public package index).
+INSTALL_DISTRIBUTED = "pip install -e '.[distributed]' in the rmtbase clone (or pip install 'dask[distributed]')"
+
+
+def _distributed(what: str = "rmtbase sweep"):
     try:
         import distributed
     except ImportError as exc:
-        raise MissingDependency("rmtbase sweep needs dask.distributed: "
-                                "pip install 'rmtbase[distributed]'") from exc
+        raise MissingDependency(f"{what} needs dask.distributed: {INSTALL_DISTRIBUTED}") from exc
     return distributed
 
 

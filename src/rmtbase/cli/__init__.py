@@ -14,7 +14,7 @@ by SIGPIPE does.
 
 The ``rmtbase`` executable (:func:`console_main`) also keeps JAX's compiled programs in
 ``<user cache>/jax`` (JAX's persistent compilation cache), so a repeated command skips its
-compilation (README, Performance: cold against warm ``rmtbase score``). It does this
+compilation (docs/performance.md: cold against warm ``rmtbase score``). It does this
 through JAX's own environment variables before JAX is imported, and leaves them alone when
 ``JAX_COMPILATION_CACHE_DIR`` is already set; ``RMTBASE_NO_JIT_CACHE=1`` turns it off.
 :func:`main` itself (what tests and other programs call) changes no process state.

@@ -93,9 +93,22 @@ def _single(values, flag):
 
 
 def print_summary(ds, d=None, d_h=None, as_json=False, source="") -> None:
-    """Summary of one cell of ``ds``: JSON, or an aligned text table."""
+    """Summary of one cell of ``ds``: JSON, or an aligned text table. A table of several
+    (d, d_h) cells (a sweep) with no cell named is summarised cell by cell: JSON keyed
+    ``"<d>x<d_h>"``, or one text block per cell."""
     from ..baseline.tables import QUANTILES, summary
 
+    if d is None and d_h is None and "d" in ds.dims and "d_h" in ds.dims \
+            and ds.sizes["d"] * ds.sizes["d_h"] > 1:
+        cells = [(int(a), int(b)) for a in ds["d"].values for b in ds["d_h"].values if b <= a]
+        if as_json:
+            emit({f"{a}x{b}": summary(ds, a, b) for a, b in cells}, True)
+            return
+        for i, (a, b) in enumerate(cells):
+            if i:
+                print()
+            print_summary(ds, a, b, False, source)
+        return
     s = summary(ds, d, d_h)
     if as_json:
         emit(s, True)

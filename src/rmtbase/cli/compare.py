@@ -6,6 +6,7 @@ contributes each of them). Thin wrapper of :func:`rmtbase.report.compare.write_c
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -23,15 +24,32 @@ def add_parser(sub):
     p.add_argument("--out", default="./rmtbase-compare",
                    help="output folder (default ./rmtbase-compare)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier rmtbase compare output in --out (without it an "
+                        "existing output is refused)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (per-model flag fractions, files written) on "
+                        "stdout instead of the summary")
     return p
 
 
 def run(args) -> int:
-    from ..report.compare import write_compare
+    from ..files.output import check_output_dir
+    from ..report.compare import KIND, write_compare
 
+    check_output_dir(args.out, KIND, overwrite=args.overwrite)
     t0 = time.perf_counter()
     written = write_compare(args.scores, args.out, figures=not args.no_figures)
-    print(written["summary.txt"].read_text(encoding="utf-8").split("\n\n", 1)[0])
-    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
+    if args.json:
+        from ._summary import csv_rows, print_json, written_doc
+
+        doc = written_doc("compare", args.out, written)
+        doc["models"] = csv_rows(written.get("flags.csv"))
+        print_json(doc)
+    else:
+        print(written["summary.txt"].read_text(encoding="utf-8").split("\n\n", 1)[0])
+    report = (f"; open {os.path.join(args.out, 'report.html')}"
+              if "report.html" in written else "")
+    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s{report}",
           file=sys.stderr)
     return 0

@@ -37,7 +37,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--window", type=positive_int, default=None,
                    help="tokens per window, special tokens included (default "
                         "min(256, max_position_embeddings))")
-    p.add_argument("--out", default="./rmtbase-probe", help="output folder (default ./rmtbase-probe)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default rmtbase-probe/<model name>)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier rmtbase probe output in --out (without it an "
+                        "existing output is refused)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (the model, the text, each head's "
+                        "behaviours, files written) on stdout instead of the table")
     p.add_argument("--no-figures", action="store_true", help="skip probe.png")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
@@ -74,14 +81,29 @@ def run(args: argparse.Namespace) -> int:
     from ..files.output import check_output_dir
     from ..probe import probe_model, read_text
     from ..probe.output import KIND, write_probe
+    from ._summary import check_local
 
-    check_output_dir(args.out, KIND)
+    check_local(args.model)
+    if args.out is None:
+        from pathlib import Path
+
+        from ._summary import model_stem
+
+        args.out = str(Path("rmtbase-probe") / model_stem(args.model))
+    check_output_dir(args.out, KIND, overwrite=args.overwrite)
     text = read_text(args.text)  # checked before the model loads
     model, name = resolve_model(args.model)
     t0 = time.perf_counter()
     ds = probe_model(model, text=text, window=args.window, name=name, progress=not args.quiet)
     written = write_probe(ds, args.out, figures=not args.no_figures)
     a = ds.attrs
+    if args.json:
+        from ._summary import print_json, probe_document
+
+        print_json(probe_document(ds, args.out, written))
+        print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+        return 0
     print(f"{a['model']}: {a['n_tokens']} tokens in {a['n_windows']} windows of {a['window']} "
           f"({a['attention']}), {ds.sizes['layer']} layers x {ds.sizes['head']} heads")
     print("\n".join(top_lines(ds)))

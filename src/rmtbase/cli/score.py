@@ -39,9 +39,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
             "whole weight matrix per layer against i.i.d. Gaussian matrices of its shape and "
             "storage (one decision per matrix). Writes scores.nc, heads.csv, "
             "scores.csv, summary.txt, figures and manifest.json (and components.nc, "
-            "components.csv) to --out, all or nothing: an "
-            "earlier rmtbase output there is replaced whole, any other non-empty folder is "
-            "refused."
+            "components.csv) to --out (default rmtbase-score/<model name>), all or nothing: an "
+            "earlier rmtbase score output there is replaced only with --overwrite, and a "
+            "folder rmtbase did not write never is. --json prints one JSON document (the "
+            "decision, each head's p, flag and profile, the null, the files) on stdout; "
+            "--fail-on-flag exits 1 when any head is flagged."
         ),
     )
     p.add_argument("model", nargs="*", default=None,
@@ -49,7 +51,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "all-MiniLM-L6-v2); "
                         "several, or a glob such as 'ckpts/step*', score into one Dataset "
                         "with a leading checkpoint/model dimension")
-    p.add_argument("--out", default="./rmtbase-score", help="output folder (default ./rmtbase-score)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default rmtbase-score/<model name>, e.g. "
+                        "rmtbase-score/all-MiniLM-L6-v2)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier rmtbase score output in --out (without it an "
+                        "existing output is refused; a folder rmtbase did not write is never "
+                        "replaced)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout (decision, heads with p, flag and "
+                        "profile, null, storage, files written) instead of the tables")
+    p.add_argument("--fail-on-flag", action="store_true",
+                   help="exit with status 1 when any head (or --components matrix) is flagged, "
+                        "for CI gates (the output is written first)")
     p.add_argument("--stats", choices=("spectral", "elementwise", "all"), default="all",
                    help="which statistics to score (default all)")
     p.add_argument("--null", choices=NULLS, default=GaussianNull.name,
@@ -163,8 +177,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--ov and --directions apply to one MODEL scored alone; they do not "
                          "combine with several models, --base, --components or --probe")
     from ..files.output import check_output_dir
+    from ._summary import check_local, default_out
 
-    check_output_dir(args.out, "rmtbase score")  # before any expensive work
+    for m in [*models, args.base]:
+        check_local(m)
+    if args.out is None:
+        args.out = default_out(models, revisions, base=args.base, ov=args.ov)
+    check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)  # before any work
+    show = _Show(args.json)
     if components is not None:  # every entry's architecture has them: before any work
         from ..models import default_model_path
         from ..models.components import check_components
@@ -203,21 +223,22 @@ def run(args: argparse.Namespace) -> int:
                                              **_component_options(args, components))
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
                                components=cds)
-        print("\n".join(entry_lines(ds)))
+        show("\n".join(entry_lines(ds)))
         if cds is not None:
             from ..report.component_report import component_entry_lines
 
-            print()
-            print("\n".join(component_entry_lines(cds)))
+            show("")
+            show("\n".join(component_entry_lines(cds)))
     elif args.base is not None:
         from ..scoring.delta import score_delta
 
+        cds = None
         options.pop("null")
         allow = options.pop("allow_pickle")
         ds = score_delta(models[0], args.base, revision=revisions[0] if revisions else None,
                          allow_pickle=allow, progress=not args.quiet, **options)
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
-        print(anomaly_table(ds, args.top))
+        show(anomaly_table(ds, args.top))
     else:
         from ..scoring.score import score_model
 
@@ -247,19 +268,38 @@ def run(args: argparse.Namespace) -> int:
             from ..scoring.collection import entries
 
             for lab, e in entries(ds):
-                print(f"== {lab}\n{anomaly_table(e, args.top)}")
+                show(f"== {lab}\n{anomaly_table(e, args.top)}")
         else:
-            print(anomaly_table(ds, args.top))
+            show(anomaly_table(ds, args.top))
         if ds.attrs.get("resolution_note"):
             print(f"rmtbase: {ds.attrs['resolution_note']}", file=sys.stderr)
         if cds is not None:
             from ..report.component_report import component_table
 
-            print()
-            print(component_table(cds))
-    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
+            show("")
+            show(component_table(cds))
+    report = (f"; open {os.path.join(args.out, 'report.html')}"
+              if any(str(k).endswith("report.html") for k in written) else "")
+    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s{report}",
           file=sys.stderr)
+    from ._summary import EXIT_FLAGGED, any_flag, print_json, score_document
+
+    if args.json:
+        print_json(score_document(ds, args.out, written, cds))
+    if args.fail_on_flag and any_flag(ds, cds):
+        return EXIT_FLAGGED
     return 0
+
+
+class _Show:
+    """Prints the terminal tables on stdout, or nothing with --json (stdout is the JSON)."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+
+    def __call__(self, text: str) -> None:
+        if not self.quiet:
+            print(text)
 
 
 def _directions(ds, model, revision, args) -> dict:

@@ -21,7 +21,12 @@ def add_parser(sub):
                    help="UTF-8 text for studies that probe attention (head_function)")
     p.add_argument("--out", default="out/studies",
                    help="output folder (default out/studies); the study writes OUT/NAME all or "
-                        "nothing, replacing an earlier output of the same study")
+                        "nothing; an earlier output of the same study is replaced only with "
+                        "--overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier output of the same study in OUT/NAME")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (figures, data files, summary) on stdout")
     return p
 
 
@@ -40,8 +45,14 @@ def run(args) -> int:
         raise InputError(f"--seed must be >= 0, got {args.seed}")
     options = {k: getattr(args, k) for k in ("model", "text") if getattr(args, k) is not None}
     t0 = time.perf_counter()
-    result = run_study(args.name, args.out, quick=args.quick, seed=args.seed, **options)
+    result = run_study(args.name, args.out, quick=args.quick, seed=args.seed,
+                       overwrite=args.overwrite, **options)
     dt = time.perf_counter() - t0
+    if args.json:
+        from ._summary import print_json, study_document
+
+        print_json(study_document(args.name, result, dt))
+        return 0
     for path in result.get("figures", []) + result.get("data", []):
         print(path)
     for k, v in result.get("summary", {}).items():

@@ -214,8 +214,8 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
         heads["head_q_value"] = np.full(shape, np.nan)
         heads["head_flag"] = np.zeros(shape, dtype=bool)
     ds = _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable)
-    ds.attrs["resolution_note"] = resolution_note([n_draws[n] for n in family],
-                                                  int(np.prod(shape)), alpha)
+    ds.attrs["resolution_note"] = resolution_note({n: n_draws[n] for n in family},
+                                                  int(np.prod(shape)), alpha, str(null_kind))
     return ds
 
 
@@ -268,22 +268,35 @@ def _tests(values, names, rms_q, rms_k, null, spectral_null):
     return out, models, n_draws
 
 
-def resolution_note(n_draws, n_heads: int, alpha: float) -> str:
+def resolution_note(n_draws, n_heads: int, alpha: float, null_kind: str = "") -> str:
     """'' or one sentence: the smallest p the draws can give exceeds what one head needs
-    (alpha / n_heads) to be flagged (module docstring, "Resolution")."""
+    (alpha / n_heads) to be flagged (module docstring, "Resolution"). ``n_draws``: the draws
+    per statistic, a sequence or {statistic: draws}; given names, the option to raise is the
+    one that sets the limiting statistic's draws (``--element-draws`` for W_QK element
+    statistics under the permutation null, else ``--draws``)."""
     if not n_draws:
         return ""
-    n = int(min(n_draws))
+    named = dict(n_draws) if isinstance(n_draws, dict) else {}
+    n = int(min(named.values() if named else n_draws))
     if n // 8 >= MIN_TAIL:
         return ""
     floor = min(1.0, 2.0 / (n + 1))
     need = alpha / max(1, n_heads)
     if floor <= need:
         return ""
+    option = "--draws"
+    if null_kind == "permutation" and named:
+        from ..stats import SPECTRAL_STATS
+
+        spectral = {f"qk.{s}" for s in SPECTRAL_STATS} | set(SPECTRAL_STATS)
+        limiting = [k for k, v in named.items() if int(v) == n]
+        if any(k.startswith("qk.") and k not in spectral for k in limiting):
+            option = "--element-draws"
     return (f"with {n} null draws per statistic no p-value goes below {floor:.3g} (a GPD tail "
             f"needs >= {8 * MIN_TAIL} draws), while one head alone needs p <= alpha/heads = "
             f"{need:.2g} to be flagged: the decision is limited by the draws (use more, e.g. "
-            f"--draws {int(np.ceil(2 / need))}); rank heads by head_effect")
+            f"{option} {int(np.ceil(2 / need))}); read the profile's effects, in each axis's "
+            "own units, for how the heads differ")
 
 
 def _stat_bh(out, names, family, shape, group_size, alpha):

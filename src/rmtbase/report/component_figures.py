@@ -105,7 +105,8 @@ def plot_k_heatmap(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k", colorbar
     ax.set_yticks(np.arange(len(comps)), labels=comps)
     ax.set_xlabel("layer (block)")
     ax.set_title(f"{title_label(ds)}\nWeibull k of |w| ({_trim_label(stat)}); white = "
-                 f"k₀ = {k0:.4f}; framed: differs from the null (BH)", fontsize=9)
+                 f"k₀ = {k0:.4f}; framed: its {stat.replace('_', ' ')} differs from the null "
+                 "(per-statistic BH)", fontsize=9)
     return ax
 
 
@@ -151,7 +152,8 @@ def plot_terminal_k(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k"):
         ax.scatter(i + jitter[plain], y[plain], s=14, c="C0", alpha=0.8, zorder=3,
                    label=once("layers", plain.any()))
         ax.scatter(i + jitter[odd], y[odd], s=16, c="C3", marker="D", zorder=3,
-                   label=once("layers whose k differs from the null (BH)", odd.any()))
+                   label=once("layers whose k differs from the null (per-statistic BH)",
+                              odd.any()))
         if ok.any():
             ax.plot([i - 0.3, i + 0.3], [np.median(y[ok])] * 2, color="k", lw=2, zorder=4,
                     label=once("median over layers", True))
@@ -208,7 +210,13 @@ def plot_k_trajectory(ds: xr.Dataset, component: str, ax=None, *, stat: str = "w
     if flag.any():
         xi = np.broadcast_to(x[:, None], v.shape)
         ax.scatter(xi[flag], v[flag], s=14, c="C3", marker="D", zorder=3,
-                   label="layer differs from the null (BH)")
+                   label=f"this layer's {stat.replace('_', ' ')} differs (per-statistic BH)")
+    if "component_flag" in sub:  # the matrix's own decision (what the summary counts)
+        decided = present & sub["component_flag"].values.astype(bool)
+        if decided.any():
+            xi = np.broadcast_to(x[:, None], v.shape)
+            ax.scatter(xi[decided], v[decided], s=46, facecolors="none", edgecolors="C1",
+                       lw=1.2, zorder=3, label="matrix differs from the null (its decision)")
     ax.plot(x, med(v), "o-", color="k", lw=2, ms=4, zorder=4, label="median over layers")
     if "step" in ds.coords:
         from matplotlib.ticker import MaxNLocator

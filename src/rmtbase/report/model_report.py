@@ -50,8 +50,17 @@ HTML_FIGURES = {
 GROUP_FILES = {"spectrum": "effect_spectrum", "product law": "effect_product_law",
                "entry law": "effect_entry_law"}
 
-def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save) -> None:
+def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save_figure) -> None:
     from matplotlib.figure import Figure
+
+    label = fig_mod.title_label(ds)
+
+    def save(fig, path):
+        """Every figure names its model (a file opened on its own says what it shows)."""
+        own = fig._suptitle.get_text() if getattr(fig, "_suptitle", None) else ""
+        if label and label not in own:
+            fig.suptitle(f"{label}: {own}" if own else label, fontsize=9)
+        save_figure(fig, path)
 
     if "profile_effect" in ds:
         from .profile_figures import profile_figure

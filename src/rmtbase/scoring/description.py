@@ -25,9 +25,11 @@ def default_label() -> str:
 
 def model_label(name: str) -> str:
     """A model's name as readers see it (attrs, summaries, titles): a hub id as given, a local
-    folder (or an absolute ``_name_or_path``) by its folder name only, so no output carries a
-    local absolute path."""
+    folder (or an absolute ``_name_or_path``) by its folder name only and a ``.gguf`` file by
+    its stem (as ``rmtbase probe`` names it), so no output carries a local path."""
     text = str(name)
+    if os.path.isfile(text) and text.lower().endswith(".gguf"):  # a file by its stem, as probe
+        return os.path.basename(text)[:-5] or text
     if os.path.isabs(text) or os.path.isdir(text):
         return os.path.basename(os.path.normpath(text)) or text
     return text

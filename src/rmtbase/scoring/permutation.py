@@ -27,7 +27,7 @@ call, so blocks of heads run in ``threads`` Python threads at once (XLA releases
 1.7× on 2 cores; default :func:`rmtbase.scoring.qk_elements.scoring_threads`, ``$RMTBASE_THREADS``).
 Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling thread only,
 never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU thread pool
-(README, Performance). Results do not depend on the thread count.
+(docs/performance.md). Results do not depend on the thread count.
 """
 
 from __future__ import annotations

@@ -316,7 +316,7 @@ class _Dask(_Here):
     def __enter__(self):
         from ..baseline.sweep import _client, _distributed
 
-        self.dist = _distributed()
+        self.dist = _distributed("--workers/--scheduler (Dask tasks)")
         self._ctx = _client(*self.where)
         self.client = self._ctx.__enter__()
         return self.run

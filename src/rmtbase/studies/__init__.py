@@ -41,7 +41,7 @@ def get(name: str):
     return importlib.import_module(f"{__name__}.{name}")
 
 
-def check_out(name: str, out_dir) -> Path:
+def check_out(name: str, out_dir, *, overwrite: bool = True) -> Path:
     """The folder ``out_dir/name`` a study writes, checked before any work (one-line
     :class:`InputError`): ``out_dir`` is a folder or absent, and ``out_dir/name`` is absent,
     empty or an earlier output of the same study
@@ -52,7 +52,7 @@ def check_out(name: str, out_dir) -> Path:
     parent = Path(out_dir).expanduser()
     if parent.exists() and not parent.is_dir():
         raise InputError(f"{parent} exists and is not a folder; give a folder for --out")
-    return check_output_dir(parent / name, f"rmtbase study {name}")
+    return check_output_dir(parent / name, f"rmtbase study {name}", overwrite=overwrite)
 
 
 def check_options(name: str, options: dict) -> None:
@@ -66,18 +66,20 @@ def check_options(name: str, options: dict) -> None:
         raise InputError(f"study {name} takes no --{bad[0]}")
 
 
-def run(name: str, out_dir, *, quick: bool = False, seed: int = 0, **options) -> dict:
+def run(name: str, out_dir, *, quick: bool = False, seed: int = 0, overwrite: bool = True,
+        **options) -> dict:
     """Run study ``name`` into ``out_dir/name`` and return its result dict (paths in it point
     into ``out_dir/name``). All or nothing: the study writes into a temporary sibling folder,
     which replaces ``out_dir/name`` (with a ``manifest.json``) only when the study has
     finished (:class:`rmtbase.files.output.OutputFolder`); an error or interrupt leaves the
     earlier folder as it was. ``options``: keyword arguments the study's ``run`` takes beside
-    ``quick`` and ``seed`` (:func:`check_options`; e.g. ``model`` for ``head_function``)."""
+    ``quick`` and ``seed`` (:func:`check_options`; e.g. ``model`` for ``head_function``).
+    ``overwrite=False`` (the command line without ``--overwrite``) refuses an earlier output."""
     from ..files.output import OutputFolder
 
     module = get(name)
     check_options(name, options)
-    final = check_out(name, out_dir)
+    final = check_out(name, out_dir, overwrite=overwrite)
     with OutputFolder(final, kind=f"rmtbase study {name}") as folder:
         result = module.run(folder.tmp, quick=quick, seed=seed, **options)
         for p in sorted(folder.tmp.rglob("*")):

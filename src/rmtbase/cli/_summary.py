@@ -1,0 +1,242 @@
+"""What the front door needs around a command's result: the default output folder of
+``rmtbase score`` (``rmtbase-score/<model stem>``), the ``--json`` document of ``score`` and the
+``--fail-on-flag`` exit status.
+
+The JSON document is one object on stdout (progress and notes go to stderr):
+
+- ``command``, ``rmtbase_version``, ``out`` (the output folder), ``files`` (written, relative);
+- ``entries``: one per scored model, checkpoint or circuit, each with ``label``, ``model``,
+  ``null``, ``storage`` (``null_storage``, ``quantisation``), ``decision`` (``heads``,
+  ``flagged``, ``alpha``) and ``heads``: one object per head in the order of evidence (head p)
+  with ``layer``, ``head``, ``p``, ``q``, ``flag``, ``top_stat``, ``n_spikes`` and ``profile``
+  (per axis: ``value``, ``effect``, ``p``, ``flag``);
+- ``components`` (with ``--components``): per entry the matrices scored and flagged;
+- ``any_flag``: true when any head (or matrix) is flagged, what ``--fail-on-flag`` tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+#: Exit status of ``--fail-on-flag`` when any head or matrix is flagged.
+EXIT_FLAGGED = 1
+DEFAULT_ROOT = "rmtbase-score"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+@-]+")
+
+
+def model_stem(model) -> str:
+    """A model's short name for a folder: the file stem of a ``.gguf``, the last part of a
+    folder path or hub id, ``all-MiniLM-L6-v2`` for the embedded default."""
+    if model is None:
+        return "all-MiniLM-L6-v2"
+    text = str(model).rstrip("/\\")
+    name = Path(text).name or text
+    if name.lower().endswith(".gguf"):
+        name = name[:-5]
+    name = _UNSAFE.sub("_", name).strip("._") or "model"
+    return name[:80]
+
+
+def check_local(model) -> None:
+    """One-line :class:`~rmtbase.errors.InputError` when ``model`` can only be a local path
+    (a ``.gguf`` name, or a path starting with ``.``, ``/`` or ``~``) and nothing is there, so
+    that a typo reads "no such file" rather than a failed hub download."""
+    import os
+
+    from ..errors import InputError
+
+    if model is None:
+        return
+    text = str(model)
+    local = text.lower().endswith(".gguf") or text.startswith((".", "/", "~")) \
+        or os.sep + os.sep in text
+    if local and not os.path.exists(os.path.expanduser(text)):
+        what = "GGUF file" if text.lower().endswith(".gguf") else "model folder"
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        raise InputError(f"no such {what}: {shown}")
+
+
+def default_out(models, revisions=None, *, base=None, ov: bool = False) -> str:
+    """``rmtbase-score/<name>`` for a score's arguments: the model stem (``-<revision>`` for one
+    revision; ``<first>..<last>`` for several entries), ``<tuned>-vs-<base>`` for a delta and a
+    ``-ov`` suffix for ``--ov``."""
+    names = [model_stem(m) for m in (models or [None])]
+    revs = list(revisions or [])
+    if len(names) == 1 and len(revs) == 1:
+        name = f"{names[0]}-{_UNSAFE.sub('_', revs[0])}"
+    elif len(names) == 1 and len(revs) > 1:
+        name = f"{names[0]}-{_UNSAFE.sub('_', revs[0])}..{_UNSAFE.sub('_', revs[-1])}"
+    elif len(names) > 1:
+        name = "+".join(names) if len(names) <= 3 else f"{names[0]}..{names[-1]}"
+    else:
+        name = names[0]
+    if base is not None:
+        name = f"{name}-vs-{model_stem(base)}"
+    if ov:
+        name += "-ov"
+    return str(Path(DEFAULT_ROOT) / name[:200])
+
+
+def _num(x):
+    """A JSON number (NaN and infinities as null)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(v):
+        return None
+    return int(v) if isinstance(x, int) else v
+
+
+def _heads(e) -> list[dict]:
+    import numpy as np
+
+    present = e["head_present"].values if "head_present" in e else None
+    rows = []
+    for li, layer in enumerate(e["layer"].values):
+        for hi, head in enumerate(e["head"].values):
+            if present is not None and not bool(present[li, hi]):
+                continue
+            row = {"layer": int(layer), "head": int(head),
+                   "p": _num(e["head_p_value"].values[li, hi]),
+                   "q": _num(e["head_q_value"].values[li, hi]) if "head_q_value" in e else None,
+                   "flag": bool(e["head_flag"].values[li, hi])}
+            if "head_top_stat" in e:
+                row["top_stat"] = str(e["head_top_stat"].values[li, hi])
+            if "n_spikes" in e:
+                row["n_spikes"] = _num(int(e["n_spikes"].values[li, hi]))
+            if "profile_effect" in e:
+                prof = {}
+                for ai, axis in enumerate(e["axis"].values):
+                    item = {"value": _num(e["profile_value"].values[li, hi, ai]),
+                            "effect": _num(e["profile_effect"].values[li, hi, ai])}
+                    if "profile_p" in e:
+                        item["p"] = _num(e["profile_p"].values[li, hi, ai])
+                    if "profile_flag" in e:
+                        item["flag"] = bool(e["profile_flag"].values[li, hi, ai])
+                    prof[str(axis)] = item
+                row["profile"] = prof
+            rows.append(row)
+    order = np.argsort([r["p"] if r["p"] is not None else 2.0 for r in rows], kind="stable")
+    return [rows[i] for i in order]
+
+
+def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
+    """The ``--json`` document of ``rmtbase score`` (module docstring)."""
+    from .._version import __version__
+    from ..scoring.collection import entries
+
+    docs = []
+    for label, e in entries(ds):
+        heads = _heads(e)
+        docs.append({
+            "label": str(label),
+            "model": str(e.attrs.get("model", ds.attrs.get("model", ""))),
+            "null": str(e.attrs.get("null", ds.attrs.get("null", ""))),
+            "storage": {"null_storage": str(e.attrs.get("null_storage", "")),
+                        "quantisation": str(e.attrs.get("quantisation", ""))},
+            "decision": {"heads": len(heads), "flagged": sum(h["flag"] for h in heads),
+                         "alpha": _num(e.attrs.get("alpha", ds.attrs.get("alpha")))},
+            "resolution_note": str(e.attrs.get("resolution_note", "")) or None,
+            "heads": heads})
+    doc = {"command": f"rmtbase {command}", "rmtbase_version": __version__, "out": str(out),
+           "files": sorted(str(k) for k in (written or {})), "entries": docs}
+    flagged = any(d["decision"]["flagged"] for d in docs)
+    if cds is not None:
+        comps = []
+        dim = next((d for d in ("checkpoint", "model") if d in cds.dims), None)
+        labels = [str(v) for v in cds[dim].values] if dim else [str(cds.attrs.get("model", ""))]
+        for i, label in enumerate(labels):
+            c = cds.isel({dim: i}) if dim else cds
+            flags = c["component_flag"].values if "component_flag" in c else None
+            comps.append({"label": label, "matrices": 0 if flags is None else int(flags.size),
+                          "flagged": 0 if flags is None else int(flags.sum())})
+        doc["components"] = comps
+        flagged = flagged or any(c["flagged"] for c in comps)
+    doc["any_flag"] = bool(flagged)
+    return doc
+
+
+def any_flag(ds, cds=None) -> bool:
+    """True when any head of ``ds`` (or matrix of ``cds``) is flagged."""
+    hit = bool(ds["head_flag"].values.any()) if "head_flag" in ds else False
+    if cds is not None and "component_flag" in cds:
+        hit = hit or bool(cds["component_flag"].values.any())
+    return hit
+
+
+def print_json(doc: dict) -> None:
+    json.dump(doc, sys.stdout, indent=1, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def written_doc(command: str, out, written) -> dict:
+    """The common head of a command's JSON document: command, version, out, files."""
+    from .._version import __version__
+
+    return {"command": f"rmtbase {command}", "rmtbase_version": __version__, "out": str(out),
+            "files": sorted(str(k) for k in (written or {}))}
+
+
+def csv_rows(path) -> list[dict]:
+    """The rows of a CSV file as dicts with numbers parsed (NaN as null); [] without a file."""
+    import csv
+
+    if path is None or not Path(path).is_file():
+        return []
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            rows.append({k: _cell(v) for k, v in row.items()})
+    return rows
+
+
+def _cell(text):
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return {"True": True, "False": False}.get(text, text)
+    if not math.isfinite(v):
+        return None
+    return int(v) if v.is_integer() and "." not in str(text) and "e" not in str(text) else v
+
+
+def probe_document(ds, out, written) -> dict:
+    """``rmtbase probe --json``: the model and text, and per head its behaviours."""
+    doc = written_doc("probe", out, written)
+    keep = ("model", "n_tokens", "n_windows", "window", "attention", "text_name", "text_sha256")
+    doc.update({k: (_num(ds.attrs[k]) if not isinstance(ds.attrs[k], str) else ds.attrs[k])
+                for k in keep if k in ds.attrs})
+    names = [v for v in ds.data_vars if ds[v].dims == ("layer", "head")]
+    doc["heads"] = [{"layer": int(layer), "head": int(head),
+                     **{v: _num(ds[v].values[li, hi]) for v in names}}
+                    for li, layer in enumerate(ds["layer"].values)
+                    for hi, head in enumerate(ds["head"].values)]
+    return doc
+
+
+def study_document(name: str, result: dict, seconds: float) -> dict:
+    """``rmtbase study --json``: the files and summary a study returns."""
+    from .._version import __version__
+
+    def plain(v):
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
+        if isinstance(v, str | bool) or v is None:
+            return v
+        if isinstance(v, int | float):
+            return _num(v)
+        try:
+            return _num(float(v))
+        except (TypeError, ValueError):
+            return str(v)
+
+    return {"command": f"rmtbase study {name}", "rmtbase_version": __version__,
+            "seconds": round(seconds, 1), "figures": plain(result.get("figures", [])),
+            "data": plain(result.get("data", [])), "summary": plain(result.get("summary", {}))}
