@@ -90,7 +90,22 @@ def load(model):
     except Exception as exc:
         raise ModelError(f"cannot load {name} with transformers: {_one_line(exc)}") from exc
     net.eval()
+    check_finite_weights(net, name)
     return tok, net, name
+
+
+def check_finite_weights(net, name: str) -> None:
+    """One-line :class:`ModelError` naming the first parameter of ``net`` with a NaN or
+    infinite entry (as ``score`` refuses such weights): a NaN weight would make the attention
+    NaN and every behaviour of its heads a wrong number."""
+    import torch
+
+    with torch.no_grad():
+        for pname, p in net.named_parameters():
+            if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+                bad = int(p.numel() - int(torch.isfinite(p).sum()))
+                raise ModelError(f"tensor {pname!r} in {name} has {bad} non-finite (NaN/inf) "
+                                 "entries; cannot probe it")
 
 
 def _from_gguf(path: Path):
@@ -123,8 +138,26 @@ def default_window(config) -> int:
 
 
 def is_causal(attentions) -> bool:
-    """True when every layer's weights above the diagonal are exactly 0."""
-    return all(float(a[0].triu(1).abs().max()) == 0.0 for a in attentions)
+    """True when every layer's finite weights above the diagonal are exactly 0 (a NaN, which
+    fails every comparison, neither makes nor unmakes a causal model)."""
+    import torch
+
+    for a in attentions:
+        upper = a[0].triu(1)
+        if bool(((upper != 0) & torch.isfinite(upper)).any()):
+            return False
+    return True
+
+
+def _check_finite_attention(att, label: str) -> None:
+    """One-line :class:`ModelError` if a layer's attention weights hold NaN or inf (weights
+    are checked finite at load; float32 overflow in the forward pass can still make them)."""
+    import torch
+
+    for li, a in enumerate(att):
+        if not bool(torch.isfinite(a).all()):
+            raise ModelError(f"attention weights of layer {li} of {label} are not finite "
+                             "(NaN/inf in the forward pass: float32 overflow?); cannot probe it")
 
 
 def _batches(wins, config):
@@ -180,6 +213,7 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
             if not att or att[0] is None:
                 raise ModelError(f"{label} returned no attention weights (eager attention "
                                  "not supported by this architecture?)")
+            _check_finite_attention(att, label)
             if causal is None:
                 causal = is_causal(att)
                 totals = [None] * len(att)
@@ -209,4 +243,4 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     return ds
 
 
-__all__ = ["TOKENIZER_FILES", "default_window", "is_causal", "load", "probe_model"]
+__all__ = ["TOKENIZER_FILES", "check_finite_weights", "default_window", "is_causal", "load", "probe_model"]
