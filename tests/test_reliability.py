@@ -70,3 +70,80 @@ def test_is_causal_is_not_fooled_by_nan():
     full = torch.rand(1, 2, t, t)
     full[0, 0, 2, :] = float("nan")
     assert not is_causal([full])
+
+
+# 2. finite but extreme scales: no float32 overflow/underflow may become a flag
+def _heads(seed=0, n=3, d_h=8, d=32):
+    rng = np.random.default_rng(seed)
+    return (0.02 * rng.standard_normal((n, d_h, d))).astype(np.float32), \
+        (0.02 * rng.standard_normal((n, d_h, d))).astype(np.float32)
+
+
+@pytest.mark.parametrize("factor", [1e8, 1e-8, 1e15, 1e-20])
+def test_layer_stats_scale_free_at_extreme_scales(factor):
+    from rmtbase.decision.verdict import scaling
+    from rmtbase.scoring.layer_stats import layer_stats
+
+    wq, wk = _heads()
+    st0, x0 = layer_stats(wq, wk, "all")
+    st, x = layer_stats((wq * np.float32(factor)).astype(np.float32),
+                        (wk * np.float32(factor)).astype(np.float32), "all")
+    np.testing.assert_allclose(x, x0, rtol=1e-4)
+    for k, v in st.items():
+        assert np.all(np.isfinite(v)), k
+        p, how = scaling(k)
+        c = factor**2 if k.startswith("qk.") else factor
+        want = st0[k] + p * np.log(c) if how == "log" else st0[k] * c**p
+        np.testing.assert_allclose(v, want, rtol=2e-4, atol=1e-5 if p == 0 or how == "log" else 0,
+                                   err_msg=k)
+
+
+def test_layer_stats_inside_safe_range_untouched():
+    from rmtbase.scoring.layer_stats import safe_factors
+
+    wq, wk = _heads()
+    wq2, wk2, cq, ck = safe_factors(wq, wk)
+    assert wq2 is wq or np.array_equal(wq2, wq)
+    assert np.all(cq == 1) and np.all(ck == 1)
+
+
+def test_scale_beyond_float64_is_one_line():
+    from rmtbase.scoring.layer_stats import layer_stats
+
+    wq, wk = _heads()
+    # largest entries 3e38 (float32's max is 3.4e38): sum_lambda2 ~ sigma^8 d^4 d_h > 1e308
+    wq = (wq / np.abs(wq).max() * 3e38).astype(np.float32)
+    wk = (wk / np.abs(wk).max() * 3e38).astype(np.float32)
+    assert np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))
+    with pytest.raises(ModelError, match="outside the float64 range"):
+        layer_stats(wq, wk, "spectral")
+
+
+@pytest.mark.slow
+def test_score_extreme_scales_same_verdict(tmp_path, score_cache):
+    """Issue 35 case 2 as run: q/k of layer 0 of a GPT-2 x1e8 and x1e-8 score exactly as the
+    unscaled model does (was: every head flagged at p ~ 3e-15, qk.sum_lambda2 inf or 0)."""
+    import torch
+    import transformers as tf
+
+    from rmtbase import score_model
+
+    def make(f):
+        torch.manual_seed(0)
+        cfg = tf.GPT2Config(n_embd=64, n_head=4, n_layer=2, vocab_size=50, n_positions=32,
+                            bos_token_id=0, eos_token_id=0)
+        m = tf.GPT2LMHeadModel(cfg)
+        with torch.no_grad():
+            m.transformer.h[0].attn.c_attn.weight[:, :128] *= f
+        m.save_pretrained(tmp_path / f"g{f:g}")
+        return tmp_path / f"g{f:g}"
+
+    ref = score_model(make(1.0), draws=200, progress=False)
+    for f in (1e8, 1e-8):
+        ds = score_model(make(f), draws=200, progress=False)
+        assert np.all(np.isfinite(ds["value"].values))
+        np.testing.assert_allclose(ds.head_p_value.values, ref.head_p_value.values, rtol=1e-6)
+        assert int(ds.head_flag.sum()) == int(ref.head_flag.sum())
+        sl2 = ds["value"].sel(stat="qk.sum_lambda2").values[0]
+        np.testing.assert_allclose(sl2, ref["value"].sel(stat="qk.sum_lambda2").values[0]
+                                   * f**8, rtol=1e-4)
