@@ -147,3 +147,34 @@ def test_score_extreme_scales_same_verdict(tmp_path, score_cache):
         sl2 = ds["value"].sel(stat="qk.sum_lambda2").values[0]
         np.testing.assert_allclose(sl2, ref["value"].sel(stat="qk.sum_lambda2").values[0]
                                    * f**8, rtol=1e-4)
+
+
+# 4. argument parsing and --help import no JAX (nor torch, xarray, numpy)
+HEAVY = ("jax", "jaxlib", "torch", "transformers", "xarray", "numpy", "scipy", "matplotlib")
+COMMANDS = ("", "constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
+            "score", "probe", "compare", "study")
+
+
+def _src():
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parents[1] / "src")
+
+
+def test_help_imports_nothing_heavy():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys\n"
+            "for cmd in sys.argv[1:]:\n"
+            "    sys.argv = ['rmtbase', *cmd.split(), '--help']\n"
+            "    try:\n"
+            "        runpy.run_module('rmtbase', run_name='__main__')\n"
+            "    except SystemExit as exc:\n"
+            "        assert exc.code in (0, None), (cmd, exc.code)\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code, *COMMANDS], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=_src()), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1] == "[]", r.stderr[-2000:]

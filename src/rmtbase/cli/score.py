@@ -23,8 +23,8 @@ import sys
 import time
 
 from ..errors import InputError
+from ..stats.names import QUANT_FORMATS
 from ..stats.null_kind import NULLS, GaussianNull, Null
-from ..stats.precision import QUANT_FORMATS
 from ._common import number, positive_int
 
 
