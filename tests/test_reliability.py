@@ -275,3 +275,34 @@ def test_ctrl_c_after_output_is_written(gpt2_dir, tmp_path):
     assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1] == "rmtbase: interrupted"
     assert (out / "scores.nc").is_file()
+
+
+def test_interrupt_swallowed_by_a_gc_callback_is_delivered_again():
+    """Issue 35 case 5: a SIGINT that lands inside a garbage-collection callback (JAX's
+    ``_xla_gc_callback`` during the first compile) was printed as "Exception ignored" and the
+    run went on to the end; now it is raised again in the main flow, silently."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import gc, os, signal, sys\n"
+            "from rmtbase.files import interrupts\n"
+            "interrupts.install()\n"
+            "hits = []\n"
+            "def cb(phase, info):\n"
+            "    if phase == 'start' and not hits:\n"
+            "        hits.append(1)\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n"
+            "        for _ in range(10000): pass  # the handler raises here, inside gc\n"
+            "gc.callbacks.append(cb)\n"
+            "try:\n"
+            "    gc.collect()\n"
+            "    import time\n"
+            "    end = time.monotonic() + 30\n"
+            "    while time.monotonic() < end: pass  # the run going on\n"
+            "except KeyboardInterrupt:\n"
+            "    sys.exit(130)\n"
+            "sys.exit(0)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=_src()),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 130 and r.stderr == "", (r.returncode, r.stderr)

@@ -78,12 +78,18 @@ def _unraisable(args) -> None:
     collection callback during JAX's first compile) is delivered again to the main thread
     instead, where it ends the run; anything else goes to the previous hook."""
     if isinstance(args.exc_value, KeyboardInterrupt) and _state["installed"]:
-        import _thread
-
         _state["redeliver"] = True
-        _thread.interrupt_main()
+        # from a helper thread a moment later: tripped here, it would fire inside this hook
+        threading.Thread(target=_redeliver, daemon=True).start()
         return
     _previous_hook(args)
+
+
+def _redeliver() -> None:
+    import _thread
+
+    time.sleep(0.01)
+    _thread.interrupt_main()
 
 
 _previous_hook = sys.unraisablehook
