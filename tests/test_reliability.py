@@ -306,3 +306,43 @@ def test_interrupt_swallowed_by_a_gc_callback_is_delivered_again():
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=_src()),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 130 and r.stderr == "", (r.returncode, r.stderr)
+
+
+# 8. every output folder is one command's
+def test_output_folder_inside_another_output_is_refused(tmp_path):
+    from rmtbase.errors import InputError
+    from rmtbase.files.output import OutputFolder, check_output_dir
+
+    score = tmp_path / "score"
+    with OutputFolder(score, kind="rmtbase score") as f:
+        f.write_text("scores.csv", "a\n")
+    with pytest.raises(InputError, match="inside .*score output"):
+        check_output_dir(score / "head_function", "rmtbase study head_function")
+    # something else wrote into the score folder: the next score refuses to replace it
+    (score / "head_function").mkdir()
+    (score / "head_function" / "rho.png").write_bytes(b"x")
+    with pytest.raises(InputError, match="did not write .*head_function/rho.png"):
+        check_output_dir(score, "rmtbase score")
+    assert (score / "head_function" / "rho.png").exists()
+    # ... also when the file appears while the run works
+    (score / "head_function" / "rho.png").unlink()
+    (score / "head_function").rmdir()
+    with pytest.raises(InputError, match="did not write"):
+        with OutputFolder(score, kind="rmtbase score") as f:
+            f.write_text("scores.csv", "b\n")
+            (score / "notes.txt").write_text("mine")
+    assert (score / "notes.txt").read_text() == "mine"
+    assert (score / "scores.csv").read_text() == "a\n"
+
+
+def test_study_into_a_score_output_is_refused(tmp_path, capsys):
+    from rmtbase.files.output import OutputFolder
+
+    score = tmp_path / "score"
+    with OutputFolder(score, kind="rmtbase score") as f:
+        f.write_text("scores.csv", "a\n")
+    capsys.readouterr()
+    assert main(["study", "head_function", "--quick", "--out", str(score)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "inside" in err[0], err
+    assert sorted(p.name for p in score.iterdir()) == ["manifest.json", "scores.csv"]

@@ -11,9 +11,12 @@ is left as it was. Temporary folders of killed runs (whose process no longer exi
 removed by the next run into the same place.
 
 :func:`check_output_dir` validates the target before any expensive work: it may be absent,
-empty, or an earlier output of the same kind (recognised by its manifest); anything else —
-a file, a special file, a folder with other contents, an unwritable parent, a name too long
-for the temporary sibling — is refused with one line.
+empty, or an earlier output of the same kind (recognised by its manifest) holding only the
+files its manifest lists; anything else — a file, a special file, a folder with other
+contents, an earlier output to which something else has added files, a folder inside another
+rmtbase output (which that output's next run would replace whole), an unwritable parent, a
+name too long for the temporary sibling — is refused with one line. Every output folder is
+one command's: a run never deletes a file it (or an earlier run of its kind) did not write.
 """
 
 from __future__ import annotations
@@ -51,6 +54,35 @@ def _manifest_kind(path: Path) -> str | None:
         return None
 
 
+def foreign_files(path: Path) -> list[str]:
+    """Files (relative paths) in the earlier output ``path`` that its manifest does not list:
+    written there by something else, and lost if the folder were replaced."""
+    try:
+        listed = set(json.loads((path / MANIFEST).read_text()).get("files") or {})
+    except (OSError, ValueError, AttributeError):
+        listed = set()
+    out = []
+    for root, dirs, files in os.walk(path):
+        rel_root = Path(root).relative_to(path)
+        for f in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            rel = (rel_root / f).as_posix()
+            if rel != MANIFEST and rel not in listed:
+                out.append(rel)
+        if not files and not dirs and rel_root != Path("."):
+            out.append(rel_root.as_posix() + "/")
+    return sorted(out)
+
+
+def _enclosing_output(p: Path) -> tuple[Path, str] | None:
+    """(folder, kind) of an rmtbase output folder that holds ``p``, if any."""
+    for anc in p.parents:
+        if (anc / MANIFEST).is_file():
+            kind = _manifest_kind(anc)
+            if isinstance(kind, str) and kind.startswith("rmtbase"):
+                return anc, kind
+    return None
+
+
 def check_output_dir(path, kind: str) -> Path:
     """The output folder ``path`` resolved, or :class:`InputError` saying why it cannot be."""
     p = Path(os.path.expanduser(os.fspath(path)))
@@ -59,9 +91,14 @@ def check_output_dir(path, kind: str) -> Path:
     p = p.absolute()
     if p.exists() and not p.is_dir():
         raise InputError(f"{p} exists and is not a folder; give a folder for the output")
+    inside = _enclosing_output(p)
+    if inside is not None:
+        raise InputError(f"{p} is inside {inside[0]}, an earlier {inside[1]} output that its "
+                         "next run replaces whole; choose a folder outside it")
     if p.is_dir() and any(p.iterdir()) and _manifest_kind(p) != kind:
         raise InputError(f"{p} is not empty and is not an earlier {kind} output; choose another "
                          "folder or empty it")
+    _refuse_foreign(p, kind)
     if len(os.fsencode(_tmp_name(p.name, "old"))) > NAME_MAX:
         raise InputError(f"output folder name {p.name[:40]}… is too long ({len(p.name)} "
                          f"characters; at most {NAME_MAX - 30})")
@@ -82,6 +119,16 @@ def check_output_dir(path, kind: str) -> Path:
         raise InputError(f"cannot write the output folder {p}: {anc} does not take a new "
                          f"folder ({why})") from None
     return p
+
+
+def _refuse_foreign(p: Path, kind: str) -> None:
+    if p.is_dir() and _manifest_kind(p) == kind:
+        extra = foreign_files(p)
+        if extra:
+            more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+            raise InputError(f"{p} is an earlier {kind} output, but holds files it did not "
+                             f"write ({', '.join(extra[:3])}{more}), which replacing it would "
+                             "delete; move them or choose another folder")
 
 
 def _clean_stale(parent: Path, name: str) -> None:
@@ -154,6 +201,7 @@ class OutputFolder:
         try:
             fault_point("output:swap")
             check_interrupt()  # one swallowed on its way up ends the run before the swap
+            _refuse_foreign(self.final, self.kind)  # files added while this run worked
             self._manifest()
             fsync_dir(self.tmp)
             if self.final.exists():
