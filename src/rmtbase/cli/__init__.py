@@ -162,7 +162,8 @@ def console_main() -> int:
         code = main(_ready=start_work)
         sys.stdout.flush()
         sys.stderr.flush()
-        interrupts.install_exit()  # the output is complete: no traceback from exit handlers
+        if not interrupts.interrupted():  # (an interrupted run has said so: already ending)
+            interrupts.install_exit()  # the output is complete: no traceback from exit handlers
     except KeyboardInterrupt:  # before main's own handler (argument parsing, imports)
         print("rmtbase: interrupted", file=sys.stderr)
         return 130
