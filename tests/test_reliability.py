@@ -346,3 +346,44 @@ def test_study_into_a_score_output_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "inside" in err[0], err
     assert sorted(p.name for p in score.iterdir()) == ["manifest.json", "scores.csv"]
+
+
+# 9. refused up front, before the score runs
+@pytest.fixture
+def no_scoring(monkeypatch):
+    """Scoring fails the test: a refusal must come before it."""
+    import rmtbase.scoring.score as sc
+
+    def boom(*a, **k):
+        raise AssertionError("the score ran before the refusal")
+
+    monkeypatch.setattr(sc, "score_model", boom)
+    monkeypatch.setattr(sc, "score_heads", boom)
+
+
+def test_score_probe_without_tokenizer_refused_up_front(gpt2_dir, tmp_path, capsys, no_scoring):
+    capsys.readouterr()
+    assert main(["score", str(gpt2_dir), "--probe", "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no tokenizer" in err[0], err
+
+
+def test_study_head_function_without_tokenizer_refused_up_front(gpt2_dir, tmp_path, capsys,
+                                                                 no_scoring):
+    capsys.readouterr()
+    assert main(["study", "head_function", "--quick", "--model", str(gpt2_dir),
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no tokenizer" in err[0], err
+    assert not (tmp_path / "o" / "head_function").exists()
+
+
+def test_delta_absurd_draws_refused_up_front(gpt2_dir, tmp_path, capsys, no_scoring):
+    from _checkpoints import gpt2
+
+    ft = gpt2(tmp_path / "ft", seed=1)
+    capsys.readouterr()
+    assert main(["score", str(ft), "--base", str(gpt2_dir), "--draws", "1000000000000",
+                 "--quiet", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rmtbase: error: "), err

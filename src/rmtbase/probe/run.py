@@ -68,6 +68,14 @@ def _locate(model) -> tuple[str, dict, str]:
     return text, {}, text  # a hub id: transformers' own cache / download
 
 
+def check_model(model) -> None:
+    """One-line :class:`ModelError` now, before any other work, if ``model`` cannot be probed
+    for what its folder shows (no config.json, no tokenizer, a file that is not .gguf); a hub
+    id passes (checked when loaded). ``None``: the embedded default model."""
+    if model is not None:
+        _locate(model)
+
+
 def load(model):
     """(tokenizer, model, name) for ``model`` (folder, .gguf file or hub id); one-line
     :class:`ModelError` when either cannot be loaded."""
@@ -243,4 +251,4 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     return ds
 
 
-__all__ = ["TOKENIZER_FILES", "check_finite_weights", "default_window", "is_causal", "load", "probe_model"]
+__all__ = ["TOKENIZER_FILES", "check_finite_weights", "check_model", "default_window", "is_causal", "load", "probe_model"]

@@ -116,9 +116,11 @@ def run(out_dir, quick=False, seed=0, model=None, text=None) -> dict:
     from ..models import default_model_path
     from ..probe import join, probe_model, read_text
     from ..probe.join import behaviour_names
+    from ..probe.run import check_model
     from ..probe.text import Text
     from ..scoring.score import score_model
 
+    check_model(model)  # no tokenizer: refused before the score runs
     out = io.prepare(out_dir)
     txt = read_text(text)
     if quick and text is None:
