@@ -387,3 +387,43 @@ def test_delta_absurd_draws_refused_up_front(gpt2_dir, tmp_path, capsys, no_scor
                  "--quiet", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rmtbase: error: "), err
+
+
+# 10. probe memory: a window that cannot fit is refused up front; text tokenized in pieces
+def test_probe_window_that_cannot_fit_is_refused(tmp_path, llama_dir, text_file, capsys,
+                                                 monkeypatch):
+    from rmtbase.errors import InputError
+    from rmtbase.probe import probe_model
+
+    # 2 layers x 4 heads x 64^2 float32 x (2 + 3) = 320 KiB for one 64-token window
+    monkeypatch.setenv("RMTBASE_MEMORY_LIMIT", "200K")
+    with pytest.raises(InputError, match=r"one window of 64 tokens .* more than .*--window \d+"):
+        probe_model(llama_dir, text=text_file, window=64, progress=False)
+    capsys.readouterr()
+    assert main(["probe", str(llama_dir), "--text", str(text_file), "--window", "64",
+                 "--quiet", "--out", str(tmp_path / "o")]) == 2
+    ours = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("rmtbase:")]
+    assert len(ours) == 1 and "one window of 64 tokens" in ours[0]
+    monkeypatch.setenv("RMTBASE_MEMORY_LIMIT", "1G")
+    assert probe_model(llama_dir, text=text_file, window=64, progress=False).sizes["head"] == 4
+
+
+def test_text_is_tokenized_in_bounded_pieces(monkeypatch):
+    from transformers import AutoTokenizer
+
+    from rmtbase.models import default_model_path
+    from rmtbase.probe import text as tx
+
+    tok = AutoTokenizer.from_pretrained(default_model_path())
+    body = tx.default_text().text[:20000]
+    whole = tx.windows(tok, body, 64)
+    monkeypatch.setattr(tx, "TOKENIZE_CHARS", 1000)  # 20 pieces
+    pieces = tx.windows(tok, body, 64)
+    assert len(pieces) == len(whole)
+    for (a, ca), (b, cb) in zip(whole, pieces, strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(ca, cb)
+    np.testing.assert_array_equal(tx.tokenize(tok, body, 1000),
+                                  tok(body, add_special_tokens=False)["input_ids"])
+    assert "".join(tx._pieces(body, 1000)) == body
+    assert max(len(p) for p in tx._pieces(body, 1000)) <= 1000

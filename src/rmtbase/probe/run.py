@@ -13,6 +13,12 @@ numbers do not depend on the batching (each window is its own sequence). Under g
 query attention the weights are per *query* head already (keys and values are shared, the
 softmax is not), so every query head gets its own row.
 
+Memory is checked before the first window runs (:func:`check_window_memory`): one window's
+attention of every layer (``output_attentions`` keeps them all until the batch's reduction)
+plus one layer's eager working arrays must fit in the memory available
+(:func:`rmtbase.files.memory.available_memory`, ``$RMTBASE_MEMORY_LIMIT`` to set it), else a
+one-line :class:`InputError` naming the need and a window that fits.
+
 Encoder or decoder is read from the attention itself (:func:`is_causal`): a model whose
 weights above the diagonal are all exactly 0 on the first window is causal.
 """
@@ -168,10 +174,45 @@ def _check_finite_attention(att, label: str) -> None:
                              "(NaN/inf in the forward pass: float32 overflow?); cannot probe it")
 
 
-def _batches(wins, config):
-    """Consecutive windows of equal length, grouped under :data:`ATTENTION_BYTES`."""
+def _shape(config) -> tuple[int, int]:
     layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 1)
     heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head", 1)
+    return int(layers), int(heads)
+
+
+#: Eager attention's working arrays of one layer (scores, softmax, its dropout/mask copies),
+#: in units of that layer's (heads, T, T) float32 weights, beside the weights kept per layer.
+_WORK_LAYERS = 3
+
+
+def window_bytes(config, window: int) -> int:
+    """Estimated memory of one window's forward pass with ``output_attentions``: float32
+    (heads, T, T) weights kept for every layer plus :data:`_WORK_LAYERS` layers' working
+    arrays."""
+    layers, heads = _shape(config)
+    return 4 * heads * int(window) ** 2 * (layers + _WORK_LAYERS)
+
+
+def check_window_memory(config, window: int, label: str) -> int:
+    """One-line :class:`InputError` if one window of ``window`` tokens cannot fit in the
+    memory available (module docstring); returns the estimate in bytes."""
+    from ..files.memory import available_memory, fmt_bytes
+
+    need = window_bytes(config, window)
+    avail, source = available_memory("cpu")
+    if avail is not None and need > avail:
+        layers, heads = _shape(config)
+        fits = int((avail / (4 * heads * (layers + _WORK_LAYERS))) ** 0.5)
+        raise InputError(f"one window of {window} tokens of {label} needs about "
+                         f"{fmt_bytes(need)} of attention weights ({layers} layers x {heads} "
+                         f"heads x {window}^2 float32), more than the {fmt_bytes(avail)} "
+                         f"available ({source}); use --window {max(3, fits)} or less")
+    return need
+
+
+def _batches(wins, config):
+    """Consecutive windows of equal length, grouped under :data:`ATTENTION_BYTES`."""
+    layers, heads = _shape(config)
     group: list = []
     for win in wins:
         t = win[0].size
@@ -206,6 +247,7 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
         raise InputError(f"window must be at least 3 tokens, got {w}")
     if cap and w > cap:
         raise InputError(f"window {w} exceeds the model's max_position_embeddings {cap}")
+    check_window_memory(net.config, w, label)  # before the text is tokenized or run
     wins = windows(tok, txt.text, w)
     totals: list[dict | None] = []
     causal = None
@@ -251,4 +293,5 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     return ds
 
 
-__all__ = ["TOKENIZER_FILES", "check_finite_weights", "check_model", "default_window", "is_causal", "load", "probe_model"]
+__all__ = ["TOKENIZER_FILES", "check_finite_weights", "check_model", "check_window_memory",
+           "default_window", "is_causal", "load", "probe_model", "window_bytes"]
