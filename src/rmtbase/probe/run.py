@@ -259,7 +259,7 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
                 out = net(input_ids=x, attention_mask=torch.ones_like(x), output_attentions=True)
             except Exception as exc:
                 raise ModelError(f"forward pass of {label} failed: {_one_line(exc)}") from exc
-            att = out.attentions
+            att = getattr(out, "attentions", None)  # None: a model without attention
             if not att or att[0] is None:
                 raise ModelError(f"{label} returned no attention weights (eager attention "
                                  "not supported by this architecture?)")
