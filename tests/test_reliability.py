@@ -470,3 +470,18 @@ def test_probe_of_a_model_without_attention_is_one_line(tmp_path, text_file, cap
     ours = [ln for ln in err.splitlines() if ln.startswith("rmtbase:")]
     assert len(ours) == 1 and "no attention weights" in ours[0], err
     assert "AttributeError" not in err  # (a logging error of transformers' may show here)
+
+
+# 13. compare reads rmtbase's own collection of two shapes
+@pytest.mark.slow
+def test_compare_collection_of_two_shapes(tmp_path, score_cache, capsys):
+    from _checkpoints import gpt2
+
+    a = gpt2(tmp_path / "a", seed=0)  # d = 64, d_h = 16
+    b = gpt2(tmp_path / "b", seed=1, n_head=2)  # d = 64, d_h = 32
+    opts = ["--stats", "spectral", "--draws", "300", "--max-draws", "2000", "--no-figures",
+            "--quiet"]
+    assert main(["score", str(a), str(b), *opts, "--out", str(tmp_path / "coll")]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "coll"), "--no-figures",
+                 "--out", str(tmp_path / "cmp")]) == 0, capsys.readouterr().err
