@@ -485,3 +485,26 @@ def test_compare_collection_of_two_shapes(tmp_path, score_cache, capsys):
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "coll"), "--no-figures",
                  "--out", str(tmp_path / "cmp")]) == 0, capsys.readouterr().err
+
+
+# 6. Dask waits poll: a Ctrl-C while the main thread waits for tasks is raised at once
+def test_dask_wait_polls_and_is_interruptible():
+    import os
+    import signal
+    import threading
+    import time
+
+    distributed = pytest.importorskip("distributed")
+    from rmtbase.baseline.sweep import completed
+
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
+                            dashboard_address=None) as c:
+        futs = {c.submit(pow, 2, k, pure=False): k for k in range(3)}
+        assert sorted(f.result() for f in completed(futs)) == [1, 2, 4]
+        slow = {c.submit(time.sleep, 5, pure=False): 0}
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            for _ in completed(slow):
+                pass
+        timer.join()
