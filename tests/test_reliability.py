@@ -508,3 +508,22 @@ def test_dask_wait_polls_and_is_interruptible():
             for _ in completed(slow):
                 pass
         timer.join()
+
+
+# 3. a delta is "<tuned> vs <base>" by folder names; no absolute path in any attr
+@pytest.mark.slow  # builds a null table: ~90 s on the shared machine
+def test_delta_is_named_tuned_vs_base(tmp_path, score_cache, monkeypatch):
+    from _checkpoints import gpt2
+
+    from rmtbase.scoring.delta import score_delta
+
+    base, ft = gpt2(tmp_path / "base", seed=0), gpt2(tmp_path / "ft", seed=1)
+    opts = dict(stats="spectral", draws=300, max_draws=2000, progress=False, spectrum_draws=0)
+    ds = score_delta(str(ft), str(base), **opts)
+    assert ds.attrs["model"] == "ft vs base", ds.attrs["model"]
+    assert ds.attrs["delta_of"] == "ft" and ds.attrs["delta_base"] == "base"
+    leaked = {k: v for k, v in ds.attrs.items() if isinstance(v, str) and str(tmp_path) in v}
+    assert not leaked, leaked
+    monkeypatch.chdir(tmp_path)  # relative paths: not "base - base"
+    ds = score_delta("ft", "./base", **opts)
+    assert ds.attrs["model"] == "ft vs base", ds.attrs["model"]

@@ -34,6 +34,7 @@ from the dense Gaussian null whatever it learned; its entry-law statistics remai
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -206,14 +207,21 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
         ft_layers = load_heads(finetuned, revision=revision, allow_pickle=allow_pickle)
         base_layers = load_heads(base, revision=base_revision, allow_pickle=allow_pickle)
     norms: dict = {}
-    info = replace(finfo, name=f"{finfo.name} - {binfo.name}")
+    from .description import model_label
+
+    # "<tuned> vs <base>" by folder names (never an absolute path; for a LoRA adapter the
+    # adapter's folder, not the base's name twice)
+    tuned = model_label(os.fspath(finetuned) if isinstance(finetuned, str | Path)
+                        else finfo.name)
+    label = f"{tuned} vs {model_label(binfo.name)}"
+    info = replace(finfo, name=label)
     # read every layer's delta first: the storages (which decide whether the histogram
     # statistics can be trusted) are known only once the tensors are read
     layers = list(_delta_layers(ft_layers, base_layers, info, norms))
     lattice = norms["storage"] - {"float32", None}
     unreliable = tuple(f"{m}.{s}" for m in ("q", "k") for s in ELEMENT_STATS
                        if s in HISTOGRAM) if lattice else ()
-    ds = score_heads(info, layers, **options, unreliable=unreliable)
+    ds = score_heads(info, layers, label=label, **options, unreliable=unreliable)
     for k in ("q", "k", "qk"):
         ds[f"delta_rel_{k}"] = (("layer", "head"), np.stack(norms[k]))
     ds["delta_rel_q"].attrs["definition"] = "||dW_Q||_F / ||W_Q base||_F per head"
@@ -221,7 +229,7 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
     ds["delta_rel_qk"].attrs["definition"] = ("||W_QK finetuned - W_QK base||_F / "
                                               "||W_QK base||_F per head (thin factorisation)")
     ds.attrs.update(
-        delta_of=str(finetuned), delta_base=str(binfo.name),
+        delta_of=tuned, delta_base=model_label(binfo.name),
         delta_kind="lora" if lora else "finetune",
         null=("the change dW_Q, dW_K of each head with i.i.d. N(0, sigma^2) entries at its own "
               "rms (each scored like a head's W_Q, W_K; qk.* statistics are of dW_Q^T dW_K, "
