@@ -25,7 +25,19 @@ def main() -> int:
     except KeyboardInterrupt:
         sys.stderr.write("rmtbase: interrupted\n")
         return 130
-    return console_main()
+    code = console_main()
+    if code == 130:  # interrupted, and cleaned up: end now, not through interpreter finalisation
+        _exit_quietly(code)  # (where SIGINT is back to its default action, and exit handlers run)
+    return code
+
+
+def _exit_quietly(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 - a closed pipe: nothing more to say
+            pass
+    os._exit(code)
 
 
 __all__ = ["main"]
