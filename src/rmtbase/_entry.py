@@ -1,23 +1,43 @@
 """The ``rmtbase`` executable's entry point (``[project.scripts]``) and ``python -m rmtbase``.
 
-Its only job is to import :mod:`rmtbase.cli` inside a guard: a Ctrl-C during that import (JAX,
-numpy and xarray load there, the first ~0.1–1 s) ends the command with one line and exit 130
-instead of a KeyboardInterrupt traceback. Everything after is
-:func:`rmtbase.cli.console_main`.
+Its first job, on its first line, is the start-up phase of the interrupt policy
+(:mod:`rmtbase.files.interrupts`): until the command starts its work, a Ctrl-C writes
+``rmtbase: interrupted`` and ends the process at once with exit 130, never a traceback from
+inside an import. Everything after is :func:`rmtbase.cli.console_main`.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 
+def _exit_now(signum, frame):  # noqa: ARG001 - signal API; as rmtbase.files.interrupts
+    os.write(2, b"rmtbase: interrupted\n")
+    os._exit(130)
+
+
 def main() -> int:
+    signal.signal(signal.SIGINT, _exit_now)  # start-up: nothing is written yet
     try:
         from .cli import console_main
     except KeyboardInterrupt:
         sys.stderr.write("rmtbase: interrupted\n")
         return 130
-    return console_main()
+    code = console_main()
+    if code == 130:  # interrupted, and cleaned up: end now, not through interpreter finalisation
+        _exit_quietly(code)  # (where SIGINT is back to its default action, and exit handlers run)
+    return code
+
+
+def _exit_quietly(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 - a closed pipe: nothing more to say
+            pass
+    os._exit(code)
 
 
 __all__ = ["main"]

@@ -19,11 +19,11 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
 from ..errors import InputError
+from ..files.memory import available_memory, parse_bytes  # noqa: F401 - re-exported
 
 #: The statistic sets a table can hold (``stats=``).
 STAT_SETS = ("all", "spectral", "elementwise")
@@ -33,53 +33,6 @@ MAX_DENSE_D = 46340
 #: Margin kept from the ends of the float range by the up-front σ check (the draws spread
 #: around the analytic magnitudes used there).
 RANGE_MARGIN = 1e3
-_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def parse_bytes(text: str) -> int:
-    """``"512M"``, ``"8G"``, ``"1.5T"`` or a plain number of bytes → bytes."""
-    t = str(text).strip().upper().removesuffix("B").removesuffix("I")
-    unit = t[-1:] if t[-1:] in _SUFFIX else ""
-    try:
-        value = float(t[: len(t) - len(unit)]) * _SUFFIX[unit]
-    except ValueError:
-        raise InputError(f"RMTBASE_MEMORY_LIMIT must be bytes such as 8G or 512M, "
-                         f"got {text!r}") from None
-    if not value > 0 or not math.isfinite(value):
-        raise InputError(f"RMTBASE_MEMORY_LIMIT must be positive, got {text!r}")
-    return int(value)
-
-
-def available_memory(backend: str | None = None) -> tuple[int | None, str]:
-    """(bytes available for one computation, where the number comes from)."""
-    env = os.environ.get("RMTBASE_MEMORY_LIMIT")
-    if env:
-        return parse_bytes(env), "RMTBASE_MEMORY_LIMIT"
-    if backend is None:
-        import jax
-
-        backend = jax.default_backend()
-    if backend != "cpu":
-        import jax
-
-        try:
-            limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
-        except Exception:  # noqa: BLE001 - a backend without memory statistics
-            limit = None
-        if limit:
-            return int(limit), f"{backend} device memory"
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return (os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"),
-                "available physical memory")
-    except (ValueError, OSError, AttributeError):
-        return None, "unknown"
 
 
 def dense(stats: str, ensemble: str, fast: bool) -> bool:

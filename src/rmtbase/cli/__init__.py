@@ -5,6 +5,11 @@ command's name is ``_`` in its module's) that defines
 ``add_parser(subparsers)`` and ``run(args) -> int`` and calls plain library functions. Heavy
 imports (JAX, torch) happen inside ``run``, so ``rmtbase --help`` is fast.
 
+Interrupts (:mod:`rmtbase.files.interrupts`): the executable ends at once on Ctrl-C while it
+starts (argument parsing, then the loading of the command's heavy modules, :data:`PRELOAD`),
+raises ``KeyboardInterrupt`` while the command works (so that its outputs are cleaned up)
+and ends at once again once its output is complete.
+
 Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`, bad numbers) print one line,
 ``rmtbase: error: ...``, and exit with status 2; no traceback (so do operating-system errors
 such as a full disk met after the checks). An interrupt (Ctrl-C) prints
@@ -35,6 +40,35 @@ COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline
             "score", "probe", "compare", "study")
 
 
+#: The heavy modules each command loads during start-up, where a Ctrl-C ends the process at
+#: once (a KeyboardInterrupt inside a C extension's import crashed it); ``"jax.devices"``
+#: also starts JAX's backend. Commands not named load :data:`DEFAULT_PRELOAD`.
+PRELOAD = {
+    "constants": ("numpy", "scipy", "mpmath"),
+    "spectrum": ("numpy", "mpmath"),
+    "elementwise": ("numpy", "scipy", "mpmath"),
+    "product-network": ("numpy", "scipy", "mpmath"),
+    "compare": ("numpy", "xarray"),
+    "probe": ("numpy", "xarray", "torch", "transformers"),
+}
+DEFAULT_PRELOAD = ("numpy", "scipy", "xarray", "jax", "jax.devices")
+
+
+def preload(command: str | None) -> None:
+    """Import the heavy modules of ``command`` (:data:`PRELOAD`); a missing one is left to the
+    command, which says what is missing."""
+    for name in PRELOAD.get(command or "", DEFAULT_PRELOAD):
+        try:
+            if name == "jax.devices":
+                import jax
+
+                jax.devices()
+            else:
+                importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the command meets it again and reports it
+            continue
+
+
 class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose errors are one line and exit 2 (argparse's default prints usage)."""
 
@@ -59,12 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, _ready=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    if _ready is not None:  # the executable: end of start-up (console_main)
+        _ready(args)
     try:
         code = int(args._run(args) or 0)
         from ..files.interrupts import check
@@ -114,13 +150,20 @@ def console_main() -> int:
 
     from ..files import interrupts
 
-    try:
+    def start_work(args):
+        preload(args.command)  # still start-up: Ctrl-C ends the process at once
         interrupts.install()  # one KeyboardInterrupt; the cleanup after it is not interrupted
+
+    try:
+        interrupts.install_exit()  # start-up: nothing is written yet
         _use_compilation_cache()
         warnings.formatwarning = _one_line_warning  # the executable's own process only
         interrupts.fault_point("cli:start")
-        code = main()
+        code = main(_ready=start_work)
         sys.stdout.flush()
+        sys.stderr.flush()
+        if not interrupts.interrupted():  # (an interrupted run has said so: already ending)
+            interrupts.install_exit()  # the output is complete: no traceback from exit handlers
     except KeyboardInterrupt:  # before main's own handler (argument parsing, imports)
         print("rmtbase: interrupted", file=sys.stderr)
         return 130

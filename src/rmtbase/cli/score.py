@@ -23,8 +23,8 @@ import sys
 import time
 
 from ..errors import InputError
+from ..stats.names import QUANT_FORMATS
 from ..stats.null_kind import NULLS, GaussianNull, Null
-from ..stats.precision import QUANT_FORMATS
 from ._common import number, positive_int
 
 
@@ -166,6 +166,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--collection names the dimension of several checkpoints or models")
     components = _components(args)
     probe_text = _probe_text(args, several)
+    if probe_text is not None:  # a folder without a tokenizer: refused before the score
+        from ..probe.run import check_model
+
+        check_model(models[0] if models else None)
     if args.base is not None and (several or components is not None or not models
                                   or not isinstance(null, GaussianNull)
                                   or probe_text is not None):

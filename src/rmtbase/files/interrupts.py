@@ -8,7 +8,20 @@ files, output folders, the studies; table and ``compare`` reads): a SIGINT that
 arrives inside is held and raised as ``KeyboardInterrupt`` when the block ends (a few
 milliseconds to seconds later), where the caller's cleanup removes the temporary output.
 
-The ``rmtbase`` executable installs :func:`install` (SIGINT raises ``KeyboardInterrupt`` once;
+The executable's interrupt policy covers the whole process life, in three phases:
+
+- **start-up** (``rmtbase._entry`` from its first line, argument parsing, the loading of
+  numpy/JAX/xarray and JAX's backend, :func:`install_exit`): nothing has been written, so a
+  SIGINT writes ``rmtbase: interrupted`` and ends the process at once with status 130
+  (``os._exit``). A ``KeyboardInterrupt`` raised in the middle of a C extension's import or
+  initialisation left half-built modules behind (issue 35: segfaults, ``nanobind``
+  aborts, ``ImportError: numpy._core.multiarray failed to import``).
+- **work** (:func:`install`, below): a ``KeyboardInterrupt``, so that outputs are cleaned up.
+- **after the output is complete** (:func:`install_exit` again, once stdout is flushed): an
+  immediate exit 130, never a traceback from an exit handler ("Exception ignored in atexit
+  callback").
+
+In the work phase, the ``rmtbase`` executable installs :func:`install` (SIGINT raises ``KeyboardInterrupt`` once;
 further SIGINTs while the process is already ending are ignored, so that its cleanup is not
 interrupted in turn) and :func:`check` is called at the points where a run would make its
 output final: an interrupt that a library swallowed (JAX's garbage-collection callback
@@ -25,10 +38,26 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 
-_state = {"installed": False, "interrupted": False, "depth": 0, "pending": False}
+_state = {"installed": False, "interrupted": False, "depth": 0, "pending": False,
+          "redeliver": False}
+
+#: Exit status of an interrupted command (128 + SIGINT, what a shell reports).
+EXIT_INTERRUPTED = 130
+
+
+def _exit_now(signum, frame):  # noqa: ARG001 - signal API
+    os.write(2, b"rmtbase: interrupted\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+def install_exit() -> None:
+    """SIGINT ends the process at once: one line and exit 130, no cleanup, no exit handlers
+    (the start-up and after-output phases of the module docstring). Main thread only."""
+    signal.signal(signal.SIGINT, _exit_now)
 
 
 def _handler(signum, frame):  # noqa: ARG001 - signal API
@@ -36,15 +65,44 @@ def _handler(signum, frame):  # noqa: ARG001 - signal API
         _state["pending"] = True
         return
     if _state["interrupted"]:  # already ending: let the cleanup finish
-        return
+        if not _state["redeliver"]:
+            return
+        _state["redeliver"] = False  # the first one was swallowed: raise it again
     _state["interrupted"] = True
     raise KeyboardInterrupt
 
 
+def _unraisable(args) -> None:
+    """sys.unraisablehook under :func:`install`: a ``KeyboardInterrupt`` that would be printed
+    and dropped ("Exception ignored in: <function _xla_gc_callback …>", raised in a garbage-
+    collection callback during JAX's first compile) is delivered again to the main thread
+    instead, where it ends the run; anything else goes to the previous hook."""
+    if isinstance(args.exc_value, KeyboardInterrupt) and _state["installed"]:
+        _state["redeliver"] = True
+        # from a helper thread a moment later: tripped here, it would fire inside this hook
+        threading.Thread(target=_redeliver, daemon=True).start()
+        return
+    _previous_hook(args)
+
+
+def _redeliver() -> None:
+    import _thread
+
+    time.sleep(0.01)
+    _thread.interrupt_main()
+
+
+_previous_hook = sys.unraisablehook
+
+
 def install() -> None:
-    """Make SIGINT raise ``KeyboardInterrupt`` once per process (the executable calls this;
-    see the module docstring). Main thread only."""
+    """Make SIGINT raise ``KeyboardInterrupt`` once per process, and a swallowed one raised
+    again (the executable calls this; see the module docstring). Main thread only."""
+    global _previous_hook
     signal.signal(signal.SIGINT, _handler)
+    if sys.unraisablehook is not _unraisable:
+        _previous_hook = sys.unraisablehook
+        sys.unraisablehook = _unraisable
     _state["installed"] = True
 
 

@@ -13,6 +13,12 @@ numbers do not depend on the batching (each window is its own sequence). Under g
 query attention the weights are per *query* head already (keys and values are shared, the
 softmax is not), so every query head gets its own row.
 
+Memory is checked before the first window runs (:func:`check_window_memory`): one window's
+attention of every layer (``output_attentions`` keeps them all until the batch's reduction)
+plus one layer's eager working arrays must fit in the memory available
+(:func:`rmtbase.files.memory.available_memory`, ``$RMTBASE_MEMORY_LIMIT`` to set it), else a
+one-line :class:`InputError` naming the need and a window that fits.
+
 Encoder or decoder is read from the attention itself (:func:`is_causal`): a model whose
 weights above the diagonal are all exactly 0 on the first window is causal.
 """
@@ -68,6 +74,14 @@ def _locate(model) -> tuple[str, dict, str]:
     return text, {}, text  # a hub id: transformers' own cache / download
 
 
+def check_model(model) -> None:
+    """One-line :class:`ModelError` now, before any other work, if ``model`` cannot be probed
+    for what its folder shows (no config.json, no tokenizer, a file that is not .gguf); a hub
+    id passes (checked when loaded). ``None``: the embedded default model."""
+    if model is not None:
+        _locate(model)
+
+
 def load(model):
     """(tokenizer, model, name) for ``model`` (folder, .gguf file or hub id); one-line
     :class:`ModelError` when either cannot be loaded."""
@@ -90,7 +104,22 @@ def load(model):
     except Exception as exc:
         raise ModelError(f"cannot load {name} with transformers: {_one_line(exc)}") from exc
     net.eval()
+    check_finite_weights(net, name)
     return tok, net, name
+
+
+def check_finite_weights(net, name: str) -> None:
+    """One-line :class:`ModelError` naming the first parameter of ``net`` with a NaN or
+    infinite entry (as ``score`` refuses such weights): a NaN weight would make the attention
+    NaN and every behaviour of its heads a wrong number."""
+    import torch
+
+    with torch.no_grad():
+        for pname, p in net.named_parameters():
+            if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+                bad = int(p.numel() - int(torch.isfinite(p).sum()))
+                raise ModelError(f"tensor {pname!r} in {name} has {bad} non-finite (NaN/inf) "
+                                 "entries; cannot probe it")
 
 
 def _from_gguf(path: Path):
@@ -123,14 +152,67 @@ def default_window(config) -> int:
 
 
 def is_causal(attentions) -> bool:
-    """True when every layer's weights above the diagonal are exactly 0."""
-    return all(float(a[0].triu(1).abs().max()) == 0.0 for a in attentions)
+    """True when every layer's finite weights above the diagonal are exactly 0 (a NaN, which
+    fails every comparison, neither makes nor unmakes a causal model)."""
+    import torch
+
+    for a in attentions:
+        upper = a[0].triu(1)
+        if bool(((upper != 0) & torch.isfinite(upper)).any()):
+            return False
+    return True
+
+
+def _check_finite_attention(att, label: str) -> None:
+    """One-line :class:`ModelError` if a layer's attention weights hold NaN or inf (weights
+    are checked finite at load; float32 overflow in the forward pass can still make them)."""
+    import torch
+
+    for li, a in enumerate(att):
+        if not bool(torch.isfinite(a).all()):
+            raise ModelError(f"attention weights of layer {li} of {label} are not finite "
+                             "(NaN/inf in the forward pass: float32 overflow?); cannot probe it")
+
+
+def _shape(config) -> tuple[int, int]:
+    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 1)
+    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head", 1)
+    return int(layers), int(heads)
+
+
+#: Eager attention's working arrays of one layer (scores, softmax, its dropout/mask copies),
+#: in units of that layer's (heads, T, T) float32 weights, beside the weights kept per layer.
+_WORK_LAYERS = 3
+
+
+def window_bytes(config, window: int) -> int:
+    """Estimated memory of one window's forward pass with ``output_attentions``: float32
+    (heads, T, T) weights kept for every layer plus :data:`_WORK_LAYERS` layers' working
+    arrays."""
+    layers, heads = _shape(config)
+    return 4 * heads * int(window) ** 2 * (layers + _WORK_LAYERS)
+
+
+def check_window_memory(config, window: int, label: str) -> int:
+    """One-line :class:`InputError` if one window of ``window`` tokens cannot fit in the
+    memory available (module docstring); returns the estimate in bytes."""
+    from ..files.memory import available_memory, fmt_bytes
+
+    need = window_bytes(config, window)
+    avail, source = available_memory("cpu")
+    if avail is not None and need > avail:
+        layers, heads = _shape(config)
+        fits = int((avail / (4 * heads * (layers + _WORK_LAYERS))) ** 0.5)
+        raise InputError(f"one window of {window} tokens of {label} needs about "
+                         f"{fmt_bytes(need)} of attention weights ({layers} layers x {heads} "
+                         f"heads x {window}^2 float32), more than the {fmt_bytes(avail)} "
+                         f"available ({source}); use --window {max(3, fits)} or less")
+    return need
 
 
 def _batches(wins, config):
     """Consecutive windows of equal length, grouped under :data:`ATTENTION_BYTES`."""
-    layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 1)
-    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head", 1)
+    layers, heads = _shape(config)
     group: list = []
     for win in wins:
         t = win[0].size
@@ -165,6 +247,7 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
         raise InputError(f"window must be at least 3 tokens, got {w}")
     if cap and w > cap:
         raise InputError(f"window {w} exceeds the model's max_position_embeddings {cap}")
+    check_window_memory(net.config, w, label)  # before the text is tokenized or run
     wins = windows(tok, txt.text, w)
     totals: list[dict | None] = []
     causal = None
@@ -176,10 +259,11 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
                 out = net(input_ids=x, attention_mask=torch.ones_like(x), output_attentions=True)
             except Exception as exc:
                 raise ModelError(f"forward pass of {label} failed: {_one_line(exc)}") from exc
-            att = out.attentions
+            att = getattr(out, "attentions", None)  # None: a model without attention
             if not att or att[0] is None:
                 raise ModelError(f"{label} returned no attention weights (eager attention "
                                  "not supported by this architecture?)")
+            _check_finite_attention(att, label)
             if causal is None:
                 causal = is_causal(att)
                 totals = [None] * len(att)
@@ -209,4 +293,5 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     return ds
 
 
-__all__ = ["TOKENIZER_FILES", "default_window", "is_causal", "load", "probe_model"]
+__all__ = ["TOKENIZER_FILES", "check_finite_weights", "check_model", "check_window_memory",
+           "default_window", "is_causal", "load", "probe_model", "window_bytes"]

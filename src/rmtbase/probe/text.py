@@ -7,12 +7,19 @@ the Declaration of Independence; Lincoln's Gettysburg Address and Second Inaugur
 6,701 tokens with the MiniLM (BERT uncased WordPiece) tokenizer. ``data/SOURCES.md`` states the
 sources and the licence.
 
-Windows (:func:`windows`): the whole text is tokenized once without special tokens and cut
+Windows (:func:`windows`): the text is tokenized without special tokens and cut
 into consecutive, non-overlapping chunks of ``window − n_special`` text tokens; each chunk gets
 the special tokens the tokenizer adds around one sequence (``[CLS] … [SEP]`` for BERT, BOS
 for Llama, none for GPT-2-style tokenizers), found by tokenizing a one-word probe string with
 and without them. The last chunk is shorter (nothing is padded and nothing dropped), so a
 window never holds padding. Each window comes with its ``content`` mask (True on text tokens).
+
+A long text is tokenized in pieces of about :data:`TOKENIZE_CHARS` characters (a fast
+tokenizer holds ~190 bytes per character of its input while it works), each cut just before a
+line break, else before a space (never inside a word); the ids are kept as int32. For texts
+shorter than that (the default text, most uses) this is one call, as before. A tokenizer that
+adds a prefix space to every input (SentencePiece ``add_dummy_prefix``) may give a different
+token at a cut than the whole text would: at most one token per piece.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from ..errors import InputError, ModelError
 #: ``max_position_embeddings``: the issue's probe used 256, MiniLM was trained on 128–256.
 DEFAULT_WINDOW = 256
 DEFAULT_TEXT = "default_text.txt"
+#: Characters tokenized at once (module docstring): ~200 MB of a fast tokenizer's memory.
+TOKENIZE_CHARS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,32 @@ def special_template(tokenizer) -> tuple[list[int], list[int]]:
     raise ModelError("cannot tell which special tokens the tokenizer adds around a sequence")
 
 
+def _pieces(text: str, size: int):
+    """``text`` in consecutive pieces of about ``size`` characters, each cut before a line
+    break, else before a space, else (a text with neither) at ``size``."""
+    start, n = 0, len(text)
+    while start < n:
+        end = min(n, start + size)
+        if end < n:
+            cut = text.rfind("\n", start + size // 2, end)
+            if cut <= start:
+                cut = text.rfind(" ", start + size // 2, end)
+            if cut > start:
+                end = cut
+        yield text[start:end]
+        start = end
+
+
+def tokenize(tokenizer, text: str, size: int | None = None) -> np.ndarray:
+    """Token ids (int32) of ``text`` without special tokens, tokenized in bounded pieces
+    (:data:`TOKENIZE_CHARS`, module docstring)."""
+    size = int(size or TOKENIZE_CHARS)
+    parts = [np.asarray(tokenizer(piece, add_special_tokens=False, verbose=False)["input_ids"],
+                        dtype=np.int64) for piece in _pieces(text, size)]
+    ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return ids.astype(np.int32) if ids.size == 0 or ids.max() < 2**31 else ids
+
+
 def windows(tokenizer, text: str, window: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """``[(input_ids (T,), content (T,) bool), …]``: ``text`` cut into windows of at most
     ``window`` tokens, special tokens included (module docstring)."""
@@ -88,12 +123,12 @@ def windows(tokenizer, text: str, window: int) -> list[tuple[np.ndarray, np.ndar
     if n_text < 2:
         raise InputError(f"window {window} leaves fewer than 2 text tokens beside the "
                          f"{len(prefix) + len(suffix)} special tokens")
-    ids = list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+    ids = tokenize(tokenizer, text)
     if len(ids) < 2:
         raise InputError(f"the text has {len(ids)} token(s); the probe needs at least 2")
     out = []
     for s in range(0, len(ids), n_text):
-        chunk = ids[s:s + n_text]
+        chunk = ids[s:s + n_text].tolist()
         w = np.array(prefix + chunk + suffix, dtype=np.int64)
         content = np.zeros(w.size, dtype=bool)
         content[len(prefix):len(prefix) + len(chunk)] = True
@@ -101,4 +136,5 @@ def windows(tokenizer, text: str, window: int) -> list[tuple[np.ndarray, np.ndar
     return out
 
 
-__all__ = ["DEFAULT_WINDOW", "Text", "default_text", "read_text", "special_template", "windows"]
+__all__ = ["DEFAULT_WINDOW", "TOKENIZE_CHARS", "Text", "default_text", "read_text",
+           "special_template", "tokenize", "windows"]

@@ -57,7 +57,11 @@ def _open(path: Path) -> xr.Dataset:
     missing = [v for v in ("head_flag", "value", "qk_spectrum") if v not in ds]
     if missing or "d" not in ds.attrs and "d" not in ds:
         raise InputError(f"{nc} is not an rmtbase score (lacks {', '.join(missing) or 'd'})")
-    _check_shape(ds, nc)
+    if collection_dim(ds) is None:
+        _check_shape(ds, nc)
+    else:  # a collection stores each entry's (d, d_h): entries of several shapes are checked
+        for label, e in entries(ds):  # one by one
+            _check_shape(e, Path(f"{nc} [{label}]"))
     return ds
 
 

@@ -182,6 +182,19 @@ def delta_label(finetuned, base) -> str:
     return f"{a} vs {b}"
 
 
+def _check_delta_options(info, options: dict) -> None:
+    """score_heads' option checks and the null's memory check, up front (one line)."""
+    from .null_checks import check_null_size
+    from .score import _check_options, _stat_kind
+
+    _check_options(options.get("alpha", 0.05), options.get("draws"), "gaussian",
+                   options.get("quantized_null", "auto"), options.get("max_draws", 100_000),
+                   options.get("element_draws", 200))
+    kind, names = _stat_kind(options.get("stats", "all"))
+    check_null_size(info, kind, names, options.get("draws"), "gaussian",
+                    options.get("element_draws", 200))
+
+
 def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
                 allow_pickle=False, **options) -> xr.Dataset:
     """Score the per-head change from ``base`` to ``finetuned`` (module docstring).
@@ -202,6 +215,7 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
     if base is None:
         raise InputError("scoring a fine-tune's change needs its base model (--base BASE)")
     binfo = model_info(base, revision=base_revision)
+    _check_delta_options(binfo, options)  # absurd draws: refused before any weight is read
     lora = isinstance(finetuned, str | Path) and is_lora(finetuned)
     label = delta_label(finetuned, base)
     norms: dict = {}

@@ -4,6 +4,16 @@ spectrum in one compiled program, W_QK element statistics head by head on thread
 The statistics are :func:`rmtbase.stats.head_stats`'s — the same implementation as the null's —
 batched over the heads of a layer; :func:`rmtbase.scoring.score.score_model` calls
 :func:`layer_stats` once per layer.
+
+Scale: the statistics are computed in float32, where Σλ² ∝ (σ_Q σ_K)⁴ overflows to inf for
+entries of about 10³ and underflows to 0 below about 10⁻⁶ (issue 35: q/k ×10⁸ gave
+Σλ² = inf and a flag at p ≈ 3e-15). A head whose largest |entry| lies outside
+:data:`SAFE_MAX` is therefore first divided by a power of two (:func:`safe_factors`; exact, so
+every scale-free statistic is what it would be at a moderate scale), and its statistics that
+carry scale are moved back to raw units in float64 by their ``sigma_power``
+(:func:`restore_scale`). A raw value that float64 cannot hold either is refused in one line
+naming the scale. Heads inside :data:`SAFE_MAX` (every trained or initialised model seen)
+are computed exactly as before.
 """
 
 from __future__ import annotations
@@ -11,6 +21,69 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+
+#: [lo, hi): largest |entry| of a head's W_Q or W_K at which its float32 statistics are
+#: computed on the raw weights (module docstring).
+SAFE_MAX = (2.0**-10, 2.0**6)
+
+
+def _exponents(w) -> np.ndarray:
+    """Per head (leading axes) the power-of-two exponent e to divide by (0 inside SAFE_MAX)."""
+    m = np.max(np.abs(np.asarray(w)), axis=(-2, -1)).astype(np.float64)
+    inside = (m >= SAFE_MAX[0]) & (m < SAFE_MAX[1])
+    ok = np.isfinite(m) & (m > 0)
+    e = np.floor(np.log2(np.where(ok, m, 1.0)))
+    return np.where(inside | ~ok, 0, e).astype(np.int64)
+
+
+def safe_factors(wq, wk):
+    """(wq', wk', c_q, c_k): the heads' factors divided by powers of two ``c`` (per head,
+    float64, 1 inside :data:`SAFE_MAX`) so that their largest |entry| is in [1, 2) when it
+    was outside; ``ldexp`` makes the division exact (module docstring)."""
+    wq, wk = np.asarray(wq), np.asarray(wk)
+    eq, ek = _exponents(wq), _exponents(wk)
+    cq, ck = np.exp2(eq.astype(np.float64)), np.exp2(ek.astype(np.float64))
+    if eq.any():
+        wq = np.ldexp(wq, -eq[..., None, None]).astype(wq.dtype, copy=False)
+    if ek.any():
+        wk = np.ldexp(wk, -ek[..., None, None]).astype(wk.dtype, copy=False)
+    return wq, wk, cq, ck
+
+
+def restore_scale(st: dict, cq, ck, where: str = "") -> dict:
+    """Statistics ``st`` of factors divided by ``cq``, ``ck`` (:func:`safe_factors`) in raw
+    units: ``x·c^p`` or ``x + p ln c`` in float64 by each statistic's ``sigma_power``; a raw
+    value (or the scale^p the decision divides by) outside float64 is a one-line
+    :class:`~rmtbase.errors.ModelError` naming the scale."""
+    from ..decision.verdict import scaling
+    from ..errors import ModelError
+
+    cq, ck = np.asarray(cq, np.float64), np.asarray(ck, np.float64)
+    if not (np.any(cq != 1) or np.any(ck != 1)):
+        return st
+    rq, rk = st["q.rms"] * cq, st["k.rms"] * ck
+    out = {}
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        for k, v in st.items():
+            p, how = scaling(k)
+            v = np.asarray(v, dtype=np.float64)
+            if p == 0:
+                out[k] = v
+                continue
+            matrix = k.split(".", 1)[0]
+            c = {"q": cq, "k": ck}.get(matrix, cq * ck)
+            raw_scale = {"q": rq, "k": rk}.get(matrix, rq * rk)
+            new = v + p * np.log(c) if how == "log" else v * c**p
+            lost = ~np.isfinite(new) | ((new == 0) & (v != 0)) | \
+                ~np.isfinite(raw_scale**p) | (raw_scale**p < np.finfo(np.float64).tiny)
+            if np.any(lost & np.isfinite(v)):
+                i = int(np.argmax(lost & np.isfinite(v)))
+                raise ModelError(
+                    f"{where}head {i}: entry scale sigma_q={float(rq.flat[i]):.3g}, "
+                    f"sigma_k={float(rk.flat[i]):.3g} puts {k} (proportional to scale^{p:g}) "
+                    "outside the float64 range; cannot score weights this extreme")
+            out[k] = new
+    return out
 
 
 @functools.cache
@@ -32,14 +105,18 @@ def _compiled():
 
 
 def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
-                 entry_law: bool = True, hist: bool = False):
+                 entry_law: bool = True, hist: bool = False, scales=None, where: str = ""):
     """head_stats batched over the heads of one layer, plus the normalised spectrum
     x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
     ``wk`` expanded) the element statistics of W_K are computed once per key head; those of
     W_QK (and W_Q, and W_K without GQA) run on
     :func:`rmtbase.scoring.qk_elements.scoring_threads` threads.
     With ``hist`` also returns the heads' W_QK histograms (:mod:`.qk_histogram`; None without
-    element statistics)."""
+    element statistics). ``scales``: (c_q, c_k) when ``wq``, ``wk`` come from
+    :func:`safe_factors` (the statistics are returned in raw units); None: the factors are
+    made safe here. ``where`` prefixes a refusal (e.g. ``"layer 3 of gpt2: "``)."""
+    if scales is None:
+        wq, wk, *scales = safe_factors(wq, wk)
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
     which = ("q",) if group > 1 else ("q", "k")
     if not entry_law:
@@ -64,7 +141,8 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     lam = np.asarray(lam, dtype=np.float64)
     d = wq.shape[-1]
     x = lam / (st["q.rms"][:, None] ** 2 * st["k.rms"][:, None] ** 2 * d**2)
+    st = restore_scale(st, *scales, where=where)
     return (st, x, qk_hist) if hist else (st, x)
 
 
-__all__ = ["layer_stats"]
+__all__ = ["SAFE_MAX", "layer_stats", "restore_scale", "safe_factors"]

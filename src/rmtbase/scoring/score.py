@@ -66,7 +66,7 @@ from .layer_null import (
     layer_null,
     layer_quantisation,
 )
-from .layer_stats import layer_stats
+from .layer_stats import layer_stats, safe_factors
 from .null_checks import (
     check_element_draws,
     check_null_size,
@@ -159,8 +159,11 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
         # a GGUF file names its block type; a dequantised folder is recognised by its lattice
         quant = layer_quantisation(lh, wq, wk, storage, group)
         est, null_storage, bad = layer_null(storage, quant, quantized_null)
+        # a head far outside float32's comfortable range is divided by a power of two first
+        wq, wk, cq, ck = safe_factors(wq, wk)
         st, x, h = layer_stats(wq, wk, kind, est, group, entry_law=null.tests_entry_law,
-                                hist=True)
+                                hist=True, scales=(cq, ck),
+                                where=f"layer {lh.layer} of {info.name}, ")
         per_layer.append(st)
         profiles.append(factor_profile(wq, wk))
         if h is not None:

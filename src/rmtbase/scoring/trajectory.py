@@ -325,6 +325,7 @@ class _Dask(_Here):
         return self._ctx.__exit__(*exc)
 
     def run(self, batches) -> dict:
+        from ..baseline.sweep import completed
         from ..files.interrupts import fault_point
 
         batches = [batches] if batches and isinstance(batches[0], int) else batches
@@ -335,7 +336,7 @@ class _Dask(_Here):
                                           self.specs[i].revision, self.options, self.x64,
                                           pure=False): i for i in batch}
             fault_point("tasks:submitted")
-            for fut in self.dist.as_completed(futures):
+            for fut in completed(futures):  # polls: a Ctrl-C is never lost in a wait
                 i = futures[fut]
                 out[i] = fut.result()
                 k += 1

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..errors import InputError
-from .precision import STORAGES
+from .names import STORAGES
 
 #: How the text names the entry-law group of statistics (:data:`rmtbase.decision.family.GROUPS`).
 ENTRY_LAW = "entry law"

@@ -50,13 +50,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import InputError
+from .names import FLOAT_STORAGES, FP8_FORMATS, QUANT_FORMATS, STORAGES  # noqa: F401 - re-exported
 
-FLOAT_STORAGES = ("float32", "float16", "bfloat16")
-#: Block-scaled FP8 of official FP8 checkpoints (128×128 tiles, :mod:`rmtbase.stats.fp8`).
-FP8_FORMATS = ("fp8_e4m3",)
-QUANT_FORMATS = ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q2_k",
-                 "q3_k") + FP8_FORMATS
-STORAGES = FLOAT_STORAGES + QUANT_FORMATS
 #: Significant bits (with the implicit one) and the smallest spacing (the subnormal step;
 #: for bfloat16 2^-133 would be flushed to zero by XLA on CPU, so its cells stop at the float32
 #: normal range — only exact zeros are affected, and they count as points).

@@ -43,13 +43,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import InputError, ModelError
 from . import _output as io
 from ._association import association_table
 
 #: Per-head variables of a score taken beside the statistics' values when present.
 EXTRA_VARS = ("distance", "head_effect", "n_spikes")
 N_PERM, N_PERM_QUICK = 10_000, 1_000
+#: Fewest heads a rank correlation over heads is computed on.
+MIN_HEADS = 4
 #: The baseline weight rows (module docstring).
 BASELINES = ("scale", "layer")
 
@@ -116,9 +118,18 @@ def run(out_dir, quick=False, seed=0, model=None, text=None) -> dict:
     from ..models import default_model_path
     from ..probe import join, probe_model, read_text
     from ..probe.join import behaviour_names
+    from ..probe.run import check_model
     from ..probe.text import Text
     from ..scoring.score import score_model
 
+    check_model(model)  # no tokenizer: refused before the score runs
+    from ..models import model_info
+
+    info = model_info(default_model_path() if model is None else model)
+    if int(info.n_layers) * int(info.n_heads) < MIN_HEADS:
+        raise InputError(f"head_function correlates variables over heads; {info.name} has "
+                         f"{int(info.n_layers) * int(info.n_heads)} (at least {MIN_HEADS} "
+                         "needed)")
     out = io.prepare(out_dir)
     txt = read_text(text)
     if quick and text is None:
@@ -141,6 +152,10 @@ def run(out_dir, quick=False, seed=0, model=None, text=None) -> dict:
     scale = prof.pop("scale")
     weights = {"scale": scale, "layer": layer.astype(np.float64), **prof, **weights}
     weights = {k: v for k, v in weights.items() if np.isfinite(v).all() and np.ptp(v) > 0}
+    if not beh or not [w for w in weights if w not in BASELINES]:
+        what = "behaviour" if not beh else "weight statistic"
+        raise InputError(f"no {what} of {info.name} varies over its heads (identical heads?); "
+                         "nothing to correlate")
     n_perm = N_PERM_QUICK if quick else N_PERM
     rows = association_table(weights, beh, layer, {"scale": np.log(scale)}, n_perm=n_perm,
                              seed=seed)

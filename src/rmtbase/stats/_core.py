@@ -1,0 +1,120 @@
+"""The body of :mod:`rmtbase.stats` (its ``__init__`` loads this module, and JAX with it, on
+first use of a name, so that ``import rmtbase.stats.null_kind`` at argument-parsing time
+imports no JAX). The package docstring describes it."""
+
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from ..errors import InputError
+from .elementwise import (
+    ELEMENT_STATS,
+    _element_stats_flat,
+    _qk_one,
+    _trim_fraction,
+    element_stats,
+)
+from .precision import check_storage
+from .spectral import SPECTRAL_STATS, eigvals_from_factors, spectral_stats
+from .statistic import STATISTICS, Statistic, stat_info, statistic
+
+__all__ = [
+    "ELEMENT_STATS",
+    "SPECTRAL_STATS",
+    "STATISTICS",
+    "STAT_INFO",
+    "Statistic",
+    "element_stats",
+    "head_stats",
+    "spectral_stats",
+    "statistic",
+    "table_name",
+]
+
+
+#: ``{name: {long_name, units, definition, sigma_power, scaling}}``, derived from the records
+#: of :mod:`.statistic` (the one definition of each statistic).
+STAT_INFO: dict[str, dict] = stat_info()
+
+_MATRICES = ("q", "k", "qk")
+#: Prefix of a whole weight matrix's statistics in scoring (``w.weibull_k``; rms: its own).
+WHOLE_MATRIX = "w"
+
+
+def table_name(name: str) -> str:
+    """Table variable name of a ``head_stats`` key: ``"qk.npr" -> "npr"``, ``"q.std" -> "q_std"``.
+
+    Spectral statistics of W_QK keep their bare names; element statistics (and rms) become
+    ``<matrix>_<stat>``.
+    """
+    if not isinstance(name, str) or "." not in name:
+        raise InputError(f"statistic name must look like '<matrix>.<stat>', got {name!r}")
+    matrix, stat = name.split(".", 1)
+    if matrix not in _MATRICES or stat not in STAT_INFO:
+        raise InputError(f"unknown statistic {name!r}")
+    if matrix == "qk" and stat in SPECTRAL_STATS:
+        return stat
+    return f"{matrix}_{stat}"
+
+
+def _rms(w):
+    return jnp.sqrt(jnp.mean(w * w, axis=(-2, -1)))
+
+
+def _qk_element_stats(wq, wk, trim):
+    """Element statistics of W_QK = wqᵀ wk, one head at a time (bounded memory)."""
+    batch = wq.shape[:-2]
+    fq = wq.reshape((-1, *wq.shape[-2:]))
+    fk = wk.reshape((-1, *wk.shape[-2:]))
+
+    out = jax.lax.map(lambda pair: _qk_one(*pair, trim), (fq, fk))
+    return {s: v.reshape(batch) for s, v in out.items()}
+
+
+def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=True,
+               trim=0.8, storage="float32", statistics=None) -> dict:
+    """All statistics of one head (or a batch of heads) from its factors.
+
+    wq, wk: ``(..., d_h, d)`` raw weights (no 1/√d scaling applied), any float dtype; leading
+    axes are batch axes (heads, draws). which: matrices whose element statistics to compute
+    (subset of ``("q", "k", "qk")``); spectral: add ``qk.<SPECTRAL_STATS>`` (needs ``"qk"`` in
+    which); elementwise: add the element statistics; trim: Weibull trim (0.8, 0.9 or 1.0);
+    storage: how W_Q and W_K were stored (:data:`rmtbase.stats.precision.STORAGES`; their
+    element histograms use lattice cells for float16/bfloat16; W_QK is computed in the input
+    dtype and counted as points). Always returns ``q.rms`` and ``k.rms``. Returns
+    ``{"<matrix>.<stat>": array of shape wq.shape[:-2]}``. statistics: the records whose
+    spectral statistics to compute (default the registry :data:`STATISTICS`; a tuple of
+    :class:`Statistic`, so a new spectral statistic is one record).
+    """
+    wq = jnp.asarray(wq)
+    wk = jnp.asarray(wk)
+    if wq.ndim < 2 or wq.shape != wk.shape:
+        raise InputError(f"wq and wk must have the same shape (..., d_h, d); got {wq.shape}, {wk.shape}")
+    bad = [m for m in which if m not in _MATRICES]
+    if bad:
+        raise InputError(f"which must be a subset of {_MATRICES}, got {tuple(which)!r}")
+    _trim_fraction(trim)
+    stats = None if statistics is None else tuple(statistics)
+    return _head_stats(wq, wk, tuple(which), bool(spectral), bool(elementwise), float(trim),
+                       check_storage(storage), stats)
+
+
+@partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
+def _head_stats(wq, wk, which, spectral, elementwise, trim, storage="float32", statistics=None):
+    out = {"q.rms": _rms(wq), "k.rms": _rms(wk)}
+    if elementwise:
+        for m, w in (("q", wq), ("k", wk)):
+            if m in which:
+                flat = w.reshape((-1, w.shape[-2] * w.shape[-1]))
+                st = _element_stats_flat(flat, trim, storage)
+                out.update({f"{m}.{s}": v.reshape(w.shape[:-2]) for s, v in st.items()})
+        if "qk" in which:
+            out.update({f"qk.{s}": v for s, v in _qk_element_stats(wq, wk, trim).items()})
+    if spectral and "qk" in which:
+        lam = eigvals_from_factors(wq, wk)
+        out.update({f"qk.{s}": v for s, v in spectral_stats(lam, statistics).items()})
+    return out

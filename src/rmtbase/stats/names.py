@@ -1,0 +1,12 @@
+"""Storage names, with no heavy import (the command line's choices are built from them before
+JAX loads): the float storages and the block quantisation formats of
+:mod:`rmtbase.stats.precision`, which holds their round trips."""
+
+FLOAT_STORAGES = ("float32", "float16", "bfloat16")
+#: Block-scaled FP8 of official FP8 checkpoints (128×128 tiles, :mod:`rmtbase.stats.fp8`).
+FP8_FORMATS = ("fp8_e4m3",)
+QUANT_FORMATS = ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q2_k",
+                 "q3_k") + FP8_FORMATS
+STORAGES = FLOAT_STORAGES + QUANT_FORMATS
+
+__all__ = ["FP8_FORMATS", "FLOAT_STORAGES", "QUANT_FORMATS", "STORAGES"]
