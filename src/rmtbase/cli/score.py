@@ -82,8 +82,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--draws", type=positive_int, default=None,
                    help="minimum number of null draws (gaussian: per table; permutation: "
                         "spectral permutations per head, default 1000)")
-    p.add_argument("--max-draws", type=positive_int, default=100_000,
-                   help="cap of the sequential extension of the spectral null (default 100000)")
+    p.add_argument("--max-draws", type=positive_int, default=None,
+                   help="extend the spectral null up to N draws where a head near a flag lies "
+                        "in its tail (deeper p); default: only while a decision can change")
     p.add_argument("--element-draws", type=positive_int, default=200,
                    help="permutation null: permutations per head for W_QK element statistics "
                         "(default 200)")
@@ -125,7 +126,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.draws is not None and args.draws < 2:
         raise InputError(f"--draws must be at least 2, got {args.draws}")
-    if args.max_draws < 2:
+    if args.max_draws is not None and args.max_draws < 2:
         raise InputError(f"--max-draws must be at least 2, got {args.max_draws}")
     if args.element_draws < 0:
         raise InputError(f"--element-draws must be >= 0, got {args.element_draws}")

@@ -165,7 +165,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     specs = make_specs(models, revisions, labels)
     _check_options(options.get("alpha", 0.05), options.get("draws"),
                    options.get("null", "gaussian"), options.get("quantized_null", "auto"),
-                   options.get("max_draws", 100_000), options.get("element_draws", 200))
+                   options.get("max_draws"), options.get("element_draws", 200))
     _stat_kind(options.get("stats", "all"))
     if dim is not None and dim not in COLLECTION_DIMS:
         raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")
