@@ -32,7 +32,7 @@ from ..errors import RmtbaseError
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
-            "score", "probe", "compare", "study")
+            "score", "combine", "probe", "compare", "study")
 
 
 class _Parser(argparse.ArgumentParser):

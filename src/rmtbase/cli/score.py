@@ -189,11 +189,12 @@ def run(args: argparse.Namespace) -> int:
         check_null_size(model_info(models[0], revision=revisions[0] if revisions else None),
                         args.stats, None, args.draws, args.null, args.element_draws)
         from ..report.collection_report import entry_lines
+        from ..scoring.entries import entries_dir
         from ..scoring.trajectory import score_collection
 
         ds = score_collection(models, revisions=revisions, dim=args.collection,
                               workers=args.workers, scheduler=args.scheduler,
-                              progress=not args.quiet, **options)
+                              progress=not args.quiet, entries=entries_dir(args.out), **options)
         cds = None
         if components is not None:  # one process, the same entries and dimension
             from ..scoring.collection import collection_dim
