@@ -174,3 +174,34 @@ def test_worker_threads_are_pinned():
         env["XLA_FLAGS"]
     env = worker_env(2, cores=16)
     assert env["OMP_NUM_THREADS"] == "8" and "XLA_FLAGS" not in env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["tasks:submitted:INT", "tasks:submitted:INT*"])
+def test_ctrl_c_during_a_two_worker_collection_ends_it(steps, tmp_path, fault):
+    """Issue 35 item 6: `score A B C D --workers 2` with one Ctrl-C (or a terminal's burst)
+    while the driver waits on its tasks: exit 130 with one line, no hang, no output."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("distributed")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=src, RMTBASE_FAULT=fault,
+               RMTBASE_CACHE=os.environ.get("RMTBASE_CACHE", str(tmp_path / "cache")),
+               RMTBASE_NO_JIT_CACHE="1", HF_HUB_OFFLINE="1")
+    out = tmp_path / "coll"
+    p = subprocess.Popen([sys.executable, "-m", "rmtbase", "score", *map(str, steps),
+                          "--stats", "spectral", "--draws", "300", "--quiet", "--no-figures",
+                          "--workers", "2", "--out", str(out)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.communicate()
+        pytest.fail(f"score --workers 2 hung after {fault}")
+    assert p.returncode == 130, err[-2000:]
+    assert err == "rmtbase: interrupted\n", err[-2000:]
+    assert not out.exists()
