@@ -168,7 +168,7 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
     cap = MAX_DRAWS if decide else int(max_draws)
     n_looks = looks(min((g.spectral_ref["q.rms"].size for g in nulls), default=1), cap) \
         if spectral_names else 1
-    stop = {"settled": True, "draws": 0}
+    settled = True
     while spectral_names:
         open_heads = None
         if decide:
@@ -177,7 +177,7 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
             open_heads = unsettled(groups, values, spectral_names, alpha=alpha,
                                    group_size=group_size, unreliable=unreliable,
                                    n_looks=n_looks)
-            stop["settled"] = not open_heads.any()
+            settled = not open_heads.any()
         grown = False
         for g in nulls:
             if not fast_spectral("spectral", "lowrank", g.storage):
@@ -212,10 +212,10 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
             break
         ds = verdict()
     if spectral_names:
-        stop["draws"] = int(min(g.spectral_ref["q.rms"].size for g in nulls))
+        used = int(min(g.spectral_ref["q.rms"].size for g in nulls))
         if decide:
             ds.attrs.update(stop_rule="decision", stop_error=STOP_ERROR,
-                            stopping_note=stopping_note(stop["draws"], stop["settled"], cap))
+                            stopping_note=stopping_note(used, settled, cap))
         else:
             ds.attrs["stop_rule"] = "tail"
     return ds, tested, values, undefined

@@ -125,8 +125,9 @@ def stopping_note(draws: int, settled: bool, cap: int, error: float = STOP_ERROR
                 f"(Clopper-Pearson intervals of each p on the side of its Benjamini-Hochberg "
                 f"threshold; error <= {error:g}); the null was not extended to refine p-values "
                 "of settled heads: deeper p (for ranking) needs --max-draws N")
-    return (f"some head's decision was still open at the cap of {cap} spectral null draws "
-            f"(stopping error {error:g}); a larger --max-draws may settle it")
+    return (f"some head's decision was still open after {draws} spectral null draws (the cap "
+            f"is {cap}; a block-quantised storage's spectral null is not extended; stopping "
+            f"error {error:g}): its flag rests on the draws there are")
 
 
 __all__ = ["GROWTH", "MAX_DRAWS", "STOP_ERROR", "looks", "p_interval", "stopping_note",
