@@ -41,7 +41,7 @@ def _synthetic(values, n=4000, seed=0):
 
 def test_heads_beyond_every_draw_or_in_the_bulk_are_settled():
     groups, vals = _synthetic([9.0, 10.0, 11.0, 0.1, -0.3, 0.5, 1.0, -1.2])
-    open_ = unsettled(groups, vals, ["qk.npr"], alpha=0.05, group_size=1, n_looks=4)
+    open_ = unsettled(groups, vals, ["qk.npr"], alpha=0.05, n_looks=4)
     assert not open_.any()
 
 
@@ -51,10 +51,10 @@ def test_a_head_at_its_threshold_is_open():
     m = 8
     z = st.norm.isf(0.05 / m / 2)  # two-sided p = alpha / m
     groups, vals = _synthetic([z] + [0.1 * i for i in range(m - 1)])
-    open_ = unsettled(groups, vals, ["qk.npr"], alpha=0.05, group_size=1, n_looks=4)
+    open_ = unsettled(groups, vals, ["qk.npr"], alpha=0.05, n_looks=4)
     assert open_[0, 0] and open_.sum() == 1
     # with a smaller stated error the intervals widen: still open
-    assert unsettled(groups, vals, ["qk.npr"], alpha=0.05, group_size=1, n_looks=4,
+    assert unsettled(groups, vals, ["qk.npr"], alpha=0.05, n_looks=4,
                      error=STOP_ERROR / 10)[0, 0]
 
 

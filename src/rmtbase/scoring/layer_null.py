@@ -175,8 +175,7 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
             groups = [(None if len(nulls) == 1 else g.rows, g.joint, g.spectral_null)
                       for g in nulls]
             open_heads = unsettled(groups, values, spectral_names, alpha=alpha,
-                                   group_size=group_size, unreliable=unreliable,
-                                   n_looks=n_looks)
+                                   unreliable=unreliable, n_looks=n_looks)
             settled = not open_heads.any()
         grown = False
         for g in nulls:

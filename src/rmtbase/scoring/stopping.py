@@ -74,8 +74,8 @@ def p_interval(value, ref, level: float) -> tuple[np.ndarray, np.ndarray]:
             np.where(bad, np.nan, np.minimum(1.0, 2 * hi)))
 
 
-def unsettled(groups, values, spectral, *, alpha: float, group_size: int, unreliable=(),
-              n_looks: int, error: float = STOP_ERROR) -> np.ndarray:
+def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliable=(),
+              error: float = STOP_ERROR) -> np.ndarray:
     """(layer, head) mask of heads whose flag could still change (module docstring).
 
     groups: ``[(rows, joint, spectral_null)]`` as for
