@@ -14,8 +14,10 @@ a stated error in the spirit of Gandy 2009):
    (widened to hold the current estimate, which may be a GPD tail estimate).
 2. The head p (:mod:`rmtbase.decision.omnibus`) is non-decreasing in every statistic's p, so
    the head p with every spectral p at its lower (upper) end bounds the head p from below
-   (above); element statistics (the joint table) and the omnibus calibration are not changed
-   by an extension and enter as they are.
+   (above); element statistics (the joint table) enter as they are, and so does the omnibus
+   calibration on the joint draws — treated as fixed: its own Monte Carlo error is not in the
+   interval (it moves a little as the spectral reference the joint draws are evaluated
+   against grows).
 3. Benjamini–Hochberg is monotone (smaller p-values never remove a rejection), so a head
    flagged with the upper ends is flagged for any p-values inside the intervals, and a head
    not flagged with the lower ends is flagged for none. A head flagged with the lower ends
@@ -24,8 +26,8 @@ a stated error in the spirit of Gandy 2009):
 4. Error: ε' = ε / (heads × spectral statistics × looks), looks being the number of tables the
    ×5 schedule can visit up to the cap. By the union bound, with probability at least 1 − ε
    every interval at every look covers its true tail probability, and then the decisions at
-   the stop are those of an infinite null (the p-values of the statistics the extension can
-   refine taken exactly). ε = :data:`STOP_ERROR` = 0.01 by default.
+   the stop are those of an infinite spectral reference (the p-values of the statistics the
+   extension refines taken exactly; the joint table and its calibration as they are). ε = :data:`STOP_ERROR` = 0.01 by default.
 
 With ``max_draws`` given, the former rule applies instead: extend up to ``max_draws`` wherever
 a head that is, or nearly is, flagged (head q ≤ 2α) lies beyond all but 10 draws of a spectral
