@@ -53,7 +53,8 @@ _READ = r"""
 import json, sys, xarray as xr
 with xr.open_dataset(sys.argv[1]) as ds:
     print(json.dumps({"flags": ds["head_flag"].values.astype(int).ravel().tolist(),
-                      "draws": int(ds.attrs.get("spectral_null_draws", 0)),
+                      "draws": int(ds.attrs.get("spectral_null_draws",
+                                                ds.attrs.get("baseline_draws", 0))),
                       "heads": int(ds["head_flag"].size)}))
 """
 
