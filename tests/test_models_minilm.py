@@ -103,7 +103,7 @@ def test_loading_reads_only_query_and_key_tensors(path, monkeypatch):
 
 def test_first_score_of_the_default_model_generates_nothing(monkeypatch, tmp_path):
     """With an empty user cache, scoring the default model draws no null table and no spectrum
-    band: the tables (the spectral extension to 100,000 draws included) and the band of
+    band: the tables (the decision settles at the shipped 4,000 spectral draws) and the band of
     MiniLM's (384, 32) are shipped, so a cold start costs only compilation. Not timed
     (benchmarks/cold_start.py measures it)."""
     import rmtbase.baseline.tables
@@ -117,6 +117,6 @@ def test_first_score_of_the_default_model_generates_nothing(monkeypatch, tmp_pat
     monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_draws)
     monkeypatch.setattr(rmtbase.scoring.score, "_drawn_spectrum_band", no_draws)
     ds = score_model(None, progress=False)
-    assert ds.attrs["spectral_null_draws"] == 100_000  # the extension was needed and shipped
+    assert ds.attrs["spectral_null_draws"] == 4000  # settled at the shipped table (stopping rule)
     assert ds["null_spectrum"].shape == (3, 32)
     assert not (tmp_path / "cache").exists()

@@ -71,6 +71,22 @@ def completed(futures):
         yield from batch
 
 
+def worker_env(workers: int, cores: int | None = None) -> dict:
+    """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores,
+    and XLA's CPU pool of one thread where that share is one (N processes that each start a
+    pool of every core would oversubscribe the machine N times)."""
+    import os
+
+    share = max(1, (cores or os.cpu_count() or 1) // max(1, int(workers)))
+    env = {k: str(share) for k in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                   "OMP_NUM_THREADS")}
+    if share == 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        env["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false "
+                            "intra_op_parallelism_threads=1").strip()
+    return env
+
+
 def _check_address(scheduler) -> None:
     """InputError unless ``scheduler`` parses as a Dask address of a known scheme. Checked
     before ``Client``: a Client that fails on a malformed address stays registered as the
@@ -115,7 +131,7 @@ def _client(scheduler=None, workers=None, client=None):
         cluster = dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
                                     processes=True, host="127.0.0.1", dashboard_address=None,
                                     scheduler_kwargs=NO_DASHBOARD,
-                                    silence_logs=logging.CRITICAL)
+                                    silence_logs=logging.CRITICAL, env=worker_env(workers))
     with cluster, dist.Client(cluster) as c:
         yield c
 

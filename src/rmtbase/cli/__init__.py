@@ -37,7 +37,7 @@ from ..errors import RmtbaseError
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
-            "score", "probe", "compare", "study")
+            "score", "combine", "probe", "compare", "study")
 
 
 #: The heavy modules each command loads during start-up, where a Ctrl-C ends the process at

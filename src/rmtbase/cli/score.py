@@ -96,8 +96,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--draws", type=positive_int, default=None,
                    help="minimum number of null draws (gaussian: per table; permutation: "
                         "spectral permutations per head, default 1000)")
-    p.add_argument("--max-draws", type=positive_int, default=100_000,
-                   help="cap of the sequential extension of the spectral null (default 100000)")
+    p.add_argument("--max-draws", type=positive_int, default=None,
+                   help="extend the spectral null up to N draws where a head near a flag lies "
+                        "in its tail (deeper p); default: only while a decision can change")
     p.add_argument("--element-draws", type=positive_int, default=200,
                    help="permutation null: permutations per head for W_QK element statistics "
                         "(default 200)")
@@ -139,7 +140,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.draws is not None and args.draws < 2:
         raise InputError(f"--draws must be at least 2, got {args.draws}")
-    if args.max_draws < 2:
+    if args.max_draws is not None and args.max_draws < 2:
         raise InputError(f"--max-draws must be at least 2, got {args.max_draws}")
     if args.element_draws < 0:
         raise InputError(f"--element-draws must be >= 0, got {args.element_draws}")
@@ -212,11 +213,12 @@ def run(args: argparse.Namespace) -> int:
         check_null_size(model_info(models[0], revision=revisions[0] if revisions else None),
                         args.stats, None, args.draws, args.null, args.element_draws)
         from ..report.collection_report import entry_lines
+        from ..scoring.entries import entries_dir
         from ..scoring.trajectory import score_collection
 
         ds = score_collection(models, revisions=revisions, dim=args.collection,
                               workers=args.workers, scheduler=args.scheduler,
-                              progress=not args.quiet, **options)
+                              progress=not args.quiet, entries=entries_dir(args.out), **options)
         cds = None
         if components is not None:  # one process, the same entries and dimension
             from ..scoring.collection import collection_dim

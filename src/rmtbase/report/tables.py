@@ -188,6 +188,8 @@ def summary_text(ds: xr.Dataset, top: int = 3) -> str:
         out.append(f"Counted once: {a['duplicates']}.")
     if a.get("resolution_note"):
         out.append(f"Resolution: {a['resolution_note']}.")
+    if a.get("stopping_note"):
+        out.append(f"Draws: {a['stopping_note']}.")
     if a.get("unreliable"):
         out.append(f"Left out of the decision (lattice-sensitive, no matched null): "
                    f"{a['unreliable']}.")

@@ -22,6 +22,7 @@ from ..errors import TableError
 from ..stats.precision import QUANT_FORMATS
 from .description import layer_range
 from .null_checks import undefined_under_null
+from .stopping import GROWTH, MAX_DRAWS, STOP_ERROR, looks, stopping_note, unsettled
 
 
 def is_spectral(name: str) -> bool:
@@ -163,24 +164,42 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
                                      unreliable=unreliable)
 
     ds = verdict()
+    decide = max_draws is None  # the stopping rule (rmtbase.scoring.stopping)
+    cap = MAX_DRAWS if decide else int(max_draws)
+    n_looks = looks(min((g.spectral_ref["q.rms"].size for g in nulls), default=1), cap) \
+        if spectral_names else 1
+    settled = True
     while spectral_names:
+        open_heads = None
+        if decide:
+            groups = [(None if len(nulls) == 1 else g.rows, g.joint, g.spectral_null)
+                      for g in nulls]
+            open_heads = unsettled(groups, values, spectral_names, alpha=alpha,
+                                   unreliable=unreliable, n_looks=n_looks)
+            settled = not open_heads.any()
         grown = False
         for g in nulls:
             if not fast_spectral("spectral", "lowrank", g.storage):
                 continue
             ref = g.spectral_ref
             have = ref["q.rms"].size
-            part = ds.isel(layer=g.rows) if len(nulls) > 1 else ds
-            sub = {k: v[g.rows] for k, v in values.items()} if len(nulls) > 1 else values
-            thin = _thin_spectral(part, sub, ref, spectral_names, alpha)
-            if have >= max_draws or not thin:
-                continue
-            n_next = min(int(max_draws), 5 * have)
+            if decide:
+                why = f"{int(open_heads[g.rows].sum())} heads' decisions are not settled"
+                if have >= cap or not open_heads[g.rows].any():
+                    continue
+            else:
+                part = ds.isel(layer=g.rows) if len(nulls) > 1 else ds
+                sub = {k: v[g.rows] for k, v in values.items()} if len(nulls) > 1 else values
+                thin = _thin_spectral(part, sub, ref, spectral_names, alpha)
+                why = (f"heads near a flag lie beyond all but a few of {have} null draws of "
+                       f"{', '.join(thin)}")
+                if have >= cap or not thin:
+                    continue
+            n_next = min(cap, GROWTH * have)
             if progress:
                 where = "" if len(nulls) == 1 else f" ({g.storage} layers)"
-                print(f"rmtbase: heads near a flag lie beyond all but a few of {have} null "
-                      f"draws of {', '.join(thin)}; extending the spectral null{where} to "
-                      f"{n_next}", file=sys.stderr, flush=True)
+                print(f"rmtbase: {why}; extending the spectral null{where} to {n_next}",
+                      file=sys.stderr, flush=True)
             more = _spectral_null(d, d_h, spectral_names, storage=g.storage, seed=seed,
                                   n=n_next, progress=progress)
             if g.spectral_null is None:
@@ -191,6 +210,13 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
         if not grown:
             break
         ds = verdict()
+    if spectral_names:
+        used = int(min(g.spectral_ref["q.rms"].size for g in nulls))
+        if decide:
+            ds.attrs.update(stop_rule="decision", stop_error=STOP_ERROR,
+                            stopping_note=stopping_note(used, settled, cap))
+        else:
+            ds.attrs["stop_rule"] = "tail"
     return ds, tested, values, undefined
 
 

@@ -26,7 +26,8 @@ storage as the layer's null table; the statistics are σ-free, so σ = 1 serves 
 two-sided about the null median, add-one (Phipson & Smyth 2010); q is Benjamini–Hochberg over
 the heads, per axis; flag is q ≤ alpha. The axes from scored statistics take their p from the
 score. The profile is descriptive beside the per-head decision (``head_flag``), which it does
-not enter.
+not enter. The Gaussian null's draws are cached per (d, d_h, storage) like the null tables
+(:mod:`rmtbase.scoring.profile_cache`).
 
 Under the permutation null (``null="permutation"``) each head's new axes are compared with
 its own entries shuffled (:func:`permutation_profile_null`): draw b permutes W_Q's d_h·d entries
@@ -177,8 +178,10 @@ def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], 
     axes = [a for a in AXES if _available(ds, a)]
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
            ("value", "effect", "band_lo", "band_hi", "p")}
+    from .profile_cache import cached_profile_null
+
     nulls = {} if permutation is not None else {
-        s: profile_null(d, d_h, s, seed=seed) for s in dict.fromkeys(null_storages)}
+        s: cached_profile_null(d, d_h, s, seed=seed) for s in dict.fromkeys(null_storages)}
     for j, a in enumerate(axes):
         if a in FACTOR_AXES:
             for li, (prof, s) in enumerate(zip(profiles, null_storages, strict=True)):

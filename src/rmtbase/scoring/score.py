@@ -25,8 +25,10 @@ The null (``null=``):
   that layer's float null under ``"auto"`` (one null round trip cannot match both), with the
   histogram statistics left out as under ``"none"``. Tables come from
   :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or generated). Spectral statistics have their own, larger reference (≥ 1000 draws), extended ×5
-  at a time where a head that is, or nearly is, flagged sits beyond all but 10 draws
-  (sequential Monte Carlo up to ``max_draws``, cached; Besag & Clifford 1991).
+  at a time only while some head's flag could still change (its p's Clopper–Pearson interval
+  straddles its Benjamini–Hochberg threshold; stated error 0.01: :mod:`rmtbase.scoring.stopping`),
+  cached; with ``max_draws`` given, up to it wherever a head near a flag sits beyond all but
+  10 draws (Besag & Clifford 1991).
 - ``"permutation"``: each head against its own entries shuffled
   (:mod:`rmtbase.scoring.permutation`); tests structure beyond the entry law; W_Q/W_K element
   statistics are left out.
@@ -189,7 +191,7 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
 
 def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
                 allow_pickle=False, progress=True, seed=0, spectrum_draws=200,
-                null="gaussian", quantized_null="auto", max_draws=100_000,
+                null="gaussian", quantized_null="auto", max_draws=None,
                 element_draws=200, circuit="qk") -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the null (module docstring).
 
@@ -203,7 +205,9 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     "gaussian" or "permutation". quantized_null: "auto", "none" or a block format of
     :data:`rmtbase.stats.precision.QUANT_FORMATS` ("auto": the GGUF file's tensor type, or the
     format a dequantised folder's lattice is detected as).
-    max_draws: cap of the sequential extension of the spectral null. element_draws:
+    max_draws: None (default) extends the spectral null only while some head's decision could
+    change (:mod:`rmtbase.scoring.stopping`, cap 100,000); a number extends it up to that
+    number wherever a head near a flag lies beyond all but 10 draws (deeper p). element_draws:
     permutations per head for the product's element statistics (permutation null). circuit:
     "qk" (W_QK = W_Q^T W_K) or "ov" (W_OV = W_O,h W_V,h, :mod:`rmtbase.scoring.ov`).
     Returns an ``xr.Dataset`` (see :mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
@@ -239,7 +243,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
 
 def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05,
                 progress=True, seed=0, spectrum_draws=200, null="gaussian",
-                quantized_null="auto", max_draws=100_000, element_draws=200,
+                quantized_null="auto", max_draws=None, element_draws=200,
                 unreliable=()) -> xr.Dataset:
     """What :func:`score_model` does once the model is read: score ``layers`` (an iterable of
     :class:`rmtbase.models.LayerHeads`) of a model described by ``info``
@@ -282,7 +286,8 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
         spectral = [g.spectral_null for g in nulls if g.spectral_null is not None]
         if spectral:
             attrs["spectral_null_draws"] = int(min(r["q.rms"].size for r in spectral))
-        attrs["max_draws"] = int(max_draws)
+        if max_draws is not None:
+            attrs["max_draws"] = int(max_draws)
         spike_ref = nulls[0].spectral_ref if len(nulls) == 1 else \
             [(g.rows, g.spectral_ref) for g in nulls]
     else:

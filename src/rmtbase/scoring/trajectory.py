@@ -17,6 +17,15 @@ dimension). :func:`score_component_collection` does the same for whole-matrix sc
   :mod:`rmtbase.baseline.sweep`. Each task runs with the driver's JAX precision setting
   (``jax_enable_x64``), so the Dataset is identical to a one-process run (tested), whatever the
   number of workers.
+- **Resumable** (``entries=DIR``; the CLI's ``OUT.entries``): each entry is written to its own
+  file when it completes and a rerun with the same options and versions reuses it
+  (:mod:`rmtbase.scoring.entries`); ``rmtbase combine`` assembles such files, scored anywhere,
+  into the collection.
+- **Dask tasks** are retried (:data:`RETRIES`) when a worker dies; a loopback cluster's workers
+  run with their BLAS and XLA thread pools pinned to their share of the cores
+  (:func:`rmtbase.baseline.sweep.worker_env`); the driver waits on the tasks by polling
+  (:data:`POLL_S`), so a Ctrl-C is delivered at once, the tasks are cancelled and the cluster
+  closed.
 - **One null per shape**: the spectral null of one entry may be extended (more draws where a
   head near a flag lies in the tail, cached); entries scored before that are scored again, so
   every entry of one (d, d_h, storage) ends on the same null tables, whatever the order or the
@@ -25,6 +34,7 @@ dimension). :func:`score_component_collection` does the same for whole-matrix sc
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -149,14 +159,17 @@ def _add_band(ds, n: int, seed: int):
 
 def score_collection(models, *, revisions=None, labels=None, dim: str | None = None,
                      workers: int | None = None, scheduler: str | None = None, client=None,
-                     progress: bool = True, spectrum_draws: int = 200, **options):
+                     progress: bool = True, spectrum_draws: int = 200, entries=None,
+                     **options):
     """Score every entry (model × revision) and stack them (module docstring).
 
     models: one model or a list (hub ids, folders, loaded models); revisions: several hub
     revisions of one model, or one for all; labels: entry names (default: revision or folder
     name). dim: "checkpoint" or "model"; default "checkpoint" for revisions or entries of one
     architecture and shape, else "model". workers / scheduler / client: run the entries as
-    Dask tasks (one of them), else one after another in this process. ``options`` are
+    Dask tasks (one of them), else one after another in this process. entries: a folder where
+    each entry is written when it completes and found again by a rerun
+    (:mod:`rmtbase.scoring.entries`; None: kept in memory only). ``options`` are
     :func:`rmtbase.scoring.score.score_model`'s (stats, draws, alpha, null, seed, …).
     """
     from ..models import model_info
@@ -165,7 +178,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     specs = make_specs(models, revisions, labels)
     _check_options(options.get("alpha", 0.05), options.get("draws"),
                    options.get("null", "gaussian"), options.get("quantized_null", "auto"),
-                   options.get("max_draws", 100_000), options.get("element_draws", 200))
+                   options.get("max_draws"), options.get("element_draws", 200))
     _stat_kind(options.get("stats", "all"))
     if dim is not None and dim not in COLLECTION_DIMS:
         raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")
@@ -182,17 +195,25 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
         for s in specs:
             if not isinstance(s.model, str | os.PathLike):
                 raise InputError("Dask runs take hub ids or folders, not loaded model objects")
-    runner = _Here(specs, options, x64, progress) if here else \
-        _Dask(specs, options, x64, progress, workers, scheduler, client)
-    with runner as run:
-        results = run(_shape_first(infos))
-        for _ in range(MAX_ROUNDS):
-            behind = _behind(results)
-            if not behind:
-                break
-            _say(progress, f"re-scoring {len(behind)} entries against the larger null that "
-                           "another entry of the same shape needed")
-            results.update(run(behind))
+    store = None if entries is None else _Store(entries, specs, options, x64,
+                                                (spectrum_draws, seed))
+    runner = _Here(specs, options, x64, progress, store) if here else \
+        _Dask(specs, options, x64, progress, store, workers, scheduler, client)
+    try:
+        with runner as run:
+            results = run(_shape_first(infos))
+            for _ in range(MAX_ROUNDS):
+                behind = _behind(results)
+                if not behind:
+                    break
+                _say(progress, f"re-scoring {len(behind)} entries against the larger null "
+                               "that another entry of the same shape needed")
+                results.update(run(behind, force=True))
+    except KeyboardInterrupt:
+        if store is not None and store.wrote:
+            print(f"rmtbase: {store.wrote} finished entries are kept in {store.folder}; run the "
+                  "same command again to continue", file=sys.stderr, flush=True)
+        raise
     scored = [_add_band(results[i], spectrum_draws, seed) for i in range(len(specs))]
     out = combine(scored, [s.label for s in specs], dim)
     out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
@@ -278,11 +299,43 @@ def _say(progress, text):
         print(f"rmtbase: {text}", file=sys.stderr, flush=True)
 
 
+#: Retries of a Dask task whose worker died (a task's own error is not retried: it would
+#: fail again).
+RETRIES = 2
+#: Seconds between looks at the Dask futures (a blocking wait would hold off Ctrl-C).
+POLL_S = 0.1
+
+
+class _Store:
+    """The entry files of one collection run (:mod:`rmtbase.scoring.entries`)."""
+
+    def __init__(self, folder, specs, options, x64, band):
+        from .entries import entry_key
+
+        self.folder, self.band = folder, band
+        self.keys = [entry_key(s.model, s.revision, options, x64) for s in specs]
+        self.specs = specs
+        self.wrote = 0
+
+    def load(self, i):
+        from .entries import load
+
+        return load(self.folder, self.specs[i].label, self.keys[i])
+
+    def save(self, i, ds):
+        from .entries import save
+
+        ds = save(self.folder, self.specs[i].label, self.keys[i], _add_band(ds, *self.band))
+        self.wrote += 1
+        return ds
+
+
 class _Here:
     """Runs batches of entries one after another in this process."""
 
-    def __init__(self, specs, options, x64, progress):
+    def __init__(self, specs, options, x64, progress, store=None):
         self.specs, self.options, self.x64, self.progress = specs, options, x64, progress
+        self.store = store
 
     def __enter__(self):
         return self.run
@@ -290,27 +343,43 @@ class _Here:
     def __exit__(self, *exc):
         return False
 
-    def _done(self, i, ds, k, n):
-        _say(self.progress, f"scored {self.specs[i].label} ({k}/{n}): "
+    def _done(self, i, ds, k, n, how="scored"):
+        _say(self.progress, f"{how} {self.specs[i].label} ({k}/{n}): "
                             f"{int(ds['head_flag'].sum())} of {ds['head_flag'].size} heads "
                             "differ from the null")
 
-    def run(self, batches) -> dict:
+    def _stored(self, todo, force) -> dict:
+        """Entries of ``todo`` found in the store (none when ``force``)."""
+        if self.store is None or force:
+            return {}
+        found = {i: ds for i in todo if (ds := self.store.load(i)) is not None}
+        for k, (i, ds) in enumerate(found.items()):
+            self._done(i, ds, k + 1, len(todo), "reused the stored entry")
+        return found
+
+    def _keep(self, i, ds):
+        return ds if self.store is None else self.store.save(i, ds)
+
+    def run(self, batches, force=False) -> dict:
         batches = [batches] if batches and isinstance(batches[0], int) else batches
         todo = [i for b in batches for i in b]
-        out = {}
-        for k, i in enumerate(todo):
+        out = self._stored(todo, force)
+        k = len(out)
+        for i in todo:
+            if i in out:
+                continue
             s = self.specs[i]
-            out[i] = score_one(s.model, s.revision, self.options, self.x64)
-            self._done(i, out[i], k + 1, len(todo))
+            out[i] = self._keep(i, score_one(s.model, s.revision, self.options, self.x64))
+            k += 1
+            self._done(i, out[i], k, len(todo))
         return out
 
 
 class _Dask(_Here):
     """Runs each batch of entries as Dask tasks (one per entry), batch after batch."""
 
-    def __init__(self, specs, options, x64, progress, workers, scheduler, client):
-        super().__init__(specs, options, x64, progress)
+    def __init__(self, specs, options, x64, progress, store, workers, scheduler, client):
+        super().__init__(specs, options, x64, progress, store)
         self.where = (scheduler, workers, client)
 
     def __enter__(self):
@@ -324,24 +393,46 @@ class _Dask(_Here):
     def __exit__(self, *exc):
         return self._ctx.__exit__(*exc)
 
-    def run(self, batches) -> dict:
-        from ..baseline.sweep import completed
-        from ..files.interrupts import fault_point
-
+    def run(self, batches, force=False) -> dict:
         batches = [batches] if batches and isinstance(batches[0], int) else batches
         n = sum(len(b) for b in batches)
-        out, k = {}, 0
+        out = self._stored([i for b in batches for i in b], force)
+        k = len(out)
         for batch in batches:
             futures = {self.client.submit(score_one, os.fspath(self.specs[i].model),
                                           self.specs[i].revision, self.options, self.x64,
-                                          pure=False): i for i in batch}
-            fault_point("tasks:submitted")
-            for fut in completed(futures):  # polls: a Ctrl-C is never lost in a wait
-                i = futures[fut]
-                out[i] = fut.result()
-                k += 1
-                self._done(i, out[i], k, n)
+                                          pure=False, retries=RETRIES): i
+                       for i in batch if i not in out}
+            with contextlib.closing(self._wait(futures)) as finished:
+                for i, ds in finished:
+                    out[i] = self._keep(i, ds)
+                    k += 1
+                    self._done(i, out[i], k, n)
         return out
+
+    def _wait(self, futures: dict):
+        """Yield (entry, result) as the tasks finish, polling every :data:`POLL_S` s (a
+        Ctrl-C is delivered while waiting); on any exit before the end, the tasks left are
+        cancelled."""
+        import time
+
+        from ..files.interrupts import check, fault_point
+
+        pending = dict(futures)
+        fault_point("tasks:submitted")
+        try:
+            while pending:
+                done = [f for f in pending if f.done()]
+                if not done:
+                    time.sleep(POLL_S)
+                    check()
+                    continue
+                for fut in done:
+                    i = pending.pop(fut)
+                    yield i, fut.result()
+        finally:
+            if pending:
+                self.client.cancel(list(pending), force=True)
 
 
 __all__ = ["Spec", "make_specs", "score_collection", "score_component_collection", "score_one"]

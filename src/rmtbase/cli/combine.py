@@ -1,0 +1,72 @@
+"""``rmtbase combine ENTRY... --out DIR``: assemble entries scored anywhere into one collection.
+
+An ENTRY is an entry file or a folder of them (``OUT.entries``, written by ``rmtbase score A B
+C …``), or an ``rmtbase score`` output folder of one model (its ``scores.nc``): e.g. one SLURM
+array task per checkpoint, each ``rmtbase score CKPT --out runs/CKPT``, then ``rmtbase combine
+runs/* --out all``. Thin wrapper of :func:`rmtbase.scoring.entries.load_entries` and
+:func:`rmtbase.scoring.collection.combine`; the report is that of ``rmtbase score`` on several
+models, written all or nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "combine", help="assemble scored entries into one collection",
+        description=("Assemble entry files (OUT.entries of 'rmtbase score A B C ...') or "
+                     "'rmtbase score' output folders of single models into one collection "
+                     "and write its report (as 'rmtbase score' on several models does)."))
+    p.add_argument("entries", nargs="+", metavar="ENTRY",
+                   help="entry files, folders of them, or score output folders")
+    p.add_argument("--out", default="./rmtbase-collection",
+                   help="output folder (default ./rmtbase-collection)")
+    p.add_argument("--collection", choices=("checkpoint", "model"), default=None,
+                   help="name of the leading dimension (default: checkpoint for entries of one "
+                        "shape, else model)")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--top", type=int, default=3, help="heads shown per entry (at most 3)")
+    return p
+
+
+def run(args) -> int:
+    from ..errors import InputError
+    from ..files.output import check_output_dir
+    from ..report.collection_report import entry_lines
+    from ..report.write import write_report
+    from ..scoring.collection import combine
+    from ..scoring.entries import load_entries
+
+    if args.top < 0:
+        raise InputError(f"--top must be >= 0, got {args.top}")
+    check_output_dir(args.out, "rmtbase score")  # before any file is read
+    t0 = time.perf_counter()
+    found = load_entries(args.entries)
+    if len(found) < 2:
+        raise InputError("combine needs at least two entries")
+    labels = [lab for lab, _ in found]
+    datasets = [ds for _, ds in found]
+    dim = args.collection or ("checkpoint" if len({_shape(ds) for ds in datasets}) == 1
+                              else "model")
+    sizes = {(ds.attrs.get("d"), ds.attrs.get("d_h"), ds.attrs.get("null_storage"),
+              ds.attrs.get("spectral_null_draws")) for ds in datasets}
+    if len({k[:3] for k in sizes}) < len(sizes):
+        print("rmtbase: warning: entries of one shape were scored against spectral nulls of "
+              "different sizes (each keeps its own; 'rmtbase score A B ...' puts them on one)",
+              file=sys.stderr)
+    ds = combine(datasets, labels, dim)
+    ds.attrs["computed_by"] = f"combined from {len(datasets)} entries"
+    written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+    print("\n".join(entry_lines(ds)))
+    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
+          file=sys.stderr)
+    return 0
+
+
+def _shape(ds) -> tuple:
+    a = ds.attrs
+    return tuple(str(a.get(k)) for k in ("architecture", "d", "d_h", "n_layers", "n_heads",
+                                         "n_kv_heads"))

@@ -1,0 +1,83 @@
+"""The profile's Gaussian null on disk: drawn once per (d, d_h, storage, draws, seed).
+
+:func:`rmtbase.scoring.profile.profile_null` draws :data:`~rmtbase.scoring.profile.PROFILE_DRAWS`
+heads of i.i.d. N(0, 1) factors at a model's shape and puts them through the layer's storage
+round trip; at the LLaMA-3-8B shape (4096, 128) that is most of an all-statistics score
+(docs/scale.md). :func:`cached_profile_null` keeps its draws in the user cache
+(:func:`rmtbase.files.user_cache.cache_dir`, folder ``profile``) like the null tables: one
+netCDF file per key, written all or nothing, its name spelling every key; a file whose
+attributes disagree with its name, or that cannot be read, is drawn again with a warning. The
+draws are those :func:`profile_null` returns (same seed, same numbers on the same backend).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+#: Version of the file layout (part of the name).
+PROFILE_FORMAT = 1
+
+
+def profile_path(d: int, d_h: int, storage: str, n: int, seed: int) -> Path:
+    """The cache file of one profile null."""
+    from ..files.user_cache import cache_dir
+
+    return cache_dir() / "profile" / (f"profile-d{int(d)}-dh{int(d_h)}-n{int(n)}-seed{int(seed)}"
+                                      f"-{storage}-v{PROFILE_FORMAT}.nc")
+
+
+def _read(path: Path, keys: dict) -> dict | None:
+    import xarray as xr
+
+    from .profile import FACTOR_AXES
+
+    try:
+        with xr.open_dataset(path) as ds:
+            ds.load()
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is drawn again
+        warnings.warn(f"profile null cache file {path.name} cannot be read ({exc}); drawing it "
+                      "again", RuntimeWarning, stacklevel=3)
+        return None
+    if any(str(ds.attrs.get(k)) != str(v) for k, v in keys.items()) or \
+            any(a not in ds or ds[a].size != keys["draws"] for a in FACTOR_AXES):
+        warnings.warn(f"profile null cache file {path.name} does not hold what its name says; "
+                      "drawing it again", RuntimeWarning, stacklevel=3)
+        return None
+    return {a: np.asarray(ds[a].values, dtype=np.float64) for a in FACTOR_AXES}
+
+
+def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | None = None,
+                        seed: int = 0) -> dict[str, np.ndarray]:
+    """:func:`rmtbase.scoring.profile.profile_null` read from the user cache, drawn and
+    written there (atomically) on first use. ``n`` defaults to ``PROFILE_DRAWS``."""
+    import xarray as xr
+
+    from .._version import __version__
+    from ..files.atomic import write_netcdf
+    from .profile import PROFILE_DRAWS, profile_null
+
+    n = PROFILE_DRAWS if n is None else int(n)
+    keys = {"d": int(d), "d_h": int(d_h), "storage": str(storage), "draws": n,
+            "seed": int(seed), "format": PROFILE_FORMAT}
+    path = profile_path(d, d_h, storage, n, seed)
+    if path.is_file():
+        got = _read(path, keys)
+        if got is not None:
+            return got
+    draws = profile_null(d, d_h, storage, n=n, seed=seed)
+    ds = xr.Dataset({a: (("draw",), v) for a, v in draws.items()},
+                    attrs=dict(keys, rmtbase_version=__version__,
+                               definition="Gaussian null of the profile's factor axes "
+                                          "(rmtbase.scoring.profile.profile_null)"))
+    try:
+        write_netcdf(ds, path)
+    except OSError as exc:  # a read-only cache still scores
+        warnings.warn(f"could not cache the profile null at {path} ({exc})", RuntimeWarning,
+                      stacklevel=2)
+    return draws
+
+
+__all__ = ["PROFILE_FORMAT", "cached_profile_null", "profile_path"]

@@ -1,0 +1,136 @@
+"""When to stop drawing: extend the spectral null only while some head's flag could change.
+
+The spectral reference of a shape is extended ×5 at a time (:func:`rmtbase.scoring.layer_null.
+gaussian_verdict`). Under the default rule (``max_draws=None`` in
+:func:`rmtbase.scoring.score.score_model`) an extension is made only while some head's
+decision is not settled; p-values of heads whose decision is settled are never refined.
+
+The rule (a Besag & Clifford 1991 sequential Monte Carlo test made simultaneous over heads, with
+a stated error in the spirit of Gandy 2009):
+
+1. For each head and each spectral statistic of the decision family, k of the N draws lie at or
+   beyond the head's value on its nearer side. The Clopper–Pearson interval of that tail
+   probability at level 1 − ε' gives an interval of the two-sided p, [min(1, 2 lo), min(1, 2 hi)]
+   (widened to hold the current estimate, which may be a GPD tail estimate).
+2. The head p (:mod:`rmtbase.decision.omnibus`) is non-decreasing in every statistic's p, so
+   the head p with every spectral p at its lower (upper) end bounds the head p from below
+   (above); element statistics (the joint table) enter as they are, and so does the omnibus
+   calibration on the joint draws — treated as fixed: its own Monte Carlo error is not in the
+   interval (it moves a little as the spectral reference the joint draws are evaluated
+   against grows).
+3. Benjamini–Hochberg is monotone (smaller p-values never remove a rejection), so a head
+   flagged with the upper ends is flagged for any p-values inside the intervals, and a head
+   not flagged with the lower ends is flagged for none. A head flagged with the lower ends
+   only is **unsettled**: its interval straddles its BH threshold. Extension stops when no
+   head is unsettled, or at the cap.
+4. Error: ε' = ε / (heads × spectral statistics × looks), looks being the number of tables the
+   ×5 schedule can visit up to the cap. By the union bound, with probability at least 1 − ε
+   every interval at every look covers its true tail probability, and then the decisions at
+   the stop are those of an infinite spectral reference (the p-values of the statistics the
+   extension refines taken exactly; the joint table and its calibration as they are). ε = :data:`STOP_ERROR` = 0.01 by default.
+
+With ``max_draws`` given, the former rule applies instead: extend up to ``max_draws`` wherever
+a head that is, or nearly is, flagged (head q ≤ 2α) lies beyond all but 10 draws of a spectral
+statistic — deeper empirical p for ranking such heads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as _st
+
+#: Probability that some decision declared settled differs from the infinite-null decision.
+STOP_ERROR = 0.01
+#: Cap of the extension under the stopping rule (``max_draws=None``).
+MAX_DRAWS = 100_000
+#: Factor by which each extension grows the spectral reference.
+GROWTH = 5
+
+
+def looks(n0: int, cap: int) -> int:
+    """Number of tables the ×:data:`GROWTH` schedule from ``n0`` draws can visit up to ``cap``."""
+    n, k = max(int(n0), 1), 1
+    while n < cap:
+        n, k = min(cap, GROWTH * n), k + 1
+    return k
+
+
+def p_interval(value, ref, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper–Pearson bounds of the two-sided p of ``value`` (any shape) against the finite
+    draws ``ref``: k draws at or beyond the value on its nearer side of N, the tail
+    probability's interval at level 1 − ``level`` doubled and capped at 1 (module docstring).
+    NaN values give NaN bounds."""
+    x = np.sort(np.asarray(ref, dtype=np.float64).ravel())
+    x = x[np.isfinite(x)]
+    n = x.size
+    v = np.asarray(value, dtype=np.float64)
+    n_le = np.searchsorted(x, v, side="right")
+    n_ge = n - np.searchsorted(x, v, side="left")
+    k = np.minimum(n_le, n_ge).astype(np.float64)
+    a = float(level) / 2
+    with np.errstate(invalid="ignore"):
+        lo = np.where(k > 0, _st.beta.ppf(a, np.maximum(k, 1), n - k + 1), 0.0)
+        hi = np.where(k < n, _st.beta.ppf(1 - a, k + 1, np.maximum(n - k, 1)), 1.0)
+    bad = np.isnan(v)
+    return (np.where(bad, np.nan, np.minimum(1.0, 2 * lo)),
+            np.where(bad, np.nan, np.minimum(1.0, 2 * hi)))
+
+
+def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliable=(),
+              error: float = STOP_ERROR) -> np.ndarray:
+    """(layer, head) mask of heads whose flag could still change (module docstring).
+
+    groups: ``[(rows, joint, spectral_null)]`` as for
+    :func:`rmtbase.decision.verdict.score_values_by_layer` (rows None = every layer);
+    values: the heads' statistics {stat: (layer, head)} with ``q.rms``, ``k.rms``;
+    spectral: the spectral statistics the extension refines."""
+    from ..decision.family import NOT_TESTED, in_family
+    from ..decision.significance import benjamini_hochberg
+    from ..decision.verdict import _head_p, _tests, normalise
+
+    names = [n for n in values if n not in NOT_TESTED]
+    family = in_family(names, null="gaussian", unreliable=unreliable)
+    refine = [n for n in spectral if n in family]
+    rq = np.asarray(values["q.rms"], dtype=np.float64)
+    rk = np.asarray(values["k.rms"], dtype=np.float64)
+    shape = rq.shape
+    if not refine:
+        return np.zeros(shape, dtype=bool)
+    level = error / (int(np.prod(shape)) * len(refine) * max(1, int(n_looks)))
+    p_lo, p_hi = np.full(shape, np.nan), np.full(shape, np.nan)
+    for rows, joint, spec in groups:
+        rows = np.arange(shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+        sub = {k: np.asarray(v)[rows] for k, v in values.items()}
+        out, models, _ = _tests(sub, names, rq[rows], rk[rows], joint, spec)
+        ref = joint if spec is None else spec
+        bounds = {}
+        for n in refine:
+            r = normalise(n, ref[n], ref["q.rms"], ref["k.rms"])
+            lo, hi = p_interval(normalise(n, sub[n], rq[rows], rk[rows]), r, level)
+            cur = out["p_value"][..., names.index(n)]
+            bounds[n] = (np.fmin(lo, cur), np.fmax(hi, cur))
+        for side, dest in ((0, p_lo), (1, p_hi)):
+            o = dict(out, p_value=out["p_value"].copy())
+            for n, b in bounds.items():
+                o["p_value"][..., names.index(n)] = b[side]
+            dest[rows] = _head_p(o, names, family, models, joint, rq[rows].shape)[
+                "head_p_value"]
+    flag_lo, _ = benjamini_hochberg(p_lo, alpha)
+    flag_hi, _ = benjamini_hochberg(p_hi, alpha)
+    return flag_lo & ~flag_hi
+
+
+def stopping_note(draws: int, settled: bool, cap: int, error: float = STOP_ERROR) -> str:
+    """One sentence for ``summary.txt``: how many spectral null draws the decisions used."""
+    if settled:
+        return (f"every head's decision was settled with {draws} spectral null draws "
+                f"(Clopper-Pearson intervals of each p on the side of its Benjamini-Hochberg "
+                f"threshold; error <= {error:g}); the null was not extended to refine p-values "
+                "of settled heads: deeper p (for ranking) needs --max-draws N")
+    return (f"some head's decision was still open after {draws} spectral null draws (the cap "
+            f"is {cap}; a block-quantised storage's spectral null is not extended; stopping "
+            f"error {error:g}): its flag rests on the draws there are")
+
+
+__all__ = ["GROWTH", "MAX_DRAWS", "STOP_ERROR", "looks", "p_interval", "stopping_note",
+           "unsettled"]

@@ -1,0 +1,41 @@
+"""The profile's Gaussian null is drawn once per key and read back from the user cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rmtbase.scoring.profile as profile
+from rmtbase.scoring.profile_cache import cached_profile_null, profile_path
+
+
+def _no_draws(*a, **k):
+    raise AssertionError("the profile null was drawn again")
+
+
+def test_drawn_once_then_read_back_identical(monkeypatch, tmp_path):
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))
+    first = cached_profile_null(64, 16, "bfloat16", n=300, seed=3)
+    direct = profile.profile_null(64, 16, "bfloat16", n=300, seed=3)
+    assert profile_path(64, 16, "bfloat16", 300, 3).is_file()
+    monkeypatch.setattr(profile, "profile_null", _no_draws)
+    again = cached_profile_null(64, 16, "bfloat16", n=300, seed=3)
+    for a in profile.FACTOR_AXES:
+        np.testing.assert_array_equal(first[a], direct[a])
+        np.testing.assert_array_equal(again[a], first[a])
+    with pytest.raises(AssertionError, match="drawn again"):  # another key is another file
+        cached_profile_null(64, 16, "float32", n=300, seed=3)
+
+
+def test_a_broken_or_renamed_file_is_drawn_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))
+    good = cached_profile_null(64, 16, n=300, seed=1)
+    path = profile_path(64, 16, "float32", 300, 1)
+    path.write_bytes(b"not netcdf")
+    with pytest.warns(RuntimeWarning, match="cannot be read"):
+        again = cached_profile_null(64, 16, n=300, seed=1)
+    np.testing.assert_array_equal(again["alignment"], good["alignment"])
+    other = profile_path(64, 16, "float32", 300, 2)
+    other.write_bytes(path.read_bytes())  # seed 1's draws under seed 2's name
+    with pytest.warns(RuntimeWarning, match="does not hold what its name says"):
+        cached_profile_null(64, 16, n=300, seed=2)
