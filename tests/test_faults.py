@@ -665,7 +665,7 @@ def test_warnings_are_one_line_from_the_executable(tmp_path):
     the file, line and source text of the ``warnings.warn`` call)."""
     code = ("import sys, warnings\n"
             "import rmtbase.cli as c\n"
-            "def fake(argv=None):\n"
+            "def fake(argv=None, **kw):\n"
             "    warnings.warn('rmtbase: ignoring cached table: x.nc is damaged', RuntimeWarning)\n"
             "    warnings.warn('second', UserWarning)\n"
             "    return 0\n"

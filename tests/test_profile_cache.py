@@ -39,3 +39,20 @@ def test_a_broken_or_renamed_file_is_drawn_again(monkeypatch, tmp_path):
     other.write_bytes(path.read_bytes())  # seed 1's draws under seed 2's name
     with pytest.warns(RuntimeWarning, match="does not hold what its name says"):
         cached_profile_null(64, 16, n=300, seed=2)
+
+
+def test_shipped_profile_nulls_equal_a_fresh_draw(monkeypatch, tmp_path):
+    """The profile nulls shipped for the default model's shape are profile_null's own draws
+    (same seed), read without drawing and without writing to the user cache."""
+    from rmtbase.scoring.profile_cache import SHIPPED_PROFILES
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    for d, d_h, storage in SHIPPED_PROFILES:
+        fresh = profile.profile_null(d, d_h, storage)
+        monkeypatch.setattr(profile, "profile_null", _no_draws)
+        shipped = cached_profile_null(d, d_h, storage)
+        monkeypatch.undo()
+        monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+        for a in profile.FACTOR_AXES:
+            np.testing.assert_allclose(shipped[a], fresh[a], rtol=0, atol=0)
+    assert not (tmp_path / "cache").exists()

@@ -116,8 +116,8 @@ def _resolve(model, revision: str | None) -> _Resolved:
             from .gguf import gguf_config, is_gguf
 
             if not is_gguf(path):
-                raise ModelError(f"{path} is not a GGUF file (not a regular file starting "
-                                 "with the GGUF magic bytes); give the model's folder "
+                raise ModelError(f"{path} is a file but not a GGUF file (not a regular file "
+                                 "starting with the GGUF magic bytes); give the model's folder "
                                  "(config.json + weights) or a .gguf file")
             if revision is not None:
                 raise InputError("revision= applies only to hub ids, not to a GGUF file")

@@ -8,6 +8,8 @@ round trip; at the LLaMA-3-8B shape (4096, 128) that is most of an all-statistic
 netCDF file per key, written all or nothing, its name spelling every key; a file whose
 attributes disagree with its name, or that cannot be read, is drawn again with a warning. The
 draws are those :func:`profile_null` returns (same seed, same numbers on the same backend).
+The default model's null (MiniLM: 384 × 32, float32) ships in ``rmtbase/data/profile`` under
+the same name, so its first score draws nothing (:data:`SHIPPED_PROFILES`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,17 @@ import numpy as np
 
 #: Version of the file layout (part of the name).
 PROFILE_FORMAT = 1
+#: (d, d_h, storage) of the profile nulls shipped in ``rmtbase/data/profile`` (drawn with
+#: ``sims/ship_profile.py``; default draws and seed).
+SHIPPED_PROFILES = ((384, 32, "float32"),)
+
+
+def shipped_profile(name: str):
+    """The shipped profile null of that file name as a ``Traversable``, or None."""
+    from importlib import resources
+
+    ref = resources.files("rmtbase").joinpath("data", "profile", name)
+    return ref if ref.is_file() else None
 
 
 def profile_path(d: int, d_h: int, storage: str, n: int, seed: int) -> Path:
@@ -63,6 +76,14 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
     keys = {"d": int(d), "d_h": int(d_h), "storage": str(storage), "draws": n,
             "seed": int(seed), "format": PROFILE_FORMAT}
     path = profile_path(d, d_h, storage, n, seed)
+    shipped = shipped_profile(path.name)
+    if shipped is not None:
+        from importlib import resources
+
+        with resources.as_file(shipped) as p:
+            got = _read(p, keys)
+        if got is not None:
+            return got
     if path.is_file():
         got = _read(path, keys)
         if got is not None:
@@ -80,4 +101,5 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
     return draws
 
 
-__all__ = ["PROFILE_FORMAT", "cached_profile_null", "profile_path"]
+__all__ = ["PROFILE_FORMAT", "SHIPPED_PROFILES", "cached_profile_null", "profile_path",
+           "shipped_profile"]
