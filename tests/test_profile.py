@@ -147,6 +147,7 @@ def test_permutation_profile_null_is_the_statistics_of_the_shuffled_heads():
             assert out[a][li, h, b] == pytest.approx(v, rel=1e-5, abs=1e-6), a
 
 
+@pytest.mark.slow  # quick tier: the permutation draws equal numpy on the permuted head
 def test_permutation_profile_is_calibrated_for_heavy_tailed_entries(score_cache):
     """Untrained heads whose entries are Student-t (3 dof): the Gaussian null mistakes their
     uneven column energies for input focus, the permutation null does not. 4 layers × 12 heads
@@ -172,6 +173,7 @@ def test_permutation_profile_is_calibrated_for_heavy_tailed_entries(score_cache)
         assert np.mean(gauss["profile_p"].sel(axis=a).values <= 0.05) > 0.5, a
 
 
+@pytest.mark.slow  # quick tier: the permutation draws equal numpy on the permuted head
 def test_planted_alignment_under_the_permutation_null(score_cache):
     """The planted alignment 0.6 (L2 H5) is flagged against its own shuffles too: p at the
     add-one floor 1/1001, below BH's first threshold 0.05/48; every head's band about 0."""
