@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..files.memory import available_memory, parse_bytes  # noqa: F401 - re-exported
+from ..files.memory import fmt_bytes as _fmt
 
 #: The statistic sets a table can hold (``stats=``).
 STAT_SETS = ("all", "spectral", "elementwise")
@@ -51,14 +52,6 @@ def draw_memory(d: int, d_h: int, stats: str, ensemble: str, itemsize: int, fast
     if ensemble == "residual":
         dd += 4
     return itemsize * (dd * d * d + 16 * d * d_h) + 2**20
-
-
-def _fmt(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
-            return f"{n:.3g} {unit}"
-        n /= 1024
-    return f"{n:.3g} PiB"  # pragma: no cover
 
 
 def check_dense(d: int, stats: str, ensemble: str, fast: bool) -> None:
