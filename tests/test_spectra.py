@@ -19,7 +19,8 @@ N = 250
 RTOL = 4e-6
 
 
-@pytest.fixture(scope="module", params=["spectral", "all"])
+@pytest.fixture(scope="module",  # the all-statistics table: slow tier (quick tier <= 10 min)
+                params=["spectral", pytest.param("all", marks=pytest.mark.slow)])
 def grid(request):
     return baseline([12, 20], [3, 6], draws=N, seed=5, stats=request.param, progress=False)
 
