@@ -99,6 +99,13 @@ QUICK_TIER_SLOW = {
     "test_components.py::test_planted_heavy_tailed_matrix_is_flagged",
     # the permutation null: its draws = the statistics of permuted factors stay
     "test_permutation.py::test_non_gaussian_untrained_heads_are_null_under_permutation[truncated_normal]",
+    # exact E Σλ, E Σλ²: the non-unit σ case [40-40-1.5-0.7] stays
+    "test_null.py::test_sum_lambda_moments_exact[96-16-1.0-1.0]",
+    # the GGUF CLI with --components: the components equal transformers' conversion stays
+    "test_gguf.py::test_cli_scores_a_gguf_file_with_components",
+    # untrained bf16 models as null end to end (float16 and the large shapes were slow already):
+    # the bf16 lattice cells (test_precision) and the profile's bf16 null moments stay
+    "test_precision_null.py::test_untrained_models_stored_in_16_bits_score_as_null[bfloat16-2000]",
 }
 
 
