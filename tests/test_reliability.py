@@ -222,6 +222,22 @@ def _interrupt_at(argv, delay: float, cache, timeout: float = 180):
 FIRST = 0.15
 
 
+def _first(floor: float = FIRST) -> float:
+    """Earliest SIGINT moment on this machine now: :data:`FIRST`, or twice the wall time the
+    interpreter takes to reach rmtbase's entry point (``import rmtbase._entry``, measured
+    here and now) when the machine is loaded enough to make that longer; before that moment
+    the signal lands in Python's own start-up (``site``, runpy), which is not rmtbase's."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import rmtbase._entry"], check=True,
+                   env=dict(os.environ, PYTHONPATH=_src()))
+    return max(floor, 2 * (time.perf_counter() - t))
+
+
 def _assert_clean(code, err, what):
     # -2: killed by the signal's default action before Python's own handler existed
     assert (code, err) in ((130, "rmtbase: interrupted\n"), (-2, "")), (what, code, err[-3000:])
@@ -239,14 +255,40 @@ def _sweep(gpt2_dir, tmp_path, delays):
 
 
 def test_ctrl_c_at_start_up_and_first_compile(gpt2_dir, tmp_path):
-    _sweep(gpt2_dir, tmp_path, [FIRST, 0.4, 0.9, 2.0])
+    _sweep(gpt2_dir, tmp_path, [_first(), 0.4, 0.9, 2.0])
 
 
 @pytest.mark.slow
 def test_ctrl_c_sweep_first_seconds(gpt2_dir, tmp_path):
     """Issue 35, done when: Ctrl-C at 20 evenly spaced moments in the first 1.5 s of
-    ``rmtbase score`` (here from :data:`FIRST` up to 3 s, for a loaded machine): 20/20 exit 130, one line."""
-    _sweep(gpt2_dir, tmp_path, list(np.linspace(FIRST, 3.0, 20)))
+    ``rmtbase score`` (here from :func:`_first` up to 3 s, for a loaded machine): 20/20 exit 130, one line."""
+    _sweep(gpt2_dir, tmp_path, list(np.linspace(_first(), 3.0, 20)))
+
+
+@pytest.mark.slow
+def test_ctrl_c_sweep_every_long_command(gpt2_dir, llama_dir, text_file, tmp_path):
+    """The red team's 60-run sweep, kept: Ctrl-C at 10 evenly spaced moments of the first 2 s
+    of each of six long commands (score, probe, baseline, sweep on a Dask cluster, a delta
+    score, a study): 60/60 exit 130 with one line
+    (or −2 before the interpreter installed its handler, as in :func:`_assert_clean`), no
+    output folder and no temporary left."""
+    base = ["--no-progress"]
+    commands = {
+        "score": ["score", gpt2_dir, "--stats", "all", "--no-figures", "--quiet"],
+        "probe": ["probe", llama_dir, "--text", text_file],
+        "baseline": ["baseline", "--d", "384", "--dh", "32", "--draws", "200000", *base],
+        "sweep": ["sweep", "--d", "384", "512", "--dh", "32", "--draws", "100000", "--workers", "1",
+                  *base],
+        "delta": ["score", gpt2_dir, "--base", gpt2_dir, "--no-figures", "--quiet"],
+        "study": ["study", "product_networks"],
+    }
+    for name, argv in commands.items():
+        for i, delay in enumerate(np.linspace(_first(), 2.0, 10)):
+            out = tmp_path / f"{name}{i}"
+            code, err = _interrupt_at([*argv, "--out", out], delay, tmp_path / f"c-{name}{i}")
+            _assert_clean(code, err, f"{name}: SIGINT at {delay:.2f} s")
+            assert not out.exists(), (name, delay)
+            assert not [q for q in tmp_path.iterdir() if q.name.startswith(f".{name}{i}")]
 
 
 def test_ctrl_c_after_output_is_written(gpt2_dir, tmp_path):
