@@ -53,7 +53,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = data
             self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("ETag", f'"{srv.etag}-{path.name}"')
+        if srv.etag:
+            self.send_header("ETag", f'"{srv.etag}-{path.name}"')
         self.end_headers()
         self.wfile.write(body)
         srv.served[path.name] = srv.served.get(path.name, 0) + len(body)
@@ -62,10 +63,10 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server:
     """A range-capable (or not) HTTP server in a thread; ``routes``: {url path: file}."""
 
-    def __init__(self, routes, *, ranges=True):
+    def __init__(self, routes, *, ranges=True, etag="v1"):
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.handle_error = lambda request, address: None  # a client that hung up
-        self.httpd.routes, self.httpd.ranges, self.httpd.etag = routes, ranges, "v1"
+        self.httpd.routes, self.httpd.ranges, self.httpd.etag = routes, ranges, etag
         self.httpd.served, self.httpd.log = {}, []
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -255,6 +256,10 @@ def test_bad_urls_are_one_line_errors(server, cache, capsys):
         assert len(lines) == 1 and lines[0].startswith("rmtbase: error:"), lines
 
 
+def test_fsspec_url_reads_the_same_values(folder, local_heads, cache):
+    _same([(x.wq, x.wk) for x in load_heads(folder.as_uri())], local_heads)
+
+
 def test_remote_file_ranges_equal_file_slices(tmp_path, cache):
     data = np.random.default_rng(0).integers(0, 256, 10_000, dtype=np.uint8).tobytes()
     (tmp_path / "blob").write_bytes(data)
@@ -269,6 +274,22 @@ def test_remote_file_ranges_equal_file_slices(tmp_path, cache):
         for lo, hi in [(0, 8), (5, 9000), (9990, 10_000), (9990, 20_000), (3, 3)]:
             assert f.read_range(lo, hi) == data[lo:hi]
         assert f.size == len(data) and f.bytes_fetched == 8 + 300 + 100 + 8995 + 10
+        assert len(list((cache / "remote").rglob("*-*"))) == 5  # (0, 8) and 4 ranges
+    finally:
+        srv.close()
+
+
+def test_without_a_validator_nothing_is_cached_on_disk(tmp_path, cache):
+    data = np.random.default_rng(1).integers(0, 256, 5000, dtype=np.uint8).tobytes()
+    (tmp_path / "blob").write_bytes(data)
+    srv = _Server({"/blob": tmp_path / "blob"}, etag=None)
+    try:
+        f = RemoteFile(srv.root + "/blob")
+        f.prefetch([(10, 20), (20, 4000)])
+        assert f.read_range(10, 4000) == data[10:4000]
+        assert f.read_range(0, 5000) == data and f.read_range(0, 5000) == data
+        assert f.bytes_fetched == 8 + 3990 + 2 * 5000
+        assert not [p for p in cache.rglob("*") if p.is_file()]
     finally:
         srv.close()
 

@@ -159,7 +159,7 @@ class RemoteFile:
             except OSError as exc:
                 self._fall_back(exc)
                 return
-            self._keep(lo, hi, data)
+            self._keep(lo, hi, data, memory=True)
 
     # -- the first request: size, validator, range support ----------------------------------
     def _start(self) -> None:
@@ -176,7 +176,7 @@ class RemoteFile:
         if validator is not None:
             self._open_cache(validator)
         if head is not None and self._cover(0, len(head)) is None:
-            self._keep(0, len(head), head)  # the header length: read next
+            self._keep(0, len(head), head, memory=True)  # the header length: read next
 
     def _probe(self):
         """``(size, validator, None, first bytes)`` from a request for the first 8 bytes, or
@@ -296,7 +296,9 @@ class RemoteFile:
         self._blocks.remove(b)  # gone or damaged: fetched again
         return None
 
-    def _keep(self, lo: int, hi: int, data: bytes) -> None:
+    def _keep(self, lo: int, hi: int, data: bytes, memory: bool = False) -> None:
+        """Store fetched bytes in the disk cache, else (``memory``: a prefetch, read next)
+        in memory until the next prefetch."""
         if self._dir is not None:
             try:
                 write_atomic(self._dir / f"{lo}-{hi}", lambda tmp: tmp.write_bytes(data))
@@ -304,7 +306,8 @@ class RemoteFile:
                 return
             except OSError:
                 self._dir = None
-        self._mem[(lo, hi)] = data
+        if memory:
+            self._mem[(lo, hi)] = data
 
 
 def _check_range(resp, lo: int, hi: int) -> int:
