@@ -43,6 +43,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = path.read_bytes()
         m = re.fullmatch(r"bytes=(\d+)-(\d+)", rng or "")
+        if m and int(m[1]) >= 8 and srv.ranges in ("fail", "shift"):  # the header comes
+            if srv.ranges == "fail":  # a server that breaks after the header length
+                self.send_error(503)
+                return
+            m = re.fullmatch(r"bytes=(\d+)-(\d+)", f"bytes={int(m[1]) + 1}-{int(m[2]) + 1}")
         if srv.ranges and m:
             lo, hi = int(m[1]), min(int(m[2]), len(data) - 1)
             body = data[lo:hi + 1]
@@ -240,6 +245,20 @@ def test_server_without_ranges_falls_back_to_whole_download(folder, local_heads,
         srv.close()
 
 
+@pytest.mark.parametrize("mode", ["fail", "shift"])
+def test_range_errors_fall_back_to_whole_download(mode, folder, local_heads, cache, capsys):
+    """A server that answers the 8-byte probe, then errors (503) or sends other bytes than
+    asked (a shifted Content-Range): each shard falls back to a whole download."""
+    srv = _Server(_routes(folder, "/m"), ranges=mode)
+    try:
+        _same([(x.wq, x.wk) for x in load_heads(srv.root + "/m")], local_heads)
+        err = capsys.readouterr().err.strip().splitlines()
+        reason = "HTTPError: HTTP Error 503" if mode == "fail" else "NoRanges: bad Content-Range"
+        assert len(err) == len(_qk_shards(folder)) and all(reason in ln for ln in err), err
+    finally:
+        srv.close()
+
+
 def test_bad_urls_are_one_line_errors(server, cache, capsys):
     from rmtbase.cli import main
 
@@ -318,7 +337,8 @@ def test_hub_repo_read_by_ranges_through_hub_urls(folder, local_heads, shards, c
     shards come by ranges from ``/org/tiny/resolve/v1/<file>`` with the token."""
     from huggingface_hub import constants
 
-    srv = _Server(_routes(folder, "/org/tiny/resolve/v1"))
+    srv = _Server({**_routes(folder, "/org/tiny/resolve/v1"),
+                   **_routes(folder, "/org/tiny/resolve/main")})
     try:
         monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
                             srv.root + "/{repo_id}/resolve/{revision}/{filename}")
@@ -342,6 +362,9 @@ def test_hub_repo_read_by_ranges_through_hub_urls(folder, local_heads, shards, c
                                and auth == "Bearer hf_abcdefghijklmnopqrstuvwxyz"
                                for p, r, auth in log)
         assert not any(f.endswith(".safetensors") for f in downloads)
-        assert json.loads((folder / "config.json").read_text())["model_type"] == "llama"
+        # a hub that serves no ranges: the shards come whole through hf_hub_download
+        srv.httpd.ranges = False
+        _same([(x.wq, x.wk) for x in load_heads("org/tiny", revision="main")], local_heads)
+        assert {f for f in downloads if f.endswith(".safetensors")} == _qk_shards(folder)
     finally:
         srv.close()

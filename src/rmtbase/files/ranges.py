@@ -45,6 +45,8 @@ from .user_cache import cache_dir
 
 #: Seconds a request may wait for the server.
 TIMEOUT = 60.0
+#: Touching ranges are merged into one request up to this many bytes.
+MAX_REQUEST = 256 * 2**20
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 
 
@@ -139,7 +141,8 @@ class RemoteFile:
 
     def prefetch(self, ranges) -> None:
         """Fetch the byte ranges ``[(lo, hi), …]`` that are not cached yet, ranges that touch
-        or overlap merged into one request; they are then read by :meth:`read_range`."""
+        or overlap merged into one request (up to :data:`MAX_REQUEST` bytes); they are then
+        read by :meth:`read_range`."""
         if self.local is None and self.size is None:
             self._start()
         if self.local is not None:
@@ -149,7 +152,8 @@ class RemoteFile:
         for lo, hi in sorted((int(a), min(int(b), self.size)) for a, b in ranges):
             if hi <= lo or self._cover(lo, hi) is not None:
                 continue
-            if merged and lo <= merged[-1][1]:
+            if merged and lo <= merged[-1][1] and max(hi, merged[-1][1]) - merged[-1][0] \
+                    <= MAX_REQUEST:
                 merged[-1][1] = max(merged[-1][1], hi)
             else:
                 merged.append([lo, hi])
