@@ -41,6 +41,13 @@ class _Handler(BaseHTTPRequestHandler):
         if path is None:
             self.send_error(404)
             return
+        if isinstance(path, str):  # a redirect, as the hub's to its CDN
+            self.send_response(302)
+            self.send_header("Location", path)
+            self.send_header("X-Linked-Etag", f'"sha-{path.rsplit("/", 1)[-1]}"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         data = path.read_bytes()
         m = re.fullmatch(r"bytes=(\d+)-(\d+)", rng or "")
         if m and int(m[1]) >= 8 and srv.ranges in ("fail", "shift"):  # the header comes
@@ -257,6 +264,32 @@ def test_range_errors_fall_back_to_whole_download(mode, folder, local_heads, cac
         assert len(err) == len(_qk_shards(folder)) and all(reason in ln for ln in err), err
     finally:
         srv.close()
+
+
+def test_redirect_to_another_host_drops_the_token_and_keeps_the_hop_etag(
+        folder, local_heads, cache, monkeypatch):
+    """The hub answers with a redirect to a CDN on another host (here: another port) that
+    sends no ETag: the token is not sent there, ranges still work, and the redirect's
+    X-Linked-Etag keys the disk cache (a second read fetches no tensor bytes)."""
+    cdn = _Server(_routes(folder, "/blob"), etag=None)
+    hub = _Server({f"/m/{p.name}": f"{cdn.root}/blob/{p.name}" for p in folder.iterdir()})
+    try:
+        token = {"authorization": "Bearer hf_abcdefghijklmnopqrstuvwxyz"}
+        for _ in range(2):
+            cdn.reset()
+            for name in sorted(_qk_shards(folder)):
+                f = RemoteFile(f"{hub.root}/m/{name}", headers=token)
+                raw = (folder / name).read_bytes()
+                n = 8 + int.from_bytes(raw[:8], "little")
+                assert f.read_range(0, n) == raw[:n] and f.read_range(n, n + 999) == \
+                    raw[n:n + 999]
+            assert cdn.httpd.log and all(auth is None for _, _, auth in cdn.httpd.log)
+            assert all(auth == "Bearer hf_abcdefghijklmnopqrstuvwxyz"
+                       for _, _, auth in hub.httpd.log)
+        assert cdn.shard_bytes() == 8 * len(_qk_shards(folder))  # the second pass: probes
+    finally:
+        cdn.close()
+        hub.close()
 
 
 def test_bad_urls_are_one_line_errors(server, cache, capsys):

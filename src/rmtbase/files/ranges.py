@@ -55,7 +55,15 @@ class NoRanges(OSError):
 
 
 class _DropAuthOnRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows redirects as urllib does, but drops ``Authorization`` on the way to another
+    host, and remembers each redirect's headers (the hub's ``X-Linked-Etag``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hops = []
+
     def redirect_request(self, req, fp, code, msg, headers, newurl):
+        self.hops.append(headers)
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
             new.remove_header("Authorization")
@@ -67,9 +75,12 @@ def _open_url(url: str, headers: dict, rng: tuple[int, int] | None):
     h = {**headers, "Accept-Encoding": "identity"}
     if rng is not None:
         h["Range"] = f"bytes={rng[0]}-{rng[1] - 1}"
-    opener = urllib.request.build_opener(_DropAuthOnRedirect)
+    redirects = _DropAuthOnRedirect()
+    opener = urllib.request.build_opener(redirects)
     try:
-        return opener.open(urllib.request.Request(url, headers=h), timeout=TIMEOUT)
+        resp = opener.open(urllib.request.Request(url, headers=h), timeout=TIMEOUT)
+        resp.hops = redirects.hops
+        return resp
     except urllib.error.HTTPError as exc:
         exc.close()  # its body is not read; the status says what went wrong
         raise
@@ -87,11 +98,17 @@ def is_http(url: str) -> bool:
     return urlsplit(url).scheme.lower() in ("http", "https")
 
 
-def _validator(headers) -> str | None:
-    etag = headers.get("ETag")
-    if etag:
-        return f"etag:{etag}"
-    modified = headers.get("Last-Modified")
+def _validator(resp) -> str | None:
+    """What identifies the content of a response: its ``ETag``, else a redirect's
+    ``X-Linked-Etag`` / ``ETag`` (the hub names an LFS file by its sha256 there), else its
+    ``Last-Modified``; None if there is none."""
+    if resp.headers.get("ETag"):
+        return f"etag:{resp.headers['ETag']}"
+    for hop in getattr(resp, "hops", ()):
+        for name in ("X-Linked-Etag", "ETag"):
+            if hop.get(name):
+                return f"hop-{name.lower()}:{hop[name]}"
+    modified = resp.headers.get("Last-Modified")
     return f"modified:{modified}" if modified else None
 
 
@@ -202,7 +219,7 @@ class RemoteFile:
             self.bytes_fetched += len(head)
             if len(head) != min(8, total):
                 raise NoRanges(f"asked for the first 8 bytes, got {len(head)}")
-            return total, _validator(resp.headers), None, head
+            return total, _validator(resp), None, head
 
     def _fetch(self, lo: int, hi: int) -> bytes:
         self.requests += 1
@@ -247,7 +264,7 @@ class RemoteFile:
         """The whole file streamed into the user cache (atomically; ``note()`` first);
         ``resp``: a response already carrying it (a server that answered the range request
         with 200), reused from the cache when its validator was downloaded before."""
-        validator = None if resp is None else _validator(resp.headers)
+        validator = None if resp is None else _validator(resp)
         target = cache_dir() / "remote" / _key(self.url, validator or "none") / "whole"
         if validator is not None and target.is_file():
             resp.close()  # the same content was downloaded before
