@@ -22,7 +22,8 @@ values read are the same either way: they are the file's bytes.
 
 **Cache.** Fetched ranges are stored under ``<user cache>/remote/<key>/<lo>-<hi>`` (written
 atomically, :mod:`rmtbase.files.atomic`), ``key`` a hash of the URL and of the server's
-validator of the content (``ETag``, else ``Last-Modified`` with the size): a second read of the
+validator of the content (``ETag``, else a redirect's ``X-Linked-Etag`` / ``ETag`` — the hub
+names an LFS file by its sha256 there —, else ``Last-Modified``): a second read of the
 same file asks the server only for the first 8 bytes (which return the validator) and reads
 the rest from disk; a changed file has another validator and so another folder. A server that
 sends no validator is not cached on disk. Nothing is written under the URL's name (a signed
@@ -32,6 +33,7 @@ URL's query string never reaches the disk).
 from __future__ import annotations
 
 import hashlib
+import http.client
 import re
 import shutil
 import sys
@@ -47,6 +49,8 @@ from .user_cache import cache_dir
 TIMEOUT = 60.0
 #: Touching ranges are merged into one request up to this many bytes.
 MAX_REQUEST = 256 * 2**20
+#: What a failed request raises (a cut connection can be an ``http.client.IncompleteRead``).
+_FAILURES = (OSError, http.client.HTTPException)
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 
 
@@ -150,7 +154,7 @@ class RemoteFile:
             return got
         try:
             data = self._fetch(lo, hi)
-        except OSError as exc:
+        except _FAILURES as exc:
             self._fall_back(exc)
             return _pread(self.local, lo, hi)
         self._keep(lo, hi, data)
@@ -177,7 +181,7 @@ class RemoteFile:
         for lo, hi in merged:
             try:
                 data = self._fetch(lo, hi)
-            except OSError as exc:
+            except _FAILURES as exc:
                 self._fall_back(exc)
                 return
             self._keep(lo, hi, data, memory=True)
@@ -186,7 +190,7 @@ class RemoteFile:
     def _start(self) -> None:
         try:
             total, validator, plain, head = self._probe()
-        except OSError as exc:
+        except _FAILURES as exc:
             self._fall_back(exc)
             return
         if plain is not None:  # 200: the body is the whole file
@@ -253,7 +257,7 @@ class RemoteFile:
                 self.local = Path(self._whole())
             else:
                 self.local = self._download(resp, note)
-        except OSError as err:
+        except _FAILURES as err:
             raise OSError(f"cannot download {self.label}: {type(err).__name__}: "
                           f"{str(err).splitlines()[0] if str(err) else ''}") from err
         finally:

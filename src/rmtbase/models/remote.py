@@ -15,6 +15,7 @@ parts.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import re
 import shutil
 from pathlib import Path
@@ -66,7 +67,7 @@ def fetch_small(url: str, name: str, *, missing_ok: bool = False) -> Path | None
 
     try:
         return write_atomic(target, fill)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         code = getattr(exc, "code", None)
         if missing_ok and (code == 404 or isinstance(exc, FileNotFoundError)):
             return None
