@@ -59,11 +59,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(hi - lo + 1))
         self.send_header("ETag", f'"{path.name}-{size}"')
         self.end_headers()
+        srv.requests += 1  # counted before sending: the client may go on before a late count
+        srv.served += (hi - lo + 1) if path.suffix == ".safetensors" else 0
         with open(path, "rb") as f:
             f.seek(lo)
             self.wfile.write(f.read(hi - lo + 1))
-        srv.requests += 1
-        srv.served += (hi - lo + 1) if path.suffix == ".safetensors" else 0
 
 
 def write_llama(folder: Path, d, heads, kv, layers, ffn, vocab, shards, seed=0):

@@ -68,8 +68,9 @@ class _Handler(BaseHTTPRequestHandler):
         if srv.etag:
             self.send_header("ETag", f'"{srv.etag}-{path.name}"')
         self.end_headers()
-        self.wfile.write(body)
+        # counted before it is sent: the client may go on before this thread would count
         srv.served[path.name] = srv.served.get(path.name, 0) + len(body)
+        self.wfile.write(body)
 
 
 class _Server:
@@ -222,7 +223,7 @@ def test_components_read_only_what_is_asked(server, shards, folder, cache):
     assert want <= server.shard_bytes() <= 1.2 * want + headers
 
 
-@pytest.mark.slow  # ~45 s (JAX compilation, null table); the quick tests compare the inputs
+@pytest.mark.slow  # 26-56 s (JAX compilation, null table); the quick tests compare the inputs
 def test_score_of_url_equals_score_of_folder(server, folder, module_cache):
     from rmtbase.scoring.score import score_model
 
