@@ -81,7 +81,7 @@ class _Server:
         self.httpd.handle_error = lambda request, address: None  # a client that hung up
         self.httpd.routes, self.httpd.ranges, self.httpd.etag = routes, ranges, etag
         self.httpd.served, self.httpd.log = {}, []
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
         self.thread.start()
         self.root = f"http://127.0.0.1:{self.httpd.server_port}"
 
