@@ -52,6 +52,8 @@ def check_local(model) -> None:
     if model is None:
         return
     text = str(model)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):  # a URL (rmtbase.models.remote)
+        return
     local = text.lower().endswith(".gguf") or text.startswith((".", "/", "~")) \
         or os.sep + os.sep in text
     if local and not os.path.exists(os.path.expanduser(text)):

@@ -387,10 +387,11 @@ def _natural(text: str):
 
 def expand_models(items) -> list[str]:
     """Model arguments with globs (``ckpts/step*``) expanded, in natural order (step2 before
-    step10); a glob that matches nothing is an error. Other arguments pass unchanged."""
+    step10); a glob that matches nothing is an error. Other arguments (URLs among them: a
+    query string's ``?`` is no glob) pass unchanged."""
     out = []
     for item in items:
-        if _GLOB.search(item) and not os.path.exists(item):
+        if _GLOB.search(item) and "://" not in item and not os.path.exists(item):
             hits = sorted(glob.glob(os.path.expanduser(item)), key=_natural)
             if not hits:
                 raise InputError(f"no checkpoint folder matches {item!r}")

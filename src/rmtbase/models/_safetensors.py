@@ -31,19 +31,34 @@ class SafetensorsError(ValueError):
 
 def read_header(path) -> tuple[dict, int]:
     """({name: {"dtype", "shape", "data_offsets"}}, offset of the data) of the file at ``path``,
-    checked: every tensor's byte range lies inside the file and matches its dtype and shape."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise SafetensorsError("file shorter than its 8-byte header length")
-        (n,) = struct.unpack("<Q", head)
-        if n > min(_MAX_HEADER, size - 8):
-            raise SafetensorsError(f"header length {n} does not fit the file ({size} bytes)")
-        try:
-            header = json.loads(f.read(n))
-        except (ValueError, RecursionError) as exc:
-            raise SafetensorsError(f"header is not JSON ({type(exc).__name__})") from None
+    checked: every tensor's byte range lies inside the file and matches its dtype and shape.
+
+    ``path`` may also be a remote file (:class:`rmtbase.files.ranges.RemoteFile`: anything with
+    ``read_range(lo, hi)`` and ``size``): its 8-byte length and JSON header are fetched as
+    two byte ranges, and the tensors later by their own ranges."""
+    remote = _is_remote(path)
+    if remote:
+        head = path.read_range(0, 8)
+        size = path.size
+    else:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+    if len(head) < 8:
+        raise SafetensorsError("file shorter than its 8-byte header length")
+    (n,) = struct.unpack("<Q", head)
+    if n > min(_MAX_HEADER, size - 8):
+        raise SafetensorsError(f"header length {n} does not fit the file ({size} bytes)")
+    if remote:
+        raw = path.read_range(8, 8 + n)
+    else:
+        with open(path, "rb") as f:
+            f.seek(8)
+            raw = f.read(n)
+    try:
+        header = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise SafetensorsError(f"header is not JSON ({type(exc).__name__})") from None
     if not isinstance(header, dict):
         raise SafetensorsError("header is not a JSON object")
     start = 8 + n
@@ -86,9 +101,19 @@ def read_uint8(path, info: dict) -> np.ndarray:
     return np.frombuffer(_read(path, info), dtype=np.uint8).reshape(info["shape"])
 
 
+def _is_remote(path) -> bool:
+    return hasattr(path, "read_range")
+
+
 def _read(path, info: dict) -> bytearray:
-    """The raw bytes of the tensor described by ``info`` (positioned reads)."""
+    """The raw bytes of the tensor described by ``info`` (positioned reads, or one byte-range
+    read of a remote file)."""
     lo, hi = info["offsets"]
+    if _is_remote(path):
+        buf = bytearray(path.read_range(lo, hi))
+        if len(buf) != hi - lo:
+            raise SafetensorsError("file ended inside a tensor (truncated?)")
+        return buf
     fd = os.open(path, os.O_RDONLY)
     try:
         buf = bytearray(hi - lo)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from ..errors import InputError, ModelError
-from .loading import open_model
+from .loading import open_model, prefetch
 from .types import LayerComponents
 
 #: Every component name an architecture may have, in reporting order.
@@ -128,6 +128,7 @@ def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
 def _iterate(weights, located, n_layers: int, wanted) -> Iterator[LayerComponents]:
     try:
         for i in range(n_layers):
+            prefetch(weights, located, i, wanted)
             got = located.read_components(located.reader(weights, i), wanted)
             weights.take_storage()
             layer = LayerComponents(

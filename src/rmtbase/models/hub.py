@@ -1,9 +1,15 @@
 """Hugging Face hub access for :mod:`rmtbase.models`: list a repository, fetch files lazily.
 
-Only ``config.json`` is downloaded to answer :func:`rmtbase.models.model_info`; weight files are
-downloaded by :func:`huggingface_hub.hf_hub_download` (into the usual hub cache, honouring
-``HF_HOME`` / ``HF_HUB_OFFLINE``) when :class:`~rmtbase.models.weights.FileWeights` first
-needs them, so a sharded model is fetched shard by shard as its layers are visited.
+Only ``config.json`` is downloaded to answer :func:`rmtbase.models.model_info`; small files
+(config, shard index, pickled weights) are downloaded by :func:`huggingface_hub.hf_hub_download`
+(into the usual hub cache, honouring ``HF_HOME`` / ``HF_HUB_OFFLINE``) when
+:class:`~rmtbase.models.weights.FileWeights` first needs them. Safetensors shards are not
+downloaded whole: a shard already in the hub cache is read there, otherwise it is read by byte
+ranges (:class:`rmtbase.files.ranges.RemoteFile`: header, then only the tensors scored) from
+the URL :func:`huggingface_hub.hf_hub_url` gives, with the headers of
+:func:`huggingface_hub.utils.build_hf_headers` (the ``HF_TOKEN`` / login token, honouring
+``HF_HUB_DISABLE_IMPLICIT_TOKEN``) and ``HF_ENDPOINT``; where ranges fail it falls back to
+``hf_hub_download`` with a one-line note. Offline, the hub cache is the only source.
 ``revision`` is passed through unchanged: a branch, tag or commit, e.g. the Pythia training
 checkpoints ``"step143000"``.
 
@@ -64,6 +70,53 @@ def _offline() -> str | None:
     return None
 
 
+def file_url(repo_id: str, filename: str, revision: str | None) -> str:
+    """The URL of ``filename`` in the repository, as :func:`huggingface_hub.hf_hub_url` builds
+    it (``HF_ENDPOINT``, revision quoted; ``main`` when None)."""
+    from huggingface_hub import hf_hub_url
+
+    return hf_hub_url(repo_id, filename, revision=revision)
+
+
+def request_headers() -> dict[str, str]:
+    """The headers huggingface_hub sends (token, user agent):
+    :func:`huggingface_hub.utils.build_hf_headers`."""
+    from huggingface_hub.utils import build_hf_headers
+
+    return dict(build_hf_headers())
+
+
+def _cached(repo_id: str, filename: str, revision: str | None) -> Path | None:
+    """The file's path in the local hub cache, if it is there (no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        got = try_to_load_from_cache(repo_id, filename, revision=revision)
+    except Exception:
+        return None
+    return Path(got) if isinstance(got, str) else None
+
+
+def fetch_weights(repo_id: str, revision: str | None, filename: str):
+    """A weight file: a safetensors shard not in the hub cache as a
+    :class:`~rmtbase.files.ranges.RemoteFile` read by byte ranges (module docstring), any
+    other file (or any file offline) as a local path (:func:`fetch`)."""
+    if not filename.endswith(".safetensors") or _offline():
+        return fetch(repo_id, revision, filename)
+    local = _cached(repo_id, filename, revision)
+    if local is not None:
+        return local
+    from ..files.ranges import RemoteFile
+
+    try:
+        url, headers = file_url(repo_id, filename, revision), request_headers()
+    except Exception as exc:
+        raise ModelError(f"cannot address {filename} of {_where(repo_id, revision)} on the "
+                         f"hub: {one_line(exc)}") from exc
+    return RemoteFile(url, headers=headers, whole=partial(fetch, repo_id, revision, filename),
+                      label=f"{filename} of {_where(repo_id, revision)}")
+
+
 def fetch_config(repo_id: str, revision: str | None) -> Path:
     """Local path of the repository's ``config.json``."""
     return fetch(repo_id, revision, "config.json")
@@ -71,14 +124,14 @@ def fetch_config(repo_id: str, revision: str | None) -> Path:
 
 def weight_files(repo_id: str, revision: str | None):
     """``(files, fetch)`` for :class:`~rmtbase.models.weights.FileWeights`."""
-    getter = partial(fetch, repo_id, revision)
+    getter = partial(fetch_weights, repo_id, revision)
     try:
         files = _list_files(repo_id, revision)
     except Exception:
         files = []
         for name in _PROBE:  # offline: whatever the cache holds
             try:
-                getter(name)
+                fetch(repo_id, revision, name)
             except ModelError:
                 continue
             files.append(name)

@@ -2,9 +2,12 @@
 
 ``model`` may be a hub id (``"EleutherAI/pythia-160m"``, with ``revision=`` for a branch/tag/
 commit), a local folder (``config.json`` + ``model.safetensors`` or sharded safetensors with
-``model.safetensors.index.json``; ``pytorch_model.bin`` only with ``allow_pickle=True``), or an
-already-loaded ``transformers`` model (an ``nn.Module`` with ``.config``). Folders and hub
-repositories are read straight from their safetensors files (no torch model is built).
+``model.safetensors.index.json``; ``pytorch_model.bin`` only with ``allow_pickle=True``), a URL
+of such a folder (``https://…``, an fsspec URL, or ``hf://org/name[@revision]`` for a hub
+repository; :mod:`rmtbase.models.remote`), or an already-loaded ``transformers`` model (an
+``nn.Module`` with ``.config``). Folders and hub repositories are read straight from their
+safetensors files (no torch model is built); remote shards by byte ranges, only the tensors
+read (:mod:`rmtbase.files.ranges`).
 
 Convention (``docs/conventions.md``): head h of layer l gives W_Q, W_K of shape ``(d_h, d)``
 so that its attention logit, biases and the model's scale set aside, is
@@ -24,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, ModelError
-from . import hub
+from . import hub, remote
 from ._adapter import Adapter, Located
 from ._errors import one_line
 from .registry import ADAPTERS, CLASS_STEMS, SUPPORTED
@@ -40,7 +43,7 @@ class _Resolved:
 
     name: str
     revision: str | None
-    source: str  # "hub" | "folder" | "object" | "gguf"
+    source: str  # "hub" | "folder" | "object" | "gguf" | "url"
     cfg: dict
     model_class: str
     obj: object = None
@@ -53,6 +56,9 @@ class _Resolved:
             return GGUFWeights(self.folder, self.cfg, self.obj)
         if self.source == "object":
             return StateDictWeights(self.obj, self.name)
+        if self.source == "url":
+            files, getter = remote.url_weight_files(self.name)
+            return FileWeights(files, getter, self.name)
         if self.source == "folder":
             try:
                 files = [p.name for p in self.folder.iterdir() if p.is_file()]
@@ -103,6 +109,8 @@ def _resolve(model, revision: str | None) -> _Resolved:
             raise InputError(f"model path must be text, got {model!r}") from exc
         if not isinstance(text, str):
             raise InputError(f"model path must be text, got {model!r}")
+        if not isinstance(model, os.PathLike) and remote.is_url(text):
+            return _resolve_url(text, revision)
         path, kind = _local(text)
         if kind == "dir":
             if revision is not None:
@@ -141,6 +149,23 @@ def _resolve(model, revision: str | None) -> _Resolved:
         return _Resolved(name, None, "object", cfg, type(model).__name__, obj=model)
     raise InputError("model must be a hub id, a folder path or a loaded transformers model "
                      f"(nn.Module with .config), got {type(model).__name__}")
+
+
+def _resolve_url(text: str, revision: str | None) -> _Resolved:
+    """A model at a URL: ``hf://org/name[@revision]`` is a hub repository, any other URL the
+    folder of a model (:mod:`rmtbase.models.remote`)."""
+    repo = remote.hub_repo(text)
+    if repo is not None:
+        repo_id, rev = repo
+        if rev is not None and revision is not None and rev != revision:
+            raise InputError(f"{text!r} names revision {rev!r} but revision={revision!r}")
+        rev = rev or revision
+        cfg = _read_config(hub.fetch_config(repo_id, rev))
+        return _Resolved(repo_id, rev, "hub", cfg, _class_of(cfg))
+    if revision is not None:
+        raise InputError("revision= applies only to hub ids (and hf:// URLs), not to a URL")
+    cfg = _read_config(remote.fetch_small(text, "config.json"))
+    return _Resolved(text, None, "url", cfg, _class_of(cfg))
 
 
 def _class_of(cfg: dict) -> str:
@@ -249,6 +274,7 @@ def _iterate(weights, located: Located, info: ModelInfo, fold: bool) -> Iterator
     try:
         for i in range(info.n_layers):
             weights.take_storage()
+            prefetch(weights, located, i, ("q", "k"))
             r = located.reader(weights, i)
             wq, wk, bq, bk = located.read_heads(r)
             storage, quant = split_storage(weights.take_storage().values())
@@ -271,6 +297,24 @@ def _iterate(weights, located: Located, info: ModelInfo, fold: bool) -> Iterator
             del wq, wk, bq, bk  # not held while the next layer is read (one layer at a time)
     finally:
         weights.close()
+
+
+def prefetch(weights, located: Located, i: int, parts) -> None:
+    """Tell ``weights`` which tensors layer ``i`` reads for ``parts`` (weights and biases), so
+    that remote shards fetch them in coalesced byte-range requests (:mod:`rmtbase.files.ranges`);
+    a no-op for readers without ``prefetch`` and for parts that expand (MoE experts)."""
+    ask = getattr(weights, "prefetch", None)
+    if ask is None:
+        return
+    names = []
+    for p in parts:
+        part = located.layout.parts.get(p)
+        try:
+            w = located.prefix + part.tensor().format(i=i)
+        except (AttributeError, KeyError, IndexError):
+            continue
+        names += [w, w.removesuffix(".weight") + ".bias"]
+    ask([n for n in dict.fromkeys(names) if n in weights.keys()])
 
 
 def default_model_path() -> Path:

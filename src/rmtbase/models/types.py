@@ -85,7 +85,8 @@ class ModelInfo:
         Fraction of each head's d_h dimensions that RoPE rotates (0 for learned/absolute
         positions). RoPE is *not* part of the extracted W_QK.
     source : str
-        ``"hub"``, ``"folder"``, ``"object"`` or ``"gguf"`` (a GGUF file, :mod:`rmtbase.models.gguf`).
+        ``"hub"``, ``"folder"``, ``"object"``, ``"gguf"`` (a GGUF file, :mod:`rmtbase.models.gguf`)
+        or ``"url"`` (a model folder at a URL, :mod:`rmtbase.models.remote`).
     qk_norm : str
         The normalisation between the q/k projections and the logit (:mod:`rmtbase.models.
         _qknorm`): ``"none"``; ``"rms_head"`` (RMSNorm over each head's d_h: Qwen3,

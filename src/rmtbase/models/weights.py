@@ -185,7 +185,10 @@ class FileWeights:
 
     # -- file access -------------------------------------------------------------------
     def _path(self, filename: str) -> Path:
-        path = Path(self._fetch(filename))
+        path = self._fetch(filename)
+        if hasattr(path, "read_range"):  # a remote shard read by byte ranges (files.ranges)
+            return path
+        path = Path(path)
         if not path.is_file():
             raise ModelError(f"weight file {filename} of {self.label} is missing")
         return path
@@ -247,6 +250,27 @@ class FileWeights:
     # -- interface ---------------------------------------------------------------------
     def keys(self) -> set[str]:
         return self._keys
+
+    def prefetch(self, names) -> None:
+        """Say which tensors are read next: a remote shard (:mod:`rmtbase.files.ranges`)
+        fetches their byte ranges (FP8 scales included) in as few requests as it can; a local
+        file ignores this."""
+        if self.format != "safetensors":
+            return
+        by_file: dict[str, list[str]] = {}
+        for name in names:
+            for n in (name, self._scale_name(name)):
+                if n in self._keys:
+                    by_file.setdefault(self.file_of(n), []).append(n)
+        for filename, group in by_file.items():
+            tensors = self._header(filename)
+            source = self._headers[filename]["path"]
+            if hasattr(source, "prefetch"):
+                try:
+                    source.prefetch([tensors[n]["offsets"] for n in group if n in tensors])
+                except OSError as exc:
+                    raise ModelError(f"cannot read {self.label}/{filename}: "
+                                     f"{one_line(exc)}") from exc
 
     def get(self, name: str) -> np.ndarray:
         """Tensor ``name`` as a finite float32 numpy array (read from disk now)."""

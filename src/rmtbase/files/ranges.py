@@ -1,0 +1,369 @@
+"""A remote file read by byte ranges (HTTP ``Range`` / fsspec), cached in the user cache.
+
+:class:`RemoteFile` stands where a local path would for :mod:`rmtbase.models._safetensors`:
+``read_range(lo, hi)`` returns bytes ``[lo, hi)`` and ``size`` is the file's length, so a
+safetensors shard on a server is read as header length (8 bytes), JSON header, then only the
+byte ranges of the tensors that are scored; ``prefetch(ranges)`` fetches a layer's ranges in
+few requests (ranges that touch are merged into one, nothing between them is fetched).
+
+- **HTTP(S)** through :mod:`urllib` (no extra dependency): every request carries
+  ``Range: bytes=lo-(hi-1)`` and must come back ``206`` with the matching ``Content-Range``
+  (RFC 9110 §14) and exactly that many bytes. Headers given (e.g. the Hugging Face token from
+  :func:`huggingface_hub.utils.build_hf_headers`) go with every request and are dropped on a
+  redirect to another host (as ``requests`` does), so a token never reaches a CDN.
+- **Other schemes** (``s3://``, ``gs://`` …) through :mod:`fsspec` when its filesystem for the
+  scheme is installed (``cat_file(path, start, end)``).
+
+**Fallback.** A server that ignores ``Range`` (answers ``200``), a malformed answer, or any
+error during a range read switches the file to a whole download, announced by one line on
+stderr (``rmtbase: note: …``): the ``whole`` callable given (the hub's
+:func:`huggingface_hub.hf_hub_download`), else a streamed download into the user cache. The
+values read are the same either way: they are the file's bytes.
+
+**Cache.** Fetched ranges are stored under ``<user cache>/remote/<key>/<lo>-<hi>`` (written
+atomically, :mod:`rmtbase.files.atomic`), ``key`` a hash of the URL and of the server's
+validator of the content (``ETag``, else a redirect's ``X-Linked-Etag`` / ``ETag`` — the hub
+names an LFS file by its sha256 there —, else ``Last-Modified``): a second read of the
+same file asks the server only for the first 8 bytes (which return the validator) and reads
+the rest from disk; a changed file has another validator and so another folder. A server that
+sends no validator is not cached on disk. Nothing is written under the URL's name (a signed
+URL's query string never reaches the disk).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import re
+import shutil
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .atomic import write_atomic
+from .user_cache import cache_dir
+
+#: Seconds a request may wait for the server.
+TIMEOUT = 60.0
+#: Touching ranges are merged into one request up to this many bytes.
+MAX_REQUEST = 256 * 2**20
+#: What a failed request raises (a cut connection can be an ``http.client.IncompleteRead``).
+_FAILURES = (OSError, http.client.HTTPException)
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
+
+
+class NoRanges(OSError):
+    """The server does not serve byte ranges (or answered a range request wrongly)."""
+
+
+class _DropAuthOnRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows redirects as urllib does, but drops ``Authorization`` on the way to another
+    host, and remembers each redirect's headers (the hub's ``X-Linked-Etag``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hops = []
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        self.hops.append(headers)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
+            new.remove_header("Authorization")
+        return new
+
+
+def _open_url(url: str, headers: dict, rng: tuple[int, int] | None):
+    """The response to a GET of ``url`` (``rng``: ask for bytes [lo, hi))."""
+    h = {**headers, "Accept-Encoding": "identity"}
+    if rng is not None:
+        h["Range"] = f"bytes={rng[0]}-{rng[1] - 1}"
+    redirects = _DropAuthOnRedirect()
+    opener = urllib.request.build_opener(redirects)
+    try:
+        resp = opener.open(urllib.request.Request(url, headers=h), timeout=TIMEOUT)
+        resp.hops = redirects.hops
+        return resp
+    except urllib.error.HTTPError as exc:
+        exc.close()  # its body is not read; the status says what went wrong
+        raise
+
+
+def open_whole(url: str, headers: dict | None = None):
+    """A readable binary stream of the whole file at ``url`` (HTTP(S) or fsspec)."""
+    if is_http(url):
+        return _open_url(url, dict(headers or {}), None)
+    fs, path = _fsspec(url)
+    return fs.open(path, "rb")
+
+
+def is_http(url: str) -> bool:
+    return urlsplit(url).scheme.lower() in ("http", "https")
+
+
+def _validator(resp) -> str | None:
+    """What identifies the content of a response: its ``ETag``, else a redirect's
+    ``X-Linked-Etag`` / ``ETag`` (the hub names an LFS file by its sha256 there), else its
+    ``Last-Modified``; None if there is none."""
+    if resp.headers.get("ETag"):
+        return f"etag:{resp.headers['ETag']}"
+    for hop in getattr(resp, "hops", ()):
+        for name in ("X-Linked-Etag", "ETag"):
+            if hop.get(name):
+                return f"hop-{name.lower()}:{hop[name]}"
+    modified = resp.headers.get("Last-Modified")
+    return f"modified:{modified}" if modified else None
+
+
+class RemoteFile:
+    """The file at ``url`` (http, https or an fsspec URL), read by byte ranges.
+
+    ``headers``: sent with every HTTP request. ``whole``: a callable returning a local path of
+    the whole file, used if ranges fail (default: a download into the user cache). ``label``:
+    how notes name the file. ``bytes_fetched`` / ``requests`` count what came over the wire.
+    """
+
+    def __init__(self, url: str, *, headers: dict | None = None, whole=None,
+                 label: str | None = None):
+        self.url, self.headers, self.label = url, dict(headers or {}), label or url
+        self._whole = whole
+        self.size: int | None = None
+        self.local: Path | None = None  # set once the file was read whole
+        self.bytes_fetched = 0
+        self.requests = 0
+        self._dir: Path | None = None   # disk cache folder (None: memory only)
+        self._blocks: list[tuple[int, int]] = []
+        self._mem: dict[tuple[int, int], bytes] = {}  # the last prefetch, when not on disk
+
+    def __str__(self) -> str:
+        return self.label
+
+    # -- reading -------------------------------------------------------------------------
+    def read_range(self, lo: int, hi: int) -> bytes:
+        """Bytes ``[lo, hi)`` of the file (fewer only where the file ends first)."""
+        if self.local is None and self.size is None:
+            self._start()
+        if self.local is not None:
+            return _pread(self.local, lo, hi)
+        hi = min(hi, self.size)
+        if hi <= lo:
+            return b""
+        got = self._cached(lo, hi)
+        if got is not None:
+            return got
+        try:
+            data = self._fetch(lo, hi)
+        except _FAILURES as exc:
+            self._fall_back(exc)
+            return _pread(self.local, lo, hi)
+        self._keep(lo, hi, data)
+        return data
+
+    def prefetch(self, ranges) -> None:
+        """Fetch the byte ranges ``[(lo, hi), …]`` that are not cached yet, ranges that touch
+        or overlap merged into one request (up to :data:`MAX_REQUEST` bytes); they are then
+        read by :meth:`read_range`."""
+        if self.local is None and self.size is None:
+            self._start()
+        if self.local is not None:
+            return
+        self._mem = {}
+        merged: list[list[int]] = []
+        for lo, hi in sorted((int(a), min(int(b), self.size)) for a, b in ranges):
+            if hi <= lo or self._cover(lo, hi) is not None:
+                continue
+            if merged and lo <= merged[-1][1] and max(hi, merged[-1][1]) - merged[-1][0] \
+                    <= MAX_REQUEST:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        for lo, hi in merged:
+            try:
+                data = self._fetch(lo, hi)
+            except _FAILURES as exc:
+                self._fall_back(exc)
+                return
+            self._keep(lo, hi, data, memory=True)
+
+    # -- the first request: size, validator, range support ----------------------------------
+    def _start(self) -> None:
+        try:
+            total, validator, plain, head = self._probe()
+        except _FAILURES as exc:
+            self._fall_back(exc)
+            return
+        if plain is not None:  # 200: the body is the whole file
+            self._fall_back(NoRanges(f"the server answered a range request with "
+                                     f"{plain.status}"), plain)
+            return
+        self.size = total
+        if validator is not None:
+            self._open_cache(validator)
+        if head is not None and self._cover(0, len(head)) is None:
+            self._keep(0, len(head), head, memory=True)  # the header length: read next
+
+    def _probe(self):
+        """``(size, validator, None, first bytes)`` from a request for the first 8 bytes, or
+        ``(None, None, response, None)`` when the server answered with the whole file."""
+        self.requests += 1
+        if not is_http(self.url):
+            fs, path = _fsspec(self.url)
+            info = fs.info(path)
+            total = int(info["size"])
+            v = info.get("ETag") or info.get("etag") or info.get("mtime") \
+                or info.get("LastModified") or info.get("last_modified")
+            return total, None if v is None else f"fsspec:{v}:{total}", None, None
+        resp = _open_url(self.url, self.headers, (0, 8))
+        if resp.status != 206:
+            return None, None, resp, None
+        with resp:
+            total = _check_range(resp, 0, 8)
+            head = resp.read(9)
+            self.bytes_fetched += len(head)
+            if len(head) != min(8, total):
+                raise NoRanges(f"asked for the first 8 bytes, got {len(head)}")
+            return total, _validator(resp), None, head
+
+    def _fetch(self, lo: int, hi: int) -> bytes:
+        self.requests += 1
+        if is_http(self.url):
+            with _open_url(self.url, self.headers, (lo, hi)) as resp:
+                if resp.status != 206:
+                    raise NoRanges(f"the server answered a range request with {resp.status}")
+                _check_range(resp, lo, hi)
+                data = resp.read(hi - lo + 1)
+        else:
+            fs, path = _fsspec(self.url)
+            data = fs.cat_file(path, start=lo, end=hi)
+        self.bytes_fetched += len(data)
+        if len(data) != hi - lo:
+            raise NoRanges(f"asked for {hi - lo} bytes at {lo}, got {len(data)}")
+        return bytes(data)
+
+    # -- the whole file ----------------------------------------------------------------
+    def _fall_back(self, exc: BaseException, resp=None) -> None:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+        def note() -> None:
+            print(f"rmtbase: note: cannot read {self.label} by byte ranges ({reason}); "
+                  "downloading the whole file", file=sys.stderr, flush=True)
+
+        try:
+            if self._whole is not None:
+                if resp is not None:
+                    resp.close()
+                note()
+                self.local = Path(self._whole())
+            else:
+                self.local = self._download(resp, note)
+        except _FAILURES as err:
+            raise OSError(f"cannot download {self.label}: {type(err).__name__}: "
+                          f"{str(err).splitlines()[0] if str(err) else ''}") from err
+        finally:
+            self._mem = {}
+        self.size = self.local.stat().st_size
+
+    def _download(self, resp, note) -> Path:
+        """The whole file streamed into the user cache (atomically; ``note()`` first);
+        ``resp``: a response already carrying it (a server that answered the range request
+        with 200), reused from the cache when its validator was downloaded before."""
+        validator = None if resp is None else _validator(resp)
+        target = cache_dir() / "remote" / _key(self.url, validator or "none") / "whole"
+        if validator is not None and target.is_file():
+            resp.close()  # the same content was downloaded before
+            return target
+        note()
+
+        def fill(tmp: Path) -> None:
+            src = resp
+            if src is None:
+                self.requests += 1
+                src = open_whole(self.url, self.headers)
+            with src, open(tmp, "wb") as out:
+                shutil.copyfileobj(src, out, 2**20)
+            self.bytes_fetched += tmp.stat().st_size
+
+        return write_atomic(target, fill)
+
+    # -- the disk cache ----------------------------------------------------------------
+    def _open_cache(self, validator: str) -> None:
+        folder = cache_dir() / "remote" / _key(self.url, validator)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            blocks = []
+            for p in folder.iterdir():
+                m = re.fullmatch(r"(\d+)-(\d+)", p.name)
+                if m and p.stat().st_size == int(m[2]) - int(m[1]):
+                    blocks.append((int(m[1]), int(m[2])))
+        except OSError:
+            return  # an unwritable cache: ranges are kept in memory only
+        self._dir, self._blocks = folder, sorted(blocks)
+
+    def _cover(self, lo: int, hi: int) -> tuple[int, int] | None:
+        for b in list(self._mem) + self._blocks:
+            if b[0] <= lo and hi <= b[1]:
+                return b
+        return None
+
+    def _cached(self, lo: int, hi: int) -> bytes | None:
+        b = self._cover(lo, hi)
+        if b is None:
+            return None
+        if b in self._mem:
+            return self._mem[b][lo - b[0]:hi - b[0]]
+        try:
+            data = _pread(self._dir / f"{b[0]}-{b[1]}", lo - b[0], hi - b[0])
+        except OSError:
+            data = b""
+        if len(data) == hi - lo:
+            return data
+        self._blocks.remove(b)  # gone or damaged: fetched again
+        return None
+
+    def _keep(self, lo: int, hi: int, data: bytes, memory: bool = False) -> None:
+        """Store fetched bytes in the disk cache, else (``memory``: a prefetch, read next)
+        in memory until the next prefetch."""
+        if self._dir is not None:
+            try:
+                write_atomic(self._dir / f"{lo}-{hi}", lambda tmp: tmp.write_bytes(data))
+                self._blocks.append((lo, hi))
+                return
+            except OSError:
+                self._dir = None
+        if memory:
+            self._mem[(lo, hi)] = data
+
+
+def _check_range(resp, lo: int, hi: int) -> int:
+    """The total size a 206 response names; NoRanges unless it is bytes [lo, hi)."""
+    m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+    if not m or int(m[1]) != lo or m[3] == "*" or int(m[2]) != min(hi, int(m[3])) - 1:
+        resp.close()
+        raise NoRanges(f"bad Content-Range {resp.headers.get('Content-Range')!r} for "
+                       f"bytes {lo}-{hi - 1}")
+    return int(m[3])
+
+
+def _key(url: str, validator: str) -> str:
+    return hashlib.sha256(f"{url}\n{validator}".encode()).hexdigest()[:40]
+
+
+def _fsspec(url: str):
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise OSError(f"reading {urlsplit(url).scheme}:// URLs needs fsspec") from exc
+    try:
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        raise OSError(str(exc)) from exc
+
+
+def _pread(path, lo: int, hi: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(lo)
+        return f.read(max(0, hi - lo))
+
+
+__all__ = ["NoRanges", "RemoteFile", "TIMEOUT", "is_http", "open_whole"]
