@@ -11,9 +11,9 @@ ratio, measured in one run (issue 34 step 2; nothing downloaded).
   that shape) and **warm** (the same command again on what the cold run cached). Wall and CPU
   seconds of each (CPU from ``getrusage`` of the children), the ratio cold / warm, the spectral
   null draws the decisions used and the flags.
-  Also the **floor**: the cold score on another empty cache with ``--max-draws 1000`` (no
+  Also the **floor**: cold and warm on another empty cache with ``--max-draws 1000`` (no
   extension: the all-statistics and first spectral tables and XLA compilation, which any first
-  score of the shape pays); ``--which gemma-floor`` measures the floor and warm only.
+  score of the shape pays); ``--which gemma-floor`` measures that pair only.
 - ``flags``: the decisions of the stopping rule against the extension forced to 100,000 draws
   (``--max-draws 100000``), on the trained default model (MiniLM, 72 heads) and on a random
   BERT of its shape (the 100,000-draw table of (384, 32) is shipped, so the forced run draws
@@ -105,25 +105,26 @@ def top_rmtbase(profile: Path, n: int = 15) -> list[str]:
 
 
 def gemma(tmp: Path, extension: bool = True) -> None:
-    """Cold (stopping rule) and warm, and the floor: cold on another empty cache with the
-    extension capped at the first table (``--max-draws 1000``: the joint and first spectral
-    tables and compilation, what any first score of the shape pays). ``extension=False``
-    measures the floor and warm only (minutes rather than an hour on 2 cores)."""
+    """Cold (stopping rule) and warm, and the floor: the same pair on another empty cache with
+    the extension capped at the first table (``--max-draws 1000``: the joint and first
+    spectral tables and compilation, what any first score of the shape pays).
+    ``extension=False`` measures the floor pair only (minutes rather than an hour on 2 cores)."""
     folder = build_llama8b(tmp / "gemma3", 18, shape="gemma3")
-    cache = tmp / "cache-gemma"
-    floor = score(folder, tmp / "cache-floor", tmp / "g-floor", "--max-draws", "1000")
-    cold = score(folder, cache, tmp / "g-cold") if extension else None
-    warm = score(folder, cache if extension else tmp / "cache-floor", tmp / "g-warm")
     what = "Gemma-3-270M-shaped random bf16, all statistics"
-    print(_line(f"{what}, cold, no extension (--max-draws 1000: the floor)", floor))
-    if cold is not None:
-        print(_line(f"{what}, cold (stopping rule)", cold))
-    print(_line("the same, warm", warm))
-    for name, r in (("floor", floor), ("cold", cold)):
-        if r is not None:
-            print(f"{name} / warm: {r['wall'] / warm['wall']:.1f}x wall, "
-                  f"{r['cpu'] / warm['cpu']:.1f}x CPU; same flags as warm: "
-                  f"{r['flags'] == warm['flags']}", flush=True)
+    cap = ("--max-draws", "1000")
+    pairs = [("floor", score(folder, tmp / "cache-floor", tmp / "g-floor", *cap),
+              score(folder, tmp / "cache-floor", tmp / "g-floor-warm", *cap))]
+    print(_line(f"{what}, cold, no extension (--max-draws 1000: the floor)", pairs[0][1]))
+    print(_line("the same, warm", pairs[0][2]), flush=True)
+    if extension:
+        pairs.append(("cold", score(folder, tmp / "cache-gemma", tmp / "g-cold"),
+                      score(folder, tmp / "cache-gemma", tmp / "g-warm")))
+        print(_line(f"{what}, cold (stopping rule)", pairs[1][1]))
+        print(_line("the same, warm", pairs[1][2]))
+    for name, cold, warm in pairs:
+        print(f"{name} / warm: {cold['wall'] / warm['wall']:.1f}x wall, "
+              f"{cold['cpu'] / warm['cpu']:.1f}x CPU; same flags as warm: "
+              f"{cold['flags'] == warm['flags']}", flush=True)
 
 
 def flags(tmp: Path) -> None:
