@@ -1,8 +1,8 @@
 """A new shape's first score against a warm score, and the LLaMA-3-8B all-statistics/spectral
 ratio, measured in one run (issue 34 step 2; nothing downloaded).
 
-    python benchmarks/new_shape.py [--which gemma,flags,llama8b] [--layers 32] [--keep DIR]
-                                   [--profile]
+    python benchmarks/new_shape.py [--which gemma,gemma-floor,flags,llama8b,layer] [--layers 32]
+                                   [--keep DIR] [--profile]
 
 - ``gemma``: a Gemma-3-270M-shaped random model (d = 640, 18 layers of 4 query heads of 256 on
   one key head, bf16 q/k projections only, as in ``benchmarks/scoring.py``), scored with all
@@ -11,6 +11,9 @@ ratio, measured in one run (issue 34 step 2; nothing downloaded).
   that shape) and **warm** (the same command again on what the cold run cached). Wall and CPU
   seconds of each (CPU from ``getrusage`` of the children), the ratio cold / warm, the spectral
   null draws the decisions used and the flags.
+  Also the **floor**: cold and warm on another empty cache with ``--max-draws 1000`` (no
+  extension: the all-statistics and first spectral tables and XLA compilation, which any first
+  score of the shape pays); ``--which gemma-floor`` measures that pair only.
 - ``flags``: the decisions of the stopping rule against the extension forced to 100,000 draws
   (``--max-draws 100000``), on the trained default model (MiniLM, 72 heads) and on a random
   BERT of its shape (the 100,000-draw table of (384, 32) is shipped, so the forced run draws
@@ -20,6 +23,9 @@ ratio, measured in one run (issue 34 step 2; nothing downloaded).
   (its null tables are shipped): seconds and the ratios all/spectral. ``--profile`` also runs
   the cold all-statistics score under cProfile and prints the largest cumulative times of
   rmtbase's functions: where a first score of the shape goes.
+- ``layer``: one 8B layer in this process (not part of the default run): CPU seconds of its
+  spectral statistics, all statistics and the W_QK products alone, and one head's element
+  passes — the product alone bounds all/spectral from below (``docs/performance.md``).
 
 OPENBLAS_NUM_THREADS=1 as in the other benchmarks; the load average is printed with each run
 (the machines this runs on are shared: compare ratios within one run only).
@@ -98,16 +104,27 @@ def top_rmtbase(profile: Path, n: int = 15) -> list[str]:
     return [f"  {t:8.1f} s  {name}" for t, name in sorted(rows, reverse=True)[:n]]
 
 
-def gemma(tmp: Path) -> None:
+def gemma(tmp: Path, extension: bool = True) -> None:
+    """Cold (stopping rule) and warm, and the floor: the same pair on another empty cache with
+    the extension capped at the first table (``--max-draws 1000``: the joint and first
+    spectral tables and compilation, what any first score of the shape pays).
+    ``extension=False`` measures the floor pair only (minutes rather than an hour on 2 cores)."""
     folder = build_llama8b(tmp / "gemma3", 18, shape="gemma3")
-    cache = tmp / "cache-gemma"
-    cold = score(folder, cache, tmp / "g-cold")
-    warm = score(folder, cache, tmp / "g-warm")
-    print(_line("Gemma-3-270M-shaped random bf16, all statistics, cold", cold))
-    print(_line("the same, warm", warm))
-    print(f"cold / warm: {cold['wall'] / warm['wall']:.1f}x wall, "
-          f"{cold['cpu'] / warm['cpu']:.1f}x CPU; same flags: {cold['flags'] == warm['flags']}",
-          flush=True)
+    what = "Gemma-3-270M-shaped random bf16, all statistics"
+    cap = ("--max-draws", "1000")
+    pairs = [("floor", score(folder, tmp / "cache-floor", tmp / "g-floor", *cap),
+              score(folder, tmp / "cache-floor", tmp / "g-floor-warm", *cap))]
+    print(_line(f"{what}, cold, no extension (--max-draws 1000: the floor)", pairs[0][1]))
+    print(_line("the same, warm", pairs[0][2]), flush=True)
+    if extension:
+        pairs.append(("cold", score(folder, tmp / "cache-gemma", tmp / "g-cold"),
+                      score(folder, tmp / "cache-gemma", tmp / "g-warm")))
+        print(_line(f"{what}, cold (stopping rule)", pairs[1][1]))
+        print(_line("the same, warm", pairs[1][2]))
+    for name, cold, warm in pairs:
+        print(f"{name} / warm: {cold['wall'] / warm['wall']:.1f}x wall, "
+              f"{cold['cpu'] / warm['cpu']:.1f}x CPU; same flags as warm: "
+              f"{cold['flags'] == warm['flags']}", flush=True)
 
 
 def flags(tmp: Path) -> None:
@@ -149,6 +166,68 @@ def llama8b(tmp: Path, layers: int, keep: Path | None, profile: bool) -> None:
         print("\n".join(top_rmtbase(prof)))
 
 
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _best(fn, repeats: int = 2) -> float:
+    """Least CPU seconds of ``fn()`` over ``repeats`` calls after one warm-up (compilation)."""
+    fn()
+    out = []
+    for _ in range(repeats):
+        t = _cpu()
+        fn()
+        out.append(_cpu() - t)
+    return min(out)
+
+
+def layer() -> None:
+    """One LLaMA-3-8B layer (32 query heads on 8 key heads, d = 4096, d_h = 128, bf16 values)
+    in this process: CPU seconds of its spectral statistics, of all statistics, and of the 32
+    W_QK = W_Qᵀ W_K products alone (each reduced to a sum so nothing else is computed), and of
+    one head's element-statistic passes over its float32 product (range, count). The product is what
+    every element statistic needs first, so (spectral + products) / spectral bounds the
+    all/spectral ratio of a layer from below whatever the passes cost."""
+    sys.path.insert(0, str(SRC))
+    import jax
+    import jax.numpy as jnp
+    import ml_dtypes
+    import numpy as np
+
+    from rmtbase._matmul import mm
+    from rmtbase.scoring.layer_stats import layer_stats
+    from rmtbase.stats import tiles
+
+    d, d_h, heads, group = 4096, 128, 32, 4
+    rng = np.random.default_rng(0)
+
+    def bf16(*shape):
+        x = 0.02 * rng.standard_normal(shape, dtype=np.float32)
+        return x.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+    wq, wk = bf16(heads, d_h, d), np.repeat(bf16(heads // group, d_h, d), group, axis=0)
+    spec = _best(lambda: layer_stats(wq, wk, "spectral", "bfloat16", group=group))
+    full = _best(lambda: layer_stats(wq, wk, "all", "bfloat16", group=group, hist=True))
+    prod_fn = jax.jit(lambda q, k: jax.lax.map(lambda a: jnp.sum(mm(a[0].T, a[1])), (q, k)))
+    prod = _best(lambda: jax.block_until_ready(prod_fn(wq, wk)))
+    w = jax.jit(lambda q, k: mm(q.T, k).reshape(-1))(wq[0], wk[0])
+    n = w.shape[0]
+    rng_fn = jax.jit(lambda w: tiles._in_graph(lambda x: tiles.range_pass(x, "float32"), w))
+    geo = jax.jit(lambda w: tiles.range_finish(rng_fn(w), n))(w)
+    side = (jnp.float32(np.sqrt(d_h) * 0.02**2), -8.0, 0.25, 64)
+    cnt_fn = jax.jit(lambda w, g: tiles._in_graph(
+        lambda x: tiles.count_pass(x, g, n, "float32", side), w))
+    r1 = _best(lambda: jax.block_until_ready(rng_fn(w)), 3)
+    r2 = _best(lambda: jax.block_until_ready(cnt_fn(w, geo)), 3)
+    print(f"one LLaMA-3-8B layer (32 heads), CPU s (load {os.getloadavg()[0]:.1f}): spectral "
+          f"{spec:.2f}, all {full:.2f}, the 32 W_QK products alone {prod:.2f}; per head: "
+          f"range pass {1e3 * r1:.0f} ms, count pass {1e3 * r2:.0f} ms, product "
+          f"{1e3 * prod / heads:.0f} ms")
+    print(f"all / spectral per layer {full / spec:.1f}x; the bound from the products alone "
+          f"(spectral + products) / spectral = {(spec + prod) / spec:.1f}x", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--which", default="gemma,flags,llama8b")
@@ -162,10 +241,12 @@ def main(argv=None) -> int:
           f"cpus {os.cpu_count()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        if "gemma" in which:
-            gemma(tmp)
+        if "gemma" in which or "gemma-floor" in which:
+            gemma(tmp, extension="gemma" in which)
         if "flags" in which:
             flags(tmp)
+        if "layer" in which:
+            layer()
         if "llama8b" in which:
             llama8b(tmp, args.layers, args.keep, args.profile)
     return 0

@@ -9,7 +9,14 @@ import pytest
 from _checkpoints import trajectory
 from scipy import stats as st
 
-from rmtbase.scoring.stopping import STOP_ERROR, looks, p_interval, unsettled
+from rmtbase.scoring.stopping import (
+    STOP_ERROR,
+    looks,
+    open_reasons,
+    p_interval,
+    tail_counts,
+    unsettled,
+)
 
 KW = dict(stats="spectral", progress=False, spectrum_draws=0)
 
@@ -58,6 +65,32 @@ def test_a_head_at_its_threshold_is_open():
                      error=STOP_ERROR / 10)[0, 0]
 
 
+def test_open_heads_are_named_with_the_statistic_that_keeps_them_open():
+    """tail_counts counts the draws at or beyond each head on its nearer side (checked by a
+    plain comparison loop); open_reasons names each open head's statistic with the fewest."""
+    m = 8
+    z = st.norm.isf(0.05 / m / 2)
+    groups, vals = _synthetic([z, 9.0, -0.3] + [0.1 * i for i in range(m - 3)])
+    vals["qk.npr"][0, 2] = np.nan
+    counts, total = tail_counts(groups, vals, ["qk.npr"])
+    ref = groups[0][1]["qk.npr"]
+    for h, v in enumerate(vals["qk.npr"][0]):
+        want = ref.size if np.isnan(v) else min(int((ref <= v).sum()), int((ref >= v).sum()))
+        assert counts["qk.npr"][0, h] == want and total[0, h] == ref.size
+    assert counts["qk.npr"][0, 1] == 0
+    open_ = np.zeros((1, m), dtype=bool)
+    open_[0, 0] = True
+    k0 = int(counts["qk.npr"][0, 0])
+    assert 0 < k0 < 20
+    assert open_reasons(open_, counts, total) == \
+        f"layer 0 head 0: qk.npr {k0} of 4000 draws at or beyond"
+    beyond = np.zeros_like(open_)
+    beyond[0, 1] = True
+    assert open_reasons(beyond, counts, total) == "layer 0 head 1: qk.npr beyond all 4000 draws"
+    every = np.ones_like(open_)
+    assert open_reasons(every, counts, total, limit=2).endswith(f"; {m - 2} more")
+
+
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory, score_cache):
     return trajectory(tmp_path_factory.mktemp("stop"), strengths=(0.0, 6.0))
@@ -87,7 +120,8 @@ def test_open_decisions_extend(planted, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))  # no larger table cached by others
     ds = score_model(str(planted[1]), draws=300, **dict(KW, progress=True))
     assert int(ds["null_draws"].max()) > 300
-    assert "decisions are not settled; extending the spectral null" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "decisions are not settled (layer " in err and "; extending the spectral null" in err
     assert ds["head_flag"].all()
     assert "settled with" in ds.attrs["stopping_note"]
 

@@ -133,6 +133,7 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
     sequential extension of each spectral null. Returns (ds, tested, values, undefined)."""
     from ..baseline.cache import null_table
     from ..baseline.null import fast_spectral
+    from .stopping import open_reasons, tail_counts
 
     spectral_names = [k for k in tested if is_spectral(k)]
     undefined = {}
@@ -177,6 +178,8 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
             open_heads = unsettled(groups, values, spectral_names, alpha=alpha,
                                    unreliable=unreliable, n_looks=n_looks)
             settled = not open_heads.any()
+            counts = tail_counts(groups, values, spectral_names) \
+                if progress and not settled else None  # which heads and statistics
         grown = False
         for g in nulls:
             if not fast_spectral("spectral", "lowrank", g.storage):
@@ -184,9 +187,13 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
             ref = g.spectral_ref
             have = ref["q.rms"].size
             if decide:
-                why = f"{int(open_heads[g.rows].sum())} heads' decisions are not settled"
                 if have >= cap or not open_heads[g.rows].any():
                     continue
+                why = f"{int(open_heads[g.rows].sum())} heads' decisions are not settled"
+                if counts is not None:
+                    mine = np.zeros_like(open_heads)
+                    mine[g.rows] = open_heads[g.rows]
+                    why += f" ({open_reasons(mine, *counts)})"
             else:
                 part = ds.isel(layer=g.rows) if len(nulls) > 1 else ds
                 sub = {k: v[g.rows] for k, v in values.items()} if len(nulls) > 1 else values

@@ -29,6 +29,15 @@ a stated error in the spirit of Gandy 2009):
    the stop are those of an infinite spectral reference (the p-values of the statistics the
    extension refines taken exactly; the joint table and its calibration as they are). ε = :data:`STOP_ERROR` = 0.01 by default.
 
+What keeps a decision open is printed on the progress line (:func:`open_reasons`: each open
+head's statistic with the fewest draws beyond it). A head beyond every draw of a statistic has
+Clopper–Pearson lower bound 0 at any N, and the head p follows that statistic's p to 0 (the
+omnibus calibration's Cauchy tail has no floor above P_MIN), so only draws landing beyond it
+settle it. Measured on a random Gemma-3-shaped model (``docs/performance.md``): the one head
+that kept the decision open past 5,000 draws was near its threshold in fact (open even with no
+union bound at all); settling such heads earlier would need a model-based (GPD) tail bound
+with its own stated error, which is not implemented.
+
 With ``max_draws`` given, the former rule applies instead: extend up to ``max_draws`` wherever
 a head that is, or nearly is, flagged (head q ≤ 2α) lies beyond all but 10 draws of a spectral
 statistic — deeper empirical p for ranking such heads.
@@ -120,6 +129,49 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     return flag_lo & ~flag_hi
 
 
+def tail_counts(groups, values, names) -> tuple[dict, np.ndarray]:
+    """({stat: (layer, head) k}, (layer, head) N): of each head's N spectral reference draws
+    (its group's, as in :func:`unsettled`), the k at or beyond its value of each statistic in
+    ``names`` on its nearer side (what :func:`p_interval` counts). NaN values give k = N."""
+    from ..decision.verdict import normalise
+
+    rq = np.asarray(values["q.rms"], dtype=np.float64)
+    rk = np.asarray(values["k.rms"], dtype=np.float64)
+    shape = rq.shape
+    counts = {n: np.zeros(shape, dtype=np.int64) for n in names}
+    total = np.zeros(shape, dtype=np.int64)
+    for rows, joint, spec in groups:
+        rows = np.arange(shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+        ref = joint if spec is None else spec
+        for n in names:
+            x = np.sort(normalise(n, ref[n], ref["q.rms"], ref["k.rms"]))
+            x = x[np.isfinite(x)]
+            v = normalise(n, np.asarray(values[n])[rows], rq[rows], rk[rows])
+            k = np.minimum(np.searchsorted(x, v, side="right"),
+                           x.size - np.searchsorted(x, v, side="left"))
+            counts[n][rows] = np.where(np.isnan(v), x.size, k)
+            total[rows] = x.size
+    return counts, total
+
+
+def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
+    """What keeps the decisions open, for the progress line: for each open head (at most
+    ``limit``), "layer L head H: STAT with k of N draws beyond" naming its statistic with the
+    fewest draws beyond it — the one whose Clopper–Pearson interval reaches lowest (k = 0: the
+    lower bound is 0 at any N, so only more draws can settle it, unless they bring draws
+    beyond). Layer and head are positions among the scored heads."""
+    heads = [tuple(int(i) for i in h) for h in np.argwhere(np.asarray(open_heads))]
+    parts = []
+    for h in heads[:limit]:
+        stat = min(counts, key=lambda n: counts[n][h])
+        k, n = int(counts[stat][h]), int(total[h])
+        beyond = f"beyond all {n} draws" if k == 0 else f"{k} of {n} draws at or beyond"
+        parts.append(f"layer {h[0]} head {h[1]}: {stat} {beyond}")
+    if len(heads) > limit:
+        parts.append(f"{len(heads) - limit} more")
+    return "; ".join(parts)
+
+
 def stopping_note(draws: int, settled: bool, cap: int, error: float = STOP_ERROR) -> str:
     """One sentence for ``summary.txt``: how many spectral null draws the decisions used."""
     if settled:
@@ -132,5 +184,5 @@ def stopping_note(draws: int, settled: bool, cap: int, error: float = STOP_ERROR
             f"error {error:g}): its flag rests on the draws there are")
 
 
-__all__ = ["GROWTH", "MAX_DRAWS", "STOP_ERROR", "looks", "p_interval", "stopping_note",
-           "unsettled"]
+__all__ = ["GROWTH", "MAX_DRAWS", "STOP_ERROR", "looks", "open_reasons", "p_interval",
+           "stopping_note", "tail_counts", "unsettled"]
