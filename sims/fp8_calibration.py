@@ -129,8 +129,10 @@ def end_to_end(storage="fp8_e4m3", models=12, first_seed=6, layers=12, alpha=0.0
     p: dict[str, list] = {}
     clusters: dict[str, list] = {}
     flagged, draws, fam = 0, {}, None
+    own_cache = "RMTBASE_CACHE" not in os.environ
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ.setdefault("RMTBASE_CACHE", str(Path(tmp) / "cache"))
+        if own_cache:  # null tables made for the first model serve the others
+            os.environ["RMTBASE_CACHE"] = str(Path(tmp) / "cache")
         for seed in range(first_seed, first_seed + models):
             torch.manual_seed(seed)
             model = tf.LlamaForCausalLM(tf.LlamaConfig(
@@ -156,6 +158,8 @@ def end_to_end(storage="fp8_e4m3", models=12, first_seed=6, layers=12, alpha=0.0
                 p.setdefault(str(stat), []).append(v.ravel())
                 clusters.setdefault(str(stat), []).append((tile + 1000 * seed).ravel())
             print(f"model seed {seed}: {int(ds['head_flag'].sum())} heads flagged", flush=True)
+        if own_cache:
+            del os.environ["RMTBASE_CACHE"]
     res = {"_flagged": flagged}
     for stat in fam.index[fam.values]:
         v, c = np.concatenate(p[stat]), np.concatenate(clusters[stat])
