@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 _SIM = Path(__file__).resolve().parents[1] / "sims" / "fp8_calibration.py"
@@ -36,18 +37,44 @@ def test_null_rows_follow_the_scale_layout():
     assert null_rows("fp8_e4m3_channel", 32) == 32 and null_rows("q8_0", 32) == 32
 
 
-def test_tile_matched_null_has_the_checkpoint_law():
-    """d = 128, d_h = 32: 40 bands (160 heads) against 160 null draws; the shift of each shape
-    statistic's mean (null sd; se from both samples, bands as clusters) has |z| < 5."""
-    res = _sim().calibrate("fp8_e4m3", d=128, d_h=32, bands=40, draws=160, seed=1)
-    bad = {s: res[s] for s in SHAPE if abs(res[s][5]) >= 5}
-    assert not bad, bad
+@pytest.mark.parametrize("storage", ["fp8_e4m3", "fp8_e5m2", "fp8_e4m3_channel"])
+def test_null_head_is_its_tile_rows_through_the_writer(storage):
+    """The mechanism, bit for bit: null draw i of a (d = 256, d_h = 32) head is the first 32
+    rows of a full 128-row tile of its Gaussian stream (its own 32 rows for per-channel
+    scales) put through the numpy writer and reader — λ of W_QK of three draws equal
+    (``null_draws(return_lambda=True)``; the streams are ``named_key(fold_in(key, i), "wq")``
+    and ``"wk"``, :func:`rmtbase.ensembles.lowrank_factors`)."""
+    import jax
+
+    from rmtbase.baseline.null import null_draws
+    from rmtbase.ensembles import gaussian, named_key
+    from rmtbase.models._fp8 import dequantize, dequantize_rows, quantize, quantize_rows
+    from rmtbase.stats.spectral import eigvals_from_factors
+
+    key = jax.random.key(4)
+    got = null_draws(key, 256, 32, 3, stats="spectral", storage=storage,
+                     return_lambda=True)["qk.lambda"]
+    channel = storage == "fp8_e4m3_channel"
+    for i in range(3):
+        ws = []
+        for name in ("wq", "wk"):
+            w = np.asarray(gaussian(named_key(jax.random.fold_in(key, i), name),
+                                    (32 if channel else 128, 256)))
+            if channel:
+                v = dequantize_rows(*quantize_rows(w))
+            else:
+                fmt = storage.removeprefix("fp8_")
+                q, s = quantize(w, fmt)
+                v = dequantize(q.view(np.uint8), s, fmt=fmt)
+            ws.append(v[:32])
+        np.testing.assert_array_equal(np.asarray(eigvals_from_factors(*ws)), got[i])
 
 
 @pytest.mark.slow  # ~1.5 min on 2 loaded cores
 def test_the_check_finds_one_head_tiling(monkeypatch):
-    """The same check at 150 bands (600 heads) and 600 draws has |z| < 5 with the tile-matched
-    null and finds the one-head tiling (each head quantised as its own 32-row tile, what
+    """d = 128, d_h = 32: 150 bands (600 heads) against 600 null draws. The shift of each shape
+    statistic's mean (null sd; se from both samples, bands as clusters) has |z| < 5 with the
+    tile-matched null, and the same check finds the one-head tiling (each head quantised as its own 32-row tile, what
     null_rows corrects) at |z| > 5: measured z = −8.5 (q.delta_entropy), −6.6
     (k.delta_entropy), shifts −0.44 and −0.37 null sd."""
     import rmtbase.baseline.null as null_mod
@@ -81,14 +108,16 @@ def test_fp8_null_is_calibrated_on_many_tiles(storage):
 @pytest.mark.slow  # ~4 min a storage on 2 shared cores
 @pytest.mark.parametrize("storage", ["fp8_e5m2", "fp8_e4m3_channel"])
 def test_untrained_models_score_as_null(storage, score_cache):
-    """Two untrained LLaMA (d = 384, 12 query heads of 32 on 4 key heads, 12 layers, seeds 2
-    and 3) stored as E5M2 block FP8 / per-channel E4M3 and scored with every statistic: 0 heads
-    flagged, ``null_storage`` names the storage, and for each statistic in the decision the
-    rate of p ≤ 0.05 has |z| < 5 (n = 288 query heads, 96 key heads; cluster-robust se with
-    tiles as clusters — per-channel scales share nothing, so that se is conservative there)."""
-    res = _sim().end_to_end(storage, models=2, first_seed=2)
+    """Two untrained LLaMA (d = 384, 12 query heads of 32 on 4 key heads, 12 layers, seeds 6
+    and 7) stored as E5M2 block FP8 / per-channel E4M3 and scored with every statistic: 0 heads
+    flagged, ``null_storage`` names the storage, and for each statistic in the decision no
+    excess of p ≤ 0.05: (rate − 0.05)/se < 5 (n = 288 query heads, 96 key heads; cluster-robust
+    se with tiles as clusters — per-channel scales share nothing, so that se is conservative
+    there). One-sided: a rate below 0.05 flags nothing (k.mean is conservative on some seeds
+    at every storage, float32 included). Measured on 4 models (seeds 2–5): docs/adapters.md."""
+    res = _sim().end_to_end(storage, models=2, first_seed=6)
     assert res.pop("_flagged") == 0
     print({s: tuple(round(float(x), 4) for x in v) for s, v in res.items()})
     assert any(s.startswith("k.") and "entropy" in s for s in res)  # histogram stats decide
-    bad = {s: v for s, v in res.items() if abs(v[3]) >= 5}
+    bad = {s: v for s, v in res.items() if v[3] >= 5}
     assert not bad, bad
