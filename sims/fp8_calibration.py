@@ -33,9 +33,12 @@ import argparse  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def checkpoint_heads(rng, bands: int, d: int, d_h: int, storage: str, sigma=0.02):
+def checkpoint_heads(rng, bands: int, d: int, d_h: int, storage: str, sigma=0.02,
+                     scale_dtype="float32"):
     """``(bands, 128/d_h, d_h, d)`` float32 heads of independent 128-row bands stored as
-    ``storage`` by the reference writer and read back by the reader."""
+    ``storage`` by the reference writer and read back by the reader. ``scale_dtype=
+    "bfloat16"`` (per-channel only): the row scales rounded to bfloat16 before quantising, as
+    compressed-tensors makes them for a bfloat16 model (the null keeps float32 scales)."""
     from rmtbase.models import _fp8
 
     fmt = _fp8.format_of(storage)
@@ -43,7 +46,14 @@ def checkpoint_heads(rng, bands: int, d: int, d_h: int, storage: str, sigma=0.02
     out = np.empty((bands, rows // d_h, d_h, d), np.float32)
     for b in range(bands):
         w = (sigma * rng.standard_normal((rows, d))).astype(np.float32)
-        if storage == _fp8.CHANNEL_STORAGE:
+        if storage == _fp8.CHANNEL_STORAGE and scale_dtype == "bfloat16":
+            import ml_dtypes
+
+            sc = (np.abs(w).max(axis=1, keepdims=True) / np.float32(_fp8.E4M3_MAX)).astype(
+                ml_dtypes.bfloat16).astype(np.float32)
+            q = np.clip(w / sc, -_fp8.E4M3_MAX, _fp8.E4M3_MAX).astype(ml_dtypes.float8_e4m3fn)
+            v = _fp8.dequantize_rows(q.view(np.uint8), sc)
+        elif storage == _fp8.CHANNEL_STORAGE:
             v = _fp8.dequantize_rows(*_fp8.quantize_rows(w))
         else:
             q, s = _fp8.quantize(w, fmt)
@@ -72,7 +82,7 @@ def head_values(wq, wk, storage: str) -> dict:
 
 
 def calibrate(storage="fp8_e4m3", d=384, d_h=32, bands=1000, draws=4000, seed=0,
-              alpha=0.05) -> dict:
+              alpha=0.05, scale_dtype="float32") -> dict:
     """``{stat: (n, rate, se, z_rate, shift_sd, z_shift)}`` (definitions: module docstring)."""
     import jax
 
@@ -81,8 +91,9 @@ def calibrate(storage="fp8_e4m3", d=384, d_h=32, bands=1000, draws=4000, seed=0,
 
     rng = np.random.default_rng(seed)
     per = 128 // d_h
-    hq = checkpoint_heads(rng, bands, d, d_h, storage).reshape(-1, d_h, d)
-    hk = checkpoint_heads(rng, bands, d, d_h, storage).reshape(-1, d_h, d)
+    hq = checkpoint_heads(rng, bands, d, d_h, storage, scale_dtype=scale_dtype)
+    hk = checkpoint_heads(rng, bands, d, d_h, storage, scale_dtype=scale_dtype)
+    hq, hk = hq.reshape(-1, d_h, d), hk.reshape(-1, d_h, d)
     values = head_values(hq, hk, storage)
     null = null_draws(jax.random.key(seed), d, d_h, draws, stats="elementwise",
                       storage=storage, sigma_q=0.02, sigma_k=0.02)
@@ -180,6 +191,8 @@ def main(argv=None) -> None:
     ap.add_argument("--bands", type=int, default=1000)
     ap.add_argument("--draws", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scale-dtype", default="float32", choices=("float32", "bfloat16"),
+                    help="per-channel checkpoints: the dtype their row scales are made in")
     ap.add_argument("--models", type=int, default=0,
                     help="score this many untrained FP8 models end to end instead")
     ap.add_argument("--first-seed", type=int, default=6)
@@ -191,8 +204,9 @@ def main(argv=None) -> None:
         for stat, (n, rate, se, z) in res.items():
             print(f"{stat:22s} {n:6d} {rate:7.4f} {se:7.4f} {z:6.2f}")
         return
-    res = calibrate(a.storage, a.d, a.d_h, a.bands, a.draws, a.seed)
-    print(f"{a.storage} d={a.d} d_h={a.d_h} bands={a.bands} draws={a.draws} seed={a.seed}")
+    res = calibrate(a.storage, a.d, a.d_h, a.bands, a.draws, a.seed, scale_dtype=a.scale_dtype)
+    print(f"{a.storage} d={a.d} d_h={a.d_h} bands={a.bands} draws={a.draws} seed={a.seed} "
+          f"scales={a.scale_dtype}")
     print(f"{'stat':22s} {'n':>6s} {'rate':>7s} {'se':>7s} {'z':>6s} {'shift/sd':>9s} {'z':>6s}")
     for stat, (n, rate, se, z, shift, zs) in res.items():
         print(f"{stat:22s} {n:6d} {rate:7.4f} {se:7.4f} {z:6.2f} {shift:9.4f} {zs:6.2f}")
