@@ -1,10 +1,14 @@
-"""Block-FP8 checkpoints (E4M3 weights, 128×128 ``weight_scale_inv`` tiles) and their null.
+"""FP8 checkpoints and their null: block FP8 (E4M3 or E5M2 weights, 128×128
+``weight_scale_inv`` tiles) and per-channel E4M3 (compressed-tensors ``weight_scale``).
 
-Checkpoints are written as DeepSeek-V3 / Qwen3-FP8 lay them out (``tests/_fp8.py``: torch
-``float8_e4m3fn`` tensors through ``safetensors.torch``, ``quant_method = "fp8"``). Checked:
-rmtbase reads them bit for bit as transformers' own FP8 loader dequantises them (an
-independent reader); the null's JAX round trip equals the numpy writer bit for bit (jit, vmap,
-partial edge tiles); an untrained model so stored scores as null.
+Checkpoints are written as DeepSeek-V3 / Qwen3-FP8 / llm-compressor lay them out
+(``tests/_fp8.py``: torch ``float8_e4m3fn`` / ``float8_e5m2`` tensors through
+``safetensors.torch``). Checked: rmtbase reads block FP8 bit for bit as transformers' own FP8
+loader dequantises it (an independent reader), per-channel FP8 as torch's float8 conversion
+times the row scale; the writer rounds as torch's float8 casts do; the null's JAX round trips
+equal the numpy writer bit for bit (jit, vmap, partial edge tiles); an untrained model so
+stored scores as null (here for E4M3; E5M2, per-channel and the many-tile calibration in
+``tests/test_fp8_calibration.py``).
 """
 
 from __future__ import annotations
