@@ -1,10 +1,14 @@
-"""Block-FP8 checkpoints (E4M3 weights, 128×128 ``weight_scale_inv`` tiles) and their null.
+"""FP8 checkpoints and their null: block FP8 (E4M3 or E5M2 weights, 128×128
+``weight_scale_inv`` tiles) and per-channel E4M3 (compressed-tensors ``weight_scale``).
 
-Checkpoints are written as DeepSeek-V3 / Qwen3-FP8 lay them out (``tests/_fp8.py``: torch
-``float8_e4m3fn`` tensors through ``safetensors.torch``, ``quant_method = "fp8"``). Checked:
-rmtbase reads them bit for bit as transformers' own FP8 loader dequantises them (an
-independent reader); the null's JAX round trip equals the numpy writer bit for bit (jit, vmap,
-partial edge tiles); an untrained model so stored scores as null.
+Checkpoints are written as DeepSeek-V3 / Qwen3-FP8 / llm-compressor lay them out
+(``tests/_fp8.py``: torch ``float8_e4m3fn`` / ``float8_e5m2`` tensors through
+``safetensors.torch``). Checked: rmtbase reads block FP8 bit for bit as transformers' own FP8
+loader dequantises it (an independent reader), per-channel FP8 as torch's float8 conversion
+times the row scale; the writer rounds as torch's float8 casts do; the null's JAX round trips
+equal the numpy writer bit for bit (jit, vmap, partial edge tiles); an untrained model so
+stored scores as null (here for E4M3; E5M2, per-channel and the many-tile calibration in
+``tests/test_fp8_calibration.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,22 @@ def fp8_model(tmp_path_factory):
     return folder, model, want
 
 
+@pytest.fixture(scope="module")
+def e5m2_model(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fp8") / "llama-e5m2"
+    model = _llama(layers=1, seed=1)
+    want = write_fp8(model, folder, "e5m2")
+    return folder, model, want
+
+
+@pytest.fixture(scope="module")
+def channel_model(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fp8") / "llama-channel"
+    model = _llama(layers=1, seed=2)
+    want = write_fp8(model, folder, "channel")
+    return folder, model, want
+
+
 def test_file_layout_is_the_official_one(fp8_model):
     from safetensors import safe_open
 
@@ -49,45 +69,103 @@ def test_file_layout_is_the_official_one(fp8_model):
     np.testing.assert_array_equal(s.numpy()[0, 1], ref[:128, 128:].max().numpy() / np.float32(448))
 
 
-def test_read_as_transformers_dequantises(fp8_model):
+@pytest.mark.parametrize("which,storage", [("fp8_model", "fp8_e4m3"),
+                                           ("e5m2_model", "fp8_e5m2")])
+def test_read_as_transformers_dequantises(which, storage, request):
     """transformers' FP8 loader (dequantize on CPU) is the independent reader: equal bit for
-    bit to FileWeights on every FP8 tensor; storage is 'fp8_e4m3'."""
+    bit to FileWeights on every FP8 tensor (E4M3 and E5M2 weights, whose float32 values
+    transformers takes from torch's float8 dtypes); storage is 'fp8_e4m3' / 'fp8_e5m2'."""
     import torch
     import transformers as tf
 
     from rmtbase.models.weights import FileWeights
 
-    folder, model, want = fp8_model
+    folder, model, want = request.getfixturevalue(which)
     theirs = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).state_dict()
     w = FileWeights([p.name for p in folder.iterdir()], folder.joinpath, folder.name,
                     folder=folder)
     for name, value in want.items():
         got = w.get(name)
-        assert w.storage_of(name) == "fp8_e4m3"
+        assert w.storage_of(name) == storage
         np.testing.assert_array_equal(got, value)
         np.testing.assert_array_equal(got, theirs[name].numpy())
     w.close()
 
 
-def test_null_round_trip_equals_the_writer():
+def test_channel_read_as_torch_dequantises(channel_model):
+    """Per-channel FP8 (compressed-tensors layout; compressed-tensors is not installed, so the
+    independent value is torch's float8_e4m3fn → float32 times the row scale, computed by the
+    writer): equal bit for bit; storage 'fp8_e4m3_channel'."""
+    from safetensors import safe_open
+
+    from rmtbase.models.weights import FileWeights
+
+    folder, _, want = channel_model
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        s = f.get_tensor("model.layers.0.self_attn.k_proj.weight_scale")
+    assert tuple(s.shape) == (128, 1)
+    w = FileWeights([p.name for p in folder.iterdir()], folder.joinpath, folder.name,
+                    folder=folder)
+    for name, value in want.items():
+        np.testing.assert_array_equal(w.get(name), value)
+        assert w.storage_of(name) == "fp8_e4m3_channel"
+    w.close()
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "channel"])
+def test_writer_rounds_as_torch_casts(fmt):
+    """The reference writer's bytes equal torch's own float32 → float8 cast of w/s (an
+    independent rounding), scales equal max|tile or row|/FP8_MAX; E5M2 saturates at 57344."""
+    import torch
+
+    from rmtbase.models._fp8 import quantize, quantize_rows
+
+    rng = np.random.default_rng(7)
+    w = (0.02 * rng.standard_normal((200, 300))).astype(np.float32)
+    w[3, 5] = 0.0
+    if fmt == "channel":
+        q, s = quantize_rows(w)
+        full, top, dtype = s, 448.0, torch.float8_e4m3fn
+        np.testing.assert_array_equal(s[:, 0], np.abs(w).max(axis=1) / np.float32(448))
+    else:
+        q, s = quantize(w, fmt)
+        top = 57344.0 if fmt == "e5m2" else 448.0
+        dtype = torch.float8_e5m2 if fmt == "e5m2" else torch.float8_e4m3fn
+        assert s.shape == (2, 3)
+        np.testing.assert_array_equal(s[1, 2], np.abs(w[128:, 256:]).max() / np.float32(top))
+        full = np.repeat(np.repeat(s, 128, 0), 128, 1)[:200, :300]
+    theirs = (torch.from_numpy(w) / torch.from_numpy(np.ascontiguousarray(full))).clamp(
+        -top, top).to(dtype)
+    np.testing.assert_array_equal(q.view(np.uint8), theirs.view(torch.uint8).numpy())
+    assert float(np.abs(q.astype(np.float32)).max()) == top
+
+
+@pytest.mark.parametrize("storage", ["fp8_e4m3", "fp8_e5m2", "fp8_e4m3_channel"])
+def test_null_round_trip_equals_the_writer(storage):
     import jax
 
-    from rmtbase.models._fp8 import dequantize, quantize
+    from rmtbase.models._fp8 import dequantize, dequantize_rows, quantize, quantize_rows
     from rmtbase.stats.precision import round_trip
 
     rng = np.random.default_rng(3)
     w = (0.02 * rng.standard_normal((3, 200, 300))).astype(np.float32)  # partial edge tiles
-    batched = np.asarray(jax.jit(jax.vmap(lambda x: round_trip(x, "fp8_e4m3")))(w))
+    batched = np.asarray(jax.jit(jax.vmap(lambda x: round_trip(x, storage)))(w))
     for k in range(3):
-        q, s = quantize(w[k])
-        assert s.shape == (2, 3)
-        ref = dequantize(q.view(np.uint8), s)
-        np.testing.assert_array_equal(np.asarray(round_trip(w[k], "fp8_e4m3")), ref)
+        if storage == "fp8_e4m3_channel":
+            ref = dequantize_rows(*quantize_rows(w[k]))
+        else:
+            fmt = storage.removeprefix("fp8_")
+            q, s = quantize(w[k], fmt)
+            assert s.shape == (2, 3)
+            ref = dequantize(q.view(np.uint8), s, fmt=fmt)
+        np.testing.assert_array_equal(np.asarray(round_trip(w[k], storage)), ref)
         np.testing.assert_array_equal(batched[k], ref)
-    # E4M3 keeps 3 mantissa bits: relative error at most 2^-4 above the subnormal range
+    # E4M3 keeps 3 mantissa bits, E5M2 2: relative error at most 2^-4 (2^-3) above the
+    # subnormal range
+    m = 2 if storage == "fp8_e5m2" else 3
     big = np.abs(w[0]) > 0.02 * 2.0**-5
-    rel = np.abs(np.asarray(round_trip(w[0], "fp8_e4m3")) - w[0])[big] / np.abs(w[0][big])
-    assert rel.max() <= 2.0**-4
+    rel = np.abs(np.asarray(round_trip(w[0], storage)) - w[0])[big] / np.abs(w[0][big])
+    assert rel.max() <= 2.0**-(m + 1)
 
 
 def test_bad_scales_are_refused_in_one_line(tmp_path):
@@ -132,7 +210,10 @@ def test_untrained_fp8_model_scores_as_null(tmp_path, score_cache):
     (0.024), k.kl_gaussian 0.094 (0.025), q.weibull_lambda 0.071 (0.012); binomial se alone
     would be 0.009 (q) and 0.016 (k). Two statistics are conservative on these seeds whatever
     the storage: k.mean 0.010 and qk.max_over_q99 0.030 here, 0.010 and 0.033 for the same
-    four models saved in float32; they are checked one-sided (no excess flags)."""
+    four models saved in float32; they are checked one-sided (no excess flags). The k-side
+    excess is chance: 12 more models (seeds 6–17, ``sims/fp8_calibration.py --models 12``)
+    give k.entropy 0.035 (se 0.013) and k.kl_gaussian 0.054 (0.014), and 1,000 writer-built
+    tiles a side match the null (``tests/test_fp8_calibration.py``)."""
     from rmtbase.scoring.score import score_model
 
     a = 0.05
@@ -172,19 +253,37 @@ def test_untrained_fp8_model_scores_as_null(tmp_path, score_cache):
     assert not bad, bad
 
 
-def test_fp8_without_block_scales_is_refused_in_one_line(tmp_path):
-    """compressed-tensors FP8 names its scale ``weight_scale`` (per tensor or channel): not
-    block FP8, refused naming the tensor."""
+@pytest.mark.parametrize("shape", [(1,), (2, 2)])
+def test_fp8_without_channel_scales_is_refused_in_one_line(tmp_path, shape):
+    """compressed-tensors FP8 whose ``weight_scale`` is not one scale per output channel (per
+    tensor; per group or block) is refused, naming the tensor and the layout read."""
+    import torch
     from safetensors.torch import load_file, save_file
 
     from rmtbase.models import load_heads
 
     folder = tmp_path / "ct"
-    write_fp8(_llama(layers=1), folder)
+    write_fp8(_llama(layers=1), folder, "channel")
     t = load_file(str(folder / "model.safetensors"))
-    for k in [k for k in t if k.endswith("_scale_inv")]:
-        t[k.removesuffix("_inv")] = t.pop(k)
+    for k in [k for k in t if k.endswith("_scale")]:
+        t[k] = torch.full(shape, 1e-4)
     save_file(t, str(folder / "model.safetensors"))
-    with pytest.raises(ModelError, match="q_proj.weight.*stored as F8_E4M3") as e:
+    with pytest.raises(ModelError, match="proj.weight.*one scale per output channel") as e:
+        list(load_heads(str(folder)))
+    assert "\n" not in str(e.value)
+
+
+def test_fp8_without_scales_is_refused_in_one_line(tmp_path):
+    """An E5M2 weight with no scale beside it means nothing: refused naming the tensor."""
+    from safetensors.torch import load_file, save_file
+
+    from rmtbase.models import load_heads
+
+    folder = tmp_path / "bare"
+    write_fp8(_llama(layers=1), folder, "e5m2")
+    t = load_file(str(folder / "model.safetensors"))
+    t = {k: v for k, v in t.items() if not k.endswith("_scale_inv")}
+    save_file(t, str(folder / "model.safetensors"))
+    with pytest.raises(ModelError, match="q_proj.weight.*stored as F8_E5M2") as e:
         list(load_heads(str(folder)))
     assert "\n" not in str(e.value)

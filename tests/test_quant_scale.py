@@ -25,7 +25,8 @@ SIGMA = 0.02
 MAX_SHIFT = 0.06  # null sd; measured ≤ 0.03 (module docstring); paired se ≈ 0.005–0.015
 
 
-@pytest.mark.parametrize("fmt", [pytest.param(f, marks=pytest.mark.slow) if f in ("q3_k", "q4_k", "q6_k")
+@pytest.mark.parametrize("fmt", [pytest.param(f, marks=pytest.mark.slow)
+                                 if f in ("q3_k", "q4_k", "q6_k", "fp8_e5m2", "fp8_e4m3_channel")
                                  else f for f in QUANT_FORMATS])
 def test_round_trip_commutes_with_scaling(fmt):
     keys = jax.random.split(jax.random.key(5), N)

@@ -1,16 +1,27 @@
-"""Block-scaled FP8 weights as official FP8 checkpoints store them (DeepSeek-V3, Qwen3-FP8).
+"""FP8 weights as FP8 checkpoints store them: 128×128 block scales, or one scale per row.
 
-``config.json`` says ``quantization_config = {"quant_method": "fp8", "weight_block_size":
-[128, 128], …}``; each quantised ``nn.Linear`` weight W (out, in) is stored as ``weight``
-(``F8_E4M3``, E4M3 "fn": 4 exponent bits, 3 mantissa bits, no infinities, largest 448) beside
-``weight_scale_inv`` (``F32``, shape ``(⌈out/128⌉, ⌈in/128⌉)``): tile (i, j) of 128×128
-entries (edge tiles may be partial) holds ``q = E4M3(W_tile / s)`` with ``s = max|W_tile| / 448``
-and ``weight_scale_inv[i, j] = s``. Reading back multiplies each tile by its ``s``
-(DeepSeek-V3 ``weight_dequant``; transformers' ``FP8Linear`` does the same per block).
+**Block FP8** (DeepSeek-V3, Qwen3-FP8): ``config.json`` says ``quantization_config =
+{"quant_method": "fp8", "weight_block_size": [128, 128], …}``; each quantised ``nn.Linear``
+weight W (out, in) is stored as ``weight`` in an 8-bit float — ``F8_E4M3`` (E4M3 "fn": 4
+exponent bits, 3 mantissa bits, no infinities, largest 448) or ``F8_E5M2`` (IEEE-like: 5
+exponent bits, 2 mantissa bits, largest finite 57344) — beside ``weight_scale_inv`` (``F32``,
+shape ``(⌈out/128⌉, ⌈in/128⌉)``): tile (i, j) of 128×128 entries (edge tiles may be partial)
+holds ``q = FP8(W_tile / s)`` with ``s = max|W_tile| / FP8_MAX`` and ``weight_scale_inv[i, j]
+= s``. Reading back multiplies each tile by its ``s`` (DeepSeek-V3 ``weight_dequant``;
+transformers' ``Fp8Dequantize`` casts the weight to float32, whatever its 8-bit format, and
+multiplies by the tile's scale).
 
-:func:`dequantize` is what the readers use; :func:`quantize` is the reference writer (numpy
-and ``ml_dtypes``; the tests write checkpoints with it). The null's round trip is the same
-operation in JAX (:mod:`rmtbase.stats.fp8`).
+**Per-channel FP8** (compressed-tensors ``float-quantized``, llm-compressor's ``FP8`` /
+``FP8_DYNAMIC`` schemes: ``quant_method = "compressed-tensors"``, weights ``strategy:
+"channel"``): ``weight`` in ``F8_E4M3`` beside ``weight_scale`` of shape (out, 1), one scale
+per output row, ``s_r = max|W_r| / 448`` (compressed-tensors' symmetric ``calculate_qparams``:
+max|x| / ((q_max − q_min)/2)), ``q = E4M3(clamp(W_r/s_r, ±448))``; value ``q · s_r``
+(compressed-tensors' ``dequantize``).
+
+:func:`dequantize` / :func:`dequantize_rows` are what the readers use; :func:`quantize` /
+:func:`quantize_rows` are the reference writers (numpy and ``ml_dtypes``, round to nearest
+even; the tests write checkpoints with them). The null's round trips are the same operations
+in JAX (:mod:`rmtbase.stats.fp8`).
 """
 
 from __future__ import annotations
@@ -19,12 +30,24 @@ import numpy as np
 
 BLOCK = 128
 E4M3_MAX = 448.0
+E5M2_MAX = 57344.0
+#: FP8 element formats: name -> (largest finite value, storage name of block scales).
+FORMATS = {"e4m3": (E4M3_MAX, "fp8_e4m3"), "e5m2": (E5M2_MAX, "fp8_e5m2")}
+#: safetensors dtype of each format.
+DTYPES = {"F8_E4M3": "e4m3", "F8_E5M2": "e5m2"}
+#: Storage name of per-output-channel E4M3 (compressed-tensors).
+CHANNEL_STORAGE = "fp8_e4m3_channel"
 
 
-def _e4m3():
+def _dtype(fmt: str):
     import ml_dtypes
 
-    return ml_dtypes.float8_e4m3fn
+    return {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}[fmt]
+
+
+def format_of(storage: str) -> str:
+    """The element format (``"e4m3"``, ``"e5m2"``) of an FP8 storage name."""
+    return "e5m2" if storage == "fp8_e5m2" else "e4m3"
 
 
 def tiles(shape) -> tuple[int, int]:
@@ -39,35 +62,67 @@ def _expand(scale: np.ndarray, shape) -> np.ndarray:
     return full[: shape[0], : shape[1]]
 
 
-def quantize(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(q float8_e4m3fn (out, in), scale_inv float32 (⌈out/128⌉, ⌈in/128⌉))`` of a 2-D
-    ``w``: s = max|tile|/448 per 128×128 tile, q = E4M3(w/s) rounded to nearest even."""
+def _cast(x: np.ndarray, fmt: str) -> np.ndarray:
+    top = np.float32(FORMATS[fmt][0])
+    return np.clip(x, -top, top).astype(_dtype(fmt))
+
+
+def quantize(w: np.ndarray, fmt: str = "e4m3") -> tuple[np.ndarray, np.ndarray]:
+    """``(q (out, in) in ``fmt``, scale_inv float32 (⌈out/128⌉, ⌈in/128⌉))`` of a 2-D ``w``:
+    s = max|tile|/FP8_MAX per 128×128 tile, q = FP8(w/s) rounded to nearest even."""
     w = np.asarray(w, dtype=np.float32)
     r, c = tiles(w.shape)
     pad = np.zeros((r * BLOCK, c * BLOCK), np.float32)
     pad[: w.shape[0], : w.shape[1]] = np.abs(w)
     amax = pad.reshape(r, BLOCK, c, BLOCK).max(axis=(1, 3))
-    scale = (amax / np.float32(E4M3_MAX)).astype(np.float32)
+    scale = (amax / np.float32(FORMATS[fmt][0])).astype(np.float32)
     s = _expand(np.where(scale > 0, scale, np.float32(1.0)), w.shape)
-    q = np.clip(w / s, -E4M3_MAX, E4M3_MAX).astype(_e4m3())
-    return q, scale
+    return _cast(w / s, fmt), scale
 
 
-def dequantize(raw: np.ndarray, scale_inv: np.ndarray, name: str = "weight") -> np.ndarray:
-    """float32 values of the E4M3 tensor ``raw`` (its bytes as uint8 or float8_e4m3fn, 2-D)
-    times its 128×128 tile scales ``scale_inv``; ValueError (one line) when the scales do not
-    tile the weight in 128×128 blocks or a stored byte is NaN."""
-    q = np.asarray(raw).view(_e4m3()) if np.asarray(raw).dtype == np.uint8 else np.asarray(raw)
+def quantize_rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(q float8_e4m3fn (out, in), scale float32 (out, 1))``: per-row s = max|row|/448,
+    q = E4M3(w/s) rounded to nearest even (compressed-tensors' channel strategy)."""
+    w = np.asarray(w, dtype=np.float32)
+    scale = (np.abs(w).max(axis=1, keepdims=True) / np.float32(E4M3_MAX)).astype(np.float32)
+    return _cast(w / np.where(scale > 0, scale, np.float32(1.0)), "e4m3"), scale
+
+
+def _values(raw, fmt: str, name: str) -> np.ndarray:
+    raw = np.asarray(raw)
+    q = raw.view(_dtype(fmt)) if raw.dtype == np.uint8 else raw
     if q.ndim != 2:
-        raise ValueError(f"FP8 weight {name} has {q.ndim} dimensions; block scales need 2")
-    scale = np.asarray(scale_inv, dtype=np.float32)
-    if scale.shape != tiles(q.shape):
-        raise ValueError(f"FP8 weight {name} {q.shape} has scales {scale.shape}, not the "
-                         f"{tiles(q.shape)} of 128x128 blocks (other FP8 layouts are not read)")
+        raise ValueError(f"FP8 weight {name} has {q.ndim} dimensions; its scales need 2")
     w = q.astype(np.float32)
-    if np.isnan(w).any():
-        raise ValueError(f"FP8 weight {name} holds NaN bytes")
-    return w * _expand(scale, q.shape)
+    if not np.isfinite(w).all():
+        raise ValueError(f"FP8 weight {name} holds NaN or infinite bytes")
+    return w
 
 
-__all__ = ["BLOCK", "E4M3_MAX", "dequantize", "quantize", "tiles"]
+def dequantize(raw: np.ndarray, scale_inv: np.ndarray, name: str = "weight",
+               fmt: str = "e4m3") -> np.ndarray:
+    """float32 values of the FP8 tensor ``raw`` (its bytes as uint8, or the ml_dtypes array;
+    2-D; element format ``fmt``) times its 128×128 tile scales ``scale_inv``; ValueError (one
+    line) when the scales do not tile the weight in 128×128 blocks or a stored byte is NaN."""
+    scale = np.asarray(scale_inv, dtype=np.float32)
+    w = _values(raw, fmt, name)
+    if scale.shape != tiles(w.shape):
+        raise ValueError(f"FP8 weight {name} {w.shape} has scales {scale.shape}, not the "
+                         f"{tiles(w.shape)} of 128x128 blocks (other FP8 layouts are not read)")
+    return w * _expand(scale, w.shape)
+
+
+def dequantize_rows(raw: np.ndarray, scale: np.ndarray, name: str = "weight") -> np.ndarray:
+    """float32 values of the E4M3 tensor ``raw`` (out, in) times its per-row ``scale``
+    (out, 1); ValueError (one line) for any other scale shape (per-tensor, per-group)."""
+    s = np.asarray(scale, dtype=np.float32)
+    w = _values(raw, "e4m3", name)
+    if s.shape != (w.shape[0], 1):
+        raise ValueError(f"FP8 weight {name} {w.shape} has weight_scale {s.shape}, not the "
+                         f"({w.shape[0]}, 1) of one scale per output channel (per-tensor and "
+                         "per-group FP8 scales are not read)")
+    return w * s
+
+
+__all__ = ["BLOCK", "CHANNEL_STORAGE", "DTYPES", "E4M3_MAX", "E5M2_MAX", "FORMATS",
+           "dequantize", "dequantize_rows", "format_of", "quantize", "quantize_rows", "tiles"]

@@ -14,9 +14,11 @@ Two readers share one small interface (``keys()``, ``get(name)``, ``close()``):
 - :class:`StateDictWeights` reads an already-loaded ``torch.nn.Module``'s ``state_dict()``
   (no copy of the model is made; each tensor is converted when asked for).
 
-Block FP8 (official FP8 checkpoints: ``F8_E4M3`` weights with a float32 ``weight_scale_inv``
-of 128×128 tiles beside them, :mod:`rmtbase.models._fp8`) is dequantised with its tile scales
-and has storage ``"fp8_e4m3"``, a block format the null shares (:mod:`rmtbase.stats.fp8`).
+FP8 (:mod:`rmtbase.models._fp8`) is dequantised with its scales: block FP8 (official FP8
+checkpoints: ``F8_E4M3`` or ``F8_E5M2`` weights with a float32 ``weight_scale_inv`` of 128×128
+tiles beside them) has storage ``"fp8_e4m3"`` / ``"fp8_e5m2"``, and per-channel FP8
+(compressed-tensors: ``F8_E4M3`` with a ``weight_scale`` of one scale per output row)
+``"fp8_e4m3_channel"``; formats the null shares (:mod:`rmtbase.stats.fp8`).
 
 Every tensor comes back as a float32 numpy array and is checked for NaN/inf; problems raise
 :class:`rmtbase.errors.ModelError` naming the tensor and the file. Each reader remembers the
@@ -43,13 +45,11 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE = "pytorch_model.bin"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
 
-# safetensors dtypes read as float32 (:mod:`._safetensors`). F8_E4M3 with a 128×128-tile
-# ``weight_scale_inv`` beside it is block FP8 (:mod:`._fp8`), dequantised. Other integer and
-# 8-bit float tensors are quantized weights whose values mean nothing without their scales:
-# refused.
+# safetensors dtypes read as float32 (:mod:`._safetensors`). F8_E4M3/F8_E5M2 with a
+# 128×128-tile ``weight_scale_inv`` beside it is block FP8, F8_E4M3 with a per-row
+# ``weight_scale`` per-channel FP8 (:mod:`._fp8`), dequantised. Other integer and 8-bit float
+# tensors are quantized weights whose values mean nothing without their scales: refused.
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
-#: Storage name of block-scaled FP8 (:data:`rmtbase.stats.precision.FP8_FORMATS`).
-FP8_STORAGE = "fp8_e4m3"
 #: Storage precision names of safetensors / torch dtypes (float64 is read as float32).
 _STORAGE = {"F64": "float32", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
             "torch.float64": "float32", "torch.float32": "float32",
@@ -283,8 +283,10 @@ class FileWeights:
                 info = self._header(filename)[name]
                 dtype = info["dtype"]
                 self._storage[name] = _STORAGE.get(dtype, dtype)
-                if dtype == "F8_E4M3" and self._scale_name(name) in self._keys:
+                if dtype in ("F8_E4M3", "F8_E5M2") and self._scale_name(name) in self._keys:
                     arr = self._fp8(name, info, filename, where)
+                elif dtype == "F8_E4M3" and self._scale_name(name, "") in self._keys:
+                    arr = self._fp8(name, info, filename, where, channel=True)
                 elif dtype not in _FLOAT_DTYPES:
                     _refuse_quantized(name, dtype, where)
                 else:
@@ -306,15 +308,19 @@ class FileWeights:
         return check_finite(np.asarray(arr, dtype=np.float32), name, where)
 
     @staticmethod
-    def _scale_name(name: str) -> str:
-        return name + "_scale_inv" if name.endswith(".weight") else name + ".weight_scale_inv"
+    def _scale_name(name: str, inv: str = "_inv") -> str:
+        """``weight_scale_inv`` (block FP8) or, with ``inv=""``, ``weight_scale`` beside it."""
+        return name + "_scale" + inv if name.endswith(".weight") else \
+            name + ".weight_scale" + inv
 
-    def _fp8(self, name: str, info: dict, filename: str, where: str) -> np.ndarray:
-        """Block FP8: the E4M3 bytes times their 128×128 tile scales (:mod:`._fp8`)."""
-        from ._fp8 import dequantize
+    def _fp8(self, name: str, info: dict, filename: str, where: str,
+             channel: bool = False) -> np.ndarray:
+        """FP8: the bytes times their 128×128 tile scales, or with ``channel`` their per-row
+        scales (:mod:`._fp8`)."""
+        from ._fp8 import CHANNEL_STORAGE, DTYPES, FORMATS, dequantize, dequantize_rows
         from ._safetensors import read_float32, read_uint8
 
-        sname = self._scale_name(name)
+        sname = self._scale_name(name, "" if channel else "_inv")
         sfile = self.file_of(sname)
         self._header(sfile)
         sinfo = self._headers[sfile]["tensors"][sname]
@@ -322,11 +328,13 @@ class FileWeights:
             raise ModelError(f"FP8 scales {sname!r} in {self.label}/{sfile} are stored as "
                              f"{sinfo['dtype']}; expected float32")
         scale = check_finite(read_float32(self._headers[sfile]["path"], sinfo), sname, where)
+        raw, fmt = read_uint8(self._headers[filename]["path"], info), DTYPES[info["dtype"]]
         try:
-            arr = dequantize(read_uint8(self._headers[filename]["path"], info), scale, name)
+            arr = dequantize_rows(raw, scale, name) if channel else \
+                dequantize(raw, scale, name, fmt)
         except ValueError as exc:
             raise ModelError(f"{one_line(exc)} ({where})") from exc
-        self._storage[name] = FP8_STORAGE
+        self._storage[name] = CHANNEL_STORAGE if channel else FORMATS[fmt][1]
         return arr
 
     def storage_of(self, name: str) -> str:

@@ -11,8 +11,9 @@ checkpoint's storage, and :func:`lattice_cells` gives each stored value its roun
 Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (IEEE
 round-to-nearest-even, as ``torch.Tensor.to`` does) and the block formats ``"q4_0"``, ``"q4_1"``,
 ``"q8_0"``, ``"q5_0"``, ``"q5_1"`` and the K-quants ``"q2_k"`` … ``"q6_k"``
-(``QUANT_FORMATS``; K-quants in :mod:`rmtbase.stats.kquants`; ``"fp8_e4m3"``, the
-128×128-tile E4M3 of official FP8 checkpoints, in :mod:`rmtbase.stats.fp8`), which follow ggml's reference
+(``QUANT_FORMATS``; K-quants in :mod:`rmtbase.stats.kquants`; ``"fp8_e4m3"`` and
+``"fp8_e5m2"``, the 128×128-tile FP8 of official FP8 checkpoints, and ``"fp8_e4m3_channel"``,
+E4M3 with one scale per output row, in :mod:`rmtbase.stats.fp8`), which follow ggml's reference
 quantisers (``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``, ``quantize_row_q8_0_ref`` …
 in ggml's ``ggml-quants.c``: block scale ``d`` and minimum ``m`` stored as float16) and their
 dequantisation:
@@ -50,7 +51,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import InputError
-from .names import FLOAT_STORAGES, FP8_FORMATS, QUANT_FORMATS, STORAGES  # noqa: F401 - re-exported
+from .names import (  # noqa: F401 - re-exported
+    FLOAT_STORAGES,
+    FP8_FORMATS,
+    FP8_TILED,
+    QUANT_FORMATS,
+    STORAGES,
+)
 
 #: Significant bits (with the implicit one) and the smallest spacing (the subnormal step;
 #: for bfloat16 2^-133 would be flushed to zero by XLA on CPU, so its cells stop at the float32
@@ -76,8 +83,8 @@ def null_rows(storage: str, d_h: int) -> int:
     projection, so for d_h < 128 the head is drawn inside a full tile of i.i.d. rows
     (⌈128/d_h⌉·d_h of them) and its own d_h rows are kept after the round trip (the tile scale
     is the maximum over the whole tile, as in the checkpoint). d_h for every other storage,
-    whose blocks lie along one row."""
-    if storage in FP8_FORMATS and d_h < 128:
+    whose blocks lie along one row (per-channel FP8 included: one scale a row)."""
+    if storage in FP8_TILED and d_h < 128:
         return -(-128 // d_h) * d_h
     return d_h
 
@@ -203,7 +210,7 @@ def round_trip(w, storage: str):
     if storage in FP8_FORMATS:
         from .fp8 import fp8_round_trip
 
-        return fp8_round_trip(w)
+        return fp8_round_trip(w, storage)
     n, size = w.shape[-1], block_size(storage)
     if n % size:
         raise InputError(f"{storage} blocks need the last axis to be a multiple of {size}, "
