@@ -52,39 +52,61 @@ def _distributed(what: str = "rmtbase sweep"):
 POLL_S = 0.1
 
 
-def completed(futures):
-    """The Dask ``futures`` as they complete (as ``distributed.as_completed``), but the main
-    thread never blocks inside Dask: it polls every :data:`POLL_S` s and sleeps in between,
-    where a Ctrl-C is raised at once (issue 35: under load 2 of 12 interrupts were lost with
-    the main thread idle in ``as_completed``)."""
+def completed(futures, client=None, *, poll_s: float | None = None):
+    """The Dask ``futures`` (an iterable or a dict keyed by them) as they complete, the one
+    wait of every Dask driver (sweeps, collections: :mod:`rmtbase.scoring.trajectory`).
+
+    The main thread never blocks inside Dask: it asks each pending future ``done()`` itself
+    and sleeps ``poll_s`` (default :data:`POLL_S`) s between looks, where a Ctrl-C is raised
+    at once (issue 35: under load 2 of 12 interrupts were lost with the main thread idle in
+    ``as_completed``). When the generator ends early — ``KeyboardInterrupt``, an error in a
+    task's result or the caller's loop, or ``close()`` — the tasks still pending are
+    cancelled through ``client`` (default: the futures' own ``client``), so a cluster is
+    not left computing for nobody; close it with :func:`contextlib.closing` where the loop
+    may be left by ``break``."""
     import time
 
     from ..files.interrupts import check
 
-    ac = _distributed().as_completed(futures)
-    while not ac.is_empty():
-        batch = ac.next_batch(block=False)
-        if not batch:
-            check()
-            time.sleep(POLL_S)
-            continue
-        yield from batch
+    pending = list(dict.fromkeys(futures))
+    poll_s = POLL_S if poll_s is None else float(poll_s)
+    try:
+        while pending:
+            done = [f for f in pending if f.done()]
+            if not done:
+                check()
+                time.sleep(poll_s)
+                continue
+            for f in done:
+                pending.remove(f)
+                yield f
+    finally:
+        if pending:
+            _cancel(pending, client)
+
+
+def _cancel(futures, client) -> None:
+    """Cancel ``futures`` (best effort: a closed client has nothing left to cancel)."""
+    client = client if client is not None else getattr(futures[0], "client", None)
+    if client is None:
+        return
+    try:
+        client.cancel(list(futures), force=True)
+    except Exception:  # noqa: BLE001 - the scheduler may be gone already; nothing to stop
+        pass
 
 
 def worker_env(workers: int, cores: int | None = None) -> dict:
-    """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores,
-    and XLA's CPU pool of one thread where that share is one (N processes that each start a
-    pool of every core would oversubscribe the machine N times)."""
+    """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores
+    (N processes that each start a pool of every core would oversubscribe the machine N
+    times). XLA's own CPU pool is left as it is: ``--xla_cpu_multi_thread_eigen=false``
+    changes float32 results in the last bits (119 of 300 NPR draws at 16 × 4, measured), and
+    a sweep or collection must equal one process bit for bit."""
     import os
 
     share = max(1, (cores or os.cpu_count() or 1) // max(1, int(workers)))
-    env = {k: str(share) for k in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                   "OMP_NUM_THREADS")}
-    if share == 1:
-        flags = os.environ.get("XLA_FLAGS", "")
-        env["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false "
-                            "intra_op_parallelism_threads=1").strip()
-    return env
+    return {k: str(share) for k in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                    "OMP_NUM_THREADS")}
 
 
 def _check_address(scheduler) -> None:
@@ -156,21 +178,131 @@ def _quiet_workers():
         signal.signal(signal.SIGINT, old)
 
 
-def _cell_blocks(spec, cell, start, stop):
+def _unit_blocks(spec, cell, start, stop) -> list[dict]:
+    """σ = 1 draws of blocks ``start .. stop-1`` of ``cell``, one dict of numpy arrays per
+    block (what :class:`rmtbase.baseline.partial.PartialStore` keeps; the driver applies σ,
+    block by block, as :func:`rmtbase.baseline.tables.generate_blocks` does)."""
+    import dataclasses
+
     from .tables import generate_blocks
 
-    return generate_blocks(spec, cell[0], cell[1], start, stop)
+    unit = dataclasses.replace(spec, sigma_q=1.0, sigma_k=1.0)
+    return [{k: np.asarray(v) for k, v in generate_blocks(unit, cell[0], cell[1], b, b + 1).items()}
+            for b in range(start, stop)]
+
+
+def _job_blocks(specs, job, start, stop) -> list[dict]:
+    """:func:`_unit_blocks` of job ``(request, d, d_h)``: ``specs[request]`` at cell (d, d_h)."""
+    return _unit_blocks(specs[job[0]], job[1:], start, stop)
+
+
+def check_blocks_per_task(per) -> int:
+    """``blocks_per_task`` as an int, or a one-line :class:`InputError`."""
+    if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
+        raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
+    return int(per)
+
+
+class BlockJobs:
+    """The draw blocks of several jobs (a job: one table spec at one cell), those already
+    stored (resume) and those to compute as Dask tasks of up to ``per`` blocks.
+
+    ``jobs``: {job key: (spec, (d, d_h), store or None)}. :meth:`tasks` lists the
+    (job, start, stop) ranges with a block not stored; :meth:`add` takes a task's σ = 1
+    blocks (stored at once, so an interrupt keeps them); :meth:`draws` gives a complete
+    job's draws at its spec's σ, block by block as
+    :func:`rmtbase.baseline.tables.generate_blocks` makes them (bit for bit)."""
+
+    def __init__(self, jobs: dict, per: int):
+        self.jobs, self.per = jobs, per
+        self.blocks: dict = {}
+        for job, (spec, cell, store) in jobs.items():
+            for b in range(spec.n_blocks()):
+                got = None if store is None else store.load(*cell, b, _block_size(spec, b))
+                if got is not None and _has_spectrum(spec) and "qk.lambda" not in got:
+                    got = None  # a block stored without its spectrum is computed again
+                if got is not None:
+                    self.blocks[(job, b)] = got
+
+    def tasks(self) -> list[tuple]:
+        out = []
+        for job, (spec, _, _) in self.jobs.items():
+            missing = [b for b in range(spec.n_blocks()) if (job, b) not in self.blocks]
+            for a in range(0, spec.n_blocks(), self.per):
+                if any(a <= b < a + self.per for b in missing):
+                    out.append((job, a, min(a + self.per, spec.n_blocks())))
+        return out
+
+    def add(self, job, start: int, blocks: list[dict]) -> bool:
+        """Keep a task's blocks; True when its job is now complete."""
+        from ..files.interrupts import fault_point
+
+        spec, cell, store = self.jobs[job]
+        for i, got in enumerate(blocks):
+            self.blocks[(job, start + i)] = got
+            if store is not None:
+                store.save(*cell, start + i, got)
+                fault_point(f"block:{store.blocks()}")
+        return self.complete(job)
+
+    def complete(self, job) -> bool:
+        return all((job, b) in self.blocks for b in range(self.jobs[job][0].n_blocks()))
+
+    def draws(self, job) -> dict:
+        from .limits import scale_draws
+
+        spec = self.jobs[job][0]
+        parts = [scale_draws(self.blocks[(job, b)], spec.sigma_q, spec.sigma_k, spec.dtype)
+                 for b in range(spec.n_blocks())]
+        return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+
+
+def _block_size(spec, b: int) -> int:
+    from .tables import DRAW_BLOCK
+
+    return min(DRAW_BLOCK, spec.draws - b * DRAW_BLOCK)
+
+
+def _has_spectrum(spec) -> bool:
+    from .limits import stores_spectrum
+
+    return stores_spectrum(spec.stats)
+
+
+def run_jobs(jobs: BlockJobs, fn, scheduler, workers, client, progress, on_complete=None):
+    """Compute the missing blocks of ``jobs`` as Dask tasks ``fn(job, start, stop)``;
+    ``on_complete(job)`` is called as each job's last block arrives (and at once for jobs
+    stored whole). Nothing is started when nothing is missing."""
+    tasks = jobs.tasks()
+    if on_complete is not None:
+        for job in jobs.jobs:
+            if jobs.complete(job):
+                on_complete(job)
+    if not tasks:
+        return 0
+
+    def take(key, result):
+        if jobs.add(key[0], key[1], result) and on_complete is not None:
+            on_complete(key[0])
+
+    _run_tasks(tasks, fn, scheduler, workers, client, progress, take)
+    return len(tasks)
 
 
 def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, client=None,
-          blocks_per_task: int = 1, out=None, progress: bool = True, **options):
+          blocks_per_task: int = 1, out=None, progress: bool = True, resume: bool = True,
+          **options):
     """Null table over the grid ``d`` × ``d_h`` (ints or sequences; cells with d_h ≤ d), computed
     as Dask tasks. ``options`` are those of :func:`rmtbase.baseline.tables.baseline` (``sigma``,
     ``sigma_q``, ``sigma_k``, ``ensemble``, ``draws``, ``seed``, ``stats``, ``depth``, ``dtype``,
-    ``chunk_size``). Give one of ``scheduler`` (address), ``workers`` (local processes) or a
-    ``client``. Each task computes ``blocks_per_task`` blocks of
+    ``chunk_size``, ``storage``). Give one of ``scheduler`` (address), ``workers`` (local
+    processes) or a ``client``. Each task computes ``blocks_per_task`` blocks of
     :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250 draws of one cell. Returns the Dataset, written
-    atomically to ``out`` when given."""
+    atomically to ``out`` when given; with ``resume``, the blocks of finished tasks are kept
+    beside ``out`` as they arrive (the store of ``rmtbase baseline``,
+    :mod:`rmtbase.baseline.partial`), so the same call after an interrupt submits only the
+    missing ones and writes the same table. For the scorer's cache tables see
+    :func:`rmtbase.baseline.sweep_cache.sweep_into_cache`."""
     from functools import partial
 
     from .tables import (
@@ -187,27 +319,34 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     cells = grid_cells(d, d_h)
     # memory is checked here only for local workers; remote workers check their own
     check_cells(spec, cells, memory=scheduler is None and client is None)
+    per = check_blocks_per_task(blocks_per_task)
+    store = None
     if out is not None:
-        out = check_output_file(out, size=table_size(spec, cells))
-    per = blocks_per_task
-    if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
-        raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
-    tasks = [(cell, a, min(a + per, spec.n_blocks()))
-             for cell in cells for a in range(0, spec.n_blocks(), per)]
-    parts = _run_tasks(tasks, partial(_cell_blocks, spec), scheduler, workers, client, progress)
-    results = {}
-    for cell in cells:
-        chunks = [parts[(cell, start)] for (c_, start) in sorted(parts) if c_ == cell]
-        results[cell] = {k: np.concatenate([ch[k] for ch in chunks]) for k in chunks[0]}
-    ds = assemble(spec, cells, results)
-    ds.attrs["history"] = f"computed as {len(tasks)} Dask tasks of up to {per} blocks"
+        out = check_output_file(out, size=2 * table_size(spec, cells))
+        if resume:
+            from .partial import PartialStore
+
+            store = PartialStore(out, spec)
+    if client is None:
+        _distributed()
+    jobs = BlockJobs({(0, *cell): (spec, cell, store) for cell in cells}, per)
+    n_tasks = run_jobs(jobs, partial(_job_blocks, {0: spec}), scheduler, workers, client,
+                       progress)
+    ds = assemble(spec, cells, {cell: jobs.draws((0, *cell)) for cell in cells})
+    n_all = len(cells) * -(-spec.n_blocks() // per)
+    ds.attrs["history"] = f"computed as {n_all} Dask tasks of up to {per} blocks" + (
+        f" ({n_all - n_tasks} of them from the blocks an interrupted run kept)"
+        if n_tasks < n_all else "")
     if out is not None:
         write_table(ds, out)
+        if store is not None:
+            store.finish()
     return ds
 
 
-def _run_tasks(tasks, fn, scheduler, workers, client, progress):
-    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks."""
+def _run_tasks(tasks, fn, scheduler, workers, client, progress, take=None):
+    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks (or, with ``take``, each
+    result handed to ``take((cell, start), result)`` as it arrives and nothing kept)."""
     from ..files.interrupts import fault_point
     from .tables import _progress
 
@@ -219,9 +358,13 @@ def _run_tasks(tasks, fn, scheduler, workers, client, progress):
         futures = {c.submit(fn, cell, start, stop, pure=False): (cell, start)
                    for cell, start, stop in tasks}
         fault_point("tasks:submitted")
-        for fut in completed(futures):
-            parts[futures[fut]] = fut.result()
-            bar.update(1)
+        with contextlib.closing(completed(futures, c)) as finished:
+            for fut in finished:
+                if take is None:
+                    parts[futures[fut]] = fut.result()
+                else:
+                    take(futures[fut], fut.result())
+                bar.update(1)
     return parts
 
 
@@ -251,9 +394,7 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     if out is not None:
         n_values = len(widths) * len(spec.depths) * len(gains) * spec.draws * 32
         out = check_output_file(out, size=table_bytes(n_values, 8))
-    per = blocks_per_task
-    if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
-        raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
+    per = check_blocks_per_task(blocks_per_task)
     tasks = [(w, a, min(a + per, spec.n_blocks()))
              for w in widths for a in range(0, spec.n_blocks(), per)]
     parts = _run_tasks(tasks, partial(_network_blocks, spec, gains), scheduler, workers, client,
