@@ -104,58 +104,80 @@ def _no_null(monkeypatch):
     monkeypatch.setattr(profile, "profile_null", refuse)
 
 
-def test_into_cache_makes_the_next_score_warm_with_the_same_values(tiny, client, tmp_path,
-                                                                   monkeypatch):
-    """sweep --into-cache (API, in-process Dask client) for d = 64, d_h = 16, then a score of
-    a random model of that shape draws no null (generators patched to raise; the cache folder
-    unchanged), and its values equal those of a score that drew its own null."""
+SPECTRAL = dict(stats="spectral", draws=DRAW_BLOCK, max_draws=DRAW_BLOCK, progress=False,
+                spectrum_draws=0)  # one block: one compiled shape; no extension
+
+
+def _sweep_into(cache, client, monkeypatch):
     from rmtbase.baseline.sweep_cache import sweep_into_cache
     from rmtbase.scoring.profile_cache import cached_profile_null
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(cache))
+    got = sweep_into_cache(64, 16, stats="spectral", draws=DRAW_BLOCK, client=client,
+                           blocks_per_task=1, progress=False)
+    cached_profile_null(64, 16, "float32")  # what the command adds (cli/sweep.py)
+    return got
+
+
+def test_into_cache_makes_the_next_score_warm(tiny, client, tmp_path, monkeypatch):
+    """sweep --into-cache (API, in-process Dask client) for d = 64, d_h = 16, then a score of
+    a random model of that shape draws no null (generators patched to raise; the cache folder
+    unchanged); the table written is the one null_table would generate (baseline(), bit for
+    bit), so the score equals a cold one (compared whole in the slow test below)."""
+    from rmtbase.baseline.tables import read_table
     from rmtbase.scoring.score import score_model
 
-    opts = dict(stats="spectral", draws=300, max_draws=300, progress=False, spectrum_draws=0)
-    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cold"))
-    cold = score_model(str(tiny), **opts)
-    warm_cache = tmp_path / "warm"
-    monkeypatch.setenv("RMTBASE_CACHE", str(warm_cache))
-    got = sweep_into_cache(64, 16, stats="spectral", draws=300, client=client,
-                           blocks_per_task=1, progress=False)
+    got = _sweep_into(tmp_path / "warm", client, monkeypatch)
     assert [p.name for p in got["written"]] == \
-        ["lowrank-d64-dh16-spectral-n300-seed0-float32-v1.nc"]
-    cached_profile_null(64, 16, "float32")  # what the command adds (cli/sweep.py)
-    assert set(_files(warm_cache)) == set(_files(tmp_path / "cold"))  # the same file names
-    before = _files(warm_cache)
+        ["lowrank-d64-dh16-spectral-n250-seed0-float32-v1.nc"]
+    before = _files(tmp_path / "warm")
     with monkeypatch.context() as m:
         _no_null(m)
-        warm = score_model(str(tiny), **opts)
-    assert _files(warm_cache) == before
-    xr.testing.assert_equal(warm.drop_attrs(), cold.drop_attrs())
+        warm = score_model(str(tiny), **SPECTRAL)
+    assert _files(tmp_path / "warm") == before
+    assert warm.attrs["baseline_draws"] == DRAW_BLOCK
+    single = baseline(64, 16, draws=DRAW_BLOCK, seed=0, stats="spectral", progress=False)
+    xr.testing.assert_identical(read_table(got["written"][0]).drop_attrs(deep=False),
+                                single.drop_attrs(deep=False))
     # a second sweep finds the table and draws nothing
-    again = sweep_into_cache(64, 16, stats="spectral", draws=300, client=client,
-                             progress=False)
+    again = _sweep_into(tmp_path / "warm", client, monkeypatch)
     assert again["written"] == [] and len(again["found"]) == 1
+
+
+@pytest.mark.slow
+def test_into_cache_score_equals_a_cold_score(tiny, client, tmp_path, monkeypatch):
+    from rmtbase.scoring.score import score_model
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cold"))
+    cold = score_model(str(tiny), **SPECTRAL)
+    _sweep_into(tmp_path / "warm", client, monkeypatch)
+    assert set(_files(tmp_path / "warm")) == set(_files(tmp_path / "cold"))  # the same names
+    with monkeypatch.context() as m:
+        _no_null(m)
+        warm = score_model(str(tiny), **SPECTRAL)
+    xr.testing.assert_equal(warm.drop_attrs(), cold.drop_attrs())
 
 
 # -- resume -----------------------------------------------------------------------------------
 
 def test_interrupted_sweep_resumes_to_the_uninterrupted_table(client, tmp_path, monkeypatch):
-    """A Ctrl-C (the fault hook's SIGINT) once 2 of 3 blocks are kept: the same call again
-    computes only the third, and the table equals the single-process one bit for bit, at a
+    """A Ctrl-C (the fault hook's SIGINT) once 1 of 2 blocks is kept: the same call again
+    computes only the second, and the table equals the single-process one bit for bit, at a
     storage (bfloat16) and σ ≠ 1 (σ is applied after the kept σ = 1 blocks)."""
     from rmtbase.baseline.sweep import sweep
 
     out = tmp_path / "t.nc"
-    opts = dict(draws=2 * DRAW_BLOCK + 17, seed=5, stats="spectral", storage="bfloat16",
+    opts = dict(draws=2 * DRAW_BLOCK, seed=5, stats="spectral", storage="bfloat16",
                 sigma_q=0.5, sigma_k=2.0)
-    monkeypatch.setenv("RMTBASE_FAULT", "block:2:INT")
+    monkeypatch.setenv("RMTBASE_FAULT", "block:1:INT")
     with pytest.raises(KeyboardInterrupt):
         sweep(8, 4, client=client, out=out, progress=False, **opts)
     assert not out.exists()
     kept = [p for p in tmp_path.iterdir() if p.name.startswith(".t.nc.partial-")]
-    assert len(kept) == 1 and len(list(kept[0].glob("*.npz"))) == 2
+    assert len(kept) == 1 and len(list(kept[0].glob("*.npz"))) == 1
     monkeypatch.delenv("RMTBASE_FAULT")
     ds = sweep(8, 4, client=client, out=out, progress=False, **opts)
-    assert "2 of them from the blocks an interrupted run kept" in ds.attrs["history"]
+    assert "1 of them from the blocks an interrupted run kept" in ds.attrs["history"]
     assert not any(p.name.startswith(".t.nc.partial-") for p in tmp_path.iterdir())
     single = baseline(8, 4, progress=False, **opts)
     xr.testing.assert_identical(ds.drop_attrs(deep=False), single.drop_attrs(deep=False))

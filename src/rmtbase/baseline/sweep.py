@@ -6,6 +6,10 @@ and the draw's (d, d_h, index) alone (see :mod:`rmtbase.baseline.tables`), so th
 identical, bit for bit, to :func:`rmtbase.baseline.tables.baseline` over the same grid and seed on the same
 backend, whatever the number of workers or ``blocks_per_task`` (blocks run under
 ``jax.enable_x64(dtype == "float64")`` everywhere, whatever a process's own JAX setting).
+A task returns its σ = 1 blocks (:mod:`rmtbase.baseline.block_jobs`); with ``out`` they are
+kept beside it as they arrive, so the same call after an interrupt or a kill submits only the
+missing blocks. :mod:`rmtbase.baseline.sweep_cache` builds the scorer's cache tables the same
+way (``rmtbase sweep --into-cache``). Every Dask driver waits through :func:`completed`.
 
 :func:`network_sweep` does the same for product-network tables over (d, depth, gain)
 (:mod:`rmtbase.baseline.network_tables`): a task is (d, range of draw blocks), all depths and
@@ -178,24 +182,6 @@ def _quiet_workers():
         signal.signal(signal.SIGINT, old)
 
 
-def _unit_blocks(spec, cell, start, stop) -> list[dict]:
-    """σ = 1 draws of blocks ``start .. stop-1`` of ``cell``, one dict of numpy arrays per
-    block (what :class:`rmtbase.baseline.partial.PartialStore` keeps; the driver applies σ,
-    block by block, as :func:`rmtbase.baseline.tables.generate_blocks` does)."""
-    import dataclasses
-
-    from .tables import generate_blocks
-
-    unit = dataclasses.replace(spec, sigma_q=1.0, sigma_k=1.0)
-    return [{k: np.asarray(v) for k, v in generate_blocks(unit, cell[0], cell[1], b, b + 1).items()}
-            for b in range(start, stop)]
-
-
-def _job_blocks(specs, job, start, stop) -> list[dict]:
-    """:func:`_unit_blocks` of job ``(request, d, d_h)``: ``specs[request]`` at cell (d, d_h)."""
-    return _unit_blocks(specs[job[0]], job[1:], start, stop)
-
-
 def check_blocks_per_task(per) -> int:
     """``blocks_per_task`` as an int, or a one-line :class:`InputError`."""
     if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
@@ -203,76 +189,11 @@ def check_blocks_per_task(per) -> int:
     return int(per)
 
 
-class BlockJobs:
-    """The draw blocks of several jobs (a job: one table spec at one cell), those already
-    stored (resume) and those to compute as Dask tasks of up to ``per`` blocks.
-
-    ``jobs``: {job key: (spec, (d, d_h), store or None)}. :meth:`tasks` lists the
-    (job, start, stop) ranges with a block not stored; :meth:`add` takes a task's σ = 1
-    blocks (stored at once, so an interrupt keeps them); :meth:`draws` gives a complete
-    job's draws at its spec's σ, block by block as
-    :func:`rmtbase.baseline.tables.generate_blocks` makes them (bit for bit)."""
-
-    def __init__(self, jobs: dict, per: int):
-        self.jobs, self.per = jobs, per
-        self.blocks: dict = {}
-        for job, (spec, cell, store) in jobs.items():
-            for b in range(spec.n_blocks()):
-                got = None if store is None else store.load(*cell, b, _block_size(spec, b))
-                if got is not None and _has_spectrum(spec) and "qk.lambda" not in got:
-                    got = None  # a block stored without its spectrum is computed again
-                if got is not None:
-                    self.blocks[(job, b)] = got
-
-    def tasks(self) -> list[tuple]:
-        out = []
-        for job, (spec, _, _) in self.jobs.items():
-            missing = [b for b in range(spec.n_blocks()) if (job, b) not in self.blocks]
-            for a in range(0, spec.n_blocks(), self.per):
-                if any(a <= b < a + self.per for b in missing):
-                    out.append((job, a, min(a + self.per, spec.n_blocks())))
-        return out
-
-    def add(self, job, start: int, blocks: list[dict]) -> bool:
-        """Keep a task's blocks; True when its job is now complete."""
-        from ..files.interrupts import fault_point
-
-        spec, cell, store = self.jobs[job]
-        for i, got in enumerate(blocks):
-            self.blocks[(job, start + i)] = got
-            if store is not None:
-                store.save(*cell, start + i, got)
-                fault_point(f"block:{store.blocks()}")
-        return self.complete(job)
-
-    def complete(self, job) -> bool:
-        return all((job, b) in self.blocks for b in range(self.jobs[job][0].n_blocks()))
-
-    def draws(self, job) -> dict:
-        from .limits import scale_draws
-
-        spec = self.jobs[job][0]
-        parts = [scale_draws(self.blocks[(job, b)], spec.sigma_q, spec.sigma_k, spec.dtype)
-                 for b in range(spec.n_blocks())]
-        return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
-
-
-def _block_size(spec, b: int) -> int:
-    from .tables import DRAW_BLOCK
-
-    return min(DRAW_BLOCK, spec.draws - b * DRAW_BLOCK)
-
-
-def _has_spectrum(spec) -> bool:
-    from .limits import stores_spectrum
-
-    return stores_spectrum(spec.stats)
-
-
-def run_jobs(jobs: BlockJobs, fn, scheduler, workers, client, progress, on_complete=None):
-    """Compute the missing blocks of ``jobs`` as Dask tasks ``fn(job, start, stop)``;
-    ``on_complete(job)`` is called as each job's last block arrives (and at once for jobs
-    stored whole). Nothing is started when nothing is missing."""
+def run_jobs(jobs, fn, scheduler, workers, client, progress, on_complete=None):
+    """Compute the missing blocks of ``jobs`` (:class:`rmtbase.baseline.block_jobs.BlockJobs`)
+    as Dask tasks ``fn(job, start, stop)``; ``on_complete(job)`` is called as each job's last
+    block arrives (and at once for jobs stored whole). Nothing is started when nothing is
+    missing. Returns the number of tasks run."""
     tasks = jobs.tasks()
     if on_complete is not None:
         for job in jobs.jobs:
@@ -329,8 +250,10 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
             store = PartialStore(out, spec)
     if client is None:
         _distributed()
+    from .block_jobs import BlockJobs, job_blocks
+
     jobs = BlockJobs({(0, *cell): (spec, cell, store) for cell in cells}, per)
-    n_tasks = run_jobs(jobs, partial(_job_blocks, {0: spec}), scheduler, workers, client,
+    n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}), scheduler, workers, client,
                        progress)
     ds = assemble(spec, cells, {cell: jobs.draws((0, *cell)) for cell in cells})
     n_all = len(cells) * -(-spec.n_blocks() // per)

@@ -103,8 +103,9 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
     score's. Each table is written as its last block arrives. Returns ``{"written": [...],
     "found": [...]}`` (cache files)."""
     from ..files.user_cache import cache_dir
+    from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
-    from .sweep import BlockJobs, _distributed, _job_blocks, check_blocks_per_task, run_jobs
+    from .sweep import _distributed, check_blocks_per_task, run_jobs
     from .tables import assemble, grid_cells, write_table
 
     cells = grid_cells(d, d_h)
@@ -145,7 +146,7 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
 
     from functools import partial
 
-    run_jobs(blocks, partial(_job_blocks, specs), scheduler, workers, client, progress,
+    run_jobs(blocks, partial(job_blocks, specs), scheduler, workers, client, progress,
              on_complete=write)
     return {"written": written, "found": found}
 
