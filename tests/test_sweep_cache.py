@@ -76,7 +76,8 @@ def test_score_requests_are_the_scorer_tables():
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
+    # one thread: two tasks compiling the same draw function at once would compile it twice
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1,
                             dashboard_address=None) as c:
         yield c
 
@@ -104,8 +105,9 @@ def _no_null(monkeypatch):
     monkeypatch.setattr(profile, "profile_null", refuse)
 
 
-SPECTRAL = dict(stats="spectral", draws=DRAW_BLOCK, max_draws=DRAW_BLOCK, progress=False,
-                spectrum_draws=0)  # one block: one compiled shape; no extension
+#: The trajectory tests' configuration (test_entries: the same model shape, spectral, 300
+#: draws), so the quick tier compiles it once; max_draws: no extension.
+SPECTRAL = dict(stats="spectral", draws=300, max_draws=300, progress=False, spectrum_draws=0)
 
 
 def _sweep_into(cache, client, monkeypatch):
@@ -113,7 +115,7 @@ def _sweep_into(cache, client, monkeypatch):
     from rmtbase.scoring.profile_cache import cached_profile_null
 
     monkeypatch.setenv("RMTBASE_CACHE", str(cache))
-    got = sweep_into_cache(64, 16, stats="spectral", draws=DRAW_BLOCK, client=client,
+    got = sweep_into_cache(64, 16, stats="spectral", draws=SPECTRAL["draws"], client=client,
                            blocks_per_task=1, progress=False)
     cached_profile_null(64, 16, "float32")  # what the command adds (cli/sweep.py)
     return got
@@ -129,14 +131,14 @@ def test_into_cache_makes_the_next_score_warm(tiny, client, tmp_path, monkeypatc
 
     got = _sweep_into(tmp_path / "warm", client, monkeypatch)
     assert [p.name for p in got["written"]] == \
-        ["lowrank-d64-dh16-spectral-n250-seed0-float32-v1.nc"]
+        ["lowrank-d64-dh16-spectral-n300-seed0-float32-v1.nc"]
     before = _files(tmp_path / "warm")
     with monkeypatch.context() as m:
         _no_null(m)
         warm = score_model(str(tiny), **SPECTRAL)
     assert _files(tmp_path / "warm") == before
-    assert warm.attrs["baseline_draws"] == DRAW_BLOCK
-    single = baseline(64, 16, draws=DRAW_BLOCK, seed=0, stats="spectral", progress=False)
+    assert warm.attrs["baseline_draws"] == SPECTRAL["draws"]
+    single = baseline(64, 16, draws=SPECTRAL["draws"], seed=0, stats="spectral", progress=False)
     xr.testing.assert_identical(read_table(got["written"][0]).drop_attrs(deep=False),
                                 single.drop_attrs(deep=False))
     # a second sweep finds the table and draws nothing
@@ -185,6 +187,27 @@ def test_interrupted_sweep_resumes_to_the_uninterrupted_table(client, tmp_path, 
 
     np.testing.assert_array_equal(read_table(out)["npr"].values, single["npr"].values)
     assert single.attrs["storage_dtype"] == ds.attrs["storage_dtype"] == "bfloat16"
+
+
+@pytest.mark.slow
+def test_interrupted_into_cache_resumes(client, tmp_path, monkeypatch):
+    """--into-cache keeps blocks beside each cache target: interrupted after 1 of 2 blocks,
+    the same call writes the table null_table would generate, and removes the kept blocks."""
+    from rmtbase.baseline.sweep_cache import sweep_into_cache
+    from rmtbase.baseline.tables import read_table
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))
+    opts = dict(stats="spectral", draws=2 * DRAW_BLOCK, seed=2, client=client, progress=False)
+    monkeypatch.setenv("RMTBASE_FAULT", "block:1:INT")
+    with pytest.raises(KeyboardInterrupt):
+        sweep_into_cache(16, 4, **opts)
+    assert not list(tmp_path.glob("*.nc")) and len(list(tmp_path.glob(".*partial*/*.npz"))) == 1
+    monkeypatch.delenv("RMTBASE_FAULT")
+    (path,) = sweep_into_cache(16, 4, **opts)["written"]
+    assert not list(tmp_path.glob(".*partial*"))
+    single = baseline(16, 4, draws=2 * DRAW_BLOCK, seed=2, stats="spectral", progress=False)
+    xr.testing.assert_identical(read_table(path).drop_attrs(deep=False),
+                                single.drop_attrs(deep=False))
 
 
 # -- the command ------------------------------------------------------------------------------
