@@ -162,31 +162,34 @@ def test_into_cache_score_equals_a_cold_score(tiny, client, tmp_path, monkeypatc
 
 # -- resume -----------------------------------------------------------------------------------
 
-def test_interrupted_sweep_resumes_to_the_uninterrupted_table(client, tmp_path, monkeypatch):
+@pytest.mark.parametrize("storage", ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)])
+def test_interrupted_sweep_resumes_to_the_uninterrupted_table(client, tmp_path, monkeypatch,
+                                                              storage):
     """A Ctrl-C (the fault hook's SIGINT) once 1 of 2 blocks is kept: the same call again
-    computes only the second, and the table equals the single-process one bit for bit, at a
-    storage (bfloat16) and σ ≠ 1 (σ is applied after the kept σ = 1 blocks)."""
+    computes only the second, and the table equals the single-process one bit for bit, at
+    σ ≠ 1 (σ is applied after the kept σ = 1 blocks) and at a storage (bfloat16, slow tier:
+    its own compile). 64 × 16 spectral: the blocks the quick tier has compiled already."""
     from rmtbase.baseline.sweep import sweep
 
     out = tmp_path / "t.nc"
-    opts = dict(draws=2 * DRAW_BLOCK, seed=5, stats="spectral", storage="bfloat16",
+    opts = dict(draws=2 * DRAW_BLOCK, seed=5, stats="spectral", storage=storage,
                 sigma_q=0.5, sigma_k=2.0)
     monkeypatch.setenv("RMTBASE_FAULT", "block:1:INT")
     with pytest.raises(KeyboardInterrupt):
-        sweep(8, 4, client=client, out=out, progress=False, **opts)
+        sweep(64, 16, client=client, out=out, progress=False, **opts)
     assert not out.exists()
     kept = [p for p in tmp_path.iterdir() if p.name.startswith(".t.nc.partial-")]
     assert len(kept) == 1 and len(list(kept[0].glob("*.npz"))) == 1
     monkeypatch.delenv("RMTBASE_FAULT")
-    ds = sweep(8, 4, client=client, out=out, progress=False, **opts)
+    ds = sweep(64, 16, client=client, out=out, progress=False, **opts)
     assert "1 of them from the blocks an interrupted run kept" in ds.attrs["history"]
     assert not any(p.name.startswith(".t.nc.partial-") for p in tmp_path.iterdir())
-    single = baseline(8, 4, progress=False, **opts)
+    single = baseline(64, 16, progress=False, **opts)
     xr.testing.assert_identical(ds.drop_attrs(deep=False), single.drop_attrs(deep=False))
     from rmtbase.baseline.tables import read_table
 
     np.testing.assert_array_equal(read_table(out)["npr"].values, single["npr"].values)
-    assert single.attrs["storage_dtype"] == ds.attrs["storage_dtype"] == "bfloat16"
+    assert single.attrs["storage_dtype"] == ds.attrs["storage_dtype"] == storage
 
 
 @pytest.mark.slow

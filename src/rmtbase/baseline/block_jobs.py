@@ -78,6 +78,11 @@ class BlockJobs:
     def complete(self, job) -> bool:
         return all((job, b) in self.blocks for b in range(self.jobs[job][0].n_blocks()))
 
+    def release(self, job) -> None:
+        """Forget a job's blocks (its table is written)."""
+        for b in range(self.jobs[job][0].n_blocks()):
+            self.blocks.pop((job, b), None)
+
     def draws(self, job) -> dict:
         from .limits import scale_draws
 

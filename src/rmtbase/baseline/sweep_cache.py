@@ -140,6 +140,7 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
         ds.attrs["history"] = ("computed by rmtbase sweep --into-cache as Dask tasks of up to "
                                f"{per} blocks")
         write_table(ds, job[0], replace="any")
+        blocks.release(job)  # a grid of cells need not be held in memory
         if store is not None:
             store.finish()
         written.append(job[0])
