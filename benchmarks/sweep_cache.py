@@ -67,7 +67,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="rmtbase-sweep-cache-"))
     torch.manual_seed(0)
     cfg = tf.GPT2Config(n_embd=a.d, n_head=a.heads, n_layer=a.layers, vocab_size=50,
-                        n_positions=32)
+                        n_positions=32, bos_token_id=0, eos_token_id=0)
     model = tf.GPT2LMHeadModel(cfg)
     if a.storage in ("bfloat16", "float16"):
         model = model.to(getattr(torch, a.storage))
