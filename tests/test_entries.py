@@ -170,10 +170,12 @@ def test_worker_threads_are_pinned():
     from rmtbase.baseline.sweep import worker_env
 
     env = worker_env(2, cores=2)
-    assert env["OPENBLAS_NUM_THREADS"] == "1" and "intra_op_parallelism_threads=1" in \
-        env["XLA_FLAGS"]
+    assert env["OPENBLAS_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
     env = worker_env(2, cores=16)
-    assert env["OMP_NUM_THREADS"] == "8" and "XLA_FLAGS" not in env
+    assert env["OMP_NUM_THREADS"] == "8"
+    # XLA's pool is not pinned: --xla_cpu_multi_thread_eigen=false changes float32 bits, and
+    # a sweep must equal one process (test_sweep)
+    assert "XLA_FLAGS" not in env and "XLA_FLAGS" not in worker_env(2, cores=2)
 
 
 @pytest.mark.slow

@@ -6,6 +6,10 @@ and the draw's (d, d_h, index) alone (see :mod:`rmtbase.baseline.tables`), so th
 identical, bit for bit, to :func:`rmtbase.baseline.tables.baseline` over the same grid and seed on the same
 backend, whatever the number of workers or ``blocks_per_task`` (blocks run under
 ``jax.enable_x64(dtype == "float64")`` everywhere, whatever a process's own JAX setting).
+A task returns its σ = 1 blocks (:mod:`rmtbase.baseline.block_jobs`); with ``out`` they are
+kept beside it as they arrive, so the same call after an interrupt or a kill submits only the
+missing blocks. :mod:`rmtbase.baseline.sweep_cache` builds the scorer's cache tables the same
+way (``rmtbase sweep --into-cache``). Every Dask driver waits through :func:`completed`.
 
 :func:`network_sweep` does the same for product-network tables over (d, depth, gain)
 (:mod:`rmtbase.baseline.network_tables`): a task is (d, range of draw blocks), all depths and
@@ -52,39 +56,61 @@ def _distributed(what: str = "rmtbase sweep"):
 POLL_S = 0.1
 
 
-def completed(futures):
-    """The Dask ``futures`` as they complete (as ``distributed.as_completed``), but the main
-    thread never blocks inside Dask: it polls every :data:`POLL_S` s and sleeps in between,
-    where a Ctrl-C is raised at once (issue 35: under load 2 of 12 interrupts were lost with
-    the main thread idle in ``as_completed``)."""
+def completed(futures, client=None, *, poll_s: float | None = None):
+    """The Dask ``futures`` (an iterable or a dict keyed by them) as they complete, the one
+    wait of every Dask driver (sweeps, collections: :mod:`rmtbase.scoring.trajectory`).
+
+    The main thread never blocks inside Dask: it asks each pending future ``done()`` itself
+    and sleeps ``poll_s`` (default :data:`POLL_S`) s between looks, where a Ctrl-C is raised
+    at once (issue 35: under load 2 of 12 interrupts were lost with the main thread idle in
+    ``as_completed``). When the generator ends early — ``KeyboardInterrupt``, an error in a
+    task's result or the caller's loop, or ``close()`` — the tasks still pending are
+    cancelled through ``client`` (default: the futures' own ``client``), so a cluster is
+    not left computing for nobody; close it with :func:`contextlib.closing` where the loop
+    may be left by ``break``."""
     import time
 
     from ..files.interrupts import check
 
-    ac = _distributed().as_completed(futures)
-    while not ac.is_empty():
-        batch = ac.next_batch(block=False)
-        if not batch:
-            check()
-            time.sleep(POLL_S)
-            continue
-        yield from batch
+    pending = list(dict.fromkeys(futures))
+    poll_s = POLL_S if poll_s is None else float(poll_s)
+    try:
+        while pending:
+            done = [f for f in pending if f.done()]
+            if not done:
+                check()
+                time.sleep(poll_s)
+                continue
+            for f in done:
+                pending.remove(f)
+                yield f
+    finally:
+        if pending:
+            _cancel(pending, client)
+
+
+def _cancel(futures, client) -> None:
+    """Cancel ``futures`` (best effort: a closed client has nothing left to cancel)."""
+    client = client if client is not None else getattr(futures[0], "client", None)
+    if client is None:
+        return
+    try:
+        client.cancel(list(futures), force=True)
+    except Exception:  # noqa: BLE001 - the scheduler may be gone already; nothing to stop
+        pass
 
 
 def worker_env(workers: int, cores: int | None = None) -> dict:
-    """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores,
-    and XLA's CPU pool of one thread where that share is one (N processes that each start a
-    pool of every core would oversubscribe the machine N times)."""
+    """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores
+    (N processes that each start a pool of every core would oversubscribe the machine N
+    times). XLA's own CPU pool is left as it is: ``--xla_cpu_multi_thread_eigen=false``
+    changes float32 results in the last bits (119 of 300 NPR draws at 16 × 4, measured), and
+    a sweep or collection must equal one process bit for bit."""
     import os
 
     share = max(1, (cores or os.cpu_count() or 1) // max(1, int(workers)))
-    env = {k: str(share) for k in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                   "OMP_NUM_THREADS")}
-    if share == 1:
-        flags = os.environ.get("XLA_FLAGS", "")
-        env["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false "
-                            "intra_op_parallelism_threads=1").strip()
-    return env
+    return {k: str(share) for k in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                    "OMP_NUM_THREADS")}
 
 
 def _check_address(scheduler) -> None:
@@ -156,21 +182,48 @@ def _quiet_workers():
         signal.signal(signal.SIGINT, old)
 
 
-def _cell_blocks(spec, cell, start, stop):
-    from .tables import generate_blocks
+def check_blocks_per_task(per) -> int:
+    """``blocks_per_task`` as an int, or a one-line :class:`InputError`."""
+    if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
+        raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
+    return int(per)
 
-    return generate_blocks(spec, cell[0], cell[1], start, stop)
+
+def run_jobs(jobs, fn, scheduler, workers, client, progress, on_complete=None):
+    """Compute the missing blocks of ``jobs`` (:class:`rmtbase.baseline.block_jobs.BlockJobs`)
+    as Dask tasks ``fn(job, start, stop)``; ``on_complete(job)`` is called as each job's last
+    block arrives (and at once for jobs stored whole). Nothing is started when nothing is
+    missing. Returns the number of tasks run."""
+    tasks = jobs.tasks()
+    if on_complete is not None:
+        for job in jobs.jobs:
+            if jobs.complete(job):
+                on_complete(job)
+    if not tasks:
+        return 0
+
+    def take(key, result):
+        if jobs.add(key[0], key[1], result) and on_complete is not None:
+            on_complete(key[0])
+
+    _run_tasks(tasks, fn, scheduler, workers, client, progress, take)
+    return len(tasks)
 
 
 def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, client=None,
-          blocks_per_task: int = 1, out=None, progress: bool = True, **options):
+          blocks_per_task: int = 1, out=None, progress: bool = True, resume: bool = True,
+          **options):
     """Null table over the grid ``d`` × ``d_h`` (ints or sequences; cells with d_h ≤ d), computed
     as Dask tasks. ``options`` are those of :func:`rmtbase.baseline.tables.baseline` (``sigma``,
     ``sigma_q``, ``sigma_k``, ``ensemble``, ``draws``, ``seed``, ``stats``, ``depth``, ``dtype``,
-    ``chunk_size``). Give one of ``scheduler`` (address), ``workers`` (local processes) or a
-    ``client``. Each task computes ``blocks_per_task`` blocks of
+    ``chunk_size``, ``storage``). Give one of ``scheduler`` (address), ``workers`` (local
+    processes) or a ``client``. Each task computes ``blocks_per_task`` blocks of
     :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250 draws of one cell. Returns the Dataset, written
-    atomically to ``out`` when given."""
+    atomically to ``out`` when given; with ``resume``, the blocks of finished tasks are kept
+    beside ``out`` as they arrive (the store of ``rmtbase baseline``,
+    :mod:`rmtbase.baseline.partial`), so the same call after an interrupt submits only the
+    missing ones and writes the same table. For the scorer's cache tables see
+    :func:`rmtbase.baseline.sweep_cache.sweep_into_cache`."""
     from functools import partial
 
     from .tables import (
@@ -187,27 +240,36 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     cells = grid_cells(d, d_h)
     # memory is checked here only for local workers; remote workers check their own
     check_cells(spec, cells, memory=scheduler is None and client is None)
+    per = check_blocks_per_task(blocks_per_task)
+    store = None
     if out is not None:
-        out = check_output_file(out, size=table_size(spec, cells))
-    per = blocks_per_task
-    if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
-        raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
-    tasks = [(cell, a, min(a + per, spec.n_blocks()))
-             for cell in cells for a in range(0, spec.n_blocks(), per)]
-    parts = _run_tasks(tasks, partial(_cell_blocks, spec), scheduler, workers, client, progress)
-    results = {}
-    for cell in cells:
-        chunks = [parts[(cell, start)] for (c_, start) in sorted(parts) if c_ == cell]
-        results[cell] = {k: np.concatenate([ch[k] for ch in chunks]) for k in chunks[0]}
-    ds = assemble(spec, cells, results)
-    ds.attrs["history"] = f"computed as {len(tasks)} Dask tasks of up to {per} blocks"
+        out = check_output_file(out, size=2 * table_size(spec, cells))
+        if resume:
+            from .partial import PartialStore
+
+            store = PartialStore(out, spec)
+    if client is None:
+        _distributed()
+    from .block_jobs import BlockJobs, job_blocks
+
+    jobs = BlockJobs({(0, *cell): (spec, cell, store) for cell in cells}, per)
+    n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}), scheduler, workers, client,
+                       progress)
+    ds = assemble(spec, cells, {cell: jobs.draws((0, *cell)) for cell in cells})
+    n_all = len(cells) * -(-spec.n_blocks() // per)
+    ds.attrs["history"] = f"computed as {n_all} Dask tasks of up to {per} blocks" + (
+        f" ({n_all - n_tasks} of them from the blocks an interrupted run kept)"
+        if n_tasks < n_all else "")
     if out is not None:
         write_table(ds, out)
+        if store is not None:
+            store.finish()
     return ds
 
 
-def _run_tasks(tasks, fn, scheduler, workers, client, progress):
-    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks."""
+def _run_tasks(tasks, fn, scheduler, workers, client, progress, take=None):
+    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks (or, with ``take``, each
+    result handed to ``take((cell, start), result)`` as it arrives and nothing kept)."""
     from ..files.interrupts import fault_point
     from .tables import _progress
 
@@ -219,9 +281,13 @@ def _run_tasks(tasks, fn, scheduler, workers, client, progress):
         futures = {c.submit(fn, cell, start, stop, pure=False): (cell, start)
                    for cell, start, stop in tasks}
         fault_point("tasks:submitted")
-        for fut in completed(futures):
-            parts[futures[fut]] = fut.result()
-            bar.update(1)
+        with contextlib.closing(completed(futures, c)) as finished:
+            for fut in finished:
+                if take is None:
+                    parts[futures[fut]] = fut.result()
+                else:
+                    take(futures[fut], fut.result())
+                bar.update(1)
     return parts
 
 
@@ -251,9 +317,7 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     if out is not None:
         n_values = len(widths) * len(spec.depths) * len(gains) * spec.draws * 32
         out = check_output_file(out, size=table_bytes(n_values, 8))
-    per = blocks_per_task
-    if isinstance(per, bool) or not isinstance(per, int | np.integer) or per < 1:
-        raise InputError(f"blocks_per_task must be a positive integer, got {per!r}")
+    per = check_blocks_per_task(blocks_per_task)
     tasks = [(w, a, min(a + per, spec.n_blocks()))
              for w in widths for a in range(0, spec.n_blocks(), per)]
     parts = _run_tasks(tasks, partial(_network_blocks, spec, gains), scheduler, workers, client,

@@ -1,31 +1,49 @@
 """``rmtbase sweep``: a (d, d_h) grid of null tables as Dask distributed tasks.
 
     rmtbase sweep --d 768 1024 --dh 64 --draws 2000 --seed 7 --workers 2 --out grid.nc
-    rmtbase sweep --d 4096 --dh 128 --scheduler tcp://10.0.0.5:8786 --out big.nc
+    rmtbase sweep --d 4096 --dh 128 --storage bfloat16 --scheduler tcp://10.0.0.5:8786 --out big.nc
+    rmtbase sweep --d 4096 --dh 128 --storage bfloat16 q4_k --into-cache --workers 8
     rmtbase sweep --network residual --d 64 384 --depth 1 4 16 48 --gain 0.5 1 --workers 2 \
         --draws 500 --out net.nc
 
-The combined table equals ``rmtbase baseline`` over the same grid and seed, bit for bit.
-With ``--network KIND`` it is a product-network table over (d, depth, gain)
+The combined table equals ``rmtbase baseline`` over the same grid and seed, bit for bit;
+``--storage`` draws it through a checkpoint precision's round trip (as ``score`` does for a
+checkpoint stored so). An interrupted sweep given again with the same arguments submits only
+the blocks it has not finished (they are kept beside ``--out``, or beside each cache file).
+
+``--into-cache`` writes, instead of one table, the null tables and profile null that a
+Gaussian-null ``rmtbase score`` of each (d, d_h) at each ``--storage`` reads from the user
+cache, under the names it looks for, so that the next ``score`` of such a model draws no
+null table (:mod:`rmtbase.baseline.sweep_cache`); ``--stats``, ``--draws`` and ``--seed`` then
+mean the score's (``--draws`` default: the score's, 1000). Tables the cache already serves are
+kept. With ``--network KIND`` it is a product-network table over (d, depth, gain)
 (:func:`rmtbase.baseline.network_tables.network_table`, float64; ``--dh``, ``--sigma*``,
-``--ensemble`` and ``--dtype`` do not apply). Thin wrapper over
-:func:`rmtbase.baseline.sweep.sweep` and :func:`rmtbase.baseline.sweep.network_sweep`.
+``--ensemble``, ``--dtype`` and ``--storage`` do not apply). Thin wrapper over
+:func:`rmtbase.baseline.sweep.sweep`, :func:`rmtbase.baseline.sweep_cache.sweep_into_cache` and
+:func:`rmtbase.baseline.sweep.network_sweep`.
 """
 
 from __future__ import annotations
 
 import sys
 
+from ..stats.names import STORAGES
 from ._common import number, positive_int
 from .baseline import add_table_options, table_options
 
+#: Draws of a table when --draws is not given (``rmtbase baseline``'s default).
+TABLE_DRAWS = 2000
 #: Head-table options that a --network table does not take (argparse dest, its default).
 NOT_FOR_NETWORK = {"dh": None, "sigma": None, "sigma_q": None, "sigma_k": None,
-                   "ensemble": "lowrank", "dtype": "float32"}
+                   "ensemble": "lowrank", "dtype": "float32", "storage": None}
+#: Options that the scorer's cache tables do not take (σ = 1, lowrank, float32 tables).
+NOT_FOR_CACHE = {"sigma": None, "sigma_q": None, "sigma_k": None, "ensemble": "lowrank",
+                 "dtype": "float32", "depth": None, "network": None, "out": None}
 
 
 def add_parser(sub):
-    p = sub.add_parser("sweep", help="grid of null tables on Dask distributed",
+    p = sub.add_parser("sweep", help="grid of null tables on Dask distributed (or the "
+                                     "scorer's cache tables: --into-cache)",
                        description=__doc__.splitlines()[0])
     p.add_argument("--d", type=positive_int, nargs="+", required=True, help="model widths d")
     p.add_argument("--dh", type=positive_int, nargs="+", help="head dimensions d_h (head tables)")
@@ -40,9 +58,19 @@ def add_parser(sub):
     p.add_argument("--blocks-per-task", type=positive_int, default=1,
                    help="blocks of 250 draws of one cell per Dask task (numbers do not change)")
     add_table_options(p)
-    p.add_argument("--out", required=True,
-                   help="write the table here (netCDF4, atomically; an earlier rmtbase table "
-                        "there is replaced, any other existing file refused)")
+    p.set_defaults(draws=None)  # resolved in run(): a table's default, or the score's
+    p.add_argument("--storage", choices=STORAGES, nargs="+", default=None,
+                   help="checkpoint storage the null draws are put through (default float32; "
+                        "several only with --into-cache)")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("--out",
+                     help="write the table here (netCDF4, atomically; an earlier rmtbase table "
+                          "there is replaced, any other existing file refused; rerun the same "
+                          "command to resume an interrupted run)")
+    out.add_argument("--into-cache", action="store_true",
+                     help="write the null tables and profile nulls that `rmtbase score` reads "
+                          "for these shapes and storages into the user cache ($RMTBASE_CACHE), "
+                          "so its next score of them draws no null table")
     return p
 
 
@@ -52,15 +80,46 @@ def _network(args, progress):
 
     extra = ["--" + k.replace("_", "-") for k, v in NOT_FOR_NETWORK.items()
              if getattr(args, k) != v]
+    if args.into_cache:
+        extra.append("--into-cache")
     if extra:
         raise InputError(f"{', '.join(extra)} do not apply to a --network table")
     if args.depth is None:
         raise InputError("--network needs --depth L [L ...]")
+    draws = TABLE_DRAWS if args.draws is None else args.draws
     return network_sweep(args.d, args.depth, 1.0 if args.gain is None else args.gain,
-                         kind=args.network, draws=args.draws, seed=args.seed, stats=args.stats,
+                         kind=args.network, draws=draws, seed=args.seed, stats=args.stats,
                          chunk_size=args.chunk_size, scheduler=args.scheduler,
                          workers=args.workers, blocks_per_task=args.blocks_per_task,
                          out=args.out, progress=progress)
+
+
+def _into_cache(args, progress) -> int:
+    """``--into-cache``: the score's null tables (Dask) and profile nulls (this process)."""
+    from ..baseline.sweep_cache import sweep_into_cache
+    from ..baseline.tables import grid_cells
+    from ..errors import InputError
+    from ..files.user_cache import cache_dir
+    from ..scoring.profile_cache import cached_profile_null
+
+    extra = ["--" + k.replace("_", "-") for k, v in NOT_FOR_CACHE.items()
+             if getattr(args, k) != v]
+    if extra:
+        raise InputError(f"{', '.join(extra)} do not apply to --into-cache (the scorer's "
+                         "cache holds sigma = 1 lowrank float32 tables)")
+    storages = list(dict.fromkeys(args.storage or ["float32"]))
+    cells = grid_cells(args.d, args.dh)
+    got = sweep_into_cache(args.d, args.dh, storages=storages, stats=args.stats,
+                           draws=args.draws, seed=args.seed, chunk_size=args.chunk_size,
+                           scheduler=args.scheduler, workers=args.workers,
+                           blocks_per_task=args.blocks_per_task, progress=progress)
+    for cell in cells:  # drawn here: scoring's own function, file and format
+        for storage in storages:
+            cached_profile_null(*cell, storage, seed=args.seed)
+    print(f"{cache_dir()}: wrote {len(got['written'])} null tables, "
+          f"{len(got['found'])} already there, and the profile nulls of "
+          f"{len(cells) * len(storages)} (shape, storage) pairs", file=sys.stderr)
+    return 0
 
 
 def run(args) -> int:
@@ -78,9 +137,16 @@ def run(args) -> int:
         raise InputError("sweep needs --dh (head tables) or --network KIND")
     if args.gain is not None:
         raise InputError("--gain applies only to a --network table")
+    if args.into_cache:
+        return _into_cache(args, progress)
+    if args.storage is not None and len(args.storage) > 1:
+        raise InputError("--storage takes one value for a table (several only with "
+                         "--into-cache)")
+    if args.draws is None:
+        args.draws = TABLE_DRAWS
     ds = sweep(args.d, args.dh, scheduler=args.scheduler, workers=args.workers,
                blocks_per_task=args.blocks_per_task, out=args.out, progress=progress,
-               **table_options(args))
+               storage=(args.storage or ["float32"])[0], **table_options(args))
     print(f"wrote {args.out}: {len(ds.data_vars)} statistics x {ds.sizes['draw']} draws, "
-          f"cells {ds.attrs['cells']}", file=sys.stderr)
+          f"cells {ds.attrs['cells']}, {ds.attrs['storage_dtype']} storage", file=sys.stderr)
     return 0

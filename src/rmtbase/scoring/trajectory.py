@@ -411,28 +411,16 @@ class _Dask(_Here):
         return out
 
     def _wait(self, futures: dict):
-        """Yield (entry, result) as the tasks finish, polling every :data:`POLL_S` s (a
-        Ctrl-C is delivered while waiting); on any exit before the end, the tasks left are
-        cancelled."""
-        import time
+        """Yield (entry, result) as the tasks finish, through the one Dask wait
+        (:func:`rmtbase.baseline.sweep.completed`: it polls, so a Ctrl-C is delivered while
+        waiting, and cancels the tasks left on any exit before the end)."""
+        from ..baseline.sweep import completed
+        from ..files.interrupts import fault_point
 
-        from ..files.interrupts import check, fault_point
-
-        pending = dict(futures)
         fault_point("tasks:submitted")
-        try:
-            while pending:
-                done = [f for f in pending if f.done()]
-                if not done:
-                    time.sleep(POLL_S)
-                    check()
-                    continue
-                for fut in done:
-                    i = pending.pop(fut)
-                    yield i, fut.result()
-        finally:
-            if pending:
-                self.client.cancel(list(pending), force=True)
+        with contextlib.closing(completed(futures, self.client)) as finished:
+            for fut in finished:
+                yield futures[fut], fut.result()
 
 
 __all__ = ["Spec", "make_specs", "score_collection", "score_component_collection", "score_one"]

@@ -1,0 +1,156 @@
+"""The scorer's null tables built ahead of time on Dask: ``rmtbase sweep --into-cache``.
+
+A first Gaussian-null ``rmtbase score`` of a shape (d, d_h) at a storage generates its null
+tables in one process (:func:`rmtbase.baseline.cache.null_table`) and caches them under names
+that spell every key (:func:`rmtbase.baseline.cache.table_filename`). :func:`score_requests`
+lists the tables such a score asks for — the joint table of the statistic set at ``draws``
+draws (``null_table``'s default, 1000, when the score gives no ``--draws``) and, with all
+statistics, the spectral reference of at least :data:`SPECTRAL_REFERENCE_DRAWS` draws
+(:func:`rmtbase.scoring.layer_null.gaussian_verdict`; float storages share the float32
+spectral null, :func:`rmtbase.baseline.null.fast_spectral`) — and :func:`sweep_into_cache`
+computes the missing ones as Dask tasks of blocks of 250 draws and writes each, atomically,
+as exactly the file ``null_table`` would have written: the same name and, because draw i
+depends only on (seed, d, d_h, i), the same numbers bit for bit
+(:mod:`rmtbase.baseline.tables`). A cell's blocks are spread over the workers, so the
+costliest step of a new shape no longer runs serially in one process.
+
+A request the shipped data or the cache already serves is left alone (the score would read
+that table). Completed blocks are kept beside each target as they arrive
+(:class:`rmtbase.baseline.partial.PartialStore`), so an interrupted run given again submits
+only what is missing. The spectral extension a score may still make (×5 draws where some
+head's decision is unsettled, :mod:`rmtbase.scoring.stopping`) is not built here, and the
+profile's null (:mod:`rmtbase.scoring.profile_cache`) is added by the command
+(:mod:`rmtbase.cli.sweep`), which may import the scoring.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import InputError
+
+#: Fewest draws of the spectral reference of an all-statistics score
+#: (``max(draws, 1000)`` in :func:`rmtbase.scoring.layer_null.gaussian_verdict`).
+SPECTRAL_REFERENCE_DRAWS = 1000
+
+
+def default_draws() -> int:
+    """Draws of a score's table when it gives none: ``null_table``'s ``min_draws`` default."""
+    from .cache import null_table
+
+    return int(null_table.__kwdefaults__["min_draws"])
+
+
+def score_requests(stats: str = "all", draws: int | None = None,
+                   storage: str = "float32") -> list[dict]:
+    """The ``null_table`` requests ``{"stats", "draws", "storage"}`` of a Gaussian-null score
+    with ``--stats stats --draws draws`` of layers stored at ``storage`` (module docstring),
+    the storage as the table is filed and a request another one serves left out."""
+    from ..stats.precision import check_storage
+    from .cache import _SERVES
+    from .null import fast_spectral
+
+    if stats not in _SERVES:
+        raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")
+    storage = check_storage(storage)
+    n = default_draws() if draws is None else int(draws)
+    wanted = [(stats, n)]
+    if stats == "all":
+        wanted.append(("spectral", max(n, SPECTRAL_REFERENCE_DRAWS)))
+    reqs = [{"stats": s, "draws": k,
+             "storage": "float32" if fast_spectral(s, "lowrank", storage) else storage}
+            for s, k in wanted]
+    return [r for i, r in enumerate(reqs)
+            if not any(j != i and o["storage"] == r["storage"] and r["stats"] in _SERVES[o["stats"]]
+                       and o["draws"] >= r["draws"] for j, o in enumerate(reqs))]
+
+
+def plan(cells, storages, *, stats="all", draws=None, seed=0, chunk_size=None,
+         resume=True) -> tuple[dict, list[Path]]:
+    """({job: (spec, cell, store)} of the tables to build, [cache files that already serve a
+    request]); jobs are keyed (target path, d, d_h), one per distinct target."""
+    from .cache import cache_target, lookup_table
+    from .partial import PartialStore
+    from .tables import make_spec
+
+    jobs, found = {}, []
+    for cell in cells:
+        for storage in storages:
+            for r in score_requests(stats, draws, storage):
+                target = cache_target(*cell, stats=r["stats"], draws=r["draws"], seed=seed,
+                                      storage=r["storage"])
+                if (target, *cell) in jobs or target in found:
+                    continue
+                if lookup_table(*cell, stats=r["stats"], min_draws=r["draws"], seed=seed,
+                                storage=r["storage"]) is not None:
+                    found.append(target)
+                    continue
+                spec = make_spec(draws=r["draws"], seed=seed, stats=r["stats"],
+                                 storage=r["storage"], chunk_size=chunk_size)
+                jobs[(target, *cell)] = (spec, cell, PartialStore(target, spec) if resume
+                                         else None)
+    return jobs, found
+
+
+def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws=None,
+                     seed: int = 0, chunk_size=None, scheduler: str | None = None,
+                     workers: int | None = None, client=None, blocks_per_task: int = 1,
+                     progress: bool = True, resume: bool = True) -> dict[str, list[Path]]:
+    """Build the null tables a Gaussian-null score of each cell of ``d`` × ``d_h`` at each of
+    ``storages`` reads (module docstring), as Dask tasks, into the user cache
+    (:func:`rmtbase.files.user_cache.cache_dir`). ``stats``, ``draws``, ``seed``: the
+    score's. Each table is written as its last block arrives. Returns ``{"written": [...],
+    "found": [...]}`` (cache files)."""
+    from ..files.user_cache import cache_dir
+    from .block_jobs import BlockJobs, job_blocks
+    from .limits import check_cells
+    from .sweep import _distributed, check_blocks_per_task, run_jobs
+    from .tables import assemble, grid_cells, write_table
+
+    cells = grid_cells(d, d_h)
+    if isinstance(storages, str):
+        storages = (storages,)
+    if not storages:
+        raise InputError("give at least one storage")
+    if draws is not None and (isinstance(draws, bool) or int(draws) != draws or draws < 2):
+        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
+    per = check_blocks_per_task(blocks_per_task)
+    if client is None:
+        _distributed()
+    jobs, found = plan(cells, storages, stats=stats, draws=draws, seed=seed,
+                       chunk_size=chunk_size, resume=resume)
+    for spec, cell, _ in jobs.values():
+        check_cells(spec, [cell], memory=scheduler is None and client is None)
+    written = []
+    if jobs:
+        directory = cache_dir()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the cache folder {directory}: {exc}") from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise InputError(f"the cache folder {directory} is not writable")
+    specs = {job[0]: spec for job, (spec, _, _) in jobs.items()}  # job[0]: its target
+    blocks = BlockJobs(jobs, per)
+
+    def write(job):
+        spec, cell, store = jobs[job]
+        ds = assemble(spec, [cell], {cell: blocks.draws(job)})
+        ds.attrs["history"] = ("computed by rmtbase sweep --into-cache as Dask tasks of up to "
+                               f"{per} blocks")
+        write_table(ds, job[0], replace="any")
+        blocks.release(job)  # a grid of cells need not be held in memory
+        if store is not None:
+            store.finish()
+        written.append(job[0])
+
+    from functools import partial
+
+    run_jobs(blocks, partial(job_blocks, specs), scheduler, workers, client, progress,
+             on_complete=write)
+    return {"written": written, "found": found}
+
+
+__all__ = ["SPECTRAL_REFERENCE_DRAWS", "default_draws", "plan", "score_requests",
+           "sweep_into_cache"]
