@@ -6,8 +6,10 @@ Nothing is fetched from the network. The score page shows the model, the null an
 assumes, the per-head verdict heatmap over layer × head (−log₁₀ head p on the figures' fixed scale;
 flagged heads boxed; outlier counts in the cells of small grids); hovering or clicking a head
 shows its profile (value and effect on each axis, :mod:`rmtbase.scoring.profile`) and outliers
-(with their positions), its statistics beside the null (value, null mean, ±2 sd band, z,
-distance, effect, p, q), its normalised spectrum against the null band and the MP_c ⊠ MP_c
+(with their positions), its statistics beside the null (value, null mean, the effect in the
+statistic's own units — a ratio to the null median or a shift — with the null's 95 % band, p,
+q; greyed rows, q = nan, explained in one line; z, distance and the capped effect folded as
+diagnostics), its normalised spectrum against the null band and the MP_c ⊠ MP_c
 density, and its W_QK element histogram against the Gaussian and the variance-gamma
 references; a sortable table of the heads with their profile (in the order of evidence,
 :func:`rmtbase.report.tables.head_ranking`; sorting a profile column orders by |effect|);
