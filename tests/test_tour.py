@@ -10,8 +10,9 @@ with its ``manifest.json``). ``pip install`` lines are checked as installed inst
 the other steps not run, and why, are listed in ``tests/_tour.NOT_RUN``.
 
 The pages' stand-ins for the user's own files are made first: ``./my-model``,
-``path/or/hub-id`` (random-init GPT-2, d = 64), ``./my-base`` and ``./my-finetune`` (the same
-GPT-2 and a copy with a planted change to W_Q), ``./llama`` (a random Llama with GQA),
+``path/or/hub-id`` (random-init GPT-2, d = 64), ``./my-base`` and ``./my-finetune`` (a GPT-2
+and a copy whose W_Q and W_K changed in every layer: a rank-2 term plus small noise),
+``./llama`` (a random Llama with GQA),
 ``ckpts/step*`` (two GPT-2 checkpoints), ``path/to/model`` (a copy of the embedded MiniLM,
 with its tokenizer) and ``book.txt`` (English prose).
 
@@ -53,11 +54,12 @@ def _stand_ins(cwd: Path) -> None:
     base = gpt2(cwd / "my-base", seed=3)
     model = tf.GPT2LMHeadModel.from_pretrained(base)
     gen = torch.Generator().manual_seed(4)
-    with torch.no_grad():  # a rank-2 change to every head's W_Q (the first third of c_attn)
-        w = model.transformer.h[0].attn.c_attn.weight
-        d = w.shape[0]
-        u, v = torch.randn(d, 2, generator=gen), torch.randn(2, d, generator=gen)
-        w[:, :d] += 0.05 * (u @ v)
+    with torch.no_grad():  # every layer's W_Q and W_K (c_attn's first two thirds) change
+        for block in model.transformer.h:
+            w = block.attn.c_attn.weight
+            d = w.shape[0]
+            u, v = torch.randn(d, 2, generator=gen), torch.randn(2, 2 * d, generator=gen)
+            w[:, : 2 * d] += 0.05 * (u @ v) + 0.002 * torch.randn(d, 2 * d, generator=gen)
     model.save_pretrained(cwd / "my-finetune")
     llama(cwd / "llama", seed=5)
     trajectory(cwd / "ckpts", strengths=(0.0, 3.0), seed=6)

@@ -100,6 +100,7 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save_figure) -> None:
         axes = np.atleast_1d(f.subplots(1, len(panels)))
         for m, a in zip(panels, axes, strict=True):
             fig_mod.plot_entropy_sigma(ds, m, a)
+        f.suptitle(fig_mod.title_label(ds), fontsize=10)  # whose entries
         save(f, fdir / "entropy_sigma.png")
 
 
