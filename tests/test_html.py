@@ -71,7 +71,12 @@ def test_report_html_is_self_contained_and_small(report12):
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text)
     for needle in ("fetch(", "XMLHttpRequest", "@import", "import(", "<link"):
         assert needle not in text, needle
-    assert text.count("data:image/png;base64,") == 3   # profile, effect_spectrum, entropy_sigma
+    assert text.count("data:image/png;base64,") == 2   # the profile, entropy_sigma
+    # every other figure is linked, relative to the page, and exists there
+    links = re.findall(r'<a href="(figures/[^"]+)">', text)
+    assert "figures/effect_spectrum.png" in links
+    assert sorted(links) == sorted(f"figures/{p.name}" for p in (out / "figures").iterdir()
+                                   if p.name not in ("verdict.png", "entropy_sigma.png"))
     data = _data(page)
     (e,) = data["entries"]
     assert len(e["L"]) == 12 and len(e["H"]) == 12 and e["detail"]

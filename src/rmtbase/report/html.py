@@ -14,7 +14,8 @@ density, and its W_QK element histogram against the Gaussian and the variance-ga
 references; a sortable table of the heads with their profile (in the order of evidence,
 :func:`rmtbase.report.tables.head_ranking`; sorting a profile column orders by |effect|);
 the summary text and
-the figures. A collection adds an entry selector. The comparison page shows the layer profiles
+the figures (a few embedded, the others linked as files beside the page). A collection adds
+an entry selector. The comparison page shows the layer profiles
 and a sortable table of per-model flag fractions.
 """
 
@@ -55,18 +56,24 @@ def page(title: str, subtitle: str, body: str, data: dict | None = None) -> str:
         f"{_html.escape(subtitle)}</p></header>\n{body}\n{script}\n</body></html>\n")
 
 
-def _figures(images: dict, captions: dict) -> str:
-    if not images:
+def _figures(images: dict, captions: dict, linked=()) -> str:
+    if not images and not linked:
         return ""
     figs = "".join(_img(n, png, captions.get(n, n)) for n, png in images.items())
+    if linked:  # relative links to the files beside the page (opened from its folder)
+        items = "".join(f'<li><a href="{_html.escape(r)}">{_html.escape(r)}</a></li>'
+                        for r in linked)
+        figs += (f'<details id="more-figures"><summary>{len(linked)} more figures (files '
+                 f"beside this page)</summary><ul>{items}</ul></details>")
     return f'<section id="figures"><h2>Figures</h2>{figs}</section>'
 
 
 def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
                summary: str = "", captions: dict | None = None,
-               budget: int = DEFAULT_BUDGET) -> str:
+               budget: int = DEFAULT_BUDGET, linked=()) -> str:
     """The report page of a score or collection. ``images``: {file name: PNG bytes} embedded
-    in order; ``summary``: the summary text (shown folded)."""
+    in order; ``linked``: the other figures' paths relative to the page (listed as links);
+    ``summary``: the summary text (shown folded)."""
     data = report_data(ds, budget=budget)
     n = len(data["entries"])
     first = data["entries"][0]
@@ -86,7 +93,7 @@ def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
         "<section><h2>Heads and their profile</h2><p class=\"note\">In the order of evidence "
         "(head p); click a column to sort (a profile column sorts by |effect|), a row to show "
         "the head. * flagged on that axis.</p><table id=\"toptable\"></table></section>\n"
-        + _figures(images or {}, captions or {})
+        + _figures(images or {}, captions or {}, linked)
         + f"<footer class=\"note\">rmtbase {__version__}</footer>")
     return page(title, sub, body, data)
 
