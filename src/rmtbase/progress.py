@@ -9,6 +9,10 @@
   when a run that printed one ends; a short run prints nothing;
 - ``enabled=False``: nothing at all (``--no-progress``/``--quiet``).
 
+Work that has stages rather than a count (a study's tables, then its spectra, …) says which
+stage starts with :func:`stage`: one line ``<who>: <what>`` on stderr, the same on a terminal
+and in a log.
+
 So the Python API can keep ``progress=True`` as its default without drawing a bar into
 non-terminal logs. Importing this module imports nothing heavy (tqdm only for a bar).
 """
@@ -98,6 +102,17 @@ class LogLines(_Silent):
         if not self.closed and self.printed:
             self._write(self._line(final=True))
         self.closed = True
+
+
+def stage(who: str, what: str, *, enabled: bool = True, stream=None) -> None:
+    """One line ``<who>: <what>`` on stderr (or ``stream``) saying which stage of a long piece
+    of work starts; nothing when not ``enabled``. A closed stream does not stop the work."""
+    if not enabled:
+        return
+    try:
+        print(f"{who}: {what}", file=sys.stderr if stream is None else stream, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def progress_bar(total: int, *, desc: str = "rmtbase", unit: str = "draw", enabled: bool = True,
