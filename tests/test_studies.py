@@ -36,14 +36,15 @@ def test_study_quick(name, tmp_path):
 
 def _check_cf(path, name):
     """A study's netCDF file carries CF attributes like scores.nc (rmtbase.files.cf), read by
-    netCDF4's attribute API (not xarray): Conventions, title naming the study, history,
+    netCDF4's attribute API (not xarray): Conventions, title, history naming the study,
     source, references; long_name and a UDUNITS units on every variable and coordinate."""
     netCDF4 = pytest.importorskip("netCDF4")
     with netCDF4.Dataset(path) as nc:
         glob = {k: nc.getncattr(k) for k in nc.ncattrs()}
         assert glob["Conventions"] == "CF-1.10"
-        assert name in glob["title"] and ".tmp-" not in glob["title"], glob["title"]
-        for key in ("history", "source", "references"):
+        assert str(glob["title"]).strip() and ".tmp-" not in glob["title"], glob["title"]
+        assert f"rmtbase study {name} " in glob["history"], glob["history"]  # who wrote it
+        for key in ("source", "references"):
             assert str(glob[key]).strip(), key
         missing = [v for v in nc.variables if not {"long_name", "units"} <= set(nc[v].ncattrs())]
         assert not missing, missing
