@@ -1,6 +1,6 @@
 """``report.html``: one self-contained page per score or comparison (opens from disk, offline).
 
-Everything is inline: the CSS and the plain JavaScript (``rmtbase/report/assets``, ~18 KB, no
+Everything is inline: the CSS and the plain JavaScript (``rmtbase/report/assets``, ~22 KB, no
 library), the data as JSON (:mod:`rmtbase.report.html_data`) and the figures as base64 PNGs.
 Nothing is fetched from the network. The score page shows the model, the null and what it
 assumes, the per-head verdict heatmap over layer × head (−log₁₀ head p on the figures' fixed scale;
