@@ -218,7 +218,8 @@
       var meth = { g: " (gpd)", f: " (floor)" }[E.pm.charAt(i)] || "";
       var dup = !E.fam[j] || (!ok(q) && ok(E.p[i])), cls = (dup ? "dup " : "") + (flag ? "hit" : "");
       if (dup) dups++;
-      var size = E.es ? "<td class=\"n\"><b>" + sizeText(E.ek[j], E.es[i]) + '</b></td><td class="n">' +
+      var out = E.es && ok(E.es[i]) && (E.es[i] < E.bl[i] || E.es[i] > E.bh[i]);  /* beyond the band */
+      var size = E.es ? '<td class="n">' + (out ? "<b>" : "") + sizeText(E.ek[j], E.es[i]) + (out ? "</b>" : "") + '</td><td class="n">' +
         sizeText(E.ek[j], E.bl[i]) + " … " + sizeText(E.ek[j], E.bh[i]) + "</td>" : "";
       rows.push('<tr class="' + cls + '"><td>' + esc(E.stats[j]) + "</td><td>" + esc(E.groups[j]) +
         '</td><td class="n">' + num(E.v[i]) + '</td><td class="n">' + num(E.m[i]) + "</td>" + size +
@@ -228,7 +229,7 @@
         "<td>" + effectBar(E.e[i]) + " " + num(E.e[i]) + "</td></tr>");
     });
     return '<div class="tablewrap"><table class="stats"><thead><tr><th>statistic</th><th>group</th><th>value</th><th>null mean</th>' +
-      (E.es ? '<th title="ratio to the null median (×) or shift from it, in the statistic\'s own units">effect</th><th>null 95 %</th>' : "") +
+      (E.es ? '<th title="ratio to the null median (×) or shift from it, in the statistic\'s own units; bold: beyond the null\'s 95 % band">effect</th><th>null 95 %</th>' : "") +
       "<th>p</th><th>q</th></tr></thead><tbody>" + rows.join("") + "</tbody></table></div>" +
       (dups ? '<p class="note">Grey rows (q = nan) are outside the decision: duplicates tested once through another statistic (PR through NPR; a GQA key head\'s k.* on its first query head), untested (q.rms, k.rms) or not tested under this null (summary.txt).</p>' : "") +
       '<details class="diag"><summary>in null standard deviations (diagnostics: how narrow each null is, not a ranking)</summary>' +
