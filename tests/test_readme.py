@@ -249,3 +249,14 @@ def test_every_step_not_run_by_the_tour_test_is_still_on_a_page():
     skipped = [s for s in all_steps if s.not_run()]
     ran = [s for s in all_steps if not s.not_run()]
     assert len(ran) >= 25 and len(skipped) <= 10, (len(ran), [s.code for s in skipped])
+
+
+def test_ci_runs_the_readme_test_command_then_the_tour():
+    """.ci/run: the README's test command first (OPENBLAS_NUM_THREADS=1), then the tour test
+    (every command of README.md and docs/tour.md, tests/test_tour.py, marker ``tour``)."""
+    lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")]
+    runs = [ln for ln in lines if "scripts/test.sh" in ln]
+    assert runs[0] == "./scripts/test.sh" and "-m tour" in runs[1], runs
+    assert any("OPENBLAS_NUM_THREADS=1" in ln for ln in lines[: lines.index(runs[0])])
+    assert '"tour:' in (ROOT / "pyproject.toml").read_text()
