@@ -85,3 +85,21 @@ def test_minilm_scores_nc_is_cf(tmp_path, score_cache):
     assert main(["score", "--stats", "spectral", "--no-figures", "--quiet",
                  "--out", str(tmp_path / "m")]) == 0
     _check_file(tmp_path / "m" / "scores.nc")
+
+
+def test_a_string_width_read_from_an_earlier_file_cuts_nothing(tmp_path):
+    """Entries read back from netCDF carry their string width as encoding (<U7 here); xarray
+    keeps the first entry's through concat and would cut a longer string to it on writing
+    (a collection's head_top_stat read 'qk.spectral_entro'). Read back with netCDF4."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    short = xr.Dataset({"top": (("head",), np.array(["qk.mean", "q.std"]))})
+    short.to_netcdf(tmp_path / "a.nc")
+    with xr.open_dataset(tmp_path / "a.nc") as a:
+        a = a.load()
+    long = xr.Dataset({"top": (("head",), np.array(["qk.spectral_entropy", "q.mean"]))})
+    both = xr.concat([a, long], dim="entry")
+    with OutputFolder(tmp_path / "o", kind="rmtbase score") as out:
+        out.write_netcdf("scores.nc", both)
+    with netCDF4.Dataset(tmp_path / "o" / "scores.nc") as nc:
+        got = [str(x) for x in np.asarray(nc["top"][:]).ravel()]
+    assert "qk.spectral_entropy" in got, got

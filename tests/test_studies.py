@@ -29,6 +29,26 @@ def _check_outputs(result, out):
 def test_study_quick(name, tmp_path):
     result = studies.run(name, tmp_path, quick=True, seed=0)
     _check_outputs(result, tmp_path)
+    for p in result["data"]:
+        if p.endswith(".nc"):
+            _check_cf(p, name)
+
+
+def _check_cf(path, name):
+    """A study's netCDF file carries CF attributes like scores.nc (rmtbase.files.cf), read by
+    netCDF4's attribute API (not xarray): Conventions, title, history naming the study,
+    source, references; long_name and a UDUNITS units on every variable and coordinate."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    with netCDF4.Dataset(path) as nc:
+        glob = {k: nc.getncattr(k) for k in nc.ncattrs()}
+        assert glob["Conventions"] == "CF-1.10"
+        assert str(glob["title"]).strip() and ".tmp-" not in glob["title"], glob["title"]
+        assert f"rmtbase study {name} " in glob["history"], glob["history"]  # who wrote it
+        for key in ("source", "references"):
+            assert str(glob[key]).strip(), key
+        missing = [v for v in nc.variables if not {"long_name", "units"} <= set(nc[v].ncattrs())]
+        assert not missing, missing
+        assert {nc[v].units for v in nc.variables} <= {"1", "s", "bytes", "byte", "percent"}
 
 
 @pytest.mark.slow
@@ -41,6 +61,9 @@ def test_product_networks_quick(tmp_path):
 
     result = studies.run("product_networks", tmp_path, quick=True, seed=0)
     _check_outputs(result, tmp_path)
+    for p in result["data"]:
+        if p.endswith(".nc"):
+            _check_cf(p, "product_networks")
     folder = tmp_path / "product_networks"
     names = {Path(p).name for p in result["figures"]}
     assert names == {"spectra.png", "moments_vs_depth.png", "kurtosis_vs_depth.png",

@@ -9,6 +9,13 @@
   when a run that printed one ends; a short run prints nothing;
 - ``enabled=False``: nothing at all (``--no-progress``/``--quiet``).
 
+A library's own bars (transformers' "Loading weights" while a model is read) are not shown:
+:func:`no_library_bars` turns them off for a block and restores the library's setting after.
+
+Work that has stages rather than a count (a study's tables, then its spectra, …) says which
+stage starts with :func:`stage`: one line ``<who>: <what>`` on stderr, the same on a terminal
+and in a log.
+
 So the Python API can keep ``progress=True`` as its default without drawing a bar into
 non-terminal logs. Importing this module imports nothing heavy (tqdm only for a bar).
 """
@@ -98,6 +105,39 @@ class LogLines(_Silent):
         if not self.closed and self.printed:
             self._write(self._line(final=True))
         self.closed = True
+
+
+class no_library_bars:
+    """Context manager: transformers' own progress bars off inside the block (rmtbase's
+    progress follows this module's policy; a library bar in a log is a line of carriage
+    returns), the library's setting restored on leaving. Without transformers: nothing."""
+
+    def __enter__(self):
+        try:
+            from transformers.utils import logging as tf_logging
+        except ImportError:
+            self._log = None
+            return self
+        self._log = tf_logging
+        self._was = tf_logging.is_progress_bar_enabled()
+        tf_logging.disable_progress_bar()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._log is not None and self._was:
+            self._log.enable_progress_bar()
+        return False
+
+
+def stage(who: str, what: str, *, enabled: bool = True, stream=None) -> None:
+    """One line ``<who>: <what>`` on stderr (or ``stream``) saying which stage of a long piece
+    of work starts; nothing when not ``enabled``. A closed stream does not stop the work."""
+    if not enabled:
+        return
+    try:
+        print(f"{who}: {what}", file=sys.stderr if stream is None else stream, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def progress_bar(total: int, *, desc: str = "rmtbase", unit: str = "draw", enabled: bool = True,

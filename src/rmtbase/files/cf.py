@@ -12,6 +12,8 @@ where a variable carried a unit UDUNITS does not know (``sigma^2``, ``nat``, ``s
 that text moves to ``comment`` ("in units of ...") and ``units`` becomes ``1``; a variable with
 a ``sigma_power`` says how it scales with the entry standard deviation in ``comment``. No
 absolute path is written: a global attribute holding one is reduced to its last component.
+A fixed string width that a variable's encoding carries from a file it was read from is dropped,
+so that no string is cut to it.
 """
 
 from __future__ import annotations
@@ -100,6 +102,11 @@ def annotate(ds: xr.Dataset, *, kind: str = "rmtbase", name: str = "") -> xr.Dat
     out = ds.copy(deep=False)
     for var in out.variables:
         out.variables[var].attrs = _var_attrs(var, dict(out.variables[var].attrs))
+        enc = out.variables[var].encoding
+        if getattr(enc.get("dtype"), "kind", "") in "US" and "dtype" in enc:
+            # a string width read from an earlier file (xarray keeps it through concat and
+            # would cut longer strings to it on writing: 'qk.spectral_entro')
+            out.variables[var].encoding = {k: v for k, v in enc.items() if k != "dtype"}
     attrs = {k: _no_abs_path(v) for k, v in out.attrs.items()}
     model = attrs.get("model")
     base_title = _TITLES.get(kind, f"{kind}: {name}" if name else kind)

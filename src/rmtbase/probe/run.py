@@ -34,7 +34,7 @@ import xarray as xr
 
 from .._version import __version__
 from ..errors import InputError, ModelError
-from ..progress import progress_bar
+from ..progress import no_library_bars, progress_bar
 from . import behaviour as bh
 from .text import DEFAULT_WINDOW, Text, read_text, windows
 
@@ -94,11 +94,12 @@ def load(model):
     except Exception as exc:  # transformers raises many kinds
         raise ModelError(f"cannot load the tokenizer of {name}: {_one_line(exc)}") from exc
     try:
-        if "gguf_file" in kw:
-            net = _from_gguf(Path(src) / kw["gguf_file"])
-        else:
-            net = AutoModel.from_pretrained(src, attn_implementation="eager",
-                                            dtype=torch.float32, **kw)
+        with no_library_bars():  # transformers' "Loading weights" bar (rmtbase.progress)
+            if "gguf_file" in kw:
+                net = _from_gguf(Path(src) / kw["gguf_file"])
+            else:
+                net = AutoModel.from_pretrained(src, attn_implementation="eager",
+                                                dtype=torch.float32, **kw)
     except ModelError:
         raise
     except Exception as exc:

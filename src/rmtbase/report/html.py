@@ -1,18 +1,21 @@
 """``report.html``: one self-contained page per score or comparison (opens from disk, offline).
 
-Everything is inline: the CSS and the plain JavaScript (``rmtbase/report/assets``, ~18 KB, no
+Everything is inline: the CSS and the plain JavaScript (``rmtbase/report/assets``, ~22 KB, no
 library), the data as JSON (:mod:`rmtbase.report.html_data`) and the figures as base64 PNGs.
 Nothing is fetched from the network. The score page shows the model, the null and what it
 assumes, the per-head verdict heatmap over layer × head (−log₁₀ head p on the figures' fixed scale;
 flagged heads boxed; outlier counts in the cells of small grids); hovering or clicking a head
 shows its profile (value and effect on each axis, :mod:`rmtbase.scoring.profile`) and outliers
-(with their positions), its statistics beside the null (value, null mean, ±2 sd band, z,
-distance, effect, p, q), its normalised spectrum against the null band and the MP_c ⊠ MP_c
+(with their positions), its statistics beside the null (value, null mean, the effect in the
+statistic's own units — a ratio to the null median or a shift — with the null's 95 % band, p,
+q; greyed rows, q = nan, explained in one line; z, distance and the capped effect folded as
+diagnostics), its normalised spectrum against the null band and the MP_c ⊠ MP_c
 density, and its W_QK element histogram against the Gaussian and the variance-gamma
 references; a sortable table of the heads with their profile (in the order of evidence,
 :func:`rmtbase.report.tables.head_ranking`; sorting a profile column orders by |effect|);
 the summary text and
-the figures. A collection adds an entry selector. The comparison page shows the layer profiles
+the figures (a few embedded, the others linked as files beside the page). A collection adds
+an entry selector. The comparison page shows the layer profiles
 and a sortable table of per-model flag fractions.
 """
 
@@ -53,18 +56,24 @@ def page(title: str, subtitle: str, body: str, data: dict | None = None) -> str:
         f"{_html.escape(subtitle)}</p></header>\n{body}\n{script}\n</body></html>\n")
 
 
-def _figures(images: dict, captions: dict) -> str:
-    if not images:
+def _figures(images: dict, captions: dict, linked=()) -> str:
+    if not images and not linked:
         return ""
     figs = "".join(_img(n, png, captions.get(n, n)) for n, png in images.items())
+    if linked:  # relative links to the files beside the page (opened from its folder)
+        items = "".join(f'<li><a href="{_html.escape(r)}">{_html.escape(r)}</a></li>'
+                        for r in linked)
+        figs += (f'<details id="more-figures"><summary>{len(linked)} more figures (files '
+                 f"beside this page)</summary><ul>{items}</ul></details>")
     return f'<section id="figures"><h2>Figures</h2>{figs}</section>'
 
 
 def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
                summary: str = "", captions: dict | None = None,
-               budget: int = DEFAULT_BUDGET) -> str:
+               budget: int = DEFAULT_BUDGET, linked=()) -> str:
     """The report page of a score or collection. ``images``: {file name: PNG bytes} embedded
-    in order; ``summary``: the summary text (shown folded)."""
+    in order; ``linked``: the other figures' paths relative to the page (listed as links);
+    ``summary``: the summary text (shown folded)."""
     data = report_data(ds, budget=budget)
     n = len(data["entries"])
     first = data["entries"][0]
@@ -84,7 +93,7 @@ def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
         "<section><h2>Heads and their profile</h2><p class=\"note\">In the order of evidence "
         "(head p); click a column to sort (a profile column sorts by |effect|), a row to show "
         "the head. * flagged on that axis.</p><table id=\"toptable\"></table></section>\n"
-        + _figures(images or {}, captions or {})
+        + _figures(images or {}, captions or {}, linked)
         + f"<footer class=\"note\">rmtbase {__version__}</footer>")
     return page(title, sub, body, data)
 

@@ -12,7 +12,11 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
   ``beh`` (where the probe was joined: behaviour name -> per-head values, 3 digits),
   and, where ``detail`` is true, per test ``v`` (value), ``m``/``s`` (null mean / std, raw
   units), ``z``, ``e`` (effect), ``d`` (``distance``, where scored), ``p``, ``q``, ``pm``
-  (p_method, one letter per test: :data:`P_METHODS`),
+  (p_method, one letter per test: :data:`P_METHODS`), where scored the effect in the
+  statistic's own units ``es`` (``effect_size``) with the null's 95 % band ``bl``/``bh``
+  (``null_band_lo``/``_hi``) and per statistic ``ek`` (``effect_kind``: ratio or shift) — the
+  page's one measure of how far; z, distance and the capped effect are shown folded, as
+  diagnostics —,
   the normalised spectrum ``spec`` (layer, head, rank), the null band ``band`` (3, rank) and
   the W_QK histograms ``hist`` (layer, head, bin) where scored;
 - per (d, d_h) shape a reference entry: the MP_c ⊠ MP_c density of the normalised spectrum
@@ -136,6 +140,10 @@ def _detail(ds: xr.Dataset) -> dict:
            for k, (v, n) in _TEST_VARS.items()}
     if "distance" in ds:
         out["d"] = _flat(ds["distance"].transpose("layer", "head", "stat"), 3)
+    if "effect_size" in ds:  # rmtbase.decision.effect.natural_effect
+        for k, v in (("es", "effect_size"), ("bl", "null_band_lo"), ("bh", "null_band_hi")):
+            out[k] = _flat(ds[v].transpose("layer", "head", "stat"), 3)
+        out["ek"] = [str(k) for k in np.asarray(ds["effect_kind"].values).ravel()]
     pm = np.asarray(ds["p_method"].transpose("layer", "head", "stat").values).ravel()
     out["pm"] = "".join(P_METHODS.get(str(m), "?") for m in pm.tolist())
     if "qk_spectrum" in ds:

@@ -35,14 +35,14 @@ from .tables import fmt_p, head_ranking, head_table, long_table, summary_text
 #: Statistics that get their own heatmap file.
 HEADLINE_STATS = ("qk.npr", "qk.lambda_max", "qk.spectral_entropy", "qk.condition_number",
                   "qk.excess_kurtosis", "q.weibull_k", "k.weibull_k", "q.entropy")
-#: Figures embedded in report.html (the rest stay in figures/), with their captions.
+#: Figures embedded in report.html, with their captions; the page links the rest (files in
+#: figures/). The effect heatmaps (normal scores in the null, capped) are linked, not shown: the
+#: page's measure of how far is the profile's effect in each statistic's own units.
 HTML_FIGURES = {
     "verdict.png": "The decision (−log₁₀ head p, flagged heads boxed) beside the profile: one "
                    "heatmap per axis on a fixed scale that means the same for every model "
                    "(ratios as log2 of the ratio to the null median, alignment and symmetry as "
                    "shifts on [-1, 1]); dots: flagged on that axis.",
-    "effect_spectrum.png": "Effect (normal score in the null, fixed ±6 scale) of each spectral "
-                           "statistic over layer × head; × marks a descriptive per-statistic flag.",
     "entropy_sigma.png": "Entropy of the entries beyond the Gaussian entropy at the same std "
                          "(ΔS), against the std: each head with its null (mean ± 2 sd), the "
                          "Gaussian (ΔS = 0) and, for W_QK, the variance-gamma null law.",
@@ -100,6 +100,7 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save_figure) -> None:
         axes = np.atleast_1d(f.subplots(1, len(panels)))
         for m, a in zip(panels, axes, strict=True):
             fig_mod.plot_entropy_sigma(ds, m, a)
+        f.suptitle(fig_mod.title_label(ds), fontsize=10)  # whose entries
         save(f, fdir / "entropy_sigma.png")
 
 
@@ -155,15 +156,17 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
         out.write_text("scores.csv", long_table(ds).to_csv(index=False))
         out.write_text("summary.txt", summary)
-        images = {}
+        images, linked = {}, []
         if figures:
             def save(fig, rel):
                 out.save_figure(fig, rel)
                 if Path(rel).name in HTML_FIGURES:
                     images[Path(rel).name] = (out.tmp / rel).read_bytes()
+                else:
+                    linked.append(Path(rel).as_posix())
 
             _figures(ds, Path("figures"), n_spectra, save)
         images = {n: images[n] for n in HTML_FIGURES if n in images}
         out.write_text("report.html", score_html(ds, images, summary=summary,
-                                                 captions=HTML_FIGURES))
+                                                 captions=HTML_FIGURES, linked=linked))
     return out.written

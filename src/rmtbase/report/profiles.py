@@ -213,9 +213,18 @@ def plot_trajectory(ds: xr.Dataset, stat: str, ax=None):
     if log:
         ax.set_yscale("log")
     ax.set_ylabel(ylab)
-    ax.set_title(f"{stat} (layer mean over heads; colour: depth)", fontsize=9)
+    ax.set_title(_named(ds, f"{stat} (layer mean over heads; colour: depth)"), fontsize=9)
     ax.legend(fontsize="x-small", ncol=2)
     return ax
+
+
+def _named(ds: xr.Dataset, text: str) -> str:
+    """``text`` headed by the model's name (:func:`rmtbase.report.figures.title_label`) where
+    the Dataset records one: a figure of one statistic says whose it is."""
+    from .figures import title_label
+
+    name = title_label(ds) if ds.attrs.get("model") else ""
+    return f"{name}: {text}" if name else text
 
 
 def plot_flag_trajectory(ds: xr.Dataset, ax=None):
@@ -236,7 +245,7 @@ def plot_flag_trajectory(ds: xr.Dataset, ax=None):
     ax.plot(x, frac, "o-", color="k", lw=1.8, ms=3, label="all heads")
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("fraction of heads flagged")
-    ax.set_title("heads that differ from the null (thin lines: layers)", fontsize=9)
+    ax.set_title(_named(ds, "heads that differ from the null (thin lines: layers)"), fontsize=9)
     ax.legend(fontsize="x-small")
     return ax
 
@@ -271,7 +280,7 @@ def verdict_grid(ds: xr.Dataset):
         ax.set_axis_off()
     verdict_colorbar(fig, axes[0].images[0], list(axes), shrink=0.7)
     shown = f"{len(pick)} of {n} shown" if len(pick) < n else f"{n} entries"
-    fig.suptitle(f"per-head verdict ({shown}; boxed: flagged)", fontsize=10)
+    fig.suptitle(_named(ds, f"per-head verdict ({shown}; boxed: flagged)"), fontsize=10)
     return fig
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 from ..errors import InputError
@@ -46,9 +47,24 @@ def write_csv(rows: list[dict], path) -> Path:
     return atomic.write_text(path, buf.getvalue())
 
 
+def _study_name(path: Path) -> str:
+    """The study a file is written for: its folder's name, as :func:`rmtbase.studies.run`
+    builds it in a temporary sibling ``.<name>.tmp-<pid>-<hex>`` (:mod:`rmtbase.files.output`)."""
+    folder = path.parent.name
+    m = re.fullmatch(r"\.(.+)\.tmp-.*", folder)
+    return m.group(1) if m else folder
+
+
 def write_netcdf(ds, path) -> Path:
-    """Write an xarray Dataset to netCDF all or nothing."""
-    return atomic.write_netcdf(ds, path)
+    """Write an xarray Dataset to netCDF all or nothing, with the CF attributes of every
+    netCDF file rmtbase writes (:func:`rmtbase.files.cf.annotate`: ``Conventions``,
+    ``title``, ``history``, ``source``, ``references``; ``long_name`` and UDUNITS ``units`` on
+    every variable and coordinate)."""
+    from ..files.cf import annotate
+
+    path = Path(path)
+    name = _study_name(path)
+    return atomic.write_netcdf(annotate(ds, kind=f"rmtbase study {name}", name=path.name), path)
 
 
 def write_text(text: str, path) -> Path:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, ModelError
+from ..progress import stage
 from . import _output as io
 from ._association import association_table
 
@@ -138,9 +139,11 @@ def run(out_dir, quick=False, seed=0, model=None, text=None) -> dict:
     where = default_model_path() if model is None else model
     name = "sentence-transformers/all-MiniLM-L6-v2" if model is None else None
     small = dict(draws=200, max_draws=1000) if quick else {}
-    ds = score_model(None if model is None else model, progress=False, seed=seed,
+    stage("head_function", f"scoring {info.name}", enabled=not quick)
+    ds = score_model(None if model is None else model, progress=not quick, seed=seed,
                      spectrum_draws=0, **small)
-    ds = join(ds, probe_model(where, text=txt, name=name, progress=False))
+    stage("head_function", f"probing {info.name} on {txt.name}", enabled=not quick)
+    ds = join(ds, probe_model(where, text=txt, name=name, progress=not quick))
     bvars = [b for b in behaviour_names(ds) if np.isfinite(ds[b].values).all()]
     beh = {b[len("behaviour_"):]: np.asarray(ds[b].values, dtype=float).ravel() for b in bvars}
     weights = weight_variables(ds)

@@ -30,13 +30,13 @@ of the eigenvalues λ of M_LᵀM_L) and :mod:`rmtbase.analytic.network_finite` (
 
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
 
 import numpy as np
 
 from .._matmul import mm
 from ..analytic.product_network import KINDS
+from ..progress import stage
 from . import _output as io
 from . import _product_network_plots as pp
 
@@ -52,7 +52,7 @@ def _sizes(quick: bool):
                            stream_d=384, stream_draws=400)
 
 
-def _log_lambdas(key, kind, d, depths, draws):
+def _log_lambdas(key, kind, d, depths, draws, progress=False):
     """ln λ of M_L at ``depths``: ``(draws, len(depths), d)`` (stable QR singular values)."""
     import jax
     import jax.numpy as jnp
@@ -66,10 +66,10 @@ def _log_lambdas(key, kind, d, depths, draws):
         return jnp.stack(res)
 
     with jax.enable_x64(True):
-        return map_draws(one, key, draws, method="map")
+        return map_draws(one, key, draws, method="map", chunk_size=1, progress=progress)
 
 
-def _stream(key, d, depths, draws):
+def _stream(key, d, depths, draws, progress=False):
     """Residual stream y = M_L x at ``depths`` (G = 1) and the per-vector excess kurtosis
     (:func:`rmtbase.stats.element_stats`): ``(draws, n_depths, d)``, ``(draws, n_depths)``."""
     import jax
@@ -93,7 +93,8 @@ def _stream(key, d, depths, draws):
         return ys, element_stats(ys[:, None, :])["excess_kurtosis"]
 
     with jax.enable_x64(True):
-        return map_draws(one, key, draws, method="map")
+        return map_draws(one, key, draws, method="map", chunk_size=min(draws, 16),
+                         progress=progress)
 
 
 def _pooled_kurtosis(a2, a4):
@@ -156,20 +157,22 @@ def run(out_dir, quick=False, seed=0) -> dict:
     figures, data = [], []
     tables, spectra, krows, mrows = {}, {}, [], []
     for i, kind in enumerate(KINDS):
-        if not quick:  # minutes at full size: say what runs (progress bars on stderr)
-            print(f"product_networks: {kind} products, d = {sz.d}, depths up to "
-                  f"{max(sz.depths)}, {sz.draws} draws", file=sys.stderr, flush=True)
+        # minutes at full size: say what runs (progress bars on stderr)
+        stage("product_networks", f"{kind} products, d = {sz.d}, depths up to "
+              f"{max(sz.depths)}, {sz.draws} draws", enabled=not quick)
         tables[kind] = network_table(sz.d, sz.depths, 1.0, kind=kind, draws=sz.draws, seed=seed,
                                      progress=not quick)
         data.append(io.write_netcdf(tables[kind], out / f"table_{kind}.nc"))
+        stage("product_networks", f"{kind} spectra at depths {', '.join(map(str, sz.show))}, "
+              f"{sz.spec_draws} draws", enabled=not quick)
         spectra[kind] = _log_lambdas(jax.random.fold_in(key, i), kind, sz.d, sz.show,
-                                     sz.spec_draws)
+                                     sz.spec_draws, progress=not quick)
         krows += _element_rows(kind, tables[kind], sz.d)
         mrows += _moment_rows(kind, tables[kind], sz.d)
-    if not quick:
-        print(f"product_networks: residual stream, d = {sz.stream_d}, {sz.stream_draws} draws",
-              file=sys.stderr, flush=True)
-    ys, yk = _stream(jax.random.fold_in(key, 7), sz.stream_d, sz.depths, sz.stream_draws)
+    stage("product_networks", f"residual stream, d = {sz.stream_d}, {sz.stream_draws} draws",
+          enabled=not quick)
+    ys, yk = _stream(jax.random.fold_in(key, 7), sz.stream_d, sz.depths, sz.stream_draws,
+                     progress=not quick)
     srows = _stream_rows(ys, yk, sz.stream_d, sz.depths)
 
     data.append(io.write_csv(krows, out / "kurtosis_vs_depth.csv"))

@@ -204,23 +204,38 @@
     if (ok(e)) s += '<circle cx="' + x(e) + '" cy="6" r="4" fill="' + effectColour(e) + '" stroke="#333" stroke-width="0.5"/>';
     return s + "</svg>";
   }
+  /* the effect in the statistic's own units: a ratio to the null median (×) or a shift */
+  function sizeText(kind, x) {
+    if (!ok(x)) return "nan";
+    return kind === "ratio" ? num(x) + "×" : (x >= 0 ? "+" : "") + num(x);
+  }
   function statTable(E, k) {
-    var n = E.stats.length, rows = [], order = [];
+    var n = E.stats.length, rows = [], diag = [], order = [], dups = 0;
     GROUPS.forEach(function (g) { E.groups.forEach(function (gg, j) { if (gg === g) order.push(j); }); });
     E.groups.forEach(function (gg, j) { if (order.indexOf(j) < 0) order.push(j); });
     order.forEach(function (j) {
-      var i = k * n + j, q = E.q[i], m = E.m[i], s = E.s[i], flag = ok(q) && q <= E.alpha;
-      var band = ok(m) && ok(s) ? num(m - 2 * s) + " … " + num(m + 2 * s) : "nan";
+      var i = k * n + j, q = E.q[i], flag = ok(q) && q <= E.alpha;
       var meth = { g: " (gpd)", f: " (floor)" }[E.pm.charAt(i)] || "";
-      rows.push('<tr class="' + (E.fam[j] ? "" : "dup ") + (flag ? "hit" : "") + '"><td>' + esc(E.stats[j]) +
-        "</td><td>" + esc(E.groups[j]) + '</td><td class="n">' + num(E.v[i]) + '</td><td class="n">' + num(m) +
-        '</td><td class="n">' + band + '</td><td class="n">' + num(E.z[i]) + "</td>" +
-        (E.d ? '<td class="n">' + num(E.d[i]) + "</td>" : "") + "<td>" + effectBar(E.e[i]) +
-        " " + num(E.e[i]) + '</td><td class="n">' + fmtP(E.p[i]) + meth + '</td><td class="n">' + fmtP(q) + "</td></tr>");
+      var dup = !E.fam[j] || (!ok(q) && ok(E.p[i])), cls = (dup ? "dup " : "") + (flag ? "hit" : "");
+      if (dup) dups++;
+      var out = E.es && ok(E.es[i]) && (E.es[i] < E.bl[i] || E.es[i] > E.bh[i]);  /* beyond the band */
+      var size = E.es ? '<td class="n">' + (out ? "<b>" : "") + sizeText(E.ek[j], E.es[i]) + (out ? "</b>" : "") + '</td><td class="n">' +
+        sizeText(E.ek[j], E.bl[i]) + " … " + sizeText(E.ek[j], E.bh[i]) + "</td>" : "";
+      rows.push('<tr class="' + cls + '"><td>' + esc(E.stats[j]) + "</td><td>" + esc(E.groups[j]) +
+        '</td><td class="n">' + num(E.v[i]) + '</td><td class="n">' + num(E.m[i]) + "</td>" + size +
+        '<td class="n">' + fmtP(E.p[i]) + meth + '</td><td class="n">' + fmtP(q) + "</td></tr>");
+      diag.push('<tr class="' + cls + '"><td>' + esc(E.stats[j]) + '</td><td class="n">' + num(E.s[i]) +
+        '</td><td class="n">' + num(E.z[i]) + "</td>" + (E.d ? '<td class="n">' + num(E.d[i]) + "</td>" : "") +
+        "<td>" + effectBar(E.e[i]) + " " + num(E.e[i]) + "</td></tr>");
     });
     return '<div class="tablewrap"><table class="stats"><thead><tr><th>statistic</th><th>group</th><th>value</th><th>null mean</th>' +
-      "<th>null ±2 sd</th><th>z</th>" + (E.d ? "<th>distance (sd)</th>" : "") + "<th>effect (±" + S.effect_lim +
-      ")</th><th>p</th><th>q</th></tr></thead><tbody>" + rows.join("") + "</tbody></table></div>";
+      (E.es ? '<th title="ratio to the null median (×) or shift from it, in the statistic\'s own units; bold: beyond the null\'s 95 % band">effect</th><th>null 95 %</th>' : "") +
+      "<th>p</th><th>q</th></tr></thead><tbody>" + rows.join("") + "</tbody></table></div>" +
+      (dups ? '<p class="note">Grey rows (q = nan) are outside the decision: duplicates tested once through another statistic (PR through NPR; a GQA key head\'s k.* on its first query head), untested (q.rms, k.rms) or not tested under this null (summary.txt).</p>' : "") +
+      '<details class="diag"><summary>in null standard deviations (diagnostics: how narrow each null is, not a ranking)</summary>' +
+      '<div class="tablewrap"><table class="stats"><thead><tr><th>statistic</th><th>null sd</th><th>z</th>' +
+      (E.d ? "<th>distance (sd)</th>" : "") + "<th>effect (capped at ±" + S.effect_lim + ")</th></tr></thead><tbody>" +
+      diag.join("") + "</tbody></table></div></details>";
   }
   function showHead(li, hi) {
     var E = D.entries[cur], k = li * E.H.length + hi, h = E.head, top = h.top[k];

