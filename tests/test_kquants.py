@@ -399,15 +399,19 @@ def test_no_fma_and_no_reciprocal_in_compiled_code():
     """The two compiler rewrites that broke bit-exactness, checked on their own (jitted, 10⁵
     values each, against numpy's once-rounded operations): ``a·b − c·c`` contracted into an
     FMA (c·c is a square, whose sign LLVM knows, so a −0 → +0 guard is proved away), and a
-    division by a broadcast value turned into a multiply by its reciprocal. Unguarded, on
-    XLA 0.10.2 CPU, the first differs from numpy on 23 % of the values, the second on 27 %."""
-    from rmtbase.stats.kquants import _safe_div, _unfused
+    division by a broadcast value turned into a multiply by its reciprocal; and the correctly
+    rounded division by the constants 15 and 63. Unguarded, on XLA 0.10.2 CPU, these differ
+    from numpy on 23 %, 27 % and about 50 % of the values."""
+    from rmtbase.stats._exact import div_pow2_minus_1, safe_div, unfused
 
     rng = np.random.default_rng(9)
     a, b, c = (rng.standard_normal(100_000).astype(F) for _ in range(3))
     x = rng.standard_normal((1000, 8, 32)).astype(F)
     d = rng.uniform(0.5, 2.0, (1000, 8)).astype(F)
-    guarded = jax.jit(lambda a, b, c: _unfused(a * b) - _unfused(c * c))(a, b, c)
+    guarded = jax.jit(lambda a, b, c: unfused(a * b) - unfused(c * c))(a, b, c)
     np.testing.assert_array_equal(np.asarray(guarded), (a * b) - (c * c))
-    div = jax.jit(lambda x, d: _safe_div(x, d[..., None]))(x, d)
+    div = jax.jit(lambda x, d: safe_div(x, d[..., None]))(x, d)
     np.testing.assert_array_equal(np.asarray(div), x / d[..., None])
+    for n in (15, 63):  # a constant divisor: folded, so found by residuals instead
+        got = jax.jit(lambda a, n=n: div_pow2_minus_1(a, n))(np.abs(a))
+        np.testing.assert_array_equal(np.asarray(got), np.abs(a) / F(n))

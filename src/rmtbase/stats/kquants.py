@@ -47,14 +47,15 @@ blocks at σ = 0.02 / 1: Q4_K 36 / 25 blocks, Q2_K 4 / 3, Q5_K 3 / 3, Q3_K 0 / 1
 XLA also rewrites a division by a broadcast value (the codes' ``x/(d·sc)``, make_qx_quants'
 ``−(nmax + 0.1i)/x_max``) into a multiplication by its reciprocal, which is not correctly
 rounded: a code at a rounding tie then changes (1–5 blocks in 100,000). So every product that
-meets an addition goes through :func:`_unfused` first, every divisor is broadcast to the full
-shape and made opaque the same way (:func:`_safe_div`), the candidate numerators
+meets an addition goes through :func:`~rmtbase.stats._exact.unfused` first, every divisor is
+broadcast to the full shape and made opaque the same way (``_exact.safe_div``), the candidate numerators
 rmin + rdelta·i + nmax are tabled in numpy (rounded as C rounds them), and the scale divisions
-by 63 and 15 are correctly rounded (``precision._div_pow2_minus_1``). Checked on CPU only. The jitted round trips of all five
-formats then equal ``tests/_kquant_ref.py`` (the C code in numpy, vectorised over blocks, each
-operation rounded once; itself checked against the scalar transcription) on 100,000 Gaussian
-blocks at σ = 0.02 and at σ = 1 per format (slow tier) and on 640 Gaussian and tie blocks
-(quick tier): 0 differing blocks. gguf-py has no K-quant quantiser to compare with; where
+by 63 and 15 are correctly rounded (``_exact.div_pow2_minus_1``). The jitted round trips
+of all five formats then equal ``tests/_kquant_ref.py`` (the C code in numpy, vectorised over
+blocks, each operation rounded once; itself checked against the scalar transcription) on
+100,000 Gaussian blocks at σ = 0.02 and at σ = 1 per format (slow tier) and on 640 Gaussian
+and tie blocks (quick tier): 0 differing blocks. Checked on CPU only (XLA's GPU backend was
+not available to test). gguf-py has no K-quant quantiser to compare with; where
 llama.cpp is built with ``-march=native`` GCC contracts FMAs in the C code itself, and its
 files may then differ from this reference on the same rare blocks.
 """
@@ -65,7 +66,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .precision import _div_pow2_minus_1
+from ._exact import div_pow2_minus_1, safe_div, unfused
 
 QK_K = 256
 K_FORMATS = ("q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
@@ -78,22 +79,6 @@ def _fp16(x):
     return x.astype(jnp.float16).astype(_F)
 
 
-def _unfused(x):
-    """``x`` (float32) rounded as stored, so that no later addition fuses with the operation
-    that made it.
-
-    LLVM contracts ``a·b ± c`` into one fused multiply-add in XLA's compiled CPU code (one
-    rounding where C, built for plain x86-64, and numpy round twice). A round trip through
-    the integer bits that changes one NaN payload (0x7FC00001 → 0x7FC00000) is an operation
-    LLVM cannot prove to be the identity unless it can prove x is never NaN, which it cannot
-    for values computed from the inputs; it changes no number. (Mapping −0 to +0 instead, as
-    ``precision._rounded`` does, is proved the identity for a square x·x, whose sign bit
-    LLVM knows to be clear, and the FMA comes back.)"""
-    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
-    bits = jnp.where(bits == jnp.int32(0x7FC00001), jnp.int32(0x7FC00000), bits)
-    return jax.lax.bitcast_convert_type(bits, _F)
-
-
 def _sum(a):
     """Sum over the last axis in index order, as the C loops accumulate (a left fold: no
     reassociation, so float32 rounding, and the candidate chosen on near-ties, match C)."""
@@ -101,18 +86,6 @@ def _sum(a):
     for i in range(1, a.shape[-1]):
         out = out + a[..., i]
     return out
-
-
-def _safe_div(a, b):
-    """``a / b`` correctly rounded where b ≠ 0, else 0 (float32).
-
-    XLA rewrites a division by a broadcast value (``x / d[..., None]``) into a multiplication
-    by its reciprocal, which is not correctly rounded (about 1 quotient in 4 moves by one
-    step, and a code at a rounding tie then changes). So the divisor is broadcast to the full
-    shape and passed through :func:`_unfused`, which XLA cannot see through."""
-    a, b = jnp.asarray(a, _F), jnp.asarray(b, _F)
-    b = _unfused(jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape, b.shape)))
-    return jnp.where(b != 0, a / jnp.where(b != 0, b, 1), 0)
 
 
 def make_qkx2_quants(x, nmax: int, rmin: float, rdelta: float, nstep: int, *,
@@ -125,7 +98,7 @@ def make_qkx2_quants(x, nmax: int, rmin: float, rdelta: float, nstep: int, *,
     of the later candidates' codes (``iscale·(x − min)`` and ``max − min``), so the search is a
     loop (``lax.fori_loop``), vectorised over sub-blocks."""
     x = x.astype(_F)
-    r = _unfused  # every product that meets an addition is rounded first, as in C (no FMA)
+    r = unfused  # every product that meets an addition is rounded first, as in C (no FMA)
     if weights is None:
         w = jnp.sqrt(_sum(r(x * x)) / _F(x.shape[-1]))[..., None] + jnp.abs(x)
     else:
@@ -138,28 +111,28 @@ def make_qkx2_quants(x, nmax: int, rmin: float, rdelta: float, nstep: int, *,
     flat = mx == mn
     sum_w = _sum(w)
     sum_x = _sum(r(w * x))
-    iscale0 = _safe_div(_F(nmax), mx - mn)
-    scale0 = _safe_div(_F(1), iscale0)
+    iscale0 = safe_div(_F(nmax), mx - mn)
+    scale0 = safe_div(_F(1), iscale0)
     l0 = jnp.clip(jnp.round(iscale0[..., None] * (x - mn[..., None])), 0, nmax)
     err0 = _sum(r(w * loss(r(scale0[..., None] * l0) + mn[..., None] - x)))
 
-    # rmin + rdelta·i + nmax of every candidate, in float32 as C rounds it, made in numpy: in
-    # compiled code XLA may reassociate the two constant additions
+    # rmin + rdelta·i + nmax of every candidate, in float32 as C rounds it, made in numpy (out
+    # of the compiler's reach, as make_qx_quants' steps)
     f32 = np.float32
     top = jnp.asarray((f32(rmin) + f32(rdelta) * np.arange(nstep + 1, dtype=f32)) + f32(nmax))
 
     def step(i, carry):
         best, scale, low = carry
-        iscale = _safe_div(top[i], mx - low)
+        iscale = safe_div(top[i], mx - low)
         l = jnp.clip(jnp.round(iscale[..., None] * (x - low[..., None])), 0, nmax)
         wl = r(w * l)
         sum_l, sum_l2 = _sum(wl), _sum(r(wl * l))
         sum_xl = _sum(r(wl * x))
         dd = r(sum_w * sum_l2) - r(sum_l * sum_l)
-        s = _safe_div(r(sum_w * sum_xl) - r(sum_x * sum_l), dd)
-        m = _safe_div(r(sum_l2 * sum_x) - r(sum_l * sum_xl), dd)
+        s = safe_div(r(sum_w * sum_xl) - r(sum_x * sum_l), dd)
+        m = safe_div(r(sum_l2 * sum_x) - r(sum_l * sum_xl), dd)
         pos = m > 0
-        s = jnp.where(pos, _safe_div(sum_xl, sum_l2), s)
+        s = jnp.where(pos, safe_div(sum_xl, sum_l2), s)
         m = jnp.where(pos, 0, m)
         err = _sum(r(w * loss(r(s[..., None] * l) + m[..., None] - x)))
         take = (dd > 0) & (err < best)
@@ -179,18 +152,18 @@ def make_qx_quants(x, nmax: int):
     # the start (i = 0), then i = -9 … -1, 1 … 9 in the C loop's order; 0.1f·i in float32
     steps = jnp.asarray(np.float32(0.1) * np.array([0, *range(-9, 0), *range(1, 10)],
                                                    dtype=np.float32))
-    iscale = _safe_div(-(_F(nmax) + steps), xmax)                            # (..., S)
+    iscale = safe_div(-(_F(nmax) + steps), xmax)                            # (..., S)
     l = jnp.clip(jnp.round(iscale[..., None] * x[..., None, :]), -nmax, nmax - 1)
     w = (x * x)[..., None, :]
-    sumlx = _sum(_unfused(w * x[..., None, :] * l))
-    suml2 = _sum(_unfused(w * l * l))
+    sumlx = _sum(unfused(w * x[..., None, :] * l))
+    suml2 = _sum(unfused(w * l * l))
     # the C loop: candidate i replaces the best when sumlx² > best·suml2, best = scale·sumlx
-    scale = _safe_div(sumlx[..., 0], suml2[..., 0])
+    scale = safe_div(sumlx[..., 0], suml2[..., 0])
     best = scale * sumlx[..., 0]
     for i in range(1, steps.shape[0]):
         slx, sl2 = sumlx[..., i], suml2[..., i]
         take = (sl2 > 0) & (slx * slx > best * sl2)
-        scale = jnp.where(take, _safe_div(slx, sl2), scale)
+        scale = jnp.where(take, safe_div(slx, sl2), scale)
         best = jnp.where(take, scale * slx, best)
     out = scale
     return jnp.where(zero[..., 0], 0, out)
@@ -212,21 +185,21 @@ def k_codes(blocks, storage: str) -> dict:
         i_max = jnp.argmax(jnp.abs(scale), axis=-1, keepdims=True)
         max_scale = jnp.take_along_axis(scale, i_max, axis=-1)
         zero = jnp.abs(max_scale) < 1e-15
-        iscale = _safe_div(_F(-128), max_scale)
-        d = jnp.where(zero, 0, _fp16(_safe_div(_F(1), iscale)))
+        iscale = safe_div(_F(-128), max_scale)
+        d = jnp.where(zero, 0, _fp16(safe_div(_F(1), iscale)))
         sc = jnp.where(zero, 0, jnp.minimum(127, jnp.round(iscale * scale)))
-        q = jnp.clip(jnp.round(_safe_div(x, (d * sc)[..., None])), -32, 31)
+        q = jnp.clip(jnp.round(safe_div(x, (d * sc)[..., None])), -32, 31)
         return {"d": d[..., 0], "sc": sc, "q": q}
     nmax, rmin, rdelta, nstep = _QKX2[storage]
     x = blocks.reshape((*blocks.shape[:-1], QK_K // 32, 32)).astype(_F)
     scale, mins = make_qkx2_quants(x, nmax, rmin, rdelta, nstep)            # (..., 8)
     max_scale = jnp.maximum(jnp.max(scale, axis=-1, keepdims=True), 0)      # C starts at 0
     max_min = jnp.maximum(jnp.max(mins, axis=-1, keepdims=True), 0)
-    ls = jnp.minimum(63, jnp.round(_safe_div(_F(63), max_scale) * scale))
-    lm = jnp.minimum(63, jnp.round(_safe_div(_F(63), max_min) * mins))
-    d = _fp16(_div_pow2_minus_1(max_scale, 63))       # max/63 correctly rounded, as C
-    dmin = _fp16(_div_pow2_minus_1(max_min, 63))
-    q = jnp.clip(jnp.round(_safe_div(x + _unfused(dmin * lm)[..., None], (d * ls)[..., None])),
+    ls = jnp.minimum(63, jnp.round(safe_div(_F(63), max_scale) * scale))
+    lm = jnp.minimum(63, jnp.round(safe_div(_F(63), max_min) * mins))
+    d = _fp16(div_pow2_minus_1(max_scale, 63))       # max/63 correctly rounded, as C
+    dmin = _fp16(div_pow2_minus_1(max_min, 63))
+    q = jnp.clip(jnp.round(safe_div(x + unfused(dmin * lm)[..., None], (d * ls)[..., None])),
                  0, nmax)
     return {"d": d[..., 0], "dmin": dmin[..., 0], "ls": ls, "lm": lm, "q": q}
 
@@ -238,8 +211,8 @@ def k_dequantise(codes: dict, storage: str):
     if storage in ("q3_k", "q6_k"):
         out = (codes["d"][..., None] * codes["sc"])[..., None] * q
     else:
-        out = _unfused((codes["d"][..., None] * codes["ls"])[..., None] * q) \
-            - _unfused(codes["dmin"][..., None] * codes["lm"])[..., None]
+        out = unfused((codes["d"][..., None] * codes["ls"])[..., None] * q) \
+            - unfused(codes["dmin"][..., None] * codes["lm"])[..., None]
     return out.reshape((*q.shape[:-2], QK_K))
 
 
