@@ -233,7 +233,8 @@ def write_hf(model, path, arch, qtype="F32"):
         if name.endswith((".attn.bias", ".attn.masked_bias")) or "rotary_emb" in name:
             continue
         base, _, suffix = name.rpartition(".")
-        gname = tmap.get_name(base)
+        # BloomModel.modify_tensors maps names with the "transformer." prefix removed
+        gname = tmap.get_name(base.removeprefix("transformer.") if arch == "bloom" else base)
         if gname is None:
             continue
         if arch in PERMUTED and base.endswith(("q_proj", "k_proj")):
@@ -245,7 +246,7 @@ def write_hf(model, path, arch, qtype="F32"):
             t = t.T
         if arch == "falcon" and base.endswith("query_key_value"):
             t = _falcon_qkv(t, cfg)
-        if arch == "gptneox" and base.endswith("query_key_value"):  # GPTNeoXModel
+        if arch in ("gptneox", "bloom") and base.endswith("query_key_value"):  # GPTNeoX/BloomModel
             d_h = width // n_head
             t = t.reshape(n_head, 3, d_h, *t.shape[1:]).swapaxes(0, 1).reshape(t.shape)
         t = np.ascontiguousarray(t, dtype=np.float32)

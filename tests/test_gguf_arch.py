@@ -6,7 +6,8 @@ biases and QK-norms where the architecture has them; every parameter drawn at ra
 gains included) is saved with ``save_pretrained`` and written to GGUF by ``tests/_gguf.write_hf``
 as llama.cpp's ``convert_hf_to_gguf.py`` would (names from gguf's tensor-name map, q/k rows
 permuted for the llama family only, Gemma norms + 1, GPT-2 transposed, Falcon's q/k/v
-regrouped, StableLM's per-head norms stacked). Then:
+regrouped, GPT-NeoX's and BLOOM's per-head q/k/v rows reordered to [q | k | v] (weights and
+biases), StableLM's per-head norms stacked). Then:
 
 - F32: rmtbase's per-head W_Q, W_K (and biases, model info) from the GGUF equal those from
   the folder bit for bit; QK-norm gains folded agree (Gemma's to float32 rounding of w + 1);
@@ -58,6 +59,7 @@ def _configs():
         "command-r": t.CohereConfig(**_BASE, num_key_value_heads=2, use_qk_norm=True),
         "gptneox": t.GPTNeoXConfig(**_BASE, use_parallel_residual=True),
         "gpt2": t.GPT2Config(vocab_size=64, n_embd=64, n_layer=2, n_head=4, n_positions=64),
+        "bloom": t.BloomConfig(vocab_size=64, hidden_size=64, n_layer=2, n_head=4),
         "starcoder": t.GPTBigCodeConfig(vocab_size=64, n_embd=64, n_layer=2, n_head=4,
                                         n_positions=64, multi_query=True),
     }
@@ -67,7 +69,7 @@ def _configs():
 #: (gemma-1 and gptneox are not in its GGUF_CONFIG_MAPPING; Falcon's grouped q/k/v is not
 #: undone there).
 TRANSFORMERS_READS = {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "starcoder2",
-                      "stablelm", "falcon-mq", "gpt2"}
+                      "stablelm", "falcon-mq", "gpt2", "bloom"}
 ARCHS = list(_configs())
 
 
@@ -251,14 +253,14 @@ def test_unsupported_architecture_refused_from_metadata(tmp_path, monkeypatch):
 
     path = _gguf.write_llama(tmp_path / "b.gguf", [{"q": np.ones((64, 64)),
                                                     "k": np.ones((64, 64))}],
-                             d=64, n_heads=4, n_kv_heads=4, arch="bloom")
+                             d=64, n_heads=4, n_kv_heads=4, arch="mpt")
 
     def boom(*a, **k):
         raise AssertionError("tensors read")
 
     monkeypatch.setattr(gguf, "GGUFReader", boom)
     for call in (model_info, lambda p: list(load_heads(p))):
-        with pytest.raises(ModelError, match="unsupported GGUF architecture 'bloom'") as e:
+        with pytest.raises(ModelError, match="unsupported GGUF architecture 'mpt'") as e:
             call(path)
         assert "\n" not in str(e.value) and "llama" in str(e.value)
 

@@ -32,12 +32,14 @@ NAMES = list(SPECS)
 GATED = {"ffn_gate", "ffn_up", "ffn_down"}
 PLAIN = {"ffn_in", "ffn_out"}
 CONTEXT_ONLY = {"bert", "roberta"}  # BertSelfAttention returns the context, before o
+#: attention modules that add their residual input (positional argument 1) to the output
+WITH_RESIDUAL = {"bloom"}  # BloomAttention.forward: dropout_add(dense(ctx), residual)
 
 
 def _ffn_names(arch):
     return PLAIN if arch in {"gpt2", "gpt_neox", "bert", "roberta", "opt", "gptj", "phi",
                              "falcon", "gpt_bigcode", "starcoder2", "mpnet", "distilbert",
-                             "vit"} else GATED
+                             "vit", "bloom"} else GATED
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -91,6 +93,8 @@ def test_v_and_o_reproduce_the_attention_output(tmp_path, name):
     def hooks(i):
         def pre(module, args, kwargs):
             captured[i] = [(args[0] if args else kwargs["hidden_states"])[0].numpy().copy()]
+            if name in WITH_RESIDUAL:
+                captured[i].append(args[1][0].numpy().copy())
 
         def post(module, args, out):
             captured[i].append((out[0] if isinstance(out, tuple) else out)[0].numpy().copy())
@@ -110,7 +114,9 @@ def test_v_and_o_reproduce_the_attention_output(tmp_path, name):
         h.remove()
     g = info.group_size
     for lc in layers:
-        x, got = captured[lc.layer]
+        x, *residual, got = captured[lc.layer]
+        if residual:
+            got = got - residual[0]
         probs = out.attentions[lc.layer][0].numpy()  # (n_heads, T, T)
         v = (x @ lc.matrices["v"].astype(np.float64).T).reshape(len(x), -1, info.d_h)
         ctx = np.concatenate([probs[h] @ v[:, h // g] for h in range(info.n_heads)], axis=1)

@@ -52,6 +52,12 @@ def _proj_falcon(m, i, x):
     return q, k
 
 
+def _proj_bloom(m, i, x):
+    attn = m.transformer.h[i].self_attention
+    q, k, _ = attn._reshape(_lin(attn.query_key_value, x)[None])  # the model's own split
+    return q[0].transpose(0, 1), k[0].transpose(0, 1)  # (n, T, d_h) -> (T, n, d_h)
+
+
 def _proj_bigcode(m, i, x):
     attn = m.transformer.h[i].attn
     n, d, d_h = attn.num_heads, attn.embed_dim, attn.head_dim
@@ -119,6 +125,14 @@ def _alibi_bias(args, kwargs, d_h):
     follows the model, since only the content term is W_QK's)."""
     alibi, mask = kwargs["alibi"], kwargs["attention_mask"]
     return alibi[0].reshape(-1, 1, alibi.shape[-1]) / math.sqrt(d_h) + mask[0]
+
+
+def _bloom_bias(args, kwargs, d_h):
+    """BloomAttention: baddbmm(alibi, q, kᵀ, alpha=1/√d_h) + mask (ALiBi is not scaled)."""
+    alibi = kwargs["alibi"] if "alibi" in kwargs else args[2]
+    mask = kwargs.get("attention_mask")
+    out = alibi.reshape(-1, 1, alibi.shape[-1])
+    return out if mask is None else out + mask[0]
 
 
 def _pixels(m):
@@ -205,6 +219,11 @@ ARCH_SPECS = {
             multi_query=False, parallel_attn=False, alibi=True, bias=True)),
         _proj_falcon, lambda m, i: m.transformer.h[i].self_attention, False, True, 16, 4,
         model_type="falcon", bias=_alibi_bias),
+    "bloom": Spec(
+        "bloom", lambda: T.BloomForCausalLM(_cfg(T.BloomConfig, hidden_size=64, n_layer=2,
+                                                  n_head=4)),
+        _proj_bloom, lambda m, i: m.transformer.h[i].self_attention, False, True, 16, 4,
+        bias=_bloom_bias),
     "gpt_bigcode": Spec(
         "gpt_bigcode", lambda: T.GPTBigCodeForCausalLM(_cfg(
             T.GPTBigCodeConfig, n_embd=64, n_layer=2, n_head=4, n_positions=32)),

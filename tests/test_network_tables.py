@@ -126,10 +126,11 @@ def test_grid_errors(tmp_path):
 
 def test_network_sweep_equals_the_single_process_table(tables):
     distributed = pytest.importorskip("distributed")
-    from rmtbase.baseline.sweep import network_sweep
+    from rmtbase.baseline.sweep import NO_DASHBOARD, network_sweep
 
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
-                            dashboard_address=None) as client:
+                            dashboard_address=None,
+                            scheduler_kwargs=NO_DASHBOARD) as client:
         swept = network_sweep(kind="residual", client=client, progress=False, **{
             k: v for k, v in OPTS.items() if k != "progress"})
     xr.testing.assert_identical(swept.drop_attrs(deep=False),

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from rmtbase.baseline.sweep import NO_DASHBOARD
 from rmtbase.baseline.tables import DRAW_BLOCK, baseline
 
 distributed = pytest.importorskip("distributed")
@@ -78,7 +79,8 @@ def test_score_requests_are_the_scorer_tables():
 def client():
     # one thread: two tasks compiling the same draw function at once would compile it twice
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1,
-                            dashboard_address=None) as c:
+                            dashboard_address=None,
+                            scheduler_kwargs=NO_DASHBOARD) as c:
         yield c
 
 

@@ -26,11 +26,13 @@ adapter reads it and how llama.cpp's ``convert_hf_to_gguf.py`` changed the tenso
   ``FalconModel`` reorders ``query_key_value`` from groups ``(kv, {q_1…q_g, k, v}, d_h)`` to
   ``[q | k | v]``: regrouped (every Falcon file is then read as ``new_decoder_architecture``
   with ``num_kv_heads`` = ``head_count_kv``; Falcon-7B's one k/v head is the case kv = 1);
+  ``GPTNeoXModel`` and ``BloomModel`` reorder their per-head ``(head, {q, k, v}, d_h)`` rows
+  (weight and bias) to ``[q | k | v]`` likewise: regrouped with kv = n_heads (``qkv_regroup``);
   ``per_head_norm`` — ``StableLMModel`` stacks the per-head ``q_layernorm.norms.{h}`` into one
   ``(n_heads, d_h)`` tensor: split back.
 
-Architectures outside :data:`SPECS` (BLOOM: no Hugging Face adapter in rmtbase; MoE files with
-stacked experts; anything without standard q/k projections) are refused from the metadata.
+Architectures outside :data:`SPECS` (MPT, MoE files with stacked experts, anything without
+standard q/k projections) are refused from the metadata.
 """
 
 from __future__ import annotations
@@ -82,6 +84,10 @@ SPECS = {
                        names=("hidden_size", "num_attention_heads", "num_kv_heads",
                               "num_hidden_layers"),
                        extra={"new_decoder_architecture": True, "multi_query": False}),
+    # BloomModel reorders query_key_value from (head, {q, k, v}, d_h) to [q | k | v], as
+    # GPTNeoXModel does; head_count_kv = head_count
+    "bloom": ArchSpec("bloom", "BloomForCausalLM", qkv_regroup=True,
+                      names=("hidden_size", "n_head", "", "n_layer")),
     "gpt2": ArchSpec("gpt2", "GPT2LMHeadModel", conv1d=True,
                      names=("n_embd", "n_head", "", "n_layer")),
     # StarCoderModel writes GPT-BigCode's c_attn as is, with head_count_kv = 1 (multi-query)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._adapter import Adapter
 from .bert import BertAdapter
+from .bloom import BloomAdapter
 from .cohere import CohereAdapter
 from .distilbert import DistilBertAdapter
 from .falcon import FalconAdapter
@@ -33,7 +34,8 @@ _CLASSES = (GPT2Adapter, GPTNeoXAdapter, LlamaAdapter, BertAdapter, OPTAdapter, 
             OlmoAdapter, Olmo2Adapter, Qwen3Adapter, Qwen3MoeAdapter, GemmaAdapter,
             Gemma3TextAdapter, Gemma3Adapter, Phi3Adapter, PhiAdapter, FalconAdapter,
             GPTBigCodeAdapter, MixtralAdapter, StableLmAdapter, Starcoder2Adapter,
-            CohereAdapter, MPNetAdapter, DistilBertAdapter, ModernBertAdapter, ViTAdapter)
+            CohereAdapter, MPNetAdapter, DistilBertAdapter, ModernBertAdapter, ViTAdapter,
+            BloomAdapter)
 
 #: ``model_type`` -> adapter instance.
 ADAPTERS: dict[str, Adapter] = {mt: cls() for cls in _CLASSES for mt in cls.model_types}
@@ -46,4 +48,5 @@ SUPPORTED: tuple[str, ...] = tuple(ADAPTERS)
 CLASS_STEMS = {"GPT2": "gpt2", "GPTNeoX": "gpt_neox", "Llama": "llama", "Mistral": "mistral",
                "Qwen2": "qwen2", "Bert": "bert", "Roberta": "roberta", "OPT": "opt",
                "GPTJ": "gptj", "GPTBigCode": "gpt_bigcode", "Falcon": "falcon",
-               "DistilBert": "distilbert", "MPNet": "mpnet", "Phi": "phi", "Phi3": "phi3"}
+               "DistilBert": "distilbert", "MPNet": "mpnet", "Phi": "phi", "Phi3": "phi3",
+               "Bloom": "bloom"}

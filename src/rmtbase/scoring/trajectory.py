@@ -24,7 +24,7 @@ dimension). :func:`score_component_collection` does the same for whole-matrix sc
 - **Dask tasks** are retried (:data:`RETRIES`) when a worker dies; a loopback cluster's workers
   run with their BLAS and XLA thread pools pinned to their share of the cores
   (:func:`rmtbase.baseline.sweep.worker_env`); the driver waits on the tasks by polling
-  (:data:`POLL_S`), so a Ctrl-C is delivered at once, the tasks are cancelled and the cluster
+  (:func:`rmtbase.baseline.sweep.completed`), so a Ctrl-C is delivered at once, the tasks are cancelled and the cluster
   closed.
 - **One null per shape**: the spectral null of one entry may be extended (more draws where a
   head near a flag lies in the tail, cached); entries scored before that are scored again, so
@@ -302,8 +302,6 @@ def _say(progress, text):
 #: Retries of a Dask task whose worker died (a task's own error is not retried: it would
 #: fail again).
 RETRIES = 2
-#: Seconds between looks at the Dask futures (a blocking wait would hold off Ctrl-C).
-POLL_S = 0.1
 
 
 class _Store:

@@ -40,17 +40,33 @@ values. Q2_K and Q3_K (16 sub-blocks of 16; make_qkx2_quants with weights |x| an
 error, resp. make_q3_quants) are in :mod:`rmtbase.stats.kquants_low`; :func:`k_codes` and
 :func:`k_round_trip` serve all five formats (:data:`K_FORMATS`).
 
-Known divergence. XLA on CPU contracts ``a·b ± c`` into fused multiply-adds in compiled code
-(here the ``fori_loop`` of :func:`make_qkx2_quants`), which C built for plain x86-64 does not:
-sums differ by ulps and, rarely, another candidate is kept — Q4_K on 5 of 300 Gaussian blocks
-(σ = 0.02), Q5_K on a block with one huge outlier (an expected failure in
-``tests/test_kquants.py``); Q2_K, Q3_K, Q6_K matched on all 300 (jitted).
+Bit-exactness. XLA on CPU (LLVM) contracts ``a·b ± c`` into fused multiply-adds in compiled
+code, which C built for plain x86-64 and numpy do not: sums then differ by ulps and, now and
+then, another candidate or code is kept (before this was prevented, jitted, on 4,096 Gaussian
+blocks at σ = 0.02 / 1: Q4_K 36 / 25 blocks, Q2_K 4 / 3, Q5_K 3 / 3, Q3_K 0 / 1, Q6_K 0).
+XLA also rewrites a division by a broadcast value (the codes' ``x/(d·sc)``, make_qx_quants'
+``−(nmax + 0.1i)/x_max``) into a multiplication by its reciprocal, which is not correctly
+rounded: a code at a rounding tie then changes (1–5 blocks in 100,000). So every product that
+meets an addition goes through :func:`~rmtbase.stats._exact.unfused` first, every divisor is
+broadcast to the full shape and made opaque the same way (``_exact.safe_div``), the candidate numerators
+rmin + rdelta·i + nmax are tabled in numpy (rounded as C rounds them), and the scale divisions
+by 63 and 15 are correctly rounded (``_exact.div_pow2_minus_1``). The jitted round trips
+of all five formats then equal ``tests/_kquant_ref.py`` (the C code in numpy, vectorised over
+blocks, each operation rounded once; itself checked against the scalar transcription) on
+100,000 Gaussian blocks at σ = 0.02 and at σ = 1 per format (slow tier) and on 640 Gaussian
+and tie blocks (quick tier): 0 differing blocks. Checked on CPU only (XLA's GPU backend was
+not available to test). gguf-py has no K-quant quantiser to compare with; where
+llama.cpp is built with ``-march=native`` GCC contracts FMAs in the C code itself, and its
+files may then differ from this reference on the same rare blocks.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+
+from ._exact import div_pow2_minus_1, safe_div, unfused
 
 QK_K = 256
 K_FORMATS = ("q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
@@ -72,10 +88,6 @@ def _sum(a):
     return out
 
 
-def _safe_div(a, b):
-    return jnp.where(b != 0, a / jnp.where(b != 0, b, 1), 0)
-
-
 def make_qkx2_quants(x, nmax: int, rmin: float, rdelta: float, nstep: int, *,
                      weights=None, use_mad: bool = False):
     """``(scale, the_min)`` of every sub-block (last axis) of ``x``, as ggml's
@@ -85,11 +97,10 @@ def make_qkx2_quants(x, nmax: int, rmin: float, rdelta: float, nstep: int, *,
     As in C, the candidates run in order and an accepted candidate's minimum becomes the base
     of the later candidates' codes (``iscale·(x − min)`` and ``max − min``), so the search is a
     loop (``lax.fori_loop``), vectorised over sub-blocks."""
-    import jax
-
     x = x.astype(_F)
+    r = unfused  # every product that meets an addition is rounded first, as in C (no FMA)
     if weights is None:
-        w = jnp.sqrt(_sum(x * x) / _F(x.shape[-1]))[..., None] + jnp.abs(x)
+        w = jnp.sqrt(_sum(r(x * x)) / _F(x.shape[-1]))[..., None] + jnp.abs(x)
     else:
         w = jnp.asarray(weights, _F)
 
@@ -99,26 +110,31 @@ def make_qkx2_quants(x, nmax: int, rmin: float, rdelta: float, nstep: int, *,
     mx = jnp.max(x, axis=-1)
     flat = mx == mn
     sum_w = _sum(w)
-    sum_x = _sum(w * x)
-    iscale0 = _safe_div(_F(nmax), mx - mn)
-    scale0 = _safe_div(_F(1), iscale0)
+    sum_x = _sum(r(w * x))
+    iscale0 = safe_div(_F(nmax), mx - mn)
+    scale0 = safe_div(_F(1), iscale0)
     l0 = jnp.clip(jnp.round(iscale0[..., None] * (x - mn[..., None])), 0, nmax)
-    err0 = _sum(w * loss(scale0[..., None] * l0 + mn[..., None] - x))
+    err0 = _sum(r(w * loss(r(scale0[..., None] * l0) + mn[..., None] - x)))
+
+    # rmin + rdelta·i + nmax of every candidate, in float32 as C rounds it, made in numpy (out
+    # of the compiler's reach, as make_qx_quants' steps)
+    f32 = np.float32
+    top = jnp.asarray((f32(rmin) + f32(rdelta) * np.arange(nstep + 1, dtype=f32)) + f32(nmax))
 
     def step(i, carry):
         best, scale, low = carry
-        iscale = _safe_div(_F(rmin) + _F(rdelta) * i.astype(_F) + _F(nmax), mx - low)
+        iscale = safe_div(top[i], mx - low)
         l = jnp.clip(jnp.round(iscale[..., None] * (x - low[..., None])), 0, nmax)
-        wl = w * l
-        sum_l, sum_l2 = _sum(wl), _sum(wl * l)
-        sum_xl = _sum(wl * x)
-        dd = sum_w * sum_l2 - sum_l * sum_l
-        s = _safe_div(sum_w * sum_xl - sum_x * sum_l, dd)
-        m = _safe_div(sum_l2 * sum_x - sum_l * sum_xl, dd)
+        wl = r(w * l)
+        sum_l, sum_l2 = _sum(wl), _sum(r(wl * l))
+        sum_xl = _sum(r(wl * x))
+        dd = r(sum_w * sum_l2) - r(sum_l * sum_l)
+        s = safe_div(r(sum_w * sum_xl) - r(sum_x * sum_l), dd)
+        m = safe_div(r(sum_l2 * sum_x) - r(sum_l * sum_xl), dd)
         pos = m > 0
-        s = jnp.where(pos, _safe_div(sum_xl, sum_l2), s)
+        s = jnp.where(pos, safe_div(sum_xl, sum_l2), s)
         m = jnp.where(pos, 0, m)
-        err = _sum(w * loss(s[..., None] * l + m[..., None] - x))
+        err = _sum(r(w * loss(r(s[..., None] * l) + m[..., None] - x)))
         take = (dd > 0) & (err < best)
         return (jnp.where(take, err, best), jnp.where(take, s, scale), jnp.where(take, m, low))
 
@@ -136,18 +152,18 @@ def make_qx_quants(x, nmax: int):
     # the start (i = 0), then i = -9 … -1, 1 … 9 in the C loop's order; 0.1f·i in float32
     steps = jnp.asarray(np.float32(0.1) * np.array([0, *range(-9, 0), *range(1, 10)],
                                                    dtype=np.float32))
-    iscale = _safe_div(-(_F(nmax) + steps), xmax)                            # (..., S)
+    iscale = safe_div(-(_F(nmax) + steps), xmax)                            # (..., S)
     l = jnp.clip(jnp.round(iscale[..., None] * x[..., None, :]), -nmax, nmax - 1)
     w = (x * x)[..., None, :]
-    sumlx = _sum(w * x[..., None, :] * l)
-    suml2 = _sum(w * l * l)
+    sumlx = _sum(unfused(w * x[..., None, :] * l))
+    suml2 = _sum(unfused(w * l * l))
     # the C loop: candidate i replaces the best when sumlx² > best·suml2, best = scale·sumlx
-    scale = _safe_div(sumlx[..., 0], suml2[..., 0])
+    scale = safe_div(sumlx[..., 0], suml2[..., 0])
     best = scale * sumlx[..., 0]
     for i in range(1, steps.shape[0]):
         slx, sl2 = sumlx[..., i], suml2[..., i]
         take = (sl2 > 0) & (slx * slx > best * sl2)
-        scale = jnp.where(take, _safe_div(slx, sl2), scale)
+        scale = jnp.where(take, safe_div(slx, sl2), scale)
         best = jnp.where(take, scale * slx, best)
     out = scale
     return jnp.where(zero[..., 0], 0, out)
@@ -169,21 +185,22 @@ def k_codes(blocks, storage: str) -> dict:
         i_max = jnp.argmax(jnp.abs(scale), axis=-1, keepdims=True)
         max_scale = jnp.take_along_axis(scale, i_max, axis=-1)
         zero = jnp.abs(max_scale) < 1e-15
-        iscale = _safe_div(_F(-128), max_scale)
-        d = jnp.where(zero, 0, _fp16(_safe_div(_F(1), iscale)))
+        iscale = safe_div(_F(-128), max_scale)
+        d = jnp.where(zero, 0, _fp16(safe_div(_F(1), iscale)))
         sc = jnp.where(zero, 0, jnp.minimum(127, jnp.round(iscale * scale)))
-        q = jnp.clip(jnp.round(_safe_div(x, (d * sc)[..., None])), -32, 31)
+        q = jnp.clip(jnp.round(safe_div(x, (d * sc)[..., None])), -32, 31)
         return {"d": d[..., 0], "sc": sc, "q": q}
     nmax, rmin, rdelta, nstep = _QKX2[storage]
     x = blocks.reshape((*blocks.shape[:-1], QK_K // 32, 32)).astype(_F)
     scale, mins = make_qkx2_quants(x, nmax, rmin, rdelta, nstep)            # (..., 8)
-    max_scale = jnp.max(scale, axis=-1, keepdims=True)
-    max_min = jnp.max(mins, axis=-1, keepdims=True)
-    ls = jnp.minimum(63, jnp.round(_safe_div(_F(63), max_scale) * scale))
-    lm = jnp.minimum(63, jnp.round(_safe_div(_F(63), max_min) * mins))
-    d = _fp16(max_scale / _F(63))
-    dmin = _fp16(max_min / _F(63))
-    q = jnp.clip(jnp.round(_safe_div(x + (dmin * lm)[..., None], (d * ls)[..., None])), 0, nmax)
+    max_scale = jnp.maximum(jnp.max(scale, axis=-1, keepdims=True), 0)      # C starts at 0
+    max_min = jnp.maximum(jnp.max(mins, axis=-1, keepdims=True), 0)
+    ls = jnp.minimum(63, jnp.round(safe_div(_F(63), max_scale) * scale))
+    lm = jnp.minimum(63, jnp.round(safe_div(_F(63), max_min) * mins))
+    d = _fp16(div_pow2_minus_1(max_scale, 63))       # max/63 correctly rounded, as C
+    dmin = _fp16(div_pow2_minus_1(max_min, 63))
+    q = jnp.clip(jnp.round(safe_div(x + unfused(dmin * lm)[..., None], (d * ls)[..., None])),
+                 0, nmax)
     return {"d": d[..., 0], "dmin": dmin[..., 0], "ls": ls, "lm": lm, "q": q}
 
 
@@ -194,8 +211,8 @@ def k_dequantise(codes: dict, storage: str):
     if storage in ("q3_k", "q6_k"):
         out = (codes["d"][..., None] * codes["sc"])[..., None] * q
     else:
-        out = (codes["d"][..., None] * codes["ls"])[..., None] * q \
-            - (codes["dmin"][..., None] * codes["lm"])[..., None]
+        out = unfused((codes["d"][..., None] * codes["ls"])[..., None] * q) \
+            - unfused(codes["dmin"][..., None] * codes["lm"])[..., None]
     return out.reshape((*q.shape[:-2], QK_K))
 
 
