@@ -125,9 +125,9 @@ def test_refusals(tmp_path):
     with pytest.raises(ModelError, match="GGML type TQ2_0") as e:
         list(load_heads(bad))
     assert "\n" not in str(e.value)
-    other = _gguf.write_llama(tmp_path / "bloom.gguf", layers, d=256, n_heads=4, n_kv_heads=2,
-                              arch="bloom")
-    with pytest.raises(ModelError, match="unsupported GGUF architecture 'bloom'"):
+    other = _gguf.write_llama(tmp_path / "mpt.gguf", layers, d=256, n_heads=4, n_kv_heads=2,
+                              arch="mpt")
+    with pytest.raises(ModelError, match="unsupported GGUF architecture 'mpt'"):
         model_info(other)
     (tmp_path / "x.bin").write_bytes(b"not a gguf file")
     with pytest.raises(ModelError, match="not a GGUF file"):

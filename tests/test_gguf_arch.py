@@ -229,6 +229,52 @@ def test_k_quant_heads_equal_transformers_conversion(arch, tmp_path):
     assert all(h.quantisation == "q4_k" for h in heads)
 
 
+def _wide(name):
+    """The architecture's tiny model at d = 256 (one K-quant super-block a row)."""
+    cfg = _configs()[name]
+    cfg.hidden_size = 256
+    for attr in ("intermediate_size", "ffn_hidden_size"):
+        if getattr(cfg, attr, None):
+            setattr(cfg, attr, 256)
+    torch.manual_seed(zlib.crc32(name.encode()) + 1)
+    return transformers.AutoModelForCausalLM.from_config(cfg).eval()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ARCHS)
+def test_q4_k_heads_of_every_architecture(name, tmp_path):
+    """Every architecture at a K-quant (issue 33: F32, Q8_0 and a K-quant each). Where
+    transformers' GGUF loader reads the architecture, rmtbase's heads of the Q4_K file equal
+    those of the folder transformers makes of it; elsewhere (grouped Falcon, Gemma-1, ...)
+    they equal the folder's heads put through rmtbase's Q4_K round trip, bit-exact with the
+    ggml reference (tests/test_kquants.py): K-quant super-blocks run along the input axis,
+    which no conversion reorders."""
+    import jax.numpy as jnp
+
+    from rmtbase.stats.precision import round_trip
+
+    arch = {"falcon-mq": "falcon"}.get(name, name)
+    model = _wide(name)
+    model.save_pretrained(tmp_path / "hf")
+    path = _gguf.write_hf(model, tmp_path / "k.gguf", arch, qtype="Q4_K")
+    if name in TRANSFORMERS_READS:
+        from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+        ref = transformers.AutoModelForCausalLM.from_config(model.config)
+        tensors = load_gguf_checkpoint(str(path), return_tensors=True,
+                                       model_to_load=ref)["tensors"]
+        ref.load_state_dict(tensors, strict=False)
+        ref.save_pretrained(tmp_path / "conv")
+        heads = _assert_heads_equal(path, tmp_path / "conv")
+    else:
+        heads = list(load_heads(path))
+        for a, b in zip(heads, load_heads(tmp_path / "hf"), strict=True):
+            for f in ("wq", "wk"):
+                want = np.asarray(round_trip(jnp.asarray(getattr(b, f)), "q4_k"))
+                np.testing.assert_array_equal(getattr(a, f), want, err_msg=f)
+    assert all(h.quantisation == "q4_k" for h in heads)
+
+
 @pytest.mark.parametrize("name", ["falcon", "gemma", "gpt2", "gptneox", "starcoder", "olmo",
                                   "olmo2", "command-r", "phi2"])
 def test_q8_0_heads_are_the_folders_heads_through_the_q8_0_round_trip(built, name):
