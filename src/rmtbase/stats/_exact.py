@@ -48,7 +48,7 @@ def div_pow2_minus_1(a, n: int):
     residual ``a − n·c = (a − 2^k·c) + c`` (``2^k·c`` is exact, and both subtractions are
     exact by Sterbenz's lemma, FMA or not); the quotient is never a tie (a 25-bit midpoint
     times n needs more than 24 bits), so the smallest residual is the correctly rounded one.
-    The algorithm of ``precision._div_pow2_minus_1`` (legacy formats), with :func:`unfused`.
+    Used by the legacy formats too (``precision._div_pow2_minus_1``).
     """
     a = jnp.asarray(a, _F)
     scale = float(n + 1)

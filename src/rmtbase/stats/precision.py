@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import InputError
+from ._exact import div_pow2_minus_1 as _div_pow2_minus_1  # as the K-quants: exact quotients
 from .names import (  # noqa: F401 - re-exported
     FLOAT_STORAGES,
     FP8_FORMATS,
@@ -120,27 +121,6 @@ def _rounded(x):
     bits = jax.lax.bitcast_convert_type(x, jnp.int32)
     bits = jnp.where(bits == jnp.int32(-(2**31)), jnp.int32(0), bits)
     return jax.lax.bitcast_convert_type(bits, jnp.float32)
-
-
-def _div_pow2_minus_1(a, n: int):
-    """``a / n`` correctly rounded, for ``n = 2^k − 1`` (15, 31, 127), as numpy computes it.
-
-    XLA may turn a division by a constant into a multiply by its reciprocal (and contract
-    products into FMAs), which moves a block scale by one float32 step now and then — and then
-    its float16 rounding at ties. Here the candidate ``c = a·(1/n)`` and its two float32
-    neighbours are ranked by the exact residual ``a − n·c = (a − 2^k·c) + c``: ``2^k·c`` is
-    exact, and both subtractions are exact by Sterbenz's lemma (their operands are within a
-    factor 2 of each other), FMA or not. The quotient is never a tie (a 25-bit midpoint times
-    n needs 28 bits), so the smallest residual is the correctly rounded quotient.
-    """
-    scale = float(n + 1)
-    c = _rounded(a * (1.0 / float(n)))  # else XLA folds 2^k·(a·(1/n)) into a·(2^k/n)
-    best, err = c, jnp.abs((a - scale * c) + c)
-    for cand in (jnp.nextafter(c, jnp.full_like(c, -jnp.inf)),
-                 jnp.nextafter(c, jnp.full_like(c, jnp.inf))):
-        e = jnp.abs((a - scale * cand) + cand)
-        best, err = jnp.where(e < err, cand, best), jnp.minimum(e, err)
-    return best
 
 
 def _symmetric(b, half: int):
