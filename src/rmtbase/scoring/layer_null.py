@@ -209,6 +209,10 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
                       file=sys.stderr, flush=True)
             more = _spectral_null(d, d_h, spectral_names, storage=g.storage, seed=seed,
                                   n=n_next, progress=progress)
+            got = int(np.asarray(more["q.rms"]).size)
+            if progress and got != n_next:  # a larger shipped or cached table is used whole
+                print(f"rmtbase: a stored spectral null of {got} draws serves it",
+                      file=sys.stderr, flush=True)
             if g.spectral_null is None:
                 g.joint = more
             else:
