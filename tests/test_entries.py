@@ -13,6 +13,7 @@ import pytest
 import xarray as xr
 from _checkpoints import trajectory
 
+import rmtbase.scoring.collection_runs as runs
 import rmtbase.scoring.trajectory as traj
 from rmtbase.cli import main
 from rmtbase.scoring.entries import entries_dir, entry_key, entry_path, load_entries
@@ -45,7 +46,7 @@ def _counting(monkeypatch, stop_at=None):
         calls.append(os.path.basename(str(model)))
         return real(model, revision, options, x64)
 
-    monkeypatch.setattr(traj, "score_one", one)
+    monkeypatch.setattr(runs, "score_one", one)  # what the runners call
     return calls
 
 
@@ -153,7 +154,7 @@ def test_dask_wait_polls_so_ctrl_c_lands_and_cancels(steps):
     """The driver waits by polling: a SIGINT while no task has finished raises at once, and
     every pending task is cancelled; tasks are submitted with retries."""
     specs = traj.make_specs([str(p) for p in steps[:2]])
-    run = traj._Dask(specs, OPTS, True, False, None, None, None, None)
+    run = runs.DaskRunner(specs, OPTS, True, False, None, None, None, None)
     run.client = _Client()
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
@@ -162,7 +163,7 @@ def test_dask_wait_polls_so_ctrl_c_lands_and_cancels(steps):
             run.run([[0, 1]])
     finally:
         timer.cancel()
-    assert all(kw["retries"] == traj.RETRIES for kw in run.client.kw)
+    assert all(kw["retries"] == runs.RETRIES for kw in run.client.kw)
     assert len(run.client.cancelled) == 2
 
 
