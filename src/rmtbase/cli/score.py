@@ -16,15 +16,14 @@ variables, columns of ``heads.csv``, a line in the report's head drill-down).
 from __future__ import annotations
 
 import argparse
-import glob
 import os
-import re
 import sys
 import time
 
 from ..errors import InputError
 from ..stats.names import QUANT_FORMATS
 from ..stats.null_kind import NULLS, GaussianNull, Null
+from . import _score_parts as parts
 from ._common import number, positive_int
 
 
@@ -157,16 +156,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--seed must be >= 0, got {args.seed}")
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers must be at least 1, got {args.workers}")
-    models = expand_models(args.model or [])
-    revisions = _revisions(args.revision)
+    models = parts.expand_models(args.model or [])
+    revisions = parts.revisions(args.revision)
     several = len(models) > 1 or (revisions is not None and len(revisions) > 1)
     if not several and (args.workers is not None or args.scheduler is not None):
         raise InputError("--workers/--scheduler distribute several checkpoints or models; "
                          "give more than one")
     if not several and args.collection is not None:
         raise InputError("--collection names the dimension of several checkpoints or models")
-    components = _components(args)
-    probe_text = _probe_text(args, several)
+    components = parts.components_arg(args)
+    probe_text = parts.probe_text(args, several)
     if probe_text is not None:  # a folder without a tokenizer: refused before the score
         from ..probe.run import check_model
 
@@ -226,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
             cds = score_component_collection(models, revisions=revisions,
                                              dim=collection_dim(ds), progress=not args.quiet,
-                                             **_component_options(args, components))
+                                             **parts.component_options(args, components))
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
                                components=cds)
         show("\n".join(entry_lines(ds)))
@@ -256,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
             ds = score_circuits(model, revision=revision, progress=not args.quiet, **options)
         else:
             ds = score_model(model, revision=revision, progress=not args.quiet, **options)
-        extras = _directions(ds, model, revision, args) if args.directions else None
+        extras = parts.directions(ds, model, revision, args) if args.directions else None
         cds = None
         if components is not None:
             from ..scoring.components import score_components
@@ -264,9 +263,9 @@ def run(args: argparse.Namespace) -> int:
             cds = score_components(models[0] if models else None,
                                    revision=revisions[0] if revisions else None,
                                    progress=not args.quiet,
-                                   **_component_options(args, components))
+                                   **parts.component_options(args, components))
         if probe_text is not None:
-            ds = _join_probe(ds, models[0] if models else None, probe_text,
+            ds = parts.join_probe(ds, models[0] if models else None, probe_text,
                              progress=not args.quiet)
         written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
                                components=cds, extras=extras)
@@ -306,107 +305,3 @@ class _Show:
     def __call__(self, text: str) -> None:
         if not self.quiet:
             print(text)
-
-
-def _directions(ds, model, revision, args) -> dict:
-    """{"directions.nc": table} of the outlier directions of every circuit scored in ``ds``
-    (:mod:`rmtbase.scoring.directions`; the weights are read a second time)."""
-    from ..models import default_model_path, load_heads
-    from ..models.ov import load_ov_heads
-    from ..scoring.collection import entries
-    from ..scoring.directions import combine_directions, directions_dataset
-
-    path = model if model is not None else default_model_path()
-    items = entries(ds) if "circuit" in ds.dims else [("qk", ds)]
-    tables = []
-    for circuit, e in items:
-        load = load_ov_heads if circuit == "ov" else load_heads
-        tables.append(directions_dataset(load(path, revision=revision,
-                                              allow_pickle=args.allow_pickle), e, circuit))
-    return {"directions.nc": combine_directions(tables) if len(tables) > 1 else tables[0]}
-
-
-def _component_options(args, components) -> dict:
-    """Options of score_components from the command line."""
-    return dict(components=components, draws=args.component_draws, alpha=args.alpha,
-                seed=args.seed, allow_pickle=args.allow_pickle,
-                quantized_null=args.quantized_null)
-
-
-def _probe_text(args, several: bool):
-    """The probe's text (checked before any work) for --probe, else None."""
-    if not args.probe:
-        if args.text is not None:
-            raise InputError("--text needs --probe")
-        return None
-    if several:
-        raise InputError("--probe runs one model; give one MODEL and one revision")
-    if args.revision is not None:
-        raise InputError("--probe loads the model with transformers at its default revision; "
-                         "leave out --revision")
-    from ..probe import read_text
-
-    return read_text(args.text)
-
-
-def _join_probe(ds, model, text, *, progress: bool):
-    """``ds`` with the probe's behaviours of the same model joined (:func:`rmtbase.probe.join`)."""
-    from ..probe import join, probe_model
-    from .probe import resolve_model
-
-    where, name = resolve_model(model)
-    return join(ds, probe_model(where, text=text, name=name, progress=progress))
-
-
-def _components(args):
-    """The --components names (validated), or None; --component-draws needs --components."""
-    if args.components is None:
-        if args.component_draws is not None:
-            raise InputError("--component-draws needs --components")
-        return None
-    if not isinstance(Null.parse(args.null), GaussianNull):
-        raise InputError("--components compares whole matrices with the Gaussian null; it "
-                         "does not combine with --null permutation")
-    if args.component_draws is not None and args.component_draws < 2:
-        raise InputError(f"--component-draws must be at least 2, got {args.component_draws}")
-    if args.component_draws is not None:
-        from ..baseline.matrix_null import check_matrix_null_size
-
-        check_matrix_null_size(args.component_draws)  # before the heads are scored
-    from ..models.components import parse_components
-
-    return parse_components(args.components)
-
-
-_GLOB = re.compile(r"[*?[]")
-
-
-def _natural(text: str):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
-
-
-def expand_models(items) -> list[str]:
-    """Model arguments with globs (``ckpts/step*``) expanded, in natural order (step2 before
-    step10); a glob that matches nothing is an error. Other arguments (URLs among them: a
-    query string's ``?`` is no glob) pass unchanged."""
-    out = []
-    for item in items:
-        if _GLOB.search(item) and "://" not in item and not os.path.exists(item):
-            hits = sorted(glob.glob(os.path.expanduser(item)), key=_natural)
-            if not hits:
-                raise InputError(f"no checkpoint folder matches {item!r}")
-            out.extend(hits)
-        else:
-            out.append(item)
-    return out
-
-
-def _revisions(text):
-    if text is None:
-        return None
-    revs = [r.strip() for r in text.split(",")]
-    if not all(revs):
-        raise InputError(f"--revision has an empty entry: {text!r}")
-    if len(set(revs)) < len(revs):
-        raise InputError(f"--revision names a revision twice: {text!r}")
-    return revs

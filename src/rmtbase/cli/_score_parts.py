@@ -1,0 +1,120 @@
+"""The parts of ``rmtbase score``'s run (:mod:`rmtbase.cli.score`) beside the scoring itself:
+its arguments checked before any work (model globs, revisions, components, the probe's text)
+and its optional extras (outlier directions, the probe joined to the score)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+from ..errors import InputError
+from ..stats.null_kind import GaussianNull, Null
+
+
+def directions(ds, model, revision, args) -> dict:
+    """{"directions.nc": table} of the outlier directions of every circuit scored in ``ds``
+    (:mod:`rmtbase.scoring.directions`; the weights are read a second time)."""
+    from ..models import default_model_path, load_heads
+    from ..models.ov import load_ov_heads
+    from ..scoring.collection import entries
+    from ..scoring.directions import combine_directions, directions_dataset
+
+    path = model if model is not None else default_model_path()
+    items = entries(ds) if "circuit" in ds.dims else [("qk", ds)]
+    tables = []
+    for circuit, e in items:
+        load = load_ov_heads if circuit == "ov" else load_heads
+        tables.append(directions_dataset(load(path, revision=revision,
+                                              allow_pickle=args.allow_pickle), e, circuit))
+    return {"directions.nc": combine_directions(tables) if len(tables) > 1 else tables[0]}
+
+
+def component_options(args, components) -> dict:
+    """Options of score_components from the command line."""
+    return dict(components=components, draws=args.component_draws, alpha=args.alpha,
+                seed=args.seed, allow_pickle=args.allow_pickle,
+                quantized_null=args.quantized_null)
+
+
+def probe_text(args, several: bool):
+    """The probe's text (checked before any work) for --probe, else None."""
+    if not args.probe:
+        if args.text is not None:
+            raise InputError("--text needs --probe")
+        return None
+    if several:
+        raise InputError("--probe runs one model; give one MODEL and one revision")
+    if args.revision is not None:
+        raise InputError("--probe loads the model with transformers at its default revision; "
+                         "leave out --revision")
+    from ..probe import read_text
+
+    return read_text(args.text)
+
+
+def join_probe(ds, model, text, *, progress: bool):
+    """``ds`` with the probe's behaviours of the same model joined (:func:`rmtbase.probe.join`)."""
+    from ..probe import join, probe_model
+    from .probe import resolve_model
+
+    where, name = resolve_model(model)
+    return join(ds, probe_model(where, text=text, name=name, progress=progress))
+
+
+def components_arg(args):
+    """The --components names (validated), or None; --component-draws needs --components."""
+    if args.components is None:
+        if args.component_draws is not None:
+            raise InputError("--component-draws needs --components")
+        return None
+    if not isinstance(Null.parse(args.null), GaussianNull):
+        raise InputError("--components compares whole matrices with the Gaussian null; it "
+                         "does not combine with --null permutation")
+    if args.component_draws is not None and args.component_draws < 2:
+        raise InputError(f"--component-draws must be at least 2, got {args.component_draws}")
+    if args.component_draws is not None:
+        from ..baseline.matrix_null import check_matrix_null_size
+
+        check_matrix_null_size(args.component_draws)  # before the heads are scored
+    from ..models.components import parse_components
+
+    return parse_components(args.components)
+
+
+_GLOB = re.compile(r"[*?[]")
+
+
+def _natural(text: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def expand_models(items) -> list[str]:
+    """Model arguments with globs (``ckpts/step*``) expanded, in natural order (step2 before
+    step10); a glob that matches nothing is an error. Other arguments (URLs among them: a
+    query string's ``?`` is no glob) pass unchanged."""
+    out = []
+    for item in items:
+        if _GLOB.search(item) and "://" not in item and not os.path.exists(item):
+            hits = sorted(glob.glob(os.path.expanduser(item)), key=_natural)
+            if not hits:
+                raise InputError(f"no checkpoint folder matches {item!r}")
+            out.extend(hits)
+        else:
+            out.append(item)
+    return out
+
+
+def revisions(text):
+    if text is None:
+        return None
+    revs = [r.strip() for r in text.split(",")]
+    if not all(revs):
+        raise InputError(f"--revision has an empty entry: {text!r}")
+    if len(set(revs)) < len(revs):
+        raise InputError(f"--revision names a revision twice: {text!r}")
+    return revs
+
+
+__all__ = ["component_options", "components_arg", "directions", "expand_models", "join_probe",
+           "probe_text", "revisions"]
