@@ -288,7 +288,9 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
     precision the null models (:data:`rmtbase.stats.precision.STORAGES`). Only the ``lowrank``
     ensemble is cached. ``progress``: say on stderr when a table must be generated, and show a
     bar while it is. ``rmtbase sweep --into-cache`` writes the files generated here ahead of
-    time (:mod:`rmtbase.baseline.sweep_cache`)."""
+    time (:mod:`rmtbase.baseline.sweep_cache`); inside a Dask task (a collection scored with
+    ``--workers``) the blocks of a table generated here are drawn by the task's whole cluster,
+    bit for bit the same (:mod:`rmtbase.baseline.task_cluster`)."""
     from .tables import baseline
 
     found = lookup_table(d, d_h, stats=stats, min_draws=min_draws, seed=seed,
@@ -302,8 +304,13 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
         print(f"rmtbase: generating the null table d={d}, d_h={d_h}, {stats} statistics, "
               f"{storage} storage, {int(min_draws)} draws (cached in {directory} for next time)",
               file=sys.stderr, flush=True)
-    ds = baseline(d, d_h, draws=int(min_draws), seed=seed, stats=stats, ensemble=ensemble,
-                  dtype=key["dtype"], storage=storage, progress=progress)
+    from .task_cluster import table_on_cluster, task_client
+
+    options = dict(draws=int(min_draws), seed=seed, stats=stats, ensemble=ensemble,
+                   dtype=key["dtype"], storage=storage)
+    with task_client() as client:  # inside a Dask task: its blocks drawn by the whole cluster
+        ds = baseline(d, d_h, progress=progress, **options) if client is None else \
+            table_on_cluster(client, d, d_h, **options)
     path = cache_target(d, d_h, stats=stats, draws=int(min_draws), seed=seed,
                         ensemble=ensemble, dtype=key["dtype"], storage=storage)
     try:

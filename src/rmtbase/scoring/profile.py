@@ -75,25 +75,45 @@ def factor_profile(wq, wk) -> dict[str, np.ndarray]:
 def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DRAWS,
                  seed: int = 0) -> dict[str, np.ndarray]:
     """``{axis: (n,)}`` Gaussian null draws of :data:`FACTOR_AXES` at (d, d_h) and ``storage``
-    (module docstring), in chunks of 250 heads; the same seed gives the same draws."""
+    (module docstring), in chunks of 250 heads; the same seed gives the same draws. Inside a
+    Dask task the chunks are tasks of its cluster (:mod:`rmtbase.baseline.task_cluster`;
+    chunk ``i`` depends on (seed, i) alone, so the draws are the same bit for bit)."""
+    import jax
+
+    from ..baseline.task_cluster import map_in_order, task_client
+
+    x64 = bool(jax.config.read("jax_enable_x64"))  # a chunk on another worker runs as here
+    args = [(d, d_h, storage, seed, i, min(_CHUNK, n - start), x64)
+            for i, start in enumerate(range(0, n, _CHUNK))]
+    with task_client() as client:
+        parts = [_profile_chunk(*a) for a in args] if client is None else \
+            map_in_order(client, _profile_chunk, args)
+    return {a: np.concatenate([p[a] for p in parts]) for a in FACTOR_AXES}
+
+
+def _profile_chunk(d: int, d_h: int, storage: str, seed: int, i: int, m: int,
+                   x64: bool) -> dict:
+    """Chunk ``i`` (``m`` heads) of :func:`profile_null`, under ``jax_enable_x64 = x64``."""
+    import jax
+
+    with jax.enable_x64(x64):
+        return _chunk_draws(d, d_h, storage, seed, i, m)
+
+
+def _chunk_draws(d, d_h, storage, seed, i, m) -> dict:
     import jax
 
     from ..ensembles import named_key
     from ..stats.precision import null_rows, round_trip
 
     key = named_key(jax.random.key(int(seed)), "profile")
-    out: dict[str, list] = {a: [] for a in FACTOR_AXES}
-    for i, start in enumerate(range(0, n, _CHUNK)):
-        m = min(_CHUNK, n - start)
-        kq, kk = jax.random.split(jax.random.fold_in(key, i))
-        rows = null_rows(storage, d_h)  # FP8: each head drawn inside a full 128-row tile
-        wq = jax.random.normal(kq, (m, rows, d), dtype=np.float32)
-        wk = jax.random.normal(kk, (m, rows, d), dtype=np.float32)
-        if storage != "float32":
-            wq, wk = round_trip(wq, storage)[:, :d_h], round_trip(wk, storage)[:, :d_h]
-        for a, v in factor_profile(wq, wk).items():
-            out[a].append(v)
-    return {a: np.concatenate(v) for a, v in out.items()}
+    kq, kk = jax.random.split(jax.random.fold_in(key, i))
+    rows = null_rows(storage, d_h)  # FP8: each head drawn inside a full 128-row tile
+    wq = jax.random.normal(kq, (m, rows, d), dtype=np.float32)
+    wk = jax.random.normal(kk, (m, rows, d), dtype=np.float32)
+    if storage != "float32":
+        wq, wk = round_trip(wq, storage)[:, :d_h], round_trip(wk, storage)[:, :d_h]
+    return factor_profile(wq, wk)
 
 
 #: Memory for one block of heads' permuted factors (two (heads, chunk, d_h, d) float32 arrays).
