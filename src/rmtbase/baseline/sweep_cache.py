@@ -20,7 +20,8 @@ that table). Completed blocks are kept beside each target as they arrive
 only what is missing. The spectral extension a score may still make (×5 draws where some
 head's decision is unsettled, :mod:`rmtbase.scoring.stopping`) is not built here, and the
 profile's null (:mod:`rmtbase.scoring.profile_cache`) is added by the command
-(:mod:`rmtbase.cli.sweep`), which may import the scoring.
+(:mod:`rmtbase.cli.sweep`, which may import the scoring) through ``then``, its chunks drawn on
+the same workers.
 """
 
 from __future__ import annotations
@@ -96,16 +97,18 @@ def plan(cells, storages, *, stats="all", draws=None, seed=0, chunk_size=None,
 def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws=None,
                      seed: int = 0, chunk_size=None, scheduler: str | None = None,
                      workers: int | None = None, client=None, blocks_per_task: int = 1,
-                     progress: bool = True, resume: bool = True) -> dict[str, list[Path]]:
+                     progress: bool = True, resume: bool = True,
+                     then=None) -> dict[str, list[Path]]:
     """Build the null tables a Gaussian-null score of each cell of ``d`` × ``d_h`` at each of
     ``storages`` reads (module docstring), as Dask tasks, into the user cache
     (:func:`rmtbase.files.user_cache.cache_dir`). ``stats``, ``draws``, ``seed``: the
-    score's. Each table is written as its last block arrives. Returns ``{"written": [...],
-    "found": [...]}`` (cache files)."""
+    score's. Each table is written as its last block arrives. ``then``: called with the
+    client once the tables are written, before the cluster closes (the command draws the
+    profile nulls there). Returns ``{"written": [...], "found": [...]}`` (cache files)."""
     from ..files.user_cache import cache_dir
     from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
-    from .sweep import _distributed, check_blocks_per_task, run_jobs
+    from .sweep import _client, _distributed, check_blocks_per_task, run_jobs
     from .tables import assemble, grid_cells, write_table
 
     cells = grid_cells(d, d_h)
@@ -147,8 +150,10 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
 
     from functools import partial
 
-    run_jobs(blocks, partial(job_blocks, specs), scheduler, workers, client, progress,
-             on_complete=write)
+    with _client(scheduler, workers, client) as c:
+        run_jobs(blocks, partial(job_blocks, specs), None, None, c, progress, on_complete=write)
+        if then is not None:
+            then(c)
     return {"written": written, "found": found}
 
 

@@ -95,7 +95,8 @@ def _network(args, progress):
 
 
 def _into_cache(args, progress) -> int:
-    """``--into-cache``: the score's null tables (Dask) and profile nulls (this process)."""
+    """``--into-cache``: the score's null tables and profile nulls, both drawn on the
+    workers."""
     from ..baseline.sweep_cache import sweep_into_cache
     from ..baseline.tables import grid_cells
     from ..errors import InputError
@@ -109,13 +110,17 @@ def _into_cache(args, progress) -> int:
                          "cache holds sigma = 1 lowrank float32 tables)")
     storages = list(dict.fromkeys(args.storage or ["float32"]))
     cells = grid_cells(args.d, args.dh)
+
+    def profiles(client):  # scoring's own function, file and format; chunks on the workers
+        for cell in cells:
+            for storage in storages:
+                cached_profile_null(*cell, storage, seed=args.seed, client=client)
+
     got = sweep_into_cache(args.d, args.dh, storages=storages, stats=args.stats,
                            draws=args.draws, seed=args.seed, chunk_size=args.chunk_size,
                            scheduler=args.scheduler, workers=args.workers,
-                           blocks_per_task=args.blocks_per_task, progress=progress)
-    for cell in cells:  # drawn here: scoring's own function, file and format
-        for storage in storages:
-            cached_profile_null(*cell, storage, seed=args.seed)
+                           blocks_per_task=args.blocks_per_task, progress=progress,
+                           then=profiles)
     print(f"{cache_dir()}: wrote {len(got['written'])} null tables, "
           f"{len(got['found'])} already there, and the profile nulls of "
           f"{len(cells) * len(storages)} (shape, storage) pairs", file=sys.stderr)

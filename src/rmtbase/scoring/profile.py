@@ -73,11 +73,14 @@ def factor_profile(wq, wk) -> dict[str, np.ndarray]:
 
 
 def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DRAWS,
-                 seed: int = 0) -> dict[str, np.ndarray]:
+                 seed: int = 0, client=None) -> dict[str, np.ndarray]:
     """``{axis: (n,)}`` Gaussian null draws of :data:`FACTOR_AXES` at (d, d_h) and ``storage``
-    (module docstring), in chunks of 250 heads; the same seed gives the same draws. Inside a
-    Dask task the chunks are tasks of its cluster (:mod:`rmtbase.baseline.task_cluster`;
-    chunk ``i`` depends on (seed, i) alone, so the draws are the same bit for bit)."""
+    (module docstring), in chunks of 250 heads; the same seed gives the same draws. The
+    chunks are tasks of the Dask ``client`` when one is given, and inside a Dask task of its
+    cluster (:mod:`rmtbase.baseline.task_cluster`); chunk ``i`` depends on (seed, i) alone, so
+    the draws are the same bit for bit."""
+    import contextlib
+
     import jax
 
     from ..baseline.task_cluster import map_in_order, task_client
@@ -85,9 +88,9 @@ def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DR
     x64 = bool(jax.config.read("jax_enable_x64"))  # a chunk on another worker runs as here
     args = [(d, d_h, storage, seed, i, min(_CHUNK, n - start), x64)
             for i, start in enumerate(range(0, n, _CHUNK))]
-    with task_client() as client:
-        parts = [_profile_chunk(*a) for a in args] if client is None else \
-            map_in_order(client, _profile_chunk, args)
+    with contextlib.nullcontext(client) if client is not None else task_client() as c:
+        parts = [_profile_chunk(*a) for a in args] if c is None else \
+            map_in_order(c, _profile_chunk, args)
     return {a: np.concatenate([p[a] for p in parts]) for a in FACTOR_AXES}
 
 

@@ -63,9 +63,10 @@ def _read(path: Path, keys: dict) -> dict | None:
 
 
 def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | None = None,
-                        seed: int = 0) -> dict[str, np.ndarray]:
+                        seed: int = 0, client=None) -> dict[str, np.ndarray]:
     """:func:`rmtbase.scoring.profile.profile_null` read from the user cache, drawn and
-    written there (atomically) on first use. ``n`` defaults to ``PROFILE_DRAWS``."""
+    written there (atomically) on first use (its chunks as tasks of a Dask ``client`` when
+    one is given). ``n`` defaults to ``PROFILE_DRAWS``."""
     import xarray as xr
 
     from .._version import __version__
@@ -88,7 +89,7 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
         got = _read(path, keys)
         if got is not None:
             return got
-    draws = profile_null(d, d_h, storage, n=n, seed=seed)
+    draws = profile_null(d, d_h, storage, n=n, seed=seed, client=client)
     ds = xr.Dataset({a: (("draw",), v) for a, v in draws.items()},
                     attrs=dict(keys, rmtbase_version=__version__,
                                definition="Gaussian null of the profile's factor axes "
