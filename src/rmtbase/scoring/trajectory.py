@@ -10,8 +10,9 @@ dimension). :func:`score_component_collection` does the same for whole-matrix sc
 - **Streaming**: one checkpoint's weights at a time (and a layer at a time within it).
 - **The null is shared**: null tables are read from the shipped data or the user cache
   (generated once per shape and storage, then reused); the null band of the spectrum figure is
-  computed once per (d, d_h) here. Where a Dask cluster shares the cache, the first entry of
-  each shape runs alone so its tables exist before the others start.
+  computed once per (d, d_h) here. On Dask, the first entry of each shape runs alone so its
+  tables exist before the others start, and the tables and profile null it must draw are
+  drawn by the whole cluster (:mod:`rmtbase.baseline.task_cluster`).
 - **Dask**: ``workers=N`` (a loopback LocalCluster of N processes, one thread each),
   ``scheduler=ADDRESS`` or ``client=``: one task per entry, the same engine as
   :mod:`rmtbase.baseline.sweep`. Each task runs with the driver's JAX precision setting
