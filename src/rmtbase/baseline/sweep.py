@@ -133,8 +133,9 @@ def _check_address(scheduler) -> None:
 
 @contextlib.contextmanager
 def _client(scheduler=None, workers=None, client=None):
-    """A Client: the one given, one connected to ``scheduler``, or a loopback LocalCluster of
-    ``workers`` processes with one thread each (closed on exit)."""
+    """A Client: the one given, one connected to ``scheduler``, or a loopback cluster of
+    ``workers`` processes with one thread each (closed on exit), each on its own GPU where
+    the machine has GPUs (:mod:`rmtbase.baseline.loopback`)."""
     if client is not None:
         yield client
         return
@@ -153,11 +154,16 @@ def _client(scheduler=None, workers=None, client=None):
         return
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
         raise InputError(f"workers must be a positive integer, got {workers!r}")
+    from .loopback import gpu_cluster, gpu_ids, worker_envs
+
+    gpus = gpu_ids()
     with _quiet_workers():  # the worker processes start with SIGINT ignored
-        cluster = dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
-                                    processes=True, host="127.0.0.1", dashboard_address=None,
-                                    scheduler_kwargs=NO_DASHBOARD,
-                                    silence_logs=logging.CRITICAL, env=worker_env(workers))
+        cluster = gpu_cluster(dist, worker_envs(int(workers), worker_env(workers), gpus),
+                              NO_DASHBOARD, logging.CRITICAL) if gpus else \
+            dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
+                              processes=True, host="127.0.0.1", dashboard_address=None,
+                              scheduler_kwargs=NO_DASHBOARD,
+                              silence_logs=logging.CRITICAL, env=worker_env(workers))
     with cluster, dist.Client(cluster) as c:
         yield c
 
