@@ -46,6 +46,7 @@ def test_one_worker_per_gpu():
     assert worker_envs(2, base, []) == [base, base]
 
 
+@pytest.mark.slow
 def test_a_sweep_on_per_gpu_workers_is_the_one_process_table(monkeypatch):
     """With two (pretend) GPUs visible, ``--workers 2`` starts one worker per GPU, each seeing
     only its own, and their sweep is the one-process table bit for bit (JAX here is CPU-only,
