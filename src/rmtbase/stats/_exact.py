@@ -11,9 +11,10 @@ Two rewrites of XLA on CPU break ggml's reference arithmetic, which rounds every
 :func:`unfused` is a round trip through the integer bits that changes one NaN payload
 (0x7FC00001 → 0x7FC00000): no number changes, and neither XLA nor LLVM can prove it the
 identity unless it can prove x is never NaN, which it cannot for values computed from the
-inputs. (Mapping −0 to +0 instead, as ``precision._rounded`` does, is proved the identity for a
-square x·x, whose sign bit LLVM knows to be clear, and the FMA comes back.) Both rewrites are
-checked in isolation in ``tests/test_kquants.py``.
+inputs. (Mapping −0 to +0 instead, as the legacy formats' guard once did, is proved the
+identity for a square x·x, whose sign bit LLVM knows to be clear, and the FMA comes back.) Both
+rewrites are checked in isolation in ``tests/test_kquants.py``; the legacy formats
+(``precision._rounded``) use the same guard.
 """
 
 from __future__ import annotations

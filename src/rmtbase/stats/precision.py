@@ -52,6 +52,7 @@ import numpy as np
 
 from ..errors import InputError
 from ._exact import div_pow2_minus_1 as _div_pow2_minus_1  # as the K-quants: exact quotients
+from ._exact import unfused
 from .names import (  # noqa: F401 - re-exported
     FLOAT_STORAGES,
     FP8_FORMATS,
@@ -109,18 +110,12 @@ def _fp16(x):
 
 
 def _rounded(x):
-    """``x`` as stored, kept from fusing into the next addition or product.
-
-    XLA fuses elementwise code and LLVM may contract ``a·b + c`` into one FMA (one rounding
-    instead of numpy's two) and fold ``(a·c₁)·c₂`` into ``a·(c₁c₂)``; an optimisation barrier
-    does not survive fusion. A round trip through the integer bits that maps −0 to +0 is an
-    operation neither can see through, and changes no value the callers use.
-    """
-    if x.dtype != jnp.float32:
-        return jax.lax.optimization_barrier(x)
-    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
-    bits = jnp.where(bits == jnp.int32(-(2**31)), jnp.int32(0), bits)
-    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+    """``x`` as stored, kept from fusing into the next addition or product: float32 through
+    :func:`rmtbase.stats._exact.unfused` (the one guard against LLVM's FMA contraction and
+    XLA's constant folding, shared with the K-quants), any other dtype through an
+    optimisation barrier (float64 under ``jax_enable_x64``, where no bit-exact reference is
+    claimed)."""
+    return unfused(x) if x.dtype == jnp.float32 else jax.lax.optimization_barrier(x)
 
 
 def _symmetric(b, half: int):
