@@ -102,6 +102,7 @@ def test_plots_take_ax_none_and_return_axes(scored):
     assert len(ax.lines) >= 2
     ax2 = profiles.plot_trajectory(traj, "condition_number")
     assert ax2.get_yscale() == "log" and ax2.get_xlabel() == "training step"
+    assert ax2.get_title().startswith("gpt2, d 64, d_h 16: condition_number")
     assert profiles.plot_flag_trajectory(traj).get_ylabel().startswith("fraction")
     fig = profiles.verdict_grid(traj)
     assert len(fig.axes) == 3 + 1
@@ -120,3 +121,22 @@ def test_inputs_must_be_score_outputs(scored, capsys, tmp_path):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and word in err[0], err
+
+
+def test_collection_figures_name_what_their_entries_share():
+    """A title names the one model, else the hub organisation, else the architecture and
+    shape every entry shares (local checkpoints carry only their folder names)."""
+    import xarray as xr
+
+    from rmtbase.report.figures import collection_label
+
+    def coll(models, **common):
+        return xr.Dataset({"entry_attrs": (("checkpoint",), [json.dumps({"model": m})
+                                                            for m in models])}, attrs=common)
+
+    assert collection_label(xr.Dataset(attrs={"model": "/abs/path/ckpt-7"})) == "ckpt-7"
+    assert collection_label(coll(["EleutherAI/pythia-70m"] * 3)) == "EleutherAI/pythia-70m"
+    assert collection_label(coll(["meta-llama/A", "meta-llama/B"])) == "meta-llama"
+    assert collection_label(coll(["step0", "step1"], architecture="gpt2", d=64, d_h=16)) == \
+        "gpt2, d 64, d_h 16"
+    assert collection_label(coll(["step0", "gpt2"], architecture="gpt2")) == ""

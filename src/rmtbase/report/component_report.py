@@ -153,7 +153,9 @@ def trajectory_figure(ds: xr.Dataset, stat: str = "weibull_k"):
         ax.set_visible(False)
     dim = collection_dim(ds)
     labels = [str(v) for v in ds[dim].values]
-    who = f"{ds.attrs['model']}: " if "model" in ds.attrs else ""
+    from .figures import collection_label
+
+    who = f"{name}: " if (name := collection_label(ds)) else ""
     f.suptitle(f"{who}whole matrices across {len(labels)} {dim}s ({labels[0]} … "
                f"{labels[-1]})", fontsize=10)
     return f

@@ -82,6 +82,30 @@ def title_label(ds: xr.Dataset) -> str:
     return m if len(m) <= 48 else "…" + m[-47:]
 
 
+def collection_label(ds: xr.Dataset) -> str:
+    """What names a Dataset's model(s) in a title: :func:`title_label` where it records one
+    model; for a collection, the one model all its entries share, else the hub organisation
+    of them all, else the architecture and shape they share (local checkpoints are named by
+    their folders only, :func:`rmtbase.scoring.description.model_label`, so ``ckpts/step*``
+    reads "gpt2, d 64, d_h 16"); "" where nothing names them all."""
+    import json
+
+    if ds.attrs.get("model"):
+        return title_label(ds)
+    if "entry_attrs" not in ds:
+        return ""
+    models = {str(json.loads(str(e)).get("model", "")).split(" (", 1)[0].rstrip("/")
+              for e in np.atleast_1d(ds["entry_attrs"].values)}
+    orgs = {m.split("/", 1)[0] if m.count("/") == 1 else "" for m in models}
+    name = models.pop() if len(models) == 1 else orgs.pop() if len(orgs) == 1 else ""
+    if name:
+        return title_label(xr.Dataset(attrs={"model": name}))
+    a = ds.attrs
+    if all(k in a for k in ("architecture", "d", "d_h")):
+        return f"{a['architecture']}, d {int(a['d'])}, d_h {int(a['d_h'])}"
+    return ""
+
+
 def verdict_colorbar(fig, mappable, ax, **kw):
     """The verdict's colour bar: −log₁₀ head p."""
     return fig.colorbar(mappable, ax=ax, label=r"$-\log_{10}$ head p", extend="max", **kw)

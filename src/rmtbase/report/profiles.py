@@ -219,11 +219,11 @@ def plot_trajectory(ds: xr.Dataset, stat: str, ax=None):
 
 
 def _named(ds: xr.Dataset, text: str) -> str:
-    """``text`` headed by the model's name (:func:`rmtbase.report.figures.title_label`) where
-    the Dataset records one: a figure of one statistic says whose it is."""
-    from .figures import title_label
+    """``text`` headed by the model's name (:func:`rmtbase.report.figures.collection_label`)
+    where the Dataset records one: a figure of one statistic says whose it is."""
+    from .figures import collection_label
 
-    name = title_label(ds) if ds.attrs.get("model") else ""
+    name = collection_label(ds)
     return f"{name}: {text}" if name else text
 
 
