@@ -7,7 +7,7 @@ packed as ggml blocks and written as a ``llama`` GGUF file with llama.cpp's row 
 (``tests/_gguf.py``). Read back, the file names its type, the null passes through the same
 round trip, and per statistic the rate of p ≤ 0.05 lies within 3 binomial standard errors of
 0.05 (``test_precision_null._assert_calibrated``: heads as units, GQA-shared k.* statistics
-as one unit per key head, plus the null's own sampling), with no head flagged.
+as one unit per key head, plus the null's own sampling), and models with a flagged head within α's rate.
 
 Sample size. A first version with 2–3 seeds of 12 layers (72 key heads) failed for Q4_K on
 k.entropy / k.delta_entropy (10 of 72 key heads at p ≤ 0.05, 3.1–3.4 se); the same statistics
