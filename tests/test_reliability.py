@@ -243,6 +243,32 @@ def _assert_clean(code, err, what):
     assert (code, err) in ((130, "rmtbase: interrupted\n"), (-2, "")), (what, code, err[-3000:])
 
 
+def _worker_start_tracebacks(err: str) -> str:
+    """``err`` without the ``KeyboardInterrupt`` tracebacks of loopback Dask workers hit while
+    they start up (spawned: their first frame is ``multiprocessing/spawn.py``'s
+    ``spawn_main``). The one documented exception to "one line" (``baseline.sweep.
+    _quiet_workers``): the workers cannot inherit SIGINT ignored without this process
+    losing a Ctrl-C meanwhile (9 of 17 tries went on drawing), and a signal mask is not
+    inherited by spawned processes. Anything else in ``err`` stays and fails the check."""
+    import re
+
+    one = re.compile(r"Traceback \(most recent call last\):\n  File \"<string>\", line 1, in "
+                     r"<module>\n  File \"[^\n]*multiprocessing/spawn\.py\", line \d+, in "
+                     r"spawn_main\n(?:(?!Traceback)[^\n]*\n)*?KeyboardInterrupt\n")
+    return one.sub("", err)
+
+
+def test_worker_start_tracebacks_are_the_only_thing_removed():
+    tb = ('Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+          '  File "/x/lib/python3.11/multiprocessing/spawn.py", line 122, in spawn_main\n'
+          '    exitcode = _main(fd, parent_sentinel)\n  File "/x/yaml/reader.py", line 87\n'
+          'KeyboardInterrupt\n')
+    assert _worker_start_tracebacks(tb + tb + "rmtbase: interrupted\n") == \
+        "rmtbase: interrupted\n"
+    other = 'Traceback (most recent call last):\n  File "/x/rmtbase/cli.py", line 3\nKeyboardInterrupt\n'
+    assert _worker_start_tracebacks(other + "rmtbase: interrupted\n").startswith(other)
+
+
 def _sweep(gpt2_dir, tmp_path, delays):
     for i, delay in enumerate(delays):
         cache = tmp_path / f"cache{i}"  # empty: the null table is built, the run is long
@@ -287,6 +313,8 @@ def test_ctrl_c_sweep_every_long_command(gpt2_dir, llama_dir, text_file, tmp_pat
             out = tmp_path / f"{name}{i}"
             code, err = _interrupt_at([*argv, "--out", out], delay, tmp_path / f"c-{name}{i}")
             kept = "rmtbase: completed blocks are kept; run the same command again to continue\n"
+            if name == "sweep":  # see _worker_start_tracebacks
+                err = _worker_start_tracebacks(err)
             if err.startswith(kept):  # a table command's resume hint (baseline, sweep)
                 err = err[len(kept):]
             _assert_clean(code, err, f"{name}: SIGINT at {delay:.2f} s")
@@ -577,8 +605,8 @@ def test_delta_is_named_tuned_vs_base(tmp_path, score_cache, monkeypatch):
 
 
 def test_a_ctrl_c_while_loopback_workers_start_is_held_not_lost():
-    """While the workers start, SIGINT is blocked (so that they inherit it blocked), not
-    ignored: a Ctrl-C meanwhile is raised as the start ends. With SIG_IGN it was discarded and
+    """While the workers start, this thread blocks SIGINT, not ignores it: a Ctrl-C sent to
+    it meanwhile is raised as the start ends. With SIG_IGN it was discarded and
     ``sweep --workers 1`` interrupted in that window went on drawing (9 of 17 tries)."""
     import signal
     import threading

@@ -176,16 +176,20 @@ def _client(scheduler=None, workers=None, client=None):
 
 @contextlib.contextmanager
 def _quiet_workers():
-    """Ctrl-C reaches the whole process group: the loopback cluster's worker processes would
-    each print a traceback. They start with SIGINT blocked — the signal mask of the threads
-    that spawn them, inherited through fork and exec and never unblocked there, so a Ctrl-C
-    stays pending in them for good — and are closed by this process, which alone handles the
-    interrupt. This thread blocks SIGINT while they start too, so a Ctrl-C meanwhile is held
-    and raised as the start ends. (Ignoring SIGINT instead, as before, discarded it: a
-    ``sweep --workers 1`` interrupted 0.8–2.4 s after its start went on drawing in 9 of 17
-    tries; ``tests/test_reliability.py``.) Their logs are silenced below CRITICAL (a worker
-    whose scheduler closes under it logs a 12-line heartbeat traceback); a task's own
-    failure still reaches this process through its future."""
+    """While the loopback cluster's workers start, this thread blocks SIGINT: a Ctrl-C then
+    is never lost (another thread's C handler takes it and it is raised here, or it waits
+    here until the start ends), and a cluster already made is closed by the caller.
+
+    The trade-off, measured (``sweep --workers 1`` interrupted 0.8–3 s after its start): the
+    old way, SIGINT ignored meanwhile so that the workers inherit SIG_IGN through exec and stay
+    silent, *discarded* the Ctrl-C — the sweep went on drawing in 9 of 17 tries — because
+    Linux hands a process-directed signal to any thread that does not block it, and JAX's
+    threads exist before the cluster (blocking and ignoring together lost 7 of 20). A mask is
+    not inherited by the spawned workers (they start with none blocked), so a Ctrl-C during
+    their own start-up (≈ 1.5–2 s here) may print their ``KeyboardInterrupt`` tracebacks
+    before ``rmtbase: interrupted``; after the start they are quiet. Their logs are silenced
+    below CRITICAL (a worker whose scheduler closes under it logs a 12-line heartbeat
+    traceback); a task's own failure still reaches this process through its future."""
     import signal
     import threading
 
