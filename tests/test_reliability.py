@@ -622,3 +622,30 @@ def test_a_ctrl_c_while_loopback_workers_start_is_held_not_lost():
             reached = True
     assert reached
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+@pytest.mark.parametrize("when", ["enter", "work"])
+def test_a_failed_output_leaves_no_folder_it_made(tmp_path, monkeypatch, when):
+    """The folders made for an output (a study's ``--out`` above OUT/NAME) go again when the
+    run fails or is interrupted, while empty; a folder that was there stays. (The 60-run
+    Ctrl-C sweep found ``study --out study5`` left as an empty folder.)"""
+    from rmtbase.files import output
+    from rmtbase.files.output import OutputFolder
+
+    target = tmp_path / "a" / "b" / "study"
+    if when == "enter":
+        def boom(*a, **k):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(output, "_clean_stale", boom)
+    with pytest.raises(KeyboardInterrupt):
+        with OutputFolder(target, kind="rmtbase study x") as out:
+            out.write_text("x.txt", "partial")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "keep").mkdir()
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError):
+        with OutputFolder(tmp_path / "keep" / "new" / "study", kind="rmtbase study x"):
+            raise RuntimeError
+    assert [p.name for p in tmp_path.iterdir()] == ["keep"] and \
+        not any((tmp_path / "keep").iterdir())

@@ -170,21 +170,35 @@ class OutputFolder:
         self.kind = kind
         self.final = check_output_dir(path, kind)
         self.tmp: Path | None = None
+        self.made: list[Path] = []
         self.written: dict[str, Path] = {}
 
     def __enter__(self) -> OutputFolder:
         parent = self.final.parent
-        parent.mkdir(parents=True, exist_ok=True)
-        _clean_stale(parent, self.final.name)
-        self.tmp = parent / _tmp_name(self.final.name)
+        # the folders made here for the output (``--out`` of a study, OUT/NAME) go again on
+        # failure, innermost first and only while empty: an interrupted run leaves nothing
+        self.made = [a for a in (parent, *parent.parents) if not a.exists()]
         try:  # __exit__ does not run when __enter__ is interrupted
+            parent.mkdir(parents=True, exist_ok=True)
+            _clean_stale(parent, self.final.name)
+            self.tmp = parent / _tmp_name(self.final.name)
             with deferred():
                 self.tmp.mkdir()
             fault_point("output:created")
         except BaseException:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            self._discard()
             raise
         return self
+
+    def _discard(self) -> None:
+        """Remove the temporary folder and the folders made for the output, if empty."""
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        for folder in self.made:
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (or gone): it is not only ours
+                break
 
     def _path(self, rel) -> Path:
         p = self.tmp / rel
@@ -211,7 +225,7 @@ class OutputFolder:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            self._discard()
             return False
         try:
             fault_point("output:swap")
