@@ -176,19 +176,22 @@ def _client(scheduler=None, workers=None, client=None):
 
 @contextlib.contextmanager
 def _quiet_workers():
-    """While the loopback cluster's workers start, this thread blocks SIGINT: a Ctrl-C then
-    is never lost (another thread's C handler takes it and it is raised here, or it waits
-    here until the start ends), and a cluster already made is closed by the caller.
+    """While the loopback cluster's workers start, a Ctrl-C is held: this process's SIGINT
+    handler only records it, and it is delivered to the handler that was there (rmtbase's,
+    which raises) as the start ends, so the cluster is whole and is closed by the caller (a
+    Ctrl-C raised inside Dask's start left its semaphores to the resource tracker's
+    "leaked" warning).
 
     The trade-off, measured (``sweep --workers 1`` interrupted 0.8–3 s after its start): the
     old way, SIGINT ignored meanwhile so that the workers inherit SIG_IGN through exec and stay
-    silent, *discarded* the Ctrl-C — the sweep went on drawing in 9 of 17 tries — because
-    Linux hands a process-directed signal to any thread that does not block it, and JAX's
-    threads exist before the cluster (blocking and ignoring together lost 7 of 20). A mask is
-    not inherited by the spawned workers (they start with none blocked), so a Ctrl-C during
-    their own start-up (≈ 1.5–2 s here) may print their ``KeyboardInterrupt`` tracebacks
-    before ``rmtbase: interrupted``; after the start they are quiet. Their logs are silenced
-    below CRITICAL (a worker whose scheduler closes under it logs a 12-line heartbeat
+    silent, *discarded* the Ctrl-C — the sweep went on drawing in 9 of 17 tries. Ignoring and
+    blocking it in this thread lost it too (7 of 20: Linux hands a process-directed signal to
+    any thread that does not block it, and JAX's threads exist before the cluster), and a
+    signal mask is not inherited by the spawned workers (they start with none blocked). A
+    recorded signal is never lost, but the workers start with SIGINT at its default, so a
+    Ctrl-C during their own start-up (≈ 1.5–2 s here) may print their ``KeyboardInterrupt``
+    tracebacks before ``rmtbase: interrupted``; after the start they are quiet. Their logs are
+    silenced below CRITICAL (a worker whose scheduler closes under it logs a 12-line heartbeat
     traceback); a task's own failure still reaches this process through its future."""
     import signal
     import threading
@@ -196,11 +199,17 @@ def _quiet_workers():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+    held = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        signal.signal(signal.SIGINT, old)
+        if held:
+            if callable(old):
+                old(signal.SIGINT, None)  # rmtbase's handler (or Python's) raises
+            elif old == signal.SIG_DFL:
+                raise KeyboardInterrupt
 
 
 def check_blocks_per_task(per) -> int:
