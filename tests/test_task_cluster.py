@@ -49,6 +49,7 @@ def test_inside_a_task_there_is_a_client(client):
     assert client.submit(probe, pure=False).result() == (True, True)
 
 
+@pytest.mark.slow  # 9 s; the quick tier keeps the profile null's test of the same mechanism
 def test_a_table_generated_in_a_task_is_drawn_by_the_cluster_bit_for_bit(client, module_cache):
     """500 draws = 2 blocks of 250: two block tasks besides the calling one, and the table the
     task caches is the one-process table, every variable and value."""
