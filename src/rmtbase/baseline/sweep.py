@@ -166,7 +166,7 @@ def _client(scheduler=None, workers=None, client=None):
                                   processes=True, host="127.0.0.1", dashboard_address=None,
                                   scheduler_kwargs=NO_DASHBOARD,
                                   silence_logs=logging.CRITICAL, env=worker_env(workers))
-    except BaseException:  # a Ctrl-C held during the start is raised as it ends: close it
+    except BaseException:  # an error after the cluster was made: close it
         if cluster is not None:
             cluster.close()
         raise
@@ -176,40 +176,31 @@ def _client(scheduler=None, workers=None, client=None):
 
 @contextlib.contextmanager
 def _quiet_workers():
-    """While the loopback cluster's workers start, a Ctrl-C is held: this process's SIGINT
-    handler only records it, and it is delivered to the handler that was there (rmtbase's,
-    which raises) as the start ends, so the cluster is whole and is closed by the caller (a
-    Ctrl-C raised inside Dask's start left its semaphores to the resource tracker's
-    "leaked" warning).
+    """Ctrl-C reaches the whole process group: the loopback cluster's worker processes would
+    each print a traceback. They start with SIGINT ignored (SIG_IGN survives exec; a signal
+    mask does not: spawned workers start with none blocked, measured) and are closed by this
+    process, which alone handles the interrupt. Their logs are silenced below CRITICAL (a
+    worker whose scheduler closes under it logs a 12-line heartbeat traceback); a task's own
+    failure still reaches this process through its future.
 
-    The trade-off, measured (``sweep --workers 1`` interrupted 0.8–3 s after its start): the
-    old way, SIGINT ignored meanwhile so that the workers inherit SIG_IGN through exec and stay
-    silent, *discarded* the Ctrl-C — the sweep went on drawing in 9 of 17 tries. Ignoring and
-    blocking it in this thread lost it too (7 of 20: Linux hands a process-directed signal to
-    any thread that does not block it, and JAX's threads exist before the cluster), and a
-    signal mask is not inherited by the spawned workers (they start with none blocked). A
-    recorded signal is never lost, but the workers start with SIGINT at its default, so a
-    Ctrl-C during their own start-up (≈ 1.5–2 s here) may print their ``KeyboardInterrupt``
-    tracebacks before ``rmtbase: interrupted``; after the start they are quiet. Their logs are
-    silenced below CRITICAL (a worker whose scheduler closes under it logs a 12-line heartbeat
-    traceback); a task's own failure still reaches this process through its future."""
+    **Known defect**: a Ctrl-C during the 1–2 s of the cluster's start is discarded (this
+    process ignores SIGINT meanwhile), so the command goes on: ``sweep --workers 1``
+    interrupted 0.8–2.4 s after its start went on drawing in 9 of 17 tries. Recording the
+    signal instead never loses it, but then the workers inherit SIGINT at its default and a
+    Ctrl-C at any later time prints their tracebacks (``test_faults_signals``); blocking it
+    lost 7 of 20 (JAX's threads take it). ``tests/test_reliability.py`` keeps it as a strict
+    xfail."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = []
-    old = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
-        if held:
-            if callable(old):
-                old(signal.SIGINT, None)  # rmtbase's handler (or Python's) raises
-            elif old == signal.SIG_DFL:
-                raise KeyboardInterrupt
 
 
 def check_blocks_per_task(per) -> int:
