@@ -244,46 +244,6 @@ def _assert_clean(code, err, what):
     assert (code, err) in ((130, "rmtbase: interrupted\n"), (-2, "")), (what, code, err[-3000:])
 
 
-#: How the output of a loopback Dask worker hit by a Ctrl-C while it starts begins: the
-#: traceback of a spawned interpreter (``python -c "from multiprocessing.spawn import …"``:
-#: first frame ``<string>``, then multiprocessing's) or multiprocessing's report of a worker
-#: process whose run raised.
-WORKER_NOISE = re.compile(r'Process Dask Worker process \(from Nanny\):\n|Traceback \(most '
-                          r'recent call last\):\n  File "<string>", line 1, in <module>\n  File '
-                          r'"[^\n]*multiprocessing/[^\n"]*\.py", line \d+, in [^\n]*\n')
-
-
-def _worker_start_tracebacks(err: str) -> str:
-    """``err`` without what loopback Dask workers print when a Ctrl-C hits them while they
-    start (:data:`WORKER_NOISE` must begin it; the ``rmtbase:`` lines at its end are this
-    process's and are kept). The one documented exception to "one line"
-    (``baseline.sweep._quiet_workers``): the workers cannot inherit SIGINT ignored without
-    this process losing a Ctrl-C meanwhile (9 of 17 tries went on drawing), and a signal mask
-    is not inherited by spawned processes. Output that does not begin so is left whole and
-    fails the check."""
-    lines = err.splitlines(keepends=True)
-    i = len(lines)
-    while i > 0 and lines[i - 1].startswith("rmtbase: "):
-        i -= 1
-    noise, own = "".join(lines[:i]), "".join(lines[i:])
-    return own if noise and WORKER_NOISE.match(noise) else err
-
-
-def test_worker_start_tracebacks_are_the_only_thing_removed():
-    tb = ('Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
-          '  File "/x/lib/python3.11/multiprocessing/spawn.py", line 122, in spawn_main\n'
-          '    exitcode = _main(fd, parent_sentinel)\n  File "/x/yaml/reader.py", line 87\n'
-          'KeyboardInterrupt\n')
-    nanny = ('Process Dask Worker process (from Nanny):\nTraceback (most recent call last):\n'
-             '  File "/x/q.py", line 1\nAssertionError: Queue not closed\n')
-    end = "rmtbase: interrupted\n"
-    assert _worker_start_tracebacks(tb + tb + end) == end
-    assert _worker_start_tracebacks(nanny + tb + end) == end
-    other = 'Traceback (most recent call last):\n  File "/x/rmtbase/cli.py", line 3\nKeyboardInterrupt\n'
-    assert _worker_start_tracebacks(other + end) == other + end
-    assert _worker_start_tracebacks("rmtbase: oops\n" + end) == "rmtbase: oops\n" + end
-
-
 def _sweep(gpt2_dir, tmp_path, delays):
     for i, delay in enumerate(delays):
         cache = tmp_path / f"cache{i}"  # empty: the null table is built, the run is long
@@ -328,8 +288,6 @@ def test_ctrl_c_sweep_every_long_command(gpt2_dir, llama_dir, text_file, tmp_pat
             out = tmp_path / f"{name}{i}"
             code, err = _interrupt_at([*argv, "--out", out], delay, tmp_path / f"c-{name}{i}")
             kept = "rmtbase: completed blocks are kept; run the same command again to continue\n"
-            if name == "sweep":  # see _worker_start_tracebacks
-                err = _worker_start_tracebacks(err)
             if name == "study":  # its stage line, said before the work starts (progress.stage)
                 err = re.sub(r"\Aproduct_networks: [^\n]*\n", "", err)
             if err.startswith(kept):  # a table command's resume hint (baseline, sweep)
@@ -625,8 +583,8 @@ def test_delta_is_named_tuned_vs_base(tmp_path, score_cache, monkeypatch):
                    reason="known defect: the workers must inherit SIGINT ignored, and this "
                           "process ignores it meanwhile (baseline.sweep._quiet_workers)")
 def test_a_ctrl_c_while_loopback_workers_start_is_held_not_lost():
-    """While the workers start, a Ctrl-C is recorded, not ignored, and raised as the start
-    ends. With SIG_IGN it was discarded and ``sweep --workers 1`` interrupted in that window
+    """What should hold: a Ctrl-C while the workers start is kept and raised as the start
+    ends. With SIG_IGN (as now) it is discarded and ``sweep --workers 1`` interrupted in that window
     went on drawing (9 of 17 tries)."""
     import signal
     import threading

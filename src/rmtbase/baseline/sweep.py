@@ -157,19 +157,13 @@ def _client(scheduler=None, workers=None, client=None):
     from .loopback import gpu_cluster, gpu_ids, worker_envs
 
     gpus = gpu_ids()
-    cluster = None
-    try:
-        with _quiet_workers():  # the worker processes start with SIGINT blocked
-            cluster = gpu_cluster(dist, worker_envs(int(workers), worker_env(workers), gpus),
-                                  NO_DASHBOARD, logging.CRITICAL) if gpus else \
-                dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
-                                  processes=True, host="127.0.0.1", dashboard_address=None,
-                                  scheduler_kwargs=NO_DASHBOARD,
-                                  silence_logs=logging.CRITICAL, env=worker_env(workers))
-    except BaseException:  # an error after the cluster was made: close it
-        if cluster is not None:
-            cluster.close()
-        raise
+    with _quiet_workers():  # the worker processes start with SIGINT ignored
+        cluster = gpu_cluster(dist, worker_envs(int(workers), worker_env(workers), gpus),
+                              NO_DASHBOARD, logging.CRITICAL) if gpus else \
+            dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
+                              processes=True, host="127.0.0.1", dashboard_address=None,
+                              scheduler_kwargs=NO_DASHBOARD,
+                              silence_logs=logging.CRITICAL, env=worker_env(workers))
     with cluster, dist.Client(cluster) as c:
         yield c
 

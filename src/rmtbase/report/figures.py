@@ -74,9 +74,14 @@ def readable_log_ticks(axis) -> None:
 def title_label(ds: xr.Dataset) -> str:
     """The model's name for a title: without the provenance in parentheses, a path reduced to
     its last part, at most 48 characters."""
+    return _short_name(ds.attrs.get("model", "?"))
+
+
+def _short_name(model) -> str:
+    """:func:`title_label` of a model's name."""
     import os
 
-    m = str(ds.attrs.get("model", "?")).split(" (", 1)[0].rstrip("/")
+    m = str(model).split(" (", 1)[0].rstrip("/")
     if os.path.isabs(m):
         m = os.path.basename(m) or m
     return m if len(m) <= 48 else "…" + m[-47:]
@@ -99,7 +104,7 @@ def collection_label(ds: xr.Dataset) -> str:
     orgs = {m.split("/", 1)[0] if m.count("/") == 1 else "" for m in models}
     name = models.pop() if len(models) == 1 else orgs.pop() if len(orgs) == 1 else ""
     if name:
-        return title_label(xr.Dataset(attrs={"model": name}))
+        return _short_name(name)
     a = ds.attrs
     if all(k in a for k in ("architecture", "d", "d_h")):
         return f"{a['architecture']}, d {int(a['d'])}, d_h {int(a['d_h'])}"

@@ -99,24 +99,18 @@ def _profile_chunk(d: int, d_h: int, storage: str, seed: int, i: int, m: int,
     """Chunk ``i`` (``m`` heads) of :func:`profile_null`, under ``jax_enable_x64 = x64``."""
     import jax
 
-    with jax.enable_x64(x64):
-        return _chunk_draws(d, d_h, storage, seed, i, m)
-
-
-def _chunk_draws(d, d_h, storage, seed, i, m) -> dict:
-    import jax
-
     from ..ensembles import named_key
     from ..stats.precision import null_rows, round_trip
 
-    key = named_key(jax.random.key(int(seed)), "profile")
-    kq, kk = jax.random.split(jax.random.fold_in(key, i))
-    rows = null_rows(storage, d_h)  # FP8: each head drawn inside a full 128-row tile
-    wq = jax.random.normal(kq, (m, rows, d), dtype=np.float32)
-    wk = jax.random.normal(kk, (m, rows, d), dtype=np.float32)
-    if storage != "float32":
-        wq, wk = round_trip(wq, storage)[:, :d_h], round_trip(wk, storage)[:, :d_h]
-    return factor_profile(wq, wk)
+    with jax.enable_x64(x64):
+        key = named_key(jax.random.key(int(seed)), "profile")
+        kq, kk = jax.random.split(jax.random.fold_in(key, i))
+        rows = null_rows(storage, d_h)  # FP8: each head drawn inside a full 128-row tile
+        wq = jax.random.normal(kq, (m, rows, d), dtype=np.float32)
+        wk = jax.random.normal(kk, (m, rows, d), dtype=np.float32)
+        if storage != "float32":
+            wq, wk = round_trip(wq, storage)[:, :d_h], round_trip(wk, storage)[:, :d_h]
+        return factor_profile(wq, wk)
 
 
 #: Memory for one block of heads' permuted factors (two (heads, chunk, d_h, d) float32 arrays).
