@@ -100,7 +100,9 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
 
     x_k = λ_k / (rms_Q² rms_K² d²) per draw (the same normalisation as the heads'), from
     ``null_draws(..., stats="spectral", return_spectrum=True)`` with key
-    ``fold_in(PRNGKey(seed), 0x5EC7)`` (independent of the table's keys).
+    ``fold_in(key(seed), 0x5EC7)`` (independent of the table's keys; a typed key, like the
+    tables', so the band reuses their compiled spectral program; its bits are those of the
+    legacy ``PRNGKey(seed)`` the shipped bands were drawn with).
     Returns (len(SPECTRUM_QUANTILES), d_h); the seed shapes' bands are shipped
     (:func:`rmtbase.baseline.cache.shipped_band`), which spares a first run their compilation.
     """
@@ -116,7 +118,7 @@ def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int) -> np.ndarra
 
     from ..baseline.null import null_draws
 
-    key = jax.random.fold_in(jax.random.PRNGKey(seed), 0x5EC7)
+    key = jax.random.fold_in(jax.random.key(seed), 0x5EC7)
     nd = null_draws(key, d, d_h, n_draws, stats="spectral", return_spectrum=True)
     x = np.asarray(nd["qk.spectrum"], dtype=np.float64)
     x = x / (np.asarray(nd["q.rms"])[:, None] ** 2 * np.asarray(nd["k.rms"])[:, None] ** 2)
