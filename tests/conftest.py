@@ -9,6 +9,28 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+
+def _one_compilation_cache() -> str | None:
+    """One JAX persistent compilation cache for the whole test run: the pytest process (which
+    sets it up before xdist starts its workers, so they inherit it), its workers and every
+    ``rmtbase`` executable a test starts (the CLI keeps a ``JAX_COMPILATION_CACHE_DIR`` it
+    finds). The same programs of the same shapes compile once per run instead of once per
+    process: on 2 cores XLA compilation was about half of ``tests/test_html.py``'s time (34 of
+    77 s). A cache hit is the executable a compile would have made, so no number changes.
+    Left alone when the caller set a cache (or ``RMTBASE_NO_JIT_CACHE``); removed at the end
+    by the process that made it. Returns the folder it made, else None."""
+    import tempfile
+
+    if "JAX_COMPILATION_CACHE_DIR" in os.environ or os.environ.get("RMTBASE_NO_JIT_CACHE"):
+        return None
+    path = tempfile.mkdtemp(prefix="rmtbase-test-jit-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    return path
+
+
+_JIT_CACHE = _one_compilation_cache()
+
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
@@ -113,3 +135,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid.split("/", 1)[-1] in QUICK_TIER_SLOW:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_unconfigure(config):
+    """Remove the run's compilation cache (:func:`_one_compilation_cache`), in the process
+    that made it."""
+    import shutil
+
+    if _JIT_CACHE is not None:
+        shutil.rmtree(_JIT_CACHE, ignore_errors=True)
