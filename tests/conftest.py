@@ -128,6 +128,25 @@ QUICK_TIER_SLOW = {
     # untrained bf16 models as null end to end (float16 and the large shapes were slow already):
     # the bf16 lattice cells (test_precision) and the profile's bf16 null moments stay
     "test_precision_null.py::test_untrained_models_stored_in_16_bits_score_as_null[bfloat16-2000]",
+    # 2026-11-25: the quick tier measured 10 min 11 s (1,356 tests); these ~90 s of CPU move:
+    # the MP_c⊠MP_c edges and NPR over 2,000 draws at 768 × 64: the exact Σλ, Σλ² moments
+    # (test_sum_lambda_moments_exact[40-40-1.5-0.7]) and the fast path's law stay
+    "test_null.py::test_edges_and_npr_limits",
+    # Σλ on the float64 factor path: the exact-moment test above stays
+    "test_null.py::test_sum_lambda_factor_path_exact",
+    # the bidiagonal's Wishart moments over 20,000 draws: the Bartlett factor's moments
+    # (test_gram_moments_and_structure) and the bidiagonal route's law ([24-4-eigh]) stay
+    "test_wishart.py::test_bidiagonal_gram_moments",
+    "test_cache.py::test_cache_contents_are_checked_against_the_name[other cell]",
+    # per-cell keys: a sweep's separately drawn cells equal the one-process grid (test_sweep) stays
+    "test_tables.py::test_grid_cells_equal_single_cells",
+    # the component plots take an axes; test_plot.py and test_compare.py's ax tests stay
+    "test_components.py::test_plots_take_an_axes",
+    # permutation null's eigen route vs NumPy SVDs: its draws = the statistics of permuted
+    # factors (test_permutation_draws_equal_the_statistics_of_permuted_factors) stays
+    "test_permutation.py::test_eigen_route_threads_and_ill_conditioned_fallback",
+    # the constants at 50 digits: 30 digits stay
+    "test_analytic_constants.py::test_constants_against_independent_computations[50]",
 }
 
 
