@@ -99,7 +99,7 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
     """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted self-normalised null spectrum.
 
     x_k = λ_k / (rms_Q² rms_K² d²) per draw (the same normalisation as the heads'), from
-    ``null_draws(..., stats="spectral", return_spectrum=True)`` with key
+    ``null_draws(..., stats="spectral", return_lambda=True)`` (x from λ in float64) with key
     ``fold_in(key(seed), 0x5EC7)`` (independent of the table's keys; a typed key, like the
     tables', so the band reuses their compiled spectral program; its bits are those of the
     legacy ``PRNGKey(seed)`` the shipped bands were drawn with).
@@ -119,9 +119,11 @@ def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int) -> np.ndarra
     from ..baseline.null import null_draws
 
     key = jax.random.fold_in(jax.random.key(seed), 0x5EC7)
-    nd = null_draws(key, d, d_h, n_draws, stats="spectral", return_spectrum=True)
-    x = np.asarray(nd["qk.spectrum"], dtype=np.float64)
-    x = x / (np.asarray(nd["q.rms"])[:, None] ** 2 * np.asarray(nd["k.rms"])[:, None] ** 2)
+    # λ as the spectral tables draw it (return_lambda): the same compiled program as the
+    # shape's spectral table, where return_spectrum (λ/d² on the device) was a second one
+    nd = null_draws(key, d, d_h, n_draws, stats="spectral", return_lambda=True)
+    rms2 = np.asarray(nd["q.rms"], np.float64) ** 2 * np.asarray(nd["k.rms"], np.float64) ** 2
+    x = np.asarray(nd["qk.lambda"], dtype=np.float64) / (float(d) ** 2 * rms2[:, None])
     return np.quantile(x, SPECTRUM_QUANTILES, axis=0)
 
 
