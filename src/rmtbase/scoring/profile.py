@@ -41,6 +41,8 @@ the head's own entry law (heavy-tailed entries make uneven columns without any s
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import xarray as xr
 
@@ -68,8 +70,22 @@ FACTOR_AXES = ("alignment", "symmetry", "q_input_focus", "k_input_focus")
 
 
 def factor_profile(wq, wk) -> dict[str, np.ndarray]:
-    """The new axes' values of heads ``(..., d_h, d)`` (:mod:`rmtbase.stats.alignment`)."""
-    return {a: np.asarray(v, dtype=np.float64) for a, v in factor_profile_jax(wq, wk).items()}
+    """The new axes' values of heads ``(..., d_h, d)`` (:mod:`rmtbase.stats.alignment`), by
+    one compiled program per shape (:func:`_compiled_profile`), the same for model heads and
+    for the Gaussian null's draws."""
+    out = _compiled_profile()(wq, wk)
+    return {a: np.asarray(v, dtype=np.float64) for a, v in out.items()}
+
+
+@lru_cache(maxsize=1)
+def _compiled_profile():
+    """``jit(factor_profile_jax)``: the four statistics in fused passes over the factors. Run
+    op by op, each reduction wrote a temporary as large as the factors; compiled, a chunk of
+    250 Gaussian null heads at the Gemma-3 shape (640 × 256) takes 2.1 s of CPU rather than
+    3.3 s (values move by float32 rounding, ~1e-9)."""
+    import jax
+
+    return jax.jit(factor_profile_jax)
 
 
 def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DRAWS,
