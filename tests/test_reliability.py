@@ -579,27 +579,49 @@ def test_delta_is_named_tuned_vs_base(tmp_path, score_cache, monkeypatch):
     assert ds.attrs["model"] == "ft vs base", ds.attrs["model"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="known defect: the workers must inherit SIGINT ignored, and this "
-                          "process ignores it meanwhile (baseline.sweep._quiet_workers)")
 def test_a_ctrl_c_while_loopback_workers_start_is_held_not_lost():
-    """What should hold: a Ctrl-C while the workers start is kept and raised as the start
-    ends. With SIG_IGN (as now) it is discarded and ``sweep --workers 1`` interrupted in that window
-    went on drawing (9 of 17 tries)."""
+    """A Ctrl-C while the workers start is kept and raised as the start ends. (It used to be
+    discarded: this process ignored SIGINT so that the workers would inherit "ignore", and
+    ``sweep --workers 1`` interrupted in that window went on drawing in 9 of 17 tries.)"""
     import signal
     import threading
     import time
 
-    from rmtbase.baseline.sweep import _quiet_workers
+    from rmtbase.baseline.loopback import _setsid_spawn, quiet_start
 
+    if not _setsid_spawn():
+        pytest.skip("no POSIX_SPAWN_SETSID here: the former SIG_IGN start (documented loss)")
     raised = False
     try:
-        with _quiet_workers():
+        with quiet_start():
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
             time.sleep(0.05)  # held: nothing is raised inside
     except KeyboardInterrupt:
         raised = True
     assert raised, "the Ctrl-C sent while the workers start was lost"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.slow
+def test_loopback_workers_run_in_their_own_session():
+    """The workers of ``--workers N`` are in a session of their own (a terminal's Ctrl-C
+    reaches this process alone), get the passed descriptors they need (they run tasks), and
+    multiprocessing's spawn is itself again after the start."""
+    import multiprocessing.util as mp_util
+    import os
+
+    from rmtbase.baseline.loopback import _setsid_spawn
+    from rmtbase.baseline.sweep import _client
+
+    if not _setsid_spawn():
+        pytest.skip("no POSIX_SPAWN_SETSID here")
+    spawn = mp_util.spawnv_passfds
+    with _client(None, 2, None) as c:
+        pids = list(c.run(os.getpid).values())
+        assert sorted(c.gather(c.map(lambda x: x * x, [1, 2, 3]))) == [1, 4, 9]
+        assert len(pids) == 2
+        assert all(os.getsid(p) == p != os.getsid(0) for p in pids), pids
+    assert mp_util.spawnv_passfds is spawn
 
 
 @pytest.mark.parametrize("when", ["enter", "work"])

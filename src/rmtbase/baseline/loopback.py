@@ -11,10 +11,22 @@ GPU ``i mod G``: one worker per GPU when N = G (the intended use, as ``dask-cuda
 ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` so that they can share its memory. The draws do not
 depend on which device computes them beyond the backend's own rounding (GPU = CPU is tested
 on a device, ``tests/test_device.py``).
+
+Ctrl-C (:func:`quiet_start`). A terminal's Ctrl-C goes to its whole foreground process group,
+and a worker process that gets it prints a traceback. So the worker processes start in a
+session of their own (``os.posix_spawn(..., setsid=True)`` in place of multiprocessing's
+spawn while the cluster starts): the Ctrl-C reaches this process alone, which closes the
+cluster. A Ctrl-C during the start is held and raised as the start ends
+(:func:`rmtbase.files.interrupts.deferred`): raised inside Dask's start it left semaphores to
+the resource tracker's "leaked" warning. Workers that cannot start that way (no
+``POSIX_SPAWN_SETSID``, e.g. old glibc) start as before with SIGINT ignored, inherited through
+exec, while this process ignores it too: a Ctrl-C in those 1–2 s is then lost (the former,
+documented defect). A worker the nanny restarts later starts in this process's group.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -68,4 +80,62 @@ def gpu_cluster(dist, envs: list[dict], scheduler_options: dict, silence_logs: i
     return dist.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=silence_logs)
 
 
-__all__ = ["gpu_cluster", "gpu_ids", "worker_envs"]
+def _spawn_in_own_session(path, args, passfds):
+    """``multiprocessing.util.spawnv_passfds`` with the child in a new session: the same
+    program, arguments, environment and passed descriptors (made inheritable for the spawn;
+    Python's other descriptors are close-on-exec), returning its pid."""
+    fds = sorted({int(f) for f in passfds})
+    was = [os.get_inheritable(f) for f in fds]
+    try:
+        for f in fds:
+            os.set_inheritable(f, True)
+        return os.posix_spawn(path, list(args), os.environ, setsid=True)
+    finally:
+        for f, w in zip(fds, was, strict=True):
+            os.set_inheritable(f, w)
+
+
+def _setsid_spawn() -> bool:
+    """Whether :func:`_spawn_in_own_session` works here (one ``true`` spawned and reaped)."""
+    true = shutil.which("true")
+    if true is None:
+        return False
+    try:
+        pid = os.posix_spawn(true, [true], os.environ, setsid=True)
+        os.waitpid(pid, 0)
+    except (AttributeError, NotImplementedError, OSError, TypeError):
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def quiet_start():
+    """The block that starts a loopback cluster: its worker processes start in their own
+    session, and a Ctrl-C meanwhile is held and raised at the end (module docstring). Outside
+    the main thread it changes nothing."""
+    import multiprocessing.util as mp_util
+    import signal
+    import threading
+
+    from ..files.interrupts import deferred
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if _setsid_spawn():
+        original = mp_util.spawnv_passfds
+        mp_util.spawnv_passfds = _spawn_in_own_session
+        try:
+            with deferred():
+                yield
+        finally:
+            mp_util.spawnv_passfds = original
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the workers inherit "ignore"
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+__all__ = ["gpu_cluster", "gpu_ids", "quiet_start", "worker_envs"]

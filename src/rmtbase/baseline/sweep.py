@@ -154,47 +154,24 @@ def _client(scheduler=None, workers=None, client=None):
         return
     if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
         raise InputError(f"workers must be a positive integer, got {workers!r}")
-    from .loopback import gpu_cluster, gpu_ids, worker_envs
+    from .loopback import gpu_cluster, gpu_ids, quiet_start, worker_envs
 
     gpus = gpu_ids()
-    with _quiet_workers():  # the worker processes start with SIGINT ignored
-        cluster = gpu_cluster(dist, worker_envs(int(workers), worker_env(workers), gpus),
-                              NO_DASHBOARD, logging.CRITICAL) if gpus else \
-            dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
-                              processes=True, host="127.0.0.1", dashboard_address=None,
-                              scheduler_kwargs=NO_DASHBOARD,
-                              silence_logs=logging.CRITICAL, env=worker_env(workers))
+    cluster = None
+    try:
+        with quiet_start():  # workers in their own session; a Ctrl-C meanwhile is held
+            cluster = gpu_cluster(dist, worker_envs(int(workers), worker_env(workers), gpus),
+                                  NO_DASHBOARD, logging.CRITICAL) if gpus else \
+                dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
+                                  processes=True, host="127.0.0.1", dashboard_address=None,
+                                  scheduler_kwargs=NO_DASHBOARD,
+                                  silence_logs=logging.CRITICAL, env=worker_env(workers))
+    except KeyboardInterrupt:  # held through the start: the cluster is whole, close it
+        if cluster is not None:
+            cluster.close()
+        raise
     with cluster, dist.Client(cluster) as c:
         yield c
-
-
-@contextlib.contextmanager
-def _quiet_workers():
-    """Ctrl-C reaches the whole process group: the loopback cluster's worker processes would
-    each print a traceback. They start with SIGINT ignored (SIG_IGN survives exec; a signal
-    mask does not: spawned workers start with none blocked, measured) and are closed by this
-    process, which alone handles the interrupt. Their logs are silenced below CRITICAL (a
-    worker whose scheduler closes under it logs a 12-line heartbeat traceback); a task's own
-    failure still reaches this process through its future.
-
-    **Known defect**: a Ctrl-C during the 1–2 s of the cluster's start is discarded (this
-    process ignores SIGINT meanwhile), so the command goes on: ``sweep --workers 1``
-    interrupted 0.8–2.4 s after its start went on drawing in 9 of 17 tries. Recording the
-    signal instead never loses it, but then the workers inherit SIGINT at its default and a
-    Ctrl-C at any later time prints their tracebacks (``test_faults_signals``); blocking it
-    lost 7 of 20 (JAX's threads take it). ``tests/test_reliability.py`` keeps it as a strict
-    xfail."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 def check_blocks_per_task(per) -> int:
