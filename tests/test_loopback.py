@@ -63,3 +63,40 @@ def test_a_sweep_on_per_gpu_workers_is_the_one_process_table(monkeypatch):
     one = baseline(24, 4, draws=300, stats="spectral", progress=False)
     for v in one.data_vars:
         np.testing.assert_array_equal(ds[v].values, one[v].values, err_msg=v)
+
+
+def test_quiet_start_spawns_in_a_new_session_and_falls_back_to_ignoring(monkeypatch):
+    """Inside ``quiet_start`` multiprocessing spawns through ``_spawn_in_own_session`` (a
+    spawned child is its own session leader, its passed pipe works) and SIGINT is held; where
+    setsid spawning is unavailable, SIGINT is ignored for the block instead (the former way);
+    both restore what they changed."""
+    import multiprocessing.util as mp_util
+    import signal
+    import sys
+
+    from rmtbase.baseline import loopback
+
+    if not loopback._setsid_spawn():
+        pytest.skip("no POSIX_SPAWN_SETSID here")
+    spawn = mp_util.spawnv_passfds
+    r, w = os.pipe()
+    try:
+        with loopback.quiet_start():
+            assert mp_util.spawnv_passfds is loopback._spawn_in_own_session
+            code = f"import os; os.write({w}, str(os.getsid(0) == os.getpid()).encode())"
+            pid = mp_util.spawnv_passfds(sys.executable, [sys.executable, "-c", code], [w])
+            assert os.waitpid(pid, 0)[1] == 0
+            assert not os.get_inheritable(w)  # made inheritable for the spawn only
+        os.close(w)
+        w = None
+        assert os.read(r, 16) == b"True"
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
+    assert mp_util.spawnv_passfds is spawn
+    monkeypatch.setattr(loopback, "_setsid_spawn", lambda: False)
+    with loopback.quiet_start():
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert mp_util.spawnv_passfds is spawn
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
