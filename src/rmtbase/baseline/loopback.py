@@ -21,7 +21,10 @@ cluster. A Ctrl-C during the start is held and raised as the start ends
 the resource tracker's "leaked" warning. Workers that cannot start that way (no
 ``POSIX_SPAWN_SETSID``, e.g. old glibc) start as before with SIGINT ignored, inherited through
 exec, while this process ignores it too: a Ctrl-C in those 1–2 s is then lost (the former,
-documented defect). A worker the nanny restarts later starts in this process's group.
+documented defect). A worker the nanny restarts later starts in this process's group. The
+workers' logs are silenced below CRITICAL (``rmtbase.baseline.sweep._client``: a worker whose
+scheduler closes under it logs a 12-line heartbeat traceback); a task's own failure still
+reaches this process through its future.
 """
 
 from __future__ import annotations
