@@ -95,7 +95,8 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", batch=None, p
     the fixed vectorised width of every compiled evaluation, per device (default
     :data:`DEFAULT_BATCH`). chunk_size: draws per compiled call; for ``"vmap"`` rounded up to a
     multiple of batch × devices (default one batch per device; a call loops over its batches),
-    for ``"map"`` default min(n_draws, 256) and rounded up to a multiple of the device count.
+    for ``"map"`` default min(n_draws, 256), a given size kept even above n_draws (so that a
+    shorter run reuses the compiled chunk), and rounded up to a multiple of the device count.
     The last chunk is padded with draws that are discarded. Results have a leading axis
     n_draws; draw i depends on fold_in(key, i) and on ``batch`` only — not on n_draws,
     chunk_size or where in a chunk it falls (module docstring). progress: ``True`` for
@@ -113,7 +114,7 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", batch=None, p
         chunk = -(-min(chunk, -(-n // unit) * unit) // unit) * unit
     else:
         width = None
-        chunk = min(n, 256 if chunk_size is None else check_positive_int(chunk_size, "chunk_size"))
+        chunk = min(n, 256) if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
         chunk = -(-chunk // len(devices)) * len(devices)
     run = _chunk_runner(fn, chunk, method, devices, width)
     own_bar = progress is None or isinstance(progress, bool | int)
