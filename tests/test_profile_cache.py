@@ -14,17 +14,38 @@ def _no_draws(*a, **k):
 
 
 def test_drawn_once_then_read_back_identical(monkeypatch, tmp_path):
+    """bfloat16 heads' null is float32's (one file, named float32); a block format is
+    another key, so another file."""
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))
     first = cached_profile_null(64, 16, "bfloat16", n=300, seed=3)
     direct = profile.profile_null(64, 16, "bfloat16", n=300, seed=3)
-    assert profile_path(64, 16, "bfloat16", 300, 3).is_file()
+    assert profile_path(64, 16, "bfloat16", 300, 3) == profile_path(64, 16, "float32", 300, 3)
+    assert profile_path(64, 16, "float32", 300, 3).is_file()
+    assert [f.name for f in (tmp_path / "profile").iterdir()] == \
+        ["profile-d64-dh16-n300-seed3-float32-v2.nc"]
     monkeypatch.setattr(profile, "profile_null", _no_draws)
     again = cached_profile_null(64, 16, "bfloat16", n=300, seed=3)
+    also = cached_profile_null(64, 16, "float32", n=300, seed=3)
     for a in profile.FACTOR_AXES:
         np.testing.assert_array_equal(first[a], direct[a])
         np.testing.assert_array_equal(again[a], first[a])
+        np.testing.assert_array_equal(also[a], first[a])
     with pytest.raises(AssertionError, match="drawn again"):  # another key is another file
-        cached_profile_null(64, 16, "float32", n=300, seed=3)
+        cached_profile_null(64, 16, "q8_0", n=300, seed=3)
+
+
+def test_a_version_1_file_is_not_read_as_the_reduced_draws(monkeypatch, tmp_path):
+    """A cache file of the factor-path draws (format 1) stays unread: the name differs."""
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))
+    path = profile_path(64, 16, "float32", 300, 3)
+    assert path.name.endswith("-v2.nc")
+    old = path.with_name(path.name.replace("-v2.nc", "-v1.nc"))
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"format 1 draws")
+    got = cached_profile_null(64, 16, n=300, seed=3)
+    np.testing.assert_array_equal(got["symmetry"],
+                                  profile.profile_null(64, 16, n=300, seed=3)["symmetry"])
+    assert old.read_bytes() == b"format 1 draws" and path.is_file()
 
 
 def test_a_broken_or_renamed_file_is_drawn_again(monkeypatch, tmp_path):
@@ -42,17 +63,32 @@ def test_a_broken_or_renamed_file_is_drawn_again(monkeypatch, tmp_path):
 
 
 def test_shipped_profile_nulls_equal_a_fresh_draw(monkeypatch, tmp_path):
-    """The profile nulls shipped for the default model's shape are profile_null's own draws
-    (same seed), read without drawing and without writing to the user cache."""
+    """The profile nulls shipped are profile_null's own draws (same seed), read without drawing
+    and without writing to the user cache: all 2,000 for the default model's shape, the first
+    chunk (250 heads, which depends on (seed, 0) alone) for every other shipped shape."""
     from rmtbase.scoring.profile_cache import SHIPPED_PROFILES
 
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
     for d, d_h, storage in SHIPPED_PROFILES:
-        fresh = profile.profile_null(d, d_h, storage)
+        n = profile.PROFILE_DRAWS if (d, d_h) == (384, 32) else 250
+        fresh = profile.profile_null(d, d_h, storage, n=n)
         monkeypatch.setattr(profile, "profile_null", _no_draws)
         shipped = cached_profile_null(d, d_h, storage)
         monkeypatch.undo()
         monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
         for a in profile.FACTOR_AXES:
-            np.testing.assert_allclose(shipped[a], fresh[a], rtol=0, atol=0)
+            assert shipped[a].shape == (profile.PROFILE_DRAWS,)
+            np.testing.assert_allclose(shipped[a][:n], fresh[a], rtol=0, atol=0)
     assert not (tmp_path / "cache").exists()
+
+
+def test_every_shipped_table_shape_has_its_profile_null_shipped():
+    """A first score of a shape whose null tables ship draws no profile null either."""
+    from rmtbase.baseline.cache import shipped_index
+    from rmtbase.scoring.profile_cache import SHIPPED_PROFILES, shipped_profile
+
+    shapes = {(e["d"], e["d_h"]) for e in shipped_index() if e["ensemble"] == "lowrank"}
+    assert shapes == {(d, d_h) for d, d_h, _ in SHIPPED_PROFILES}
+    for d, d_h, storage in SHIPPED_PROFILES:
+        name = profile_path(d, d_h, storage, profile.PROFILE_DRAWS, 0).name
+        assert shipped_profile(name) is not None, name

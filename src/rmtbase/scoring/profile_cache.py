@@ -1,15 +1,17 @@
-"""The profile's Gaussian null on disk: drawn once per (d, d_h, storage, draws, seed).
+"""The profile's Gaussian null on disk: drawn once per (d, d_h, null storage, draws, seed).
 
 :func:`rmtbase.scoring.profile.profile_null` draws :data:`~rmtbase.scoring.profile.PROFILE_DRAWS`
-heads of i.i.d. N(0, 1) factors at a model's shape and puts them through the layer's storage
-round trip; at the LLaMA-3-8B shape (4096, 128) that is most of an all-statistics score
-(docs/scale.md). :func:`cached_profile_null` keeps its draws in the user cache
+null heads at a model's shape (float storages share the float32 draws:
+:func:`~rmtbase.scoring.profile.null_storage`); before its reduced draws it took most of a
+LLaMA-3-8B-shaped all-statistics score (docs/scale.md), and it is still one of the larger
+costs of a new shape's first score. :func:`cached_profile_null` keeps its draws in the user cache
 (:func:`rmtbase.files.user_cache.cache_dir`, folder ``profile``) like the null tables: one
 netCDF file per key, written all or nothing, its name spelling every key; a file whose
 attributes disagree with its name, or that cannot be read, is drawn again with a warning. The
 draws are those :func:`profile_null` returns (same seed, same numbers on the same backend).
-The default model's null (MiniLM: 384 × 32, float32) ships in ``rmtbase/data/profile`` under
-the same name, so its first score draws nothing (:data:`SHIPPED_PROFILES`).
+The nulls of every shape whose null tables ship (MiniLM's 384 × 32 to 5120 × 128; float32,
+which float16 and bfloat16 heads share) ship in ``rmtbase/data/profile`` under the same name,
+so a first score of those shapes draws no profile null (:data:`SHIPPED_PROFILES`, 74 kB a file).
 """
 
 from __future__ import annotations
@@ -19,11 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-#: Version of the file layout (part of the name).
-PROFILE_FORMAT = 1
+#: Version of the file layout and of the draws (part of the name): 2 since the reduced draws
+#: of :func:`rmtbase.scoring.profile.profile_null` (other numbers, the same law), so a cache
+#: file of version 1 is never read as theirs.
+PROFILE_FORMAT = 2
 #: (d, d_h, storage) of the profile nulls shipped in ``rmtbase/data/profile`` (drawn with
-#: ``sims/ship_profile.py``; default draws and seed).
-SHIPPED_PROFILES = ((384, 32, "float32"),)
+#: ``sims/ship_profile.py``; default draws and seed): the shapes of the shipped null tables
+#: (``tests/test_profile_cache.py`` keeps the two lists together).
+SHIPPED_PROFILES = tuple((d, d_h, "float32") for d, d_h in (
+    (384, 32), (512, 64), (768, 64), (1024, 64), (1280, 64), (1600, 64), (2048, 128),
+    (2048, 256), (2560, 80), (4096, 128), (5120, 128)))
 
 
 def shipped_profile(name: str):
@@ -35,9 +42,12 @@ def shipped_profile(name: str):
 
 
 def profile_path(d: int, d_h: int, storage: str, n: int, seed: int) -> Path:
-    """The cache file of one profile null."""
+    """The cache file of the profile null that serves heads stored as ``storage`` (named by
+    its null storage)."""
     from ..files.user_cache import cache_dir
+    from .profile import null_storage
 
+    storage = null_storage(storage)
     return cache_dir() / "profile" / (f"profile-d{int(d)}-dh{int(d_h)}-n{int(n)}-seed{int(seed)}"
                                       f"-{storage}-v{PROFILE_FORMAT}.nc")
 
@@ -66,14 +76,17 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
                         seed: int = 0, client=None) -> dict[str, np.ndarray]:
     """:func:`rmtbase.scoring.profile.profile_null` read from the user cache, drawn and
     written there (atomically) on first use (its chunks as tasks of a Dask ``client`` when
-    one is given). ``n`` defaults to ``PROFILE_DRAWS``."""
+    one is given). ``n`` defaults to ``PROFILE_DRAWS``; ``storage`` is the heads', the file
+    that of its null storage (float16 and bfloat16 heads read float32's)."""
     import xarray as xr
 
     from .._version import __version__
     from ..files.atomic import write_netcdf
-    from .profile import PROFILE_DRAWS, profile_null
+    from ..stats.precision import check_storage
+    from .profile import PROFILE_DRAWS, null_storage, profile_null
 
     n = PROFILE_DRAWS if n is None else int(n)
+    storage = null_storage(check_storage(storage))
     keys = {"d": int(d), "d_h": int(d_h), "storage": str(storage), "draws": n,
             "seed": int(seed), "format": PROFILE_FORMAT}
     path = profile_path(d, d_h, storage, n, seed)

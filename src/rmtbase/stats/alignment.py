@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-__all__ = ["alignment", "input_focus", "symmetry"]
+__all__ = ["alignment", "column_energies", "energy_cv2", "input_focus", "symmetry"]
 
 
 def _upcast(*ws):
@@ -67,7 +67,17 @@ def symmetry(wq, wk):
 def input_focus(w):
     """Squared coefficient of variation of the column energies of ``(..., d_h, d)`` ``w``
     (module docstring); NaN where ``w`` is 0."""
+    return energy_cv2(column_energies(w))
+
+
+def column_energies(w):
+    """e_j = Σ_i W[i, j]² of ``(..., d_h, d)`` ``w``: ``(..., d)``, at least float32."""
     (w,) = _upcast(w)
-    e = jnp.sum(w * w, axis=-2)
+    return jnp.sum(w * w, axis=-2)
+
+
+def energy_cv2(e):
+    """Var(e)/mean(e)² over the last axis (ddof 0): :func:`input_focus` of column energies
+    ``e`` (the profile's Gaussian null draws them from their law, σ²χ²_{d_h} each)."""
     m = jnp.mean(e, axis=-1)
     return jnp.var(e, axis=-1) / (m * m)
