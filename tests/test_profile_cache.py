@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import rmtbase.scoring.profile as profile
+import rmtbase.scoring.factor_axes as profile  # where the null is drawn
 from rmtbase.scoring.profile_cache import cached_profile_null, profile_path
 
 

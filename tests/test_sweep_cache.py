@@ -98,7 +98,7 @@ def _files(folder):
 def _no_null(monkeypatch):
     """Any null table or profile null drawn from here on raises."""
     import rmtbase.baseline.tables as tables
-    import rmtbase.scoring.profile as profile
+    import rmtbase.scoring.factor_axes as profile
 
     def refuse(*a, **k):
         raise AssertionError("a null was generated")

@@ -1,10 +1,10 @@
 """The profile's Gaussian null on disk: drawn once per (d, d_h, null storage, draws, seed).
 
-:func:`rmtbase.scoring.profile.profile_null` draws :data:`~rmtbase.scoring.profile.PROFILE_DRAWS`
-null heads at a model's shape (float storages share the float32 draws:
-:func:`~rmtbase.scoring.profile.null_storage`); before its reduced draws it took most of a
-LLaMA-3-8B-shaped all-statistics score (docs/scale.md), and it is still one of the larger
-costs of a new shape's first score. :func:`cached_profile_null` keeps its draws in the user cache
+:func:`rmtbase.scoring.factor_axes.profile_null` draws
+:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` null heads at a model's shape (float
+storages share the float32 draws: :func:`~rmtbase.scoring.factor_axes.null_storage`); before
+its reduced draws it took most of a LLaMA-3-8B-shaped all-statistics score (docs/scale.md),
+and it is still one of the larger costs of a new shape's first score. :func:`cached_profile_null` keeps its draws in the user cache
 (:func:`rmtbase.files.user_cache.cache_dir`, folder ``profile``) like the null tables: one
 netCDF file per key, written all or nothing, its name spelling every key; a file whose
 attributes disagree with its name, or that cannot be read, is drawn again with a warning. The
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 #: Version of the file layout and of the draws (part of the name): 2 since the reduced draws
-#: of :func:`rmtbase.scoring.profile.profile_null` (other numbers, the same law), so a cache
+#: of :func:`rmtbase.scoring.factor_axes.profile_null` (other numbers, the same law), so a cache
 #: file of version 1 is never read as theirs.
 PROFILE_FORMAT = 2
 #: (d, d_h, storage) of the profile nulls shipped in ``rmtbase/data/profile`` (drawn with
@@ -45,7 +45,7 @@ def profile_path(d: int, d_h: int, storage: str, n: int, seed: int) -> Path:
     """The cache file of the profile null that serves heads stored as ``storage`` (named by
     its null storage)."""
     from ..files.user_cache import cache_dir
-    from .profile import null_storage
+    from .factor_axes import null_storage
 
     storage = null_storage(storage)
     return cache_dir() / "profile" / (f"profile-d{int(d)}-dh{int(d_h)}-n{int(n)}-seed{int(seed)}"
@@ -55,7 +55,7 @@ def profile_path(d: int, d_h: int, storage: str, n: int, seed: int) -> Path:
 def _read(path: Path, keys: dict) -> dict | None:
     import xarray as xr
 
-    from .profile import FACTOR_AXES
+    from .factor_axes import FACTOR_AXES
 
     try:
         with xr.open_dataset(path) as ds:
@@ -74,7 +74,7 @@ def _read(path: Path, keys: dict) -> dict | None:
 
 def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | None = None,
                         seed: int = 0, client=None) -> dict[str, np.ndarray]:
-    """:func:`rmtbase.scoring.profile.profile_null` read from the user cache, drawn and
+    """:func:`rmtbase.scoring.factor_axes.profile_null` read from the user cache, drawn and
     written there (atomically) on first use (its chunks as tasks of a Dask ``client`` when
     one is given). ``n`` defaults to ``PROFILE_DRAWS``; ``storage`` is the heads', the file
     that of its null storage (float16 and bfloat16 heads read float32's)."""
@@ -83,7 +83,7 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
     from .._version import __version__
     from ..files.atomic import write_netcdf
     from ..stats.precision import check_storage
-    from .profile import PROFILE_DRAWS, null_storage, profile_null
+    from .factor_axes import PROFILE_DRAWS, null_storage, profile_null
 
     n = PROFILE_DRAWS if n is None else int(n)
     storage = null_storage(check_storage(storage))
