@@ -50,11 +50,19 @@ def gram_cholesky(key, d, d_h, sigma=1.0, dtype=jnp.float32):
     d, d_h = check_dims(d, d_h)
     dof = jnp.arange(d, d - d_h, -1).astype(dtype)  # d, d-1, ..., d-d_h+1
     diag = chi(named_key(key, "diag"), dof, dtype)
-    idx = _bartlett_layout(d_h)
     z = jax.random.normal(named_key(key, "lower"), (d_h * (d_h - 1) // 2,), dtype)
+    return sigma * bartlett_factor(z, diag)
+
+
+def bartlett_factor(z, diag):
+    """The lower-triangular ``(n, n)`` matrix with diagonal ``diag`` ``(n,)`` and strict lower
+    part ``z`` ``(n(n − 1)/2,)``, row by row: :func:`gram_cholesky`'s L from its variates
+    (Bartlett: ``diag`` = √χ²_{d−i+1}, ``z`` ~ N(0, 1)), for callers that draw the χ² in one
+    call with others (:mod:`rmtbase.scoring.factor_axes`)."""
     # One gather from [z, diag, 0] into the triangle: ~30 % cheaper on CPU than scattering
     # into a zero matrix, with identical numbers.
-    return sigma * jnp.concatenate([z, diag, jnp.zeros((1,), dtype)])[idx]
+    idx = _bartlett_layout(int(diag.shape[0]))
+    return jnp.concatenate([z, diag, jnp.zeros((1,), diag.dtype)])[idx]
 
 
 def gram_bidiagonal(key, d, d_h, sigma=1.0, dtype=jnp.float32):

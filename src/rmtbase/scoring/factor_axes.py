@@ -33,8 +33,9 @@ the cost (the profile's analogue of the spectral tables' fast path, :mod:`rmtbas
   FP8 move entries by ~0.08 σ: their null draws the factors (FP8 inside its 128-row tile) and
   puts them through the storage round trip (:func:`rmtbase.stats.precision.round_trip`).
 
-Measured (CPU seconds per 250 null heads, one process, 2 cores, bfloat16 heads): 4.2 s → 1.8 s
-at the Gemma-3 shape (640 × 256), 11.6 s → 0.6 s at 4096 × 128.
+Measured (CPU seconds per 250 null heads, one process, 2 cores, bfloat16 heads, against the
+factor draws before): 4.2 → 2.4–2.8 s at the Gemma-3 shape (640 × 256), 11.6 → 0.8–0.9 s at
+4096 × 128, 0.18 → 0.13 s at 384 × 32.
 """
 
 from __future__ import annotations
@@ -116,17 +117,15 @@ def _profile_chunk(d: int, d_h: int, storage: str, seed: int, i: int, m: int,
     ``jax_enable_x64 = x64``: float32 by the exact reduced draws (head j of the chunk from
     ``fold_in(chunk key, j)``), other storages by factors through their round trip."""
     import jax
-    import jax.numpy as jnp
 
     from ..ensembles import named_key
     from ..stats.precision import null_rows, round_trip
 
     with jax.enable_x64(x64):
         key = jax.random.fold_in(named_key(jax.random.key(int(seed)), "profile"), i)
-        if storage == "float32":
-            heads = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(m))
-            out = _reduced_null(int(d), int(d_h))(heads)
-            return {a: np.asarray(v, dtype=np.float64) for a, v in out.items()}
+        if storage == "float32":  # always a full chunk, so one program per shape; head j
+            out = _reduced_null(int(d), int(d_h))(key)  # is the same in a shorter chunk
+            return {a: np.asarray(v[:m], dtype=np.float64) for a, v in out.items()}
         kq, kk = jax.random.split(key)
         rows = null_rows(storage, d_h)  # FP8: each head drawn inside a full 128-row tile
         wq = jax.random.normal(kq, (m, rows, d), dtype=np.float32)
@@ -137,30 +136,42 @@ def _profile_chunk(d: int, d_h: int, storage: str, seed: int, i: int, m: int,
 
 @lru_cache(maxsize=16)
 def _reduced_null(d: int, d_h: int):
-    """``jit``: head keys ``(m,)`` -> ``{axis: (m,)}``, one head at a time (bounded memory),
-    by the reduced factors and drawn column energies of the module docstring."""
+    """``jit``: a chunk's key -> ``{axis: (250,)}``, head j from ``fold_in(key, j)``, one head
+    at a time (bounded memory), by the reduced factors and drawn column energies of the module
+    docstring. A head's χ²
+    variates — the Bartlett diagonal's 2d_h and the two factors' d energies each — come from
+    one :func:`~rmtbase.ensembles.chisquare.chisquare` call: one rejection loop to compile
+    rather than three (XLA compiles each loop's random numbers anew: ~3 s of CPU instead of
+    ~7 s for a new shape)."""
     import jax
     import jax.numpy as jnp
 
     from ..ensembles import named_key
     from ..ensembles.chisquare import chisquare
-    from ..ensembles.wishart import gram_cholesky
+    from ..ensembles.wishart import bartlett_factor
     from ..stats.alignment import alignment, energy_cv2, symmetry
 
-    dof = np.full((d,), d_h, dtype=np.float32)
+    r = 2 * d_h if d >= 2 * d_h else 0  # Bartlett rows of the stacked Gram (0: factors drawn)
+    dof = np.concatenate([np.arange(d, d - r, -1), np.full(2 * d, d_h)]).astype(np.float32)
 
     def one(key):
-        if d >= 2 * d_h:  # the Bartlett factor of the stacked Gram [W_Q; W_K][W_Q; W_K]^T
-            low = gram_cholesky(named_key(key, "gram"), d, 2 * d_h)
+        chi2 = chisquare(named_key(key, "chi2"), dof)
+        if r:  # the Bartlett factor of the stacked Gram [W_Q; W_K][W_Q; W_K]^T
+            z = jax.random.normal(named_key(key, "lower"), (r * (r - 1) // 2,), jnp.float32)
+            low = bartlett_factor(z, jnp.sqrt(chi2[:r]))
             wq, wk = low[:d_h], low[d_h:]
         else:
             wq = jax.random.normal(named_key(key, "wq"), (d_h, d), jnp.float32)
             wk = jax.random.normal(named_key(key, "wk"), (d_h, d), jnp.float32)
         return {"alignment": alignment(wq, wk), "symmetry": symmetry(wq, wk),
-                "q_input_focus": energy_cv2(chisquare(named_key(key, "q_energy"), dof)),
-                "k_input_focus": energy_cv2(chisquare(named_key(key, "k_energy"), dof))}
+                "q_input_focus": energy_cv2(chi2[r:r + d]),
+                "k_input_focus": energy_cv2(chi2[r + d:])}
 
-    return jax.jit(lambda keys: jax.lax.map(one, keys))
+    def chunk(key):
+        return jax.lax.map(one, jax.vmap(lambda j: jax.random.fold_in(key, j))(
+            jnp.arange(_CHUNK)))
+
+    return jax.jit(chunk)
 
 
 __all__ = ["FACTOR_AXES", "PROFILE_DRAWS", "factor_profile", "factor_profile_jax",
