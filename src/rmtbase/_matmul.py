@@ -8,6 +8,11 @@ estimator that made the shipped tables. Every product in rmtbase's JAX code goes
 CPU then agree to float32 rounding, ≤ 5·10⁻⁶ relative outside near-zero statistics). On CPU
 the default already is the full float32 product, and asking for HIGHEST there only made XLA
 slower (a 4096×128 product 42 → 51 ms), so there it is left at the default: same numbers.
+
+:func:`mm_tn` forms W_QK = W_Qᵀ W_K from factors stored ``(d_h, d)``: XLA's CPU dot with a
+transposed left operand ran 2–3× slower than with a contiguous one (4096 × 128: 174 against
+68 ms of CPU for the product alone), so on CPU the transpose is materialised first (d·d_h
+entries, ~1 % of the product's traffic).
 """
 
 from __future__ import annotations
@@ -27,4 +32,21 @@ def mm(a, b):
     return jnp.matmul(a, b, precision=_precision())
 
 
-__all__ = ["mm"]
+def mm_tn(a, b):
+    """``aᵀ @ b`` for ``a`` ``(k, m)``, ``b`` ``(k, n)``, as :func:`mm` computes it. On CPU
+    ``aᵀ`` is first made an array of its own (an optimisation barrier keeps XLA from folding
+    the transpose back into the dot), so that the dot takes its contiguous path. W_QK's element
+    statistics, product included, per head (``lax.map`` of heads, CPU ms, 2 cores): 4096 × 128
+    263 → 247, 8192 × 128 1106 → 905; a whole LLaMA-3-8B-shaped score, all statistics, 377 →
+    344 s of CPU (``docs/performance.md``). The product is the same sum in another blocking:
+    two null draws of every statistic at each shipped table shape (float32 and bfloat16) were
+    equal bit for bit at nine of the eleven shapes (384 × 32 and 4096 × 128 among them) and at
+    512 × 64 and 2048 × 256 differed by float32 rounding (≤ 3·10⁻⁷ relative, in W_QK's
+    element statistics); float64 products round differently too."""
+    at = jnp.swapaxes(a, -1, -2)
+    if jax.default_backend() == "cpu":
+        at = jax.lax.optimization_barrier(at)
+    return mm(at, b)
+
+
+__all__ = ["mm", "mm_tn"]

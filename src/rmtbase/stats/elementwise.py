@@ -90,7 +90,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from .._matmul import mm
+from .._matmul import mm_tn
 from ..errors import InputError
 from ._binning import (  # noqa: F401 - re-exported: the binning constants and helpers
     Q_LEVEL,
@@ -133,7 +133,7 @@ def _qk_one(q, k, trim, side=None):
     precision, :func:`rmtbase._matmul.mm`): the one definition of W_QK's element statistics,
     used by the null (``stats.head_stats``), the permutation null and scoring
     (``scoring.qk_histogram``), so a head and its null go through the same computation."""
-    return _one(mm(q.T, k).reshape(-1), trim, side=side)
+    return _one(mm_tn(q, k).reshape(-1), trim, side=side)
 
 
 def element_stats(w, *, trim=0.8, storage="float32") -> dict:
