@@ -195,7 +195,7 @@ def layer() -> None:
     import ml_dtypes
     import numpy as np
 
-    from rmtbase._matmul import mm
+    from rmtbase._matmul import mm_tn
     from rmtbase.scoring.layer_stats import layer_stats
     from rmtbase.stats import tiles
 
@@ -209,9 +209,9 @@ def layer() -> None:
     wq, wk = bf16(heads, d_h, d), np.repeat(bf16(heads // group, d_h, d), group, axis=0)
     spec = _best(lambda: layer_stats(wq, wk, "spectral", "bfloat16", group=group))
     full = _best(lambda: layer_stats(wq, wk, "all", "bfloat16", group=group, hist=True))
-    prod_fn = jax.jit(lambda q, k: jax.lax.map(lambda a: jnp.sum(mm(a[0].T, a[1])), (q, k)))
+    prod_fn = jax.jit(lambda q, k: jax.lax.map(lambda a: jnp.sum(mm_tn(a[0], a[1])), (q, k)))
     prod = _best(lambda: jax.block_until_ready(prod_fn(wq, wk)))
-    w = jax.jit(lambda q, k: mm(q.T, k).reshape(-1))(wq[0], wk[0])
+    w = jax.jit(lambda q, k: mm_tn(q, k).reshape(-1))(wq[0], wk[0])
     n = w.shape[0]
     rng_fn = jax.jit(lambda w: tiles._in_graph(lambda x: tiles.range_pass(x, "float32"), w))
     geo = jax.jit(lambda w: tiles.range_finish(rng_fn(w), n))(w)
