@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _fp8 import write_fp8
+from _null_flags import assert_flags_within_alpha
 
 from rmtbase.errors import ModelError
 
@@ -197,7 +198,8 @@ def test_scores_name_the_fp8_storage(fp8_model, score_cache):
 @pytest.mark.slow  # 4 untrained 12 x 12-head models scored with every statistic: ~4 min
 def test_untrained_fp8_model_scores_as_null(tmp_path, score_cache):
     """Untrained LLaMA (d = 384, 12 heads of d_h = 32 on 4 key heads, 12 layers, transformers'
-    N(0, 0.02²) init) stored as block FP8, 4 seeds: 0 heads flagged, and for every statistic
+    N(0, 0.02²) init) stored as block FP8, 4 seeds: models with a flagged head within BH's α rate (at most one of
+    the four, ``tests/_null_flags.py``), and for every statistic
     in the decision (histogram statistics included) the rate of p ≤ 0.05 within 2 se of 0.05
     (n = 576 heads; k.* n = 192 key heads, GQA-shared).
 
@@ -219,13 +221,13 @@ def test_untrained_fp8_model_scores_as_null(tmp_path, score_cache):
     a = 0.05
     p: dict[str, list] = {}
     clusters: dict[str, list] = {}
-    ds = None
+    ds, models = None, []
     for seed in range(2, 6):
         folder = tmp_path / f"m{seed}"
         write_fp8(_llama(d=384, heads=12, kv=4, layers=12, seed=seed, ffn=128), folder)
         ds = score_model(str(folder), progress=False, spectrum_draws=0)
         assert ds.attrs["quantisation"] == "fp8_e4m3" and ds.attrs["null_storage"] == "fp8_e4m3"
-        assert int(ds["head_flag"].sum()) == 0
+        models.append(ds)
         for stat in ds["stat"].values:
             v = ds["p_value"].sel(stat=stat).values  # (layer, head)
             if str(stat).startswith("k."):  # one unit per key head; a layer's 4 are one tile
@@ -234,6 +236,7 @@ def test_untrained_fp8_model_scores_as_null(tmp_path, score_cache):
                 tile = np.arange(12)[:, None] * 3 + np.arange(12)[None, :] // 4
             p.setdefault(str(stat), []).append(v.ravel())
             clusters.setdefault(str(stat), []).append((tile + 100 * seed).ravel())
+    assert_flags_within_alpha(models)
     fam = ds["in_family"].to_series()
     assert fam["q.entropy"] and fam["k.kl_gaussian"]  # histogram statistics decide too
     rates, bad = {}, {}

@@ -3,7 +3,7 @@
 Untrained models (transformers' own N(0, 0.02²) init) saved with save_pretrained in each
 precision and scored with every statistic: per statistic the rate of p ≤ 0.05 must lie within
 3 standard errors of 0.05, and so must the rate of models with a flagged head or statistic
-(:func:`_assert_flags_within_alpha`). The standard error counts the heads as
+(:func:`_null_flags.assert_flags_within_alpha`). The standard error counts the heads as
 units, except that under GQA the k.* statistics of the g query heads sharing a key head are one
 unit (a unit's count lies in [0, g], variance ≤ g²α), plus the null's own sampling
 (n²α(1−α)/N). Before the precision-matched null, the same untrained bfloat16 models at 768×64
@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-ALPHA = 0.05
+from _null_flags import ALPHA, assert_flags_within_alpha
 
 
 def _model(arch: str, d: int, n_heads: int, n_kv: int, layers: int, seed: int, init=0.02):
@@ -73,22 +72,7 @@ def _assert_calibrated(scores: list, draws: int):
             var += units * (a * (1 - a) if gg == 1 else gg**2 * a)
         var += n**2 * a * (1 - a) / draws
         assert abs(count - a * n) <= 3 * np.sqrt(var), (stat, count, n, np.sqrt(var))
-    _assert_flags_within_alpha(scores)
-
-
-def _assert_flags_within_alpha(scores: list):
-    """Under the null, Benjamini–Hochberg at α flags some head (or some statistic) of a model
-    with probability at most α (all hypotheses null: FDR = FWER), so the number of models with
-    any flag is at most Binomial(n, α): it must lie within α·n + 3 se, se = √(n α (1 − α)) —
-    for n = 2 models, at most one. (Asking for no flag at all failed by chance: the untrained
-    GPT-2 of 4096 × 128 at bfloat16, seed 31, has layer 0 head 25 with a condition number
-    beyond all but 7 of 100,000 null draws — the same in float32, its rounding moves it by
-    0.02 % — head p 6.5·10⁻⁴, q 0.042, an event of about α per model.)"""
-    n = len(scores)
-    bound = ALPHA * n + 3 * np.sqrt(n * ALPHA * (1 - ALPHA))
-    for var in ("head_flag", "flag"):
-        flagged = [ds.attrs["model"] for ds in scores if int(ds[var].sum()) > 0]
-        assert len(flagged) <= bound, (var, flagged, bound)
+    assert_flags_within_alpha(scores)
 
 
 def _score(folders, **kw):

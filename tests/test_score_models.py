@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _null_flags import assert_flags_within_alpha
 from scipy import stats as sst
 
 D, H, L, KV = 64, 4, 4, 2
@@ -143,16 +144,13 @@ def _assert_null(scores, draws):
         all_p.append(p)
     frac = np.mean(np.concatenate(all_p) <= a)
     assert 0.01 < frac < 0.1, frac  # pooled over correlated statistics: a loose sanity band
-    # the decision: no head flagged in any model (BH at the global null: P(any) <= alpha per
-    # model; fixed seeds make it deterministic), no descriptive flag either, and the head
-    # p-values are uniform (KS over the pooled heads; GQA heads sharing W_K are dependent, so
+    # the decision: models with a flagged head (or a descriptive flag) within BH's alpha rate
+    # (tests/_null_flags.py), and the head p-values are uniform (KS over the pooled heads; GQA heads sharing W_K are dependent, so
     # only a gross miscalibration fails the 1e-3 level)
     head_p = np.concatenate([ds["head_p_value"].values.ravel() for ds in scores.values()])
     assert head_p.size == n_heads and np.isfinite(head_p).all()
     assert sst.kstest(head_p, "uniform").pvalue > 1e-3
-    for arch, ds in scores.items():
-        assert int(ds["head_flag"].sum()) == 0, arch
-        assert int(ds["flag"].sum()) == 0, arch
+    assert_flags_within_alpha(list(scores.values()))
 
 
 def test_random_models_score_as_null(scores):
