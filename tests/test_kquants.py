@@ -334,6 +334,33 @@ def test_jitted_round_trip_equals_reference_on_100000_gaussian_blocks(fmt, sigma
     assert int((got != want).any(axis=-1).sum()) == 0
 
 
+def test_an_eager_round_trip_compiles_once_per_shape():
+    """Q3_K (the largest scale search) called outside jit twice at one shape: the second call
+    compiles nothing and gives the jitted values. Before, each eager call traced the search's
+    ``fori_loop`` over a new closure and JAX compiled and kept it again (~0.3 GB a call: the
+    Q3_K case of ``test_gguf_null.py`` reached 10.8 GB)."""
+    rng = np.random.default_rng(12)
+    a, b = (rng.standard_normal((3, 2, 256)).astype(F) for _ in range(2))
+    round_trip(jnp.asarray(a), "q3_k")
+    seen = []
+
+    def on_compile(event, *args, **kwargs):
+        if event in ("/jax/core/compile/backend_compile_duration",
+                     "/jax/compilation_cache/compile_requests_use_cache"):
+            seen.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(on_compile)
+    jax.monitoring.register_event_listener(on_compile)
+    try:
+        got = np.asarray(round_trip(jnp.asarray(b), "q3_k"))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_compile)
+        jax.monitoring.unregister_event_listener(on_compile)
+    assert seen == []
+    np.testing.assert_array_equal(got, _kquant_ref.round_trip(b.reshape(-1, 256), "q3_k")
+                                  .reshape(b.shape))
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_round_trip_matches_scalar_ggml_reference(fmt):
     """Bit-equal on every block: known edge cases (zeros, positive, a zero sub-block, scales
