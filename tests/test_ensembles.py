@@ -124,3 +124,33 @@ def test_sharded_chunk_runner_matches_single_device():
     out = subprocess.run([sys.executable, "-c", _SHARDED], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_eager_loop_samplers_compile_once():
+    """The samplers built on a loop over a closure (χ², product networks, the residual ensemble)
+    called outside jit: a second call with another key compiles nothing, and gives what the same
+    call gives inside jit (the eager call is that program). Op by op, each call compiled its
+    loop again (2.4 s for the χ² sampler, 1.4 s for a 3-layer product, on 2 cores). A list of
+    widths (unhashable, so not a static argument) still works, op by op, with the same values."""
+    from _compiles import compiles
+
+    from rmtbase.ensembles.chisquare import chisquare
+    from rmtbase.ensembles.products import product_network
+    from rmtbase.ensembles.residual import residual_product
+
+    calls = {
+        "chisquare": lambda k: chisquare(k, jnp.full(40, 7.0)),
+        "product_network": lambda k: product_network(k, "gaussian", 3, d=16),
+        "residual_product": lambda k: residual_product(k, 16, 3),
+    }
+    for name, call in calls.items():
+        call(jax.random.key(0))
+        with compiles() as seen:
+            got = call(jax.random.key(1))
+        assert seen == [], name
+        np.testing.assert_array_equal(got, jax.jit(call)(jax.random.key(1)), err_msg=name)
+    key = jax.random.key(2)
+    listed = product_network(key, "gaussian", 2, widths=[8, 12, 6])
+    np.testing.assert_allclose(listed, product_network(key, "gaussian", 2, widths=(8, 12, 6)),
+                               rtol=1e-5, atol=1e-6)
+    assert listed.shape == (6, 8)

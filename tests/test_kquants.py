@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _compiles import compiles
 
 from rmtbase.errors import InputError
 from rmtbase.stats.precision import block_size, round_trip
@@ -342,20 +343,8 @@ def test_an_eager_round_trip_compiles_once_per_shape():
     rng = np.random.default_rng(12)
     a, b = (rng.standard_normal((3, 2, 256)).astype(F) for _ in range(2))
     round_trip(jnp.asarray(a), "q3_k")
-    seen = []
-
-    def on_compile(event, *args, **kwargs):
-        if event in ("/jax/core/compile/backend_compile_duration",
-                     "/jax/compilation_cache/compile_requests_use_cache"):
-            seen.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(on_compile)
-    jax.monitoring.register_event_listener(on_compile)
-    try:
+    with compiles() as seen:
         got = np.asarray(round_trip(jnp.asarray(b), "q3_k"))
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_compile)
-        jax.monitoring.unregister_event_listener(on_compile)
     assert seen == []
     np.testing.assert_array_equal(got, _kquant_ref.round_trip(b.reshape(-1, 256), "q3_k")
                                   .reshape(b.shape))

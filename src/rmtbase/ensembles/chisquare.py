@@ -20,9 +20,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._compiled import compiled_when_eager
+
 _BOOST_STREAM = 0x7FFFFFFF  # fold_in index of the U^{1/a} stream (rounds use 0, 1, 2, ...)
 
 
+@compiled_when_eager(static_argnames=("dtype",))
 def chisquare(key, dof, dtype=jnp.float32):
     """χ²_dof variates, one per entry of ``dof`` (any shape); NaN where dof is not > 0.
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._compiled import compiled_when_eager
 from .._matmul import mm
 from ..analytic.product_network import check_kind, check_widths
 from ..errors import InputError, check_positive, check_positive_int
@@ -50,6 +51,7 @@ def network_layer(key, layer, d_in, d_out, gain, dtype=jnp.float32):
         jax.random.fold_in(named_key(key, "layers"), layer), (d_out, d_in), dtype)
 
 
+@compiled_when_eager(static_argnames=("kind", "depth", "gain", "d", "widths", "dtype"))
 def product_network(key, kind, depth, gain=1.0, *, d=None, widths=None, dtype=jnp.float32):
     """The raw product M_L ``(d_L, d_0)``. O(L d³); for spectra at depth use
     :func:`network_factors` (the raw product loses the small singular values)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._compiled import compiled_when_eager
 from .._matmul import mm
 from ..errors import InputError, check_positive_int, check_sigma
 from .gaussian import named_key
@@ -31,6 +32,7 @@ def _layer_noise(key, layer, d, s2, dtype):
         jax.random.fold_in(named_key(key, "layers"), layer), (d, d), dtype)
 
 
+@compiled_when_eager(static_argnames=("d", "depth", "sigma2", "dtype"))
 def residual_product(key, d, depth, sigma2=None, dtype=jnp.float32):
     """M_L = (I + W_L)⋯(I + W_1), ``(d, d)``; W_l entries N(0, sigma2), default sigma2 = 1/d.
 
@@ -47,6 +49,7 @@ def residual_product(key, d, depth, sigma2=None, dtype=jnp.float32):
     return m
 
 
+@compiled_when_eager(static_argnames=("d", "depth", "rows", "sigma2", "dtype"))
 def residual_rows(key, d, depth, rows, sigma2=None, dtype=jnp.float32):
     """The first ``rows`` rows of :func:`residual_product` (same key: same matrix), O(L rows d²).
 
@@ -64,6 +67,7 @@ def residual_rows(key, d, depth, rows, sigma2=None, dtype=jnp.float32):
     return r
 
 
+@compiled_when_eager(static_argnames=("d", "depth", "sigma2", "dtype"))
 def residual_stream(key, d, depth, sigma2=None, dtype=jnp.float32):
     """Residual-stream output M_L x for x ~ N(0, I_d) (``named_key(key, "x")``), ``(d,)``.
 

@@ -62,12 +62,11 @@ files may then differ from this reference on the same rare blocks.
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._compiled import compiled_when_eager
 from ._exact import div_pow2_minus_1, safe_div, unfused
 
 QK_K = 256
@@ -171,6 +170,7 @@ def make_qx_quants(x, nmax: int):
     return jnp.where(zero[..., 0], 0, out)
 
 
+@compiled_when_eager(static_argnames=("storage",))
 def k_codes(blocks, storage: str) -> dict:
     """What ggml stores for super-blocks ``blocks`` (..., 256) in ``storage``: Q4_K/Q5_K
     ``{"d", "dmin"}`` (..., ) float16 values as float32, ``{"ls", "lm"}`` (..., 8) 6-bit scales
@@ -178,23 +178,9 @@ def k_codes(blocks, storage: str) -> dict:
     scales, ``"q"`` (..., 16, 16) codes in [−32, 31]; Q2_K and Q3_K:
     :func:`rmtbase.stats.kquants_low.low_codes`. Integer-valued arrays are float32.
 
-    Called outside ``jit`` it runs as one compiled program per (shape, storage) — the jitted
-    computation the tests check bit for bit. Run op by op, each call traced the scale search's
-    ``fori_loop`` over a fresh closure, so JAX compiled it again and kept every compile: an
-    untrained 16-layer Q3_K GGUF encoded one matrix at a time grew a process by ~0.3 GB a call
-    (10.8 GB for ``tests/test_gguf_null.py``'s Q3_K case, whose 2-worker slow tier then ran
-    out of memory)."""
-    if not isinstance(blocks, jax.core.Tracer):
-        return _k_codes_jit(jnp.asarray(blocks), storage)
-    return _k_codes(blocks, storage)
-
-
-@partial(jax.jit, static_argnums=1)
-def _k_codes_jit(blocks, storage: str) -> dict:
-    return _k_codes(blocks, storage)
-
-
-def _k_codes(blocks, storage: str) -> dict:
+    Called outside ``jit`` it runs as one compiled program per (shape, storage)
+    (:func:`rmtbase._compiled.compiled_when_eager`) — the jitted computation the tests check
+    bit for bit; op by op, each call compiled the scale search's loop again and kept it."""
     if storage in ("q2_k", "q3_k"):
         from .kquants_low import low_codes
 
