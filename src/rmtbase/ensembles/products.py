@@ -121,6 +121,7 @@ def _chain(key, kind, depths, gain, widths, dtype, at_depth):
     return out
 
 
+@compiled_when_eager(static_argnames=("kind", "depth", "gain", "d", "widths", "dtype"))
 def network_factors(key, kind, depth, gain=1.0, *, d=None, widths=None, dtype=jnp.float64):
     """(Q, ln D, T) with M_L = Q diag(exp(ln D)) T, computed by the Benettin QR recursion.
 
