@@ -127,11 +127,12 @@ def test_sharded_chunk_runner_matches_single_device():
 
 
 def test_eager_loop_samplers_compile_once():
-    """The samplers built on a loop over a closure (χ², product networks and their QR factors, the residual ensemble)
-    called outside jit: a second call with another key compiles nothing, and gives what the same
-    call gives inside jit (the eager call is that program). Op by op, each call compiled its
-    loop again (2.4 s for the χ² sampler, 1.4 s for a 3-layer product, on 2 cores). A list of
-    widths (unhashable, so not a static argument) still works, op by op, with the same values."""
+    """The samplers built on a loop over a closure (χ², product networks and their QR factors,
+    the residual ensemble) called outside jit: a second call with another key compiles nothing,
+    and gives what the same call gives inside jit (the eager call is that program). Op by op,
+    each call compiled its loop again (2.4 s for the χ² sampler, 1.4 s for a 3-layer product,
+    on 2 cores). A list of widths (unhashable, so not a static argument) still works, op by op,
+    with the same values."""
     from _compiles import compiles
 
     from rmtbase.ensembles.chisquare import chisquare
