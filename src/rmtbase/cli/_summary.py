@@ -6,9 +6,13 @@ The JSON document is one object on stdout (progress and notes go to stderr):
 
 - ``command``, ``rmtbase_version``, ``out`` (the output folder), ``files`` (written, relative);
 - ``entries``: one per scored model, checkpoint or circuit, each with ``label``, ``model``,
-  ``null``, ``storage`` (``null_storage``, ``quantisation``), ``decision`` (``heads``,
-  ``flagged``, ``alpha``) and ``heads``: one object per head in the order of evidence (head p)
-  with ``layer``, ``head``, ``p``, ``q``, ``flag``, ``top_stat``, ``n_spikes`` and ``profile``
+  ``null``, ``storage`` (``read``: the storage the weights were read from as the first line
+  names it, ``Q4_1``, ``fp8_e4m3``, ``float32``; ``null``: the null's, named alike;
+  ``null_storage``, ``quantisation``: the score's attributes), ``decision`` (``heads``,
+  ``flagged``, ``alpha``) and ``heads``: one object per head in the order of ``rank``
+  (:func:`rmtbase.report.tables.head_ranks`: by departure, or ``--sort-by``; ties share a
+  rank) with ``layer``, ``head``, ``rank``, ``departure``, ``p``, ``q``, ``flag``,
+  ``top_stat``, ``n_spikes`` and ``profile``
   (per axis: ``value``, ``effect``, ``p``, ``flag``);
 - ``components`` (with ``--components``): per entry the matrices scored and flagged;
 - ``any_flag``: true when any head (or matrix) is flagged, what ``--fail-on-flag`` tests.
@@ -123,13 +127,28 @@ def _heads(e) -> list[dict]:
                     prof[str(axis)] = item
                 row["profile"] = prof
             rows.append(row)
-    order = np.argsort([r["p"] if r["p"] is not None else 2.0 for r in rows], kind="stable")
+    from ..report.tables import head_ranks
+
+    ranks = head_ranks(e)
+    dep = None
+    if "profile_effect" in e:
+        from ..decision.order import departure
+
+        dep = departure(e)
+    li = {int(x): i for i, x in enumerate(e["layer"].values)}
+    hi = {int(x): i for i, x in enumerate(e["head"].values)}
+    for r in rows:
+        r["rank"] = int(ranks[li[r["layer"]], hi[r["head"]]])
+        if dep is not None:
+            r["departure"] = _num(dep[li[r["layer"]], hi[r["head"]]])
+    order = np.argsort([r["rank"] for r in rows], kind="stable")
     return [rows[i] for i in order]
 
 
 def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
     """The ``--json`` document of ``rmtbase score`` (module docstring)."""
     from .._version import __version__
+    from ..report.tables import null_storage_read, storage_read
     from ..scoring.collection import entries
 
     docs = []
@@ -139,7 +158,8 @@ def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
             "label": str(label),
             "model": str(e.attrs.get("model", ds.attrs.get("model", ""))),
             "null": str(e.attrs.get("null", ds.attrs.get("null", ""))),
-            "storage": {"null_storage": str(e.attrs.get("null_storage", "")),
+            "storage": {"read": storage_read(e), "null": null_storage_read(e),
+                        "null_storage": str(e.attrs.get("null_storage", "")),
                         "quantisation": str(e.attrs.get("quantisation", ""))},
             "decision": {"heads": len(heads), "flagged": sum(h["flag"] for h in heads),
                          "alpha": _num(e.attrs.get("alpha", ds.attrs.get("alpha")))},

@@ -11,8 +11,8 @@ statistic's own units — a ratio to the null median or a shift — with the nul
 q; greyed rows, q = nan, explained in one line; z, distance and the capped effect folded as
 diagnostics), its normalised spectrum against the null band and the MP_c ⊠ MP_c
 density, and its W_QK element histogram against the Gaussian and the variance-gamma
-references; a sortable table of the heads with their profile (in the order of evidence,
-:func:`rmtbase.report.tables.head_ranking`; sorting a profile column orders by |effect|);
+references; a sortable table of the heads with their profile (by departure, or the score's
+``--sort-by``, :func:`rmtbase.report.tables.head_ranking`; sorting a profile column orders by |effect|);
 the summary text and
 the figures (a few embedded, the others linked as files beside the page). A collection adds
 an entry selector. The comparison page shows the layer profiles
@@ -90,8 +90,9 @@ def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
            "</details>" if summary else "")
         + "</section>\n<section><h2>Per-head verdict</h2><div class=\"row\">"
         "<div id=\"heatmap\"></div><div id=\"detail\"></div></div></section>\n"
-        "<section><h2>Heads and their profile</h2><p class=\"note\">In the order of evidence "
-        "(head p); click a column to sort (a profile column sorts by |effect|), a row to show "
+        "<section><h2>Heads and their profile</h2><p class=\"note\">In the order of the "
+        "rank column (departure from the null in band units, or --sort-by; ties share a "
+        "rank); click a column to sort (a profile column sorts by |effect|), a row to show "
         "the head. * flagged on that axis.</p><table id=\"toptable\"></table></section>\n"
         + _figures(images or {}, captions or {}, linked)
         + f"<footer class=\"note\">rmtbase {__version__}</footer>")

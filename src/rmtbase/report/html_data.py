@@ -5,7 +5,8 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
 
 - per entry: facts (model, null, storage …), layer and head ids, statistic names and groups,
   per head ``p``, ``q``, ``flag``, ``top`` (index of the head's top statistic, −1 for none),
-  ``rank`` (order of evidence, :func:`rmtbase.report.tables.head_ranking`), where scored
+  ``rank`` (:func:`rmtbase.report.tables.head_ranks`: by departure or ``--sort-by``, ties
+  share a rank; ``order`` names it), where scored
   ``prof`` (the profile, axis -> ``v`` values, ``e`` effects, ``f`` flags, ``k`` how the
   effect is read), ``ns`` (``n_spikes``) and ``sx`` (each
   head's list of ``spike_x``, its spikes in units of the null's upper edge),
@@ -39,7 +40,7 @@ import numpy as np
 import xarray as xr
 
 from ..scoring.collection import entries
-from .tables import head_ranking
+from .tables import head_order, head_ranks, null_storage_read, storage_read
 
 #: key -> (variable, significant digits)
 _TEST_VARS = {"v": ("value", 4), "m": ("null_mean", 4), "s": ("null_std", 3), "z": ("z", 3),
@@ -99,6 +100,10 @@ def _facts(ds: xr.Dataset) -> list:
     out = []
     for key, label in FACTS:
         v = a.get(key, a.get("storage_dtype") if key == "storage_dtypes" else None)
+        if key == "storage_dtypes":  # the storage read: Q4_1, Q5_0, fp8_e4m3 … (tables)
+            v = storage_read(ds)
+        elif key == "null_storage":
+            v = null_storage_read(ds)
         if v is not None and str(v) != "":
             out.append([label, str(v)])
     out.insert(5, ["layers × heads", f"{ds.sizes['layer']} × {ds.sizes['head']}"])
@@ -111,9 +116,8 @@ def _heads(ds: xr.Dataset, stats: list[str]) -> dict:
     out = {"p": _flat(ds["head_p_value"]), "q": _flat(ds["head_q_value"]),
            "flag": [int(f) for f in np.asarray(ds["head_flag"].values).ravel()],
            "top": top, "sq": _flat(ds["sigma_q"]), "sk": _flat(ds["sigma_k"])}
-    pos = {h: r for r, h in enumerate(head_ranking(ds), start=1)}
-    out["rank"] = [pos[(int(li), int(hi))] for li in ds["layer"].values
-                   for hi in ds["head"].values]
+    out["rank"] = [int(r) for r in head_ranks(ds).ravel()]  # ties share a rank
+    out["order"] = head_order(ds)
     if "profile_effect" in ds:  # the profile (rmtbase.scoring.profile): axis -> per head
         out["prof"] = {str(a): {"v": _flat(ds["profile_value"].sel(axis=a).transpose(
             "layer", "head"), 3), "e": _flat(ds["profile_effect"].sel(axis=a).transpose(

@@ -5,6 +5,7 @@ another report module, so the collection and component reports can import from h
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import xarray as xr
@@ -18,8 +19,10 @@ EFFECT_NOTE = ("Effects are in each statistic's own units: a ratio to the null m
                "outliers (n_spikes): eigenvalues of W_QK above the 95 % quantile of the null's "
                "largest (spectral concentration, not a count of learned directions). "
                "heads.csv's head_effect (the largest |distance| in null sd) is a diagnostic of "
-               "how narrow each null is and ranks nothing; its rank column is the order of "
-               "evidence (head p), not of size.")
+               "how narrow each null is and ranks nothing. Its rank column orders heads by "
+               "their departure (the root mean square over the profile's tested axes of each "
+               "axis's effect in units of its null band, one-sided; docs/kinds.md), or by the "
+               "axis given to --sort-by; equal values share a rank.")
 MEANING = {
     "spectrum": "the singular values of W_QK are not those of independent Gaussian factors: "
                 "structure in how query and key directions are arranged (rank, alignment); at "
@@ -42,7 +45,8 @@ def long_table(ds: xr.Dataset):
 
 def head_table(ds: xr.Dataset):
     """``pandas.DataFrame`` with one row per (layer, head) in (layer, head) order: ``rank``
-    (the order of evidence, :func:`head_ranking`: not a size), then the decision and its inputs (with
+    (:func:`head_ranks`: by departure unless the score says otherwise; ties share a rank),
+    ``departure`` (:func:`rmtbase.decision.order.departure`), then the decision and its inputs (with
     ``head_effect`` and ``n_spikes`` where scored, and the probe's ``behaviour_*`` where
     joined)."""
     behaviour = [v for v in ds.data_vars if str(v).startswith("behaviour_")]  # rmtbase.probe.join
@@ -56,9 +60,17 @@ def head_table(ds: xr.Dataset):
             p = ds["profile_p"].sel(axis=a).transpose("layer", "head").values.ravel()
             if np.isfinite(p).any():
                 df[f"{a}_p"] = p
-    pos = {h: r for r, h in enumerate(head_ranking(ds), start=1)}
-    df.insert(2, "rank", [pos[(int(li), int(hi))] for li, hi in zip(df["layer"], df["head"],
-                                                                       strict=True)])
+    ranks = head_ranks(ds)
+    li = {int(x): i for i, x in enumerate(ds["layer"].values)}
+    hi = {int(x): i for i, x in enumerate(ds["head"].values)}
+    df.insert(2, "rank", [int(ranks[li[int(a)], hi[int(b)]]) for a, b in
+                          zip(df["layer"], df["head"], strict=True)])
+    if "profile_effect" in ds:
+        from ..decision.order import departure
+
+        dep = departure(ds)
+        df.insert(3, "departure", [float(dep[li[int(a)], hi[int(b)]]) for a, b in
+                                   zip(df["layer"], df["head"], strict=True)])
     return df
 
 
@@ -68,17 +80,36 @@ def has_head_effect(ds: xr.Dataset) -> bool:
     return "head_effect" in ds
 
 
-def head_ranking(ds: xr.Dataset) -> list[tuple[int, int]]:
-    """(layer, head) pairs in the order of the decision's evidence: smallest head p first,
-    ties in (layer, head) order.
+def head_order(ds: xr.Dataset, by: str | None = None) -> str:
+    """The order the outputs list heads in: ``by``, else the score's ``head_order`` attribute
+    (``rmtbase score --sort-by``), else the departure (:mod:`rmtbase.decision.order`); the
+    evidence order (head p) for a score without a profile."""
+    from ..decision.order import DEFAULT_ORDER, EVIDENCE
 
-    Not a ranking of how far a head is from random: on a trained model most heads share the
-    p floor and keep their index order. How much and how a head departs is the profile's
-    (:func:`profile_table`), per axis in the statistic's own units; ``head_effect`` (null sd)
-    ranks nothing (issue 31: it was ``qk.kl_gaussian``'s narrow null in disguise)."""
-    p = ds["head_p_value"].fillna(1.0).values
-    L, H = p.shape
-    keys = sorted((p[i, j], i, j) for i in range(L) for j in range(H))
+    if "profile_effect" not in ds:
+        return EVIDENCE
+    return str(by or ds.attrs.get("head_order") or DEFAULT_ORDER)
+
+
+def head_ranks(ds: xr.Dataset, by: str | None = None) -> np.ndarray:
+    """(layer, head) ranks in :func:`head_order`: 1 first, equal keys equal ("min") ranks
+    (:func:`rmtbase.decision.order.ranks`)."""
+    from ..decision.order import ranks, sort_key
+
+    return ranks(sort_key(ds, head_order(ds, by)))
+
+
+def head_ranking(ds: xr.Dataset, by: str | None = None) -> list[tuple[int, int]]:
+    """(layer, head) pairs in :func:`head_order`: by default the size of each head's departure
+    from the null in units of the null's band, over the profile's tested axes
+    (:func:`rmtbase.decision.order.departure`), largest first; ``by`` an axis, by that axis;
+    ``"p"`` the order of evidence (smallest head p first).
+
+    Heads with equal keys share a rank (:func:`head_ranks`: the rank column shows the tie) and
+    are listed in (layer, head) order among themselves."""
+    r = head_ranks(ds, by)
+    L, H = r.shape
+    keys = sorted((r[i, j], i, j) for i in range(L) for j in range(H))
     layers, heads = ds["layer"].values, ds["head"].values
     return [(int(layers[k[1]]), int(heads[k[2]])) for k in keys]
 
@@ -112,13 +143,69 @@ def anomaly_table(ds: xr.Dataset, n: int = 3) -> str:
     return "\n".join(lines)
 
 
+def storage_name(label) -> str:
+    """A storage as users know it: GGUF block types in ggml's spelling (``Q4_1``, ``Q5_0``,
+    ``Q4_K``; W_Q and W_K in different types joined by "+"), every other storage as the score
+    names it (``fp8_e4m3``, ``bfloat16``, ``float32``)."""
+    parts = str(label).split("+")
+    return "+".join(p.upper() if re.fullmatch(r"(q|iq|tq)\d.*", p) else p for p in parts)
+
+
+def _per_layer(ds: xr.Dataset, var: str, attr: str) -> list[str]:
+    """One label per scored layer: the variable ``var`` when the score keeps one (its layers
+    differ), else the attribute ``attr`` for every layer."""
+    if var in ds:
+        return [str(x) for x in np.asarray(ds[var].values).ravel()]
+    n = int(ds.sizes.get("layer", 1))
+    return [str(ds.attrs.get(attr, "") or "")] * n
+
+
+def _counted(labels: list[str]) -> str:
+    """``Q4_1`` when every layer has it, else ``Q5_0 (26 layers), Q8_0 (8 layers)`` in order
+    of first appearance."""
+    counts: dict[str, int] = {}
+    for x in labels:
+        counts[x] = counts.get(x, 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{x} ({n} layer{'s' if n != 1 else ''})" for x, n in counts.items())
+
+
+def storage_read(ds: xr.Dataset) -> str:
+    """What W_Q/W_K were read from, per layer: the block quantisation the file names or the
+    lattice detected (``Q4_1``, ``Q5_0``, ``fp8_e4m3``), else the float storage
+    (``storage_dtypes``); several with their layer counts (:func:`_counted`)."""
+    a = ds.attrs
+    floats = str(a.get("storage_dtypes", a.get("storage_dtype", "float32")) or "float32")
+    quant = _per_layer(ds, "layer_quantisation", "quantisation")
+    if any(re.search(r"\(layers? ", q) for q in quant):  # an older file: by_layers' own text
+        return ", ".join(storage_name(x) for x in quant[0].split(", "))
+    return _counted([floats if q in ("", "none") else storage_name(q) for q in quant])
+
+
+def null_storage_read(ds: xr.Dataset) -> str:
+    """The storage the null was drawn at, named as :func:`storage_read` names the weights'."""
+    a = ds.attrs
+    st = str(a.get("storage_dtype", "float32") or "float32")
+    ns = _per_layer(ds, "layer_null_storage", "null_storage")
+    if any(re.search(r"\(layers? ", x) for x in ns):
+        return ", ".join(storage_name(x) for x in ns[0].split(", "))
+    return _counted([storage_name(x or st) for x in ns])
+
+
+def storage_phrase(ds: xr.Dataset) -> str:
+    """``stored Q4_1, null Q4_1``: the storage read and the null drawn for it, as the first
+    line, the summary, report.html and ``--json`` name them."""
+    return f"stored {storage_read(ds)}, null {null_storage_read(ds)}"
+
+
 def _headline(ds: xr.Dataset) -> str:
     n = int(ds["head_flag"].size)
     same = int(ds["unchanged"].sum()) if "unchanged" in ds else 0  # a delta's untouched heads
     of = f"{n - same} changed heads ({same} unchanged, not scored)" if same else f"{n} heads"
     return (f"{ds.attrs.get('model', '?')}  ({ds.attrs.get('architecture', '?')}; "
             f"d={ds.attrs.get('d', '?')}, d_h={ds.attrs.get('d_h', '?')}, "
-            f"{ds.attrs.get('storage_dtype', 'float32')}): {int(ds['head_flag'].sum())} of "
+            f"{storage_phrase(ds)}): {int(ds['head_flag'].sum())} of "
             f"{of} differ from the null (BH over heads, alpha={ds.attrs.get('alpha')})")
 
 
@@ -177,8 +264,9 @@ def summary_text(ds: xr.Dataset, top: int = 3) -> str:
         out.append(EFFECT_NOTE)
     out.append(f"Null: {a.get('null', '?')}.")
     st = a.get("storage_dtypes", a.get("storage_dtype", "float32"))
-    out.append(f"Storage of W_Q/W_K in the checkpoint: {st}; quantisation detected: "
-               f"{a.get('quantisation', 'none')}; null storage: {a.get('null_storage', st)}.")
+    out.append(f"Storage of W_Q/W_K read: {storage_read(ds)} (float storage in the checkpoint: "
+               f"{st}; quantisation: {a.get('quantisation', 'none')}); null drawn at: "
+               f"{null_storage_read(ds)}.")
     fam = [s for s in str(a.get("decision_family", "")).split(",") if s]
     out.append(f"Decision: per head, a Cauchy combination of {len(fam)} statistics (p capped at "
                f"1/2, so none can cancel the others) calibrated on joint null draws, then "
