@@ -161,9 +161,28 @@ QUICK_TIER_SLOW = {
 
 
 def pytest_collection_modifyitems(config, items):
+    seen = set()
     for item in items:
-        if item.nodeid.split("/", 1)[-1] in QUICK_TIER_SLOW:
+        nodeid = item.nodeid.split("/", 1)[-1]
+        seen.add(nodeid)
+        if nodeid in QUICK_TIER_SLOW:
             item.add_marker(pytest.mark.slow)
+    _check_slow_ids_exist(config, seen)
+
+
+def _check_slow_ids_exist(config, seen: set[str]) -> None:
+    """A renamed or removed test must not leave its id in :data:`QUICK_TIER_SLOW`, where it
+    would silently move nothing. Checked for every file that was collected whole (not for a
+    run that names single tests with ``file::test``): each listed id of such a file must be
+    among its collected tests, else the run stops with one line naming the stale ids."""
+    if any("::" in str(arg) for arg in config.args):
+        return
+    files = {nodeid.split("::", 1)[0] for nodeid in seen}
+    stale = sorted(i for i in QUICK_TIER_SLOW if i.split("::", 1)[0] in files and i not in seen)
+    if stale:
+        raise pytest.UsageError(
+            "tests/conftest.py: QUICK_TIER_SLOW lists tests that do not exist: " + ", ".join(stale)
+        )
 
 
 def pytest_unconfigure(config):
