@@ -5,7 +5,8 @@ C …``), or an ``rmtbase score`` output folder of one model (its ``scores.nc``)
 array task per checkpoint, each ``rmtbase score CKPT --out runs/CKPT``, then ``rmtbase combine
 runs/* --out all``. Thin wrapper of :func:`rmtbase.scoring.entries.load_entries` and
 :func:`rmtbase.scoring.collection.combine`; the report is that of ``rmtbase score`` on several
-models, written all or nothing.
+models, written all or nothing. An earlier output in ``--out`` (of ``rmtbase score`` or
+``combine``) is replaced only with ``--overwrite``; a folder rmtbase did not write, never.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ def add_parser(sub):
                    help="entry files, folders of them, or score output folders")
     p.add_argument("--out", default="./rmtbase-collection",
                    help="output folder (default ./rmtbase-collection)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier rmtbase score or combine output in --out (without "
+                        "it an existing output is refused; a folder rmtbase did not write is "
+                        "refused either way)")
     p.add_argument("--collection", choices=("checkpoint", "model"), default=None,
                    help="name of the leading dimension (default: checkpoint for entries of one "
                         "shape, else model)")
@@ -42,7 +47,9 @@ def run(args) -> int:
 
     if args.top < 0:
         raise InputError(f"--top must be >= 0, got {args.top}")
-    check_output_dir(args.out, "rmtbase score")  # before any file is read
+    # before any file is read; the report is a score's (kind "rmtbase score"), so an earlier
+    # score or combine output is replaced only with --overwrite (issue 49, defect 1)
+    check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)
     t0 = time.perf_counter()
     found = load_entries(args.entries)
     if len(found) < 2:
