@@ -107,7 +107,7 @@ def test_study_on_a_tiny_model(tmp_path, module_cache):
     import pandas as pd
     df = pd.read_csv(out / "correlations.csv")
     assert set(df["behaviour"]) == {"entropy", "prev_token", "next_token", "first_token", "self",
-                                    "mean_distance"}
+                                    "mean_distance", "duplicate_token", "induction"}
     assert (df["n"] == 8).all() and df["rho"].between(-1, 1).all()
     assert {"scale", "layer", "alignment", "symmetry", "q.input_focus",
             "k.input_focus"} <= set(df["weight"])

@@ -60,11 +60,12 @@ def resolve_model(model):
 
 
 def top_lines(ds, n: int = 3) -> list[str]:
-    """The strongest previous-, next- and first-token heads, one line each."""
+    """The strongest previous-, next-, first-token, duplicate-token and induction heads, one
+    line each."""
     import numpy as np
 
     lines = []
-    for b in ("prev_token", "next_token", "first_token"):
+    for b in ("prev_token", "next_token", "first_token", "duplicate_token", "induction"):
         v = np.asarray(ds[b].values, dtype=float)
         if not np.isfinite(v).any():
             continue

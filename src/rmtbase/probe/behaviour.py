@@ -21,7 +21,26 @@ next_token  A[i, i+1], over queries whose ``i+1`` is a content token; NaN for a 
 first_token A[i, 0]: the sink (``[CLS]`` or BOS; the first text token without a BOS)
 self        A[i, i]
 mean_distance Σ_j A[i, j] |i − j|, in tokens
+duplicate_token Σ_j A[i, j] over earlier keys ``j < i`` holding the same token id as ``i``,
+            over queries that have at least one
+induction   Σ_j A[i, j] over keys ``1 ≤ j ≤ i`` whose *previous* token ``j − 1`` holds the
+            query's token id (the token after an earlier occurrence), over queries that have
+            at least one
 ========== ===========================================================================
+
+``duplicate_token`` and ``induction`` need the window's token ids (``ids``; without them they
+are NaN, count 0). Their key sets are TransformerLens' head-detector patterns
+(``transformer_lens/head_detector.py``: ``get_duplicate_token_head_detection_pattern``, the
+lower triangle of ``tok[i] == tok[j]`` without the diagonal, and
+``get_induction_head_detection_pattern``, that pattern shifted one key to the right with key
+0 cleared, so key ``j`` counts when ``tok[j − 1] == tok[i]``, ``j − 1 < i``; ``j = i`` counts
+when a token repeats its predecessor), for bidirectional models too (earlier occurrences
+only). Normalisation differs: TransformerLens' ``detect_head`` (``error_measure="mul"``)
+divides Σ_ij A·D by Σ_ij A = T, every row of the window, so a head doing exactly the pattern
+scores the fraction of rows that have a target; here the mean runs over the queries (content,
+``i ≥ 1``) that have at least one target key, so that head scores 1 whatever the text's share
+of repeats. On one window whose special tokens are only position 0, TransformerLens' number
+is ours × (queries with a target) / T.
 
 :func:`window_sums` returns per-head sums and counts of one window so that windows pool as
 one set of queries (every query weighs the same, whichever window it is in);
@@ -33,7 +52,8 @@ from __future__ import annotations
 import numpy as np
 
 #: The behaviour statistics, in output order.
-BEHAVIOURS = ("entropy", "prev_token", "next_token", "first_token", "self", "mean_distance")
+BEHAVIOURS = ("entropy", "prev_token", "next_token", "first_token", "self", "mean_distance",
+              "duplicate_token", "induction")
 
 #: Units and one-line meanings (netCDF attrs, CSV documentation, figure titles).
 DESCRIPTIONS = {
@@ -43,15 +63,33 @@ DESCRIPTIONS = {
     "first_token": ("1", "mean attention on position 0 ([CLS] / BOS), A[i, 0]"),
     "self": ("1", "mean attention on the query's own position, A[i, i]"),
     "mean_distance": ("tokens", "mean |i - j| under the attention row"),
+    "duplicate_token": ("1", "mean attention on earlier occurrences of the query's token "
+                             "(queries with one; TransformerLens' duplicate-token pattern)"),
+    "induction": ("1", "mean attention on tokens after earlier occurrences of the query's "
+                       "token (queries with one; TransformerLens' induction pattern)"),
 }
 
 
-def window_sums(attn, content, *, causal: bool) -> dict[str, tuple[np.ndarray, int]]:
+def token_patterns(ids) -> tuple[np.ndarray, np.ndarray]:
+    """(duplicate, induction) key masks ``(T, T)`` bool of token ids ``(T,)``: ``dup[i, j]``
+    when ``j < i`` and ``ids[j] == ids[i]``; ``ind[i, j]`` when ``1 ≤ j ≤ i`` and
+    ``dup[i, j − 1]`` (TransformerLens' detection patterns, module docstring)."""
+    t = np.asarray(ids).ravel()
+    dup = np.tril(t[:, None] == t[None, :], k=-1)
+    ind = np.zeros_like(dup)
+    ind[:, 1:] = dup[:, :-1]
+    return dup, ind
+
+
+def window_sums(attn, content, *, causal: bool,
+                ids=None) -> dict[str, tuple[np.ndarray, int]]:
     """Per-head sums of each behaviour over one window's queries, with their query counts.
 
     attn: ``(heads, T, T)`` attention of one layer on one window (rows sum to 1).
     content: ``(T,)`` bool, True where the position is a text token (module docstring).
     causal: whether the model is causal (``next_token`` is then NaN: count 0).
+    ids: ``(T,)`` token ids of the window, or None (``duplicate_token`` and ``induction``
+    then NaN: count 0).
     Returns ``{name: (sums (heads,) float64, count)}``.
     """
     a = np.asarray(attn, dtype=np.float64)
@@ -80,6 +118,17 @@ def window_sums(attn, content, *, causal: bool) -> dict[str, tuple[np.ndarray, i
     out["self"] = (a[:, qi, qi].sum(axis=1), qi.size)
     dist = np.abs(qi[:, None] - pos[None, :]).astype(np.float64)  # (nq, T)
     out["mean_distance"] = ((rows * dist[None]).sum(axis=(1, 2)), qi.size)
+    if ids is None:
+        for k in ("duplicate_token", "induction"):
+            out[k] = (np.zeros(a.shape[0]), 0)
+        return out
+    t = np.asarray(ids).ravel()
+    if t.shape != (T,):
+        raise ValueError(f"token ids must be ({T},), got shape {t.shape}")
+    for k, mask in zip(("duplicate_token", "induction"), token_patterns(t), strict=True):
+        m = mask[qi]                                            # (nq, T)
+        has = m.any(axis=1)
+        out[k] = ((rows[:, has, :] * m[has][None]).sum(axis=(1, 2)), int(has.sum()))
     return out
 
 
@@ -99,13 +148,15 @@ def finish(total: dict) -> dict[str, np.ndarray]:
     return out
 
 
-def behaviours(attn, content=None, *, causal: bool) -> dict[str, np.ndarray]:
+def behaviours(attn, content=None, *, causal: bool, ids=None) -> dict[str, np.ndarray]:
     """The behaviour means of one attention tensor ``(heads, T, T)`` (module docstring);
-    ``content=None``: every position is a text token."""
+    ``content=None``: every position is a text token; ``ids``: the token ids (needed for
+    ``duplicate_token`` and ``induction``, NaN without)."""
     a = np.asarray(attn)
     if content is None:
         content = np.ones(a.shape[-1], dtype=bool)
-    return finish(window_sums(a, content, causal=causal))
+    return finish(window_sums(a, content, causal=causal, ids=ids))
 
 
-__all__ = ["BEHAVIOURS", "DESCRIPTIONS", "add_sums", "behaviours", "finish", "window_sums"]
+__all__ = ["BEHAVIOURS", "DESCRIPTIONS", "add_sums", "behaviours", "finish", "token_patterns",
+           "window_sums"]

@@ -1,7 +1,7 @@
 """A probe joined to a score: each behaviour becomes a (layer, head) variable of the score.
 
 Naming: ``behaviour_<name>`` for every name in :data:`.behaviour.BEHAVIOURS`
-(``behaviour_entropy``, ``behaviour_prev_token``, …), one variable each rather than a
+(``behaviour_entropy``, ``behaviour_prev_token``, … ``behaviour_induction``), one variable each rather than a
 ``behaviour`` dimension, so that ``heads.csv`` gets one column per behaviour and the score's
 other per-head variables keep their shape. The probe's provenance goes into the score's
 attrs as ``probe_<attr>`` (text SHA-256, token count, window, attention kind).

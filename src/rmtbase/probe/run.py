@@ -269,8 +269,9 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
                 causal = is_causal(att)
                 totals = [None] * len(att)
             for li, a in enumerate(att):
-                for b, (_, content) in enumerate(group):
-                    part = bh.window_sums(a[b].float().numpy(), content, causal=causal)
+                for b, (ids, content) in enumerate(group):
+                    part = bh.window_sums(a[b].float().numpy(), content, causal=causal,
+                                          ids=ids)
                     totals[li] = bh.add_sums(totals[li], part)
             del out, att
             bar.update(len(group))
