@@ -18,7 +18,11 @@ few requests (ranges that touch are merged into one, nothing between them is fet
 error during a range read switches the file to a whole download, announced by one line on
 stderr (``rmtbase: note: …``): the ``whole`` callable given (the hub's
 :func:`huggingface_hub.hf_hub_download`), else a streamed download into the user cache. The
-values read are the same either way: they are the file's bytes.
+values read are the same either way: they are the file's bytes. The download streams into a
+temporary file outside :func:`rmtbase.files.interrupts.deferred` and is renamed into place
+only when whole, so a Ctrl-C while the server stalls ends it at once, as during a range read
+(in the main thread a signal interrupts the blocking socket read), not after :data:`TIMEOUT`;
+the temporary file is removed.
 
 **Cache.** Fetched ranges are stored under ``<user cache>/remote/<key>/<lo>-<hi>`` (written
 atomically, :mod:`rmtbase.files.atomic`), ``key`` a hash of the URL and of the server's
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import os
 import re
 import shutil
 import sys
@@ -42,7 +47,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .atomic import write_atomic
+from .atomic import clean_stale, name_max, tmp_name, write_atomic
 from .user_cache import cache_dir
 
 #: Seconds a request may wait for the server.
@@ -274,17 +279,24 @@ class RemoteFile:
             resp.close()  # the same content was downloaded before
             return target
         note()
-
-        def fill(tmp: Path) -> None:
+        # streamed outside write_atomic's deferred block: a Ctrl-C during a stalled read ends
+        # the download at once (as during a range read), not after the socket's TIMEOUT
+        target.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale(target)
+        part = target.parent / tmp_name(target.name, "tmp", name_max(target.parent))
+        try:
             src = resp
             if src is None:
                 self.requests += 1
                 src = open_whole(self.url, self.headers)
-            with src, open(tmp, "wb") as out:
+            with src, open(part, "wb") as out:
                 shutil.copyfileobj(src, out, 2**20)
-            self.bytes_fetched += tmp.stat().st_size
-
-        return write_atomic(target, fill)
+                out.flush()
+                os.fsync(out.fileno())
+            self.bytes_fetched += part.stat().st_size
+            return write_atomic(target, lambda tmp: os.replace(part, tmp))
+        finally:
+            part.unlink(missing_ok=True)
 
     # -- the disk cache ----------------------------------------------------------------
     def _open_cache(self, validator: str) -> None:
