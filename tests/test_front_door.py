@@ -84,8 +84,10 @@ def test_json_and_fail_on_flag_on_a_random_model(tmp_path, capsys, random_gpt2, 
     assert entry["decision"]["heads"] == 8 and entry["decision"]["flagged"] == 0
     assert len(entry["heads"]) == 8
     assert {"layer", "head", "p", "q", "flag", "n_spikes", "profile"} <= set(entry["heads"][0])
-    ps = [h["p"] for h in entry["heads"]]
-    assert ps == sorted(ps)  # the order of evidence
+    ranks = [h["rank"] for h in entry["heads"]]
+    assert ranks == sorted(ranks)  # the order of rank: departure (rmtbase.decision.order)
+    deps = [h["departure"] for h in entry["heads"]]
+    assert deps == sorted(deps, reverse=True)
     assert "scores.nc" in doc["files"] and "report.html" in doc["files"]
     assert "float32" in entry["storage"]["null_storage"]
 

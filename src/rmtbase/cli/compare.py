@@ -27,6 +27,10 @@ def add_parser(sub):
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier rmtbase compare output in --out (without it an "
                         "existing output is refused)")
+    p.add_argument("--sort-by", metavar="ORDER", default=None,
+                   help="order of each model's heads in heads.csv: departure (default: each "
+                        "profile axis's effect in units of its null band, root mean square), p "
+                        "(head p), or one profile axis (e.g. alignment, symmetry)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (per-model flag fractions, files written) on "
                         "stdout instead of the summary")
@@ -39,7 +43,8 @@ def run(args) -> int:
 
     check_output_dir(args.out, KIND, overwrite=args.overwrite)
     t0 = time.perf_counter()
-    written = write_compare(args.scores, args.out, figures=not args.no_figures)
+    written = write_compare(args.scores, args.out, figures=not args.no_figures,
+                            sort_by=args.sort_by)
     if args.json:
         from ._summary import csv_rows, print_json, written_doc
 

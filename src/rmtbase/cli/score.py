@@ -118,6 +118,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--top", type=positive_int, default=3,
                    help="heads shown per profile axis in the terminal table and summary.txt")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--sort-by", metavar="ORDER", default=None,
+                   help="order of heads in heads.csv's rank, the report and --json: departure "
+                        "(default: each profile axis's effect in units of its null band, root "
+                        "mean square over the tested axes), p (head p, the order of evidence), "
+                        "or one profile axis (concentration, alignment, symmetry, "
+                        "q_input_focus, k_input_focus, entry_tails, scale, outliers)")
     p.add_argument("--probe", action="store_true",
                    help="also run the attention probe (rmtbase probe) on text and add each "
                         "head's behaviour (behaviour_entropy, behaviour_prev_token, ...) to "
@@ -156,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--seed must be >= 0, got {args.seed}")
     if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers must be at least 1, got {args.workers}")
+    _check_sort_by(args)
     models = parts.expand_models(args.model or [])
     revisions = parts.revisions(args.revision)
     several = len(models) > 1 or (revisions is not None and len(revisions) > 1)
@@ -166,10 +173,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--collection names the dimension of several checkpoints or models")
     components = parts.components_arg(args)
     probe_text = parts.probe_text(args, several)
-    if probe_text is not None:  # a folder without a tokenizer: refused before the score
-        from ..probe.run import check_model
-
-        check_model(models[0] if models else None)
+    if probe_text is not None:  # no tokenizer, too little memory: refused before the score
+        parts.check_probe(models[0] if models else None)
     if args.base is not None and (several or components is not None or not models
                                   or not isinstance(null, GaussianNull)
                                   or probe_text is not None):
@@ -185,6 +190,9 @@ def run(args: argparse.Namespace) -> int:
 
     for m in [*models, args.base]:
         check_local(m)
+    if args.ov:  # every layer's V and O tensors, before the QK pass
+        parts.check_ov(models[0] if models else None, revisions[0] if revisions else None,
+                       args.allow_pickle)
     if args.out is None:
         args.out = default_out(models, revisions, base=args.base, ov=args.ov)
     check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)  # before any work
@@ -226,8 +234,8 @@ def run(args: argparse.Namespace) -> int:
             cds = score_component_collection(models, revisions=revisions,
                                              dim=collection_dim(ds), progress=not args.quiet,
                                              **parts.component_options(args, components))
-        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
-                               components=cds)
+        written = write_report(_sorted(ds, args), args.out, figures=not args.no_figures,
+                               top=args.top, components=cds)
         show("\n".join(entry_lines(ds)))
         if cds is not None:
             from ..report.component_report import component_entry_lines
@@ -242,7 +250,8 @@ def run(args: argparse.Namespace) -> int:
         allow = options.pop("allow_pickle")
         ds = score_delta(models[0], args.base, revision=revisions[0] if revisions else None,
                          allow_pickle=allow, progress=not args.quiet, **options)
-        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
+        written = write_report(_sorted(ds, args), args.out, figures=not args.no_figures,
+                               top=args.top)
         show(anomaly_table(ds, args.top))
     else:
         from ..scoring.score import score_model
@@ -267,8 +276,8 @@ def run(args: argparse.Namespace) -> int:
         if probe_text is not None:
             ds = parts.join_probe(ds, models[0] if models else None, probe_text,
                              progress=not args.quiet)
-        written = write_report(ds, args.out, figures=not args.no_figures, top=args.top,
-                               components=cds, extras=extras)
+        written = write_report(_sorted(ds, args), args.out, figures=not args.no_figures,
+                               top=args.top, components=cds, extras=extras)
         if args.ov:
             from ..scoring.collection import entries
 
@@ -294,6 +303,29 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_on_flag and any_flag(ds, cds):
         return EXIT_FLAGGED
     return 0
+
+
+def _check_sort_by(args) -> None:
+    """--sort-by names an order the score will have (rmtbase.decision.order), before any work."""
+    if args.sort_by is None:
+        return
+    from ..decision.order import sort_choices
+    from ..scoring.profile import AXES
+
+    if args.sort_by not in sort_choices(AXES):
+        raise InputError(f"--sort-by must be one of {', '.join(sort_choices(AXES))}, "
+                         f"got {args.sort_by!r}")
+    needs = {"entry_tails": "elementwise", "concentration": "spectral", "outliers": "spectral"}
+    if args.sort_by in needs and args.stats not in (needs[args.sort_by], "all"):
+        raise InputError(f"--sort-by {args.sort_by} needs --stats {needs[args.sort_by]} or all")
+
+
+def _sorted(ds, args):
+    """The score with the order --sort-by names recorded (head_order), which every writer
+    reads (rmtbase.report.tables.head_order)."""
+    if args.sort_by is not None:
+        ds.attrs["head_order"] = args.sort_by
+    return ds
 
 
 class _Show:

@@ -12,7 +12,8 @@ entropy and condition number (the layout of seed 003's Figures 13–16: layer in
 depth 0–1, each model with the one-head null band at its own shape,
 :mod:`rmtbase.report.profiles`) and ``figures/profiles.png`` with the four together;
 ``flags.csv`` (per model: heads, flagged, fraction, and the fraction whose strongest statistic
-is in each group); ``profiles.csv`` (per model, layer and statistic: the layer mean and the
+is in each group); ``heads.csv`` (per model its heads in its order: rank, departure,
+:mod:`rmtbase.decision.order`; ``--sort-by`` names one order for all); ``profiles.csv`` (per model, layer and statistic: the layer mean and the
 null band); ``summary.txt``; ``report.html``.
 """
 
@@ -29,6 +30,7 @@ from ..files.interrupts import deferred
 from ..files.output import OutputFolder, check_output_dir
 from ..scoring.collection import collection_dim, entries, unique_labels
 from . import profiles
+from .tables import null_storage_read, storage_read
 
 KIND = "rmtbase compare"
 GROUPS = ("spectrum", "product law", "entry law")
@@ -120,10 +122,9 @@ def flag_table(items):
         row = dict(model=label, architecture=str(ds.attrs.get("architecture", "")),
                    d=int(ds.attrs["d"]), d_h=int(ds.attrs["d_h"]), layers=int(ds.sizes["layer"]),
                    heads_per_layer=int(ds.sizes["head"]),
-                   storage=str(ds.attrs.get("storage_dtype", "")),
+                   storage=storage_read(ds),  # Q4_1, fp8_e4m3 … (tables.storage_read)
                    # what the null was stored as: the GGUF block format where there is one
-                   null_storage=str(ds.attrs.get("null_storage")
-                                    or ds.attrs.get("storage_dtype", "")),
+                   null_storage=null_storage_read(ds),
                    null=str(ds.attrs.get("null_kind", "")), heads=int(flag.size),
                    flagged=int(flag.sum()), fraction=float(flag.mean()))
         for g in GROUPS:
@@ -163,21 +164,55 @@ CAPTIONS = {
 }
 
 
-def write_compare(paths, out_dir, *, figures: bool = True) -> dict[str, Path]:
+def ordered_heads(items, sort_by: str | None = None):
+    """``pandas.DataFrame``, one row per model and head in each model's order (``sort_by``,
+    else each score's own, :func:`rmtbase.report.tables.head_order`): model, layer, head,
+    rank (ties share a rank), departure, head p and flag."""
+    import pandas as pd
+
+    from .tables import head_table
+
+    frames = []
+    for label, ds in items:
+        e = ds.copy()
+        if sort_by is not None:
+            e.attrs["head_order"] = sort_by
+        df = head_table(e)
+        keep = [c for c in ("layer", "head", "rank", "departure", "head_kind", "head_p_value",
+                            "head_flag") if c in df]
+        df = df[keep].sort_values(["rank", "layer", "head"], kind="stable")
+        df.insert(0, "model", label)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_compare(paths, out_dir, *, figures: bool = True,
+                  sort_by: str | None = None) -> dict[str, Path]:
     """Compare the scores in ``paths`` into ``out_dir`` (module docstring); returns
-    {file name: final path}. The output folder is checked before anything is read."""
+    {file name: final path}. The output folder is checked before anything is read;
+    ``sort_by`` orders ``heads.csv`` (:func:`ordered_heads`)."""
     import pandas as pd
 
     from .html import compare_html
 
     check_output_dir(out_dir, KIND)
     items = load_scores(paths)
+    if sort_by is not None:
+        from ..decision.order import sort_choices
+
+        for label, ds in items:
+            have = sort_choices(ds["axis"].values if "axis" in ds.coords else [])
+            if sort_by not in have:
+                raise InputError(f"--sort-by {sort_by}: {label} has no such order (it has "
+                                 f"{', '.join(have)})")
     table = flag_table(items)
+    heads = ordered_heads(items, sort_by)
     prof = pd.concat([profiles.profile_table(items, s) for s in profiles.PROFILE_STATS],
                      ignore_index=True)
     text = summary_text(table)
     with OutputFolder(out_dir, kind=KIND) as out:
         out.write_text("flags.csv", table.to_csv(index=False))
+        out.write_text("heads.csv", heads.to_csv(index=False))
         out.write_text("profiles.csv", prof.to_csv(index=False))
         out.write_text("summary.txt", text)
         images = {}
@@ -207,4 +242,5 @@ def summary_text(table) -> str:
             "model's d, d_h).\n")
 
 
-__all__ = ["KIND", "flag_table", "load_scores", "summary_text", "write_compare"]
+__all__ = ["KIND", "flag_table", "load_scores", "ordered_heads", "summary_text",
+           "write_compare"]
