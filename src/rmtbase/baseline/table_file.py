@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import TableError
 from ..files.atomic import name_max, tmp_name, write_atomic
+from ..files.cf import decode_table, encode_table
 from ..files.interrupts import deferred, fault_point  # fault_point: the tests' hook
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def read_table(path) -> xr.Dataset:
         raise TableError(f"{path}: no such file")
     try:
         with deferred(), xr.open_dataset(path, engine="netcdf4") as ds:  # no interrupt in HDF5
-            ds = ds.load()
+            ds = decode_table(ds.load())  # units as written (rmtbase.files.cf.encode_table)
     except Exception as exc:  # netCDF4/HDF5 raise many types for broken files
         raise TableError(f"{path} is not a readable netCDF4 file ({_one_line(exc)})") from exc
     fmt = ds.attrs.get("rmtbase_table_format")
@@ -181,7 +182,7 @@ def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fault_point("write:created")
         enc = {v: {"zlib": True, "complevel": 4, "shuffle": True} for v in ds.data_vars}
-        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
+        encode_table(ds).to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
         fault_point("write:data")
         read_table(tmp)
         fault_point("write:verified")

@@ -142,7 +142,12 @@ def write_text(path, text: str) -> Path:
 
 
 def write_netcdf(ds, path) -> Path:
-    """Write the xarray Dataset ``ds`` to netCDF at ``path`` all or nothing."""
+    """Write the xarray Dataset ``ds`` to netCDF at ``path`` all or nothing. Coordinate
+    variables are written without ``_FillValue`` (CF-1.10 §2.5.1 forbids it on them; xarray
+    adds one to every float variable): :func:`rmtbase.files.cf.without_coordinate_fill`."""
+    from .cf import without_coordinate_fill
+
+    ds = without_coordinate_fill(ds)
     return write_atomic(path, lambda tmp: ds.to_netcdf(tmp))
 
 

@@ -14,6 +14,14 @@ a ``sigma_power`` says how it scales with the entry standard deviation in ``comm
 absolute path is written: a global attribute holding one is reduced to its last component.
 A fixed string width that a variable's encoding carries from a file it was read from is dropped,
 so that no string is cut to it.
+
+Every netCDF file rmtbase writes passes compliance-checker 6.1's ``cf:1.10`` test with no high
+or medium priority failure (``tests/test_cf_compliance.py``): coordinate variables carry no
+``_FillValue`` (:func:`without_coordinate_fill`, applied by
+:func:`rmtbase.files.atomic.write_netcdf`), a ``depth`` dimension is written as
+``network_depth`` (:func:`cf_dim_names`), and baseline tables, which are read back, go through
+the reversible :func:`encode_table` / :func:`decode_table`. The shipped tables in
+``rmtbase/data`` are data and stay as drawn: their ``units = "sigma"`` fail §3.1.
 """
 
 from __future__ import annotations
@@ -99,7 +107,7 @@ def annotate(ds: xr.Dataset, *, kind: str = "rmtbase", name: str = "") -> xr.Dat
     """``ds`` with CF global and per-variable attributes (module docstring), as a copy."""
     from .._version import __version__
 
-    out = ds.copy(deep=False)
+    out = cf_dim_names(ds).copy(deep=False)
     for var in out.variables:
         out.variables[var].attrs = _var_attrs(var, dict(out.variables[var].attrs))
         enc = out.variables[var].encoding
@@ -123,4 +131,102 @@ def annotate(ds: xr.Dataset, *, kind: str = "rmtbase", name: str = "") -> xr.Dat
     return out
 
 
-__all__ = ["CONVENTIONS", "annotate"]
+#: Dimension names CF checkers read as spatio-temporal axes (compliance-checker's §5.1 test
+#: wants ``standard_name = "depth"``, a distance below the surface, on a ``depth`` dimension),
+#: and the names rmtbase's files use for them instead: a product network's depth is a count of
+#: layers, not a length.
+CF_DIM_NAMES = {"depth": "network_depth"}
+
+
+def cf_dim_names(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with the dimensions of :data:`CF_DIM_NAMES` renamed (itself if none occurs)."""
+    names = {k: v for k, v in CF_DIM_NAMES.items() if k in ds.dims and v not in ds.variables}
+    return ds.rename(names) if names else ds
+
+
+def without_coordinate_fill(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` (a shallow copy) whose coordinate variables (1-D, named as their dimension) are
+    encoded with ``_FillValue = None``: CF-1.10 §2.5.1 forbids ``_FillValue`` and
+    ``missing_value`` on a coordinate variable, and xarray writes a NaN ``_FillValue`` on every
+    float variable unless told not to (``quantile`` and ``qk_z`` of ``scores.nc`` had one).
+    A fill value the caller set in a coordinate's encoding is kept. Values are unchanged."""
+    out = ds.copy(deep=False)
+    for name in out.dims:
+        if name in out.variables and out.variables[name].dims == (name,):
+            var = out.variables[name]
+            enc = dict(var.encoding)
+            enc.setdefault("_FillValue", None)
+            var.encoding = enc
+    return out
+
+
+#: Attribute that keeps a table variable's own unit where ``units`` holds a UDUNITS one.
+TABLE_UNITS = "rmtbase_units"
+#: Global attribute naming the CF global attributes :func:`encode_table` added.
+TABLE_ADDED = "rmtbase_cf_added"
+#: Global attribute naming the dimensions :func:`encode_table` renamed (:data:`CF_DIM_NAMES`).
+TABLE_RENAMED = "rmtbase_cf_renamed"
+#: Global attribute naming the variables to which :func:`encode_table` gave a ``long_name``.
+TABLE_NAMED = "rmtbase_cf_long_names"
+
+
+def encode_table(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` (a shallow copy) as a baseline table is written: every ``units`` UDUNITS does not
+    parse (``sigma``, ``sigma^2``: the table is drawn at sigma = 1 and ``sigma_power`` says how
+    a value scales) becomes ``"1"``, the text kept in ``rmtbase_units`` (CF-1.10 §3.1 needs
+    ``units`` to be a UDUNITS string); coordinate variables lose ``_FillValue``
+    (:func:`without_coordinate_fill`); a missing or empty ``Conventions``, ``title`` or
+    ``history`` (CF §2.6) is filled from the table's own attributes (no clock read: the same
+    table gives the same bytes) and named in ``rmtbase_cf_added``; a ``depth`` dimension is
+    written as ``network_depth`` (:data:`CF_DIM_NAMES`), named in ``rmtbase_cf_renamed``; a
+    variable with neither ``long_name`` nor ``standard_name`` (CF §3.3) gets a ``long_name``
+    (as :func:`annotate` makes it), named in ``rmtbase_cf_long_names``. :func:`decode_table`
+    undoes all four, so a table read back equals the one written."""
+    renamed = [k for k in CF_DIM_NAMES if k in ds.dims]
+    out = without_coordinate_fill(cf_dim_names(ds))
+    named = []
+    for name in out.variables:
+        attrs = dict(out.variables[name].attrs)
+        unit = attrs.get("units")
+        if unit is not None and str(unit) not in UDUNITS_OK and TABLE_UNITS not in attrs:
+            attrs[TABLE_UNITS] = str(unit)
+            attrs["units"] = "1"
+        if not attrs.get("long_name") and not attrs.get("standard_name"):
+            attrs["long_name"] = _long_name(name, attrs)
+            named.append(str(name))
+        out.variables[name].attrs = attrs
+    version = out.attrs.get("rmtbase_version", "")
+    when = out.attrs.get("creation_time", out.attrs.get("created", ""))
+    fill = {"Conventions": CONVENTIONS,
+            "title": f"rmtbase {out.attrs.get('rmtbase_table_kind', 'null')} table",
+            "history": f"{when} rmtbase {version} drew this table".strip()}
+    added = [k for k in fill if not str(out.attrs.get(k, "")).strip()]
+    if added:
+        out.attrs = {**out.attrs, **{k: fill[k] for k in added}, TABLE_ADDED: " ".join(added)}
+    if renamed:
+        out.attrs = {**out.attrs, TABLE_RENAMED: " ".join(renamed)}
+    if named:
+        out.attrs = {**out.attrs, TABLE_NAMED: " ".join(named)}
+    return out
+
+
+def decode_table(ds: xr.Dataset) -> xr.Dataset:
+    """A table read from a file with what :func:`encode_table` changed put back (units and
+    global attributes in place; renamed dimensions in the Dataset returned); a table without
+    those marks (the shipped ones) is returned unchanged."""
+    for name in ds.variables:
+        attrs = ds.variables[name].attrs
+        if TABLE_UNITS in attrs:
+            attrs["units"] = str(attrs.pop(TABLE_UNITS))
+    for key in str(ds.attrs.pop(TABLE_ADDED, "")).split():
+        ds.attrs.pop(key, None)
+    for name in str(ds.attrs.pop(TABLE_NAMED, "")).split():
+        if name in ds.variables:
+            ds.variables[name].attrs.pop("long_name", None)
+    back = {CF_DIM_NAMES[k]: k for k in str(ds.attrs.pop(TABLE_RENAMED, "")).split()
+            if CF_DIM_NAMES.get(k) in ds.dims}
+    return ds.rename(back) if back else ds
+
+
+__all__ = ["CONVENTIONS", "annotate", "cf_dim_names", "decode_table", "encode_table",
+           "without_coordinate_fill"]
