@@ -18,10 +18,12 @@ per output row, ``s_r = max|W_r| / 448`` (compressed-tensors' symmetric ``calcul
 max|x| / ((q_max − q_min)/2)), ``q = E4M3(clamp(W_r/s_r, ±448))``; value ``q · s_r``
 (compressed-tensors' ``dequantize``).
 
-:func:`dequantize` / :func:`dequantize_rows` are what the readers use; :func:`quantize` /
-:func:`quantize_rows` are the reference writers (numpy and ``ml_dtypes``, round to nearest
-even; the tests write checkpoints with them). The null's round trips are the same operations
-in JAX (:mod:`rmtbase.stats.fp8`).
+:func:`dequantize` / :func:`dequantize_rows` are what the readers use (refusing a scale that
+is negative, not finite, or 0 over nonzero values); :func:`check_config` refuses a
+``weight_block_size`` other than [128, 128] (below 1, malformed, or another size) from the
+config alone, before any tensor; :func:`quantize` / :func:`quantize_rows` are the reference
+writers (numpy and ``ml_dtypes``, round to nearest even; the tests write checkpoints with
+them). The null's round trips are the same operations in JAX (:mod:`rmtbase.stats.fp8`).
 """
 
 from __future__ import annotations
@@ -99,30 +101,76 @@ def _values(raw, fmt: str, name: str) -> np.ndarray:
     return w
 
 
+def _check_scales(scale: np.ndarray, amax: np.ndarray, scale_name: str, what: str) -> None:
+    """ValueError (one line) unless every scale is finite and > 0, or 0 over a tile (row)
+    whose stored values are all 0 (what :func:`quantize` writes for an all-zero tile): a
+    negative or zero scale over nonzero bytes is no scale a writer makes (issue 49)."""
+    bad = ~np.isfinite(scale) | (scale < 0) | ((scale == 0) & (amax > 0))
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        at = first if what == "tile" else first[0]
+        raise ValueError(f"FP8 scale {scale_name} holds {float(scale[first]):g} at {what} {at} "
+                         f"({int(bad.sum())} such); scales must be finite and > 0 (0 only "
+                         f"over an all-zero {what})")
+
+
 def dequantize(raw: np.ndarray, scale_inv: np.ndarray, name: str = "weight",
-               fmt: str = "e4m3") -> np.ndarray:
+               fmt: str = "e4m3", scale_name: str | None = None) -> np.ndarray:
     """float32 values of the FP8 tensor ``raw`` (its bytes as uint8, or the ml_dtypes array;
     2-D; element format ``fmt``) times its 128×128 tile scales ``scale_inv``; ValueError (one
-    line) when the scales do not tile the weight in 128×128 blocks or a stored byte is NaN."""
+    line) when the scales do not tile the weight in 128×128 blocks, a scale is negative, not
+    finite, or 0 over a tile with nonzero values, or a stored byte is NaN."""
     scale = np.asarray(scale_inv, dtype=np.float32)
     w = _values(raw, fmt, name)
     if scale.shape != tiles(w.shape):
         raise ValueError(f"FP8 weight {name} {w.shape} has scales {scale.shape}, not the "
                          f"{tiles(w.shape)} of 128x128 blocks (other FP8 layouts are not read)")
+    r, c = scale.shape
+    pad = np.zeros((r * BLOCK, c * BLOCK), np.float32)
+    pad[: w.shape[0], : w.shape[1]] = np.abs(w)
+    _check_scales(scale, pad.reshape(r, BLOCK, c, BLOCK).max(axis=(1, 3)),
+                  scale_name or f"{name}_scale_inv", "tile")
     return w * _expand(scale, w.shape)
 
 
-def dequantize_rows(raw: np.ndarray, scale: np.ndarray, name: str = "weight") -> np.ndarray:
+def dequantize_rows(raw: np.ndarray, scale: np.ndarray, name: str = "weight",
+                    scale_name: str | None = None) -> np.ndarray:
     """float32 values of the E4M3 tensor ``raw`` (out, in) times its per-row ``scale``
-    (out, 1); ValueError (one line) for any other scale shape (per-tensor, per-group)."""
+    (out, 1); ValueError (one line) for any other scale shape (per-tensor, per-group) or a
+    scale that is negative, not finite, or 0 over a row with nonzero values."""
     s = np.asarray(scale, dtype=np.float32)
     w = _values(raw, "e4m3", name)
     if s.shape != (w.shape[0], 1):
         raise ValueError(f"FP8 weight {name} {w.shape} has weight_scale {s.shape}, not the "
                          f"({w.shape[0]}, 1) of one scale per output channel (per-tensor and "
                          "per-group FP8 scales are not read)")
+    _check_scales(s, np.abs(w).max(axis=1, keepdims=True), scale_name or f"{name}_scale", "row")
     return w * s
 
 
+def check_config(cfg: dict, where: str) -> None:
+    """ModelError (one line, naming ``where`` and the value) for a block-FP8
+    ``quantization_config`` (``quant_method = "fp8"``) whose ``weight_block_size`` is not two
+    integers ≥ 1, or is not the [128, 128] this reader and the null use (another size would
+    read its scales against the wrong tiles). Absent: transformers' default, [128, 128]."""
+    import json
+
+    from ..errors import ModelError
+
+    qc = cfg.get("quantization_config") if isinstance(cfg, dict) else None
+    if not isinstance(qc, dict) or qc.get("quant_method") != "fp8" \
+            or "weight_block_size" not in qc:
+        return
+    size = qc["weight_block_size"]
+    shown = json.dumps(size)
+    if not (isinstance(size, list) and len(size) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in size)):
+        raise ModelError(f"{where}: quantization_config.weight_block_size {shown} is not two "
+                         "integers >= 1")
+    if size != [BLOCK, BLOCK]:
+        raise ModelError(f"{where}: quantization_config.weight_block_size {shown}; rmtbase "
+                         f"reads block FP8 with {BLOCK}x{BLOCK} blocks only")
+
+
 __all__ = ["BLOCK", "CHANNEL_STORAGE", "DTYPES", "E4M3_MAX", "E5M2_MAX", "FORMATS",
-           "dequantize", "dequantize_rows", "format_of", "quantize", "quantize_rows", "tiles"]
+           "check_config", "dequantize", "dequantize_rows", "format_of", "quantize", "quantize_rows", "tiles"]

@@ -23,7 +23,8 @@ by their longest common dotted suffix (``base_model.model.`` and an adapter name
 
 Refused in one line: DoRA (``use_dora``: the update is not s·BA), an adapter whose every
 lora_B is zero ("this adapter changes nothing": saved before training), a module that matches
-no base tensor or one of another shape.
+no base tensor or one of another shape, ``target_modules`` (PEFT's rules, :func:`targeted`)
+that match none of the adapter's modules or leave out one it holds weights for (issue 49).
 """
 
 from __future__ import annotations
@@ -135,10 +136,49 @@ def read_lora(adapter) -> LoraAdapter:
         out.updates[module] = scale * (b @ a)
     if not out.updates:
         raise ModelError(f"LoRA adapter {folder.name} holds no lora_A/lora_B weights")
+    _check_targets(cfg, sorted(out.updates), folder)
     if not any(np.any(u) for u in out.updates.values()):
         raise ModelError(f"this adapter changes nothing: every lora_B of {folder.name} is zero "
                          "(saved before training?)")
     return out
+
+
+def targeted(targets, module: str) -> bool:
+    """PEFT's ``check_target_module_exists``: a string is a regular expression the module's
+    name must match whole (``"all-linear"``: every linear module), a list names modules by
+    their dotted suffix (``q_proj`` matches ``model.layers.0.self_attn.q_proj``)."""
+    if isinstance(targets, str):
+        return targets == "all-linear" or re.fullmatch(targets, module) is not None
+    return any(module == t or module.endswith("." + t) for t in targets)
+
+
+def _check_targets(cfg: dict, modules: list[str], folder: Path) -> None:
+    """ModelError (one line, naming the config and the value) when ``target_modules`` is
+    malformed, matches none of the adapter's modules (each of which must then match a base
+    tensor, :func:`base_deltas`), or leaves out a module the adapter holds weights for (PEFT
+    loads only targeted modules: those weights would not be applied). Absent (None): PEFT's
+    default targets of the architecture, not checked."""
+    targets = cfg.get("target_modules")
+    if targets is None or cfg.get("target_parameters"):
+        return
+    where, shown = f"{folder.name}/{CONFIG}", json.dumps(targets)
+    if not (isinstance(targets, str) or isinstance(targets, list)
+            and all(isinstance(t, str) for t in targets)):
+        raise ModelError(f"{where}: target_modules {shown} is neither a list of module names "
+                         "nor a regular expression")
+    try:
+        missed = [m for m in modules if not targeted(targets, m)]
+    except re.error as exc:
+        raise ModelError(f"{where}: target_modules {shown} is not a regular expression "
+                         f"({one_line(exc)})") from exc
+    if len(missed) == len(modules):
+        raise ModelError(f"{where}: target_modules {shown} matches none of the adapter's "
+                         f"{len(modules)} modules (e.g. {modules[0]}) nor so any module of the "
+                         "base")
+    if missed:
+        raise ModelError(f"{where}: the adapter holds weights for {missed[0]} ({len(missed)} "
+                         f"such), which its target_modules {shown} leaves out (PEFT would not "
+                         "apply them)")
 
 
 def _match(module: str, keys: set[str]) -> str | None:
@@ -238,4 +278,4 @@ def lora_heads(adapter, base, *, merged: bool = False, revision=None, allow_pick
 
 
 __all__ = ["LoraAdapter", "LoraWeights", "base_deltas", "is_lora", "lora_heads",
-           "lora_weights", "read_lora"]
+           "lora_weights", "read_lora", "targeted"]
