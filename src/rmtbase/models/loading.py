@@ -190,7 +190,10 @@ def _architecture(cfg: dict) -> str:
 
 
 def _info(res: _Resolved) -> tuple[ModelInfo, Adapter]:
+    from ._fp8 import check_config
+
     arch = _architecture(res.cfg)
+    check_config(res.cfg, f"{res.name}/config.json")  # FP8 block size, before any tensor
     adapter = ADAPTERS[arch]
     dims = adapter.dims(res.cfg)
     norm = adapter.qk_norm(res.cfg)
