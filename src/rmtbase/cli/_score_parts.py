@@ -53,6 +53,47 @@ def probe_text(args, several: bool):
     return read_text(args.text)
 
 
+def check_probe(model) -> None:
+    """--probe's preconditions, before the score (one-line error): the model can be probed
+    (a folder's config.json and tokenizer files; a GGUF file's tokenizer, from its header) and
+    one window of the probe's default length fits in memory
+    (:func:`rmtbase.probe.run.check_window_memory`, from the config's sizes)."""
+    from types import SimpleNamespace
+
+    from ..models import default_model_path, model_info
+    from ..models.loading import model_config
+    from ..probe.run import check_model, check_window_memory, default_window
+
+    check_model(model)
+    path = default_model_path() if model is None else model
+    info = model_info(path)
+    ctx = None
+    if info.source == "gguf":
+        from ..models.gguf import check_gguf_tokenizer, gguf_context_length
+        from ..models.gguf_header import read_header
+
+        header = read_header(path)
+        check_gguf_tokenizer(path, header)
+        ctx = gguf_context_length(path, header)
+    else:
+        cfg = model_config(path)
+        ctx = cfg.get("max_position_embeddings") or cfg.get("n_positions")
+    config = SimpleNamespace(num_hidden_layers=info.n_layers, num_attention_heads=info.n_heads,
+                             max_position_embeddings=ctx if isinstance(ctx, int) else None)
+    check_window_memory(config, default_window(config), info.name)
+
+
+def check_ov(model, revision, allow_pickle: bool) -> None:
+    """--ov's precondition, before the score: every layer has its V and O tensors (from the
+    index or header; the message names the file's own tensor name)."""
+    from ..models import default_model_path
+    from ..models.loading import check_parts
+    from ..models.ov import OV_WHY
+
+    check_parts(default_model_path() if model is None else model, ("v", "o"),
+                revision=revision, allow_pickle=allow_pickle, why=OV_WHY)
+
+
 def join_probe(ds, model, text, *, progress: bool):
     """``ds`` with the probe's behaviours of the same model joined (:func:`rmtbase.probe.join`)."""
     from ..probe import join, probe_model
@@ -116,5 +157,5 @@ def revisions(text):
     return revs
 
 
-__all__ = ["component_options", "components_arg", "directions", "expand_models", "join_probe",
-           "probe_text", "revisions"]
+__all__ = ["check_ov", "check_probe", "component_options", "components_arg", "directions",
+           "expand_models", "join_probe", "probe_text", "revisions"]

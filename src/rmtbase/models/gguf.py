@@ -35,7 +35,8 @@ from .gguf_arch import SPECS, hf_config, name_map, regroup_falcon, spec_of, unpe
 from .gguf_header import GGUFHeader, is_gguf, read_header
 from .weights import check_finite
 
-__all__ = ["GGUF_TYPES", "SPECS", "GGUFWeights", "gguf_config", "is_gguf", "unpermute"]
+__all__ = ["GGUF_TYPES", "SPECS", "GGUFWeights", "check_gguf_tokenizer", "gguf_config",
+           "gguf_context_length", "is_gguf", "unpermute"]
 
 #: GGML tensor types read, and the storage name each is recorded as.
 GGUF_TYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "Q8_0": "q8_0",
@@ -60,6 +61,15 @@ def _reader(path: Path):
         raise ModelError(f"cannot read GGUF file {path}: {one_line(exc)}") from exc
 
 
+def _type_name(type_id: int) -> str:
+    """The GGML type name of ``type_id`` (``"Q4_1"``; ``"#N"`` for an id ``gguf`` lacks)."""
+    gguf = _need_gguf()
+    try:
+        return gguf.GGMLQuantizationType(type_id).name
+    except ValueError:
+        return f"#{type_id}"
+
+
 def _n_layers(cfg: dict) -> int:
     return int(cfg[SPECS[cfg["gguf_architecture"]].names[3]])
 
@@ -69,7 +79,7 @@ def gguf_config(path: Path, header: GGUFHeader | None = None) -> dict:
 
     ModelError (one line) for an architecture outside :data:`SPECS` or a mapped tensor of a
     type outside :data:`GGUF_TYPES` — both before any tensor is read."""
-    gguf = _need_gguf()
+    _need_gguf()
     header = header or read_header(path)
     cfg = hf_config(header.metadata, path)
     names = {t.name for t in header.tensors}
@@ -82,39 +92,81 @@ def gguf_config(path: Path, header: GGUFHeader | None = None) -> dict:
     for t in header.tensors:
         if t.name not in mapped:
             continue
-        try:
-            kind = gguf.GGMLQuantizationType(t.type_id).name
-        except ValueError:
-            kind = f"#{t.type_id}"
+        kind = _type_name(t.type_id)
         if kind not in GGUF_TYPES:
             raise ModelError(f"tensor {t.name!r} in {path} is stored as GGML type {kind}, which "
                              f"rmtbase does not read (it reads {', '.join(GGUF_TYPES)})")
     return cfg
 
 
+#: Metadata keys a GGUF file's tokenizer is built from (``gguf.Keys.Tokenizer``).
+TOKENIZER_KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.tokens")
+
+
+def check_gguf_tokenizer(path: Path, header: GGUFHeader | None = None) -> None:
+    """One-line ModelError unless GGUF file ``path`` carries a tokenizer (the metadata keys
+    :data:`TOKENIZER_KEYS`; header only, no tensor read) of a kind ``transformers`` builds, as
+    the probe needs (:mod:`rmtbase.probe.run`)."""
+    header = header or read_header(path)
+    meta = header.metadata
+    missing = [k for k in TOKENIZER_KEYS if k not in meta]
+    if missing:
+        raise ModelError(f"no tokenizer in {path}: its header has no {' or '.join(missing)}, "
+                         "and the probe needs the model's tokenizer")
+    kind = meta["tokenizer.ggml.model"]
+    try:  # transformers' builders (their names differ across versions: asked when present)
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+            select_tokenizer_builder,
+        )
+    except ImportError:
+        return
+    try:
+        select_tokenizer_builder(str(meta.get("general.architecture")), kind)
+    except ValueError as exc:
+        raise ModelError(f"the tokenizer of {path} (tokenizer.ggml.model = {kind!r}) is not one "
+                         f"transformers can build: {one_line(exc)}") from exc
+
+
+def gguf_context_length(path: Path, header: GGUFHeader | None = None) -> int | None:
+    """``{arch}.context_length`` of GGUF file ``path`` from its header (None if absent)."""
+    meta = (header or read_header(path)).metadata
+    n = meta.get(f"{meta.get('general.architecture')}.context_length")
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+
 class GGUFWeights:
     """Tensors of a GGUF file under Hugging Face names, dequantised to float32 on read, with
     llama.cpp's conversions undone (:mod:`~rmtbase.models.gguf_arch`).
 
-    ``cfg`` is :func:`gguf_config`'s dict; ``reader`` an open ``gguf.GGUFReader`` (opened here
-    when None: only after the header has been checked).
+    ``cfg`` is :func:`gguf_config`'s dict; ``reader`` an open ``gguf.GGUFReader``, or None:
+    then names and types come from the tensor directory of ``header`` (read here when None,
+    :func:`~rmtbase.models.gguf_header.read_header`) and the reader (which maps every tensor
+    first: seconds for a large file) opens at the first :meth:`get`, so that checks of which
+    tensors a file holds (:func:`rmtbase.models.loading.check_parts`) read the header only.
     """
 
-    def __init__(self, path: Path, cfg: dict, reader=None):
+    def __init__(self, path: Path, cfg: dict, reader=None, header: GGUFHeader | None = None):
         from .registry import ADAPTERS
 
         self.label = str(path)
         self.format = "gguf"
-        self._reader = reader or _reader(path)
+        self._path = Path(path)
+        self._reader = reader
+        self._by_name: dict | None = None
+        if reader is not None:
+            types = {t.name: t.tensor_type.name for t in reader.tensors}
+        else:
+            types = {t.name: _type_name(t.type_id) for t in (header or read_header(path)).tensors}
+        self._types = types
         self._spec = spec_of(cfg["gguf_architecture"], path)
         _, heads, kv, _ = self._spec.names
         self._heads = int(cfg[heads])
         self._kv = int(cfg[kv]) if kv else self._heads
-        by_name = {t.name: t for t in self._reader.tensors}
-        self._map: dict[str, tuple[object, int | None]] = {}
-        for hf, gg in name_map(cfg, ADAPTERS[cfg["model_type"]], _n_layers(cfg)).items():
-            if gg in by_name:
-                self._map[hf] = (by_name[gg], None)
+        self._map: dict[str, tuple[str, int | None]] = {}  # HF name -> (GGUF name, row)
+        self._names = name_map(cfg, ADAPTERS[cfg["model_type"]], _n_layers(cfg))
+        for hf, gg in self._names.items():
+            if gg in types:
+                self._map[hf] = (gg, None)
         if self._spec.per_head_norm:  # StableLM: one (d_h,) gain per head, stacked by llama.cpp
             for hf in [k for k in self._map if k.endswith("layernorm.weight")]:
                 n = self._heads if "q_layernorm" in hf else self._kv
@@ -123,19 +175,33 @@ class GGUFWeights:
                     self._map[f"{stem}.norms.{h}.weight"] = (self._map[hf][0], h)
         self._storage: dict[str, str] = {}
 
+    def _tensor(self, gname: str):
+        """The reader's tensor ``gname`` (the reader opened now if not yet)."""
+        if self._by_name is None:
+            if self._reader is None:
+                self._reader = _reader(self._path)
+            self._by_name = {t.name: t for t in self._reader.tensors}
+        return self._by_name[gname]
+
     def keys(self) -> set[str]:
         return set(self._map)
 
+    def file_name(self, name: str) -> str:
+        """The GGUF file's own name (``blk.0.attn_v.weight``) of Hugging Face tensor ``name``,
+        present or not (``name`` itself when llama.cpp has no name for it)."""
+        return self._names.get(name, name)
+
     def tensor_type(self, name: str) -> str:
         """The GGML type name (``"Q4_1"``, ``"F16"`` …) of tensor ``name``."""
-        return self._map[name][0].tensor_type.name
+        return self._types[self._map[name][0]]
 
     def get(self, name: str) -> np.ndarray:
         if name not in self._map:
-            raise ModelError(f"tensor {name!r} not found in {self.label}")
+            raise ModelError(f"tensor {self.file_name(name)!r} not found in {self.label}")
         from gguf.quants import dequantize
 
-        t, row = self._map[name]
+        gname, row = self._map[name]
+        t = self._tensor(gname)
         kind = t.tensor_type.name
         if kind not in GGUF_TYPES:
             raise ModelError(f"tensor {t.name!r} in {self.label} is stored as GGML type {kind}, "

@@ -34,7 +34,8 @@ from .registry import ADAPTERS, CLASS_STEMS, SUPPORTED
 from .types import LayerHeads, ModelInfo
 from .weights import FileWeights, StateDictWeights, split_storage
 
-__all__ = ["SUPPORTED", "default_model_path", "load_heads", "model_info", "open_model"]
+__all__ = ["SUPPORTED", "check_located_parts", "check_parts", "default_model_path", "load_heads", "model_config",
+           "model_info", "open_model"]
 
 
 @dataclass
@@ -46,14 +47,14 @@ class _Resolved:
     source: str  # "hub" | "folder" | "object" | "gguf" | "url"
     cfg: dict
     model_class: str
-    obj: object = None
+    obj: object = None  # a loaded model; a GGUF file's header
     folder: Path | None = None
 
     def open_weights(self, allow_pickle: bool):
         if self.source == "gguf":
             from .gguf import GGUFWeights
 
-            return GGUFWeights(self.folder, self.cfg, self.obj)
+            return GGUFWeights(self.folder, self.cfg, header=self.obj)
         if self.source == "object":
             return StateDictWeights(self.obj, self.name)
         if self.source == "url":
@@ -129,8 +130,12 @@ def _resolve(model, revision: str | None) -> _Resolved:
                                  "(config.json + weights) or a .gguf file")
             if revision is not None:
                 raise InputError("revision= applies only to hub ids, not to a GGUF file")
-            cfg = gguf_config(path)  # the header only: refusals come before any tensor
-            return _Resolved(str(path), None, "gguf", cfg, _class_of(cfg), folder=path)
+            from .gguf_header import read_header
+
+            header = read_header(path)
+            cfg = gguf_config(path, header)  # the header only: refusals come before any tensor
+            return _Resolved(str(path), None, "gguf", cfg, _class_of(cfg), obj=header,
+                             folder=path)
         if isinstance(model, os.PathLike) or _looks_like_path(text) or not text:
             raise ModelError(f"no such model folder: {text!r}")
         cfg = _read_config(hub.fetch_config(text, revision))
@@ -227,6 +232,50 @@ def open_model(model, revision: str | None, allow_pickle: bool):
         weights.close()
         raise
     return info, located, weights
+
+
+def model_config(model, revision: str | None = None) -> dict:
+    """The config dict of ``model`` as rmtbase reads it (config.json; a GGUF file's header
+    mapped to Hugging Face keys); no weight is read."""
+    return _resolve(model, revision).cfg
+
+
+def check_parts(model, parts, *, revision: str | None = None, allow_pickle: bool = False,
+                why: str = "") -> None:
+    """One-line ModelError unless every layer of ``model`` has a tensor for each of ``parts``
+    (``"v"``, ``"o"``, …: the layout's component names), from the config and the weights'
+    index or header alone (no tensor is read): :func:`check_located_parts` on
+    :func:`open_model`'s result."""
+    info, located, weights = open_model(model, revision, allow_pickle)
+    try:
+        check_located_parts(info, located, weights, parts, why)
+    finally:
+        weights.close()
+
+
+def check_located_parts(info: ModelInfo, located: Located, weights, parts,
+                        why: str = "") -> None:
+    """:func:`check_parts` on an opened model. The message names the tensor as the file
+    names it (a GGUF file: ``blk.0.attn_v.weight``, not ``…self_attn.v_proj.weight``), how
+    many layers lack it, and ends with ``why``."""
+    tail = f": {why}" if why else ""
+    known = set(located.component_names())
+    unknown = [p for p in parts if p not in known]
+    if unknown:
+        raise ModelError(f"{info.name}: no {'/'.join(unknown)} projection known for "
+                         f"architecture {info.architecture}{tail}")
+    keys, own = weights.keys(), getattr(weights, "file_name", lambda n: n)
+    for p in parts:
+        part = located.layout.parts[p]
+        if not hasattr(part, "tensor"):  # an expanding (MoE) part: checked when read
+            continue
+        names = [located.prefix + part.tensor().format(i=i) for i in range(info.n_layers)]
+        lacking = [n for n in names if n not in keys]
+        if lacking:
+            more = (f" ({len(lacking)} of its {info.n_layers} layers lack it)"
+                    if len(lacking) > 1 else "")
+            raise ModelError(f"tensor {own(lacking[0])!r} not found in {weights.label}"
+                             f"{more}{tail}")
 
 
 def load_heads(model, *, revision: str | None = None, allow_pickle: bool = False,

@@ -34,6 +34,10 @@ OV_FACTORS = ("q = W_O,h^T (d_h, d), k = W_V,h (d_h, d), W_OV = W_O,h W_V,h = q^
               "not folded")
 
 
+#: How a refusal for want of V/O tensors ends.
+OV_WHY = "its OV circuit (W_O,h W_V,h) cannot be read"
+
+
 def ov_factors(v: np.ndarray, o: np.ndarray, n_heads: int, n_kv_heads: int, d_h: int,
                where: str = "") -> tuple[np.ndarray, np.ndarray]:
     """(W_O,hᵀ, W_V,h) of every head, each ``(n_heads, d_h, d)``, from the layer's value
@@ -59,15 +63,11 @@ def load_ov_heads(model, *, revision: str | None = None,
     layer read per step; ``storage``/``quantisation`` those of the v and o tensors. The
     checkpoint is checked up front as by :func:`rmtbase.models.load_heads`, and must have
     separate or fused value and output projections (ModelError otherwise)."""
-    from .loading import open_model
+    from .loading import check_located_parts, open_model
 
     info, located, weights = open_model(model, revision, allow_pickle)
-    try:
-        missing = {"v", "o"} - set(located.component_names())
-        if missing:
-            raise ModelError(f"{info.name}: no {'/'.join(sorted(missing))} projection known "
-                             f"for architecture {info.architecture}: its OV circuit cannot "
-                             "be read")
+    try:  # every layer's v and o tensors, from the index or header: before any layer is read
+        check_located_parts(info, located, weights, ("v", "o"), OV_WHY)
     except BaseException:
         weights.close()
         raise
@@ -93,4 +93,4 @@ def _iterate(weights, located, info) -> Iterator[LayerHeads]:
         weights.close()
 
 
-__all__ = ["OV_FACTORS", "load_ov_heads", "ov_factors"]
+__all__ = ["OV_FACTORS", "OV_WHY", "load_ov_heads", "ov_factors"]

@@ -251,6 +251,11 @@ class FileWeights:
     def keys(self) -> set[str]:
         return self._keys
 
+    def file_name(self, name: str) -> str:
+        """The checkpoint's own name of tensor ``name`` (the same: its names are read as
+        they are)."""
+        return name
+
     def prefetch(self, names) -> None:
         """Say which tensors are read next: a remote shard (:mod:`rmtbase.files.ranges`)
         fetches their byte ranges (FP8 scales included) in as few requests as it can; a local
@@ -365,6 +370,10 @@ class StateDictWeights:
 
     def keys(self) -> set[str]:
         return self._keys
+
+    def file_name(self, name: str) -> str:
+        """The module's own name of tensor ``name`` (the same)."""
+        return name
 
     def storage_of(self, name: str) -> str:
         """Storage precision of tensor ``name`` as it was read (after :meth:`get`)."""

@@ -36,9 +36,15 @@ def score_circuits(model=None, **options) -> xr.Dataset:
     """QK (:func:`rmtbase.scoring.score.score_model`) and OV (:func:`score_ov`) of ``model``
     as one collection over ``circuit`` = ["qk", "ov"] (module docstring); ``options`` as for
     score_model."""
+    from ..models import default_model_path
+    from ..models.loading import check_parts
+    from ..models.ov import OV_WHY
     from .collection import combine
     from .score import score_model
 
+    check_parts(default_model_path() if model is None else model, ("v", "o"),  # before QK
+                revision=options.get("revision"),
+                allow_pickle=bool(options.get("allow_pickle", False)), why=OV_WHY)
     qk = score_model(model, **options)
     qk.attrs["circuit"] = "qk"
     ov = score_model(model, circuit="ov", **options)
