@@ -20,6 +20,7 @@ _SUBMODULES = {
 # Top-level functions, resolved lazily: name -> (module, attribute).
 _FUNCTIONS = {
     "score_model": ("rmtbase.scoring.score", "score_model"),
+    "composition": ("rmtbase.scoring.composition", "composition"),
     "write_report": ("rmtbase.report.write", "write_report"),
 }
 

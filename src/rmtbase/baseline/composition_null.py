@@ -1,0 +1,76 @@
+"""The composition null's draws: squared composition scores s² of independent Gaussian factors.
+
+Definitions and the exact moments are in :mod:`rmtbase.stats.composition`; the law is the same
+for the Q-, K- and V-composition (a chain d × d_h2 × d × d_h1 × d of four independent Gaussian
+matrices) and free of σ. Two exact samplers: :func:`null_squares` from d_h-sized Bartlett
+variates (float32 storage), :func:`null_squares_full` from whole factors sent through a storage
+round trip (16-bit storage; the reference for the other).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ..ensembles.gaussian import named_key
+from ..ensembles.wishart import gram_cholesky
+from ..stats.composition import col_side, grams
+from ..stats.precision import round_trip
+
+
+def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32):
+    """``n`` draws of the squared score s² under the Gaussian-factor null, exactly in law, from
+    d_h-sized variates only (no d-sized matrix; module :mod:`rmtbase.ensembles.wishart`).
+
+    Chain Q2ᵀ K2 O1 V1 (K-composition; Q and V have the same law). Rotate the residual basis so
+    that O1 = H [T; 0] (thin QR, H Haar, T = L_Oᵀ with L_O Bartlett at (d, d_h1)); then
+    K2 H = [K_a, K_b] with K_a ``(d_h2, d_h1)`` Gaussian and K_b K_bᵀ Wishart at
+    (d − d_h1, d_h2) (Bartlett L_b), so M = K2 O1 = K_a T and G_K2 = K_a K_aᵀ + L_b L_bᵀ. With
+    L_Q, L_V Bartlett at (d, d_h2), (d, d_h1):
+    s² = ‖L_Qᵀ M L_V‖² / ((‖L_Qᵀ K_a‖² + ‖L_Qᵀ L_b‖²) ‖L_Oᵀ L_V‖²). Needs d_h2 ≤ d − d_h1.
+    """
+    if d_h2 > d - d_h1:
+        raise ValueError(f"the reduced null needs d_h2 <= d - d_h1 (d={d}, d_h={d_h1}, {d_h2})")
+
+    def one(k):
+        lq = gram_cholesky(named_key(k, "q"), d, d_h2, dtype=dtype)
+        lv = gram_cholesky(named_key(k, "v"), d, d_h1, dtype=dtype)
+        lo = gram_cholesky(named_key(k, "o"), d, d_h1, dtype=dtype)
+        lb = gram_cholesky(named_key(k, "kb"), d - d_h1, d_h2, dtype=dtype)
+        ka = jax.random.normal(named_key(k, "ka"), (d_h2, d_h1), dtype)
+        m = ka @ lo.T
+        num = jnp.sum((lq.T @ m @ lv) ** 2)
+        den = (jnp.sum((lq.T @ ka) ** 2) + jnp.sum((lq.T @ lb) ** 2)) * jnp.sum((lo.T @ lv) ** 2)
+        return num / den
+
+    keys = jax.random.split(key, n)
+    return jax.jit(jax.vmap(one))(keys)
+
+
+def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
+                      dtype=jnp.float32):
+    """The same null from whole Gaussian factors (d × d_h per factor), each optionally sent
+    through a storage round trip (``storage``: a :mod:`rmtbase.stats.precision` name such as
+    ``"bfloat16"``) as the model's stored factors are. Slower; the reference for the reduced
+    sampler and the path for 16-bit storage."""
+    def rt(x):
+        if storage in (None, "float32"):
+            return x
+        return round_trip(x, storage)
+
+    def one(k):
+        q = rt(jax.random.normal(named_key(k, "q"), (d_h2, d), dtype))
+        kk = rt(jax.random.normal(named_key(k, "k"), (d_h2, d), dtype))
+        o = rt(jax.random.normal(named_key(k, "o"), (d_h1, d), dtype))
+        v = rt(jax.random.normal(named_key(k, "v"), (d_h1, d), dtype))
+        c = col_side(o, v)
+        m = kk @ c
+        num = jnp.sum(grams(q) * (m @ m.T))
+        den = jnp.sum(grams(q) * grams(kk)) * jnp.sum(grams(o) * grams(v))
+        return num / den
+
+    keys = jax.random.split(key, n)
+    return jax.jit(jax.vmap(one))(keys)
+
+
+__all__ = ["null_squares", "null_squares_full"]

@@ -1,0 +1,272 @@
+"""``rmtbase.composition(model)``: Q-, K-, V-composition of every ordered cross-layer head pair
+and the QK overlap within each layer, against the independent-Gaussian-factor null.
+
+Definitions, factor formulas and the null's exact moments: :mod:`rmtbase.stats.composition`
+and ``docs/composition.md``. Weights are read raw (:func:`rmtbase.models.load_heads`,
+:func:`rmtbase.models.ov.load_ov_heads`): no biases, no norm gains unless ``fold_ln`` (with
+``ln_gains`` given), no unembedding. GQA/MQA: query head i meets key/value head
+⌊i / (H / H_kv)⌋.
+
+Per pair: s = the score; under the null s² has exactly the law drawn by
+:func:`rmtbase.baseline.composition_null.null_squares` (same law for the three kinds, depends on
+(d, d_h) only: the score is invariant to every factor's scale, so σ does not matter).
+p = (1 + #{null s ≥ s}) / (1 + N), one-sided upper (composition is a surplus), add-one rule
+as :mod:`rmtbase.decision.significance`; effect = s / median(null s); Benjamini–Hochberg over
+all pairs of all kinds (``composition_q``, ``composition_flag``) and within each
+(kind, layer pair) family (``composition_q_family``).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from ..baseline.composition_null import null_squares, null_squares_full
+from ..decision.significance import benjamini_hochberg
+from ..errors import InputError
+from ..stats import composition as C
+
+#: Bytes a float32 needs; the model side holds every earlier layer's column side.
+_F32 = 4
+
+
+def plan(n_layers: int, n_heads: int, n_kv: int, d: int, d_h: int) -> dict:
+    """Memory (bytes) and work (FLOPs) of a composition run, before any weight is read:
+    every earlier layer's column side (H d × d_h float32) is kept, one layer's factors, one
+    layer pair's GEMM output, and the results (3 kinds × L² H² float64, ×5 variables)."""
+    cols = n_layers * n_heads * d * d_h * _F32
+    layer = (2 * n_heads + 2 * n_kv) * d_h * d * _F32 * 2
+    gemm = (n_heads + 2 * n_kv) * d_h * n_heads * d_h * _F32 * 3
+    out = 3 * n_layers**2 * n_heads**2 * 8 * 6
+    pairs = n_layers * (n_layers - 1) // 2
+    flops = pairs * 2.0 * (n_heads + 2 * n_kv) * d_h * d * n_heads * d_h
+    return {"bytes": cols + layer + gemm + out, "gemm_flops": flops,
+            "pairs_per_kind": pairs * n_heads**2}
+
+
+def _available_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return 1 << 62
+
+
+def check_model(model, *, revision=None, base=None) -> dict:
+    """Refuse (InputError, one line) what has no composition, before any weight is read: one
+    layer, a model without V/O weights, ``base`` given; and a run that cannot fit in memory.
+    Returns :func:`plan`'s numbers with the model's sizes."""
+    from ..models import model_info
+
+    if base is not None:
+        raise InputError("composition is defined for one model's weights; it does not combine "
+                         "with --base (a fine-tune's delta has no composition null)")
+    info = model_info(model, revision)
+    if info.n_layers < 2:
+        raise InputError(f"{info.name} has {info.n_layers} layer: composition needs two layers "
+                         "(heads of an earlier layer read by a later one)")
+    p = plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h)
+    avail = _available_bytes()
+    if p["bytes"] > avail:
+        raise InputError(f"composition of {info.name} needs about {p['bytes'] / 2**30:.1f} GiB, "
+                         f"{avail / 2**30:.1f} GiB available")
+    return {**p, "info": info}
+
+
+def _gains(ln_gains, layer: int, d: int):
+    if ln_gains is None:
+        return None
+    g = np.asarray(ln_gains[layer], dtype=np.float32)
+    if g.shape != (d,):
+        raise InputError(f"ln_gains[{layer}] has shape {g.shape}, expected ({d},)")
+    return g
+
+
+_pair = jax.jit(C.pair_squares, static_argnums=(2,))
+_cols = jax.jit(C.col_side)
+_grams = jax.jit(C.grams)
+_norms = jax.jit(C.layer_norms)
+_overlap = jax.jit(C.qk_overlap)
+
+
+def composition_from_factors(layers, n_kv: int, *, ln_gains=None):
+    """Scores from per-layer factors: ``layers`` an iterable of ``(wq, wk, wo_t, wv)``, each
+    ``(H, d_h, d)`` float32 with keys/values expanded to query heads. Returns
+    ``(comp (3, L, H, L, H) with NaN where layer_to ≤ layer_from, overlap (L, H, H),
+    norms {"qk": (L, H), "ov": (L, H)})`` (``ln_gains`` (L, d) folds into Q, K, V)."""
+    cols, comp_rows, out = [], [], []
+    qk_n, ov_n, over = [], [], []
+    for l2, (wq, wk, wo_t, wv) in enumerate(layers):
+        h, dh, d = wq.shape
+        group = h // n_kv
+        g = _gains(ln_gains, l2, d)
+        if g is not None:
+            wq, wk, wv = wq * g, wk * g, wv * g
+        wq, wk, wo_t, wv = (jnp.asarray(x, jnp.float32) for x in (wq, wk, wo_t, wv))
+        nq, no = _norms(wq, wk, wo_t, wv)
+        qk_n.append(np.asarray(nq, np.float64))
+        ov_n.append(np.asarray(no, np.float64))
+        over.append(np.asarray(_overlap(wq, wk), np.float64))
+        gq, gk, go = _grams(wq), _grams(wk), _grams(wo_t)
+        kinds = {"q": (wq, gk, 1), "k": (wk[::group], gq, group), "v": (wv[::group], go, group)}
+        row = np.full((3, h, len(cols), h), np.nan)
+        for l1, c1 in enumerate(cols):
+            for i, kname in enumerate(C.KINDS):
+                rows, g_row, grp = kinds[kname]
+                sq = np.asarray(_pair(rows, g_row, grp, c1), np.float64)
+                den = (ov_n[l2][:, None] if kname == "v" else qk_n[l2][:, None]) * ov_n[l1][None]
+                row[i, :, l1, :] = np.sqrt(np.maximum(sq, 0.0) / den)
+        comp_rows.append(row)
+        cols.append(_cols(wo_t, wv))
+        out.append((h, dh, d))
+    n = len(out)
+    h = out[0][0]
+    comp = np.full((3, n, h, n, h), np.nan)
+    for l2, row in enumerate(comp_rows):
+        comp[:, :l2, :, l2, :] = row.transpose(0, 2, 3, 1)
+    return comp, np.stack(over), {"qk": np.stack(qk_n), "ov": np.stack(ov_n)}
+
+
+def _layers(model, revision, allow_pickle):
+    from ..models import load_heads
+    from ..models.ov import load_ov_heads
+
+    ov = load_ov_heads(model, revision=revision, allow_pickle=allow_pickle)  # checks V/O first
+    qk = load_heads(model, revision=revision, allow_pickle=allow_pickle)
+    storage = []
+
+    def gen():
+        for a, b in zip(qk, ov, strict=True):
+            storage.append((a.storage, a.quantisation, b.storage, b.quantisation))
+            yield a.wq, a.wk, b.wq, b.wk
+    return gen(), storage
+
+
+def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage: str = "float32"):
+    """``draws`` null composition scores s (sorted, float64) at (d, d_h1, d_h2): the reduced
+    exact sampler for float32 storage, whole factors through the storage round trip for
+    float16/bfloat16 (:func:`rmtbase.baseline.composition_null.null_squares_full`)."""
+    if storage in ("float16", "bfloat16"):
+        sq = null_squares_full(key, d, d_h1, d_h2, draws, storage=storage)
+    elif d_h2 <= d - d_h1:
+        sq = null_squares(key, d, d_h1, d_h2, draws)
+    else:
+        sq = null_squares_full(key, d, d_h1, d_h2, draws)
+    return np.sort(np.sqrt(np.asarray(sq, np.float64)))
+
+
+def upper_p(values, null_sorted):
+    """One-sided add-one p = (1 + #{null ≥ v}) / (1 + N); NaN stays NaN."""
+    n = null_sorted.size
+    v = np.asarray(values, np.float64)
+    ge = n - np.searchsorted(null_sorted, v, side="left")
+    p = (1.0 + ge) / (1.0 + n)
+    return np.where(np.isfinite(v), p, np.nan)
+
+
+def _null_storage(storage_rows, null: str) -> str:
+    if null != "auto":
+        return null
+    kinds = {s for row in storage_rows for s in (row[0], row[2])}
+    for s in ("bfloat16", "float16"):
+        if s in kinds:
+            return s
+    return "float32"
+
+
+def composition(model, *, draws: int = 2000, seed: int = 0, fold_ln: bool = False,
+                ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
+                revision: str | None = None, allow_pickle: bool = False) -> xr.Dataset:
+    """Composition of every ordered cross-layer head pair of ``model`` (hub id, folder, GGUF
+    file or loaded model, as :func:`rmtbase.scoring.score.score_model` reads) against the
+    Gaussian-factor null. See the module docstring and ``docs/composition.md``.
+
+    ``fold_ln``: multiply W_Q, W_K, W_V of layer l by ``ln_gains[l]`` ``(d,)`` (the norm gain
+    the layer reads through), which the caller supplies (reading the gains from checkpoints is
+    not implemented: ``fold_ln=True`` without ``ln_gains`` is refused). ``null_storage``:
+    ``"auto"`` (the checkpoint's float storage; block-quantised GGUF layers get the float32
+    null, not matched), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+    """
+    if fold_ln and ln_gains is None:
+        raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
+                         "gains from a checkpoint is not implemented")
+    if int(draws) < 1:
+        raise InputError(f"draws must be a positive integer, got {draws!r}")
+    pl = check_model(model, revision=revision)
+    info = pl["info"]
+    layers, storage_rows = _layers(model, revision, allow_pickle)
+    comp, overlap, norms = composition_from_factors(
+        layers, info.n_kv_heads, ln_gains=ln_gains if fold_ln else None)
+    nst = _null_storage(storage_rows, null_storage)
+    null = null_scores(jax.random.key(int(seed)), info.d, info.d_h, info.d_h, int(draws), nst)
+    return assemble(comp, overlap, norms, null, alpha=alpha, attrs={
+        "model": info.name, "d": info.d, "d_h": info.d_h, "n_kv_heads": info.n_kv_heads,
+        "seed": int(seed), "draws": int(draws), "null_storage": nst,
+        "storage": ",".join(sorted({r[0] for r in storage_rows} | {r[2] for r in storage_rows})),
+        "quantisation": ",".join(sorted({q for r in storage_rows for q in (r[1], r[3]) if q})),
+        "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
+        "planned_bytes": pl["bytes"]})
+
+
+def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=None) -> xr.Dataset:
+    """The Dataset from scores ``(3, L, H, L, H)``, overlap ``(L, H, H)`` and sorted null s."""
+    n_l, n_h = comp.shape[1], comp.shape[2]
+    p = upper_p(comp, null_sorted)
+    med = float(np.median(null_sorted))
+    flag, q = benjamini_hochberg(p, alpha)
+    qf = np.full(p.shape, np.nan)
+    for i in range(3):
+        for a in range(n_l):
+            for b in range(a + 1, n_l):
+                qf[i, a, :, b, :] = benjamini_hochberg(p[i, a, :, b, :], alpha)[1]
+    dims = ("kind", "layer_from", "head_from", "layer_to", "head_to")
+    coords = {"kind": list(C.KINDS), "layer_from": np.arange(n_l), "head_from": np.arange(n_h),
+              "layer_to": np.arange(n_l), "head_to": np.arange(n_h), "layer": np.arange(n_l)}
+    defs = {
+        "composition": ("composition score", "1", "q: |W_OV1^T W_QK2|_F, k: |W_QK2 W_OV1|_F, "
+                        "v: |W_OV2 W_OV1|_F, each over the product of the two heads' Frobenius "
+                        "norms; NaN where layer_to <= layer_from"),
+        "composition_p": ("one-sided add-one Monte Carlo p-value", "1",
+                          "(1 + #{null >= s}) / (1 + draws), independent Gaussian factors"),
+        "composition_q": ("Benjamini-Hochberg q over all pairs and kinds", "1", ""),
+        "composition_q_family": ("Benjamini-Hochberg q within (kind, layer pair)", "1", ""),
+        "composition_effect": ("composition over the null median", "1",
+                               f"s / {med:.6g} (null median at d, d_h)"),
+        "composition_flag": ("BH flag over all pairs at alpha", "1", f"composition_q <= {alpha}"),
+    }
+    data = {"composition": comp, "composition_p": p, "composition_q": q,
+            "composition_q_family": qf, "composition_effect": comp / med,
+            "composition_flag": np.where(np.isfinite(p), flag, False).astype(np.int8)}
+    ds = xr.Dataset(coords=coords)
+    for name, arr in data.items():
+        ln, units, definition = defs[name]
+        ds[name] = xr.DataArray(arr, dims=dims, attrs={"long_name": ln, "units": units,
+                                                        "definition": definition})
+    ds["qk_overlap"] = xr.DataArray(overlap, dims=("layer", "head_from", "head_to"), attrs={
+        "long_name": "QK overlap (Frobenius cosine) of two heads of one layer", "units": "1",
+        "definition": "<W_QK^a, W_QK^b>_F / (|W_QK^a|_F |W_QK^b|_F)"})
+    ds["qk_norm"] = xr.DataArray(np.sqrt(norms["qk"]), dims=("layer", "head_to"),
+                                 attrs={"long_name": "|W_QK|_F", "units": "weight^2"})
+    ds["ov_norm"] = xr.DataArray(np.sqrt(norms["ov"]), dims=("layer", "head_to"),
+                                 attrs={"long_name": "|W_OV|_F", "units": "weight^2"})
+    ds["null_median"] = med
+    attrs = dict(attrs or {})
+    m, v = (C.null_moments(attrs["d"], attrs["d_h"], attrs["d_h"]) if "d" in attrs
+            else (np.nan, np.nan))
+    from .. import __version__
+    ds.attrs.update({"Conventions": "CF-1.8", "title": "rmtbase head-head composition",
+                     "source": f"rmtbase {__version__}", "alpha": float(alpha),
+                     "null": "independent Gaussian factors at each head's shapes (exact law, "
+                             "scale-free); p one-sided upper, add-one",
+                     "null_exact_mean_s2": m, "null_var_s2": v,
+                     "history": datetime.now(UTC).isoformat(timespec="seconds"),
+                     **attrs})
+    return ds
+
+
+__all__ = ["assemble", "check_model", "composition", "composition_from_factors", "null_scores",
+           "plan", "upper_p"]

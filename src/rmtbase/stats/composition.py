@@ -1,0 +1,152 @@
+"""Head–head composition scores from the factors, and their exact null moments.
+
+Conventions (``docs/conventions.md``, ``docs/ov.md``; column convention, ``y = W x``): a head h
+has W_QK^h = W_Q,hᵀ W_K,h and W_OV^h = W_O,h W_V,h, both ``(d, d)`` of rank ≤ d_h, with
+W_Q,h, W_K,h, W_V,h ``(d_h, d)`` and W_O,h ``(d, d_h)`` (stored here as ``wo_t`` = W_O,hᵀ,
+``(d_h, d)``, as :func:`rmtbase.models.ov.ov_factors` returns it). For an earlier head h1 and a
+later head h2 (Elhage et al. 2021, *A Mathematical Framework for Transformer Circuits*):
+
+    K-composition  ‖W_QK^{h2} W_OV^{h1}‖_F   / (‖W_QK^{h2}‖_F ‖W_OV^{h1}‖_F)
+    Q-composition  ‖W_OV^{h1ᵀ} W_QK^{h2}‖_F / (‖W_QK^{h2}‖_F ‖W_OV^{h1}‖_F)
+    V-composition  ‖W_OV^{h2} W_OV^{h1}‖_F   / (‖W_OV^{h2}‖_F ‖W_OV^{h1}‖_F)
+
+These equal TransformerLens' ``HookedTransformer.all_composition_scores`` ("K": ‖OV·QKᵀ‖,
+"Q": ‖OV·QK‖, "V": ‖OV·OV‖ in its row convention, where its QK is our W_QK and its OV our
+W_OVᵀ). The logit of h2 between query x_i and key x_j is x_iᵀ W_QK x_j: K-composition is h1's
+output read by h2's keys, Q-composition by its queries, V-composition by its values.
+
+Computed from the factors, never a d × d product: with S_V,h1 any factor of
+G_V,h1 = W_V,h1 W_V,h1ᵀ = S Sᵀ (here S = Rᵀ of the thin QR W_V,h1ᵀ = Q R) and the column side
+C_h1 = W_O,h1 S_V,h1 ``(d, d_h)``,
+
+    ‖W_Qᵀ W_K W_O,h1 W_V,h1‖_F² = tr(G_Q (K C)(K C)ᵀ),        M = W_K C  (d_h × d_h)
+    ‖W_V,h1ᵀ W_O,h1ᵀ W_Qᵀ W_K‖_F² = tr(G_K (Q C)(Q C)ᵀ),
+    ‖W_O,h2 W_V,h2 W_O,h1 W_V,h1‖_F² = tr(G_O,h2 (V C)(V C)ᵀ),    G_O = W_O,hᵀ W_O,h,
+
+so a layer pair is one GEMM, [W_Q (all query heads); W_K, W_V (the distinct key/value heads)]
+``((H + 2 H_kv) d_h, d)`` @ [C_h1 …] ``(d, H1 d_h)``, then d_h × d_h work per head pair.
+Norms: ‖W_QK‖_F² = tr(G_Q G_K), ‖W_OV‖_F² = tr(G_O G_V). With GQA/MQA query head i meets key
+and value head ⌊i / (H / H_kv)⌋ (both in W_QK and W_OV). Within a layer the QK overlap is the
+Frobenius cosine ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖ ‖W_QK^b‖) with
+⟨W_QK^a, W_QK^b⟩_F = Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ).
+
+Norm gains: by default none (raw weights). ``gain`` (one ``(d,)`` vector per layer) multiplies
+each reading factor's input, W_{Q,K,V},h ← W_{Q,K,V},h diag(g_layer) — the LayerNorm/RMSNorm
+gain of the layer the head reads through; W_O is not changed. Scores are invariant to any
+scale of each factor (σ does not matter).
+
+Null (independent Gaussian factors at each head's own shapes; all three kinds have the same
+law, a chain d × d_h2 × d × d_h1 × d of four independent Gaussian matrices). Exact:
+
+- E[s²] = 1/d for every d, d_h1, d_h2: W_QK^{h2} is right-orthogonally invariant, W_QK R has
+  its law for Haar R, the denominators do not see R, and E_R tr(A R B Rᵀ) = tr A tr B / d.
+- E[s⁴] = [(d + 2)(1 + 2 r_2 r_1) − (1 + 2 r_2)(1 + 2 r_1)] / (d (d − 1)(d + 2)), from the
+  degree-2 orthogonal Weingarten function (Collins & Śniady 2006), conditional on
+  r = tr((WᵀW)²)/(tr WᵀW)² of each head's product (the inverse participation ratio of its
+  spectrum, Σλ²/(Σλ)²), so E[s⁴] is exact given E[r_2 r_1] = E[r_2] E[r_1].
+- E[r] is exact (= 1) for d_h = 1; otherwise :func:`mean_ipr` uses the ratio of the exact
+  moments E[Σλ²] / E[(Σλ)²] (exact Wishart moments below; the ratio of means is not the mean
+  of the ratio: its relative error is O(1/(d d_h)), checked against Monte Carlo in the tests).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+KINDS = ("q", "k", "v")
+
+
+def col_side(wo_t, wv):
+    """C_h = W_O,h S_V,h ``(..., d, d_h)`` with S_V Sᵀ_V = W_V W_Vᵀ (S = Rᵀ of QR(W_Vᵀ)).
+    ``wo_t`` = W_O,hᵀ and ``wv`` ``(..., d_h, d)``, ``wv`` already expanded to query heads."""
+    r = jnp.linalg.qr(jnp.swapaxes(wv, -1, -2), mode="r")  # (..., d_h, d_h)
+    return jnp.swapaxes(wo_t, -1, -2) @ jnp.swapaxes(r, -1, -2)
+
+
+def grams(w):
+    """W Wᵀ ``(..., d_h, d_h)`` of factors ``(..., d_h, d)``."""
+    return w @ jnp.swapaxes(w, -1, -2)
+
+
+def pair_squares(rows, g_row, group: int, cols):
+    """Squared composition numerators of every (h2, h1) of one kind in one layer pair.
+
+    ``rows`` ``(R, d_h2, d)``: the later layer's factors of this kind's read side (W_Q for q,
+    W_K for k, W_V for v; distinct heads only, R = H2 for q, H_kv for k/v); ``g_row``
+    ``(H2, d_h2, d_h2)``: the Gram the kind pairs them with per query head (G_K for q expanded,
+    G_Q for k, G_O for v); ``group`` = H2 / R; ``cols`` ``(H1, d, d_h1)`` = :func:`col_side`.
+    Returns ``(H2, H1)``: tr(G_row[h2] M Mᵀ), M = rows[h2 // group] @ cols[h1].
+    """
+    r, dh2, d = rows.shape
+    h1, _, dh1 = cols.shape
+    big = rows.reshape(r * dh2, d) @ jnp.swapaxes(cols, 0, 1).reshape(d, h1 * dh1)
+    m = big.reshape(r, dh2, h1, dh1).transpose(0, 2, 1, 3)  # (R, H1, dh2, dh1)
+    p = m @ jnp.swapaxes(m, -1, -2)  # (R, H1, dh2, dh2)
+    g = g_row.reshape(r, group, dh2, dh2)
+    return jnp.einsum("rgij,rhij->rgh", g, p).reshape(r * group, h1)
+
+
+def layer_norms(wq, wk, wo_t, wv):
+    """(‖W_QK‖_F², ‖W_OV‖_F²) per head ``(H,)``, factors expanded to query heads."""
+    qk = jnp.sum(grams(wq) * grams(wk), axis=(-1, -2))
+    ov = jnp.sum(grams(wo_t) * grams(wv), axis=(-1, -2))
+    return qk, ov
+
+
+def qk_overlap(wq, wk):
+    """Frobenius cosine ⟨W_QK^a, W_QK^b⟩ / (‖W_QK^a‖‖W_QK^b‖) ``(H, H)`` of one layer's heads
+    from Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ); ``wq``, ``wk`` ``(H, d_h, d)`` (keys expanded)."""
+    h, dh, d = wq.shape
+    gq = (wq.reshape(h * dh, d) @ wq.reshape(h * dh, d).T).reshape(h, dh, h, dh)
+    gk = (wk.reshape(h * dh, d) @ wk.reshape(h * dh, d).T).reshape(h, dh, h, dh)
+    inner = jnp.einsum("aibj,aibj->ab", gq, gk)
+    n = jnp.sqrt(jnp.diagonal(inner))
+    return inner / (n[:, None] * n[None, :])
+
+
+# ---- the null's exact moments (float64 numpy) ----
+
+def product_trace_moments(d: int, d_h: int) -> tuple[float, float, float]:
+    """Exact (E Σλ, E (Σλ)², E Σλ²) of W = Aᵀ B, A, B ``(d_h, d)`` i.i.d. N(0, 1).
+
+    Σλ = tr(G_A G_B), G Wishart W_{d_h}(I, d). Given G_A, Σλ = Σ_j b_jᵀ G_A b_j over d
+    columns: E(Σλ)² = E[d² (tr G_A)² + 2 d tr G_A²]; E[G A G] = d(d+1) A + d tr(A) I gives
+    E Σλ² = E[d(d+1) tr G_A² + d (tr G_A)²]; with E(tr G)² = d d_h (d d_h + 2) and
+    E tr G² = d d_h (d + d_h + 1).
+    """
+    d, n = float(d), float(d_h)
+    e_tr2 = d * n * (d * n + 2.0)
+    e_trsq = d * n * (d + n + 1.0)
+    m1 = d * d * n
+    m2 = d * d * e_tr2 + 2.0 * d * e_trsq
+    s2 = d * (d + 1.0) * e_trsq + d * e_tr2
+    return m1, m2, s2
+
+
+def mean_ipr(d: int, d_h: int) -> float:
+    """E[Σλ²/(Σλ)²] of one head's product: 1 exactly at d_h = 1, else the ratio of exact
+    moments E Σλ² / E (Σλ)² (an approximation, relative error O(1/(d d_h)); module docstring)."""
+    if d_h == 1:
+        return 1.0
+    _, m2, s2 = product_trace_moments(d, d_h)
+    return s2 / m2
+
+
+def haar_fourth(d: int, r1, r2):
+    """E_R[(tr A R B Rᵀ)²] / (tr A tr B)² for Haar R in O(d), A, B symmetric with
+    tr A²/(tr A)² = r1, tr B²/(tr B)² = r2 (degree-2 orthogonal Weingarten)."""
+    d = float(d)
+    return ((d + 2.0) * (1.0 + 2.0 * r1 * r2) - (1.0 + 2.0 * r1) * (1.0 + 2.0 * r2)) / (
+        d * (d - 1.0) * (d + 2.0))
+
+
+def null_moments(d: int, d_h1: int, d_h2: int) -> tuple[float, float]:
+    """(E s², Var s²) of a squared composition score under the Gaussian-factor null: the mean
+    exact (1/d), the variance exact given E[r] (exact for d_h = 1; module docstring)."""
+    m4 = haar_fourth(d, mean_ipr(d, d_h1), mean_ipr(d, d_h2))
+    return 1.0 / d, m4 - 1.0 / d**2
+
+
+__all__ = ["KINDS", "col_side", "grams", "haar_fourth", "layer_norms", "mean_ipr",
+           "null_moments", "pair_squares",
+           "product_trace_moments", "qk_overlap"]
