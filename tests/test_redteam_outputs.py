@@ -7,10 +7,18 @@ from __future__ import annotations
 import hashlib
 import os
 
+import numpy as np
 import pytest
+import xarray as xr
+from _checkpoints import trajectory
 
+import rmtbase.scoring.collection_runs as runs
 from rmtbase.cli import main
 from rmtbase.files.output import MANIFEST, OutputFolder
+from rmtbase.scoring.entries import CONTENT_ATTR, entry_path
+from rmtbase.scoring.trajectory import score_collection
+
+OPTS = dict(draws=300, stats="spectral")
 
 
 def _tree(path) -> dict:
@@ -69,3 +77,84 @@ def test_combine_overwrite_passes_the_check_and_a_foreign_folder_stays_refused(t
     assert "never replaces a folder it did not write" in capsys.readouterr().err
     assert (foreign / "notes.txt").read_text() == "mine\n"
     assert not (foreign / MANIFEST).exists()
+
+
+# --- defect 3: an entry changed after it was written is scored again, never reused ------------
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory, score_cache):
+    return [str(p) for p in trajectory(tmp_path_factory.mktemp("redteam-entries"))[:2]]
+
+
+def _counting(monkeypatch):
+    calls = []
+    real = runs.score_one
+
+    def one(model, revision, options, x64):
+        calls.append(os.path.basename(str(model)))
+        return real(model, revision, options, x64)
+
+    monkeypatch.setattr(runs, "score_one", one)
+    return calls
+
+
+def _rewrite(path, edit):
+    """Load the entry file ``path``, apply ``edit`` to it and write it back in place (what a
+    hand edit or a stray script does: attributes, entry_key included, kept)."""
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    ds = edit(ds)
+    os.remove(path)
+    ds.to_netcdf(path)
+
+
+def _tamper(ds):
+    ds["head_p_value"] = 1.0 - ds["head_p_value"]
+    ds["head_flag"] = ~ds["head_flag"]
+    return ds
+
+
+def _unhashed(ds):
+    ds.attrs.pop(CONTENT_ATTR)
+    return ds
+
+
+@pytest.mark.parametrize("edit,why", [(_tamper, "changed after it was written"),
+                                      (_unhashed, "cannot be verified")])
+def test_changed_or_unverifiable_entry_is_scored_again(steps, tmp_path, monkeypatch, capsys,
+                                                       edit, why):
+    store = tmp_path / "run.entries"
+    first = score_collection(steps, entries=store, progress=False, **OPTS)
+    path = entry_path(store, "step0")
+    with xr.open_dataset(path) as ds:
+        assert len(str(ds.attrs[CONTENT_ATTR])) == 64  # written with its hash
+    _rewrite(path, edit)
+    capsys.readouterr()
+    calls = _counting(monkeypatch)
+    again = score_collection(steps, entries=store, progress=False, **OPTS)
+    err = capsys.readouterr().err
+    # step0 scored again, step1 reused (scored again only where step0's rescore met a null
+    # table that another run of this session enlarged: the collection's own null-size rule)
+    assert calls[0] == "step0" and calls.count("step0") == 1, calls
+    warn = [ln for ln in err.splitlines() if "warning" in ln]
+    assert len(warn) == 1 and "step0" in warn[0] and why in warn[0], err
+    fresh = score_collection(steps, entries=tmp_path / "fresh.entries", progress=False, **OPTS)
+    for v in ("head_p_value", "head_flag", "value"):  # the true numbers, not the edited ones
+        np.testing.assert_array_equal(again[v].values, fresh[v].values, err_msg=v)
+    if edit is _tamper:
+        assert not np.array_equal(again["head_flag"].values, _tamper(first)["head_flag"].values)
+    # the rescored entry was written again with its hash: a third run reuses both, silently
+    calls.clear()
+    score_collection(steps, entries=store, progress=False, **OPTS)
+    assert calls == [] and "warning" not in capsys.readouterr().err
+
+
+def test_combine_refuses_a_changed_entry(steps, tmp_path, capsys):
+    store = tmp_path / "run.entries"
+    score_collection(steps, entries=store, progress=False, **OPTS)
+    _rewrite(entry_path(store, "step1"), _tamper)
+    capsys.readouterr()
+    assert main(["combine", str(store), "--no-figures", "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "step1.nc changed after it was written" in err, err
+    assert not (tmp_path / "c").exists()

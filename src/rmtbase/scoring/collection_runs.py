@@ -68,9 +68,16 @@ class EntryStore:
         self.wrote = 0
 
     def load(self, i):
-        from .entries import load
+        """The stored entry ``i`` if it can be reused, else None; an entry that cannot (changed
+        after it was written, unverifiable, unreadable) is named in one warning line."""
+        from .entries import check, entry_path
 
-        return load(self.folder, self.specs[i].label, self.keys[i])
+        label = self.specs[i].label
+        ds, why = check(self.folder, label, self.keys[i])
+        if why is not None:
+            print(f"rmtbase: warning: entry {label} ({entry_path(self.folder, label)}) {why}; "
+                  "scoring it again", file=sys.stderr, flush=True)
+        return ds
 
     def save(self, i, ds):
         from .entries import save

@@ -11,6 +11,14 @@ versions of rmtbase and of the null tables' format. An entry scored with other o
 another version or from changed weights is scored again and its file replaced. The key itself
 holds no path (issue 35: no absolute path in any attribute).
 
+Each entry file carries the SHA-256 of its own content (:func:`content_hash`: every variable's
+name, dimensions, dtype and bytes, and every attribute but the hash itself) in the
+``entry_sha256`` attribute, computed when it is written and checked when it is read back: an
+entry edited after it was written (issue 49: ``head_p_value`` and ``head_flag`` changed, its
+key kept) is scored again by the rerun with a warning naming it, never reused, and refused by
+:func:`load_entries` (``rmtbase combine``); an entry written before the hash existed cannot be
+verified and is scored again too (a warning says so).
+
 Every entry of a collection run with ``entries`` passes through its file (written, then read
 back), so a collection resumed after an interruption is identical to one scored without it,
 and :func:`load_entries` (``rmtbase combine``) assembles the same collection from the files,
@@ -26,12 +34,15 @@ import os
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+import numpy as np
 import xarray as xr
 
 from ..errors import InputError
 
+#: Attribute holding the SHA-256 of an entry file's content (:func:`content_hash`).
+CONTENT_ATTR = "entry_sha256"
 #: Attributes an entry file adds to a single score (removed again on reading).
-ENTRY_ATTRS = ("entry_key", "entry_label")
+ENTRY_ATTRS = ("entry_key", "entry_label", CONTENT_ATTR)
 SUFFIX = ".nc"
 
 
@@ -67,6 +78,41 @@ def entry_key(model, revision, options: dict, x64: bool) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
+def _feed(h, value) -> None:
+    a = np.asarray(value)
+    if a.dtype.kind in "OUS":  # text: the same whether numpy holds it as str or object
+        h.update(json.dumps([a.shape, [str(x) for x in a.ravel()]]).encode())
+    else:
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+
+
+def content_hash(ds: xr.Dataset) -> str:
+    """SHA-256 of what an entry holds: each variable (coordinates included, by name) with its
+    dimensions, dtype, shape, values' bytes and attributes, then the global attributes but
+    :data:`CONTENT_ATTR`. Taken on the decoded values, so a netCDF round trip keeps it."""
+    h = hashlib.sha256()
+    for name in sorted(map(str, ds.variables)):
+        v = ds.variables[name]
+        h.update(json.dumps(["var", name, list(map(str, v.dims))]).encode())
+        _feed(h, v.values)
+        for k in sorted(map(str, v.attrs)):
+            h.update(json.dumps(["attr", k]).encode())
+            _feed(h, v.attrs[k])
+    for k in sorted(map(str, ds.attrs)):
+        if k != CONTENT_ATTR:
+            h.update(json.dumps(["global", k]).encode())
+            _feed(h, ds.attrs[k])
+    return h.hexdigest()
+
+
+def verified(ds: xr.Dataset) -> bool | None:
+    """True if the entry ``ds`` (as read) matches its stored hash, False if it does not (it
+    changed after it was written), None if it holds none (written before the hash existed)."""
+    stored = ds.attrs.get(CONTENT_ATTR)
+    return None if stored is None else str(stored) == content_hash(ds)
+
+
 def entry_path(folder, label: str) -> Path:
     """The file of entry ``label`` in ``folder``."""
     return Path(folder) / (quote(str(label), safe="") + SUFFIX)
@@ -96,28 +142,53 @@ def strip(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
-def load(folder, label: str, key: str) -> xr.Dataset | None:
-    """The stored entry ``label`` if its key is ``key``, else None (absent, other options or
-    versions, or unreadable: scored again)."""
+def check(folder, label: str, key: str) -> tuple[xr.Dataset | None, str | None]:
+    """``(entry, None)`` for the stored entry ``label`` whose key is ``key`` and whose content
+    matches its hash, else ``(None, why)`` — it is scored again: ``why`` is None where that is
+    expected (absent, other options or versions), else a clause for a warning (unreadable,
+    changed after it was written, or without a hash to verify it by)."""
     path = entry_path(folder, label)
     if not path.is_file():
-        return None
+        return None, None
     try:
         ds = read_entry(path)
     except InputError:
-        return None
-    return strip(ds) if ds.attrs.get("entry_key") == key else None
+        return None, "cannot be read as an entry"
+    if ds.attrs.get("entry_key") != key:
+        return None, None
+    ok = verified(ds)
+    if ok is None:
+        return None, (f"has no content hash ({CONTENT_ATTR}; written by an earlier rmtbase), "
+                      "so it cannot be verified")
+    if not ok:
+        return None, "changed after it was written (its content does not match its hash)"
+    return strip(ds), None
+
+
+def load(folder, label: str, key: str) -> xr.Dataset | None:
+    """The stored entry ``label`` if its key is ``key`` and its content matches its hash, else
+    None (scored again; :func:`check` says why)."""
+    return check(folder, label, key)[0]
 
 
 def save(folder, label: str, key: str, ds: xr.Dataset) -> xr.Dataset:
-    """Write entry ``label`` (all or nothing) and return it as read back from its file."""
+    """Write entry ``label`` (all or nothing) with its content hash, and return it as read
+    back from its file (checked against the hash)."""
     from ..files.atomic import write_netcdf
 
     path = entry_path(folder, label)
     out = ds.copy()
     out.attrs.update(entry_key=key, entry_label=str(label))
+    out.attrs[CONTENT_ATTR] = content_hash(out)
     write_netcdf(out, path)
-    return strip(read_entry(path))
+    back = read_entry(path)
+    if not verified(back):  # a value the netCDF round trip represents otherwise: hash the file's
+        back.attrs[CONTENT_ATTR] = content_hash(back)
+        write_netcdf(back, path)
+        back = read_entry(path)
+        if not verified(back):
+            raise RuntimeError(f"entry {path.name}: its content hash does not survive a write")
+    return strip(back)
 
 
 def load_entries(paths) -> list[tuple[str, xr.Dataset]]:
@@ -139,6 +210,9 @@ def load_entries(paths) -> list[tuple[str, xr.Dataset]]:
             raise InputError(f"{p} does not exist")
         for f in files:
             ds = read_entry(f)
+            if verified(ds) is False:
+                raise InputError(f"entry {f} changed after it was written (its content does "
+                                 f"not match its {CONTENT_ATTR} hash); score it again")
             label = ds.attrs.get("entry_label") or (
                 unquote(f.name[:-len(SUFFIX)]) if f.name != "scores.nc"
                 else str(ds.attrs.get("model", f.parent.name)))
@@ -148,5 +222,5 @@ def load_entries(paths) -> list[tuple[str, xr.Dataset]]:
     return out
 
 
-__all__ = ["ENTRY_ATTRS", "entries_dir", "entry_key", "entry_path", "load", "load_entries",
-           "read_entry", "save", "strip"]
+__all__ = ["CONTENT_ATTR", "ENTRY_ATTRS", "check", "content_hash", "entries_dir", "entry_key",
+           "entry_path", "load", "load_entries", "read_entry", "save", "strip", "verified"]
