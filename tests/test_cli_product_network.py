@@ -16,7 +16,9 @@ KEYS = {"kind", "depth", "gain", "d", "widths", "moments", "edges", "atom", "lya
 
 def _json(capsys, argv):
     assert main(["product-network", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc.pop("schema") == "rmtbase.product-network/1"  # docs/json.md
+    return doc
 
 
 @pytest.mark.parametrize("depth", [1, 3, 7])

@@ -122,6 +122,7 @@ def test_cli_130_digits_exits_0_without_traceback():
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     table = json.loads(proc.stdout)
+    assert table.pop("schema") == "rmtbase.constants/1"  # docs/json.md
     assert set(table) == set(NAMES)
     assert table["weibull_k0"]["value"].startswith("1.205434319017451087023958476584467586909")
     assert all(_significant(row["value"]) == 130 for row in table.values())

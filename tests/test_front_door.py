@@ -113,7 +113,7 @@ def test_summary_of_a_table_of_several_cells(tmp_path, capsys, score_cache):
     capsys.readouterr()
     assert main(["baseline", "--summary", str(grid), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"16x4", "24x4"} and "npr" in doc["16x4"]
+    assert set(doc) == {"schema", "16x4", "24x4"} and "npr" in doc["16x4"]
     assert main(["baseline", "--summary", str(grid)]) == 0
     text = capsys.readouterr().out
     assert "d=16 d_h=4" in text and "d=24 d_h=4" in text

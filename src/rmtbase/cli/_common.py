@@ -46,9 +46,22 @@ def resolve_sigmas(args: argparse.Namespace) -> tuple[float, float]:
     return check_sigma(args.sigma_q, "--sigma-q"), check_sigma(args.sigma_k, "--sigma-k")
 
 
-def emit(obj: dict, as_json: bool, title: str = "") -> None:
-    """Print ``obj`` as JSON or as an aligned ``key  value`` listing."""
+#: Version of the layout of every command's ``--json`` document, named by its ``"schema"`` key
+#: (``rmtbase.<command>/1``; docs/json.md). Raised when a key is removed or changes meaning.
+JSON_SCHEMA_VERSION = 1
+
+
+def json_schema(command: str) -> str:
+    """``"rmtbase.<command>/<version>"``: the ``"schema"`` of ``rmtbase <command> --json``."""
+    return f"rmtbase.{command}/{JSON_SCHEMA_VERSION}"
+
+
+def emit(obj: dict, as_json: bool, title: str = "", command: str | None = None) -> None:
+    """Print ``obj`` as JSON (led by ``"schema"``: :func:`json_schema` of ``command``) or as an
+    aligned ``key  value`` listing."""
     if as_json:
+        if command is not None:
+            obj = {"schema": json_schema(command), **obj}
         json.dump(obj, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return

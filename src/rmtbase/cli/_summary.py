@@ -4,7 +4,8 @@
 
 The JSON document is one object on stdout (progress and notes go to stderr):
 
-- ``command``, ``rmtbase_version``, ``out`` (the output folder), ``files`` (written, relative);
+- ``schema`` (``"rmtbase.score/1"``: the layout's name and version, docs/json.md),
+  ``command``, ``rmtbase_version``, ``out`` (the output folder), ``files`` (written, relative);
 - ``entries``: one per scored model, checkpoint or circuit, each with ``label``, ``model``,
   ``null``, ``storage`` (``read``: the storage the weights were read from as the first line
   names it, ``Q4_1``, ``fp8_e4m3``, ``float32``; ``null``: the null's, named alike;
@@ -147,7 +148,6 @@ def _heads(e) -> list[dict]:
 
 def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
     """The ``--json`` document of ``rmtbase score`` (module docstring)."""
-    from .._version import __version__
     from ..report.tables import null_storage_read, storage_read
     from ..scoring.collection import entries
 
@@ -165,8 +165,7 @@ def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
                          "alpha": _num(e.attrs.get("alpha", ds.attrs.get("alpha")))},
             "resolution_note": str(e.attrs.get("resolution_note", "")) or None,
             "heads": heads})
-    doc = {"command": f"rmtbase {command}", "rmtbase_version": __version__, "out": str(out),
-           "files": sorted(str(k) for k in (written or {})), "entries": docs}
+    doc = {**written_doc(command, out, written), "entries": docs}
     flagged = any(d["decision"]["flagged"] for d in docs)
     if cds is not None:
         comps = []
@@ -199,8 +198,10 @@ def print_json(doc: dict) -> None:
 def written_doc(command: str, out, written) -> dict:
     """The common head of a command's JSON document: command, version, out, files."""
     from .._version import __version__
+    from ._common import json_schema
 
-    return {"command": f"rmtbase {command}", "rmtbase_version": __version__, "out": str(out),
+    return {"schema": json_schema(command), "command": f"rmtbase {command}",
+            "rmtbase_version": __version__, "out": str(out),
             "files": sorted(str(k) for k in (written or {}))}
 
 
@@ -259,6 +260,9 @@ def study_document(name: str, result: dict, seconds: float) -> dict:
         except (TypeError, ValueError):
             return str(v)
 
-    return {"command": f"rmtbase study {name}", "rmtbase_version": __version__,
+    from ._common import json_schema
+
+    return {"schema": json_schema("study"), "command": f"rmtbase study {name}",
+            "rmtbase_version": __version__,
             "seconds": round(seconds, 1), "figures": plain(result.get("figures", [])),
             "data": plain(result.get("data", [])), "summary": plain(result.get("summary", {}))}

@@ -102,7 +102,7 @@ def print_summary(ds, d=None, d_h=None, as_json=False, source="") -> None:
             and ds.sizes["d"] * ds.sizes["d_h"] > 1:
         cells = [(int(a), int(b)) for a in ds["d"].values for b in ds["d_h"].values if b <= a]
         if as_json:
-            emit({f"{a}x{b}": summary(ds, a, b) for a, b in cells}, True)
+            emit({f"{a}x{b}": summary(ds, a, b) for a, b in cells}, True, command="baseline")
             return
         for i, (a, b) in enumerate(cells):
             if i:
@@ -111,7 +111,7 @@ def print_summary(ds, d=None, d_h=None, as_json=False, source="") -> None:
         return
     s = summary(ds, d, d_h)
     if as_json:
-        emit(s, True)
+        emit(s, True, command="baseline")
         return
     if d is None:
         d, d_h = int(ds["d"].values[0]), int(ds["d_h"].values[0])

@@ -37,7 +37,10 @@ def run(args: argparse.Namespace) -> int:
 
     table = constants(args.digits, progress=not args.no_progress)
     if args.json:
-        json.dump(table, sys.stdout, indent=2, ensure_ascii=False)
+        from ._common import json_schema
+
+        json.dump({"schema": json_schema("constants"), **table}, sys.stdout, indent=2,
+                  ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     wn = max(len(k) for k in table)

@@ -50,5 +50,5 @@ def elementwise_summary(d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.0) ->
 def run(args: argparse.Namespace) -> int:
     sq, sk = resolve_sigmas(args)
     out = elementwise_summary(args.dh, sq, sk)
-    emit(out, args.json, title=f"W_QK entry law, d_h={args.dh}, sigma_q={sq:g}, sigma_k={sk:g}")
+    emit(out, args.json, command="elementwise", title=f"W_QK entry law, d_h={args.dh}, sigma_q={sq:g}, sigma_k={sk:g}")
     return 0

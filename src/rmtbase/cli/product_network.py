@@ -119,6 +119,6 @@ def run(args: argparse.Namespace) -> int:
     out = product_network_summary(args.kind, args.depth, args.gain, args.d, args.widths)
     shape = (f"widths={args.widths}" if args.widths else
              f"d={args.d}" if args.d else "d -> infinity")
-    emit(out, args.json, title=f"{args.kind} product network, L={args.depth}, G={args.gain:g}, "
+    emit(out, args.json, command="product-network", title=f"{args.kind} product network, L={args.depth}, G={args.gain:g}, "
                                f"{shape} (eigenvalues of M_L^T M_L, no normalisation)")
     return 0

@@ -62,6 +62,6 @@ def spectrum_summary(d: int, d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.
 def run(args: argparse.Namespace) -> int:
     sq, sk = resolve_sigmas(args)
     out = spectrum_summary(args.d, args.dh, sq, sk)
-    emit(out, args.json, title=f"MP_c ⊠ MP_c references, d={args.d}, d_h={args.dh}, "
+    emit(out, args.json, command="spectrum", title=f"MP_c ⊠ MP_c references, d={args.d}, d_h={args.dh}, "
                                f"sigma_q={sq:g}, sigma_k={sk:g} (x = λ/(σ_Q²σ_K²d²))")
     return 0

@@ -1,0 +1,113 @@
+"""Every command's ``--json`` document names its layout: ``"schema": "rmtbase.<command>/1"``
+first (issue 49, Build item 4), and docs/json.md lists each command's schema name.
+
+Each command with a ``--json`` option is run in-process on the cheapest input it takes (tiny
+random models, a 10-draw table, a stub study) and its stdout parsed; a command given a
+``--json`` option later without a schema here or in docs/json.md fails
+:func:`test_every_json_command_is_covered_and_documented`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from rmtbase.cli import build_parser, main
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
+SPECTRAL = ["--stats", "spectral", "--no-figures", "--quiet"]
+#: The commands this file runs with --json.
+COVERED = {"score", "compare", "probe", "study", "baseline", "constants", "spectrum",
+           "elementwise", "product-network"}
+
+
+def _doc(capsys, argv) -> dict:
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def _schema_first(doc, command):
+    assert isinstance(doc, dict)
+    assert next(iter(doc)) == "schema"
+    assert doc["schema"] == f"rmtbase.{command}/1"
+
+
+def _json_commands() -> set[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name for name, p in sub.choices.items()
+            if any("--json" in a.option_strings for a in p._actions)}
+
+
+def test_every_json_command_is_covered_and_documented():
+    commands = _json_commands()
+    assert commands == COVERED
+    text = DOC.read_text(encoding="utf-8")
+    for c in commands:
+        assert f"rmtbase.{c}/1" in text, c
+
+
+@pytest.mark.parametrize("argv", [
+    ["constants", "--digits", "5", "--quiet"],
+    ["spectrum", "--d", "16", "--dh", "4"],
+    ["elementwise", "--dh", "4"],
+    ["product-network", "--kind", "gaussian", "--depth", "1", "--gain", "1", "--d", "10"],
+])
+def test_analytic_commands(argv, capsys):
+    doc = _doc(capsys, [*argv, "--json"])
+    _schema_first(doc, argv[0])
+    assert len(doc) > 1
+
+
+def test_baseline_summary(tmp_path, capsys):
+    table = tmp_path / "t.nc"
+    assert main(["baseline", "--d", "16", "--dh", "4", "--draws", "10", "--stats", "spectral",
+                 "--no-progress", "--out", str(table)]) == 0
+    capsys.readouterr()
+    doc = _doc(capsys, ["baseline", "--summary", str(table), "--json"])
+    _schema_first(doc, "baseline")
+    assert "npr" in doc
+
+
+def test_score_and_compare(tmp_path, capsys, score_cache):
+    from _checkpoints import gpt2
+
+    model = gpt2(tmp_path / "tiny-gpt2", seed=0)
+    doc = _doc(capsys, ["score", str(model), *SPECTRAL, "--json", "--out", str(tmp_path / "s")])
+    _schema_first(doc, "score")
+    assert doc["command"] == "rmtbase score" and doc["entries"]
+    doc = _doc(capsys, ["compare", str(tmp_path / "s"), "--no-figures", "--json",
+                        "--out", str(tmp_path / "c")])
+    _schema_first(doc, "compare")
+    assert doc["models"]
+
+
+def test_probe(tmp_path, capsys):
+    import _probe_models as pm
+
+    model = pm.llama(tmp_path / "tiny-llama")
+    text = tmp_path / "prose.txt"
+    text.write_text(pm.TEXT, encoding="utf-8")
+    doc = _doc(capsys, ["probe", str(model), "--text", str(text), "--window", "16", "--quiet",
+                        "--no-figures", "--json", "--out", str(tmp_path / "p")])
+    _schema_first(doc, "probe")
+    assert doc["heads"]
+
+
+def test_study(tmp_path, capsys, monkeypatch):
+    """The study itself is a stub writing one file (its JSON is what is tested)."""
+    import rmtbase.studies as studies
+
+    def fake(out_dir, quick=False, seed=0):
+        (out_dir / "claims.csv").write_text("claim,holds\nx,yes\n")
+        return {"figures": [], "data": [str(out_dir / "claims.csv")], "summary": {"k0": 1.2}}
+
+    monkeypatch.setattr(studies, "get", lambda name: type("M", (), {"run": staticmethod(fake)}))
+    doc = _doc(capsys, ["study", "weibull_anchor", "--out", str(tmp_path / "st"), "--json"])
+    _schema_first(doc, "study")
+    assert doc["summary"] == {"k0": 1.2}
