@@ -34,6 +34,8 @@ ARGS = ["baseline", "--d", str(D), "--dh", str(DH), "--draws", "1000", "--seed",
 def _same(a: xr.Dataset, b: xr.Dataset) -> None:
     assert set(a.data_vars) == set(b.data_vars)
     for v in a.data_vars:
+        # exact: a resumed run keeps the stored blocks and draws the rest by the same program (fixed
+        #  batch width)
         np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
 
 
@@ -50,9 +52,13 @@ def test_spectral_null_is_bitwise_independent_of_chunk_size(d, d_h):  # "eigh", 
         out = null.null_draws(key, d, d_h, 260, stats="spectral", chunk_size=chunk,
                               dtype=np.float32)
         for k in ref:
+            # exact: one compiled program: every chunk size and draw count runs the fixed batch
+            #  width, draw i keyed by fold_in(key, i)
             np.testing.assert_array_equal(out[k], ref[k], err_msg=f"chunk {chunk}: {k}")
     short = null.null_draws(key, d, d_h, 7, stats="spectral", dtype=np.float32)
     for k in ref:  # a shorter run is a prefix of a longer one
+        # exact: one compiled program: every chunk size and draw count runs the fixed batch width,
+        #  draw i keyed by fold_in(key, i)
         np.testing.assert_array_equal(short[k], ref[k][:7], err_msg=k)
 
 
@@ -204,7 +210,7 @@ def test_policy_bar_only_on_a_terminal():
 
     assert isinstance(progress_bar(5, stream=io.StringIO()), LogLines)
     bar = progress_bar(5, stream=Tty())
-    assert type(bar).__name__ == "tqdm"
+    assert type(bar).__name__ == "TerminalBar"  # a tqdm bar in the channel (rmtbase.progress)
     bar.close()
     silent = progress_bar(5, enabled=False, stream=Tty())
     silent.update(5)

@@ -1,4 +1,5 @@
-"""One progress policy for all long work (Monte Carlo tables, sweeps, null draws).
+"""One progress and message channel for all long work (Monte Carlo tables, sweeps, null
+draws, layers) and for the lines said on stderr while it runs.
 
 :func:`progress_bar` returns an object with ``update(n)``, ``close()`` and context-manager use:
 
@@ -6,15 +7,25 @@
 - otherwise (logs, CI, pipes): a plain line on stderr at most every :data:`INTERVAL` seconds
   (``$RMTBASE_PROGRESS_INTERVAL`` overrides), e.g.
   ``rmtbase baseline: 1250/4000 draws (31%), 40 s elapsed, about 88 s left``, and a last line
-  when a run that printed one ends; a short run prints nothing;
+  when a run that printed one ends; a short run prints nothing; never a carriage return;
+- ``cpu_every=s``: also a line whenever the process has used ``s`` more seconds of CPU
+  (all threads) since the last one, between updates too (a background thread: a compile or
+  one long block is not silent). The null draws of a first contact use
+  :data:`NULL_CPU_EVERY` (10 s);
 - ``enabled=False``: nothing at all (``--no-progress``/``--quiet``).
+
+**Messages.** :func:`message` writes one line (an error, a warning, a note,
+``rmtbase: interrupted``) through the same channel: the line of every live bar is ended
+first (cleared on a terminal, so the message starts at column 0), and the bars are drawn
+again below it; ``final=True`` (the last thing a command says) closes every live reporter
+instead, without its last frame or line, so nothing is drawn after it. :func:`stage` (a line
+``<who>: <what>`` saying which stage of a long piece of work starts) is a message.
+:func:`show_warning` is ``warnings.showwarning`` through :func:`message` (the executable
+installs it). stderr is one per process, so the live reporters are one list per process
+(``_LIVE``, under a lock: reporters may be updated from worker threads).
 
 A library's own bars (transformers' "Loading weights" while a model is read) are not shown:
 :func:`no_library_bars` turns them off for a block and restores the library's setting after.
-
-Work that has stages rather than a count (a study's tables, then its spectra, …) says which
-stage starts with :func:`stage`: one line ``<who>: <what>`` on stderr, the same on a terminal
-and in a log.
 
 So the Python API can keep ``progress=True`` as its default without drawing a bar into
 non-terminal logs. Importing this module imports nothing heavy (tqdm only for a bar).
@@ -24,10 +35,17 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 #: Seconds between two progress lines when stderr is not a terminal.
 INTERVAL = 30.0
+#: Seconds of process CPU after which the null draws of a first contact say where they are.
+NULL_CPU_EVERY = 10.0
+
+_LOCK = threading.RLock()
+#: The reporters drawing on stderr now, in the order they started (module docstring).
+_LIVE: list = []
 
 
 def _interval() -> float:
@@ -41,6 +59,16 @@ def _isatty(stream) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _print(text: str, stream) -> bool:
+    """``text`` and a newline on ``stream``; False where the stream is closed (a closed stderr
+    must not stop the work)."""
+    try:
+        print(text, file=stream, flush=True)
+        return True
+    except (OSError, ValueError):
         return False
 
 
@@ -64,18 +92,27 @@ class _Silent:
 
 
 class LogLines(_Silent):
-    """Progress as plain lines on ``stream`` at most every ``interval`` seconds."""
+    """Progress as plain lines on ``stream`` at most every ``interval`` seconds, and with
+    ``cpu_every`` whenever that many seconds of process CPU passed since the last line."""
 
     def __init__(self, total: int, desc: str, unit: str, stream=None, interval=None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, cpu_every: float | None = None):
         self.total, self.desc, self.unit = int(total), desc, unit
         self.stream = sys.stderr if stream is None else stream
         self.interval = _interval() if interval is None else float(interval)
         self.clock = clock
         self.start = self.last = clock()
+        self.cpu_last = time.process_time()
         self.n = 0
         self.printed = 0
         self.closed = False
+        self._stop = threading.Event()
+        with _LOCK:
+            _LIVE.append(self)
+        if cpu_every is not None:
+            self.cpu_every = float(cpu_every)
+            threading.Thread(target=self._tick, daemon=True,
+                             name="rmtbase-progress").start()
 
     def _line(self, final: bool = False) -> str:
         elapsed = self.clock() - self.start
@@ -88,23 +125,134 @@ class LogLines(_Silent):
         return text
 
     def update(self, k: int = 1) -> None:
-        self.n += k
-        now = self.clock()
-        if now - self.last >= self.interval and self.n < self.total:
-            self.last = now
-            self._write(self._line())
+        with _LOCK:
+            self.n += k
+            now = self.clock()
+            if not self.closed and now - self.last >= self.interval and self.n < self.total:
+                self._write(self._line())
+
+    def _tick(self) -> None:
+        """The ``cpu_every`` line between updates (a daemon thread, ends with the reporter)."""
+        while not self._stop.wait(min(1.0, self.cpu_every / 4)):
+            with _LOCK:
+                if not self.closed and time.process_time() - self.cpu_last >= self.cpu_every:
+                    self._write(self._line())
 
     def _write(self, text: str) -> None:
-        try:
-            print(text, file=self.stream, flush=True)
-            self.printed += 1
-        except (OSError, ValueError):  # a closed stderr must not stop the work
-            pass
+        with _LOCK:
+            self.last, self.cpu_last = self.clock(), time.process_time()
+            if _print(text, self.stream):
+                self.printed += 1
+
+    def end_line(self) -> None:
+        """Nothing: every line this reporter writes is whole."""
+
+    def redraw(self) -> None:
+        pass
+
+    def abandon(self) -> None:
+        """Stop without a last line (the run ends with a message)."""
+        with _LOCK:
+            self.closed = True
+            self._stop.set()
+            _unregister(self)
 
     def close(self) -> None:
-        if not self.closed and self.printed:
-            self._write(self._line(final=True))
-        self.closed = True
+        with _LOCK:
+            if not self.closed and self.printed:
+                self._write(self._line(final=True))
+            self.abandon()
+
+
+class TerminalBar(_Silent):
+    """A tqdm bar on a terminal, removed when done, in the channel's list while it may be on
+    the screen (listed before it is first drawn and until it is cleared: an interrupt can
+    land anywhere in between)."""
+
+    def __init__(self, total: int, desc: str, unit: str, stream):
+        from tqdm import tqdm
+
+        self.closed, self._bar, self._stream = False, None, stream
+        with _LOCK:
+            _LIVE.append(self)
+            self._bar = tqdm(total=total, desc=desc, unit=unit, leave=False, file=stream)
+
+    @property
+    def n(self) -> int:
+        return 0 if self._bar is None else self._bar.n
+
+    def update(self, k: int = 1) -> None:
+        with _LOCK:
+            if not self.closed and self._bar is not None:
+                self._bar.update(k)
+
+    def end_line(self) -> None:
+        """Clear the bar's line (the cursor back at column 0)."""
+        try:
+            if self._bar is None:  # interrupted while tqdm drew its first frame
+                self._stream.write("\r\x1b[K")
+            else:
+                self._bar.clear()
+        except (OSError, ValueError):
+            pass
+
+    def redraw(self) -> None:
+        try:
+            if self._bar is not None:
+                self._bar.refresh()
+        except (OSError, ValueError):
+            pass
+
+    def abandon(self) -> None:
+        self.close()  # leave=False: closing clears the line and draws nothing more
+
+    def close(self) -> None:
+        with _LOCK:
+            self.closed = True
+            if self not in _LIVE:
+                return
+            try:
+                if self._bar is None:
+                    self.end_line()
+                else:
+                    self._bar.close()  # tqdm's close is idempotent
+            except (OSError, ValueError):
+                pass
+            _unregister(self)
+
+
+def _unregister(reporter) -> None:
+    with _LOCK:
+        if reporter in _LIVE:
+            _LIVE.remove(reporter)
+
+
+def message(text: str, *, final: bool = False, stream=None) -> None:
+    """Write the line ``text`` on stderr (or ``stream``) through the channel (module
+    docstring): every live bar's line is ended first; the bars are drawn again after it, or
+    with ``final`` closed for good (nothing is drawn after the last thing a command says).
+    A closed stream does not stop the work."""
+    stream = sys.stderr if stream is None else stream
+    with _LOCK:
+        live = list(_LIVE)
+        for r in live:
+            if final:
+                r.abandon()
+            else:
+                r.end_line()
+        _print(text, stream)
+        if not final:
+            for r in live:
+                r.redraw()
+
+
+def show_warning(msg, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` through :func:`message` (formatted by ``warnings.formatwarning``,
+    one line under the executable)."""
+    import warnings
+
+    text = warnings.formatwarning(msg, category, filename, lineno, line).rstrip("\n")
+    message(text, stream=file)
 
 
 class no_library_bars:
@@ -131,23 +279,32 @@ class no_library_bars:
 
 def stage(who: str, what: str, *, enabled: bool = True, stream=None) -> None:
     """One line ``<who>: <what>`` on stderr (or ``stream``) saying which stage of a long piece
-    of work starts; nothing when not ``enabled``. A closed stream does not stop the work."""
-    if not enabled:
-        return
-    try:
-        print(f"{who}: {what}", file=sys.stderr if stream is None else stream, flush=True)
-    except (OSError, ValueError):
-        pass
+    of work starts, through :func:`message`; nothing when not ``enabled``. A closed stream
+    does not stop the work."""
+    if enabled:
+        message(f"{who}: {what}", stream=stream)
 
 
 def progress_bar(total: int, *, desc: str = "rmtbase", unit: str = "draw", enabled: bool = True,
-                 stream=None):
-    """Progress reporter for ``total`` units of work under the policy of the module docstring."""
+                 stream=None, cpu_every: float | None = None):
+    """Progress reporter for ``total`` units of work under the policy of the module docstring
+    (``cpu_every``: also a line per that many seconds of process CPU, not on a terminal)."""
     stream = sys.stderr if stream is None else stream
     if not enabled:
         return _Silent()
     if _isatty(stream):
-        from tqdm import tqdm
+        return TerminalBar(total, desc, unit, stream)
+    return LogLines(total, desc, unit, stream=stream, cpu_every=cpu_every)
 
-        return tqdm(total=total, desc=desc, unit=unit, leave=False, file=stream)
-    return LogLines(total, desc, unit, stream=stream)
+
+def counted(items, total: int, *, desc: str, unit: str = "item", enabled: bool = True):
+    """Yield ``items``, a :func:`progress_bar` of ``total`` advanced after each (the place of
+    ``tqdm(items)``); the bar is closed when the loop ends."""
+    with progress_bar(total, desc=desc, unit=unit, enabled=enabled) as bar:
+        for item in items:
+            yield item
+            bar.update(1)
+
+
+__all__ = ["INTERVAL", "NULL_CPU_EVERY", "LogLines", "TerminalBar", "counted", "message",
+           "no_library_bars", "progress_bar", "show_warning", "stage"]

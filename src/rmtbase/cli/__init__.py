@@ -15,7 +15,8 @@ Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`, bad numbers) prin
 such as a full disk met after the checks). An interrupt (Ctrl-C) prints
 ``rmtbase: interrupted`` and exits 130. When the reader of stdout goes away early
 (``rmtbase … | head -1``) the executable stops quietly with status 141, as a command killed
-by SIGPIPE does.
+by SIGPIPE does. These lines and warnings go through :func:`rmtbase.progress.message`:
+a live progress bar's line is ended first and nothing is drawn after the last line.
 
 The ``rmtbase`` executable (:func:`console_main`) also keeps JAX's compiled programs in
 ``<user cache>/jax`` (JAX's persistent compilation cache), so a repeated command skips its
@@ -34,6 +35,7 @@ import sys
 
 from .._version import __version__
 from ..errors import RmtbaseError
+from ..progress import message
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
@@ -108,16 +110,16 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
         check()  # an interrupt swallowed on its way up (under the executable's handler)
         return code
     except RmtbaseError as exc:
-        print(f"rmtbase: error: {exc}", file=sys.stderr)
+        message(f"rmtbase: error: {exc}", final=True)
         return 2
     except BrokenPipeError:
         raise  # stdout's reader went away: console_main ends quietly
     except OSError as exc:  # the environment, not a bug: a full disk, a vanished folder, ...
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"rmtbase: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        message(f"rmtbase: error: {exc.strerror or exc}{where}", final=True)
         return 2
     except KeyboardInterrupt:
-        print("rmtbase: interrupted", file=sys.stderr)
+        message("rmtbase: interrupted", final=True)
         return 130
 
 
@@ -149,6 +151,7 @@ def console_main() -> int:
     import warnings
 
     from ..files import interrupts
+    from ..progress import show_warning
 
     def start_work(args):
         preload(args.command)  # still start-up: Ctrl-C ends the process at once
@@ -158,6 +161,7 @@ def console_main() -> int:
         interrupts.install_exit()  # start-up: nothing is written yet
         _use_compilation_cache()
         warnings.formatwarning = _one_line_warning  # the executable's own process only
+        warnings.showwarning = show_warning  # a warning ends a live bar's line first
         interrupts.fault_point("cli:start")
         code = main(_ready=start_work)
         sys.stdout.flush()
@@ -165,7 +169,7 @@ def console_main() -> int:
         if not interrupts.interrupted():  # (an interrupted run has said so: already ending)
             interrupts.install_exit()  # the output is complete: no traceback from exit handlers
     except KeyboardInterrupt:  # before main's own handler (argument parsing, imports)
-        print("rmtbase: interrupted", file=sys.stderr)
+        message("rmtbase: interrupted", final=True)
         return 130
     except BrokenPipeError:
         # Python's own flush at exit would fail again: point stdout at /dev/null first

@@ -50,7 +50,12 @@ EXIT_INTERRUPTED = 130
 
 
 def _exit_now(signum, frame):  # noqa: ARG001 - signal API
-    os.write(2, b"rmtbase: interrupted\n")
+    try:  # through the progress channel: a live bar's line is ended first
+        from ..progress import message
+
+        message("rmtbase: interrupted", final=True)
+    except BaseException:  # noqa: BLE001 - e.g. a reentrant write to stderr: the plain line
+        os.write(2, b"rmtbase: interrupted\n")
     os._exit(EXIT_INTERRUPTED)
 
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,9 +85,9 @@ def _read(layers, info, progress, quantized_null) -> list[_Cell]:
     from ..stats.precision import FLOAT_STORAGES, block_size
 
     if progress:
-        from tqdm.auto import tqdm
+        from ..progress import counted
 
-        layers = tqdm(layers, total=info.n_layers, desc="component statistics", file=sys.stderr)
+        layers = counted(layers, info.n_layers, desc="component statistics", unit="layer")
     cells = []
     for lc in layers:
         for name, w in lc.matrices.items():

@@ -32,7 +32,6 @@ never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU
 
 from __future__ import annotations
 
-import sys
 from functools import lru_cache
 
 import numpy as np
@@ -191,8 +190,8 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
     wq, wk: ``(layer, head, d_h, d)`` (GQA keys expanded). Spectral statistics of W_QK for
     ``draws`` permutations; with ``element_draws`` > 0 also the element statistics of W_QK for
     the first ``element_draws`` of them (padded with NaN to ``draws``). ``q.rms``/``k.rms``
-    are each head's own rms (a permutation keeps them). ``progress``: optional tqdm bar
-    advanced per chunk of permutations. ``threads``: for the LAPACK-free stages (default
+    are each head's own rms (a permutation keeps them). ``progress``: optional reporter
+    (:func:`rmtbase.progress.progress_bar`) advanced per chunk of permutations. ``threads``: for the LAPACK-free stages (default
     :func:`rmtbase.scoring.qk_elements.scoring_threads`); the values do not depend on it.
     """
     from concurrent.futures import ThreadPoolExecutor
@@ -259,10 +258,10 @@ def permutation_draws(factors, draws, element_draws, seed, kind, progress) -> di
     size = max(1, PERMUTATION_GROUP_BYTES // max(per_layer, 1))
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ..progress import progress_bar
 
-        bar = tqdm(total=draws * -(-len(factors) // size), desc="permutation null",
-                   unit="perm", file=sys.stderr)
+        bar = progress_bar(draws * -(-len(factors) // size), desc="permutation null",
+                           unit="perm")
     parts = []
     try:
         for g in range(0, len(factors), size):

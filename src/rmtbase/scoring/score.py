@@ -39,7 +39,6 @@ For RoPE models W_QK is the relative-position-0 bilinear form (RoPE is not appli
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 
 import numpy as np
 import xarray as xr
@@ -153,9 +152,9 @@ def _read_layers(layers, kind, info, progress, quantized_null, null):
     storages, detected, null_storages, unmatched = [], [], [], False
     bar = None
     if progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
-        from tqdm.auto import tqdm
+        from ..progress import progress_bar
 
-        bar = tqdm(total=info.n_layers, desc="scoring layers", file=sys.stderr)
+        bar = progress_bar(info.n_layers, desc="scoring layers", unit="layer")
     group = info.group_size
     for lh in layers:
         wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
