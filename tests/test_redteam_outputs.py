@@ -15,10 +15,11 @@ from _checkpoints import trajectory
 import rmtbase.scoring.collection_runs as runs
 from rmtbase.cli import main
 from rmtbase.files.output import MANIFEST, OutputFolder
-from rmtbase.scoring.entries import CONTENT_ATTR, entry_path
+from rmtbase.scoring.entries import entry_path
 from rmtbase.scoring.trajectory import score_collection
 
 OPTS = dict(draws=300, stats="spectral")
+CONTENT_ATTR = "entry_sha256"  # the entry's content hash (rmtbase.scoring.entries.CONTENT_ATTR)
 
 
 def _tree(path) -> dict:
@@ -140,6 +141,7 @@ def test_changed_or_unverifiable_entry_is_scored_again(steps, tmp_path, monkeypa
     assert len(warn) == 1 and "step0" in warn[0] and why in warn[0], err
     fresh = score_collection(steps, entries=tmp_path / "fresh.entries", progress=False, **OPTS)
     for v in ("head_p_value", "head_flag", "value"):  # the true numbers, not the edited ones
+        # exact: the same call twice in one process: same compiled programs, same inputs
         np.testing.assert_array_equal(again[v].values, fresh[v].values, err_msg=v)
     if edit is _tamper:
         assert not np.array_equal(again["head_flag"].values, _tamper(first)["head_flag"].values)
