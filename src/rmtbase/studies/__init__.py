@@ -26,6 +26,8 @@ STUDIES = {
                         "their limit laws, exact finite-d moments and kurtosis curves",
     "head_function": "issue 23 / seed 003: weight statistics vs attention behaviour on text "
                      "(Spearman, within-layer permutations; anomalous vs specialised heads)",
+    "circuits": "issue 47: small GPT-2s trained to contain an induction circuit; does "
+                "K-composition of the weights find the probe's previous-token -> induction pairs",
 }
 
 
