@@ -67,6 +67,8 @@ def test_file_layout_is_the_official_one(fp8_model):
     assert w.dtype == torch.float8_e4m3fn and tuple(w.shape) == (384, 256)
     assert s.dtype == torch.float32 and tuple(s.shape) == (3, 2)
     ref = model.state_dict()["model.layers.0.mlp.up_proj.weight"].abs()
+    # exact: float16/bfloat16/fp8 -> float32 conversion and one correctly rounded multiply (max and
+    #  one division by 448)
     np.testing.assert_array_equal(s.numpy()[0, 1], ref[:128, 128:].max().numpy() / np.float32(448))
 
 
@@ -88,7 +90,9 @@ def test_read_as_transformers_dequantises(which, storage, request):
     for name, value in want.items():
         got = w.get(name)
         assert w.storage_of(name) == storage
+        # exact: float16/bfloat16/fp8 -> float32 conversion and one correctly rounded multiply
         np.testing.assert_array_equal(got, value)
+        # exact: float16/bfloat16/fp8 -> float32 conversion and one correctly rounded multiply
         np.testing.assert_array_equal(got, theirs[name].numpy())
     w.close()
 
@@ -108,6 +112,7 @@ def test_channel_read_as_torch_dequantises(channel_model):
     w = FileWeights([p.name for p in folder.iterdir()], folder.joinpath, folder.name,
                     folder=folder)
     for name, value in want.items():
+        # exact: float16/bfloat16/fp8 -> float32 conversion and one correctly rounded multiply
         np.testing.assert_array_equal(w.get(name), value)
         assert w.storage_of(name) == "fp8_e4m3_channel"
     w.close()
@@ -127,16 +132,21 @@ def test_writer_rounds_as_torch_casts(fmt):
     if fmt == "channel":
         q, s = quantize_rows(w)
         full, top, dtype = s, 448.0, torch.float8_e4m3fn
+        # exact: float16/bfloat16/fp8 -> float32 conversion and one correctly rounded multiply (max
+        #  and one division by 448)
         np.testing.assert_array_equal(s[:, 0], np.abs(w).max(axis=1) / np.float32(448))
     else:
         q, s = quantize(w, fmt)
         top = 57344.0 if fmt == "e5m2" else 448.0
         dtype = torch.float8_e5m2 if fmt == "e5m2" else torch.float8_e4m3fn
         assert s.shape == (2, 3)
+        # exact: float16/bfloat16/fp8 -> float32 conversion and one correctly rounded multiply (max
+        #  and one division)
         np.testing.assert_array_equal(s[1, 2], np.abs(w[128:, 256:]).max() / np.float32(top))
         full = np.repeat(np.repeat(s, 128, 0), 128, 1)[:200, :300]
     theirs = (torch.from_numpy(w) / torch.from_numpy(np.ascontiguousarray(full))).clamp(
         -top, top).to(dtype)
+    # exact: integers / booleans (fp8 bit patterns)
     np.testing.assert_array_equal(q.view(np.uint8), theirs.view(torch.uint8).numpy())
     assert float(np.abs(q.astype(np.float32)).max()) == top
 
@@ -159,7 +169,13 @@ def test_null_round_trip_equals_the_writer(storage):
             q, s = quantize(w[k], fmt)
             assert s.shape == (2, 3)
             ref = dequantize(q.view(np.uint8), s, fmt=fmt)
+        # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order,
+        #  FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+        #  ggml/torch reference is its contract
         np.testing.assert_array_equal(np.asarray(round_trip(w[k], storage)), ref)
+        # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order,
+        #  FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+        #  ggml/torch reference is its contract
         np.testing.assert_array_equal(batched[k], ref)
     # E4M3 keeps 3 mantissa bits, E5M2 2: relative error at most 2^-4 (2^-3) above the
     # subnormal range

@@ -75,12 +75,18 @@ def test_heads_equal_transformers_conversion(smollm2, smollm2_hf):
     for a, b in zip(heads, ref, strict=True):
         assert a.quantisation == "q4_1" and a.storage == "float32"
         assert b.quantisation is None  # a folder does not say; scoring detects the lattice
+        # exact: by construction, both dequantise the same stored blocks with the same correctly
+        #  rounded ops (d*q + m, no FMA)
         np.testing.assert_array_equal(a.wq, b.wq)
+        # exact: by construction, both dequantise the same stored blocks with the same correctly
+        #  rounded ops (d*q + m, no FMA)
         np.testing.assert_array_equal(a.wk, b.wk)
     # the permutation is exercised: the file's own row order differs from the HF one
     t = next(t for t in GGUFReader(str(smollm2)).tensors if t.name == "blk.0.attn_q.weight")
     raw = dequantize(t.data, t.tensor_type).reshape(576, 576)
     assert not np.array_equal(raw, ref[0].wq.reshape(576, 576))
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (a row
+    #  permutation)
     np.testing.assert_array_equal(_gguf.permute(ref[0].wq.reshape(576, 576), 9), raw)
 
 
@@ -91,6 +97,8 @@ def test_components_equal_transformers_conversion(smollm2, smollm2_hf):
         assert set(a.matrices) == set(b.matrices) == {"q", "k", "v", "o", "ffn_gate",
                                                         "ffn_up", "ffn_down"}
         for name in a.matrices:
+            # exact: by construction, both dequantise the same stored blocks with the same correctly
+            #  rounded ops (d*q + m, no FMA)
             np.testing.assert_array_equal(a.matrices[name], b.matrices[name])
             assert a.storage[name] == "q4_1"
         if i == 2:

@@ -111,6 +111,8 @@ def _assert_heads_equal(a_path, b_path, *, rtol=0.0, **kw):
                 if rtol:
                     np.testing.assert_allclose(u, v, rtol=rtol, atol=1e-7)
                 else:
+                    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
+                    #  (the same stored values through two layouts)
                     np.testing.assert_array_equal(u, v, err_msg=f)
     return a
 
@@ -162,6 +164,7 @@ def test_transformers_gguf_loader_reads_the_models_own_tensors(built, name):
                                                     "query_key_value.weight"))]
     assert len(attn) >= 2
     for k in attn:
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(got[k].numpy(), sd[k].numpy(), err_msg=k)
 
 
@@ -271,6 +274,9 @@ def test_q4_k_heads_of_every_architecture(name, tmp_path):
         for a, b in zip(heads, load_heads(tmp_path / "hf"), strict=True):
             for f in ("wq", "wk"):
                 want = np.asarray(round_trip(jnp.asarray(getattr(b, f)), "q4_k"))
+                # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed
+                #  order, FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality
+                #  with the scalar ggml/torch reference is its contract
                 np.testing.assert_array_equal(getattr(a, f), want, err_msg=f)
     assert all(h.quantisation == "q4_k" for h in heads)
 
@@ -290,6 +296,9 @@ def test_q8_0_heads_are_the_folders_heads_through_the_q8_0_round_trip(built, nam
         assert a.quantisation == "q8_0"
         for f in ("wq", "wk"):
             want = np.asarray(round_trip(jnp.asarray(getattr(b, f)), "q8_0"))
+            # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed
+            #  order, FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with
+            #  the scalar ggml/torch reference is its contract
             np.testing.assert_array_equal(getattr(a, f), want, err_msg=f)
 
 

@@ -123,8 +123,12 @@ def test_profile_bands_follow_each_layers_storage(spectral, monkeypatch):
 def _same_layer(mixed, uniform, layer):
     """Layer ``layer`` of two scores: equal values, per-statistic tests and head p."""
     a, b = mixed.sel(layer=layer), uniform.sel(layer=layer)
+    # exact: the same call twice in one process: same compiled programs, same inputs (equal weights,
+    #  the same per-layer programs and null table)
     np.testing.assert_array_equal(a["value"].values, b["value"].values)
     for v in ("p_value", "null_mean", "null_std", "distance", "percentile", "head_p_value"):
+        # exact: the same call twice in one process: same compiled programs, same inputs (equal
+        #  weights, the same per-layer programs and null table)
         np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=f"{v}, layer {layer}")
     assert np.isfinite(a["p_value"].values).all()
 
@@ -136,6 +140,7 @@ def test_each_layer_is_tested_against_its_own_null(spectral):
     mixed = spectral["mixed"]
     for layer, kind in enumerate(["q4_k", "q6_k", "q4_k"]):
         _same_layer(mixed, spectral[kind], layer)
+        # exact: integers / booleans
         np.testing.assert_array_equal(mixed["n_spikes"].sel(layer=layer).values,
                                       spectral[kind]["n_spikes"].sel(layer=layer).values)
     # and the nulls do differ: layer 1 against the Q4_K null gives other p-values
@@ -147,6 +152,7 @@ def test_each_layer_is_tested_against_its_own_null(spectral):
     from rmtbase.decision.significance import benjamini_hochberg
 
     _, q = benjamini_hochberg(mixed["head_p_value"].values, mixed.attrs["alpha"])
+    # exact: the same numpy function on the same p-values
     np.testing.assert_array_equal(mixed["head_q_value"].values, q)
 
 
@@ -182,6 +188,7 @@ def test_uniform_file_is_one_null_as_before(spectral):
     ref = score_values(values, ds["sigma_q"].values, ds["sigma_k"].values, null,
                        group_size=HEADS // KV)
     for v in ("p_value", "q_value", "head_p_value", "head_q_value", "distance"):
+        # exact: the same numpy scoring on the same values and the same cached null table
         np.testing.assert_array_equal(ds[v].values, ref[v].values, err_msg=v)
 
 

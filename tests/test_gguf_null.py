@@ -75,6 +75,9 @@ def test_untrained_k_quant_models_score_as_null(tmp_path, module_cache, fmt):
         if seed == 0:  # the file holds exactly the round trip of the HF weights
             lh = next(iter(load_heads(path)))
             want = np.asarray(round_trip(jnp.asarray(layers[0]["q"]), fmt))
+            # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed
+            #  order, FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with
+            #  the scalar ggml/torch reference is its contract
             np.testing.assert_array_equal(lh.wq.reshape(D, D), want)
             assert lh.quantisation == fmt
         ds = score_model(str(path), progress=False, spectrum_draws=0, draws=DRAWS)

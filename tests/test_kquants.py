@@ -309,6 +309,9 @@ def test_numpy_reference_matches_scalar_transcription(fmt):
                         rng.standard_normal((3, 256))]).astype(F)
     ref = _kquant_ref.round_trip(w, fmt)
     for r in range(w.shape[0]):
+        # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order,
+        #  FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+        #  ggml/torch reference is its contract
         np.testing.assert_array_equal(ref[r], _reference(w[r], fmt), err_msg=f"{fmt} row {r}")
 
 
@@ -346,6 +349,9 @@ def test_an_eager_round_trip_compiles_once_per_shape():
     with compiles() as seen:
         got = np.asarray(round_trip(jnp.asarray(b), "q3_k"))
     assert seen == []
+    # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order, FMA
+    #  and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+    #  ggml/torch reference is its contract
     np.testing.assert_array_equal(got, _kquant_ref.round_trip(b.reshape(-1, 256), "q3_k")
                                   .reshape(b.shape))
 
@@ -360,8 +366,15 @@ def test_round_trip_matches_scalar_ggml_reference(fmt):
     jitted = _jitted(w, fmt)
     for r in range(w.shape[0]):
         want = _reference(w[r], fmt)
+        # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order,
+        #  FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+        #  ggml/torch reference is its contract
         np.testing.assert_array_equal(got[r], want, err_msg=f"{fmt} row {r}")
+        # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order,
+        #  FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+        #  ggml/torch reference is its contract
         np.testing.assert_array_equal(jitted[r], want, err_msg=f"{fmt} row {r} (jit)")
+    # exact: a zero row quantises to exact zeros
     np.testing.assert_array_equal(got[0], 0.0)
     levels = {"q2_k": 4, "q3_k": 8, "q4_k": 16, "q5_k": 32, "q6_k": 64}[fmt]
     sub = 32 if fmt in ("q4_k", "q5_k") else 16
@@ -376,6 +389,9 @@ def test_edge_blocks_match_scalar_ggml_reference(fmt):
     w = _edge_blocks(6)
     got = _jitted(w, fmt)
     for r in range(w.shape[0]):
+        # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order,
+        #  FMA and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+        #  ggml/torch reference is its contract
         np.testing.assert_array_equal(got[r], _reference(w[r], fmt), err_msg=f"{fmt} row {r}")
     np.testing.assert_allclose(got[:2], [[0.01] * 256, [-0.01] * 256], rtol=5e-3)
 
@@ -389,6 +405,9 @@ def test_codes_dequantise_with_gguf_to_the_round_trip(fmt):
     size = {"q2_k": 84, "q3_k": 110, "q4_k": 144, "q5_k": 176, "q6_k": 210}[fmt]
     assert data.shape == (16, 4 * size) == (16, 4 * gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[kind]][1])
     deq = gguf.quants.dequantize(data, gguf.GGMLQuantizationType[kind])
+    # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order, FMA
+    #  and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+    #  ggml/torch reference is its contract
     np.testing.assert_array_equal(deq, np.asarray(round_trip(jnp.asarray(w), fmt)))
     err = np.abs(deq[4:] - w[4:]).max() / np.abs(w[4:]).max()
     assert err < {"q2_k": 0.4, "q3_k": 0.2, "q4_k": 0.1, "q5_k": 0.05, "q6_k": 0.02}[fmt]
@@ -401,6 +420,9 @@ def test_legacy_5_bit_formats_match_gguf_quantize(fmt, ref):
     w[0, :32] = 0.0
     t = gguf.GGMLQuantizationType[ref]
     want = gguf.quants.dequantize(gguf.quants.quantize(w, t), t)
+    # exact: by construction, the quantiser is correctly rounded float32 ops in a fixed order, FMA
+    #  and reciprocal rewrites guarded (rmtbase.stats._exact); bit-equality with the scalar
+    #  ggml/torch reference is its contract
     np.testing.assert_array_equal(np.asarray(round_trip(jnp.asarray(w), fmt)), want)
 
 
@@ -425,9 +447,12 @@ def test_no_fma_and_no_reciprocal_in_compiled_code():
     x = rng.standard_normal((1000, 8, 32)).astype(F)
     d = rng.uniform(0.5, 2.0, (1000, 8)).astype(F)
     guarded = jax.jit(lambda a, b, c: unfused(a * b) - unfused(c * c))(a, b, c)
+    # exact: elementwise IEEE ops are correctly rounded on every CPU; this checks no FMA was fused
     np.testing.assert_array_equal(np.asarray(guarded), (a * b) - (c * c))
     div = jax.jit(lambda x, d: safe_div(x, d[..., None]))(x, d)
+    # exact: a correctly rounded division; this checks no reciprocal rewrite
     np.testing.assert_array_equal(np.asarray(div), x / d[..., None])
     for n in (15, 63):  # a constant divisor: folded, so found by residuals instead
         got = jax.jit(lambda a, n=n: div_pow2_minus_1(a, n))(np.abs(a))
+        # exact: a correctly rounded division by a constant
         np.testing.assert_array_equal(np.asarray(got), np.abs(a) / F(n))

@@ -141,11 +141,13 @@ def test_planted_change_found_only_in_the_heads_it_touches(built, module_cache):
     ds = score_delta(str(adapter), str(base), **OPTS)
     want = np.ones((L, H), bool)
     want[1, 2] = False
+    # exact: integers / booleans
     np.testing.assert_array_equal(ds["unchanged"].values, want)
     assert np.isfinite(ds["head_p_value"].values[1, 2])
     assert np.isnan(ds["head_p_value"].values[want]).all()
     assert not ds["head_flag"].values[want].any()
     assert ds["head_flag"].values[1, 2]  # rank 4 < d_h: far from the dense null
+    # exact: integers / booleans
     np.testing.assert_array_equal(ds["delta_rel_q"].values > 0, ~want)
     assert (ds["delta_rel_k"].values == 0).all()
     from rmtbase.report.tables import summary_text

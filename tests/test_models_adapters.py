@@ -159,6 +159,7 @@ def test_gqa_expansion_is_repeat_interleave(saved):
     heads = wk_raw.reshape(2, 24, 64)
     # query heads 0,1 -> key head 0; 2,3 -> key head 1
     for i, j in enumerate([0, 0, 1, 1]):
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lh.wk[i], heads[j])
     assert lh.bq is None and lh.bk is None
 
@@ -168,7 +169,9 @@ def test_neox_rows_are_interleaved_per_head(saved):
     model32, folder = saved["gpt_neox"]
     lh = next(load_heads(folder))
     fused = model32.gpt_neox.layers[0].attention.query_key_value.weight.detach().numpy()
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
     np.testing.assert_array_equal(lh.wq[1], fused[48:64])  # head 1 rows: (1, q) -> 3*16 .. +16
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
     np.testing.assert_array_equal(lh.wk[1], fused[64:80])
     naive_q = fused[:64].reshape(4, 16, 64)
     assert not np.array_equal(lh.wq[1], naive_q[1])
@@ -178,7 +181,9 @@ def test_gpt2_conv1d_is_transposed(saved):
     model32, folder = saved["gpt2"]
     lh = next(load_heads(folder))
     w = model32.transformer.h[0].attn.c_attn.weight.detach().numpy()  # (d, 3d) input-major
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
     np.testing.assert_array_equal(lh.wq[2], w[:, 32:48].T)
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
     np.testing.assert_array_equal(lh.wk[2], w[:, 64 + 32:64 + 48].T)
 
 

@@ -60,9 +60,15 @@ def test_bloom_heads_equal_the_forward_split(bloom):
         assert len(layers) == L
         for lh in layers:
             wq, wk, bq, bk = _forward_qk(model, lh.layer)
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (the
+            #  model's own q/k rows)
             np.testing.assert_array_equal(lh.wq, wq)
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (the
+            #  model's own q/k rows)
             np.testing.assert_array_equal(lh.wk, wk)
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
             np.testing.assert_array_equal(lh.bq, bq)
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
             np.testing.assert_array_equal(lh.bk, bk)
 
 
@@ -72,6 +78,8 @@ def test_bloom_rows_are_interleaved_per_head(bloom):
     lh = next(load_heads(folder))
     fused = model.transformer.h[0].self_attention.query_key_value.weight.detach().numpy()
     d_h = D // N
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
     np.testing.assert_array_equal(lh.wq[1], fused[3 * d_h:4 * d_h])  # head 1: (1, q)
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
     np.testing.assert_array_equal(lh.wk[1], fused[4 * d_h:5 * d_h])  # head 1: (1, k)
     assert not np.array_equal(lh.wq[1], fused[:D].reshape(N, d_h, D)[1])

@@ -59,7 +59,9 @@ def test_names_shapes_and_qk_rows(tmp_path_factory, name, path):
         assert all(w.dtype == np.float32 and w.flags.c_contiguous for w in m.values())
         assert m["q"].shape == (n * d_h, d) and m["o"].shape == (d, n * d_h)
         assert m["k"].shape == m["v"].shape == (kv * d_h, d)
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(m["q"].reshape(n, d_h, d), lh.wq)
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(m["k"].reshape(kv, d_h, d), lh.wk[::info.group_size])
         ffn = {k.split(".")[0] for k in m if k.startswith("ffn")}
         assert ffn == _ffn_names(info.architecture), name
@@ -167,6 +169,8 @@ def test_moe_experts(tmp_path_factory, name):
     for lf, lo in zip(from_folder, from_object, strict=True):
         assert list(lf.matrices) == list(lo.matrices)  # same names, same order
         for key in lf.matrices:
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (folder
+            #  and in-memory model hold the same float32 tensors)
             np.testing.assert_array_equal(lf.matrices[key], lo.matrices[key])
     layer0 = from_folder[0].matrices
     assert [k for k in layer0 if k.startswith("ffn_up")] == [f"ffn_up.e{j}" for j in range(4)]
@@ -217,10 +221,14 @@ def test_16_bit_checkpoints(tmp_path, name, dtype):
     if name == "phi3":
         qkv = state["model.layers.0.self_attn.qkv_proj.weight"]
         gate_up = state["model.layers.0.mlp.gate_up_proj.weight"]
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lc.matrices["q"], qkv[:64])
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lc.matrices["v"], qkv[96:])
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lc.matrices["ffn_up"], gate_up[96:])
     else:
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lc.matrices["k"],
                                       state["model.layers.0.self_attn.k_proj.weight"])
         folded = next(load_heads(tmp_path, fold_qk_norm=True))

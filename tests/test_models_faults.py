@@ -71,6 +71,8 @@ def test_symlinked_shards_inside_the_folder_are_read(tmp_path, gpt2_dir):
         (snapshot / p.name).symlink_to(f"../../blobs/{p.name}")
     ref = [lh.wq for lh in load_heads(gpt2_dir)]
     for got, want in zip([lh.wq for lh in load_heads(snapshot)], ref, strict=True):
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (the same
+        #  file through a symlink)
         np.testing.assert_array_equal(got, want)
 
 

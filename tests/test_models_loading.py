@@ -49,6 +49,7 @@ def _assert_same(a, b):
             if xa is None:
                 assert xb is None
             else:
+                # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
                 np.testing.assert_array_equal(xa, xb)
 
 
@@ -121,8 +122,10 @@ def test_bfloat16_checkpoint(tmp_path):
     model.to(torch.bfloat16).save_pretrained(tmp_path)
     lh = next(load_heads(tmp_path))
     want = model.model.layers[0].self_attn.q_proj.weight.detach().float().numpy()
+    # exact: float16/bfloat16/fp8 -> float32 conversion and one correctly rounded multiply
     np.testing.assert_array_equal(lh.wq, want.reshape(4, 16, 64))
     bq = model.model.layers[0].self_attn.q_proj.bias.detach().float().numpy()
+    # exact: float16/bfloat16/fp8 -> float32 conversion and one correctly rounded multiply
     np.testing.assert_array_equal(lh.bq, bq.reshape(4, 16))
 
 

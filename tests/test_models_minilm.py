@@ -44,9 +44,13 @@ def test_heads_equal_raw_tensors(path):
         wq = state[base + "query.weight"].numpy()
         wk = state[base + "key.weight"].numpy()
         for h in range(12):
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
             np.testing.assert_array_equal(lh.wq[h], wq[32 * h:32 * (h + 1)])
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
             np.testing.assert_array_equal(lh.wk[h], wk[32 * h:32 * (h + 1)])
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lh.bq.ravel(), state[base + "query.bias"].numpy())
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lh.bk.ravel(), state[base + "key.bias"].numpy())
 
 
@@ -81,6 +85,7 @@ def test_loading_twice_gives_every_head(path):
     first = [lh.wq for lh in load_heads(path)]
     second = [lh.wq for lh in load_heads(path)]
     assert sum(w.shape[0] for w in second) == 72
+    # exact: the same call twice in one process: same compiled programs, same inputs
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
 
 

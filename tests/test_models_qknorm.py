@@ -95,5 +95,9 @@ def test_fold_refused_for_a_norm_with_bias(tmp_path_factory):
 def test_fold_is_a_no_op_without_qk_norm(tmp_path_factory, name):
     _, folder = zoo_saved(name, tmp_path_factory)
     for a, b in zip(load_heads(folder), load_heads(folder, fold_qk_norm=True), strict=True):
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (no norm to
+        #  fold: nothing is multiplied)
         np.testing.assert_array_equal(a.wq, b.wq)
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (no norm to
+        #  fold: nothing is multiplied)
         np.testing.assert_array_equal(a.wk, b.wk)

@@ -232,6 +232,8 @@ def build(name: str, seed: int = 0):
 def test_zoo_is_deterministic_and_sized():
     a, b = build("llama"), build("llama")
     for (na, pa), (nb, pb) in zip(a.named_parameters(), b.named_parameters(), strict=True):
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (parameters
+        #  of one model, saved and loaded)
         assert na == nb and torch.equal(pa, pb)
     x = torch.randn(5, 64, dtype=torch.float32)
     for name, spec in SPECS.items():

@@ -277,6 +277,8 @@ def test_arch_zoo_is_deterministic_and_sized():
     for name, spec in ARCH_SPECS.items():
         a, b = build(name), build(name)
         for (na, pa), (nb, pb) in zip(a.named_parameters(), b.named_parameters(), strict=True):
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
+            #  (parameters of one model, saved and loaded)
             assert na == nb and torch.equal(pa, pb), name
         q, k = spec.proj(a, 1, x)
         assert q.shape == (5, 4, spec.d_h), name

@@ -31,12 +31,16 @@ def test_ov_factors_are_the_value_rows_and_output_columns_of_each_head():
     v = w["encoder.layer.0.attention.self.value.weight"]
     o = w["encoder.layer.0.attention.output.dense.weight"]
     for h in (0, 5, 11):
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lh.wk[h], v[32 * h:32 * (h + 1)])
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
         np.testing.assert_array_equal(lh.wq[h], o[:, 32 * h:32 * (h + 1)].T)
     rng = np.random.default_rng(0)
     v2, o2 = rng.standard_normal((2 * 4, 16)), rng.standard_normal((16, 6 * 4))
     wo_t, wv = ov_factors(v2, o2, n_heads=6, n_kv_heads=2, d_h=4)
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
     np.testing.assert_array_equal(wv[4], v2[4:8])  # query head 4 meets value head 1
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
     np.testing.assert_array_equal(wo_t[5], o2[:, 20:24].T)
 
 
@@ -141,6 +145,8 @@ def test_qk_numbers_are_unchanged_beside_ov(score_cache):
     (lq, qk), (lo, ov) = entries(both)
     assert (lq, lo) == ("qk", "ov")
     for var in ("value", "p_value", "head_p_value", "profile_value", "n_spikes"):
+        # exact: the same call twice in one process: same compiled programs, same inputs (the qk
+        #  pass is the same code beside ov)
         np.testing.assert_array_equal(qk[var].values, alone[var].values, err_msg=var)
     assert not np.array_equal(ov["value"].values, alone["value"].values)
 
@@ -218,7 +224,9 @@ def test_ov_of_a_gguf_file_with_grouped_values(tmp_path):
     for li, lh in enumerate(got):
         v, o = layers[li]["v"].astype(np.float32), layers[li]["o"].astype(np.float32)
         for h in range(nh):
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
             np.testing.assert_array_equal(lh.wk[h], v[(h // 2) * d_h:(h // 2 + 1) * d_h])
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic)
             np.testing.assert_array_equal(lh.wq[h], o[:, h * d_h:(h + 1) * d_h].T)
         assert lh.storage == "float32"
 

@@ -74,6 +74,8 @@ def test_float_round_trip_is_torch_rounding(storage):
     rng = np.random.default_rng(4)
     w = (0.02 * rng.standard_normal(4096)).astype(np.float32)
     want = torch.from_numpy(w).to(getattr(torch, storage)).float().numpy()
+    # exact: float32 -> float16/bfloat16 rounding is correctly rounded (round-to-nearest-even) in
+    #  JAX and torch
     np.testing.assert_array_equal(np.asarray(round_trip(jnp.asarray(w), storage)), want)
 
 

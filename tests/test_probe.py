@@ -136,6 +136,7 @@ def test_default_text_and_windows():
                for w, _ in wins)
     assert all(w.size == 256 for w, _ in wins[:-1]) and wins[-1][0].size < 256
     joined = np.concatenate([w[c] for w, c in wins])
+    # exact: integers / booleans (token ids)
     np.testing.assert_array_equal(joined, ids)  # every token once, in order, nothing padded
     with pytest.raises(InputError, match="fewer than 2 text tokens"):
         windows(tok, t.text, 3)
@@ -241,6 +242,7 @@ def test_join():
                        attrs={"text_sha256": "abc", "window": 16})
     out = join(scores, probe)
     assert "behaviour_prev_token" not in scores
+    # exact: a stored constant 1.0, copied
     np.testing.assert_array_equal(out["behaviour_prev_token"], 1.0)
     assert out.attrs["probe_text_sha256"] == "abc" and out.attrs["probe_window"] == 16
     with pytest.raises(InputError, match="heads"):

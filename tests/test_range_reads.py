@@ -182,7 +182,11 @@ def cache(tmp_path, monkeypatch):
 def _same(heads, local):
     assert len(heads) == len(local) == L
     for (wq, wk), (lq, lk) in zip(heads, local, strict=True):
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (the same
+        #  bytes, read by ranges or whole)
         np.testing.assert_array_equal(wq, lq)
+        # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (the same
+        #  bytes, read by ranges or whole)
         np.testing.assert_array_equal(wk, lk)
 
 
@@ -218,6 +222,8 @@ def test_components_read_only_what_is_asked(server, shards, folder, cache):
     for a, b in zip(remote, local, strict=True):
         assert a.matrices.keys() == b.matrices.keys() and a.storage == b.storage
         for k in a.matrices:
+            # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (the same
+            #  bytes, read by ranges or whole)
             np.testing.assert_array_equal(a.matrices[k], b.matrices[k])
     want = _bytes_of(sizes, "qkvo")
     assert want <= server.shard_bytes() <= 1.2 * want + headers
@@ -230,6 +236,8 @@ def test_score_of_url_equals_score_of_folder(server, folder, module_cache):
     kw = dict(stats="spectral", draws=60, max_draws=60, progress=False, spectrum_draws=0)
     a, b = score_model(server.root + "/m", **kw), score_model(str(folder), **kw)
     for name in ("p_value", "qk_spectrum"):
+        # exact: the same call twice in one process: same compiled programs, same inputs (the same
+        #  bytes, read by ranges or whole)
         np.testing.assert_array_equal(a[name].values, b[name].values)
 
 

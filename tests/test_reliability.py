@@ -104,6 +104,7 @@ def test_layer_stats_inside_safe_range_untouched():
 
     wq, wk = _heads()
     wq2, wk2, cq, ck = safe_factors(wq, wk)
+    # exact: an unchanged input passes through
     assert wq2 is wq or np.array_equal(wq2, wq)
     assert np.all(cq == 1) and np.all(ck == 1)
 
@@ -471,8 +472,11 @@ def test_text_is_tokenized_in_bounded_pieces(monkeypatch):
     pieces = tx.windows(tok, body, 64)
     assert len(pieces) == len(whole)
     for (a, ca), (b, cb) in zip(whole, pieces, strict=True):
+        # exact: integers / booleans (token ids)
         np.testing.assert_array_equal(a, b)
+        # exact: integers / booleans
         np.testing.assert_array_equal(ca, cb)
+    # exact: integers / booleans (token ids)
     np.testing.assert_array_equal(tx.tokenize(tok, body, 1000),
                                   tok(body, add_special_tokens=False)["input_ids"])
     assert "".join(tx._pieces(body, 1000)) == body

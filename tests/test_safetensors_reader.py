@@ -24,6 +24,7 @@ def test_values_equal_the_library(tmp_path):
             ref = f.get_tensor(name).float().numpy()
             got = read_float32(path, header[name])
             assert got.dtype == np.float32 and got.shape == ref.shape
+            # exact: integers / booleans (bit patterns)
             np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
 
 
