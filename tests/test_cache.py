@@ -49,6 +49,8 @@ def test_generated_then_cached(user_cache, monkeypatch):
 
     monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
     second = cache.null_table(16, 4, stats="all", min_draws=30, seed=7)
+    # exact: the cached table/file holds this process's own draws of the same program; read back
+    #  losslessly
     xr.testing.assert_identical(second.drop_encoding(), first)
     # an "all" table serves the subsets
     spec = cache.null_table(16, 4, stats="spectral", min_draws=64, seed=7)
@@ -57,6 +59,8 @@ def test_generated_then_cached(user_cache, monkeypatch):
     elem = cache.null_table(16, 4, stats="elementwise", min_draws=64, seed=7)
     assert "npr" not in elem.data_vars and {"qk_std", "q_rms"} <= set(elem.data_vars)
     for v in spec.data_vars:
+        # exact: the cached table/file holds this process's own draws of the same program; read back
+        #  losslessly (a subset of one file)
         np.testing.assert_array_equal(spec[v].values, first[v].values)
     with pytest.raises(AssertionError, match="cache"):  # other seed, more draws: not served
         cache.null_table(16, 4, stats="all", min_draws=64, seed=8)
@@ -86,6 +90,7 @@ def test_damaged_cache_file_is_regenerated(user_cache):
     path.write_bytes(path.read_bytes()[:200])
     with pytest.warns(RuntimeWarning, match="not a readable netCDF4"):
         again = cache.null_table(16, 4, stats="all", min_draws=64, seed=2)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(again["npr"].values, good["npr"].values)
     read_table(path)  # rewritten whole
 
@@ -114,7 +119,9 @@ def test_cache_contents_are_checked_against_the_name(user_cache, poison):
     write_table(bad, user_cache / name)
     with pytest.warns(RuntimeWarning, match=name.replace(".", r"\.")):
         got = cache.null_table(16, 4, stats="all", min_draws=64, seed=3)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(got["npr"].values, clean["npr"].values)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(got["q_entropy"].values, clean["q_entropy"].values)
     shutil.rmtree(user_cache)
 
@@ -233,6 +240,7 @@ def test_rescale_by_hand():
     out = cache.rescale(ds, 3.0, 0.5)
     x = ds["npr"].values
     np.testing.assert_allclose(out["lambda_max"].values, x * 1.5**2, rtol=1e-15)
+    # exact: npr is scale-free, so rescale copies it untouched
     np.testing.assert_array_equal(out["npr"].values, x)
     np.testing.assert_allclose(out["q_std"].values, 3 * x, rtol=1e-15)
     np.testing.assert_allclose(out["k_entropy"].values, x + math.log(0.5), rtol=1e-15)

@@ -110,6 +110,7 @@ def test_coordinate_variables_carry_no_fill_value(tmp_path):
         assert "_FillValue" in nc["band"].ncattrs()  # data variables keep theirs
     assert "_FillValue" not in ds["quantile"].encoding
     with xr.open_dataset(tmp_path / "a.nc") as back:
+        # exact: a file round trip of these arrays (lossless), or one read of one file
         xr.testing.assert_identical(back.load().drop_encoding(), ds)
 
 
@@ -157,6 +158,7 @@ def test_network_table_dimension_round_trip(tmp_path):
         assert "network_depth" in nc.dimensions and "depth" not in nc.dimensions
         assert nc["x"].units == "1" and nc["x"].rmtbase_units == "nat"
     _assert_cf(tmp_path / "n.nc")
+    # exact: a file round trip of these arrays (lossless), or one read of one file
     xr.testing.assert_identical(read_table(tmp_path / "n.nc").drop_encoding(), ds)
 
 

@@ -33,6 +33,8 @@ def test_same_seed_same_file_contents(table, tmp_path):
     out = tmp_path / "again.nc"
     assert main([*ARGS, "--out", str(out)]) == 0
     with xr.open_dataset(table) as a, xr.open_dataset(out) as b:
+        # exact: the same call twice in one process: same compiled programs, same inputs (two CLI
+        #  runs, same seed)
         xr.testing.assert_identical(a.drop_attrs(deep=False), b.drop_attrs(deep=False))
 
 

@@ -89,12 +89,17 @@ def test_null_shape_and_table_cache(cache):
     first = mn.matrix_null_table(40, 24, storage="bfloat16", draws=6, seed=2)
     assert first.sizes["draw"] == 6 and first.attrs["m"] == 40
     short = mn.matrix_null_table(24, 40, storage="bfloat16", draws=4, seed=2)  # transposed
+    # exact: the cached table/file holds this process's own draws of the same program; read back
+    #  losslessly
     np.testing.assert_array_equal(short["weibull_k"].values, first["weibull_k"].values[:4])
     longer = mn.matrix_null_table(40, 24, storage="bfloat16", draws=9, seed=2)  # extended
+    # exact: the cached table/file holds this process's own draws of the same program; read back
+    #  losslessly
     np.testing.assert_array_equal(longer["rms"].values[:6], first["rms"].values)
     files = sorted(p.name for p in cache.glob("matrix-m40-n24-*"))
     assert files == [mn.table_filename(40, 24, 9, 2, "bfloat16")]
     fresh = mn.matrix_null_draws(40, 24, 9, storage="bfloat16", seed=2)
+    # exact: one compiled program per draw (draws run one at a time, keyed by fold_in(cell, i))
     np.testing.assert_array_equal(longer["max_over_q99"].values, fresh["max_over_q99"])
     # a file that does not hold what its name says is regenerated, with a warning
     bad = longer.copy()
@@ -104,6 +109,7 @@ def test_null_shape_and_table_cache(cache):
     write_table(bad, cache / files[0], replace="any")
     with pytest.warns(RuntimeWarning, match="does not hold"):
         again = mn.matrix_null_table(40, 24, storage="bfloat16", draws=9, seed=2)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(again["rms"].values, longer["rms"].values)
 
 

@@ -55,6 +55,7 @@ def test_effective_depth_recovers_simulated_depth():
 def test_depth_null_is_keyed_and_matches_independent_depth1_law():
     a = depth_null((20, 30), d=40, depths=[1, 3], draws=20, key=jax.random.key(7))
     b = depth_null((20, 30), d=40, depths=[1, 3], draws=20, key=jax.random.key(7))
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(a.features, b.features)
     c = depth_null((20, 30), d=40, depths=[1, 3], draws=20, key=jax.random.key(8))
     assert not np.allclose(a.features, c.features)

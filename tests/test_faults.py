@@ -346,6 +346,8 @@ def test_sigma_tables_are_the_sigma_one_table_rescaled_exactly():
         p = STAT_INFO[stat]["sigma_power"] if stat in STAT_INFO else one[v].attrs["sigma_power"]
         r = {"q": 0.02, "k": 3.0, "qk": 0.06}[one[v].attrs["matrix"]]
         want = (one[v].values.astype(np.float64) * r**p).astype(np.float32)
+        # exact: the same sigma = 1 draws (one program), times sigma^p in float64, rounded once, in
+        #  numpy on both sides
         np.testing.assert_array_equal(at[v].values, want, err_msg=v)
 
 

@@ -34,7 +34,9 @@ def test_round_trip_and_provenance(tables, tmp_path):
     out = tmp_path / "net.nc"
     ds = nt.network_table(kind="residual", out=out, **OPTS)
     back = read_table(out)
+    # exact: a file round trip of these arrays (lossless), or one read of one file
     xr.testing.assert_identical(back.drop_encoding(), ds)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     xr.testing.assert_identical(ds.drop_attrs(deep=False),
                                 tables["residual"].drop_attrs(deep=False))
     assert dict(back.sizes) == {"d": 2, "depth": 2, "gain": 2, "draw": 6}
@@ -83,6 +85,8 @@ def test_gains_share_their_normal_variates(tables):
 
 def test_a_shorter_table_is_a_prefix(tables):
     short = nt.network_table(kind="residual", **{**OPTS, "draws": 3})
+    # exact: one compiled program: every chunk size and draw count runs the fixed batch width, draw
+    #  i keyed by fold_in(key, i)
     xr.testing.assert_identical(short.drop_attrs(deep=False),
                                 tables["residual"].isel(draw=slice(0, 3)).drop_attrs(deep=False))
 
@@ -133,6 +137,8 @@ def test_network_sweep_equals_the_single_process_table(tables):
                             scheduler_kwargs=NO_DASHBOARD) as client:
         swept = network_sweep(kind="residual", client=client, progress=False, **{
             k: v for k, v in OPTS.items() if k != "progress"})
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(swept.drop_attrs(deep=False),
                                 tables["residual"].drop_attrs(deep=False))
     assert "Dask tasks" in swept.attrs["history"]
@@ -146,6 +152,8 @@ def test_cli_sweep_network_two_workers(tables, tmp_path, capsys):
             "0.5", "2", "--draws", "6", "--seed", "11", "--workers", "2", "--no-progress",
             "--out", str(out)]
     assert main(argv) == 0, capsys.readouterr().err
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(read_table(out).drop_attrs(deep=False).drop_encoding(),
                                 tables["residual"].drop_attrs(deep=False))
 

@@ -24,11 +24,13 @@ def test_permutations_are_uniform_and_reproducible():
     from rmtbase.scoring.permutation import permutations
 
     pq, pk = permutations(3, 0, 50, 2000)
+    # exact: integers / booleans
     assert all(np.array_equal(np.sort(p), np.arange(50)) for p in pq[:20])
     where = np.argmax(pq == 0, axis=1)
     counts = np.bincount(where, minlength=50)
     assert stats.chisquare(counts).pvalue > 1e-4
     assert not np.array_equal(pq, pk)
+    # exact: integers / booleans (permutations)
     np.testing.assert_array_equal(permutations(3, 0, 50, 5)[0], pq[:5])
     assert not np.array_equal(permutations(3, 1, 50, 5)[0], pq[:5])
 
@@ -73,6 +75,7 @@ def test_eigen_route_threads_and_ill_conditioned_fallback():
     wq, wk = wq.astype(np.float32), wk.astype(np.float32)
     out = permutation_null(wq, wk, draws=draws, seed=9, threads=1)
     again = permutation_null(wq, wk, draws=draws, seed=9, threads=3)
+    # exact: the same per-draw compiled program and permutations; threads only split the draws
     assert all(np.array_equal(out[k], again[k]) for k in out)
     pq, pk = permutations(9, 0, d_h * d, 50)  # chunk 0 holds the first 50 draws
     kappa_heavy = []

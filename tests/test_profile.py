@@ -27,6 +27,7 @@ def test_null_moments():
         f = nd["q_input_focus"]
         assert abs((f.mean() - 2 / dh * (1 - 1 / d)) / (f.std(ddof=1) / np.sqrt(f.size))) < 5
     again = profile_null(d, dh, "float32", n=300, seed=1)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(again["symmetry"], profile_null(d, dh, n=300, seed=1)
                                   ["symmetry"])
 
@@ -81,6 +82,7 @@ def test_float_storages_share_the_float32_null_and_why():
     for storage in ("bfloat16", "float16"):
         other = profile_null(64, 8, storage, n=300, seed=2)
         for a in base:
+            # exact: float storages share the float32 null: the same program and seed
             np.testing.assert_array_equal(other[a], base[a])
     assert not np.array_equal(profile_null(64, 8, "q8_0", n=300, seed=2)["alignment"],
                               base["alignment"])
@@ -279,6 +281,8 @@ def test_every_axis_is_calibrated_through_score_model(tmp_path, score_cache, kin
         for a in ds["axis"].values:
             v = ds["profile_p"].sel(axis=a).values
             if a in ("k_input_focus", "entry_tails"):
+                # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (the
+                #  key-head value repeated over its group)
                 np.testing.assert_array_equal(v, np.repeat(v[:, ::group], group, axis=1))
                 v = v[:, ::group]
             if np.isfinite(v).any():

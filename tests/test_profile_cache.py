@@ -27,8 +27,14 @@ def test_drawn_once_then_read_back_identical(monkeypatch, tmp_path):
     again = cached_profile_null(64, 16, "bfloat16", n=300, seed=3)
     also = cached_profile_null(64, 16, "float32", n=300, seed=3)
     for a in profile.FACTOR_AXES:
+        # exact: the cached table/file holds this process's own draws of the same program; read back
+        #  losslessly
         np.testing.assert_array_equal(first[a], direct[a])
+        # exact: the cached table/file holds this process's own draws of the same program; read back
+        #  losslessly
         np.testing.assert_array_equal(again[a], first[a])
+        # exact: the cached table/file holds this process's own draws of the same program; read back
+        #  losslessly
         np.testing.assert_array_equal(also[a], first[a])
     with pytest.raises(AssertionError, match="drawn again"):  # another key is another file
         cached_profile_null(64, 16, "q8_0", n=300, seed=3)
@@ -43,6 +49,7 @@ def test_a_version_1_file_is_not_read_as_the_reduced_draws(monkeypatch, tmp_path
     old.parent.mkdir(parents=True)
     old.write_bytes(b"format 1 draws")
     got = cached_profile_null(64, 16, n=300, seed=3)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(got["symmetry"],
                                   profile.profile_null(64, 16, n=300, seed=3)["symmetry"])
     assert old.read_bytes() == b"format 1 draws" and path.is_file()
@@ -55,6 +62,7 @@ def test_a_broken_or_renamed_file_is_drawn_again(monkeypatch, tmp_path):
     path.write_bytes(b"not netcdf")
     with pytest.warns(RuntimeWarning, match="cannot be read"):
         again = cached_profile_null(64, 16, n=300, seed=1)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(again["alignment"], good["alignment"])
     other = profile_path(64, 16, "float32", 300, 2)
     other.write_bytes(path.read_bytes())  # seed 1's draws under seed 2's name

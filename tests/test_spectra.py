@@ -27,6 +27,7 @@ def grid(request):
 
 def _close(a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    # exact: integers / booleans (NaN masks)
     assert np.array_equal(np.isnan(a), np.isnan(b))
     m = np.isfinite(a)
     np.testing.assert_allclose(b[m], a[m], rtol=RTOL, atol=0)
@@ -85,6 +86,7 @@ def test_sigma_table_stores_scaled_spectrum():
 def test_written_table_roundtrips_compressed(grid, tmp_path):
     path = write_table(grid, tmp_path / "t.nc")
     back = read_table(path)
+    # exact: a file round trip of these arrays (lossless), or one read of one file
     np.testing.assert_array_equal(back["lambda"].values, grid["lambda"].values)
     import netCDF4
 
@@ -108,6 +110,7 @@ def test_cache_derives_or_regenerates(tmp_path, monkeypatch):
     write_table(read_table(path).drop_vars("lambda"), path, replace="any")
     with pytest.warns(RuntimeWarning, match="ignoring cached table"):
         again = cache.null_table(12, 3, stats="spectral", min_draws=N, seed=9)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(again["npr"].values, ds["npr"].values)
     assert "npr" in read_table(path).data_vars and "lambda" in read_table(path).data_vars
 
@@ -132,5 +135,7 @@ def test_resume_block_without_spectrum_is_recomputed(tmp_path):
     store.save(12, 3, 0, old)
     again = generate_blocks(spec, 12, 3, store=store)
     for k, v in full.items():
+        # exact: the same call twice in one process: same compiled programs, same inputs (a stored
+        #  block recomputed by the same program)
         np.testing.assert_array_equal(again[k], v, err_msg=k)
     assert "qk.lambda" in store.load(12, 3, 0, N)

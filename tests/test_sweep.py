@@ -43,6 +43,8 @@ def test_cli_sweep_two_workers_equals_single_process(tmp_path, capsys):
     assert rc == 0, capsys.readouterr().err
     swept = read_table(out)
     single = baseline([3, 16], 4, progress=False, **OPTS)
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(swept.drop_attrs(deep=False).drop_encoding(),
                                 single.drop_attrs(deep=False))
     assert swept.attrs["cells"] == single.attrs["cells"] == "16x4"
@@ -65,4 +67,6 @@ def test_sweep_on_an_existing_scheduler_address():
                                   scheduler_kwargs=NO_DASHBOARD) as cluster:
         swept = sweep(16, 4, scheduler=cluster.scheduler_address, progress=False, **opts)
     single = baseline(16, 4, progress=False, **opts)
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(swept.drop_attrs(deep=False), single.drop_attrs(deep=False))

@@ -141,6 +141,8 @@ def test_into_cache_makes_the_next_score_warm(tiny, client, tmp_path, monkeypatc
     assert _files(tmp_path / "warm") == before
     assert warm.attrs["baseline_draws"] == SPECTRAL["draws"]
     single = baseline(64, 16, draws=SPECTRAL["draws"], seed=0, stats="spectral", progress=False)
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(read_table(got["written"][0]).drop_attrs(deep=False),
                                 single.drop_attrs(deep=False))
     # a second sweep finds the table and draws nothing
@@ -159,6 +161,8 @@ def test_into_cache_score_equals_a_cold_score(tiny, client, tmp_path, monkeypatc
     with monkeypatch.context() as m:
         _no_null(m)
         warm = score_model(str(tiny), **SPECTRAL)
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_equal(warm.drop_attrs(), cold.drop_attrs())
 
 
@@ -187,9 +191,12 @@ def test_interrupted_sweep_resumes_to_the_uninterrupted_table(client, tmp_path, 
     assert "1 of them from the blocks an interrupted run kept" in ds.attrs["history"]
     assert not any(p.name.startswith(".t.nc.partial-") for p in tmp_path.iterdir())
     single = baseline(64, 16, progress=False, **opts)
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(ds.drop_attrs(deep=False), single.drop_attrs(deep=False))
     from rmtbase.baseline.tables import read_table
 
+    # exact: a file round trip of these arrays (lossless), or one read of one file
     np.testing.assert_array_equal(read_table(out)["npr"].values, single["npr"].values)
     assert single.attrs["storage_dtype"] == ds.attrs["storage_dtype"] == storage
 
@@ -211,6 +218,8 @@ def test_interrupted_into_cache_resumes(client, tmp_path, monkeypatch):
     (path,) = sweep_into_cache(16, 4, **opts)["written"]
     assert not list(tmp_path.glob(".*partial*"))
     single = baseline(16, 4, draws=2 * DRAW_BLOCK, seed=2, stats="spectral", progress=False)
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(read_table(path).drop_attrs(deep=False),
                                 single.drop_attrs(deep=False))
 
@@ -253,5 +262,7 @@ def test_cli_into_cache_with_two_workers_bf16_all_statistics(tiny, tmp_path, mon
     with monkeypatch.context() as m:
         _no_null(m)
         warm = score_model(str(bf16), **opts)
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_equal(warm.drop_attrs(), cold.drop_attrs())
     assert os.environ["RMTBASE_CACHE"] == str(tmp_path / "warm")

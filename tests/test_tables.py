@@ -61,6 +61,7 @@ def test_layout_and_attrs(small):
 
 def test_same_seed_identical_other_seed_differs(small):
     again = baseline(D, DH, draws=N, seed=3, progress=False)
+    # exact: the same call twice in one process: same compiled programs, same inputs
     xr.testing.assert_identical(again.drop_attrs(deep=False), small.drop_attrs(deep=False))
     other = baseline(D, DH, draws=N, seed=4, progress=False)
     assert not np.array_equal(other["npr"].values, small["npr"].values)
@@ -81,14 +82,20 @@ def test_block_ranges_and_public_null_draws(small):
     for k, v in part.items():
         var = "lambda" if k == "qk.lambda" else rmtbase.stats.table_name(k)
         table = small[var].values[0, 0, DRAW_BLOCK:]
+        # exact: one compiled program: every chunk size and draw count runs the fixed batch width,
+        #  draw i keyed by fold_in(key, i)
         np.testing.assert_array_equal(v, table, err_msg=k)
         if k in ref:
+            # exact: one compiled program: every chunk size and draw count runs the fixed batch
+            #  width, draw i keyed by fold_in(key, i)
             np.testing.assert_array_equal(ref[k], table, err_msg=k)
 
 
 def test_prefix_property(small):
     """Draw i depends on (seed, d, d_h, i) only: a shorter table is a prefix of a longer one."""
     short = baseline(D, DH, draws=DRAW_BLOCK + 64, seed=3, progress=False)
+    # exact: one compiled program: every chunk size and draw count runs the fixed batch width, draw
+    #  i keyed by fold_in(key, i)
     xr.testing.assert_identical(short.drop_attrs(deep=False),
                                 small.isel(draw=slice(0, DRAW_BLOCK + 64)).drop_attrs(deep=False))
 
@@ -97,6 +104,8 @@ def test_grid_cells_equal_single_cells(small):
     grid = baseline(D, [2, DH], draws=N, seed=3, progress=False)
     assert dict(grid.sizes) == {"d": 1, "d_h": 2, "draw": N, "eig": DH}
     assert grid.attrs["cells"] == f"{D}x2,{D}x{DH}"
+    # exact: each cell is keyed by (seed, d, d_h) and run by its own compiled program, alone or in a
+    #  grid
     xr.testing.assert_identical(grid.sel(d_h=[DH]).drop_attrs(deep=False),
                                 small.drop_attrs(deep=False))
     assert not np.array_equal(grid["npr"].sel(d_h=2), grid["npr"].sel(d_h=DH))
@@ -128,6 +137,7 @@ def test_float32_same_with_and_without_x64(small):
 
     with jax.enable_x64(False):
         off = baseline(D, DH, draws=N, seed=3, progress=False)
+    # exact: a float32 program; x64 changes only the index/key integer widths
     xr.testing.assert_identical(off.drop_attrs(deep=False), small.drop_attrs(deep=False))
 
 
@@ -202,4 +212,5 @@ def test_top_level_alias_and_out(tmp_path):
     ds = rmtbase.baseline(D, DH, draws=64, seed=2, progress=False,
                           out=tmp_path / "t.nc")
     back = rmtbase.baseline.tables.read_table(tmp_path / "t.nc")
+    # exact: a file round trip of these arrays (lossless), or one read of one file
     xr.testing.assert_identical(back.drop_encoding(), ds)

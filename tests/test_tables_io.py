@@ -32,10 +32,12 @@ def test_roundtrip_plain_xarray(tmp_path):
     ds = _table()
     path = write_table(ds, tmp_path / "t.nc")
     with xr.open_dataset(path) as plain:  # any xarray user can open it
+        # exact: a file round trip of these arrays (lossless), or one read of one file
         np.testing.assert_array_equal(plain["npr"].values, ds["npr"].values)
         assert plain["npr"].attrs["long_name"] == "normalised participation ratio"
         assert plain.attrs["rmtbase_table_format"] == TABLE_FORMAT
     back = read_table(path)
+    # exact: a file round trip of these arrays (lossless), or one read of one file
     xr.testing.assert_identical(back.drop_encoding(), ds)
     assert [p.name for p in tmp_path.iterdir()] == ["t.nc"]  # no temporary file left
 

@@ -66,9 +66,13 @@ def test_a_table_generated_in_a_task_is_drawn_by_the_cluster_bit_for_bit(client,
         ds.attrs.pop("created", None)
     assert set(got.data_vars) == set(alone.data_vars)
     for v in alone.data_vars:
+        # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+        #  instead of this process
         np.testing.assert_array_equal(got[v].values, alone[v].values, err_msg=v)
     again = null_table(48, 8, stats="all", min_draws=500, seed=5)  # read back from the cache
     for v in alone.data_vars:
+        # exact: the cached table/file holds this process's own draws of the same program; read back
+        #  losslessly
         np.testing.assert_array_equal(again[v].values, alone[v].values, err_msg=v)
 
 
@@ -83,6 +87,8 @@ def test_the_profile_null_in_a_task_is_the_same_draws(client, storage):
     assert set(got) == set(alone)
     for a in alone:
         assert got[a].shape == (600,)
+        # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+        #  instead of this process
         np.testing.assert_array_equal(got[a], alone[a], err_msg=a)
 
 
@@ -118,4 +124,6 @@ def test_a_collection_of_a_new_shape_on_two_workers_equals_one_process(tmp_path,
         attrs.append([{k: v for k, v in json.loads(str(e)).items() if k not in where}
                       for e in ds["entry_attrs"].values])
     assert attrs[0] == attrs[1]
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(swept.drop_vars("entry_attrs"), here.drop_vars("entry_attrs"))
