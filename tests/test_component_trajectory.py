@@ -30,6 +30,7 @@ def steps(tmp_path_factory, module_cache):
 
 def _same_score(a: xr.Dataset, b: xr.Dataset) -> None:
     """Identical variables, coordinates and attributes (``created`` aside)."""
+    # exact: the same call twice in one process: same compiled programs, same inputs
     xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
     keep = {k: str(v) for k, v in a.attrs.items() if k != "created"}
     assert keep == {k: str(v) for k, v in b.attrs.items() if k != "created"}
@@ -57,6 +58,7 @@ def test_cli_components_over_checkpoints_writes_one_collection(steps, tmp_path, 
         alone = score_components(str(folder), components=("q", "k"), draws=DRAWS,
                                  progress=False)
         assert label == folder.name
+        # exact: the same call twice in one process: same compiled programs, same inputs
         xr.testing.assert_equal(e.drop_attrs(), alone.drop_attrs())
         assert e.attrs["model"] == alone.attrs["model"] == folder.name
     manifest = json.loads((out / "manifest.json").read_text())["files"]

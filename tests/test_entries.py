@@ -33,6 +33,8 @@ def _same(a: xr.Dataset, b: xr.Dataset):
     for ds in (a, b):
         for k in ("created", "computed_by", "history"):  # when, by which run (CF's history)
             ds.attrs.pop(k, None)
+    # exact: the same call twice in one process: same compiled programs, same inputs (entries
+    #  written and read back, netCDF lossless)
     xr.testing.assert_identical(a, b)
 
 
@@ -121,7 +123,10 @@ def test_combine_assembles_the_collection(steps, tmp_path, capsys):
         a, b = a.load(), b.load()
         assert list(b["checkpoint"].values) == ["step0", "step1"]
         for v in ("value", "p_value", "head_p_value", "qk_spectrum", "null_spectrum"):
+            # exact: the same call twice in one process: same compiled programs, same inputs, read
+            #  back losslessly
             np.testing.assert_array_equal(a[v].values, b[v].values)
+        # exact: integers / booleans
         np.testing.assert_array_equal(a["head_flag"].values, b["head_flag"].values)
     assert [lab for lab, _ in load_entries([entries_dir(out)])] == ["step0", "step1"]
     assert main(["combine", str(singles[0]), "--out", str(tmp_path / "x")]) == 2

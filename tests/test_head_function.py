@@ -18,6 +18,7 @@ def test_layer_permutations_stay_in_their_layer():
     assert (layer[perm] == layer[None, :]).all()
     assert all(sorted(p) == list(range(15)) for p in perm)
     assert len({tuple(p) for p in perm}) > 150  # they do permute
+    # exact: integers / booleans (permutations)
     np.testing.assert_array_equal(perm, layer_permutations(layer, 200, seed=1))
 
 

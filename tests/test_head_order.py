@@ -34,6 +34,7 @@ def test_ranks_are_min_ranks_largest_first():
     # a larger key never gets a larger rank; rank = 1 + how many keys are larger
     flat = key.ravel()
     want = 1 + (flat[None, :] > flat[:, None]).sum(axis=1)
+    # exact: integers / booleans (ranks)
     np.testing.assert_array_equal(r.ravel(), want)
 
 
@@ -78,6 +79,7 @@ def test_planted_head_ranks_first_and_null_heads_sit_near_half_a_band(planted):
     assert head_ranks(planted, "alignment")[1, 2] == 1
     # heads.csv: rank = min ranks of departure, departure column as computed
     df = head_table(planted).set_index(["layer", "head"])
+    # exact: integers / booleans (ranks)
     np.testing.assert_array_equal(df["rank"].to_numpy().reshape(LAYERS, HEADS), r)
     np.testing.assert_allclose(df["departure"].to_numpy().reshape(LAYERS, HEADS), dep)
     _tie_runs_match_values(dep, r)
@@ -90,6 +92,7 @@ def test_sort_by_names_the_order_and_ties_share_ranks(planted):
     ds.attrs["head_order"] = "symmetry"
     df = head_table(ds)
     want = ranks(sort_key(planted, "symmetry"))
+    # exact: integers / booleans (ranks)
     np.testing.assert_array_equal(df["rank"].to_numpy().reshape(LAYERS, HEADS), want)
     ds["head_p_value"] = ds["head_p_value"].where(ds["head_p_value"] > 0.3, 1e-16)
     r = head_ranks(ds, "p")
@@ -147,6 +150,7 @@ def test_compare_lists_each_models_heads_in_the_order_named(planted, tmp_path, c
     heads = pd.read_csv(out / "heads.csv")
     want = ranks(sort_key(planted, "symmetry"))
     got = heads.set_index(["layer", "head"]).sort_index()["rank"].to_numpy()
+    # exact: integers / booleans (ranks)
     np.testing.assert_array_equal(got.reshape(LAYERS, HEADS), want)
     assert list(heads["rank"]) == sorted(heads["rank"])
     capsys.readouterr()

@@ -51,7 +51,9 @@ def test_new_axes_when_none():
 
 def test_ordered_values_sorts_descending():
     ax = plot.ordered_values(np.array([1.0, 3.0, 2.0]))
+    # exact: copies of stored values (slices, reshapes, transposes; no arithmetic) (plotted data)
     np.testing.assert_array_equal(ax.lines[0].get_ydata(), [3.0, 2.0, 1.0])
+    # exact: integers / booleans
     np.testing.assert_array_equal(ax.lines[0].get_xdata(), [1, 2, 3])
 
 

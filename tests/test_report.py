@@ -181,11 +181,13 @@ def test_effect_heatmaps_share_fixed_limits_and_mark_flags():
     assert figures.plot_effect_heatmap(ds, "qk.npr", ax=ax) is ax
     assert ax.images[0].get_clim() == (-figures.EFFECT_LIM, figures.EFFECT_LIM)
     assert ax.images[0].get_cmap().name.startswith("RdBu")
+    # exact: integers / booleans (marker positions)
     np.testing.assert_array_equal(np.asarray(ax.collections[0].get_offsets()), [[2, 1]])
     ax2 = figures.plot_effect_heatmap(ds, "q.std")
     assert ax2.images[0].get_clim() == ax.images[0].get_clim()
     ax3 = figures.plot_verdict(ds)
     assert ax3.images[0].get_clim() == (0, figures.VERDICT_LIM)
+    # exact: integers / booleans (marker positions)
     np.testing.assert_array_equal(np.asarray(ax3.collections[0].get_offsets()), [[2, 1]])
     plt.close("all")
     with pytest.raises(InputError):
@@ -208,6 +210,7 @@ def test_verdict_colours_the_evidence_on_a_fixed_scale():
     texts = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text()
              for t in ax.texts}
     assert len(texts) == 12 and texts[(2, 1)] == str(int(ds["n_spikes"].values[1, 2]))
+    # exact: integers / booleans (marker positions)
     np.testing.assert_array_equal(np.asarray(ax.collections[0].get_offsets()), [[2, 1]])
     assert ax.get_title().splitlines()[0] == "toy"
     assert "head p" in ax.figure.axes[-1].get_ylabel()
@@ -253,6 +256,7 @@ def test_entropy_figure_draws_the_excess_over_gaussian_with_true_references():
     for matrix in ("q", "qk"):
         ax = figures.plot_entropy_sigma(ds, matrix)
         ref = [ln for ln in ax.lines if "Gaussian" in str(ln.get_label())][0]
+        # exact: a plotted constant 0.0
         np.testing.assert_array_equal(ref.get_ydata(), 0.0)
         dots = [c for c in ax.collections if c.get_label() in ("heads", "entropy flagged (BH)")]
         xy = np.concatenate([np.asarray(c.get_offsets()) for c in dots])
@@ -311,6 +315,7 @@ def test_write_report_files_manifest_and_roundtrip(tmp_path):
     back = xr.open_dataset(out / "scores.nc")
     try:
         assert back["flag"].dtype == bool and back["head_flag"].dtype == bool
+        # exact: a file round trip of these arrays (lossless), or one read of one file
         xr.testing.assert_equal(back[["z", "flag", "value", "head_p_value"]].load(),
                                 ds[["z", "flag", "value", "head_p_value"]])
         for v in ("z", "flag", "value", "head_p_value"):  # CF attributes added on top

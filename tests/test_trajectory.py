@@ -80,6 +80,8 @@ def test_an_entry_is_exactly_the_single_model_score(scored, steps, cache):
     one = score_model(str(steps[2]), progress=False, **OPTS)
     e = entry(scored, "step2")
     assert e.attrs.pop("created") and one.attrs.pop("created")
+    # exact: the same call twice in one process: same compiled programs, same inputs (the null
+    #  reused across checkpoints is the same table)
     xr.testing.assert_identical(e, one)
 
 
@@ -92,6 +94,8 @@ def test_dask_two_workers_identical_to_one_process(scored, steps, cache):
     assert here.attrs.pop("computed_by") == "one process"
     for ds in (swept, here):
         ds.attrs.pop("created")
+    # exact: the same compiled programs (fixed batch width) and keys, in a Dask task on this CPU
+    #  instead of this process
     xr.testing.assert_identical(swept, here)
 
 
@@ -114,6 +118,7 @@ def test_models_of_different_shapes_are_padded_and_come_back_whole(scored, tmp_p
         got = entry(back, label)
         for x in (got, want):
             x.attrs.pop("created", None)
+        # exact: a file round trip of these arrays (lossless), or one read of one file
         xr.testing.assert_equal(got, want)
     assert [lab for lab, _ in entries(ds)] == ["a", "b"]
     with pytest.raises(InputError):
