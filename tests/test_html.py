@@ -120,7 +120,7 @@ def test_embedded_data_follow_the_dataset(report12):
 
 
 def test_qk_histogram_comes_from_the_same_product_and_follows_variance_gamma():
-    """W_QK's element statistics are bit-identical to the null's implementation, and the
+    """W_QK's element statistics are the null's implementation (to float32 rounding), and the
     histogram of null heads (z = entry/(√d_h σ_Q σ_K)) follows the unit-variance
     variance-gamma density (Gaunt 2014), not only the Gaussian."""
     import jax.numpy as jnp
@@ -136,8 +136,14 @@ def test_qk_histogram_comes_from_the_same_product_and_follows_variance_gamma():
     wk = (0.05 * rng.standard_normal((n, d_h, d))).astype(np.float32)
     st, _, hist = _layer_stats(wq, wk, "all", hist=True)
     ref = _qk_element_stats(jnp.asarray(wq), jnp.asarray(wk), 0.8)
+    # Not exact: layer_stats' compiled program holds _qk_element_stats among other
+    # statistics, the reference is that function compiled alone; their float32 sums over
+    # the d² = 2,304 entries may round differently. 64 ulps of each statistic's largest
+    # value (excess kurtosis ~3 at d_h = 2: its scale, not 0's).
     for name, v in ref.items():
-        np.testing.assert_array_equal(st[f"qk.{name}"], np.asarray(v, dtype=np.float64), name)
+        v = np.asarray(v, dtype=np.float64)
+        np.testing.assert_allclose(st[f"qk.{name}"], v, rtol=0, err_msg=name,
+                                   atol=64 * np.finfo(np.float32).eps * np.abs(v).max())
     w = QK_HIST_EDGES[1] - QK_HIST_EDGES[0]
     mean = hist.mean(0)
     cdf = vg.cdf(QK_HIST_EDGES, d_h, 1 / np.sqrt(d_h))
