@@ -9,10 +9,12 @@ The JSON document is one object on stdout (progress and notes go to stderr):
 - ``entries``: one per scored model, checkpoint or circuit, each with ``label``, ``model``,
   ``null``, ``storage`` (``read``: the storage the weights were read from as the first line
   names it, ``Q4_1``, ``fp8_e4m3``, ``float32``; ``null``: the null's, named alike;
-  ``null_storage``, ``quantisation``: the score's attributes), ``decision`` (``heads``,
+  ``null_storage``, ``quantisation``: the score's attributes), ``kinds`` (primary kind ->
+  heads, as the first line counts them: :mod:`rmtbase.decision.kinds`), ``decision`` (``heads``,
   ``flagged``, ``alpha``) and ``heads``: one object per head in the order of ``rank``
   (:func:`rmtbase.report.tables.head_ranks`: by departure, or ``--sort-by``; ties share a
-  rank) with ``layer``, ``head``, ``rank``, ``departure``, ``p``, ``q``, ``flag``,
+  rank) with ``layer``, ``head``, ``rank``, ``departure``, ``kind``, ``kinds``, ``p``, ``q``,
+  ``flag``,
   ``top_stat``, ``n_spikes`` and ``profile``
   (per axis: ``value``, ``effect``, ``p``, ``flag``);
 - ``components`` (with ``--components``): per entry the matrices scored and flagged;
@@ -136,9 +138,14 @@ def _heads(e) -> list[dict]:
         from ..decision.order import departure
 
         dep = departure(e)
+    from ..decision.kinds import kinds_of
+
+    got = kinds_of(e)
     li = {int(x): i for i, x in enumerate(e["layer"].values)}
     hi = {int(x): i for i, x in enumerate(e["head"].values)}
     for r in rows:
+        if got is not None:
+            r["kind"], r["kinds"] = (str(got[k][li[r["layer"]], hi[r["head"]]]) for k in (0, 1))
         r["rank"] = int(ranks[li[r["layer"]], hi[r["head"]]])
         if dep is not None:
             r["departure"] = _num(dep[li[r["layer"]], hi[r["head"]]])
@@ -148,6 +155,7 @@ def _heads(e) -> list[dict]:
 
 def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
     """The ``--json`` document of ``rmtbase score`` (module docstring)."""
+    from ..decision.kinds import kind_counts
     from ..report.tables import null_storage_read, storage_read
     from ..scoring.collection import entries
 
@@ -161,6 +169,7 @@ def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
             "storage": {"read": storage_read(e), "null": null_storage_read(e),
                         "null_storage": str(e.attrs.get("null_storage", "")),
                         "quantisation": str(e.attrs.get("quantisation", ""))},
+            "kinds": kind_counts(e),
             "decision": {"heads": len(heads), "flagged": sum(h["flag"] for h in heads),
                          "alpha": _num(e.attrs.get("alpha", ds.attrs.get("alpha")))},
             "resolution_note": str(e.attrs.get("resolution_note", "")) or None,

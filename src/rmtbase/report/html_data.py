@@ -39,6 +39,7 @@ import math
 import numpy as np
 import xarray as xr
 
+from ..decision.kinds import kinds_of, kinds_phrase
 from ..scoring.collection import entries
 from .tables import head_order, head_ranks, null_storage_read, storage_read
 
@@ -107,6 +108,8 @@ def _facts(ds: xr.Dataset) -> list:
         if v is not None and str(v) != "":
             out.append([label, str(v)])
     out.insert(5, ["layers × heads", f"{ds.sizes['layer']} × {ds.sizes['head']}"])
+    if kinds_phrase(ds):  # primary kinds, as the first line counts them
+        out.append(["heads by kind", kinds_phrase(ds)])
     return out
 
 
@@ -117,6 +120,9 @@ def _heads(ds: xr.Dataset, stats: list[str]) -> dict:
            "flag": [int(f) for f in np.asarray(ds["head_flag"].values).ravel()],
            "top": top, "sq": _flat(ds["sigma_q"]), "sk": _flat(ds["sigma_k"])}
     out["rank"] = [int(r) for r in head_ranks(ds).ravel()]  # ties share a rank
+    got = kinds_of(ds)
+    if got is not None:
+        out["kind"] = [str(k) for k in got[0].ravel()]
     out["order"] = head_order(ds)
     if "profile_effect" in ds:  # the profile (rmtbase.scoring.profile): axis -> per head
         out["prof"] = {str(a): {"v": _flat(ds["profile_value"].sel(axis=a).transpose(

@@ -10,10 +10,13 @@ import re
 import numpy as np
 import xarray as xr
 
+from ..decision.kinds import kinds_of, kinds_phrase
+
 _CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_value", "p_method",
              "q_value", "percentile", "flag")
-_HEAD_CSV = ("head_effect", "n_spikes", "head_p_value", "head_p_method", "head_q_value",
-             "head_flag", "head_top_stat", "head_n_stats", "sigma_q", "sigma_k")
+_HEAD_CSV = ("head_kind", "head_kinds", "head_kind_axes", "head_effect", "n_spikes",
+             "head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
+             "head_n_stats", "sigma_q", "sigma_k")
 EFFECT_NOTE = ("Effects are in each statistic's own units: a ratio to the null median (x) or a "
                "shift from it; the null band is the null's 2.5-97.5 % range in the same units. "
                "outliers (n_spikes): eigenvalues of W_QK above the 95 % quantile of the null's "
@@ -65,6 +68,12 @@ def head_table(ds: xr.Dataset):
     hi = {int(x): i for i, x in enumerate(ds["head"].values)}
     df.insert(2, "rank", [int(ranks[li[int(a)], hi[int(b)]]) for a, b in
                           zip(df["layer"], df["head"], strict=True)])
+    got = kinds_of(ds)
+    if got is not None:  # the kind of each head (rmtbase.decision.kinds)
+        for name, arr in zip(("head_kind", "head_kinds", "head_kind_axes"), got, strict=True):
+            if name not in df:
+                df[name] = [str(arr[li[int(a)], hi[int(b)]]) for a, b in
+                            zip(df["layer"], df["head"], strict=True)]
     if "profile_effect" in ds:
         from ..decision.order import departure
 
@@ -206,7 +215,8 @@ def _headline(ds: xr.Dataset) -> str:
     return (f"{ds.attrs.get('model', '?')}  ({ds.attrs.get('architecture', '?')}; "
             f"d={ds.attrs.get('d', '?')}, d_h={ds.attrs.get('d_h', '?')}, "
             f"{storage_phrase(ds)}): {int(ds['head_flag'].sum())} of "
-            f"{of} differ from the null (BH over heads, alpha={ds.attrs.get('alpha')})")
+            f"{of} differ from the null (BH over heads, alpha={ds.attrs.get('alpha')})"
+            + (f"; by kind: {kinds}" if (kinds := kinds_phrase(ds)) else ""))
 
 
 def _effect_text(kind: str, eff: float) -> str:
@@ -262,6 +272,12 @@ def summary_text(ds: xr.Dataset, top: int = 3) -> str:
     out = [anomaly_table(ds, top), ""]
     if has_head_effect(ds):
         out.append(EFFECT_NOTE)
+    if kinds_phrase(ds):
+        out.append("Kinds (rmtbase.decision.kinds, docs/kinds.md): a head is concentrated, "
+                   "aligned, anti-aligned, symmetric, directional, input-focused or heavy-tailed "
+                   "when that profile axis is flagged with that sign; its primary kind "
+                   "(heads.csv's head_kind, counted in the first line) is the one it departs "
+                   "on most in null-band units; near-null: no axis flagged.")
     out.append(f"Null: {a.get('null', '?')}.")
     st = a.get("storage_dtypes", a.get("storage_dtype", "float32"))
     out.append(f"Storage of W_Q/W_K read: {storage_read(ds)} (float storage in the checkpoint: "

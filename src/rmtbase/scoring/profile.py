@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from ..decision.kinds import add_head_kind
 from ..decision.significance import benjamini_hochberg
 from .factor_axes import (  # noqa: F401 - re-exported: the factor axes and their Gaussian null
     FACTOR_AXES,
@@ -132,13 +133,15 @@ def _against(value, draws):
 
 
 def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], d: int,
-                d_h: int, *, alpha: float, seed: int, permutation: dict | None = None) -> None:
+                d_h: int, *, alpha: float, seed: int, permutation: dict | None = None,
+                progress: bool = False) -> None:
     """Add ``profile_value``, ``profile_effect``, ``profile_band_lo``/``_hi``, ``profile_p``,
     ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds`` (module
     docstring). ``profiles``: per layer :func:`factor_profile` of its heads; ``null_storages``:
     per layer the storage of its null; ``permutation``: under the permutation null,
     :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}`` (else the Gaussian
-    null at each layer's storage)."""
+    null at each layer's storage; ``progress``: report a first draw of it,
+    :func:`~rmtbase.scoring.profile_cache.cached_profile_null`)."""
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
@@ -146,7 +149,7 @@ def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], 
     from .profile_cache import cached_profile_null
 
     nulls = {} if permutation is not None else {
-        s: cached_profile_null(d, d_h, s, seed=seed)
+        s: cached_profile_null(d, d_h, s, seed=seed, progress=progress)
         for s in dict.fromkeys(map(null_storage, null_storages))}
     for j, a in enumerate(axes):
         if a in FACTOR_AXES:
@@ -180,6 +183,7 @@ def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], 
     ds["profile_flag"] = (dims, flag)
     ds["axis_effect"] = (("axis",), np.array([AXES[a][0] for a in axes], dtype=str))
     ds["axis_meaning"] = (("axis",), np.array([AXES[a][1] for a in axes], dtype=str))
+    add_head_kind(ds)  # the kinds of heads (rmtbase.decision.kinds) from these axes
     ds.attrs["profile"] = (
         "per-head axes (rmtbase.scoring.profile); new axes against " +
         (f"{PROFILE_DRAWS} Gaussian null draws at each layer's null storage (float storages "
