@@ -262,7 +262,7 @@ def corner(data: Mapping[str, np.ndarray], *, axes=None, labels: Sequence[str] |
                     off = -2.0 if pearson == "excess" else 1.0
                     a.plot(gg, gg**2 + off, color=REFERENCE, ls="--", lw=1.0,
                            label="Pearson bound")
-                    a.legend(fontsize=6, loc="upper center")
+                    a.legend(fontsize=7, loc="upper center")
             if i == n - 1:
                 a.set_xlabel(labels[j])
             if j == 0 and i > 0:

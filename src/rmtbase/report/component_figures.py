@@ -26,7 +26,7 @@ import xarray as xr
 
 from ..errors import InputError
 from ..scoring.components import WEIBULL_BAND
-from .figures import title_label
+from .figures import fit_title, title_label
 
 #: Colour limits of the k heatmap, relative to k₀ (the paper's Selection Class reaches 0.76
 #: and below; trained FFN matrices sit within a few 0.01 of k₀).
@@ -104,9 +104,9 @@ def plot_k_heatmap(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k", colorbar
     ax.set_xticks(np.arange(0, layers.size, step), labels=[str(x) for x in layers[::step]])
     ax.set_yticks(np.arange(len(comps)), labels=comps)
     ax.set_xlabel("layer (block)")
-    ax.set_title(f"{title_label(ds)}\nWeibull k of |w| ({_trim_label(stat)}); white = "
-                 f"k₀ = {k0:.4f}; framed: its {stat.replace('_', ' ')} differs from the null "
-                 "(per-statistic BH)", fontsize=9)
+    ax.set_title(fit_title(ax, f"{title_label(ds)}\nWeibull k of |w| ({_trim_label(stat)}); "
+                               f"white = k₀ = {k0:.4f}; framed: its {stat.replace('_', ' ')} "
+                               "differs from the null (per-statistic BH)"), fontsize=9)
     return ax
 
 
@@ -161,7 +161,7 @@ def plot_terminal_k(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k"):
     ax.set_xlim(-0.6, len(comps) - 0.4)
     ax.set_ylabel(f"Weibull k of |w| ({_trim_label(stat)})")
     ax.set_title(f"{title_label(ds)}: k per component", fontsize=9)
-    ax.legend(fontsize="x-small", loc="best")
+    ax.legend(fontsize=7, loc="best")
     return ax
 
 
@@ -229,7 +229,7 @@ def plot_k_trajectory(ds: xr.Dataset, component: str, ax=None, *, stat: str = "w
     ax.set_ylabel(f"Weibull k of |w| ({_trim_label(stat)})")
     ax.set_title(component, fontsize=10)
     if legend:
-        ax.legend(fontsize="x-small", loc="best")
+        ax.legend(fontsize=7, loc="best")
     return ax
 
 

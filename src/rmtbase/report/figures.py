@@ -5,7 +5,11 @@ calls ``show`` or ``savefig`` (:func:`rmtbase.report.model_report.write_report` 
 
 Colour scales are fixed so figures compare: the per-statistic heatmaps show the *effect* (the
 normal score of the value's place in the null, :mod:`rmtbase.decision.tails`) on ±
-:data:`EFFECT_LIM` for every statistic and every model; the verdict heatmap shows the
+:data:`EFFECT_LIM` for every statistic and every model. That limit is the largest effect the
+tails can report, Φ⁻¹(1 − P_MIN) ≈ 8.22 with P_MIN = 10⁻¹⁶, so no head saturates the scale
+(the ±6 used before clipped 746 of MiniLM's 3,024 finite effects, 25 %, to one colour); a linear scale keeps a
+colour's meaning the same everywhere (a symlog one would not), and an older score whose effects
+exceed it widens the scale to its own largest |effect| (:func:`effect_limit`). The verdict heatmap shows the
 decision's evidence, −log₁₀ of the head p-value on [0, :data:`VERDICT_LIM`] (how far a head
 departs is the profile's, :mod:`.profile_figures`, never a distance in null sd: those measure
 the estimator, not the head). Conventions: normalised spectrum
@@ -20,16 +24,23 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from scipy import special
 
+from ..decision.tails import P_MIN
 from ..errors import InputError
 
 #: Diverging, colour-blind safe (ColorBrewer RdBu reversed) for effects; sequential for p.
 EFFECT_CMAP = "RdBu_r"
 VERDICT_CMAP = "magma_r"
-EFFECT_LIM = 6.0
+#: The largest |effect| the tails report: the normal score of P_MIN (module docstring).
+EFFECT_LIM = float(np.ceil(-special.ndtri(P_MIN) * 100) / 100)  # 8.23
 VERDICT_LIM = 16.0  # -log10 of the smallest reported p (rmtbase.decision.tails.P_MIN)
 #: Spike counts are written in the verdict's cells up to this many cells.
 MAX_TEXT_CELLS = 400
+#: Legibility at the saved size: no text below this many points, no figure with more panels
+#: (colour bars not counted) than :data:`MAX_PANELS` (tests/test_figure_legibility.py).
+MIN_FONT = 7.0
+MAX_PANELS = 12
 
 
 def _axes(ax):
@@ -134,7 +145,8 @@ def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool
     li, hi = np.nonzero(ds["head_flag"].values)
     ax.scatter(hi, li, marker="s", s=_cell_points(ax, ds) ** 2, facecolors="none",
                edgecolors="#1b9e77", linewidths=1.4, label="flagged (BH)")
-    text = spikes and "n_spikes" in ds and ds["head_flag"].size <= MAX_TEXT_CELLS
+    text = (spikes and "n_spikes" in ds and ds["head_flag"].size <= MAX_TEXT_CELLS
+            and _cell_points(ax, ds) >= 1.4 * MIN_FONT)
     if text:
         _spike_text(ax, ds["n_spikes"].values, norm(np.ma.masked_invalid(s)))
     if colorbar:
@@ -155,7 +167,7 @@ def _cell_points(ax, ds: xr.Dataset) -> float:
 
 def _spike_text(ax, n_spikes, shade) -> None:
     """Write each cell's spike count, white on dark cells."""
-    size = 7 if n_spikes.size <= 150 else 5.5
+    size = MIN_FONT
     for (i, j), n in np.ndenumerate(n_spikes):
         if not np.isfinite(n) or n < 0:
             continue
@@ -164,8 +176,19 @@ def _spike_text(ax, n_spikes, shade) -> None:
                 color="white" if dark else "black")
 
 
-def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = True):
-    """Effect (normal score in the null) of ``stat`` over layer × head on ±EFFECT_LIM; cells
+def effect_limit(values) -> float:
+    """The half-width of the effect colour scale for ``values``: :data:`EFFECT_LIM`, or the
+    largest finite |value| where that is larger (effects of a score written under another
+    P_MIN), so that no cell saturates."""
+    v = np.abs(np.asarray(values, dtype=float))
+    v = v[np.isfinite(v)]
+    return float(max(EFFECT_LIM, v.max())) if v.size else EFFECT_LIM
+
+
+def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = True,
+                        lim: float | None = None):
+    """Effect (normal score in the null) of ``stat`` over layer × head on ±``lim`` (default
+    :func:`effect_limit` of its values: ±EFFECT_LIM, which no reported effect exceeds); cells
     with a descriptive BH flag marked ×, NaN grey. Returns the Axes."""
     import matplotlib as mpl
 
@@ -173,13 +196,14 @@ def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = 
         raise InputError(f"statistic {stat!r} is not in this score")
     ax = _axes(ax)
     e = ds["effect"].sel(stat=stat).values
+    lim = effect_limit(e) if lim is None else float(lim)
     cmap = mpl.colormaps[EFFECT_CMAP].with_extremes(bad="0.8")
-    im = ax.imshow(np.ma.masked_invalid(e), cmap=cmap, vmin=-EFFECT_LIM, vmax=EFFECT_LIM,
+    im = ax.imshow(np.ma.masked_invalid(e), cmap=cmap, vmin=-lim, vmax=lim,
                    origin="lower", aspect="auto", interpolation="nearest")
     li, hi = np.nonzero(ds["flag"].sel(stat=stat).values)
     ax.scatter(hi, li, marker="x", s=14, c="k", linewidths=0.8)
     if colorbar:
-        ax.figure.colorbar(im, ax=ax, label="effect (normal score in the null)", extend="both")
+        ax.figure.colorbar(im, ax=ax, label="effect (normal score in the null)")
     _ticks(ax, ds)
     ax.set_title(stat, fontsize=9)
     return ax
@@ -205,10 +229,22 @@ def plot_spectrum(ds: xr.Dataset, layer: int, head: int, ax=None, *, why: str = 
     readable_log_ticks(ax.yaxis)
     ax.set_xlabel("rank k")
     ax.set_ylabel(r"$x_k = \lambda_k / (\sigma_Q^2 \sigma_K^2 d^2)$")
-    ax.set_title(f"{title_label(ds)} L{layer} H{head}" + (f" — {why}" if why else ""),
-                 fontsize=9)
+    ax.set_title(fit_title(ax, f"{title_label(ds)} L{layer} H{head}" + (f"\n{why}" if why
+                                                                         else "")), fontsize=9)
     ax.legend(fontsize="small")
     return ax
+
+
+def fit_title(ax, text: str, fontsize: float = 9) -> str:
+    """``text`` with each line broken at spaces so that it fits the width of ``ax`` (a
+    character taken as 0.55 em, the Axes as 85 % of its width before layout, which a colour
+    bar or labels take from): a title never runs past the figure's edge."""
+    import textwrap
+
+    w_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
+    width = max(12, int(0.85 * w_pt / (0.55 * fontsize)))
+    return "\n".join("\n".join(textwrap.wrap(line, width)) or line
+                     for line in str(text).split("\n"))
 
 
 def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None):
@@ -291,30 +327,49 @@ def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
     ax.set_xlabel(rf"entry std $\sigma$ of ${name}$")
     ax.set_ylabel(r"$\Delta S$ = entropy $-\ \frac{1}{2}\ln(2\pi e\sigma^2)$ (nats)")
     ax.set_title(rf"${name}$ entries: entropy beyond the Gaussian at the same std", fontsize=9)
-    ax.legend(fontsize="x-small")
+    ax.legend(fontsize=MIN_FONT)
     return ax
 
 
 def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
-    """One :class:`matplotlib.figure.Figure` with an effect heatmap per statistic, one shared
-    colour bar (±EFFECT_LIM); panel size adapts so 30 layers × 32 heads stay legible."""
+    """One :class:`matplotlib.figure.Figure` with an effect heatmap per statistic (at most
+    :data:`MAX_PANELS`; :func:`effect_overviews` splits longer lists), one shared colour bar
+    (±:func:`effect_limit` over them all); panel size adapts so 30 layers × 32 heads stay
+    legible, ticks and labels at :data:`MIN_FONT` points."""
     from matplotlib.figure import Figure
 
     n = len(stats)
-    ncol = min(4, n)
+    if not 0 < n <= MAX_PANELS:
+        raise InputError(f"effect_overview draws 1 to {MAX_PANELS} statistics, got {n}")
+    ncol = min(4, n) if n != 9 else 3
     nrow = -(-n // ncol)
-    pw = float(np.clip(0.11 * ds.sizes["head"] + 1.0, 2.2, 4.2))
-    ph = float(np.clip(0.09 * ds.sizes["layer"] + 1.0, 1.8, 4.0))
+    pw = float(np.clip(0.11 * ds.sizes["head"] + 1.2, 2.4, 4.2))
+    ph = float(np.clip(0.09 * ds.sizes["layer"] + 1.2, 2.0, 4.0))
     fig = Figure(figsize=(ncol * pw + 1.0, nrow * ph + 0.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
+    lim = effect_limit(ds["effect"].sel(stat=list(stats)).values)
     for ax, stat in zip(axes, stats, strict=False):
-        plot_effect_heatmap(ds, stat, ax, colorbar=False)
-        ax.tick_params(labelsize=6)
-        ax.xaxis.label.set_size(7)
-        ax.yaxis.label.set_size(7)
+        plot_effect_heatmap(ds, stat, ax, colorbar=False, lim=lim)
+        ax.tick_params(labelsize=MIN_FONT)
+        ax.xaxis.label.set_size(MIN_FONT)
+        ax.yaxis.label.set_size(MIN_FONT)
     for ax in axes[n:]:
         ax.set_axis_off()
     fig.colorbar(axes[0].images[0], ax=list(axes), label="effect (normal score in the null)",
-                 extend="both", shrink=0.7)
+                 shrink=0.7)
     fig.suptitle(f"{title_label(ds)} — {title}", fontsize=10)
     return fig
+
+
+def effect_overviews(ds: xr.Dataset, stats: list[str], title: str) -> list:
+    """:func:`effect_overview` of ``stats`` in as few figures as keep each within
+    :data:`MAX_PANELS` panels, the statistics shared out evenly in their order (the 18
+    entry-law statistics: W_K's 9, then W_Q's 9); titles say "(part i of n)" where split."""
+    stats = list(stats)
+    parts = -(-len(stats) // MAX_PANELS)
+    size = -(-len(stats) // parts) if parts else 0
+    chunks = [stats[i:i + size] for i in range(0, len(stats), size)] if size else []
+    if len(chunks) == 1:
+        return [effect_overview(ds, chunks[0], title)]
+    return [effect_overview(ds, c, f"{title} (part {i + 1} of {len(chunks)})")
+            for i, c in enumerate(chunks)]

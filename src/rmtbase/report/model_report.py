@@ -76,9 +76,9 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save_figure) -> None:
     fam = set(np.asarray(ds["stat"].values)[ds["in_family"].values].tolist())
     for group, name in GROUP_FILES.items():
         sel = [s for s in stats if s in fam and str(ds["group"].sel(stat=s).values) == group]
-        if sel:
-            save(fig_mod.effect_overview(ds, sel, f"{group} statistics (effect)"),
-                 fdir / f"{name}.png")
+        for k, fig in enumerate(fig_mod.effect_overviews(ds, sel, f"{group} statistics "
+                                                        "(effect)")):  # <= 12 panels each
+            save(fig, fdir / (f"{name}.png" if k == 0 else f"{name}_{k + 1}.png"))
     for stat in [s for s in HEADLINE_STATS if s in stats]:
         f = Figure(figsize=(float(np.clip(0.3 * ds.sizes["head"] + 2.5, 4, 12)),
                             float(np.clip(0.22 * ds.sizes["layer"] + 1.8, 3, 9))),

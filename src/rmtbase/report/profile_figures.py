@@ -7,6 +7,11 @@ Scales: ratio axes (concentration, entry tails) as log₂ of the ratio to the nu
 are cosines); input focus as the shift on [−0.5, 0.5]; outliers as the count on [0, 10]; scale
 as log₁₀(σ_Q σ_K) on [−4, 0]. A dot marks a head flagged on that axis (BH over heads). Plots
 take ``ax`` where they draw one panel; :func:`profile_figure` returns a Figure (no pyplot).
+
+A model beyond a scale widens that panel's scale to its own extreme (symmetrically for the
+diverging ones, so white stays the null median): MiniLM's concentration reaches log₂ = −2.6
+and its K input focus +0.57, which clipped at −2 and +0.5 before. Ticks and labels are at 7
+points or more (:data:`rmtbase.report.figures.MIN_FONT`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,20 @@ def _panel_values(ds: xr.Dataset, axis: str) -> np.ndarray:
     return v
 
 
+def _limits(values, vmin: float, vmax: float) -> tuple[float, float]:
+    """The fixed scale (vmin, vmax), widened to the finite values where they pass it;
+    a scale centred on 0 stays centred (module docstring)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return vmin, vmax
+    lo, hi = min(vmin, float(v.min())), max(vmax, float(v.max()))
+    if vmin == -vmax:
+        hi = max(-lo, hi)
+        lo = -hi
+    return lo, hi
+
+
 def plot_profile_axis(ds: xr.Dataset, axis: str, ax=None, *, colorbar: bool = True):
     """One axis's heatmap (layer × head) on its fixed scale (:data:`SCALES`); returns ``ax``."""
     if ax is None:
@@ -46,7 +65,9 @@ def plot_profile_axis(ds: xr.Dataset, axis: str, ax=None, *, colorbar: bool = Tr
 
         ax = Figure().subplots()
     _, vmin, vmax, cmap, label = SCALES[axis]
-    im = ax.imshow(_panel_values(ds, axis), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
+    values = _panel_values(ds, axis)
+    vmin, vmax = _limits(values, vmin, vmax)
+    im = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
                    interpolation="nearest", origin="lower")
     flag = np.asarray(ds["profile_flag"].sel(axis=axis).transpose("layer", "head").values)
     yi, xi = np.nonzero(flag)
@@ -54,12 +75,12 @@ def plot_profile_axis(ds: xr.Dataset, axis: str, ax=None, *, colorbar: bool = Tr
     ax.set_title(axis.replace("_", " "), fontsize=9)
     ax.set_xlabel("head", fontsize=7)
     ax.set_ylabel("layer", fontsize=7)
-    ax.tick_params(labelsize=6)
+    ax.tick_params(labelsize=7)
     ax.set_yticks(range(ds.sizes["layer"]), [str(v) for v in ds["layer"].values])
     if colorbar:
         cb = ax.figure.colorbar(im, ax=ax, shrink=0.8)
         cb.set_label(label, fontsize=7)
-        cb.ax.tick_params(labelsize=6)
+        cb.ax.tick_params(labelsize=7)
     return ax
 
 
@@ -84,20 +105,20 @@ def profile_figure(ds: xr.Dataset, title: str = "", *, verdict: bool = False):
             plot_verdict(ds, ax, colorbar=False, spikes=False)
             cb = fig.colorbar(ax.images[0], ax=ax, shrink=0.8, extend="max")
             cb.set_label("-log10 head p", fontsize=7)
-            cb.ax.tick_params(labelsize=6)
+            cb.ax.tick_params(labelsize=7)
             ax.set_title(f"decision: {int(ds['head_flag'].sum())} of {ds['head_flag'].size} "
                          "heads flagged", fontsize=9)
             ax.set_xlabel("head (boxed: flagged)", fontsize=7)
             ax.set_ylabel("layer", fontsize=7)
-            ax.tick_params(labelsize=6)
+            ax.tick_params(labelsize=7)
             if ax.get_legend():
                 ax.get_legend().remove()
         elif k < len(axes):
             plot_profile_axis(ds, axes[k], ax)
         else:
             ax.set_axis_off()
-    fig.suptitle((title + ": " if title else "") + "profile (fixed scales; dots: flagged on "
-                 "that axis)", fontsize=10)
+    fig.suptitle((title + ": " if title else "") + "profile (fixed scales, widened where a head "
+                 "passes them; dots: flagged on that axis)", fontsize=10)
     return fig
 
 

@@ -36,7 +36,7 @@ PROFILE_STATS = {
     "condition_number": (r"condition number $\kappa$", True),
 }
 BAND_QUANTILES = (0.025, 0.5, 0.975)
-_MAX_PANELS = 24
+_MAX_PANELS = 12  # rmtbase.report.figures.MAX_PANELS
 
 
 def _check(stat: str) -> str:
@@ -156,7 +156,7 @@ def plot_layer_profile(items, stat: str, ax=None):
     ax.set_xlabel("depth (layer / (n_layers − 1))")
     ax.set_ylabel(ylab)
     ax.set_title(f"{stat}: layer mean over heads (dots: heads)", fontsize=9)
-    ax.legend(fontsize="x-small")
+    ax.legend(fontsize=7)
     return ax
 
 
@@ -213,18 +213,20 @@ def plot_trajectory(ds: xr.Dataset, stat: str, ax=None):
     if log:
         ax.set_yscale("log")
     ax.set_ylabel(ylab)
-    ax.set_title(_named(ds, f"{stat} (layer mean over heads; colour: depth)"), fontsize=9)
-    ax.legend(fontsize="x-small", ncol=2)
+    ax.set_title(_named(ds, f"{stat} (layer mean over heads; colour: depth)", ax), fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
     return ax
 
 
-def _named(ds: xr.Dataset, text: str) -> str:
+def _named(ds: xr.Dataset, text: str, ax=None) -> str:
     """``text`` headed by the model's name (:func:`rmtbase.report.figures.collection_label`)
-    where the Dataset records one: a figure of one statistic says whose it is."""
-    from .figures import collection_label
+    where the Dataset records one: a figure of one statistic says whose it is. With ``ax``,
+    broken into lines that fit its width (:func:`rmtbase.report.figures.fit_title`)."""
+    from .figures import collection_label, fit_title
 
     name = collection_label(ds)
-    return f"{name}: {text}" if name else text
+    text = f"{name}: {text}" if name else text
+    return fit_title(ax, text) if ax is not None else text
 
 
 def plot_flag_trajectory(ds: xr.Dataset, ax=None):
@@ -245,14 +247,16 @@ def plot_flag_trajectory(ds: xr.Dataset, ax=None):
     ax.plot(x, frac, "o-", color="k", lw=1.8, ms=3, label="all heads")
     ax.set_ylim(-0.03, 1.03)
     ax.set_ylabel("fraction of heads flagged")
-    ax.set_title(_named(ds, "heads that differ from the null (thin lines: layers)"), fontsize=9)
-    ax.legend(fontsize="x-small")
+    ax.set_title(_named(ds, "heads that differ from the null (thin lines: layers)", ax),
+                 fontsize=9)
+    ax.legend(fontsize=7)
     return ax
 
 
 def verdict_grid(ds: xr.Dataset):
     """Small multiples: the verdict heatmap of each entry on the one fixed scale of
-    :func:`rmtbase.report.figures.plot_verdict` (−log₁₀ head p), at most 24 (evenly spaced, first and last included). Returns a Figure."""
+    :func:`rmtbase.report.figures.plot_verdict` (−log₁₀ head p), at most 12 (evenly spaced,
+    first and last included; ticks at 7 points). Returns a Figure."""
     from matplotlib.figure import Figure
 
     from .figures import plot_verdict, verdict_colorbar
@@ -260,7 +264,7 @@ def verdict_grid(ds: xr.Dataset):
     items = entries(ds)
     n = len(items)
     pick = sorted(set(np.linspace(0, n - 1, min(n, _MAX_PANELS)).round().astype(int).tolist()))
-    ncol = min(6, len(pick))
+    ncol = min(4, len(pick))
     nrow = -(-len(pick) // ncol)
     e0 = items[0][1]
     pw = float(np.clip(0.12 * e0.sizes["head"] + 1.2, 2.2, 4.0))
@@ -271,7 +275,7 @@ def verdict_grid(ds: xr.Dataset):
         label, e = items[i]
         plot_verdict(e, ax, colorbar=False, spikes=False)
         ax.set_title(f"{label}: {int(e['head_flag'].sum())}/{e['head_flag'].size}", fontsize=8)
-        ax.tick_params(labelsize=6)
+        ax.tick_params(labelsize=7)
         ax.xaxis.label.set_size(7)
         ax.yaxis.label.set_size(7)
         if ax.get_legend():
