@@ -166,3 +166,18 @@ def test_lora_matching_target_modules_still_read(lora_base, tmp_path, targets):
     _, _, w = lora_weights(adapter, lora_base, merged=False)
     assert len(w.deltas) == 4
     w.close()
+
+
+@pytest.mark.parametrize("bad", [-0.5, 0.0, np.nan])
+def test_fp8_row_scale_not_finite_positive_is_refused(bad):
+    """Per-channel FP8 (compressed-tensors ``weight_scale``): the same rule per row."""
+    from rmtbase.models._fp8 import dequantize_rows, quantize_rows
+
+    w = np.random.default_rng(1).standard_normal((8, 32)).astype(np.float32)
+    w[5] = 0.0
+    q, s = quantize_rows(w)
+    assert s[5, 0] == 0.0  # an all-zero row's 0 scale reads as zeros
+    assert (dequantize_rows(q.view(np.uint8), s)[5] == 0).all()
+    s[3, 0] = bad
+    with pytest.raises(ValueError, match=r"^FP8 scale w\.weight_scale holds .* at row 3 "):
+        dequantize_rows(q.view(np.uint8), s, "w.weight")
