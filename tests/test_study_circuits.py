@@ -85,6 +85,9 @@ def test_quick_pipeline(tmp_path):
     assert np.isfinite(k).all() and (k > 0).all() and (k <= 1 + 1e-9).all()
     s = res["summary"]
     assert s["n_pairs"] == 16 and s["steps"] == 30
+    assert s["k_vs_rmtbase_composition"] < 1e-5  # own helper = rmtbase.composition
+    kp = ds["k_composition_p"].values
+    assert ((kp > 0) & (kp <= 1)).all()
     assert s["n_circuit_pairs"] == int(ds["circuit_pair"].values.sum())
     ckpts = sorted((out / "checkpoints").iterdir())
     assert [c.name for c in ckpts] == [f"step_{int(x):05d}" for x in
@@ -100,7 +103,7 @@ SEEDS = (0, 1, 2)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_trained_models_contain_the_circuit(tmp_path, seed):
     """Issue 47's criteria per seed: the probe finds previous-token → induction pairs; every
-    one is outranked by at most 5 % of the other pairs, AUC ≥ 0.95, and
+    one has K-composition p ≤ 1e-3 (rmtbase.composition's null) and is outranked by at most 5 % of the other pairs, AUC ≥ 0.95, and
     the circuit pairs' K-composition rises within one checkpoint of the repeated-token loss
     drop."""
     from rmtbase.studies._induction_train import Recipe
@@ -111,5 +114,6 @@ def test_trained_models_contain_the_circuit(tmp_path, seed):
     assert s["repeat_loss_end"] < 0.5 * s["ln_vocab"], s
     assert s["n_circuit_pairs"] >= 1, s
     assert s["outranked_worst"] <= 0.05, s
+    assert s["circuit_p_worst"] <= 1e-3, s
     assert s["auc"] >= 0.95, s
     assert s["drop_lag"] <= 1, s

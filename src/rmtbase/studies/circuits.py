@@ -16,8 +16,9 @@ probe`` read, and the trajectory input of ``score ckpts/*``). Then, per checkpoi
   ``induction ≥`` :data:`INDUCTION_MIN`; the **circuit pairs** are every (previous-token head →
   induction head).
 * **Weights**: the K-composition of every (layer-0 head → layer-1 head) pair
-  (:mod:`._composition_k`, Elhage et al. 2021; raw weights, no LayerNorm folding). Asked at
-  the last checkpoint: the rank of each circuit pair among all pairs (1 = highest), the
+  (:mod:`._composition_k`, Elhage et al. 2021; raw weights, no LayerNorm folding; at the last
+  checkpoint also :func:`rmtbase.composition`, whose value it equals and whose null gives each
+  pair's p, ``circuit_p_worst`` the largest over circuit pairs). Asked at the last checkpoint: the rank of each circuit pair among all pairs (1 = highest), the
   fraction of non-circuit pairs that outrank it (``outranked_worst``, the largest over circuit
   pairs; the issue's "top 5 %" is ``≤ 0.05``), and the AUC of K-composition for circuit pairs
   against the rest (Mann–Whitney, ties ½).
@@ -53,6 +54,8 @@ INDUCTION_MIN = 0.4
 #: Sequences in the probe's text (one window each).
 PROBE_WINDOWS = 32
 QUICK_STEPS = 30
+#: Null draws of :func:`rmtbase.composition` at the last checkpoint (smallest p 1/4001).
+COMPOSITION_DRAWS = 4000
 
 
 def _tokenizer(vocab: int):
@@ -144,6 +147,8 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
     at = {int(s): i for i, s in enumerate(curve["step"])}
     rep_ckpt = np.array([curve["repeat_loss"][at[s]] for s in steps])
     circ_k = kc[:, circuit].mean(axis=1) if circuit.any() else np.full(len(steps), np.nan)
+    comp = _composition_last(folders[steps[-1]], seed)
+    kp = comp["p"]
     k_drop = largest_step(rep_ckpt, fall=True)
     k_rise = largest_step(circ_k, fall=False) if circuit.any() else -1
     summary = {
@@ -157,6 +162,9 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
         "circuit_rank_worst": int(ranks[circuit].max()) if circuit.any() else -1,
         "outranked_worst": outranked(final, circuit),
         "auc": auc(final, circuit),
+        "circuit_p_worst": float(kp[circuit].max()) if circuit.any() else float("nan"),
+        "composition_draws": COMPOSITION_DRAWS,
+        "k_vs_rmtbase_composition": float(np.max(np.abs(comp["k"] - final) / comp["k"])),
         "loss_drop_checkpoint": k_drop, "k_rise_checkpoint": k_rise,
         "drop_lag": (abs(k_rise - k_drop) if circuit.any() else -1),
     }
@@ -167,7 +175,8 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
          "other_loss": ("step", curve["other_loss"]), **beh,
          "k_composition": (("checkpoint", "head_from", "head_to"), kc),
          "circuit_pair": (("head_from", "head_to"), circuit.astype(np.int8)),
-         "k_rank": (("head_from", "head_to"), ranks.astype(np.int32))},
+         "k_rank": (("head_from", "head_to"), ranks.astype(np.int32)),
+         "k_composition_p": (("head_from", "head_to"), kp)},
         coords={"step": curve["step"], "checkpoint_step": ("checkpoint", np.array(steps)),
                 "checkpoint": np.arange(len(steps)), "layer": np.arange(prev.ndim + 1),
                 "head": np.arange(prev.size), "head_from": np.arange(prev.size),
@@ -192,11 +201,24 @@ _ATTRS = {
     "circuit_pair": ("1", "1 where the probe labels head_from previous-token and head_to "
                           "induction at the last checkpoint"),
     "k_rank": ("1", "rank of the pair's K-composition at the last checkpoint (1 = highest)"),
+    "k_composition_p": ("1", "rmtbase.composition's one-sided add-one p of the pair's "
+                             "K-composition at the last checkpoint (Gaussian-factor null)"),
     "step": ("1", "training step"), "checkpoint_step": ("1", "training step of the checkpoint"),
     "checkpoint": ("1", "checkpoint index"), "layer": ("1", "layer index"),
     "head": ("1", "head index"), "head_from": ("1", "layer-0 head"),
     "head_to": ("1", "layer-1 head"),
 }
+
+
+def _composition_last(folder, seed: int) -> dict:
+    """K-composition and its null p (layer 0 → 1) of :func:`rmtbase.composition` (issue 47
+    item 1: Gaussian-factor null, :data:`COMPOSITION_DRAWS` draws, add-one p)."""
+    from ..scoring.composition import composition
+
+    cd = composition(str(folder), draws=COMPOSITION_DRAWS, seed=seed)
+    sel = dict(kind="k", layer_from=0, layer_to=1)
+    return {k: np.asarray(cd[v].sel(**sel).transpose("head_from", "head_to").values, float)
+            for k, v in (("k", "composition"), ("p", "composition_p"))}
 
 
 def _add_profile(ds, folder, seed: int):
