@@ -8,7 +8,11 @@ score_model`, all statistics, Gaussian null) and probes it on the shipped Englis
 * **Weight variables**: each scored statistic's raw value (``value`` of ``<matrix>.<stat>``),
   ``-log10 head_p``, and ``distance``, ``head_effect``, ``n_spikes`` when the score has them;
   the head's **profile** read from its factors (:mod:`rmtbase.stats.alignment`: ``alignment``,
-  ``symmetry``, ``q.input_focus``, ``k.input_focus``); and two **baseline rows** a referee asks
+  ``symmetry``, ``q.input_focus``, ``k.input_focus``); each **kind** of
+  :mod:`rmtbase.decision.kinds` as a 0/1 variable over heads (``kind aligned``: 1 where
+  aligned is among the head's kinds; a kind every head has is left out as constant), so each
+  kind is tested against each measured behaviour with the same permutation p; and two
+  **baseline rows** a referee asks
   for first: ``scale`` (σ_Q·σ_K, the rms of W_Q times that of W_K) and ``layer`` (its index).
   A variable that is not finite for every head is left out.
 * **Three tests per pair** (:mod:`._association`): Spearman ρ with its own permutation p
@@ -90,6 +94,20 @@ def profile_variables(model) -> dict[str, np.ndarray]:
     return {k: np.concatenate(v).astype(np.float64) for k, v in cols.items()}
 
 
+def kind_variables(ds) -> dict[str, np.ndarray]:
+    """Per kind (:mod:`rmtbase.decision.kinds`) a 0/1 variable over heads: 1 where the kind is
+    among the head's kinds (``head_kinds``), named ``kind <name>``; a kind every head has, or
+    none, does not vary and is left out by the caller."""
+    from ..decision.kinds import ALL_KINDS, kinds_of
+
+    got = kinds_of(ds)
+    if got is None:
+        return {}
+    kinds = [set(str(k).split("+")) for k in got[1].ravel()]
+    return {f"kind {k}": np.array([k in ks for ks in kinds], dtype=np.float64)
+            for k in ALL_KINDS}
+
+
 def _figure(rows, wnames, bnames, title):
     fig, axes = io.figure(1, 2, size=(0.9 * len(bnames) + 3.0, 0.2 * len(wnames) + 1.6))
     for ax, col, name in ((axes[0, 0], "rho", "Spearman ρ"),
@@ -153,7 +171,8 @@ def run(out_dir, quick=False, seed=0, model=None, text=None) -> dict:
         raise ModelError(f"{where}: {prof['scale'].size} heads read from the weights, "
                          f"{layer.size} scored")
     scale = prof.pop("scale")
-    weights = {"scale": scale, "layer": layer.astype(np.float64), **prof, **weights}
+    weights = {"scale": scale, "layer": layer.astype(np.float64), **prof, **weights,
+               **kind_variables(ds)}
     weights = {k: v for k, v in weights.items() if np.isfinite(v).all() and np.ptp(v) > 0}
     if not beh or not [w for w in weights if w not in BASELINES]:
         what = "behaviour" if not beh else "weight statistic"
@@ -190,6 +209,11 @@ def run(out_dir, quick=False, seed=0, model=None, text=None) -> dict:
              f"against within-layer permutations; {n_perm} permutations each; q: BH over "
              f"{len(rows)} pairs per column", "", "baselines:", head]
     lines += [line(r) for r in base]
+    kind_rows = [r for r in rest if r["weight"].startswith("kind ")]
+    if kind_rows:  # each kind against each behaviour: rho of the 0/1 kind with its p
+        lines += ["", "kinds (1 where the head is of the kind, docs/kinds.md):", head]
+        lines += [line(r) for r in sorted(kind_rows, key=lambda r: (r["weight"],
+                                                                     r["behaviour"]))]
     lines += ["", "by |partial rho|:", head] + [line(r) for r in rest[:25]]
     data.append(io.write_text("\n".join(lines) + "\n", out / "summary.txt"))
     fig = _figure(rows, list(weights), list(beh), f"{label}: weight variable × behaviour "
