@@ -173,8 +173,8 @@ def _check_targets(cfg: dict, modules: list[str], folder: Path) -> None:
                          f"({one_line(exc)})") from exc
     if len(missed) == len(modules):
         raise ModelError(f"{where}: target_modules {shown} matches none of the adapter's "
-                         f"{len(modules)} modules (e.g. {modules[0]}) nor so any module of the "
-                         "base")
+                         f"{len(modules)} modules (e.g. {modules[0]}): PEFT would adapt no "
+                         "module of the base")
     if missed:
         raise ModelError(f"{where}: the adapter holds weights for {missed[0]} ({len(missed)} "
                          f"such), which its target_modules {shown} leaves out (PEFT would not "
