@@ -79,7 +79,7 @@ def test_tiled_null_draw_is_the_untiled_statistic_of_its_tiles():
         ref = matrix_stats(w, storage=storage)
         for k in mn.VARIABLES:
             assert got[k][i] == pytest.approx(ref[k], rel=1e-5, abs=1e-5), (i, k)
-    for k in mn.VARIABLES:
+    for k in mn.VARIABLES:  # exact: one compiled program per draw, keyed by fold_in(cell, i)
         assert again[k][0] == got[k][2]
 
 
