@@ -9,11 +9,15 @@ round trip (16-bit storage; the reference for the other).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from ..ensembles.chisquare import chi
 from ..ensembles.gaussian import named_key
-from ..ensembles.wishart import gram_cholesky
+from ..ensembles.wishart import bartlett_factor
 from ..stats.composition import col_side, grams
 from ..stats.precision import round_trip
 
@@ -31,20 +35,40 @@ def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32):
     """
     if d_h2 > d - d_h1:
         raise ValueError(f"the reduced null needs d_h2 <= d - d_h1 (d={d}, d_h={d_h1}, {d_h2})")
+    run = _reduced(int(d), int(d_h1), int(d_h2), jnp.dtype(dtype).name)
+    n = int(n)
+    out = [run(key, jnp.arange(a, a + _CHUNK)) for a in range(0, n, _CHUNK)]
+    return jnp.concatenate(out)[:n]
+
+
+#: Draws per compiled call (one compile per shape whatever the number of draws).
+_CHUNK = 1024
+
+
+@functools.lru_cache(maxsize=16)
+def _reduced(d: int, d_h1: int, d_h2: int, dtype: str):
+    """One compiled program per shape: draw i from its own key (``fold_in(key, i)``); the four
+    Bartlett diagonals in one χ call, the normals in one call."""
+    dt = jnp.dtype(dtype)
+    segs = [(d, d_h2), (d, d_h1), (d, d_h1), (d - d_h1, d_h2)]  # L_Q, L_V, L_O, L_b
+    dof = np.concatenate([np.arange(n, n - k, -1) for n, k in segs]).astype(dtype)
+    n_low = [k * (k - 1) // 2 for _, k in segs]
 
     def one(k):
-        lq = gram_cholesky(named_key(k, "q"), d, d_h2, dtype=dtype)
-        lv = gram_cholesky(named_key(k, "v"), d, d_h1, dtype=dtype)
-        lo = gram_cholesky(named_key(k, "o"), d, d_h1, dtype=dtype)
-        lb = gram_cholesky(named_key(k, "kb"), d - d_h1, d_h2, dtype=dtype)
-        ka = jax.random.normal(named_key(k, "ka"), (d_h2, d_h1), dtype)
+        diag = chi(named_key(k, "diag"), jnp.asarray(dof), dt)
+        z = jax.random.normal(named_key(k, "normal"), (sum(n_low) + d_h2 * d_h1,), dt)
+        ls, a, b = [], 0, 0
+        for (_, m), nl in zip(segs, n_low, strict=True):
+            ls.append(bartlett_factor(z[b:b + nl], diag[a:a + m]))
+            a, b = a + m, b + nl
+        lq, lv, lo, lb = ls
+        ka = z[b:].reshape(d_h2, d_h1)
         m = ka @ lo.T
         num = jnp.sum((lq.T @ m @ lv) ** 2)
         den = (jnp.sum((lq.T @ ka) ** 2) + jnp.sum((lq.T @ lb) ** 2)) * jnp.sum((lo.T @ lv) ** 2)
         return num / den
 
-    keys = jax.random.split(key, n)
-    return jax.jit(jax.vmap(one))(keys)
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
 
 
 def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
@@ -53,24 +77,35 @@ def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
     through a storage round trip (``storage``: a :mod:`rmtbase.stats.precision` name such as
     ``"bfloat16"``) as the model's stored factors are. Slower; the reference for the reduced
     sampler and the path for 16-bit storage."""
+    run = _full(int(d), int(d_h1), int(d_h2), storage or "float32", jnp.dtype(dtype).name)
+    n = int(n)
+    out = [run(key, jnp.arange(a, a + _FULL_CHUNK)) for a in range(0, n, _FULL_CHUNK)]
+    return jnp.concatenate(out)[:n]
+
+
+#: Draws per compiled call of the whole-factor sampler (4 d × d_h factors a draw in memory).
+_FULL_CHUNK = 64
+
+
+@functools.lru_cache(maxsize=16)
+def _full(d: int, d_h1: int, d_h2: int, storage: str, dtype: str):
+    dt = jnp.dtype(dtype)
+
     def rt(x):
-        if storage in (None, "float32"):
-            return x
-        return round_trip(x, storage)
+        return x if storage == "float32" else round_trip(x, storage)
 
     def one(k):
-        q = rt(jax.random.normal(named_key(k, "q"), (d_h2, d), dtype))
-        kk = rt(jax.random.normal(named_key(k, "k"), (d_h2, d), dtype))
-        o = rt(jax.random.normal(named_key(k, "o"), (d_h1, d), dtype))
-        v = rt(jax.random.normal(named_key(k, "v"), (d_h1, d), dtype))
+        q = rt(jax.random.normal(named_key(k, "q"), (d_h2, d), dt))
+        kk = rt(jax.random.normal(named_key(k, "k"), (d_h2, d), dt))
+        o = rt(jax.random.normal(named_key(k, "o"), (d_h1, d), dt))
+        v = rt(jax.random.normal(named_key(k, "v"), (d_h1, d), dt))
         c = col_side(o, v)
         m = kk @ c
         num = jnp.sum(grams(q) * (m @ m.T))
         den = jnp.sum(grams(q) * grams(kk)) * jnp.sum(grams(o) * grams(v))
         return num / den
 
-    keys = jax.random.split(key, n)
-    return jax.jit(jax.vmap(one))(keys)
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
 
 
 __all__ = ["null_squares", "null_squares_full"]
