@@ -179,3 +179,44 @@ def test_progress_into_a_pipe_has_no_carriage_return(model, tmp_path, env):
     assert "\r" not in out, repr(out)
     assert re.search(r"^scoring layers: 1/2 layers \(50%\)", out, re.MULTILINE), out
     assert out.rstrip("\n").endswith("rmtbase: interrupted"), out
+
+
+# -- build item 3: the null draws of a first contact are never silent ---------------------------
+
+def test_first_contact_null_draws_report_stage_and_draws(model, tmp_path, monkeypatch, capsys):
+    """A random GPT-2 at d = 48, d_h = 12 (no shipped table or profile null; an empty user
+    cache) scored with stderr not a terminal: the spectral null table and the profile null
+    each name their stage and report draws done / total in plain lines (every update here:
+    ``RMTBASE_PROGRESS_INTERVAL=0``), and both reporters carry the CPU heartbeat
+    (``cpu_every`` = :data:`rmtbase.progress.NULL_CPU_EVERY` <= 10 s), which is what makes a
+    long draw report at least every 10 s of CPU (mechanism: test_cpu_every_reports_between_updates).
+    Old code: the table's lines said only ``rmtbase baseline``, the profile null nothing."""
+    from rmtbase.scoring.score import score_model
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RMTBASE_PROGRESS_INTERVAL", "0")
+    made = []
+    init = progress.LogLines.__init__
+
+    def spy(self, total, desc, unit, *a, **k):
+        made.append((desc, total, k.get("cpu_every")))
+        init(self, total, desc, unit, *a, **k)
+
+    monkeypatch.setattr(progress.LogLines, "__init__", spy)
+    capsys.readouterr()
+    score_model(str(model), stats="spectral", draws=300, max_draws=300, spectrum_draws=0,
+                progress=True)
+    err = capsys.readouterr().err
+    assert "\r" not in err, repr(err)
+    lines = err.splitlines()
+    assert "rmtbase: generating the null table d=48, d_h=12, spectral statistics" in err, err
+    assert "rmtbase: drawing the profile null d=48, d_h=12, float32 storage, 2000 draws" in err
+    table = [ln for ln in lines if ln.startswith("rmtbase null table d=48, d_h=12 (spectral, "
+                                                 "float32): ")]
+    assert table and table[0].split(": ", 1)[1].startswith("250/300 draws (83%)"), err
+    prof = [ln for ln in lines if ln.startswith("rmtbase profile null d=48, d_h=12 (float32): ")]
+    assert [ln.split(": ", 1)[1].split(" ")[0] for ln in prof][:3] == \
+        ["250/2000", "500/2000", "750/2000"], err
+    assert prof[-1].endswith("done"), err
+    nulls = [m for m in made if m[0].startswith(("rmtbase null table", "rmtbase profile null"))]
+    assert len(nulls) == 2 and all(m[2] == progress.NULL_CPU_EVERY <= 10 for m in nulls), made

@@ -41,7 +41,6 @@ r the ratio of the variable's σ (σ_Qσ_K for W_QK statistics, σ_Q or σ_K for
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -287,7 +286,8 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
     only where no other shipped table suffices). ``storage``: the checkpoint
     precision the null models (:data:`rmtbase.stats.precision.STORAGES`). Only the ``lowrank``
     ensemble is cached. ``progress``: say on stderr when a table must be generated, and show a
-    bar while it is. ``rmtbase sweep --into-cache`` writes the files generated here ahead of
+    bar while it is (:mod:`rmtbase.progress`; in a log a line of draws done / total at least
+    every :data:`~rmtbase.progress.NULL_CPU_EVERY` s of CPU). ``rmtbase sweep --into-cache`` writes the files generated here ahead of
     time (:mod:`rmtbase.baseline.sweep_cache`); inside a Dask task (a collection scored with
     ``--workers``) the blocks of a table generated here are drawn by the task's whole cluster,
     bit for bit the same (:mod:`rmtbase.baseline.task_cluster`)."""
@@ -300,17 +300,24 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
     key = _table_key(d, d_h, stats, min_draws, seed, ensemble, dtype, storage)
     d, d_h, storage = key["d"], key["d_h"], key["storage"]
     directory = cache_dir()
+    from ..progress import NULL_CPU_EVERY, message, progress_bar
+
     if progress:
-        print(f"rmtbase: generating the null table d={d}, d_h={d_h}, {stats} statistics, "
-              f"{storage} storage, {int(min_draws)} draws (cached in {directory} for next time)",
-              file=sys.stderr, flush=True)
+        message(f"rmtbase: generating the null table d={d}, d_h={d_h}, {stats} statistics, "
+                f"{storage} storage, {int(min_draws)} draws (cached in {directory} for next "
+                "time)")
     from .task_cluster import table_on_cluster, task_client
 
     options = dict(draws=int(min_draws), seed=seed, stats=stats, ensemble=ensemble,
                    dtype=key["dtype"], storage=storage)
     with task_client() as client:  # inside a Dask task: its blocks drawn by the whole cluster
-        ds = baseline(d, d_h, progress=progress, **options) if client is None else \
-            table_on_cluster(client, d, d_h, **options)
+        if client is None:  # draws done / total, also every NULL_CPU_EVERY s of CPU between
+            with progress_bar(int(min_draws), enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
+                              desc=f"rmtbase null table d={d}, d_h={d_h} ({stats}, "
+                                   f"{storage})") as bar:
+                ds = baseline(d, d_h, progress=bar, **options)
+        else:
+            ds = table_on_cluster(client, d, d_h, **options)
     path = cache_target(d, d_h, stats=stats, draws=int(min_draws), seed=seed,
                         ensemble=ensemble, dtype=key["dtype"], storage=storage)
     try:

@@ -315,7 +315,11 @@ def _global_attrs(spec: TableSpec, cells) -> dict:
     return attrs
 
 
-def _progress(total: int, enabled: bool, desc: str, unit: str = "draw"):
+def _progress(total: int, enabled, desc: str, unit: str = "draw"):
+    """A :func:`rmtbase.progress.progress_bar`, or ``enabled`` itself when it is a reporter
+    (an object with ``update``) the caller made."""
+    if hasattr(enabled, "update"):
+        return enabled
     from ..progress import progress_bar
 
     return progress_bar(total, desc=desc, unit=unit, enabled=enabled)
@@ -351,7 +355,7 @@ def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowran
     kept beside it so that the same call continues after an interrupt
     (:mod:`rmtbase.baseline.partial`). Memory, array size and σ range are checked before any
     draw. ``progress``: :func:`rmtbase.progress.progress_bar` (a bar on a terminal, a line
-    every ~30 s otherwise). Same arguments, same numbers, bit for bit on the same backend
+    every ~30 s otherwise), or a reporter of the caller's (an object with ``update(n)``). Same arguments, same numbers, bit for bit on the same backend
     (``chunk_size`` included; see the module docstring for the key derivation).
     """
     spec = make_spec(sigma=sigma, sigma_q=sigma_q, sigma_k=sigma_k, ensemble=ensemble,

@@ -41,12 +41,12 @@ import http.client
 import os
 import re
 import shutil
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..progress import message
 from .atomic import clean_stale, name_max, tmp_name, write_atomic
 from .user_cache import cache_dir
 
@@ -250,9 +250,9 @@ class RemoteFile:
     def _fall_back(self, exc: BaseException, resp=None) -> None:
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
 
-        def note() -> None:
-            print(f"rmtbase: note: cannot read {self.label} by byte ranges ({reason}); "
-                  "downloading the whole file", file=sys.stderr, flush=True)
+        def note() -> None:  # through the progress channel: a live bar's line ends first
+            message(f"rmtbase: note: cannot read {self.label} by byte ranges ({reason}); "
+                    "downloading the whole file")
 
         try:
             if self._whole is not None:

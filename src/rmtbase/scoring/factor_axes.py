@@ -87,13 +87,15 @@ def null_storage(storage: str) -> str:
 
 
 def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DRAWS,
-                 seed: int = 0, client=None) -> dict[str, np.ndarray]:
+                 seed: int = 0, client=None, progress=None) -> dict[str, np.ndarray]:
     """``{axis: (n,)}`` Gaussian null draws of :data:`FACTOR_AXES` at (d, d_h) for heads stored
     as ``storage`` (module docstring: float storages share the float32 draws), in chunks of 250
     heads; the same seed gives the same draws. The chunks are tasks of the Dask ``client`` when
     one is given, and inside a Dask task of its cluster
     (:mod:`rmtbase.baseline.task_cluster`); chunk ``i`` depends on (seed, i) alone, so the
-    draws are the same bit for bit."""
+    draws are the same bit for bit. ``progress``: optional reporter
+    (:func:`rmtbase.progress.progress_bar`) advanced by each chunk's heads as it is done
+    (with a Dask client: when all are); it changes no draw."""
     import contextlib
 
     import jax
@@ -106,8 +108,16 @@ def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DR
     args = [(d, d_h, storage, seed, i, min(_CHUNK, n - start), x64)
             for i, start in enumerate(range(0, n, _CHUNK))]
     with contextlib.nullcontext(client) if client is not None else task_client() as c:
-        parts = [_profile_chunk(*a) for a in args] if c is None else \
-            map_in_order(c, _profile_chunk, args)
+        if c is None:
+            parts = []
+            for a in args:
+                parts.append(_profile_chunk(*a))
+                if progress is not None:
+                    progress.update(a[5])
+        else:
+            parts = map_in_order(c, _profile_chunk, args)
+            if progress is not None:
+                progress.update(n)
     return {a: np.concatenate([p[a] for p in parts]) for a in FACTOR_AXES}
 
 

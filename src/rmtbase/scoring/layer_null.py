@@ -11,8 +11,6 @@ own — through :func:`rmtbase.decision.verdict.score_values_by_layer`. Used by
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import xarray as xr
 
@@ -133,6 +131,7 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
     sequential extension of each spectral null. Returns (ds, tested, values, undefined)."""
     from ..baseline.cache import null_table
     from ..baseline.null import fast_spectral
+    from ..progress import message
     from .stopping import open_reasons, tail_counts
 
     spectral_names = [k for k in tested if is_spectral(k)]
@@ -205,14 +204,12 @@ def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha,
             n_next = min(cap, GROWTH * have)
             if progress:
                 where = "" if len(nulls) == 1 else f" ({g.storage} layers)"
-                print(f"rmtbase: {why}; extending the spectral null{where} to {n_next}",
-                      file=sys.stderr, flush=True)
+                message(f"rmtbase: {why}; extending the spectral null{where} to {n_next}")
             more = _spectral_null(d, d_h, spectral_names, storage=g.storage, seed=seed,
                                   n=n_next, progress=progress)
             got = int(np.asarray(more["q.rms"]).size)
             if progress and got != n_next:  # a larger shipped or cached table is used whole
-                print(f"rmtbase: a stored spectral null of {got} draws serves it",
-                      file=sys.stderr, flush=True)
+                message(f"rmtbase: a stored spectral null of {got} draws serves it")
             if g.spectral_null is None:
                 g.joint = more
             else:

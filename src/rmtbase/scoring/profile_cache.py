@@ -73,11 +73,15 @@ def _read(path: Path, keys: dict) -> dict | None:
 
 
 def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | None = None,
-                        seed: int = 0, client=None) -> dict[str, np.ndarray]:
+                        seed: int = 0, client=None, progress: bool = False
+                        ) -> dict[str, np.ndarray]:
     """:func:`rmtbase.scoring.factor_axes.profile_null` read from the user cache, drawn and
     written there (atomically) on first use (its chunks as tasks of a Dask ``client`` when
     one is given). ``n`` defaults to ``PROFILE_DRAWS``; ``storage`` is the heads', the file
-    that of its null storage (float16 and bfloat16 heads read float32's)."""
+    that of its null storage (float16 and bfloat16 heads read float32's). ``progress``: say
+    on stderr when it must be drawn, and show its draws done / total while they are
+    (:mod:`rmtbase.progress`: in a log a line at least every
+    :data:`~rmtbase.progress.NULL_CPU_EVERY` s of CPU)."""
     import xarray as xr
 
     from .._version import __version__
@@ -102,7 +106,14 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
         got = _read(path, keys)
         if got is not None:
             return got
-    draws = profile_null(d, d_h, storage, n=n, seed=seed, client=client)
+    from ..progress import NULL_CPU_EVERY, message, progress_bar
+
+    if progress:
+        message(f"rmtbase: drawing the profile null d={int(d)}, d_h={int(d_h)}, {storage} "
+                f"storage, {n} draws (cached in {path.parent} for next time)")
+    with progress_bar(n, enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
+                      desc=f"rmtbase profile null d={int(d)}, d_h={int(d_h)} ({storage})") as bar:
+        draws = profile_null(d, d_h, storage, n=n, seed=seed, client=client, progress=bar)
     ds = xr.Dataset({a: (("draw",), v) for a, v in draws.items()},
                     attrs=dict(keys, rmtbase_version=__version__,
                                definition="Gaussian null of the profile's factor axes "

@@ -317,7 +317,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
                           for wq, wk in factors]
         perm_profile = {a: np.stack([x[a] for x in per_layer_null]) for a in per_layer_null[0]}
     add_profile(ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed,
-                permutation=perm_profile)
+                permutation=perm_profile, progress=progress)
     if spectrum_draws:
         band = null_spectrum_band(d, d_h, int(spectrum_draws), seed=seed)
         ds["null_spectrum"] = (("quantile", "rank"), band)
