@@ -30,6 +30,53 @@ def directions(ds, model, revision, args) -> dict:
     return {"directions.nc": combine_directions(tables) if len(tables) > 1 else tables[0]}
 
 
+def check_composition(models, revisions, args, several: bool) -> None:
+    """--composition: one MODEL alone (not --base, not several), two layers or more, V/O weights,
+    memory (rmtbase.scoring.composition.check_model), before any work."""
+    from ..scoring.composition import check_model
+
+    if args.base is not None:
+        raise InputError("--composition is defined for one model's weights; it does not "
+                         "combine with --base")
+    if several:
+        raise InputError("--composition applies to one MODEL scored alone")
+    model = models[0] if models else None
+    revision = revisions[0] if revisions else None
+    if model is None:
+        from ..models import default_model_path
+        model = default_model_path()
+    check_model(model, revision=revision)
+    check_ov(model, revision, args.allow_pickle)
+
+
+def composition_extras(model, revision, args) -> dict:
+    """{"composition.nc": Dataset, "figures/composition.png": Figure} (no figure with
+    --no-figures) of rmtbase.composition."""
+    from ..models import default_model_path
+    from ..scoring.composition import composition
+
+    ds = composition(model if model is not None else default_model_path(), revision=revision,
+                     seed=args.seed, alpha=args.alpha, allow_pickle=args.allow_pickle,
+                     **({"draws": args.draws} if args.draws else {}))
+    out = {"composition.nc": ds}
+    if not args.no_figures:
+        import matplotlib.pyplot as plt
+
+        from ..report.composition_figure import plot_circuit
+
+        ax = plot_circuit(ds)
+        out["figures/composition.png"] = ax.figure
+        plt.close(ax.figure)
+    return out
+
+
+def composition_doc(extras) -> dict:
+    """The --json "composition" fields."""
+    from ..report.composition_figure import composition_json
+
+    return composition_json(extras["composition.nc"])
+
+
 def component_options(args, components) -> dict:
     """Options of score_components from the command line."""
     return dict(components=components, draws=args.component_draws, alpha=args.alpha,

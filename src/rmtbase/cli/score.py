@@ -138,6 +138,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="write directions.nc: each head's outlier singular values (above the "
                         "null's largest) with their left/right singular vectors, joinable on "
                         "(layer, head, circuit, index) (one MODEL)")
+    p.add_argument("--composition", action="store_true",
+                   help="also Q-/K-/V-composition of every cross-layer head pair against the "
+                        "Gaussian-factor null: composition.nc, figures/composition.png "
+                        "(docs/composition.md)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     return p
 
@@ -185,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
                                          or components is not None or probe_text is not None):
         raise InputError("--ov and --directions apply to one MODEL scored alone; they do not "
                          "combine with several models, --base, --components or --probe")
+    if args.composition:  # one layer, no V/O, --base, memory: before any work
+        parts.check_composition(models, revisions, args, several)
     from ..files.output import check_output_dir
     from ._summary import check_local, default_out
 
@@ -265,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             ds = score_model(model, revision=revision, progress=not args.quiet, **options)
         extras = parts.directions(ds, model, revision, args) if args.directions else None
+        if args.composition:
+            extras = {**(extras or {}), **parts.composition_extras(model, revision, args)}
         cds = None
         if components is not None:
             from ..scoring.components import score_components
@@ -299,7 +307,10 @@ def run(args: argparse.Namespace) -> int:
     from ._summary import EXIT_FLAGGED, any_flag, print_json, score_document
 
     if args.json:
-        print_json(score_document(ds, args.out, written, cds))
+        doc = score_document(ds, args.out, written, cds)
+        if args.composition:
+            doc["composition"] = parts.composition_doc(extras)
+        print_json(doc)
     if args.fail_on_flag and any_flag(ds, cds):
         return EXIT_FLAGGED
     return 0

@@ -150,7 +150,10 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
         for name, extra in (extras or {}).items():
-            out.write_netcdf(name, extra)
+            if hasattr(extra, "savefig"):  # a figure (rmtbase score --composition)
+                out.save_figure(extra, name)
+            else:
+                out.write_netcdf(name, extra)
         if components is not None:
             write_components(out, components, figures=figures)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
