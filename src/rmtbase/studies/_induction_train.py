@@ -1,32 +1,34 @@
 """Training a small GPT-2 to contain an induction circuit (study ``circuits``, issue 47).
 
-**Data** (:func:`batch`): sequences of ``T`` tokens ``[BOS, x_1 … x_{T-1}]`` of uniform random
-tokens from ``1 … V`` (id 0 is BOS), in which one random segment ``r`` of random length
-``L ∈ [l_min, l_max]`` is written twice: at a random start ``s`` and again at
-``s + L + g`` with a random gap ``g ∈ [0, gap_max]``. Nothing about the repeat is at a fixed
-place or distance, so the only way to predict the second copy's tokens 2 … L is to find the
-earlier occurrence of the current token and copy what followed it (Olsson et al. 2022's
-repeated random tokens, at random offsets and lengths). The **position ids** of each
-sequence start at a random offset in ``[0, n_positions − T]``, so absolute positions carry no
-information either.
+**Data** (:func:`batch`): sequences of ``T`` tokens ``[BOS, x_1 … x_{T-1}]`` of random tokens
+from ``1 … V`` (id 0 is BOS). ``layout="chunks"`` (default): back-to-back chunks, each a random
+segment ``r`` of random length ``L ∈ [l_min, l_max]``, a random gap ``g ∈ [0, gap_max]`` of
+other tokens, and ``r`` again; ``layout="single"``: one segment written twice, at a random
+start and again ``L + g`` later. Nothing about a repeat is at a fixed place or distance, so the
+only way to predict a second copy's tokens 2 … L is to find the earlier occurrence of the
+current token and copy what followed it (Olsson et al. 2022's repeated random tokens, at random
+offsets, lengths and gaps). The **position ids** of each sequence start at a random offset in
+``[0, n_positions − T]``, so absolute positions carry no information either. With ``skip_p >
+0`` the random tokens carry **skip-bigram statistics**: with probability ``skip_p``,
+``x_{t+1} = π(x_{t−1})`` for a fixed permutation π (:func:`skip_map`), a statistic only a
+head reading the token one back can use, so previous-token heads form early (natural text's
+n-gram statistics play that part in Olsson et al.).
 
 **Model** (:func:`build_model`): transformers' ``GPT2LMHeadModel``, 2 layers, attention only:
 the MLPs have a hidden width of 1 and their output projection is zeroed and frozen (``c_fc``
 frozen too), so each block adds exactly 0 through its MLP, while the folder stays a plain
-GPT-2 that every tool loads. No dropout; tied embeddings (GPT-2's default).
+GPT-2 that every tool loads. No dropout; input and output embeddings untied by default.
 
 **Training** (:func:`train`): AdamW (β = 0.9, 0.98, no weight decay), linear warm-up then a
-constant rate, cross-entropy over every position (random tokens cost ln V whatever the model
-does). The **repeat loss** is the cross-entropy on the second copy's tokens 2 … L of a fixed
-evaluation batch (what a perfect induction circuit predicts; chance is ln V); the **other
-loss** is the cross-entropy on the rest. ``torch.set_num_threads(1)`` and seeded generators:
-the same seed gives the same weights on one machine. CPU time is ``time.process_time``.
+constant rate; the loss is the cross-entropy over every position plus (``loss_on="both"``) the
+cross-entropy over the repeated tokens. The **repeat loss** is the cross-entropy on the second
+copies' tokens 2 … L of a fixed evaluation batch (what a perfect induction circuit predicts;
+chance is ln V); the **other loss** is the cross-entropy on the rest. ``torch.set_num_threads
+(1)`` and seeded generators: the same seed gives the same weights on one machine. CPU time is
+``time.process_time``.
 
-Why this recipe: /work/shared/notes/induction-toy.md lists what failed (a fixed period gives a
-positional shortcut; one repeat inside long random text with MLPs and learned absolute
-positions does not form the circuit within minutes); the differences here are no MLPs, no
-information in absolute position, the repeat covering a large part of each sequence, and a
-higher learning rate. Measured numbers are in docs/circuits.md.
+What was tried and what each recipe formed (a fixed period gives a positional shortcut; one
+long repeat gives induction through shifted compositions of k-back heads): docs/circuits.md.
 """
 
 from __future__ import annotations
@@ -41,26 +43,26 @@ import numpy as np
 class Recipe:
     """Every setting of one training run (docs/circuits.md)."""
 
-    vocab: int = 128            # content tokens 1..V; id 0 is BOS
-    seq_len: int = 64           # T, BOS included
-    l_min: int = 8
-    l_max: int = 24
-    gap_max: int = 8
-    n_positions: int = 128
+    vocab: int = 64             # content tokens 1..V; id 0 is BOS
+    seq_len: int = 48           # T, BOS included
+    l_min: int = 2
+    l_max: int = 6
+    gap_max: int = 3
+    n_positions: int = 64
     n_layer: int = 2
     n_head: int = 4
     n_embd: int = 64
     batch: int = 64
-    lr: float = 1e-3
+    lr: float = 3e-3
     warmup: int = 100
     steps: int = 2000
     n_checkpoints: int = 10
     eval_batch: int = 256
-    loss_on: str = "all"        # "all" positions, only the "repeat" tokens, or "both" summed
+    loss_on: str = "both"       # "all" positions, only the "repeat" tokens, or "both" summed
     init_std: float = 0.02      # GPT-2's initializer_range
-    tie: bool = True            # GPT-2's tied input / output embeddings
-    layout: str = "single"      # "single" (one repeat) or "chunks" (many short repeats)
-    skip_p: float = 0.0         # P(x_{t+1} = π(x_{t-1})) in the random tokens (docstring)
+    tie: bool = False           # GPT-2 ties input / output embeddings; here untied
+    layout: str = "chunks"      # "chunks" (many short repeats) or "single" (one repeat)
+    skip_p: float = 0.5         # P(x_{t+1} = π(x_{t-1})) in the random tokens (docstring)
 
 
 def skip_map(r: Recipe) -> np.ndarray:
