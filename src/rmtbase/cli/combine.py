@@ -42,7 +42,7 @@ def run(args) -> int:
     from ..files.output import check_output_dir
     from ..report.collection_report import entry_lines
     from ..report.write import write_report
-    from ..scoring.collection import combine
+    from ..scoring.collection import combine, folder_labels
     from ..scoring.entries import load_entries
 
     if args.top < 0:
@@ -51,11 +51,12 @@ def run(args) -> int:
     # score or combine output is replaced only with --overwrite (issue 49, defect 1)
     check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)
     t0 = time.perf_counter()
-    found = load_entries(args.entries)
+    found = [(lab, ds, p) for p in args.entries for lab, ds in load_entries([p])]
     if len(found) < 2:
         raise InputError("combine needs at least two entries")
-    labels = [lab for lab, _ in found]
-    datasets = [ds for _, ds in found]
+    # two runs of one model are told apart by their folders (a, b), not #0, #1
+    labels = folder_labels([lab for lab, _, _ in found], [p for _, _, p in found])
+    datasets = [ds for _, ds, _ in found]
     dim = args.collection or ("checkpoint" if len({_shape(ds) for ds in datasets}) == 1
                               else "model")
     sizes = {(ds.attrs.get("d"), ds.attrs.get("d_h"), ds.attrs.get("null_storage"),

@@ -28,7 +28,7 @@ import xarray as xr
 from ..errors import InputError
 from ..files.interrupts import deferred
 from ..files.output import OutputFolder, check_output_dir
-from ..scoring.collection import collection_dim, entries, unique_labels
+from ..scoring.collection import collection_dim, distinct_suffixes, entries, folder_labels
 from . import profiles
 from .tables import null_storage_read, storage_read
 
@@ -90,23 +90,27 @@ def _check_shape(ds: xr.Dataset, nc: Path) -> None:
 
 def load_scores(paths) -> list[tuple[str, xr.Dataset]]:
     """[(label, single score)] from score output folders (collections expanded). Labels are
-    the model names (with @revision), made unique."""
+    the model names (with @revision); two runs of one model are told apart by their folders
+    (``a``, ``b``; :func:`rmtbase.scoring.collection.folder_labels`), and a collection's
+    entries, with several folders given, are ``<folder>:<entry>``."""
     paths = [Path(os.path.expanduser(os.fspath(p))) for p in paths]
     if not paths:
         raise InputError("give at least one score output folder")
     for p in paths:
         if not p.exists():
             raise InputError(f"{p} does not exist")
+    folders = [p if p.is_dir() else p.parent for p in paths]
+    names = dict(zip(folders, distinct_suffixes(folders), strict=False))
     items = []
-    for p in paths:
+    for p, folder in zip(paths, folders, strict=True):
         ds = _open(p)
         if collection_dim(ds) is None:
-            items.append((_short(ds), ds))
+            items.append((_short(ds), ds, folder))
         else:
-            prefix = f"{p.name}:" if len(paths) > 1 else ""
-            items.extend((f"{prefix}{lab}", e) for lab, e in entries(ds))
-    labels = unique_labels([lab for lab, _ in items])
-    return [(lab, e) for lab, (_, e) in zip(labels, items, strict=True)]
+            prefix = f"{names[folder]}:" if len(paths) > 1 else ""
+            items.extend((f"{prefix}{lab}", e, folder) for lab, e in entries(ds))
+    labels = folder_labels([lab for lab, _, _ in items], [f for _, _, f in items])
+    return [(lab, e) for lab, (_, e, _) in zip(labels, items, strict=True)]
 
 
 def flag_table(items):

@@ -92,6 +92,26 @@ def distinct_suffixes(paths) -> list[str]:
     return out
 
 
+def folder_labels(labels, folders) -> list[str]:
+    """Labels of entries read from ``folders`` (one folder per label), made unique by where
+    they were read: a label that several entries share (two runs of one model) becomes its
+    folder's name, or the shortest distinct end of its path where names repeat
+    (:func:`distinct_suffixes`: ``runs/a/out``, ``runs/b/out`` -> ``a/out``, ``b/out``); an
+    entry of a folder that holds several becomes ``<folder>:<label>``. What still repeats
+    (one folder given twice) gets :func:`unique_labels`' ``#i``."""
+    labels = [str(s) for s in labels]
+    folders = [os.fspath(f) for f in folders]
+    if len(folders) != len(labels):
+        raise InputError("folder_labels needs one folder per label")
+    repeated = [i for i, s in enumerate(labels) if labels.count(s) > 1]
+    where = list(dict.fromkeys(folders[i] for i in repeated))
+    name = dict(zip(where, distinct_suffixes(where), strict=True))
+    for i in repeated:
+        f = folders[i]
+        labels[i] = name[f] if folders.count(f) == 1 else f"{name[f]}:{labels[i]}"
+    return unique_labels(labels)
+
+
 def unique_labels(labels) -> list[str]:
     """``labels`` with repeats made unique by a ``#i`` suffix (i = position)."""
     labels = [str(s) for s in labels]
@@ -276,5 +296,5 @@ def entries(ds: xr.Dataset) -> list[tuple[str, xr.Dataset]]:
 
 
 __all__ = ["COLLECTION_DIMS", "COMPONENT_ENTRY_VARS", "ENTRY_VARS", "collection_dim", "combine",
-           "combine_components", "distinct_suffixes", "entries", "entry", "labels_of", "step_of",
-           "unique_labels"]
+           "combine_components", "distinct_suffixes", "entries", "entry", "folder_labels",
+           "labels_of", "step_of", "unique_labels"]
