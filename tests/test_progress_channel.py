@@ -71,7 +71,8 @@ def test_a_warning_ends_the_bar_line_and_the_bar_goes_on_below():
 
 def test_log_lines_are_plain_lines_and_a_final_message_stops_them():
     log = io.StringIO()
-    bar = progress.LogLines(4, "rmtbase baseline", "draw", stream=log, interval=0)
+    bar = progress.LogLines(4, "rmtbase baseline", "draw", stream=log, interval=0,
+                            clock=lambda: 0.0)
     bar.update(1)
     progress.message("rmtbase: interrupted", final=True, stream=log)
     bar.update(1)
@@ -213,10 +214,12 @@ def test_first_contact_null_draws_report_stage_and_draws(model, tmp_path, monkey
     assert "rmtbase: drawing the profile null d=48, d_h=12, float32 storage, 2000 draws" in err
     table = [ln for ln in lines if ln.startswith("rmtbase null table d=48, d_h=12 (spectral, "
                                                  "float32): ")]
-    assert table and table[0].split(": ", 1)[1].startswith("250/300 draws (83%)"), err
+    # (a CPU heartbeat line, e.g. "0/300 draws" during the first compile, may come between)
+    assert any(ln.split(": ", 1)[1].startswith("250/300 draws (83%)") for ln in table), err
+    assert table[-1].endswith("done"), err
     prof = [ln for ln in lines if ln.startswith("rmtbase profile null d=48, d_h=12 (float32): ")]
-    assert [ln.split(": ", 1)[1].split(" ")[0] for ln in prof][:3] == \
-        ["250/2000", "500/2000", "750/2000"], err
-    assert prof[-1].endswith("done"), err
+    done = [int(ln.split(": ", 1)[1].split("/")[0]) for ln in prof]
+    assert set(range(250, 2000, 250)) <= set(done) and done == sorted(done), err
+    assert all("/2000 draws (" in ln for ln in prof) and prof[-1].endswith("done"), err
     nulls = [m for m in made if m[0].startswith(("rmtbase null table", "rmtbase profile null"))]
     assert len(nulls) == 2 and all(m[2] == progress.NULL_CPU_EVERY <= 10 for m in nulls), made
