@@ -107,7 +107,7 @@ def test_cli_writes_scores_csv_figures(tmp_path, capsys, cache):
     ds = xr.open_dataset(out / "scores.nc")
     n_axes = ds.sizes["axis"]
     ds.close()
-    assert len(lines) == 3 + n_axes and all(ln.count("L") >= 3 for ln in lines[3:])
+    assert len(lines) == 4 + n_axes and all(ln.count("L") >= 3 for ln in lines[3:])
     ds = xr.open_dataset(out / "scores.nc")
     try:
         assert ds.attrs["architecture"] == "gpt2" and ds.attrs["alpha"] == 0.1

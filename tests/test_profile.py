@@ -177,7 +177,7 @@ def test_terminal_table_is_the_profile(planted):
     text = anomaly_table(planted, 3)
     lines = text.splitlines()
     assert "heads differ from the null" in lines[0] and lines[1].startswith("Profile")
-    assert len(lines) == 3 + planted.sizes["axis"]
+    assert len(lines) == 4 + planted.sizes["axis"] and lines[-1].startswith("Heads by departure")
     row = next(ln for ln in lines if ln.startswith("alignment "))
     cells = row.split()
     assert cells[1] == "shift" and "L2H5 0.6" in row and "(+0.6" in row and "*)" in row

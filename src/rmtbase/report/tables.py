@@ -137,7 +137,7 @@ def anomaly_table(ds: xr.Dataset, n: int = 3) -> str:
     (:func:`profile_table`). Scores without a profile (older files) list the ``n`` heads of
     smallest head p instead."""
     if "profile_effect" in ds:
-        return _headline(ds) + "\n" + profile_table(ds, n)
+        return _headline(ds) + "\n" + profile_table(ds, n) + "\n" + order_line(ds, n)
     lines = [_headline(ds), f"{'layer':>5} {'head':>4} {'head p':>8} {'q':>8}  "
                             f"{'strongest statistic':<22} {'value':>11} {'null mean':>11}"]
     for li, hi in head_ranking(ds)[: max(0, int(n))]:
@@ -206,6 +206,27 @@ def storage_phrase(ds: xr.Dataset) -> str:
     """``stored Q4_1, null Q4_1``: the storage read and the null drawn for it, as the first
     line, the summary, report.html and ``--json`` name them."""
     return f"stored {storage_read(ds)}, null {null_storage_read(ds)}"
+
+
+def order_line(ds: xr.Dataset, n: int = 3) -> str:
+    """The first ``n`` heads in :func:`head_order` with their rank, key and primary kind:
+    ``Heads by departure (null-band units, docs/kinds.md): 1 L2H9 51.1 aligned, …``."""
+    from ..decision.order import DEPARTURE, EVIDENCE, sort_key
+
+    by = head_order(ds)
+    key, r = sort_key(ds, by), head_ranks(ds, by)
+    kinds = kinds_of(ds)
+    li = {int(x): i for i, x in enumerate(ds["layer"].values)}
+    hi = {int(x): i for i, x in enumerate(ds["head"].values)}
+    items = []
+    for layer, head in head_ranking(ds, by)[: max(0, int(n))]:
+        i, j = li[layer], hi[head]
+        val = fmt_p(-key[i, j]) if by == EVIDENCE else f"{key[i, j]:.3g}"
+        kind = f" {kinds[0][i, j]}" if kinds is not None else ""
+        items.append(f"{r[i, j]} L{layer}H{head} {val}{kind}")
+    what = {DEPARTURE: "departure (null-band units, root mean square over axes)",
+            EVIDENCE: "head p"}.get(by, f"{by} (null-band units)")
+    return f"Heads by {what}; rank, head, value, kind (docs/kinds.md): " + ", ".join(items)
 
 
 def _headline(ds: xr.Dataset) -> str:
