@@ -46,7 +46,7 @@ class Recipe:
     vocab: int = 64             # content tokens 1..V; id 0 is BOS
     seq_len: int = 48           # T, BOS included
     l_min: int = 2
-    l_max: int = 6
+    l_max: int = 10
     gap_max: int = 3
     n_positions: int = 64
     n_layer: int = 2
@@ -55,7 +55,7 @@ class Recipe:
     batch: int = 64
     lr: float = 3e-3
     warmup: int = 100
-    steps: int = 2000
+    steps: int = 1200
     n_checkpoints: int = 10
     eval_batch: int = 256
     loss_on: str = "both"       # "all" positions, only the "repeat" tokens, or "both" summed

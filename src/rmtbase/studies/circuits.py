@@ -178,7 +178,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
          "k_rank": (("head_from", "head_to"), ranks.astype(np.int32)),
          "k_composition_p": (("head_from", "head_to"), kp)},
         coords={"step": curve["step"], "checkpoint_step": ("checkpoint", np.array(steps)),
-                "checkpoint": np.arange(len(steps)), "layer": np.arange(prev.ndim + 1),
+                "checkpoint": np.arange(len(steps)), "layer": np.arange(recipe.n_layer),
                 "head": np.arange(prev.size), "head_from": np.arange(prev.size),
                 "head_to": np.arange(ind.size)})
     for v, (units, name) in _ATTRS.items():
