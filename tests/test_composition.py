@@ -23,14 +23,17 @@ from rmtbase.scoring.composition import assemble, composition_from_factors, null
 from rmtbase.stats import composition as C
 
 
-def _gpt2(path, n_layer, n_head, n_embd, seed=0):
+def _gpt2(path, n_layer, n_head, n_embd, seed=0, bf16=False):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
     cfg = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, vocab_size=64,
                      n_positions=32, bos_token_id=0, eos_token_id=0)
-    GPT2LMHeadModel(cfg).save_pretrained(path)
+    model = GPT2LMHeadModel(cfg)
+    if bf16:
+        model = model.to(torch.bfloat16)
+    model.save_pretrained(path)
     return path
 
 
@@ -202,12 +205,15 @@ def test_reduced_sampler_has_the_law_of_whole_factors():
 
 # ---- calibration and a planted circuit ----
 
-def test_random_gpt2_is_calibrated(tmp_path):
-    """Untrained GPT-2 (5 layers × 16 heads, d = 128, float32): 2,560 ordered pairs per kind,
-    2,000 null draws. Rate of p ≤ 0.05 within 2 binomial se (se = √(0.05·0.95/2560) = 0.0043;
-    pairs sharing a head are dependent, so this se is a floor) of 0.05; no BH flag."""
-    m = _gpt2(tmp_path / "g", 5, 16, 128, seed=1)
+@pytest.mark.parametrize("bf16", [False, True], ids=["float32", "bfloat16"])
+def test_random_gpt2_is_calibrated(tmp_path, bf16):
+    """Untrained GPT-2 (5 layers × 16 heads, d = 128, float32 or bfloat16 checkpoint; the
+    bf16 null rounds whole Gaussian factors to bf16): 2,560 ordered pairs per kind, 2,000 null
+    draws. Rate of p ≤ 0.05 within 2 binomial se (se = √(0.05·0.95/2560) = 0.0043; pairs
+    sharing a head are dependent, so this se is a floor) of 0.05; no BH flag."""
+    m = _gpt2(tmp_path / "g", 5, 16, 128, seed=1, bf16=bf16)
     ds = rmtbase.composition(m, draws=2000, seed=3)
+    assert ds.attrs["null_storage"] == ("bfloat16" if bf16 else "float32")
     for kind in C.KINDS:
         p = ds.composition_p.sel(kind=kind).values
         p = p[np.isfinite(p)]

@@ -86,11 +86,11 @@ def _gains(ln_gains, layer: int, d: int):
     return g
 
 
-_pair = jax.jit(C.pair_squares, static_argnums=(2,))
-_cols = jax.jit(C.col_side)
+_pair = jax.jit(C.pair_squares, static_argnums=(2, 4))
+_cols = jax.jit(lambda wo_t, wv: C.col_matrix(C.col_side(wo_t, wv)))
 _grams = jax.jit(C.grams)
 _norms = jax.jit(C.layer_norms)
-_overlap = jax.jit(C.qk_overlap)
+
 
 
 def composition_from_factors(layers, n_kv: int, *, ln_gains=None):
@@ -110,14 +110,14 @@ def composition_from_factors(layers, n_kv: int, *, ln_gains=None):
         nq, no = _norms(wq, wk, wo_t, wv)
         qk_n.append(np.asarray(nq, np.float64))
         ov_n.append(np.asarray(no, np.float64))
-        over.append(np.asarray(_overlap(wq, wk), np.float64))
+        over.append(C.qk_overlap(wq, wk))
         gq, gk, go = _grams(wq), _grams(wk), _grams(wo_t)
         kinds = {"q": (wq, gk, 1), "k": (wk[::group], gq, group), "v": (wv[::group], go, group)}
         row = np.full((3, h, len(cols), h), np.nan)
         for l1, c1 in enumerate(cols):
             for i, kname in enumerate(C.KINDS):
                 rows, g_row, grp = kinds[kname]
-                sq = np.asarray(_pair(rows, g_row, grp, c1), np.float64)
+                sq = np.asarray(_pair(rows, g_row, grp, c1, out[l1][1]), np.float64)
                 den = (ov_n[l2][:, None] if kname == "v" else qk_n[l2][:, None]) * ov_n[l1][None]
                 row[i, :, l1, :] = np.sqrt(np.maximum(sq, 0.0) / den)
         comp_rows.append(row)

@@ -52,6 +52,9 @@ law, a chain d × d_h2 × d × d_h1 × d of four independent Gaussian matrices).
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
+
+from .._matmul import mm
 
 KINDS = ("q", "k", "v")
 
@@ -68,20 +71,28 @@ def grams(w):
     return w @ jnp.swapaxes(w, -1, -2)
 
 
-def pair_squares(rows, g_row, group: int, cols):
+def col_matrix(cols):
+    """The column sides of one layer side by side, ``(d, H d_h)`` (head-major columns), formed
+    once per layer so every layer pair's GEMM takes a contiguous operand."""
+    h, d, dh = cols.shape
+    return jnp.swapaxes(cols, 0, 1).reshape(d, h * dh)
+
+
+def pair_squares(rows, g_row, group: int, cols2d, dh1: int):
     """Squared composition numerators of every (h2, h1) of one kind in one layer pair.
 
     ``rows`` ``(R, d_h2, d)``: the later layer's factors of this kind's read side (W_Q for q,
     W_K for k, W_V for v; distinct heads only, R = H2 for q, H_kv for k/v); ``g_row``
     ``(H2, d_h2, d_h2)``: the Gram the kind pairs them with per query head (G_K for q expanded,
-    G_Q for k, G_O for v); ``group`` = H2 / R; ``cols`` ``(H1, d, d_h1)`` = :func:`col_side`.
-    Returns ``(H2, H1)``: tr(G_row[h2] M Mᵀ), M = rows[h2 // group] @ cols[h1].
+    G_Q for k, G_O for v); ``group`` = H2 / R; ``cols2d`` ``(d, H1 d_h1)`` =
+    :func:`col_matrix` of :func:`col_side`. Returns ``(H2, H1)``: tr(G_row[h2] M Mᵀ),
+    M = rows[h2 // group] @ C_h1.
     """
     r, dh2, d = rows.shape
-    h1, _, dh1 = cols.shape
-    big = rows.reshape(r * dh2, d) @ jnp.swapaxes(cols, 0, 1).reshape(d, h1 * dh1)
+    h1 = cols2d.shape[1] // dh1
+    big = mm(rows.reshape(r * dh2, d), cols2d)
     m = big.reshape(r, dh2, h1, dh1).transpose(0, 2, 1, 3)  # (R, H1, dh2, dh1)
-    p = m @ jnp.swapaxes(m, -1, -2)  # (R, H1, dh2, dh2)
+    p = mm(m, jnp.swapaxes(m, -1, -2))  # (R, H1, dh2, dh2)
     g = g_row.reshape(r, group, dh2, dh2)
     return jnp.einsum("rgij,rhij->rgh", g, p).reshape(r * group, h1)
 
@@ -95,12 +106,16 @@ def layer_norms(wq, wk, wo_t, wv):
 
 def qk_overlap(wq, wk):
     """Frobenius cosine ⟨W_QK^a, W_QK^b⟩ / (‖W_QK^a‖‖W_QK^b‖) ``(H, H)`` of one layer's heads
-    from Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ); ``wq``, ``wk`` ``(H, d_h, d)`` (keys expanded)."""
+    from Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ); ``wq``, ``wk`` ``(H, d_h, d)`` (keys expanded).
+    numpy float32 Grams (OpenBLAS' symmetric rank-k product: ~4× XLA's CPU GEMM here),
+    summed in float64."""
+    wq, wk = np.asarray(wq, np.float32), np.asarray(wk, np.float32)
     h, dh, d = wq.shape
-    gq = (wq.reshape(h * dh, d) @ wq.reshape(h * dh, d).T).reshape(h, dh, h, dh)
-    gk = (wk.reshape(h * dh, d) @ wk.reshape(h * dh, d).T).reshape(h, dh, h, dh)
-    inner = jnp.einsum("aibj,aibj->ab", gq, gk)
-    n = jnp.sqrt(jnp.diagonal(inner))
+    a, b = wq.reshape(h * dh, d), wk.reshape(h * dh, d)
+    gq = (a @ a.T).reshape(h, dh, h, dh)
+    gk = (b @ b.T).reshape(h, dh, h, dh)
+    inner = np.einsum("aibj,aibj->ab", gq, gk, dtype=np.float64)
+    n = np.sqrt(np.diagonal(inner))
     return inner / (n[:, None] * n[None, :])
 
 
@@ -147,6 +162,6 @@ def null_moments(d: int, d_h1: int, d_h2: int) -> tuple[float, float]:
     return 1.0 / d, m4 - 1.0 / d**2
 
 
-__all__ = ["KINDS", "col_side", "grams", "haar_fourth", "layer_norms", "mean_ipr",
+__all__ = ["KINDS", "col_matrix", "col_side", "grams", "haar_fourth", "layer_norms", "mean_ipr",
            "null_moments", "pair_squares",
            "product_trace_moments", "qk_overlap"]
