@@ -22,9 +22,11 @@ probe`` read, and the trajectory input of ``score ckpts/*``). Then, per checkpoi
   fraction of non-circuit pairs that outrank it (``outranked_worst``, the largest over circuit
   pairs; the issue's "top 5 %" is ``≤ 0.05``), and the AUC of K-composition for circuit pairs
   against the rest (Mann–Whitney, ties ½).
-* **Trajectory**: the checkpoint interval in which the repeated-token loss falls most, and the
-  one in which the circuit pairs' mean K-composition rises most; ``drop_lag`` is their
-  difference in checkpoints.
+* **Trajectory**: the checkpoint interval in which the repeated-token loss falls most *by
+  ratio* (largest fall of its logarithm: the phase change is a collapse from the plateau,
+  while the first steps take the same loss from ln V to the plateau by a larger difference but
+  a smaller ratio), and the one in which the circuit pairs' mean K-composition rises most;
+  ``drop_lag`` is their difference in checkpoints.
 * **Profile**: :func:`rmtbase.score_model` on the last checkpoint (Gaussian null; per head
   ``head_p_value`` and the profile axes of ``qk`` when the score has them) — each head's
   single-head verdict beside its probe label.
@@ -149,7 +151,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
     circ_k = kc[:, circuit].mean(axis=1) if circuit.any() else np.full(len(steps), np.nan)
     comp = _composition_last(folders[steps[-1]], seed)
     kp = comp["p"]
-    k_drop = largest_step(rep_ckpt, fall=True)
+    k_drop = largest_step(np.log(rep_ckpt), fall=True)
     k_rise = largest_step(circ_k, fall=False) if circuit.any() else -1
     summary = {
         "seed": seed, "cpu_s": round(res["cpu_s"], 1), "steps": recipe.steps,
