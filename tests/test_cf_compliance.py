@@ -1,6 +1,6 @@
 """Every netCDF file rmtbase writes passes the CF-1.10 check of the IOOS compliance-checker
-(issue 49 item 4): a tiny random model's ``scores.nc`` and ``components.nc``, a collection's,
-``probe.nc``, a fresh baseline table and a study's tables.
+(issue 49 item 4): a tiny random model's ``scores.nc``, ``components.nc`` and
+``composition.nc``, a collection's, ``probe.nc``, a fresh baseline table and a study's tables.
 
 What counts as an error: a failed check of **high or medium priority** (the checker's
 "Errors" and "Warnings" sections of ``cchecker.py --test cf:1.10``; low priority is its
@@ -118,11 +118,13 @@ def test_scores_components_and_collection_pass_the_cf_checker(tmp_path, score_ca
     g1, g2 = _gpt2(tmp_path / "g1", 0), _gpt2(tmp_path / "g2", 1)
     one = tmp_path / "one"
     assert main(["score", g1, "--out", str(one), "--draws", "300", "--quiet", "--stats", "all",
-                 "--no-figures", "--components", "q,k", "--component-draws", "50"]) == 0
+                 "--no-figures", "--components", "q,k", "--component-draws", "50",
+                 "--composition"]) == 0
     with xr.open_dataset(one / "scores.nc") as ds:  # the coordinates the checker named
         assert {"quantile", "qk_z"} <= set(ds.dims)
     _assert_cf(one / "scores.nc")
     _assert_cf(one / "components.nc")
+    _assert_cf(one / "composition.nc")
     both = tmp_path / "both"
     assert main(["score", g1, g2, "--out", str(both), "--draws", "300", "--quiet",
                  "--stats", "spectral", "--no-figures"]) == 0
