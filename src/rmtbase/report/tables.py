@@ -210,7 +210,8 @@ def storage_phrase(ds: xr.Dataset) -> str:
 
 def order_line(ds: xr.Dataset, n: int = 3) -> str:
     """The first ``n`` heads in :func:`head_order` with their rank, key and primary kind:
-    ``Heads by departure (null-band units, docs/kinds.md): 1 L2H9 51.1 aligned, …``."""
+    ``Heads by departure (null-band units, docs/kinds.md): 1 L2H9 51.1 aligned, …``; heads
+    without a key (not scored, NaN) are not listed."""
     from ..decision.order import DEPARTURE, EVIDENCE, sort_key
 
     by = head_order(ds)
@@ -219,8 +220,10 @@ def order_line(ds: xr.Dataset, n: int = 3) -> str:
     li = {int(x): i for i, x in enumerate(ds["layer"].values)}
     hi = {int(x): i for i, x in enumerate(ds["head"].values)}
     items = []
-    for layer, head in head_ranking(ds, by)[: max(0, int(n))]:
+    for layer, head in head_ranking(ds, by):
         i, j = li[layer], hi[head]
+        if len(items) >= int(n) or not np.isfinite(key[i, j]):
+            break  # heads without a key (a delta's unchanged heads, unscored) come last
         val = fmt_p(-key[i, j]) if by == EVIDENCE else f"{key[i, j]:.3g}"
         kind = f" {kinds[0][i, j]}" if kinds is not None else ""
         items.append(f"{r[i, j]} L{layer}H{head} {val}{kind}")
