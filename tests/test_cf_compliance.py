@@ -114,8 +114,8 @@ def test_coordinate_variables_carry_no_fill_value(tmp_path):
         xr.testing.assert_identical(back.load().drop_encoding(), ds)
 
 
-def test_scores_components_and_collection_pass_the_cf_checker(tmp_path, score_cache):
-    g1, g2 = _gpt2(tmp_path / "g1", 0), _gpt2(tmp_path / "g2", 1)
+def test_scores_components_and_composition_pass_the_cf_checker(tmp_path, score_cache):
+    g1 = _gpt2(tmp_path / "g1", 0)
     one = tmp_path / "one"
     assert main(["score", g1, "--out", str(one), "--draws", "300", "--quiet", "--stats", "all",
                  "--no-figures", "--components", "q,k", "--component-draws", "50",
@@ -125,6 +125,10 @@ def test_scores_components_and_collection_pass_the_cf_checker(tmp_path, score_ca
     _assert_cf(one / "scores.nc")
     _assert_cf(one / "components.nc")
     _assert_cf(one / "composition.nc")
+
+
+def test_a_collection_passes_the_cf_checker(tmp_path, score_cache):
+    g1, g2 = _gpt2(tmp_path / "g1", 0), _gpt2(tmp_path / "g2", 1)
     both = tmp_path / "both"
     assert main(["score", g1, g2, "--out", str(both), "--draws", "300", "--quiet",
                  "--stats", "spectral", "--no-figures"]) == 0
