@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
+from _no_scoring import forbid
 
 from rmtbase.cli import main
 
@@ -29,11 +30,7 @@ def no_scoring(monkeypatch):
     import rmtbase.scoring.composition as comp
     import rmtbase.scoring.score as score
 
-    def scored(*a, **k):
-        raise AssertionError("scoring started before the refusal")
-
-    monkeypatch.setattr(score, "score_model", scored)
-    monkeypatch.setattr(comp, "composition", scored)
+    forbid(monkeypatch, (score, "score_model"), (comp, "composition"))
 
 
 def _refused(capsys, argv):

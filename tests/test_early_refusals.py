@@ -18,6 +18,7 @@ from rmtbase.errors import ModelError
 
 gguf = pytest.importorskip("gguf")
 import _gguf  # noqa: E402
+from _no_scoring import forbid  # noqa: E402
 
 D, HEADS, KV = 64, 4, 2
 D_H = D // HEADS
@@ -81,14 +82,8 @@ def no_scoring(monkeypatch):
     import rmtbase.scoring.ov as ov
     import rmtbase.scoring.score as score
 
-    def scored(*a, **k):
-        raise AssertionError("scoring started before the refusal")
-
-    monkeypatch.setattr(score, "score_model", scored)
-    monkeypatch.setattr(score, "score_heads", scored)
-    monkeypatch.setattr(ov, "score_circuits", scored)
-    monkeypatch.setattr(cache, "null_table", scored)
-    monkeypatch.setattr(probe, "probe_model", scored)
+    forbid(monkeypatch, (score, "score_model"), (score, "score_heads"),
+           (ov, "score_circuits"), (cache, "null_table"), (probe, "probe_model"))
 
 
 def _refused(capsys, argv):
