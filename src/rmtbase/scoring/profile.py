@@ -134,14 +134,16 @@ def _against(value, draws):
 
 def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], d: int,
                 d_h: int, *, alpha: float, seed: int, permutation: dict | None = None,
-                progress: bool = False) -> None:
+                progress: bool = False) -> dict:
     """Add ``profile_value``, ``profile_effect``, ``profile_band_lo``/``_hi``, ``profile_p``,
     ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds`` (module
     docstring). ``profiles``: per layer :func:`factor_profile` of its heads; ``null_storages``:
     per layer the storage of its null; ``permutation``: under the permutation null,
     :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}`` (else the Gaussian
     null at each layer's storage; ``progress``: report a first draw of it,
-    :func:`~rmtbase.scoring.profile_cache.cached_profile_null`)."""
+    :func:`~rmtbase.scoring.profile_cache.cached_profile_null`). Returns the draws the factor
+    axes were tested against: ``{null storage: {axis: (N,)}}``, or ``permutation`` (for the
+    head decision, :func:`rmtbase.decision.combined.add_axes_decision`)."""
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
@@ -190,6 +192,7 @@ def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], 
          "share float32's)" if permutation is None
          else f"{next(iter(permutation.values())).shape[-1]} permutations of each head's own "
               "entries"))
+    return nulls if permutation is None else permutation
 
 
 def _available(ds, axis: str) -> bool:

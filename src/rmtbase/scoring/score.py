@@ -44,6 +44,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
+from ..decision.combined import add_axes_decision
 from ..decision.family import HISTOGRAM
 from ..decision.significance import _check_alpha
 from ..decision.spikes import add_spikes
@@ -74,7 +75,7 @@ from .null_checks import (
     report_undefined,
 )
 from .permutation import permutation_draws
-from .profile import add_profile, factor_profile, permutation_profile_null
+from .profile import add_profile, factor_profile, null_storage, permutation_profile_null
 from .qk_histogram import add_qk_hist
 
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
@@ -316,8 +317,12 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
         per_layer_null = [permutation_profile_null(wq, wk, draws or 1000, seed)
                           for wq, wk in factors]
         perm_profile = {a: np.stack([x[a] for x in per_layer_null]) for a in per_layer_null[0]}
-    add_profile(ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed,
-                permutation=perm_profile, progress=progress)
+    axis_nulls = add_profile(ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed,
+                             permutation=perm_profile, progress=progress)
+    if not null.per_head:  # the head decision sees the factor axes too (decision.combined)
+        axis_nulls = [([i for i, s in enumerate(null_storages) if null_storage(s) == k], v)
+                      for k, v in axis_nulls.items()]
+    add_axes_decision(ds, axis_nulls, alpha=alpha)
     if spectrum_draws:
         band = null_spectrum_band(d, d_h, int(spectrum_draws), seed=seed)
         ds["null_spectrum"] = (("quantile", "rank"), band)
