@@ -1,6 +1,6 @@
 """llama.cpp's 2- and 3-bit K-quants (Q2_K, Q3_K) as quantise → dequantise round trips in JAX.
 
-Companion of :mod:`rmtbase.stats.kquants` (same super-blocks of ``QK_K = 256`` entries along
+Companion of :mod:`rmtbase.stats.kquants`, which imports it (same super-blocks of ``QK_K = 256`` entries along
 the last axis, same conventions). Sources: ``quantize_row_q2_K_ref`` and
 ``quantize_row_q3_K_ref`` with their helpers ``make_qkx2_quants`` and ``make_q3_quants``
 (``ggml/src/ggml-quants.c`` of llama.cpp; the ``_ref`` path, i.e. no importance matrix), the
@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from ._exact import div_pow2_minus_1, safe_div, unfused
-from .kquants import QK_K, _fp16, _sum, make_qkx2_quants
+from ._kquant_search import QK_K, _fp16, _sum, make_qkx2_quants
 
 LOW_FORMATS = ("q2_k", "q3_k")
 _F = jnp.float32
