@@ -45,8 +45,15 @@ def check_composition(models, revisions, args, several: bool) -> None:
     if model is None:
         from ..models import default_model_path
         model = default_model_path()
-    check_model(model, revision=revision)
+    perm = args.null == "permutation"
+    pl = check_model(model, revision=revision, null=args.null,
+                     draws=args.draws or (1000 if perm else 2000))
     check_ov(model, revision, args.allow_pickle)
+    if not args.quiet:  # memory and work stated up front
+        import sys
+        print(f"rmtbase: composition: {pl['pairs_per_kind']:,} pairs per kind, about "
+              f"{pl['bytes'] / 2**30:.2f} GiB, {pl['gemm_flops'] / 1e12:.3g} TFLOP of GEMMs"
+              f"{' (permutation null)' if perm else ''}", file=sys.stderr)
 
 
 def composition_extras(model, revision, args) -> dict:
@@ -57,7 +64,7 @@ def composition_extras(model, revision, args) -> dict:
 
     ds = composition(model if model is not None else default_model_path(), revision=revision,
                      seed=args.seed, alpha=args.alpha, allow_pickle=args.allow_pickle,
-                     **({"draws": args.draws} if args.draws else {}))
+                     null=args.null, **({"draws": args.draws} if args.draws else {}))
     out = {"composition.nc": ds}
     if not args.no_figures:
         import matplotlib.pyplot as plt

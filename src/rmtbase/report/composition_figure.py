@@ -56,8 +56,11 @@ def composition_json(ds) -> dict:
     """The ``--json`` fields of a composition score: sizes, null, flag counts per kind, the
     largest flagged pairs."""
     flag = ds["composition_flag"]
+    med = ds["null_median"]  # one value (Gaussian null) or per pair (permutation null)
     return {"file": "composition.nc", "draws": int(ds.attrs.get("draws", 0)),
-            "null_median": float(ds["null_median"]), "alpha": float(ds.attrs.get("alpha", 0)),
+            "null": str(ds.attrs.get("null_kind", "gaussian")),
+            "null_median": float(med) if med.ndim == 0 else None,
+            "alpha": float(ds.attrs.get("alpha", 0)),
             "pairs_per_kind": int(np.isfinite(ds["composition"].isel(kind=0)).sum()),
             "flagged": {str(k): int(flag.sel(kind=k).sum()) for k in ds["kind"].values},
             "top": [{"kind": k, "layer_from": a, "head_from": b, "layer_to": c, "head_to": e,

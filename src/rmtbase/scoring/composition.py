@@ -56,10 +56,13 @@ def _available_bytes() -> int:
         return 1 << 62
 
 
-def check_model(model, *, revision=None, base=None) -> dict:
+def check_model(model, *, revision=None, base=None, null: str = "gaussian",
+                draws: int = 1000) -> dict:
     """Refuse (InputError, one line) what has no composition, before any weight is read: one
     layer, a model without V/O weights, ``base`` given; and a run that cannot fit in memory.
-    Returns :func:`plan`'s numbers with the model's sizes."""
+    Returns :func:`plan`'s numbers with the model's sizes (``null="permutation"``: the
+    permutation run's, :func:`rmtbase.scoring.composition_permutation.plan`, ``draws`` times
+    the GEMMs)."""
     from ..models import model_info
 
     if base is not None:
@@ -70,6 +73,11 @@ def check_model(model, *, revision=None, base=None) -> dict:
         raise InputError(f"{info.name} has {info.n_layers} layer: composition needs two layers "
                          "(heads of an earlier layer read by a later one)")
     p = plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h)
+    if null == "permutation":
+        from .composition_permutation import plan as perm_plan
+
+        p = {**p, **perm_plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h,
+                              draws)}
     avail = _available_bytes()
     if p["bytes"] > avail:
         raise InputError(f"composition of {info.name} needs about {p['bytes'] / 2**30:.1f} GiB, "
@@ -178,9 +186,10 @@ def _null_storage(storage_rows, null: str) -> str:
     return "float32"
 
 
-def composition(model, *, draws: int = 2000, seed: int = 0, fold_ln: bool = False,
+def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool = False,
                 ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
-                revision: str | None = None, allow_pickle: bool = False) -> xr.Dataset:
+                revision: str | None = None, allow_pickle: bool = False,
+                null: str = "gaussian") -> xr.Dataset:
     """Composition of every ordered cross-layer head pair of ``model`` (hub id, folder, GGUF
     file or loaded model, as :func:`rmtbase.scoring.score.score_model` reads) against the
     Gaussian-factor null. See the module docstring and ``docs/composition.md``.
@@ -190,20 +199,39 @@ def composition(model, *, draws: int = 2000, seed: int = 0, fold_ln: bool = Fals
     not implemented: ``fold_ln=True`` without ``ln_gains`` is refused). ``null_storage``:
     ``"auto"`` (the checkpoint's float storage; block-quantised GGUF layers get the float32
     null, not matched), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+    ``null``: ``"gaussian"`` (default; ``draws`` default 2,000) or ``"permutation"`` (each
+    factor's own entries shuffled, :mod:`rmtbase.scoring.composition_permutation`; ``draws``
+    default 1,000, each costing the whole run's GEMMs again).
     """
     if fold_ln and ln_gains is None:
         raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
                          "gains from a checkpoint is not implemented")
+    if null not in ("gaussian", "permutation"):
+        raise InputError(f"null must be gaussian or permutation, got {null!r}")
+    draws = (2000 if null == "gaussian" else 1000) if draws is None else draws
     if int(draws) < 1:
         raise InputError(f"draws must be a positive integer, got {draws!r}")
-    pl = check_model(model, revision=revision)
+    pl = check_model(model, revision=revision, null=null, draws=int(draws))
     info = pl["info"]
     layers, storage_rows = _layers(model, revision, allow_pickle)
-    comp, overlap, norms = composition_from_factors(
-        layers, info.n_kv_heads, ln_gains=ln_gains if fold_ln else None)
-    nst = _null_storage(storage_rows, null_storage)
-    null = null_scores(jax.random.key(int(seed)), info.d, info.d_h, info.d_h, int(draws), nst)
-    return assemble(comp, overlap, norms, null, alpha=alpha, attrs={
+    gains = ln_gains if fold_ln else None
+    if null == "permutation":
+        from . import composition_permutation as P
+
+        layers = list(layers)
+        comp, overlap, norms = composition_from_factors(layers, info.n_kv_heads, ln_gains=gains)
+        counts = P.permutation_counts(layers, info.n_kv_heads, comp, draws=int(draws),
+                                      seed=int(seed), ln_gains=gains)
+        p, pt = P.permutation_p(comp, counts)
+        nst, null_s = "entries permuted", None
+    else:
+        comp, overlap, norms = composition_from_factors(layers, info.n_kv_heads, ln_gains=gains)
+        nst = _null_storage(storage_rows, null_storage)
+        null_s = null_scores(jax.random.key(int(seed)), info.d, info.d_h, info.d_h, int(draws),
+                             nst)
+        p = pt = counts = None
+    return assemble(comp, overlap, norms, null_s, alpha=alpha, p=p, p_tail=pt,
+                    median=None if counts is None else counts["median"], null=null, attrs={
         "model": info.name, "d": info.d, "d_h": info.d_h, "n_kv_heads": info.n_kv_heads,
         "seed": int(seed), "draws": int(draws), "null_storage": nst,
         "storage": ",".join(sorted({r[0] for r in storage_rows} | {r[2] for r in storage_rows})),
@@ -227,14 +255,21 @@ def tail_p(comp, p, null_sorted, d: int, d_h_to: int, d_h_from: int):
     return np.where(beyond, np.minimum(sf, 1.0 / (1.0 + n)), p)
 
 
-def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=None) -> xr.Dataset:
-    """The Dataset from scores ``(3, L, H, L, H)``, overlap ``(L, H, H)`` and sorted null s."""
+def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=None,
+             p=None, p_tail=None, median=None, null: str = "gaussian") -> xr.Dataset:
+    """The Dataset from scores ``(3, L, H, L, H)``, overlap ``(L, H, H)`` and sorted null s
+    (Gaussian null); or, with ``null_sorted=None``, from given ``p``, ``p_tail`` and a
+    per-pair null ``median`` (the permutation null)."""
     n_l, n_h = comp.shape[1], comp.shape[2]
     attrs = dict(attrs or {})
-    p = upper_p(comp, null_sorted)
-    med = float(np.median(null_sorted))
-    pt = p
-    if "d" in attrs:
+    if null_sorted is None:
+        pt = p_tail
+        med = median
+    else:
+        p = upper_p(comp, null_sorted)
+        med = float(np.median(null_sorted))
+        pt = p
+    if null_sorted is not None and "d" in attrs:
         pt = tail_p(comp, p, null_sorted, attrs["d"], attrs["d_h"], attrs.get("d_h_from",
                                                                              attrs["d_h"]))
     flag, q = benjamini_hochberg(pt, alpha)
@@ -251,7 +286,9 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
                         "v: |W_OV2 W_OV1|_F, each over the product of the two heads' Frobenius "
                         "norms; NaN where layer_to <= layer_from"),
         "composition_p": ("one-sided add-one Monte Carlo p-value", "1",
-                          "(1 + #{null >= s}) / (1 + draws), independent Gaussian factors"),
+                          "(1 + #{null >= s}) / (1 + draws), " + (
+                              "independent Gaussian factors" if null_sorted is not None else
+                              "each factor's entries permuted")),
         "composition_p_tail": ("p-value with a tail beyond the draws", "1",
                                "composition_p where a null draw reaches s; beyond every draw "
                                "the survival of the Beta law with the null's exact mean and "
@@ -260,7 +297,9 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
                           "BH over composition_p_tail"),
         "composition_q_family": ("Benjamini-Hochberg q within (kind, layer pair)", "1", ""),
         "composition_effect": ("composition over the null median", "1",
-                               f"s / {med:.6g} (null median at d, d_h)"),
+                               f"s / {med:.6g} (null median at d, d_h)" if null_sorted
+                               is not None else "s / median of the pair's own permuted "
+                               "scores (its first draws)"),
         "composition_flag": ("BH flag over all pairs at alpha", "1", f"composition_q <= {alpha}"),
     }
     data = {"composition": comp, "composition_p": p, "composition_p_tail": pt,
@@ -279,14 +318,22 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
                                  attrs={"long_name": "|W_QK|_F", "units": "weight^2"})
     ds["ov_norm"] = xr.DataArray(np.sqrt(norms["ov"]), dims=("layer", "head_to"),
                                  attrs={"long_name": "|W_OV|_F", "units": "weight^2"})
-    ds["null_median"] = med
+    if null_sorted is None:
+        ds["null_median"] = xr.DataArray(med, dims=dims, attrs={
+            "long_name": "median of the pair's permuted scores", "units": "1"})
+    else:
+        ds["null_median"] = med
     m, v = (C.null_moments(attrs["d"], attrs["d_h"], attrs["d_h"]) if "d" in attrs
             else (np.nan, np.nan))
     from .. import __version__
     ds.attrs.update({"Conventions": "CF-1.8", "title": "rmtbase head-head composition",
                      "source": f"rmtbase {__version__}", "alpha": float(alpha),
-                     "null": "independent Gaussian factors at each head's shapes (exact law, "
-                             "scale-free); p one-sided upper, add-one",
+                     "null": ("independent Gaussian factors at each head's shapes (exact law, "
+                              "scale-free); p one-sided upper, add-one" if null_sorted is not None
+                              else "permutation: each factor's own entries shuffled (one "
+                              "permutation per factor type and draw, shared by all heads); p "
+                              "one-sided upper, add-one"),
+                     "null_kind": null,
                      "null_exact_mean_s2": m, "null_var_s2": v,
                      "history": datetime.now(UTC).isoformat(timespec="seconds"),
                      **attrs})

@@ -1,0 +1,193 @@
+"""The permutation null for head–head composition (``composition(model, null="permutation")``,
+``rmtbase score MODEL --composition --null permutation``).
+
+The single-head permutation null (:mod:`rmtbase.scoring.permutation`) compares a head with
+random matrices holding exactly its own entries. For a pair the analogue permutes each factor
+of both heads: draw b applies one uniformly random permutation π_X,b of the d_h·d entries to
+every head's W_X, independently for X ∈ {Q, K, V, O} (W_O as stored, (d, d_h) read as W_O,hᵀ
+``(d_h, d)``; a GQA key/value head is permuted once and shared by its query group), and
+recomputes every pair's Q-, K- and V-composition from the permuted factors through the same
+formulas (:mod:`rmtbase.stats.composition`). Each factor keeps its own entry multiset (its
+scale, tails and storage lattice: a bf16 or quantised checkpoint is compared with its own
+lattice, nothing is rounded). If each head's W_Q, W_K, W_V, W_O has exchangeable entries and
+the matrices are independent — an untrained model under any i.i.d. initialisation — the
+joint law of all factors is invariant under the group of these permutations, so each pair's
+p = (1 + #{b : s_b ≥ s}) / (1 + B) is exact in law (a Monte Carlo permutation test, Good 2005,
+*Permutation, Parametric and Bootstrap Tests*, §3); the permutations are shared by every pair
+(Westfall & Young 1993, joint resampling), which keeps each pair's p exact and makes the p's
+of pairs that share a head dependent, as with the Gaussian null. What remains testable is the
+alignment across matrices: composition of a pair beyond what its factors' entry laws give.
+Norm gains (``ln_gains``) are applied after permuting (the gains are not shuffled).
+
+The permutation null of a pair is not the same for every pair (it depends on the factors'
+entries), so ``composition_effect`` is s over the median of the pair's own first
+min(B, ``CHUNK``) permuted scores, and the tail beyond all B draws
+(``composition_p_tail``) is the Beta law with the mean and variance of s² over the pair's own B
+draws (an approximation, as the Gaussian null's tail), capped at 1/(1 + B).
+
+Cost: B times the Gaussian-null run's GEMMs (:func:`plan`): one GEMM per layer pair per draw,
+batched over ``CHUNK`` draws; memory holds every layer's factors (float32), and per chunk
+every earlier layer's permuted column sides.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import InputError
+
+CHUNK = 32  # draws per batch
+#: The four factors each draw permutes, in the order of ``layers`` tuples (wq, wk, wo_t, wv).
+FACTORS = ("q", "k", "o", "v")
+
+
+def plan(n_layers: int, n_heads: int, n_kv: int, d: int, d_h: int, draws: int) -> dict:
+    """Memory (bytes) and GEMM FLOPs of a permutation-null composition run: the model's
+    factors kept in float32, per chunk the permuted factors of one layer, every earlier
+    layer's permuted column sides and one layer pair's GEMM output; FLOPs = draws × the
+    layer-pair GEMMs (2 (H + 2 H_kv) d_h · d · H d_h each)."""
+    f32 = 4
+    model = n_layers * (2 * n_heads + 2 * n_kv) * d_h * d * f32
+    c = min(int(draws), CHUNK)
+    layer = c * 4 * n_heads * d_h * d * f32 * 2
+    cols = c * n_layers * n_heads * d * d_h * f32
+    gemm = c * (n_heads + 2 * n_kv) * d_h * n_heads * d_h * f32 * 3
+    pairs = n_layers * (n_layers - 1) // 2
+    state = 3 * n_layers**2 * n_heads**2 * 8 * (3 + min(int(draws), CHUNK))
+    flops = int(draws) * pairs * 2.0 * (n_heads + 2 * n_kv) * d_h * d * n_heads * d_h
+    return {"bytes": model + layer + cols + gemm + state, "gemm_flops": flops}
+
+
+def permutations(seed: int, chunk: int, n: int, count: int) -> dict[str, np.ndarray]:
+    """``count`` permutations of ``n`` entries for each factor in :data:`FACTORS`
+    (int32 ``(count, n)``), a pure function of (seed, chunk)."""
+    rng = np.random.Generator(np.random.PCG64([int(seed), 0xC0C0, int(chunk)]))
+    return {x: np.stack([rng.permutation(n) for _ in range(count)]).astype(np.int32)
+            for x in FACTORS}
+
+
+@lru_cache(maxsize=8)
+def _layer_fn(group: int):
+    """Permuted factors of one layer for a chunk of draws: ``(B, H, d_h, d)`` each (keys and
+    values permuted per distinct head, then expanded), their norms, Grams and column matrix."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..stats import composition as C
+
+    def shuffle(w, p):  # w (H, d_h, d), p (B, n) -> (B, H, d_h, d)
+        h, dh, d = w.shape
+        return jnp.take(w.reshape(h, dh * d), p, axis=1).reshape(h, -1, dh, d).swapaxes(0, 1)
+
+    def f(wq, wk, wo_t, wv, pq, pk, po, pv, g):
+        q, o = shuffle(wq, pq), shuffle(wo_t, po)
+        k = jnp.repeat(shuffle(wk, pk), group, axis=1)
+        v = jnp.repeat(shuffle(wv, pv), group, axis=1)
+        q, k, v = q * g, k * g, v * g
+        nq, no = C.layer_norms(q, k, o, v)
+        cols = jax.vmap(lambda a, b: C.col_matrix(C.col_side(a, b)))(o, v)
+        return q, k, v, nq, no, C.grams(q), C.grams(k), C.grams(o), cols
+
+    return jax.jit(f)
+
+
+@lru_cache(maxsize=8)
+def _pair_fn(group: int, dh1: int):
+    """Scores s of the three kinds for a chunk of draws of one layer pair, ``(B, 3, H2, H1)``."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..stats import composition as C
+
+    pq = jax.vmap(C.pair_squares, in_axes=(0, 0, None, 0, None))
+
+    def f(q, k, v, gq, gk, go, nq2, no2, cols1, no1):
+        out = []
+        for rows, g_row, grp, n2 in ((q, gk, 1, nq2), (k[:, ::group], gq, group, nq2),
+                                     (v[:, ::group], go, group, no2)):
+            sq = pq(rows, g_row, grp, cols1, dh1)
+            out.append(jnp.sqrt(jnp.maximum(sq, 0.0) / (n2[:, :, None] * no1[:, None, :])))
+        return jnp.stack(out, axis=1)
+
+    return jax.jit(f)
+
+
+def permutation_counts(layers, n_kv: int, comp, *, draws: int, seed: int, ln_gains=None,
+                       progress=None) -> dict:
+    """Permutation null of every pair's scores ``comp`` ``(3, L, H, L, H)`` (from
+    :func:`rmtbase.scoring.composition.composition_from_factors` on the same ``layers``, a list
+    of ``(wq, wk, wo_t, wv)`` with keys/values expanded to query heads). Returns ``ge``
+    (#{b : s_b ≥ s}), ``m1``, ``m2`` (mean and mean square of s_b² over the draws) and
+    ``median`` (of the first min(B, CHUNK) draws), each ``(3, L, H, L, H)`` (NaN where
+    layer_to ≤ layer_from), and ``draws``."""
+    import jax.numpy as jnp
+
+    draws = int(draws)
+    if draws < 1:
+        raise InputError(f"draws must be a positive integer, got {draws!r}")
+    n_l = len(layers)
+    h, dh, d = np.shape(layers[0][0])
+    group = h // n_kv
+    ge = np.zeros(comp.shape, np.int64)
+    s1 = np.zeros(comp.shape)
+    s2 = np.zeros(comp.shape)
+    med = np.full(comp.shape, np.nan)
+    raw = []
+    for wq, wk, wo_t, wv in layers:
+        raw.append(tuple(jnp.asarray(x, jnp.float32)
+                         for x in (wq, wk[::group], wo_t, wv[::group])))
+    gains = [jnp.ones((d,), jnp.float32) if ln_gains is None
+             else jnp.asarray(ln_gains[i], jnp.float32) for i in range(n_l)]
+    lay, pair = _layer_fn(group), _pair_fn(group, dh)
+    done, chunk = 0, 0
+    while done < draws:
+        b = min(CHUNK, draws - done)
+        perm = permutations(seed, chunk, dh * d, b)
+        ps = [jnp.asarray(perm[x]) for x in FACTORS]
+        cols, no_all = [], []
+        for l2 in range(n_l):
+            q, k, v, nq, no, gq, gk, go, c2 = lay(*raw[l2], *ps, gains[l2])
+            for l1 in range(l2):
+                s = np.asarray(pair(q, k, v, gq, gk, go, nq, no, cols[l1], no_all[l1]),
+                               np.float64)  # (B, 3, H2, H1)
+                obs = comp[:, l1, :, l2, :].transpose(0, 2, 1)  # (3, H2, H1)
+                sl = (slice(None), l1, slice(None), l2, slice(None))
+                ge[sl] += np.sum(s >= obs[None], axis=0).transpose(0, 2, 1)
+                sq = s * s
+                s1[sl] += np.sum(sq, axis=0).transpose(0, 2, 1)
+                s2[sl] += np.sum(sq * sq, axis=0).transpose(0, 2, 1)
+                if chunk == 0:
+                    med[sl] = np.median(s, axis=0).transpose(0, 2, 1)
+            cols.append(c2)
+            no_all.append(no)
+        done += b
+        chunk += 1
+        if progress is not None:
+            progress(done, draws)
+    finite = np.isfinite(comp)
+    nan = np.where(finite, 1.0, np.nan)
+    return {"ge": np.where(finite, ge, 0), "m1": s1 / draws * nan, "m2": s2 / draws * nan,
+            "median": med * nan, "draws": draws}
+
+
+def permutation_p(comp, counts) -> tuple[np.ndarray, np.ndarray]:
+    """(p, p_tail): the add-one permutation p, and where no draw reaches s the Beta law with
+    the pair's own draws' mean and variance of s², capped at 1/(1 + B) (module docstring)."""
+    from scipy.stats import beta
+
+    n = counts["draws"]
+    finite = np.isfinite(comp)
+    p = np.where(finite, (1.0 + counts["ge"]) / (1.0 + n), np.nan)
+    m, v = counts["m1"], counts["m2"] - counts["m1"] ** 2
+    beyond = finite & (counts["ge"] == 0) & (v > 0) & (m > 0) & (m < 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        k = np.where(beyond, m * (1.0 - m) / np.where(beyond, v, 1.0) - 1.0, 1.0)
+        ok = beyond & (k > 0)
+        sf = beta.sf(np.where(ok, comp, 0.0) ** 2, np.where(ok, m * k, 1.0),
+                     np.where(ok, (1.0 - m) * k, 1.0))
+    return p, np.where(ok, np.minimum(sf, 1.0 / (1.0 + n)), p)
+
+
+__all__ = ["CHUNK", "FACTORS", "permutation_counts", "permutation_p", "permutations", "plan"]
