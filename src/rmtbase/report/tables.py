@@ -308,8 +308,12 @@ def summary_text(ds: xr.Dataset, top: int = 3) -> str:
                f"{st}; quantisation: {a.get('quantisation', 'none')}); null drawn at: "
                f"{null_storage_read(ds)}.")
     fam = [s for s in str(a.get("decision_family", "")).split(",") if s]
+    axes = [s for s in str(a.get("decision_axes", "")).split(",") if s]  # decision.combined
     out.append(f"Decision: per head, a Cauchy combination of {len(fam)} statistics (p capped at "
-               f"1/2, so none can cancel the others) calibrated on joint null draws, then "
+               f"1/2, so none can cancel the others) calibrated on joint null draws" +
+               (f", and one of {len(axes)} profile axes ({', '.join(axes)}) calibrated on the "
+                "profile null, the two by Bonferroni (head p = min(1, 2 min))" if axes else "") +
+               ", then "
                f"Benjamini-Hochberg over the {ds['head_flag'].size} heads at alpha={a.get('alpha')}. Per-statistic z, p and q in scores.csv are "
                "descriptive.")
     if a.get("duplicates"):

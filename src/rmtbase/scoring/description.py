@@ -127,9 +127,9 @@ def describe(ds: xr.Dataset) -> None:
                    "GQA-shared k.* counted once); descriptive",
         "percentile": "mid-rank percentile of value among the null draws",
         "flag": "q_value <= alpha (descriptive; the decision is head_flag)",
-        "head_p_value": "Cauchy combination of the head's family p-values capped at 1/2, "
-                        "calibrated on the joint null draws, never below the head's smallest "
-                        "family p (rmtbase.decision.omnibus)",
+        "head_p_value": "min(1, 2 min(head_p_statistics, head_p_axes)): Bonferroni over the "
+                        "statistics' omnibus and the factor axes' combination "
+                        "(rmtbase.decision.combined)",
         "head_p_method": "empirical | extrapolated (Cauchy tail index 1 beyond the draws) | "
                          "floor (add-one floor: no tail to extend)",
         "head_q_value": "Benjamini-Hochberg over all heads",
@@ -157,7 +157,10 @@ def describe(ds: xr.Dataset) -> None:
             ds[k].attrs["definition"] = v
     ds.attrs.update(
         decision=("one decision per head: Cauchy combination of p capped at 1/2, calibrated on "
-                  "joint null draws, Benjamini-Hochberg over heads at alpha"),
+                  "joint null draws" + (", and of the factor axes' p (" + ds.attrs[
+                      "decision_axes"] + ") calibrated on the profile null, Bonferroni over "
+                      "the two" if ds.attrs.get("decision_axes") else "") +
+                  ", Benjamini-Hochberg over heads at alpha"),
         sigma_normalisation=(
             "scale-carrying statistics compared self-normalised by the matrix's own rms^p "
             "(qk: (rms_Q rms_K)^p; log-shift for 'log' scaling), exact under the null"),
