@@ -22,7 +22,7 @@ def test_drawn_once_then_read_back_identical(monkeypatch, tmp_path):
     assert profile_path(64, 16, "bfloat16", 300, 3) == profile_path(64, 16, "float32", 300, 3)
     assert profile_path(64, 16, "float32", 300, 3).is_file()
     assert [f.name for f in (tmp_path / "profile").iterdir()] == \
-        ["profile-d64-dh16-n300-seed3-float32-v2.nc"]
+        ["profile-d64-dh16-n300-seed3-float32-v3.nc"]
     monkeypatch.setattr(profile, "profile_null", _no_draws)
     again = cached_profile_null(64, 16, "bfloat16", n=300, seed=3)
     also = cached_profile_null(64, 16, "float32", n=300, seed=3)
@@ -40,19 +40,20 @@ def test_drawn_once_then_read_back_identical(monkeypatch, tmp_path):
         cached_profile_null(64, 16, "q8_0", n=300, seed=3)
 
 
-def test_a_version_1_file_is_not_read_as_the_reduced_draws(monkeypatch, tmp_path):
-    """A cache file of the factor-path draws (format 1) stays unread: the name differs."""
+def test_an_earlier_version_file_is_not_read_as_the_block_draws(monkeypatch, tmp_path):
+    """A cache file of earlier draws (format 2: the gathered Bartlett factor; format 1: the
+    factor path) stays unread: the name differs."""
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))
     path = profile_path(64, 16, "float32", 300, 3)
-    assert path.name.endswith("-v2.nc")
-    old = path.with_name(path.name.replace("-v2.nc", "-v1.nc"))
+    assert path.name.endswith("-v3.nc")
+    old = path.with_name(path.name.replace("-v3.nc", "-v2.nc"))
     old.parent.mkdir(parents=True)
-    old.write_bytes(b"format 1 draws")
+    old.write_bytes(b"format 2 draws")
     got = cached_profile_null(64, 16, n=300, seed=3)
     # exact: the same call twice in one process: same compiled programs, same inputs
     np.testing.assert_array_equal(got["symmetry"],
                                   profile.profile_null(64, 16, n=300, seed=3)["symmetry"])
-    assert old.read_bytes() == b"format 1 draws" and path.is_file()
+    assert old.read_bytes() == b"format 2 draws" and path.is_file()
 
 
 def test_a_broken_or_renamed_file_is_drawn_again(monkeypatch, tmp_path):
@@ -84,10 +85,10 @@ def _shipped_shapes():
 def test_shipped_profile_nulls_equal_a_fresh_draw(monkeypatch, tmp_path, d, d_h, storage):
     """A shipped profile null is profile_null's own draws (same seed), to float32 rounding
     (drawn on another CPU), read without drawing and without writing to the user cache: all
-    2,000 for the default model's shape, the first 20 for the others (head j of chunk 0
-    depends on (seed, 0, j) alone)."""
+    first 2,000 for the default model's shape, the first 20 for the others (head j of chunk i
+    depends on (seed, i, j) alone)."""
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
-    n = profile.PROFILE_DRAWS if (d, d_h) == (384, 32) else 20
+    n = 2000 if (d, d_h) == (384, 32) else 20
     fresh = profile.profile_null(d, d_h, storage, n=n)
     monkeypatch.setattr(profile, "profile_null", _no_draws)
     shipped = cached_profile_null(d, d_h, storage)

@@ -33,9 +33,27 @@ the cost (the profile's analogue of the spectral tables' fast path, :mod:`rmtbas
   FP8 move entries by ~0.08 σ: their null draws the factors (FP8 inside its 128-row tile) and
   puts them through the storage round trip (:func:`rmtbase.stats.precision.round_trip`).
 
+- **By blocks** (format 3): the Bartlett factor's rows are W_Q = [A, 0] and W_K = [B, C] with
+  A, C lower-triangular (diagonals √χ²_{d}, …, √χ²_{d−2d_h+1}) and B, and the strict lower
+  parts of A and C, i.i.d. N(0, 1); they are drawn as three d_h × d_h blocks and the two
+  statistics computed from them (:func:`block_axes`: two d_h³ products, no triangle gathered),
+  the same law as the gathered factor, the same values to float32 rounding.
+
 Measured (CPU seconds per 250 null heads, one process, 2 cores, bfloat16 heads, against the
 factor draws before): 4.2 → 2.4–2.8 s at the Gemma-3 shape (640 × 256), 11.6 → 0.8–0.9 s at
-4096 × 128, 0.18 → 0.13 s at 384 × 32.
+4096 × 128, 0.18 → 0.13 s at 384 × 32. By blocks (2026-11-26, load 2–14, CPU s per 2,000
+heads after the compile): 640 × 256 22.3 → 11.2 s, 768 × 64 2.5 → 1.7 s; a new shape's
+compile 4–5 s. So :data:`PROFILE_DRAWS` = 18,000 cost ≈ 100 s of CPU at 640 × 256 and ≈ 15 s
+at 768 × 64, once per shape (cached; the shipped shapes ship them).
+
+How many draws. Every head of a shape is tested against the same N draws, so the rate at
+which null heads reach p ≤ α is not α but the null mass beyond the draws' own (1 − α)
+quantile of |x − median| (a Beta(N(1 − α), Nα) coverage), which is off by
+κ·√(α(1 − α)/N); κ = 1 for a symmetric law (the median's error cancels to first order) and
+measured 0.94–1.05 on all four axes at 768 × 64 (300 resamples of N from 64,000 draws, at
+N = 2,000 and 16,000). A calibration over n heads has binomial se √(α(1 − α)/n); for the null's
+error to be at most a quarter of it at n = 1,000, N ≥ 16 κ² n ≈ 16,000–17,700: 18,000. At
+2,000 draws it was 0.71 of it — why symmetry at 640 × 256 once read 0.077 on 480 heads.
 """
 
 from __future__ import annotations
@@ -44,8 +62,10 @@ from functools import lru_cache
 
 import numpy as np
 
-#: Gaussian null draws of the new axes per null storage.
-PROFILE_DRAWS = 2000
+#: Gaussian null draws of the new axes per null storage, sized by the null's own Monte Carlo
+#: error (module docstring, "How many draws"): 18,000 keep it below a quarter of the binomial
+#: se of a 1,000-head calibration (2,000 did not: 0.71 of it).
+PROFILE_DRAWS = 18_000
 _CHUNK = 250
 #: The new axes and the statistic of :mod:`rmtbase.stats.alignment` each reads.
 FACTOR_AXES = ("alignment", "symmetry", "q_input_focus", "k_input_focus")
@@ -144,6 +164,24 @@ def _profile_chunk(d: int, d_h: int, storage: str, seed: int, i: int, m: int,
         return factor_profile(wq, wk)
 
 
+def block_axes(a, b, c) -> tuple:
+    """(alignment, symmetry) of the reduced factors W_Q = [A, 0], W_K = [B, C] (each
+    ``(d_h, 2d_h)``; A, C lower-triangular, the rows of the Bartlett factor of the stacked Gram,
+    module docstring) from their d_h × d_h blocks: ⟨W_Q, W_K⟩ = Σ A∘B, ‖W_Q‖² = ‖A‖²,
+    ‖W_K‖² = ‖B‖² + ‖C‖²; with M = AᵀB and N = AᵀC, tr(W_QK²) = tr((ABᵀ)²) = tr(M²) =
+    Σ_ij M_ij M_ji and ‖W_QK‖² = tr(AAᵀ(BBᵀ + CCᵀ)) = ‖M‖² + ‖N‖² — the values of
+    :func:`~rmtbase.stats.alignment.alignment` and :func:`~rmtbase.stats.alignment.symmetry`
+    of ([A, 0], [B, C]) to float32 rounding (``tests/test_profile_null_size.py``), from two
+    d_h³ products rather than three 2d_h⁴-sized ones and with no triangle gathered."""
+    import jax.numpy as jnp
+
+    mm = lambda x, y: jnp.matmul(x, y, precision="highest")  # noqa: E731
+    m, n = mm(a.T, b), mm(a.T, c)
+    sa, sb, sc = jnp.sum(a * a), jnp.sum(b * b), jnp.sum(c * c)
+    return (jnp.sum(a * b) / jnp.sqrt(sa * (sb + sc)),
+            jnp.sum(m * m.T) / (jnp.sum(m * m) + jnp.sum(n * n)))
+
+
 @lru_cache(maxsize=16)
 def _reduced_null(d: int, d_h: int):
     """``jit``: a chunk's key -> ``{axis: (250,)}``, head j from ``fold_in(key, j)``, one head
@@ -158,7 +196,6 @@ def _reduced_null(d: int, d_h: int):
 
     from ..ensembles import named_key
     from ..ensembles.chisquare import chisquare
-    from ..ensembles.wishart import bartlett_factor
     from ..stats.alignment import alignment, energy_cv2, symmetry
 
     r = 2 * d_h if d >= 2 * d_h else 0  # Bartlett rows of the stacked Gram (0: factors drawn)
@@ -166,14 +203,17 @@ def _reduced_null(d: int, d_h: int):
 
     def one(key):
         chi2 = chisquare(named_key(key, "chi2"), dof)
-        if r:  # the Bartlett factor of the stacked Gram [W_Q; W_K][W_Q; W_K]^T
-            z = jax.random.normal(named_key(key, "lower"), (r * (r - 1) // 2,), jnp.float32)
-            low = bartlett_factor(z, jnp.sqrt(chi2[:r]))
-            wq, wk = low[:d_h], low[d_h:]
+        if r:  # the Bartlett factor of the stacked Gram [W_Q; W_K][W_Q; W_K]^T by blocks
+            z = jax.random.normal(named_key(key, "blocks"), (3, d_h, d_h), jnp.float32)
+            diag = jnp.sqrt(chi2[:r])
+            a = jnp.tril(z[0], -1) + jnp.diag(diag[:d_h])  # rows 0..d_h-1: [A, 0]
+            c = jnp.tril(z[2], -1) + jnp.diag(diag[d_h:])  # rows d_h..2d_h-1: [B, C]
+            align, sym = block_axes(a, z[1], c)
         else:
             wq = jax.random.normal(named_key(key, "wq"), (d_h, d), jnp.float32)
             wk = jax.random.normal(named_key(key, "wk"), (d_h, d), jnp.float32)
-        return {"alignment": alignment(wq, wk), "symmetry": symmetry(wq, wk),
+            align, sym = alignment(wq, wk), symmetry(wq, wk)
+        return {"alignment": align, "symmetry": sym,
                 "q_input_focus": energy_cv2(chi2[r:r + d]),
                 "k_input_focus": energy_cv2(chi2[r + d:])}
 

@@ -11,7 +11,8 @@ attributes disagree with its name, or that cannot be read, is drawn again with a
 draws are those :func:`profile_null` returns (same seed, same numbers on the same backend).
 The nulls of every shape whose null tables ship (MiniLM's 384 × 32 to 5120 × 128; float32,
 which float16 and bfloat16 heads share) ship in ``rmtbase/data/profile`` under the same name,
-so a first score of those shapes draws no profile null (:data:`SHIPPED_PROFILES`, 74 kB a file).
+so a first score of those shapes draws no profile null (:data:`SHIPPED_PROFILES`, 18,000 draws
+stored as float32: 289 kB a file).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from pathlib import Path
 import numpy as np
 
 #: Version of the file layout and of the draws (part of the name): 2 since the reduced draws
-#: of :func:`rmtbase.scoring.factor_axes.profile_null` (other numbers, the same law), so a cache
-#: file of version 1 is never read as theirs.
-PROFILE_FORMAT = 2
+#: of :func:`rmtbase.scoring.factor_axes.profile_null` (other numbers, the same law), 3 since
+#: their Bartlett blocks are drawn as blocks (:func:`rmtbase.scoring.factor_axes.block_axes`:
+#: other numbers again, the same law; draws stored as the float32 they are computed in), so a
+#: cache file of an earlier version is never read as theirs.
+PROFILE_FORMAT = 3
 #: (d, d_h, storage) of the profile nulls shipped in ``rmtbase/data/profile`` (drawn with
 #: ``sims/ship_profile.py``; default draws and seed): the shapes of the shipped null tables
 #: (``tests/test_profile_cache.py`` keeps the two lists together).
@@ -72,6 +75,14 @@ def _read(path: Path, keys: dict) -> dict | None:
     return {a: np.asarray(ds[a].values, dtype=np.float64) for a in FACTOR_AXES}
 
 
+def _compact(v) -> np.ndarray:
+    """The draws as float32 when that is lossless (factor_axes computes them in float32: half
+    the file, 256 kB for 16,000 draws), else as they are."""
+    v = np.asarray(v, dtype=np.float64)
+    v32 = v.astype(np.float32)
+    return v32 if np.array_equal(v32.astype(np.float64), v, equal_nan=True) else v
+
+
 def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | None = None,
                         seed: int = 0, client=None, progress: bool = False
                         ) -> dict[str, np.ndarray]:
@@ -114,7 +125,7 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
     with progress_bar(n, enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
                       desc=f"rmtbase profile null d={int(d)}, d_h={int(d_h)} ({storage})") as bar:
         draws = profile_null(d, d_h, storage, n=n, seed=seed, client=client, progress=bar)
-    ds = xr.Dataset({a: (("draw",), v) for a, v in draws.items()},
+    ds = xr.Dataset({a: (("draw",), _compact(v)) for a, v in draws.items()},
                     attrs=dict(keys, rmtbase_version=__version__,
                                definition="Gaussian null of the profile's factor axes "
                                           "(rmtbase.scoring.profile.profile_null)"))

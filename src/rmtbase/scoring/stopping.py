@@ -28,6 +28,11 @@ a stated error in the spirit of Gandy 2009):
    every interval at every look covers its true tail probability, and then the decisions at
    the stop are those of an infinite spectral reference (the p-values of the statistics the
    extension refines taken exactly; the joint table and its calibration as they are). ε = :data:`STOP_ERROR` = 0.01 by default.
+   The error does not cover the fixed-size draws that enter a decision beside the spectral
+   ones — the element-statistic table, the omnibus calibration, the profile null of the factor
+   axes (sized instead so its Monte Carlo error is a quarter of a 1,000-head calibration's
+   binomial se: :mod:`rmtbase.scoring.factor_axes`) — and a block-quantised storage's spectral
+   null is never extended; :func:`stopping_note` says so in ``summary.txt``.
 
 What keeps a decision open is printed on the progress line (:func:`open_reasons`: each open
 head's statistic with the fewest draws beyond it). A head beyond every draw of a statistic has
@@ -172,17 +177,31 @@ def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
     return "; ".join(parts)
 
 
+def not_covered() -> str:
+    """What the stopping error does not cover (issue 48 item 5): the fixed-size draws that also
+    enter a decision, each with its own Monte Carlo error."""
+    from .factor_axes import PROFILE_DRAWS
+
+    sd = np.sqrt(0.05 * 0.95 / PROFILE_DRAWS)
+    return ("the stopping error covers the spectral null draws only, not the fixed-size draws "
+            "that also enter a decision: the element-statistic table and the omnibus "
+            f"calibration on it, and the profile null of the factor axes ({PROFILE_DRAWS} draws "
+            f"a shape: Monte Carlo sd {sd:.4f} of a p <= 0.05 rate, under a quarter of the "
+            "binomial se of 1,000 heads)")
+
+
 def stopping_note(draws: int, settled: bool, cap: int, error: float = STOP_ERROR) -> str:
-    """One sentence for ``summary.txt``: how many spectral null draws the decisions used."""
+    """One sentence for ``summary.txt``: how many spectral null draws the decisions used, and
+    which draws the stated error does not cover (:func:`not_covered`)."""
     if settled:
         return (f"every head's decision was settled with {draws} spectral null draws "
                 f"(Clopper-Pearson intervals of each p on the side of its Benjamini-Hochberg "
                 f"threshold; error <= {error:g}); the null was not extended to refine p-values "
-                "of settled heads: deeper p (for ranking) needs --max-draws N")
+                f"of settled heads: deeper p (for ranking) needs --max-draws N; {not_covered()}")
     return (f"some head's decision was still open after {draws} spectral null draws (the cap "
             f"is {cap}; a block-quantised storage's spectral null is not extended; stopping "
-            f"error {error:g}): its flag rests on the draws there are")
+            f"error {error:g}): its flag rests on the draws there are; {not_covered()}")
 
 
-__all__ = ["GROWTH", "MAX_DRAWS", "STOP_ERROR", "looks", "open_reasons", "p_interval",
-           "stopping_note", "tail_counts", "unsettled"]
+__all__ = ["GROWTH", "MAX_DRAWS", "STOP_ERROR", "looks", "not_covered", "open_reasons",
+           "p_interval", "stopping_note", "tail_counts", "unsettled"]
