@@ -127,7 +127,8 @@ def test_eigh_route_accuracy_float32():
 def test_eig_method_choice():
     assert eig_method(768, 64, jnp.float32, backend="cpu") == "eigh"
     assert eig_method(4096, 128, jnp.float32, backend="cpu") == "eigh"
-    assert eig_method(768, 64, jnp.float32, backend="gpu") == "svd"
+    assert eig_method(768, 64, jnp.float32, backend="gpu") == "eigvalsh"
+    assert eig_method(100, 90, jnp.float32, backend="gpu") == "svd"  # κ ≈ 4e4: no symmetric route
     assert eig_method(100, 90, jnp.float32, backend="cpu") == "svd"  # κ ≈ 4e4
     assert eig_method(100, 90, jnp.float64, backend="cpu") == "eigh"
     assert eig_method(64, 64, jnp.float64, backend="cpu") == "svd"  # lower edge 0

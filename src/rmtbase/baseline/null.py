@@ -86,26 +86,28 @@ def eigh_accurate(d_h, kappa, dtype=jnp.float32):
 
 
 def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
-    """Eigen route of the fast spectral null: ``"eigh"`` where it is accurate and faster, else ``"svd"``.
+    """Eigen route of the fast spectral null: a symmetric route of C Cᵀ where it is accurate,
+    else ``"svd"``.
 
-    ``"eigh"`` (tridiagonalisation + bisection of C Cᵀ, :func:`eigvals_from_bidiagonal`) is
-    ~1.7× faster than the SVD on CPU, but its relative error on λ_min is of order n·eps·κ with
-    κ = λ_max/λ_min. It is chosen only on CPU (accelerators keep the SVD, which has batched
-    kernels there; neither route has been timed on one here) and only when
+    The symmetric routes' relative error on λ_min is of order n·eps·κ with κ = λ_max/λ_min
+    (backward stability of any symmetric eigensolver), so they are taken only when
     d_h·eps·κ ≤ :data:`EIGH_MAX_REL_ERROR`, with κ = x₊/x₋ from the exact MP_c⊠MP_c edges
-    (c = d_h/d). float32 takes it for c ≲ 0.1 at d_h = 128 and c ≲ 0.18 at d_h = 64 (all
+    (c = d_h/d). float32 takes them for c ≲ 0.1 at d_h = 128 and c ≲ 0.18 at d_h = 64 (all
     seed-model shapes), float64 up to c ≈ 0.99. The error stays far below the null's own
-    spread of λ_min (of order d_h^{-2/3}).
+    spread of λ_min (of order d_h^{-2/3}). Which symmetric route is the fastest one measured:
+    on CPU ``"eigh"`` (tridiagonalisation + bisection, :func:`eigvals_from_bidiagonal`; 1.7×
+    the SVD's draws/s at (768, 64), ``benchmarks/gpu.py --quick``); on an accelerator
+    ``"eigvalsh"`` (cuSOLVER's batched solver through ``jnp.linalg.eigvalsh``): on one H200
+    (2026-11-26, ``benchmarks/gpu.py --quick``) 177,195 draws/s against 1,082 by the SVD and
+    9,259 by bisection at (768, 64), 65,079 against 490 at (4096, 128).
     """
     backend = jax.default_backend() if backend is None else backend
-    if backend != "cpu":
-        return "svd"
     from ..analytic.product import edges
 
     lo, hi = edges(d_h / d)
-    if lo <= 0:
+    if lo <= 0 or not eigh_accurate(d_h, hi / lo, dtype):
         return "svd"
-    return "eigh" if eigh_accurate(d_h, hi / lo, dtype) else "svd"
+    return "eigh" if backend == "cpu" else "eigvalsh"
 
 
 def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None,
