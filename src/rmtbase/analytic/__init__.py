@@ -12,6 +12,8 @@ Submodules (imported on first attribute access, so ``import rmtbase.analytic`` i
 - :mod:`~rmtbase.analytic.product_network` — limit laws of deep Gaussian and residual products
   (Fuss–Catalan / Penson–Życzkowski, free powers), Lyapunov limits
 - :mod:`~rmtbase.analytic.network_finite` — exact finite-d traces and element kurtosis of them
+- :mod:`~rmtbase.analytic.composition_moments` — null moments of head–head composition scores
+  and of the QK overlap (Weingarten, Wishart)
 
 Every quantity has a vectorised float64 function and an mpmath function named ``*_mp`` that
 takes ``dps=`` (default: the current ``mp.dps``) and returns mpf.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import importlib
 
 _SUBMODULES = ("marchenko_pastur", "product", "variance_gamma", "weibull", "gaussian", "constants",
-               "product_network", "network_finite")
+               "product_network", "network_finite", "composition_moments")
 __all__ = list(_SUBMODULES)
 
 

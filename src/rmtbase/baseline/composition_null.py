@@ -4,7 +4,9 @@ Definitions and the exact moments are in :mod:`rmtbase.stats.composition`; the l
 for the Q-, K- and V-composition (a chain d × d_h2 × d × d_h1 × d of four independent Gaussian
 matrices) and free of σ. Two exact samplers: :func:`null_squares` from d_h-sized Bartlett
 variates (float32 storage), :func:`null_squares_full` from whole factors sent through a storage
-round trip (16-bit storage; the reference for the other).
+round trip (16-bit storage; the reference for the other). The QK overlap's null (Frobenius
+cosine of two heads' W_QK within a layer, distinct or shared key heads): :func:`null_overlap`
+(reduced, exact in law) and :func:`null_overlap_full` (whole factors, storage round trip).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..ensembles.gaussian import named_key
 from ..ensembles.wishart import bartlett_factor
 from ..stats.composition import col_side, grams
 from ..stats.precision import round_trip
+from ..stats.storage import storage_record
 
 
 def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32):
@@ -91,8 +94,10 @@ _FULL_CHUNK = 64
 def _full(d: int, d_h1: int, d_h2: int, storage: str, dtype: str):
     dt = jnp.dtype(dtype)
 
+    identity = storage_record(storage).is_identity
+
     def rt(x):
-        return x if storage == "float32" else round_trip(x, storage)
+        return x if identity else round_trip(x, storage)
 
     def one(k):
         q = rt(jax.random.normal(named_key(k, "q"), (d_h2, d), dt))
@@ -108,4 +113,85 @@ def _full(d: int, d_h1: int, d_h2: int, storage: str, dtype: str):
     return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
 
 
-__all__ = ["null_squares", "null_squares_full"]
+def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=jnp.float32):
+    """``n`` draws of the QK overlap c = ⟨W_QK^a, W_QK^b⟩ / (‖W_QK^a‖ ‖W_QK^b‖) of two heads
+    with independent Gaussian factors (``shared_key``: one key head W_K for both, GQA/MQA),
+    exactly in law from d_h-sized variates.
+
+    ⟨W_QK^a, W_QK^b⟩ = Σ (Q_a Q_bᵀ) ∘ (K_a K_bᵀ) and the norms need only the Grams. Rotating the
+    d-space of the Q's so that Q_a = [L_Qa, 0] H (LQ; L_Qa Bartlett at (d, d_h)) gives
+    Q_a Q_bᵀ = L_Qa Q_b1ᵀ with Q_b1 ``(d_h, d_h)`` Gaussian and G_Qb = Q_b1 Q_b1ᵀ + L L ᵀ, L
+    Bartlett at (d − d_h, d_h); the K's the same with their own rotation, or, shared, one Gram
+    G_K = L_K L_Kᵀ. Needs 2 d_h ≤ d."""
+    if 2 * d_h > d:
+        raise ValueError(f"the reduced overlap null needs 2 d_h <= d (d={d}, d_h={d_h})")
+    run = _overlap(int(d), int(d_h), bool(shared_key), jnp.dtype(dtype).name)
+    n = int(n)
+    out = [run(key, jnp.arange(a, a + _CHUNK)) for a in range(0, n, _CHUNK)]
+    return jnp.concatenate(out)[:n]
+
+
+@functools.lru_cache(maxsize=16)
+def _overlap(d: int, n: int, shared: bool, dtype: str):
+    dt = jnp.dtype(dtype)
+    side = [(d, n), (d - n, n)]  # L_a, L_b2 of one factor kind
+    segs = side + ([(d, n)] if shared else side)
+    dof = np.concatenate([np.arange(a, a - k, -1) for a, k in segs]).astype(dtype)
+    n_low = [k * (k - 1) // 2 for _, k in segs]
+    n_sq = 1 if shared else 2
+
+    def one(k):
+        diag = chi(named_key(k, "diag"), jnp.asarray(dof), dt)
+        z = jax.random.normal(named_key(k, "normal"), (sum(n_low) + n_sq * n * n,), dt)
+        ls, a, b = [], 0, 0
+        for (_, m), nl in zip(segs, n_low, strict=True):
+            ls.append(bartlett_factor(z[b:b + nl], diag[a:a + m]))
+            a, b = a + m, b + nl
+        sq = z[b:].reshape(n_sq, n, n)
+        qa, qb2 = ls[0], ls[1]
+        cross_q = qa @ sq[0].T
+        gqa, gqb = qa @ qa.T, sq[0] @ sq[0].T + qb2 @ qb2.T
+        if shared:
+            gk = ls[2] @ ls[2].T
+            cross_k, gka, gkb = gk, gk, gk
+        else:
+            ka, kb2 = ls[2], ls[3]
+            cross_k = ka @ sq[1].T
+            gka, gkb = ka @ ka.T, sq[1] @ sq[1].T + kb2 @ kb2.T
+        inner = jnp.sum(cross_q * cross_k)
+        return inner / jnp.sqrt(jnp.sum(gqa * gka) * jnp.sum(gqb * gkb))
+
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
+
+
+def null_overlap_full(key, d: int, d_h: int, n: int, shared_key: bool = False, storage=None,
+                      dtype=jnp.float32):
+    """The overlap null from whole Gaussian factors ``(d_h, d)``, each optionally sent through a
+    storage round trip (``storage``, as :func:`null_squares_full`); the reference for
+    :func:`null_overlap` and the path for 16-bit storage."""
+    run = _overlap_full(int(d), int(d_h), bool(shared_key), storage or "float32",
+                        jnp.dtype(dtype).name)
+    n = int(n)
+    out = [run(key, jnp.arange(a, a + _FULL_CHUNK)) for a in range(0, n, _FULL_CHUNK)]
+    return jnp.concatenate(out)[:n]
+
+
+@functools.lru_cache(maxsize=16)
+def _overlap_full(d: int, d_h: int, shared: bool, storage: str, dtype: str):
+    dt = jnp.dtype(dtype)
+
+    def rt(x):
+        return x if storage == "float32" else round_trip(x, storage)
+
+    def one(k):
+        qa, qb, ka = (rt(jax.random.normal(named_key(k, s), (d_h, d), dt)) for s in ("qa", "qb", "ka"))
+        kb = ka if shared else rt(jax.random.normal(named_key(k, "kb"), (d_h, d), dt))
+        inner = jnp.sum((qa @ qb.T) * (ka @ kb.T))
+        na = jnp.sum(grams(qa) * grams(ka))
+        nb = jnp.sum(grams(qb) * grams(kb))
+        return inner / jnp.sqrt(na * nb)
+
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
+
+
+__all__ = ["null_overlap", "null_overlap_full", "null_squares", "null_squares_full"]

@@ -36,17 +36,12 @@ gain of the layer the head reads through; W_O is not changed. Scores are invaria
 scale of each factor (σ does not matter).
 
 Null (independent Gaussian factors at each head's own shapes; all three kinds have the same
-law, a chain d × d_h2 × d × d_h1 × d of four independent Gaussian matrices). Exact:
-
-- E[s²] = 1/d for every d, d_h1, d_h2: W_QK^{h2} is right-orthogonally invariant, W_QK R has
-  its law for Haar R, the denominators do not see R, and E_R tr(A R B Rᵀ) = tr A tr B / d.
-- E[s⁴] = [(d + 2)(1 + 2 r_2 r_1) − (1 + 2 r_2)(1 + 2 r_1)] / (d (d − 1)(d + 2)), from the
-  degree-2 orthogonal Weingarten function (Collins & Śniady 2006), conditional on
-  r = tr((WᵀW)²)/(tr WᵀW)² of each head's product (the inverse participation ratio of its
-  spectrum, Σλ²/(Σλ)²), so E[s⁴] is exact given E[r_2 r_1] = E[r_2] E[r_1].
-- E[r] is exact (= 1) for d_h = 1; otherwise :func:`mean_ipr` uses the ratio of the exact
-  moments E[Σλ²] / E[(Σλ)²] (exact Wishart moments below; the ratio of means is not the mean
-  of the ratio: its relative error is O(1/(d d_h)), checked against Monte Carlo in the tests).
+law, a chain d × d_h2 × d × d_h1 × d of four independent Gaussian matrices). Its moments are
+derived in :mod:`rmtbase.analytic.composition_moments`: E[s²] = 1/d exactly (Haar invariance);
+E[s⁴] from the degree-2 orthogonal Weingarten function given E[r] of each head's product,
+r = Σλ²/(Σλ)²; E[r] exact for d_h ≤ 2 (d_h = 2: a ₃F₂ series), the ratio of exact moments for
+d_h ≥ 3 (relative error ≈ 7/d², measured). The QK overlap has E c = 0 and E c² = 1/d² exactly
+for heads with distinct key heads.
 """
 
 from __future__ import annotations
@@ -55,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._matmul import mm
+from ..analytic.composition_moments import haar_fourth, ipr_mean, score_moments
 
 KINDS = ("q", "k", "v")
 
@@ -139,27 +135,17 @@ def product_trace_moments(d: int, d_h: int) -> tuple[float, float, float]:
 
 
 def mean_ipr(d: int, d_h: int) -> float:
-    """E[Σλ²/(Σλ)²] of one head's product: 1 exactly at d_h = 1, else the ratio of exact
-    moments E Σλ² / E (Σλ)² (an approximation, relative error O(1/(d d_h)); module docstring)."""
-    if d_h == 1:
-        return 1.0
-    _, m2, s2 = product_trace_moments(d, d_h)
-    return s2 / m2
-
-
-def haar_fourth(d: int, r1, r2):
-    """E_R[(tr A R B Rᵀ)²] / (tr A tr B)² for Haar R in O(d), A, B symmetric with
-    tr A²/(tr A)² = r1, tr B²/(tr B)² = r2 (degree-2 orthogonal Weingarten)."""
-    d = float(d)
-    return ((d + 2.0) * (1.0 + 2.0 * r1 * r2) - (1.0 + 2.0 * r1) * (1.0 + 2.0 * r2)) / (
-        d * (d - 1.0) * (d + 2.0))
+    """E[Σλ²/(Σλ)²] of one head's product (:func:`rmtbase.analytic.composition_moments.ipr_mean`:
+    exact for d_h ≤ 2, the ratio of exact moments E Σλ² / E (Σλ)² for d_h ≥ 3)."""
+    return ipr_mean(int(d), int(d_h))
 
 
 def null_moments(d: int, d_h1: int, d_h2: int) -> tuple[float, float]:
     """(E s², Var s²) of a squared composition score under the Gaussian-factor null: the mean
-    exact (1/d), the variance exact given E[r] (exact for d_h = 1; module docstring)."""
-    m4 = haar_fourth(d, mean_ipr(d, d_h1), mean_ipr(d, d_h2))
-    return 1.0 / d, m4 - 1.0 / d**2
+    exact (1/d), the variance exact for d_h1, d_h2 ≤ 2 and through the ratio-of-moments E[r]
+    above (relative error ≈ 14/d² in Var s², measured; :mod:`rmtbase.analytic.composition_moments`)."""
+    m, v, _ = score_moments(int(d), int(d_h1), int(d_h2))
+    return m, v
 
 
 __all__ = ["KINDS", "col_matrix", "col_side", "grams", "haar_fourth", "layer_norms", "mean_ipr",
