@@ -222,7 +222,7 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
         comp, overlap, norms = composition_from_factors(layers, info.n_kv_heads, ln_gains=gains)
         counts = P.permutation_counts(layers, info.n_kv_heads, comp, draws=int(draws),
                                       seed=int(seed), ln_gains=gains)
-        p, pt = P.permutation_p(comp, counts)
+        p = pt = P.permutation_p(comp, counts)
         nst, null_s = "entries permuted", None
     else:
         comp, overlap, norms = composition_from_factors(layers, info.n_kv_heads, ln_gains=gains)
@@ -230,7 +230,7 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
         null_s = null_scores(jax.random.key(int(seed)), info.d, info.d_h, info.d_h, int(draws),
                              nst)
         p = pt = counts = None
-    return assemble(comp, overlap, norms, null_s, alpha=alpha, p=p, p_tail=pt,
+    ds = assemble(comp, overlap, norms, null_s, alpha=alpha, p=p, p_tail=pt,
                     median=None if counts is None else counts["median"], null=null, attrs={
         "model": info.name, "d": info.d, "d_h": info.d_h, "n_kv_heads": info.n_kv_heads,
         "seed": int(seed), "draws": int(draws), "null_storage": nst,
@@ -238,6 +238,10 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
         "quantisation": ",".join(sorted({q for r in storage_rows for q in (r[1], r[3]) if q})),
         "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
         "planned_bytes": pl["bytes"]})
+    from .composition_overlap import add_overlap_tests  # the overlap's Gaussian-factor null
+
+    return add_overlap_tests(ds, seed=int(seed), draws=int(draws), alpha=alpha,
+                             storage=nst if nst in ("float16", "bfloat16") else "float32")
 
 
 def tail_p(comp, p, null_sorted, d: int, d_h_to: int, d_h_from: int):
