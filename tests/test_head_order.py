@@ -158,3 +158,44 @@ def test_compare_lists_each_models_heads_in_the_order_named(planted, tmp_path, c
                  "--sort-by", "entry_tails"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "entry_tails" in err[0], err
+
+
+@pytest.mark.skipif(__import__("_browser").CHROMIUM is None,
+                    reason=__import__("_browser").SKIP_REASON)
+def test_report_head_table_shows_rank_kind_and_ties(planted, tmp_path):
+    """report.html's head table (headless Chromium) leads with the rank, the head's primary
+    kind and the value the rank orders by (departure); its rows follow the ranks; two heads
+    made equal (L0H4 given L0H3's profile) share a rank, shown "k=" on both, never split by
+    layer/head order."""
+    from _browser import run_page
+
+    from rmtbase.decision.kinds import kinds_of
+    from rmtbase.report import write_report
+
+    ds = planted.copy(deep=True)
+    for v in ("profile_value", "profile_effect", "profile_band_lo", "profile_band_hi"):
+        ds[v][0, 4] = ds[v][0, 3].values
+    dep, r = departure(ds), head_ranks(ds)
+    assert dep[0, 3] == dep[0, 4] and r[0, 3] == r[0, 4]
+    write_report(ds, tmp_path / "out", figures=False)
+    actions = """
+    r.head = Array.prototype.map.call(document.querySelectorAll('#toptable thead th'),
+      function (th) { return th.textContent; });
+    r.rows = Array.prototype.map.call(document.querySelectorAll('#toptable tbody tr'),
+      function (tr) { return Array.prototype.map.call(tr.cells, function (td) {
+        return td.textContent; }); });
+    """
+    got, console = run_page(tmp_path / "out" / "report.html", actions, tmp_path)
+    assert got["errors"] == [] and console == [], (got["errors"], console)
+    assert got["head"][:5] == ["rank", "layer", "head", "kind", "departure"], got["head"]
+    primary = kinds_of(ds)[0]
+    shown = [(int(row[1]), int(row[2])) for row in got["rows"]]
+    assert shown == head_ranking(ds)[: len(shown)] and len(shown) == LAYERS * HEADS
+    for row in got["rows"]:
+        li, hi = int(row[1]), int(row[2])
+        tied = np.sum(r == r[li, hi]) > 1
+        assert row[0] == f"{r[li, hi]}" + ("=" if tied else ""), (row, r[li, hi])
+        assert row[3] == primary[li, hi]
+        # the page rounds the key to 3 significant digits (html_data), then prints it
+        assert float(row[4]) == pytest.approx(float(f"{dep[li, hi]:.3g}"), rel=1e-9)
+    assert sum(row[0].endswith("=") for row in got["rows"]) == 2

@@ -257,15 +257,15 @@ def test_head_table_shows_the_profile_spikes_and_keeps_p_in_view(report12, tmp_p
     assert r["errors"] == [] and console == [], (r["errors"], console)
     assert r["inner"] == width
     axes = [str(a).replace("_", " ") for a in ds["axis"].values]
-    assert r["head"] == ["layer", "head", "outliers", "head p", "head q", "flagged", *axes], \
-        r["head"]
+    assert r["head"] == ["rank", "layer", "head", "kind", "departure", "outliers", "head p",
+                         "head q", "flagged", *axes], r["head"]
     from rmtbase.report.tables import head_ranking
 
     want = head_ranking(ds)
     assert [tuple(x) for x in r["order"]] == want[: len(r["order"])]
     li, hi = want[0]
-    assert r["first"][:2] == [str(li), str(hi)]
-    assert r["first"][2] == str(int(ds["n_spikes"][li, hi]))
+    assert r["first"][1:3] == [str(li), str(hi)]
+    assert r["first"][r["head"].index("outliers")] == str(int(ds["n_spikes"][li, hi]))
     col = r["head"].index("concentration")
     eff = float(ds["profile_effect"].sel(layer=li, head=hi, axis="concentration"))
     assert js_num(float(f"{eff:.3g}")) + "×" in r["first"][col], r["first"]

@@ -6,7 +6,9 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
 - per entry: facts (model, null, storage …), layer and head ids, statistic names and groups,
   per head ``p``, ``q``, ``flag``, ``top`` (index of the head's top statistic, −1 for none),
   ``rank`` (:func:`rmtbase.report.tables.head_ranks`: by departure or ``--sort-by``, ties
-  share a rank; ``order`` names it), where scored
+  share a rank; ``order`` names it; ``key``, the value it orders by, unless that is head
+  p), ``kind``/``kinds``/``kind_axes`` (:mod:`rmtbase.decision.kinds`: primary kind, every
+  kind '+'-joined, the axes that put it there), where scored
   ``prof`` (the profile, axis -> ``v`` values, ``e`` effects, ``f`` flags, ``k`` how the
   effect is read), ``ns`` (``n_spikes``) and ``sx`` (each
   head's list of ``spike_x``, its spikes in units of the null's upper edge),
@@ -40,6 +42,7 @@ import numpy as np
 import xarray as xr
 
 from ..decision.kinds import kinds_of, kinds_phrase
+from ..decision.order import EVIDENCE, sort_key
 from ..scoring.collection import entries
 from .tables import head_order, head_ranks, null_storage_read, storage_read
 
@@ -121,9 +124,13 @@ def _heads(ds: xr.Dataset, stats: list[str]) -> dict:
            "top": top, "sq": _flat(ds["sigma_q"]), "sk": _flat(ds["sigma_k"])}
     out["rank"] = [int(r) for r in head_ranks(ds).ravel()]  # ties share a rank
     got = kinds_of(ds)
-    if got is not None:
+    if got is not None:  # primary kind, every kind ('+'-joined) and the axes that put it there
         out["kind"] = [str(k) for k in got[0].ravel()]
+        out["kinds"] = [str(k) for k in got[1].ravel()]
+        out["kind_axes"] = [str(k) for k in got[2].ravel()]
     out["order"] = head_order(ds)
+    if out["order"] != EVIDENCE:  # the value the rank orders by (departure or an axis's)
+        out["key"] = _flat(sort_key(ds, out["order"]), 3)
     if "profile_effect" in ds:  # the profile (rmtbase.scoring.profile): axis -> per head
         out["prof"] = {str(a): {"v": _flat(ds["profile_value"].sel(axis=a).transpose(
             "layer", "head"), 3), "e": _flat(ds["profile_effect"].sel(axis=a).transpose(

@@ -327,16 +327,23 @@
     var nh = E.H.length, idx = [], rows = [];
     for (var k = 0; k < E.head.p.length; k++) idx.push(k);
     var rank = E.head.rank, prof = E.head.prof, axes = prof ? Object.keys(prof) : [];
-    idx.sort(function (a, b) {  /* rank: rmtbase.report.tables.head_ranking (evidence, not size) */
-      if (rank) return rank[a] - rank[b];
+    idx.sort(function (a, b) {  /* rank: rmtbase.report.tables.head_ranking; a tie by (layer, head) */
+      if (rank) return rank[a] - rank[b] || a - b;
       var pa = ok(E.head.p[a]) ? E.head.p[a] : 1, pb = ok(E.head.p[b]) ? E.head.p[b] : 1;
       return pa - pb || a - b;
     });
     var nflag = E.head.flag.reduce(function (a, b) { return a + b; }, 0);
+    var shared = {};  /* heads per rank: a rank two heads share is a tie, shown "3=" */
+    if (rank) rank.forEach(function (r) { shared[r] = (shared[r] || 0) + 1; });
+    var kind = E.head.kind, key = E.head.key;
     idx.slice(0, Math.min(idx.length, Math.max(25, Math.min(200, nflag)))).forEach(function (k) {
       var li = Math.floor(k / nh), hi = k % nh;
       var ns = spikes(E, k);
-      rows.push('<tr data-l="' + li + '" data-h="' + hi + '"><td data-v="' + E.L[li] + '">' + E.L[li] + '</td><td data-v="' + E.H[hi] + '">' + E.H[hi] +
+      rows.push('<tr data-l="' + li + '" data-h="' + hi + '">' +
+        (rank ? '<td class="n" data-v="' + rank[k] + '"' + (shared[rank[k]] > 1 ? ' title="tied: ' + shared[rank[k]] + ' heads share this rank"' : "") + ">" + rank[k] + (shared[rank[k]] > 1 ? "=" : "") + "</td>" : "") +
+        '<td data-v="' + E.L[li] + '">' + E.L[li] + '</td><td data-v="' + E.H[hi] + '">' + E.H[hi] +
+        (kind ? '</td><td data-v="' + esc(kind[k]) + '" title="' + esc(E.head.kinds[k] + " (" + E.head.kind_axes[k] + ")") + '">' + esc(kind[k]) : "") +
+        (key ? '</td><td class="n" data-v="' + (ok(key[k]) ? key[k] : -1e300) + '">' + (ok(key[k]) ? num(key[k]) : "") : "") +
         (E.head.ns ? '</td><td class="n" data-v="' + (ns === null ? -1 : ns) + '">' + (ns === null ? "" : ns) : "") +
         '</td><td data-v="' + (ok(E.head.p[k]) ? E.head.p[k] : 2) + '">' + fmtP(E.head.p[k]) + '</td><td data-v="' + (ok(E.head.q[k]) ? E.head.q[k] : 2) + '">' +
         fmtP(E.head.q[k]) + '</td><td data-v="' + E.head.flag[k] + '">' + (E.head.flag[k] ? "yes" : "") +
@@ -345,7 +352,11 @@
           return '</td><td class="n" data-v="' + sv + '">' + profText(x, k);
         }).join("") + "</td></tr>");
     });
-    $("toptable").innerHTML = "<thead><tr><th>layer</th><th>head</th>" +
+    $("toptable").innerHTML = "<thead><tr>" +
+      (rank ? '<th title="rank in the order of ' + esc(E.head.order) + ' (1 first); equal values share a rank, marked =">rank</th>' : "") +
+      "<th>layer</th><th>head</th>" +
+      (kind ? '<th title="primary kind (docs/kinds.md); hover a cell for every kind and its axes">kind</th>' : "") +
+      (key ? '<th title="the value the rank orders by">' + esc(E.head.order.replace(/_/g, " ")) + "</th>" : "") +
       (E.head.ns ? '<th title="eigenvalues of W_QK above the null edge: spectral concentration">outliers</th>' : "") + "<th>head p</th><th>head q</th><th>flagged</th>" +
       axes.map(function (a) { return '<th title="value (effect against the null; sorts by |effect|); * flagged on this axis">' + esc(a.replace(/_/g, " ")) + "</th>"; }).join("") +
       "</tr></thead><tbody>" +
