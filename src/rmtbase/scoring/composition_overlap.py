@@ -1,0 +1,108 @@
+"""The QK overlap's null test: a p, a z and Benjamini–Hochberg for every pair of heads of a layer.
+
+The overlap c_ab = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖_F ‖W_QK^b‖_F) (the seed author's Frobenius
+cosine; :func:`rmtbase.stats.composition.qk_overlap`) of two heads of one layer, against
+independent Gaussian factors at the heads' shapes (:mod:`rmtbase.analytic.composition_moments`):
+E c = 0 and Var c = 1/d² exactly when the two query heads read different key heads; with one
+shared key head (GQA/MQA groups) Var c ≈ (d + d_h + 1)/(d (d d_h + 2)) ≈ 1/(d d_h), far wider,
+so those pairs get their own null draws. The null is symmetric in c (Q_b → −Q_b), so
+p = (1 + #{|null| ≥ |c|}) / (1 + N), two-sided, add-one; ``qk_overlap_z`` = c / √Var c.
+BH over the unordered pairs (a < b) of all layers (``qk_overlap_q``, ``qk_overlap_flag``) and
+within each layer (``qk_overlap_q_layer``); both triangles carry the pair's numbers, the
+diagonal is NaN (c_aa = 1).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import xarray as xr
+
+from ..analytic.composition_moments import overlap_moments
+from ..baseline.composition_null import null_overlap, null_overlap_full
+from ..decision.significance import benjamini_hochberg
+from ..ensembles.gaussian import named_key
+
+
+def overlap_null(key, d: int, d_h: int, draws: int, shared_key: bool,
+                 storage: str = "float32") -> np.ndarray:
+    """Sorted |c| of ``draws`` null overlaps (reduced sampler for float32 storage when
+    2 d_h ≤ d, whole factors through the storage round trip otherwise)."""
+    if storage in ("float16", "bfloat16") or 2 * d_h > d:
+        c = null_overlap_full(key, d, d_h, draws, shared_key, storage=storage)
+    else:
+        c = null_overlap(key, d, d_h, draws, shared_key)
+    return np.sort(np.abs(np.asarray(c, np.float64)))
+
+
+def _two_sided_p(values, null_abs):
+    n = null_abs.size
+    v = np.abs(np.asarray(values, np.float64))
+    ge = n - np.searchsorted(null_abs, v, side="left")
+    return np.where(np.isfinite(v), (1.0 + ge) / (1.0 + n), np.nan)
+
+
+def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
+                  storage: str = "float32", alpha: float = 0.05) -> dict:
+    """p, z, q (all layers), q (per layer) and flag ``(L, H, H)`` of the overlaps ``overlap``
+    ``(L, H, H)``; query heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv)."""
+    ov = np.asarray(overlap, np.float64)
+    n_l, h, _ = ov.shape
+    group = h // int(n_kv)
+    kv = np.arange(h) // group
+    shared = (kv[:, None] == kv[None, :]) & ~np.eye(h, dtype=bool)
+    upper = np.triu(np.ones((h, h), dtype=bool), 1)
+    p = np.full(ov.shape, np.nan)
+    z = np.full(ov.shape, np.nan)
+    var = {}
+    for sk in (False, True):
+        sel = (shared if sk else ~shared) & ~np.eye(h, dtype=bool)
+        if not sel.any():
+            continue
+        null = overlap_null(named_key(key, "shared" if sk else "distinct"), d, d_h, draws, sk,
+                            storage)
+        var[sk] = overlap_moments(d, d_h, sk)[1]
+        p[:, sel] = _two_sided_p(ov[:, sel], null)
+        z[:, sel] = ov[:, sel] / np.sqrt(var[sk])
+    q = np.full(ov.shape, np.nan)
+    ql = np.full(ov.shape, np.nan)
+    pu = p[:, upper]
+    flag_u, q_u = benjamini_hochberg(pu.reshape(-1), alpha)
+    q[:, upper] = q_u.reshape(pu.shape)
+    for layer in range(n_l):
+        ql[layer][upper] = benjamini_hochberg(p[layer][upper], alpha)[1]
+    for a in (q, ql):
+        a[:] = np.where(upper[None], a, np.swapaxes(a, 1, 2))
+    flag = np.where(np.isfinite(q), q <= alpha, False).astype(np.int8)
+    return {"p": p, "z": z, "q": q, "q_layer": ql, "flag": flag, "var": var}
+
+
+def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "float32",
+                      alpha: float = 0.05) -> xr.Dataset:
+    """Add ``qk_overlap_p``, ``qk_overlap_z``, ``qk_overlap_q``, ``qk_overlap_q_layer``,
+    ``qk_overlap_flag`` to a composition Dataset (``qk_overlap`` and the attrs ``d``, ``d_h``,
+    ``n_kv_heads``); null draws from ``named_key(key(seed), "overlap")``."""
+    d, d_h, n_kv = int(ds.attrs["d"]), int(ds.attrs["d_h"]), int(ds.attrs["n_kv_heads"])
+    key = named_key(jax.random.key(int(seed)), "overlap")
+    t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, key, int(draws), storage, alpha)
+    dims = ("layer", "head_from", "head_to")
+    defs = {
+        "p": ("two-sided add-one Monte Carlo p-value of the QK overlap",
+              "(1 + #{|null| >= |c|}) / (1 + draws), independent Gaussian factors (shared key "
+              "head within a GQA group)"),
+        "z": ("QK overlap over its exact null sd", "c / sqrt(Var c), Var c = 1/d^2 (distinct key "
+              "heads, exact) or (d + d_h + 1)/(d (d d_h + 2)) (shared key head, approximate)"),
+        "q": ("Benjamini-Hochberg q of the QK overlap over all layers' pairs", "BH over a < b"),
+        "q_layer": ("Benjamini-Hochberg q of the QK overlap within the layer", "BH over a < b"),
+        "flag": ("BH flag of the QK overlap at alpha", f"qk_overlap_q <= {alpha}"),
+    }
+    for name, (ln, definition) in defs.items():
+        ds[f"qk_overlap_{name}"] = xr.DataArray(t[name], dims=dims, attrs={
+            "long_name": ln, "units": "1", "definition": definition})
+    ds.attrs["qk_overlap_null_var"] = float(t["var"].get(False, np.nan))
+    ds.attrs["qk_overlap_null_var_shared_key"] = float(t["var"].get(True, np.nan))
+    ds.attrs["qk_overlap_null_storage"] = storage
+    return ds
+
+
+__all__ = ["add_overlap_tests", "overlap_null", "overlap_tests"]
