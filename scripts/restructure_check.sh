@@ -2,6 +2,13 @@
 # Before/after check of a restructure (issue 50): the same runs at two commits, digests diffed.
 #
 #   scripts/restructure_check.sh COMMIT_A COMMIT_B [RUN ...]
+#   RC_PATHS="src/x.py src/y.py" scripts/restructure_check.sh HEAD HEAD   # before committing
+#
+# With RC_PATHS, B is COMMIT_B plus those paths as they are in this working tree (a commit
+# object made with a private index: the shared index and branch are not touched), so a change
+# can be checked before it is committed and the result quoted in its commit message.
+# A side's digest is reused when the same src/ tree, runs and input models were digested
+# before on this machine (/tmp/restructure-check/digests; RC_FRESH=1 to redo both).
 #
 # Makes clean `git worktree`s of both commits under $RC_DIR (default /tmp/restructure-check/
 # <A>-<B>), builds the input models once (with commit A's tests/_gguf.py and tests/_fp8.py, so
@@ -27,6 +34,10 @@
 #   comp     the first of them with --composition --draws 200
 #   tables   the shipped tables src/rmtbase/data (no run; digested as they are)
 # Default: all. Cost on 2 shared cores: see the commit that added this script.
+# RC_SHARED_TABLES=1: both commits (and later checks) read and write one null-table cache,
+# /tmp/restructure-check/tables-shared, instead of a fresh one per commit: much cheaper, and
+# blind to a change in how tables are drawn (for restructures downstream of the tables only;
+# say so where the result is quoted).
 #
 # Floats are byte-identical only within one machine and program: both commits run here.
 set -euo pipefail
@@ -40,7 +51,18 @@ A=$(git -C "$MAIN" rev-parse --verify "$1^{commit}") || usage
 B=$(git -C "$MAIN" rev-parse --verify "$2^{commit}") || usage
 shift 2
 RUNS=${*:-minilm gguf fp8 perm combine comp tables}
+if [ -n "${RC_PATHS:-}" ]; then  # B plus the working tree's RC_PATHS, as a dangling commit
+    idx=$(mktemp)
+    GIT_INDEX_FILE=$idx git -C "$MAIN" read-tree "$B"
+    # shellcheck disable=SC2086
+    (cd "$MAIN" && GIT_INDEX_FILE=$idx git add -A -- $RC_PATHS)
+    tree=$(GIT_INDEX_FILE=$idx git -C "$MAIN" write-tree)
+    rm -f "$idx"
+    B=$(git -C "$MAIN" commit-tree "$tree" -p "$B" -m "restructure_check: $RC_PATHS")
+fi
 ROOT=${RC_DIR:-/tmp/restructure-check/${A:0:10}-${B:0:10}}
+CACHE=/tmp/restructure-check/digests
+mkdir -p "$CACHE"
 RC_JAX=${RC_JAX:-/tmp/restructure-check/jax}
 export OPENBLAS_NUM_THREADS=1 JAX_COMPILATION_CACHE_DIR=$RC_JAX \
     JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 RMTBASE_PROGRESS_INTERVAL=1000000
@@ -59,9 +81,14 @@ worktree() {  # worktree SIDE COMMIT -> $ROOT/wt-SIDE at COMMIT (made anew)
     log "$1 = $(git -C "$wt" log -1 --format='%h %s' | cut -c1-90) ($got)"
 }
 
-models() {  # the input models, built once with commit A's test helpers
-    local out=$ROOT/models
-    [ -f "$out/.done" ] && return
+models() {  # the input models, built once per version of A's test helpers
+    local key
+    key=$(git -C "$MAIN" rev-parse "$A:tests/_gguf.py" "$A:tests/_fp8.py" | cut -c1-10 | tr '\n' -)
+    local out=/tmp/restructure-check/models-$key
+    ln -sfn "$out" "$ROOT/models"
+    exec 9> /tmp/restructure-check/models.lock
+    flock 9  # two checks at once build them once
+    if [ -f "$out/.done" ]; then flock -u 9; return; fi
     rm -rf "$out"; mkdir -p "$out"
     log "building input models"
     (cd "$ROOT" && PYTHONPATH=$ROOT/wt-A/src "$PY" - "$ROOT/wt-A/tests" "$out" <<'EOF'
@@ -101,22 +128,32 @@ _fp8.write_fp8(llama(3), out / "fp8")
 (out / ".done").write_text("")
 EOF
     ) > "$ROOT/models.log" 2>&1 || { cat "$ROOT/models.log" >&2; exit 2; }
+    flock -u 9
 }
 
 run() {  # run SIDE NAME ARGS... : rmtbase ARGS in SIDE's worktree, output in $ROOT/out-SIDE/NAME
     local side=$1 name=$2; shift 2
     local wt=$ROOT/wt-$side
     local t0=$SECONDS
-    (cd "$ROOT" && PYTHONPATH=$wt/src RMTBASE_CACHE=$ROOT/cache-$side \
+    local cache=$ROOT/cache-$side
+    if [ -n "${RC_SHARED_TABLES:-}" ]; then cache=/tmp/restructure-check/tables-shared; fi
+    (cd "$ROOT" && PYTHONPATH=$wt/src RMTBASE_CACHE=$cache \
         nice -n 5 "$PY" -m rmtbase "$@") > "$ROOT/log-$side-$name" 2>&1 || {
         echo "restructure_check: $side $name failed (rmtbase $*):" >&2
         tail -5 "$ROOT/log-$side-$name" >&2; exit 2; }
     log "$side $name: $((SECONDS - t0)) s"
 }
 
-runs() {  # runs SIDE: every selected run, then the digest of them all
+runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (or a reuse)
     local side=$1
     local o=$ROOT/out-$side
+    local key
+    key=$(git -C "$MAIN" rev-parse "$2:src" | cut -c1-12)-$(readlink "$ROOT/models" | md5sum | cut -c1-8)-$(echo "$RUNS" | md5sum | cut -c1-8)
+    if [ -z "${RC_FRESH:-}" ] && [ -s "$CACHE/$key.digest" ]; then
+        cp "$CACHE/$key.digest" "$ROOT/$side.digest"
+        log "$side: digest of src tree ${key%%-*} reused ($CACHE/$key.digest)"
+        return
+    fi
     rm -rf "$o" "$ROOT/cache-$side"; mkdir -p "$o"
     local m=$ROOT/models
     for r in $RUNS; do
@@ -148,16 +185,17 @@ runs() {  # runs SIDE: every selected run, then the digest of them all
             $DIGEST --prefix tables/ "$ROOT/wt-$side/src/rmtbase/data"
         fi
     } > "$ROOT/$side.digest"
+    cp "$ROOT/$side.digest" "$CACHE/$key.digest"
 }
 
 worktree A "$A"
 worktree B "$B"
 models
 t0=$SECONDS
-runs A
+runs A "$A"
 log "A: $((SECONDS - t0)) s"
 t0=$SECONDS
-runs B
+runs B "$B"
 log "B: $((SECONDS - t0)) s"
 n=$(wc -l < "$ROOT/A.digest")
 v=$(grep -c ' \[' "$ROOT/A.digest" || true)
