@@ -62,7 +62,9 @@ def test_bf16_copy_l4h11_is_not_cancelled(tmp_path, minilm):
     assert float(h["p_value"].sel(stat="k.mean")) == 1.0
     assert float(p.min()) < 1e-12
     assert float(h["head_p_value"]) < 1e-9
-    assert float(h["head_p_value"]) >= float(p.min())
+    # the statistics' omnibus never claims more than its statistics resolve (the combined
+    #  head p may be set by the factor axes instead: rmtbase.decision.combined)
+    assert float(h["head_p_statistics"]) >= float(p.min())
 
 
 def test_resolution_note_reaches_the_summary():
