@@ -16,10 +16,11 @@ probe`` read, and the trajectory input of ``score ckpts/*``). Then, per checkpoi
   ``induction ≥`` :data:`INDUCTION_MIN`; the **circuit pairs** are every (previous-token head →
   induction head).
 * **Weights**: the K-composition of every (layer-0 head → layer-1 head) pair
-  (:mod:`._composition_k`, Elhage et al. 2021; raw weights, no LayerNorm folding; at the last
-  checkpoint also :func:`rmtbase.composition`, whose value it equals and whose null gives each
-  pair's p, ``circuit_p_worst`` the largest over circuit pairs). Asked at the last checkpoint: the rank of each circuit pair among all pairs (1 = highest), the
-  fraction of non-circuit pairs that outrank it (``outranked_worst``, the largest over circuit
+  (:func:`k_composition`: Elhage et al. 2021, by the library's
+  :func:`rmtbase.scoring.composition.composition_from_factors`; raw weights, no LayerNorm
+  folding; at the last checkpoint :func:`rmtbase.composition`, whose null gives each pair's p,
+  ``circuit_p_worst`` the largest over circuit pairs). Asked at the last checkpoint: the rank
+  of each circuit pair among all pairs (1 = highest), the fraction of non-circuit pairs that outrank it (``outranked_worst``, the largest over circuit
   pairs; the issue's "top 5 %" is ``≤ 0.05``), and the AUC of K-composition for circuit pairs
   against the rest (Mann–Whitney, ties ½).
 * **Trajectory**: the checkpoint interval in which the repeated-token loss falls most *by
@@ -27,12 +28,19 @@ probe`` read, and the trajectory input of ``score ckpts/*``). Then, per checkpoi
   while the first steps take the same loss from ln V to the plateau by a larger difference but
   a smaller ratio), and the one in which the circuit pairs' mean K-composition rises most;
   ``drop_lag`` is their difference in checkpoints.
+* **Profile over checkpoints**: each head's factor axes (:func:`factor_axes`: alignment,
+  symmetry, q/k input focus, the values of ``rmtbase score``'s profile, no null) at every
+  checkpoint, and :func:`profile_lags`: how far the interval of a head's largest change is from
+  the loss drop (``profile_lag_<axis>``: the largest over the probe's circuit heads;
+  ``profile_at_drop_<axis>_other``: the fraction of the other heads whose largest change is
+  within one checkpoint of the drop).
 * **Profile**: :func:`rmtbase.score_model` on the last checkpoint (Gaussian null; per head
   ``head_p_value`` and the profile axes of ``qk`` when the score has them) — each head's
   single-head verdict beside its probe label.
 
 Writes ``circuits.nc`` (loss curve over ``step``; behaviours over (``checkpoint``, ``layer``,
-``head``); ``k_composition`` over (``checkpoint``, ``head_from``, ``head_to``) of the layer
+``head``); ``profile`` over (``checkpoint``, ``axis``, ``layer``, ``head``) and
+``profile_lag``; ``k_composition`` over (``checkpoint``, ``head_from``, ``head_to``) of the layer
 pair (0, 1); ``circuit_pair`` (``head_from``, ``head_to``); the single-head score's
 ``head_p_value``; the summary numbers as attributes), ``heads.csv``, ``summary.txt``,
 ``circuits_loss.png`` (repeated-token loss and the circuit pairs' K-composition over steps)
@@ -114,13 +122,49 @@ def largest_step(values: np.ndarray, *, fall: bool) -> int:
     return int(np.argmax(-d if fall else d)) + 1
 
 
+def k_composition(folder) -> np.ndarray:
+    """``(layer_from, head_from, layer_to, head_to)`` K-composition of every cross-layer pair of
+    the checkpoint ``folder`` (NaN where ``layer_to ≤ layer_from``), by the library's one
+    implementation, :func:`rmtbase.scoring.composition.composition_from_factors` (raw weights
+    as :func:`rmtbase.models.load_heads` and :func:`rmtbase.models.ov.load_ov_heads` read them:
+    no LayerNorm gains folded, no biases; float32 from the d_h-sized factors, no null)."""
+    from ..models import load_heads
+    from ..models.ov import load_ov_heads
+    from ..scoring.composition import composition_from_factors
+    from ..stats.composition import KINDS
+
+    layers = [(a.wq, a.wk, b.wq, b.wk)
+              for a, b in zip(load_heads(folder), load_ov_heads(folder), strict=True)]
+    comp, _, _ = composition_from_factors(layers, n_kv=np.shape(layers[0][0])[0])
+    return comp[KINDS.index("k")]
+
+
+def factor_axes(folder) -> np.ndarray:
+    """``(axis, layer, head)`` the factor axes of each head's profile (``alignment``,
+    ``symmetry``, ``q_input_focus``, ``k_input_focus``: :func:`rmtbase.scoring.factor_axes.
+    factor_profile`, the values ``rmtbase score`` reports, without their null) of ``folder``."""
+    from ..models import load_heads
+    from ..scoring.factor_axes import FACTOR_AXES, factor_profile
+
+    per = [factor_profile(np.asarray(h.wq, np.float32), np.asarray(h.wk, np.float32))
+           for h in load_heads(folder)]
+    return np.stack([np.stack([p[a] for p in per]) for a in FACTOR_AXES])
+
+
+def profile_lags(axes: np.ndarray, drop: int) -> np.ndarray:
+    """``(axis, layer, head)``: how many checkpoints the interval of a head's largest change of
+    each axis (``axes`` ``(checkpoint, axis, layer, head)``) is from the loss-drop interval
+    ``drop`` (0 = the profile moves most where the repeated-token loss collapses)."""
+    jump = np.argmax(np.abs(np.diff(np.asarray(axes, float), axis=0)), axis=0) + 1
+    return np.abs(jump - int(drop))
+
+
 def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
     """Train one model, keep its checkpoints under ``out/checkpoints``, and measure
     (module docstring); returns the per-seed numbers and arrays."""
     import xarray as xr
 
     from ..probe import probe_model
-    from ._composition_k import k_composition
     from ._induction_train import train
 
     tok = _tokenizer(recipe.vocab)
@@ -153,6 +197,12 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
     kp = comp["p"]
     k_drop = largest_step(np.log(rep_ckpt), fall=True)
     k_rise = largest_step(circ_k, fall=False) if circuit.any() else -1
+    from ..scoring.factor_axes import FACTOR_AXES
+
+    fa = np.stack([factor_axes(folders[s]) for s in steps])  # (ckpt, axis, layer, head)
+    lags = profile_lags(fa, k_drop)
+    heads = np.zeros(lags.shape[1:], bool)
+    heads[0], heads[1] = prev >= PREV_MIN, ind >= INDUCTION_MIN
     summary = {
         "seed": seed, "cpu_s": round(res["cpu_s"], 1), "steps": recipe.steps,
         "repeat_loss_start": float(rep_ckpt[0]), "repeat_loss_end": float(rep_ckpt[-1]),
@@ -169,6 +219,11 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
         "k_vs_rmtbase_composition": float(np.max(np.abs(comp["k"] - final) / comp["k"])),
         "loss_drop_checkpoint": k_drop, "k_rise_checkpoint": k_rise,
         "drop_lag": (abs(k_rise - k_drop) if circuit.any() else -1),
+        **{f"profile_lag_{a}": (int(lags[i][heads].max()) if heads.any() else -1)
+           for i, a in enumerate(FACTOR_AXES)},
+        **{f"profile_at_drop_{a}_other": (float((lags[i][~heads] <= 1).mean())
+                                           if (~heads).any() else float("nan"))
+           for i, a in enumerate(FACTOR_AXES)},
     }
     beh = {b: (("checkpoint", "layer", "head"), np.stack([p[b].values for p in probes]))
            for b in ("prev_token", "induction", "duplicate_token")}
@@ -178,11 +233,14 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
          "k_composition": (("checkpoint", "head_from", "head_to"), kc),
          "circuit_pair": (("head_from", "head_to"), circuit.astype(np.int8)),
          "k_rank": (("head_from", "head_to"), ranks.astype(np.int32)),
-         "k_composition_p": (("head_from", "head_to"), kp)},
+         "k_composition_p": (("head_from", "head_to"), kp),
+         "profile": (("checkpoint", "axis", "layer", "head"), fa),
+         "profile_lag": (("axis", "layer", "head"), lags.astype(np.int32)),
+         "circuit_head": (("layer", "head"), heads.astype(np.int8))},
         coords={"step": curve["step"], "checkpoint_step": ("checkpoint", np.array(steps)),
                 "checkpoint": np.arange(len(steps)), "layer": np.arange(recipe.n_layer),
                 "head": np.arange(prev.size), "head_from": np.arange(prev.size),
-                "head_to": np.arange(ind.size)})
+                "head_to": np.arange(ind.size), "axis": list(FACTOR_AXES)})
     for v, (units, name) in _ATTRS.items():
         ds[v].attrs.update(units=units, long_name=name)
     if profile:
@@ -205,6 +263,12 @@ _ATTRS = {
     "k_rank": ("1", "rank of the pair's K-composition at the last checkpoint (1 = highest)"),
     "k_composition_p": ("1", "rmtbase.composition's one-sided add-one p of the pair's "
                              "K-composition at the last checkpoint (Gaussian-factor null)"),
+    "profile": ("1", "factor axes of each head's W_Q, W_K (rmtbase score's profile values, "
+                     "no null)"),
+    "profile_lag": ("1", "checkpoints between a head's largest change of the axis and the "
+                         "repeated-token loss drop"),
+    "circuit_head": ("1", "1 for the probe's previous-token (layer 0) and induction "
+                          "(layer 1) heads at the last checkpoint"),
     "step": ("1", "training step"), "checkpoint_step": ("1", "training step of the checkpoint"),
     "checkpoint": ("1", "checkpoint index"), "layer": ("1", "layer index"),
     "head": ("1", "head index"), "head_from": ("1", "layer-0 head"),
@@ -257,5 +321,5 @@ def run(out_dir, quick=False, seed=0) -> dict:
     return {"figures": [str(p) for p in figs], "data": [str(p) for p in data], "summary": s}
 
 
-__all__ = ["INDUCTION_MIN", "PREV_MIN", "auc", "largest_step", "outranked", "probe_text", "run",
-           "run_seed"]
+__all__ = ["INDUCTION_MIN", "PREV_MIN", "auc", "factor_axes", "k_composition", "largest_step",
+           "outranked", "probe_text", "profile_lags", "run", "run_seed"]
