@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 from rmtbase import studies
-from rmtbase.studies.circuits import auc, largest_step, outranked, profile_lags
+from rmtbase.studies.circuits import auc, largest_step, outranked, profile_drop_ratio, profile_lags
 
 
 def _random_gpt2(path, seed=0):
@@ -71,9 +71,11 @@ def test_helpers_on_hand_values():
     assert np.isnan(outranked([1, 2], [True, True]))
     assert largest_step([5, 5, 4, 1, 1], fall=True) == 3
     assert largest_step([0, 0.1, 0.2, 0.9, 1.0], fall=False) == 3
-    # (checkpoint, axis, layer, head) = (5, 1, 1, 2): head 0 jumps in interval 3, head 1 in 1
-    axes = np.array([[0, 0], [0, -5], [0.1, -5], [2, -5.1], [2.1, -5.2]])[:, None, None, :]
-    assert profile_lags(axes, 3).tolist() == [[[0, 2]]]
+    # (checkpoint, axis, layer, head) = (5, 1, 1, 2): interval 1 (from the initialisation)
+    # left out; head 0 jumps in interval 3, head 1 in interval 2
+    axes = np.array([[0, 0], [9, -5], [9.1, -5.5], [11, -5.5], [11.1, -5.6]])[:, None, None, :]
+    assert profile_lags(axes, 3).tolist() == [[[0, 1]]]
+    np.testing.assert_allclose(profile_drop_ratio(axes, 3), [[[1.9 / 0.1, 0.0]]])
 
 
 def test_quick_pipeline(tmp_path):

@@ -31,9 +31,9 @@ probe`` read, and the trajectory input of ``score ckpts/*``). Then, per checkpoi
 * **Profile over checkpoints**: each head's factor axes (:func:`factor_axes`: alignment,
   symmetry, q/k input focus, the values of ``rmtbase score``'s profile, no null) at every
   checkpoint, and :func:`profile_lags`: how far the interval of a head's largest change is from
-  the loss drop (``profile_lag_<axis>``: the largest over the probe's circuit heads;
-  ``profile_at_drop_<axis>_other``: the fraction of the other heads whose largest change is
-  within one checkpoint of the drop).
+  the loss drop, and :func:`profile_drop_ratio`: a head's change over the drop interval over
+  its median change (``profile_lag_<role>_<axis>``: the largest lag over the induction,
+  previous-token or other heads; ``profile_drop_ratio_<role>_<axis>``: their median ratio).
 * **Profile**: :func:`rmtbase.score_model` on the last checkpoint (Gaussian null; per head
   ``head_p_value`` and the profile axes of ``qk`` when the score has them) — each head's
   single-head verdict beside its probe label.
@@ -154,9 +154,19 @@ def factor_axes(folder) -> np.ndarray:
 def profile_lags(axes: np.ndarray, drop: int) -> np.ndarray:
     """``(axis, layer, head)``: how many checkpoints the interval of a head's largest change of
     each axis (``axes`` ``(checkpoint, axis, layer, head)``) is from the loss-drop interval
-    ``drop`` (0 = the profile moves most where the repeated-token loss collapses)."""
-    jump = np.argmax(np.abs(np.diff(np.asarray(axes, float), axis=0)), axis=0) + 1
-    return np.abs(jump - int(drop))
+    ``drop`` (0 = the profile moves most where the repeated-token loss collapses). The first
+    interval (initialisation → first checkpoint after it), where every head leaves its random
+    start, is left out: the largest change is sought over intervals 2, 3, …."""
+    d = np.abs(np.diff(np.asarray(axes, float), axis=0))[1:]
+    return np.abs(np.argmax(d, axis=0) + 2 - int(drop))
+
+
+def profile_drop_ratio(axes: np.ndarray, drop: int) -> np.ndarray:
+    """``(axis, layer, head)``: a head's change of each axis over the loss-drop interval
+    ``drop``, over its median change per interval (intervals 2, 3, … as in
+    :func:`profile_lags`; 1 = it moves at the drop as much as usual)."""
+    d = np.abs(np.diff(np.asarray(axes, float), axis=0))
+    return d[int(drop) - 1] / np.median(d[1:], axis=0)
 
 
 def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
@@ -201,8 +211,10 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
 
     fa = np.stack([factor_axes(folders[s]) for s in steps])  # (ckpt, axis, layer, head)
     lags = profile_lags(fa, k_drop)
-    heads = np.zeros(lags.shape[1:], bool)
-    heads[0], heads[1] = prev >= PREV_MIN, ind >= INDUCTION_MIN
+    ratio = profile_drop_ratio(fa, k_drop)
+    prev_h, ind_h = np.zeros(lags.shape[1:], bool), np.zeros(lags.shape[1:], bool)
+    prev_h[0], ind_h[1] = prev >= PREV_MIN, ind >= INDUCTION_MIN
+    heads = prev_h | ind_h
     summary = {
         "seed": seed, "cpu_s": round(res["cpu_s"], 1), "steps": recipe.steps,
         "repeat_loss_start": float(rep_ckpt[0]), "repeat_loss_end": float(rep_ckpt[-1]),
@@ -219,11 +231,11 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
         "k_vs_rmtbase_composition": float(np.max(np.abs(comp["k"] - final) / comp["k"])),
         "loss_drop_checkpoint": k_drop, "k_rise_checkpoint": k_rise,
         "drop_lag": (abs(k_rise - k_drop) if circuit.any() else -1),
-        **{f"profile_lag_{a}": (int(lags[i][heads].max()) if heads.any() else -1)
-           for i, a in enumerate(FACTOR_AXES)},
-        **{f"profile_at_drop_{a}_other": (float((lags[i][~heads] <= 1).mean())
-                                           if (~heads).any() else float("nan"))
-           for i, a in enumerate(FACTOR_AXES)},
+        **{f"profile_{what}_{role}_{a}": (fn(i, sel) if sel.any() else float("nan"))
+           for i, a in enumerate(FACTOR_AXES)
+           for role, sel in (("induction", ind_h), ("prev", prev_h), ("other", ~heads))
+           for what, fn in (("lag", lambda i, m: int(lags[i][m].max())),
+                            ("drop_ratio", lambda i, m: float(np.median(ratio[i][m]))))},
     }
     beh = {b: (("checkpoint", "layer", "head"), np.stack([p[b].values for p in probes]))
            for b in ("prev_token", "induction", "duplicate_token")}
@@ -236,6 +248,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
          "k_composition_p": (("head_from", "head_to"), kp),
          "profile": (("checkpoint", "axis", "layer", "head"), fa),
          "profile_lag": (("axis", "layer", "head"), lags.astype(np.int32)),
+         "profile_drop_ratio": (("axis", "layer", "head"), ratio),
          "circuit_head": (("layer", "head"), heads.astype(np.int8))},
         coords={"step": curve["step"], "checkpoint_step": ("checkpoint", np.array(steps)),
                 "checkpoint": np.arange(len(steps)), "layer": np.arange(recipe.n_layer),
@@ -265,8 +278,10 @@ _ATTRS = {
                              "K-composition at the last checkpoint (Gaussian-factor null)"),
     "profile": ("1", "factor axes of each head's W_Q, W_K (rmtbase score's profile values, "
                      "no null)"),
-    "profile_lag": ("1", "checkpoints between a head's largest change of the axis and the "
-                         "repeated-token loss drop"),
+    "profile_lag": ("1", "checkpoints between a head's largest change of the axis (after the "
+                         "first interval) and the repeated-token loss drop"),
+    "profile_drop_ratio": ("1", "a head's change of the axis over the loss-drop interval / its "
+                                "median change per interval (first interval left out)"),
     "circuit_head": ("1", "1 for the probe's previous-token (layer 0) and induction "
                           "(layer 1) heads at the last checkpoint"),
     "step": ("1", "training step"), "checkpoint_step": ("1", "training step of the checkpoint"),
@@ -322,4 +337,5 @@ def run(out_dir, quick=False, seed=0) -> dict:
 
 
 __all__ = ["INDUCTION_MIN", "PREV_MIN", "auc", "factor_axes", "k_composition", "largest_step",
-           "outranked", "probe_text", "profile_lags", "run", "run_seed"]
+           "outranked", "probe_text", "profile_drop_ratio", "profile_lags", "run",
+           "run_seed"]
