@@ -49,4 +49,28 @@ def ranking(ds, ax) -> None:
                  f"AUC {float(ds.attrs.get('auc', np.nan)):.2f}", fontsize=9)
 
 
-__all__ = ["loss_and_composition", "ranking"]
+def profile(ds, ax, axis: str = "symmetry") -> None:
+    """One factor axis of every head over the checkpoints: the probe's induction heads red,
+    previous-token heads blue, the others grey; the loss-drop interval shaded."""
+    cs = np.asarray(ds["checkpoint_step"].values)
+    val = np.asarray(ds["profile"].sel(axis=axis).values)  # (checkpoint, layer, head)
+    role = np.asarray(ds["circuit_head"].values, bool)
+    kd = int(ds.attrs.get("loss_drop_checkpoint", 0))
+    if 1 <= kd < cs.size:
+        ax.axvspan(cs[kd - 1], cs[kd], color="0.9", label="loss drop")
+    for layer in range(val.shape[1]):
+        for h in range(val.shape[2]):
+            circ = role[layer, h]
+            color = ("C3" if layer == 1 else "C0") if circ else "0.6"
+            label = (f"L{layer}H{h} ({'induction' if layer == 1 else 'prev-token'})"
+                     if circ else None)
+            ax.plot(cs, val[:, layer, h], marker="o" if circ else None, color=color, ms=3,
+                    lw=1.4 if circ else 0.8, ls="-" if layer == 1 else "--", label=label)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(axis)
+    ax.legend(fontsize=6, loc="best")
+    ax.set_title(f"seed {ds.attrs.get('seed', '?')}: W_QK {axis} per head (layer 0 dashed)",
+                 fontsize=9)
+
+
+__all__ = ["loss_and_composition", "profile", "ranking"]

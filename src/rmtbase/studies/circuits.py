@@ -44,7 +44,8 @@ Writes ``circuits.nc`` (loss curve over ``step``; behaviours over (``checkpoint`
 pair (0, 1); ``circuit_pair`` (``head_from``, ``head_to``); the single-head score's
 ``head_p_value``; the summary numbers as attributes), ``heads.csv``, ``summary.txt``,
 ``circuits_loss.png`` (repeated-token loss and the circuit pairs' K-composition over steps)
-and ``circuits_rank.png`` (every pair's K-composition, circuit pairs marked), and the
+``circuits_rank.png`` (every pair's K-composition, circuit pairs marked) and
+``circuits_profile.png`` (each head's symmetry and alignment over the checkpoints), and the
 checkpoints under ``checkpoints/``. ``quick=True``: a few training steps (the pipeline only;
 no circuit forms). Results per seed: docs/circuits.md.
 """
@@ -331,6 +332,10 @@ def run(out_dir, quick=False, seed=0) -> dict:
     fig, axes = io.figure(1, 1, size=(5.0, 3.6))
     plots.ranking(ds, axes[0, 0])
     figs.append(io.save_figure(fig, out / "circuits_rank.png"))
+    fig, axes = io.figure(1, 2, size=(10.0, 3.6))
+    plots.profile(ds, axes[0, 0], "symmetry")
+    plots.profile(ds, axes[0, 1], "alignment")
+    figs.append(io.save_figure(fig, out / "circuits_profile.png"))
     lines = [f"{k}: {v}" for k, v in s.items()]
     data.append(io.write_text("\n".join(lines) + "\n", out / "summary.txt"))
     return {"figures": [str(p) for p in figs], "data": [str(p) for p in data], "summary": s}
