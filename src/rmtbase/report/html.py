@@ -70,10 +70,11 @@ def _figures(images: dict, captions: dict, linked=()) -> str:
 
 def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
                summary: str = "", captions: dict | None = None,
-               budget: int = DEFAULT_BUDGET, linked=()) -> str:
+               budget: int = DEFAULT_BUDGET, linked=(), sections: str = "") -> str:
     """The report page of a score or collection. ``images``: {file name: PNG bytes} embedded
     in order; ``linked``: the other figures' paths relative to the page (listed as links);
-    ``summary``: the summary text (shown folded)."""
+    ``summary``: the summary text (shown folded); ``sections``: further HTML sections placed
+    before the figures (e.g. :mod:`.composition_report`)."""
     data = report_data(ds, budget=budget)
     n = len(data["entries"])
     first = data["entries"][0]
@@ -94,7 +95,7 @@ def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
         "rank column (departure from the null in band units, or --sort-by; ties share a "
         "rank); click a column to sort (a profile column sorts by |effect|), a row to show "
         "the head. * flagged on that axis.</p><table id=\"toptable\"></table></section>\n"
-        + _figures(images or {}, captions or {}, linked)
+        + sections + _figures(images or {}, captions or {}, linked)
         + f"<footer class=\"note\">rmtbase {__version__}</footer>")
     return page(title, sub, body, data)
 

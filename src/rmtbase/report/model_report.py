@@ -170,6 +170,14 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
 
             _figures(ds, Path("figures"), n_spectra, save)
         images = {n: images[n] for n in HTML_FIGURES if n in images}
+        sections = ""
+        if "composition.nc" in (extras or {}):  # rmtbase score --composition
+            from .composition_report import composition_section
+
+            png = out.tmp / "figures" / "composition.png"
+            sections = composition_section(extras["composition.nc"],
+                                           png.read_bytes() if png.exists() else None)
         out.write_text("report.html", score_html(ds, images, summary=summary,
-                                                 captions=HTML_FIGURES, linked=linked))
+                                                 captions=HTML_FIGURES, linked=linked,
+                                                 sections=sections))
     return out.written
