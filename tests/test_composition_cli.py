@@ -84,3 +84,42 @@ def test_cli_writes_composition(tmp_path, capsys):
     manifest = (out / ".rmtbase-output.json")
     if manifest.exists():
         assert "composition.nc" in manifest.read_text()
+
+
+def test_cli_permutation_null_and_the_plan_stated_first(tmp_path, capsys):
+    """--composition --null permutation: composition.nc under the permutation null (p on the
+    1/(1 + draws) grid, the per-pair median), --json says which null; without --quiet the
+    pairs, memory and GEMM work are stated on stderr before the run."""
+    m = _gpt2(tmp_path / "g", 3)
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = main(["score", str(m), "--composition", "--null", "permutation", "--draws", "40",
+                 "--stats", "spectral", "--out", str(out), "--json", "--no-figures"])
+    assert code == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["composition"]["null"] == "permutation"
+    assert doc["composition"]["null_median"] is None  # one per pair, in the file
+    stated = [ln for ln in cap.err.splitlines() if "composition:" in ln]
+    assert stated and "48 pairs per kind" in stated[0] and "GiB" in stated[0]
+    assert "TFLOP" in stated[0] and "permutation" in stated[0]
+    ds = xr.open_dataset(out / "composition.nc")
+    assert ds.attrs["null_kind"] == "permutation" and ds.attrs["draws"] == 40
+    p = ds.composition_p.values[np.isfinite(ds.composition_p.values)]
+    assert p.size == 3 * 48
+    np.testing.assert_allclose(p * 41, np.round(p * 41), atol=1e-9)
+    assert ds["null_median"].dims == ds["composition"].dims
+
+
+def test_run_that_cannot_fit_is_refused(tmp_path, capsys, no_scoring, monkeypatch):
+    """A composition whose planned memory exceeds what is available: one line naming both,
+    exit 2, nothing written, before any scoring."""
+    import rmtbase.scoring.composition as comp
+
+    m = _gpt2(tmp_path / "g", 2)
+    capsys.readouterr()
+    monkeypatch.setattr(comp, "_available_bytes", lambda: 1 << 16)
+    line = _refused(capsys, ["score", str(m), "--composition", "--out", str(tmp_path / "o"),
+                             "--quiet"])
+    assert "needs about" in line and "GiB available" in line
+    assert not (tmp_path / "o").exists()
