@@ -181,12 +181,15 @@ def _falcon_qkv(w, cfg):
     return np.concatenate([q, k, v])
 
 
-def write_hf(model, path, arch, qtype="F32"):
+def write_hf(model, path, arch, qtype="F32", qtypes=None, file_type=None):
     """Write a ``transformers`` causal LM ``model`` to GGUF ``path`` as llama.cpp's converter
     does for GGUF architecture ``arch``: tensor names through ``gguf.get_tensor_name_map``,
     q/k rows permuted for the llama family, Gemma norms + 1, GPT-2's Conv1D transposed,
     Falcon's q/k/v regrouped to [q | k | v], StableLM's per-head norms stacked; 2-D tensors
-    whose rows are a multiple of the block quantised to ``qtype``, the rest F32."""
+    whose rows are a multiple of the block quantised to ``qtype``, the rest F32. ``qtypes``:
+    optional ``{GGUF tensor stem, e.g. "attn_q": type}`` overriding ``qtype`` for those tensors
+    (a llama.cpp mix such as Q4_K_M's q/k in Q5_0); ``file_type``: a ``gguf.LlamaFileType``
+    name written as ``general.file_type``."""
     import gguf
 
     cfg = model.config
@@ -205,6 +208,8 @@ def write_hf(model, path, arch, qtype="F32"):
                                                      for h in range(n)])
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}")
+    if file_type is not None:
+        w.add_file_type(gguf.LlamaFileType[file_type])
     w.add_block_count(n_layers)
     width = getattr(cfg, "hidden_size", None) or cfg.n_embd
     w.add_embedding_length(width)
@@ -250,11 +255,12 @@ def write_hf(model, path, arch, qtype="F32"):
             d_h = width // n_head
             t = t.reshape(n_head, 3, d_h, *t.shape[1:]).swapaxes(0, 1).reshape(t.shape)
         t = np.ascontiguousarray(t, dtype=np.float32)
-        kind = gguf.GGMLQuantizationType[qtype]
+        qt = next((v for k, v in (qtypes or {}).items() if gname.endswith(f".{k}")), qtype)
+        kind = gguf.GGMLQuantizationType[qt]
         block = gguf.GGML_QUANT_SIZES[kind][0]
-        if qtype != "F32" and t.ndim == 2 and t.shape[-1] % block == 0 and "norm" not in gname:
-            if qtype.endswith("_K"):  # gguf-py has no K-quant encoder: rmtbase's, packed
-                data, _ = encode_k(t, qtype.lower())
+        if qt != "F32" and t.ndim == 2 and t.shape[-1] % block == 0 and "norm" not in gname:
+            if qt.endswith("_K"):  # gguf-py has no K-quant encoder: rmtbase's, packed
+                data, _ = encode_k(t, qt.lower())
             else:
                 data = gguf.quants.quantize(t, kind)
             w.add_tensor(f"{gname}.{suffix}", data, raw_dtype=kind)

@@ -97,6 +97,50 @@ def test_q5_0_gguf_named_in_first_line_summary_json_and_report(tmp_path, score_c
     assert '["storage", "Q5_0"]' in html or '["storage","Q5_0"]' in html
 
 
+@pytest.mark.slow  # the Q5_0 nulls at 256 x 32 (spectral 200, profile 18,000 draws): ~1 min
+def test_gemma3_q4_k_m_gguf_with_q_k_in_q5_0_is_named_q5_0(tmp_path, score_cache, capsys):
+    """The Gemma-3 Q4_K_M GGUF (q/k in Q5_0) cannot be downloaded here: a random Gemma-3
+    (2 layers, d = 256, 4 query heads on 1 key head, d_h = 32) written as llama.cpp's converter
+    does (norms + 1), q/k in Q5_0, every other matrix in Q4_K, general.file_type Q4_K_M. The
+    CLI's first line, summary.txt's storage sentence, --json and report.html's storage row name
+    Q5_0 (what q/k are stored in) and the Q5_0 null — not float32 (what the weights were
+    dequantised to, before issue 48) and not the file's Q4_K_M."""
+    pytest.importorskip("gguf")
+    transformers = pytest.importorskip("transformers")
+    import _gguf
+    import torch
+
+    from rmtbase.cli import main
+
+    torch.manual_seed(3)
+    cfg = transformers.Gemma3TextConfig(
+        vocab_size=64, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=32, intermediate_size=256, max_position_embeddings=64,
+        pad_token_id=0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg)
+    path = _gguf.write_hf(model, tmp_path / "gemma3.gguf", "gemma3", qtype="Q4_K",
+                          qtypes={"attn_q": "Q5_0", "attn_k": "Q5_0"},
+                          file_type="MOSTLY_Q4_K_M")
+    import gguf
+
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors}
+    assert types["blk.0.attn_q.weight"] == "Q5_0" and types["blk.1.attn_k.weight"] == "Q5_0"
+    assert types["blk.0.attn_v.weight"] == "Q4_K" and types["blk.0.ffn_up.weight"] == "Q4_K"
+    out = tmp_path / "out"
+    assert main(["score", str(path), "--out", str(out), "--stats", "spectral", "--draws", "200",
+                 "--json", "--quiet"]) == 0, capsys.readouterr().err
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["entries"][0]["storage"]["read"] == "Q5_0", doc["entries"][0]["storage"]
+    assert doc["entries"][0]["storage"]["null"] == "Q5_0"
+    summary = (out / "summary.txt").read_text()
+    first = summary.splitlines()[0]
+    assert "stored Q5_0, null Q5_0" in first and "float32" not in first, first
+    assert "Q4_K" not in first, first
+    assert "Storage of W_Q/W_K read: Q5_0" in summary
+    html = (out / "report.html").read_text()
+    assert '["storage", "Q5_0"]' in html or '["storage","Q5_0"]' in html
+
+
 @pytest.mark.slow  # ~30 s under load: the fp8 null's first compile
 def test_block_fp8_first_line_names_fp8_e4m3(tmp_path, score_cache):
     from _fp8 import write_fp8
