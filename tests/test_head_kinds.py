@@ -103,6 +103,12 @@ def test_minilm_kind_counts_agree_across_outputs(tmp_path, capsys, score_cache):
     html = (out / "report.html").read_text()
     m = re.search(r'\["heads by kind", ?"([^"]+)"\]', html)
     from_html = {k: int(n) for n, k in re.findall(r"(\d+) ([a-z-]+)", m.group(1))}
+    # the head table's kind column (report.js draws it from the embedded per-head kinds)
+    data = json.loads(re.search(r'<script type="application/json" id="rmtbase-data">(.*?)'
+                                r'</script>', html, re.S).group(1))
+    kinds = data["entries"][0]["head"]["kind"]
+    from_table = {k: kinds.count(k) for k in set(kinds)}
+    assert from_table == from_json, (from_table, from_json)
     heads = pd.read_csv(out / "heads.csv")
     from_csv = heads["head_kind"].value_counts().to_dict()
     assert from_json == from_text == from_html == from_csv, (from_json, from_text, from_html)
