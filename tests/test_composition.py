@@ -210,7 +210,8 @@ def test_random_gpt2_is_calibrated(tmp_path, bf16):
     """Untrained GPT-2 (5 layers × 16 heads, d = 128, float32 or bfloat16 checkpoint; the
     bf16 null rounds whole Gaussian factors to bf16): 2,560 ordered pairs per kind, 2,000 null
     draws. Rate of p ≤ 0.05 within 2 binomial se (se = √(0.05·0.95/2560) = 0.0043; pairs
-    sharing a head are dependent, so this se is a floor) of 0.05; no BH flag."""
+    sharing a head are dependent, so this se is a floor) of 0.05; no BH flag. The same for
+    the QK overlap within each layer (600 pairs)."""
     m = _gpt2(tmp_path / "g", 5, 16, 128, seed=1, bf16=bf16)
     ds = rmtbase.composition(m, draws=2000, seed=3)
     assert ds.attrs["null_storage"] == ("bfloat16" if bf16 else "float32")
@@ -221,6 +222,14 @@ def test_random_gpt2_is_calibrated(tmp_path, bf16):
         se = np.sqrt(0.05 * 0.95 / p.size)
         assert abs(np.mean(p <= 0.05) - 0.05) <= 2 * se, (kind, np.mean(p <= 0.05))
     assert int(ds.composition_flag.sum()) == 0
+    # the QK overlap's null (exact Var c = 1/d², its own draws): 5 × 120 unordered pairs,
+    # se = √(0.05·0.95/600) = 0.0089; sd of z within 0.1 of 1; no flag
+    iu = np.triu_indices(16, 1)
+    po = ds.qk_overlap_p.values[:, iu[0], iu[1]]
+    assert po.size == 600
+    assert abs(np.mean(po <= 0.05) - 0.05) <= 2 * np.sqrt(0.05 * 0.95 / 600), np.mean(po <= 0.05)
+    assert abs(np.std(ds.qk_overlap_z.values[:, iu[0], iu[1]]) - 1) < 0.1
+    assert int(ds.qk_overlap_flag.sum()) == 0
 
 
 def test_planted_circuit_is_flagged_for_its_pair_and_kind_only():
