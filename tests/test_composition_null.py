@@ -53,10 +53,10 @@ def test_rank2_ipr_equals_quadrature_of_an_independent_derivation(d):
 @pytest.mark.parametrize("d,d_h1,d_h2", [(8, 2, 2), pytest.param(6, 2, 2, marks=pytest.mark.slow),
                                          pytest.param(16, 2, 2, marks=pytest.mark.slow)])
 def test_exact_score_variance_equals_monte_carlo(d, d_h1, d_h2):
-    """50,000 reduced-sampler draws (key 5): the sample mean within 4 se of 1/d and the sample
+    """30,000 reduced-sampler draws (key 5): the sample mean within 4 se of 1/d and the sample
     variance within 4 se of the exact Var s² (se from the draws' fourth central moment). The
-    former ratio-of-moments variance is 12 %, 9 % and 3.5 % high here (z ≈ −13, −10, −4)."""
-    n = 50000
+    former ratio-of-moments variance is 12 %, 9 % and 3.5 % high here (z ≈ −12, −8, −3)."""
+    n = 30000
     m, v, exact = A.score_moments(d, d_h1, d_h2)
     assert exact and (m, v) == C.null_moments(d, d_h1, d_h2)
     s = np.asarray(null_squares(jax.random.key(5), d, d_h1, d_h2, n), np.float64)
@@ -112,9 +112,9 @@ def test_ratio_approximation_error_is_about_7_over_d_squared(d, n):
                                           pytest.param(24, 3, False, marks=pytest.mark.slow),
                                           pytest.param(32, 1, True, marks=pytest.mark.slow)])
 def test_overlap_null_variance_equals_monte_carlo(d, d_h, shared):
-    """20,000 reduced draws (key 1): mean within 4 se of 0, mean of c² within 4 se of the exact
+    """10,000 reduced draws (key 1): mean within 4 se of 0, mean of c² within 4 se of the exact
     Var c (1/d² for distinct key heads, 1/d for a shared key head at d_h = 1)."""
-    n = 20000
+    n = 10000
     m, v, exact = A.overlap_moments(d, d_h, shared)
     assert exact and m == 0.0
     c = np.asarray(null_overlap(jax.random.key(1), d, d_h, n, shared), np.float64)
@@ -152,15 +152,15 @@ def _overlaps(rng, n_l, h, n_kv, dh, d, plant=None):
 
 def test_overlap_p_is_calibrated_and_a_planted_pair_is_flagged():
     """Random Gaussian factors, 6 layers × 16 heads sharing 4 key heads (GQA: per layer 24
-    shared-key and 96 distinct-key pairs), d = 96, d_h = 6, 1,000 null draws. Rate of p ≤ 0.05
-    over the 720 unordered pairs within 2 binomial se (√(0.05·0.95/720) = 0.0081) of 0.05; the
-    sd of z within 0.15 of 1 for both kinds of pair (shared-key pairs are ~10× wider than
-    1/d); no BH flag. Then, all key heads distinct (16 of 16), one pair with correlated W_Q and
+    shared-key and 96 distinct-key pairs), d = 64, d_h = 8 (the shape above: one compile), 500
+    null draws. Rate of p ≤ 0.05 over the 720 unordered pairs within 2 binomial se
+    (√(0.05·0.95/720) = 0.0081) of 0.05; the sd of z within 0.15 of 1 for both kinds of pair
+    (shared-key pairs are ~8× wider than 1/d); no BH flag. Then, all key heads distinct (16 of 16), one pair with correlated W_Q and
     W_K (layer 2, heads 4 and 9; c ≈ 0.8, beyond every draw) is the only flag (its tail p)."""
     rng = np.random.default_rng(2)
-    n_l, h, n_kv, dh, d = 6, 16, 4, 6, 96
+    n_l, h, n_kv, dh, d = 6, 16, 4, 8, 64
     ov = _overlaps(rng, n_l, h, n_kv, dh, d)
-    t = overlap_tests(ov, d, dh, n_kv, jax.random.key(0), 1000)
+    t = overlap_tests(ov, d, dh, n_kv, jax.random.key(0), 500)
     iu = np.triu_indices(h, 1)
     p = t["p"][:, iu[0], iu[1]]
     se = np.sqrt(0.05 * 0.95 / p.size)
@@ -170,7 +170,7 @@ def test_overlap_p_is_calibrated_and_a_planted_pair_is_flagged():
     assert abs(np.std(z[:, shared]) - 1) < 0.15 and abs(np.std(z[:, ~shared]) - 1) < 0.15
     assert int(t["flag"].sum()) == 0
     ov = _overlaps(np.random.default_rng(3), n_l, h, h, dh, d, plant=(2, 4, 9))
-    t = overlap_tests(ov, d, dh, h, jax.random.key(0), 1000)
+    t = overlap_tests(ov, d, dh, h, jax.random.key(0), 500)
     assert ov[2, 4, 9] > 0.5
     assert t["flag"][2, 4, 9] == 1 and t["flag"][2, 9, 4] == 1
     assert int(t["flag"].sum()) == 2
