@@ -13,7 +13,9 @@ Per pair: s = the score; under the null s² has exactly the law drawn by
 p = (1 + #{null s ≥ s}) / (1 + N), one-sided upper (composition is a surplus), add-one rule
 as :mod:`rmtbase.decision.significance`; effect = s / median(null s); Benjamini–Hochberg over
 all pairs of all kinds (``composition_q``, ``composition_flag``) and within each
-(kind, layer pair) family (``composition_q_family``).
+(kind, layer pair) family (``composition_q_family``). The QK overlap within each layer gets
+its own Gaussian-factor null test (p, z, BH; :mod:`rmtbase.scoring.composition_overlap`),
+whichever null the scores use.
 """
 
 from __future__ import annotations
@@ -339,6 +341,7 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
                               "one-sided upper, add-one"),
                      "null_kind": null,
                      "null_exact_mean_s2": m, "null_var_s2": v,
+                     "null_var_s2_exact": int("d" in attrs and attrs["d_h"] <= 2),
                      "history": datetime.now(UTC).isoformat(timespec="seconds"),
                      **attrs})
     return ds
