@@ -41,12 +41,15 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """Every setting of one training run (docs/circuits.md)."""
+    """Every setting of one training run (docs/circuits.md). Defaults: V 32, segments L 2–5,
+    1,500 steps, where seeds 0 and 2 meet every criterion of issue 47 and seed 1 forms the
+    circuit (earlier default V 64, L 2–10, 1,200 steps: seed 1 only; seed 2 stayed on the
+    plateau to 2,000 steps)."""
 
-    vocab: int = 64             # content tokens 1..V; id 0 is BOS
+    vocab: int = 32             # content tokens 1..V; id 0 is BOS
     seq_len: int = 48           # T, BOS included
     l_min: int = 2
-    l_max: int = 10
+    l_max: int = 5
     gap_max: int = 3
     n_positions: int = 64
     n_layer: int = 2
@@ -55,7 +58,7 @@ class Recipe:
     batch: int = 64
     lr: float = 3e-3
     warmup: int = 100
-    steps: int = 1200
+    steps: int = 1500
     n_checkpoints: int = 10
     eval_batch: int = 256
     loss_on: str = "both"       # "all" positions, only the "repeat" tokens, or "both" summed
