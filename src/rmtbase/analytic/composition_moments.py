@@ -7,14 +7,14 @@ N = B Bᵀ are independent Wishart W_n(I, d) and
 
     r = tr((XᵀX)²) / (tr XᵀX)² = tr(MNMN) / tr(MN)²     (Σλ²/(Σλ)² of the head's spectrum).
 
-**Squared composition score** s² (K-, Q- or V-composition; one law): s² = tr(A R B Rᵀ)/(tr A
-tr B) with A = W_QKᵀ W_QK, B = W_OV W_OVᵀ and R Haar in O(d) independent (right-orthogonal
+**Squared composition score** s² (K-, Q- or V-composition; one law): s² = tr(S R T Rᵀ)/(tr S
+tr T) with S = W_QKᵀ W_QK, T = W_OV W_OVᵀ and R Haar in O(d) independent (right-orthogonal
 invariance of the later head). Hence E s² = 1/d, and by the degree-2 orthogonal Weingarten
-function (Collins & Śniady 2006, Collins & Matsumoto 2009) for symmetric A, B,
+function (Collins & Śniady 2006, Collins & Matsumoto 2009) for symmetric S, T,
 
-    E_R tr(ARBRᵀ)² = [(d + 1) − 2 r_A − 2 r_B + 2 d r_A r_B] (tr A tr B)² / (d (d − 1)(d + 2)),
+    E_R tr(SRTRᵀ)² = [(d + 1) − 2 r_S − 2 r_T + 2 d r_S r_T] (tr S tr T)² / (d (d − 1)(d + 2)),
 
-linear in r_A and r_B, which are independent: E s⁴ is exact once E r is (:func:`score_moments`).
+linear in r_S and r_T, which are independent: E s⁴ is exact once E r is (:func:`score_moments`).
 
 **E r.** Diagonalise N = diag(ν) and write the rows of A in that basis as q_a = |q_a| u_a
 (|q_a|² = C_a ~ χ²_d independent of u_a uniform on S^{d−1}): r = Σ_ab w_a w_b (u_a·u_b)² with
@@ -35,8 +35,9 @@ w_a = ν_a C_a / Σ_b ν_b C_b, and E (u_a·u_b)² = 1/d for a ≠ b, so
   E Σ y_a² / E (Σ y_a)² with y_a = ν_a C_a, i.e. E tr(MNMN)/E tr(MN)² (Wishart moments:
   E tr G² = dn(d + n + 1), E (tr G)² = dn(dn + 2)). The mean of a ratio is not the ratio of
   means; at n = 2, where both are known, its relative error in E r is 5.6·10⁻² at d = 4,
-  1.6·10⁻³ at d = 64, 4.4·10⁻⁴ at d = 128 (≈ 3.5/d² absolute); at n ≥ 3 it is measured against
-  a conditional Monte Carlo in ``tests/test_composition_null.py``, not bounded.
+  1.6·10⁻³ at d = 64, 4.4·10⁻⁴ at d = 128 (≈ 3.5/d² absolute); at n ≥ 3, against a
+  control-variate conditional Monte Carlo (``tests/test_composition_null.py``), it is high by
+  6.9/d² at (64, 8) and 6.7/d² at (128, 16) relative — a measured error, not a bound.
 
 **QK overlap** c = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖ ‖W_QK^b‖) of two heads of one layer
 (:func:`overlap_moments`). Distinct key heads: W_QK^b R has the law of W_QK^b (R Haar) and
