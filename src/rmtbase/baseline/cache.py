@@ -63,7 +63,9 @@ def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, s
     from .tables import TABLE_FORMAT
 
     dep = f"-L{depth}" if depth is not None else ""
-    st = "" if storage == "float32" else f"-{storage}"
+    from ..stats.storage import storage_record
+
+    st = storage_record(storage).suffix
     return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}{st}"
             f"-v{TABLE_FORMAT}.nc")
 
@@ -167,9 +169,9 @@ def _may_be_undefined(var: str, want: dict) -> bool:
     block-quantised storage (exact zeros among the fitted ranks: ln 0), e.g. every draw of
     Q4_0 at d_h = 64. Such a statistic is left out when scoring
     (:func:`rmtbase.scoring.null_checks.undefined_under_null`), and its table is valid."""
-    from ..stats.precision import FLOAT_STORAGES
+    from ..stats.storage import storage_record
 
-    return "weibull" in str(var) and want["storage"] not in FLOAT_STORAGES
+    return "weibull" in str(var) and not storage_record(want["storage"]).is_float
 
 
 def _expected_vars(stats: str) -> set[str]:

@@ -28,6 +28,9 @@ from ..files.memory import fmt_bytes as _fmt
 
 #: The statistic sets a table can hold (``stats=``).
 STAT_SETS = ("all", "spectral", "elementwise")
+#: The null ensembles a table is drawn from (:mod:`rmtbase.baseline.null`): the one
+#: definition, read by the tables, the draws and the command line.
+ENSEMBLES = ("lowrank", "gaussian", "residual")
 
 #: Largest d with d² < 2³¹ (XLA/JAX index and shape arithmetic of the element statistics).
 MAX_DENSE_D = 46340
@@ -216,9 +219,9 @@ def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:
     deviations), so those storages share the float32 spectral null. Block formats change the
     entries by ~0.08σ and go through the factor path with the round trip.
     """
-    from ..stats.precision import FLOAT_STORAGES
+    from ..stats.storage import storage_record
 
-    return stats == "spectral" and ensemble == "lowrank" and storage in FLOAT_STORAGES
+    return stats == "spectral" and ensemble == "lowrank" and storage_record(storage).is_float
 
 
 def check_cells(spec, cells, *, memory: bool = True) -> None:

@@ -51,12 +51,11 @@ from ..stats.matrix import (
     tile_rows,
 )
 from ..stats.precision import (
-    FLOAT_STORAGES,
-    QUANT_FORMATS,
     block_size,
     check_storage,
     round_trip,
 )
+from ..stats.storage import storage_record
 from ..stats.tiles import tile_stats
 
 TABLE_KIND = "matrix_null"
@@ -74,7 +73,7 @@ def null_shape(m: int, n: int, storage: str = "float32") -> tuple[int, int]:
     """The shape whose null serves an (m, n) matrix: (max, min) for float storages (module
     docstring), (m, n) for block formats (their blocks run along the last axis)."""
     m, n = check_positive_int(m, "m"), check_positive_int(n, "n")
-    if check_storage(storage) in FLOAT_STORAGES:
+    if storage_record(storage).is_float:
         return max(m, n), min(m, n)
     if n % block_size(storage):
         raise InputError(f"storage {storage} needs the last axis to be a multiple of "
@@ -127,7 +126,7 @@ def matrix_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32",
     storage = check_storage(storage)
     n_draws = check_positive_int(n_draws, "n_draws")
     threads = check_positive_int(threads, "threads")
-    if storage in QUANT_FORMATS and n % block_size(storage):
+    if n % block_size(storage):
         raise InputError(f"storage {storage} needs n to be a multiple of {block_size(storage)}, "
                          f"got {n}")
     cell = cell_key(int(seed), int(m), int(n))
@@ -176,7 +175,7 @@ def matrix_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32",
 def table_filename(m: int, n: int, draws: int, seed: int, storage: str) -> str:
     from .table_file import TABLE_FORMAT
 
-    st = "" if storage == "float32" else f"-{storage}"
+    st = storage_record(storage).suffix
     return f"matrix-m{m}-n{n}-n{draws}-seed{seed}-float32{st}-v{TABLE_FORMAT}.nc"
 
 
@@ -225,7 +224,7 @@ def _int(x):
 def _cached(directory, m, n, storage, seed) -> list[tuple[int, object]]:
     from .table_file import TABLE_FORMAT
 
-    st = "" if storage == "float32" else f"-{storage}"
+    st = storage_record(storage).suffix
     out = []
     for p in directory.glob(f"matrix-m{m}-n{n}-n*-seed{seed}-float32{st}-v{TABLE_FORMAT}.nc"):
         k = _int(p.name.split("-")[3][1:])

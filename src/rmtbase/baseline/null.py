@@ -42,11 +42,11 @@ from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
-from ..stats.precision import QUANT_FORMATS, block_size, check_storage, null_rows, round_trip
+from ..stats.precision import block_size, check_storage, null_rows, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
-from .limits import STAT_SETS, check_draw_memory, draw_memory, fast_spectral
+from ..stats.storage import storage_record
+from .limits import ENSEMBLES, STAT_SETS, check_draw_memory, draw_memory, fast_spectral
 
-ENSEMBLES = ("lowrank", "gaussian", "residual")
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
 
 
@@ -121,7 +121,8 @@ def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=
         return (f"lowrank spectral fast path: W_Q bidiagonal B, W_K Bartlett L_K "
                 f"(rmtbase.wishart), lambda = s^2(B^T L_K) by "
                 f"{eig_method(d, d_h, dtype, backend)}")
-    stored = "" if storage == "float32" else f", stored as {storage} (rmtbase.stats.precision)"
+    stored = "" if storage_record(storage).is_identity else \
+        f", stored as {storage} (rmtbase.stats.precision)"
     return (f"{ensemble} factors W_Q, W_K drawn in full{stored}; statistics by "
             "rmtbase.stats.head_stats")
 
@@ -169,7 +170,7 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
             return round_trip(wq, storage)[:d_h], round_trip(wk, storage)[:d_h]
         else:
             wq, wk = lowrank_factors(key, d, d_h, sigma_q, sigma_k, dtype)
-        if storage != "float32":
+        if not storage_record(storage).is_identity:
             wq, wk = round_trip(wq, storage), round_trip(wk, storage)
         return wq, wk
 
@@ -254,7 +255,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
         raise InputError(f"dtype must be float32 or float64, got {dtype}")
     _trim_fraction(trim)
     storage = check_storage(storage)
-    if storage in QUANT_FORMATS and d % block_size(storage):
+    if d % block_size(storage):
         raise InputError(f"storage {storage} needs d to be a multiple of {block_size(storage)}, "
                          f"got d={d}")
     budget = MEMORY_BUDGET if memory_budget is None else check_positive_int(memory_budget, "memory_budget")

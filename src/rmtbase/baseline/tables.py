@@ -43,7 +43,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import InputError, check_dims, check_draws, check_seed, check_sigma
-from .limits import STAT_SETS, check_cells, stat_names  # noqa: F401
+from .limits import ENSEMBLES, STAT_SETS, check_cells, stat_names  # noqa: F401
 from .references import QUANTILES, REFERENCE_NOTES, reference_values, summary  # noqa: F401
 from .table_file import (  # noqa: F401
     TABLE_FORMAT,
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 
 #: Draws per PRNG block: part of the key derivation, and the unit of work of a Dask task.
 DRAW_BLOCK = 250
-ENSEMBLES = ("lowrank", "gaussian", "residual")
 DTYPES = ("float32", "float64")
 
 

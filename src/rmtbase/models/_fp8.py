@@ -30,15 +30,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..stats.storage import records, storage_record
+
 BLOCK = 128
 E4M3_MAX = 448.0
 E5M2_MAX = 57344.0
-#: FP8 element formats: name -> (largest finite value, storage name of block scales).
-FORMATS = {"e4m3": (E4M3_MAX, "fp8_e4m3"), "e5m2": (E5M2_MAX, "fp8_e5m2")}
+#: FP8 element formats: name -> (largest finite value, storage name of block scales), from
+#: the storage records (:mod:`rmtbase.stats.storage`).
+FORMATS = {s.element: (s.spec[0], s.name) for s in records()
+           if s.family == "fp8" and s.tile_rows}
 #: safetensors dtype of each format.
 DTYPES = {"F8_E4M3": "e4m3", "F8_E5M2": "e5m2"}
 #: Storage name of per-output-channel E4M3 (compressed-tensors).
-CHANNEL_STORAGE = "fp8_e4m3_channel"
+CHANNEL_STORAGE = next(s.name for s in records()
+                       if s.family == "fp8" and not s.tile_rows and s.element == "e4m3")
 
 
 def _dtype(fmt: str):
@@ -49,7 +54,7 @@ def _dtype(fmt: str):
 
 def format_of(storage: str) -> str:
     """The element format (``"e4m3"``, ``"e5m2"``) of an FP8 storage name."""
-    return "e5m2" if storage == "fp8_e5m2" else "e4m3"
+    return storage_record(storage).element
 
 
 def tiles(shape) -> tuple[int, int]:

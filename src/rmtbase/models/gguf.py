@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError
+from ..stats.storage import gguf_storage, records
 from ._errors import one_line
 from .gguf_arch import SPECS, hf_config, name_map, regroup_falcon, spec_of, unpermute
 from .gguf_header import GGUFHeader, is_gguf, read_header
@@ -38,10 +39,9 @@ from .weights import check_finite
 __all__ = ["GGUF_TYPES", "SPECS", "GGUFWeights", "check_gguf_tokenizer", "gguf_config",
            "gguf_context_length", "is_gguf", "unpermute"]
 
-#: GGML tensor types read, and the storage name each is recorded as.
-GGUF_TYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "Q8_0": "q8_0",
-              "Q4_0": "q4_0", "Q4_1": "q4_1", "Q5_0": "q5_0", "Q5_1": "q5_1", "Q2_K": "q2_k",
-              "Q3_K": "q3_k", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k"}
+#: GGML tensor types read, and the storage name each is recorded as (the storage records'
+#: ``gguf`` names, :mod:`rmtbase.stats.storage`; the readers ask the registry itself).
+GGUF_TYPES = {s.gguf: s.name for s in records() if s.gguf}
 
 
 def _need_gguf():
@@ -93,9 +93,10 @@ def gguf_config(path: Path, header: GGUFHeader | None = None) -> dict:
         if t.name not in mapped:
             continue
         kind = _type_name(t.type_id)
-        if kind not in GGUF_TYPES:
+        if gguf_storage(kind) is None:
+            read = ", ".join(s.gguf for s in records() if s.gguf)
             raise ModelError(f"tensor {t.name!r} in {path} is stored as GGML type {kind}, which "
-                             f"rmtbase does not read (it reads {', '.join(GGUF_TYPES)})")
+                             f"rmtbase does not read (it reads {read})")
     return cfg
 
 
@@ -203,7 +204,7 @@ class GGUFWeights:
         gname, row = self._map[name]
         t = self._tensor(gname)
         kind = t.tensor_type.name
-        if kind not in GGUF_TYPES:
+        if gguf_storage(kind) is None:
             raise ModelError(f"tensor {t.name!r} in {self.label} is stored as GGML type {kind}, "
                              f"which rmtbase does not read")
         try:
@@ -213,7 +214,7 @@ class GGUFWeights:
             raise ModelError(f"cannot dequantise tensor {t.name!r} ({kind}) of {self.label}: "
                              f"{one_line(exc)}") from exc
         arr = self._convert(t.name, arr, row)
-        self._storage[name] = GGUF_TYPES[kind]
+        self._storage[name] = gguf_storage(kind)
         return check_finite(np.ascontiguousarray(arr), t.name, self.label)
 
     def _convert(self, gname: str, arr: np.ndarray, row: int | None) -> np.ndarray:
@@ -239,7 +240,7 @@ class GGUFWeights:
     def storage_of(self, name: str) -> str:
         """Storage of tensor ``name``: float32/float16/bfloat16 or a GGML block type name."""
         if name not in self._storage:
-            self._storage[name] = GGUF_TYPES.get(self.tensor_type(name), "?")
+            self._storage[name] = gguf_storage(self.tensor_type(name)) or "?"
         return self._storage[name]
 
     def take_storage(self) -> dict[str, str]:

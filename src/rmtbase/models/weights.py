@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import numpy as np
 
 from ..errors import ModelError
+from ..stats.storage import records
 from ._errors import one_line
 
 SAFETENSORS = "model.safetensors"
@@ -61,8 +62,10 @@ def _refuse_quantized(name: str, dtype: str, where: str) -> None:
                      "needs unquantized floating-point weights")
 
 
-#: Storage precisions from coarsest to finest significand (8, 11, 24 bits).
-STORAGE_ORDER = ("bfloat16", "float16", "float32")
+#: Storage precisions from coarsest to finest significand (8, 11, 24 bits): the float
+#: records of :mod:`rmtbase.stats.storage` by their bits.
+STORAGE_ORDER = tuple(s.name for s in sorted((r for r in records() if r.is_float),
+                                             key=lambda r: r.bits))
 
 
 def coarsest_storage(names) -> str:

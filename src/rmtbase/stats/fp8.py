@@ -31,13 +31,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .storage import storage_record
+
 BLOCK = 128
 E4M3_MAX = 448.0
 E5M2_MAX = 57344.0
-#: storage -> (largest finite value, jnp 8-bit dtype, 128×128 tiles (else one scale a row))
-_FORMATS = {"fp8_e4m3": (E4M3_MAX, jnp.float8_e4m3fn, True),
-            "fp8_e5m2": (E5M2_MAX, jnp.float8_e5m2, True),
-            "fp8_e4m3_channel": (E4M3_MAX, jnp.float8_e4m3fn, False)}
 
 
 def _quantise(t, amax, top, dtype):
@@ -53,12 +51,20 @@ def _quantise(t, amax, top, dtype):
 
 
 def fp8_round_trip(w, storage: str = "fp8_e4m3"):
-    """``w`` (…, rows, cols) stored as ``storage`` (one of ``_FORMATS``) and read back, in
+    """``w`` (…, rows, cols) stored as ``storage`` (an FP8 storage name) and read back, in
     ``w``'s dtype."""
-    top, dtype, blocks = _FORMATS[storage]
+    return fp8_values(jnp.asarray(w), storage_record(storage))
+
+
+def fp8_values(w, storage):
+    """The FP8 quantiser of record ``storage`` (:class:`rmtbase.stats.storage.Storage`:
+    ``spec = (largest finite value, jnp 8-bit dtype name)``; 128×128 tiles where
+    ``tile_rows``, else one scale a row) on ``w`` (…, rows, cols), in ``w``'s dtype."""
+    top, name = storage.spec
+    dtype, blocks = jnp.dtype(name), storage.tile_rows > 0
     w = jnp.asarray(w)
     if w.ndim < 2:
-        return fp8_round_trip(w[None, :], storage)[0]
+        return fp8_values(w[None, :], storage)[0]
     x = w.astype(jnp.float32)
     if not blocks:
         return _quantise(x, jnp.max(jnp.abs(x), axis=-1, keepdims=True), top, dtype

@@ -67,11 +67,12 @@ import jax.numpy as jnp
 from .._compiled import compiled_when_eager
 from ._exact import div_pow2_minus_1, safe_div, unfused
 from ._kquant_search import QK_K, _fp16, make_qkx2_quants, make_qx_quants
-from .kquants_low import low_codes
+from .kquants_low import q2_codes, q3_codes
+from .storage import storage_names, storage_record
 
-K_FORMATS = ("q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
-#: (nmax, rmin, rdelta, nstep) of make_qkx2_quants in quantize_row_q{4,5}_K_ref.
-_QKX2 = {"q4_k": (15, -1.0, 0.1, 20), "q5_k": (31, -0.5, 0.1, 15)}
+#: The K-quant storages: the records whose quantiser is :func:`k_blocks`
+#: (:mod:`rmtbase.stats.storage`; their ``spec`` names the codec).
+K_FORMATS = storage_names(lambda s: s.quantiser == "kquants:k_blocks")
 _F = jnp.float32
 
 
@@ -81,14 +82,17 @@ def k_codes(blocks, storage: str) -> dict:
     ``{"d", "dmin"}`` (..., ) float16 values as float32, ``{"ls", "lm"}`` (..., 8) 6-bit scales
     and mins, ``"q"`` (..., 8, 32) codes in [0, nmax]; Q6_K ``{"d"}``, ``"sc"`` (..., 16) int8
     scales, ``"q"`` (..., 16, 16) codes in [−32, 31]; Q2_K and Q3_K:
-    :func:`rmtbase.stats.kquants_low.low_codes`. Integer-valued arrays are float32.
+    :func:`rmtbase.stats.kquants_low.q2_codes`, :func:`~rmtbase.stats.kquants_low.q3_codes`. Integer-valued arrays are float32.
 
     Called outside ``jit`` it runs as one compiled program per (shape, storage)
     (:func:`rmtbase._compiled.compiled_when_eager`) — the jitted computation the tests check
     bit for bit; op by op, each call compiled the scale search's loop again and kept it."""
-    if storage in ("q2_k", "q3_k"):
-        return low_codes(blocks, storage)
-    if storage == "q6_k":
+    codec, *search = storage_record(storage).spec
+    if codec == "q2":
+        return q2_codes(blocks)
+    if codec == "q3":
+        return q3_codes(blocks)
+    if codec == "q6":
         x = blocks.reshape((*blocks.shape[:-1], QK_K // 16, 16)).astype(_F)
         scale = make_qx_quants(x, 32)                                        # (..., 16)
         i_max = jnp.argmax(jnp.abs(scale), axis=-1, keepdims=True)
@@ -99,7 +103,7 @@ def k_codes(blocks, storage: str) -> dict:
         sc = jnp.where(zero, 0, jnp.minimum(127, jnp.round(iscale * scale)))
         q = jnp.clip(jnp.round(safe_div(x, (d * sc)[..., None])), -32, 31)
         return {"d": d[..., 0], "sc": sc, "q": q}
-    nmax, rmin, rdelta, nstep = _QKX2[storage]
+    nmax, rmin, rdelta, nstep = search  # make_qkx2_quants' of quantize_row_q{4,5}_K_ref
     x = blocks.reshape((*blocks.shape[:-1], QK_K // 32, 32)).astype(_F)
     scale, mins = make_qkx2_quants(x, nmax, rmin, rdelta, nstep)            # (..., 8)
     max_scale = jnp.maximum(jnp.max(scale, axis=-1, keepdims=True), 0)      # C starts at 0
@@ -117,12 +121,18 @@ def k_dequantise(codes: dict, storage: str):
     """Values (..., 256) of :func:`k_codes` as ggml's ``dequantize_row_*`` computes them:
     ``(d·ls)·q − dmin·lm`` (Q2_K, Q4_K, Q5_K), ``(d·sc)·q`` (Q3_K, Q6_K), float32."""
     q = codes["q"]
-    if storage in ("q3_k", "q6_k"):
+    if "dmin" not in codes:  # Q3_K, Q6_K
         out = (codes["d"][..., None] * codes["sc"])[..., None] * q
     else:
         out = unfused((codes["d"][..., None] * codes["ls"])[..., None] * q) \
             - unfused(codes["dmin"][..., None] * codes["lm"])[..., None]
     return out.reshape((*q.shape[:-2], QK_K))
+
+
+def k_blocks(blocks, storage):
+    """The K-quants' quantiser (:class:`rmtbase.stats.storage.Storage`): :func:`k_round_trip`
+    of the record ``storage``."""
+    return k_round_trip(blocks, storage.name)
 
 
 def k_round_trip(blocks, storage: str):

@@ -26,7 +26,7 @@ matching ``dequantize_row_q2_K`` / ``dequantize_row_q3_K``, and the block layout
   zero stores d = 0 (values 0).
 
 Where C skips the re-quantisation of a sub-block (its d·ls or d·sc is zero), the value does not
-depend on the codes (−dmin·lm, resp. 0); :func:`low_codes` stores q = 0 there.
+depend on the codes (−dmin·lm, resp. 0); :func:`q2_codes` and :func:`q3_codes` store q = 0 there.
 
 ``nearest_int`` is ``jnp.round`` (ties to even) where its argument is bounded, and its bit trick
 (add 1.5·2²³, keep the low mantissa bits) in make_q3_quants' refinement, whose argument
@@ -49,7 +49,6 @@ import jax.numpy as jnp
 from ._exact import div_pow2_minus_1, safe_div, unfused
 from ._kquant_search import QK_K, _fp16, _sum, make_qkx2_quants
 
-LOW_FORMATS = ("q2_k", "q3_k")
 _F = jnp.float32
 
 
@@ -104,24 +103,27 @@ def make_q3_quants(x, nmax: int = 4, passes: int = 5):
     return jnp.where(zero, 0, scale)
 
 
-def low_codes(blocks, storage: str) -> dict:
-    """What ggml stores for super-blocks ``blocks`` (..., 256): Q2_K ``{"d", "dmin"}`` (..., )
-    float16 values as float32, ``{"ls", "lm"}`` (..., 16) 4-bit scales and mins, ``"q"``
-    (..., 16, 16) codes in [0, 3]; Q3_K ``{"d"}``, ``"sc"`` (..., 16) 6-bit signed scales in
-    [−32, 31], ``"q"`` (..., 16, 16) codes in [−4, 3]. Integer-valued arrays are float32."""
+def q3_codes(blocks) -> dict:
+    """What ggml stores for Q3_K super-blocks ``blocks`` (..., 256): ``{"d"}`` (..., ) a
+    float16 value as float32, ``"sc"`` (..., 16) 6-bit signed scales in [−32, 31], ``"q"``
+    (..., 16, 16) codes in [−4, 3]. Integer-valued arrays are float32."""
     x = blocks.reshape((*blocks.shape[:-1], QK_K // 16, 16)).astype(_F)
-    if storage == "q3_k":
-        scale = make_q3_quants(x, 4)                                         # (..., 16)
-        i_max = jnp.argmax(jnp.abs(scale), axis=-1, keepdims=True)
-        max_scale = jnp.take_along_axis(scale, i_max, axis=-1)
-        live = max_scale != 0
-        iscale = safe_div(_F(-32), max_scale)
-        d = jnp.where(live, _fp16(safe_div(_F(1), iscale)), 0)
-        sc = jnp.where(live, jnp.clip(jnp.round(iscale * scale), -32, 31), -32)
-        q = jnp.clip(jnp.round(safe_div(x, (d * sc)[..., None])), -4, 3)
-        return {"d": d[..., 0], "sc": sc, "q": q}
-    if storage != "q2_k":
-        raise ValueError(f"not a low K-quant: {storage!r}")
+    scale = make_q3_quants(x, 4)                                         # (..., 16)
+    i_max = jnp.argmax(jnp.abs(scale), axis=-1, keepdims=True)
+    max_scale = jnp.take_along_axis(scale, i_max, axis=-1)
+    live = max_scale != 0
+    iscale = safe_div(_F(-32), max_scale)
+    d = jnp.where(live, _fp16(safe_div(_F(1), iscale)), 0)
+    sc = jnp.where(live, jnp.clip(jnp.round(iscale * scale), -32, 31), -32)
+    q = jnp.clip(jnp.round(safe_div(x, (d * sc)[..., None])), -4, 3)
+    return {"d": d[..., 0], "sc": sc, "q": q}
+
+
+def q2_codes(blocks) -> dict:
+    """What ggml stores for Q2_K super-blocks ``blocks`` (..., 256): ``{"d", "dmin"}`` (..., )
+    float16 values as float32, ``{"ls", "lm"}`` (..., 16) 4-bit scales and mins, ``"q"``
+    (..., 16, 16) codes in [0, 3]. Integer-valued arrays are float32."""
+    x = blocks.reshape((*blocks.shape[:-1], QK_K // 16, 16)).astype(_F)
     scale, mins = make_qkx2_quants(x, 3, -0.5, 0.1, 15, weights=jnp.abs(x), use_mad=True)
     max_scale = jnp.maximum(jnp.max(scale, axis=-1, keepdims=True), 0)
     max_min = jnp.maximum(jnp.max(mins, axis=-1, keepdims=True), 0)

@@ -1,15 +1,16 @@
 """Storage names, with no heavy import (the command line's choices are built from them before
-JAX loads): the float storages and the block quantisation formats of
-:mod:`rmtbase.stats.precision`, which holds their round trips."""
+JAX loads): the lists of :mod:`rmtbase.stats.storage`'s records by family, read from its
+registry when used (a record registered later is in them)."""
 
-FLOAT_STORAGES = ("float32", "float16", "bfloat16")
+from .storage import storage_names
+
+FLOAT_STORAGES = storage_names(lambda s: s.is_float)
 #: FP8 of official FP8 checkpoints (:mod:`rmtbase.stats.fp8`): E4M3 and E5M2 in 128×128 tiles,
 #: E4M3 with one scale per output channel (compressed-tensors).
-FP8_FORMATS = ("fp8_e4m3", "fp8_e5m2", "fp8_e4m3_channel")
+FP8_FORMATS = storage_names(lambda s: s.family == "fp8")
 #: FP8 storages whose 128-row tiles span several heads (:func:`rmtbase.stats.precision.null_rows`).
-FP8_TILED = ("fp8_e4m3", "fp8_e5m2")
-QUANT_FORMATS = ("q4_0", "q4_1", "q8_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q2_k",
-                 "q3_k") + FP8_FORMATS
-STORAGES = FLOAT_STORAGES + QUANT_FORMATS
+FP8_TILED = storage_names(lambda s: s.family == "fp8" and s.tile_rows > 0)
+QUANT_FORMATS = storage_names(lambda s: s.is_quantised)
+STORAGES = storage_names()
 
 __all__ = ["FP8_FORMATS", "FP8_TILED", "FLOAT_STORAGES", "QUANT_FORMATS", "STORAGES"]

@@ -31,6 +31,9 @@ the reciprocal) and products are rounded before the next addition (not contracte
 ``tests/test_legacy_quants.py`` checks 131,072 Gaussian blocks at σ = 0.02 and 1 and 16,384
 blocks built on rounding ties per format: 0 differing blocks.
 
+Each format is one record of :mod:`rmtbase.stats.storage` (block size, quantiser, lattice
+bits, GGUF type, …): the functions here read the record, never the name.
+
 Blocks run along the last axis (the input axis of a ``(d_h, d)`` factor or an nn.Linear
 ``(out, in)`` weight), which must then be a multiple of 32 (256 for K-quants: ``block_size``).
 Detection (:func:`detect_quantisation`) knows Q4_0, Q4_1 and Q8_0 only; a GGUF file names its
@@ -60,23 +63,16 @@ from .names import (  # noqa: F401 - re-exported
     QUANT_FORMATS,
     STORAGES,
 )
+from .storage import detected, storage_record
 
-#: Significant bits (with the implicit one) and the smallest spacing (the subnormal step;
-#: for bfloat16 2^-133 would be flushed to zero by XLA on CPU, so its cells stop at the float32
-#: normal range — only exact zeros are affected, and they count as points).
-_LATTICE = {"float16": (11, 2.0**-24), "bfloat16": (8, 2.0**-126)}
 QBLOCK = 32
 
 
 def block_size(storage: str) -> int:
-    """Entries per block along the last axis: 256 for the K-quants (super-blocks), 32 for the
-    other block formats, 1 for float storages and for FP8 (whose 128×128 tiles may be
-    partial at the edges, so no length is required)."""
-    if storage in FP8_FORMATS:
-        return 1
-    if storage in ("q2_k", "q3_k", "q4_k", "q5_k", "q6_k"):
-        return 256
-    return QBLOCK if storage in QUANT_FORMATS else 1
+    """Entries per block along the last axis (:attr:`rmtbase.stats.storage.Storage.block`):
+    256 for the K-quants (super-blocks), 32 for the other block formats, 1 for float storages
+    and for FP8 (whose 128×128 tiles may be partial at the edges, so no length is required)."""
+    return storage_record(storage).block
 
 
 def null_rows(storage: str, d_h: int) -> int:
@@ -86,23 +82,28 @@ def null_rows(storage: str, d_h: int) -> int:
     (⌈128/d_h⌉·d_h of them) and its own d_h rows are kept after the round trip (the tile scale
     is the maximum over the whole tile, as in the checkpoint). d_h for every other storage,
     whose blocks lie along one row (per-channel FP8 included: one scale a row)."""
-    if storage in FP8_TILED and d_h < 128:
-        return -(-128 // d_h) * d_h
+    tile = storage_record(storage).tile_rows
+    if tile and d_h < tile:
+        return -(-tile // d_h) * d_h
     return d_h
 
 
 def check_storage(storage) -> str:
-    """Validate a storage name (one of :data:`STORAGES`)."""
-    if storage is None:
-        return "float32"
-    if not isinstance(storage, str) or storage.lower() not in STORAGES:
-        raise InputError(f"storage must be one of {', '.join(STORAGES)}, got {storage!r}")
-    return storage.lower()
+    """Validate a storage name (one of :data:`STORAGES`; None is float32); its lower-case
+    name."""
+    return storage_record(storage).name
 
 
 def is_lattice(storage: str) -> bool:
     """True for the float storages whose cells matter to a histogram (float16, bfloat16)."""
-    return storage in _LATTICE
+    return storage_record(storage).lattice
+
+
+def cast(w, storage):
+    """The float storages' quantiser: ``w`` cast to ``storage``'s dtype and back (round to
+    nearest even); unchanged where ``w`` already has that dtype."""
+    dtype = jnp.dtype(storage.name)
+    return w if w.dtype == dtype else w.astype(dtype).astype(w.dtype)
 
 
 def _fp16(x):
@@ -140,20 +141,19 @@ def _affine(b, top: int):
     return q * _fp16(d) + _fp16(lo)
 
 
-def _q4_0(b):
-    return _symmetric(b, 8)
+def symmetric(blocks, storage):
+    """Quantiser of Q4_0 and Q5_0 (``storage.spec = (half,)``): :func:`_symmetric`."""
+    return _symmetric(blocks, storage.spec[0])
 
 
-def _q4_1(b):
-    return _affine(b, 15)
+def affine(blocks, storage):
+    """Quantiser of Q4_1 and Q5_1 (``storage.spec = (top,)``): :func:`_affine`."""
+    return _affine(blocks, storage.spec[0])
 
 
-def _q5_0(b):
-    return _symmetric(b, 16)
-
-
-def _q5_1(b):
-    return _affine(b, 31)
+def q8_0(blocks, storage):
+    """Quantiser of Q8_0: :func:`_q8_0`."""
+    return _q8_0(blocks)
 
 
 def _q8_0(b):
@@ -166,9 +166,6 @@ def _q8_0(b):
     return q * _fp16(d)
 
 
-_QUANT = {"q4_0": _q4_0, "q4_1": _q4_1, "q8_0": _q8_0, "q5_0": _q5_0, "q5_1": _q5_1}
-
-
 def round_trip(w, storage: str):
     """``w`` stored as ``storage`` and read back, in ``w``'s dtype (jnp; jit/vmap friendly).
 
@@ -176,26 +173,17 @@ def round_trip(w, storage: str):
     (K-quants: super-blocks of 256, :mod:`rmtbase.stats.kquants`) along the last axis (see the
     module docstring).
     """
-    storage = check_storage(storage)
+    record = storage_record(storage)
     w = jnp.asarray(w)
-    if storage == "float32":
-        return w if w.dtype == jnp.float32 else w.astype(jnp.float32).astype(w.dtype)
-    if storage in FLOAT_STORAGES:
-        return w.astype(jnp.dtype(storage)).astype(w.dtype)
-    if storage in FP8_FORMATS:
-        from .fp8 import fp8_round_trip
-
-        return fp8_round_trip(w, storage)
-    n, size = w.shape[-1], block_size(storage)
+    quantise, size = record.quantise(), record.block
+    if size == 1:
+        return quantise(w, record)
+    n = w.shape[-1]
     if n % size:
-        raise InputError(f"{storage} blocks need the last axis to be a multiple of {size}, "
+        raise InputError(f"{record.name} blocks need the last axis to be a multiple of {size}, "
                          f"got {n}")
     blocks = w.reshape((*w.shape[:-1], n // size, size))
-    if size == QBLOCK:
-        return _QUANT[storage](blocks).reshape(w.shape).astype(w.dtype)
-    from .kquants import k_round_trip
-
-    return k_round_trip(blocks, storage).reshape(w.shape).astype(w.dtype)
+    return quantise(blocks, record).reshape(w.shape).astype(w.dtype)
 
 
 def lattice_cells(v, storage: str):
@@ -210,7 +198,8 @@ def lattice_cells(v, storage: str):
     if not is_lattice(storage):
         z = jnp.zeros_like(v)
         return z, z
-    p, tiny = _LATTICE[storage]
+    record = storage_record(storage)
+    p, tiny = record.bits, record.tiny
     if v.dtype not in (jnp.float32, jnp.float64):
         v = v.astype(jnp.float32)
     # read from the bits of v (float32 or float64): the exponent field alone is 2^e for
@@ -251,8 +240,8 @@ def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.
     suite checks float32, float16 and bfloat16 Gaussian weights).
     """
     # largest relative rounding error of the storage (half an ulp), with a margin of 1.5
-    rel = 1.5 * {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}.get(
-        check_storage(storage), 2.0**-24)
+    rel = 1.5 * 2.0 ** -storage_record(storage).bits
+    formats = detected()  # Q4_1, Q4_0, Q8_0: coarsest first
     w = np.asarray(w)
     n = w.shape[-1] if w.ndim else 0
     if n % QBLOCK or w.size < QBLOCK:
@@ -265,39 +254,39 @@ def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.
     # in place of a chunk per format, ~0.17 s for a LLaMA-8B layer's W_Q)
     if n_blocks > _DETECT_SAMPLE:
         sample = blocks[::n_blocks // _DETECT_SAMPLE][:_DETECT_SAMPLE]
-        fits = [_block_fit(sample, name, rel) for name in ("q4_1", "q4_0", "q8_0")]
+        fits = [_block_fit(sample, fmt, rel) for fmt in formats]
         if all(ok < 0.5 * live for ok, live in fits):
             return None
-    for name in ("q4_1", "q4_0", "q8_0"):
+    for fmt in formats:
         # blocks in chunks (bounded float64 memory); a format is dropped as soon as its failures
         # exceed (1 − min_fraction) of all blocks, which bounds the live ones (same answer as
         # counting every block: Gaussian weights fail on the first chunk)
         ok = live = 0
         for start in range(0, n_blocks, _DETECT_CHUNK):
-            k, v = _block_fit(blocks[start:start + _DETECT_CHUNK], name, rel)
+            k, v = _block_fit(blocks[start:start + _DETECT_CHUNK], fmt, rel)
             ok, live = ok + k, live + v
             if live - ok > (1.0 - min_fraction) * n_blocks:
                 break
         else:
             if live and ok / live >= min_fraction:
-                return name
+                return fmt.name
     return None
 
 
-def _block_fit(chunk, name: str, rel: float) -> tuple[int, int]:
+def _block_fit(chunk, fmt, rel: float) -> tuple[int, int]:
     """(live blocks consistent with format ``name``, live blocks) of a chunk of 32-blocks; a
     block is live when not constant (definitions: :func:`detect_quantisation`)."""
     b = np.asarray(chunk, dtype=np.float64)
     lo, hi = b.min(axis=1, keepdims=True), b.max(axis=1, keepdims=True)
     live = (hi - lo)[:, 0] > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        if name == "q4_1":
-            step, off, ref, lo_q, hi_q = (hi - lo) / 15.0, lo, np.abs(hi) + np.abs(lo), 0, 15
+        _, kind, divisor, lo_q, hi_q = fmt.detect
+        if kind == "affine":
+            step, off, ref = (hi - lo) / divisor, lo, np.abs(hi) + np.abs(lo)
         else:
             xmax = np.take_along_axis(b, np.argmax(np.abs(b), axis=1)[:, None], axis=1)
-            off = 0.0 * lo
-            step, ref, lo_q, hi_q = ((-xmax / 8.0, np.abs(xmax), -8, 7) if name == "q4_0"
-                                     else (np.abs(xmax) / 127.0, np.abs(xmax), -127, 127))
+            off, ref = 0.0 * lo, np.abs(xmax)
+            step = (xmax if kind == "signed" else np.abs(xmax)) / divisor
         levels = (b - off) / step
         tol = 1e-3 + rel * (np.abs(b) + np.abs(off) + ref) / np.abs(step)
         r = np.round(levels)

@@ -1,0 +1,248 @@
+"""Storage formats as records: one :class:`Storage` per format, in one registry.
+
+A checkpoint stores its weights on a lattice (float16, bfloat16), in blocks sharing a scale
+(GGUF's Q4_0 … Q6_K), or in FP8 tiles; the null of a head is drawn at the same storage
+(:func:`rmtbase.stats.precision.round_trip`). Everything the library knows of one format is one
+record here: its name (the spelling of the CLI, the tables and the files), its family
+(``"float"``, ``"block"``, ``"fp8"``), the function that stores and reads back a batch of its
+blocks (the quantiser, named ``"module:function"`` inside :mod:`rmtbase.stats` so that this
+module loads no JAX, or given as a callable), the entries a block spans along the last axis,
+the significant bits and smallest spacing of a float lattice (and whether a histogram must
+spread each value over its rounding cell), the GGUF tensor type name, how the null is drawn
+(``tile_rows``: rows of a 2-D scale tile, inside which a head is drawn with its tile-mates),
+the FP8 element format and how lattice detection recognises the format.
+
+Every other module reads these records (:func:`storage_record`) or the name lists derived from
+them (:mod:`.names`); none compares storage names. A format is added by one record
+(:func:`register`): ``tests/test_storage_record.py`` adds a toy block format and scores a model
+with it end to end. Model: gguf-py's quant classes (one class per type, self-registered, block
+sizes in one table); our quantisers stay the bit-exact jitted ones of :mod:`.precision`,
+:mod:`.kquants` and :mod:`.fp8`.
+
+The quantiser is called ``fn(x, record)``: for a block format (``block > 1``) ``x`` is
+``(..., n_blocks, block)`` and the values come back in that shape (float32 or x's dtype); for
+the others ``x`` is the whole array (FP8: its last two axes are (rows, cols)) and comes back in
+its own dtype.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..errors import InputError
+
+__all__ = ["FAMILIES", "Storage", "detected", "gguf_storage", "records", "register", "storage_names",
+           "storage_record", "unregister"]
+
+#: Storage families: float casts, blocks along the last axis, FP8 tiles or rows.
+FAMILIES = ("float", "block", "fp8")
+
+
+@dataclass(frozen=True)
+class Storage:
+    """One storage format (module docstring). Frozen and hashable."""
+
+    name: str
+    family: str
+    #: ``"module:function"`` of :mod:`rmtbase.stats`, or a callable ``fn(x, record)``
+    quantiser: str | Callable
+    #: entries per block along the last axis (the length must be a multiple); 1: none
+    block: int = 1
+    #: significant bits (with the implicit one) of the stored values, for the lattice cells
+    #: and for detection's tolerance (half an ulp: 2^-bits); 24 for what is read as float32
+    bits: int = 24
+    #: smallest spacing of a lattice storage (its subnormal step)
+    tiny: float = 0.0
+    #: whether a histogram spreads each stored value over its rounding cell
+    lattice: bool = False
+    #: GGUF tensor type name (``"Q4_K"``), None where GGUF has none
+    gguf: str | None = None
+    #: rows of a 2-D scale tile spanning several heads (FP8 128x128): the null draws a head
+    #: inside a full tile (:func:`rmtbase.stats.precision.null_rows`); 0 for none
+    tile_rows: int = 0
+    #: FP8: the element format (``"e4m3"``, ``"e5m2"``)
+    element: str | None = None
+    #: format parameters read by the quantiser (legacy: levels; K-quants: codec and search
+    #: constants; FP8: largest finite value and the jnp 8-bit dtype name)
+    spec: tuple = ()
+    #: lattice detection (:func:`rmtbase.stats.precision.detect_quantisation`):
+    #: (order, step, divisor, lowest level, highest level) where detection knows the format,
+    #: tried in increasing order; step "affine": (max − min)/divisor from the minimum,
+    #: "signed": x_amax/divisor (x_amax the entry of largest |x|), "absolute": |x_amax|/divisor;
+    #: None where detection does not know the format
+    detect: tuple | None = None
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise InputError(f"storage family must be one of {', '.join(FAMILIES)}, got "
+                             f"{self.family!r}")
+        if not isinstance(self.block, int) or self.block < 1:
+            raise InputError(f"storage {self.name!r}: block must be a positive int")
+
+    @property
+    def is_float(self) -> bool:
+        """A float cast (float32, float16, bfloat16): no blocks, no scales."""
+        return self.family == "float"
+
+    @property
+    def is_quantised(self) -> bool:
+        """A block or FP8 format: values share a scale (the ``--quantized-null`` choices)."""
+        return not self.is_float
+
+    @property
+    def is_identity(self) -> bool:
+        """float32: storing changes nothing (tables and file names omit it)."""
+        return self.is_float and self.bits == 24
+
+    @property
+    def suffix(self) -> str:
+        """The storage in a file name: "" for float32 (so earlier names stay valid), else
+        ``"-<name>"``."""
+        return "" if self.is_identity else f"-{self.name}"
+
+    def quantise(self) -> Callable:
+        """The quantiser as a function ``fn(x, record)`` (imported on first use)."""
+        if callable(self.quantiser):
+            return self.quantiser
+        module, attr = self.quantiser.split(":")
+        return getattr(importlib.import_module(f"{__package__}.{module}"), attr)
+
+    def stored_as(self) -> str:
+        """How a value is stored, as words: "float32", "rounded to float16", "passed through
+        the q4_k block quantiser"."""
+        if self.is_identity:
+            return "float32"
+        if self.is_float:
+            return f"rounded to {self.name}"
+        return f"passed through the {self.name} block quantiser"
+
+
+_F16_TINY, _BF16_TINY = 2.0**-24, 2.0**-126
+_REGISTRY: dict[str, Storage] = {}
+
+
+def register(record: Storage) -> Storage:
+    """Add ``record`` to the registry (InputError if its name is taken by another record)."""
+    old = _REGISTRY.get(record.name)
+    if old is not None and old != record:
+        raise InputError(f"storage {record.name!r} is already registered")
+    _REGISTRY[record.name] = record
+    return record
+
+
+def unregister(name: str) -> None:
+    """Remove the record ``name`` (a test's toy format)."""
+    _REGISTRY.pop(name, None)
+
+
+def storage_record(name) -> Storage:
+    """The record of storage ``name`` (case-insensitive; None means float32); a record is
+    returned as it is. InputError (one line) for an unknown name."""
+    if isinstance(name, Storage):
+        return name
+    if name is None:
+        name = "float32"
+    if isinstance(name, str) and name.lower() in _REGISTRY:
+        return _REGISTRY[name.lower()]
+    raise InputError(f"storage must be one of {', '.join(_REGISTRY)}, got {name!r}")
+
+
+def records() -> tuple[Storage, ...]:
+    """Every registered record, in registry order."""
+    return tuple(_REGISTRY.values())
+
+
+def gguf_storage(type_name: str) -> str | None:
+    """The storage name of GGUF tensor type ``type_name`` (``"Q4_K"`` -> ``"q4_k"``), None for
+    a type no record reads."""
+    return next((s.name for s in _REGISTRY.values() if s.gguf == type_name), None)
+
+
+def detected() -> tuple[Storage, ...]:
+    """The records lattice detection knows, in the order it tries them."""
+    return tuple(sorted((s for s in _REGISTRY.values() if s.detect), key=lambda s: s.detect[0]))
+
+
+class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for
+    """The names of the registered records that satisfy ``keep``, in registry order, read
+    when used (so a record registered later is in every list; a tuple made from it, e.g.
+    ``("auto", *QUANT_FORMATS)``, is fixed when made)."""
+
+    def __init__(self, keep: Callable[[Storage], bool] = lambda s: True):
+        self._keep = keep
+
+    def _now(self) -> tuple[str, ...]:
+        return tuple(s.name for s in _REGISTRY.values() if self._keep(s))
+
+    def __getitem__(self, i):
+        return self._now()[i]
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and name in _REGISTRY and self._keep(_REGISTRY[name])
+
+    def __add__(self, other) -> tuple:
+        return self._now() + tuple(other)
+
+    def __radd__(self, other) -> tuple:
+        return tuple(other) + self._now()
+
+    def __eq__(self, other) -> bool:
+        return self._now() == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __hash__(self):
+        return hash(self._now())
+
+    def __repr__(self) -> str:
+        return repr(self._now())
+
+
+def _legacy(name, gguf, quantiser, spec, detect=None):
+    return Storage(name, "block", quantiser, block=32, gguf=gguf, spec=spec, detect=detect)
+
+
+def _kquant(name, gguf, spec):
+    return Storage(name, "block", "kquants:k_blocks", block=256, gguf=gguf, spec=spec)
+
+
+# Order: the float storages, then the block formats and FP8 as the CLI lists them.
+for _record in (
+    Storage("float32", "float", "precision:cast", bits=24, gguf="F32"),
+    Storage("float16", "float", "precision:cast", bits=11, tiny=_F16_TINY, lattice=True,
+            gguf="F16"),
+    # bfloat16's subnormal step 2^-133 would be flushed to zero by XLA on CPU: its cells stop
+    # at the float32 normal range (only exact zeros are affected; they count as points)
+    Storage("bfloat16", "float", "precision:cast", bits=8, tiny=_BF16_TINY, lattice=True,
+            gguf="BF16"),
+    # ggml's legacy quantisers (rmtbase.stats.precision): symmetric (levels -half .. half-1),
+    # affine (0 .. top) and Q8_0; detection tries Q4_1, Q4_0, Q8_0 (coarsest first)
+    _legacy("q4_0", "Q4_0", "precision:symmetric", (8,), (1, "signed", -8.0, -8, 7)),
+    _legacy("q4_1", "Q4_1", "precision:affine", (15,), (0, "affine", 15.0, 0, 15)),
+    _legacy("q8_0", "Q8_0", "precision:q8_0", (127,), (2, "absolute", 127.0, -127, 127)),
+    _legacy("q5_0", "Q5_0", "precision:symmetric", (16,)),
+    _legacy("q5_1", "Q5_1", "precision:affine", (31,)),
+    # ggml's K-quants (rmtbase.stats.kquants): the codec and make_qkx2_quants' (nmax, rmin,
+    # rdelta, nstep) of quantize_row_q{4,5}_K_ref
+    _kquant("q4_k", "Q4_K", ("qkx2", 15, -1.0, 0.1, 20)),
+    _kquant("q5_k", "Q5_K", ("qkx2", 31, -0.5, 0.1, 15)),
+    _kquant("q6_k", "Q6_K", ("q6",)),
+    _kquant("q2_k", "Q2_K", ("q2",)),
+    _kquant("q3_k", "Q3_K", ("q3",)),
+    # FP8 of official FP8 checkpoints (rmtbase.stats.fp8): 128x128 tiles, or one E4M3 scale
+    # per output row (compressed-tensors); spec = (largest finite value, jnp dtype)
+    Storage("fp8_e4m3", "fp8", "fp8:fp8_values", tile_rows=128, element="e4m3",
+            spec=(448.0, "float8_e4m3fn")),
+    Storage("fp8_e5m2", "fp8", "fp8:fp8_values", tile_rows=128, element="e5m2",
+            spec=(57344.0, "float8_e5m2")),
+    Storage("fp8_e4m3_channel", "fp8", "fp8:fp8_values", element="e4m3",
+            spec=(448.0, "float8_e4m3fn")),
+):
+    register(_record)
+del _record

@@ -1,0 +1,113 @@
+"""A storage format is one record (rmtbase.stats.storage, issue 50 step 2).
+
+A toy block format — ternary, 32 entries a block, value q·d with q ∈ {−1, 0, 1} and
+d = fp16(max|x|) per block — is added by one :class:`~rmtbase.stats.storage.Storage` record
+(its quantiser a plain function of this test) and a model whose attention weights went
+through it is scored end to end: the format is detected, the null is drawn through the toy
+quantiser, and the scores say so. Nothing else in the library is told about the format.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+TOY = "toy_t3"
+CALLS: list[tuple] = []
+
+
+def _ternary(blocks, storage):
+    """The toy quantiser: d = fp16(max|x|) per block, q = clip(round(x/d), −1, 1), value q·d."""
+    import jax.numpy as jnp
+
+    CALLS.append(tuple(blocks.shape))
+    d = jnp.max(jnp.abs(blocks), axis=-1, keepdims=True).astype(jnp.float16).astype(blocks.dtype)
+    safe = jnp.where(d > 0, d, 1.0)
+    return jnp.clip(jnp.round(blocks / safe), -1, 1) * d
+
+
+@pytest.fixture
+def toy():
+    from rmtbase.stats.storage import Storage, register, unregister
+
+    # detection: step |x_amax|/1, levels −1..1; tried first (order −1: a ternary grid is
+    # also a Q4_1, Q4_0 and Q8_0 grid)
+    record = register(Storage(TOY, "block", _ternary, block=32,
+                              detect=(-1, "absolute", 1.0, -1, 1)))
+    CALLS.clear()
+    try:
+        yield record
+    finally:
+        unregister(TOY)
+
+
+def test_one_record_is_a_storage_everywhere(toy):
+    import jax.numpy as jnp
+
+    from rmtbase.errors import InputError
+    from rmtbase.stats.names import QUANT_FORMATS, STORAGES
+    from rmtbase.stats.null_kind import GaussianNull
+    from rmtbase.stats.precision import (
+        block_size,
+        check_storage,
+        detect_quantisation,
+        is_lattice,
+        null_rows,
+        round_trip,
+    )
+    from rmtbase.stats.storage import Storage, register
+
+    assert TOY in STORAGES and TOY in QUANT_FORMATS and check_storage(TOY.upper()) == TOY
+    assert block_size(TOY) == 32 and null_rows(TOY, 16) == 16 and not is_lattice(TOY)
+    w = np.random.default_rng(0).normal(0, 0.02, (8, 64)).astype(np.float32)
+    r = np.asarray(round_trip(jnp.asarray(w), TOY))
+    d = np.abs(w.reshape(8, 2, 32)).max(-1, keepdims=True).astype(np.float16).astype(np.float32)
+    assert np.array_equal(r, (np.clip(np.round(w.reshape(8, 2, 32) / d), -1, 1) * d).reshape(8, 64))
+    assert detect_quantisation(r) == TOY and detect_quantisation(w) is None
+    assert "toy_t3 block quantiser" in GaussianNull(TOY).description()
+    with pytest.raises(InputError, match="multiple of 32"):
+        round_trip(jnp.ones((2, 48)), TOY)
+    with pytest.raises(InputError, match="already registered"):
+        register(Storage(TOY, "float", "precision:cast"))
+
+
+def test_toy_record_gone_when_unregistered():
+    from rmtbase.errors import InputError
+    from rmtbase.stats.names import STORAGES
+    from rmtbase.stats.precision import check_storage
+
+    assert TOY not in STORAGES
+    with pytest.raises(InputError, match="storage must be one of"):
+        check_storage(TOY)
+
+
+def test_model_in_a_toy_format_is_scored_end_to_end(toy, tmp_path, module_cache):
+    """A random LLaMA (d = 128, 4 heads of 32, 1 layer) whose W_Q and W_K went through the toy
+    round trip, saved as float32: scoring detects the format, draws its null through the toy
+    quantiser (a null table ``...-toy_t3-...`` in the cache) and names it."""
+    import jax.numpy as jnp
+    import torch
+    import transformers as tf
+
+    from rmtbase.scoring.score import score_model
+    from rmtbase.stats.precision import round_trip
+
+    torch.manual_seed(0)
+    model = tf.LlamaForCausalLM(tf.LlamaConfig(
+        hidden_size=128, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=1,
+        intermediate_size=64, vocab_size=50, max_position_embeddings=16, initializer_range=0.02))
+    with torch.no_grad():
+        for name, prm in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                w = np.asarray(round_trip(jnp.asarray(prm.detach().numpy()), TOY))
+                prm.copy_(torch.from_numpy(np.array(w, dtype=np.float32)))
+    model.save_pretrained(tmp_path / "toy")
+    CALLS.clear()
+    ds = score_model(str(tmp_path / "toy"), progress=False, spectrum_draws=0, draws=200)
+    assert ds.attrs["quantisation"] == TOY and ds.attrs["null_storage"] == TOY
+    assert f"{TOY} block quantiser" in ds.attrs["null"]
+    assert CALLS, "the null was not drawn through the toy quantiser"
+    assert list(module_cache.glob(f"*-{TOY}-*.nc")), "no null table at the toy storage"
+    p = ds["p_value"].values
+    assert p.shape[-1] == ds.sizes["stat"] and np.isfinite(p).any()
+    assert "qk.entropy" in set(ds["stat"].values)  # histogram statistics kept: matched null
