@@ -147,12 +147,7 @@ def verify_table(ds, entry: dict, path) -> None:
             "sigma": (1.0, 1.0)}
     bad = [f"{k}={found[k]!r} (expected {want[k]!r})" for k in want if found[k] != want[k]]
     if not bad:
-        need = _expected_vars(entry["stats"])
-        if LAMBDA_VAR in ds.data_vars:  # spectral statistics can be derived from the spectrum
-            from ..stats import SPECTRAL_STATS
-
-            need -= set(SPECTRAL_STATS)
-        missing = sorted(need - set(ds.data_vars))
+        missing = missing_variables(ds.data_vars, entry["stats"])
         if missing:
             bad = [f"missing variables {missing[:3]}{'…' if len(missing) > 3 else ''}"]
     if not bad and "draw" in ds.dims:
@@ -172,6 +167,48 @@ def _may_be_undefined(var: str, want: dict) -> bool:
     from ..stats.storage import storage_record
 
     return "weibull" in str(var) and not storage_record(want["storage"]).is_float
+
+
+def missing_variables(names, stats: str, wanted: str = "all") -> list[str]:
+    """The variables a table of statistic set ``stats`` holding variables ``names`` lacks, of
+    those a run of ``wanted`` statistics reads (a spectral statistic is not missing where the
+    spectrum ``lambda`` is stored: it is derived, :mod:`rmtbase.baseline.spectra`)."""
+    need = _expected_vars(stats) & _expected_vars(wanted)
+    if LAMBDA_VAR in names:
+        from ..stats import SPECTRAL_STATS
+
+        need -= set(SPECTRAL_STATS)
+    return sorted(need - set(names))
+
+
+def check_shipped_tables(d: int, d_h: int, wanted: str = "all") -> None:
+    """TableError (one line naming the command that rebuilds it), before any weight is read,
+    if a shipped table of cell (d, d_h) lacks a variable that a run of ``wanted`` statistics
+    reads: a statistic added to the registry since the tables were made would otherwise be
+    found missing only when the null is fetched, after every layer was read and scored. Reads
+    the tables' headers only. ``wanted`` other than all/spectral/elementwise (a list of
+    statistics) counts as all."""
+    import netCDF4
+
+    from ..stats.storage import storage_record
+    from .tables import TABLE_FORMAT
+
+    wanted = wanted if wanted in _SERVES else "all"
+    for e in shipped_index():
+        if (e["d"], e["d_h"]) != (d, d_h) or e["format"] != TABLE_FORMAT:
+            continue
+        ref = resources.files("rmtbase").joinpath("data", e["file"])
+        with resources.as_file(ref) as path, netCDF4.Dataset(str(path)) as ds:
+            missing = missing_variables(set(ds.variables), e["stats"], wanted)
+        if missing:
+            storage = e.get("storage", "float32")
+            cmd = (f"python sims/make_shipped_tables.py --stats {e['stats']} --draws "
+                   f"{e['draws']} --cells {d}x{d_h}"
+                   + ("" if storage_record(storage).is_identity else f" --storage {storage}")
+                   + (" --extension" if e.get("extension") else ""))
+            raise TableError(f"the shipped null table {e['file']} lacks "
+                             f"{', '.join(missing[:3])}{'…' if len(missing) > 3 else ''} "
+                             f"(statistics added since it was made); rebuild it: {cmd}")
 
 
 def _expected_vars(stats: str) -> set[str]:

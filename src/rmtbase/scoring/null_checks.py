@@ -33,15 +33,18 @@ def check_null_size(info, kind: str, names, draws, null: Null | str,
     """InputError, before any weight is read or any draw made, if the null draws asked for
     cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
     Gaussian null's table (at least 1000 draws, as float64 when scored) or the permutation
-    null's draws of every head."""
+    null's draws of every head; TableError, as early, if a shipped table of the heads' cell
+    lacks a statistic the run reads (:func:`rmtbase.baseline.cache.check_shipped_tables`)."""
     from types import SimpleNamespace
 
+    from ..baseline.cache import check_shipped_tables
     from ..baseline.limits import check_stored_values, stat_names
 
     n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
     if not Null.parse(null).per_head:
         n = max(int(draws or 0), 1000)
         check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
+        check_shipped_tables(int(info.d), int(info.d_h), kind)
     else:
         heads = int(info.n_layers) * int(info.n_heads)
         n = int(draws or 1000) + int(element_draws)

@@ -100,21 +100,12 @@ from ._binning import (  # noqa: F401 - re-exported: the binning constants and h
     trim_ranks,
 )
 from .precision import check_storage
+from .statistic import STATISTICS
 from .tiles import one_tile
 
-ELEMENT_STATS = (
-    "mean",
-    "std",
-    "skewness",
-    "excess_kurtosis",
-    "entropy",
-    "delta_entropy",
-    "kl_gaussian",
-    "sigma_fit",
-    "weibull_k",
-    "weibull_lambda",
-    "max_over_q99",
-)
+#: The element statistics of a head's matrices, in registry order: the records of
+#: :data:`rmtbase.stats.statistic.STATISTICS` of kind "element" that a head's tables hold.
+ELEMENT_STATS = tuple(s.name for s in STATISTICS if s.kind == "element" and s.head)
 
 
 def _one(w, trim, storage="float32", side=None):

@@ -64,6 +64,9 @@ class Statistic:
     references: tuple = ()
     #: ((matrix, representative "<matrix>.<stat>", why), ...)
     duplicates: tuple = ()
+    #: whether a head's null tables hold it (False: a whole matrix's only, the extra Weibull
+    #: trims of :mod:`.matrix`); :data:`rmtbase.stats.elementwise.ELEMENT_STATS` derives from it
+    head: bool = True
 
     def __post_init__(self):
         if self.kind not in ("spectral", "element", "scale"):
@@ -204,16 +207,16 @@ STATISTICS: tuple[Statistic, ...] = (
               sigma_power=1, effect='ratio', undefined_reason='exact zeros among the fitted ranks (ln 0)', references=(('q', 'half-normal Weibull anchor lambda0 * sigma_q'), ('k', 'half-normal Weibull anchor lambda0 * sigma_k'))),
     Statistic('weibull_k_trim90', 'element', 'Weibull shape of |w|, middle 90 %', '1',
               'as weibull_k with trim 0.9: 0.05 <= F <= 0.95',
-              sigma_power=0, effect='ratio'),
+              sigma_power=0, effect='ratio', head=False),
     Statistic('weibull_lambda_trim90', 'element', 'Weibull scale of |w|, middle 90 %', 'sigma',
               'exp(-intercept/k) of the weibull_k_trim90 fit',
-              sigma_power=1, effect='ratio'),
+              sigma_power=1, effect='ratio', head=False),
     Statistic('weibull_k_trim100', 'element', 'Weibull shape of |w|, all ranks', '1',
               'as weibull_k with trim 1: every rank (Hazen F never 0 or 1)',
-              sigma_power=0, effect='ratio'),
+              sigma_power=0, effect='ratio', head=False),
     Statistic('weibull_lambda_trim100', 'element', 'Weibull scale of |w|, all ranks', 'sigma',
               'exp(-intercept/k) of the weibull_k_trim100 fit',
-              sigma_power=1, effect='ratio'),
+              sigma_power=1, effect='ratio', head=False),
     Statistic('max_over_q99', 'element', 'max |w| over the 99th percentile of |w|', '1',
               'max|w| / |w|_(ceil(0.99 N)) (inverted-CDF order statistic, located in the |w| histogram of 2^11 bins per octave and interpolated across its bin)',
               sigma_power=0, effect='ratio'),
