@@ -51,6 +51,9 @@ def test_one_layer_and_base_are_refused(tmp_path, capsys, no_scoring):
     line = _refused(capsys, ["score", str(two), "--base", str(two), "--composition", "--out",
                              str(tmp_path / "o"), "--quiet"])
     assert "--base" in line
+    line = _refused(capsys, ["score", str(two), str(two), "--composition", "--out",
+                             str(tmp_path / "o"), "--quiet"])
+    assert "one MODEL" in line
     assert not (tmp_path / "o").exists()
 
 
