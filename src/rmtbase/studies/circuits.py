@@ -37,6 +37,11 @@ probe`` read, and the trajectory input of ``score ckpts/*``). Then, per checkpoi
   the loss drop, and :func:`profile_drop_ratio`: a head's change over the drop interval over
   its median change (``profile_lag_<role>_<axis>``: the largest lag over the induction,
   previous-token or other heads; ``profile_drop_ratio_<role>_<axis>``: their median ratio).
+* **Copying** (a second known head type, :mod:`._copying`): at the last checkpoint each head's
+  copying score (sign of the eigenvalues of W_U W_OV W_Eᵀ, Elhage et al. 2021) and its p; the
+  induction heads are known copiers (they predict the repeated token by copying it), the
+  previous-token heads known non-copiers (they map x_{t−1} to π(x_{t−1}), the skip-bigram
+  permutation): ``copying_induction_min``, ``copying_prev_max``.
 * **Profile**: :func:`rmtbase.score_model` on the last checkpoint (Gaussian null; per head
   ``head_p_value`` and the profile axes of ``qk`` when the score has them) — each head's
   single-head verdict beside its probe label.
@@ -70,6 +75,8 @@ PROBE_WINDOWS = 32
 QUICK_STEPS = 30
 #: Null draws of :func:`rmtbase.composition` at the last checkpoint (smallest p 1/4001).
 COMPOSITION_DRAWS = 4000
+#: Null draws of the copying score (:mod:`._copying`; smallest p 1/1001).
+COPYING_DRAWS = 1000
 
 
 def _tokenizer(vocab: int):
@@ -214,6 +221,9 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
               else -1)
     k_rise_all = largest_step(circ_k, fall=False) if circuit.any() else -1
     from ..scoring.factor_axes import FACTOR_AXES
+    from ._copying import copying
+
+    cp = copying(folders[steps[-1]], draws=COPYING_DRAWS, seed=seed)
 
     fa = np.stack([factor_axes(folders[s]) for s in steps])  # (ckpt, axis, layer, head)
     lags = profile_lags(fa, k_drop)
@@ -238,6 +248,11 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
         "loss_drop_checkpoint": k_drop, "k_rise_checkpoint": k_rise,
         "drop_lag": (abs(k_rise - k_drop) if k_rise > 0 else -1),
         "drop_lag_with_first": (abs(k_rise_all - k_drop) if circuit.any() else -1),
+        "copying_induction_min": (float(cp["score"][ind_h].min()) if ind_h.any()
+                                  else float("nan")),
+        "copying_p_induction_worst": (float(cp["p"][ind_h].max()) if ind_h.any()
+                                      else float("nan")),
+        "copying_prev_max": float(cp["score"][prev_h].max()) if prev_h.any() else float("nan"),
         **{f"profile_{what}_{role}_{a}": (fn(i, sel) if sel.any() else float("nan"))
            for i, a in enumerate(FACTOR_AXES)
            for role, sel in (("induction", ind_h), ("prev", prev_h), ("other", ~heads))
@@ -256,7 +271,9 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
          "profile": (("checkpoint", "axis", "layer", "head"), fa),
          "profile_lag": (("axis", "layer", "head"), lags.astype(np.int32)),
          "profile_drop_ratio": (("axis", "layer", "head"), ratio),
-         "circuit_head": (("layer", "head"), heads.astype(np.int8))},
+         "circuit_head": (("layer", "head"), heads.astype(np.int8)),
+         "copying": (("layer", "head"), cp["score"]),
+         "copying_p": (("layer", "head"), cp["p"])},
         coords={"step": curve["step"], "checkpoint_step": ("checkpoint", np.array(steps)),
                 "checkpoint": np.arange(len(steps)), "layer": np.arange(recipe.n_layer),
                 "head": np.arange(prev.size), "head_from": np.arange(prev.size),
@@ -291,6 +308,10 @@ _ATTRS = {
                                 "median change per interval (first interval left out)"),
     "circuit_head": ("1", "1 for the probe's previous-token (layer 0) and induction "
                           "(layer 1) heads at the last checkpoint"),
+    "copying": ("1", "copying score sum(Re lambda)/sum|lambda| of W_U W_OV W_E^T at the last "
+                     "checkpoint (studies._copying)"),
+    "copying_p": ("1", "one-sided add-one p of the copying score, Gaussian W_O, W_V null with "
+                       "the model's embeddings"),
     "step": ("1", "training step"), "checkpoint_step": ("1", "training step of the checkpoint"),
     "checkpoint": ("1", "checkpoint index"), "layer": ("1", "layer index"),
     "head": ("1", "head index"), "head_from": ("1", "layer-0 head"),
