@@ -4,7 +4,8 @@ The overlap c_ab = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖_F ‖W_QK^b‖_F) (the
 cosine; :func:`rmtbase.stats.composition.qk_overlap`) of two heads of one layer, against
 independent Gaussian factors at the heads' shapes (:mod:`rmtbase.analytic.composition_moments`):
 E c = 0 and Var c = 1/d² exactly when the two query heads read different key heads; with one
-shared key head (GQA/MQA groups) Var c ≈ (d + d_h + 1)/(d (d d_h + 2)) ≈ 1/(d d_h), far wider,
+shared key head (GQA/MQA groups) Var c ≈ (d + d_h + 1)/(d (d d_h + 2)) ≈ 1/(d d_h) (exact
+for d_h ≤ 2), far wider,
 so those pairs get their own null draws. The null is symmetric in c (Q_b → −Q_b), so
 p = (1 + #{|null| ≥ |c|}) / (1 + N), two-sided, add-one; ``qk_overlap_z`` = c / √Var c.
 Beyond every draw, ``qk_overlap_p_tail`` is the two-sided tail of the symmetric Beta law on
@@ -113,7 +114,8 @@ def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "
                    "tail of the symmetric Beta on [-1, 1] with the null variance (approximate), "
                    "capped at 1/(1 + draws)"),
         "z": ("QK overlap over its exact null sd", "c / sqrt(Var c), Var c = 1/d^2 (distinct key "
-              "heads, exact) or (d + d_h + 1)/(d (d d_h + 2)) (shared key head, approximate)"),
+              "heads, exact) or about (d + d_h + 1)/(d (d d_h + 2)) (shared key head; exact "
+              "for d_h <= 2)"),
         "q": ("Benjamini-Hochberg q of the QK overlap over all layers' pairs",
               "BH of qk_overlap_p_tail over a < b"),
         "q_layer": ("Benjamini-Hochberg q of the QK overlap within the layer",
