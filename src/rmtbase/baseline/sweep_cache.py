@@ -6,7 +6,7 @@ that spell every key (:func:`rmtbase.baseline.cache.table_filename`). :func:`sco
 lists the tables such a score asks for — the joint table of the statistic set at ``draws``
 draws (``null_table``'s default, 1000, when the score gives no ``--draws``) and, with all
 statistics, the spectral reference of at least :data:`SPECTRAL_REFERENCE_DRAWS` draws
-(:func:`rmtbase.scoring.layer_null.gaussian_verdict`; float storages share the float32
+(:func:`rmtbase.scoring.reference.TableReference`; float storages share the float32
 spectral null, :func:`rmtbase.baseline.null.fast_spectral`) — and :func:`sweep_into_cache`
 computes the missing ones as Dask tasks of blocks of 250 draws and writes each, atomically,
 as exactly the file ``null_table`` would have written: the same name and, because draw i
@@ -32,7 +32,7 @@ from pathlib import Path
 from ..errors import InputError
 
 #: Fewest draws of the spectral reference of an all-statistics score
-#: (``max(draws, 1000)`` in :func:`rmtbase.scoring.layer_null.gaussian_verdict`).
+#: (``max(draws, 1000)`` in :meth:`rmtbase.scoring.reference.TableReference.start_spectral`).
 SPECTRAL_REFERENCE_DRAWS = 1000
 
 

@@ -2,11 +2,12 @@
 
 A checkpoint's layers may be stored at different precisions (a GGUF file's per-tensor types, a
 folder dequantised layer by layer): :func:`layer_quantisation` names what a layer was stored
-in, :func:`layer_null` the storage its heads are measured at and its null drawn at, and
-:func:`gaussian_verdict` tests every head against the null of its layer's storage — one table
-per distinct storage (:class:`LayerNull`), each spectral reference extended sequentially on its
-own — through :func:`rmtbase.decision.verdict.score_values_by_layer`. Used by
-:func:`rmtbase.scoring.score.score_heads`; the rules are in its module docstring.
+in, :func:`layer_null` the storage its heads are measured at and its null drawn at,
+:func:`null_arrays` a table's draws and :func:`baseline_attrs` the tables' provenance. The
+null of the layers stored alike is :class:`rmtbase.scoring.reference.TableReference` (the
+Gaussian null with its storage set, one table per distinct storage), decided by
+:func:`rmtbase.scoring.sequential.decide`. Used by :func:`rmtbase.scoring.score.score_heads`;
+the rules are in its module docstring.
 """
 
 from __future__ import annotations
@@ -14,13 +15,9 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..decision.tails import TailModel
-from ..decision.verdict import normalise, score_values_by_layer
 from ..errors import TableError
 from ..stats.precision import QUANT_FORMATS
 from .description import layer_range
-from .null_checks import undefined_under_null
-from .stopping import GROWTH, MAX_DRAWS, STOP_ERROR, looks, stopping_note, unsettled
 
 
 def is_spectral(name: str) -> bool:
@@ -44,30 +41,6 @@ def null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
         if var not in cell.data_vars:
             raise TableError(f"baseline table for d={d}, d_h={d_h} lacks {var!r} (for {name})")
         out[name] = np.asarray(cell[var].values, dtype=np.float64).ravel()
-    return out
-
-
-def _spectral_null(d, d_h, names, *, storage, seed, n, progress) -> dict:
-    """Spectral null draws (at least ``n``; a larger stored table is used whole)."""
-    from ..baseline.cache import null_table
-
-    table = null_table(d, d_h, stats="spectral", min_draws=n, seed=seed, storage=storage,
-                       progress=progress)
-    return null_arrays(table, names, d, d_h)
-
-
-def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
-    """Spectral statistics on which a head that is, or is close to being, flagged
-    (head q ≤ 2α) has fewer than 10 null draws beyond it: there more draws turn an
-    extrapolated p into an empirical one (Besag & Clifford 1991's sequential rule)."""
-    near = np.asarray(ds["head_q_value"].values <= 2 * alpha)
-    if not near.any():
-        return []
-    out = []
-    for s in names:
-        model = TailModel(normalise(s, ref[s], ref["q.rms"], ref["k.rms"]))
-        if model.needs_more(normalise(s, values[s], values["q.rms"], values["k.rms"])[near]):
-            out.append(s)
     return out
 
 
@@ -110,124 +83,6 @@ def layer_null(storage, detected, quantized_null):
     return est, null_storage, unmatched
 
 
-class LayerNull:
-    """The null of the layers stored alike: their positions among the scored layers, the
-    storage their null is drawn at, its table, joint draws and (optional) larger spectral
-    reference."""
-
-    def __init__(self, storage: str, rows: list[int]):
-        self.storage, self.rows = storage, np.asarray(rows, dtype=np.int64)
-        self.table = self.joint = self.spectral_null = None
-
-    @property
-    def spectral_ref(self) -> dict:
-        return self.joint if self.spectral_null is None else self.spectral_null
-
-
-def gaussian_verdict(nulls, values, tested, kind, d, d_h, *, draws, seed, alpha, progress,
-                      max_draws, group_size, unreliable):
-    """The heads against the Gaussian null of each layer's storage (``nulls``, filled in here):
-    tables, statistics undefined under some layer's null (left out for every head), the
-    sequential extension of each spectral null. Returns (ds, tested, values, undefined)."""
-    from ..baseline.cache import null_table
-    from ..baseline.null import fast_spectral
-    from ..progress import message
-    from .stopping import open_reasons, tail_counts
-
-    spectral_names = [k for k in tested if is_spectral(k)]
-    undefined = {}
-    for g in nulls:
-        kw = {"stats": kind, "seed": seed, "storage": g.storage, "progress": progress}
-        if draws is not None:
-            kw["min_draws"] = int(draws)
-        g.table = null_table(d, d_h, **kw)
-        g.joint = null_arrays(g.table, tested, d, d_h)
-        for k, (fin, n) in undefined_under_null(g.joint, tested).items():
-            undefined.setdefault(k, (fin, n, g.storage))
-    if undefined:  # e.g. Weibull fits of a Q4_0 null: exact zeros among the fitted ranks
-        tested = [k for k in tested if k not in undefined]
-        spectral_names = [k for k in spectral_names if k not in undefined]
-        values = {k: v for k, v in values.items() if k not in undefined}
-        for g in nulls:
-            g.joint = {k: v for k, v in g.joint.items() if k not in undefined}
-    if spectral_names and kind != "spectral":
-        n_spec = max(int(draws or 0), 1000)
-        for g in nulls:
-            g.spectral_null = _spectral_null(d, d_h, spectral_names, storage=g.storage,
-                                             seed=seed, n=n_spec, progress=progress)
-
-    def verdict():
-        groups = [(None if len(nulls) == 1 else g.rows, g.joint, g.spectral_null)
-                  for g in nulls]
-        return score_values_by_layer(values, values["q.rms"], values["k.rms"], groups,
-                                     alpha=alpha, group_size=group_size,
-                                     unreliable=unreliable)
-
-    ds = verdict()
-    decide = max_draws is None  # the stopping rule (rmtbase.scoring.stopping)
-    cap = MAX_DRAWS if decide else int(max_draws)
-    n_looks = looks(min((g.spectral_ref["q.rms"].size for g in nulls), default=1), cap) \
-        if spectral_names else 1
-    settled = True
-    while spectral_names:
-        open_heads = None
-        if decide:
-            groups = [(None if len(nulls) == 1 else g.rows, g.joint, g.spectral_null)
-                      for g in nulls]
-            open_heads = unsettled(groups, values, spectral_names, alpha=alpha,
-                                   unreliable=unreliable, n_looks=n_looks)
-            settled = not open_heads.any()
-            counts = tail_counts(groups, values, spectral_names) \
-                if progress and not settled else None  # which heads and statistics
-        grown = False
-        for g in nulls:
-            if not fast_spectral("spectral", "lowrank", g.storage):
-                continue
-            ref = g.spectral_ref
-            have = ref["q.rms"].size
-            if decide:
-                if have >= cap or not open_heads[g.rows].any():
-                    continue
-                why = f"{int(open_heads[g.rows].sum())} heads' decisions are not settled"
-                if counts is not None:
-                    mine = np.zeros_like(open_heads)
-                    mine[g.rows] = open_heads[g.rows]
-                    why += f" ({open_reasons(mine, *counts)})"
-            else:
-                part = ds.isel(layer=g.rows) if len(nulls) > 1 else ds
-                sub = {k: v[g.rows] for k, v in values.items()} if len(nulls) > 1 else values
-                thin = _thin_spectral(part, sub, ref, spectral_names, alpha)
-                why = (f"heads near a flag lie beyond all but a few of {have} null draws of "
-                       f"{', '.join(thin)}")
-                if have >= cap or not thin:
-                    continue
-            n_next = min(cap, GROWTH * have)
-            if progress:
-                where = "" if len(nulls) == 1 else f" ({g.storage} layers)"
-                message(f"rmtbase: {why}; extending the spectral null{where} to {n_next}")
-            more = _spectral_null(d, d_h, spectral_names, storage=g.storage, seed=seed,
-                                  n=n_next, progress=progress)
-            got = int(np.asarray(more["q.rms"]).size)
-            if progress and got != n_next:  # a larger shipped or cached table is used whole
-                message(f"rmtbase: a stored spectral null of {got} draws serves it")
-            if g.spectral_null is None:
-                g.joint = more
-            else:
-                g.spectral_null = more
-            grown = True
-        if not grown:
-            break
-        ds = verdict()
-    if spectral_names:
-        used = int(min(g.spectral_ref["q.rms"].size for g in nulls))
-        if decide:
-            ds.attrs.update(stop_rule="decision", stop_error=STOP_ERROR,
-                            stopping_note=stopping_note(used, settled, cap))
-        else:
-            ds.attrs["stop_rule"] = "tail"
-    return ds, tested, values, undefined
-
-
 def baseline_attrs(nulls, layer_ids) -> dict:
     """``baseline_<attr>`` from the null tables' attrs (strings and numbers): a value shared by
     every table as it is; where the layers' tables differ, numbers by their minimum and text
@@ -258,5 +113,5 @@ def has_lambda_max(ref) -> bool:
     return all("qk.lambda_max" in r for r in refs)
 
 
-__all__ = ["LayerNull", "baseline_attrs", "gaussian_verdict", "has_lambda_max", "is_spectral",
-           "layer_null", "layer_quantisation", "null_arrays"]
+__all__ = ["baseline_attrs", "has_lambda_max", "is_spectral", "layer_null", "layer_quantisation",
+           "null_arrays"]

@@ -60,9 +60,6 @@ from .description import (
     null_description,
 )
 from .layer_null import (
-    LayerNull,
-    baseline_attrs,
-    gaussian_verdict,
     has_lambda_max,
     is_spectral,
     layer_null,
@@ -74,9 +71,10 @@ from .null_checks import (
     check_null_size,
     report_undefined,
 )
-from .permutation import permutation_draws
-from .profile import add_profile, factor_profile, null_storage, permutation_profile_null
+from .profile import add_profile, factor_profile, null_storage
 from .qk_histogram import add_qk_hist
+from .reference import Cells
+from .sequential import Decision, decide
 
 #: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
 SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
@@ -275,35 +273,15 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     if unmatched:
         unreliable += tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
                             and not k.startswith("qk."))
-    groups: dict[str, list[int]] = {}
-    for i, ns in enumerate(null_storages):
-        groups.setdefault(ns, []).append(i)
-    nulls = [LayerNull(ns, rows) for ns, rows in groups.items()]
     tested = [k for k in keys if k not in NOT_TESTED]
-    attrs, undefined, spike_ref = {}, {}, None
-    if not null.per_head:  # the Gaussian null: tables shared by the layers stored alike
-        ds, tested, values, undefined = gaussian_verdict(
-            nulls, values, tested, kind, d, d_h, draws=draws, seed=seed, alpha=alpha,
-            progress=progress, max_draws=max_draws, group_size=info.group_size,
-            unreliable=unreliable)
-        attrs.update(baseline_attrs(nulls, layer_ids))
-        spectral = [g.spectral_null for g in nulls if g.spectral_null is not None]
-        if spectral:
-            attrs["spectral_null_draws"] = int(min(r["q.rms"].size for r in spectral))
-        if max_draws is not None:
-            attrs["max_draws"] = int(max_draws)
-        spike_ref = nulls[0].spectral_ref if len(nulls) == 1 else \
-            [(g.rows, g.spectral_ref) for g in nulls]
-    else:
-        joint = permutation_draws(factors, draws or 1000, element_draws if kind != "spectral"
-                                   else 0, seed, kind, progress)
-        joint = {k: v for k, v in joint.items() if k in tested or k in NOT_TESTED}
-        ds = score_values(values, values["q.rms"], values["k.rms"], joint, alpha=alpha,
-                          null_kind=null, group_size=info.group_size)
-        spike_ref = joint
-        attrs.update(permutation_draws=int(draws or 1000),
-                     permutation_element_draws=int(element_draws if kind != "spectral" else 0),
-                     permutation_seed=int(seed))
+    cells = Cells(d, d_h, kind, tuple(tested), factors=factors,
+                  element_draws=int(element_draws))
+    refs = _references(null, null_storages, cells, draws=draws, seed=seed, progress=progress)
+    how = Decision(null, alpha, info.group_size, unreliable, max_draws, progress)
+    ds, tested, values, undefined = decide(refs, values, tested, how)
+    attrs = type(refs[0]).attrs(refs, layer_ids, max_draws)
+    spike_ref = refs[0].spectral_ref if len(refs) == 1 else \
+        [(g.rows, g.spectral_ref) for g in refs]
     ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(spectra))
     ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
     if spike_ref is not None and has_lambda_max(spike_ref):
@@ -312,14 +290,10 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
         add_qk_hist(ds, np.stack(hists))
     ds["sigma_q"] = (("layer", "head"), values["q.rms"])
     ds["sigma_k"] = (("layer", "head"), values["k.rms"])
-    perm_profile = None
-    if null.per_head:
-        per_layer_null = [permutation_profile_null(wq, wk, draws or 1000, seed)
-                          for wq, wk in factors]
-        perm_profile = {a: np.stack([x[a] for x in per_layer_null]) for a in per_layer_null[0]}
+    perm_profile = refs[0].profile_null()  # None: the Gaussian profile null
     axis_nulls = add_profile(ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed,
                              permutation=perm_profile, progress=progress)
-    if not null.per_head:  # the head decision sees the factor axes too (decision.combined)
+    if perm_profile is None:  # the head decision sees the factor axes too (decision.combined)
         axis_nulls = [([i for i, s in enumerate(null_storages) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]
     add_axes_decision(ds, axis_nulls, alpha=alpha)
@@ -359,6 +333,20 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
         report_undefined(ds, undefined, int(np.prod(values["q.rms"].shape)))
     describe(ds)
     return ds
+
+
+def _references(null, null_storages, cells, *, draws, seed, progress) -> list:
+    """The null's references (:meth:`rmtbase.stats.null_kind.Null.reference`): one per storage
+    among the layers, shared by the layers stored alike; a null drawn per head
+    (:attr:`~rmtbase.stats.null_kind.Null.per_head`) one for every layer."""
+    groups: dict[str, list[int]] = {}
+    for i, ns in enumerate(null_storages):
+        groups.setdefault(ns, []).append(i)
+    if null.per_head:
+        return [null.reference(cells, null_storages[0], draws=draws, seed=seed,
+                               progress=progress)]
+    return [null.reference(cells.at(rows), ns, draws=draws, seed=seed, progress=progress)
+            for ns, rows in groups.items()]
 
 
 def _coarsest(storages) -> str:

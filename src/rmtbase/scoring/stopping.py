@@ -1,7 +1,7 @@
 """When to stop drawing: extend the spectral null only while some head's flag could change.
 
-The spectral reference of a shape is extended ×5 at a time (:func:`rmtbase.scoring.layer_null.
-gaussian_verdict`). Under the default rule (``max_draws=None`` in
+The spectral reference of a shape is extended ×5 at a time (:func:`rmtbase.scoring.sequential.
+decide`). Under the default rule (``max_draws=None`` in
 :func:`rmtbase.scoring.score.score_model`) an extension is made only while some head's
 decision is not settled; p-values of heads whose decision is settled are never refined.
 

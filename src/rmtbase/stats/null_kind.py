@@ -12,6 +12,12 @@ it tests, how it is described).
   from ``element_draws`` permutations (at least :attr:`PermutationNull.min_element_draws`). It
   tests structure beyond the entry law: W_Q/W_K element statistics are left out.
 
+A null owns its reference: :meth:`Null.reference` returns the draws the heads are compared
+with, and :class:`Null` is abstract (a null class without ``reference`` cannot be constructed).
+The drawing machinery (tables, permutations) sits above ``stats``, so ``reference`` is handed
+the cells to score (:class:`rmtbase.scoring.reference.Cells`) and picks from what they can draw;
+a null with draws of its own returns any :class:`rmtbase.scoring.reference.Reference`.
+
 The values are frozen and hashable; ``str(null)`` and :attr:`Null.name` are the spelling of
 the CLI (``--null``), of ``score_model(null=...)`` and of the files (``null_kind`` attr).
 Public functions take the spelling and parse it once: :meth:`Null.parse`.
@@ -24,6 +30,7 @@ tables, the scoring and the CLI.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,8 +42,9 @@ ENTRY_LAW = "entry law"
 
 
 @dataclass(frozen=True)
-class Null:
-    """A null (module docstring). Subclasses set the class attributes."""
+class Null(ABC):
+    """A null (module docstring). Subclasses set the class attributes and implement
+    :meth:`reference` and :meth:`description`."""
 
     #: the spelling of the CLI, of ``score_model(null=...)`` and of the files
     name: ClassVar[str] = ""
@@ -69,8 +77,15 @@ class Null:
         ``"elementwise"``) needs element draws per head (:attr:`min_element_draws` of them)."""
         return self.min_element_draws > 0 and kind != "spectral"
 
-    def description(self) -> str:  # pragma: no cover - every null defines it
-        raise NotImplementedError
+    @abstractmethod
+    def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
+        """The draws of this null for ``cells`` (:class:`rmtbase.scoring.reference.Cells`: the
+        layers stored alike at ``storage``), a :class:`rmtbase.scoring.reference.Reference`;
+        ``draws``: at least this many (None: the null's default), ``seed``: its seed."""
+
+    @abstractmethod
+    def description(self) -> str:
+        """One sentence saying what the null assumes."""
 
     def __str__(self) -> str:
         return self.name
@@ -83,6 +98,10 @@ class GaussianNull(Null):
     name: ClassVar[str] = "gaussian"
     tests_entry_law: ClassVar[bool] = True
     per_head: ClassVar[bool] = False
+    #: the ensemble its draws come from (:mod:`rmtbase.ensembles`): W_Q, W_K i.i.d. Gaussian
+    #: factors of shape (d_h, d), so W_QK has rank d_h ("lowrank", not the full-rank d x d
+    #: Gaussian matrix of ensemble "gaussian")
+    ensemble: ClassVar[str] = "lowrank"
     #: what the entries are, before the storage (the start of every description)
     ENTRIES: ClassVar[str] = ("i.i.d. N(0, sigma^2) entries at each head's own "
                               "(d, d_h, sigma_Q, sigma_K)")
@@ -93,6 +112,13 @@ class GaussianNull(Null):
         if not isinstance(self.storage, str) or self.storage not in STORAGES:
             raise InputError(f"storage must be one of {', '.join(STORAGES)}, "
                              f"got {self.storage!r}")
+
+    def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
+        """The tables at ``storage`` (this null with its storage set), shared by the layers
+        stored alike; the spectral reference grows sequentially
+        (:class:`rmtbase.scoring.reference.TableReference`)."""
+        return cells.table_reference(GaussianNull(storage), draws=draws, seed=seed,
+                                     progress=progress)
 
     def stored(self) -> str:
         """How the draws are stored, as a clause: "" for float32, "rounded to float16 like the
@@ -124,6 +150,12 @@ class PermutationNull(Null):
     #: the per-head calibration (rmtbase.decision.omnibus) uses only draws where every
     #: statistic is defined, and needs 20 of them.
     min_element_draws: ClassVar[int] = 20
+
+    def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
+        """Each head's own entries shuffled, ``draws`` (default 1000) spectral permutations
+        per head (:class:`rmtbase.scoring.reference.PermutationReference`); the storage
+        plays no part."""
+        return cells.permutation_reference(self, draws=draws, seed=seed, progress=progress)
 
     def description(self) -> str:
         return ("each head's own entries, shuffled: W_Q and W_K each permuted uniformly at "

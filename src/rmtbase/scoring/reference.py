@@ -1,0 +1,198 @@
+"""The draws a null puts beside the heads: :class:`Cells` (what is scored) and the references
+a null returns for them (:meth:`rmtbase.stats.null_kind.Null.reference`).
+
+A null owns its reference (issue 50): :func:`rmtbase.scoring.score.score_heads` asks each
+null for the draws of the layers stored alike and never forks on which null it holds. The
+null value lives in ``stats`` (the lowest part every user imports) and cannot import the
+tables or the permutations, so :class:`Cells` carries the drawing machinery and the null
+chooses from it (``GaussianNull.reference`` → :meth:`Cells.table_reference`,
+``PermutationNull.reference`` → :meth:`Cells.permutation_reference`); a null with draws of its
+own returns any :class:`Reference` (``tests/test_null_reference.py``).
+
+- :class:`TableReference`: the Gaussian null at one storage (the null with its storage set),
+  for the layers ``rows`` stored alike: its table (:func:`rmtbase.baseline.cache.null_table`,
+  shipped, cached or drawn), the joint draws, and a larger spectral reference (≥ 1000 draws)
+  that :meth:`~TableReference.extend` grows (the sequential rule of
+  :mod:`rmtbase.scoring.stopping`, run by :func:`rmtbase.scoring.sequential.decide`).
+- :class:`PermutationReference`: each head's own entries shuffled, every layer at once
+  (:func:`rmtbase.scoring.permutation.permutation_draws`); draws per head, not extended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..decision.verdict import NOT_TESTED
+from .layer_null import baseline_attrs, is_spectral, null_arrays
+from .null_checks import undefined_under_null
+
+
+@dataclass(frozen=True)
+class Cells:
+    """The heads a reference is drawn for: shape (d, d_h), statistic kind ("all", "spectral",
+    "elementwise") and the statistics tested, the layers' positions ``rows`` among those scored
+    (None: all), their factors (only for a null drawn per head), element draws per head."""
+
+    d: int
+    d_h: int
+    kind: str
+    tested: tuple
+    rows: np.ndarray | None = None
+    factors: list = field(default_factory=list)
+    element_draws: int = 0
+
+    def at(self, rows) -> Cells:
+        """These cells restricted to the layers ``rows``."""
+        return replace(self, rows=np.asarray(rows, dtype=np.int64))
+
+    def table_reference(self, null, *, draws, seed, progress) -> TableReference:
+        """The tables of ``null`` (a Gaussian null with its storage set) for these cells."""
+        from ..baseline.cache import null_table
+
+        kw = {"stats": self.kind, "seed": seed, "storage": null.storage, "progress": progress}
+        if draws is not None:
+            kw["min_draws"] = int(draws)
+        table = null_table(self.d, self.d_h, **kw)
+        ref = TableReference(null, self, table, null_arrays(table, self.tested, self.d, self.d_h),
+                             seed=seed, progress=progress, draws=draws)
+        return ref
+
+    def permutation_reference(self, null, *, draws, seed, progress) -> PermutationReference:
+        """Each head against its own entries shuffled (``null`` a per-head null)."""
+        from .permutation import permutation_draws
+
+        n_el = self.element_draws if self.kind != "spectral" else 0
+        joint = permutation_draws(self.factors, draws or 1000, n_el, seed, self.kind, progress)
+        joint = {k: v for k, v in joint.items() if k in self.tested or k in NOT_TESTED}
+        return PermutationReference(null, self, joint, draws=int(draws or 1000),
+                                    element_draws=int(n_el), seed=int(seed))
+
+
+class Reference:
+    """Draws of a null for some layers: ``joint`` ({stat: draws} with "q.rms", "k.rms"), an
+    optional larger ``spectral_null``; ``rows`` the layers (None: every layer)."""
+
+    #: whether the spectral reference is grown by the sequential rule (and the stop stated)
+    sequential = False
+
+    def __init__(self, null, cells: Cells, joint: dict):
+        self.null, self.cells, self.joint = null, cells, joint
+        self.spectral_null = None
+
+    @property
+    def rows(self):
+        return self.cells.rows
+
+    @property
+    def storage(self) -> str:
+        return getattr(self.null, "storage", "float32")
+
+    @property
+    def spectral_ref(self) -> dict:
+        return self.joint if self.spectral_null is None else self.spectral_null
+
+    def undefined(self, names) -> dict:
+        """{name: (finite, draws)} of statistics undefined under these draws (none here)."""
+        return {}
+
+    def drop(self, names) -> None:
+        """Leave the statistics ``names`` out of the draws."""
+        self.joint = {k: v for k, v in self.joint.items() if k not in names}
+
+    def can_extend(self) -> bool:
+        return False
+
+    def profile_null(self):
+        """The profile axes' null under this reference (None: the Gaussian one of
+        :func:`rmtbase.scoring.profile.add_profile`)."""
+        return None
+
+    @staticmethod
+    def attrs(refs, layer_ids, max_draws) -> dict:
+        """``scores.nc`` attributes describing the references ``refs`` (all of one class)."""
+        return {}
+
+
+class TableReference(Reference):
+    """The Gaussian null at one storage for the layers stored alike (module docstring)."""
+
+    sequential = True
+
+    def __init__(self, null, cells, table, joint, *, seed, progress, draws):
+        super().__init__(null, cells, joint)
+        self.table, self.seed, self.progress = table, seed, progress
+        self.min_draws = draws
+
+    def undefined(self, names) -> dict:
+        return undefined_under_null(self.joint, names)
+
+    def spectral(self, names, n) -> dict:
+        """Spectral draws of ``names`` at this storage (at least ``n``; a larger stored
+        table is used whole)."""
+        from ..baseline.cache import null_table
+
+        c = self.cells
+        table = null_table(c.d, c.d_h, stats="spectral", min_draws=n, seed=self.seed,
+                           storage=self.storage, progress=self.progress)
+        return null_arrays(table, names, c.d, c.d_h)
+
+    def start_spectral(self, names) -> None:
+        """The larger spectral reference (at least 1000 draws) of ``names``, with element
+        statistics in the table (not for a spectral-only table, whose own draws serve)."""
+        if names and self.cells.kind != "spectral":
+            self.spectral_null = self.spectral(names, max(int(self.min_draws or 0), 1000))
+
+    def can_extend(self) -> bool:
+        from ..baseline.limits import fast_spectral
+
+        return fast_spectral("spectral", self.null.ensemble, self.storage)
+
+    def extend(self, names, n) -> int:
+        """Grow the spectral reference of ``names`` to ``n`` draws; returns the draws got."""
+        more = self.spectral(names, n)
+        if self.spectral_null is None:
+            self.joint = more
+        else:
+            self.spectral_null = more
+        return int(np.asarray(more["q.rms"]).size)
+
+    @staticmethod
+    def attrs(refs, layer_ids, max_draws) -> dict:
+        out = baseline_attrs(refs, layer_ids)
+        spectral = [g.spectral_null for g in refs if g.spectral_null is not None]
+        if spectral:
+            out["spectral_null_draws"] = int(min(r["q.rms"].size for r in spectral))
+        if max_draws is not None:
+            out["max_draws"] = int(max_draws)
+        return out
+
+
+class PermutationReference(Reference):
+    """Each head's own entries shuffled, every layer at once (module docstring)."""
+
+    def __init__(self, null, cells, joint, *, draws, element_draws, seed):
+        super().__init__(null, cells, joint)
+        self.draws, self.element_draws, self.seed = draws, element_draws, seed
+
+    def profile_null(self):
+        from .profile import permutation_profile_null
+
+        per_layer = [permutation_profile_null(wq, wk, self.draws, self.seed)
+                     for wq, wk in self.cells.factors]
+        return {a: np.stack([x[a] for x in per_layer]) for a in per_layer[0]}
+
+    @staticmethod
+    def attrs(refs, layer_ids, max_draws) -> dict:
+        r = refs[0]
+        return {"permutation_draws": r.draws, "permutation_element_draws": r.element_draws,
+                "permutation_seed": r.seed}
+
+
+def spectral_names(tested) -> list[str]:
+    """The spectral statistics among ``tested``."""
+    return [k for k in tested if is_spectral(k)]
+
+
+__all__ = ["Cells", "PermutationReference", "Reference", "TableReference", "spectral_names"]

@@ -1,0 +1,168 @@
+"""The heads against their nulls' references, each spectral reference grown while needed.
+
+:func:`decide` tests every head against the reference of its layers
+(:class:`rmtbase.scoring.reference.Reference`, one per group of layers stored alike) through
+:func:`rmtbase.decision.verdict.score_values_by_layer` (per-statistic tests and each head's
+combination from its own layers' draws, Benjamini–Hochberg over all heads). Statistics
+undefined under some reference are left out for every head. A reference that is
+:attr:`~rmtbase.scoring.reference.Reference.sequential` (the Gaussian null's tables) has its
+spectral draws extended ×5 at a time: under the default rule while some head's decision is not
+settled (:func:`rmtbase.scoring.stopping.unsettled`, stated error
+:data:`~rmtbase.scoring.stopping.STOP_ERROR`), with ``max_draws`` up to it wherever a head near
+a flag lies beyond all but 10 draws (Besag & Clifford 1991). The rules are in
+:mod:`rmtbase.scoring.stopping` and :mod:`rmtbase.scoring.score`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..decision.tails import TailModel
+from ..decision.verdict import normalise, score_values_by_layer
+from .reference import spectral_names
+from .stopping import GROWTH, MAX_DRAWS, STOP_ERROR, looks, stopping_note, unsettled
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How the heads are decided: the null (its name and which statistics enter), BH level,
+    query heads per key head, statistics kept out, the extension cap (None: the stopping
+    rule), progress lines."""
+
+    null: object
+    alpha: float
+    group_size: int
+    unreliable: tuple
+    max_draws: int | None
+    progress: bool
+
+
+def _groups(refs):
+    return [(None if len(refs) == 1 else g.rows, g.joint, g.spectral_null) for g in refs]
+
+
+def _verdict(refs, values, how: Decision):
+    return score_values_by_layer(values, values["q.rms"], values["k.rms"], _groups(refs),
+                                 alpha=how.alpha, null_kind=how.null,
+                                 group_size=how.group_size, unreliable=how.unreliable)
+
+
+def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
+    """Spectral statistics on which a head that is, or is close to being, flagged
+    (head q ≤ 2α) has fewer than 10 null draws beyond it: there more draws turn an
+    extrapolated p into an empirical one (Besag & Clifford 1991's sequential rule)."""
+    near = np.asarray(ds["head_q_value"].values <= 2 * alpha)
+    if not near.any():
+        return []
+    out = []
+    for s in names:
+        model = TailModel(normalise(s, ref[s], ref["q.rms"], ref["k.rms"]))
+        if model.needs_more(normalise(s, values[s], values["q.rms"], values["k.rms"])[near]):
+            out.append(s)
+    return out
+
+
+def _prune(refs, values, tested):
+    """(tested, values, undefined) without the statistics undefined under some reference
+    (e.g. Weibull fits of a Q4_0 null: exact zeros among the fitted ranks)."""
+    undefined = {}
+    for g in refs:
+        for k, (fin, n) in g.undefined(tested).items():
+            undefined.setdefault(k, (fin, n, g.storage))
+    if undefined:
+        tested = [k for k in tested if k not in undefined]
+        values = {k: v for k, v in values.items() if k not in undefined}
+        for g in refs:
+            g.drop(undefined)
+    return tested, values, undefined
+
+
+def _why_decide(g, open_heads, counts) -> str | None:
+    """Why reference ``g`` is extended under the stopping rule (None: it is not)."""
+    from .stopping import open_reasons
+
+    if not open_heads[g.rows].any():
+        return None
+    why = f"{int(open_heads[g.rows].sum())} heads' decisions are not settled"
+    if counts is not None:
+        mine = np.zeros_like(open_heads)
+        mine[g.rows] = open_heads[g.rows]
+        why += f" ({open_reasons(mine, *counts)})"
+    return why
+
+
+def _why_tail(g, ds, values, names, refs, alpha) -> str | None:
+    """Why reference ``g`` is extended under the ``max_draws`` rule (None: it is not)."""
+    part = ds.isel(layer=g.rows) if len(refs) > 1 else ds
+    sub = {k: v[g.rows] for k, v in values.items()} if len(refs) > 1 else values
+    thin = _thin_spectral(part, sub, g.spectral_ref, names, alpha)
+    if not thin:
+        return None
+    return (f"heads near a flag lie beyond all but a few of {g.spectral_ref['q.rms'].size} "
+            f"null draws of {', '.join(thin)}")
+
+
+def _extend(refs, names, values, ds, how: Decision, cap, n_looks):
+    """One look: extend every reference that needs it; returns (grown, settled)."""
+    from ..progress import message
+    from .stopping import tail_counts
+
+    decide = how.max_draws is None
+    open_heads, counts, settled = None, None, True
+    if decide:
+        open_heads = unsettled(_groups(refs), values, names, alpha=how.alpha,
+                               unreliable=how.unreliable, n_looks=n_looks)
+        settled = not open_heads.any()
+        if how.progress and not settled:  # which heads and statistics
+            counts = tail_counts(_groups(refs), values, names)
+    grown = False
+    for g in refs:
+        have = g.spectral_ref["q.rms"].size
+        if not g.can_extend() or have >= cap:
+            continue
+        why = _why_decide(g, open_heads, counts) if decide else \
+            _why_tail(g, ds, values, names, refs, how.alpha)
+        if why is None:
+            continue
+        n_next = min(cap, GROWTH * have)
+        if how.progress:
+            where = "" if len(refs) == 1 else f" ({g.storage} layers)"
+            message(f"rmtbase: {why}; extending the spectral null{where} to {n_next}")
+        got = g.extend(names, n_next)
+        if how.progress and got != n_next:  # a larger shipped or cached table is used whole
+            message(f"rmtbase: a stored spectral null of {got} draws serves it")
+        grown = True
+    return grown, settled
+
+
+def decide(refs, values, tested, how: Decision):
+    """The heads against ``refs`` (module docstring). Returns (ds, tested, values,
+    undefined): the verdict, the statistics tested and their values (without those undefined
+    under some reference), and the undefined ones {name: (finite, draws, storage)}."""
+    tested, values, undefined = _prune(refs, values, tested)
+    names = spectral_names(tested)
+    for g in refs:
+        if g.sequential:
+            g.start_spectral(names)
+    ds = _verdict(refs, values, how)
+    if not (names and any(g.sequential for g in refs)):
+        return ds, tested, values, undefined
+    cap = MAX_DRAWS if how.max_draws is None else int(how.max_draws)
+    n_looks = looks(min(g.spectral_ref["q.rms"].size for g in refs), cap)
+    while True:
+        grown, settled = _extend(refs, names, values, ds, how, cap, n_looks)
+        if not grown:
+            break
+        ds = _verdict(refs, values, how)
+    if how.max_draws is None:
+        used = int(min(g.spectral_ref["q.rms"].size for g in refs))
+        ds.attrs.update(stop_rule="decision", stop_error=STOP_ERROR,
+                        stopping_note=stopping_note(used, settled, cap))
+    else:
+        ds.attrs["stop_rule"] = "tail"
+    return ds, tested, values, undefined
+
+
+__all__ = ["Decision", "decide"]
