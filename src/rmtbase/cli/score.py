@@ -23,6 +23,7 @@ import time
 from ..errors import InputError
 from ..stats.names import QUANT_FORMATS
 from ..stats.null_kind import NULLS, GaussianNull, Null
+from . import _score_modes as _modes
 from . import _score_parts as parts
 from ._common import number, positive_int
 
@@ -146,172 +147,114 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.draws is not None and args.draws < 2:
-        raise InputError(f"--draws must be at least 2, got {args.draws}")
-    if args.max_draws is not None and args.max_draws < 2:
-        raise InputError(f"--max-draws must be at least 2, got {args.max_draws}")
-    if args.element_draws < 0:
-        raise InputError(f"--element-draws must be >= 0, got {args.element_draws}")
-    null = Null.parse(args.null)
+#: Option checks made before any work, in order: (whether the options are refused, the
+#: one-line message, formatted with ``a`` the options and ``p`` the :class:`~._score_modes.Plan`
+#: so far (None for the checks of single values)).
+_VALUE_RULES = (
+    (lambda a: a.draws is not None and a.draws < 2, "--draws must be at least 2, got {a.draws}"),
+    (lambda a: a.max_draws is not None and a.max_draws < 2,
+     "--max-draws must be at least 2, got {a.max_draws}"),
+    (lambda a: a.element_draws < 0, "--element-draws must be >= 0, got {a.element_draws}"),
+    (lambda a: not 0.0 < a.alpha < 1.0, "--alpha must be in (0, 1), got {a.alpha}"),
+    (lambda a: a.top < 0, "--top must be >= 0, got {a.top}"),
+    (lambda a: a.seed < 0, "--seed must be >= 0, got {a.seed}"),
+    (lambda a: a.workers is not None and a.workers < 1,
+     "--workers must be at least 1, got {a.workers}"),
+)
+_PLAN_RULES = (
+    (lambda a, p: not p.several and (a.workers is not None or a.scheduler is not None),
+     "--workers/--scheduler distribute several checkpoints or models; give more than one"),
+    (lambda a, p: not p.several and a.collection is not None,
+     "--collection names the dimension of several checkpoints or models"),
+    (lambda a, p: a.base is not None and (p.several or p.components is not None or not p.models
+                                          or not isinstance(p.null, GaussianNull)
+                                          or p.probe_text is not None),
+     "--base scores one fine-tuned MODEL (or LoRA adapter) against its base with the Gaussian "
+     "null; it does not combine with several models, --components, --probe or --null "
+     "permutation"),
+    (lambda a, p: (a.ov or a.directions) and (p.several or a.base is not None
+                                              or p.components is not None
+                                              or p.probe_text is not None),
+     "--ov and --directions apply to one MODEL scored alone; they do not combine with several "
+     "models, --base, --components or --probe"),
+)
+
+
+def _refuse(rules, *args) -> None:
+    for refused, text in rules:
+        if refused(*args):
+            raise InputError(text.format(a=args[0], p=args[1] if len(args) > 1 else None))
+
+
+def checked(args: argparse.Namespace) -> _modes.Plan:
+    """Every option check, before any work (tables above; then what needs the models: a
+    probe's tokenizer, --composition, local paths, --ov's tensors, --out, --components)."""
+    _refuse(_VALUE_RULES, args)
+    null = Null.parse(args.null)  # once: the checks below read the value
     if null.needs_element_draws(args.stats):
         from ..scoring.null_checks import check_element_draws
 
         check_element_draws(null, args.stats, args.element_draws, "--element-draws")
-    if not 0.0 < args.alpha < 1.0:
-        raise InputError(f"--alpha must be in (0, 1), got {args.alpha}")
-    if args.top < 0:
-        raise InputError(f"--top must be >= 0, got {args.top}")
-    if args.seed < 0:
-        raise InputError(f"--seed must be >= 0, got {args.seed}")
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers must be at least 1, got {args.workers}")
     _check_sort_by(args)
     models = parts.expand_models(args.model or [])
     revisions = parts.revisions(args.revision)
     several = len(models) > 1 or (revisions is not None and len(revisions) > 1)
-    if not several and (args.workers is not None or args.scheduler is not None):
-        raise InputError("--workers/--scheduler distribute several checkpoints or models; "
-                         "give more than one")
-    if not several and args.collection is not None:
-        raise InputError("--collection names the dimension of several checkpoints or models")
-    components = parts.components_arg(args)
-    probe_text = parts.probe_text(args, several)
-    if probe_text is not None:  # no tokenizer, too little memory: refused before the score
-        parts.check_probe(models[0] if models else None)
-    if args.base is not None and (several or components is not None or not models
-                                  or not isinstance(null, GaussianNull)
-                                  or probe_text is not None):
-        raise InputError("--base scores one fine-tuned MODEL (or LoRA adapter) against its base "
-                         "with the Gaussian null; it does not combine with several models, "
-                         "--components, --probe or --null permutation")
-    if (args.ov or args.directions) and (several or args.base is not None
-                                         or components is not None or probe_text is not None):
-        raise InputError("--ov and --directions apply to one MODEL scored alone; they do not "
-                         "combine with several models, --base, --components or --probe")
-    if args.composition:  # one layer, no V/O, --base, memory: before any work
-        parts.check_composition(models, revisions, args, several)
+    plan = _modes.Plan(models, revisions, several, None, None, null)
+    _refuse(_PLAN_RULES[:2], args, plan)
+    plan.components = parts.components_arg(args)
+    plan.probe_text = parts.probe_text(args, several)
+    if plan.probe_text is not None:  # no tokenizer, too little memory: refused before the score
+        parts.check_probe(plan.model)
+    _refuse(_PLAN_RULES[2:], args, plan)
+    _check_work(args, plan)
+    return plan
+
+
+def _check_work(args, plan) -> None:
+    """The checks that read the models or the output folder (before any scoring)."""
     from ..files.output import check_output_dir
     from ._summary import check_local, default_out
 
-    for m in [*models, args.base]:
+    if args.composition:  # one layer, no V/O, --base, memory: before any work
+        parts.check_composition(plan.models, plan.revisions, args, plan.several)
+    for m in [*plan.models, args.base]:
         check_local(m)
     if args.ov:  # every layer's V and O tensors, before the QK pass
-        parts.check_ov(models[0] if models else None, revisions[0] if revisions else None,
-                       args.allow_pickle)
+        parts.check_ov(plan.model, plan.revision, args.allow_pickle)
     if args.out is None:
-        args.out = default_out(models, revisions, base=args.base, ov=args.ov)
+        args.out = default_out(plan.models, plan.revisions, base=args.base, ov=args.ov)
     check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)  # before any work
-    show = _Show(args.json)
-    if components is not None:  # every entry's architecture has them: before any work
+    if plan.components is not None:  # every entry's architecture has them: before any work
         from ..models import default_model_path
         from ..models.components import check_components
         from ..scoring.trajectory import make_specs
 
-        for spec in make_specs(models or [default_model_path()], revisions):
-            check_components(spec.model, components, revision=spec.revision,
+        for spec in make_specs(plan.models or [default_model_path()], plan.revisions):
+            check_components(spec.model, plan.components, revision=spec.revision,
                              allow_pickle=args.allow_pickle)
-    from ..report.tables import anomaly_table
-    from ..report.write import write_report
 
+
+def run(args: argparse.Namespace) -> int:
+    """Check every option, score in the mode asked for (several entries, --base, one model),
+    write, print the tables (or --json), and exit 1 on a flag with --fail-on-flag."""
+    plan = checked(args)
+    show = _Show(args.json)
     t0 = time.perf_counter()
-    options = dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
-                   allow_pickle=args.allow_pickle, null=args.null,
-                   quantized_null=args.quantized_null, max_draws=args.max_draws,
-                   element_draws=args.element_draws, seed=args.seed)
-    if several:  # sizes checked on the first entry before a Dask cluster starts
-        from ..models import model_info
-        from ..scoring.null_checks import check_null_size
-
-        check_null_size(model_info(models[0], revision=revisions[0] if revisions else None),
-                        args.stats, None, args.draws, args.null, args.element_draws)
-        from ..report.collection_report import entry_lines
-        from ..scoring.entries import entries_dir
-        from ..scoring.trajectory import score_collection
-
-        ds = score_collection(models, revisions=revisions, dim=args.collection,
-                              workers=args.workers, scheduler=args.scheduler,
-                              progress=not args.quiet, entries=entries_dir(args.out), **options)
-        cds = None
-        if components is not None:  # one process, the same entries and dimension
-            from ..scoring.collection import collection_dim
-            from ..scoring.trajectory import score_component_collection
-
-            cds = score_component_collection(models, revisions=revisions,
-                                             dim=collection_dim(ds), progress=not args.quiet,
-                                             **parts.component_options(args, components))
-        written = write_report(_sorted(ds, args), args.out, figures=not args.no_figures,
-                               top=args.top, components=cds)
-        show("\n".join(entry_lines(ds)))
-        if cds is not None:
-            from ..report.component_report import component_entry_lines
-
-            show("")
-            show("\n".join(component_entry_lines(cds)))
-    elif args.base is not None:
-        from ..scoring.delta import score_delta
-
-        cds = None
-        options.pop("null")
-        allow = options.pop("allow_pickle")
-        ds = score_delta(models[0], args.base, revision=revisions[0] if revisions else None,
-                         allow_pickle=allow, progress=not args.quiet, **options)
-        written = write_report(_sorted(ds, args), args.out, figures=not args.no_figures,
-                               top=args.top)
-        show(anomaly_table(ds, args.top))
-    else:
-        from ..scoring.score import score_model
-
-        model = models[0] if models else None
-        revision = revisions[0] if revisions else None
-        if args.ov:
-            from ..scoring.ov import score_circuits
-
-            ds = score_circuits(model, revision=revision, progress=not args.quiet, **options)
-        else:
-            ds = score_model(model, revision=revision, progress=not args.quiet, **options)
-        extras = parts.directions(ds, model, revision, args) if args.directions else None
-        if args.composition:
-            extras = {**(extras or {}), **parts.composition_extras(model, revision, args)}
-        cds = None
-        if components is not None:
-            from ..scoring.components import score_components
-
-            cds = score_components(models[0] if models else None,
-                                   revision=revisions[0] if revisions else None,
-                                   progress=not args.quiet,
-                                   **parts.component_options(args, components))
-        if probe_text is not None:
-            ds = parts.join_probe(ds, models[0] if models else None, probe_text,
-                             progress=not args.quiet)
-        written = write_report(_sorted(ds, args), args.out, figures=not args.no_figures,
-                               top=args.top, components=cds, extras=extras)
-        if args.ov:
-            from ..scoring.collection import entries
-
-            for lab, e in entries(ds):
-                show(f"== {lab}\n{anomaly_table(e, args.top)}")
-        else:
-            show(anomaly_table(ds, args.top))
-        if ds.attrs.get("resolution_note"):
-            print(f"rmtbase: {ds.attrs['resolution_note']}", file=sys.stderr)
-        if cds is not None:
-            from ..report.component_report import component_table
-
-            show("")
-            show(component_table(cds))
+    mode = _modes.several if plan.several else \
+        _modes.delta if args.base is not None else _modes.single
+    out = mode(args, plan, show)
     report = (f"; open {os.path.join(args.out, 'report.html')}"
-              if any(str(k).endswith("report.html") for k in written) else "")
-    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s{report}",
-          file=sys.stderr)
+              if any(str(k).endswith("report.html") for k in out.written) else "")
+    print(f"wrote {len(out.written)} files to {args.out} in {time.perf_counter() - t0:.1f} s"
+          f"{report}", file=sys.stderr)
     from ._summary import EXIT_FLAGGED, any_flag, print_json, score_document
 
     if args.json:
-        doc = score_document(ds, args.out, written, cds)
+        doc = score_document(out.ds, args.out, out.written, out.cds)
         if args.composition:
-            doc["composition"] = parts.composition_doc(extras)
+            doc["composition"] = parts.composition_doc(out.extras)
         print_json(doc)
-    if args.fail_on_flag and any_flag(ds, cds):
+    if args.fail_on_flag and any_flag(out.ds, out.cds):
         return EXIT_FLAGGED
     return 0
 
@@ -329,14 +272,6 @@ def _check_sort_by(args) -> None:
     needs = {"entry_tails": "elementwise", "concentration": "spectral", "outliers": "spectral"}
     if args.sort_by in needs and args.stats not in (needs[args.sort_by], "all"):
         raise InputError(f"--sort-by {args.sort_by} needs --stats {needs[args.sort_by]} or all")
-
-
-def _sorted(ds, args):
-    """The score with the order --sort-by names recorded (head_order), which every writer
-    reads (rmtbase.report.tables.head_order)."""
-    if args.sort_by is not None:
-        ds.attrs["head_order"] = args.sort_by
-    return ds
 
 
 class _Show:

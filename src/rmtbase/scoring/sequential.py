@@ -25,6 +25,18 @@ from .reference import spectral_names
 from .stopping import GROWTH, MAX_DRAWS, STOP_ERROR, looks, stopping_note, unsettled
 
 
+@dataclass
+class Decided:
+    """What :func:`decide` returns: the verdict ``ds``, the statistics tested and their values
+    (without those undefined under some reference), and the undefined ones {name: (finite,
+    draws, storage)}."""
+
+    ds: object
+    tested: list
+    values: dict
+    undefined: dict
+
+
 @dataclass(frozen=True)
 class Decision:
     """How the heads are decided: the null (its name and which statistics enter), BH level,
@@ -137,10 +149,8 @@ def _extend(refs, names, values, ds, how: Decision, cap, n_looks):
     return grown, settled
 
 
-def decide(refs, values, tested, how: Decision):
-    """The heads against ``refs`` (module docstring). Returns (ds, tested, values,
-    undefined): the verdict, the statistics tested and their values (without those undefined
-    under some reference), and the undefined ones {name: (finite, draws, storage)}."""
+def decide(refs, values, tested, how: Decision) -> Decided:
+    """The heads against ``refs`` (module docstring)."""
     tested, values, undefined = _prune(refs, values, tested)
     names = spectral_names(tested)
     for g in refs:
@@ -148,7 +158,7 @@ def decide(refs, values, tested, how: Decision):
             g.start_spectral(names)
     ds = _verdict(refs, values, how)
     if not (names and any(g.sequential for g in refs)):
-        return ds, tested, values, undefined
+        return Decided(ds, tested, values, undefined)
     cap = MAX_DRAWS if how.max_draws is None else int(how.max_draws)
     n_looks = looks(min(g.spectral_ref["q.rms"].size for g in refs), cap)
     while True:
@@ -162,7 +172,7 @@ def decide(refs, values, tested, how: Decision):
                         stopping_note=stopping_note(used, settled, cap))
     else:
         ds.attrs["stop_rule"] = "tail"
-    return ds, tested, values, undefined
+    return Decided(ds, tested, values, undefined)
 
 
-__all__ = ["Decision", "decide"]
+__all__ = ["Decided", "Decision", "decide"]

@@ -1,0 +1,161 @@
+"""The three ways ``rmtbase score`` scores (:func:`rmtbase.cli.score.run` picks one): several
+entries into one collection, a fine-tune against its base (``--base``), one model (with
+``--ov``, ``--directions``, ``--composition``, ``--components``, ``--probe``). Each returns a
+:class:`Scored` and prints its terminal tables through ``show``; the options were checked
+before (:func:`rmtbase.cli.score.checked`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from . import _score_parts as parts
+
+
+@dataclass
+class Plan:
+    """What the options ask for, checked: the models and revisions, whether there are several,
+    the --components names, the --probe text, the null."""
+
+    models: list
+    revisions: list | None
+    several: bool
+    components: list | None
+    probe_text: str | None
+    null: object
+
+    @property
+    def model(self):
+        return self.models[0] if self.models else None
+
+    @property
+    def revision(self):
+        return self.revisions[0] if self.revisions else None
+
+
+@dataclass
+class Scored:
+    """A score written: its Dataset, the --components one (or None), the files written, the
+    extra outputs (--directions, --composition; or None)."""
+
+    ds: object
+    cds: object
+    written: dict
+    extras: dict | None = None
+
+
+def options(args) -> dict:
+    """The scoring options every mode passes on."""
+    return dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
+                allow_pickle=args.allow_pickle, null=args.null,
+                quantized_null=args.quantized_null, max_draws=args.max_draws,
+                element_draws=args.element_draws, seed=args.seed)
+
+
+def _write(ds, args, **kw) -> dict:
+    from ..report.write import write_report
+
+    if args.sort_by is not None:  # the order every writer reads (report.tables.head_order)
+        ds.attrs["head_order"] = args.sort_by
+    return write_report(ds, args.out, figures=not args.no_figures, top=args.top, **kw)
+
+
+def several(args, plan: Plan, show) -> Scored:
+    """Several entries (checkpoints or models) into one collection (sizes checked on the
+    first entry before a Dask cluster starts)."""
+    from ..models import model_info
+    from ..report.collection_report import entry_lines
+    from ..scoring.entries import entries_dir
+    from ..scoring.null_checks import check_null_size
+    from ..scoring.trajectory import score_collection
+
+    check_null_size(model_info(plan.models[0], revision=plan.revision), args.stats, None,
+                    args.draws, args.null, args.element_draws)
+    ds = score_collection(plan.models, revisions=plan.revisions, dim=args.collection,
+                          workers=args.workers, scheduler=args.scheduler,
+                          progress=not args.quiet, entries=entries_dir(args.out),
+                          **options(args))
+    cds = None
+    if plan.components is not None:  # one process, the same entries and dimension
+        from ..scoring.collection import collection_dim
+        from ..scoring.trajectory import score_component_collection
+
+        cds = score_component_collection(plan.models, revisions=plan.revisions,
+                                         dim=collection_dim(ds), progress=not args.quiet,
+                                         **parts.component_options(args, plan.components))
+    written = _write(ds, args, components=cds)
+    show("\n".join(entry_lines(ds)))
+    if cds is not None:
+        from ..report.component_report import component_entry_lines
+
+        show("")
+        show("\n".join(component_entry_lines(cds)))
+    return Scored(ds, cds, written)
+
+
+def delta(args, plan: Plan, show) -> Scored:
+    """A fine-tuned model (or LoRA adapter) against its base (--base)."""
+    from ..report.tables import anomaly_table
+    from ..scoring.delta import score_delta
+
+    opts = options(args)
+    opts.pop("null")
+    allow = opts.pop("allow_pickle")
+    ds = score_delta(plan.models[0], args.base, revision=plan.revision, allow_pickle=allow,
+                     progress=not args.quiet, **opts)
+    written = _write(ds, args)
+    show(anomaly_table(ds, args.top))
+    return Scored(ds, None, written)
+
+
+def _score_one(args, plan: Plan):
+    """One model's score (both circuits with --ov) and its extra outputs."""
+    from ..scoring.score import score_model
+
+    if args.ov:
+        from ..scoring.ov import score_circuits
+
+        ds = score_circuits(plan.model, revision=plan.revision, progress=not args.quiet,
+                            **options(args))
+    else:
+        ds = score_model(plan.model, revision=plan.revision, progress=not args.quiet,
+                         **options(args))
+    extras = parts.directions(ds, plan.model, plan.revision, args) if args.directions else None
+    if args.composition:
+        extras = {**(extras or {}), **parts.composition_extras(plan.model, plan.revision, args)}
+    return ds, extras
+
+
+def single(args, plan: Plan, show) -> Scored:
+    """One model (the default MiniLM when none is given)."""
+    from ..report.tables import anomaly_table
+
+    ds, extras = _score_one(args, plan)
+    cds = None
+    if plan.components is not None:
+        from ..scoring.components import score_components
+
+        cds = score_components(plan.model, revision=plan.revision, progress=not args.quiet,
+                               **parts.component_options(args, plan.components))
+    if plan.probe_text is not None:
+        ds = parts.join_probe(ds, plan.model, plan.probe_text, progress=not args.quiet)
+    written = _write(ds, args, components=cds, extras=extras)
+    if args.ov:
+        from ..scoring.collection import entries
+
+        for lab, e in entries(ds):
+            show(f"== {lab}\n{anomaly_table(e, args.top)}")
+    else:
+        show(anomaly_table(ds, args.top))
+    if ds.attrs.get("resolution_note"):
+        print(f"rmtbase: {ds.attrs['resolution_note']}", file=sys.stderr)
+    if cds is not None:
+        from ..report.component_report import component_table
+
+        show("")
+        show(component_table(cds))
+    return Scored(ds, cds, written, extras)
+
+
+__all__ = ["Plan", "Scored", "delta", "options", "several", "single"]

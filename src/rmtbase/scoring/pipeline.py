@@ -1,0 +1,246 @@
+"""The scoring pipeline as one function of records: read → null → decide → profile → describe.
+
+:func:`score` is what :func:`rmtbase.scoring.score.score_heads` does once its options are
+checked (:class:`Options`): :func:`read_layers` measures every layer (:class:`Layers`), the
+null returns its references for the layers stored alike
+(:meth:`rmtbase.stats.null_kind.Null.reference`), :func:`rmtbase.scoring.sequential.decide`
+tests the heads, then the spectra, the profile (:mod:`rmtbase.scoring.profile`) and the
+provenance are added. The rules are in :mod:`rmtbase.scoring.score`'s docstring.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._version import __version__
+from ..decision.combined import add_axes_decision
+from ..decision.family import HISTOGRAM
+from ..decision.spikes import add_spikes
+from ..decision.verdict import NOT_TESTED
+from ..errors import InputError, ModelError
+from .description import by_layers, describe, model_label, null_description
+from .layer_null import has_lambda_max, layer_null, layer_quantisation
+from .layer_stats import layer_stats, safe_factors
+from .null_checks import report_undefined
+from .profile import add_profile, factor_profile, null_storage
+from .qk_histogram import add_qk_hist
+from .reference import Cells
+from .sequential import Decision, decide
+from .spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
+
+CONVENTIONS = ("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular values; "
+               "no scaling factor; RoPE not applied")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Checked options of a score (:func:`rmtbase.scoring.score.score_model`): statistic kind
+    and explicit names (or None), draws, BH level, seed, spectrum band draws, the null value,
+    quantized_null, max_draws, element draws, progress, statistics kept out."""
+
+    kind: str
+    names: tuple | None
+    null: object
+    draws: int | None = None
+    alpha: float = 0.05
+    seed: int = 0
+    spectrum_draws: int = 200
+    quantized_null: str = "auto"
+    max_draws: int | None = None
+    element_draws: int = 200
+    progress: bool = True
+    unreliable: tuple = ()
+
+
+@dataclass
+class Layers:
+    """What :func:`read_layers` measured, per layer: statistics, normalised spectra, ids, float
+    storage, quantisation detected (None if none), null storage, profile; the factors (only for
+    a null drawn per head), W_QK histograms (with element statistics), and whether some layer's
+    histogram statistics lack a matched null."""
+
+    per_layer: list = field(default_factory=list)
+    spectra: list = field(default_factory=list)
+    layer_ids: list = field(default_factory=list)
+    storages: list = field(default_factory=list)
+    detected: list = field(default_factory=list)
+    null_storages: list = field(default_factory=list)
+    profiles: list = field(default_factory=list)
+    factors: list = field(default_factory=list)
+    hists: list = field(default_factory=list)
+    unmatched: bool = False
+
+
+def _one_layer(lh, info, opts: Options, out: Layers) -> None:
+    """Measure layer ``lh`` into ``out``."""
+    wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
+    if not (np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))):
+        raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
+    storage = getattr(lh, "storage", "float32")
+    # a GGUF file names its block type; a dequantised folder is recognised by its lattice
+    quant = layer_quantisation(lh, wq, wk, storage, info.group_size)
+    est, null_st, bad = layer_null(storage, quant, opts.quantized_null)
+    # a head far outside float32's comfortable range is divided by a power of two first
+    wq, wk, cq, ck = safe_factors(wq, wk)
+    st, x, h = layer_stats(wq, wk, opts.kind, est, info.group_size,
+                           entry_law=opts.null.tests_entry_law, hist=True, scales=(cq, ck),
+                           where=f"layer {lh.layer} of {info.name}, ")
+    out.per_layer.append(st)
+    out.profiles.append(factor_profile(wq, wk))
+    if h is not None:
+        out.hists.append(h)
+    out.spectra.append(x)
+    out.layer_ids.append(int(lh.layer))
+    out.storages.append(storage)
+    out.detected.append(quant)
+    out.null_storages.append(null_st)
+    out.unmatched |= bad
+    if opts.null.per_head:
+        out.factors.append((wq, wk))
+
+
+def read_layers(layers, info, opts: Options) -> Layers:
+    """Statistics of every layer (:class:`Layers`), one layer's weights alive at a time."""
+    out = Layers()
+    bar = None
+    if opts.progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
+        from ..progress import progress_bar
+
+        bar = progress_bar(info.n_layers, desc="scoring layers", unit="layer")
+    for lh in layers:
+        _one_layer(lh, info, opts, out)
+        del lh  # else this layer's weights stay alive while the next one is read
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    if not out.per_layer:
+        raise ModelError(f"{info.name} has no attention layers to score")
+    return out
+
+
+def _values(read: Layers, opts: Options):
+    """(values {stat: (layer, head)}, statistics tested, statistics kept out)."""
+    keys = [k for k in read.per_layer[0]
+            if opts.names is None or k in opts.names or k in NOT_TESTED]
+    if opts.names is not None:
+        missing = sorted(set(opts.names) - set(keys))
+        if missing:
+            raise InputError(f"unknown statistics {missing}")
+    values = {k: np.stack([s[k] for s in read.per_layer]) for k in keys}
+    unreliable = tuple(k for k in opts.unreliable if k in keys)
+    if read.unmatched:
+        unreliable += tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
+                            and not k.startswith("qk."))
+    return values, [k for k in keys if k not in NOT_TESTED], unreliable
+
+
+def references(null, null_storages, cells: Cells, opts: Options) -> list:
+    """The null's references (:meth:`rmtbase.stats.null_kind.Null.reference`): one per storage
+    among the layers, shared by the layers stored alike; a null drawn per head
+    (:attr:`~rmtbase.stats.null_kind.Null.per_head`) one for every layer."""
+    kw = dict(draws=opts.draws, seed=opts.seed, progress=opts.progress)
+    if null.per_head:
+        return [null.reference(cells, null_storages[0], **kw)]
+    groups: dict[str, list[int]] = {}
+    for i, ns in enumerate(null_storages):
+        groups.setdefault(ns, []).append(i)
+    return [null.reference(cells.at(rows), ns, **kw) for ns, rows in groups.items()]
+
+
+def _add_spectra(ds, read: Layers, refs, values, d: int, d_h: int) -> None:
+    """Normalised spectra, spikes, W_QK histograms and the heads' σ."""
+    spike_ref = refs[0].spectral_ref if len(refs) == 1 else \
+        [(g.rows, g.spectral_ref) for g in refs]
+    ds["qk_spectrum"] = (("layer", "head", "rank"), np.stack(read.spectra))
+    ds["qk_spectrum"].attrs["definition"] = "lambda / (sigma_q^2 sigma_k^2 d^2), descending"
+    if has_lambda_max(spike_ref):
+        add_spikes(ds, np.stack(read.spectra), spike_ref, d, d_h)
+    if read.hists:
+        add_qk_hist(ds, np.stack(read.hists))
+    ds["sigma_q"] = (("layer", "head"), values["q.rms"])
+    ds["sigma_k"] = (("layer", "head"), values["k.rms"])
+
+
+def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> None:
+    """The profile axes and their part in the head decision (decision.combined)."""
+    perm_profile = refs[0].profile_null()  # None: the Gaussian profile null
+    axis_nulls = add_profile(ds, read.profiles, read.null_storages, d, d_h, alpha=opts.alpha,
+                             seed=opts.seed, permutation=perm_profile, progress=opts.progress)
+    if perm_profile is None:  # the head decision sees the factor axes too
+        axis_nulls = [([i for i, s in enumerate(read.null_storages) if null_storage(s) == k], v)
+                      for k, v in axis_nulls.items()]
+    add_axes_decision(ds, axis_nulls, alpha=opts.alpha)
+
+
+def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int):
+    """The spectrum band, the layer coordinate, per-layer null storage and quantisation."""
+    if opts.spectrum_draws:
+        band = null_spectrum_band(d, d_h, int(opts.spectrum_draws), seed=opts.seed)
+        ds["null_spectrum"] = (("quantile", "rank"), band)
+        ds["null_spectrum"].attrs["definition"] = (
+            f"quantiles of the sorted normalised null spectrum over {int(opts.spectrum_draws)} "
+            "draws")
+        ds = ds.assign_coords(quantile=list(SPECTRUM_QUANTILES))
+    ds = ds.assign_coords(layer=np.array(read.layer_ids, dtype=np.int64))
+    quant = ["none" if q is None else q for q in read.detected]
+    if len(set(read.null_storages)) > 1 or len(set(quant)) > 1:
+        ds["layer_null_storage"] = (("layer",), np.array(read.null_storages, dtype=str))
+        ds["layer_null_storage"].attrs["definition"] = (
+            "storage the layer's null draws were put through (its own precision)")
+        ds["layer_quantisation"] = (("layer",), np.array(quant, dtype=str))
+        ds["layer_quantisation"].attrs["definition"] = (
+            "block quantisation the layer's W_Q/W_K were stored in (the file's type, or the "
+            "lattice detected), 'none' for a float layer")
+    return ds
+
+
+def _provenance(ds, info, read: Layers, opts: Options, label) -> None:
+    """The model's and the null's attributes."""
+    from ..models.weights import coarsest_storage
+
+    quant = ["none" if q is None else q for q in read.detected]
+    ids, ns = read.layer_ids, read.null_storages
+    ds.attrs.update(
+        model=label or model_label(info.name), model_path=model_label(info.name),
+        revision=str(info.revision or ""),
+        architecture=str(info.architecture), d=int(info.d), d_h=int(info.d_h),
+        n_layers=int(info.n_layers), n_heads=int(info.n_heads),
+        n_kv_heads=int(info.n_kv_heads), storage_dtype=coarsest_storage(read.storages),
+        storage_dtypes=",".join(sorted(set(read.storages))),
+        quantisation=by_layers(quant, ids), null_storage=by_layers(ns, ids),
+        quantized_null=opts.quantized_null,
+        null=null_description(opts.null, ns, read.detected, opts.quantized_null, ids),
+        rmtbase_version=__version__,
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        conventions=CONVENTIONS)
+    ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
+
+
+def score(info, layers, opts: Options, label=None):
+    """Score ``layers`` of the model ``info`` under ``opts`` (module docstring)."""
+    read = read_layers(layers, info, opts)
+    values, tested, unreliable = _values(read, opts)
+    d, d_h = int(info.d), int(info.d_h)
+    cells = Cells(d, d_h, opts.kind, tuple(tested), factors=read.factors,
+                  element_draws=int(opts.element_draws))
+    refs = references(opts.null, read.null_storages, cells, opts)
+    out = decide(refs, values, tested, Decision(opts.null, opts.alpha, info.group_size,
+                                                unreliable, opts.max_draws, opts.progress))
+    ds = out.ds
+    attrs = type(refs[0]).attrs(refs, read.layer_ids, opts.max_draws)
+    _add_spectra(ds, read, refs, out.values, d, d_h)
+    _add_profile(ds, read, refs, opts, d, d_h)
+    ds = _add_layers(ds, read, opts, d, d_h)
+    ds.attrs.update(attrs)
+    _provenance(ds, info, read, opts, label)
+    if out.undefined:
+        report_undefined(ds, out.undefined, int(np.prod(out.values["q.rms"].shape)))
+    describe(ds)
+    return ds
+
+
+__all__ = ["CONVENTIONS", "Layers", "Options", "read_layers", "references", "score"]

@@ -1,0 +1,44 @@
+"""The null band of the spectrum figure: quantiles of the sorted self-normalised null spectrum
+(:func:`null_spectrum_band`; shipped for the seed shapes, else drawn)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Quantiles of the sorted normalised null spectrum stored for the spectrum figure.
+SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
+
+
+def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -> np.ndarray:
+    """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted self-normalised null spectrum.
+
+    x_k = λ_k / (rms_Q² rms_K² d²) per draw (the same normalisation as the heads'), from
+    ``null_draws(..., stats="spectral", return_lambda=True)`` (x from λ in float64) with key
+    ``fold_in(key(seed), 0x5EC7)`` (independent of the table's keys; a typed key, like the
+    tables', so the band reuses their compiled spectral program; its bits are those of the
+    legacy ``PRNGKey(seed)`` the shipped bands were drawn with).
+    Returns (len(SPECTRUM_QUANTILES), d_h); the seed shapes' bands are shipped
+    (:func:`rmtbase.baseline.cache.shipped_band`), which spares a first run their compilation.
+    """
+    from ..baseline.cache import shipped_band
+
+    band = shipped_band(d, d_h, n_draws, seed, SPECTRUM_QUANTILES)
+    return _drawn_spectrum_band(d, d_h, n_draws, seed) if band is None else band
+
+
+def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int) -> np.ndarray:
+    """:func:`null_spectrum_band` from its draws (what the shipped bands were made with)."""
+    import jax
+
+    from ..baseline.null import null_draws
+
+    key = jax.random.fold_in(jax.random.key(seed), 0x5EC7)
+    # λ as the spectral tables draw it (return_lambda): the same compiled program as the
+    # shape's spectral table, where return_spectrum (λ/d² on the device) was a second one
+    nd = null_draws(key, d, d_h, n_draws, stats="spectral", return_lambda=True)
+    rms2 = np.asarray(nd["q.rms"], np.float64) ** 2 * np.asarray(nd["k.rms"], np.float64) ** 2
+    x = np.asarray(nd["qk.lambda"], dtype=np.float64) / (float(d) ** 2 * rms2[:, None])
+    return np.quantile(x, SPECTRUM_QUANTILES, axis=0)
+
+
+__all__ = ["SPECTRUM_QUANTILES", "null_spectrum_band"]
