@@ -21,6 +21,8 @@ What is stripped (run-time and provenance, which differ between two runs of the 
   ``_version`` (rmtbase, jax, numpy, ...), ``commit``, ``git*``, ``host*``, ``hostname``,
   ``platform``, ``python``; in a ``manifest.json`` the per-file ``sha256``/``bytes`` (each
   file is digested here itself, with its stripping).
+- string variables of a netCDF file: each item by the text rules, or, holding a JSON object
+  (a collection's ``entry_attrs``), as JSON (keys above).
 - text: ISO-8601 date-times (``2026-11-26T01:46:32+00:00`` → ``<time>``), durations
   ``in 48.3 s`` / ``48.3 s`` after "in" or "took" (→ ``<dur>``), ``rmtbase X.Y.Z`` version
   strings (→ ``rmtbase <version>``), 40-hex commit hashes (→ ``<commit>``).
@@ -110,8 +112,24 @@ def _attrs_sha(attrs: dict, aliases) -> str:
     return _sha(json.dumps(clean_json(kept, aliases), sort_keys=True, default=str).encode())
 
 
-def _raw_bytes(var) -> tuple[str, tuple, bytes]:
-    """(dtype, shape, bytes) of a netCDF4 variable's stored values, undecoded."""
+def _clean_item(item, aliases):
+    """A string value: JSON objects (e.g. a collection's ``entry_attrs``, each entry's whole
+    attributes) stripped as JSON, other text by the text rules."""
+    if isinstance(item, bytes):
+        item = item.decode("utf-8", "replace")
+    if not isinstance(item, str):
+        return item
+    if item[:1] in "{[":
+        try:
+            return json.dumps(clean_json(json.loads(item), aliases), sort_keys=True)
+        except ValueError:
+            pass
+    return clean_text(item, aliases)
+
+
+def _raw_bytes(var, aliases=()) -> tuple[str, tuple, bytes]:
+    """(dtype, shape, bytes) of a netCDF4 variable's stored values, undecoded (strings: each
+    item cleaned, :func:`_clean_item`)."""
     var.set_auto_maskandscale(False)
     try:
         var.set_auto_chartostring(False)
@@ -119,7 +137,7 @@ def _raw_bytes(var) -> tuple[str, tuple, bytes]:
         pass
     data = var[...]
     if var.dtype is str or getattr(data, "dtype", None) is np.dtype(object):  # vlen strings
-        items = np.asarray(data, dtype=object).ravel().tolist()
+        items = [_clean_item(x, aliases) for x in np.asarray(data, dtype=object).ravel()]
         return "str", tuple(var.shape), json.dumps(items).encode()
     arr = np.ascontiguousarray(np.asarray(data))
     return str(arr.dtype), tuple(arr.shape), arr.tobytes()
@@ -137,7 +155,7 @@ def netcdf_lines(path: Path, name: str, aliases) -> list[str]:
             attrs = {k: g.getncattr(k) for k in g.ncattrs()}
             lines.append(f"{name}:{prefix}@attrs {_attrs_sha(attrs, aliases)}")
             for vname, var in g.variables.items():
-                dtype, shape, raw = _raw_bytes(var)
+                dtype, shape, raw = _raw_bytes(var, aliases)
                 lines.append(f"{name}:{prefix}{vname} {dtype} {list(shape)} {_sha(raw)}")
                 vattrs = {k: var.getncattr(k) for k in var.ncattrs()}
                 if vattrs:

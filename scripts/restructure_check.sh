@@ -17,7 +17,8 @@
 # resolves to the worktree), digests each output with scripts/output_digest.py (this checkout's
 # copy, the same program for both) and diffs the digests. Exit 0 when every line is identical
 # (it prints "N lines (V netCDF variables), all identical"), 1 on a difference (the diff is
-# printed), 2 when a run fails.
+# printed), 2 on bad arguments. A run that fails becomes one digest line (its last line of
+# output, RUN/FAILED.txt) and is named at the end: failing alike at both commits compares equal.
 #
 # Runs (fixed seeds; all default --seed 0), each in its own fresh null-table cache per commit
 # (RMTBASE_CACHE; null tables drawn by the commit itself, never reused across commits), with one
@@ -140,7 +141,12 @@ run() {  # run SIDE NAME ARGS... : rmtbase ARGS in SIDE's worktree, output in $R
     (cd "$ROOT" && PYTHONPATH=$wt/src RMTBASE_CACHE=$cache \
         nice -n 5 "$PY" -m rmtbase "$@") > "$ROOT/log-$side-$name" 2>&1 || {
         echo "restructure_check: $side $name failed (rmtbase $*):" >&2
-        tail -5 "$ROOT/log-$side-$name" >&2; exit 2; }
+        tail -5 "$ROOT/log-$side-$name" >&2
+        # the run's failure becomes a digest line (its last line of output), the others go on:
+        #  a run that fails at both commits alike compares equal and is named at the end
+        rm -rf "$ROOT/out-$side/$name"; mkdir -p "$ROOT/out-$side/$name"
+        tail -1 "$ROOT/log-$side-$name" > "$ROOT/out-$side/$name/FAILED.txt"
+        return; }
     log "$side $name: $((SECONDS - t0)) s"
 }
 
@@ -197,6 +203,9 @@ log "A: $((SECONDS - t0)) s"
 t0=$SECONDS
 runs B "$B"
 log "B: $((SECONDS - t0)) s"
+failed=$( (grep -h '/FAILED.txt ' "$ROOT/A.digest" "$ROOT/B.digest" || true) | cut -d/ -f1 \
+    | sort -u | tr '\n' ' ')
+if [ -n "$failed" ]; then echo "restructure_check: runs that failed: $failed(see $ROOT/log-*)"; fi
 n=$(wc -l < "$ROOT/A.digest")
 v=$(grep -c ' \[' "$ROOT/A.digest" || true)
 if diff "$ROOT/A.digest" "$ROOT/B.digest" > "$ROOT/digest.diff"; then
