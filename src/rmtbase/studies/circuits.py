@@ -73,6 +73,8 @@ INDUCTION_MIN = 0.4
 #: Sequences in the probe's text (one window each).
 PROBE_WINDOWS = 32
 QUICK_STEPS = 30
+#: The nulls' draws (composition, copying) of the quick run (the pipeline only).
+QUICK_DRAWS = (200, 100)
 #: Null draws of :func:`rmtbase.composition` at the last checkpoint (smallest p 1/4001).
 COMPOSITION_DRAWS = 4000
 #: Null draws of the copying score (:mod:`._copying`; smallest p 1/1001).
@@ -180,9 +182,11 @@ def profile_drop_ratio(axes: np.ndarray, drop: int) -> np.ndarray:
     return d[int(drop) - 1] / np.median(d[1:], axis=0)
 
 
-def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
+def run_seed(out: Path, seed: int, recipe, *, profile: bool = True,
+             draws: tuple[int, int] = (COMPOSITION_DRAWS, COPYING_DRAWS)) -> dict:
     """Train one model, keep its checkpoints under ``out/checkpoints``, and measure
-    (module docstring); returns the per-seed numbers and arrays."""
+    (module docstring); ``draws``: the composition and copying nulls' draws. Returns the
+    per-seed numbers and arrays."""
     import xarray as xr
 
     from ..probe import probe_model
@@ -214,7 +218,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
     at = {int(s): i for i, s in enumerate(curve["step"])}
     rep_ckpt = np.array([curve["repeat_loss"][at[s]] for s in steps])
     circ_k = kc[:, circuit].mean(axis=1) if circuit.any() else np.full(len(steps), np.nan)
-    comp = _composition_last(folders[steps[-1]], seed)
+    comp = _composition_last(folders[steps[-1]], seed, draws[0])
     kp = comp["p"]
     k_drop = largest_step(np.log(rep_ckpt), fall=True)
     k_rise = (largest_step(circ_k[1:], fall=False) + 1 if circuit.any() and len(steps) > 2
@@ -223,7 +227,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
     from ..scoring.factor_axes import FACTOR_AXES
     from ._copying import copying
 
-    cp = copying(folders[steps[-1]], draws=COPYING_DRAWS, seed=seed)
+    cp = copying(folders[steps[-1]], draws=draws[1], seed=seed)
 
     fa = np.stack([factor_axes(folders[s]) for s in steps])  # (ckpt, axis, layer, head)
     lags = profile_lags(fa, k_drop)
@@ -243,7 +247,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True) -> dict:
         "outranked_worst": outranked(final, circuit),
         "auc": auc(final, circuit),
         "circuit_p_worst": float(kp[circuit].max()) if circuit.any() else float("nan"),
-        "composition_draws": COMPOSITION_DRAWS,
+        "composition_draws": draws[0], "copying_draws": draws[1],
         "k_vs_rmtbase_composition": float(np.max(np.abs(comp["k"] - final) / comp["k"])),
         "loss_drop_checkpoint": k_drop, "k_rise_checkpoint": k_rise,
         "drop_lag": (abs(k_rise - k_drop) if k_rise > 0 else -1),
@@ -319,12 +323,12 @@ _ATTRS = {
 }
 
 
-def _composition_last(folder, seed: int) -> dict:
+def _composition_last(folder, seed: int, draws: int) -> dict:
     """K-composition and its null p (layer 0 → 1) of :func:`rmtbase.composition` (issue 47
     item 1: Gaussian-factor null, :data:`COMPOSITION_DRAWS` draws, add-one p)."""
     from ..scoring.composition import composition
 
-    cd = composition(str(folder), draws=COMPOSITION_DRAWS, seed=seed)
+    cd = composition(str(folder), draws=draws, seed=seed)
     sel = dict(kind="k", layer_from=0, layer_to=1)
     return {k: np.asarray(cd[v].sel(**sel).transpose("head_from", "head_to").values, float)
             for k, v in (("k", "composition"), ("p", "composition_p"))}
@@ -349,7 +353,8 @@ def run(out_dir, quick=False, seed=0) -> dict:
 
     out = io.prepare(out_dir)
     recipe = Recipe() if not quick else Recipe(steps=QUICK_STEPS, n_checkpoints=4)
-    res = run_seed(out, seed, recipe, profile=not quick)
+    res = run_seed(out, seed, recipe, profile=not quick,
+                   draws=QUICK_DRAWS if quick else (COMPOSITION_DRAWS, COPYING_DRAWS))
     ds, s = res["dataset"], res["summary"]
     data = [io.write_netcdf(ds, out / "circuits.nc")]
     figs = []
