@@ -105,7 +105,7 @@ def test_planted_symmetric_head_is_flagged_at_384x32(planted_384):
     _assert_planted_flagged(planted_384)
 
 
-@pytest.mark.slow  # a new shape's spectral table and 18,000-draw profile null (640 x 256)
+@pytest.mark.slow  # 640 x 256: new spectral table, 18,000-draw profile null; both 30 min at load 20-30
 @pytest.mark.parametrize("d,dh", [(768, 64), (640, 256)])
 def test_planted_symmetric_head_is_flagged_at_larger_shapes(score_cache, d, dh):
     """768 × 64 and 640 × 256 (Gemma-3's shape), spectral statistics (the element statistics'
