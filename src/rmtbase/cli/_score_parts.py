@@ -9,7 +9,7 @@ import os
 import re
 
 from ..errors import InputError
-from ..stats.null_kind import GaussianNull, Null
+from ..stats.null_kind import GaussianNull
 
 
 def directions(ds, model, revision, args) -> dict:
@@ -157,13 +157,14 @@ def join_probe(ds, model, text, *, progress: bool):
     return join(ds, probe_model(where, text=text, name=name, progress=progress))
 
 
-def components_arg(args):
-    """The --components names (validated), or None; --component-draws needs --components."""
+def components_arg(args, null):
+    """The --components names (validated), or None; --component-draws needs --components;
+    ``null``: the --null value (parsed once, :func:`rmtbase.cli.score.checked`)."""
     if args.components is None:
         if args.component_draws is not None:
             raise InputError("--component-draws needs --components")
         return None
-    if not isinstance(Null.parse(args.null), GaussianNull):
+    if not isinstance(null, GaussianNull):
         raise InputError("--components compares whole matrices with the Gaussian null; it "
                          "does not combine with --null permutation")
     if args.component_draws is not None and args.component_draws < 2:

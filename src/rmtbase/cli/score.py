@@ -201,7 +201,7 @@ def checked(args: argparse.Namespace) -> _modes.Plan:
     several = len(models) > 1 or (revisions is not None and len(revisions) > 1)
     plan = _modes.Plan(models, revisions, several, None, None, null)
     _refuse(_PLAN_RULES[:2], args, plan)
-    plan.components = parts.components_arg(args)
+    plan.components = parts.components_arg(args, null)
     plan.probe_text = parts.probe_text(args, several)
     if plan.probe_text is not None:  # no tokenizer, too little memory: refused before the score
         parts.check_probe(plan.model)
