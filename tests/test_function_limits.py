@@ -39,7 +39,6 @@ EXCEPTIONS = {
     "scoring/layer_stats.py::safe_factors": {"tuple": 4},
     "scoring/layer_stats.py::layer_stats": {"params": 9},
     "scoring/permutation.py::_spectral_chunk": {"params": 9},
-    "scoring/permutation.py::permutation_null": {"lines": 63},
     "scoring/profile.py::_against": {"tuple": 4},
     "scoring/profile.py::add_profile": {"lines": 61, "params": 9},
     "scoring/trajectory.py::_shape": {"tuple": 6},

@@ -239,6 +239,13 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
                 parts.setdefault(k, []).append(np.asarray(v, dtype=np.float64))
             if progress is not None:
                 progress.update(count)
+    return _assembled(parts, wq, wk, draws)
+
+
+def _assembled(parts: dict, wq, wk, draws: int) -> dict[str, np.ndarray]:
+    """``{stat: (layer, head, draws)}`` from the chunks, with each head's own rms (a
+    permutation keeps it) as ``q.rms``/``k.rms``."""
+    n_l, n_h = wq.shape[:2]
     res = {k: np.concatenate(v, axis=1).reshape(n_l, n_h, draws) for k, v in parts.items()}
     rms_q = np.sqrt(np.mean(wq.astype(np.float64) ** 2, axis=(-2, -1)))
     rms_k = np.sqrt(np.mean(wk.astype(np.float64) ** 2, axis=(-2, -1)))
