@@ -62,6 +62,8 @@ def test_one_record_is_a_storage_everywhere(toy):
     w = np.random.default_rng(0).normal(0, 0.02, (8, 64)).astype(np.float32)
     r = np.asarray(round_trip(jnp.asarray(w), TOY))
     d = np.abs(w.reshape(8, 2, 32)).max(-1, keepdims=True).astype(np.float16).astype(np.float32)
+    # exact: r = d·c with c ∈ {-1, 0, 1} and d an fp16 value (products exact); w/d is one
+    # correctly rounded division in both, so c differs only if w/d falls within an ulp of ±½
     assert np.array_equal(r, (np.clip(np.round(w.reshape(8, 2, 32) / d), -1, 1) * d).reshape(8, 64))
     assert detect_quantisation(r) == TOY and detect_quantisation(w) is None
     assert "toy_t3 block quantiser" in GaussianNull(TOY).description()
