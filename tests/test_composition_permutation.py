@@ -112,6 +112,9 @@ def test_planted_circuit_is_flagged_under_permutation():
     assert float(ds.composition_effect.sel(**sel)) > 2
     small = int((ds.composition_p <= 1e-3).sum()) - 1
     assert small <= 0.001 * 575 + 3 * np.sqrt(0.001 * 575)
+    # the Gaussian null's moments are not this null's: not stated; no tail beyond the draws
+    assert not any(k.startswith("null_var_s2") or k == "null_exact_mean_s2" for k in ds.attrs)
+    assert "no tail beyond the draws" in ds.composition_p_tail.attrs["definition"]
 
 
 def test_permutation_plan_counts_the_draws():

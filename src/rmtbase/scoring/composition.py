@@ -298,7 +298,9 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
         "composition_p_tail": ("p-value with a tail beyond the draws", "1",
                                "composition_p where a null draw reaches s; beyond every draw "
                                "the survival of the Beta law with the null's exact mean and "
-                               "variance of s^2 (approximate), capped at 1/(1 + draws)"),
+                               "variance of s^2 (approximate), capped at 1/(1 + draws)"
+                               if null_sorted is not None else "composition_p: no tail beyond "
+                               "the draws under the permutation null"),
         "composition_q": ("Benjamini-Hochberg q over all pairs and kinds", "1",
                           "BH over composition_p_tail"),
         "composition_q_family": ("Benjamini-Hochberg q within (kind, layer pair)", "1", ""),
@@ -340,8 +342,10 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
                               "permutation per factor type and draw, shared by all heads); p "
                               "one-sided upper, add-one"),
                      "null_kind": null,
-                     "null_exact_mean_s2": m, "null_var_s2": v,
-                     "null_var_s2_exact": int("d" in attrs and attrs["d_h"] <= 2),
+                     # the Gaussian-factor null's moments of s^2: not the permutation null's
+                     **({"null_exact_mean_s2": m, "null_var_s2": v,
+                         "null_var_s2_exact": int("d" in attrs and attrs["d_h"] <= 2)}
+                        if null_sorted is not None else {}),
                      "history": datetime.now(UTC).isoformat(timespec="seconds"),
                      **attrs})
     return ds
