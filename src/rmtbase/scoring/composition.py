@@ -261,6 +261,19 @@ def tail_p(comp, p, null_sorted, d: int, d_h_to: int, d_h_from: int):
     return np.where(beyond, np.minimum(sf, 1.0 / (1.0 + n)), p)
 
 
+_TAIL_DEF = ("composition_p where a null draw reaches s; beyond every draw the survival of the "
+             "Beta law with the null's exact mean and variance of s^2 (approximate), capped at "
+             "1/(1 + draws)", "composition_p: no tail beyond the draws under the permutation null")
+
+
+def _moment_attrs(attrs) -> dict:
+    """The Gaussian-factor null's moments of s² (stated only under that null)."""
+    m, v = (C.null_moments(attrs["d"], attrs["d_h"], attrs["d_h"]) if "d" in attrs
+            else (np.nan, np.nan))
+    return {"null_exact_mean_s2": m, "null_var_s2": v,
+            "null_var_s2_exact": int("d" in attrs and attrs["d_h"] <= 2)}
+
+
 def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=None,
              p=None, p_tail=None, median=None, null: str = "gaussian") -> xr.Dataset:
     """The Dataset from scores ``(3, L, H, L, H)``, overlap ``(L, H, H)`` and sorted null s
@@ -296,11 +309,7 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
                               "independent Gaussian factors" if null_sorted is not None else
                               "each factor's entries permuted")),
         "composition_p_tail": ("p-value with a tail beyond the draws", "1",
-                               "composition_p where a null draw reaches s; beyond every draw "
-                               "the survival of the Beta law with the null's exact mean and "
-                               "variance of s^2 (approximate), capped at 1/(1 + draws)"
-                               if null_sorted is not None else "composition_p: no tail beyond "
-                               "the draws under the permutation null"),
+                               _TAIL_DEF[null_sorted is None]),
         "composition_q": ("Benjamini-Hochberg q over all pairs and kinds", "1",
                           "BH over composition_p_tail"),
         "composition_q_family": ("Benjamini-Hochberg q within (kind, layer pair)", "1", ""),
@@ -331,8 +340,6 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
             "long_name": "median of the pair's permuted scores", "units": "1"})
     else:
         ds["null_median"] = med
-    m, v = (C.null_moments(attrs["d"], attrs["d_h"], attrs["d_h"]) if "d" in attrs
-            else (np.nan, np.nan))
     from .. import __version__
     ds.attrs.update({"Conventions": "CF-1.8", "title": "rmtbase head-head composition",
                      "source": f"rmtbase {__version__}", "alpha": float(alpha),
@@ -342,10 +349,7 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
                               "permutation per factor type and draw, shared by all heads); p "
                               "one-sided upper, add-one"),
                      "null_kind": null,
-                     # the Gaussian-factor null's moments of s^2: not the permutation null's
-                     **({"null_exact_mean_s2": m, "null_var_s2": v,
-                         "null_var_s2_exact": int("d" in attrs and attrs["d_h"] <= 2)}
-                        if null_sorted is not None else {}),
+                     **(_moment_attrs(attrs) if null_sorted is not None else {}),
                      "history": datetime.now(UTC).isoformat(timespec="seconds"),
                      **attrs})
     return ds
