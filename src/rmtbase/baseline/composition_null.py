@@ -82,22 +82,30 @@ def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
     sampler and the path for 16-bit storage."""
     run = _full(int(d), int(d_h1), int(d_h2), storage or "float32", jnp.dtype(dtype).name)
     n = int(n)
-    out = [run(key, jnp.arange(a, a + _FULL_CHUNK)) for a in range(0, n, _FULL_CHUNK)]
-    return jnp.concatenate(out)[:n]
+    return _in_chunks(run, key, n)
 
 
 #: Draws per compiled call of the whole-factor sampler (4 d × d_h factors a draw in memory).
 _FULL_CHUNK = 64
 
 
+def _in_chunks(run, key, n: int):
+    """``run(key, draw indices)`` over draws 0 … n−1 in compiled calls of :data:`_FULL_CHUNK`."""
+    out = [run(key, jnp.arange(a, a + _FULL_CHUNK)) for a in range(0, n, _FULL_CHUNK)]
+    return jnp.concatenate(out)[:n]
+
+
+def _stored(storage: str):
+    """A factor as the checkpoint stores it: the storage's round trip (none for float32)."""
+    if storage_record(storage).is_identity:
+        return lambda x: x
+    return lambda x: round_trip(x, storage)
+
+
 @functools.lru_cache(maxsize=16)
 def _full(d: int, d_h1: int, d_h2: int, storage: str, dtype: str):
     dt = jnp.dtype(dtype)
-
-    identity = storage_record(storage).is_identity
-
-    def rt(x):
-        return x if identity else round_trip(x, storage)
+    rt = _stored(storage)
 
     def one(k):
         q = rt(jax.random.normal(named_key(k, "q"), (d_h2, d), dt))
@@ -172,17 +180,13 @@ def null_overlap_full(key, d: int, d_h: int, n: int, shared_key: bool = False, s
     run = _overlap_full(int(d), int(d_h), bool(shared_key), storage or "float32",
                         jnp.dtype(dtype).name)
     n = int(n)
-    out = [run(key, jnp.arange(a, a + _FULL_CHUNK)) for a in range(0, n, _FULL_CHUNK)]
-    return jnp.concatenate(out)[:n]
+    return _in_chunks(run, key, n)
 
 
 @functools.lru_cache(maxsize=16)
 def _overlap_full(d: int, d_h: int, shared: bool, storage: str, dtype: str):
     dt = jnp.dtype(dtype)
-    identity = storage_record(storage).is_identity
-
-    def rt(x):
-        return x if identity else round_trip(x, storage)
+    rt = _stored(storage)
 
     def one(k):
         qa, qb, ka = (rt(jax.random.normal(named_key(k, s), (d_h, d), dt)) for s in ("qa", "qb", "ka"))
