@@ -44,3 +44,15 @@ def assert_no_head_flagged_at(ds, level: float = SINGLE_MODEL_LEVEL, what: str =
     flag, q = benjamini_hochberg(p, level)
     assert not flag.any(), (f"{what}: {int(flag.sum())} heads flagged at BH {level:g} "
                             f"(smallest head p {np.nanmin(p):.3g}, q {np.nanmin(q):.3g})")
+
+
+def assert_composition_rates(ds, n_pairs: int, alpha: float = ALPHA) -> None:
+    """Each composition kind's rate of p ≤ α within 2 binomial se of α over its ``n_pairs``
+    finite pairs, and no BH flag over all pairs."""
+    for kind in ds["kind"].values:
+        p = ds.composition_p.sel(kind=kind).values
+        p = p[np.isfinite(p)]
+        assert p.size == n_pairs
+        se = np.sqrt(alpha * (1 - alpha) / p.size)
+        assert abs(np.mean(p <= alpha) - alpha) <= 2 * se, (kind, np.mean(p <= alpha))
+    assert int(ds.composition_flag.sum()) == 0
