@@ -1,6 +1,7 @@
 """The body of :mod:`rmtbase.stats` (its ``__init__`` loads this module, and JAX with it, on
 first use of a name, so that ``import rmtbase.stats.null_kind`` at argument-parsing time
-imports no JAX). The package docstring describes it."""
+imports no JAX). The package docstring describes it. The names it exports are listed once, in
+the package's ``__all__``; the imports here marked ``name as name`` are those re-exports."""
 
 
 from __future__ import annotations
@@ -11,30 +12,17 @@ import jax
 import jax.numpy as jnp
 
 from ..errors import InputError
-from .elementwise import (
-    ELEMENT_STATS,
-    _element_stats_flat,
-    _qk_one,
-    _trim_fraction,
-    element_stats,
-)
+from .elementwise import ELEMENT_STATS as ELEMENT_STATS
+from .elementwise import _element_stats_flat, _qk_one, _trim_fraction
+from .elementwise import element_stats as element_stats
 from .precision import check_storage
-from .spectral import SPECTRAL_STATS, eigvals_from_factors, spectral_stats
-from .statistic import STATISTICS, Statistic, stat_info, statistic
-
-__all__ = [
-    "ELEMENT_STATS",
-    "SPECTRAL_STATS",
-    "STATISTICS",
-    "STAT_INFO",
-    "Statistic",
-    "element_stats",
-    "head_stats",
-    "spectral_stats",
-    "statistic",
-    "table_name",
-]
-
+from .spectral import SPECTRAL_STATS as SPECTRAL_STATS
+from .spectral import eigvals_from_factors
+from .spectral import spectral_stats as spectral_stats
+from .statistic import STATISTICS as STATISTICS
+from .statistic import Statistic as Statistic
+from .statistic import stat_info
+from .statistic import statistic as statistic
 
 #: ``{name: {long_name, units, definition, sigma_power, scaling}}``, derived from the records
 #: of :mod:`.statistic` (the one definition of each statistic).
