@@ -11,8 +11,9 @@ Two readers share one small interface (``keys()``, ``get(name)``, ``close()``):
   Files are obtained through a ``fetch(filename) -> path`` callable, which is a plain path join for a local folder and a
   ``huggingface_hub`` download for a hub repository (see :mod:`rmtbase.models.hub`), so shards
   of a hub model are downloaded only when first needed.
-- :class:`StateDictWeights` reads an already-loaded ``torch.nn.Module``'s ``state_dict()``
-  (no copy of the model is made; each tensor is converted when asked for).
+- :class:`StateDictWeights` (:mod:`rmtbase.models._state_dict`) reads an already-loaded
+  ``torch.nn.Module``'s ``state_dict()`` (no copy of the model is made; each tensor is
+  converted when asked for).
 
 FP8 (:mod:`rmtbase.models._fp8`) is dequantised with its scales: block FP8 (official FP8
 checkpoints: ``F8_E4M3`` or ``F8_E5M2`` weights with a float32 ``weight_scale_inv`` of 128×128
@@ -24,22 +25,37 @@ Every tensor comes back as a float32 numpy array and is checked for NaN/inf; pro
 :class:`rmtbase.errors.ModelError` naming the tensor and the file. Each reader remembers the
 *storage* precision of the tensors it returned (``storage_of(name)``: ``"float32"``,
 ``"float16"`` or ``"bfloat16"``; float64 counts as float32, since it is read as float32), so that
-scoring can pass its null through the same rounding (:mod:`rmtbase.stats.precision`).
+scoring can pass its null through the same rounding (:mod:`rmtbase.stats.precision`;
+what the readers share: :mod:`rmtbase.models._reader`).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import pickle
 from collections.abc import Callable, Iterable
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import ModelError
-from ..stats.storage import records
 from ._errors import one_line
+from ._reader import (
+    DTYPE_STORAGE,
+    STORAGE_ORDER,
+    check_finite,
+    coarsest_storage,
+    refuse_quantized,
+    split_storage,
+)
+from ._shard_index import check_shard_name, read_index
+from ._state_dict import StateDictWeights
+
+#: Also imported from here: the reader of a loaded module (:mod:`._state_dict`), the storage
+#: helpers and refusals every reader shares (:mod:`._reader`), the shard index's check
+#: (:mod:`._shard_index`).
+__all__ = ["PICKLE", "PICKLE_INDEX", "SAFETENSORS", "SAFETENSORS_INDEX", "STORAGE_ORDER",
+           "FileWeights", "StateDictWeights", "check_finite", "check_shard_name",
+           "coarsest_storage", "split_storage"]
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -51,64 +67,6 @@ PICKLE_INDEX = "pytorch_model.bin.index.json"
 # ``weight_scale`` per-channel FP8 (:mod:`._fp8`), dequantised. Other integer and 8-bit float
 # tensors are quantized weights whose values mean nothing without their scales: refused.
 _FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
-#: Storage precision names of safetensors / torch dtypes (float64 is read as float32).
-_STORAGE = {"F64": "float32", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-            "torch.float64": "float32", "torch.float32": "float32",
-            "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
-
-
-def _refuse_quantized(name: str, dtype: str, where: str) -> None:
-    raise ModelError(f"tensor {name!r} in {where} is stored as {dtype} (quantized?); rmtbase "
-                     "needs unquantized floating-point weights")
-
-
-#: Storage precisions from coarsest to finest significand (8, 11, 24 bits): the float
-#: records of :mod:`rmtbase.stats.storage` by their bits.
-STORAGE_ORDER = tuple(s.name for s in sorted((r for r in records() if r.is_float),
-                                             key=lambda r: r.bits))
-
-
-def coarsest_storage(names) -> str:
-    """The coarsest of the storage precisions ``names`` (``"float32"`` when there are none)."""
-    names = set(names)
-    for s in STORAGE_ORDER:
-        if s in names:
-            return s
-    return "float32"
-
-
-def split_storage(names) -> tuple[str, str | None]:
-    """``(float storage, quantisation)`` of the tensors read for one layer: a block type
-    (``"q4_1"``, ``"q4_k"`` … from a GGUF file) is dequantised to float32 values, so it counts as
-    float32 storage and is named as the quantisation (several distinct types: joined with
-    ``"+"``, sorted); None when every tensor is a float storage."""
-    names = set(names)
-    quant = sorted(n for n in names if n not in STORAGE_ORDER)
-    floats = [n for n in names if n in STORAGE_ORDER] + (["float32"] if quant else [])
-    return coarsest_storage(floats), "+".join(quant) or None
-
-
-def check_shard_name(name, index: Path, folder: Path | None) -> None:
-    """A shard index may only name files inside the model: a relative path without ``..``
-    that stays inside ``folder`` once normalised (ModelError otherwise).
-
-    The name is resolved lexically, not through symlinks: a Hugging Face cache snapshot folder
-    is a folder of symlinks into ``../../blobs``, and those are the folder's own files. What is
-    refused is an index that *names* a path outside (``../other/model.safetensors``,
-    ``/etc/passwd``, ``C:\\x``).
-    """
-    text = name if isinstance(name, str) else repr(name)
-    bad = (not isinstance(name, str) or not name or "\x00" in name
-           or PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute()
-           or PureWindowsPath(name).drive
-           or ".." in PurePosixPath(name.replace("\\", "/")).parts)
-    if not bad and folder is not None:
-        root = os.path.normpath(os.path.abspath(folder))
-        full = os.path.normpath(os.path.join(root, name))
-        bad = os.path.commonpath([root, full]) != root
-    if bad:
-        raise ModelError(f"shard index {index} names {text!r}, which is outside the model "
-                         "folder; refusing to read it")
 
 
 def _pickle_reason(exc: BaseException) -> str:
@@ -118,15 +76,6 @@ def _pickle_reason(exc: BaseException) -> str:
         return ("it holds Python objects besides tensors, which rmtbase does not unpickle "
                 "(that could run code); convert the checkpoint to safetensors")
     return one_line(exc)
-
-
-def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
-    """Raise ModelError if ``arr`` holds NaN or inf, naming the tensor and its file."""
-    finite = np.isfinite(arr)
-    if not finite.all():
-        bad = int(arr.size - np.count_nonzero(finite))
-        raise ModelError(f"tensor {name!r} in {where} has {bad} non-finite (NaN/inf) entries")
-    return arr
 
 
 class FileWeights:
@@ -197,19 +146,7 @@ class FileWeights:
         return path
 
     def _read_index(self, filename: str) -> dict[str, str]:
-        path = self._path(filename)
-        try:
-            weight_map = json.loads(path.read_text())["weight_map"]
-        except RecursionError as exc:
-            raise ModelError(f"cannot read shard index {path}: nested too deeply") from exc
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            reason = f"no {one_line(exc)}" if isinstance(exc, KeyError) else one_line(exc)
-            raise ModelError(f"cannot read shard index {path}: {reason}") from exc
-        if not isinstance(weight_map, dict):
-            raise ModelError(f"cannot read shard index {path}: 'weight_map' is not a mapping")
-        for shard in set(weight_map.values()):
-            check_shard_name(shard, path, self._folder)
-        return {str(k): str(v) for k, v in weight_map.items()}
+        return read_index(self._path(filename), self._folder)
 
     def _header(self, filename: str) -> dict:
         """The checked header of a safetensors file (:func:`._safetensors.read_header`), read
@@ -290,13 +227,13 @@ class FileWeights:
 
                 info = self._header(filename)[name]
                 dtype = info["dtype"]
-                self._storage[name] = _STORAGE.get(dtype, dtype)
+                self._storage[name] = DTYPE_STORAGE.get(dtype, dtype)
                 if dtype in ("F8_E4M3", "F8_E5M2") and self._scale_name(name) in self._keys:
                     arr = self._fp8(name, info, filename, where)
                 elif dtype == "F8_E4M3" and self._scale_name(name, "") in self._keys:
                     arr = self._fp8(name, info, filename, where, channel=True)
                 elif dtype not in _FLOAT_DTYPES:
-                    _refuse_quantized(name, dtype, where)
+                    refuse_quantized(name, dtype, where)
                 else:
                     arr = read_float32(self._headers[filename]["path"], info)
             else:
@@ -305,8 +242,8 @@ class FileWeights:
                     raise ModelError(f"tensor {name!r} not found in {where}")
                 tensor = state[name]
                 if not tensor.is_floating_point() or tensor.element_size() < 2:
-                    _refuse_quantized(name, str(tensor.dtype), where)
-                self._storage[name] = _STORAGE.get(str(tensor.dtype), str(tensor.dtype))
+                    refuse_quantized(name, str(tensor.dtype), where)
+                self._storage[name] = DTYPE_STORAGE.get(str(tensor.dtype), str(tensor.dtype))
                 arr = tensor.detach().float().numpy()
         except ModelError:
             raise
@@ -357,47 +294,3 @@ class FileWeights:
     def close(self) -> None:
         self._headers.clear()
         self._pickled = None
-
-
-class StateDictWeights:
-    """Reader of a loaded ``torch.nn.Module``; tensors are converted one at a time."""
-
-    def __init__(self, module, label: str):
-        self.label = label
-        try:
-            self._state = module.state_dict()
-        except Exception as exc:
-            raise ModelError(f"cannot get the state dict of {label}: {one_line(exc)}") from exc
-        self._keys = set(self._state)
-        self._storage: dict[str, str] = {}
-
-    def keys(self) -> set[str]:
-        return self._keys
-
-    def file_name(self, name: str) -> str:
-        """The module's own name of tensor ``name`` (the same)."""
-        return name
-
-    def storage_of(self, name: str) -> str:
-        """Storage precision of tensor ``name`` as it was read (after :meth:`get`)."""
-        return self._storage[name]
-
-    def take_storage(self) -> dict[str, str]:
-        """``{name: storage}`` of the tensors read since the last call (then forgotten)."""
-        out, self._storage = self._storage, {}
-        return out
-
-    def get(self, name: str) -> np.ndarray:
-        if name not in self._state:
-            raise ModelError(f"tensor {name!r} not found in the loaded model {self.label}")
-        tensor = self._state[name]
-        if getattr(tensor, "is_meta", False):
-            raise ModelError(f"tensor {name!r} of {self.label} is on the meta device (not loaded)")
-        if not tensor.is_floating_point() or tensor.element_size() < 2:
-            _refuse_quantized(name, str(tensor.dtype), f"loaded model {self.label}")
-        self._storage[name] = _STORAGE.get(str(tensor.dtype), str(tensor.dtype))
-        arr = tensor.detach().to("cpu").float().numpy()
-        return check_finite(np.asarray(arr, dtype=np.float32), name, f"loaded model {self.label}")
-
-    def close(self) -> None:
-        self._state = {}

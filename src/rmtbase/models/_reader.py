@@ -1,0 +1,64 @@
+"""What every tensor reader shares: the storage precision of what it returned, and the refusals.
+
+A reader (:class:`~rmtbase.models.weights.FileWeights`,
+:class:`~rmtbase.models._state_dict.StateDictWeights`,
+:class:`~rmtbase.models.gguf.GGUFWeights`) returns float32 numpy arrays and remembers each
+tensor's *storage* precision (``"float32"``, ``"float16"``, ``"bfloat16"``; float64 counts as
+float32, since it is read as float32), so that scoring can pass its null through the same
+rounding (:mod:`rmtbase.stats.precision`). Tensors in integer or 8-bit float dtypes without
+their scales are quantized weights whose values mean nothing alone: refused
+(:func:`refuse_quantized`); NaN/inf values are refused (:func:`check_finite`). Both refusals
+are :class:`rmtbase.errors.ModelError` naming the tensor and the file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelError
+from ..stats.storage import records
+
+#: Storage precision names of safetensors / torch dtypes (float64 is read as float32).
+DTYPE_STORAGE = {"F64": "float32", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+                 "torch.float64": "float32", "torch.float32": "float32",
+                 "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
+
+
+def refuse_quantized(name: str, dtype: str, where: str) -> None:
+    raise ModelError(f"tensor {name!r} in {where} is stored as {dtype} (quantized?); rmtbase "
+                     "needs unquantized floating-point weights")
+
+
+#: Storage precisions from coarsest to finest significand (8, 11, 24 bits): the float
+#: records of :mod:`rmtbase.stats.storage` by their bits.
+STORAGE_ORDER = tuple(s.name for s in sorted((r for r in records() if r.is_float),
+                                             key=lambda r: r.bits))
+
+
+def coarsest_storage(names) -> str:
+    """The coarsest of the storage precisions ``names`` (``"float32"`` when there are none)."""
+    names = set(names)
+    for s in STORAGE_ORDER:
+        if s in names:
+            return s
+    return "float32"
+
+
+def split_storage(names) -> tuple[str, str | None]:
+    """``(float storage, quantisation)`` of the tensors read for one layer: a block type
+    (``"q4_1"``, ``"q4_k"`` … from a GGUF file) is dequantised to float32 values, so it counts as
+    float32 storage and is named as the quantisation (several distinct types: joined with
+    ``"+"``, sorted); None when every tensor is a float storage."""
+    names = set(names)
+    quant = sorted(n for n in names if n not in STORAGE_ORDER)
+    floats = [n for n in names if n in STORAGE_ORDER] + (["float32"] if quant else [])
+    return coarsest_storage(floats), "+".join(quant) or None
+
+
+def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
+    """Raise ModelError if ``arr`` holds NaN or inf, naming the tensor and its file."""
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = int(arr.size - np.count_nonzero(finite))
+        raise ModelError(f"tensor {name!r} in {where} has {bad} non-finite (NaN/inf) entries")
+    return arr
