@@ -32,10 +32,9 @@ enough draws, so ordinary requests get the same table as without it, and a first
 :func:`shipped_band` returns the null spectrum band of the spectrum figure where
 ``data/spectrum_bands.json`` holds it (the seed shapes, 200 draws, seed 0).
 
-:func:`rescale` turns a table at (σ_Q, σ_K) into one at any other (σ_Q', σ_K') exactly, through
-each variable's ``sigma_power``/``scaling`` attrs (see :data:`rmtbase.stats.STAT_INFO`): with
-r the ratio of the variable's σ (σ_Qσ_K for W_QK statistics, σ_Q or σ_K for W_Q or W_K),
-``value * r**p`` for ``scaling="power"`` and ``value + p ln r`` for ``scaling="log"``.
+:func:`rescale` (exact rescaling to any σ) lives in :mod:`rmtbase.baseline.rescaling`, and
+:func:`verify_table` / :func:`missing_variables` in :mod:`rmtbase.baseline.table_check`; both
+are re-exported here.
 """
 
 from __future__ import annotations
@@ -47,9 +46,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, TableError, check_dims, check_sigma
+from ..errors import InputError, TableError, check_dims
 from ..files.user_cache import cache_dir
-from .limits import LAMBDA_VAR
+from .rescaling import rescale  # noqa: F401 - re-exported (rmtbase.baseline.cache.rescale)
+from .table_check import missing_variables, verify_table
 
 #: Statistic sets that a table generated with ``stats=key`` can serve.
 _SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},
@@ -126,61 +126,6 @@ def _cached_entries(directory: Path) -> list[dict]:
     return [e for e in out if e["stats"] in _SERVES and e["storage"] in STORAGES]
 
 
-def verify_table(ds, entry: dict, path) -> None:
-    """Raise :class:`TableError` naming ``path`` unless the table's contents are what its
-    index entry or file name says: cell (d, d_h), draws, seed, statistic set, ensemble, dtype,
-    storage precision and σ_Q = σ_K = 1 (every variable of the statistic set present; a
-    spectral statistic may instead be derivable from the stored spectrum ``lambda``,
-    :mod:`rmtbase.baseline.spectra`)."""
-    a = ds.attrs
-    found = {
-        "d": [int(x) for x in np.atleast_1d(ds["d"].values)] if "d" in ds.coords else None,
-        "d_h": [int(x) for x in np.atleast_1d(ds["d_h"].values)] if "d_h" in ds.coords else None,
-        "draws": ds.sizes.get("draw"), "seed": _int_or_none(a.get("seed")),
-        "stats": a.get("stats"), "ensemble": a.get("ensemble"), "dtype": a.get("dtype"),
-        "storage": a.get("storage_dtype", "float32"),
-        "sigma": (_float_or_none(a.get("sigma_q")), _float_or_none(a.get("sigma_k"))),
-    }
-    want = {"d": [entry["d"]], "d_h": [entry["d_h"]], "draws": entry["draws"],
-            "seed": entry["seed"], "stats": entry["stats"], "ensemble": entry["ensemble"],
-            "dtype": entry["dtype"], "storage": entry.get("storage", "float32"),
-            "sigma": (1.0, 1.0)}
-    bad = [f"{k}={found[k]!r} (expected {want[k]!r})" for k in want if found[k] != want[k]]
-    if not bad:
-        missing = missing_variables(ds.data_vars, entry["stats"])
-        if missing:
-            bad = [f"missing variables {missing[:3]}{'…' if len(missing) > 3 else ''}"]
-    if not bad and "draw" in ds.dims:
-        empty = [v for v in ds.data_vars if "draw" in ds[v].dims
-                 and not np.isfinite(ds[v].values).any() and not _may_be_undefined(v, want)]
-        if empty:
-            bad = [f"variables with no finite draw {empty[:3]}"]
-    if bad:
-        raise TableError(f"{path} does not hold the table its name promises: {bad[0]}")
-
-
-def _may_be_undefined(var: str, want: dict) -> bool:
-    """Whether table variable ``var`` may hold no finite draw at all: the Weibull fits of a
-    block-quantised storage (exact zeros among the fitted ranks: ln 0), e.g. every draw of
-    Q4_0 at d_h = 64. Such a statistic is left out when scoring
-    (:func:`rmtbase.scoring.null_checks.undefined_under_null`), and its table is valid."""
-    from ..stats.storage import storage_record
-
-    return "weibull" in str(var) and not storage_record(want["storage"]).is_float
-
-
-def missing_variables(names, stats: str, wanted: str = "all") -> list[str]:
-    """The variables a table of statistic set ``stats`` holding variables ``names`` lacks, of
-    those a run of ``wanted`` statistics reads (a spectral statistic is not missing where the
-    spectrum ``lambda`` is stored: it is derived, :mod:`rmtbase.baseline.spectra`)."""
-    need = _expected_vars(stats) & _expected_vars(wanted)
-    if LAMBDA_VAR in names:
-        from ..stats import SPECTRAL_STATS
-
-        need -= set(SPECTRAL_STATS)
-    return sorted(need - set(names))
-
-
 def check_shipped_tables(d: int, d_h: int, wanted: str = "all") -> None:
     """TableError (one line naming the command that rebuilds it), before any weight is read,
     if a shipped table of cell (d, d_h) lacks a variable that a run of ``wanted`` statistics
@@ -209,30 +154,6 @@ def check_shipped_tables(d: int, d_h: int, wanted: str = "all") -> None:
             raise TableError(f"the shipped null table {e['file']} lacks "
                              f"{', '.join(missing[:3])}{'…' if len(missing) > 3 else ''} "
                              f"(statistics added since it was made); rebuild it: {cmd}")
-
-
-def _expected_vars(stats: str) -> set[str]:
-    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
-
-    spectral = set(SPECTRAL_STATS)
-    element = {f"{m}_{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS}
-    rms = {"q_rms", "k_rms"}
-    return {"all": spectral | element | rms, "spectral": spectral | rms,
-            "elementwise": element | rms}[stats]
-
-
-def _int_or_none(x):
-    try:
-        return int(x)
-    except (TypeError, ValueError):
-        return None
-
-
-def _float_or_none(x):
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return None
 
 
 def _select(ds, stats: str):
@@ -368,38 +289,3 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
         warnings.warn(f"rmtbase: could not cache the table in {directory}: {exc}",
                       RuntimeWarning, stacklevel=2)
     return ds
-
-
-def rescale(ds, sigma_q: float, sigma_k: float):
-    """The table ``ds`` at entry std (σ_Q, σ_K), by exact rescaling of every variable (in
-    float64, rounded once to the variable's dtype; :class:`InputError` where a value would
-    leave that dtype's range, :func:`rmtbase.baseline.limits.scale_values`)."""
-    from .tables import reference_values
-
-    sigma_q, sigma_k = check_sigma(sigma_q, "sigma_q"), check_sigma(sigma_k, "sigma_k")
-    try:
-        old_q, old_k = float(ds.attrs["sigma_q"]), float(ds.attrs["sigma_k"])
-    except KeyError as exc:
-        raise TableError("table has no sigma_q/sigma_k attributes; not an rmtbase table") from exc
-    ratio = {"sigma_q": sigma_q / old_q, "sigma_k": sigma_k / old_k,
-             "sigma_q*sigma_k": (sigma_q / old_q) * (sigma_k / old_k)}
-    from .limits import scale_values
-
-    out = ds.copy()
-    for name, var in ds.data_vars.items():
-        r = ratio[var.attrs["sigma_of"]]
-        p = int(var.attrs["sigma_power"])
-        if var.attrs["scaling"] not in ("power", "log"):
-            raise TableError(f"variable {name} has unknown scaling {var.attrs['scaling']!r}")
-        of = var.attrs["sigma_of"]
-        new = scale_values(var.values, p, var.attrs["scaling"], r, var.dtype, str(name),
-                           f"({of})" if "*" in of else of, sigma_q, sigma_k)
-        out[name] = var.copy(data=new)
-    out.attrs = dict(ds.attrs, sigma_q=sigma_q, sigma_k=sigma_k)
-    if ds.attrs.get("ensemble") == "lowrank":
-        cells = [c.split("x") for c in str(ds.attrs.get("cells", "")).split(",") if c]
-        refs = {f"{a}x{b}": reference_values(int(a), int(b), sigma_q, sigma_k) for a, b in cells}
-        out.attrs["analytic_reference_values"] = json.dumps(refs, sort_keys=True)
-    out.attrs["history"] = (ds.attrs.get("history", "") + f"rescaled from sigma_q={old_q}, "
-                            f"sigma_k={old_k} to sigma_q={sigma_q}, sigma_k={sigma_k}; ").strip()
-    return out

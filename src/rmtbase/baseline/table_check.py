@@ -1,0 +1,97 @@
+"""Whether a null table holds what its name promises, and which variables it must hold.
+
+:func:`verify_table` checks a table read from the package data or the user cache against its
+index entry or file name (:mod:`rmtbase.baseline.cache`): cell (d, d_h), draws, seed,
+statistic set, ensemble, dtype, storage precision and σ_Q = σ_K = 1, every variable of the
+statistic set present and each with at least one finite draw (the Weibull fits of a
+block-quantised storage excepted). :func:`missing_variables` lists what a table of one
+statistic set lacks for a run; a spectral statistic is never missing where the spectrum
+``lambda`` is stored, since it is derived from it at read time
+(:func:`rmtbase.baseline.spectra.spectral_from_table`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TableError
+from .limits import LAMBDA_VAR
+
+
+def verify_table(ds, entry: dict, path) -> None:
+    """Raise :class:`TableError` naming ``path`` unless the table's contents are what its
+    index entry or file name says: cell (d, d_h), draws, seed, statistic set, ensemble, dtype,
+    storage precision and σ_Q = σ_K = 1 (every variable of the statistic set present; a
+    spectral statistic may instead be derivable from the stored spectrum ``lambda``,
+    :mod:`rmtbase.baseline.spectra`)."""
+    a = ds.attrs
+    found = {
+        "d": [int(x) for x in np.atleast_1d(ds["d"].values)] if "d" in ds.coords else None,
+        "d_h": [int(x) for x in np.atleast_1d(ds["d_h"].values)] if "d_h" in ds.coords else None,
+        "draws": ds.sizes.get("draw"), "seed": _int_or_none(a.get("seed")),
+        "stats": a.get("stats"), "ensemble": a.get("ensemble"), "dtype": a.get("dtype"),
+        "storage": a.get("storage_dtype", "float32"),
+        "sigma": (_float_or_none(a.get("sigma_q")), _float_or_none(a.get("sigma_k"))),
+    }
+    want = {"d": [entry["d"]], "d_h": [entry["d_h"]], "draws": entry["draws"],
+            "seed": entry["seed"], "stats": entry["stats"], "ensemble": entry["ensemble"],
+            "dtype": entry["dtype"], "storage": entry.get("storage", "float32"),
+            "sigma": (1.0, 1.0)}
+    bad = [f"{k}={found[k]!r} (expected {want[k]!r})" for k in want if found[k] != want[k]]
+    if not bad:
+        missing = missing_variables(ds.data_vars, entry["stats"])
+        if missing:
+            bad = [f"missing variables {missing[:3]}{'…' if len(missing) > 3 else ''}"]
+    if not bad and "draw" in ds.dims:
+        empty = [v for v in ds.data_vars if "draw" in ds[v].dims
+                 and not np.isfinite(ds[v].values).any() and not _may_be_undefined(v, want)]
+        if empty:
+            bad = [f"variables with no finite draw {empty[:3]}"]
+    if bad:
+        raise TableError(f"{path} does not hold the table its name promises: {bad[0]}")
+
+
+def _may_be_undefined(var: str, want: dict) -> bool:
+    """Whether table variable ``var`` may hold no finite draw at all: the Weibull fits of a
+    block-quantised storage (exact zeros among the fitted ranks: ln 0), e.g. every draw of
+    Q4_0 at d_h = 64. Such a statistic is left out when scoring
+    (:func:`rmtbase.scoring.null_checks.undefined_under_null`), and its table is valid."""
+    from ..stats.storage import storage_record
+
+    return "weibull" in str(var) and not storage_record(want["storage"]).is_float
+
+
+def missing_variables(names, stats: str, wanted: str = "all") -> list[str]:
+    """The variables a table of statistic set ``stats`` holding variables ``names`` lacks, of
+    those a run of ``wanted`` statistics reads (a spectral statistic is not missing where the
+    spectrum ``lambda`` is stored: it is derived, :mod:`rmtbase.baseline.spectra`)."""
+    need = _expected_vars(stats) & _expected_vars(wanted)
+    if LAMBDA_VAR in names:
+        from ..stats import SPECTRAL_STATS
+
+        need -= set(SPECTRAL_STATS)
+    return sorted(need - set(names))
+
+
+def _expected_vars(stats: str) -> set[str]:
+    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
+
+    spectral = set(SPECTRAL_STATS)
+    element = {f"{m}_{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS}
+    rms = {"q_rms", "k_rms"}
+    return {"all": spectral | element | rms, "spectral": spectral | rms,
+            "elementwise": element | rms}[stats]
+
+
+def _int_or_none(x):
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float_or_none(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
