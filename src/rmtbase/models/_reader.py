@@ -8,7 +8,8 @@ float32, since it is read as float32), so that scoring can pass its null through
 rounding (:mod:`rmtbase.stats.precision`). Tensors in integer or 8-bit float dtypes without
 their scales are quantized weights whose values mean nothing alone: refused
 (:func:`refuse_quantized`); NaN/inf values are refused (:func:`check_finite`). Both refusals
-are :class:`rmtbase.errors.ModelError` naming the tensor and the file.
+are :class:`rmtbase.errors.ModelError` naming the tensor and the file. :class:`TensorReader`
+holds the part of the interface that is the same for the file and state-dict readers.
 """
 
 from __future__ import annotations
@@ -62,3 +63,28 @@ def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
         bad = int(arr.size - np.count_nonzero(finite))
         raise ModelError(f"tensor {name!r} in {where} has {bad} non-finite (NaN/inf) entries")
     return arr
+
+
+class TensorReader:
+    """The interface's common part: ``keys()`` (the set ``self._keys``), ``file_name`` (a
+    tensor's own name: the same), and the storage log ``self._storage`` (``{name: storage}``
+    of what :meth:`get` returned) behind ``storage_of`` and ``take_storage``."""
+
+    _keys: set[str]
+    _storage: dict[str, str]
+
+    def keys(self) -> set[str]:
+        return self._keys
+
+    def file_name(self, name: str) -> str:
+        """The reader's own name of tensor ``name`` (the same: names are read as they are)."""
+        return name
+
+    def storage_of(self, name: str) -> str:
+        """Storage precision of tensor ``name`` as it was read (after :meth:`get`)."""
+        return self._storage[name]
+
+    def take_storage(self) -> dict[str, str]:
+        """``{name: storage}`` of the tensors read since the last call (then forgotten)."""
+        out, self._storage = self._storage, {}
+        return out

@@ -1,7 +1,8 @@
 """Tensor access by name from an already-loaded ``torch.nn.Module``'s ``state_dict()``.
 
 :class:`StateDictWeights` has the reader interface of :mod:`rmtbase.models.weights`
-(``keys()``, ``get(name)``, ``storage_of``, ``take_storage``, ``close()``); no copy of the
+(``keys()``, ``get(name)``, ``storage_of``, ``take_storage``, ``close()``; the common part
+:class:`._reader.TensorReader`); no copy of the
 model is made, each tensor is converted to a finite float32 numpy array when asked for
 (:mod:`._reader`: storage precision, refusals).
 """
@@ -12,10 +13,10 @@ import numpy as np
 
 from ..errors import ModelError
 from ._errors import one_line
-from ._reader import DTYPE_STORAGE, check_finite, refuse_quantized
+from ._reader import DTYPE_STORAGE, TensorReader, check_finite, refuse_quantized
 
 
-class StateDictWeights:
+class StateDictWeights(TensorReader):
     """Reader of a loaded ``torch.nn.Module``; tensors are converted one at a time."""
 
     def __init__(self, module, label: str):
@@ -26,22 +27,6 @@ class StateDictWeights:
             raise ModelError(f"cannot get the state dict of {label}: {one_line(exc)}") from exc
         self._keys = set(self._state)
         self._storage: dict[str, str] = {}
-
-    def keys(self) -> set[str]:
-        return self._keys
-
-    def file_name(self, name: str) -> str:
-        """The module's own name of tensor ``name`` (the same)."""
-        return name
-
-    def storage_of(self, name: str) -> str:
-        """Storage precision of tensor ``name`` as it was read (after :meth:`get`)."""
-        return self._storage[name]
-
-    def take_storage(self) -> dict[str, str]:
-        """``{name: storage}`` of the tensors read since the last call (then forgotten)."""
-        out, self._storage = self._storage, {}
-        return out
 
     def get(self, name: str) -> np.ndarray:
         if name not in self._state:

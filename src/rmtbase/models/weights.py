@@ -42,6 +42,7 @@ from ._errors import one_line
 from ._reader import (
     DTYPE_STORAGE,
     STORAGE_ORDER,
+    TensorReader,
     check_finite,
     coarsest_storage,
     refuse_quantized,
@@ -78,7 +79,7 @@ def _pickle_reason(exc: BaseException) -> str:
     return one_line(exc)
 
 
-class FileWeights:
+class FileWeights(TensorReader):
     """Lazy reader of checkpoint files named by ``files`` and obtained through ``fetch``.
 
     Parameters
@@ -187,15 +188,7 @@ class FileWeights:
             raise ModelError(f"tensor {name!r} not found in the weights of {self.label}")
         return self._map[name] if self._map is not None else self._single
 
-    # -- interface ---------------------------------------------------------------------
-    def keys(self) -> set[str]:
-        return self._keys
-
-    def file_name(self, name: str) -> str:
-        """The checkpoint's own name of tensor ``name`` (the same: its names are read as
-        they are)."""
-        return name
-
+    # -- interface (keys, file_name, storage_of, take_storage: _reader.TensorReader) ------
     def prefetch(self, names) -> None:
         """Say which tensors are read next: a remote shard (:mod:`rmtbase.files.ranges`)
         fetches their byte ranges (FP8 scales included) in as few requests as it can; a local
@@ -281,15 +274,6 @@ class FileWeights:
             raise ModelError(f"{one_line(exc)} ({where})") from exc
         self._storage[name] = CHANNEL_STORAGE if channel else FORMATS[fmt][1]
         return arr
-
-    def storage_of(self, name: str) -> str:
-        """Storage precision of tensor ``name`` as it was read (after :meth:`get`)."""
-        return self._storage[name]
-
-    def take_storage(self) -> dict[str, str]:
-        """``{name: storage}`` of the tensors read since the last call (then forgotten)."""
-        out, self._storage = self._storage, {}
-        return out
 
     def close(self) -> None:
         self._headers.clear()
