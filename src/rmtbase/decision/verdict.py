@@ -5,15 +5,8 @@
 
 σ handling
 ----------
-Null tables are at σ = 1. A statistic that carries scale (``STAT_INFO[stat]["sigma_power"]``
-p ≠ 0; σ is σ_Q σ_K for ``qk.*``, σ_Q for ``q.*``, σ_K for ``k.*``, and for ``w.*`` — a
-whole weight matrix, :mod:`rmtbase.scoring.components` — its own rms, passed as σ_Q) is compared in
-*self-normalised* form: the head's value and every null draw are divided by their own scale^p
-(rms_Q^p, rms_K^p or (rms_Q rms_K)^p), or shifted by −p ln(scale) for ``scaling="log"``
-statistics (differential entropies). Under the null W = σ G both value and scale scale
-exactly, so the self-normalised statistic has the same law for every σ and the σ = 1 draws
-(which store their own ``q.rms``, ``k.rms``) give that law exactly; nothing is estimated from
-the model. Null mean and std are reported back in the head's raw units; z is unchanged by this.
+Heads' statistics and the null draws are compared in self-normalised form
+(:mod:`rmtbase.decision.scale`): z is unchanged by it; null mean and std are in raw units.
 
 Per test (layer × head × stat)
 ------------------------------
@@ -44,10 +37,8 @@ all heads at ``alpha`` — the decision. ``head_effect``: the largest |distance|
 statistic that attains it; ``group_effect`` (layer, head, stat_group): the same maximum within
 each group of statistics (entry law, product law, spectrum) — how the head departs.
 
-Resolution. With N null draws and no GPD tail (N < 8 · MIN_TAIL = 400) no p-value goes below
-2/(N + 1). Where that floor exceeds alpha / (number of heads) — what one head needs to be flagged
-alone — attrs ``resolution_note`` says so (the decision is limited by the draws; rank by
-``head_effect``), and the CLI prints it.
+Resolution. attrs ``resolution_note`` (:mod:`rmtbase.decision.resolution`) says where the
+draws, not the heads, limit the decision; the CLI prints it.
 
 Nulls
 -----
@@ -62,69 +53,16 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError, ModelError, TableError
+from ..errors import InputError, TableError
 from ..stats.null_kind import Null
-from ..stats.statistic import nan_reasons
-from .effect import distance, effect_kind, head_effect, natural_effect, null_moments
-from .family import DUPLICATES, GROUPS, NOT_TESTED, group_of, in_family, stat_family_mask
+from ._dataset import HEAD_VARS, NAN_REASONS, SCORE_VARS, _dataset  # noqa: F401 - re-exported
+from .effect import distance, head_effect, natural_effect, null_moments
+from .family import NOT_TESTED, in_family, stat_family_mask
 from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
+from .resolution import resolution_note
+from .scale import _check_rms, _to_raw, normalise, scaling  # noqa: F401 - re-exported
 from .significance import _check_alpha, benjamini_hochberg
-from .tails import MIN_TAIL, TailModel
-
-#: Data variables over (layer, head, stat), in output order.
-SCORE_VARS = ("value", "null_mean", "null_std", "z", "distance", "effect", "p_value", "p_method",
-              "q_value", "percentile", "flag", "effect_size", "null_band_lo", "null_band_hi")
-#: Data variables over (layer, head).
-HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head_effect",
-             "head_top_stat", "head_n_stats")
-#: Why an estimator returns NaN (reported, never silently dropped), from the records.
-NAN_REASONS = nan_reasons()
-
-
-def _matrix_scale(name: str, rms_q, rms_k):
-    matrix = name.split(".", 1)[0]
-    if matrix in ("q", "w"):  # w.*: a whole matrix (rmtbase.scoring.components), its rms as rms_q
-        return np.asarray(rms_q, dtype=np.float64)
-    if matrix == "k":
-        return np.asarray(rms_k, dtype=np.float64)
-    if matrix == "qk":
-        return np.asarray(rms_q, dtype=np.float64) * np.asarray(rms_k, dtype=np.float64)
-    raise InputError(f"statistic {name!r} is not of the form q.*, k.*, qk.* or w.*")
-
-
-def scaling(name: str) -> tuple[float, str]:
-    """(sigma_power, scaling) of ``<matrix>.<stat>`` from STAT_INFO."""
-    from ..stats import STAT_INFO
-
-    bare = name.split(".", 1)[1] if "." in name else name
-    if bare not in STAT_INFO:
-        raise InputError(f"unknown statistic {name!r}")
-    info = STAT_INFO[bare]
-    return float(info.get("sigma_power", 0)), str(info.get("scaling", "power"))
-
-
-def normalise(name: str, value, rms_q, rms_k) -> np.ndarray:
-    """Self-normalised form of statistic ``name``: value / scale^p, or value − p ln scale."""
-    p, how = scaling(name)
-    value = np.asarray(value, dtype=np.float64)
-    if p == 0:
-        return value
-    scale = _matrix_scale(name, rms_q, rms_k)
-    if how == "log":
-        return value - p * np.log(scale)
-    return value / scale**p
-
-
-def _to_raw(name: str, x, rms_q, rms_k, *, spread: bool = False) -> np.ndarray:
-    """A self-normalised location (or, with ``spread``, a spread) back in raw units."""
-    p, how = scaling(name)
-    x = np.asarray(x, dtype=np.float64)
-    if p == 0:
-        return x + 0 * np.asarray(rms_q)
-    scale = _matrix_scale(name, rms_q, rms_k)
-    if how == "log":
-        return x + (0 * scale if spread else p * np.log(scale))
-    return x * scale**p
+from .tails import TailModel
 
 
 def _models(ref: np.ndarray, shape) -> tuple[np.ndarray, list]:
@@ -134,12 +72,6 @@ def _models(ref: np.ndarray, shape) -> tuple[np.ndarray, list]:
         return np.zeros(shape, dtype=np.int64), [m]
     flat = ref.reshape(-1, ref.shape[-1])
     return np.arange(flat.shape[0]).reshape(shape), [TailModel(r) for r in flat]
-
-
-def _check_rms(rms_q, rms_k):
-    for r in (rms_q, rms_k):
-        if np.any(~np.isfinite(r)) or np.any(r <= 0):
-            raise ModelError("a head has zero or non-finite W_Q/W_K entries; cannot score it")
 
 
 def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
@@ -268,37 +200,6 @@ def _tests(values, names, rms_q, rms_k, null, spectral_null):
     return out, models, n_draws
 
 
-def resolution_note(n_draws, n_heads: int, alpha: float, null_kind: str = "") -> str:
-    """'' or one sentence: the smallest p the draws can give exceeds what one head needs
-    (alpha / n_heads) to be flagged (module docstring, "Resolution"). ``n_draws``: the draws
-    per statistic, a sequence or {statistic: draws}; given names, the option to raise is the
-    one that sets the limiting statistic's draws (``--element-draws`` for W_QK element
-    statistics under the permutation null, else ``--draws``)."""
-    if not n_draws:
-        return ""
-    named = dict(n_draws) if isinstance(n_draws, dict) else {}
-    n = int(min(named.values() if named else n_draws))
-    if n // 8 >= MIN_TAIL:
-        return ""
-    floor = min(1.0, 2.0 / (n + 1))
-    need = alpha / max(1, n_heads)
-    if floor <= need:
-        return ""
-    option = "--draws"
-    if null_kind == "permutation" and named:
-        from ..stats import SPECTRAL_STATS
-
-        spectral = {f"qk.{s}" for s in SPECTRAL_STATS} | set(SPECTRAL_STATS)
-        limiting = [k for k, v in named.items() if int(v) == n]
-        if any(k.startswith("qk.") and k not in spectral for k in limiting):
-            option = "--element-draws"
-    return (f"with {n} null draws per statistic no p-value goes below {floor:.3g} (a GPD tail "
-            f"needs >= {8 * MIN_TAIL} draws), while one head alone needs p <= alpha/heads = "
-            f"{need:.2g} to be flagged: the decision is limited by the draws (use more, e.g. "
-            f"{option} {int(np.ceil(2 / need))}); read the profile's effects, in each axis's "
-            "own units, for how the heads differ")
-
-
 def _stat_bh(out, names, family, shape, group_size, alpha):
     """Per-statistic BH over the family mask; duplicates take their representative's q."""
     mask = np.broadcast_to(stat_family_mask(names, family, shape[-1], group_size),
@@ -347,47 +248,3 @@ def _head_p(out, names, family, models, null, shape) -> dict:
         heads["head_p_method"][sel] = meth
     heads["head_n_stats"] = np.isfinite(p_heads).sum(axis=-1)
     return heads
-
-
-def _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable):
-    dims = ("layer", "head", "stat")
-    coords = {"layer": np.arange(shape[0]), "head": np.arange(shape[1]), "stat": names}
-    ds = xr.Dataset(coords=coords)
-    for v in SCORE_VARS:
-        data = out[v].astype(str) if v == "p_method" else out[v]
-        ds[v] = (dims, data)
-    for v in HEAD_VARS:
-        data = heads[v].astype(str) if heads[v].dtype == object else heads[v]
-        ds[v] = (("layer", "head"), data)
-    groups = [g for g in GROUPS if any(group_of(n) == g for n in family)]
-    if groups:
-        ge = np.full(shape + (len(groups),), np.nan)
-        for gi, g in enumerate(groups):
-            sub = [n for n in family if group_of(n) == g]
-            ge[..., gi] = head_effect(out["distance"], names, sub)[0]
-        ds["group_effect"] = (("layer", "head", "stat_group"), ge)
-        ds.coords["stat_group"] = groups
-    ds["in_family"] = (("stat",), np.array([n in family for n in names]))
-    ds["group"] = (("stat",), np.array([group_of(n) for n in names], dtype=str))
-    ds["null_draws"] = (("stat",), np.array([n_draws[n] for n in names], dtype=np.int64))
-    ds["sigma_power"] = (("stat",), np.array([scaling(n)[0] for n in names]))
-    ds["effect_kind"] = (("stat",), np.array([effect_kind(n)[0] for n in names], dtype=str))
-    nan = {}
-    for j, n in enumerate(names):
-        bad = int(np.sum(~np.isfinite(out["p_value"][..., j])))
-        if bad:
-            bare = n.split(".", 1)[1]
-            nan[n] = {"count": bad, "reason": NAN_REASONS.get(bare, "the statistic is undefined "
-                                                          "for this head (non-finite value)")}
-    ds.attrs.update(alpha=alpha, null_kind=null_kind.name, decision_family=",".join(family),
-                    unreliable=",".join(unreliable),
-                    duplicates="; ".join(f"{k} -> {r} ({why})" for k, (r, why) in
-                                         DUPLICATES.items() if k in names),
-                    nan_tests=_json(nan))
-    return ds
-
-
-def _json(obj) -> str:
-    import json
-
-    return json.dumps(obj, sort_keys=True)

@@ -1,0 +1,45 @@
+"""What the null draws can resolve: the smallest p-value the draws give against what one head
+needs to be flagged (used by :func:`rmtbase.decision.verdict.score_values_by_layer`).
+
+Resolution. With N null draws and no GPD tail (N < 8 · MIN_TAIL = 400) no p-value goes below
+2/(N + 1). Where that floor exceeds alpha / (number of heads) — what one head needs to be flagged
+alone — attrs ``resolution_note`` says so (the decision is limited by the draws; rank by
+``head_effect``), and the CLI prints it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .tails import MIN_TAIL
+
+
+def resolution_note(n_draws, n_heads: int, alpha: float, null_kind: str = "") -> str:
+    """'' or one sentence: the smallest p the draws can give exceeds what one head needs
+    (alpha / n_heads) to be flagged (module docstring, "Resolution"). ``n_draws``: the draws
+    per statistic, a sequence or {statistic: draws}; given names, the option to raise is the
+    one that sets the limiting statistic's draws (``--element-draws`` for W_QK element
+    statistics under the permutation null, else ``--draws``)."""
+    if not n_draws:
+        return ""
+    named = dict(n_draws) if isinstance(n_draws, dict) else {}
+    n = int(min(named.values() if named else n_draws))
+    if n // 8 >= MIN_TAIL:
+        return ""
+    floor = min(1.0, 2.0 / (n + 1))
+    need = alpha / max(1, n_heads)
+    if floor <= need:
+        return ""
+    option = "--draws"
+    if null_kind == "permutation" and named:
+        from ..stats import SPECTRAL_STATS
+
+        spectral = {f"qk.{s}" for s in SPECTRAL_STATS} | set(SPECTRAL_STATS)
+        limiting = [k for k, v in named.items() if int(v) == n]
+        if any(k.startswith("qk.") and k not in spectral for k in limiting):
+            option = "--element-draws"
+    return (f"with {n} null draws per statistic no p-value goes below {floor:.3g} (a GPD tail "
+            f"needs >= {8 * MIN_TAIL} draws), while one head alone needs p <= alpha/heads = "
+            f"{need:.2g} to be flagged: the decision is limited by the draws (use more, e.g. "
+            f"{option} {int(np.ceil(2 / need))}); read the profile's effects, in each axis's "
+            "own units, for how the heads differ")
