@@ -42,7 +42,6 @@ EXCEPTIONS = {
     "scoring/profile.py::_against": {"tuple": 4},
     "scoring/profile.py::add_profile": {"lines": 61, "params": 9},
     "scoring/trajectory.py::_shape": {"tuple": 6},
-    "decision/_dataset.py::_dataset": {"params": 9},
 }
 
 

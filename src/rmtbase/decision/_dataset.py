@@ -25,7 +25,9 @@ HEAD_VARS = ("head_p_value", "head_p_method", "head_q_value", "head_flag", "head
 NAN_REASONS = nan_reasons()
 
 
-def _dataset(out, heads, names, family, n_draws, shape, alpha, null_kind, unreliable):
+def _dataset(out, heads, names, family, n_draws, alpha, null_kind, unreliable):
+    """The Dataset of per-test arrays ``out`` (layer, head, stat) and per-head ``heads``."""
+    shape = out["value"].shape[:-1]
     dims = ("layer", "head", "stat")
     coords = {"layer": np.arange(shape[0]), "head": np.arange(shape[1]), "stat": names}
     ds = xr.Dataset(coords=coords)
