@@ -58,7 +58,7 @@ def test_what_each_null_tests():
     assert not g.per_head and p.per_head
 
 
-def test_in_family_takes_the_value_or_its_name():
+def test_in_family_takes_the_value():
     from rmtbase.decision.family import NULLS as FAMILY_NULLS
     from rmtbase.decision.family import in_family
 
@@ -66,10 +66,10 @@ def test_in_family_takes_the_value_or_its_name():
     names = ["q.mean", "k.kurtosis", "qk.kurtosis", "qk.npr", "qk.pr", "q.rms"]
     assert in_family(names) == in_family(names, null=GaussianNull("float16")) == \
         ["q.mean", "k.kurtosis", "qk.kurtosis", "qk.npr"]
-    assert in_family(names, null="permutation") == in_family(names, null=PermutationNull()) \
-        == ["qk.kurtosis", "qk.npr"]
+    assert in_family(names, null=PermutationNull()) == ["qk.kurtosis", "qk.npr"]
+    # the text is parsed where it enters (Null.parse), not by in_family
     with pytest.raises(InputError, match="^null must be one of"):
-        in_family(names, null="uniform")
+        Null.parse("uniform")
 
 
 def test_element_draws():
@@ -80,11 +80,11 @@ def test_element_draws():
     assert p.needs_element_draws("all") and p.needs_element_draws("elementwise")
     assert not p.needs_element_draws("spectral")
     assert not any(g.needs_element_draws(k) for k in ("all", "spectral", "elementwise"))
-    check_element_draws("gaussian", "all", 0)
+    check_element_draws(g, "all", 0)
     check_element_draws(p, "spectral", 0)
-    check_element_draws("permutation", "all", 20)
+    check_element_draws(p, "all", 20)
     with pytest.raises(InputError) as exc:
-        check_element_draws("permutation", "all", 19, "--element-draws")
+        check_element_draws(p, "all", 19, "--element-draws")
     assert str(exc.value) == (
         "--element-draws 19 is too few: the permutation null's per-head decision needs at "
         "least 20 permutations with W_QK's element statistics (use --stats spectral to leave "
@@ -105,11 +105,11 @@ def test_descriptions_as_the_files_carry_them():
     assert GaussianNull("q4_k").stored_as() == "passed through the q4_k block quantiser"
     assert GaussianNull().stored_as() == "float32"
     # the sentences of scores.nc's ``null`` attr
-    assert null_description("permutation", "float16", None, "auto") == PERM
+    assert null_description(PermutationNull(), "float16", None, "auto") == PERM
     assert null_description(PermutationNull(), ["q4_k", "q6_k"], ["q4_k", "q6_k"], "auto",
                             [0, 1]) == PERM
-    assert null_description("gaussian", "float32", None, "auto") == GAUSS
-    assert null_description("gaussian", "float32", "q4_0", "none") == (
+    assert null_description(GaussianNull(), "float32", None, "auto") == GAUSS
+    assert null_description(GaussianNull(), "float32", "q4_0", "none") == (
         GAUSS + "; the weights look dequantised from q4_0 but the null is not: histogram "
         "statistics are left out of the decision")
     assert null_description(GaussianNull(), ["q4_k", "q4_k", "q6_k", "float32"],

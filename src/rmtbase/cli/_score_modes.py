@@ -45,10 +45,10 @@ class Scored:
     extras: dict | None = None
 
 
-def options(args) -> dict:
-    """The scoring options every mode passes on."""
+def options(args, null) -> dict:
+    """The scoring options every mode passes on; ``null``: the parsed --null (:attr:`Plan.null`)."""
     return dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
-                allow_pickle=args.allow_pickle, null=args.null,
+                allow_pickle=args.allow_pickle, null=null,
                 quantized_null=args.quantized_null, max_draws=args.max_draws,
                 element_draws=args.element_draws, seed=args.seed)
 
@@ -71,11 +71,11 @@ def several(args, plan: Plan, show) -> Scored:
     from ..scoring.trajectory import score_collection
 
     check_null_size(model_info(plan.models[0], revision=plan.revision), args.stats, None,
-                    args.draws, args.null, args.element_draws)
+                    args.draws, plan.null, args.element_draws)
     ds = score_collection(plan.models, revisions=plan.revisions, dim=args.collection,
                           workers=args.workers, scheduler=args.scheduler,
                           progress=not args.quiet, entries=entries_dir(args.out),
-                          **options(args))
+                          **options(args, plan.null))
     cds = None
     if plan.components is not None:  # one process, the same entries and dimension
         from ..scoring.collection import collection_dim
@@ -99,7 +99,7 @@ def delta(args, plan: Plan, show) -> Scored:
     from ..report.tables import anomaly_table
     from ..scoring.delta import score_delta
 
-    opts = options(args)
+    opts = options(args, plan.null)
     opts.pop("null")
     allow = opts.pop("allow_pickle")
     ds = score_delta(plan.models[0], args.base, revision=plan.revision, allow_pickle=allow,
@@ -117,10 +117,10 @@ def _score_one(args, plan: Plan):
         from ..scoring.ov import score_circuits
 
         ds = score_circuits(plan.model, revision=plan.revision, progress=not args.quiet,
-                            **options(args))
+                            **options(args, plan.null))
     else:
         ds = score_model(plan.model, revision=plan.revision, progress=not args.quiet,
-                         **options(args))
+                         **options(args, plan.null))
     extras = parts.directions(ds, plan.model, plan.revision, args) if args.directions else None
     if args.composition:
         extras = {**(extras or {}), **parts.composition_extras(plan.model, plan.revision, args)}

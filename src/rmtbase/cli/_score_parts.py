@@ -9,7 +9,7 @@ import os
 import re
 
 from ..errors import InputError
-from ..stats.null_kind import GaussianNull
+from ..stats.null_kind import GaussianNull, PermutationNull
 
 
 def directions(ds, model, revision, args) -> dict:
@@ -30,9 +30,10 @@ def directions(ds, model, revision, args) -> dict:
     return {"directions.nc": combine_directions(tables) if len(tables) > 1 else tables[0]}
 
 
-def check_composition(models, revisions, args, several: bool) -> None:
+def check_composition(models, revisions, args, several: bool, null) -> None:
     """--composition: one MODEL alone (not --base, not several), two layers or more, V/O weights,
-    memory (rmtbase.scoring.composition.check_model), before any work."""
+    memory (rmtbase.scoring.composition.check_model), before any work; ``null``: the parsed
+    --null."""
     from ..scoring.composition import check_model
 
     if args.base is not None:
@@ -45,8 +46,8 @@ def check_composition(models, revisions, args, several: bool) -> None:
     if model is None:
         from ..models import default_model_path
         model = default_model_path()
-    perm = args.null == "permutation"
-    pl = check_model(model, revision=revision, null=args.null,
+    perm = isinstance(null, PermutationNull)
+    pl = check_model(model, revision=revision, null=null.name,
                      draws=args.draws or (1000 if perm else 2000))
     check_ov(model, revision, args.allow_pickle)
     if not args.quiet:  # memory and work stated up front

@@ -216,7 +216,7 @@ def _check_work(args, plan) -> None:
     from ._summary import check_local, default_out
 
     if args.composition:  # one layer, no V/O, --base, memory: before any work
-        parts.check_composition(plan.models, plan.revisions, args, plan.several)
+        parts.check_composition(plan.models, plan.revisions, args, plan.several, plan.null)
     for m in [*plan.models, args.base]:
         check_local(m)
     if args.ov:  # every layer's V and O tensors, before the QK pass

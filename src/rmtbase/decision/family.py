@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..stats.null_kind import NULLS as NULLS  # the nulls by name (re-exported)
-from ..stats.null_kind import Null
+from ..stats.null_kind import GaussianNull, Null
 from ..stats.statistic import duplicates, histogram
 
 NOT_TESTED = ("q.rms", "k.rms")
@@ -51,12 +51,16 @@ def group_of(name: str) -> str:
     return "spectrum" if stat in SPECTRAL_STATS else "product law"
 
 
-def in_family(names, *, null: Null | str = "gaussian", unreliable=()) -> list[str]:
+#: The null of :func:`in_family` when none is given (a frozen value).
+_GAUSSIAN = GaussianNull()
+
+
+def in_family(names, *, null: Null = _GAUSSIAN, unreliable=()) -> list[str]:
     """The statistics of ``names`` that enter a head's decision: tested, no duplicate, not in
     ``unreliable``, of a group the null tests (:meth:`rmtbase.stats.null_kind.Null.enters`:
     under the permutation null no entry-law statistic). ``null``: a
-    :class:`~rmtbase.stats.null_kind.Null` or its name (:data:`NULLS`)."""
-    null = Null.parse(null)
+    :class:`~rmtbase.stats.null_kind.Null` (its text is parsed where it enters:
+    :meth:`~rmtbase.stats.null_kind.Null.parse`)."""
     out = []
     for n in names:
         if n in NOT_TESTED or n in DUPLICATES or n in unreliable:

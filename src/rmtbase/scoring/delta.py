@@ -187,11 +187,11 @@ def _check_delta_options(info, options: dict) -> None:
     from .null_checks import check_null_size
     from .score import _check_options, _stat_kind
 
-    _check_options(options.get("alpha", 0.05), options.get("draws"), "gaussian",
-                   options.get("quantized_null", "auto"), options.get("max_draws", 100_000),
-                   options.get("element_draws", 200))
+    _, null = _check_options(options.get("alpha", 0.05), options.get("draws"), "gaussian",
+                             options.get("quantized_null", "auto"),
+                             options.get("max_draws", 100_000), options.get("element_draws", 200))
     kind, names = _stat_kind(options.get("stats", "all"))
-    check_null_size(info, kind, names, options.get("draws"), "gaussian",
+    check_null_size(info, kind, names, options.get("draws"), null,
                     options.get("element_draws", 200))
 
 

@@ -66,14 +66,13 @@ def _unmatched(storage: str, detected, quantized_null: str) -> bool:
                                and detected not in QUANT_FORMATS)
 
 
-def null_description(null: Null | str, storage, detected, quantized_null: str,
+def null_description(null: Null, storage, detected, quantized_null: str,
                      layers=None) -> str:
     """One sentence saying what the null assumes (:meth:`rmtbase.stats.null_kind.Null.description`;
     a Gaussian null's per layer). ``storage`` and ``detected`` (the null's storage and the
     quantisation the weights were found in, or None) are one value for the whole model, or one
     per layer (lists, with the layer ids ``layers``): layers whose nulls differ are named with
     theirs."""
-    null = Null.parse(null)
     if not isinstance(null, GaussianNull):
         return null.description()
     if isinstance(storage, str):

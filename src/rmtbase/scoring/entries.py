@@ -64,6 +64,15 @@ def _fingerprint(model) -> list:
     return out
 
 
+def _spelled(value):
+    """A null by its spelling (``"gaussian"``), anything else as it is: the CLI passes the
+    parsed :class:`~rmtbase.stats.null_kind.Null`, a caller of ``score_collection`` may pass its
+    text, and both are one key (the keys of entries written before are unchanged)."""
+    from ..stats.null_kind import Null
+
+    return str(value) if isinstance(value, Null) else value
+
+
 def entry_key(model, revision, options: dict, x64: bool) -> str:
     """The SHA-256 key of one entry (module docstring)."""
     from .._version import __version__
@@ -74,7 +83,7 @@ def entry_key(model, revision, options: dict, x64: bool) -> str:
             "files": _fingerprint(model) if local else None,
             "revision": revision, "x64": bool(x64), "rmtbase": __version__,
             "table_format": TABLE_FORMAT,
-            "options": {k: repr(v) for k, v in sorted(options.items())}}
+            "options": {k: repr(_spelled(v)) for k, v in sorted(options.items())}}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 

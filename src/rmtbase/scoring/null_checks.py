@@ -15,12 +15,11 @@ from ..stats.null_kind import Null, PermutationNull
 MIN_ELEMENT_DRAWS = PermutationNull.min_element_draws
 
 
-def check_element_draws(null: Null | str, kind: str, element_draws,
+def check_element_draws(null: Null, kind: str, element_draws,
                         option: str = "element_draws"):
     """InputError, up front, if ``null`` draws element statistics per head
     (:meth:`~rmtbase.stats.null_kind.Null.needs_element_draws`: the permutation null) and
     ``element_draws`` is below its minimum (it used to fail after all the work)."""
-    null = Null.parse(null)
     if null.needs_element_draws(kind) and int(element_draws) < null.min_element_draws:
         raise InputError(f"{option} {element_draws} is too few: the permutation null's "
                          f"per-head decision needs at least {null.min_element_draws} permutations "
@@ -28,7 +27,7 @@ def check_element_draws(null: Null | str, kind: str, element_draws,
                          "out)")
 
 
-def check_null_size(info, kind: str, names, draws, null: Null | str,
+def check_null_size(info, kind: str, names, draws, null: Null,
                     element_draws: int) -> None:
     """InputError, before any weight is read or any draw made, if the null draws asked for
     cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
@@ -41,7 +40,7 @@ def check_null_size(info, kind: str, names, draws, null: Null | str,
     from ..baseline.limits import check_stored_values, stat_names
 
     n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
-    if not Null.parse(null).per_head:
+    if not null.per_head:
         n = max(int(draws or 0), 1000)
         check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
         check_shipped_tables(int(info.d), int(info.d_h), kind)

@@ -103,7 +103,7 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     from ..decision.verdict import _head_p, _tests, normalise
 
     names = [n for n in values if n not in NOT_TESTED]
-    family = in_family(names, null="gaussian", unreliable=unreliable)
+    family = in_family(names, unreliable=unreliable)  # the Gaussian null (its tables extend)
     refine = [n for n in spectral if n in family]
     rq = np.asarray(values["q.rms"], dtype=np.float64)
     rk = np.asarray(values["k.rms"], dtype=np.float64)

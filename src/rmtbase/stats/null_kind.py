@@ -20,7 +20,9 @@ a null with draws of its own returns any :class:`rmtbase.scoring.reference.Refer
 
 The values are frozen and hashable; ``str(null)`` and :attr:`Null.name` are the spelling of
 the CLI (``--null``), of ``score_model(null=...)`` and of the files (``null_kind`` attr).
-Public functions take the spelling and parse it once: :meth:`Null.parse`.
+The text is parsed once, where it enters (:meth:`Null.parse`: the CLI's ``--null``, the public
+``score_model(null=...)``, a file's ``null_kind`` attr), and the value is passed on: the functions
+below (``in_family``, the null checks, the null's description) take the :class:`Null`.
 
 The value sits in ``stats`` (beside :mod:`rmtbase.stats.precision`, whose storage names a
 Gaussian null carries), the lowest part that every user may import: the decision

@@ -1,0 +1,69 @@
+"""The null's text is parsed once, where it enters, and passed on as the value (issue 50 step 1:
+"the null is re-parsed at 9 call sites").
+
+Where text enters: the CLI's ``--null`` (:func:`rmtbase.cli.score.checked`), the public
+``score_model(null=...)`` / ``score_collection`` / ``score_delta`` (one check,
+``rmtbase.scoring.score._check_options``), and a file's ``null_kind`` attribute
+(``rmtbase.scoring.trajectory``). Everything below takes the
+:class:`~rmtbase.stats.null_kind.Null` (``in_family``, ``check_element_draws``,
+``check_null_size``, ``null_description``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmtbase.stats.null_kind import GaussianNull, PermutationNull
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
+
+#: The places that parse the null's text, with how many times (this list may only shrink).
+#: decision/verdict.py: score_values_by_layer's ``null_kind``, left to its owner.
+PARSES = {"cli/score.py": 1, "scoring/score.py": 1, "scoring/trajectory.py": 1,
+          "decision/verdict.py": 1}
+
+
+def test_the_null_is_parsed_only_where_its_text_enters():
+    assert (SRC / "stats" / "null_kind.py").is_file(), SRC  # the tree read is the source
+    found = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if rel == "stats/null_kind.py":  # the definition
+            continue
+        n = path.read_text(encoding="utf-8").count("Null.parse(")
+        if n:
+            found[rel] = n
+    extra = {k: v for k, v in found.items() if v > PARSES.get(k, 0)}
+    assert not extra, f"the null's text parsed again below where it enters: {extra}"
+
+
+def test_cli_passes_the_parsed_null(monkeypatch, tmp_path):
+    """``rmtbase score --null permutation`` hands score_model the value, not the text."""
+    from rmtbase.cli import main
+
+    class Seen(Exception):
+        pass
+
+    def fake_score_model(*args, **kw):
+        raise Seen(kw["null"])
+
+    monkeypatch.setattr("rmtbase.scoring.score.score_model", fake_score_model)
+    with pytest.raises(Seen) as exc:
+        main(["score", "--null", "permutation", "--stats", "spectral", "--quiet",
+              "--no-figures", "--out", str(tmp_path / "out")])
+    assert exc.value.args[0] == PermutationNull()
+
+
+def test_an_entry_key_names_the_null_by_its_spelling():
+    """The CLI's parsed null and a caller's text give one entry key (entries written before
+    the CLI passed the value are reused)."""
+    from rmtbase.scoring.entries import entry_key
+
+    def key(null):
+        return entry_key("some/hub-model", None, {"null": null, "draws": None}, False)
+
+    assert key(GaussianNull()) == key("gaussian")
+    assert key(PermutationNull()) == key("permutation")
+    assert key(GaussianNull()) != key(PermutationNull())
