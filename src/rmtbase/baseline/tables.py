@@ -33,7 +33,6 @@ per statistic beside the analytic references of :func:`reference_values`.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 from collections.abc import Iterable, Sequence
@@ -42,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._version import __version__
-from ..errors import InputError, check_dims, check_draws, check_seed, check_sigma
+from ..errors import InputError
 from .limits import ENSEMBLES, STAT_SETS, check_cells, stat_names  # noqa: F401
 from .references import QUANTILES, REFERENCE_NOTES, reference_values, summary  # noqa: F401
 from .table_file import (  # noqa: F401
@@ -52,89 +51,10 @@ from .table_file import (  # noqa: F401
     read_table,
     write_table,
 )
+from .table_spec import DRAW_BLOCK, DTYPES, TableSpec, grid_cells, make_spec  # noqa: F401
 
 if TYPE_CHECKING:
     import xarray as xr
-
-#: Draws per PRNG block: part of the key derivation, and the unit of work of a Dask task.
-DRAW_BLOCK = 250
-DTYPES = ("float32", "float64")
-
-
-@dataclasses.dataclass(frozen=True)
-class TableSpec:
-    """Everything but (d, d_h) that fixes a table's numbers."""
-
-    ensemble: str = "lowrank"
-    stats: str = "all"
-    draws: int = 2000
-    seed: int = 0
-    sigma_q: float = 1.0
-    sigma_k: float = 1.0
-    depth: int | None = None
-    dtype: str = "float32"
-    chunk_size: int | None = None
-    x64: bool = False
-    storage: str = "float32"
-
-    def n_blocks(self) -> int:
-        return -(-self.draws // DRAW_BLOCK)
-
-
-def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", draws=2000, seed=0,
-              stats="all", depth=None, dtype="float32", chunk_size=None,
-              storage="float32") -> TableSpec:
-    """Validate options into a :class:`TableSpec` (one-line :class:`InputError` on bad input)."""
-    if sigma is not None and (sigma_q is not None or sigma_k is not None):
-        raise InputError("give either sigma or sigma_q/sigma_k, not both")
-    if sigma is not None:
-        sigma_q = sigma_k = check_sigma(sigma, "sigma")
-    sigma_q = 1.0 if sigma_q is None else check_sigma(sigma_q, "sigma_q")
-    sigma_k = 1.0 if sigma_k is None else check_sigma(sigma_k, "sigma_k")
-    if ensemble not in ENSEMBLES:
-        raise InputError(f"ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
-    if stats not in STAT_SETS:
-        raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
-    check_draws(draws)
-    check_seed(seed)
-    if ensemble == "residual":
-        if depth is None or isinstance(depth, bool) or not isinstance(depth, int | np.integer) \
-                or depth < 1:
-            raise InputError(f"the residual ensemble needs an integer depth >= 1, got {depth!r}")
-    elif depth is not None:
-        raise InputError(f"depth applies only to the residual ensemble, not {ensemble!r}")
-    try:
-        dtype = np.dtype(dtype).name if dtype is not None else "float32"
-    except TypeError:
-        raise InputError(f"dtype must be float32 or float64, got {dtype!r}") from None
-    if dtype not in DTYPES:
-        raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
-    x64 = dtype == "float64"
-    if chunk_size is not None and (not isinstance(chunk_size, int | np.integer) or chunk_size < 1):
-        raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    from ..stats.precision import check_storage
-
-    storage = check_storage(storage)
-    return TableSpec(ensemble=ensemble, stats=stats, draws=int(draws), seed=int(seed),
-                     sigma_q=sigma_q, sigma_k=sigma_k, depth=None if depth is None else int(depth),
-                     dtype=dtype, chunk_size=chunk_size, x64=x64, storage=storage)
-
-
-def grid_cells(d, d_h) -> list[tuple[int, int]]:
-    """Cells (d, d_h) of the outer product of ``d`` and ``d_h`` (ints or sequences), d_h ≤ d;
-    for a single (d, d_h) an impossible pair is an error, in a grid it is skipped."""
-    ds = [d] if np.ndim(d) == 0 else list(d)
-    dhs = [d_h] if np.ndim(d_h) == 0 else list(d_h)
-    if not ds or not dhs:
-        raise InputError("need at least one d and one d_h")
-    if len(ds) == 1 and len(dhs) == 1:
-        return [check_dims(ds[0], dhs[0])]
-    ds = [check_dims(x, 1)[0] for x in ds]
-    dhs = [check_dims(x, 1)[0] for x in dhs]
-    cells = list(dict.fromkeys((a, b) for a in ds for b in dhs if b <= a))
-    if not cells:
-        raise InputError(f"no cell with d_h <= d in d={ds}, d_h={dhs}")
-    return cells
 
 
 def cell_key(seed: int, d: int, d_h: int, depth: int | None = None):
