@@ -7,7 +7,8 @@ of such a folder (``https://…``, an fsspec URL, or ``hf://org/name[@revision]`
 repository; :mod:`rmtbase.models.remote`), or an already-loaded ``transformers`` model (an
 ``nn.Module`` with ``.config``). Folders and hub repositories are read straight from their
 safetensors files (no torch model is built); remote shards by byte ranges, only the tensors
-read (:mod:`rmtbase.files.ranges`).
+read (:mod:`rmtbase.files.ranges`). Which of these ``model`` is, and its config, is found by
+:mod:`rmtbase.models._resolve`.
 
 Convention (``docs/conventions.md``): head h of layer l gives W_Q, W_K of shape ``(d_h, d)``
 so that its attention logit, biases and the model's scale set aside, is
@@ -18,183 +19,37 @@ GQA keys are expanded to query heads (query head i uses key head
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, ModelError
-from . import hub, remote
+from ..errors import ModelError
 from ._adapter import Adapter, Located
-from ._errors import one_line
+from ._resolve import Resolved, class_of, resolve
 from .registry import ADAPTERS, CLASS_STEMS, SUPPORTED
 from .types import LayerHeads, ModelInfo
-from .weights import FileWeights, StateDictWeights, split_storage
+from .weights import split_storage
 
 __all__ = ["SUPPORTED", "check_located_parts", "check_parts", "default_model_path", "load_heads", "model_config",
            "model_info", "open_model"]
 
 
-@dataclass
-class _Resolved:
-    """A model input resolved to its config and a way to open its weights."""
-
-    name: str
-    revision: str | None
-    source: str  # "hub" | "folder" | "object" | "gguf" | "url"
-    cfg: dict
-    model_class: str
-    obj: object = None  # a loaded model; a GGUF file's header
-    folder: Path | None = None
-
-    def open_weights(self, allow_pickle: bool):
-        if self.source == "gguf":
-            from .gguf import GGUFWeights
-
-            return GGUFWeights(self.folder, self.cfg, header=self.obj)
-        if self.source == "object":
-            return StateDictWeights(self.obj, self.name)
-        if self.source == "url":
-            files, getter = remote.url_weight_files(self.name)
-            return FileWeights(files, getter, self.name)
-        if self.source == "folder":
-            try:
-                files = [p.name for p in self.folder.iterdir() if p.is_file()]
-            except OSError as exc:
-                raise ModelError(f"cannot list {self.folder}: {one_line(exc)}") from exc
-            return FileWeights(files, self.folder.joinpath, str(self.folder),
-                               allow_pickle=allow_pickle, folder=self.folder)
-        files, getter = hub.weight_files(self.name, self.revision)
-        label = self.name if self.revision is None else f"{self.name}@{self.revision}"
-        return FileWeights(files, getter, label, allow_pickle=allow_pickle)
-
-
-def _read_config(path: Path) -> dict:
-    try:
-        cfg = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ModelError(f"cannot read {path}: {one_line(exc)}") from exc
-    except RecursionError as exc:
-        raise ModelError(f"{path} is nested too deeply to be a model config") from exc
-    except ValueError as exc:
-        raise ModelError(f"{path} is not valid JSON: {one_line(exc)}") from exc
-    if not isinstance(cfg, dict):
-        raise ModelError(f"{path} does not hold a JSON object")
-    return cfg
-
-
-def _looks_like_path(text: str) -> bool:
-    return (text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1
-            or os.path.isabs(text))
-
-
-def _local(text: str) -> tuple[Path, str]:
-    """``(path, kind)`` of a local path, kind ``"dir"``, ``"file"`` or ``""`` (none there);
-    a path the OS cannot even look up (unknown ``~user``, NUL byte, name too long) is a
-    ModelError naming it."""
-    try:
-        path = Path(text).expanduser()
-        return path, "dir" if path.is_dir() else "file" if path.exists() else ""
-    except (OSError, RuntimeError, ValueError) as exc:
-        raise ModelError(f"no such model folder: {text!r} ({one_line(exc)})") from exc
-
-
-def _resolve(model, revision: str | None) -> _Resolved:
-    if isinstance(model, (str, os.PathLike)):
-        try:
-            text = os.fspath(model)
-        except TypeError as exc:  # an os.PathLike returning bytes
-            raise InputError(f"model path must be text, got {model!r}") from exc
-        if not isinstance(text, str):
-            raise InputError(f"model path must be text, got {model!r}")
-        if not isinstance(model, os.PathLike) and remote.is_url(text):
-            return _resolve_url(text, revision)
-        path, kind = _local(text)
-        if kind == "dir":
-            if revision is not None:
-                raise InputError("revision= applies only to hub ids, not to a local folder")
-            cfg_path = path / "config.json"
-            if not cfg_path.is_file():
-                raise ModelError(f"no config.json in {path}")
-            cfg = _read_config(cfg_path)
-            return _Resolved(str(path), None, "folder", cfg, _class_of(cfg), folder=path)
-        if kind == "file":
-            from .gguf import gguf_config, is_gguf
-
-            if not is_gguf(path):
-                raise ModelError(f"{path} is a file but not a GGUF file (not a regular file "
-                                 "starting with the GGUF magic bytes); give the model's folder "
-                                 "(config.json + weights) or a .gguf file")
-            if revision is not None:
-                raise InputError("revision= applies only to hub ids, not to a GGUF file")
-            from .gguf_header import read_header
-
-            header = read_header(path)
-            cfg = gguf_config(path, header)  # the header only: refusals come before any tensor
-            return _Resolved(str(path), None, "gguf", cfg, _class_of(cfg), obj=header,
-                             folder=path)
-        if isinstance(model, os.PathLike) or _looks_like_path(text) or not text:
-            raise ModelError(f"no such model folder: {text!r}")
-        cfg = _read_config(hub.fetch_config(text, revision))
-        return _Resolved(text, revision, "hub", cfg, _class_of(cfg))
-    config = getattr(model, "config", None)
-    if config is not None and hasattr(model, "state_dict"):
-        if revision is not None:
-            raise InputError("revision= applies only to hub ids, not to a loaded model")
-        try:
-            cfg = config.to_dict()
-        except Exception as exc:
-            raise ModelError(f"cannot read the config of the loaded model: "
-                             f"{one_line(exc)}") from exc
-        name = str(cfg.get("_name_or_path") or getattr(config, "name_or_path", "") or
-                   type(model).__name__)
-        return _Resolved(name, None, "object", cfg, type(model).__name__, obj=model)
-    raise InputError("model must be a hub id, a folder path or a loaded transformers model "
-                     f"(nn.Module with .config), got {type(model).__name__}")
-
-
-def _resolve_url(text: str, revision: str | None) -> _Resolved:
-    """A model at a URL: ``hf://org/name[@revision]`` is a hub repository, any other URL the
-    folder of a model (:mod:`rmtbase.models.remote`)."""
-    repo = remote.hub_repo(text)
-    if repo is not None:
-        repo_id, rev = repo
-        if rev is not None and revision is not None and rev != revision:
-            raise InputError(f"{text!r} names revision {rev!r} but revision={revision!r}")
-        rev = rev or revision
-        cfg = _read_config(hub.fetch_config(repo_id, rev))
-        return _Resolved(repo_id, rev, "hub", cfg, _class_of(cfg))
-    if revision is not None:
-        raise InputError("revision= applies only to hub ids (and hf:// URLs), not to a URL")
-    cfg = _read_config(remote.fetch_small(text, "config.json"))
-    return _Resolved(text, None, "url", cfg, _class_of(cfg))
-
-
-def _class_of(cfg: dict) -> str:
-    archs = cfg.get("architectures")
-    if isinstance(archs, list) and archs and isinstance(archs[0], str):
-        return archs[0]
-    return ""
-
-
 def _architecture(cfg: dict) -> str:
     model_type = cfg.get("model_type")
     if not model_type:
-        cls = _class_of(cfg)
+        cls = class_of(cfg)
         for stem, mt in sorted(CLASS_STEMS.items(), key=lambda kv: -len(kv[0])):
             if cls.startswith(stem):
                 model_type = mt
                 break
     if not isinstance(model_type, str) or model_type not in ADAPTERS:
-        shown = model_type or _class_of(cfg) or "?"
+        shown = model_type or class_of(cfg) or "?"
         raise ModelError(f"unsupported architecture {shown!r}; supported: {', '.join(SUPPORTED)}")
     return model_type
 
 
-def _info(res: _Resolved) -> tuple[ModelInfo, Adapter]:
+def _info(res: Resolved) -> tuple[ModelInfo, Adapter]:
     from ._fp8 import check_config
 
     arch = _architecture(res.cfg)
@@ -216,13 +71,13 @@ def model_info(model, revision: str | None = None) -> ModelInfo:
     Raises ModelError for an unsupported architecture (naming :data:`SUPPORTED`) or a config
     that lacks the sizes; InputError if ``revision`` is given for a folder or loaded object.
     """
-    return _info(_resolve(model, revision))[0]
+    return _info(resolve(model, revision))[0]
 
 
 def open_model(model, revision: str | None, allow_pickle: bool):
     """``(info, located, weights)`` of ``model``, checked up front: known architecture,
     weights present, tensor-name layout and prefix, layer count."""
-    res = _resolve(model, revision)
+    res = resolve(model, revision)
     info, adapter = _info(res)
     weights = res.open_weights(allow_pickle)
     try:
@@ -237,7 +92,7 @@ def open_model(model, revision: str | None, allow_pickle: bool):
 def model_config(model, revision: str | None = None) -> dict:
     """The config dict of ``model`` as rmtbase reads it (config.json; a GGUF file's header
     mapped to Hugging Face keys); no weight is read."""
-    return _resolve(model, revision).cfg
+    return resolve(model, revision).cfg
 
 
 def check_parts(model, parts, *, revision: str | None = None, allow_pickle: bool = False,
