@@ -66,12 +66,26 @@ from pathlib import Path
 import numpy as np
 
 from . import _output as io
+from ._circuit_checkpoint import (  # noqa: F401 - re-exported: the study's public names
+    PROBE_WINDOWS,
+    _add_profile,
+    _composition_last,
+    _tokenizer,
+    factor_axes,
+    k_composition,
+    probe_text,
+)
+from ._circuit_measures import (  # noqa: F401 - re-exported: the study's public names
+    auc,
+    largest_step,
+    outranked,
+    profile_drop_ratio,
+    profile_lags,
+)
 
 #: Probe thresholds that label a head (module docstring).
 PREV_MIN = 0.4
 INDUCTION_MIN = 0.4
-#: Sequences in the probe's text (one window each).
-PROBE_WINDOWS = 32
 QUICK_STEPS = 30
 #: The nulls' draws (composition, copying) of the quick run (the pipeline only).
 QUICK_DRAWS = (200, 100)
@@ -79,107 +93,6 @@ QUICK_DRAWS = (200, 100)
 COMPOSITION_DRAWS = 4000
 #: Null draws of the copying score (:mod:`._copying`; smallest p 1/1001).
 COPYING_DRAWS = 1000
-
-
-def _tokenizer(vocab: int):
-    """Word-level tokenizer: ``<bos>`` = 0, ``t1 … tV`` = 1 … V; ``<unk>`` (V + 1) never
-    reaches the model; BOS added in front of every sequence."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    words = {"<bos>": 0, **{f"t{i}": i for i in range(1, vocab + 1)}, "<unk>": vocab + 1}
-    tk = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tk.post_processor = processors.TemplateProcessing(single="<bos> $A",
-                                                      special_tokens=[("<bos>", 0)])
-    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", unk_token="<unk>")
-
-
-def probe_text(recipe, seed: int):
-    """The probe's text: :data:`PROBE_WINDOWS` training-distribution sequences without their
-    BOS (each a window of ``seq_len`` tokens once the tokenizer adds BOS)."""
-    from ..probe.text import Text
-    from ._induction_train import batch
-
-    ids, _, _ = batch(np.random.default_rng([seed, 3]), PROBE_WINDOWS, recipe)
-    text = "\n".join(" ".join(f"t{int(t)}" for t in row[1:]) for row in ids)
-    return Text(text=text, sha256="", name=f"repeated random segments (seed {seed})")
-
-
-def auc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """Mann–Whitney AUC of ``scores`` for ``positive`` against the rest (ties count ½);
-    NaN when either group is empty."""
-    s, y = np.asarray(scores, float).ravel(), np.asarray(positive, bool).ravel()
-    pos, neg = s[y], s[~y]
-    if pos.size == 0 or neg.size == 0:
-        return float("nan")
-    gt = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
-    return float(gt / (pos.size * neg.size))
-
-
-def outranked(scores: np.ndarray, positive: np.ndarray) -> float:
-    """The largest, over positive pairs, fraction of the other pairs whose score is higher
-    (the issue's "top 5 %" read so that it means the same for 16 pairs as for 10⁶: a circuit
-    pair passes when at most 5 % of the non-circuit pairs outrank it); NaN without both."""
-    s, y = np.asarray(scores, float).ravel(), np.asarray(positive, bool).ravel()
-    if not y.any() or y.all():
-        return float("nan")
-    neg = s[~y]
-    return float(max((neg > v).mean() for v in s[y]))
-
-
-def largest_step(values: np.ndarray, *, fall: bool) -> int:
-    """Index k ≥ 1 of the checkpoint ending the interval (k − 1, k] over which ``values``
-    falls (``fall=True``) or rises most."""
-    d = np.diff(np.asarray(values, float))
-    return int(np.argmax(-d if fall else d)) + 1
-
-
-def k_composition(folder) -> np.ndarray:
-    """``(layer_from, head_from, layer_to, head_to)`` K-composition of every cross-layer pair of
-    the checkpoint ``folder`` (NaN where ``layer_to ≤ layer_from``), by the library's one
-    implementation, :func:`rmtbase.scoring.composition.composition_from_factors` (raw weights
-    as :func:`rmtbase.models.load_heads` and :func:`rmtbase.models.ov.load_ov_heads` read them:
-    no LayerNorm gains folded, no biases; float32 from the d_h-sized factors, no null)."""
-    from ..models import load_heads
-    from ..models.ov import load_ov_heads
-    from ..scoring.composition import composition_from_factors
-    from ..stats.composition import KINDS
-
-    layers = [(a.wq, a.wk, b.wq, b.wk)
-              for a, b in zip(load_heads(folder), load_ov_heads(folder), strict=True)]
-    comp, _, _ = composition_from_factors(layers, n_kv=np.shape(layers[0][0])[0])
-    return comp[KINDS.index("k")]
-
-
-def factor_axes(folder) -> np.ndarray:
-    """``(axis, layer, head)`` the factor axes of each head's profile (``alignment``,
-    ``symmetry``, ``q_input_focus``, ``k_input_focus``: :func:`rmtbase.scoring.factor_axes.
-    factor_profile`, the values ``rmtbase score`` reports, without their null) of ``folder``."""
-    from ..models import load_heads
-    from ..scoring.factor_axes import FACTOR_AXES, factor_profile
-
-    per = [factor_profile(np.asarray(h.wq, np.float32), np.asarray(h.wk, np.float32))
-           for h in load_heads(folder)]
-    return np.stack([np.stack([p[a] for p in per]) for a in FACTOR_AXES])
-
-
-def profile_lags(axes: np.ndarray, drop: int) -> np.ndarray:
-    """``(axis, layer, head)``: how many checkpoints the interval of a head's largest change of
-    each axis (``axes`` ``(checkpoint, axis, layer, head)``) is from the loss-drop interval
-    ``drop`` (0 = the profile moves most where the repeated-token loss collapses). The first
-    interval (initialisation → first checkpoint after it), where every head leaves its random
-    start, is left out: the largest change is sought over intervals 2, 3, …."""
-    d = np.abs(np.diff(np.asarray(axes, float), axis=0))[1:]
-    return np.abs(np.argmax(d, axis=0) + 2 - int(drop))
-
-
-def profile_drop_ratio(axes: np.ndarray, drop: int) -> np.ndarray:
-    """``(axis, layer, head)``: a head's change of each axis over the loss-drop interval
-    ``drop``, over its median change per interval (intervals 2, 3, … as in
-    :func:`profile_lags`; 1 = it moves at the drop as much as usual)."""
-    d = np.abs(np.diff(np.asarray(axes, float), axis=0))
-    return d[int(drop) - 1] / np.median(d[1:], axis=0)
 
 
 def run_seed(out: Path, seed: int, recipe, *, profile: bool = True,
@@ -321,29 +234,6 @@ _ATTRS = {
     "head": ("1", "head index"), "head_from": ("1", "layer-0 head"),
     "head_to": ("1", "layer-1 head"),
 }
-
-
-def _composition_last(folder, seed: int, draws: int) -> dict:
-    """K-composition and its null p (layer 0 → 1) of :func:`rmtbase.composition` (issue 47
-    item 1: Gaussian-factor null, :data:`COMPOSITION_DRAWS` draws, add-one p)."""
-    from ..scoring.composition import composition
-
-    cd = composition(str(folder), draws=draws, seed=seed)
-    sel = dict(kind="k", layer_from=0, layer_to=1)
-    return {k: np.asarray(cd[v].sel(**sel).transpose("head_from", "head_to").values, float)
-            for k, v in (("k", "composition"), ("p", "composition_p"))}
-
-
-def _add_profile(ds, folder, seed: int):
-    """``head_p_value`` (layer, head) of :func:`rmtbase.score_model` on ``folder``."""
-    from ..scoring.score import score_model
-
-    sc = score_model(str(folder), stats="spectral", progress=False, seed=seed,
-                     spectrum_draws=0)
-    ds["head_p_value"] = (("layer", "head"), np.asarray(sc["head_p_value"].values, float),
-                          {"units": "1", "long_name": "single-head p of rmtbase.score_model "
-                                                      "(W_QK spectral statistics, Gaussian null)"})
-    return ds
 
 
 def run(out_dir, quick=False, seed=0) -> dict:
