@@ -8,11 +8,9 @@ few requests (ranges that touch are merged into one, nothing between them is fet
 
 - **HTTP(S)** through :mod:`urllib` (no extra dependency): every request carries
   ``Range: bytes=lo-(hi-1)`` and must come back ``206`` with the matching ``Content-Range``
-  (RFC 9110 §14) and exactly that many bytes. Headers given (e.g. the Hugging Face token from
-  :func:`huggingface_hub.utils.build_hf_headers`) go with every request and are dropped on a
-  redirect to another host (as ``requests`` does), so a token never reaches a CDN.
-- **Other schemes** (``s3://``, ``gs://`` …) through :mod:`fsspec` when its filesystem for the
-  scheme is installed (``cat_file(path, start, end)``).
+  (RFC 9110 §14) and exactly that many bytes; headers given (e.g. the Hugging Face token) are
+  dropped on a redirect to another host. **Other schemes** (``s3://``, ``gs://`` …) through
+  :mod:`fsspec`. The requests themselves: :mod:`rmtbase.files._transport`.
 
 **Fallback.** A server that ignores ``Range`` (answers ``200``), a malformed answer, or any
 error during a range read switches the file to a whole download, announced by one line on
@@ -37,88 +35,28 @@ URL's query string never reaches the disk).
 from __future__ import annotations
 
 import hashlib
-import http.client
 import os
 import re
 import shutil
-import urllib.error
-import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from ..progress import message
+from ._transport import (
+    FAILURES,
+    TIMEOUT,
+    NoRanges,
+    check_range,
+    content_validator,
+    is_http,
+    open_url,
+    open_whole,
+    url_fs,
+)
 from .atomic import clean_stale, name_max, tmp_name, write_atomic
 from .user_cache import cache_dir
 
-#: Seconds a request may wait for the server.
-TIMEOUT = 60.0
 #: Touching ranges are merged into one request up to this many bytes.
 MAX_REQUEST = 256 * 2**20
-#: What a failed request raises (a cut connection can be an ``http.client.IncompleteRead``).
-_FAILURES = (OSError, http.client.HTTPException)
-_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
-
-
-class NoRanges(OSError):
-    """The server does not serve byte ranges (or answered a range request wrongly)."""
-
-
-class _DropAuthOnRedirect(urllib.request.HTTPRedirectHandler):
-    """Follows redirects as urllib does, but drops ``Authorization`` on the way to another
-    host, and remembers each redirect's headers (the hub's ``X-Linked-Etag``)."""
-
-    def __init__(self):
-        super().__init__()
-        self.hops = []
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        self.hops.append(headers)
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
-            new.remove_header("Authorization")
-        return new
-
-
-def _open_url(url: str, headers: dict, rng: tuple[int, int] | None):
-    """The response to a GET of ``url`` (``rng``: ask for bytes [lo, hi))."""
-    h = {**headers, "Accept-Encoding": "identity"}
-    if rng is not None:
-        h["Range"] = f"bytes={rng[0]}-{rng[1] - 1}"
-    redirects = _DropAuthOnRedirect()
-    opener = urllib.request.build_opener(redirects)
-    try:
-        resp = opener.open(urllib.request.Request(url, headers=h), timeout=TIMEOUT)
-        resp.hops = redirects.hops
-        return resp
-    except urllib.error.HTTPError as exc:
-        exc.close()  # its body is not read; the status says what went wrong
-        raise
-
-
-def open_whole(url: str, headers: dict | None = None):
-    """A readable binary stream of the whole file at ``url`` (HTTP(S) or fsspec)."""
-    if is_http(url):
-        return _open_url(url, dict(headers or {}), None)
-    fs, path = _fsspec(url)
-    return fs.open(path, "rb")
-
-
-def is_http(url: str) -> bool:
-    return urlsplit(url).scheme.lower() in ("http", "https")
-
-
-def _validator(resp) -> str | None:
-    """What identifies the content of a response: its ``ETag``, else a redirect's
-    ``X-Linked-Etag`` / ``ETag`` (the hub names an LFS file by its sha256 there), else its
-    ``Last-Modified``; None if there is none."""
-    if resp.headers.get("ETag"):
-        return f"etag:{resp.headers['ETag']}"
-    for hop in getattr(resp, "hops", ()):
-        for name in ("X-Linked-Etag", "ETag"):
-            if hop.get(name):
-                return f"hop-{name.lower()}:{hop[name]}"
-    modified = resp.headers.get("Last-Modified")
-    return f"modified:{modified}" if modified else None
 
 
 class RemoteFile:
@@ -159,7 +97,7 @@ class RemoteFile:
             return got
         try:
             data = self._fetch(lo, hi)
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fall_back(exc)
             return _pread(self.local, lo, hi)
         self._keep(lo, hi, data)
@@ -186,7 +124,7 @@ class RemoteFile:
         for lo, hi in merged:
             try:
                 data = self._fetch(lo, hi)
-            except _FAILURES as exc:
+            except FAILURES as exc:
                 self._fall_back(exc)
                 return
             self._keep(lo, hi, data, memory=True)
@@ -195,7 +133,7 @@ class RemoteFile:
     def _start(self) -> None:
         try:
             total, validator, plain, head = self._probe()
-        except _FAILURES as exc:
+        except FAILURES as exc:
             self._fall_back(exc)
             return
         if plain is not None:  # 200: the body is the whole file
@@ -213,33 +151,33 @@ class RemoteFile:
         ``(None, None, response, None)`` when the server answered with the whole file."""
         self.requests += 1
         if not is_http(self.url):
-            fs, path = _fsspec(self.url)
+            fs, path = url_fs(self.url)
             info = fs.info(path)
             total = int(info["size"])
             v = info.get("ETag") or info.get("etag") or info.get("mtime") \
                 or info.get("LastModified") or info.get("last_modified")
             return total, None if v is None else f"fsspec:{v}:{total}", None, None
-        resp = _open_url(self.url, self.headers, (0, 8))
+        resp = open_url(self.url, self.headers, (0, 8))
         if resp.status != 206:
             return None, None, resp, None
         with resp:
-            total = _check_range(resp, 0, 8)
+            total = check_range(resp, 0, 8)
             head = resp.read(9)
             self.bytes_fetched += len(head)
             if len(head) != min(8, total):
                 raise NoRanges(f"asked for the first 8 bytes, got {len(head)}")
-            return total, _validator(resp), None, head
+            return total, content_validator(resp), None, head
 
     def _fetch(self, lo: int, hi: int) -> bytes:
         self.requests += 1
         if is_http(self.url):
-            with _open_url(self.url, self.headers, (lo, hi)) as resp:
+            with open_url(self.url, self.headers, (lo, hi)) as resp:
                 if resp.status != 206:
                     raise NoRanges(f"the server answered a range request with {resp.status}")
-                _check_range(resp, lo, hi)
+                check_range(resp, lo, hi)
                 data = resp.read(hi - lo + 1)
         else:
-            fs, path = _fsspec(self.url)
+            fs, path = url_fs(self.url)
             data = fs.cat_file(path, start=lo, end=hi)
         self.bytes_fetched += len(data)
         if len(data) != hi - lo:
@@ -262,7 +200,7 @@ class RemoteFile:
                 self.local = Path(self._whole())
             else:
                 self.local = self._download(resp, note)
-        except _FAILURES as err:
+        except FAILURES as err:
             raise OSError(f"cannot download {self.label}: {type(err).__name__}: "
                           f"{str(err).splitlines()[0] if str(err) else ''}") from err
         finally:
@@ -273,7 +211,7 @@ class RemoteFile:
         """The whole file streamed into the user cache (atomically; ``note()`` first);
         ``resp``: a response already carrying it (a server that answered the range request
         with 200), reused from the cache when its validator was downloaded before."""
-        validator = None if resp is None else _validator(resp)
+        validator = None if resp is None else content_validator(resp)
         target = cache_dir() / "remote" / _key(self.url, validator or "none") / "whole"
         if validator is not None and target.is_file():
             resp.close()  # the same content was downloaded before
@@ -347,29 +285,8 @@ class RemoteFile:
             self._mem[(lo, hi)] = data
 
 
-def _check_range(resp, lo: int, hi: int) -> int:
-    """The total size a 206 response names; NoRanges unless it is bytes [lo, hi)."""
-    m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-    if not m or int(m[1]) != lo or m[3] == "*" or int(m[2]) != min(hi, int(m[3])) - 1:
-        resp.close()
-        raise NoRanges(f"bad Content-Range {resp.headers.get('Content-Range')!r} for "
-                       f"bytes {lo}-{hi - 1}")
-    return int(m[3])
-
-
 def _key(url: str, validator: str) -> str:
     return hashlib.sha256(f"{url}\n{validator}".encode()).hexdigest()[:40]
-
-
-def _fsspec(url: str):
-    try:
-        import fsspec
-    except ImportError as exc:
-        raise OSError(f"reading {urlsplit(url).scheme}:// URLs needs fsspec") from exc
-    try:
-        return fsspec.core.url_to_fs(url)
-    except (ImportError, ValueError) as exc:
-        raise OSError(str(exc)) from exc
 
 
 def _pread(path, lo: int, hi: int) -> bytes:
