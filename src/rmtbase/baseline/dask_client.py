@@ -1,0 +1,166 @@
+"""The Dask client a driver runs its tasks on, and the one wait of every Dask driver.
+
+:func:`_client` yields the client given, one connected to a scheduler address (checked first,
+:func:`_check_address`) or a loopback cluster of worker processes with one thread each
+(:mod:`rmtbase.baseline.loopback` where the machine has GPUs), whose BLAS/OpenMP pools get
+their share of the cores (:func:`worker_env`). :func:`completed` yields futures as they
+complete by polling, so a Ctrl-C is raised at once and pending tasks are cancelled. Used by
+:mod:`rmtbase.baseline.sweep` (which re-exports these names), :mod:`rmtbase.baseline.sweep_cache`,
+:mod:`rmtbase.baseline.task_cluster` and the collections of :mod:`rmtbase.scoring.trajectory`.
+
+Dask is optional: importing this module does not import it; :func:`_distributed` raises
+:class:`MissingDependency` with an install hint when it is absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import numpy as np
+
+from ..errors import InputError, RmtbaseError
+
+#: Scheduler options of the loopback cluster: no dashboard, and its HTTP server on a free port
+#: (by default it takes 8787 and warns when another Dask or Jupyter process holds that port).
+NO_DASHBOARD = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
+
+class MissingDependency(RmtbaseError, ImportError):
+    """An optional dependency (dask.distributed) is not installed."""
+
+
+#: What to install for the optional extras, as it works in a clone of the repository (rmtbase
+#: is not on the public package index).
+INSTALL_DISTRIBUTED = "pip install -e '.[distributed]' in the rmtbase clone (or pip install 'dask[distributed]')"
+
+
+def _distributed(what: str = "rmtbase sweep"):
+    try:
+        import distributed
+    except ImportError as exc:
+        raise MissingDependency(f"{what} needs dask.distributed: {INSTALL_DISTRIBUTED}") from exc
+    return distributed
+
+
+#: Seconds between looks at the futures while none has completed (an interrupt is noticed
+#: within this, also one a library swallowed: :func:`rmtbase.files.interrupts.check`).
+POLL_S = 0.1
+
+
+def completed(futures, client=None, *, poll_s: float | None = None):
+    """The Dask ``futures`` (an iterable or a dict keyed by them) as they complete, the one
+    wait of every Dask driver (sweeps, collections: :mod:`rmtbase.scoring.trajectory`).
+
+    The main thread never blocks inside Dask: it asks each pending future ``done()`` itself
+    and sleeps ``poll_s`` (default :data:`POLL_S`) s between looks, where a Ctrl-C is raised
+    at once (issue 35: under load 2 of 12 interrupts were lost with the main thread idle in
+    ``as_completed``). When the generator ends early — ``KeyboardInterrupt``, an error in a
+    task's result or the caller's loop, or ``close()`` — the tasks still pending are
+    cancelled through ``client`` (default: the futures' own ``client``), so a cluster is
+    not left computing for nobody; close it with :func:`contextlib.closing` where the loop
+    may be left by ``break``."""
+    import time
+
+    from ..files.interrupts import check
+
+    pending = list(dict.fromkeys(futures))
+    poll_s = POLL_S if poll_s is None else float(poll_s)
+    try:
+        while pending:
+            done = [f for f in pending if f.done()]
+            if not done:
+                check()
+                time.sleep(poll_s)
+                continue
+            for f in done:
+                pending.remove(f)
+                yield f
+    finally:
+        if pending:
+            _cancel(pending, client)
+
+
+def _cancel(futures, client) -> None:
+    """Cancel ``futures`` (best effort: a closed client has nothing left to cancel)."""
+    client = client if client is not None else getattr(futures[0], "client", None)
+    if client is None:
+        return
+    try:
+        client.cancel(list(futures), force=True)
+    except Exception:  # noqa: BLE001 - the scheduler may be gone already; nothing to stop
+        pass
+
+
+def worker_env(workers: int, cores: int | None = None) -> dict:
+    """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores
+    (N processes that each start a pool of every core would oversubscribe the machine N
+    times). XLA's own CPU pool is left as it is: ``--xla_cpu_multi_thread_eigen=false``
+    changes float32 results in the last bits (119 of 300 NPR draws at 16 × 4, measured), and
+    a sweep or collection must equal one process bit for bit."""
+    import os
+
+    share = max(1, (cores or os.cpu_count() or 1) // max(1, int(workers)))
+    return {k: str(share) for k in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                    "OMP_NUM_THREADS")}
+
+
+def _check_address(scheduler) -> None:
+    """InputError unless ``scheduler`` parses as a Dask address of a known scheme. Checked
+    before ``Client``: a Client that fails on a malformed address stays registered as the
+    process's default client and breaks later dask-aware calls (xarray's ``to_netcdf``)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    try:
+        proto, loc = parse_address(str(scheduler))
+        get_backend(proto)
+        if proto in ("tcp", "tls"):
+            parse_host_port(loc)
+    except (ValueError, TypeError) as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"{scheduler!r} is not a Dask scheduler address such as "
+                         f"tcp://host:8786 ({why})") from None
+
+
+@contextlib.contextmanager
+def _client(scheduler=None, workers=None, client=None):
+    """A Client: the one given, one connected to ``scheduler``, or a loopback cluster of
+    ``workers`` processes with one thread each (closed on exit), each on its own GPU where
+    the machine has GPUs (:mod:`rmtbase.baseline.loopback`)."""
+    if client is not None:
+        yield client
+        return
+    if (scheduler is None) == (workers is None):
+        raise InputError("give exactly one of a scheduler address or a number of workers")
+    dist = _distributed()
+    if scheduler is not None:
+        _check_address(scheduler)
+        try:
+            c = dist.Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:  # ValueError: not an address
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(f"cannot connect to the Dask scheduler at {scheduler}: {why}") from exc
+        with c:
+            yield c
+        return
+    if isinstance(workers, bool) or not isinstance(workers, int | np.integer) or workers < 1:
+        raise InputError(f"workers must be a positive integer, got {workers!r}")
+    from .loopback import gpu_cluster, gpu_ids, quiet_start, worker_envs
+
+    gpus = gpu_ids()
+    cluster = None
+    try:
+        with quiet_start():  # workers in their own session; a Ctrl-C meanwhile is held
+            cluster = gpu_cluster(dist, worker_envs(int(workers), worker_env(workers), gpus),
+                                  NO_DASHBOARD, logging.CRITICAL) if gpus else \
+                dist.LocalCluster(n_workers=int(workers), threads_per_worker=1,
+                                  processes=True, host="127.0.0.1", dashboard_address=None,
+                                  scheduler_kwargs=NO_DASHBOARD,
+                                  silence_logs=logging.CRITICAL, env=worker_env(workers))
+    except KeyboardInterrupt:  # held through the start: the cluster is whole, close it
+        if cluster is not None:
+            cluster.close()
+        raise
+    with cluster, dist.Client(cluster) as c:
+        yield c
