@@ -21,7 +21,6 @@ whichever null the scores use.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 
 import jax
 import jax.numpy as jnp
@@ -29,9 +28,9 @@ import numpy as np
 import xarray as xr
 
 from ..baseline.composition_null import null_squares, null_squares_full
-from ..decision.significance import benjamini_hochberg
 from ..errors import InputError
 from ..stats import composition as C
+from .composition_dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
 
 #: Bytes a float32 needs; the model side holds every earlier layer's column side.
 _F32 = 4
@@ -169,15 +168,6 @@ def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage: str = "f
     return np.sort(np.sqrt(np.asarray(sq, np.float64)))
 
 
-def upper_p(values, null_sorted):
-    """One-sided add-one p = (1 + #{null ≥ v}) / (1 + N); NaN stays NaN."""
-    n = null_sorted.size
-    v = np.asarray(values, np.float64)
-    ge = n - np.searchsorted(null_sorted, v, side="left")
-    p = (1.0 + ge) / (1.0 + n)
-    return np.where(np.isfinite(v), p, np.nan)
-
-
 def _null_storage(storage_rows, null: str) -> str:
     if null != "auto":
         return null
@@ -244,115 +234,6 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
 
     return add_overlap_tests(ds, seed=int(seed), draws=int(draws), alpha=alpha,
                              storage=nst if nst in ("float16", "bfloat16") else "float32")
-
-
-def tail_p(comp, p, null_sorted, d: int, d_h_to: int, d_h_from: int):
-    """``p`` where a null draw reaches the score; beyond every draw the survival function of
-    the Beta law with the exact null mean and variance of s² (exact law for d_h = 1,
-    Beta(½, (d−1)/2); for d_h > 1 an approximation whose tail is somewhat light: at 128 × 16
-    it gives 0.76× the empirical exceedance at 10⁻⁴, 200,000 draws), capped at 1/(1 + N)."""
-    from scipy.stats import beta
-
-    m, v = C.null_moments(int(d), int(d_h_from), int(d_h_to))
-    k = m * (1.0 - m) / v - 1.0
-    n = null_sorted.size
-    beyond = np.isfinite(comp) & (comp > null_sorted[-1])
-    sf = beta.sf(np.where(beyond, comp, 0.0) ** 2, m * k, (1.0 - m) * k)
-    return np.where(beyond, np.minimum(sf, 1.0 / (1.0 + n)), p)
-
-
-_TAIL_DEF = ("composition_p where a null draw reaches s; beyond every draw the survival of the "
-             "Beta law with the null's exact mean and variance of s^2 (approximate), capped at "
-             "1/(1 + draws)", "composition_p: no tail beyond the draws under the permutation null")
-
-
-def _moment_attrs(attrs) -> dict:
-    """The Gaussian-factor null's moments of s² (stated only under that null)."""
-    m, v = (C.null_moments(attrs["d"], attrs["d_h"], attrs["d_h"]) if "d" in attrs
-            else (np.nan, np.nan))
-    return {"null_exact_mean_s2": m, "null_var_s2": v,
-            "null_var_s2_exact": int("d" in attrs and attrs["d_h"] <= 2)}
-
-
-def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=None,
-             p=None, p_tail=None, median=None, null: str = "gaussian") -> xr.Dataset:
-    """The Dataset from scores ``(3, L, H, L, H)``, overlap ``(L, H, H)`` and sorted null s
-    (Gaussian null); or, with ``null_sorted=None``, from given ``p``, ``p_tail`` and a
-    per-pair null ``median`` (the permutation null)."""
-    n_l, n_h = comp.shape[1], comp.shape[2]
-    attrs = dict(attrs or {})
-    if null_sorted is None:
-        pt = p_tail
-        med = median
-    else:
-        p = upper_p(comp, null_sorted)
-        med = float(np.median(null_sorted))
-        pt = p
-    if null_sorted is not None and "d" in attrs:
-        pt = tail_p(comp, p, null_sorted, attrs["d"], attrs["d_h"], attrs.get("d_h_from",
-                                                                             attrs["d_h"]))
-    flag, q = benjamini_hochberg(pt, alpha)
-    qf = np.full(p.shape, np.nan)
-    for i in range(3):
-        for a in range(n_l):
-            for b in range(a + 1, n_l):
-                qf[i, a, :, b, :] = benjamini_hochberg(pt[i, a, :, b, :], alpha)[1]
-    dims = ("kind", "layer_from", "head_from", "layer_to", "head_to")
-    coords = {"kind": list(C.KINDS), "layer_from": np.arange(n_l), "head_from": np.arange(n_h),
-              "layer_to": np.arange(n_l), "head_to": np.arange(n_h), "layer": np.arange(n_l)}
-    defs = {
-        "composition": ("composition score", "1", "q: |W_OV1^T W_QK2|_F, k: |W_QK2 W_OV1|_F, "
-                        "v: |W_OV2 W_OV1|_F, each over the product of the two heads' Frobenius "
-                        "norms; NaN where layer_to <= layer_from"),
-        "composition_p": ("one-sided add-one Monte Carlo p-value", "1",
-                          "(1 + #{null >= s}) / (1 + draws), " + (
-                              "independent Gaussian factors" if null_sorted is not None else
-                              "each factor's entries permuted")),
-        "composition_p_tail": ("p-value with a tail beyond the draws", "1",
-                               _TAIL_DEF[null_sorted is None]),
-        "composition_q": ("Benjamini-Hochberg q over all pairs and kinds", "1",
-                          "BH over composition_p_tail"),
-        "composition_q_family": ("Benjamini-Hochberg q within (kind, layer pair)", "1", ""),
-        "composition_effect": ("composition over the null median", "1",
-                               f"s / {med:.6g} (null median at d, d_h)" if null_sorted
-                               is not None else "s / median of the pair's own permuted "
-                               "scores (its first draws)"),
-        "composition_flag": ("BH flag over all pairs at alpha", "1", f"composition_q <= {alpha}"),
-    }
-    data = {"composition": comp, "composition_p": p, "composition_p_tail": pt,
-            "composition_q": q,
-            "composition_q_family": qf, "composition_effect": comp / med,
-            "composition_flag": np.where(np.isfinite(p), flag, False).astype(np.int8)}
-    ds = xr.Dataset(coords=coords)
-    for name, arr in data.items():
-        ln, units, definition = defs[name]
-        ds[name] = xr.DataArray(arr, dims=dims, attrs={"long_name": ln, "units": units,
-                                                        "definition": definition})
-    ds["qk_overlap"] = xr.DataArray(overlap, dims=("layer", "head_from", "head_to"), attrs={
-        "long_name": "QK overlap (Frobenius cosine) of two heads of one layer", "units": "1",
-        "definition": "<W_QK^a, W_QK^b>_F / (|W_QK^a|_F |W_QK^b|_F)"})
-    ds["qk_norm"] = xr.DataArray(np.sqrt(norms["qk"]), dims=("layer", "head_to"),
-                                 attrs={"long_name": "|W_QK|_F", "units": "weight^2"})
-    ds["ov_norm"] = xr.DataArray(np.sqrt(norms["ov"]), dims=("layer", "head_to"),
-                                 attrs={"long_name": "|W_OV|_F", "units": "weight^2"})
-    if null_sorted is None:
-        ds["null_median"] = xr.DataArray(med, dims=dims, attrs={
-            "long_name": "median of the pair's permuted scores", "units": "1"})
-    else:
-        ds["null_median"] = med
-    from .. import __version__
-    ds.attrs.update({"Conventions": "CF-1.8", "title": "rmtbase head-head composition",
-                     "source": f"rmtbase {__version__}", "alpha": float(alpha),
-                     "null": ("independent Gaussian factors at each head's shapes (exact law, "
-                              "scale-free); p one-sided upper, add-one" if null_sorted is not None
-                              else "permutation: each factor's own entries shuffled (one "
-                              "permutation per factor type and draw, shared by all heads); p "
-                              "one-sided upper, add-one"),
-                     "null_kind": null,
-                     **(_moment_attrs(attrs) if null_sorted is not None else {}),
-                     "history": datetime.now(UTC).isoformat(timespec="seconds"),
-                     **attrs})
-    return ds
 
 
 __all__ = ["assemble", "check_model", "composition", "composition_from_factors", "null_scores",
