@@ -28,6 +28,8 @@ from scipy import special
 
 from ..decision.tails import P_MIN
 from ..errors import InputError
+from ._labels import collection_label as collection_label  # imported from here
+from ._labels import fit_title, layer_head_ticks, readable_log_ticks, title_label
 
 #: Diverging, colour-blind safe (ColorBrewer RdBu reversed) for effects; sequential for p.
 EFFECT_CMAP = "RdBu_r"
@@ -49,77 +51,6 @@ def _axes(ax):
 
         _, ax = plt.subplots()
     return ax
-
-
-def _ticks(ax, ds: xr.Dataset):
-    """Head and layer ticks, thinned so 30 layers × 32 heads stay readable."""
-    for n, setter, dim in ((ds.sizes["head"], ax.set_xticks, "head"),
-                           (ds.sizes["layer"], ax.set_yticks, "layer")):
-        step = max(1, int(np.ceil(n / 16)))
-        idx = np.arange(0, n, step)
-        setter(idx, labels=[str(v) for v in ds[dim].values[idx]])
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
-
-
-def _tick_text(v, _pos=None) -> str:
-    return f"{v:g}"
-
-
-def readable_log_ticks(axis) -> None:
-    """Labels on a log ``axis`` that do not overlap: plain numbers at 1, 1.5, 2, 3, 5, 7 × 10ᵏ
-    within a decade, 1, 2, 5 × 10ᵏ up to 2 decades, 1, 3 × 10ᵏ up to 4, decades beyond; minor
-    ticks unlabelled. Call it once the
-    axis limits are final."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    lo, hi = sorted(axis.get_view_interval())
-    span = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
-    subs = ((1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if span < 1 else (1.0, 2.0, 5.0) if span <= 2
-            else (1.0, 3.0) if span <= 4 else (1.0,))
-    axis.set_major_locator(LogLocator(subs=subs))
-    axis.set_major_formatter(FuncFormatter(_tick_text))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def title_label(ds: xr.Dataset) -> str:
-    """The model's name for a title: without the provenance in parentheses, a path reduced to
-    its last part, at most 48 characters."""
-    return _short_name(ds.attrs.get("model", "?"))
-
-
-def _short_name(model) -> str:
-    """:func:`title_label` of a model's name."""
-    import os
-
-    m = str(model).split(" (", 1)[0].rstrip("/")
-    if os.path.isabs(m):
-        m = os.path.basename(m) or m
-    return m if len(m) <= 48 else "…" + m[-47:]
-
-
-def collection_label(ds: xr.Dataset) -> str:
-    """What names a Dataset's model(s) in a title: :func:`title_label` where it records one
-    model; for a collection, the one model all its entries share, else the hub organisation
-    of them all, else the architecture and shape they share (local checkpoints are named by
-    their folders only, :func:`rmtbase.scoring.description.model_label`, so ``ckpts/step*``
-    reads "gpt2, d 64, d_h 16"); "" where nothing names them all."""
-    import json
-
-    if ds.attrs.get("model"):
-        return title_label(ds)
-    if "entry_attrs" not in ds:
-        return ""
-    models = {str(json.loads(str(e)).get("model", "")).split(" (", 1)[0].rstrip("/")
-              for e in np.atleast_1d(ds["entry_attrs"].values)}
-    orgs = {m.split("/", 1)[0] if m.count("/") == 1 else "" for m in models}
-    name = models.pop() if len(models) == 1 else orgs.pop() if len(orgs) == 1 else ""
-    if name:
-        return _short_name(name)
-    a = ds.attrs
-    if all(k in a for k in ("architecture", "d", "d_h")):
-        return f"{a['architecture']}, d {int(a['d'])}, d_h {int(a['d_h'])}"
-    return ""
 
 
 def verdict_colorbar(fig, mappable, ax, **kw):
@@ -151,7 +82,7 @@ def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool
         _spike_text(ax, ds["n_spikes"].values, norm(np.ma.masked_invalid(s)))
     if colorbar:
         verdict_colorbar(ax.figure, im, ax)
-    _ticks(ax, ds)
+    layer_head_ticks(ax, ds)
     ax.set_xlabel("head   (boxed: flagged" + ("; number: spikes)" if text else ")"))
     n = int(ds["head_flag"].sum())
     ax.set_title(f"{title_label(ds)}\n{n} of {ds['head_flag'].size} heads differ from the null "
@@ -204,7 +135,7 @@ def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = 
     ax.scatter(hi, li, marker="x", s=14, c="k", linewidths=0.8)
     if colorbar:
         ax.figure.colorbar(im, ax=ax, label="effect (normal score in the null)")
-    _ticks(ax, ds)
+    layer_head_ticks(ax, ds)
     ax.set_title(stat, fontsize=9)
     return ax
 
@@ -233,18 +164,6 @@ def plot_spectrum(ds: xr.Dataset, layer: int, head: int, ax=None, *, why: str = 
                                                                          else "")), fontsize=9)
     ax.legend(fontsize="small")
     return ax
-
-
-def fit_title(ax, text: str, fontsize: float = 9) -> str:
-    """``text`` with each line broken at spaces so that it fits the width of ``ax`` (a
-    character taken as 0.55 em, the Axes as 85 % of its width before layout, which a colour
-    bar or labels take from): a title never runs past the figure's edge."""
-    import textwrap
-
-    w_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
-    width = max(12, int(0.85 * w_pt / (0.55 * fontsize)))
-    return "\n".join("\n".join(textwrap.wrap(line, width)) or line
-                     for line in str(text).split("\n"))
 
 
 def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None):

@@ -1,0 +1,98 @@
+"""Labels of the report's figures: head and layer ticks, readable log ticks, the model's name
+for a title, titles broken to fit their Axes.
+
+:func:`title_label` names one model (provenance in parentheses dropped, a path reduced to its
+last part, at most 48 characters); :func:`collection_label` names the model(s) of a collection
+(the one model, the hub organisation or the architecture and shape they share).
+:func:`readable_log_ticks` gives a log axis plain, non-overlapping labels; :func:`fit_title`
+breaks a title at spaces to the width of its Axes. Used by :mod:`.figures` (which re-exports
+them) and the other figure modules of :mod:`rmtbase.report`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+
+def layer_head_ticks(ax, ds: xr.Dataset):
+    """Head and layer ticks, thinned so 30 layers × 32 heads stay readable."""
+    for n, setter, dim in ((ds.sizes["head"], ax.set_xticks, "head"),
+                           (ds.sizes["layer"], ax.set_yticks, "layer")):
+        step = max(1, int(np.ceil(n / 16)))
+        idx = np.arange(0, n, step)
+        setter(idx, labels=[str(v) for v in ds[dim].values[idx]])
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+
+
+def _tick_text(v, _pos=None) -> str:
+    return f"{v:g}"
+
+
+def readable_log_ticks(axis) -> None:
+    """Labels on a log ``axis`` that do not overlap: plain numbers at 1, 1.5, 2, 3, 5, 7 × 10ᵏ
+    within a decade, 1, 2, 5 × 10ᵏ up to 2 decades, 1, 3 × 10ᵏ up to 4, decades beyond; minor
+    ticks unlabelled. Call it once the
+    axis limits are final."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    span = np.log10(hi / lo) if lo > 0 and hi > lo else 10.0
+    subs = ((1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if span < 1 else (1.0, 2.0, 5.0) if span <= 2
+            else (1.0, 3.0) if span <= 4 else (1.0,))
+    axis.set_major_locator(LogLocator(subs=subs))
+    axis.set_major_formatter(FuncFormatter(_tick_text))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def title_label(ds: xr.Dataset) -> str:
+    """The model's name for a title: without the provenance in parentheses, a path reduced to
+    its last part, at most 48 characters."""
+    return _short_name(ds.attrs.get("model", "?"))
+
+
+def _short_name(model) -> str:
+    """:func:`title_label` of a model's name."""
+    import os
+
+    m = str(model).split(" (", 1)[0].rstrip("/")
+    if os.path.isabs(m):
+        m = os.path.basename(m) or m
+    return m if len(m) <= 48 else "…" + m[-47:]
+
+
+def collection_label(ds: xr.Dataset) -> str:
+    """What names a Dataset's model(s) in a title: :func:`title_label` where it records one
+    model; for a collection, the one model all its entries share, else the hub organisation
+    of them all, else the architecture and shape they share (local checkpoints are named by
+    their folders only, :func:`rmtbase.scoring.description.model_label`, so ``ckpts/step*``
+    reads "gpt2, d 64, d_h 16"); "" where nothing names them all."""
+    import json
+
+    if ds.attrs.get("model"):
+        return title_label(ds)
+    if "entry_attrs" not in ds:
+        return ""
+    models = {str(json.loads(str(e)).get("model", "")).split(" (", 1)[0].rstrip("/")
+              for e in np.atleast_1d(ds["entry_attrs"].values)}
+    orgs = {m.split("/", 1)[0] if m.count("/") == 1 else "" for m in models}
+    name = models.pop() if len(models) == 1 else orgs.pop() if len(orgs) == 1 else ""
+    if name:
+        return _short_name(name)
+    a = ds.attrs
+    if all(k in a for k in ("architecture", "d", "d_h")):
+        return f"{a['architecture']}, d {int(a['d'])}, d_h {int(a['d_h'])}"
+    return ""
+
+
+def fit_title(ax, text: str, fontsize: float = 9) -> str:
+    """``text`` with each line broken at spaces so that it fits the width of ``ax`` (a
+    character taken as 0.55 em, the Axes as 85 % of its width before layout, which a colour
+    bar or labels take from): a title never runs past the figure's edge."""
+    import textwrap
+
+    w_pt = ax.get_position().width * ax.figure.get_figwidth() * 72
+    width = max(12, int(0.85 * w_pt / (0.55 * fontsize)))
+    return "\n".join("\n".join(textwrap.wrap(line, width)) or line
+                     for line in str(text).split("\n"))
