@@ -249,43 +249,6 @@ def stat_names(spec) -> list[str]:
     return names
 
 
-def network_draw_memory(d: int, n_depths: int) -> int:
-    """Estimated working memory in bytes of one product-network draw of width d (float64): the
-    chain's Q and T and one layer, the QR workspace and the product formed for the element
-    statistics (about 12 d×d arrays), plus Q and T kept at each of the ``n_depths`` depths."""
-    return 8 * d * d * (12 + 2 * int(n_depths)) + 2**20
-
-
-def check_network_cells(kind: str, widths, depths, gains) -> None:
-    """Everything about a product-network table that can be refused before any draw (and
-    before a Dask cluster starts): one draw's memory at each width, and the float64 range of
-    λ at each (gain, depth). λ of the Gaussian product scales as G^L, of the residual one as
-    (1 + G)^L; Σλ² and the element kurtosis as the square of that, times up to (d (L + 1))²."""
-    avail, source = available_memory()
-    for d in widths:
-        need = network_draw_memory(d, len(depths))
-        if avail is not None and need > avail:
-            raise InputError(f"one {kind} network draw at d={d} ({len(depths)} depths) needs "
-                             f"about {_fmt(need)} of working memory, more than the "
-                             f"{_fmt(avail)} available ({source}"
-                             + ("" if source == "RMTBASE_MEMORY_LIMIT" else
-                                "; set RMTBASE_MEMORY_LIMIT to change the limit") + ")")
-    tiny, big = _limits("float64")
-    lo, hi = math.log10(tiny * RANGE_MARGIN), math.log10(big / RANGE_MARGIN)
-    for g in gains:
-        per = math.log10(g) if kind == "gaussian" else math.log10(1.0 + g)
-        for d in widths:
-            for L in depths:
-                spread = 2 * math.log10(d * (L + 1))
-                if not lo + spread <= 2 * L * per <= hi - spread:
-                    raise InputError(
-                        f"at gain {g:g}, depth {L} the {kind} product's lambda (proportional "
-                        f"to {'G' if kind == 'gaussian' else '(1 + G)'}^L) is about "
-                        f"1e{L * per:.0f} and its squares 1e{2 * L * per:.0f}, outside the "
-                        f"float64 range [{tiny:.3g}, {big:.3g}] of a network table; use a "
-                        "gain nearer 1 or fewer layers")
-
-
 #: Copies of a table held at once while it is assembled, converted and written (the draws, the
 #: stacked Dataset, a float64 view for scoring or the netCDF buffers).
 TABLE_COPIES = 3

@@ -28,7 +28,6 @@ same table, and a shorter table is a prefix of a longer one.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 from functools import lru_cache
@@ -36,9 +35,15 @@ from functools import lru_cache
 import numpy as np
 
 from .._version import __version__
-from ..analytic.product_network import check_kind
-from ..errors import InputError, check_draws, check_positive_int, check_seed
-from .limits import STAT_SETS, check_network_cells
+from ..errors import InputError, check_positive_int
+from .network_spec import (  # noqa: F401 - NetworkSpec and make_network_spec re-exported
+    NetworkSpec,
+    _gains,
+    _ints,
+    check_network_cells,
+    make_network_spec,
+    network_grid,
+)
 from .table_file import TABLE_FORMAT, check_writable, write_table
 
 TABLE_KIND = "product_network"
@@ -47,62 +52,6 @@ LYAPUNOV_INFO = {
     "lyapunov_min": ("smallest Lyapunov exponent at depth L", "ln s_d(M_L) / L"),
     "lyapunov_mean": ("mean Lyapunov exponent at depth L", "sum_i ln s_i(M_L) / (d L)"),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class NetworkSpec:
-    """Everything but the widths and gains that fixes a network table's numbers."""
-
-    kind: str = "residual"
-    depths: tuple = (1,)
-    stats: str = "all"
-    draws: int = 200
-    seed: int = 0
-    chunk_size: int | None = None
-    trim: float = 0.8
-
-    def n_blocks(self) -> int:
-        from .tables import DRAW_BLOCK
-
-        return -(-self.draws // DRAW_BLOCK)
-
-
-def _ints(values, name) -> tuple:
-    vals = [values] if np.ndim(values) == 0 else list(values)
-    if not vals:
-        raise InputError(f"need at least one {name}")
-    return tuple(sorted({check_positive_int(v, name) for v in vals}))
-
-
-def _gains(values) -> tuple:
-    from ..analytic.product_network import check_gain
-
-    vals = [values] if np.ndim(values) == 0 else list(values)
-    if not vals:
-        raise InputError("need at least one gain")
-    return tuple(sorted({float(check_gain(v)) for v in vals}))
-
-
-def make_network_spec(*, kind="residual", depth=1, draws=200, seed=0, stats="all",
-                      chunk_size=None) -> NetworkSpec:
-    """Validate options into a :class:`NetworkSpec` (one-line :class:`InputError` on bad input)."""
-    check_kind(kind)
-    if stats not in STAT_SETS:
-        raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
-    check_draws(draws)
-    check_seed(seed)
-    if chunk_size is not None:
-        chunk_size = check_positive_int(chunk_size, "chunk_size")
-    return NetworkSpec(kind=kind, depths=_ints(depth, "depth"), stats=stats, draws=int(draws),
-                       seed=int(seed), chunk_size=chunk_size)
-
-
-def network_grid(d, gain) -> tuple[tuple, tuple]:
-    """Validated widths (ints >= 2) and gains (floats > 0) of a table, sorted and distinct."""
-    ds = _ints(d, "d")
-    if ds[0] < 2:
-        raise InputError("d must be at least 2 (off-diagonal element statistics)")
-    return ds, _gains(gain)
 
 
 def network_cell_key(seed: int, kind: str, d: int):

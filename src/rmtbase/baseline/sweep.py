@@ -164,7 +164,7 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     attribute aside), written atomically to ``out`` when given."""
     from functools import partial
 
-    from .limits import check_network_cells
+    from .network_spec import check_network_cells
     from .network_tables import assemble_network, make_network_spec, network_grid
     from .table_file import check_output_file, table_bytes, write_table
 

@@ -1,0 +1,118 @@
+"""A product-network table request: its options, and what is refused before any draw.
+
+:class:`NetworkSpec` is everything but the widths and gains that fixes a network table's
+numbers (:mod:`rmtbase.baseline.network_tables`), validated by :func:`make_network_spec`;
+:func:`network_grid` validates the widths and gains. :func:`check_network_cells` refuses,
+before any draw or Dask cluster, one draw's memory at a width (:func:`network_draw_memory`,
+float64) beyond what is available and a (gain, depth) at which λ or its squares leave the
+float64 range, with one line each; the range margin and the float limits are those of the
+head tables (:mod:`rmtbase.baseline.limits`). Used by
+:func:`rmtbase.baseline.network_tables.network_table` and
+:func:`rmtbase.baseline.sweep.network_sweep`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..analytic.product_network import check_kind
+from ..errors import InputError, check_draws, check_positive_int, check_seed
+from ..files.memory import available_memory
+from ..files.memory import fmt_bytes as _fmt
+from .limits import RANGE_MARGIN, STAT_SETS, _limits
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkSpec:
+    """Everything but the widths and gains that fixes a network table's numbers."""
+
+    kind: str = "residual"
+    depths: tuple = (1,)
+    stats: str = "all"
+    draws: int = 200
+    seed: int = 0
+    chunk_size: int | None = None
+    trim: float = 0.8
+
+    def n_blocks(self) -> int:
+        from .tables import DRAW_BLOCK
+
+        return -(-self.draws // DRAW_BLOCK)
+
+
+def _ints(values, name) -> tuple:
+    vals = [values] if np.ndim(values) == 0 else list(values)
+    if not vals:
+        raise InputError(f"need at least one {name}")
+    return tuple(sorted({check_positive_int(v, name) for v in vals}))
+
+
+def _gains(values) -> tuple:
+    from ..analytic.product_network import check_gain
+
+    vals = [values] if np.ndim(values) == 0 else list(values)
+    if not vals:
+        raise InputError("need at least one gain")
+    return tuple(sorted({float(check_gain(v)) for v in vals}))
+
+
+def make_network_spec(*, kind="residual", depth=1, draws=200, seed=0, stats="all",
+                      chunk_size=None) -> NetworkSpec:
+    """Validate options into a :class:`NetworkSpec` (one-line :class:`InputError` on bad input)."""
+    check_kind(kind)
+    if stats not in STAT_SETS:
+        raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
+    check_draws(draws)
+    check_seed(seed)
+    if chunk_size is not None:
+        chunk_size = check_positive_int(chunk_size, "chunk_size")
+    return NetworkSpec(kind=kind, depths=_ints(depth, "depth"), stats=stats, draws=int(draws),
+                       seed=int(seed), chunk_size=chunk_size)
+
+
+def network_grid(d, gain) -> tuple[tuple, tuple]:
+    """Validated widths (ints >= 2) and gains (floats > 0) of a table, sorted and distinct."""
+    ds = _ints(d, "d")
+    if ds[0] < 2:
+        raise InputError("d must be at least 2 (off-diagonal element statistics)")
+    return ds, _gains(gain)
+
+
+def network_draw_memory(d: int, n_depths: int) -> int:
+    """Estimated working memory in bytes of one product-network draw of width d (float64): the
+    chain's Q and T and one layer, the QR workspace and the product formed for the element
+    statistics (about 12 d×d arrays), plus Q and T kept at each of the ``n_depths`` depths."""
+    return 8 * d * d * (12 + 2 * int(n_depths)) + 2**20
+
+
+def check_network_cells(kind: str, widths, depths, gains) -> None:
+    """Everything about a product-network table that can be refused before any draw (and
+    before a Dask cluster starts): one draw's memory at each width, and the float64 range of
+    λ at each (gain, depth). λ of the Gaussian product scales as G^L, of the residual one as
+    (1 + G)^L; Σλ² and the element kurtosis as the square of that, times up to (d (L + 1))²."""
+    avail, source = available_memory()
+    for d in widths:
+        need = network_draw_memory(d, len(depths))
+        if avail is not None and need > avail:
+            raise InputError(f"one {kind} network draw at d={d} ({len(depths)} depths) needs "
+                             f"about {_fmt(need)} of working memory, more than the "
+                             f"{_fmt(avail)} available ({source}"
+                             + ("" if source == "RMTBASE_MEMORY_LIMIT" else
+                                "; set RMTBASE_MEMORY_LIMIT to change the limit") + ")")
+    tiny, big = _limits("float64")
+    lo, hi = math.log10(tiny * RANGE_MARGIN), math.log10(big / RANGE_MARGIN)
+    for g in gains:
+        per = math.log10(g) if kind == "gaussian" else math.log10(1.0 + g)
+        for d in widths:
+            for L in depths:
+                spread = 2 * math.log10(d * (L + 1))
+                if not lo + spread <= 2 * L * per <= hi - spread:
+                    raise InputError(
+                        f"at gain {g:g}, depth {L} the {kind} product's lambda (proportional "
+                        f"to {'G' if kind == 'gaussian' else '(1 + G)'}^L) is about "
+                        f"1e{L * per:.0f} and its squares 1e{2 * L * per:.0f}, outside the "
+                        f"float64 range [{tiny:.3g}, {big:.3g}] of a network table; use a "
+                        "gain nearer 1 or fewer layers")
