@@ -1,16 +1,23 @@
 """Text and tables of a one-model score: the ranking of heads, the terminal table, the CSV
 frames and ``summary.txt``. Every report shape (:mod:`.write`) uses them; nothing here imports
-another report module, so the collection and component reports can import from here."""
+another report module but :mod:`.storage_text` (which imports none), so the collection and
+component reports can import from here."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import xarray as xr
 
 from ..decision.kinds import kinds_of, kinds_phrase
+from .storage_text import null_storage_read, storage_name, storage_phrase, storage_read
+
+#: Also imported from here: the storage names of :mod:`.storage_text`.
+__all__ = ["EFFECT_NOTE", "MEANING", "anomaly_table", "fmt_p", "has_head_effect", "head_order",
+           "head_ranking", "head_ranks", "head_table", "long_table", "null_storage_read",
+           "order_line", "profile_table", "storage_name", "storage_phrase", "storage_read",
+           "summary_text"]
 
 _CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_value", "p_method",
              "q_value", "percentile", "flag")
@@ -150,62 +157,6 @@ def anomaly_table(ds: xr.Dataset, n: int = 3) -> str:
                      f"{fmt_p(float(h['head_q_value'])):>8}  {top:<22} "
                      f"{float(s['value']):>11.4g} {float(s['null_mean']):>11.4g}")
     return "\n".join(lines)
-
-
-def storage_name(label) -> str:
-    """A storage as users know it: GGUF block types in ggml's spelling (``Q4_1``, ``Q5_0``,
-    ``Q4_K``; W_Q and W_K in different types joined by "+"), every other storage as the score
-    names it (``fp8_e4m3``, ``bfloat16``, ``float32``)."""
-    parts = str(label).split("+")
-    return "+".join(p.upper() if re.fullmatch(r"(q|iq|tq)\d.*", p) else p for p in parts)
-
-
-def _per_layer(ds: xr.Dataset, var: str, attr: str) -> list[str]:
-    """One label per scored layer: the variable ``var`` when the score keeps one (its layers
-    differ), else the attribute ``attr`` for every layer."""
-    if var in ds:
-        return [str(x) for x in np.asarray(ds[var].values).ravel()]
-    n = int(ds.sizes.get("layer", 1))
-    return [str(ds.attrs.get(attr, "") or "")] * n
-
-
-def _counted(labels: list[str]) -> str:
-    """``Q4_1`` when every layer has it, else ``Q5_0 (26 layers), Q8_0 (8 layers)`` in order
-    of first appearance."""
-    counts: dict[str, int] = {}
-    for x in labels:
-        counts[x] = counts.get(x, 0) + 1
-    if len(counts) == 1:
-        return next(iter(counts))
-    return ", ".join(f"{x} ({n} layer{'s' if n != 1 else ''})" for x, n in counts.items())
-
-
-def storage_read(ds: xr.Dataset) -> str:
-    """What W_Q/W_K were read from, per layer: the block quantisation the file names or the
-    lattice detected (``Q4_1``, ``Q5_0``, ``fp8_e4m3``), else the float storage
-    (``storage_dtypes``); several with their layer counts (:func:`_counted`)."""
-    a = ds.attrs
-    floats = str(a.get("storage_dtypes", a.get("storage_dtype", "float32")) or "float32")
-    quant = _per_layer(ds, "layer_quantisation", "quantisation")
-    if any(re.search(r"\(layers? ", q) for q in quant):  # an older file: by_layers' own text
-        return ", ".join(storage_name(x) for x in quant[0].split(", "))
-    return _counted([floats if q in ("", "none") else storage_name(q) for q in quant])
-
-
-def null_storage_read(ds: xr.Dataset) -> str:
-    """The storage the null was drawn at, named as :func:`storage_read` names the weights'."""
-    a = ds.attrs
-    st = str(a.get("storage_dtype", "float32") or "float32")
-    ns = _per_layer(ds, "layer_null_storage", "null_storage")
-    if any(re.search(r"\(layers? ", x) for x in ns):
-        return ", ".join(storage_name(x) for x in ns[0].split(", "))
-    return _counted([storage_name(x or st) for x in ns])
-
-
-def storage_phrase(ds: xr.Dataset) -> str:
-    """``stored Q4_1, null Q4_1``: the storage read and the null drawn for it, as the first
-    line, the summary, report.html and ``--json`` name them."""
-    return f"stored {storage_read(ds)}, null {null_storage_read(ds)}"
 
 
 def order_line(ds: xr.Dataset, n: int = 3) -> str:
