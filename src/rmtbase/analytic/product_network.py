@@ -45,19 +45,14 @@ Where the limit stops describing finite d: (1/d) E tr(MᵀM)² exceeds m₂ by a
 (Gaussian) and 5.2 % (residual, G = 1); at d = 128 by 27 % and 19 %. The spectra of the
 ``product_networks`` study (d = 128, L ≤ 48) follow the limit densities by eye; the deep tails
 are where finite d shows (the smallest exponents are ψ((d − i + 1)/2), not logarithms).
+The limit Lyapunov exponents (:func:`lyapunov_quantile`, :func:`lyapunov_limits`) are in
+:mod:`._lyapunov`, the parameter checks in :mod:`._network_kind`; both re-exported here.
 
 Moments: Lagrange inversion of ψ = z(1 + ψ)/S(ψ) (:mod:`._series`), exact in rational
 arithmetic (:func:`moments_exact`), as float64 (:func:`moments`) or mpf (:func:`moments_mp`).
 Edges and density: the uniformisation x = X(u) of :mod:`._rational_map`, with u = w (Gaussian:
 X = G^L (1+w) ∏_{l<L} (1 + (d_L/d_l) w)/w, the law of M Mᵀ, reweighted by d_L/d_0) or
 u = √((1+G)² + 4Gw) (residual: X = (u−1+G)(u+1−G)^{L+1}(u+1+G)^{L−1}/((u−1−G) 4^L)).
-
-Lyapunov exponents (d → ∞, then L → ∞). For a law ν with S-transform S, the law of
-x^{1/L} under ν^{⊠L} tends to the law with quantile function t ↦ 1/S(t − 1), t ∈ (0, 1) (Tucci
-2010, "Limits laws for geometric means of free random variables"; Haagerup & Möller 2013).
-So the exponents μ = ln s / L = ln x/(2L) at rank fraction t (from the bottom) are
-μ(t) = −½ ln S_1(t − 1): Gaussian ½ ln(G t) (Newman's triangle law, Newman 1986), residual
-½ ln[(1 − G + 2Gt + √((1 − G)² + 4Gt))/2], from ½ ln(1 − G) (−∞ for G ≥ 1) up to ½ ln(1 + G).
 """
 
 from __future__ import annotations
@@ -69,8 +64,16 @@ from functools import lru_cache
 import mpmath as mp
 import numpy as np
 
-from ..errors import InputError, check_positive, check_positive_int
+from ..errors import check_positive_int
 from . import _rational_map as rmap
+from ._lyapunov import lyapunov_limits, lyapunov_limits_mp, lyapunov_quantile
+from ._network_kind import (  # noqa: F401 - re-exported: the checks other modules import here
+    KINDS,
+    _check,
+    check_gain,
+    check_kind,
+    check_widths,
+)
 from ._numeric import check_order, working_dps
 from ._series import lagrange_moments, series_mul, series_pow
 
@@ -80,44 +83,11 @@ __all__ = [
     "lyapunov_limits_mp",
 ]
 
-KINDS = ("gaussian", "residual")
-
-
-def check_kind(kind) -> str:
-    if kind not in KINDS:
-        raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    return kind
-
-
-def check_gain(gain):
-    """A finite gain G > 0 (int, float, Fraction, str or mpf); returned unchanged."""
-    check_positive(gain, "gain")
-    return gain
-
-
-def check_widths(kind, depth, widths):
-    """``widths`` as a tuple of depth + 1 positive ints, or None (square layers)."""
-    depth = check_positive_int(depth, "depth")
-    if widths is None:
-        return None
-    if kind == "residual":
-        raise InputError("widths apply only to the Gaussian product network")
-    w = tuple(check_positive_int(x, "width") for x in widths)
-    if len(w) != depth + 1:
-        raise InputError(f"widths must list depth + 1 = {depth + 1} widths d_0..d_L, got {len(w)}")
-    return None if len(set(w)) == 1 else w
-
 
 def fuss_catalan(depth: int, k: int) -> int:
     """FC_L(k) = C((L+1)k, k)/(Lk + 1), the k-th moment of the square Gaussian product at G = 1."""
     L, k = check_positive_int(depth, "depth"), check_order(k)
     return math.comb((L + 1) * k, k) // (L * k + 1)
-
-
-def _check(kind, depth, gain, widths):
-    kind = check_kind(kind)
-    depth = check_positive_int(depth, "depth")
-    return kind, depth, check_gain(gain), check_widths(kind, depth, widths)
 
 
 def _phi(kind, depth, g, widths, k, num, half):
@@ -309,47 +279,3 @@ def density_mp(x, kind: str, depth: int, gain=1, widths=None, dps: int | None = 
         w = s + v if kind == "gaussian" else (v * (2 * s + v) + s * s - (1 + g) ** 2) / (4 * g)
         return -mp.im(w) / (mp.pi * x) * (mp.mpf(1) if widths is None
                                           else mp.mpf(widths[-1]) / widths[0])
-
-
-def lyapunov_quantile(t, kind: str, gain: float = 1.0) -> np.ndarray:
-    """Limit Lyapunov exponent μ(t) = −½ ln S_1(t − 1) at rank fraction t ∈ [0, 1] from the bottom
-    (square layers; d → ∞ then L → ∞): Gaussian ½ ln(Gt), residual ½ ln[(1 − G + 2Gt +
-    √((1−G)² + 4Gt))/2]. −inf where the exponent diverges (t = 0; residual with G ≥ 1)."""
-    kind, gain = check_kind(kind), float(check_gain(gain))
-    t = np.asarray(t, dtype=float)
-    if np.any(~(t >= 0) | ~(t <= 1)):
-        raise InputError("rank fractions t must lie in [0, 1]")
-    with np.errstate(divide="ignore"):
-        if kind == "gaussian":
-            return 0.5 * np.log(gain * t)
-        q = 1.0 - gain
-        return 0.5 * np.log((q + 2 * gain * t + np.sqrt(q * q + 4 * gain * t)) / 2)
-
-
-def _residual_mean(g, log):
-    """∫_0^1 μ(t) dt for the residual kind, = ln Δ(1 + c) (Fuglede–Kadison determinant of
-    1 + c, c circular of variance G; Haagerup & Larsen 2000: its Brown measure is uniform on the
-    disc of radius √G about 1): 0 for G ≤ 1, ½ ln G − ½ + 1/(2G) above. Tested against the
-    quadrature of μ(t)."""
-    return 0 * g if g <= 1 else log(g) / 2 - (1 - 1 / g) / 2
-
-
-def lyapunov_limits(kind: str, gain: float = 1.0) -> dict:
-    """max, mean and min of the limit Lyapunov exponents (see :func:`lyapunov_quantile`)."""
-    kind, g = check_kind(kind), float(check_gain(gain))
-    if kind == "gaussian":
-        return {"max": 0.5 * math.log(g), "mean": 0.5 * (math.log(g) - 1), "min": -math.inf}
-    return {"max": 0.5 * math.log1p(g), "mean": _residual_mean(g, math.log),
-            "min": 0.5 * math.log1p(-g) if g < 1 else -math.inf}
-
-
-def lyapunov_limits_mp(kind: str, gain=1, dps: int | None = None) -> dict:
-    """:func:`lyapunov_limits` as mpf."""
-    kind = check_kind(kind)
-    check_gain(gain)
-    with working_dps(dps):
-        g = mp.mpf(gain)
-        if kind == "gaussian":
-            return {"max": mp.log(g) / 2, "mean": (mp.log(g) - 1) / 2, "min": mp.ninf}
-        return {"max": mp.log(1 + g) / 2, "mean": _residual_mean(g, mp.log),
-                "min": mp.log(1 - g) / 2 if g < 1 else mp.ninf}
