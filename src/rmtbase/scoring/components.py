@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
@@ -45,8 +44,9 @@ from .._version import __version__
 from ..decision.family import HISTOGRAM, in_family
 from ..decision.significance import _check_alpha, benjamini_hochberg
 from ..decision.verdict import SCORE_VARS, scaling, score_values
-from ..errors import InputError, ModelError, check_draws
+from ..errors import InputError, check_draws
 from ..stats.precision import QUANT_FORMATS
+from .component_cells import _Cell, _read
 from .null_checks import undefined_under_null
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
@@ -56,69 +56,6 @@ QUANTIZED_NULL = ("auto", "none", *QUANT_FORMATS)
 #: The Weibull paper's band of median terminal k of FFN and W_o matrices (middle-80 % fit,
 #: 12 models of 7 families; arXiv:2605.18898, Sec. 3).
 WEIBULL_BAND = (1.186, 1.204)
-_DETECT_ENTRIES = 2**16
-
-
-@dataclass
-class _Cell:
-    layer: int
-    name: str
-    shape: tuple
-    storage: str
-    null_storage: str
-    detected: str | None
-    unreliable: bool
-    stats: dict
-
-
-def _detect(w, storage):
-    from ..stats.precision import QBLOCK, detect_quantisation
-
-    if w.shape[1] % QBLOCK:
-        return None
-    rows = max(1, _DETECT_ENTRIES // w.shape[1])
-    return detect_quantisation(w[:rows], storage=storage)
-
-
-def _read(layers, info, progress, quantized_null) -> list[_Cell]:
-    from ..stats.matrix import matrix_stats
-    from ..stats.precision import FLOAT_STORAGES, block_size
-
-    if progress:
-        from ..progress import counted
-
-        layers = counted(layers, info.n_layers, desc="component statistics", unit="layer")
-    cells = []
-    for lc in layers:
-        for name, w in lc.matrices.items():
-            where = f"layer {lc.layer} {name} of {info.name}"
-            if not np.all(np.isfinite(w)):
-                raise ModelError(f"{where} has non-finite weights")
-            if not np.any(w):
-                raise ModelError(f"{where} is all zeros; cannot score it")
-            storage = lc.storage.get(name, "float32")
-            if storage in FLOAT_STORAGES:
-                detected = _detect(w, storage)
-            else:  # a GGUF block type: the file says it, the values are float32
-                detected, storage = storage, "float32"
-            est, null_storage = storage, storage
-            if detected not in QUANT_FORMATS and quantized_null == "auto":
-                pass  # no round trip for this type: float null, histogram statistics left out
-            elif detected and quantized_null != "none":
-                est = null_storage = detected if quantized_null == "auto" else quantized_null
-            elif quantized_null not in ("auto", "none"):
-                if w.shape[1] % block_size(quantized_null):
-                    raise InputError(f"--quantized-null {quantized_null}: {where} has "
-                                     f"{w.shape[1]} columns, not a multiple of "
-                                     f"{block_size(quantized_null)}")
-                null_storage = quantized_null
-            cells.append(_Cell(int(lc.layer), name, tuple(w.shape), storage, null_storage,
-                               detected, bool(detected) and (
-                                   quantized_null == "none" or null_storage == storage),
-                               matrix_stats(w, storage=est)))
-    if not cells:
-        raise ModelError(f"{info.name} has no matrices to score")
-    return cells
 
 
 def _group_null(shape, storage, draws, seed, progress, threads) -> dict:
