@@ -234,3 +234,13 @@ class Layout:
                 return prefix
         raise ModelError(f"ambiguous tensor names in {label}: "
                          f"'{self.probe_tensor.format(i=0)}' appears under prefixes {found}")
+
+
+def linear_layout(stem: str, attention: tuple[str, str, str, str], ffn: tuple[str, str],
+                  prefixes: tuple[str, ...]) -> Layout:
+    """The layout of a layer of separate q, k, v, o ``nn.Linear`` projections
+    (:func:`attention_parts`) and a two-layer MLP (:func:`plain_ffn`), every tensor named
+    ``stem + suffix`` (``stem`` carries ``{i}``): BERT, DistilBERT, MPNet, OPT, GPT-J, Phi, ViT
+    name the same parts differently."""
+    return Layout({**attention_parts(*(stem + a for a in attention)),
+                   **plain_ffn(*(stem + f for f in ffn))}, prefixes=prefixes)

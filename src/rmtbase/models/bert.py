@@ -14,18 +14,16 @@ from __future__ import annotations
 
 from ._adapter import Adapter
 from ._config import Dims, mha_dims
-from ._layout import Layout, attention_parts, plain_ffn
+from ._layout import linear_layout
 
 _L = "encoder.layer.{i}."
 
 
 class BertAdapter(Adapter):
     model_types = ("bert", "roberta")
-    layouts = (Layout({**attention_parts(_L + "attention.self.query", _L + "attention.self.key",
-                                         _L + "attention.self.value",
-                                         _L + "attention.output.dense"),
-                       **plain_ffn(_L + "intermediate.dense", _L + "output.dense")},
-                      prefixes=("bert.", "roberta.", "")),)
+    layouts = (linear_layout(_L, ("attention.self.query", "attention.self.key",
+                                  "attention.self.value", "attention.output.dense"),
+                             ("intermediate.dense", "output.dense"), ("bert.", "roberta.", "")),)
 
     def dims(self, cfg: dict) -> Dims:
         return mha_dims(cfg, str(cfg.get("model_type")))

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 from ._adapter import Adapter
 from ._config import Dims, mha_dims
-from ._layout import Layout, attention_parts, plain_ffn
+from ._layout import linear_layout
 
 _L = "transformer.layer.{i}."
 
 
 class DistilBertAdapter(Adapter):
     model_types = ("distilbert",)
-    layouts = (Layout({**attention_parts(_L + "attention.q_lin", _L + "attention.k_lin",
-                                         _L + "attention.v_lin", _L + "attention.out_lin"),
-                       **plain_ffn(_L + "ffn.lin1", _L + "ffn.lin2")},
-                      prefixes=("distilbert.", "")),)
+    layouts = (linear_layout(_L, ("attention.q_lin", "attention.k_lin", "attention.v_lin",
+                                  "attention.out_lin"), ("ffn.lin1", "ffn.lin2"),
+                             ("distilbert.", "")),)
 
     def dims(self, cfg: dict) -> Dims:
         return mha_dims(cfg, "distilbert", width=("dim", "hidden_size"),

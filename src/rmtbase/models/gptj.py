@@ -15,17 +15,15 @@ import dataclasses
 
 from ._adapter import Adapter
 from ._config import Dims, cfg_int, mha_dims
-from ._layout import Layout, attention_parts, plain_ffn
+from ._layout import linear_layout
 
-_A = "h.{i}.attn."
+_L = "h.{i}."
 
 
 class GPTJAdapter(Adapter):
     model_types = ("gptj",)
-    layouts = (Layout({**attention_parts(_A + "q_proj", _A + "k_proj", _A + "v_proj",
-                                         _A + "out_proj"),
-                       **plain_ffn("h.{i}.mlp.fc_in", "h.{i}.mlp.fc_out")},
-                      prefixes=("transformer.", "")),)
+    layouts = (linear_layout(_L, ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj"),
+                             ("mlp.fc_in", "mlp.fc_out"), ("transformer.", "")),)
 
     def dims(self, cfg: dict) -> Dims:
         dims = mha_dims(cfg, "gptj", width=("n_embd", "hidden_size"),

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 from ._adapter import Adapter
 from ._config import Dims, mha_dims
-from ._layout import Layout, attention_parts, plain_ffn
+from ._layout import linear_layout
 
 _L = "encoder.layer.{i}."
 
 
 class MPNetAdapter(Adapter):
     model_types = ("mpnet",)
-    layouts = (Layout({**attention_parts(_L + "attention.attn.q", _L + "attention.attn.k",
-                                         _L + "attention.attn.v", _L + "attention.attn.o"),
-                       **plain_ffn(_L + "intermediate.dense", _L + "output.dense")},
-                      prefixes=("mpnet.", "")),)
+    layouts = (linear_layout(_L, ("attention.attn.q", "attention.attn.k", "attention.attn.v",
+                                  "attention.attn.o"), ("intermediate.dense", "output.dense"),
+                             ("mpnet.", "")),)
 
     def dims(self, cfg: dict) -> Dims:
         return mha_dims(cfg, "mpnet")

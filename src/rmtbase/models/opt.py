@@ -14,17 +14,16 @@ from __future__ import annotations
 
 from ._adapter import Adapter
 from ._config import Dims, mha_dims
-from ._layout import Layout, attention_parts, plain_ffn
+from ._layout import linear_layout
 
-_A = "layers.{i}.self_attn."
+_L = "layers.{i}."
 
 
 class OPTAdapter(Adapter):
     model_types = ("opt",)
-    layouts = (Layout({**attention_parts(_A + "q_proj", _A + "k_proj", _A + "v_proj",
-                                         _A + "out_proj"),
-                       **plain_ffn("layers.{i}.fc1", "layers.{i}.fc2")},
-                      prefixes=("model.decoder.", "decoder.", "")),)
+    layouts = (linear_layout(_L, ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                  "self_attn.out_proj"), ("fc1", "fc2"),
+                             ("model.decoder.", "decoder.", "")),)
 
     def dims(self, cfg: dict) -> Dims:
         return mha_dims(cfg, "opt")

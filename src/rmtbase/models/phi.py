@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ._adapter import Adapter
 from ._config import Dims, cfg_bool, gqa_dims
-from ._layout import Layout, attention_parts, plain_ffn
+from ._layout import linear_layout
 from ._qknorm import QKNorm
 
 _A = "layers.{i}.self_attn."
@@ -28,10 +28,9 @@ _NORM = QKNorm(_A + "q_layernorm.weight", _A + "k_layernorm.weight", kind="layer
 
 class PhiAdapter(Adapter):
     model_types = ("phi",)
-    layouts = (Layout({**attention_parts(_A + "q_proj", _A + "k_proj", _A + "v_proj",
-                                         _A + "dense"),
-                       **plain_ffn("layers.{i}.mlp.fc1", "layers.{i}.mlp.fc2")},
-                      prefixes=("model.", "")),)
+    layouts = (linear_layout("layers.{i}.", ("self_attn.q_proj", "self_attn.k_proj",
+                                             "self_attn.v_proj", "self_attn.dense"),
+                             ("mlp.fc1", "mlp.fc2"), ("model.", "")),)
 
     def dims(self, cfg: dict) -> Dims:
         return gqa_dims(cfg, rotary_default=0.5)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._adapter import Adapter
 from ._config import Dims, mha_dims
-from ._layout import Layout, attention_parts, plain_ffn
+from ._layout import linear_layout
 
 _OLD = "encoder.layer.{i}."
 _NEW = "layers.{i}."
@@ -23,16 +23,11 @@ _NEW = "layers.{i}."
 class ViTAdapter(Adapter):
     model_types = ("vit",)
     layouts = (
-        Layout({**attention_parts(_OLD + "attention.attention.query",
-                                  _OLD + "attention.attention.key",
-                                  _OLD + "attention.attention.value",
-                                  _OLD + "attention.output.dense"),
-                **plain_ffn(_OLD + "intermediate.dense", _OLD + "output.dense")},
-               prefixes=("vit.", "")),
-        Layout({**attention_parts(_NEW + "attention.q_proj", _NEW + "attention.k_proj",
-                                  _NEW + "attention.v_proj", _NEW + "attention.o_proj"),
-                **plain_ffn(_NEW + "mlp.fc1", _NEW + "mlp.fc2")},
-               prefixes=("vit.", "")),
+        linear_layout(_OLD, ("attention.attention.query", "attention.attention.key",
+                             "attention.attention.value", "attention.output.dense"),
+                      ("intermediate.dense", "output.dense"), ("vit.", "")),
+        linear_layout(_NEW, ("attention.q_proj", "attention.k_proj", "attention.v_proj",
+                             "attention.o_proj"), ("mlp.fc1", "mlp.fc2"), ("vit.", "")),
     )
 
     def dims(self, cfg: dict) -> Dims:
