@@ -1,4 +1,5 @@
-"""Helpers shared by CLI commands: σ options and JSON output."""
+"""Helpers shared by CLI commands: argparse types, the options of the analytic references
+(shape, σ, ``--json``) and JSON output."""
 
 from __future__ import annotations
 
@@ -30,6 +31,24 @@ def add_sigma_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sigma", type=number, default=None, help="entry std of both W_Q and W_K (default 1)")
     p.add_argument("--sigma-q", type=number, default=None, help="entry std of W_Q")
     p.add_argument("--sigma-k", type=number, default=None, help="entry std of W_K")
+
+
+def add_json_object(p: argparse.ArgumentParser) -> None:
+    """``--json`` of the analytic references: the numbers as one JSON object (:func:`emit`)."""
+    p.add_argument("--json", action="store_true", help="print a JSON object")
+
+
+def reference_parser(sub, name: str, help: str, description: str,
+                     shape) -> argparse.ArgumentParser:
+    """The sub-command ``name`` of an analytic reference at one head shape: its required integer
+    ``shape`` options (``(flag, help)`` pairs, e.g. ``("--dh", "head dimension d_h")``), then
+    the σ options (:func:`add_sigma_options`) and ``--json``."""
+    p = sub.add_parser(name, help=help, description=description)
+    for flag, text in shape:
+        p.add_argument(flag, type=positive_int, required=True, help=text)
+    add_sigma_options(p)
+    add_json_object(p)
+    return p
 
 
 def resolve_sigmas(args: argparse.Namespace) -> tuple[float, float]:

@@ -61,16 +61,19 @@ def table_options(args: argparse.Namespace) -> dict:
                 chunk_size=args.chunk_size)
 
 
+#: ``--out`` of a command that writes one null table (``baseline``, ``sweep``).
+TABLE_OUT_HELP = ("write the table here (netCDF4, atomically; an earlier rmtbase table there is "
+                  "replaced, any other existing file refused; rerun the same command to resume "
+                  "an interrupted run)")
+
+
 def add_parser(sub):
     p = sub.add_parser("baseline", help="Monte Carlo null table (netCDF) or its summary",
                        description=__doc__.splitlines()[0])
     p.add_argument("--d", type=positive_int, nargs="+", help="model width(s) d")
     p.add_argument("--dh", type=positive_int, nargs="+", help="head dimension(s) d_h")
     add_table_options(p)
-    p.add_argument("--out", default=None,
-                   help="write the table here (netCDF4, atomically; an earlier rmtbase table "
-                        "there is replaced, any other existing file refused; rerun the same "
-                        "command to resume an interrupted run)")
+    p.add_argument("--out", default=None, help=TABLE_OUT_HELP)
     p.add_argument("--summary", metavar="FILE", default=None,
                    help="summarise an existing table instead of making one")
     p.add_argument("--json", action="store_true", help="summary as JSON")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 import time
 
+from . import _output as output
+
 
 def add_parser(sub):
     p = sub.add_parser(
@@ -23,16 +25,13 @@ def add_parser(sub):
                      "and write its report (as 'rmtbase score' on several models does)."))
     p.add_argument("entries", nargs="+", metavar="ENTRY",
                    help="entry files, folders of them, or score output folders")
-    p.add_argument("--out", default="./rmtbase-collection",
-                   help="output folder (default ./rmtbase-collection)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier rmtbase score or combine output in --out (without "
-                        "it an existing output is refused; a folder rmtbase did not write is "
-                        "refused either way)")
+    output.add_out(p, "./rmtbase-collection")
+    output.add_overwrite(p, "rmtbase score or combine",
+                         "; a folder rmtbase did not write is refused either way")
     p.add_argument("--collection", choices=("checkpoint", "model"), default=None,
                    help="name of the leading dimension (default: checkpoint for entries of one "
                         "shape, else model)")
-    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    output.add_no_figures(p)
     p.add_argument("--top", type=int, default=3, help="heads shown per entry (at most 3)")
     return p
 
@@ -69,8 +68,7 @@ def run(args) -> int:
     ds.attrs["computed_by"] = f"combined from {len(datasets)} entries"
     written = write_report(ds, args.out, figures=not args.no_figures, top=args.top)
     print("\n".join(entry_lines(ds)))
-    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
-          file=sys.stderr)
+    output.say_wrote(written, args.out, t0)
     return 0
 
 

@@ -6,9 +6,9 @@ contributes each of them). Thin wrapper of :func:`rmtbase.report.compare.write_c
 
 from __future__ import annotations
 
-import os
-import sys
 import time
+
+from . import _output as output
 
 
 def add_parser(sub):
@@ -21,19 +21,15 @@ def add_parser(sub):
             "per-model head-flag fractions, and report.html. Writes --out all or nothing."))
     p.add_argument("scores", nargs="+", metavar="DIR",
                    help="rmtbase score output folders (or their scores.nc)")
-    p.add_argument("--out", default="./rmtbase-compare",
-                   help="output folder (default ./rmtbase-compare)")
-    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier rmtbase compare output in --out (without it an "
-                        "existing output is refused)")
+    output.add_out(p, "./rmtbase-compare")
+    output.add_no_figures(p)
+    output.add_overwrite(p, "rmtbase compare")
     p.add_argument("--sort-by", metavar="ORDER", default=None,
                    help="order of each model's heads in heads.csv: departure (default: each "
                         "profile axis's effect in units of its null band, root mean square), p "
                         "(head p), or one profile axis (e.g. alignment, symmetry)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON document (per-model flag fractions, files written) on "
-                        "stdout instead of the summary")
+    output.add_json(p, "print one JSON document (per-model flag fractions, files written) on "
+                       "stdout instead of the summary")
     return p
 
 
@@ -53,8 +49,5 @@ def run(args) -> int:
         print_json(doc)
     else:
         print(written["summary.txt"].read_text(encoding="utf-8").split("\n\n", 1)[0])
-    report = (f"; open {os.path.join(args.out, 'report.html')}"
-              if "report.html" in written else "")
-    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s{report}",
-          file=sys.stderr)
+    output.say_wrote(written, args.out, t0, report=True)
     return 0

@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import add_sigma_options, emit, positive_int, resolve_sigmas
+from ._common import emit, reference_parser, resolve_sigmas
 
 #: Requested digits of the mpmath computations (the functions add guard digits).
 DPS = 16
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "elementwise", help="exact element law of W_QK (variance-gamma)",
-        description="Variance, excess kurtosis, entropy and KL-to-Gaussian of one entry of "
-                    "W_QK = W_Q^T W_K (W_Q, W_K of shape (d_h, d), i.i.d. Gaussian entries).")
-    p.add_argument("--dh", type=positive_int, required=True, help="head dimension d_h (≥ 1)")
-    add_sigma_options(p)
-    p.add_argument("--json", action="store_true", help="print a JSON object")
-    return p
+    return reference_parser(
+        sub, "elementwise", "exact element law of W_QK (variance-gamma)",
+        "Variance, excess kurtosis, entropy and KL-to-Gaussian of one entry of W_QK = W_Q^T W_K "
+        "(W_Q, W_K of shape (d_h, d), i.i.d. Gaussian entries).",
+        [("--dh", "head dimension d_h (≥ 1)")])
 
 
 def elementwise_summary(d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.0) -> dict:

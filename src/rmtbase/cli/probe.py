@@ -8,10 +8,10 @@ English text.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from ..errors import InputError
+from . import _output as output
 from ._common import positive_int
 
 #: The embedded default model's name in outputs (its folder is named ``model``).
@@ -37,16 +37,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--window", type=positive_int, default=None,
                    help="tokens per window, special tokens included (default "
                         "min(256, max_position_embeddings))")
-    p.add_argument("--out", default=None,
-                   help="output folder (default rmtbase-probe/<model name>)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier rmtbase probe output in --out (without it an "
-                        "existing output is refused)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON document (the model, the text, each head's "
-                        "behaviours, files written) on stdout instead of the table")
-    p.add_argument("--no-figures", action="store_true", help="skip probe.png")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    output.add_out(p, None, "rmtbase-probe/<model name>")
+    output.add_overwrite(p, "rmtbase probe")
+    output.add_json(p, "print one JSON document (the model, the text, each head's behaviours, "
+                       "files written) on stdout instead of the table")
+    output.add_no_figures(p, "skip probe.png")
+    output.add_quiet(p)
     return p
 
 
@@ -102,12 +98,10 @@ def run(args: argparse.Namespace) -> int:
         from ._summary import print_json, probe_document
 
         print_json(probe_document(ds, args.out, written))
-        print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
-              file=sys.stderr)
+        output.say_wrote(written, args.out, t0)
         return 0
     print(f"{a['model']}: {a['n_tokens']} tokens in {a['n_windows']} windows of {a['window']} "
           f"({a['attention']}), {ds.sizes['layer']} layers x {ds.sizes['head']} heads")
     print("\n".join(top_lines(ds)))
-    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
-          file=sys.stderr)
+    output.say_wrote(written, args.out, t0)
     return 0

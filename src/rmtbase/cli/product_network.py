@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from ._common import emit, number, positive_int
+from ._common import add_json_object, emit, number, positive_int
 
 #: Working digits of the mpmath edges behind the printed floats.
 DPS = 30
@@ -46,7 +46,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="finite width d for the exact E tr(M^T M), E tr((M^T M)^2)")
     p.add_argument("--widths", type=positive_int, nargs="+", default=None, metavar="D_l",
                    help="Gaussian only: widths d_0 ... d_L of a rectangular network")
-    p.add_argument("--json", action="store_true", help="print a JSON object")
+    add_json_object(p)
     return p
 
 

@@ -16,13 +16,12 @@ variables, columns of ``heads.csv``, a line in the report's head drill-down).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 from ..errors import InputError
 from ..stats.names import QUANT_FORMATS
 from ..stats.null_kind import NULLS, GaussianNull, Null
+from . import _output as output
 from . import _score_modes as _modes
 from . import _score_parts as parts
 from ._common import number, positive_int
@@ -51,16 +50,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "all-MiniLM-L6-v2); "
                         "several, or a glob such as 'ckpts/step*', score into one Dataset "
                         "with a leading checkpoint/model dimension")
-    p.add_argument("--out", default=None,
-                   help="output folder (default rmtbase-score/<model name>, e.g. "
-                        "rmtbase-score/all-MiniLM-L6-v2)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier rmtbase score output in --out (without it an "
-                        "existing output is refused; a folder rmtbase did not write is never "
-                        "replaced)")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON document on stdout (decision, heads with p, flag and "
-                        "profile, null, storage, files written) instead of the tables")
+    output.add_out(p, None, "rmtbase-score/<model name>, e.g. rmtbase-score/all-MiniLM-L6-v2")
+    output.add_overwrite(p, "rmtbase score", "; a folder rmtbase did not write is never replaced")
+    output.add_json(p, "print one JSON document on stdout (decision, heads with p, flag and "
+                       "profile, null, storage, files written) instead of the tables")
     p.add_argument("--fail-on-flag", action="store_true",
                    help="exit with status 1 when any head (or --components matrix) is flagged, "
                         "for CI gates (the output is written first)")
@@ -118,7 +111,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=positive_int, default=0, help="null table / permutation seed")
     p.add_argument("--top", type=positive_int, default=3,
                    help="heads shown per profile axis in the terminal table and summary.txt")
-    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    output.add_no_figures(p)
     p.add_argument("--sort-by", metavar="ORDER", default=None,
                    help="order of heads in heads.csv's rank, the report and --json: departure "
                         "(default: each profile axis's effect in units of its null band, root "
@@ -143,7 +136,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="also Q-/K-/V-composition of every cross-layer head pair against the "
                         "Gaussian-factor null: composition.nc, figures/composition.png "
                         "(docs/composition.md)")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    output.add_quiet(p)
     return p
 
 
@@ -242,19 +235,16 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     mode = _modes.several if plan.several else \
         _modes.delta if args.base is not None else _modes.single
-    out = mode(args, plan, show)
-    report = (f"; open {os.path.join(args.out, 'report.html')}"
-              if any(str(k).endswith("report.html") for k in out.written) else "")
-    print(f"wrote {len(out.written)} files to {args.out} in {time.perf_counter() - t0:.1f} s"
-          f"{report}", file=sys.stderr)
+    scored = mode(args, plan, show)
+    output.say_wrote(scored.written, args.out, t0, report=True)
     from ._summary import EXIT_FLAGGED, any_flag, print_json, score_document
 
     if args.json:
-        doc = score_document(out.ds, args.out, out.written, out.cds)
+        doc = score_document(scored.ds, args.out, scored.written, scored.cds)
         if args.composition:
-            doc["composition"] = parts.composition_doc(out.extras)
+            doc["composition"] = parts.composition_doc(scored.extras)
         print_json(doc)
-    if args.fail_on_flag and any_flag(out.ds, out.cds):
+    if args.fail_on_flag and any_flag(scored.ds, scored.cds):
         return EXIT_FLAGGED
     return 0
 

@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import add_sigma_options, emit, positive_int, resolve_sigmas
+from ._common import emit, reference_parser, resolve_sigmas
 
 #: Working digits of the mpmath computations behind the printed floats.
 DPS = 30
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "spectrum", help="analytic spectrum references (MP_c ⊠ MP_c, exact Σλ moments)",
-        description="Analytic references for the spectrum of W_QK = W_Q^T W_K with W_Q, W_K of "
-                    "shape (d_h, d) and i.i.d. Gaussian entries.")
-    p.add_argument("--d", type=positive_int, required=True, help="model width d")
-    p.add_argument("--dh", type=positive_int, required=True, help="head dimension d_h (≤ d)")
-    add_sigma_options(p)
-    p.add_argument("--json", action="store_true", help="print a JSON object")
-    return p
+    return reference_parser(
+        sub, "spectrum", "analytic spectrum references (MP_c ⊠ MP_c, exact Σλ moments)",
+        "Analytic references for the spectrum of W_QK = W_Q^T W_K with W_Q, W_K of shape "
+        "(d_h, d) and i.i.d. Gaussian entries.",
+        [("--d", "model width d"), ("--dh", "head dimension d_h (≤ d)")])
 
 
 def spectrum_summary(d: int, d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.0) -> dict:

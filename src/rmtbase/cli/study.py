@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+from . import _output as output
+
 
 def add_parser(sub):
     p = sub.add_parser("study", help="run a study that reproduces a seed's figures and claims",
@@ -19,14 +21,11 @@ def add_parser(sub):
                         "(head_function; default the embedded MiniLM)")
     p.add_argument("--text", default=None, metavar="FILE",
                    help="UTF-8 text for studies that probe attention (head_function)")
-    p.add_argument("--out", default="out/studies",
-                   help="output folder (default out/studies); the study writes OUT/NAME all or "
-                        "nothing; an earlier output of the same study is replaced only with "
-                        "--overwrite")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an earlier output of the same study in OUT/NAME")
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON document (figures, data files, summary) on stdout")
+    output.add_out(p, "out/studies", more="; the study writes OUT/NAME all or nothing; an "
+                                          "earlier output of the same study is replaced only "
+                                          "with --overwrite")
+    output.add_overwrite(p, "", help="replace an earlier output of the same study in OUT/NAME")
+    output.add_json(p, "print one JSON document (figures, data files, summary) on stdout")
     return p
 
 

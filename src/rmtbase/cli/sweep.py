@@ -29,7 +29,7 @@ import sys
 
 from ..stats.names import STORAGES
 from ._common import number, positive_int
-from .baseline import add_table_options, table_options
+from .baseline import TABLE_OUT_HELP, add_table_options, table_options
 
 #: Draws of a table when --draws is not given (``rmtbase baseline``'s default).
 TABLE_DRAWS = 2000
@@ -63,10 +63,7 @@ def add_parser(sub):
                    help="checkpoint storage the null draws are put through (default float32; "
                         "several only with --into-cache)")
     out = p.add_mutually_exclusive_group(required=True)
-    out.add_argument("--out",
-                     help="write the table here (netCDF4, atomically; an earlier rmtbase table "
-                          "there is replaced, any other existing file refused; rerun the same "
-                          "command to resume an interrupted run)")
+    out.add_argument("--out", help=TABLE_OUT_HELP)
     out.add_argument("--into-cache", action="store_true",
                      help="write the null tables and profile nulls that `rmtbase score` reads "
                           "for these shapes and storages into the user cache ($RMTBASE_CACHE), "

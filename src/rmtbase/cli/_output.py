@@ -1,0 +1,48 @@
+"""The output side that the writing sub-commands share (``score``, ``probe``, ``combine``,
+``compare``, ``study``): their options (``--out``, ``--overwrite``, ``--json``,
+``--no-figures``, ``--quiet``) with one wording each, and the closing line on stderr
+(``wrote N files to OUT in T s``). Each command names what differs (its default folder, the
+outputs ``--overwrite`` replaces, what its JSON holds); the folder itself is checked before any
+work by :func:`rmtbase.files.output.check_output_dir`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def add_out(p, default, shown: str | None = None, more: str = "") -> None:
+    """``--out`` (default ``default``, shown in the help as ``shown`` when given)."""
+    p.add_argument("--out", default=default,
+                   help=f"output folder (default {shown or default}){more}")
+
+
+def add_overwrite(p, what: str, more: str = "", *, help: str | None = None) -> None:
+    """``--overwrite``: replace an earlier ``what`` output in --out (``help``: another wording)."""
+    p.add_argument("--overwrite", action="store_true",
+                   help=help or f"replace an earlier {what} output in --out (without it an "
+                                f"existing output is refused{more})")
+
+
+def add_json(p, help: str) -> None:
+    """``--json``: one JSON document on stdout, as ``help`` says."""
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_no_figures(p, help: str = "skip the PNG figures") -> None:
+    p.add_argument("--no-figures", action="store_true", help=help)
+
+
+def add_quiet(p) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def say_wrote(written, out, t0: float, *, report: bool = False) -> None:
+    """``wrote N files to OUT in T s`` on stderr, T counted from ``t0`` (``time.perf_counter``);
+    with ``report``, ``; open OUT/report.html`` where a report.html was written."""
+    where = (f"; open {os.path.join(out, 'report.html')}"
+             if report and any(str(k).endswith("report.html") for k in written) else "")
+    print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.1f} s{where}",
+          file=sys.stderr)
