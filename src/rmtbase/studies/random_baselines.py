@@ -163,6 +163,25 @@ def _agg(rows, key, dhs):
     return v.mean(axis=1), v.std(axis=1, ddof=1) / math.sqrt(v.shape[1])
 
 
+def _simulated(ax, rows, key, dh, dhs, label):
+    """Simulated mean ± se of ``key`` per d_h (circles) on ``ax``; returns (mean, se)."""
+    from .. import plot
+
+    m, se = _agg(rows, key, dhs)
+    ax.errorbar(dh, m, yerr=se, fmt="o", color=plot.series_color(0), label=label)
+    return m, se
+
+
+def _d_h_axis(ax, ylabel, *yscale, **yscale_kw):
+    """Log d_h axis, the y scale (if given), labels and legend of one panel."""
+    ax.set_xscale("log")
+    if yscale:
+        ax.set_yscale(*yscale, **yscale_kw)
+    ax.set_xlabel("head dimension d_h")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+
+
 def _figure4(out, rows, d, dhs):
     from .. import plot
 
@@ -170,36 +189,22 @@ def _figure4(out, rows, d, dhs):
     grid = np.geomspace(dh.min(), dh.max(), 200)
     fig, axes = io.figure(1, 3, size=(4.6, 3.6))
     a0, a1, a2 = axes[0]
-    m, se = _agg(rows, "std", dhs)
-    a0.errorbar(dh, m, yerr=se, fmt="o", color=plot.series_color(0), label="simulated W_QK")
+    m, se = _simulated(a0, rows, "std", dh, dhs, "simulated W_QK")
     plot.analytic_curve(grid, np.sqrt(grid), ax=a0, label="√d_h σ² (this library)")
     a0.errorbar(dh, m / math.sqrt(d), yerr=se / math.sqrt(d), fmt="s",
                 color=plot.series_color(1), label="simulated W_QK / √d")
     plot.analytic_curve(grid, np.sqrt(grid / d), ax=a0, ls=":", label="seed: √(d_h/d)")
-    a0.set_xscale("log")
-    a0.set_yscale("log")
-    a0.set_xlabel("head dimension d_h")
-    a0.set_ylabel("element std σ_WQK (σ = 1)")
-    a0.legend(fontsize=7)
-    m, se = _agg(rows, "entropy", dhs)
-    a1.errorbar(dh, m, yerr=se, fmt="o", color=plot.series_color(0), label="simulated (histogram)")
+    _d_h_axis(a0, "element std σ_WQK (σ = 1)", "log")
+    _simulated(a1, rows, "entropy", dh, dhs, "simulated (histogram)")
     plot.analytic_curve(grid, 0.5 * np.log(2 * np.pi * np.e * grid), ax=a1,
                         label="Gaussian ½ln(2πe d_h σ⁴)")
     plot.analytic_curve(dh, [ref.vg_entropy(x) for x in dhs], ax=a1, ls="-.",
                         color=plot.OKABE_ITO[6], label="exact variance-gamma")
-    a1.set_xscale("log")
-    a1.set_xlabel("head dimension d_h")
-    a1.set_ylabel("entropy S [nats]")
-    a1.legend(fontsize=7)
-    m, se = _agg(rows, "kl_gaussian", dhs)
-    a2.errorbar(dh, m, yerr=se, fmt="o", color=plot.series_color(0), label="simulated (binned)")
+    _d_h_axis(a1, "entropy S [nats]")
+    _simulated(a2, rows, "kl_gaussian", dh, dhs, "simulated (binned)")
     plot.analytic_curve(dh, [ref.vg_kl(x) for x in dhs], ax=a2, ls="-", label="exact")
-    a2.set_xscale("log")
-    a2.set_yscale("symlog", linthresh=1e-5)
     a2.axhline(1e-3, color="#999999", ls=":", lw=1, label="seed: '≲ 10⁻³'")
-    a2.set_xlabel("head dimension d_h")
-    a2.set_ylabel("KL(P_WQK ‖ N(μ̂, σ̂²)) [nats]")
-    a2.legend(fontsize=7)
+    _d_h_axis(a2, "KL(P_WQK ‖ N(μ̂, σ̂²)) [nats]", "symlog", linthresh=1e-5)
     fig.suptitle(f"Random W_QK at d = {d}, σ = 1", fontsize=10)
     return io.save_figure(fig, out / "fig4_sigma_entropy_kl.png")
 
