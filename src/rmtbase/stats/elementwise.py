@@ -100,12 +100,12 @@ from ._binning import (  # noqa: F401 - re-exported: the binning constants and h
     trim_ranks,
 )
 from .precision import check_storage
-from .statistic import STATISTICS
+from .statistic import element_names
 from .tiles import one_tile
 
 #: The element statistics of a head's matrices, in registry order: the records of
 #: :data:`rmtbase.stats.statistic.STATISTICS` of kind "element" that a head's tables hold.
-ELEMENT_STATS = tuple(s.name for s in STATISTICS if s.kind == "element" and s.head)
+ELEMENT_STATS = element_names()
 
 
 def _one(w, trim, storage="float32", side=None):

@@ -35,9 +35,11 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 
 from ..errors import InputError
+from .estimator import Estimator
+from .fused import FUSED
 
-__all__ = ["MATRICES", "STATISTICS", "Statistic", "doc_table", "spectral", "stat_info",
-           "statistic"]
+__all__ = ["MATRICES", "STATISTICS", "Statistic", "doc_table", "element_names", "spectral",
+           "stat_info", "statistic"]
 
 #: The matrices a head's statistics are of (``w``: a whole weight matrix, components).
 MATRICES = ("q", "k", "qk", "w")
@@ -67,6 +69,10 @@ class Statistic:
     #: whether a head's null tables hold it (False: a whole matrix's only, the extra Weibull
     #: trims of :mod:`.matrix`); :data:`rmtbase.stats.elementwise.ELEMENT_STATS` derives from it
     head: bool = True
+    #: an element statistic's estimator: its per-tile accumulators, their merge and its finish
+    #: (:mod:`.estimator`); the fused estimator of the tables' statistics (:data:`.fused.FUSED`)
+    #: unless given
+    estimator: Estimator | None = None
 
     def __post_init__(self):
         if self.kind not in ("spectral", "element", "scale"):
@@ -77,6 +83,17 @@ class Statistic:
         if (self.kind == "spectral") != (self.fn is not None):
             raise InputError(f"statistic {self.name!r}: a spectral statistic needs fn (of λ), "
                              "others have none")
+        if self.kind != "element":
+            if self.estimator is not None:
+                raise InputError(f"statistic {self.name!r}: only element statistics have an "
+                                 "estimator")
+            return
+        if self.estimator is None:
+            object.__setattr__(self, "estimator", FUSED)
+        if self.name not in self.estimator.statistics:
+            raise InputError(f"element statistic {self.name!r}: its estimator "
+                             f"{self.estimator.name!r} does not compute it (give the record "
+                             "its own estimator)")
 
     @property
     def transform(self) -> str:
@@ -242,6 +259,12 @@ def statistic(name: str, statistics=STATISTICS) -> Statistic:
 def spectral(statistics=STATISTICS) -> tuple[Statistic, ...]:
     """The spectral records, in registry order."""
     return tuple(s for s in statistics if s.kind == "spectral")
+
+
+def element_names(statistics=STATISTICS) -> tuple[str, ...]:
+    """Names of the element statistics a head's null tables hold, in registry order
+    (``ELEMENT_STATS``)."""
+    return tuple(s.name for s in statistics if s.kind == "element" and s.head)
 
 
 def stat_info(statistics=STATISTICS) -> dict[str, dict]:
