@@ -17,9 +17,13 @@ per-topic tables — ``rmtbase.stats.STAT_INFO``, ``SPECTRAL_STATS``,
 ``rmtbase.decision.effect.TRANSFORM``, ``rmtbase.decision.family.DUPLICATES``/``HISTOGRAM``,
 ``rmtbase.decision.verdict.NAN_REASONS``, ``rmtbase.baseline.references.REFERENCE_NOTES`` —
 are derived from it here (:func:`stat_info`, :func:`transforms`, …), so a statistic is added
-by one record. A spectral statistic is one record with its ``fn``: the null tables store the
-spectra of their draws, so it needs no data rebuild; :func:`rmtbase.stats.spectral.
-spectral_stats` takes the records as an argument, so a test can add one.
+by one record. A spectral statistic is one record with its ``fn`` (those of the registry in
+:mod:`._lambda`): the null tables store the spectra of their draws, so it needs no data
+rebuild; :func:`rmtbase.stats.spectral.spectral_stats` takes the records as an argument, so a
+test can add one. An element statistic is one record with its ``estimator`` (:mod:`.estimator`:
+per-tile accumulators, their merge, the finish; :data:`.fused.FUSED` for the tables' own) and
+one rebuild of the null tables, without which a run is refused before reading any weight
+(``tests/test_element_estimator.py``).
 
 Models: xarray's aggregation records and diffrax's solver classes — one definition, every
 table generated from it. The statistic groups and nulls live in :mod:`rmtbase.decision.family`
@@ -32,9 +36,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import jax.numpy as jnp
-
 from ..errors import InputError
+from ._lambda import (
+    _condition_number,
+    _lambda_max,
+    _lambda_min,
+    _npr,
+    _pr,
+    _spectral_entropy,
+    _stable_rank,
+    _sum_lambda,
+    _sum_lambda2,
+)
 from .estimator import Estimator
 from .fused import FUSED
 
@@ -113,55 +126,6 @@ class Statistic:
     def reference(self, matrix: str) -> str:
         """The analytic reference note of ``<matrix>.<name>`` ("" where none)."""
         return dict(self.references).get(matrix, "")
-
-
-# Spectral statistics of λ (..., n), any order; Σλ² and PR scaled by λ_max against float32
-# overflow (λ ~ d² d_h, squared). Under jit the shared sums are computed once (CSE).
-def _lambda_max(lam):
-    return jnp.max(lam, axis=-1)
-
-
-def _lambda_min(lam):
-    return jnp.min(lam, axis=-1)
-
-
-def _sum_lambda(lam):
-    return jnp.sum(lam, axis=-1)
-
-
-def _scaled(lam):
-    lmax = jnp.max(lam, axis=-1)
-    scale = jnp.where(lmax > 0, lmax, 1.0)
-    r = lam / scale[..., None]
-    return scale, jnp.sum(r * r, axis=-1)
-
-
-def _sum_lambda2(lam):
-    scale, r2 = _scaled(lam)
-    return r2 * scale * scale
-
-
-def _pr(lam):
-    scale, r2 = _scaled(lam)
-    return (jnp.sum(lam, axis=-1) / scale) ** 2 / r2
-
-
-def _npr(lam):
-    return _pr(lam) / lam.shape[-1]
-
-
-def _spectral_entropy(lam):
-    p = lam / jnp.sum(lam, axis=-1)[..., None]
-    plogp = jnp.where(p > 0, p * jnp.log(jnp.where(p > 0, p, 1.0)), 0.0)
-    return -jnp.sum(plogp, axis=-1)
-
-
-def _condition_number(lam):
-    return jnp.max(lam, axis=-1) / jnp.min(lam, axis=-1)
-
-
-def _stable_rank(lam):
-    return jnp.sum(lam, axis=-1) / jnp.max(lam, axis=-1)
 
 
 STATISTICS: tuple[Statistic, ...] = (
