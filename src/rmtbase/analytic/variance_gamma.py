@@ -18,7 +18,8 @@ expansion of K_ν (DLMF 10.41.4, 20 terms, with the Stirling series for Γ; see
 :mod:`rmtbase.analytic._bessel`) for ν ≥ 30, where kve overflows (for n = 4096 it overflows for
 all y < ~1000) — the switch is tested against mpmath on both sides. The CDF/SF use the normal
 variance mixture, sf(y) = E_V[Φc(y/√(2V))], integrated by the trapezoid rule in ln V on a window
-around the maximum of the (log-concave) integrand, so tails keep their relative accuracy.
+around the maximum of the (log-concave) integrand, so tails keep their relative accuracy
+(:mod:`._mixture_tail`).
 Entropy and KL integrate over t = ln y with the trapezoid rule. The KL divergence to the Gaussian
 of equal variance is computed directly as ∫ φ (r ln r − r + 1), r = f/φ, a non-negative
 integrand, so it keeps its relative precision when tiny (≈ 3/(4n²) for large n).
@@ -37,6 +38,7 @@ from scipy import special
 
 from ..errors import check_positive_int
 from . import _bessel
+from ._mixture_tail import _sf_unit
 from ._numeric import working_dps
 
 __all__ = [
@@ -108,49 +110,6 @@ def logpdf(x, d_h: int, s: float = 1.0) -> np.ndarray:
 def pdf(x, d_h: int, s: float = 1.0) -> np.ndarray:
     """f(x) (float64)."""
     return np.exp(logpdf(x, d_h, s))
-
-
-def _sf_unit(y: np.ndarray, n: int, nodes: int = 600) -> np.ndarray:
-    """P(X > y), s = 1, y ≥ 0: trapezoid in u = ln V of exp(h), h = a u − e^u − lnΓ(a) + ln Φc(w),
-    w = y e^{−u/2}/√2 (h is strictly concave), on the window where h > max h − 40."""
-    a = 0.5 * n
-    y = np.atleast_1d(np.asarray(y, dtype=float))
-    out = np.full(y.shape, 0.5)
-    pos = y > 0
-    if not pos.any():
-        return out
-    yp = y[pos]
-    lga = special.gammaln(a)
-
-    def h(u):
-        yy = yp.reshape(yp.shape + (1,) * (np.ndim(u) - 1))
-        return a * u - np.exp(u) - lga + special.log_ndtr(-yy * np.exp(-0.5 * u) / math.sqrt(2.0))
-
-    def dh(u):
-        w = yp * np.exp(-0.5 * u) / math.sqrt(2.0)
-        with np.errstate(over="ignore"):   # Mills ratio ~ w at huge w: +inf·w is still > 0
-            mills = np.exp(-0.5 * w * w - 0.5 * math.log(2 * math.pi) - special.log_ndtr(-w))
-        return a - np.exp(u) + 0.5 * mills * w
-
-    def bisect(fun, lo, hi, iters):
-        for _ in range(iters):
-            mid = 0.5 * (lo + hi)
-            up = fun(mid) > 0
-            lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
-        return 0.5 * (lo + hi)
-
-    u_star = bisect(dh, np.full(yp.shape, -120.0), np.full(yp.shape, 120.0), 90)
-    h_star = h(u_star)
-    # bisect() wants a function that is positive at the left end and negative at the right
-    u_lo = bisect(lambda u: -(h(u) - h_star + 40.0), u_star - 200.0, u_star, 60)
-    u_hi = bisect(lambda u: h(u) - h_star + 40.0, u_star, u_star + 60.0, 60)
-    grid = np.linspace(0.0, 1.0, nodes)
-    u = u_lo[:, None] + (u_hi - u_lo)[:, None] * grid[None, :]
-    vals = np.exp(h(u) - h_star[:, None])
-    step = (u_hi - u_lo) / (nodes - 1)
-    total = step * (vals.sum(axis=1) - 0.5 * (vals[:, 0] + vals[:, -1]))
-    out[pos] = np.exp(h_star) * total
-    return out
 
 
 def sf(x, d_h: int, s: float = 1.0) -> np.ndarray:
