@@ -25,7 +25,8 @@ installs it). stderr is one per process, so the live reporters are one list per 
 (``_LIVE``, under a lock: reporters may be updated from worker threads).
 
 A library's own bars (transformers' "Loading weights" while a model is read) are not shown:
-:func:`no_library_bars` turns them off for a block and restores the library's setting after.
+:func:`no_library_bars` (:mod:`rmtbase._library_bars`, re-exported here) turns them off for a
+block and restores the library's setting after.
 
 So the Python API can keep ``progress=True`` as its default without drawing a bar into
 non-terminal logs. Importing this module imports nothing heavy (tqdm only for a bar).
@@ -37,6 +38,8 @@ import os
 import sys
 import threading
 import time
+
+from ._library_bars import no_library_bars
 
 #: Seconds between two progress lines when stderr is not a terminal.
 INTERVAL = 30.0
@@ -253,28 +256,6 @@ def show_warning(msg, category, filename, lineno, file=None, line=None) -> None:
 
     text = warnings.formatwarning(msg, category, filename, lineno, line).rstrip("\n")
     message(text, stream=file)
-
-
-class no_library_bars:
-    """Context manager: transformers' own progress bars off inside the block (rmtbase's
-    progress follows this module's policy; a library bar in a log is a line of carriage
-    returns), the library's setting restored on leaving. Without transformers: nothing."""
-
-    def __enter__(self):
-        try:
-            from transformers.utils import logging as tf_logging
-        except ImportError:
-            self._log = None
-            return self
-        self._log = tf_logging
-        self._was = tf_logging.is_progress_bar_enabled()
-        tf_logging.disable_progress_bar()
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        if self._log is not None and self._was:
-            self._log.enable_progress_bar()
-        return False
 
 
 def stage(who: str, what: str, *, enabled: bool = True, stream=None) -> None:
