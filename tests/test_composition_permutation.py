@@ -96,8 +96,8 @@ def test_planted_circuit_is_flagged_under_permutation():
     comp, over, norms = composition_from_factors(layers, n_h)
     c = P.permutation_counts(layers, n_h, comp, draws=2000, seed=0)
     p = P.permutation_p(comp, c)
-    ds = assemble(comp, over, norms, None, p=p, p_tail=p, median=c["median"],
-                  null="permutation", attrs={"d": d, "d_h": dh})
+    ds = assemble(comp, over, norms, None, p=p, median=c["median"], attrs={"d": d, "d_h": dh})
+    assert ds.attrs["null_kind"] == "permutation"  # null_sorted=None is the permutation null
     sel = dict(kind="k", layer_from=0, head_from=3, layer_to=2, head_to=5)
     assert float(ds.composition_p.sel(**sel)) == pytest.approx(1 / 2001)
     assert float(ds.composition_q_family.sel(**sel)) <= 0.05

@@ -31,7 +31,6 @@ EXCEPTIONS = {
     "scoring/trajectory.py::score_collection": {"lines": 61, "params": 11},
     "decision/verdict.py::score_values": {"params": 9},
     # not yet restructured (issue 50 step 4 left them; see the commit that added this test)
-    "scoring/composition_dataset.py::assemble": {"lines": 84, "params": 10},
     "scoring/composition_permutation.py::_layer_fn": {"tuple": 9},
     "scoring/composition_permutation.py::_layer_fn.f": {"params": 9, "tuple": 9},
     "scoring/composition_permutation.py::_pair_fn.f": {"params": 10},
@@ -39,8 +38,6 @@ EXCEPTIONS = {
     "scoring/layer_stats.py::safe_factors": {"tuple": 4},
     "scoring/layer_stats.py::layer_stats": {"params": 9},
     "scoring/permutation.py::_spectral_chunk": {"params": 9},
-    "scoring/profile.py::_against": {"tuple": 4},
-    "scoring/profile.py::add_profile": {"lines": 61, "params": 9},
     "scoring/trajectory.py::_shape": {"tuple": 6},
 }
 

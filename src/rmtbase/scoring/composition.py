@@ -214,16 +214,16 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
         comp, overlap, norms = composition_from_factors(layers, info.n_kv_heads, ln_gains=gains)
         counts = P.permutation_counts(layers, info.n_kv_heads, comp, draws=int(draws),
                                       seed=int(seed), ln_gains=gains)
-        p = pt = P.permutation_p(comp, counts)
+        p = P.permutation_p(comp, counts)
         nst, null_s = "entries permuted", None
     else:
         comp, overlap, norms = composition_from_factors(layers, info.n_kv_heads, ln_gains=gains)
         nst = _null_storage(storage_rows, null_storage)
         null_s = null_scores(jax.random.key(int(seed)), info.d, info.d_h, info.d_h, int(draws),
                              nst)
-        p = pt = counts = None
-    ds = assemble(comp, overlap, norms, null_s, alpha=alpha, p=p, p_tail=pt,
-                    median=None if counts is None else counts["median"], null=null, attrs={
+        p = counts = None
+    ds = assemble(comp, overlap, norms, null_s, alpha=alpha, p=p,
+                  median=None if counts is None else counts["median"], attrs={
         "model": info.name, "d": info.d, "d_h": info.d_h, "n_kv_heads": info.n_kv_heads,
         "seed": int(seed), "draws": int(draws), "null_storage": nst,
         "storage": ",".join(sorted({r[0] for r in storage_rows} | {r[2] for r in storage_rows})),

@@ -54,54 +54,89 @@ def _moment_attrs(attrs) -> dict:
             "null_var_s2_exact": int("d" in attrs and attrs["d_h"] <= 2)}
 
 
-def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=None,
-             p=None, p_tail=None, median=None, null: str = "gaussian") -> xr.Dataset:
-    """The Dataset from scores ``(3, L, H, L, H)``, overlap ``(L, H, H)`` and sorted null s
-    (Gaussian null); or, with ``null_sorted=None``, from given ``p``, ``p_tail`` and a
-    per-pair null ``median`` (the permutation null)."""
-    n_l, n_h = comp.shape[1], comp.shape[2]
-    attrs = dict(attrs or {})
+def _p_values(comp, null_sorted, attrs, p, median):
+    """(p, p with its tail, null median): from the sorted Gaussian-null scores, with the Beta
+    tail where ``attrs`` give (d, d_h); or, with ``null_sorted=None``, the given permutation
+    ``p`` (no tail beyond the draws) and per-pair ``median``."""
     if null_sorted is None:
-        pt = p_tail
-        med = median
-    else:
-        p = upper_p(comp, null_sorted)
-        med = float(np.median(null_sorted))
-        pt = p
-    if null_sorted is not None and "d" in attrs:
+        return p, p, median
+    p = upper_p(comp, null_sorted)
+    pt = p
+    if "d" in attrs:
         pt = tail_p(comp, p, null_sorted, attrs["d"], attrs["d_h"], attrs.get("d_h_from",
                                                                              attrs["d_h"]))
-    flag, q = benjamini_hochberg(pt, alpha)
-    qf = np.full(p.shape, np.nan)
+    return p, pt, float(np.median(null_sorted))
+
+
+def _family_q(pt, alpha: float) -> np.ndarray:
+    """Benjamini–Hochberg q within each (kind, layer pair) family; NaN off the pairs."""
+    n_l = pt.shape[1]
+    qf = np.full(pt.shape, np.nan)
     for i in range(3):
         for a in range(n_l):
             for b in range(a + 1, n_l):
                 qf[i, a, :, b, :] = benjamini_hochberg(pt[i, a, :, b, :], alpha)[1]
-    dims = ("kind", "layer_from", "head_from", "layer_to", "head_to")
-    coords = {"kind": list(C.KINDS), "layer_from": np.arange(n_l), "head_from": np.arange(n_h),
-              "layer_to": np.arange(n_l), "head_to": np.arange(n_h), "layer": np.arange(n_l)}
-    defs = {
+    return qf
+
+
+def _definitions(gaussian: bool, med, alpha: float) -> dict:
+    """{variable: (long_name, units, definition)} of the pair variables."""
+    return {
         "composition": ("composition score", "1", "q: |W_OV1^T W_QK2|_F, k: |W_QK2 W_OV1|_F, "
                         "v: |W_OV2 W_OV1|_F, each over the product of the two heads' Frobenius "
                         "norms; NaN where layer_to <= layer_from"),
         "composition_p": ("one-sided add-one Monte Carlo p-value", "1",
                           "(1 + #{null >= s}) / (1 + draws), " + (
-                              "independent Gaussian factors" if null_sorted is not None else
+                              "independent Gaussian factors" if gaussian else
                               "each factor's entries permuted")),
         "composition_p_tail": ("p-value with a tail beyond the draws", "1",
-                               _TAIL_DEF[null_sorted is None]),
+                               _TAIL_DEF[not gaussian]),
         "composition_q": ("Benjamini-Hochberg q over all pairs and kinds", "1",
                           "BH over composition_p_tail"),
         "composition_q_family": ("Benjamini-Hochberg q within (kind, layer pair)", "1", ""),
         "composition_effect": ("composition over the null median", "1",
-                               f"s / {med:.6g} (null median at d, d_h)" if null_sorted
-                               is not None else "s / median of the pair's own permuted "
+                               f"s / {med:.6g} (null median at d, d_h)" if gaussian
+                               else "s / median of the pair's own permuted "
                                "scores (its first draws)"),
         "composition_flag": ("BH flag over all pairs at alpha", "1", f"composition_q <= {alpha}"),
     }
+
+
+def _attrs(gaussian: bool, alpha: float, attrs: dict) -> dict:
+    """The Dataset's attrs: conventions, the null and its kind, (Gaussian null) the moments
+    of s², then the caller's ``attrs``."""
+    from .. import __version__
+    return {"Conventions": "CF-1.8", "title": "rmtbase head-head composition",
+            "source": f"rmtbase {__version__}", "alpha": float(alpha),
+            "null": ("independent Gaussian factors at each head's shapes (exact law, "
+                     "scale-free); p one-sided upper, add-one" if gaussian
+                     else "permutation: each factor's own entries shuffled (one "
+                     "permutation per factor type and draw, shared by all heads); p "
+                     "one-sided upper, add-one"),
+            "null_kind": "gaussian" if gaussian else "permutation",
+            **(_moment_attrs(attrs) if gaussian else {}),
+            "history": datetime.now(UTC).isoformat(timespec="seconds"),
+            **attrs}
+
+
+def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=None,
+             p=None, median=None) -> xr.Dataset:
+    """The Dataset from scores ``(3, L, H, L, H)``, overlap ``(L, H, H)`` and sorted null s
+    (Gaussian null); or, with ``null_sorted=None``, from the permutation null's given ``p``
+    (also ``composition_p_tail``: no tail beyond the draws) and per-pair null ``median``;
+    attrs ``null_kind`` says which."""
+    n_l, n_h = comp.shape[1], comp.shape[2]
+    attrs = dict(attrs or {})
+    gaussian = null_sorted is not None
+    p, pt, med = _p_values(comp, null_sorted, attrs, p, median)
+    flag, q = benjamini_hochberg(pt, alpha)
+    dims = ("kind", "layer_from", "head_from", "layer_to", "head_to")
+    coords = {"kind": list(C.KINDS), "layer_from": np.arange(n_l), "head_from": np.arange(n_h),
+              "layer_to": np.arange(n_l), "head_to": np.arange(n_h), "layer": np.arange(n_l)}
+    defs = _definitions(gaussian, med, alpha)
     data = {"composition": comp, "composition_p": p, "composition_p_tail": pt,
             "composition_q": q,
-            "composition_q_family": qf, "composition_effect": comp / med,
+            "composition_q_family": _family_q(pt, alpha), "composition_effect": comp / med,
             "composition_flag": np.where(np.isfinite(p), flag, False).astype(np.int8)}
     ds = xr.Dataset(coords=coords)
     for name, arr in data.items():
@@ -115,21 +150,10 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
                                  attrs={"long_name": "|W_QK|_F", "units": "weight^2"})
     ds["ov_norm"] = xr.DataArray(np.sqrt(norms["ov"]), dims=("layer", "head_to"),
                                  attrs={"long_name": "|W_OV|_F", "units": "weight^2"})
-    if null_sorted is None:
+    if gaussian:
+        ds["null_median"] = med
+    else:
         ds["null_median"] = xr.DataArray(med, dims=dims, attrs={
             "long_name": "median of the pair's permuted scores", "units": "1"})
-    else:
-        ds["null_median"] = med
-    from .. import __version__
-    ds.attrs.update({"Conventions": "CF-1.8", "title": "rmtbase head-head composition",
-                     "source": f"rmtbase {__version__}", "alpha": float(alpha),
-                     "null": ("independent Gaussian factors at each head's shapes (exact law, "
-                              "scale-free); p one-sided upper, add-one" if null_sorted is not None
-                              else "permutation: each factor's own entries shuffled (one "
-                              "permutation per factor type and draw, shared by all heads); p "
-                              "one-sided upper, add-one"),
-                     "null_kind": null,
-                     **(_moment_attrs(attrs) if null_sorted is not None else {}),
-                     "history": datetime.now(UTC).isoformat(timespec="seconds"),
-                     **attrs})
+    ds.attrs.update(_attrs(gaussian, alpha, attrs))
     return ds
