@@ -31,6 +31,7 @@ import xarray as xr
 from ..files.output import OutputFolder
 from ..scoring.collection import collection_dim, entries
 from . import profiles
+from ._html_figures import figure_saver
 from .tables import anomaly_table
 
 MAX_CSV_ROWS = 1_000_000
@@ -148,12 +149,7 @@ def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool 
         out.write_text("summary.txt", summary)
         images = {}
         if figures:
-            def save(fig, name):
-                rel = Path("figures") / name
-                out.save_figure(fig, rel)
-                images[name] = (out.tmp / rel).read_bytes()
-                return name
-
+            save = figure_saver(out, images)
             _figures(ds, dim, save)
         if components is not None:
             write_component_collection(out, components, dim,

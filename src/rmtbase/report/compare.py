@@ -30,6 +30,7 @@ from ..files.interrupts import deferred
 from ..files.output import OutputFolder, check_output_dir
 from ..scoring.collection import collection_dim, distinct_suffixes, entries, folder_labels
 from . import profiles
+from ._html_figures import figure_saver
 from .tables import null_storage_read, storage_read
 
 KIND = "rmtbase compare"
@@ -221,13 +222,7 @@ def write_compare(paths, out_dir, *, figures: bool = True,
         out.write_text("summary.txt", text)
         images = {}
         if figures:
-            def save(fig, name):
-                rel = Path("figures") / name
-                out.save_figure(fig, rel)
-                if name == "profiles.png":
-                    images[name] = (out.tmp / rel).read_bytes()
-
-            _profile_figures(items, save)
+            _profile_figures(items, figure_saver(out, images, keep=("profiles.png",)))
         note = ("fraction: heads that differ from the null (BH over each model's heads); "
                 "fraction_<group>: flagged and driven by a statistic of that group.")
         out.write_text("report.html", compare_html(
