@@ -29,13 +29,14 @@ from ..analytic.composition_moments import overlap_moments
 from ..baseline.composition_null import null_overlap, null_overlap_full
 from ..decision.significance import benjamini_hochberg
 from ..ensembles.gaussian import named_key
+from ..stats.storage import storage_record
 
 
 def overlap_null(key, d: int, d_h: int, draws: int, shared_key: bool,
                  storage: str = "float32") -> np.ndarray:
     """Sorted |c| of ``draws`` null overlaps (reduced sampler for float32 storage when
     2 d_h ≤ d, whole factors through the storage round trip otherwise)."""
-    if storage in ("float16", "bfloat16") or 2 * d_h > d:
+    if storage_record(storage).is_narrow_float or 2 * d_h > d:
         c = null_overlap_full(key, d, d_h, draws, shared_key, storage=storage)
     else:
         c = null_overlap(key, d, d_h, draws, shared_key)

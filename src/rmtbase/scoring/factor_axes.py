@@ -150,11 +150,14 @@ def _profile_chunk(d: int, d_h: int, storage: str, seed: int, i: int, m: int,
 
     from ..ensembles import named_key
     from ..stats.precision import null_rows, round_trip
+    from ..stats.storage import storage_record
 
     with jax.enable_x64(x64):
         key = jax.random.fold_in(named_key(jax.random.key(int(seed)), "profile"), i)
-        if storage == "float32":  # always a full chunk, so one program per shape; head j
-            out = _reduced_null(int(d), int(d_h))(key)  # is the same in a shorter chunk
+        # float32: always a full chunk, so one program per shape (head j is the same in a
+        # shorter chunk)
+        if storage_record(storage).is_identity:
+            out = _reduced_null(int(d), int(d_h))(key)
             return {a: np.asarray(v[:m], dtype=np.float64) for a, v in out.items()}
         kq, kk = jax.random.split(key)
         rows = null_rows(storage, d_h)  # FP8: each head drawn inside a full 128-row tile

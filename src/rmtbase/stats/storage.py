@@ -97,6 +97,12 @@ class Storage:
         return self.is_float and self.bits == 24
 
     @property
+    def is_narrow_float(self) -> bool:
+        """A float cast that rounds (float16, bfloat16): drawn whole through the cast where a
+        reduced float32 sampler would miss the rounding."""
+        return self.is_float and not self.is_identity
+
+    @property
     def suffix(self) -> str:
         """The storage in a file name: "" for float32 (so earlier names stay valid), else
         ``"-<name>"``."""
