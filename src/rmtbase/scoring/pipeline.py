@@ -168,8 +168,8 @@ def _add_spectra(ds, read: Layers, refs, values, d: int, d_h: int) -> None:
 def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> None:
     """The profile axes and their part in the head decision (decision.combined)."""
     perm_profile = refs[0].profile_null()  # None: the Gaussian profile null
-    axis_nulls = add_profile(ds, read.profiles, read.null_storages, d, d_h, alpha=opts.alpha,
-                             seed=opts.seed, permutation=perm_profile, progress=opts.progress)
+    axis_nulls = add_profile(ds, read, d, d_h, alpha=opts.alpha, seed=opts.seed,
+                             permutation=perm_profile, progress=opts.progress)
     if perm_profile is None:  # the head decision sees the factor axes too
         axis_nulls = [([i for i, s in enumerate(read.null_storages) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]

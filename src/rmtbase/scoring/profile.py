@@ -42,6 +42,8 @@ the head's own entry law (heavy-tailed entries make uneven columns without any s
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import xarray as xr
 
@@ -120,7 +122,16 @@ def permutation_profile_null(wq, wk, draws: int, seed: int = 0) -> dict[str, np.
             for a, v in parts.items()}
 
 
-def _against(value, draws):
+class _Against(NamedTuple):
+    """A value against null draws (:func:`_against`)."""
+
+    effect: np.ndarray
+    band_lo: float
+    band_hi: float
+    p: np.ndarray
+
+
+def _against(value, draws) -> _Against:
     """(effect, band lo, band hi, p) of ``value`` against ``draws``: shift from the median,
     the 2.5 %/97.5 % quantiles likewise, two-sided add-one p about the median."""
     x = np.sort(draws[np.isfinite(draws)])
@@ -129,21 +140,22 @@ def _against(value, draws):
     v = np.asarray(value, dtype=np.float64)
     exceed = (dev[None, :] >= np.abs(v.ravel() - med)[:, None] - 1e-15).sum(axis=1)
     p = ((1 + exceed) / (1 + x.size)).reshape(v.shape)
-    return v - med, lo - med, hi - med, np.where(np.isfinite(v), p, np.nan)
+    return _Against(v - med, lo - med, hi - med, np.where(np.isfinite(v), p, np.nan))
 
 
-def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], d: int,
-                d_h: int, *, alpha: float, seed: int, permutation: dict | None = None,
-                progress: bool = False) -> dict:
+def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed: int,
+                permutation: dict | None = None, progress: bool = False) -> dict:
     """Add ``profile_value``, ``profile_effect``, ``profile_band_lo``/``_hi``, ``profile_p``,
     ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds`` (module
-    docstring). ``profiles``: per layer :func:`factor_profile` of its heads; ``null_storages``:
-    per layer the storage of its null; ``permutation``: under the permutation null,
+    docstring). ``layers`` (:class:`rmtbase.scoring.pipeline.Layers`): its ``profiles``, per
+    layer :func:`factor_profile` of its heads, and ``null_storages``, per layer the storage
+    of its null; ``permutation``: under the permutation null,
     :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}`` (else the Gaussian
     null at each layer's storage; ``progress``: report a first draw of it,
     :func:`~rmtbase.scoring.profile_cache.cached_profile_null`). Returns the draws the factor
     axes were tested against: ``{null storage: {axis: (N,)}}``, or ``permutation`` (for the
     head decision, :func:`rmtbase.decision.combined.add_axes_decision`)."""
+    profiles, null_storages = layers.profiles, layers.null_storages
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
@@ -186,13 +198,17 @@ def add_profile(ds: xr.Dataset, profiles: list[dict], null_storages: list[str], 
     ds["axis_effect"] = (("axis",), np.array([AXES[a][0] for a in axes], dtype=str))
     ds["axis_meaning"] = (("axis",), np.array([AXES[a][1] for a in axes], dtype=str))
     add_head_kind(ds)  # the kinds of heads (rmtbase.decision.kinds) from these axes
-    ds.attrs["profile"] = (
-        "per-head axes (rmtbase.scoring.profile); new axes against " +
-        (f"{PROFILE_DRAWS} Gaussian null draws at each layer's null storage (float storages "
-         "share float32's)" if permutation is None
-         else f"{next(iter(permutation.values())).shape[-1]} permutations of each head's own "
-              "entries"))
+    ds.attrs["profile"] = _profile_attr(permutation)
     return nulls if permutation is None else permutation
+
+
+def _profile_attr(permutation) -> str:
+    """The ``profile`` attr: which null the new axes were tested against."""
+    return ("per-head axes (rmtbase.scoring.profile); new axes against " +
+            (f"{PROFILE_DRAWS} Gaussian null draws at each layer's null storage (float "
+             "storages share float32's)" if permutation is None
+             else f"{next(iter(permutation.values())).shape[-1]} permutations of each head's "
+                  "own entries"))
 
 
 def _available(ds, axis: str) -> bool:
