@@ -143,9 +143,9 @@ SEEDS = (0, 2, 4,
 def test_trained_models_contain_the_circuit(tmp_path, seed):
     """Issue 47's criteria per seed: the probe finds previous-token → induction pairs; every
     one has K-composition p ≤ 1e-3 (rmtbase.composition's null) and is outranked by at most
-    5 % of the other pairs, AUC ≥ 0.95, and the circuit pairs' K-composition rises within one
-    checkpoint of the repeated-token loss drop (both searched after the first interval, module
-    docstring of studies.circuits). And the induction heads' W_QK symmetry changes most (after
+    5 % of the other pairs, AUC ≥ 0.95, and the circuit pairs' K-composition rises against the
+    other pairs' (``k_contrast``, every interval searched) within one checkpoint of the
+    repeated-token loss drop (module docstring of studies.circuits; lag 0 on seeds 0-6). And the induction heads' W_QK symmetry changes most (after
     the first interval) within one checkpoint of the drop (measured lag 0 for 15 of the 16
     induction heads of seeds 0-4, 1 for the other)."""
     from rmtbase.studies._induction_train import Recipe
