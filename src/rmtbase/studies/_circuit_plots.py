@@ -7,8 +7,8 @@ import numpy as np
 
 def loss_and_composition(ds, ax) -> None:
     """Repeated-token and other-token loss over steps (left axis, nats, ln V dashed); the
-    circuit pairs' mean K-composition and the largest other pair's at the checkpoints (right
-    axis)."""
+    circuit pairs' mean K-composition, the other pairs' mean (their difference is the study's
+    ``k_contrast``) and the largest other pair's at the checkpoints (right axis)."""
     steps = np.asarray(ds["step"].values)
     ax.plot(steps, ds["repeat_loss"].values, color="C0", label="repeated-token loss")
     ax.plot(steps, ds["other_loss"].values, color="C0", alpha=0.4, lw=0.8,
@@ -25,6 +25,8 @@ def loss_and_composition(ds, ax) -> None:
         ax2.plot(cs, kc[:, circ].mean(axis=1), "o-", color="C3",
                  label="K-comp., circuit pairs (mean)")
     if (~circ).any():
+        ax2.plot(cs, kc[:, ~circ].mean(axis=1), "o:", color="0.3", ms=3,
+                 label="K-comp., other pairs (mean)")
         ax2.plot(cs, kc[:, ~circ].max(axis=1), "s--", color="0.3", ms=3,
                  label="K-comp., largest other pair")
     ax2.set_ylabel("K-composition")
