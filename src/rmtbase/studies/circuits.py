@@ -220,8 +220,7 @@ _ATTRS = {
     "induction": ("1", "probe: mean attention on the token after an earlier occurrence"),
     "duplicate_token": ("1", "probe: mean attention on earlier occurrences of the token"),
     "k_composition": ("1", "K-composition of (layer-0 head_from -> layer-1 head_to)"),
-    "k_contrast": ("1", "mean K-composition of the circuit pairs minus that of the other "
-                   "(layer 0 -> layer 1) pairs"),
+    "k_contrast": ("1", "circuit pairs' mean K-composition minus the other pairs' mean"),
     "circuit_pair": ("1", "1 where the probe labels head_from previous-token and head_to "
                           "induction at the last checkpoint"),
     "k_rank": ("1", "rank of the pair's K-composition at the last checkpoint (1 = highest)"),
