@@ -28,17 +28,11 @@ EXCEPTIONS = {
     "scoring/score.py::score_heads": {"params": 14},
     "scoring/components.py::score_components": {"params": 10},
     "scoring/composition.py::composition": {"params": 10},
-    "scoring/trajectory.py::score_collection": {"lines": 61, "params": 11},
+    "scoring/trajectory.py::score_collection": {"params": 11},
     "decision/verdict.py::score_values": {"params": 9},
     # not yet restructured (issue 50 step 4 left them; see the commit that added this test)
-    "scoring/composition_permutation.py::_layer_fn": {"tuple": 9},
-    "scoring/composition_permutation.py::_layer_fn.f": {"params": 9, "tuple": 9},
-    "scoring/composition_permutation.py::_pair_fn.f": {"params": 10},
-    "scoring/delta.py::score_delta": {"lines": 75},
-    "scoring/layer_stats.py::safe_factors": {"tuple": 4},
     "scoring/layer_stats.py::layer_stats": {"params": 9},
     "scoring/permutation.py::_spectral_chunk": {"params": 9},
-    "scoring/trajectory.py::_shape": {"tuple": 6},
 }
 
 

@@ -195,6 +195,32 @@ def _check_delta_options(info, options: dict) -> None:
                     options.get("element_draws", 200))
 
 
+def _add_delta_vars(ds, norms: dict, finetuned, base, lora: bool, sides) -> xr.Dataset:
+    """The change's relative sizes (``delta_rel_*``) and the attrs saying what was scored
+    against which null (:func:`score_delta`'s docstring)."""
+    for k in ("q", "k", "qk"):
+        ds[f"delta_rel_{k}"] = (("layer", "head"), np.stack(norms[k]))
+    ds["delta_rel_q"].attrs["definition"] = "||dW_Q||_F / ||W_Q base||_F per head"
+    ds["delta_rel_k"].attrs["definition"] = "||dW_K||_F / ||W_K base||_F per head"
+    ds["delta_rel_qk"].attrs["definition"] = ("||W_QK finetuned - W_QK base||_F / "
+                                              "||W_QK base||_F per head (thin factorisation)")
+    null = ("the change dW_Q, dW_K of each head with i.i.d. N(0, sigma^2) entries at its own "
+            "rms (each scored like a head's W_Q, W_K; qk.* statistics are of dW_Q^T dW_K, "
+            "not of W_QK finetuned - W_QK base)")
+    if lora and len(sides) == 1:
+        (side,) = sides
+        other = "k" if side == "q" else "q"
+        null = (f"the adapter changes W_{side.upper()} only: each head is scored as (dW_{side.upper()}, "
+                f"W_{other.upper()} of the base), both against i.i.d. N(0, sigma^2) factors at "
+                f"their own rms; qk.* statistics are of the change of W_QK itself; {other}.* "
+                "statistics describe the base and are left out of the decision")
+    ds.attrs.update(delta_of=_name(finetuned), delta_base=_name(base),
+                    delta_kind="lora" if lora else "finetune", null=null)
+    if lora:
+        ds.attrs["delta_sides"] = ",".join(sorted(sides))
+    return ds
+
+
 def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
                 allow_pickle=False, **options) -> xr.Dataset:
     """Score the per-head change from ``base`` to ``finetuned`` (module docstring).
@@ -249,24 +275,4 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
     options.setdefault("label", label)
     ds = score_heads(info, layers, **options, unreliable=unreliable)
     ds = take_out(ds, unchanged, options.get("alpha", 0.05), info.group_size)
-    for k in ("q", "k", "qk"):
-        ds[f"delta_rel_{k}"] = (("layer", "head"), np.stack(norms[k]))
-    ds["delta_rel_q"].attrs["definition"] = "||dW_Q||_F / ||W_Q base||_F per head"
-    ds["delta_rel_k"].attrs["definition"] = "||dW_K||_F / ||W_K base||_F per head"
-    ds["delta_rel_qk"].attrs["definition"] = ("||W_QK finetuned - W_QK base||_F / "
-                                              "||W_QK base||_F per head (thin factorisation)")
-    null = ("the change dW_Q, dW_K of each head with i.i.d. N(0, sigma^2) entries at its own "
-            "rms (each scored like a head's W_Q, W_K; qk.* statistics are of dW_Q^T dW_K, "
-            "not of W_QK finetuned - W_QK base)")
-    if lora and len(sides) == 1:
-        (side,) = sides
-        other = "k" if side == "q" else "q"
-        null = (f"the adapter changes W_{side.upper()} only: each head is scored as (dW_{side.upper()}, "
-                f"W_{other.upper()} of the base), both against i.i.d. N(0, sigma^2) factors at "
-                f"their own rms; qk.* statistics are of the change of W_QK itself; {other}.* "
-                "statistics describe the base and are left out of the decision")
-    ds.attrs.update(delta_of=_name(finetuned), delta_base=_name(base),
-                    delta_kind="lora" if lora else "finetune", null=null)
-    if lora:
-        ds.attrs["delta_sides"] = ",".join(sorted(sides))
-    return ds
+    return _add_delta_vars(ds, norms, finetuned, base, lora, sides if lora else ())

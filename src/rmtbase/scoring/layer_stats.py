@@ -19,6 +19,7 @@ are computed exactly as before.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,7 +37,16 @@ def _exponents(w) -> np.ndarray:
     return np.where(inside | ~ok, 0, e).astype(np.int64)
 
 
-def safe_factors(wq, wk):
+class SafeFactors(NamedTuple):
+    """Heads' factors divided by powers of two and the divisors (:func:`safe_factors`)."""
+
+    wq: np.ndarray
+    wk: np.ndarray
+    cq: np.ndarray
+    ck: np.ndarray
+
+
+def safe_factors(wq, wk) -> SafeFactors:
     """(wq', wk', c_q, c_k): the heads' factors divided by powers of two ``c`` (per head,
     float64, 1 inside :data:`SAFE_MAX`) so that their largest |entry| is in [1, 2) when it
     was outside; ``ldexp`` makes the division exact (module docstring)."""
@@ -47,7 +57,7 @@ def safe_factors(wq, wk):
         wq = np.ldexp(wq, -eq[..., None, None]).astype(wq.dtype, copy=False)
     if ek.any():
         wk = np.ldexp(wk, -ek[..., None, None]).astype(wk.dtype, copy=False)
-    return wq, wk, cq, ck
+    return SafeFactors(wq, wk, cq, ck)
 
 
 def restore_scale(st: dict, cq, ck, where: str = "") -> dict:

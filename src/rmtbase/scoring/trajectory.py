@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import InputError
 from ..stats.null_kind import GaussianNull, Null
@@ -119,9 +120,27 @@ def _seq(x) -> bool:
     return isinstance(x, list | tuple)
 
 
-def _shape(info) -> tuple:
-    return (info.architecture, int(info.d), int(info.d_h), int(info.n_layers),
-            int(info.n_heads), int(info.n_kv_heads))
+class _Shape(NamedTuple):
+    """What makes two entries the same shape (their null tables are shared)."""
+
+    architecture: str
+    d: int
+    d_h: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+
+
+def _shape(info) -> _Shape:
+    return _Shape(info.architecture, int(info.d), int(info.d_h), int(info.n_layers),
+                  int(info.n_heads), int(info.n_kv_heads))
+
+
+def _default_dim(revisions, infos) -> str:
+    """The dimension when none is given: ``checkpoint`` for revisions or entries of one
+    architecture and shape, else ``model``."""
+    same = len({_shape(i) for i in infos}) == 1
+    return "checkpoint" if revisions is not None or same else "model"
 
 
 def score_collection(models, *, revisions=None, labels=None, dim: str | None = None,
@@ -151,8 +170,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
         raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")
     infos = [model_info(s.model, revision=s.revision) for s in specs]  # fails early, cheaply
     if dim is None:
-        same = len({_shape(i) for i in infos}) == 1
-        dim = "checkpoint" if revisions is not None or same else "model"
+        dim = _default_dim(revisions, infos)
     import jax
 
     x64 = bool(jax.config.read("jax_enable_x64"))
@@ -206,9 +224,7 @@ def score_component_collection(models, *, revisions=None, labels=None, dim: str 
     if dim is not None and dim not in COLLECTION_DIMS:
         raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")
     if dim is None:
-        infos = [model_info(s.model, revision=s.revision) for s in specs]
-        same = len({_shape(i) for i in infos}) == 1
-        dim = "checkpoint" if revisions is not None or same else "model"
+        dim = _default_dim(revisions, [model_info(s.model, revision=s.revision) for s in specs])
     scored = []
     for k, s in enumerate(specs):
         ds = score_components(s.model, revision=s.revision, progress=progress, **options)
