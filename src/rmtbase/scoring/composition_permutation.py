@@ -37,6 +37,7 @@ every earlier layer's permuted column sides.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -72,10 +73,30 @@ def permutations(seed: int, chunk: int, n: int, count: int) -> dict[str, np.ndar
             for x in FACTORS}
 
 
+class _Permuted(NamedTuple):
+    """One layer's permuted factors for a chunk of B draws (:func:`_layer_fn`; a pytree, so
+    it passes through ``jax.jit`` as its nine arrays): ``q``, ``k``, ``v`` ``(B, H, d_h, d)``
+    (gains applied, keys and values expanded to query heads), the norms ``nq`` = ‖W_QK‖_F²
+    and ``no`` = ‖W_OV‖_F² ``(B, H)``, the Grams ``gq``, ``gk``, ``go`` ``(B, H, d_h, d_h)``
+    and the column matrix ``cols`` ``(B, d, H d_h)``."""
+
+    q: object
+    k: object
+    v: object
+    nq: object
+    no: object
+    gq: object
+    gk: object
+    go: object
+    cols: object
+
+
 @lru_cache(maxsize=8)
 def _layer_fn(group: int):
-    """Permuted factors of one layer for a chunk of draws: ``(B, H, d_h, d)`` each (keys and
-    values permuted per distinct head, then expanded), their norms, Grams and column matrix."""
+    """Permuted factors of one layer for a chunk of draws, :class:`_Permuted` (keys and values
+    permuted per distinct head, then expanded): ``f(raw, perm, g)`` with ``raw`` the layer's
+    (wq, wk, wo_t, wv) (keys/values per distinct head), ``perm`` the four permutations
+    ``(B, n)`` in :data:`FACTORS` order and ``g`` the norm gains ``(d,)``."""
     import jax
     import jax.numpy as jnp
 
@@ -85,21 +106,25 @@ def _layer_fn(group: int):
         h, dh, d = w.shape
         return jnp.take(w.reshape(h, dh * d), p, axis=1).reshape(h, -1, dh, d).swapaxes(0, 1)
 
-    def f(wq, wk, wo_t, wv, pq, pk, po, pv, g):
+    def f(raw, perm, g):
+        (wq, wk, wo_t, wv), (pq, pk, po, pv) = raw, perm
         q, o = shuffle(wq, pq), shuffle(wo_t, po)
         k = jnp.repeat(shuffle(wk, pk), group, axis=1)
         v = jnp.repeat(shuffle(wv, pv), group, axis=1)
         q, k, v = q * g, k * g, v * g
         nq, no = C.layer_norms(q, k, o, v)
         cols = jax.vmap(lambda a, b: C.col_matrix(C.col_side(a, b)))(o, v)
-        return q, k, v, nq, no, C.grams(q), C.grams(k), C.grams(o), cols
+        return _Permuted(q, k, v, nq, no, C.grams(q), C.grams(k), C.grams(o), cols)
 
     return jax.jit(f)
 
 
 @lru_cache(maxsize=8)
 def _pair_fn(group: int, dh1: int):
-    """Scores s of the three kinds for a chunk of draws of one layer pair, ``(B, 3, H2, H1)``."""
+    """Scores s of the three kinds for a chunk of draws of one layer pair, ``(B, 3, H2, H1)``:
+    ``f(later, cols1, no1)`` with ``later`` the later layer's :class:`_Permuted` (its ``cols``
+    unused: jit leaves an unused input out of the program) and the earlier layer's column
+    matrix and ‖W_OV‖_F²."""
     import jax
     import jax.numpy as jnp
 
@@ -107,10 +132,12 @@ def _pair_fn(group: int, dh1: int):
 
     pq = jax.vmap(C.pair_squares, in_axes=(0, 0, None, 0, None))
 
-    def f(q, k, v, gq, gk, go, nq2, no2, cols1, no1):
+    def f(later, cols1, no1):
+        q, k, v = later.q, later.k, later.v
         out = []
-        for rows, g_row, grp, n2 in ((q, gk, 1, nq2), (k[:, ::group], gq, group, nq2),
-                                     (v[:, ::group], go, group, no2)):
+        for rows, g_row, grp, n2 in ((q, later.gk, 1, later.nq),
+                                     (k[:, ::group], later.gq, group, later.nq),
+                                     (v[:, ::group], later.go, group, later.no)):
             sq = pq(rows, g_row, grp, cols1, dh1)
             out.append(jnp.sqrt(jnp.maximum(sq, 0.0) / (n2[:, :, None] * no1[:, None, :])))
         return jnp.stack(out, axis=1)
@@ -149,13 +176,12 @@ def permutation_counts(layers, n_kv: int, comp, *, draws: int, seed: int, ln_gai
     while done < draws:
         b = min(CHUNK, draws - done)
         perm = permutations(seed, chunk, dh * d, b)
-        ps = [jnp.asarray(perm[x]) for x in FACTORS]
+        ps = tuple(jnp.asarray(perm[x]) for x in FACTORS)
         cols, no_all = [], []
         for l2 in range(n_l):
-            q, k, v, nq, no, gq, gk, go, c2 = lay(*raw[l2], *ps, gains[l2])
+            later = lay(raw[l2], ps, gains[l2])
             for l1 in range(l2):
-                s = np.asarray(pair(q, k, v, gq, gk, go, nq, no, cols[l1], no_all[l1]),
-                               np.float64)  # (B, 3, H2, H1)
+                s = np.asarray(pair(later, cols[l1], no_all[l1]), np.float64)  # (B, 3, H2, H1)
                 obs = comp[:, l1, :, l2, :].transpose(0, 2, 1)  # (3, H2, H1)
                 sl = (slice(None), l1, slice(None), l2, slice(None))
                 ge[sl] += np.sum(s >= obs[None], axis=0).transpose(0, 2, 1)
@@ -164,8 +190,8 @@ def permutation_counts(layers, n_kv: int, comp, *, draws: int, seed: int, ln_gai
                 s2[sl] += np.sum(sq * sq, axis=0).transpose(0, 2, 1)
                 if chunk == 0:
                     med[sl] = np.median(s, axis=0).transpose(0, 2, 1)
-            cols.append(c2)
-            no_all.append(no)
+            cols.append(later.cols)
+            no_all.append(later.no)
         done += b
         chunk += 1
         if progress is not None:
