@@ -31,8 +31,6 @@ EXCEPTIONS = {
     "scoring/trajectory.py::score_collection": {"params": 11},
     "decision/verdict.py::score_values": {"params": 9},
     # not yet restructured (issue 50 step 4 left them; see the commit that added this test)
-    "scoring/layer_stats.py::layer_stats": {"params": 9},
-    "scoring/permutation.py::_spectral_chunk": {"params": 9},
 }
 
 

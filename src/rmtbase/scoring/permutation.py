@@ -142,14 +142,16 @@ def _map_blocks(pool, fn, blocks, sliced, shared=()):
     return list(pool.map(one, blocks))
 
 
-def _spectral_chunk(fq, fk, pq, pk, d_h, d, method, pool, threads):
-    """Spectral statistics ``{stat: (H, B)}`` of every head for one chunk of permutations."""
+def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads):
+    """Spectral statistics ``{stat: (H, B)}`` of every head for one chunk of permutations;
+    ``dims``: the heads' (d_h, d)."""
     import jax
     import jax.numpy as jnp
 
     from ..baseline.null import eigh_accurate
     from ..stats import SPECTRAL_STATS
 
+    d_h, d = dims
     n_heads, count = fq.shape[0], pq.shape[0]
     gram = _gram_fn(d_h, d)
     tridiagonal, svd = _lapack_fns()
@@ -220,7 +222,7 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
             pq_np, pk_np = permutations(seed, c, n, count)
             pq, pk = jnp.asarray(pq_np), jnp.asarray(pk_np)
             out = {f"qk.{k}": v for k, v in
-                   _spectral_chunk(fq, fk, pq, pk, d_h, d, method, pool, threads).items()}
+                   _spectral_chunk(fq, fk, pq, pk, (d_h, d), method, pool, threads).items()}
             ne = min(count, max(0, element_draws - start))
             if ne:
                 bounds = np.linspace(0, n_l * n_h, threads + 1).astype(int)
