@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from ..errors import InputError
 from ..stats.null_kind import GaussianNull, Null
@@ -120,20 +119,14 @@ def _seq(x) -> bool:
     return isinstance(x, list | tuple)
 
 
-class _Shape(NamedTuple):
-    """What makes two entries the same shape (their null tables are shared)."""
-
-    architecture: str
-    d: int
-    d_h: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
+#: The :class:`~rmtbase.models.types.ModelInfo` sizes that, with the architecture, make two
+#: entries the same shape (their null tables are shared).
+_SIZES = ("d", "d_h", "n_layers", "n_heads", "n_kv_heads")
 
 
-def _shape(info) -> _Shape:
-    return _Shape(info.architecture, int(info.d), int(info.d_h), int(info.n_layers),
-                  int(info.n_heads), int(info.n_kv_heads))
+def _shape(info) -> tuple:
+    """The key of an entry's shape: (architecture, *sizes), hashable."""
+    return (info.architecture, *(int(getattr(info, k)) for k in _SIZES))
 
 
 def _default_dim(revisions, infos) -> str:
