@@ -60,6 +60,16 @@ def safe_factors(wq, wk) -> SafeFactors:
     return SafeFactors(wq, wk, cq, ck)
 
 
+class RawUnits(NamedTuple):
+    """How :func:`layer_stats` moves its statistics back to raw units (:func:`restore_scale`'s
+    arguments): the per-head divisors ``cq``, ``ck`` of :func:`safe_factors` and ``where``,
+    the prefix of a refusal (e.g. ``"layer 3 of gpt2, "``)."""
+
+    cq: np.ndarray
+    ck: np.ndarray
+    where: str = ""
+
+
 def restore_scale(st: dict, cq, ck, where: str = "") -> dict:
     """Statistics ``st`` of factors divided by ``cq``, ``ck`` (:func:`safe_factors`) in raw
     units: ``x·c^p`` or ``x + p ln c`` in float64 by each statistic's ``sigma_power``; a raw
@@ -115,18 +125,19 @@ def _compiled():
 
 
 def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
-                 entry_law: bool = True, hist: bool = False, scales=None, where: str = ""):
+                 entry_law: bool = True, hist: bool = False, raw: RawUnits | None = None):
     """head_stats batched over the heads of one layer, plus the normalised spectrum
     x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
     ``wk`` expanded) the element statistics of W_K are computed once per key head; those of
     W_QK (and W_Q, and W_K without GQA) run on
     :func:`rmtbase.scoring.qk_elements.scoring_threads` threads.
     With ``hist`` also returns the heads' W_QK histograms (:mod:`.qk_histogram`; None without
-    element statistics). ``scales``: (c_q, c_k) when ``wq``, ``wk`` come from
-    :func:`safe_factors` (the statistics are returned in raw units); None: the factors are
-    made safe here. ``where`` prefixes a refusal (e.g. ``"layer 3 of gpt2: "``)."""
-    if scales is None:
-        wq, wk, *scales = safe_factors(wq, wk)
+    element statistics). ``raw``: :class:`RawUnits` (c_q, c_k and the prefix of a refusal)
+    when ``wq``, ``wk`` come from :func:`safe_factors` (the statistics are returned in raw
+    units); None: the factors are made safe here (a refusal without a prefix)."""
+    if raw is None:
+        wq, wk, cq, ck = safe_factors(wq, wk)
+        raw = RawUnits(cq, ck)
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
     which = ("q",) if group > 1 else ("q", "k")
     if not entry_law:
@@ -151,8 +162,8 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     lam = np.asarray(lam, dtype=np.float64)
     d = wq.shape[-1]
     x = lam / (st["q.rms"][:, None] ** 2 * st["k.rms"][:, None] ** 2 * d**2)
-    st = restore_scale(st, *scales, where=where)
+    st = restore_scale(st, raw.cq, raw.ck, where=raw.where)
     return (st, x, qk_hist) if hist else (st, x)
 
 
-__all__ = ["SAFE_MAX", "layer_stats", "restore_scale", "safe_factors"]
+__all__ = ["SAFE_MAX", "RawUnits", "layer_stats", "restore_scale", "safe_factors"]

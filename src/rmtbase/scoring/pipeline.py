@@ -23,7 +23,7 @@ from ..decision.verdict import NOT_TESTED
 from ..errors import InputError, ModelError
 from .description import by_layers, describe, model_label, null_description
 from .layer_null import has_lambda_max, layer_null, layer_quantisation
-from .layer_stats import layer_stats, safe_factors
+from .layer_stats import RawUnits, layer_stats, safe_factors
 from .null_checks import report_undefined
 from .profile import add_profile, factor_profile, null_storage
 from .qk_histogram import add_qk_hist
@@ -86,8 +86,8 @@ def _one_layer(lh, info, opts: Options, out: Layers) -> None:
     # a head far outside float32's comfortable range is divided by a power of two first
     wq, wk, cq, ck = safe_factors(wq, wk)
     st, x, h = layer_stats(wq, wk, opts.kind, est, info.group_size,
-                           entry_law=opts.null.tests_entry_law, hist=True, scales=(cq, ck),
-                           where=f"layer {lh.layer} of {info.name}, ")
+                           entry_law=opts.null.tests_entry_law, hist=True,
+                           raw=RawUnits(cq, ck, where=f"layer {lh.layer} of {info.name}, "))
     out.per_layer.append(st)
     out.profiles.append(factor_profile(wq, wk))
     if h is not None:
