@@ -123,22 +123,25 @@ def test_quick_pipeline(tmp_path):
     assert ds["repeat_loss"].values[0] == pytest.approx(ds.attrs["ln_vocab"], abs=0.1)
 
 
-#: The default recipe (docs/circuits.md: V 32, segments L 2-5, 1,500 steps), first five seeds
+#: The default recipe (docs/circuits.md: V 32, segments L 2-5, 1,500 steps), seeds 0-9
 #: measured: every one forms the circuit (1 previous-token head -> 3-4 induction heads);
-#: seeds 0, 2 and 4 meet every criterion. Seed 1: a non-circuit pair (L0 H2 -> L1 H1, a
-#: partly induction-like head, probe 0.21) has the largest K-composition, its circuit pairs
-#: rank 2-4 (outranked by 1 of 13 = 7.7 %, AUC 0.92). Seed 3: its weakest induction head
-#: (L1 H0) reads layer-0 head 0 slightly more than the previous-token head (circuit pair rank
-#: 5, p 3.2e-3, outranked by 1 of 12). strict: a change that makes them pass fails here, so
-#: docs/circuits.md's table gets updated.
-SEEDS = (0, 2, 4,
-         pytest.param(1, marks=pytest.mark.xfail(strict=True, reason="a non-circuit pair "
-                                                 "outranks the circuit pairs (docs/circuits.md)")),
-         pytest.param(3, marks=pytest.mark.xfail(strict=True, reason="a circuit pair ranks 5th, "
-                                                 "p 3.2e-3 (docs/circuits.md)")))
+#: seeds 0, 2, 4, 5, 7 and 9 meet every criterion (7 and 9 run after the contrast reading of
+#: the K rise was fixed). The misses are all the rank criterion, by one non-circuit pair:
+#: seed 1: L0 H2 -> L1 H1 (a partly induction-like head, probe 0.21) has the largest
+#: K-composition, its circuit pairs rank 2-4 (outranked by 1 of 13 = 7.7 %, AUC 0.92); seed 3:
+#: its weakest induction head (L1 H0) reads layer-0 head 0 slightly more than the
+#: previous-token head (rank 5, p 3.2e-3, outranked by 1 of 12); seeds 6 and 8: a circuit
+#: pair ranks 4th (outranked by 1 of 13, AUC 0.974; seed 6's previous-token head also copies,
+#: +0.16). strict: a change that makes them pass fails here, so docs/circuits.md's tables get
+#: updated.
+_MISS = {1: "a non-circuit pair outranks the circuit pairs", 3: "a circuit pair ranks 5th, "
+         "p 3.2e-3", 6: "a circuit pair ranks 4th of 16", 8: "a circuit pair ranks 4th of 16"}
+SEEDS = tuple(pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=_MISS[s]
+                                                      + " (docs/circuits.md)"))
+              if s in _MISS else s for s in range(10))
 
 
-@pytest.mark.slow  # five trainings of 1,500 steps, 72-80 CPU-s each
+@pytest.mark.slow  # ten trainings of 1,500 steps, 69-80 CPU-s each
 @pytest.mark.parametrize("seed", SEEDS)
 def test_trained_models_contain_the_circuit(tmp_path, seed):
     """Issue 47's criteria per seed: the probe finds previous-token → induction pairs; every
