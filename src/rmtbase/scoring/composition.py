@@ -30,6 +30,7 @@ import xarray as xr
 from ..baseline.composition_null import null_squares, null_squares_full
 from ..errors import InputError
 from ..stats import composition as C
+from ..stats.storage import storage_record
 from .composition_dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
 
 #: Bytes a float32 needs; the model side holds every earlier layer's column side.
@@ -159,7 +160,7 @@ def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage: str = "f
     """``draws`` null composition scores s (sorted, float64) at (d, d_h1, d_h2): the reduced
     exact sampler for float32 storage, whole factors through the storage round trip for
     float16/bfloat16 (:func:`rmtbase.baseline.composition_null.null_squares_full`)."""
-    if storage in ("float16", "bfloat16"):
+    if storage_record(storage).is_narrow_float:
         sq = null_squares_full(key, d, d_h1, d_h2, draws, storage=storage)
     elif d_h2 <= d - d_h1:
         sq = null_squares(key, d, d_h1, d_h2, draws)
