@@ -109,7 +109,7 @@ def circular_moments(g, k):
 @pytest.mark.parametrize("depth", [1, 2, 3, 5, 8])
 def test_square_gaussian_moments_are_fuss_catalan(depth):
     g = Fraction(3, 2)
-    m = pn.moments_exact("gaussian", depth, g, 8)
+    m = pn.moments_exact("ginibre", depth, g, 8)
     assert m == [g ** (k * depth) * Fraction(math.comb((depth + 1) * k, k), depth * k + 1)
                  for k in range(1, 9)]
     assert [pn.fuss_catalan(depth, k) for k in range(1, 9)] == [int(x / g ** (k * depth))
@@ -119,9 +119,9 @@ def test_square_gaussian_moments_are_fuss_catalan(depth):
 @pytest.mark.parametrize("d0,d1,g", [(8, 4, 1), (4, 8, 2), (10, 3, 0.5)])
 def test_one_rectangular_layer_is_marchenko_pastur(d0, d1, g):
     # W (d1, d0) with N(0, g/d0): WᵀW has law MP_c(σ²) with c = d0/d1, σ² = g d1/d0
-    m = pn.moments("gaussian", 1, g, 6, widths=(d0, d1))
+    m = pn.moments("ginibre", 1, g, 6, widths=(d0, d1))
     np.testing.assert_allclose(m, mpl.moments(d0 / d1, 6, g * d1 / d0), rtol=1e-13)
-    lo, hi = pn.edges("gaussian", 1, g, widths=(d0, d1))
+    lo, hi = pn.edges("ginibre", 1, g, widths=(d0, d1))
     np.testing.assert_allclose((lo, hi), mpl.edges(d0 / d1, g * d1 / d0), rtol=1e-12, atol=1e-15)
 
 
@@ -129,24 +129,24 @@ def test_one_rectangular_layer_is_marchenko_pastur(d0, d1, g):
 def test_two_layers_through_a_bottleneck_are_mp_box_mp(d, d_h):
     """W_QK = W_Qᵀ W_K is the product network with widths (d, d_h, d) up to scale: x = c μ."""
     c = d_h / d
-    m = pn.moments_exact("gaussian", 2, 1, 6, widths=(d, d_h, d))
+    m = pn.moments_exact("ginibre", 2, 1, 6, widths=(d, d_h, d))
     ref = [Fraction(c).limit_denominator(10**6) ** (1 - k) * x for k, x in
            enumerate([sum(Fraction(a) * Fraction(d_h, d) ** i for i, a in
                           enumerate(product.fuss_narayana(j))) for j in range(1, 7)], 1)]
     assert m == ref
-    lo, hi = pn.edges("gaussian", 2, 1.0, widths=(d, d_h, d))
+    lo, hi = pn.edges("ginibre", 2, 1.0, widths=(d, d_h, d))
     np.testing.assert_allclose(np.array([lo, hi]) * c, product.edges(c), rtol=1e-11)
     x = np.linspace(product.edges(c)[0], product.edges(c)[1], 9)[1:-1]
-    np.testing.assert_allclose(pn.density(x / c, "gaussian", 2, 1.0, widths=(d, d_h, d)),
+    np.testing.assert_allclose(pn.density(x / c, "ginibre", 2, 1.0, widths=(d, d_h, d)),
                                c * c * product.density(x, c), rtol=1e-9)
-    assert pn.atom("gaussian", (d, d_h, d)) == pytest.approx(1 - c)
+    assert pn.atom("ginibre", (d, d_h, d)) == pytest.approx(1 - c)
 
 
 def test_gaussian_products_are_free_products_of_marchenko_pastur():
     mp1 = [Fraction(math.comb(2 * k, k), k + 1) for k in range(1, 7)]   # Catalan: MP_1
     two = free_product_moments(mp1, mp1)
-    assert two == pn.moments_exact("gaussian", 2, 1, 6)
-    assert free_product_moments(two, mp1) == pn.moments_exact("gaussian", 3, 1, 6)
+    assert two == pn.moments_exact("ginibre", 2, 1, 6)
+    assert free_product_moments(two, mp1) == pn.moments_exact("ginibre", 3, 1, 6)
 
 
 @pytest.mark.parametrize("g", [Fraction(1), Fraction(1, 3), Fraction(5, 2)])
@@ -173,7 +173,7 @@ def test_residual_first_two_moments_closed_form(depth, g):
 
 
 def test_mp_path_matches_exact_to_many_digits():
-    for kind, depth, g in [("gaussian", 4, "0.7"), ("residual", 6, "0.3"), ("residual", 2, "3")]:
+    for kind, depth, g in [("ginibre", 4, "0.7"), ("residual", 6, "0.3"), ("residual", 2, "3")]:
         ex = pn.moments_exact(kind, depth, Fraction(g), 6)
         with mp.workdps(50):
             got = pn.moments_mp(kind, depth, mp.mpf(g), 6, dps=45)
@@ -189,10 +189,10 @@ def test_mp_path_matches_exact_to_many_digits():
 def test_square_gaussian_upper_edge_penson_zyczkowski(depth):
     g = 1.3
     ref = g**depth * (depth + 1) ** (depth + 1) / depth**depth
-    lo, hi = pn.edges("gaussian", depth, g)
+    lo, hi = pn.edges("ginibre", depth, g)
     assert lo == 0.0 and hi == pytest.approx(ref, rel=1e-12)
     with mp.workdps(40):
-        lo_mp, hi_mp = pn.edges_mp("gaussian", depth, mp.mpf("1.3"), dps=35)
+        lo_mp, hi_mp = pn.edges_mp("ginibre", depth, mp.mpf("1.3"), dps=35)
         ref_mp = mp.mpf("1.3") ** depth * mp.mpf(depth + 1) ** (depth + 1) / mp.mpf(depth) ** depth
         assert lo_mp == 0 and abs(hi_mp / ref_mp - 1) < mp.mpf(10) ** -30
 
@@ -205,9 +205,9 @@ def test_square_gaussian_density_trigonometric_parametrisation(depth):
     phi = np.linspace(0.002, np.pi / (s + 1) - 0.002, 41)
     x = np.sin((s + 1) * phi) ** (s + 1) / (np.sin(phi) * np.sin(s * phi) ** s)
     rho = np.sin(phi) ** 2 * np.sin(s * phi) ** (s - 1) / (np.pi * np.sin((s + 1) * phi) ** s)
-    np.testing.assert_allclose(pn.density(x, "gaussian", depth, 1.0), rho, rtol=1e-9)
+    np.testing.assert_allclose(pn.density(x, "ginibre", depth, 1.0), rho, rtol=1e-9)
     # gain G rescales x by G^L
-    np.testing.assert_allclose(pn.density(x * 2.0**depth, "gaussian", depth, 2.0),
+    np.testing.assert_allclose(pn.density(x * 2.0**depth, "ginibre", depth, 2.0),
                                rho / 2.0**depth, rtol=1e-9)
 
 
@@ -221,7 +221,7 @@ def test_square_gaussian_density_near_zero_keeps_its_digits(depth):
             phi = mp.pi / (s + 1) - mp.mpf(10) ** -k
             x = mp.sin((s + 1) * phi) ** (s + 1) / (mp.sin(phi) * mp.sin(s * phi) ** s)
             rho = mp.sin(phi) ** 2 * mp.sin(s * phi) ** (s - 1) / (mp.pi * mp.sin((s + 1) * phi) ** s)
-            got = pn.density(np.array([float(x)]), "gaussian", depth, 1.0)[0]
+            got = pn.density(np.array([float(x)]), "ginibre", depth, 1.0)[0]
             assert got == pytest.approx(float(rho), rel=1e-12)
 
 
@@ -256,7 +256,7 @@ def test_residual_single_layer_density_and_edges_dozier_silverstein(g):
 
 
 @pytest.mark.parametrize("kind,depth,g", [("residual", 3, 0.5), ("residual", 8, 0.2),
-                                          ("gaussian", 2, 1.0), ("residual", 5, 1.0),
+                                          ("ginibre", 2, 1.0), ("residual", 5, 1.0),
                                           ("residual", 4, 2.0)])
 def test_density_integrates_to_the_moments(kind, depth, g):
     """Quadrature in θ with x = x₋ + (x₊ − x₋)(1 − cos θ)/2 (square-root edges become smooth);
@@ -278,7 +278,7 @@ def test_density_integrates_to_the_moments(kind, depth, g):
 
 
 def test_density_mp_polishes_the_float_root():
-    for kind, depth, g, x in [("residual", 4, 1, 3.7), ("gaussian", 3, 1, 0.2),
+    for kind, depth, g, x in [("residual", 4, 1, 3.7), ("ginibre", 3, 1, 0.2),
                               ("residual", 2, "0.25", 1.1)]:
         with mp.workdps(40):
             a = pn.density_mp(x, kind, depth, mp.mpf(g), dps=30)
@@ -305,7 +305,7 @@ def test_mean_exponent_is_the_fuglede_kadison_log_determinant(g):
     r2 = g
     fk_res = 0.0 if r2 <= 1 else 0.5 * math.log(r2) - 0.5 + 1 / (2 * r2)
     assert pn.lyapunov_limits("residual", g)["mean"] == pytest.approx(fk_res, abs=1e-13)
-    assert pn.lyapunov_limits("gaussian", g)["mean"] == pytest.approx(0.5 * math.log(r2) - 0.5)
+    assert pn.lyapunov_limits("ginibre", g)["mean"] == pytest.approx(0.5 * math.log(r2) - 0.5)
     with mp.workdps(30):
         quad = mp.quad(lambda t: pn_quantile_mp(t, mp.mpf(g)), [0, 0.5, 1])
         assert abs(pn.lyapunov_limits_mp("residual", mp.mpf(g), dps=25)["mean"] - quad) < 1e-20
@@ -327,8 +327,8 @@ def test_lyapunov_quantile_is_tucci_law_of_the_s_transform(kind):
 
 def test_s_transform_inverts_the_moment_series():
     """χ(ψ(z)) = z with χ(w) = w S(w)/(1 + w), ψ(z) = Σ m_k z^k (small z, 12 moments)."""
-    for kind, depth, g, widths in [("gaussian", 3, 0.8, (6, 3, 9, 4)), ("residual", 5, 0.6, None),
-                                   ("gaussian", 4, 1.2, None)]:
+    for kind, depth, g, widths in [("ginibre", 3, 0.8, (6, 3, 9, 4)), ("residual", 5, 0.6, None),
+                                   ("ginibre", 4, 1.2, None)]:
         m = pn.moments(kind, depth, g, 12, widths=widths)
         z = 0.3 / m[1] ** 0.5 * 0.1
         psi = sum(mk * z**k for k, mk in enumerate(m, 1))
@@ -340,12 +340,12 @@ def test_input_errors():
     with pytest.raises(InputError, match="kind"):
         pn.moments("tanh", 2)
     with pytest.raises(InputError, match="gain"):
-        pn.moments("gaussian", 2, -1.0)
+        pn.moments("ginibre", 2, -1.0)
     with pytest.raises(InputError, match="depth"):
         pn.edges("residual", 0)
     with pytest.raises(InputError, match="widths"):
         pn.moments("residual", 2, 1.0, widths=(4, 4, 4))
     with pytest.raises(InputError, match="depth \\+ 1"):
-        pn.moments("gaussian", 2, 1.0, widths=(4, 4))
+        pn.moments("ginibre", 2, 1.0, widths=(4, 4))
     with pytest.raises(InputError, match="rank fractions"):
-        pn.lyapunov_quantile(1.5, "gaussian")
+        pn.lyapunov_quantile(1.5, "ginibre")

@@ -24,7 +24,7 @@ def _json(capsys, argv):
 @pytest.mark.parametrize("depth", [1, 3, 7])
 def test_gaussian_json_is_fuss_catalan_and_penson_zyczkowski(depth, capsys):
     g = 1.5
-    out = _json(capsys, ["--kind", "gaussian", "--depth", str(depth), "--gain", str(g),
+    out = _json(capsys, ["--kind", "ginibre", "--depth", str(depth), "--gain", str(g),
                          "--d", "10"])
     assert set(out) == KEYS
     fc = [math.comb((depth + 1) * k, k) / (depth * k + 1) for k in range(1, 7)]
@@ -58,7 +58,7 @@ def test_residual_json(capsys):
 
 
 def test_rectangular_widths(capsys):
-    out = _json(capsys, ["--kind", "gaussian", "--depth", "2", "--widths", "8", "4", "8"])
+    out = _json(capsys, ["--kind", "ginibre", "--depth", "2", "--widths", "8", "4", "8"])
     c = 0.5        # W_QK-like bottleneck: moments c^{1−k} Σ N(k, j) c^j, atom 1 − c
     assert out["moments"][:3] == pytest.approx([1, (1 + 2 * c) / c, (1 + 6 * c + 5 * c * c) / c**2])
     assert out["atom"] == 0.5 and out["d"] == 8 and out["lyapunov"] is None
@@ -87,9 +87,9 @@ def test_text_mode(capsys):
     ["--kind", "residual", "--depth", "2", "--gain", "inf"],
     ["--kind", "residual", "--depth", "2", "--d", "0"],
     ["--kind", "residual", "--depth", "2", "--widths", "3", "3", "3"],
-    ["--kind", "gaussian", "--depth", "2", "--widths", "3", "3"],
-    ["--kind", "gaussian", "--depth", "1", "--widths", "3", "0"],
-    ["--kind", "gaussian", "--depth", "1", "--widths", "3", "4", "--d", "5"],
+    ["--kind", "ginibre", "--depth", "2", "--widths", "3", "3"],
+    ["--kind", "ginibre", "--depth", "1", "--widths", "3", "0"],
+    ["--kind", "ginibre", "--depth", "1", "--widths", "3", "4", "--d", "5"],
 ])
 def test_bad_arguments_give_one_line(argv, capsys):
     try:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rmtbase.ensembles import (
-    gaussian,
+    ginibre,
     lowrank_factors,
     map_draws,
     named_key,
@@ -33,7 +33,7 @@ def test_lowrank_factors_deterministic_named_and_scaled():
 
 
 def test_gaussian_moments():
-    x = np.asarray(gaussian(jax.random.key(1), (200_000,), 3.0, jnp.float64))
+    x = np.asarray(ginibre(jax.random.key(1), (200_000,), 3.0, jnp.float64))
     # mean: SE 3/√n; variance: SE 9·√(2/n); |z| < 5
     assert abs(x.mean()) < 5 * 3.0 / np.sqrt(x.size)
     assert abs(x.var() - 9.0) < 5 * 9.0 * np.sqrt(2 / x.size)
@@ -150,7 +150,7 @@ def test_eager_loop_samplers_compile_once():
 
     calls = {
         "chisquare": lambda k: chisquare(k, jnp.full(40, 7.0)),
-        "product_network": lambda k: product_network(k, "gaussian", 3, d=16),
+        "product_network": lambda k: product_network(k, "ginibre", 3, d=16),
         "residual_product": lambda k: residual_product(k, 16, 3),
         "network_factors": lambda k: network_factors(k, "residual", 3, d=16, dtype=jnp.float32),
     }
@@ -170,7 +170,7 @@ def test_eager_loop_samplers_compile_once():
             np.testing.assert_allclose(g, w, rtol=0, err_msg=name,
                                        atol=64 * np.finfo(w.dtype).eps * np.abs(w).max())
     key = jax.random.key(2)
-    listed = product_network(key, "gaussian", 2, widths=[8, 12, 6])
-    np.testing.assert_allclose(listed, product_network(key, "gaussian", 2, widths=(8, 12, 6)),
+    listed = product_network(key, "ginibre", 2, widths=[8, 12, 6])
+    np.testing.assert_allclose(listed, product_network(key, "ginibre", 2, widths=(8, 12, 6)),
                                rtol=1e-5, atol=1e-6)
     assert listed.shape == (6, 8)

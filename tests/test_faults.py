@@ -565,8 +565,8 @@ def test_product_network_at_extreme_gains(capsys, gain):
 
 
 @pytest.mark.parametrize("kind,gain,needle", [("residual", "1e300", "float64"),
-                                              ("gaussian", "1e-300", "float64"),
-                                              ("gaussian", "1e300", "float64")])
+                                              ("ginibre", "1e-300", "float64"),
+                                              ("ginibre", "1e300", "float64")])
 def test_network_sweep_refuses_gains_beyond_float64(tmp_path, capsys, no_draws, kind, gain,
                                                     needle):
     pytest.importorskip("distributed")

@@ -56,7 +56,7 @@ def test_every_json_command_is_covered_and_documented():
     ["constants", "--digits", "5", "--quiet"],
     ["spectrum", "--d", "16", "--dh", "4"],
     ["elementwise", "--dh", "4"],
-    ["product-network", "--kind", "gaussian", "--depth", "1", "--gain", "1", "--d", "10"],
+    ["product-network", "--kind", "ginibre", "--depth", "1", "--gain", "1", "--d", "10"],
 ])
 def test_analytic_commands(argv, capsys):
     doc = _doc(capsys, [*argv, "--json"])

@@ -52,7 +52,7 @@ def test_every_product_is_full_precision(case, monkeypatch):
     elif case == "products":
         from rmtbase.ensembles.products import product_network
 
-        jaxpr = jax.make_jaxpr(lambda k: product_network(k, "gaussian", 3, d=16))(
+        jaxpr = jax.make_jaxpr(lambda k: product_network(k, "ginibre", 3, d=16))(
             jax.random.key(0))
     else:
         from rmtbase.ensembles.residual import residual_product

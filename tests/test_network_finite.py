@@ -30,10 +30,10 @@ def _gauss_hermite_moments(kind, widths, gain):
     m = np.broadcast_to(np.eye(widths[0]), (x.shape[0], widths[0], widths[0]))
     off = 0
     for l, (a, b) in enumerate(shapes, 1):
-        s = np.sqrt(gain / (widths[l - 1] if kind == "gaussian" else widths[0]))
+        s = np.sqrt(gain / (widths[l - 1] if kind == "ginibre" else widths[0]))
         wl = s * x[:, off:off + a * b].reshape(-1, a, b)
         off += a * b
-        m = wl @ m if kind == "gaussian" else m + wl @ m
+        m = wl @ m if kind == "ginibre" else m + wl @ m
     g = np.swapaxes(m, 1, 2) @ m
     tr = np.trace(g, axis1=1, axis2=2)
     tr2 = np.einsum("nij,nji->n", g, g)
@@ -41,8 +41,8 @@ def _gauss_hermite_moments(kind, widths, gain):
     return np.array([w @ tr, w @ tr2, w @ tr**2, w @ a**2, w @ a**4])
 
 
-CASES = [("gaussian", (2, 2, 2, 2), Fraction(3, 2)), ("gaussian", (3, 3), Fraction(1)),
-         ("gaussian", (3, 2, 3), Fraction(1)), ("gaussian", (2, 1, 3, 2), Fraction(7, 10)),
+CASES = [("ginibre", (2, 2, 2, 2), Fraction(3, 2)), ("ginibre", (3, 3), Fraction(1)),
+         ("ginibre", (3, 2, 3), Fraction(1)), ("ginibre", (2, 1, 3, 2), Fraction(7, 10)),
          ("residual", (2, 2, 2, 2), Fraction(7, 10)), ("residual", (2, 2), Fraction(2)),
          ("residual", (3, 3), Fraction(1, 3)), ("residual", (2, 2, 2), Fraction(1))]
 
@@ -63,7 +63,7 @@ def test_traces_and_element_moments_equal_gauss_hermite_quadrature(kind, widths,
 
 @pytest.mark.parametrize("kind,d,depth,g", [("residual", 2, 2, Fraction(1)),
                                              ("residual", 3, 1, Fraction(1, 2)),
-                                             ("gaussian", 2, 2, Fraction(3, 2))])
+                                             ("ginibre", 2, 2, Fraction(3, 2))])
 def test_stream_kurtosis_equals_gauss_hermite_quadrature(kind, d, depth, g):
     """y = M_L x with x ~ N(0, I_d): x's entries are quadrature variables too (y⁴ has degree 4
     in each)."""
@@ -75,7 +75,7 @@ def test_stream_kurtosis_equals_gauss_hermite_quadrature(kind, d, depth, g):
     for l in range(depth):
         wl = s * z[:, d + l * d * d: d + (l + 1) * d * d].reshape(-1, d, d)
         step = np.einsum("nij,nj->ni", wl, y)
-        y = step if kind == "gaussian" else y + step
+        y = step if kind == "ginibre" else y + step
     y0 = y[:, 0]
     ref = (w @ y0**4) / (w @ y0**2) ** 2 - 3
     got = nf.stream_kurtosis(kind, d, depth, g)
@@ -86,16 +86,16 @@ def test_stream_kurtosis_equals_gauss_hermite_quadrature(kind, d, depth, g):
 @pytest.mark.parametrize("depth", [1, 2, 5, 30])
 def test_expected_trace_closed_forms(depth):
     g = Fraction(5, 4)
-    assert nf.expected_trace("gaussian", 7, depth, g) == g**depth * 7
+    assert nf.expected_trace("ginibre", 7, depth, g) == g**depth * 7
     assert nf.expected_trace("residual", 7, depth, g) == (1 + g) ** depth * 7
-    assert nf.expected_trace("gaussian", 4, 2, g, widths=(4, 9, 3)) == g**2 * 3
+    assert nf.expected_trace("ginibre", 4, 2, g, widths=(4, 9, 3)) == g**2 * 3
 
 
 def test_single_wishart_layer_is_the_classical_wishart_moment():
     """E tr(WᵀW)² = s⁴ n p (n + p + 1) for W (n × p) with N(0, s²) entries (Wishart 1928)."""
     n, p, g = 5, 3, Fraction(2)
     s2 = g / p
-    assert nf.expected_trace_sq("gaussian", p, 1, g, widths=(p, n)) == s2 * s2 * n * p * (n + p + 1)
+    assert nf.expected_trace_sq("ginibre", p, 1, g, widths=(p, n)) == s2 * s2 * n * p * (n + p + 1)
 
 
 @pytest.mark.parametrize("d", [2, 5, 64])
@@ -103,7 +103,7 @@ def test_gaussian_element_kurtosis_closed_form(d):
     """An entry of W_L M_{L−1} given M_{L−1} is N(0, s² r²): kurtosis 3 E r⁴/(E r²)² − 3 with
     r² a product of independent scaled χ²_d, E χ⁴_d/(E χ²_d)² = 1 + 2/d per layer."""
     for depth in (1, 2, 7):
-        assert nf.element_kurtosis("gaussian", d, depth, 1) == 3 * (Fraction(d + 2, d) ** (depth - 1) - 1)
+        assert nf.element_kurtosis("ginibre", d, depth, 1) == 3 * (Fraction(d + 2, d) ** (depth - 1) - 1)
 
 
 def test_float_and_mpf_arguments_keep_their_arithmetic():
@@ -118,7 +118,7 @@ def test_float_and_mpf_arguments_keep_their_arithmetic():
 
 def test_kurtosis_curve_increases_and_inverts():
     depths = np.arange(1, 49)
-    for kind in ("residual", "gaussian"):
+    for kind in ("residual", "ginibre"):
         curve = nf.kurtosis_curve(kind, 384, depths, 1.0)
         assert curve[0] == 0.0 and np.all(np.diff(curve) > 0)
         for L in (3, 17.5, 40):
@@ -147,9 +147,9 @@ def test_lyapunov_gaussian_is_the_mean_log_chi(d):
     """μ_i = E ln|R_ii| with R_ii² ~ (G/d) χ²_{d−i+1}: ½[ln(G/d) + E ln χ²_k], the expectation by
     mpmath quadrature of the χ² density (not the digamma closed form the module uses)."""
     g = 1.7
-    got = nf.lyapunov_gaussian(d, g)
+    got = nf.lyapunov_ginibre(d, g)
     with mp.workdps(30):
-        got_mp = nf.lyapunov_gaussian_mp(d, mp.mpf(g), dps=25)
+        got_mp = nf.lyapunov_ginibre_mp(d, mp.mpf(g), dps=25)
         for i in range(1, d + 1):
             k = mp.mpf(d - i + 1)
             # E ln χ²_k = ∫ ln(u²) f(u²) 2u du, f the χ²_k density (u = √x: no x^{−1/2} at 0)
@@ -164,9 +164,9 @@ def test_lyapunov_gaussian_is_the_mean_log_chi(d):
 
 def test_input_errors():
     with pytest.raises(InputError, match="d"):
-        nf.expected_trace("gaussian", 0, 2)
+        nf.expected_trace("ginibre", 0, 2)
     with pytest.raises(InputError, match="disagrees"):
-        nf.trace_moments("gaussian", 5, 2, 1, widths=(4, 4, 3))
+        nf.trace_moments("ginibre", 5, 2, 1, widths=(4, 4, 3))
     with pytest.raises(InputError, match="widths"):
         nf.element_moments("residual", None, 1, 1, widths=(3, 3))
     with pytest.raises(InputError, match="gain"):

@@ -27,7 +27,7 @@ GAUSS = {**OPTS, "d": 5, "stats": "spectral"}   # a cheaper program to compile
 @pytest.fixture(scope="module")
 def tables():
     return {"residual": nt.network_table(kind="residual", **OPTS),
-            "gaussian": nt.network_table(kind="gaussian", **GAUSS)}
+            "ginibre": nt.network_table(kind="ginibre", **GAUSS)}
 
 
 def test_round_trip_and_provenance(tables, tmp_path):
@@ -58,13 +58,14 @@ def test_round_trip_and_provenance(tables, tmp_path):
 
 def test_a_draw_follows_the_documented_key_derivation(tables):
     """Draw j of width d: fold_in(fold_in(cell, 0), j), cell = fold_in(named_key(key(seed),
-    kind), d); layer l from fold_in(named_key(draw, 'layers'), l)."""
+    name), d), name "gaussian" for the kind "ginibre" (its name before the rename, so its draws
+    did not change); layer l from fold_in(named_key(draw, 'layers'), l)."""
     d, j, L, g = 5, 4, 4, 2.0
     cell = jax.random.fold_in(named_key(jax.random.key(11), "gaussian"), d)
     key = jax.random.fold_in(jax.random.fold_in(cell, 0), j)
-    q, logd, t = pr.network_factors(key, "gaussian", L, g, d=d)
+    q, logd, t = pr.network_factors(key, "ginibre", L, g, d=d)
     lam = np.exp(2 * np.asarray(pr.log_singular_values(logd, t)))
-    row = tables["gaussian"].sel(d=d, depth=L, gain=g).isel(draw=j)
+    row = tables["ginibre"].sel(d=d, depth=L, gain=g).isel(draw=j)
     assert float(row["sum_lambda"]) == pytest.approx(lam.sum(), rel=1e-12)
     assert float(row["lambda_max"]) == pytest.approx(lam.max(), rel=1e-12)
     assert float(row["lyapunov_min"]) == pytest.approx(np.log(lam.min()) / (2 * L), rel=1e-10)
@@ -73,7 +74,7 @@ def test_a_draw_follows_the_documented_key_derivation(tables):
 def test_gains_share_their_normal_variates(tables):
     """Gaussian: M at gain G is G^{L/2} × M at gain 1 with the same variates, so Σλ scales by
     exactly (G'/G)^L and scale-free statistics agree."""
-    ds = tables["gaussian"]
+    ds = tables["ginibre"]
     lo, hi = ds.sel(gain=0.5), ds.sel(gain=2.0)
     ratio = (hi["sum_lambda"] / lo["sum_lambda"]).values
     np.testing.assert_allclose(ratio, np.broadcast_to((4.0 ** ds["depth"].values)[None, :, None],

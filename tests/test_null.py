@@ -125,7 +125,7 @@ def test_spectral_keys_and_rms_always_present():
 
 
 def test_other_ensembles():
-    g = null_draws(jax.random.key(1), 32, 4, 20, ensemble="gaussian", return_spectrum=True)
+    g = null_draws(jax.random.key(1), 32, 4, 20, ensemble="ginibre", return_spectrum=True)
     assert g["qk.spectrum"].shape == (20, 32)
     assert abs(g["qk.npr"].mean() - 0.5) < 0.05  # full-rank square Gaussian: NPR → 1/2
     assert abs(g["qk.std"].mean() - 2.0) < 0.05  # entry std σ_Qσ_K√d_h

@@ -25,8 +25,8 @@ def _z(x, ref):
     return (x.mean() - float(ref)) / (x.std(ddof=1) / np.sqrt(x.size))
 
 
-@pytest.mark.parametrize("kind,kw", [("gaussian", {"d": 6}), ("residual", {"d": 6}),
-                                     ("gaussian", {"widths": (5, 3, 7, 4)})])
+@pytest.mark.parametrize("kind,kw", [("ginibre", {"d": 6}), ("residual", {"d": 6}),
+                                     ("ginibre", {"widths": (5, 3, 7, 4)})])
 def test_factors_reproduce_the_raw_product(kind, kw):
     depth = 3
     q, logd, t = pr.network_factors(KEY, kind, depth, 0.8, **kw)
@@ -47,12 +47,12 @@ def _mp_singular_values(kind, d, depth, gain):
         for layer in range(1, depth + 1):
             w = np.asarray(pr.network_layer(KEY, layer, d, d, gain, jnp.float64))
             wm = mp.matrix([[mp.mpf(float(x)) for x in row] for row in w])
-            m = (wm if kind == "gaussian" else mp.eye(d) + wm) * m
+            m = (wm if kind == "ginibre" else mp.eye(d) + wm) * m
         s = mp.svd_r(m, compute_uv=False)
         return sorted((float(mp.log(x)) for x in s), reverse=True)
 
 
-@pytest.mark.parametrize("kind,gain", [("gaussian", 1.0), ("residual", 1.0), ("residual", 0.3)])
+@pytest.mark.parametrize("kind,gain", [("ginibre", 1.0), ("residual", 1.0), ("residual", 0.3)])
 def test_stable_singular_values_match_a_300_digit_svd_at_depth_48(kind, gain):
     d, depth = 6, 48
     q, logd, t = pr.network_factors(KEY, kind, depth, gain, d=d)
@@ -81,12 +81,12 @@ def test_benettin_exponents_have_the_exact_finite_d_mean():
     d, depth, gain, n = 8, 6, 1.5, 300
 
     def one(key):
-        return pr.network_factors(key, "gaussian", depth, gain, d=d)[1] / depth
+        return pr.network_factors(key, "ginibre", depth, gain, d=d)[1] / depth
 
     with jax.enable_x64(True):
         from rmtbase.ensembles import map_draws
         mu = map_draws(one, KEY, n, method="map")
-    ref = nf.lyapunov_gaussian(d, gain)
+    ref = nf.lyapunov_ginibre(d, gain)
     z = [_z(mu[:, i], ref[i]) for i in range(d)]
     assert np.max(np.abs(z)) < 4, z
 
@@ -110,7 +110,7 @@ def _raw_moments(kind, d, depths, gains, n, key):
 
 
 # (kind, d, depths, gains): several (d, L, G) per kind; each row is one compiled program
-MC_CASES = [("gaussian", 8, (1, 4, 12), (0.5, 1.3)), ("gaussian", 20, (2, 9), (1.0,)),
+MC_CASES = [("ginibre", 8, (1, 4, 12), (0.5, 1.3)), ("ginibre", 20, (2, 9), (1.0,)),
             ("residual", 8, (1, 4, 12), (0.5, 1.3)), ("residual", 20, (2, 9), (1.0,))]
 
 
@@ -135,13 +135,13 @@ def test_one_matrix_kurtosis_sits_below_the_marginal_curve_at_depth():
     removes the draw-to-draw scale fluctuation, so the one-matrix kurtosis is lower at depth.
     Through the table's draw function (rmtbase.stats.element_stats), which also checks that
     its raw moments, rebuilt exactly from mean/std/skewness/kurtosis (ddof 0), agree."""
-    r = network_draws(jax.random.fold_in(KEY, 99), "gaussian", 16, (1, 12), (1.0,), 100)
+    r = network_draws(jax.random.fold_in(KEY, 99), "ginibre", 16, (1, 12), (1.0,), 100)
     mu, s, sk, k = (r[f"m_{n}"][:, 0, :] for n in ("mean", "std", "skewness", "excess_kurtosis"))
     a4 = (k + 3) * s**4 + 4 * sk * s**3 * mu + 6 * s**2 * mu**2 + mu**4
     for li, L in enumerate((1, 12)):
-        assert abs(_z(s[:, li] ** 2 + mu[:, li] ** 2, nf.element_moments("gaussian", 16, L, 1)[0])) < 4
-        assert abs(_z(a4[:, li], nf.element_moments("gaussian", 16, L, 1)[1])) < 4
-    marginal = nf.kurtosis_curve("gaussian", 16, (1, 12))
+        assert abs(_z(s[:, li] ** 2 + mu[:, li] ** 2, nf.element_moments("ginibre", 16, L, 1)[0])) < 4
+        assert abs(_z(a4[:, li], nf.element_moments("ginibre", 16, L, 1)[1])) < 4
+    marginal = nf.kurtosis_curve("ginibre", 16, (1, 12))
     assert abs(_z(k[:, 0], marginal[0] - 6 / (16 * 15))) < 4     # L = 1: Gaussian (bias −6/N)
     assert _z(k[:, 1], marginal[1]) < -10
 
@@ -150,13 +150,13 @@ def test_input_errors():
     with pytest.raises(InputError, match="kind"):
         pr.network_factors(KEY, "tanh", 2, d=4)
     with pytest.raises(InputError, match="exactly one"):
-        pr.network_factors(KEY, "gaussian", 2)
+        pr.network_factors(KEY, "ginibre", 2)
     with pytest.raises(InputError, match="widths"):
         pr.network_factors(KEY, "residual", 2, widths=(4, 4, 4))
     with pytest.raises(InputError, match="depth \\+ 1"):
-        pr.network_factors(KEY, "gaussian", 2, widths=(4, 4))
+        pr.network_factors(KEY, "ginibre", 2, widths=(4, 4))
     with pytest.raises(InputError, match="gain"):
-        pr.product_network(KEY, "gaussian", 2, -1.0, d=4)
+        pr.product_network(KEY, "ginibre", 2, -1.0, d=4)
 
 
 # ------------------------------------------------------------------ slow: the d → ∞ limit laws
@@ -175,7 +175,7 @@ def _moment_estimates(kind, d, depth, gain, n, k_max, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind,depth,gain", [("gaussian", 2, 1.0), ("gaussian", 4, 0.7),
+@pytest.mark.parametrize("kind,depth,gain", [("ginibre", 2, 1.0), ("ginibre", 4, 0.7),
                                              ("residual", 3, 1.0), ("residual", 8, 0.25)])
 def test_monte_carlo_moments_extrapolate_to_the_limit_law(kind, depth, gain):
     """(1/d) E tr(MᵀM)^k = m_k + c_k/d + O(1/d²): the Richardson combination 2 m̂(2d) − m̂(d)
@@ -194,7 +194,7 @@ def test_monte_carlo_moments_extrapolate_to_the_limit_law(kind, depth, gain):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind,gain", [("gaussian", 1.0), ("residual", 0.5), ("residual", 2.0)])
+@pytest.mark.parametrize("kind,gain", [("ginibre", 1.0), ("residual", 0.5), ("residual", 2.0)])
 def test_lyapunov_spectrum_approaches_the_tucci_quantiles(kind, gain):
     """ln s_i/L at d = 64, L = 64 against μ(t) = −½ ln S(t − 1) at t = (d − i + ½)/d; the
     finite-d bias grows towards the bottom edge (Gaussian: ψ(k/2) against ln(k/2), k = d − i + 1),
@@ -207,7 +207,7 @@ def test_lyapunov_spectrum_approaches_the_tucci_quantiles(kind, gain):
     ref = pn.lyapunov_quantile(frac, kind, gain)
     mid = slice(d // 10, d - d // 5)
     np.testing.assert_allclose(got[mid], ref[mid], atol=0.05)
-    if kind == "gaussian":
-        np.testing.assert_allclose(got, nf.lyapunov_gaussian(d, gain), atol=0.2)
+    if kind == "ginibre":
+        np.testing.assert_allclose(got, nf.lyapunov_ginibre(d, gain), atol=0.2)
     lim = pn.lyapunov_limits(kind, gain)
     assert got.mean() == pytest.approx(lim["mean"], abs=0.03)

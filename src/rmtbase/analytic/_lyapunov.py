@@ -33,7 +33,7 @@ def lyapunov_quantile(t, kind: str, gain: float = 1.0) -> np.ndarray:
     if np.any(~(t >= 0) | ~(t <= 1)):
         raise InputError("rank fractions t must lie in [0, 1]")
     with np.errstate(divide="ignore"):
-        if kind == "gaussian":
+        if kind == "ginibre":
             return 0.5 * np.log(gain * t)
         q = 1.0 - gain
         return 0.5 * np.log((q + 2 * gain * t + np.sqrt(q * q + 4 * gain * t)) / 2)
@@ -50,7 +50,7 @@ def _residual_mean(g, log):
 def lyapunov_limits(kind: str, gain: float = 1.0) -> dict:
     """max, mean and min of the limit Lyapunov exponents (see :func:`lyapunov_quantile`)."""
     kind, g = check_kind(kind), float(check_gain(gain))
-    if kind == "gaussian":
+    if kind == "ginibre":
         return {"max": 0.5 * math.log(g), "mean": 0.5 * (math.log(g) - 1), "min": -math.inf}
     return {"max": 0.5 * math.log1p(g), "mean": _residual_mean(g, math.log),
             "min": 0.5 * math.log1p(-g) if g < 1 else -math.inf}
@@ -62,7 +62,7 @@ def lyapunov_limits_mp(kind: str, gain=1, dps: int | None = None) -> dict:
     check_gain(gain)
     with working_dps(dps):
         g = mp.mpf(gain)
-        if kind == "gaussian":
+        if kind == "ginibre":
             return {"max": mp.log(g) / 2, "mean": (mp.log(g) - 1) / 2, "min": mp.ninf}
         return {"max": mp.log(1 + g) / 2, "mean": _residual_mean(g, mp.log),
                 "min": mp.log(1 - g) / 2 if g < 1 else mp.ninf}

@@ -1,18 +1,57 @@
-"""Which product network: the kind (Gaussian or residual), the gain G and the layer widths.
+"""Which product network: the kind (Ginibre or residual), the gain G and the layer widths.
 
 The parameter checks every product-network module shares (:mod:`.product_network`,
 :mod:`._lyapunov`, :mod:`.network_finite`, the ensembles and the tables): one-line
 :class:`~rmtbase.errors.InputError` on bad input. Re-exported from :mod:`.product_network`.
+
+"ginibre" is the real Ginibre ensemble, a matrix of i.i.d. real Gaussian entries (Ginibre 1965,
+J. Math. Phys. 6, 440): the full-rank null ensemble of :mod:`rmtbase.baseline.null` and, as a
+product ∏W_l of such matrices, a product-network kind. Its old name "gaussian" (which now names
+only the Gaussian null, :class:`rmtbase.stats.null_kind.GaussianNull`) is still accepted on
+input, once, where the text enters: :func:`ginibre_alias` (issue 50 step 1).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 from ..errors import InputError, check_positive, check_positive_int
 
-KINDS = ("gaussian", "residual")
+KINDS = ("ginibre", "residual")
+#: The deprecated spelling of "ginibre" (ensemble and product-network kind).
+OLD_GINIBRE = "gaussian"
+
+
+def ginibre_alias(name, what: str = "ensemble", warn=None):
+    """``name`` with the deprecated spelling "gaussian" replaced by "ginibre", anything else
+    unchanged (checked by the caller). The old spelling is announced: a DeprecationWarning, or
+    ``warn(message)`` (the CLI: one line on stderr). ``what``: the argument, for the message."""
+    if not isinstance(name, str) or name != OLD_GINIBRE:
+        return name
+    msg = (f'{what} "gaussian" is deprecated: use "ginibre" (the real Ginibre ensemble, '
+           'i.i.d. N(0, sigma^2) entries); "gaussian" names only the Gaussian null')
+    if warn is None:
+        warnings.warn(msg, DeprecationWarning, stacklevel=_caller_level())
+    else:
+        warn(msg)
+    return "ginibre"
+
+
+def _caller_level() -> int:
+    """``stacklevel`` of the first frame outside rmtbase (the user's call, which Python's default
+    filters then show), counted from :func:`ginibre_alias`."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def check_kind(kind) -> str:
+    """The product-network kind, "ginibre" or "residual" ("gaussian": :func:`ginibre_alias`)."""
+    kind = ginibre_alias(kind, "kind")
     if kind not in KINDS:
         raise InputError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     return kind
@@ -30,7 +69,7 @@ def check_widths(kind, depth, widths):
     if widths is None:
         return None
     if kind == "residual":
-        raise InputError("widths apply only to the Gaussian product network")
+        raise InputError("widths apply only to the Ginibre product network")
     w = tuple(check_positive_int(x, "width") for x in widths)
     if len(w) != depth + 1:
         raise InputError(f"widths must list depth + 1 = {depth + 1} widths d_0..d_L, got {len(w)}")

@@ -64,7 +64,7 @@ from .product_network import check_gain, check_kind, check_widths
 __all__ = [
     "expected_trace", "expected_trace_sq", "trace_moments", "element_moments",
     "element_kurtosis", "stream_kurtosis", "kurtosis_curve", "depth_from_kurtosis",
-    "lyapunov_gaussian", "lyapunov_gaussian_mp",
+    "lyapunov_ginibre", "lyapunov_ginibre_mp", "lyapunov_gaussian", "lyapunov_gaussian_mp",
 ]
 
 
@@ -96,13 +96,13 @@ def trace_moments(kind: str, d, depth: int, gain=1, widths=None) -> tuple:
     one = g / g
     x, y = one * widths[0] ** 2, one * widths[0]
     for l in range(1, depth + 1):
-        if kind == "gaussian":
+        if kind == "ginibre":
             s2, n = g / widths[l - 1], widths[l]
             x, y = s2 * s2 * (n * n * x + 2 * n * y), s2 * s2 * n * (x + (n + 1) * y)
         else:
             dd, h = widths[0], 2 * g + g * g
             x, y = (1 + g) ** 2 * x + 2 * h * y / dd, (1 + h * (dd + 1) / dd) * y + h * x / dd
-    mean = g**depth * widths[-1] if kind == "gaussian" else (1 + g) ** depth * widths[0]
+    mean = g**depth * widths[-1] if kind == "ginibre" else (1 + g) ** depth * widths[0]
     return mean, y, x
 
 
@@ -122,9 +122,9 @@ def _element_path(kind, g, widths):
     a2, r2 = 0 * one, one
     a4, a2r2, r4 = 0 * one, 0 * one, one
     for l in range(1, len(widths)):
-        dd = widths[l - 1] if kind == "gaussian" else widths[0]
+        dd = widths[l - 1] if kind == "ginibre" else widths[0]
         s2 = g / dd
-        if kind == "gaussian":
+        if kind == "ginibre":
             n = widths[l]
             a2, r2 = s2 * r2, s2 * n * r2
             a4, a2r2, r4 = 3 * s2 * s2 * r4, 0 * one, s2 * s2 * n * (n + 2) * r4
@@ -193,17 +193,21 @@ def depth_from_kurtosis(kurtosis: float, d: int, *, kind: str = "residual", gain
     return float(np.interp(k, curve, depths))
 
 
-def lyapunov_gaussian(d: int, gain: float = 1.0) -> np.ndarray:
-    """Exact finite-d Lyapunov exponents μ_1 ≥ … ≥ μ_d of square Gaussian products (float64)."""
+def lyapunov_ginibre(d: int, gain: float = 1.0) -> np.ndarray:
+    """Exact finite-d Lyapunov exponents μ_1 ≥ … ≥ μ_d of square Ginibre products (float64)."""
     d = check_positive_int(d, "d")
     g = float(check_gain(gain))
     return 0.5 * (np.log(2.0 * g / d) + digamma((d - np.arange(1, d + 1) + 1) / 2.0))
 
 
-def lyapunov_gaussian_mp(d: int, gain=1, dps: int | None = None) -> list:
-    """:func:`lyapunov_gaussian` as mpf."""
+def lyapunov_ginibre_mp(d: int, gain=1, dps: int | None = None) -> list:
+    """:func:`lyapunov_ginibre` as mpf."""
     d = check_positive_int(d, "d")
     check_gain(gain)
     with working_dps(dps):
         g = mp.mpf(gain)
         return [(mp.log(2 * g / d) + mp.digamma(mp.mpf(d - i + 1) / 2)) / 2 for i in range(1, d + 1)]
+
+
+#: The names before issue 50 step 1 (the kind "gaussian" is now "ginibre"), kept as aliases.
+lyapunov_gaussian, lyapunov_gaussian_mp = lyapunov_ginibre, lyapunov_ginibre_mp

@@ -93,7 +93,7 @@ def fuss_catalan(depth: int, k: int) -> int:
 def _phi(kind, depth, g, widths, k, num, half):
     """Coefficients of φ(w) = (1 + w)/S(w) up to w^{k−1} (law of M Mᵀ for Gaussian widths)."""
     one = num(1)
-    if kind == "gaussian":
+    if kind == "ginibre":
         poly = [one, one]
         if widths is not None:
             for d_l in widths[:-1]:
@@ -173,7 +173,7 @@ def _exact(gain) -> Fraction:
 
 def _map_pairs(kind, depth, g, widths):
     """(log C, [(r, n)]) of X(u) with exact (Fraction) roots for merging."""
-    if kind == "gaussian":
+    if kind == "ginibre":
         a = [Fraction(1)] * depth if widths is None else [Fraction(widths[-1], d) for d in widths[:-1]]
         pairs = [(Fraction(-1), 1), (Fraction(0), -1)] + [(-1 / x, 1) for x in a]
         return depth * math.log(float(g)) + sum(math.log(x) for x in a), pairs
@@ -194,7 +194,7 @@ def _shifted(kind, depth, gain, widths):
 def _curve(kind, depth, gain, widths):
     log_c, roots, powers, shift = _shifted(kind, depth, gain, widths)
     rm = rmap.RationalMap(log_c, tuple(float(r) for r in roots), powers, float(shift),
-                          None if kind == "gaussian" else float(gain))
+                          None if kind == "ginibre" else float(gain))
     crit = rmap.critical_points(rm.roots, rm.powers, np.roots)
     real = sorted(float(z.real) for z in np.atleast_1d(crit) if abs(z.imag) <= 1e-9 * (1 + abs(z)))
     lower, upper = rmap.edge_points(rm, real)
@@ -276,6 +276,6 @@ def density_mp(x, kind: str, depth: int, gain=1, widths=None, dps: int | None = 
         roots = [mp.mpf(r.numerator) / r.denominator for r in sroots]
         v = rmap.solve_mp((_const_mp(kind, depth, gain, widths), roots, powers), v0, x)
         g, s = mp.mpf(gain), mp.mpf(shift.numerator) / shift.denominator
-        w = s + v if kind == "gaussian" else (v * (2 * s + v) + s * s - (1 + g) ** 2) / (4 * g)
+        w = s + v if kind == "ginibre" else (v * (2 * s + v) + s * s - (1 + g) ** 2) / (4 * g)
         return -mp.im(w) / (mp.pi * x) * (mp.mpf(1) if widths is None
                                           else mp.mpf(widths[-1]) / widths[0])

@@ -2,7 +2,7 @@
 
 - :func:`check_draw_memory`: one draw's working memory (an estimate calibrated with XLA's own
   ``memory_analysis`` of the compiled draw, float32 on CPU: element statistics of W_QK take
-  6.5–9 d² floats per draw for d ≥ 512, a Gaussian d×d SVD adds about 6 d²) against the memory
+  6.5–9 d² floats per draw for d ≥ 512, a Ginibre d×d SVD adds about 6 d²) against the memory
   available (``$RMTBASE_MEMORY_LIMIT`` if set, e.g. ``8G``; else an accelerator's memory limit,
   else ``MemAvailable`` of ``/proc/meminfo``, else ``os.sysconf``). Too much: one-line
   :class:`~rmtbase.errors.InputError` naming the need and the limit, before any work.
@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ..analytic._network_kind import ginibre_alias
 from ..errors import InputError
 from ..files.memory import available_memory, parse_bytes  # noqa: F401 - re-exported
 from ..files.memory import fmt_bytes as _fmt
@@ -29,8 +30,9 @@ from ..files.memory import fmt_bytes as _fmt
 #: The statistic sets a table can hold (``stats=``).
 STAT_SETS = ("all", "spectral", "elementwise")
 #: The null ensembles a table is drawn from (:mod:`rmtbase.baseline.null`): the one
-#: definition, read by the tables, the draws and the command line.
-ENSEMBLES = ("lowrank", "gaussian", "residual")
+#: definition, read by the tables, the draws and the command line. "ginibre" was "gaussian"
+#: before issue 50 step 1; that spelling is still accepted (:func:`check_ensemble`).
+ENSEMBLES = ("lowrank", "ginibre", "residual")
 
 #: Largest d with d² < 2³¹ (XLA/JAX index and shape arithmetic of the element statistics).
 MAX_DENSE_D = 46340
@@ -39,8 +41,18 @@ MAX_DENSE_D = 46340
 RANGE_MARGIN = 1e3
 
 
+def check_ensemble(ensemble) -> str:
+    """The null ensemble, one of :data:`ENSEMBLES`; the deprecated "gaussian" becomes "ginibre"
+    with a DeprecationWarning (:func:`~rmtbase.analytic._network_kind.ginibre_alias`), anything
+    else is a one-line InputError. Every entry point that takes an ensemble calls this."""
+    ensemble = ginibre_alias(ensemble, "ensemble")
+    if ensemble not in ENSEMBLES:
+        raise InputError(f"ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
+    return ensemble
+
+
 def dense(stats: str, ensemble: str, fast: bool) -> bool:
-    """Whether a draw forms d×d arrays (W_QK element statistics, a Gaussian d×d matrix or the
+    """Whether a draw forms d×d arrays (W_QK element statistics, a Ginibre d×d matrix or the
     residual product), i.e. everything but the factor-only spectral paths."""
     return not fast and (stats != "spectral" or ensemble != "lowrank")
 
@@ -50,7 +62,7 @@ def draw_memory(d: int, d_h: int, stats: str, ensemble: str, itemsize: int, fast
     if fast:
         return 16 * d_h * d_h * itemsize + 4096
     dd = 8 if stats != "spectral" else 0
-    if ensemble == "gaussian" and stats != "elementwise":
+    if ensemble == "ginibre" and stats != "elementwise":
         dd += 8
     if ensemble == "residual":
         dd += 4
@@ -191,7 +203,7 @@ EIG_DIM = "eig"
 LAMBDA_ATTRS = {
     "long_name": "eigenvalues of W_QK W_QK^T (squared singular values of W_QK), per draw",
     "units": "sigma^2",
-    "definition": ("lambda_k = s_k(W_QK)^2, the nonzero ones (d_h; d for the gaussian "
+    "definition": ("lambda_k = s_k(W_QK)^2, the nonzero ones (d_h; d for the ginibre "
                    "ensemble) sorted descending, NaN-padded along eig where a cell has fewer; "
                    "normalised x = lambda / (sigma_q^2 sigma_k^2 d^2)"),
     "sigma_power": 2, "scaling": "power", "matrix": "qk", "sigma_of": "sigma_q*sigma_k",
@@ -206,7 +218,7 @@ def stores_spectrum(stats: str) -> bool:
 
 def n_eigenvalues(d: int, d_h: int, ensemble: str) -> int:
     """Number of eigenvalues a draw of cell (d, d_h) stores."""
-    return d if ensemble == "gaussian" else d_h
+    return d if ensemble == "ginibre" else d_h
 
 
 def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:

@@ -62,7 +62,7 @@ def _gains(values) -> tuple:
 def make_network_spec(*, kind="residual", depth=1, draws=200, seed=0, stats="all",
                       chunk_size=None) -> NetworkSpec:
     """Validate options into a :class:`NetworkSpec` (one-line :class:`InputError` on bad input)."""
-    check_kind(kind)
+    kind = check_kind(kind)
     if stats not in STAT_SETS:
         raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
     check_draws(draws)
@@ -91,7 +91,7 @@ def network_draw_memory(d: int, n_depths: int) -> int:
 def check_network_cells(kind: str, widths, depths, gains) -> None:
     """Everything about a product-network table that can be refused before any draw (and
     before a Dask cluster starts): one draw's memory at each width, and the float64 range of
-    λ at each (gain, depth). λ of the Gaussian product scales as G^L, of the residual one as
+    λ at each (gain, depth). λ of the Ginibre product scales as G^L, of the residual one as
     (1 + G)^L; Σλ² and the element kurtosis as the square of that, times up to (d (L + 1))²."""
     avail, source = available_memory()
     for d in widths:
@@ -105,14 +105,14 @@ def check_network_cells(kind: str, widths, depths, gains) -> None:
     tiny, big = _limits("float64")
     lo, hi = math.log10(tiny * RANGE_MARGIN), math.log10(big / RANGE_MARGIN)
     for g in gains:
-        per = math.log10(g) if kind == "gaussian" else math.log10(1.0 + g)
+        per = math.log10(g) if kind == "ginibre" else math.log10(1.0 + g)
         for d in widths:
             for L in depths:
                 spread = 2 * math.log10(d * (L + 1))
                 if not lo + spread <= 2 * L * per <= hi - spread:
                     raise InputError(
                         f"at gain {g:g}, depth {L} the {kind} product's lambda (proportional "
-                        f"to {'G' if kind == 'gaussian' else '(1 + G)'}^L) is about "
+                        f"to {'G' if kind == 'ginibre' else '(1 + G)'}^L) is about "
                         f"1e{L * per:.0f} and its squares 1e{2 * L * per:.0f}, outside the "
                         f"float64 range [{tiny:.3g}, {big:.3g}] of a network table; use a "
                         "gain nearer 1 or fewer layers")

@@ -1,6 +1,6 @@
 """Baseline tables of product networks over (d, depth, gain): Monte Carlo draws as xarray/netCDF.
 
-Ensembles: :mod:`rmtbase.ensembles.products` (Gaussian ∏W_l or residual ∏(I + W_l), square
+Ensembles: :mod:`rmtbase.ensembles.products` (Ginibre ∏W_l or residual ∏(I + W_l), square
 layers of width d, W_l entries N(0, G/d)). Each draw runs one stable QR chain to the largest
 depth and records, at every depth L of the table, through the one statistics implementation
 (:mod:`rmtbase.stats`):
@@ -17,7 +17,8 @@ depth and records, at every depth L of the table, through the one statistics imp
 Dims ``(d, depth, gain, draw)``; ``attrs["rmtbase_table_kind"] = "product_network"``. All draws
 are float64 (λ at depth spans far more than float32's range).
 
-Key derivation: ``cell = fold_in(named_key(jax.random.key(seed), kind), d)``; draws are cut into
+Key derivation: ``cell = fold_in(named_key(jax.random.key(seed), name), d)`` (name: the kind, "gaussian"
+for "ginibre", :data:`KEY_NAME`); draws are cut into
 blocks of :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250; draw j of block b uses
 ``fold_in(fold_in(cell, b), j)`` and layer l of it ``fold_in(named_key(draw_key, "layers"), l)``.
 So the depths of a draw are one chain (M at depth L is a prefix of M at depth L' > L) and the
@@ -54,13 +55,18 @@ LYAPUNOV_INFO = {
 }
 
 
+#: The name a kind's keys are derived from: "ginibre" keeps its pre-rename name "gaussian" so
+#: that its draws (and every table drawn before issue 50 step 1) do not change, bit for bit.
+KEY_NAME = {"ginibre": "gaussian", "residual": "residual"}
+
+
 def network_cell_key(seed: int, kind: str, d: int):
-    """``fold_in(named_key(jax.random.key(seed), kind), d)`` (shared by all gains and depths)."""
+    """``fold_in(named_key(jax.random.key(seed), KEY_NAME[kind]), d)`` (all gains and depths)."""
     import jax
 
     from ..ensembles import named_key
 
-    return jax.random.fold_in(named_key(jax.random.key(seed), kind), d)
+    return jax.random.fold_in(named_key(jax.random.key(seed), KEY_NAME[kind]), d)
 
 
 @lru_cache(maxsize=32)
@@ -205,7 +211,7 @@ def _global_attrs(spec: NetworkSpec, ds_vals, g_vals) -> dict:
     refs = {}
     for d in ds_vals:
         refs.update(_references(spec.kind, d, spec.depths, g_vals))
-    layer = "W_l" if spec.kind == "gaussian" else "(I + W_l)"
+    layer = "W_l" if spec.kind == "ginibre" else "(I + W_l)"
     return {
         "title": "rmtbase Monte Carlo product-network baseline table",
         "Conventions": "CF-1.10",
@@ -216,7 +222,8 @@ def _global_attrs(spec: NetworkSpec, ds_vals, g_vals) -> dict:
         "stats": spec.stats, "seed": spec.seed, "draws": spec.draws, "dtype": "float64",
         "backend": jax.default_backend(), "jax_version": jax.__version__,
         "prng_impl": str(jax.config.jax_default_prng_impl), "draw_block": DRAW_BLOCK,
-        "key_derivation": ("cell=fold_in(named_key(jax.random.key(seed), network), d); draw i = "
+        "key_derivation": ("cell=fold_in(named_key(jax.random.key(seed), name), d), name the "
+                           "network ('gaussian' for ginibre, its former name); draw i = "
                            f"fold_in(fold_in(cell, i // {DRAW_BLOCK}), i % {DRAW_BLOCK}); layer l "
                            "= fold_in(named_key(draw, 'layers'), l); depths are one chain, gains "
                            "share normal variates"),

@@ -14,8 +14,10 @@ Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor
   the factor path, other numbers;
   with ``"all"``/``"elementwise"`` the factors are drawn and every statistic of a draw comes
   from the same W_Q, W_K.
-- ``"gaussian"``: the element-wise Gaussian reference of seed 000: W_Q, W_K as above, but
-  ``qk.*`` statistics are those of an independent full-rank i.i.d. Gaussian d×d matrix with
+- ``"ginibre"`` (named ``"gaussian"`` before issue 50 step 1; that spelling is still accepted
+  with a DeprecationWarning): the element-wise Gaussian reference of seed 000: W_Q, W_K as
+  above, but ``qk.*`` statistics are those of an independent full-rank real Ginibre d×d matrix
+  (i.i.d. Gaussian entries) with
   the entry std of W_QK, σ_Q σ_K √d_h. Its spectral statistics use all d eigenvalues (O(d³) per
   draw) and ``qk.spectrum`` then has d columns.
 - ``"residual"``: residual-path factors (seed 004): W_Q, W_K are the first d_h rows of
@@ -37,7 +39,7 @@ from functools import lru_cache
 import jax
 import jax.numpy as jnp
 
-from ..ensembles import gaussian, lowrank_factors, map_draws, named_key, residual_rows
+from ..ensembles import ginibre, lowrank_factors, map_draws, named_key, residual_rows
 from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
@@ -45,7 +47,7 @@ from ..stats.elementwise import _one, _trim_fraction
 from ..stats.precision import block_size, check_storage, null_rows, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
 from ..stats.storage import storage_record
-from .limits import ENSEMBLES, STAT_SETS, check_draw_memory, draw_memory, fast_spectral
+from .limits import STAT_SETS, check_draw_memory, check_ensemble, draw_memory, fast_spectral
 
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
 
@@ -165,8 +167,8 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
             wk = sigma_k * scale * residual_rows(named_key(key, "wk"), d, depth, d_h, dtype=dtype)
         elif null_rows(storage, d_h) != d_h:  # FP8: the head inside a full 128-row tile
             rows = null_rows(storage, d_h)
-            wq = gaussian(named_key(key, "wq"), (rows, d), sigma_q, dtype)
-            wk = gaussian(named_key(key, "wk"), (rows, d), sigma_k, dtype)
+            wq = ginibre(named_key(key, "wq"), (rows, d), sigma_q, dtype)
+            wk = ginibre(named_key(key, "wk"), (rows, d), sigma_k, dtype)
             return round_trip(wq, storage)[:d_h], round_trip(wk, storage)[:d_h]
         else:
             wq, wk = lowrank_factors(key, d, d_h, sigma_q, sigma_k, dtype)
@@ -174,11 +176,12 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
             wq, wk = round_trip(wq, storage), round_trip(wk, storage)
         return wq, wk
 
-    if ensemble == "gaussian":
+    if ensemble == "ginibre":
         def fn(key):
             wq, wk = factors(key)
             out = head_stats(wq, wk, which=("q", "k"), spectral=False,
                              elementwise=elementwise, trim=trim, storage=storage)
+            # the key keeps the ensemble's pre-rename name "gaussian": the draws stay bit for bit
             g = (sigma_q * sigma_k * math.sqrt(d_h)) * jax.random.normal(
                 named_key(key, "gaussian"), (d, d), dtype)
             if elementwise:
@@ -213,7 +216,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     key: a JAX PRNG key (typed or raw); draw i uses ``fold_in(key, i)``. d, d_h: model width
     and head dimension (1 ≤ d_h ≤ d). sigma_q, sigma_k: entry standard deviations. stats:
     ``"all"``, ``"spectral"`` or ``"elementwise"`` (keys as in :func:`rmtbase.stats.head_stats`;
-    ``q.rms`` and ``k.rms`` always). ensemble: ``"lowrank"``, ``"gaussian"`` or ``"residual"``
+    ``q.rms`` and ``k.rms`` always). ensemble: ``"lowrank"``, ``"ginibre"`` or ``"residual"``
     (needs ``depth`` ≥ 1; see the module docstring). chunk_size: draws per compiled call
     (default one batch, :func:`draw_batch`); it never changes the numbers, bit for bit (nor
     does ``n_draws``: draw i is the same in a longer run). memory_budget: bytes that one batch
@@ -222,7 +225,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     :class:`InputError` before any work (:func:`rmtbase.baseline.limits.check_draw_memory`).
     dtype: float32 (default) or float64 (needs ``jax_enable_x64``). return_spectrum: add
     ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending.
-    return_lambda: add ``"qk.lambda"`` ``(n_draws, d_h)`` (d for the gaussian ensemble), λ
+    return_lambda: add ``"qk.lambda"`` ``(n_draws, d_h)`` (d for the ginibre ensemble), λ
     itself sorted descending — the values the draw's spectral statistics are computed from
     (what baseline tables store as ``lambda``). trim: the
     Weibull fit's trim. progress: ``True`` for :func:`rmtbase.progress.progress_bar` (a bar on
@@ -237,8 +240,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     sigma_k = check_sigma(sigma_k, "sigma_k")
     if stats not in STAT_SETS:
         raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
-    if ensemble not in ENSEMBLES:
-        raise InputError(f"ensemble must be one of {ENSEMBLES}, got {ensemble!r}")
+    ensemble = check_ensemble(ensemble)
     if ensemble == "residual":
         if depth is None:
             raise InputError("ensemble='residual' needs depth (number of residual layers, >= 1)")

@@ -3,7 +3,7 @@
 A table with spectral statistics (``stats="all"`` or ``"spectral"``) stores, beside one
 variable per statistic, every draw's spectrum: the variable ``lambda`` with dims
 ``(d, d_h, draw, eig)``, λ = the nonzero squared singular values of W_QK = W_Qᵀ W_K sorted
-descending (d_h of them; d for the ``gaussian`` ensemble), the very array the draw's spectral
+descending (d_h of them; d for the ``ginibre`` ensemble), the very array the draw's spectral
 statistics were computed from, in the table's dtype and at the table's σ (σ = 1 for cached and
 shipped tables). ``eig`` runs over 0 … max − 1; a cell with fewer eigenvalues is NaN-padded.
 ``sigma_power`` = 2 of ``sigma_q*sigma_k`` (λ ∝ σ_Q²σ_K²), so

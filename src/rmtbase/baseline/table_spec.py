@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import InputError, check_dims, check_draws, check_seed, check_sigma
-from .limits import ENSEMBLES, STAT_SETS
+from .limits import STAT_SETS, check_ensemble
 
 #: Draws per PRNG block: part of the key derivation, and the unit of work of a Dask task.
 DRAW_BLOCK = 250
@@ -50,8 +50,7 @@ def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", dra
         sigma_q = sigma_k = check_sigma(sigma, "sigma")
     sigma_q = 1.0 if sigma_q is None else check_sigma(sigma_q, "sigma_q")
     sigma_k = 1.0 if sigma_k is None else check_sigma(sigma_k, "sigma_k")
-    if ensemble not in ENSEMBLES:
-        raise InputError(f"ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
+    ensemble = check_ensemble(ensemble)
     if stats not in STAT_SETS:
         raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
     check_draws(draws)

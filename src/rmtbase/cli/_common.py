@@ -26,6 +26,17 @@ def number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+def ginibre_choice(flag: str):
+    """argparse type of ``--ensemble``, ``--kind`` and ``--network``: the text itself (the
+    choices check it), but the deprecated "gaussian" becomes "ginibre" with one line on stderr
+    (:func:`rmtbase.analytic._network_kind.ginibre_alias`, the one place that normalises it)."""
+    from ..analytic._network_kind import ginibre_alias
+
+    def ginibre(text: str) -> str:
+        return ginibre_alias(text, flag, warn=lambda m: print(f"rmtbase: {m}", file=sys.stderr))
+    return ginibre
+
+
 def add_sigma_options(p: argparse.ArgumentParser) -> None:
     """``--sigma S`` or ``--sigma-q SQ --sigma-k SK`` (entry standard deviations)."""
     p.add_argument("--sigma", type=number, default=None, help="entry std of both W_Q and W_K (default 1)")

@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import add_sigma_options, emit, positive_int
+from ._common import add_sigma_options, emit, ginibre_choice, positive_int
 
-ENSEMBLES = ("lowrank", "gaussian", "residual")
+#: rmtbase.baseline.limits.ENSEMBLES, spelled here so that parsing imports no JAX
+ENSEMBLES = ("lowrank", "ginibre", "residual")
 STAT_SETS = ("all", "spectral", "elementwise")
 
 
@@ -25,7 +26,9 @@ def add_table_options(p: argparse.ArgumentParser) -> None:
     """Options shared by ``baseline`` and ``sweep``: the table's keys."""
     add_sigma_options(p)
     p.add_argument("--ensemble", choices=ENSEMBLES, default="lowrank",
-                   help="null ensemble (default lowrank: W_QK = W_Q^T W_K, Gaussian factors)")
+                   type=ginibre_choice("--ensemble"),
+                   help="null ensemble (default lowrank: W_QK = W_Q^T W_K, Gaussian factors; "
+                        "ginibre: a full-rank d x d matrix of i.i.d. Gaussian entries)")
     p.add_argument("--draws", type=positive_int, default=2000, help="Monte Carlo draws per cell")
     p.add_argument("--seed", type=positive_int, default=0, help="PRNG seed (default 0)")
     p.add_argument("--stats", choices=STAT_SETS, default="all", help="statistics to compute")

@@ -1,4 +1,4 @@
-"""``rmtbase product-network --kind gaussian|residual --depth L --gain G [--d D] [--json]``.
+"""``rmtbase product-network --kind ginibre|residual --depth L --gain G [--d D] [--json]``.
 
 Analytic references for a product network (:mod:`rmtbase.analytic.product_network`,
 :mod:`rmtbase.analytic.network_finite`): Gaussian M_L = W_L⋯W_1 with W_l entries N(0, G/d_{l−1})
@@ -23,7 +23,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from ._common import add_json_object, emit, number, positive_int
+from ..analytic._network_kind import KINDS
+from ._common import add_json_object, emit, ginibre_choice, number, positive_int
 
 #: Working digits of the mpmath edges behind the printed floats.
 DPS = 30
@@ -33,19 +34,19 @@ N_MOMENTS = 6
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "product-network", help="analytic references for deep products (Gaussian or residual)",
-        description="Limit-law moments, edges and Lyapunov exponents of M_L^T M_L for Gaussian "
+        "product-network", help="analytic references for deep products (Ginibre or residual)",
+        description="Limit-law moments, edges and Lyapunov exponents of M_L^T M_L for Ginibre "
                     "products W_L...W_1 or residual products (I+W_L)...(I+W_1), and exact "
                     "finite-d traces.")
-    p.add_argument("--kind", choices=("gaussian", "residual"), required=True,
-                   help="gaussian: W_L...W_1, W_l ~ N(0, G/d_{l-1}); residual: (I+W_L)...(I+W_1), "
+    p.add_argument("--kind", choices=KINDS, required=True, type=ginibre_choice("--kind"),
+                   help="ginibre: W_L...W_1, W_l ~ N(0, G/d_{l-1}); residual: (I+W_L)...(I+W_1), "
                         "W_l ~ N(0, G/d)")
     p.add_argument("--depth", type=positive_int, required=True, help="number of layers L")
     p.add_argument("--gain", type=number, default=1.0, help="per-layer gain G > 0 (default 1)")
     p.add_argument("--d", type=positive_int, default=None,
                    help="finite width d for the exact E tr(M^T M), E tr((M^T M)^2)")
     p.add_argument("--widths", type=positive_int, nargs="+", default=None, metavar="D_l",
-                   help="Gaussian only: widths d_0 ... d_L of a rectangular network")
+                   help="ginibre only: widths d_0 ... d_L of a rectangular network")
     add_json_object(p)
     return p
 
@@ -110,7 +111,7 @@ def _summary(kind, depth, gain, d, widths, wid) -> dict:
         if d is not None:
             e1, e2, _ = nf.trace_moments(kind, d, depth, g, wid)
             out["expected_trace"], out["expected_trace_sq"] = _finite(e1), _finite(e2)
-            if kind == "gaussian" or d >= 2:   # the residual's entries off the diagonal
+            if kind == "ginibre" or d >= 2:   # the residual's entries off the diagonal
                 out["element_kurtosis"] = _finite(nf.element_kurtosis(kind, d, depth, g, wid))
     return out
 

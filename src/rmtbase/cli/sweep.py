@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import sys
 
+from ..analytic._network_kind import KINDS
 from ..stats.names import STORAGES
-from ._common import number, positive_int
+from ._common import ginibre_choice, number, positive_int
 from .baseline import TABLE_OUT_HELP, add_table_options, table_options
 
 #: Draws of a table when --draws is not given (``rmtbase baseline``'s default).
@@ -47,7 +48,7 @@ def add_parser(sub):
                        description=__doc__.splitlines()[0])
     p.add_argument("--d", type=positive_int, nargs="+", required=True, help="model widths d")
     p.add_argument("--dh", type=positive_int, nargs="+", help="head dimensions d_h (head tables)")
-    p.add_argument("--network", choices=("gaussian", "residual"), default=None,
+    p.add_argument("--network", choices=KINDS, default=None, type=ginibre_choice("--network"),
                    help="a product-network table over (d, depth, gain) instead of head tables")
     p.add_argument("--gain", type=number, nargs="+", default=None,
                    help="per-layer gains G of --network (default 1)")

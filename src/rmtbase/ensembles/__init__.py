@@ -1,9 +1,10 @@
 """JAX samplers of the null ensembles (pure functions of explicit keys) and the chunked driver.
 
-- :mod:`.gaussian`: :func:`named_key`, :func:`gaussian`, :func:`lowrank_factors` (W_Q, W_K of
-  one head, ``(d_h, d)``, i.i.d. N(0, σ²));
+- :mod:`.gaussian`: :func:`named_key`, :func:`ginibre` (i.i.d. N(0, σ²) arrays; ``gaussian``,
+  its name before issue 50 step 1, is the same function), :func:`lowrank_factors` (W_Q, W_K
+  of one head, ``(d_h, d)``, i.i.d. N(0, σ²));
 - :mod:`.residual`: residual-path products ∏(I + W_l) (seed 004);
-- :mod:`.products`: product networks (Gaussian ∏W_l, residual ∏(I + W_l)) and their stable
+- :mod:`.products`: product networks (Ginibre ∏W_l, residual ∏(I + W_l)) and their stable
   Benettin-QR factors (imported on use: ``from rmtbase.ensembles import products``);
 - :mod:`.wishart`: exact Gram-factor samplers (Bartlett L, Householder bidiagonal B);
 - :mod:`.chisquare`: exact χ²/χ variates (array-level Marsaglia–Tsang);
@@ -11,8 +12,8 @@
 """
 
 from .draws import map_draws
-from .gaussian import gaussian, lowrank_factors, named_key
+from .gaussian import gaussian, ginibre, lowrank_factors, named_key
 from .residual import residual_product, residual_rows, residual_stream
 
-__all__ = ["gaussian", "lowrank_factors", "map_draws", "named_key", "residual_product",
+__all__ = ["gaussian", "ginibre", "lowrank_factors", "map_draws", "named_key", "residual_product",
            "residual_rows", "residual_stream"]

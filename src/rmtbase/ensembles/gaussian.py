@@ -23,9 +23,14 @@ def named_key(key, name: str):
     return jax.random.fold_in(key, zlib.crc32(name.encode()) & 0x7FFFFFFF)
 
 
-def gaussian(key, shape, sigma=1.0, dtype=jnp.float32):
-    """i.i.d. N(0, σ²) array of ``shape`` (σ the entry standard deviation)."""
+def ginibre(key, shape, sigma=1.0, dtype=jnp.float32):
+    """i.i.d. N(0, σ²) array of ``shape`` (σ the entry standard deviation): a real Ginibre
+    matrix for a 2-d ``shape``."""
     return sigma * jax.random.normal(key, tuple(shape), dtype)
+
+
+#: The sampler's name before issue 50 step 1 ("gaussian" now names only the Gaussian null).
+gaussian = ginibre
 
 
 def lowrank_factors(key, d, d_h, sigma_q=1.0, sigma_k=1.0, dtype=jnp.float32):
@@ -35,6 +40,6 @@ def lowrank_factors(key, d, d_h, sigma_q=1.0, sigma_k=1.0, dtype=jnp.float32):
     ``vmap(lambda k: lowrank_factors(k, d, d_h))(keys)``.
     """
     d, d_h = check_dims(d, d_h)
-    wq = gaussian(named_key(key, "wq"), (d_h, d), sigma_q, dtype)
-    wk = gaussian(named_key(key, "wk"), (d_h, d), sigma_k, dtype)
+    wq = ginibre(named_key(key, "wq"), (d_h, d), sigma_q, dtype)
+    wk = ginibre(named_key(key, "wk"), (d_h, d), sigma_k, dtype)
     return wq, wk

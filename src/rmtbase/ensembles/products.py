@@ -128,7 +128,7 @@ def network_factors(key, kind, depth, gain=1.0, *, d=None, widths=None, dtype=jn
     Q ``(d_L, k)`` orthonormal columns, ln D ``(k,)``, T ``(k, d_0)``, k = min_l d_l. ln D / L
     are the QR (Benettin) Lyapunov estimates in column order; for square Gaussian layers their
     mean is exactly ½[ln(2G/d) + ψ((d − i + 1)/2)] at every depth
-    (:func:`rmtbase.analytic.network_finite.lyapunov_gaussian`)."""
+    (:func:`rmtbase.analytic.network_finite.lyapunov_ginibre`)."""
     return network_chain(key, kind, (depth,), gain, d=d, widths=widths, dtype=dtype)[0]
 
 

@@ -102,7 +102,7 @@ class GaussianNull(Null):
     per_head: ClassVar[bool] = False
     #: the ensemble its draws come from (:mod:`rmtbase.ensembles`): W_Q, W_K i.i.d. Gaussian
     #: factors of shape (d_h, d), so W_QK has rank d_h ("lowrank", not the full-rank d x d
-    #: Gaussian matrix of ensemble "gaussian")
+    #: Ginibre matrix of ensemble "ginibre")
     ensemble: ClassVar[str] = "lowrank"
     #: what the entries are, before the storage (the start of every description)
     ENTRIES: ClassVar[str] = ("i.i.d. N(0, sigma^2) entries at each head's own "

@@ -99,9 +99,9 @@ def plot_lyapunov_spectrum(ax, loglam, kind, depth, d, color):
     tt = np.linspace(0.002, 1, 400)
     ax.plot(tt, pn.lyapunov_quantile(tt, kind), color=color, lw=1.2,
             label=f"{kind}: limit −½ ln S(t − 1)")
-    if kind == "gaussian":
-        ax.plot(t, nf.lyapunov_gaussian(d), color=plot.REFERENCE, ls=":", lw=1.0,
-                label="gaussian: exact finite-d means")
+    if kind == "ginibre":
+        ax.plot(t, nf.lyapunov_ginibre(d), color=plot.REFERENCE, ls=":", lw=1.0,
+                label="ginibre: exact finite-d means")
     ax.set_xlabel("rank fraction t from the bottom")
     ax.set_ylabel("Lyapunov exponent ln s / L")
     return ax
@@ -135,16 +135,20 @@ def spectra_figure(path, spectra, d, show):
 
 
 def moments_figure(path, rows, d):
+    from ..analytic.product_network import KINDS
+
     fig, axes = io.figure(1, 2, size=(4.6, 3.6))
-    for i, kind in enumerate(("gaussian", "residual")):
+    for i, kind in enumerate(KINDS):
         plot_m2_deviation(axes[0, i], rows, kind, d)
     fig.suptitle(CHAIN_NOTE, fontsize=8)
     return io.save_figure(fig, path)
 
 
 def kurtosis_figure(path, rows, d):
+    from ..analytic.product_network import KINDS
+
     fig, axes = io.figure(1, 2, size=(4.6, 3.6))
-    for i, kind in enumerate(("gaussian", "residual")):
+    for i, kind in enumerate(KINDS):
         plot_kurtosis(axes[0, i], [r for r in rows if r["kind"] == kind],
                       title=f"{kind}: off-diagonal entries of M_L, d = {d}")
     fig.suptitle(CHAIN_NOTE, fontsize=8)

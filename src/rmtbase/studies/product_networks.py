@@ -24,7 +24,7 @@ of the eigenvalues λ of M_LᵀM_L) and :mod:`rmtbase.analytic.network_finite` (
 * ``lyapunov.png``: the exponents ln s_i/L at L = 48 against the limit quantiles
   μ(t) = −½ ln S(t − 1) (and the exact finite-d Gaussian means), and the largest and mean
   exponents against depth.
-* ``table_gaussian.nc``, ``table_residual.nc``: the Monte Carlo tables behind the figures
+* ``table_ginibre.nc``, ``table_residual.nc``: the Monte Carlo tables behind the figures
   (:func:`rmtbase.baseline.network_tables.network_table`).
 """
 
