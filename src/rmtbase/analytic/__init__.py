@@ -9,7 +9,7 @@ Submodules (imported on first attribute access, so ``import rmtbase.analytic`` i
 - :mod:`~rmtbase.analytic.weibull` — half-normal Weibull anchor (arXiv:2605.18898, App. A)
 - :mod:`~rmtbase.analytic.gaussian` — Gaussian / half-normal references, quarter circle
 - :mod:`~rmtbase.analytic.constants` — citable constants at any number of digits
-- :mod:`~rmtbase.analytic.product_network` — limit laws of deep Gaussian and residual products
+- :mod:`~rmtbase.analytic.product_network` — limit laws of deep Ginibre and residual products
   (Fuss–Catalan / Penson–Życzkowski, free powers), Lyapunov limits
 - :mod:`~rmtbase.analytic.network_finite` — exact finite-d traces and element kurtosis of them
 - :mod:`~rmtbase.analytic.composition_moments` — null moments of head–head composition scores

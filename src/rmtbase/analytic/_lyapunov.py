@@ -7,7 +7,7 @@ For a law ν with S-transform S, the law of
 x^{1/L} under ν^{⊠L} tends to the law with quantile function t ↦ 1/S(t − 1), t ∈ (0, 1) (Tucci
 2010, "Limits laws for geometric means of free random variables"; Haagerup & Möller 2013).
 So the exponents μ = ln s / L = ln x/(2L) at rank fraction t (from the bottom) are
-μ(t) = −½ ln S_1(t − 1): Gaussian ½ ln(G t) (Newman's triangle law, Newman 1986), residual
+μ(t) = −½ ln S_1(t − 1): Ginibre ½ ln(G t) (Newman's triangle law, Newman 1986), residual
 ½ ln[(1 − G + 2Gt + √((1 − G)² + 4Gt))/2], from ½ ln(1 − G) (−∞ for G ≥ 1) up to ½ ln(1 + G).
 Re-exported from :mod:`.product_network`.
 """
@@ -26,7 +26,7 @@ from ._numeric import working_dps
 
 def lyapunov_quantile(t, kind: str, gain: float = 1.0) -> np.ndarray:
     """Limit Lyapunov exponent μ(t) = −½ ln S_1(t − 1) at rank fraction t ∈ [0, 1] from the bottom
-    (square layers; d → ∞ then L → ∞): Gaussian ½ ln(Gt), residual ½ ln[(1 − G + 2Gt +
+    (square layers; d → ∞ then L → ∞): Ginibre ½ ln(Gt), residual ½ ln[(1 − G + 2Gt +
     √((1−G)² + 4Gt))/2]. −inf where the exponent diverges (t = 0; residual with G ≥ 1)."""
     kind, gain = check_kind(kind), float(check_gain(gain))
     t = np.asarray(t, dtype=float)

@@ -5,7 +5,7 @@ structure: with ψ(z) = Σ_k m_k z^k the moment series and w = ψ(1/x), the inve
 
     x = X(u) = C ∏_j (u − r_j)^{n_j}
 
-in a uniformising variable u (u = w for Gaussian products; u = √((1+G)² + 4Gw) for residual
+in a uniformising variable u (u = w for Ginibre products; u = √((1+G)² + 4Gw) for residual
 products), with real r_j, integer n_j. All computations run in the shifted variable
 v = u − r₀ with r₀ the largest zero of X (stored roots are r_j − r₀, exact in rational
 arithmetic before rounding): when x₋ = 0 the root approaches r₀ like x^{1/n₀} and in u itself
@@ -42,7 +42,7 @@ LNX_SPAN_AT_ZERO = 200.0  # the path covers x down to x₊ e^{−200} when x₋ 
 @dataclass(frozen=True)
 class RationalMap:
     """x = exp(log_c) ∏ (v − r_j)^{n_j} in v = u − shift (``roots`` are the shifted r_j);
-    ``gain`` None: w = u (Gaussian), else w = (u² − (1 + G)²)/(4G) (residual)."""
+    ``gain`` None: w = u (Ginibre), else w = (u² − (1 + G)²)/(4G) (residual)."""
 
     log_c: float
     roots: tuple

@@ -1,11 +1,11 @@
-"""Limit laws of product networks: Gaussian M_L = W_L⋯W_1 and residual M_L = (I+W_L)⋯(I+W_1).
+"""Limit laws of product networks: Ginibre M_L = W_L⋯W_1 and residual M_L = (I+W_L)⋯(I+W_1).
 
-Setting (the ensembles of :mod:`rmtbase.ensembles.products`). Gaussian: W_l is (d_l, d_{l−1})
+Setting (the ensembles of :mod:`rmtbase.ensembles.products`). Ginibre: W_l is (d_l, d_{l−1})
 with i.i.d. N(0, G/d_{l−1}) entries (G the per-layer gain; G = 1 preserves E‖Mx‖²/‖x‖² for
 square layers); square layers unless ``widths = (d_0, …, d_L)`` is given. Residual: W_l is d×d
 with i.i.d. N(0, G/d) entries (``sigma2 = G/d`` of :func:`rmtbase.ensembles.residual_product`).
 The law here is the d → ∞ limit (fixed L, fixed width ratios) of the eigenvalues of M_LᵀM_L
-(d_0 × d_0), with no further normalisation: its mean is G^L d_L/d_0 (Gaussian) or (1 + G)^L
+(d_0 × d_0), with no further normalisation: its mean is G^L d_L/d_0 (Ginibre) or (1 + G)^L
 (residual).
 
 Gaussian (Burda, Janik & Waclaw 2010, Phys. Rev. E 81, 041132; Burda, Jarosz, Livan, Nowak &
@@ -39,10 +39,10 @@ law is the L-fold free multiplicative power: S = S_1^L. Mean (1 + G)^L, second m
 The same free-multiplicative bookkeeping of layer Jacobians underlies dynamical isometry
 (Pennington, Schoenholz & Ganguli 2017, "Resurrecting the sigmoid in deep learning through
 dynamical isometry"; 2018, "The emergence of spectral universality in deep networks"): M_L is the
-input–output Jacobian of a deep linear (Gaussian) or linear residual network at initialisation.
+input–output Jacobian of a deep linear (Ginibre) or linear residual network at initialisation.
 Where the limit stops describing finite d: (1/d) E tr(MᵀM)² exceeds m₂ by a relative O(L/d)
 (exact, :func:`rmtbase.analytic.network_finite.expected_trace_sq`): at d = 384, L = 48 by 7.1 %
-(Gaussian) and 5.2 % (residual, G = 1); at d = 128 by 27 % and 19 %. The spectra of the
+(Ginibre) and 5.2 % (residual, G = 1); at d = 128 by 27 % and 19 %. The spectra of the
 ``product_networks`` study (d = 128, L ≤ 48) follow the limit densities by eye; the deep tails
 are where finite d shows (the smallest exponents are ψ((d − i + 1)/2), not logarithms).
 The limit Lyapunov exponents (:func:`lyapunov_quantile`, :func:`lyapunov_limits`) are in
@@ -50,7 +50,7 @@ The limit Lyapunov exponents (:func:`lyapunov_quantile`, :func:`lyapunov_limits`
 
 Moments: Lagrange inversion of ψ = z(1 + ψ)/S(ψ) (:mod:`._series`), exact in rational
 arithmetic (:func:`moments_exact`), as float64 (:func:`moments`) or mpf (:func:`moments_mp`).
-Edges and density: the uniformisation x = X(u) of :mod:`._rational_map`, with u = w (Gaussian:
+Edges and density: the uniformisation x = X(u) of :mod:`._rational_map`, with u = w (Ginibre:
 X = G^L (1+w) ∏_{l<L} (1 + (d_L/d_l) w)/w, the law of M Mᵀ, reweighted by d_L/d_0) or
 u = √((1+G)² + 4Gw) (residual: X = (u−1+G)(u+1−G)^{L+1}(u+1+G)^{L−1}/((u−1−G) 4^L)).
 """
@@ -85,13 +85,13 @@ __all__ = [
 
 
 def fuss_catalan(depth: int, k: int) -> int:
-    """FC_L(k) = C((L+1)k, k)/(Lk + 1), the k-th moment of the square Gaussian product at G = 1."""
+    """FC_L(k) = C((L+1)k, k)/(Lk + 1), the k-th moment of the square Ginibre product at G = 1."""
     L, k = check_positive_int(depth, "depth"), check_order(k)
     return math.comb((L + 1) * k, k) // (L * k + 1)
 
 
 def _phi(kind, depth, g, widths, k, num, half):
-    """Coefficients of φ(w) = (1 + w)/S(w) up to w^{k−1} (law of M Mᵀ for Gaussian widths)."""
+    """Coefficients of φ(w) = (1 + w)/S(w) up to w^{k−1} (law of M Mᵀ for Ginibre widths)."""
     one = num(1)
     if kind == "ginibre":
         poly = [one, one]
@@ -204,7 +204,7 @@ def _curve(kind, depth, gain, widths):
 def edges(kind: str, depth: int, gain: float = 1.0, widths=None) -> tuple[float, float]:
     """Edges (x₋, x₊) of the continuous part of the limit law of M_LᵀM_L (float64).
 
-    Square Gaussian: (0, G^L (L+1)^{L+1}/L^L); residual: x₋ > 0 only for G < 1."""
+    Square Ginibre: (0, G^L (L+1)^{L+1}/L^L); residual: x₋ > 0 only for G < 1."""
     kind, depth, gain, widths = _check(kind, depth, gain, widths)
     _, lower, upper, _ = _curve(kind, depth, float(gain), widths)
     return (0.0 if lower is None else lower[1]), upper[1]

@@ -1,13 +1,13 @@
 """``rmtbase product-network --kind ginibre|residual --depth L --gain G [--d D] [--json]``.
 
 Analytic references for a product network (:mod:`rmtbase.analytic.product_network`,
-:mod:`rmtbase.analytic.network_finite`): Gaussian M_L = W_L⋯W_1 with W_l entries N(0, G/d_{l−1})
+:mod:`rmtbase.analytic.network_finite`): Ginibre M_L = W_L⋯W_1 with W_l entries N(0, G/d_{l−1})
 (square, or ``--widths d_0 … d_L``), residual M_L = (I + W_L)⋯(I + W_1) with W_l entries
 N(0, G/d). The numbers are those of the eigenvalues λ of M_LᵀM_L, with no other normalisation:
 
 - ``moments``: [m_1 … m_6] of the d → ∞ limit law of λ;
 - ``edges``: [x₋, x₊] of the support of its continuous part;
-- ``atom``: its mass at 0 (rectangular Gaussian widths with a bottleneck; else 0);
+- ``atom``: its mass at 0 (rectangular Ginibre widths with a bottleneck; else 0);
 - ``lyapunov``: limit exponents {max, mean, min} of ln s/L (d → ∞, then L → ∞; null where the
   exponent is −∞);
 - ``expected_trace``, ``expected_trace_sq``: exact E tr(MᵀM) and E tr((MᵀM)²) at the finite

@@ -1,6 +1,6 @@
-"""Product networks: Gaussian M_L = W_L⋯W_1 and residual M_L = (I + W_L)⋯(I + W_1).
+"""Product networks: Ginibre M_L = W_L⋯W_1 and residual M_L = (I + W_L)⋯(I + W_1).
 
-Gaussian: W_l is ``(d_l, d_{l−1})`` with i.i.d. N(0, G/d_{l−1}) entries (G the per-layer gain;
+Ginibre: W_l is ``(d_l, d_{l−1})`` with i.i.d. N(0, G/d_{l−1}) entries (G the per-layer gain;
 G = 1 keeps E‖M x‖² = ‖x‖² for square layers); square layers of width d unless ``widths =
 (d_0, …, d_L)`` is given. Residual: W_l is ``(d, d)`` with i.i.d. N(0, G/d) entries, so
 ``sigma2 = G/d`` of :func:`rmtbase.ensembles.residual_product` (which this module calls: same
@@ -9,7 +9,7 @@ for both kinds, so the products of different depths, and of different gains, fro
 their standard normal variates (common random numbers: M at depth L is the prefix of the chain).
 
 Spectra at depth are ill-conditioned (κ(M) grows like e^{L(μ_1 − μ_d)}: ~1e75 for a square
-Gaussian product at d = 384, L = 48), so :func:`network_factors` never forms the raw product.
+Ginibre product at d = 384, L = 48), so :func:`network_factors` never forms the raw product.
 It runs the QR recursion of Benettin et al. (1980): A_l W-multiplies Q_{l−1}, A_l = Q_l R_l,
 and keeps M_l = Q_l D_l T_l with D_l = diag ∏_k |R_k,ii| (as ln D) and T_l = D_l⁻¹ R_l D_{l−1}
 T_{l−1} unit-diagonal (up to sign) upper triangular. The singular values of M_L are those of
@@ -126,7 +126,7 @@ def network_factors(key, kind, depth, gain=1.0, *, d=None, widths=None, dtype=jn
     """(Q, ln D, T) with M_L = Q diag(exp(ln D)) T, computed by the Benettin QR recursion.
 
     Q ``(d_L, k)`` orthonormal columns, ln D ``(k,)``, T ``(k, d_0)``, k = min_l d_l. ln D / L
-    are the QR (Benettin) Lyapunov estimates in column order; for square Gaussian layers their
+    are the QR (Benettin) Lyapunov estimates in column order; for square Ginibre layers their
     mean is exactly ½[ln(2G/d) + ψ((d − i + 1)/2)] at every depth
     (:func:`rmtbase.analytic.network_finite.lyapunov_ginibre`)."""
     return network_chain(key, kind, (depth,), gain, d=d, widths=widths, dtype=dtype)[0]

@@ -22,7 +22,7 @@ STUDIES = {
     "weibull_anchor": "seed 002: Weibull anchor (k0, λ0/σ), noise curve V(p), verdicts on the paper's claims",
     "residual_paths": "seed 004: residual-path products vs depth; effective depth of MiniLM weights",
     "minilm": "seeds 000/003 per-head figures for all-MiniLM-L6-v2 against the null",
-    "product_networks": "issue 15 / seed 004: Gaussian and residual products vs depth against "
+    "product_networks": "issue 15 / seed 004: Ginibre and residual products vs depth against "
                         "their limit laws, exact finite-d moments and kurtosis curves",
     "head_function": "issue 23 / seed 003: weight statistics vs attention behaviour on text "
                      "(Spearman, within-layer permutations; anomalous vs specialised heads)",

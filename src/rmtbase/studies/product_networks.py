@@ -1,6 +1,6 @@
-"""Study ``product_networks``: deep Gaussian and residual products against their analytic laws.
+"""Study ``product_networks``: deep Ginibre and residual products against their analytic laws.
 
-Ensembles (:mod:`rmtbase.ensembles.products`): Gaussian M_L = W_L⋯W_1 and residual
+Ensembles (:mod:`rmtbase.ensembles.products`): Ginibre M_L = W_L⋯W_1 and residual
 M_L = (I + W_L)⋯(I + W_1), square d × d, W_l entries N(0, G/d), G = 1 (the critical gain of
 each kind), depths 1–48. Analytics: :mod:`rmtbase.analytic.product_network` (d → ∞ limit laws
 of the eigenvalues λ of M_LᵀM_L) and :mod:`rmtbase.analytic.network_finite` (exact finite d).
@@ -12,7 +12,7 @@ of the eigenvalues λ of M_LᵀM_L) and :mod:`rmtbase.analytic.network_finite` (
   finite d (the correction grows like L/d; the residual factors are only conjugation
   invariant, and the limit still holds: tests/test_products.py extrapolates m₁..m₄). Σλ² is
   heavy-tailed at depth: a mean over tens of draws usually sits below E Σλ², and the standard
-  error of the draws understates its spread (seed 0's 80 Gaussian draws lie 2–3.5 SE below the
+  error of the draws understates its spread (seed 0's 80 Ginibre draws lie 2–3.5 SE below the
   exact value at L = 4–16; 600 fresh draws agree within 1.5 SE).
 * ``kurtosis_vs_depth.png`` / ``.csv``: excess kurtosis of the off-diagonal entries of M_L:
   the exact marginal (moment-method) curve, its Monte Carlo estimate pooled over draws, and the
@@ -22,7 +22,7 @@ of the eigenvalues λ of M_LᵀM_L) and :mod:`rmtbase.analytic.network_finite` (
   384): the pooled element law at several depths against the Gaussian and the logistic, and its
   kurtosis against the exact curve :func:`rmtbase.analytic.network_finite.stream_kurtosis`.
 * ``lyapunov.png``: the exponents ln s_i/L at L = 48 against the limit quantiles
-  μ(t) = −½ ln S(t − 1) (and the exact finite-d Gaussian means), and the largest and mean
+  μ(t) = −½ ln S(t − 1) (and the exact finite-d Ginibre means), and the largest and mean
   exponents against depth.
 * ``table_ginibre.nc``, ``table_residual.nc``: the Monte Carlo tables behind the figures
   (:func:`rmtbase.baseline.network_tables.network_table`).
