@@ -10,6 +10,7 @@ import xarray as xr
 
 from ..stats.null_kind import GaussianNull, Null
 from ..stats.precision import QUANT_FORMATS
+from ..stats.storage import storage_record
 
 
 def default_label() -> str:
@@ -62,7 +63,7 @@ def by_layers(labels, layers) -> str:
 
 def _unmatched(storage: str, detected, quantized_null: str) -> bool:
     """Whether a layer's weights look dequantised from ``detected`` but its null is not."""
-    return bool(detected) and (quantized_null == "none" or storage == "float32"
+    return bool(detected) and (quantized_null == "none" or storage_record(storage).is_identity
                                and detected not in QUANT_FORMATS)
 
 
