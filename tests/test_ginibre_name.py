@@ -53,6 +53,7 @@ def test_null_draws_old_spelling_same_draws_and_a_warning():
     assert [w.filename for w in caught] == [__file__]   # shown at the caller's line, once
     assert new.keys() == old.keys()
     for k in new:
+        # exact: the alias is normalised before any drawing: one jitted program, same inputs
         assert np.array_equal(new[k], old[k]), k
     assert new["qk.lambda"].shape == (6, 24)        # all d eigenvalues: the full-rank matrix
 
@@ -80,6 +81,7 @@ def test_table_old_spelling_writes_ginibre():
     assert old.attrs["ensemble"] == new.attrs["ensemble"] == "ginibre"
     assert "gaussian" not in old.attrs["sampler"]
     for v in new.data_vars:
+        # exact: the alias is normalised before any drawing: one jitted program, same inputs
         assert np.array_equal(new[v].values, old[v].values, equal_nan=True), v
 
 
@@ -91,8 +93,10 @@ def test_network_table_old_spelling_and_key():
     assert old.attrs["network"] == new.attrs["network"] == "ginibre"
     assert old.attrs["ensemble"] == "ginibre product network"
     for v in new.data_vars:
+        # exact: the alias is normalised before any drawing: one jitted program, same inputs
         assert np.array_equal(new[v].values, old[v].values), v
     pinned = jax.random.fold_in(named_key(jax.random.key(4), "gaussian"), 4)
+    # exact: PRNG key data (integers)
     assert np.array_equal(jax.random.key_data(network_cell_key(4, "ginibre", 4)),
                           jax.random.key_data(pinned))
 
@@ -132,6 +136,7 @@ def test_cli_baseline_old_spelling(tmp_path, capsys):
     new, old = read_table(tmp_path / "new.nc"), read_table(tmp_path / "old.nc")
     assert old.attrs["ensemble"] == "ginibre"
     for v in new.data_vars:
+        # exact: one process, one program: the CLI normalises the alias before drawing
         assert np.array_equal(new[v].values, old[v].values, equal_nan=True), v
 
 
