@@ -9,7 +9,8 @@ rounding (:mod:`rmtbase.stats.precision`). Tensors in integer or 8-bit float dty
 their scales are quantized weights whose values mean nothing alone: refused
 (:func:`refuse_quantized`); NaN/inf values are refused (:func:`check_finite`). Both refusals
 are :class:`rmtbase.errors.ModelError` naming the tensor and the file. :class:`TensorReader`
-holds the part of the interface that is the same for the file and state-dict readers.
+holds the part of the interface that is the same for the file and state-dict readers (the
+GGUF reader takes its storage log and overrides the rest).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import numpy as np
 from ..errors import ModelError
 from ..stats.storage import gguf_storage, records
 from ._errors import one_line
+from ._reader import TensorReader
 from .gguf_arch import SPECS, hf_config, name_map, regroup_falcon, spec_of, unpermute
 from .gguf_header import GGUFHeader, is_gguf, read_header
 from .weights import check_finite
@@ -135,7 +136,7 @@ def gguf_context_length(path: Path, header: GGUFHeader | None = None) -> int | N
     return int(n) if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
-class GGUFWeights:
+class GGUFWeights(TensorReader):
     """Tensors of a GGUF file under Hugging Face names, dequantised to float32 on read, with
     llama.cpp's conversions undone (:mod:`~rmtbase.models.gguf_arch`).
 
@@ -242,10 +243,6 @@ class GGUFWeights:
         if name not in self._storage:
             self._storage[name] = gguf_storage(self.tensor_type(name)) or "?"
         return self._storage[name]
-
-    def take_storage(self) -> dict[str, str]:
-        out, self._storage = self._storage, {}
-        return out
 
     def close(self) -> None:
         self._storage = {}
