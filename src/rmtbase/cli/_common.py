@@ -8,6 +8,7 @@ import json
 import sys
 
 from ..errors import InputError, check_sigma
+from ._output import add_json
 
 
 def positive_int(text: str) -> int:
@@ -24,6 +25,10 @@ def number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+#: ``--json`` of the analytic references: their numbers as one JSON object (:func:`emit`).
+JSON_OBJECT_HELP = "print a JSON object"
 
 
 def ginibre_choice(flag: str):
@@ -44,11 +49,6 @@ def add_sigma_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sigma-k", type=number, default=None, help="entry std of W_K")
 
 
-def add_json_object(p: argparse.ArgumentParser) -> None:
-    """``--json`` of the analytic references: the numbers as one JSON object (:func:`emit`)."""
-    p.add_argument("--json", action="store_true", help="print a JSON object")
-
-
 def reference_parser(sub, name: str, help: str, description: str,
                      shape) -> argparse.ArgumentParser:
     """The sub-command ``name`` of an analytic reference at one head shape: its required integer
@@ -58,7 +58,7 @@ def reference_parser(sub, name: str, help: str, description: str,
     for flag, text in shape:
         p.add_argument(flag, type=positive_int, required=True, help=text)
     add_sigma_options(p)
-    add_json_object(p)
+    add_json(p, JSON_OBJECT_HELP)
     return p
 
 

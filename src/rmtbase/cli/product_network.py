@@ -24,7 +24,8 @@ import argparse
 import math
 
 from ..analytic._network_kind import KINDS
-from ._common import add_json_object, emit, ginibre_choice, number, positive_int
+from ._common import JSON_OBJECT_HELP, emit, ginibre_choice, number, positive_int
+from ._output import add_json
 
 #: Working digits of the mpmath edges behind the printed floats.
 DPS = 30
@@ -47,7 +48,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="finite width d for the exact E tr(M^T M), E tr((M^T M)^2)")
     p.add_argument("--widths", type=positive_int, nargs="+", default=None, metavar="D_l",
                    help="ginibre only: widths d_0 ... d_L of a rectangular network")
-    add_json_object(p)
+    add_json(p, JSON_OBJECT_HELP)
     return p
 
 
