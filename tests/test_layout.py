@@ -17,6 +17,7 @@ LEVEL = {
     "ensembles": 2, "stats": 2,
     "decision": 3, "baseline": 3, "models": 3, "probe": 3, "depth": 3, "plot": 3,
     "scoring": 4,
+    "circuits": 4.5,  # issue 55: reads probe/, models/, scoring/; report/ may read it
     "report": 5,
     "studies": 6,
     "cli": 7, "_entry": 8, "__main__": 9, "__init__": 10,

@@ -1,0 +1,160 @@
+"""Path patching of one receiver head from the residual captured once (:mod:`.capture`).
+
+For a receiver head R (layer ``l``, head ``h``) and source heads S_i (layers ``m_i < l``),
+the sources' direct outputs ``Σ_i z_{S_i} W_O[S_i]`` (their slices of the output projection,
+no bias; :meth:`.heads.HeadModel.source_output`) are subtracted from the residual entering
+layer ``l``, and that patched residual feeds **only one** of R's inputs:
+
+- ``q``: R's query is computed from the patched residual, its keys and values from the clean
+  one; ``k``: R's keys only; ``v``: R's values only.
+
+The layer norm is re-applied to the patched residual; the rest of the model is untouched
+(only the direct path S → R is removed: what S writes reaches R's other inputs and every other
+head as before). This is Wang et al. 2022 ("Interpretability in the Wild", path patching) with
+the source's output set to zero rather than to another input's (ablation of the direct path),
+as the issue specifies.
+
+Effect, per sequence, then mean and standard error over the ``N`` sequences (each sequence
+weighs the same; ``se = sd / √N``, ``sd`` with ``ddof=1``):
+
+- ``q``, ``k`` with a behaviour statistic (``induction``, ``prev_token``, … of
+  :mod:`rmtbase.probe.behaviour`, the receiver's label's): ``effect = score(A) − score(A')``,
+  the drop of R's score on the sequence, in the statistic's own units (mean attention, 1);
+- ``q``, ``k`` without one (``statistic="attention_tv"``): the mean over content queries
+  ``i ≥ 1`` of the total-variation distance ``½ Σ_j |A'[i, j] − A[i, j]|`` (units 1);
+- ``v``: R's attention pattern does not depend on its value input, so the value path is
+  measured by the relative change of R's output, ``‖z'_R − z_R‖_F / ‖z_R‖_F`` over the content
+  positions and the head's ``d_h`` dimensions (units 1; ``metric="output_change"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..probe import behaviour as bh
+from .capture import Captured
+from .heads import HeadModel
+from .sequences import Sequences
+
+KINDS = ("q", "k", "v")
+TV = "attention_tv"
+OUTPUT_CHANGE = "output_change"
+
+
+@dataclass(frozen=True)
+class Effect:
+    """``effect`` (mean over sequences), ``se``, ``base`` (the receiver's unpatched metric:
+    its score, or 0 for the change metrics), ``metric`` (what ``effect`` measures),
+    ``per_sequence`` ``(N,)``."""
+
+    effect: float
+    se: float
+    base: float
+    metric: str
+    per_sequence: np.ndarray
+
+
+def _mean_se(x) -> tuple[float, float]:
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return np.nan, np.nan
+    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else np.nan
+
+
+def sequence_scores(attn, seqs: Sequences, statistic: str) -> np.ndarray:
+    """``(N,)`` one head's ``statistic`` (:data:`rmtbase.probe.behaviour.BEHAVIOURS`) on each
+    sequence from its patterns ``attn`` ``(N, T, T)`` (NaN where no query counts)."""
+    a = np.asarray(attn, dtype=np.float64)
+    out = np.full(a.shape[0], np.nan)
+    for i in range(a.shape[0]):
+        s, n = bh.window_sums(a[i][None], seqs.content, causal=True, ids=seqs.ids[i])[statistic]
+        if n:
+            out[i] = s[0] / n
+    return out
+
+
+class Patcher:
+    """Path patches of receivers of ``hm`` on the captured ``cap`` of ``seqs`` (module
+    docstring). The receiver's clean query, key, value and pattern are kept for the receiver
+    last asked about, so its candidates share them."""
+
+    def __init__(self, hm: HeadModel, cap: Captured, seqs: Sequences):
+        self.hm, self.cap, self.seqs = hm, cap, seqs
+        self._clean = None
+        self._queries = np.flatnonzero(seqs.content & (np.arange(seqs.length) >= 1))
+
+    def clean(self, layer: int, head: int) -> dict:
+        """The receiver's unpatched ``xn``, ``q``, ``k``, ``v``, ``A``, ``z`` (torch)."""
+        if self._clean is not None and self._clean["id"] == (layer, head):
+            return self._clean
+        import torch
+
+        hm = self.hm
+        with torch.inference_mode():
+            xn = hm.norm(layer)(self.cap.resid[layer])
+            q, k, v = hm.query(layer, head, xn), hm.key(layer, head, xn), hm.value(layer, head, xn)
+            a = hm.pattern(layer, q, k)
+            self._clean = {"id": (layer, head), "q": q, "k": k, "v": v, "A": a, "z": a @ v,
+                           "scores": {}}
+        return self._clean
+
+    def base_scores(self, layer: int, head: int, statistic: str) -> np.ndarray:
+        """``(N,)`` the receiver's unpatched ``statistic`` per sequence."""
+        c = self.clean(layer, head)
+        if statistic not in c["scores"]:
+            c["scores"][statistic] = sequence_scores(c["A"].numpy(), self.seqs, statistic)
+        return c["scores"][statistic]
+
+    def patched_input(self, layer: int, head: int, sources, kind: str):
+        """R's query, key or value (``kind``) from the residual without the sources' direct
+        outputs."""
+        import torch
+
+        hm, cap = self.hm, self.cap
+        for m, _ in sources:
+            if not 0 <= int(m) < layer:
+                raise InputError(f"source layer {m} is not before the receiver's layer {layer}")
+        with torch.inference_mode():
+            x = cap.resid[layer].clone()
+            for m, s in sources:
+                x -= hm.source_output(int(m), int(s), cap.z[int(m)][:, :, int(s), :])
+            xn = hm.norm(layer)(x)
+            return {"q": hm.query, "k": hm.key, "v": hm.value}[kind](layer, head, xn)
+
+    def effect(self, layer: int, head: int, sources, kind: str, statistic: str | None) -> Effect:
+        """The effect of removing ``sources`` ([(layer, head), …]) from R's ``kind`` input
+        (module docstring); ``statistic=None`` measures q/k by :data:`TV`."""
+        import torch
+
+        if kind not in KINDS:
+            raise InputError(f"kind must be one of q, k, v, got {kind!r}")
+        if statistic is not None and statistic not in bh.BEHAVIOURS:
+            raise InputError(f"unknown behaviour statistic {statistic!r}")
+        c = self.clean(layer, head)
+        with torch.inference_mode():
+            new = self.patched_input(layer, head, sources, kind)
+            if kind == "v":
+                return self._output_change(c, c["A"] @ new)
+            q, k = (new, c["k"]) if kind == "q" else (c["q"], new)
+            a = self.hm.pattern(layer, q, k)
+        if statistic is None:
+            d = 0.5 * (a - c["A"]).abs().sum(-1)[:, self._queries].mean(-1).numpy()
+            return Effect(*_mean_se(d), 0.0, TV, d)
+        base = self.base_scores(layer, head, statistic)
+        d = base - sequence_scores(a.numpy(), self.seqs, statistic)
+        return Effect(*_mean_se(d), _mean_se(base)[0], statistic, d)
+
+    def _output_change(self, c, z_new) -> Effect:
+        qi = self._queries
+        z = c["z"][:, qi]
+        num = (z_new[:, qi] - z).pow(2).sum((-1, -2)).sqrt()
+        den = z.pow(2).sum((-1, -2)).sqrt()
+        r = (num / den).double().numpy()
+        return Effect(*_mean_se(r), 0.0, OUTPUT_CHANGE, r)
+
+
+__all__ = ["KINDS", "OUTPUT_CHANGE", "TV", "Effect", "Patcher", "sequence_scores"]

@@ -1,0 +1,150 @@
+"""The circuit search's driver (:func:`rmtbase.circuits.find.find_circuits` states what it
+does): load, sequences, capture and labels, then the patches receiver by receiver."""
+
+from __future__ import annotations
+
+import xarray as xr
+
+from ..errors import InputError
+from ..progress import progress_bar, stage
+from . import find as F
+from .capture import capture, probe_dataset
+from .heads import HeadModel
+from .labels import THRESHOLD, head_name, label_heads
+from .patching import KINDS, Patcher
+from .sequences import SOURCES, Sequences, repeated_sequences, text_sequences
+from .table import candidate_dataset
+
+#: Text windows at most, for ``sequences="text"``.
+MAX_TEXT_SEQUENCES = 32
+
+
+def make_sequences(net, tokenizer, sequences, seed) -> Sequences:
+    """The :class:`Sequences` that ``sequences`` names (:func:`.find.find_circuits`)."""
+    if isinstance(sequences, Sequences):
+        return sequences
+    if sequences is None:
+        sequences = "text" if tokenizer is not None else "repeated_random_tokens"
+    if sequences not in SOURCES:
+        raise InputError(f"sequences must be one of {', '.join(SOURCES)} or a Sequences, "
+                         f"got {sequences!r}")
+    if sequences == "repeated_random_tokens":
+        return repeated_sequences(net.config, seed=seed)
+    if tokenizer is None:
+        raise InputError("sequences='text' needs the model's tokenizer; this model has none")
+    from ..probe.run import default_window
+    from ..probe.text import default_text
+
+    return text_sequences(tokenizer, default_text().text, default_window(net.config),
+                          max_sequences=MAX_TEXT_SEQUENCES)
+
+
+def _check_shape(hm: HeadModel, composition: xr.Dataset) -> None:
+    n_l, n_h = composition.sizes["layer_from"], composition.sizes["head_from"]
+    if (n_l, n_h) != (hm.n_layers, hm.n_heads):
+        raise InputError(f"the composition has {n_l} layers x {n_h} heads, the model "
+                         f"{hm.n_layers} x {hm.n_heads}: not the same model")
+
+
+def _explicit(recv, labels) -> list:
+    stat = labels["label_statistic"].transpose("layer", "head").values
+    out = []
+    for li, hi in recv:
+        if not (1 <= int(li) < stat.shape[0] and 0 <= int(hi) < stat.shape[1]):
+            raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0")
+        out.append((int(li), int(hi), str(stat[int(li), int(hi)]) or None))
+    return out
+
+
+def _patch_receiver(pt: Patcher, composition, rec, k: int, bar) -> list[dict]:
+    """The rows of one receiver: per kind its top-k single patches and their joint one."""
+    li, hi, stat = rec
+    rows = []
+    for kind in KINDS:
+        ranked = F.ranked_sources(composition, li, hi, kind)[:k]
+        singles = []
+        for m, s, rank, score in ranked:
+            e = pt.effect(li, hi, [(m, s)], kind, None if kind == "v" else stat)
+            singles.append({"kind": kind, "layer_from": m, "head_from": s, "layer_to": li,
+                            "head_to": hi, "rank_weights": rank, "n_sources": li * pt.hm.n_heads,
+                            "composition": score, "metric": e.metric, "score_to": e.base,
+                            "effect_causal": e.effect, "effect_se": e.se})
+            bar.update(1)
+        joint = pt.effect(li, hi, [(m, s) for m, s, _, _ in ranked], kind,
+                          None if kind == "v" else stat)
+        bar.update(1)
+        rows.extend(_judge(singles, joint))
+    return rows
+
+
+def _judge(singles: list[dict], joint) -> list[dict]:
+    """The rule of :mod:`.find` on one receiver's candidates of one kind."""
+    from .patching import OUTPUT_CHANGE, TV
+
+    for r in singles:
+        is_score = r["metric"] not in (TV, OUTPUT_CHANGE)
+        r["confirmed"] = F.passes(r["effect_causal"], r["effect_se"], r["score_to"], is_score)
+    conf = [r for r in singles if r["confirmed"]]
+    top = max(conf, key=lambda r: r["effect_causal"]) if conf else None
+    is_score = joint.metric not in (TV, OUTPUT_CHANGE)
+    redundant = not conf and F.passes(joint.effect, joint.se, joint.base, is_score)
+    for r in singles:
+        r.update(dominant=r is top, joint_effect=joint.effect, joint_se=joint.se,
+                 redundant=bool(redundant))
+    return singles
+
+
+def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, sequences=None,
+                  receivers_of_interest=None, seed: int = 0, threshold: float = THRESHOLD,
+                  progress: bool = True) -> xr.Dataset:
+    """Candidate circuits of ``model`` screened by ``composition`` and confirmed by path
+    patching (module docstring; :mod:`.find` states the steps and the rule, :func:`.table.candidate_dataset` the output).
+
+    model: a transformers model, folder, ``.gguf`` file or hub id (:func:`.model.load_model`);
+    gpt2 and the LLaMA family (:data:`.heads.SUPPORTED`). composition: its composition
+    Dataset. k: sources per receiver and kind. sequences: a :class:`.sequences.Sequences`,
+    ``"text"`` (the probe's default text, full windows of 256 tokens or the model's
+    maximum, at most 32), ``"repeated_random_tokens"`` (32 × (BOS + 2 × 50), ``seed``), or
+    None (text when the model has a tokenizer, else repeated random tokens).
+    receivers_of_interest: [(layer, head), …] instead of the labelled heads. threshold: the
+    label threshold (:data:`.labels.THRESHOLD`).
+    """
+    F.check_composition(composition)
+    if int(k) < 1:
+        raise InputError(f"k must be a positive integer, got {k!r}")
+    return run_circuits(model, composition, k=int(k), sequences=sequences,
+                        receivers_of_interest=receivers_of_interest, seed=seed,
+                        threshold=threshold, progress=progress)
+
+
+def run_circuits(model, composition, *, k, sequences, receivers_of_interest, seed, threshold,
+                 progress) -> xr.Dataset:
+    """:func:`.find.find_circuits` after its argument checks."""
+    from .model import load_model
+
+    net, tok, name = load_model(model)
+    hm = HeadModel(net)
+    _check_shape(hm, composition)
+    seqs = make_sequences(net, tok, sequences, seed)
+    stage("rmtbase circuits", f"labels from {seqs.description}", enabled=progress)
+    cap, totals = capture(hm, seqs, progress=progress)
+    probe = probe_dataset(totals, seqs, name)
+    labels = label_heads(probe, threshold=threshold)
+    recv = (F.receivers(labels, composition) if receivers_of_interest is None
+            else _explicit(receivers_of_interest, labels))
+    cost = F.plan(recv, min(k, (hm.n_layers - 1) * hm.n_heads), seqs.n, seqs.length)
+    stage("rmtbase circuits", f"path patching {cost['receivers']} receivers: "
+          f"{cost['patches']} patches (q, k, v x top {k} by weights + all {k} together) on "
+          f"{cost['sequences']} sequences of {seqs.length} tokens", enabled=progress)
+    pt = Patcher(hm, cap, seqs)
+    rows: list[dict] = []
+    with progress_bar(cost["patches"], desc="rmtbase circuits: patching", unit="patch",
+                      enabled=progress) as bar:
+        for rec in recv:
+            rows.extend(_patch_receiver(pt, composition, rec, k, bar))
+    ds = candidate_dataset(rows, labels, probe, seqs, k=k)
+    ds.attrs.update(model=name, n_receivers=cost["receivers"], n_patches=cost["patches"])
+    return ds
+
+
+__all__ = ["MAX_TEXT_SEQUENCES", "find_circuits", "make_sequences", "run_circuits"]

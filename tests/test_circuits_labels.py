@@ -1,0 +1,116 @@
+"""Behaviour labels (rmtbase.circuits.labels), repeated random tokens (sequences) and the
+circuit search's output (find/table) on a tiny random-weight model, no network."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from rmtbase.circuits import labels as L
+from rmtbase.circuits.sequences import repeated_sequences, repeated_tokens
+from rmtbase.errors import InputError
+from rmtbase.probe import behaviour as bh
+
+
+def _probe(rows):
+    """A probe Dataset of one layer whose heads have the given statistics (others 0)."""
+    names = ("induction", "prev_token", "duplicate_token", "self", "first_token")
+    ds = xr.Dataset(coords={"layer": [0], "head": np.arange(len(rows))})
+    for n in names:
+        ds[n] = (("layer", "head"), np.array([[r.get(n, 0.0) for r in rows]], dtype=float))
+    return ds
+
+
+def test_label_rule_thresholds_priority_and_ties():
+    rows = [
+        {"prev_token": 0.9, "first_token": 0.95},       # specific label beats the sink
+        {"induction": 0.5, "duplicate_token": 0.45},    # the larger specific score wins
+        {"first_token": 0.8, "self": 0.39},             # only the sink passes
+        {"self": 0.41},
+        {"prev_token": 0.39, "induction": 0.399},       # nothing reaches 0.4
+        {"induction": 0.6, "prev_token": 0.6},          # tie: earlier label of LABELS
+        {"duplicate_token": np.nan, "self": 0.4},       # NaN earns nothing; >= threshold
+    ]
+    out = L.label_heads(_probe(rows))
+    lab = list(out["label"].values[0])
+    assert lab == ["previous-token", "induction", "first-token", "self/local", "none",
+                   "induction", "self/local"]
+    score = out["label_score"].values[0]
+    np.testing.assert_array_equal(score[[0, 1, 2, 3, 5, 6]],  # exact: copied inputs
+                                  [0.9, 0.5, 0.8, 0.41, 0.6, 0.4])
+    assert np.isnan(score[4]) and out["label_statistic"].values[0][4] == ""
+    assert list(out["label_statistic"].values[0][:3]) == ["prev_token", "induction",
+                                                         "first_token"]
+    assert L.label_heads(_probe(rows), threshold=0.95)["label"].values[0][0] == "first-token"
+
+
+def test_labels_of_exact_patterns_built_by_hand():
+    """Attention built to do one thing labels as that thing, through the probe's statistics."""
+    ids = np.array([5, 1, 2, 3, 4, 1, 2, 3, 4])  # BOS then a repeated half
+    t = ids.size
+    prev, sink, induction = np.zeros((t, t)), np.zeros((t, t)), np.zeros((t, t))
+    prev[0, 0] = sink[:, 0] = 1.0
+    for i in range(1, t):
+        prev[i, i - 1] = 1.0
+    _, ind_mask = bh.token_patterns(ids)
+    for i in range(t):
+        js = np.flatnonzero(ind_mask[i])
+        if js.size:
+            induction[i, js] = 1.0 / js.size
+        else:
+            induction[i, 0] = 1.0
+    attn = np.stack([prev, sink, induction])
+    content = np.ones(t, dtype=bool)
+    content[0] = False
+    stats = bh.behaviours(attn, content, causal=True, ids=ids)
+    ds = xr.Dataset(coords={"layer": [0], "head": [0, 1, 2]})
+    for k, v in stats.items():
+        ds[k] = (("layer", "head"), v[None])
+    out = L.label_heads(ds)
+    assert list(out["label"].values[0]) == ["previous-token", "first-token", "induction"]
+    np.testing.assert_allclose(out["label_score"].values[0], 1.0, atol=1e-12)
+
+
+def test_label_heads_refuses_a_probe_without_statistics():
+    with pytest.raises(InputError, match="lacks induction"):
+        L.label_heads(xr.Dataset(coords={"layer": [0], "head": [0]}))
+    with pytest.raises(InputError, match="threshold"):
+        L.label_heads(_probe([{}]), threshold=0.0)
+
+
+def test_repeated_tokens_follow_the_transformerlens_convention():
+    x = repeated_tokens(100, 7, 5, seed=3, bos_token_id=9)
+    assert x.shape == (5, 15) and x.dtype == np.int64
+    assert np.all(x[:, 0] == 9)
+    np.testing.assert_array_equal(x[:, 1:8], x[:, 8:])  # exact: integer ids
+    # exact: integer ids from one seed
+    np.testing.assert_array_equal(x, repeated_tokens(100, 7, 5, seed=3, bos_token_id=9))
+    assert not np.array_equal(x, repeated_tokens(100, 7, 5, seed=4, bos_token_id=9))
+    g = np.random.default_rng(3)
+    # exact: integer ids, a Generator of the same seed
+    np.testing.assert_array_equal(repeated_tokens(100, 7, 5, seed=g)[:, :7], x[:, 1:8])
+    assert repeated_tokens(100, 7, 5).shape == (5, 14)
+    with pytest.raises(InputError, match="vocab_size"):
+        repeated_tokens(0, 7, 5)
+
+
+def test_repeated_tokens_are_uniform_on_the_vocabulary():
+    """n = 20,000 draws of 10 ids: each id's share is 0.1 with binomial se 0.0021; every share
+    within 5 se (fixed seed)."""
+    x = repeated_tokens(10, 1000, 20, seed=0)[:, :1000].ravel()
+    share = np.bincount(x, minlength=10) / x.size
+    se = np.sqrt(0.1 * 0.9 / x.size)
+    assert np.all(np.abs(share - 0.1) < 5 * se)
+
+
+def test_repeated_sequences_read_the_config():
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(vocab_size=50, bos_token_id=1, max_position_embeddings=20)
+    s = repeated_sequences(cfg, n=8, batch=3, seed=0)
+    assert s.source == "repeated_random_tokens" and s.ids.shape == (3, 17)
+    assert not s.content[0] and s.content[1:].all()
+    # a BOS id outside the vocabulary (GPT-2's 50256 in a small config) gives no prefix
+    s = repeated_sequences(SimpleNamespace(vocab_size=50, bos_token_id=50256), n=4, batch=2)
+    assert s.ids.shape == (2, 8) and s.content.all()
+    with pytest.raises(InputError, match="exceed the model's 20 positions"):
+        repeated_sequences(cfg, n=10, batch=1)

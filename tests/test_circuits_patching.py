@@ -1,0 +1,265 @@
+"""Path patching (rmtbase.circuits): the recomputed head equals transformers' own eager
+attention; a source whose W_O slice is zero has effect 0; a patched key input equals an
+independent patch built from transformers' own modules (full projections, its rotary function,
+its eager attention with repeat_kv). Random-weight models from configs, no network."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from rmtbase.circuits.capture import capture  # noqa: E402
+from rmtbase.circuits.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.patching import Patcher, sequence_scores  # noqa: E402
+from rmtbase.circuits.sequences import repeated_sequences  # noqa: E402
+from rmtbase.errors import InputError  # noqa: E402
+
+SMALL = dict(num_hidden_layers=3, num_attention_heads=4, hidden_size=32, intermediate_size=48,
+             vocab_size=40, max_position_embeddings=64, bos_token_id=0,
+             attn_implementation="eager")
+
+
+def _net(kind: str):
+    """A random-weight model whose projections are scaled up (×8) so its attention is peaked
+    (max weight near 1), which makes a wrong mask, scale or rotation show."""
+    torch.manual_seed(3)
+    if kind == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=3, n_head=4, n_embd=32, vocab_size=40,
+                                      n_positions=64, bos_token_id=0, eos_token_id=0,
+                                      attn_implementation="eager")
+        net = transformers.GPT2LMHeadModel(cfg)
+    elif kind == "llama":  # GQA 4 query heads on 2 key/value heads, RoPE
+        net = transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=2,
+                                                                     **SMALL))
+    elif kind == "qwen2":  # q/k/v biases, GQA
+        net = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(num_key_value_heads=2,
+                                                                     **SMALL))
+    elif kind == "qwen3":  # QK-norm, explicit head_dim
+        net = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+            num_key_value_heads=2, head_dim=8, **SMALL))
+    else:  # mistral with a sliding window shorter than the sequence
+        net = transformers.MistralForCausalLM(transformers.MistralConfig(
+            num_key_value_heads=1, sliding_window=5, **SMALL))
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if p.ndim == 2 and "emb" not in name and "wte" not in name and "wpe" not in name:
+                p.mul_(8.0)
+    return net.eval()
+
+
+def _seqs(net, n=6, batch=4):
+    return repeated_sequences(net.config, n=n, batch=batch, seed=11)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2", "qwen3", "mistral"])
+def test_recomputed_attention_equals_eager_output_attentions(kind):
+    net = _net(kind)
+    hm = HeadModel(net)
+    seqs = _seqs(net)
+    cap, _ = capture(hm, seqs, progress=False)
+    with torch.no_grad():
+        ref = net(input_ids=torch.from_numpy(seqs.ids), output_attentions=True).attentions
+    worst = 0.0
+    with torch.no_grad():
+        for layer in range(hm.n_layers):
+            xn = hm.norm(layer)(cap.resid[layer])
+            for head in range(hm.n_heads):
+                a = hm.pattern(layer, hm.query(layer, head, xn), hm.key(layer, head, xn))
+                worst = max(worst, float((a - ref[layer][:, head]).abs().max()))
+                z = a @ hm.value(layer, head, xn)  # the head's output equals the captured z
+                assert float((z - cap.z[layer][:, :, head]).abs().max()) < 1e-4
+    assert worst < 1e-5
+    assert max(float(r.max()) for r in ref) > 0.9  # peaked: the comparison has teeth
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_source_with_zero_output_weights_has_no_effect(kind):
+    net = _net(kind)
+    hm = HeadModel(net)
+    with torch.no_grad():
+        proj, lo = hm.output_projection(1), 2 * hm.head_dim
+        if kind == "gpt2":
+            proj.weight[lo:lo + hm.head_dim] = 0.0
+        else:
+            proj.weight[:, lo:lo + hm.head_dim] = 0.0
+    seqs = _seqs(net)
+    cap, _ = capture(hm, seqs, progress=False)
+    pt = Patcher(hm, cap, seqs)
+    for path in ("q", "k"):
+        e = pt.effect(2, 1, [(1, 2)], path, "prev_token")
+        # exact: the patched residual is the clean one minus an exact zero, same program after
+        assert e.effect == 0.0 and np.all(e.per_sequence == 0.0)
+    e = pt.effect(2, 1, [(1, 2)], "v", None)
+    assert e.effect == 0.0  # exact: as above, z' = z bit for bit
+    # a source with weights does move the receiver
+    assert pt.effect(2, 1, [(1, 0)], "v", None).effect > 1e-3
+
+
+def _reference_key_patch(net, seqs, receiver, source):
+    """The receiver's pattern with the source's direct output removed from its key input,
+    built from transformers' own LLaMA modules and functions (full k_proj on the patched,
+    re-normed residual, apply_rotary_pos_emb, eager_attention_forward with repeat_kv), not
+    from rmtbase's per-head slicing."""
+    from transformers.models.llama import modeling_llama as ML
+
+    (rl, rh), (sl, sh) = receiver, source
+    base = net.model
+    got = {}
+    hooks = [base.layers[rl].register_forward_pre_hook(
+        lambda m, a, kw: got.__setitem__("x", (a[0] if a else kw["hidden_states"]).clone()),
+        with_kwargs=True),
+        base.layers[sl].self_attn.o_proj.register_forward_pre_hook(
+        lambda m, a: got.__setitem__("z", a[0].clone()))]
+    with torch.no_grad():
+        ids = torch.from_numpy(seqs.ids)
+        net(input_ids=ids)
+        for h in hooks:
+            h.remove()
+        attn, dh = base.layers[rl].self_attn, attn_dim(net)
+        mask = torch.zeros(got["z"].shape)
+        mask[..., sh * dh:(sh + 1) * dh] = 1.0
+        src_out = base.layers[sl].self_attn.o_proj(got["z"] * mask) - (
+            base.layers[sl].self_attn.o_proj.bias if base.layers[sl].self_attn.o_proj.bias
+            is not None else 0.0)
+        norm = base.layers[rl].input_layernorm
+        shape = (*ids.shape, -1, dh)
+        q = attn.q_proj(norm(got["x"])).view(shape).transpose(1, 2)
+        k = attn.k_proj(norm(got["x"] - src_out)).view(shape).transpose(1, 2)
+        v = attn.v_proj(norm(got["x"])).view(shape).transpose(1, 2)
+        pos = torch.arange(ids.shape[1])[None]
+        cos, sin = base.rotary_emb(got["x"], pos)
+        q, k = ML.apply_rotary_pos_emb(q, k, cos, sin)
+        t = ids.shape[1]
+        causal = torch.full((t, t), float("-inf")).triu(1)[None, None]
+        _, w = ML.eager_attention_forward(attn, q, k, v, causal, scaling=attn.scaling)
+    return w[:, rh]
+
+
+def attn_dim(net):
+    return net.config.hidden_size // net.config.num_attention_heads
+
+
+def test_key_patch_equals_an_independent_patch_with_transformers_modules():
+    net = _net("llama")
+    hm = HeadModel(net)
+    seqs = _seqs(net, n=8, batch=6)
+    cap, _ = capture(hm, seqs, progress=False)
+    pt = Patcher(hm, cap, seqs)
+    receiver, source = (2, 3), (1, 1)
+    ref = _reference_key_patch(net, seqs, receiver, source)
+    with torch.no_grad():
+        ours = hm.pattern(2, pt.clean(2, 3)["q"], pt.patched_input(2, 3, [source], "k"))
+    assert float((ours - ref).abs().max()) < 1e-5
+    clean = pt.clean(2, 3)["A"]
+    assert float((ref - clean).abs().max()) > 1e-2  # the patch changes the pattern
+    e = pt.effect(2, 3, [source], "k", "prev_token")
+    d = (sequence_scores(clean.numpy(), seqs, "prev_token")
+         - sequence_scores(ref.numpy(), seqs, "prev_token"))
+    np.testing.assert_allclose(e.per_sequence, d, atol=1e-5)
+    assert e.effect == pytest.approx(d.mean(), abs=1e-5)
+    assert e.se == pytest.approx(d.std(ddof=1) / np.sqrt(d.size), abs=1e-5)
+
+
+def test_joint_removal_is_the_sum_of_the_sources_outputs():
+    net = _net("gpt2")
+    hm = HeadModel(net)
+    seqs = _seqs(net)
+    cap, _ = capture(hm, seqs, progress=False)
+    pt = Patcher(hm, cap, seqs)
+    with torch.no_grad():
+        joint = pt.patched_input(2, 0, [(0, 1), (1, 3)], "k")
+        xn = hm.norm(2)(cap.resid[2] - hm.source_output(0, 1, cap.z[0][:, :, 1])
+                        - hm.source_output(1, 3, cap.z[1][:, :, 3]))
+        assert float((joint - hm.key(2, 0, xn)).abs().max()) < 1e-5
+
+
+def test_unsupported_architecture_and_bad_arguments_are_refused():
+    bert = transformers.BertModel(transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        vocab_size=30))
+    with pytest.raises(InputError, match="supports gpt2, llama"):
+        HeadModel(bert)
+    net = _net("gpt2")
+    hm = HeadModel(net)
+    seqs = _seqs(net, batch=2)
+    pt = Patcher(hm, capture(hm, seqs, progress=False)[0], seqs)
+    with pytest.raises(InputError, match="kind must be"):
+        pt.effect(2, 0, [(1, 0)], "o", None)
+    with pytest.raises(InputError, match="not before"):
+        pt.effect(1, 0, [(1, 2)], "k", None)
+
+
+def _composition(n_l, n_h, seed=0):
+    """A composition Dataset (the variable find_circuits reads) with random scores; NaN where
+    layer_to <= layer_from, as rmtbase.scoring writes it."""
+    rng = np.random.default_rng(seed)
+    c = rng.random((3, n_l, n_h, n_l, n_h))
+    lf = np.arange(n_l)[None, :, None, None, None]
+    lt = np.arange(n_l)[None, None, None, :, None]
+    c = np.where(lt > lf, c, np.nan)
+    dims = ("kind", "layer_from", "head_from", "layer_to", "head_to")
+    return xr.Dataset({"composition": (dims, c)}, coords={
+        "kind": ["q", "k", "v"], "layer_from": np.arange(n_l), "head_from": np.arange(n_h),
+        "layer_to": np.arange(n_l), "head_to": np.arange(n_h)})
+
+
+def test_ranked_sources_order_the_receivers_earlier_sources():
+    from rmtbase.circuits.find import ranked_sources
+
+    comp = _composition(4, 3, seed=5)
+    got = ranked_sources(comp, 3, 1, "k")
+    vals = comp["composition"].sel(kind="k", layer_to=3, head_to=1).values[:3].ravel()
+    order = sorted(range(vals.size), key=lambda i: -vals[i])
+    assert [(m * 3 + s) for m, s, _, _ in got] == order
+    assert [r for _, _, r, _ in got] == list(range(1, 10))
+
+
+def test_find_circuits_output_and_its_netcdf(tmp_path):
+    from rmtbase.circuits import circuit_list, find_circuits
+    from rmtbase.files.output import OutputFolder
+
+    net = _net("llama")
+    comp = _composition(3, 4)
+    seqs = _seqs(net, n=6, batch=4)
+    ds = find_circuits(net, comp, k=3, sequences=seqs, receivers_of_interest=[(2, 1), (1, 0)],
+                       progress=False)
+    assert ds.sizes["candidate"] == 2 * 3 * 3 - 3 * 0  # two receivers, 3 kinds, top 3 each
+    assert set(ds["kind"].values) == {"q", "k", "v"}
+    assert ds.attrs["probe_source"] == "repeated_random_tokens"
+    row = ds.isel(candidate=0)
+    assert str(row["to"].values) == "L2H1" and int(row["rank_weights"].values) == 1
+    # each candidate's effect is the Patcher's for that one source and path
+    hm = HeadModel(net)
+    cap, _ = capture(hm, seqs, progress=False)
+    pt = Patcher(hm, cap, seqs)
+    for i in (0, 4, 7):
+        r = ds.isel(candidate=i)
+        stat = str(r["metric"].values)
+        e = pt.effect(int(r["layer_to"]), int(r["head_to"]),
+                      [(int(r["layer_from"]), int(r["head_from"]))], str(r["kind"].values),
+                      None if stat in ("attention_tv", "output_change") else stat)
+        assert float(r["effect_causal"]) == pytest.approx(e.effect, abs=1e-6)
+    # at most one dominant per receiver and kind; a dominant one is confirmed
+    dom = ds["dominant"].values.astype(bool)
+    assert np.all(ds["confirmed"].values[dom] == 1)
+    items = circuit_list(ds)
+    assert len(items) == ds.sizes["candidate"]
+    assert {"kind", "from", "to", "label_from", "label_to", "rank_weights", "effect_causal",
+            "confirmed"} <= set(items[0])
+    with OutputFolder(tmp_path / "out", kind="rmtbase circuits") as out:
+        out.write_netcdf("circuits.nc", ds)
+    back = xr.open_dataset(tmp_path / "out" / "circuits.nc")
+    assert list(back["from"].values) == list(ds["from"].values)
+    assert back["effect_causal"].attrs["units"] == "1"
+    back.close()
+
+
+def test_find_circuits_refuses_bad_input_before_loading():
+    from rmtbase.circuits import find_circuits
+
+    with pytest.raises(InputError, match="composition Dataset"):
+        find_circuits("/nonexistent", xr.Dataset())
+    with pytest.raises(InputError, match="k must be"):
+        find_circuits("/nonexistent", _composition(2, 2), k=0)
