@@ -117,12 +117,10 @@ def test_cli_permutation_null_and_the_plan_stated_first(tmp_path, capsys):
 def test_run_that_cannot_fit_is_refused(tmp_path, capsys, no_scoring, monkeypatch):
     """A composition whose planned memory exceeds what is available: one line naming both,
     exit 2, nothing written, before any scoring."""
-    import rmtbase.scoring.composition as comp
-
     m = _gpt2(tmp_path / "g", 2)
     capsys.readouterr()
-    monkeypatch.setattr(comp, "_available_bytes", lambda: 1 << 16)
+    monkeypatch.setenv("RMTBASE_MEMORY_LIMIT", "64K")  # the project's one memory check
     line = _refused(capsys, ["score", str(m), "--composition", "--out", str(tmp_path / "o"),
                              "--quiet"])
-    assert "needs about" in line and "GiB available" in line
+    assert "needs about" in line and "64 KiB available" in line
     assert not (tmp_path / "o").exists()

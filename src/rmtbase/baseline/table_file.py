@@ -80,6 +80,19 @@ def read_table(path) -> xr.Dataset:
     return ds
 
 
+def first_draws(ds: xr.Dataset, n: int) -> xr.Dataset:
+    """Draws ``0 .. n-1`` of table ``ds`` with ``attrs["draws"] = n`` (a copy, so that the
+    longer table is freed): since draw ``i`` depends only on (seed, d, d_h, i), the ``n``-draw
+    table of the same cell (:mod:`rmtbase.baseline.cache` reads every cached table so)."""
+    if ds.sizes["draw"] == n:
+        return ds
+    if not 0 < n < ds.sizes["draw"]:
+        raise TableError(f"cannot take {n} draws of a table of {ds.sizes['draw']}")
+    out = ds.isel(draw=slice(0, int(n))).copy(deep=True)
+    out.attrs["draws"] = int(n)
+    return out
+
+
 def _is_table(path: Path) -> bool:
     """Whether ``path`` is a netCDF4 file with an ``rmtbase_table_format`` attribute (reads
     the attributes only)."""

@@ -1,7 +1,10 @@
 """Memory available to one computation, for the checks made before expensive work
-(:mod:`rmtbase.baseline.limits`: null draws; :mod:`rmtbase.probe.run`: attention windows):
+(:mod:`rmtbase.baseline.limits`: null draws; :mod:`rmtbase.probe.run`: attention windows;
+:mod:`rmtbase.scoring.composition`: a composition run, through :func:`check_memory`):
 ``$RMTBASE_MEMORY_LIMIT`` if set (e.g. ``8G``), else an accelerator's memory limit, else
-``MemAvailable`` of ``/proc/meminfo``, else ``os.sysconf``."""
+``MemAvailable`` of ``/proc/meminfo`` (free memory plus what the kernel can reclaim, the page
+cache included; not ``MemFree``, which a busy page cache makes small on a healthy machine),
+else ``os.sysconf``."""
 
 from __future__ import annotations
 
@@ -59,6 +62,43 @@ def available_memory(backend: str | None = None) -> tuple[int | None, str]:
         return None, "unknown"
 
 
+def resident_bytes() -> int:
+    """Bytes this process holds in memory now (resident set, ``/proc/self/statm``; else the
+    peak from ``getrusage``; 0 where neither is known)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    try:
+        import resource
+        import sys
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak) * (1 if sys.platform == "darwin" else 1024)
+    except (ImportError, OSError, AttributeError):  # pragma: no cover - not Unix
+        return 0
+
+
+def check_memory(need: int, what: str, *, running: int = 0, backend: str | None = None) -> int:
+    """One-line :class:`InputError` if ``need`` bytes (``what`` needs them, e.g. "composition
+    of gpt2") do not fit in :func:`available_memory`; returns the bytes compared. ``running``:
+    the part of ``need`` that is this process itself (its runtime, already resident when the
+    check runs). MemAvailable does not count what the process already holds, so that part is
+    counted once: the bytes compared are ``need - min(running, resident)``.
+    ``$RMTBASE_MEMORY_LIMIT`` is the budget of the whole computation, the process included:
+    ``need`` is compared with it whole, both ways (a larger limit lets a run go ahead that
+    the machine's number would refuse)."""
+    avail, source = available_memory(backend)
+    env = source == "RMTBASE_MEMORY_LIMIT"
+    counted = int(need) if env else int(need) - min(int(running), resident_bytes())
+    if avail is not None and counted > avail:
+        hint = "" if env else "; set RMTBASE_MEMORY_LIMIT to change the limit"
+        raise InputError(f"{what} needs about {fmt_bytes(counted)}, more than the "
+                         f"{fmt_bytes(avail)} available ({source}{hint})")
+    return counted
+
+
 def fmt_bytes(n: float) -> str:
     """``1.5 GiB``-style size (three significant digits)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
@@ -68,4 +108,4 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.3g} PiB"  # pragma: no cover
 
 
-__all__ = ["available_memory", "fmt_bytes", "parse_bytes"]
+__all__ = ["available_memory", "check_memory", "fmt_bytes", "parse_bytes", "resident_bytes"]

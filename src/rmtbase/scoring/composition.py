@@ -20,8 +20,6 @@ whichever null the scores use.
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,6 +27,7 @@ import xarray as xr
 
 from ..baseline.composition_null import null_squares, null_squares_full
 from ..errors import InputError
+from ..files.memory import check_memory
 from ..stats import composition as C
 from ..stats.storage import storage_record
 from .composition_dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
@@ -59,13 +58,6 @@ def plan(n_layers: int, n_heads: int, n_kv: int, d: int, d_h: int) -> dict:
             "pairs_per_kind": pairs * n_heads**2}
 
 
-def _available_bytes() -> int:
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover
-        return 1 << 62
-
-
 def check_model(model, *, revision=None, base=None, null: str = "gaussian",
                 draws: int = 1000) -> dict:
     """Refuse (InputError, one line) what has no composition, before any weight is read: one
@@ -89,10 +81,10 @@ def check_model(model, *, revision=None, base=None, null: str = "gaussian",
         p = {**p, **perm_plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h,
                               draws)}
         p["bytes"] += RUNTIME_BYTES
-    avail = _available_bytes()
-    if p["bytes"] > avail:
-        raise InputError(f"composition of {info.name} needs about {p['bytes'] / 2**30:.1f} GiB, "
-                         f"{avail / 2**30:.1f} GiB available")
+    # the project's one check (MemAvailable or $RMTBASE_MEMORY_LIMIT), this process counted
+    # once: MemAvailable already leaves out what it holds (issue 59: MemFree and the runtime
+    # counted again refused a run with 12.8 GiB available)
+    check_memory(p["bytes"], f"composition of {info.name}", running=RUNTIME_BYTES)
     return {**p, "info": info}
 
 
