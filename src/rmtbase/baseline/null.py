@@ -101,7 +101,9 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
     the SVD's draws/s at (768, 64), ``benchmarks/gpu.py --quick``); on an accelerator
     ``"eigvalsh"`` (cuSOLVER's batched solver through ``jnp.linalg.eigvalsh``): on one H200
     (2026-11-26, ``benchmarks/gpu.py --quick``) 177,195 draws/s against 1,082 by the SVD and
-    9,259 by bisection at (768, 64), 65,079 against 490 at (4096, 128).
+    9,259 by bisection at (768, 64), 65,079 against 490 at (4096, 128). The Pallas Jacobi
+    route (issue 57) replaces ``"eigvalsh"`` only below a measured switch
+    (:func:`rmtbase.stats._gpu_routes.accelerator_route`; off until a GPU has measured it).
     """
     backend = jax.default_backend() if backend is None else backend
     from ..analytic.product import edges
@@ -109,7 +111,11 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
     lo, hi = edges(d_h / d)
     if lo <= 0 or not eigh_accurate(d_h, hi / lo, dtype):
         return "svd"
-    return "eigh" if backend == "cpu" else "eigvalsh"
+    if backend == "cpu":
+        return "eigh"
+    from ..stats._gpu_routes import accelerator_route
+
+    return accelerator_route(d_h)
 
 
 def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None,

@@ -100,6 +100,10 @@ def bidiagonal_core(diag, sub, lk):
     return diag[..., :, None] * lk + sub_pad[..., :, None] * lk_next
 
 
+#: the eigen routes of :func:`eigvals_from_bidiagonal`
+EIG_METHODS = ("svd", "eigh", "eigvalsh", "jacobi", "jacobi_pallas")
+
+
 def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     """λ = s²(Bᵀ lk), descending, for B lower bidiagonal (``diag`` ``(..., n)``, ``sub`` ``(..., n−1)``).
 
@@ -118,15 +122,29 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
       on CPU; on a GPU cuSOLVER's batched Jacobi or ``syevd``, as JAX chooses), with the error
       bound of ``"eigh"``. :func:`~rmtbase.baseline.null.eig_method` chooses it on accelerators,
       where ``benchmarks/gpu.py`` timed it 164× the SVD's draws/s at (768, 64) on an H200.
+    - ``"jacobi"``, ``"jacobi_pallas"``: λ = eig(C Cᵀ) by parallel cyclic Jacobi
+      (:mod:`rmtbase.stats._jacobi`: the batch in ``jnp``; :mod:`rmtbase.stats._jacobi_pallas`:
+      the Pallas kernel, one program per matrix, interpret mode on the CPU), with the error bound
+      of ``"eigh"``: the candidate accelerator routes of issue 57, taken by ``eig_method`` only
+      where a GPU measurement says they are faster (none yet).
     """
     core = bidiagonal_core(diag, sub, lk)
     if method == "svd":
         return _squared_singular_values(core)
-    if method not in ("eigh", "eigvalsh"):
-        raise InputError(f"method must be 'svd', 'eigh' or 'eigvalsh', got {method!r}")
+    if method not in EIG_METHODS:
+        raise InputError(f"method must be one of {', '.join(map(repr, EIG_METHODS))}, "
+                         f"got {method!r}")
     gram = mm(core, jnp.swapaxes(core, -1, -2))
     if method == "eigvalsh":
         return jnp.maximum(jnp.linalg.eigvalsh(gram)[..., ::-1], 0.0)
+    if method == "jacobi":
+        from ._jacobi import jacobi_eigvalsh
+
+        return jnp.maximum(jacobi_eigvalsh(gram), 0.0)
+    if method == "jacobi_pallas":
+        from ._jacobi_pallas import jacobi_eigvalsh_pallas
+
+        return jnp.maximum(jacobi_eigvalsh_pallas(gram), 0.0)
     _, d, e, _ = jax.lax.linalg.tridiagonal(gram, lower=True)
     solve = lambda a, b: eigh_tridiagonal(a, b, eigvals_only=True)  # noqa: E731
     for _ in range(d.ndim - 1):
