@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from ..decision.significance import benjamini_hochberg
+from ..decision.tails import P_MIN
 from ..stats import composition as C
 
 
@@ -30,7 +31,9 @@ def tail_p(comp, p, null_sorted, d: int, d_h_to: int, d_h_from: int):
     """``p`` where a null draw reaches the score; beyond every draw the survival function of
     the Beta law with the exact null mean and variance of s² (exact law for d_h = 1,
     Beta(½, (d−1)/2); for d_h > 1 an approximation whose tail is somewhat light: at 128 × 16
-    it gives 0.76× the empirical exceedance at 10⁻⁴, 200,000 draws), capped at 1/(1 + N)."""
+    it gives 0.76× the empirical exceedance at 10⁻⁴, 200,000 draws), capped at 1/(1 + N) and
+    floored at :data:`~rmtbase.decision.tails.P_MIN` = 10⁻¹⁶: the survival function underflows
+    to 0 far out (2,204 SmolLM2 pairs had p 0, q 0; issue 56), and no p is 0."""
     from scipy.stats import beta
 
     m, v = C.null_moments(int(d), int(d_h_from), int(d_h_to))
@@ -38,12 +41,13 @@ def tail_p(comp, p, null_sorted, d: int, d_h_to: int, d_h_from: int):
     n = null_sorted.size
     beyond = np.isfinite(comp) & (comp > null_sorted[-1])
     sf = beta.sf(np.where(beyond, comp, 0.0) ** 2, m * k, (1.0 - m) * k)
-    return np.where(beyond, np.minimum(sf, 1.0 / (1.0 + n)), p)
+    return np.where(beyond, np.clip(sf, P_MIN, 1.0 / (1.0 + n)), p)
 
 
 _TAIL_DEF = ("composition_p where a null draw reaches s; beyond every draw the survival of the "
              "Beta law with the null's exact mean and variance of s^2 (approximate), capped at "
-             "1/(1 + draws)", "composition_p: no tail beyond the draws under the permutation null")
+             "1/(1 + draws), floored at 1e-16",
+             "composition_p: no tail beyond the draws under the permutation null")
 
 
 def _moment_attrs(attrs) -> dict:

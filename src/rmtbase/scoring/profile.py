@@ -23,8 +23,9 @@ The statistics of the new axes are :mod:`rmtbase.stats.alignment`'s, computed by
 :mod:`rmtbase.scoring.factor_axes`; their Gaussian null (:func:`profile_null`, drawn there in
 exactly the law of full factors at a fraction of their cost) is :data:`PROFILE_DRAWS` heads of
 i.i.d. N(0, 1) factors at the model's (d, d_h); the statistics are σ-free, so σ = 1 serves
-every head. p is two-sided about the null
-median, add-one (Phipson & Smyth 2010); q is Benjamini–Hochberg over the heads, per axis; flag
+every head. p is two-sided and tail-resolving, the head decision's own p per axis
+(:class:`rmtbase.decision.tails.TailModel`: add-one, Phipson & Smyth 2010, then a conservative
+GPD tail beyond the draws); q is Benjamini–Hochberg over the heads, per axis; flag
 is q ≤ alpha. The axes from scored statistics take their p from the score. The profile is
 descriptive beside the per-head decision (``head_flag``), which it does not enter. The Gaussian
 null's draws are cached per (d, d_h, null storage) like the null tables
@@ -133,13 +134,18 @@ class _Against(NamedTuple):
 
 def _against(value, draws) -> _Against:
     """(effect, band lo, band hi, p) of ``value`` against ``draws``: shift from the median,
-    the 2.5 %/97.5 % quantiles likewise, two-sided add-one p about the median."""
+    the 2.5 %/97.5 % quantiles likewise, and the two-sided tail-resolving p of
+    :class:`rmtbase.decision.tails.TailModel` (add-one while ≥ 10 draws lie beyond, a
+    conservative GPD tail further out, never below 10⁻¹⁶) — the same p per axis that the head
+    decision combines (:func:`rmtbase.decision.combined.axes_p`), so an axis's p and the head's
+    p are of the same standing (issue 56 item 2: an add-one axis p stopped at 1/(1 + N)
+    = 5.6·10⁻⁵ beside a head p of 10⁻¹⁵)."""
+    from ..decision.tails import TailModel
+
     x = np.sort(draws[np.isfinite(draws)])
     med, lo, hi = np.quantile(x, (0.5, 0.025, 0.975))
-    dev = np.abs(x - med)
     v = np.asarray(value, dtype=np.float64)
-    exceed = (dev[None, :] >= np.abs(v.ravel() - med)[:, None] - 1e-15).sum(axis=1)
-    p = ((1 + exceed) / (1 + x.size)).reshape(v.shape)
+    p = TailModel(x).evaluate(v)["p"]
     return _Against(v - med, lo - med, hi - med, np.where(np.isfinite(v), p, np.nan))
 
 
@@ -151,8 +157,9 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     layer :func:`factor_profile` of its heads, and ``null_storages``, per layer the storage
     of its null; ``permutation``: under the permutation null,
     :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}`` (else the Gaussian
-    null at each layer's storage; ``progress``: report a first draw of it,
-    :func:`~rmtbase.scoring.profile_cache.cached_profile_null`). Returns the draws the factor
+    null at each layer's storage, as many of its draws as the decisions need:
+    :func:`~rmtbase.scoring.profile_stopping.sequential_nulls`; ``progress``: report a first
+    draw of it). Returns the draws the factor
     axes were tested against: ``{null storage: {axis: (N,)}}``, or ``permutation`` (for the
     head decision, :func:`rmtbase.decision.combined.add_axes_decision`)."""
     profiles, null_storages = layers.profiles, layers.null_storages
@@ -160,11 +167,10 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     axes = [a for a in AXES if _available(ds, a)]
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
            ("value", "effect", "band_lo", "band_hi", "p")}
-    from .profile_cache import cached_profile_null
+    from .profile_stopping import sequential_nulls
 
-    nulls = {} if permutation is not None else {
-        s: cached_profile_null(d, d_h, s, seed=seed, progress=progress)
-        for s in dict.fromkeys(map(null_storage, null_storages))}
+    nulls, used = ({}, {}) if permutation is not None else sequential_nulls(
+        ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed, progress=progress)
     for j, a in enumerate(axes):
         if a in FACTOR_AXES:
             for li, (prof, s) in enumerate(zip(profiles, null_storages, strict=True)):
@@ -198,15 +204,19 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     ds["axis_effect"] = (("axis",), np.array([AXES[a][0] for a in axes], dtype=str))
     ds["axis_meaning"] = (("axis",), np.array([AXES[a][1] for a in axes], dtype=str))
     add_head_kind(ds)  # the kinds of heads (rmtbase.decision.kinds) from these axes
-    ds.attrs["profile"] = _profile_attr(permutation)
+    ds.attrs["profile"] = _profile_attr(permutation, used)
+    if used:
+        ds.attrs["profile_null_draws"] = ", ".join(f"{s}: {n}" for s, n in used.items())
     return nulls if permutation is None else permutation
 
 
-def _profile_attr(permutation) -> str:
+def _profile_attr(permutation, used: dict) -> str:
     """The ``profile`` attr: which null the new axes were tested against."""
     return ("per-head axes (rmtbase.scoring.profile); new axes against " +
-            (f"{PROFILE_DRAWS} Gaussian null draws at each layer's null storage (float "
-             "storages share float32's)" if permutation is None
+            ("Gaussian null draws at each layer's null storage (float storages share "
+             f"float32's): the first {', '.join(map(str, sorted(set(used.values()))))} of "
+             f"{PROFILE_DRAWS}, as many as the decisions needed "
+             "(rmtbase.scoring.profile_stopping)" if permutation is None
              else f"{next(iter(permutation.values())).shape[-1]} permutations of each head's "
                   "own entries"))
 
