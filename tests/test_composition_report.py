@@ -33,10 +33,11 @@ def _planted_gpt2(path, n_layer=3, n_head=4, n_embd=64, frm=(0, 3), to=(2, 1)):
 
 
 def test_report_has_the_composition_section_with_the_planted_pair(tmp_path, capsys):
-    """The page has one composition section; its table's first row is the planted pair
-    (kind k, L0H3 → L2H1, flagged, effect > 2, p and q small), the figure is embedded, and the
-    section comes before the other figures (300 draws: the planted pair lies beyond them, its p
-    from the Beta tail). Without --composition the page has no section."""
+    """The page has one composition section; its table (by standing) starts with the planted
+    pair (kind k, L0H3 → L2H1: rank 1 of the receiver's 8 sources and of the kind's 48 pairs,
+    flagged, effect > 2, p small), the figure is embedded, and the section comes before the
+    other figures (300 draws: the planted pair lies beyond them, its p from the Beta tail).
+    Without --composition the page has no section."""
     m = _planted_gpt2(tmp_path / "g")
     out = tmp_path / "out"
     capsys.readouterr()
@@ -49,17 +50,17 @@ def test_report_has_the_composition_section_with_the_planted_pair(tmp_path, caps
     assert "Head–head composition" in sec
     rows = re.findall(r"<tr>(.*?)</tr>", sec)[1:]  # the header row first
     cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>.*?</td>", rows[0])]
-    assert cells[:3] == ["k", "L0H3", "L2H1"], cells
+    assert cells[:6] == ["k", "L0H3", "L2H1", "1", "8", "1"], cells
     assert cells[-1] == "yes"
     vals = [float(v) for v in re.findall(r'data-v="([^"]+)"', rows[0])]
-    score, effect, p, q = vals[:4]
-    assert effect > 2 and p <= 1e-3 and q <= 0.05
+    score, effect, p = vals[:3]
+    assert effect > 2 and p <= 1e-3
     assert 'alt="composition.png"' in sec and "data:image/png;base64," in sec
     assert page.index('id="composition"') < page.index('id="figures"')
     import xarray as xr
 
     ds = xr.open_dataset(out / "composition.nc")
-    assert int(ds.composition_flag.sum()) == len(rows)  # every flagged pair has a row
+    assert len(rows) == min(50, 3 * 48)  # 3 layers x 4 heads: 48 pairs a kind
     assert np.isclose(score, float(ds.composition.sel(kind="k", layer_from=0, head_from=3,
                                                       layer_to=2, head_to=1)))
     from rmtbase.report.write import write_report
@@ -69,18 +70,77 @@ def test_report_has_the_composition_section_with_the_planted_pair(tmp_path, caps
     assert 'id="composition"' not in (plain / "report.html").read_text()
 
 
-def test_no_flag_shows_the_smallest_p_and_says_so(tmp_path):
-    """A random model with nothing flagged: the table lists the pairs of smallest p, none
-    flagged, and says so; no figure with --no-figures."""
+def test_rows_follow_standing_not_p(tmp_path):
+    """A random model with nothing flagged: the table still lists pairs, by standing (rank
+    among the receiver's sources, then over the kind: the order checked here against the
+    Dataset's ranks, computed independently by a sort of each receiver's scores), none flagged;
+    no figure without png."""
     from rmtbase.report.composition_report import composition_section, pair_rows
     from rmtbase.scoring.composition import composition
 
     m = _planted_gpt2(tmp_path / "g", n_layer=2, n_head=2, n_embd=32, frm=(0, 0), to=(0, 0))
     ds = composition(m, draws=500)
     assert int(ds.composition_flag.sum()) == 0
-    rows, flagged = pair_rows(ds, top=5)
-    assert not flagged and len(rows) == 5
-    ps = [r[5] for r in rows]
-    assert ps == sorted(ps) and all(r[-1] == "no" for r in rows)
+    rows, cols = pair_rows(ds, top=12)
+    assert len(rows) == 12 and all(r[-1] == "no" for r in rows)
+    keys = [(r[cols.index("rank_in_receiver")], r[cols.index("rank_in_kind")]) for r in rows]
+    assert keys == sorted(keys)
+    comp = ds.composition.values
+    for r in rows:  # the rank among the receiver's sources, by a plain sort
+        k = ["q", "k", "v"].index(r[0])
+        (a, b), (c, e) = [tuple(int(x) for x in h[1:].split("H")) for h in r[1:3]]
+        srcs = np.sort(comp[k, :c, :, c, e].ravel())[::-1]
+        assert r[cols.index("sources")] == srcs.size
+        assert r[cols.index("rank_in_receiver")] == 1 + int(np.sum(srcs > comp[k, a, b, c, e]))
     html = composition_section(ds, None, top=5)
-    assert "no pair flagged" in html and "<img" not in html
+    assert "by standing" in html and "<img" not in html
+
+
+def _random_composition(n_l=3, n_h=2, seed=0):
+    """A composition Dataset of random scores (assemble, Gaussian null of 200 sorted draws)."""
+    from rmtbase.scoring.composition import assemble
+
+    rng = np.random.default_rng(seed)
+    comp = np.full((3, n_l, n_h, n_l, n_h), np.nan)
+    for a in range(n_l):
+        for c in range(a + 1, n_l):
+            comp[:, a, :, c, :] = rng.uniform(0.05, 0.3, (3, n_h, n_h))
+    norms = {"qk": np.ones((n_l, n_h)), "ov": np.ones((n_l, n_h))}
+    return assemble(comp, np.zeros((n_l, n_h, n_h)), norms,
+                    np.sort(rng.uniform(0.05, 0.2, 200)), attrs={"d": 64, "d_h": 16})
+
+
+def test_found_lines_say_the_circuit_with_its_ranks():
+    """A hand-made circuit list: the confirmed K pairs of one source into two induction heads
+    make one line naming the labels, both receivers, their ranks over the kind (read here from
+    the scores by a plain count) and the drops; a redundant receiver gets its own line; the
+    receiver with nothing confirmed is counted; the unconfirmed V row makes no line."""
+    from rmtbase.report.circuit_lines import found_lines
+
+    ds = _random_composition()
+    s = ds.composition.sel(kind="k").values
+    rank = {to: 1 + int(np.sum(s[np.isfinite(s)] > s[(0, 1, *to)])) for to in ((1, 0), (2, 1))}
+    row = {"kind": "k", "from": "L0H1", "label_from": "previous-token", "label_to": "induction",
+           "effect_se": 0.01, "confirmed": True, "metric": "induction"}
+    circuits = [{**row, "to": "L1H0", "rank_weights": 1, "effect_causal": 0.4},
+                {**row, "to": "L2H1", "rank_weights": 2, "effect_causal": 0.3},
+                {**row, "kind": "v", "to": "L2H1", "confirmed": False, "rank_weights": 1,
+                 "effect_causal": 0.01},
+                {**row, "from": "L0H0", "to": "L2H0", "confirmed": False, "redundant": True,
+                 "rank_weights": 1, "effect_causal": 0.02},
+                {**row, "from": "L0H0", "to": "L1H1", "confirmed": False, "rank_weights": 1,
+                 "effect_causal": 0.0}]
+    lines = found_lines(ds, circuits, patched=True)
+    assert lines[0] == (f"induction circuit: L0H1 (previous-token) → L1H0, L2H1 (induction); "
+                        f"K-composition ranks {rank[(1, 0)]}, {rank[(2, 1)]} of 12 (among each "
+                        "receiver's sources: 1, 2); confirmed by patching: induction drops "
+                        "0.4 ± 0.01, 0.3 ± 0.01")
+    assert lines[1].startswith("L2H0 (induction): no single K source confirmed")
+    assert lines[2] == "1 of 4 receiver(s) patched: no source among their candidates confirmed"
+    assert len(lines) == 3
+    screen = found_lines(ds)  # no patching: the strongest pair of each kind, not confirmed
+    assert len(screen) == 4 and "not confirmed" in screen[-1]
+    for kind, line in zip("kqv", screen[:3], strict=True):
+        t = ds.composition.sel(kind=kind).values
+        a, b, c, e = np.unravel_index(np.nanargmax(t), t.shape)
+        assert f"L{a}H{b} → L{c}H{e} (rank 1 of 12" in line

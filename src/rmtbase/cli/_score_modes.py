@@ -24,6 +24,13 @@ class Plan:
     components: list | None
     probe_text: str | None
     null: object
+    #: --composition --probe: :func:`rmtbase.cli._circuits.check`'s answer, else None.
+    circuits: dict | None = None
+
+    @property
+    def text_probe(self) -> bool:
+        """Whether the text probe runs (--probe; with the circuit search, a tokenizer)."""
+        return self.probe_text is not None and (self.circuits is None or self.circuits["text"])
 
     @property
     def model(self):
@@ -43,6 +50,8 @@ class Scored:
     cds: object
     written: dict
     extras: dict | None = None
+    #: --composition: :func:`rmtbase.report.circuit_context.context` (what was found).
+    context: dict | None = None
 
 
 def options(args, null) -> dict:
@@ -122,8 +131,10 @@ def _score_one(args, plan: Plan):
         ds = score_model(plan.model, revision=plan.revision, progress=not args.quiet,
                          **options(args, plan.null))
     extras = parts.directions(ds, plan.model, plan.revision, args) if args.directions else None
-    if args.composition:
-        extras = {**(extras or {}), **parts.composition_extras(plan.model, plan.revision, args)}
+    if args.composition:  # with --probe also the circuit search (cli/_circuits)
+        from . import _circuits
+
+        extras = {**(extras or {}), **_circuits.outputs(args, plan, plan.circuits)}
     return ds, extras
 
 
@@ -138,9 +149,18 @@ def single(args, plan: Plan, show) -> Scored:
 
         cds = score_components(plan.model, revision=plan.revision, progress=not args.quiet,
                                **parts.component_options(args, plan.components))
-    if plan.probe_text is not None:
+    if plan.text_probe:
         ds = parts.join_probe(ds, plan.model, plan.probe_text, progress=not args.quiet)
+    ctx = None
+    if args.composition:  # the figure with the circuits and labels; what was found
+        from . import _circuits
+
+        ctx = _circuits.redraw(extras, ds, args)
     written = _write(ds, args, components=cds, extras=extras)
+    if ctx is not None:  # the first screen leads with what was found
+        from ..report.composition_report import summary_lead
+
+        show(summary_lead(ctx).rstrip())
     if args.ov:
         from ..scoring.collection import entries
 
@@ -155,7 +175,7 @@ def single(args, plan: Plan, show) -> Scored:
 
         show("")
         show(component_table(cds))
-    return Scored(ds, cds, written, extras)
+    return Scored(ds, cds, written, extras, ctx)
 
 
 __all__ = ["Plan", "Scored", "delta", "options", "several", "single"]

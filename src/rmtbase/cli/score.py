@@ -121,7 +121,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--probe", action="store_true",
                    help="also run the attention probe (rmtbase probe) on text and add each "
                         "head's behaviour (behaviour_entropy, behaviour_prev_token, ...) to "
-                        "scores.nc, heads.csv and the report's head drill-down")
+                        "scores.nc, heads.csv and the report's head drill-down; with "
+                        "--composition also label every head by behaviour and path-patch each "
+                        "labelled head's top 3 sources by weights (q, k, v): circuits.nc, and "
+                        "the first screen leads with the circuits found (gpt2 and the LLaMA "
+                        "family; without a tokenizer on repeated random tokens)")
     p.add_argument("--text", default=None, metavar="FILE",
                    help="with --probe: UTF-8 text file (default: the shipped English text)")
     p.add_argument("--ov", action="store_true",
@@ -134,8 +138,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "(layer, head, circuit, index) (one MODEL)")
     p.add_argument("--composition", action="store_true",
                    help="also Q-/K-/V-composition of every cross-layer head pair against the "
-                        "Gaussian-factor null: composition.nc, figures/composition.png "
-                        "(docs/composition.md)")
+                        "Gaussian-factor null, with each pair's standing (rank among its "
+                        "receiver's sources and over its kind): composition.nc, "
+                        "figures/composition.png (docs/composition.md); with --probe the "
+                        "circuits confirmed by path patching (docs/circuits.md)")
     output.add_quiet(p)
     return p
 
@@ -196,8 +202,12 @@ def checked(args: argparse.Namespace) -> _modes.Plan:
     _refuse(_PLAN_RULES[:2], args, plan)
     plan.components = parts.components_arg(args, null)
     plan.probe_text = parts.probe_text(args, several)
-    if plan.probe_text is not None:  # no tokenizer, too little memory: refused before the score
-        parts.check_probe(plan.model)
+    if plan.probe_text is not None and args.composition and not several:
+        from . import _circuits  # the circuit search: patching runs? a tokenizer?
+
+        plan.circuits = _circuits.check(args, plan)
+    if plan.probe_text is not None and plan.text_probe:
+        parts.check_probe(plan.model)  # no tokenizer, too little memory: before the score
     _refuse(_PLAN_RULES[2:], args, plan)
     _check_work(args, plan)
     return plan
@@ -241,8 +251,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         doc = score_document(scored.ds, args.out, scored.written, scored.cds)
-        if args.composition:
-            doc["composition"] = parts.composition_doc(scored.extras)
+        if scored.context is not None:  # what was found, and the circuits (cli/_circuits)
+            from ..report.composition_figure import composition_json
+
+            ctx = scored.context
+            doc["composition"] = {**composition_json(ctx["composition"], ctx["circuits"]),
+                                  "found": ctx["found"]}
+            if ctx["circuits"] is not None:
+                doc["circuits"] = ctx["circuits"]
         print_json(doc)
     if args.fail_on_flag and any_flag(scored.ds, scored.cds):
         return EXIT_FLAGGED

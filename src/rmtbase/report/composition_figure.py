@@ -1,5 +1,8 @@
-"""The circuit figure of a composition score: layers as columns, heads as nodes, flagged pairs
-as edges coloured by kind (Q, K, V), width by effect (score over the null median).
+"""The circuit figure of a composition score: the chosen circuits only (confirmed by path
+patching; else each labelled receiver's top sources by weights; else the strongest pairs of
+each kind: :mod:`rmtbase.report.composition_standing`), layers as columns, heads named with
+their behaviour label, edges coloured by kind (Q, K, V), solid where confirmed; and the
+``--json`` fields of a composition score.
 
 Takes the Dataset of :func:`rmtbase.scoring.composition.composition`; ``ax`` in, ``ax`` out.
 """
@@ -24,39 +27,101 @@ def flagged_edges(ds, *, top: int | None = None) -> list[tuple]:
     return rows if top is None else rows[:top]
 
 
-def plot_circuit(ds, ax=None, *, top: int | None = 200):
-    """Draw the heads as a layer × head grid and the flagged pairs as edges (module docstring);
-    returns the Axes."""
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
+#: Edges drawn at most (the first by standing); the title says when more were chosen.
+MAX_EDGES = 40
+#: Font size of every text of the figure (points; tests/test_figure_legibility.py: >= 7).
+FONT = 7.5
+_BEND = {"q": 0.18, "k": 0.0, "v": -0.18}
 
+
+def _layout(pairs) -> tuple[dict, list[int], int]:
+    """({(layer, head): (x, y)}, the layers drawn, the most heads in one column): the heads of
+    ``pairs`` in columns by layer (only the layers with a head), by head number down each."""
+    heads = sorted({(r["layer_from"], r["head_from"]) for r in pairs}
+                   | {(r["layer_to"], r["head_to"]) for r in pairs})
+    layers = sorted({layer for layer, _ in heads})
+    col = {layer: i for i, layer in enumerate(layers)}
+    pos, depth = {}, {}
+    for layer, head in heads:
+        pos[(layer, head)] = (col[layer], depth.get(layer, 0))
+        depth[layer] = depth.get(layer, 0) + 1
+    return pos, layers, max(depth.values(), default=1)
+
+
+def _figure(n_cols: int, n_rows: int):
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(min(15.0, 3.4 + 1.45 * n_cols), min(10.0, 2.2 + 0.62 * n_rows)),
+                     layout="constrained")
+    return fig.add_subplot()
+
+
+def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: int = 10):
+    """Draw the chosen pairs (:func:`rmtbase.report.composition_standing.chosen_pairs`: the
+    pairs confirmed by path patching; else each labelled receiver's top ``k`` sources by
+    weights; else the ``top`` pairs of each kind), at most :data:`MAX_EDGES` of them, as arrows
+    between the heads they join: heads in columns by layer (only the layers drawn), named
+    ``L16H0`` with their behaviour label (``labels``: {(layer, head): label}) below; colour by
+    kind, solid where patching confirmed the pair, dashed where only the weights rank it. The
+    title says how the pairs were chosen; the legend lies outside the axes. Returns the Axes."""
+    import textwrap
+
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import FancyArrowPatch
+
+    from .composition_standing import chosen_pairs, head_name
+
+    pairs, how = chosen_pairs(ds, circuits=circuits, labels=labels, k=k, top=top)
+    if len(pairs) > MAX_EDGES:
+        how += f"; the first {MAX_EDGES} of {len(pairs)} by standing drawn"
+        pairs = pairs[:MAX_EDGES]
+    pos, layers, n_rows = _layout(pairs)
     if ax is None:
-        _, ax = plt.subplots(figsize=(1.2 + 0.9 * ds.sizes["layer_to"],
-                                      1.0 + 0.25 * ds.sizes["head_to"]))
-    n_l, n_h = ds.sizes["layer_to"], ds.sizes["head_to"]
-    edges = flagged_edges(ds, top=top)
-    big = max((e[5] for e in edges), default=1.0)
-    for kind, a, b, c, e, eff in edges:
-        ax.plot([a, c], [b, e], color=KIND_COLOURS[kind], alpha=0.7,
-                lw=0.5 + 3.5 * (eff - 1.0) / max(big - 1.0, 1e-9), zorder=1)
-    gx, gy = np.meshgrid(np.arange(n_l), np.arange(n_h), indexing="ij")
-    ax.scatter(gx.ravel(), gy.ravel(), s=18, c="0.3", zorder=2)
-    ax.set_xticks(range(n_l))
-    ax.set_xlabel("layer")
-    ax.set_ylabel("head")
-    ax.set_ylim(n_h - 0.5, -0.5)
-    ax.set_title(f"composition: {len(edges)} flagged pair(s) shown (BH {ds.attrs.get('alpha', '')})"
-                 , fontsize=9)
-    ax.legend(handles=[Line2D([], [], color=c, label=f"{k.upper()}-composition")
-                       for k, c in KIND_COLOURS.items()], fontsize=7, loc="upper right")
+        ax = _figure(len(layers), n_rows)
+    for r in pairs:
+        a, b = pos[(r["layer_from"], r["head_from"])], pos[(r["layer_to"], r["head_to"])]
+        ax.add_patch(FancyArrowPatch(
+            a, b, arrowstyle="-|>", mutation_scale=9, shrinkA=16, shrinkB=16, zorder=1,
+            connectionstyle=f"arc3,rad={_BEND.get(r['kind'], 0.0)}",
+            color=KIND_COLOURS.get(r["kind"], "0.4"), lw=2.2 if r["confirmed"] else 1.1,
+            ls="-" if r["confirmed"] else "--", alpha=0.85))
+    for (layer, head), (x, y) in pos.items():
+        lab = (labels or {}).get((layer, head))
+        text = head_name(layer, head) + (f"\n{lab}" if lab and str(lab) != "none" else "")
+        ax.text(x, y, text, ha="center", va="center", fontsize=FONT, zorder=3,
+                bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "0.4", "lw": 0.6})
+    if not pairs:
+        ax.text(0.5, 0.5, "no pairs to draw", ha="center", va="center", fontsize=FONT + 1,
+                transform=ax.transAxes)
+    ax.set_xlim(-0.6, max(len(layers), 1) - 0.4)
+    ax.set_ylim(n_rows - 0.5, -0.5)
+    ax.set_xticks(range(len(layers)), [f"L{x}" for x in layers], fontsize=FONT)
+    ax.set_yticks([])
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    ax.set_xlabel("layer (only layers with a drawn head)", fontsize=FONT + 0.5)
+    width = max(40, int(ax.figure.get_figwidth() * 11))
+    ax.set_title(textwrap.fill(f"composition circuits: {how}", width), fontsize=FONT + 1.5)
+    handles = [Line2D([], [], color=c, lw=1.6, label=f"{kn.upper()}-composition")
+               for kn, c in KIND_COLOURS.items()]
+    handles += [Line2D([], [], color="0.3", lw=2.2, label="confirmed by patching"),
+                Line2D([], [], color="0.3", lw=1.1, ls="--", label="ranked by weights only")]
+    ax.legend(handles=handles, fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False, borderaxespad=0.0)
     return ax
 
 
-def composition_json(ds) -> dict:
+def composition_json(ds, circuits=None) -> dict:
     """The ``--json`` fields of a composition score: sizes, null, flag counts per kind, the
-    largest flagged pairs."""
+    largest flagged pairs (``top``, by effect) and the first pairs by standing (``standing``:
+    :func:`rmtbase.report.composition_standing.standing_rows`, confirmed pairs of
+    ``circuits`` first)."""
+    from .composition_standing import standing_rows
+
     flag = ds["composition_flag"]
     med = ds["null_median"]  # one value (Gaussian null) or per pair (permutation null)
+    keys = ("kind", "from", "to", "rank_source", "sources", "rank_kind", "score", "effect", "p",
+            "flag", "confirmed")
     return {"file": "composition.nc", "draws": int(ds.attrs.get("draws", 0)),
             "null": str(ds.attrs.get("null_kind", "gaussian")),
             "null_median": float(med) if med.ndim == 0 else None,
@@ -64,7 +129,10 @@ def composition_json(ds) -> dict:
             "pairs_per_kind": int(np.isfinite(ds["composition"].isel(kind=0)).sum()),
             "flagged": {str(k): int(flag.sel(kind=k).sum()) for k in ds["kind"].values},
             "top": [{"kind": k, "layer_from": a, "head_from": b, "layer_to": c, "head_to": e,
-                     "effect": eff} for k, a, b, c, e, eff in flagged_edges(ds, top=10)]}
+                     "effect": eff} for k, a, b, c, e, eff in flagged_edges(ds, top=10)],
+            "standing": [{key: r[key] for key in keys}
+                         for r in standing_rows(ds, top=10, circuits=circuits)]}
 
 
-__all__ = ["KIND_COLOURS", "composition_json", "flagged_edges", "plot_circuit"]
+__all__ = ["FONT", "KIND_COLOURS", "MAX_EDGES", "composition_json", "flagged_edges",
+           "plot_circuit"]

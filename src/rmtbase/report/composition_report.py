@@ -1,12 +1,16 @@
 """The composition section of ``report.html`` (``rmtbase score MODEL --composition``).
 
-One shape, decided here: a heading, one line on the null and the counts (pairs per kind,
-flagged per kind), a sortable table of the flagged pairs — kind, from (layer, head), to
-(layer, head), the score, the effect (the score over the null median: the Gaussian null's
-median at (d, d_h), or the pair's own permuted median under the permutation null), p and q
-(Benjamini–Hochberg over all pairs and kinds, and within the pair's (kind, layer pair)
-family) — largest effect first, at most ``top`` rows; when nothing is flagged, the ``top`` pairs
-of smallest p instead, marked as not flagged; and the circuit figure
+One shape, decided here: a heading; what was found first (the circuits confirmed by path
+patching with their heads' behaviour labels, :mod:`rmtbase.report.circuit_lines`, when
+``--probe`` ran them; else the strongest pairs by weights, said as not confirmed); one line on
+the null and the counts (pairs per kind, flagged per kind: "unlike random", which every pair
+of a trained model tends to be); a sortable table of the pairs **by standing**
+(:func:`rmtbase.report.composition_standing.standing_rows`: confirmed pairs first, then by rank
+among the receiver's earlier sources, then by rank over the kind) — kind, from, to, the heads'
+labels (with labels), the two ranks, the score, the effect (the score over the null median:
+the Gaussian null's median at (d, d_h), or the pair's own permuted median under the permutation
+null), p (with its tail beyond the draws), the flag and, with circuits, the causal effect and
+whether patching confirmed it — at most ``top`` rows; and the circuit figure
 (:func:`rmtbase.report.composition_figure.plot_circuit`) when one was drawn.
 """
 
@@ -18,44 +22,44 @@ import numpy as np
 
 #: Rows of the table at most.
 TOP = 50
-#: Columns of the table, in order.
-COLUMNS = ("kind", "from", "to", "composition", "effect", "p", "q", "q_family", "flag")
+#: Columns of the table, in order (label and causal columns only where given).
+COLUMNS = ("kind", "from", "to", "rank_in_receiver", "sources", "rank_in_kind", "composition",
+           "effect", "p", "flag")
+LABEL_COLUMNS = ("label_from", "label_to")
+CAUSAL_COLUMNS = ("effect_causal", "effect_se", "confirmed")
 
 
-def pair_rows(ds, *, top: int = TOP) -> tuple[list[tuple], bool]:
-    """(rows, flagged): the flagged pairs largest effect first, or (none flagged) the pairs
-    of smallest p; each row in :data:`COLUMNS` order."""
-    comp = np.asarray(ds["composition"].values)
-    flag = np.asarray(ds["composition_flag"].values, dtype=bool) & np.isfinite(comp)
-    eff = np.asarray(ds["composition_effect"].values)
-    p = np.asarray(ds["composition_p"].values)
-    pt = np.asarray(ds["composition_p_tail"].values) if "composition_p_tail" in ds else p
-    q = np.asarray(ds["composition_q"].values)
-    qf = np.asarray(ds["composition_q_family"].values) if "composition_q_family" in ds \
-        else np.full(comp.shape, np.nan)
-    kinds = [str(k) for k in ds["kind"].values]
-    flagged = bool(flag.any())
-    idx = np.argwhere(flag) if flagged else np.argwhere(np.isfinite(comp))
-    if flagged:
-        key = np.array([-eff[tuple(i)] for i in idx])
-    else:
-        key = np.array([pt[tuple(i)] for i in idx])
+def _causal(circuits) -> dict:
+    return {(str(c["kind"]), str(c["from"]), str(c["to"])): c for c in (circuits or [])}
+
+
+def pair_rows(ds, *, top: int = TOP, circuits=None, labels=None) -> tuple[list[tuple], list]:
+    """(rows, columns): the pairs by standing (module docstring), the first ``top``; the label
+    columns with ``labels`` ({(layer, head): label}), the causal ones with ``circuits``
+    (``circuit_list`` objects)."""
+    from .composition_standing import standing_rows
+
+    cols = list(COLUMNS[:3]) + (list(LABEL_COLUMNS) if labels else []) + list(COLUMNS[3:]) \
+        + (list(CAUSAL_COLUMNS) if circuits else [])
+    causal = _causal(circuits)
     rows = []
-    for j in np.argsort(key, kind="stable")[:top]:
-        i = tuple(int(x) for x in idx[j])
-        k, a, b, c, e = i
-        rows.append((kinds[k], f"L{a}H{b}", f"L{c}H{e}", float(comp[i]), float(eff[i]),
-                     float(pt[i]), float(q[i]), float(qf[i]), "yes" if flag[i] else "no"))
-    return rows, flagged
+    for r in standing_rows(ds, top=top, circuits=circuits):
+        row = [r["kind"], r["from"], r["to"]]
+        if labels:
+            row += [str(labels.get((r["layer_from"], r["head_from"]), "")),
+                    str(labels.get((r["layer_to"], r["head_to"]), ""))]
+        row += [r["rank_source"], r["sources"], r["rank_kind"], r["score"], r["effect"], r["p"],
+                "yes" if r["flag"] else "no"]
+        if circuits:
+            c = causal.get((r["kind"], r["from"], r["to"]))
+            row += ([float(c.get("effect_causal", np.nan)), float(c.get("effect_se", np.nan)),
+                     "yes" if c.get("confirmed") else "no"] if c else
+                    [np.nan, np.nan, "not patched"])
+        rows.append(tuple(row))
+    return rows, cols
 
 
-def composition_section(ds, png: bytes | None = None, *, top: int = TOP) -> str:
-    """The HTML section (module docstring); ``png``: the circuit figure's bytes, embedded."""
-    import pandas as pd
-
-    from .html import _img, table_html
-
-    rows, flagged = pair_rows(ds, top=top)
+def _note(ds) -> str:
     flag = ds["composition_flag"]
     n_pairs = int(np.isfinite(ds["composition"].isel(kind=0)).sum())
     per_kind = ", ".join(f"{str(k).upper()} {int(flag.sel(kind=k).sum())}"
@@ -63,20 +67,63 @@ def composition_section(ds, png: bytes | None = None, *, top: int = TOP) -> str:
     null = "permutation (each factor's entries shuffled)" \
         if ds.attrs.get("null_kind") == "permutation" \
         else f"independent Gaussian factors ({ds.attrs.get('null_storage', 'float32')})"
-    total = int(flag.sum())
-    what = (f"{min(total, top)} of {total} flagged pair(s), largest effect first" if flagged
-            else f"no pair flagged; the {len(rows)} pairs of smallest p")
-    note = (f"{n_pairs:,} ordered cross-layer pairs per kind; flagged (BH q ≤ "
-            f"{ds.attrs.get('alpha', 0.05)} over all pairs and kinds): {per_kind}. Null: "
-            f"{null}, {ds.attrs.get('draws', '?')} draws. Effect: the score over the null "
-            "median. Scores describe the weights, not attention on a text "
-            "(docs/composition.md).")
-    table = table_html(pd.DataFrame(rows, columns=list(COLUMNS)), what)
-    fig = _img("composition.png", png, "Layers as columns, heads as nodes; flagged pairs as "
-               "edges coloured by kind (Q blue, K red, V green), width by effect.") \
+    return (f"{n_pairs:,} ordered cross-layer pairs per kind. Unlike random (BH q ≤ "
+            f"{ds.attrs.get('alpha', 0.05)} over all pairs and kinds, a trained model's pairs "
+            f"mostly are): {per_kind}. Null: {null}, {ds.attrs.get('draws', '?')} draws. "
+            "Standing: rank among the receiver's earlier sources (of 'sources') and over all "
+            "pairs of the kind, 1 = strongest. Effect: the score over the null median. Scores "
+            "describe the weights, not attention on a text; path patching decides "
+            "(docs/composition.md, docs/circuits.md).")
+
+
+def composition_section(ds, png: bytes | None = None, *, top: int = TOP, circuits=None,
+                        labels=None, found: list[str] | None = None) -> str:
+    """The HTML section (module docstring); ``png``: the circuit figure's bytes, embedded;
+    ``found``: the lines that say what was found (:func:`rmtbase.report.circuit_lines.
+    found_lines`), shown first."""
+    import pandas as pd
+
+    from .html import _img, table_html
+
+    rows, cols = pair_rows(ds, top=top, circuits=circuits, labels=labels)
+    what = (f"the first {len(rows)} pairs by standing" + (", confirmed pairs first"
+                                                          if circuits else ""))
+    lead = ""
+    if found:
+        items = "".join(f"<li>{_html.escape(t)}</li>" for t in found)
+        lead = f"<h3>What was found</h3><ul>{items}</ul>"
+    table = table_html(pd.DataFrame(rows, columns=cols), what)
+    fig = _img("composition.png", png, "The chosen circuits (the title says how chosen): "
+               "layers as columns, heads named with their behaviour label; edges coloured by "
+               "kind (Q blue, K red, V green), solid where path patching confirmed them.") \
         if png else ""
-    return (f'<section id="composition"><h2>Head–head composition</h2>'
-            f'<p class="note">{_html.escape(note)}</p>{table}{fig}</section>\n')
+    return (f'<section id="composition"><h2>Head–head composition</h2>{lead}'
+            f'<p class="note">{_html.escape(_note(ds))}</p>{table}{fig}</section>\n')
 
 
-__all__ = ["COLUMNS", "TOP", "composition_section", "pair_rows"]
+def summary_lead(ctx: dict | None) -> str:
+    """The block that opens ``summary.txt`` with a composition (``ctx``:
+    :func:`rmtbase.report.circuit_context.context`): what was found, then the counts; "" with
+    no composition."""
+    if not ctx:
+        return ""
+    ds = ctx["composition"]
+    n = int(np.isfinite(ds["composition"].isel(kind=0)).sum())
+    flagged = int(ds["composition_flag"].sum())
+    how = ("circuits.nc: candidates path-patched" if ctx["patched"] else
+           "screened by weights; --probe confirms by path patching")
+    lines = [f"What was found (composition.nc: {n:,} cross-layer pairs per kind; {how}):"]
+    lines += [f"  {t}" for t in ctx["found"]]
+    lines.append(f"  unlike random (the null's p, BH over all pairs and kinds): {flagged:,} of "
+                 f"{3 * n:,} pairs; lists sort by standing, not by p")
+    return "\n".join(lines) + "\n\n"
+
+
+def section_of(ctx: dict, png: bytes | None) -> str:
+    """:func:`composition_section` of a composition context."""
+    return composition_section(ctx["composition"], png, circuits=ctx["circuits"],
+                               labels=ctx["labels"], found=ctx["found"])
+
+
+__all__ = ["CAUSAL_COLUMNS", "COLUMNS", "LABEL_COLUMNS", "TOP", "composition_section",
+           "pair_rows", "section_of", "summary_lead"]

@@ -140,10 +140,13 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
     (:func:`rmtbase.scoring.components.score_components`) written alongside
     (:func:`.component_report.write_components`; its table is appended to ``summary.txt``).
     Called by :func:`rmtbase.report.write.write_report`, which has checked the shape."""
+    from .circuit_context import context
     from .component_report import component_table, write_components
+    from .composition_report import section_of, summary_lead
     from .html import score_html
 
-    summary = summary_text(ds, top)
+    ctx = context(ds, extras)  # rmtbase score --composition: what was found leads
+    summary = summary_lead(ctx) + summary_text(ds, top)
     if components is not None:
         summary += "\nWhole matrices (components.nc, components.csv):\n" + \
             component_table(components) + "\n"
@@ -171,12 +174,9 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
             _figures(ds, Path("figures"), n_spectra, save)
         images = {n: images[n] for n in HTML_FIGURES if n in images}
         sections = ""
-        if "composition.nc" in (extras or {}):  # rmtbase score --composition
-            from .composition_report import composition_section
-
+        if ctx is not None:  # rmtbase score --composition
             png = out.tmp / "figures" / "composition.png"
-            sections = composition_section(extras["composition.nc"],
-                                           png.read_bytes() if png.exists() else None)
+            sections = section_of(ctx, png.read_bytes() if png.exists() else None)
         out.write_text("report.html", score_html(ds, images, summary=summary,
                                                  captions=HTML_FIGURES, linked=linked,
                                                  sections=sections))

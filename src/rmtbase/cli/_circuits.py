@@ -1,0 +1,130 @@
+"""``rmtbase score MODEL --composition --probe``: after the composition, the circuit search
+(:func:`rmtbase.circuits.find_circuits`: every head labelled by behaviour, each labelled
+receiver's top sources by weights path-patched into its q, k and v input) and what the first
+screen says (issue 55, item 3).
+
+- :func:`check` (before any work): whether path patching runs on the model (gpt2 and the
+  LLaMA family, :data:`rmtbase.circuits.heads.SUPPORTED`, from the config alone) and whether
+  the text probe can (a tokenizer). A model the patching does not run is not refused: its heads
+  are labelled from the text probe and the circuits stay screened by weights, said so. A model
+  without a tokenizer is not refused either: the search uses repeated random tokens
+  (TransformerLens' ``generate_repeated_tokens`` convention) and the text probe's join is left
+  out, said so.
+- :func:`outputs`: ``composition.nc``, with ``--probe`` ``circuits.nc``, and the figure
+  (``figures/composition.png``) drawn with the circuits and labels.
+- :func:`found`, :func:`json_fields`: the lines that lead the terminal, ``summary.txt`` and
+  ``report.html``, and the ``--json`` fields (``circuits``: ``circuit_list`` objects).
+"""
+
+from __future__ import annotations
+
+import sys
+
+#: Path patching's architectures, as config ``model_type`` (rmtbase.circuits.heads.SUPPORTED).
+PATCHED = ("gpt2", "llama", "mistral", "qwen2", "qwen3")
+
+
+def has_tokenizer(model) -> bool:
+    """Whether the text probe can read ``model``'s tokenizer (its preconditions pass)."""
+    from ..errors import ModelError
+    from ..probe.run import check_model
+
+    try:
+        check_model(model)
+    except ModelError:
+        return False
+    return True
+
+
+def _check_positions(cfg: dict) -> None:
+    """Repeated random tokens (BOS + 2 × n) fit the model's positions, before any work."""
+    from ..circuits.sequences import DEFAULT_HALF
+    from ..errors import InputError
+
+    cap = cfg.get("max_position_embeddings") or cfg.get("n_positions")
+    need = 2 * DEFAULT_HALF + 1
+    if isinstance(cap, int) and cap < need:
+        raise InputError(f"--probe without a tokenizer patches on repeated random tokens of "
+                         f"{need} positions; the model has {cap}")
+
+
+def check(args, plan) -> dict:
+    """{"patch": path patching runs, "text": the text probe runs, "model_type"} for
+    ``--composition --probe`` (module docstring), before any work; notes on stderr."""
+    from ..models import default_model_path
+    from ..models.loading import model_config
+
+    cfg = model_config(default_model_path() if plan.model is None else plan.model)
+    mt = str(cfg.get("model_type", "") or "")
+    got = {"patch": mt in PATCHED, "text": has_tokenizer(plan.model), "model_type": mt}
+    if not args.quiet and not got["patch"]:
+        print(f"rmtbase: --probe: path patching runs {', '.join(PATCHED)} models, not "
+              f"{mt or 'this one'}: heads are labelled from the text probe and the circuits "
+              "are screened by weights only (not confirmed)", file=sys.stderr)
+    if not got["text"]:
+        _check_positions(cfg)
+        if not got["patch"]:
+            from ..errors import InputError
+
+            raise InputError(f"--probe needs a tokenizer for a {mt or 'model'} model (path "
+                             f"patching with repeated random tokens runs {', '.join(PATCHED)})")
+        if not args.quiet:
+            print("rmtbase: --probe: no tokenizer: heads are labelled and patched on repeated "
+                  "random tokens (32 sequences of BOS + 2 x 50 tokens); the text probe's "
+                  "behaviour columns are left out", file=sys.stderr)
+    return got
+
+
+def outputs(args, plan, checked: dict | None) -> dict:
+    """{"composition.nc", ("circuits.nc"), ("figures/composition.png")}: the composition
+    (:func:`rmtbase.cli._score_parts.composition_extras`), with ``checked["patch"]`` the
+    circuit search on the same model and seed, and the figure drawn with its circuits and
+    labels."""
+    from ..progress import stage
+    from . import _score_parts as parts
+
+    stage("rmtbase", "composition: every cross-layer head pair, Q, K and V", enabled=not args.quiet)
+    out = parts.composition_extras(plan.model, plan.revision, args)
+    if checked and checked["patch"]:
+        from ..circuits import find_circuits
+        from ..models import default_model_path
+
+        stage("rmtbase", "circuits: heads labelled by behaviour, top sources path-patched",
+              enabled=not args.quiet)
+        out["circuits.nc"] = find_circuits(
+            default_model_path() if plan.model is None else plan.model, out["composition.nc"],
+            seed=args.seed, progress=not args.quiet)
+    return out
+
+
+def redraw(out: dict, score, args) -> dict | None:
+    """The presentation's context (:func:`rmtbase.report.circuit_context.context`) of the
+    composition outputs ``out`` and the ``score`` (labels from its text probe when no circuit
+    search ran), with ``figures/composition.png`` drawn again with the circuits and labels
+    (when the figure is written)."""
+    from ..report.circuit_context import context
+
+    ctx = context(score, out)
+    if ctx is None or args.no_figures or "figures/composition.png" not in out:
+        return ctx
+    import matplotlib.pyplot as plt
+
+    from ..report.composition_figure import plot_circuit
+
+    ax = plot_circuit(ctx["composition"], circuits=ctx["circuits"], labels=ctx["labels"])
+    out["figures/composition.png"] = ax.figure
+    plt.close(ax.figure)
+    return ctx
+
+
+def json_fields(ctx: dict) -> dict:
+    """The ``--json`` additions of a composition context: ``found`` (lines) and, with the
+    circuit search, ``circuits`` (``circuit_list`` objects)."""
+    out = {"found": ctx["found"]}
+    if ctx["circuits"] is not None:
+        out["circuits"] = ctx["circuits"]
+    return out
+
+
+__all__ = ["PATCHED", "check", "has_tokenizer", "json_fields", "outputs",
+           "redraw"]

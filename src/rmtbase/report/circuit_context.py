@@ -1,0 +1,53 @@
+"""What a composition score's presentation reads, decided once (terminal, ``summary.txt``,
+``report.html``, ``--json``, the figure): the composition Dataset, the circuit search's rows
+(``circuits.nc``, :func:`rmtbase.circuits.circuit_list`) when path patching ran, each head's
+behaviour label (from ``circuits.nc``'s ``label``; else from the text probe joined to the score,
+``behaviour_*``, by :func:`rmtbase.circuits.label_heads`'s rule; else none) and the lines that
+say what was found (:func:`rmtbase.report.circuit_lines.found_lines`).
+"""
+
+from __future__ import annotations
+
+
+def labels_of(ds) -> dict:
+    """{(layer, head): label} of a Dataset with ``label`` over (layer, head)."""
+    lab = ds["label"].transpose("layer", "head").values
+    return {(int(li), int(hi)): str(lab[i, j]) for i, li in enumerate(ds["layer"].values)
+            for j, hi in enumerate(ds["head"].values)}
+
+
+def probe_labels(score) -> dict:
+    """{(layer, head): label} from a score with the text probe joined; {} without it."""
+    import xarray as xr
+
+    from ..circuits import label_heads
+    from ..probe.behaviour import BEHAVIOURS
+
+    if score is None or not all(f"behaviour_{b}" in score for b in BEHAVIOURS):
+        return {}
+    probe = xr.Dataset({b: score[f"behaviour_{b}"] for b in BEHAVIOURS})
+    return labels_of(label_heads(probe))
+
+
+def context(score, extras) -> dict | None:
+    """None without ``composition.nc`` in ``extras``; else {"composition", "circuits" (list or
+    None), "labels" ({(layer, head): label}, maybe empty), "found" (lines), "patched"}."""
+    from .circuit_lines import found_lines
+
+    if not extras or "composition.nc" not in extras:
+        return None
+    comp, cds = extras["composition.nc"], extras.get("circuits.nc")
+    circuits = labels = None
+    if cds is not None:
+        from ..circuits import circuit_list
+
+        circuits = circuit_list(cds)
+        labels = labels_of(cds) if "label" in cds else {}
+    else:
+        labels = probe_labels(score)
+    return {"composition": comp, "circuits": circuits, "labels": labels or {},
+            "patched": cds is not None,
+            "found": found_lines(comp, circuits, patched=cds is not None)}
+
+
+__all__ = ["context", "labels_of", "probe_labels"]

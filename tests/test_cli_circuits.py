@@ -1,0 +1,110 @@
+"""``rmtbase score MODEL --composition --probe`` (rmtbase.cli._circuits; issue 55 item 3): the
+composition, the circuit search (labels, path patching) and a first screen that leads with what
+was found — terminal, summary.txt, report.html and --json carry it, circuits.nc is written
+beside composition.nc, and the flags are checked before any work."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rmtbase.cli import main
+
+#: Keys every --json circuit object has (issue 55: "at least").
+CIRCUIT_KEYS = {"kind", "from", "to", "label_from", "label_to", "rank_weights", "effect_causal",
+                "confirmed"}
+
+
+def _gpt2(path, n_positions=128):
+    """A random 3-layer GPT-2 (4 heads, d 64) without a tokenizer, layer 2 head 1 reading
+    layer 0 head 3's output through its keys (as tests/test_composition_report.py plants it)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=3, n_head=4, n_embd=64, vocab_size=64, n_positions=n_positions,
+                     bos_token_id=0, eos_token_id=0)
+    model = GPT2LMHeadModel(cfg)
+    dh = 16
+    wo_t = model.transformer.h[0].attn.c_proj.weight[3 * dh:4 * dh, :]
+    with torch.no_grad():
+        col = 64 + 1 * dh
+        model.transformer.h[2].attn.c_attn.weight[:, col:col + dh] = (torch.randn(dh, dh)
+                                                                      @ wo_t).T
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    """One run of the whole command (the expensive part, shared)."""
+    import contextlib
+    import io
+
+    root = tmp_path_factory.mktemp("circ")
+    m = _gpt2(root / "g")
+    out = root / "out"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["score", str(m), "--composition", "--probe", "--draws", "300",
+                   "--max-draws", "300", "--stats", "spectral", "--out", str(out), "--json"])
+    return rc, json.loads(buf.getvalue()), out
+
+
+def test_json_and_files_carry_the_circuits(scored):
+    """--json has "circuits" (one object per patched candidate, the issue's keys, from/to as
+    L<l>H<h>), the composition's "found" lines and "standing" rows (ranks checked against the
+    stored scores by a plain sort); circuits.nc lies beside composition.nc."""
+    import xarray as xr
+
+    rc, doc, out = scored
+    assert rc == 0
+    assert "circuits.nc" in doc["files"] and "composition.nc" in doc["files"]
+    circ = doc["circuits"]
+    assert circ and all(CIRCUIT_KEYS <= set(c) for c in circ)
+    assert {c["kind"] for c in circ} == {"q", "k", "v"}
+    assert all(c["from"].startswith("L") and "H" in c["to"] for c in circ)
+    found = doc["composition"]["found"]
+    assert found and all(isinstance(t, str) for t in found)
+    comp = xr.load_dataset(out / "composition.nc")
+    cds = xr.load_dataset(out / "circuits.nc")
+    assert cds.sizes["candidate"] == len(circ)
+    for row in doc["composition"]["standing"]:
+        (a, b), (c, e) = [tuple(int(x) for x in h[1:].split("H")) for h in (row["from"],
+                                                                           row["to"])]
+        s = comp.composition.sel(kind=row["kind"]).values
+        srcs = s[:c, :, c, e].ravel()
+        assert row["sources"] == srcs.size
+        assert row["rank_source"] == 1 + int(np.sum(srcs > s[a, b, c, e]))
+        every = s[np.isfinite(s)]
+        assert row["rank_kind"] == 1 + int(np.sum(every > s[a, b, c, e]))
+
+
+def test_first_screen_leads_with_what_was_found(scored):
+    """summary.txt opens with "What was found" and the found lines; report.html's composition
+    section has them before its table, and the patching columns."""
+    _, doc, out = scored
+    summary = (out / "summary.txt").read_text()
+    assert summary.startswith("What was found")
+    for line in doc["composition"]["found"]:
+        assert line in summary
+    page = (out / "report.html").read_text()
+    sec = page[page.index('<section id="composition">'):]
+    assert sec.index("What was found") < sec.index("<table")
+    assert "effect_<wbr>causal" in sec
+
+
+def test_refused_before_any_work(tmp_path, capsys):
+    """Without a tokenizer the search patches on repeated random tokens of 101 positions: a
+    model with 32 is refused before the score (exit 2, one line); so is --probe's text on a
+    model that has neither a tokenizer nor patching (not checked here: every tiny model
+    here is patched)."""
+    m = _gpt2(tmp_path / "short", n_positions=32)
+    capsys.readouterr()
+    assert main(["score", str(m), "--composition", "--probe", "--out",
+                 str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "101 positions" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
