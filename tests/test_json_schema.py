@@ -111,3 +111,23 @@ def test_study(tmp_path, capsys, monkeypatch):
     doc = _doc(capsys, ["study", "weibull_anchor", "--out", str(tmp_path / "st"), "--json"])
     _schema_first(doc, "study")
     assert doc["summary"] == {"k0": 1.2}
+
+
+def test_score_circuit_keys_are_documented():
+    """Every key of a ``--json`` circuit object (rmtbase.circuits.circuit_list, on a one-row
+    candidate Dataset built here) and the composition's new keys are named in docs/json.md."""
+    import numpy as np
+    import xarray as xr
+
+    from rmtbase.circuits import circuit_list
+
+    row = {"kind": "k", "from": "L1H0", "to": "L2H1", "label_from": "previous-token",
+           "label_to": "induction", "rank_weights": 1, "effect_causal": 0.4, "effect_se": 0.01,
+           "confirmed": 1, "dominant": 1, "redundant": 0, "metric": "induction"}
+    ds = xr.Dataset({k: ("candidate", np.array([v])) for k, v in row.items()})
+    keys = set(circuit_list(ds)[0])
+    assert {"kind", "from", "to", "label_from", "label_to", "rank_weights", "effect_causal",
+            "confirmed"} <= keys
+    text = DOC.read_text(encoding="utf-8")
+    for k in sorted(keys | {"circuits", "standing", "found", "rank_source", "rank_kind"}):
+        assert f"`{k}`" in text, k
