@@ -118,3 +118,56 @@ def test_composition_counts_the_running_process_once(gpt2_dir, little_free, monk
                         lambda backend=None: (need - 2 * RUNTIME_BYTES, "MemAvailable"))
     with pytest.raises(InputError, match="set RMTBASE_MEMORY_LIMIT"):
         check_model(gpt2_dir)
+
+
+# ---------------------------------------------------------------- 3: one writer per --out
+
+_HOLD = """import sys
+from rmtbase.files.output import check_output_dir
+check_output_dir(sys.argv[1], "rmtbase score", overwrite=False)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_second_writer_into_the_same_out_is_refused(tmp_path, capsys):
+    """Two runs into one new --out: the second is refused at once, with one line naming the
+    first's process, instead of both working and the second replacing the first's output
+    (issue 59: both said "wrote 6 files"). Once the first ends, the folder is free again."""
+    from rmtbase.cli import main
+    from rmtbase.files.output import check_output_dir
+
+    out = tmp_path / "runs" / "new-out"
+    first = subprocess.Popen([sys.executable, "-c", _HOLD, str(out)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        with pytest.raises(InputError, match=f"being written by process {first.pid}"):
+            check_output_dir(out, "rmtbase score", overwrite=False)
+        capsys.readouterr()
+        assert main(["combine", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
+                     str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "another rmtbase run" in err[0]
+    finally:
+        first.stdin.close()
+        first.wait(timeout=60)
+        first.stdout.close()
+    assert check_output_dir(out, "rmtbase score", overwrite=False) == out
+    assert not (tmp_path / "runs").exists()  # the check makes no folder
+
+
+def test_the_lock_goes_with_the_output_folder(tmp_path):
+    """An OutputFolder gives its lock back when it ends (written or failed), and removes the
+    lock file: a later run into the same place is not refused, and nothing is left beside."""
+    from rmtbase.files import output_lock
+    from rmtbase.files.output import OutputFolder
+
+    out = tmp_path / "o"
+    with OutputFolder(out, kind="rmtbase test") as f:
+        f.write_text("a.txt", "x\n")
+        assert output_lock.lock_path(out).is_file()
+    assert not output_lock.lock_path(out).exists()
+    with pytest.raises(RuntimeError), OutputFolder(out, kind="rmtbase test"):
+        raise RuntimeError
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]

@@ -15,7 +15,9 @@ empty, or an earlier output of the same kind (recognised by its manifest) holdin
 files its manifest lists; anything else — a file, a special file, a folder with other
 contents, an earlier output to which something else has added files, a folder inside another
 rmtbase output (which that output's next run would replace whole), an unwritable parent, a
-name too long for the temporary sibling — is refused with one line. Every output folder is
+name too long for the temporary sibling — is refused with one line, and so is a folder that
+another process is writing (:mod:`.output_lock`: the check takes a lock on the folder, held
+until its :class:`OutputFolder` ends). Every output folder is
 one command's: a run never deletes a file it (or an earlier run of its kind) did not write.
 The command line passes ``overwrite=False`` unless the user gives ``--overwrite``: an earlier
 output of the same kind is then refused too, so results are never replaced silently (library
@@ -37,7 +39,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import InputError
-from . import atomic
+from . import atomic, output_lock
 from .atomic import fsync_dir, pid_alive
 from .interrupts import check as check_interrupt
 from .interrupts import deferred, fault_point
@@ -128,6 +130,7 @@ def check_output_dir(path, kind: str, *, overwrite: bool = True) -> Path:
         why = "read-only file system" if exc.errno == errno.EROFS else (exc.strerror or str(exc))
         raise InputError(f"cannot write the output folder {p}: {anc} does not take a new "
                          f"folder ({why})") from None
+    output_lock.acquire(p)  # one writer: a second run into the same folder is refused now
     return p
 
 
@@ -199,6 +202,7 @@ class OutputFolder:
                 folder.rmdir()
             except OSError:  # not empty (or gone): it is not only ours
                 break
+        output_lock.release(self.final)
 
     def _path(self, rel) -> Path:
         p = self.tmp / rel
@@ -247,6 +251,8 @@ class OutputFolder:
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
+        finally:
+            output_lock.release(self.final)
         return False
 
     def _manifest(self) -> None:
