@@ -10,10 +10,14 @@ Every kind is one profile axis flagged (Benjamini–Hochberg over the heads, per
   attends to tokens like itself;
 - ``anti-aligned``: alignment flagged, < 0 — they read the same directions with opposite signs:
   a token avoids tokens like itself;
-- ``symmetric``: symmetry flagged, > 0, and alignment not flagged — W_QK close to symmetric
-  (i attends to j as j to i) without a trace of its own (an alignment of either sign makes
-  W_QK's symmetric part ±W_QᵀW_Q and raises symmetry by itself, so an aligned head is named
-  aligned, not also symmetric);
+- ``symmetric``: symmetry flagged, > 0, and either alignment not flagged or the symmetry
+  standing with the alignment removed — W_QK close to symmetric (i attends to j as j to i).
+  An alignment of either sign makes W_QK's symmetric part ±W_QᵀW_Q and raises symmetry by
+  itself, so an aligned head is also symmetric only when its ``symmetry_unaligned`` (W_K's
+  part along W_Q removed, :mod:`rmtbase.stats.unaligned`, against the symmetry null, BH over
+  heads: ``symmetry_unaligned_flag``) is flagged above the null; a score without it (written
+  before) keeps the older rule, aligned heads never symmetric. MiniLM: 70 heads have symmetry
+  flagged above the null, 67 keep it with the aligned part removed (4,000-draw check);
 - ``directional``: symmetry flagged, < 0 — W_QK close to antisymmetric: attention that has a
   direction (i → j where not j → i; previous-token-like);
 - ``input-focused``: q or k input focus flagged, > 0 — the factor reads a few residual
@@ -46,7 +50,7 @@ KINDS = {
     "aligned": (("alignment",), +1, "query and key read the same directions"),
     "anti-aligned": (("alignment",), -1, "query and key read the same directions, opposite "
                                          "signs"),
-    "symmetric": (("symmetry",), +1, "W_QK near symmetric (not from an alignment)"),
+    "symmetric": (("symmetry",), +1, "W_QK near symmetric (beyond any alignment)"),
     "directional": (("symmetry",), -1, "W_QK near antisymmetric: attention with a direction"),
     "input-focused": (("q_input_focus", "k_input_focus"), +1, "a few residual dimensions read "
                                                               "much more than the others"),
@@ -58,6 +62,16 @@ ALL_KINDS = (*KINDS, OTHER, NEAR_NULL)
 
 def _centre(ds, axis) -> float:
     return 1.0 if str(ds["axis_effect"].sel(axis=axis).values) == "ratio" else 0.0
+
+
+def _symmetric_unaligned(ds) -> np.ndarray:
+    """(layer, head) bool: the symmetry stands with the alignment removed (flagged above the
+    null); all False without ``symmetry_unaligned_flag``."""
+    if "symmetry_unaligned_flag" not in ds:
+        return np.zeros((ds.sizes["layer"], ds.sizes["head"]), bool)
+    flag = ds["symmetry_unaligned_flag"].transpose("layer", "head").values.astype(bool)
+    eff = ds["symmetry_unaligned_effect"].transpose("layer", "head").values
+    return flag & (np.nan_to_num(eff) > 0)
 
 
 def classify(ds: xr.Dataset):
@@ -72,6 +86,7 @@ def classify(ds: xr.Dataset):
                        - _centre(ds, a)) for a in tested}
     size = {a: np.abs(dep.sel(axis=a).values) for a in tested}
     aligned_any = flag["alignment"] if "alignment" in flag else np.zeros((L, H), bool)
+    aligned_any = aligned_any & ~_symmetric_unaligned(ds)
     any_flag = np.zeros((L, H), bool)
     for a in tested:
         any_flag |= flag[a]

@@ -21,6 +21,7 @@ from ..decision.family import HISTOGRAM
 from ..decision.spikes import add_spikes
 from ..decision.verdict import NOT_TESTED
 from ..errors import InputError, ModelError
+from ..stats.unaligned import symmetry_unaligned
 from .description import by_layers, describe, model_label, null_description
 from .layer_null import has_lambda_max, layer_null, layer_quantisation
 from .layer_stats import RawUnits, layer_stats, safe_factors
@@ -89,7 +90,8 @@ def _one_layer(lh, info, opts: Options, out: Layers) -> None:
                            entry_law=opts.null.tests_entry_law, hist=True,
                            raw=RawUnits(cq, ck, where=f"layer {lh.layer} of {info.name}, "))
     out.per_layer.append(st)
-    out.profiles.append(factor_profile(wq, wk))
+    out.profiles.append({**factor_profile(wq, wk),  # + the symmetric kind's test (decision.kinds)
+                         "symmetry_unaligned": np.asarray(symmetry_unaligned(wq, wk), np.float64)})
     if h is not None:
         out.hists.append(h)
     out.spectra.append(x)

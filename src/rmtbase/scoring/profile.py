@@ -203,11 +203,44 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     ds["profile_flag"] = (dims, flag)
     ds["axis_effect"] = (("axis",), np.array([AXES[a][0] for a in axes], dtype=str))
     ds["axis_meaning"] = (("axis",), np.array([AXES[a][1] for a in axes], dtype=str))
+    _add_unaligned(ds, profiles, null_storages, nulls, permutation, alpha)
     add_head_kind(ds)  # the kinds of heads (rmtbase.decision.kinds) from these axes
     ds.attrs["profile"] = _profile_attr(permutation, used)
     if used:
         ds.attrs["profile_null_draws"] = ", ".join(f"{s}: {n}" for s, n in used.items())
     return nulls if permutation is None else permutation
+
+
+def _add_unaligned(ds, profiles, null_storages, nulls, permutation, alpha: float) -> None:
+    """``symmetry_unaligned`` with its ``_effect``, ``_p`` and ``_flag`` (BH over heads) over
+    (layer, head): each head's symmetry with W_K's part along W_Q removed
+    (:mod:`rmtbase.stats.unaligned`) against the symmetry axis's own null draws, what
+    :mod:`rmtbase.decision.kinds` asks of an aligned head before it calls it symmetric too.
+    Nothing when the profiles lack it."""
+    if not profiles or any("symmetry_unaligned" not in p for p in profiles):
+        return
+    shape = (ds.sizes["layer"], ds.sizes["head"])
+    eff, p = np.full(shape, np.nan), np.full(shape, np.nan)
+    for li, (prof, s) in enumerate(zip(profiles, null_storages, strict=True)):
+        v = np.asarray(prof["symmetry_unaligned"], np.float64)
+        heads = ([(slice(None), nulls[null_storage(s)]["symmetry"])] if permutation is None
+                 else [(h, permutation["symmetry"][li, h]) for h in range(shape[1])])
+        for h, draws in heads:
+            got = _against(v[h], draws)
+            eff[li, h], p[li, h] = got.effect, got.p
+    flag = benjamini_hochberg(p, alpha)[0] if np.isfinite(p).any() else np.zeros(shape, bool)
+    dims = ("layer", "head")
+    ds["symmetry_unaligned"] = (dims, np.stack([np.asarray(pr["symmetry_unaligned"], np.float64)
+                                                for pr in profiles]), {
+        "long_name": "symmetry with W_K's part along W_Q removed", "units": "1",
+        "definition": "tr(W_QK'^2)/|W_QK'|^2, W_QK' = W_Q^T (W_K - c W_Q), "
+                      "c = <W_Q, W_K>/|W_Q|^2 (rmtbase.stats.unaligned)"})
+    ds["symmetry_unaligned_effect"] = (dims, eff, {"long_name": "shift from the symmetry null's "
+                                                                "median", "units": "1"})
+    ds["symmetry_unaligned_p"] = (dims, p, {"long_name": "p against the symmetry axis's null "
+                                                         "draws", "units": "1"})
+    ds["symmetry_unaligned_flag"] = (dims, np.asarray(flag, bool), {
+        "long_name": f"BH over heads at {alpha}", "units": "1"})
 
 
 def _profile_attr(permutation, used: dict) -> str:
