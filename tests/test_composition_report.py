@@ -144,3 +144,38 @@ def test_found_lines_say_the_circuit_with_its_ranks():
         t = ds.composition.sel(kind=kind).values
         a, b, c, e = np.unravel_index(np.nanargmax(t), t.shape)
         assert f"L{a}H{b} → L{c}H{e} (rank 1 of 12" in line
+
+
+def test_figure_draws_the_chosen_pairs_legibly():
+    """plot_circuit on a random 6 x 8 composition: without labels the 10 strongest pairs of
+    each kind (30 arrows), with a confirmed circuit list only those pairs (2 arrows, solid), with
+    labels only pairs into the labelled receivers; the title says which; no problem found by
+    tests/test_figure_legibility.py's checks (nothing clipped, text >= 7 pt) and a size below
+    15 x 10 inches."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch
+    from test_figure_legibility import legibility
+
+    from rmtbase.report.composition_figure import plot_circuit
+
+    ds = _random_composition(n_l=6, n_h=8, seed=3)
+    conf = [{"kind": "k", "from": "L0H1", "to": "L3H2", "confirmed": True},
+            {"kind": "q", "from": "L2H0", "to": "L5H7", "confirmed": True},
+            {"kind": "v", "from": "L1H0", "to": "L5H7", "confirmed": False}]
+    labels = {(3, 2): "induction", (0, 1): "previous-token"}
+    for kw, n_arrows, words in [({}, 30, "10 strongest pairs of each kind"),
+                                ({"circuits": conf, "labels": labels}, 2, "confirmed"),
+                                ({"labels": labels}, 9, "top 3 sources")]:
+        ax = plot_circuit(ds, **kw)
+        fig = ax.figure
+        arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+        assert len(arrows) == n_arrows, (kw, len(arrows))
+        assert words in ax.get_title()
+        n, problems = legibility(fig)
+        assert n == 1 and not problems, problems
+        w, h = fig.get_size_inches()
+        assert w <= 15 and h <= 10
+        plt.close(fig)
