@@ -171,3 +171,75 @@ def test_the_lock_goes_with_the_output_folder(tmp_path):
     with pytest.raises(RuntimeError), OutputFolder(out, kind="rmtbase test"):
         raise RuntimeError
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
+
+
+# ---------------------------------------------------------------- 3: combine verifies what it takes
+
+
+def _single(p_value: float):
+    import xarray as xr
+
+    return xr.Dataset({"head_flag": (("layer", "head"), np.zeros((2, 3), np.int8)),
+                       "head_p_value": (("layer", "head"), np.full((2, 3), p_value))},
+                      attrs={"model": "m", "d": 64, "d_h": 16})
+
+
+def _score_folder(path, p_value=0.5):
+    from rmtbase.files.output import OutputFolder
+
+    with OutputFolder(path, kind="rmtbase score") as out:
+        out.write_netcdf("scores.nc", _single(p_value))
+    return path
+
+
+def _edit(path, **attrs):
+    """Rewrite netCDF ``path`` with head_p_value set to 1e-9 (and ``attrs`` set; None drops)."""
+    import xarray as xr
+
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    ds["head_p_value"][:] = 1e-9
+    for k, v in attrs.items():
+        ds.attrs.pop(k) if v is None else ds.attrs.__setitem__(k, v)
+    path.unlink()
+    ds.to_netcdf(path)
+
+
+def test_combine_refuses_an_edited_score_folder(tmp_path, capsys):
+    """An edited scores.nc of a score folder no longer matches the SHA-256 its manifest lists:
+    refused with one line (issue 59: combined, "1 of 8 heads differ", truly 0)."""
+    from rmtbase.cli import main
+    from rmtbase.scoring.entries import load_entries
+
+    a, b = _score_folder(tmp_path / "a"), _score_folder(tmp_path / "b")
+    assert [lab for lab, _ in load_entries([a, b])] == ["m", "m"]  # as written: verified
+    _edit(b / "scores.nc")
+    with pytest.raises(InputError, match="changed after it was written .*manifest.json"):
+        load_entries([a, b], unverified=True)  # edited content: refused even so
+    capsys.readouterr()
+    assert main(["combine", str(a), str(b), "--out", str(tmp_path / "c")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "c").exists()
+
+
+def test_combine_refuses_an_entry_without_its_hash(tmp_path):
+    """An entry whose entry_sha256 was deleted after its head_p_value was edited cannot be
+    verified: refused (issue 59: combined with p = 1e-9, exit 0), unless --unverified, which
+    warns; a score folder's scores.nc without its manifest likewise."""
+    from rmtbase.scoring.entries import CONTENT_ATTR, load_entries, save
+
+    store = tmp_path / "run.entries"
+    store.mkdir()
+    save(store, "step0", "k0", _single(0.5))
+    save(store, "step1", "k1", _single(0.5))
+    assert [lab for lab, _ in load_entries([store])] == ["step0", "step1"]
+    _edit(store / "step1.nc", **{CONTENT_ATTR: None})
+    with pytest.raises(InputError, match=f"step1.nc cannot be verified .*no {CONTENT_ATTR}"):
+        load_entries([store])
+    told = []
+    got = load_entries([store], unverified=True, warn=told.append)
+    assert [lab for lab, _ in got] == ["step0", "step1"] and len(told) == 1
+    assert "step1.nc" in told[0]
+    folder = _score_folder(tmp_path / "a")
+    (folder / "manifest.json").unlink()
+    with pytest.raises(InputError, match="scores.nc cannot be verified"):
+        load_entries([folder])

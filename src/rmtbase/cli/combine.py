@@ -7,6 +7,9 @@ runs/* --out all``. Thin wrapper of :func:`rmtbase.scoring.entries.load_entries`
 :func:`rmtbase.scoring.collection.combine`; the report is that of ``rmtbase score`` on several
 models, written all or nothing. An earlier output in ``--out`` (of ``rmtbase score`` or
 ``combine``) is replaced only with ``--overwrite``; a folder rmtbase did not write, never.
+Every entry is verified before it is used (:func:`rmtbase.scoring.entries.check_content`: its
+``entry_sha256``, or the SHA-256 its score folder's ``manifest.json`` lists); edited content
+is refused, content with no hash too unless ``--unverified``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ def add_parser(sub):
     p.add_argument("--collection", choices=("checkpoint", "model"), default=None,
                    help="name of the leading dimension (default: checkpoint for entries of one "
                         "shape, else model)")
+    p.add_argument("--unverified", action="store_true",
+                   help="also take entries that hold no content hash (entry_sha256) and are "
+                        "listed in no manifest.json (an earlier rmtbase), with a warning; "
+                        "edited content is refused either way")
     output.add_no_figures(p)
     p.add_argument("--top", type=int, default=3, help="heads shown per entry (at most 3)")
     return p
@@ -50,7 +57,11 @@ def run(args) -> int:
     # score or combine output is replaced only with --overwrite (issue 49, defect 1)
     check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)
     t0 = time.perf_counter()
-    found = [(lab, ds, p) for p in args.entries for lab, ds in load_entries([p])]
+    def warn(text):
+        print(f"rmtbase: warning: {text}", file=sys.stderr)
+
+    found = [(lab, ds, p) for p in args.entries
+             for lab, ds in load_entries([p], unverified=args.unverified, warn=warn)]
     if len(found) < 2:
         raise InputError("combine needs at least two entries")
     # two runs of one model are told apart by their folders (a, b), not #0, #1

@@ -17,7 +17,9 @@ name, dimensions, dtype and bytes, and every attribute but the hash itself) in t
 entry edited after it was written (issue 49: ``head_p_value`` and ``head_flag`` changed, its
 key kept) is scored again by the rerun with a warning naming it, never reused, and refused by
 :func:`load_entries` (``rmtbase combine``); an entry written before the hash existed cannot be
-verified and is scored again too (a warning says so).
+verified and is scored again too (a warning says so). ``rmtbase combine`` takes only what it
+can verify (issue 59): an entry by its hash, a score folder's ``scores.nc`` by the SHA-256 its
+``manifest.json`` lists; a file with neither is refused unless ``--unverified`` is given.
 
 Every entry of a collection run with ``entries`` passes through its file (written, then read
 back), so a collection resumed after an interruption is identical to one scored without it,
@@ -200,11 +202,45 @@ def save(folder, label: str, key: str, ds: xr.Dataset) -> xr.Dataset:
     return strip(back)
 
 
-def load_entries(paths) -> list[tuple[str, xr.Dataset]]:
+def _manifest_sha(f: Path) -> str | None:
+    """The SHA-256 that the ``manifest.json`` beside ``f`` (an output folder's,
+    :class:`rmtbase.files.output.OutputFolder`) lists for it, or None."""
+    try:
+        doc = json.loads((f.parent / "manifest.json").read_text(encoding="utf-8"))
+        return str(doc["files"][f.name]["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def check_content(f: Path, ds: xr.Dataset, unverified: bool = False) -> str | None:
+    """InputError unless the score file ``f`` (read as ``ds``) is verified: by its
+    :data:`CONTENT_ATTR`, or by its folder's ``manifest.json`` (a score folder's
+    ``scores.nc``). Content that does not match its hash is refused always; content with no
+    hash at all (an earlier rmtbase, a file copied out of its folder) only without
+    ``unverified`` — then a warning clause is returned (else None)."""
+    listed = _manifest_sha(f) if f.name == "scores.nc" else None
+    if listed is not None:
+        if hashlib.sha256(f.read_bytes()).hexdigest() != listed:
+            raise InputError(f"{f} changed after it was written (its SHA-256 does not match "
+                             f"{f.parent / 'manifest.json'}); score it again")
+        return None
+    ok = verified(ds)
+    if ok is False:
+        raise InputError(f"entry {f} changed after it was written (its content does "
+                         f"not match its {CONTENT_ATTR} hash); score it again")
+    if ok is None and not unverified:
+        raise InputError(f"{f} cannot be verified (no {CONTENT_ATTR} hash, no manifest.json "
+                         "listing it: written by an earlier rmtbase or moved out of its "
+                         "folder); score it again, or pass --unverified to use it as it is")
+    return None if ok else f"{f} is used unverified (no {CONTENT_ATTR}, no manifest)"
+
+
+def load_entries(paths, *, unverified: bool = False, warn=None) -> list[tuple[str, xr.Dataset]]:
     """[(label, single score)] from entry files, folders of them (``OUT.entries``) or
     ``rmtbase score`` output folders of one model (their ``scores.nc``). The label is the
     entry file's (else the score's ``model`` attribute); order as given, files of a folder by
-    name."""
+    name. Each file is verified first (:func:`check_content`; ``unverified``: accept files
+    that hold no hash, ``warn(text)`` told of each)."""
     out = []
     for p in map(Path, paths):
         if p.is_dir() and (p / "scores.nc").is_file():
@@ -219,9 +255,9 @@ def load_entries(paths) -> list[tuple[str, xr.Dataset]]:
             raise InputError(f"{p} does not exist")
         for f in files:
             ds = read_entry(f)
-            if verified(ds) is False:
-                raise InputError(f"entry {f} changed after it was written (its content does "
-                                 f"not match its {CONTENT_ATTR} hash); score it again")
+            note = check_content(f, ds, unverified)
+            if note is not None and warn is not None:
+                warn(note)
             label = ds.attrs.get("entry_label") or (
                 unquote(f.name[:-len(SUFFIX)]) if f.name != "scores.nc"
                 else str(ds.attrs.get("model", f.parent.name)))
@@ -231,5 +267,5 @@ def load_entries(paths) -> list[tuple[str, xr.Dataset]]:
     return out
 
 
-__all__ = ["CONTENT_ATTR", "ENTRY_ATTRS", "check", "content_hash", "entries_dir", "entry_key",
+__all__ = ["CONTENT_ATTR", "ENTRY_ATTRS", "check", "check_content", "content_hash", "entries_dir", "entry_key",
            "entry_path", "load", "load_entries", "read_entry", "save", "strip", "verified"]
