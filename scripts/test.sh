@@ -2,14 +2,22 @@
 # Install the test needs into .venv and run the tests. Extra arguments go to pytest.
 set -euo pipefail
 source "$(dirname "$0")/_venv.sh" test
-# Headless Chromium for the report.html browser test (tests/test_html.py), from Debian's
-# packages when running as root with apt-get; otherwise (or if it fails) that test skips and
-# says why. RMTBASE_NO_APT=1 skips this step.
-if [ -z "${RMTBASE_NO_APT:-}" ] && ! command -v chromium >/dev/null 2>&1 \
-    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  { timeout 600 apt-get update -q && DEBIAN_FRONTEND=noninteractive timeout 900 \
-      apt-get install -y -q --no-install-recommends chromium; } >/dev/null 2>&1 \
-    || echo "scripts/test.sh: could not install chromium; the browser test will skip" >&2
+# Headless Chromium for the report.html browser test (tests/test_html.py). System packages
+# are installed only when asked: RMTBASE_APT=1 (as root, with apt-get) installs Debian's
+# chromium; without it nothing outside .venv is touched, and a missing chromium is said here
+# (that one test then skips and says why).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "${RMTBASE_APT:-}" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { timeout 600 apt-get update -q && DEBIAN_FRONTEND=noninteractive timeout 900 \
+        apt-get install -y -q --no-install-recommends chromium; } >/dev/null 2>&1 \
+      || echo "scripts/test.sh: could not install chromium; the browser test will skip" >&2
+  elif [ "${RMTBASE_APT:-}" = 1 ]; then
+    echo "scripts/test.sh: RMTBASE_APT=1 needs root and apt-get; not installing chromium," \
+      "the browser test will skip" >&2
+  else
+    echo "scripts/test.sh: no chromium; skipping its install (system packages only with" \
+      "RMTBASE_APT=1, as root with apt-get); the browser test (tests/test_html.py) will skip" >&2
+  fi
 fi
 # The quick tier by default (every statistical claim at a small shape; <= 10 min on 2 cores);
 # `--all` adds the long Monte Carlo, calibration and model tests marked slow; a `-m` of the

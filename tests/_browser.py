@@ -20,7 +20,7 @@ from pathlib import Path
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(n)), None)
 SKIP_REASON = ("headless Chromium not found: install Debian's 'chromium' package "
-               "(scripts/test.sh does, as root, when apt-get is available)")
+               "(RMTBASE_APT=1 scripts/test.sh does, as root, when apt-get is available)")
 
 _HEAD = """<script>window.__errors=[];window.addEventListener('error',function(e){
 window.__errors.push(String(e.message));});(function(){var ce=console.error;console.error=function(){

@@ -243,3 +243,65 @@ def test_combine_refuses_an_entry_without_its_hash(tmp_path):
     (folder / "manifest.json").unlink()
     with pytest.raises(InputError, match="scores.nc cannot be verified"):
         load_entries([folder])
+
+
+# ---------------------------------------------------------------- 5: the test command
+
+
+def _run_test_sh(tmp_path, env_extra):
+    """scripts/test.sh as root with apt-get and no chromium, in a copy whose .venv setup and
+    pytest are stubs: which system installs it makes, and what it says."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "test.sh", repo / "scripts" / "test.sh")
+    (repo / "scripts" / "_venv.sh").write_text("cd \"$(dirname \"${BASH_SOURCE[0]}\")/..\"\n")
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    log = tmp_path / "apt.log"
+    stubs = {repo / ".venv" / "bin" / "python": "exit 0",
+             fake / "id": "echo 0", fake / "apt-get": f'echo "$*" >> {log}'}
+    for path, body in stubs.items():
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    for tool in ("dirname", "timeout"):
+        (fake / tool).symlink_to(shutil.which(tool))
+    env = {"PATH": str(fake), "HOME": str(tmp_path), **env_extra}
+    r = subprocess.run(["/bin/bash", str(repo / "scripts" / "test.sh")], env=env,
+                       capture_output=True, text=True, timeout=60)
+    return r, (log.read_text() if log.exists() else "")
+
+
+def test_test_sh_installs_system_packages_only_when_asked(tmp_path):
+    """scripts/test.sh run as root installed chromium (and 25 packages) with apt-get without
+    asking; now only with RMTBASE_APT=1, and otherwise it says what it skips."""
+    r, apt = _run_test_sh(tmp_path / "plain", {})
+    assert r.returncode == 0, r.stderr
+    assert apt == "" and "RMTBASE_APT=1" in r.stderr and "browser test" in r.stderr
+    r, apt = _run_test_sh(tmp_path / "asked", {"RMTBASE_APT": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "install -y -q --no-install-recommends chromium" in apt
+
+
+# ---------------------------------------------------------------- 6: docs true to the code
+
+
+def _choices(command: str, option: str) -> list[str]:
+    from rmtbase.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.choices and command in a.choices)
+    act = next(a for a in sub.choices[command]._actions if option in a.option_strings)
+    return list(act.choices)
+
+
+def test_null_and_storage_lists_every_quantized_null_choice():
+    """docs/null-and-storage.md listed 10 of the 15 --quantized-null choices."""
+    import re
+
+    text = (ROOT / "docs" / "null-and-storage.md").read_text(encoding="utf-8")
+    m = re.search(r"`--quantized-null\s+([a-z0-9_|\s]+)`", text)
+    listed = re.sub(r"\s+", "", m.group(1)).split("|")
+    assert listed == _choices("score", "--quantized-null")
+    assert len(listed) == 15
