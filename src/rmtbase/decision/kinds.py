@@ -17,7 +17,7 @@ Every kind is one profile axis flagged (Benjamini–Hochberg over the heads, per
   part along W_Q removed, :mod:`rmtbase.stats.unaligned`, against the symmetry null, BH over
   heads: ``symmetry_unaligned_flag``) is flagged above the null; a score without it (written
   before) keeps the older rule, aligned heads never symmetric. MiniLM: 70 heads have symmetry
-  flagged above the null, 67 keep it with the aligned part removed (4,000-draw check);
+  flagged above the null, 66 keep it with the aligned part removed (the score's profile null);
 - ``directional``: symmetry flagged, < 0 — W_QK close to antisymmetric: attention that has a
   direction (i → j where not j → i; previous-token-like);
 - ``input-focused``: q or k input focus flagged, > 0 — the factor reads a few residual
@@ -31,8 +31,9 @@ Every kind is one profile axis flagged (Benjamini–Hochberg over the heads, per
 A head has every kind whose condition holds (``head_kinds``, joined by "+" in order of
 departure) and one **primary kind** (``head_kind``): the kind whose axis it departs on most, in
 units of that axis's null band (:func:`rmtbase.decision.order.departures`; input-focused takes
-the larger of its two axes). ``head_kind_axes`` names, per kind, the axis that put the head
-there and its departure with the sign of its effect (``symmetry -18.3``: 18.3 bands below
+the larger of its two axes; an aligned head's symmetric kind is sized by its
+``symmetry_unaligned``, so the alignment is not counted twice). ``head_kind_axes`` names, per
+kind, the axis that put the head there and its departure with the sign of its effect (``symmetry -18.3``: 18.3 bands below
 the null median). Kind counts (:func:`kind_counts`) count primary
 kinds, so they add up to the number of heads.
 """
@@ -42,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .order import departures
+from .order import axis_departure, departures
 
 #: kind -> (axes, sign of the effect about the null median, meaning); order of display.
 KINDS = {
@@ -74,6 +75,18 @@ def _symmetric_unaligned(ds) -> np.ndarray:
     return flag & (np.nan_to_num(eff) > 0)
 
 
+def _unaligned_departure(ds) -> np.ndarray:
+    """(layer, head) departure of ``symmetry_unaligned`` in the symmetry axis's band units
+    (:func:`rmtbase.decision.order.axis_departure`); NaN without it."""
+    if "symmetry_unaligned_effect" not in ds or "symmetry" not in ds["axis"].values:
+        return np.full((ds.sizes["layer"], ds.sizes["head"]), np.nan)
+    s = {"axis": "symmetry"}
+    return np.abs(axis_departure(
+        ds["symmetry_unaligned_effect"].transpose("layer", "head").values,
+        ds["profile_band_lo"].sel(s).transpose("layer", "head").values,
+        ds["profile_band_hi"].sel(s).transpose("layer", "head").values, "shift"))
+
+
 def classify(ds: xr.Dataset):
     """(primary, kinds, axes): three (layer, head) arrays of str (module docstring) from a
     score's profile variables."""
@@ -85,8 +98,9 @@ def classify(ds: xr.Dataset):
     side = {a: np.sign(ds["profile_effect"].sel(axis=a).transpose("layer", "head").values
                        - _centre(ds, a)) for a in tested}
     size = {a: np.abs(dep.sel(axis=a).values) for a in tested}
-    aligned_any = flag["alignment"] if "alignment" in flag else np.zeros((L, H), bool)
-    aligned_any = aligned_any & ~_symmetric_unaligned(ds)
+    aligned = flag["alignment"] if "alignment" in flag else np.zeros((L, H), bool)
+    aligned_any = aligned & ~_symmetric_unaligned(ds)
+    unaligned = _unaligned_departure(ds)  # an aligned head's symmetry departs this far
     any_flag = np.zeros((L, H), bool)
     for a in tested:
         any_flag |= flag[a]
@@ -104,8 +118,10 @@ def classify(ds: xr.Dataset):
                             best = a
                 if best is None or (kind == "symmetric" and aligned_any[i, j]):
                     continue
-                found.append((float(size[best][i, j]), kind, best,
-                              float(sign * size[best][i, j])))
+                far = float(size[best][i, j])
+                if kind == "symmetric" and aligned[i, j]:  # sized without the alignment
+                    best, far = "symmetry_unaligned", float(unaligned[i, j])
+                found.append((far, kind, best, float(sign * far)))
             found.sort(key=lambda t: (-t[0], ALL_KINDS.index(t[1])))
             if found:
                 primary[i, j] = found[0][1]
