@@ -144,6 +144,11 @@ def test_found_lines_say_the_circuit_with_its_ranks():
         t = ds.composition.sel(kind=kind).values
         a, b, c, e = np.unravel_index(np.nanargmax(t), t.shape)
         assert f"L{a}H{b} → L{c}H{e} (rank 1 of 12" in line
+    labelled = found_lines(ds, labels={(2, 1): "induction", (0, 0): "previous-token"})
+    k = ds.composition.sel(kind="k").values[:2, :, 2, 1]  # L2H1's 4 earlier sources
+    a, b = np.unravel_index(np.argmax(k), k.shape)
+    assert labelled[0].startswith(f"L2H1 (induction): top source by weights K L{a}H{b} (")
+    assert len(labelled) == 2 and "not confirmed" in labelled[-1]
 
 
 def test_figure_draws_the_chosen_pairs_legibly():

@@ -47,7 +47,7 @@ def context(score, extras) -> dict | None:
         labels = probe_labels(score)
     return {"composition": comp, "circuits": circuits, "labels": labels or {},
             "patched": cds is not None,
-            "found": found_lines(comp, circuits, patched=cds is not None)}
+            "found": found_lines(comp, circuits, patched=cds is not None, labels=labels)}
 
 
 __all__ = ["context", "labels_of", "probe_labels"]

@@ -16,7 +16,9 @@ where given, dominant and redundant):
 - one line per labelled receiver whose sources matter only together (``redundant``);
 - one line counting the labelled receivers with no source confirmed among their candidates.
 
-Without patching: the strongest pair of each kind by weights, said as screened, not confirmed.
+Without patching: with behaviour labels (the text probe's, on an architecture the patching does
+not run) each labelled receiver's top source per kind by weights; else the strongest pair of
+each kind. Both said as screened, not confirmed.
 """
 
 from __future__ import annotations
@@ -88,12 +90,13 @@ def _group_order(groups: dict):
     return sorted(groups, key=key)
 
 
-def found_lines(ds, circuits=None, *, patched: bool = False) -> list[str]:
+def found_lines(ds, circuits=None, *, patched: bool = False, labels=None) -> list[str]:
     """The lines of the module docstring, from the composition Dataset ``ds`` and the
     ``circuits`` rows; ``patched``: whether path patching ran (so that no rows means none
-    confirmed, not "not run")."""
+    confirmed, not "not run"); ``labels`` ({(layer, head): label}): the heads' behaviour
+    labels when no patching ran (the text probe's)."""
     if not patched and not circuits:
-        return _screen_lines(ds)
+        return _screen_lines(ds, labels)
     circuits = list(circuits or [])
     groups = _grouped(circuits)
     lines = [_circuit_line(ds, sorted(groups[g], key=lambda c: c["to"]))
@@ -115,10 +118,28 @@ def found_lines(ds, circuits=None, *, patched: bool = False) -> list[str]:
     return lines
 
 
-def _screen_lines(ds) -> list[str]:
-    """The strongest pair of each kind by weights (no patching ran)."""
+def _screen_lines(ds, labels=None) -> list[str]:
+    """No patching ran: with behaviour labels each labelled receiver's top source per kind by
+    weights; else the strongest pair of each kind. Said as not confirmed."""
     from .composition_standing import standing_rows
 
+    named = sorted(((layer, head), lab) for (layer, head), lab in (labels or {}).items()
+                   if lab and str(lab) != "none" and layer > 0)
+    if named:
+        lines = []
+        for (layer, head), lab in named[:MAX_LINES - 1]:
+            keep = np.zeros(ds["composition"].shape, bool)
+            keep[:, :, :, layer, head] = True
+            top = {}
+            for r in standing_rows(ds, keep=keep):
+                top.setdefault(r["kind"], r)
+            lines.append(f"L{layer}H{head} ({lab}): top source by weights " + ", ".join(
+                f"{k.upper()} {r['from']} ({_label((labels or {}).get((r['layer_from'], r['head_from'])))}"
+                f", rank {r['rank_kind']:,} of the kind)" for k, r in sorted(top.items())))
+        more = len(named) - len(lines)
+        return lines + ([f"… and {more} more labelled head(s)"] if more > 0 else []) + [
+            "labels from the text probe; not confirmed by path patching (it runs gpt2 and the "
+            "LLaMA family)"]
     n = int(ds.attrs.get("pairs_per_kind", np.isfinite(ds["composition"].isel(kind=0)).sum()))
     best = {}
     for r in standing_rows(ds, top=3 * 4):
