@@ -80,9 +80,10 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
         ax = _figure(len(layers), n_rows)
     for r in pairs:
         a, b = pos[(r["layer_from"], r["head_from"])], pos[(r["layer_to"], r["head_to"])]
+        bend = _BEND.get(r["kind"], 0.0) + (0.3 if b[0] - a[0] > 1 else 0.0)  # skip columns
         ax.add_patch(FancyArrowPatch(
             a, b, arrowstyle="-|>", mutation_scale=9, shrinkA=16, shrinkB=16, zorder=1,
-            connectionstyle=f"arc3,rad={_BEND.get(r['kind'], 0.0)}",
+            connectionstyle=f"arc3,rad={bend}",
             color=KIND_COLOURS.get(r["kind"], "0.4"), lw=2.2 if r["confirmed"] else 1.1,
             ls="-" if r["confirmed"] else "--", alpha=0.85))
     for (layer, head), (x, y) in pos.items():

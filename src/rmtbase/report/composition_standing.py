@@ -107,7 +107,7 @@ def chosen_pairs(ds, *, circuits=None, labels=None, k: int = 3, top: int = 10
                 keep[(kinds.index(kind), *parse_head(frm), *parse_head(to))] = True
         got = standing_rows(ds, circuits=circuits, keep=keep)
         return got, f"{len(got)} pair(s) confirmed by path patching"
-    named = {h for h, lab in (labels or {}).items() if lab and str(lab) != "none"}
+    named = {h for h, lab in (labels or {}).items() if lab and str(lab) != "none" and h[0] > 0}
     if named:
         keep = np.zeros(by_source.shape, bool)
         for layer, head in named:
