@@ -1,31 +1,47 @@
-"""The GPU table of issue 27 in one run (runs on any JAX backend; on the CPU it is a dry run).
+"""Every figure of issue 57's GPU table in one run, within a wall-clock budget (default 480 s).
 
-    python benchmarks/gpu.py [--quick] [--skip-scoring] [--out FILE.md]
+    python benchmarks/gpu.py [--json FILE] [--out FILE.md] [--budget-s 480] [--quick]
+                             [--skip-scoring] [--skip-composition] [--smoke] [--inline]
 
-Prints the device, JAX and jaxlib versions, then a Markdown table to paste into docs/performance.md:
+Sections, each in its own subprocess with a time limit taken from what is left of the budget
+(a section that runs out keeps the figures it printed; the rest are recorded as skipped, with
+the reason), so one slow or failing route cannot eat the run:
 
-1. **Spectral null by eigen route** at (768, 64), (4096, 128), (8192, 128): draws/s through
-   :func:`rmtbase.baseline.null.null_draws` (``stats="spectral"``, what ``rmtbase baseline
-   --stats spectral`` runs, compilation excluded) with each route of
-   :func:`rmtbase.stats.spectral.eigvals_from_bidiagonal`: ``svd`` (s(C)²), ``eigh``
-   (tridiagonalisation + Sturm bisection) and ``eigvalsh`` (``jnp.linalg.eigvalsh`` of C Cᵀ: on
-   a GPU cuSOLVER's batched Jacobi or ``syevd``), and the route
-   :func:`rmtbase.baseline.null.eig_method` takes now on this backend (1,000,000 draws at
-   d_h = 64, 200,000 at d_h = 128; 2,000 and 500 with ``--quick``). The chosen route's column
-   is the spectral null's figure.
-2. **All-statistics null** draws/s at (768, 64) and (4096, 128), float32 and bfloat16 storage.
-3. **GPU = CPU**: the same keys drawn here and in a subprocess with ``JAX_PLATFORMS=cpu``
-   (256 spectral draws and 16 all-statistics draws at (768, 64)): the largest difference of
-   every statistic in units of its null standard deviation, and the largest relative
-   difference. Threefry bits are the same on every backend; what may differ is float32
-   rounding (normals, products, eigenvalues) and which eigen route runs.
-4. Unless ``--skip-scoring``: ``benchmarks/scoring.py --which llama8b,perm`` (the
-   LLaMA-3-8B-shaped bf16 folder with all statistics and with ``--stats spectral``, and the
-   permutation null at GPT-2-small shape), whose lines are passed through.
+1. ``kernels``: bare batched eigenvalues of float32 Wishart matrices C Cᵀ (C n × 3n Gaussian),
+   n = 64 and 128, matrices/s (median of timed repeats after a warm-up, two input sets
+   alternated): ``jnp.linalg.eigvalsh`` (cuSOLVER on a GPU), the jnp Jacobi
+   (:mod:`rmtbase.stats._jacobi`) and the Pallas Jacobi kernel
+   (:mod:`rmtbase.stats._jacobi_pallas`) in several variants (block, unrolled step loop, warps),
+   each with its largest relative error against numpy float64 on 64 matrices: a variant over
+   EIGH_MAX_REL_ERROR is reported as inaccurate and never counts as faster.
+2. ``spectral``: the spectral null through :func:`rmtbase.baseline.null.null_draws` (what
+   ``rmtbase baseline --stats spectral`` runs, compilation excluded) at (768, 64) with 10⁶
+   draws and (4096, 128), (8192, 128) with 2·10⁵, by route (``eigvalsh``, ``jacobi_pallas``,
+   ``jacobi``, and the route :func:`~rmtbase.baseline.null.eig_method` takes now). A probe of
+   2 % of the draws decides whether the whole count fits the section's share; if not, the count
+   is cut to fit and recorded (``*_n_draws``). ``jacobi_max_d_h_suggested``: the switch of
+   :mod:`rmtbase.stats._gpu_routes` that these figures support.
+3. ``all``: all-statistics null draws/s at (768, 64) and (4096, 128), float32 and bfloat16
+   storage (5,000 and 500 draws, same probe rule).
+4. ``composition``: ``benchmarks/composition.py --layers 32`` (the 8B shape, all 496 layer
+   pairs) as a subprocess; ``composition_8b_s`` is its own wall time (factor generation left
+   out), beside its GEMM-floor ratio.
+5. ``scoring``: ``benchmarks/scoring.py --which llama8b`` as a subprocess (builds the
+   LLaMA-3-8B-shaped bf16 folder, 1.3 GB, then scores it with all statistics and with
+   ``--stats spectral``): seconds and peak RSS as it reports them. The shipped null tables are
+   netCDF4: where the Python that runs this has no ``netCDF4`` module (the device image has
+   none) the section is skipped and says so; docs/performance.md gives the wheels to carry.
 
-Issue 27's targets on one H100: spectral ≥ 10⁶ draws/s at (768, 64); all-statistics bfloat16
-at (4096, 128) ≥ 1,000 draws/s; the 8B folder with all statistics ≤ 30 s end to end.
-OPENBLAS_NUM_THREADS=1 as in the other benchmarks.
+JSON (``--json``, written after every section, atomically): ``device``, ``backend``, ``jax``,
+``jaxlib``, ``commit``, ``date``, ``budget_s``, ``smoke``, then the figures under
+self-explaining keys (``spectral_768x64_draws_per_s``, ``spectral_768x64_eigvalsh_draws_per_s``,
+``all_4096x128_bf16_draws_per_s``, ``eigvalsh_64x64_per_s``, ``score_8b_all_s``,
+``composition_8b_s``, ...; :data:`KEYS` lists the headline keys) and ``skipped`` (key → reason).
+
+``--smoke``: tiny sizes under the same keys (shapes in ``shapes``), for a CPU check of the
+plumbing (tests/test_gpu_benchmark.py); ``--inline`` runs the sections in this process and
+skips the two external subprocesses. ``--quick``: full shapes, a tenth of the draws.
+OPENBLAS_NUM_THREADS=1 as in the other benchmarks. Nothing here imports netCDF4.
 """
 
 from __future__ import annotations
@@ -35,132 +51,368 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
+HERE = Path(__file__).resolve().parent
+#: label → (d, d_h) and draws; under --smoke every label is measured at a tiny shape
+SPECTRAL = {"768x64": ((768, 64), 1_000_000), "4096x128": ((4096, 128), 200_000),
+            "8192x128": ((8192, 128), 200_000)}
+ALL = {"768x64": ((768, 64), 5_000), "4096x128": ((4096, 128), 500)}
+SMOKE = {"768x64": (96, 8), "4096x128": (96, 8), "8192x128": (96, 8)}  # one compile each
+ROUTES = ("eigvalsh", "jacobi_pallas", "jacobi")
+KERNEL_SIZES = (64, 128)
+#: Pallas variants timed bare: (block, unroll, num_warps); the unrolled one last (longest compile)
+VARIANTS = ((1, False, 4), (1, False, 8), (2, False, 4), (4, False, 8), (1, True, 4))
+SECTIONS = ("kernels", "spectral", "all", "composition", "scoring")
+#: share of the budget each section may take at most (the rest is what is left)
+SHARE = {"kernels": 0.2, "spectral": 0.3, "all": 0.2, "composition": 0.25, "scoring": 0.5}
+KEYS = ("device", "jax", "commit", "spectral_768x64_draws_per_s",
+        "spectral_768x64_eigvalsh_draws_per_s", "spectral_768x64_jacobi_pallas_draws_per_s",
+        "spectral_4096x128_draws_per_s", "spectral_8192x128_draws_per_s",
+        "eigvalsh_64x64_per_s", "eigvalsh_128x128_per_s", "jacobi_pallas_64x64_per_s",
+        "all_4096x128_float32_draws_per_s", "all_4096x128_bf16_draws_per_s",
+        "all_768x64_float32_draws_per_s", "all_768x64_bf16_draws_per_s",
+        "jacobi_max_d_h_suggested", "score_8b_all_s", "score_8b_spectral_s", "composition_8b_s")
 
-SHAPES = ((768, 64), (4096, 128), (8192, 128))
-ALL_SHAPES = ((768, 64), (4096, 128))
-ROUTES = ("svd", "eigh", "eigvalsh")
 
-# run in a subprocess under JAX_PLATFORMS=cpu and here: the same keys on both backends
-_DRAWS = r"""
-import json, sys
-import numpy as np, jax
-from rmtbase.baseline.null import null_draws
-a = json.loads(sys.argv[1])
-out = {}
-for stats, n in (("spectral", a["n_spectral"]), ("all", a["n_all"])):
-    r = null_draws(jax.random.key(7), 768, 64, n, stats=stats)
-    out.update({f"{stats}:{k}": np.asarray(v) for k, v in r.items()})
-np.savez(a["path"], **out)
-"""
+def emit(key, value):
+    """One figure, as the line the parent collects (flushed: a killed section keeps it)."""
+    print("RESULT " + json.dumps({key: value}), flush=True)
 
 
-def _route_draws_per_s(d, d_h, n, route):
-    """Spectral null draws/s through :func:`rmtbase.baseline.null.null_draws` with its eigen
-    route set to ``route`` (the null's own batching and chunking: a route timed on one batched
-    call can rank otherwise; on this CPU the SVD of 256 cores in one call timed 0.87× the eigh
-    route at (4096, 128), and the null itself 1.6× slower with the SVD)."""
+def _median_rate(fn, inputs, count, repeats=5):
+    """Items/s of ``fn`` over ``count`` items: warm-up, then the median of up to ``repeats``
+    timed calls (fewer where one call takes over ~0.4 s) alternating between the input sets
+    (so a cache does not hold the one input)."""
+    import jax
+
+    jax.block_until_ready(fn(inputs[0]))
+    t = time.perf_counter()
+    jax.block_until_ready(fn(inputs[1 % len(inputs)]))
+    once = time.perf_counter() - t
+    times = [once]
+    for r in range(min(repeats, int(2.0 / max(once, 1e-9))) - 1):  # ≤ ~2 s a figure
+        t = time.perf_counter()
+        jax.block_until_ready(fn(inputs[r % len(inputs)]))
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return count / times[len(times) // 2]
+
+
+def section_kernels(smoke):
+    """Bare batched eigenvalue kernels (module docstring, section 1)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+    from rmtbase.stats._jacobi import jacobi_eigvalsh
+    from rmtbase.stats._jacobi_pallas import jacobi_eigvalsh_pallas
+
+    routes = {"eigvalsh": lambda g: jnp.linalg.eigvalsh(g)[..., ::-1],
+              "jacobi": jacobi_eigvalsh}
+    for b, unroll, warps in ((VARIANTS[:1] + VARIANTS[-1:]) if smoke else VARIANTS):
+        name = f"block{b}_{'unrolled' if unroll else 'fori'}_w{warps}"
+        routes[f"jacobi_pallas_{name}"] = functools.partial(
+            jacobi_eigvalsh_pallas, block=b, unroll=unroll, num_warps=warps)
+    routes = {name: jax.jit(fn) for name, fn in routes.items()}  # one compile per shape
+    data, best = {}, {}
+    for size in KERNEL_SIZES:
+        n = 8 if smoke else size  # --smoke: every label at n = 8 (compiled once)
+        batch = 16 if smoke else (1 << 20) // n  # 16,384 at n = 64: 268 MB a set
+        sets = [jax.block_until_ready(c @ jnp.swapaxes(c, 1, 2)) for c in (
+            jax.random.normal(jax.random.key(seed), (batch, n, 3 * n)) for seed in (0, 1))]
+        ref = np.linalg.eigvalsh(np.asarray(sets[0][:64], np.float64))[:, ::-1]
+        data[f"{size}x{size}"] = (sets, ref, batch)
+    # every size of a route before the next route; the unrolled kernels (long compiles) last
+    for name, label in [(r, lab) for r in routes for lab in data if "unrolled" not in r] + \
+            [(r, lab) for r in routes for lab in data if "unrolled" in r]:
+        sets, ref, batch = data[label]
+        fn = routes[name]
+        try:
+            err = float(np.abs(np.asarray(fn(sets[0]))[:64] / ref - 1).max())
+            rate = _median_rate(fn, sets, batch)
+        except Exception as exc:  # a variant that does not compile is a result too
+            emit(f"{name}_{label}_error", f"{type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        emit(f"{name}_{label}_per_s", rate)
+        emit(f"{name}_{label}_max_rel_err", err)
+        if name.startswith("jacobi_pallas") and err <= EIGH_MAX_REL_ERROR and \
+                rate > best.get(label, ("", 0.0))[1]:
+            best[label] = (name, rate)
+            emit(f"jacobi_pallas_{label}_per_s", rate)
+            emit(f"jacobi_pallas_{label}_best_variant", name)
+
+
+def _null_rate(d, d_h, n, stats, storage, share_s, route=None):
+    """(draws/s, draws) of :func:`null_draws` (compiled first; a 2 % probe decides whether n
+    fits ``share_s`` seconds, else n is cut to fit). ``route``: the spectral eigen route."""
+    import jax
+
     from rmtbase.baseline import null
 
     chosen = null.eig_method
-    null.eig_method = lambda *args, **kw: route
-    null._draw_fn.cache_clear()
+    if route is not None:
+        null.eig_method = lambda *a, **k: route
+        null._draw_fn.cache_clear()
     try:
-        return _draws_per_s(d, d_h, n, "spectral")
+        run = lambda key, m: null.null_draws(  # noqa: E731
+            jax.random.key(key), d, d_h, m, stats=stats, storage=storage)
+        run(1, min(n, 1024))  # compile
+        probe = max(min(n, 64), n // 50)
+        t = time.perf_counter()
+        run(2, probe)
+        rate = probe / (time.perf_counter() - t)
+        if n / rate > share_s:
+            n = max(probe, int(rate * share_s))
+        t = time.perf_counter()
+        run(3, n)
+        return n / (time.perf_counter() - t), n
     finally:
         null.eig_method = chosen
         null._draw_fn.cache_clear()
 
 
-def _draws_per_s(d, d_h, n, stats, storage="float32"):
+def section_spectral(smoke, quick, seconds):
+    """The spectral null by route (module docstring, section 2)."""
     import jax
 
-    from rmtbase.baseline.null import null_draws
+    from rmtbase.baseline.null import eig_method
+    from rmtbase.stats._gpu_routes import suggested_max_d_h
 
-    null_draws(jax.random.key(1), d, d_h, min(n, 64), stats=stats, storage=storage)  # compile
-    t = time.perf_counter()
-    null_draws(jax.random.key(2), d, d_h, n, stats=stats, storage=storage)
-    return n / (time.perf_counter() - t)
+    rates = {}
+    for label, ((d, d_h), n) in SPECTRAL.items():
+        if smoke:
+            (d, d_h), n = SMOKE[label], 64
+        n = n // 10 if quick else n
+        chosen = eig_method(d, d_h)
+        rates[(d, d_h)] = {}
+        for route in dict.fromkeys((*ROUTES, chosen)):
+            try:
+                rate, used = _null_rate(d, d_h, n, "spectral", "float32",
+                                        seconds / (3 * len(SPECTRAL)), route)
+            except Exception as exc:
+                emit(f"spectral_{label}_{route}_error", f"{type(exc).__name__}: {str(exc)[:300]}")
+                continue
+            rates[(d, d_h)][route] = rate
+            emit(f"spectral_{label}_{route}_draws_per_s", rate)
+            emit(f"spectral_{label}_{route}_n_draws", used)
+            if route == chosen:
+                emit(f"spectral_{label}_draws_per_s", rate)
+                emit(f"spectral_{label}_route", chosen)
+    if jax.default_backend() != "cpu":
+        emit("jacobi_max_d_h_suggested", suggested_max_d_h(rates))
+    else:
+        emit("jacobi_max_d_h_suggested", None)
 
 
-def _here_and_cpu(n_spectral, n_all):
-    """{name: (here, cpu)} for the same keys on this backend and on the CPU (subprocess)."""
-    import jax
+def section_all(smoke, quick, seconds):
+    """All-statistics null draws/s (module docstring, section 3)."""
+    for label, ((d, d_h), n) in ALL.items():
+        if smoke:
+            (d, d_h), n = SMOKE[label], 4
+        n = max(8, n // 10) if quick and not smoke else n
+        for storage, tag in (("float32", "float32"), ("bfloat16", "bf16")):
+            rate, used = _null_rate(d, d_h, n, "all", storage, seconds / (2 * len(ALL)))
+            emit(f"all_{label}_{tag}_draws_per_s", rate)
+            emit(f"all_{label}_{tag}_n_draws", used)
 
-    from rmtbase.baseline.null import null_draws
 
-    here = {}
-    for stats, n in (("spectral", n_spectral), ("all", n_all)):
-        r = null_draws(jax.random.key(7), 768, 64, n, stats=stats)
-        here.update({f"{stats}:{k}": np.asarray(v) for k, v in r.items()})
+def _run_group(cmd, timeout, env=None):
+    """(stdout, status) of ``cmd`` in its own process group, killed whole at ``timeout``
+    seconds (scoring.py starts children of its own); status ``ok``, ``timeout after N s`` or
+    ``exit N: <last stderr line>``. What was printed before a kill is kept."""
+    import signal
+
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, env=env)
+    try:
+        out, err = p.communicate(timeout=max(1.0, timeout))
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return out, f"timeout after {timeout:.0f} s"
+    if p.returncode:
+        tail = [line for line in err.strip().splitlines() if line.strip()][-1:] or [""]
+        return out, f"exit {p.returncode}: {tail[0][:300]}"
+    return out, "ok"
+
+
+def section_composition(smoke, seconds):
+    """benchmarks/composition.py at the 8B shape (module docstring, section 4)."""
+    shape = ["--layers", "2", "--full-layers", "2", "--d", "64", "--dh", "8", "--heads", "4",
+             "--kv", "2"] if smoke else ["--layers", "32"]
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / "cpu.npz")
-        env = dict(os.environ, JAX_PLATFORMS="cpu")
-        subprocess.run([sys.executable, "-c", _DRAWS,
-                        json.dumps({"n_spectral": n_spectral, "n_all": n_all, "path": path})],
-                       env=env, check=True)
-        with np.load(path) as cpu:
-            return {k: (v, cpu[k]) for k, v in here.items()}
+        path = Path(tmp) / "composition.json"
+        _, status = _run_group([sys.executable, str(HERE / "composition.py"), *shape, "--json",
+                                str(path)], seconds)
+        if path.is_file():
+            run = json.loads(path.read_text())["run"]
+            emit("composition_8b_s", run["wall_s"])
+            emit("composition_8b_ratio_wall", run["ratio_wall"])
+            emit("composition_8b_peak_rss_gib", run["peak_rss_gib"])
+    return status
+
+
+def section_scoring(smoke, seconds):
+    """benchmarks/scoring.py --which llama8b (module docstring, section 5); None = ran."""
+    import importlib.util
+
+    if smoke:
+        return "skipped: --smoke builds no 8B folder"
+    if importlib.util.find_spec("netCDF4") is None:
+        return "skipped: no netCDF4 module here (the shipped null tables are netCDF4)"
+    out, status = _run_group([sys.executable, str(HERE / "scoring.py"), "--which", "llama8b"],
+                             seconds)
+    for line in out.splitlines():
+        m = re.search(r"--stats (all|spectral): ([\d.]+) s, peak RSS (\d+) MB", line)
+        if m:
+            emit(f"score_8b_{m[1]}_s", float(m[2]))
+            emit(f"score_8b_{m[1]}_peak_rss_mb", float(m[3]))
+    return status
+
+
+def _meta():
+    import jax
+    import jaxlib
+
+    emit("device", jax.devices()[0].device_kind)
+    emit("backend", jax.default_backend())
+    emit("jax", jax.__version__)
+    emit("jaxlib", jaxlib.__version__)
+
+
+def _commit(given):
+    """HEAD of this checkout (``+dirty`` where tracked files differ), else ``given``."""
+    try:
+        git = ["git", "-C", str(HERE.parent)]
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "-uno"], capture_output=True,
+                               text=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return given or "unknown"
+
+
+def _collect(out, res):
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            res.update(json.loads(line[7:]))
+
+
+def _run_section(name, args, seconds, res):
+    """Run one section (in a subprocess, or here with --inline); its figures go into ``res``;
+    returns its status."""
+    if name in ("composition", "scoring"):
+        if args.inline:
+            return "skipped: --inline runs no external benchmark"
+        if getattr(args, f"skip_{name}"):
+            return f"skipped: --skip-{name}"
+        import contextlib
+        import io
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            status = (section_composition if name == "composition" else section_scoring)(
+                args.smoke, seconds)
+        _collect(buf.getvalue(), res)
+        return status
+    flags = ["--smoke"] * args.smoke + ["--quick"] * args.quick
+    if args.inline:
+        import contextlib
+        import io
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            _section_here(name, args.smoke, args.quick, 0.8 * seconds)
+        _collect(buf.getvalue(), res)
+        return "ok"
+    out, status = _run_group([sys.executable, str(Path(__file__).resolve()), "--section", name,
+                              "--seconds", f"{0.8 * seconds:.0f}", *flags], seconds)
+    _collect(out, res)
+    return status
+
+
+def _section_here(name, smoke, quick, seconds):
+    _meta()
+    if name == "kernels":
+        section_kernels(smoke)
+    elif name == "spectral":
+        section_spectral(smoke, quick, seconds)
+    else:
+        section_all(smoke, quick, seconds)
+
+
+def _write_json(path, res):
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def _table(res):
+    rows = ["| figure | value |", "|---|---:|"]
+    for key in KEYS[3:]:
+        v = res.get(key)
+        text = f"{v:,.1f}" if isinstance(v, float) else ("—" if v is None else str(v))
+        rows.append(f"| `{key}` | {text} |")
+    return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small batches (a dry run on the CPU)")
-    ap.add_argument("--skip-scoring", action="store_true", help="no benchmarks/scoring.py run")
+    ap.add_argument("--json", type=Path, default=None, help="write the figures here (JSON)")
     ap.add_argument("--out", type=Path, default=None, help="also write the table here")
+    ap.add_argument("--budget-s", type=float, default=480.0, help="wall seconds for the run")
+    ap.add_argument("--quick", action="store_true", help="a tenth of the draws")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes (a CPU plumbing check)")
+    ap.add_argument("--inline", action="store_true", help="sections in this process")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"which of {','.join(SECTIONS)} to run (the others are skipped)")
+    ap.add_argument("--skip-scoring", action="store_true")
+    ap.add_argument("--skip-composition", action="store_true")
+    ap.add_argument("--commit", default=None, help="commit to record where git cannot tell")
+    ap.add_argument("--section", choices=SECTIONS[:3], help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=float, default=60.0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    import jax
-    import jaxlib
-
-    from rmtbase.baseline.null import eig_method
-
-    q = args.quick
-    backend = jax.default_backend()
-    lines: list[str] = []
-
-    def emit(*rows):
-        lines.extend(rows)
-        print("\n".join(rows), flush=True)
-
-    emit(f"device: {jax.devices()[0].device_kind} ({backend}, {len(jax.devices())} device(s)); "
-         f"jax {jax.__version__}, jaxlib {jaxlib.__version__}; "
-         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-         "", "| spectral null draws/s, float32 | " + " | ".join(ROUTES)
-         + " | route chosen (eig_method) |", "|---|" + "---:|" * len(ROUTES) + "---|")
-    for d, d_h in SHAPES:
-        n = (2_000 if q else 1_000_000) if d_h <= 64 else (500 if q else 200_000)
-        rates = [_route_draws_per_s(d, d_h, n, r) for r in ROUTES]
-        emit(f"| ({d}, {d_h}) | " + " | ".join(f"{x:,.0f}" for x in rates)
-             + f" | {eig_method(d, d_h)} |")
-    emit("", "| all-statistics null | shape | storage | draws/s |", "|---|---|---|---:|")
-    for d, d_h in ALL_SHAPES:
-        for storage in ("float32", "bfloat16"):
-            n = (32 if d <= 1024 else 4) if q else (20_000 if d <= 1024 else 4_000)
-            emit(f"| all statistics | ({d}, {d_h}) | {storage} | "
-                 f"{_draws_per_s(d, d_h, n, 'all', storage):,.1f} |")
-    emit("", f"{backend} against cpu, same keys, (768, 64):", "",
-         "| statistic | max abs Δ / null sd | max relative Δ |", "|---|---:|---:|")
-    for name, (a, b) in sorted(_here_and_cpu(64 if q else 256, 8 if q else 16).items()):
-        if a.ndim != 1:
-            continue
-        sd = float(np.std(b)) or 1.0
-        diff = np.abs(a - b)
-        rel = diff / np.maximum(np.abs(b), np.finfo(np.float32).tiny)
-        emit(f"| {name} | {np.nanmax(diff) / sd:.2e} | {np.nanmax(rel):.2e} |")
-    if not args.skip_scoring:
-        here = Path(__file__).resolve().parent
-        p = subprocess.run([sys.executable, str(here / "scoring.py"), "--which", "llama8b,perm"],
-                           capture_output=True, text=True)
-        if p.returncode:
-            print(p.stderr[-2000:], file=sys.stderr)
-        emit("", "benchmarks/scoring.py --which llama8b,perm:", "", "```", p.stdout.strip(), "```")
+    if args.section:
+        _section_here(args.section, args.smoke, args.quick, args.seconds)
+        return 0
+    start = time.perf_counter()
+    res = {"commit": _commit(args.commit), "date": time.strftime("%Y-%m-%d %H:%M UTC",
+           time.gmtime()), "budget_s": args.budget_s, "smoke": args.smoke, "quick": args.quick,
+           "shapes": {k: list(SMOKE[k] if args.smoke else v[0]) for k, v in SPECTRAL.items()},
+           "sections": {}, "skipped": {}}
+    for name in SECTIONS:
+        t = time.perf_counter()
+        left = args.budget_s - (t - start) - 5
+        limit = min(SHARE[name] * args.budget_s, left)
+        if name not in args.sections.split(","):
+            status = "skipped: not in --sections"
+        elif limit < 10:
+            status = "skipped: out of budget"
+        else:
+            status = _run_section(name, args, limit, res)
+        res["sections"][name] = {"status": status, "wall_s": time.perf_counter() - t}
+        print(f"# {name}: {status} ({time.perf_counter() - t:.0f} s)", flush=True)
+        if args.json:
+            _write_json(args.json, res)
+    for key in KEYS:
+        if key not in res:
+            res["skipped"][key] = "not measured (see sections)"
+    res["wall_s"] = time.perf_counter() - start
+    lines = [f"device: {res.get('device')} ({res.get('backend')}); jax {res.get('jax')}; "
+             f"commit {res['commit']}; {res['date']}; {res['wall_s']:.0f} s", "", *_table(res)]
+    print("\n".join(lines), flush=True)
+    if args.json:
+        _write_json(args.json, res)
     if args.out:
         tmp = args.out.with_name(args.out.name + ".tmp")
         tmp.write_text("\n".join(lines) + "\n")

@@ -1,7 +1,8 @@
 """GPU = CPU: the null drawn on an accelerator against the same keys on the CPU.
 
-Runs only where JAX's default backend is an accelerator (a lent GPU); on a CPU-only machine,
-CI's included, every test here skips and says so. Threefry bits are the same on every backend;
+The GPU = CPU checks run only where JAX's default backend is an accelerator (a lent GPU); on a
+CPU-only machine, CI's included, they skip and say so. The Jacobi kernel's accuracy check
+(issue 57) runs on every backend: compiled on a GPU, in Pallas' interpret mode on the CPU. Threefry bits are the same on every backend;
 what may differ is float32 rounding (normals, products, eigenvalues) and the eigen route
 (:func:`rmtbase.baseline.null.eig_method`: ``eigvalsh`` on an accelerator, tridiagonal bisection
 on the CPU, both within EIGH_MAX_REL_ERROR relative of a float64 SVD; on this CPU the two routes'
@@ -21,7 +22,7 @@ import pytest
 
 from rmtbase.stats import SPECTRAL_STATS as _SPECTRAL
 
-pytestmark = pytest.mark.skipif(
+accelerator = pytest.mark.skipif(
     jax.default_backend() == "cpu",
     reason="no accelerator: JAX sees only the CPU (these GPU = CPU checks run where one is lent)")
 
@@ -36,11 +37,21 @@ np.savez(a["path"], **{k: np.asarray(v) for k, v in r.items()})
 """
 
 
-def _both(tmp_path, **a):
-    from rmtbase.baseline.null import null_draws
+def _both(tmp_path, route=None, **a):
+    """{name: (here, cpu)}: the same draws here (``route``: the spectral eigen route forced
+    here; None: the one eig_method takes) and on the CPU (a subprocess, its own route)."""
+    from rmtbase.baseline import null
 
-    here = null_draws(jax.random.key(a["seed"]), a["d"], a["d_h"], a["n"], stats=a["stats"],
-                      storage=a["storage"])
+    if route is not None:
+        chosen, null.eig_method = null.eig_method, lambda *args, **kw: route
+        null._draw_fn.cache_clear()
+    try:
+        here = null.null_draws(jax.random.key(a["seed"]), a["d"], a["d_h"], a["n"],
+                               stats=a["stats"], storage=a["storage"])
+    finally:
+        if route is not None:
+            null.eig_method = chosen
+            null._draw_fn.cache_clear()
     path = tmp_path / "cpu.npz"
     subprocess.run([sys.executable, "-c", _CPU, json.dumps({**a, "path": str(path)})],
                    env=dict(os.environ, JAX_PLATFORMS="cpu"), check=True)
@@ -54,6 +65,7 @@ def _histogram(name: str) -> bool:
     return any(s.histogram and name.endswith("." + s.name) for s in STATISTICS)
 
 
+@accelerator
 @pytest.mark.parametrize("stats,n,storage", [("spectral", 512, "float32"), ("all", 24, "float32"),
                                              ("all", 96, "bfloat16")])
 def test_accelerator_null_equals_cpu(tmp_path, stats, n, storage):
@@ -108,3 +120,46 @@ def test_accelerator_null_equals_cpu(tmp_path, stats, n, storage):
         elif not np.abs(diff).max() / sd < 1e-3:
             bad.append((name, "draw (sd)", float(np.abs(diff).max() / sd)))
     assert not bad, bad
+
+
+@accelerator
+@pytest.mark.parametrize("route", ["jacobi_pallas", "jacobi"])
+def test_accelerator_jacobi_routes_equal_cpu(tmp_path, route):
+    """The spectral null with a Jacobi route forced on the accelerator (issue 57: the routes
+    eig_method may take there once measured) against the CPU's own route, same keys: every
+    spectral statistic within 4·EIGH_MAX_REL_ERROR relative, as the float32 spectral case
+    above (each route's λ are within EIGH_MAX_REL_ERROR of a float64 SVD)."""
+    from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+
+    pairs = _both(tmp_path, route, seed=3, d=768, d_h=64, n=512, stats="spectral",
+                  storage="float32")
+    rel = {name: float(np.max(np.abs(acc / cpu - 1))) for name, (acc, cpu) in pairs.items()
+           if acc.ndim == 1}
+    assert rel and max(rel.values()) < 4 * EIGH_MAX_REL_ERROR, rel
+
+
+@pytest.mark.parametrize("n", [16, 64, 128])
+@pytest.mark.parametrize("unroll", [False, True])
+def test_jacobi_kernel_matches_float64(n, unroll):
+    """The Pallas Jacobi kernel on this backend (compiled on a GPU; interpret mode on the CPU,
+    where only the cheap n = 16, not unrolled, runs: tests/test_jacobi.py has the rest) against
+    numpy float64 on float32 Wishart matrices (fixed seeds); every output entry compared (a NaN or an
+    unwritten entry fails), within the symmetric routes' bound n·eps·κ ≤ EIGH_MAX_REL_ERROR."""
+    from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+    from rmtbase.stats._jacobi_pallas import jacobi_eigvalsh_pallas
+
+    if jax.default_backend() == "cpu" and (n > 16 or unroll):
+        pytest.skip("interpret mode on the CPU: n = 16 fori only (tests/test_jacobi.py)")
+    if unroll and n > 64:
+        pytest.skip("the unrolled sweep at n = 128 is 127 steps long: its compile time is not "
+                    "yet known (benchmarks/gpu.py tries it last)")
+    seed = 57_000 + n + unroll
+    c = np.random.default_rng(seed).standard_normal((300, n, 3 * n)).astype(np.float32)
+    g = c @ np.swapaxes(c, 1, 2)
+    for block in (1, 4):
+        lam = np.asarray(jacobi_eigvalsh_pallas(g, block=block, unroll=unroll), np.float64)
+        ref = np.linalg.eigvalsh(g.astype(np.float64))[:, ::-1]
+        err = np.abs(lam / ref - 1).max()
+        bound = n * np.finfo(np.float32).eps * (ref[:, 0] / ref[:, -1]).max()
+        assert np.isfinite(lam).all() and err <= max(bound, 1e-6), (seed, block, err, bound)
+        assert err < EIGH_MAX_REL_ERROR, (seed, block, err)

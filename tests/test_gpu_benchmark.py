@@ -1,0 +1,67 @@
+"""benchmarks/gpu.py end to end on the CPU at tiny sizes (--smoke): the JSON a GPU run will
+write has every headline key, figure or stated reason, and the kernel figures carry their
+accuracy. The figures themselves are CPU numbers of tiny shapes and are not checked."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gpu():
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "gpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_smoke_kernels_section_writes_the_json(tmp_path):
+    gpu = _gpu()
+    path = tmp_path / "gpu.json"
+    assert gpu.main(["--smoke", "--inline", "--sections", "kernels", "--json", str(path)]) == 0
+    res = json.loads(path.read_text())
+    for key in ("device", "backend", "jax", "jaxlib", "commit", "date", "smoke"):
+        assert res[key] not in (None, ""), key
+    assert res["smoke"] is True and res["sections"]["kernels"]["status"] == "ok"
+    for size in gpu.KERNEL_SIZES:
+        label = f"{size}x{size}"
+        for route in ("eigvalsh", "jacobi", "jacobi_pallas"):
+            assert res[f"{route}_{label}_per_s"] > 0, (route, label)
+        for key in res:
+            if key.endswith(f"{label}_max_rel_err"):
+                assert res[key] < EIGH_MAX_REL_ERROR, key
+        assert res[f"jacobi_pallas_{label}_best_variant"].startswith("jacobi_pallas_block")
+    # every headline key is a figure or has its reason
+    assert all(k in res or k in res["skipped"] for k in gpu.KEYS)
+    assert res["sections"]["spectral"]["status"] == "skipped: not in --sections"
+
+
+@pytest.mark.slow
+def test_smoke_run_in_subprocesses_has_every_key(tmp_path):
+    """The whole run as on a GPU (sections in subprocesses, composition.py at a tiny shape);
+    only the 8B scoring is skipped, with its reason."""
+    path = tmp_path / "gpu.json"
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--smoke",
+                          "--json", str(path), "--budget-s", "1500"], capture_output=True,
+                         text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"), timeout=1800)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(path.read_text())
+    assert {s: v["status"] for s, v in res["sections"].items()} == {
+        "kernels": "ok", "spectral": "ok", "all": "ok", "composition": "ok",
+        "scoring": "skipped: --smoke builds no 8B folder"}
+    missing = [k for k in gpu_keys() if k not in res]
+    assert missing == ["score_8b_all_s", "score_8b_spectral_s"], missing
+    assert res["spectral_768x64_jacobi_pallas_draws_per_s"] > 0
+    assert "| `composition_8b_s` |" in out.stdout
+
+
+def gpu_keys():
+    return _gpu().KEYS
