@@ -53,6 +53,7 @@ def scored(tmp_path_factory):
     return rc, json.loads(buf.getvalue()), out
 
 
+@pytest.mark.slow  # the whole command on a tiny GPT-2: score, composition, 96 patches (~90 s)
 def test_json_and_files_carry_the_circuits(scored):
     """--json has "circuits" (one object per patched candidate, the issue's keys, from/to as
     L<l>H<h>), the composition's "found" lines and "standing" rows (ranks checked against the
@@ -82,6 +83,7 @@ def test_json_and_files_carry_the_circuits(scored):
         assert row["rank_kind"] == 1 + int(np.sum(every > s[a, b, c, e]))
 
 
+@pytest.mark.slow  # shares the run above
 def test_first_screen_leads_with_what_was_found(scored):
     """summary.txt opens with "What was found" and the found lines; report.html's composition
     section has them before its table, and the patching columns."""
@@ -108,3 +110,55 @@ def test_refused_before_any_work(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "101 positions" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+def _circuits_dataset():
+    """A circuits.nc-like Dataset (rmtbase.circuits.table's variables) of a 3 x 2 model: L0H1
+    (previous-token) confirmed as the K source of L2H1 (induction), L1H0 not."""
+    import xarray as xr
+
+    rows = [("k", "L0H1", "L2H1", 1, 0.4, 1), ("k", "L1H0", "L2H1", 2, 0.01, 0),
+            ("q", "L0H1", "L2H1", 1, 0.02, 0)]
+    ds = xr.Dataset(coords={"candidate": np.arange(3), "layer": np.arange(3),
+                            "head": np.arange(2)})
+    for name, col in zip(("kind", "from", "to", "rank_weights", "effect_causal", "confirmed"),
+                         zip(*rows, strict=True), strict=True):
+        ds[name] = ("candidate", np.array(col))
+    ds["label_from"] = ("candidate", np.array(["previous-token", "none", "previous-token"]))
+    ds["label_to"] = ("candidate", np.array(["induction"] * 3))
+    ds["effect_se"] = ("candidate", np.full(3, 0.01))
+    for name in ("dominant", "redundant"):
+        ds[name] = ("candidate", np.array([1, 0, 0]) if name == "dominant" else np.zeros(3, int))
+    ds["metric"] = ("candidate", np.array(["induction"] * 3))
+    lab = np.array([["none", "previous-token"], ["none", "none"], ["none", "induction"]])
+    ds["label"] = (("layer", "head"), lab)
+    return ds
+
+
+def test_context_feeds_every_output():
+    """One context (rmtbase.report.circuit_context) from composition.nc and circuits.nc: the
+    labels are circuits.nc's, the first found line is the confirmed circuit, --json's circuits
+    are circuit_list's objects, the standing list puts the confirmed pair first, summary.txt's
+    lead and report.html's section carry the line and the causal columns."""
+    from test_composition_report import _random_composition
+
+    from rmtbase.cli._circuits import json_fields
+    from rmtbase.report.circuit_context import context
+    from rmtbase.report.composition_figure import composition_json
+    from rmtbase.report.composition_report import section_of, summary_lead
+
+    comp = _random_composition(n_l=3, n_h=2, seed=1)
+    ctx = context(None, {"composition.nc": comp, "circuits.nc": _circuits_dataset()})
+    assert ctx["patched"] and ctx["labels"][(2, 1)] == "induction"
+    assert ctx["found"][0].startswith("induction circuit: L0H1 (previous-token) → L2H1 "
+                                      "(induction); K-composition ranks ")
+    fields = json_fields(ctx)
+    assert len(fields["circuits"]) == 3 and CIRCUIT_KEYS <= set(fields["circuits"][0])
+    first = composition_json(comp, ctx["circuits"])["standing"][0]
+    assert (first["kind"], first["from"], first["to"], first["confirmed"]) == \
+        ("k", "L0H1", "L2H1", True)
+    lead = summary_lead(ctx)
+    assert lead.startswith("What was found") and ctx["found"][0] in lead
+    html = section_of(ctx, None)
+    assert html.index("What was found") < html.index("<table")
+    assert "effect_<wbr>causal" in html and "label_<wbr>to" in html
