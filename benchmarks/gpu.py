@@ -22,7 +22,9 @@ the reason), so one slow or failing route cannot eat the run:
    is cut to fit and recorded (``*_n_draws``). ``jacobi_max_d_h_suggested``: the switch of
    :mod:`rmtbase.stats._gpu_routes` that these figures support.
 3. ``all``: all-statistics null draws/s at (768, 64) and (4096, 128), float32 and bfloat16
-   storage (5,000 and 500 draws, same probe rule).
+   storage (5,000 and 500 draws, same probe rule); and bfloat16 again with an 8 GiB
+   ``memory_budget`` (``*_bf16_budget8g_*``): on an accelerator the default 512 MiB makes the
+   (4096, 128) batch one draw wide (~545 MiB a draw), so this says what wider batches buy.
 4. ``composition``: ``benchmarks/composition.py --layers 32`` (the 8B shape, all 496 layer
    pairs) as a subprocess; ``composition_8b_s`` is its own wall time (factor generation left
    out), beside its GEMM-floor ratio.
@@ -70,6 +72,7 @@ ROUTES = ("eigvalsh", "jacobi_pallas", "jacobi")
 KERNEL_SIZES = (64, 128)
 #: Pallas variants timed bare: (block, unroll, num_warps); the unrolled one last (longest compile)
 VARIANTS = ((1, False, 4), (1, False, 8), (2, False, 4), (4, False, 8), (1, True, 4))
+BIG_BUDGET = 8 * 2**30  # bytes: the memory_budget probe of the "all" section
 SECTIONS = ("kernels", "spectral", "all", "composition", "scoring")
 #: share of the budget each section may take at most (the rest is what is left)
 SHARE = {"kernels": 0.2, "spectral": 0.3, "all": 0.2, "composition": 0.25, "scoring": 0.5}
@@ -151,9 +154,10 @@ def section_kernels(smoke):
             emit(f"jacobi_pallas_{label}_best_variant", name)
 
 
-def _null_rate(d, d_h, n, stats, storage, share_s, route=None):
+def _null_rate(d, d_h, n, stats, storage, share_s, route=None, budget=None):
     """(draws/s, draws) of :func:`null_draws` (compiled first; a 2 % probe decides whether n
-    fits ``share_s`` seconds, else n is cut to fit). ``route``: the spectral eigen route."""
+    fits ``share_s`` seconds, else n is cut to fit). ``route``: the spectral eigen route;
+    ``budget``: its ``memory_budget`` (bytes a vectorised batch may use)."""
     import jax
 
     from rmtbase.baseline import null
@@ -164,7 +168,7 @@ def _null_rate(d, d_h, n, stats, storage, share_s, route=None):
         null._draw_fn.cache_clear()
     try:
         run = lambda key, m: null.null_draws(  # noqa: E731
-            jax.random.key(key), d, d_h, m, stats=stats, storage=storage)
+            jax.random.key(key), d, d_h, m, stats=stats, storage=storage, memory_budget=budget)
         run(1, min(n, 1024))  # compile
         probe = max(min(n, 64), n // 50)
         t = time.perf_counter()
@@ -220,9 +224,15 @@ def section_all(smoke, quick, seconds):
             (d, d_h), n = SMOKE[label], 4
         n = max(8, n // 10) if quick and not smoke else n
         for storage, tag in (("float32", "float32"), ("bfloat16", "bf16")):
-            rate, used = _null_rate(d, d_h, n, "all", storage, seconds / (2 * len(ALL)))
+            rate, used = _null_rate(d, d_h, n, "all", storage, seconds / (3 * len(ALL)))
             emit(f"all_{label}_{tag}_draws_per_s", rate)
             emit(f"all_{label}_{tag}_n_draws", used)
+        # the batch width on an accelerator is MEMORY_BUDGET (512 MiB) / ~545 MiB a draw = 1 at
+        # (4096, 128): one draw per compiled call. What a larger budget buys (not the default)
+        rate, used = _null_rate(d, d_h, n, "all", "bfloat16", seconds / (3 * len(ALL)),
+                                budget=BIG_BUDGET)
+        emit(f"all_{label}_bf16_budget8g_draws_per_s", rate)
+        emit(f"all_{label}_bf16_budget8g_n_draws", used)
 
 
 def _run_group(cmd, timeout, env=None):
