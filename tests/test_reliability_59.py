@@ -305,3 +305,69 @@ def test_null_and_storage_lists_every_quantized_null_choice():
     listed = re.sub(r"\s+", "", m.group(1)).split("|")
     assert listed == _choices("score", "--quantized-null")
     assert len(listed) == 15
+
+
+# ---------------------------------------------------------------- 4: the small one-line errors
+
+
+@pytest.mark.parametrize("gains, match", [
+    (lambda: np.full((2, 64), np.nan), "layer 0 holds NaN or infinity .2 of 2 layers"),
+    (lambda: np.ones((3, 64)), r"shape \(3, 64\), expected \(2, 64\)"),
+    (lambda: [np.ones(64)], r"shape \(1, 64\), expected \(2, 64\)"),
+    (lambda: [np.ones(64), np.zeros(64)], "layer 1 is all zero"),
+    (lambda: [np.ones(64), np.ones(3)], "one per layer"),
+])
+def test_composition_refuses_bad_ln_gains(gpt2_dir, monkeypatch, gains, match):
+    """composition(ln_gains=...) accepted all-NaN gains (all-NaN scores) and raised a bare
+    IndexError for a wrong count; now one InputError each, before any weight is read."""
+    import rmtbase.scoring.composition as comp
+
+    def no_weights(*a, **k):
+        raise AssertionError("weights read before the gains were checked")
+
+    monkeypatch.setattr(comp, "_layers", no_weights)
+    with pytest.raises(InputError, match=match):
+        comp.composition(gpt2_dir, fold_ln=True, ln_gains=gains(), draws=10)
+
+
+@pytest.mark.parametrize("seed", ["100000000000000000000000", "4294967296", "-1"])
+def test_study_seed_out_of_range_is_one_line(tmp_path, capsys, seed):
+    """`study circuits --seed 1e23` (as an integer) ended in a 43-line traceback from torch's
+    manual_seed after the study had started; now one line, exit 2, nothing written."""
+    from rmtbase.cli import main
+
+    capsys.readouterr()
+    assert main(["study", "circuits", "--quick", "--seed", seed, "--out",
+                 str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--seed must be an integer in [0, 2**32)" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_full_disk_is_found_before_the_work_and_named(tmp_path, monkeypatch, capsys):
+    """A full disk under --out said "No space left on device" without the path, after the
+    whole score: the output folder's check now refuses it up front, naming the folder; a
+    write that fails for room anyway names the file it was writing."""
+    import errno
+
+    from rmtbase.cli import main
+    from rmtbase.files import atomic
+
+    target = tmp_path / "t.txt"
+
+    def fill(tmp):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left on device") as got:
+        atomic.write_atomic(target, fill)
+    assert got.value.filename == str(target) and not list(tmp_path.iterdir())
+
+    class Full:
+        f_bavail, f_frsize = 3, 4096
+
+    monkeypatch.setattr(os, "statvfs", lambda path: Full())
+    out = tmp_path / "o"
+    capsys.readouterr()
+    assert main(["combine", "a", "b", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out}: its file system has 12 KiB free" in err

@@ -30,7 +30,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..errors import InputError
+    from ..errors import InputError, check_seed
     from ..studies import STUDIES, names
     from ..studies import run as run_study
 
@@ -40,8 +40,10 @@ def run(args) -> int:
         return 0
     if not args.name:
         raise InputError("give a study NAME or --list; studies: " + ", ".join(STUDIES))
-    if args.seed < 0:
-        raise InputError(f"--seed must be >= 0, got {args.seed}")
+    try:  # before any work: torch and JAX take seeds of at most 64 and 32 bits
+        check_seed(args.seed)
+    except InputError:
+        raise InputError(f"--seed must be an integer in [0, 2**32), got {args.seed}") from None
     options = {k: getattr(args, k) for k in ("model", "text") if getattr(args, k) is not None}
     t0 = time.perf_counter()
     result = run_study(args.name, args.out, quick=args.quick, seed=args.seed,

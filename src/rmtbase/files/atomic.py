@@ -124,11 +124,39 @@ def write_atomic(path, write: Callable[[Path], object]) -> Path:
         fault_point("file:written")
         check_interrupt()  # one swallowed on its way up ends the run before the replace
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        named = _naming(exc, path, tmp)
+        if named is not None:
+            raise named from exc
         raise
     fsync_dir(parent)
     return path
+
+
+def free_bytes(folder: Path) -> int | None:
+    """Bytes free to this user on the file system of ``folder`` (None where unknown)."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _naming(exc: BaseException, path: Path, tmp: Path) -> OSError | None:
+    """The error of a failed write of ``path`` as an OSError naming ``path`` (a full disk said
+    "No space left on device" and no file), or None to raise ``exc`` as it is: an OSError that
+    names no file or only the temporary one, and a writer's own error (netCDF/HDF5 raise
+    RuntimeError on a full disk) while the file system has under 1 MiB free."""
+    if isinstance(exc, OSError) and exc.filename in (None, str(tmp), tmp):
+        return OSError(exc.errno, exc.strerror or str(exc), str(path))
+    free = free_bytes(path.parent) if isinstance(exc, Exception) else None
+    if not isinstance(exc, OSError) and free is not None and free < 2**20:
+        import errno
+
+        return OSError(errno.ENOSPC, f"No space left on device ({type(exc).__name__}: "
+                       f"{str(exc).strip()[:80]})", str(path))
+    return None
 
 
 def write_text(path, text: str) -> Path:

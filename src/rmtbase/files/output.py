@@ -43,9 +43,13 @@ from . import atomic, output_lock
 from .atomic import fsync_dir, pid_alive
 from .interrupts import check as check_interrupt
 from .interrupts import deferred, fault_point
+from .memory import fmt_bytes
 
 MANIFEST = "manifest.json"
 NAME_MAX = 255
+#: Free space below which an output folder is refused before the work (its files, scores.nc,
+#: figures and report.html, cannot be estimated ahead; a full disk is found up front).
+MIN_FREE = 16 * 2**20
 
 
 def _tmp_name(name: str, tag: str = "tmp") -> str:
@@ -130,6 +134,11 @@ def check_output_dir(path, kind: str, *, overwrite: bool = True) -> Path:
         why = "read-only file system" if exc.errno == errno.EROFS else (exc.strerror or str(exc))
         raise InputError(f"cannot write the output folder {p}: {anc} does not take a new "
                          f"folder ({why})") from None
+    free = atomic.free_bytes(anc)
+    if free is not None and free < MIN_FREE:  # a full disk, found before the work
+        raise InputError(f"cannot write the output folder {p}: its file system has "
+                         f"{fmt_bytes(free)} free, less than the {fmt_bytes(MIN_FREE)} an "
+                         "output needs at least")
     output_lock.acquire(p)  # one writer: a second run into the same folder is refused now
     return p
 

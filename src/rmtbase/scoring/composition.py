@@ -88,6 +88,26 @@ def check_model(model, *, revision=None, base=None, null: str = "gaussian",
     return {**p, "info": info}
 
 
+def check_gains(ln_gains, n_layers: int, d: int) -> None:
+    """InputError (one line) unless ``ln_gains`` is None or ``n_layers`` finite ``(d,)`` gains,
+    none all zero (NaN gains gave all-NaN scores, a wrong count a bare IndexError)."""
+    if ln_gains is None:
+        return
+    try:
+        g = np.asarray(ln_gains, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"ln_gains must be {n_layers} gains of length {d} (one per layer), "
+                         "numbers of one shape") from None
+    if g.shape != (n_layers, d):
+        raise InputError(f"ln_gains has shape {g.shape}, expected ({n_layers}, {d}): one "
+                         f"(d,) gain per layer of the model's {n_layers}")
+    bad = [i for i in range(n_layers) if not np.isfinite(g[i]).all() or not g[i].any()]
+    if bad:
+        why = "is all zero" if np.isfinite(g[bad[0]]).all() else "holds NaN or infinity"
+        raise InputError(f"ln_gains of layer {bad[0]} {why} ({len(bad)} of {n_layers} layers "
+                         "so); the gains must be finite and not all zero")
+
+
 def _gains(ln_gains, layer: int, d: int):
     if ln_gains is None:
         return None
@@ -207,6 +227,7 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
         raise InputError(f"draws must be a positive integer, got {draws!r}")
     pl = check_model(model, revision=revision, null=null, draws=int(draws))
     info = pl["info"]
+    check_gains(ln_gains, info.n_layers, info.d)
     layers, storage_rows = _layers(model, revision, allow_pickle)
     gains = ln_gains if fold_ln else None
     if null == "permutation":
