@@ -263,3 +263,36 @@ def test_find_circuits_refuses_bad_input_before_loading():
         find_circuits("/nonexistent", xr.Dataset())
     with pytest.raises(InputError, match="k must be"):
         find_circuits("/nonexistent", _composition(2, 2), k=0)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2", "qwen3", "mistral"])
+def test_the_fold_equals_the_norm_reapplied_to_the_patched_residual(kind):
+    """Patcher.effect's low-rank update of the norm and projection (circuits.fold) against
+    the direct recompute (norm of the whole patched residual), every path, one source and
+    three."""
+    net = _net(kind)
+    hm = HeadModel(net)
+    seqs = _seqs(net)
+    cap, _ = capture(hm, seqs, progress=False)
+    pt = Patcher(hm, cap, seqs)
+    fold = pt.fold(2)
+    for sources in ([(1, 2)], [(0, 1), (1, 3), (1, 0)]):
+        for which, path in enumerate("qkv"):
+            with torch.no_grad():
+                ref = pt.patched_input(2, 3, sources, path)
+                got = fold.patched(3, sources, which)
+                scale = float(ref.abs().max())
+                assert float((got - ref).abs().max()) <= 1e-5 * max(scale, 1.0)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "qwen3"])
+def test_the_patchers_clean_pattern_equals_eager_output_attentions(kind):
+    net = _net(kind)
+    hm = HeadModel(net)
+    seqs = _seqs(net)
+    cap, _ = capture(hm, seqs, progress=False)
+    pt = Patcher(hm, cap, seqs)
+    with torch.no_grad():
+        ref = net(input_ids=torch.from_numpy(seqs.ids), output_attentions=True).attentions
+    for layer, head in ((1, 0), (2, 3)):
+        assert float((pt.clean(layer, head)["A"] - ref[layer][:, head]).abs().max()) < 1e-5

@@ -89,21 +89,23 @@ class HeadModel:
         return a.c_proj if self.kind == "gpt2" else a.o_proj
 
     # projections -----------------------------------------------------------------------
-    def _proj(self, layer: int, which: int, index: int, xn):
-        """Projection ``which`` (0 q, 1 k, 2 v) of head/group ``index``: ``(N, T, d_h)``."""
-        import torch
-
+    def head_weight(self, layer: int, which: int, index: int):
+        """(W ``(d, d_h)``, bias ``(d_h,)`` or None) of projection ``which`` (0 q, 1 k, 2 v)
+        of query head / key-value group ``index``: the head's part is ``xn @ W + bias``."""
         a, dh = self.attention(layer), self.head_dim
         lo = index * dh
         if self.kind == "gpt2":
             lo += which * self.d
-            w, b = a.c_attn.weight[:, lo:lo + dh], a.c_attn.bias[lo:lo + dh]
-            return torch.addmm(b, xn.reshape(-1, self.d), w).reshape(*xn.shape[:-1], dh)
+            return a.c_attn.weight[:, lo:lo + dh], a.c_attn.bias[lo:lo + dh]
         mod = (a.q_proj, a.k_proj, a.v_proj)[which]
-        out = xn @ mod.weight[lo:lo + dh].T
-        if mod.bias is not None:
-            out = out + mod.bias[lo:lo + dh]
-        return out
+        b = None if mod.bias is None else mod.bias[lo:lo + dh]
+        return mod.weight[lo:lo + dh].T, b
+
+    def _proj(self, layer: int, which: int, index: int, xn):
+        """Projection ``which`` of head/group ``index``: ``(N, T, d_h)``."""
+        w, b = self.head_weight(layer, which, index)
+        out = xn @ w
+        return out if b is None else out + b
 
     def _rope(self, x):
         if self.rotary is None:
@@ -117,19 +119,27 @@ class HeadModel:
         cos, sin = self._pos[t]
         return x * cos + _rotate_half(x) * sin
 
+    def finish(self, layer: int, which: int, u):
+        """What follows the projection ``u``: QK-norm (Qwen3) and RoPE for q (``which=0``)
+        and k (1); nothing for v (2)."""
+        if which == 2:
+            return u
+        qk = getattr(self.attention(layer), ("q_norm", "k_norm")[which], None)
+        return self._rope(qk(u) if qk is not None else u)
+
     def group(self, head: int) -> int:
         """The key/value head that query head ``head`` reads (GQA)."""
         return int(head) // (self.n_heads // self.n_kv)
 
+    def index(self, which: int, head: int) -> int:
+        """The projection's head index: the query head, or its key/value group."""
+        return int(head) if which == 0 else self.group(head)
+
     def query(self, layer: int, head: int, xn):
-        q = self._proj(layer, 0, head, xn)
-        qn = getattr(self.attention(layer), "q_norm", None)
-        return self._rope(qn(q) if qn is not None else q)
+        return self.finish(layer, 0, self._proj(layer, 0, head, xn))
 
     def key(self, layer: int, head: int, xn):
-        k = self._proj(layer, 1, self.group(head), xn)
-        kn = getattr(self.attention(layer), "k_norm", None)
-        return self._rope(kn(k) if kn is not None else k)
+        return self.finish(layer, 1, self._proj(layer, 1, self.group(head), xn))
 
     def value(self, layer: int, head: int, xn):
         return self._proj(layer, 2, self.group(head), xn)
@@ -155,14 +165,19 @@ class HeadModel:
         s = s.masked_fill(~allowed, float("-inf"))
         return torch.softmax(s.float(), dim=-1)
 
-    def source_output(self, layer: int, head: int, z):
-        """What head ``head`` of ``layer`` writes into the residual, ``(N, T, d)``, from its
-        slice ``z`` ``(N, T, d_h)`` of the output projection's input (no bias)."""
+    def source_weight(self, layer: int, head: int):
+        """``(d_h, d)``: the rows of the output projection that head ``head`` of ``layer``
+        writes through (``z_s @ source_weight`` is its output, no bias)."""
         dh, lo = self.head_dim, int(head) * self.head_dim
         proj = self.output_projection(layer)
         if self.kind == "gpt2":
-            return z @ proj.weight[lo:lo + dh]
-        return z @ proj.weight[:, lo:lo + dh].T
+            return proj.weight[lo:lo + dh]
+        return proj.weight[:, lo:lo + dh].T
+
+    def source_output(self, layer: int, head: int, z):
+        """What head ``head`` of ``layer`` writes into the residual, ``(N, T, d)``, from its
+        slice ``z`` ``(N, T, d_h)`` of the output projection's input (no bias)."""
+        return z @ self.source_weight(layer, head)
 
 
 __all__ = ["LLAMA_FAMILY", "SUPPORTED", "HeadModel"]

@@ -66,9 +66,9 @@ def load_model(model):
         raise ModelError(f"not a model folder or .gguf file: {text!r}")
     else:
         src, kw, name = text, {}, text
-    tok = _tokenizer(src, kw, name)
     try:
-        with no_library_bars():
+        with no_library_bars():  # transformers' GGUF de-quantising and loading bars
+            tok = _tokenizer(src, kw, name)
             if "gguf_file" in kw:
                 net = _from_gguf(p)
             else:

@@ -85,18 +85,21 @@ class Patcher:
     def __init__(self, hm: HeadModel, cap: Captured, seqs: Sequences):
         self.hm, self.cap, self.seqs = hm, cap, seqs
         self._clean = None
+        self._fold = None
         self._queries = np.flatnonzero(seqs.content & (np.arange(seqs.length) >= 1))
 
     def clean(self, layer: int, head: int) -> dict:
-        """The receiver's unpatched ``xn``, ``q``, ``k``, ``v``, ``A``, ``z`` (torch)."""
+        """The receiver's unpatched ``q``, ``k``, ``v``, ``A``, ``z`` (torch), computed as a
+        patch with no source (:class:`.fold.Fold`), so a source that writes exact zeros has
+        effect exactly 0."""
         if self._clean is not None and self._clean["id"] == (layer, head):
             return self._clean
         import torch
 
         hm = self.hm
         with torch.inference_mode():
-            xn = hm.norm(layer)(self.cap.resid[layer])
-            q, k, v = hm.query(layer, head, xn), hm.key(layer, head, xn), hm.value(layer, head, xn)
+            fold = self.fold(layer)  # the same arithmetic as a patch, without sources
+            q, k, v = (fold.patched(head, [], which) for which in range(3))
             a = hm.pattern(layer, q, k)
             self._clean = {"id": (layer, head), "q": q, "k": k, "v": v, "A": a, "z": a @ v,
                            "scores": {}}
@@ -111,7 +114,8 @@ class Patcher:
 
     def patched_input(self, layer: int, head: int, sources, kind: str):
         """R's query, key or value (``kind``) from the residual without the sources' direct
-        outputs."""
+        outputs, the norm re-applied to the whole patched residual: the reference that
+        :meth:`effect`'s cheaper :class:`.fold.Fold` equals (tests)."""
         import torch
 
         hm, cap = self.hm, self.cap
@@ -125,6 +129,14 @@ class Patcher:
             xn = hm.norm(layer)(x)
             return {"q": hm.query, "k": hm.key, "v": hm.value}[kind](layer, head, xn)
 
+    def fold(self, layer: int):
+        """The :class:`.fold.Fold` of receiver layer ``layer`` (kept for the last layer)."""
+        from .fold import Fold
+
+        if self._fold is None or self._fold.layer != layer:
+            self._fold = Fold(self.hm, layer, self.cap.resid[layer], self.cap.z)
+        return self._fold
+
     def effect(self, layer: int, head: int, sources, kind: str, statistic: str | None) -> Effect:
         """The effect of removing ``sources`` ([(layer, head), …]) from R's ``kind`` input
         (module docstring); ``statistic=None`` measures q/k by :data:`TV`."""
@@ -134,9 +146,13 @@ class Patcher:
             raise InputError(f"kind must be one of q, k, v, got {kind!r}")
         if statistic is not None and statistic not in bh.BEHAVIOURS:
             raise InputError(f"unknown behaviour statistic {statistic!r}")
+        for m, _ in sources:
+            if not 0 <= int(m) < layer:
+                raise InputError(f"source layer {m} is not before the receiver's layer {layer}")
         c = self.clean(layer, head)
         with torch.inference_mode():
-            new = self.patched_input(layer, head, sources, kind)
+            new = self.fold(layer).patched(head, [(int(m), int(s)) for m, s in sources],
+                                           KINDS.index(kind))
             if kind == "v":
                 return self._output_change(c, c["A"] @ new)
             q, k = (new, c["k"]) if kind == "q" else (c["q"], new)
