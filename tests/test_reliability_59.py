@@ -371,3 +371,30 @@ def test_a_full_disk_is_found_before_the_work_and_named(tmp_path, monkeypatch, c
     assert main(["combine", "a", "b", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{out}: its file system has 12 KiB free" in err
+
+
+def test_an_unreachable_hub_is_one_line_at_once(tmp_path, monkeypatch, capsys, caplog):
+    """Offline, `rmtbase score gpt2` printed 11 huggingface_hub retry lines over 30 s before
+    rmtbase's one-line error; now the hub's host is tried once and the error is one line,
+    without a retry (a refused port stands in for the missing network)."""
+    import huggingface_hub.constants as hub_constants
+
+    from rmtbase.cli import main
+    from rmtbase.models import hub
+
+    for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY",
+              "http_proxy", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setattr(hub_constants, "ENDPOINT", "http://127.0.0.1:1")
+    clear = getattr(getattr(hub, "unreachable", None), "cache_clear", lambda: None)
+    clear()  # the answer is remembered per endpoint for the process
+    capsys.readouterr()
+    try:
+        assert main(["score", "nobody/tiny-model", "--out", str(tmp_path / "o")]) == 2
+    finally:
+        clear()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "hub cannot be reached (127.0.0.1" in err, err
+    assert "Retry" not in caplog.text and "Retry" not in err

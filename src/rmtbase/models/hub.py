@@ -14,11 +14,15 @@ the URL :func:`huggingface_hub.hf_hub_url` gives, with the headers of
 checkpoints ``"step143000"``.
 
 Offline (or when listing fails), the repository listing falls back to probing the known
-weight file names in the local cache.
+weight file names in the local cache. Before the first request the hub's host is tried once
+(:func:`unreachable`, at most :data:`HUB_TIMEOUT` s): a hub that cannot be reached is not
+asked (the client would retry each request 5 times over ~30 s), files come from the local
+cache or the error is one line at once.
 """
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 from pathlib import Path
 
@@ -33,15 +37,62 @@ def _where(repo_id: str, revision: str | None) -> str:
     return repo_id if revision is None else f"{repo_id}@{revision}"
 
 
+#: Seconds the first contact with the hub may take before it counts as unreachable.
+HUB_TIMEOUT = 3.0
+
+
+@functools.lru_cache(maxsize=8)
+def unreachable(endpoint: str) -> str | None:
+    """Why the hub at ``endpoint`` cannot be reached (no name resolution, refused, no answer
+    within :data:`HUB_TIMEOUT` s), or None; one TCP connection, remembered for the process.
+    Offline, huggingface_hub retried each request 5 times over ~30 s, a warning line each
+    (issue 59); this answers in at most a few seconds. None (not checked) behind a proxy."""
+    import os
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
+                                       "HTTP_PROXY", "http_proxy")):
+        return None
+    url = urlsplit(endpoint)
+    if not url.hostname:
+        return None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=HUB_TIMEOUT).close()
+    except OSError as exc:
+        return f"{url.hostname}: {exc.strerror or type(exc).__name__}"
+    return None
+
+
+def _hub_down() -> str | None:
+    """Why the configured hub (``HF_ENDPOINT``) cannot be reached, None if it can or offline
+    mode is on (the hub client then uses its cache only)."""
+    from huggingface_hub import constants
+
+    return None if _offline() else unreachable(constants.ENDPOINT)
+
+
 def _download(repo_id: str, filename: str, revision: str | None) -> Path:
     from huggingface_hub import hf_hub_download
 
+    why = _hub_down()
+    if why is not None:  # the local cache only, without the hub client's retries
+        local = _cached(repo_id, filename, revision)
+        if local is not None:
+            return local
+        raise ModelError(f"cannot get {filename} of {_where(repo_id, revision)}: the Hugging "
+                         f"Face hub cannot be reached ({why}) and it is not in the local "
+                         "Hugging Face cache (nor a local folder)")
     return Path(hf_hub_download(repo_id, filename, revision=revision))
 
 
 def _list_files(repo_id: str, revision: str | None) -> list[str]:
     from huggingface_hub import list_repo_files
 
+    why = _hub_down()
+    if why is not None:  # the caller falls back to the local cache
+        raise OSError(f"the Hugging Face hub cannot be reached ({why})")
     return list(list_repo_files(repo_id, revision=revision))
 
 
@@ -49,6 +100,8 @@ def fetch(repo_id: str, revision: str | None, filename: str) -> Path:
     """Local path of ``filename`` in the repository (downloaded if not cached)."""
     try:
         return _download(repo_id, filename, revision)
+    except ModelError:
+        raise
     except Exception as exc:  # huggingface_hub's many error types, network errors
         if _offline() and type(exc).__name__ in ("LocalEntryNotFoundError", "OfflineModeIsEnabled"):
             # the hub's text says "check your connection", which is not the reason here
