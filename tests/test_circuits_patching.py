@@ -229,7 +229,7 @@ def test_find_circuits_output_and_its_netcdf(tmp_path):
     assert set(ds["kind"].values) == {"q", "k", "v"}
     assert ds.attrs["probe_source"] == "repeated_random_tokens"
     row = ds.isel(candidate=0)
-    assert str(row["to"].values) == "L2H1" and int(row["rank_weights"].values) == 1
+    assert str(row["to"].values) == "L1H0" and int(row["rank_weights"].values) == 1  # by layer
     # each candidate's effect is the Patcher's for that one source and path
     hm = HeadModel(net)
     cap, _ = capture(hm, seqs, progress=False)

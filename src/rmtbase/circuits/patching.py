@@ -66,15 +66,19 @@ def _mean_se(x) -> tuple[float, float]:
 
 
 def sequence_scores(attn, seqs: Sequences, statistic: str) -> np.ndarray:
-    """``(N,)`` one head's ``statistic`` (:data:`rmtbase.probe.behaviour.BEHAVIOURS`) on each
-    sequence from its patterns ``attn`` ``(N, T, T)`` (NaN where no query counts)."""
+    """One head's ``statistic`` (:data:`rmtbase.probe.behaviour.BEHAVIOURS`) on each sequence
+    from its patterns ``attn`` ``(N, T, T)`` → ``(N,)``, or from several patterns of it
+    ``(P, N, T, T)`` → ``(P, N)`` (one :func:`~rmtbase.probe.behaviour.window_sums` call per
+    sequence, the P patterns as its heads); NaN where no query counts."""
     a = np.asarray(attn, dtype=np.float64)
-    out = np.full(a.shape[0], np.nan)
-    for i in range(a.shape[0]):
-        s, n = bh.window_sums(a[i][None], seqs.content, causal=True, ids=seqs.ids[i])[statistic]
+    one = a.ndim == 3
+    a = a[None] if one else a
+    out = np.full(a.shape[:2], np.nan)
+    for i in range(a.shape[1]):
+        s, n = bh.window_sums(a[:, i], seqs.content, causal=True, ids=seqs.ids[i])[statistic]
         if n:
-            out[i] = s[0] / n
-    return out
+            out[:, i] = s / n
+    return out[0] if one else out
 
 
 class Patcher:
@@ -140,29 +144,42 @@ class Patcher:
     def effect(self, layer: int, head: int, sources, kind: str, statistic: str | None) -> Effect:
         """The effect of removing ``sources`` ([(layer, head), …]) from R's ``kind`` input
         (module docstring); ``statistic=None`` measures q/k by :data:`TV`."""
-        import torch
+        return self.effects(layer, head, [sources], kind, statistic)[0]
 
+    def _check(self, layer: int, source_sets, kind: str, statistic) -> None:
         if kind not in KINDS:
             raise InputError(f"kind must be one of q, k, v, got {kind!r}")
         if statistic is not None and statistic not in bh.BEHAVIOURS:
             raise InputError(f"unknown behaviour statistic {statistic!r}")
-        for m, _ in sources:
-            if not 0 <= int(m) < layer:
-                raise InputError(f"source layer {m} is not before the receiver's layer {layer}")
+        for sources in source_sets:
+            for m, _ in sources:
+                if not 0 <= int(m) < layer:
+                    raise InputError(f"source layer {m} is not before the receiver's layer "
+                                     f"{layer}")
+
+    def effects(self, layer: int, head: int, source_sets, kind: str,
+                statistic: str | None) -> list[Effect]:
+        """:meth:`effect` of each set of sources in ``source_sets`` on one receiver and path,
+        their patterns' statistics computed together (one call per sequence)."""
+        import torch
+
+        self._check(layer, source_sets, kind, statistic)
         c = self.clean(layer, head)
+        fold, which = self.fold(layer), KINDS.index(kind)
         with torch.inference_mode():
-            new = self.fold(layer).patched(head, [(int(m), int(s)) for m, s in sources],
-                                           KINDS.index(kind))
+            new = [fold.patched(head, [(int(m), int(s)) for m, s in src], which)
+                   for src in source_sets]
             if kind == "v":
-                return self._output_change(c, c["A"] @ new)
-            q, k = (new, c["k"]) if kind == "q" else (c["q"], new)
-            a = self.hm.pattern(layer, q, k)
+                return [self._output_change(c, c["A"] @ v) for v in new]
+            a = torch.stack([self.hm.pattern(layer, n, c["k"]) if kind == "q"
+                             else self.hm.pattern(layer, c["q"], n) for n in new])
         if statistic is None:
-            d = 0.5 * (a - c["A"]).abs().sum(-1)[:, self._queries].mean(-1).numpy()
-            return Effect(*_mean_se(d), 0.0, TV, d)
+            d = 0.5 * (a - c["A"]).abs().sum(-1)[:, :, self._queries].mean(-1).double().numpy()
+            return [Effect(*_mean_se(x), 0.0, TV, x) for x in d]
         base = self.base_scores(layer, head, statistic)
-        d = base - sequence_scores(a.numpy(), self.seqs, statistic)
-        return Effect(*_mean_se(d), _mean_se(base)[0], statistic, d)
+        d = base[None] - sequence_scores(a.numpy(), self.seqs, statistic)
+        b = _mean_se(base)[0]
+        return [Effect(*_mean_se(x), b, statistic, x) for x in d]
 
     def _output_change(self, c, z_new) -> Effect:
         qi = self._queries

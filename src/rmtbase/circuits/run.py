@@ -56,24 +56,20 @@ def _explicit(recv, labels) -> list:
     return out
 
 
-def _patch_receiver(pt: Patcher, composition, rec, k: int, bar) -> list[dict]:
+def _patch_receiver(pt: Patcher, composition, rec, k: int) -> list[dict]:
     """The rows of one receiver: per kind its top-k single patches and their joint one."""
     li, hi, stat = rec
     rows = []
     for kind in KINDS:
         ranked = F.ranked_sources(composition, li, hi, kind)[:k]
-        singles = []
-        for m, s, rank, score in ranked:
-            e = pt.effect(li, hi, [(m, s)], kind, None if kind == "v" else stat)
-            singles.append({"kind": kind, "layer_from": m, "head_from": s, "layer_to": li,
-                            "head_to": hi, "rank_weights": rank, "n_sources": li * pt.hm.n_heads,
-                            "composition": score, "metric": e.metric, "score_to": e.base,
-                            "effect_causal": e.effect, "effect_se": e.se})
-            bar.update(1)
-        joint = pt.effect(li, hi, [(m, s) for m, s, _, _ in ranked], kind,
-                          None if kind == "v" else stat)
-        bar.update(1)
-        rows.extend(_judge(singles, joint))
+        sets = [[(m, s)] for m, s, _, _ in ranked] + [[(m, s) for m, s, _, _ in ranked]]
+        *single, joint = pt.effects(li, hi, sets, kind, None if kind == "v" else stat)
+        rows.extend(_judge([
+            {"kind": kind, "layer_from": m, "head_from": s, "layer_to": li, "head_to": hi,
+             "rank_weights": rank, "n_sources": li * pt.hm.n_heads, "composition": score,
+             "metric": e.metric, "score_to": e.base, "effect_causal": e.effect,
+             "effect_se": e.se} for (m, s, rank, score), e in zip(ranked, single, strict=True)],
+            joint))
     return rows
 
 
@@ -138,10 +134,11 @@ def run_circuits(model, composition, *, k, sequences, receivers_of_interest, see
           f"{cost['sequences']} sequences of {seqs.length} tokens", enabled=progress)
     pt = Patcher(hm, cap, seqs)
     rows: list[dict] = []
-    with progress_bar(cost["patches"], desc="rmtbase circuits: patching", unit="patch",
+    with progress_bar(len(recv), desc="rmtbase circuits: path patching", unit="receiver",
                       enabled=progress) as bar:
-        for rec in recv:
-            rows.extend(_patch_receiver(pt, composition, rec, k, bar))
+        for rec in sorted(recv, key=lambda r: r[:2]):  # by layer: shared source products
+            rows.extend(_patch_receiver(pt, composition, rec, k))
+            bar.update(1)
     ds = candidate_dataset(rows, labels, probe, seqs, k=k)
     ds.attrs.update(model=name, n_receivers=cost["receivers"], n_patches=cost["patches"])
     return ds
