@@ -398,3 +398,85 @@ def test_an_unreachable_hub_is_one_line_at_once(tmp_path, monkeypatch, capsys, c
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "hub cannot be reached (127.0.0.1" in err, err
     assert "Retry" not in caplog.text and "Retry" not in err
+
+
+# ---------------------------------------------------------------- 2: a study keeps what it finished
+
+
+@pytest.mark.slow  # two quick studies and a resumed one: ~20 CPU-s, 75 s on the shared machine
+def test_circuits_keeps_its_training_when_a_late_step_fails(tmp_path, monkeypatch, capsys):
+    """`study circuits` trained, then exited 2 at the composition with nothing written (issue
+    59: 17 and 12 minutes lost). Now a late failure keeps the checkpoints beside the output
+    and says so; the same command resumes from them without training, and the resumed
+    output holds the same numbers as an uninterrupted run."""
+    import xarray as xr
+
+    import rmtbase.studies._induction_train as training
+    import rmtbase.studies.circuits as circuits
+    from rmtbase.cli import main
+
+    cmd = ["study", "circuits", "--quick", "--seed", "3"]
+    real = circuits._composition_last
+
+    def late_failure(*a, **k):
+        raise InputError("composition refused (a stand-in for the memory check)")
+
+    monkeypatch.setattr(circuits, "_composition_last", late_failure)
+    capsys.readouterr()
+    assert main([*cmd, "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    kept = tmp_path / "a" / "circuits-resume-seed3-quick"
+    assert f"kept in {kept}" in err and "resumes from them" in err and "stand-in" in err
+    assert (kept / "checkpoints" / "training.json").is_file()
+    assert not (tmp_path / "a" / "circuits").exists()
+
+    monkeypatch.setattr(circuits, "_composition_last", real)
+    real_train = training.train
+    monkeypatch.setattr(training, "train", lambda *a, **k: pytest.fail("trained again"))
+    assert main([*cmd, "--out", str(tmp_path / "a")]) == 0
+    assert "taken from" in capsys.readouterr().err and not kept.exists()
+    monkeypatch.setattr(training, "train", real_train)
+    assert main([*cmd, "--out", str(tmp_path / "b")]) == 0  # uninterrupted
+    with xr.open_dataset(tmp_path / "a" / "circuits" / "circuits.nc") as a, \
+            xr.open_dataset(tmp_path / "b" / "circuits" / "circuits.nc") as b:
+        for v in ("loss", "repeat_loss", "k_composition", "k_composition_p", "profile"):
+            # exact: the same checkpoint files (copied) read by the same programs
+            np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
+
+
+def test_circuits_memory_is_checked_before_training(tmp_path, monkeypatch, capsys):
+    """The composition's memory check ran after training; now the plan for the recipe's
+    shape is checked first (RMTBASE_MEMORY_LIMIT=100M: one line, exit 2, no training)."""
+    import rmtbase.studies._induction_train as training
+    from rmtbase.cli import main
+
+    monkeypatch.setattr(training, "train", lambda *a, **k: pytest.fail("trained first"))
+    monkeypatch.setenv("RMTBASE_MEMORY_LIMIT", "100M")
+    capsys.readouterr()
+    assert main(["study", "circuits", "--quick", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "composition of the trained model needs about" in err
+
+
+def test_circuits_resume_folder_serves_only_its_own_training(tmp_path):
+    """What keep_finished keeps, load gives back for the same seed and recipe only, and not
+    once a checkpoint folder is missing; nothing is kept before training has finished."""
+    import dataclasses
+    import json
+
+    from rmtbase.studies._circuit_resume import TRAINING, keep_finished, load
+    from rmtbase.studies._induction_train import Recipe
+
+    out, resume, recipe = tmp_path / ".circuits.tmp-1-ab", tmp_path / "keep", Recipe(steps=7)
+    (out / "checkpoints" / "step_00000").mkdir(parents=True)
+    assert keep_finished(out, resume) is None and not resume.exists()
+    (out / "checkpoints" / "step_00000" / "config.json").write_text("{}")
+    doc = {"seed": 2, "recipe": json.loads(json.dumps(dataclasses.asdict(recipe))),
+           "curve": {"step": [0], "loss": [3.5]}, "cpu_s": 1.5, "steps": [0]}
+    (out / "checkpoints" / TRAINING).write_text(json.dumps(doc))
+    assert keep_finished(out, resume) == resume
+    got = load(resume, 2, recipe)
+    assert got == {"curve": {"step": [0], "loss": [3.5]}, "cpu_s": 1.5, "steps": [0]}
+    assert load(resume, 3, recipe) is None and load(resume, 2, Recipe(steps=8)) is None
+    (resume / "checkpoints" / "step_00000" / "config.json").unlink()
+    assert load(resume, 2, recipe) is None

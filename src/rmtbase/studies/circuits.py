@@ -86,6 +86,7 @@ from ._circuit_measures import (  # noqa: F401 - re-exported: the study's public
     profile_drop_ratio,
     profile_lags,
 )
+from ._circuit_resume import check_before_training, done, keep_finished, place, train_or_resume
 
 #: Probe thresholds that label a head (module docstring).
 PREV_MIN = 0.4
@@ -100,15 +101,15 @@ COPYING_DRAWS = 1000
 
 
 def run_seed(out: Path, seed: int, recipe, *, profile: bool = True,
-             draws: tuple[int, int] = (COMPOSITION_DRAWS, COPYING_DRAWS)) -> dict:
+             draws: tuple[int, int] = (COMPOSITION_DRAWS, COPYING_DRAWS),
+             resume: Path | None = None) -> dict:
     """Train one model, keep its checkpoints under ``out/checkpoints``, and measure
-    (module docstring); ``draws``: the composition and copying nulls' draws. Returns the
-    per-seed numbers and arrays."""
+    (module docstring); ``draws``: the composition and copying nulls' draws; ``resume``: a
+    folder whose training of this seed and recipe is taken instead of training again
+    (:mod:`._circuit_resume`). Returns the per-seed numbers and arrays."""
     import xarray as xr
 
     from ..probe import probe_model
-    from ._induction_train import train
-
     tok = _tokenizer(recipe.vocab)
     folders: dict[int, Path] = {}
 
@@ -118,7 +119,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True,
         tok.save_pretrained(f)
         folders[step] = f
 
-    res = train(recipe, seed, on_checkpoint=keep)
+    res, folders = train_or_resume(out, recipe, seed, keep, resume)
     steps = sorted(folders)
     text = probe_text(recipe, seed)
     probes = [probe_model(folders[s], text=text, window=recipe.seq_len, progress=False)
@@ -246,13 +247,28 @@ _ATTRS = {
 
 
 def run(out_dir, quick=False, seed=0) -> dict:
-    """Run the study for ``seed``; see the module docstring."""
-    from . import _circuit_plots as plots
+    """Run the study for ``seed``; see the module docstring. A failure after training keeps
+    the checkpoints beside the output and the same call resumes from them
+    (:mod:`._circuit_resume`)."""
     from ._induction_train import Recipe
 
     out = io.prepare(out_dir)
     recipe = Recipe() if not quick else Recipe(steps=QUICK_STEPS, n_checkpoints=4)
-    res = run_seed(out, seed, recipe, profile=not quick,
+    check_before_training(recipe)
+    resume = place(out, seed, quick)
+    try:  # a late failure keeps the training (and says how to resume from it)
+        res = _write(out, seed, quick, recipe, resume)
+    except (Exception, KeyboardInterrupt):
+        keep_finished(out, resume)
+        raise
+    done(resume)
+    return res
+
+
+def _write(out: Path, seed: int, quick: bool, recipe, resume: Path) -> dict:
+    from . import _circuit_plots as plots
+
+    res = run_seed(out, seed, recipe, profile=not quick, resume=resume,
                    draws=QUICK_DRAWS if quick else (COMPOSITION_DRAWS, COPYING_DRAWS))
     ds, s = res["dataset"], res["summary"]
     data = [io.write_netcdf(ds, out / "circuits.nc")]
