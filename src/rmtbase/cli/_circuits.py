@@ -61,6 +61,10 @@ def check(args, plan) -> dict:
         print(f"rmtbase: --probe: path patching runs {', '.join(PATCHED)} models, not "
               f"{mt or 'this one'}: heads are labelled from the text probe and the circuits "
               "are screened by weights only (not confirmed)", file=sys.stderr)
+    if args.text is not None and got["patch"] and not args.quiet:
+        print("rmtbase: --text feeds the text probe's behaviour columns; the circuit search "
+              "labels and patches on the shipped text (or repeated random tokens)",
+              file=sys.stderr)
     if not got["text"]:
         _check_positions(cfg)
         if not got["patch"]:
