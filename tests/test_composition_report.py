@@ -36,12 +36,12 @@ def test_report_has_the_composition_section_with_the_planted_pair(tmp_path, caps
     """The page has one composition section; its table (by standing) starts with the planted
     pair (kind k, L0H3 → L2H1: rank 1 of the receiver's 8 sources and of the kind's 48 pairs,
     flagged, effect > 2, p small), the figure is embedded, and the section comes before the
-    other figures (300 draws: the planted pair lies beyond them, its p from the Beta tail).
-    Without --composition the page has no section."""
+    other figures (1,000 draws: the planted pair lies beyond them, its p from the GPD tail,
+    fitted from 400 draws on). Without --composition the page has no section."""
     m = _planted_gpt2(tmp_path / "g")
     out = tmp_path / "out"
     capsys.readouterr()
-    assert main(["score", str(m), "--composition", "--draws", "300", "--stats", "spectral",
+    assert main(["score", str(m), "--composition", "--draws", "1000", "--stats", "spectral",
                  "--out", str(out), "--quiet"]) == 0
     page = (out / "report.html").read_text()
     assert page.count('<section id="composition">') == 1
