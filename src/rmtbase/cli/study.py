@@ -9,9 +9,22 @@ import time
 from . import _output as output
 
 
+#: What the studies that train or download do, and what they cost (measured: docs/circuits.md).
+EPILOG = (
+    "circuits trains one small GPT-2 (transformers' GPT2LMHeadModel) for --seed on the CPU, "
+    "one torch thread: 2 layers x 4 heads, d 64, attention only (MLPs zeroed and frozen), on "
+    "random sequences of 32 token kinds with repeated segments, 1,500 steps (69-80 CPU-s of "
+    "training on a shared 2-core machine); it keeps 10 checkpoints as Hugging Face folders in "
+    "OUT/circuits/checkpoints, probes each, and scores K-composition (4,000-draw null), "
+    "copying and the single-head profile (minutes more). --quick trains 30 steps "
+    "(about 11 CPU-s in all; no circuit forms). Models with MLPs and 3-4 layers: "
+    "docs/circuits.md.")
+
+
 def add_parser(sub):
     p = sub.add_parser("study", help="run a study that reproduces a seed's figures and claims",
-                       description="Run a study (figures + data into OUT/NAME), or list them.")
+                       description="Run a study (figures + data into OUT/NAME), or list them.",
+                       epilog=EPILOG)
     p.add_argument("name", nargs="?", help="study name (see --list)")
     p.add_argument("--list", action="store_true", help="print the study names, one per line")
     p.add_argument("--quick", action="store_true", help="reduced size (seconds, for CI)")

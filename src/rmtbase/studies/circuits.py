@@ -114,9 +114,12 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True,
     folders: dict[int, Path] = {}
 
     def keep(step, net):
+        from ..progress import no_library_bars
+
         f = out / "checkpoints" / f"step_{step:05d}"
-        net.save_pretrained(f)
-        tok.save_pretrained(f)
+        with no_library_bars():  # transformers' "Writing model shards" bar
+            net.save_pretrained(f)
+            tok.save_pretrained(f)
         folders[step] = f
 
     res, folders = train_or_resume(out, recipe, seed, keep, resume)

@@ -1,0 +1,133 @@
+"""Small GPT-2s **with MLPs** and ≥ 3 layers trained to contain an induction circuit (issue 55
+item 5): the models on which ``tests/test_circuits_trained.py`` checks the circuit tools against
+a ground truth of its own path patching.
+
+**Data**: :func:`rmtbase.studies._induction_train.batch` unchanged (the ``study circuits``
+default: V = 32 tokens, back-to-back repeated segments of L 2–5 with gaps ≤ 3, skip-bigram
+statistics p 0.5, T = 48, position ids at a random offset; docs/circuits.md "Recipe").
+
+**Model** (:func:`build_model`): transformers' ``GPT2LMHeadModel`` with its MLPs kept and
+trained (hidden width 4 d, GPT-2's default), ``n_layer`` ≥ 3 layers, no dropout, untied
+embeddings. **Training** (:func:`train`): the same loss and optimiser as the attention-only
+recipe (AdamW β 0.9, 0.98, no weight decay, linear warm-up 100 steps, loss over all tokens
+plus the repeated tokens), one torch thread, seeded generators; CPU time by
+``time.process_time``.
+
+**Cache** (:func:`trained_folder`): each trained model is a ``save_pretrained`` folder
+``<cache>/<config>_seed<k>`` (written to a temporary sibling and renamed, so a folder is
+complete or absent) under ``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``, ``mlp_induction/``;
+never in the repository. ``train_info.json`` beside the weights records the recipe, the CPU
+seconds and the repeat loss before and after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._induction_train import Recipe, _losses, batch
+
+#: The configurations (issue 55 item 5: ≥ 2, each trained on ≥ 3 seeds). The data recipe is
+#: ``study circuits``' default; only depth (and steps) change. Measured: docs/circuits.md.
+CONFIGS = {
+    "3x4d64": Recipe(n_layer=3, n_head=4, n_embd=64, steps=2000, n_checkpoints=2),
+    "4x4d64": Recipe(n_layer=4, n_head=4, n_embd=64, steps=2000, n_checkpoints=2),
+    "3x8d64": Recipe(n_layer=3, n_head=8, n_embd=64, steps=2000, n_checkpoints=2),
+}
+
+
+def build_model(r: Recipe, seed: int):
+    """A ``GPT2LMHeadModel`` of ``r``'s shape with trained MLPs (hidden 4 d), seeded."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(vocab_size=r.vocab + 1, n_positions=r.n_positions, n_embd=r.n_embd,
+                     n_layer=r.n_layer, n_head=r.n_head, n_inner=4 * r.n_embd,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     initializer_range=r.init_std, bos_token_id=0, eos_token_id=0,
+                     tie_word_embeddings=r.tie, attn_implementation="eager")
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(cfg)
+
+
+def _repeat_loss(net, ev) -> float:
+    import torch
+
+    net.eval()
+    with torch.no_grad():
+        out = float(_losses(net, *ev)[1])
+    net.train()
+    return out
+
+
+def train(r: Recipe, seed: int) -> dict:
+    """Train one model (module docstring); returns ``model``, ``cpu_s`` and the repeat loss
+    (cross-entropy on the second copies' tokens 2 … L of a fixed evaluation batch; chance
+    ln V) at the start and end (``repeat_loss_start``, ``repeat_loss_end``)."""
+    import torch
+
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    net = build_model(r, seed)
+    rng = np.random.default_rng([seed, 1])
+    ev = tuple(torch.from_numpy(a) for a in batch(np.random.default_rng([seed, 2]),
+                                                  r.eval_batch, r))
+    opt = torch.optim.AdamW(net.parameters(), lr=r.lr, betas=(0.9, 0.98), weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / r.warmup))
+    start = _repeat_loss(net, ev)
+    net.train()
+    for _ in range(r.steps):
+        ids, pos, rep = (torch.from_numpy(a) for a in batch(rng, r.batch, r))
+        loss, rloss, _ = _losses(net, ids, pos, rep)
+        opt.zero_grad(set_to_none=True)
+        (loss + rloss).backward()
+        opt.step()
+        sched.step()
+    end = _repeat_loss(net, ev)
+    net.eval()
+    return {"model": net, "cpu_s": time.process_time() - t0, "repeat_loss_start": start,
+            "repeat_loss_end": end}
+
+
+def cache_root() -> Path:
+    """``$RMTBASE_CACHE/mlp_induction`` or ``~/.cache/rmtbase/mlp_induction``."""
+    base = os.environ.get("RMTBASE_CACHE") or Path.home() / ".cache" / "rmtbase"
+    return Path(base) / "mlp_induction"
+
+
+def trained_folder(config: str, seed: int, root: Path | None = None) -> Path:
+    """The ``save_pretrained`` folder of ``CONFIGS[config]`` trained from ``seed``: read from
+    the cache when there, else trained (minutes of CPU) and written whole (module docstring)."""
+    if config not in CONFIGS:
+        from ..errors import InputError
+
+        raise InputError(f"unknown configuration {config!r}; known: {', '.join(CONFIGS)}")
+    root = cache_root() if root is None else Path(root)
+    folder = root / f"{config}_seed{int(seed)}"
+    if (folder / "train_info.json").is_file():
+        return folder
+    r = CONFIGS[config]
+    res = train(r, int(seed))
+    tmp = root / f".{folder.name}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    from ..progress import no_library_bars
+
+    with no_library_bars():
+        res["model"].save_pretrained(tmp)
+    info = {"config": config, "seed": int(seed), "recipe": dataclasses.asdict(r),
+            "cpu_s": res["cpu_s"], "repeat_loss_start": res["repeat_loss_start"],
+            "repeat_loss_end": res["repeat_loss_end"], "ln_vocab": float(np.log(r.vocab))}
+    (tmp / "train_info.json").write_text(json.dumps(info, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return folder
+
+
+__all__ = ["CONFIGS", "build_model", "cache_root", "train", "trained_folder"]
