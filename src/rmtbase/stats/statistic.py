@@ -278,8 +278,7 @@ def doc_table(statistics=STATISTICS) -> str:
     for s in statistics:
         eff = s.effect if not s.offset else f"{s.effect} of value + {s.offset:g}"
         scal = f"{s.sigma_power:g}" + (" (log)" if s.scaling == "log" else "")
-        text = s.definition.replace("|", "\\|")
-        rows.append(f"| `{s.name}` | {s.kind} | {s.units} | {scal} | {eff} | {s.long_name}: "
-                    f"{text} |")
+        name, text = (t.replace("|", "\\|") for t in (s.long_name, s.definition))
+        rows.append(f"| `{s.name}` | {s.kind} | {s.units} | {scal} | {eff} | {name}: {text} |")
     return "\n".join(rows) + "\n"
 
