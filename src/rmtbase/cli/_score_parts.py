@@ -65,7 +65,8 @@ def composition_extras(model, revision, args) -> dict:
 
     ds = composition(model if model is not None else default_model_path(), revision=revision,
                      seed=args.seed, alpha=args.alpha, allow_pickle=args.allow_pickle,
-                     null=args.null, **({"draws": args.draws} if args.draws else {}))
+                     null=args.null, progress=not args.quiet,
+                     **({"draws": args.draws} if args.draws else {}))
     out = {"composition.nc": ds}
     if not args.no_figures:
         import matplotlib.pyplot as plt

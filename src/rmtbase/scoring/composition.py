@@ -162,7 +162,7 @@ def composition_from_factors(layers, n_kv: int, *, ln_gains=None):
     return comp, np.stack(over), {"qk": np.stack(qk_n), "ov": np.stack(ov_n)}
 
 
-def _layers(model, revision, allow_pickle):
+def _layers(model, revision, allow_pickle, bar: int = 0):
     from ..models import load_heads
     from ..models.ov import load_ov_heads
 
@@ -174,7 +174,11 @@ def _layers(model, revision, allow_pickle):
         for a, b in zip(qk, ov, strict=True):
             storage.append((a.storage, a.quantisation, b.storage, b.quantisation))
             yield a.wq, a.wk, b.wq, b.wk
-    return gen(), storage
+    if not bar:
+        return gen(), storage
+    from ..progress import counted  # a line per layer composed (rmtbase.progress)
+
+    return counted(gen(), bar, desc="rmtbase composition", unit="layer"), storage
 
 
 def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage: str = "float32"):
@@ -202,11 +206,12 @@ def _null_storage(storage_rows, null: str) -> str:
 
 def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool = False,
                 ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
-                revision: str | None = None, allow_pickle: bool = False,
+                revision: str | None = None, allow_pickle: bool = False, progress: bool = False,
                 null: str = "gaussian") -> xr.Dataset:
     """Composition of every ordered cross-layer head pair of ``model`` (hub id, folder, GGUF
     file or loaded model, as :func:`rmtbase.scoring.score.score_model` reads) against the
-    Gaussian-factor null. See the module docstring and ``docs/composition.md``.
+    Gaussian-factor null. See the module docstring and ``docs/composition.md``. ``progress``:
+    a bar (or, off a terminal, a line now and then) over the layers as they are composed.
 
     ``fold_ln``: multiply W_Q, W_K, W_V of layer l by ``ln_gains[l]`` ``(d,)`` (the norm gain
     the layer reads through), which the caller supplies (reading the gains from checkpoints is
@@ -228,7 +233,8 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     pl = check_model(model, revision=revision, null=null, draws=int(draws))
     info = pl["info"]
     check_gains(ln_gains, info.n_layers, info.d)
-    layers, storage_rows = _layers(model, revision, allow_pickle)
+    layers, storage_rows = _layers(model, revision, allow_pickle,
+                                   bar=info.n_layers if progress else 0)
     gains = ln_gains if fold_ln else None
     if null == "permutation":
         from . import composition_permutation as P
