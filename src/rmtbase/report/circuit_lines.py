@@ -7,7 +7,8 @@ kind, from, to, label_from, label_to, rank_weights, effect_causal, effect_se, co
 where given, dominant and redundant):
 
 - one line per (receiver label, source, kind) with confirmed pairs, receivers of the same
-  label joined: ``induction circuit: L16H0 (previous-token) → L17H3, L17H5 (induction);
+  label joined, induction first, then previous-token, duplicate-token, self/local, first-token
+  (sinks), unlabelled; within a label K before Q before V: ``induction circuit: L16H0 (previous-token) → L17H3, L17H5 (induction);
   K-composition ranks 1, 6 of 35,235 (among each receiver's sources: 1, 1); confirmed by
   patching: induction drops 0.41 ± 0.03, 0.22 ± 0.02`` (the drop of the receiver's behaviour
   statistic when the source's output is removed from that input; for v, and for unlabelled
@@ -82,10 +83,17 @@ def _grouped(circuits) -> dict:
     return groups
 
 
+#: Receiver labels in the order their circuits are said (sinks and unlabelled last).
+LABEL_ORDER = ("induction", "previous-token", "duplicate-token", "self/local", "first-token",
+               "unlabelled")
+
+
 def _group_order(groups: dict):
-    """Labelled receivers first, then K, Q, V, then the best rank by weights."""
+    """By the receivers' label (:data:`LABEL_ORDER`), then K, Q, V, then more receivers, then
+    the best rank by weights."""
     def key(g):
-        return (g[0] == "unlabelled", "kqv".index(g[2]) if g[2] in "kqv" else 3,
+        lab = LABEL_ORDER.index(g[0]) if g[0] in LABEL_ORDER else len(LABEL_ORDER) - 1
+        return (lab, "kqv".index(g[2]) if g[2] in "kqv" else 3, -len(groups[g]),
                 min(c.get("rank_weights") or 1e9 for c in groups[g]), g)
     return sorted(groups, key=key)
 
@@ -149,4 +157,4 @@ def _screen_lines(ds, labels=None) -> list[str]:
     return lines + ["not confirmed: weights screen, path patching decides (add --probe)"]
 
 
-__all__ = ["MAX_LINES", "MAX_RECEIVERS", "found_lines"]
+__all__ = ["LABEL_ORDER", "MAX_LINES", "MAX_RECEIVERS", "found_lines"]
