@@ -7,20 +7,21 @@ Sections, each in its own subprocess with a time limit taken from what is left o
 (a section that runs out keeps the figures it printed; the rest are recorded as skipped, with
 the reason), so one slow or failing route cannot eat the run:
 
-1. ``kernels``: bare batched eigenvalues of float32 Wishart matrices C Cᵀ (C n × 3n Gaussian),
-   n = 64 and 128, matrices/s (median of timed repeats after a warm-up, two input sets
-   alternated): ``jnp.linalg.eigvalsh`` (cuSOLVER on a GPU), the jnp Jacobi
-   (:mod:`rmtbase.stats._jacobi`) and the Pallas Jacobi kernel
+1. ``kernels``: bare batched eigenvalues of float32 Wishart matrices G = C Cᵀ (C n × 3n
+   Gaussian), n = 64 and 128, matrices/s (median of timed repeats after a warm-up, two input
+   sets alternated): ``jnp.linalg.eigvalsh`` (cuSOLVER on a GPU), the jnp Jacobi routes
+   (two-sided on G, :mod:`rmtbase.stats._jacobi`; one-sided on G's Cholesky factor,
+   :mod:`rmtbase.stats._hestenes`) and their Pallas kernels
    (:mod:`rmtbase.stats._jacobi_pallas`) in several variants (block, unrolled step loop, warps),
    each with its largest relative error against numpy float64 on 64 matrices: a variant over
-   EIGH_MAX_REL_ERROR is reported as inaccurate and never counts as faster.
+   EIGH_MAX_REL_ERROR never counts as the best of its family (``*_best_variant``).
 2. ``spectral``: the spectral null through :func:`rmtbase.baseline.null.null_draws` (what
    ``rmtbase baseline --stats spectral`` runs, compilation excluded) at (768, 64) with 10⁶
    draws and (4096, 128), (8192, 128) with 2·10⁵, by route (``eigvalsh``, ``jacobi_pallas``,
-   ``jacobi``, and the route :func:`~rmtbase.baseline.null.eig_method` takes now). A probe of
+   ``hestenes_pallas``, ``jacobi``, ``hestenes``, and the route :func:`~rmtbase.baseline.null.eig_method` takes now). A probe of
    2 % of the draws decides whether the whole count fits the section's share; if not, the count
-   is cut to fit and recorded (``*_n_draws``). ``jacobi_max_d_h_suggested``: the switch of
-   :mod:`rmtbase.stats._gpu_routes` that these figures support.
+   is cut to fit and recorded (``*_n_draws``). ``gpu_route_switch_suggested``: the switch of
+   :mod:`rmtbase.stats._gpu_routes` that these figures support ([route, largest d_h] or null).
 3. ``all``: all-statistics null draws/s at (768, 64) and (4096, 128), float32 and bfloat16
    storage (5,000 and 500 draws, same probe rule); and bfloat16 again with an 8 GiB
    ``memory_budget`` (``*_bf16_budget8g_*``): on an accelerator the default 512 MiB makes the
@@ -68,10 +69,11 @@ SPECTRAL = {"768x64": ((768, 64), 1_000_000), "4096x128": ((4096, 128), 200_000)
             "8192x128": ((8192, 128), 200_000)}
 ALL = {"768x64": ((768, 64), 5_000), "4096x128": ((4096, 128), 500)}
 SMOKE = {"768x64": (96, 8), "4096x128": (96, 8), "8192x128": (96, 8)}  # one compile each
-ROUTES = ("eigvalsh", "jacobi_pallas", "jacobi")
+ROUTES = ("eigvalsh", "jacobi_pallas", "hestenes_pallas", "jacobi", "hestenes")
 KERNEL_SIZES = (64, 128)
 #: Pallas variants timed bare: (block, unroll, num_warps); the unrolled one last (longest compile)
 VARIANTS = ((1, False, 4), (1, False, 8), (2, False, 4), (4, False, 8), (1, True, 4))
+VARIANTS_ONE_SIDED = ((1, False, 4), (2, False, 4), (1, True, 4))
 BIG_BUDGET = 8 * 2**30  # bytes: the memory_budget probe of the "all" section
 SECTIONS = ("kernels", "spectral", "all", "composition", "scoring")
 #: share of the budget each section may take at most (the rest is what is left)
@@ -80,9 +82,10 @@ KEYS = ("device", "jax", "commit", "spectral_768x64_draws_per_s",
         "spectral_768x64_eigvalsh_draws_per_s", "spectral_768x64_jacobi_pallas_draws_per_s",
         "spectral_4096x128_draws_per_s", "spectral_8192x128_draws_per_s",
         "eigvalsh_64x64_per_s", "eigvalsh_128x128_per_s", "jacobi_pallas_64x64_per_s",
+        "hestenes_pallas_64x64_per_s", "spectral_768x64_hestenes_pallas_draws_per_s",
         "all_4096x128_float32_draws_per_s", "all_4096x128_bf16_draws_per_s",
         "all_768x64_float32_draws_per_s", "all_768x64_bf16_draws_per_s",
-        "jacobi_max_d_h_suggested", "score_8b_all_s", "score_8b_spectral_s", "composition_8b_s")
+        "gpu_route_switch_suggested", "score_8b_all_s", "score_8b_spectral_s", "composition_8b_s")
 
 
 def emit(key, value):
@@ -109,6 +112,28 @@ def _median_rate(fn, inputs, count, repeats=5):
     return count / times[len(times) // 2]
 
 
+def _kernel_routes(smoke):
+    """{name: (jitted fn, input kind)}: "gram" routes take G = C Cᵀ, "core" routes take its
+    Cholesky factor L (L Lᵀ = G: the same λ, as the null's cores)."""
+    import jax
+    import jax.numpy as jnp
+
+    from rmtbase.stats._hestenes import hestenes_eigvals
+    from rmtbase.stats._jacobi import jacobi_eigvalsh
+    from rmtbase.stats._jacobi_pallas import hestenes_eigvals_pallas, jacobi_eigvalsh_pallas
+
+    routes = {"eigvalsh": (lambda g: jnp.linalg.eigvalsh(g)[..., ::-1], "gram"),
+              "jacobi": (jacobi_eigvalsh, "gram"), "hestenes": (hestenes_eigvals, "core")}
+    for kernel, kind, variants in ((jacobi_eigvalsh_pallas, "gram", VARIANTS),
+                                   (hestenes_eigvals_pallas, "core", VARIANTS_ONE_SIDED)):
+        for b, unroll, warps in ((variants[:1] + variants[-1:]) if smoke else variants):
+            name = (f"{'jacobi' if kind == 'gram' else 'hestenes'}_pallas_block{b}_"
+                    f"{'unrolled' if unroll else 'fori'}_w{warps}")
+            routes[name] = (functools.partial(kernel, block=b, unroll=unroll,
+                                              num_warps=warps), kind)
+    return {name: (jax.jit(fn), kind) for name, (fn, kind) in routes.items()}
+
+
 def section_kernels(smoke):
     """Bare batched eigenvalue kernels (module docstring, section 1)."""
     import jax
@@ -116,42 +141,38 @@ def section_kernels(smoke):
     import numpy as np
 
     from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
-    from rmtbase.stats._jacobi import jacobi_eigvalsh
-    from rmtbase.stats._jacobi_pallas import jacobi_eigvalsh_pallas
 
-    routes = {"eigvalsh": lambda g: jnp.linalg.eigvalsh(g)[..., ::-1],
-              "jacobi": jacobi_eigvalsh}
-    for b, unroll, warps in ((VARIANTS[:1] + VARIANTS[-1:]) if smoke else VARIANTS):
-        name = f"block{b}_{'unrolled' if unroll else 'fori'}_w{warps}"
-        routes[f"jacobi_pallas_{name}"] = functools.partial(
-            jacobi_eigvalsh_pallas, block=b, unroll=unroll, num_warps=warps)
-    routes = {name: jax.jit(fn) for name, fn in routes.items()}  # one compile per shape
+    routes = _kernel_routes(smoke)  # jitted once: --smoke's labels share one shape
     data, best = {}, {}
     for size in KERNEL_SIZES:
         n = 8 if smoke else size  # --smoke: every label at n = 8 (compiled once)
         batch = 16 if smoke else (1 << 20) // n  # 16,384 at n = 64: 268 MB a set
-        sets = [jax.block_until_ready(c @ jnp.swapaxes(c, 1, 2)) for c in (
-            jax.random.normal(jax.random.key(seed), (batch, n, 3 * n)) for seed in (0, 1))]
-        ref = np.linalg.eigvalsh(np.asarray(sets[0][:64], np.float64))[:, ::-1]
+        sets = []
+        for seed in (0, 1):
+            c = jax.random.normal(jax.random.key(seed), (batch, n, 3 * n))
+            g = c @ jnp.swapaxes(c, 1, 2)
+            sets.append(jax.block_until_ready({"gram": g, "core": jnp.linalg.cholesky(g)}))
+        ref = np.linalg.eigvalsh(np.asarray(sets[0]["gram"][:64], np.float64))[:, ::-1]
         data[f"{size}x{size}"] = (sets, ref, batch)
     # every size of a route before the next route; the unrolled kernels (long compiles) last
-    for name, label in [(r, lab) for r in routes for lab in data if "unrolled" not in r] + \
-            [(r, lab) for r in routes for lab in data if "unrolled" in r]:
+    order = sorted(routes, key=lambda r: "unrolled" in r)
+    for name, label in [(r, lab) for r in order for lab in data]:
         sets, ref, batch = data[label]
-        fn = routes[name]
+        fn, kind = routes[name]
         try:
-            err = float(np.abs(np.asarray(fn(sets[0]))[:64] / ref - 1).max())
-            rate = _median_rate(fn, sets, batch)
+            err = float(np.abs(np.asarray(fn(sets[0][kind]))[:64] / ref - 1).max())
+            rate = _median_rate(fn, [x[kind] for x in sets], batch)
         except Exception as exc:  # a variant that does not compile is a result too
             emit(f"{name}_{label}_error", f"{type(exc).__name__}: {str(exc)[:300]}")
             continue
         emit(f"{name}_{label}_per_s", rate)
         emit(f"{name}_{label}_max_rel_err", err)
-        if name.startswith("jacobi_pallas") and err <= EIGH_MAX_REL_ERROR and \
-                rate > best.get(label, ("", 0.0))[1]:
-            best[label] = (name, rate)
-            emit(f"jacobi_pallas_{label}_per_s", rate)
-            emit(f"jacobi_pallas_{label}_best_variant", name)
+        family = name.split("_block")[0]  # jacobi_pallas or hestenes_pallas
+        if family != name and err <= EIGH_MAX_REL_ERROR and \
+                rate > best.get((family, label), ("", 0.0))[1]:
+            best[(family, label)] = (name, rate)
+            emit(f"{family}_{label}_per_s", rate)
+            emit(f"{family}_{label}_best_variant", name)
 
 
 def _null_rate(d, d_h, n, stats, storage, share_s, route=None, budget=None):
@@ -189,7 +210,7 @@ def section_spectral(smoke, quick, seconds):
     import jax
 
     from rmtbase.baseline.null import eig_method
-    from rmtbase.stats._gpu_routes import suggested_max_d_h
+    from rmtbase.stats._gpu_routes import suggested_switch
 
     rates = {}
     for label, ((d, d_h), n) in SPECTRAL.items():
@@ -212,9 +233,9 @@ def section_spectral(smoke, quick, seconds):
                 emit(f"spectral_{label}_draws_per_s", rate)
                 emit(f"spectral_{label}_route", chosen)
     if jax.default_backend() != "cpu":
-        emit("jacobi_max_d_h_suggested", suggested_max_d_h(rates))
+        emit("gpu_route_switch_suggested", suggested_switch(rates))
     else:
-        emit("jacobi_max_d_h_suggested", None)
+        emit("gpu_route_switch_suggested", None)
 
 
 def section_all(smoke, quick, seconds):

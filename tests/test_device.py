@@ -123,7 +123,7 @@ def test_accelerator_null_equals_cpu(tmp_path, stats, n, storage):
 
 
 @accelerator
-@pytest.mark.parametrize("route", ["jacobi_pallas", "jacobi"])
+@pytest.mark.parametrize("route", ["jacobi_pallas", "hestenes_pallas", "jacobi", "hestenes"])
 def test_accelerator_jacobi_routes_equal_cpu(tmp_path, route):
     """The spectral null with a Jacobi route forced on the accelerator (issue 57: the routes
     eig_method may take there once measured) against the CPU's own route, same keys: every
@@ -140,13 +140,15 @@ def test_accelerator_jacobi_routes_equal_cpu(tmp_path, route):
 
 @pytest.mark.parametrize("n", [16, 64, 128])
 @pytest.mark.parametrize("unroll", [False, True])
-def test_jacobi_kernel_matches_float64(n, unroll):
-    """The Pallas Jacobi kernel on this backend (compiled on a GPU; interpret mode on the CPU,
+@pytest.mark.parametrize("one_sided", [False, True])
+def test_jacobi_kernel_matches_float64(n, unroll, one_sided):
+    """The Pallas Jacobi kernels on this backend (compiled on a GPU; interpret mode on the CPU,
     where only the cheap n = 16, not unrolled, runs: tests/test_jacobi.py has the rest) against
-    numpy float64 on float32 Wishart matrices (fixed seeds); every output entry compared (a NaN or an
+    numpy float64 on float32 Wishart matrices G (fixed seeds): the two-sided kernel on G, the
+    one-sided on its Cholesky factor (same λ); every output entry compared (a NaN or an
     unwritten entry fails), within the symmetric routes' bound n·eps·κ ≤ EIGH_MAX_REL_ERROR."""
     from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
-    from rmtbase.stats._jacobi_pallas import jacobi_eigvalsh_pallas
+    from rmtbase.stats._jacobi_pallas import hestenes_eigvals_pallas, jacobi_eigvalsh_pallas
 
     if jax.default_backend() == "cpu" and (n > 16 or unroll):
         pytest.skip("interpret mode on the CPU: n = 16 fori only (tests/test_jacobi.py)")
@@ -154,11 +156,14 @@ def test_jacobi_kernel_matches_float64(n, unroll):
         pytest.skip("the unrolled sweep at n = 128 is 127 steps long: its compile time is not "
                     "yet known (benchmarks/gpu.py tries it last)")
     seed = 57_000 + n + unroll
-    c = np.random.default_rng(seed).standard_normal((300, n, 3 * n)).astype(np.float32)
-    g = c @ np.swapaxes(c, 1, 2)
-    for block in (1, 4):
-        lam = np.asarray(jacobi_eigvalsh_pallas(g, block=block, unroll=unroll), np.float64)
-        ref = np.linalg.eigvalsh(g.astype(np.float64))[:, ::-1]
+    c = np.random.default_rng(seed).standard_normal((300, n, 3 * n))
+    g = (c @ np.swapaxes(c, 1, 2)).astype(np.float32)
+    x = np.linalg.cholesky(g.astype(np.float64)).astype(np.float32) if one_sided else g
+    kernel = hestenes_eigvals_pallas if one_sided else jacobi_eigvalsh_pallas
+    ref = np.linalg.eigvalsh(x.astype(np.float64) @ np.swapaxes(x, 1, 2).astype(np.float64)
+                             if one_sided else g.astype(np.float64))[:, ::-1]
+    for block in ((1,) if unroll else (1, 4)):  # fewer long compiles
+        lam = np.asarray(kernel(x, block=block, unroll=unroll), np.float64)
         err = np.abs(lam / ref - 1).max()
         bound = n * np.finfo(np.float32).eps * (ref[:, 0] / ref[:, -1]).max()
         assert np.isfinite(lam).all() and err <= max(bound, 1e-6), (seed, block, err, bound)

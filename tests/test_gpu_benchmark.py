@@ -33,12 +33,13 @@ def test_smoke_kernels_section_writes_the_json(tmp_path):
     assert res["smoke"] is True and res["sections"]["kernels"]["status"] == "ok"
     for size in gpu.KERNEL_SIZES:
         label = f"{size}x{size}"
-        for route in ("eigvalsh", "jacobi", "jacobi_pallas"):
+        for route in ("eigvalsh", "jacobi", "jacobi_pallas", "hestenes", "hestenes_pallas"):
             assert res[f"{route}_{label}_per_s"] > 0, (route, label)
         for key in res:
             if key.endswith(f"{label}_max_rel_err"):
                 assert res[key] < EIGH_MAX_REL_ERROR, key
-        assert res[f"jacobi_pallas_{label}_best_variant"].startswith("jacobi_pallas_block")
+        for family in ("jacobi_pallas", "hestenes_pallas"):
+            assert res[f"{family}_{label}_best_variant"].startswith(f"{family}_block")
     # every headline key is a figure or has its reason
     assert all(k in res or k in res["skipped"] for k in gpu.KEYS)
     assert res["sections"]["spectral"]["status"] == "skipped: not in --sections"

@@ -1,5 +1,6 @@
-"""The parallel cyclic Jacobi eigenvalue routes (issue 57): rmtbase.stats._jacobi (jnp) and
-rmtbase.stats._jacobi_pallas (the Pallas kernel; Pallas' interpret mode on the CPU).
+"""The parallel cyclic Jacobi routes (issue 57): two-sided on Grams (rmtbase.stats._jacobi) and
+one-sided on the cores themselves (rmtbase.stats._hestenes), each in jnp and as a Pallas kernel
+(rmtbase.stats._jacobi_pallas; Pallas' interpret mode on the CPU).
 
 Every check is against an independent computation: numpy's float64 LAPACK eigvalsh, the
 float64 SVD of the null's own cores, the closed form of a 2 × 2 eigenproblem, or fancy
@@ -12,9 +13,15 @@ import numpy as np
 import pytest
 
 from rmtbase.baseline.null import EIGH_MAX_REL_ERROR, eig_method
-from rmtbase.stats._gpu_routes import accelerator_route, suggested_max_d_h
+from rmtbase.stats._gpu_routes import accelerator_route, suggested_switch
+from rmtbase.stats._hestenes import hestenes_eigvals
 from rmtbase.stats._jacobi import jacobi_eigvalsh, padded_size
-from rmtbase.stats._jacobi_pallas import jacobi_eigvalsh_pallas, xor_static, xor_traced
+from rmtbase.stats._jacobi_pallas import (
+    hestenes_eigvals_pallas,
+    jacobi_eigvalsh_pallas,
+    xor_static,
+    xor_traced,
+)
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -45,7 +52,7 @@ def test_xor_permutations_equal_fancy_indexing():
         assert np.array_equal(np.asarray(xor_static(x.T, 1, k)), want.T), k
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 16, 64])
+@pytest.mark.parametrize("n", [1, 5, pytest.param(16, marks=pytest.mark.slow), 64])
 def test_jnp_route_matches_float64(n):
     """n = 64: the spectral null's d_h at GPT-2 shape; n = 1, 5: padding to a power of two."""
     g = _grams(n, 12, n)
@@ -92,19 +99,23 @@ def test_pallas_kernel_matches_float64(n, block, unroll):
         jacobi_eigvalsh_pallas(jnp.asarray(g), block=3)
 
 
-@pytest.mark.parametrize("unroll", [False, True])
-def test_pallas_kernel_lowers_to_triton(unroll):
+@pytest.mark.parametrize("kernel,unroll", [(jacobi_eigvalsh_pallas, False),
+                                           (jacobi_eigvalsh_pallas, True),
+                                           (hestenes_eigvals_pallas, False)])
+def test_pallas_kernel_lowers_to_triton(kernel, unroll):
     """Without a GPU: the kernel is lowered for CUDA (Pallas → Triton IR), which fails on any
     operation Pallas cannot lower to Triton. What Triton's own compiler then makes of it is
     measured only on a GPU (benchmarks/gpu.py, tests/test_device.py)."""
     n = 64 if not unroll else 16
-    fn = jax.jit(lambda g: jacobi_eigvalsh_pallas(g, unroll=unroll, interpret=False, num_warps=4))
+    fn = jax.jit(lambda g: kernel(g, unroll=unroll, interpret=False, num_warps=4))
     text = fn.trace(jax.ShapeDtypeStruct((32, n, n), jnp.float32)).lower(
         lowering_platforms=("cuda",)).as_text()
     assert "xla.gpu.triton" in text
 
 
-@pytest.mark.parametrize("route", ["jacobi", "jacobi_pallas"])
+@pytest.mark.parametrize("route", [pytest.param("jacobi", marks=pytest.mark.slow), "jacobi_pallas",
+                                   pytest.param("hestenes", marks=pytest.mark.slow),
+                                   "hestenes_pallas"])  # quick: the kernels (same arithmetic)
 def test_null_through_jacobi_route_equals_eigh_route(monkeypatch, route):
     """The spectral null (192, 16) with the route forced: same draws (same keys, same cores)
     as the CPU's tridiagonal route, every spectral statistic within the symmetric routes'
@@ -130,11 +141,56 @@ def test_accelerator_switch_is_off_until_measured():
     assert eig_method(768, 64, jnp.float32, backend="gpu") == "eigvalsh"
     assert eig_method(768, 64, jnp.float32, backend="cpu") == "eigh"
     assert accelerator_route(64) == "eigvalsh"
-    assert accelerator_route(64, max_d_h=64) == "jacobi_pallas"
-    assert accelerator_route(128, max_d_h=64) == "eigvalsh"
-    rates = {(768, 64): {"eigvalsh": 1.0, "jacobi_pallas": 2.0},
-             (4096, 128): {"eigvalsh": 1.0, "jacobi_pallas": 0.5}}
-    assert suggested_max_d_h(rates) == 64
+    assert accelerator_route(64, ("jacobi_pallas", 64)) == "jacobi_pallas"
+    assert accelerator_route(128, ("hestenes_pallas", 64)) == "eigvalsh"
+    rates = {(768, 64): {"eigvalsh": 1.0, "jacobi_pallas": 2.0, "hestenes_pallas": 3.0},
+             (4096, 128): {"eigvalsh": 1.0, "jacobi_pallas": 0.5, "hestenes_pallas": 0.9}}
+    assert suggested_switch(rates) == ("hestenes_pallas", 64)  # same limit, faster at 64
+    rates[(4096, 128)]["jacobi_pallas"] = 1.5
+    assert suggested_switch(rates) == ("jacobi_pallas", 128)  # the larger limit
     rates[(8192, 64)] = {"eigvalsh": 1.0, "jacobi_pallas": None}  # failed: not faster
-    assert suggested_max_d_h(rates) is None
+    assert suggested_switch(rates) is None
     assert padded_size(1) == 2 and padded_size(64) == 64 and padded_size(65) == 128
+
+
+def _cores(d, d_h, n, seed=11):
+    """n cores C = Bᵀ L_K of the spectral null at (d, d_h) (float32) and their λ = s(C)² by a
+    float64 SVD."""
+    from rmtbase.ensembles import named_key
+    from rmtbase.ensembles.wishart import gram_bidiagonal, gram_cholesky
+    from rmtbase.stats.spectral import bidiagonal_core
+
+    parts = jax.vmap(lambda k: (*gram_bidiagonal(named_key(k, "wq"), d, d_h),
+                                gram_cholesky(named_key(k, "wk"), d, d_h)))(
+        jax.random.split(jax.random.key(seed), n))
+    core = bidiagonal_core(*parts)
+    return core, np.linalg.svd(np.asarray(core, np.float64), compute_uv=False) ** 2
+
+
+@pytest.mark.parametrize("d,d_h", [pytest.param(768, 64, marks=pytest.mark.slow), (100, 90)])
+def test_hestenes_has_an_svds_error_on_null_cores(d, d_h):
+    """One-sided Jacobi on the null's own cores against a float64 SVD: relative error ≤ d_h·eps
+    whatever κ — at (100, 90), κ ≈ 6·10⁴, where eig_method refuses the Gram routes (measured
+    here: Hestenes 3.7·10⁻⁶, two-sided Jacobi on the Gram 1.8·10⁻³, float32 SVD 1.1·10⁻⁷)."""
+    core, ref = _cores(d, d_h, 12)
+    lam, sweeps = hestenes_eigvals(core, return_sweeps=True)
+    err = np.abs(np.asarray(lam, np.float64) / ref - 1).max()
+    assert err <= d_h * EPS32, err
+    assert 1 <= int(sweeps) <= 12
+    if d_h == 90:
+        assert eig_method(d, d_h, jnp.float32, backend="cpu") == "svd"
+        assert (ref[:, 0] / ref[:, -1]).max() > 1e4
+
+
+def test_hestenes_kernel_and_converged_inputs():
+    """The one-sided kernel in interpret mode (n = 20: padding to 32, 5 matrices in blocks of
+    4) against a float64 SVD; a diagonal matrix stops after the one sweep that finds its rows
+    orthogonal and returns its squared diagonal, sorted (exactly)."""
+    core, ref = _cores(400, 20, 5, seed=3)
+    lam = hestenes_eigvals_pallas(core, block=4, interpret=True)
+    assert np.abs(np.asarray(lam, np.float64) / ref - 1).max() <= 20 * EPS32
+    dia = np.diag(np.random.default_rng(2).standard_normal(7)).astype(np.float32)
+    lam, sweeps = hestenes_eigvals(jnp.asarray(dia[None]), return_sweeps=True)
+    assert int(sweeps) == 1
+    # exact: no rotation touches orthogonal rows (r_p·r_q = 0 gives t = 0); λ = the squares
+    assert np.array_equal(np.asarray(lam)[0], np.sort(np.diag(dia) ** 2)[::-1])

@@ -2,40 +2,54 @@
 
 :func:`rmtbase.baseline.null.eig_method` asks :func:`accelerator_route` once it has found a
 symmetric route accurate (d_h·eps·κ ≤ EIGH_MAX_REL_ERROR) on a backend other than the CPU.
-The rule is a measured switch: the Pallas Jacobi kernel (:mod:`rmtbase.stats._jacobi_pallas`)
-is taken for d_h ≤ :data:`JACOBI_MAX_D_H`, cuSOLVER's batched solver (``"eigvalsh"``) otherwise.
+The rule is a measured switch, :data:`MEASURED_SWITCH` = (route, largest d_h): one of the
+Pallas Jacobi kernels (:data:`CANDIDATES`: two-sided on the Gram,
+:mod:`rmtbase.stats._jacobi`; one-sided on the core, :mod:`rmtbase.stats._hestenes`) is taken
+for d_h up to that limit, cuSOLVER's batched solver (``"eigvalsh"``) otherwise.
 
-:data:`JACOBI_MAX_D_H` is ``None`` (the switch is off, every accelerator keeps ``"eigvalsh"``,
-as before issue 57) until ``benchmarks/gpu.py`` has timed both routes through the null on a
-GPU: its JSON key ``jacobi_max_d_h_suggested`` is the largest measured d_h at which
-``jacobi_pallas`` gave more draws/s than ``eigvalsh`` at every measured shape up to it.
-Setting it here must cite that JSON file (docs/perf/) and its figures. The CPU never asks:
-its route stays ``"eigh"``, so CPU outputs do not depend on this module.
+:data:`MEASURED_SWITCH` is ``None`` (the switch is off: every accelerator keeps
+``"eigvalsh"``, as before issue 57) until ``benchmarks/gpu.py`` has timed the routes through
+the null on a GPU: its JSON key ``gpu_route_switch_suggested`` is what :func:`suggested_switch`
+makes of the figures. Setting it here must cite that JSON file (docs/perf/) and its figures.
+The CPU never asks: its route stays ``"eigh"``, so CPU outputs do not depend on this module.
 """
 
 from __future__ import annotations
 
-#: d_h up to which the Pallas Jacobi route beats cuSOLVER on a GPU; None: not measured (off)
-JACOBI_MAX_D_H: int | None = None
+#: the Pallas routes that may replace "eigvalsh" on an accelerator
+CANDIDATES = ("jacobi_pallas", "hestenes_pallas")
+#: (route, d_h limit) taken on accelerators instead of "eigvalsh"; None: not measured (off)
+MEASURED_SWITCH: tuple[str, int] | None = None
 
 
-def accelerator_route(d_h: int, max_d_h: int | None = None) -> str:
-    """``"jacobi_pallas"`` where d_h ≤ the measured switch (``max_d_h``, default
-    :data:`JACOBI_MAX_D_H`), else ``"eigvalsh"``; always ``"eigvalsh"`` while it is None."""
-    limit = JACOBI_MAX_D_H if max_d_h is None else max_d_h
-    return "jacobi_pallas" if limit is not None and d_h <= limit else "eigvalsh"
+def accelerator_route(d_h: int, switch: tuple[str, int] | None = None) -> str:
+    """The switch's route where d_h ≤ its limit (``switch``, default
+    :data:`MEASURED_SWITCH`), else ``"eigvalsh"``; always ``"eigvalsh"`` while it is None."""
+    rule = MEASURED_SWITCH if switch is None else switch
+    if rule is not None and d_h <= rule[1]:
+        return rule[0]
+    return "eigvalsh"
 
 
-def suggested_max_d_h(rates: dict) -> int | None:
-    """The switch a GPU measurement supports: ``rates`` maps (d, d_h) to
-    ``{"eigvalsh": draws/s, "jacobi_pallas": draws/s}``; the largest d_h such that the Jacobi
-    route was faster at every measured shape with d_h at most that; None where it never was
-    (or where a rate is missing: a route that failed is not faster)."""
+def _limit(rates: dict, route: str) -> int | None:
+    """The largest d_h such that ``route`` beat ``eigvalsh`` at every measured shape with d_h
+    at most that (a missing rate, e.g. a route that failed, is not faster)."""
     best = None
     for d_h in sorted({dh for _, dh in rates}):
         cells = [r for (_, dh), r in rates.items() if dh == d_h]
-        if not all((r.get("jacobi_pallas") or 0) > (r.get("eigvalsh") or float("inf"))
-                   for r in cells):
+        if not all((r.get(route) or 0) > (r.get("eigvalsh") or float("inf")) for r in cells):
             break
         best = d_h
     return best
+
+
+def suggested_switch(rates: dict) -> tuple[str, int] | None:
+    """The switch a GPU measurement supports. ``rates`` maps (d, d_h) to {route: draws/s}; of
+    the :data:`CANDIDATES` that beat ``eigvalsh`` up to some d_h (:func:`_limit`), the one
+    with the largest limit, ties going to the faster at the smallest shape; None if none did."""
+    found = [(route, _limit(rates, route)) for route in CANDIDATES]
+    found = [(route, lim) for route, lim in found if lim is not None]
+    if not found:
+        return None
+    first = min(rates, key=lambda cell: cell[1])
+    return max(found, key=lambda f: (f[1], rates[first].get(f[0]) or 0))

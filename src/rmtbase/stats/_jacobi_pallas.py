@@ -1,10 +1,12 @@
-"""The parallel cyclic Jacobi eigenvalue kernel in Pallas: one program per block of matrices.
+"""The parallel cyclic Jacobi kernels in Pallas: one program per block of matrices.
 
-The arithmetic is :func:`rmtbase.stats._jacobi.jacobi_step` (ordering, stopping and error bound
-in :mod:`rmtbase.stats._jacobi`); this module only places it in a kernel. Each program loads
+Two kernels, whose arithmetic lives elsewhere (this module only places it in a kernel): the
+two-sided one on Grams (:func:`rmtbase.stats._jacobi.jacobi_step`; ordering, stopping and error
+bound in :mod:`rmtbase.stats._jacobi`) and the one-sided one on the matrices themselves
+(:func:`rmtbase.stats._hestenes.hestenes_step`, :mod:`rmtbase.stats._hestenes`). Each program loads
 ``block`` padded m × m matrices once, runs every sweep on them (a ``while`` on the block's own
-off-diagonal norm) and writes their diagonals; nothing goes back to device memory between
-steps. The partner permutation i ↦ i ⊕ k is built from the operations Pallas lowers to Triton
+convergence test) and writes their diagonals (two-sided) or squared row norms (one-sided);
+nothing goes back to device memory between steps. The partner permutation i ↦ i ⊕ k is built from the operations Pallas lowers to Triton
 (reshape, transpose, two-way split along the last axis, two-way concatenate): i ↦ i ⊕ 2^b is a
 swap of the halves of the size-2 axis that bit b becomes after a reshape, and i ↦ i ⊕ k
 composes the swaps of k's set bits. Two variants of the step loop (``unroll``):
@@ -28,6 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from ._hestenes import hestenes_step, tolerance2
 from ._jacobi import MAX_SWEEPS, jacobi_step, off_ratio, pad, padded_size
 
 
@@ -62,49 +65,65 @@ def xor_traced(x, axis, k):
     return x
 
 
-def _sweep(a, m, unroll):
-    """One sweep (steps k = 1 … m − 1) on the block ``a`` ``(block, m, m)``."""
+def _steps(step, m, unroll, state):
+    """Steps k = 1 … m − 1 of one sweep: ``state = step(state, k, partner)``."""
     if unroll:
         for k in range(1, m):
-            a = jacobi_step(a, k, functools.partial(xor_static, k=k))
-        return a
-    return jax.lax.fori_loop(1, m, lambda k, x: jacobi_step(
-        x, k, functools.partial(xor_traced, k=k)), a)
+            state = step(state, k, functools.partial(xor_static, k=k))
+        return state
+    return jax.lax.fori_loop(1, m, lambda k, x: step(
+        x, k, functools.partial(xor_traced, k=k)), state)
 
 
-def _kernel(g_ref, out_ref, *, m, max_sweeps, tol2, unroll):
-    a = g_ref[...]
-
+def _two_sided(a_ref, out_ref, *, m, max_sweeps, tol2, unroll):
+    """Kernel: two-sided Jacobi on the block's Grams; writes their diagonals."""
     def more(carry):
         x, it = carry
         return (it < max_sweeps) & (jnp.max(off_ratio(x)) > tol2)
 
     def body(carry):
         x, it = carry
-        return _sweep(x, m, unroll), it + 1
+        return _steps(jacobi_step, m, unroll, x), it + 1
 
-    a, _ = jax.lax.while_loop(more, body, (a, jnp.int32(0)))
+    a, _ = jax.lax.while_loop(more, body, (a_ref[...], jnp.int32(0)))
     eye = jax.lax.broadcasted_iota(jnp.int32, (m, m), 0) == \
         jax.lax.broadcasted_iota(jnp.int32, (m, m), 1)
     out_ref[...] = jnp.sum(jnp.where(eye, a, 0), axis=-1)
 
 
-def jacobi_eigvalsh_pallas(g, *, block=1, max_sweeps=MAX_SWEEPS, unroll=False, interpret=None,
-                           num_warps=None):
-    """Eigenvalues of the symmetric ``g`` ``(..., n, n)``, descending (as
-    :func:`rmtbase.stats._jacobi.jacobi_eigvalsh`), by the Pallas kernel.
+def _one_sided(a_ref, out_ref, *, m, max_sweeps, tol2, unroll):
+    """Kernel: one-sided (Hestenes) Jacobi on the block's matrices; writes their squared row
+    norms (:mod:`rmtbase.stats._hestenes`)."""
+    def step(state, k, partner):
+        x, worst = state
+        x, cos2 = hestenes_step(x, k, partner)
+        return x, jnp.maximum(worst, cos2)
 
-    block: matrices per program (a power of two; the batch is padded with zero matrices, which
-    stop at once). interpret: Pallas' interpret mode (default: on the CPU backend only).
-    num_warps: Triton's warps per program (GPU only; None = Pallas' default).
-    """
-    g = jnp.asarray(g)
-    n = g.shape[-1]
+    def more(carry):
+        _, it, worst = carry
+        return (it < max_sweeps) & (jnp.max(worst) > tol2)
+
+    def body(carry):
+        x, it, _ = carry
+        x, worst = _steps(step, m, unroll, (x, jnp.zeros(x.shape[:-2], x.dtype)))
+        return x, it + 1, worst
+
+    a = a_ref[...]
+    start = jnp.full(a.shape[:-2], jnp.inf, a.dtype)
+    a, _, _ = jax.lax.while_loop(more, body, (a, jnp.int32(0), start))
+    out_ref[...] = jnp.sum(a * a, axis=-1)
+
+
+def _call(kernel, x, block, max_sweeps, unroll, interpret, num_warps, tol2):
+    """The kernel over ``x`` ``(..., n, n)`` padded to m and to whole blocks; the first n
+    outputs of each matrix, descending (the others belong to the zero padding)."""
+    x = jnp.asarray(x)
+    n = x.shape[-1]
     if block < 1 or block & (block - 1):
         raise ValueError(f"block must be a power of two, got {block}")
     m = padded_size(n)
-    batch = g.shape[:-2]
-    work = pad(g.reshape((-1, n, n)), m)
+    batch = x.shape[:-2]
+    work = pad(x.reshape((-1, n, n)), m)
     count = work.shape[0]
     total = -(-count // block) * block
     if total != count:
@@ -117,12 +136,33 @@ def jacobi_eigvalsh_pallas(g, *, block=1, max_sweeps=MAX_SWEEPS, unroll=False, i
 
         params["compiler_params"] = pltriton.CompilerParams(
             **({} if num_warps is None else {"num_warps": num_warps}))
-    kernel = functools.partial(_kernel, m=m, max_sweeps=max_sweeps, unroll=unroll,
-                               tol2=float(jnp.finfo(g.dtype).eps) ** 2)
-    diag = pl.pallas_call(
-        kernel, out_shape=jax.ShapeDtypeStruct((total, m), g.dtype), grid=(total // block,),
+    body = functools.partial(kernel, m=m, max_sweeps=max_sweeps, unroll=unroll,
+                             tol2=tol2(m, x.dtype))
+    out = pl.pallas_call(
+        body, out_shape=jax.ShapeDtypeStruct((total, m), x.dtype), grid=(total // block,),
         in_specs=[pl.BlockSpec((block, m, m), lambda i: (i, 0, 0))],
         out_specs=pl.BlockSpec((block, m), lambda i: (i, 0)), interpret=interpret,
         **params)(work)
-    lam = -jnp.sort(-diag[:count, :n], axis=-1)  # columns n … m − 1: the zero padding
+    lam = -jnp.sort(-out[:count, :n], axis=-1)
     return lam.reshape(batch + (n,))
+
+
+def jacobi_eigvalsh_pallas(g, *, block=1, max_sweeps=MAX_SWEEPS, unroll=False, interpret=None,
+                           num_warps=None):
+    """Eigenvalues of the symmetric ``g`` ``(..., n, n)``, descending (as
+    :func:`rmtbase.stats._jacobi.jacobi_eigvalsh`), by the two-sided kernel.
+
+    block: matrices per program (a power of two; the batch is padded with zero matrices, which
+    stop at once). interpret: Pallas' interpret mode (default: on the CPU backend only).
+    num_warps: Triton's warps per program (GPU only; None = Pallas' default).
+    """
+    return _call(_two_sided, g, block, max_sweeps, unroll, interpret, num_warps,
+                 lambda m, dt: float(jnp.finfo(dt).eps) ** 2)
+
+
+def hestenes_eigvals_pallas(c, *, block=1, max_sweeps=MAX_SWEEPS, unroll=False, interpret=None,
+                            num_warps=None):
+    """λ = s(C)², descending, of ``c`` ``(..., n, n)`` (as
+    :func:`rmtbase.stats._hestenes.hestenes_eigvals`), by the one-sided kernel; arguments as
+    :func:`jacobi_eigvalsh_pallas`."""
+    return _call(_one_sided, c, block, max_sweeps, unroll, interpret, num_warps, tolerance2)

@@ -101,7 +101,8 @@ def bidiagonal_core(diag, sub, lk):
 
 
 #: the eigen routes of :func:`eigvals_from_bidiagonal`
-EIG_METHODS = ("svd", "eigh", "eigvalsh", "jacobi", "jacobi_pallas")
+EIG_METHODS = ("svd", "eigh", "eigvalsh", "jacobi", "jacobi_pallas", "hestenes",
+               "hestenes_pallas")
 
 
 def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
@@ -125,8 +126,11 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     - ``"jacobi"``, ``"jacobi_pallas"``: λ = eig(C Cᵀ) by parallel cyclic Jacobi
       (:mod:`rmtbase.stats._jacobi`: the batch in ``jnp``; :mod:`rmtbase.stats._jacobi_pallas`:
       the Pallas kernel, one program per matrix, interpret mode on the CPU), with the error bound
-      of ``"eigh"``: the candidate accelerator routes of issue 57, taken by ``eig_method`` only
-      where a GPU measurement says they are faster (none yet).
+      of ``"eigh"``: candidate accelerator routes of issue 57, taken by ``eig_method`` only
+      where a GPU measurement says they are faster (none yet: :mod:`rmtbase.stats._gpu_routes`).
+    - ``"hestenes"``, ``"hestenes_pallas"``: λ = s(C)² by one-sided Jacobi on the rows of C
+      itself (:mod:`rmtbase.stats._hestenes`; no Gram is formed), with an SVD's kind of error
+      (relative, not growing with κ as the Gram routes' does): jnp and Pallas forms as above.
     """
     core = bidiagonal_core(diag, sub, lk)
     if method == "svd":
@@ -134,6 +138,11 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     if method not in EIG_METHODS:
         raise InputError(f"method must be one of {', '.join(map(repr, EIG_METHODS))}, "
                          f"got {method!r}")
+    if method.startswith("hestenes"):
+        from ._hestenes import hestenes_eigvals
+        from ._jacobi_pallas import hestenes_eigvals_pallas
+
+        return (hestenes_eigvals if method == "hestenes" else hestenes_eigvals_pallas)(core)
     gram = mm(core, jnp.swapaxes(core, -1, -2))
     if method == "eigvalsh":
         return jnp.maximum(jnp.linalg.eigvalsh(gram)[..., ::-1], 0.0)
