@@ -324,7 +324,8 @@ def test_study_help_says_what_circuits_trains_and_how_long(capsys):
 
 def test_trained_folder_is_written_whole_and_then_read(tmp_path, monkeypatch):
     """A tiny configuration (3 layers, MLPs kept): the folder holds a loadable GPT-2 with
-    trained (nonzero) MLP output weights and ``train_info.json``; a second call reads it
+    MLP output weights not zeroed (the attention-only recipe zeroes them) and
+    ``train_info.json``; a second call reads it
     instead of training (training is replaced by a failure)."""
     import json
 
@@ -341,7 +342,7 @@ def test_trained_folder_is_written_whole_and_then_read(tmp_path, monkeypatch):
     assert abs(info["repeat_loss_start"] - info["ln_vocab"]) < 0.1  # init std 0.02: ~uniform
     net = GPT2LMHeadModel.from_pretrained(f)
     assert net.config.n_inner == 4 * 16
-    assert all(float(b.mlp.c_proj.weight.abs().max()) > 0 for b in net.transformer.h)
+    assert all(float(b.mlp.c_proj.weight.detach().abs().max()) > 0 for b in net.transformer.h)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny_seed0"]
     monkeypatch.setattr(M, "train", lambda *a: pytest.fail("trained again"))
     assert M.trained_folder("tiny", 0, tmp_path) == f
