@@ -16,7 +16,28 @@ from .sequences import SOURCES, Sequences, repeated_sequences, text_sequences
 from .table import candidate_dataset
 
 #: Text windows at most, for ``sequences="text"``.
-MAX_TEXT_SEQUENCES = 32
+MAX_TEXT_SEQUENCES = 16
+
+
+class one_thread:
+    """torch's intra-op threads set to 1 inside the block and restored after. A patch is
+    many small operations (``(N T) × d_h`` products); on a shared CPU, torch's threads
+    waiting on each other cost more than they gain: one SmolLM2-shaped receiver (32 × 101
+    tokens, 12 patches) took 1.6 s on 1 thread and 29 s on 2 (2 cores at load 28,
+    2026-11-26)."""
+
+    def __enter__(self):
+        import torch
+
+        self._n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        import torch
+
+        torch.set_num_threads(self._n)
+        return False
 
 
 def make_sequences(net, tokenizer, sequences, seed) -> Sequences:
@@ -100,7 +121,7 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
     gpt2 and the LLaMA family (:data:`.heads.SUPPORTED`). composition: its composition
     Dataset. k: sources per receiver and kind. sequences: a :class:`.sequences.Sequences`,
     ``"text"`` (the probe's default text, full windows of 256 tokens or the model's
-    maximum, at most 32), ``"repeated_random_tokens"`` (32 × (BOS + 2 × 50), ``seed``), or
+    maximum, at most 16), ``"repeated_random_tokens"`` (16 × (BOS + 2 × 50), ``seed``), or
     None (text when the model has a tokenizer, else repeated random tokens).
     receivers_of_interest: [(layer, head), …] instead of the labelled heads. threshold: the
     label threshold (:data:`.labels.THRESHOLD`).
@@ -134,8 +155,8 @@ def run_circuits(model, composition, *, k, sequences, receivers_of_interest, see
           f"{cost['sequences']} sequences of {seqs.length} tokens", enabled=progress)
     pt = Patcher(hm, cap, seqs)
     rows: list[dict] = []
-    with progress_bar(len(recv), desc="rmtbase circuits: path patching", unit="receiver",
-                      enabled=progress) as bar:
+    with one_thread(), progress_bar(len(recv), desc="rmtbase circuits: path patching",
+                                   unit="receiver", enabled=progress) as bar:
         for rec in sorted(recv, key=lambda r: r[:2]):  # by layer: shared source products
             rows.extend(_patch_receiver(pt, composition, rec, k))
             bar.update(1)
@@ -144,4 +165,4 @@ def run_circuits(model, composition, *, k, sequences, receivers_of_interest, see
     return ds
 
 
-__all__ = ["MAX_TEXT_SEQUENCES", "find_circuits", "make_sequences", "run_circuits"]
+__all__ = ["MAX_TEXT_SEQUENCES", "find_circuits", "make_sequences", "one_thread", "run_circuits"]

@@ -27,9 +27,10 @@ import numpy as np
 
 from ..errors import InputError
 
-#: Random tokens per half (TransformerLens' tutorials use 50) and sequences by default.
+#: Random tokens per half (ARENA's and TransformerLens' tutorials use 50) and sequences by
+#: default (ARENA uses 10; 16 gives a drop's se ~0.015 on SmolLM2's induction heads).
 DEFAULT_HALF = 50
-DEFAULT_SEQUENCES = 32
+DEFAULT_SEQUENCES = 16
 SOURCES = ("text", "repeated_random_tokens")
 
 
