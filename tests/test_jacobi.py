@@ -99,18 +99,48 @@ def test_pallas_kernel_matches_float64(n, block, unroll):
         jacobi_eigvalsh_pallas(jnp.asarray(g), block=3)
 
 
+@pytest.mark.filterwarnings("ignore:The Pallas Triton backend is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("kernel,unroll", [(jacobi_eigvalsh_pallas, False),
                                            (jacobi_eigvalsh_pallas, True),
                                            (hestenes_eigvals_pallas, False)])
 def test_pallas_kernel_lowers_to_triton(kernel, unroll):
     """Without a GPU: the kernel is lowered for CUDA (Pallas → Triton IR), which fails on any
     operation Pallas cannot lower to Triton. What Triton's own compiler then makes of it is
-    measured only on a GPU (benchmarks/gpu.py, tests/test_device.py)."""
+    measured only on a GPU (benchmarks/gpu.py, tests/test_device.py). jax 0.11 deprecates
+    the Pallas Triton backend and warns at each lowering (ignored here; jax 0.10.2 does not)."""
     n = 64 if not unroll else 16
     fn = jax.jit(lambda g: kernel(g, unroll=unroll, interpret=False, num_warps=4))
     text = fn.trace(jax.ShapeDtypeStruct((32, n, n), jnp.float32)).lower(
         lowering_platforms=("cuda",)).as_text()
     assert "xla.gpu.triton" in text
+
+
+@pytest.mark.filterwarnings("ignore:The Pallas Triton backend is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("route", ["jacobi_pallas", "hestenes_pallas"])
+def test_null_draw_with_a_kernel_route_lowers_to_one_triton_call(monkeypatch, route):
+    """The null's draw function with a kernel route, vectorised as map_draws does (vmap), lowers
+    for CUDA to one Triton call with one program per draw (Pallas' batching rule adds the grid
+    axis). Interpret mode is the CPU default, so the kernels are forced compiled here."""
+    import functools
+    import re
+
+    import rmtbase.stats._jacobi_pallas as kernels
+    from rmtbase.baseline import null
+
+    for name in ("jacobi_eigvalsh_pallas", "hestenes_eigvals_pallas"):
+        monkeypatch.setattr(kernels, name, functools.partial(getattr(kernels, name),
+                                                             interpret=False))
+    monkeypatch.setattr(null, "eig_method", lambda *a, **k: route)
+    null._draw_fn.cache_clear()
+    try:
+        fn = null._draw_fn(768, 64, 1.0, 1.0, "spectral", "lowrank", None, jnp.float32, 0.8,
+                           False)
+        text = jax.jit(jax.vmap(fn)).trace(jax.random.split(jax.random.key(0), 32)).lower(
+            lowering_platforms=("cuda",)).as_text()
+    finally:
+        null._draw_fn.cache_clear()
+    assert text.count("xla.gpu.triton") == 1
+    assert re.search(r"grid_x = 1 : i32, grid_y = 32 : i32", text)
 
 
 @pytest.mark.parametrize("route", [pytest.param("jacobi", marks=pytest.mark.slow), "jacobi_pallas",

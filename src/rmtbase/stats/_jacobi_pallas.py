@@ -20,6 +20,8 @@ On the CPU (no GPU lowering) the kernel runs in Pallas' interpret mode, which ev
 same jaxpr with ``jnp``: that is how tests/test_jacobi.py checks it. Which variant, block size
 and warp count are fastest on a GPU, and whether either beats cuSOLVER, is measured by
 ``benchmarks/gpu.py`` (nothing here is tuned yet: no GPU was at hand when it was written).
+jax 0.11 deprecates the Pallas Triton backend (a DeprecationWarning at each lowering; jax
+0.10.2 has none): a lasting route needs these kernels in Mosaic GPU's form.
 """
 
 from __future__ import annotations
