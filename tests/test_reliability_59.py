@@ -480,3 +480,18 @@ def test_circuits_resume_folder_serves_only_its_own_training(tmp_path):
     assert load(resume, 3, recipe) is None and load(resume, 2, Recipe(steps=8)) is None
     (resume / "checkpoints" / "step_00000" / "config.json").unlink()
     assert load(resume, 2, recipe) is None
+
+
+def test_score_seed_out_of_range_is_refused_before_the_work(gpt2_dir, tmp_path, capsys,
+                                                            monkeypatch):
+    """`score --seed` beyond 2**32 was refused only when the null table was drawn, after the
+    weights were read; now with the other argument checks, before any work."""
+    import rmtbase.scoring.score as score
+    from rmtbase.cli import main
+
+    monkeypatch.setattr(score, "score_model", lambda *a, **k: pytest.fail("scored first"))
+    capsys.readouterr()
+    assert main(["score", str(gpt2_dir), "--seed", str(2**70), "--out",
+                 str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--seed must be an integer in [0, 2**32)" in err

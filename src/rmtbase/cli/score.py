@@ -156,7 +156,7 @@ _VALUE_RULES = (
     (lambda a: a.element_draws < 0, "--element-draws must be >= 0, got {a.element_draws}"),
     (lambda a: not 0.0 < a.alpha < 1.0, "--alpha must be in (0, 1), got {a.alpha}"),
     (lambda a: a.top < 0, "--top must be >= 0, got {a.top}"),
-    (lambda a: a.seed < 0, "--seed must be >= 0, got {a.seed}"),
+    (lambda a: not 0 <= a.seed < 2**32, "--seed must be an integer in [0, 2**32), got {a.seed}"),
     (lambda a: a.workers is not None and a.workers < 1,
      "--workers must be at least 1, got {a.workers}"),
 )
