@@ -77,7 +77,7 @@ def test_log_lines_are_plain_lines_and_a_final_message_stops_them():
     progress.message("rmtbase: interrupted", final=True, stream=log)
     bar.update(1)
     bar.close()
-    assert log.getvalue() == ("rmtbase baseline: 1/4 draws (25%), 0 s elapsed, about 0 s left\n"
+    assert log.getvalue() == ("rmtbase baseline: 1/4 draws (25%), 0 s elapsed\n"
                               "rmtbase: interrupted\n")
 
 
@@ -211,9 +211,9 @@ def test_first_contact_null_draws_report_stage_and_draws(model, tmp_path, monkey
     assert "\r" not in err, repr(err)
     lines = err.splitlines()
     assert "rmtbase: generating the null table d=48, d_h=12, spectral statistics" in err, err
-    from rmtbase.scoring.factor_axes import PROFILE_DRAWS
+    from rmtbase.scoring.profile_stopping import SCHEDULE  # a first block, more if needed
 
-    assert (f"rmtbase: drawing the profile null d=48, d_h=12, float32 storage, {PROFILE_DRAWS} "
+    assert (f"rmtbase: drawing the profile null d=48, d_h=12, float32 storage, {SCHEDULE[0]} "
             "draws") in err, err
     table = [ln for ln in lines if ln.startswith("rmtbase null table d=48, d_h=12 (spectral, "
                                                  "float32): ")]
@@ -222,7 +222,9 @@ def test_first_contact_null_draws_report_stage_and_draws(model, tmp_path, monkey
     assert table[-1].endswith("done"), err
     prof = [ln for ln in lines if ln.startswith("rmtbase profile null d=48, d_h=12 (float32): ")]
     done = [int(ln.split(": ", 1)[1].split("/")[0]) for ln in prof]
-    assert len(set(done)) >= 3 and done == sorted(done) and done[-1] == PROFILE_DRAWS, err
-    assert all(f"/{PROFILE_DRAWS} draws (" in ln for ln in prof) and prof[-1].endswith("done"), err
+    first = done[:done.index(SCHEDULE[0]) + 1]  # the first block's bar
+    assert len(set(first)) >= 3 and first == sorted(first), err
+    assert all(f"/{SCHEDULE[0]} draws (" in ln for ln in prof[:len(first)]), err
+    assert prof[-1].endswith("done"), err
     nulls = [m for m in made if m[0].startswith(("rmtbase null table", "rmtbase profile null"))]
-    assert len(nulls) == 2 and all(m[2] == progress.NULL_CPU_EVERY <= 10 for m in nulls), made
+    assert len(nulls) >= 2 and all(m[2] == progress.NULL_CPU_EVERY <= 10 for m in nulls), made

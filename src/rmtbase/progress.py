@@ -7,7 +7,9 @@ draws, layers) and for the lines said on stderr while it runs.
 - otherwise (logs, CI, pipes): a plain line on stderr at most every :data:`INTERVAL` seconds
   (``$RMTBASE_PROGRESS_INTERVAL`` overrides), e.g.
   ``rmtbase baseline: 1250/4000 draws (31%), 40 s elapsed, about 88 s left``, and a last line
-  when a run that printed one ends; a short run prints nothing; never a carriage return;
+  when a run that printed one ends; a short run prints nothing; never a carriage return; the
+  time left is the rate since the first update (which carries the stage's compilation) times
+  the work left, so a line before the second update gives none;
 - ``cpu_every=s``: also a line whenever the process has used ``s`` more seconds of CPU
   (all threads) since the last one, between updates too (a background thread: a compile or
   one long block is not silent). The null draws of a first contact use
@@ -107,6 +109,7 @@ class LogLines(_Silent):
         self.start = self.last = clock()
         self.cpu_last = time.process_time()
         self.n = 0
+        self.first: tuple[float, int] | None = None  # (time, n) at the first update
         self.printed = 0
         self.closed = False
         self._stop = threading.Event()
@@ -123,14 +126,20 @@ class LogLines(_Silent):
         text = f"{self.desc}: {self.n}/{self.total} {self.unit}s{pct}, {elapsed:.0f} s elapsed"
         if final:
             return text + ", done"
-        if 0 < self.n < self.total:
-            text += f", about {elapsed * (self.total - self.n) / self.n:.0f} s left"
+        if self.first is not None and self.first[1] < self.n < self.total:
+            rate = (self.clock() - self.first[0]) / (self.n - self.first[1])
+            text += f", about {rate * (self.total - self.n):.0f} s left"
         return text
 
     def update(self, k: int = 1) -> None:
+        """Advance by ``k``. The time left is estimated from the rate after the first update
+        (the first unit of a stage carries its compilation: at 23 s from the end of a stage,
+        counting it once said "about 5064 s left"), so the first line of a stage has none."""
         with _LOCK:
             self.n += k
             now = self.clock()
+            if self.first is None and k > 0:
+                self.first = (now, self.n)
             if not self.closed and now - self.last >= self.interval and self.n < self.total:
                 self._write(self._line())
 

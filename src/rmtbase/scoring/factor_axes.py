@@ -67,6 +67,8 @@ import numpy as np
 #: se of a 1,000-head calibration (2,000 did not: 0.71 of it).
 PROFILE_DRAWS = 18_000
 _CHUNK = 250
+#: Heads of a block-format or FP8 null drawn together inside a chunk's loop (:func:`_stored_null`).
+_HEADS = 10
 #: The new axes and the statistic of :mod:`rmtbase.stats.alignment` each reads.
 FACTOR_AXES = ("alignment", "symmetry", "q_input_focus", "k_input_focus")
 
@@ -107,7 +109,8 @@ def null_storage(storage: str) -> str:
 
 
 def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DRAWS,
-                 seed: int = 0, client=None, progress=None) -> dict[str, np.ndarray]:
+                 seed: int = 0, client=None, progress=None, start: int = 0
+                 ) -> dict[str, np.ndarray]:
     """``{axis: (n,)}`` Gaussian null draws of :data:`FACTOR_AXES` at (d, d_h) for heads stored
     as ``storage`` (module docstring: float storages share the float32 draws), in chunks of 250
     heads; the same seed gives the same draws. The chunks are tasks of the Dask ``client`` when
@@ -115,7 +118,9 @@ def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DR
     (:mod:`rmtbase.baseline.task_cluster`); chunk ``i`` depends on (seed, i) alone, so the
     draws are the same bit for bit. ``progress``: optional reporter
     (:func:`rmtbase.progress.progress_bar`) advanced by each chunk's heads as it is done
-    (with a Dask client: when all are); it changes no draw."""
+    (with a Dask client: when all are); it changes no draw. ``start``: return draws
+    ``start .. n − 1`` only (the same numbers as those of a call from 0: a table is extended
+    by drawing its continuation)."""
     import contextlib
 
     import jax
@@ -125,46 +130,44 @@ def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DR
 
     storage = null_storage(check_storage(storage))
     x64 = bool(jax.config.read("jax_enable_x64"))  # a chunk on another worker runs as here
-    args = [(d, d_h, storage, seed, i, min(_CHUNK, n - start), x64)
-            for i, start in enumerate(range(0, n, _CHUNK))]
+    first = int(start) // _CHUNK
+    args = [(d, d_h, storage, seed, i, min(_CHUNK, n - i * _CHUNK), x64)
+            for i in range(first, -(-int(n) // _CHUNK))]
     with contextlib.nullcontext(client) if client is not None else task_client() as c:
         if c is None:
             parts = []
             for a in args:
                 parts.append(_profile_chunk(*a))
                 if progress is not None:
-                    progress.update(a[5])
+                    progress.update(a[5] - max(0, int(start) - a[4] * _CHUNK))
         else:
             parts = map_in_order(c, _profile_chunk, args)
             if progress is not None:
-                progress.update(n)
-    return {a: np.concatenate([p[a] for p in parts]) for a in FACTOR_AXES}
+                progress.update(n - int(start))
+    skip = int(start) - first * _CHUNK
+    return {a: np.concatenate([p[a] for p in parts] or [np.zeros(0)])[skip:]
+            for a in FACTOR_AXES}
 
 
 def _profile_chunk(d: int, d_h: int, storage: str, seed: int, i: int, m: int,
                    x64: bool) -> dict:
     """Chunk ``i`` (``m`` heads) of :func:`profile_null` for a null storage, under
-    ``jax_enable_x64 = x64``: float32 by the exact reduced draws (head j of the chunk from
-    ``fold_in(chunk key, j)``), other storages by factors through their round trip."""
+    ``jax_enable_x64 = x64``: float32 by the exact reduced draws, other storages by factors
+    through their round trip; head j of the chunk from ``fold_in(chunk key, j)`` (each a full
+    chunk: one program per shape, and head j the same in a shorter chunk)."""
     import jax
 
     from ..ensembles import named_key
-    from ..stats.precision import null_rows, round_trip
     from ..stats.storage import storage_record
 
     with jax.enable_x64(x64):
         key = jax.random.fold_in(named_key(jax.random.key(int(seed)), "profile"), i)
         # float32: always a full chunk, so one program per shape (head j is the same in a
         # shorter chunk)
-        if storage_record(storage).is_identity:
-            out = _reduced_null(int(d), int(d_h))(key)
-            return {a: np.asarray(v[:m], dtype=np.float64) for a, v in out.items()}
-        kq, kk = jax.random.split(key)
-        rows = null_rows(storage, d_h)  # FP8: each head drawn inside a full 128-row tile
-        wq = jax.random.normal(kq, (m, rows, d), dtype=np.float32)
-        wk = jax.random.normal(kk, (m, rows, d), dtype=np.float32)
-        wq, wk = round_trip(wq, storage)[:, :d_h], round_trip(wk, storage)[:, :d_h]
-        return factor_profile(wq, wk)
+        fn = _reduced_null(int(d), int(d_h)) if storage_record(storage).is_identity else \
+            _stored_null(int(d), int(d_h), storage)
+        out = fn(key)
+        return {a: np.asarray(v[:m], dtype=np.float64) for a, v in out.items()}
 
 
 def block_axes(a, b, c) -> tuple:
@@ -223,6 +226,37 @@ def _reduced_null(d: int, d_h: int):
     def chunk(key):
         return jax.lax.map(one, jax.vmap(lambda j: jax.random.fold_in(key, j))(
             jnp.arange(_CHUNK)))
+
+    return jax.jit(chunk)
+
+
+@lru_cache(maxsize=16)
+def _stored_null(d: int, d_h: int, storage: str):
+    """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8 (format 4): head
+    j's W_Q and W_K drawn from ``fold_in(key, j)`` (``null_rows`` rows of i.i.d. N(0, 1): FP8
+    inside its full 128-row tile), put through the storage's round trip
+    (:func:`rmtbase.stats.precision.round_trip`) and kept to their d_h rows, then
+    :func:`factor_profile_jax` — :data:`_HEADS` heads at a time in one compiled loop. Before
+    format 4 the chunk's 250 heads were drawn as one array and the round trip run op by op:
+    each step's temporaries (36 MB each at 576 × 64) were mapped and unmapped again, 1.29 M
+    page faults and more system than user CPU per 1,000 Q4_1 draws; compiled, a loop's buffers
+    are a few MB, allocated once per chunk (``benchmarks/first_contact.py``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..stats.precision import null_rows, round_trip
+
+    rows = null_rows(storage, d_h)
+
+    def one(key):
+        kq, kk = jax.random.split(key)
+        wq = round_trip(jax.random.normal(kq, (rows, d), jnp.float32), storage)[:d_h]
+        wk = round_trip(jax.random.normal(kk, (rows, d), jnp.float32), storage)[:d_h]
+        return factor_profile_jax(wq, wk)
+
+    def chunk(key):
+        keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(_CHUNK))
+        return jax.lax.map(one, keys, batch_size=_HEADS)
 
     return jax.jit(chunk)
 

@@ -26,8 +26,13 @@ import numpy as np
 #: of :func:`rmtbase.scoring.factor_axes.profile_null` (other numbers, the same law), 3 since
 #: their Bartlett blocks are drawn as blocks (:func:`rmtbase.scoring.factor_axes.block_axes`:
 #: other numbers again, the same law; draws stored as the float32 they are computed in), so a
-#: cache file of an earlier version is never read as theirs.
+#: cache file of an earlier version is never read as theirs. Block formats and FP8 are at
+#: :data:`STORED_FORMAT` (:func:`profile_format`).
 PROFILE_FORMAT = 3
+#: Version of a block format's or FP8's draws: 4 since each head is drawn from its own key in
+#: one compiled loop (:func:`rmtbase.scoring.factor_axes._stored_null`; other numbers, the
+#: same law), not as one array of the chunk's heads.
+STORED_FORMAT = 4
 #: (d, d_h, storage) of the profile nulls shipped in ``rmtbase/data/profile`` (drawn with
 #: ``sims/ship_profile.py``; default draws and seed): the shapes of the shipped null tables
 #: (``tests/test_profile_cache.py`` keeps the two lists together).
@@ -44,6 +49,14 @@ def shipped_profile(name: str):
     return ref if ref.is_file() else None
 
 
+def profile_format(storage: str) -> int:
+    """The draws' version of a null storage: :data:`PROFILE_FORMAT` for float32,
+    :data:`STORED_FORMAT` for block formats and FP8."""
+    from .factor_axes import null_storage
+
+    return PROFILE_FORMAT if null_storage(storage) == "float32" else STORED_FORMAT
+
+
 def profile_path(d: int, d_h: int, storage: str, n: int, seed: int) -> Path:
     """The cache file of the profile null that serves heads stored as ``storage`` (named by
     its null storage)."""
@@ -52,7 +65,19 @@ def profile_path(d: int, d_h: int, storage: str, n: int, seed: int) -> Path:
 
     storage = null_storage(storage)
     return cache_dir() / "profile" / (f"profile-d{int(d)}-dh{int(d_h)}-n{int(n)}-seed{int(seed)}"
-                                      f"-{storage}-v{PROFILE_FORMAT}.nc")
+                                      f"-{storage}-v{profile_format(storage)}.nc")
+
+
+def _stored(d: int, d_h: int, storage: str, seed: int) -> list[tuple[int, Path]]:
+    """(draws, path) of the cache files of one (d, d_h, storage, seed), fewest draws first."""
+    want = profile_path(d, d_h, storage, 0, seed)
+    head, tail = want.name.split("-n0-", 1)
+    out = []
+    for path in want.parent.glob(f"{head}-n*-{tail}"):
+        n = path.name[len(head) + 2:-len(tail) - 1]
+        if n.isdigit():
+            out.append((int(n), path))
+    return sorted(out)
 
 
 def _read(path: Path, keys: dict) -> dict | None:
@@ -83,48 +108,75 @@ def _compact(v) -> np.ndarray:
     return v32 if np.array_equal(v32.astype(np.float64), v, equal_nan=True) else v
 
 
+def _first(draws: dict, n: int) -> dict:
+    return {a: v[:n] for a, v in draws.items()}
+
+
+def _lookup(d: int, d_h: int, storage: str, n: int, seed: int) -> tuple[dict | None, bool]:
+    """(draws, whole): the shipped table or the cache file with the fewest draws ≥ ``n``, its
+    first ``n`` (whole = True); else the largest cached table of fewer (a prefix to extend)."""
+    from .factor_axes import PROFILE_DRAWS
+
+    def keys(m):
+        return {"d": int(d), "d_h": int(d_h), "storage": str(storage), "draws": int(m),
+                "seed": int(seed), "format": profile_format(storage)}
+
+    shipped = shipped_profile(profile_path(d, d_h, storage, PROFILE_DRAWS, seed).name)
+    if shipped is not None and n <= PROFILE_DRAWS:
+        from importlib import resources
+
+        with resources.as_file(shipped) as p:
+            got = _read(p, keys(PROFILE_DRAWS))
+        if got is not None:
+            return _first(got, n), True
+    files = _stored(d, d_h, storage, seed)
+    for m, path in [f for f in files if f[0] >= n] + [f for f in files if f[0] < n][::-1]:
+        got = _read(path, keys(m))
+        if got is not None:
+            return _first(got, n), m >= n
+    return None, False
+
+
 def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | None = None,
                         seed: int = 0, client=None, progress: bool = False
                         ) -> dict[str, np.ndarray]:
-    """:func:`rmtbase.scoring.factor_axes.profile_null` read from the user cache, drawn and
-    written there (atomically) on first use (its chunks as tasks of a Dask ``client`` when
-    one is given). ``n`` defaults to ``PROFILE_DRAWS``; ``storage`` is the heads', the file
-    that of its null storage (float16 and bfloat16 heads read float32's). ``progress``: say
-    on stderr when it must be drawn, and show its draws done / total while they are
-    (:mod:`rmtbase.progress`: in a log a line at least every
+    """The first ``n`` draws of :func:`rmtbase.scoring.factor_axes.profile_null` (draw i is
+    the same in every length), read from a shipped table or the user cache of ``n`` or more
+    draws, else drawn — from the largest cached table of fewer on, its continuation only —
+    and written there (atomically) as a table of ``n`` (its chunks as tasks of a Dask
+    ``client`` when one is given). ``n`` defaults to ``PROFILE_DRAWS``; ``storage`` is the
+    heads', the file that of its null storage (float16 and bfloat16 heads read float32's).
+    So what a score reads depends on ``n`` alone, never on which tables earlier runs left.
+    ``progress``: say on stderr when draws must be made, and show them done / total while
+    they are (:mod:`rmtbase.progress`: in a log a line at least every
     :data:`~rmtbase.progress.NULL_CPU_EVERY` s of CPU)."""
     import xarray as xr
 
     from .._version import __version__
     from ..files.atomic import write_netcdf
     from ..stats.precision import check_storage
-    from .factor_axes import PROFILE_DRAWS, null_storage, profile_null
+    from .factor_axes import FACTOR_AXES, PROFILE_DRAWS, null_storage, profile_null
 
     n = PROFILE_DRAWS if n is None else int(n)
     storage = null_storage(check_storage(storage))
-    keys = {"d": int(d), "d_h": int(d_h), "storage": str(storage), "draws": n,
-            "seed": int(seed), "format": PROFILE_FORMAT}
+    got, whole = _lookup(d, d_h, storage, n, seed)
+    if whole:
+        return got
+    start = 0 if got is None else len(got[FACTOR_AXES[0]])
     path = profile_path(d, d_h, storage, n, seed)
-    shipped = shipped_profile(path.name)
-    if shipped is not None:
-        from importlib import resources
-
-        with resources.as_file(shipped) as p:
-            got = _read(p, keys)
-        if got is not None:
-            return got
-    if path.is_file():
-        got = _read(path, keys)
-        if got is not None:
-            return got
     from ..progress import NULL_CPU_EVERY, message, progress_bar
 
     if progress:
         message(f"rmtbase: drawing the profile null d={int(d)}, d_h={int(d_h)}, {storage} "
-                f"storage, {n} draws (cached in {path.parent} for next time)")
-    with progress_bar(n, enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
+                f"storage, {f'{n} draws' if not start else f'draws {start} to {n}'} (cached in "
+                f"{path.parent} for next time)")
+    with progress_bar(n - start, enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
                       desc=f"rmtbase profile null d={int(d)}, d_h={int(d_h)} ({storage})") as bar:
-        draws = profile_null(d, d_h, storage, n=n, seed=seed, client=client, progress=bar)
+        new = profile_null(d, d_h, storage, n=n, seed=seed, client=client, progress=bar,
+                           start=start)
+    draws = new if got is None else {a: np.concatenate([got[a], new[a]]) for a in FACTOR_AXES}
+    keys = {"d": int(d), "d_h": int(d_h), "storage": str(storage), "draws": n,
+            "seed": int(seed), "format": profile_format(storage)}
     ds = xr.Dataset({a: (("draw",), _compact(v)) for a, v in draws.items()},
                     attrs=dict(keys, rmtbase_version=__version__,
                                definition="Gaussian null of the profile's factor axes "
@@ -137,5 +189,5 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
     return draws
 
 
-__all__ = ["PROFILE_FORMAT", "SHIPPED_PROFILES", "cached_profile_null", "profile_path",
-           "shipped_profile"]
+__all__ = ["PROFILE_FORMAT", "SHIPPED_PROFILES", "STORED_FORMAT", "cached_profile_null",
+           "profile_format", "profile_path", "shipped_profile"]

@@ -1,0 +1,234 @@
+"""How many profile-null draws a score uses: a first block, more only where a decision could
+change (issue 59 item 4, issue 56 item 3).
+
+The profile's Gaussian null (:mod:`rmtbase.scoring.factor_axes`) is sized at
+:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` = 18,000 draws so that its Monte Carlo error
+is a quarter of a 1,000-head calibration's binomial se; a new shape's first score paid all of
+them (at 640 × 256 through the Q5_0 quantiser most of that score's CPU). Now a score draws
+:data:`SCHEDULE` in turn — 2,000, then 6,000, then 18,000 — and stops at the first size where
+no decision read from these draws could differ from the decision on all 18,000
+(:func:`unsettled`); a shape whose 18,000 draws ship (:data:`~rmtbase.scoring.profile_cache.
+SHIPPED_PROFILES`) starts at all of them. Draw i is the same in every size (chunk i of the
+null depends on (seed, i) alone), so the draws used are always a prefix of the 18,000, and a
+score's output depends on its inputs alone, never on what a cache holds.
+
+The decisions: ``profile_flag`` (per axis, Benjamini–Hochberg over the heads of the axis's
+two-sided tail-resolving p, :func:`rmtbase.scoring.profile._against`), ``head_flag`` (BH of
+p = min(1, 2 min(p_S, p_A)), :mod:`rmtbase.decision.combined`) and, where the score has it,
+``symmetry_unaligned_flag`` (against the symmetry draws). With n of N = 18,000 draws made,
+each p that enters them is bracketed by the values it can take at N (:func:`count_bounds`:
+the tail probability's Clopper–Pearson interval from the n draws, then the binomial range of
+the N − n draws to come; P_MIN below where the tail model may extrapolate at N, i.e. fewer
+than 10 draws beyond; p_A's calibration count on the draws' own Cauchy statistics likewise).
+p_S is fixed (the spectral rule has run). Every decision is monotone in these p, so as in
+:mod:`rmtbase.scoring.stopping` a head flagged with the upper ends is flagged at N and one not
+flagged with the lower ends is not: the other heads are **unsettled**, and the null storages
+they use draw the next size. Error: each interval at level ε / (heads · (2·axes + 2) ·
+looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`, so with probability ≥ 1 − ε (union
+bound) the decisions at the stop are those of the 18,000 draws. Not covered: p_A's
+calibration is read at n draws (its count is bracketed, its leave-one-out statistics are not
+redrawn), as the spectral rule takes the omnibus calibration as fixed; a GPD tail estimate at
+N is bracketed only by [P_MIN, max(current, 10/(N + 1))].
+
+What changes where a score stops early: the effects, bands, p and q of the factor axes and
+p_A are computed from the first n draws (their Monte Carlo error is that of n: an empirical
+p's se √(p(1 − p)/n)); ``profile_null_draws`` says n per null storage. Decisions do not (with the
+error above); ``head_kind`` (the axis a flagged head departs on most, in null-band units) can.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as _st
+
+#: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``).
+SCHEDULE = (2_000, 6_000, 18_000)
+
+
+def count_bounds(k_lo, k_hi, n: int, n_final: int, level: float):
+    """Bounds of a count at ``n_final`` draws, given that of the first ``n`` it is in
+    [k_lo, k_hi]: the tail probability's Clopper–Pearson interval (k_lo's lower end, k_hi's
+    upper) at level/2 in all, then the binomial quantiles of the ``n_final − n`` draws to come
+    at level/2 in all (module docstring). Arrays broadcast; floats returned."""
+    k_lo = np.asarray(k_lo, dtype=np.float64)
+    k_hi = np.asarray(k_hi, dtype=np.float64)
+    m = int(n_final) - int(n)
+    if m <= 0:
+        return k_lo, k_hi
+    a = level / 4
+    with np.errstate(invalid="ignore"):
+        pi_lo = np.where(k_lo > 0, _st.beta.ppf(a, np.maximum(k_lo, 1), n - k_lo + 1), 0.0)
+        pi_hi = np.where(k_hi < n, _st.beta.ppf(1 - a, k_hi + 1, np.maximum(n - k_hi, 1)), 1.0)
+        rest_lo = np.where(pi_lo > 0, _st.binom.ppf(a, m, np.clip(pi_lo, 0, 1)), 0.0)
+        rest_hi = np.where(pi_hi < 1, _st.binom.ppf(1 - a, m, np.clip(pi_hi, 0, 1)), m)
+    return k_lo + np.nan_to_num(rest_lo), k_hi + np.nan_to_num(rest_hi, nan=m)
+
+
+def _side_bounds(k, n, n_final, level):
+    """(lo, hi) of one side's add-one p at n_final given k of n (P_MIN below where the tail
+    model may extrapolate at n_final: fewer than MIN_EXCEEDANCES)."""
+    from ..decision.tails import MIN_EXCEEDANCES, P_MIN
+
+    lo, hi = count_bounds(k, k, n, n_final, level)
+    p_lo = np.where(lo < MIN_EXCEEDANCES, P_MIN, (1 + lo) / (1 + n_final))
+    p_hi = (1 + np.maximum(hi, np.where(hi < MIN_EXCEEDANCES, MIN_EXCEEDANCES, 0))) / (
+        1 + n_final)
+    return p_lo, np.minimum(1.0, p_hi)
+
+
+def tail_p_bounds(model, values, n_final: int, level: float):
+    """(lo, hi) of :class:`rmtbase.decision.tails.TailModel`'s two-sided p at ``n_final``
+    draws (each side's count bracketed, :func:`_side_bounds`), widened to hold the current p."""
+    v = np.asarray(values, dtype=np.float64)
+    cur = model.evaluate(v)["p"]
+    if model.n >= n_final:
+        return cur, cur
+    n_le = np.searchsorted(model.x, v, side="right")
+    n_ge = model.n - np.searchsorted(model.x, v, side="left")
+    sides = [_side_bounds(k, model.n, n_final, level / 2) for k in (n_le, n_ge)]
+    lo = np.minimum(1.0, 2 * np.minimum(sides[0][0], sides[1][0]))
+    hi = np.minimum(1.0, 2 * np.minimum(sides[0][1], sides[1][1]))
+    ok = np.isfinite(v)
+    return np.where(ok, np.fmin(lo, cur), np.nan), np.where(ok, np.fmax(hi, cur), np.nan)
+
+
+def axes_p_bounds(values, draws, n_final: int, level: float):
+    """(lo, hi) of p_A (:func:`rmtbase.decision.combined.axes_p`) of heads ``values`` (..., A)
+    against ``n_final`` draws of which ``draws`` (n, A) are the first: each axis p at its
+    ends, the calibration count on the draws' own statistics bracketed, the resolution floor
+    at the ends (module docstring)."""
+    from ..decision.combined import axes_p
+    from ..decision.omnibus import calibrated_p, cauchy_statistic, resolution_floor
+    from ..decision.tails import MIN_EXCEEDANCES, P_MIN, TailModel
+
+    values = np.asarray(values, dtype=np.float64)
+    draws = np.asarray(draws, dtype=np.float64)
+    cur, _ = axes_p(values, draws)
+    if draws.shape[0] >= n_final:
+        return cur, cur
+    models = [TailModel(draws[:, a]) for a in range(draws.shape[1])]
+    ends = [tail_p_bounds(m, values[..., a], n_final, level) for a, m in enumerate(models)]
+    p_lo = np.stack([e[0] for e in ends], -1)
+    p_hi = np.stack([e[1] for e in ends], -1)
+    ok = np.isfinite(draws).all(axis=1)
+    t_null = np.sort(cauchy_statistic(np.stack(
+        [m.evaluate(draws[ok, a], loo=True)["p"] for a, m in enumerate(models)], -1)))
+    n = t_null.size
+    t_hi, t_lo = cauchy_statistic(p_lo), cauchy_statistic(p_hi)
+    k_lo = n - np.searchsorted(t_null, t_hi, side="left")
+    k_hi = n - np.searchsorted(t_null, t_lo, side="left")
+    c_lo, c_hi = count_bounds(k_lo, k_hi, n, n_final, level)
+    low = np.where(c_lo < MIN_EXCEEDANCES, P_MIN, (1 + c_lo) / (1 + n_final))
+    high = np.maximum(calibrated_p(t_lo, t_null)[0], (1 + np.maximum(c_hi, np.where(
+        c_hi < MIN_EXCEEDANCES, MIN_EXCEEDANCES, 0))) / (1 + n_final))
+    lo = np.fmin(cur, resolution_floor(low, p_lo))
+    hi = np.fmax(cur, np.minimum(1.0, resolution_floor(high, p_hi)))
+    return np.where(np.isfinite(cur), lo, np.nan), np.where(np.isfinite(cur), hi, np.nan)
+
+
+def _open(p_lo, p_hi, alpha: float) -> np.ndarray:
+    """Heads flagged by Benjamini–Hochberg with the lower ends of their p and not with the
+    upper ends (NaN p: never flagged)."""
+    from ..decision.significance import benjamini_hochberg
+
+    if not np.isfinite(p_lo).any():
+        return np.zeros(p_lo.shape, dtype=bool)
+    return benjamini_hochberg(p_lo, alpha)[0] & ~benjamini_hochberg(p_hi, alpha)[0]
+
+
+def unsettled(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alpha: float,
+              n_looks: int, unaligned=None) -> set:
+    """The null storages whose draws must grow: those of a head of :func:`open_heads`."""
+    heads = open_heads(values, p_stats, nulls, groups, n_final=n_final, alpha=alpha,
+                       n_looks=n_looks, unaligned=unaligned)
+    return {s for s, rows in groups.items() if heads[np.asarray(rows, np.int64)].any()}
+
+
+def open_heads(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alpha: float,
+               n_looks: int, unaligned=None) -> np.ndarray:
+    """(layer, head) mask of the heads whose ``profile_flag`` on some axis or whose
+    ``head_flag`` could differ at ``n_final`` draws (module docstring).
+
+    values: (layer, head, axis) the heads' :data:`~rmtbase.scoring.factor_axes.FACTOR_AXES`;
+    p_stats: (layer, head) the statistics' head p (NaN where none); nulls: {null storage:
+    {axis: (n,)}} the draws made; groups: {null storage: layer positions}; unaligned:
+    (layer, head) ``symmetry_unaligned`` where the profiles have it (its flag is read against
+    the symmetry draws, :func:`rmtbase.scoring.profile._add_unaligned`)."""
+    from ..decision.combined import DECISION_AXES, combined_p
+    from ..decision.tails import TailModel
+    from .factor_axes import FACTOR_AXES
+    from .stopping import STOP_ERROR
+
+    values = np.asarray(values, dtype=np.float64)
+    n_layers, n_heads, n_axes = values.shape
+    level = STOP_ERROR / (
+        n_layers * n_heads * (2 * n_axes + 2) * max(1, int(n_looks)))
+    prof = np.full((2,) + values.shape, np.nan)
+    pa = np.full((2, n_layers, n_heads), np.nan)
+    pick = [FACTOR_AXES.index(a) for a in DECISION_AXES]
+    for s, rows in groups.items():
+        rows = np.asarray(rows, dtype=np.int64)
+        for j, a in enumerate(FACTOR_AXES):
+            lo, hi = tail_p_bounds(TailModel(nulls[s][a]), values[rows, :, j], n_final, level)
+            prof[0, rows, :, j], prof[1, rows, :, j] = lo, hi
+        draws = np.stack([np.asarray(nulls[s][a], np.float64) for a in DECISION_AXES], -1)
+        pa[0, rows], pa[1, rows] = axes_p_bounds(values[rows][..., pick], draws, n_final, level)
+    heads = np.zeros((n_layers, n_heads), dtype=bool)
+    for j in range(n_axes):
+        heads |= _open(prof[0, ..., j], prof[1, ..., j], alpha)
+    if unaligned is not None:  # symmetry_unaligned_flag: against the symmetry draws
+        un = np.full((2, n_layers, n_heads), np.nan)
+        for s, rows in groups.items():
+            rows = np.asarray(rows, dtype=np.int64)
+            un[0, rows], un[1, rows] = tail_p_bounds(TailModel(nulls[s]["symmetry"]),
+                                                     np.asarray(unaligned)[rows], n_final, level)
+        heads |= _open(un[0], un[1], alpha)
+    p_stats = np.asarray(p_stats, dtype=np.float64)
+    return heads | _open(combined_p(p_stats, pa[0])[0], combined_p(p_stats, pa[1])[0], alpha)
+
+
+def first_draws(d: int, d_h: int, storage: str, seed: int = 0) -> int:
+    """Where a score starts: all :data:`SCHEDULE`'s draws where they ship (reading them costs
+    nothing), else its first size."""
+    from .profile_cache import profile_path, shipped_profile
+
+    full = SCHEDULE[-1]
+    ship = shipped_profile(profile_path(d, d_h, storage, full, seed).name)
+    return full if ship is not None else SCHEDULE[0]
+
+
+def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: float,
+                     seed: int, progress: bool = False):
+    """({null storage: {axis: (n,)}}, {null storage: n}): the profile null of each null
+    storage of the layers, from :func:`first_draws` by :data:`SCHEDULE` until
+    :func:`unsettled` is empty.
+    ``profiles``: per layer {axis: (head,)}; ``ds``: the score, its ``head_p_value`` the
+    statistics' head p."""
+    from ..progress import message
+    from .factor_axes import FACTOR_AXES, null_storage
+    from .profile_cache import cached_profile_null
+
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(null_storages):
+        groups.setdefault(null_storage(s), []).append(i)
+    values = np.stack([np.stack([np.asarray(p[a], np.float64) for a in FACTOR_AXES], -1)
+                       for p in profiles])
+    p_stats = (ds["head_p_value"].transpose("layer", "head").values if "head_p_value" in ds
+               else np.full(values.shape[:2], np.nan))
+    unaligned = (np.stack([np.asarray(p["symmetry_unaligned"], np.float64) for p in profiles])
+                 if all("symmetry_unaligned" in p for p in profiles) else None)
+    size = {s: first_draws(d, d_h, s, seed) for s in groups}
+    nulls = {s: cached_profile_null(d, d_h, s, n=size[s], seed=seed, progress=progress)
+             for s in groups}
+    while True:
+        grow = [s for s in unsettled(values, p_stats, nulls, groups, n_final=SCHEDULE[-1],
+                                     alpha=alpha, n_looks=len(SCHEDULE), unaligned=unaligned)
+                if size[s] < SCHEDULE[-1]]
+        if not grow:
+            return nulls, size
+        for s in grow:
+            size[s] = min(n for n in SCHEDULE if n > size[s])
+            if progress:
+                message(f"rmtbase: some heads' profile decisions are not settled on the "
+                        f"{s} profile null; drawing it to {size[s]}")
+            nulls[s] = cached_profile_null(d, d_h, s, n=size[s], seed=seed, progress=progress)
