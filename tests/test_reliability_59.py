@@ -153,7 +153,11 @@ def test_a_second_writer_into_the_same_out_is_refused(tmp_path, capsys):
         first.stdin.close()
         first.wait(timeout=60)
         first.stdout.close()
+    from rmtbase.files.output_lock import lock_path, release
+
+    assert not lock_path(out).exists()  # the first process ended without writing: no litter
     assert check_output_dir(out, "rmtbase score", overwrite=False) == out
+    release(out)
     assert not (tmp_path / "runs").exists()  # the check makes no folder
 
 

@@ -10,8 +10,8 @@ screen says (issue 55, item 3).
   without a tokenizer is not refused either: the search uses repeated random tokens
   (TransformerLens' ``generate_repeated_tokens`` convention) and the text probe's join is left
   out, said so.
-- :func:`outputs`: ``composition.nc``, with ``--probe`` ``circuits.nc``, and the figure
-  (``figures/composition.png``) drawn with the circuits and labels.
+- :func:`outputs`: ``composition.nc`` and, with ``--probe``, ``circuits.nc``; :func:`redraw`
+  the figure (``figures/composition.png``) with the circuits and labels.
 - :func:`found`, :func:`json_fields`: the lines that lead the terminal, ``summary.txt`` and
   ``report.html``, and the ``--json`` fields (``circuits``: ``circuit_list`` objects).
 """
@@ -104,12 +104,12 @@ def outputs(args, plan, checked: dict | None) -> dict:
 def redraw(out: dict, score, args) -> dict | None:
     """The presentation's context (:func:`rmtbase.report.circuit_context.context`) of the
     composition outputs ``out`` and the ``score`` (labels from its text probe when no circuit
-    search ran), with ``figures/composition.png`` drawn again with the circuits and labels
-    (when the figure is written)."""
+    search ran), with ``figures/composition.png`` drawn with the circuits and labels (not
+    with --no-figures)."""
     from ..report.circuit_context import context
 
     ctx = context(score, out)
-    if ctx is None or args.no_figures or "figures/composition.png" not in out:
+    if ctx is None or args.no_figures:
         return ctx
     import matplotlib.pyplot as plt
 

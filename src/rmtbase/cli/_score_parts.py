@@ -58,7 +58,7 @@ def check_composition(models, revisions, args, several: bool, null) -> None:
 
 
 def composition_extras(model, revision, args) -> dict:
-    """{"composition.nc": Dataset, "figures/composition.png": Figure} (no figure with
+    """{"composition.nc": Dataset} (its figure: rmtbase.cli._circuits.redraw; none with
     --no-figures) of rmtbase.composition."""
     from ..models import default_model_path
     from ..scoring.composition import composition
@@ -67,23 +67,7 @@ def composition_extras(model, revision, args) -> dict:
                      seed=args.seed, alpha=args.alpha, allow_pickle=args.allow_pickle,
                      null=args.null, progress=not args.quiet,
                      **({"draws": args.draws} if args.draws else {}))
-    out = {"composition.nc": ds}
-    if not args.no_figures:
-        import matplotlib.pyplot as plt
-
-        from ..report.composition_figure import plot_circuit
-
-        ax = plot_circuit(ds)
-        out["figures/composition.png"] = ax.figure
-        plt.close(ax.figure)
-    return out
-
-
-def composition_doc(extras) -> dict:
-    """The --json "composition" fields."""
-    from ..report.composition_figure import composition_json
-
-    return composition_json(extras["composition.nc"])
+    return {"composition.nc": ds}
 
 
 def component_options(args, components) -> dict:

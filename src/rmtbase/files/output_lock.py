@@ -7,9 +7,10 @@ advisory lock (``flock``) on a lock file beside it, ``<ancestor>/.<relative path
 the nearest folder that exists (the path percent-encoded, so that two targets never share a
 lock), and a second process that asks for the same folder is refused at once with one line
 naming the process that holds it. The lock is this process's until :func:`release` (the end
-of the folder's :class:`~rmtbase.files.output.OutputFolder`) or its exit: the kernel drops a
-``flock`` when its holder dies, so a killed run leaves no lock behind (only the small lock
-file, removed by the next run that takes it). A process asking again for a folder it holds
+of the folder's :class:`~rmtbase.files.output.OutputFolder`) or its exit (an ``atexit``
+handler gives back what a failed command still holds, its file removed); the kernel drops a
+``flock`` when its holder dies, so even a killed run leaves no lock behind (only the small
+lock file, removed by the next run that takes it). A process asking again for a folder it holds
 gets it (a command checks its ``--out`` before the work, then writes it).
 
 Where ``fcntl`` does not exist (Windows) or the lock file cannot be made (a read-only folder,
@@ -19,6 +20,7 @@ file systems (older NFS): there the check of the folder's contents is what remai
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 from pathlib import Path
@@ -84,6 +86,9 @@ def acquire(folder: Path) -> bool:
         os.close(fd)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    if not _HELD:  # a command that fails before it writes leaves no lock file behind
+        atexit.unregister(release_all)  # registered once
+        atexit.register(release_all)
     _HELD[key] = (path, fd)
     return True
 
@@ -101,4 +106,11 @@ def release(folder: Path) -> None:
     os.close(fd)
 
 
-__all__ = ["acquire", "lock_path", "release"]
+def release_all() -> None:
+    """Give back every lock this process holds (at exit: a command that failed between its
+    check and its output leaves no lock file)."""
+    for key in list(_HELD):
+        release(Path(key))
+
+
+__all__ = ["acquire", "lock_path", "release", "release_all"]
