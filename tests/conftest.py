@@ -190,6 +190,33 @@ def _check_slow_ids_exist(config, seen: set[str]) -> None:
         )
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``RMTBASE_TEST_CPU_LOG=PATH``: one line per test appended to ``PATH.<worker>``
+    (``main`` without xdist): node id, CPU seconds of this process (user + system, all
+    threads: ``getrusage(RUSAGE_SELF)``) and of the children it waited for (CLI subprocesses),
+    and wall seconds, over the test's setup, call and teardown (a module fixture's cost falls
+    to the first test that uses it). CPU, not wall, is what a loaded machine cannot distort
+    much; ``benchmarks/quick_tier_cpu.py`` sums it per file. Nothing without the variable."""
+    path = os.environ.get("RMTBASE_TEST_CPU_LOG")
+    if not path:
+        yield
+        return
+    import resource
+    import time
+
+    def cpu():
+        s, c = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime
+
+    (s0, c0), t0 = cpu(), time.perf_counter()
+    yield
+    (s1, c1), wall = cpu(), time.perf_counter() - t0
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(f"{path}.{worker}", "a", encoding="utf-8") as f:
+        f.write(f"{item.nodeid}\t{s1 - s0:.3f}\t{c1 - c0:.3f}\t{wall:.3f}\n")
+
+
 def pytest_unconfigure(config):
     """Remove the run's compilation cache (:func:`_one_compilation_cache`), in the process
     that made it."""
