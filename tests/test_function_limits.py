@@ -27,7 +27,7 @@ EXCEPTIONS = {
     "scoring/score.py::score_model": {"params": 14},
     "scoring/score.py::score_heads": {"params": 14},
     "scoring/components.py::score_components": {"params": 10},
-    "scoring/composition.py::composition": {"params": 10},
+    "scoring/composition.py::composition": {"params": 11},  # + progress (issue 55)
     "scoring/trajectory.py::score_collection": {"params": 11},
     "decision/verdict.py::score_values": {"params": 9},
     # not yet restructured (issue 50 step 4 left them; see the commit that added this test)
