@@ -20,7 +20,9 @@ the reason), so one slow or failing route cannot eat the run:
    draws and (4096, 128), (8192, 128) with 2·10⁵, by route (``eigvalsh``, ``jacobi_pallas``,
    ``hestenes_pallas``, ``jacobi``, ``hestenes``, and the route :func:`~rmtbase.baseline.null.eig_method` takes now). A probe of
    2 % of the draws decides whether the whole count fits the section's share; if not, the count
-   is cut to fit and recorded (``*_n_draws``). ``gpu_route_switch_suggested``: the switch of
+   is cut to fit and recorded (``*_n_draws``). ``spectral_*_factors_per_s``: the random part
+   alone (the factors and the core, no eigenvalues), the ceiling of every route.
+   ``gpu_route_switch_suggested``: the switch of
    :mod:`rmtbase.stats._gpu_routes` that these figures support ([route, largest d_h] or null).
 3. ``all``: all-statistics null draws/s at (768, 64) and (4096, 128), float32 and bfloat16
    storage (5,000 and 500 draws, same probe rule); and bfloat16 again with an 8 GiB
@@ -83,6 +85,7 @@ KEYS = ("device", "jax", "commit", "spectral_768x64_draws_per_s",
         "spectral_4096x128_draws_per_s", "spectral_8192x128_draws_per_s",
         "eigvalsh_64x64_per_s", "eigvalsh_128x128_per_s", "jacobi_pallas_64x64_per_s",
         "hestenes_pallas_64x64_per_s", "spectral_768x64_hestenes_pallas_draws_per_s",
+        "spectral_768x64_factors_per_s",
         "all_4096x128_float32_draws_per_s", "all_4096x128_bf16_draws_per_s",
         "all_768x64_float32_draws_per_s", "all_768x64_bf16_draws_per_s",
         "gpu_route_switch_suggested", "score_8b_all_s", "score_8b_spectral_s", "composition_8b_s")
@@ -205,6 +208,22 @@ def _null_rate(d, d_h, n, stats, storage, share_s, route=None, budget=None):
         null._draw_fn.cache_clear()
 
 
+def _factor_rate(d, d_h, batch):
+    """Draws/s of the spectral null's random part alone (W_Q's bidiagonal B, W_K's Bartlett
+    L_K and the core C = Bᵀ L_K, vectorised over ``batch`` keys): the ceiling any eigen route
+    stays under."""
+    import jax
+
+    from rmtbase.ensembles import named_key
+    from rmtbase.ensembles.wishart import gram_bidiagonal, gram_cholesky
+    from rmtbase.stats.spectral import bidiagonal_core
+
+    fn = jax.jit(jax.vmap(lambda k: bidiagonal_core(
+        *gram_bidiagonal(named_key(k, "wq"), d, d_h), gram_cholesky(named_key(k, "wk"), d, d_h))))
+    keys = [jax.random.split(jax.random.key(seed), batch) for seed in (5, 6)]
+    return _median_rate(fn, keys, batch)
+
+
 def section_spectral(smoke, quick, seconds):
     """The spectral null by route (module docstring, section 2)."""
     import jax
@@ -219,10 +238,12 @@ def section_spectral(smoke, quick, seconds):
         n = n // 10 if quick else n
         chosen = eig_method(d, d_h)
         rates[(d, d_h)] = {}
-        for route in dict.fromkeys((*ROUTES, chosen)):
+        emit(f"spectral_{label}_factors_per_s", _factor_rate(d, d_h, 16 if smoke else 16_384))
+        routes = tuple(dict.fromkeys((*ROUTES, chosen)))
+        for route in routes:  # half the section's time for the runs, half for compiling
             try:
                 rate, used = _null_rate(d, d_h, n, "spectral", "float32",
-                                        seconds / (3 * len(SPECTRAL)), route)
+                                        seconds / (2 * len(routes) * len(SPECTRAL)), route)
             except Exception as exc:
                 emit(f"spectral_{label}_{route}_error", f"{type(exc).__name__}: {str(exc)[:300]}")
                 continue
