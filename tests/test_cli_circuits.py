@@ -90,6 +90,10 @@ def test_first_screen_leads_with_what_was_found(scored):
     _, doc, out = scored
     summary = (out / "summary.txt").read_text()
     assert summary.startswith("What was found")
+    import pandas as pd
+
+    heads = pd.read_csv(out / "heads.csv")
+    assert "head_label" in heads.columns and len(heads) == 12
     for line in doc["composition"]["found"]:
         assert line in summary
     page = (out / "report.html").read_text()
@@ -162,3 +166,12 @@ def test_context_feeds_every_output():
     html = section_of(ctx, None)
     assert html.index("What was found") < html.index("<table")
     assert "effect_<wbr>causal" in html and "label_<wbr>to" in html
+    import xarray as xr
+
+    from rmtbase.cli._circuits import with_labels
+
+    score = xr.Dataset(coords={"layer": np.arange(3), "head": np.arange(2)})
+    labelled = with_labels(score, ctx)
+    assert labelled["head_label"].values.tolist() == [["none", "previous-token"],
+                                                      ["none", "none"], ["none", "induction"]]
+    assert "head_label" not in score

@@ -121,6 +121,25 @@ def redraw(out: dict, score, args) -> dict | None:
     return ctx
 
 
+def with_labels(ds, ctx: dict | None):
+    """The score ``ds`` with ``head_label`` (layer, head): each head's behaviour label from the
+    context (``circuits.nc``'s, or the text probe's by the same rule), beside its kind in
+    scores.nc and heads.csv; ``ds`` unchanged without labels."""
+    if not ctx or not ctx["labels"]:
+        return ds
+    import numpy as np
+
+    lab = np.array([[ctx["labels"].get((int(li), int(hi)), "none") for hi in ds["head"].values]
+                    for li in ds["layer"].values], dtype=str)
+    out = ds.copy()
+    out["head_label"] = (("layer", "head"), lab, {
+        "long_name": "behaviour label", "units": "1",
+        "definition": "what the head does on the probe's sequences (rmtbase.circuits.labels: "
+                      "induction, previous-token, duplicate-token, self/local, first-token, "
+                      "none); head_kind says how its weights differ from random"})
+    return out
+
+
 def json_fields(ctx: dict) -> dict:
     """The ``--json`` additions of a composition context: ``found`` (lines) and, with the
     circuit search, ``circuits`` (``circuit_list`` objects)."""
@@ -130,5 +149,5 @@ def json_fields(ctx: dict) -> dict:
     return out
 
 
-__all__ = ["PATCHED", "check", "has_tokenizer", "json_fields", "outputs",
-           "redraw"]
+__all__ = ["PATCHED", "check", "has_tokenizer", "json_fields", "outputs", "redraw",
+           "with_labels"]

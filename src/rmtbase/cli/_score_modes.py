@@ -156,6 +156,7 @@ def single(args, plan: Plan, show) -> Scored:
         from . import _circuits
 
         ctx = _circuits.redraw(extras, ds, args)
+        ds = _circuits.with_labels(ds, ctx)  # head_label beside head_kind
     written = _write(ds, args, components=cds, extras=extras)
     if ctx is not None:  # the first screen leads with what was found
         from ..report.composition_report import summary_lead

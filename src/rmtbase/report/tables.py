@@ -21,7 +21,7 @@ __all__ = ["EFFECT_NOTE", "MEANING", "anomaly_table", "fmt_p", "has_head_effect"
 
 _CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_value", "p_method",
              "q_value", "percentile", "flag")
-_HEAD_CSV = ("head_kind", "head_kinds", "head_kind_axes", "head_effect", "n_spikes",
+_HEAD_CSV = ("head_kind", "head_kinds", "head_kind_axes", "head_label", "head_effect", "n_spikes",
              "head_p_value", "head_p_method", "head_q_value", "head_flag", "head_top_stat",
              "head_n_stats", "sigma_q", "sigma_k")
 EFFECT_NOTE = ("Effects are in each statistic's own units: a ratio to the null median (x) or a "
