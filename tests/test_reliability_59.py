@@ -136,8 +136,12 @@ def test_a_second_writer_into_the_same_out_is_refused(tmp_path, capsys):
     (issue 59: both said "wrote 6 files"). Once the first ends, the folder is free again."""
     from rmtbase.cli import main
     from rmtbase.files.output import check_output_dir
+    from rmtbase.files.output_lock import lock_path, release
 
     out = tmp_path / "runs" / "new-out"
+    other = tmp_path / "other"
+    assert main(["combine", "x", "y", "--out", str(other)]) == 2  # fails after its check
+    assert list(tmp_path.iterdir()) == []  # its lock given back, no file left
     first = subprocess.Popen([sys.executable, "-c", _HOLD, str(out)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
@@ -149,12 +153,11 @@ def test_a_second_writer_into_the_same_out_is_refused(tmp_path, capsys):
                      str(out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "another rmtbase run" in err[0]
+        assert lock_path(out).is_file()  # the first's, kept by the refused second
     finally:
         first.stdin.close()
         first.wait(timeout=60)
         first.stdout.close()
-    from rmtbase.files.output_lock import lock_path, release
-
     assert not lock_path(out).exists()  # the first process ended without writing: no litter
     assert check_output_dir(out, "rmtbase score", overwrite=False) == out
     release(out)

@@ -121,6 +121,10 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
     except KeyboardInterrupt:
         message("rmtbase: interrupted", final=True)
         return 130
+    finally:  # an --out checked but not written (the command failed) is free again, no file left
+        from ..files.output_lock import release_all
+
+        release_all()
 
 
 def _use_compilation_cache() -> None:
