@@ -123,5 +123,5 @@ def test_bad_null_is_refused(tmp_path):
     from rmtbase.errors import InputError
 
     m = _gpt2(tmp_path / "g", 2, 2, 16)
-    with pytest.raises(InputError, match="gaussian or permutation"):
+    with pytest.raises(InputError, match="^null must be one of gaussian, permutation"):
         rmtbase.composition(m, null="uniform")

@@ -1,5 +1,6 @@
 """The null as one value (rmtbase.stats.null_kind): parsing with one-line errors, equality and
-hashing, what each null tests, its element draws, and the descriptions the files carry."""
+hashing, what each null tests, its element draws, the descriptions the files carry, the
+registry the classes fill and the capabilities read as attributes (issue 58)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,78 @@ def test_descriptions_as_the_files_carry_them():
         "quantiser (layers 0-1); passed through the q6_k block quantiser (layer 2); float32 "
         "(layer 3); layer 3 looks dequantised from q8_0+q4_k but its null is not: histogram "
         "statistics are left out of the decision")
+
+
+def test_the_registry_is_filled_by_the_classes():
+    """A concrete subclass naming itself registers when defined (issue 58); an abstract one, or
+    a variant keeping its parent's name, does not; NULLS is a live view of the names."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from rmtbase.stats.null_kind import unregister
+    from rmtbase.stats.null_registry import REGISTRY
+
+    before = dict(REGISTRY)
+
+    @dataclass(frozen=True)
+    class Abstract(Null):  # no reference: abstract, not registered
+        name: ClassVar[str] = "abstract-test"
+
+        def description(self) -> str:
+            return "x"
+
+    @dataclass(frozen=True)
+    class Variant(GaussianNull):  # keeps "gaussian": a variant, not registered
+        pass
+
+    assert REGISTRY == before and Null.parse("gaussian") == GaussianNull()
+
+    @dataclass(frozen=True)
+    class Sign(PermutationNull):
+        """Signs flipped."""
+
+        name: ClassVar[str] = "sign-test"
+
+    try:
+        assert "sign-test" in NULLS and NULLS[-1] == "sign-test" and len(NULLS) == 3
+        assert Null.parse("sign-test") == Sign() and Null.parse("sign-test").per_head
+        with pytest.raises(InputError, match="^null must be one of gaussian, permutation, "
+                                             "sign-test, got 'x'$"):
+            Null.parse("x")
+    finally:
+        unregister("sign-test")
+    assert NULLS == ("gaussian", "permutation") and "sign-test" not in NULLS
+    with pytest.raises(InputError, match="cannot be unregistered"):
+        unregister("gaussian")
+    assert Variant("float16").storage == "float16" and Abstract is not None
+
+
+def test_capabilities_are_attributes():
+    g, p = GaussianNull(), PermutationNull()
+    assert g.stored_like_checkpoint and not p.stored_like_checkpoint
+    assert g.scores_components and g.scores_deltas
+    assert not p.scores_components and not p.scores_deltas
+    assert (g.composition_draws, p.composition_draws) == (2000, 1000)
+    assert g.at_storage("q4_k") == GaussianNull("q4_k") and p.at_storage("q4_k") is p
+    assert p.storage == "float32"
+    g.require("scores_deltas", "--base")
+    with pytest.raises(InputError) as exc:
+        p.require("scores_deltas", "--base")
+    assert str(exc.value) == ("--base needs a null with scores_deltas; the permutation null "
+                              "has none (PermutationNull.scores_deltas = False)")
+    assert g.composition_label("bfloat16") == "independent Gaussian factors (bfloat16)"
+    assert p.composition_label("float32") == "permutation (each factor's entries shuffled)"
+
+
+def test_a_null_carrying_a_storage_is_refused_not_ignored():
+    from rmtbase.scoring.null_checks import check_null_storage
+
+    check_null_storage(GaussianNull())
+    check_null_storage(PermutationNull())
+    with pytest.raises(InputError) as exc:
+        check_null_storage(GaussianNull("q8_0"))
+    assert str(exc.value) == (
+        "null GaussianNull(storage='q8_0') carries storage 'q8_0', which is not honoured: the "
+        "null is stored as each layer of the checkpoint is; pass GaussianNull() (quantized_null "
+        "forces a block format on quantised layers)")
+

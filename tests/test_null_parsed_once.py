@@ -3,8 +3,10 @@
 
 Where text enters: the CLI's ``--null`` (:func:`rmtbase.cli.score.checked`), the public
 ``score_model(null=...)`` / ``score_collection`` / ``score_delta`` (one check,
-``rmtbase.scoring.score._check_options``), and a file's ``null_kind`` attribute
-(``rmtbase.scoring.trajectory``). Everything below takes the
+``rmtbase.scoring.score._check_options``), the public ``composition(null=...)`` (issue 58:
+the CLI hands it the parsed value, as it does the score), and a file's ``null_kind``
+attribute (``rmtbase.scoring.trajectory``, through the registry of nulls). Everything below
+takes the
 :class:`~rmtbase.stats.null_kind.Null` (``in_family``, ``check_element_draws``,
 ``check_null_size``, ``null_description``).
 """
@@ -22,7 +24,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 #: The places that parse the null's text, with how many times (this list may only shrink).
 #: decision/verdict.py: score_values_by_layer's ``null_kind``, left to its owner.
 PARSES = {"cli/score.py": 1, "scoring/score.py": 1, "scoring/trajectory.py": 1,
-          "decision/verdict.py": 1}
+          "decision/verdict.py": 1, "scoring/composition.py": 1}
 
 
 def test_the_null_is_parsed_only_where_its_text_enters():
@@ -67,3 +69,24 @@ def test_an_entry_key_names_the_null_by_its_spelling():
     assert key(GaussianNull()) == key("gaussian")
     assert key(PermutationNull()) == key("permutation")
     assert key(GaussianNull()) != key(PermutationNull())
+
+
+def test_cli_composition_gets_the_parsed_null(monkeypatch, tmp_path):
+    """``--composition`` is handed the same value as the score (it used to get the raw
+    ``args.null`` text, issue 58)."""
+    from types import SimpleNamespace
+
+    from rmtbase.cli._score_parts import composition_extras
+
+    seen = {}
+
+    def fake_composition(model, **kw):
+        seen.update(kw)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr("rmtbase.scoring.composition.composition", fake_composition)
+    args = SimpleNamespace(seed=0, alpha=0.05, allow_pickle=False, null=PermutationNull(),
+                           draws=None, no_figures=True, quiet=True)
+    with pytest.raises(RuntimeError, match="stop"):
+        composition_extras("m", None, args)
+    assert seen["null"] == PermutationNull()

@@ -9,7 +9,6 @@ import os
 import re
 
 from ..errors import InputError
-from ..stats.null_kind import GaussianNull, PermutationNull
 
 
 def directions(ds, model, revision, args) -> dict:
@@ -32,8 +31,8 @@ def directions(ds, model, revision, args) -> dict:
 
 def check_composition(models, revisions, args, several: bool, null) -> None:
     """--composition: one MODEL alone (not --base, not several), two layers or more, V/O weights,
-    memory (rmtbase.scoring.composition.check_model), before any work; ``null``: the parsed
-    --null."""
+    memory, a null with a composition null (rmtbase.scoring.composition.check_model), before
+    any work; ``null``: the parsed --null."""
     from ..scoring.composition import check_model
 
     if args.base is not None:
@@ -46,20 +45,20 @@ def check_composition(models, revisions, args, several: bool, null) -> None:
     if model is None:
         from ..models import default_model_path
         model = default_model_path()
-    perm = isinstance(null, PermutationNull)
-    pl = check_model(model, revision=revision, null=null.name,
-                     draws=args.draws or (1000 if perm else 2000))
+    pl = check_model(model, revision=revision, null=null,
+                     draws=args.draws or null.composition_draws)
     check_ov(model, revision, args.allow_pickle)
     if not args.quiet:  # memory and work stated up front
         import sys
         print(f"rmtbase: composition: {pl['pairs_per_kind']:,} pairs per kind, about "
               f"{pl['bytes'] / 2**30:.2f} GiB, {pl['gemm_flops'] / 1e12:.3g} TFLOP of GEMMs"
-              f"{' (permutation null)' if perm else ''}", file=sys.stderr)
+              f"{f' ({null.name} null)' if null.per_head else ''}", file=sys.stderr)
 
 
 def composition_extras(model, revision, args) -> dict:
     """{"composition.nc": Dataset} (its figure: rmtbase.cli._circuits.redraw; none with
-    --no-figures) of rmtbase.composition."""
+    --no-figures) of rmtbase.composition, under ``args.null`` (the parsed --null: the same
+    :class:`~rmtbase.stats.null_kind.Null` the heads were scored against)."""
     from ..models import default_model_path
     from ..scoring.composition import composition
 
@@ -150,9 +149,9 @@ def components_arg(args, null):
         if args.component_draws is not None:
             raise InputError("--component-draws needs --components")
         return None
-    if not isinstance(null, GaussianNull):
+    if not null.scores_components:
         raise InputError("--components compares whole matrices with the Gaussian null; it "
-                         "does not combine with --null permutation")
+                         f"does not combine with --null {null.name} (scores_components)")
     if args.component_draws is not None and args.component_draws < 2:
         raise InputError(f"--component-draws must be at least 2, got {args.component_draws}")
     if args.component_draws is not None:

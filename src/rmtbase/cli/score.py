@@ -21,6 +21,7 @@ import time
 from ..errors import InputError
 from ..stats.names import QUANT_FORMATS
 from ..stats.null_kind import NULLS, GaussianNull, Null
+from ..stats.null_registry import REGISTRY
 from . import _output as output
 from . import _score_modes as _modes
 from . import _score_parts as parts
@@ -62,7 +63,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--null", choices=NULLS, default=GaussianNull.name,
                    help="gaussian: i.i.d. N(0, sigma^2) entries stored like the checkpoint "
                         "(default); permutation: each head's own entries shuffled (tests "
-                        "structure beyond the entry law)")
+                        "structure beyond the entry law)" + _other_nulls())
     p.add_argument("--quantized-null", choices=("auto", "none", *QUANT_FORMATS),
                    default="auto",
                    help="null for weights stored in a block format: auto (the GGUF file's "
@@ -166,11 +167,11 @@ _PLAN_RULES = (
     (lambda a, p: not p.several and a.collection is not None,
      "--collection names the dimension of several checkpoints or models"),
     (lambda a, p: a.base is not None and (p.several or p.components is not None or not p.models
-                                          or not isinstance(p.null, GaussianNull)
+                                          or not p.null.scores_deltas
                                           or p.probe_text is not None),
-     "--base scores one fine-tuned MODEL (or LoRA adapter) against its base with the Gaussian "
-     "null; it does not combine with several models, --components, --probe or --null "
-     "permutation"),
+     lambda a, p: "--base scores one fine-tuned MODEL (or LoRA adapter) against its base with "
+     "the Gaussian null; it does not combine with several models, --components, --probe or "
+     f"--null {_lacking('scores_deltas')}"),
     (lambda a, p: (a.ov or a.directions) and (p.several or a.base is not None
                                               or p.components is not None
                                               or p.probe_text is not None),
@@ -182,14 +183,29 @@ _PLAN_RULES = (
 def _refuse(rules, *args) -> None:
     for refused, text in rules:
         if refused(*args):
-            raise InputError(text.format(a=args[0], p=args[1] if len(args) > 1 else None))
+            raise InputError(text(*args) if callable(text) else
+                             text.format(a=args[0], p=args[1] if len(args) > 1 else None))
+
+
+def _lacking(capability: str) -> str:
+    """The registered nulls without ``capability`` (:mod:`rmtbase.stats.null_kind`), by name."""
+    return "/".join(n for n, cls in REGISTRY.items() if not getattr(cls, capability))
+
+
+def _other_nulls() -> str:
+    """--null's help for the nulls registered besides the shipped two (a user's): each with
+    the first line of its class docstring."""
+    extra = [(n, (cls.__doc__ or "").strip().splitlines()[:1]) for n, cls in REGISTRY.items()
+             if n not in ("gaussian", "permutation")]
+    return "".join(f"; {n}: {(doc or [n])[0]}" for n, doc in extra)
 
 
 def checked(args: argparse.Namespace) -> _modes.Plan:
     """Every option check, before any work (tables above; then what needs the models: a
     probe's tokenizer, --composition, local paths, --ov's tensors, --out, --components)."""
     _refuse(_VALUE_RULES, args)
-    null = Null.parse(args.null)  # once: the checks below read the value
+    null = args.null = Null.parse(args.null)  # once: the checks below read the value, and
+    #  args.null is the value from here on (composition takes it too)
     if null.needs_element_draws(args.stats):
         from ..scoring.null_checks import check_element_draws
 

@@ -14,12 +14,13 @@ import numpy as np
 from .tails import MIN_TAIL
 
 
-def resolution_note(n_draws, n_heads: int, alpha: float, null_kind: str = "") -> str:
+def resolution_note(n_draws, n_heads: int, alpha: float, null=None) -> str:
     """'' or one sentence: the smallest p the draws can give exceeds what one head needs
     (alpha / n_heads) to be flagged (module docstring, "Resolution"). ``n_draws``: the draws
     per statistic, a sequence or {statistic: draws}; given names, the option to raise is the
     one that sets the limiting statistic's draws (``--element-draws`` for W_QK element
-    statistics under the permutation null, else ``--draws``)."""
+    statistics under a ``null`` that draws them per head, such as the permutation null:
+    :meth:`~rmtbase.stats.null_kind.Null.needs_element_draws`; else ``--draws``)."""
     if not n_draws:
         return ""
     named = dict(n_draws) if isinstance(n_draws, dict) else {}
@@ -31,7 +32,7 @@ def resolution_note(n_draws, n_heads: int, alpha: float, null_kind: str = "") ->
     if floor <= need:
         return ""
     option = "--draws"
-    if null_kind == "permutation" and named:
+    if null is not None and null.needs_element_draws("all") and named:
         from ..stats import SPECTRAL_STATS
 
         spectral = {f"qk.{s}" for s in SPECTRAL_STATS} | set(SPECTRAL_STATS)

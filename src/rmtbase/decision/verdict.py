@@ -147,7 +147,7 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
         heads["head_flag"] = np.zeros(shape, dtype=bool)
     ds = _dataset(out, heads, names, family, n_draws, alpha, null_kind, unreliable)
     ds.attrs["resolution_note"] = resolution_note({n: n_draws[n] for n in family},
-                                                  int(np.prod(shape)), alpha, str(null_kind))
+                                                  int(np.prod(shape)), alpha, null_kind)
     return ds
 
 

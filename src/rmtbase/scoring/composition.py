@@ -25,15 +25,16 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from ..baseline.composition_null import null_squares, null_squares_full
 from ..errors import InputError
 from ..files.memory import check_memory
 from ..stats import composition as C
-from ..stats.storage import storage_record
+from ..stats.null_kind import GaussianNull, Null
 from .composition_dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
+from .composition_pairs import Pairs, null_scores  # noqa: F401 - null_scores re-exported
 
 #: Bytes a float32 needs; the model side holds every earlier layer's column side.
 _F32 = 4
+_GAUSSIAN = GaussianNull()
 
 
 #: The process itself (Python, JAX's runtime and buffers, xarray, the reader), beyond what
@@ -58,24 +59,27 @@ def plan(n_layers: int, n_heads: int, n_kv: int, d: int, d_h: int) -> dict:
             "pairs_per_kind": pairs * n_heads**2}
 
 
-def check_model(model, *, revision=None, base=None, null: str = "gaussian",
+def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
                 draws: int = 1000) -> dict:
     """Refuse (InputError, one line) what has no composition, before any weight is read: one
-    layer, a model without V/O weights, ``base`` given; and a run that cannot fit in memory.
-    Returns :func:`plan`'s numbers with the model's sizes (``null="permutation"``: the
-    permutation run's, :func:`rmtbase.scoring.composition_permutation.plan`, ``draws`` times
-    the GEMMs)."""
+    layer, a model without V/O weights, ``base`` given, a ``null`` without a composition null
+    (:attr:`~rmtbase.stats.null_kind.Null.composition_draws` 0); and a run that cannot fit in
+    memory. Returns :func:`plan`'s numbers with the model's sizes (a null drawn from each
+    head's own entries, :attr:`~rmtbase.stats.null_kind.Null.per_head`, such as the
+    permutation null: the permutation run's,
+    :func:`rmtbase.scoring.composition_permutation.plan`, ``draws`` times the GEMMs)."""
     from ..models import model_info
 
     if base is not None:
         raise InputError("composition is defined for one model's weights; it does not combine "
                          "with --base (a fine-tune's delta has no composition null)")
+    null.require("composition_draws", "composition")
     info = model_info(model, revision)
     if info.n_layers < 2:
         raise InputError(f"{info.name} has {info.n_layers} layer: composition needs two layers "
                          "(heads of an earlier layer read by a later one)")
     p = plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h)
-    if null == "permutation":
+    if null.per_head:
         from .composition_permutation import plan as perm_plan
 
         p = {**p, **perm_plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h,
@@ -181,33 +185,10 @@ def _layers(model, revision, allow_pickle, bar: int = 0):
     return counted(gen(), bar, desc="rmtbase composition", unit="layer"), storage
 
 
-def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage: str = "float32"):
-    """``draws`` null composition scores s (sorted, float64) at (d, d_h1, d_h2): the reduced
-    exact sampler for float32 storage, whole factors through the storage round trip for
-    float16/bfloat16 (:func:`rmtbase.baseline.composition_null.null_squares_full`)."""
-    if storage_record(storage).is_narrow_float:
-        sq = null_squares_full(key, d, d_h1, d_h2, draws, storage=storage)
-    elif d_h2 <= d - d_h1:
-        sq = null_squares(key, d, d_h1, d_h2, draws)
-    else:
-        sq = null_squares_full(key, d, d_h1, d_h2, draws)
-    return np.sort(np.sqrt(np.asarray(sq, np.float64)))
-
-
-def _null_storage(storage_rows, null: str) -> str:
-    if null != "auto":
-        return null
-    kinds = {s for row in storage_rows for s in (row[0], row[2])}
-    for s in ("bfloat16", "float16"):
-        if s in kinds:
-            return s
-    return "float32"
-
-
 def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool = False,
                 ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
                 revision: str | None = None, allow_pickle: bool = False, progress: bool = False,
-                null: str = "gaussian") -> xr.Dataset:
+                null: Null | str = "gaussian") -> xr.Dataset:
     """Composition of every ordered cross-layer head pair of ``model`` (hub id, folder, GGUF
     file or loaded model, as :func:`rmtbase.scoring.score.score_model` reads) against the
     Gaussian-factor null. See the module docstring and ``docs/composition.md``. ``progress``:
@@ -218,16 +199,21 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     not implemented: ``fold_ln=True`` without ``ln_gains`` is refused). ``null_storage``:
     ``"auto"`` (the checkpoint's float storage; block-quantised GGUF layers get the float32
     null, not matched), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
-    ``null``: ``"gaussian"`` (default; ``draws`` default 2,000) or ``"permutation"`` (each
+    ``null``: the :class:`~rmtbase.stats.null_kind.Null` (or its name) the heads are scored
+    against: ``"gaussian"`` (default; ``draws`` default 2,000) or ``"permutation"`` (each
     factor's own entries shuffled, :mod:`rmtbase.scoring.composition_permutation`; ``draws``
-    default 1,000, each costing the whole run's GEMMs again).
+    default 1,000, each costing the whole run's GEMMs again); the null draws its own
+    composition null (:meth:`~rmtbase.stats.null_kind.Null.composition_null`), and one without
+    (``composition_draws`` 0) is refused before any weight is read.
     """
+    from .null_checks import check_null_storage
+
     if fold_ln and ln_gains is None:
         raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
                          "gains from a checkpoint is not implemented")
-    if null not in ("gaussian", "permutation"):
-        raise InputError(f"null must be gaussian or permutation, got {null!r}")
-    draws = (2000 if null == "gaussian" else 1000) if draws is None else draws
+    null = Null.parse(null)  # where the text enters (the public API)
+    check_null_storage(null, "null")  # its storage is null_storage's, set from the checkpoint
+    draws = null.composition_draws if draws is None else draws
     if int(draws) < 1:
         raise InputError(f"draws must be a positive integer, got {draws!r}")
     pl = check_model(model, revision=revision, null=null, draws=int(draws))
@@ -235,30 +221,21 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     check_gains(ln_gains, info.n_layers, info.d)
     layers, storage_rows = _layers(model, revision, allow_pickle,
                                    bar=info.n_layers if progress else 0)
-    gains = ln_gains if fold_ln else None
-    if null == "permutation":
-        from . import composition_permutation as P
-
-        layers = list(layers)
-        comp, overlap, norms = composition_from_factors(layers, info.n_kv_heads, ln_gains=gains)
-        counts = P.permutation_counts(layers, info.n_kv_heads, comp, draws=int(draws),
-                                      seed=int(seed), ln_gains=gains)
-        p = P.permutation_p(comp, counts)
-        nst, null_s = "entries permuted", None
-    else:
-        comp, overlap, norms = composition_from_factors(layers, info.n_kv_heads, ln_gains=gains)
-        nst = _null_storage(storage_rows, null_storage)
-        null_s = null_scores(jax.random.key(int(seed)), info.d, info.d_h, info.d_h, int(draws),
-                             nst)
-        p = counts = None
-    ds = assemble(comp, overlap, norms, null_s, alpha=alpha, p=p,
-                  median=None if counts is None else counts["median"], attrs={
+    got = null.composition_null(Pairs(info, layers, storage_rows, composition_from_factors,
+                                      ln_gains if fold_ln else None, null_storage),
+                                draws=int(draws), seed=int(seed))
+    nst = got.null_storage
+    ds = assemble(got.comp, got.overlap, got.norms, got.null_sorted, alpha=alpha, p=got.p,
+                  median=got.median, attrs={
         "model": info.name, "d": info.d, "d_h": info.d_h, "n_kv_heads": info.n_kv_heads,
         "seed": int(seed), "draws": int(draws), "null_storage": nst,
         "storage": ",".join(sorted({r[0] for r in storage_rows} | {r[2] for r in storage_rows})),
         "quantisation": ",".join(sorted({q for r in storage_rows for q in (r[1], r[3]) if q})),
         "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
         "planned_bytes": pl["bytes"]})
+    ds.attrs["null_kind"] = null.name  # the null's own name (assemble's is by the draws' kind)
+    if got.description is not None:
+        ds.attrs["null"] = got.description
     from .composition_overlap import add_overlap_tests  # the overlap's Gaussian-factor null
 
     return add_overlap_tests(ds, seed=int(seed), draws=int(draws), alpha=alpha,

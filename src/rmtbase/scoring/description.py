@@ -8,7 +8,7 @@ import os
 
 import xarray as xr
 
-from ..stats.null_kind import GaussianNull, Null
+from ..stats.null_kind import Null
 from ..stats.precision import QUANT_FORMATS
 from ..stats.storage import storage_record
 
@@ -70,18 +70,19 @@ def _unmatched(storage: str, detected, quantized_null: str) -> bool:
 def null_description(null: Null, storage, detected, quantized_null: str,
                      layers=None) -> str:
     """One sentence saying what the null assumes (:meth:`rmtbase.stats.null_kind.Null.description`;
-    a Gaussian null's per layer). ``storage`` and ``detected`` (the null's storage and the
-    quantisation the weights were found in, or None) are one value for the whole model, or one
-    per layer (lists, with the layer ids ``layers``): layers whose nulls differ are named with
-    theirs."""
-    if not isinstance(null, GaussianNull):
+    per layer for a null stored like the checkpoint,
+    :attr:`~rmtbase.stats.null_kind.Null.stored_like_checkpoint`). ``storage`` and ``detected``
+    (the null's storage and the quantisation the weights were found in, or None) are one value
+    for the whole model, or one per layer (lists, with the layer ids ``layers``): layers whose
+    nulls differ are named with theirs."""
+    if not null.stored_like_checkpoint:
         return null.description()
     if isinstance(storage, str):
         storage, detected, layers = [storage], [detected], [0]
     pairs = list(zip(storage, detected, strict=True))
     if len(set(pairs)) == 1:
         st, det = pairs[0]
-        text = GaussianNull(st).description()
+        text = null.at_storage(st).description()
         if _unmatched(st, det, quantized_null):
             text += (f"; the weights look dequantised from {det} but the null is not: "
                      "histogram statistics are left out of the decision")
@@ -91,7 +92,7 @@ def null_description(null: Null, storage, detected, quantized_null: str,
     for pair, layer in zip(pairs, layers, strict=True):
         by_storage.setdefault(pair[0], []).append(layer)
         by_pair.setdefault(pair, []).append(layer)
-    parts = [f"{GaussianNull(st).stored_as()} ({layer_range(ids)})"
+    parts = [f"{null.at_storage(st).stored_as()} ({layer_range(ids)})"
              for st, ids in by_storage.items()]
     notes = []
     for (st, det), ids in by_pair.items():
@@ -99,7 +100,7 @@ def null_description(null: Null, storage, detected, quantized_null: str,
             one = len(set(ids)) == 1
             notes.append(f"{layer_range(ids)} {'looks' if one else 'look'} dequantised from "
                          f"{det} but {'its' if one else 'their'} null is not")
-    text = (f"{GaussianNull.ENTRIES}, each layer stored as the checkpoint stores it: "
+    text = (f"{null.ENTRIES}, each layer stored as the checkpoint stores it: "
             f"{'; '.join(parts)}")
     if notes:
         text += f"; {'; '.join(notes)}: histogram statistics are left out of the decision"

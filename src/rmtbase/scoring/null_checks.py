@@ -27,6 +27,19 @@ def check_element_draws(null: Null, kind: str, element_draws,
                          "out)")
 
 
+def check_null_storage(null: Null, where: str = "null") -> None:
+    """InputError (one line), up front, if ``null`` carries a storage of its own: a null
+    stored like the checkpoint (:attr:`~rmtbase.stats.null_kind.Null.stored_like_checkpoint`)
+    is set to each layer's storage by the scoring (and forced to a block format on quantised
+    layers by ``quantized_null``), so ``GaussianNull("q8_0")`` would be scored as float32
+    without a word (issue 58): it is refused instead of ignored."""
+    if null.storage != "float32":
+        raise InputError(f"{where} {null!r} carries storage {null.storage!r}, which is not "
+                         "honoured: the null is stored as each layer of the checkpoint is; pass "
+                         f"{type(null).__name__}() (quantized_null forces a block format on "
+                         "quantised layers)")
+
+
 def check_null_size(info, kind: str, names, draws, null: Null,
                     element_draws: int) -> None:
     """InputError, before any weight is read or any draw made, if the null draws asked for
@@ -84,4 +97,5 @@ def report_undefined(ds, undefined: dict, n_heads: int) -> None:
 
 
 __all__ = ["MIN_DEFINED", "MIN_ELEMENT_DRAWS", "check_element_draws", "check_null_size",
+           "check_null_storage",
            "report_undefined", "undefined_under_null"]

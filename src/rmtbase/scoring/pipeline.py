@@ -28,7 +28,7 @@ from .layer_stats import RawUnits, layer_stats, safe_factors
 from .null_checks import report_undefined
 from .profile import add_profile, factor_profile, null_storage
 from .qk_histogram import add_qk_hist
-from .reference import Cells
+from .reference import GAUSSIAN_AXES, Cells
 from .sequential import Decision, decide
 from .spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
 
@@ -169,12 +169,16 @@ def _add_spectra(ds, read: Layers, refs, values, d: int, d_h: int) -> None:
 
 def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> None:
     """The profile axes and their part in the head decision (decision.combined)."""
-    perm_profile = refs[0].profile_null()  # None: the Gaussian profile null
+    own = refs[0].profile_null()  # the reference says which (no Gaussian default)
+    own = None if own is GAUSSIAN_AXES else own
     axis_nulls = add_profile(ds, read, d, d_h, alpha=opts.alpha, seed=opts.seed,
-                             permutation=perm_profile, progress=opts.progress)
-    if perm_profile is None:  # the head decision sees the factor axes too
+                             permutation=own, progress=opts.progress)
+    if own is None:  # the Gaussian axes' draws per null storage enter the head decision
         axis_nulls = [([i for i, s in enumerate(read.null_storages) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]
+    else:  # the reference names its own draws (add_profile's text names permutations)
+        ds.attrs["profile"] = ("per-head axes (rmtbase.scoring.profile); new axes against "
+                               f"{next(iter(own.values())).shape[-1]} {refs[0].profile_draws}")
     add_axes_decision(ds, axis_nulls, alpha=opts.alpha)
 
 

@@ -16,10 +16,16 @@ own returns any :class:`Reference` (``tests/test_null_reference.py``).
   :mod:`rmtbase.scoring.stopping`, run by :func:`rmtbase.scoring.sequential.decide`).
 - :class:`PermutationReference`: each head's own entries shuffled, every layer at once
   (:func:`rmtbase.scoring.permutation.permutation_draws`); draws per head, not extended.
+
+A reference says its profile null (:meth:`Reference.profile_null`, abstract: issue 58, no
+silent Gaussian default): :data:`GAUSSIAN_AXES` (the Gaussian factor-axes null at each layer's
+storage, shared by the heads: the table reference's choice) or its own draws
+``{axis: (layer, head, draws)}`` (the permutation reference's, each head's entries shuffled).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -70,12 +76,22 @@ class Cells:
                                     element_draws=int(n_el), seed=int(seed))
 
 
-class Reference:
+#: What :meth:`Reference.profile_null` returns to choose the Gaussian factor-axes null at each
+#: layer's storage (:func:`rmtbase.scoring.profile_cache.cached_profile_null`), which then
+#: enters the head decision beside the statistics (:mod:`rmtbase.decision.combined`).
+GAUSSIAN_AXES = "the Gaussian factor-axes null at each layer's storage"
+
+
+class Reference(ABC):
     """Draws of a null for some layers: ``joint`` ({stat: draws} with "q.rms", "k.rms"), an
-    optional larger ``spectral_null``; ``rows`` the layers (None: every layer)."""
+    optional larger ``spectral_null``; ``rows`` the layers (None: every layer). A subclass
+    says its profile null (:meth:`profile_null`)."""
 
     #: whether the spectral reference is grown by the sequential rule (and the stop stated)
     sequential = False
+    #: what its own profile draws are, after their count in the ``profile`` attr (when
+    #: :meth:`profile_null` gives draws, not :data:`GAUSSIAN_AXES`)
+    profile_draws = "draws of the null's own"
 
     def __init__(self, null, cells: Cells, joint: dict):
         self.null, self.cells, self.joint = null, cells, joint
@@ -87,7 +103,7 @@ class Reference:
 
     @property
     def storage(self) -> str:
-        return getattr(self.null, "storage", "float32")
+        return self.null.storage
 
     @property
     def spectral_ref(self) -> dict:
@@ -104,10 +120,10 @@ class Reference:
     def can_extend(self) -> bool:
         return False
 
+    @abstractmethod
     def profile_null(self):
-        """The profile axes' null under this reference (None: the Gaussian one of
-        :func:`rmtbase.scoring.profile.add_profile`)."""
-        return None
+        """The profile's factor axes' null under this reference (module docstring): the
+        :data:`GAUSSIAN_AXES` or ``{axis: (layer, head, draws)}`` of every layer scored."""
 
     @staticmethod
     def attrs(refs, layer_ids, max_draws) -> dict:
@@ -149,6 +165,10 @@ class TableReference(Reference):
 
         return fast_spectral("spectral", self.null.ensemble, self.storage)
 
+    def profile_null(self):
+        """The Gaussian factor-axes null at each layer's storage (:data:`GAUSSIAN_AXES`)."""
+        return GAUSSIAN_AXES
+
     def extend(self, names, n) -> int:
         """Grow the spectral reference of ``names`` to ``n`` draws; returns the draws got."""
         more = self.spectral(names, n)
@@ -172,11 +192,14 @@ class TableReference(Reference):
 class PermutationReference(Reference):
     """Each head's own entries shuffled, every layer at once (module docstring)."""
 
+    profile_draws = "permutations of each head's own entries"
+
     def __init__(self, null, cells, joint, *, draws, element_draws, seed):
         super().__init__(null, cells, joint)
         self.draws, self.element_draws, self.seed = draws, element_draws, seed
 
     def profile_null(self):
+        """Each head's own entries shuffled, the spectral draws' permutations."""
         from .profile import permutation_profile_null
 
         per_layer = [permutation_profile_null(wq, wk, self.draws, self.seed)
@@ -195,4 +218,4 @@ def spectral_names(tested) -> list[str]:
     return [k for k in tested if is_spectral(k)]
 
 
-__all__ = ["Cells", "PermutationReference", "Reference", "TableReference", "spectral_names"]
+__all__ = ["GAUSSIAN_AXES", "Cells", "PermutationReference", "Reference", "TableReference", "spectral_names"]

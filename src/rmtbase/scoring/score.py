@@ -48,7 +48,7 @@ from ..stats.null_kind import Null
 from ..stats.precision import QUANT_FORMATS
 from .description import default_label, null_description
 from .layer_null import is_spectral
-from .null_checks import check_element_draws, check_null_size
+from .null_checks import check_element_draws, check_null_size, check_null_storage
 from .pipeline import Options, score
 from .spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: tests/test_cache.py
     SPECTRUM_QUANTILES,
@@ -80,6 +80,7 @@ def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
                               or v < lo):
             raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
     null = Null.parse(null)
+    check_null_storage(null)
     if quantized_null not in QUANTIZED_NULL:
         raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
                          f"got {quantized_null!r}")

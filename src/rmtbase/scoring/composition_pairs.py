@@ -1,0 +1,112 @@
+"""The head pairs a composition null is drawn for, and what the null returns for them
+(issue 58: composition takes the same :class:`~rmtbase.stats.null_kind.Null` value as the
+heads' score, and the null chooses its draws, as :meth:`~rmtbase.stats.null_kind.Null.reference`
+does with :class:`rmtbase.scoring.reference.Cells`).
+
+:class:`Pairs` carries the model's layers and the drawing machinery of
+:mod:`rmtbase.scoring.composition`; :meth:`rmtbase.stats.null_kind.Null.composition_null`
+picks from it (``GaussianNull`` → :meth:`Pairs.gaussian_factors`, ``PermutationNull`` →
+:meth:`Pairs.permuted_entries`) or, for a null with draws of its own, returns any
+:class:`PairNull`. A null without a composition null (``composition_draws = 0``) is refused
+before any weight is read (:func:`rmtbase.scoring.composition.check_model`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..baseline.composition_null import null_squares, null_squares_full
+from ..stats.storage import storage_record
+
+
+def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage: str = "float32"):
+    """``draws`` null composition scores s (sorted, float64) at (d, d_h1, d_h2): the reduced
+    exact sampler for float32 storage, whole factors through the storage round trip for
+    float16/bfloat16 (:func:`rmtbase.baseline.composition_null.null_squares_full`)."""
+    if storage_record(storage).is_narrow_float:
+        sq = null_squares_full(key, d, d_h1, d_h2, draws, storage=storage)
+    elif d_h2 <= d - d_h1:
+        sq = null_squares(key, d, d_h1, d_h2, draws)
+    else:
+        sq = null_squares_full(key, d, d_h1, d_h2, draws)
+    return np.sort(np.sqrt(np.asarray(sq, np.float64)))
+
+
+def _null_storage(storage_rows, null: str) -> str:
+    if null != "auto":
+        return null
+    kinds = {s for row in storage_rows for s in (row[0], row[2])}
+    for s in ("bfloat16", "float16"):
+        if s in kinds:
+            return s
+    return "float32"
+
+
+@dataclass
+class PairNull:
+    """What a composition null gives: the scores ``comp`` (3, L, H, L, H), ``overlap``
+    (L, H, H) and ``norms`` of the model (:func:`~rmtbase.scoring.composition.\
+composition_from_factors`), and either ``null_sorted`` (sorted null scores shared by every
+    pair: the Beta tail applies) or each pair's ``p`` with its null ``median``; the storage its
+    draws were put through (``null_storage``, a file attr) and optionally the sentence of the
+    file's ``null`` attr (None: :func:`~rmtbase.scoring.composition_dataset.assemble`'s)."""
+
+    comp: np.ndarray
+    overlap: np.ndarray
+    norms: dict
+    null_storage: str
+    null_sorted: np.ndarray | None = None
+    p: np.ndarray | None = None
+    median: np.ndarray | None = None
+    description: str | None = None
+
+
+@dataclass
+class Pairs:
+    """The model's layers (an iterable of ``(wq, wk, wo_t, wv)``, read once), its
+    :class:`~rmtbase.models.ModelInfo`, the layers' storage rows (filled as they are read),
+    the scores' function (:func:`~rmtbase.scoring.composition.composition_from_factors`),
+    the norm gains folded in (or None) and the ``null_storage`` option of
+    :func:`~rmtbase.scoring.composition.composition`."""
+
+    info: object
+    layers: object
+    storage_rows: list
+    from_factors: object
+    gains: object = None
+    null_storage: str = "auto"
+
+    def scores(self, layers=None):
+        """(comp, overlap, norms) of ``layers`` (default: this model's, read now)."""
+        return self.from_factors(self.layers if layers is None else layers,
+                                 self.info.n_kv_heads, ln_gains=self.gains)
+
+    def gaussian_factors(self, *, draws: int, seed: int) -> PairNull:
+        """Independent Gaussian factors at each head's shapes, stored at the checkpoint's
+        float storage (:func:`~rmtbase.scoring.composition.null_scores`), shared by every
+        pair."""
+        import jax
+
+        comp, overlap, norms = self.scores()
+        nst = _null_storage(self.storage_rows, self.null_storage)
+        info = self.info
+        null_s = null_scores(jax.random.key(int(seed)), info.d, info.d_h, info.d_h, int(draws),
+                             nst)
+        return PairNull(comp, overlap, norms, nst, null_sorted=null_s)
+
+    def permuted_entries(self, *, draws: int, seed: int) -> PairNull:
+        """Each factor's own entries shuffled (:mod:`rmtbase.scoring.composition_permutation`):
+        a p and a null median per pair."""
+        from . import composition_permutation as P
+
+        layers = list(self.layers)
+        comp, overlap, norms = self.scores(layers)
+        counts = P.permutation_counts(layers, self.info.n_kv_heads, comp, draws=int(draws),
+                                      seed=int(seed), ln_gains=self.gains)
+        return PairNull(comp, overlap, norms, "entries permuted",
+                        p=P.permutation_p(comp, counts), median=counts["median"])
+
+
+__all__ = ["PairNull", "Pairs", "null_scores"]
