@@ -10,7 +10,12 @@ spectral draws extended ×5 at a time: under the default rule while some head's 
 settled (:func:`rmtbase.scoring.stopping.unsettled`, stated error
 :data:`~rmtbase.scoring.stopping.STOP_ERROR`), with ``max_draws`` up to it wherever a head near
 a flag lies beyond all but 10 draws (Besag & Clifford 1991). The rules are in
-:mod:`rmtbase.scoring.stopping` and :mod:`rmtbase.scoring.score`.
+:mod:`rmtbase.scoring.stopping` and :mod:`rmtbase.scoring.score`. Then, under the default
+rule, the joint table (element statistics and the omnibus calibration) is grown through
+:data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while some head's decision on its statistics
+p could differ at :data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS` draws
+(:mod:`rmtbase.scoring.joint_stopping`); ``head_calibration_draws`` states the draws behind
+each head's statistics p.
 """
 
 from __future__ import annotations
@@ -149,6 +154,58 @@ def _extend(refs, names, values, ds, how: Decision, cap, n_looks):
     return grown, settled
 
 
+def _joint_bounds(refs, ds, n_looks: int):
+    """(p_lo, p_hi) of every head's statistics p at the joint null's full size
+    (:func:`rmtbase.scoring.joint_stopping.p_bounds`), each head from its group's draws."""
+    from .joint_stopping import JOINT_DRAWS, p_bounds
+
+    p = ds["head_p_value"].transpose("layer", "head").values.astype(np.float64)
+    meth = ds["head_p_method"].transpose("layer", "head").values.astype(object)
+    lo, hi = np.full(p.shape, np.nan), np.full(p.shape, np.nan)
+    level = STOP_ERROR / (max(int(np.isfinite(p).sum()), 1) * n_looks)
+    for g in refs:
+        rows = slice(None) if g.rows is None else g.rows
+        n = int(np.asarray(g.joint["q.rms"]).shape[-1])
+        lo[rows], hi[rows] = p_bounds(p[rows], meth[rows], n, max(n, JOINT_DRAWS), level)
+    return lo, hi
+
+
+def _grow_joint(refs, values, ds, how: Decision):
+    """Grow the joint tables (:mod:`rmtbase.scoring.joint_stopping`) while some head's
+    decision could differ at their full size; returns the verdict on the draws used, with
+    ``head_calibration_draws`` (the joint draws behind each head's statistics p)."""
+    from ..progress import message
+    from . import joint_stopping as J
+
+    while (how.max_draws is None and "head_p_value" in ds
+           and any(J.can_grow(g) for g in refs)):
+        lo, hi = _joint_bounds(refs, ds, len(J.SCHEDULE) + 1)
+        open_heads = J.unsettled(lo, hi, how.alpha)
+        grown = False
+        for g in refs:
+            rows = slice(None) if g.rows is None else g.rows
+            if not (J.can_grow(g) and open_heads[rows].any()):
+                continue
+            n_next = J.next_size(np.asarray(g.joint["q.rms"]).size)
+            if how.progress:
+                message(f"rmtbase: {int(open_heads[rows].sum())} head(s) could change their "
+                        f"decision with more joint null draws; drawing {n_next}")
+            J.grow(g, n_next)
+            grown = True
+        if not grown:
+            break
+        ds = _verdict(refs, values, how)
+    draws = np.full((ds.sizes["layer"], ds.sizes["head"]), -1, dtype=np.int64)
+    for g in refs:
+        draws[slice(None) if g.rows is None else g.rows] = np.asarray(g.joint["q.rms"]).shape[-1]
+    ds["head_calibration_draws"] = (("layer", "head"), draws, {"definition": (
+        "joint null draws calibrating the head's statistics p (head_p_statistics: the omnibus "
+        "calibration and the element statistics' p); its Monte Carlo se at p is about "
+        "sqrt(p (1 - p) / draws)")})
+    ds.attrs["joint_null_draws"] = int(draws.min())
+    return ds
+
+
 def decide(refs, values, tested, how: Decision) -> Decided:
     """The heads against ``refs`` (module docstring)."""
     tested, values, undefined = _prune(refs, values, tested)
@@ -158,7 +215,7 @@ def decide(refs, values, tested, how: Decision) -> Decided:
             g.start_spectral(names)
     ds = _verdict(refs, values, how)
     if not (names and any(g.sequential for g in refs)):
-        return Decided(ds, tested, values, undefined)
+        return Decided(_grow_joint(refs, values, ds, how), tested, values, undefined)
     cap = MAX_DRAWS if how.max_draws is None else int(how.max_draws)
     n_looks = looks(min(g.spectral_ref["q.rms"].size for g in refs), cap)
     while True:
@@ -166,6 +223,7 @@ def decide(refs, values, tested, how: Decision) -> Decided:
         if not grown:
             break
         ds = _verdict(refs, values, how)
+    ds = _grow_joint(refs, values, ds, how)
     if how.max_draws is None:
         used = int(min(g.spectral_ref["q.rms"].size for g in refs))
         ds.attrs.update(stop_rule="decision", stop_error=STOP_ERROR,

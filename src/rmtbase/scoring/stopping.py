@@ -28,9 +28,9 @@ a stated error in the spirit of Gandy 2009):
    every interval at every look covers its true tail probability, and then the decisions at
    the stop are those of an infinite spectral reference (the p-values of the statistics the
    extension refines taken exactly; the joint table and its calibration as they are). ε = :data:`STOP_ERROR` = 0.01 by default.
-   The error does not cover the fixed-size draws that enter a decision beside the spectral
-   ones — the element-statistic table, the omnibus calibration, the profile null of the factor
-   axes (sized instead so its Monte Carlo error is a quarter of a 1,000-head calibration's
+   The error does not cover the other draws that enter a decision beside the spectral
+   ones — the element-statistic table and the omnibus calibration (grown by a rule of their
+   own, :mod:`rmtbase.scoring.joint_stopping`), the profile null of the factor axes (sized instead so its Monte Carlo error is a quarter of a 1,000-head calibration's
    binomial se: :mod:`rmtbase.scoring.factor_axes`) — and a block-quantised storage's spectral
    null is never extended; :func:`stopping_note` says so in ``summary.txt``.
 
@@ -181,11 +181,15 @@ def not_covered() -> str:
     """What the stopping error does not cover (issue 48 item 5): the fixed-size draws that also
     enter a decision, each with its own Monte Carlo error."""
     from .factor_axes import PROFILE_DRAWS
+    from .joint_stopping import JOINT_DRAWS
 
     sd = np.sqrt(0.05 * 0.95 / PROFILE_DRAWS)
-    return ("the stopping error covers the spectral null draws only, not the fixed-size draws "
+    return ("the stopping error covers the spectral null draws only, not the other draws "
             "that also enter a decision: the element-statistic table and the omnibus "
-            f"calibration on it, and the profile null of the factor axes ({PROFILE_DRAWS} draws "
+            f"calibration on it (grown towards {JOINT_DRAWS} draws while a head's decision on "
+            "its statistics p could change, with its own stated error: "
+            "rmtbase.scoring.joint_stopping; head_calibration_draws says how many each head "
+            f"used), and the profile null of the factor axes ({PROFILE_DRAWS} draws "
             f"a shape: Monte Carlo sd {sd:.4f} of a p <= 0.05 rate, under a quarter of the "
             "binomial se of 1,000 heads)")
 

@@ -1,0 +1,151 @@
+"""The statistics' joint null sized by its own Monte Carlo error, drawn only where a decision
+could change (issue 56 items 1 and 3).
+
+Every head of a shape is read against the same joint draws of the statistics (the ``all``
+table: element and spectral statistics of one draw together), which give the element
+statistics' p and calibrate the omnibus p_S (:mod:`rmtbase.decision.omnibus`). Their Monte
+Carlo error is every user's realised size: with N draws the rate of p_S ≤ α/2 among null heads
+is off by about √(a(1 − a)/N), a = α/2 = 0.025 — at N = 1,000 (a new shape) 0.0049, as large
+as the binomial se of a 1,000-head calibration (0.0049), at 2,000 (a shipped shape) 0.0035.
+Measured (issue 56): six independent nulls moved the head-p rate on the same 512 heads with
+sd 0.0049 and the p_S ≤ 0.05 rate with sd 0.011; BERT 384 × 32 read 0.0568 (z +2.0) and
+LLaMA 128 × 16 0.0601 (z +2.1) against the seed-0 tables.
+
+Size. As the profile null (:mod:`rmtbase.scoring.factor_axes`): the error at α/2 at most a
+quarter of the 1,000-head binomial se, √(a(1 − a)/N) ≤ ¼ √(a(1 − a)/1000), so N ≥ 16,000;
+:data:`JOINT_DRAWS` = 18,000 (the profile null's size, κ ≤ 1.06 of slack for the calibration's
+leave-one-out and the median). Cost, measured on this machine's CPU (``benchmarks`` not run
+for it): 2.9 CPU-ms a joint draw at 128 × 16, 3.9 at 384 × 32, so 18,000 draws are ≈ 52 and
+≈ 70 CPU-s on a new shape's first score (cached per shape after that, like every table).
+
+Drawing. A score starts with the table it got (a shipped 2,000-draw table, else ``draws``,
+default 1,000) and draws the next size of :data:`SCHEDULE` — 6,000, then 18,000 — only while
+some head's decision could differ from its decision on :data:`JOINT_DRAWS` draws
+(:func:`unsettled`), as the spectral reference is grown (:mod:`rmtbase.scoring.stopping`) and
+the profile null (:mod:`rmtbase.scoring.profile_stopping`). A table of n draws is drawn with
+n as its size, so draw i is the same in every size and a score's draws depend on its inputs
+only. ``draws`` given by the caller, or ``max_draws`` (the tail rule), fix the joint table:
+no growth.
+
+The rule. A head's p_S is read from a count: (1 + k)/(1 + n) with k of the n calibration
+draws at or beyond its Cauchy statistic (empirical), or, beyond all but 10, the Cauchy tail
+anchored at the 10th largest (k < 10). The count at :data:`JOINT_DRAWS` lies, with probability
+≥ 1 − level, in the Clopper–Pearson interval of the tail probability from the n draws followed
+by the binomial range of the draws to come (:func:`count_bounds`); so p_S at the full size lies
+in [p_lo, p_hi], widened to hold the p now (a p raised to its smallest statistic's p, or a
+Cauchy-tail p, is kept inside). The head decision is Benjamini–Hochberg over heads of
+p = min(1, 2 min(p_S, p_A)), monotone in p_S; with p_A not yet known (the profile is read
+after the statistics), a head is **unsettled** when BH over min(1, 2 p) flags it at p_lo but
+not at p_hi. Level ε / (heads · looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`.
+Not covered: the per-statistic p of element statistics (their own counts move with the
+table) and p_A's part in the decision; the Cauchy-tail p beyond the 10th largest draw is
+bracketed by the tail probability of its count (k < 10), an approximation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as _st
+
+from ..decision.significance import benjamini_hochberg
+from ..decision.tails import MIN_EXCEEDANCES, P_MIN
+
+#: The joint null's full size (module docstring, "Size").
+JOINT_DRAWS = 18_000
+#: Sizes a score draws in turn after its first table (the last is JOINT_DRAWS).
+SCHEDULE = (6_000, 18_000)
+#: The level α/2 whose rate the size controls, and the calibration it is compared with.
+RATE_LEVEL, CALIBRATION_HEADS = 0.025, 1000
+
+
+def rate_sd(draws: int, level: float = RATE_LEVEL) -> float:
+    """Monte Carlo sd of the rate of p ≤ ``level`` that a shared null of ``draws`` draws gives
+    null heads: its (1 − level) quantile covers a Beta(N(1 − level), N·level) mass."""
+    return float(np.sqrt(level * (1.0 - level) / int(draws)))
+
+
+def needed_draws(level: float = RATE_LEVEL, heads: int = CALIBRATION_HEADS,
+                 fraction: float = 0.25) -> int:
+    """Draws that keep :func:`rate_sd` at most ``fraction`` of the binomial se of a
+    ``heads``-head calibration at ``level``: N ≥ heads / fraction² (16,000 by default)."""
+    return int(np.ceil(heads / fraction ** 2))
+
+
+def count_bounds(k_lo, k_hi, n: int, n_final: int, level: float):
+    """Bounds of a count at ``n_final`` draws, given that of the first ``n`` it is in
+    [k_lo, k_hi]: the tail probability's Clopper–Pearson interval at level/2, then the
+    binomial quantiles of the ``n_final − n`` draws to come at level/2 (arrays broadcast)."""
+    k_lo = np.asarray(k_lo, dtype=np.float64)
+    k_hi = np.asarray(k_hi, dtype=np.float64)
+    m = int(n_final) - int(n)
+    if m <= 0:
+        return k_lo, k_hi
+    a = level / 4
+    with np.errstate(invalid="ignore"):
+        pi_lo = np.where(k_lo > 0, _st.beta.ppf(a, np.maximum(k_lo, 1), n - k_lo + 1), 0.0)
+        pi_hi = np.where(k_hi < n, _st.beta.ppf(1 - a, k_hi + 1, np.maximum(n - k_hi, 1)), 1.0)
+        rest_lo = np.where(pi_lo > 0, _st.binom.ppf(a, m, np.clip(pi_lo, 0, 1)), 0.0)
+        rest_hi = np.where(pi_hi < 1, _st.binom.ppf(1 - a, m, np.clip(pi_hi, 0, 1)), m)
+    return k_lo + np.nan_to_num(rest_lo), k_hi + np.nan_to_num(rest_hi, nan=m)
+
+
+def p_bounds(p, method, n: int, n_final: int, level: float):
+    """(p_lo, p_hi) of omnibus p-values ``p`` (method ``empirical`` | ``extrapolated`` |
+    ``floor``, :func:`rmtbase.decision.omnibus.calibrated_p`) read from ``n`` calibration
+    draws, at ``n_final`` draws (module docstring, "The rule"). NaN stays NaN."""
+    p = np.asarray(p, dtype=np.float64)
+    method = np.asarray(method, dtype=object)
+    emp = method == "empirical"
+    k = np.where(emp, np.rint(np.nan_to_num(p) * (n + 1) - 1), 0.0)
+    k_lo = np.where(emp, np.maximum(k, 0), 0.0)
+    k_hi = np.where(emp, np.maximum(k, 0), MIN_EXCEEDANCES - 1)
+    lo, hi = count_bounds(k_lo, k_hi, n, n_final, level)
+    p_lo = np.where(lo >= MIN_EXCEEDANCES, (1 + lo) / (1 + n_final),
+                    np.maximum(lo / n_final, P_MIN))
+    p_hi = np.minimum(1.0, (1 + hi) / (1 + n_final))
+    bad = ~np.isfinite(p)
+    return (np.where(bad, np.nan, np.minimum(p_lo, p)),
+            np.where(bad, np.nan, np.maximum(p_hi, p)))
+
+
+def unsettled(p_lo, p_hi, alpha: float) -> np.ndarray:
+    """Heads whose flag could differ at the full size: flagged by BH (over every finite head,
+    of min(1, 2p)) with ``p_lo`` and not with ``p_hi``."""
+    lo = np.minimum(1.0, 2.0 * np.asarray(p_lo, dtype=np.float64))
+    hi = np.minimum(1.0, 2.0 * np.asarray(p_hi, dtype=np.float64))
+    return benjamini_hochberg(lo, alpha)[0] & ~benjamini_hochberg(hi, alpha)[0]
+
+
+def next_size(n: int) -> int | None:
+    """The next size of :data:`SCHEDULE` above ``n`` (None at or past :data:`JOINT_DRAWS`)."""
+    return next((s for s in SCHEDULE if s > int(n)), None)
+
+
+def grow(ref, n: int) -> int:
+    """Redraw the joint table of ``ref`` (a :class:`~rmtbase.scoring.reference.TableReference`)
+    at ``n`` draws (a stored table of that size, or a larger one truncated, serves), keeping its
+    statistics; returns the draws got."""
+    from ..baseline.cache import null_table
+    from .layer_null import null_arrays
+
+    c = ref.cells
+    names = [k for k in ref.joint if k not in ("q.rms", "k.rms")]
+    ref.table = null_table(c.d, c.d_h, stats=c.kind, min_draws=int(n), seed=ref.seed,
+                           storage=ref.storage, progress=ref.progress)
+    ref.joint = null_arrays(ref.table, names, c.d, c.d_h)
+    return int(np.asarray(ref.joint["q.rms"]).size)
+
+
+def can_grow(ref) -> bool:
+    """A reference whose joint table the rule may grow: the Gaussian tables
+    (``sequential``) with element statistics — beside a separate spectral reference, or with
+    no spectral statistic (``elementwise``) — the size not fixed by the caller, below
+    :data:`JOINT_DRAWS`."""
+    return bool(getattr(ref, "sequential", False) and ref.cells.kind != "spectral"
+                and getattr(ref, "min_draws", 1) is None
+                and (ref.spectral_null is not None or ref.cells.kind == "elementwise")
+                and np.asarray(ref.joint["q.rms"]).size < JOINT_DRAWS)
+
+
+__all__ = ["JOINT_DRAWS", "SCHEDULE", "can_grow", "count_bounds", "grow", "needed_draws",
+           "next_size", "p_bounds", "rate_sd", "unsettled"]
