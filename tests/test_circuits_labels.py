@@ -114,3 +114,18 @@ def test_repeated_sequences_read_the_config():
     assert s.ids.shape == (2, 8) and s.content.all()
     with pytest.raises(InputError, match="exceed the model's 20 positions"):
         repeated_sequences(cfg, n=10, batch=1)
+
+
+def test_the_circuit_search_defaults_to_repeated_random_tokens():
+    from types import SimpleNamespace
+
+    from rmtbase.circuits.run import make_sequences
+
+    net = SimpleNamespace(config=SimpleNamespace(vocab_size=50, bos_token_id=1,
+                                                 max_position_embeddings=128))
+    s = make_sequences(net, object(), None, 0)  # a tokenizer present: still the repeats
+    assert s.source == "repeated_random_tokens" and s.ids.shape == (16, 101)
+    with pytest.raises(InputError, match="needs the model's tokenizer"):
+        make_sequences(net, None, "text", 0)
+    with pytest.raises(InputError, match="sequences must be"):
+        make_sequences(net, None, "prose", 0)

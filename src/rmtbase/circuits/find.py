@@ -3,8 +3,8 @@
 :func:`rmtbase.circuits.run.find_circuits` (``rmtbase.circuits.find_circuits``) runs, in
 order:
 
-1. the model on its sequences (:mod:`.sequences`: the probe's text with a tokenizer, repeated
-   random tokens without one, or as asked), capturing what patching needs and the probe's
+1. the model on its sequences (:mod:`.sequences`: repeated random tokens by default, the
+   probe's text or given sequences on request), capturing what patching needs and the probe's
    statistics (:mod:`.capture`); every head labelled (:mod:`.labels`);
 2. the receivers of interest: every labelled head (``label != "none"``) after layer 0; with
    none labelled, the :data:`UNLABELLED_RECEIVERS` receivers with the largest composition

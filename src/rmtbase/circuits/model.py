@@ -1,8 +1,9 @@
 """The model a circuit search runs: a loaded transformers model, or a folder / ``.gguf`` file /
 hub id loaded as the probe loads it (:mod:`rmtbase.probe.run`: float32, eager attention so
 that ``output_attentions`` returns the softmax weights, CPU), with its tokenizer when there is
-one. A folder without a tokenizer loads (the circuit search then uses repeated random tokens,
-:mod:`.sequences`); the probe proper needs one."""
+one and it is asked for (only the text sequences need it). A folder without a tokenizer loads
+(the circuit search uses repeated random tokens, :mod:`.sequences`); the probe proper needs
+one."""
 
 from __future__ import annotations
 
@@ -40,10 +41,11 @@ def _eager(net):
     return net
 
 
-def load_model(model):
+def load_model(model, *, tokenizer: bool = False):
     """(net, tokenizer or None, name). ``model``: a transformers ``PreTrainedModel`` (used as
     given, switched to eager attention, its tokenizer None), a folder (config.json, weights,
-    tokenizer optional), a ``.gguf`` file or a hub id. One-line :class:`ModelError` when it
+    tokenizer optional), a ``.gguf`` file or a hub id; the tokenizer is read only when
+    ``tokenizer`` (reading a GGUF's costs seconds). One-line :class:`ModelError` when it
     cannot be loaded."""
     if hasattr(model, "config") and hasattr(model, "forward"):
         name = str(getattr(model.config, "_name_or_path", "") or model.config.model_type)
@@ -68,7 +70,7 @@ def load_model(model):
         src, kw, name = text, {}, text
     try:
         with no_library_bars():  # transformers' GGUF de-quantising and loading bars
-            tok = _tokenizer(src, kw, name)
+            tok = _tokenizer(src, kw, name) if tokenizer else None
             if "gguf_file" in kw:
                 net = _from_gguf(p)
             else:
