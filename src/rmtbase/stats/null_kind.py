@@ -59,6 +59,7 @@ from typing import ClassVar
 from ..errors import InputError
 from .names import STORAGES
 from .null_registry import REGISTRY, Names, is_abstract
+from .storage import storage_record
 
 #: How the text names the entry-law group of statistics (:data:`rmtbase.decision.family.GROUPS`).
 ENTRY_LAW = "entry law"
@@ -227,10 +228,8 @@ class GaussianNull(Null):
     def stored(self) -> str:
         """How the draws are stored, as a clause: "" for float32, "rounded to float16 like the
         checkpoint", "passed through the q4_k block quantiser like the checkpoint"."""
-        return {"float32": "", "float16": "rounded to float16 like the checkpoint",
-                "bfloat16": "rounded to bfloat16 like the checkpoint"}.get(
-            self.storage, f"passed through the {self.storage} block quantiser like the "
-                          "checkpoint")
+        record = storage_record(self.storage)  # the record says how it stores
+        return "" if record.is_identity else f"{record.stored_as()} like the checkpoint"
 
     def stored_as(self) -> str:
         """The storage in a list of layers: "float32", "rounded to float16", "passed through

@@ -63,7 +63,7 @@ from .names import (  # noqa: F401 - re-exported
     QUANT_FORMATS,
     STORAGES,
 )
-from .storage import detected, storage_record
+from .storage import detected, detectors, storage_record
 
 QBLOCK = 32
 
@@ -237,12 +237,16 @@ def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.
     be decided (Q8_0 stored as bfloat16). Returns the first format (coarsest first) that at
     least ``min_fraction`` of the blocks satisfy, else None. Gaussian float weights do not pass
     (a 32-entry block lands on such a grid by chance with probability below 10⁻¹²; the test
-    suite checks float32, float16 and bfloat16 Gaussian weights).
+    suite checks float32, float16 and bfloat16 Gaussian weights). A record with a
+    ``detector`` of its own is asked first (:attr:`rmtbase.stats.storage.Storage.detector`).
     """
     # largest relative rounding error of the storage (half an ulp), with a margin of 1.5
     rel = 1.5 * 2.0 ** -storage_record(storage).bits
     formats = detected()  # Q4_1, Q4_0, Q8_0: coarsest first
     w = np.asarray(w)
+    for fmt in detectors():  # formats detected by a function of their record, first
+        if fmt.detector(w, fmt, rel):
+            return fmt.name
     n = w.shape[-1] if w.ndim else 0
     if n % QBLOCK or w.size < QBLOCK:
         return None

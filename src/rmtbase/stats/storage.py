@@ -10,7 +10,10 @@ module loads no JAX, or given as a callable), the entries a block spans along th
 the significant bits and smallest spacing of a float lattice (and whether a histogram must
 spread each value over its rounding cell), the GGUF tensor type name, how the null is drawn
 (``tile_rows``: rows of a 2-D scale tile, inside which a head is drawn with its tile-mates),
-the FP8 element format and how lattice detection recognises the format.
+the FP8 element format and how lattice detection recognises the format (a 32-entry block
+layout, ``detect``, or any function of the record, ``detector``). The families are open: a
+record may name a new one (a format with a scale per row, ``tests/test_storage_row.py``), its
+quantiser then given the whole array (``block`` 1).
 
 Every other module reads these records (:func:`storage_record`) or the name lists derived from
 them (:mod:`.names`); none compares storage names. A format is added by one record
@@ -33,10 +36,11 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 
-__all__ = ["FAMILIES", "Storage", "detected", "gguf_storage", "records", "register", "storage_names",
-           "storage_record", "unregister"]
+__all__ = ["FAMILIES", "Storage", "detected", "detectors", "gguf_storage", "records", "register",
+           "storage_names", "storage_record", "unregister"]
 
-#: Storage families: float casts, blocks along the last axis, FP8 tiles or rows.
+#: The shipped storage families: float casts, blocks along the last axis, FP8 tiles or rows
+#: (a record may name another: the families are open, module docstring).
 FAMILIES = ("float", "block", "fp8")
 
 
@@ -73,11 +77,16 @@ class Storage:
     #: "signed": x_amax/divisor (x_amax the entry of largest |x|), "absolute": |x_amax|/divisor;
     #: None where detection does not know the format
     detect: tuple | None = None
+    #: detection as a function of the record, ``detector(w, record, rel) -> bool``: whether
+    #: ``w`` ``(..., n)`` was dequantised from this format (``rel``: the relative rounding
+    #: margin of the float storage it was read in); tried before the block layouts of
+    #: ``detect``, in registry order (:func:`rmtbase.stats.precision.detect_quantisation`)
+    detector: Callable | None = None
 
     def __post_init__(self):
-        if self.family not in FAMILIES:
-            raise InputError(f"storage family must be one of {', '.join(FAMILIES)}, got "
-                             f"{self.family!r}")
+        if not isinstance(self.family, str) or not self.family:
+            raise InputError(f"storage family must be a name (shipped: {', '.join(FAMILIES)}), "
+                             f"got {self.family!r}")
         if not isinstance(self.block, int) or self.block < 1:
             raise InputError(f"storage {self.name!r}: block must be a positive int")
 
@@ -167,8 +176,13 @@ def gguf_storage(type_name: str) -> str | None:
 
 
 def detected() -> tuple[Storage, ...]:
-    """The records lattice detection knows, in the order it tries them."""
+    """The records lattice detection knows by a block layout, in the order it tries them."""
     return tuple(sorted((s for s in _REGISTRY.values() if s.detect), key=lambda s: s.detect[0]))
+
+
+def detectors() -> tuple[Storage, ...]:
+    """The records detected by a function of their own (``detector``), in registry order."""
+    return tuple(s for s in _REGISTRY.values() if s.detector is not None)
 
 
 class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for
