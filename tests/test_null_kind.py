@@ -194,3 +194,18 @@ def test_a_null_carrying_a_storage_is_refused_not_ignored():
         "null is stored as each layer of the checkpoint is; pass GaussianNull() (quantized_null "
         "forces a block format on quantised layers)")
 
+
+def test_composition_report_names_the_files_null_through_the_registry():
+    import xarray as xr
+
+    from rmtbase.report.composition_report import _null_label
+
+    def label(**attrs):
+        return _null_label(xr.Dataset(attrs=attrs))
+
+    assert label() == "independent Gaussian factors (float32)"
+    assert label(null_kind="gaussian", null_storage="bfloat16") == \
+        "independent Gaussian factors (bfloat16)"
+    assert label(null_kind="permutation", null_storage="entries permuted") == \
+        "permutation (each factor's entries shuffled)"
+    assert label(null_kind="someone-elses") == "someone-elses"  # not registered here

@@ -5,8 +5,8 @@ Where text enters: the CLI's ``--null`` (:func:`rmtbase.cli.score.checked`), the
 ``score_model(null=...)`` / ``score_collection`` / ``score_delta`` (one check,
 ``rmtbase.scoring.score._check_options``), the public ``composition(null=...)`` (issue 58:
 the CLI hands it the parsed value, as it does the score), and a file's ``null_kind``
-attribute (``rmtbase.scoring.trajectory``, through the registry of nulls). Everything below
-takes the
+attribute (``rmtbase.scoring.trajectory`` and the composition report, through the registry
+of nulls). Everything below takes the
 :class:`~rmtbase.stats.null_kind.Null` (``in_family``, ``check_element_draws``,
 ``check_null_size``, ``null_description``).
 """
@@ -24,7 +24,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 #: The places that parse the null's text, with how many times (this list may only shrink).
 #: decision/verdict.py: score_values_by_layer's ``null_kind``, left to its owner.
 PARSES = {"cli/score.py": 1, "scoring/score.py": 1, "scoring/trajectory.py": 1,
-          "decision/verdict.py": 1, "scoring/composition.py": 1}
+          "decision/verdict.py": 1, "scoring/composition.py": 1,
+          "report/composition_report.py": 1}
 
 
 def test_the_null_is_parsed_only_where_its_text_enters():

@@ -59,14 +59,24 @@ def pair_rows(ds, *, top: int = TOP, circuits=None, labels=None) -> tuple[list[t
     return rows, cols
 
 
+def _null_label(ds) -> str:
+    """The file's null as the section names it: the null's own words
+    (:meth:`rmtbase.stats.null_kind.Null.composition_label`, the ``null_kind`` attr looked up
+    in the registry of nulls; Gaussian where the attr is absent), or the name as written for a
+    null not registered in this process."""
+    from ..stats.null_kind import NULLS, GaussianNull, Null
+
+    kind = str(ds.attrs.get("null_kind", GaussianNull.name))
+    storage = str(ds.attrs.get("null_storage", "float32"))
+    return Null.parse(kind).composition_label(storage) if kind in NULLS else kind
+
+
 def _note(ds) -> str:
     flag = ds["composition_flag"]
     n_pairs = int(np.isfinite(ds["composition"].isel(kind=0)).sum())
     per_kind = ", ".join(f"{str(k).upper()} {int(flag.sel(kind=k).sum())}"
                          for k in ds["kind"].values)
-    null = "permutation (each factor's entries shuffled)" \
-        if ds.attrs.get("null_kind") == "permutation" \
-        else f"independent Gaussian factors ({ds.attrs.get('null_storage', 'float32')})"
+    null = _null_label(ds)
     return (f"{n_pairs:,} ordered cross-layer pairs per kind. Unlike random (BH q ≤ "
             f"{ds.attrs.get('alpha', 0.05)} over all pairs and kinds, a trained model's pairs "
             f"mostly are): {per_kind}. Null: {null}, {ds.attrs.get('draws', '?')} draws. "
