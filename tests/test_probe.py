@@ -161,6 +161,7 @@ def test_probe_matches_direct_computation(which, bert_dir, llama_dir, text_file)
     ds = probe_model(folder, text=text_file, window=WINDOW, progress=False)
     want, causal = direct(folder, pm.TEXT, WINDOW)
     assert ds.attrs["attention"] == ("causal" if causal else "bidirectional")
+    assert ds.attrs["probe_source"] == "text"  # rmtbase.circuits' probe says "repeated_..."
     assert causal == (which == "llama")
     assert ds.sizes["layer"] == 2 and ds.sizes["head"] == 4  # GQA: 4 query heads, 2 kv
     assert ds.attrs["n_windows"] > 2

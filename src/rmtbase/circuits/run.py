@@ -20,11 +20,12 @@ MAX_TEXT_SEQUENCES = 16
 
 
 class one_thread:
-    """torch's intra-op threads set to 1 inside the block and restored after. A patch is
-    many small operations (``(N T) × d_h`` products); on a shared CPU, torch's threads
-    waiting on each other cost more than they gain: one SmolLM2-shaped receiver (32 × 101
-    tokens, 12 patches) took 1.6 s on 1 thread and 29 s on 2 (2 cores at load 28,
-    2026-11-26)."""
+    """torch's intra-op threads set to 1 inside the block and restored after (the capture's
+    forward and the patches). A patch is many small operations (``(N T) × d_h`` products); on
+    a shared CPU, torch's threads waiting on each other cost more than they gain: one
+    SmolLM2-shaped receiver (32 × 101 tokens, 12 patches) took 1.6 s on 1 thread and 29 s on
+    2, and SmolLM2's forward of 16 × 101 tokens 19.7 s wall / 5.4 s CPU on 1 thread against
+    57.7 s / 18.1 s on 2 (2 cores at load 21–28, 2026-11-26)."""
 
     def __enter__(self):
         import torch
@@ -146,7 +147,8 @@ def run_circuits(model, composition, *, k, sequences, receivers_of_interest, see
     _check_shape(hm, composition)
     seqs = make_sequences(net, tok, sequences, seed)
     stage("rmtbase circuits", f"labels from {seqs.description}", enabled=progress)
-    cap, totals = capture(hm, seqs, progress=progress)
+    with one_thread():
+        cap, totals = capture(hm, seqs, progress=progress)
     probe = probe_dataset(totals, seqs, name)
     labels = label_heads(probe, threshold=threshold)
     recv = (F.receivers(labels, composition) if receivers_of_interest is None

@@ -290,7 +290,7 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
         n_windows=len(wins), window=w, attention="causal" if causal else "bidirectional",
         queries="text-token positions i >= 1; keys: all positions, special tokens included",
         special_tokens="per window, as the tokenizer adds them around one sequence; no padding",
-        source=f"rmtbase {__version__}", rmtbase_version=__version__,
+        source=f"rmtbase {__version__}", rmtbase_version=__version__, probe_source="text",
         created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     return ds
 
