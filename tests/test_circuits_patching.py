@@ -250,6 +250,11 @@ def test_find_circuits_output_and_its_netcdf(tmp_path):
             "confirmed"} <= set(items[0])
     with OutputFolder(tmp_path / "out", kind="rmtbase circuits") as out:
         out.write_netcdf("circuits.nc", ds)
+    from test_cf_compliance import _monotonic, cf_errors  # compliance-checker, cf:1.10
+
+    errors = cf_errors(tmp_path / "out" / "circuits.nc") + _monotonic(tmp_path / "out" /
+                                                                      "circuits.nc")
+    assert not errors, "\n".join(errors)
     back = xr.open_dataset(tmp_path / "out" / "circuits.nc")
     assert list(back["from"].values) == list(ds["from"].values)
     assert back["effect_causal"].attrs["units"] == "1"
