@@ -103,10 +103,8 @@ def test_first_screen_leads_with_what_was_found(scored):
 
 
 def test_refused_before_any_work(tmp_path, capsys):
-    """Without a tokenizer the search patches on repeated random tokens of 101 positions: a
-    model with 32 is refused before the score (exit 2, one line); so is --probe's text on a
-    model that has neither a tokenizer nor patching (not checked here: every tiny model
-    here is patched)."""
+    """The circuit search labels and patches on repeated random tokens of 101 positions: a
+    model with 32 is refused before the score (exit 2, one line, no output folder)."""
     m = _gpt2(tmp_path / "short", n_positions=32)
     capsys.readouterr()
     assert main(["score", str(m), "--composition", "--probe", "--out",

@@ -6,14 +6,16 @@ screen says (issue 55, item 3).
 - :func:`check` (before any work): whether path patching runs on the model (gpt2 and the
   LLaMA family, :data:`rmtbase.circuits.heads.SUPPORTED`, from the config alone) and whether
   the text probe can (a tokenizer). A model the patching does not run is not refused: its heads
-  are labelled from the text probe and the circuits stay screened by weights, said so. A model
-  without a tokenizer is not refused either: the search uses repeated random tokens
-  (TransformerLens' ``generate_repeated_tokens`` convention) and the text probe's join is left
+  are labelled from the text probe and the circuits stay screened by weights, said so. The
+  search labels and patches on repeated random tokens (TransformerLens'
+  ``generate_repeated_tokens`` convention, BOS + 2 × 50: the model needs 101 positions,
+  checked here); a model without a tokenizer is not refused: the text probe's join is left
   out, said so.
 - :func:`outputs`: ``composition.nc`` and, with ``--probe``, ``circuits.nc``; :func:`redraw`
-  the figure (``figures/composition.png``) with the circuits and labels.
-- :func:`found`, :func:`json_fields`: the lines that lead the terminal, ``summary.txt`` and
-  ``report.html``, and the ``--json`` fields (``circuits``: ``circuit_list`` objects).
+  the figure (``figures/composition.png``) with the circuits and labels; :func:`with_labels`
+  each head's label as ``head_label`` in the score.
+- :func:`json_fields`: the ``--json`` fields (``circuits``: ``circuit_list`` objects; the
+  found lines come from :mod:`rmtbase.report.circuit_context`).
 """
 
 from __future__ import annotations
@@ -37,15 +39,16 @@ def has_tokenizer(model) -> bool:
 
 
 def _check_positions(cfg: dict) -> None:
-    """Repeated random tokens (BOS + 2 × n) fit the model's positions, before any work."""
+    """Repeated random tokens (BOS + 2 × n, the circuit search's sequences) fit the model's
+    positions, before any work."""
     from ..circuits.sequences import DEFAULT_HALF
     from ..errors import InputError
 
     cap = cfg.get("max_position_embeddings") or cfg.get("n_positions")
     need = 2 * DEFAULT_HALF + 1
     if isinstance(cap, int) and cap < need:
-        raise InputError(f"--probe without a tokenizer patches on repeated random tokens of "
-                         f"{need} positions; the model has {cap}")
+        raise InputError(f"--composition --probe patches on repeated random tokens of {need} "
+                         f"positions; the model has {cap}")
 
 
 def check(args, plan) -> dict:
@@ -61,21 +64,22 @@ def check(args, plan) -> dict:
         print(f"rmtbase: --probe: path patching runs {', '.join(PATCHED)} models, not "
               f"{mt or 'this one'}: heads are labelled from the text probe and the circuits "
               "are screened by weights only (not confirmed)", file=sys.stderr)
+    if got["patch"]:  # labelled and patched on repeated random tokens (BOS + 2 x 50)
+        _check_positions(cfg)
     if args.text is not None and got["patch"] and not args.quiet:
         print("rmtbase: --text feeds the text probe's behaviour columns; the circuit search "
-              "labels and patches on the shipped text (or repeated random tokens)",
+              "labels and patches on repeated random tokens (the standard induction test)",
               file=sys.stderr)
     if not got["text"]:
-        _check_positions(cfg)
         if not got["patch"]:
             from ..errors import InputError
 
             raise InputError(f"--probe needs a tokenizer for a {mt or 'model'} model (path "
                              f"patching with repeated random tokens runs {', '.join(PATCHED)})")
         if not args.quiet:
-            print("rmtbase: --probe: no tokenizer: heads are labelled and patched on repeated "
-                  "random tokens (32 sequences of BOS + 2 x 50 tokens); the text probe's "
-                  "behaviour columns are left out", file=sys.stderr)
+            print("rmtbase: --probe: no tokenizer: the text probe's behaviour columns are left "
+                  "out; heads are labelled and patched on repeated random tokens",
+                  file=sys.stderr)
     return got
 
 
