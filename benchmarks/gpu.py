@@ -45,7 +45,8 @@ self-explaining keys (``spectral_768x64_draws_per_s``, ``spectral_768x64_eigvals
 
 ``--smoke``: tiny sizes under the same keys (shapes in ``shapes``), for a CPU check of the
 plumbing (tests/test_gpu_benchmark.py); ``--inline`` runs the sections in this process and
-skips the two external subprocesses. ``--quick``: full shapes, a tenth of the draws.
+skips the two external subprocesses. ``--sections`` and ``--routes`` pick what runs (a rerun
+after a route broke a section, say). ``--quick``: full shapes, a tenth of the draws.
 OPENBLAS_NUM_THREADS=1 as in the other benchmarks. Nothing here imports netCDF4.
 """
 
@@ -224,7 +225,7 @@ def _factor_rate(d, d_h, batch):
     return _median_rate(fn, keys, batch)
 
 
-def section_spectral(smoke, quick, seconds):
+def section_spectral(smoke, quick, seconds, routes=ROUTES):
     """The spectral null by route (module docstring, section 2)."""
     import jax
 
@@ -239,11 +240,11 @@ def section_spectral(smoke, quick, seconds):
         chosen = eig_method(d, d_h)
         rates[(d, d_h)] = {}
         emit(f"spectral_{label}_factors_per_s", _factor_rate(d, d_h, 16 if smoke else 16_384))
-        routes = tuple(dict.fromkeys((*ROUTES, chosen)))
-        for route in routes:  # half the section's time for the runs, half for compiling
+        todo = tuple(dict.fromkeys((*routes, chosen)))
+        for route in todo:  # half the section's time for the runs, half for compiling
             try:
                 rate, used = _null_rate(d, d_h, n, "spectral", "float32",
-                                        seconds / (2 * len(routes) * len(SPECTRAL)), route)
+                                        seconds / (2 * len(todo) * len(SPECTRAL)), route)
             except Exception as exc:
                 emit(f"spectral_{label}_{route}_error", f"{type(exc).__name__}: {str(exc)[:300]}")
                 continue
@@ -377,14 +378,14 @@ def _run_section(name, args, seconds, res):
                 args.smoke, seconds)
         _collect(buf.getvalue(), res)
         return status
-    flags = ["--smoke"] * args.smoke + ["--quick"] * args.quick
+    flags = ["--smoke"] * args.smoke + ["--quick"] * args.quick + ["--routes", args.routes]
     if args.inline:
         import contextlib
         import io
 
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
-            _section_here(name, args.smoke, args.quick, 0.8 * seconds)
+            _section_here(name, args.smoke, args.quick, 0.8 * seconds, args.routes)
         _collect(buf.getvalue(), res)
         return "ok"
     out, status = _run_group([sys.executable, str(Path(__file__).resolve()), "--section", name,
@@ -393,12 +394,12 @@ def _run_section(name, args, seconds, res):
     return status
 
 
-def _section_here(name, smoke, quick, seconds):
+def _section_here(name, smoke, quick, seconds, routes=""):
     _meta()
     if name == "kernels":
         section_kernels(smoke)
     elif name == "spectral":
-        section_spectral(smoke, quick, seconds)
+        section_spectral(smoke, quick, seconds, tuple(r for r in routes.split(",") if r) or ROUTES)
     else:
         section_all(smoke, quick, seconds)
 
@@ -428,6 +429,8 @@ def main(argv=None) -> int:
     ap.add_argument("--inline", action="store_true", help="sections in this process")
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help=f"which of {','.join(SECTIONS)} to run (the others are skipped)")
+    ap.add_argument("--routes", default=",".join(ROUTES),
+                    help="eigen routes of the spectral section (the chosen one is always added)")
     ap.add_argument("--skip-scoring", action="store_true")
     ap.add_argument("--skip-composition", action="store_true")
     ap.add_argument("--commit", default=None, help="commit to record where git cannot tell")
@@ -435,7 +438,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.section:
-        _section_here(args.section, args.smoke, args.quick, args.seconds)
+        _section_here(args.section, args.smoke, args.quick, args.seconds, args.routes)
         return 0
     start = time.perf_counter()
     res = {"commit": _commit(args.commit), "date": time.strftime("%Y-%m-%d %H:%M UTC",
