@@ -330,3 +330,24 @@ def test_smollm2_induction_circuit_is_confirmed_by_patching():
     for to in ("L17H3", "L17H5"):
         assert k[to]["from"] == "L16H0" and k[to]["confirmed"] and k[to]["rank_weights"] == 1
         assert k[to]["effect_causal"] > 0.4  # observed 0.63-0.77, se ~0.01
+
+
+def test_without_labels_the_receivers_are_those_the_weights_single_out():
+    """No head reaches a threshold of 1: the receivers are the 8 heads after layer 0 with the
+    largest composition score into them (any kind), measured by attention TV (q, k) and output
+    change (v)."""
+    from rmtbase.circuits import find_circuits
+    from rmtbase.circuits.find import UNLABELLED_RECEIVERS
+
+    net = _net("gpt2")
+    comp = _composition(3, 4, seed=2)
+    ds = find_circuits(net, comp, k=3, sequences=_seqs(net, batch=3), threshold=1.0,
+                       progress=False)
+    assert set(ds["label"].values.ravel()) == {"none"}
+    c = comp["composition"].values
+    best = np.where(np.isfinite(c), c, -np.inf).max(axis=(0, 1, 2))  # (layer_to, head_to)
+    best[0] = -np.inf
+    want = {f"L{i // 4}H{i % 4}" for i in np.argsort(-best.ravel())[:UNLABELLED_RECEIVERS]}
+    assert set(ds["to"].values) == want
+    metric = dict(zip(ds["kind"].values, ds["metric"].values, strict=False))
+    assert metric == {"q": "attention_tv", "k": "attention_tv", "v": "output_change"}
