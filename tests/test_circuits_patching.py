@@ -351,3 +351,26 @@ def test_without_labels_the_receivers_are_those_the_weights_single_out():
     assert set(ds["to"].values) == want
     metric = dict(zip(ds["kind"].values, ds["metric"].values, strict=False))
     assert metric == {"q": "attention_tv", "k": "attention_tv", "v": "output_change"}
+
+
+def test_a_receiver_that_ignores_its_query_input_has_a_known_score_and_no_q_or_k_effect():
+    """Receiver L2H1 of GPT-2 with its query weights and bias zeroed: its scores are all 0, its
+    attention is uniform over the causal keys whatever it reads, so its previous-token score is
+    mean_{i=2}^{T-1} 1/(i+1) (BOS at 0 is not a content query's previous token) and removing
+    any source from its query or key input changes nothing; its value input still matters."""
+    net = _net("gpt2")
+    hm = HeadModel(net)
+    with torch.no_grad():
+        a, dh = hm.attention(2), hm.head_dim
+        a.c_attn.weight[:, dh:2 * dh] = 0.0
+        a.c_attn.bias[dh:2 * dh] = 0.0
+    seqs = _seqs(net)
+    cap, _ = capture(hm, seqs, progress=False)
+    pt = Patcher(hm, cap, seqs)
+    t = seqs.length
+    want = np.mean([1.0 / (i + 1) for i in range(2, t)])
+    np.testing.assert_allclose(pt.base_scores(2, 1, "prev_token"), want, rtol=1e-6)
+    for path in ("q", "k"):
+        e = pt.effect(2, 1, [(1, 0), (0, 2)], path, "prev_token")
+        assert abs(e.effect) < 1e-7 and e.base == pytest.approx(want, rel=1e-6)
+    assert pt.effect(2, 1, [(1, 0)], "v", None).effect > 1e-3
