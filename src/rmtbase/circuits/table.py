@@ -79,7 +79,7 @@ def _columns(rows: list[dict], labels: xr.Dataset) -> dict[str, np.ndarray]:
 def candidate_dataset(rows: list[dict], labels: xr.Dataset, probe: xr.Dataset,
                       seqs: Sequences, *, k: int) -> xr.Dataset:
     """The Dataset of the module docstring from the driver's rows."""
-    from .. import __version__
+    from .._version import __version__
     from . import find as F
 
     ds = xr.Dataset(coords={"candidate": np.arange(len(rows)),
