@@ -434,7 +434,7 @@ def test_circuits_keeps_its_training_when_a_late_step_fails(tmp_path, monkeypatc
     err = capsys.readouterr().err
     kept = tmp_path / "a" / "circuits-resume-seed3-quick"
     assert f"kept in {kept}" in err and "resumes from them" in err and "stand-in" in err
-    assert (kept / "checkpoints" / "training.json").is_file()
+    assert (kept / "training.json").is_file() and (kept / "checkpoints").is_dir()
     assert not (tmp_path / "a" / "circuits").exists()
 
     monkeypatch.setattr(circuits, "_composition_last", real)
@@ -480,7 +480,7 @@ def test_circuits_resume_folder_serves_only_its_own_training(tmp_path):
     (out / "checkpoints" / "step_00000" / "config.json").write_text("{}")
     doc = {"seed": 2, "recipe": json.loads(json.dumps(dataclasses.asdict(recipe))),
            "curve": {"step": [0], "loss": [3.5]}, "cpu_s": 1.5, "steps": [0]}
-    (out / "checkpoints" / TRAINING).write_text(json.dumps(doc))
+    (out / TRAINING).write_text(json.dumps(doc))
     assert keep_finished(out, resume) == resume
     got = load(resume, 2, recipe)
     assert got == {"curve": {"step": [0], "loss": [3.5]}, "cpu_s": 1.5, "steps": [0]}

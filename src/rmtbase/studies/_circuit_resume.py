@@ -4,7 +4,8 @@ The study writes into a temporary folder that replaces ``OUT/circuits`` only at 
 (:func:`rmtbase.studies.run`), so a late failure (the composition's memory check, a full disk,
 Ctrl-C) used to throw away minutes of training (issue 59: twice, 17 and 12 minutes lost,
 nothing written). Now, once training has finished, its checkpoints and loss curve
-(``checkpoints/training.json``: seed, recipe, curve, training CPU seconds) are copied on any
+(``training.json`` beside ``checkpoints/``, not in it, where ``rmtbase score
+checkpoints/*`` would meet it: seed, recipe, curve, training CPU seconds) are copied on any
 failure to ``OUT/circuits-resume-seed<S>`` (``-quick`` for ``--quick``), and a line on stderr
 says so; the same command run again finds them there, checks that seed and recipe agree, and
 skips training: the checkpoints are the same files, so every number is the one an
@@ -36,7 +37,7 @@ def load(resume: Path, seed: int, recipe) -> dict | None:
     """The training of ``resume`` (``{"curve", "cpu_s", "steps"}``) if it was made with this
     seed and recipe and every checkpoint folder is there, else None."""
     try:
-        doc = json.loads((resume / "checkpoints" / TRAINING).read_text(encoding="utf-8"))
+        doc = json.loads((resume / TRAINING).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if {k: doc.get(k) for k in ("seed", "recipe")} != json.loads(json.dumps(_record(seed,
@@ -52,7 +53,7 @@ def load(resume: Path, seed: int, recipe) -> dict | None:
 def train_or_resume(out: Path, recipe, seed: int, keep, resume: Path | None) -> tuple[dict, dict]:
     """``(training result, {step: checkpoint folder})``: from ``resume`` when it holds this
     training (copied into ``out/checkpoints``), else trained now with ``keep(step, net)``
-    saving each checkpoint; the training record is written beside the checkpoints."""
+    saving each checkpoint; the training record is written beside ``out/checkpoints``."""
     from ..progress import message
     from ._induction_train import train
 
@@ -61,6 +62,7 @@ def train_or_resume(out: Path, recipe, seed: int, keep, resume: Path | None) -> 
     if found is not None:
         message(f"rmtbase: study circuits: training of seed {seed} taken from {resume}")
         shutil.copytree(resume / "checkpoints", ckpts, dirs_exist_ok=True)
+        shutil.copy2(resume / TRAINING, Path(out) / TRAINING)
         res = {"curve": found["curve"], "cpu_s": found["cpu_s"]}
         return res, {s: ckpts / f"step_{s:05d}" for s in found["steps"]}
     folders: dict[int, Path] = {}
@@ -73,7 +75,7 @@ def train_or_resume(out: Path, recipe, seed: int, keep, resume: Path | None) -> 
     doc = {**_record(seed, recipe), "curve": {k: [float(x) if k != "step" else int(x)
                                                  for x in v] for k, v in res["curve"].items()},
            "cpu_s": float(res["cpu_s"]), "steps": sorted(folders)}
-    (ckpts / TRAINING).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    (Path(out) / TRAINING).write_text(json.dumps(doc) + "\n", encoding="utf-8")
     return res, folders
 
 
@@ -84,12 +86,13 @@ def keep_finished(out: Path, resume: Path) -> Path | None:
     from ..progress import message
 
     ckpts = Path(out) / "checkpoints"
-    if not (ckpts / TRAINING).is_file():
+    if not (Path(out) / TRAINING).is_file():
         return None
     tmp = resume.parent / f".{resume.name}.tmp-{os.getpid()}"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(ckpts, tmp / "checkpoints")
+        shutil.copy2(Path(out) / TRAINING, tmp / TRAINING)
         shutil.rmtree(resume, ignore_errors=True)
         os.rename(tmp, resume)
     except OSError as exc:
