@@ -268,6 +268,12 @@ def test_find_circuits_refuses_bad_input_before_loading():
         find_circuits("/nonexistent", xr.Dataset())
     with pytest.raises(InputError, match="k must be"):
         find_circuits("/nonexistent", _composition(2, 2), k=0)
+    with pytest.raises(InputError, match="sequences must be"):
+        find_circuits("/nonexistent", _composition(2, 2), sequences="prose")
+    with pytest.raises(InputError, match="L0H1 is not a head after layer 0"):
+        find_circuits("/nonexistent", _composition(2, 2), receivers_of_interest=[(0, 1)])
+    with pytest.raises(InputError, match="L1H5 is not"):
+        find_circuits("/nonexistent", _composition(2, 2), receivers_of_interest=[(1, 5)])
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2", "qwen3", "mistral"])

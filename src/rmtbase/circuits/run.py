@@ -132,6 +132,15 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
     F.check_composition(composition)
     if int(k) < 1:
         raise InputError(f"k must be a positive integer, got {k!r}")
+    if sequences is not None and not isinstance(sequences, Sequences) \
+            and sequences not in SOURCES:
+        raise InputError(f"sequences must be one of {', '.join(SOURCES)} or a Sequences, "
+                         f"got {sequences!r}")
+    n_l, n_h = composition.sizes["layer_to"], composition.sizes["head_to"]
+    for li, hi in receivers_of_interest or ():
+        if not (1 <= int(li) < n_l and 0 <= int(hi) < n_h):
+            raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0 of "
+                             f"this {n_l}-layer, {n_h}-head model")
     return run_circuits(model, composition, k=int(k), sequences=sequences,
                         receivers_of_interest=receivers_of_interest, seed=seed,
                         threshold=threshold, progress=progress)
