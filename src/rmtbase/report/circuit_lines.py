@@ -83,17 +83,13 @@ def _grouped(circuits) -> dict:
     return groups
 
 
-#: Receiver labels in the order their circuits are said (sinks and unlabelled last).
-LABEL_ORDER = ("induction", "previous-token", "duplicate-token", "self/local", "first-token",
-               "unlabelled")
-
-
 def _group_order(groups: dict):
-    """By the receivers' label (:data:`LABEL_ORDER`), then K, Q, V, then more receivers, then
-    the best rank by weights."""
+    """By the receivers' label (:data:`rmtbase.report.composition_standing.LABEL_ORDER`), then
+    K, Q, V, then more receivers, then the best rank by weights."""
+    from .composition_standing import label_rank
+
     def key(g):
-        lab = LABEL_ORDER.index(g[0]) if g[0] in LABEL_ORDER else len(LABEL_ORDER) - 1
-        return (lab, "kqv".index(g[2]) if g[2] in "kqv" else 3, -len(groups[g]),
+        return (label_rank(g[0]), "kqv".index(g[2]) if g[2] in "kqv" else 3, -len(groups[g]),
                 min(c.get("rank_weights") or 1e9 for c in groups[g]), g)
     return sorted(groups, key=key)
 
@@ -157,4 +153,4 @@ def _screen_lines(ds, labels=None) -> list[str]:
     return lines + ["not confirmed: weights screen, path patching decides (add --probe)"]
 
 
-__all__ = ["LABEL_ORDER", "MAX_LINES", "MAX_RECEIVERS", "found_lines"]
+__all__ = ["MAX_LINES", "MAX_RECEIVERS", "found_lines"]

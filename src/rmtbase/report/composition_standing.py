@@ -14,8 +14,10 @@ over the kind, then by the larger score; so each receiver's strongest source com
 receiver's second, strongest overall first.
 
 **The chosen pairs of the figure** (:func:`chosen_pairs`), said in its title: the confirmed
-pairs when any; else, with behaviour labels, the top ``k`` sources by standing (per kind) of
-each labelled receiver; else the ``top`` pairs of each kind over the model.
+pairs when any (with labels, those into induction heads first, then previous-token,
+duplicate-token, self/local, sinks, unlabelled: :data:`LABEL_ORDER`); else, with behaviour
+labels, the top ``k`` sources by standing (per kind) of each labelled receiver; else the
+``top`` pairs of each kind over the model.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ import re
 import numpy as np
 
 _HEAD = re.compile(r"^L(\d+)H(\d+)$")
+#: Receiver labels in the order their circuits are said and drawn (sinks and unlabelled last).
+LABEL_ORDER = ("induction", "previous-token", "duplicate-token", "self/local", "first-token",
+               "unlabelled")
+
+
+def label_rank(label) -> int:
+    """Place of a behaviour label in :data:`LABEL_ORDER` ("none" and unknown ones last)."""
+    text = "unlabelled" if not label or str(label) == "none" else str(label)
+    return LABEL_ORDER.index(text) if text in LABEL_ORDER else len(LABEL_ORDER) - 1
 
 
 def head_name(layer: int, head: int) -> str:
@@ -106,7 +117,10 @@ def chosen_pairs(ds, *, circuits=None, labels=None, k: int = 3, top: int = 10
             if kind in kinds:
                 keep[(kinds.index(kind), *parse_head(frm), *parse_head(to))] = True
         got = standing_rows(ds, circuits=circuits, keep=keep)
-        return got, f"{len(got)} pair(s) confirmed by path patching"
+        got.sort(key=lambda r: label_rank((labels or {}).get((r["layer_to"], r["head_to"]))))
+        return got, (f"{len(got)} pair(s) confirmed by path patching" +
+                     (", receivers by behaviour (induction first), then standing" if labels
+                      else ""))
     named = {h for h, lab in (labels or {}).items() if lab and str(lab) != "none" and h[0] > 0}
     if named:
         keep = np.zeros(by_source.shape, bool)
@@ -119,4 +133,5 @@ def chosen_pairs(ds, *, circuits=None, labels=None, k: int = 3, top: int = 10
     return got, f"the {top} strongest pairs of each kind by weights (no behaviour labels)"
 
 
-__all__ = ["chosen_pairs", "confirmed_set", "head_name", "parse_head", "ranks", "standing_rows"]
+__all__ = ["LABEL_ORDER", "chosen_pairs", "confirmed_set", "head_name", "label_rank",
+           "parse_head", "ranks", "standing_rows"]
