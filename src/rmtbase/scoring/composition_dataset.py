@@ -43,9 +43,11 @@ def tail_p(comp, null_sorted):
     d_h > 1 its tail is 2–5× too light where BH over many pairs works — its survival over the
     exceedance of 400,000 exact draws (seed 101) at 64 × 8 was 0.63, 0.29, 0.18 at 10⁻³, 10⁻⁴,
     3·10⁻⁵ (64 × 16: 0.64, 0.34, 0.27; 128 × 16: 0.81, 0.49, 0.51), and it underflowed to 0
-    far out (2,204 SmolLM2 pairs had p 0). The GPD tail of 2,000 draws gave 1.5–2.4× (min,
-    median over 10 nulls) at 10⁻³ and 3–10× at 10⁻⁴ … 3·10⁻⁵ at those shapes, and ≥ 1.28× at
-    768 × 64 (Beta 0.94–0.97): conservative, ``tests/test_pvalue_tails.py``. NaN stays NaN."""
+    far out (2,204 SmolLM2 pairs had p 0). The GPD tail of ten 2,000-draw nulls gave ≥ 2.2×
+    (min) at 10⁻³, ≥ 6.3× at 10⁻⁴, ≥ 11.7× at 3·10⁻⁵ at those shapes and at 768 × 64 (Beta
+    0.94–0.97 there); medians 3.2–3.5×, 10–13×, 22–28×: conservative, at a cost in power beyond
+    the draws (the shape's floor :data:`~rmtbase.decision.tails.XI_MIN`; with no floor the
+    minima were 1.3–1.7×), ``tests/test_pvalue_tails.py``. NaN stays NaN."""
     from ..decision.tails import TailModel
 
     v = np.asarray(comp, np.float64)

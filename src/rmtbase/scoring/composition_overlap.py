@@ -16,8 +16,8 @@ the draws can pass BH over many pairs. It replaced (issue 56) a symmetric Beta l
 as the ratio to the empirical exceedance at 10⁻², 10⁻³, 10⁻⁴, was 0.99, 0.91, 1.16 at
 128 × 16 but 0.84, 0.56, 0.30 at 96 × 6 (anti-conservative). The GPD tail of ten independent
 2,000-draw nulls against 400,000 exact draws (seed 101), min over the nulls at 10⁻³, 10⁻⁴,
-3·10⁻⁵: 1.07, 1.65, 1.67 at 96 × 6; 1.26, 2.30, 3.37 at 128 × 16; 1.07, 1.84, 2.94 at
-64 × 4 (``tests/test_pvalue_tails.py``). For d_h < 4 no tail is extrapolated (the add-one p
+3·10⁻⁵: 2.03, 5.78, 9.13 at 96 × 6; 2.25, 7.06, 13.7 at 128 × 16; 1.86, 5.32, 10.8 at
+64 × 4 (``tests/test_pvalue_tails.py``; conservative at a cost in power beyond the draws). For d_h < 4 no tail is extrapolated (the add-one p
 is kept; at d_h = 1, c a product of two cosines, the Beta's ratio was 4·10⁻², 3·10⁻⁵,
 6·10⁻¹⁰).
 BH over the unordered pairs (a < b) of all layers
