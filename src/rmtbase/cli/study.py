@@ -8,7 +8,6 @@ import time
 
 from . import _output as output
 
-
 #: What the studies that train or download do, and what they cost (measured: docs/circuits.md).
 EPILOG = (
     "circuits trains one small GPT-2 (transformers' GPT2LMHeadModel) for --seed on the CPU, "
@@ -16,7 +15,7 @@ EPILOG = (
     "random sequences of 32 token kinds with repeated segments, 1,500 steps (69-80 CPU-s of "
     "training on a shared 2-core machine); it keeps 10 checkpoints as Hugging Face folders in "
     "OUT/circuits/checkpoints, probes each, and scores K-composition (4,000-draw null), "
-    "copying and the single-head profile (minutes more). --quick trains 30 steps "
+    "copying and the single-head profile (minutes more; not timed). --quick trains 30 steps "
     "(about 11 CPU-s in all; no circuit forms). Models with MLPs and 3-4 layers: "
     "docs/circuits.md.")
 
