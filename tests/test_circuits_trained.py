@@ -229,9 +229,10 @@ def test_circuits_doc_names_no_machine_path():
 
 
 def tool_dominant_k(folder, receivers, draws=200):
-    """{receiver: (layer, head) of the tool's dominant K source or None} by
-    :func:`rmtbase.circuits.find_circuits` (k = 3) on its own repeated random tokens (20 a
-    half, 64 sequences, seed 1: other draws than the ground truth's), the receivers given."""
+    """({receiver: (layer, head) of the tool's dominant confirmed K source or None}, the tool's
+    labels (layer, head)) by :func:`rmtbase.circuits.find_circuits` (k = 3) on its own repeated
+    random tokens (:data:`REP_LEN` a half, 64 sequences, seed 1: other draws than the ground
+    truth's). ``receivers=None``: the tool picks its receivers from its own labels."""
     from transformers import GPT2LMHeadModel
 
     from rmtbase.circuits import find_circuits
@@ -241,16 +242,16 @@ def tool_dominant_k(folder, receivers, draws=200):
     net = GPT2LMHeadModel.from_pretrained(folder)
     seqs = repeated_sequences(net.config, n=REP_LEN, batch=N_SEQ, seed=1)
     comp = composition(str(folder), draws=draws)
-    ds = find_circuits(str(folder), comp, k=3, sequences=seqs,
-                       receivers_of_interest=list(receivers), progress=False)
-    out = {r: None for r in receivers}
+    ds = find_circuits(str(folder), comp, k=3, sequences=seqs, progress=False,
+                       receivers_of_interest=None if receivers is None else list(receivers))
+    out = {r: None for r in receivers or ()}
     for i in range(ds.sizes["candidate"]):
         row = {v: ds[v].values[i] for v in ("kind", "layer_from", "head_from", "layer_to",
                                             "head_to", "dominant", "confirmed")}
         if str(row["kind"]) == "k" and bool(row["dominant"]) and bool(row["confirmed"]):
             out[(int(row["layer_to"]), int(row["head_to"]))] = (int(row["layer_from"]),
                                                                 int(row["head_from"]))
-    return out
+    return out, ds["label"].transpose("layer", "head").values
 
 
 #: (configuration, seed) trained and checked; docs/circuits.md "Models with MLPs" has the
@@ -271,7 +272,8 @@ def test_tools_find_the_causally_dominant_k_source(config, seed):
     dominant K source (this file's path patching; its drop ≥ 5 se and ≥ 0.1 above the
     runner-up's, so that "dominant" is not a tie) is (1) in the weights' top 3 by
     K-composition among the receiver's earlier sources and (2) the source that
-    ``rmtbase.circuits.find_circuits`` confirms as the dominant K source."""
+    ``rmtbase.circuits.find_circuits``, choosing its receivers by its own labels, labels
+    ``induction`` and confirms as the dominant K source."""
     from rmtbase.studies._mlp_induction import trained_folder
 
     folder = trained_folder(config, seed)
@@ -279,14 +281,15 @@ def test_tools_find_the_causally_dominant_k_source(config, seed):
     info = gt["info"]
     assert info["repeat_loss_end"] < 0.5 * info["ln_vocab"], info
     assert gt["rows"], f"no induction head: {gt['scores'].round(2).tolist()}"
-    tool = tool_dominant_k(folder, [r["receiver"] for r in gt["rows"]])
+    tool, labels = tool_dominant_k(folder, None)
     for r in gt["rows"]:
         rec, dom, ru = r["receiver"], r["dominant"], r["runner_up"]
         (d, se), d2 = r["drops"][dom], r["drops"][ru][0]
         where = f"{_name(rec)} <- {_name(dom)} (drop {d:.3f} +- {se:.3f}, next {d2:.3f})"
         assert d >= 5 * se and d - d2 >= 0.1, where
         assert r["rank_weights"] <= 3, f"{where}: weights rank {r['rank_weights']}"
-        assert tool[rec] == dom, f"{where}: the tool's dominant K source {tool[rec]}"
+        assert labels[rec] == "induction", f"{where}: the tool labels it {labels[rec]}"
+        assert tool.get(rec) == dom, f"{where}: the tool's dominant K source {tool.get(rec)}"
 
 
 def test_no_library_bars_drops_only_a_report_of_unexpected_keys(tmp_path, capfd, caplog):
