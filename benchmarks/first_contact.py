@@ -8,8 +8,9 @@
 - ``gemma-q5``: a Gemma-3-270M-shaped folder (d = 640, 18 layers of 4 query heads of 256 on one
   key head; LLaMA layout, which the loader reads as it reads Gemma's q/k) whose q/k
   projections are random N(0, 0.02²) put through the Q5_0 round trip
-  (:func:`rmtbase.stats.precision.round_trip`) and stored as float32: the score detects the
-  Q5_0 lattice and draws its nulls through the quantiser. Target: cold ≤ 7.7× warm.
+  (:func:`rmtbase.stats.precision.round_trip`) and stored as float32, scored with
+  ``--quantized-null q5_0`` (Q5_0 is not among the lattices detected by themselves: Q4_1,
+  Q4_0, Q8_0), so its nulls are drawn through the quantiser. Target: cold ≤ 7.7× warm.
 
 Each is scored by ``python -m rmtbase score MODEL --no-figures --quiet`` in fresh subprocesses:
 **cold** (``RMTBASE_CACHE`` a new empty folder: no null table, no profile null, no compiled
@@ -90,12 +91,13 @@ def gemma_q5(folder: Path, layers: int = 18) -> Path:
     return folder
 
 
-def score(model: Path, cache: Path, out: Path, src: Path) -> dict:
+def score(model: Path, cache: Path, out: Path, src: Path, extra=()) -> dict:
     """``rmtbase score MODEL --out OUT`` in a subprocess on ``cache`` with ``src``'s code."""
     env = dict(os.environ, PYTHONPATH=str(src), RMTBASE_CACHE=str(cache),
                OPENBLAS_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    args = ["-m", "rmtbase", "score", str(model), "--no-figures", "--quiet", "--out", str(out)]
+    args = ["-m", "rmtbase", "score", str(model), *extra, "--no-figures", "--quiet", "--out",
+            str(out)]
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
@@ -117,12 +119,12 @@ def _line(what: str, r: dict) -> str:
             f"{r['profile_draws'] or '-'}; {sum(r['flags'])}/{r['heads']} heads flagged")
 
 
-def pair(name: str, model: Path, tmp: Path, src: Path, target: float) -> float:
+def pair(name: str, model: Path, tmp: Path, src: Path, target: float, extra=()) -> float:
     """Cold then warm on a new cache; prints both and the ratio; returns it."""
     cache = Path(tempfile.mkdtemp(prefix=f"cache-{name}-", dir=tmp))
-    cold = score(model, cache, cache / "cold", src)
+    cold = score(model, cache, cache / "cold", src, extra)
     print(_line(f"{name} [{src}] cold", cold), flush=True)
-    warm = score(model, cache, cache / "warm", src)
+    warm = score(model, cache, cache / "warm", src, extra)
     print(_line(f"{name} [{src}] warm", warm), flush=True)
     ratio = cold["cpu"] / warm["cpu"]
     same = (cold["flags"], cold["profile_flags"]) == (warm["flags"], warm["profile_flags"])
@@ -141,12 +143,13 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        models = {"smollm2": (smollm2, 4.0), "gemma-q5": (None, 7.7)}
+        models = {"smollm2": (smollm2, 4.0, ()),
+                  "gemma-q5": (None, 7.7, ("--quantized-null", "q5_0"))}
         for src in a.src or [SRC]:
             for name in a.which.split(","):
-                make, target = models[name]
+                make, target, extra = models[name]
                 model = make() if make else gemma_q5((a.keep or tmp) / "gemma3-q5_0")
-                pair(name, model, tmp, src.resolve(), target)
+                pair(name, model, tmp, src.resolve(), target, extra)
 
 
 if __name__ == "__main__":

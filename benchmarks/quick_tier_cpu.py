@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import re
 from collections import defaultdict
 
 
@@ -25,6 +26,8 @@ def read(prefix: str) -> dict[str, tuple[float, float, float]]:
     """{node id: (self CPU, children CPU, wall)} of every ``prefix.<worker>`` file."""
     out = {}
     for path in sorted(glob.glob(prefix + ".*")):
+        if not re.fullmatch(r"gw\d+|main", path[len(prefix) + 1:]):
+            continue  # not a worker's file (e.g. the run's own log beside it)
         with open(path, encoding="utf-8") as f:
             for line in f:
                 node, s, c, w = line.rstrip("\n").rsplit("\t", 3)
