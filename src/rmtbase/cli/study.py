@@ -12,12 +12,12 @@ from . import _output as output
 EPILOG = (
     "circuits trains one small GPT-2 (transformers' GPT2LMHeadModel) for --seed on the CPU, "
     "one torch thread: 2 layers x 4 heads, d 64, attention only (MLPs zeroed and frozen), on "
-    "random sequences of 32 token kinds with repeated segments, 1,500 steps (69-80 CPU-s of "
-    "training on a shared 2-core machine); it keeps 10 checkpoints as Hugging Face folders in "
-    "OUT/circuits/checkpoints, probes each, and scores K-composition (4,000-draw null), "
-    "copying and the single-head profile (minutes more; not timed). --quick trains 30 steps "
-    "(about 11 CPU-s in all; no circuit forms). Models with MLPs and 3-4 layers: "
-    "docs/circuits.md.")
+    "random sequences of 32 token kinds with repeated segments, 1,500 steps (43-80 CPU-s of "
+    "training, measured on a shared 2-core machine); it keeps 10 checkpoints as Hugging Face "
+    "folders in OUT/circuits/checkpoints, probes each, and scores K-composition (4,000-draw "
+    "null), copying and the single-head profile: seed 0 took 52 CPU-s in all, 163 s wall at "
+    "load 15. --quick trains 30 steps (about 11 CPU-s in all; no circuit forms). Models with "
+    "MLPs and 3-4 layers: docs/circuits.md.")
 
 
 def add_parser(sub):
