@@ -142,6 +142,7 @@ def test_context_feeds_every_output():
     labels are circuits.nc's, the first found line is the confirmed circuit, --json's circuits
     are circuit_list's objects, the standing list puts the confirmed pair first, summary.txt's
     lead and report.html's section carry the line and the causal columns."""
+    import xarray as xr
     from test_composition_report import _random_composition
 
     from rmtbase.cli._circuits import json_fields
@@ -164,6 +165,14 @@ def test_context_feeds_every_output():
     html = section_of(ctx, None)
     assert html.index("What was found") < html.index("<table")
     assert "effect_<wbr>causal" in html and "label_<wbr>to" in html
+    assert "kind_<wbr>to" not in html  # no score, no kinds
+    score_kinds = xr.Dataset({"head_kind": (("layer", "head"), np.array(
+        [["aligned", "concentrated"], ["near-null"] * 2, ["near-null", "symmetric"]]))},
+        coords={"layer": np.arange(3), "head": np.arange(2)})
+    ctx2 = context(score_kinds, {"composition.nc": comp, "circuits.nc": _circuits_dataset()})
+    assert ctx2["kinds"][(2, 1)] == "symmetric"
+    html2 = section_of(ctx2, None)
+    assert "kind_<wbr>to" in html2 and "<td>concentrated</td><td>symmetric</td>" in html2
     import xarray as xr
 
     from rmtbase.cli._circuits import with_labels

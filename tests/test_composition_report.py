@@ -48,9 +48,13 @@ def test_report_has_the_composition_section_with_the_planted_pair(tmp_path, caps
     sec = page[page.index('<section id="composition">'):]
     sec = sec[:sec.index("</section>")]
     assert "Head–head composition" in sec
+    head = [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th>(.*?)</th>", sec)]
     rows = re.findall(r"<tr>(.*?)</tr>", sec)[1:]  # the header row first
     cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>.*?</td>", rows[0])]
-    assert cells[:6] == ["k", "L0H3", "L2H1", "1", "8", "1"], cells
+    got = dict(zip(head, cells, strict=True))
+    assert cells[:3] == ["k", "L0H3", "L2H1"], cells
+    assert (got["rank_in_receiver"], got["sources"], got["rank_in_kind"]) == ("1", "8", "1")
+    assert "kind_to" in got  # the heads' kinds (weight geometry) beside the pair
     assert cells[-1] == "yes"
     vals = [float(v) for v in re.findall(r'data-v="([^"]+)"', rows[0])]
     score, effect, p = vals[:3]

@@ -2,8 +2,8 @@
 ``report.html``, ``--json``, the figure): the composition Dataset, the circuit search's rows
 (``circuits.nc``, :func:`rmtbase.circuits.circuit_list`) when path patching ran, each head's
 behaviour label (from ``circuits.nc``'s ``label``; else from the text probe joined to the score,
-``behaviour_*``, by :func:`rmtbase.circuits.label_heads`'s rule; else none) and the lines that
-say what was found (:func:`rmtbase.report.circuit_lines.found_lines`).
+``behaviour_*``, by :func:`rmtbase.circuits.label_heads`'s rule; else none), each head's kind
+(weight geometry, beside the label) and the lines that say what was found (:func:`rmtbase.report.circuit_lines.found_lines`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,20 @@ def probe_labels(score) -> dict:
     return labels_of(label_heads(probe))
 
 
+def head_kinds(score) -> dict:
+    """{(layer, head): primary kind} (``head_kind``, :mod:`rmtbase.decision.kinds`: how the
+    head's weights differ from random); {} without a score or kinds."""
+    if score is None or "head_kind" not in score or "layer" not in score.dims:
+        return {}
+    kind = score["head_kind"].transpose("layer", "head").values
+    return {(int(li), int(hi)): str(kind[i, j]) for i, li in enumerate(score["layer"].values)
+            for j, hi in enumerate(score["head"].values)}
+
+
 def context(score, extras) -> dict | None:
     """None without ``composition.nc`` in ``extras``; else {"composition", "circuits" (list or
-    None), "labels" ({(layer, head): label}, maybe empty), "found" (lines), "patched"}."""
+    None), "labels" ({(layer, head): label}, maybe empty), "kinds" ({(layer, head): primary
+    kind}, maybe empty), "found" (lines), "patched"}."""
     from .circuit_lines import found_lines
 
     if not extras or "composition.nc" not in extras:
@@ -46,8 +57,9 @@ def context(score, extras) -> dict | None:
     else:
         labels = probe_labels(score)
     return {"composition": comp, "circuits": circuits, "labels": labels or {},
+            "kinds": head_kinds(score),
             "patched": cds is not None,
             "found": found_lines(comp, circuits, patched=cds is not None, labels=labels)}
 
 
-__all__ = ["context", "labels_of", "probe_labels"]
+__all__ = ["context", "head_kinds", "labels_of", "probe_labels"]

@@ -7,9 +7,10 @@ the null and the counts (pairs per kind, flagged per kind: "unlike random", whic
 of a trained model tends to be); a sortable table of the pairs **by standing**
 (:func:`rmtbase.report.composition_standing.standing_rows`: confirmed pairs first, then by rank
 among the receiver's earlier sources, then by rank over the kind) — kind, from, to, the heads'
-labels (with labels), the two ranks, the score, the effect (the score over the null median:
-the Gaussian null's median at (d, d_h), or the pair's own permuted median under the permutation
-null), p (with its tail beyond the draws), the flag and, with circuits, the causal effect and
+labels (with labels) and primary kinds (the weight geometry, :mod:`rmtbase.decision.kinds`),
+the two ranks, the score, the effect (the score over the null median: the Gaussian null's median
+at (d, d_h), or the pair's own permuted median under the permutation null), p (with its tail
+beyond the draws), the flag and, with circuits, the causal effect and
 whether patching confirmed it — at most ``top`` rows; and the circuit figure
 (:func:`rmtbase.report.composition_figure.plot_circuit`) when one was drawn.
 """
@@ -26,6 +27,8 @@ TOP = 50
 COLUMNS = ("kind", "from", "to", "rank_in_receiver", "sources", "rank_in_kind", "composition",
            "effect", "p", "flag")
 LABEL_COLUMNS = ("label_from", "label_to")
+#: The heads' primary kinds (weight geometry, rmtbase.decision.kinds), beside their labels.
+KIND_COLUMNS = ("kind_from", "kind_to")
 CAUSAL_COLUMNS = ("effect_causal", "effect_se", "confirmed")
 
 
@@ -33,13 +36,15 @@ def _causal(circuits) -> dict:
     return {(str(c["kind"]), str(c["from"]), str(c["to"])): c for c in (circuits or [])}
 
 
-def pair_rows(ds, *, top: int = TOP, circuits=None, labels=None) -> tuple[list[tuple], list]:
+def pair_rows(ds, *, top: int = TOP, circuits=None, labels=None, kinds=None
+              ) -> tuple[list[tuple], list]:
     """(rows, columns): the pairs by standing (module docstring), the first ``top``; the label
     columns with ``labels`` ({(layer, head): label}), the causal ones with ``circuits``
     (``circuit_list`` objects)."""
     from .composition_standing import standing_rows
 
-    cols = list(COLUMNS[:3]) + (list(LABEL_COLUMNS) if labels else []) + list(COLUMNS[3:]) \
+    cols = list(COLUMNS[:3]) + (list(LABEL_COLUMNS) if labels else []) \
+        + (list(KIND_COLUMNS) if kinds else []) + list(COLUMNS[3:]) \
         + (list(CAUSAL_COLUMNS) if circuits else [])
     causal = _causal(circuits)
     rows = []
@@ -48,6 +53,9 @@ def pair_rows(ds, *, top: int = TOP, circuits=None, labels=None) -> tuple[list[t
         if labels:
             row += [str(labels.get((r["layer_from"], r["head_from"]), "")),
                     str(labels.get((r["layer_to"], r["head_to"]), ""))]
+        if kinds:
+            row += [str(kinds.get((r["layer_from"], r["head_from"]), "")),
+                    str(kinds.get((r["layer_to"], r["head_to"]), ""))]
         row += [r["rank_source"], r["sources"], r["rank_kind"], r["score"], r["effect"], r["p"],
                 "yes" if r["flag"] else "no"]
         if circuits:
@@ -87,7 +95,7 @@ def _note(ds) -> str:
 
 
 def composition_section(ds, png: bytes | None = None, *, top: int = TOP, circuits=None,
-                        labels=None, found: list[str] | None = None) -> str:
+                        labels=None, found: list[str] | None = None, kinds=None) -> str:
     """The HTML section (module docstring); ``png``: the circuit figure's bytes, embedded;
     ``found``: the lines that say what was found (:func:`rmtbase.report.circuit_lines.
     found_lines`), shown first."""
@@ -95,7 +103,7 @@ def composition_section(ds, png: bytes | None = None, *, top: int = TOP, circuit
 
     from .html import _img, table_html
 
-    rows, cols = pair_rows(ds, top=top, circuits=circuits, labels=labels)
+    rows, cols = pair_rows(ds, top=top, circuits=circuits, labels=labels, kinds=kinds)
     what = (f"the first {len(rows)} pairs by standing" + (", confirmed pairs first"
                                                           if circuits else ""))
     lead = ""
@@ -132,8 +140,9 @@ def summary_lead(ctx: dict | None) -> str:
 def section_of(ctx: dict, png: bytes | None) -> str:
     """:func:`composition_section` of a composition context."""
     return composition_section(ctx["composition"], png, circuits=ctx["circuits"],
-                               labels=ctx["labels"], found=ctx["found"])
+                               labels=ctx["labels"], found=ctx["found"],
+                               kinds=ctx.get("kinds"))
 
 
-__all__ = ["CAUSAL_COLUMNS", "COLUMNS", "LABEL_COLUMNS", "TOP", "composition_section",
-           "pair_rows", "section_of", "summary_lead"]
+__all__ = ["CAUSAL_COLUMNS", "COLUMNS", "KIND_COLUMNS", "LABEL_COLUMNS", "TOP",
+           "composition_section", "pair_rows", "section_of", "summary_lead"]
