@@ -129,7 +129,8 @@ def summary_lead(ctx: dict | None) -> str:
     n = int(np.isfinite(ds["composition"].isel(kind=0)).sum())
     flagged = int(ds["composition_flag"].sum())
     how = ("circuits.nc: candidates path-patched" if ctx["patched"] else
-           "screened by weights; --probe confirms by path patching")
+           "screened by weights; heads labelled by the text probe, not patched" if ctx["labels"]
+           else "screened by weights; --probe confirms by path patching")
     lines = [f"What was found (composition.nc: {n:,} cross-layer pairs per kind; {how}):"]
     lines += [f"  {t}" for t in ctx["found"]]
     lines.append(f"  unlike random (the null's p, BH over all pairs and kinds): {flagged:,} of "
