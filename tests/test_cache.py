@@ -49,10 +49,10 @@ def test_generated_then_cached(user_cache, monkeypatch):
 
     monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
     second = cache.null_table(16, 4, stats="all", min_draws=30, seed=7)
-    # exact: the cached table/file holds this process's own draws of the same program; read back
-    #  losslessly; a request for fewer draws gets exactly its draws, the first 30 (issue 59)
+    # a request for fewer draws gets exactly its draws, the first 30 (issue 59)
     assert second.sizes["draw"] == 30 and second.attrs["draws"] == 30
     first30 = first.isel(draw=slice(0, 30)).assign_attrs(draws=30)
+    # exact: the cached file holds this process's own draws of the same program, read back losslessly
     xr.testing.assert_identical(second.drop_encoding(), first30)
     # an "all" table serves the subsets
     spec = cache.null_table(16, 4, stats="spectral", min_draws=64, seed=7)
