@@ -6,9 +6,12 @@ storages share the float32 draws: :func:`~rmtbase.scoring.factor_axes.null_stora
 its reduced draws it took most of a LLaMA-3-8B-shaped all-statistics score (docs/scale.md),
 and it is still one of the larger costs of a new shape's first score. :func:`cached_profile_null` keeps its draws in the user cache
 (:func:`rmtbase.files.user_cache.cache_dir`, folder ``profile``) like the null tables: one
-netCDF file per key, written all or nothing, its name spelling every key; a file whose
-attributes disagree with its name, or that cannot be read, is drawn again with a warning. The
-draws are those :func:`profile_null` returns (same seed, same numbers on the same backend).
+netCDF file per key and length, written all or nothing, its name spelling every key; a file
+whose attributes disagree with its name, or that cannot be read, is drawn again with a
+warning. The draws are those :func:`profile_null` returns (same seed, same numbers on the same
+backend), and draw i is the same in every length: a request for n reads the first n of a
+longer table, or extends a shorter one by its continuation
+(:mod:`rmtbase.scoring.profile_stopping` asks for 2,000, 6,000, 18,000 in turn).
 The nulls of every shape whose null tables ship (MiniLM's 384 × 32 to 5120 × 128; float32,
 which float16 and bfloat16 heads share) ship in ``rmtbase/data/profile`` under the same name,
 so a first score of those shapes draws no profile null (:data:`SHIPPED_PROFILES`, 18,000 draws
