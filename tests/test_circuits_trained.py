@@ -256,13 +256,14 @@ def tool_dominant_k(folder, receivers, draws=200):
 
 #: (configuration, seed) trained and checked; docs/circuits.md "Models with MLPs" has the
 #: table. Seeds where a claim fails would be strict xfails with the reason; measured
-#: 2026-11-26: all six pass (24 induction heads; the causal source ranks 1st by K-composition
-#: for 21, 2nd of 8 for three layer-2 heads of 4x4d64 seed 0, where a layer-1 head with
-#: ~1.6x its K-composition has a negative causal effect).
+#: 2026-11-26: all nine pass (48 induction heads; the causal source ranks 1st by
+#: K-composition for 43, 2nd of 8 for three layer-2 heads of 4x4d64 seed 0, where a layer-1
+#: head with ~1.6x its K-composition has a negative causal effect, and 3rd and 2nd of 8 for two
+#: heads of 3x8d64 seed 1, outranked by a weaker previous-token head).
 _MISS: dict = {}
 CASES = tuple(pytest.param(c, s, marks=pytest.mark.xfail(strict=True, reason=_MISS[c, s]))
               if (c, s) in _MISS else (c, s)
-              for c in ("3x4d64", "4x4d64") for s in (0, 1, 2))
+              for c in ("3x4d64", "4x4d64", "3x8d64") for s in (0, 1, 2))
 
 
 @pytest.mark.slow  # trains each model when not cached: 160-400 CPU-s (docs/circuits.md)

@@ -34,11 +34,13 @@ import numpy as np
 from ._induction_train import Recipe, _losses, batch
 
 #: The configurations (issue 55 item 5: ≥ 2, each trained on ≥ 3 seeds). The data recipe is
-#: ``study circuits``' default; depth, MLPs and steps change. Seeds 0-2 of each form a
-#: previous-token -> induction circuit (153-214 CPU-s each): docs/circuits.md's table.
+#: ``study circuits``' default; depth, width of the head count, MLPs and steps change. Seeds
+#: 0-2 of each form a previous-token -> induction circuit (153-214 CPU-s each): docs/circuits.md's
+#: table.
 CONFIGS = {
     "3x4d64": Recipe(n_layer=3, n_head=4, n_embd=64, steps=2000, n_checkpoints=2),
     "4x4d64": Recipe(n_layer=4, n_head=4, n_embd=64, steps=2000, n_checkpoints=2),
+    "3x8d64": Recipe(n_layer=3, n_head=8, n_embd=64, steps=2000, n_checkpoints=2),
 }
 
 
