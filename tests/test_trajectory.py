@@ -53,6 +53,10 @@ def test_one_dataset_with_a_checkpoint_dimension(scored):
     # the table size is common to the entries, whatever the cache held before
     sizes = {json.loads(str(a))["baseline_draws"] for a in ds["entry_attrs"].values}
     assert len(sizes) == 1 and ds.attrs["baseline_draws"] >= 2000
+    # and the joint and profile nulls too (step0 and step1 need 18,000 profile draws, step2 and
+    #  step3 stop at 2,000 on their own: they are re-scored from 18,000, not through the cache)
+    assert ds.attrs["joint_null_draws"] == ds.attrs["baseline_draws"]
+    assert ds.attrs["profile_null_draws"] == "float32: 18000"
     attrs = json.loads(str(ds["entry_attrs"].values[2]))
     assert attrs["model"].endswith("step2") and attrs["d"] == 64
 
@@ -74,11 +78,16 @@ def test_trajectory_is_monotone_where_structure_grows(scored):
 
 
 def test_an_entry_is_exactly_the_single_model_score(scored, steps, cache):
-    """The null reused across checkpoints changes nothing: entry i equals score_model(step i)."""
+    """The null shared across checkpoints changes nothing but its sizes: entry i equals
+    score_model(step i) started from the collection's null sizes (``null_start``, read from the
+    entry's own attrs), whatever the cache holds."""
     from rmtbase.scoring.score import score_model
 
-    one = score_model(str(steps[2]), progress=False, **OPTS)
     e = entry(scored, "step2")
+    storage, n = e.attrs["profile_null_draws"].split(": ")
+    start = {"table": e.attrs["baseline_draws"], "joint": e.attrs["joint_null_draws"],
+             "profile": {storage: int(n)}}
+    one = score_model(str(steps[2]), progress=False, null_start=start, **OPTS)
     assert e.attrs.pop("created") and one.attrs.pop("created")
     # exact: the same call twice in one process: same compiled programs, same inputs (the null
     #  reused across checkpoints is the same table)

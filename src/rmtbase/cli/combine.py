@@ -70,10 +70,12 @@ def run(args) -> int:
     dim = args.collection or ("checkpoint" if len({_shape(ds) for ds in datasets}) == 1
                               else "model")
     sizes = {(ds.attrs.get("d"), ds.attrs.get("d_h"), ds.attrs.get("null_storage"),
-              ds.attrs.get("spectral_null_draws")) for ds in datasets}
+              *(str(ds.attrs.get(k)) for k in ("baseline_draws", "joint_null_draws",
+                                               "spectral_null_draws", "profile_null_draws")))
+             for ds in datasets}
     if len({k[:3] for k in sizes}) < len(sizes):
-        print("rmtbase: warning: entries of one shape were scored against spectral nulls of "
-              "different sizes (each keeps its own; 'rmtbase score A B ...' puts them on one)",
+        print("rmtbase: warning: entries of one shape were scored against nulls of different "
+              "sizes (each keeps its own; 'rmtbase score A B ...' puts them on one)",
               file=sys.stderr)
     ds = combine(datasets, labels, dim)
     ds.attrs["computed_by"] = f"combined from {len(datasets)} entries"

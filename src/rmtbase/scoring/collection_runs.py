@@ -117,7 +117,16 @@ class LocalRunner:
     def _keep(self, i, ds):
         return ds if self.store is None else self.store.save(i, ds)
 
-    def run(self, batches, force=False) -> dict:
+    def _options(self, i, start) -> dict:
+        """Entry ``i``'s options: the collection's, with ``null_start`` where ``start`` (a
+        dict by entry) names the least null sizes it starts from (a re-score)."""
+        if not start or start.get(i) is None:
+            return self.options
+        return {**self.options, "null_start": start[i]}
+
+    def run(self, batches, force=False, start=None) -> dict:
+        """Score ``batches`` (entries, or lists of them; ``force``: not from the store;
+        ``start``: {entry: null sizes to start from}, :meth:`_options`)."""
         batches = [batches] if batches and isinstance(batches[0], int) else batches
         todo = [i for b in batches for i in b]
         out = self._stored(todo, force)
@@ -126,7 +135,8 @@ class LocalRunner:
             if i in out:
                 continue
             s = self.specs[i]
-            out[i] = self._keep(i, score_one(s.model, s.revision, self.options, self.x64))
+            out[i] = self._keep(i, score_one(s.model, s.revision, self._options(i, start),
+                                             self.x64))
             k += 1
             self._done(i, out[i], k, len(todo))
         return out
@@ -150,14 +160,15 @@ class DaskRunner(LocalRunner):
     def __exit__(self, *exc):
         return self._ctx.__exit__(*exc)
 
-    def run(self, batches, force=False) -> dict:
+    def run(self, batches, force=False, start=None) -> dict:
         batches = [batches] if batches and isinstance(batches[0], int) else batches
         n = sum(len(b) for b in batches)
         out = self._stored([i for b in batches for i in b], force)
         k = len(out)
         for batch in batches:
             futures = {self.client.submit(score_one, os.fspath(self.specs[i].model),
-                                          self.specs[i].revision, self.options, self.x64,
+                                          self.specs[i].revision, self._options(i, start),
+                                          self.x64,
                                           pure=False, retries=RETRIES): i
                        for i in batch if i not in out}
             with contextlib.closing(self._wait(futures)) as finished:

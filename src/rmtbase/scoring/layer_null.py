@@ -86,13 +86,15 @@ def layer_null(storage, detected, quantized_null):
 def baseline_attrs(nulls, layer_ids) -> dict:
     """``baseline_<attr>`` from the null tables' attrs (strings and numbers): a value shared by
     every table as it is; where the layers' tables differ, numbers by their minimum and text
-    per storage, as "value (layers ...)"."""
+    per storage, as "value (layers ...)". Numbers are Python's (a table read from a file has
+    numpy scalars, a generated one Python numbers: the attrs do not depend on which)."""
     out = {}
     keys = list(dict.fromkeys(k for g in nulls for k in g.table.attrs))
     for k in keys:
         vals = [g.table.attrs.get(k) for g in nulls]
         if not all(isinstance(v, str | int | float | np.integer | np.floating) for v in vals):
             continue
+        vals = [v.item() if isinstance(v, np.generic) else v for v in vals]
         if all(_same_attr(v, vals[0]) for v in vals):
             out[f"baseline_{k}"] = vals[0]
         elif all(isinstance(v, int | float | np.integer | np.floating) for v in vals):

@@ -28,7 +28,7 @@ from .layer_stats import RawUnits, layer_stats, safe_factors
 from .null_checks import report_undefined
 from .profile import add_profile, factor_profile, null_storage
 from .qk_histogram import add_qk_hist
-from .reference import GAUSSIAN_AXES, Cells
+from .reference import GAUSSIAN_AXES, Cells, NullStart
 from .sequential import Decision, decide
 from .spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
 
@@ -40,7 +40,8 @@ CONVENTIONS = ("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular v
 class Options:
     """Checked options of a score (:func:`rmtbase.scoring.score.score_model`): statistic kind
     and explicit names (or None), draws, BH level, seed, spectrum band draws, the null value,
-    quantized_null, max_draws, element draws, progress, statistics kept out."""
+    quantized_null, max_draws, element draws, progress, statistics kept out, the least sizes
+    the Gaussian nulls start from (:class:`~rmtbase.scoring.reference.NullStart`)."""
 
     kind: str
     names: tuple | None
@@ -54,6 +55,7 @@ class Options:
     element_draws: int = 200
     progress: bool = True
     unreliable: tuple = ()
+    start: NullStart = NullStart()
 
 
 @dataclass
@@ -172,7 +174,8 @@ def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> Non
     own = refs[0].profile_null()  # the reference says which (no Gaussian default)
     own = None if own is GAUSSIAN_AXES else own
     axis_nulls = add_profile(ds, read, d, d_h, alpha=opts.alpha, seed=opts.seed,
-                             permutation=own, progress=opts.progress)
+                             permutation=own, progress=opts.progress,
+                             start=dict(opts.start.profile))
     if own is None:  # the Gaussian axes' draws per null storage enter the head decision
         axis_nulls = [([i for i, s in enumerate(read.null_storages) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]
@@ -232,7 +235,7 @@ def score(info, layers, opts: Options, label=None):
     values, tested, unreliable = _values(read, opts)
     d, d_h = int(info.d), int(info.d_h)
     cells = Cells(d, d_h, opts.kind, tuple(tested), factors=read.factors,
-                  element_draws=int(opts.element_draws))
+                  element_draws=int(opts.element_draws), start=opts.start)
     refs = references(opts.null, read.null_storages, cells, opts)
     out = decide(refs, values, tested, Decision(opts.null, opts.alpha, info.group_size,
                                                 unreliable, opts.max_draws, opts.progress))

@@ -150,7 +150,7 @@ def _against(value, draws) -> _Against:
 
 
 def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed: int,
-                permutation: dict | None = None, progress: bool = False) -> dict:
+                permutation: dict | None = None, progress: bool = False, start=None) -> dict:
     """Add ``profile_value``, ``profile_effect``, ``profile_band_lo``/``_hi``, ``profile_p``,
     ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds`` (module
     docstring). ``layers`` (:class:`rmtbase.scoring.pipeline.Layers`): its ``profiles``, per
@@ -158,10 +158,10 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     of its null; ``permutation``: under the permutation null,
     :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}`` (else the Gaussian
     null at each layer's storage, as many of its draws as the decisions need:
-    :func:`~rmtbase.scoring.profile_stopping.sequential_nulls`; ``progress``: report a first
-    draw of it). Returns the draws the factor
-    axes were tested against: ``{null storage: {axis: (N,)}}``, or ``permutation`` (for the
-    head decision, :func:`rmtbase.decision.combined.add_axes_decision`)."""
+    :func:`~rmtbase.scoring.profile_stopping.sequential_nulls`, from ``start`` {null storage:
+    n} draws at least; ``progress``: report a first draw of it). Returns the draws the factor
+    axes were tested against (``{null storage: {axis: (N,)}}`` or ``permutation``: the head
+    decision's, :func:`rmtbase.decision.combined.add_axes_decision`)."""
     profiles, null_storages = layers.profiles, layers.null_storages
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]
@@ -170,7 +170,7 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     from .profile_stopping import sequential_nulls
 
     nulls, used = ({}, {}) if permutation is not None else sequential_nulls(
-        ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed, progress=progress)
+        ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed, progress=progress, start=start)
     for j, a in enumerate(axes):
         if a in FACTOR_AXES:
             for li, (prof, s) in enumerate(zip(profiles, null_storages, strict=True)):

@@ -207,10 +207,12 @@ def first_draws(d: int, d_h: int, storage: str, seed: int = 0) -> int:
 
 
 def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: float,
-                     seed: int, progress: bool = False):
+                     seed: int, progress: bool = False, start: dict | None = None):
     """({null storage: {axis: (n,)}}, {null storage: n}): the profile null of each null
     storage of the layers, from :func:`first_draws` by :data:`SCHEDULE` until
-    :func:`unsettled` is empty.
+    :func:`unsettled` is empty. ``start``: {null storage: n}, the least draws a storage starts
+    from (a collection's re-score of an entry behind another of its shape:
+    :mod:`rmtbase.scoring.trajectory`).
     ``profiles``: per layer {axis: (head,)}; ``ds``: the score, its ``head_p_value`` the
     statistics' head p."""
     from ..progress import message
@@ -226,7 +228,7 @@ def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: fl
                else np.full(values.shape[:2], np.nan))
     unaligned = (np.stack([np.asarray(p["symmetry_unaligned"], np.float64) for p in profiles])
                  if all("symmetry_unaligned" in p for p in profiles) else None)
-    size = {s: first_draws(d, d_h, s, seed) for s in groups}
+    size = {s: max(first_draws(d, d_h, s, seed), int((start or {}).get(s, 0))) for s in groups}
     nulls = {s: cached_profile_null(d, d_h, s, n=size[s], seed=seed, progress=progress)
              for s in groups}
     while True:

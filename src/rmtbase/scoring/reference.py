@@ -36,10 +36,38 @@ from .null_checks import undefined_under_null
 
 
 @dataclass(frozen=True)
+class NullStart:
+    """The least sizes a score's Gaussian nulls start from: the joint table (``table``), the
+    larger spectral reference (``spectral``) and the profile null per null storage
+    (``profile``, ``((storage, n), ...)``); 0 or absent: the rules' own start. A collection
+    re-scores an entry that is behind another of its shape from that entry's sizes
+    (:mod:`rmtbase.scoring.trajectory`), explicitly, whatever the cache holds; the stopping
+    rules run from there as usual (they may grow the nulls further)."""
+
+    table: int = 0
+    spectral: int = 0
+    profile: tuple = ()
+
+    @classmethod
+    def of(cls, value) -> NullStart:
+        """A :class:`NullStart` from None, one, or a dict of its fields (``profile`` a dict
+        {storage: n} or pairs; a ``joint`` size counts as the table's: the joint table is the
+        table grown)."""
+        if value is None or isinstance(value, NullStart):
+            return value or cls()
+        v = dict(value)
+        prof = dict(v.get("profile") or ())
+        return cls(max(int(v.get("table") or 0), int(v.get("joint") or 0)),
+                   int(v.get("spectral") or 0),
+                   tuple(sorted((str(k), int(n)) for k, n in prof.items())))
+
+
+@dataclass(frozen=True)
 class Cells:
     """The heads a reference is drawn for: shape (d, d_h), statistic kind ("all", "spectral",
     "elementwise") and the statistics tested, the layers' positions ``rows`` among those scored
-    (None: all), their factors (only for a null drawn per head), element draws per head."""
+    (None: all), their factors (only for a null drawn per head), element draws per head, the
+    least sizes the tables start from (:class:`NullStart`)."""
 
     d: int
     d_h: int
@@ -48,6 +76,7 @@ class Cells:
     rows: np.ndarray | None = None
     factors: list = field(default_factory=list)
     element_draws: int = 0
+    start: NullStart = NullStart()
 
     def at(self, rows) -> Cells:
         """These cells restricted to the layers ``rows``."""
@@ -58,8 +87,8 @@ class Cells:
         from ..baseline.cache import null_table
 
         kw = {"stats": self.kind, "seed": seed, "storage": null.storage, "progress": progress}
-        if draws is not None:
-            kw["min_draws"] = int(draws)
+        if draws is not None or self.start.table:  # null_table's default asks for 1000
+            kw["min_draws"] = max(1000 if draws is None else int(draws), self.start.table)
         table = null_table(self.d, self.d_h, **kw)
         ref = TableReference(null, self, table, null_arrays(table, self.tested, self.d, self.d_h),
                              seed=seed, progress=progress, draws=draws)
@@ -155,10 +184,12 @@ class TableReference(Reference):
         return null_arrays(table, names, c.d, c.d_h)
 
     def start_spectral(self, names) -> None:
-        """The larger spectral reference (at least 1000 draws) of ``names``, with element
-        statistics in the table (not for a spectral-only table, whose own draws serve)."""
+        """The larger spectral reference (at least 1000 draws, and the cells' start) of
+        ``names``, with element statistics in the table (not for a spectral-only table, whose
+        own draws serve)."""
         if names and self.cells.kind != "spectral":
-            self.spectral_null = self.spectral(names, max(int(self.min_draws or 0), 1000))
+            self.spectral_null = self.spectral(names, max(int(self.min_draws or 0), 1000,
+                                                          self.cells.start.spectral))
 
     def can_extend(self) -> bool:
         from ..baseline.limits import fast_spectral
@@ -218,4 +249,4 @@ def spectral_names(tested) -> list[str]:
     return [k for k in tested if is_spectral(k)]
 
 
-__all__ = ["GAUSSIAN_AXES", "Cells", "PermutationReference", "Reference", "TableReference", "spectral_names"]
+__all__ = ["GAUSSIAN_AXES", "Cells", "NullStart", "PermutationReference", "Reference", "TableReference", "spectral_names"]

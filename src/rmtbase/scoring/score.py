@@ -50,6 +50,7 @@ from .description import default_label, null_description
 from .layer_null import is_spectral
 from .null_checks import check_element_draws, check_null_size, check_null_storage
 from .pipeline import Options, score
+from .reference import NullStart
 from .spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: tests/test_cache.py
     SPECTRUM_QUANTILES,
     _drawn_spectrum_band,
@@ -90,7 +91,7 @@ def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
 def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
                 allow_pickle=False, progress=True, seed=0, spectrum_draws=200,
                 null="gaussian", quantized_null="auto", max_draws=None,
-                element_draws=200, circuit="qk") -> xr.Dataset:
+                element_draws=200, circuit="qk", null_start=None) -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the null (module docstring).
 
     model: hub id, local folder or loaded ``transformers`` model; None = the embedded default
@@ -108,6 +109,9 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     number wherever a head near a flag lies beyond all but 10 draws (deeper p). element_draws:
     permutations per head for the product's element statistics (permutation null). circuit:
     "qk" (W_QK = W_Q^T W_K) or "ov" (W_OV = W_O,h W_V,h, :mod:`rmtbase.scoring.ov`).
+    null_start: None, or the least sizes the Gaussian nulls start from ({"table": n,
+    "joint": n, "spectral": n, "profile": {null storage: n}}: :class:`~rmtbase.scoring.reference.NullStart`;
+    a collection passes the sizes of the largest entry of a shape when it re-scores another).
     Returns an ``xr.Dataset`` (see :mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
     (layer, head, rank) normalised x and model/null provenance in attrs.
     """
@@ -133,7 +137,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     ds = score_heads(info, layers, label=label, stats=stats, draws=draws, alpha=alpha,
                      progress=progress, seed=seed, spectrum_draws=spectrum_draws, null=null,
                      quantized_null=quantized_null, max_draws=max_draws,
-                     element_draws=element_draws)
+                     element_draws=element_draws, null_start=null_start)
     if circuit == "ov":
         ds.attrs.update(circuit="ov", factors=OV_FACTORS)
     return ds
@@ -142,7 +146,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
 def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05,
                 progress=True, seed=0, spectrum_draws=200, null="gaussian",
                 quantized_null="auto", max_draws=None, element_draws=200,
-                unreliable=()) -> xr.Dataset:
+                unreliable=(), null_start=None) -> xr.Dataset:
     """What :func:`score_model` does once the model is read: score ``layers`` (an iterable of
     :class:`rmtbase.models.LayerHeads`) of a model described by ``info``
     (:class:`rmtbase.models.ModelInfo`). Options as for :func:`score_model`; ``unreliable``
@@ -158,7 +162,7 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     opts = Options(kind, names, null, draws=draws, alpha=alpha, seed=seed,
                    spectrum_draws=spectrum_draws, quantized_null=quantized_null,
                    max_draws=max_draws, element_draws=element_draws, progress=progress,
-                   unreliable=tuple(unreliable))
+                   unreliable=tuple(unreliable), start=NullStart.of(null_start))
     return score(info, layers, opts, label)
 
 

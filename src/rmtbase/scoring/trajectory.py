@@ -27,10 +27,15 @@ dimension). :func:`score_component_collection` does the same for whole-matrix sc
   (:func:`rmtbase.baseline.sweep.worker_env`); the driver waits on the tasks by polling
   (:func:`rmtbase.baseline.sweep.completed`), so a Ctrl-C is delivered at once, the tasks are cancelled and the cluster
   closed.
-- **One null per shape**: the spectral null of one entry may be extended (more draws where a
-  head near a flag lies in the tail, cached); entries scored before that are scored again, so
-  every entry of one (d, d_h, storage) ends on the same null tables, whatever the order or the
-  number of workers.
+- **One null per shape**: the stopping rules may grow one entry's nulls (the spectral null
+  where a head near a flag lies in the tail or a decision is open, the joint table
+  2,000 → 6,000 → 18,000, :mod:`rmtbase.scoring.joint_stopping`, the profile null,
+  :mod:`rmtbase.scoring.profile_stopping`). A cached table is read as exactly the draws a run
+  asks for (issue 59), so the others do not follow through the cache: an entry whose sizes
+  (``baseline_draws``, ``joint_null_draws``, ``spectral_null_draws``, ``profile_null_draws``)
+  differ from the largest of its (d, d_h, null storage) is scored again from those sizes
+  (``null_start``, :class:`rmtbase.scoring.reference.NullStart`), until every entry of a shape
+  ends on the same null draws, whatever the cache holds, the order or the number of workers.
 """
 
 from __future__ import annotations
@@ -186,7 +191,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                     break
                 say(progress, f"re-scoring {len(behind)} entries against the larger null "
                                "that another entry of the same shape needed")
-                results.update(run(behind, force=True))
+                results.update(run(sorted(behind), force=True, start=behind))
     except KeyboardInterrupt:
         if store is not None and store.wrote:
             print(f"rmtbase: {store.wrote} finished entries are kept in {store.folder}; run the "
@@ -230,13 +235,34 @@ def score_component_collection(models, *, revisions=None, labels=None, dim: str 
     return out
 
 
-#: Rounds of re-scoring entries whose null another entry enlarged (each enlarges it ×5).
+#: Rounds of re-scoring entries whose null another entry enlarged (each round starts them
+#: from the largest sizes, which only grow, up to the rules' caps).
 MAX_ROUNDS = 10
 
 
-def _null_size(ds) -> tuple:
+def _profile_sizes(text) -> tuple:  # "float32: 18000, q4_0: 2000" -> ((storage, n), ...)
+    pairs = [p.rsplit(":", 1) for p in str(text or "").split(",") if ":" in p]
+    return tuple(sorted((s.strip(), int(n)) for s, n in pairs))
+
+
+def _null_size(ds) -> dict:
+    """{"table", "joint", "spectral": draws, "profile": ((storage, n), ...)} of an entry (0 /
+    empty where its score has none): ``baseline_draws``, ``joint_null_draws``, … ."""
     a = ds.attrs
-    return (int(a.get("baseline_draws", 0)), int(a.get("spectral_null_draws", 0)))
+    return {"table": int(a.get("baseline_draws", 0)), "joint": int(a.get("joint_null_draws", 0)),
+            "spectral": int(a.get("spectral_null_draws", 0)),
+            "profile": _profile_sizes(a.get("profile_null_draws"))}
+
+
+def _largest(x: dict, y: dict) -> dict:
+    """Elementwise the larger of two :func:`_null_size` (the profile per storage), the table
+    at least the joint draws (where an entry re-scored from them ends: a table grown)."""
+    prof = dict(x["profile"])
+    for s, n in y["profile"]:
+        prof[s] = max(prof.get(s, 0), n)
+    out = {k: max(x[k], y[k]) for k in ("joint", "spectral")}
+    return {"table": max(x["table"], y["table"], out["joint"]), **out,
+            "profile": tuple(sorted(prof.items()))}
 
 
 def _per_head(ds) -> bool:
@@ -244,20 +270,20 @@ def _per_head(ds) -> bool:
     return Null.parse(ds.attrs.get("null_kind", GaussianNull.name)).per_head
 
 
-def _behind(results: dict) -> list[int]:
-    """Entries scored against a smaller null table than another entry of the same shape and
-    null storage (the sequential extension of one entry grows the cached table; null_table
-    then serves the largest, so re-scoring brings every entry onto the same null)."""
+def _key(ds) -> tuple:
+    return ds.attrs.get("d"), ds.attrs.get("d_h"), ds.attrs.get("null_storage")
+
+
+def _behind(results: dict) -> dict[int, dict]:
+    """{entry: ``null_start``} of the entries whose null sizes (:func:`_null_size`) differ from
+    the largest among the entries of their shape and null storage; each is re-scored from
+    those sizes (module docstring), not through what the cache holds."""
     best = {}
     for ds in results.values():
-        if _per_head(ds):
-            continue
-        key = (ds.attrs.get("d"), ds.attrs.get("d_h"), ds.attrs.get("null_storage"))
-        best[key] = tuple(max(x, y) for x, y in zip(best.get(key, (0, 0)), _null_size(ds),
-                                                    strict=True))
-    return sorted(i for i, ds in results.items() if not _per_head(ds)
-                  and _null_size(ds) != best[(ds.attrs.get("d"), ds.attrs.get("d_h"),
-                                              ds.attrs.get("null_storage"))])
+        if not _per_head(ds):
+            best[_key(ds)] = _largest(best.get(_key(ds), _null_size(ds)), _null_size(ds))
+    return {i: best[_key(ds)] for i, ds in sorted(results.items())
+            if not _per_head(ds) and _null_size(ds) != best[_key(ds)]}
 
 
 def _shape_first(infos) -> list[list[int]]:
