@@ -134,9 +134,9 @@ def test_changed_or_unverifiable_entry_is_scored_again(steps, tmp_path, monkeypa
     calls = _counting(monkeypatch)
     again = score_collection(steps, entries=store, progress=False, **OPTS)
     err = capsys.readouterr().err
-    # step0 scored again, step1 reused (scored again only where step0's rescore met a null
-    # table that another run of this session enlarged: the collection's own null-size rule)
-    assert calls[0] == "step0" and calls.count("step0") == 1, calls
+    # step0 scored again, step1 reused; step0 may be scored a second time from step1's null
+    # sizes (the collection's one-null-per-shape rule, null_start: 590dfe7)
+    assert calls[0] == "step0" and "step1" not in calls and calls.count("step0") <= 2, calls
     warn = [ln for ln in err.splitlines() if "warning" in ln]
     assert len(warn) == 1 and "step0" in warn[0] and why in warn[0], err
     fresh = score_collection(steps, entries=tmp_path / "fresh.entries", progress=False, **OPTS)
