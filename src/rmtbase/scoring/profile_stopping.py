@@ -48,29 +48,11 @@ error above); ``head_kind`` (the axis a flagged head departs on most, in null-ba
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats as _st
+
+from .joint_stopping import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
 
 #: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``).
 SCHEDULE = (2_000, 6_000, 18_000)
-
-
-def count_bounds(k_lo, k_hi, n: int, n_final: int, level: float):
-    """Bounds of a count at ``n_final`` draws, given that of the first ``n`` it is in
-    [k_lo, k_hi]: the tail probability's Clopper–Pearson interval (k_lo's lower end, k_hi's
-    upper) at level/2 in all, then the binomial quantiles of the ``n_final − n`` draws to come
-    at level/2 in all (module docstring). Arrays broadcast; floats returned."""
-    k_lo = np.asarray(k_lo, dtype=np.float64)
-    k_hi = np.asarray(k_hi, dtype=np.float64)
-    m = int(n_final) - int(n)
-    if m <= 0:
-        return k_lo, k_hi
-    a = level / 4
-    with np.errstate(invalid="ignore"):
-        pi_lo = np.where(k_lo > 0, _st.beta.ppf(a, np.maximum(k_lo, 1), n - k_lo + 1), 0.0)
-        pi_hi = np.where(k_hi < n, _st.beta.ppf(1 - a, k_hi + 1, np.maximum(n - k_hi, 1)), 1.0)
-        rest_lo = np.where(pi_lo > 0, _st.binom.ppf(a, m, np.clip(pi_lo, 0, 1)), 0.0)
-        rest_hi = np.where(pi_hi < 1, _st.binom.ppf(1 - a, m, np.clip(pi_hi, 0, 1)), m)
-    return k_lo + np.nan_to_num(rest_lo), k_hi + np.nan_to_num(rest_hi, nan=m)
 
 
 def _side_bounds(k, n, n_final, level):
