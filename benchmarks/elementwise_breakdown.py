@@ -35,15 +35,19 @@ from spectral_breakdown import best_seconds  # noqa: E402
 from rmtbase._matmul import mm  # noqa: E402
 from rmtbase.stats import head_stats  # noqa: E402
 from rmtbase.stats.elementwise import _element_stats_flat  # noqa: E402
-from rmtbase.stats.spectral import eigvals_from_factors, spectral_stats  # noqa: E402
-from rmtbase.stats.tiles import (  # noqa: E402
-    _in_graph,
+from rmtbase.stats.estimator import accumulators  # noqa: E402
+from rmtbase.stats.fused import (  # noqa: E402
+    FUSED,
     count_finish,
     count_pass,
-    one_tile,
     range_finish,
     range_pass,
 )
+from rmtbase.stats.spectral import eigvals_from_factors, spectral_stats  # noqa: E402
+from rmtbase.stats.tiles import _in_graph, one_tile  # noqa: E402
+
+#: The fused estimator's accumulator records (how :func:`_in_graph` combines tiles).
+RECORDS = accumulators((FUSED,))
 
 
 def _ms(fn, *args, draws, rep=3):
@@ -56,9 +60,9 @@ def _stages(flat, n):
     def one_map(fn):
         return jax.jit(lambda *xs: jax.lax.map(lambda x: fn(*x), xs))
 
-    pass1 = one_map(lambda x: range_finish(_in_graph(lambda t: range_pass(t, "float32"), x), n))
+    pass1 = one_map(lambda x: range_finish(_in_graph(lambda t: range_pass(t, "float32"), x, RECORDS), n))
     geo = pass1(flat)
-    pass2 = one_map(lambda x, g: _in_graph(lambda t: count_pass(t, g, n, "float32"), x))
+    pass2 = one_map(lambda x, g: _in_graph(lambda t: count_pass(t, g, n, "float32"), x, RECORDS))
     acc = pass2(flat, geo)
     finish = one_map(lambda a, g: count_finish(a, g, n, (0.8,), "float32"))
     draws = flat.shape[0]

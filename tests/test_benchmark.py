@@ -23,3 +23,21 @@ def test_benchmark_quick_one_shape():
     assert ratio > 50  # the fast path beats a full d×d SVD per draw by hundreds of times
     assert any("rmtbase.baseline" in line for line in lines)
     assert any(line.startswith("(768,64)") and "%" in line and "×" not in line for line in lines)
+
+
+def test_every_benchmark_imports():
+    """Each script under benchmarks/ still imports against the package (the names it takes
+    from ``rmtbase`` exist): ``elementwise_breakdown.py`` had been broken by a move of
+    ``count_finish`` for a week before anyone ran it. One subprocess imports them all
+    (nothing runs: every script keeps its work under ``if __name__ == "__main__"``)."""
+    names = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py"))
+    code = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); bad = []\n"
+            "for n in sys.argv[2:]:\n"
+            "    try: importlib.import_module(n)\n"
+            "    except Exception as e: bad.append(f'{n}: {type(e).__name__}: {e}')\n"
+            "print('\\n'.join(bad)); sys.exit(1 if bad else 0)")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "benchmarks"), *names],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert len(names) >= 10
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
