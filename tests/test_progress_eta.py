@@ -27,3 +27,27 @@ def test_the_first_update_and_its_compilation_are_not_in_the_time_left():
     assert lines[1] == "rmtbase layers: 2/10 layers (20%), 101 s elapsed, about 8 s left"
     assert lines[2] == "rmtbase layers: 5/10 layers (50%), 104 s elapsed, about 5 s left"
     assert lines[3] == "rmtbase layers: 5/10 layers (50%), 104 s elapsed, done"
+
+
+def test_a_terminal_bar_leaves_the_first_update_out_of_its_rate():
+    """The tqdm bar of a terminal (rmtbase.progress.TerminalBar), same units and clock as above:
+    no time left at 1/10 ("?"), 8 s at 2/10 and 5 s at 5/10, 1 unit/s. tqdm's own moving
+    average starts from the first update's 100 s and said about 5 min at 2/10."""
+    from tqdm import tqdm
+
+    now = [0.0]
+    bar = progress.TerminalBar(10, "rmtbase layers", "layer", io.StringIO())
+    inner = bar._bar
+    inner._time = lambda: now[0]
+    inner.start_t = inner.last_print_t = 0.0
+    inner.mininterval = inner.miniters = 0
+    seen = []
+    for t, k in ((100.0, 1), (101.0, 1), (104.0, 3)):
+        now[0] = t
+        bar.update(k)
+        seen.append(tqdm.format_meter(**inner.format_dict))
+    bar.close()
+    assert "<?," in seen[0] and "?layer/s" in seen[0], seen[0]
+    assert "<00:08," in seen[1], seen[1]
+    assert "<00:05," in seen[2], seen[2]
+    assert "1.00layer/s" in seen[2], seen[2]

@@ -3,7 +3,8 @@ draws, layers) and for the lines said on stderr while it runs.
 
 :func:`progress_bar` returns an object with ``update(n)``, ``close()`` and context-manager use:
 
-- on a terminal (stderr is a TTY): a tqdm bar on stderr, removed when done;
+- on a terminal (stderr is a TTY): a tqdm bar on stderr, removed when done, its rate and
+  time left measured from the first update on, as the lines' (:func:`_after_first`);
 - otherwise (logs, CI, pipes): a plain line on stderr at most every :data:`INTERVAL` seconds
   (``$RMTBASE_PROGRESS_INTERVAL`` overrides), e.g.
   ``rmtbase baseline: 1250/4000 draws (31%), 40 s elapsed, about 88 s left``, and a last line
@@ -187,7 +188,8 @@ class TerminalBar(_Silent):
         self.closed, self._bar, self._stream = False, None, stream
         with _LOCK:
             _LIVE.append(self)
-            self._bar = tqdm(total=total, desc=desc, unit=unit, leave=False, file=stream)
+            self._bar = _after_first(tqdm)(total=total, desc=desc, unit=unit, leave=False,
+                                           file=stream)
 
     @property
     def n(self) -> int:
@@ -196,6 +198,8 @@ class TerminalBar(_Silent):
     def update(self, k: int = 1) -> None:
         with _LOCK:
             if not self.closed and self._bar is not None:
+                if self._bar.first is None and k > 0:  # before tqdm draws this update
+                    self._bar.first = (self._bar._time(), self._bar.n + k)
                 self._bar.update(k)
 
     def end_line(self) -> None:
@@ -231,6 +235,29 @@ class TerminalBar(_Silent):
             except (OSError, ValueError):
                 pass
             _unregister(self)
+
+
+def _after_first(tqdm):
+    """``tqdm`` whose rate (and so time left) is measured from the first update on, as
+    :class:`LogLines`'s: tqdm's own is a moving average that starts with the first update's
+    time, which carries the stage's compilation (its weight decays by 0.7 an update, so a
+    100-s compile then 1 s a unit said "about 5 min left" of 8 s at 2/10). Before the
+    second update the rate is 0: tqdm shows "?" for it and the time left."""
+
+    class AfterFirst(tqdm):
+        first: tuple[float, int] | None = None  # (tqdm time, n) at the first update
+
+        @property
+        def format_dict(self):
+            d = super().format_dict
+            if self.first is not None:
+                dt, dn = self._time() - self.first[0], self.n - self.first[1]
+                d["rate"] = dn / dt if dt > 0 and dn > 0 else 0
+            else:
+                d["rate"] = 0
+            return d
+
+    return AfterFirst
 
 
 def _unregister(reporter) -> None:
