@@ -49,10 +49,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .factor_axes import PROFILE_SCHEDULE
 from .joint_stopping import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
 
 #: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``).
-SCHEDULE = (2_000, 6_000, 18_000)
+SCHEDULE = PROFILE_SCHEDULE
 
 
 def _side_bounds(k, n, n_final, level):

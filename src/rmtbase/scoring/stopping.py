@@ -30,8 +30,9 @@ a stated error in the spirit of Gandy 2009):
    extension refines taken exactly; the joint table and its calibration as they are). ε = :data:`STOP_ERROR` = 0.01 by default.
    The error does not cover the other draws that enter a decision beside the spectral
    ones — the element-statistic table and the omnibus calibration (grown by a rule of their
-   own, :mod:`rmtbase.scoring.joint_stopping`), the profile null of the factor axes (sized instead so its Monte Carlo error is a quarter of a 1,000-head calibration's
-   binomial se: :mod:`rmtbase.scoring.factor_axes`) — and a block-quantised storage's spectral
+   own, :mod:`rmtbase.scoring.joint_stopping`), the profile null of the factor axes (2,000 to 18,000 draws by a rule of its own,
+   :mod:`rmtbase.scoring.profile_stopping`; its 18,000 sized so their Monte Carlo error is a
+   quarter of a 1,000-head calibration's binomial se: :mod:`rmtbase.scoring.factor_axes`) — and a block-quantised storage's spectral
    null is never extended; :func:`stopping_note` says so in ``summary.txt``.
 
 What keeps a decision open is printed on the progress line (:func:`open_reasons`: each open
@@ -180,18 +181,22 @@ def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
 def not_covered() -> str:
     """What the stopping error does not cover (issue 48 item 5): the fixed-size draws that also
     enter a decision, each with its own Monte Carlo error."""
-    from .factor_axes import PROFILE_DRAWS
+    from .factor_axes import PROFILE_SCHEDULE as SCHEDULE
     from .joint_stopping import JOINT_DRAWS
 
-    sd = np.sqrt(0.05 * 0.95 / PROFILE_DRAWS)
+    sd = np.sqrt(0.05 * 0.95 / SCHEDULE[-1])
+    sizes = ", ".join(map(str, SCHEDULE[:-1]))
     return ("the stopping error covers the spectral null draws only, not the other draws "
             "that also enter a decision: the element-statistic table and the omnibus "
             f"calibration on it (grown towards {JOINT_DRAWS} draws while a head's decision on "
             "its statistics p could change, with its own stated error: "
             "rmtbase.scoring.joint_stopping; head_calibration_draws says how many each head "
-            f"used), and the profile null of the factor axes ({PROFILE_DRAWS} draws "
-            f"a shape: Monte Carlo sd {sd:.4f} of a p <= 0.05 rate, under a quarter of the "
-            "binomial se of 1,000 heads)")
+            f"used), and the profile null of the factor axes ({sizes} or {SCHEDULE[-1]} "
+            f"draws a shape, more only while a decision could differ from its value on all "
+            f"{SCHEDULE[-1]}, with its own stated error: rmtbase.scoring.profile_stopping; "
+            f"profile_null_draws says how many; the {SCHEDULE[-1]} themselves have Monte "
+            f"Carlo sd {sd:.4f} of a p <= 0.05 rate, under a quarter of the binomial se of "
+            "1,000 heads)")
 
 
 def stopping_note(draws: int, settled: bool, cap: int, error: float = STOP_ERROR) -> str:
