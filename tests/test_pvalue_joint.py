@@ -52,6 +52,50 @@ def test_p_bounds_cover_the_p_at_the_full_size():
     assert np.isnan(lo[2]) and np.isnan(hi[2])
 
 
+def test_p_bounds_from_the_exact_count_cover_the_cauchy_tail_p_at_the_full_size():
+    """Beyond the 10th largest calibration draw the p is the Cauchy tail's, not a count's; the
+    bounds then use the head's count k of draws at or beyond it (``exceedances``). Independent
+    computation: standard Cauchy null statistics, n = 1,000 then the same sequence to N =
+    18,000, p at both by calibrated_p itself, a head at t with tail probability π = 0.0005,
+    0.003, 0.01 (k mostly < 10 at n): the p at N lies in the bounds from p, method and k at n
+    in ≥ 0.93 of 1,000 trials at level 0.05 (a 95 % interval; the binomial se of a 0.95 rate
+    over 1,000 trials is 0.0069, 0.93 is 3 se below)."""
+    from rmtbase.decision.omnibus import calibrated_p
+
+    rng = np.random.default_rng(59)
+    n, big, trials, level = 1000, 18_000, 1000, 0.05
+    for pi in (0.0005, 0.003, 0.01):
+        t = np.array([np.tan(np.pi * (0.5 - pi))])  # P(T >= t) = pi for a standard Cauchy T
+        hits, ks = 0, []
+        for _ in range(trials):
+            null = rng.standard_cauchy(big)
+            p, meth = calibrated_p(t, null[:n])
+            k = int(np.sum(null[:n] >= t[0]))
+            lo, hi = J.p_bounds(p, meth, n, big, level, exceedances=np.array([k]))
+            final, _ = calibrated_p(t, null)
+            hits += int(lo[0] <= final[0] <= hi[0])
+            ks.append(k)
+            assert lo[0] <= p[0] <= hi[0]
+        print(f"pi {pi}: coverage {hits / trials:.3f}, k < 10 in {np.mean(np.array(ks) < 10):.2f}")
+        assert hits / trials >= 0.93, (pi, hits / trials)
+
+
+def test_heads_far_beyond_every_calibration_draw_are_settled_at_the_first_table():
+    """SmolLM2 Q4_1's 270 heads (issue 59 item 4): every head p extrapolated (1e-14 to 2e-10)
+    from a first table of 1,000 draws, no calibration draw at or beyond any head. From k = 0
+    the p at 18,000 draws is at most ≈ 0.016 (2p = 0.03 < α = 0.05, BH's threshold when all
+    270 are flagged): no head is unsettled, the table is not grown. Taken at every k < 10 (the
+    rule before) each head's p could reach ≈ 0.037 and all 270 were unsettled: 6,000 joint
+    draws drawn for nothing (the same 270 flags)."""
+    p = np.geomspace(1e-14, 2e-10, 270)
+    meth = np.array(["extrapolated"] * 270, dtype=object)
+    level = 0.01 / (270 * (len(J.SCHEDULE) + 1))  # as rmtbase.scoring.sequential asks
+    lo, hi = J.p_bounds(p, meth, 1000, J.JOINT_DRAWS, level, exceedances=np.zeros(270))
+    assert np.all(2 * hi < 0.035) and not J.unsettled(lo, hi, 0.05).any()
+    lo, hi = J.p_bounds(p, meth, 1000, J.JOINT_DRAWS, level)
+    assert J.unsettled(lo, hi, 0.05).all()
+
+
 def test_only_heads_near_their_bh_threshold_are_unsettled():
     """100 heads: one far beyond any threshold (flagged at either end), the rest null-like,
     and one whose interval straddles its BH threshold α·1/100 = 5·10⁻⁴ on min(1, 2p): only

@@ -94,7 +94,7 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
 
 def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 0.05,
                           null_kind: Null | str = "gaussian", group_size: int = 1,
-                          unreliable=()) -> xr.Dataset:
+                          unreliable=(), exceedances: dict | None = None) -> xr.Dataset:
     """:func:`score_values` where groups of layers have nulls of their own (a checkpoint whose
     layers are stored at different precisions, each layer against the null of its storage).
 
@@ -104,7 +104,10 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
     head's per-statistic tests and its calibrated combination use its own group's draws only;
     the Benjamini–Hochberg steps (per statistic and over heads) run over all heads at once.
     ``null_draws`` per statistic is the smallest over the groups. One group is
-    :func:`score_values`, bit for bit.
+    :func:`score_values`, bit for bit. ``exceedances``: a dict that receives
+    ``head_p_exceedances``, per head the calibration draws at or beyond its Cauchy statistic
+    (the count behind ``head_p_value``, also where it is extrapolated; −1 where none), for
+    :func:`rmtbase.scoring.joint_stopping.p_bounds` (not a variable of the score).
     """
     alpha = _check_alpha(alpha)
     null_kind = Null.parse(null_kind)
@@ -145,6 +148,8 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
     else:
         heads["head_q_value"] = np.full(shape, np.nan)
         heads["head_flag"] = np.zeros(shape, dtype=bool)
+    if exceedances is not None:
+        exceedances["head_p_exceedances"] = heads["head_p_exceedances"]
     ds = _dataset(out, heads, names, family, n_draws, alpha, null_kind, unreliable)
     ds.attrs["resolution_note"] = resolution_note({n: n_draws[n] for n in family},
                                                   int(np.prod(shape)), alpha, null_kind)
@@ -223,7 +228,8 @@ def _head_p(out, names, family, models, null, shape) -> dict:
              "head_p_method": np.full(shape, "", dtype=object),
              "head_effect": np.full(shape, np.nan),
              "head_top_stat": np.full(shape, "", dtype=object),
-             "head_n_stats": np.zeros(shape, dtype=np.int64)}
+             "head_n_stats": np.zeros(shape, dtype=np.int64),
+             "head_p_exceedances": np.full(shape, -1, dtype=np.int64)}
     if not fam_idx:
         return heads
     p_heads = out["p_value"][..., fam_idx]
@@ -246,5 +252,10 @@ def _head_p(out, names, family, models, null, shape) -> dict:
         p, meth = calibrated_p(t_heads[sel], t_null)
         heads["head_p_value"][sel] = resolution_floor(p, p_heads[sel])
         heads["head_p_method"][sel] = meth
+        # the count calibrated_p reads (k ≥ 10: empirical; fewer: the Cauchy tail), kept
+        # for the joint stopping rule (rmtbase.scoring.joint_stopping.p_bounds)
+        tn = np.sort(t_null[np.isfinite(t_null)])
+        heads["head_p_exceedances"][sel] = np.where(
+            np.isfinite(t_heads[sel]), tn.size - np.searchsorted(tn, t_heads[sel], "left"), -1)
     heads["head_n_stats"] = np.isfinite(p_heads).sum(axis=-1)
     return heads

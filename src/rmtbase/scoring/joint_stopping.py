@@ -38,8 +38,13 @@ p = min(1, 2 min(p_S, p_A)), monotone in p_S; with p_A not yet known (the profil
 after the statistics), a head is **unsettled** when BH over min(1, 2 p) flags it at p_lo but
 not at p_hi. Level ε / (heads · looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`.
 Not covered: the per-statistic p of element statistics (their own counts move with the
-table) and p_A's part in the decision; the Cauchy-tail p beyond the 10th largest draw is
-bracketed by the tail probability of its count (k < 10), an approximation.
+table) and p_A's part in the decision. Beyond the 10th largest draw the p is the Cauchy tail's
+(:func:`rmtbase.decision.omnibus.calibrated_p`): it is bracketed through the head's own count
+k < 10 of draws at or beyond it (``head_p_exceedances``), the count at the full size then
+bounded as any other; where that count stays below 10 the p there is at most 10/N (the tail
+is anchored at the 10th largest) and at least P_MIN. (Before issue 59 item 4 every such head
+was taken at k = 9: a head beyond every draw could not be settled on a first table of 1,000,
+and SmolLM2 Q4_1's 270 heads, all with p ≤ 2·10⁻¹⁰, drew 6,000 joint draws for nothing.)
 """
 
 from __future__ import annotations
@@ -89,20 +94,29 @@ def count_bounds(k_lo, k_hi, n: int, n_final: int, level: float):
     return k_lo + np.nan_to_num(rest_lo), k_hi + np.nan_to_num(rest_hi, nan=m)
 
 
-def p_bounds(p, method, n: int, n_final: int, level: float):
+def p_bounds(p, method, n: int, n_final: int, level: float, exceedances=None):
     """(p_lo, p_hi) of omnibus p-values ``p`` (method ``empirical`` | ``extrapolated`` |
     ``floor``, :func:`rmtbase.decision.omnibus.calibrated_p`) read from ``n`` calibration
-    draws, at ``n_final`` draws (module docstring, "The rule"). NaN stays NaN."""
+    draws, at ``n_final`` draws (module docstring, "The rule"). ``exceedances``: each head's
+    count k of calibration draws at or beyond its statistic (``head_p_exceedances`` of
+    :func:`rmtbase.decision.verdict.score_values_by_layer`); without it a head whose p is not
+    empirical is taken at every k < 10. NaN stays NaN."""
     p = np.asarray(p, dtype=np.float64)
     method = np.asarray(method, dtype=object)
     emp = method == "empirical"
     k = np.where(emp, np.rint(np.nan_to_num(p) * (n + 1) - 1), 0.0)
     k_lo = np.where(emp, np.maximum(k, 0), 0.0)
     k_hi = np.where(emp, np.maximum(k, 0), MIN_EXCEEDANCES - 1)
+    if exceedances is not None:  # the counts themselves (k < 10 where not empirical)
+        e = np.asarray(exceedances, dtype=np.float64)
+        known = ~emp & (e >= 0) & (e < MIN_EXCEEDANCES)
+        k_lo, k_hi = np.where(known, e, k_lo), np.where(known, e, k_hi)
     lo, hi = count_bounds(k_lo, k_hi, n, n_final, level)
+    # a count below 10 at n_final gives the Cauchy tail beyond the 10th largest draw: at most
+    # 10/n_final, at least P_MIN (rmtbase.decision.omnibus.calibrated_p)
     p_lo = np.where(lo >= MIN_EXCEEDANCES, (1 + lo) / (1 + n_final),
-                    np.maximum(lo / n_final, P_MIN))
-    p_hi = np.minimum(1.0, (1 + hi) / (1 + n_final))
+                    np.maximum(np.where(emp, lo, 0.0) / n_final, P_MIN))
+    p_hi = np.minimum(1.0, (1 + np.maximum(hi, MIN_EXCEEDANCES)) / (1 + n_final))
     bad = ~np.isfinite(p)
     return (np.where(bad, np.nan, np.minimum(p_lo, p)),
             np.where(bad, np.nan, np.maximum(p_hi, p)))

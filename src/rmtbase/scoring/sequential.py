@@ -61,9 +61,16 @@ def _groups(refs):
 
 
 def _verdict(refs, values, how: Decision):
-    return score_values_by_layer(values, values["q.rms"], values["k.rms"], _groups(refs),
-                                 alpha=how.alpha, null_kind=how.null,
-                                 group_size=how.group_size, unreliable=how.unreliable)
+    """The verdict on the draws there are, with ``head_p_exceedances`` (the calibration count
+    behind each head p, for :func:`_joint_bounds`; dropped by :func:`_grow_joint`, every
+    verdict's last step)."""
+    counts: dict = {}
+    ds = score_values_by_layer(values, values["q.rms"], values["k.rms"], _groups(refs),
+                               alpha=how.alpha, null_kind=how.null,
+                               group_size=how.group_size, unreliable=how.unreliable,
+                               exceedances=counts)
+    ds["head_p_exceedances"] = (("layer", "head"), counts["head_p_exceedances"])
+    return ds
 
 
 def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
@@ -161,12 +168,14 @@ def _joint_bounds(refs, ds, n_looks: int):
 
     p = ds["head_p_value"].transpose("layer", "head").values.astype(np.float64)
     meth = ds["head_p_method"].transpose("layer", "head").values.astype(object)
+    k = ds["head_p_exceedances"].transpose("layer", "head").values
     lo, hi = np.full(p.shape, np.nan), np.full(p.shape, np.nan)
     level = STOP_ERROR / (max(int(np.isfinite(p).sum()), 1) * n_looks)
     for g in refs:
         rows = slice(None) if g.rows is None else g.rows
         n = int(np.asarray(g.joint["q.rms"]).shape[-1])
-        lo[rows], hi[rows] = p_bounds(p[rows], meth[rows], n, max(n, JOINT_DRAWS), level)
+        lo[rows], hi[rows] = p_bounds(p[rows], meth[rows], n, max(n, JOINT_DRAWS), level,
+                                      exceedances=k[rows])
     return lo, hi
 
 
@@ -203,7 +212,7 @@ def _grow_joint(refs, values, ds, how: Decision):
         "calibration and the element statistics' p); its Monte Carlo se at p is about "
         "sqrt(p (1 - p) / draws)")})
     ds.attrs["joint_null_draws"] = int(draws.min())
-    return ds
+    return ds.drop_vars("head_p_exceedances", errors="ignore")
 
 
 def decide(refs, values, tested, how: Decision) -> Decided:
