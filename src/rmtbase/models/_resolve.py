@@ -3,7 +3,8 @@
 ``model`` (:func:`rmtbase.models.loading.load_heads`) may be a hub id (with ``revision``), a
 local folder (``config.json`` + weights), a ``.gguf`` file (the header read here: refusals come
 before any tensor), a URL (``hf://org/name[@revision]`` is a hub repository, any other URL the
-folder of a model, :mod:`rmtbase.models.remote`) or a loaded ``transformers`` model.
+folder of a model, :mod:`rmtbase.models.remote`), a loaded ``transformers`` model or a
+TransformerLens model (:mod:`rmtbase.models.transformer_lens`).
 :func:`resolve` says which, reads the config (:func:`read_config`: one-line ModelError for an
 unreadable or non-object config.json), and returns a :class:`Resolved` whose
 :meth:`~Resolved.open_weights` opens the matching reader (:mod:`.weights`, :mod:`.gguf`).
@@ -29,7 +30,7 @@ class Resolved:
 
     name: str
     revision: str | None
-    source: str  # "hub" | "folder" | "object" | "gguf" | "url"
+    source: str  # "hub" | "folder" | "object" | "gguf" | "url" | "transformer_lens"
     cfg: dict
     model_class: str
     obj: object = None  # a loaded model; a GGUF file's header
@@ -42,6 +43,10 @@ class Resolved:
             return GGUFWeights(self.folder, self.cfg, header=self.obj)
         if self.source == "object":
             return StateDictWeights(self.obj, self.name)
+        if self.source == "transformer_lens":
+            from .transformer_lens import TLWeights
+
+            return TLWeights(self.obj, self.name, self.cfg)
         if self.source == "url":
             files, getter = remote.url_weight_files(self.name)
             return FileWeights(files, getter, self.name)
@@ -125,6 +130,13 @@ def resolve(model, revision: str | None) -> Resolved:
             raise ModelError(f"no such model folder: {text!r}")
         cfg = read_config(hub.fetch_config(text, revision))
         return Resolved(text, revision, "hub", cfg, class_of(cfg))
+    from .transformer_lens import SOURCE, is_transformer_lens, tl_config
+
+    if is_transformer_lens(model):  # before .config: a bridge answers its HF model's config
+        if revision is not None:
+            raise InputError("revision= applies only to hub ids, not to a loaded model")
+        cfg, name, cls = tl_config(model)
+        return Resolved(name, None, SOURCE, cfg, cls, obj=model)
     config = getattr(model, "config", None)
     if config is not None and hasattr(model, "state_dict"):
         if revision is not None:

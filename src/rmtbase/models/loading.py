@@ -4,10 +4,11 @@
 commit), a local folder (``config.json`` + ``model.safetensors`` or sharded safetensors with
 ``model.safetensors.index.json``; ``pytorch_model.bin`` only with ``allow_pickle=True``), a URL
 of such a folder (``https://…``, an fsspec URL, or ``hf://org/name[@revision]`` for a hub
-repository; :mod:`rmtbase.models.remote`), or an already-loaded ``transformers`` model (an
-``nn.Module`` with ``.config``). Folders and hub repositories are read straight from their
-safetensors files (no torch model is built); remote shards by byte ranges, only the tensors
-read (:mod:`rmtbase.files.ranges`). Which of these ``model`` is, and its config, is found by
+repository; :mod:`rmtbase.models.remote`), an already-loaded ``transformers`` model (an
+``nn.Module`` with ``.config``), or a TransformerLens model (4.x ``TransformerBridge``, 3.x
+``HookedTransformer``: the weights as it holds them, :mod:`rmtbase.models.transformer_lens`).
+Folders and hub repositories are read straight from their safetensors files (no torch model
+is built); remote shards by byte ranges, only the tensors read (:mod:`rmtbase.files.ranges`). Which of these ``model`` is, and its config, is found by
 :mod:`rmtbase.models._resolve`.
 
 Convention (``docs/conventions.md``): head h of layer l gives W_Q, W_K of shape ``(d_h, d)``
@@ -52,9 +53,13 @@ def _architecture(cfg: dict) -> str:
 def _info(res: Resolved) -> tuple[ModelInfo, Adapter]:
     from ._fp8 import check_config
 
-    arch = _architecture(res.cfg)
-    check_config(res.cfg, f"{res.name}/config.json")  # FP8 block size, before any tensor
-    adapter = ADAPTERS[arch]
+    if res.source == "transformer_lens":  # its own adapter, not an HF architecture
+        from .transformer_lens import ADAPTER as adapter
+        arch = res.cfg["model_type"]
+    else:
+        arch = _architecture(res.cfg)
+        check_config(res.cfg, f"{res.name}/config.json")  # FP8 block size, before any tensor
+        adapter = ADAPTERS[arch]
     dims = adapter.dims(res.cfg)
     norm = adapter.qk_norm(res.cfg)
     info = ModelInfo(name=res.name, revision=res.revision, architecture=arch, d=dims.d,

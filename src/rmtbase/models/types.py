@@ -70,7 +70,10 @@ class ModelInfo:
         Hub revision (branch, tag, commit) as requested; ``None`` for the default branch and
         for local folders and loaded objects.
     architecture : str
-        The Hugging Face ``model_type`` (one of :data:`rmtbase.models.SUPPORTED`).
+        The Hugging Face ``model_type`` (one of :data:`rmtbase.models.SUPPORTED`);
+        ``"transformer_lens"`` for a TransformerLens model (:mod:`rmtbase.models.
+        transformer_lens`), whose ``model_class`` then names its class, the Hugging Face class
+        it wraps and whether its weights were processed.
     d : int
         Residual width (input dimension of W_Q, W_K).
     d_h : int
@@ -85,8 +88,9 @@ class ModelInfo:
         Fraction of each head's d_h dimensions that RoPE rotates (0 for learned/absolute
         positions). RoPE is *not* part of the extracted W_QK.
     source : str
-        ``"hub"``, ``"folder"``, ``"object"``, ``"gguf"`` (a GGUF file, :mod:`rmtbase.models.gguf`)
-        or ``"url"`` (a model folder at a URL, :mod:`rmtbase.models.remote`).
+        ``"hub"``, ``"folder"``, ``"object"``, ``"gguf"`` (a GGUF file, :mod:`rmtbase.models.gguf`),
+        ``"url"`` (a model folder at a URL, :mod:`rmtbase.models.remote`) or
+        ``"transformer_lens"`` (a TransformerLens model object).
     qk_norm : str
         The normalisation between the q/k projections and the logit (:mod:`rmtbase.models.
         _qknorm`): ``"none"``; ``"rms_head"`` (RMSNorm over each head's d_h: Qwen3,

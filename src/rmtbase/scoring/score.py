@@ -94,7 +94,9 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                 element_draws=200, circuit="qk", null_start=None) -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the null (module docstring).
 
-    model: hub id, local folder or loaded ``transformers`` model; None = the embedded default
+    model: hub id, local folder, loaded ``transformers`` model or TransformerLens model (its
+    weights as it holds them, processed or not: :mod:`rmtbase.models.transformer_lens`; attr
+    ``transformer_lens`` names its class and processing); None = the embedded default
     MiniLM (:func:`rmtbase.models.default_model_path`, no network). stats: "all", "spectral",
     "elementwise" or a list of "<matrix>.<stat>" names. draws: minimum number of null draws per
     table (None = the table default; a larger stored table is used whole) or, under the
@@ -140,6 +142,8 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                      element_draws=element_draws, null_start=null_start)
     if circuit == "ov":
         ds.attrs.update(circuit="ov", factors=OV_FACTORS)
+    if info.source == "transformer_lens":  # which weights: as the model holds them
+        ds.attrs["transformer_lens"] = info.model_class
     return ds
 
 
