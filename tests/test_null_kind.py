@@ -170,7 +170,7 @@ def test_capabilities_are_attributes():
     assert g.stored_like_checkpoint and not p.stored_like_checkpoint
     assert g.scores_components and g.scores_deltas
     assert not p.scores_components and not p.scores_deltas
-    assert (g.composition_draws, p.composition_draws) == (2000, 1000)
+    assert (g.composition_draws, p.composition_draws) == (18_000, 1000)  # issue 56 (H3)
     assert g.at_storage("q4_k") == GaussianNull("q4_k") and p.at_storage("q4_k") is p
     assert p.storage == "float32"
     g.require("scores_deltas", "--base")

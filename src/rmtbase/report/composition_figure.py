@@ -112,6 +112,11 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
     return ax
 
 
+def _attr_or_none(ds, name: str, kind):
+    """A file attr as ``kind``, None where the file has none (written before issue 56)."""
+    return kind(ds.attrs[name]) if name in ds.attrs else None
+
+
 def composition_json(ds, circuits=None) -> dict:
     """The ``--json`` fields of a composition score: sizes, null, flag counts per kind, the
     largest flagged pairs (``top``, by effect) and the first pairs by standing (``standing``:
@@ -127,6 +132,8 @@ def composition_json(ds, circuits=None) -> dict:
             "null": str(ds.attrs.get("null_kind", "gaussian")),
             "null_median": float(med) if med.ndim == 0 else None,
             "alpha": float(ds.attrs.get("alpha", 0)),
+            "size_sd": _attr_or_none(ds, "composition_size_sd", float),
+            "open_pairs": _attr_or_none(ds, "composition_open_pairs", int),
             "pairs_per_kind": int(np.isfinite(ds["composition"].isel(kind=0)).sum()),
             "flagged": {str(k): int(flag.sel(kind=k).sum()) for k in ds["kind"].values},
             "top": [{"kind": k, "layer_from": a, "head_from": b, "layer_to": c, "head_to": e,

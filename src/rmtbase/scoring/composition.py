@@ -185,6 +185,18 @@ def _layers(model, revision, allow_pickle, bar: int = 0):
     return counted(gen(), bar, desc="rmtbase composition", unit="layer"), storage
 
 
+def _note_draws(ds, draws: int, alpha: float) -> None:
+    """The attr ``composition_draws_note`` where the per-pair null's draws could move a flag
+    (:func:`rmtbase.scoring.composition_permutation.draws_note`; ``rmtbase score`` prints it
+    on stderr). An attr, not a Python warning: the Dataset is complete and correct as it is."""
+    from .composition_permutation import draws_note
+
+    note = draws_note(int(np.isfinite(ds.composition_p.values).sum()), draws,
+                      int(ds.attrs.get("composition_open_pairs", 0)), alpha)
+    if note:
+        ds.attrs["composition_draws_note"] = note
+
+
 def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool = False,
                 ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
                 revision: str | None = None, allow_pickle: bool = False, progress: bool = False,
@@ -234,6 +246,8 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
         "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
         "planned_bytes": pl["bytes"]})
     ds.attrs["null_kind"] = null.name  # the null's own name (assemble's is by the draws' kind)
+    if got.null_sorted is None:  # no tail beyond the draws: say where they limit a flag
+        _note_draws(ds, int(draws), alpha)
     if got.description is not None:
         ds.attrs["null"] = got.description
     from .composition_overlap import add_overlap_tests  # the overlap's Gaussian-factor null

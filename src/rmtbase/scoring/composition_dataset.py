@@ -104,6 +104,66 @@ def _p_values(comp, null_sorted, attrs, p, median):
     return p, tail_p(comp, null_sorted), float(np.median(null_sorted))
 
 
+#: Draws against which :func:`p_error` asks whether a flag could differ: this many times the
+#: run's own.
+OPEN_FACTOR = 10
+
+
+def p_error(p, pt, draws: int, alpha: float, tail: bool):
+    """The Monte Carlo error of the pairs' p (issue 56 item 3): ``(se, open)``.
+
+    ``se`` = √(p(1 − p)/N): the binomial se of the add-one ``p`` read from N = ``draws`` draws
+    as an estimate of the pair's exceedance (Davison & Hinkley 1997 §4.2; beyond the draws,
+    where ``pt`` < ``p``, the tail model's own error is not this). ``open``: the pairs whose
+    Benjamini–Hochberg flag at ``alpha`` (over ``pt``, as ``composition_flag``) could differ
+    at :data:`OPEN_FACTOR` × N draws — flagged with every pair at the lower end of its p's
+    range there and not with every pair at the upper end. Each range is that of
+    :func:`rmtbase.scoring.joint_stopping.p_bounds` (the count's Clopper–Pearson interval, then
+    the binomial range of the draws to come; a count below 10 with a tail (``tail``, the
+    Gaussian null's GPD) bracketed as [0, 9]) at level ε/m, ε =
+    :data:`~rmtbase.scoring.stopping.STOP_ERROR`, m the pairs: the rule that grows the
+    statistics' joint null, one implementation."""
+    from ..decision.tails import MIN_EXCEEDANCES
+    from .joint_stopping import p_bounds
+    from .stopping import STOP_ERROR
+
+    p = np.asarray(p, np.float64)
+    pt = np.asarray(pt, np.float64)
+    n = int(draws)
+    se = np.sqrt(p * (1.0 - p) / n)
+    ok = np.isfinite(pt)
+    k = np.rint(np.nan_to_num(p) * (n + 1) - 1)
+    method = np.where(tail & (k < MIN_EXCEEDANCES), "gpd", "empirical")
+    lo, hi = p_bounds(pt[ok], method[ok], n, OPEN_FACTOR * n, STOP_ERROR / max(int(ok.sum()), 1))
+    flag_lo = benjamini_hochberg(lo, alpha)[0]
+    flag_hi = benjamini_hochberg(hi, alpha)[0]
+    open_ = np.zeros(p.shape, bool)
+    open_[ok] = flag_lo & ~flag_hi
+    return se, open_
+
+
+def _add_error(ds, dims, error, draws: int, alpha: float) -> None:
+    """``composition_p_se``, the draws behind every p (a ``draws`` attr on the p variables)
+    and the attrs ``composition_size_sd`` (:func:`~rmtbase.scoring.joint_stopping.rate_sd`
+    at α: the sd, over nulls of this size, of the realised size of p ≤ α that a shared null
+    gives every pair) and ``composition_open_pairs`` (:func:`p_error`)."""
+    from .joint_stopping import rate_sd
+
+    se, open_ = error
+    ds["composition_p_se"] = xr.DataArray(se.astype(np.float32), dims=dims, attrs={
+        "long_name": "Monte Carlo se of composition_p", "units": "1", "draws": draws,
+        "definition": "sqrt(p (1 - p) / draws), p = composition_p: the binomial se of the "
+                      "exceedance it estimates (beyond the draws the tail model's error is "
+                      "not this)"})
+    for name in ("composition_p", "composition_p_tail"):
+        ds[name].attrs["draws"] = draws
+    ds.attrs["composition_size_sd"] = rate_sd(draws, alpha)
+    ds.attrs["composition_open_pairs"] = int(open_.sum())
+    ds.attrs["composition_open_pairs_definition"] = (
+        f"pairs whose BH flag at alpha could differ at {OPEN_FACTOR} x the draws "
+        "(rmtbase.scoring.composition_dataset.p_error)")
+
+
 def _family_q(pt, alpha: float) -> np.ndarray:
     """Benjamini–Hochberg q within each (kind, layer pair) family; NaN off the pairs."""
     n_l = pt.shape[1]
@@ -174,6 +234,8 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
     gaussian = null_sorted is not None
     p, pt, med = _p_values(comp, null_sorted, attrs, p, median)
     flag, q = benjamini_hochberg(pt, alpha)
+    draws = attrs.get("draws", null_sorted.size if gaussian else None)
+    error = None if draws is None else p_error(p, pt, int(draws), alpha, gaussian)
     by_source, by_kind = standing(comp)
     dims = ("kind", "layer_from", "head_from", "layer_to", "head_to")
     coords = {"kind": list(C.KINDS), "layer_from": np.arange(n_l), "head_from": np.arange(n_h),
@@ -189,6 +251,8 @@ def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=No
         ln, units, definition = defs[name]
         ds[name] = xr.DataArray(arr, dims=dims, attrs={"long_name": ln, "units": units,
                                                         "definition": definition})
+    if error is not None:
+        _add_error(ds, dims, error, int(draws), alpha)
     ds["qk_overlap"] = xr.DataArray(overlap, dims=("layer", "head_from", "head_to"), attrs={
         "long_name": "QK overlap (Frobenius cosine) of two heads of one layer", "units": "1",
         "definition": "<W_QK^a, W_QK^b>_F / (|W_QK^a|_F |W_QK^b|_F)"})

@@ -69,9 +69,13 @@ def _tail(values, null_abs):
 
 
 def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
-                  storage: str = "float32", alpha: float = 0.05) -> dict:
+                  storage: str = "float32", alpha: float = 0.05, seed: int | None = None) -> dict:
     """p, tail p, z, q (all layers), q (per layer) and flag ``(L, H, H)`` of the overlaps ``overlap``
-    ``(L, H, H)``; query heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv)."""
+    ``(L, H, H)``; query heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv).
+    ``seed``: the seed ``key`` was made from, the null's name in the user cache
+    (:mod:`rmtbase.scoring.composition_cache`; None: not cached)."""
+    from .composition_cache import cached_null
+
     ov = np.asarray(overlap, np.float64)
     n_l, h, _ = ov.shape
     group = h // int(n_kv)
@@ -86,8 +90,12 @@ def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
         sel = (shared if sk else ~shared) & ~np.eye(h, dtype=bool)
         if not sel.any():
             continue
-        null = overlap_null(named_key(key, "shared" if sk else "distinct"), d, d_h, draws, sk,
-                            storage)
+        name = "shared" if sk else "distinct"
+
+        def draw(name=name, sk=sk):
+            return overlap_null(named_key(key, name), d, d_h, draws, sk, storage)
+        null = draw() if seed is None else cached_null(f"overlap-{name}", d, d_h, draws, seed,
+                                                       storage, draw)
         var[sk] = overlap_moments(d, d_h, sk)[1]
         p[:, sel] = _two_sided_p(ov[:, sel], null)
         pt[:, sel] = _tail(ov[:, sel], null) if d_h >= 4 else p[:, sel]
@@ -111,7 +119,8 @@ def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "
     ``n_kv_heads``); null draws from ``named_key(key(seed), "overlap")``."""
     d, d_h, n_kv = int(ds.attrs["d"]), int(ds.attrs["d_h"]), int(ds.attrs["n_kv_heads"])
     key = named_key(jax.random.key(int(seed)), "overlap")
-    t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, key, int(draws), storage, alpha)
+    t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, key, int(draws), storage, alpha,
+                      seed=int(seed))
     dims = ("layer", "head_from", "head_to")
     defs = {
         "p": ("two-sided add-one Monte Carlo p-value of the QK overlap",

@@ -86,14 +86,18 @@ class Pairs:
     def gaussian_factors(self, *, draws: int, seed: int) -> PairNull:
         """Independent Gaussian factors at each head's shapes, stored at the checkpoint's
         float storage (:func:`~rmtbase.scoring.composition.null_scores`), shared by every
-        pair."""
+        pair; drawn once per shape and kept in the user cache
+        (:mod:`rmtbase.scoring.composition_cache`)."""
         import jax
+
+        from .composition_cache import cached_null
 
         comp, overlap, norms = self.scores()
         nst = _null_storage(self.storage_rows, self.null_storage)
         info = self.info
-        null_s = null_scores(jax.random.key(int(seed)), info.d, info.d_h, info.d_h, int(draws),
-                             nst)
+        null_s = cached_null("composition", info.d, info.d_h, int(draws), int(seed), nst,
+                             lambda: null_scores(jax.random.key(int(seed)), info.d, info.d_h,
+                                                 info.d_h, int(draws), nst))
         return PairNull(comp, overlap, norms, nst, null_sorted=null_s)
 
     def permuted_entries(self, *, draws: int, seed: int) -> PairNull:
