@@ -69,12 +69,16 @@ def _tail(values, null_abs):
 
 
 def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
-                  storage: str = "float32", alpha: float = 0.05, seed: int | None = None) -> dict:
+                  storage: str = "float32", alpha: float = 0.05) -> dict:
     """p, tail p, z, q (all layers), q (per layer) and flag ``(L, H, H)`` of the overlaps ``overlap``
     ``(L, H, H)``; query heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv).
-    ``seed``: the seed ``key`` was made from, the null's name in the user cache
-    (:mod:`rmtbase.scoring.composition_cache`; None: not cached)."""
+    ``key``: a JAX key, or a seed (int): then the key is ``named_key(key(seed), "overlap")``
+    and the null is kept in the user cache (:mod:`rmtbase.scoring.composition_cache`)."""
     from .composition_cache import cached_null
+
+    seed = key if isinstance(key, int) else None
+    if seed is not None:
+        key = named_key(jax.random.key(seed), "overlap")
 
     ov = np.asarray(overlap, np.float64)
     n_l, h, _ = ov.shape
@@ -118,9 +122,7 @@ def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "
     ``qk_overlap_flag`` to a composition Dataset (``qk_overlap`` and the attrs ``d``, ``d_h``,
     ``n_kv_heads``); null draws from ``named_key(key(seed), "overlap")``."""
     d, d_h, n_kv = int(ds.attrs["d"]), int(ds.attrs["d_h"]), int(ds.attrs["n_kv_heads"])
-    key = named_key(jax.random.key(int(seed)), "overlap")
-    t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, key, int(draws), storage, alpha,
-                      seed=int(seed))
+    t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, int(seed), int(draws), storage, alpha)
     dims = ("layer", "head_from", "head_to")
     defs = {
         "p": ("two-sided add-one Monte Carlo p-value of the QK overlap",
