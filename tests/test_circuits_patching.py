@@ -380,3 +380,31 @@ def test_a_receiver_that_ignores_its_query_input_has_a_known_score_and_no_q_or_k
         e = pt.effect(2, 1, [(1, 0), (0, 2)], path, "prev_token")
         assert abs(e.effect) < 1e-7 and e.base == pytest.approx(want, rel=1e-6)
     assert pt.effect(2, 1, [(1, 0)], "v", None).effect > 1e-3
+
+
+def test_first_token_sinks_are_labelled_but_patched_only_on_request():
+    """Receivers (circuits.find.receivers): heads after layer 0 with a specific label; the
+    first-token sinks only with sinks=True; a model whose only labelled heads are sinks falls
+    back to the heads the weights single out (as with no labels)."""
+    from rmtbase.circuits.find import UNLABELLED_RECEIVERS, receivers
+
+    lab = np.array([["previous-token", "first-token"], ["first-token", "induction"],
+                    ["self/local", "first-token"], ["duplicate-token", "none"]])
+    stat = {"previous-token": "prev_token", "first-token": "first_token", "none": "",
+            "induction": "induction", "self/local": "self", "duplicate-token": "duplicate_token"}
+    labels = xr.Dataset({"label": (("layer", "head"), lab),
+                         "label_statistic": (("layer", "head"),
+                                             np.vectorize(stat.get)(lab))},
+                        coords={"layer": np.arange(4), "head": np.arange(2)})
+    comp = _composition(4, 2, seed=3)
+    got = {(li, hi) for li, hi, _ in receivers(labels, comp)}
+    assert got == {(1, 1), (2, 0), (3, 0)}
+    got = {(li, hi) for li, hi, _ in receivers(labels, comp, sinks=True)}
+    assert got == {(1, 0), (1, 1), (2, 0), (2, 1), (3, 0)}
+    only_sinks = labels.copy()
+    only_sinks["label"] = (("layer", "head"), np.where(lab == "first-token", lab, "none"))
+    fallback = receivers(only_sinks, comp)
+    assert all(s is None for *_, s in fallback)
+    assert len(fallback) == min(UNLABELLED_RECEIVERS, 3 * 2)
+    with_sinks = {(li, hi) for li, hi, _ in receivers(only_sinks, comp, sinks=True)}
+    assert with_sinks == {(1, 0), (2, 1)}

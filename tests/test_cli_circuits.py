@@ -207,3 +207,51 @@ def test_smollm2_first_screen_leads_with_its_induction_circuit(tmp_path, capsys)
         assert row["confirmed"] and row["label_from"] == "previous-token", row
         assert row["label_to"] == "induction" and row["rank_weights"] <= 3, row
     assert doc["composition"]["found"][0].startswith("induction circuit: L16H0 (previous-token)")
+
+
+def test_text_without_a_tokenizer_is_refused_before_any_work(tmp_path, capsys):
+    """--text is read by the circuit search with the model's tokenizer: a model without one is
+    refused (exit 2, one line, no output folder) rather than the text silently ignored."""
+    m = _gpt2(tmp_path / "g")
+    text = tmp_path / "t.txt"
+    text.write_text("a b c d e f g h a b c d e f g h", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["score", str(m), "--composition", "--probe", "--text", str(text), "--out",
+                 str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--text" in err and "tokenizer" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow  # the whole command on a 2-layer llama with a tokenizer (~40 s)
+def test_text_is_what_the_circuit_search_reads_and_the_model_loads_once(tmp_path, capsys,
+                                                                      monkeypatch):
+    """With --text (a tokenizer present) the circuit search labels and patches on that text's
+    windows: circuits.nc's probe_source is "text" and its sequences name the file (before,
+    it read repeated random tokens whatever --text said, and this 64-position model was
+    refused for them); the circuit search and the text probe share one transformers load."""
+    import transformers
+    import xarray as xr
+    from _probe_models import TEXT, llama
+
+    m = llama(tmp_path / "llama")
+    text = tmp_path / "mine.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    calls = []
+    orig = transformers.AutoModel.from_pretrained
+
+    def counting(*a, **k):
+        calls.append(a[0] if a else k)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", counting)
+    capsys.readouterr()
+    out = tmp_path / "o"
+    assert main(["score", str(m), "--composition", "--probe", "--text", str(text), "--draws",
+                 "300", "--max-draws", "300", "--stats", "spectral", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "the circuit search labels and patches on" in err
+    cds = xr.load_dataset(out / "circuits.nc")
+    assert cds.attrs["probe_source"] == "text", cds.attrs
+    assert "mine.txt" in cds.attrs["sequences"], cds.attrs["sequences"]
+    assert len(calls) == 1, calls

@@ -4,7 +4,8 @@ by the weights (composition), confirmed or not by path patching (issue 55).
 Public API:
 
 - :func:`find_circuits` — the whole search: probe statistics and labels on the model's
-  sequences, the top-k sources by composition of every labelled receiver, each path-patched
+  sequences, the top-k sources by composition of every receiver with a specific label (the
+  first-token sinks on request, :mod:`.find`), each path-patched
   into the receiver's q, k and v input, with the ``confirmed``/``dominant``/``redundant`` rule
   (:mod:`.find`, :mod:`.run`); an ``xr.Dataset`` along ``candidate`` (:mod:`.table`);
 - :func:`circuit_list` — that Dataset as JSON objects;

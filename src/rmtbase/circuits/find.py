@@ -6,10 +6,19 @@ order:
 1. the model on its sequences (:mod:`.sequences`: repeated random tokens by default, the
    probe's text or given sequences on request), capturing what patching needs and the probe's
    statistics (:mod:`.capture`); every head labelled (:mod:`.labels`);
-2. the receivers of interest: every labelled head (``label != "none"``) after layer 0; with
-   none labelled, the :data:`UNLABELLED_RECEIVERS` receivers with the largest composition
-   score into them (any kind, any earlier source), measured by the change of their attention
-   (q, k) or output (v) since they have no behaviour score;
+2. the receivers of interest: every head after layer 0 with a specific label (induction,
+   previous-token, duplicate-token, self/local: :data:`PATCHED_LABELS`); ``first-token``
+   heads (sinks) only with ``sinks=True``; with none of them, the
+   :data:`UNLABELLED_RECEIVERS` receivers with the largest composition score into them (any
+   kind, any earlier source), measured by the change of their attention (q, k) or output (v)
+   since they have no behaviour score. Why sinks are left out by default: ``first-token`` is
+   the label of a head that passes no specific label and parks its attention on position 0
+   (an attention sink: Xiao et al. 2023, *Efficient streaming language models with
+   attention sinks*, arXiv:2309.17453); what writes into its query or key is not a
+   circuit in the issue's sense (a source feeding a head's behaviour), and on SmolLM2 the
+   sinks were 103 of its 126 labelled receivers after layer 0 (docs/path-patching.md, section
+   5), about four fifths of the patching. They stay labelled in the output (``label`` of
+   circuits.nc), not patched;
 3. per receiver and kind (q, k, v), its top ``k`` earlier sources by that kind's composition
    score (``rank_weights``, 1 = top among the receiver's earlier sources), each removed on its
    own from that input, and all ``k`` together (:mod:`.patching`); the cost (receivers ×
@@ -40,6 +49,8 @@ CONFIRM_SE = 3.0
 CONFIRM_FRACTION = 0.10
 #: Receivers taken by composition when no head is labelled.
 UNLABELLED_RECEIVERS = 8
+#: Labels whose heads are patched as receivers by default (``first-token`` with ``sinks``).
+PATCHED_LABELS = ("induction", "previous-token", "duplicate-token", "self/local")
 
 
 def check_composition(composition: xr.Dataset) -> None:
@@ -63,13 +74,15 @@ def ranked_sources(composition: xr.Dataset, layer: int, head: int, kind: str):
             for r, i in enumerate(order)]
 
 
-def receivers(labels: xr.Dataset, composition: xr.Dataset,
-              n: int = UNLABELLED_RECEIVERS) -> list[tuple[int, int, str | None]]:
-    """[(layer, head, statistic or None), …]: the receivers of interest (module docstring)."""
+def receivers(labels: xr.Dataset, composition: xr.Dataset, n: int = UNLABELLED_RECEIVERS,
+              *, sinks: bool = False) -> list[tuple[int, int, str | None]]:
+    """[(layer, head, statistic or None), …]: the receivers of interest (module docstring;
+    ``sinks``: the ``first-token`` heads too)."""
     lab = labels["label"].transpose("layer", "head").values
     stat = labels["label_statistic"].transpose("layer", "head").values
+    keep = PATCHED_LABELS + (("first-token",) if sinks else ())
     out = [(li, hi, str(stat[li, hi])) for li in range(1, lab.shape[0])
-           for hi in range(lab.shape[1]) if lab[li, hi] != "none"]
+           for hi in range(lab.shape[1]) if lab[li, hi] in keep]
     if out:
         return out
     c = np.asarray(composition["composition"].values, dtype=np.float64)
@@ -95,5 +108,5 @@ def plan(recv, k: int, n_sequences: int, length: int) -> dict:
             "tokens": int(n_sequences) * int(length)}
 
 
-__all__ = ["CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "UNLABELLED_RECEIVERS",
+__all__ = ["CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "PATCHED_LABELS", "UNLABELLED_RECEIVERS",
            "check_composition", "head_name", "passes", "plan", "ranked_sources", "receivers"]

@@ -41,8 +41,10 @@ class one_thread:
         return False
 
 
-def make_sequences(net, tokenizer, sequences, seed) -> Sequences:
-    """The :class:`Sequences` that ``sequences`` names (:func:`.find.find_circuits`)."""
+def make_sequences(net, tokenizer, sequences, seed, text=None) -> Sequences:
+    """The :class:`Sequences` that ``sequences`` names (:func:`.find.find_circuits`);
+    ``text`` (a :class:`rmtbase.probe.text.Text` or a UTF-8 file; None: the probe's default
+    text) for ``sequences="text"``."""
     if isinstance(sequences, Sequences):
         return sequences
     if sequences is None:
@@ -55,10 +57,12 @@ def make_sequences(net, tokenizer, sequences, seed) -> Sequences:
     if tokenizer is None:
         raise InputError("sequences='text' needs the model's tokenizer; this model has none")
     from ..probe.run import default_window
-    from ..probe.text import default_text
+    from ..probe.text import Text, read_text
 
-    return text_sequences(tokenizer, default_text().text, default_window(net.config),
-                          max_sequences=MAX_TEXT_SEQUENCES)
+    txt = text if isinstance(text, Text) else read_text(text)
+    return text_sequences(tokenizer, txt.text, default_window(net.config),
+                          max_sequences=MAX_TEXT_SEQUENCES, min_sequences=2,
+                          name=f"the text {txt.name}")
 
 
 def _check_shape(hm: HeadModel, composition: xr.Dataset) -> None:
@@ -113,25 +117,35 @@ def _judge(singles: list[dict], joint) -> list[dict]:
 
 
 def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, sequences=None,
-                  receivers_of_interest=None, seed: int = 0, threshold: float = THRESHOLD,
+                  text=None, receivers_of_interest=None, seed: int = 0,
+                  threshold: float = THRESHOLD, sinks: bool = False,
                   progress: bool = True) -> xr.Dataset:
     """Candidate circuits of ``model`` screened by ``composition`` and confirmed by path
     patching (module docstring; :mod:`.find` states the steps and the rule, :func:`.table.candidate_dataset` the output).
 
-    model: a transformers model, folder, ``.gguf`` file or hub id (:func:`.model.load_model`);
-    gpt2 and the LLaMA family (:data:`.heads.SUPPORTED`). composition: its composition
+    model: a transformers model, a :class:`rmtbase.probe.loader.Loaded`, folder, ``.gguf``
+    file or hub id (:func:`.model.load_model`); gpt2 and the LLaMA family
+    (:data:`.heads.SUPPORTED`). composition: its composition
     Dataset. k: sources per receiver and kind. sequences: a :class:`.sequences.Sequences`,
-    ``"text"`` (the probe's default text, full windows of 256 tokens or the model's
-    maximum, at most 16; needs a tokenizer), ``"repeated_random_tokens"`` (16 × (BOS + 2 ×
+    ``"text"`` (``text``, else the probe's default text: full windows of 256 tokens or the
+    model's maximum, at most 16; a text shorter than two windows in two halves; needs a
+    tokenizer), ``"repeated_random_tokens"`` (16 × (BOS + 2 ×
     50), ``seed``) or None (the same: the standard induction test; on the probe's text
     SmolLM2's induction heads score 0.10–0.26 and go unlabelled, on repeated random tokens
     0.46–0.88, ``docs/path-patching.md``).
+    text: a :class:`rmtbase.probe.text.Text` or UTF-8 file for ``sequences="text"`` (given
+    with ``sequences`` None, it means ``"text"``).
     receivers_of_interest: [(layer, head), …] instead of the labelled heads. threshold: the
-    label threshold (:data:`.labels.THRESHOLD`).
+    label threshold (:data:`.labels.THRESHOLD`). sinks: patch the ``first-token`` heads too
+    (:mod:`.find`, step 2, says why they are not by default).
     """
     F.check_composition(composition)
     if int(k) < 1:
         raise InputError(f"k must be a positive integer, got {k!r}")
+    if text is not None and sequences is None:
+        sequences = "text"
+    if text is not None and sequences != "text":
+        raise InputError(f"text is read with sequences='text', not {sequences!r}")
     if sequences is not None and not isinstance(sequences, Sequences) \
             and sequences not in SOURCES:
         raise InputError(f"sequences must be one of {', '.join(SOURCES)} or a Sequences, "
@@ -141,31 +155,35 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
         if not (1 <= int(li) < n_l and 0 <= int(hi) < n_h):
             raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0 of "
                              f"this {n_l}-layer, {n_h}-head model")
-    return run_circuits(model, composition, k=int(k), sequences=sequences,
+    return run_circuits(model, composition, k=int(k), sequences=sequences, text=text,
                         receivers_of_interest=receivers_of_interest, seed=seed,
-                        threshold=threshold, progress=progress)
+                        threshold=threshold, sinks=bool(sinks), progress=progress)
 
 
 def run_circuits(model, composition, *, k, sequences, receivers_of_interest, seed, threshold,
-                 progress) -> xr.Dataset:
+                 progress, text=None, sinks=False) -> xr.Dataset:
     """:func:`.find.find_circuits` after its argument checks."""
     from .model import load_model
 
     net, tok, name = load_model(model, tokenizer=sequences == "text")
     hm = HeadModel(net)
     _check_shape(hm, composition)
-    seqs = make_sequences(net, tok, sequences, seed)
+    seqs = make_sequences(net, tok, sequences, seed, text)
     stage("rmtbase circuits", f"labels from {seqs.description}", enabled=progress)
     with one_thread():
         cap, totals = capture(hm, seqs, progress=progress)
     probe = probe_dataset(totals, seqs, name)
     labels = label_heads(probe, threshold=threshold)
-    recv = (F.receivers(labels, composition) if receivers_of_interest is None
+    recv = (F.receivers(labels, composition, sinks=sinks) if receivers_of_interest is None
             else _explicit(receivers_of_interest, labels))
+    n_sinks = 0 if sinks or receivers_of_interest is not None else \
+        int((labels["label"].values[1:] == "first-token").sum())
     cost = F.plan(recv, min(k, (hm.n_layers - 1) * hm.n_heads), seqs.n, seqs.length)
     stage("rmtbase circuits", f"path patching {cost['receivers']} receivers: "
           f"{cost['patches']} patches (q, k, v x top {k} by weights + all {k} together) on "
-          f"{cost['sequences']} sequences of {seqs.length} tokens", enabled=progress)
+          f"{cost['sequences']} sequences of {seqs.length} tokens"
+          + (f"; {n_sinks} first-token sinks labelled, not patched" if n_sinks else ""),
+          enabled=progress)
     pt = Patcher(hm, cap, seqs)
     rows: list[dict] = []
     with one_thread(), progress_bar(len(recv), desc="rmtbase circuits: path patching",
@@ -174,7 +192,8 @@ def run_circuits(model, composition, *, k, sequences, receivers_of_interest, see
             rows.extend(_patch_receiver(pt, composition, rec, k))
             bar.update(1)
     ds = candidate_dataset(rows, labels, probe, seqs, k=k)
-    ds.attrs.update(model=name, n_receivers=cost["receivers"], n_patches=cost["patches"])
+    ds.attrs.update(model=name, n_receivers=cost["receivers"], n_patches=cost["patches"],
+                    sinks_patched=int(bool(sinks)), n_sinks_not_patched=n_sinks)
     return ds
 
 

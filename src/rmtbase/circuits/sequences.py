@@ -105,12 +105,18 @@ def repeated_sequences(config, *, n: int = DEFAULT_HALF, batch: int = DEFAULT_SE
     return Sequences(ids, content, "repeated_random_tokens", desc)
 
 
-def text_sequences(tokenizer, text: str, window: int, *, max_sequences: int | None = None
-                   ) -> Sequences:
+def text_sequences(tokenizer, text: str, window: int, *, max_sequences: int | None = None,
+                   min_sequences: int = 1, name: str = "the probe's text") -> Sequences:
     """The full-length windows of ``text`` (:func:`rmtbase.probe.text.windows`), at most
-    ``max_sequences`` of them; one-line :class:`InputError` when the text has none."""
-    from ..probe.text import windows
+    ``max_sequences`` of them (``name``: the text's, in the description); one-line :class:`InputError` when the text has none. A text
+    too short for ``min_sequences`` full windows of ``window`` tokens is cut into
+    ``min_sequences`` shorter ones (an effect's se needs at least 2 sequences)."""
+    from ..probe.text import special_template, tokenize, windows
 
+    pre, suf = special_template(tokenizer)
+    n_text = len(tokenize(tokenizer, text))
+    if n_text < int(min_sequences) * (int(window) - len(pre) - len(suf)):
+        window = n_text // int(min_sequences) + len(pre) + len(suf)
     wins = [(ids, c) for ids, c in windows(tokenizer, text, int(window)) if ids.size == window]
     if max_sequences is not None:
         wins = wins[: int(max_sequences)]
@@ -121,7 +127,7 @@ def text_sequences(tokenizer, text: str, window: int, *, max_sequences: int | No
     if any(not np.array_equal(c, content) for _, c in wins):
         raise InputError("the text's windows differ in where their special tokens are")
     ids = np.stack([np.asarray(i, dtype=np.int64) for i, _ in wins])
-    desc = f"{ids.shape[0]} full windows of {window} tokens of the probe's text"
+    desc = f"{ids.shape[0]} full windows of {window} tokens of {name}"
     return Sequences(ids, np.asarray(content, dtype=bool), "text", desc)
 
 

@@ -10,7 +10,11 @@ screen says (issue 55, item 3).
   search labels and patches on repeated random tokens (TransformerLens'
   ``generate_repeated_tokens`` convention, BOS + 2 × 50: the model needs 101 positions,
   checked here); a model without a tokenizer is not refused: the text probe's join is left
-  out, said so.
+  out, said so. With ``--text FILE`` the search labels and patches on that text's windows
+  instead (it needs the tokenizer; a text shorter than two windows is cut in two halves).
+- The model is loaded once (:func:`rmtbase.probe.loader.load`) for the circuit search and the
+  text probe: :func:`outputs` keeps it in ``plan.loaded`` for
+  the text probe (:func:`rmtbase.cli._score_modes.single`), which releases it.
 - :func:`outputs`: ``composition.nc`` and, with ``--probe``, ``circuits.nc``; :func:`redraw`
   the figure (``figures/composition.png``) with the circuits and labels; :func:`with_labels`
   each head's label as ``head_label`` in the score.
@@ -64,12 +68,19 @@ def check(args, plan) -> dict:
         print(f"rmtbase: --probe: path patching runs {', '.join(PATCHED)} models, not "
               f"{mt or 'this one'}: heads are labelled from the text probe and the circuits "
               "are screened by weights only (not confirmed)", file=sys.stderr)
-    if got["patch"]:  # labelled and patched on repeated random tokens (BOS + 2 x 50)
+    if got["patch"] and args.text is None:  # on repeated random tokens (BOS + 2 x 50)
         _check_positions(cfg)
-    if args.text is not None and got["patch"] and not args.quiet:
-        print("rmtbase: --text feeds the text probe's behaviour columns; the circuit search "
-              "labels and patches on repeated random tokens (the standard induction test)",
-              file=sys.stderr)
+    if args.text is not None and got["patch"]:
+        if not got["text"]:
+            from ..errors import InputError
+
+            raise InputError("--text: the circuit search reads the text with the model's "
+                             "tokenizer; this model has none (leave out --text: repeated "
+                             "random tokens)")
+        if not args.quiet:
+            print(f"rmtbase: --text: the circuit search labels and patches on {args.text}'s "
+                  "windows (without --text: repeated random tokens, the standard induction "
+                  "test)", file=sys.stderr)
     if not got["text"]:
         if not got["patch"]:
             from ..errors import InputError
@@ -96,12 +107,17 @@ def outputs(args, plan, checked: dict | None) -> dict:
     if checked and checked["patch"]:
         from ..circuits import find_circuits
         from ..models import default_model_path
+        from ..probe.loader import load
 
         stage("rmtbase", "circuits: heads labelled by behaviour, top sources path-patched",
               enabled=not args.quiet)
+        # one load for the circuit search and the text probe (_score_modes.single frees it)
+        loaded = load(default_model_path() if plan.model is None else plan.model,
+                      tokenizer="required" if plan.text_probe else "no")
         out["circuits.nc"] = find_circuits(
-            default_model_path() if plan.model is None else plan.model, out["composition.nc"],
-            seed=args.seed, progress=not args.quiet)
+            loaded, out["composition.nc"], seed=args.seed, progress=not args.quiet,
+            text=plan.probe_text if args.text is not None else None)
+        plan.loaded = loaded if plan.text_probe else None
     return out
 
 

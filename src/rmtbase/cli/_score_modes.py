@@ -26,6 +26,8 @@ class Plan:
     null: object
     #: --composition --probe: :func:`rmtbase.cli._circuits.check`'s answer, else None.
     circuits: dict | None = None
+    #: The model loaded once by the circuit search for the text probe too (cli/_circuits).
+    loaded: object = None
 
     @property
     def text_probe(self) -> bool:
@@ -149,8 +151,9 @@ def single(args, plan: Plan, show) -> Scored:
 
         cds = score_components(plan.model, revision=plan.revision, progress=not args.quiet,
                                **parts.component_options(args, plan.components))
-    if plan.text_probe:
-        ds = parts.join_probe(ds, plan.model, plan.probe_text, progress=not args.quiet)
+    if plan.text_probe:  # the model the circuit search loaded, if it did: one load
+        where, plan.loaded = plan.loaded or plan.model, None
+        ds = parts.join_probe(ds, where, plan.probe_text, progress=not args.quiet)
     ctx = None
     if args.composition:  # the figure with the circuits and labels; what was found
         from . import _circuits

@@ -1,9 +1,10 @@
 """The probe's forward loop: a Hugging Face model run on text, one window at a time, with its
 attention weights reduced to per-head behaviour statistics (:mod:`.behaviour`) as they come.
 
-The model is loaded with ``transformers`` (``AutoModel``, float32, eager attention so that
-``output_attentions=True`` returns the softmax weights; CPU; ``local_files_only`` unless the
-model is a hub id). Windows (:func:`.text.windows`) of equal length run in small batches (no
+The model is loaded by :func:`rmtbase.probe.loader.load` (``transformers``, float32, eager
+attention so that ``output_attentions=True`` returns the softmax weights; CPU;
+``local_files_only`` unless the model is a hub id), or given already loaded (a
+:class:`.loader.Loaded` with its tokenizer: the circuit search's net, loaded once). Windows (:func:`.text.windows`) of equal length run in small batches (no
 padding, all-ones attention mask; the shorter last window alone): as many as keep the batch's
 attention tensors within :data:`ATTENTION_BYTES` (at most :data:`MAX_BATCH`; MiniLM: 8, a
 30-layer model: 3). Their attention is reduced layer by layer and freed, so memory stays at one
@@ -27,121 +28,37 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
 from .._version import __version__
 from ..errors import InputError, ModelError
-from ..progress import no_library_bars, progress_bar
+from ..progress import progress_bar
 from . import behaviour as bh
+from .loader import TOKENIZER_FILES, Loaded, check_finite_weights, locate
+from .loader import load as load_model
+from .loader import one_line as _one_line
 from .text import DEFAULT_WINDOW, Text, read_text, windows
 
 #: Cap on one batch's attention weights (float32 layers × heads × T² × batch), bytes.
 ATTENTION_BYTES = 256 * 2**20
 MAX_BATCH = 8
 
-#: Files any one of which makes a folder's tokenizer loadable.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.txt", "vocab.json",
-                   "spiece.model", "sentencepiece.bpe.model")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-def _locate(model) -> tuple[str, dict, str]:
-    """(what from_pretrained gets, its extra keyword arguments, the model's name)."""
-    text = os.fspath(model)
-    p = Path(text).expanduser()
-    if p.is_file():
-        if p.suffix.lower() != ".gguf":
-            raise ModelError(f"{text} is a file; give the model's folder (config.json, weights "
-                             "and tokenizer) or a .gguf file")
-        return str(p.parent), {"gguf_file": p.name}, p.stem
-    if p.is_dir():
-        if not (p / "config.json").is_file():
-            raise ModelError(f"no config.json in {p}")
-        if not any((p / f).is_file() for f in TOKENIZER_FILES):
-            raise ModelError(f"no tokenizer in {p}: the probe needs tokenizer.json (or "
-                             "vocab.txt, tokenizer.model, vocab.json + merges.txt) beside "
-                             "config.json")
-        return str(p), {"local_files_only": True}, p.resolve().name
-    if text.startswith((".", "/", "~")) or text.count("/") > 1 or not text:
-        raise ModelError(f"no such model folder: {text!r}")
-    return text, {}, text  # a hub id: transformers' own cache / download
-
-
 def check_model(model) -> None:
     """One-line :class:`ModelError` now, before any other work, if ``model`` cannot be probed
     for what its folder shows (no config.json, no tokenizer, a file that is not .gguf); a hub
     id passes (checked when loaded). ``None``: the embedded default model."""
     if model is not None:
-        _locate(model)
+        locate(model)
 
 
 def load(model):
-    """(tokenizer, model, name) for ``model`` (folder, .gguf file or hub id); one-line
-    :class:`ModelError` when either cannot be loaded."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    src, kw, name = _locate(model)
-    try:
-        tok = AutoTokenizer.from_pretrained(src, **kw)
-    except Exception as exc:  # transformers raises many kinds
-        raise ModelError(f"cannot load the tokenizer of {name}: {_one_line(exc)}") from exc
-    try:
-        with no_library_bars():  # transformers' "Loading weights" bar (rmtbase.progress)
-            if "gguf_file" in kw:
-                net = _from_gguf(Path(src) / kw["gguf_file"])
-            else:
-                net = AutoModel.from_pretrained(src, attn_implementation="eager",
-                                                dtype=torch.float32, **kw)
-    except ModelError:
-        raise
-    except Exception as exc:
-        raise ModelError(f"cannot load {name} with transformers: {_one_line(exc)}") from exc
-    net.eval()
-    check_finite_weights(net, name)
-    return tok, net, name
-
-
-def check_finite_weights(net, name: str) -> None:
-    """One-line :class:`ModelError` naming the first parameter of ``net`` with a NaN or
-    infinite entry (as ``score`` refuses such weights): a NaN weight would make the attention
-    NaN and every behaviour of its heads a wrong number."""
-    import torch
-
-    with torch.no_grad():
-        for pname, p in net.named_parameters():
-            if p.is_floating_point() and not bool(torch.isfinite(p).all()):
-                bad = int(p.numel() - int(torch.isfinite(p).sum()))
-                raise ModelError(f"tensor {pname!r} in {name} has {bad} non-finite (NaN/inf) "
-                                 "entries; cannot probe it")
-
-
-def _from_gguf(path: Path):
-    """The base model of a GGUF file, dequantised to float32 by transformers' GGUF reader
-    (without ``from_pretrained``, which needs the ``accelerate`` package for GGUF)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
-    cfg = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-    cfg._attn_implementation = "eager"
-    net = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager",
-                                           dtype=torch.float32)
-    tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=net)["tensors"]
-    missing, unexpected = net.load_state_dict(
-        {k: torch.as_tensor(v, dtype=torch.float32) for k, v in tensors.items()}, strict=False)
-    missing = [k for k in missing if not k.startswith("lm_head")]
-    if missing or unexpected:
-        raise ModelError(f"{path.name}: GGUF tensors do not fit the model "
-                         f"({len(missing)} missing, {len(unexpected)} unexpected)")
-    return net.base_model
+    """(tokenizer, model, name) for ``model`` (folder, .gguf file or hub id) by the one loader
+    (:func:`.loader.load`, tokenizer required); one-line :class:`ModelError` when either
+    cannot be loaded."""
+    got = load_model(model)
+    return got.tokenizer, got.net, got.name
 
 
 def default_window(config) -> int:
@@ -230,7 +147,8 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
                 name: str | None = None, progress: bool = True) -> xr.Dataset:
     """Attention behaviour of every (layer, head) of ``model`` on ``text``.
 
-    model: local folder (config, weights, tokenizer), ``.gguf`` file or hub id. text: a
+    model: local folder (config, weights, tokenizer), ``.gguf`` file, hub id or a
+    :class:`.loader.Loaded` with a tokenizer (used as it is, not loaded again). text: a
     :class:`.text.Text`, a UTF-8 file path, or None for the shipped default text. window:
     tokens per window, special tokens included (None: :func:`default_window`). name: the
     model's name in the output (default: the folder's name, never its absolute path).
@@ -241,7 +159,10 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     import torch
 
     txt = text if isinstance(text, Text) else read_text(text)
-    tok, net, label = load(model)
+    got = load_model(model)
+    tok, net, label = got.tokenizer, got.net, got.name
+    if tok is None:
+        raise ModelError(f"{label} was given without its tokenizer; the probe needs it")
     w = default_window(net.config) if window is None else int(window)
     cap = getattr(net.config, "max_position_embeddings", None)
     if w < 3:
@@ -295,5 +216,5 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     return ds
 
 
-__all__ = ["TOKENIZER_FILES", "check_finite_weights", "check_model", "check_window_memory",
+__all__ = ["TOKENIZER_FILES", "Loaded", "check_finite_weights", "check_model", "check_window_memory",
            "default_window", "is_causal", "load", "probe_model", "window_bytes"]
