@@ -117,7 +117,7 @@ def test_descriptions_as_the_files_carry_them():
                             ["q4_k", "q4_k", "q6_k", "q8_0+q4_k"], "auto", [0, 1, 2, 3]) == (
         GAUSS + ", each layer stored as the checkpoint stores it: passed through the q4_k block "
         "quantiser (layers 0-1); passed through the q6_k block quantiser (layer 2); float32 "
-        "(layer 3); layer 3 looks dequantised from q8_0+q4_k but its null is not: histogram "
+        "(layer 3); layer 3 looks dequantised from q4_k+q8_0 but its null is not: histogram "
         "statistics are left out of the decision")
 
 

@@ -113,3 +113,46 @@ def test_model_in_a_toy_format_is_scored_end_to_end(toy, tmp_path, module_cache)
     p = ds["p_value"].values
     assert p.shape[-1] == ds.sizes["stat"] and np.isfinite(p).any()
     assert "qk.entropy" in set(ds["stat"].values)  # histogram statistics kept: matched null
+
+
+def test_a_mixed_layer_is_a_record():
+    """A layer whose W_Q and W_K are stored in different formats is a MixedStorage of their
+    records (issue 58): the files' "+"-joined name read once, the same name written back; its
+    null under "auto" is the float one, histogram statistics left out (one round trip cannot
+    match two formats), as under "none"; a forced --quantized-null is drawn as asked. The
+expected values are those of the string code before the record (git show 4d0843f)."""
+    import jax.numpy as jnp
+
+    from rmtbase.errors import InputError
+    from rmtbase.models.types import LayerHeads
+    from rmtbase.scoring.layer_null import layer_null, layer_quantisation
+    from rmtbase.stats.precision import round_trip
+    from rmtbase.stats.storage import MixedStorage, quantisation_record, storage_record
+
+    q4k, q6k = storage_record("q4_k"), storage_record("q6_k")
+    mixed = quantisation_record("q6_k+q4_k")
+    assert mixed == MixedStorage((q4k, q6k)) and mixed.parts == (q4k, q6k)
+    assert mixed.name == "q4_k+q6_k" and mixed.is_mixed and not q4k.is_mixed
+    assert quantisation_record(mixed.name) == mixed and quantisation_record("q4_k") is q4k
+    assert quantisation_record(None) is None and quantisation_record("none") is None
+    with pytest.raises(InputError, match="storage must be one of"):
+        quantisation_record("q4_k+iq2_xs")
+    with pytest.raises(InputError, match="two or more"):
+        MixedStorage((q4k, q4k))
+    # a GGUF layer's name, looked up once; a dequantised folder's lattices, detected
+    rng = np.random.default_rng(3)
+    wq, wk = (rng.normal(0, 0.02, (2, 16, 64)).astype(np.float32) for _ in range(2))
+    said = LayerHeads(0, wq, wk, quantisation="q4_k+q6_k")
+    assert layer_quantisation(said, wq, wk, "float32", 1) == mixed
+    wq = np.asarray(round_trip(jnp.asarray(wq), "q8_0"))
+    wk = np.asarray(round_trip(jnp.asarray(wk), "q4_0"))
+    plain = LayerHeads(0, wq, wk)
+    got = layer_quantisation(plain, wq, wk, "float32", 1)
+    assert isinstance(got, MixedStorage) and got.name == "q4_0+q8_0"
+    assert layer_quantisation(plain, wq, wq, "float32", 1) is storage_record("q8_0")
+    # (measured at, null drawn at, histogram statistics unmatched)
+    assert layer_null("float32", mixed, "auto") == ("float32", "float32", True)
+    assert layer_null("float32", mixed, "none") == ("float32", "float32", True)
+    # forced: the null drawn as asked, the heads measured as read (no one format to round to)
+    assert layer_null("float32", mixed, "q8_0") == ("float32", "q8_0", False)
+    assert layer_null("float32", q4k, "auto") == ("q4_k", "q4_k", False)

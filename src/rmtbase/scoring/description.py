@@ -9,8 +9,7 @@ import os
 import xarray as xr
 
 from ..stats.null_kind import Null
-from ..stats.precision import QUANT_FORMATS
-from ..stats.storage import storage_record
+from ..stats.storage import quantisation_record, storage_record
 
 
 def default_label() -> str:
@@ -62,9 +61,11 @@ def by_layers(labels, layers) -> str:
 
 
 def _unmatched(storage: str, detected, quantized_null: str) -> bool:
-    """Whether a layer's weights look dequantised from ``detected`` but its null is not."""
+    """Whether a layer's weights look dequantised from ``detected`` (a record or None) but its
+    null is not."""
+    one = detected is not None and not detected.is_mixed and detected.is_quantised
     return bool(detected) and (quantized_null == "none" or storage_record(storage).is_identity
-                               and detected not in QUANT_FORMATS)
+                               and not one)
 
 
 def null_description(null: Null, storage, detected, quantized_null: str,
@@ -72,19 +73,21 @@ def null_description(null: Null, storage, detected, quantized_null: str,
     """One sentence saying what the null assumes (:meth:`rmtbase.stats.null_kind.Null.description`;
     per layer for a null stored like the checkpoint,
     :attr:`~rmtbase.stats.null_kind.Null.stored_like_checkpoint`). ``storage`` and ``detected``
-    (the null's storage and the quantisation the weights were found in, or None) are one value
-    for the whole model, or one per layer (lists, with the layer ids ``layers``): layers whose
-    nulls differ are named with theirs."""
+    (the null's storage and the quantisation the weights were found in: a record of
+    :mod:`rmtbase.stats.storage` or its name, or None) are one value for the whole model, or
+    one per layer (lists, with the layer ids ``layers``): layers whose nulls differ are named
+    with theirs."""
     if not null.stored_like_checkpoint:
         return null.description()
     if isinstance(storage, str):
         storage, detected, layers = [storage], [detected], [0]
+    detected = [quantisation_record(d) for d in detected]  # a name is looked up here, once
     pairs = list(zip(storage, detected, strict=True))
     if len(set(pairs)) == 1:
         st, det = pairs[0]
         text = null.at_storage(st).description()
         if _unmatched(st, det, quantized_null):
-            text += (f"; the weights look dequantised from {det} but the null is not: "
+            text += (f"; the weights look dequantised from {det.name} but the null is not: "
                      "histogram statistics are left out of the decision")
         return text
     by_storage: dict = {}
@@ -99,7 +102,7 @@ def null_description(null: Null, storage, detected, quantized_null: str,
         if _unmatched(st, det, quantized_null):
             one = len(set(ids)) == 1
             notes.append(f"{layer_range(ids)} {'looks' if one else 'look'} dequantised from "
-                         f"{det} but {'its' if one else 'their'} null is not")
+                         f"{det.name} but {'its' if one else 'their'} null is not")
     text = (f"{null.ENTRIES}, each layer stored as the checkpoint stores it: "
             f"{'; '.join(parts)}")
     if notes:

@@ -45,39 +45,45 @@ def null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
 
 
 def layer_quantisation(lh, wq, wk, storage, group):
-    """The block quantisation layer ``lh`` was dequantised from: as a GGUF file says it
-    (several types among the layer's tensors joined by "+"), else the lattice detected on W_Q
-    and on W_K (:func:`rmtbase.stats.precision.detect_quantisation`; two different formats
-    joined by "+"), else None."""
+    """The block quantisation layer ``lh`` was dequantised from, as a record
+    (:class:`~rmtbase.stats.storage.Storage`, or a
+    :class:`~rmtbase.stats.storage.MixedStorage` where W_Q and W_K differ): as a GGUF file
+    says it (several types among the layer's tensors joined by "+": the name is looked up here,
+    once), else the lattice detected on W_Q and on W_K
+    (:func:`rmtbase.stats.precision.detect_quantisation`), else None."""
     from ..stats.precision import detect_quantisation
+    from ..stats.storage import MixedStorage, quantisation_record, storage_record
 
     said = getattr(lh, "quantisation", None)
     if said or wq.shape[-1] % 32:
-        return said or None
+        return quantisation_record(said or None)
     dq = detect_quantisation(wq, storage=storage)
     if dq is None:
         return None
     dk = detect_quantisation(wk[::group], storage=storage)
-    return dq if dk in (None, dq) else "+".join(sorted((dq, dk)))
+    if dk in (None, dq):
+        return storage_record(dq)
+    return MixedStorage((storage_record(dq), storage_record(dk)))
 
 
 def layer_null(storage, detected, quantized_null):
     """(storage the layer's heads are measured at, storage its null is drawn at, whether its
     histogram statistics lack a matched null) for one layer: float ``storage`` and the block
-    format ``detected`` (or None), under ``quantized_null`` (:mod:`rmtbase.scoring.score`)."""
+    format ``detected`` (a record, or None), under ``quantized_null``
+    (:mod:`rmtbase.scoring.score`); storages by name."""
     est, null_storage, unmatched = storage, storage, False
-    # W_Q and W_K in different block types ("q4_k+q8_0": Mixtral-style Q4_K_M files): the null
-    # puts both factors through one round trip and cannot match them, so under "auto" the
-    # layer gets its float null with histogram statistics left out (what "none" does), and
-    # the ``null`` attr names the layer and both types
-    if detected in QUANT_FORMATS and quantized_null != "none":
-        est = detected if quantized_null == "auto" else quantized_null
+    # W_Q and W_K in different block types (a MixedStorage, "q4_k+q8_0": Mixtral-style Q4_K_M
+    # files): the null puts both factors through one round trip and cannot match them, so
+    # under "auto" the layer gets its float null with histogram statistics left out (what
+    # "none" does), and the ``null`` attr names the layer and both types
+    one = detected is not None and not detected.is_mixed and detected.is_quantised
+    if one and quantized_null != "none":
+        est = detected.name if quantized_null == "auto" else quantized_null
     if detected:
-        if quantized_null == "none" or (quantized_null == "auto"
-                                        and detected not in QUANT_FORMATS):
+        if quantized_null == "none" or (quantized_null == "auto" and not one):
             unmatched = True
         else:
-            null_storage = detected if quantized_null == "auto" else quantized_null
+            null_storage = detected.name if quantized_null == "auto" else quantized_null
     elif quantized_null in QUANT_FORMATS:
         null_storage = quantized_null
     return est, null_storage, unmatched

@@ -15,6 +15,10 @@ layout, ``detect``, or any function of the record, ``detector``). The families a
 record may name a new one (a format with a scale per row, ``tests/test_storage_row.py``), its
 quantiser then given the whole array (``block`` 1).
 
+A layer stored in several formats (W_Q and W_K in different GGUF types) is a
+:class:`MixedStorage` of their records (:func:`quantisation_record` reads the "+"-joined name
+of the files).
+
 Every other module reads these records (:func:`storage_record`) or the name lists derived from
 them (:mod:`.names`); none compares storage names. A format is added by one record
 (:func:`register`): ``tests/test_storage_record.py`` adds a toy block format and scores a model
@@ -36,8 +40,9 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 
-__all__ = ["FAMILIES", "Storage", "detected", "detectors", "gguf_storage", "records", "register",
-           "storage_names", "storage_record", "unregister"]
+__all__ = ["FAMILIES", "MixedStorage", "Storage", "detected", "detectors", "gguf_storage",
+           "quantisation_record", "records", "register", "storage_names", "storage_record",
+           "unregister"]
 
 #: The shipped storage families: float casts, blocks along the last axis, FP8 tiles or rows
 #: (a record may name another: the families are open, module docstring).
@@ -117,6 +122,9 @@ class Storage:
         ``"-<name>"``."""
         return "" if self.is_identity else f"-{self.name}"
 
+    #: one format (a layer stored in several is a :class:`MixedStorage`)
+    is_mixed = False
+
     def quantise(self) -> Callable:
         """The quantiser as a function ``fn(x, record)`` (imported on first use)."""
         if callable(self.quantiser):
@@ -132,6 +140,48 @@ class Storage:
         if self.is_float:
             return f"rounded to {self.name}"
         return f"passed through the {self.name} block quantiser"
+
+
+@dataclass(frozen=True)
+class MixedStorage:
+    """A layer whose tensors are stored in different formats (W_Q in Q4_K, W_K in Q8_0: the
+    Q4_K_M files of Mixtral and others): the records of its formats, distinct and sorted by
+    name. Its :attr:`name` joins theirs with "+" (``"q4_k+q8_0"``), the spelling of the files.
+    No null is drawn at it: a round trip puts both factors through one format, so a layer in
+    it is scored against its float null with the histogram statistics left out
+    (:func:`rmtbase.scoring.layer_null.layer_null`)."""
+
+    parts: tuple[Storage, ...]
+    is_mixed = True
+
+    def __post_init__(self):
+        parts = tuple(sorted(set(self.parts), key=lambda s: s.name))
+        if len(parts) < 2 or not all(isinstance(s, Storage) for s in parts):
+            raise InputError(f"a mixed storage needs two or more storage records, got "
+                             f"{self.parts!r}")
+        object.__setattr__(self, "parts", parts)
+
+    @property
+    def name(self) -> str:
+        return "+".join(s.name for s in self.parts)
+
+    @property
+    def is_quantised(self) -> bool:
+        return any(s.is_quantised for s in self.parts)
+
+
+def quantisation_record(name) -> Storage | MixedStorage | None:
+    """The record of a layer's quantisation as a file or a reader names it: None for None,
+    ``""`` or ``"none"``; several formats joined by "+" a :class:`MixedStorage`; a record is
+    returned as it is. InputError (one line) for an unknown name."""
+    if name is None or isinstance(name, Storage | MixedStorage):
+        return name
+    if str(name) in ("", "none"):
+        return None
+    parts = str(name).split("+")
+    if len(parts) == 1:
+        return storage_record(parts[0])
+    return MixedStorage(tuple(storage_record(p) for p in parts))
 
 
 _F16_TINY, _BF16_TINY = 2.0**-24, 2.0**-126
