@@ -15,7 +15,8 @@ Checked against independent computations:
   written out in numpy.
 
 The TransformerLens tests need ``transformer-lens`` beside rmtbase, which the shared .venv
-does not carry (it brings datasets, pyarrow, wandb); docs/adapters.md says how to run them.
+does not carry (it brings datasets, pyarrow, wandb): ``./scripts/test_tl.sh`` runs them in a
+venv of their own (``RMTBASE_TL3=1``: with TransformerLens 3.9.0 too; docs/adapters.md).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from rmtbase.errors import InputError, ModelError
 from rmtbase.models import load_heads, model_info
 from rmtbase.models.ov import load_ov_heads
 
-HOW = ("transformer-lens is not installed here; run in a venv of its own: python3 -m venv "
-       "/tmp/tlvenv && /tmp/tlvenv/bin/pip install -e '.[test,tl]' && /tmp/tlvenv/bin/python "
-       "-m pytest tests/test_transformer_lens.py (docs/adapters.md)")
+HOW = ("transformer-lens is not installed here (kept out of .venv: it brings pyarrow); run "
+       "./scripts/test_tl.sh, which installs rmtbase[test,tl] into .venv-tl and runs this file "
+       "(docs/adapters.md)")
 REL = 1e-5  # composition against TransformerLens: float32 products in other orders
 KINDS = ("q", "k", "v")
 
@@ -174,9 +175,8 @@ def test_hooked_transformer_of_3x(n_kv):
     try:
         tl.HookedTransformer  # noqa: B018 - 4.x raises ImportError here
     except (ImportError, AttributeError):
-        pytest.skip("TransformerLens 4.x removed HookedTransformer; with 3.x on the path: "
-                    "pip install --target /tmp/tl3 --no-deps transformer-lens==3.9.0 better-abc "
-                    "and PYTHONPATH=/tmp/tl3")
+        pytest.skip("TransformerLens 4.x removed HookedTransformer; RMTBASE_TL3=1 "
+                    "./scripts/test_tl.sh puts 3.9.0 first on the path")
     m = _hooked(tl, n_kv)
     info = model_info(m)
     assert (info.n_heads, info.n_kv_heads, info.d_h, info.rotary_fraction) == \
