@@ -142,7 +142,8 @@ def test_scores_equal_the_folders(booted, score_cache):
 
 
 def test_composition_equals_transformer_lens_unprocessed_and_processed(booted):
-    folder, b = booted
+    folder, _ = booted
+    b = _bridge_class().boot_transformers(str(folder))  # its own: processed in place below
     raw = composition(b, draws=200)
     np.testing.assert_array_equal(raw["composition"].values,
                                   composition(str(folder), draws=200)["composition"].values)
@@ -156,6 +157,25 @@ def test_composition_equals_transformer_lens_unprocessed_and_processed(booted):
     assert _against_tl(processed, b) <= REL
     moved = np.nanmax(np.abs(processed["composition"].values - raw["composition"].values))
     assert moved > 1e-3  # folding the random gains changed the scores
+
+
+def test_circuits_take_the_hf_model_beside_the_bridges_composition(booted):
+    """docs/adapters.md's route for circuits: the Hugging Face model the bridge was booted from,
+    patched, with the bridge's composition (a bridge itself is not a transformers forward)."""
+    import transformers as tf
+
+    from rmtbase.circuits import find_circuits, repeated_sequences
+
+    folder, b = booted
+    net = tf.AutoModelForCausalLM.from_pretrained(str(folder))
+    seqs = repeated_sequences(net.config, n=8, batch=4)
+    kw = dict(sequences=seqs, progress=False, receivers_of_interest=[(2, 0), (1, 3)])
+    ours = find_circuits(net, composition(b, draws=200), **kw)
+    own = find_circuits(net, composition(str(folder), draws=200), **kw)
+    assert ours.sizes == own.sizes and ours.sizes[next(iter(ours.sizes))] > 0
+    for v in ours.data_vars:
+        if ours[v].dtype.kind == "f":
+            np.testing.assert_array_equal(ours[v].values, own[v].values)
 
 
 def _hooked(tl, n_kv: int | None, seed: int = 0):
