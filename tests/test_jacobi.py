@@ -133,8 +133,7 @@ def test_null_draw_with_a_kernel_route_lowers_to_one_triton_call(monkeypatch, ro
     monkeypatch.setattr(null, "eig_method", lambda *a, **k: route)
     null._draw_fn.cache_clear()
     try:
-        fn = null._draw_fn(768, 64, 1.0, 1.0, "spectral", "lowrank", None, jnp.float32, 0.8,
-                           False)
+        fn = null._draw_fn(null.Draws(768, 64, stats="spectral"))
         text = jax.jit(jax.vmap(fn)).trace(jax.random.split(jax.random.key(0), 32)).lower(
             lowering_platforms=("cuda",)).as_text()
     finally:

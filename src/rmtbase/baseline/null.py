@@ -34,6 +34,7 @@ path is kept for float storages (:func:`fast_spectral`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import jax
@@ -44,9 +45,9 @@ from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
-from ..stats.precision import block_size, check_storage, null_rows, round_trip
+from ..stats.precision import null_rows, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
-from ..stats.storage import storage_record
+from ..stats.storage import Storage, storage_record
 from .limits import STAT_SETS, check_draw_memory, check_ensemble, draw_memory, fast_spectral
 
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
@@ -135,12 +136,45 @@ def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=
             "rmtbase.stats.head_stats")
 
 
+@dataclass(frozen=True)
+class Draws:
+    """What :func:`null_draws` draws for one cell, validated (its arguments, module
+    docstring): the cell (d, d_h), the entry standard deviations, the statistic set, the
+    ensemble and its depth, the dtype, the Weibull trim, whether the spectrum x (``spectrum``)
+    and λ (``lam_out``) are returned, and the storage as its record
+    (:class:`rmtbase.stats.storage.Storage`: the name is looked up once, by
+    :func:`null_draws`). Hashable: the key of the compiled per-draw function
+    (:func:`_draw_fn`)."""
+
+    d: int
+    d_h: int
+    sigma_q: float = 1.0
+    sigma_k: float = 1.0
+    stats: str = "all"
+    ensemble: str = "lowrank"
+    depth: int | None = None
+    dtype: jnp.dtype = jnp.dtype(jnp.float32)
+    trim: float = 0.8
+    spectrum: bool = False
+    lam_out: bool = False
+    storage: Storage = storage_record("float32")
+
+    @property
+    def fast(self) -> bool:
+        """Whether the exact fast spectral path draws it (:func:`fast_spectral`)."""
+        return fast_spectral(self.stats, self.ensemble, self.storage)
+
+
 @lru_cache(maxsize=64)
-def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spectrum,
-             storage="float32", lam_out=False):
-    """The per-draw function (cached, so its compiled chunk runner is reused). ``spectrum``:
-    add ``"qk.spectrum"`` (x = λ/(σ_Q²σ_K²d²)); ``lam_out``: add ``"qk.lambda"`` (λ itself,
-    the exact array the draw's spectral statistics were computed from)."""
+def _draw_fn(req: Draws):
+    """The per-draw function of ``req`` (cached, so its compiled chunk runner is reused).
+    ``req.spectrum``: add ``"qk.spectrum"`` (x = λ/(σ_Q²σ_K²d²)); ``req.lam_out``: add
+    ``"qk.lambda"`` (λ itself, the exact array the draw's spectral statistics were computed
+    from)."""
+    d, d_h, sigma_q, sigma_k, dtype, trim = req.d, req.d_h, req.sigma_q, req.sigma_k, \
+        req.dtype, req.trim
+    stats, ensemble, depth, storage = req.stats, req.ensemble, req.depth, req.storage
+    spectrum, lam_out = req.spectrum, req.lam_out
     spectral = stats in ("all", "spectral")
     elementwise = stats in ("all", "elementwise")
     norm = sigma_q * sigma_q * sigma_k * sigma_k * d * d
@@ -152,7 +186,7 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
             out["qk.lambda"] = lam
         return out
 
-    if fast_spectral(stats, ensemble, storage):
+    if req.fast:
         method = eig_method(d, d_h, dtype)
 
         def fn(key):
@@ -178,7 +212,7 @@ def _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, trim, spec
             return round_trip(wq, storage)[:d_h], round_trip(wk, storage)[:d_h]
         else:
             wq, wk = lowrank_factors(key, d, d_h, sigma_q, sigma_k, dtype)
-        if not storage_record(storage).is_identity:
+        if not storage.is_identity:
             wq, wk = round_trip(wq, storage), round_trip(wk, storage)
         return wq, wk
 
@@ -262,18 +296,19 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     if dtype not in (jnp.float32, jnp.float64):
         raise InputError(f"dtype must be float32 or float64, got {dtype}")
     _trim_fraction(trim)
-    storage = check_storage(storage)
-    if d % block_size(storage):
-        raise InputError(f"storage {storage} needs d to be a multiple of {block_size(storage)}, "
+    storage = storage_record(storage)  # the name looked up once, here
+    if d % storage.block:
+        raise InputError(f"storage {storage.name} needs d to be a multiple of {storage.block}, "
                          f"got d={d}")
     budget = MEMORY_BUDGET if memory_budget is None else check_positive_int(memory_budget, "memory_budget")
 
-    fast = fast_spectral(stats, ensemble, storage)
+    req = Draws(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
+                bool(return_spectrum), bool(return_lambda), storage)
     batch = draw_batch(d, d_h, stats, ensemble, dtype.itemsize, budget, storage)
-    use_map = not fast and jax.default_backend() == "cpu"
-    check_draw_memory(d, d_h, stats, ensemble, dtype.itemsize, fast, 1 if use_map else batch)
-    fn = _draw_fn(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
-                  bool(return_spectrum), storage, bool(return_lambda))
+    use_map = not req.fast and jax.default_backend() == "cpu"
+    check_draw_memory(d, d_h, stats, ensemble, dtype.itemsize, req.fast,
+                      1 if use_map else batch)
+    fn = _draw_fn(req)
     if use_map:
         # chunks of the full batch also for shorter runs (the extra draws are discarded): a
         # table's last, shorter block (300 draws = 250 + 50) then reuses the compiled batch
