@@ -73,17 +73,27 @@ def test_generated_then_cached(user_cache, monkeypatch):
 def test_matching_rules():
     e = {"d": 8, "d_h": 2, "ensemble": "lowrank", "seed": 0, "dtype": "float32",
          "format": TABLE_FORMAT, "stats": "spectral", "draws": 100, "storage": "float32"}
-    key = dict(d=8, d_h=2, stats="spectral", min_draws=100, seed=0, ensemble="lowrank",
-               dtype="float32", storage="float32")
-    assert cache._matches(e, **key)
+    from dataclasses import replace
+
+    from rmtbase.stats.storage import storage_record
+
+    key = cache.TableKey(d=8, d_h=2, stats="spectral", min_draws=100, seed=0,
+                         ensemble="lowrank", dtype="float32", storage=storage_record("float32"))
+    assert cache._matches(e, key)
     for change in (dict(stats="all"), dict(stats="elementwise"), dict(min_draws=101),
                    dict(seed=1), dict(dtype="float64"), dict(d=9), dict(d_h=3),
-                   dict(storage="bfloat16")):
-        assert not cache._matches(e, **{**key, **change}), change
-    assert not cache._matches({**e, "format": TABLE_FORMAT + 1}, **key)
-    assert cache._matches({**e, "stats": "all"}, **{**key, "stats": "elementwise"})
+                   dict(storage=storage_record("bfloat16"))):
+        assert not cache._matches(e, replace(key, **change)), change
+    assert not cache._matches({**e, "format": TABLE_FORMAT + 1}, key)
+    assert cache._matches({**e, "stats": "all"}, replace(key, stats="elementwise"))
     no_storage = {k: v for k, v in e.items() if k != "storage"}  # v0.2 index entries
-    assert cache._matches(no_storage, **key)
+    assert cache._matches(no_storage, key)
+    # the request's key: validated, the storage looked up once (a float storage of a spectral
+    # request shares the float32 null), a block format kept for any statistic set
+    assert cache.table_key(8, 2, stats="spectral", min_draws=100, storage="BFLOAT16") == key
+    assert cache.table_key(64, 2, storage="q8_0").storage is storage_record("q8_0")
+    with pytest.raises(InputError, match="storage must be one of"):
+        cache.table_key(8, 2, storage="q9_9")
 
 
 def test_damaged_cache_file_is_regenerated(user_cache):

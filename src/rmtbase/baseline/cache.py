@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -52,6 +53,7 @@ import numpy as np
 
 from ..errors import InputError, TableError, check_dims
 from ..files.user_cache import cache_dir
+from ..stats.storage import Storage, storage_record
 from .rescaling import rescale  # noqa: F401 - re-exported (rmtbase.baseline.cache.rescale)
 from .table_check import missing_variables, verify_table
 from .table_file import first_draws
@@ -68,9 +70,7 @@ def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, s
     from .tables import TABLE_FORMAT
 
     dep = f"-L{depth}" if depth is not None else ""
-    from ..stats.storage import storage_record
-
-    st = storage_record(storage).suffix
+    st = storage_record(storage).suffix  # a name or a record
     return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}{st}"
             f"-v{TABLE_FORMAT}.nc")
 
@@ -101,14 +101,16 @@ def shipped_band(d: int, d_h: int, n_draws: int, seed: int, quantiles) -> np.nda
     return None
 
 
-def _matches(entry: dict, d, d_h, stats, min_draws, seed, ensemble, dtype, storage) -> bool:
+def _matches(entry: dict, key: TableKey) -> bool:
+    """Whether index entry ``entry`` (a shipped or a cached table) serves request ``key``."""
     from .tables import TABLE_FORMAT
 
-    return (entry["d"] == d and entry["d_h"] == d_h and entry["ensemble"] == ensemble
-            and entry["seed"] == seed and entry["dtype"] == dtype
-            and entry.get("storage", "float32") == storage
-            and entry["format"] == TABLE_FORMAT and stats in _SERVES[entry["stats"]]
-            and entry["draws"] >= min_draws)
+    return (entry["d"] == key.d and entry["d_h"] == key.d_h
+            and entry["ensemble"] == key.ensemble and entry["seed"] == key.seed
+            and entry["dtype"] == key.dtype
+            and entry.get("storage", "float32") == key.storage.name
+            and entry["format"] == TABLE_FORMAT and key.stats in _SERVES[entry["stats"]]
+            and entry["draws"] >= key.min_draws)
 
 
 def _cached_entries(directory: Path) -> list[dict]:
@@ -140,7 +142,6 @@ def check_shipped_tables(d: int, d_h: int, wanted: str = "all") -> None:
     statistics) counts as all."""
     import netCDF4
 
-    from ..stats.storage import storage_record
     from .tables import TABLE_FORMAT
 
     wanted = wanted if wanted in _SERVES else "all"
@@ -183,10 +184,28 @@ def _derived(ds, stats: str):
     return spectral_from_table(ds)
 
 
-def _table_key(d, d_h, stats, min_draws, seed, ensemble, dtype, storage) -> dict:
-    """The validated lookup key of a σ = 1 table request (float storages share the float32
-    spectral null: :func:`rmtbase.baseline.null.fast_spectral`)."""
-    from ..stats.precision import check_storage
+@dataclass(frozen=True)
+class TableKey:
+    """A σ = 1 table request, validated (:func:`table_key`): cell (d, d_h), statistic set,
+    least draws, seed, ensemble, dtype name and storage record
+    (:class:`rmtbase.stats.storage.Storage`; float storages of a spectral request are float32,
+    which they share)."""
+
+    d: int
+    d_h: int
+    stats: str
+    min_draws: int
+    seed: int
+    ensemble: str
+    dtype: str
+    storage: Storage
+
+
+def table_key(d, d_h, *, stats="all", min_draws=1000, seed=0, ensemble="lowrank",
+              dtype="float32", storage="float32") -> TableKey:
+    """The validated :class:`TableKey` of a request (InputError, one line, on a bad value; the
+    storage name looked up here, once; float storages share the float32 spectral null:
+    :func:`rmtbase.baseline.null.fast_spectral`)."""
     from .null import fast_spectral
 
     d, d_h = check_dims(d, d_h)
@@ -194,11 +213,11 @@ def _table_key(d, d_h, stats, min_draws, seed, ensemble, dtype, storage) -> dict
         raise InputError(f"null_table serves the lowrank ensemble only, got {ensemble!r}")
     if stats not in _SERVES:
         raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")
-    storage = check_storage(storage)
+    storage = storage_record(storage)
     if fast_spectral(stats, ensemble, storage):
-        storage = "float32"  # float storages share the spectral null (see fast_spectral)
-    return dict(d=d, d_h=d_h, stats=stats, min_draws=int(min_draws), seed=seed,
-                ensemble=ensemble, dtype=np.dtype(dtype).name, storage=storage)
+        storage = storage_record("float32")  # float storages share the spectral null
+    return TableKey(d, d_h, stats, int(min_draws), seed, ensemble, np.dtype(dtype).name,
+                    storage)
 
 
 def cache_target(d: int, d_h: int, *, stats: str = "all", draws: int = 1000, seed: int = 0,
@@ -206,10 +225,11 @@ def cache_target(d: int, d_h: int, *, stats: str = "all", draws: int = 1000, see
                  storage: str = "float32") -> Path:
     """The user-cache file :func:`null_table` writes when it generates the table of this
     request (``draws`` draws; float storages of a spectral request map to float32)."""
-    key = _table_key(d, d_h, stats, draws, seed, ensemble, dtype, storage)
-    return cache_dir() / table_filename(key["d"], key["d_h"], ensemble=ensemble, stats=stats,
-                                        draws=key["min_draws"], seed=seed, dtype=key["dtype"],
-                                        storage=key["storage"])
+    key = table_key(d, d_h, stats=stats, min_draws=draws, seed=seed, ensemble=ensemble,
+                    dtype=dtype, storage=storage)
+    return cache_dir() / table_filename(key.d, key.d_h, ensemble=ensemble, stats=stats,
+                                        draws=key.min_draws, seed=seed, dtype=key.dtype,
+                                        storage=key.storage)
 
 
 def lookup_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, seed: int = 0,
@@ -218,8 +238,9 @@ def lookup_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000,
     user cache; see :func:`null_table` for the rules), or None where it would generate."""
     from .tables import read_table
 
-    key = _table_key(d, d_h, stats, min_draws, seed, ensemble, dtype, storage)
-    shipped = [e for e in shipped_index() if _matches(e, **key)]
+    key = table_key(d, d_h, stats=stats, min_draws=min_draws, seed=seed, ensemble=ensemble,
+                    dtype=dtype, storage=storage)
+    shipped = [e for e in shipped_index() if _matches(e, key)]
     if shipped:
         # an extension table serves only what no ordinary shipped table can (see module doc)
         best = max([e for e in shipped if not e.get("extension")] or shipped,
@@ -230,13 +251,13 @@ def lookup_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000,
             verify_table(ds, best, path)  # a mismatch here is a broken installation
             return _select(_derived(ds, stats), stats)
     directory = cache_dir()
-    cached = [e for e in _cached_entries(directory) if _matches(e, **key)] \
+    cached = [e for e in _cached_entries(directory) if _matches(e, key)] \
         if directory.is_dir() else []
     for entry in sorted(cached, key=lambda e: e["draws"]):  # the smallest that serves
         try:
             ds = read_table(entry["file"])
             verify_table(ds, entry, entry["file"])
-            return _select(_derived(first_draws(ds, key["min_draws"]), stats), stats)
+            return _select(_derived(first_draws(ds, key.min_draws), stats), stats)
         except TableError as exc:  # damaged or mislabelled: regenerated by null_table
             warnings.warn(f"rmtbase: ignoring cached table: {exc}", RuntimeWarning,
                           stacklevel=3)
@@ -262,8 +283,9 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
                          ensemble=ensemble, dtype=dtype, storage=storage)
     if found is not None:
         return found
-    key = _table_key(d, d_h, stats, min_draws, seed, ensemble, dtype, storage)
-    d, d_h, storage = key["d"], key["d_h"], key["storage"]
+    key = table_key(d, d_h, stats=stats, min_draws=min_draws, seed=seed, ensemble=ensemble,
+                    dtype=dtype, storage=storage)
+    d, d_h, storage = key.d, key.d_h, key.storage.name  # the name, for the messages and files
     directory = cache_dir()
     from ..progress import NULL_CPU_EVERY, message, progress_bar
 
@@ -274,7 +296,7 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
     from .task_cluster import table_on_cluster, task_client
 
     options = dict(draws=int(min_draws), seed=seed, stats=stats, ensemble=ensemble,
-                   dtype=key["dtype"], storage=storage)
+                   dtype=key.dtype, storage=storage)
     with task_client() as client:  # inside a Dask task: its blocks drawn by the whole cluster
         if client is None:  # draws done / total, also every NULL_CPU_EVERY s of CPU between
             with progress_bar(int(min_draws), enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
@@ -284,7 +306,7 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, s
         else:
             ds = table_on_cluster(client, d, d_h, **options)
     path = cache_target(d, d_h, stats=stats, draws=int(min_draws), seed=seed,
-                        ensemble=ensemble, dtype=key["dtype"], storage=storage)
+                        ensemble=ensemble, dtype=key.dtype, storage=storage)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         from .tables import write_table
