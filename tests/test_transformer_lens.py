@@ -148,6 +148,7 @@ def test_composition_equals_transformer_lens_unprocessed_and_processed(booted):
     np.testing.assert_array_equal(raw["composition"].values,
                                   composition(str(folder), draws=200)["composition"].values)
     assert _against_tl(raw, b) <= REL
+    assert raw.attrs["transformer_lens"].endswith(", unprocessed")
     b.enable_compatibility_mode(disable_warnings=True)  # fold_ln, centring (in place)
     assert model_info(b).model_class.endswith(", processed")
     for a in load_heads(b):  # the processed weights are read, not the folder's
@@ -155,6 +156,7 @@ def test_composition_equals_transformer_lens_unprocessed_and_processed(booted):
         np.testing.assert_allclose(a.wq, want, rtol=0, atol=0)
     processed = composition(b, draws=200)
     assert _against_tl(processed, b) <= REL
+    assert processed.attrs["transformer_lens"].endswith(", processed")
     moved = np.nanmax(np.abs(processed["composition"].values - raw["composition"].values))
     assert moved > 1e-3  # folding the random gains changed the scores
 

@@ -202,7 +202,8 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
                 revision: str | None = None, allow_pickle: bool = False, progress: bool = False,
                 null: Null | str = "gaussian") -> xr.Dataset:
     """Composition of every ordered cross-layer head pair of ``model`` (hub id, folder, GGUF
-    file or loaded model, as :func:`rmtbase.scoring.score.score_model` reads) against the
+    file, loaded model or TransformerLens model, as :func:`rmtbase.scoring.score.score_model`
+    reads; attr ``transformer_lens`` then names its class and processing) against the
     Gaussian-factor null. See the module docstring and ``docs/composition.md``. ``progress``:
     a bar (or, off a terminal, a line now and then) over the layers as they are composed.
 
@@ -246,6 +247,8 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
         "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
         "planned_bytes": pl["bytes"]})
     ds.attrs["null_kind"] = null.name  # the null's own name (assemble's is by the draws' kind)
+    if info.source == "transformer_lens":  # which weights: as the model holds them
+        ds.attrs["transformer_lens"] = info.model_class
     if got.null_sorted is None:  # no tail beyond the draws: say where they limit a flag
         _note_draws(ds, int(draws), alpha)
     if got.description is not None:
