@@ -170,3 +170,35 @@ def test_the_cached_null_is_the_drawn_one_and_a_bad_file_is_drawn_again(tmp_path
         third = cached_null("composition", 64, 8, 300, 3, "float32", draw)
     assert len(calls) == 2 and np.array_equal(third, first)
     assert np.array_equal(np.load(path), first)
+
+
+@pytest.mark.parametrize("draws, flagged_open", [(1000, 1), (18_000, 0)])
+def test_heads_read_from_fixed_draws_state_how_many_decisions_are_open(draws, flagged_open):
+    """``head_open_decisions`` (:func:`rmtbase.scoring.sequential._state_open`): of 100 heads
+    read from one reference, 99 at p 0.5 and one with no calibration draw beyond it (count 0,
+    p 10⁻⁴, Cauchy-tailed): with 1,000 draws (the permutation null's per-head default) its
+    BH flag over 100 heads (needs 2p ≤ 5·10⁻⁴) could differ at 18,000 draws; read from
+    18,000 nothing is open; a head at p 0.5 instead leaves nothing open."""
+    from types import SimpleNamespace
+
+    import xarray as xr
+
+    from rmtbase.scoring.sequential import _state_open
+
+    p = np.full((1, 100), 0.5)
+    method = np.full((1, 100), "empirical", dtype=object)
+    k = np.full((1, 100), 500)
+    p[0, 1], method[0, 1], k[0, 1] = 1e-4, "extrapolated", 0
+    ref = SimpleNamespace(joint={"q.rms": np.zeros(draws)}, rows=None)
+    how = SimpleNamespace(alpha=ALPHA, progress=False)
+
+    def state(p, method, k):
+        ds = xr.Dataset({"head_p_value": (("layer", "head"), p),
+                         "head_p_method": (("layer", "head"), method),
+                         "head_p_exceedances": (("layer", "head"), k)})
+        _state_open([ref], ds, how)
+        return ds.attrs["head_open_decisions"]
+
+    assert state(p, method, k) == flagged_open
+    p[0, 1], method[0, 1], k[0, 1] = 0.5, "empirical", 500
+    assert state(p, method, k) == 0

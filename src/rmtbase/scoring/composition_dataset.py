@@ -120,7 +120,8 @@ def p_error(p, pt, draws: int, alpha: float, tail: bool):
     range there and not with every pair at the upper end. Each range is that of
     :func:`rmtbase.scoring.joint_stopping.p_bounds` (the count's Clopper–Pearson interval, then
     the binomial range of the draws to come; a count below 10 with a tail (``tail``, the
-    Gaussian null's GPD) bracketed as [0, 9]) at level ε/m, ε =
+    Gaussian null's GPD) bracketed from that count, the p there at most 11/(N' + 1)) at level
+    ε/m, ε =
     :data:`~rmtbase.scoring.stopping.STOP_ERROR`, m the pairs: the rule that grows the
     statistics' joint null, one implementation."""
     from ..decision.tails import MIN_EXCEEDANCES
@@ -134,7 +135,8 @@ def p_error(p, pt, draws: int, alpha: float, tail: bool):
     ok = np.isfinite(pt)
     k = np.rint(np.nan_to_num(p) * (n + 1) - 1)
     method = np.where(tail & (k < MIN_EXCEEDANCES), "gpd", "empirical")
-    lo, hi = p_bounds(pt[ok], method[ok], n, OPEN_FACTOR * n, STOP_ERROR / max(int(ok.sum()), 1))
+    lo, hi = p_bounds(pt[ok], method[ok], n, OPEN_FACTOR * n, STOP_ERROR / max(int(ok.sum()), 1),
+                      exceedances=k[ok])
     flag_lo = benjamini_hochberg(lo, alpha)[0]
     flag_hi = benjamini_hochberg(hi, alpha)[0]
     open_ = np.zeros(p.shape, bool)

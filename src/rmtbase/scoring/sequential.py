@@ -179,6 +179,27 @@ def _joint_bounds(refs, ds, n_looks: int):
     return lo, hi
 
 
+def _state_open(refs, ds, how: Decision) -> None:
+    """attrs ``head_open_decisions``: heads read from fewer draws than the joint null's full size
+    whose decision could differ there (:func:`rmtbase.scoring.joint_stopping.unsettled`) —
+    fixed by the caller (``draws``, ``max_draws``) or per head (the permutation null) — said
+    on stderr too (issue 56 item 3: the error stated where it could move a decision)."""
+    from ..progress import message
+    from .joint_stopping import JOINT_DRAWS, unsettled
+
+    if "head_p_value" not in ds or "head_p_exceedances" not in ds:
+        return
+    short = np.zeros((ds.sizes["layer"], ds.sizes["head"]), dtype=bool)
+    for g in refs:  # heads read from fewer draws than the full size
+        if np.asarray(g.joint["q.rms"]).shape[-1] < JOINT_DRAWS:
+            short[slice(None) if g.rows is None else g.rows] = True
+    n_open = int((unsettled(*_joint_bounds(refs, ds, 1), how.alpha) & short).sum())
+    ds.attrs["head_open_decisions"] = n_open
+    if n_open and how.progress:
+        message(f"rmtbase: {n_open} head(s) could change their decision at {JOINT_DRAWS} null "
+                "draws (theirs were fixed; head_calibration_draws says how many each read)")
+
+
 def _grow_joint(refs, values, ds, how: Decision):
     """Grow the joint tables (:mod:`rmtbase.scoring.joint_stopping`) while some head's
     decision could differ at their full size; returns the verdict on the draws used, with
@@ -204,6 +225,7 @@ def _grow_joint(refs, values, ds, how: Decision):
         if not grown:
             break
         ds = _verdict(refs, values, how)
+    _state_open(refs, ds, how)
     draws = np.full((ds.sizes["layer"], ds.sizes["head"]), -1, dtype=np.int64)
     for g in refs:
         draws[slice(None) if g.rows is None else g.rows] = np.asarray(g.joint["q.rms"]).shape[-1]
