@@ -97,6 +97,19 @@ def test_the_record_is_a_storage_everywhere(int8_row):
     assert detect_quantisation(r.astype(np.float16).astype(np.float32), storage="float16") \
         == NAME
     assert "int8_row block quantiser" in GaussianNull(NAME).description()
+    # a layer of a width no 32-entry block divides (72) is detected too: scoring asks the
+    # record's detector at any width (it returned None there before, issue 58 item 3)
+    from rmtbase.models.types import LayerHeads
+    from rmtbase.scoring.layer_null import layer_quantisation
+
+    w72 = np.asarray(round_trip(jnp.asarray(rng.normal(0, 0.02, (2, 8, 72)).astype(np.float32)),
+                                NAME))
+    assert layer_quantisation(LayerHeads(0, w72, w72), w72, w72, "float32", 1) is int8_row
+    assert layer_quantisation(LayerHeads(0, w72, w72), w72 + 1e-3 * rng.normal(size=w72.shape),
+                              w72, "float32", 1) is None  # W_Q off the lattice: not detected
+    from rmtbase.scoring.component_cells import _detect  # --components' per-matrix detection
+
+    assert _detect(w72.reshape(-1, 72), "float32") == NAME
 
 
 def test_score_collection_and_composition(int8_row, models, module_cache):

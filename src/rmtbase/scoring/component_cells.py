@@ -32,10 +32,10 @@ class _Cell:
 
 
 def _detect(w, storage):
-    from ..stats.precision import QBLOCK, detect_quantisation
+    """The format ``w`` was dequantised from, judged on its first rows (any width: a record's
+    own ``detector`` needs no 32-entry blocks; the block layouts check their width)."""
+    from ..stats.precision import detect_quantisation
 
-    if w.shape[1] % QBLOCK:
-        return None
     rows = max(1, _DETECT_ENTRIES // w.shape[1])
     return detect_quantisation(w[:rows], storage=storage)
 

@@ -50,13 +50,14 @@ def layer_quantisation(lh, wq, wk, storage, group):
     :class:`~rmtbase.stats.storage.MixedStorage` where W_Q and W_K differ): as a GGUF file
     says it (several types among the layer's tensors joined by "+": the name is looked up here,
     once), else the lattice detected on W_Q and on W_K
-    (:func:`rmtbase.stats.precision.detect_quantisation`), else None."""
+    (:func:`rmtbase.stats.precision.detect_quantisation`, at any width: a format detected by a
+    function of its record needs no 32-entry blocks), else None."""
     from ..stats.precision import detect_quantisation
     from ..stats.storage import MixedStorage, quantisation_record, storage_record
 
     said = getattr(lh, "quantisation", None)
-    if said or wq.shape[-1] % 32:
-        return quantisation_record(said or None)
+    if said:
+        return quantisation_record(said)
     dq = detect_quantisation(wq, storage=storage)
     if dq is None:
         return None
