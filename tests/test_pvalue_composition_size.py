@@ -142,6 +142,11 @@ def test_composition_states_its_draws_and_warns_where_permutations_limit_a_flag(
     assert ds.attrs["composition_size_sd"] == rate_sd(500, ALPHA)
     assert ds.attrs["composition_open_pairs"] >= 0
     assert "composition_draws_note" not in ds.attrs
+    from rmtbase.report.composition_figure import composition_json
+
+    doc = composition_json(ds)  # --json states the same (docs/json.md)
+    assert (doc["draws"], doc["size_sd"]) == (500, rate_sd(500, ALPHA))
+    assert doc["open_pairs"] == ds.attrs["composition_open_pairs"]
     perm = rmtbase.composition(str(tmp_path / "m"), draws=50, null="permutation")
     assert perm.composition_p_se.attrs["draws"] == 50
     assert ("BH over all 144 pair entries cannot flag any pair (it needs draws >= 2879)"
