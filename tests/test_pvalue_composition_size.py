@@ -142,6 +142,9 @@ def test_composition_states_its_draws_and_warns_where_permutations_limit_a_flag(
     assert ds.attrs["composition_size_sd"] == rate_sd(500, ALPHA)
     assert ds.attrs["composition_open_pairs"] >= 0
     assert "composition_draws_note" not in ds.attrs
+    po = ds.qk_overlap_p.values
+    assert ds.qk_overlap_p_tail.attrs["draws"] == ds.qk_overlap_p_se.attrs["draws"] == 500
+    assert np.allclose(ds.qk_overlap_p_se.values, np.sqrt(po * (1 - po) / 500), equal_nan=True)
     from rmtbase.report.composition_figure import composition_json
 
     doc = composition_json(ds)  # --json states the same (docs/json.md)

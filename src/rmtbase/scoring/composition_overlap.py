@@ -147,6 +147,13 @@ def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "
     ds.attrs["qk_overlap_null_var"] = float(t["var"].get(False, np.nan))
     ds.attrs["qk_overlap_null_var_shared_key"] = float(t["var"].get(True, np.nan))
     ds.attrs["qk_overlap_null_storage"] = storage
+    for name in ("p", "p_tail"):  # the draws behind the p a flag reads (issue 56 item 3)
+        ds[f"qk_overlap_{name}"].attrs["draws"] = int(draws)
+    p = ds["qk_overlap_p"].values
+    ds["qk_overlap_p_se"] = xr.DataArray(np.sqrt(p * (1.0 - p) / int(draws)).astype(np.float32),
+                                         dims=dims, attrs={
+        "long_name": "Monte Carlo se of qk_overlap_p", "units": "1", "draws": int(draws),
+        "definition": "sqrt(p (1 - p) / draws), p = qk_overlap_p"})
     return ds
 
 
