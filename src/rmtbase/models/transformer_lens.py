@@ -39,8 +39,9 @@ the ``nn.Linear`` matrices ``v`` = ``W_V`` heads stacked ``(n_kv·d_h, d)`` and 
 processing read, e.g. ``TransformerBridge(GPT2LMHeadModel), processed``), and so does
 ``score_model``'s attr ``transformer_lens``. The norm gains are read only as far as
 they are folded in: ``composition(..., fold_ln=True)`` still needs ``ln_gains`` (on a processed
-model they are already in the weights). A QK-norm (Qwen3, Gemma 3, OLMo 2 bridges) is not
-folded: W_Q, W_K are the projections before it, as a folder's raw weights are
+model they are already in the weights). A QK-norm (Qwen3, Gemma 3, OLMo 2 bridges: named in
+:attr:`ModelInfo.qk_norm` from the Hugging Face config the bridge wraps, as for its folder) is
+not folded: W_Q, W_K are the projections before it, as a folder's raw weights are
 (``fold_qk_norm=True`` is refused). Positions (RoPE) are not applied, as for a folder.
 Refused in one line: a block without ``attn`` (hybrid models), an attention without per-head
 ``W_Q`` … (MLA; the accessor's own error), sizes that disagree with ``cfg``, meta or quantized
@@ -131,14 +132,32 @@ def tl_config(model) -> tuple[dict, str, str]:
     hf = getattr(getattr(model, "original_model", None), "config", None)
     inner = (getattr(hf, "architectures", None) or [getattr(hf, "model_type", "")])[0] \
         if hf is not None else ""
+    qk = _qk_norm(model, hf)
     cls = type(model).__name__ + (f"({inner})" if inner else "")
     state = _processing(model)
     out = {"model_type": SOURCE, "d_model": _cfg_int(cfg, "d_model"), "n_heads": n_heads,
            "n_key_value_heads": n_kv, "d_head": d_head, "n_layers": n_layers,
-           "rotary_fraction": rotary, "use_qk_norm": bool(getattr(cfg, "use_qk_norm", False)),
-           "processing": state}
+           "rotary_fraction": rotary, "qk_norm": qk, "processing": state}
     name = str(getattr(cfg, "model_name", "") or type(model).__name__)
     return out, name, cls + (f", {state}" if state else "")
+
+
+def _qk_norm(model, hf) -> str | None:
+    """The q/k norm's label (:attr:`ModelInfo.qk_norm`) or None: a bridge's from the Hugging
+    Face config it wraps, as a folder's (its own ``cfg.use_qk_norm`` is False on Qwen3 and
+    OLMo 2 bridges); a 3.x HookedTransformer's ``cfg.use_qk_norm`` as ``rms_head``."""
+    if hf is not None and hasattr(hf, "to_dict"):
+        from .registry import ADAPTERS
+
+        hf_cfg = hf.to_dict()
+        adapter = ADAPTERS.get(hf_cfg.get("model_type"))
+        if adapter is not None:
+            try:
+                norm = adapter.qk_norm(hf_cfg)
+            except ModelError:
+                norm = None
+            return None if norm is None else norm.label
+    return "rms_head" if getattr(model.cfg, "use_qk_norm", False) else None
 
 
 class _UnreadQKNorm(QKNorm):
@@ -162,7 +181,10 @@ class TransformerLensAdapter(Adapter):
                     rotary_fraction=cfg["rotary_fraction"])
 
     def qk_norm(self, cfg: dict) -> QKNorm | None:
-        return _UnreadQKNorm("", "") if cfg.get("use_qk_norm") else None
+        if not cfg.get("qk_norm"):
+            return None
+        kind, scope = cfg["qk_norm"].split("_", 1)
+        return _UnreadQKNorm("", "", kind=kind, scope=scope)
 
 
 ADAPTER = TransformerLensAdapter()
