@@ -210,3 +210,27 @@ def test_heads_read_from_fixed_draws_state_how_many_decisions_are_open(draws, fl
     assert state(p, method, k) == flagged_open
     p[0, 1], method[0, 1], k[0, 1] = 0.5, "empirical", 500
     assert state(p, method, k) == 0
+
+
+def test_rmtbase_score_prints_the_permutation_draws_note(tmp_path, capsys):
+    """``rmtbase score --composition --null permutation --draws 40`` on a random GPT-2
+    (3 × 4 heads): the note that BH over the 144 entries cannot flag (needs 2,879 draws) is on
+    stderr and in composition.nc; ``--quiet`` leaves it in the file only."""
+    import torch
+    import xarray as xr
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from rmtbase.cli import main
+
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=3, n_head=4, n_embd=64, vocab_size=32,
+                               n_positions=16)).save_pretrained(tmp_path / "m")
+    want = "BH over all 144 pair entries cannot flag any pair (it needs draws >= 2879)"
+    for quiet, out in ((False, tmp_path / "o"), (True, tmp_path / "q")):
+        capsys.readouterr()
+        assert main(["score", str(tmp_path / "m"), "--composition", "--null", "permutation",
+                     "--draws", "40", "--stats", "spectral", "--out", str(out),
+                     "--no-figures", *(["--quiet"] if quiet else [])]) == 0
+        assert (want in capsys.readouterr().err) is not quiet
+        with xr.open_dataset(out / "composition.nc") as ds:
+            assert want in ds.attrs["composition_draws_note"]
