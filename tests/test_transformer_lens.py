@@ -161,26 +161,35 @@ def test_composition_equals_transformer_lens_unprocessed_and_processed(booted):
     assert moved > 1e-3  # folding the random gains changed the scores
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "olmo2"])
-def test_a_qk_norm_bridge_says_its_norm_and_refuses_to_fold_it(arch, tmp_path, offline):
-    """W_Q, W_K before the norm (the folder's raw ones); the norm named as for the folder
-    (Qwen3: per head, OLMo 2: over all heads), and fold_qk_norm refused in one line."""
+@pytest.mark.parametrize("arch", ["qwen3", "olmo2", "gpt_neox"])
+def test_a_bridge_says_what_its_folder_says(arch, tmp_path, offline):
+    """W_Q, W_K before a QK-norm (the folder's raw ones); the norm (Qwen3: per head, OLMo 2:
+    over all heads) and partial RoPE (GPT-NeoX rotary_pct 0.25) named as for the folder,
+    though the bridge's own cfg says neither; fold_qk_norm refused in one line."""
     import transformers as tf
 
     bridge = _bridge_class()
-    cls, net = {"qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM),
-                "olmo2": (tf.Olmo2Config, tf.Olmo2ForCausalLM)}[arch]
-    net(cls(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
-            head_dim=16, intermediate_size=128, vocab_size=64,
-            max_position_embeddings=32)).save_pretrained(tmp_path)
+    kw = dict(num_hidden_layers=2, num_attention_heads=4, hidden_size=64,
+              intermediate_size=128, vocab_size=64, max_position_embeddings=32)
+    net = {"qwen3": lambda: tf.Qwen3ForCausalLM(tf.Qwen3Config(
+               num_key_value_heads=2, head_dim=16, **kw)),
+           "olmo2": lambda: tf.Olmo2ForCausalLM(tf.Olmo2Config(num_key_value_heads=2, **kw)),
+           "gpt_neox": lambda: tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(rotary_pct=0.25, **kw)),
+           }[arch]()
+    net.save_pretrained(tmp_path)
     _tokenizer(64).save_pretrained(tmp_path)
     b = bridge.boot_transformers(str(tmp_path))
-    assert model_info(b).qk_norm == model_info(str(tmp_path)).qk_norm != "none"
+    ours, own = model_info(b), model_info(str(tmp_path))
+    for k in ("qk_norm", "rotary_fraction", "n_kv_heads", "d_h"):
+        assert getattr(ours, k) == getattr(own, k), k
     for a, f in zip(load_heads(b), load_heads(str(tmp_path)), strict=True):
         np.testing.assert_array_equal(a.wq, f.wq)
         np.testing.assert_array_equal(a.wk, f.wk)
-    with pytest.raises(ModelError, match="q/k norm gains of a TransformerLens model"):
-        load_heads(b, fold_qk_norm=True)
+    if own.qk_norm != "none":
+        with pytest.raises(ModelError, match="q/k norm gains of a TransformerLens model"):
+            load_heads(b, fold_qk_norm=True)
+    else:
+        assert own.rotary_fraction == 0.25
 
 
 def test_circuits_take_the_hf_model_beside_the_bridges_composition(booted):

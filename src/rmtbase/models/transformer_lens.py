@@ -42,7 +42,8 @@ they are folded in: ``composition(..., fold_ln=True)`` still needs ``ln_gains`` 
 model they are already in the weights). A QK-norm (Qwen3, Gemma 3, OLMo 2 bridges: named in
 :attr:`ModelInfo.qk_norm` from the Hugging Face config the bridge wraps, as for its folder) is
 not folded: W_Q, W_K are the projections before it, as a folder's raw weights are
-(``fold_qk_norm=True`` is refused). Positions (RoPE) are not applied, as for a folder.
+(``fold_qk_norm=True`` is refused). Positions (RoPE) are not applied, as for a folder; the
+rotary fraction is the wrapped config's (a bridge's ``cfg.rotary_dim`` is None on GPT-NeoX).
 Refused in one line: a block without ``attn`` (hybrid models), an attention without per-head
 ``W_Q`` … (MLA; the accessor's own error), sizes that disagree with ``cfg``, meta or quantized
 tensors.
@@ -132,7 +133,8 @@ def tl_config(model) -> tuple[dict, str, str]:
     hf = getattr(getattr(model, "original_model", None), "config", None)
     inner = (getattr(hf, "architectures", None) or [getattr(hf, "model_type", "")])[0] \
         if hf is not None else ""
-    qk = _qk_norm(model, hf)
+    qk, hf_rotary = _hf_facts(model, hf)
+    rotary = rotary if hf_rotary is None else hf_rotary
     cls = type(model).__name__ + (f"({inner})" if inner else "")
     state = _processing(model)
     out = {"model_type": SOURCE, "d_model": _cfg_int(cfg, "d_model"), "n_heads": n_heads,
@@ -142,10 +144,11 @@ def tl_config(model) -> tuple[dict, str, str]:
     return out, name, cls + (f", {state}" if state else "")
 
 
-def _qk_norm(model, hf) -> str | None:
-    """The q/k norm's label (:attr:`ModelInfo.qk_norm`) or None: a bridge's from the Hugging
-    Face config it wraps, as a folder's (its own ``cfg.use_qk_norm`` is False on Qwen3 and
-    OLMo 2 bridges); a 3.x HookedTransformer's ``cfg.use_qk_norm`` as ``rms_head``."""
+def _hf_facts(model, hf) -> tuple[str | None, float | None]:
+    """``(q/k norm label or None, rotary fraction or None)``: a bridge's from the Hugging Face
+    config it wraps, read as its folder's would be (the bridge's own ``cfg`` has
+    ``use_qk_norm`` False on Qwen3 and OLMo 2 and ``rotary_dim`` None on GPT-NeoX's partial
+    RoPE); otherwise (3.x) the norm from ``cfg.use_qk_norm`` as ``rms_head`` and no rotary."""
     if hf is not None and hasattr(hf, "to_dict"):
         from .registry import ADAPTERS
 
@@ -153,11 +156,11 @@ def _qk_norm(model, hf) -> str | None:
         adapter = ADAPTERS.get(hf_cfg.get("model_type"))
         if adapter is not None:
             try:
-                norm = adapter.qk_norm(hf_cfg)
+                norm, rotary = adapter.qk_norm(hf_cfg), adapter.dims(hf_cfg).rotary_fraction
             except ModelError:
-                norm = None
-            return None if norm is None else norm.label
-    return "rms_head" if getattr(model.cfg, "use_qk_norm", False) else None
+                return None, None
+            return (None if norm is None else norm.label), rotary
+    return ("rms_head" if getattr(model.cfg, "use_qk_norm", False) else None), None
 
 
 class _UnreadQKNorm(QKNorm):
