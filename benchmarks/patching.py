@@ -16,7 +16,8 @@ process, each as wall and process CPU (all threads), in this order:
   (the default before this benchmark's commit).
 
 ``ratio_cpu_s`` is the causal step (load + circuits) over the composition, CPU;
-``ratio_wall_s`` the same in wall time; ``ratio_with_text_probe_cpu_s`` adds the text probe.
+``ratio_wall_s`` the same in wall time; ``ratio_with_text_probe_cpu_s`` adds the text probe. ``composition_null_cache``: "cold" when the composition wrote its null to
+rmtbase's cache (a first run on this shape), "warm" when it read it.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/patching.py [--sinks] [--json out.json]
 """
@@ -39,6 +40,12 @@ def _timed(fn, what: str):
     print(f"{what}: {got['cpu_s']:.1f} CPU-s, {got['wall_s']:.1f} s wall", file=sys.stderr,
           flush=True)
     return out, got
+
+
+def _cache_files() -> set:
+    """Files under rmtbase's cache folder (a composition that writes one drew its null cold)."""
+    base = Path(os.environ.get("RMTBASE_CACHE") or Path.home() / ".cache" / "rmtbase")
+    return {str(f) for f in base.rglob("*") if f.is_file()} if base.is_dir() else set()
 
 
 def _same_rows(ds, ds2) -> bool:
@@ -75,7 +82,9 @@ def main(argv=None) -> dict:
     gguf = next(Path(spec.origin).parent.glob("*.gguf"))
     out = {"model": gguf.name, "torch_threads": torch.get_num_threads(),
            "load_average_start": os.getloadavg()[0]}
+    before = _cache_files()
     comp, out["composition"] = _timed(lambda: composition(gguf, progress=False), "composition")
+    out["composition_null_cache"] = "cold" if _cache_files() - before else "warm"
     loaded, out["load"] = _timed(lambda: load(gguf, tokenizer="required"), "load")
     ds, out["circuits"] = _timed(lambda: find_circuits(loaded, comp, progress=False),
                                  "circuits")

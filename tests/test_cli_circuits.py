@@ -184,7 +184,7 @@ def test_context_feeds_every_output():
     assert "head_label" not in score
 
 
-@pytest.mark.slow  # SmolLM2 Q4_1 scored, composed, labelled, 1,512 patches, text probe (~11 min)
+@pytest.mark.slow  # SmolLM2 Q4_1 scored, composed, labelled, 276 patches, text probe (minutes)
 def test_smollm2_first_screen_leads_with_its_induction_circuit(tmp_path, capsys):
     """The tour's SmolLM2 GGUF through the command (issue 55 item 5): --json's circuits
     confirm L16H0 → L17H3 and L16H0 → L17H5 by K (the probe's previous-token head into its

@@ -42,8 +42,8 @@ def _plain_gguf(path):
 
 def test_gguf_load_equals_transformers_plain_path_and_parses_the_header_once(tmp_path,
                                                                             monkeypatch):
-    """from_gguf (header parsed once, no random init) against the plain path: every weight
-    and buffer equal exactly, the forward's hidden states equal exactly; gguf.GGUFReader is
+    """from_gguf (header parsed once, no random init) against the plain path: the same
+    config, every weight and buffer equal exactly, the forward's hidden states equal exactly; gguf.GGUFReader is
     built once (the plain path builds it twice: config, tensors) and gguf's and
     transformers' functions are restored after."""
     import gguf
@@ -67,6 +67,7 @@ def test_gguf_load_equals_transformers_plain_path_and_parses_the_header_once(tmp
     assert len(made) == 1, made
     assert (gguf.GGUFReader, gguf.get_tensor_name_map, tg.load_gguf_checkpoint, tg.tqdm) == \
         (Counting, *before)
+    assert plain.config.to_dict() == fast.config.to_dict()
     a, b = plain.state_dict(), fast.state_dict()
     assert a.keys() == b.keys()
     for k in a:

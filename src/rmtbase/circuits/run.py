@@ -6,6 +6,7 @@ from __future__ import annotations
 import xarray as xr
 
 from ..errors import InputError
+from ..probe.threads import one_thread
 from ..progress import progress_bar, stage
 from . import find as F
 from .capture import capture, probe_dataset
@@ -17,28 +18,6 @@ from .table import candidate_dataset
 
 #: Text windows at most, for ``sequences="text"``.
 MAX_TEXT_SEQUENCES = 16
-
-
-class one_thread:
-    """torch's intra-op threads set to 1 inside the block and restored after (the capture's
-    forward and the patches). A patch is many small operations (``(N T) × d_h`` products); on
-    a shared CPU, torch's threads waiting on each other cost more than they gain: one
-    SmolLM2-shaped receiver (32 × 101 tokens, 12 patches) took 1.6 s on 1 thread and 29 s on
-    2, and SmolLM2's forward of 16 × 101 tokens 19.7 s wall / 5.4 s CPU on 1 thread against
-    57.7 s / 18.1 s on 2 (2 cores at load 21–28, 2026-11-26)."""
-
-    def __enter__(self):
-        import torch
-
-        self._n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        import torch
-
-        torch.set_num_threads(self._n)
-        return False
 
 
 def make_sequences(net, tokenizer, sequences, seed, text=None) -> Sequences:

@@ -7,7 +7,9 @@ path patching.
 The model is loaded with ``transformers`` in float32 with eager attention (so that
 ``output_attentions=True`` returns the softmax weights), on the CPU, ``local_files_only`` for
 a folder; a ``.gguf`` file is de-quantised by transformers' GGUF reader (:func:`from_gguf`).
-Its weights are checked finite (:func:`check_finite_weights`).
+Its weights are checked finite (:func:`check_finite_weights`). The load runs on one torch
+thread (:class:`.threads.one_thread`: the finite check and the state-dict copy are large
+element-wise passes whose two threads, on the shared machine, spun more CPU than they saved).
 
 A GGUF load, as transformers does it, parses the file's header three times (config, tokenizer
 config, tensors; SmolLM2's 49,152-token vocabulary each time), builds gguf's tensor-name map
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from ..errors import ModelError
 from ..progress import no_library_bars
+from .threads import one_thread
 
 #: Files any one of which makes a folder's tokenizer loadable.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.txt", "vocab.json",
@@ -103,7 +106,8 @@ def load(model, *, tokenizer: str = "required") -> Loaded:
     want_tok = tokenizer == "required" or (tokenizer == "optional" and (
         "gguf_file" in kw or not Path(src).is_dir() or has_tokenizer_files(Path(src))))
     tok = None
-    with no_library_bars(), (_read_once() if "gguf_file" in kw else contextlib.nullcontext()):
+    with no_library_bars(), one_thread(), \
+            (_read_once() if "gguf_file" in kw else contextlib.nullcontext()):
         if want_tok:
             try:
                 tok = AutoTokenizer.from_pretrained(src, **kw)
@@ -120,8 +124,8 @@ def load(model, *, tokenizer: str = "required") -> Loaded:
             raise
         except Exception as exc:
             raise ModelError(f"cannot load {name} with transformers: {one_line(exc)}") from exc
-    net.eval()
-    check_finite_weights(net, name)
+        net.eval()
+        check_finite_weights(net, name)
     return Loaded(net, tok, name)
 
 
@@ -139,11 +143,34 @@ def check_finite_weights(net, name: str) -> None:
                                  "entries; cannot probe it")
 
 
+#: The tokenizer's arrays in a GGUF header (49,152 tokens and 48,900 merges in SmolLM2's):
+#: transformers' config and tensor reading parses every field of the header, these too, and
+#: uses none of them (the tokenizer is read by transformers' own metadata reader; the token
+#: list only gives ``vocab_size`` when the header has no ``<arch>.vocab_size``, then kept).
+_TOKENIZER_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.merges",
+                     "tokenizer.ggml.token_type", "tokenizer.ggml.scores")
+
+
+class _Lean:
+    """A ``gguf.GGUFReader`` whose ``fields`` leave out :data:`_TOKENIZER_ARRAYS` (the token
+    list kept when no ``*.vocab_size`` field exists); everything else is the reader's."""
+
+    def __init__(self, reader):
+        self._reader = reader
+        has_vocab = any(k.endswith(".vocab_size") for k in reader.fields)
+        drop = _TOKENIZER_ARRAYS if has_vocab else _TOKENIZER_ARRAYS[1:]
+        self.fields = {k: v for k, v in reader.fields.items() if k not in drop}
+
+    def __getattr__(self, name):
+        return getattr(self._reader, name)
+
+
 @contextlib.contextmanager
 def _read_once():
     """Inside the block, transformers' GGUF reading parses each file's header once (one
     ``gguf.GGUFReader`` and one metadata-only ``load_gguf_checkpoint`` result per path, the
-    latter deep-copied to each caller) and builds gguf's tensor-name map once per
+    latter deep-copied to each caller; the reader's fields without the tokenizer's arrays,
+    :class:`_Lean`: transformers' config and tensors do not read them) and builds gguf's tensor-name map once per
     (architecture, layers); both are looked up by transformers at call time (function-level
     imports), so the patches reach them. Its "de-quantizing GGUF tensors" bar (plain tqdm,
     which transformers' own switch does not reach) is off. All restored on exit."""
@@ -158,7 +185,7 @@ def _read_once():
     def reader(path, *args, **kwargs):
         key = (os.path.realpath(os.fspath(path)), args, tuple(sorted(kwargs.items())))
         if key not in readers:
-            readers[key] = reader_cls(path, *args, **kwargs)
+            readers[key] = _Lean(reader_cls(path, *args, **kwargs))
         return readers[key]
 
     def load_checkpoint(path, return_tensors=False, *args, **kwargs):

@@ -10,7 +10,9 @@ attention tensors within :data:`ATTENTION_BYTES` (at most :data:`MAX_BATCH`; Min
 30-layer model: 3). Their attention is reduced layer by layer and freed, so memory stays at one
 batch's activations whatever the text's length. Batches matter on a busy CPU: MiniLM on the
 shared 2-core machine took 118 s for 24 windows one at a time and 22 s in batches of 8. The
-numbers do not depend on the batching (each window is its own sequence). Under grouped-
+numbers do not depend on the batching (each window is its own sequence). The windows run on
+one torch thread (:class:`.threads.one_thread`: SmolLM2's text probe took a quarter of the
+CPU of two threads on the shared machine). Under grouped-
 query attention the weights are per *query* head already (keys and values are shared, the
 softmax is not), so every query head gets its own row.
 
@@ -40,6 +42,7 @@ from .loader import TOKENIZER_FILES, Loaded, check_finite_weights, locate
 from .loader import load as load_model
 from .loader import one_line as _one_line
 from .text import DEFAULT_WINDOW, Text, read_text, windows
+from .threads import one_thread
 
 #: Cap on one batch's attention weights (float32 layers × heads × T² × batch), bytes.
 ATTENTION_BYTES = 256 * 2**20
@@ -173,8 +176,8 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     wins = windows(tok, txt.text, w)
     totals: list[dict | None] = []
     causal = None
-    with torch.inference_mode(), progress_bar(len(wins), desc="rmtbase probe", unit="window",
-                                              enabled=progress) as bar:
+    with torch.inference_mode(), one_thread(), progress_bar(
+            len(wins), desc="rmtbase probe", unit="window", enabled=progress) as bar:
         for group in _batches(wins, net.config):
             x = torch.from_numpy(np.stack([ids for ids, _ in group]))
             try:
