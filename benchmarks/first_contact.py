@@ -9,8 +9,9 @@
   key head; LLaMA layout, which the loader reads as it reads Gemma's q/k) whose q/k
   projections are random N(0, 0.02²) put through the Q5_0 round trip
   (:func:`rmtbase.stats.precision.round_trip`) and stored as float32, scored with
-  ``--quantized-null q5_0`` (Q5_0 is not among the lattices detected by themselves: Q4_1,
-  Q4_0, Q8_0), so its nulls are drawn through the quantiser. Target: cold ≤ 7.7× warm.
+  ``--quantized-null q5_0`` (the lattice is detected by itself since issue 59 item 4; the
+  flag keeps the runs comparable with code before), so its nulls are drawn through the
+  quantiser. Target: cold ≤ 7.7× warm.
 
 Each is scored by ``python -m rmtbase score MODEL --no-figures --quiet`` in fresh subprocesses:
 **cold** (``RMTBASE_CACHE`` a new empty folder: no null table, no profile null, no compiled

@@ -99,7 +99,7 @@ def test_detect_quantisation_and_storage_names():
     w = (0.02 * rng.standard_normal((8, 256))).astype(np.float32)
     assert detect_quantisation(w) is None
     assert detect_quantisation(np.asarray(round_trip(jnp.asarray(w), "bfloat16"))) is None
-    for fmt in ("q4_0", "q4_1", "q8_0"):
+    for fmt in ("q4_0", "q4_1", "q5_0", "q8_0"):  # q5_0: issue 59 item 4 (a Gemma folder)
         deq = round_trip(jnp.asarray(w), fmt)
         assert detect_quantisation(np.asarray(deq)) == fmt
         for st in ("float16", "bfloat16"):  # dequantised, then stored in 16 bits
@@ -124,7 +124,7 @@ def test_detect_quantisation_quick_rejection_gives_the_full_rules_answer(monkeyp
     w = (0.02 * rng.standard_normal((64, 1024))).astype(np.float32)  # 2048 blocks
     cases = {"float32": (w, "float32"),
              "bfloat16": (np.asarray(round_trip(jnp.asarray(w), "bfloat16")), "bfloat16")}
-    for fmt in ("q4_0", "q4_1", "q8_0"):
+    for fmt in ("q4_0", "q4_1", "q5_0", "q8_0"):
         deq = np.asarray(round_trip(jnp.asarray(w), fmt))
         cases[fmt] = (deq, "float32")
         for share in (0.3, 0.6, 0.95):
@@ -137,8 +137,9 @@ def test_detect_quantisation_quick_rejection_gives_the_full_rules_answer(monkeyp
     full = {k: detect_quantisation(x, storage=st) for k, (x, st) in cases.items()}
     assert quick == full
     assert quick["float32"] is None and quick["bfloat16"] is None
-    assert all(quick[f] == f and quick[f"{f} 95%"] == f for f in ("q4_0", "q4_1", "q8_0"))
-    assert all(quick[f"{f} 60%"] is None for f in ("q4_0", "q4_1", "q8_0"))
+    fmts = ("q4_0", "q4_1", "q5_0", "q8_0")
+    assert all(quick[f] == f and quick[f"{f} 95%"] == f for f in fmts)
+    assert all(quick[f"{f} 60%"] is None for f in fmts)
 
 
 def test_cell_histogram_is_the_expected_dithered_histogram():

@@ -240,7 +240,8 @@ def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.
 
     A block of 32 entries along the last axis is consistent with a format when every entry is
     an integer multiple of that block's implied step: Q4_1 — (x − min)/((max − min)/15) ∈
-    {0..15}; Q4_0 — x/d ∈ {−8..7} with d = −x_amax/8; Q8_0 — x/d ∈ {−127..127} with
+    {0..15}; Q4_0 — x/d ∈ {−8..7} with d = −x_amax/8; Q5_0 — x/d ∈ {−16..15} with
+    d = −x_amax/16 (tried after Q4_0, whose blocks also lie on it); Q8_0 — x/d ∈ {−127..127} with
     d = max|x|/127. The tolerance on a level is 10⁻³ plus what storing the dequantised values
     as ``storage`` can move it (1.5·2^(−p)·(|x| + |offset| + |what d came from|)/|d|, p the
     storage's significant bits); a block whose tolerance would exceed 0.25 of a level cannot
@@ -252,7 +253,7 @@ def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.
     """
     # largest relative rounding error of the storage (half an ulp), with a margin of 1.5
     rel = 1.5 * 2.0 ** -storage_record(storage).bits
-    formats = detected()  # Q4_1, Q4_0, Q8_0: coarsest first
+    formats = detected()  # Q4_1, Q4_0, Q5_0, Q8_0: coarsest first
     w = np.asarray(w)
     for fmt in detectors():  # formats detected by a function of their record, first
         if fmt.detector(w, fmt, rel):

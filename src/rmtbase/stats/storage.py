@@ -292,11 +292,12 @@ for _record in (
     Storage("bfloat16", "float", "precision:cast", bits=8, tiny=_BF16_TINY, lattice=True,
             gguf="BF16"),
     # ggml's legacy quantisers (rmtbase.stats.precision): symmetric (levels -half .. half-1),
-    # affine (0 .. top) and Q8_0; detection tries Q4_1, Q4_0, Q8_0 (coarsest first)
+    # affine (0 .. top) and Q8_0; detection tries Q4_1, Q4_0, Q5_0, Q8_0 (coarsest first)
     _legacy("q4_0", "Q4_0", "precision:symmetric", (8,), (1, "signed", -8.0, -8, 7)),
     _legacy("q4_1", "Q4_1", "precision:affine", (15,), (0, "affine", 15.0, 0, 15)),
-    _legacy("q8_0", "Q8_0", "precision:q8_0", (127,), (2, "absolute", 127.0, -127, 127)),
-    _legacy("q5_0", "Q5_0", "precision:symmetric", (16,)),
+    _legacy("q8_0", "Q8_0", "precision:q8_0", (127,), (3, "absolute", 127.0, -127, 127)),
+    # after Q4_0 (whose levels are every other Q5_0 level: coarser first), before Q8_0
+    _legacy("q5_0", "Q5_0", "precision:symmetric", (16,), (2, "signed", -16.0, -16, 15)),
     _legacy("q5_1", "Q5_1", "precision:affine", (31,)),
     # ggml's K-quants (rmtbase.stats.kquants): the codec and make_qkx2_quants' (nmax, rmin,
     # rdelta, nstep) of quantize_row_q{4,5}_K_ref
