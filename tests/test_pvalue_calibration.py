@@ -23,8 +23,9 @@ test prints n, each rate, its se and z, the rate of p_A ≤ 0.025 and the joint 
 
 Measured (NULL_SEED 7, HEAD_SEED 2026; docs/statistics.md, "Realised size at the defaults"):
 the same numbers at de29fff and at a598922 (after d8c93cf's joint-stopping change; ``pytest
--m slow`` on this file: 2 passed in 950 s wall, 329 CPU-s, load ~12). The spectral null went to 100,000 draws, the joint table 1,000 → 6,000 → 18,000
-and the profile null to 18,000 at both shapes.
+-m slow`` on this file: 2 passed in 950 s wall, 329 CPU-s, load ~12). The spectral null went
+to 100,000 draws, the joint table 1,000 → 6,000 → 18,000 and the profile null to 18,000 at
+both shapes.
 
 - 128 × 16, n 2,048: head p ≤ 0.05 0.0591 (se 0.0048, z +1.89: 121 heads, 123 would fail);
   p_S ≤ 0.025 0.0249 (se 0.0034, z −0.03); p_A ≤ 0.025 0.0366 — the head rate's excess is the
