@@ -89,12 +89,12 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
     """
     return score_values_by_layer(values, rms_q, rms_k, [(None, null, spectral_null)],
                                  alpha=alpha, null_kind=null_kind, group_size=group_size,
-                                 unreliable=unreliable)
+                                 unreliable=unreliable).drop_vars("head_p_exceedances")
 
 
 def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 0.05,
                           null_kind: Null | str = "gaussian", group_size: int = 1,
-                          unreliable=(), exceedances: dict | None = None) -> xr.Dataset:
+                          unreliable=()) -> xr.Dataset:
     """:func:`score_values` where groups of layers have nulls of their own (a checkpoint whose
     layers are stored at different precisions, each layer against the null of its storage).
 
@@ -104,10 +104,9 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
     head's per-statistic tests and its calibrated combination use its own group's draws only;
     the Benjamini–Hochberg steps (per statistic and over heads) run over all heads at once.
     ``null_draws`` per statistic is the smallest over the groups. One group is
-    :func:`score_values`, bit for bit. ``exceedances``: a dict that receives
-    ``head_p_exceedances``, per head the calibration draws at or beyond its Cauchy statistic
-    (the count behind ``head_p_value``, also where it is extrapolated; −1 where none), for
-    :func:`rmtbase.scoring.joint_stopping.p_bounds` (not a variable of the score).
+    :func:`score_values`, bit for bit, with ``head_p_exceedances`` (per head the calibration
+    draws at or beyond its Cauchy statistic, −1 where none: for joint_stopping.p_bounds, which
+    rmtbase.scoring.sequential drops after use).
     """
     alpha = _check_alpha(alpha)
     null_kind = Null.parse(null_kind)
@@ -148,9 +147,8 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
     else:
         heads["head_q_value"] = np.full(shape, np.nan)
         heads["head_flag"] = np.zeros(shape, dtype=bool)
-    if exceedances is not None:
-        exceedances["head_p_exceedances"] = heads["head_p_exceedances"]
     ds = _dataset(out, heads, names, family, n_draws, alpha, null_kind, unreliable)
+    ds["head_p_exceedances"] = (("layer", "head"), heads["head_p_exceedances"])
     ds.attrs["resolution_note"] = resolution_note({n: n_draws[n] for n in family},
                                                   int(np.prod(shape)), alpha, null_kind)
     return ds

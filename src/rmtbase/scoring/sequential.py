@@ -64,13 +64,9 @@ def _verdict(refs, values, how: Decision):
     """The verdict on the draws there are, with ``head_p_exceedances`` (the calibration count
     behind each head p, for :func:`_joint_bounds`; dropped by :func:`_grow_joint`, every
     verdict's last step)."""
-    counts: dict = {}
-    ds = score_values_by_layer(values, values["q.rms"], values["k.rms"], _groups(refs),
-                               alpha=how.alpha, null_kind=how.null,
-                               group_size=how.group_size, unreliable=how.unreliable,
-                               exceedances=counts)
-    ds["head_p_exceedances"] = (("layer", "head"), counts["head_p_exceedances"])
-    return ds
+    return score_values_by_layer(values, values["q.rms"], values["k.rms"], _groups(refs),
+                                 alpha=how.alpha, null_kind=how.null,
+                                 group_size=how.group_size, unreliable=how.unreliable)
 
 
 def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
