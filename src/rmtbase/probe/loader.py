@@ -170,22 +170,41 @@ def _read_once():
     """Inside the block, transformers' GGUF reading parses each file's header once (one
     ``gguf.GGUFReader`` and one metadata-only ``load_gguf_checkpoint`` result per path, the
     latter deep-copied to each caller; the reader's fields without the tokenizer's arrays,
-    :class:`_Lean`: transformers' config and tensors do not read them) and builds gguf's tensor-name map once per
+    :class:`_Lean`: transformers' config and tensors do not read them; the reader over a
+    plain view of its memory map, not an ``np.memmap``) and builds gguf's tensor-name map once per
     (architecture, layers); both are looked up by transformers at call time (function-level
     imports), so the patches reach them. Its "de-quantizing GGUF tensors" bar (plain tqdm,
     which transformers' own switch does not reach) is off. All restored on exit."""
     import gguf
+    import numpy as np
     import transformers.modeling_gguf_pytorch_utils as tg
+
+    if not isinstance(gguf.GGUFReader, type):  # inside an enclosing block: already patched
+        yield
+        return
 
     readers: dict = {}
     metadata: dict = {}
     reader_cls, name_map, checkpoint = gguf.GGUFReader, gguf.get_tensor_name_map, \
         tg.load_gguf_checkpoint
 
+    class Plain(reader_cls):
+        """gguf's reader over a plain ndarray view of its memory map (the same bytes, not
+        copied): slicing an ``np.memmap`` runs its Python ``__array_finalize__`` once per
+        slice, about 1.3 million times for SmolLM2's header, most of the reader's time."""
+
+        @property
+        def data(self):
+            return self._plain
+
+        @data.setter
+        def data(self, value):
+            self._plain = value.view(np.ndarray) if isinstance(value, np.memmap) else value
+
     def reader(path, *args, **kwargs):
         key = (os.path.realpath(os.fspath(path)), args, tuple(sorted(kwargs.items())))
         if key not in readers:
-            readers[key] = _Lean(reader_cls(path, *args, **kwargs))
+            readers[key] = _Lean(Plain(path, *args, **kwargs))
         return readers[key]
 
     def load_checkpoint(path, return_tensors=False, *args, **kwargs):
