@@ -59,7 +59,8 @@ def test_trim_ranks_exact():
 
 def test_q99_is_the_order_statistic():
     rng = np.random.default_rng(13)
-    w = rng.standard_t(3, size=(3, 200, 301))
+    # the shape (and trim) of test_weibull_matches_sorted_protocol[0.8]: one compiled program
+    w = rng.standard_t(3, size=(3, 120, 250))
     st = element_stats(jnp.asarray(w))
     for b in range(3):
         a = np.abs(w[b]).ravel()
@@ -70,9 +71,10 @@ def test_q99_is_the_order_statistic():
 
 def test_moments_against_scipy():
     rng = np.random.default_rng(14)
-    w = rng.gamma(3.0, size=(4, 50, 70)) - 1.0
+    # the shape of test_weibull_matches_sorted_protocol[0.8]: one compiled program
+    w = rng.gamma(3.0, size=(3, 120, 250)) - 1.0
     st = element_stats(jnp.asarray(w))
-    for b in range(4):
+    for b in range(3):
         x = w[b].ravel()
         np.testing.assert_allclose(float(st["mean"][b]), x.mean(), rtol=1e-12)
         np.testing.assert_allclose(float(st["std"][b]), x.std(), rtol=1e-12)
