@@ -22,7 +22,7 @@ from ..ensembles.gaussian import named_key
 from ..ensembles.wishart import bartlett_factor
 from ..stats.composition import col_side, grams
 from ..stats.precision import round_trip
-from ..stats.storage import storage_record
+from ..stats.storage import Storage, storage_record
 
 
 def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32):
@@ -78,9 +78,10 @@ def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
                       dtype=jnp.float32):
     """The same null from whole Gaussian factors (d × d_h per factor), each optionally sent
     through a storage round trip (``storage``: a :mod:`rmtbase.stats.precision` name such as
-    ``"bfloat16"``) as the model's stored factors are. Slower; the reference for the reduced
-    sampler and the path for 16-bit storage."""
-    run = _full(int(d), int(d_h1), int(d_h2), storage or "float32", jnp.dtype(dtype).name)
+    ``"bfloat16"``, looked up here once, or its record) as the model's stored factors are.
+    Slower; the reference for the reduced sampler and the path for 16-bit storage."""
+    run = _full(int(d), int(d_h1), int(d_h2), storage_record(storage or "float32"),
+                jnp.dtype(dtype).name)
     n = int(n)
     return _in_chunks(run, key, n)
 
@@ -95,15 +96,16 @@ def _in_chunks(run, key, n: int):
     return jnp.concatenate(out)[:n]
 
 
-def _stored(storage: str):
-    """A factor as the checkpoint stores it: the storage's round trip (none for float32)."""
-    if storage_record(storage).is_identity:
+def _stored(storage: Storage):
+    """A factor as the checkpoint stores it: the round trip of record ``storage`` (none for
+    float32)."""
+    if storage.is_identity:
         return lambda x: x
     return lambda x: round_trip(x, storage)
 
 
 @functools.lru_cache(maxsize=16)
-def _full(d: int, d_h1: int, d_h2: int, storage: str, dtype: str):
+def _full(d: int, d_h1: int, d_h2: int, storage: Storage, dtype: str):
     dt = jnp.dtype(dtype)
     rt = _stored(storage)
 
@@ -177,14 +179,14 @@ def null_overlap_full(key, d: int, d_h: int, n: int, shared_key: bool = False, s
     """The overlap null from whole Gaussian factors ``(d_h, d)``, each optionally sent through a
     storage round trip (``storage``, as :func:`null_squares_full`); the reference for
     :func:`null_overlap` and the path for 16-bit storage."""
-    run = _overlap_full(int(d), int(d_h), bool(shared_key), storage or "float32",
+    run = _overlap_full(int(d), int(d_h), bool(shared_key), storage_record(storage or "float32"),
                         jnp.dtype(dtype).name)
     n = int(n)
     return _in_chunks(run, key, n)
 
 
 @functools.lru_cache(maxsize=16)
-def _overlap_full(d: int, d_h: int, shared: bool, storage: str, dtype: str):
+def _overlap_full(d: int, d_h: int, shared: bool, storage: Storage, dtype: str):
     dt = jnp.dtype(dtype)
     rt = _stored(storage)
 

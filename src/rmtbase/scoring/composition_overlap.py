@@ -39,10 +39,12 @@ from ..stats.storage import storage_record
 
 
 def overlap_null(key, d: int, d_h: int, draws: int, shared_key: bool,
-                 storage: str = "float32") -> np.ndarray:
+                 storage="float32") -> np.ndarray:
     """Sorted |c| of ``draws`` null overlaps (reduced sampler for float32 storage when
-    2 d_h ≤ d, whole factors through the storage round trip otherwise)."""
-    if storage_record(storage).is_narrow_float or 2 * d_h > d:
+    2 d_h ≤ d, whole factors through the storage round trip otherwise). ``storage``: a name
+    (looked up here, once) or its record (:mod:`rmtbase.stats.storage`)."""
+    storage = storage_record(storage)
+    if storage.is_narrow_float or 2 * d_h > d:
         c = null_overlap_full(key, d, d_h, draws, shared_key, storage=storage)
     else:
         c = null_overlap(key, d, d_h, draws, shared_key)

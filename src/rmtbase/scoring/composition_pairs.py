@@ -21,11 +21,14 @@ from ..baseline.composition_null import null_squares, null_squares_full
 from ..stats.storage import storage_record
 
 
-def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage: str = "float32"):
+def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"):
     """``draws`` null composition scores s (sorted, float64) at (d, d_h1, d_h2): the reduced
     exact sampler for float32 storage, whole factors through the storage round trip for
-    float16/bfloat16 (:func:`rmtbase.baseline.composition_null.null_squares_full`)."""
-    if storage_record(storage).is_narrow_float:
+    float16/bfloat16 (:func:`rmtbase.baseline.composition_null.null_squares_full`).
+    ``storage``: a name (looked up here) or a record of :mod:`rmtbase.stats.storage`, which
+    is passed on as it is."""
+    storage = storage_record(storage)
+    if storage.is_narrow_float:
         sq = null_squares_full(key, d, d_h1, d_h2, draws, storage=storage)
     elif d_h2 <= d - d_h1:
         sq = null_squares(key, d, d_h1, d_h2, draws)
@@ -93,11 +96,12 @@ class Pairs:
         from .composition_cache import cached_null
 
         comp, overlap, norms = self.scores()
-        nst = _null_storage(self.storage_rows, self.null_storage)
+        nst = _null_storage(self.storage_rows, self.null_storage)  # the files' name
+        record = storage_record(nst)  # looked up once, here; the draws take the record
         info = self.info
         null_s = cached_null("composition", info.d, info.d_h, int(draws), int(seed), nst,
                              lambda: null_scores(jax.random.key(int(seed)), info.d, info.d_h,
-                                                 info.d_h, int(draws), nst))
+                                                 info.d_h, int(draws), record))
         return PairNull(comp, overlap, norms, nst, null_sorted=null_s)
 
     def permuted_entries(self, *, draws: int, seed: int) -> PairNull:

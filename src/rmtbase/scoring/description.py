@@ -9,7 +9,7 @@ import os
 import xarray as xr
 
 from ..stats.null_kind import Null
-from ..stats.storage import quantisation_record, storage_record
+from ..stats.storage import quantisation_record
 
 
 def default_label() -> str:
@@ -60,11 +60,11 @@ def by_layers(labels, layers) -> str:
     return ", ".join(f"{x} ({layer_range(ids)})" for x, ids in groups.items())
 
 
-def _unmatched(storage: str, detected, quantized_null: str) -> bool:
+def _unmatched(null: Null, detected, quantized_null: str) -> bool:
     """Whether a layer's weights look dequantised from ``detected`` (a record or None) but its
-    null is not."""
+    null (``null``, at the layer's storage: its record read, not looked up again) is not."""
     one = detected is not None and not detected.is_mixed and detected.is_quantised
-    return bool(detected) and (quantized_null == "none" or storage_record(storage).is_identity
+    return bool(detected) and (quantized_null == "none" or null.storage_record.is_identity
                                and not one)
 
 
@@ -79,14 +79,15 @@ def null_description(null: Null, storage, detected, quantized_null: str,
     with theirs."""
     if not null.stored_like_checkpoint:
         return null.description()
-    if isinstance(storage, str):
+    if not isinstance(storage, list | tuple):  # one name or record for the whole model
         storage, detected, layers = [storage], [detected], [0]
     detected = [quantisation_record(d) for d in detected]  # a name is looked up here, once
     pairs = list(zip(storage, detected, strict=True))
     if len(set(pairs)) == 1:
         st, det = pairs[0]
-        text = null.at_storage(st).description()
-        if _unmatched(st, det, quantized_null):
+        at = null.at_storage(st)
+        text = at.description()
+        if _unmatched(at, det, quantized_null):
             text += (f"; the weights look dequantised from {det.name} but the null is not: "
                      "histogram statistics are left out of the decision")
         return text
@@ -95,11 +96,11 @@ def null_description(null: Null, storage, detected, quantized_null: str,
     for pair, layer in zip(pairs, layers, strict=True):
         by_storage.setdefault(pair[0], []).append(layer)
         by_pair.setdefault(pair, []).append(layer)
-    parts = [f"{null.at_storage(st).stored_as()} ({layer_range(ids)})"
-             for st, ids in by_storage.items()]
+    at = {st: null.at_storage(st) for st in by_storage}  # each storage looked up once
+    parts = [f"{at[st].stored_as()} ({layer_range(ids)})" for st, ids in by_storage.items()]
     notes = []
     for (st, det), ids in by_pair.items():
-        if _unmatched(st, det, quantized_null):
+        if _unmatched(at[st], det, quantized_null):
             one = len(set(ids)) == 1
             notes.append(f"{layer_range(ids)} {'looks' if one else 'look'} dequantised from "
                          f"{det.name} but {'its' if one else 'their'} null is not")

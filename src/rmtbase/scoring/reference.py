@@ -86,7 +86,8 @@ class Cells:
         """The tables of ``null`` (a Gaussian null with its storage set) for these cells."""
         from ..baseline.cache import null_table
 
-        kw = {"stats": self.kind, "seed": seed, "storage": null.storage, "progress": progress}
+        kw = {"stats": self.kind, "seed": seed, "storage": null.storage_record,
+              "progress": progress}
         if draws is not None or self.start.table:  # null_table's default asks for 1000
             kw["min_draws"] = max(1000 if draws is None else int(draws), self.start.table)
         table = null_table(self.d, self.d_h, **kw)
@@ -180,7 +181,7 @@ class TableReference(Reference):
 
         c = self.cells
         table = null_table(c.d, c.d_h, stats="spectral", min_draws=n, seed=self.seed,
-                           storage=self.storage, progress=self.progress)
+                           storage=self.null.storage_record, progress=self.progress)
         return null_arrays(table, names, c.d, c.d_h)
 
     def start_spectral(self, names) -> None:

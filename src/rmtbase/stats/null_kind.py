@@ -6,7 +6,9 @@ it tests, how it is described).
   (d, d_h, σ_Q, σ_K), put through ``storage``'s round trip
   (:func:`rmtbase.stats.precision.round_trip`); its draws come from tables shared by every head
   of one shape and storage (:func:`rmtbase.baseline.cache.null_table`). It tests the entry law
-  too: the W_Q/W_K element statistics enter the decision.
+  too: the W_Q/W_K element statistics enter the decision. ``storage`` stays the name (its
+  repr, equality and files); :attr:`Null.storage_record`, the record looked up once when the
+  null is made (or the record it was given), is what callers read the storage's behaviour from.
 - ``PermutationNull()``: each head against its own entries shuffled
   (:mod:`rmtbase.scoring.permutation`); draws are made per head, the W_QK element statistics
   from ``element_draws`` permutations (at least :attr:`PermutationNull.min_element_draws`). It
@@ -53,13 +55,13 @@ tables, the scoring and the CLI.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from ..errors import InputError
 from .names import STORAGES
 from .null_registry import REGISTRY, Names, is_abstract
-from .storage import storage_record
+from .storage import Storage, storage_record
 
 #: How the text names the entry-law group of statistics (:data:`rmtbase.decision.family.GROUPS`).
 ENTRY_LAW = "entry law"
@@ -80,6 +82,9 @@ class Null(ABC):
     #: the storage its draws are put through (float32: none; a null stored like the
     #: checkpoint has it as a field and is set to each layer's, :meth:`at_storage`)
     storage: ClassVar[str] = "float32"
+    #: the record of :attr:`storage` (:class:`rmtbase.stats.storage.Storage`), looked up once
+    #: where the null is made: callers read the storage's behaviour from it, not from the name
+    storage_record: ClassVar[Storage] = storage_record("float32")
     #: whether its draws are put through each layer's own storage (its description then
     #: names the storage per layer, :mod:`rmtbase.scoring.description`, from its ``ENTRIES``
     #: and :meth:`at_storage`'s ``stored_as()``, as :class:`GaussianNull` has them)
@@ -125,9 +130,10 @@ class Null(ABC):
         stored like the checkpoint is given ``storage``."""
         return cls()
 
-    def at_storage(self, storage: str) -> Null:
-        """This null with its draws put through ``storage`` (a layer's); itself when the
-        storage plays no part (not :attr:`stored_like_checkpoint`)."""
+    def at_storage(self, storage) -> Null:
+        """This null with its draws put through ``storage`` (a layer's: a name or a record of
+        :mod:`rmtbase.stats.storage`); itself when the storage plays no part (not
+        :attr:`stored_like_checkpoint`)."""
         return self
 
     def require(self, capability: str, what: str) -> None:
@@ -201,17 +207,25 @@ class GaussianNull(Null):
                               "(d, d_h, sigma_Q, sigma_K)")
 
     storage: str = "float32"
+    #: :attr:`Null.storage_record`: set from ``storage`` at construction (a record given as
+    #: ``storage`` is kept, and ``storage`` becomes its name); not part of the value's
+    #: equality, hash or repr, which the name already decides
+    storage_record: Storage = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if not isinstance(self.storage, str) or self.storage not in STORAGES:
+        record = self.storage if isinstance(self.storage, Storage) else None
+        name = record.name if record is not None else self.storage
+        if not isinstance(name, str) or name not in STORAGES:
             raise InputError(f"storage must be one of {', '.join(STORAGES)}, "
                              f"got {self.storage!r}")
+        object.__setattr__(self, "storage", name)  # the public name, as the files spell it
+        object.__setattr__(self, "storage_record", record or storage_record(name))
 
     @classmethod
     def named(cls, *, storage: str = "float32") -> GaussianNull:
         return cls(storage)
 
-    def at_storage(self, storage: str) -> GaussianNull:
+    def at_storage(self, storage) -> GaussianNull:
         return replace(self, storage=storage)
 
     def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
@@ -232,7 +246,7 @@ class GaussianNull(Null):
     def stored(self) -> str:
         """How the draws are stored, as a clause: "" for float32, "rounded to float16 like the
         checkpoint", "passed through the q4_k block quantiser like the checkpoint"."""
-        record = storage_record(self.storage)  # the record says how it stores
+        record = self.storage_record  # the record says how it stores
         return "" if record.is_identity else f"{record.stored_as()} like the checkpoint"
 
     def stored_as(self) -> str:
