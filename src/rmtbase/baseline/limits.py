@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -145,11 +146,23 @@ def _refuse(var, of, p, value, sigma_q, sigma_k, dtype):
                      "rmtbase.baseline.rescale")
 
 
-def scale_values(x, p: int, scaling: str, r: float, dtype, label: str, of: str, sigma_q: float,
-                 sigma_k: float) -> np.ndarray:
-    """Values ``x`` of a statistic at σ-ratio ``r``: ``x·r^p`` (``scaling="power"``) or
+@dataclass(frozen=True)
+class Rule:
+    """How one statistic moves with σ (``sigma_power`` ``p`` and ``scaling``, "power" or "log",
+    of :data:`rmtbase.stats.STAT_INFO`) and how a refusal names it: the variable ``label`` and
+    what it is proportional to, ``of`` (e.g. ``"(sigma_q*sigma_k)"``)."""
+
+    p: int
+    scaling: str
+    label: str
+    of: str
+
+
+def scale_values(x, rule: Rule, r: float, dtype, sigma_q: float, sigma_k: float) -> np.ndarray:
+    """Values ``x`` of a statistic at σ-ratio ``r``: ``x·r^p`` (``rule.scaling="power"``) or
     ``x + p ln r`` (``"log"``), computed in float64 and returned as ``dtype``; InputError naming
-    ``label`` if a finite nonzero value would become infinite, zero or subnormal."""
+    ``rule.label`` if a finite nonzero value would become infinite, zero or subnormal."""
+    p, scaling = rule.p, rule.scaling
     x = np.asarray(x)
     if p == 0:  # shape statistics do not move with σ
         return x.astype(np.dtype(dtype), copy=False)
@@ -165,7 +178,7 @@ def scale_values(x, p: int, scaling: str, r: float, dtype, label: str, of: str, 
         a = a[a >= tiny]
     if a.size and (not np.all(np.isfinite(a)) or a.max() > big or a.min() < tiny):
         worst = a.max() if not np.all(np.isfinite(a)) or a.max() > big else a.min()
-        _refuse(label, of, p, f"{worst:.3g}", sigma_q, sigma_k, dtype)
+        _refuse(rule.label, rule.of, p, f"{worst:.3g}", sigma_q, sigma_k, dtype)
     return new.astype(np.dtype(dtype))
 
 
@@ -180,17 +193,17 @@ def scale_draws(draws: dict, sigma_q: float, sigma_k: float, dtype: str) -> dict
     for name, v in draws.items():
         matrix, stat = name.split(".", 1)
         if name == LAMBDA_KEY:  # the stored spectrum: lambda ∝ (sigma_q sigma_k)^2
-            out[name] = scale_values(v, LAMBDA_ATTRS["sigma_power"], "power",
-                                     _ratio(matrix, sigma_q, sigma_k), dtype, LAMBDA_VAR,
-                                     _OF[matrix], sigma_q, sigma_k)
+            rule = Rule(LAMBDA_ATTRS["sigma_power"], "power", LAMBDA_VAR, _OF[matrix])
+            out[name] = scale_values(v, rule, _ratio(matrix, sigma_q, sigma_k), dtype, sigma_q,
+                                     sigma_k)
             continue
         if stat not in STAT_INFO:  # not a table variable
             out[name] = v
             continue
         info = STAT_INFO[stat]
-        out[name] = scale_values(v, int(info["sigma_power"]), info["scaling"],
-                                 _ratio(matrix, sigma_q, sigma_k), dtype, table_name(name),
-                                 _OF[matrix], sigma_q, sigma_k)
+        rule = Rule(int(info["sigma_power"]), info["scaling"], table_name(name), _OF[matrix])
+        out[name] = scale_values(v, rule, _ratio(matrix, sigma_q, sigma_k), dtype, sigma_q,
+                                 sigma_k)
     return out
 
 

@@ -27,7 +27,7 @@ def rescale(ds, sigma_q: float, sigma_k: float):
         raise TableError("table has no sigma_q/sigma_k attributes; not an rmtbase table") from exc
     ratio = {"sigma_q": sigma_q / old_q, "sigma_k": sigma_k / old_k,
              "sigma_q*sigma_k": (sigma_q / old_q) * (sigma_k / old_k)}
-    from .limits import scale_values
+    from .limits import Rule, scale_values
 
     out = ds.copy()
     for name, var in ds.data_vars.items():
@@ -36,8 +36,8 @@ def rescale(ds, sigma_q: float, sigma_k: float):
         if var.attrs["scaling"] not in ("power", "log"):
             raise TableError(f"variable {name} has unknown scaling {var.attrs['scaling']!r}")
         of = var.attrs["sigma_of"]
-        new = scale_values(var.values, p, var.attrs["scaling"], r, var.dtype, str(name),
-                           f"({of})" if "*" in of else of, sigma_q, sigma_k)
+        rule = Rule(p, var.attrs["scaling"], str(name), f"({of})" if "*" in of else of)
+        new = scale_values(var.values, rule, r, var.dtype, sigma_q, sigma_k)
         out[name] = var.copy(data=new)
     out.attrs = dict(ds.attrs, sigma_q=sigma_q, sigma_k=sigma_k)
     if ds.attrs.get("ensemble") == "lowrank":
