@@ -325,3 +325,16 @@ def test_refusals_are_one_line():
     m.blocks[2].attn.W_Q = m.blocks[2].attn.W_Q[:, :, :4]
     with pytest.raises(ModelError, match=r"W_Q of stand-in has shape \(4, 32, 4\)"):
         list(load_heads(m))
+
+
+def test_circuits_refuse_a_transformer_lens_model_in_one_line():
+    """find_circuits runs a transformers forward: a TransformerLens model is refused before any
+    work with what serves instead (before: TypeError from the bridge's forward, or 'the model
+    returned no attention weights' through bridge.original_model)."""
+    from rmtbase.circuits import find_circuits
+
+    m = _StandIn()
+    ds = composition(m, draws=200)
+    with pytest.raises(ModelError, match=r"not a TransformerLens _StandIn: pass the Hugging "
+                                         r"Face model it was booted from"):
+        find_circuits(m, ds, progress=False)

@@ -13,8 +13,19 @@ def load_model(model, *, tokenizer: bool = False):
     given, switched to eager attention, its tokenizer None), a ``Loaded`` (its net and
     tokenizer), a folder (config.json, weights, tokenizer optional), a ``.gguf`` file or a hub
     id; the tokenizer is read only when ``tokenizer`` (reading a GGUF's costs seconds).
-    One-line :class:`~rmtbase.errors.ModelError` when it cannot be loaded."""
+    One-line :class:`~rmtbase.errors.ModelError` when it cannot be loaded, and for a
+    TransformerLens model (path patching runs a transformers forward with pre-hooks; a bridge's
+    forward takes other arguments and its wrapped modules return no attention weights): the
+    Hugging Face model the bridge was booted from serves, with the bridge's composition
+    (docs/adapters.md)."""
+    from ..errors import ModelError
+    from ..models.transformer_lens import is_transformer_lens
     from ..probe.loader import load
+
+    if is_transformer_lens(model):
+        raise ModelError(f"path patching runs a transformers model, not a TransformerLens "
+                         f"{type(model).__name__}: pass the Hugging Face model it was booted "
+                         f"from (with the bridge's composition; docs/adapters.md)")
 
     got = load(model, tokenizer="optional" if tokenizer else "no")
     return got.net, got.tokenizer, got.name
