@@ -60,3 +60,30 @@ def test_the_description_reads_the_carried_record():
     by_record = null_description(GaussianNull(), [storage_record(n) for n in names],
                                  ["q4_0", "q4_0", None], "auto", [0, 1, 2])
     assert by_record == by_name and "q4_0 block quantiser (layers 0-1); float32" in by_name
+
+
+def test_a_null_that_sets_no_record_has_its_storages():
+    """A user's null stored like the checkpoint, with a ``storage`` of its own but no record:
+    ``storage_record`` follows its storage (looked up when read), not float32's."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from rmtbase.stats.null_kind import Null
+
+    @dataclass(frozen=True)
+    class StoredNull(Null):  # keeps Null's empty name: not registered
+        stored_like_checkpoint: ClassVar[bool] = True
+        storage: str = "float32"
+
+        def at_storage(self, storage):
+            return StoredNull(storage_record(storage).name)
+
+        def reference(self, cells, storage, *, draws, seed, progress):
+            raise NotImplementedError
+
+        def description(self):
+            return "stored"
+
+    assert StoredNull("q6_k").storage_record is storage_record("q6_k")
+    assert StoredNull().at_storage(storage_record("bfloat16")).storage_record.name == "bfloat16"
+    assert StoredNull.storage_record is storage_record("float32")  # the class's own storage

@@ -63,6 +63,16 @@ from .names import STORAGES
 from .null_registry import REGISTRY, Names, is_abstract
 from .storage import Storage, storage_record
 
+
+class _StorageRecord:
+    """:attr:`Null.storage_record` of a null that does not set its own: the record of its
+    ``storage`` name, looked up when read (a non-data descriptor, so an instance's own value,
+    set once at construction as :class:`GaussianNull` does, wins)."""
+
+    def __get__(self, obj, owner=None) -> Storage:
+        return storage_record((owner if obj is None else obj).storage)
+
+
 #: How the text names the entry-law group of statistics (:data:`rmtbase.decision.family.GROUPS`).
 ENTRY_LAW = "entry law"
 
@@ -82,9 +92,10 @@ class Null(ABC):
     #: the storage its draws are put through (float32: none; a null stored like the
     #: checkpoint has it as a field and is set to each layer's, :meth:`at_storage`)
     storage: ClassVar[str] = "float32"
-    #: the record of :attr:`storage` (:class:`rmtbase.stats.storage.Storage`), looked up once
-    #: where the null is made: callers read the storage's behaviour from it, not from the name
-    storage_record: ClassVar[Storage] = storage_record("float32")
+    #: the record of :attr:`storage` (:class:`rmtbase.stats.storage.Storage`): callers read
+    #: the storage's behaviour from it, not from the name. :class:`GaussianNull` looks it up
+    #: once, when made; a null that does not set it has its storage's looked up when read
+    storage_record = _StorageRecord()
     #: whether its draws are put through each layer's own storage (its description then
     #: names the storage per layer, :mod:`rmtbase.scoring.description`, from its ``ENTRIES``
     #: and :meth:`at_storage`'s ``stored_as()``, as :class:`GaussianNull` has them)
