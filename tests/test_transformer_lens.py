@@ -192,9 +192,11 @@ def test_a_bridge_says_what_its_folder_says(arch, tmp_path, offline):
         assert own.rotary_fraction == 0.25
 
 
-def test_circuits_take_the_hf_model_beside_the_bridges_composition(booted):
-    """docs/adapters.md's route for circuits: the Hugging Face model the bridge was booted from,
-    patched, with the bridge's composition (a bridge itself is not a transformers forward)."""
+def test_circuits_take_a_bridge_as_the_model_it_wraps(booted):
+    """find_circuits(bridge, composition(bridge)) equals find_circuits on the Hugging Face model
+    loaded from the folder with the folder's composition, array for array (the bridge runs as
+    the transformers model it wraps, rebuilt: circuits.model.bridge_net); a processed bridge is
+    refused in one line (its wrapped modules compute other logits)."""
     import transformers as tf
 
     from rmtbase.circuits import find_circuits, repeated_sequences
@@ -203,12 +205,16 @@ def test_circuits_take_the_hf_model_beside_the_bridges_composition(booted):
     net = tf.AutoModelForCausalLM.from_pretrained(str(folder))
     seqs = repeated_sequences(net.config, n=8, batch=4)
     kw = dict(sequences=seqs, progress=False, receivers_of_interest=[(2, 0), (1, 3)])
-    ours = find_circuits(net, composition(b, draws=200), **kw)
+    ours = find_circuits(b, composition(b, draws=200), **kw)
     own = find_circuits(net, composition(str(folder), draws=200), **kw)
     assert ours.sizes == own.sizes and ours.sizes[next(iter(ours.sizes))] > 0
     for v in ours.data_vars:
         if ours[v].dtype.kind == "f":
-            np.testing.assert_array_equal(ours[v].values, own[v].values)
+            np.testing.assert_allclose(ours[v].values, own[v].values, rtol=1e-5, atol=1e-6)
+    p = _bridge_class().boot_transformers(str(folder))
+    p.enable_compatibility_mode()
+    with pytest.raises(ModelError, match="weights were processed: boot an unprocessed bridge"):
+        find_circuits(p, composition(p, draws=200), **kw)
 
 
 def _hooked(tl, n_kv: int | None, seed: int = 0):
@@ -327,14 +333,14 @@ def test_refusals_are_one_line():
         list(load_heads(m))
 
 
-def test_circuits_refuse_a_transformer_lens_model_in_one_line():
-    """find_circuits runs a transformers forward: a TransformerLens model is refused before any
-    work with what serves instead (before: TypeError from the bridge's forward, or 'the model
-    returned no attention weights' through bridge.original_model)."""
+def test_circuits_refuse_a_transformer_lens_model_without_a_transformers_one():
+    """find_circuits runs a transformers forward: a TransformerLens model that holds no
+    transformers model (3.x HookedTransformer; here the stand-in) is refused in one line before
+    any work (before: a TypeError from its forward)."""
     from rmtbase.circuits import find_circuits
 
     m = _StandIn()
     ds = composition(m, draws=200)
-    with pytest.raises(ModelError, match=r"not a TransformerLens _StandIn: pass the Hugging "
-                                         r"Face model it was booted from"):
+    with pytest.raises(ModelError, match=r"TransformerLens _StandIn holds none: pass the "
+                                         r"Hugging Face model"):
         find_circuits(m, ds, progress=False)

@@ -13,22 +13,58 @@ def load_model(model, *, tokenizer: bool = False):
     given, switched to eager attention, its tokenizer None), a ``Loaded`` (its net and
     tokenizer), a folder (config.json, weights, tokenizer optional), a ``.gguf`` file or a hub
     id; the tokenizer is read only when ``tokenizer`` (reading a GGUF's costs seconds).
-    One-line :class:`~rmtbase.errors.ModelError` when it cannot be loaded, and for a
-    TransformerLens model (path patching runs a transformers forward with pre-hooks; a bridge's
-    forward takes other arguments and its wrapped modules return no attention weights): the
-    Hugging Face model the bridge was booted from serves, with the bridge's composition
-    (docs/adapters.md)."""
-    from ..errors import ModelError
+    One-line :class:`~rmtbase.errors.ModelError` when it cannot be loaded. A TransformerLens
+    ``TransformerBridge`` runs as the transformers model it wraps (:func:`bridge_net`)."""
     from ..models.transformer_lens import is_transformer_lens
     from ..probe.loader import load
 
     if is_transformer_lens(model):
-        raise ModelError(f"path patching runs a transformers model, not a TransformerLens "
-                         f"{type(model).__name__}: pass the Hugging Face model it was booted "
-                         f"from (with the bridge's composition; docs/adapters.md)")
-
+        model = bridge_net(model)
     got = load(model, tokenizer="optional" if tokenizer else "no")
     return got.net, got.tokenizer, got.name
 
 
-__all__ = ["load_model"]
+def bridge_net(bridge):
+    """The transformers model a TransformerLens 4.x ``TransformerBridge`` wraps, rebuilt
+    plain: path patching hooks a transformers forward, and the bridge's wrapped modules return
+    no attention weights. Its class and config are the wrapped model's, its weights the
+    ``_original_component`` parameters (the checkpoint's, as ``boot_transformers`` loaded
+    them). Only an unprocessed bridge: processing (``enable_compatibility_mode``,
+    ``process_weights``) leaves the wrapped modules and the bridge computing other logits, so
+    it is refused in one line; so is a 3.x ``HookedTransformer`` (no transformers model
+    inside). Checked: the rebuilt model's logits equal the bridge's on 2 × 8 tokens (max abs
+    difference ≤ 1e-4 of their scale), else refused."""
+    import torch
+
+    from ..errors import ModelError
+    from ..models.transformer_lens import _processing
+
+    name = type(bridge).__name__
+    hf = getattr(bridge, "original_model", None)
+    if hf is None or not hasattr(hf, "config"):
+        raise ModelError(f"path patching runs a transformers model; a TransformerLens {name} "
+                         f"holds none: pass the Hugging Face model it was made from")
+    if _processing(bridge) != "unprocessed":
+        raise ModelError(f"path patching runs the transformers model a {name} wraps, and "
+                         f"this one's weights were processed: boot an unprocessed bridge or "
+                         f"pass the Hugging Face model (docs/adapters.md)")
+    net = type(hf)(hf.config)
+    state = {k.replace("._original_component", ""): v for k, v in hf.state_dict().items()}
+    missing = net.load_state_dict(state, strict=False).missing_keys
+    if missing:
+        raise ModelError(f"cannot rebuild the transformers model of this {name}: "
+                         f"{len(missing)} weights not found (e.g. {missing[0]})")
+    net.eval()
+    x = torch.randint(0, int(hf.config.vocab_size), (2, 8),
+                      generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = bridge(x)
+        want = getattr(want, "logits", want).float()
+        got = net(x).logits.float()
+    if not torch.allclose(got, want, rtol=0, atol=1e-4 * float(want.abs().max()) + 1e-6):
+        raise ModelError(f"the transformers model rebuilt from this {name} computes other "
+                         f"logits than the bridge: pass the Hugging Face model it wraps")
+    return net
+
+
+__all__ = ["bridge_net", "load_model"]
