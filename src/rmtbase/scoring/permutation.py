@@ -184,14 +184,27 @@ def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads):
     return out
 
 
-def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 0,
+def _draw_range(draws) -> tuple[int, int]:
+    """(first, stop) of ``draws`` (a count, or a pair with ``first`` a multiple of
+    :data:`CHUNK`). Draws first … stop − 1 equal those of a run of ``stop`` draws: each chunk
+    of permutations is a pure function of (seed, chunk) and each head's statistics read its
+    own entries only, so a head's null grows without redrawing (``element_draws`` counts from
+    draw 0; issue 56 item 3, :mod:`rmtbase.scoring.head_growth`)."""
+    first, stop = (0, int(draws)) if np.ndim(draws) == 0 else map(int, draws)
+    if first % CHUNK or not 0 <= first < stop:
+        raise ValueError(f"draws {first} to {stop}: the first must be a multiple of {CHUNK}")
+    return first, stop
+
+
+def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
                      trim: float = 0.8, progress=None, threads: int | None = None
                      ) -> dict[str, np.ndarray]:
     """Permutation null draws of every head: ``{stat: (layer, head, draws)}``.
 
     wq, wk: ``(layer, head, d_h, d)`` (GQA keys expanded). Spectral statistics of W_QK for
     ``draws`` permutations; with ``element_draws`` > 0 also the element statistics of W_QK for
-    the first ``element_draws`` of them (padded with NaN to ``draws``). ``q.rms``/``k.rms``
+    the first ``element_draws`` of them (padded with NaN to ``draws``). ``draws``: a count, or
+    ``(first, stop)``: draws first … stop − 1 of a run of ``stop`` (:func:`_draw_range`). ``q.rms``/``k.rms``
     are each head's own rms (a permutation keeps them). ``progress``: optional reporter
     (:func:`rmtbase.progress.progress_bar`) advanced per chunk of permutations. ``threads``: for the LAPACK-free stages (default
     :func:`rmtbase.scoring.qk_elements.scoring_threads`); the values do not depend on it.
@@ -202,6 +215,7 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
 
     from ..baseline.null import eig_method
 
+    first, stop = _draw_range(draws)
     wq = np.asarray(wq, dtype=np.float32)
     wk = np.asarray(wk, dtype=np.float32)
     n_l, n_h, d_h, d = wq.shape
@@ -217,9 +231,9 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
     elem = _element_fn(d_h, d, float(trim))
     parts: dict[str, list] = {}
     with ThreadPoolExecutor(threads) as pool:
-        for c, start in enumerate(range(0, draws, CHUNK)):
-            count = min(CHUNK, draws - start)
-            pq_np, pk_np = permutations(seed, c, n, count)
+        for start in range(first, stop, CHUNK):
+            count = min(CHUNK, stop - start)
+            pq_np, pk_np = permutations(seed, start // CHUNK, n, count)
             pq, pk = jnp.asarray(pq_np), jnp.asarray(pk_np)
             out = {f"qk.{k}": v for k, v in
                    _spectral_chunk(fq, fk, pq, pk, (d_h, d), method, pool, threads).items()}
@@ -241,7 +255,7 @@ def permutation_null(wq, wk, *, draws: int, element_draws: int = 0, seed: int = 
                 parts.setdefault(k, []).append(np.asarray(v, dtype=np.float64))
             if progress is not None:
                 progress.update(count)
-    return _assembled(parts, wq, wk, draws)
+    return _assembled(parts, wq, wk, stop - first)
 
 
 def _assembled(parts: dict, wq, wk, draws: int) -> dict[str, np.ndarray]:

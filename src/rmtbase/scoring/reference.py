@@ -15,7 +15,9 @@ own returns any :class:`Reference` (``tests/test_null_reference.py``).
   that :meth:`~TableReference.extend` grows (the sequential rule of
   :mod:`rmtbase.scoring.stopping`, run by :func:`rmtbase.scoring.sequential.decide`).
 - :class:`PermutationReference`: each head's own entries shuffled, every layer at once
-  (:func:`rmtbase.scoring.permutation.permutation_draws`); draws per head, not extended.
+  (:func:`rmtbase.scoring.permutation.permutation_draws`); draws per head, grown only for
+  the heads whose decision is open when the caller did not fix them
+  (:mod:`rmtbase.scoring.head_growth`).
 
 A reference says its profile null (:meth:`Reference.profile_null`, abstract: issue 58, no
 silent Gaussian default): :data:`GAUSSIAN_AXES` (the Gaussian factor-axes null at each layer's
@@ -103,7 +105,8 @@ class Cells:
         joint = permutation_draws(self.factors, draws or 1000, n_el, seed, self.kind, progress)
         joint = {k: v for k, v in joint.items() if k in self.tested or k in NOT_TESTED}
         return PermutationReference(null, self, joint, draws=int(draws or 1000),
-                                    element_draws=int(n_el), seed=int(seed))
+                                    element_draws=int(n_el), seed=int(seed),
+                                    fixed=draws is not None)
 
 
 #: What :meth:`Reference.profile_null` returns to choose the Gaussian factor-axes null at each
@@ -226,9 +229,12 @@ class PermutationReference(Reference):
 
     profile_draws = "permutations of each head's own entries"
 
-    def __init__(self, null, cells, joint, *, draws, element_draws, seed):
+    def __init__(self, null, cells, joint, *, draws, element_draws, seed, fixed=True):
         super().__init__(null, cells, joint)
         self.draws, self.element_draws, self.seed = draws, element_draws, seed
+        #: draws given by the caller: never grown; else each head's draws are multiplied
+        #: while its decision is open (:mod:`rmtbase.scoring.head_growth`), ``factor`` per head
+        self.fixed, self.factor = bool(fixed), None
 
     def profile_null(self):
         """Each head's own entries shuffled, the spectral draws' permutations."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..decision.family import in_family
 from ..decision.tails import TailModel
 from ..decision.verdict import normalise, score_values_by_layer
 from .reference import spectral_names
@@ -157,9 +158,24 @@ def _extend(refs, names, values, ds, how: Decision, cap, n_looks):
     return grown, settled
 
 
-def _joint_bounds(refs, ds, n_looks: int):
+def _calibration_draws(g, how: Decision, grow: bool = False):
+    """The draws behind each head's statistics p in ``g``: an int for a shared table, per head
+    ``(layer, head)`` for a per-head null (:func:`rmtbase.scoring.head_growth.calibration_draws`);
+    with ``grow``, a growing per-head null's largest (else None)."""
+    from . import head_growth as G
+
+    if np.asarray(g.joint["q.rms"]).ndim < 3:
+        return None if grow else int(np.asarray(g.joint["q.rms"]).shape[-1])
+    family = in_family(list(g.joint), null=how.null, unreliable=how.unreliable)
+    if grow:
+        return G.final_draws(g, family) if G.can_grow(g) else None
+    return G.calibration_draws(g, family)
+
+
+def _joint_bounds(refs, ds, n_looks: int, how: Decision, grow: bool = False):
     """(p_lo, p_hi) of every head's statistics p at the joint null's full size
-    (:func:`rmtbase.scoring.joint_stopping.p_bounds`), each head from its group's draws."""
+    (:func:`rmtbase.scoring.joint_stopping.p_bounds`), each head from its own draws; with
+    ``grow``, a growing per-head null's heads at its largest size instead."""
     from .joint_stopping import JOINT_DRAWS, p_bounds
 
     p = ds["head_p_value"].transpose("layer", "head").values.astype(np.float64)
@@ -169,10 +185,42 @@ def _joint_bounds(refs, ds, n_looks: int):
     level = STOP_ERROR / (max(int(np.isfinite(p).sum()), 1) * n_looks)
     for g in refs:
         rows = slice(None) if g.rows is None else g.rows
-        n = int(np.asarray(g.joint["q.rms"]).shape[-1])
-        lo[rows], hi[rows] = p_bounds(p[rows], meth[rows], n, max(n, JOINT_DRAWS), level,
-                                      exceedances=k[rows])
+        n = np.broadcast_to(_calibration_draws(g, how), p[rows].shape)
+        top = _calibration_draws(g, how, grow=True) if grow else None
+        top = np.broadcast_to(np.maximum(n, JOINT_DRAWS) if top is None else top, n.shape)
+        sub_lo, sub_hi = np.full(n.shape, np.nan), np.full(n.shape, np.nan)
+        for a, b in set(zip(n.ravel().tolist(), top.ravel().tolist(), strict=True)):
+            at = (n == a) & (top == b)
+            sub_lo[at], sub_hi[at] = p_bounds(p[rows][at], meth[rows][at], a, max(a, b), level,
+                                              exceedances=k[rows][at])
+        lo[rows], hi[rows] = sub_lo, sub_hi
     return lo, hi
+
+
+def _grow_heads(refs, values, ds, how: Decision):
+    """Grow a per-head null (:mod:`rmtbase.scoring.head_growth`) for the heads whose decision
+    could differ at its largest size, then decide again; returns the last verdict."""
+    from ..progress import message
+    from . import head_growth as G
+    from .joint_stopping import unsettled
+
+    growing = [g for g in refs if G.can_grow(g)]
+    while how.max_draws is None and growing and "head_p_value" in ds:
+        open_heads = unsettled(*_joint_bounds(refs, ds, 3, how, grow=True), how.alpha)
+        grown = 0
+        for g in growing:
+            mine = open_heads[slice(None) if g.rows is None else g.rows]
+            fac = G.factors(g)
+            for f in sorted(set(fac[mine & (fac < G.MAX_FACTOR)].tolist())):
+                heads = mine & (fac == f)
+                if how.progress:
+                    message(f"rmtbase: {int(heads.sum())} head(s) could change their decision "
+                            f"with more permutations; drawing {g.draws * f * G.GROWTH} each")
+                grown += G.grow(g, heads)
+        if not grown:
+            break
+        ds = _verdict(refs, values, how)
+    return ds
 
 
 def _state_open(refs, ds, how: Decision) -> None:
@@ -189,11 +237,12 @@ def _state_open(refs, ds, how: Decision) -> None:
     for g in refs:  # heads read from fewer draws than the full size
         if np.asarray(g.joint["q.rms"]).shape[-1] < JOINT_DRAWS:
             short[slice(None) if g.rows is None else g.rows] = True
-    n_open = int((unsettled(*_joint_bounds(refs, ds, 1), how.alpha) & short).sum())
+    n_open = int((unsettled(*_joint_bounds(refs, ds, 1, how), how.alpha) & short).sum())
     ds.attrs["head_open_decisions"] = n_open
     if n_open and how.progress:
         message(f"rmtbase: {n_open} head(s) could change their decision at {JOINT_DRAWS} null "
-                "draws (theirs were fixed; head_calibration_draws says how many each read)")
+                "draws (theirs were fixed or at their largest; head_calibration_draws says how "
+                "many each read)")
 
 
 def _grow_joint(refs, values, ds, how: Decision):
@@ -205,7 +254,7 @@ def _grow_joint(refs, values, ds, how: Decision):
 
     while (how.max_draws is None and "head_p_value" in ds
            and any(J.can_grow(g) for g in refs)):
-        lo, hi = _joint_bounds(refs, ds, len(J.SCHEDULE) + 1)
+        lo, hi = _joint_bounds(refs, ds, len(J.SCHEDULE) + 1, how)
         open_heads = J.unsettled(lo, hi, how.alpha)
         grown = False
         for g in refs:
@@ -221,10 +270,11 @@ def _grow_joint(refs, values, ds, how: Decision):
         if not grown:
             break
         ds = _verdict(refs, values, how)
+    ds = _grow_heads(refs, values, ds, how)
     _state_open(refs, ds, how)
     draws = np.full((ds.sizes["layer"], ds.sizes["head"]), -1, dtype=np.int64)
     for g in refs:
-        draws[slice(None) if g.rows is None else g.rows] = np.asarray(g.joint["q.rms"]).shape[-1]
+        draws[slice(None) if g.rows is None else g.rows] = _calibration_draws(g, how)
     ds["head_calibration_draws"] = (("layer", "head"), draws, {"definition": (
         "joint null draws calibrating the head's statistics p (head_p_statistics: the omnibus "
         "calibration and the element statistics' p); its Monte Carlo se at p is about "

@@ -1,0 +1,90 @@
+"""A per-head null's draws grown for the heads whose decision is open (issue 56 item 3).
+
+Under the permutation null (:mod:`rmtbase.scoring.permutation`) every head is read against its
+own draws, so its statistics p (the omnibus calibration, :mod:`rmtbase.decision.omnibus`) has
+the Monte Carlo error of those draws — the draws at which every statistic of the decision family
+is defined: ``element_draws`` (default 200) where element statistics enter, else ``draws``
+(default 1000). Where the caller did not fix ``draws``, a head whose decision could differ at
+:data:`MAX_FACTOR` times its first draws (the joint rule's bracket,
+:func:`rmtbase.scoring.joint_stopping.p_bounds` and
+:func:`~rmtbase.scoring.joint_stopping.unsettled`, applied per head) gets :data:`GROWTH` times
+more permutations — ``draws`` and ``element_draws`` both multiplied — for that head only, up to
+:data:`MAX_FACTOR` (×3, then ×9, as the joint schedule's 6,000 and 18,000 after 2,000), and the
+heads are decided again. The new draws continue the same stream (draw i is draw i of a longer
+run: :func:`rmtbase.scoring.permutation.permutation_null` with ``draws=(first, stop)``); the
+other heads' slots beyond their draws are NaN, which every test and the calibration leave out.
+Not grown: the profile null (p_A) of each head, still read from the first ``draws``
+permutations, and draws fixed by the caller (``draws``, ``max_draws``), which are only stated
+(``head_open_decisions``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .permutation import CHUNK, permutation_null
+
+#: Each step multiplies an open head's draws by this; a head stops at :data:`MAX_FACTOR`.
+GROWTH, MAX_FACTOR = 3, 9
+
+
+def can_grow(ref) -> bool:
+    """A per-head reference whose draws the caller did not fix (first draws a multiple of
+    :data:`~rmtbase.scoring.permutation.CHUNK`, so the stream continues exactly)."""
+    return bool(getattr(ref, "fixed", True) is False and ref.draws % CHUNK == 0)
+
+
+def factors(ref) -> np.ndarray:
+    """Each head's factor over its first draws, ``(layer, head)`` (1 before any growth)."""
+    if ref.factor is None:
+        ref.factor = np.ones(np.asarray(ref.joint["q.rms"]).shape[:2], dtype=np.int64)
+    return ref.factor
+
+
+def calibration_draws(ref, family) -> np.ndarray:
+    """``(layer, head)``: the draws of each head at which every statistic of ``family`` is
+    defined (those its omnibus calibration reads, :mod:`rmtbase.decision.verdict`)."""
+    names = [k for k in family if k in ref.joint] or ["q.rms"]
+    ok = np.ones(np.asarray(ref.joint[names[0]]).shape, dtype=bool)
+    for k in names:
+        ok &= np.isfinite(np.asarray(ref.joint[k]))
+    return ok.sum(axis=-1)
+
+
+def final_draws(ref, family) -> np.ndarray:
+    """``(layer, head)``: each head's calibration draws at :data:`MAX_FACTOR` times its first."""
+    return calibration_draws(ref, family) * (MAX_FACTOR // factors(ref))
+
+
+def grow(ref, heads) -> int:
+    """:data:`GROWTH` times more draws for the heads ``heads`` (``(layer, head)`` bool, each
+    below :data:`MAX_FACTOR`), all at the same factor; returns the heads grown."""
+    fac = factors(ref)
+    li, hi = np.nonzero(heads)
+    f = int(fac[li[0], hi[0]])
+    if not np.all(fac[li, hi] == f) or f * GROWTH > MAX_FACTOR:
+        raise ValueError("heads grown together must share a factor below the largest")
+    have, stop = ref.draws * f, ref.draws * f * GROWTH
+    n_el = min(stop, ref.element_draws * f * GROWTH) if ref.element_draws else 0
+    first = min(have, (ref.element_draws * f) // CHUNK * CHUNK) if n_el else have
+    wq = np.stack([ref.cells.factors[a][0][b] for a, b in zip(li, hi, strict=True)])[None]
+    wk = np.stack([ref.cells.factors[a][1][b] for a, b in zip(li, hi, strict=True)])[None]
+    new = permutation_null(wq, wk, draws=(first, stop), element_draws=n_el, seed=ref.seed)
+    size = max(stop, np.asarray(ref.joint["q.rms"]).shape[-1])
+    joint = {}
+    for k, old in ref.joint.items():
+        arr = np.full(old.shape[:2] + (size,), np.nan)
+        arr[..., :old.shape[-1]] = old
+        if k in ("q.rms", "k.rms"):  # each head's own rms, at every draw
+            arr[...] = old[..., :1]
+        elif k in new:  # a spectral statistic keeps its first draws, an element one fills in
+            lo = have if np.isfinite(old[li, hi, have - 1]).all() else first
+            arr[li, hi, lo:stop] = new[k][0][:, lo - first:]
+        joint[k] = arr
+    ref.joint = joint
+    fac[li, hi] = f * GROWTH
+    return int(li.size)
+
+
+__all__ = ["GROWTH", "MAX_FACTOR", "calibration_draws", "can_grow", "factors", "final_draws",
+           "grow"]
