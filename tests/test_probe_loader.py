@@ -71,11 +71,14 @@ def test_gguf_load_equals_transformers_plain_path_and_parses_the_header_once(tmp
     a, b = plain.state_dict(), fast.state_dict()
     assert a.keys() == b.keys()
     for k in a:
+        # exact: copies of stored values (the same file's tensors, read by the two loads)
         assert torch.equal(a[k], b[k]), k
     for (n1, b1), (n2, b2) in zip(plain.named_buffers(), fast.named_buffers(), strict=True):
+        # exact: copies of stored values (the same file's buffers)
         assert n1 == n2 and torch.equal(b1, b2), n1
     x = torch.randint(0, 64, (2, 20), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
+        # exact: the same torch forward in one process: the same weights (checked equal above) and inputs
         assert torch.equal(plain(input_ids=x).last_hidden_state,
                            fast(input_ids=x).last_hidden_state)
 
@@ -106,6 +109,7 @@ def test_probe_and_circuits_share_the_loader_and_a_loaded_model_is_not_loaded_ag
     assert len(calls) == 2 and name == name2 == "llama"
     for (k1, v1), (k2, v2) in zip(net.state_dict().items(), net2.state_dict().items(),
                                   strict=True):
+        # exact: copies of stored values (one folder read twice)
         assert k1 == k2 and torch.equal(v1, v2)
     loaded = load(folder)
     assert isinstance(loaded, Loaded) and loaded.tokenizer is not None
@@ -117,6 +121,7 @@ def test_probe_and_circuits_share_the_loader_and_a_loaded_model_is_not_loaded_ag
     assert calls == []
     want = probe_model(folder, text=text, window=24, progress=False)
     for v in want.data_vars:
+        # exact: the same jitted programs in one process over the same weights and text
         np.testing.assert_array_equal(got[v].values, want[v].values)
     assert got.attrs["model"] == want.attrs["model"] == "llama"
 
@@ -158,9 +163,11 @@ def test_smollm2_one_load_equals_transformers_plain_path():
     plain = _plain_gguf(gguf)
     assert plain.config.to_dict() == got.net.config.to_dict()
     a, b = plain.state_dict(), got.net.state_dict()
+    # exact: copies of stored values (one GGUF file de-quantised by the same code twice)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     x = torch.randint(0, 49152, (1, 24), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
+        # exact: the same torch forward in one process: the same weights (checked equal above) and inputs
         assert torch.equal(plain(input_ids=x).last_hidden_state,
                            got.net(input_ids=x).last_hidden_state)
     text = default_text().text[:4000]

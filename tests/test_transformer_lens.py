@@ -126,6 +126,7 @@ def test_a_bridge_reads_the_folders_weights_bit_for_bit(booted):
             for x, y in ((a.wq, f.wq), (a.wk, f.wk), (a.bq, f.bq), (a.bk, f.bk)):
                 assert (x is None) == (y is None)
                 if x is not None:
+                    # exact: copies of stored values (the same checkpoint's tensors through two adapters)
                     np.testing.assert_array_equal(x, y)
 
 
@@ -133,8 +134,9 @@ def test_scores_equal_the_folders(booted, score_cache):
     folder, b = booted
     kw = dict(stats="spectral", draws=200, spectrum_draws=0, progress=False)
     ours, own = score_model(b, **kw), score_model(str(folder), **kw)
-    # tolerance 0: the same float32 factors through the same code and null
+    # exact: the same float32 factors through the same compiled programs and null
     np.testing.assert_array_equal(ours["value"].values, own["value"].values)
+    # exact: as above
     np.testing.assert_array_equal(ours["head_p_value"].values, own["head_p_value"].values)
     assert np.isfinite(ours["value"].values).all()
     assert ours.attrs["transformer_lens"] == model_info(b).model_class
@@ -145,6 +147,7 @@ def test_composition_equals_transformer_lens_unprocessed_and_processed(booted):
     folder, _ = booted
     b = _bridge_class().boot_transformers(str(folder))  # its own: processed in place below
     raw = composition(b, draws=200)
+    # exact: the same float32 factors (checked bit for bit) through the same compiled program
     np.testing.assert_array_equal(raw["composition"].values,
                                   composition(str(folder), draws=200)["composition"].values)
     assert _against_tl(raw, b) <= REL
@@ -153,6 +156,7 @@ def test_composition_equals_transformer_lens_unprocessed_and_processed(booted):
     assert model_info(b).model_class.endswith(", processed")
     for a in load_heads(b):  # the processed weights are read, not the folder's
         want = b.blocks[a.layer].attn.W_Q.detach().double().numpy().transpose(0, 2, 1)
+        # exact: copies of stored values (the bridge's own tensors, transposed)
         np.testing.assert_allclose(a.wq, want, rtol=0, atol=0)
     processed = composition(b, draws=200)
     assert _against_tl(processed, b) <= REL
@@ -183,7 +187,9 @@ def test_a_bridge_says_what_its_folder_says(arch, tmp_path, offline):
     for k in ("qk_norm", "rotary_fraction", "n_kv_heads", "d_h"):
         assert getattr(ours, k) == getattr(own, k), k
     for a, f in zip(load_heads(b), load_heads(str(tmp_path)), strict=True):
+        # exact: copies of stored values (the same checkpoint's tensors through two adapters)
         np.testing.assert_array_equal(a.wq, f.wq)
+        # exact: as above
         np.testing.assert_array_equal(a.wk, f.wk)
     if own.qk_norm != "none":
         with pytest.raises(ModelError, match="q/k norm gains of a TransformerLens model"):
@@ -242,7 +248,9 @@ def test_hooked_transformer_of_3x(n_kv):
         (4, n_kv or 4, 16, 1.0)
     for a in load_heads(m):
         attn = m.blocks[a.layer].attn
+        # exact: copies of stored values (the model's own tensors, transposed)
         np.testing.assert_array_equal(a.wq, attn.W_Q.detach().numpy().transpose(0, 2, 1))
+        # exact: as above
         np.testing.assert_array_equal(a.wk, attn.W_K.detach().numpy().transpose(0, 2, 1))
     assert _against_tl(composition(m, draws=200), m) <= REL
 
@@ -315,8 +323,11 @@ def test_a_stand_in_of_transformer_lens_conventions_matches_its_formula():
         np.testing.assert_allclose(ds["composition"].sel(kind=k).values, want[k], rtol=1e-5)
     for a in load_heads(m):  # per head: rmtbase's (d_h, d) is TransformerLens' (d, d_h)ᵀ
         attn = m.blocks[a.layer].attn
+        # exact: copies of stored values (the stand-in's own tensors, transposed)
         np.testing.assert_array_equal(a.wq, attn.W_Q.numpy().transpose(0, 2, 1))
+        # exact: as above
         np.testing.assert_array_equal(a.bq, attn.b_Q.numpy())
+        # exact: as above
         np.testing.assert_array_equal(a.wk, np.repeat(attn.W_K.numpy(), 2, 0).transpose(0, 2, 1))
 
 
