@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 
-def test_grown_heads_hold_the_draws_of_a_longer_run_and_the_others_keep_theirs():
+def test_grown_heads_hold_the_draws_of_a_longer_run_and_the_others_keep_theirs(monkeypatch):
     """Two of six heads grown ×3 from 1,000 draws (60 with element statistics, not a multiple
     of the chunk): their draws equal, bit for bit, those of one run of 3,000 (180) draws drawn
     independently by permutation_null; the other heads keep their 1,000 draws and read NaN
-    beyond; each head's rms is kept at every draw; the calibration draws follow (180 vs 60)."""
+    beyond; each head's rms is kept at every draw; the calibration draws follow (180 vs 60);
+    a step whose arrays would not fit in memory is not taken."""
     from rmtbase.scoring import head_growth as G
     from rmtbase.scoring.permutation import permutation_null
     from rmtbase.scoring.reference import Cells
@@ -47,6 +48,10 @@ def test_grown_heads_hold_the_draws_of_a_longer_run_and_the_others_keep_theirs()
     assert (G.final_draws(ref, family) == 540).all()
     with pytest.raises(ValueError):  # heads at different factors are grown apart
         G.grow(ref, np.ones((2, 3), dtype=bool))
+    monkeypatch.setenv("RMTBASE_MEMORY_LIMIT", "1G")  # 6 heads x 6 arrays x 9,000 draws fit
+    assert G.fits(ref, 9)
+    monkeypatch.setenv("RMTBASE_MEMORY_LIMIT", "1M")  # 3 copies of 2.6 MB do not
+    assert not G.fits(ref, 9)
     fixed = PermutationNull().reference(cells, "float32", draws=1000, seed=5, progress=False)
     assert not G.can_grow(fixed)
 

@@ -13,7 +13,8 @@ more permutations — ``draws`` and ``element_draws`` both multiplied — for th
 heads are decided again. The new draws continue the same stream (draw i is draw i of a longer
 run: :func:`rmtbase.scoring.permutation.permutation_null` with ``draws=(first, stop)``); the
 other heads' slots beyond their draws are NaN, which every test and the calibration leave out.
-Not grown: the profile null (p_A) of each head, still read from the first ``draws``
+Held: every head's slots at the largest factor reached, so a step that would not fit in memory
+(:func:`fits`) is not taken. Not grown: the profile null (p_A) of each head, still read from the first ``draws``
 permutations, and draws fixed by the caller (``draws``, ``max_draws``), which are only stated
 (``head_open_decisions``).
 """
@@ -56,6 +57,22 @@ def final_draws(ref, family) -> np.ndarray:
     return calibration_draws(ref, family) * (MAX_FACTOR // factors(ref))
 
 
+def fits(ref, factor: int) -> bool:
+    """Whether every head's draws held at ``factor`` times the first (each statistic a
+    ``(layer, head, draws)`` float64 array, NaN where a head has fewer) fit in memory
+    (:func:`rmtbase.baseline.limits.check_stored_values`); a run that does not fit keeps its
+    draws and states the open heads (``head_open_decisions``)."""
+    from ..baseline.limits import check_stored_values
+    from ..errors import InputError
+
+    heads = int(np.prod(np.asarray(ref.joint["q.rms"]).shape[:2]))
+    try:
+        check_stored_values(heads * len(ref.joint) * ref.draws * int(factor), 8, "")
+    except InputError:
+        return False
+    return True
+
+
 def grow(ref, heads) -> int:
     """:data:`GROWTH` times more draws for the heads ``heads`` (``(layer, head)`` bool, each
     below :data:`MAX_FACTOR`), all at the same factor; returns the heads grown."""
@@ -87,4 +104,4 @@ def grow(ref, heads) -> int:
 
 
 __all__ = ["GROWTH", "MAX_FACTOR", "calibration_draws", "can_grow", "factors", "final_draws",
-           "grow"]
+           "fits", "grow"]

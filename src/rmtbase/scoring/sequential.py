@@ -213,6 +213,11 @@ def _grow_heads(refs, values, ds, how: Decision):
             fac = G.factors(g)
             for f in sorted(set(fac[mine & (fac < G.MAX_FACTOR)].tolist())):
                 heads = mine & (fac == f)
+                if not G.fits(g, f * G.GROWTH):
+                    if how.progress:
+                        message(f"rmtbase: {int(heads.sum())} open head(s) kept at "
+                                f"{g.draws * f} permutations: more do not fit in memory")
+                    continue
                 if how.progress:
                     message(f"rmtbase: {int(heads.sum())} head(s) could change their decision "
                             f"with more permutations; drawing {g.draws * f * G.GROWTH} each")
