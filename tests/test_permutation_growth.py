@@ -37,7 +37,10 @@ def test_grown_heads_hold_the_draws_of_a_longer_run_and_the_others_keep_theirs(m
     for k, v in ref.joint.items():
         assert v.shape == (2, 3, 3000)
         for i, (a, b) in enumerate([(0, 2), (1, 0)]):
+            # exact: the same jitted programs (2 heads, the same chunk shapes) on the same
+            # permutations and entries
             np.testing.assert_array_equal(v[a, b], longer[k][0, i], err_msg=k)
+        # exact: copies of stored values
         np.testing.assert_array_equal(v[0, :2, :1000], before[k][0, :2], err_msg=k)
         if k in ("q.rms", "k.rms"):
             assert np.isfinite(v).all()
@@ -103,5 +106,6 @@ def test_an_open_head_is_grown_only_when_the_draws_are_not_fixed():
     assert (draws[p > 0.2] == 1000).all()
     assert set(np.unique(draws)) <= {1000, 3000, 9000}
     assert grown.attrs["permutation_draws"] == 1000
+    # exact: the same numpy code on copies of the same stored draws (NaN slots dropped first)
     np.testing.assert_array_equal(grown["head_p_statistics"].values[draws == 1000],
                                   p[draws == 1000])

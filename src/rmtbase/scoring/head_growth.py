@@ -10,13 +10,13 @@ is defined: ``element_draws`` (default 200) where element statistics enter, else
 :func:`~rmtbase.scoring.joint_stopping.unsettled`, applied per head) gets :data:`GROWTH` times
 more permutations — ``draws`` and ``element_draws`` both multiplied — for that head only, up to
 :data:`MAX_FACTOR` (×3, then ×9, as the joint schedule's 6,000 and 18,000 after 2,000), and the
-heads are decided again. The new draws continue the same stream (draw i is draw i of a longer
-run: :func:`rmtbase.scoring.permutation.permutation_null` with ``draws=(first, stop)``); the
-other heads' slots beyond their draws are NaN, which every test and the calibration leave out.
-Held: every head's slots at the largest factor reached, so a step that would not fit in memory
-(:func:`fits`) is not taken. Not grown: the profile null (p_A) of each head, still read from the first ``draws``
-permutations, and draws fixed by the caller (``draws``, ``max_draws``), which are only stated
-(``head_open_decisions``).
+heads are decided again. The new draws continue the same stream (permutation i is that of a
+longer run: :func:`rmtbase.scoring.permutation.permutation_null` with ``draws=(first, stop)``);
+the other heads' slots beyond their draws are NaN, which every test and the calibration leave
+out. Held: every head's slots at the largest factor reached, so a step that would not fit in
+memory (:func:`fits`) is not taken. Not grown: the profile null (p_A) of each head, still read
+from the first ``draws`` permutations, and draws fixed by the caller (``draws``,
+``max_draws``), which are only stated (``head_open_decisions``).
 """
 
 from __future__ import annotations
