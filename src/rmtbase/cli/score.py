@@ -89,7 +89,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="allow loading pickled (.bin) weights; only for files you trust")
     p.add_argument("--draws", type=positive_int, default=None,
                    help="minimum number of null draws (gaussian: per table; permutation: "
-                        "spectral permutations per head, default 1000)")
+                        "spectral permutations per head, default 1000, x3 then x9 for a head "
+                        "whose decision is open; given: fixed)")
     p.add_argument("--max-draws", type=positive_int, default=None,
                    help="extend the spectral null up to N draws where a head near a flag lies "
                         "in its tail (deeper p); default: only while a decision can change")

@@ -100,8 +100,9 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     MiniLM (:func:`rmtbase.models.default_model_path`, no network). stats: "all", "spectral",
     "elementwise" or a list of "<matrix>.<stat>" names. draws: minimum number of null draws per
     table (None = the table default; a larger stored table is used whole) or, under the
-    permutation null, spectral permutations per head (default 1000). alpha: BH level for the
-    per-head decision (and the descriptive per-statistic q-values). seed: table / permutation
+    permutation null, spectral permutations per head (None: 1000, grown ×3 then ×9 for a head
+    whose decision is open, :mod:`rmtbase.scoring.head_growth`; given: fixed). alpha: BH level
+    for the per-head decision (and the descriptive per-statistic q-values). seed: table / permutation
     seed. spectrum_draws: draws for the null band of the spectrum figure (0 = none). null:
     "gaussian" or "permutation". quantized_null: "auto", "none" or a block format of
     :data:`rmtbase.stats.precision.QUANT_FORMATS` ("auto": the GGUF file's tensor type, or the
