@@ -65,7 +65,7 @@ def _llama():
 
     torch.manual_seed(1)
     cfg = tf.LlamaConfig(hidden_size=256, num_attention_heads=8, num_key_value_heads=8,
-                         num_hidden_layers=2, intermediate_size=64, vocab_size=50,
+                         num_hidden_layers=1, intermediate_size=64, vocab_size=50,
                          max_position_embeddings=16)
     model = tf.LlamaForCausalLM(cfg)
     with torch.no_grad():
@@ -80,8 +80,8 @@ def _llama():
 
 
 def test_an_open_head_is_grown_only_when_the_draws_are_not_fixed():
-    """16 heads, spectral statistics, permutation null. With ``draws=1000`` fixed no head is
-    grown. At an α putting the smallest statistics p exactly on its BH threshold (rank 1 of 16,
+    """8 heads, spectral statistics, permutation null. With ``draws=1000`` fixed no head is
+    grown. At an α putting the smallest statistics p exactly on its BH threshold (rank 1 of 8,
     on min(1, 2p)), that head is open at 1,000 draws (its bracket at ×9 straddles the
     threshold: joint_stopping.p_bounds/unsettled at the rule's level); the default run grows
     it (head_calibration_draws ≥ 3,000) and not the heads far from any threshold (p_S > 0.2 at
@@ -103,7 +103,7 @@ def test_an_open_head_is_grown_only_when_the_draws_are_not_fixed():
     grown = score_model(model, alpha=alpha, **kw)
     draws = grown["head_calibration_draws"].values
     assert draws.ravel()[top] >= 3000
-    assert (draws[p > 0.2] == 1000).all()
+    assert (p > 0.2).sum() >= 3 and (draws[p > 0.2] == 1000).all()
     assert set(np.unique(draws)) <= {1000, 3000, 9000}
     assert grown.attrs["permutation_draws"] == 1000
     # exact: the same numpy code on copies of the same stored draws (NaN slots dropped first)
