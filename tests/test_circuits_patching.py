@@ -408,3 +408,33 @@ def test_first_token_sinks_are_labelled_but_patched_only_on_request():
     assert len(fallback) == min(UNLABELLED_RECEIVERS, 3 * 2)
     with_sinks = {(li, hi) for li, hi, _ in receivers(only_sinks, comp, sinks=True)}
     assert with_sinks == {(1, 0), (2, 1)}
+
+
+def test_the_rule_says_redundant_where_only_the_sources_together_matter():
+    """circuits.run._judge, the rule of circuits.find on one receiver's candidates of one kind,
+    on stated effects (receiver score 0.8, se 0.01 each; the rule: effect >= 3 se and >= 10 %
+    of the score, i.e. >= 0.08 here): three sources each dropping the score by 0.03 (none
+    passes) and all three together by 0.5 (passes) are `redundant` on every row, none
+    confirmed nor dominant; one source at 0.3 is confirmed and dominant and the receiver is
+    not redundant; when neither singles nor the joint pass, nothing is said. No real model
+    has shown the redundant case yet (docs/path-patching.md); this pins the rule itself."""
+    from rmtbase.circuits.patching import Effect
+    from rmtbase.circuits.run import _judge
+
+    def rows(*effects):
+        return [{"effect_causal": e, "effect_se": 0.01, "score_to": 0.8, "metric": "induction"}
+                for e in effects]
+
+    def joint(e):
+        return Effect(e, 0.01, 0.8, "induction", np.zeros(4))
+
+    got = _judge(rows(0.03, 0.03, 0.03), joint(0.5))
+    assert [r["redundant"] for r in got] == [True] * 3
+    assert not any(r["confirmed"] or r["dominant"] for r in got)
+    got = _judge(rows(0.3, 0.03, 0.09), joint(0.5))
+    assert [r["confirmed"] for r in got] == [True, False, True]
+    assert [r["dominant"] for r in got] == [True, False, False]
+    assert not any(r["redundant"] for r in got)
+    got = _judge(rows(0.03, 0.03, 0.03), joint(0.05))
+    assert not any(r["redundant"] or r["confirmed"] for r in got)
+    assert got[0]["joint_effect"] == 0.05  # exact: the value passed in, copied
