@@ -184,6 +184,11 @@ def _derived(ds, stats: str):
     return spectral_from_table(ds)
 
 
+#: Least draws of a table request that names none (:func:`null_table` and its kin; a score
+#: without ``draws`` asks for this many, :meth:`rmtbase.scoring.reference.Cells.table`).
+TABLE_DRAWS = 1000
+
+
 @dataclass(frozen=True)
 class TableKey:
     """A σ = 1 table request, validated (:func:`table_key`): cell (d, d_h), statistic set,
@@ -201,7 +206,7 @@ class TableKey:
     storage: Storage
 
 
-def table_key(d, d_h, *, stats="all", min_draws=1000, seed=0, ensemble="lowrank",
+def table_key(d, d_h, *, stats="all", min_draws=TABLE_DRAWS, seed=0, ensemble="lowrank",
               dtype="float32", storage="float32") -> TableKey:
     """The validated :class:`TableKey` of a request (InputError, one line, on a bad value; the
     storage name looked up here, once; float storages share the float32 spectral null:
@@ -220,7 +225,7 @@ def table_key(d, d_h, *, stats="all", min_draws=1000, seed=0, ensemble="lowrank"
                     storage)
 
 
-def cache_target(d: int, d_h: int, *, stats: str = "all", draws: int = 1000, seed: int = 0,
+def cache_target(d: int, d_h: int, *, stats: str = "all", draws: int = TABLE_DRAWS, seed: int = 0,
                  ensemble: str = "lowrank", dtype: str = "float32",
                  storage: str = "float32") -> Path:
     """The user-cache file :func:`null_table` writes when it generates the table of this
@@ -232,7 +237,7 @@ def cache_target(d: int, d_h: int, *, stats: str = "all", draws: int = 1000, see
                                         storage=key.storage)
 
 
-def lookup_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, seed: int = 0,
+def lookup_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
                  ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32"):
     """The table :func:`null_table` would return without generating one (shipped, then the
     user cache; see :func:`null_table` for the rules), or None where it would generate."""
@@ -264,7 +269,7 @@ def lookup_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000,
     return None
 
 
-def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = 1000, seed: int = 0,
+def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
                ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32",
                progress: bool = False):
     """σ = 1 null table of cell (d, d_h): a shipped table with at least ``min_draws`` draws,

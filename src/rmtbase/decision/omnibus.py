@@ -71,6 +71,16 @@ def calibrated_p(t_heads, t_null) -> tuple[np.ndarray, np.ndarray]:
     Returns ``(p, method)`` with method ``"empirical"`` or ``"extrapolated"`` (module
     docstring). NaN statistics give NaN p and method ``""``.
     """
+    p, method, _ = calibrated(t_heads, t_null)
+    return p, method
+
+
+def calibrated(t_heads, t_null) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`calibrated_p`'s ``(p, method)`` and the count it reads: per head the finite null
+    statistics at or beyond its own (``k`` ≥ :data:`MIN_EXCEEDANCES`: the empirical p; fewer:
+    the Cauchy tail; the joint stopping rule brackets p through it,
+    :func:`rmtbase.scoring.joint_stopping.p_bounds`), −1 where the head's statistic is not
+    finite."""
     tn = np.sort(np.asarray(t_null, dtype=np.float64).ravel())
     tn = tn[np.isfinite(tn)]
     n = tn.size
@@ -95,7 +105,7 @@ def calibrated_p(t_heads, t_null) -> tuple[np.ndarray, np.ndarray]:
     inf = np.isposinf(th)
     p = np.where(inf, P_MIN, np.where(bad, np.nan, p))
     method = np.where(bad & ~inf, "", method)
-    return p, method
+    return p, method, np.where(bad, -1, n_ge)
 
 
 def resolution_floor(p_heads, p_stats) -> np.ndarray:

@@ -58,7 +58,7 @@ from ..stats.null_kind import Null
 from ._dataset import HEAD_VARS, NAN_REASONS, SCORE_VARS, _dataset  # noqa: F401 - re-exported
 from .effect import distance, head_effect, natural_effect, null_moments
 from .family import NOT_TESTED, in_family, stat_family_mask
-from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
+from .omnibus import calibrated, cauchy_statistic, resolution_floor
 from .resolution import resolution_note
 from .scale import _check_rms, _to_raw, normalise, scaling  # noqa: F401 - re-exported
 from .significance import _check_alpha, benjamini_hochberg
@@ -247,13 +247,9 @@ def _head_p(out, names, family, models, null, shape) -> dict:
         # null computes the product's element statistics for its first draws only)
         t_null = cauchy_statistic(p_null[np.isfinite(p_null).all(axis=-1)])
         sel = h if per_head else (...,)
-        p, meth = calibrated_p(t_heads[sel], t_null)
+        # with the count it reads, kept for the joint stopping rule (joint_stopping.p_bounds)
+        p, meth, heads["head_p_exceedances"][sel] = calibrated(t_heads[sel], t_null)
         heads["head_p_value"][sel] = resolution_floor(p, p_heads[sel])
         heads["head_p_method"][sel] = meth
-        # the count calibrated_p reads (k ≥ 10: empirical; fewer: the Cauchy tail), kept
-        # for the joint stopping rule (rmtbase.scoring.joint_stopping.p_bounds)
-        tn = np.sort(t_null[np.isfinite(t_null)])
-        heads["head_p_exceedances"][sel] = np.where(
-            np.isfinite(t_heads[sel]), tn.size - np.searchsorted(tn, t_heads[sel], "left"), -1)
     heads["head_n_stats"] = np.isfinite(p_heads).sum(axis=-1)
     return heads

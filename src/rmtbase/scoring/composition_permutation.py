@@ -216,7 +216,8 @@ def draws_to_flag(m: int, alpha: float = 0.05) -> int:
 def draws_note(m: int, draws: int, open_pairs: int, alpha: float = 0.05) -> str | None:
     """What the run's ``draws`` B leave undecided (issue 56 item 3: the error stated where it
     could move a decision), or None: Benjamini–Hochberg over the ``m`` pair entries cannot
-    flag any pair (B < :func:`draws_to_flag`), or ``open_pairs`` flags could differ at 10× B
+    flag any pair (B < :func:`draws_to_flag`), or ``open_pairs`` flags could differ at
+    :data:`~rmtbase.scoring.composition_dataset.OPEN_FACTOR` × B
     (:func:`rmtbase.scoring.composition_dataset.p_error`). The permutation p has no tail
     beyond the draws, so only more draws resolve either."""
     if m and int(draws) < draws_to_flag(m, alpha):
@@ -224,7 +225,10 @@ def draws_note(m: int, draws: int, open_pairs: int, alpha: float = 0.05) -> str 
                 f"any pair (it needs draws >= {draws_to_flag(m, alpha)}); "
                 "composition_q_family flags within a (kind, layer pair)")
     if open_pairs:
-        return (f"rmtbase: {open_pairs} pairs' BH flags could differ at {10 * int(draws)} "
+        from .composition_dataset import OPEN_FACTOR
+
+        return (f"rmtbase: {open_pairs} pairs' BH flags could differ at "
+                f"{OPEN_FACTOR * int(draws)} "
                 "permutations (composition_open_pairs); more draws settle them")
     return None
 

@@ -9,7 +9,7 @@ import os
 import xarray as xr
 
 from ..stats.null_kind import Null
-from ..stats.storage import quantisation_record
+from ..stats.storage import one_quantisation, quantisation_record
 
 
 def default_label() -> str:
@@ -63,9 +63,8 @@ def by_layers(labels, layers) -> str:
 def _unmatched(null: Null, detected, quantized_null: str) -> bool:
     """Whether a layer's weights look dequantised from ``detected`` (a record or None) but its
     null (``null``, at the layer's storage: its record read, not looked up again) is not."""
-    one = detected is not None and not detected.is_mixed and detected.is_quantised
     return bool(detected) and (quantized_null == "none" or null.storage_record.is_identity
-                               and not one)
+                               and not one_quantisation(detected))
 
 
 def null_description(null: Null, storage, detected, quantized_null: str,

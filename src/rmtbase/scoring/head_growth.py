@@ -21,12 +21,17 @@ from the first ``draws`` permutations, and draws fixed by the caller (``draws``,
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .permutation import CHUNK, permutation_null
 
 #: Each step multiplies an open head's draws by this; a head stops at :data:`MAX_FACTOR`.
 GROWTH, MAX_FACTOR = 3, 9
+#: The sizes a head can be decided at (×1, ×3, ×9): the looks the bracket's error is split
+#: over (:func:`rmtbase.scoring.sequential._grow_heads`).
+LOOKS = 1 + round(math.log(MAX_FACTOR, GROWTH))
 
 
 def can_grow(ref) -> bool:
@@ -103,5 +108,5 @@ def grow(ref, heads) -> int:
     return int(li.size)
 
 
-__all__ = ["GROWTH", "MAX_FACTOR", "calibration_draws", "can_grow", "factors", "final_draws",
+__all__ = ["GROWTH", "LOOKS", "MAX_FACTOR", "calibration_draws", "can_grow", "factors", "final_draws",
            "fits", "grow"]

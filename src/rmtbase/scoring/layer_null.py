@@ -17,6 +17,7 @@ import xarray as xr
 
 from ..errors import TableError
 from ..stats.precision import QUANT_FORMATS
+from ..stats.storage import one_quantisation
 from .description import layer_range
 
 
@@ -77,7 +78,7 @@ def layer_null(storage, detected, quantized_null):
     # files): the null puts both factors through one round trip and cannot match them, so
     # under "auto" the layer gets its float null with histogram statistics left out (what
     # "none" does), and the ``null`` attr names the layer and both types
-    one = detected is not None and not detected.is_mixed and detected.is_quantised
+    one = one_quantisation(detected)
     if one and quantized_null != "none":
         est = detected.name if quantized_null == "auto" else quantized_null
     if detected:

@@ -76,6 +76,12 @@ class Layers:
     hists: list = field(default_factory=list)
     unmatched: bool = False
 
+    @property
+    def quantisation_names(self) -> list[str]:
+        """Per layer the name of the quantisation detected ("none" where none), as the files
+        spell it."""
+        return ["none" if q is None else q.name for q in self.detected]
+
 
 def _one_layer(lh, info, opts: Options, out: Layers) -> None:
     """Measure layer ``lh`` into ``out``."""
@@ -195,7 +201,7 @@ def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int):
             "draws")
         ds = ds.assign_coords(quantile=list(SPECTRUM_QUANTILES))
     ds = ds.assign_coords(layer=np.array(read.layer_ids, dtype=np.int64))
-    quant = ["none" if q is None else q.name for q in read.detected]
+    quant = read.quantisation_names
     if len(set(read.null_storages)) > 1 or len(set(quant)) > 1:
         ds["layer_null_storage"] = (("layer",), np.array(read.null_storages, dtype=str))
         ds["layer_null_storage"].attrs["definition"] = (
@@ -211,7 +217,7 @@ def _provenance(ds, info, read: Layers, opts: Options, label) -> None:
     """The model's and the null's attributes."""
     from ..models.weights import coarsest_storage
 
-    quant = ["none" if q is None else q.name for q in read.detected]
+    quant = read.quantisation_names
     ids, ns = read.layer_ids, read.null_storages
     ds.attrs.update(
         model=label or model_label(info.name), model_path=model_label(info.name),

@@ -86,12 +86,11 @@ class Cells:
 
     def table_reference(self, null, *, draws, seed, progress) -> TableReference:
         """The tables of ``null`` (a Gaussian null with its storage set) for these cells."""
-        from ..baseline.cache import null_table
+        from ..baseline.cache import TABLE_DRAWS, null_table
 
         kw = {"stats": self.kind, "seed": seed, "storage": null.storage_record,
-              "progress": progress}
-        if draws is not None or self.start.table:  # null_table's default asks for 1000
-            kw["min_draws"] = max(1000 if draws is None else int(draws), self.start.table)
+              "progress": progress,
+              "min_draws": max(TABLE_DRAWS if draws is None else int(draws), self.start.table)}
         table = null_table(self.d, self.d_h, **kw)
         ref = TableReference(null, self, table, null_arrays(table, self.tested, self.d, self.d_h),
                              seed=seed, progress=progress, draws=draws)

@@ -206,7 +206,7 @@ def _grow_heads(refs, values, ds, how: Decision):
 
     growing = [g for g in refs if G.can_grow(g)]
     while how.max_draws is None and growing and "head_p_value" in ds:
-        open_heads = unsettled(*_joint_bounds(refs, ds, 3, how, grow=True), how.alpha)
+        open_heads = unsettled(*_joint_bounds(refs, ds, G.LOOKS, how, grow=True), how.alpha)
         grown = 0
         for g in growing:
             mine = open_heads[slice(None) if g.rows is None else g.rows]

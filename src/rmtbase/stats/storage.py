@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from ..errors import InputError
 
 __all__ = ["FAMILIES", "MixedStorage", "Storage", "detected", "detectors", "gguf_storage",
-           "quantisation_record", "records", "register", "storage_names", "storage_record",
+           "one_quantisation", "quantisation_record", "records", "register", "storage_names", "storage_record",
            "unregister"]
 
 #: The shipped storage families: float casts, blocks along the last axis, FP8 tiles or rows
@@ -168,6 +168,12 @@ class MixedStorage:
     @property
     def is_quantised(self) -> bool:
         return any(s.is_quantised for s in self.parts)
+
+
+def one_quantisation(record) -> bool:
+    """Whether a layer's quantisation ``record`` (:func:`quantisation_record`'s answer) is one
+    block format a null can be drawn at: not None, not mixed, quantised."""
+    return record is not None and not record.is_mixed and record.is_quantised
 
 
 def quantisation_record(name) -> Storage | MixedStorage | None:
