@@ -19,9 +19,10 @@ import argparse
 import time
 
 from ..errors import InputError
+from ..stats.gaussian_null import GaussianNull
 from ..stats.names import QUANT_FORMATS
-from ..stats.null_kind import NULLS, GaussianNull, Null
-from ..stats.null_registry import REGISTRY
+from ..stats.null_protocol import Null
+from ..stats.null_registry import NULLS, REGISTRY
 from . import _output as output
 from . import _score_modes as _modes
 from . import _score_parts as parts

@@ -8,7 +8,7 @@ import os
 
 import xarray as xr
 
-from ..stats.null_kind import Null
+from ..stats.null_protocol import Null
 from ..stats.storage import one_quantisation, quantisation_record
 
 

@@ -70,7 +70,7 @@ def _spelled(value):
     """A null by its spelling (``"gaussian"``), anything else as it is: the CLI passes the
     parsed :class:`~rmtbase.stats.null_kind.Null`, a caller of ``score_collection`` may pass its
     text, and both are one key (the keys of entries written before are unchanged)."""
-    from ..stats.null_kind import Null
+    from ..stats.null_protocol import Null
 
     return str(value) if isinstance(value, Null) else value
 

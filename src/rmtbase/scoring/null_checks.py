@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..stats.null_kind import Null, PermutationNull
+from ..stats.null_protocol import Null
+from ..stats.permutation_null import PermutationNull
 
 #: Fewest permutations with W_QK element statistics the permutation null can decide on
 #: (:attr:`rmtbase.stats.null_kind.PermutationNull.min_element_draws`).

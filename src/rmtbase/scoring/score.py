@@ -44,7 +44,7 @@ import xarray as xr
 from ..decision.significance import _check_alpha
 from ..decision.verdict import NOT_TESTED, score_values
 from ..errors import InputError
-from ..stats.null_kind import Null
+from ..stats.null_protocol import Null
 from ..stats.precision import QUANT_FORMATS
 from .description import default_label, null_description
 from .layer_null import is_spectral

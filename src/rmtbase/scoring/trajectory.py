@@ -45,7 +45,8 @@ import sys
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..stats.null_kind import GaussianNull, Null
+from ..stats.gaussian_null import GaussianNull
+from ..stats.null_protocol import Null
 from .collection import COLLECTION_DIMS, combine, distinct_suffixes, unique_labels
 from .collection_runs import RETRIES, DaskRunner, EntryStore, LocalRunner, add_band, say, score_one
 from .description import model_label

@@ -15,12 +15,16 @@ value(σ) = value(1) + p ln σ for ``scaling="log"``, where σ is σ_Q (q.*), σ
 
 The names are loaded on first use (:mod:`._core`, which imports JAX): importing a light
 submodule such as :mod:`.null_kind` or :mod:`.names` imports no JAX, so that the command line
-parses its arguments (and ``rmtbase --help`` answers) without it.
+parses its arguments (and ``rmtbase --help`` answers) without it. The shipped nulls are
+registered on import (:mod:`.null_kind`, light), so ``Null.parse`` knows them whichever
+``stats`` module :class:`~.null_protocol.Null` was imported from.
 """
 
 from __future__ import annotations
 
 import importlib
+
+from . import null_kind as _null_kind  # noqa: F401  (registers the shipped nulls)
 
 __all__ = [
     "ELEMENT_STATS",

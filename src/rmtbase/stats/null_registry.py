@@ -1,7 +1,8 @@
-"""The registry of nulls by name (:mod:`rmtbase.stats.null_kind`, issue 58): filled by the
-null classes themselves when they are defined (``Null.__init_subclass__``, as gguf-py's
-quantisation classes register), read by ``Null.parse``, by :data:`~rmtbase.stats.null_kind.NULLS`
-(a live view: the CLI's ``--null`` choices) and by the re-read of a file's ``null_kind``.
+"""The registry of nulls by name (issue 58): filled by the null classes themselves when they are
+defined (``Null.__init_subclass__``, :mod:`rmtbase.stats.null_protocol`, as gguf-py's
+quantisation classes register), read by ``Null.parse``, by :data:`NULLS` (a live view: the
+CLI's ``--null`` choices) and by the re-read of a file's ``null_kind``. The shipped nulls are
+registered by :mod:`rmtbase.stats.null_kind`.
 """
 
 from __future__ import annotations
@@ -41,4 +42,8 @@ class Names(Sequence):
         return repr(tuple(self))
 
 
-__all__ = ["REGISTRY", "Names", "is_abstract"]
+#: The nulls by name, in the order the CLI lists them (the registry's, module docstring).
+NULLS = Names()
+
+
+__all__ = ["NULLS", "REGISTRY", "Names", "is_abstract"]

@@ -1,0 +1,187 @@
+"""The null protocol (``shared/design.md``: a null is a value — how its draws are made, what it
+tests, how it is described): :class:`Null`, the abstract base every null derives from. The
+nulls rmtbase ships are :class:`rmtbase.stats.gaussian_null.GaussianNull` and
+:class:`rmtbase.stats.permutation_null.PermutationNull`; :mod:`rmtbase.stats.null_kind` holds
+them by name.
+
+A null owns its reference: :meth:`Null.reference` returns the draws the heads are compared
+with, and :class:`Null` is abstract (a null class without ``reference`` cannot be constructed).
+The drawing machinery (tables, permutations) sits above ``stats``, so ``reference`` is handed
+the cells to score (:class:`rmtbase.scoring.reference.Cells`) and picks from what they can draw;
+a null with draws of its own returns any :class:`rmtbase.scoring.reference.Reference`.
+
+The values are frozen and hashable; ``str(null)`` and :attr:`Null.name` are the spelling of
+the CLI (``--null``), of ``score_model(null=...)`` and of the files (``null_kind`` attr).
+The text is parsed once, where it enters (:meth:`Null.parse`: the CLI's ``--null``, the public
+``score_model(null=...)`` and ``composition(null=...)``, a file's ``null_kind`` attr), and the
+value is passed on: the functions below (``in_family``, the null checks, the null's
+description, composition) take the :class:`Null`.
+
+One registry, filled by the classes themselves (issue 58; gguf-py's quantisation classes
+register through ``__init_subclass__`` the same way): a concrete subclass that sets its own
+:attr:`Null.name` is registered under it when it is defined, in a user's script as in this
+package (:mod:`rmtbase.stats.null_registry`), and :meth:`Null.parse`,
+:data:`~rmtbase.stats.null_registry.NULLS` (the CLI's ``--null`` choices, a live view) and the
+re-read of a file's ``null_kind`` all look it up there. An abstract subclass, or one that keeps
+its parent's name (a variant such as a test's), is not registered; a second class with a
+registered name is refused (TypeError); :func:`rmtbase.stats.null_kind.unregister` takes a name
+out (for tests).
+
+A null carries its behaviour, as numpyro's ``Distribution`` does: its draws
+(:meth:`Null.reference`, whose :class:`~rmtbase.scoring.reference.Reference` says its own
+profile null: no Gaussian default), what it tests (:attr:`Null.tests_entry_law`,
+:meth:`Null.enters`) and its capabilities as attributes, read instead of asking which class it
+is: :attr:`Null.per_head`, :attr:`Null.min_element_draws`, :attr:`Null.stored_like_checkpoint`
+(its draws put through each layer's storage, :meth:`Null.at_storage`),
+:attr:`Null.scores_components` (``--components``), :attr:`Null.scores_deltas` (``--base``) and
+:attr:`Null.composition_draws` (a head-pair composition null,
+:meth:`Null.composition_null`; 0: none). What a null lacks is refused up front, before any
+work, with the capability named (:meth:`Null.require`).
+
+The value sits in ``stats`` (beside :mod:`rmtbase.stats.precision`, whose storage names a
+Gaussian null carries), the lowest part that every user may import: the decision
+(:func:`rmtbase.decision.family.in_family`, :mod:`rmtbase.decision.verdict`), the baseline
+tables, the scoring and the CLI.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..errors import InputError
+from .null_registry import NULLS, REGISTRY, is_abstract
+from .storage import Storage, storage_record
+
+
+class _StorageRecord:
+    """:attr:`Null.storage_record` of a null that does not set its own: the record of its
+    ``storage`` name, looked up when read (a non-data descriptor, so an instance's own value,
+    set once at construction as :class:`GaussianNull` does, wins)."""
+
+    def __get__(self, obj, owner=None) -> Storage:
+        return storage_record((owner if obj is None else obj).storage)
+
+
+#: How the text names the entry-law group of statistics (:data:`rmtbase.decision.family.GROUPS`).
+ENTRY_LAW = "entry law"
+
+@dataclass(frozen=True)
+class Null(ABC):
+    """A null (module docstring). Subclasses set the class attributes and implement
+    :meth:`reference` and :meth:`description`."""
+
+    #: the spelling of the CLI, of ``score_model(null=...)`` and of the files
+    name: ClassVar[str] = ""
+    #: whether the entry law is tested (the ``entry law`` statistics enter the decision)
+    tests_entry_law: ClassVar[bool] = True
+    #: whether the draws are made from each head's own entries (no shared table)
+    per_head: ClassVar[bool] = False
+    #: fewest element draws per head with element statistics (0: none are drawn per head)
+    min_element_draws: ClassVar[int] = 0
+    #: the storage its draws are put through (float32: none; a null stored like the
+    #: checkpoint has it as a field and is set to each layer's, :meth:`at_storage`)
+    storage: ClassVar[str] = "float32"
+    #: the record of :attr:`storage` (:class:`rmtbase.stats.storage.Storage`): callers read
+    #: the storage's behaviour from it, not from the name. :class:`GaussianNull` looks it up
+    #: once, when made; a null that does not set it has its storage's looked up when read
+    storage_record = _StorageRecord()
+    #: whether its draws are put through each layer's own storage (its description then
+    #: names the storage per layer, :mod:`rmtbase.scoring.description`, from its ``ENTRIES``
+    #: and :meth:`at_storage`'s ``stored_as()``, as :class:`GaussianNull` has them)
+    stored_like_checkpoint: ClassVar[bool] = False
+    #: whether ``--components``' whole-matrix null (i.i.d. Gaussian matrices of each matrix's
+    #: shape and storage, :mod:`rmtbase.scoring.components`) is this null's
+    scores_components: ClassVar[bool] = False
+    #: whether ``--base`` (a fine-tune's dW_Q, dW_K against i.i.d. Gaussian deltas,
+    #: :mod:`rmtbase.scoring.delta`) is scored under this null
+    scores_deltas: ClassVar[bool] = False
+    #: default draws of its head-pair composition null (:meth:`composition_null`); 0: it has
+    #: none, and composition is refused up front
+    composition_draws: ClassVar[int] = 0
+
+    def __init_subclass__(cls, **kw):
+        """Register a concrete subclass that sets its own :attr:`name` (module docstring)."""
+        super().__init_subclass__(**kw)
+        name = cls.__dict__.get("name")
+        if not name or is_abstract(cls):
+            return
+        if not isinstance(name, str):
+            raise TypeError(f"{cls.__qualname__}.name must be a str, got {name!r}")
+        if name in REGISTRY:
+            raise TypeError(f"a null named {name!r} is already registered "
+                            f"({REGISTRY[name].__module__}.{REGISTRY[name].__qualname__})")
+        REGISTRY[name] = cls
+
+    @staticmethod
+    def parse(text, *, storage: str = "float32") -> Null:
+        """The null spelled ``text`` (a registered name, :data:`NULLS`); a :class:`Null` is
+        returned as it is. ``storage``: that of a null stored like the checkpoint
+        (:meth:`named`). InputError (one line) otherwise."""
+        if isinstance(text, Null):
+            return text
+        cls = REGISTRY.get(text) if isinstance(text, str) else None
+        if cls is None:
+            raise InputError(f"null must be one of {', '.join(NULLS)}, got {text!r}")
+        return cls.named(storage=storage)
+
+    @classmethod
+    def named(cls, *, storage: str = "float32") -> Null:
+        """The null of this class spelled by its name alone (:meth:`parse`): ``cls()``; a null
+        stored like the checkpoint is given ``storage``."""
+        return cls()
+
+    def at_storage(self, storage) -> Null:
+        """This null with its draws put through ``storage`` (a layer's: a name or a record of
+        :mod:`rmtbase.stats.storage`); itself when the storage plays no part (not
+        :attr:`stored_like_checkpoint`)."""
+        return self
+
+    def require(self, capability: str, what: str) -> None:
+        """InputError (one line), before any work, if this null lacks ``capability`` (the name
+        of a boolean or count attribute, e.g. ``"scores_components"``) that ``what`` needs."""
+        if not getattr(self, capability):
+            raise InputError(f"{what} needs a null with {capability}; the {self.name} null has "
+                             f"none ({type(self).__name__}.{capability} = "
+                             f"{getattr(self, capability)!r})")
+
+    def composition_null(self, pairs, *, draws: int, seed: int):
+        """The head-pair composition null of ``pairs``
+        (:class:`rmtbase.scoring.composition_pairs.Pairs`, which carries the drawing machinery
+        as :class:`~rmtbase.scoring.reference.Cells` does for :meth:`reference`): a
+        :class:`rmtbase.scoring.composition_pairs.PairNull`. A null with
+        :attr:`composition_draws` > 0 implements it."""
+        self.require("composition_draws", "composition")
+        raise NotImplementedError(f"{type(self).__name__} sets composition_draws but has no "
+                                  "composition_null")
+
+    def composition_label(self, null_storage: str) -> str:
+        """How a composition report names this null (``null_storage``: that of the file)."""
+        return self.description()
+
+    def enters(self, group: str) -> bool:
+        """Whether the statistics of ``group`` (``"entry law"``, ``"product law"``,
+        ``"spectrum"``) enter a head's decision under this null."""
+        return self.tests_entry_law or group != ENTRY_LAW
+
+    def needs_element_draws(self, kind: str) -> bool:
+        """Whether scoring statistics of ``kind`` (``"all"``, ``"spectral"``,
+        ``"elementwise"``) needs element draws per head (:attr:`min_element_draws` of them)."""
+        return self.min_element_draws > 0 and kind != "spectral"
+
+    @abstractmethod
+    def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
+        """The draws of this null for ``cells`` (:class:`rmtbase.scoring.reference.Cells`: the
+        layers stored alike at ``storage``), a :class:`rmtbase.scoring.reference.Reference`;
+        ``draws``: at least this many (None: the null's default), ``seed``: its seed."""
+
+    @abstractmethod
+    def description(self) -> str:
+        """One sentence saying what the null assumes."""
+
+    def __str__(self) -> str:
+        return self.name
+
+
+__all__ = ["ENTRY_LAW", "Null"]

@@ -1,0 +1,51 @@
+"""The permutation null (:class:`PermutationNull`, a :class:`rmtbase.stats.null_protocol.Null`):
+each head against its own entries shuffled (:mod:`rmtbase.scoring.permutation`); draws are made
+per head, the W_QK element statistics from ``element_draws`` permutations (at least
+:attr:`PermutationNull.min_element_draws`). It tests structure beyond the entry law: W_Q/W_K
+element statistics are left out. Registered as ``"permutation"`` when defined
+(:mod:`rmtbase.stats.null_registry`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .null_protocol import Null
+
+
+@dataclass(frozen=True)
+class PermutationNull(Null):
+    """Each head's own entries shuffled (:mod:`rmtbase.scoring.permutation`)."""
+
+    name: ClassVar[str] = "permutation"
+    tests_entry_law: ClassVar[bool] = False
+    per_head: ClassVar[bool] = True
+    #: Fewest permutations with W_QK element statistics the permutation null can decide on:
+    #: the per-head calibration (rmtbase.decision.omnibus) uses only draws where every
+    #: statistic is defined, and needs 20 of them.
+    min_element_draws: ClassVar[int] = 20
+    #: default draws of the composition permutation null (each costs the run's GEMMs again)
+    composition_draws: ClassVar[int] = 1000
+
+    def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
+        """Each head's own entries shuffled, ``draws`` (default 1000) spectral permutations
+        per head (:class:`rmtbase.scoring.reference.PermutationReference`); the storage
+        plays no part."""
+        return cells.permutation_reference(self, draws=draws, seed=seed, progress=progress)
+
+    def composition_null(self, pairs, *, draws: int, seed: int):
+        """Each factor's own entries shuffled
+        (:meth:`rmtbase.scoring.composition_pairs.Pairs.permuted_entries`)."""
+        return pairs.permuted_entries(draws=draws, seed=seed)
+
+    def composition_label(self, null_storage: str) -> str:
+        return "permutation (each factor's entries shuffled)"
+
+    def description(self) -> str:
+        return ("each head's own entries, shuffled: W_Q and W_K each permuted uniformly at "
+                "random and independently (tests structure beyond the entry law; element "
+                "statistics of W_Q and W_K left out)")
+
+
+__all__ = ["PermutationNull"]
