@@ -89,7 +89,7 @@ def test_spectral_statistics_are_insensitive_to_float_rounding():
     (rmtbase.baseline.null.fast_spectral)."""
     import jax
 
-    from rmtbase.decision.verdict import normalise
+    from rmtbase.decision.scale import normalise
     from rmtbase.ensembles import lowrank_factors
     from rmtbase.stats import head_stats
     from rmtbase.stats.precision import round_trip

@@ -82,7 +82,7 @@ def _heads(seed=0, n=3, d_h=8, d=32):
 
 @pytest.mark.parametrize("factor", [1e8, 1e-8, 1e15, 1e-20])
 def test_layer_stats_scale_free_at_extreme_scales(factor):
-    from rmtbase.decision.verdict import scaling
+    from rmtbase.decision.scale import scaling
     from rmtbase.scoring.layer_stats import layer_stats
 
     wq, wk = _heads()

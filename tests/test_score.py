@@ -109,7 +109,7 @@ def test_self_normalisation_is_exact_under_rescaling(sigma_heads):
     """head_stats(a W_Q, b W_K) self-normalised equals head_stats(W_Q, W_K) self-normalised,
     for every statistic: checks the STAT_INFO powers and our σ bookkeeping together."""
     from rmtbase.decision.family import NOT_TESTED as _NOT_TESTED
-    from rmtbase.decision.verdict import normalise
+    from rmtbase.decision.scale import normalise
 
     s1, s2, (a, b) = sigma_heads
     np.testing.assert_allclose(s2["q.rms"], a * s1["q.rms"], rtol=1e-5)

@@ -24,7 +24,7 @@ def test_derived_tables_cover_the_registry_exactly():
     from rmtbase.baseline.references import REFERENCE_NOTES
     from rmtbase.decision.effect import TRANSFORM, transform_of
     from rmtbase.decision.family import DUPLICATES, HISTOGRAM
-    from rmtbase.decision.verdict import NAN_REASONS
+    from rmtbase.decision.score_dataset import NAN_REASONS
 
     names = [s.name for s in STATISTICS]
     assert len(set(names)) == len(names)

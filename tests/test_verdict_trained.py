@@ -69,7 +69,7 @@ def test_bf16_copy_l4h11_is_not_cancelled(tmp_path, minilm):
 
 def test_resolution_note_reaches_the_summary():
     """Too few draws for the p one head needs: said in attrs and in summary.txt."""
-    from rmtbase.decision.verdict import resolution_note
+    from rmtbase.decision.resolution import resolution_note
     from rmtbase.report.tables import summary_text
 
     note = resolution_note([200, 1000], 72, 0.05)

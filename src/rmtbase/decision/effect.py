@@ -8,7 +8,7 @@ per-statistic ``effect`` (the normal score of the p-value, :mod:`.tails`) is the
 144 at the cap, so every ranking by p or effect tied and fell back to index order.
 
 ``distance`` answers "how far?": for each statistic s of a head, with v its self-normalised
-value (:func:`rmtbase.decision.verdict.normalise`; scale statistics divided by their own
+value (:func:`rmtbase.decision.scale.normalise`; scale statistics divided by their own
 rms^p, so every distance is free of σ) and X_1…X_N the self-normalised null draws,
 
     distance_s = (g(v) − mean g(X)) / sd g(X)        (ddof 1, finite draws only),

@@ -108,7 +108,7 @@ def add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> No
     list of ``(rows, ref)``: the layers at positions ``rows`` against their own null (layers
     stored at different precisions)."""
     from ..analytic.product import edges
-    from .verdict import normalise
+    from .scale import normalise
 
     def of(r):
         return normalise("qk.lambda_max", r["qk.lambda_max"], r["q.rms"], r["k.rms"]) / d**2

@@ -55,12 +55,12 @@ import xarray as xr
 
 from ..errors import InputError, TableError
 from ..stats.null_kind import Null
-from ._dataset import HEAD_VARS, NAN_REASONS, SCORE_VARS, _dataset  # noqa: F401 - re-exported
 from .effect import distance, head_effect, natural_effect, null_moments
 from .family import NOT_TESTED, in_family, stat_family_mask
 from .omnibus import calibrated, cauchy_statistic, resolution_floor
 from .resolution import resolution_note
-from .scale import _check_rms, _to_raw, normalise, scaling  # noqa: F401 - re-exported
+from .scale import _check_rms, _to_raw, normalise
+from .score_dataset import SCORE_VARS, _dataset
 from .significance import _check_alpha, benjamini_hochberg
 from .tails import TailModel
 

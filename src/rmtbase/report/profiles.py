@@ -72,7 +72,7 @@ def head_values(ds: xr.Dataset, stat: str) -> np.ndarray:
 def null_band(d: int, d_h: int, storage: str = "float32", seed: int = 0) -> dict:
     """{stat: (2.5 %, 50 %, 97.5 %)} of one null head's scale-free statistics at (d, d_h)."""
     from ..baseline.cache import null_table
-    from ..decision.verdict import normalise
+    from ..decision.scale import normalise
 
     t = null_table(int(d), int(d_h), stats="spectral", min_draws=1000, seed=int(seed),
                    storage=storage)

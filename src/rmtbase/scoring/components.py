@@ -42,8 +42,10 @@ import xarray as xr
 
 from .._version import __version__
 from ..decision.family import HISTOGRAM, in_family
+from ..decision.scale import scaling
+from ..decision.score_dataset import SCORE_VARS
 from ..decision.significance import _check_alpha, benjamini_hochberg
-from ..decision.verdict import SCORE_VARS, scaling, score_values
+from ..decision.verdict import score_values
 from ..errors import InputError, check_draws
 from ..stats.precision import QUANT_FORMATS
 from .component_cells import _Cell, _read

@@ -75,7 +75,7 @@ def restore_scale(st: dict, cq, ck, where: str = "") -> dict:
     units: ``x·c^p`` or ``x + p ln c`` in float64 by each statistic's ``sigma_power``; a raw
     value (or the scale^p the decision divides by) outside float64 is a one-line
     :class:`~rmtbase.errors.ModelError` naming the scale."""
-    from ..decision.verdict import scaling
+    from ..decision.scale import scaling
     from ..errors import ModelError
 
     cq, ck = np.asarray(cq, np.float64), np.asarray(ck, np.float64)

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..decision.family import in_family
+from ..decision.scale import normalise
 from ..decision.tails import TailModel
-from ..decision.verdict import normalise, score_values_by_layer
+from ..decision.verdict import score_values_by_layer
 from .reference import spectral_names
 from .stopping import GROWTH, MAX_DRAWS, STOP_ERROR, looks, stopping_note, unsettled
 

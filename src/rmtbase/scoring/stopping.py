@@ -100,8 +100,9 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     values: the heads' statistics {stat: (layer, head)} with ``q.rms``, ``k.rms``;
     spectral: the spectral statistics the extension refines."""
     from ..decision.family import NOT_TESTED, in_family
+    from ..decision.scale import normalise
     from ..decision.significance import benjamini_hochberg
-    from ..decision.verdict import _head_p, _tests, normalise
+    from ..decision.verdict import _head_p, _tests
 
     names = [n for n in values if n not in NOT_TESTED]
     family = in_family(names, unreliable=unreliable)  # the Gaussian null (its tables extend)
@@ -139,7 +140,7 @@ def tail_counts(groups, values, names) -> tuple[dict, np.ndarray]:
     """({stat: (layer, head) k}, (layer, head) N): of each head's N spectral reference draws
     (its group's, as in :func:`unsettled`), the k at or beyond its value of each statistic in
     ``names`` on its nearer side (what :func:`p_interval` counts). NaN values give k = N."""
-    from ..decision.verdict import normalise
+    from ..decision.scale import normalise
 
     rq = np.asarray(values["q.rms"], dtype=np.float64)
     rk = np.asarray(values["k.rms"], dtype=np.float64)

@@ -15,7 +15,7 @@ reference per matrix; and per matrix the statistic it duplicates, with the reaso
 :data:`STATISTICS` is the registry, in the order tables and scores list statistics. The old
 per-topic tables — ``rmtbase.stats.STAT_INFO``, ``SPECTRAL_STATS``,
 ``rmtbase.decision.effect.TRANSFORM``, ``rmtbase.decision.family.DUPLICATES``/``HISTOGRAM``,
-``rmtbase.decision.verdict.NAN_REASONS``, ``rmtbase.baseline.references.REFERENCE_NOTES`` —
+``rmtbase.decision.score_dataset.NAN_REASONS``, ``rmtbase.baseline.references.REFERENCE_NOTES`` —
 are derived from it here (:func:`stat_info`, :func:`transforms`, …), so a statistic is added
 by one record. A spectral statistic is one record with its ``fn`` (those of the registry in
 :mod:`._lambda`): the null tables store the spectra of their draws, so it needs no data
