@@ -11,13 +11,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from rmtbase.report.tables import (
-    anomaly_table,
-    null_storage_read,
-    storage_name,
-    storage_read,
-    summary_text,
-)
+from rmtbase.report.storage_text import null_storage_read, storage_name, storage_read
+from rmtbase.report.tables import anomaly_table, summary_text
 
 
 def _fake(layers=3, **attrs):

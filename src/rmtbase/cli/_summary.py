@@ -156,7 +156,7 @@ def _heads(e) -> list[dict]:
 def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
     """The ``--json`` document of ``rmtbase score`` (module docstring)."""
     from ..decision.kinds import kind_counts
-    from ..report.tables import null_storage_read, storage_read
+    from ..report.storage_text import null_storage_read, storage_read
     from ..scoring.collection import entries
 
     docs = []

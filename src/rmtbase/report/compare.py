@@ -31,7 +31,7 @@ from ..files.output import OutputFolder, check_output_dir
 from ..scoring.collection import collection_dim, distinct_suffixes, entries, folder_labels
 from . import profiles
 from ._html_figures import figure_saver
-from .tables import null_storage_read, storage_read
+from .storage_text import null_storage_read, storage_read
 
 KIND = "rmtbase compare"
 GROUPS = ("spectrum", "product law", "entry law")
@@ -127,7 +127,7 @@ def flag_table(items):
         row = dict(model=label, architecture=str(ds.attrs.get("architecture", "")),
                    d=int(ds.attrs["d"]), d_h=int(ds.attrs["d_h"]), layers=int(ds.sizes["layer"]),
                    heads_per_layer=int(ds.sizes["head"]),
-                   storage=storage_read(ds),  # Q4_1, fp8_e4m3 … (tables.storage_read)
+                   storage=storage_read(ds),  # Q4_1, fp8_e4m3 … (storage_text.storage_read)
                    # what the null was stored as: the GGUF block format where there is one
                    null_storage=null_storage_read(ds),
                    null=str(ds.attrs.get("null_kind", "")), heads=int(flag.size),

@@ -44,7 +44,8 @@ import xarray as xr
 from ..decision.kinds import kinds_of, kinds_phrase
 from ..decision.order import EVIDENCE, sort_key
 from ..scoring.collection import entries
-from .tables import head_order, head_ranks, null_storage_read, storage_read
+from .storage_text import null_storage_read, storage_read
+from .tables import head_order, head_ranks
 
 #: key -> (variable, significant digits)
 _TEST_VARS = {"v": ("value", 4), "m": ("null_mean", 4), "s": ("null_std", 3), "z": ("z", 3),

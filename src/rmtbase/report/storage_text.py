@@ -3,8 +3,7 @@
 GGUF block types are spelled as ggml spells them (``Q4_1``, ``Q4_K``), every other storage as
 the score names it (``fp8_e4m3``, ``bfloat16``, ``float32``); a score whose layers differ lists
 each storage with its layer count (``Q5_0 (26 layers), Q8_0 (8 layers)``). The first line, the
-summary, report.html, compare and ``--json`` all use these (through :mod:`.tables`, which
-re-exports them).
+summary, report.html, compare and ``--json`` all use these.
 """
 
 from __future__ import annotations

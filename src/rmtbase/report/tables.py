@@ -11,13 +11,11 @@ import numpy as np
 import xarray as xr
 
 from ..decision.kinds import kinds_of, kinds_phrase
-from .storage_text import null_storage_read, storage_name, storage_phrase, storage_read
+from .storage_text import null_storage_read, storage_phrase, storage_read
 
-#: Also imported from here: the storage names of :mod:`.storage_text`.
 __all__ = ["EFFECT_NOTE", "MEANING", "anomaly_table", "fmt_p", "has_head_effect", "head_order",
-           "head_ranking", "head_ranks", "head_table", "long_table", "null_storage_read",
-           "order_line", "profile_table", "storage_name", "storage_phrase", "storage_read",
-           "summary_text"]
+           "head_ranking", "head_ranks", "head_table", "long_table", "order_line",
+           "profile_table", "summary_text"]
 
 _CSV_VARS = ("value", "null_mean", "null_std", "z", "effect", "distance", "p_value", "p_method",
              "q_value", "percentile", "flag")
