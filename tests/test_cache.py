@@ -47,7 +47,7 @@ def test_generated_then_cached(user_cache, monkeypatch):
     def no_generation(*a, **k):
         raise AssertionError("should have come from the cache")
 
-    monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
+    monkeypatch.setattr(rmtbase.baseline.tables, "cell_table", no_generation)
     second = cache.null_table(16, 4, stats="all", min_draws=30, seed=7)
     # a request for fewer draws gets exactly its draws, the first 30 (issue 59)
     assert second.sizes["draw"] == 30 and second.attrs["draws"] == 30
@@ -199,7 +199,7 @@ def test_shipped_table_served_without_generation(monkeypatch, user_cache):
     def no_generation(*a, **k):
         raise AssertionError("shipped table not used")
 
-    monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
+    monkeypatch.setattr(rmtbase.baseline.tables, "cell_table", no_generation)
     ds = cache.null_table(e["d"], e["d_h"], stats="spectral", min_draws=1000, seed=e["seed"])
     best = max(x["draws"] for x in entries if (x["d"], x["d_h"]) == (e["d"], e["d_h"])
                and not x.get("extension"))
@@ -217,7 +217,7 @@ def test_extension_table_serves_only_longer_requests(monkeypatch, user_cache):
     def no_generation(*a, **k):
         raise AssertionError("shipped table not used")
 
-    monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_generation)
+    monkeypatch.setattr(rmtbase.baseline.tables, "cell_table", no_generation)
     assert cache.null_table(384, 32, stats="spectral", min_draws=1000).sizes["draw"] == 4000
     for n in (20_000, 100_000):
         ds = cache.null_table(384, 32, stats="spectral", min_draws=n)

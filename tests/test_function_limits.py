@@ -1,6 +1,7 @@
 """The orchestrators stay small (issue 50, step 4), measured on the source (ast).
 
-- every function (methods and nested functions too) in ``scoring/`` and ``decision/``: at most
+- every function (methods and nested functions too) in ``scoring/``, ``decision/`` and
+  ``baseline/`` (issue 58 item 4): at most
   :data:`MAX_LINES` lines (``def`` to its last line, docstring included) and
   :data:`MAX_PARAMS` parameters (``self``/``cls`` not counted; ``*args``/``**kw`` count one
   each), and no ``return`` of a tuple literal with more than :data:`MAX_TUPLE` items;
@@ -33,6 +34,22 @@ EXCEPTIONS = {
     "scoring/composition.py::composition": {"params": 11},  # + progress (issue 55)
     "scoring/trajectory.py::score_collection": {"params": 11},
     "decision/verdict.py::score_values": {"params": 9},
+    # baseline/ (issue 58 item 4): public entry points whose keyword options are documented
+    #  (docs/contract.md, README, tests pass them by name); each validates them into one record
+    #  (TableSpec, TableKey, Draws, NetworkSpec) and forwards that record, never the list
+    "baseline/tables.py::baseline": {"params": 16},  # -> make_spec -> TableSpec
+    "baseline/table_spec.py::make_spec": {"params": 11},  # TableSpec's keyword builder
+    "baseline/null.py::null_draws": {"params": 17, "lines": 70},  # -> Draws (validation)
+    "baseline/cache.py::null_table": {"params": 9},  # -> table_key -> TableKey
+    "baseline/cache.py::table_filename": {"params": 9},  # every key of a cache file's name
+    "baseline/network_tables.py::network_draws": {"params": 10},
+    "baseline/network_tables.py::network_table": {"params": 10},  # -> NetworkSpec
+    "baseline/sweep.py::sweep": {"params": 10},  # **options -> make_spec -> TableSpec
+    "baseline/sweep.py::network_sweep": {"params": 14},  # -> NetworkSpec
+    "baseline/sweep_cache.py::sweep_into_cache": {"params": 14},  # -> TableKey per request
+    "baseline/matrix_null.py::matrix_null_draws": {"params": 9},  # HA's file (issue 58)
+    # the per-draw program of one Draws record: one closure per route, traced as one program
+    "baseline/null.py::_draw_fn": {"lines": 79},
     # not yet restructured (issue 50 step 4 left them; see the commit that added this test)
 }
 
@@ -70,7 +87,7 @@ LIMITS = {"lines": MAX_LINES, "params": MAX_PARAMS, "tuple": MAX_TUPLE}
 
 def _over() -> dict:
     out = {}
-    for part in ("scoring", "decision"):
+    for part in ("scoring", "decision", "baseline"):
         for path in sorted((SRC / part).rglob("*.py")):
             for name, fn in _functions(path):
                 m = _measure(fn)
@@ -80,7 +97,7 @@ def _over() -> dict:
     return out
 
 
-def test_functions_in_scoring_and_decision_stay_within_the_limits():
+def test_functions_in_scoring_decision_and_baseline_stay_within_the_limits():
     over = _over()
     new = {k: v for k, v in over.items() if k not in EXCEPTIONS}
     assert not new, f"over {LIMITS}: {new}"

@@ -119,7 +119,7 @@ def test_first_score_of_the_default_model_generates_nothing(monkeypatch, tmp_pat
         raise AssertionError("a first run generated null draws")
 
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(rmtbase.baseline.tables, "baseline", no_draws)
+    monkeypatch.setattr(rmtbase.baseline.tables, "cell_table", no_draws)
     monkeypatch.setattr(rmtbase.scoring.score, "_drawn_spectrum_band", no_draws)
     ds = score_model(None, progress=False)
     assert ds.attrs["spectral_null_draws"] == 4000  # settled at the shipped table (stopping rule)

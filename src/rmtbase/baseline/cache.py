@@ -205,6 +205,22 @@ class TableKey:
     dtype: str
     storage: Storage
 
+    def filename(self) -> str:
+        """The user-cache file name of this request at exactly ``min_draws`` draws
+        (:func:`table_filename`)."""
+        return table_filename(self.d, self.d_h, ensemble=self.ensemble, stats=self.stats,
+                              draws=self.min_draws, seed=self.seed, dtype=self.dtype,
+                              storage=self.storage)
+
+    def spec(self, chunk_size=None):
+        """The :class:`rmtbase.baseline.table_spec.TableSpec` that draws this request's table
+        (σ = 1, ``min_draws`` draws)."""
+        from .table_spec import make_spec
+
+        return make_spec(draws=self.min_draws, seed=self.seed, stats=self.stats,
+                         ensemble=self.ensemble, dtype=self.dtype, storage=self.storage.name,
+                         chunk_size=chunk_size)
+
 
 def table_key(d, d_h, *, stats="all", min_draws=TABLE_DRAWS, seed=0, ensemble="lowrank",
               dtype="float32", storage="float32") -> TableKey:
@@ -230,21 +246,28 @@ def cache_target(d: int, d_h: int, *, stats: str = "all", draws: int = TABLE_DRA
                  storage: str = "float32") -> Path:
     """The user-cache file :func:`null_table` writes when it generates the table of this
     request (``draws`` draws; float storages of a spectral request map to float32)."""
-    key = table_key(d, d_h, stats=stats, min_draws=draws, seed=seed, ensemble=ensemble,
-                    dtype=dtype, storage=storage)
-    return cache_dir() / table_filename(key.d, key.d_h, ensemble=ensemble, stats=stats,
-                                        draws=key.min_draws, seed=seed, dtype=key.dtype,
-                                        storage=key.storage)
+    return key_target(table_key(d, d_h, stats=stats, min_draws=draws, seed=seed,
+                                ensemble=ensemble, dtype=dtype, storage=storage))
+
+
+def key_target(key: TableKey) -> Path:
+    """:func:`cache_target` of a validated request."""
+    return cache_dir() / key.filename()
 
 
 def lookup_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
                  ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32"):
     """The table :func:`null_table` would return without generating one (shipped, then the
     user cache; see :func:`null_table` for the rules), or None where it would generate."""
+    return lookup_key(table_key(d, d_h, stats=stats, min_draws=min_draws, seed=seed,
+                                ensemble=ensemble, dtype=dtype, storage=storage))
+
+
+def lookup_key(key: TableKey):
+    """:func:`lookup_table` of a validated request."""
     from .tables import read_table
 
-    key = table_key(d, d_h, stats=stats, min_draws=min_draws, seed=seed, ensemble=ensemble,
-                    dtype=dtype, storage=storage)
+    stats = key.stats
     shipped = [e for e in shipped_index() if _matches(e, key)]
     if shipped:
         # an extension table serves only what no ordinary shipped table can (see module doc)
@@ -282,36 +305,32 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_D
     time (:mod:`rmtbase.baseline.sweep_cache`); inside a Dask task (a collection scored with
     ``--workers``) the blocks of a table generated here are drawn by the task's whole cluster,
     bit for bit the same (:mod:`rmtbase.baseline.task_cluster`)."""
-    from .tables import baseline
-
-    found = lookup_table(d, d_h, stats=stats, min_draws=min_draws, seed=seed,
-                         ensemble=ensemble, dtype=dtype, storage=storage)
-    if found is not None:
-        return found
     key = table_key(d, d_h, stats=stats, min_draws=min_draws, seed=seed, ensemble=ensemble,
                     dtype=dtype, storage=storage)
-    d, d_h, storage = key.d, key.d_h, key.storage.name  # the name, for the messages and files
+    found = lookup_key(key)
+    if found is not None:
+        return found
+    d, d_h, storage = key.d, key.d_h, key.storage.name  # the name, for the messages
     directory = cache_dir()
     from ..progress import NULL_CPU_EVERY, message, progress_bar
 
     if progress:
         message(f"rmtbase: generating the null table d={d}, d_h={d_h}, {stats} statistics, "
-                f"{storage} storage, {int(min_draws)} draws (cached in {directory} for next "
+                f"{storage} storage, {key.min_draws} draws (cached in {directory} for next "
                 "time)")
+    from .tables import cell_table
     from .task_cluster import table_on_cluster, task_client
 
-    options = dict(draws=int(min_draws), seed=seed, stats=stats, ensemble=ensemble,
-                   dtype=key.dtype, storage=storage)
+    spec = key.spec()
     with task_client() as client:  # inside a Dask task: its blocks drawn by the whole cluster
         if client is None:  # draws done / total, also every NULL_CPU_EVERY s of CPU between
-            with progress_bar(int(min_draws), enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
+            with progress_bar(key.min_draws, enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
                               desc=f"rmtbase null table d={d}, d_h={d_h} ({stats}, "
                                    f"{storage})") as bar:
-                ds = baseline(d, d_h, progress=bar, **options)
+                ds = cell_table(spec, (d, d_h), bar)
         else:
-            ds = table_on_cluster(client, d, d_h, **options)
-    path = cache_target(d, d_h, stats=stats, draws=int(min_draws), seed=seed,
-                        ensemble=ensemble, dtype=key.dtype, storage=storage)
+            ds = table_on_cluster(client, spec, (d, d_h))
+    path = key_target(key)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         from .tables import write_table

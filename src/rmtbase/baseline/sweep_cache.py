@@ -71,24 +71,22 @@ def plan(cells, storages, *, stats="all", draws=None, seed=0, chunk_size=None,
          resume=True) -> tuple[dict, list[Path]]:
     """({job: (spec, cell, store)} of the tables to build, [cache files that already serve a
     request]); jobs are keyed (target path, d, d_h), one per distinct target."""
-    from .cache import cache_target, lookup_table
+    from .cache import key_target, lookup_key, table_key
     from .partial import PartialStore
-    from .tables import make_spec
 
     jobs, found = {}, []
     for cell in cells:
         for storage in storages:
             for r in score_requests(stats, draws, storage):
-                target = cache_target(*cell, stats=r["stats"], draws=r["draws"], seed=seed,
-                                      storage=r["storage"])
+                key = table_key(*cell, stats=r["stats"], min_draws=r["draws"], seed=seed,
+                                storage=r["storage"])
+                target = key_target(key)
                 if (target, *cell) in jobs or target in found:
                     continue
-                if lookup_table(*cell, stats=r["stats"], min_draws=r["draws"], seed=seed,
-                                storage=r["storage"]) is not None:
+                if lookup_key(key) is not None:
                     found.append(target)
                     continue
-                spec = make_spec(draws=r["draws"], seed=seed, stats=r["stats"],
-                                 storage=r["storage"], chunk_size=chunk_size)
+                spec = key.spec(chunk_size)
                 jobs[(target, *cell)] = (spec, cell, PartialStore(target, spec) if resume
                                          else None)
     return jobs, found
@@ -105,7 +103,6 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
     score's. Each table is written as its last block arrives. ``then``: called with the
     client once the tables are written, before the cluster closes (the command draws the
     profile nulls there). Returns ``{"written": [...], "found": [...]}`` (cache files)."""
-    from ..files.user_cache import cache_dir
     from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
     from .sweep import _client, _distributed, check_blocks_per_task, run_jobs
@@ -127,13 +124,7 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
         check_cells(spec, [cell], memory=scheduler is None and client is None)
     written = []
     if jobs:
-        directory = cache_dir()
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InputError(f"cannot create the cache folder {directory}: {exc}") from None
-        if not os.access(directory, os.W_OK | os.X_OK):
-            raise InputError(f"the cache folder {directory} is not writable")
+        _writable_cache()
     specs = {job[0]: spec for job, (spec, _, _) in jobs.items()}  # job[0]: its target
     blocks = BlockJobs(jobs, per)
 
@@ -155,6 +146,20 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
         if then is not None:
             then(c)
     return {"written": written, "found": found}
+
+
+def _writable_cache() -> None:
+    """Create the user cache folder (:func:`rmtbase.files.user_cache.cache_dir`) or refuse in
+    one line, before any task: it cannot be made, or it is not writable."""
+    from ..files.user_cache import cache_dir
+
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the cache folder {directory}: {exc}") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InputError(f"the cache folder {directory} is not writable")
 
 
 __all__ = ["SPECTRAL_REFERENCE_DRAWS", "default_draws", "plan", "score_requests",

@@ -253,6 +253,14 @@ def run_cells(spec: TableSpec, cells: Iterable[tuple[int, int]], progress: bool 
                 for d, d_h in cells}
 
 
+def cell_table(spec: TableSpec, cell: tuple[int, int], progress=True) -> xr.Dataset:
+    """The table of ``spec`` at one validated cell (d, d_h), drawn in this process after
+    :func:`check_cells`: what :func:`baseline` returns for it without ``out`` (the request
+    record :func:`rmtbase.baseline.cache.null_table` forwards)."""
+    check_cells(spec, [cell])
+    return assemble(spec, [cell], run_cells(spec, [cell], progress))
+
+
 def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", draws=2000,
              seed=0, stats="all", depth=None, dtype="float32", chunk_size=None, out=None,
              progress=True, storage="float32", resume=True):

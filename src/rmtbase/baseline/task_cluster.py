@@ -61,19 +61,18 @@ def map_in_order(client, fn, args: list[tuple]) -> list:
     return out
 
 
-def table_on_cluster(client, d: int, d_h: int, **options):
-    """The σ = 1 table :func:`rmtbase.baseline.tables.baseline` would draw for the one cell
-    (d, d_h) with ``options`` (``stats``, ``draws``, ``seed``, ``ensemble``, ``dtype``,
-    ``storage``), its blocks of :data:`rmtbase.baseline.tables.DRAW_BLOCK` draws computed as
-    tasks of ``client`` and assembled here, bit for bit the same."""
+def table_on_cluster(client, spec, cell):
+    """The σ = 1 table :func:`rmtbase.baseline.tables.cell_table` would draw for ``spec``
+    (:class:`rmtbase.baseline.table_spec.TableSpec`) at the one cell (d, d_h), its blocks of
+    :data:`rmtbase.baseline.tables.DRAW_BLOCK` draws computed as tasks of ``client`` and
+    assembled here, bit for bit the same."""
     from functools import partial
 
     from .block_jobs import BlockJobs, job_blocks
     from .sweep import run_jobs
-    from .tables import assemble, check_cells, make_spec
+    from .tables import assemble, check_cells
 
-    spec = make_spec(**options)
-    cell = (int(d), int(d_h))
+    cell = (int(cell[0]), int(cell[1]))
     check_cells(spec, [cell])
     jobs = BlockJobs({(0, *cell): (spec, cell, None)}, 1)
     n = run_jobs(jobs, partial(job_blocks, {0: spec}), None, None, client, False)
