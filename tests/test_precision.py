@@ -118,7 +118,7 @@ def test_detect_quantisation_quick_rejection_gives_the_full_rules_answer(monkeyp
     """Above 1024 blocks, float weights are ruled out on a strided sample of blocks first: on
     float32/bfloat16 Gaussian weights, on each format, and on matrices in which 30 %, 60 % or
     95 % of the rows were dequantised, the answer is the full rule's (the sample check off)."""
-    from rmtbase.stats import precision
+    from rmtbase.stats import detection
 
     rng = np.random.default_rng(8)
     w = (0.02 * rng.standard_normal((64, 1024))).astype(np.float32)  # 2048 blocks
@@ -133,7 +133,7 @@ def test_detect_quantisation_quick_rejection_gives_the_full_rules_answer(monkeyp
             mixed[rows] = deq[rows]
             cases[f"{fmt} {share:.0%}"] = (mixed, "float32")
     quick = {k: detect_quantisation(x, storage=st) for k, (x, st) in cases.items()}
-    monkeypatch.setattr(precision, "_DETECT_SAMPLE", 10**9)  # the full rule only
+    monkeypatch.setattr(detection, "_DETECT_SAMPLE", 10**9)  # the full rule only
     full = {k: detect_quantisation(x, storage=st) for k, (x, st) in cases.items()}
     assert quick == full
     assert quick["float32"] is None and quick["bfloat16"] is None

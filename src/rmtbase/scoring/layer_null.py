@@ -51,21 +51,19 @@ def layer_quantisation(lh, wq, wk, storage, group):
     :class:`~rmtbase.stats.storage.MixedStorage` where W_Q and W_K differ): as a GGUF file
     says it (several types among the layer's tensors joined by "+": the name is looked up here,
     once), else the lattice detected on W_Q and on W_K
-    (:func:`rmtbase.stats.precision.detect_quantisation`, at any width: a format detected by a
+    (:func:`rmtbase.stats.detection.detect_record`, at any width: a format detected by a
     function of its record needs no 32-entry blocks), else None."""
-    from ..stats.precision import detect_quantisation
-    from ..stats.storage import MixedStorage, quantisation_record, storage_record
+    from ..stats.detection import detect_record
+    from ..stats.storage import MixedStorage, quantisation_record
 
     said = getattr(lh, "quantisation", None)
     if said:
         return quantisation_record(said)
-    dq = detect_quantisation(wq, storage=storage)
+    dq = detect_record(wq, storage=storage)
     if dq is None:
         return None
-    dk = detect_quantisation(wk[::group], storage=storage)
-    if dk in (None, dq):
-        return storage_record(dq)
-    return MixedStorage((storage_record(dq), storage_record(dk)))
+    dk = detect_record(wk[::group], storage=storage)
+    return dq if dk in (None, dq) else MixedStorage((dq, dk))
 
 
 def layer_null(storage, detected, quantized_null):

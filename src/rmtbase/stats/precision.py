@@ -36,8 +36,8 @@ bits, GGUF type, …): the functions here read the record, never the name.
 
 Blocks run along the last axis (the input axis of a ``(d_h, d)`` factor or an nn.Linear
 ``(out, in)`` weight), which must then be a multiple of 32 (256 for K-quants: ``block_size``).
-Detection (:func:`detect_quantisation`) knows Q4_0, Q4_1 and Q8_0 only; a GGUF file names its
-type directly.
+Detection (:func:`detect_quantisation`, :mod:`rmtbase.stats.detection`) knows Q4_0, Q4_1, Q5_0
+and Q8_0 and any record with a detector of its own; a GGUF file names its type directly.
 
 σ-invariance. Floating-point rounding commutes with scaling by powers of two, and the block
 formats with any scale (up to the float16 rounding of d and m), so a σ = 1 null table serves
@@ -51,11 +51,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..errors import InputError
 from ._exact import div_pow2_minus_1 as _div_pow2_minus_1  # as the K-quants: exact quotients
 from ._exact import unfused
+from .detection import detect_quantisation  # noqa: F401 - re-exported
 from .names import (  # noqa: F401 - re-exported
     FLOAT_STORAGES,
     FP8_FORMATS,
@@ -63,9 +63,7 @@ from .names import (  # noqa: F401 - re-exported
     QUANT_FORMATS,
     STORAGES,
 )
-from .storage import detected, detectors, storage_record
-
-QBLOCK = 32
+from .storage import storage_record
 
 
 def block_size(storage: str) -> int:
@@ -205,10 +203,10 @@ def lattice_cells(v, storage: str):
     subnormal step. Zero gets half a subnormal step on each side. Other storages: zeros (points).
     """
     v = jnp.asarray(v)
-    if not is_lattice(storage):
+    record = storage_record(storage)
+    if not record.lattice:
         z = jnp.zeros_like(v)
         return z, z
-    record = storage_record(storage)
     p, tiny = record.bits, record.tiny
     if v.dtype not in (jnp.float32, jnp.float64):
         v = v.astype(jnp.float32)
@@ -229,82 +227,3 @@ def lattice_cells(v, storage: str):
     below = 0.5 * jnp.where(neg, up, toward_zero)
     above = 0.5 * jnp.where(neg, toward_zero, up)
     return below, above
-
-
-_DETECT_SAMPLE = 1024  # blocks of the quick rejection of float weights
-_DETECT_CHUNK = 1 << 15  # blocks per chunk of detect_quantisation (1 M entries)
-
-
-def detect_quantisation(w, *, storage: str = "float32", min_fraction: float = 0.9) -> str | None:
-    """Name the block format that ``w`` (``(..., n)``, n a multiple of 32) was dequantised from.
-
-    A block of 32 entries along the last axis is consistent with a format when every entry is
-    an integer multiple of that block's implied step: Q4_1 — (x − min)/((max − min)/15) ∈
-    {0..15}; Q4_0 — x/d ∈ {−8..7} with d = −x_amax/8; Q5_0 — x/d ∈ {−16..15} with
-    d = −x_amax/16 (tried after Q4_0, whose blocks also lie on it); Q8_0 — x/d ∈ {−127..127} with
-    d = max|x|/127. The tolerance on a level is 10⁻³ plus what storing the dequantised values
-    as ``storage`` can move it (1.5·2^(−p)·(|x| + |offset| + |what d came from|)/|d|, p the
-    storage's significant bits); a block whose tolerance would exceed 0.25 of a level cannot
-    be decided (Q8_0 stored as bfloat16). Returns the first format (coarsest first) that at
-    least ``min_fraction`` of the blocks satisfy, else None. Gaussian float weights do not pass
-    (a 32-entry block lands on such a grid by chance with probability below 10⁻¹²; the test
-    suite checks float32, float16 and bfloat16 Gaussian weights). A record with a
-    ``detector`` of its own is asked first (:attr:`rmtbase.stats.storage.Storage.detector`).
-    """
-    # largest relative rounding error of the storage (half an ulp), with a margin of 1.5
-    rel = 1.5 * 2.0 ** -storage_record(storage).bits
-    formats = detected()  # Q4_1, Q4_0, Q5_0, Q8_0: coarsest first
-    w = np.asarray(w)
-    for fmt in detectors():  # formats detected by a function of their record, first
-        if fmt.detector(w, fmt, rel):
-            return fmt.name
-    n = w.shape[-1] if w.ndim else 0
-    if n % QBLOCK or w.size < QBLOCK:
-        return None
-    blocks = w.reshape(-1, QBLOCK)
-    n_blocks = blocks.shape[0]
-    # float weights are ruled out on an evenly strided sample of _DETECT_SAMPLE blocks: where
-    # fewer than half of the sample fit any format, fewer than min_fraction of all blocks can
-    # fit unless the misfits sit exactly on the sampled blocks (a float layer then costs ~1 ms
-    # in place of a chunk per format, ~0.17 s for a LLaMA-8B layer's W_Q)
-    if n_blocks > _DETECT_SAMPLE:
-        sample = blocks[::n_blocks // _DETECT_SAMPLE][:_DETECT_SAMPLE]
-        fits = [_block_fit(sample, fmt, rel) for fmt in formats]
-        if all(ok < 0.5 * live for ok, live in fits):
-            return None
-    for fmt in formats:
-        # blocks in chunks (bounded float64 memory); a format is dropped as soon as its failures
-        # exceed (1 − min_fraction) of all blocks, which bounds the live ones (same answer as
-        # counting every block: Gaussian weights fail on the first chunk)
-        ok = live = 0
-        for start in range(0, n_blocks, _DETECT_CHUNK):
-            k, v = _block_fit(blocks[start:start + _DETECT_CHUNK], fmt, rel)
-            ok, live = ok + k, live + v
-            if live - ok > (1.0 - min_fraction) * n_blocks:
-                break
-        else:
-            if live and ok / live >= min_fraction:
-                return fmt.name
-    return None
-
-
-def _block_fit(chunk, fmt, rel: float) -> tuple[int, int]:
-    """(live blocks consistent with format ``name``, live blocks) of a chunk of 32-blocks; a
-    block is live when not constant (definitions: :func:`detect_quantisation`)."""
-    b = np.asarray(chunk, dtype=np.float64)
-    lo, hi = b.min(axis=1, keepdims=True), b.max(axis=1, keepdims=True)
-    live = (hi - lo)[:, 0] > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        _, kind, divisor, lo_q, hi_q = fmt.detect
-        if kind == "affine":
-            step, off, ref = (hi - lo) / divisor, lo, np.abs(hi) + np.abs(lo)
-        else:
-            xmax = np.take_along_axis(b, np.argmax(np.abs(b), axis=1)[:, None], axis=1)
-            off, ref = 0.0 * lo, np.abs(xmax)
-            step = (xmax if kind == "signed" else np.abs(xmax)) / divisor
-        levels = (b - off) / step
-        tol = 1e-3 + rel * (np.abs(b) + np.abs(off) + ref) / np.abs(step)
-        r = np.round(levels)
-        ok = (np.abs(levels - r) <= tol).all(axis=1) & (tol <= 0.25).all(axis=1)
-        ok &= ((r >= lo_q) & (r <= hi_q)).all(axis=1)
-    return int(np.count_nonzero(ok & live)), int(np.count_nonzero(live))

@@ -10,8 +10,9 @@ module loads no JAX, or given as a callable), the entries a block spans along th
 the significant bits and smallest spacing of a float lattice (and whether a histogram must
 spread each value over its rounding cell), the GGUF tensor type name, how the null is drawn
 (``tile_rows``: rows of a 2-D scale tile, inside which a head is drawn with its tile-mates),
-the FP8 element format and how lattice detection recognises the format (a 32-entry block
-layout, ``detect``, or any function of the record, ``detector``). The families are open: a
+the FP8 element format and how lattice detection recognises the format (a function of the
+record, ``detector``: :mod:`.detection`; the shipped block formats share one that reads their
+32-entry layout, ``detect``). The families are open: a
 record may name a new one (a format with a scale per row, ``tests/test_storage_row.py``), its
 quantiser then given the whole array (``block`` 1).
 
@@ -40,8 +41,8 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 
-__all__ = ["FAMILIES", "MixedStorage", "Storage", "detected", "detectors", "gguf_storage",
-           "one_quantisation", "quantisation_record", "records", "register", "storage_names", "storage_record",
+__all__ = ["FAMILIES", "MixedStorage", "Storage", "gguf_storage", "one_quantisation",
+           "quantisation_record", "records", "register", "storage_names", "storage_record",
            "unregister"]
 
 #: The shipped storage families: float casts, blocks along the last axis, FP8 tiles or rows
@@ -76,17 +77,19 @@ class Storage:
     #: format parameters read by the quantiser (legacy: levels; K-quants: codec and search
     #: constants; FP8: largest finite value and the jnp 8-bit dtype name)
     spec: tuple = ()
-    #: lattice detection (:func:`rmtbase.stats.precision.detect_quantisation`):
-    #: (order, step, divisor, lowest level, highest level) where detection knows the format,
-    #: tried in increasing order; step "affine": (max − min)/divisor from the minimum,
-    #: "signed": x_amax/divisor (x_amax the entry of largest |x|), "absolute": |x_amax|/divisor;
-    #: None where detection does not know the format
+    #: the 32-entry block layout read by :func:`rmtbase.stats.detection.block_layout`:
+    #: (order, step, divisor, lowest level, highest level), tried in increasing order; step
+    #: "affine": (max − min)/divisor from the minimum, "signed": x_amax/divisor (x_amax the
+    #: entry of largest |x|), "absolute": |x_amax|/divisor; None for no layout (a record with
+    #: a layout and no ``detector`` is given that function)
     detect: tuple | None = None
-    #: detection as a function of the record, ``detector(w, record, rel) -> bool``: whether
-    #: ``w`` ``(..., n)`` was dequantised from this format (``rel``: the relative rounding
-    #: margin of the float storage it was read in); tried before the block layouts of
-    #: ``detect``, in registry order (:func:`rmtbase.stats.precision.detect_quantisation`)
-    detector: Callable | None = None
+    #: lattice detection as a function of the record, ``detector(w, record, rel) -> bool``:
+    #: whether ``w`` ``(..., n)`` was dequantised from this format (``rel``: the relative
+    #: rounding margin of the float storage it was read in), a callable or ``"module:function"``
+    #: of :mod:`rmtbase.stats`; None where detection does not know the format
+    #: (:func:`rmtbase.stats.detection.detect_record`, which asks the records without a layout
+    #: first, in registry order)
+    detector: str | Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.family, str) or not self.family:
@@ -94,6 +97,8 @@ class Storage:
                              f"got {self.family!r}")
         if not isinstance(self.block, int) or self.block < 1:
             raise InputError(f"storage {self.name!r}: block must be a positive int")
+        if self.detect and self.detector is None:  # a layout is detected by the layouts' rule
+            object.__setattr__(self, "detector", "detection:block_layout")
 
     @property
     def is_float(self) -> bool:
@@ -127,10 +132,12 @@ class Storage:
 
     def quantise(self) -> Callable:
         """The quantiser as a function ``fn(x, record)`` (imported on first use)."""
-        if callable(self.quantiser):
-            return self.quantiser
-        module, attr = self.quantiser.split(":")
-        return getattr(importlib.import_module(f"{__package__}.{module}"), attr)
+        return _resolve(self.quantiser)
+
+    def detection(self) -> Callable:
+        """The detector as a function ``fn(w, record, rel) -> bool`` (imported on first use;
+        the record must have one)."""
+        return _resolve(self.detector)
 
     def stored_as(self) -> str:
         """How a value is stored, as words: "float32", "rounded to float16", "passed through
@@ -140,6 +147,14 @@ class Storage:
         if self.is_float:
             return f"rounded to {self.name}"
         return f"passed through the {self.name} block quantiser"
+
+
+def _resolve(ref) -> Callable:
+    """A callable as it is; ``"module:function"`` of :mod:`rmtbase.stats`, imported."""
+    if callable(ref):
+        return ref
+    module, attr = ref.split(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), attr)
 
 
 @dataclass(frozen=True)
@@ -229,16 +244,6 @@ def gguf_storage(type_name: str) -> str | None:
     """The storage name of GGUF tensor type ``type_name`` (``"Q4_K"`` -> ``"q4_k"``), None for
     a type no record reads."""
     return next((s.name for s in _REGISTRY.values() if s.gguf == type_name), None)
-
-
-def detected() -> tuple[Storage, ...]:
-    """The records lattice detection knows by a block layout, in the order it tries them."""
-    return tuple(sorted((s for s in _REGISTRY.values() if s.detect), key=lambda s: s.detect[0]))
-
-
-def detectors() -> tuple[Storage, ...]:
-    """The records detected by a function of their own (``detector``), in registry order."""
-    return tuple(s for s in _REGISTRY.values() if s.detector is not None)
 
 
 class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for

@@ -1,0 +1,119 @@
+"""Lattice detection: the storage a float array was dequantised from, a function of each record.
+
+A folder of float weights may hold values dequantised from a block format (a GGUF file
+converted back to safetensors): every block of entries then lies on its own small grid. Each
+:class:`rmtbase.stats.storage.Storage` that detection knows carries its test as a function of
+the record, ``record.detector`` (``detector(w, record, rel) -> bool``: whether ``w``
+``(..., n)`` was dequantised from this format, ``rel`` the relative rounding margin of the
+float storage ``w`` was read in; a callable, or ``"module:function"`` inside
+:mod:`rmtbase.stats`). :func:`detect_record` asks the registered records in the order of
+:func:`detected` and returns the first that answers yes.
+
+The shipped block formats Q4_1, Q4_0, Q5_0 and Q8_0 share one detector, :func:`block_layout`,
+which reads the 32-entry layout of the record (``record.detect``: order, step, divisor,
+lowest and highest level): a block is consistent with a format when every entry is an integer
+multiple of that block's implied step — Q4_1: (x − min)/((max − min)/15) ∈ {0..15}; Q4_0:
+x/d ∈ {−8..7} with d = −x_amax/8 (x_amax the entry of largest |x|); Q5_0: x/d ∈ {−16..15}
+with d = −x_amax/16 (tried after Q4_0, whose blocks also lie on it); Q8_0: x/d ∈ {−127..127}
+with d = max|x|/127. The tolerance on a level is 10⁻³ plus what storing the dequantised values
+as the float storage can move it (1.5·2^(−p)·(|x| + |offset| + |what d came from|)/|d|, p
+the storage's significant bits); a block whose tolerance would exceed 0.25 of a level cannot
+be decided (Q8_0 stored as bfloat16). A format is detected when at least ``min_fraction``
+(0.9) of the live (non-constant) blocks satisfy it. Gaussian float weights do not pass (a
+32-entry block lands on such a grid by chance with probability below 10⁻¹²; the test suite
+checks float32, float16 and bfloat16 Gaussian weights). A record of another family brings its
+own detector (``tests/test_storage_row.py``: int8 with a scale per row, at any width).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .storage import Storage, records, storage_record
+
+QBLOCK = 32
+MIN_FRACTION = 0.9
+_DETECT_SAMPLE = 1024  # blocks of the quick rejection of float weights
+_DETECT_CHUNK = 1 << 15  # blocks per chunk of block_layout (1 M entries)
+
+
+def detected() -> tuple[Storage, ...]:
+    """The records detection knows (a ``detector``), in the order it tries them: those with a
+    detector of their own first, in registry order, then the block layouts by their order
+    (coarsest first: Q4_1, Q4_0, Q5_0, Q8_0)."""
+    known = [s for s in records() if s.detector is not None]
+    return tuple(sorted(known, key=lambda s: s.detect[0] if s.detect else -1))
+
+
+def detect_record(w, *, storage="float32", min_fraction: float = MIN_FRACTION) -> Storage | None:
+    """The record of the format ``w`` (``(..., n)``) was dequantised from, read in the float
+    ``storage`` (a name or a record): the first of :func:`detected` whose detector answers yes,
+    else None (module docstring)."""
+    # largest relative rounding error of the storage (half an ulp), with a margin of 1.5
+    rel = 1.5 * 2.0 ** -storage_record(storage).bits
+    w = np.asarray(w)
+    for fmt in detected():
+        found = fmt.detection()
+        if found(w, fmt, rel) if min_fraction == MIN_FRACTION else \
+                found(w, fmt, rel, min_fraction=min_fraction):
+            return fmt
+    return None
+
+
+def detect_quantisation(w, *, storage="float32", min_fraction: float = MIN_FRACTION) -> str | None:
+    """The name of the format ``w`` was dequantised from (:func:`detect_record`), else None."""
+    fmt = detect_record(w, storage=storage, min_fraction=min_fraction)
+    return None if fmt is None else fmt.name
+
+
+def block_layout(w, record: Storage, rel: float, min_fraction: float = MIN_FRACTION) -> bool:
+    """The detector of the 32-entry block layouts (``record.detect``, module docstring).
+
+    Float weights are ruled out on an evenly strided sample of 1024 blocks: where fewer than
+    half of the sample fit the layout, fewer than ``min_fraction`` of all blocks can fit
+    unless the misfits sit exactly on the sampled blocks (a float layer then costs ~1 ms in
+    place of a chunk, ~0.17 s for a LLaMA-8B layer's W_Q). The blocks are then read in chunks
+    (bounded float64 memory), the format dropped as soon as its failures exceed
+    (1 − min_fraction) of all blocks (same answer as counting every block)."""
+    n = w.shape[-1] if w.ndim else 0
+    if n % QBLOCK or w.size < QBLOCK:
+        return False
+    blocks = w.reshape(-1, QBLOCK)
+    n_blocks = blocks.shape[0]
+    if n_blocks > _DETECT_SAMPLE:
+        ok, live = _block_fit(blocks[::n_blocks // _DETECT_SAMPLE][:_DETECT_SAMPLE], record, rel)
+        if ok < 0.5 * live:
+            return False
+    ok = live = 0
+    for start in range(0, n_blocks, _DETECT_CHUNK):
+        k, v = _block_fit(blocks[start:start + _DETECT_CHUNK], record, rel)
+        ok, live = ok + k, live + v
+        if live - ok > (1.0 - min_fraction) * n_blocks:
+            return False
+    return bool(live and ok / live >= min_fraction)
+
+
+def _block_fit(chunk, record: Storage, rel: float) -> tuple[int, int]:
+    """(live blocks consistent with the layout of ``record``, live blocks) of a chunk of
+    32-blocks; a block is live when not constant (definitions: module docstring)."""
+    b = np.asarray(chunk, dtype=np.float64)
+    lo, hi = b.min(axis=1, keepdims=True), b.max(axis=1, keepdims=True)
+    live = (hi - lo)[:, 0] > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        _, kind, divisor, lo_q, hi_q = record.detect
+        if kind == "affine":
+            step, off, ref = (hi - lo) / divisor, lo, np.abs(hi) + np.abs(lo)
+        else:
+            xmax = np.take_along_axis(b, np.argmax(np.abs(b), axis=1)[:, None], axis=1)
+            off, ref = 0.0 * lo, np.abs(xmax)
+            step = (xmax if kind == "signed" else np.abs(xmax)) / divisor
+        levels = (b - off) / step
+        tol = 1e-3 + rel * (np.abs(b) + np.abs(off) + ref) / np.abs(step)
+        r = np.round(levels)
+        ok = (np.abs(levels - r) <= tol).all(axis=1) & (tol <= 0.25).all(axis=1)
+        ok &= ((r >= lo_q) & (r <= hi_q)).all(axis=1)
+    return int(np.count_nonzero(ok & live)), int(np.count_nonzero(live))
+
+
+__all__ = ["MIN_FRACTION", "QBLOCK", "block_layout", "detect_quantisation", "detect_record",
+           "detected"]
