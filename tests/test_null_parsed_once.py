@@ -1,7 +1,7 @@
 """The null's text is parsed once, where it enters, and passed on as the value (issue 50 step 1:
 "the null is re-parsed at 9 call sites").
 
-Where text enters: the CLI's ``--null`` (:func:`rmtbase.cli.score.checked`), the public
+Where text enters: the CLI's ``--null`` (:func:`rmtbase.cli.score_checks.checked`), the public
 ``score_model(null=...)`` / ``score_collection`` / ``score_delta`` (one check,
 ``rmtbase.scoring.score._check_options``), the public ``composition(null=...)`` (issue 58:
 the CLI hands it the parsed value, as it does the score), and a file's ``null_kind``
@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 
 #: The places that parse the null's text, with how many times (this list may only shrink).
 #: decision/verdict.py: score_values_by_layer's ``null_kind``, left to its owner.
-PARSES = {"cli/score.py": 1, "scoring/score.py": 1, "scoring/trajectory.py": 1,
+PARSES = {"cli/score_checks.py": 1, "scoring/score.py": 1, "scoring/trajectory.py": 1,
           "decision/verdict.py": 1, "scoring/composition.py": 1,
           "report/composition_report.py": 1}
 
@@ -77,7 +77,7 @@ def test_cli_composition_gets_the_parsed_null(monkeypatch, tmp_path):
     ``args.null`` text, issue 58)."""
     from types import SimpleNamespace
 
-    from rmtbase.cli._score_parts import composition_extras
+    from rmtbase.cli.score_extras import composition_extras
 
     seen = {}
 

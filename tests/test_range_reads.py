@@ -303,7 +303,7 @@ def test_redirect_to_another_host_drops_the_token_and_keeps_the_hop_etag(
 
 def test_bad_urls_are_one_line_errors(server, cache, capsys):
     from rmtbase.cli import main
-    from rmtbase.cli._score_parts import expand_models
+    from rmtbase.cli.model_args import expand_models
 
     assert expand_models(["https://h/m?sig=a*b"]) == ["https://h/m?sig=a*b"]  # not a glob
     with pytest.raises(ModelError, match=r"cannot get config\.json of .*/nothing: HTTPError: "

@@ -14,7 +14,7 @@ screen says (issue 55, item 3).
   instead (it needs the tokenizer; a text shorter than two windows is cut in two halves).
 - The model is loaded once (:func:`rmtbase.probe.loader.load`) for the circuit search and the
   text probe: :func:`outputs` keeps it in ``plan.loaded`` for
-  the text probe (:func:`rmtbase.cli._score_modes.single`), which releases it.
+  the text probe (:func:`rmtbase.cli.score_modes.single`), which releases it.
 - :func:`outputs`: ``composition.nc`` and, with ``--probe``, ``circuits.nc``; :func:`redraw`
   the figure (``figures/composition.png``) with the circuits and labels; :func:`with_labels`
   each head's label as ``head_label`` in the score.
@@ -96,14 +96,14 @@ def check(args, plan) -> dict:
 
 def outputs(args, plan, checked: dict | None) -> dict:
     """{"composition.nc", ("circuits.nc"), ("figures/composition.png")}: the composition
-    (:func:`rmtbase.cli._score_parts.composition_extras`), with ``checked["patch"]`` the
+    (:func:`rmtbase.cli.score_extras.composition_extras`), with ``checked["patch"]`` the
     circuit search on the same model and seed, and the figure drawn with its circuits and
     labels."""
     from ..progress import stage
-    from . import _score_parts as parts
+    from .score_extras import composition_extras
 
     stage("rmtbase", "composition: every cross-layer head pair, Q, K and V", enabled=not args.quiet)
-    out = parts.composition_extras(plan.model, plan.revision, args)
+    out = composition_extras(plan.model, plan.revision, args)
     if checked and checked["patch"]:
         from ..circuits import find_circuits
         from ..models import default_model_path
@@ -111,7 +111,7 @@ def outputs(args, plan, checked: dict | None) -> dict:
 
         stage("rmtbase", "circuits: heads labelled by behaviour, top sources path-patched",
               enabled=not args.quiet)
-        # one load for the circuit search and the text probe (_score_modes.single frees it)
+        # one load for the circuit search and the text probe (score_modes.single frees it)
         loaded = load(default_model_path() if plan.model is None else plan.model,
                       tokenizer="required" if plan.text_probe else "no")
         out["circuits.nc"] = find_circuits(

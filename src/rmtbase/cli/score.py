@@ -11,6 +11,9 @@ tasks) and :func:`rmtbase.report.write.write_report`. With no MODEL it scores th
 default MiniLM (no network). ``--probe`` also runs :func:`rmtbase.probe.probe_model` on the
 same model and joins its behaviours to the score (:func:`rmtbase.probe.join`: ``behaviour_*``
 variables, columns of ``heads.csv``, a line in the report's head drill-down).
+
+Its options are checked before any work in :mod:`rmtbase.cli.score_checks`, the scoring
+modes are :mod:`rmtbase.cli.score_modes`, the extra outputs :mod:`rmtbase.cli.score_extras`.
 """
 
 from __future__ import annotations
@@ -18,15 +21,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..errors import InputError
 from ..stats.gaussian_null import GaussianNull
 from ..stats.names import QUANT_FORMATS
-from ..stats.null_protocol import Null
 from ..stats.null_registry import NULLS, REGISTRY
 from . import _output as output
-from . import _score_modes as _modes
-from . import _score_parts as parts
+from . import score_modes as _modes
 from ._common import number, positive_int
+from .score_checks import checked
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -151,110 +152,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-#: Option checks made before any work, in order: (whether the options are refused, the
-#: one-line message, formatted with ``a`` the options and ``p`` the :class:`~._score_modes.Plan`
-#: so far (None for the checks of single values)).
-_VALUE_RULES = (
-    (lambda a: a.draws is not None and a.draws < 2, "--draws must be at least 2, got {a.draws}"),
-    (lambda a: a.max_draws is not None and a.max_draws < 2,
-     "--max-draws must be at least 2, got {a.max_draws}"),
-    (lambda a: a.element_draws < 0, "--element-draws must be >= 0, got {a.element_draws}"),
-    (lambda a: not 0.0 < a.alpha < 1.0, "--alpha must be in (0, 1), got {a.alpha}"),
-    (lambda a: a.top < 0, "--top must be >= 0, got {a.top}"),
-    (lambda a: not 0 <= a.seed < 2**32, "--seed must be an integer in [0, 2**32), got {a.seed}"),
-    (lambda a: a.workers is not None and a.workers < 1,
-     "--workers must be at least 1, got {a.workers}"),
-)
-_PLAN_RULES = (
-    (lambda a, p: not p.several and (a.workers is not None or a.scheduler is not None),
-     "--workers/--scheduler distribute several checkpoints or models; give more than one"),
-    (lambda a, p: not p.several and a.collection is not None,
-     "--collection names the dimension of several checkpoints or models"),
-    (lambda a, p: a.base is not None and (p.several or p.components is not None or not p.models
-                                          or not p.null.scores_deltas
-                                          or p.probe_text is not None),
-     lambda a, p: "--base scores one fine-tuned MODEL (or LoRA adapter) against its base with "
-     "the Gaussian null; it does not combine with several models, --components, --probe or "
-     f"--null {_lacking('scores_deltas')}"),
-    (lambda a, p: (a.ov or a.directions) and (p.several or a.base is not None
-                                              or p.components is not None
-                                              or p.probe_text is not None),
-     "--ov and --directions apply to one MODEL scored alone; they do not combine with several "
-     "models, --base, --components or --probe"),
-)
-
-
-def _refuse(rules, *args) -> None:
-    for refused, text in rules:
-        if refused(*args):
-            raise InputError(text(*args) if callable(text) else
-                             text.format(a=args[0], p=args[1] if len(args) > 1 else None))
-
-
-def _lacking(capability: str) -> str:
-    """The registered nulls without ``capability`` (:mod:`rmtbase.stats.null_kind`), by name."""
-    return "/".join(n for n, cls in REGISTRY.items() if not getattr(cls, capability))
-
-
 def _other_nulls() -> str:
     """--null's help for the nulls registered besides the shipped two (a user's): each with
     the first line of its class docstring."""
     extra = [(n, (cls.__doc__ or "").strip().splitlines()[:1]) for n, cls in REGISTRY.items()
              if n not in ("gaussian", "permutation")]
     return "".join(f"; {n}: {(doc or [n])[0]}" for n, doc in extra)
-
-
-def checked(args: argparse.Namespace) -> _modes.Plan:
-    """Every option check, before any work (tables above; then what needs the models: a
-    probe's tokenizer, --composition, local paths, --ov's tensors, --out, --components)."""
-    _refuse(_VALUE_RULES, args)
-    null = args.null = Null.parse(args.null)  # once: the checks below read the value, and
-    #  args.null is the value from here on (composition takes it too)
-    if null.needs_element_draws(args.stats):
-        from ..scoring.null_checks import check_element_draws
-
-        check_element_draws(null, args.stats, args.element_draws, "--element-draws")
-    _check_sort_by(args)
-    models = parts.expand_models(args.model or [])
-    revisions = parts.revisions(args.revision)
-    several = len(models) > 1 or (revisions is not None and len(revisions) > 1)
-    plan = _modes.Plan(models, revisions, several, None, None, null)
-    _refuse(_PLAN_RULES[:2], args, plan)
-    plan.components = parts.components_arg(args, null)
-    plan.probe_text = parts.probe_text(args, several)
-    if plan.probe_text is not None and args.composition and not several:
-        from . import _circuits  # the circuit search: patching runs? a tokenizer?
-
-        plan.circuits = _circuits.check(args, plan)
-    if plan.probe_text is not None and plan.text_probe:
-        parts.check_probe(plan.model)  # no tokenizer, too little memory: before the score
-    _refuse(_PLAN_RULES[2:], args, plan)
-    _check_work(args, plan)
-    return plan
-
-
-def _check_work(args, plan) -> None:
-    """The checks that read the models or the output folder (before any scoring)."""
-    from ..files.output import check_output_dir
-    from ._summary import check_local, default_out
-
-    if args.composition:  # one layer, no V/O, --base, memory: before any work
-        parts.check_composition(plan.models, plan.revisions, args, plan.several, plan.null)
-    for m in [*plan.models, args.base]:
-        check_local(m)
-    if args.ov:  # every layer's V and O tensors, before the QK pass
-        parts.check_ov(plan.model, plan.revision, args.allow_pickle)
-    if args.out is None:
-        args.out = default_out(plan.models, plan.revisions, base=args.base, ov=args.ov)
-    check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)  # before any work
-    if plan.components is not None:  # every entry's architecture has them: before any work
-        from ..models import default_model_path
-        from ..models.components import check_components
-        from ..scoring.trajectory import make_specs
-
-        for spec in make_specs(plan.models or [default_model_path()], plan.revisions):
-            check_components(spec.model, plan.components, revision=spec.revision,
-                             allow_pickle=args.allow_pickle)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -283,21 +186,6 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_on_flag and any_flag(scored.ds, scored.cds):
         return EXIT_FLAGGED
     return 0
-
-
-def _check_sort_by(args) -> None:
-    """--sort-by names an order the score will have (rmtbase.decision.order), before any work."""
-    if args.sort_by is None:
-        return
-    from ..decision.order import sort_choices
-    from ..scoring.profile import AXES
-
-    if args.sort_by not in sort_choices(AXES):
-        raise InputError(f"--sort-by must be one of {', '.join(sort_choices(AXES))}, "
-                         f"got {args.sort_by!r}")
-    needs = {"entry_tails": "elementwise", "concentration": "spectral", "outliers": "spectral"}
-    if args.sort_by in needs and args.stats not in (needs[args.sort_by], "all"):
-        raise InputError(f"--sort-by {args.sort_by} needs --stats {needs[args.sort_by]} or all")
 
 
 class _Show:

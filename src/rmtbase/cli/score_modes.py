@@ -2,7 +2,7 @@
 entries into one collection, a fine-tune against its base (``--base``), one model (with
 ``--ov``, ``--directions``, ``--composition``, ``--components``, ``--probe``). Each returns a
 :class:`Scored` and prints its terminal tables through ``show``; the options were checked
-before (:func:`rmtbase.cli.score.checked`).
+before (:func:`rmtbase.cli.score_checks.checked`, its :class:`~rmtbase.cli.score_checks.Plan`).
 """
 
 from __future__ import annotations
@@ -10,37 +10,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from . import _score_parts as parts
-
-
-@dataclass
-class Plan:
-    """What the options ask for, checked: the models and revisions, whether there are several,
-    the --components names, the --probe text, the null."""
-
-    models: list
-    revisions: list | None
-    several: bool
-    components: list | None
-    probe_text: str | None
-    null: object
-    #: --composition --probe: :func:`rmtbase.cli._circuits.check`'s answer, else None.
-    circuits: dict | None = None
-    #: The model loaded once by the circuit search for the text probe too (cli/_circuits).
-    loaded: object = None
-
-    @property
-    def text_probe(self) -> bool:
-        """Whether the text probe runs (--probe; with the circuit search, a tokenizer)."""
-        return self.probe_text is not None and (self.circuits is None or self.circuits["text"])
-
-    @property
-    def model(self):
-        return self.models[0] if self.models else None
-
-    @property
-    def revision(self):
-        return self.revisions[0] if self.revisions else None
+from .score_checks import Plan
+from .score_extras import directions, join_probe
 
 
 @dataclass
@@ -62,6 +33,13 @@ def options(args, null) -> dict:
                 allow_pickle=args.allow_pickle, null=null,
                 quantized_null=args.quantized_null, max_draws=args.max_draws,
                 element_draws=args.element_draws, seed=args.seed)
+
+
+def component_options(args, components) -> dict:
+    """Options of score_components from the command line."""
+    return dict(components=components, draws=args.component_draws, alpha=args.alpha,
+                seed=args.seed, allow_pickle=args.allow_pickle,
+                quantized_null=args.quantized_null)
 
 
 def _write(ds, args, **kw) -> dict:
@@ -94,7 +72,7 @@ def several(args, plan: Plan, show) -> Scored:
 
         cds = score_component_collection(plan.models, revisions=plan.revisions,
                                          dim=collection_dim(ds), progress=not args.quiet,
-                                         **parts.component_options(args, plan.components))
+                                         **component_options(args, plan.components))
     written = _write(ds, args, components=cds)
     show("\n".join(entry_lines(ds)))
     if cds is not None:
@@ -132,7 +110,7 @@ def _score_one(args, plan: Plan):
     else:
         ds = score_model(plan.model, revision=plan.revision, progress=not args.quiet,
                          **options(args, plan.null))
-    extras = parts.directions(ds, plan.model, plan.revision, args) if args.directions else None
+    extras = directions(ds, plan.model, plan.revision, args) if args.directions else None
     if args.composition:  # with --probe also the circuit search (cli/_circuits)
         from . import _circuits
 
@@ -150,10 +128,10 @@ def single(args, plan: Plan, show) -> Scored:
         from ..scoring.components import score_components
 
         cds = score_components(plan.model, revision=plan.revision, progress=not args.quiet,
-                               **parts.component_options(args, plan.components))
+                               **component_options(args, plan.components))
     if plan.text_probe:  # the model the circuit search loaded, if it did: one load
         where, plan.loaded = plan.loaded or plan.model, None
-        ds = parts.join_probe(ds, where, plan.probe_text, progress=not args.quiet)
+        ds = join_probe(ds, where, plan.probe_text, progress=not args.quiet)
     ctx = None
     if args.composition:  # the figure with the circuits and labels; what was found
         from . import _circuits
@@ -182,4 +160,4 @@ def single(args, plan: Plan, show) -> Scored:
     return Scored(ds, cds, written, extras, ctx)
 
 
-__all__ = ["Plan", "Scored", "delta", "options", "several", "single"]
+__all__ = ["Scored", "component_options", "delta", "options", "several", "single"]
