@@ -128,7 +128,7 @@ def test_collection_figures_name_what_their_entries_share():
     shape every entry shares (local checkpoints carry only their folder names)."""
     import xarray as xr
 
-    from rmtbase.report.figures import collection_label
+    from rmtbase.report._labels import collection_label
 
     def coll(models, **common):
         return xr.Dataset({"entry_attrs": (("checkpoint",), [json.dumps({"model": m})

@@ -5,8 +5,8 @@ for a title, titles broken to fit their Axes.
 last part, at most 48 characters); :func:`collection_label` names the model(s) of a collection
 (the one model, the hub organisation or the architecture and shape they share).
 :func:`readable_log_ticks` gives a log axis plain, non-overlapping labels; :func:`fit_title`
-breaks a title at spaces to the width of its Axes. Used by :mod:`.figures` (which re-exports
-them) and the other figure modules of :mod:`rmtbase.report`.
+breaks a title at spaces to the width of its Axes. Used by the figure modules of
+:mod:`rmtbase.report`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import xarray as xr
 
 from ..errors import InputError
 from ..scoring.components import WEIBULL_BAND
-from .figures import fit_title, title_label
+from ._labels import fit_title, title_label
 
 #: Colour limits of the k heatmap, relative to k₀ (the paper's Selection Class reaches 0.76
 #: and below; trained FFN matrices sit within a few 0.01 of k₀).

@@ -153,7 +153,7 @@ def trajectory_figure(ds: xr.Dataset, stat: str = "weibull_k"):
         ax.set_visible(False)
     dim = collection_dim(ds)
     labels = [str(v) for v in ds[dim].values]
-    from .figures import collection_label
+    from ._labels import collection_label
 
     who = f"{name}: " if (name := collection_label(ds)) else ""
     f.suptitle(f"{who}whole matrices across {len(labels)} {dim}s ({labels[0]} … "

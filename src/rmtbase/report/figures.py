@@ -28,7 +28,6 @@ from scipy import special
 
 from ..decision.tails import P_MIN
 from ..errors import InputError
-from ._labels import collection_label as collection_label  # imported from here
 from ._labels import fit_title, layer_head_ticks, readable_log_ticks, title_label
 
 #: Diverging, colour-blind safe (ColorBrewer RdBu reversed) for effects; sequential for p.

@@ -219,10 +219,10 @@ def plot_trajectory(ds: xr.Dataset, stat: str, ax=None):
 
 
 def _named(ds: xr.Dataset, text: str, ax=None) -> str:
-    """``text`` headed by the model's name (:func:`rmtbase.report.figures.collection_label`)
+    """``text`` headed by the model's name (:func:`rmtbase.report._labels.collection_label`)
     where the Dataset records one: a figure of one statistic says whose it is. With ``ax``,
-    broken into lines that fit its width (:func:`rmtbase.report.figures.fit_title`)."""
-    from .figures import collection_label, fit_title
+    broken into lines that fit its width (:func:`rmtbase.report._labels.fit_title`)."""
+    from ._labels import collection_label, fit_title
 
     name = collection_label(ds)
     text = f"{name}: {text}" if name else text
