@@ -299,7 +299,7 @@ def test_no_library_bars_drops_only_a_report_of_unexpected_keys(tmp_path, capfd,
     save bar; a report of missing keys still shows (issue 55 item 5, ``study circuits``)."""
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
 
-    from rmtbase.progress import no_library_bars
+    from rmtbase._library_bars import no_library_bars
 
     cfg = GPT2Config(vocab_size=10, n_positions=8, n_embd=8, n_layer=1, n_head=2,
                      tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)

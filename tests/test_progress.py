@@ -32,7 +32,7 @@ def test_stage_goes_to_stderr_not_stdout(capsys):
 def test_no_library_bars_turns_transformers_bars_off_and_restores_them():
     from transformers.utils import logging as tf_logging
 
-    from rmtbase.progress import no_library_bars
+    from rmtbase._library_bars import no_library_bars
 
     before = tf_logging.is_progress_bar_enabled()
     try:

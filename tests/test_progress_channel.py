@@ -24,7 +24,7 @@ import warnings
 
 import pytest
 
-from rmtbase import progress
+from rmtbase import progress, reporters
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -53,7 +53,7 @@ def test_a_final_message_ends_the_bar_line_and_nothing_is_drawn_after():
     assert "scoring layers" in out[:at]  # the bar was drawn
     assert _column(out, at) == 0, repr(out)
     assert out[at:] == "rmtbase: error: broken\n", repr(out)  # not drawn again after it
-    assert bar not in progress._LIVE
+    assert bar not in reporters._LIVE
 
 
 def test_a_warning_ends_the_bar_line_and_the_bar_goes_on_below():
@@ -66,12 +66,12 @@ def test_a_warning_ends_the_bar_line_and_the_bar_goes_on_below():
         line_start = tty.getvalue().rfind("\n", 0, at) + 1
         assert _column(tty.getvalue(), line_start) == 0, repr(tty.getvalue())
         assert "rmtbase baseline" in tty.getvalue()[at:]  # drawn again below the warning
-    assert bar not in progress._LIVE
+    assert bar not in reporters._LIVE
 
 
 def test_log_lines_are_plain_lines_and_a_final_message_stops_them():
     log = io.StringIO()
-    bar = progress.LogLines(4, "rmtbase baseline", "draw", stream=log, interval=0,
+    bar = reporters.LogLines(4, "rmtbase baseline", "draw", stream=log, interval=0,
                             clock=lambda: 0.0)
     bar.update(1)
     progress.message("rmtbase: interrupted", final=True, stream=log)
@@ -197,13 +197,13 @@ def test_first_contact_null_draws_report_stage_and_draws(model, tmp_path, monkey
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("RMTBASE_PROGRESS_INTERVAL", "0")
     made = []
-    init = progress.LogLines.__init__
+    init = reporters.LogLines.__init__
 
     def spy(self, total, desc, unit, *a, **k):
         made.append((desc, total, k.get("cpu_every")))
         init(self, total, desc, unit, *a, **k)
 
-    monkeypatch.setattr(progress.LogLines, "__init__", spy)
+    monkeypatch.setattr(reporters.LogLines, "__init__", spy)
     capsys.readouterr()
     score_model(str(model), stats="spectral", draws=300, max_draws=300, spectrum_draws=0,
                 progress=True)

@@ -1,9 +1,9 @@
 """The time left on a progress line is the rate after the first update (which carries the
-stage's compilation) times the work left (rmtbase.progress.LogLines)."""
+stage's compilation) times the work left (rmtbase.reporters.LogLines)."""
 
 import io
 
-from rmtbase import progress
+from rmtbase import reporters
 
 
 def test_the_first_update_and_its_compilation_are_not_in_the_time_left():
@@ -13,7 +13,7 @@ def test_the_first_update_and_its_compilation_are_not_in_the_time_left():
     8 units left, "about 8 s left". The line at 1/10 has no estimate."""
     now = [0.0]
     log = io.StringIO()
-    bar = progress.LogLines(10, "rmtbase layers", "layer", stream=log, interval=0,
+    bar = reporters.LogLines(10, "rmtbase layers", "layer", stream=log, interval=0,
                             clock=lambda: now[0])
     now[0] = 100.0
     bar.update(1)
@@ -30,13 +30,13 @@ def test_the_first_update_and_its_compilation_are_not_in_the_time_left():
 
 
 def test_a_terminal_bar_leaves_the_first_update_out_of_its_rate():
-    """The tqdm bar of a terminal (rmtbase.progress.TerminalBar), same units and clock as above:
+    """The tqdm bar of a terminal (rmtbase.reporters.TerminalBar), same units and clock as above:
     no time left at 1/10 ("?"), 8 s at 2/10 and 5 s at 5/10, 1 unit/s. tqdm's own moving
     average starts from the first update's 100 s and said about 5 min at 2/10."""
     from tqdm import tqdm
 
     now = [0.0]
-    bar = progress.TerminalBar(10, "rmtbase layers", "layer", io.StringIO())
+    bar = reporters.TerminalBar(10, "rmtbase layers", "layer", io.StringIO())
     inner = bar._bar
     inner._time = lambda: now[0]
     inner.start_t = inner.last_print_t = 0.0

@@ -23,7 +23,8 @@ from rmtbase.baseline import table_file
 from rmtbase.baseline.partial import PartialStore
 from rmtbase.baseline.table_file import read_table
 from rmtbase.cli import main
-from rmtbase.progress import LogLines, progress_bar
+from rmtbase.progress import progress_bar
+from rmtbase.reporters import LogLines
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 D, DH = 768, 64  # one compiled draw function serves the whole module (and tests/test_faults.py)

@@ -4,8 +4,10 @@ draws, layers) and for the lines said on stderr while it runs.
 :func:`progress_bar` returns an object with ``update(n)``, ``close()`` and context-manager use:
 
 - on a terminal (stderr is a TTY): a tqdm bar on stderr, removed when done, its rate and
-  time left measured from the first update on, as the lines' (:func:`_after_first`);
-- otherwise (logs, CI, pipes): a plain line on stderr at most every :data:`INTERVAL` seconds
+  time left measured from the first update on, as the lines'
+  (:class:`rmtbase.reporters.TerminalBar`);
+- otherwise (logs, CI, pipes; :class:`rmtbase.reporters.LogLines`): a plain line on stderr at
+  most every :data:`rmtbase.reporters.INTERVAL` seconds
   (``$RMTBASE_PROGRESS_INTERVAL`` overrides), e.g.
   ``rmtbase baseline: 1250/4000 draws (31%), 40 s elapsed, about 88 s left``, and a last line
   when a run that printed one ends; a short run prints nothing; never a carriage return; the
@@ -25,11 +27,12 @@ instead, without its last frame or line, so nothing is drawn after it. :func:`st
 ``<who>: <what>`` saying which stage of a long piece of work starts) is a message.
 :func:`show_warning` is ``warnings.showwarning`` through :func:`message` (the executable
 installs it). stderr is one per process, so the live reporters are one list per process
-(``_LIVE``, under a lock: reporters may be updated from worker threads).
+(``_LIVE`` of :mod:`rmtbase.reporters`, under a lock: reporters may be updated from worker
+threads).
 
 A library's own bars (transformers' "Loading weights" while a model is read) are not shown:
-:func:`no_library_bars` (:mod:`rmtbase._library_bars`, re-exported here) turns them off for a
-block and restores the library's setting after.
+:func:`rmtbase._library_bars.no_library_bars` turns them off for a block and restores the
+library's setting after.
 
 So the Python API can keep ``progress=True`` as its default without drawing a bar into
 non-terminal logs. Importing this module imports nothing heavy (tqdm only for a bar).
@@ -37,28 +40,12 @@ non-terminal logs. Importing this module imports nothing heavy (tqdm only for a 
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
-import time
 
-from ._library_bars import no_library_bars
+from .reporters import _LIVE, _LOCK, LogLines, TerminalBar, _print, _Silent
 
-#: Seconds between two progress lines when stderr is not a terminal.
-INTERVAL = 30.0
 #: Seconds of process CPU after which the null draws of a first contact say where they are.
 NULL_CPU_EVERY = 10.0
-
-_LOCK = threading.RLock()
-#: The reporters drawing on stderr now, in the order they started (module docstring).
-_LIVE: list = []
-
-
-def _interval() -> float:
-    try:
-        return max(0.0, float(os.environ.get("RMTBASE_PROGRESS_INTERVAL", INTERVAL)))
-    except ValueError:
-        return INTERVAL
 
 
 def _isatty(stream) -> bool:
@@ -66,204 +53,6 @@ def _isatty(stream) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
-
-
-def _print(text: str, stream) -> bool:
-    """``text`` and a newline on ``stream``; False where the stream is closed (a closed stderr
-    must not stop the work)."""
-    try:
-        print(text, file=stream, flush=True)
-        return True
-    except (OSError, ValueError):
-        return False
-
-
-class _Silent:
-    """Progress that reports nothing."""
-
-    n = 0
-
-    def update(self, k: int = 1) -> None:
-        self.n += k
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.close()
-        return False
-
-
-class LogLines(_Silent):
-    """Progress as plain lines on ``stream`` at most every ``interval`` seconds, and with
-    ``cpu_every`` whenever that many seconds of process CPU passed since the last line."""
-
-    def __init__(self, total: int, desc: str, unit: str, stream=None, interval=None,
-                 clock=time.monotonic, cpu_every: float | None = None):
-        self.total, self.desc, self.unit = int(total), desc, unit
-        self.stream = sys.stderr if stream is None else stream
-        self.interval = _interval() if interval is None else float(interval)
-        self.clock = clock
-        self.start = self.last = clock()
-        self.cpu_last = time.process_time()
-        self.n = 0
-        self.first: tuple[float, int] | None = None  # (time, n) at the first update
-        self.printed = 0
-        self.closed = False
-        self._stop = threading.Event()
-        with _LOCK:
-            _LIVE.append(self)
-        if cpu_every is not None:
-            self.cpu_every = float(cpu_every)
-            threading.Thread(target=self._tick, daemon=True,
-                             name="rmtbase-progress").start()
-
-    def _line(self, final: bool = False) -> str:
-        elapsed = self.clock() - self.start
-        pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
-        text = f"{self.desc}: {self.n}/{self.total} {self.unit}s{pct}, {elapsed:.0f} s elapsed"
-        if final:
-            return text + ", done"
-        if self.first is not None and self.first[1] < self.n < self.total:
-            rate = (self.clock() - self.first[0]) / (self.n - self.first[1])
-            text += f", about {rate * (self.total - self.n):.0f} s left"
-        return text
-
-    def update(self, k: int = 1) -> None:
-        """Advance by ``k``. The time left is estimated from the rate after the first update
-        (the first unit of a stage carries its compilation: at 23 s from the end of a stage,
-        counting it once said "about 5064 s left"), so the first line of a stage has none."""
-        with _LOCK:
-            self.n += k
-            now = self.clock()
-            if self.first is None and k > 0:
-                self.first = (now, self.n)
-            if not self.closed and now - self.last >= self.interval and self.n < self.total:
-                self._write(self._line())
-
-    def _tick(self) -> None:
-        """The ``cpu_every`` line between updates (a daemon thread, ends with the reporter)."""
-        while not self._stop.wait(min(1.0, self.cpu_every / 4)):
-            with _LOCK:
-                if not self.closed and time.process_time() - self.cpu_last >= self.cpu_every:
-                    self._write(self._line())
-
-    def _write(self, text: str) -> None:
-        with _LOCK:
-            self.last, self.cpu_last = self.clock(), time.process_time()
-            if _print(text, self.stream):
-                self.printed += 1
-
-    def end_line(self) -> None:
-        """Nothing: every line this reporter writes is whole."""
-
-    def redraw(self) -> None:
-        pass
-
-    def abandon(self) -> None:
-        """Stop without a last line (the run ends with a message)."""
-        with _LOCK:
-            self.closed = True
-            self._stop.set()
-            _unregister(self)
-
-    def close(self) -> None:
-        with _LOCK:
-            if not self.closed and self.printed:
-                self._write(self._line(final=True))
-            self.abandon()
-
-
-class TerminalBar(_Silent):
-    """A tqdm bar on a terminal, removed when done, in the channel's list while it may be on
-    the screen (listed before it is first drawn and until it is cleared: an interrupt can
-    land anywhere in between)."""
-
-    def __init__(self, total: int, desc: str, unit: str, stream):
-        from tqdm import tqdm
-
-        self.closed, self._bar, self._stream = False, None, stream
-        with _LOCK:
-            _LIVE.append(self)
-            self._bar = _after_first(tqdm)(total=total, desc=desc, unit=unit, leave=False,
-                                           file=stream)
-
-    @property
-    def n(self) -> int:
-        return 0 if self._bar is None else self._bar.n
-
-    def update(self, k: int = 1) -> None:
-        with _LOCK:
-            if not self.closed and self._bar is not None:
-                if self._bar.first is None and k > 0:  # before tqdm draws this update
-                    self._bar.first = (self._bar._time(), self._bar.n + k)
-                self._bar.update(k)
-
-    def end_line(self) -> None:
-        """Clear the bar's line (the cursor back at column 0)."""
-        try:
-            if self._bar is None:  # interrupted while tqdm drew its first frame
-                self._stream.write("\r\x1b[K")
-            else:
-                self._bar.clear()
-        except (OSError, ValueError):
-            pass
-
-    def redraw(self) -> None:
-        try:
-            if self._bar is not None:
-                self._bar.refresh()
-        except (OSError, ValueError):
-            pass
-
-    def abandon(self) -> None:
-        self.close()  # leave=False: closing clears the line and draws nothing more
-
-    def close(self) -> None:
-        with _LOCK:
-            self.closed = True
-            if self not in _LIVE:
-                return
-            try:
-                if self._bar is None:
-                    self.end_line()
-                else:
-                    self._bar.close()  # tqdm's close is idempotent
-            except (OSError, ValueError):
-                pass
-            _unregister(self)
-
-
-def _after_first(tqdm):
-    """``tqdm`` whose rate (and so time left) is measured from the first update on, as
-    :class:`LogLines`'s: tqdm's own is a moving average that starts with the first update's
-    time, which carries the stage's compilation (its weight decays by 0.7 an update, so a
-    100-s compile then 1 s a unit said "about 5 min left" of 8 s at 2/10). Before the
-    second update the rate is 0: tqdm shows "?" for it and the time left."""
-
-    class AfterFirst(tqdm):
-        first: tuple[float, int] | None = None  # (tqdm time, n) at the first update
-
-        @property
-        def format_dict(self):
-            d = super().format_dict
-            if self.first is not None:
-                dt, dn = self._time() - self.first[0], self.n - self.first[1]
-                d["rate"] = dn / dt if dt > 0 and dn > 0 else 0
-            else:
-                d["rate"] = 0
-            return d
-
-    return AfterFirst
-
-
-def _unregister(reporter) -> None:
-    with _LOCK:
-        if reporter in _LIVE:
-            _LIVE.remove(reporter)
 
 
 def message(text: str, *, final: bool = False, stream=None) -> None:
@@ -323,5 +112,4 @@ def counted(items, total: int, *, desc: str, unit: str = "item", enabled: bool =
             bar.update(1)
 
 
-__all__ = ["INTERVAL", "NULL_CPU_EVERY", "LogLines", "TerminalBar", "counted", "message",
-           "no_library_bars", "progress_bar", "show_warning", "stage"]
+__all__ = ["NULL_CPU_EVERY", "counted", "message", "progress_bar", "show_warning", "stage"]

@@ -28,8 +28,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._library_bars import no_library_bars
 from ..errors import ModelError
-from ..progress import no_library_bars
 from .threads import one_thread
 
 #: Files any one of which makes a folder's tokenizer loadable.

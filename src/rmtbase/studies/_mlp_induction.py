@@ -119,7 +119,7 @@ def trained_folder(config: str, seed: int, root: Path | None = None) -> Path:
     tmp = root / f".{folder.name}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    from ..progress import no_library_bars
+    from .._library_bars import no_library_bars
 
     with no_library_bars():
         res["model"].save_pretrained(tmp)

@@ -114,7 +114,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True,
     folders: dict[int, Path] = {}
 
     def keep(step, net):
-        from ..progress import no_library_bars
+        from .._library_bars import no_library_bars
 
         f = out / "checkpoints" / f"step_{step:05d}"
         with no_library_bars():  # transformers' "Writing model shards" bar
