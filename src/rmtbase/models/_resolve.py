@@ -21,7 +21,8 @@ from pathlib import Path
 from ..errors import InputError, ModelError
 from . import hub, remote
 from ._errors import one_line
-from .weights import FileWeights, StateDictWeights
+from ._state_dict import StateDictWeights
+from .weights import FileWeights
 
 
 @dataclass

@@ -32,10 +32,9 @@ import numpy as np
 from ..errors import ModelError
 from ..stats.storage import gguf_storage, records
 from ._errors import one_line
-from ._reader import TensorReader
+from ._reader import TensorReader, check_finite
 from .gguf_arch import SPECS, hf_config, name_map, regroup_falcon, spec_of, unpermute
 from .gguf_header import GGUFHeader, is_gguf, read_header
-from .weights import check_finite
 
 __all__ = ["GGUF_TYPES", "SPECS", "GGUFWeights", "check_gguf_tokenizer", "gguf_config",
            "gguf_context_length", "is_gguf", "unpermute"]

@@ -27,10 +27,10 @@ import numpy as np
 
 from ..errors import ModelError
 from ._adapter import Adapter, Located
+from ._reader import split_storage
 from ._resolve import Resolved, class_of, resolve
 from .registry import ADAPTERS, CLASS_STEMS, SUPPORTED
 from .types import LayerHeads, ModelInfo
-from .weights import split_storage
 
 __all__ = ["SUPPORTED", "check_located_parts", "check_parts", "default_model_path", "load_heads", "model_config",
            "model_info", "open_model"]

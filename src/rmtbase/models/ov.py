@@ -75,7 +75,7 @@ def load_ov_heads(model, *, revision: str | None = None,
 
 
 def _iterate(weights, located, info) -> Iterator[LayerHeads]:
-    from .weights import split_storage
+    from ._reader import split_storage
 
     try:
         for i in range(info.n_layers):

@@ -39,24 +39,10 @@ import numpy as np
 
 from ..errors import ModelError
 from ._errors import one_line
-from ._reader import (
-    DTYPE_STORAGE,
-    STORAGE_ORDER,
-    TensorReader,
-    check_finite,
-    coarsest_storage,
-    refuse_quantized,
-    split_storage,
-)
-from ._shard_index import check_shard_name, read_index
-from ._state_dict import StateDictWeights
+from ._reader import DTYPE_STORAGE, TensorReader, check_finite, refuse_quantized
+from ._shard_index import read_index
 
-#: Also imported from here: the reader of a loaded module (:mod:`._state_dict`), the storage
-#: helpers and refusals every reader shares (:mod:`._reader`), the shard index's check
-#: (:mod:`._shard_index`).
-__all__ = ["PICKLE", "PICKLE_INDEX", "SAFETENSORS", "SAFETENSORS_INDEX", "STORAGE_ORDER",
-           "FileWeights", "StateDictWeights", "check_finite", "check_shard_name",
-           "coarsest_storage", "split_storage"]
+__all__ = ["PICKLE", "PICKLE_INDEX", "SAFETENSORS", "SAFETENSORS_INDEX", "FileWeights"]
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -95,7 +81,7 @@ class FileWeights(TensorReader):
         ``torch.load(weights_only=True)``) and can therefore execute code if malicious.
     folder : Path, optional
         The model folder, for a local checkpoint: every file a shard index names must lie
-        inside it (:func:`check_shard_name`).
+        inside it (:func:`rmtbase.models._shard_index.check_shard_name`).
     """
 
     def __init__(self, files: Iterable[str], fetch: Callable[[str], Path], label: str,

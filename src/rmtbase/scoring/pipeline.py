@@ -215,7 +215,7 @@ def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int):
 
 def _provenance(ds, info, read: Layers, opts: Options, label) -> None:
     """The model's and the null's attributes."""
-    from ..models.weights import coarsest_storage
+    from ..models._reader import coarsest_storage
 
     quant = read.quantisation_names
     ids, ns = read.layer_ids, read.null_storages
