@@ -16,6 +16,7 @@ import pytest
 from rmtbase.analytic import marchenko_pastur as mpl
 from rmtbase.analytic import product
 from rmtbase.analytic import product_network as pn
+from rmtbase.analytic._network_kind import KINDS
 from rmtbase.errors import InputError
 
 # ---------------------------------------------------------------- free probability by enumeration
@@ -316,7 +317,7 @@ def pn_quantile_mp(t, g):
     return mp.log((q + 2 * g * t + mp.sqrt(q * q + 4 * g * t)) / 2) / 2
 
 
-@pytest.mark.parametrize("kind", pn.KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_lyapunov_quantile_is_tucci_law_of_the_s_transform(kind):
     t = np.linspace(0.05, 1.0, 20)
     s = pn.s_transform(t - 1, kind, 1, 1.4).real

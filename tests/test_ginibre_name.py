@@ -17,6 +17,7 @@ import pytest
 
 from rmtbase.analytic import network_finite as nf
 from rmtbase.analytic import product_network as pn
+from rmtbase.analytic._network_kind import KINDS
 from rmtbase.baseline.limits import ENSEMBLES, check_ensemble
 from rmtbase.baseline.network_tables import network_cell_key, network_table
 from rmtbase.baseline.null import null_draws
@@ -33,7 +34,7 @@ def test_names():
     from rmtbase.cli.baseline import ENSEMBLES as CLI_ENSEMBLES
 
     assert CLI_ENSEMBLES == ENSEMBLES
-    assert pn.KINDS == ("ginibre", "residual")
+    assert KINDS == ("ginibre", "residual")
     assert gaussian is ginibre                      # the documented sampler keeps its old name
     assert nf.lyapunov_gaussian is nf.lyapunov_ginibre
     assert check_ensemble("ginibre") == "ginibre"

@@ -2,7 +2,7 @@
 
 The parameter checks every product-network module shares (:mod:`.product_network`,
 :mod:`._lyapunov`, :mod:`.network_finite`, the ensembles and the tables): one-line
-:class:`~rmtbase.errors.InputError` on bad input. Re-exported from :mod:`.product_network`.
+:class:`~rmtbase.errors.InputError` on bad input.
 
 "ginibre" is the real Ginibre ensemble, a matrix of i.i.d. real Gaussian entries (Ginibre 1965,
 J. Math. Phys. 6, 440): the full-rank null ensemble of :mod:`rmtbase.baseline.null` and, as a

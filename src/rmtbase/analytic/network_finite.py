@@ -58,8 +58,8 @@ import numpy as np
 from scipy.special import digamma
 
 from ..errors import InputError, check_positive_int
+from ._network_kind import check_gain, check_kind, check_widths
 from ._numeric import working_dps
-from .product_network import check_gain, check_kind, check_widths
 
 __all__ = [
     "expected_trace", "expected_trace_sq", "trace_moments", "element_moments",

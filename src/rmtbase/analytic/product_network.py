@@ -46,7 +46,8 @@ Where the limit stops describing finite d: (1/d) E tr(MᵀM)² exceeds m₂ by a
 ``product_networks`` study (d = 128, L ≤ 48) follow the limit densities by eye; the deep tails
 are where finite d shows (the smallest exponents are ψ((d − i + 1)/2), not logarithms).
 The limit Lyapunov exponents (:func:`lyapunov_quantile`, :func:`lyapunov_limits`) are in
-:mod:`._lyapunov`, the parameter checks in :mod:`._network_kind`; both re-exported here.
+:mod:`._lyapunov` (re-exported here: ``docs/contract.md`` names them here), the parameter checks
+in :mod:`._network_kind`.
 
 Moments: Lagrange inversion of ψ = z(1 + ψ)/S(ψ) (:mod:`._series`), exact in rational
 arithmetic (:func:`moments_exact`), as float64 (:func:`moments`) or mpf (:func:`moments_mp`).
@@ -67,18 +68,12 @@ import numpy as np
 from ..errors import check_positive_int
 from . import _rational_map as rmap
 from ._lyapunov import lyapunov_limits, lyapunov_limits_mp, lyapunov_quantile
-from ._network_kind import (  # noqa: F401 - re-exported: the checks other modules import here
-    KINDS,
-    _check,
-    check_gain,
-    check_kind,
-    check_widths,
-)
+from ._network_kind import _check, check_kind
 from ._numeric import check_order, working_dps
 from ._series import lagrange_moments, series_mul, series_pow
 
 __all__ = [
-    "KINDS", "fuss_catalan", "s_transform", "moments", "moments_exact", "moments_mp", "edges",
+    "fuss_catalan", "s_transform", "moments", "moments_exact", "moments_mp", "edges",
     "edges_mp", "density", "density_mp", "atom", "lyapunov_quantile", "lyapunov_limits",
     "lyapunov_limits_mp",
 ]

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..analytic.product_network import check_kind
+from ..analytic._network_kind import check_kind
 from ..errors import InputError, check_draws, check_positive_int, check_seed
 from ..files.memory import available_memory
 from ..files.memory import fmt_bytes as _fmt
@@ -51,7 +51,7 @@ def _ints(values, name) -> tuple:
 
 
 def _gains(values) -> tuple:
-    from ..analytic.product_network import check_gain
+    from ..analytic._network_kind import check_gain
 
     vals = [values] if np.ndim(values) == 0 else list(values)
     if not vals:

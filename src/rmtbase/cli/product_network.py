@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..analytic._network_kind import KINDS
+from ..analytic._network_kind import KINDS, check_gain, check_kind, check_widths
 from ._common import JSON_OBJECT_HELP, emit, ginibre_choice, number, positive_int
 from ._output import add_json
 
@@ -63,21 +63,20 @@ def product_network_summary(kind: str, depth: int, gain: float = 1.0, d: int | N
     """The ``rmtbase product-network`` numbers as a dict (floats; None for −∞ or not given)."""
     import mpmath as mp
 
-    from ..analytic import product_network as pn
     from ..errors import InputError, check_positive_int
 
-    kind = pn.check_kind(kind)
+    kind = check_kind(kind)
     depth = check_positive_int(depth, "--depth")
-    pn.check_gain(gain)
+    check_gain(gain)
     if widths is not None:
         widths = tuple(widths)
-        pn.check_widths(kind, depth, widths)
+        check_widths(kind, depth, widths)
         if d is not None and d != widths[0]:
             raise InputError(f"--d {d} disagrees with the first of --widths ({widths[0]})")
         d = widths[0]
     elif d is not None:
         d = check_positive_int(d, "--d")
-    wid = pn.check_widths(kind, depth, widths)
+    wid = check_widths(kind, depth, widths)
     try:
         return _summary(kind, depth, gain, d, widths, wid)
     except (ArithmeticError, ValueError, mp.libmp.NoConvergence) as exc:

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from .._compiled import compiled_when_eager
 from .._matmul import mm
-from ..analytic.product_network import check_kind, check_widths
+from ..analytic._network_kind import check_kind, check_widths
 from ..errors import InputError, check_positive, check_positive_int
 from .gaussian import named_key
 from .residual import residual_product

@@ -135,7 +135,7 @@ def spectra_figure(path, spectra, d, show):
 
 
 def moments_figure(path, rows, d):
-    from ..analytic.product_network import KINDS
+    from ..analytic._network_kind import KINDS
 
     fig, axes = io.figure(1, 2, size=(4.6, 3.6))
     for i, kind in enumerate(KINDS):
@@ -145,7 +145,7 @@ def moments_figure(path, rows, d):
 
 
 def kurtosis_figure(path, rows, d):
-    from ..analytic.product_network import KINDS
+    from ..analytic._network_kind import KINDS
 
     fig, axes = io.figure(1, 2, size=(4.6, 3.6))
     for i, kind in enumerate(KINDS):

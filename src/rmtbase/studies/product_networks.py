@@ -35,7 +35,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .._matmul import mm
-from ..analytic.product_network import KINDS
+from ..analytic._network_kind import KINDS
 from ..progress import stage
 from . import _output as io
 from . import _product_network_plots as pp
