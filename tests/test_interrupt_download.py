@@ -4,7 +4,7 @@ When a server ignores byte ranges, :class:`rmtbase.files.ranges.RemoteFile` fall
 downloading the whole file. That download used to run inside
 :func:`rmtbase.files.interrupts.deferred` (it was the fill of
 :func:`rmtbase.files.atomic.write_atomic`), so a SIGINT arriving while the server stalled was
-held until the socket timeout (``ranges.TIMEOUT`` = 60 s; 57.2 s measured by the red team).
+held until the socket timeout (``transport.TIMEOUT`` = 60 s; 57.2 s measured by the red team).
 
 Here a real HTTP server on 127.0.0.1 (``http.server`` in a thread, no external network)
 answers the range request with ``200``, a ``Content-Length`` of 8 MiB, 64 KiB of body and then

@@ -10,7 +10,7 @@ few requests (ranges that touch are merged into one, nothing between them is fet
   ``Range: bytes=lo-(hi-1)`` and must come back ``206`` with the matching ``Content-Range``
   (RFC 9110 §14) and exactly that many bytes; headers given (e.g. the Hugging Face token) are
   dropped on a redirect to another host. **Other schemes** (``s3://``, ``gs://`` …) through
-  :mod:`fsspec`. The requests themselves: :mod:`rmtbase.files._transport`.
+  :mod:`fsspec`. The requests themselves: :mod:`rmtbase.files.transport`.
 
 **Fallback.** A server that ignores ``Range`` (answers ``200``), a malformed answer, or any
 error during a range read switches the file to a whole download, announced by one line on
@@ -19,8 +19,8 @@ stderr (``rmtbase: note: …``): the ``whole`` callable given (the hub's
 values read are the same either way: they are the file's bytes. The download streams into a
 temporary file outside :func:`rmtbase.files.interrupts.deferred` and is renamed into place
 only when whole, so a Ctrl-C while the server stalls ends it at once, as during a range read
-(in the main thread a signal interrupts the blocking socket read), not after :data:`TIMEOUT`;
-the temporary file is removed.
+(in the main thread a signal interrupts the blocking socket read), not after
+:data:`~rmtbase.files.transport.TIMEOUT`; the temporary file is removed.
 
 **Cache.** Fetched ranges are stored under ``<user cache>/remote/<key>/<lo>-<hi>`` (written
 atomically, :mod:`rmtbase.files.atomic`), ``key`` a hash of the URL and of the server's
@@ -41,9 +41,9 @@ import shutil
 from pathlib import Path
 
 from ..progress import message
-from ._transport import (
+from .atomic import clean_stale, name_max, tmp_name, write_atomic
+from .transport import (
     FAILURES,
-    TIMEOUT,
     NoRanges,
     check_range,
     content_validator,
@@ -52,7 +52,6 @@ from ._transport import (
     open_whole,
     url_fs,
 )
-from .atomic import clean_stale, name_max, tmp_name, write_atomic
 from .user_cache import cache_dir
 
 #: Touching ranges are merged into one request up to this many bytes.
@@ -295,4 +294,4 @@ def _pread(path, lo: int, hi: int) -> bytes:
         return f.read(max(0, hi - lo))
 
 
-__all__ = ["NoRanges", "RemoteFile", "TIMEOUT", "is_http", "open_whole"]
+__all__ = ["RemoteFile"]

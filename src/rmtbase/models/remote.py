@@ -23,7 +23,8 @@ from urllib.parse import quote, urlsplit
 
 from ..errors import ModelError
 from ..files.atomic import write_atomic
-from ..files.ranges import RemoteFile, open_whole
+from ..files.ranges import RemoteFile
+from ..files.transport import open_whole
 from ..files.user_cache import cache_dir
 from ._errors import one_line
 from .weights import SAFETENSORS, SAFETENSORS_INDEX
