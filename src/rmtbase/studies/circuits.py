@@ -10,8 +10,9 @@ probe`` read, and the trajectory input of ``score ckpts/*``). Then, per checkpoi
 
 * **Probe** (:func:`rmtbase.probe.probe_model`, the behaviours ``prev_token``, ``induction``
   and ``duplicate_token`` of :mod:`rmtbase.probe.behaviour`) on a fixed text of
-  :data:`PROBE_WINDOWS` sequences drawn from the training distribution (one window each, BOS
-  first). At the last checkpoint the probe **labels** the heads: previous-token heads are the
+  :data:`._circuit_checkpoint.PROBE_WINDOWS` sequences drawn from the training distribution
+  (one window each, BOS first). At the last checkpoint the probe **labels** the heads:
+  previous-token heads are the
   layer-0 heads with ``prev_token ≥`` :data:`PREV_MIN`, induction heads the layer-1 heads with
   ``induction ≥`` :data:`INDUCTION_MIN`; the **circuit pairs** are every (previous-token head →
   induction head).
@@ -70,8 +71,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _output as io
-from ._circuit_checkpoint import (  # noqa: F401 - re-exported: the study's public names
-    PROBE_WINDOWS,
+from ._circuit_checkpoint import (
     _add_profile,
     _composition_last,
     _tokenizer,
@@ -79,7 +79,7 @@ from ._circuit_checkpoint import (  # noqa: F401 - re-exported: the study's publ
     k_composition,
     probe_text,
 )
-from ._circuit_measures import (  # noqa: F401 - re-exported: the study's public names
+from ._circuit_measures import (
     auc,
     largest_step,
     outranked,
