@@ -185,7 +185,7 @@ def test_the_cached_null_is_the_drawn_one_and_a_bad_file_is_drawn_again(tmp_path
 
 @pytest.mark.parametrize("draws, flagged_open", [(1000, 1), (18_000, 0)])
 def test_heads_read_from_fixed_draws_state_how_many_decisions_are_open(draws, flagged_open):
-    """``head_open_decisions`` (:func:`rmtbase.scoring.sequential._state_open`): of 100 heads
+    """``head_open_decisions`` (:func:`rmtbase.scoring.joint_growth._state_open`): of 100 heads
     read from one reference, 99 at p 0.5 and one with no calibration draw beyond it (count 0,
     p 10⁻⁴, Cauchy-tailed): with 1,000 draws (the permutation null's per-head default) its
     BH flag over 100 heads (needs 2p ≤ 5·10⁻⁴) could differ at 18,000 draws; read from
@@ -194,7 +194,7 @@ def test_heads_read_from_fixed_draws_state_how_many_decisions_are_open(draws, fl
 
     import xarray as xr
 
-    from rmtbase.scoring.sequential import _state_open
+    from rmtbase.scoring.joint_growth import _state_open
 
     p = np.full((1, 100), 0.5)
     method = np.full((1, 100), "empirical", dtype=object)

@@ -9,14 +9,8 @@ import pytest
 from _checkpoints import trajectory
 from scipy import stats as st
 
-from rmtbase.scoring.stopping import (
-    STOP_ERROR,
-    looks,
-    open_reasons,
-    p_interval,
-    tail_counts,
-    unsettled,
-)
+from rmtbase.scoring.stopping import STOP_ERROR, looks, p_interval, unsettled
+from rmtbase.scoring.stopping_text import open_reasons, tail_counts
 
 KW = dict(stats="spectral", progress=False, spectrum_draws=0)
 

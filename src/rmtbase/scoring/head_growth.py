@@ -30,7 +30,7 @@ from .permutation import CHUNK, permutation_null
 #: Each step multiplies an open head's draws by this; a head stops at :data:`MAX_FACTOR`.
 GROWTH, MAX_FACTOR = 3, 9
 #: The sizes a head can be decided at (×1, ×3, ×9): the looks the bracket's error is split
-#: over (:func:`rmtbase.scoring.sequential._grow_heads`).
+#: over (:func:`rmtbase.scoring.joint_growth._grow_heads`).
 LOOKS = 1 + round(math.log(MAX_FACTOR, GROWTH))
 
 

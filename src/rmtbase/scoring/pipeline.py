@@ -23,13 +23,14 @@ from ..decision.verdict import NOT_TESTED
 from ..errors import InputError, ModelError
 from ..stats.unaligned import symmetry_unaligned
 from .description import by_layers, describe, model_label, null_description
+from .head_verdict import Decision
 from .layer_null import has_lambda_max, layer_null, layer_quantisation
 from .layer_stats import RawUnits, layer_stats, safe_factors
 from .null_checks import report_undefined
 from .profile import add_profile, factor_profile, null_storage
 from .qk_histogram import add_qk_hist
 from .reference import GAUSSIAN_AXES, Cells, NullStart
-from .sequential import Decision, decide
+from .sequential import decide
 from .spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
 
 CONVENTIONS = ("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular values; "

@@ -1,0 +1,43 @@
+"""How the heads are decided (:class:`Decision`: the null, the BH level, the group size, the
+statistics kept out, the extension cap, progress) and one verdict on the draws there are: every
+head against the reference of its layers through
+:func:`rmtbase.decision.verdict.score_values_by_layer` (per-statistic tests and each head's
+combination from its own layers' draws, Benjamini–Hochberg over all heads). Read by
+:mod:`rmtbase.scoring.sequential` (the loop), :mod:`rmtbase.scoring.spectral_extension` and
+:mod:`rmtbase.scoring.joint_growth` (which decide again after each growth)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..decision.verdict import score_values_by_layer
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How the heads are decided: the null (its name and which statistics enter), BH level,
+    query heads per key head, statistics kept out, the extension cap (None: the stopping
+    rule), progress lines."""
+
+    null: object
+    alpha: float
+    group_size: int
+    unreliable: tuple
+    max_draws: int | None
+    progress: bool
+
+
+def _groups(refs):
+    return [(None if len(refs) == 1 else g.rows, g.joint, g.spectral_null) for g in refs]
+
+
+def _verdict(refs, values, how: Decision):
+    """The verdict on the draws there are, with ``head_p_exceedances`` (the calibration count
+    behind each head p, for :func:`_joint_bounds`; dropped by :func:`_grow_joint`, every
+    verdict's last step)."""
+    return score_values_by_layer(values, values["q.rms"], values["k.rms"], _groups(refs),
+                                 alpha=how.alpha, null_kind=how.null,
+                                 group_size=how.group_size, unreliable=how.unreliable)
+
+
+__all__ = ["Decision"]
