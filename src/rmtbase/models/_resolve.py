@@ -113,7 +113,8 @@ def resolve(model, revision: str | None) -> Resolved:
             cfg = read_config(cfg_path)
             return Resolved(str(path), None, "folder", cfg, class_of(cfg), folder=path)
         if kind == "file":
-            from .gguf import gguf_config, is_gguf
+            from .gguf import gguf_config
+            from .gguf_header import is_gguf
 
             if not is_gguf(path):
                 raise ModelError(f"{path} is a file but not a GGUF file (not a regular file "

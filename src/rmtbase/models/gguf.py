@@ -34,10 +34,10 @@ from ..stats.storage import gguf_storage, records
 from ._errors import one_line
 from ._reader import TensorReader, check_finite
 from .gguf_arch import SPECS, hf_config, name_map, regroup_falcon, spec_of, unpermute
-from .gguf_header import GGUFHeader, is_gguf, read_header
+from .gguf_header import GGUFHeader, read_header
 
-__all__ = ["GGUF_TYPES", "SPECS", "GGUFWeights", "check_gguf_tokenizer", "gguf_config",
-           "gguf_context_length", "is_gguf", "unpermute"]
+__all__ = ["GGUF_TYPES", "GGUFWeights", "check_gguf_tokenizer", "gguf_config",
+           "gguf_context_length"]
 
 #: GGML tensor types read, and the storage name each is recorded as (the storage records'
 #: ``gguf`` names, :mod:`rmtbase.stats.storage`; the readers ask the registry itself).
