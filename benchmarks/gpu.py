@@ -18,7 +18,7 @@ the reason), so one slow or failing route cannot eat the run:
 2. ``spectral``: the spectral null through :func:`rmtbase.baseline.null.null_draws` (what
    ``rmtbase baseline --stats spectral`` runs, compilation excluded) at (768, 64) with 10⁶
    draws and (4096, 128), (8192, 128) with 2·10⁵, by route (``eigvalsh``, ``jacobi_pallas``,
-   ``hestenes_pallas``, ``jacobi``, ``hestenes``, and the route :func:`~rmtbase.baseline.null.eig_method` takes now). A probe of
+   ``hestenes_pallas``, ``jacobi``, ``hestenes``, and the route :func:`~rmtbase.baseline.eig_route.eig_method` takes now). A probe of
    2 % of the draws decides whether the whole count fits the section's share; if not, the count
    is cut to fit and recorded (``*_n_draws``). ``spectral_*_factors_per_s``: the random part
    alone (the factors and the core, no eigenvalues), the ceiling of every route.
@@ -144,7 +144,7 @@ def section_kernels(smoke):
     import jax.numpy as jnp
     import numpy as np
 
-    from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+    from rmtbase.baseline.eig_route import EIGH_MAX_REL_ERROR
 
     routes = _kernel_routes(smoke)  # jitted once: --smoke's labels share one shape
     data, best = {}, {}
@@ -229,7 +229,7 @@ def section_spectral(smoke, quick, seconds, routes=ROUTES):
     """The spectral null by route (module docstring, section 2)."""
     import jax
 
-    from rmtbase.baseline.null import eig_method
+    from rmtbase.baseline.eig_route import eig_method
     from rmtbase.stats._gpu_routes import suggested_switch
 
     rates = {}

@@ -51,7 +51,8 @@ except ImportError:  # pragma: no cover
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from rmtbase.baseline.null import eig_method, null_draws  # noqa: E402
+from rmtbase.baseline.eig_route import eig_method  # noqa: E402
+from rmtbase.baseline.null import null_draws  # noqa: E402
 from rmtbase.baseline.tables import baseline  # noqa: E402
 
 SPECTRAL_SHAPES = [(768, 64), (1600, 64), (4096, 128), (5120, 128)]

@@ -10,6 +10,7 @@ import xarray as xr
 
 import rmtbase.baseline.tables
 from rmtbase.baseline import cache
+from rmtbase.baseline import shipped as shipped_data
 from rmtbase.baseline.tables import TABLE_FORMAT, baseline, read_table
 from rmtbase.errors import InputError, TableError
 
@@ -164,7 +165,7 @@ def test_bad_requests(user_cache):
 
 
 def test_shipped_index_entries_are_readable_and_match():
-    entries = cache.shipped_index()
+    entries = shipped_data.shipped_index()
     data = resources.files("rmtbase").joinpath("data")
     total = 0
     for e in entries:
@@ -191,7 +192,7 @@ def test_shipped_index_entries_are_readable_and_match():
 
 
 def test_shipped_table_served_without_generation(monkeypatch, user_cache):
-    entries = [e for e in cache.shipped_index() if e["stats"] in ("spectral", "all")]
+    entries = [e for e in shipped_data.shipped_index() if e["stats"] in ("spectral", "all")]
     if not entries:
         pytest.skip("no shipped tables in this checkout")
     e = min(entries, key=lambda e: e["d"])
@@ -211,7 +212,7 @@ def test_extension_table_serves_only_longer_requests(monkeypatch, user_cache):
     """MiniLM's (384, 32) ships a 100,000-draw spectral extension table: an ordinary request
     still gets the ordinary table, the sequential extension's ×5 requests get the long one,
     and nothing is generated or cached."""
-    ext = [e for e in cache.shipped_index() if e.get("extension")]
+    ext = [e for e in shipped_data.shipped_index() if e.get("extension")]
     assert {(e["d"], e["d_h"], e["stats"]) for e in ext} == {(384, 32, "spectral")}
 
     def no_generation(*a, **k):
@@ -228,10 +229,10 @@ def test_extension_table_serves_only_longer_requests(monkeypatch, user_cache):
 def test_shipped_bands():
     from rmtbase.scoring.score import SPECTRUM_QUANTILES, _drawn_spectrum_band
 
-    band = cache.shipped_band(384, 32, 200, 0, SPECTRUM_QUANTILES)
+    band = shipped_data.shipped_band(384, 32, 200, 0, SPECTRUM_QUANTILES)
     assert band.shape == (3, 32) and np.all(np.diff(band, axis=0) >= 0)
-    assert cache.shipped_band(384, 32, 201, 0, SPECTRUM_QUANTILES) is None
-    assert cache.shipped_band(384, 32, 200, 1, SPECTRUM_QUANTILES) is None
+    assert shipped_data.shipped_band(384, 32, 201, 0, SPECTRUM_QUANTILES) is None
+    assert shipped_data.shipped_band(384, 32, 200, 1, SPECTRUM_QUANTILES) is None
     # the shipped numbers are what the draws give (another CPU's float32 rounding allowed)
     np.testing.assert_allclose(band, _drawn_spectrum_band(384, 32, 200, 0), rtol=1e-5)
 
@@ -289,7 +290,7 @@ def test_shipped_tables_match_exact_moments():
     """Each shipped table's mean Σλ and Σλ² agree with the exact finite-(d, d_h) moments at
     |z| < 5: E Σλ = d² d_h and E Σλ² = d² d_h [(d+1)(d+d_h+1) + d d_h + 2] at σ = 1."""
     data = resources.files("rmtbase").joinpath("data")
-    for e in cache.shipped_index():
+    for e in shipped_data.shipped_index():
         if e["stats"] not in ("all", "spectral"):
             continue
         with resources.as_file(data.joinpath(e["file"])) as path:
@@ -306,7 +307,7 @@ def test_shipped_spectral_table_regenerates_from_its_seed():
     """The smallest shipped spectral table is what ``baseline`` makes today from its recorded seed
     (rtol 1e-3 allows another CPU's float32 rounding; a changed sampler gives other draws
     entirely). A sampler change must regenerate the shipped tables and bump the version."""
-    entries = [e for e in cache.shipped_index() if e["stats"] == "spectral"]
+    entries = [e for e in shipped_data.shipped_index() if e["stats"] == "spectral"]
     e = min(entries, key=lambda e: e["d"] * e["d_h"])
     with resources.as_file(resources.files("rmtbase").joinpath("data", e["file"])) as path:
         shipped = read_table(path)

@@ -4,7 +4,7 @@ The GPU = CPU checks run only where JAX's default backend is an accelerator (a l
 CPU-only machine, CI's included, they skip and say so. The Jacobi kernel's accuracy check
 (issue 57) runs on every backend: compiled on a GPU, in Pallas' interpret mode on the CPU. Threefry bits are the same on every backend;
 what may differ is float32 rounding (normals, products, eigenvalues) and the eigen route
-(:func:`rmtbase.baseline.null.eig_method`: ``eigvalsh`` on an accelerator, tridiagonal bisection
+(:func:`rmtbase.baseline.eig_route.eig_method`: ``eigvalsh`` on an accelerator, tridiagonal bisection
 on the CPU, both within EIGH_MAX_REL_ERROR relative of a float64 SVD; on this CPU the two routes'
 spectral statistics differ by ≤ 1.3e-6 relative at (768, 64), 512 draws). The bounds, one per
 class of statistic, are in :func:`test_accelerator_null_equals_cpu`: together they say that a
@@ -97,7 +97,7 @@ def test_accelerator_null_equals_cpu(tmp_path, stats, n, storage):
 
     Every statistic is checked before the test fails, and the failures are listed together.
     """
-    from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+    from rmtbase.baseline.eig_route import EIGH_MAX_REL_ERROR
 
     pairs = _both(tmp_path, seed=3, d=768, d_h=64, n=n, stats=stats, storage=storage)
     assert pairs
@@ -134,7 +134,7 @@ def test_accelerator_jacobi_routes_equal_cpu(tmp_path, route):
     eig_method may take there once measured) against the CPU's own route, same keys: every
     spectral statistic within 4·EIGH_MAX_REL_ERROR relative, as the float32 spectral case
     above (each route's λ are within EIGH_MAX_REL_ERROR of a float64 SVD)."""
-    from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+    from rmtbase.baseline.eig_route import EIGH_MAX_REL_ERROR
 
     pairs = _both(tmp_path, route, seed=3, d=768, d_h=64, n=512, stats="spectral",
                   storage="float32")
@@ -153,7 +153,7 @@ def test_jacobi_kernel_matches_float64(n, unroll, one_sided):
     numpy float64 on float32 Wishart matrices G (fixed seeds): the two-sided kernel on G, the
     one-sided on its Cholesky factor (same λ); every output entry compared (a NaN or an
     unwritten entry fails), within the symmetric routes' bound n·eps·κ ≤ EIGH_MAX_REL_ERROR."""
-    from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+    from rmtbase.baseline.eig_route import EIGH_MAX_REL_ERROR
     from rmtbase.stats._jacobi_pallas import hestenes_eigvals_pallas, jacobi_eigvalsh_pallas
 
     if jax.default_backend() == "cpu" and (n > 16 or unroll):

@@ -66,7 +66,7 @@ def test_the_check_passes_the_shipped_tables_and_a_spectral_run():
     """The controls: every shipped table holds every statistic of today's registry (so the
     check refuses nothing by itself); a spectral run does not read element statistics."""
     import rmtbase.stats as stats
-    from rmtbase.baseline.cache import check_shipped_tables, shipped_index
+    from rmtbase.baseline.shipped import check_shipped_tables, shipped_index
 
     for cell in sorted({(e["d"], e["d_h"]) for e in shipped_index()}):
         check_shipped_tables(*cell)

@@ -319,7 +319,7 @@ def test_extreme_sigma_is_refused_before_drawing(tmp_path, capsys, no_draws, sig
 def test_out_of_range_draws_are_never_written():
     """The check on the draws themselves (behind the up-front one): a value that would become
     infinite or zero in the table's dtype is refused, not stored."""
-    from rmtbase.baseline.limits import scale_draws
+    from rmtbase.baseline.sigma_range import scale_draws
 
     draws = {"qk.lambda_max": np.array([1.0, 2.0], np.float32),
              "qk.npr": np.array([0.5, 0.6], np.float32),

@@ -18,9 +18,9 @@ import pytest
 from rmtbase.analytic import network_finite as nf
 from rmtbase.analytic import product_network as pn
 from rmtbase.analytic._network_kind import KINDS
-from rmtbase.baseline.limits import ENSEMBLES, check_ensemble
 from rmtbase.baseline.network_tables import network_cell_key, network_table
 from rmtbase.baseline.null import null_draws
+from rmtbase.baseline.table_contents import ENSEMBLES, check_ensemble
 from rmtbase.baseline.tables import baseline
 from rmtbase.cli import main
 from rmtbase.ensembles import gaussian, ginibre, named_key

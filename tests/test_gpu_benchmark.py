@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rmtbase.baseline.null import EIGH_MAX_REL_ERROR
+from rmtbase.baseline.eig_route import EIGH_MAX_REL_ERROR
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rmtbase.baseline.null import EIGH_MAX_REL_ERROR, eig_method
+from rmtbase.baseline.eig_route import EIGH_MAX_REL_ERROR, eig_method
 from rmtbase.stats._gpu_routes import accelerator_route, suggested_switch
 from rmtbase.stats._hestenes import hestenes_eigvals
 from rmtbase.stats._jacobi import jacobi_eigvalsh, padded_size

@@ -64,7 +64,7 @@ def test_eigen_route_threads_and_ill_conditioned_fallback():
     bound, so its draws go through the SVD) equals float64 NumPy SVDs of the explicitly
     permuted W_QK: λ_max and Σλ to 2e-5, λ_min to 2e-3 (float32 Grams). Values are identical
     with 1 and 3 threads."""
-    from rmtbase.baseline.null import eig_method
+    from rmtbase.baseline.eig_route import eig_method
     from rmtbase.scoring.permutation import permutation_null, permutations
 
     d_h, d, draws = 16, 96, 60

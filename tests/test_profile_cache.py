@@ -109,7 +109,7 @@ def test_shipped_profile_nulls_equal_a_fresh_draw(monkeypatch, tmp_path, d, d_h,
 
 def test_every_shipped_table_shape_has_its_profile_null_shipped():
     """A first score of a shape whose null tables ship draws no profile null either."""
-    from rmtbase.baseline.cache import shipped_index
+    from rmtbase.baseline.shipped import shipped_index
     from rmtbase.scoring.profile_cache import SHIPPED_PROFILES, shipped_profile
 
     shapes = {(e["d"], e["d_h"]) for e in shipped_index() if e["ensemble"] == "lowrank"}

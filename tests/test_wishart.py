@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import ks_2samp
 
-from rmtbase.baseline.null import EIGH_MAX_REL_ERROR, eig_method
+from rmtbase.baseline.eig_route import EIGH_MAX_REL_ERROR, eig_method
 from rmtbase.ensembles import lowrank_factors, named_key
 from rmtbase.ensembles.wishart import gram_bidiagonal, gram_cholesky
 from rmtbase.stats.spectral import (

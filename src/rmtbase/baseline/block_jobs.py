@@ -84,7 +84,7 @@ class BlockJobs:
             self.blocks.pop((job, b), None)
 
     def draws(self, job) -> dict:
-        from .limits import scale_draws
+        from .sigma_range import scale_draws
 
         spec = self.jobs[job][0]
         parts = [scale_draws(self.blocks[(job, b)], spec.sigma_q, spec.sigma_k, spec.dtype)
@@ -99,7 +99,7 @@ def _block_size(spec, b: int) -> int:
 
 
 def _has_spectrum(spec) -> bool:
-    from .limits import stores_spectrum
+    from .table_contents import stores_spectrum
 
     return stores_spectrum(spec.stats)
 

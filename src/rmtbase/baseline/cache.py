@@ -15,7 +15,7 @@ has at least ``min_draws`` draws. A spectral statistic missing from a table that
 spectrum (``lambda``) is computed from it at read time
 (:func:`rmtbase.baseline.spectra.spectral_from_table`); a cached table that lacks one and
 stores no spectrum is stale and regenerated, a shipped one is an error. Spectral statistics of a float16/bfloat16 checkpoint share the
-float32 spectral null (:func:`rmtbase.baseline.null.fast_spectral`), so such a request is served
+float32 spectral null (:func:`rmtbase.baseline.table_contents.fast_spectral`), so such a request is served
 by a float32 spectral table. Cache file names spell out every one of these keys, so two
 different requests can never share a file, and a file's contents are checked against its name
 before it is used (:func:`verify_table`): a file that disagrees — renamed, from another cell,
@@ -33,8 +33,7 @@ head lies beyond all but 10): it serves a request only when no ordinary shipped 
 enough draws, so ordinary requests get the same table as without it, and a first
 ``rmtbase score`` on the default model generates nothing.
 
-:func:`shipped_band` returns the null spectrum band of the spectrum figure where
-``data/spectrum_bands.json`` holds it (the seed shapes, 200 draws, seed 0).
+The shipped tables' index, spectrum bands and check are :mod:`rmtbase.baseline.shipped`.
 
 :func:`rescale` (exact rescaling to any σ) lives in :mod:`rmtbase.baseline.rescaling`, and
 :func:`verify_table` / :func:`missing_variables` in :mod:`rmtbase.baseline.table_check`; both
@@ -43,7 +42,6 @@ are re-exported here.
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 from importlib import resources
@@ -55,12 +53,10 @@ from ..errors import InputError, TableError, check_dims
 from ..files.user_cache import cache_dir
 from ..stats.storage import Storage, storage_record
 from .rescaling import rescale  # noqa: F401 - re-exported (rmtbase.baseline.cache.rescale)
-from .table_check import missing_variables, verify_table
+from .shipped import shipped_index
+from .table_check import missing_variables, verify_table  # noqa: F401 - re-exported
+from .table_contents import _SERVES
 from .table_file import first_draws
-
-#: Statistic sets that a table generated with ``stats=key`` can serve.
-_SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},
-           "elementwise": {"elementwise"}}
 
 
 def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, seed: int,
@@ -74,31 +70,6 @@ def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, s
     return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}{st}"
             f"-v{TABLE_FORMAT}.nc")
 
-
-def shipped_index() -> list[dict]:
-    """Entries of ``rmtbase/data/index.json``: ``file, d, d_h, ensemble, stats, draws, seed,
-    dtype, storage, format`` (empty when no tables are shipped; ``storage`` defaults to
-    float32)."""
-    index = resources.files("rmtbase").joinpath("data", "index.json")
-    if not index.is_file():
-        return []
-    entries = json.loads(index.read_text(encoding="utf-8"))["tables"]
-    return [dict(e, storage=e.get("storage", "float32")) for e in entries]
-
-
-def shipped_band(d: int, d_h: int, n_draws: int, seed: int, quantiles) -> np.ndarray | None:
-    """The shipped null spectrum band (len(quantiles), d_h) of
-    :func:`rmtbase.scoring.score.null_spectrum_band` for (d, d_h, n_draws, seed), or None."""
-    ref = resources.files("rmtbase").joinpath("data", "spectrum_bands.json")
-    if not ref.is_file():
-        return None
-    for e in json.loads(ref.read_text(encoding="utf-8"))["bands"]:
-        if (e["d"], e["d_h"], e["draws"], e["seed"]) == (d, d_h, n_draws, seed) \
-                and tuple(e["quantiles"]) == tuple(quantiles):
-            band = np.asarray(e["band"], dtype=np.float64)
-            if band.shape == (len(quantiles), d_h):
-                return band
-    return None
 
 
 def _matches(entry: dict, key: TableKey) -> bool:
@@ -133,33 +104,6 @@ def _cached_entries(directory: Path) -> list[dict]:
     return [e for e in out if e["stats"] in _SERVES and e["storage"] in STORAGES]
 
 
-def check_shipped_tables(d: int, d_h: int, wanted: str = "all") -> None:
-    """TableError (one line naming the command that rebuilds it), before any weight is read,
-    if a shipped table of cell (d, d_h) lacks a variable that a run of ``wanted`` statistics
-    reads: a statistic added to the registry since the tables were made would otherwise be
-    found missing only when the null is fetched, after every layer was read and scored. Reads
-    the tables' headers only. ``wanted`` other than all/spectral/elementwise (a list of
-    statistics) counts as all."""
-    import netCDF4
-
-    from .tables import TABLE_FORMAT
-
-    wanted = wanted if wanted in _SERVES else "all"
-    for e in shipped_index():
-        if (e["d"], e["d_h"]) != (d, d_h) or e["format"] != TABLE_FORMAT:
-            continue
-        ref = resources.files("rmtbase").joinpath("data", e["file"])
-        with resources.as_file(ref) as path, netCDF4.Dataset(str(path)) as ds:
-            missing = missing_variables(set(ds.variables), e["stats"], wanted)
-        if missing:
-            storage = e.get("storage", "float32")
-            cmd = (f"python sims/make_shipped_tables.py --stats {e['stats']} --draws "
-                   f"{e['draws']} --cells {d}x{d_h}"
-                   + ("" if storage_record(storage).is_identity else f" --storage {storage}")
-                   + (" --extension" if e.get("extension") else ""))
-            raise TableError(f"the shipped null table {e['file']} lacks "
-                             f"{', '.join(missing[:3])}{'…' if len(missing) > 3 else ''} "
-                             f"(statistics added since it was made); rebuild it: {cmd}")
 
 
 def _select(ds, stats: str):
@@ -226,8 +170,8 @@ def table_key(d, d_h, *, stats="all", min_draws=TABLE_DRAWS, seed=0, ensemble="l
               dtype="float32", storage="float32") -> TableKey:
     """The validated :class:`TableKey` of a request (InputError, one line, on a bad value; the
     storage name looked up here, once; float storages share the float32 spectral null:
-    :func:`rmtbase.baseline.null.fast_spectral`)."""
-    from .null import fast_spectral
+    :func:`rmtbase.baseline.table_contents.fast_spectral`)."""
+    from .table_contents import fast_spectral
 
     d, d_h = check_dims(d, d_h)
     if ensemble != "lowrank":

@@ -6,7 +6,7 @@ numbers (:mod:`rmtbase.baseline.network_tables`), validated by :func:`make_netwo
 before any draw or Dask cluster, one draw's memory at a width (:func:`network_draw_memory`,
 float64) beyond what is available and a (gain, depth) at which λ or its squares leave the
 float64 range, with one line each; the range margin and the float limits are those of the
-head tables (:mod:`rmtbase.baseline.limits`). Used by
+head tables (:mod:`rmtbase.baseline.sigma_range`). Used by
 :func:`rmtbase.baseline.network_tables.network_table` and
 :func:`rmtbase.baseline.sweep.network_sweep`.
 """
@@ -22,7 +22,8 @@ from ..analytic._network_kind import check_kind
 from ..errors import InputError, check_draws, check_positive_int, check_seed
 from ..files.memory import available_memory
 from ..files.memory import fmt_bytes as _fmt
-from .limits import RANGE_MARGIN, STAT_SETS, _limits
+from .sigma_range import RANGE_MARGIN, _limits
+from .table_contents import STAT_SETS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,8 @@ Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor
 - ``"lowrank"`` (default): W_Q, W_K i.i.d. N(0, σ_Q²), N(0, σ_K²). With ``stats="spectral"``
   the draws take the exact fast path (:mod:`rmtbase.ensembles.wishart`: the bidiagonal B of W_Q and the
   Bartlett factor L_K of W_K's Gram, λ = s²(Bᵀ L_K), q.rms = ‖B‖_F/√(d_h d),
-  k.rms = ‖L_K‖_F/√(d_h d); eigenvalues by the route of :func:`eig_method`) — the same law as
+  k.rms = ‖L_K‖_F/√(d_h d); eigenvalues by the route of
+  :func:`rmtbase.baseline.eig_route.eig_method`) — the same law as
   the factor path, other numbers;
   with ``"all"``/``"elementwise"`` the factors are drawn and every statistic of a draw comes
   from the same W_Q, W_K.
@@ -48,7 +49,9 @@ from ..stats.elementwise import _one, _trim_fraction
 from ..stats.precision import null_rows, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
 from ..stats.storage import Storage, storage_record
-from .limits import STAT_SETS, check_draw_memory, check_ensemble, draw_memory, fast_spectral
+from .eig_route import eig_method
+from .limits import check_draw_memory, draw_memory
+from .table_contents import STAT_SETS, check_ensemble, fast_spectral
 
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
 
@@ -72,51 +75,6 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET, storage=
     per = draw_memory(d, d_h, stats, ensemble, itemsize, fast)
     cap = (125 if cpu else 1024) if fast else (64 if cpu else 1024)
     return max(1, min(cap, budget // per))
-
-
-EIGH_MAX_REL_ERROR = 1e-4  # bound on n·eps·κ for the symmetric eigen route (see eig_method)
-
-
-def eigh_accurate(d_h, kappa, dtype=jnp.float32):
-    """Whether the symmetric eigen route is accurate enough at condition number ``kappa``
-    (a number or an array; NaN and inf are not): d_h·eps·κ ≤ :data:`EIGH_MAX_REL_ERROR`, eps
-    of ``dtype``. The rule of :func:`eig_method` and of the permutation null's per-draw check."""
-    import numpy as np
-
-    eps = float(jnp.finfo(jnp.dtype(dtype)).eps)
-    kappa = np.asarray(kappa, dtype=np.float64)
-    return np.isfinite(kappa) & (d_h * eps * kappa <= EIGH_MAX_REL_ERROR)
-
-
-def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
-    """Eigen route of the fast spectral null: a symmetric route of C Cᵀ where it is accurate,
-    else ``"svd"``.
-
-    The symmetric routes' relative error on λ_min is of order n·eps·κ with κ = λ_max/λ_min
-    (backward stability of any symmetric eigensolver), so they are taken only when
-    d_h·eps·κ ≤ :data:`EIGH_MAX_REL_ERROR`, with κ = x₊/x₋ from the exact MP_c⊠MP_c edges
-    (c = d_h/d). float32 takes them for c ≲ 0.1 at d_h = 128 and c ≲ 0.18 at d_h = 64 (all
-    seed-model shapes), float64 up to c ≈ 0.99. The error stays far below the null's own
-    spread of λ_min (of order d_h^{-2/3}). Which symmetric route is the fastest one measured:
-    on CPU ``"eigh"`` (tridiagonalisation + bisection, :func:`eigvals_from_bidiagonal`; 1.7×
-    the SVD's draws/s at (768, 64), ``benchmarks/gpu.py --quick``); on an accelerator
-    ``"eigvalsh"`` (cuSOLVER's batched solver through ``jnp.linalg.eigvalsh``): on one H200
-    (2026-11-26, ``benchmarks/gpu.py --quick``) 177,195 draws/s against 1,082 by the SVD and
-    9,259 by bisection at (768, 64), 65,079 against 490 at (4096, 128). The Pallas Jacobi
-    route (issue 57) replaces ``"eigvalsh"`` only below a measured switch
-    (:func:`rmtbase.stats._gpu_routes.accelerator_route`; off until a GPU has measured it).
-    """
-    backend = jax.default_backend() if backend is None else backend
-    from ..analytic.product import edges
-
-    lo, hi = edges(d_h / d)
-    if lo <= 0 or not eigh_accurate(d_h, hi / lo, dtype):
-        return "svd"
-    if backend == "cpu":
-        return "eigh"
-    from ..stats._gpu_routes import accelerator_route
-
-    return accelerator_route(d_h)
 
 
 def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None,

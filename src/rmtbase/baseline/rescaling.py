@@ -17,7 +17,7 @@ from ..errors import TableError, check_sigma
 def rescale(ds, sigma_q: float, sigma_k: float):
     """The table ``ds`` at entry std (σ_Q, σ_K), by exact rescaling of every variable (in
     float64, rounded once to the variable's dtype; :class:`InputError` where a value would
-    leave that dtype's range, :func:`rmtbase.baseline.limits.scale_values`)."""
+    leave that dtype's range, :func:`rmtbase.baseline.sigma_range.scale_values`)."""
     from .tables import reference_values
 
     sigma_q, sigma_k = check_sigma(sigma_q, "sigma_q"), check_sigma(sigma_k, "sigma_k")
@@ -27,7 +27,7 @@ def rescale(ds, sigma_q: float, sigma_k: float):
         raise TableError("table has no sigma_q/sigma_k attributes; not an rmtbase table") from exc
     ratio = {"sigma_q": sigma_q / old_q, "sigma_k": sigma_k / old_k,
              "sigma_q*sigma_k": (sigma_q / old_q) * (sigma_k / old_k)}
-    from .limits import Rule, scale_values
+    from .sigma_range import Rule, scale_values
 
     out = ds.copy()
     for name, var in ds.data_vars.items():

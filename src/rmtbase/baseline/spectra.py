@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .limits import EIG_DIM, LAMBDA_ATTRS, LAMBDA_KEY, LAMBDA_VAR  # noqa: F401
+from .table_contents import EIG_DIM, LAMBDA_ATTRS, LAMBDA_KEY, LAMBDA_VAR  # noqa: F401
 
 
 def cell_spectrum(lam) -> np.ndarray:

@@ -7,7 +7,7 @@ lists the tables such a score asks for — the joint table of the statistic set 
 draws (``null_table``'s default, 1000, when the score gives no ``--draws``) and, with all
 statistics, the spectral reference of at least :data:`SPECTRAL_REFERENCE_DRAWS` draws
 (:func:`rmtbase.scoring.reference.TableReference`; float storages share the float32
-spectral null, :func:`rmtbase.baseline.null.fast_spectral`) — and :func:`sweep_into_cache`
+spectral null, :func:`rmtbase.baseline.table_contents.fast_spectral`) — and :func:`sweep_into_cache`
 computes the missing ones as Dask tasks of blocks of 250 draws and writes each, atomically,
 as exactly the file ``null_table`` would have written: the same name and, because draw i
 depends only on (seed, d, d_h, i), the same numbers bit for bit
@@ -49,8 +49,8 @@ def score_requests(stats: str = "all", draws: int | None = None,
     with ``--stats stats --draws draws`` of layers stored at ``storage`` (module docstring),
     the storage as the table is filed and a request another one serves left out."""
     from ..stats.precision import check_storage
-    from .cache import _SERVES
     from .null import fast_spectral
+    from .table_contents import _SERVES
 
     if stats not in _SERVES:
         raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TableError
-from .limits import LAMBDA_VAR
+from .table_contents import LAMBDA_VAR
 
 
 def verify_table(ds, entry: dict, path) -> None:

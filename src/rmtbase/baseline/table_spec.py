@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import InputError, check_dims, check_draws, check_seed, check_sigma
-from .limits import STAT_SETS, check_ensemble
+from .table_contents import STAT_SETS, check_ensemble
 
 #: Draws per PRNG block: part of the key derivation, and the unit of work of a Dask task.
 DRAW_BLOCK = 250

@@ -22,7 +22,7 @@ whatever the caller's JAX setting, so a float32 table is the same bit for bit in
 session (tests), a 32-bit one (CLI) and on a Dask worker.
 
 Tables are sampled at σ = 1 and moved to (σ_Q, σ_K) by each statistic's exact rule in float64
-(:mod:`.limits`), so a table at σ is exactly the σ = 1 table rescaled (one rounding to the
+(:mod:`.sigma_range`), so a table at σ is exactly the σ = 1 table rescaled (one rounding to the
 table's dtype); a σ outside the dtype's range is refused.
 
 :func:`write_table` writes netCDF4 atomically (temporary file in the same directory, fsync,
@@ -42,8 +42,9 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import InputError
-from .limits import ENSEMBLES, STAT_SETS, check_cells, stat_names  # noqa: F401
+from .limits import check_cells
 from .references import QUANTILES, REFERENCE_NOTES, reference_values, summary  # noqa: F401
+from .table_contents import ENSEMBLES, STAT_SETS, stat_names  # noqa: F401
 from .table_file import (  # noqa: F401
     TABLE_FORMAT,
     check_output_file,
@@ -69,13 +70,14 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
                     bar=None, store=None) -> dict:
     """Draws of blocks ``start .. stop-1`` of cell (d, d_h): ``{"qk.npr": array, ...}`` (see
     the module docstring for the keys), sampled at σ = 1 and moved to the spec's (σ_Q, σ_K) by
-    :func:`rmtbase.baseline.limits.scale_draws`. ``bar``: optional progress object, updated in
+    :func:`rmtbase.baseline.sigma_range.scale_draws`. ``bar``: optional progress object, updated in
     draws. ``store``: optional :class:`rmtbase.baseline.partial.PartialStore`; blocks found
     there are not computed again, computed ones are added."""
     import jax
 
-    from .limits import LAMBDA_KEY, scale_draws, stores_spectrum
     from .null import null_draws
+    from .sigma_range import scale_draws
+    from .table_contents import LAMBDA_KEY, stores_spectrum
     from .table_file import fault_point
 
     stop = spec.n_blocks() if stop is None else stop
@@ -107,7 +109,7 @@ def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int
 
 def table_size(spec: TableSpec, cells) -> int:
     """Bytes to reserve on disk for the table (and the blocks kept to resume it)."""
-    from .limits import n_eigenvalues, stores_spectrum
+    from .table_contents import n_eigenvalues, stores_spectrum
     from .table_file import table_bytes
 
     n_d = len({c[0] for c in cells})
@@ -152,7 +154,7 @@ def lambda_variable(results: dict, draws: int, dtype, ds_vals, dh_vals):
     cell has a spectrum."""
     import xarray as xr
 
-    from .limits import EIG_DIM, LAMBDA_ATTRS, LAMBDA_KEY
+    from .table_contents import EIG_DIM, LAMBDA_ATTRS, LAMBDA_KEY
 
     got = {c: np.asarray(r[LAMBDA_KEY]) for c, r in results.items() if LAMBDA_KEY in r}
     if not got:
@@ -273,7 +275,7 @@ def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowran
     :func:`rmtbase.baseline.null.null_draws`), recorded as ``attrs["storage_dtype"]``; draws of
     every storage use the same keys, so a bfloat16 table holds the rounded versions of the
     float32 table's factors. Draws are sampled at σ = 1 (the storage rounding too) and moved
-    to (σ_Q, σ_K) by each statistic's exact rule in float64 (:mod:`rmtbase.baseline.limits`):
+    to (σ_Q, σ_K) by each statistic's exact rule in float64 (:mod:`rmtbase.baseline.sigma_range`):
     a σ whose statistics leave the dtype's range is refused with :class:`InputError`, never
     stored as zeros or infinities. Returns an :class:`xarray.Dataset` with dims
     ``(d, d_h, draw)``. ``out``: also write it to netCDF4, atomically; the target is checked

@@ -17,7 +17,7 @@ import sys
 
 from ._common import add_sigma_options, emit, ginibre_choice, positive_int
 
-#: rmtbase.baseline.limits.ENSEMBLES, spelled here so that parsing imports no JAX
+#: rmtbase.baseline.table_contents.ENSEMBLES, spelled here so that parsing imports no JAX
 ENSEMBLES = ("lowrank", "ginibre", "residual")
 STAT_SETS = ("all", "spectral", "elementwise")
 

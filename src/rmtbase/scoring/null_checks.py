@@ -47,11 +47,12 @@ def check_null_size(info, kind: str, names, draws, null: Null,
     cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
     Gaussian null's table (at least 1000 draws, as float64 when scored) or the permutation
     null's draws of every head; TableError, as early, if a shipped table of the heads' cell
-    lacks a statistic the run reads (:func:`rmtbase.baseline.cache.check_shipped_tables`)."""
+    lacks a statistic the run reads (:func:`rmtbase.baseline.shipped.check_shipped_tables`)."""
     from types import SimpleNamespace
 
-    from ..baseline.cache import check_shipped_tables
-    from ..baseline.limits import check_stored_values, stat_names
+    from ..baseline.limits import check_stored_values
+    from ..baseline.shipped import check_shipped_tables
+    from ..baseline.table_contents import stat_names
 
     n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
     if not null.per_head:

@@ -17,8 +17,8 @@ draw of one head gathers its permuted entries and forms the two d_h×d_h Grams (
 of the cost), then λ = eig(L_Kᵀ G_Q L_K) with G_K = L_K L_Kᵀ (the eigenvalues of G_Q G_K, i.e.
 the squared singular values of W_QK): no d×d product. The eigenvalues come from Householder
 tridiagonalisation and Sturm bisection where that is accurate — the rule of the Gaussian null
-(:func:`rmtbase.baseline.null.eig_method`) at the head's shape, and afterwards the same bound
-(:func:`rmtbase.baseline.null.eigh_accurate`) at every draw's own κ; a head with any draw
+(:func:`rmtbase.baseline.eig_route.eig_method`) at the head's shape, and afterwards the same bound
+(:func:`rmtbase.baseline.eig_route.eigh_accurate`) at every draw's own κ; a head with any draw
 beyond it is recomputed by the SVD of L_Qᵀ L_K. The product's element statistics need W_QK (O(d² d_h) per draw) and use the first
 ``element_draws`` permutations only.
 
@@ -148,7 +148,7 @@ def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads):
     import jax
     import jax.numpy as jnp
 
-    from ..baseline.null import eigh_accurate
+    from ..baseline.eig_route import eigh_accurate
     from ..stats import SPECTRAL_STATS
 
     d_h, d = dims
@@ -213,7 +213,7 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
 
     import jax.numpy as jnp
 
-    from ..baseline.null import eig_method
+    from ..baseline.eig_route import eig_method
 
     first, stop = _draw_range(draws)
     wq = np.asarray(wq, dtype=np.float32)

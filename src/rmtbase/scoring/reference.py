@@ -195,7 +195,7 @@ class TableReference(Reference):
                                                           self.cells.start.spectral))
 
     def can_extend(self) -> bool:
-        from ..baseline.limits import fast_spectral
+        from ..baseline.table_contents import fast_spectral
 
         return fast_spectral("spectral", self.null.ensemble, self.storage)
 

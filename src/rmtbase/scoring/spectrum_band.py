@@ -18,9 +18,9 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
     tables', so the band reuses their compiled spectral program; its bits are those of the
     legacy ``PRNGKey(seed)`` the shipped bands were drawn with).
     Returns (len(SPECTRUM_QUANTILES), d_h); the seed shapes' bands are shipped
-    (:func:`rmtbase.baseline.cache.shipped_band`), which spares a first run their compilation.
+    (:func:`rmtbase.baseline.shipped.shipped_band`), which spares a first run their compilation.
     """
-    from ..baseline.cache import shipped_band
+    from ..baseline.shipped import shipped_band
 
     band = shipped_band(d, d_h, n_draws, seed, SPECTRUM_QUANTILES)
     return _drawn_spectrum_band(d, d_h, n_draws, seed) if band is None else band

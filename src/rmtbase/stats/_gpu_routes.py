@@ -1,6 +1,6 @@
 """Which symmetric eigen route the fast spectral null takes on an accelerator (issue 57).
 
-:func:`rmtbase.baseline.null.eig_method` asks :func:`accelerator_route` once it has found a
+:func:`rmtbase.baseline.eig_route.eig_method` asks :func:`accelerator_route` once it has found a
 symmetric route accurate (d_h·eps·κ ≤ EIGH_MAX_REL_ERROR) on a backend other than the CPU.
 The rule is a measured switch, :data:`MEASURED_SWITCH` = (route, largest d_h): one of the
 Pallas Jacobi kernels (:data:`CANDIDATES`: two-sided on the Gram,

@@ -20,7 +20,7 @@ Stopping: sweeps run until the off-diagonal Frobenius norm is ≤ eps·‖G‖_F
 for every matrix of the batch (of the block, in the kernel), or ``max_sweeps``. Each λ is then
 within ‖offdiag‖₂ ≤ eps‖G‖_F ≤ √n·eps·λ_max of a diagonal entry (Weyl), and the rotations add
 O(sweeps·n·eps·λ_max): the backward error of any symmetric eigensolver, i.e. the relative error
-n·eps·κ on λ_min that :func:`rmtbase.baseline.null.eig_method` budgets (EIGH_MAX_REL_ERROR).
+n·eps·κ on λ_min that :func:`rmtbase.baseline.eig_route.eig_method` budgets (EIGH_MAX_REL_ERROR).
 Output: eigenvalues in descending order, shape ``(..., n)``; not clipped (the caller clips).
 """
 

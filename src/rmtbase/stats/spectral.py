@@ -117,11 +117,11 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
       (:func:`jax.scipy.linalg.eigh_tridiagonal`), about 1.7× faster on CPU for n = 64. Each λ
       then carries an absolute error of order n·eps·λ_max (Wilkinson), i.e. a relative error
       n·eps·κ for κ = λ_max/λ_min, against eps·√κ for the SVD route: use it only where κ is
-      small (:func:`rmtbase.baseline.null.eig_method` decides from the MP⊠MP edges). Values are clipped
+      small (:func:`rmtbase.baseline.eig_route.eig_method` decides from the MP⊠MP edges). Values are clipped
       at 0.
     - ``"eigvalsh"``: λ = :func:`jax.numpy.linalg.eigvalsh` of the same C Cᵀ (LAPACK ``syevd``
       on CPU; on a GPU cuSOLVER's batched Jacobi or ``syevd``, as JAX chooses), with the error
-      bound of ``"eigh"``. :func:`~rmtbase.baseline.null.eig_method` chooses it on accelerators,
+      bound of ``"eigh"``. :func:`~rmtbase.baseline.eig_route.eig_method` chooses it on accelerators,
       where ``benchmarks/gpu.py`` timed it 164× the SVD's draws/s at (768, 64) on an H200.
     - ``"jacobi"``, ``"jacobi_pallas"``: λ = eig(C Cᵀ) by parallel cyclic Jacobi
       (:mod:`rmtbase.stats._jacobi`: the batch in ``jnp``; :mod:`rmtbase.stats._jacobi_pallas`:

@@ -1,0 +1,90 @@
+"""What a head table holds and how it is drawn: statistic sets, ensembles, the stored spectrum.
+
+- :data:`STAT_SETS` (``stats=``) and :func:`stat_names` (the ``head_stats`` keys a table of a
+  spec holds); :data:`ENSEMBLES` and :func:`check_ensemble`;
+- the stored spectrum ``lambda`` (:data:`LAMBDA_VAR`, its ``null_draws`` key
+  :data:`LAMBDA_KEY`, dim :data:`EIG_DIM`, attrs :data:`LAMBDA_ATTRS`), which tables store it
+  (:func:`stores_spectrum`) and how many eigenvalues a draw has (:func:`n_eigenvalues`);
+- :func:`fast_spectral`: whether a request is drawn by the exact fast spectral path.
+
+Moved from :mod:`rmtbase.baseline.limits` unchanged (issue 58 item 4: a module per noun).
+"""
+
+from __future__ import annotations
+
+from ..analytic._network_kind import ginibre_alias
+from ..errors import InputError
+
+#: The statistic sets a table can hold (``stats=``).
+STAT_SETS = ("all", "spectral", "elementwise")
+#: The null ensembles a table is drawn from (:mod:`rmtbase.baseline.null`): the one
+#: definition, read by the tables, the draws and the command line. "ginibre" was "gaussian"
+#: before issue 50 step 1; that spelling is still accepted (:func:`check_ensemble`).
+ENSEMBLES = ("lowrank", "ginibre", "residual")
+#: Statistic sets that a table generated with ``stats=key`` can serve.
+_SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},
+           "elementwise": {"elementwise"}}
+
+
+def check_ensemble(ensemble) -> str:
+    """The null ensemble, one of :data:`ENSEMBLES`; the deprecated "gaussian" becomes "ginibre"
+    with a DeprecationWarning (:func:`~rmtbase.analytic._network_kind.ginibre_alias`), anything
+    else is a one-line InputError. Every entry point that takes an ensemble calls this."""
+    ensemble = ginibre_alias(ensemble, "ensemble")
+    if ensemble not in ENSEMBLES:
+        raise InputError(f"ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
+    return ensemble
+
+
+#: Table variable of the stored spectrum (:mod:`rmtbase.baseline.spectra`), the ``null_draws``
+#: key it comes from, and its extra dim.
+LAMBDA_VAR = "lambda"
+LAMBDA_KEY = "qk.lambda"
+EIG_DIM = "eig"
+
+LAMBDA_ATTRS = {
+    "long_name": "eigenvalues of W_QK W_QK^T (squared singular values of W_QK), per draw",
+    "units": "sigma^2",
+    "definition": ("lambda_k = s_k(W_QK)^2, the nonzero ones (d_h; d for the ginibre "
+                   "ensemble) sorted descending, NaN-padded along eig where a cell has fewer; "
+                   "normalised x = lambda / (sigma_q^2 sigma_k^2 d^2)"),
+    "sigma_power": 2, "scaling": "power", "matrix": "qk", "sigma_of": "sigma_q*sigma_k",
+    "statistic": "lambda",
+}
+
+
+def stores_spectrum(stats: str) -> bool:
+    """Whether a table of statistic set ``stats`` stores ``lambda``."""
+    return stats in ("all", "spectral")
+
+
+def n_eigenvalues(d: int, d_h: int, ensemble: str) -> int:
+    """Number of eigenvalues a draw of cell (d, d_h) stores."""
+    return d if ensemble == "ginibre" else d_h
+
+
+def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:
+    """Whether :func:`rmtbase.baseline.null.null_draws` takes the exact fast spectral path (no factors drawn).
+
+    Only for spectral statistics of the lowrank ensemble stored as a float type. Rounding the
+    factors to float16/bfloat16 adds entrywise noise of relative size ≤ 2⁻⁹, which leaves the
+    law of the spectral statistics unchanged far below their Monte Carlo resolution
+    (``tests/test_precision_null.py`` measures the paired change: < 10⁻² null standard
+    deviations), so those storages share the float32 spectral null. Block formats change the
+    entries by ~0.08σ and go through the factor path with the round trip.
+    """
+    from ..stats.storage import storage_record
+
+    return stats == "spectral" and ensemble == "lowrank" and storage_record(storage).is_float
+
+
+def stat_names(spec) -> list[str]:
+    """Keys ``"qk.npr"``, … of the statistics a table of ``spec`` holds."""
+    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
+
+    names = ["q.rms", "k.rms"]
+    if spec.stats in ("all", "spectral"):
+        names += [f"qk.{s}" for s in SPECTRAL_STATS]
+    if spec.stats in ("all", "elementwise"):
+        names += [f"{m}.{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS]
+    return names
