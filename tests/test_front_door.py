@@ -10,7 +10,7 @@ import json
 import pytest
 
 from rmtbase.cli import main
-from rmtbase.cli._summary import default_out, model_stem
+from rmtbase.cli.default_out import default_out, model_stem
 
 SPECTRAL = ["--stats", "spectral", "--no-figures", "--quiet"]
 

@@ -42,7 +42,7 @@ def run(args) -> int:
     written = write_compare(args.scores, args.out, figures=not args.no_figures,
                             sort_by=args.sort_by)
     if args.json:
-        from ._summary import csv_rows, print_json, written_doc
+        from .json_documents import csv_rows, print_json, written_doc
 
         doc = written_doc("compare", args.out, written)
         doc["models"] = csv_rows(written.get("flags.csv"))

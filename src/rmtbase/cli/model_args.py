@@ -1,5 +1,6 @@
 """The MODEL and ``--revision`` arguments of ``rmtbase score`` (:mod:`rmtbase.cli.score`):
-globs of checkpoint folders expanded in natural order, comma-separated revisions split."""
+globs of checkpoint folders expanded in natural order, comma-separated revisions split, and a
+MODEL that can only be a local path checked to exist (:func:`check_local`, also ``probe``'s)."""
 
 from __future__ import annotations
 
@@ -43,4 +44,25 @@ def revisions(text):
     return revs
 
 
-__all__ = ["expand_models", "revisions"]
+def check_local(model) -> None:
+    """One-line :class:`~rmtbase.errors.InputError` when ``model`` can only be a local path
+    (a ``.gguf`` name, or a path starting with ``.``, ``/`` or ``~``) and nothing is there, so
+    that a typo reads "no such file" rather than a failed hub download."""
+    import os
+
+    from ..errors import InputError
+
+    if model is None:
+        return
+    text = str(model)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):  # a URL (rmtbase.models.remote)
+        return
+    local = text.lower().endswith(".gguf") or text.startswith((".", "/", "~")) \
+        or os.sep + os.sep in text
+    if local and not os.path.exists(os.path.expanduser(text)):
+        what = "GGUF file" if text.lower().endswith(".gguf") else "model folder"
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        raise InputError(f"no such {what}: {shown}")
+
+
+__all__ = ["check_local", "expand_models", "revisions"]

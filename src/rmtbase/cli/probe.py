@@ -78,13 +78,13 @@ def run(args: argparse.Namespace) -> int:
     from ..files.output import check_output_dir
     from ..probe import probe_model, read_text
     from ..probe.output import KIND, write_probe
-    from ._summary import check_local
+    from .model_args import check_local
 
     check_local(args.model)
     if args.out is None:
         from pathlib import Path
 
-        from ._summary import model_stem
+        from .default_out import model_stem
 
         args.out = str(Path("rmtbase-probe") / model_stem(args.model))
     check_output_dir(args.out, KIND, overwrite=args.overwrite)
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     written = write_probe(ds, args.out, figures=not args.no_figures)
     a = ds.attrs
     if args.json:
-        from ._summary import print_json, probe_document
+        from .json_documents import print_json, probe_document
 
         print_json(probe_document(ds, args.out, written))
         output.say_wrote(written, args.out, t0)

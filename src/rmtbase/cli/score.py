@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         _modes.delta if args.base is not None else _modes.single
     scored = mode(args, plan, show)
     output.say_wrote(scored.written, args.out, t0, report=True)
-    from ._summary import EXIT_FLAGGED, any_flag, print_json, score_document
+    from .json_documents import EXIT_FLAGGED, any_flag, print_json, score_document
 
     if args.json:
         doc = score_document(scored.ds, args.out, scored.written, scored.cds)

@@ -123,7 +123,8 @@ def checked(args: argparse.Namespace) -> Plan:
 def _check_work(args, plan) -> None:
     """The checks that read the models or the output folder (before any scoring)."""
     from ..files.output import check_output_dir
-    from ._summary import check_local, default_out
+    from .default_out import default_out
+    from .model_args import check_local
 
     if args.composition:  # one layer, no V/O, --base, memory: before any work
         check_composition(plan.models, plan.revisions, args, plan.several, plan.null)

@@ -62,7 +62,7 @@ def run(args) -> int:
                        overwrite=args.overwrite, **options)
     dt = time.perf_counter() - t0
     if args.json:
-        from ._summary import print_json, study_document
+        from .json_documents import print_json, study_document
 
         print_json(study_document(args.name, result, dt))
         return 0

@@ -1,6 +1,6 @@
-"""What the front door needs around a command's result: the default output folder of
-``rmtbase score`` (``rmtbase-score/<model stem>``), the ``--json`` document of ``score`` and the
-``--fail-on-flag`` exit status.
+"""The ``--json`` documents of ``score``, ``compare``, ``probe`` and ``study`` and the
+``--fail-on-flag`` exit status of ``score`` (the default output folder is
+:mod:`rmtbase.cli.default_out`).
 
 The JSON document is one object on stdout (progress and notes go to stderr):
 
@@ -25,69 +25,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from pathlib import Path
 
 #: Exit status of ``--fail-on-flag`` when any head or matrix is flagged.
 EXIT_FLAGGED = 1
-DEFAULT_ROOT = "rmtbase-score"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._+@-]+")
-
-
-def model_stem(model) -> str:
-    """A model's short name for a folder: the file stem of a ``.gguf``, the last part of a
-    folder path or hub id, ``all-MiniLM-L6-v2`` for the embedded default."""
-    if model is None:
-        return "all-MiniLM-L6-v2"
-    text = str(model).rstrip("/\\")
-    name = Path(text).name or text
-    if name.lower().endswith(".gguf"):
-        name = name[:-5]
-    name = _UNSAFE.sub("_", name).strip("._") or "model"
-    return name[:80]
-
-
-def check_local(model) -> None:
-    """One-line :class:`~rmtbase.errors.InputError` when ``model`` can only be a local path
-    (a ``.gguf`` name, or a path starting with ``.``, ``/`` or ``~``) and nothing is there, so
-    that a typo reads "no such file" rather than a failed hub download."""
-    import os
-
-    from ..errors import InputError
-
-    if model is None:
-        return
-    text = str(model)
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):  # a URL (rmtbase.models.remote)
-        return
-    local = text.lower().endswith(".gguf") or text.startswith((".", "/", "~")) \
-        or os.sep + os.sep in text
-    if local and not os.path.exists(os.path.expanduser(text)):
-        what = "GGUF file" if text.lower().endswith(".gguf") else "model folder"
-        shown = text if len(text) <= 200 else text[:200] + "…"
-        raise InputError(f"no such {what}: {shown}")
-
-
-def default_out(models, revisions=None, *, base=None, ov: bool = False) -> str:
-    """``rmtbase-score/<name>`` for a score's arguments: the model stem (``-<revision>`` for one
-    revision; ``<first>..<last>`` for several entries), ``<tuned>-vs-<base>`` for a delta and a
-    ``-ov`` suffix for ``--ov``."""
-    names = [model_stem(m) for m in (models or [None])]
-    revs = list(revisions or [])
-    if len(names) == 1 and len(revs) == 1:
-        name = f"{names[0]}-{_UNSAFE.sub('_', revs[0])}"
-    elif len(names) == 1 and len(revs) > 1:
-        name = f"{names[0]}-{_UNSAFE.sub('_', revs[0])}..{_UNSAFE.sub('_', revs[-1])}"
-    elif len(names) > 1:
-        name = "+".join(names) if len(names) <= 3 else f"{names[0]}..{names[-1]}"
-    else:
-        name = names[0]
-    if base is not None:
-        name = f"{name}-vs-{model_stem(base)}"
-    if ov:
-        name += "-ov"
-    return str(Path(DEFAULT_ROOT) / name[:200])
 
 
 def _num(x):
@@ -275,3 +217,6 @@ def study_document(name: str, result: dict, seconds: float) -> dict:
             "rmtbase_version": __version__,
             "seconds": round(seconds, 1), "figures": plain(result.get("figures", [])),
             "data": plain(result.get("data", [])), "summary": plain(result.get("summary", {}))}
+
+
+__all__ = ["EXIT_FLAGGED", "any_flag", "csv_rows", "print_json", "probe_document", "score_document", "study_document", "written_doc"]
