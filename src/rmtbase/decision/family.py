@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats.null_kind import NULLS as NULLS  # the nulls by name (re-exported)
-from ..stats.null_kind import GaussianNull, Null
+from ..stats.gaussian_null import GaussianNull
+from ..stats.null_protocol import Null
+from ..stats.null_registry import NULLS as NULLS  # the nulls by name (re-exported)
 from ..stats.statistic import duplicates, histogram
 
 NOT_TESTED = ("q.rms", "k.rms")

@@ -54,7 +54,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, TableError
-from ..stats.null_kind import Null
+from ..stats.null_protocol import Null
 from .effect import distance, head_effect, natural_effect, null_moments
 from .family import NOT_TESTED, in_family, stat_family_mask
 from .omnibus import calibrated, cauchy_statistic, resolution_floor

@@ -72,7 +72,9 @@ def _null_label(ds) -> str:
     (:meth:`rmtbase.stats.null_kind.Null.composition_label`, the ``null_kind`` attr looked up
     in the registry of nulls; Gaussian where the attr is absent), or the name as written for a
     null not registered in this process."""
-    from ..stats.null_kind import NULLS, GaussianNull, Null
+    from ..stats.gaussian_null import GaussianNull
+    from ..stats.null_protocol import Null
+    from ..stats.null_registry import NULLS
 
     kind = str(ds.attrs.get("null_kind", GaussianNull.name))
     storage = str(ds.attrs.get("null_storage", "float32"))

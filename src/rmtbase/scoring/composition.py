@@ -28,7 +28,8 @@ import xarray as xr
 from ..errors import InputError
 from ..files.memory import check_memory
 from ..stats import composition as C
-from ..stats.null_kind import GaussianNull, Null
+from ..stats.gaussian_null import GaussianNull
+from ..stats.null_protocol import Null
 from .composition_dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
 from .composition_pairs import Pairs, null_scores  # noqa: F401 - null_scores re-exported
 
