@@ -16,7 +16,7 @@ from _checkpoints import gpt2, trajectory  # noqa: E402
 
 from rmtbase.analytic import product  # noqa: E402
 from rmtbase.cli import main  # noqa: E402
-from rmtbase.report import profiles, write_report  # noqa: E402
+from rmtbase.report import collection_figures, profiles, write_report  # noqa: E402
 from rmtbase.scoring.collection import entry  # noqa: E402
 from rmtbase.scoring.score import score_model  # noqa: E402
 from rmtbase.scoring.trajectory import score_collection  # noqa: E402
@@ -100,11 +100,11 @@ def test_plots_take_ax_none_and_return_axes(scored):
     _, traj, other = scored
     ax = profiles.plot_layer_profile([("wide", other), ("step0", entry(traj, 0))], "npr")
     assert len(ax.lines) >= 2
-    ax2 = profiles.plot_trajectory(traj, "condition_number")
+    ax2 = collection_figures.plot_trajectory(traj, "condition_number")
     assert ax2.get_yscale() == "log" and ax2.get_xlabel() == "training step"
     assert ax2.get_title().startswith("gpt2, d 64, d_h 16: condition_number")
-    assert profiles.plot_flag_trajectory(traj).get_ylabel().startswith("fraction")
-    fig = profiles.verdict_grid(traj)
+    assert collection_figures.plot_flag_trajectory(traj).get_ylabel().startswith("fraction")
+    fig = collection_figures.verdict_grid(traj)
     assert len(fig.axes) == 3 + 1
     plt.close("all")
 

@@ -20,8 +20,8 @@ from scipy import integrate  # noqa: E402
 from rmtbase.decision.verdict import score_values  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 from rmtbase.report import (
+    collection_figures,  # noqa: E402
     figures,  # noqa: E402
-    profiles,  # noqa: E402
     write_report,  # noqa: E402
 )
 from rmtbase.report import tables as report  # noqa: E402
@@ -220,7 +220,7 @@ def test_verdict_colours_the_evidence_on_a_fixed_scale():
     big = _with_effects(_ds(L=21, H=20, d_h=8))
     assert len(figures.plot_verdict(big).texts) == 0
     plt.close("all")
-    fig = profiles.verdict_grid(combine([ds, ds], ["a", "b"], "model"))
+    fig = collection_figures.verdict_grid(combine([ds, ds], ["a", "b"], "model"))
     panels = [a for a in fig.axes if a.images]
     assert len(panels) == 2 and all(a.images[0].norm.vmax == figures.VERDICT_LIM
                                     for a in panels)

@@ -6,7 +6,8 @@ written all-or-nothing.
 - :mod:`.tables`: the head ranking, the terminal table and the CSV frames of one model;
 - :mod:`.model_report`, :mod:`.collection_report`, :mod:`.component_report`: the writer of each
   shape;
-- :mod:`.figures`, :mod:`.component_figures`, :mod:`.profiles`: plots (each takes ``ax``);
+- :mod:`.figures`, :mod:`.component_figures`, :mod:`.profiles`, :mod:`.collection_figures`:
+  plots (each takes ``ax``);
 - :mod:`.html`, :mod:`.html_data`: the self-contained ``report.html``;
 - :mod:`.compare`: ``rmtbase compare``.
 """

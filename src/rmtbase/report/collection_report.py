@@ -30,7 +30,7 @@ import xarray as xr
 
 from ..files.output import OutputFolder
 from ..scoring.collection import collection_dim, entries
-from . import profiles
+from . import collection_figures, profiles
 from ._html_figures import figure_saver
 from .tables import anomaly_table
 
@@ -94,10 +94,10 @@ def _figures(ds: xr.Dataset, dim: str, save) -> list[str]:
     if dim == "checkpoint":
         for stat in profiles.PROFILE_STATS:
             f = Figure(figsize=(7, 4.2), layout="constrained")
-            profiles.plot_trajectory(ds, stat, f.subplots())
+            collection_figures.plot_trajectory(ds, stat, f.subplots())
             names.append(save(f, f"trajectory_{stat}.png"))
         f = Figure(figsize=(7, 3.6), layout="constrained")
-        profiles.plot_flag_trajectory(ds, f.subplots())
+        collection_figures.plot_flag_trajectory(ds, f.subplots())
         names.append(save(f, "trajectory_flags.png"))
     else:
         items = entries(ds)
@@ -105,7 +105,7 @@ def _figures(ds: xr.Dataset, dim: str, save) -> list[str]:
             f = Figure(figsize=(7, 4.2), layout="constrained")
             profiles.plot_layer_profile(items, stat, f.subplots())
             names.append(save(f, f"profile_{stat}.png"))
-    names.append(save(profiles.verdict_grid(ds), "verdict_grid.png"))
+    names.append(save(collection_figures.verdict_grid(ds), "verdict_grid.png"))
     return names
 
 
