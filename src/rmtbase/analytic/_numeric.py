@@ -17,7 +17,7 @@ import math
 import mpmath as mp
 import numpy as np
 
-from ..errors import InputError, check_positive, check_positive_int  # noqa: F401 - re-exported
+from ..errors import InputError, check_positive_int
 
 #: Guard digits added to the requested precision inside mp computations.
 GUARD_DIGITS = 10

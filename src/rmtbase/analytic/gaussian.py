@@ -15,8 +15,8 @@ import math
 import mpmath as mp
 import numpy as np
 
-from ..errors import InputError
-from ._numeric import check_positive, check_probability, working_dps
+from ..errors import InputError, check_positive
+from ._numeric import check_probability, working_dps
 
 __all__ = [
     "entropy", "entropy_mp", "halfnormal_mean", "halfnormal_sd", "halfnormal_entropy",

@@ -30,7 +30,8 @@ import math
 import mpmath as mp
 import numpy as np
 
-from ._numeric import check_order, check_positive, check_probability, working_dps
+from ..errors import check_positive
+from ._numeric import check_order, check_probability, working_dps
 
 __all__ = [
     "edges", "edges_mp", "density", "density_mp", "cdf", "cdf_mp", "quantile", "quantile_mp",

@@ -33,9 +33,9 @@ import mpmath as mp
 import numpy as np
 from scipy import integrate, special
 
-from ..errors import InputError
+from ..errors import InputError, check_positive
 from . import _anchor_moments
-from ._numeric import check_positive, working_dps
+from ._numeric import working_dps
 
 __all__ = [
     "Anchor", "anchor", "anchor_mp", "noise_curve", "noise_curve_mp", "p_star", "p_star_mp",
