@@ -53,7 +53,7 @@ def test_a_final_message_ends_the_bar_line_and_nothing_is_drawn_after():
     assert "scoring layers" in out[:at]  # the bar was drawn
     assert _column(out, at) == 0, repr(out)
     assert out[at:] == "rmtbase: error: broken\n", repr(out)  # not drawn again after it
-    assert bar not in reporters._LIVE
+    assert bar not in reporters.LIVE
 
 
 def test_a_warning_ends_the_bar_line_and_the_bar_goes_on_below():
@@ -66,7 +66,7 @@ def test_a_warning_ends_the_bar_line_and_the_bar_goes_on_below():
         line_start = tty.getvalue().rfind("\n", 0, at) + 1
         assert _column(tty.getvalue(), line_start) == 0, repr(tty.getvalue())
         assert "rmtbase baseline" in tty.getvalue()[at:]  # drawn again below the warning
-    assert bar not in reporters._LIVE
+    assert bar not in reporters.LIVE
 
 
 def test_log_lines_are_plain_lines_and_a_final_message_stops_them():

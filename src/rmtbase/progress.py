@@ -27,7 +27,7 @@ instead, without its last frame or line, so nothing is drawn after it. :func:`st
 ``<who>: <what>`` saying which stage of a long piece of work starts) is a message.
 :func:`show_warning` is ``warnings.showwarning`` through :func:`message` (the executable
 installs it). stderr is one per process, so the live reporters are one list per process
-(``_LIVE`` of :mod:`rmtbase.reporters`, under a lock: reporters may be updated from worker
+(``LIVE`` of :mod:`rmtbase.reporters`, under a lock: reporters may be updated from worker
 threads).
 
 A library's own bars (transformers' "Loading weights" while a model is read) are not shown:
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import sys
 
-from .reporters import _LIVE, _LOCK, LogLines, TerminalBar, _print, _Silent
+from .reporters import LIVE, LOCK, LogLines, Silent, TerminalBar, print_line
 
 #: Seconds of process CPU after which the null draws of a first contact say where they are.
 NULL_CPU_EVERY = 10.0
@@ -61,14 +61,14 @@ def message(text: str, *, final: bool = False, stream=None) -> None:
     with ``final`` closed for good (nothing is drawn after the last thing a command says).
     A closed stream does not stop the work."""
     stream = sys.stderr if stream is None else stream
-    with _LOCK:
-        live = list(_LIVE)
+    with LOCK:
+        live = list(LIVE)
         for r in live:
             if final:
                 r.abandon()
             else:
                 r.end_line()
-        _print(text, stream)
+        print_line(text, stream)
         if not final:
             for r in live:
                 r.redraw()
@@ -97,7 +97,7 @@ def progress_bar(total: int, *, desc: str = "rmtbase", unit: str = "draw", enabl
     (``cpu_every``: also a line per that many seconds of process CPU, not on a terminal)."""
     stream = sys.stderr if stream is None else stream
     if not enabled:
-        return _Silent()
+        return Silent()
     if _isatty(stream):
         return TerminalBar(total, desc, unit, stream)
     return LogLines(total, desc, unit, stream=stream, cpu_every=cpu_every)

@@ -6,9 +6,9 @@ there) and the list of those drawing on stderr now:
   seconds of process CPU passed; the time left from the rate since the first update;
 - :class:`TerminalBar`: a tqdm bar on a terminal, removed when done, its rate measured from the
   first update on as the lines' (:func:`_after_first`);
-- ``_Silent``: nothing (``enabled=False``), the base of both (``update``, ``close``, context).
+- ``Silent``: nothing (``enabled=False``), the base of both (``update``, ``close``, context).
 
-The live reporters are one list per process (``_LIVE``, under the lock ``_LOCK``: reporters may
+The live reporters are one list per process (``LIVE``, under the lock ``LOCK``: reporters may
 be updated from worker threads); :func:`rmtbase.progress.message` ends and redraws their lines
 around each message. Importing this module imports nothing heavy (tqdm only for a bar).
 """
@@ -23,9 +23,9 @@ import time
 #: Seconds between two progress lines when stderr is not a terminal.
 INTERVAL = 30.0
 
-_LOCK = threading.RLock()
+LOCK = threading.RLock()
 #: The reporters drawing on stderr now, in the order they started (module docstring).
-_LIVE: list = []
+LIVE: list = []
 
 
 def _interval() -> float:
@@ -35,7 +35,7 @@ def _interval() -> float:
         return INTERVAL
 
 
-def _print(text: str, stream) -> bool:
+def print_line(text: str, stream) -> bool:
     """``text`` and a newline on ``stream``; False where the stream is closed (a closed stderr
     must not stop the work)."""
     try:
@@ -45,7 +45,7 @@ def _print(text: str, stream) -> bool:
         return False
 
 
-class _Silent:
+class Silent:
     """Progress that reports nothing."""
 
     n = 0
@@ -64,7 +64,7 @@ class _Silent:
         return False
 
 
-class LogLines(_Silent):
+class LogLines(Silent):
     """Progress as plain lines on ``stream`` at most every ``interval`` seconds, and with
     ``cpu_every`` whenever that many seconds of process CPU passed since the last line."""
 
@@ -81,8 +81,8 @@ class LogLines(_Silent):
         self.printed = 0
         self.closed = False
         self._stop = threading.Event()
-        with _LOCK:
-            _LIVE.append(self)
+        with LOCK:
+            LIVE.append(self)
         if cpu_every is not None:
             self.cpu_every = float(cpu_every)
             threading.Thread(target=self._tick, daemon=True,
@@ -103,7 +103,7 @@ class LogLines(_Silent):
         """Advance by ``k``. The time left is estimated from the rate after the first update
         (the first unit of a stage carries its compilation: at 23 s from the end of a stage,
         counting it once said "about 5064 s left"), so the first line of a stage has none."""
-        with _LOCK:
+        with LOCK:
             self.n += k
             now = self.clock()
             if self.first is None and k > 0:
@@ -114,14 +114,14 @@ class LogLines(_Silent):
     def _tick(self) -> None:
         """The ``cpu_every`` line between updates (a daemon thread, ends with the reporter)."""
         while not self._stop.wait(min(1.0, self.cpu_every / 4)):
-            with _LOCK:
+            with LOCK:
                 if not self.closed and time.process_time() - self.cpu_last >= self.cpu_every:
                     self._write(self._line())
 
     def _write(self, text: str) -> None:
-        with _LOCK:
+        with LOCK:
             self.last, self.cpu_last = self.clock(), time.process_time()
-            if _print(text, self.stream):
+            if print_line(text, self.stream):
                 self.printed += 1
 
     def end_line(self) -> None:
@@ -132,19 +132,19 @@ class LogLines(_Silent):
 
     def abandon(self) -> None:
         """Stop without a last line (the run ends with a message)."""
-        with _LOCK:
+        with LOCK:
             self.closed = True
             self._stop.set()
             _unregister(self)
 
     def close(self) -> None:
-        with _LOCK:
+        with LOCK:
             if not self.closed and self.printed:
                 self._write(self._line(final=True))
             self.abandon()
 
 
-class TerminalBar(_Silent):
+class TerminalBar(Silent):
     """A tqdm bar on a terminal, removed when done, in the channel's list while it may be on
     the screen (listed before it is first drawn and until it is cleared: an interrupt can
     land anywhere in between)."""
@@ -153,8 +153,8 @@ class TerminalBar(_Silent):
         from tqdm import tqdm
 
         self.closed, self._bar, self._stream = False, None, stream
-        with _LOCK:
-            _LIVE.append(self)
+        with LOCK:
+            LIVE.append(self)
             self._bar = _after_first(tqdm)(total=total, desc=desc, unit=unit, leave=False,
                                            file=stream)
 
@@ -163,7 +163,7 @@ class TerminalBar(_Silent):
         return 0 if self._bar is None else self._bar.n
 
     def update(self, k: int = 1) -> None:
-        with _LOCK:
+        with LOCK:
             if not self.closed and self._bar is not None:
                 if self._bar.first is None and k > 0:  # before tqdm draws this update
                     self._bar.first = (self._bar._time(), self._bar.n + k)
@@ -190,9 +190,9 @@ class TerminalBar(_Silent):
         self.close()  # leave=False: closing clears the line and draws nothing more
 
     def close(self) -> None:
-        with _LOCK:
+        with LOCK:
             self.closed = True
-            if self not in _LIVE:
+            if self not in LIVE:
                 return
             try:
                 if self._bar is None:
@@ -228,9 +228,9 @@ def _after_first(tqdm):
 
 
 def _unregister(reporter) -> None:
-    with _LOCK:
-        if reporter in _LIVE:
-            _LIVE.remove(reporter)
+    with LOCK:
+        if reporter in LIVE:
+            LIVE.remove(reporter)
 
 
 __all__ = ["INTERVAL", "LogLines", "TerminalBar"]

@@ -219,4 +219,5 @@ def study_document(name: str, result: dict, seconds: float) -> dict:
             "data": plain(result.get("data", [])), "summary": plain(result.get("summary", {}))}
 
 
-__all__ = ["EXIT_FLAGGED", "any_flag", "csv_rows", "print_json", "probe_document", "score_document", "study_document", "written_doc"]
+__all__ = ["EXIT_FLAGGED", "any_flag", "csv_rows", "print_json", "probe_document", "score_document",
+           "study_document", "written_doc"]

@@ -264,4 +264,5 @@ def check_ov(model, revision, allow_pickle: bool) -> None:
                 revision=revision, allow_pickle=allow_pickle, why=OV_WHY)
 
 
-__all__ = ["Plan", "check_composition", "check_ov", "check_probe", "checked", "components_arg", "probe_text"]
+__all__ = ["Plan", "check_composition", "check_ov", "check_probe", "checked", "components_arg",
+           "probe_text"]

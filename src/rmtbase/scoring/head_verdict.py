@@ -27,15 +27,16 @@ class Decision:
     progress: bool
 
 
-def _groups(refs):
+def reference_groups(refs):
     return [(None if len(refs) == 1 else g.rows, g.joint, g.spectral_null) for g in refs]
 
 
-def _verdict(refs, values, how: Decision):
+def verdict(refs, values, how: Decision):
     """The verdict on the draws there are, with ``head_p_exceedances`` (the calibration count
-    behind each head p, for :func:`_joint_bounds`; dropped by :func:`_grow_joint`, every
+    behind each head p, for :func:`_joint_bounds`; dropped by :func:`grow_joint`, every
     verdict's last step)."""
-    return score_values_by_layer(values, values["q.rms"], values["k.rms"], _groups(refs),
+    return score_values_by_layer(values, values["q.rms"], values["k.rms"],
+                                 reference_groups(refs),
                                  alpha=how.alpha, null_kind=how.null,
                                  group_size=how.group_size, unreliable=how.unreliable)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..decision.family import in_family
-from .head_verdict import Decision, _verdict
+from .head_verdict import Decision, verdict
 from .stopping import STOP_ERROR
 
 
@@ -82,7 +82,7 @@ def _grow_heads(refs, values, ds, how: Decision):
                 grown += G.grow(g, heads)
         if not grown:
             break
-        ds = _verdict(refs, values, how)
+        ds = verdict(refs, values, how)
     return ds
 
 
@@ -108,7 +108,7 @@ def _state_open(refs, ds, how: Decision) -> None:
                 "many each read)")
 
 
-def _grow_joint(refs, values, ds, how: Decision):
+def grow_joint(refs, values, ds, how: Decision):
     """Grow the joint tables (:mod:`rmtbase.scoring.joint_stopping`) while some head's
     decision could differ at their full size; returns the verdict on the draws used, with
     ``head_calibration_draws`` (the joint draws behind each head's statistics p)."""
@@ -132,7 +132,7 @@ def _grow_joint(refs, values, ds, how: Decision):
             grown = True
         if not grown:
             break
-        ds = _verdict(refs, values, how)
+        ds = verdict(refs, values, how)
     ds = _grow_heads(refs, values, ds, how)
     _state_open(refs, ds, how)
     draws = np.full((ds.sizes["layer"], ds.sizes["head"]), -1, dtype=np.int64)

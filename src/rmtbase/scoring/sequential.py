@@ -13,21 +13,21 @@ default rule while some head's decision is not settled
 :data:`~rmtbase.scoring.stopping.STOP_ERROR`), with ``max_draws`` up to it wherever a head near
 a flag lies beyond all but 10 draws (Besag & Clifford 1991). The rules are in
 :mod:`rmtbase.scoring.stopping` and :mod:`rmtbase.scoring.score`. Then, under the default
-rule (:mod:`rmtbase.scoring.joint_growth`), the joint table (element statistics and the omnibus calibration) is grown through
-:data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while some head's decision on its statistics
-p could differ at :data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS` draws
-(:mod:`rmtbase.scoring.joint_stopping`); ``head_calibration_draws`` states the draws behind
-each head's statistics p.
+rule (:mod:`rmtbase.scoring.joint_growth`), the joint table (element statistics and the
+omnibus calibration) is grown through :data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while
+some head's decision on its statistics p could differ at
+:data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS` draws (:mod:`rmtbase.scoring.joint_stopping`);
+``head_calibration_draws`` states the draws behind each head's statistics p.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .head_verdict import Decision, _verdict
-from .joint_growth import _grow_joint
+from .head_verdict import Decision, verdict
+from .joint_growth import grow_joint
 from .reference import spectral_names
-from .spectral_extension import _extend
+from .spectral_extension import extend_spectral
 from .stopping import MAX_DRAWS, STOP_ERROR, looks
 from .stopping_text import stopping_note
 
@@ -66,17 +66,17 @@ def decide(refs, values, tested, how: Decision) -> Decided:
     for g in refs:
         if g.sequential:
             g.start_spectral(names)
-    ds = _verdict(refs, values, how)
+    ds = verdict(refs, values, how)
     if not (names and any(g.sequential for g in refs)):
-        return Decided(_grow_joint(refs, values, ds, how), tested, values, undefined)
+        return Decided(grow_joint(refs, values, ds, how), tested, values, undefined)
     cap = MAX_DRAWS if how.max_draws is None else int(how.max_draws)
     n_looks = looks(min(g.spectral_ref["q.rms"].size for g in refs), cap)
     while True:
-        grown, settled = _extend(refs, names, values, ds, how, cap, n_looks)
+        grown, settled = extend_spectral(refs, names, values, ds, how, cap, n_looks)
         if not grown:
             break
-        ds = _verdict(refs, values, how)
-    ds = _grow_joint(refs, values, ds, how)
+        ds = verdict(refs, values, how)
+    ds = grow_joint(refs, values, ds, how)
     if how.max_draws is None:
         used = int(min(g.spectral_ref["q.rms"].size for g in refs))
         ds.attrs.update(stop_rule="decision", stop_error=STOP_ERROR,

@@ -1,5 +1,5 @@
-"""The spectral reference grown ×5 at a time while needed (one look, :func:`_extend`): under the
-default rule a reference is extended while some head's decision is not settled
+"""The spectral reference grown ×5 at a time while needed (one look, :func:`extend_spectral`):
+under the default rule a reference is extended while some head's decision is not settled
 (:func:`rmtbase.scoring.stopping.unsettled`, stated error
 :data:`~rmtbase.scoring.stopping.STOP_ERROR`; the progress line says which heads and statistics
 keep it open, :func:`rmtbase.scoring.stopping_text.open_reasons`); with ``max_draws`` up to it
@@ -12,7 +12,7 @@ import numpy as np
 
 from ..decision.scale import normalise
 from ..decision.tails import TailModel
-from .head_verdict import Decision, _groups
+from .head_verdict import Decision, reference_groups
 from .stopping import GROWTH, unsettled
 
 
@@ -56,7 +56,7 @@ def _why_tail(g, ds, values, names, refs, alpha) -> str | None:
             f"null draws of {', '.join(thin)}")
 
 
-def _extend(refs, names, values, ds, how: Decision, cap, n_looks):
+def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks):
     """One look: extend every reference that needs it; returns (grown, settled)."""
     from ..progress import message
     from .stopping_text import tail_counts
@@ -64,11 +64,11 @@ def _extend(refs, names, values, ds, how: Decision, cap, n_looks):
     decide = how.max_draws is None
     open_heads, counts, settled = None, None, True
     if decide:
-        open_heads = unsettled(_groups(refs), values, names, alpha=how.alpha,
+        open_heads = unsettled(reference_groups(refs), values, names, alpha=how.alpha,
                                unreliable=how.unreliable, n_looks=n_looks)
         settled = not open_heads.any()
         if how.progress and not settled:  # which heads and statistics
-            counts = tail_counts(_groups(refs), values, names)
+            counts = tail_counts(reference_groups(refs), values, names)
     grown = False
     for g in refs:
         have = g.spectral_ref["q.rms"].size
