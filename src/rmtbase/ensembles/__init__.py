@@ -8,6 +8,8 @@
   Benettin-QR factors (imported on use: ``from rmtbase.ensembles import products``);
 - :mod:`.wishart`: exact Gram-factor samplers (Bartlett L, Householder bidiagonal B);
 - :mod:`.chisquare`: exact χ²/χ variates (array-level Marsaglia–Tsang);
+- :mod:`.threefry`: ``jax.random.normal``'s float32 draws, bit for bit, by an unrolled hash
+  (cheaper on XLA's CPU; imported on use);
 - :mod:`.draws`: :func:`map_draws`, the chunked driver (draw i uses ``fold_in(key, i)``).
 """
 

@@ -244,18 +244,22 @@ def _stored_null(d: int, d_h: int, storage: str):
     format 4 the chunk's 250 heads were drawn as one array and the round trip run op by op:
     each step's temporaries (36 MB each at 576 × 64) were mapped and unmapped again, 1.29 M
     page faults and more system than user CPU per 1,000 Q4_1 draws; compiled, a loop's buffers
-    are a few MB, allocated once per chunk (``benchmarks/first_contact.py``)."""
+    are a few MB, allocated once per chunk (``benchmarks/first_contact.py``). The normals are
+    :func:`rmtbase.ensembles.threefry.normal`'s: ``jax.random.normal``'s bits (still format 4)
+    for 17–21 % less CPU a chunk (CPU s per 250 heads at 576 × 64 Q4_1 0.24 → 0.20, at
+    640 × 256 Q5_0 1.87 → 1.48; docs/performance.md)."""
     import jax
     import jax.numpy as jnp
 
+    from ..ensembles.threefry import normal
     from ..stats.precision import null_rows, round_trip
 
     rows = null_rows(storage, d_h)
 
     def one(key):
         kq, kk = jax.random.split(key)
-        wq = round_trip(jax.random.normal(kq, (rows, d), jnp.float32), storage)[:d_h]
-        wk = round_trip(jax.random.normal(kk, (rows, d), jnp.float32), storage)[:d_h]
+        wq = round_trip(normal(kq, (rows, d), jnp.float32), storage)[:d_h]
+        wk = round_trip(normal(kk, (rows, d), jnp.float32), storage)[:d_h]
         return factor_profile_jax(wq, wk)
 
     def chunk(key):
