@@ -31,7 +31,7 @@ from ..stats import composition as C
 from ..stats.gaussian_null import GaussianNull
 from ..stats.null_protocol import Null
 from .composition_dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
-from .composition_pairs import Pairs, null_scores  # noqa: F401 - null_scores re-exported
+from .composition_pairs import Pairs, composition_storage, null_scores  # noqa: F401 - null_scores re-exported
 
 #: Bytes a float32 needs; the model side holds every earlier layer's column side.
 _F32 = 4
@@ -212,7 +212,8 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     the layer reads through), which the caller supplies (reading the gains from checkpoints is
     not implemented: ``fold_ln=True`` without ``ln_gains`` is refused). ``null_storage``:
     ``"auto"`` (the checkpoint's float storage; block-quantised GGUF layers get the float32
-    null, not matched), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+    null, not matched), ``"float32"``, ``"bfloat16"`` or ``"float16"`` (any case, or a float
+    storage record; anything else refused in one line before any weight is read).
     ``null``: the :class:`~rmtbase.stats.null_kind.Null` (or its name) the heads are scored
     against: ``"gaussian"`` (default; ``draws`` default 2,000) or ``"permutation"`` (each
     factor's own entries shuffled, :mod:`rmtbase.scoring.composition_permutation`; ``draws``
@@ -225,7 +226,7 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     if fold_ln and ln_gains is None:
         raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
                          "gains from a checkpoint is not implemented")
-    null = Null.parse(null)  # where the text enters (the public API)
+    null, null_storage = Null.parse(null), composition_storage(null_storage)  # they enter here
     check_null_storage(null, "null")  # its storage is null_storage's, set from the checkpoint
     draws = null.composition_draws if draws is None else draws
     if int(draws) < 1:
@@ -238,11 +239,10 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     got = null.composition_null(Pairs(info, layers, storage_rows, composition_from_factors,
                                       ln_gains if fold_ln else None, null_storage),
                                 draws=int(draws), seed=int(seed))
-    nst = got.null_storage
     ds = assemble(got.comp, got.overlap, got.norms, got.null_sorted, alpha=alpha, p=got.p,
                   median=got.median, attrs={
         "model": info.name, "d": info.d, "d_h": info.d_h, "n_kv_heads": info.n_kv_heads,
-        "seed": int(seed), "draws": int(draws), "null_storage": nst,
+        "seed": int(seed), "draws": int(draws), "null_storage": got.null_storage,
         "storage": ",".join(sorted({r[0] for r in storage_rows} | {r[2] for r in storage_rows})),
         "quantisation": ",".join(sorted({q for r in storage_rows for q in (r[1], r[3]) if q})),
         "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
@@ -257,7 +257,7 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     from .composition_overlap import add_overlap_tests  # the overlap's Gaussian-factor null
 
     return add_overlap_tests(ds, seed=int(seed), draws=int(draws), alpha=alpha,
-                             storage=nst if nst in ("float16", "bfloat16") else "float32")
+                             storage=got.overlap_storage)
 
 
 __all__ = ["assemble", "check_model", "composition", "composition_from_factors", "null_scores",

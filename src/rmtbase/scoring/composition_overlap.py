@@ -75,9 +75,11 @@ def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
     """p, tail p, z, q (all layers), q (per layer) and flag ``(L, H, H)`` of the overlaps ``overlap``
     ``(L, H, H)``; query heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv).
     ``key``: a JAX key, or a seed (int): then the key is ``named_key(key(seed), "overlap")``
-    and the null is kept in the user cache (:mod:`rmtbase.scoring.composition_cache`)."""
+    and the null is kept in the user cache (:mod:`rmtbase.scoring.composition_cache`).
+    ``storage``: a name (looked up here, once) or its record."""
     from .composition_cache import cached_null
 
+    storage = storage_record(storage)
     seed = key if isinstance(key, int) else None
     if seed is not None:
         key = named_key(jax.random.key(seed), "overlap")
@@ -101,7 +103,7 @@ def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
         def draw(name=name, sk=sk):
             return overlap_null(named_key(key, name), d, d_h, draws, sk, storage)
         null = draw() if seed is None else cached_null(f"overlap-{name}", d, d_h, draws, seed,
-                                                       storage, draw)
+                                                       storage.name, draw)
         var[sk] = overlap_moments(d, d_h, sk)[1]
         p[:, sel] = _two_sided_p(ov[:, sel], null)
         pt[:, sel] = _tail(ov[:, sel], null) if d_h >= 4 else p[:, sel]
@@ -122,7 +124,9 @@ def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "
                       alpha: float = 0.05) -> xr.Dataset:
     """Add ``qk_overlap_p``, ``qk_overlap_p_tail``, ``qk_overlap_z``, ``qk_overlap_q``, ``qk_overlap_q_layer``,
     ``qk_overlap_flag`` to a composition Dataset (``qk_overlap`` and the attrs ``d``, ``d_h``,
-    ``n_kv_heads``); null draws from ``named_key(key(seed), "overlap")``."""
+    ``n_kv_heads``); null draws from ``named_key(key(seed), "overlap")``. ``storage``: a name
+    or its record (the attr ``qk_overlap_null_storage`` its name)."""
+    storage = storage_record(storage)
     d, d_h, n_kv = int(ds.attrs["d"]), int(ds.attrs["d_h"]), int(ds.attrs["n_kv_heads"])
     t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, int(seed), int(draws), storage, alpha)
     dims = ("layer", "head_from", "head_to")
@@ -148,7 +152,7 @@ def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "
             "long_name": ln, "units": "1", "definition": definition})
     ds.attrs["qk_overlap_null_var"] = float(t["var"].get(False, np.nan))
     ds.attrs["qk_overlap_null_var_shared_key"] = float(t["var"].get(True, np.nan))
-    ds.attrs["qk_overlap_null_storage"] = storage
+    ds.attrs["qk_overlap_null_storage"] = storage.name
     for name in ("p", "p_tail"):  # the draws behind the p a flag reads (issue 56 item 3)
         ds[f"qk_overlap_{name}"].attrs["draws"] = int(draws)
     p = ds["qk_overlap_p"].values

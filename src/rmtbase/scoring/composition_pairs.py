@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..baseline.composition_null import null_squares, null_squares_full
-from ..stats.storage import storage_record
+from ..errors import InputError
+from ..stats.names import FLOAT_STORAGES
+from ..stats.storage import Storage, storage_record
 
 
 def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"):
@@ -37,14 +39,31 @@ def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"
     return np.sort(np.sqrt(np.asarray(sq, np.float64)))
 
 
-def _null_storage(storage_rows, null: str) -> str:
+def composition_storage(value) -> str | Storage:
+    """The ``null_storage`` option of :func:`~rmtbase.scoring.composition.composition` where it
+    enters: ``"auto"`` as it is, else the record of a float storage (a name in any case, or a
+    record); InputError (one line) for anything else, before any weight is read."""
+    if isinstance(value, str) and value == "auto":
+        return value
+    try:
+        record = storage_record(value) if isinstance(value, str | Storage) else None
+    except InputError:
+        record = None
+    if record is None or not record.is_float:
+        raise InputError(f"null_storage must be 'auto' or one of {', '.join(FLOAT_STORAGES)}, "
+                         f"got {value!r}")
+    return record
+
+
+def _null_storage(storage_rows, null) -> Storage:
+    """The record the Gaussian factors are stored at: ``null`` (a record, from
+    :func:`composition_storage`), or under ``"auto"`` the coarsest float storage of the
+    layers' tensors (the readers' names, looked up here)."""
     if null != "auto":
         return null
-    kinds = {s for row in storage_rows for s in (row[0], row[2])}
-    for s in ("bfloat16", "float16"):
-        if s in kinds:
-            return s
-    return "float32"
+    from ..models._reader import coarsest_storage
+
+    return storage_record(coarsest_storage(s for row in storage_rows for s in (row[0], row[2])))
 
 
 @dataclass
@@ -53,8 +72,10 @@ class PairNull:
     (L, H, H) and ``norms`` of the model (:func:`~rmtbase.scoring.composition.\
 composition_from_factors`), and either ``null_sorted`` (sorted null scores shared by every
     pair: the Beta tail applies) or each pair's ``p`` with its null ``median``; the storage its
-    draws were put through (``null_storage``, a file attr) and optionally the sentence of the
-    file's ``null`` attr (None: :func:`~rmtbase.scoring.composition_dataset.assemble`'s)."""
+    draws were put through (``null_storage``, a file attr), optionally the sentence of the
+    file's ``null`` attr (None: :func:`~rmtbase.scoring.composition_dataset.assemble`'s) and
+    the record of a storage the draws were put through (``storage``; None where they were
+    not drawn at a storage: the QK overlap's null is then float32)."""
 
     comp: np.ndarray
     overlap: np.ndarray
@@ -64,6 +85,14 @@ composition_from_factors`), and either ``null_sorted`` (sorted null scores share
     p: np.ndarray | None = None
     median: np.ndarray | None = None
     description: str | None = None
+    storage: Storage | None = None
+
+    @property
+    def overlap_storage(self) -> Storage:
+        """The storage the QK overlap's null is drawn at: this null's where a narrow float
+        (float16, bfloat16), else float32."""
+        narrow = self.storage is not None and self.storage.is_narrow_float
+        return self.storage if narrow else storage_record("float32")
 
 
 @dataclass
@@ -72,14 +101,15 @@ class Pairs:
     :class:`~rmtbase.models.ModelInfo`, the layers' storage rows (filled as they are read),
     the scores' function (:func:`~rmtbase.scoring.composition.composition_from_factors`),
     the norm gains folded in (or None) and the ``null_storage`` option of
-    :func:`~rmtbase.scoring.composition.composition`."""
+    :func:`~rmtbase.scoring.composition.composition` (``"auto"`` or a float storage record:
+    :func:`composition_storage`)."""
 
     info: object
     layers: object
     storage_rows: list
     from_factors: object
     gains: object = None
-    null_storage: str = "auto"
+    null_storage: str | Storage = "auto"
 
     def scores(self, layers=None):
         """(comp, overlap, norms) of ``layers`` (default: this model's, read now)."""
@@ -96,13 +126,12 @@ class Pairs:
         from .composition_cache import cached_null
 
         comp, overlap, norms = self.scores()
-        nst = _null_storage(self.storage_rows, self.null_storage)  # the files' name
-        record = storage_record(nst)  # looked up once, here; the draws take the record
+        record = _null_storage(self.storage_rows, self.null_storage)
         info = self.info
-        null_s = cached_null("composition", info.d, info.d_h, int(draws), int(seed), nst,
+        null_s = cached_null("composition", info.d, info.d_h, int(draws), int(seed), record.name,
                              lambda: null_scores(jax.random.key(int(seed)), info.d, info.d_h,
                                                  info.d_h, int(draws), record))
-        return PairNull(comp, overlap, norms, nst, null_sorted=null_s)
+        return PairNull(comp, overlap, norms, record.name, null_sorted=null_s, storage=record)
 
     def permuted_entries(self, *, draws: int, seed: int) -> PairNull:
         """Each factor's own entries shuffled (:mod:`rmtbase.scoring.composition_permutation`):
@@ -117,4 +146,4 @@ class Pairs:
                         p=P.permutation_p(comp, counts), median=counts["median"])
 
 
-__all__ = ["PairNull", "Pairs", "null_scores"]
+__all__ = ["PairNull", "Pairs", "composition_storage", "null_scores"]
