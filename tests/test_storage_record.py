@@ -151,8 +151,9 @@ expected values are those of the string code before the record (git show 4d0843f
     assert isinstance(got, MixedStorage) and got.name == "q4_0+q8_0"
     assert layer_quantisation(plain, wq, wq, "float32", 1) is storage_record("q8_0")
     # (measured at, null drawn at, histogram statistics unmatched)
-    assert layer_null("float32", mixed, "auto") == ("float32", "float32", True)
-    assert layer_null("float32", mixed, "none") == ("float32", "float32", True)
+    f32, q8 = storage_record("float32"), storage_record("q8_0")  # records in, records out
+    assert layer_null(f32, mixed, "auto") == (f32, f32, True)
+    assert layer_null(f32, mixed, "none") == (f32, f32, True)
     # forced: the null drawn as asked, the heads measured as read (no one format to round to)
-    assert layer_null("float32", mixed, "q8_0") == ("float32", "q8_0", False)
-    assert layer_null("float32", q4k, "auto") == ("q4_k", "q4_k", False)
+    assert layer_null(f32, mixed, q8) == (f32, q8, False)
+    assert layer_null(f32, q4k, "auto") == (q4k, q4k, False)

@@ -109,7 +109,7 @@ def test_the_record_is_a_storage_everywhere(int8_row):
                               w72, "float32", 1) is None  # W_Q off the lattice: not detected
     from rmtbase.scoring.component_cells import _detect  # --components' per-matrix detection
 
-    assert _detect(w72.reshape(-1, 72), "float32") == NAME
+    assert _detect(w72.reshape(-1, 72), "float32") is int8_row
 
 
 def test_score_collection_and_composition(int8_row, models, module_cache):

@@ -71,13 +71,15 @@ VARIABLES = (*MATRIX_STATS, "rms")
 
 def null_shape(m: int, n: int, storage: str = "float32") -> tuple[int, int]:
     """The shape whose null serves an (m, n) matrix: (max, min) for float storages (module
-    docstring), (m, n) for block formats (their blocks run along the last axis)."""
+    docstring), (m, n) for block formats (their blocks run along the last axis). ``storage``:
+    a name or its record."""
     m, n = check_positive_int(m, "m"), check_positive_int(n, "n")
-    if storage_record(storage).is_float:
+    record = storage_record(storage)
+    if record.is_float:
         return max(m, n), min(m, n)
-    if n % block_size(storage):
-        raise InputError(f"storage {storage} needs the last axis to be a multiple of "
-                         f"{block_size(storage)}, got {n}")
+    if n % record.block:
+        raise InputError(f"storage {record.name} needs the last axis to be a multiple of "
+                         f"{record.block}, got {n}")
     return m, n
 
 
@@ -222,9 +224,10 @@ def _int(x):
 
 
 def _cached(directory, m, n, storage, seed) -> list[tuple[int, object]]:
+    """(draws, path) of the cached tables of record ``storage``, most draws first."""
     from .table_file import TABLE_FORMAT
 
-    st = storage_record(storage).suffix
+    st = storage.suffix
     out = []
     for p in directory.glob(f"matrix-m{m}-n{n}-n*-seed{seed}-float32{st}-v{TABLE_FORMAT}.nc"):
         k = _int(p.name.split("-")[3][1:])
@@ -250,15 +253,16 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     from ..files.user_cache import cache_dir
     from .table_file import read_table, write_table
 
-    storage = check_storage(storage)
+    record = storage_record(storage)  # the name looked up once, here
+    storage = record.name  # as the files and messages spell it
     draws = check_positive_int(draws, "draws")
     if draws < 2:
         raise InputError(f"draws must be at least 2, got {draws}")
-    m, n = null_shape(m, n, storage)
+    m, n = null_shape(m, n, record)
     check_matrix_null_size(draws)
     directory = cache_dir()
     have, have_path = None, None
-    for k, path in (_cached(directory, m, n, storage, seed) if directory.is_dir() else []):
+    for k, path in (_cached(directory, m, n, record, seed) if directory.is_dir() else []):
         try:
             ds = read_table(path)
             verify_matrix_table(ds, m, n, storage, seed, path)
@@ -282,7 +286,7 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     ds = _dataset(m, n, storage, seed, new)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        write_table(ds, directory / table_filename(m, n, draws, seed, storage), replace="any")
+        write_table(ds, directory / table_filename(m, n, draws, seed, record), replace="any")
         if have_path is not None:
             have_path.unlink(missing_ok=True)  # a prefix of the table just written
     except (OSError, TableError) as exc:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats.storage import records, storage_record
+from ..stats.storage import records
 
 BLOCK = 128
 E4M3_MAX = 448.0
@@ -50,11 +50,6 @@ def _dtype(fmt: str):
     import ml_dtypes
 
     return {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}[fmt]
-
-
-def format_of(storage: str) -> str:
-    """The element format (``"e4m3"``, ``"e5m2"``) of an FP8 storage name."""
-    return storage_record(storage).element
 
 
 def tiles(shape) -> tuple[int, int]:
@@ -178,4 +173,4 @@ def check_config(cfg: dict, where: str) -> None:
 
 
 __all__ = ["BLOCK", "CHANNEL_STORAGE", "DTYPES", "E4M3_MAX", "E5M2_MAX", "FORMATS",
-           "check_config", "dequantize", "dequantize_rows", "format_of", "quantize", "quantize_rows", "tiles"]
+           "check_config", "dequantize", "dequantize_rows", "quantize", "quantize_rows", "tiles"]

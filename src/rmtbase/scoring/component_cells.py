@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError, ModelError
-from ..stats.precision import QUANT_FORMATS
 
 _DETECT_ENTRIES = 2**16
 
@@ -32,17 +31,22 @@ class _Cell:
 
 
 def _detect(w, storage):
-    """The format ``w`` was dequantised from, judged on its first rows (any width: a record's
-    own ``detector`` needs no 32-entry blocks; the block layouts check their width)."""
-    from ..stats.precision import detect_quantisation
+    """The record of the format ``w`` was dequantised from (None if none), judged on its first
+    rows (any width: a record's own ``detector`` needs no 32-entry blocks; the block layouts
+    check their width); ``storage``: the float storage it was read in."""
+    from ..stats.detection import detect_record
 
     rows = max(1, _DETECT_ENTRIES // w.shape[1])
-    return detect_quantisation(w[:rows], storage=storage)
+    return detect_record(w[:rows], storage=storage)
 
 
 def _read(layers, info, progress, quantized_null) -> list[_Cell]:
+    """The cells; storages are records here (the readers' names and ``quantized_null``'s
+    format looked up once each), names in the cells (as the files spell them)."""
     from ..stats.matrix import matrix_stats
-    from ..stats.precision import FLOAT_STORAGES, block_size
+    from ..stats.storage import storage_record
+
+    forced = None if quantized_null in ("auto", "none") else storage_record(quantized_null)
 
     if progress:
         from ..progress import counted
@@ -56,26 +60,27 @@ def _read(layers, info, progress, quantized_null) -> list[_Cell]:
                 raise ModelError(f"{where} has non-finite weights")
             if not np.any(w):
                 raise ModelError(f"{where} is all zeros; cannot score it")
-            storage = lc.storage.get(name, "float32")
-            if storage in FLOAT_STORAGES:
+            storage = storage_record(lc.storage.get(name, "float32"))  # the reader's name
+            if storage.is_float:
                 detected = _detect(w, storage)
             else:  # a GGUF block type: the file says it, the values are float32
-                detected, storage = storage, "float32"
-            est, null_storage = storage, storage
-            if detected not in QUANT_FORMATS and quantized_null == "auto":
+                detected, storage = storage, storage_record("float32")
+            est = null_storage = storage
+            if (detected is None or not detected.is_quantised) and quantized_null == "auto":
                 pass  # no round trip for this type: float null, histogram statistics left out
-            elif detected and quantized_null != "none":
-                est = null_storage = detected if quantized_null == "auto" else quantized_null
-            elif quantized_null not in ("auto", "none"):
-                if w.shape[1] % block_size(quantized_null):
+            elif detected is not None and quantized_null != "none":
+                est = null_storage = detected if forced is None else forced
+            elif forced is not None:
+                if w.shape[1] % forced.block:
                     raise InputError(f"--quantized-null {quantized_null}: {where} has "
                                      f"{w.shape[1]} columns, not a multiple of "
-                                     f"{block_size(quantized_null)}")
-                null_storage = quantized_null
-            cells.append(_Cell(int(lc.layer), name, tuple(w.shape), storage, null_storage,
-                               detected, bool(detected) and (
+                                     f"{forced.block}")
+                null_storage = forced
+            cells.append(_Cell(int(lc.layer), name, tuple(w.shape), storage.name,
+                               null_storage.name, detected and detected.name,
+                               detected is not None and (
                                    quantized_null == "none" or null_storage == storage),
-                               matrix_stats(w, storage=est)))
+                               matrix_stats(w, storage=est.name)))
     if not cells:
         raise ModelError(f"{info.name} has no matrices to score")
     return cells

@@ -16,7 +16,6 @@ import numpy as np
 import xarray as xr
 
 from ..errors import TableError
-from ..stats.precision import QUANT_FORMATS
 from ..stats.storage import one_quantisation
 from .description import layer_range
 
@@ -68,9 +67,11 @@ def layer_quantisation(lh, wq, wk, storage, group):
 
 def layer_null(storage, detected, quantized_null):
     """(storage the layer's heads are measured at, storage its null is drawn at, whether its
-    histogram statistics lack a matched null) for one layer: float ``storage`` and the block
-    format ``detected`` (a record, or None), under ``quantized_null``
-    (:mod:`rmtbase.scoring.score`); storages by name."""
+    histogram statistics lack a matched null) for one layer: float ``storage`` (a record) and
+    the block format ``detected`` (a record, or None), under ``quantized_null``
+    (:mod:`rmtbase.scoring.score`: ``"auto"``, ``"none"``, or the record of the block format
+    it forces, looked up once by the caller); storages as records."""
+    forced = None if quantized_null in ("auto", "none") else quantized_null
     est, null_storage, unmatched = storage, storage, False
     # W_Q and W_K in different block types (a MixedStorage, "q4_k+q8_0": Mixtral-style Q4_K_M
     # files): the null puts both factors through one round trip and cannot match them, so
@@ -78,14 +79,14 @@ def layer_null(storage, detected, quantized_null):
     # "none" does), and the ``null`` attr names the layer and both types
     one = one_quantisation(detected)
     if one and quantized_null != "none":
-        est = detected.name if quantized_null == "auto" else quantized_null
-    if detected:
+        est = detected if forced is None else forced
+    if detected is not None:
         if quantized_null == "none" or (quantized_null == "auto" and not one):
             unmatched = True
         else:
-            null_storage = detected.name if quantized_null == "auto" else quantized_null
-    elif quantized_null in QUANT_FORMATS:
-        null_storage = quantized_null
+            null_storage = detected if forced is None else forced
+    elif forced is not None:
+        null_storage = forced
     return est, null_storage, unmatched
 
 

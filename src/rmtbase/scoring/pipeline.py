@@ -21,6 +21,7 @@ from ..decision.family import HISTOGRAM
 from ..decision.spikes import add_spikes
 from ..decision.verdict import NOT_TESTED
 from ..errors import InputError, ModelError
+from ..stats.storage import storage_record
 from ..stats.unaligned import symmetry_unaligned
 from .description import by_layers, describe, model_label, null_description
 from .head_verdict import Decision
@@ -62,16 +63,17 @@ class Options:
 @dataclass
 class Layers:
     """What :func:`read_layers` measured, per layer: statistics, normalised spectra, ids, float
-    storage, quantisation detected (None if none), null storage, profile; the factors (only for
-    a null drawn per head), W_QK histograms (with element statistics), and whether some layer's
-    histogram statistics lack a matched null."""
+    storage, quantisation detected (None if none), null storage (records of
+    :mod:`rmtbase.stats.storage`), profile; the factors (only for a null drawn per head), W_QK
+    histograms (with element statistics), and whether some layer's histogram statistics lack a
+    matched null."""
 
     per_layer: list = field(default_factory=list)
     spectra: list = field(default_factory=list)
     layer_ids: list = field(default_factory=list)
     storages: list = field(default_factory=list)
     detected: list = field(default_factory=list)
-    null_storages: list = field(default_factory=list)
+    null_records: list = field(default_factory=list)
     profiles: list = field(default_factory=list)
     factors: list = field(default_factory=list)
     hists: list = field(default_factory=list)
@@ -83,19 +85,27 @@ class Layers:
         spell it."""
         return ["none" if q is None else q.name for q in self.detected]
 
+    @property
+    def null_storages(self) -> list[str]:
+        """Per layer the name of its null storage, as the files spell it (and the profile's
+        tables are keyed)."""
+        return [s.name for s in self.null_records]
 
-def _one_layer(lh, info, opts: Options, out: Layers) -> None:
-    """Measure layer ``lh`` into ``out``."""
+
+def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
+    """Measure layer ``lh`` into ``out`` (``quantized_null``: the option, its format a
+    record)."""
     wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
     if not (np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))):
         raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
-    storage = getattr(lh, "storage", "float32")
+    storage = storage_record(getattr(lh, "storage", "float32"))  # the reader's name, here
     # a GGUF file names its block type; a dequantised folder is recognised by its lattice
     quant = layer_quantisation(lh, wq, wk, storage, info.group_size)
-    est, null_st, bad = layer_null(storage, quant, opts.quantized_null)
+    est, null_st, bad = layer_null(storage, quant, quantized_null)
     # a head far outside float32's comfortable range is divided by a power of two first
     wq, wk, cq, ck = safe_factors(wq, wk)
-    st, x, h = layer_stats(wq, wk, opts.kind, est, info.group_size,
+    # the statistics take the storage's name (their compiled programs are keyed by it)
+    st, x, h = layer_stats(wq, wk, opts.kind, est.name, info.group_size,
                            entry_law=opts.null.tests_entry_law, hist=True,
                            raw=RawUnits(cq, ck, where=f"layer {lh.layer} of {info.name}, "))
     out.per_layer.append(st)
@@ -107,7 +117,7 @@ def _one_layer(lh, info, opts: Options, out: Layers) -> None:
     out.layer_ids.append(int(lh.layer))
     out.storages.append(storage)
     out.detected.append(quant)
-    out.null_storages.append(null_st)
+    out.null_records.append(null_st)
     out.unmatched |= bad
     if opts.null.per_head:
         out.factors.append((wq, wk))
@@ -116,13 +126,15 @@ def _one_layer(lh, info, opts: Options, out: Layers) -> None:
 def read_layers(layers, info, opts: Options) -> Layers:
     """Statistics of every layer (:class:`Layers`), one layer's weights alive at a time."""
     out = Layers()
+    qn = opts.quantized_null  # "auto", "none" or a block format's name, looked up once here
+    qn = qn if qn in ("auto", "none") else storage_record(qn)
     bar = None
     if opts.progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
         from ..progress import progress_bar
 
         bar = progress_bar(info.n_layers, desc="scoring layers", unit="layer")
     for lh in layers:
-        _one_layer(lh, info, opts, out)
+        _one_layer(lh, info, opts, out, qn)
         del lh  # else this layer's weights stay alive while the next one is read
         if bar is not None:
             bar.update(1)
@@ -151,12 +163,13 @@ def _values(read: Layers, opts: Options):
 
 def references(null, null_storages, cells: Cells, opts: Options) -> list:
     """The null's references (:meth:`rmtbase.stats.null_kind.Null.reference`): one per storage
-    among the layers, shared by the layers stored alike; a null drawn per head
+    among the layers (``null_storages``: per layer a record of :mod:`rmtbase.stats.storage`,
+    handed to the null as it is), shared by the layers stored alike; a null drawn per head
     (:attr:`~rmtbase.stats.null_kind.Null.per_head`) one for every layer."""
     kw = dict(draws=opts.draws, seed=opts.seed, progress=opts.progress)
     if null.per_head:
         return [null.reference(cells, null_storages[0], **kw)]
-    groups: dict[str, list[int]] = {}
+    groups: dict = {}
     for i, ns in enumerate(null_storages):
         groups.setdefault(ns, []).append(i)
     return [null.reference(cells.at(rows), ns, **kw) for ns, rows in groups.items()]
@@ -225,8 +238,8 @@ def _provenance(ds, info, read: Layers, opts: Options, label) -> None:
         revision=str(info.revision or ""),
         architecture=str(info.architecture), d=int(info.d), d_h=int(info.d_h),
         n_layers=int(info.n_layers), n_heads=int(info.n_heads),
-        n_kv_heads=int(info.n_kv_heads), storage_dtype=coarsest_storage(read.storages),
-        storage_dtypes=",".join(sorted(set(read.storages))),
+        n_kv_heads=int(info.n_kv_heads), storage_dtype=coarsest_storage(s.name for s in read.storages),
+        storage_dtypes=",".join(sorted({s.name for s in read.storages})),
         quantisation=by_layers(quant, ids), null_storage=by_layers(ns, ids),
         quantized_null=opts.quantized_null,
         null=null_description(opts.null, ns, read.detected, opts.quantized_null, ids),
@@ -243,7 +256,7 @@ def score(info, layers, opts: Options, label=None):
     d, d_h = int(info.d), int(info.d_h)
     cells = Cells(d, d_h, opts.kind, tuple(tested), factors=read.factors,
                   element_draws=int(opts.element_draws), start=opts.start)
-    refs = references(opts.null, read.null_storages, cells, opts)
+    refs = references(opts.null, read.null_records, cells, opts)
     out = decide(refs, values, tested, Decision(opts.null, opts.alpha, info.group_size,
                                                 unreliable, opts.max_draws, opts.progress))
     ds = out.ds

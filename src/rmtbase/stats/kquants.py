@@ -131,11 +131,11 @@ def k_dequantise(codes: dict, storage: str):
 
 def k_blocks(blocks, storage):
     """The K-quants' quantiser (:class:`rmtbase.stats.storage.Storage`): :func:`k_round_trip`
-    of the record ``storage``."""
-    return k_round_trip(blocks, storage.name)
+    of the record ``storage`` (passed on as it is: no name looked up again)."""
+    return k_round_trip(blocks, storage)
 
 
-def k_round_trip(blocks, storage: str):
-    """Round trip of super-blocks ``blocks`` (..., 256) through ``storage`` (:data:`K_FORMATS`),
-    float32 values."""
+def k_round_trip(blocks, storage):
+    """Round trip of super-blocks ``blocks`` (..., 256) through ``storage`` (:data:`K_FORMATS`:
+    a name or its record), float32 values."""
     return k_dequantise(k_codes(blocks, storage), storage)
