@@ -162,7 +162,7 @@ class TableKey:
         from .table_spec import make_spec
 
         return make_spec(draws=self.min_draws, seed=self.seed, stats=self.stats,
-                         ensemble=self.ensemble, dtype=self.dtype, storage=self.storage.name,
+                         ensemble=self.ensemble, dtype=self.dtype, storage=self.storage,
                          chunk_size=chunk_size)
 
 

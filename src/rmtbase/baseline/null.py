@@ -54,10 +54,11 @@ from .limits import check_draw_memory, draw_memory
 from .table_contents import STAT_SETS, check_ensemble, fast_spectral
 
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
+_FLOAT32 = storage_record("float32")  # the default storage, as its record
 
 
-def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET, storage="float32",
-               backend=None) -> int:
+def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET,
+               storage: Storage = _FLOAT32, backend=None) -> int:
     """Draws evaluated together in one vectorised batch (fixed per cell, never from n_draws).
 
     XLA's results for a vectorised draw depend on the batch width in the last bits
@@ -78,8 +79,9 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET, storage=
 
 
 def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None,
-            storage="float32") -> str:
-    """One line naming how :func:`null_draws` samples a cell (stored in table provenance).
+            storage: Storage = _FLOAT32) -> str:
+    """One line naming how :func:`null_draws` samples a cell (stored in table provenance;
+    ``storage`` the record, :class:`rmtbase.stats.storage.Storage`, as a TableSpec holds it).
 
     The text is the sampler's identity, compared with the shipped tables' ``sampler`` attr; it
     keeps the module name of v0.2 (``rmtbase.wishart``, now :mod:`rmtbase.ensembles.wishart`).
@@ -88,8 +90,8 @@ def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=
         return (f"lowrank spectral fast path: W_Q bidiagonal B, W_K Bartlett L_K "
                 f"(rmtbase.wishart), lambda = s^2(B^T L_K) by "
                 f"{eig_method(d, d_h, dtype, backend)}")
-    stored = "" if storage_record(storage).is_identity else \
-        f", stored as {storage} (rmtbase.stats.precision)"
+    stored = "" if storage.is_identity else \
+        f", stored as {storage.name} (rmtbase.stats.precision)"
     return (f"{ensemble} factors W_Q, W_K drawn in full{stored}; statistics by "
             "rmtbase.stats.head_stats")
 

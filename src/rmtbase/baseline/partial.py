@@ -41,6 +41,8 @@ def store_key(spec) -> str:
     fields = dataclasses.asdict(spec)
     for k in ("draws", "sigma_q", "sigma_k", "chunk_size"):
         fields.pop(k, None)
+    if "storage" in fields:  # a record (TableSpec): keyed by its name, as before
+        fields["storage"] = spec.storage.name
     fields.update(format=TABLE_FORMAT, rmtbase=__version__, jax=jax.__version__,
                   backend=jax.default_backend(), prng=str(jax.config.jax_default_prng_impl))
     text = json.dumps(fields, sort_keys=True, default=str)

@@ -48,19 +48,18 @@ def score_requests(stats: str = "all", draws: int | None = None,
     """The ``null_table`` requests ``{"stats", "draws", "storage"}`` of a Gaussian-null score
     with ``--stats stats --draws draws`` of layers stored at ``storage`` (module docstring),
     the storage as the table is filed and a request another one serves left out."""
-    from ..stats.precision import check_storage
-    from .null import fast_spectral
-    from .table_contents import _SERVES
+    from ..stats.storage import storage_record
+    from .table_contents import _SERVES, fast_spectral
 
     if stats not in _SERVES:
         raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")
-    storage = check_storage(storage)
+    storage = storage_record(storage)  # the name looked up once, here
     n = default_draws() if draws is None else int(draws)
     wanted = [(stats, n)]
     if stats == "all":
         wanted.append(("spectral", max(n, SPECTRAL_REFERENCE_DRAWS)))
     reqs = [{"stats": s, "draws": k,
-             "storage": "float32" if fast_spectral(s, "lowrank", storage) else storage}
+             "storage": "float32" if fast_spectral(s, "lowrank", storage) else storage.name}
             for s, k in wanted]
     return [r for i, r in enumerate(reqs)
             if not any(j != i and o["storage"] == r["storage"] and r["stats"] in _SERVES[o["stats"]]

@@ -63,7 +63,7 @@ def n_eigenvalues(d: int, d_h: int, ensemble: str) -> int:
     return d if ensemble == "ginibre" else d_h
 
 
-def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:
+def fast_spectral(stats: str, ensemble: str, storage) -> bool:
     """Whether :func:`rmtbase.baseline.null.null_draws` takes the exact fast spectral path (no factors drawn).
 
     Only for spectral statistics of the lowrank ensemble stored as a float type. Rounding the
@@ -71,11 +71,11 @@ def fast_spectral(stats: str, ensemble: str, storage: str) -> bool:
     law of the spectral statistics unchanged far below their Monte Carlo resolution
     (``tests/test_precision_null.py`` measures the paired change: < 10⁻² null standard
     deviations), so those storages share the float32 spectral null. Block formats change the
-    entries by ~0.08σ and go through the factor path with the round trip.
+    entries by ~0.08σ and go through the factor path with the round trip. ``storage``: the
+    record (:class:`rmtbase.stats.storage.Storage`), looked up by the caller where the name
+    entered.
     """
-    from ..stats.storage import storage_record
-
-    return stats == "spectral" and ensemble == "lowrank" and storage_record(storage).is_float
+    return stats == "spectral" and ensemble == "lowrank" and storage.is_float
 
 
 def stat_names(spec) -> list[str]:

@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import InputError, check_dims, check_draws, check_seed, check_sigma
+from ..stats.storage import Storage, storage_record
 from .table_contents import STAT_SETS, check_ensemble
 
 #: Draws per PRNG block: part of the key derivation, and the unit of work of a Dask task.
@@ -22,7 +23,8 @@ DTYPES = ("float32", "float64")
 
 @dataclasses.dataclass(frozen=True)
 class TableSpec:
-    """Everything but (d, d_h) that fixes a table's numbers."""
+    """Everything but (d, d_h) that fixes a table's numbers; the storage as its record
+    (:class:`rmtbase.stats.storage.Storage`, looked up once by :func:`make_spec`)."""
 
     ensemble: str = "lowrank"
     stats: str = "all"
@@ -34,7 +36,7 @@ class TableSpec:
     dtype: str = "float32"
     chunk_size: int | None = None
     x64: bool = False
-    storage: str = "float32"
+    storage: Storage = storage_record("float32")
 
     def n_blocks(self) -> int:
         return -(-self.draws // DRAW_BLOCK)
@@ -70,9 +72,7 @@ def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", dra
     x64 = dtype == "float64"
     if chunk_size is not None and (not isinstance(chunk_size, int | np.integer) or chunk_size < 1):
         raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    from ..stats.precision import check_storage
-
-    storage = check_storage(storage)
+    storage = storage_record(storage)  # the name looked up once, here
     return TableSpec(ensemble=ensemble, stats=stats, draws=int(draws), seed=int(seed),
                      sigma_q=sigma_q, sigma_k=sigma_k, depth=None if depth is None else int(depth),
                      dtype=dtype, chunk_size=chunk_size, x64=x64, storage=storage)

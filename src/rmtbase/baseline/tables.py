@@ -211,7 +211,7 @@ def _global_attrs(spec: TableSpec, cells) -> dict:
         "rmtbase_version": __version__,
         "ensemble": spec.ensemble, "stats": spec.stats, "seed": spec.seed, "draws": spec.draws,
         "sigma_q": spec.sigma_q, "sigma_k": spec.sigma_k, "dtype": spec.dtype,
-        "storage_dtype": spec.storage,
+        "storage_dtype": spec.storage.name,
         "backend": jax.default_backend(), "jax_version": jax.__version__,
         "jax_enable_x64": int(spec.x64), "prng_impl": str(jax.config.jax_default_prng_impl),
         "draw_block": DRAW_BLOCK,

@@ -197,7 +197,7 @@ class TableReference(Reference):
     def can_extend(self) -> bool:
         from ..baseline.table_contents import fast_spectral
 
-        return fast_spectral("spectral", self.null.ensemble, self.storage)
+        return fast_spectral("spectral", self.null.ensemble, self.null.storage_record)
 
     def profile_null(self):
         """The Gaussian factor-axes null at each layer's storage (:data:`GAUSSIAN_AXES`)."""
