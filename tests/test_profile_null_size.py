@@ -128,7 +128,8 @@ def test_key_only_axes_of_grouped_key_models_are_calibrated_on_1008_key_heads(
 def test_the_stopping_note_names_the_draws_its_error_does_not_cover():
     """summary.txt's Draws line (scoring.stopping_text.stopping_note): the stated stopping error is
     the spectral draws'; the note names the element table, the calibration and the profile null
-    with its sequential sizes (2,000, 6,000 or 18,000: scoring.profile_stopping, not always
+    with its sequential sizes (2,000, 3,000, 4,000, 6,000, 10,000 or 18,000:
+    scoring.profile_stopping.SCHEDULE, not always
     18,000 as it said before issue 59 item 4), its own rule and the 18,000's Monte Carlo sd,
     settled or not."""
     from rmtbase.scoring.profile_stopping import SCHEDULE
@@ -138,8 +139,9 @@ def test_the_stopping_note_names_the_draws_its_error_does_not_cover():
         note = stopping_note(1000, settled, 100_000)
         assert "covers the spectral null draws only" in note
         assert "element-statistic table" in note and "omnibus calibration" in note
-        assert (f"profile null of the factor axes ({SCHEDULE[0]}, {SCHEDULE[1]} or "
-                f"{SCHEDULE[2]} draws a shape, more only while a decision could differ") in note
+        sizes = ", ".join(map(str, SCHEDULE[:-1]))  # every size of the schedule, in turn
+        assert (f"profile null of the factor axes ({sizes} or {SCHEDULE[-1]} draws a shape, "
+                "more only while a decision could differ") in note
         assert "rmtbase.scoring.profile_stopping" in note and "profile_null_draws" in note
         assert f"({fa.PROFILE_DRAWS} draws a shape" not in note  # not a fixed size
         assert f"{np.sqrt(0.05 * 0.95 / fa.PROFILE_DRAWS):.4f}" in note

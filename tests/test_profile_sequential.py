@@ -76,7 +76,7 @@ def _decisions(values, p_stats, draws: dict, alpha=0.05):
 
 
 def _settled_heads_keep_their_decisions(values, null):
-    """At 2,000 and 6,000 of the 18,000 draws: the heads :func:`ps.open_heads` calls settled
+    """At each size of the schedule below 18,000: the heads :func:`ps.open_heads` calls settled
     have the decisions of all 18,000; some are settled (else the claim is empty). p_S: none
     (the axes alone), then seeded uniform p (Bonferroni and BH beside the statistics)."""
     rng = np.random.default_rng(3)
@@ -86,9 +86,10 @@ def _settled_heads_keep_their_decisions(values, null):
         full = _decisions(values, p_stats, null)
         for n in ps.SCHEDULE[:-1]:
             first = {a: v[:n] for a, v in null.items()}
+            level = ps.interval_level(shape[0] * shape[1], len(fa.FACTOR_AXES), False,
+                                      ps.looks_from(ps.SCHEDULE[0]))
             open_ = ps.open_heads(values, p_stats, {"s": first}, {"s": list(range(shape[0]))},
-                                  n_final=ps.SCHEDULE[-1], alpha=0.05,
-                                  n_looks=len(ps.SCHEDULE))
+                                  n_final=ps.SCHEDULE[-1], alpha=0.05, level=level)
             got = _decisions(values, p_stats, first)
             ok = ~open_
             settled_seen += int(ok.sum())

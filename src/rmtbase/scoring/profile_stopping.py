@@ -5,12 +5,12 @@ The profile's Gaussian null (:mod:`rmtbase.scoring.factor_axes`) is sized at
 :data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` = 18,000 draws so that its Monte Carlo error
 is a quarter of a 1,000-head calibration's binomial se; a new shape's first score paid all of
 them (at 640 × 256 through the Q5_0 quantiser most of that score's CPU). Now a score draws
-:data:`SCHEDULE` in turn — 2,000, then 6,000, then 18,000 — and stops at the first size where
-no decision read from these draws could differ from the decision on all 18,000
-(:func:`unsettled`); a shape whose 18,000 draws ship (:data:`~rmtbase.scoring.profile_cache.
-SHIPPED_PROFILES`) starts at all of them. Draw i is the same in every size (chunk i of the
-null depends on (seed, i) alone), so the draws used are always a prefix of the 18,000, and a
-score's output depends on its inputs alone, never on what a cache holds.
+:data:`SCHEDULE` in turn and stops at the first size where no decision read from these draws
+could differ from the decision on all 18,000 (:func:`open_heads`); a shape whose 18,000 draws
+ship (:data:`~rmtbase.scoring.profile_cache.SHIPPED_PROFILES`) starts at all of them. Draw i is
+the same in every size (chunk i of the null depends on (seed, i) alone), so the draws used are
+always a prefix of the 18,000, each size drawn as the continuation of the last, and a score's
+output depends on its inputs alone, never on what a cache holds.
 
 The decisions: ``profile_flag`` (per axis, Benjamini–Hochberg over the heads of the axis's
 two-sided tail-resolving p, :func:`rmtbase.scoring.profile._against`), ``head_flag`` (BH of
@@ -22,22 +22,46 @@ the N − n draws to come; P_MIN below where the tail model may extrapolate at N
 than 10 draws beyond; p_A's calibration count on the draws' own Cauchy statistics likewise).
 p_S is fixed (the spectral rule has run). Every decision is monotone in these p, so as in
 :mod:`rmtbase.scoring.stopping` a head flagged with the upper ends is flagged at N and one not
-flagged with the lower ends is not: the other heads are **unsettled**, and the null storages
-they use draw the next size. Error: each interval at level ε / (heads · (2·axes + 2) ·
-looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`, so with probability ≥ 1 − ε (union
-bound) the decisions at the stop are those of the 18,000 draws. Not covered: p_A's
-calibration is read at n draws (its count is bracketed, its leave-one-out statistics are not
-redrawn), as the spectral rule takes the omnibus calibration as fixed; a GPD tail estimate at
-N is bracketed only by [P_MIN, max(current, 10/(N + 1))].
+flagged with the lower ends is not: the other heads are **open**, and the null storages they
+use draw the next size.
 
-How often it stops early (measured 2026-11-26): seldom. MiniLM (72 heads), SmolLM2 Q4_1 (270)
-and a random Gemma-3-shaped model (72 heads of 640 × 256) all went to 18,000. With the union
-bound each interval is at level ≈ 10⁻⁶, so a head 8 of whose 2,000 draws lie beyond it (p ≈
-0.01) has a tail probability between ≈ 5·10⁻⁴ and ≈ 1.5·10⁻² — and Benjamini–Hochberg's first
-threshold over 72 heads, α/72 = 6.9·10⁻⁴, lies inside: the decision is genuinely open. Among
-hundreds of axis p-values of a real model, or of a random one, some head sits there (the
-random Gemma model: 7–11 heads open at 2,000, 1–2 at 6,000). The saving is for small models
-and models whose heads all lie far from every threshold; the guarantee is kept either way.
+Error. Call an interval a failure when the count at N falls outside it. If no interval made
+at any look fails, every p at N lies inside its bracket at the stop, and by monotonicity the
+decisions at the stop are those of the 18,000 draws. So P(some decision differs) ≤ P(some
+interval fails) ≤ Σ over the distinct interval events of their levels (union bound). The
+distinct events per head and look: one per axis — ``profile_flag``'s bracket of axis a and
+p_A's bracket of axis a are the same interval (the same draws, value, level and N:
+:func:`axes_p_bounds` calls :func:`tail_p_bounds` as :func:`open_heads` does; a test holds the
+two to the same numbers), so they fail together and count once — one for p_A's calibration
+count and one for ``symmetry_unaligned``: axes + 2. Looks: the sizes below N at which
+intervals are made (:func:`looks_from`; none at N, where the p are exact). Each interval at
+level ε / (heads · (axes + 2) · looks) (:func:`interval_level`), ε =
+:data:`~rmtbase.scoring.stopping.STOP_ERROR`, keeps the sum ≤ ε. (Before issue 59 item 4 the
+denominator counted 2·axes + 2 per head over 3 looks, the axis brackets twice and a look at N
+that makes no interval: 30 against 6 · 5 = 30 now over the finer schedule, so each interval's
+level is unchanged.) Not covered: p_A's calibration is read at n draws (its count is
+bracketed, its leave-one-out statistics are not redrawn), as the spectral rule takes the
+omnibus calibration as fixed; a GPD tail estimate at N is bracketed only by [P_MIN, max(current,
+10/(N + 1))]. ``tests/test_profile_stopping_error.py`` checks the rate of a differing decision
+by simulation.
+
+Schedule. :data:`SCHEDULE` is 2,000, 3,000, 4,000, 6,000, 10,000, 18,000 (before issue 59
+item 4: 2,000, 6,000, 18,000), each size the continuation of the last. It holds every size of
+the schedule before, and each interval's level is the same as before or larger (30 per head
+and look as above; 25 where no ``symmetry_unaligned``), so at each of those sizes the open
+heads are a subset of those before (a larger level gives narrower intervals, and
+Benjamini–Hochberg is monotone): on any input it stops at the same size or an earlier one,
+never later, with the same stated error. Finer steps would divide the error over more looks.
+
+How often it stops early (measured 2026-11-26, ``open_heads`` on a cold score's own draws):
+seldom, and not for want of error budget. SmolLM2 Q4_1 (270 heads): 47 heads open at 2,000,
+25 at 6,000, 9 at 11,000, 5 at 15,000 — and still 4 at 15,000 with every interval at level
+0.01 (no union bound at all): heads near the BH thresholds of its 241/270 aligned and 226/270
+symmetric heads, which only all 18,000 decide as all 18,000 do. The random Gemma-3-shaped Q5_0
+folder (72 heads): 8 open at 2,000, 7 at 3,000, 2 at 3,500–4,500, 1 at 5,000, 0 at 6,000, the
+same at level 0.01: heads with fewer than 10 draws beyond them, whose p at 18,000 may be a GPD
+tail estimate (bracketed by P_MIN below). The saving is for small models and models whose
+heads all lie far from every threshold; the guarantee is kept either way.
 
 What changes where a score stops early: the effects, bands, p and q of the factor axes and
 p_A are computed from the first n draws (their Monte Carlo error is that of n: an empirical
@@ -47,13 +71,17 @@ error above); ``head_kind`` (the axis a flagged head departs on most, in null-ba
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from .factor_axes import PROFILE_SCHEDULE
+from .factor_axes import PROFILE_DRAWS
 from .joint_stopping import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
 
-#: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``).
-SCHEDULE = PROFILE_SCHEDULE
+#: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``): the sizes of
+#: the ×3 schedule before issue 59 item 4 (2,000, 6,000, 18,000) and three between, at the
+#: same level per interval (module docstring, "Schedule").
+SCHEDULE = (2_000, 3_000, 4_000, 6_000, 10_000, PROFILE_DRAWS)
 
 
 def _side_bounds(k, n, n_final, level):
@@ -128,18 +156,23 @@ def _open(p_lo, p_hi, alpha: float) -> np.ndarray:
     return benjamini_hochberg(p_lo, alpha)[0] & ~benjamini_hochberg(p_hi, alpha)[0]
 
 
-def unsettled(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alpha: float,
-              n_looks: int, unaligned=None) -> set:
-    """The null storages whose draws must grow: those of a head of :func:`open_heads`."""
-    heads = open_heads(values, p_stats, nulls, groups, n_final=n_final, alpha=alpha,
-                       n_looks=n_looks, unaligned=unaligned)
-    return {s for s, rows in groups.items() if heads[np.asarray(rows, np.int64)].any()}
+def interval_level(n_heads: int, n_axes: int, unaligned: bool, n_looks: int,
+                   error: float | None = None) -> float:
+    """Level of each interval at one look (module docstring, "Error"): ε / (heads · (axes + 1
+    + unaligned) · looks) — one interval per head and axis (the profile flag's and p_A's are
+    the same event), one for p_A's calibration count, one for ``symmetry_unaligned``."""
+    from .stopping import STOP_ERROR
+
+    eps = STOP_ERROR if error is None else float(error)
+    return eps / (max(1, int(n_heads)) * (int(n_axes) + 1 + bool(unaligned))
+                  * max(1, int(n_looks)))
 
 
 def open_heads(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alpha: float,
-               n_looks: int, unaligned=None) -> np.ndarray:
+               level: float, unaligned=None) -> np.ndarray:
     """(layer, head) mask of the heads whose ``profile_flag`` on some axis or whose
-    ``head_flag`` could differ at ``n_final`` draws (module docstring).
+    ``head_flag`` could differ at ``n_final`` draws (module docstring), each interval at
+    ``level`` (:func:`interval_level`).
 
     values: (layer, head, axis) the heads' :data:`~rmtbase.scoring.factor_axes.FACTOR_AXES`;
     p_stats: (layer, head) the statistics' head p (NaN where none); nulls: {null storage:
@@ -149,12 +182,9 @@ def open_heads(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alph
     from ..decision.combined import DECISION_AXES, combined_p
     from ..decision.tails import TailModel
     from .factor_axes import FACTOR_AXES
-    from .stopping import STOP_ERROR
 
     values = np.asarray(values, dtype=np.float64)
     n_layers, n_heads, n_axes = values.shape
-    level = STOP_ERROR / (
-        n_layers * n_heads * (2 * n_axes + 2) * max(1, int(n_looks)))
     prof = np.full((2,) + values.shape, np.nan)
     pa = np.full((2, n_layers, n_heads), np.nan)
     pick = [FACTOR_AXES.index(a) for a in DECISION_AXES]
@@ -189,11 +219,59 @@ def first_draws(d: int, d_h: int, storage: str, seed: int = 0) -> int:
     return full if ship is not None else SCHEDULE[0]
 
 
+def looks_from(n0: int, schedule=None) -> int:
+    """Looks at which intervals are made from ``n0`` draws on: the sizes of ``schedule``
+    (default :data:`SCHEDULE`) from ``n0`` below its last (at the last the p are exact)."""
+    schedule = SCHEDULE if schedule is None else tuple(schedule)
+    n0, last = int(n0), schedule[-1]
+    return max(1, int(n0 < last) + sum(1 for n in schedule[:-1] if n > n0))
+
+
+class Heads(NamedTuple):
+    """What :func:`open_heads` reads of a score's heads: ``values`` (layer, head, axis),
+    ``p_stats`` (layer, head), ``groups`` {null storage: layer positions}, ``unaligned``
+    (layer, head) or None."""
+
+    values: np.ndarray
+    p_stats: np.ndarray
+    groups: dict
+    unaligned: np.ndarray | None = None
+
+
+def settle(heads: Heads, draw, size: dict, *, alpha: float, schedule=None,
+           error: float | None = None, on_grow=None):
+    """({null storage: {axis: (n,)}}, {null storage: n}): draw by ``schedule`` (default
+    :data:`SCHEDULE`) from ``size`` {null storage: n} until no head is open
+    (:func:`open_heads`; each interval at :func:`interval_level` over the looks left from the
+    smallest start, :func:`looks_from`). ``draw(storage, n)``: the first n draws
+    {axis: (n,)} of that storage's null; ``on_grow(storage, n)``: told before a storage grows."""
+    schedule = SCHEDULE if schedule is None else tuple(schedule)
+    values = np.asarray(heads.values, dtype=np.float64)
+    p_stats, groups, unaligned = heads.p_stats, heads.groups, heads.unaligned
+    size = dict(size)
+    level = interval_level(values.shape[0] * values.shape[1], values.shape[2],
+                           unaligned is not None, looks_from(min(size.values()), schedule),
+                           error)
+    nulls = {s: draw(s, n) for s, n in size.items()}
+    while True:
+        open_ = open_heads(values, p_stats, nulls, groups, n_final=schedule[-1], alpha=alpha,
+                           level=level, unaligned=unaligned)
+        grow = [s for s, rows in groups.items()
+                if open_[np.asarray(rows, np.int64)].any() and size[s] < schedule[-1]]
+        if not grow:
+            return nulls, size
+        for s in grow:
+            size[s] = min(n for n in schedule if n > size[s])
+            if on_grow is not None:
+                on_grow(s, size[s])
+            nulls[s] = draw(s, size[s])
+
+
 def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: float,
                      seed: int, progress: bool = False, start: dict | None = None):
     """({null storage: {axis: (n,)}}, {null storage: n}): the profile null of each null
-    storage of the layers, from :func:`first_draws` by :data:`SCHEDULE` until
-    :func:`unsettled` is empty. ``start``: {null storage: n}, the least draws a storage starts
+    storage of the layers, from :func:`first_draws` by :data:`SCHEDULE` until no head is
+    open (:func:`settle`). ``start``: {null storage: n}, the least draws a storage starts
     from (a collection's re-score of an entry behind another of its shape:
     :mod:`rmtbase.scoring.trajectory`).
     ``profiles``: per layer {axis: (head,)}; ``ds``: the score, its ``head_p_value`` the
@@ -212,17 +290,14 @@ def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: fl
     unaligned = (np.stack([np.asarray(p["symmetry_unaligned"], np.float64) for p in profiles])
                  if all("symmetry_unaligned" in p for p in profiles) else None)
     size = {s: max(first_draws(d, d_h, s, seed), int((start or {}).get(s, 0))) for s in groups}
-    nulls = {s: cached_profile_null(d, d_h, s, n=size[s], seed=seed, progress=progress)
-             for s in groups}
-    while True:
-        grow = [s for s in unsettled(values, p_stats, nulls, groups, n_final=SCHEDULE[-1],
-                                     alpha=alpha, n_looks=len(SCHEDULE), unaligned=unaligned)
-                if size[s] < SCHEDULE[-1]]
-        if not grow:
-            return nulls, size
-        for s in grow:
-            size[s] = min(n for n in SCHEDULE if n > size[s])
-            if progress:
-                message(f"rmtbase: some heads' profile decisions are not settled on the "
-                        f"{s} profile null; drawing it to {size[s]}")
-            nulls[s] = cached_profile_null(d, d_h, s, n=size[s], seed=seed, progress=progress)
+
+    def draw(s, n):
+        return cached_profile_null(d, d_h, s, n=n, seed=seed, progress=progress)
+
+    def said(s, n):
+        if progress:
+            message(f"rmtbase: some heads' profile decisions are not settled on the {s} "
+                    f"profile null; drawing it to {n}")
+
+    return settle(Heads(values, p_stats, groups, unaligned), draw, size, alpha=alpha,
+                  on_grow=said)

@@ -57,8 +57,8 @@ def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
 def not_covered() -> str:
     """What the stopping error does not cover (issue 48 item 5): the fixed-size draws that also
     enter a decision, each with its own Monte Carlo error."""
-    from .factor_axes import PROFILE_SCHEDULE as SCHEDULE
     from .joint_stopping import JOINT_DRAWS
+    from .profile_stopping import SCHEDULE
 
     sd = np.sqrt(0.05 * 0.95 / SCHEDULE[-1])
     sizes = ", ".join(map(str, SCHEDULE[:-1]))
