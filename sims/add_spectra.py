@@ -99,7 +99,8 @@ def _order(e: dict):
 
 def main(argv=None) -> int:
     from rmtbase.baseline.spectra import LAMBDA_VAR
-    from rmtbase.baseline.tables import lambda_variable, read_table, write_table
+    from rmtbase.baseline.table_dataset import lambda_variable
+    from rmtbase.baseline.tables import read_table, write_table
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=DATA)

@@ -12,9 +12,9 @@ import pytest
 import xarray as xr
 
 import rmtbase
+from rmtbase.baseline.table_dataset import assemble
 from rmtbase.baseline.tables import (
     DRAW_BLOCK,
-    assemble,
     baseline,
     cell_key,
     generate_blocks,

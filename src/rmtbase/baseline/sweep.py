@@ -84,8 +84,8 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     :func:`rmtbase.baseline.sweep_cache.sweep_into_cache`."""
     from functools import partial
 
+    from .table_dataset import assemble
     from .tables import (
-        assemble,
         check_cells,
         check_output_file,
         grid_cells,

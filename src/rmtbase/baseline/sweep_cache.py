@@ -105,7 +105,8 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
     from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
     from .sweep import _client, _distributed, check_blocks_per_task, run_jobs
-    from .tables import assemble, grid_cells, write_table
+    from .table_dataset import assemble
+    from .tables import grid_cells, write_table
 
     cells = grid_cells(d, d_h)
     if isinstance(storages, str):

@@ -70,7 +70,8 @@ def table_on_cluster(client, spec, cell):
 
     from .block_jobs import BlockJobs, job_blocks
     from .sweep import run_jobs
-    from .tables import assemble, check_cells
+    from .table_dataset import assemble
+    from .tables import check_cells
 
     cell = (int(cell[0]), int(cell[1]))
     check_cells(spec, [cell])
