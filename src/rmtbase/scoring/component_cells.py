@@ -44,7 +44,7 @@ def _read(layers, info, progress, quantized_null) -> list[_Cell]:
     """The cells; storages are records here (the readers' names and ``quantized_null``'s
     format looked up once each), names in the cells (as the files spell them)."""
     from ..stats.matrix import matrix_stats
-    from ..stats.storage import storage_record
+    from ..stats.storage import FLOAT32, storage_record
 
     forced = None if quantized_null in ("auto", "none") else storage_record(quantized_null)
 
@@ -64,7 +64,7 @@ def _read(layers, info, progress, quantized_null) -> list[_Cell]:
             if storage.is_float:
                 detected = _detect(w, storage)
             else:  # a GGUF block type: the file says it, the values are float32
-                detected, storage = storage, storage_record("float32")
+                detected, storage = storage, FLOAT32
             est = null_storage = storage
             if (detected is None or not detected.is_quantised) and quantized_null == "auto":
                 pass  # no round trip for this type: float null, histogram statistics left out

@@ -20,7 +20,7 @@ import numpy as np
 from ..baseline.composition_null import null_squares, null_squares_full
 from ..errors import InputError
 from ..stats.names import FLOAT_STORAGES
-from ..stats.storage import Storage, storage_record
+from ..stats.storage import FLOAT32, Storage, storage_record
 
 
 def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"):
@@ -92,7 +92,7 @@ composition_from_factors`), and either ``null_sorted`` (sorted null scores share
         """The storage the QK overlap's null is drawn at: this null's where a narrow float
         (float16, bfloat16), else float32."""
         narrow = self.storage is not None and self.storage.is_narrow_float
-        return self.storage if narrow else storage_record("float32")
+        return self.storage if narrow else FLOAT32
 
 
 @dataclass

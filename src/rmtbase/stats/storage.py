@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 
-__all__ = ["FAMILIES", "MixedStorage", "Storage", "gguf_storage", "one_quantisation",
+__all__ = ["FAMILIES", "FLOAT32", "MixedStorage", "Storage", "gguf_storage", "one_quantisation",
            "quantisation_record", "records", "register", "storage_names", "storage_record",
            "unregister"]
 
@@ -328,3 +328,7 @@ for _record in (
 ):
     register(_record)
 del _record
+
+#: float32's record (the identity storage: where no storage is given, and what block-quantised
+#: values are read as), for code that needs it without a name to look up
+FLOAT32 = _REGISTRY["float32"]
