@@ -50,11 +50,7 @@ from ..stats.matrix import (
     one_tile_fn,
     tile_rows,
 )
-from ..stats.precision import (
-    block_size,
-    check_storage,
-    round_trip,
-)
+from ..stats.precision import round_trip
 from ..stats.storage import storage_record
 from ..stats.tiles import tile_stats
 
@@ -125,11 +121,12 @@ def matrix_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32",
     draws, for tests only)."""
     from ..progress import progress_bar
 
-    storage = check_storage(storage)
+    record = storage_record(storage)  # the name looked up once, here
+    storage = record.name  # the statistics' programs are keyed by it
     n_draws = check_positive_int(n_draws, "n_draws")
     threads = check_positive_int(threads, "threads")
-    if n % block_size(storage):
-        raise InputError(f"storage {storage} needs n to be a multiple of {block_size(storage)}, "
+    if n % record.block:
+        raise InputError(f"storage {storage} needs n to be a multiple of {record.block}, "
                          f"got {n}")
     cell = cell_key(int(seed), int(m), int(n))
     idx = np.arange(start, start + n_draws)
