@@ -267,6 +267,10 @@ class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for
         return iter(self._now())
 
     def __contains__(self, name) -> bool:
+        """A name, or a record: the registered record of its name (so a record that reached
+        a name list is not silently outside it)."""
+        if isinstance(name, Storage):
+            return _REGISTRY.get(name.name) == name and self._keep(name)
         return isinstance(name, str) and name in _REGISTRY and self._keep(_REGISTRY[name])
 
     def __add__(self, other) -> tuple:
