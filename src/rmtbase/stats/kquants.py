@@ -68,7 +68,8 @@ from .._compiled import compiled_when_eager
 from ._exact import div_pow2_minus_1, safe_div, unfused
 from ._kquant_search import QK_K, _fp16, make_qkx2_quants, make_qx_quants
 from .kquants_low import q2_codes, q3_codes
-from .storage import storage_names, storage_record
+from .names import storage_names
+from .storage import storage_record
 
 #: The K-quant storages: the records whose quantiser is :func:`k_blocks`
 #: (:mod:`rmtbase.stats.storage`; their ``spec`` names the codec).

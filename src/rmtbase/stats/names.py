@@ -1,8 +1,62 @@
 """Storage names, with no heavy import (the command line's choices are built from them before
 JAX loads): the lists of :mod:`rmtbase.stats.storage`'s records by family, read from its
-registry when used (a record registered later is in them)."""
+registry when used (a record registered later is in them): :class:`storage_names`."""
 
-from .storage import storage_names
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .storage import Storage, records
+
+
+def _registered(name: str) -> Storage | None:
+    """The registered record named exactly ``name`` (the registry's key), else None."""
+    return next((s for s in records() if s.name == name), None)
+
+
+class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for
+    """The names of the registered records that satisfy ``keep``, in registry order, read
+    when used (so a record registered later is in every list; a tuple made from it, e.g.
+    ``("auto", *QUANT_FORMATS)``, is fixed when made)."""
+
+    def __init__(self, keep: Callable[[Storage], bool] = lambda s: True):
+        self._keep = keep
+
+    def _now(self) -> tuple[str, ...]:
+        return tuple(s.name for s in records() if self._keep(s))
+
+    def __getitem__(self, i):
+        return self._now()[i]
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __contains__(self, name) -> bool:
+        """A name, or a record: the registered record of its name (so a record that reached
+        a name list is not silently outside it)."""
+        if isinstance(name, Storage):
+            return _registered(name.name) == name and self._keep(name)
+        record = _registered(name) if isinstance(name, str) else None
+        return record is not None and self._keep(record)
+
+    def __add__(self, other) -> tuple:
+        return self._now() + tuple(other)
+
+    def __radd__(self, other) -> tuple:
+        return tuple(other) + self._now()
+
+    def __eq__(self, other) -> bool:
+        return self._now() == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __hash__(self):
+        return hash(self._now())
+
+    def __repr__(self) -> str:
+        return repr(self._now())
+
 
 FLOAT_STORAGES = storage_names(lambda s: s.is_float)
 #: FP8 of official FP8 checkpoints (:mod:`rmtbase.stats.fp8`): E4M3 and E5M2 in 128×128 tiles,
@@ -13,4 +67,5 @@ FP8_TILED = storage_names(lambda s: s.family == "fp8" and s.tile_rows > 0)
 QUANT_FORMATS = storage_names(lambda s: s.is_quantised)
 STORAGES = storage_names()
 
-__all__ = ["FP8_FORMATS", "FP8_TILED", "FLOAT_STORAGES", "QUANT_FORMATS", "STORAGES"]
+__all__ = ["FP8_FORMATS", "FP8_TILED", "FLOAT_STORAGES", "QUANT_FORMATS", "STORAGES",
+           "storage_names"]

@@ -21,7 +21,8 @@ A layer stored in several formats (W_Q and W_K in different GGUF types) is a
 of the files).
 
 Every other module reads these records (:func:`storage_record`) or the name lists derived from
-them (:mod:`.names`); none compares storage names. A format is added by one record
+them (:mod:`.names`, where the lists live: :class:`~rmtbase.stats.names.storage_names`); none
+compares storage names. A format is added by one record
 (:func:`register`): ``tests/test_storage_record.py`` adds a toy block format and scores a model
 with it end to end. Model: gguf-py's quant classes (one class per type, self-registered, block
 sizes in one table); our quantisers stay the bit-exact jitted ones of :mod:`.precision`,
@@ -36,13 +37,13 @@ its own dtype.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InputError
 
 __all__ = ["FAMILIES", "FLOAT32", "MixedStorage", "Storage", "gguf_storage", "one_quantisation",
-           "quantisation_record", "records", "register", "storage_names", "storage_record",
+           "quantisation_record", "records", "register", "storage_record",
            "unregister"]
 
 #: The shipped storage families: float casts, blocks along the last axis, FP8 tiles or rows
@@ -244,49 +245,6 @@ def gguf_storage(type_name: str) -> str | None:
     """The storage name of GGUF tensor type ``type_name`` (``"Q4_K"`` -> ``"q4_k"``), None for
     a type no record reads."""
     return next((s.name for s in _REGISTRY.values() if s.gguf == type_name), None)
-
-
-class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for
-    """The names of the registered records that satisfy ``keep``, in registry order, read
-    when used (so a record registered later is in every list; a tuple made from it, e.g.
-    ``("auto", *QUANT_FORMATS)``, is fixed when made)."""
-
-    def __init__(self, keep: Callable[[Storage], bool] = lambda s: True):
-        self._keep = keep
-
-    def _now(self) -> tuple[str, ...]:
-        return tuple(s.name for s in _REGISTRY.values() if self._keep(s))
-
-    def __getitem__(self, i):
-        return self._now()[i]
-
-    def __len__(self) -> int:
-        return len(self._now())
-
-    def __iter__(self):
-        return iter(self._now())
-
-    def __contains__(self, name) -> bool:
-        """A name, or a record: the registered record of its name (so a record that reached
-        a name list is not silently outside it)."""
-        if isinstance(name, Storage):
-            return _REGISTRY.get(name.name) == name and self._keep(name)
-        return isinstance(name, str) and name in _REGISTRY and self._keep(_REGISTRY[name])
-
-    def __add__(self, other) -> tuple:
-        return self._now() + tuple(other)
-
-    def __radd__(self, other) -> tuple:
-        return tuple(other) + self._now()
-
-    def __eq__(self, other) -> bool:
-        return self._now() == tuple(other) if isinstance(other, Sequence) else NotImplemented
-
-    def __hash__(self):
-        return hash(self._now())
-
-    def __repr__(self) -> str:
-        return repr(self._now())
 
 
 def _legacy(name, gguf, quantiser, spec, detect=None):
