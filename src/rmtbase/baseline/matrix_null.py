@@ -126,8 +126,7 @@ def matrix_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32",
     n_draws = check_positive_int(n_draws, "n_draws")
     threads = check_positive_int(threads, "threads")
     if n % record.block:
-        raise InputError(f"storage {storage} needs n to be a multiple of {record.block}, "
-                         f"got {n}")
+        raise InputError(f"storage {storage} needs n to be a multiple of {record.block}, got {n}")
     cell = cell_key(int(seed), int(m), int(n))
     idx = np.arange(start, start + n_draws)
     rows = tile_rows(m, n, tile_elements)
