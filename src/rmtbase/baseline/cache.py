@@ -51,7 +51,7 @@ import numpy as np
 
 from ..errors import InputError, TableError, check_dims
 from ..files.user_cache import cache_dir
-from ..stats.storage import Storage, storage_record
+from ..stats.storage import FLOAT32, Storage, storage_record
 from .rescaling import rescale  # noqa: F401 - re-exported (rmtbase.baseline.cache.rescale)
 from .shipped import shipped_index
 from .table_check import missing_variables, verify_table  # noqa: F401 - re-exported
@@ -180,7 +180,7 @@ def table_key(d, d_h, *, stats="all", min_draws=TABLE_DRAWS, seed=0, ensemble="l
         raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")
     storage = storage_record(storage)
     if fast_spectral(stats, ensemble, storage):
-        storage = storage_record("float32")  # float storages share the spectral null
+        storage = FLOAT32  # float storages share the spectral null
     return TableKey(d, d_h, stats, int(min_draws), seed, ensemble, np.dtype(dtype).name,
                     storage)
 

@@ -48,17 +48,16 @@ from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
 from ..stats.precision import null_rows, round_trip
 from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
-from ..stats.storage import Storage, storage_record
+from ..stats.storage import FLOAT32, Storage, storage_record
 from .eig_route import eig_method
 from .limits import check_draw_memory, draw_memory
 from .table_contents import STAT_SETS, check_ensemble, fast_spectral
 
 MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
-_FLOAT32 = storage_record("float32")  # the default storage, as its record
 
 
 def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET,
-               storage: Storage = _FLOAT32, backend=None) -> int:
+               storage: Storage = FLOAT32, backend=None) -> int:
     """Draws evaluated together in one vectorised batch (fixed per cell, never from n_draws).
 
     XLA's results for a vectorised draw depend on the batch width in the last bits
@@ -79,7 +78,7 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET,
 
 
 def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None,
-            storage: Storage = _FLOAT32) -> str:
+            storage: Storage = FLOAT32) -> str:
     """One line naming how :func:`null_draws` samples a cell (stored in table provenance;
     ``storage`` the record, :class:`rmtbase.stats.storage.Storage`, as a TableSpec holds it).
 
@@ -117,7 +116,7 @@ class Draws:
     trim: float = 0.8
     spectrum: bool = False
     lam_out: bool = False
-    storage: Storage = storage_record("float32")
+    storage: Storage = FLOAT32
 
     @property
     def fast(self) -> bool:

@@ -44,21 +44,25 @@ def verify_table(ds, entry: dict, path) -> None:
             bad = [f"missing variables {missing[:3]}{'…' if len(missing) > 3 else ''}"]
     if not bad and "draw" in ds.dims:
         empty = [v for v in ds.data_vars if "draw" in ds[v].dims
-                 and not np.isfinite(ds[v].values).any() and not _may_be_undefined(v, want)]
+                 and not np.isfinite(ds[v].values).any()]
+        if empty:  # the entry's storage name, looked up once where it is needed
+            from ..stats.storage import storage_record
+
+            storage = storage_record(want["storage"])
+            empty = [v for v in empty if not _may_be_undefined(v, storage)]
         if empty:
             bad = [f"variables with no finite draw {empty[:3]}"]
     if bad:
         raise TableError(f"{path} does not hold the table its name promises: {bad[0]}")
 
 
-def _may_be_undefined(var: str, want: dict) -> bool:
+def _may_be_undefined(var: str, storage) -> bool:
     """Whether table variable ``var`` may hold no finite draw at all: the Weibull fits of a
     block-quantised storage (exact zeros among the fitted ranks: ln 0), e.g. every draw of
     Q4_0 at d_h = 64. Such a statistic is left out when scoring
-    (:func:`rmtbase.scoring.null_checks.undefined_under_null`), and its table is valid."""
-    from ..stats.storage import storage_record
-
-    return "weibull" in str(var) and not storage_record(want["storage"]).is_float
+    (:func:`rmtbase.scoring.null_checks.undefined_under_null`), and its table is valid.
+    ``storage``: the table's storage record (:class:`rmtbase.stats.storage.Storage`)."""
+    return "weibull" in str(var) and not storage.is_float
 
 
 def missing_variables(names, stats: str, wanted: str = "all") -> list[str]:

@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import InputError, check_dims, check_draws, check_seed, check_sigma
-from ..stats.storage import Storage, storage_record
+from ..stats.storage import FLOAT32, Storage, storage_record
 from .table_contents import STAT_SETS, check_ensemble
 
 #: Draws per PRNG block: part of the key derivation, and the unit of work of a Dask task.
@@ -36,7 +36,7 @@ class TableSpec:
     dtype: str = "float32"
     chunk_size: int | None = None
     x64: bool = False
-    storage: Storage = storage_record("float32")
+    storage: Storage = FLOAT32
 
     def n_blocks(self) -> int:
         return -(-self.draws // DRAW_BLOCK)
