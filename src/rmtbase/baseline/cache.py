@@ -55,7 +55,7 @@ from ..stats.storage import FLOAT32, Storage, storage_record
 from .rescaling import rescale  # noqa: F401 - re-exported (rmtbase.baseline.cache.rescale)
 from .shipped import shipped_index
 from .table_check import missing_variables, verify_table  # noqa: F401 - re-exported
-from .table_contents import _SERVES
+from .table_contents import SERVES
 from .table_file import first_draws
 
 
@@ -80,7 +80,7 @@ def _matches(entry: dict, key: TableKey) -> bool:
             and entry["ensemble"] == key.ensemble and entry["seed"] == key.seed
             and entry["dtype"] == key.dtype
             and entry.get("storage", "float32") == key.storage.name
-            and entry["format"] == TABLE_FORMAT and key.stats in _SERVES[entry["stats"]]
+            and entry["format"] == TABLE_FORMAT and key.stats in SERVES[entry["stats"]]
             and entry["draws"] >= key.min_draws)
 
 
@@ -101,7 +101,7 @@ def _cached_entries(directory: Path) -> list[dict]:
             continue
     from ..stats.precision import STORAGES
 
-    return [e for e in out if e["stats"] in _SERVES and e["storage"] in STORAGES]
+    return [e for e in out if e["stats"] in SERVES and e["storage"] in STORAGES]
 
 
 
@@ -176,7 +176,7 @@ def table_key(d, d_h, *, stats="all", min_draws=TABLE_DRAWS, seed=0, ensemble="l
     d, d_h = check_dims(d, d_h)
     if ensemble != "lowrank":
         raise InputError(f"null_table serves the lowrank ensemble only, got {ensemble!r}")
-    if stats not in _SERVES:
+    if stats not in SERVES:
         raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")
     storage = storage_record(storage)
     if fast_spectral(stats, ensemble, storage):

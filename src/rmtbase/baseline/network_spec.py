@@ -22,7 +22,7 @@ from ..analytic._network_kind import check_kind
 from ..errors import InputError, check_draws, check_positive_int, check_seed
 from ..files.memory import available_memory
 from ..files.memory import fmt_bytes as _fmt
-from .sigma_range import RANGE_MARGIN, _limits
+from .sigma_range import RANGE_MARGIN, float_range
 from .table_contents import STAT_SETS
 
 
@@ -103,7 +103,7 @@ def check_network_cells(kind: str, widths, depths, gains) -> None:
                              f"{_fmt(avail)} available ({source}"
                              + ("" if source == "RMTBASE_MEMORY_LIMIT" else
                                 "; set RMTBASE_MEMORY_LIMIT to change the limit") + ")")
-    tiny, big = _limits("float64")
+    tiny, big = float_range("float64")
     lo, hi = math.log10(tiny * RANGE_MARGIN), math.log10(big / RANGE_MARGIN)
     for g in gains:
         per = math.log10(g) if kind == "ginibre" else math.log10(1.0 + g)

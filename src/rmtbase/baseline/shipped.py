@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import TableError
 from ..stats.storage import storage_record
 from .table_check import missing_variables
-from .table_contents import _SERVES
+from .table_contents import SERVES
 
 
 def shipped_index() -> list[dict]:
@@ -60,7 +60,7 @@ def check_shipped_tables(d: int, d_h: int, wanted: str = "all") -> None:
 
     from .tables import TABLE_FORMAT
 
-    wanted = wanted if wanted in _SERVES else "all"
+    wanted = wanted if wanted in SERVES else "all"
     for e in shipped_index():
         if (e["d"], e["d_h"]) != (d, d_h) or e["format"] != TABLE_FORMAT:
             continue

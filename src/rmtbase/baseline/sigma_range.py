@@ -34,7 +34,8 @@ def _log10(x: float) -> float:
     return math.log10(x) if 0 < x < math.inf else (-math.inf if x <= 0 else math.inf)
 
 
-def _limits(dtype) -> tuple[float, float]:
+def float_range(dtype) -> tuple[float, float]:
+    """(smallest normal, largest finite) value of ``dtype``."""
     info = np.finfo(np.dtype(dtype))
     return float(info.tiny), float(info.max)
 
@@ -48,7 +49,7 @@ def check_sigma_range(cells, names, sigma_q: float, sigma_k: float, dtype: str) 
 
     if sigma_q == 1.0 and sigma_k == 1.0:
         return
-    tiny, big = _limits(dtype)
+    tiny, big = float_range(dtype)
     for d, d_h in cells:
         refs = reference_values(d, d_h)
         for name in names:
@@ -69,7 +70,7 @@ _OF = {"qk": "(sigma_q*sigma_k)", "q": "sigma_q", "k": "sigma_k"}
 
 
 def _refuse(var, of, p, value, sigma_q, sigma_k, dtype):
-    tiny, big = _limits(dtype)
+    tiny, big = float_range(dtype)
     alt = "dtype float64 (--dtype float64), or " if np.dtype(dtype) == np.float32 else ""
     raise InputError(f"at sigma_q={sigma_q:g}, sigma_k={sigma_k:g} the statistic {var} "
                      f"(proportional to {of}^{p}) is {value}, outside the {np.dtype(dtype).name} "
@@ -97,7 +98,7 @@ def scale_values(x, rule: Rule, r: float, dtype, sigma_q: float, sigma_k: float)
     x = np.asarray(x)
     if p == 0:  # shape statistics do not move with σ
         return x.astype(np.dtype(dtype), copy=False)
-    tiny, big = _limits(dtype)
+    tiny, big = float_range(dtype)
     x = x.astype(np.float64)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         if scaling == "log":

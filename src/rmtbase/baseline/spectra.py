@@ -74,7 +74,7 @@ def spectral_from_table(ds, names=None, statistics=None):
     if LAMBDA_VAR not in ds.data_vars:
         raise TableError(f"the table lacks {missing[0]!r} and stores no spectrum ({LAMBDA_VAR!r}) "
                          "to derive it from: regenerate it with this rmtbase")
-    from .table_dataset import _variable_attrs
+    from .table_dataset import variable_attrs
 
     lam = ds[LAMBDA_VAR]
     cell_dims = [dim for dim in lam.dims if dim not in ("draw", EIG_DIM)]
@@ -89,5 +89,5 @@ def spectral_from_table(ds, names=None, statistics=None):
             out[n][idx] = v
     new = ds.copy()
     for n in missing:
-        new[n] = xr.Variable((*cell_dims, "draw"), out[n], _variable_attrs(f"qk.{n}", statistics))
+        new[n] = xr.Variable((*cell_dims, "draw"), out[n], variable_attrs(f"qk.{n}", statistics))
     return new

@@ -49,9 +49,9 @@ def score_requests(stats: str = "all", draws: int | None = None,
     with ``--stats stats --draws draws`` of layers stored at ``storage`` (module docstring),
     the storage as the table is filed and a request another one serves left out."""
     from ..stats.storage import storage_record
-    from .table_contents import _SERVES, fast_spectral
+    from .table_contents import SERVES, fast_spectral
 
-    if stats not in _SERVES:
+    if stats not in SERVES:
         raise InputError(f"stats must be one of all, spectral, elementwise, got {stats!r}")
     storage = storage_record(storage)  # the name looked up once, here
     n = default_draws() if draws is None else int(draws)
@@ -62,7 +62,7 @@ def score_requests(stats: str = "all", draws: int | None = None,
              "storage": "float32" if fast_spectral(s, "lowrank", storage) else storage.name}
             for s, k in wanted]
     return [r for i, r in enumerate(reqs)
-            if not any(j != i and o["storage"] == r["storage"] and r["stats"] in _SERVES[o["stats"]]
+            if not any(j != i and o["storage"] == r["storage"] and r["stats"] in SERVES[o["stats"]]
                        and o["draws"] >= r["draws"] for j, o in enumerate(reqs))]
 
 

@@ -22,7 +22,7 @@ STAT_SETS = ("all", "spectral", "elementwise")
 #: before issue 50 step 1; that spelling is still accepted (:func:`check_ensemble`).
 ENSEMBLES = ("lowrank", "ginibre", "residual")
 #: Statistic sets that a table generated with ``stats=key`` can serve.
-_SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},
+SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},
            "elementwise": {"elementwise"}}
 
 

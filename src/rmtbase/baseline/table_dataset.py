@@ -2,7 +2,7 @@
 
 :func:`assemble` builds it from the draws of every cell (``{(d, d_h): {"qk.npr": array, ...}}``):
 one variable per statistic with dims ``(d, d_h, draw)`` and the CF-style attrs of its record
-(:func:`_variable_attrs`), in a canonical order (:func:`_order`), the stored spectrum
+(:func:`variable_attrs`), in a canonical order (:func:`_order`), the stored spectrum
 ``lambda`` ``(d, d_h, draw, eig)`` (:func:`lambda_variable`) and the global attrs
 (:func:`_global_attrs`: format, versions, keys, sampler, key derivation, analytic references).
 The layout is described in :mod:`rmtbase.baseline.tables`, which draws what is assembled here.
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
 
-def _variable_attrs(name: str, statistics=None) -> dict:
+def variable_attrs(name: str, statistics=None) -> dict:
     """CF-style attrs of table variable for ``head_stats`` key ``name`` (``"qk.npr"``), from
     its record (:mod:`rmtbase.stats.statistic`; ``statistics``: the records, default the
     registry)."""
@@ -89,7 +89,7 @@ def assemble(spec: TableSpec, cells: Sequence[tuple[int, int]], results: dict) -
         arr = np.full((len(ds_vals), len(dh_vals), spec.draws), np.nan, dtype=spec.dtype)
         for (d, d_h), r in results.items():
             arr[ds_vals.index(d), dh_vals.index(d_h)] = r[name]
-        data[table_name(name)] = xr.Variable(("d", "d_h", "draw"), arr, _variable_attrs(name))
+        data[table_name(name)] = xr.Variable(("d", "d_h", "draw"), arr, variable_attrs(name))
     lam = lambda_variable(results, spec.draws, spec.dtype, ds_vals, dh_vals)
     if lam is not None:
         data["lambda"] = lam
