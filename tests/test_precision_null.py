@@ -86,7 +86,7 @@ def test_spectral_statistics_are_insensitive_to_float_rounding():
     at 768×64). For every self-normalised spectral statistic the rounding adds no bias (mean
     paired change < 0.5 % of the null sd + 4 se) and an rms change < 2 % of the null sd, i.e.
     < 0.04 % of the null variance: why float storages share the fast exact spectral null
-    (rmtbase.baseline.null.fast_spectral)."""
+    (rmtbase.baseline.table_contents.fast_spectral)."""
     import jax
 
     from rmtbase.decision.scale import normalise
