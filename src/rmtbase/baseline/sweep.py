@@ -24,6 +24,7 @@ it; :func:`sweep` raises :class:`MissingDependency` with an install hint when it
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,11 +48,23 @@ def check_blocks_per_task(per) -> int:
     return int(per)
 
 
-def run_jobs(jobs, fn, scheduler, workers, client, progress, on_complete=None):
+@dataclass(frozen=True)
+class Dispatch:
+    """Where a sweep's Dask tasks run and how they are counted: a ``scheduler`` address, a
+    number of local ``workers`` or a ``client`` (one of them; :func:`_client`), and
+    ``progress`` (a bar over the tasks, or a reporter of the caller's)."""
+
+    scheduler: str | None = None
+    workers: int | None = None
+    client: object = None
+    progress: object = True
+
+
+def run_jobs(jobs, fn, dispatch: Dispatch, on_complete=None):
     """Compute the missing blocks of ``jobs`` (:class:`rmtbase.baseline.block_jobs.BlockJobs`)
-    as Dask tasks ``fn(job, start, stop)``; ``on_complete(job)`` is called as each job's last
-    block arrives (and at once for jobs stored whole). Nothing is started when nothing is
-    missing. Returns the number of tasks run."""
+    as Dask tasks ``fn(job, start, stop)`` as ``dispatch`` says; ``on_complete(job)`` is
+    called as each job's last block arrives (and at once for jobs stored whole). Nothing is
+    started when nothing is missing. Returns the number of tasks run."""
     tasks = jobs.tasks()
     if on_complete is not None:
         for job in jobs.jobs:
@@ -64,7 +77,7 @@ def run_jobs(jobs, fn, scheduler, workers, client, progress, on_complete=None):
         if jobs.add(key[0], key[1], result) and on_complete is not None:
             on_complete(key[0])
 
-    _run_tasks(tasks, fn, scheduler, workers, client, progress, take)
+    _run_tasks(tasks, fn, dispatch, take)
     return len(tasks)
 
 
@@ -111,8 +124,8 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     from .block_jobs import BlockJobs, job_blocks
 
     jobs = BlockJobs({(0, *cell): (spec, cell, store) for cell in cells}, per)
-    n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}), scheduler, workers, client,
-                       progress)
+    n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}),
+                       Dispatch(scheduler, workers, client, progress))
     ds = assemble(spec, cells, {cell: jobs.draws((0, *cell)) for cell in cells})
     n_all = len(cells) * -(-spec.n_blocks() // per)
     ds.attrs["history"] = f"computed as {n_all} Dask tasks of up to {per} blocks" + (
@@ -125,17 +138,18 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     return ds
 
 
-def _run_tasks(tasks, fn, scheduler, workers, client, progress, take=None):
-    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks (or, with ``take``, each
-    result handed to ``take((cell, start), result)`` as it arrives and nothing kept)."""
+def _run_tasks(tasks, fn, dispatch: Dispatch, take=None):
+    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks as ``dispatch`` says (or,
+    with ``take``, each result handed to ``take((cell, start), result)`` as it arrives and
+    nothing kept)."""
     from ..files.interrupts import fault_point
     from .tables import _progress
 
-    if client is None:
+    if dispatch.client is None:
         _distributed()
     parts = {}
-    with _client(scheduler, workers, client) as c, \
-            _progress(len(tasks), progress, "rmtbase sweep", unit="task") as bar:
+    with _client(dispatch.scheduler, dispatch.workers, dispatch.client) as c, \
+            _progress(len(tasks), dispatch.progress, "rmtbase sweep", unit="task") as bar:
         futures = {c.submit(fn, cell, start, stop, pure=False): (cell, start)
                    for cell, start, stop in tasks}
         fault_point("tasks:submitted")
@@ -178,8 +192,8 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     per = check_blocks_per_task(blocks_per_task)
     tasks = [(w, a, min(a + per, spec.n_blocks()))
              for w in widths for a in range(0, spec.n_blocks(), per)]
-    parts = _run_tasks(tasks, partial(_network_blocks, spec, gains), scheduler, workers, client,
-                       progress)
+    parts = _run_tasks(tasks, partial(_network_blocks, spec, gains),
+                       Dispatch(scheduler, workers, client, progress))
     results = {}
     for w in widths:
         chunks = [parts[(w, start)] for (w_, start) in sorted(parts) if w_ == w]

@@ -104,7 +104,7 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
     profile nulls there). Returns ``{"written": [...], "found": [...]}`` (cache files)."""
     from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
-    from .sweep import _client, _distributed, check_blocks_per_task, run_jobs
+    from .sweep import Dispatch, _client, _distributed, check_blocks_per_task, run_jobs
     from .table_dataset import assemble
     from .tables import grid_cells, write_table
 
@@ -142,7 +142,8 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
     from functools import partial
 
     with _client(scheduler, workers, client) as c:
-        run_jobs(blocks, partial(job_blocks, specs), None, None, c, progress, on_complete=write)
+        run_jobs(blocks, partial(job_blocks, specs), Dispatch(client=c, progress=progress),
+                 on_complete=write)
         if then is not None:
             then(c)
     return {"written": written, "found": found}

@@ -69,14 +69,14 @@ def table_on_cluster(client, spec, cell):
     from functools import partial
 
     from .block_jobs import BlockJobs, job_blocks
-    from .sweep import run_jobs
+    from .sweep import Dispatch, run_jobs
     from .table_dataset import assemble
     from .tables import check_cells
 
     cell = (int(cell[0]), int(cell[1]))
     check_cells(spec, [cell])
     jobs = BlockJobs({(0, *cell): (spec, cell, None)}, 1)
-    n = run_jobs(jobs, partial(job_blocks, {0: spec}), None, None, client, False)
+    n = run_jobs(jobs, partial(job_blocks, {0: spec}), Dispatch(client=client, progress=False))
     ds = assemble(spec, [cell], {cell: jobs.draws((0, *cell))})
     ds.attrs["history"] = (f"drawn by a Dask task of rmtbase score as {n} tasks of one block on "
                            "its cluster")
