@@ -1,5 +1,5 @@
 """Labels of the report's figures: head and layer ticks, readable log ticks, the model's name
-for a title, titles broken to fit their Axes.
+for a title, titles broken to fit their Axes; and the Axes a figure draws on (:func:`figure_axes`).
 
 :func:`title_label` names one model (provenance in parentheses dropped, a path reduced to its
 last part, at most 48 characters); :func:`collection_label` names the model(s) of a collection
@@ -13,6 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+
+
+def figure_axes(ax):
+    """The caller's ``ax``, or a new figure's Axes when it is None (every plot takes ``ax``)."""
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots()
+    return ax
 
 
 def layer_head_ticks(ax, ds: xr.Dataset):

@@ -14,7 +14,8 @@ import xarray as xr
 
 from ..errors import InputError
 from ..scoring.collection import collection_dim, entries, labels_of
-from .profiles import PROFILE_STATS, _axes, _check, band_of, head_values
+from ._labels import figure_axes
+from .profiles import PROFILE_STATS, _check, band_of, head_values
 
 _MAX_PANELS = 12  # rmtbase.report.figures.MAX_PANELS
 
@@ -50,7 +51,7 @@ def plot_trajectory(ds: xr.Dataset, stat: str, ax=None):
 
     if collection_dim(ds) is None:
         raise InputError("plot_trajectory needs a collection (checkpoint or model dimension)")
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     ylab, log = PROFILE_STATS[_check(stat)]
     x = _x_axis(ds, ax)
     items = entries(ds)
@@ -93,7 +94,7 @@ def plot_flag_trajectory(ds: xr.Dataset, ax=None):
     collection, overall and per layer. Returns the Axes."""
     import matplotlib as mpl
 
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     x = _x_axis(ds, ax)
     items = entries(ds)
     frac = [float(e["head_flag"].mean()) for _, e in items]

@@ -26,20 +26,12 @@ import xarray as xr
 
 from ..errors import InputError
 from ..scoring.components import WEIBULL_BAND
-from ._labels import fit_title, title_label
+from ._labels import figure_axes, fit_title, title_label
 
 #: Colour limits of the k heatmap, relative to k₀ (the paper's Selection Class reaches 0.76
 #: and below; trained FFN matrices sit within a few 0.01 of k₀).
 K_BELOW, K_ABOVE = 0.4, 0.2
 K_CMAP = "RdBu"
-
-
-def _axes(ax):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots()
-    return ax
 
 
 def _anchor(ds: xr.Dataset, stat: str) -> float:
@@ -77,7 +69,7 @@ def plot_k_heatmap(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k", colorbar
     from matplotlib.patches import Rectangle
 
     _check(ds, stat)
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     k0 = _anchor(ds, stat)
     v = ds["value"].sel(stat=stat).values.T  # (component, layer)
     norm = TwoSlopeNorm(vcenter=k0, vmin=k0 - K_BELOW, vmax=k0 + K_ABOVE)
@@ -115,7 +107,7 @@ def plot_terminal_k(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k"):
     anchor k₀ (dashed), the Weibull paper's band [1.186, 1.204] (shaded) and each component's
     null 95 % range (grey bar). Returns the Axes."""
     _check(ds, stat)
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     k0 = _anchor(ds, stat)
     comps = [str(c) for c in ds["component"].values]
     x = np.arange(len(comps))
@@ -181,7 +173,7 @@ def plot_k_trajectory(ds: xr.Dataset, component: str, ax=None, *, stat: str = "w
                          "dimension); plot_terminal_k shows one model")
     if component not in [str(c) for c in ds["component"].values]:
         raise InputError(f"no component {component!r} in this score")
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     k0 = _anchor(ds, stat)
     sub = ds.sel(component=component, stat=stat)
     present = sub["storage"].values != ""  # (entry, layer)

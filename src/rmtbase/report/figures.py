@@ -28,7 +28,13 @@ from scipy import special
 
 from ..decision.tails import P_MIN
 from ..errors import InputError
-from ._labels import fit_title, layer_head_ticks, readable_log_ticks, title_label
+from ._labels import (
+    figure_axes,
+    fit_title,
+    layer_head_ticks,
+    readable_log_ticks,
+    title_label,
+)
 
 #: Diverging, colour-blind safe (ColorBrewer RdBu reversed) for effects; sequential for p.
 EFFECT_CMAP = "RdBu_r"
@@ -44,14 +50,6 @@ MIN_FONT = 7.0
 MAX_PANELS = 12
 
 
-def _axes(ax):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots()
-    return ax
-
-
 def verdict_colorbar(fig, mappable, ax, **kw):
     """The verdict's colour bar: −log₁₀ head p."""
     return fig.colorbar(mappable, ax=ax, label=r"$-\log_{10}$ head p", extend="max", **kw)
@@ -65,7 +63,7 @@ def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool
     the Axes."""
     import matplotlib as mpl
 
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     with np.errstate(divide="ignore"):
         s = -np.log10(np.clip(ds["head_p_value"].values, 10.0**-VERDICT_LIM, 1.0))
     norm = mpl.colors.Normalize(0.0, VERDICT_LIM)
@@ -124,7 +122,7 @@ def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = 
 
     if stat not in ds["stat"].values:
         raise InputError(f"statistic {stat!r} is not in this score")
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     e = ds["effect"].sel(stat=stat).values
     lim = effect_limit(e) if lim is None else float(lim)
     cmap = mpl.colormaps[EFFECT_CMAP].with_extremes(bad="0.8")
@@ -142,7 +140,7 @@ def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = 
 def plot_spectrum(ds: xr.Dataset, layer: int, head: int, ax=None, *, why: str = ""):
     """Sorted normalised spectrum x_k of one head against the null band (2.5–97.5 % and
     median of the sorted null spectrum, same normalisation); log y. Returns the Axes."""
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     x = ds["qk_spectrum"].sel(layer=layer, head=head).values
     k = np.arange(1, x.size + 1)
     if "null_spectrum" in ds:
@@ -171,7 +169,7 @@ def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None):
     Axes."""
     from ..analytic import product
 
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     x = ds["qk_spectrum"].sel(layer=layer, head=head).values
     x = x[np.isfinite(x) & (x > 0)]
     d, d_h = int(ds.attrs["d"]), int(ds.attrs["d_h"])
@@ -213,7 +211,7 @@ def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
     for s in (f"{matrix}.entropy", f"{matrix}.std"):
         if s not in ds["stat"].values:
             raise InputError(f"statistic {s!r} is not in this score")
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     d_h = int(ds.attrs.get("d_h", 1))
     sq, sk = ds["sigma_q"].values.ravel(), ds["sigma_k"].values.ravel()
     x_null = {"q": sq, "k": sk, "qk": np.sqrt(d_h) * sq * sk}[matrix]

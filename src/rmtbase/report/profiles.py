@@ -27,6 +27,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
+from ._labels import figure_axes
 
 #: statistic -> (axis label, log scale)
 PROFILE_STATS = {
@@ -97,14 +98,6 @@ def band_of(ds: xr.Dataset, stat: str, layer: int | None = None) -> tuple[float,
     return null_band(int(ds.attrs["d"]), int(ds.attrs["d_h"]), storage)[_check(stat)]
 
 
-def _axes(ax):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots()
-    return ax
-
-
 def _depth(n: int) -> np.ndarray:
     return np.arange(n) / max(n - 1, 1)
 
@@ -130,7 +123,7 @@ def plot_layer_profile(items, stat: str, ax=None):
     """Layer profile of ``stat`` for each (label, single score) in ``items`` over depth 0–1:
     line = layer mean over heads, dots = heads, shaded = that model's one-head null 95 %
     (one band per distinct (d, d_h, storage)), dashed = its median. Returns the Axes."""
-    ax = _axes(ax)
+    ax = figure_axes(ax)
     ylab, log = PROFILE_STATS[_check(stat)]
     drawn = {}
     for i, (label, ds) in enumerate(items):
