@@ -12,6 +12,7 @@ import pytest
 import rmtbase.scoring.factor_axes as fa
 from rmtbase.scoring import profile_stopping as ps
 from rmtbase.scoring.profile_cache import cached_profile_null
+from rmtbase.stats.storage import FLOAT32
 
 
 def test_count_bounds_cover_the_count_at_the_full_size():
@@ -151,9 +152,9 @@ def test_the_draws_used_do_not_depend_on_the_cache(monkeypatch, tmp_path):
         got.append(ps.sequential_nulls(ds, profiles, ["bfloat16"] * 3, 64, 16, alpha=0.05,
                                        seed=0))
     (a, used_a), (b, used_b) = got
-    assert used_a == used_b and set(used_a) == {"float32"}
-    assert used_a["float32"] in ps.SCHEDULE
+    assert used_a == used_b and set(used_a) == {FLOAT32}  # keyed by the null storage's record
+    assert used_a[FLOAT32] in ps.SCHEDULE
     for axis in fa.FACTOR_AXES:
-        assert a["float32"][axis].shape == (used_a["float32"],)
+        assert a[FLOAT32][axis].shape == (used_a[FLOAT32],)
         # exact: the same draws (a prefix of the longer table is draw for draw the shorter)
-        np.testing.assert_array_equal(a["float32"][axis], b["float32"][axis])
+        np.testing.assert_array_equal(a[FLOAT32][axis], b[FLOAT32][axis])

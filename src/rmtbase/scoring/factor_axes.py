@@ -60,8 +60,12 @@ error to be at most a quarter of it at n = 1,000, N ≥ 16 κ² n ≈ 16,000–1
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..stats.storage import Storage
 
 #: Gaussian null draws of the new axes per null storage, sized by the null's own Monte Carlo
 #: error (module docstring, "How many draws"): 18,000 keep it below a quarter of the binomial
@@ -105,21 +109,24 @@ def factor_profile_jax(wq, wk) -> dict:
             "q_input_focus": input_focus(wq), "k_input_focus": input_focus(wk)}
 
 
-def null_storage(storage: str) -> str:
-    """The storage whose Gaussian profile null serves heads stored as ``storage``: float32 for
-    every float storage, the storage itself for block formats and FP8 (module docstring)."""
-    from ..stats.names import FLOAT_STORAGES
+def null_storage(storage: str | Storage) -> Storage:
+    """The record (:mod:`rmtbase.stats.storage`) of the storage whose Gaussian profile null
+    serves heads stored as ``storage`` (a name or a record): float32's
+    (:data:`~rmtbase.stats.storage.FLOAT32`) for every float storage, the storage's own for
+    block formats and FP8 (module docstring). InputError (one line) for an unknown name."""
+    from ..stats.storage import FLOAT32, storage_record
 
-    return "float32" if storage in FLOAT_STORAGES else str(storage)
+    record = storage_record(storage)
+    return FLOAT32 if record.is_float else record
 
 
-def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DRAWS,
+def profile_null(d: int, d_h: int, storage: str | Storage = "float32", n: int = PROFILE_DRAWS,
                  seed: int = 0, client=None, progress=None, start: int = 0
                  ) -> dict[str, np.ndarray]:
     """``{axis: (n,)}`` Gaussian null draws of :data:`FACTOR_AXES` at (d, d_h) for heads stored
-    as ``storage`` (module docstring: float storages share the float32 draws), in chunks of 250
-    heads; the same seed gives the same draws. The chunks are tasks of the Dask ``client`` when
-    one is given, and inside a Dask task of its cluster
+    as ``storage`` (a name or a record; module docstring: float storages share the float32
+    draws), in chunks of 250 heads; the same seed gives the same draws. The chunks are tasks of
+    the Dask ``client`` when one is given, and inside a Dask task of its cluster
     (:mod:`rmtbase.baseline.task_cluster`); chunk ``i`` depends on (seed, i) alone, so the
     draws are the same bit for bit. ``progress``: optional reporter
     (:func:`rmtbase.progress.progress_bar`) advanced by each chunk's heads as it is done
@@ -131,9 +138,8 @@ def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DR
     import jax
 
     from ..baseline.task_cluster import map_in_order, task_client
-    from ..stats.precision import check_storage
 
-    storage = null_storage(check_storage(storage))
+    storage = null_storage(storage)  # a record from here on
     x64 = bool(jax.config.read("jax_enable_x64"))  # a chunk on another worker runs as here
     first = int(start) // _CHUNK
     args = [(d, d_h, storage, seed, i, min(_CHUNK, n - i * _CHUNK), x64)
@@ -154,22 +160,21 @@ def profile_null(d: int, d_h: int, storage: str = "float32", n: int = PROFILE_DR
             for a in FACTOR_AXES}
 
 
-def _profile_chunk(d: int, d_h: int, storage: str, seed: int, i: int, m: int,
+def _profile_chunk(d: int, d_h: int, storage: Storage, seed: int, i: int, m: int,
                    x64: bool) -> dict:
-    """Chunk ``i`` (``m`` heads) of :func:`profile_null` for a null storage, under
+    """Chunk ``i`` (``m`` heads) of :func:`profile_null` for a null storage's record, under
     ``jax_enable_x64 = x64``: float32 by the exact reduced draws, other storages by factors
     through their round trip; head j of the chunk from ``fold_in(chunk key, j)`` (each a full
     chunk: one program per shape, and head j the same in a shorter chunk)."""
     import jax
 
     from ..ensembles import named_key
-    from ..stats.storage import storage_record
 
     with jax.enable_x64(x64):
         key = jax.random.fold_in(named_key(jax.random.key(int(seed)), "profile"), i)
         # float32: always a full chunk, so one program per shape (head j is the same in a
         # shorter chunk)
-        fn = _reduced_null(int(d), int(d_h)) if storage_record(storage).is_identity else \
+        fn = _reduced_null(int(d), int(d_h)) if storage.is_identity else \
             _stored_null(int(d), int(d_h), storage)
         out = fn(key)
         return {a: np.asarray(v[:m], dtype=np.float64) for a, v in out.items()}
@@ -236,7 +241,7 @@ def _reduced_null(d: int, d_h: int):
 
 
 @lru_cache(maxsize=16)
-def _stored_null(d: int, d_h: int, storage: str):
+def _stored_null(d: int, d_h: int, storage: Storage):
     """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8 (format 4): head
     j's W_Q and W_K drawn from ``fold_in(key, j)`` (``null_rows`` rows of i.i.d. N(0, 1): FP8
     inside its full 128-row tile), put through the storage's round trip

@@ -87,8 +87,9 @@ class Layers:
 
     @property
     def null_storages(self) -> list[str]:
-        """Per layer the name of its null storage, as the files spell it (and the profile's
-        tables are keyed)."""
+        """Per layer the name of its null storage, as the files spell it (what is written:
+        ``layer_null_storage``, ``null_storage``, the null's description; the code keys by
+        :attr:`null_records`)."""
         return [s.name for s in self.null_records]
 
 
@@ -197,7 +198,7 @@ def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> Non
                              permutation=own, progress=opts.progress,
                              start=dict(opts.start.profile))
     if own is None:  # the Gaussian axes' draws per null storage enter the head decision
-        axis_nulls = [([i for i, s in enumerate(read.null_storages) if null_storage(s) == k], v)
+        axis_nulls = [([i for i, s in enumerate(read.null_records) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]
     else:  # the reference names its own draws (add_profile's text names permutations)
         ds.attrs["profile"] = ("per-head axes (rmtbase.scoring.profile); new axes against "

@@ -154,15 +154,15 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     """Add ``profile_value``, ``profile_effect``, ``profile_band_lo``/``_hi``, ``profile_p``,
     ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds`` (module
     docstring). ``layers`` (:class:`rmtbase.scoring.pipeline.Layers`): its ``profiles``, per
-    layer :func:`factor_profile` of its heads, and ``null_storages``, per layer the storage
-    of its null; ``permutation``: under the permutation null,
-    :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}`` (else the Gaussian
-    null at each layer's storage, as many of its draws as the decisions need:
-    :func:`~rmtbase.scoring.profile_stopping.sequential_nulls`, from ``start`` {null storage:
-    n} draws at least; ``progress``: report a first draw of it). Returns the draws the factor
-    axes were tested against (``{null storage: {axis: (N,)}}`` or ``permutation``: the head
-    decision's, :func:`rmtbase.decision.combined.add_axes_decision`)."""
-    profiles, null_storages = layers.profiles, layers.null_storages
+    layer :func:`factor_profile` of its heads, and ``null_records``, per layer the record
+    (:mod:`rmtbase.stats.storage`) of its null's storage; ``permutation``: under the
+    permutation null, :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}``
+    (else the Gaussian null at each layer's storage, as many of its draws as the decisions
+    need: :func:`~rmtbase.scoring.profile_stopping.sequential_nulls`, from ``start`` {null
+    storage's name: n} draws at least; ``progress``: report a first draw of it). Returns the
+    draws the factor axes were tested against (``{null_storage record: {axis: (N,)}}`` or
+    ``permutation``: the head decision's, :func:`rmtbase.decision.combined.add_axes_decision`)."""
+    profiles, null_storages = layers.profiles, layers.null_records
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
@@ -207,7 +207,7 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     add_head_kind(ds)  # the kinds of heads (rmtbase.decision.kinds) from these axes
     ds.attrs["profile"] = _profile_attr(permutation, used)
     if used:
-        ds.attrs["profile_null_draws"] = ", ".join(f"{s}: {n}" for s, n in used.items())
+        ds.attrs["profile_null_draws"] = ", ".join(f"{s.name}: {n}" for s, n in used.items())
     return nulls if permutation is None else permutation
 
 

@@ -52,26 +52,27 @@ def shipped_profile(name: str):
     return ref if ref.is_file() else None
 
 
-def profile_format(storage: str) -> int:
-    """The draws' version of a null storage: :data:`PROFILE_FORMAT` for float32,
+def profile_format(storage) -> int:
+    """The draws' version of the null storage of ``storage`` (a name or a record):
+    :data:`PROFILE_FORMAT` for float32 (and the float storages it serves),
     :data:`STORED_FORMAT` for block formats and FP8."""
     from .factor_axes import null_storage
 
-    return PROFILE_FORMAT if null_storage(storage) == "float32" else STORED_FORMAT
+    return PROFILE_FORMAT if null_storage(storage).is_identity else STORED_FORMAT
 
 
-def profile_path(d: int, d_h: int, storage: str, n: int, seed: int) -> Path:
-    """The cache file of the profile null that serves heads stored as ``storage`` (named by
-    its null storage)."""
+def profile_path(d: int, d_h: int, storage, n: int, seed: int) -> Path:
+    """The cache file of the profile null that serves heads stored as ``storage`` (a name or a
+    record; the file named by its null storage's name)."""
     from ..files.user_cache import cache_dir
     from .factor_axes import null_storage
 
-    storage = null_storage(storage)
+    record = null_storage(storage)
     return cache_dir() / "profile" / (f"profile-d{int(d)}-dh{int(d_h)}-n{int(n)}-seed{int(seed)}"
-                                      f"-{storage}-v{profile_format(storage)}.nc")
+                                      f"-{record.name}-v{profile_format(record)}.nc")
 
 
-def _stored(d: int, d_h: int, storage: str, seed: int) -> list[tuple[int, Path]]:
+def _stored(d: int, d_h: int, storage, seed: int) -> list[tuple[int, Path]]:
     """(draws, path) of the cache files of one (d, d_h, storage, seed), fewest draws first."""
     want = profile_path(d, d_h, storage, 0, seed)
     head, tail = want.name.split("-n0-", 1)
@@ -115,13 +116,14 @@ def _first(draws: dict, n: int) -> dict:
     return {a: v[:n] for a, v in draws.items()}
 
 
-def _lookup(d: int, d_h: int, storage: str, n: int, seed: int) -> tuple[dict | None, bool]:
+def _lookup(d: int, d_h: int, storage, n: int, seed: int) -> tuple[dict | None, bool]:
     """(draws, whole): the shipped table or the cache file with the fewest draws ≥ ``n``, its
-    first ``n`` (whole = True); else the largest cached table of fewer (a prefix to extend)."""
+    first ``n`` (whole = True); else the largest cached table of fewer (a prefix to extend).
+    ``storage``: the null storage's record."""
     from .factor_axes import PROFILE_DRAWS
 
     def keys(m):
-        return {"d": int(d), "d_h": int(d_h), "storage": str(storage), "draws": int(m),
+        return {"d": int(d), "d_h": int(d_h), "storage": storage.name, "draws": int(m),
                 "seed": int(seed), "format": profile_format(storage)}
 
     shipped = shipped_profile(profile_path(d, d_h, storage, PROFILE_DRAWS, seed).name)
@@ -140,7 +142,7 @@ def _lookup(d: int, d_h: int, storage: str, n: int, seed: int) -> tuple[dict | N
     return None, False
 
 
-def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | None = None,
+def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = None,
                         seed: int = 0, client=None, progress: bool = False
                         ) -> dict[str, np.ndarray]:
     """The first ``n`` draws of :func:`rmtbase.scoring.factor_axes.profile_null` (draw i is
@@ -148,7 +150,8 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
     draws, else drawn — from the largest cached table of fewer on, its continuation only —
     and written there (atomically) as a table of ``n`` (its chunks as tasks of a Dask
     ``client`` when one is given). ``n`` defaults to ``PROFILE_DRAWS``; ``storage`` is the
-    heads', the file that of its null storage (float16 and bfloat16 heads read float32's).
+    heads' (a name or a record), the file that of its null storage (float16 and bfloat16 heads
+    read float32's).
     So what a score reads depends on ``n`` alone, never on which tables earlier runs left.
     ``progress``: say on stderr when draws must be made, and show them done / total while
     they are (:mod:`rmtbase.progress`: in a log a line at least every
@@ -157,11 +160,10 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
 
     from .._version import __version__
     from ..files.atomic import write_netcdf
-    from ..stats.precision import check_storage
     from .factor_axes import FACTOR_AXES, PROFILE_DRAWS, null_storage, profile_null
 
     n = PROFILE_DRAWS if n is None else int(n)
-    storage = null_storage(check_storage(storage))
+    storage = null_storage(storage)  # the null storage's record; its name where written
     got, whole = _lookup(d, d_h, storage, n, seed)
     if whole:
         return got
@@ -170,15 +172,16 @@ def cached_profile_null(d: int, d_h: int, storage: str = "float32", n: int | Non
     from ..progress import NULL_CPU_EVERY, message, progress_bar
 
     if progress:
-        message(f"rmtbase: drawing the profile null d={int(d)}, d_h={int(d_h)}, {storage} "
+        message(f"rmtbase: drawing the profile null d={int(d)}, d_h={int(d_h)}, {storage.name} "
                 f"storage, {f'{n} draws' if not start else f'draws {start} to {n}'} (cached in "
                 f"{path.parent} for next time)")
     with progress_bar(n - start, enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
-                      desc=f"rmtbase profile null d={int(d)}, d_h={int(d_h)} ({storage})") as bar:
+                      desc=f"rmtbase profile null d={int(d)}, d_h={int(d_h)} ({storage.name})"
+                      ) as bar:
         new = profile_null(d, d_h, storage, n=n, seed=seed, client=client, progress=bar,
                            start=start)
     draws = new if got is None else {a: np.concatenate([got[a], new[a]]) for a in FACTOR_AXES}
-    keys = {"d": int(d), "d_h": int(d_h), "storage": str(storage), "draws": n,
+    keys = {"d": int(d), "d_h": int(d_h), "storage": storage.name, "draws": n,
             "seed": int(seed), "format": profile_format(storage)}
     ds = xr.Dataset({a: (("draw",), _compact(v)) for a, v in draws.items()},
                     attrs=dict(keys, rmtbase_version=__version__,

@@ -209,9 +209,9 @@ def open_heads(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alph
     return heads | _open(combined_p(p_stats, pa[0])[0], combined_p(p_stats, pa[1])[0], alpha)
 
 
-def first_draws(d: int, d_h: int, storage: str, seed: int = 0) -> int:
+def first_draws(d: int, d_h: int, storage, seed: int = 0) -> int:
     """Where a score starts: all :data:`SCHEDULE`'s draws where they ship (reading them costs
-    nothing), else its first size."""
+    nothing), else its first size (``storage``: a name or a record)."""
     from .profile_cache import profile_path, shipped_profile
 
     full = SCHEDULE[-1]
@@ -269,18 +269,20 @@ def settle(heads: Heads, draw, size: dict, *, alpha: float, schedule=None,
 
 def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: float,
                      seed: int, progress: bool = False, start: dict | None = None):
-    """({null storage: {axis: (n,)}}, {null storage: n}): the profile null of each null
-    storage of the layers, from :func:`first_draws` by :data:`SCHEDULE` until no head is
-    open (:func:`settle`). ``start``: {null storage: n}, the least draws a storage starts
-    from (a collection's re-score of an entry behind another of its shape:
-    :mod:`rmtbase.scoring.trajectory`).
+    """({null storage: {axis: (n,)}}, {null storage: n}), keyed by the null storages'
+    records (:func:`rmtbase.scoring.factor_axes.null_storage`): the profile null of each null
+    storage of the layers (``null_storages``: per layer its null storage, a record of
+    :mod:`rmtbase.stats.storage` or a name), from :func:`first_draws` by :data:`SCHEDULE`
+    until no head is open (:func:`settle`). ``start``: {null storage's name: n}, the least
+    draws a storage starts from (a collection's re-score of an entry behind another of its
+    shape, read from its ``profile_null_draws``: :mod:`rmtbase.scoring.trajectory`).
     ``profiles``: per layer {axis: (head,)}; ``ds``: the score, its ``head_p_value`` the
     statistics' head p."""
     from ..progress import message
     from .factor_axes import FACTOR_AXES, null_storage
     from .profile_cache import cached_profile_null
 
-    groups: dict[str, list[int]] = {}
+    groups: dict = {}  # {null storage's record: layer positions}
     for i, s in enumerate(null_storages):
         groups.setdefault(null_storage(s), []).append(i)
     values = np.stack([np.stack([np.asarray(p[a], np.float64) for a in FACTOR_AXES], -1)
@@ -289,14 +291,15 @@ def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: fl
                else np.full(values.shape[:2], np.nan))
     unaligned = (np.stack([np.asarray(p["symmetry_unaligned"], np.float64) for p in profiles])
                  if all("symmetry_unaligned" in p for p in profiles) else None)
-    size = {s: max(first_draws(d, d_h, s, seed), int((start or {}).get(s, 0))) for s in groups}
+    size = {s: max(first_draws(d, d_h, s, seed), int((start or {}).get(s.name, 0)))
+            for s in groups}
 
     def draw(s, n):
         return cached_profile_null(d, d_h, s, n=n, seed=seed, progress=progress)
 
     def said(s, n):
         if progress:
-            message(f"rmtbase: some heads' profile decisions are not settled on the {s} "
+            message(f"rmtbase: some heads' profile decisions are not settled on the {s.name} "
                     f"profile null; drawing it to {n}")
 
     return settle(Heads(values, p_stats, groups, unaligned), draw, size, alpha=alpha,
