@@ -40,6 +40,6 @@ def test_a_float_storage_in_any_case_is_its_record(tmp_path, module_cache):
     assert typed.attrs["null_storage"] == typed.attrs["qk_overlap_null_storage"] == "float16"
     cached = sorted(p.name for p in module_cache.rglob("*.npy"))  # the nulls' cache files
     assert cached and all("-float16-" in n for n in cached), cached
-    # exact: the same draws (same seed, same storage) on the same weights, one program
     for var in ("composition_p", "qk_overlap_p"):
+        # exact: the same draws (same seed, same storage) on the same weights, one program
         assert typed[var].equals(lower[var]), var

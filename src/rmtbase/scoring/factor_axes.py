@@ -71,10 +71,6 @@ if TYPE_CHECKING:
 #: error (module docstring, "How many draws"): 18,000 keep it below a quarter of the binomial
 #: se of a 1,000-head calibration (2,000 did not: 0.71 of it).
 PROFILE_DRAWS = 18_000
-#: Draws a score tries in turn, more only where a decision could change
-#: (:mod:`rmtbase.scoring.profile_stopping`, which owns the rule; here so that
-#: :mod:`rmtbase.scoring.stopping` can name it without importing that module).
-PROFILE_SCHEDULE = (2_000, 6_000, PROFILE_DRAWS)
 _CHUNK = 250
 #: Heads of a block-format or FP8 null drawn together inside a chunk's loop (:func:`_stored_null`).
 _HEADS = 10

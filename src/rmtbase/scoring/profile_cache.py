@@ -11,7 +11,7 @@ whose attributes disagree with its name, or that cannot be read, is drawn again 
 warning. The draws are those :func:`profile_null` returns (same seed, same numbers on the same
 backend), and draw i is the same in every length: a request for n reads the first n of a
 longer table, or extends a shorter one by its continuation
-(:mod:`rmtbase.scoring.profile_stopping` asks for 2,000, 6,000, 18,000 in turn).
+(:mod:`rmtbase.scoring.profile_stopping` asks for the sizes of its ``SCHEDULE`` in turn).
 The nulls of every shape whose null tables ship (MiniLM's 384 × 32 to 5120 × 128; float32,
 which float16 and bfloat16 heads share) ship in ``rmtbase/data/profile`` under the same name,
 so a first score of those shapes draws no profile null (:data:`SHIPPED_PROFILES`, 18,000 draws
