@@ -71,7 +71,6 @@ def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, s
             f"-v{TABLE_FORMAT}.nc")
 
 
-
 def _matches(entry: dict, key: TableKey) -> bool:
     """Whether index entry ``entry`` (a shipped or a cached table) serves request ``key``."""
     from .tables import TABLE_FORMAT
@@ -102,8 +101,6 @@ def _cached_entries(directory: Path) -> list[dict]:
     from ..stats.precision import STORAGES
 
     return [e for e in out if e["stats"] in SERVES and e["storage"] in STORAGES]
-
-
 
 
 def _select(ds, stats: str):

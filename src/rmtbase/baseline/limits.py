@@ -86,7 +86,6 @@ def check_cells(spec, cells, *, memory: bool = True) -> None:
     check_sigma_range(cells, stat_names(spec), spec.sigma_q, spec.sigma_k, spec.dtype)
 
 
-
 #: Copies of a table held at once while it is assembled, converted and written (the draws, the
 #: stacked Dataset, a float64 view for scoring or the netCDF buffers).
 TABLE_COPIES = 3

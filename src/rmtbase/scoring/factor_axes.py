@@ -26,9 +26,8 @@ the cost (the profile's analogue of the spectral tables' fast path, :mod:`rmtbas
   law unchanged.
 - **Storage**: float16 and bfloat16 heads share the float32 null (:func:`null_storage`), as
   their spectral statistics do (:func:`rmtbase.baseline.table_contents.fast_spectral`):
-  rounding the
-  factors to bfloat16 moves a draw's four statistics by ≤ 3·10⁻² of their null standard
-  deviation and their mean by ≤ 2·10⁻³ of it (paired, 200 draws at 64 × 8 to 4096 × 128;
+  rounding the factors to bfloat16 moves a draw's four statistics by ≤ 3·10⁻² of their null
+  standard deviation and their mean by ≤ 2·10⁻³ of it (paired, 200 draws at 64 × 8 to 4096 × 128;
   float16 ten times less; ``tests/test_profile.py`` checks it), far below the null's Monte
   Carlo error (its median's standard error is ≈ 3·10⁻² sd at 2,000 draws). Block formats and
   FP8 move entries by ~0.08 σ: their null draws the factors (FP8 inside its 128-row tile) and

@@ -116,27 +116,30 @@ def _first(draws: dict, n: int) -> dict:
     return {a: v[:n] for a, v in draws.items()}
 
 
+def _keys(d: int, d_h: int, storage, n: int, seed: int) -> dict:
+    """The attributes a cache file of ``n`` draws must carry (its name's keys; ``storage``: the
+    null storage's record): what is written and what a read checks."""
+    return {"d": int(d), "d_h": int(d_h), "storage": storage.name, "draws": int(n),
+            "seed": int(seed), "format": profile_format(storage)}
+
+
 def _lookup(d: int, d_h: int, storage, n: int, seed: int) -> tuple[dict | None, bool]:
     """(draws, whole): the shipped table or the cache file with the fewest draws ≥ ``n``, its
     first ``n`` (whole = True); else the largest cached table of fewer (a prefix to extend).
     ``storage``: the null storage's record."""
     from .factor_axes import PROFILE_DRAWS
 
-    def keys(m):
-        return {"d": int(d), "d_h": int(d_h), "storage": storage.name, "draws": int(m),
-                "seed": int(seed), "format": profile_format(storage)}
-
     shipped = shipped_profile(profile_path(d, d_h, storage, PROFILE_DRAWS, seed).name)
     if shipped is not None and n <= PROFILE_DRAWS:
         from importlib import resources
 
         with resources.as_file(shipped) as p:
-            got = _read(p, keys(PROFILE_DRAWS))
+            got = _read(p, _keys(d, d_h, storage, PROFILE_DRAWS, seed))
         if got is not None:
             return _first(got, n), True
     files = _stored(d, d_h, storage, seed)
     for m, path in [f for f in files if f[0] >= n] + [f for f in files if f[0] < n][::-1]:
-        got = _read(path, keys(m))
+        got = _read(path, _keys(d, d_h, storage, m, seed))
         if got is not None:
             return _first(got, n), m >= n
     return None, False
@@ -181,8 +184,7 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
         new = profile_null(d, d_h, storage, n=n, seed=seed, client=client, progress=bar,
                            start=start)
     draws = new if got is None else {a: np.concatenate([got[a], new[a]]) for a in FACTOR_AXES}
-    keys = {"d": int(d), "d_h": int(d_h), "storage": storage.name, "draws": n,
-            "seed": int(seed), "format": profile_format(storage)}
+    keys = _keys(d, d_h, storage, n, seed)
     ds = xr.Dataset({a: (("draw",), _compact(v)) for a, v in draws.items()},
                     attrs=dict(keys, rmtbase_version=__version__,
                                definition="Gaussian null of the profile's factor axes "

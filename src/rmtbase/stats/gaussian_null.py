@@ -66,7 +66,7 @@ class GaussianNull(Null):
     def at_storage(self, storage) -> GaussianNull:
         return replace(self, storage=storage)
 
-    def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
+    def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
         """The tables at ``storage`` (this null with its storage set), shared by the layers
         stored alike; the spectral reference grows sequentially
         (:class:`rmtbase.scoring.reference.TableReference`)."""

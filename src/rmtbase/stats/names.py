@@ -6,12 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .storage import Storage, records
-
-
-def _registered(name: str) -> Storage | None:
-    """The registered record named exactly ``name`` (the registry's key), else None."""
-    return next((s for s in records() if s.name == name), None)
+from .storage import Storage, records, registered
 
 
 class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for
@@ -38,8 +33,8 @@ class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for
         """A name, or a record: the registered record of its name (so a record that reached
         a name list is not silently outside it)."""
         if isinstance(name, Storage):
-            return _registered(name.name) == name and self._keep(name)
-        record = _registered(name) if isinstance(name, str) else None
+            return registered(name.name) == name and self._keep(name)
+        record = registered(name) if isinstance(name, str) else None
         return record is not None and self._keep(record)
 
     def __add__(self, other) -> tuple:

@@ -171,9 +171,10 @@ class Null(ABC):
         return self.min_element_draws > 0 and kind != "spectral"
 
     @abstractmethod
-    def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
+    def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
         """The draws of this null for ``cells`` (:class:`rmtbase.scoring.reference.Cells`: the
-        layers stored alike at ``storage``), a :class:`rmtbase.scoring.reference.Reference`;
+        layers stored alike at ``storage``, their null storage's record), a
+        :class:`rmtbase.scoring.reference.Reference`;
         ``draws``: at least this many (None: the null's default), ``seed``: its seed."""
 
     @abstractmethod

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .null_protocol import Null
+from .storage import Storage
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class PermutationNull(Null):
     #: default draws of the composition permutation null (each costs the run's GEMMs again)
     composition_draws: ClassVar[int] = 1000
 
-    def reference(self, cells, storage: str, *, draws, seed: int, progress: bool):
+    def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
         """Each head's own entries shuffled, ``draws`` (default 1000) spectral permutations
         per head (:class:`rmtbase.scoring.reference.PermutationReference`); the storage
         plays no part."""

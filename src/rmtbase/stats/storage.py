@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from ..errors import InputError
 
 __all__ = ["FAMILIES", "FLOAT32", "MixedStorage", "Storage", "gguf_storage", "one_quantisation",
-           "quantisation_record", "records", "register", "storage_record",
+           "quantisation_record", "records", "register", "registered", "storage_record",
            "unregister"]
 
 #: The shipped storage families: float casts, blocks along the last axis, FP8 tiles or rows
@@ -234,6 +234,12 @@ def storage_record(name) -> Storage:
     if isinstance(name, str) and name.lower() in _REGISTRY:
         return _REGISTRY[name.lower()]
     raise InputError(f"storage must be one of {', '.join(_REGISTRY)}, got {name!r}")
+
+
+def registered(name: str) -> Storage | None:
+    """The record registered under exactly ``name`` (the registry's key: no case folding, as a
+    list of names compares), else None."""
+    return _REGISTRY.get(name)
 
 
 def records() -> tuple[Storage, ...]:
