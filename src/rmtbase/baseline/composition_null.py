@@ -19,6 +19,7 @@ import numpy as np
 
 from ..ensembles.chisquare import chi
 from ..ensembles.gaussian import named_key
+from ..ensembles.threefry import normal
 from ..ensembles.wishart import bartlett_factor
 from ..stats.composition import col_side, grams
 from ..stats.precision import round_trip
@@ -59,7 +60,7 @@ def _reduced(d: int, d_h1: int, d_h2: int, dtype: str):
 
     def one(k):
         diag = chi(named_key(k, "diag"), jnp.asarray(dof), dt)
-        z = jax.random.normal(named_key(k, "normal"), (sum(n_low) + d_h2 * d_h1,), dt)
+        z = normal(named_key(k, "normal"), (sum(n_low) + d_h2 * d_h1,), dt)
         ls, a, b = [], 0, 0
         for (_, m), nl in zip(segs, n_low, strict=True):
             ls.append(bartlett_factor(z[b:b + nl], diag[a:a + m]))
@@ -110,10 +111,10 @@ def _full(d: int, d_h1: int, d_h2: int, storage: Storage, dtype: str):
     rt = _stored(storage)
 
     def one(k):
-        q = rt(jax.random.normal(named_key(k, "q"), (d_h2, d), dt))
-        kk = rt(jax.random.normal(named_key(k, "k"), (d_h2, d), dt))
-        o = rt(jax.random.normal(named_key(k, "o"), (d_h1, d), dt))
-        v = rt(jax.random.normal(named_key(k, "v"), (d_h1, d), dt))
+        q = rt(normal(named_key(k, "q"), (d_h2, d), dt))
+        kk = rt(normal(named_key(k, "k"), (d_h2, d), dt))
+        o = rt(normal(named_key(k, "o"), (d_h1, d), dt))
+        v = rt(normal(named_key(k, "v"), (d_h1, d), dt))
         c = col_side(o, v)
         m = kk @ c
         num = jnp.sum(grams(q) * (m @ m.T))
@@ -152,7 +153,7 @@ def _overlap(d: int, n: int, shared: bool, dtype: str):
 
     def one(k):
         diag = chi(named_key(k, "diag"), jnp.asarray(dof), dt)
-        z = jax.random.normal(named_key(k, "normal"), (sum(n_low) + n_sq * n * n,), dt)
+        z = normal(named_key(k, "normal"), (sum(n_low) + n_sq * n * n,), dt)
         ls, a, b = [], 0, 0
         for (_, m), nl in zip(segs, n_low, strict=True):
             ls.append(bartlett_factor(z[b:b + nl], diag[a:a + m]))
@@ -191,8 +192,8 @@ def _overlap_full(d: int, d_h: int, shared: bool, storage: Storage, dtype: str):
     rt = _stored(storage)
 
     def one(k):
-        qa, qb, ka = (rt(jax.random.normal(named_key(k, s), (d_h, d), dt)) for s in ("qa", "qb", "ka"))
-        kb = ka if shared else rt(jax.random.normal(named_key(k, "kb"), (d_h, d), dt))
+        qa, qb, ka = (rt(normal(named_key(k, s), (d_h, d), dt)) for s in ("qa", "qb", "ka"))
+        kb = ka if shared else rt(normal(named_key(k, "kb"), (d_h, d), dt))
         inner = jnp.sum((qa @ qb.T) * (ka @ kb.T))
         na = jnp.sum(grams(qa) * grams(ka))
         nb = jnp.sum(grams(qb) * grams(kb))

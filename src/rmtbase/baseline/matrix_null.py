@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._version import __version__
+from ..ensembles.threefry import normal
 from ..errors import InputError, TableError, check_positive_int
 from ..stats.matrix import (
     MATRIX_STATS,
@@ -96,7 +97,7 @@ def cell_key(seed: int, m: int, n: int):
 @lru_cache(maxsize=32)
 def _tile_fn(rows: int, n: int, storage: str):
     """jit of ``key -> tile`` (rows, n) of i.i.d. N(0, 1) float32 entries, stored as storage."""
-    return jax.jit(lambda k: round_trip(jax.random.normal(k, (rows, n), jnp.float32), storage))
+    return jax.jit(lambda k: round_trip(normal(k, (rows, n), jnp.float32), storage))
 
 
 def _tiled_draw(key, m: int, n: int, storage: str, rows) -> dict:

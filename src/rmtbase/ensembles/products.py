@@ -29,6 +29,7 @@ from ..analytic._network_kind import check_kind, check_widths
 from ..errors import InputError, check_positive, check_positive_int
 from .gaussian import named_key
 from .residual import residual_product
+from .threefry import normal
 
 
 def check_network(kind, depth, gain, d=None, widths=None) -> tuple:
@@ -47,7 +48,7 @@ def check_network(kind, depth, gain, d=None, widths=None) -> tuple:
 def network_layer(key, layer, d_in, d_out, gain, dtype=jnp.float32):
     """W_layer ``(d_out, d_in)``, i.i.d. N(0, gain/d_in), from ``fold_in(named_key(key,
     "layers"), layer)`` (the residual ensemble's layer noise at d_in = d_out = d)."""
-    return jnp.sqrt(jnp.asarray(gain / d_in, dtype)) * jax.random.normal(
+    return jnp.sqrt(jnp.asarray(gain / d_in, dtype)) * normal(
         jax.random.fold_in(named_key(key, "layers"), layer), (d_out, d_in), dtype)
 
 
