@@ -1,0 +1,114 @@
+"""The block-format profile null's chunk, part by part (issue 59 item 4).
+
+    python benchmarks/profile_chunk.py [--reps N] [--shapes 640x256:q5_0,576x64:q4_1]
+
+:func:`rmtbase.scoring.factor_axes._stored_null` draws 250 heads a call (a chunk), each two
+(d_h, d) factors of N(0, 1) normals put through the storage's round trip, then the four factor
+statistics. This script compiles cumulative prefixes of that chunk, each as its own program
+with the chunk's loop (``lax.map`` over the 250 heads' keys, ``batch_size = _HEADS``), and
+times them alternately in one process after compilation:
+
+- ``normals``: the two factors' normals (:func:`rmtbase.ensembles.threefry.normal`);
+- ``+round trip``: and their storage round trip (:func:`rmtbase.stats.precision.round_trip`);
+- ``+align, focus``: and alignment and both input focuses (passes over the factors);
+- ``+1 Gram``: round trip and one d_h × d_h product W_Q W_Kᵀ instead;
+- ``+symmetry``: round trip and :func:`rmtbase.stats.alignment.symmetry` (three products);
+- ``chunk``: the chunk itself.
+
+A prefix returns sums over the whole factors so XLA cannot drop its work (a slice would let it
+compute only the entries read; the sums fuse into the pass that makes the entries). Printed per
+part: CPU seconds per 250 heads (user, system), wall seconds, and minor page faults
+(``ru_minflt``) per 2,000 draws. Differences between lines estimate each part's cost (roughly:
+the sums are themselves a pass, so ``+round trip`` can read above ``+align, focus``); on a
+shared machine compare lines of one run only. Page faults depend on what the process
+allocated before (glibc's heap grows and is trimmed), so a chunk run after other programs may
+fault less than the same chunk in a fresh process.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import resource  # noqa: E402
+import time  # noqa: E402
+
+
+def parts(d: int, d_h: int, storage) -> dict:
+    """{part: jitted chunk(key)} for one shape and storage record (module docstring)."""
+    import jax
+    import jax.numpy as jnp
+
+    from rmtbase.ensembles.threefry import normal
+    from rmtbase.scoring import factor_axes as fa
+    from rmtbase.stats.alignment import alignment, input_focus, symmetry
+    from rmtbase.stats.precision import null_rows, round_trip
+
+    rows = null_rows(storage, d_h)
+
+    def factors(key, rt=True):
+        kq, kk = jax.random.split(key)
+        wq, wk = (normal(k, (rows, d), jnp.float32) for k in (kq, kk))
+        if rt:
+            wq, wk = round_trip(wq, storage)[:d_h], round_trip(wk, storage)[:d_h]
+        return wq, wk
+
+    def keep(wq, wk):  # full sums: a slice would let XLA compute only the entries it reads
+        return jnp.sum(wq) + jnp.sum(wk)
+
+    heads = {
+        "normals": lambda k: keep(*factors(k, rt=False)),
+        "+round trip": lambda k: keep(*factors(k)),
+        "+align, focus": lambda k: (lambda q, w: alignment(q, w) + input_focus(q)
+                                    + input_focus(w))(*factors(k)),
+        "+1 Gram": lambda k: (lambda q, w: jnp.sum(jnp.matmul(q, w.T, precision="highest")))(
+            *factors(k)),
+        "+symmetry": lambda k: symmetry(*factors(k)),
+    }
+    out = {}
+    for name, one in heads.items():
+        def chunk(key, one=one):
+            keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(fa._CHUNK))
+            return jax.lax.map(one, keys, batch_size=fa._HEADS)
+        out[name] = jax.jit(chunk)
+    out["chunk"] = fa._stored_null(d, d_h, storage)
+    return out
+
+
+def main(argv=None) -> None:
+    import jax
+
+    from rmtbase.stats.storage import storage_record
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=4, help="timed chunks per part (default 4)")
+    ap.add_argument("--shapes", default="640x256:q5_0,576x64:q4_1",
+                    help="DxD_H:STORAGE,... (default: the Gemma-3 Q5_0 and SmolLM2 Q4_1 shapes)")
+    args = ap.parse_args(argv)
+    for spec in args.shapes.split(","):
+        shape, name = spec.split(":")
+        d, d_h = (int(x) for x in shape.split("x"))
+        fns = parts(d, d_h, storage_record(name))
+        key = jax.random.key(0)
+        for f in fns.values():  # compile and run once
+            jax.block_until_ready(f(key))
+        tot = {k: [0.0, 0.0, 0.0, 0] for k in fns}
+        for r in range(args.reps):
+            for k, f in fns.items():
+                r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+                jax.block_until_ready(f(jax.random.fold_in(key, r + 1)))
+                r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+                for i, v in enumerate((r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime,
+                                       t1 - t0, r1.ru_minflt - r0.ru_minflt)):
+                    tot[k][i] += v
+        n = args.reps
+        print(f"{d} x {d_h} {name}: per 250 heads, mean of {n} (load {os.getloadavg()[0]:.1f})")
+        print(f"  {'part':14s} {'user':>6s} {'sys':>6s} {'wall':>6s} {'minflt/2000':>12s}")
+        for k, (u, s, w, m) in tot.items():
+            print(f"  {k:14s} {u / n:6.3f} {s / n:6.3f} {w / n:6.3f} {m / n * 8:12.0f}")
+
+
+if __name__ == "__main__":
+    main()
