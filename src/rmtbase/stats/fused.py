@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._matmul import mm
-from ._binning import _cell_histogram, _gauss_mass, _third_coefficient, entropy_bins
-from ._magnitude import MAG_BINS, mag_index, mag_top, q99, weibull_fit
+from ._binning import _cell_histogram, _gauss_mass, _third_coefficient, entropy_bins, trim_ranks
+from ._magnitude import MAG_BINS, mag_index, mag_top, q99, q_rank, rank_cum, weibull_fit
 from .estimator import Accumulator, Estimator
 from .precision import is_lattice, lattice_cells
 
@@ -153,7 +153,9 @@ def count_finish(acc: dict, geo: dict, n: int, trims: tuple, storage: str) -> di
     dtype = geo["mean"].dtype
     stats = _histogram_stats(acc, geo, n, storage, dtype)
     cnt, sx = acc["mag"], acc["mag_sx"]
-    cum = jax.lax.associative_scan(jnp.add, cnt)  # = cumsum(cnt) (integers), ~2× faster on CPU
+    # the lowest rank looked up: the first kept rank of every trim, q99's
+    below = min([trim_ranks(n, trim)[0] for trim in trims] + [q_rank(n)])
+    cum = rank_cum(cnt, below)
     stats["weibull"] = [weibull_fit(cnt, sx, n, trim, dtype, cum) for trim in trims]
     stats["max_over_q99"] = geo["amax"] / q99(cnt, sx, geo["top"], n, is_lattice(storage), dtype,
                                               cum)
