@@ -25,8 +25,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import InputError, check_positive_int
+from .threefry import fold_in_words
 
 _fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))  # keys of a chunk of draws
+
+
+def _chunk_keys(key, start: int, size: int):
+    """``fold_in(key, i)`` for i = start … start + size − 1, the keys of one chunk, of the kind
+    of ``key`` (typed or raw). A threefry key's are hashed on the host
+    (:func:`rmtbase.ensembles.threefry.fold_in_words`, the same words) and only handed to the
+    device, so no program is compiled per chunk size (``jnp.arange`` and the vmapped fold_in
+    were three); any other key goes through JAX (:data:`_fold`)."""
+    words = fold_in_words(key, np.arange(start, start + size, dtype=np.uint32))
+    if words is None:
+        return _fold(key, jnp.arange(start, start + size, dtype=jnp.uint32))
+    words = jax.device_put(words)  # (jnp.asarray would compile a 'stage' program per shape)
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(words, impl="threefry2x32")
+    return words
 
 
 def _draw_devices() -> tuple:
@@ -143,7 +159,7 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", batch=None, p
         # one after another (one dispatching thread), the same numbers as a plain loop.
         pending = None
         for start in range(0, n, chunk):
-            nxt = (start, run(_fold(key, jnp.arange(start, start + chunk, dtype=jnp.uint32))))
+            nxt = (start, run(_chunk_keys(key, start, chunk)))
             if pending is not None:
                 store(*pending)
             pending = nxt

@@ -34,19 +34,22 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["normal", "random_bits"]
+__all__ = ["fold_in_words", "normal", "random_bits"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = np.uint32(0x1BD11BDA)
 
 
 def _rotate_left(x, r: int):
+    if isinstance(x, np.ndarray):  # the host form (fold_in_words): numpy's uint32 shifts
+        return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
     return lax.shift_left(x, np.uint32(r)) | lax.shift_right_logical(x, np.uint32(32 - r))
 
 
 def threefry2x32(k0, k1, x0, x1):
     """Threefry-2x32 with 20 rounds of the key (k0, k1) on the counter words (x0, x1)
-    (uint32 arrays of one shape): the two output words, as JAX's ``threefry2x32_p``."""
+    (uint32 arrays of one shape): the two output words, as JAX's ``threefry2x32_p``. Traced
+    (jax arrays) or on the host (numpy uint32 arrays and scalars: exact modular arithmetic)."""
     ks = (k0, k1, k0 ^ k1 ^ _PARITY)
     x0, x1 = x0 + ks[0], x1 + ks[1]
     for step in range(5):
@@ -68,6 +71,33 @@ def _served(key, shape, dtype) -> bool:
         return key.shape == () and str(jax.random.key_impl(key)) == "threefry2x32"
     return key.shape == (2,) and key.dtype == jnp.uint32 and \
         str(jax.config.jax_default_prng_impl) == "threefry2x32"
+
+
+def fold_in_words(key, data) -> np.ndarray | None:
+    """The key words of ``jax.random.fold_in(key, i)`` for each i of ``data`` (non-negative
+    integers < 2³²), computed on the host: ``(len(data), 2)`` uint32, or None where ``key`` is
+    not a concrete threefry key (a tracer, another implementation: then ask JAX).
+
+    JAX's fold_in is Threefry-2x32 of the counter (0, i) under the key, both output words the
+    new key (``jax._src.random.threefry2x32.threefry_fold_in``: the seed i as the words
+    (i >> 32, i & 0xFFFFFFFF), hashed as one pair); here the same 20 rounds in numpy's uint32
+    arithmetic, so a chunk's keys need no compiled program (the draw driver's vmapped
+    ``fold_in`` with its ``iota`` and ``add`` was three programs per chunk size, ~0.6 CPU-s of
+    a cold score; ``tests/test_chunk_keys.py`` compares the words with JAX's)."""
+    if isinstance(key, jax.core.Tracer):
+        return None
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != () or str(jax.random.key_impl(key)) != "threefry2x32":
+            return None
+        words = np.asarray(jax.random.key_data(key))
+    elif key.shape == (2,) and key.dtype == jnp.uint32 and \
+            str(jax.config.jax_default_prng_impl) == "threefry2x32":
+        words = np.asarray(key)
+    else:
+        return None
+    i = np.asarray(data, dtype=np.uint32).reshape(-1)
+    y0, y1 = threefry2x32(words[0], words[1], np.zeros_like(i), i)
+    return np.stack([y0, y1], axis=-1)
 
 
 def random_bits(key, shape):
