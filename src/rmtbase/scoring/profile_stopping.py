@@ -60,8 +60,13 @@ seldom, and not for want of error budget. SmolLM2 Q4_1 (270 heads): 47 heads ope
 symmetric heads, which only all 18,000 decide as all 18,000 do. The random Gemma-3-shaped Q5_0
 folder (72 heads): 8 open at 2,000, 7 at 3,000, 2 at 3,500–4,500, 1 at 5,000, 0 at 6,000, the
 same at level 0.01: heads with fewer than 10 draws beyond them, whose p at 18,000 may be a GPD
-tail estimate (bracketed by P_MIN below). The saving is for small models and models whose
-heads all lie far from every threshold; the guarantee is kept either way.
+tail estimate (bracketed by P_MIN below). Its 6,000 are forced by the rule, not by its error
+budget (rechecked 2026-11-26 on the benchmark folder, ``benchmarks/first_contact.py``): the
+head open at 4,000 and at 5,000 (L1H1's alignment, p ≈ 0.008) has 8 and 9 draws beyond it,
+and the lower end of its count at 18,000 (:func:`count_bounds`) stays below 10 — 8 and 9 at
+the rule's level, 9 and 9 with one interval at level 0.01 (no union bound) — so its p there
+may be the GPD's; at 6,000 it has 16 draws beyond and closes. The saving is for small models and models whose heads all lie far from
+every threshold; the guarantee is kept either way.
 
 What changes where a score stops early: the effects, bands, p and q of the factor axes and
 p_A are computed from the first n draws (their Monte Carlo error is that of n: an empirical
