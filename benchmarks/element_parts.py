@@ -10,7 +10,7 @@ matrix of the whole estimator (:func:`rmtbase.stats.tiles.one_tile`), pass 1
 and the finish (:func:`~rmtbase.stats.fused.count_finish`), then pieces of them timed on
 their own: the centred power sums, the entropy bincount, the |w| bin keys, the logs, the
 65,538-bin complex scatter of 1 + i ln|w|, the cumulative counts (``rank_cum`` and the full
-associative scan it replaces where it can) and the Weibull fit. Every function runs over
+associative scan it replaced) and the Weibull fit. Every function runs over
 ``--draws`` matrices in one ``lax.map`` (as the library does: batched scatters are slow on
 CPU), compiled first, then timed in turns (7 rounds, best), CPU seconds of the process
 (``time.process_time``: all threads) and wall. OPENBLAS_NUM_THREADS=1. Parts overlap (a pass
@@ -97,7 +97,7 @@ def parts(n: int, storage: str) -> dict:
         "  logs": (lambda x, g: jnp.sum(jnp.log(jnp.abs(x))), "xg"),
         "  complex scatter": (scatter, "xg"),
         "  rank_cum": (lambda a, g: rank_cum(a["mag"], below), "ag"),
-        "  full cumsum": (lambda a, g: jax.lax.associative_scan(jnp.add, a["mag"]), "ag"),
+        "  associative scan": (lambda a, g: jax.lax.associative_scan(jnp.add, a["mag"]), "ag"),
         "  Weibull fit": (fit, "ag"),
     }
 

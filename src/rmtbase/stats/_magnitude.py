@@ -104,13 +104,20 @@ def rank_cum(cnt, below: int):
     every rank ≥ ``below`` then lies in the top bins, where the counts are exact, and a bin
     under them keeps no rank and its clipped end is ``below`` − 1 either way (cumsum there is
     ≤ m < ``below``), so the fit and q99 give the same numbers, bit for bit, as from the full
-    cumsum. Otherwise the full cumsum."""
+    cumsum. Otherwise the full cumsum.
+
+    Both by ``lax.cumsum``, not ``lax.associative_scan``: integers, the same in any order; the
+    scan ran a 65,538-bin cumsum in 0.25 CPU-ms against ``lax.cumsum``'s 0.6, but cost
+    ~0.75 CPU-s to compile against ~0.22 (its 17 levels are ~50 XLA kernels), once in every
+    program holding the element statistics. Here the fallback rarely runs and the top part is
+    short (count_finish at N = 36,864, one core: 0.54/0.56 CPU-ms per run, 0.99/0.49 CPU-s of
+    compilation, with the scans / with cumsum)."""
     head, tail = cnt[:-RANK_TOP], cnt[-RANK_TOP:]
     m = jnp.sum(head)
     return jax.lax.cond(
         m < below,
-        lambda: jnp.concatenate([jnp.zeros_like(head), m + jax.lax.associative_scan(jnp.add, tail)]),
-        lambda: jax.lax.associative_scan(jnp.add, cnt))  # = cumsum(cnt), ~2× faster on CPU
+        lambda: jnp.concatenate([jnp.zeros_like(head), m + jax.lax.cumsum(tail)]),
+        lambda: jax.lax.cumsum(cnt))
 
 
 def _ysum(ends, n: int, dtype, start):
