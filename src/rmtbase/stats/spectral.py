@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import eigh_tridiagonal
 
 from .._matmul import mm
 from ..errors import InputError
+from ._bisection import tridiagonal_eigvals
 from .statistic import STATISTICS
 from .statistic import spectral as _spectral
 
@@ -114,7 +114,8 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     - ``"svd"``: λ = s(C)², the SVD route used everywhere else;
     - ``"eigh"``: λ = eig(C Cᵀ) by Householder tridiagonalisation (LAPACK ``sytrd`` on CPU,
       :func:`jax.lax.linalg.tridiagonal`) and Sturm bisection
-      (:func:`jax.scipy.linalg.eigh_tridiagonal`), about 1.7× faster on CPU for n = 64. Each λ
+      (:func:`rmtbase.stats._bisection.tridiagonal_eigvals`, the bits of
+      :func:`jax.scipy.linalg.eigh_tridiagonal`), about 1.7× faster on CPU for n = 64. Each λ
       then carries an absolute error of order n·eps·λ_max (Wilkinson), i.e. a relative error
       n·eps·κ for κ = λ_max/λ_min, against eps·√κ for the SVD route: use it only where κ is
       small (:func:`rmtbase.baseline.eig_route.eig_method` decides from the MP⊠MP edges). Values are clipped
@@ -155,7 +156,7 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
 
         return jnp.maximum(jacobi_eigvalsh_pallas(gram), 0.0)
     _, d, e, _ = jax.lax.linalg.tridiagonal(gram, lower=True)
-    solve = lambda a, b: eigh_tridiagonal(a, b, eigvals_only=True)  # noqa: E731
+    solve = tridiagonal_eigvals  # jax.scipy.linalg.eigh_tridiagonal's bits, less to compile
     for _ in range(d.ndim - 1):
         solve = jax.vmap(solve)
     lam = solve(d, e)  # ascending
