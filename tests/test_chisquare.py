@@ -78,3 +78,17 @@ def test_acceptance_tail_against_mpmath():
 def test_invalid_dof_gives_nan_not_a_hang():
     x = np.asarray(chisquare(jax.random.key(0), jnp.asarray([-3.0, 0.0, jnp.nan, 4.0])))
     assert np.isnan(x[:3]).all() and x[3] > 0
+
+
+def test_below_two_false_leaves_the_numbers():
+    """below_two=False (every dof ≥ 2) only drops the boost that would keep every value: the
+    same χ² variates, vmapped as the Bartlett samplers draw them, and eagerly."""
+    dof = jnp.arange(576, 512, -1).astype(jnp.float32)
+    keys = jax.random.split(jax.random.key(5), 125)
+    run = lambda flag: np.asarray(jax.jit(jax.vmap(  # noqa: E731
+        lambda k: chisquare(k, dof, below_two=flag)))(keys))
+    # exact: the same rejection loop in both programs, then a select that keeps g and ×2
+    np.testing.assert_array_equal(run(False), run(True))
+    # exact: as above, eager (one compiled program per static flag)
+    np.testing.assert_array_equal(np.asarray(chisquare(keys[0], dof, below_two=False)),
+                                  np.asarray(chisquare(keys[0], dof)))
