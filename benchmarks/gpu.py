@@ -343,7 +343,11 @@ def _meta():
 
 
 def _commit(given):
-    """HEAD of this checkout (``+dirty`` where tracked files differ), else ``given``."""
+    """``given`` (``--commit``) where given, else HEAD of this checkout (``+dirty`` where tracked
+    files differ). The given one wins: a device's copy of the tree may carry a stale ``.git``
+    (on 2026-11-26 the second run's copy answered with the first call's commit, ``+dirty``)."""
+    if given:
+        return given
     try:
         git = ["git", "-C", str(HERE.parent)]
         head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -433,7 +437,7 @@ def main(argv=None) -> int:
                     help="eigen routes of the spectral section (the chosen one is always added)")
     ap.add_argument("--skip-scoring", action="store_true")
     ap.add_argument("--skip-composition", action="store_true")
-    ap.add_argument("--commit", default=None, help="commit to record where git cannot tell")
+    ap.add_argument("--commit", default=None, help="the commit to record (else git's HEAD here)")
     ap.add_argument("--section", choices=SECTIONS[:3], help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=float, default=60.0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

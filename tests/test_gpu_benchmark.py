@@ -66,3 +66,15 @@ def test_smoke_run_in_subprocesses_has_every_key(tmp_path):
 
 def gpu_keys():
     return _gpu().KEYS
+
+
+def test_given_commit_wins_over_git():
+    """``--commit`` is what the JSON records: on a device the tree's copy may carry a stale
+    ``.git`` (2026-11-26: the second run recorded the first call's commit, ``+dirty``)."""
+    gpu = _gpu()
+    assert gpu._commit("133f00dce76a40b95861d2509047ae09da6f1ca6") == (
+        "133f00dce76a40b95861d2509047ae09da6f1ca6")
+    git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                         text=True)
+    if git.returncode == 0:  # a checkout: without --commit, git's HEAD (maybe +dirty)
+        assert gpu._commit(None).split("+")[0] == git.stdout.strip()
