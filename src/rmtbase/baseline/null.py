@@ -117,6 +117,7 @@ class Draws:
     spectrum: bool = False
     lam_out: bool = False
     storage: Storage = FLOAT32
+    lean: bool = False  # the fast path without its statistics (:func:`lambda_draws`)
 
     @property
     def fast(self) -> bool:
@@ -155,7 +156,7 @@ def _draw_fn(req: Draws):
             scale = math.sqrt(d_h * d)
             out = {"q.rms": jnp.sqrt(jnp.sum(bq * bq) + jnp.sum(sq * sq)) / scale,
                    "k.rms": jnp.sqrt(jnp.sum(lk * lk)) / scale}
-            out.update({f"qk.{s}": v for s, v in spectral_stats(lam).items()})
+            out.update({} if req.lean else {f"qk.{s}": v for s, v in spectral_stats(lam).items()})
             return finish(out, lam)
         return fn
 
@@ -263,6 +264,13 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
 
     req = Draws(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
                 bool(return_spectrum), bool(return_lambda), storage)
+    return _run(req, key, n, chunk_size, budget, progress)
+
+
+def _run(req: Draws, key, n: int, chunk_size, budget: int, progress) -> dict:
+    """The draws of the validated ``req`` (:func:`null_draws`' arguments, checked)."""
+    d, d_h, stats, ensemble, dtype = req.d, req.d_h, req.stats, req.ensemble, req.dtype
+    storage = req.storage
     batch = draw_batch(d, d_h, stats, ensemble, dtype.itemsize, budget, storage)
     use_map = not req.fast and jax.default_backend() == "cpu"
     check_draw_memory(d, d_h, stats, ensemble, dtype.itemsize, req.fast,
@@ -276,3 +284,25 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     else:
         out = map_draws(fn, key, n, chunk_size, method="vmap", batch=batch, progress=progress)
     return dict(out)
+
+
+def lambda_draws(key, d, d_h, n_draws, *, statistics=True) -> dict:
+    """λ (``"qk.lambda"``, sorted descending), ``"q.rms"`` and ``"k.rms"`` of the float32
+    lowrank null's fast spectral path: the bits of ``null_draws(key, d, d_h, n_draws,
+    stats="spectral", return_lambda=True)``.
+
+    statistics: True draws exactly that (the spectral statistics are returned too), so the
+    compiled program is the one the shape's float32 spectral table compiles; False leaves the
+    statistics out of the program (:attr:`Draws.lean`), measured by HG to compile 0.2–0.3 CPU-s
+    less (576 × 64), where no float32 spectral table shares it (a quantised score's spectrum band, issue 59 item 4).
+    λ and the rms came out the same bits either way wherever compared (the statistics are
+    computed from λ after it; 200-draw bands' SHA-256 at 576 × 64 and 640 × 256 by
+    benchmarks/band_compile.py, 500 draws at 768 × 64 and 256 × 64, and
+    tests/test_spectrum_band.py); XLA does not promise it, so the test keeps checking.
+    """
+    if statistics:
+        return null_draws(key, d, d_h, n_draws, stats="spectral", return_lambda=True)
+    d, d_h = check_dims(d, d_h)
+    n = check_positive_int(n_draws, "n_draws")
+    req = Draws(d, d_h, stats="spectral", lam_out=True, lean=True)
+    return _run(req, key, n, None, MEMORY_BUDGET, False)

@@ -209,7 +209,10 @@ def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> Non
 def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int):
     """The spectrum band, the layer coordinate, per-layer null storage and quantisation."""
     if opts.spectrum_draws:
-        band = null_spectrum_band(d, d_h, int(opts.spectrum_draws), seed=opts.seed)
+        # the float32 spectral table's program is shared where a layer's null is a float
+        # storage; a score with only block-quantised nulls compiles the band's leaner one
+        band = null_spectrum_band(d, d_h, int(opts.spectrum_draws), seed=opts.seed,
+                                  share_table=any(s.is_float for s in read.null_records))
         ds["null_spectrum"] = (("quantile", "rank"), band)
         ds["null_spectrum"].attrs["definition"] = (
             f"quantiles of the sorted normalised null spectrum over {int(opts.spectrum_draws)} "

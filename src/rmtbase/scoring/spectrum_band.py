@@ -9,7 +9,8 @@ import numpy as np
 SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
 
 
-def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -> np.ndarray:
+def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0,
+                       share_table: bool = True) -> np.ndarray:
     """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted self-normalised null spectrum.
 
     x_k = λ_k / (rms_Q² rms_K² d²) per draw (the same normalisation as the heads'), from
@@ -19,23 +20,30 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0) -
     legacy ``PRNGKey(seed)`` the shipped bands were drawn with).
     Returns (len(SPECTRUM_QUANTILES), d_h); the seed shapes' bands are shipped
     (:func:`rmtbase.baseline.shipped.shipped_band`), which spares a first run their compilation.
+    share_table: whether a float32 spectral table of the shape is (or may be) drawn in the same
+    process, whose compiled program the band then reuses; False (a score whose every layer's
+    null is drawn through a block quantiser) draws the same λ and rms bits with a program
+    without the spectral statistics (:func:`rmtbase.baseline.null.lambda_draws`; HG measured
+    0.2–0.3 CPU-s less compile, issue 59 item 4). The band is the same either way.
     """
     from ..baseline.shipped import shipped_band
 
     band = shipped_band(d, d_h, n_draws, seed, SPECTRUM_QUANTILES)
-    return _drawn_spectrum_band(d, d_h, n_draws, seed) if band is None else band
+    return _drawn_spectrum_band(d, d_h, n_draws, seed, share_table) if band is None else band
 
 
-def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int) -> np.ndarray:
+def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int,
+                         share_table: bool = True) -> np.ndarray:
     """:func:`null_spectrum_band` from its draws (what the shipped bands were made with)."""
     import jax
 
-    from ..baseline.null import null_draws
+    from ..baseline.null import lambda_draws
 
     key = jax.random.fold_in(jax.random.key(seed), 0x5EC7)
     # λ as the spectral tables draw it (return_lambda): the same compiled program as the
-    # shape's spectral table, where return_spectrum (λ/d² on the device) was a second one
-    nd = null_draws(key, d, d_h, n_draws, stats="spectral", return_lambda=True)
+    # shape's spectral table (share_table), where return_spectrum (λ/d² on the device) was a
+    # second one; or without the statistics where no such table shares it
+    nd = lambda_draws(key, d, d_h, n_draws, statistics=share_table)
     rms2 = np.asarray(nd["q.rms"], np.float64) ** 2 * np.asarray(nd["k.rms"], np.float64) ** 2
     x = np.asarray(nd["qk.lambda"], dtype=np.float64) / (float(d) ** 2 * rms2[:, None])
     return np.quantile(x, SPECTRUM_QUANTILES, axis=0)
