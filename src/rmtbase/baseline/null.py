@@ -35,7 +35,7 @@ path is kept for float storages (:func:`fast_spectral`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import jax
@@ -118,7 +118,6 @@ class Draws:
     lam_out: bool = False
     storage: Storage = FLOAT32
     lean: bool = False  # the fast path without its statistics (:func:`lambda_draws`)
-    apart: bool = False  # no element statistics; the factors "wq", "wk" (.null_elements)
 
     @property
     def fast(self) -> bool:
@@ -197,8 +196,8 @@ def _draw_fn(req: Draws):
 
     def fn(key):
         wq, wk = factors(key)
-        out = head_stats(wq, wk, spectral=spectral, elementwise=elementwise and not req.apart,
-                         trim=trim, storage=storage) | ({"wq": wq, "wk": wk} if req.apart else {})
+        out = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, trim=trim,
+                         storage=storage)
         lam = None
         if spectrum or lam_out:
             from ..stats.spectral import eigvals_from_factors
@@ -276,11 +275,6 @@ def _run(req: Draws, key, n: int, chunk_size, budget: int, progress) -> dict:
     use_map = not req.fast and jax.default_backend() == "cpu"
     check_draw_memory(d, d_h, stats, ensemble, dtype.itemsize, req.fast,
                       1 if use_map else batch)
-    from .null_elements import apart, draw_apart
-
-    if apart(req, use_map):  # the element statistics by scoring's programs, draw by draw
-        return draw_apart(_draw_fn(replace(req, apart=True)), req, key, n, chunk_size or batch,
-                          progress)
     fn = _draw_fn(req)
     if use_map:
         # chunks of the full batch also for shorter runs (the extra draws are discarded): a

@@ -154,9 +154,9 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
         qk_st, qk_hist = qk_elements(wq, wk, scale, which=which, storage=storage)
         st.update({k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()})
     if group > 1 and elementwise and entry_law:
-        from ..stats.head_elements import factor_elements
+        from ..stats import element_stats
 
-        kst = factor_elements(wk[::group], storage)  # one key head a call: the table's program
+        kst = element_stats(wk[::group], storage=storage)
         st.update({f"k.{s}": np.repeat(np.asarray(v, dtype=np.float64), group)
                    for s, v in kst.items()})
     lam = np.asarray(lam, dtype=np.float64)

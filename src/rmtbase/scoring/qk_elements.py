@@ -13,20 +13,24 @@ then oversubscribe the cores, so :func:`rmtbase.scoring.layer_stats.layer_stats`
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..errors import InputError
-from ..stats.head_elements import compiled
+from .qk_histogram import elements_and_histogram
 
-#: Heads per compiled call: one, so that the program (:func:`rmtbase.stats.head_elements.compiled`,
-#: shape (1, d_h, d)) is the one a CPU null table of the same cell calls draw by draw (issue 59
-#: item 4: one compile fewer on a cold score); one head against five a call gave the same bytes
-#: (the heads of a call are a ``lax.map``). JAX copies a call's numpy inputs, so one head a call
-#: also bounds that copy (2 × d_h × d floats per thread).
-HEADS_PER_CALL = 1
+#: Weibull trim of the element statistics: ``stats.head_stats``' default, with which the null
+#: tables are made.
+TRIM = 0.8
+
+
+#: Most heads per compiled call. JAX copies a call's numpy inputs (2 × heads × d_h × d floats:
+#: 256 MB for 32 heads at LLaMA-70B's d = 8192, per thread); the heads of a call are a
+#: ``lax.map``, so the number per call changes no number (as the thread count does not).
+HEADS_PER_CALL = 8
 
 
 def scoring_threads() -> int:
@@ -44,6 +48,27 @@ def scoring_threads() -> int:
         except ValueError:
             raise InputError(f"RMTBASE_THREADS must be a positive integer, got {env!r}") from None
     return max(1, min(2, os.cpu_count() or 1))
+
+
+@functools.cache
+def _compiled(which: tuple = (), storage: str = "float32"):
+    """jax.jit of the element statistics of W_QK and its histogram, head by head, and of the
+    element statistics of the factors named in ``which`` ("q", "k") stored as ``storage``
+    (``stats.elementwise._one``, the estimator of the null's ``head_stats``)."""
+    import jax
+
+    from ..stats.elementwise import _one
+
+    def head(a):
+        q, k, scale = a
+        st, hist = elements_and_histogram(q, k, scale, TRIM)
+        out = {f"qk.{s}": v for s, v in st.items()}
+        for m, w in (("q", q), ("k", k)):
+            if m in which:
+                out.update({f"{m}.{s}": v for s, v in _one(w.reshape(-1), TRIM, storage).items()})
+        return out, hist
+
+    return jax.jit(lambda wq, wk, scale: jax.lax.map(head, (wq, wk, scale)))
 
 
 def hist_scale(q_rms, k_rms, d_h: int) -> np.ndarray:
@@ -85,7 +110,7 @@ def qk_elements(wq, wk, scale, threads: int | None = None, *, which: tuple = (),
     threads = max(1, min(threads or scoring_threads(), n))
     size = min(-(-n // threads), HEADS_PER_CALL)
     chunks = _chunks(n, -(-n // size))
-    fn = compiled(tuple(which), storage)
+    fn = _compiled(tuple(which), storage)
 
     def run(idx):
         return jax.tree_util.tree_map(

@@ -3,7 +3,7 @@
 Each head's W_QK = W_Qᵀ W_K (d×d) is formed once per head for its element statistics
 (:mod:`rmtbase.scoring.qk_elements`, one head at a time, so memory stays at one
 d×d product per thread); :func:`elements_and_histogram` takes the statistics and this histogram
-from that one product (both defined in :mod:`rmtbase.stats.head_elements`). Entries are standardised by the null's entry std at the head's measured
+from that one product. Entries are standardised by the null's entry std at the head's measured
 rms, z = entry / (√d_h σ̂_Q σ̂_K), so under the null z is variance-gamma with variance 1
 (Gaunt 2014; :mod:`rmtbase.analytic.variance_gamma`) and close to N(0, 1) for large d_h. The
 histogram is a density on the fixed bins :data:`QK_HIST_EDGES` (64 bins on [−8, 8]); mass
@@ -15,9 +15,24 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-# the histogram's bins and the traceable statistics-and-histogram of one head live with the
-# compiled program the null tables share (rmtbase.stats.head_elements); re-exported here
-from ..stats.head_elements import QK_HIST_EDGES, elements_and_histogram
+#: Bin edges of the stored histogram of z = W_QK entry / (√d_h σ̂_Q σ̂_K).
+QK_HIST_EDGES = np.linspace(-8.0, 8.0, 65)
+
+
+def elements_and_histogram(q, k, scale, trim: float = 0.8):
+    """(element statistics, histogram) of one head's W_QK = qᵀ k (traceable JAX). q, k:
+    (d_h, d); scale: √d_h σ̂_Q σ̂_K. The statistics are ``stats.elementwise._qk_one``, the
+    computation the null's ``stats.head_stats`` and the permutation null use; the histogram
+    is counted in the same scatter as their entropy histogram (``stats.tiles.one_tile``'s
+    ``side``)."""
+    import jax.numpy as jnp
+
+    from ..stats.elementwise import _qk_one
+
+    lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
+    width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
+    st, counts = _qk_one(q, k, trim, side=(scale, lo, width, nb))
+    return st, counts.astype(jnp.float32) / (q.shape[1] * k.shape[1] * width)
 
 
 def add_qk_hist(ds: xr.Dataset, hist: np.ndarray) -> None:
