@@ -67,6 +67,12 @@ def _served(key, shape, dtype) -> bool:
         return False
     if not jax.config.jax_threefry_partitionable:
         return False
+    return _one_threefry_key(key)
+
+
+def _one_threefry_key(key) -> bool:
+    """Whether ``key`` is one threefry2x32 key: a typed key of shape (), or a raw (2,) uint32
+    key under the default threefry implementation."""
     if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key.shape == () and str(jax.random.key_impl(key)) == "threefry2x32"
     return key.shape == (2,) and key.dtype == jnp.uint32 and \
@@ -84,17 +90,10 @@ def fold_in_words(key, data) -> np.ndarray | None:
     arithmetic, so a chunk's keys need no compiled program (the draw driver's vmapped
     ``fold_in`` with its ``iota`` and ``add`` was three programs per chunk size, ~0.6 CPU-s of
     a cold score; ``tests/test_chunk_keys.py`` compares the words with JAX's)."""
-    if isinstance(key, jax.core.Tracer):
+    if isinstance(key, jax.core.Tracer) or not _one_threefry_key(key):
         return None
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != () or str(jax.random.key_impl(key)) != "threefry2x32":
-            return None
-        words = np.asarray(jax.random.key_data(key))
-    elif key.shape == (2,) and key.dtype == jnp.uint32 and \
-            str(jax.config.jax_default_prng_impl) == "threefry2x32":
-        words = np.asarray(key)
-    else:
-        return None
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    words = np.asarray(jax.random.key_data(key) if typed else key)
     i = np.asarray(data, dtype=np.uint32).reshape(-1)
     y0, y1 = threefry2x32(words[0], words[1], np.zeros_like(i), i)
     return np.stack([y0, y1], axis=-1)
