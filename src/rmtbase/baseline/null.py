@@ -294,7 +294,8 @@ def lambda_draws(key, d, d_h, n_draws, *, statistics=True) -> dict:
     statistics: True draws exactly that (the spectral statistics are returned too), so the
     compiled program is the one the shape's float32 spectral table compiles; False leaves the
     statistics out of the program (:attr:`Draws.lean`), measured by HG to compile 0.2–0.3 CPU-s
-    less (576 × 64), where no float32 spectral table shares it (a quantised score's spectrum band, issue 59 item 4).
+    less (576 × 64), where no float32 spectral table shares it (a quantised score's spectrum
+    band, issue 59 item 4).
     λ and the rms came out the same bits either way wherever compared (the statistics are
     computed from λ after it; 200-draw bands' SHA-256 at 576 × 64 and 640 × 256 by
     benchmarks/band_compile.py, 500 draws at 768 × 64 and 256 × 64, and

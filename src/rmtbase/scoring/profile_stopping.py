@@ -65,8 +65,8 @@ budget (rechecked 2026-11-26 on the benchmark folder, ``benchmarks/first_contact
 head open at 4,000 and at 5,000 (L1H1's alignment, p ≈ 0.008) has 8 and 9 draws beyond it,
 and the lower end of its count at 18,000 (:func:`count_bounds`) stays below 10 — 8 and 9 at
 the rule's level, 9 and 9 with one interval at level 0.01 (no union bound) — so its p there
-may be the GPD's; at 6,000 it has 16 draws beyond and closes. The saving is for small models and models whose heads all lie far from
-every threshold; the guarantee is kept either way.
+may be the GPD's; at 6,000 it has 16 draws beyond and closes. The saving is for small models
+and models whose heads all lie far from every threshold; the guarantee is kept either way.
 
 What changes where a score stops early: the effects, bands, p and q of the factor axes and
 p_A are computed from the first n draws (their Monte Carlo error is that of n: an empirical
