@@ -65,7 +65,14 @@ budget (rechecked 2026-11-26 on the benchmark folder, ``benchmarks/first_contact
 head open at 4,000 and at 5,000 (L1H1's alignment, p ≈ 0.008) has 8 and 9 draws beyond it,
 and the lower end of its count at 18,000 (:func:`count_bounds`) stays below 10 — 8 and 9 at
 the rule's level, 9 and 9 with one interval at level 0.01 (no union bound) — so its p there
-may be the GPD's; at 6,000 it has 16 draws beyond and closes. The saving is for small models
+may be the GPD's; at 6,000 it has 16 draws beyond and closes. No valid bracket closes it
+sooner: given the count T beyond it at 18,000, the count among the first n is hypergeometric
+whatever the tail's probability, and all of T = 8 lie among the first 4,000 with probability
+C(4000, 8)/C(18000, 8) = 5.9·10⁻⁶ (9 of 9 among 5,000: 9.8·10⁻⁶), above the 2.3·10⁻⁶ a side's
+interval has here (ε over 72 · 6 · 5 intervals, halved); so T = 8 stays possible, and its p at
+18,000 would be a GPD estimate that only a model of the tail bounds below. (The same conditional
+argument gives exact count brackets tighter than :func:`count_bounds`' two stages; adopting
+them would move where other scores stop, and it is not done.) The saving is for small models
 and models whose heads all lie far from every threshold; the guarantee is kept either way.
 
 What changes where a score stops early: the effects, bands, p and q of the factor axes and
