@@ -47,7 +47,7 @@ from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
 from ..stats.precision import null_rows, round_trip
-from ..stats.spectral import eigvals_from_bidiagonal, spectral_stats
+from ..stats.spectral import eigvals_from_bidiagonal, eigvals_from_factors, spectral_stats
 from ..stats.storage import FLOAT32, Storage, storage_record
 from .eig_route import eig_method
 from .limits import check_draw_memory, draw_memory
@@ -172,8 +172,8 @@ def _draw_fn(req: Draws):
             return round_trip(wq, storage)[:d_h], round_trip(wk, storage)[:d_h]
         else:
             wq, wk = lowrank_factors(key, d, d_h, sigma_q, sigma_k, dtype)
-        if not storage.is_identity:
-            wq, wk = round_trip(wq, storage), round_trip(wk, storage)
+        if not storage.is_identity:  # written once, read by every statistic (materialise)
+            wq, wk = (round_trip(w, storage, materialise=True) for w in (wq, wk))
         return wq, wk
 
     if ensemble == "ginibre":
@@ -196,13 +196,12 @@ def _draw_fn(req: Draws):
 
     def fn(key):
         wq, wk = factors(key)
-        out = head_stats(wq, wk, spectral=spectral, elementwise=elementwise, trim=trim,
+        out = head_stats(wq, wk, spectral=False, elementwise=elementwise, trim=trim,
                          storage=storage)
-        lam = None
-        if spectrum or lam_out:
-            from ..stats.spectral import eigvals_from_factors
-
-            lam = eigvals_from_factors(wq, wk)
+        # λ once, for the statistics and for λ returned (XLA does not merge two SVD calls)
+        lam = eigvals_from_factors(wq, wk) if spectral or spectrum or lam_out else None
+        if spectral:
+            out.update({f"qk.{k}": v for k, v in spectral_stats(lam).items()})
         return finish(out, lam)
     return fn
 

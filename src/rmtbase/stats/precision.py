@@ -177,16 +177,49 @@ def _q8_0(b):
     return q * _fp16(d)
 
 
-def round_trip(w, storage: str):
+def materialised(x):
+    """``x`` itself (traced code), written to memory once.
+
+    XLA's CPU fusion copies a cheap elementwise producer into each of its consumers and
+    computes it again there: a null draw's quantised factor (the last steps of the normals'
+    erf_inv and the whole round trip) was computed anew in each of ~10 fusions (the element
+    passes, the transposes of the QR and of the product). A value that enters a loop is
+    computed once, so ``x`` is copied in two halves of its first axis by a two-step
+    ``fori_loop`` (the halves share a row when that axis is odd), as
+    :func:`rmtbase.ensembles.threefry.random_bits` stores its words. The shape is kept:
+    XLA's reductions sum in an order that follows the shape they read (a sum over a factor's
+    (d_h, d/32, 32) blocks and one over its d_h·d entries differ in the last bit now and
+    then). Where the copies computed in the consumers could differ (see :func:`round_trip`),
+    the one written here is what all of them read."""
+    rows = x.shape[0]
+    half = -(-rows // 2)
+
+    def part(j, out):
+        start = j * (rows - half)
+        piece = jax.lax.dynamic_slice_in_dim(x, start, half, axis=0)
+        return jax.lax.dynamic_update_slice_in_dim(out, piece, start, axis=0)
+
+    return jax.lax.fori_loop(0, 2, part, jnp.zeros_like(x))
+
+
+def round_trip(w, storage: str, *, materialise: bool = False):
     """``w`` stored as ``storage`` and read back, in ``w``'s dtype (jnp; jit/vmap friendly).
 
     Float storages round to nearest even; block formats quantise and dequantise blocks of 32
     (K-quants: super-blocks of 256, :mod:`rmtbase.stats.kquants`) along the last axis (see the
-    module docstring).
+    module docstring). ``materialise``: a block format's result written to memory once, as
+    its quantiser shapes it, ``(..., blocks, block)`` (:func:`materialised`), for a caller that
+    reads it many times (a null draw's factors); the same bits in every statistic of null draws
+    of each block format (1,000 or 500 draws a format). Not the float and FP8 storages: their
+    results are read in other shapes, and FP8 null draws' centred sums then moved in the last
+    bit. Not the input: XLA computes a normal draw's erf_inv in each fusion that reads it, and
+    these copies differ in the last bit now and then, so writing the input once moved a block's
+    quantised values in 3 of 200 null draws at 576 × 64 Q4_1.
     """
     record = storage_record(storage)
     w = jnp.asarray(w)
     quantise, size = record.quantise(), record.block
+    keep = materialised if materialise else (lambda x: x)
     if size == 1:
         return quantise(w, record)
     n = w.shape[-1]
@@ -194,7 +227,7 @@ def round_trip(w, storage: str):
         raise InputError(f"{record.name} blocks need the last axis to be a multiple of {size}, "
                          f"got {n}")
     blocks = w.reshape((*w.shape[:-1], n // size, size))
-    return quantise(blocks, record).reshape(w.shape).astype(w.dtype)
+    return keep(quantise(blocks, record)).reshape(w.shape).astype(w.dtype)
 
 
 def lattice_cells(v, storage: str):
