@@ -13,7 +13,11 @@ times them alternately in one process after compilation:
 - ``+align, focus``: and alignment and both input focuses (passes over the factors);
 - ``+1 Gram``: round trip and one d_h × d_h product W_Q W_Kᵀ instead;
 - ``+symmetry``: round trip and :func:`rmtbase.stats.alignment.symmetry` (three products);
-- ``chunk``: the chunk itself.
+- ``+sym blocks``: the same with ``blocks=True`` (the Grams by 64-row blocks where d_h ≥ 256);
+- ``chunk fused``: the chunk as format 4 was first built (each factor's normals fused into its
+  round trip, whole Grams): the same draws, checked bit for bit before timing;
+- ``chunk``: the chunk itself (:data:`~rmtbase.scoring.factor_axes._NORMALS_STORED` formats'
+  normals written once, Grams by blocks).
 
 A prefix returns sums over the whole factors so XLA cannot drop its work (a slice would let it
 compute only the entries read; the sums fuse into the pass that makes the entries). Printed per
@@ -66,6 +70,8 @@ def parts(d: int, d_h: int, storage) -> dict:
         "+1 Gram": lambda k: (lambda q, w: jnp.sum(jnp.matmul(q, w.T, precision="highest")))(
             *factors(k)),
         "+symmetry": lambda k: symmetry(*factors(k)),
+        "+sym blocks": lambda k: symmetry(*factors(k), blocks=True),
+        "chunk fused": lambda k: fa.factor_profile_jax(*factors(k)),
     }
     out = {}
     for name, one in heads.items():
@@ -75,6 +81,14 @@ def parts(d: int, d_h: int, storage) -> dict:
         out[name] = jax.jit(chunk)
     out["chunk"] = fa._stored_null(d, d_h, storage)
     return out
+
+
+def same_draws(fns: dict, key) -> bool:
+    """Whether ``chunk`` and ``chunk fused`` give the same values, every axis, bit for bit."""
+    import numpy as np
+
+    a, b = fns["chunk"](key), fns["chunk fused"](key)
+    return all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
 def main(argv=None) -> None:
@@ -94,6 +108,7 @@ def main(argv=None) -> None:
         key = jax.random.key(0)
         for f in fns.values():  # compile and run once
             jax.block_until_ready(f(key))
+        same = same_draws(fns, key)
         tot = {k: [0.0, 0.0, 0.0, 0] for k in fns}
         for r in range(args.reps):
             for k, f in fns.items():
@@ -104,7 +119,8 @@ def main(argv=None) -> None:
                                        t1 - t0, r1.ru_minflt - r0.ru_minflt)):
                     tot[k][i] += v
         n = args.reps
-        print(f"{d} x {d_h} {name}: per 250 heads, mean of {n} (load {os.getloadavg()[0]:.1f})")
+        print(f"{d} x {d_h} {name}: per 250 heads, mean of {n} (load {os.getloadavg()[0]:.1f}); "
+              f"chunk = chunk fused bit for bit: {same}")
         print(f"  {'part':14s} {'user':>6s} {'sys':>6s} {'wall':>6s} {'minflt/2000':>12s}")
         for k, (u, s, w, m) in tot.items():
             print(f"  {k:14s} {u / n:6.3f} {s / n:6.3f} {w / n:6.3f} {m / n * 8:12.0f}")

@@ -96,11 +96,12 @@ def _compiled_profile():
     return jax.jit(factor_profile_jax)
 
 
-def factor_profile_jax(wq, wk) -> dict:
-    """:func:`factor_profile` without leaving JAX (for use under ``jit``)."""
+def factor_profile_jax(wq, wk, blocks: bool = False) -> dict:
+    """:func:`factor_profile` without leaving JAX (for use under ``jit``); ``blocks``: symmetry's
+    Grams by blocks (:func:`rmtbase.stats.alignment.symmetry`; the null's loop, same values)."""
     from ..stats.alignment import alignment, input_focus, symmetry
 
-    return {"alignment": alignment(wq, wk), "symmetry": symmetry(wq, wk),
+    return {"alignment": alignment(wq, wk), "symmetry": symmetry(wq, wk, blocks),
             "q_input_focus": input_focus(wq), "k_input_focus": input_focus(wk)}
 
 
@@ -235,6 +236,19 @@ def _reduced_null(d: int, d_h: int):
     return jax.jit(chunk)
 
 
+#: Storages whose profile null stores each head's normals once (:func:`_stored_null`), checked
+#: bit for bit: 2,000 heads a format at 640 × 256 and at 576 × 64 against the fused chunk
+#: (``tests/test_profile_null_bits.py`` keeps one chunk of each). Fused into the round trip,
+#: XLA computes ``erf_inv``'s polynomial again in each pass that reads a normal (the block
+#: maxima, the scales, the dequantised factor, its squares); stored, once: 10 % less CPU at
+#: 640 × 256 Q5_0, none at 576 × 64. The formats that subtract a block minimum (Q4_1, Q5_1,
+#: Q2_K, Q4_K, Q5_K) gave other bits stored (250 heads at 640 × 256 or 1024 × 256; likely the
+#: normal's last multiply fused with that subtraction into one multiply-add, which a stored
+#: normal rounds first): they stay fused. Q3_K, Q6_K and FP8 matched on 250 heads but are
+#: left fused until checked on more (FP8 showed no saving).
+_NORMALS_STORED = frozenset({"q4_0", "q5_0", "q8_0"})
+
+
 @lru_cache(maxsize=16)
 def _stored_null(d: int, d_h: int, storage: Storage):
     """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8 (format 4): head
@@ -248,7 +262,12 @@ def _stored_null(d: int, d_h: int, storage: Storage):
     are a few MB, allocated once per chunk (``benchmarks/first_contact.py``). The normals are
     :func:`rmtbase.ensembles.threefry.normal`'s: ``jax.random.normal``'s bits (still format 4)
     for 17–21 % less CPU a chunk (CPU s per 250 heads at 576 × 64 Q4_1 0.24 → 0.20, at
-    640 × 256 Q5_0 1.87 → 1.48; docs/performance.md)."""
+    640 × 256 Q5_0 1.87 → 1.48; docs/performance.md). Still format 4, bit for bit: the
+    normals of the formats in :data:`_NORMALS_STORED` are written once (a two-step loop) rather
+    than computed again in each pass of the round trip, and symmetry's two Grams are computed
+    by blocks (:func:`rmtbase.stats.alignment.symmetry`, ``blocks``; d_h ≥ 256) — on the CPU,
+    where that was checked (another backend runs the program as before);
+    ``benchmarks/profile_chunk.py`` times this chunk against the fused one."""
     import jax
     import jax.numpy as jnp
 
@@ -256,12 +275,17 @@ def _stored_null(d: int, d_h: int, storage: Storage):
     from ..stats.precision import null_rows, round_trip
 
     rows = null_rows(storage, d_h)
+    cpu = jax.default_backend() == "cpu"  # where the bits were checked; others as before
+    stored_once = cpu and storage.name in _NORMALS_STORED
 
     def one(key):
-        kq, kk = jax.random.split(key)
-        wq = round_trip(normal(kq, (rows, d), jnp.float32), storage)[:d_h]
-        wk = round_trip(normal(kk, (rows, d), jnp.float32), storage)[:d_h]
-        return factor_profile_jax(wq, wk)
+        keys = jax.random.split(key)  # (W_Q's, W_K's)
+        if stored_once:  # a loop's output is written once: its normals are not recomputed
+            zq, zk = jax.lax.map(lambda k: normal(k, (rows, d), jnp.float32), keys)
+        else:
+            zq, zk = (normal(k, (rows, d), jnp.float32) for k in keys)
+        wq, wk = round_trip(zq, storage)[:d_h], round_trip(zk, storage)[:d_h]
+        return factor_profile_jax(wq, wk, blocks=cpu)
 
     def chunk(key):
         keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(_CHUNK))

@@ -1,0 +1,102 @@
+"""The block-format profile null's cheaper chunk keeps format 4's draws bit for bit
+(rmtbase.scoring.factor_axes._stored_null, issue 59 item 4): symmetry's Grams by blocks equal
+the whole products' statistic in a vmapped batched program, and a chunk with stored normals and
+blocked Grams equals the chunk built as format 4 was (normals fused into the round trip, whole
+Grams). Both are properties of XLA's CPU code (jaxlib 0.10: YNNPACK products, fusion), which
+is what a cache file's draws were made by: a jaxlib that breaks them fails here, not silently
+in a cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+cpu_only = pytest.mark.skipif(
+    __import__("jax").default_backend() != "cpu",
+    reason="the bits are XLA's CPU code's (another backend's products sum in other orders)")
+
+
+def _batched(fn, *args):
+    """``fn`` over the leading axis of ``args`` as the null's loop runs it: jitted, lax.map with
+    batch_size 10 (vmapped heads)."""
+    import jax
+
+    return np.asarray(jax.jit(lambda *a: jax.lax.map(lambda x: fn(*x), a, batch_size=10))(*args))
+
+
+@cpu_only
+@pytest.mark.parametrize("d_h, d", [(256, 640), (512, 1024)])
+def test_blocked_grams_give_the_whole_products_symmetry(d_h, d):
+    """symmetry(blocks=True) (upper 64-row blocks of each Gram, assembled) equals
+    symmetry(blocks=False) exactly, on Gaussian factors with a planted symmetric part, and both
+    equal a float64 numpy route through the d × d product to 1e-6 (the ratio is bounded by 1)."""
+    from rmtbase.stats.alignment import symmetry
+
+    rng = np.random.default_rng(11)
+    wq = rng.standard_normal((20, d_h, d)).astype(np.float32)
+    wk = (rng.standard_normal((20, d_h, d)) + 0.3 * wq).astype(np.float32)
+    whole = _batched(lambda q, k: symmetry(q, k), wq, wk)
+    blocked = _batched(lambda q, k: symmetry(q, k, blocks=True), wq, wk)
+    assert np.array_equal(blocked, whole)
+    for h in (0, 19):
+        wqk = wq[h].astype(np.float64).T @ wk[h].astype(np.float64)
+        want = np.trace(wqk @ wqk) / np.sum(wqk * wqk)
+        assert abs(blocked[h] - want) <= 1e-6, (h, blocked[h], want)
+    assert blocked.min() > 0.05  # the planted part is read (unrelated factors: ~1/d)
+
+
+def test_blocks_leave_small_heads_alone():
+    """Below 4 blocks of 64 rows (d_h = 64, 128, 96) the Gram is the whole product itself."""
+    import jax.numpy as jnp
+
+    from rmtbase.stats import alignment as al
+
+    for d_h in (64, 96, 128):
+        w = jnp.ones((2, d_h, 32), jnp.float32)
+        assert al._gram(w, True).shape == (2, d_h, d_h)
+        assert np.array_equal(np.asarray(al._gram(w, True)), np.asarray(al._gram(w, False)))
+
+
+def _format4_chunk(d, d_h, storage):
+    """The chunk as format 4 was first built: each factor's normals fused into its round trip,
+    the whole Grams (rmtbase.scoring.factor_axes._stored_null before the stored normals)."""
+    import jax
+    import jax.numpy as jnp
+
+    from rmtbase.ensembles.threefry import normal
+    from rmtbase.scoring import factor_axes as fa
+    from rmtbase.stats.precision import null_rows, round_trip
+
+    rows = null_rows(storage, d_h)
+
+    def one(key):
+        kq, kk = jax.random.split(key)
+        wq = round_trip(normal(kq, (rows, d), jnp.float32), storage)[:d_h]
+        wk = round_trip(normal(kk, (rows, d), jnp.float32), storage)[:d_h]
+        return fa.factor_profile_jax(wq, wk)
+
+    def chunk(key):
+        keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(fa._CHUNK))
+        return jax.lax.map(one, keys, batch_size=fa._HEADS)
+
+    return jax.jit(chunk)
+
+
+@cpu_only
+@pytest.mark.parametrize("d, d_h, name", [(640, 256, "q5_0"), (576, 64, "q8_0")])
+def test_stored_normals_and_blocked_grams_keep_format_4(d, d_h, name):
+    """One chunk (250 heads) of _stored_null equals the format-4 chunk built as before, every
+    axis exactly: at the Gemma-3 shape both changes act (Q5_0's normals stored, d_h = 256's
+    Grams by blocks), at 576 × 64 the stored normals alone. ~10 s of CPU, mostly compiling."""
+    import jax
+
+    from rmtbase.scoring import factor_axes as fa
+    from rmtbase.stats.storage import storage_record
+
+    record = storage_record(name)
+    assert record.name in fa._NORMALS_STORED
+    key = jax.random.fold_in(jax.random.key(0), 3)
+    now = fa._stored_null(d, d_h, record)(key)
+    before = _format4_chunk(d, d_h, record)(key)
+    for axis in fa.FACTOR_AXES:
+        assert np.array_equal(np.asarray(now[axis]), np.asarray(before[axis])), axis
