@@ -16,8 +16,8 @@ times them alternately in one process after compilation:
 - ``+sym blocks``: the same with ``blocks=True`` (the Grams by 64-row blocks where d_h ≥ 256);
 - ``chunk fused``: the chunk as format 4 was first built (each factor's normals fused into its
   round trip, whole Grams): the same draws, checked bit for bit before timing;
-- ``chunk``: the chunk itself (:data:`~rmtbase.scoring.factor_axes._NORMALS_STORED` formats'
-  normals written once, Grams by blocks).
+- ``chunk``: the chunk itself (normals or round trip written once for the formats of
+  :data:`~rmtbase.scoring.factor_axes._STORED_ONCE`, Grams by blocks).
 
 A prefix returns sums over the whole factors so XLA cannot drop its work (a slice would let it
 compute only the entries read; the sums fuse into the pass that makes the entries). Printed per

@@ -1,8 +1,8 @@
 """The block-format profile null's cheaper chunk keeps format 4's draws bit for bit
 (rmtbase.scoring.factor_axes._stored_null, issue 59 item 4): symmetry's Grams by blocks equal
-the whole products' statistic in a vmapped batched program, and a chunk with stored normals and
-blocked Grams equals the chunk built as format 4 was (normals fused into the round trip, whole
-Grams). Both are properties of XLA's CPU code (jaxlib 0.10: YNNPACK products, fusion), which
+the whole products' statistic in a vmapped batched program, and a chunk with stored normals or
+a stored round trip and blocked Grams equals the chunk built as format 4 was (normals fused into
+the round trip, whole Grams). Both are properties of XLA's CPU code (jaxlib 0.10: YNNPACK products, fusion), which
 is what a cache file's draws were made by: a jaxlib that breaks them fails here, not silently
 in a cache."""
 
@@ -83,18 +83,20 @@ def _format4_chunk(d, d_h, storage):
 
 
 @cpu_only
-@pytest.mark.parametrize("d, d_h, name", [(640, 256, "q5_0"), (576, 64, "q8_0")])
+@pytest.mark.parametrize("d, d_h, name", [(640, 256, "q5_0"), (576, 64, "q8_0"),
+                                          (576, 64, "q4_1")])
 def test_stored_normals_and_blocked_grams_keep_format_4(d, d_h, name):
     """One chunk (250 heads) of _stored_null equals the format-4 chunk built as before, every
-    axis exactly: at the Gemma-3 shape both changes act (Q5_0's normals stored, d_h = 256's
-    Grams by blocks), at 576 × 64 the stored normals alone. ~10 s of CPU, mostly compiling."""
+    axis exactly: at the Gemma-3 shape Q5_0's normals stored and d_h = 256's Grams by blocks,
+    at 576 × 64 Q8_0's stored normals alone and Q4_1's stored round trip. ~10 s of CPU for the
+    first, ~3 s each for the others, mostly compiling."""
     import jax
 
     from rmtbase.scoring import factor_axes as fa
     from rmtbase.stats.storage import storage_record
 
     record = storage_record(name)
-    assert record.name in fa._NORMALS_STORED
+    assert record.name in fa._STORED_ONCE
     key = jax.random.fold_in(jax.random.key(0), 3)
     now = fa._stored_null(d, d_h, record)(key)
     before = _format4_chunk(d, d_h, record)(key)

@@ -236,17 +236,20 @@ def _reduced_null(d: int, d_h: int):
     return jax.jit(chunk)
 
 
-#: Storages whose profile null stores each head's normals once (:func:`_stored_null`), checked
-#: bit for bit: 2,000 heads a format at 640 × 256 and at 576 × 64 against the fused chunk
-#: (``tests/test_profile_null_bits.py`` keeps one chunk of each). Fused into the round trip,
-#: XLA computes ``erf_inv``'s polynomial again in each pass that reads a normal (the block
-#: maxima, the scales, the dequantised factor, its squares); stored, once: 10 % less CPU at
-#: 640 × 256 Q5_0, none at 576 × 64. The formats that subtract a block minimum (Q4_1, Q5_1,
-#: Q2_K, Q4_K, Q5_K) gave other bits stored (250 heads at 640 × 256 or 1024 × 256; likely the
-#: normal's last multiply fused with that subtraction into one multiply-add, which a stored
-#: normal rounds first): they stay fused. Q3_K, Q6_K and FP8 matched on 250 heads but are
-#: left fused until checked on more (FP8 showed no saving).
-_NORMALS_STORED = frozenset({"q4_0", "q5_0", "q8_0"})
+#: What the profile null writes once per head (:func:`_stored_null`), by storage, checked bit
+#: for bit against the fused chunk (2,000 heads a format at 640 × 256 and at 576 × 64;
+#: ``tests/test_profile_null_bits.py`` keeps one chunk of each kind). Fused, XLA computes a
+#: normal's ``erf_inv`` polynomial again in each pass of the round trip that reads it (block
+#: extremes, scales, the dequantised factor, its squares). ``"normals"``: the normals, by a
+#: two-step loop (a loop's output is written once): 10 % less CPU at 640 × 256 Q5_0, none at
+#: 576 × 64. The formats that subtract a block minimum gave other bits so (250 heads; likely
+#: the normal's last multiply fused with that subtraction into one multiply-add, which a
+#: stored normal rounds first); for Q4_1 and Q5_1 ``"factors"``: the round trip's output
+#: (:func:`rmtbase.stats.precision.round_trip`, ``materialise``), 8–25 % less CPU (576 × 64
+#: Q4_1 the most); the K-quants matched either way on 250 heads but saved ≤ 3 %, FP8 nothing:
+#: left fused, as is any storage not named here.
+_STORED_ONCE = {"q4_0": "normals", "q5_0": "normals", "q8_0": "normals",
+                "q4_1": "factors", "q5_1": "factors"}
 
 
 @lru_cache(maxsize=16)
@@ -263,8 +266,8 @@ def _stored_null(d: int, d_h: int, storage: Storage):
     :func:`rmtbase.ensembles.threefry.normal`'s: ``jax.random.normal``'s bits (still format 4)
     for 17–21 % less CPU a chunk (CPU s per 250 heads at 576 × 64 Q4_1 0.24 → 0.20, at
     640 × 256 Q5_0 1.87 → 1.48; docs/performance.md). Still format 4, bit for bit: the
-    normals of the formats in :data:`_NORMALS_STORED` are written once (a two-step loop) rather
-    than computed again in each pass of the round trip, and symmetry's two Grams are computed
+    normals or the round trip's output of the formats in :data:`_STORED_ONCE` are written once
+    rather than computed again in each pass that reads them, and symmetry's two Grams are computed
     by blocks (:func:`rmtbase.stats.alignment.symmetry`, ``blocks``; d_h ≥ 256) — on the CPU,
     where that was checked (another backend runs the program as before);
     ``benchmarks/profile_chunk.py`` times this chunk against the fused one."""
@@ -276,15 +279,16 @@ def _stored_null(d: int, d_h: int, storage: Storage):
 
     rows = null_rows(storage, d_h)
     cpu = jax.default_backend() == "cpu"  # where the bits were checked; others as before
-    stored_once = cpu and storage.name in _NORMALS_STORED
+    once = _STORED_ONCE.get(storage.name) if cpu else None
+    kept = {"materialise": True} if once == "factors" else {}
 
     def one(key):
         keys = jax.random.split(key)  # (W_Q's, W_K's)
-        if stored_once:  # a loop's output is written once: its normals are not recomputed
+        if once == "normals":  # a loop's output is written once: its normals are not recomputed
             zq, zk = jax.lax.map(lambda k: normal(k, (rows, d), jnp.float32), keys)
         else:
             zq, zk = (normal(k, (rows, d), jnp.float32) for k in keys)
-        wq, wk = round_trip(zq, storage)[:d_h], round_trip(zk, storage)[:d_h]
+        wq, wk = (round_trip(z, storage, **kept)[:d_h] for z in (zq, zk))
         return factor_profile_jax(wq, wk, blocks=cpu)
 
     def chunk(key):
