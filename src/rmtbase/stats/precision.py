@@ -190,7 +190,7 @@ def materialised(x):
     XLA's reductions sum in an order that follows the shape they read (a sum over a factor's
     (d_h, d/32, 32) blocks and one over its d_h·d entries differ in the last bit now and
     then). Where the copies computed in the consumers could differ (see :func:`round_trip`),
-    the one written here is what all of them read."""
+    all of them read the one written here: other bits."""
     rows = x.shape[0]
     half = -(-rows // 2)
 
@@ -209,12 +209,18 @@ def round_trip(w, storage: str, *, materialise: bool = False):
     (K-quants: super-blocks of 256, :mod:`rmtbase.stats.kquants`) along the last axis (see the
     module docstring). ``materialise``: a block format's result written to memory once, as
     its quantiser shapes it, ``(..., blocks, block)`` (:func:`materialised`), for a caller that
-    reads it many times (a null draw's factors); the same bits in every statistic of null draws
-    of each block format (1,000 or 500 draws a format). Not the float and FP8 storages: their
-    results are read in other shapes, and FP8 null draws' centred sums then moved in the last
-    bit. Not the input: XLA computes a normal draw's erf_inv in each fusion that reads it, and
-    these copies differ in the last bit now and then, so writing the input once moved a block's
-    quantised values in 3 of 200 null draws at 576 × 64 Q4_1.
+    reads it many times (a null draw's factors). The same values as each reader's own copy:
+    a legacy format's value is q·fp16(d) (+ fp16(m)), an integer of at most 8 bits times an
+    11-bit significand, exact in float32, so a copy whose product LLVM contracts with the next
+    addition into a multiply-add (as it may inside a fusion) rounds as the stored one; null
+    draws old against new, every statistic's bytes: equal at Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+    Q6_K. Not FP8: its values are q times a float32 scale, rounded, and FP8 null draws' centred
+    sums moved in the last bit (likely that contraction). Not the input: writing the normals
+    once moved a block's quantised values in 3 of 200 null draws at 576 × 64 Q4_1 (likely the
+    normal's last product, √2·erfinv, contracted with the quantiser's subtraction of the block
+    minimum in some of the fusions that compute it; HM's profile null finds the same). Nor
+    W_Q and W_K stacked into one round trip with their statistics in one loop (0.4–0.9 CPU-ms
+    a draw less at 576 × 64 and 640 × 256): Q4_1 and Q5_1 draws moved (1,000 a format).
     """
     record = storage_record(storage)
     w = jnp.asarray(w)
