@@ -1,0 +1,54 @@
+"""Programs compiled with ``rmtbase._compiled.FEW_CALLS`` (XLA CPU's elemental emitters instead
+of its MLIR fusion emitters, to compile faster; issue 59 item 4) give the bytes the default
+options give. Each program is compiled both ways on the same inputs (fixed seeds), at the
+shapes of a first score (SmolLM2: d = 576, d_h = 64, 3 key heads) and in two storages; the
+optimised programs must differ (the options reached XLA), their outputs must not, to the
+last bit."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from rmtbase._compiled import FEW_CALLS
+from rmtbase.scoring.layer_stats import _compiled as layer_stats_program
+from rmtbase.scoring.layer_stats import _compiled_k_elements
+from rmtbase.stats import element_stats
+from rmtbase.stats.precision import round_trip
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA CPU options")
+
+
+def _same_bytes(a, b) -> bool:
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    return len(la) == len(lb) and all(np.asarray(x).tobytes() == np.asarray(y).tobytes()
+                                      for x, y in zip(la, lb, strict=True))
+
+
+def test_options_are_an_xla_cpu_option_only():
+    assert FEW_CALLS == {"xla_cpu_use_fusion_emitters": False}
+
+
+@pytest.mark.parametrize("storage", ["float32", "q4_1"])
+def test_k_element_stats_program_same_bytes(storage):
+    rng = np.random.default_rng(7)
+    wk = (0.02 * rng.standard_normal((3, 64, 576))).astype(np.float32)
+    if storage != "float32":
+        wk = np.asarray(round_trip(wk, storage), dtype=np.float32)
+    program = _compiled_k_elements(storage)
+    default = jax.jit(lambda w: element_stats(w, storage=storage))
+    assert program.lower(wk).compile().as_text() != default.lower(wk).compile().as_text()
+    assert _same_bytes(program(wk), element_stats(wk, storage=storage))
+
+
+def test_layer_stats_program_same_bytes():
+    rng = np.random.default_rng(8)
+    wq = (0.05 * rng.standard_normal((9, 64, 576))).astype(np.float32)
+    wk = (0.05 * rng.standard_normal((9, 64, 576))).astype(np.float32)
+    program = layer_stats_program()
+    default = jax.jit(program.__wrapped__, static_argnames=("spectral",))
+    ours = program.lower(wq, wk, spectral=True).compile()
+    theirs = default.lower(wq, wk, spectral=True).compile()
+    assert ours.as_text() != theirs.as_text()
+    assert _same_bytes(ours(wq, wk), theirs(wq, wk))
