@@ -138,7 +138,7 @@ def _factors(req: Draws, key, stack: bool):
     of :data:`PAIRED` with ``stack``, both of them as one array ``(2, d_h, d)`` (else None):
     their round trip run once on the pair and written once (``round_trip(..., materialise=
     True)``), W_Q and W_K its halves, and :func:`_factor_stats` reading the pair in one loop.
-    640 × 256 Q5_0 table draws: 0.9 CPU-ms a draw less than each factor on its own, the same
+    640 × 256 Q5_0 table draws: 0.5–0.9 CPU-ms a draw less than each factor on its own, the same
     bytes (1,000 draws; Q4_0, Q8_0 too). Other block formats: each factor's round trip written
     once."""
     d, d_h, dtype, storage = req.d, req.d_h, req.dtype, req.storage
