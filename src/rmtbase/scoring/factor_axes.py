@@ -254,7 +254,7 @@ _STORED_ONCE = {"q4_0": "normals", "q5_0": "normals", "q8_0": "normals",
 
 @lru_cache(maxsize=16)
 def _stored_null(d: int, d_h: int, storage: Storage):
-    """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8 (format 4): head
+    """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8 (format 5): head
     j's W_Q and W_K drawn from ``fold_in(key, j)`` (``null_rows`` rows of i.i.d. N(0, 1): FP8
     inside its full 128-row tile), put through the storage's round trip
     (:func:`rmtbase.stats.precision.round_trip`) and kept to their d_h rows, then
@@ -265,7 +265,8 @@ def _stored_null(d: int, d_h: int, storage: Storage):
     are a few MB, allocated once per chunk (``benchmarks/first_contact.py``). The normals are
     :func:`rmtbase.ensembles.threefry.normal`'s: ``jax.random.normal``'s bits (still format 4)
     for 17–21 % less CPU a chunk (CPU s per 250 heads at 576 × 64 Q4_1 0.24 → 0.20, at
-    640 × 256 Q5_0 1.87 → 1.48; docs/performance.md). Still format 4, bit for bit: the
+    640 × 256 Q5_0 1.87 → 1.48; docs/performance.md). Format 5 (the same draws as 4 wherever
+    checked; :data:`~rmtbase.scoring.profile_cache.STORED_FORMAT` says why a new number): the
     normals or the round trip's output of the formats in :data:`_STORED_ONCE` are written once
     rather than computed again in each pass that reads them, and symmetry's two Grams are computed
     by blocks (:func:`rmtbase.stats.alignment.symmetry`, ``blocks``; d_h ≥ 256) — on the CPU,

@@ -34,8 +34,12 @@ import numpy as np
 PROFILE_FORMAT = 3
 #: Version of a block format's or FP8's draws: 4 since each head is drawn from its own key in
 #: one compiled loop (:func:`rmtbase.scoring.factor_axes._stored_null`; other numbers, the
-#: same law), not as one array of the chunk's heads.
-STORED_FORMAT = 4
+#: same law), not as one array of the chunk's heads; 5 since the chunk writes some storages'
+#: normals or dequantised factors once and sums symmetry's Grams by blocks (issue 59 item 4):
+#: the same draws as 4 bit for bit wherever that was checked (x86-64 with AVX-512, jaxlib 0.10,
+#: six storages at 576 × 64 and 640 × 256), but another program, which another CPU or shape may
+#: round otherwise in the last bit, so a format-4 file is never read as its draws.
+STORED_FORMAT = 5
 #: (d, d_h, storage) of the profile nulls shipped in ``rmtbase/data/profile`` (drawn with
 #: ``sims/ship_profile.py``; default draws and seed): the shapes of the shipped null tables
 #: (``tests/test_profile_cache.py`` keeps the two lists together).
