@@ -37,6 +37,12 @@ import jax
 FEW_CALLS = {"xla_cpu_use_fusion_emitters": False}
 
 
+def few_calls() -> dict:
+    """:data:`FEW_CALLS` where the default backend is the CPU, else no options (no other
+    backend was checked with them)."""
+    return dict(FEW_CALLS) if jax.default_backend() == "cpu" else {}
+
+
 def compiled_when_eager(*, static_argnames: tuple = ()):
     """Decorator: eager calls go through ``jax.jit(fn, static_argnames=...)``; a call with any
     traced argument, or with a static argument that cannot be hashed (a list of widths, an

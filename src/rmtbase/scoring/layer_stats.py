@@ -121,9 +121,9 @@ def _compiled():
         st = head_stats(wq, wk, spectral=spectral, elementwise=False)
         return st, eigvals_from_factors(wq, wk)
 
-    from .._compiled import FEW_CALLS
+    from .._compiled import few_calls
 
-    return jax.jit(layer_stats, static_argnames=("spectral",), compiler_options=FEW_CALLS)
+    return jax.jit(layer_stats, static_argnames=("spectral",), compiler_options=few_calls())
 
 
 @functools.cache
@@ -134,10 +134,10 @@ def _compiled_k_elements(storage: str):
     """
     import jax
 
-    from .._compiled import FEW_CALLS
+    from .._compiled import few_calls
     from ..stats import element_stats
 
-    return jax.jit(lambda wk: element_stats(wk, storage=storage), compiler_options=FEW_CALLS)
+    return jax.jit(lambda wk: element_stats(wk, storage=storage), compiler_options=few_calls())
 
 
 def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
