@@ -3,9 +3,11 @@ of its MLIR fusion emitters, to compile faster; issue 59 item 4) give the bytes 
 options give. Each program is compiled both ways on the same inputs (fixed seeds), at the
 shapes of a first score (SmolLM2: d = 576, d_h = 64, 3 key heads) and in two storages; the
 optimised programs must differ (the options reached XLA), their outputs must not: bit for
-bit on the x86-64 AVX-512 machine where this was written (restructure checks, 4567465), and to
-10⁻⁶ relative here, since a float equality holds only within one compiled program (another
-CPU's emitters may round a last bit otherwise); integer counts exactly."""
+bit in the CLI's programs on the x86-64 AVX-512 machine where this was written (restructure
+checks, 4567465), but not under the quick tier's XLA optimisation level 0 (tests/conftest.py:
+kl_gaussian, a difference of two entropies of order 1, moved by 5·10⁻⁸), and a float equality
+holds only within one compiled program; so floats to 10⁻⁵ relative or 10⁻⁶ absolute (eight
+float32 ulps of an order-1 entropy), integer counts exactly."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA CPU 
 
 
 def _same_values(a, b) -> bool:
-    """Every leaf equal: integers exactly, floats to 1e-6 relative (NaN where NaN)."""
+    """Every leaf equal: integers exactly, floats to 1e-5 relative or 1e-6 absolute (NaN
+    where NaN)."""
     la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
     if len(la) != len(lb):
         return False
@@ -34,8 +37,7 @@ def _same_values(a, b) -> bool:
         if not np.issubdtype(x.dtype, np.floating):
             if not np.array_equal(x, y):
                 return False
-        elif not np.allclose(x, y, rtol=1e-6, atol=1e-6 * np.nanmax(np.abs(y), initial=0.0),
-                             equal_nan=True):
+        elif not np.allclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True):
             return False
     return True
 

@@ -20,6 +20,7 @@ def test_materialised_is_the_identity(shape):
     x = jax.random.normal(jax.random.key(0), shape)
     got = jax.jit(materialised)(x)
     assert got.shape == x.shape and got.dtype == x.dtype
+    # exact: a copy of stored values (the loop writes x's own entries)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(x))
 
 
@@ -30,6 +31,7 @@ def test_materialised_round_trip_has_the_plain_bits(storage):
     w = 0.02 * jax.random.normal(jax.random.key(1), (6, 512))
     plain = jax.jit(lambda v: round_trip(v, storage))(w)
     kept = jax.jit(lambda v: round_trip(v, storage, materialise=True))(w)
+    # exact: a block format's value q·fp16(d) (+ fp16(m)) is exact in float32 (round_trip)
     assert np.asarray(kept).tobytes() == np.asarray(plain).tobytes()
     # and read by a reduction, as the null's statistics read it
     total = jax.jit(lambda v: jnp.sum(round_trip(v, storage, materialise=True) ** 2))(w)

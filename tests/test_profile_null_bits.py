@@ -4,9 +4,12 @@ whole products' statistic in a vmapped batched program, and a chunk with stored 
 stored round trip and blocked Grams gives the chunk built as format 4 was (normals fused into
 the round trip, whole Grams). On the x86-64 AVX-512 machine where they were written both held
 bit for bit (922cb3b, a13460d); a float equality holds only within one compiled program, so
-these two programs are compared to 10⁻³ of the draws' own spread (a wrong block or a wrong
-factor moves a statistic by the order of that spread), and the cache files took a new format
-(rmtbase.scoring.profile_cache.STORED_FORMAT = 5) rather than rely on the bits."""
+these two programs are compared to 10⁻² of the draws' own spread (a wrong factor moves a
+statistic by the order of that spread, a wrong block does on factors with a shared part), and the cache files took a new format
+(rmtbase.scoring.profile_cache.STORED_FORMAT = 5) rather than rely on the bits. Under the quick
+tier's XLA optimisation level 0 (tests/conftest.py) they did differ: a normal computed in
+another fusion rounded otherwise and one quantised entry moved by a lattice step, moving 2 of
+250 heads' k_input_focus by 6·10⁻⁷ (1.4·10⁻³ of its spread) at 640 × 256 Q5_0."""
 
 from __future__ import annotations
 
@@ -30,7 +33,9 @@ def _batched(fn, *args):
 @pytest.mark.parametrize("d_h, d", [(256, 640), (512, 1024)])
 def test_blocked_grams_give_the_whole_products_symmetry(d_h, d):
     """symmetry(blocks=True) (upper 64-row blocks of each Gram, assembled) equals
-    symmetry(blocks=False) (to 10⁻³ of the draws' spread; bit for bit where written), on Gaussian factors with a planted symmetric part, and both
+    symmetry(blocks=False) (to 10⁻² of the draws' spread; bit for bit where written), on
+    Gaussian factors with a planted symmetric part (independent factors hide a missing
+    off-diagonal block: its terms have mean zero), and both
     equal a float64 numpy route through the d × d product to 1e-6 (the ratio is bounded by 1)."""
     from rmtbase.stats.alignment import symmetry
 
@@ -39,7 +44,7 @@ def test_blocked_grams_give_the_whole_products_symmetry(d_h, d):
     wk = (rng.standard_normal((20, d_h, d)) + 0.3 * wq).astype(np.float32)
     whole = _batched(lambda q, k: symmetry(q, k), wq, wk)
     blocked = _batched(lambda q, k: symmetry(q, k, blocks=True), wq, wk)
-    np.testing.assert_allclose(blocked, whole, rtol=0, atol=1e-3 * whole.std())
+    np.testing.assert_allclose(blocked, whole, rtol=0, atol=1e-2 * whole.std())
     for h in (0, 19):
         wqk = wq[h].astype(np.float64).T @ wk[h].astype(np.float64)
         want = np.trace(wqk @ wqk) / np.sum(wqk * wqk)
@@ -56,6 +61,7 @@ def test_blocks_leave_small_heads_alone():
     for d_h in (64, 96, 128):
         w = jnp.ones((2, d_h, 32), jnp.float32)
         assert al._gram(w, True).shape == (2, d_h, d_h)
+        # exact: below 4 blocks both calls run the same single product on the same input
         assert np.array_equal(np.asarray(al._gram(w, True)), np.asarray(al._gram(w, False)))
 
 
@@ -89,9 +95,10 @@ def _format4_chunk(d, d_h, storage):
                                           (576, 64, "q4_1")])
 def test_stored_normals_and_blocked_grams_keep_format_4(d, d_h, name):
     """One chunk (250 heads) of _stored_null equals the format-4 chunk built as before, every
-    axis to 10⁻³ of its spread (bit for bit where written): at the Gemma-3 shape Q5_0's normals stored and d_h = 256's Grams by blocks,
-    at 576 × 64 Q8_0's stored normals alone and Q4_1's stored round trip. ~10 s of CPU for the
-    first, ~3 s each for the others, mostly compiling."""
+    axis to 10⁻² of its spread (bit for bit where written): at the Gemma-3 shape Q5_0's normals
+    stored and d_h = 256's Grams by blocks, at 576 × 64 Q8_0's stored normals alone and Q4_1's
+    stored round trip. ~10 s of CPU for the first, ~3 s each for the others, mostly compiling.
+    """
     import jax
 
     from rmtbase.scoring import factor_axes as fa
@@ -104,5 +111,5 @@ def test_stored_normals_and_blocked_grams_keep_format_4(d, d_h, name):
     before = _format4_chunk(d, d_h, record)(key)
     for axis in fa.FACTOR_AXES:
         b = np.asarray(before[axis])
-        np.testing.assert_allclose(np.asarray(now[axis]), b, rtol=0, atol=1e-3 * b.std(),
+        np.testing.assert_allclose(np.asarray(now[axis]), b, rtol=0, atol=1e-2 * b.std(),
                                    err_msg=axis)
