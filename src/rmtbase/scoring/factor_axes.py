@@ -187,7 +187,8 @@ def block_axes(a, b, c) -> tuple:
     d_h³ products rather than three 2d_h⁴-sized ones and with no triangle gathered."""
     import jax.numpy as jnp
 
-    mm = lambda x, y: jnp.matmul(x, y, precision="highest")  # noqa: E731
+    from .._matmul import mm
+
     m, n = mm(a.T, b), mm(a.T, c)
     sa, sb, sc = jnp.sum(a * a), jnp.sum(b * b), jnp.sum(c * c)
     return (jnp.sum(a * b) / jnp.sqrt(sa * (sb + sc)),

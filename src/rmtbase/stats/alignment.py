@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from .._matmul import mm
+
 __all__ = ["alignment", "column_energies", "energy_cv2", "input_focus", "symmetry"]
 
 
@@ -57,7 +59,7 @@ def symmetry(wq, wk, blocks: bool = False):
     (:func:`_gram`), the same statistic for less work at d_h ≥ 256; the profile null's compiled
     loop of vmapped heads asks for it (:func:`rmtbase.scoring.factor_axes._stored_null`)."""
     wq, wk = _upcast(wq, wk)
-    c = _mm(wq, jnp.swapaxes(wk, -1, -2))                       # C = W_Q W_Kᵀ
+    c = mm(wq, jnp.swapaxes(wk, -1, -2))                       # C = W_Q W_Kᵀ
     gq, gk = _gram(wq, blocks), _gram(wk, blocks)
     tr_c2 = jnp.sum(c * jnp.swapaxes(c, -1, -2), axis=(-2, -1))  # tr(C C) = Σ_ij c_ij c_ji
     sum_lambda = jnp.sum(gq * gk, axis=(-2, -1))                  # tr(G_Q G_K), both symmetric
@@ -67,10 +69,6 @@ def symmetry(wq, wk, blocks: bool = False):
 #: Rows of a Gram's blocks (:func:`_gram`): XLA's CPU products of 64 or more rows (YNNPACK's
 #: kernels, jaxlib 0.10) give each entry the bits of the whole product's; of 32, not.
 _BLOCK_ROWS = 64
-
-
-def _mm(a, b):
-    return jnp.matmul(a, b, precision="highest")
 
 
 def _gram(w, blocks: bool = False):
@@ -87,10 +85,10 @@ def _gram(w, blocks: bool = False):
     d_h, s = w.shape[-2], _BLOCK_ROWS
     t = lambda x: jnp.swapaxes(x, -1, -2)  # noqa: E731
     if not blocks or d_h % s or d_h < 4 * s:
-        return _mm(w, t(w))
+        return mm(w, t(w))
     n = d_h // s
     rows = [w[..., i * s:(i + 1) * s, :] for i in range(n)]
-    up = {(i, j): _mm(rows[i], t(rows[j])) for i in range(n) for j in range(i, n)}
+    up = {(i, j): mm(rows[i], t(rows[j])) for i in range(n) for j in range(i, n)}
     return jnp.concatenate([jnp.concatenate([up[i, j] if j >= i else t(up[j, i])
                                              for j in range(n)], -1) for i in range(n)], -2)
 
