@@ -17,7 +17,7 @@ import pytest
 
 from rmtbase._compiled import FEW_CALLS, few_calls
 from rmtbase.scoring.layer_stats import _compiled as layer_stats_program
-from rmtbase.scoring.layer_stats import _compiled_k_elements
+from rmtbase.scoring.layer_stats import _compiled_factor_elements
 from rmtbase.stats import element_stats
 from rmtbase.stats.precision import round_trip
 
@@ -52,7 +52,7 @@ def test_k_element_stats_program_same_values(storage):
     wk = (0.02 * rng.standard_normal((3, 64, 576))).astype(np.float32)
     if storage != "float32":
         wk = np.asarray(round_trip(wk, storage), dtype=np.float32)
-    program = _compiled_k_elements(storage)
+    program = _compiled_factor_elements(storage)
     default = jax.jit(lambda w: element_stats(w, storage=storage))
     assert program.lower(wk).compile().as_text() != default.lower(wk).compile().as_text()
     assert _same_values(program(wk), element_stats(wk, storage=storage))

@@ -127,25 +127,43 @@ def _compiled():
 
 
 @functools.cache
-def _compiled_k_elements(storage: str):
-    """jax.jit of ``element_stats(wk, storage=storage)`` (one program per storage and shape),
-    a top-level program of its own so that it compiles with ``FEW_CALLS``: the same bytes as
-    ``element_stats``'s own program (tests/test_compiler_options.py), ~0.5 CPU-s less compile.
-    """
+def _compiled_factor_elements(storage: str):
+    """jax.jit of ``element_stats(w, storage=storage)`` over a stack of factors (one program
+    per storage and shape), for a layer's W_Q heads and its distinct W_K heads alike
+    (:func:`_factor_elements`); a top-level program of its own so that it compiles with
+    ``FEW_CALLS``: the same bytes as ``element_stats``'s own program
+    (tests/test_compiler_options.py), ~0.5 CPU-s less compile."""
     import jax
 
     from .._compiled import few_calls
     from ..stats import element_stats
 
-    return jax.jit(lambda wk: element_stats(wk, storage=storage), compiler_options=few_calls())
+    return jax.jit(lambda w: element_stats(w, storage=storage), compiler_options=few_calls())
+
+
+def _factor_elements(wq, wk, group: int, storage: str) -> tuple[dict, dict]:
+    """(``q.<stat>``, ``k.<stat>``), float64, one per query head: the element statistics of
+    the heads' factors by :func:`_compiled_factor_elements` in calls of n_kv = n / ``group``
+    matrices (W_Q's heads in ``group`` calls, the distinct W_K heads ``wk[::group]`` in one),
+    so that one program, of shape (n_kv, d_h, d), serves both and a call copies at most n_kv
+    factors. W_Q's statistics were taken inside W_QK's program (:mod:`.qk_elements`) before,
+    which compiled their estimator a second time (issue 59 item 4: 1.3-1.5 CPU-s of a cold
+    score); the bytes are the same either way."""
+    n_kv = wk.shape[0] // group
+    fn = _compiled_factor_elements(storage)
+    parts = [fn(wq[i:i + n_kv]) for i in range(0, wq.shape[0], n_kv)]
+    kst = fn(wk[::group])
+    q = {f"q.{s}": np.concatenate([np.asarray(p[s], np.float64) for p in parts]) for s in kst}
+    k = {f"k.{s}": np.repeat(np.asarray(v, dtype=np.float64), group) for s, v in kst.items()}
+    return q, k
 
 
 def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
                  entry_law: bool = True, hist: bool = False, raw: RawUnits | None = None):
     """head_stats batched over the heads of one layer, plus the normalised spectrum
     x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
-    ``wk`` expanded) the element statistics of W_K are computed once per key head; those of
-    W_QK (and W_Q, and W_K without GQA) run on
+    ``wk`` expanded) the element statistics of W_K are computed once per key head
+    (:func:`_factor_elements`, with W_Q's); those of W_QK run on
     :func:`rmtbase.scoring.qk_elements.scoring_threads` threads.
     With ``hist`` also returns the heads' W_QK histograms (:mod:`.qk_histogram`; None without
     element statistics). ``raw``: :class:`RawUnits` (c_q, c_k and the prefix of a refusal)
@@ -155,11 +173,9 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
         wq, wk, cq, ck = safe_factors(wq, wk)
         raw = RawUnits(cq, ck)
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
-    which = ("q",) if group > 1 else ("q", "k")
-    if not entry_law:
-        which = ()
-    # the layer's rms and spectra here; the element statistics of W_Q (and W_K) with W_QK's,
-    # head by head on the worker threads (the same estimator, _one, as the null's head_stats)
+    # the layer's rms and spectra here; W_QK's element statistics head by head on the worker
+    # threads, W_Q's and W_K's by a program of their own (the same estimator, _one, as the
+    # null's head_stats)
     st, lam = _compiled()(wq, wk, spectral=spectral)
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
     qk_hist = None
@@ -167,12 +183,13 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
         from .qk_elements import hist_scale, qk_elements
 
         scale = hist_scale(st["q.rms"], st["k.rms"], wq.shape[-2])
-        qk_st, qk_hist = qk_elements(wq, wk, scale, which=which, storage=storage)
-        st.update({k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()})
-    if group > 1 and elementwise and entry_law:
-        kst = _compiled_k_elements(storage)(wk[::group])
-        st.update({f"k.{s}": np.repeat(np.asarray(v, dtype=np.float64), group)
-                   for s, v in kst.items()})
+        qk_st, qk_hist = qk_elements(wq, wk, scale, storage=storage)
+        el = {k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()}
+        if entry_law:  # the keys in their former order: a jit's sorted dict, GQA's W_K after
+            q, k = _factor_elements(wq, wk, group, storage)
+            el = dict(sorted({**q, **el, **({} if group > 1 else k)}.items()))
+            el.update(k if group > 1 else {})
+        st.update(el)
     lam = np.asarray(lam, dtype=np.float64)
     d = wq.shape[-1]
     x = lam / (st["q.rms"][:, None] ** 2 * st["k.rms"][:, None] ** 2 * d**2)
