@@ -19,7 +19,9 @@ p = min(1, 2 min(p_S, p_A)), :mod:`rmtbase.decision.combined`) and, where the sc
 each p that enters them is bracketed by the values it can take at N (:func:`count_bounds`:
 the tail probability's Clopper–Pearson interval from the n draws, then the binomial range of
 the N − n draws to come; P_MIN below where the tail model may extrapolate at N, i.e. fewer
-than 10 draws beyond; p_A's calibration count on the draws' own Cauchy statistics likewise).
+than 10 draws beyond, unless the claim of :mod:`rmtbase.scoring.tail_count` — at least 10
+at N — keeps the interval's exact error within its level; p_A's calibration count on the
+draws' own Cauchy statistics likewise, without that claim).
 p_S is fixed (the spectral rule has run). Every decision is monotone in these p, so as in
 :mod:`rmtbase.scoring.stopping` a head flagged with the upper ends is flagged at N and one not
 flagged with the lower ends is not: the other heads are **open**, and the null storages they
@@ -36,7 +38,8 @@ two to the same numbers), so they fail together and count once — one for p_A's
 count and one for ``symmetry_unaligned``: axes + 2. Looks: the sizes below N at which
 intervals are made (:func:`looks_from`; none at N, where the p are exact). Each interval at
 level ε / (heads · (axes + 2) · looks) (:func:`interval_level`), ε =
-:data:`~rmtbase.scoring.stopping.STOP_ERROR`, keeps the sum ≤ ε. (Before issue 59 item 4 the
+:data:`~rmtbase.scoring.stopping.STOP_ERROR`, keeps the sum ≤ ε (an interval with the
+tail-count claim keeps its exact error within the same level: :mod:`.tail_count`). (Before issue 59 item 4 the
 denominator counted 2·axes + 2 per head over 3 looks, the axis brackets twice and a look at N
 that makes no interval: 30 against 6 · 5 = 30 now over the finer schedule, so each interval's
 level is unchanged.) Not covered: p_A's calibration is read at n draws (its count is
@@ -45,13 +48,17 @@ omnibus calibration as fixed; a GPD tail estimate at N is bracketed only by [P_M
 10/(N + 1))]. ``tests/test_profile_stopping_error.py`` checks the rate of a differing decision
 by simulation.
 
-Schedule. :data:`SCHEDULE` is 2,000, 3,000, 4,000, 6,000, 10,000, 18,000 (before issue 59
-item 4: 2,000, 6,000, 18,000), each size the continuation of the last. It holds every size of
-the schedule before, and each interval's level is the same as before or larger (30 per head
-and look as above; 25 where no ``symmetry_unaligned``), so at each of those sizes the open
-heads are a subset of those before (a larger level gives narrower intervals, and
-Benjamini–Hochberg is monotone): on any input it stops at the same size or an earlier one,
-never later, with the same stated error. Finer steps would divide the error over more looks.
+Schedule. :data:`SCHEDULE` is 2,000, 4,000, 5,000, 6,000, 10,000, 18,000 (before issue 59
+item 4: 2,000, 6,000, 18,000; 2026-11-26 to 27: 2,000, 3,000, 4,000, 6,000, 10,000, 18,000,
+whose 3,000 gave way to 5,000, the last size at which the tail-count claim can close a head
+with 9 draws beyond it: 1.3·10⁻⁶ there, 6.7·10⁻⁶ at 6,000, :mod:`rmtbase.scoring.tail_count`),
+each size the continuation of the last. It holds every size of the schedule before issue 59
+item 4, each interval's level is the same as before or larger (30 per head and look as above;
+25 where no ``symmetry_unaligned``), and the claim only raises lower ends where it keeps that
+level, so at each of those sizes the open heads are a subset of those before (narrower
+intervals, and Benjamini–Hochberg is monotone): on any input it stops at the same size or an
+earlier one, never later, with the same stated error. Finer steps would divide the error over
+more looks.
 
 How often it stops early (measured 2026-11-26, ``open_heads`` on a cold score's own draws):
 seldom, and not for want of error budget. SmolLM2 Q4_1 (270 heads): 47 heads open at 2,000,
@@ -60,20 +67,24 @@ seldom, and not for want of error budget. SmolLM2 Q4_1 (270 heads): 47 heads ope
 symmetric heads, which only all 18,000 decide as all 18,000 do. The random Gemma-3-shaped Q5_0
 folder (72 heads): 8 open at 2,000, 7 at 3,000, 2 at 3,500–4,500, 1 at 5,000, 0 at 6,000, the
 same at level 0.01: heads with fewer than 10 draws beyond them, whose p at 18,000 may be a GPD
-tail estimate (bracketed by P_MIN below). Its 6,000 are forced by the rule, not by its error
-budget (rechecked 2026-11-26 on the benchmark folder, ``benchmarks/first_contact.py``): the
-head open at 4,000 and at 5,000 (L1H1's alignment, p ≈ 0.008) has 8 and 9 draws beyond it,
+tail estimate (bracketed by P_MIN below). Its 6,000 were forced by the count bracket, not by
+its error budget (rechecked 2026-11-26 on the benchmark folder, ``benchmarks/first_contact.py``):
+the head open at 4,000 and at 5,000 (L1H1's alignment, p ≈ 0.008) has 8 and 9 draws beyond it,
 and the lower end of its count at 18,000 (:func:`count_bounds`) stays below 10 — 8 and 9 at
 the rule's level, 9 and 9 with one interval at level 0.01 (no union bound) — so its p there
-may be the GPD's; at 6,000 it has 16 draws beyond and closes. No valid bracket closes it
-sooner: given the count T beyond it at 18,000, the count among the first n is hypergeometric
-whatever the tail's probability, and all of T = 8 lie among the first 4,000 with probability
-C(4000, 8)/C(18000, 8) = 5.9·10⁻⁶ (9 of 9 among 5,000: 9.8·10⁻⁶), above the 2.3·10⁻⁶ a side's
-interval has here (ε over 72 · 6 · 5 intervals, halved); so T = 8 stays possible, and its p at
-18,000 would be a GPD estimate that only a model of the tail bounds below. (The same conditional
-argument gives exact count brackets tighter than :func:`count_bounds`' two stages; adopting
-them would move where other scores stop, and it is not done.) The saving is for small models
-and models whose heads all lie far from every threshold; the guarantee is kept either way.
+may be the GPD's; at 6,000 it has 16 draws beyond and closes. Since 2026-11-27 it closes at
+5,000: the claim that its count at 18,000 is at least 10 (:mod:`rmtbase.scoring.tail_count`)
+errs there with at most 1.3·10⁻⁶ (P_q(T = 9) ≤ 0.132 times the 9.8·10⁻⁶ with which all 9
+lie among the first 5,000), within the 2.3·10⁻⁶ a side's interval has here (ε over
+72 · 6 · 5 intervals, halved), and its interval's exact error stays within that level. Not
+at 4,000: the claim from 8 of the first 4,000 errs with sup_q Σ_{t=8,9} Binom(t; 18000, q) ·
+P(K ≥ 8 | T = t) = 6.4·10⁻⁶ (at q ≈ 4.9·10⁻⁴; K | T hypergeometric: all of T = 8 among the
+first 4,000 with 5.9·10⁻⁶, 8 of T = 9 with 4.3·10⁻⁵), so T ≤ 9 stays possible and its p at
+18,000 may be a GPD estimate that only a model of the tail bounds below. (The conditional
+argument also gives exact count brackets tighter than :func:`count_bounds`' two stages;
+adopting them would move where other scores stop, and it is not done.) The saving is for
+small models and models whose heads all lie far from every threshold; the guarantee is kept
+either way.
 
 What changes where a score stops early: the effects, bands, p and q of the factor axes and
 p_A are computed from the first n draws (their Monte Carlo error is that of n: an empirical
@@ -93,15 +104,17 @@ from .joint_stopping import count_bounds  # one Clopper–Pearson + binomial bra
 #: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``): the sizes of
 #: the ×3 schedule before issue 59 item 4 (2,000, 6,000, 18,000) and three between, at the
 #: same level per interval (module docstring, "Schedule").
-SCHEDULE = (2_000, 3_000, 4_000, 6_000, 10_000, PROFILE_DRAWS)
+SCHEDULE = (2_000, 4_000, 5_000, 6_000, 10_000, PROFILE_DRAWS)
 
 
 def _side_bounds(k, n, n_final, level):
     """(lo, hi) of one side's add-one p at n_final given k of n (P_MIN below where the tail
-    model may extrapolate at n_final: fewer than MIN_EXCEEDANCES)."""
+    model may extrapolate at n_final: fewer than MIN_EXCEEDANCES, the count's interval
+    :func:`rmtbase.scoring.tail_count.count_interval`)."""
     from ..decision.tails import MIN_EXCEEDANCES, P_MIN
+    from .tail_count import count_interval
 
-    lo, hi = count_bounds(k, k, n, n_final, level)
+    lo, hi = count_interval(k, n, n_final, level)
     p_lo = np.where(lo < MIN_EXCEEDANCES, P_MIN, (1 + lo) / (1 + n_final))
     p_hi = (1 + np.maximum(hi, np.where(hi < MIN_EXCEEDANCES, MIN_EXCEEDANCES, 0))) / (
         1 + n_final)

@@ -1,0 +1,125 @@
+"""A tail count's interval at N draws from the first n, with the claim that it reaches
+:data:`~rmtbase.decision.tails.MIN_EXCEEDANCES` where that claim keeps the interval's exact
+error within its level (issue 59 item 4; used by :mod:`rmtbase.scoring.profile_stopping`).
+
+A head's one-sided p at N draws is empirical, (1 + T)/(1 + N), when T — the count of the N draws
+at or beyond it — is at least MIN_EXCEEDANCES = 10, and a GPD tail estimate (as small as
+P_MIN) below that (:mod:`rmtbase.decision.tails`). The stopping rule brackets T from the count
+K among the first n: :func:`~rmtbase.scoring.joint_stopping.count_bounds` gives [lo(K), hi(K)]
+with P(T ∉ [lo(K), hi(K)]) ≤ level for every tail probability q (Clopper–Pearson then the
+binomial range of the N − n draws to come). For a few draws beyond a head lo(K) = K < 10, so the
+lower end of its p is P_MIN, and a head near a Benjamini–Hochberg threshold stays open until
+its count itself reaches 10.
+
+The claim. For K ≥ k₀ take the lower end max(lo(K), 10): T ≥ 10. The interval's error is then,
+exactly, with K ~ Binom(n, q) and R = T − K ~ Binom(N − n, q) independent,
+
+    E(q) = Σ_k Binom(k; n, q) · [P(R < L(k) − k) + P(R > hi(k) − k)],
+    L(k) = max(lo(k), 10) for k ≥ k₀, else lo(k),
+
+and :func:`claim_start` returns the least k₀ ≤ 9 with sup_q E(q) ≤ level (None where there is
+none), so every interval keeps its level and the stopping rule's union bound is unchanged. The
+claim adds D(q) = Σ_{k=k₀}^{9} Binom(k; n, q)[P(R < L(k) − k) − P(R < lo(k) − k)] ≤ P(K ≥ k₀)
+and ≤ P(R ≤ 9): outside [q_lo, q_hi], where both are below 10⁻¹² · level, E ≤ level (1 + 10⁻¹²)
+because count_bounds' E ≤ level everywhere; inside, E is computed exactly on a log grid of
+:data:`_GRID` points and k₀ accepted only where its largest value is ≤ (1 − :data:`_MARGIN`) ·
+level (between grid points a smooth E exceeds its neighbours' maximum by far less: the second
+derivative in log q over a half step, ≲ 0.5 % here). Why the claim holds where the conditional
+argument seemed to forbid it: given T = t, K is hypergeometric, and all of t = 9 lie among the
+first 5,000 of 18,000 with probability 9.8·10⁻⁶; but P_q(T = 9) ≤ 0.132 for every q, so the
+joint probability is ≤ 1.3·10⁻⁶.
+
+Measured: at N = 18,000 and a side's level ε / (72 · 6 · 5) / 2 = 2.3·10⁻⁶ (the Gemma-3-shaped
+folder of ``benchmarks/first_contact.py``), k₀ = 9 at n = 5,000 and none at n = 4,000 (the
+claim from 8 of the first 4,000 errs with 6.4·10⁻⁶). ``tests/test_tail_count.py`` checks E
+against a simulation and D against the hypergeometric form.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from scipy import stats as _st
+
+from ..decision.tails import MIN_EXCEEDANCES
+from .joint_stopping import count_bounds
+
+#: Points of the log grid of q on which the claim's interval error is computed.
+_GRID = 300
+#: Relative room left below the level for E between grid points (module docstring).
+_MARGIN = 0.02
+#: Relative size of what is left out of the grid's q range (module docstring).
+_NEGLIGIBLE = 1e-12
+
+
+def count_interval(k, n: int, n_final: int, level: float):
+    """(lo, hi) of a tail count at ``n_final`` draws given ``k`` of the first ``n``:
+    :func:`~rmtbase.scoring.joint_stopping.count_bounds` at ``level``, its lower end raised to
+    MIN_EXCEEDANCES where k ≥ :func:`claim_start` (module docstring)."""
+    k = np.asarray(k, dtype=np.float64)
+    lo, hi = count_bounds(k, k, n, n_final, level)
+    if int(n) >= int(n_final) or not np.any((lo < MIN_EXCEEDANCES) & (k > 0)):
+        return lo, hi
+    k0 = claim_start(int(n), int(n_final), float(level))
+    if k0 is None:
+        return lo, hi
+    return np.where(k >= k0, np.maximum(lo, MIN_EXCEEDANCES), lo), hi
+
+
+def _q_range(n: int, m: int, k_low: int, level: float) -> tuple[float, float]:
+    """[q_lo, q_hi]: outside it P(K ≥ k_low) (below) or P(R ≤ 9) (above) is at most
+    10⁻¹² · level (K ~ Binom(n, q), R ~ Binom(m, q))."""
+    tiny = _NEGLIGIBLE * level
+    grid = np.logspace(-30, 0, 6001)[:-1]
+    below = _st.binom.sf(k_low - 1, n, grid) <= tiny
+    above = _st.binom.cdf(MIN_EXCEEDANCES - 1, m, grid) <= tiny
+    return float(grid[below][-1]), float(grid[above][0])
+
+
+def interval_errors(n: int, n_final: int, level: float, q) -> np.ndarray:
+    """(10, len(q)) the exact error E(q) of the interval with the claim from k₀ = 0 … 9
+    (row k₀ = 0: none, count_bounds' own interval; module docstring), at tail probabilities
+    ``q`` (each 0 < q < 1): sums over the counts k ≤ n·max(q) + 12 sd + 12 (beyond, a count's
+    probability is below 10⁻³⁰)."""
+    n, n_final = int(n), int(n_final)
+    m = n_final - n
+    q = np.atleast_1d(np.asarray(q, dtype=np.float64))[:, None]
+    top = float(q.max())
+    k = np.arange(min(n, int(n * top + 12 * np.sqrt(n * top) + 12)) + 1, dtype=np.float64)
+    lo, hi = count_bounds(k, k, n, n_final, level)
+    w = _st.binom.pmf(k, n, q)  # (q, k)
+    p_low = _st.binom.cdf(lo - k - 1, m, q)  # P(R < lo − k)
+    p_high = _st.binom.sf(hi - k, m, q)  # P(R > hi − k)
+    raised = _st.binom.cdf(np.maximum(lo, MIN_EXCEEDANCES) - k - 1, m, q)
+    extra = w * (raised - p_low)  # D's term of count k (0 where lo ≥ 10 already)
+    base = np.sum(w * (p_low + p_high), axis=1)
+    # row k0: the claim from k0 on, for the counts below 10 (k ≥ 10 has lo ≥ 10 already)
+    tail = np.cumsum(extra[:, ::-1], axis=1)[:, ::-1]  # Σ_{k' ≥ k} extra
+    out = np.empty((MIN_EXCEEDANCES, q.shape[0]))
+    out[0] = base
+    for k0 in range(1, MIN_EXCEEDANCES):
+        out[k0] = base + (tail[:, k0] if k0 < k.size else 0.0)
+    return out
+
+
+@lru_cache(maxsize=64)
+def claim_start(n: int, n_final: int, level: float) -> int | None:
+    """The least k₀ in 1 … 9 whose claim (T ≥ 10 at ``n_final`` where k ≥ k₀ of the first
+    ``n``) keeps the interval's exact error within ``level`` (module docstring), else None."""
+    if n >= n_final:
+        return None
+    ok = None
+    for k0 in range(MIN_EXCEEDANCES - 1, 0, -1):  # E grows as k₀ falls: stop at the first miss
+        q_lo, q_hi = _q_range(n, n_final - n, k0, level)
+        if q_lo >= q_hi:
+            ok = k0
+            continue
+        q = np.geomspace(q_lo, q_hi, _GRID)
+        if np.max(interval_errors(n, n_final, level, q)[k0]) > (1 - _MARGIN) * level:
+            break
+        ok = k0
+    return ok
+
+
+__all__ = ["claim_start", "count_interval", "interval_errors"]
