@@ -9,8 +9,10 @@ that the machine's load falls on both alike): a fresh process imports rmtbase fr
 and runs what a table block runs, :func:`rmtbase.baseline.null.null_draws` with
 ``stats="all"``, ``return_lambda=True`` and the storage, ``--draws`` draws of one key once to
 compile, then again with another key, timed: CPU seconds of the process (all its threads,
-``time.process_time``) and wall, per draw. Prints each tree's best and median per cell, and
-whether every returned variable of the timed draws has the same bytes in every tree (a
+``time.process_time``) and wall, per draw; and the first call's CPU less the second's, about
+what compiling the draw program costs (no persistent compilation cache:
+``JAX_COMPILATION_CACHE_DIR`` is removed from the child's environment). Prints each tree's
+best and median per cell, and whether every returned variable of the timed draws has the same bytes in every tree (a
 restructure must leave them so). OPENBLAS_NUM_THREADS=1 as in the other benchmarks.
 """
 
@@ -39,17 +41,20 @@ d, d_h = (int(v) for v in shape.lower().split("x"))
 def draw(seed):
     return null_draws(jax.random.key(seed), d, d_h, n, stats="all", storage=storage,
                       return_lambda=True)
+c0 = time.process_time()
 draw(1)
+first = time.process_time() - c0
 c0, t0 = time.process_time(), time.perf_counter()
 got = draw(2)
 cpu, wall = time.process_time() - c0, time.perf_counter() - t0
 np.savez(out, **{k: np.asarray(v) for k, v in got.items()})
-print(json.dumps({"cpu": cpu / n, "wall": wall / n}))
+print(json.dumps({"cpu": cpu / n, "wall": wall / n, "compile": first - cpu}))
 """
 
 
 def _one(src: str, cell: str, n: int, out: str) -> dict:
     env = dict(os.environ, PYTHONPATH=src, OPENBLAS_NUM_THREADS="1")
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # every child compiles its program
     res = subprocess.run([sys.executable, "-c", _CHILD, src, cell, str(n), out], env=env,
                          capture_output=True, text=True, check=False)
     if res.returncode:
@@ -88,9 +93,11 @@ def main(argv=None) -> int:
             for s in srcs:
                 cpu = [t["cpu"] * 1e3 for t in times[s]]
                 wall = [t["wall"] * 1e3 for t in times[s]]
+                comp = [t["compile"] for t in times[s]]
                 print(f"  {s}: best {min(cpu):.2f} ({min(wall):.2f}), median "
-                      f"{statistics.median(cpu):.2f}; runs {' '.join(f'{c:.2f}' for c in cpu)}",
-                      flush=True)
+                      f"{statistics.median(cpu):.2f}; runs {' '.join(f'{c:.2f}' for c in cpu)}; "
+                      f"compile CPU-s median {statistics.median(comp):.2f} "
+                      f"({' '.join(f'{c:.2f}' for c in comp)})", flush=True)
     return 0
 
 
