@@ -16,8 +16,9 @@ spectrum (``lambda``) is computed from it at read time
 (:func:`rmtbase.baseline.spectra.spectral_from_table`); a cached table that lacks one and
 stores no spectrum is stale and regenerated, a shipped one is an error. Spectral statistics of a float16/bfloat16 checkpoint share the
 float32 spectral null (:func:`rmtbase.baseline.table_contents.fast_spectral`), so such a request is served
-by a float32 spectral table. Cache file names spell out every one of these keys, so two
-different requests can never share a file, and a file's contents are checked against its name
+by a float32 spectral table. Cache file names spell out every one of these keys (and the
+draws version where λ's route changed, :mod:`rmtbase.baseline.draw_route`: a table drawn by an
+earlier route is not read as current), so two different requests can never share a file, and a file's contents are checked against its name
 before it is used (:func:`verify_table`): a file that disagrees — renamed, from another cell,
 seed, σ or storage, or cut short — is regenerated with a warning naming it. Because draw ``i``
 of a cell depends only on (seed, d, d_h, i), the first ``n`` draws of any matching table are
@@ -62,20 +63,28 @@ from .table_file import first_draws
 def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, seed: int,
                    dtype: str, depth: int | None = None, storage: str = "float32") -> str:
     """File name that encodes every key a table's numbers depend on (the storage precision
-    appears only when it is not float32, so earlier names stay valid)."""
+    appears only when it is not float32, and the draws version
+    (:func:`rmtbase.baseline.draw_route.draws_version`) as ``-dv<n>`` after it only when it is
+    not 1, so earlier names stay valid where the draws are the same)."""
+    from .draw_route import draws_version
     from .tables import TABLE_FORMAT
 
     dep = f"-L{depth}" if depth is not None else ""
-    st = storage_record(storage).suffix  # a name or a record
-    return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}{st}"
-            f"-v{TABLE_FORMAT}.nc")
+    record = storage_record(storage)  # a name or a record
+    version = draws_version(d, d_h, stats, ensemble, record, dtype)
+    dv = f"-dv{version}" if version != 1 else ""
+    return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}{record.suffix}"
+            f"{dv}-v{TABLE_FORMAT}.nc")
 
 
 def _matches(entry: dict, key: TableKey) -> bool:
-    """Whether index entry ``entry`` (a shipped or a cached table) serves request ``key``."""
+    """Whether index entry ``entry`` (a shipped or a cached table) serves request ``key``: the
+    same keys, and for a request that reads λ's statistics the same draws version (an entry
+    without one is version 1; element statistics do not depend on the λ route)."""
     from .tables import TABLE_FORMAT
 
-    return (entry["d"] == key.d and entry["d_h"] == key.d_h
+    version_ok = key.stats == "elementwise" or entry.get("draws_version", 1) == key.draws_version
+    return (version_ok and entry["d"] == key.d and entry["d_h"] == key.d_h
             and entry["ensemble"] == key.ensemble and entry["seed"] == key.seed
             and entry["dtype"] == key.dtype
             and entry.get("storage", "float32") == key.storage.name
@@ -90,12 +99,15 @@ def _cached_entries(directory: Path) -> list[dict]:
     out = []
     for p in directory.glob(f"lowrank-d*-dh*-*-n*-seed*-float*-v{TABLE_FORMAT}.nc"):
         parts = p.name[: -len(".nc")].split("-")
-        storage = parts[7] if len(parts) == 9 else "float32"
-        try:
+        storage = parts[7] if len(parts) in (9, 10) else "float32"
+        try:  # a 10-part name carries the draws version: -dv<n>
+            version = int(parts[8].removeprefix("dv")) if len(parts) == 10 else 1
+            if len(parts) == 10 and not parts[8].startswith("dv"):
+                continue
             out.append({"file": p, "ensemble": parts[0], "d": int(parts[1][1:]),
                         "d_h": int(parts[2][2:]), "stats": parts[3], "draws": int(parts[4][1:]),
                         "seed": int(parts[5][4:]), "dtype": parts[6], "storage": storage,
-                        "format": int(parts[-1][1:])})
+                        "draws_version": version, "format": int(parts[-1][1:])})
         except (IndexError, ValueError):
             continue
     from ..stats.precision import STORAGES
@@ -145,6 +157,15 @@ class TableKey:
     ensemble: str
     dtype: str
     storage: Storage
+
+    @property
+    def draws_version(self) -> int:
+        """The draws version of this request's table
+        (:func:`rmtbase.baseline.draw_route.draws_version`)."""
+        from .draw_route import draws_version
+
+        return draws_version(self.d, self.d_h, self.stats, self.ensemble, self.storage,
+                             self.dtype)
 
     def filename(self) -> str:
         """The user-cache file name of this request at exactly ``min_draws`` draws

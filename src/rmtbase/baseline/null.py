@@ -29,7 +29,10 @@ Storage (``storage=``, :mod:`rmtbase.stats.precision`): a null for a checkpoint 
 float16, bfloat16 or a block format passes every draw's W_Q, W_K through the same round trip
 before any statistic, and the element statistics of W_Q, W_K use that storage's lattice cells —
 one estimator, same size, same precision as the heads it is compared with. The spectral fast
-path is kept for float storages (:func:`fast_spectral`).
+path is kept for float storages (:func:`fast_spectral`). A block format's λ takes the Gram
+route, checked per draw (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`), at the cells
+of :func:`rmtbase.baseline.draw_route.gram_route` (d_h ≥ 128, d_h/d ≤ 0.4), the heads' QR
+route elsewhere.
 """
 
 from __future__ import annotations
@@ -47,8 +50,14 @@ from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import _one, _trim_fraction
 from ..stats.precision import null_rows, round_trip
-from ..stats.spectral import eigvals_from_bidiagonal, eigvals_from_factors, spectral_stats
+from ..stats.spectral import (
+    eigvals_from_bidiagonal,
+    eigvals_from_factors,
+    null_eigvals_by_grams,
+    spectral_stats,
+)
 from ..stats.storage import FLOAT32, Storage, storage_record
+from .draw_route import gram_route
 from .eig_route import eig_method
 from .limits import check_draw_memory, draw_memory
 from .table_contents import STAT_SETS, check_ensemble, fast_spectral
@@ -91,8 +100,10 @@ def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=
                 f"{eig_method(d, d_h, dtype, backend)}")
     stored = "" if storage.is_identity else \
         f", stored as {storage.name} (rmtbase.stats.precision)"
+    grams = "; lambda by the Gram route, checked per draw (rmtbase.baseline.draw_route)" \
+        if gram_route(d, d_h, stats, ensemble, storage, dtype) else ""
     return (f"{ensemble} factors W_Q, W_K drawn in full{stored}; statistics by "
-            "rmtbase.stats.head_stats")
+            f"rmtbase.stats.head_stats{grams}")
 
 
 @dataclass(frozen=True)
@@ -175,6 +186,17 @@ def _factor_stats(both, trim: float, storage: Storage) -> dict:
     return {f"{m}.{s}": v[i] for i, m in enumerate("qk") for s, v in st.items()}
 
 
+def _lambda(req: Draws, wq, wk, both):
+    """λ of one draw of ``req`` from its factors: by the Gram route where
+    :func:`rmtbase.baseline.draw_route.gram_route` says so (each draw checked and sent back to
+    the QR route where its bound is too large, :func:`rmtbase.stats.spectral.
+    null_eigvals_by_grams`), else by the heads' QR route. ``both``: the pair as one array
+    where :func:`_factors` made it."""
+    if gram_route(req.d, req.d_h, req.stats, req.ensemble, req.storage, req.dtype):
+        return null_eigvals_by_grams(both if both is not None else jnp.stack([wq, wk]))[0]
+    return eigvals_from_factors(wq, wk)
+
+
 @lru_cache(maxsize=64)
 def _draw_fn(req: Draws):
     """The per-draw function of ``req`` (cached, so its compiled chunk runner is reused).
@@ -236,7 +258,7 @@ def _draw_fn(req: Draws):
         if loop:
             out.update(_factor_stats(both, trim, storage))
         # λ once, for the statistics and for λ returned (XLA does not merge two SVD calls)
-        lam = eigvals_from_factors(wq, wk) if spectral or spectrum or lam_out else None
+        lam = _lambda(req, wq, wk, both) if spectral or spectrum or lam_out else None
         if spectral:
             out.update({f"qk.{k}": v for k, v in spectral_stats(lam).items()})
         return finish(out, lam)

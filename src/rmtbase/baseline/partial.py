@@ -43,6 +43,10 @@ def store_key(spec) -> str:
         fields.pop(k, None)
     if "storage" in fields:  # a record (TableSpec): keyed by its name, as before
         fields["storage"] = spec.storage.name
+        if spec.storage.block > 1:  # λ may take the Gram route: blocks drawn before it are
+            from .draw_route import GRAM_VERSION  # not resumed
+
+            fields["lambda_route"] = GRAM_VERSION
     fields.update(format=TABLE_FORMAT, rmtbase=__version__, jax=jax.__version__,
                   backend=jax.default_backend(), prng=str(jax.config.jax_default_prng_impl))
     text = json.dumps(fields, sort_keys=True, default=str)

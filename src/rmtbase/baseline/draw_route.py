@@ -1,0 +1,51 @@
+"""Which route a null table's λ takes, per cell, and the draws version that names it.
+
+A quantised table's draws (:func:`rmtbase.baseline.null.null_draws`, a block-format storage)
+compute λ = s²(W_Qᵀ W_K) either by the heads' QR route
+(:func:`rmtbase.stats.spectral.eigvals_from_factors`) or, where :func:`gram_route` says so, by
+the Gram route (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`: two Cholesky factors of
+W Wᵀ, each draw checked and sent back to the QR route when its conditioning bound is too
+large). The two agree to float32 rounding, not bit for bit, so a cached table's file name
+carries the draws version (:func:`draws_version`, :mod:`rmtbase.baseline.cache`): a file
+drawn by the QR route is never read as the Gram route's draws (issue 59 item 1).
+
+Where: the lowrank ensemble in float32 with a block-format storage (Q4_0 … Q8_0, the
+K-quants), spectral statistics drawn (``"all"`` or ``"spectral"``), d_h ≥
+:data:`GRAM_MIN_DH` and c = d_h/d ≤ :data:`GRAM_MAX_C`. The Gram route was measured cheaper at
+640 × 256 Q5_0 (``benchmarks/table_draw.py``: ~1 CPU-ms of ~17 a draw) and not at 576 × 64
+Q4_1 (a 64 × 64 SVD and QR cost little; there it was ~0.2 CPU-ms slower), hence the d_h floor.
+c ≤ 0.4 keeps the Gaussian factors' κ(W Wᵀ) near ((1 + √c)/(1 − √c))² ≤ 20 and the per-draw
+bound B of :func:`~rmtbase.stats.spectral.null_eigvals_by_grams` (17–100 × κ(G) where measured) under its limit:
+over 300 draws each, B ≤ 2,400 at 640 × 256 Q5_0 and Q4_0 (eps·B ≤ 2.8·10⁻⁴, limit 10⁻³),
+≤ 970 at 2048 × 512 Q4_0, ≤ 90 at 1024 × 128 Q4_1, no draw sent back; at c = 0.5 B grows
+with d_h (≤ 5,700 at 512 × 256) and 61 of 300 draws at 1024 × 512 Q4_0 were sent back (both
+routes paid). A draw sent back is computed by the QR route: only the cost depends on c, never
+the accuracy. Float storages (whose ``"all"`` tables are shipped, drawn by
+the QR route), FP8 and the other ensembles keep the QR route, version 1.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+#: Least d_h at which a quantised table's λ takes the Gram route (module docstring).
+GRAM_MIN_DH = 128
+#: Largest c = d_h/d at which it does (a fraction: compared exactly).
+GRAM_MAX_C = Fraction(2, 5)
+#: The draws version of a table whose λ takes the Gram route (QR route: 1).
+GRAM_VERSION = 2
+
+
+def gram_route(d: int, d_h: int, stats: str, ensemble: str, storage, dtype) -> bool:
+    """Whether the draws of this cell compute λ by the Gram route (module docstring).
+    ``storage``: a record (:class:`rmtbase.stats.storage.Storage`); ``dtype`` a name or dtype."""
+    import numpy as np
+
+    return (stats in ("all", "spectral") and ensemble == "lowrank" and storage.block > 1
+            and np.dtype(dtype) == np.float32 and d_h >= GRAM_MIN_DH and d_h <= GRAM_MAX_C * d)
+
+
+def draws_version(d: int, d_h: int, stats: str, ensemble: str, storage, dtype) -> int:
+    """The draws version of a table of this cell: :data:`GRAM_VERSION` where λ takes the Gram
+    route, else 1 (the draws of every earlier rmtbase)."""
+    return GRAM_VERSION if gram_route(d, d_h, stats, ensemble, storage, dtype) else 1
