@@ -1,16 +1,21 @@
 """A scored layer's W_Q and W_K element statistics come from one compiled program of their own
 (``scoring.layer_stats._factor_elements``), apart from W_QK's (issue 59 item 4: W_QK's program
-no longer compiles the factors' estimator a second time). Checked against an independent call:
-``element_stats`` on each head's factor by itself (its own program; floats to 1e-5 relative or
-1e-6 absolute, as tests/test_compiler_options.py says why), for grouped-query and multi-head
+no longer compiles the factors' estimator a second time), and W_QK's statistics are finished by
+a second program (``scoring.qk_elements._compiled``). Checked against independent calls:
+``element_stats`` on each head's factor by itself (its own program) and W_QK's statistics and
+histogram in one program (``qk_histogram.elements_and_histogram``), floats to 1e-5 relative or
+1e-6 absolute (tests/test_compiler_options.py says why), for grouped-query and multi-head
 layers; and that one program, at one shape, serves both factors of a layer."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
 from rmtbase.scoring.layer_stats import _compiled_factor_elements, layer_stats
+from rmtbase.scoring.qk_elements import qk_elements
+from rmtbase.scoring.qk_histogram import elements_and_histogram
 from rmtbase.stats import ELEMENT_STATS, element_stats
 
 
@@ -45,3 +50,16 @@ def test_one_factor_program_and_the_former_key_order(n, n_kv):
     # W_QK's program as a jit's sorted dict, GQA's W_K statistics appended after them
     own = sorted(k for k in keys if not (n_kv < n and k.startswith("k.")))
     assert keys == own + [k for k in keys if n_kv < n and k.startswith("k.")]
+
+
+def test_qk_statistics_finished_apart_are_the_one_programs():
+    wq, wk = _layer(5, 5, seed=2)
+    scale = np.full(5, 0.02 * 0.03 * np.sqrt(32), np.float32)
+    st, hist = qk_elements(wq, wk, scale, threads=2)
+    one = jax.jit(lambda q, k, s: elements_and_histogram(q, k, s))
+    for i in range(5):
+        ref, ref_hist = one(wq[i], wk[i], scale[i])
+        assert np.allclose(hist[i], ref_hist, rtol=1e-5, atol=1e-6)
+        for s in ELEMENT_STATS:
+            assert np.allclose(st[f"qk.{s}"][i], ref[s], rtol=1e-5, atol=1e-6,
+                               equal_nan=True), (i, s)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rmtbase.scoring.qk_histogram import elements_and_histogram
+from rmtbase.scoring.qk_histogram import finish, passes_and_histogram
 from rmtbase.stats import head_stats
 
 
@@ -47,8 +47,8 @@ def test_every_product_is_full_precision(case, monkeypatch):
     if case == "head_stats":
         jaxpr = jax.make_jaxpr(lambda a, b: head_stats(a, b))(wq, wk)
     elif case == "qk_elements":
-        jaxpr = jax.make_jaxpr(lambda a, b: elements_and_histogram(a, b, jnp.float32(1.0)))(
-            wq[0], wk[0])
+        jaxpr = jax.make_jaxpr(lambda a, b: finish(  # scoring's two programs, one head
+            passes_and_histogram(a, b, jnp.float32(1.0))[0], 64 * 64))(wq[0], wk[0])
     elif case == "products":
         from rmtbase.ensembles.products import product_network
 

@@ -183,7 +183,7 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
         from .qk_elements import hist_scale, qk_elements
 
         scale = hist_scale(st["q.rms"], st["k.rms"], wq.shape[-2])
-        qk_st, qk_hist = qk_elements(wq, wk, scale, storage=storage)
+        qk_st, qk_hist = qk_elements(wq, wk, scale)
         el = {k: np.asarray(v, dtype=np.float64) for k, v in qk_st.items()}
         if entry_law:  # the keys in their former order: a jit's sorted dict, GQA's W_K after
             q, k = _factor_elements(wq, wk, group, storage)

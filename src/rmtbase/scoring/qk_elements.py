@@ -2,9 +2,10 @@
 
 W_QK = W_Qᵀ W_K is d×d: at d = 4096 its 16.8 M entries cost 0.1–0.2 s a head on 2 cores (the
 product, then the two passes of :mod:`rmtbase.stats.tiles`), most of a model's scoring time. Each head's
-product is formed once, inside one compiled function that also takes its statistics and its
-histogram (:func:`rmtbase.scoring.qk_histogram.elements_and_histogram`), one head at a time
-(``lax.map``), so memory stays at one d×d product per thread. The heads are split over
+product is formed once, inside one compiled function that also takes its estimator's passes and
+its histogram (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`; a second program
+finishes the statistics: :func:`_compiled`), one head at a time (``lax.map``), so memory stays
+at one d×d product per thread. The heads are split over
 :func:`scoring_threads` threads; the thread count changes no number (each head runs the same
 executable). Running this beside the layer's other statistics (eigenvalues, W_Q/W_K entries)
 was measured slower on 2 cores (4.4–6.6 s against 4.1 s a LLaMA-8B layer): XLA's own threads
@@ -20,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import InputError
-from .qk_histogram import elements_and_histogram
+from .qk_histogram import finish, passes_and_histogram
 
 #: Weibull trim of the element statistics: ``stats.head_stats``' default, with which the null
 #: tables are made.
@@ -51,24 +52,27 @@ def scoring_threads() -> int:
 
 
 @functools.cache
-def _compiled(which: tuple = (), storage: str = "float32"):
-    """jax.jit of the element statistics of W_QK and its histogram, head by head, and of the
-    element statistics of the factors named in ``which`` ("q", "k") stored as ``storage``
-    (``stats.elementwise._one``, the estimator of the null's ``head_stats``)."""
+def _compiled():
+    """Two jax.jit programs, head by head (``lax.map``): W_QK's product, its estimator's passes
+    and its histogram (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`), then its
+    statistics' finish (:func:`rmtbase.scoring.qk_histogram.finish`; ``n`` = d², from the
+    shape), compiled with :data:`rmtbase._compiled.FEW_CALLS`. One program held both before;
+    the finish, on the estimator's 65,538 |w| bins, is most of its compilation and little of
+    its run time, and the option (which slows the passes over d² entries: +4.5 ms a call) cuts
+    its compilation (issue 59 item 4: W_QK's programs 2.11 -> 1.78 CPU-s at 640 x 256, 2.17 ->
+    1.83 at 576 x 64, the finish's run 0.81 -> 0.71 ms per 2 heads), the same bytes."""
     import jax
 
-    from ..stats.elementwise import _one
+    from .._compiled import few_calls
 
-    def head(a):
-        q, k, scale = a
-        st, hist = elements_and_histogram(q, k, scale, TRIM)
-        out = {f"qk.{s}": v for s, v in st.items()}
-        for m, w in (("q", q), ("k", k)):
-            if m in which:
-                out.update({f"{m}.{s}": v for s, v in _one(w.reshape(-1), TRIM, storage).items()})
-        return out, hist
+    passes = jax.jit(lambda wq, wk, scale: jax.lax.map(lambda a: passes_and_histogram(*a),
+                                                        (wq, wk, scale)))
 
-    return jax.jit(lambda wq, wk, scale: jax.lax.map(head, (wq, wk, scale)))
+    def finished(acc, d):
+        return jax.lax.map(lambda a: {f"qk.{s}": v for s, v in finish(a, d * d, TRIM).items()},
+                           acc)
+
+    return passes, jax.jit(finished, static_argnums=1, compiler_options=few_calls())
 
 
 def hist_scale(q_rms, k_rms, d_h: int) -> np.ndarray:
@@ -97,24 +101,23 @@ def _take(a, idx):
     return a[idx]
 
 
-def qk_elements(wq, wk, scale, threads: int | None = None, *, which: tuple = (),
-                storage: str = "float32") -> tuple[dict, np.ndarray]:
+def qk_elements(wq, wk, scale, threads: int | None = None) -> tuple[dict, np.ndarray]:
     """Element statistics and histogram of W_QK / ``scale`` (:func:`hist_scale`, one per head)
-    of every head's W_QK = W_Qᵀ W_K (wq, wk: numpy (n, d_h, d)), with the element statistics of
-    the factors in ``which`` (stored as ``storage``), on ``threads`` (default
-    :func:`scoring_threads`) threads: ({"qk.<stat>", "q.<stat>", …: (n,)}, (n, bins)
-    histograms), in head order."""
+    of every head's W_QK = W_Qᵀ W_K (wq, wk: numpy (n, d_h, d)) on ``threads`` (default
+    :func:`scoring_threads`) threads: ({"qk.<stat>": (n,)}, (n, bins) histograms), in head
+    order. (The factors' own statistics: :func:`rmtbase.scoring.layer_stats.layer_stats`.)"""
     import jax
 
     n = wq.shape[0]
     threads = max(1, min(threads or scoring_threads(), n))
     size = min(-(-n // threads), HEADS_PER_CALL)
     chunks = _chunks(n, -(-n // size))
-    fn = _compiled(tuple(which), storage)
+    passes, finished = _compiled()
 
     def run(idx):
-        return jax.tree_util.tree_map(
-            np.asarray, jax.block_until_ready(fn(_take(wq, idx), _take(wk, idx), scale[idx])))
+        acc, hist = passes(_take(wq, idx), _take(wk, idx), scale[idx])
+        out = finished(acc, wq.shape[-1]), hist
+        return jax.tree_util.tree_map(np.asarray, jax.block_until_ready(out))
 
     if len(chunks) == 1:
         parts = [run(chunks[0][0])]

@@ -35,6 +35,33 @@ def elements_and_histogram(q, k, scale, trim: float = 0.8):
     return st, counts.astype(jnp.float32) / (q.shape[1] * k.shape[1] * width)
 
 
+def passes_and_histogram(q, k, scale):
+    """:func:`elements_and_histogram` up to its statistics' finish (traceable JAX): ((the
+    estimator's accumulators, its geometry), histogram), the same product, passes and
+    histogram step for step (:func:`rmtbase.stats.tiles.tile_passes`); :func:`finish` gives
+    the statistics. Apart, the finish can be compiled as a program of its own."""
+    import jax.numpy as jnp
+
+    from .._matmul import mm_tn
+    from ..stats.tiles import tile_passes
+
+    lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
+    width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
+    acc, geo = tile_passes(mm_tn(q, k).reshape(-1), "float32", side=(scale, lo, width, nb))
+    counts = acc.pop("side")
+    return (acc, geo), counts.astype(jnp.float32) / (q.shape[1] * k.shape[1] * width)
+
+
+def finish(passes, n: int, trim: float = 0.8) -> dict:
+    """W_QK's element statistics (those of :func:`elements_and_histogram`) from
+    :func:`passes_and_histogram`'s ``(accumulators, geometry)`` over ``n`` = d² entries."""
+    from ..stats.elementwise import _named
+    from ..stats.tiles import tile_finish
+
+    acc, geo = passes
+    return _named(tile_finish(acc, geo, n, (trim,), "float32"))
+
+
 def add_qk_hist(ds: xr.Dataset, hist: np.ndarray) -> None:
     """Store the heads' histograms as ``qk_hist`` (layer, head, qk_z), bin centres ``qk_z``."""
     e = QK_HIST_EDGES
@@ -46,4 +73,5 @@ def add_qk_hist(ds: xr.Dataset, hist: np.ndarray) -> None:
     ds.coords["qk_z"] = 0.5 * (e[:-1] + e[1:])
 
 
-__all__ = ["QK_HIST_EDGES", "add_qk_hist", "elements_and_histogram"]
+__all__ = ["QK_HIST_EDGES", "add_qk_hist", "elements_and_histogram", "finish",
+           "passes_and_histogram"]

@@ -113,10 +113,16 @@ def _one(w, trim, storage="float32", side=None):
     (:func:`rmtbase.stats.tiles.one_tile` with one trim); with ``side`` (see ``one_tile``)
     returns (statistics, side counts)."""
     st = one_tile(w, (trim,), storage, side)
+    out = _named(st)
+    return out if side is None else (out, st["side"])
+
+
+def _named(st: dict) -> dict:
+    """:data:`ELEMENT_STATS` from one trim's statistics of :mod:`.tiles` (its ``"weibull"``
+    pair named ``weibull_k``, ``weibull_lambda``)."""
     k, lam = st.pop("weibull")[0]
     st["weibull_k"], st["weibull_lambda"] = k, lam
-    out = {s: st[s] for s in ELEMENT_STATS}
-    return out if side is None else (out, st["side"])
+    return {s: st[s] for s in ELEMENT_STATS}
 
 
 def _qk_one(q, k, trim, side=None):

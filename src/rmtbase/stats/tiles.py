@@ -100,16 +100,33 @@ def one_tile(w, trims: tuple, storage: str, side=None, statistics=STATISTICS) ->
     inside the compiled function. The definitions are the same (sums and histograms add over
     any split); only the rounding of the float sums differs from one reduction (float32: ~1e-7
     relative)."""
+    acc, geo = tile_passes(w, storage, side, statistics)
+    stats = tile_finish(acc, geo, w.shape[0], trims, storage, statistics)
+    if side is not None:
+        stats["side"] = acc["side"]
+    return stats
+
+
+def tile_passes(w, storage: str, side=None, statistics=STATISTICS) -> tuple[dict, dict]:
+    """The two passes of :func:`one_tile` over the flat ``w``: (every accumulator, with
+    ``"side"`` when ``side`` is given; the geometry of the range pass). With
+    :func:`tile_finish` they are ``one_tile``, step for step; apart, the finish (most of the
+    estimator's compilation, little of its run time) can be a program of its own."""
     n = w.shape[0]
     ests = estimators(statistics)
     records = accumulators(ests)
     racc = _in_graph(_pass(ests, records, "range", storage), w, records)
     geo = range_finish(FUSED.own(racc), n)
     acc = _in_graph(_pass(ests, records, "count", geo, n, storage, side), w, records)
-    stats = _finish(ests, {**racc, **acc}, geo, n, trims, storage)
+    return {**racc, **acc}, geo
+
+
+def tile_finish(acc: dict, geo: dict, n: int, trims: tuple, storage: str,
+                statistics=STATISTICS) -> dict:
+    """The statistics of :func:`one_tile` (without ``"side"``) from :func:`tile_passes`'
+    accumulators and geometry over ``n`` entries."""
+    stats = _finish(estimators(statistics), acc, geo, n, trims, storage)
     stats["rms"] = geo["rms"]
-    if side is not None:
-        stats["side"] = acc["side"]
     return stats
 
 
