@@ -13,11 +13,19 @@ times them alternately in one process after compilation:
 - ``+align, focus``: and alignment and both input focuses (passes over the factors);
 - ``+1 Gram``: round trip and one d_h × d_h product W_Q W_Kᵀ instead;
 - ``+symmetry``: round trip and :func:`rmtbase.stats.alignment.symmetry` (three products);
-- ``+sym blocks``: the same with ``blocks=True`` (the Grams by 64-row blocks where d_h ≥ 256);
+- ``+sym blocks``: the same with ``blocks=True`` (‖W_QK‖² from the Grams' upper 64-row blocks
+  where d_h ≥ 256);
 - ``chunk fused``: the chunk as format 4 was first built (each factor's normals fused into its
-  round trip, whole Grams): the same draws, checked bit for bit before timing;
-- ``chunk``: the chunk itself (normals or round trip written once for the formats of
-  :data:`~rmtbase.scoring.factor_axes._STORED_ONCE`, Grams by blocks).
+  round trip, whole Grams);
+- ``chunk v5``: the chunk as format 5 built it (normals or round trip written once for the
+  formats of :data:`~rmtbase.scoring.factor_axes._STORED_ONCE`, the Grams assembled from their
+  upper 64-row blocks where d_h ≥ 256, 10 heads a loop step, XLA's default options);
+- ``chunk``: the chunk itself (format 6: 5 heads a step where d_h ≥ 256, ‖W_QK‖² summed from the
+  Grams' upper blocks, :data:`~rmtbase.scoring.factor_axes._CHUNK_OPTIONS`).
+
+Before timing, the largest difference of ``chunk`` from ``chunk v5`` and from ``chunk fused``
+on the first key is printed per axis in units of the axis's spread over the chunk (0: the
+same bits). ``first`` is the CPU of each part's first call (compile and one run).
 
 A prefix returns sums over the whole factors so XLA cannot drop its work (a slice would let it
 compute only the entries read; the sums fuse into the pass that makes the entries). Printed per
@@ -73,6 +81,20 @@ def parts(d: int, d_h: int, storage) -> dict:
         "+sym blocks": lambda k: symmetry(*factors(k), blocks=True),
         "chunk fused": lambda k: fa.factor_profile_jax(*factors(k)),
     }
+    once = fa._STORED_ONCE.get(storage.name)
+    kept = {"materialise": True} if once == "factors" else {}
+
+    def v5(key):  # format 5's head: stored normals or round trip, Grams assembled from blocks
+        keys = jax.random.split(key)
+        if once == "normals":
+            zq, zk = jax.lax.map(lambda k: normal(k, (rows, d), jnp.float32), keys)
+        else:
+            zq, zk = (normal(k, (rows, d), jnp.float32) for k in keys)
+        wq, wk = (round_trip(z, storage, **kept)[:d_h] for z in (zq, zk))
+        return {"alignment": alignment(wq, wk), "symmetry": _symmetry_v5(wq, wk),
+                "q_input_focus": input_focus(wq), "k_input_focus": input_focus(wk)}
+
+    heads["chunk v5"] = v5
     out = {}
     for name, one in heads.items():
         def chunk(key, one=one):
@@ -83,12 +105,39 @@ def parts(d: int, d_h: int, storage) -> dict:
     return out
 
 
-def same_draws(fns: dict, key) -> bool:
-    """Whether ``chunk`` and ``chunk fused`` give the same values, every axis, bit for bit."""
+def _symmetry_v5(wq, wk):
+    """Format 5's symmetry: the Grams assembled from their upper 64-row blocks (d_h ≥ 256)."""
+    import jax.numpy as jnp
+
+    from rmtbase._matmul import mm
+
+    t = lambda x: jnp.swapaxes(x, -1, -2)  # noqa: E731
+
+    def gram(w):
+        d_h, s = w.shape[-2], 64
+        if d_h % s or d_h < 4 * s:
+            return mm(w, t(w))
+        n = d_h // s
+        rows = [w[..., i * s:(i + 1) * s, :] for i in range(n)]
+        up = {(i, j): mm(rows[i], t(rows[j])) for i in range(n) for j in range(i, n)}
+        return jnp.concatenate([jnp.concatenate([up[i, j] if j >= i else t(up[j, i])
+                                                 for j in range(n)], -1) for i in range(n)], -2)
+
+    c = mm(wq, t(wk))
+    return jnp.sum(c * t(c), axis=(-2, -1)) / jnp.sum(gram(wq) * gram(wk), axis=(-2, -1))
+
+
+def differences(fns: dict, key) -> dict:
+    """{"v5"/"fused": {axis: max |chunk − other| / the other's spread}} on one key."""
     import numpy as np
 
-    a, b = fns["chunk"](key), fns["chunk fused"](key)
-    return all(np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+    a = fns["chunk"](key)
+    out = {}
+    for name in ("chunk v5", "chunk fused"):
+        b = fns[name](key)
+        out[name] = {k: float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))
+                              / np.std(np.asarray(b[k]))) for k in a}
+    return out
 
 
 def main(argv=None) -> None:
@@ -106,12 +155,16 @@ def main(argv=None) -> None:
         d, d_h = (int(x) for x in shape.split("x"))
         fns = parts(d, d_h, storage_record(name))
         key = jax.random.key(0)
-        for f in fns.values():  # compile and run once
+        first = {}
+        for k, f in fns.items():  # compile and run once
+            t0 = time.process_time()
             jax.block_until_ready(f(key))
-        same = same_draws(fns, key)
+            first[k] = time.process_time() - t0
+        diff = differences(fns, key)
         tot = {k: [0.0, 0.0, 0.0, 0] for k in fns}
         for r in range(args.reps):
-            for k, f in fns.items():
+            # alternate, reversing the order every other round (none always runs first)
+            for k, f in (list(fns.items()) if r % 2 == 0 else list(fns.items())[::-1]):
                 r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
                 jax.block_until_ready(f(jax.random.fold_in(key, r + 1)))
                 r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -119,11 +172,17 @@ def main(argv=None) -> None:
                                        t1 - t0, r1.ru_minflt - r0.ru_minflt)):
                     tot[k][i] += v
         n = args.reps
-        print(f"{d} x {d_h} {name}: per 250 heads, mean of {n} (load {os.getloadavg()[0]:.1f}); "
-              f"chunk = chunk fused bit for bit: {same}")
-        print(f"  {'part':14s} {'user':>6s} {'sys':>6s} {'wall':>6s} {'minflt/2000':>12s}")
+        print(f"{d} x {d_h} {name}: per 250 heads, mean of {n} (load {os.getloadavg()[0]:.1f})")
+        for other, dev in diff.items():
+            print(f"  chunk - {other}: max |diff| / spread " +
+                  " ".join(f"{a} {v:.1e}" for a, v in dev.items()))
+        print(f"  {'part':14s} {'user':>6s} {'sys':>6s} {'wall':>6s} {'minflt/2000':>12s} "
+              f"{'first':>6s}")
         for k, (u, s, w, m) in tot.items():
-            print(f"  {k:14s} {u / n:6.3f} {s / n:6.3f} {w / n:6.3f} {m / n * 8:12.0f}")
+            print(f"  {k:14s} {u / n:6.3f} {s / n:6.3f} {w / n:6.3f} {m / n * 8:12.0f} "
+                  f"{first[k]:6.2f}")
+        v5, v6 = (sum(tot[k][:2]) for k in ("chunk v5", "chunk"))
+        print(f"  chunk / chunk v5 (user + sys): {v6 / v5:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 """The block-format profile null's cheaper chunk draws what format 4's did
-(rmtbase.scoring.factor_axes._stored_null, issue 59 item 4): symmetry's Grams by blocks give the
-whole products' statistic in a vmapped batched program, and a chunk with stored normals or a
-stored round trip and blocked Grams gives the chunk built as format 4 was (normals fused into
-the round trip, whole Grams). On the x86-64 AVX-512 machine where they were written both held
-bit for bit (922cb3b, a13460d); a float equality holds only within one compiled program, so
-these two programs are compared to 10⁻² of the draws' own spread (a wrong factor moves a
-statistic by the order of that spread, a wrong block does on factors with a shared part), and the cache files took a new format
-(rmtbase.scoring.profile_cache.STORED_FORMAT = 5) rather than rely on the bits. Under the quick
-tier's XLA optimisation level 0 (tests/conftest.py) they did differ: a normal computed in
-another fusion rounded otherwise and one quantised entry moved by a lattice step, moving 2 of
-250 heads' k_input_focus by 6·10⁻⁷ (1.4·10⁻³ of its spread) at 640 × 256 Q5_0."""
+(rmtbase.scoring.factor_axes._stored_null, issue 59 item 4): symmetry's ‖W_QK‖² summed from the
+Grams' upper blocks gives the whole products' statistic in a vmapped batched program, and a
+chunk with stored normals or a stored round trip, blocked Grams, 5 heads a loop step at
+d_h ≥ 256 and its own XLA options gives the chunk built as format 4 was (normals fused into
+the round trip, whole Grams, 10 heads a step, default options). Format 5 (Grams assembled from
+their blocks, 10 heads a step, default options) held bit for bit on the x86-64 AVX-512 machine
+where it was written (922cb3b, a13460d); format 6 sums the blocks in another order and its
+input focus sums 5 heads' columns otherwise, so the two programs are compared to 10⁻² of the
+draws' own spread (a wrong factor moves a statistic by the order of that spread, a wrong block
+does on factors with a shared part; the last bits moved by ≤ 7·10⁻⁶ of it at 640 × 256 Q5_0),
+and the cache files took a new format (rmtbase.scoring.profile_cache.STORED_FORMAT = 6). Under
+the quick tier's XLA optimisation level 0 (tests/conftest.py) format 5 differed too: a normal
+computed in another fusion rounded otherwise and one quantised entry moved by a lattice step,
+moving 2 of 250 heads' k_input_focus by 6·10⁻⁷ (1.4·10⁻³ of its spread) at 640 × 256 Q5_0."""
 
 from __future__ import annotations
 
@@ -32,12 +35,12 @@ def _batched(fn, *args):
 @cpu_only
 @pytest.mark.parametrize("d_h, d", [(256, 640), (512, 1024)])
 def test_blocked_grams_give_the_whole_products_symmetry(d_h, d):
-    """symmetry(blocks=True) (upper 64-row blocks of each Gram, assembled) equals
-    symmetry(blocks=False) (to 10⁻² of the draws' spread; bit for bit where written), on
-    Gaussian factors with a planted symmetric part (independent factors hide a missing
-    off-diagonal block: its terms have mean zero), and both
-    equal a float64 numpy route through the d × d product to 1e-6 (the ratio is bounded by 1)."""
-    from rmtbase.stats.alignment import symmetry
+    """symmetry(blocks=True) (‖W_QK‖² summed from the upper 64-row blocks of each Gram) equals
+    symmetry(blocks=False) (to 10⁻² of the draws' spread), on Gaussian factors with a planted
+    symmetric part (independent factors hide a missing off-diagonal block: its terms have mean
+    zero), and both equal a float64 numpy route through the d × d product to 1e-6 (the ratio is
+    bounded by 1); the blocked ‖W_QK‖² itself equals float64's tr(G_Q G_K) to 1e-5 relative."""
+    from rmtbase.stats.alignment import _gram_inner, symmetry
 
     rng = np.random.default_rng(11)
     wq = rng.standard_normal((20, d_h, d)).astype(np.float32)
@@ -50,19 +53,25 @@ def test_blocked_grams_give_the_whole_products_symmetry(d_h, d):
         want = np.trace(wqk @ wqk) / np.sum(wqk * wqk)
         assert abs(blocked[h] - want) <= 1e-6, (h, blocked[h], want)
     assert blocked.min() > 0.05  # the planted part is read (unrelated factors: ~1/d)
+    inner = _batched(lambda q, k: _gram_inner(q, k, True), wq, wk)
+    q64, k64 = wq[:2].astype(np.float64), wk[:2].astype(np.float64)
+    want = np.einsum("hij,hij->h", q64 @ np.swapaxes(q64, -1, -2), k64 @ np.swapaxes(k64, -1, -2))
+    np.testing.assert_allclose(inner[:2], want, rtol=1e-5)
 
 
 def test_blocks_leave_small_heads_alone():
-    """Below 4 blocks of 64 rows (d_h = 64, 128, 96) the Gram is the whole product itself."""
+    """Below 4 blocks of 64 rows (d_h = 64, 128, 96) ‖W_QK‖² is from the whole Grams."""
     import jax.numpy as jnp
 
     from rmtbase.stats import alignment as al
 
+    rng = np.random.default_rng(2)
     for d_h in (64, 96, 128):
-        w = jnp.ones((2, d_h, 32), jnp.float32)
-        assert al._gram(w, True).shape == (2, d_h, d_h)
-        # exact: below 4 blocks both calls run the same single product on the same input
-        assert np.array_equal(np.asarray(al._gram(w, True)), np.asarray(al._gram(w, False)))
+        wq, wk = (jnp.asarray(rng.standard_normal((2, d_h, 32)), jnp.float32) for _ in "qk")
+        assert al._gram_inner(wq, wk, True).shape == (2,)
+        # exact: below 4 blocks both calls run the same products on the same input
+        assert np.array_equal(np.asarray(al._gram_inner(wq, wk, True)),
+                              np.asarray(al._gram_inner(wq, wk, False)))
 
 
 def _format4_chunk(d, d_h, storage):
@@ -96,9 +105,10 @@ def _format4_chunk(d, d_h, storage):
     (576, 64, "q8_0"), (576, 64, "q4_1")])
 def test_stored_normals_and_blocked_grams_keep_format_4(d, d_h, name):
     """One chunk (250 heads) of _stored_null equals the format-4 chunk built as before, every
-    axis to 10⁻² of its spread (bit for bit where written): at the Gemma-3 shape Q5_0's normals
-    stored and d_h = 256's Grams by blocks, at 576 × 64 Q8_0's stored normals alone and Q4_1's
-    stored round trip. ~10 s of CPU for the first, ~3 s each for the others, mostly compiling.
+    axis to 10⁻² of its spread (format 5 bit for bit where written; format 6 within 10⁻⁵ of it):
+    at the Gemma-3 shape Q5_0's normals stored, d_h = 256's Grams by blocks and 5 heads a loop
+    step, at 576 × 64 Q8_0's stored normals alone and Q4_1's stored round trip, all under the
+    chunk's XLA options. ~10 s of CPU for the first, ~3 s each for the others, mostly compiling.
     """
     import jax
 

@@ -39,7 +39,7 @@ def test_null_storage_answers_a_record_for_a_name_or_a_record():
     # the file names spell the null storage's name (as before records: files stay valid)
     assert pc.profile_path(64, 16, storage_record("bfloat16"), 300, 3).name == \
         "profile-d64-dh16-n300-seed3-float32-v3.nc"
-    assert pc.profile_path(64, 16, "q8_0", 300, 3).name == "profile-d64-dh16-n300-seed3-q8_0-v5.nc"
+    assert pc.profile_path(64, 16, "q8_0", 300, 3).name == "profile-d64-dh16-n300-seed3-q8_0-v6.nc"
     with pytest.raises(InputError, match="storage must be one of"):
         fa.null_storage("float31")
 

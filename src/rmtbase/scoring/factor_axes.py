@@ -71,8 +71,14 @@ if TYPE_CHECKING:
 #: se of a 1,000-head calibration (2,000 did not: 0.71 of it).
 PROFILE_DRAWS = 18_000
 _CHUNK = 250
-#: Heads of a block-format or FP8 null drawn together inside a chunk's loop (:func:`_stored_null`).
+#: Heads of a block-format or FP8 null drawn together inside a chunk's loop (:func:`_stored_null`):
+#: 10, or 5 where d_h ≥ 256 (:func:`_heads`).
 _HEADS = 10
+#: XLA compiler options of the block-format/FP8 chunk's program on the CPU (format 6; issue 59
+#: item 4): LLVM's vectors of 512 bits where the CPU has them (the normals' integer hash and
+#: ``erf_inv``, the round trip) and HLO optimisation level 1 (a shorter compile). Per program,
+#: never ``XLA_FLAGS``; another backend gets none. Measured (:func:`_stored_null`).
+_CHUNK_OPTIONS = {"xla_cpu_prefer_vector_width": 512, "xla_backend_optimization_level": 1}
 #: The new axes and the statistic of :mod:`rmtbase.stats.alignment` each reads.
 FACTOR_AXES = ("alignment", "symmetry", "q_input_focus", "k_input_focus")
 
@@ -253,13 +259,21 @@ _STORED_ONCE = {"q4_0": "normals", "q5_0": "normals", "q8_0": "normals",
                 "q4_1": "factors", "q5_1": "factors"}
 
 
+def _heads(d_h: int) -> int:
+    """Heads a step of the stored null's loop (:func:`_stored_null`): 5 where d_h ≥ 256, else
+    :data:`_HEADS`, 10. A head at 640 × 256 is two factors of 256 × 640 normals and their round
+    trip, 2.6 MB; 5 heads a step took 5–9 % less CPU than 10 at 640 × 256 Q5_0 (alternating
+    runs, load 3–5) and ~12 times fewer page faults; at 576 × 64 Q4_1 the same CPU."""
+    return 5 if d_h >= 256 else _HEADS
+
+
 @lru_cache(maxsize=16)
 def _stored_null(d: int, d_h: int, storage: Storage):
     """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8 (format 5): head
     j's W_Q and W_K drawn from ``fold_in(key, j)`` (``null_rows`` rows of i.i.d. N(0, 1): FP8
     inside its full 128-row tile), put through the storage's round trip
     (:func:`rmtbase.stats.precision.round_trip`) and kept to their d_h rows, then
-    :func:`factor_profile_jax` — :data:`_HEADS` heads at a time in one compiled loop. Before
+    :func:`factor_profile_jax` — :func:`_heads` heads at a time in one compiled loop. Before
     format 4 the chunk's 250 heads were drawn as one array and the round trip run op by op:
     each step's temporaries (36 MB each at 576 × 64) were mapped and unmapped again, 1.29 M
     page faults and more system than user CPU per 1,000 Q4_1 draws; compiled, a loop's buffers
@@ -271,8 +285,20 @@ def _stored_null(d: int, d_h: int, storage: Storage):
     normals or the round trip's output of the formats in :data:`_STORED_ONCE` are written once
     rather than computed again in each pass that reads them, and symmetry's two Grams are computed
     by blocks (:func:`rmtbase.stats.alignment.symmetry`, ``blocks``; d_h ≥ 256) — on the CPU,
-    where that was checked (another backend runs the program as before);
-    ``benchmarks/profile_chunk.py`` times this chunk against the fused one."""
+    where that was checked (another backend runs the program as before). Format 6 (issue 59
+    item 4; other bits, the same law and the same values to float32 rounding): 5 heads a loop
+    step where d_h ≥ 256 (:func:`_heads`; the input focus' sums round otherwise), symmetry's
+    ‖W_QK‖² summed from the Grams' upper blocks without assembling them
+    (:func:`rmtbase.stats.alignment._gram_inner`) and the program compiled with
+    :data:`_CHUNK_OPTIONS` on the CPU. Measured against format 5's program in one alternating
+    run (``benchmarks/profile_chunk.py --reps 6``, AMD EPYC with AVX-512, load ≈ 7, CPU s per
+    250 heads): 640 × 256 Q5_0 1.217 → 1.079 (−11 %; page faults per 2,000 draws 104 k → 9 k),
+    576 × 64 Q4_1 0.163 → 0.150 (−8 %, the same bits); the first call (compile and one run)
+    2.86 → 2.38 and 1.64 → 1.39 s. Bits against format 5 (alternating keys, 1,000 heads at
+    640 × 256 Q5_0, 500 at 576 × 64 … 1024 × 64 of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K Q2_K
+    FP8-E4M3): equal but at 640 × 256, where 1,433 of 4,000 values moved, the input focus by
+    ≤ 6.1·10⁻⁶ and symmetry by ≤ 4.5·10⁻⁷ of their spread, alignment not at all.
+    ``benchmarks/profile_chunk.py`` times this chunk against format 5's and the fused one."""
     import jax
     import jax.numpy as jnp
 
@@ -295,9 +321,9 @@ def _stored_null(d: int, d_h: int, storage: Storage):
 
     def chunk(key):
         keys = jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(_CHUNK))
-        return jax.lax.map(one, keys, batch_size=_HEADS)
+        return jax.lax.map(one, keys, batch_size=_heads(d_h) if cpu else _HEADS)
 
-    return jax.jit(chunk)
+    return jax.jit(chunk, compiler_options=dict(_CHUNK_OPTIONS) if cpu else None)
 
 
 __all__ = ["FACTOR_AXES", "PROFILE_DRAWS", "factor_profile", "factor_profile_jax",

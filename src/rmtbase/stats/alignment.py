@@ -55,42 +55,46 @@ def alignment(wq, wk):
 
 def symmetry(wq, wk, blocks: bool = False):
     """tr(W_QK²)/‖W_QK‖_F² of ``(..., d_h, d)`` factors from d_h × d_h products (module
-    docstring); NaN where W_QK = 0. ``blocks``: the two Grams by their upper blocks
-    (:func:`_gram`), the same statistic for less work at d_h ≥ 256; the profile null's compiled
-    loop of vmapped heads asks for it (:func:`rmtbase.scoring.factor_axes._stored_null`)."""
+    docstring); NaN where W_QK = 0. ``blocks``: ‖W_QK‖_F² from the two Grams' upper blocks
+    (:func:`_gram_inner`), the same statistic to float32 rounding for less work at d_h ≥ 256;
+    the profile null's compiled loop asks for it
+    (:func:`rmtbase.scoring.factor_axes._stored_null`)."""
     wq, wk = _upcast(wq, wk)
     c = mm(wq, jnp.swapaxes(wk, -1, -2))                       # C = W_Q W_Kᵀ
-    gq, gk = _gram(wq, blocks), _gram(wk, blocks)
     tr_c2 = jnp.sum(c * jnp.swapaxes(c, -1, -2), axis=(-2, -1))  # tr(C C) = Σ_ij c_ij c_ji
-    sum_lambda = jnp.sum(gq * gk, axis=(-2, -1))                  # tr(G_Q G_K), both symmetric
-    return tr_c2 / sum_lambda
+    return tr_c2 / _gram_inner(wq, wk, blocks)
 
 
-#: Rows of a Gram's blocks (:func:`_gram`): XLA's CPU products of 64 or more rows (YNNPACK's
-#: kernels, jaxlib 0.10) give each entry the bits of the whole product's; of 32, not.
+#: Rows of a Gram's blocks (:func:`_gram_inner`).
 _BLOCK_ROWS = 64
 
 
-def _gram(w, blocks: bool = False):
-    """W Wᵀ of ``(..., d_h, d)`` ``w`` (float32 or wider). With ``blocks`` and d_h a multiple of
-    64 of at least 256: from its upper blocks of :data:`_BLOCK_ROWS` rows, W_i W_jᵀ for i ≤ j,
-    the lower ones their transposes (W Wᵀ is symmetric): b(b + 1)/2 of the b² block products
-    (at d_h = 256 10 of 16, 37.5 % fewer multiply-adds), assembled into the whole matrix so its
-    sums reduce the same entries in the same order. Each block entry is the whole product's to
-    the bit, and so is the statistic, in the compiled batched programs checked
-    (``tests/test_profile_null_bits.py``: the profile null's vmapped loop; jaxlib 0.10 on CPU);
-    a single head's own program sums the fused product otherwise (last bits), so the heads'
-    profile keeps the whole products. Measured (CPU s per 250 Gaussian Q5_0 heads at 640 × 256,
-    one process, alternating): 1.41 → 1.31."""
-    d_h, s = w.shape[-2], _BLOCK_ROWS
+def _gram_inner(wq, wk, blocks: bool = False):
+    """‖W_QK‖_F² = tr(G_Q G_K) = Σ_ij (G_Q)_ij (G_K)_ij, G = W Wᵀ, of ``(..., d_h, d)`` factors
+    (float32 or wider). Without ``blocks`` (or below 4 blocks, d_h not a multiple of 64): the
+    two whole Grams. With ``blocks``, d_h a multiple of :data:`_BLOCK_ROWS` (64) of at least
+    256: the Grams are symmetric, so only their upper blocks G_ij = W_i W_jᵀ (i ≤ j, rows of 64)
+    are computed and the lower ones never exist: Σ_i ⟨Gq_ii, Gk_ii⟩ + 2 Σ_{i<j} ⟨Gq_ij, Gk_ij⟩,
+    b(b + 1)/2 of the b² block products a Gram (at d_h = 256 10 of 16, 37.5 % fewer
+    multiply-adds) and no assembled matrix. The same value to float32 rounding (summed in
+    another order: ``tests/test_profile_null_bits.py`` compares it with the whole products and
+    with float64). Format 5 assembled the whole Grams from these blocks (bit for bit the whole
+    products' on the machine checked); format 6 sums the blocks (issue 59 item 4: with 5 heads
+    a loop step, 2-4 % less CPU per 250 Q5_0 heads at 640 × 256)."""
+    d_h, s = wq.shape[-2], _BLOCK_ROWS
     t = lambda x: jnp.swapaxes(x, -1, -2)  # noqa: E731
     if not blocks or d_h % s or d_h < 4 * s:
-        return mm(w, t(w))
+        return jnp.sum(mm(wq, t(wq)) * mm(wk, t(wk)), axis=(-2, -1))
     n = d_h // s
-    rows = [w[..., i * s:(i + 1) * s, :] for i in range(n)]
-    up = {(i, j): mm(rows[i], t(rows[j])) for i in range(n) for j in range(i, n)}
-    return jnp.concatenate([jnp.concatenate([up[i, j] if j >= i else t(up[j, i])
-                                             for j in range(n)], -1) for i in range(n)], -2)
+    rq = [wq[..., i * s:(i + 1) * s, :] for i in range(n)]
+    rk = [wk[..., i * s:(i + 1) * s, :] for i in range(n)]
+
+    def inner(i, j):
+        return jnp.sum(mm(rq[i], t(rq[j])) * mm(rk[i], t(rk[j])), axis=(-2, -1))
+
+    diagonal = sum(inner(i, i) for i in range(n))
+    off = sum(inner(i, j) for i in range(n) for j in range(i + 1, n))
+    return diagonal + 2 * off
 
 
 def input_focus(w):
