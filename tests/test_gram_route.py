@@ -88,6 +88,8 @@ def test_route_rule():
     assert not rule(640, 256, "all", "lowrank", f32, "float32")  # shipped tables: QR
     assert not rule(640, 256, "all", "lowrank", bf16, "float32")
     assert not rule(640, 256, "all", "lowrank", q5, "float64")
+    assert not rule(640, 256, "all", "lowrank", q5, "float32", "gpu")  # vmapped: cond runs both
+    assert rule(640, 256, "all", "lowrank", q5, "float32", "cpu")
 
 
 def test_table_statistics_close_to_the_qr_route(monkeypatch):

@@ -21,7 +21,8 @@ over 300 draws each, B ≤ 2,400 at 640 × 256 Q5_0 and Q4_0 (eps·B ≤ 2.8·10
 with d_h (≤ 5,700 at 512 × 256) and 61 of 300 draws at 1024 × 512 Q4_0 were sent back (both
 routes paid). A draw sent back is computed by the QR route: only the cost depends on c, never
 the accuracy. Float storages (whose ``"all"`` tables are shipped, drawn by
-the QR route), FP8 and the other ensembles keep the QR route, version 1.
+the QR route), FP8, the other ensembles and backends other than the CPU keep the QR route,
+version 1.
 """
 
 from __future__ import annotations
@@ -36,16 +37,28 @@ GRAM_MAX_C = Fraction(2, 5)
 GRAM_VERSION = 2
 
 
-def gram_route(d: int, d_h: int, stats: str, ensemble: str, storage, dtype) -> bool:
+def gram_route(d: int, d_h: int, stats: str, ensemble: str, storage, dtype,
+               backend: str | None = None) -> bool:
     """Whether the draws of this cell compute λ by the Gram route (module docstring).
-    ``storage``: a record (:class:`rmtbase.stats.storage.Storage`); ``dtype`` a name or dtype."""
+    ``storage``: a record (:class:`rmtbase.stats.storage.Storage`); ``dtype`` a name or dtype;
+    ``backend``: JAX's platform name (default JAX's default backend, asked only for a cell that
+    qualifies otherwise). The CPU only: it was measured there, and an accelerator's draws are
+    vectorised, where ``lax.cond`` computes both routes."""
     import numpy as np
 
-    return (stats in ("all", "spectral") and ensemble == "lowrank" and storage.block > 1
-            and np.dtype(dtype) == np.float32 and d_h >= GRAM_MIN_DH and d_h <= GRAM_MAX_C * d)
+    if not (stats in ("all", "spectral") and ensemble == "lowrank" and storage.block > 1
+            and np.dtype(dtype) == np.float32 and d_h >= GRAM_MIN_DH
+            and d_h <= GRAM_MAX_C * d):
+        return False
+    if backend is None:
+        import jax
+
+        backend = jax.default_backend()
+    return backend == "cpu"
 
 
-def draws_version(d: int, d_h: int, stats: str, ensemble: str, storage, dtype) -> int:
+def draws_version(d: int, d_h: int, stats: str, ensemble: str, storage, dtype,
+                  backend: str | None = None) -> int:
     """The draws version of a table of this cell: :data:`GRAM_VERSION` where λ takes the Gram
-    route, else 1 (the draws of every earlier rmtbase)."""
-    return GRAM_VERSION if gram_route(d, d_h, stats, ensemble, storage, dtype) else 1
+    route (:func:`gram_route`, same arguments), else 1 (the draws of every earlier rmtbase)."""
+    return GRAM_VERSION if gram_route(d, d_h, stats, ensemble, storage, dtype, backend) else 1

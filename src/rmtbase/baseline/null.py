@@ -101,7 +101,7 @@ def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=
     stored = "" if storage.is_identity else \
         f", stored as {storage.name} (rmtbase.stats.precision)"
     grams = "; lambda by the Gram route, checked per draw (rmtbase.baseline.draw_route)" \
-        if gram_route(d, d_h, stats, ensemble, storage, dtype) else ""
+        if gram_route(d, d_h, stats, ensemble, storage, dtype, backend) else ""
     return (f"{ensemble} factors W_Q, W_K drawn in full{stored}; statistics by "
             f"rmtbase.stats.head_stats{grams}")
 
