@@ -1,7 +1,7 @@
 """A null table's per-draw CPU cost, source tree against source tree, and whether the draws agree.
 
     python benchmarks/table_draw.py --src OLD/src --src src [--cells 640x256:q5_0,576x64:q4_1]
-                                    [--draws 200] [--rounds 3]
+                                    [--draws 250] [--rounds 3]
 
 (OLD/src e.g. from ``git archive OLD src | tar -x -C /tmp/old``.) For each cell
 ``DxDH:STORAGE`` and each source tree, in turns (``--rounds`` times, the trees alternating, so
@@ -13,7 +13,10 @@ compile, then again with another key, timed: CPU seconds of the process (all its
 what compiling the draw program costs (no persistent compilation cache:
 ``JAX_COMPILATION_CACHE_DIR`` is removed from the child's environment). Prints each tree's
 best and median per cell, and whether every returned variable of the timed draws has the same bytes in every tree (a
-restructure must leave them so). OPENBLAS_NUM_THREADS=1 as in the other benchmarks.
+restructure must leave them so). The default 250 draws is one table block
+(:data:`rmtbase.baseline.tables.DRAW_BLOCK`), what a table runs at a time: a tree computes
+whole compiled calls (6298ef7: 50 draws a call; 64 before, so 200 draws ran 256 there and 250
+ran 256), and per-draw CPU is the block's CPU over the draws asked for. OPENBLAS_NUM_THREADS=1 as in the other benchmarks.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", action="append", required=True, help="a source tree (repeat)")
     ap.add_argument("--cells", default="640x256:q5_0,576x64:q4_1")
-    ap.add_argument("--draws", type=int, default=200)
+    ap.add_argument("--draws", type=int, default=250)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     srcs = [str(Path(s).resolve()) for s in args.src]
