@@ -242,13 +242,14 @@ def test_permutation_profile_is_calibrated_for_heavy_tailed_entries(score_cache)
 
 @pytest.mark.slow  # quick tier: the permutation draws equal numpy on the permuted head
 def test_planted_alignment_under_the_permutation_null(score_cache):
-    """The planted alignment 0.6 (L2 H5) is flagged against its own shuffles too: p at the
-    add-one floor 1/1001, below BH's first threshold 0.05/48; every head's band about 0."""
+    """The planted alignment 0.6 (L2 H5) is flagged against its own shuffles too: beyond every
+    shuffle, its p below the add-one floor 1/1001 (the tail-resolving p since issue 56) and BH's
+    first threshold 0.05/48; every head's band about 0."""
     info, layers = _model(np.random.default_rng(0), planted=(2, 5))
     ds = score_heads(info, layers, stats="spectral", progress=False, spectrum_draws=0,
                      null="permutation", draws=1000)
     p = ds["profile_p"].sel(axis="alignment").values
-    assert p[2, 5] == pytest.approx(1 / 1001) and ds["profile_flag"].sel(axis="alignment")[2, 5]
+    assert p[2, 5] < 1 / 1001 and ds["profile_flag"].sel(axis="alignment")[2, 5]
     lo = ds["profile_band_lo"].sel(axis="alignment").values
     hi = ds["profile_band_hi"].sel(axis="alignment").values
     assert np.all(lo < 0) and np.all(hi > 0) and np.all(hi - lo < 0.06)
