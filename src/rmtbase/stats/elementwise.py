@@ -128,8 +128,10 @@ def _named(st: dict) -> dict:
 def _qk_one(q, k, trim, side=None):
     """:func:`_one` of the flat W_QK = qᵀ k (q, k: (d_h, d); the product in float32 at full
     precision, :func:`rmtbase._matmul.mm`): the one definition of W_QK's element statistics,
-    used by the null (``stats.head_stats``), the permutation null and scoring
-    (``scoring.qk_histogram``), so a head and its null go through the same computation."""
+    used by the null (``stats.head_stats``) and the permutation null; scoring takes the same
+    product, tile passes and finish in two programs (``scoring.qk_histogram``:
+    ``passes_and_histogram``, ``finish``), so a head and its null go through the same
+    computation."""
     return _one(mm_tn(q, k).reshape(-1), trim, side=side)
 
 
