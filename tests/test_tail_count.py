@@ -93,3 +93,14 @@ def test_the_claim_keeps_its_level_by_simulation():
     lo, hi = tc.count_interval(k.astype(float), n, n_final, level)
     rate = np.mean((t < lo) | (t > hi))
     assert rate <= level + 4 * np.sqrt(level * (1 - level) / reps), (rate, level)
+
+
+def test_fewer_than_ten_draws_to_come():
+    """5 draws to come (995 of 1,000 made, a schedule of the API's ``settle``): P(R ≤ 9) = 1 at
+    every q, so the claim from 9 beyond could only hold where 1 more draw surely comes beyond;
+    none is allowed, and the interval is count_bounds' own (this raised IndexError before)."""
+    assert tc.claim_start(995, 1000, 0.01) is None
+    k = np.array([0.0, 9.0, 20.0])
+    lo, hi = tc.count_interval(k, 995, 1000, 0.01)
+    want = count_bounds(k, k, 995, 1000, 0.01)
+    assert np.array_equal(lo, want[0]) and np.array_equal(hi, want[1])  # exact: one function

@@ -69,12 +69,14 @@ def count_interval(k, n: int, n_final: int, level: float):
 
 def _q_range(n: int, m: int, k_low: int, level: float) -> tuple[float, float]:
     """[q_lo, q_hi]: outside it P(K ≥ k_low) (below) or P(R ≤ 9) (above) is at most
-    10⁻¹² · level (K ~ Binom(n, q), R ~ Binom(m, q))."""
+    10⁻¹² · level (K ~ Binom(n, q), R ~ Binom(m, q)); where no q of the grid is so (fewer
+    than 10 draws to come: P(R ≤ 9) = 1), the grid's end."""
     tiny = _NEGLIGIBLE * level
     grid = np.logspace(-30, 0, 6001)[:-1]
-    below = _st.binom.sf(k_low - 1, n, grid) <= tiny
-    above = _st.binom.cdf(MIN_EXCEEDANCES - 1, m, grid) <= tiny
-    return float(grid[below][-1]), float(grid[above][0])
+    below = np.flatnonzero(_st.binom.sf(k_low - 1, n, grid) <= tiny)
+    above = np.flatnonzero(_st.binom.cdf(MIN_EXCEEDANCES - 1, m, grid) <= tiny)
+    return (float(grid[below[-1] if below.size else 0]),
+            float(grid[above[0] if above.size else -1]))
 
 
 def interval_errors(n: int, n_final: int, level: float, q) -> np.ndarray:
