@@ -1,0 +1,65 @@
+"""Argument checks shared by the Python API and the CLI: one place, one wording.
+
+Each check takes the value as given and returns it as the plain Python type it must be, or
+raises :class:`rmtbase.errors.InputError` with one line naming the argument, the rule and the
+value. Types are checked, not coerced: ``2.7`` is not an integer (``int(2.7)`` would run 2),
+``"0.05"`` is not a probability, and a ``bool`` is not an integer even though Python says so.
+NumPy integer and floating scalars are accepted as what they are.
+
+- :func:`check_int`: an integer ≥ ``minimum`` (draws, k, workers).
+- :func:`check_seed`: a PRNG seed, an integer in ``[0, 2**32)`` (what ``jax.random.key``
+  takes without 64-bit mode, and what the tables' provenance records).
+- :func:`check_probability`: a real number in the open interval (0, 1) (alpha, levels).
+
+The CLI passes its option spelling as ``name`` (``"--draws"``), the API its keyword
+(``"draws"``), so a message names what the caller typed.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from .errors import InputError
+
+#: Seeds are integers in [0, SEED_LIMIT).
+SEED_LIMIT = 2**32
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(name: str, value, minimum: int | None = None, maximum: int | None = None,
+              why: str | None = None) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool, not a float such as 2.0 or 2.5)
+    with ``minimum`` ≤ value ≤ ``maximum`` (None: unbounded), else InputError naming ``name``;
+    ``why`` (optional) is appended to a bound's message, e.g. the reason for a minimum."""
+    if not _is_int(value):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    v = int(value)
+    tail = f" ({why})" if why else ""
+    if minimum is not None and v < minimum:
+        raise InputError(f"{name} must be at least {minimum}{tail}, got {v}")
+    if maximum is not None and v > maximum:
+        raise InputError(f"{name} must be at most {maximum}{tail}, got {v}")
+    return v
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """A PRNG seed: an integer (not a bool) in ``[0, 2**32)``, else InputError naming ``name``."""
+    if not _is_int(value) or not 0 <= value < SEED_LIMIT:
+        raise InputError(f"{name} must be an integer in [0, 2**32), got {value!r}")
+    return int(value)
+
+
+def check_probability(name: str, value) -> float:
+    """A real number (int or float, not a bool or a string) strictly between 0 and 1, as a
+    ``float``, else InputError naming ``name``."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not math.isfinite(float(value)) or not 0.0 < float(value) < 1.0):
+        raise InputError(f"{name} must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+__all__ = ["SEED_LIMIT", "check_int", "check_probability", "check_seed"]
