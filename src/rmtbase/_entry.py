@@ -2,8 +2,9 @@
 
 Its first job, on its first line, is the start-up phase of the interrupt policy
 (:mod:`rmtbase.files.interrupts`): until the command starts its work, a Ctrl-C writes
-``rmtbase: interrupted`` and ends the process at once with exit 130, never a traceback from
-inside an import. Everything after is :func:`rmtbase.cli.console_main`.
+``rmtbase: interrupted`` and ends the process at once with exit 130 (SIGTERM:
+``rmtbase: terminated``, 143), never a traceback from inside an import. Everything after is
+:func:`rmtbase.cli.console_main`.
 """
 
 from __future__ import annotations
@@ -14,19 +15,23 @@ import sys
 
 
 def _exit_now(signum, frame):  # noqa: ARG001 - signal API; as rmtbase.files.interrupts
+    if signum == signal.SIGTERM:
+        os.write(2, b"rmtbase: terminated\n")
+        os._exit(143)
     os.write(2, b"rmtbase: interrupted\n")
     os._exit(130)
 
 
 def main() -> int:
     signal.signal(signal.SIGINT, _exit_now)  # start-up: nothing is written yet
+    signal.signal(signal.SIGTERM, _exit_now)
     try:
         from .cli import console_main
     except KeyboardInterrupt:
         sys.stderr.write("rmtbase: interrupted\n")
         return 130
     code = console_main()
-    if code == 130:  # interrupted, and cleaned up: end now, not through interpreter finalisation
+    if code in (130, 143):  # interrupted, cleaned up: end now, not through interpreter finalisation
         _exit_quietly(code)  # (where SIGINT is back to its default action, and exit handlers run)
     return code
 

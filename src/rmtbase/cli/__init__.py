@@ -13,7 +13,8 @@ and ends at once again once its output is complete.
 Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`, bad numbers) print one line,
 ``rmtbase: error: ...``, and exit with status 2; no traceback (so do operating-system errors
 such as a full disk met after the checks). An interrupt (Ctrl-C) prints
-``rmtbase: interrupted`` and exits 130. When the reader of stdout goes away early
+``rmtbase: interrupted`` and exits 130; SIGTERM, ``rmtbase: terminated`` and 143, after the
+same cleanup. When the reader of stdout goes away early
 (``rmtbase … | head -1``) the executable stops quietly with status 141, as a command killed
 by SIGPIPE does. These lines and warnings go through :func:`rmtbase.progress.message`:
 a live progress bar's line is ended first and nothing is drawn after the last line.
@@ -119,8 +120,10 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
         message(f"rmtbase: error: {exc.strerror or exc}{where}", final=True)
         return 2
     except KeyboardInterrupt:
-        message("rmtbase: interrupted", final=True)
-        return 130
+        from ..files.interrupts import exit_status, line
+
+        message(line(), final=True)  # SIGINT: "interrupted", 130; SIGTERM: "terminated", 143
+        return exit_status()
     finally:  # an --out checked but not written (the command failed) is free again, no file left
         from ..files.output_lock import release_all
 
@@ -173,8 +176,8 @@ def console_main() -> int:
         if not interrupts.interrupted():  # (an interrupted run has said so: already ending)
             interrupts.install_exit()  # the output is complete: no traceback from exit handlers
     except KeyboardInterrupt:  # before main's own handler (argument parsing, imports)
-        message("rmtbase: interrupted", final=True)
-        return 130
+        message(interrupts.line(), final=True)
+        return interrupts.exit_status()
     except BrokenPipeError:
         # Python's own flush at exit would fail again: point stdout at /dev/null first
         devnull = os.open(os.devnull, os.O_WRONLY)

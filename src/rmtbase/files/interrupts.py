@@ -21,6 +21,9 @@ The executable's interrupt policy covers the whole process life, in three phases
   immediate exit 130, never a traceback from an exit handler ("Exception ignored in atexit
   callback").
 
+SIGTERM (a service manager's or ``kill``'s stop) is handled as SIGINT in every phase, with
+its own line ``rmtbase: terminated`` and exit 143 (128 + SIGTERM): :func:`exit_status`.
+
 In the work phase, the ``rmtbase`` executable installs :func:`install` (SIGINT raises ``KeyboardInterrupt`` once;
 further SIGINTs while the process is already ending are ignored, so that its cleanup is not
 interrupted in turn) and :func:`check` is called at the points where a run would make its
@@ -43,29 +46,49 @@ import threading
 import time
 
 _state = {"installed": False, "interrupted": False, "depth": 0, "pending": False,
-          "redeliver": False}
+          "redeliver": False, "signum": signal.SIGINT}
 
 #: Exit status of an interrupted command (128 + SIGINT, what a shell reports).
 EXIT_INTERRUPTED = 130
+#: Exit status of a terminated command (128 + SIGTERM).
+EXIT_TERMINATED = 143
+#: The signals handled as an interrupt, each with its line and exit status.
+SIGNALS = {signal.SIGINT: ("rmtbase: interrupted", EXIT_INTERRUPTED),
+           signal.SIGTERM: ("rmtbase: terminated", EXIT_TERMINATED)}
+
+
+def line(signum=None) -> str:
+    """The one line said on ``signum`` (default: the first interrupting signal received)."""
+    return SIGNALS.get(_state["signum"] if signum is None else signum, SIGNALS[signal.SIGINT])[0]
+
+
+def exit_status(signum=None) -> int:
+    """130 for SIGINT, 143 for SIGTERM (default: the first interrupting signal received)."""
+    return SIGNALS.get(_state["signum"] if signum is None else signum, SIGNALS[signal.SIGINT])[1]
 
 
 def _exit_now(signum, frame):  # noqa: ARG001 - signal API
+    text, status = SIGNALS.get(signum, SIGNALS[signal.SIGINT])
     try:  # through the progress channel: a live bar's line is ended first
         from ..progress import message
 
-        message("rmtbase: interrupted", final=True)
+        message(text, final=True)
     except BaseException:  # noqa: BLE001 - e.g. a reentrant write to stderr: the plain line
-        os.write(2, b"rmtbase: interrupted\n")
-    os._exit(EXIT_INTERRUPTED)
+        os.write(2, f"{text}\n".encode())
+    os._exit(status)
 
 
 def install_exit() -> None:
-    """SIGINT ends the process at once: one line and exit 130, no cleanup, no exit handlers
-    (the start-up and after-output phases of the module docstring). Main thread only."""
-    signal.signal(signal.SIGINT, _exit_now)
+    """SIGINT (SIGTERM) ends the process at once: one line and exit 130 (143), no cleanup, no
+    exit handlers (the start-up and after-output phases of the module docstring). Main thread
+    only."""
+    for signum in SIGNALS:
+        signal.signal(signum, _exit_now)
 
 
 def _handler(signum, frame):  # noqa: ARG001 - signal API
+    if not _state["interrupted"] and not _state["pending"]:
+        _state["signum"] = signum  # the first one names the exit
     if _state["depth"]:
         _state["pending"] = True
         return
@@ -101,10 +124,12 @@ _previous_hook = sys.unraisablehook
 
 
 def install() -> None:
-    """Make SIGINT raise ``KeyboardInterrupt`` once per process, and a swallowed one raised
-    again (the executable calls this; see the module docstring). Main thread only."""
+    """Make SIGINT and SIGTERM raise ``KeyboardInterrupt`` once per process, and a swallowed
+    one raised again (the executable calls this; see the module docstring). Main thread
+    only."""
     global _previous_hook
-    signal.signal(signal.SIGINT, _handler)
+    for signum in SIGNALS:
+        signal.signal(signum, _handler)
     if sys.unraisablehook is not _unraisable:
         _previous_hook = sys.unraisablehook
         sys.unraisablehook = _unraisable
