@@ -18,8 +18,6 @@ residual is exactly the clean one minus the source's output) in the quick tier.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -34,54 +32,9 @@ N_SEQ = 128
 INDUCTION_MIN = 0.4
 
 
-def _ln(x, w, b):
-    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
-
-
-def _layer(sd, i):
-    p = f"transformer.h.{i}."
-    return {k[len(p):]: v for k, v in sd.items() if k.startswith(p)}
-
-
-def _qkv(w, x, n_head):
-    """(q, k, v) each (B, H, T, d_h) of Conv1D ``c_attn`` (x @ W + b) on LayerNorm'd x."""
-    y = x @ w["attn.c_attn.weight"] + w["attn.c_attn.bias"]
-    b, t, d3 = y.shape
-    d = d3 // 3
-    return [z.reshape(b, t, n_head, d // n_head).transpose(1, 2) for z in y.split(d, dim=-1)]
-
-
-def _pattern(q, k):
-    """Causal softmax attention (B, H, T, T) of queries q and keys k."""
-    t = q.shape[-2]
-    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    s = s.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
-    return s.softmax(-1)
-
-
-def forward(sd, ids, pos, n_head):
-    """Plain-torch GPT-2 forward: (logits, resid_in per layer, per-head direct outputs per
-    layer (B, H, T, d), attention per layer (B, H, T, T))."""
-    x = sd["transformer.wte.weight"][ids] + sd["transformer.wpe.weight"][pos]
-    n_layer = 1 + max(int(k.split(".")[2]) for k in sd if k.startswith("transformer.h."))
-    resid, heads, pats = [], [], []
-    for i in range(n_layer):
-        w = _layer(sd, i)
-        resid.append(x)
-        q, k, v = _qkv(w, _ln(x, w["ln_1.weight"], w["ln_1.bias"]), n_head)
-        a = _pattern(q, k)
-        z = a @ v                                                    # (B, H, T, d_h)
-        dh = z.shape[-1]
-        wo = w["attn.c_proj.weight"].reshape(n_head, dh, -1)         # Conv1D rows per head
-        out = torch.einsum("bhtk,hkd->bhtd", z, wo)
-        heads.append(out)
-        pats.append(a)
-        x = x + out.sum(1) + w["attn.c_proj.bias"]
-        h = _ln(x, w["ln_2.weight"], w["ln_2.bias"]) @ w["mlp.c_fc.weight"] + w["mlp.c_fc.bias"]
-        h = torch.nn.functional.gelu(h, approximate="tanh")
-        x = x + h @ w["mlp.c_proj.weight"] + w["mlp.c_proj.bias"]
-    x = _ln(x, sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"])
-    return x @ sd["lm_head.weight"].T, resid, heads, pats
+# The plain-torch GPT-2 (forward, LayerNorm, Conv1D q/k/v, causal softmax) is shared with the
+# zoo's truth (tests/_circuit_truth.py, which adds the via-MLP path and the other scores).
+from _circuit_truth import _layer, _ln, _pattern, _qkv, forward  # noqa: E402
 
 
 def repeated_tokens(vocab, n=N_SEQ, length=REP_LEN, seed=0):

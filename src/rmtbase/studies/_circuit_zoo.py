@@ -1,0 +1,200 @@
+"""Small GPT-2s trained with recipes the circuit search was not developed on: the models
+``tests/test_circuits_zoo.py`` checks :func:`rmtbase.circuits.find_circuits` against, with a
+causal truth of its own (``tests/_circuit_truth.py``).
+
+Recipes (:data:`RECIPES`; d 64, 4 heads, MLPs 4 d, no dropout, untied embeddings):
+
+- ``short3`` — 3 layers, V = 40, repeated segments of length 2–10 only (gap ≤ 3), position ids
+  at a random offset in a 128-position table: induction at distance ≤ 13 is trained, at 50 not.
+- ``mlp2`` — 2 layers with MLPs on the ``study circuits`` data (V 32, segments 2–5); the
+  previous-token information may reach layer 1's keys through MLP0 (measured, not assumed).
+- ``mlp2s`` — ``mlp2`` with layer 0's attention output scaled by ``attn0_scale`` (0.1) on every
+  forward (a fixed multiplier of ``c_proj``, folded into the saved weights): the heads' direct
+  write is small next to MLP0's, a variant for when ``mlp2`` does not route through MLP0.
+- ``deep4`` — 4 layers, V = 40, segments 2–10: room for two K sources per induction head.
+- ``markov3`` — 3 layers on a first-order Markov chain over V = 40 (a fixed transition
+  matrix, each row Dirichlet(0.2)); no repeats beyond the chain's, so nothing rewards an
+  induction circuit.
+
+**Training** (:func:`train`): the models of :func:`._mlp_induction.build_model`, the loss of
+:func:`._induction_train._losses` (all tokens plus the repeated ones), AdamW β (0.9, 0.98), no
+weight decay, linear warm-up 100 steps, one torch thread, seeded generators (as
+:func:`._mlp_induction.train`). **Cache** (:func:`trained_folder`): a ``save_pretrained``
+folder ``<cache>/circuit_zoo/<recipe>_seed<k>`` under ``$RMTBASE_CACHE`` or
+``~/.cache/rmtbase``, written to a temporary sibling and renamed (complete or absent), with
+``train_info.json`` (recipe, seed, CPU seconds, losses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._induction_train import Recipe, _losses, batch
+from ._mlp_induction import build_model
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooRecipe:
+    """A :class:`Recipe` (data, shape, optimiser) plus the zoo's own settings: ``data``
+    ``"repeats"`` (:func:`._induction_train.batch`) or ``"markov"`` (:func:`markov_batch`);
+    ``attn0_scale``: a fixed factor on layer 0's attention output (module docstring)."""
+
+    base: Recipe
+    data: str = "repeats"
+    attn0_scale: float = 1.0
+    markov_alpha: float = 0.2
+
+
+RECIPES = {
+    "short3": ZooRecipe(Recipe(vocab=40, l_min=2, l_max=10, gap_max=3, n_positions=128,
+                               n_layer=3, steps=2000, n_checkpoints=2)),
+    "mlp2": ZooRecipe(Recipe(n_layer=2, steps=2000, n_checkpoints=2)),
+    "mlp2s": ZooRecipe(Recipe(n_layer=2, steps=2000, n_checkpoints=2), attn0_scale=0.1),
+    "deep4": ZooRecipe(Recipe(vocab=40, l_min=2, l_max=10, gap_max=3, n_positions=128,
+                              n_layer=4, steps=2000, n_checkpoints=2)),
+    "markov3": ZooRecipe(Recipe(vocab=40, n_positions=128, n_layer=3, steps=800,
+                                n_checkpoints=2, skip_p=0.0), data="markov"),
+}
+
+
+def markov_matrix(z: ZooRecipe) -> np.ndarray:
+    """(V + 1, V + 1) transition matrix of the chain (row 0, BOS, uniform over 1 … V; column
+    0 never reached), the same for every seed (a property of the 'language')."""
+    v = z.base.vocab
+    rng = np.random.default_rng(4242)
+    p = np.zeros((v + 1, v + 1))
+    p[0, 1:] = 1.0 / v
+    p[1:, 1:] = rng.dirichlet(np.full(v, z.markov_alpha), size=v)
+    return p
+
+
+def markov_batch(rng: np.random.Generator, n: int, z: ZooRecipe):
+    """(ids, position ids, repeat mask all False) of ``n`` chains of ``T`` tokens after BOS,
+    positions at a random offset as in :func:`._induction_train.batch`."""
+    r = z.base
+    cum = markov_matrix(z).cumsum(1)
+    ids = np.zeros((n, r.seq_len), np.int64)
+    for t in range(1, r.seq_len):
+        u = rng.random((n, 1))
+        ids[:, t] = np.minimum((u > cum[ids[:, t - 1]]).sum(1), r.vocab)
+    off = rng.integers(0, r.n_positions - r.seq_len + 1, size=(n, 1))
+    return ids, (off + np.arange(r.seq_len)[None, :]).astype(np.int64), \
+        np.zeros(ids.shape, bool)
+
+
+def _data(z: ZooRecipe):
+    return (lambda rng, n: markov_batch(rng, n, z)) if z.data == "markov" else \
+        (lambda rng, n: batch(rng, n, z.base))
+
+
+def _scaled(net, scale: float):
+    """Layer 0's attention output multiplied by ``scale`` through a forward hook (the weights
+    are trained as they are; :func:`fold_scale` writes the factor into them)."""
+    if scale == 1.0:
+        return None
+    return net.transformer.h[0].attn.register_forward_hook(
+        lambda mod, args, out: (out[0] * scale,) + tuple(out[1:]))
+
+
+def fold_scale(net, scale: float) -> None:
+    """Write ``scale`` into layer 0's ``c_proj`` (weight and bias), so the saved model computes
+    what the hooked one did."""
+    import torch
+
+    with torch.no_grad():
+        net.transformer.h[0].attn.c_proj.weight.mul_(scale)
+        net.transformer.h[0].attn.c_proj.bias.mul_(scale)
+
+
+def _eval_losses(net, ev, repeats: bool) -> dict:
+    import torch
+
+    net.eval()
+    with torch.no_grad():
+        lo, lr_, lo_ = _losses(net, *ev)
+    net.train()
+    out = {"loss": float(lo), "other_loss": float(lo_)}
+    if repeats:
+        out["repeat_loss"] = float(lr_)
+    return out
+
+
+def train(name: str, seed: int) -> dict:
+    """Train ``RECIPES[name]`` from ``seed``; returns ``model`` (the weights with any
+    ``attn0_scale`` folded in), ``cpu_s`` and the evaluation losses at the start and end."""
+    import torch
+
+    z = RECIPES[name]
+    r = z.base
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    net = build_model(r, seed)
+    hook = _scaled(net, z.attn0_scale)
+    draw = _data(z)
+    rng = np.random.default_rng([seed, 1])
+    ev = tuple(torch.from_numpy(a) for a in draw(np.random.default_rng([seed, 2]),
+                                                 r.eval_batch))
+    repeats = z.data != "markov"
+    opt = torch.optim.AdamW(net.parameters(), lr=r.lr, betas=(0.9, 0.98), weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / r.warmup))
+    start = _eval_losses(net, ev, repeats)
+    net.train()
+    for _ in range(r.steps):
+        ids, pos, rep = (torch.from_numpy(a) for a in draw(rng, r.batch))
+        loss, rloss, _ = _losses(net, ids, pos, rep)
+        opt.zero_grad(set_to_none=True)
+        (loss + rloss if repeats else loss).backward()
+        opt.step()
+        sched.step()
+    end = _eval_losses(net, ev, repeats)
+    if hook is not None:
+        hook.remove()
+        fold_scale(net, z.attn0_scale)
+    net.eval()
+    return {"model": net, "cpu_s": time.process_time() - t0, "start": start, "end": end}
+
+
+def cache_root() -> Path:
+    """``$RMTBASE_CACHE/circuit_zoo`` or ``~/.cache/rmtbase/circuit_zoo``."""
+    base = os.environ.get("RMTBASE_CACHE") or Path.home() / ".cache" / "rmtbase"
+    return Path(base) / "circuit_zoo"
+
+
+def trained_folder(name: str, seed: int, root: Path | None = None) -> Path:
+    """The ``save_pretrained`` folder of ``RECIPES[name]`` trained from ``seed``: read from the
+    cache when there, else trained (minutes of CPU) and written whole (module docstring)."""
+    if name not in RECIPES:
+        from ..errors import InputError
+
+        raise InputError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)}")
+    root = cache_root() if root is None else Path(root)
+    folder = root / f"{name}_seed{int(seed)}"
+    if (folder / "train_info.json").is_file():
+        return folder
+    z = RECIPES[name]
+    res = train(name, int(seed))
+    tmp = root / f".{folder.name}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    from .._library_bars import no_library_bars
+
+    with no_library_bars():
+        res["model"].save_pretrained(tmp)
+    info = {"recipe_name": name, "seed": int(seed), "recipe": dataclasses.asdict(z.base),
+            "data": z.data, "attn0_scale": z.attn0_scale, "cpu_s": res["cpu_s"],
+            "start": res["start"], "end": res["end"], "ln_vocab": float(np.log(z.base.vocab))}
+    (tmp / "train_info.json").write_text(json.dumps(info, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return folder
+
+
+__all__ = ["RECIPES", "ZooRecipe", "cache_root", "markov_batch", "markov_matrix", "train",
+           "trained_folder"]

@@ -1,0 +1,323 @@
+"""The causal truth of a GPT-2's circuits, computed independently of rmtbase (no rmtbase code,
+no transformers forward): plain torch from the state dict, float64.
+
+- :func:`run`: the forward (pre-LN GPT-2: LayerNorm ε 1e-5, causal softmax, GELU tanh), keeping
+  each layer's residual input, per-head direct outputs ``z_S W_O[S]`` (no bias), attention
+  output, MLP output and pattern.
+- Sequences (:func:`repeated_distinct`): BOS (id 0), ``n`` tokens distinct within the half
+  from ``1 … V``, the same ``n`` again; positions ``0 … 2n``.
+- Scores per sequence on those sequences (queries as in ``rmtbase.probe.behaviour``'s
+  definitions, written out here for this one layout): induction = mean over ``i = n+1 … 2n``
+  of ``A[i, i−n+1]``; previous-token = mean over ``i = 2 … 2n`` of ``A[i, i−1]``;
+  duplicate-token = mean ``A[i, i−n]`` over ``i = n+1 … 2n``; self = mean ``A[i, i]``,
+  first-token = mean ``A[i, 0]`` over ``i = 1 … 2n``.
+- Patched residual for a receiver in layer ``l`` and a set of sources (:func:`patched_input`):
+  ``direct``: the clean ``resid[l]`` minus the sources' direct outputs; ``via_mlp``: the
+  sources removed from their layers' attention outputs, the MLPs of the layers from the
+  earliest source's to ``l − 1`` recomputed on the changed residual, every other attention
+  output held at its clean value, and the receiver reads ``resid[l] + Σ_k (MLP'_k − MLP_k)``
+  (the direct part kept, only the MLP-mediated change removed); ``total``: both.
+- Effect (:func:`effect`): only the receiver's ``q``, ``k`` or ``v`` reads the patched residual
+  (LayerNorm recomputed), the others the clean one; per sequence, q/k: the drop of the
+  receiver's score (clean − patched); v: ``‖z' − z‖_F / ‖z‖_F`` of the head's ``A v`` over
+  queries ``1 … 2n``. Mean and se (sd ddof 1 / √N) over sequences.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+KINDS = ("q", "k", "v")
+PATHS = ("direct", "via_mlp")
+#: Label threshold (mean attention) and the specific labels in tie order.
+THRESHOLD = 0.4
+SPECIFIC = (("induction", "induction"), ("previous-token", "prev_token"),
+            ("duplicate-token", "duplicate_token"), ("self/local", "self"))
+#: The rule a single effect must pass to be called real: ≥ 3 se and ≥ 10 % of the
+#: receiver's score (q, k) or ≥ 0.1 (v's relative output change).
+RULE_SE, RULE_FRACTION = 3.0, 0.10
+
+
+def _ln(x, w, b):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+
+def _layer(sd, i):
+    p = f"transformer.h.{i}."
+    return {k[len(p):]: v for k, v in sd.items() if k.startswith(p)}
+
+
+def _qkv(w, x, n_head):
+    """(q, k, v) each (B, H, T, d_h) of Conv1D ``c_attn`` (x @ W + b) on LayerNorm'd x."""
+    y = x @ w["attn.c_attn.weight"] + w["attn.c_attn.bias"]
+    b, t, d3 = y.shape
+    d = d3 // 3
+    return [z.reshape(b, t, n_head, d // n_head).transpose(1, 2) for z in y.split(d, dim=-1)]
+
+
+def _pattern(q, k):
+    """Causal softmax attention (B, H, T, T) of queries q and keys k."""
+    t = q.shape[-2]
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    s = s.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+    return s.softmax(-1)
+
+
+def _mlp(w, x):
+    h = _ln(x, w["ln_2.weight"], w["ln_2.bias"]) @ w["mlp.c_fc.weight"] + w["mlp.c_fc.bias"]
+    return torch.nn.functional.gelu(h, approximate="tanh") @ w["mlp.c_proj.weight"] + \
+        w["mlp.c_proj.bias"]
+
+
+def n_layers(sd) -> int:
+    return 1 + max(int(k.split(".")[2]) for k in sd if k.startswith("transformer.h."))
+
+
+def run(sd, ids, pos, n_head) -> dict:
+    """The forward (module docstring): ``resid`` (L + 1 residuals: layer l's input, then the
+    final one), ``heads`` (B, H, T, d) per layer, ``attn`` (heads summed + bias), ``mlp``,
+    ``pats`` (B, H, T, T), ``z`` (B, H, T, d_h), ``logits``."""
+    x = sd["transformer.wte.weight"][ids] + sd["transformer.wpe.weight"][pos]
+    out = {k: [] for k in ("resid", "heads", "attn", "mlp", "pats", "z")}
+    for i in range(n_layers(sd)):
+        w = _layer(sd, i)
+        out["resid"].append(x)
+        q, k, v = _qkv(w, _ln(x, w["ln_1.weight"], w["ln_1.bias"]), n_head)
+        a = _pattern(q, k)
+        z = a @ v
+        wo = w["attn.c_proj.weight"].reshape(n_head, z.shape[-1], -1)  # Conv1D rows per head
+        heads = torch.einsum("bhtk,hkd->bhtd", z, wo)
+        attn = heads.sum(1) + w["attn.c_proj.bias"]
+        m = _mlp(w, x + attn)
+        x = x + attn + m
+        for key, val in zip(("heads", "attn", "mlp", "pats", "z"), (heads, attn, m, a, z),
+                            strict=True):
+            out[key].append(val)
+    out["resid"].append(x)
+    xf = _ln(x, sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"])
+    out["logits"] = xf @ sd["lm_head.weight"].T
+    return out
+
+
+def forward(sd, ids, pos, n_head):
+    """(logits, layer inputs, per-head direct outputs, patterns) of :func:`run`."""
+    r = run(sd, ids, pos, n_head)
+    return r["logits"], r["resid"][:-1], r["heads"], r["pats"]
+
+
+def repeated_distinct(vocab: int, length: int, n_seq: int, seed: int):
+    """(ids, pos) of ``n_seq`` sequences BOS (0) + ``length`` tokens distinct within the half,
+    drawn from ``1 … vocab``, repeated once; positions ``0 … 2 length``."""
+    assert length <= vocab, (length, vocab)
+    rng = np.random.default_rng(seed)
+    seg = np.argsort(rng.random((n_seq, vocab)), axis=1)[:, :length] + 1
+    ids = np.concatenate([np.zeros((n_seq, 1), np.int64), seg, seg], axis=1).astype(np.int64)
+    pos = np.broadcast_to(np.arange(ids.shape[1]), ids.shape).copy()
+    return torch.from_numpy(ids), torch.from_numpy(pos)
+
+
+def scores(a, n: int) -> dict:
+    """Per-sequence statistics {name: (B, H)} of patterns ``a`` (B, H, T, T), T = 2n + 1
+    (module docstring)."""
+    i2 = torch.arange(n + 1, 2 * n + 1)
+    ip = torch.arange(2, 2 * n + 1)
+    iq = torch.arange(1, 2 * n + 1)
+    return {"induction": a[:, :, i2, i2 - n + 1].mean(-1),
+            "prev_token": a[:, :, ip, ip - 1].mean(-1),
+            "duplicate_token": a[:, :, i2, i2 - n].mean(-1),
+            "self": a[:, :, iq, iq].mean(-1),
+            "first_token": a[:, :, iq, 0].mean(-1)}
+
+
+def label(stats_by_length: dict) -> tuple:
+    """(label, statistic, length, score) of one head from {length: {statistic: mean}}: the
+    (specific label, length) pair with the largest score ≥ :data:`THRESHOLD`, ties to the
+    earlier label and the shorter length; else ``first-token`` at its best length when it
+    reaches the threshold; else ``none``."""
+    best = ("none", "", None, float("nan"))
+    for name, stat in SPECIFIC:
+        for n in sorted(stats_by_length):
+            s = stats_by_length[n][stat]
+            if s >= THRESHOLD and not s <= best[3]:
+                best = (name, stat, n, s)
+    if best[0] != "none":
+        return best
+    for n in sorted(stats_by_length):
+        s = stats_by_length[n]["first_token"]
+        if s >= THRESHOLD and not s <= best[3]:
+            best = ("first-token", "first_token", n, s)
+    return best
+
+
+def patched_input(sd, r: dict, layer: int, sources, path: str):
+    """The receiver layer's patched residual input (module docstring) for ``sources``
+    [(layer, head), …] all before ``layer``, ``path`` one of direct, via_mlp, total."""
+    clean = r["resid"][layer]
+    if path == "direct":
+        return clean - sum(r["heads"][m][:, h] for m, h in sources)
+    first = min(m for m, _ in sources)
+    x = r["resid"][first]
+    dmlp = torch.zeros_like(clean)
+    for k in range(first, layer):
+        mid = x + r["attn"][k] - sum((r["heads"][m][:, h] for m, h in sources if m == k),
+                                     torch.zeros_like(clean))
+        m_new = _mlp(_layer(sd, k), mid)
+        dmlp = dmlp + (m_new - r["mlp"][k])
+        x = mid + m_new
+    if path == "via_mlp":
+        return clean + dmlp
+    assert path == "total", path
+    return x
+
+
+def effect(sd, r: dict, receiver, x_patched, kinds, statistic: str | None, n: int,
+           n_head: int):
+    """(B,) per-sequence effect on ``receiver`` (layer, head) when its ``kinds`` inputs read
+    ``x_patched`` (module docstring): the drop of ``statistic`` for q/k, the relative output
+    change for ``kinds == ("v",)``."""
+    lr, hr = receiver
+    w = _layer(sd, lr)
+    sl = slice(hr, hr + 1)
+    clean = [t[:, sl] for t in _qkv(w, _ln(r["resid"][lr], w["ln_1.weight"], w["ln_1.bias"]),
+                                    n_head)]
+    new = [t[:, sl] for t in _qkv(w, _ln(x_patched, w["ln_1.weight"], w["ln_1.bias"]), n_head)]
+    q, k, v = (new[j] if name in kinds else clean[j] for j, name in enumerate(KINDS))
+    if tuple(kinds) == ("v",):
+        a = _pattern(clean[0], clean[1])
+        z0, z1 = (a @ clean[2])[:, 0, 1:], (a @ v)[:, 0, 1:]
+        return (z1 - z0).pow(2).sum((-1, -2)).sqrt() / z0.pow(2).sum((-1, -2)).sqrt()
+    base = scores(_pattern(clean[0], clean[1]), n)[statistic][:, 0]
+    return base - scores(_pattern(q, k), n)[statistic][:, 0]
+
+
+def mean_se(d) -> tuple[float, float]:
+    d = np.asarray(d, dtype=np.float64)
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))
+
+
+def passes(eff: float, se: float, base: float | None) -> bool:
+    """:data:`RULE_SE`, :data:`RULE_FRACTION` (``base`` None: v's absolute 0.1)."""
+    floor = RULE_FRACTION * (1.0 if base is None else base)
+    return eff > 0 and eff >= RULE_SE * se and eff >= floor
+
+
+def load(folder):
+    """(state dict float64 with ``lm_head.weight``, config dict) of a GPT-2 folder (read by
+    safetensors; a tied head reads ``wte``)."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    sd = {k: v.double() for k, v in load_file(folder / "model.safetensors").items()}
+    sd = {(k if k.startswith(("transformer.", "lm_head.")) else f"transformer.{k}"): v
+          for k, v in sd.items()}
+    sd.setdefault("lm_head.weight", sd["transformer.wte.weight"])
+    return sd, json.loads((folder / "config.json").read_text())
+
+
+def default_lengths(cfg: dict, content_vocab: int) -> list[int]:
+    """Repeat lengths 5, 10, 20, 50 where 2n + 1 fits the positions and n ≤ the content
+    vocabulary."""
+    return [n for n in (5, 10, 20, 50) if 2 * n + 1 <= cfg["n_positions"] and n <= content_vocab]
+
+
+def head_labels(sd, cfg, lengths, n_seq=128, seed=0) -> dict:
+    """{(layer, head): {"stats": {length: {statistic: mean}}, "label", "statistic",
+    "length", "score"}} of every head."""
+    n_head, v = cfg["n_head"], cfg["vocab_size"] - 1
+    out = {}
+    with torch.no_grad():
+        per = {}
+        for n in lengths:
+            ids, pos = repeated_distinct(v, n, n_seq, seed)
+            r = run(sd, ids, pos, n_head)
+            per[n] = [{k: s.mean(0).numpy() for k, s in scores(a, n).items()} for a in r["pats"]]
+    for li in range(n_layers(sd)):
+        for hi in range(n_head):
+            st = {n: {k: float(per[n][li][k][hi]) for k in per[n][li]} for n in lengths}
+            lab, stat, ln, sc = label(st)
+            out[(li, hi)] = {"stats": st, "label": lab, "statistic": stat, "length": ln,
+                             "score": sc}
+    return out
+
+
+def receiver_table(sd, cfg, receiver, statistic: str, n: int, n_seq=128, seed=0) -> dict:
+    """Every earlier source's effect on ``receiver`` at repeat length ``n``: {"base": (mean,
+    se) of its statistic, "single": {(kind, path, source): (effect, se)}, "joint": {(kind,
+    path): (effect, se)} of all earlier heads together (path also ``total``)}."""
+    n_head, v = cfg["n_head"], cfg["vocab_size"] - 1
+    lr = receiver[0]
+    srcs = [(m, h) for m in range(lr) for h in range(n_head)]
+    ids, pos = repeated_distinct(v, n, n_seq, seed)
+    out = {"single": {}, "joint": {}}
+    with torch.no_grad():
+        r = run(sd, ids, pos, n_head)
+        out["base"] = mean_se(scores(r["pats"][lr], n)[statistic][:, receiver[1]])
+        for path in PATHS + ("total",):
+            sets = [[s] for s in srcs] if path != "total" else []
+            for src in sets + [srcs]:
+                x = patched_input(sd, r, lr, src, path)
+                for kind in KINDS:
+                    e = mean_se(effect(sd, r, receiver, x, (kind,), statistic, n, n_head))
+                    if len(src) == 1:
+                        out["single"][(kind, path, src[0])] = e
+                    else:
+                        out["joint"][(kind, path)] = e
+    return out
+
+
+def truth(folder, lengths=None, n_seq=128, seed=0, receivers_labels=("induction",
+                                                                      "previous-token")):
+    """The truth table of a trained folder: labels of every head (:func:`head_labels`) and,
+    per receiver after layer 0 whose label is in ``receivers_labels``, :func:`receiver_table`
+    at its label length (other sequences than the labels': seed + 1)."""
+    sd, cfg = load(folder)
+    v = cfg["vocab_size"] - 1
+    lengths = default_lengths(cfg, v) if lengths is None else list(lengths)
+    labels = head_labels(sd, cfg, lengths, n_seq, seed)
+    recs = {}
+    for (li, hi), lab in labels.items():
+        if li >= 1 and lab["label"] in receivers_labels:
+            recs[(li, hi)] = receiver_table(sd, cfg, (li, hi), lab["statistic"], lab["length"],
+                                            n_seq, seed + 1)
+    return {"labels": labels, "receivers": recs, "lengths": lengths}
+
+
+def name(lh) -> str:
+    return f"L{lh[0]}H{lh[1]}"
+
+
+def real_sources(rec_table: dict) -> list[tuple]:
+    """[(kind, path, source, effect, se), …] of the single effects that pass the rule
+    (:func:`passes`; q/k against the receiver's base score), largest first."""
+    base = rec_table["base"][0]
+    out = [(kind, path, src, e, se) for (kind, path, src), (e, se)
+           in rec_table["single"].items()
+           if passes(e, se, None if kind == "v" else base)]
+    return sorted(out, key=lambda t: -t[3])
+
+
+def to_json(t: dict) -> dict:
+    """The truth as JSON-able dicts with head names."""
+    labels = {name(k): {"label": v["label"], "length": v["length"],
+                        "score": None if v["score"] != v["score"] else round(v["score"], 4),
+                        "by_length": {str(n): {s: round(x, 4) for s, x in d.items()}
+                                      for n, d in v["stats"].items()}}
+              for k, v in t["labels"].items()}
+    recs = {}
+    for rec, tab in t["receivers"].items():
+        lab = t["labels"][rec]
+        recs[name(rec)] = {
+            "label": lab["label"], "length": lab["length"],
+            "base": [round(x, 4) for x in tab["base"]],
+            "single": [{"kind": k, "path": p, "from": name(s), "effect": round(e, 4),
+                        "se": round(se, 4)} for (k, p, s), (e, se) in tab["single"].items()],
+            "joint": [{"kind": k, "path": p, "effect": round(e, 4), "se": round(se, 4)}
+                      for (k, p), (e, se) in tab["joint"].items()],
+            "real": [{"kind": k, "path": p, "from": name(s), "effect": round(e, 4),
+                      "se": round(se, 4)} for k, p, s, e, se in real_sources(tab)]}
+    return {"lengths": t["lengths"], "labels": labels, "receivers": recs}
