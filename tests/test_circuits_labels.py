@@ -116,16 +116,32 @@ def test_repeated_sequences_read_the_config():
         repeated_sequences(cfg, n=10, batch=1)
 
 
-def test_the_circuit_search_defaults_to_repeated_random_tokens():
+def test_the_circuit_search_defaults_to_repeated_random_tokens_at_several_lengths():
+    """The default sequences: repeats of 5, 10, 20 and 50 distinct tokens (each fitting 128
+    positions and 59 usable ids), max(16, 800/n) sequences each; text needs a tokenizer.
+    With 49 usable ids the longest repeat is 49."""
     from types import SimpleNamespace
 
     from rmtbase.circuits.run import make_sequences
+    from rmtbase.circuits.sequences import length_sequences, repeat_lengths
 
-    net = SimpleNamespace(config=SimpleNamespace(vocab_size=50, bos_token_id=1,
-                                                 max_position_embeddings=128))
-    s = make_sequences(net, object(), None, 0)  # a tokenizer present: still the repeats
-    assert s.source == "repeated_random_tokens" and s.ids.shape == (16, 101)
+    assert repeat_lengths(SimpleNamespace(vocab_size=50, bos_token_id=1,
+                                          max_position_embeddings=128)) == (5, 10, 20, 49)
+    cfg = SimpleNamespace(vocab_size=60, bos_token_id=1, max_position_embeddings=128)
+    assert repeat_lengths(cfg) == (5, 10, 20, 50)
+    got = length_sequences(cfg, repeat_lengths(cfg), seed=0)
+    assert {n: s.ids.shape for n, s in got.items()} == {
+        5: (160, 11), 10: (80, 21), 20: (40, 41), 50: (16, 101)}
+    for n, s in got.items():
+        half = s.ids[:, 1:n + 1]
+        assert s.source == "repeated_random_tokens" and s.repeat == n
+        assert all(len(set(row)) == n for row in half)       # distinct within a half
+        assert not (half == 1).any()                         # the BOS id never drawn
+        np.testing.assert_array_equal(half, s.ids[:, n + 1:])
+    net = SimpleNamespace(config=cfg)
     with pytest.raises(InputError, match="needs the model's tokenizer"):
         make_sequences(net, None, "text", 0)
     with pytest.raises(InputError, match="sequences must be"):
         make_sequences(net, None, "prose", 0)
+
+

@@ -224,8 +224,11 @@ def test_find_circuits_output_and_its_netcdf(tmp_path):
     comp = _composition(3, 4)
     seqs = _seqs(net, n=6, batch=4)
     ds = find_circuits(net, comp, k=3, sequences=seqs, receivers_of_interest=[(2, 1), (1, 0)],
-                       progress=False)
-    assert ds.sizes["candidate"] == 2 * 3 * 3 - 3 * 0  # two receivers, 3 kinds, top 3 each
+                       screen="top-k", mlp_paths=False, progress=False)
+    # two unlabelled receivers, 3 kinds, top 3 by weights each (no attribution for q, k of an
+    # unlabelled receiver; the v screen adds L0H* or L1H* sources beyond the top 3)
+    direct = ds["path"].values == "direct"
+    assert direct.all() and 2 * 3 * 3 <= ds.sizes["candidate"] <= 2 * 3 * 3 + 2 * 3
     assert set(ds["kind"].values) == {"q", "k", "v"}
     assert ds.attrs["probe_source"] == "repeated_random_tokens"
     row = ds.isel(candidate=0)
@@ -247,7 +250,9 @@ def test_find_circuits_output_and_its_netcdf(tmp_path):
     items = circuit_list(ds)
     assert len(items) == ds.sizes["candidate"]
     assert {"kind", "from", "to", "label_from", "label_to", "rank_weights", "effect_causal",
-            "confirmed"} <= set(items[0])
+            "confirmed", "dominant", "path", "label_length", "attribution", "explained"} \
+        <= set(items[0])
+    assert not ds["confirmed"].values.any()  # unlabelled receivers: dependencies at most
     with OutputFolder(tmp_path / "out", kind="rmtbase circuits") as out:
         out.write_netcdf("circuits.nc", ds)
     from test_cf_compliance import _monotonic, cf_errors  # compliance-checker, cf:1.10
@@ -338,25 +343,17 @@ def test_smollm2_induction_circuit_is_confirmed_by_patching():
         assert k[to]["effect_causal"] > 0.4  # observed 0.63-0.77, se ~0.01
 
 
-def test_without_labels_the_receivers_are_those_the_weights_single_out():
-    """No head reaches a threshold of 1: the receivers are the 8 heads after layer 0 with the
-    largest composition score into them (any kind), measured by attention TV (q, k) and output
-    change (v)."""
+def test_without_labels_there_are_no_receivers_and_no_circuits():
+    """No head reaches a threshold of 1: no receiver, no candidate, nothing confirmed (a
+    receiver without a behaviour has dependencies, not circuits)."""
     from rmtbase.circuits import find_circuits
-    from rmtbase.circuits.find import UNLABELLED_RECEIVERS
 
     net = _net("gpt2")
     comp = _composition(3, 4, seed=2)
     ds = find_circuits(net, comp, k=3, sequences=_seqs(net, batch=3), threshold=1.0,
                        progress=False)
     assert set(ds["label"].values.ravel()) == {"none"}
-    c = comp["composition"].values
-    best = np.where(np.isfinite(c), c, -np.inf).max(axis=(0, 1, 2))  # (layer_to, head_to)
-    best[0] = -np.inf
-    want = {f"L{i // 4}H{i % 4}" for i in np.argsort(-best.ravel())[:UNLABELLED_RECEIVERS]}
-    assert set(ds["to"].values) == want
-    metric = dict(zip(ds["kind"].values, ds["metric"].values, strict=False))
-    assert metric == {"q": "attention_tv", "k": "attention_tv", "v": "output_change"}
+    assert ds.sizes["candidate"] == 0 and ds.attrs["n_receivers"] == 0
 
 
 def test_a_receiver_that_ignores_its_query_input_has_a_known_score_and_no_q_or_k_effect():
@@ -384,9 +381,9 @@ def test_a_receiver_that_ignores_its_query_input_has_a_known_score_and_no_q_or_k
 
 def test_first_token_sinks_are_labelled_but_patched_only_on_request():
     """Receivers (circuits.find.receivers): heads after layer 0 with a specific label; the
-    first-token sinks only with sinks=True; a model whose only labelled heads are sinks falls
-    back to the heads the weights single out (as with no labels)."""
-    from rmtbase.circuits.find import UNLABELLED_RECEIVERS, receivers
+    first-token sinks only with sinks=True; a model whose only labelled heads are sinks has
+    no receiver."""
+    from rmtbase.circuits.find import receivers
 
     lab = np.array([["previous-token", "first-token"], ["first-token", "induction"],
                     ["self/local", "first-token"], ["duplicate-token", "none"]])
@@ -396,17 +393,14 @@ def test_first_token_sinks_are_labelled_but_patched_only_on_request():
                          "label_statistic": (("layer", "head"),
                                              np.vectorize(stat.get)(lab))},
                         coords={"layer": np.arange(4), "head": np.arange(2)})
-    comp = _composition(4, 2, seed=3)
-    got = {(li, hi) for li, hi, _ in receivers(labels, comp)}
+    got = {(li, hi) for li, hi, _ in receivers(labels)}
     assert got == {(1, 1), (2, 0), (3, 0)}
-    got = {(li, hi) for li, hi, _ in receivers(labels, comp, sinks=True)}
+    got = {(li, hi) for li, hi, _ in receivers(labels, sinks=True)}
     assert got == {(1, 0), (1, 1), (2, 0), (2, 1), (3, 0)}
     only_sinks = labels.copy()
     only_sinks["label"] = (("layer", "head"), np.where(lab == "first-token", lab, "none"))
-    fallback = receivers(only_sinks, comp)
-    assert all(s is None for *_, s in fallback)
-    assert len(fallback) == min(UNLABELLED_RECEIVERS, 3 * 2)
-    with_sinks = {(li, hi) for li, hi, _ in receivers(only_sinks, comp, sinks=True)}
+    assert receivers(only_sinks) == []
+    with_sinks = {(li, hi) for li, hi, _ in receivers(only_sinks, sinks=True)}
     assert with_sinks == {(1, 0), (2, 1)}
 
 
@@ -419,22 +413,39 @@ def test_the_rule_says_redundant_where_only_the_sources_together_matter():
     not redundant; when neither singles nor the joint pass, nothing is said. No real model
     has shown the redundant case yet (docs/path-patching.md); this pins the rule itself."""
     from rmtbase.circuits.patching import Effect
-    from rmtbase.circuits.run import _judge
+    from rmtbase.circuits.run import _dominant, _judge
 
     def rows(*effects):
-        return [{"effect_causal": e, "effect_se": 0.01, "score_to": 0.8, "metric": "induction"}
-                for e in effects]
+        return [{"effect_causal": e, "effect_se": 0.01, "score_to": 0.8, "metric": "induction",
+                 "layer_to": 2, "head_to": 0, "kind": "k"} for e in effects]
 
     def joint(e):
         return Effect(e, 0.01, 0.8, "induction", np.zeros(4))
 
-    got = _judge(rows(0.03, 0.03, 0.03), joint(0.5))
+    def judge(singles, j, **kw):
+        got = _judge(singles, j, labelled=kw.get("labelled", True), n_seq=kw.get("n", 16))
+        _dominant(got)
+        return got
+
+    got = judge(rows(0.03, 0.03, 0.03), joint(0.5))
     assert [r["redundant"] for r in got] == [True] * 3
     assert not any(r["confirmed"] or r["dominant"] for r in got)
-    got = _judge(rows(0.3, 0.03, 0.09), joint(0.5))
+    got = judge(rows(0.3, 0.03, 0.09), joint(0.5))
     assert [r["confirmed"] for r in got] == [True, False, True]
     assert [r["dominant"] for r in got] == [True, False, False]
     assert not any(r["redundant"] for r in got)
-    got = _judge(rows(0.03, 0.03, 0.03), joint(0.05))
+    assert got[0]["explained"] == pytest.approx((0.3 + 0.09) / 0.5)
+    got = judge(rows(0.03, 0.03, 0.03), joint(0.05))
     assert not any(r["redundant"] or r["confirmed"] for r in got)
     assert got[0]["joint_effect"] == 0.05  # exact: the value passed in, copied
+    # signed: a source whose removal raises the behaviour is a confirmed suppressor, never
+    # dominant; a joint effect of the other sign than the confirmed singles is said
+    got = judge(rows(-0.2, 0.3), joint(-0.4))
+    assert [r["confirmed"] for r in got] == [True, True]
+    assert [r["role"] for r in got] == ["suppresses", "supports"]
+    assert [r["dominant"] for r in got] == [False, True]
+    assert got[0]["joint_contradicts"]
+    # too few sequences, or a receiver without a label: nothing confirmed
+    assert not any(r["confirmed"] for r in judge(rows(0.3), joint(0.5), n=4))
+    got = judge(rows(0.3), joint(0.5), labelled=False)
+    assert not got[0]["confirmed"] and got[0]["dependency"] and not got[0]["redundant"]

@@ -1,38 +1,31 @@
-"""Circuits: candidates screened by the weights (composition), confirmed by path patching.
+"""The circuit search's rule: which receivers, which sources, what counts as confirmed.
 
-:func:`rmtbase.circuits.run.find_circuits` (``rmtbase.circuits.find_circuits``) runs, in
-order:
+:func:`rmtbase.circuits.run.find_circuits` runs, per repeat length (:mod:`.sequences`): the
+model on its sequences, every head's probe statistics and a label (:mod:`.labels`, chance
+level and minimum counts included), each head at the length where its label's statistic is
+largest. **Receivers**: the heads after layer 0 with a specific label (:data:`PATCHED_LABELS`;
+``first-token`` sinks only with ``sinks=True``: Xiao et al. 2023, arXiv:2309.17453, say why a
+sink's inputs are not a circuit), patched on the sequences of their own length. A receiver
+without a label has no behaviour to measure: it gets circuits only when asked for by name, and
+then its rows are **dependencies** (attention change or output change), never ``confirmed``.
 
-1. the model on its sequences (:mod:`.sequences`: repeated random tokens by default, the
-   probe's text or given sequences on request), capturing what patching needs and the probe's
-   statistics (:mod:`.capture`); every head labelled (:mod:`.labels`);
-2. the receivers of interest: every head after layer 0 with a specific label (induction,
-   previous-token, duplicate-token, self/local: :data:`PATCHED_LABELS`); ``first-token``
-   heads (sinks) only with ``sinks=True``; with none of them, the
-   :data:`UNLABELLED_RECEIVERS` receivers with the largest composition score into them (any
-   kind, any earlier source), measured by the change of their attention (q, k) or output (v)
-   since they have no behaviour score. Why sinks are left out by default: ``first-token`` is
-   the label of a head that passes no specific label and parks its attention on position 0
-   (an attention sink: Xiao et al. 2023, *Efficient streaming language models with
-   attention sinks*, arXiv:2309.17453); what writes into its query or key is not a
-   circuit in the issue's sense (a source feeding a head's behaviour), and on SmolLM2 the
-   sinks were 103 of its 126 labelled receivers after layer 0 (docs/path-patching.md, section
-   5), about four fifths of the patching. They stay labelled in the output (``label`` of
-   circuits.nc), not patched;
-3. per receiver and kind (q, k, v), its top ``k`` earlier sources by that kind's composition
-   score (``rank_weights``, 1 = top among the receiver's earlier sources), each removed on its
-   own from that input, and all ``k`` together (:mod:`.patching`); the cost (receivers ×
-   patches × sequences) is said before the work, a progress bar during it.
+**Sources**: every head of an earlier layer, screened by its first-order attribution estimate
+(:mod:`.screen`) beside its rank by the weights (composition); exact path patching of every
+source where the plan fits :data:`EXACT_BUDGET` patches, else of the union of the top ``k`` by
+weights and the top ``k`` by attribution. Paths: ``direct`` (:mod:`.patching`) and ``via_mlp``
+(:mod:`.mlp_path`, top ``k`` by its own attribution, patched exactly).
 
-**Rule** (constants below). A candidate is ``confirmed`` when its effect is at least
-:data:`CONFIRM_SE` standard errors and at least :data:`CONFIRM_FRACTION` of the receiver's
-unpatched score (for the change metrics, output change and attention TV, at least
-:data:`CONFIRM_FRACTION` itself, i.e. a 10 % change). ``dominant``: the confirmed candidate
-with the largest effect among its receiver's candidates of the same kind. ``redundant`` (per
-receiver and kind, on each of its rows): no single candidate is confirmed but removing all
-``k`` together passes the rule; then no source is confirmed alone. 3 se is a one-sided
-z ≈ 0.0013 before the number of candidates (at 1,000 candidates about 1 false positive by
-chance alone when every true effect is 0); the 10 % floor keeps tiny but precise effects out.
+**Rule** (per row): ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se`` and ``|effect| ≥
+CONFIRM_FRACTION · score_to`` (``CONFIRM_FRACTION`` itself for the change metrics), with at
+least :data:`MIN_SEQUENCES` sequences; ``role`` "supports" (the behaviour drops without the
+source) or "suppresses" (it rises). A row is one two-sided z test at 3 se: ``P(|Z| ≥ 3) =
+0.0027``, so among ``n`` rows with no true effect about ``0.0027 n`` pass the se part by chance
+(stated as ``expected_false_confirmations``); the 10 % floor keeps small but precise effects
+out. ``dominant``: the supporting confirmed row with the largest effect of its receiver and kind.
+Per receiver, kind and path: ``joint_effect`` (every earlier source removed together),
+``explained`` (the sum of the confirmed single effects over the joint effect), ``redundant``
+(no single row confirmed, the joint removal passes), ``joint_contradicts`` (the confirmed
+singles and the joint effect have opposite signs, both passing).
 """
 
 from __future__ import annotations
@@ -43,14 +36,21 @@ import xarray as xr
 from ..errors import InputError
 from .labels import head_name
 
-#: Sources patched per receiver and kind by default (the issue asks for k ≥ 3).
+#: Sources patched per receiver and kind by each ranking (weights, attribution).
 DEFAULT_K = 3
 CONFIRM_SE = 3.0
 CONFIRM_FRACTION = 0.10
-#: Receivers taken by composition when no head is labelled.
-UNLABELLED_RECEIVERS = 8
+#: Two-sided P(|Z| >= CONFIRM_SE) of a row with no true effect.
+FALSE_RATE = 0.0027
+#: Fewest sequences a confirmation rests on (an se from fewer means little).
+MIN_SEQUENCES = 8
+#: Exact patches (receivers x kinds x sources) above which only the top k are patched.
+EXACT_BUDGET = 20000
 #: Labels whose heads are patched as receivers by default (``first-token`` with ``sinks``).
 PATCHED_LABELS = ("induction", "previous-token", "duplicate-token", "self/local")
+#: Receivers kept for back-compatibility of imports; unlabelled heads are never receivers
+#: unless named.
+UNLABELLED_RECEIVERS = 0
 
 
 def check_composition(composition: xr.Dataset) -> None:
@@ -74,39 +74,46 @@ def ranked_sources(composition: xr.Dataset, layer: int, head: int, kind: str):
             for r, i in enumerate(order)]
 
 
-def receivers(labels: xr.Dataset, composition: xr.Dataset, n: int = UNLABELLED_RECEIVERS,
-              *, sinks: bool = False) -> list[tuple[int, int, str | None]]:
-    """[(layer, head, statistic or None), …]: the receivers of interest (module docstring;
-    ``sinks``: the ``first-token`` heads too)."""
+def receivers(labels: xr.Dataset, *, sinks: bool = False) -> list[tuple[int, int, str]]:
+    """[(layer, head, statistic), …]: the labelled receivers of the module docstring
+    (``sinks``: the ``first-token`` heads too)."""
     lab = labels["label"].transpose("layer", "head").values
     stat = labels["label_statistic"].transpose("layer", "head").values
     keep = PATCHED_LABELS + (("first-token",) if sinks else ())
-    out = [(li, hi, str(stat[li, hi])) for li in range(1, lab.shape[0])
-           for hi in range(lab.shape[1]) if lab[li, hi] in keep]
-    if out:
-        return out
-    c = np.asarray(composition["composition"].values, dtype=np.float64)
-    best = np.nanmax(np.where(np.isfinite(c), c, -np.inf), axis=(0, 1, 2))  # (L, H)
-    best[0] = -np.inf
-    order = np.argsort(-best.ravel(), kind="stable")[: int(n)]
-    return [(int(i // best.shape[1]), int(i % best.shape[1]), None) for i in order
-            if np.isfinite(best.ravel()[i])]
+    return [(li, hi, str(stat[li, hi])) for li in range(1, lab.shape[0])
+            for hi in range(lab.shape[1]) if lab[li, hi] in keep]
 
 
 def passes(effect: float, se: float, base: float, metric_is_score: bool) -> bool:
-    """The confirmation rule of the module docstring for one effect."""
-    floor = CONFIRM_FRACTION * base if metric_is_score else CONFIRM_FRACTION
-    return bool(np.isfinite(effect) and np.isfinite(se) and effect >= CONFIRM_SE * se
-                and effect >= floor and effect > 0)
+    """The confirmation rule of the module docstring for one signed effect."""
+    floor = CONFIRM_FRACTION * abs(base) if metric_is_score else CONFIRM_FRACTION
+    return bool(np.isfinite(effect) and np.isfinite(se) and abs(effect) >= CONFIRM_SE * se
+                and abs(effect) >= floor and effect != 0)
 
 
-def plan(recv, k: int, n_sequences: int, length: int) -> dict:
-    """The cost stated before the work: receivers, patches (3 kinds × (k single + 1 joint)
-    per receiver) and sequences."""
-    patches = len(recv) * 3 * (int(k) + 1)
-    return {"receivers": len(recv), "patches": patches, "sequences": int(n_sequences),
-            "tokens": int(n_sequences) * int(length)}
+def exact_sources(ranked_weights, attribution, k: int, exact_all: bool):
+    """The sources patched exactly for one receiver and kind: all, or the union of the top
+    ``k`` by weights (``ranked_weights`` as :func:`ranked_sources`) and the top ``k`` by
+    ``|attribution|`` (``(layer, H)``, NaN ignored), in weight-rank order."""
+    if exact_all:
+        return [(m, s) for m, s, _, _ in ranked_weights]
+    keep = {(m, s) for m, s, _, _ in ranked_weights[:k]}
+    a = np.abs(np.asarray(attribution, dtype=np.float64))
+    if np.isfinite(a).any():
+        flat = np.where(np.isfinite(a), a, -np.inf).ravel()
+        for i in np.argsort(-flat, kind="stable")[:k]:
+            if np.isfinite(flat[i]):
+                keep.add((int(i // a.shape[1]), int(i % a.shape[1])))
+    return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
 
 
-__all__ = ["CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "PATCHED_LABELS", "UNLABELLED_RECEIVERS",
-           "check_composition", "head_name", "passes", "plan", "ranked_sources", "receivers"]
+def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
+    """The cost stated before the work: receivers and exact patches (3 kinds × sources, or
+    at most 2k a kind, + 1 joint)."""
+    per = n_sources if exact_all else min(n_sources, 2 * int(k))
+    return {"receivers": len(recv), "patches": len(recv) * 3 * (per + 1)}
+
+
+__all__ = ["CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET", "FALSE_RATE",
+           "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "check_composition",
+           "exact_sources", "head_name", "passes", "plan", "ranked_sources", "receivers"]

@@ -169,6 +169,28 @@ class Patcher:
         with torch.inference_mode():
             new = [fold.patched(head, [(int(m), int(s)) for m, s in src], which)
                    for src in source_sets]
+        return self._measure(layer, head, c, new, kind, statistic)
+
+    def effects_from_residuals(self, layer: int, head: int, residuals, kind: str,
+                               statistic: str | None) -> list[Effect]:
+        """The effect of feeding R's ``kind`` input from each residual in ``residuals``
+        (``(N, T, d)`` tensors: the receiver layer's input with something removed, e.g. all
+        earlier sources, or a change carried through the MLPs), the norm re-applied, R's other
+        inputs clean; measured as :meth:`effects` measures."""
+        import torch
+
+        self._check(layer, [], kind, statistic)
+        c = self.clean(layer, head)
+        hm = self.hm
+        fn = {"q": hm.query, "k": hm.key, "v": hm.value}[kind]
+        with torch.inference_mode():
+            new = [fn(layer, head, hm.norm(layer)(x.float())) for x in residuals]
+        return self._measure(layer, head, c, new, kind, statistic)
+
+    def _measure(self, layer, head, c, new, kind, statistic) -> list[Effect]:
+        import torch
+
+        with torch.inference_mode():
             if kind == "v":
                 return [self._output_change(c, c["A"] @ v) for v in new]
             a = torch.stack([self.hm.pattern(layer, n, c["k"]) if kind == "q"

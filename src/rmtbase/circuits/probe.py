@@ -9,19 +9,24 @@ from .capture import capture, probe_dataset
 from .heads import HeadModel
 
 
-def probe_heads(model, *, sequences=None, seed: int = 0, progress: bool = True) -> xr.Dataset:
+def probe_heads(model, *, sequences=None, seed: int = 0, repeat_length: int | None = None,
+                progress: bool = True) -> xr.Dataset:
     """The probe Dataset (one (layer, head) variable per
     :data:`rmtbase.probe.behaviour.BEHAVIOURS`, as :func:`rmtbase.probe.probe_model` writes)
-    of ``model`` on ``sequences`` (as :func:`.run.find_circuits` takes them: None = repeated
-    random tokens, ``"text"`` = the probe's text); attrs ``probe_source``
-    (``"text"`` | ``"repeated_random_tokens"``) and ``sequences`` say which. gpt2 and the
-    LLaMA family (the capture is the patching's)."""
+    of ``model`` on ``sequences``: None (repeated random tokens with ``repeat_length`` tokens
+    a half, default :data:`.sequences.DEFAULT_HALF`, :data:`.sequences.DEFAULT_SEQUENCES`
+    sequences), ``"text"`` (the probe's text) or a :class:`.sequences.Sequences`; attrs
+    ``probe_source`` and ``sequences`` say which. Families as :data:`.heads.SUPPORTED`."""
     from .model import load_model
     from .run import make_sequences
+    from .sequences import DEFAULT_HALF, repeated_sequences
 
     net, tok, name = load_model(model, tokenizer=sequences == "text")
     hm = HeadModel(net)
-    seqs = make_sequences(net, tok, sequences, seed)
+    if sequences is None or sequences == "repeated_random_tokens":
+        seqs = repeated_sequences(net.config, n=repeat_length or DEFAULT_HALF, seed=seed)
+    else:
+        seqs = make_sequences(net, tok, sequences, seed)
     _, totals = capture(hm, seqs, progress=progress)
     return probe_dataset(totals, seqs, name)
 

@@ -1,8 +1,10 @@
-"""The circuit search's driver (:func:`rmtbase.circuits.find.find_circuits` states what it
-does): load, sequences, capture and labels, then the patches receiver by receiver."""
+"""The circuit search's driver (:mod:`.find` states the steps and the rule): load, sequences
+per repeat length, capture and labels, then every receiver screened and patched on the
+sequences of its own length."""
 
 from __future__ import annotations
 
+import numpy as np
 import xarray as xr
 
 from ..errors import InputError
@@ -11,28 +13,27 @@ from ..progress import progress_bar, stage
 from . import find as F
 from .capture import capture, probe_dataset
 from .heads import HeadModel
-from .labels import THRESHOLD, head_name, label_heads
-from .patching import KINDS, Patcher
-from .sequences import SOURCES, Sequences, repeated_sequences, text_sequences
+from .labels import THRESHOLD, chance_levels, head_name, label_across
+from .patching import KINDS, OUTPUT_CHANGE, TV, Patcher
+from .sequences import (SOURCES, Sequences, length_sequences, repeat_lengths,
+                        text_sequences)
 from .table import candidate_dataset
 
 #: Text windows at most, for ``sequences="text"``.
 MAX_TEXT_SEQUENCES = 16
+#: FLOPs of the via-MLP screen (forward + backward passes) run without being asked for.
+MLP_BUDGET = 2e12
 
 
 def make_sequences(net, tokenizer, sequences, seed, text=None) -> Sequences:
-    """The :class:`Sequences` that ``sequences`` names (:func:`.find.find_circuits`);
-    ``text`` (a :class:`rmtbase.probe.text.Text` or a UTF-8 file; None: the probe's default
-    text) for ``sequences="text"``."""
+    """The text or given :class:`Sequences` that ``sequences`` names (repeated random tokens
+    come from :func:`.sequences.length_sequences`); ``text``: a
+    :class:`rmtbase.probe.text.Text` or a UTF-8 file (None: the probe's default text)."""
     if isinstance(sequences, Sequences):
         return sequences
-    if sequences is None:
-        sequences = "repeated_random_tokens"
-    if sequences not in SOURCES:
+    if sequences != "text":
         raise InputError(f"sequences must be one of {', '.join(SOURCES)} or a Sequences, "
                          f"got {sequences!r}")
-    if sequences == "repeated_random_tokens":
-        return repeated_sequences(net.config, seed=seed)
     if tokenizer is None:
         raise InputError("sequences='text' needs the model's tokenizer; this model has none")
     from ..probe.run import default_window
@@ -45,82 +46,317 @@ def make_sequences(net, tokenizer, sequences, seed, text=None) -> Sequences:
 
 
 def _check_shape(hm: HeadModel, composition: xr.Dataset) -> None:
+    """The composition is this model's: its layer and head counts, and (without folded
+    norm gains) its per-head ‖W_OV‖_F equal to the model's own to 1e-3."""
     n_l, n_h = composition.sizes["layer_from"], composition.sizes["head_from"]
     if (n_l, n_h) != (hm.n_layers, hm.n_heads):
         raise InputError(f"the composition has {n_l} layers x {n_h} heads, the model "
                          f"{hm.n_layers} x {hm.n_heads}: not the same model")
+    if "ov_norm" not in composition or int(composition.attrs.get("fold_ln", 0)):
+        return
+    import torch
+
+    want = np.asarray(composition["ov_norm"].transpose("layer", "head_to").values, float)
+    with torch.inference_mode():
+        for li in range(hm.n_layers):
+            for hi in range(hm.n_heads):
+                wv, _ = hm.head_weight(li, 2, hm.group(hi))          # (d, d_h)
+                wo = hm.source_weight(li, hi)                        # (d_h, d)
+                a, b = wv.double().T @ wv.double(), wo.double() @ wo.double().T
+                got = float(torch.sqrt((a * b).sum().clamp_min(0)))
+                w = want[li, hi]
+                if np.isfinite(w) and abs(got - w) > 1e-3 * max(abs(w), 1e-12):
+                    raise InputError(f"the composition is not this model's: |W_OV| of "
+                                     f"{head_name(li, hi)} is {w:.6g} there, {got:.6g} here")
 
 
 def _explicit(recv, labels) -> list:
     stat = labels["label_statistic"].transpose("layer", "head").values
+    lab = labels["label"].transpose("layer", "head").values
     out = []
     for li, hi in recv:
-        if not (1 <= int(li) < stat.shape[0] and 0 <= int(hi) < stat.shape[1]):
+        li, hi = int(li), int(hi)
+        if not (1 <= li < stat.shape[0] and 0 <= hi < stat.shape[1]):
             raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0")
-        out.append((int(li), int(hi), str(stat[int(li), int(hi)]) or None))
+        s = str(stat[li, hi])
+        specific = str(lab[li, hi]) not in ("none", "first-token")
+        out.append((li, hi, s if s and (specific or str(lab[li, hi]) == "first-token") else None))
     return out
 
 
-def _patch_receiver(pt: Patcher, composition, rec, k: int) -> list[dict]:
-    """The rows of one receiver: per kind its top-k single patches and their joint one."""
+class _Length:
+    """The capture of one set of sequences, and its patcher and MLP paths (made lazily)."""
+
+    def __init__(self, hm, seqs, cap, totals):
+        self.hm, self.seqs, self.cap, self.totals = hm, seqs, cap, totals
+        self.pt = Patcher(hm, cap, seqs)
+        self._mlp = None
+
+    def mlp(self):
+        from .mlp_path import MLPPaths
+
+        if self._mlp is None:
+            self._mlp = MLPPaths(self.hm, self.seqs, self.cap.z)
+        return self._mlp
+
+
+def _captures(hm, seqsets, progress):
+    out = {}
+    for n, seqs in seqsets.items():
+        stage("rmtbase circuits", f"labels from {seqs.description}", enabled=progress)
+        with one_thread():
+            cap, totals = capture(hm, seqs, progress=progress)
+        out[n] = _Length(hm, seqs, cap, totals)
+    return out
+
+
+def run_circuits(model, composition, *, k, sequences, receivers_of_interest, seed, threshold,
+                 progress, text=None, sinks=False, lengths="auto", screen="auto",
+                 mlp_paths="auto", layers=None) -> xr.Dataset:
+    """:func:`find_circuits` after its argument checks."""
+    from .model import load_model
+
+    net, tok, name = load_model(model, tokenizer=sequences == "text")
+    hm = HeadModel(net)
+    _check_shape(hm, composition)
+    if sequences is None:
+        ns = repeat_lengths(net.config, lengths)
+        seqsets = length_sequences(net.config, ns, seed=seed)
+    else:
+        seq = make_sequences(net, tok, sequences, seed, text)
+        seqsets = {seq.repeat or 0: seq}
+    runs = _captures(hm, seqsets, progress) if seqsets else {}
+    probes = {n: probe_dataset(r.totals, r.seqs, name) for n, r in runs.items()}
+    chances, counts = {}, {}
+    for n, r in runs.items():
+        chances[n], counts[n] = chance_levels(r.seqs)
+    if runs:
+        labels = label_across(probes, chances, counts, threshold=threshold)
+    else:
+        labels = _no_labels(hm)
+    recv = (F.receivers(labels, sinks=sinks) if receivers_of_interest is None
+            else _explicit(receivers_of_interest, labels))
+    if layers is not None:
+        recv = [r for r in recv if r[0] in set(layers)]
+    length_of = labels["label_length"].transpose("layer", "head").values
+    n_src = sum(li * hm.n_heads for li, _, _ in recv)
+    exact_all = screen == "exact" or (screen == "auto" and 3 * n_src <= F.EXACT_BUDGET)
+    tokens = max((r.seqs.n * r.seqs.length for r in runs.values()), default=0)
+    from .mlp_path import forward_flops, has_mlps
+
+    via = bool(recv) and has_mlps(hm)
+    mlp_cost = forward_flops(net, tokens) * (1 + 3 * 3 * len(recv)) if via else 0.0
+    if mlp_paths == "auto":
+        via = via and mlp_cost <= MLP_BUDGET
+    else:
+        via = via and bool(mlp_paths)
+    patches = 3 * (n_src if exact_all else min(n_src, 2 * int(k) * len(recv))) + 3 * len(recv)
+    stage("rmtbase circuits", f"{len(recv)} receiver(s) with a behaviour label; every earlier "
+          f"source screened by attribution, {patches:,} exact patches "
+          f"({'every source' if exact_all else f'top {k} by weights and by attribution'}"
+          f"); paths via MLPs {'screened' if via else 'not screened'}"
+          + (f" ({mlp_cost / 1e12:.2g} TFLOP)" if mlp_cost else ""), enabled=progress)
+    rows: list[dict] = []
+    screens: dict = {}
+    with one_thread(), progress_bar(len(recv), desc="rmtbase circuits: path patching",
+                                   unit="receiver", enabled=progress) as bar:
+        for rec in sorted(recv, key=lambda r: r[:2]):
+            run = runs[int(length_of[rec[0], rec[1]]) if len(runs) > 1 else next(iter(runs))]
+            got, scr = _receiver(run, composition, rec, int(k), exact_all, via)
+            rows.extend(got)
+            screens[rec[:2]] = scr
+            bar.update(1)
+    first = next(iter(runs.values())).seqs if runs else None
+    ds = candidate_dataset(rows, labels, probes, first, k=k, screens=screens)
+    n_tests = len(rows)
+    ds.attrs.update(model=name, n_receivers=len(recv), n_patches=int(patches),
+                    sinks_patched=int(bool(sinks)), screen="exact" if exact_all else "top-k",
+                    mlp_paths_screened=int(via), n_tests=n_tests,
+                    expected_false_confirmations=float(F.FALSE_RATE * n_tests),
+                    repeat_lengths=", ".join(str(n) for n in runs) if sequences is None else "",
+                    n_sinks_not_patched=0 if sinks or receivers_of_interest is not None else
+                    int((labels["label"].values[1:] == "first-token").sum()))
+    _summary_attrs(ds, composition)
+    return ds
+
+
+def _no_labels(hm):
+    """Labels of a model no repeat length fits: every head ``none``."""
+    ds = xr.Dataset(coords={"layer": np.arange(hm.n_layers), "head": np.arange(hm.n_heads)})
+    shape = (hm.n_layers, hm.n_heads)
+    ds["label"] = (("layer", "head"), np.full(shape, "none"))
+    ds["label_score"] = (("layer", "head"), np.full(shape, np.nan))
+    ds["label_statistic"] = (("layer", "head"), np.full(shape, ""))
+    ds["label_length"] = (("layer", "head"), np.zeros(shape, dtype=np.int64))
+    return ds
+
+
+def _receiver(run, composition, rec, k, exact_all, via):
+    """The rows of one receiver (every kind and path) and its screen
+    ({(kind, path): attribution (layer, H)})."""
+    from . import screen as S
+
+    pt, hm = run.pt, run.hm
     li, hi, stat = rec
-    rows = []
+    rows, scr = [], {}
     for kind in KINDS:
-        ranked = F.ranked_sources(composition, li, hi, kind)[:k]
-        sets = [[(m, s)] for m, s, _, _ in ranked] + [[(m, s) for m, s, _, _ in ranked]]
-        *single, joint = pt.effects(li, hi, sets, kind, None if kind == "v" else stat)
-        rows.extend(_judge([
-            {"kind": kind, "layer_from": m, "head_from": s, "layer_to": li, "head_to": hi,
-             "rank_weights": rank, "n_sources": li * pt.hm.n_heads, "composition": score,
-             "metric": e.metric, "score_to": e.base, "effect_causal": e.effect,
-             "effect_se": e.se} for (m, s, rank, score), e in zip(ranked, single, strict=True)],
-            joint))
-    return rows
+        st = None if kind == "v" else stat
+        ranked = F.ranked_sources(composition, li, hi, kind)
+        attr = S.attribution(pt, li, hi, kind, st)
+        scr[(kind, "direct")] = attr
+        rank_attr = _ranks(attr)
+        chosen = F.exact_sources(ranked, attr, k, exact_all)
+        info = {(m, s): (r, sc) for m, s, r, sc in ranked}
+        single = []
+        for lo in range(0, len(chosen), 64):
+            part = chosen[lo:lo + 64]
+            single += pt.effects(li, hi, [[src] for src in part], kind, st)
+        joint = _joint_direct(pt, li, hi, kind, st)
+        got = [_row(kind, "direct", src, rec, info, attr, rank_attr, e, run, hm)
+               for src, e in zip(chosen, single, strict=True)]
+        rows.extend(_judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n))
+        if via:
+            vrows, vattr = _via_rows(run, composition, rec, kind, st, k, info)
+            scr[(kind, "via_mlp")] = vattr
+            rows.extend(vrows)
+    _dominant(rows)
+    return rows, scr
 
 
-def _judge(singles: list[dict], joint) -> list[dict]:
-    """The rule of :mod:`.find` on one receiver's candidates of one kind."""
-    from .patching import OUTPUT_CHANGE, TV
+def _ranks(a) -> np.ndarray:
+    """1 = the largest |a| (NaN last), same shape as ``a``."""
+    flat = np.abs(np.asarray(a, dtype=np.float64)).ravel()
+    flat = np.where(np.isfinite(flat), flat, -np.inf)
+    r = np.empty(flat.size, dtype=np.int64)
+    r[np.argsort(-flat, kind="stable")] = np.arange(1, flat.size + 1)
+    return r.reshape(np.shape(a))
 
+
+def _row(kind, path, src, rec, info, attr, rank_attr, e, run, hm):
+    (m, s), (li, hi, _) = src, rec
+    rank, score = info[(m, s)]
+    return {"kind": kind, "path": path, "layer_from": m, "head_from": s, "layer_to": li,
+            "head_to": hi, "rank_weights": rank, "rank_attribution": int(rank_attr[m, s]),
+            "n_sources": li * hm.n_heads, "composition": score,
+            "attribution": float(attr[m, s]), "metric": e.metric, "score_to": e.base,
+            "effect_causal": e.effect, "effect_se": e.se,
+            "length_to": int(run.seqs.repeat or 0), "n_sequences": run.seqs.n}
+
+
+def _joint_direct(pt, li, hi, kind, st):
+    """Every earlier head's direct output removed at once (the residual recomputed)."""
+    import torch
+
+    hm, cap = pt.hm, pt.cap
+    with torch.inference_mode():
+        x = cap.resid[li].clone().float()
+        for m in range(li):
+            for s in range(hm.n_heads):
+                x -= hm.source_output(m, s, cap.z[m][:, :, s, :].float())
+    return pt.effects_from_residuals(li, hi, [x], kind, st)[0]
+
+
+def _via_rows(run, composition, rec, kind, st, k, info):
+    """The via-MLP rows of one receiver and kind: the top ``k`` sources by their via-MLP
+    attribution patched exactly, judged against every earlier head's via-MLP change."""
+    from . import screen as S
+
+    li, hi, _ = rec
+    pt, paths, hm = run.pt, run.mlp(), run.hm
+    got = S.metrics(pt, li, hi, kind, st)
+    attr = paths.attribution(li, *got) if got is not None else np.full((li, hm.n_heads), np.nan)
+    rank_attr = _ranks(attr)
+    flat = np.where(np.isfinite(attr), np.abs(attr), -np.inf).ravel()
+    chosen = [(int(i // hm.n_heads), int(i % hm.n_heads))
+              for i in np.argsort(-flat, kind="stable")[:k] if np.isfinite(flat[i])]
+    ch = paths.changes(chosen, [li])
+    x0 = run.cap.resid[li].float()
+    single = pt.effects_from_residuals(li, hi, [x0 + ch[src][li] for src in chosen], kind, st) \
+        if chosen else []
+    joint = pt.effects_from_residuals(li, hi, [x0 + paths.joint(li)], kind, st)[0]
+    got = [_row(kind, "via_mlp", src, rec, info, attr, rank_attr, e, run, hm)
+           for src, e in zip(chosen, single, strict=True)]
+    return _judge(got, joint, labelled=rec[2] is not None, n_seq=run.seqs.n), attr
+
+
+def _judge(singles: list[dict], joint, *, labelled: bool, n_seq: int) -> list[dict]:
+    """The rule of :mod:`.find` on one receiver's rows of one kind and path."""
+    enough = n_seq >= F.MIN_SEQUENCES
     for r in singles:
         is_score = r["metric"] not in (TV, OUTPUT_CHANGE)
-        r["confirmed"] = F.passes(r["effect_causal"], r["effect_se"], r["score_to"], is_score)
-    conf = [r for r in singles if r["confirmed"]]
-    top = max(conf, key=lambda r: r["effect_causal"]) if conf else None
+        ok = enough and F.passes(r["effect_causal"], r["effect_se"], r["score_to"], is_score)
+        r["confirmed"] = bool(ok and labelled)
+        r["dependency"] = bool(ok and not labelled)
+        r["role"] = ("changes" if not is_score else
+                     "supports" if r["effect_causal"] > 0 else "suppresses")
     is_score = joint.metric not in (TV, OUTPUT_CHANGE)
-    redundant = not conf and F.passes(joint.effect, joint.se, joint.base, is_score)
+    joint_ok = enough and F.passes(joint.effect, joint.se, joint.base, is_score)
+    conf = [r for r in singles if r["confirmed"]]
+    total = float(sum(r["effect_causal"] for r in conf))
+    explained = total / joint.effect if np.isfinite(joint.effect) and joint.effect != 0 \
+        else np.nan
+    contradicts = bool(conf and joint_ok and is_score and np.sign(total) != np.sign(joint.effect))
     for r in singles:
-        r.update(dominant=r is top, joint_effect=joint.effect, joint_se=joint.se,
-                 redundant=bool(redundant))
+        r.update(joint_effect=joint.effect, joint_se=joint.se, explained=explained,
+                 redundant=bool(not conf and joint_ok and labelled),
+                 joint_contradicts=contradicts, dominant=False)
     return singles
+
+
+def _dominant(rows: list[dict]) -> None:
+    """Per receiver and kind, the supporting confirmed row with the largest effect."""
+    best: dict = {}
+    for r in rows:
+        if r["confirmed"] and r["role"] in ("supports", "changes"):
+            key = (r["layer_to"], r["head_to"], r["kind"])
+            if key not in best or r["effect_causal"] > best[key]["effect_causal"]:
+                best[key] = r
+    for r in best.values():
+        r["dominant"] = True
+
+
+def _summary_attrs(ds, composition) -> None:
+    """Per model: Spearman correlations of the exact effect with the weights' rank and with
+    the attribution estimate (direct rows), and the count of pairs unlike random."""
+    from .screen import spearman
+
+    if ds.sizes.get("candidate", 0):
+        direct = ds["path"].values == "direct"
+        e = np.abs(ds["effect_causal"].values[direct])
+        ds.attrs["spearman_weights_rank_vs_effect"] = spearman(-ds["rank_weights"].values[direct], e)
+        ds.attrs["spearman_attribution_vs_effect"] = spearman(ds["attribution"].values[direct],
+                                                              ds["effect_causal"].values[direct])
+    if "composition_flag" in composition:
+        ds.attrs["pairs_unlike_random"] = int(np.asarray(composition["composition_flag"]).sum())
 
 
 def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, sequences=None,
                   text=None, receivers_of_interest=None, seed: int = 0,
-                  threshold: float = THRESHOLD, sinks: bool = False,
+                  threshold: float = THRESHOLD, sinks: bool = False, repeat_lengths="auto",
+                  screen: str = "auto", mlp_paths="auto", layers=None,
                   progress: bool = True) -> xr.Dataset:
-    """Candidate circuits of ``model`` screened by ``composition`` and confirmed by path
-    patching (module docstring; :mod:`.find` states the steps and the rule, :func:`.table.candidate_dataset` the output).
+    """Circuits of ``model``: heads labelled by behaviour, every earlier source screened and
+    path-patched (:mod:`.find` states the steps and the rule, :mod:`.table` the output).
 
-    model: a transformers model, a :class:`rmtbase.probe.loader.Loaded`, folder, ``.gguf``
-    file or hub id (:func:`.model.load_model`); gpt2 and the LLaMA family
-    (:data:`.heads.SUPPORTED`). composition: its composition
-    Dataset. k: sources per receiver and kind. sequences: a :class:`.sequences.Sequences`,
-    ``"text"`` (``text``, else the probe's default text: full windows of 256 tokens or the
-    model's maximum, at most 16; a text shorter than two windows in two halves; needs a
-    tokenizer), ``"repeated_random_tokens"`` (16 × (BOS + 2 ×
-    50), ``seed``) or None (the same: the standard induction test; on the probe's text
-    SmolLM2's induction heads score 0.10–0.26 and go unlabelled, on repeated random tokens
-    0.46–0.88, ``docs/path-patching.md``).
-    text: a :class:`rmtbase.probe.text.Text` or UTF-8 file for ``sequences="text"`` (given
-    with ``sequences`` None, it means ``"text"``).
-    receivers_of_interest: [(layer, head), …] instead of the labelled heads. threshold: the
-    label threshold (:data:`.labels.THRESHOLD`). sinks: patch the ``first-token`` heads too
-    (:mod:`.find`, step 2, says why they are not by default).
+    model: a transformers model, a :class:`rmtbase.probe.loader.Loaded`, a folder, ``.gguf``
+    or hub id (:func:`.model.load_model`), of a family :data:`.heads.SUPPORTED` names.
+    composition: its composition Dataset (:func:`rmtbase.composition`). k: sources patched per
+    receiver, kind and ranking (weights, attribution) when not every source is. sequences:
+    None (repeated random tokens at ``repeat_lengths``), ``"text"`` (``text`` or the probe's
+    text; needs a tokenizer) or a :class:`.sequences.Sequences`. repeat_lengths: ``"auto"``,
+    an int or ints (:func:`.sequences.repeat_lengths`). receivers_of_interest: [(layer,
+    head), …] instead of the labelled heads (unlabelled ones give dependencies). seed: the
+    sequences' seed. threshold: the label threshold. sinks: patch ``first-token`` heads too.
+    screen: ``"auto"`` (exact patching of every source when it fits
+    :data:`.find.EXACT_BUDGET`), ``"exact"`` or ``"top-k"``. mlp_paths: ``"auto"`` (when the
+    via-MLP screen fits :data:`MLP_BUDGET` FLOPs), True or False. layers: receivers' layers to
+    keep (None: all). Raises :class:`InputError` on bad arguments before loading.
     """
+    from ..checks import check_int, check_seed
+
     F.check_composition(composition)
-    if int(k) < 1:
-        raise InputError(f"k must be a positive integer, got {k!r}")
+    k = check_int("k", k, minimum=1)
+    seed = check_seed(seed)
     if text is not None and sequences is None:
         sequences = "text"
     if text is not None and sequences != "text":
@@ -129,51 +365,26 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
             and sequences not in SOURCES:
         raise InputError(f"sequences must be one of {', '.join(SOURCES)} or a Sequences, "
                          f"got {sequences!r}")
+    if sequences == "repeated_random_tokens":
+        sequences = None
+    if screen not in ("auto", "exact", "top-k"):
+        raise InputError(f"screen must be 'auto', 'exact' or 'top-k', got {screen!r}")
+    if mlp_paths not in ("auto", True, False):
+        raise InputError(f"mlp_paths must be 'auto', True or False, got {mlp_paths!r}")
     n_l, n_h = composition.sizes["layer_to"], composition.sizes["head_to"]
     for li, hi in receivers_of_interest or ():
         if not (1 <= int(li) < n_l and 0 <= int(hi) < n_h):
             raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0 of "
                              f"this {n_l}-layer, {n_h}-head model")
-    return run_circuits(model, composition, k=int(k), sequences=sequences, text=text,
+    for li in layers or ():
+        if isinstance(li, bool) or not isinstance(li, (int, np.integer)) or not 1 <= li < n_l:
+            raise InputError(f"layers: {li!r} is not a layer after 0 of this {n_l}-layer model")
+    return run_circuits(model, composition, k=k, sequences=sequences, text=text,
                         receivers_of_interest=receivers_of_interest, seed=seed,
-                        threshold=threshold, sinks=bool(sinks), progress=progress)
+                        threshold=threshold, sinks=bool(sinks), progress=progress,
+                        lengths=repeat_lengths, screen=screen, mlp_paths=mlp_paths,
+                        layers=layers)
 
 
-def run_circuits(model, composition, *, k, sequences, receivers_of_interest, seed, threshold,
-                 progress, text=None, sinks=False) -> xr.Dataset:
-    """:func:`.find.find_circuits` after its argument checks."""
-    from .model import load_model
-
-    net, tok, name = load_model(model, tokenizer=sequences == "text")
-    hm = HeadModel(net)
-    _check_shape(hm, composition)
-    seqs = make_sequences(net, tok, sequences, seed, text)
-    stage("rmtbase circuits", f"labels from {seqs.description}", enabled=progress)
-    with one_thread():
-        cap, totals = capture(hm, seqs, progress=progress)
-    probe = probe_dataset(totals, seqs, name)
-    labels = label_heads(probe, threshold=threshold)
-    recv = (F.receivers(labels, composition, sinks=sinks) if receivers_of_interest is None
-            else _explicit(receivers_of_interest, labels))
-    n_sinks = 0 if sinks or receivers_of_interest is not None else \
-        int((labels["label"].values[1:] == "first-token").sum())
-    cost = F.plan(recv, min(k, (hm.n_layers - 1) * hm.n_heads), seqs.n, seqs.length)
-    stage("rmtbase circuits", f"path patching {cost['receivers']} receivers: "
-          f"{cost['patches']} patches (q, k, v x top {k} by weights + all {k} together) on "
-          f"{cost['sequences']} sequences of {seqs.length} tokens"
-          + (f"; {n_sinks} first-token sinks labelled, not patched" if n_sinks else ""),
-          enabled=progress)
-    pt = Patcher(hm, cap, seqs)
-    rows: list[dict] = []
-    with one_thread(), progress_bar(len(recv), desc="rmtbase circuits: path patching",
-                                   unit="receiver", enabled=progress) as bar:
-        for rec in sorted(recv, key=lambda r: r[:2]):  # by layer: shared source products
-            rows.extend(_patch_receiver(pt, composition, rec, k))
-            bar.update(1)
-    ds = candidate_dataset(rows, labels, probe, seqs, k=k)
-    ds.attrs.update(model=name, n_receivers=cost["receivers"], n_patches=cost["patches"],
-                    sinks_patched=int(bool(sinks)), n_sinks_not_patched=n_sinks)
-    return ds
-
-
-__all__ = ["MAX_TEXT_SEQUENCES", "find_circuits", "make_sequences", "one_thread", "run_circuits"]
+__all__ = ["MAX_TEXT_SEQUENCES", "MLP_BUDGET", "find_circuits", "make_sequences", "one_thread",
+           "run_circuits"]

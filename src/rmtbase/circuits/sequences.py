@@ -1,22 +1,26 @@
 """The token sequences a circuit is measured on: repeated random tokens (the standard induction
-test) or equal-length windows of the probe's text.
+test) at one or several repeat lengths, or equal-length windows of a text.
 
 **Repeated random tokens** (:func:`repeated_tokens`) follow TransformerLens'
-``generate_repeated_tokens`` (ARENA "Intro to mech interp", 1.2, "Finding induction heads"):
-each sequence is a prefix (the model's BOS id, when its config names one inside the vocabulary) followed by ``n``
-tokens drawn uniformly from ``[0, vocab_size)`` and then the same ``n`` tokens again, so
-``T = 1 + 2n`` (``2n`` without BOS). On the second half an induction head attends to the
-token after the query's earlier occurrence, a previous-token head to ``i − 1``. The draws use
-an explicit seed (``numpy.random.default_rng(seed)``), or a ``numpy.random.Generator``; no
-global state. The BOS position is not content (``content[0] = False``), as the probe treats
-special tokens (:mod:`rmtbase.probe.behaviour`).
+``generate_repeated_tokens`` (ARENA 1.2, "Finding induction heads"): a prefix (the model's BOS
+id, when its config names one inside the vocabulary), ``n`` random tokens, then the same ``n``
+tokens again, so ``T = 1 + 2n`` (``2n`` without BOS). On the second half an induction head
+attends to the token after the query's earlier occurrence, a previous-token head to ``i − 1``.
+:func:`repeated_sequences` draws the ``n`` tokens **distinct within a half** where the usable
+vocabulary allows it (special ids — BOS, EOS, PAD, UNK of the config — left out), so that the
+induction target of a second-half query is unique and no token repeats inside the first half.
+Draws use an explicit seed (``numpy.random.default_rng``), never global state.
 
-**Text windows** (:func:`text_sequences`) are :func:`rmtbase.probe.text.windows` of the
-probe's text, the full-length ones only (the shorter last window is dropped so that every
-sequence has one length and the sequences batch; said in ``description``).
+**Repeat lengths** (:func:`repeat_lengths`): ``"auto"`` is :data:`AUTO_LENGTHS` kept where the
+sequence fits the model's positions and the usable vocabulary has ``n`` distinct tokens, plus the
+longest that fits when that is shorter than 50; lengths
+below :data:`MIN_REPEAT` are never used (at ``n < 3`` the induction target of a query is its
+previous token, so induction and previous-token attention cannot be told apart). Each length
+gets ``max(DEFAULT_SEQUENCES, ⌈MIN_QUERIES / n⌉)`` sequences, so every length scores at least
+:data:`MIN_QUERIES` second-half queries.
 
-:attr:`Sequences.source` is ``"repeated_random_tokens"`` or ``"text"``, the value of the
-``probe_source`` attr of every output built on them.
+**Text windows** (:func:`text_sequences`): the full-length windows of a text
+(:func:`rmtbase.probe.text.windows`), the shorter last one dropped so that sequences batch.
 """
 
 from __future__ import annotations
@@ -32,18 +36,25 @@ from ..errors import InputError
 DEFAULT_HALF = 50
 DEFAULT_SEQUENCES = 16
 SOURCES = ("text", "repeated_random_tokens")
+#: ``repeat_lengths("auto")``: short repeats up to ARENA's 50 (module docstring).
+AUTO_LENGTHS = (5, 10, 20, 50)
+#: Shortest repeat that separates induction from previous-token attention (module docstring).
+MIN_REPEAT = 3
+#: Second-half queries every repeat length scores at least (sequences × n).
+MIN_QUERIES = 800
 
 
 @dataclass(frozen=True)
 class Sequences:
     """``ids`` ``(N, T)`` int64 token ids, ``content`` ``(T,)`` bool (True on text tokens, the
     same for every sequence), ``source`` (one of :data:`SOURCES`), ``description`` (one line
-    for the output's attrs)."""
+    for the output's attrs), ``repeat`` (tokens per half of repeated tokens, else None)."""
 
     ids: np.ndarray
     content: np.ndarray
     source: str
     description: str
+    repeat: int | None = None
 
     @property
     def n(self) -> int:
@@ -55,18 +66,47 @@ class Sequences:
 
 
 def repeated_tokens(vocab_size: int, n: int, batch: int, *, seed=0,
-                    bos_token_id: int | None = None) -> np.ndarray:
-    """``(batch, [1 +] 2n)`` int64: [BOS,] r_1 … r_n, r_1 … r_n with r uniform on
-    ``[0, vocab_size)`` (module docstring). ``seed``: an int or a ``numpy.random.Generator``."""
+                    bos_token_id: int | None = None, allowed=None) -> np.ndarray:
+    """``(batch, [1 +] 2n)`` int64: [BOS,] r_1 … r_n, r_1 … r_n (module docstring).
+
+    vocab_size: tokens are drawn from ``[0, vocab_size)``, uniformly and independently, unless
+    ``allowed`` is given. n: tokens per half. batch: sequences. seed: an int or a
+    ``numpy.random.Generator``. bos_token_id: a prefix id, or None. allowed: an int array of
+    the usable ids; then each half is ``n`` **distinct** ids drawn without replacement from it
+    (:class:`InputError` when it has fewer than ``n``).
+    """
     for name, v in (("vocab_size", vocab_size), ("n", n), ("batch", batch)):
         if int(v) < 1:
             raise InputError(f"{name} must be a positive integer, got {v!r}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(int(seed))
-    half = rng.integers(0, int(vocab_size), size=(int(batch), int(n)), dtype=np.int64)
+    rng = _rng(seed)
+    if allowed is None:
+        half = rng.integers(0, int(vocab_size), size=(int(batch), int(n)), dtype=np.int64)
+    else:
+        allowed = np.asarray(allowed, dtype=np.int64)
+        if allowed.size < int(n):
+            raise InputError(f"{allowed.size} usable token ids cannot give {n} distinct ones")
+        half = np.stack([rng.choice(allowed, size=int(n), replace=False)
+                         for _ in range(int(batch))]).astype(np.int64)
     parts = [half, half]
     if bos_token_id is not None:
         parts.insert(0, np.full((int(batch), 1), int(bos_token_id), dtype=np.int64))
     return np.concatenate(parts, axis=1)
+
+
+def _rng(seed) -> np.random.Generator:
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, (list, tuple)):
+        return np.random.default_rng([int(x) for x in seed])
+    return np.random.default_rng(int(seed))
+
+
+def _seed_text(seed) -> str:
+    if isinstance(seed, np.random.Generator):
+        return "a Generator"
+    if isinstance(seed, (list, tuple)):
+        return f"seed {[int(x) for x in seed]}"
+    return f"seed {int(seed)}"
 
 
 def _config_int(config, *names):
@@ -79,30 +119,120 @@ def _config_int(config, *names):
     return None
 
 
-def repeated_sequences(config, *, n: int = DEFAULT_HALF, batch: int = DEFAULT_SEQUENCES,
-                       seed=0) -> Sequences:
-    """:func:`repeated_tokens` with the vocabulary size and BOS id of a transformers
-    ``config`` (``vocab_size``; ``bos_token_id`` when set); one-line :class:`InputError` when
-    the sequence would not fit ``max_position_embeddings`` / ``n_positions``."""
+def _special_ids(config) -> set[int]:
+    out = set()
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id",
+                 "decoder_start_token_id"):
+        v = getattr(config, name, None)
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(x, int):
+                out.add(int(x))
+    return out
+
+
+def usable_ids(config) -> np.ndarray:
+    """The token ids random repeats are drawn from: ``[0, vocab_size)`` without the config's
+    special ids (BOS, EOS, PAD, UNK)."""
     vocab = _config_int(config, "vocab_size")
     if vocab is None:
         raise InputError("the model's config has no vocab_size: cannot draw random tokens")
+    ids = np.arange(vocab, dtype=np.int64)
+    special = [i for i in _special_ids(config) if 0 <= i < vocab]
+    return np.setdiff1d(ids, special) if len(special) < vocab else ids
+
+
+def _bos(config):
+    vocab = _config_int(config, "vocab_size")
     bos = _config_int(config, "bos_token_id")
-    if bos is not None and not 0 <= bos < vocab:
-        bos = None  # a config's default BOS outside a small vocabulary: no prefix
-    ids = repeated_tokens(vocab, n, batch, seed=seed, bos_token_id=bos)
-    cap = _config_int(config, "max_position_embeddings", "n_positions")
+    return bos if bos is not None and vocab is not None and 0 <= bos < vocab else None
+
+
+def positions(config) -> int | None:
+    """The model's maximum sequence length from its config, or None when it names none."""
+    return _config_int(config, "max_position_embeddings", "n_positions", "n_ctx",
+                       "seq_length", "max_sequence_length")
+
+
+def repeat_lengths(config, spec="auto") -> tuple[int, ...]:
+    """The repeat lengths ``spec`` names for a model with ``config`` (module docstring).
+
+    spec: ``"auto"``, an int, or a sequence of ints (each ``>= MIN_REPEAT``). Returns the
+    lengths, ascending. Raises :class:`InputError` for a bad spec, a length that does not fit
+    the model's positions, or a vocabulary without that many distinct usable ids; ``"auto"``
+    returns ``()`` when no length fits (the caller says so).
+    """
+    cap = positions(config)
+    n_ids = usable_ids(config).size
+    prefix = _bos(config) is not None
+    if isinstance(spec, str):
+        if spec != "auto":
+            raise InputError(f"repeat lengths must be 'auto' or integers, got {spec!r}")
+        top = min(n_ids, max(AUTO_LENGTHS) if cap is None else (cap - prefix) // 2)
+        out = [n for n in AUTO_LENGTHS if n <= top]
+        if top >= MIN_REPEAT and (not out or out[-1] < top) and top < max(AUTO_LENGTHS):
+            out.append(top)  # the longest repeat the context and vocabulary allow
+        return tuple(out)
+    vals = [spec] if isinstance(spec, (int, np.integer)) else list(spec)
+    if not vals:
+        raise InputError("repeat lengths: give at least one length or 'auto'")
+    for n in vals:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise InputError(f"a repeat length must be an integer, got {n!r}")
+        if n < MIN_REPEAT:
+            raise InputError(f"a repeat length must be at least {MIN_REPEAT} (induction and "
+                             f"previous-token attention coincide below it), got {n}")
+        if cap is not None and 2 * n + prefix > cap:
+            raise InputError(f"a repeat length of {n} needs {2 * n + prefix} positions; the "
+                             f"model has {cap}")
+        if n > n_ids:
+            raise InputError(f"a repeat length of {n} needs {n} distinct token ids; the "
+                             f"vocabulary has {n_ids} usable ones")
+    return tuple(sorted({int(n) for n in vals}))
+
+
+def sequences_for(n: int) -> int:
+    """Sequences drawn at repeat length ``n``: ``max(DEFAULT_SEQUENCES, ⌈MIN_QUERIES/n⌉)``."""
+    return max(DEFAULT_SEQUENCES, -(-MIN_QUERIES // int(n)))
+
+
+def repeated_sequences(config, *, n: int = DEFAULT_HALF, batch: int = DEFAULT_SEQUENCES,
+                       seed=0, distinct: bool = True) -> Sequences:
+    """:func:`repeated_tokens` with the vocabulary and BOS id of a transformers ``config``.
+
+    n: tokens per half; batch: sequences; seed: int or Generator; distinct: each half ``n``
+    distinct usable ids (module docstring) where the vocabulary has that many, else uniform
+    draws with repeats (said in the description). One-line :class:`InputError` when the
+    sequence would not fit the model's positions.
+    """
+    vocab = _config_int(config, "vocab_size")
+    if vocab is None:
+        raise InputError("the model's config has no vocab_size: cannot draw random tokens")
+    bos = _bos(config)
+    allowed = usable_ids(config) if distinct else None
+    if allowed is not None and allowed.size < int(n):
+        allowed = None
+    ids = repeated_tokens(vocab, n, batch, seed=seed, bos_token_id=bos, allowed=allowed)
+    cap = positions(config)
     if cap is not None and ids.shape[1] > cap:
         raise InputError(f"repeated sequences of {ids.shape[1]} tokens exceed the model's "
                          f"{cap} positions; use n <= {(cap - (bos is not None)) // 2}")
     content = np.ones(ids.shape[1], dtype=bool)
     if bos is not None:
         content[0] = False
-    seed_text = "a Generator" if isinstance(seed, np.random.Generator) else f"seed {int(seed)}"
-    desc = (f"{ids.shape[0]} sequences of {'BOS + ' if bos is not None else ''}{n} uniform "
-            f"random tokens of {vocab} repeated once ({ids.shape[1]} tokens; {seed_text}; "
-            "TransformerLens generate_repeated_tokens)")
-    return Sequences(ids, content, "repeated_random_tokens", desc)
+    seed_text = _seed_text(seed)
+    how = (f"{n} distinct random tokens of {allowed.size} usable" if allowed is not None
+           else f"{n} uniform random tokens of {vocab}")
+    desc = (f"{ids.shape[0]} sequences of {'BOS + ' if bos is not None else ''}{how} repeated "
+            f"once ({ids.shape[1]} tokens; {seed_text})")
+    return Sequences(ids, content, "repeated_random_tokens", desc, repeat=int(n))
+
+
+def length_sequences(config, lengths, *, seed=0) -> dict[int, Sequences]:
+    """{n: :func:`repeated_sequences`} for each repeat length, :func:`sequences_for` (n)
+    sequences each, drawn with seed ``[seed, n]`` (``numpy.random.default_rng``)."""
+    return {int(n): repeated_sequences(config, n=int(n), batch=sequences_for(n),
+                                       seed=[int(seed), int(n)])
+            for n in lengths}
 
 
 def text_sequences(tokenizer, text: str, window: int, *, max_sequences: int | None = None,
@@ -131,5 +261,7 @@ def text_sequences(tokenizer, text: str, window: int, *, max_sequences: int | No
     return Sequences(ids, np.asarray(content, dtype=bool), "text", desc)
 
 
-__all__ = ["DEFAULT_HALF", "DEFAULT_SEQUENCES", "SOURCES", "Sequences", "repeated_sequences",
-           "repeated_tokens", "text_sequences"]
+__all__ = ["AUTO_LENGTHS", "DEFAULT_HALF", "DEFAULT_SEQUENCES", "MIN_QUERIES", "MIN_REPEAT",
+           "SOURCES", "Sequences", "length_sequences", "positions", "repeat_lengths",
+           "repeated_sequences", "repeated_tokens", "sequences_for", "text_sequences",
+           "usable_ids"]

@@ -1,15 +1,16 @@
 """The circuit search's Dataset and its JSON list.
 
-:func:`candidate_dataset`: one row per candidate pair along dimension ``candidate`` (variables
-below, each with ``long_name`` and ``units``), the heads' labels and probe statistics along
-(layer, head) (``label``, ``label_score``, ``label_statistic``, ``behaviour_<name>`` as
-:func:`rmtbase.probe.join` names them), and attrs saying the sequences (``probe_source``:
-``"text"`` or ``"repeated_random_tokens"``), the rule and its constants. Strings are plain
-``str`` variables; booleans are stored as int8 0/1 (netCDF has no bool). Write it with
-:meth:`rmtbase.files.output.OutputFolder.write_netcdf`.
+:func:`candidate_dataset`: one row per exactly patched (source, receiver, kind, path) along
+dimension ``candidate`` (:data:`VARIABLES`, each with ``long_name`` and ``units``); the heads'
+labels along (layer, head) (``label``, ``label_score``, ``label_statistic``, ``label_length``,
+``behaviour_<name>`` at each head's label length); every source's attribution estimate along
+(receiver, kind, path, layer_from, head_from) (``screen_attribution``); attrs saying the
+sequences, the rule and its constants. Strings are ``str`` variables, booleans int8 0/1.
 
-:func:`circuit_list`: the JSON objects ``{kind, from, to, label_from, label_to,
-rank_weights, effect_causal, effect_se, confirmed, dominant, redundant, metric}``.
+:func:`circuit_list`: the JSON objects ``{kind, path, from, to, label_from, label_to,
+label_length, rank_weights, rank_attribution, attribution, effect_causal, effect_se, role,
+confirmed, dominant, redundant, explained, joint_effect, joint_contradicts, dependency,
+metric}``.
 """
 
 from __future__ import annotations
@@ -24,32 +25,51 @@ from .sequences import Sequences
 #: Candidate variables: (long_name, units).
 VARIABLES = {
     "kind": ("path: the receiver's input the source is removed from (q, k or v)", "1"),
+    "path": ("direct (the source's output removed from the receiver's input) or via_mlp (only "
+             "its change carried through the MLPs in between)", "1"),
     "from": ("source head, L<layer>H<head>", "1"),
     "to": ("receiver head, L<layer>H<head>", "1"),
     "layer_from": ("source layer", "1"), "head_from": ("source head", "1"),
     "layer_to": ("receiver layer", "1"), "head_to": ("receiver head", "1"),
     "label_from": ("behaviour label of the source", "1"),
     "label_to": ("behaviour label of the receiver", "1"),
+    "length_to": ("repeat length the receiver was labelled and patched on (its label_length; "
+                  "tokens per half; 0: text)", "tokens"),
+    "n_sequences": ("sequences the effect is averaged over", "1"),
     "rank_weights": ("rank of the source among the receiver's earlier sources by this kind's "
                      "composition score (1 = top)", "1"),
+    "rank_attribution": ("rank of the source among the receiver's earlier sources by "
+                         "|attribution| on this path (1 = top)", "1"),
     "n_sources": ("number of the receiver's earlier sources", "1"),
     "composition": ("composition score of the pair for this kind", "1"),
+    "attribution": ("first-order estimate of effect_causal (one backward pass; for v the "
+                    "shrink of the output along its clean direction)", "1"),
     "metric": ("what effect_causal measures: the receiver's behaviour statistic, "
                "output_change (v) or attention_tv (no label)", "1"),
     "score_to": ("receiver's unpatched behaviour statistic (0 for the change metrics)", "1"),
-    "effect_causal": ("drop of the receiver's statistic (or its change) when the source's "
-                      "direct output is removed from this input", "1"),
+    "effect_causal": ("drop of the receiver's statistic (negative: a rise), or its change, "
+                      "when the source's output is removed from this input on this path", "1"),
     "effect_se": ("standard error of effect_causal over sequences", "1"),
-    "confirmed": ("effect >= 3 se and >= 10 % of score_to (0.1 for change metrics)", "1"),
-    "dominant": ("confirmed and the largest effect of the receiver's candidates of the kind",
-                 "1"),
-    "joint_effect": ("effect of removing all the receiver's candidates of the kind at once",
-                     "1"),
+    "role": ("supports (the behaviour drops without the source), suppresses (it rises) or "
+             "changes (change metrics)", "1"),
+    "confirmed": ("receiver labelled, |effect| >= 3 se and >= 10 % of score_to (0.1 for "
+                  "change metrics), >= 8 sequences", "1"),
+    "dependency": ("the rule passes on a receiver without a behaviour label (not a circuit)",
+                   "1"),
+    "dominant": ("the supporting confirmed row with the largest effect of its receiver and "
+                 "kind", "1"),
+    "joint_effect": ("effect of removing every earlier source at once on this path", "1"),
     "joint_se": ("standard error of joint_effect over sequences", "1"),
-    "redundant": ("no single candidate confirmed but the joint removal passes the rule", "1"),
+    "explained": ("sum of the confirmed single effects over joint_effect (receiver, kind, "
+                  "path)", "1"),
+    "redundant": ("no single row confirmed but the joint removal passes the rule", "1"),
+    "joint_contradicts": ("the confirmed singles and the joint effect have opposite signs",
+                          "1"),
 }
-_BOOL = ("confirmed", "dominant", "redundant")
-_STR = ("kind", "from", "to", "label_from", "label_to", "metric")
+_BOOL = ("confirmed", "dominant", "redundant", "dependency", "joint_contradicts")
+_STR = ("kind", "path", "from", "to", "label_from", "label_to", "metric", "role")
+_FLOAT = ("composition", "attribution", "score_to", "effect_causal", "effect_se",
+          "joint_effect", "joint_se", "explained")
 
 
 def _columns(rows: list[dict], labels: xr.Dataset) -> dict[str, np.ndarray]:
@@ -68,17 +88,17 @@ def _columns(rows: list[dict], labels: xr.Dataset) -> dict[str, np.ndarray]:
             out[k] = np.array(v, dtype=str) if v else np.array([], dtype=str)
         elif k in _BOOL:
             out[k] = np.array(v, dtype=np.int8)
-        elif k in ("composition", "score_to", "effect_causal", "effect_se", "joint_effect",
-                   "joint_se"):
+        elif k in _FLOAT:
             out[k] = np.array(v, dtype=np.float64)
         else:
             out[k] = np.array(v, dtype=np.int64)
     return out
 
 
-def candidate_dataset(rows: list[dict], labels: xr.Dataset, probe: xr.Dataset,
-                      seqs: Sequences, *, k: int) -> xr.Dataset:
-    """The Dataset of the module docstring from the driver's rows."""
+def candidate_dataset(rows: list[dict], labels: xr.Dataset, probes: dict,
+                      seqs: Sequences | None, *, k: int, screens: dict | None = None) -> xr.Dataset:
+    """The Dataset of the module docstring from the driver's rows; ``probes`` {repeat
+    length: probe Dataset}; ``screens`` {(layer, head): {(kind, path): (layer, H)}}."""
     from .._version import __version__
     from . import find as F
 
@@ -87,22 +107,61 @@ def candidate_dataset(rows: list[dict], labels: xr.Dataset, probe: xr.Dataset,
     for name, arr in _columns(rows, labels).items():
         ln, units = VARIABLES[name]
         ds[name] = ("candidate", arr, {"long_name": ln, "units": units})
-    for name in ("label", "label_score", "label_statistic"):
-        ds[name] = labels[name]
-    for name in bh.BEHAVIOURS:
-        ds["behaviour_" + name] = probe[name]
+    for name in ("label", "label_score", "label_statistic", "label_length",
+                 "statistic_by_length", "chance_by_length"):
+        if name in labels:
+            ds[name] = labels[name]
+    if probes:
+        length = labels["label_length"].transpose("layer", "head").values
+        for name in bh.BEHAVIOURS:
+            v = np.stack([np.asarray(probes[n][name].transpose("layer", "head").values)
+                          for n in sorted(probes)])
+            idx = np.searchsorted(np.array(sorted(probes)), length)
+            idx = np.clip(idx, 0, len(probes) - 1)
+            pick = np.take_along_axis(v, idx[None], axis=0)[0]
+            ds["behaviour_" + name] = (("layer", "head"), pick,
+                                       dict(probes[sorted(probes)[0]][name].attrs))
+    _screen(ds, screens or {}, labels)
     ds.attrs.update(
-        Conventions="CF-1.8", title="rmtbase circuits: weights screen, path patching confirms",
-        source=f"rmtbase {__version__}", probe_source=seqs.source, sequences=seqs.description,
-        n_sequences=seqs.n, sequence_length=seqs.length, k=int(k),
-        confirm_se=F.CONFIRM_SE, confirm_fraction=F.CONFIRM_FRACTION,
-        patching="direct path of the source (z W_O slice, no bias) removed from the "
-                 "receiver's q, k or v input only; layer norm re-applied; effect mean over "
+        Conventions="CF-1.8", title="rmtbase circuits: every source screened, path patching "
+                                    "confirms",
+        source=f"rmtbase {__version__}",
+        probe_source=seqs.source if seqs is not None else "repeated_random_tokens",
+        sequences="; ".join(p.attrs.get("sequences", "") for _, p in sorted(probes.items())),
+        k=int(k), confirm_se=F.CONFIRM_SE, confirm_fraction=F.CONFIRM_FRACTION,
+        min_sequences=F.MIN_SEQUENCES,
+        confirm_rule=f"|effect| >= {F.CONFIRM_SE} se and >= {F.CONFIRM_FRACTION} x the "
+                     "receiver's score (0.1 for change metrics), receiver labelled, >= "
+                     f"{F.MIN_SEQUENCES} sequences; two-sided, {F.FALSE_RATE} false rate a row",
+        patching="direct: the source's output (z W_O slice, no bias) removed from the "
+                 "receiver's q, k or v input only, norm re-applied; via_mlp: the source's "
+                 "output removed from the residual, MLPs in between recomputed, attention "
+                 "held clean, only the MLP-mediated change fed to the input; effect mean over "
                  "sequences, se = sd/sqrt(n)",
         v_path="effect is the relative change of the receiver's output |dz|/|z| (its "
                "pattern does not depend on its values)",
         label_threshold=labels.attrs.get("label_threshold", np.nan))
     return ds
+
+
+def _screen(ds, screens: dict, labels) -> None:
+    if not screens:
+        return
+    n_l, n_h = labels.sizes["layer"], labels.sizes["head"]
+    recs = sorted(screens)
+    keys = [(kd, p) for kd in ("q", "k", "v") for p in ("direct", "via_mlp")]
+    arr = np.full((len(recs), 3, 2, n_l, n_h), np.nan)
+    for i, r in enumerate(recs):
+        for (kd, p), a in screens[r].items():
+            j = keys.index((kd, p))
+            arr[i, j // 2, j % 2, :a.shape[0]] = a
+    ds.coords["receiver"] = np.array([head_name(*r) for r in recs], dtype=str)
+    ds.coords["screen_kind"] = np.array(["q", "k", "v"], dtype=str)
+    ds.coords["screen_path"] = np.array(["direct", "via_mlp"], dtype=str)
+    ds["screen_attribution"] = (("receiver", "screen_kind", "screen_path", "layer", "head"),
+                                arr, {"long_name": "attribution estimate of every earlier "
+                                                   "source (layer, head) of each receiver",
+                                      "units": "1"})
 
 
 def circuit_list(ds: xr.Dataset) -> list[dict]:
@@ -112,19 +171,28 @@ def circuit_list(ds: xr.Dataset) -> list[dict]:
         x = float(x)
         return x if np.isfinite(x) else None
 
+    cols = {k: ds[k].values for k in VARIABLES if k in ds}
     out = []
     for i in range(ds.sizes.get("candidate", 0)):
-        row = ds.isel(candidate=i)
-        out.append({"kind": str(row["kind"].values), "from": str(row["from"].values),
-                    "to": str(row["to"].values), "label_from": str(row["label_from"].values),
-                    "label_to": str(row["label_to"].values),
-                    "rank_weights": int(row["rank_weights"].values),
-                    "effect_causal": num(row["effect_causal"].values),
-                    "effect_se": num(row["effect_se"].values),
-                    "confirmed": bool(row["confirmed"].values),
-                    "dominant": bool(row["dominant"].values),
-                    "redundant": bool(row["redundant"].values),
-                    "metric": str(row["metric"].values)})
+        g = {k: v[i] for k, v in cols.items()}
+        item = {"kind": str(g["kind"]), "path": str(g.get("path", "direct")),
+                "from": str(g["from"]), "to": str(g["to"]),
+                "label_from": str(g["label_from"]), "label_to": str(g["label_to"])}
+        if "length_to" in g:
+            item["label_length"] = int(g["length_to"])
+        for k in ("rank_weights", "rank_attribution", "n_sequences"):
+            if k in g:
+                item[k] = int(g[k])
+        for k in ("attribution", "effect_causal", "effect_se", "score_to", "joint_effect",
+                  "joint_se", "explained"):
+            if k in g:
+                item[k] = num(g[k])
+        for k in _BOOL:
+            if k in g:
+                item[k] = bool(g[k])
+        item["role"] = str(g.get("role", ""))
+        item["metric"] = str(g["metric"])
+        out.append(item)
     return out
 
 

@@ -1,0 +1,242 @@
+"""Paths through MLPs: what a source head's output does to a later receiver through the MLPs
+between them, with every attention output in between held at its clean value.
+
+For source S in layer ``m`` and a receiver R in layer ``l > m``: S's share ``o_S`` of layer
+``m``'s attention contribution to the residual (:meth:`.heads.HeadModel.source_contribution`;
+``z_S W_O[S]`` for pre-norm blocks) is subtracted from that contribution, the model runs on with
+the attention contribution of every layer held at its clean value (a forward hook on the
+module that writes it, :meth:`.heads.HeadModel.contribution_module`) and its MLPs recomputed,
+and the residual entering layer ``l`` is read (a pre-hook). Its change ``Δ_l`` holds the direct
+part ``−o_S`` and the change of the MLP outputs; the **via-MLP** input of R is the clean residual
+``+ Δ_l + o_S`` (the direct part kept, only the MLP-mediated change removed), fed to one of R's
+inputs as :meth:`.patching.Patcher.effects_from_residuals` does. Both runs (with and without
+the subtraction) go through the same hooked forward, so their rounding cancels in ``Δ_l``.
+
+The first-order screen (:meth:`MLPPaths.gradients`): with a zero tensor ``δ_m`` added to each
+layer's clean attention contribution, one backward pass of R's metric (:mod:`.screen`) gives
+``G_m = ∂f/∂δ_m`` for every ``m < l``; ``⟨G_m − ∂f/∂x_l, o_S⟩`` estimates S's via-MLP effect.
+A run costs a forward pass of the model up to the last receiver layer (the attention inside is
+computed and then replaced: its cost is not saved), the screen a backward pass per receiver and
+kind: :func:`forward_flops` states it before the work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Sequences a hooked forward pass runs at once (times the sources stacked in it).
+BATCH_TOKENS = 8192
+
+
+class _Stop(Exception):
+    """Raised by the pre-hook of the layer after the last one read: ends the forward."""
+
+
+def forward_flops(net, tokens: int) -> float:
+    """About ``2 × (parameters outside the embeddings) × tokens``: one forward pass."""
+    n = 0
+    for name, p in net.named_parameters():
+        if "embed" in name or "wte" in name or "wpe" in name or "lm_head" in name:
+            continue
+        n += p.numel()
+    return 2.0 * float(n) * float(tokens)
+
+
+def _module(hm, layer):
+    f = getattr(hm, "contribution_module", None)
+    return f(layer) if f is not None else hm.attention(layer)
+
+
+def _share(hm, layer, head, z, clean):
+    f = getattr(hm, "source_contribution", None)
+    if f is not None:
+        return f(layer, head, z, clean)
+    return hm.source_output(layer, head, z)
+
+
+class MLPPaths:
+    """Hooked forward passes of ``hm.net`` on ``seqs`` (module docstring); ``z`` the captured
+    per-head outputs (``(N, T, H, d_h)`` per layer)."""
+
+    def __init__(self, hm, seqs, z):
+        self.hm, self.seqs, self.z = hm, seqs, z
+        self.contrib = None   # clean attention contributions per layer (N, T, d)
+        self.base: dict = {}  # x_l of the hooked run without a subtraction
+
+    # the hooked forward ----------------------------------------------------------------
+    def _run(self, ids, deltas, read, stop, grad=False):
+        """{l: residual entering layer l} for l in ``read`` of a forward of ``ids`` with layer
+        j's attention contribution replaced by ``clean[j] + deltas[j]`` (``deltas`` a
+        function j -> tensor or None; ``self.contrib`` None: recorded instead)."""
+        import torch
+
+        hm, rec, out = self.hm, self.contrib is None, {}
+        got = [None] * hm.n_layers
+
+        def contrib_hook(j):
+            def hook(_mod, _args, output):
+                first = output[0] if isinstance(output, tuple) else output
+                if rec:
+                    got[j] = first.detach()
+                    return None
+                new = self._clean_rows[j]
+                d = deltas(j)
+                if d is not None:
+                    new = new + d
+                new = new.to(first.dtype)
+                return (new, *output[1:]) if isinstance(output, tuple) else new
+            return hook
+
+        def read_hook(j):
+            def hook(_mod, args, kwargs):
+                x = args[0] if args else kwargs["hidden_states"]
+                if j in read:
+                    out[j] = x
+                if j >= stop:
+                    raise _Stop
+            return hook
+
+        handles = []
+        try:
+            for j in range(min(stop, hm.n_layers)):
+                handles.append(_module(hm, j).register_forward_hook(contrib_hook(j)))
+            for j in sorted(set(read) | {stop}):
+                if j < hm.n_layers:
+                    handles.append(hm.layers[j].register_forward_pre_hook(
+                        read_hook(j), with_kwargs=True))
+            x = torch.from_numpy(np.ascontiguousarray(ids))
+            ctx = torch.enable_grad() if grad else torch.inference_mode()
+            with ctx:
+                try:
+                    hm.net(input_ids=x, attention_mask=torch.ones_like(x))
+                except _Stop:
+                    pass
+        finally:
+            for h in handles:
+                h.remove()
+        return (got if rec else out)
+
+    def _ensure_clean(self, stop):
+        import torch
+
+        if self.contrib is not None:
+            return
+        parts = []
+        step = max(1, BATCH_TOKENS // self.seqs.length)
+        for lo in range(0, self.seqs.n, step):
+            parts.append(self._run(self.seqs.ids[lo:lo + step], None, (), self.hm.n_layers))
+        self.contrib = [torch.cat([p[j] for p in parts]).float() if parts[0][j] is not None
+                        else None for j in range(self.hm.n_layers)]
+
+    # exact ------------------------------------------------------------------------------
+    def changes(self, sources, layers) -> dict:
+        """{(m, s): {l: Δ_l + o_S}} for each source and each receiver layer ``l > m`` in
+        ``layers``: the via-MLP change of the residual entering ``l`` (module docstring),
+        ``(N, T, d)`` float32."""
+        import torch
+
+        if not sources or not layers:
+            return {}
+        stop = max(layers)
+        self._ensure_clean(stop)
+        n, t = self.seqs.n, self.seqs.length
+        per = max(1, BATCH_TOKENS // (n * t))  # sources stacked per forward
+        base = self._stacked(1, None, layers, stop)
+        out = {}
+        for lo in range(0, len(sources), per):
+            chunk = sources[lo:lo + per]
+            shares = [self._share(m, s) for m, s in chunk]
+            m_of = [m for m, _ in chunk]
+
+            def deltas(j, m_of=m_of, shares=shares):
+                if j not in m_of:
+                    return None
+                return torch.cat([-sh if m == j else torch.zeros_like(sh)
+                                  for m, sh in zip(m_of, shares, strict=True)])
+
+            got = self._stacked(len(chunk), deltas, layers, stop)
+            for i, (m, s) in enumerate(chunk):
+                out[(m, s)] = {l: got[l][i * n:(i + 1) * n] - base[l] + shares[i]
+                               for l in layers if l > m}
+        return out
+
+    def _stacked(self, copies, deltas, layers, stop):
+        """The hooked run of ``copies`` stacked copies of the sequences."""
+        import torch
+
+        ids = np.concatenate([self.seqs.ids] * copies)
+        self._clean_rows = [None if c is None else torch.cat([c] * copies) for c in self.contrib]
+        got = self._run(ids, deltas if deltas is not None else (lambda j: None),
+                        set(layers), stop)
+        return {l: got[l].float() for l in layers}
+
+    def _share(self, m, s):
+        return _share(self.hm, m, s, self.z[m][:, :, s, :].float(), self.contrib[m]).float()
+
+    def joint(self, layer: int):
+        """The via-MLP change at ``layer`` with every earlier head's share removed at once."""
+        import torch
+
+        self._ensure_clean(layer)
+        shares = {m: sum(self._share(m, s) for s in range(self.hm.n_heads))
+                  for m in range(layer)}
+        base = self._stacked(1, None, [layer], layer)[layer]
+        got = self._stacked(1, lambda j: -shares[j] if j in shares else None,
+                            [layer], layer)[layer]
+        with torch.inference_mode():
+            return got - base + sum(shares.values())
+
+    # first order ------------------------------------------------------------------------
+    def gradients(self, layer: int, fs):
+        """(``[∂f/∂x_l]``, ``[[∂f/∂δ_m for m < layer]]``) of each function in ``fs`` (of the
+        residual entering ``layer``, a scalar tensor) through one hooked forward (module
+        docstring)."""
+        import torch
+
+        self._ensure_clean(layer)
+        self._clean_rows = [None if c is None else c.clone() for c in self.contrib]
+        deltas = [torch.zeros_like(self.contrib[m], requires_grad=True) for m in range(layer)]
+        got = self._run(self.seqs.ids, lambda j: deltas[j] if j < layer else None, {layer},
+                        layer, grad=True)
+        x = got[layer]
+        g_ls, g_ms = [], []
+        with torch.enable_grad():
+            for i, f in enumerate(fs):
+                grads = torch.autograd.grad(f(x.float()), [x, *deltas], allow_unused=True,
+                                            retain_graph=i < len(fs) - 1)
+                g_l = grads[0].float()
+                g_ls.append(g_l)
+                g_ms.append([torch.zeros_like(g_l) if g is None else g.float()
+                             for g in grads[1:]])
+        return g_ls, g_ms
+
+    def attribution(self, layer: int, fs, combine) -> np.ndarray:
+        """``(layer, H)``: ``combine`` of ``⟨G_m − ∂f/∂x_l, o_S⟩`` per sequence for every
+        earlier head S (module docstring; ``fs``, ``combine`` as
+        :func:`.screen.metrics` gives them)."""
+        import torch
+
+        g_ls, g_ms = self.gradients(layer, fs)
+        out = np.zeros((layer, self.hm.n_heads))
+        with torch.inference_mode():
+            for m in range(layer):
+                ds = [g_ms[i][m] - g_ls[i] for i in range(len(fs))]
+                for s in range(self.hm.n_heads):
+                    o = self._share(m, s)
+                    d = torch.stack([(g * o).sum((-1, -2)) for g in ds]).double().numpy()
+                    out[m, s] = combine(d)
+        return out
+
+
+def has_mlps(hm) -> bool:
+    """Whether the blocks have an MLP (an attention-only model has no via-MLP path)."""
+    blk = hm.layers[0]
+    for name in ("mlp", "feed_forward", "block_sparse_moe", "ffn"):
+        mod = getattr(blk, name, None)
+        if mod is not None and any(p.numel() and bool(p.detach().abs().max() > 0)
+                                   for p in mod.parameters()):
+            return True
+    return False
+
+
+__all__ = ["BATCH_TOKENS", "MLPPaths", "forward_flops", "has_mlps"]
