@@ -6,9 +6,9 @@ The parameter checks every product-network module shares (:mod:`.product_network
 
 "ginibre" is the real Ginibre ensemble, a matrix of i.i.d. real Gaussian entries (Ginibre 1965,
 J. Math. Phys. 6, 440): the full-rank null ensemble of :mod:`rmtbase.baseline.null` and, as a
-product ∏W_l of such matrices, a product-network kind. Its old name "gaussian" (which now names
-only the Gaussian null, :class:`rmtbase.stats.null_kind.GaussianNull`) is still accepted on
-input, once, where the text enters: :func:`ginibre_alias` (issue 50 step 1).
+product ∏W_l of such matrices, a product-network kind. The spelling "gaussian" (otherwise the
+Gaussian null, :class:`rmtbase.stats.null_kind.GaussianNull`) is accepted on input, once, where
+the text enters: :func:`ginibre_alias`.
 """
 
 from __future__ import annotations

@@ -1,52 +1,26 @@
 """Exact finite-(d, d_h) null moments of head–head composition scores and of the QK overlap.
 
-Null (``docs/composition.md``): independent Gaussian factors at each head's shapes; W_QK =
-W_Qᵀ W_K and W_OV = W_O W_V are both products X = Aᵀ B of two independent (n, d) Gaussian
-matrices (n = d_h), and every score is free of σ. Notation: for such a product, M = A Aᵀ and
-N = B Bᵀ are independent Wishart W_n(I, d) and
+Null (``docs/composition.md``, which has the derivations): independent Gaussian factors at each
+head's shapes. W_QK and W_OV are both products X = Aᵀ B of two independent (n, d) Gaussian
+matrices (n = d_h); with M = A Aᵀ, N = B Bᵀ (independent Wishart W_n(I, d)),
+r = tr(MNMN)/tr(MN)² is the head's Σλ²/(Σλ)².
 
-    r = tr((XᵀX)²) / (tr XᵀX)² = tr(MNMN) / tr(MN)²     (Σλ²/(Σλ)² of the head's spectrum).
+Squared composition score s² = tr(S R T Rᵀ)/(tr S tr T), R Haar in O(d): E s² = 1/d, and by the
+degree-2 orthogonal Weingarten function (Collins & Śniady 2006; Collins & Matsumoto 2009)
 
-**Squared composition score** s² (K-, Q- or V-composition; one law): s² = tr(S R T Rᵀ)/(tr S
-tr T) with S = W_QKᵀ W_QK, T = W_OV W_OVᵀ and R Haar in O(d) independent (right-orthogonal
-invariance of the later head). Hence E s² = 1/d, and by the degree-2 orthogonal Weingarten
-function (Collins & Śniady 2006, Collins & Matsumoto 2009) for symmetric S, T,
+    E s⁴ = [(d + 1) − 2 r_S − 2 r_T + 2 d r_S r_T] / (d (d − 1)(d + 2)),
 
-    E_R tr(SRTRᵀ)² = [(d + 1) − 2 r_S − 2 r_T + 2 d r_S r_T] (tr S tr T)² / (d (d − 1)(d + 2)),
+linear in the independent r_S, r_T, so E s⁴ is exact once E r is (:func:`score_moments`).
+E r = 1/d + (1 − 1/d) E Σ_a w_a² with w_a = ν_a C_a / Σ_b ν_b C_b (ν the spectrum of N,
+C_a ~ χ²_d): r = 1 at n = 1; exact at n = 2 as a ₃F₂ at 1 (:func:`ipr_mean_rank2`); for n ≥ 3
+the ratio of exact moments E tr(MNMN)/E tr(MN)² (:func:`ipr_mean_ratio`), an approximation whose
+relative error in E r is ≈ 7/d² (measured against conditional Monte Carlo in
+``tests/test_composition_null.py``; not a bound).
 
-linear in r_S and r_T, which are independent: E s⁴ is exact once E r is (:func:`score_moments`).
-
-**E r.** Diagonalise N = diag(ν) and write the rows of A in that basis as q_a = |q_a| u_a
-(|q_a|² = C_a ~ χ²_d independent of u_a uniform on S^{d−1}): r = Σ_ab w_a w_b (u_a·u_b)² with
-w_a = ν_a C_a / Σ_b ν_b C_b, and E (u_a·u_b)² = 1/d for a ≠ b, so
-
-    E r = 1/d + (1 − 1/d) E Σ_a w_a².
-
-- n = 1: r = 1.
-- n = 2 (exact, :func:`ipr_mean_rank2`): with e = ν/Σν = ((1 − y)/2, (1 + y)/2), y² ~
-  Beta(1, (d − 1)/2) (the normalised 2 × 2 real Wishart spectrum) and C_1/(C_1 + C_2) =
-  (1 + v)/2, v² ~ Beta(½, d/2) (v symmetric), Σ w² = 1 − (1 − y²)(1 − v²)/(2 (1 − yv)²);
-  expanding 1/(1 − yv)² (|yv| < 1) and dropping odd powers of v,
-
-      E Σ w² = 1 − ½ Σ_{j≥0} (2j + 1) E[(1 − z) z^j] E[(1 − u) u^j],   z = y², u = v²,
-
-  Beta moments in closed form: a ₃F₂ at 1 (:func:`ipr_mean_rank2`).
-- n ≥ 3 (approximation, :func:`ipr_mean_ratio`): E Σ w² by the ratio of its exact moments,
-  E Σ y_a² / E (Σ y_a)² with y_a = ν_a C_a, i.e. E tr(MNMN)/E tr(MN)² (Wishart moments:
-  E tr G² = dn(d + n + 1), E (tr G)² = dn(dn + 2)). The mean of a ratio is not the ratio of
-  means; at n = 2, where both are known, its relative error in E r is 5.6·10⁻² at d = 4,
-  1.6·10⁻³ at d = 64, 4.4·10⁻⁴ at d = 128 (≈ 3.5/d² absolute); at n ≥ 3, against a
-  control-variate conditional Monte Carlo (``tests/test_composition_null.py``), it is high by
-  6.9/d² at (64, 8) and 6.7/d² at (128, 16) relative — a measured error, not a bound.
-
-**QK overlap** c = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖ ‖W_QK^b‖) of two heads of one layer
-(:func:`overlap_moments`). Distinct key heads: W_QK^b R has the law of W_QK^b (R Haar) and
-E_R tr(Bᵀ R)² = ‖B‖²/d, then the same again on the left, so E c = 0 and E c² = 1/d² exactly,
-for every d_h. Query heads sharing one key head (GQA/MQA): E c = 0 and E c² = E Σ_a w_a w'_a / d
-(two independent C's, one shared ν): 1/d at n = 1; at n = 2, with y, v as above,
-E c² = (1 + E_y g(y)²)/(2d), g(y) = E_v (v − y)/(1 − yv) = −y Σ_j z^j β_j, β_j = E[u^j (1 − u)],
-a ₂F₁ integral / double series (:func:`overlap_shared_rank2`); for n ≥ 3 the ratio of exact
-moments (d + n + 1)/(d (dn + 2)) (approximation as above).
+QK overlap c = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖ ‖W_QK^b‖) (:func:`overlap_moments`): E c = 0 and,
+for distinct key heads, E c² = 1/d² exactly for every d_h. Query heads sharing a key head:
+E c² = E Σ_a w_a w'_a / d, 1/d at n = 1, a ₂F₁ series at n = 2 (:func:`overlap_shared_rank2`),
+the ratio of exact moments (d + n + 1)/(d (dn + 2)) for n ≥ 3.
 """
 
 from __future__ import annotations

@@ -1,48 +1,22 @@
 """Exact finite-d moments of product networks: traces, element kurtosis, Lyapunov exponents.
 
-Same ensembles as :mod:`rmtbase.analytic.product_network`: Ginibre M_L = W_L⋯W_1 (W_l of shape
-(d_l, d_{l−1}), i.i.d. N(0, G/d_{l−1})), residual M_L = (I + W_L)⋯(I + W_1) (d × d, N(0, G/d)).
-Every function is exact at finite d (no asymptotics) and works in the arithmetic of its
-arguments: ints/Fractions give exact Fractions, floats give floats, mpf gives mpf.
+Same ensembles as :mod:`rmtbase.analytic.product_network`. Every function is exact at finite d
+and works in the arithmetic of its arguments: ints/Fractions give Fractions, floats give floats,
+mpf gives mpf.
 
-Traces (Wick's theorem, one layer at a time). For A fixed symmetric and W with i.i.d.
-N(0, s²) entries and n rows, E tr(W A Wᵀ)² = s⁴ n[(tr A)² + (n + 1) tr A²] and
-E (tr W A Wᵀ)² = s⁴[n² (tr A)² + 2n tr A²]. For the residual factor (I + W) A (I + W)ᵀ, also
-E tr(WAWA) = s² tr A² and E (tr WA)² = s² tr A². So X = E (tr MMᵀ)², Y = E tr (MMᵀ)² obey a
-linear recursion from X_0 = d_0², Y_0 = d_0: Ginibre X' = s⁴(n² X + 2n Y), Y' = s⁴ n (X + (n+1) Y)
-with s² = G/d_{l−1}, n = d_l; residual (h = 2G + G²) Y' = (1 + h(d+1)/d) Y + (h/d) X,
-X' = (1 + G)² X + (2h/d) Y. E tr MᵀM = G^L d_L (Ginibre), (1 + G)^L d (residual).
-As d → ∞, Y/d tends to the second moment of the limit law; the residual's relative
-correction grows like L h/((1 + h) d): the free-probability limit describes finite d while
-L ≪ d.
+Traces (Wick's theorem, one layer at a time): for A fixed symmetric and W with i.i.d. N(0, s²)
+entries and n rows, E tr(W A Wᵀ)² = s⁴ n[(tr A)² + (n + 1) tr A²] and
+E (tr W A Wᵀ)² = s⁴[n² (tr A)² + 2n tr A²], so X = E (tr MMᵀ)², Y = E tr (MMᵀ)² obey a linear
+recursion from X_0 = d_0², Y_0 = d_0 (Ginibre X' = s⁴(n² X + 2n Y), Y' = s⁴ n (X + (n+1) Y);
+residual, h = 2G + G²: Y' = (1 + h(d+1)/d) Y + (h/d) X, X' = (1 + G)² X + (2h/d) Y).
 
-Element kurtosis (moment method). Follow one column c of M (c_0 = e_j): c' = W c (Ginibre) or
-c' = c + W c (residual). Given c, W c ~ N(0, s² ‖c‖² I). For an entry a = c_i (i ≠ j, so a_0 = 0)
-and r² = ‖c‖²: a' = a + s r ξ (ξ ~ N(0, 1)) and ‖c'‖² = r² ‖u + s ζ‖² (ζ ~ N(0, I_d), u a unit
-vector: non-central χ²), which closes the recursion on (E a², E r²) and (E a⁴, E a² r², E r⁴):
-
-    E a'⁴ = E a⁴ + 6 s² E a²r² + 3 s⁴ E r⁴
-    E a'²r'² = (1 + s²(d + 4)) E a²r² + s² (1 + s²(d + 2)) E r⁴
-    E r'⁴ = ((1 + s² d)² + 2 d s⁴ + 4 s²) E r⁴
-
-(residual; the Ginibre drops the identity: a' = s r ξ, E r'⁴ = s⁴ d(d + 2) E r⁴, so its excess
-kurtosis is 3[∏_{l<L} (1 + 2/d_l) − 1]). The excess kurtosis of an off-diagonal entry is
-E a⁴/(E a²)² − 3: the moment-method curve of seed 004's "kurtosis vs depth". It is O(L/d):
-as d → ∞ at fixed L the entries become Gaussian.
-
-This is the kurtosis of the *marginal* law of an entry over the ensemble. The sample kurtosis of
-the entries of *one* matrix (seed 004's histograms, :func:`rmtbase.stats.element_stats`,
-:func:`rmtbase.depth.effective_depth`) standardises each draw by its own ‖M_L‖_F, which removes
-the draw-to-draw fluctuation of the overall scale (Var ‖M_L‖_F²/(E ‖M_L‖_F²)² = X/(E tr)² − 1,
-O(L/d) as well). At small L/d the two agree; at depth the one-matrix kurtosis is lower. Measured
-(tests/test_products.py, the ``product_networks`` study): residual, G = 1, d = 64, L = 48:
-marginal 5.85, mean one-matrix kurtosis 2.57 ± 0.15 (64 draws); d = 128, L = 48: 2.17 vs
-1.68 ± 0.06 (Ginibre: 3.22 vs 2.08 ± 0.09; 80 draws), while at L ≤ 8 they differ by < 0.03.
-For the residual stream y = M_L x the gap is total: one vector's entries are Gaussian (mean
-one-vector excess kurtosis −0.04 ± 0.01 at d = 384, L = 48) while the marginal law has 0.62
-(:func:`stream_kurtosis`): given x, y is a fixed combination of delocalised singular vectors.
-So :func:`depth_from_kurtosis` applied to one matrix's kurtosis underestimates L once L/d is
-not small; use the Monte Carlo null of :mod:`rmtbase.depth` there.
+Element kurtosis (moment method): follow one column c of M, c' = W c (Ginibre) or c + W c
+(residual); for an off-diagonal entry a and r² = ‖c‖² the moments (E a², E r²) and
+(E a⁴, E a² r², E r⁴) close under a linear recursion (``docs/product-networks.md``). The result
+is the excess kurtosis of the *marginal* law of an entry over the ensemble, O(L/d). The sample
+kurtosis of one matrix standardises each draw by its own ‖M_L‖_F and is lower once L/d is not
+small, so :func:`depth_from_kurtosis` on one matrix underestimates L there; use the Monte Carlo
+null of :mod:`rmtbase.depth` instead.
 
 Lyapunov exponents of square Ginibre products (Newman 1986; Forrester 2013): with the QR
 recursion W_l Q_{l−1} = Q_l R_l, the R_l,ii² are independent G/d · χ²_{d−i+1}, so the exponents
@@ -209,5 +183,5 @@ def lyapunov_ginibre_mp(d: int, gain=1, dps: int | None = None) -> list:
         return [(mp.log(2 * g / d) + mp.digamma(mp.mpf(d - i + 1) / 2)) / 2 for i in range(1, d + 1)]
 
 
-#: The names before issue 50 step 1 (the kind "gaussian" is now "ginibre"), kept as aliases.
+#: Aliases under the kind's other spelling, "gaussian".
 lyapunov_gaussian, lyapunov_gaussian_mp = lyapunov_ginibre, lyapunov_ginibre_mp

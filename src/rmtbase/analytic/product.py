@@ -4,8 +4,7 @@ Setting (conventions of ``docs/conventions.md``): W_Q, W_K are (d_h, d) with i.i
 N(0, σ_Q²), N(0, σ_K²); W_QK = W_Qᵀ W_K; λ are the d_h nonzero eigenvalues of W_QK W_QKᵀ.
 They equal the eigenvalues of G_Q G_K with the d_h × d_h Wishart Grams G = W Wᵀ, and
 G/(σ² d) → MP_c (mean 1, variance c), c = d_h/d ≤ 1. The two Grams are asymptotically free,
-so x = λ/(σ_Q² σ_K² d²) → MP_c ⊠ MP_c (Voiculescu, Dykema & Nica 1992; Burda, Jarosz, Livan,
-Nowak & Swiech 2010).
+so x = λ/(σ_Q² σ_K² d²) → MP_c ⊠ MP_c (Voiculescu, Dykema & Nica 1992; Burda et al. 2010).
 
 Analytic structure (Mingo & Speicher 2017, S-transform): S(z) = (1 + cz)^(−2). The moment
 series ψ(z) = Σ_{k≥1} m_k z^k solves z (1 + ψ)(1 + cψ)² = ψ, so with u = cψ(1/x) the
@@ -13,20 +12,18 @@ Stieltjes transform G(x) = (1 + ψ(1/x))/x follows from the cubic
 
     u³ + (2 + c) u² + (1 + 2c − x) u + c = 0,     ρ(x) = −Im G(x + i0)/π = −Im u / (π c x),
 
-taking the root with Im u < 0; numerically we solve for δ = 1 + u, which satisfies
-δ³ + (c − 1)δ² − xδ + x = 0 (well conditioned near x = 0 at c = 1). Edges: dz/dψ = 0 ⇔ 2u² + cu − c = 0 and x± = (c+u)(1+u)²/u.
-Moments (Lagrange inversion; Fuss–Narayana): m_k = Σ_{j=1}^{k} C(k, j) C(2k, j−1) c^{j−1} / k;
-at c = 1 these are the Fuss–Catalan numbers C(3k, k)/(2k+1) on [0, 27/4]
-(Penson & Życzkowski 2011). Mean 1, variance 2c, so NPR → m_1²/m_2 = 1/(1 + 2c).
+taking the root with Im u < 0, solved as δ = 1 + u: δ³ + (c − 1)δ² − xδ + x = 0 (well
+conditioned near x = 0 at c = 1). Edges: 2u² + cu − c = 0 and x± = (c+u)(1+u)²/u.
+Moments (Lagrange inversion; Fuss–Narayana): m_k = Σ_{j=1}^{k} C(k, j) C(2k, j−1) c^{j−1} / k
+(at c = 1 the Fuss–Catalan numbers C(3k, k)/(2k+1) on [0, 27/4]; Penson & Życzkowski 2011).
+Mean 1, variance 2c, so NPR → m_1²/m_2 = 1/(1 + 2c).
 
 CDF in closed form: along the root curve x = X(u), ρ dx = −Im[(c+u) X'(u)/X(u)] du/(πc),
 whose antiderivative is H(u) = 2u/c + 2((c−1)/c) Log(1+u) − Log u, so
 F(x) = 1 − Im H(u(x))/π with principal logarithms (Im H = π at the lower edge).
 x ln x moment: ∫ x ln x ρ dx = d m_s/ds at s = 1 = c − c²/6, differentiating the Fuss–Narayana
-sum term by term in k (only j = 2, 3 contribute: k(k−1)c and −(k−1)c²/6 + O((k−1)²)). The tests
-confirm it to 50 digits against −Im ∫ ln X(u)(c+u)X'(u) du/(πc) along a lower semicircle from u₋
-to u₊ (analytic there) and against x-space quadrature of ρ. Hence the spectral-entropy limit
-ln d_h − c + c²/6.
+sum term by term in k (tested to 50 digits against quadrature); hence the spectral-entropy
+limit ln d_h − c + c²/6.
 
 Finite (d, d_h) exact moments of Σλ = ‖W_QK‖_F² (n = d, p = d_h, σ⁸ = σ_Q⁴σ_K⁴), from
 E[WAW] = n(n+1)A + n tr(A) I, E tr W² = np(n+p+1), E(tr W)² = (np)² + 2np for W ~ Wishart_p(n, I):

@@ -1,59 +1,31 @@
 """Limit laws of product networks: Ginibre M_L = W_L⋯W_1 and residual M_L = (I+W_L)⋯(I+W_1).
 
 Setting (the ensembles of :mod:`rmtbase.ensembles.products`). Ginibre: W_l is (d_l, d_{l−1})
-with i.i.d. N(0, G/d_{l−1}) entries (G the per-layer gain; G = 1 preserves E‖Mx‖²/‖x‖² for
-square layers); square layers unless ``widths = (d_0, …, d_L)`` is given. Residual: W_l is d×d
-with i.i.d. N(0, G/d) entries (``sigma2 = G/d`` of :func:`rmtbase.ensembles.residual_product`).
-The law here is the d → ∞ limit (fixed L, fixed width ratios) of the eigenvalues of M_LᵀM_L
-(d_0 × d_0), with no further normalisation: its mean is G^L d_L/d_0 (Ginibre) or (1 + G)^L
-(residual).
+with i.i.d. N(0, G/d_{l−1}) entries, square unless ``widths = (d_0, …, d_L)`` is given.
+Residual: W_l is d×d with i.i.d. N(0, G/d) entries. The law here is the d → ∞ limit (fixed L,
+fixed width ratios) of the eigenvalues of M_LᵀM_L, unnormalised: mean G^L d_L/d_0 (Ginibre) or
+(1 + G)^L (residual).
 
-Gaussian (Burda, Janik & Waclaw 2010, Phys. Rev. E 81, 041132; Burda, Jarosz, Livan, Nowak &
-Swiech 2010 for rectangular factors; Mingo & Speicher 2017, S-transforms).
-W_lᵀW_l has the law MP with S(w) = 1/(G(d_l/d_{l−1} + w)) and is free of M_{l−1}M_{l−1}ᵀ
-(W_l is bi-orthogonally invariant); carrying the S-transform across AᵀA ↔ AAᵀ at each layer
-gives, for M_LᵀM_L,
+Ginibre (Burda, Janik & Waclaw 2010; Burda et al. 2010 for rectangular factors; Mingo & Speicher
+2017): carrying the S-transform of each layer across AᵀA ↔ AAᵀ gives
 
     S(w) = 1/(G(d_L/d_0 + w)) · ∏_{l=1}^{L−1} 1/(G(1 + (d_0/d_l) w)),
 
-so for square layers S = G^{−L}(1 + w)^{−L} and the moments are G^{kL} FC_L(k), the Fuss–Catalan
-numbers FC_L(k) = C((L+1)k, k)/(Lk + 1), on [0, G^L (L+1)^{L+1}/L^L] (Penson & Życzkowski 2011,
-"Product of Ginibre matrices: Fuss–Catalan and Raney distributions", Phys. Rev. E 83, 061118).
-An atom 1 − min_l d_l/d_0 sits at 0.
+so for square layers the moments are G^{kL} FC_L(k), the Fuss–Catalan numbers
+C((L+1)k, k)/(Lk + 1), on [0, G^L (L+1)^{L+1}/L^L] (Penson & Życzkowski 2011); an atom
+1 − min_l d_l/d_0 sits at 0.
 
-Residual. (I + W)ᵀ(I + W) for W with i.i.d. N(0, G/d) entries tends to the information-plus-
-noise law with identity signal (Dozier & Silverstein 2007; its support and the separation of
-its eigenvalues: Capitaine 2014; products of Wishart-type factors by the same S-transform
-route: Dupic & Pérez Castillo 2014), whose S-transform (derived from
-their cubic for the Stieltjes transform, G² z m³ + 2G z m² + (z − 1 + G) m + 1 = 0) is
+Residual: (I + W)ᵀ(I + W) tends to the information-plus-noise law with identity signal (Dozier &
+Silverstein 2007), S_1(w) = 2 / (1 + G + 2Gw + √((1 + G)² + 4Gw)). (I + W_L) is conjugation
+invariant, which suffices for asymptotic freeness from M_{L−1}M_{L−1}ᵀ (Collins & Śniady 2006),
+so S = S_1^L. Finite-d corrections are O(L/d) (:mod:`rmtbase.analytic.network_finite`;
+``docs/product-networks.md``).
 
-    S_1(w) = 2 / (1 + G + 2Gw + √((1 + G)² + 4Gw)).
-
-(I + W_L) is invariant under conjugation O(I + W_L)Oᵀ, so (I + W_L)ᵀ(I + W_L) is asymptotically
-free of M_{L−1}M_{L−1}ᵀ (Voiculescu; Collins & Śniady 2006 for orthogonal invariance) — the
-factors are not bi-orthogonally invariant, but conjugation invariance is enough — and the limit
-law is the L-fold free multiplicative power: S = S_1^L. Mean (1 + G)^L, second moment
-(1+h)^L + L h (1+h)^{L−1} with h = 2G + G². At finite d the corrections are O(L/d) (see
-:mod:`rmtbase.analytic.network_finite`, which has the exact finite-d E tr(MᵀM)²).
-
-The same free-multiplicative bookkeeping of layer Jacobians underlies dynamical isometry
-(Pennington, Schoenholz & Ganguli 2017, "Resurrecting the sigmoid in deep learning through
-dynamical isometry"; 2018, "The emergence of spectral universality in deep networks"): M_L is the
-input–output Jacobian of a deep linear (Ginibre) or linear residual network at initialisation.
-Where the limit stops describing finite d: (1/d) E tr(MᵀM)² exceeds m₂ by a relative O(L/d)
-(exact, :func:`rmtbase.analytic.network_finite.expected_trace_sq`): at d = 384, L = 48 by 7.1 %
-(Ginibre) and 5.2 % (residual, G = 1); at d = 128 by 27 % and 19 %. The spectra of the
-``product_networks`` study (d = 128, L ≤ 48) follow the limit densities by eye; the deep tails
-are where finite d shows (the smallest exponents are ψ((d − i + 1)/2), not logarithms).
-The limit Lyapunov exponents (:func:`lyapunov_quantile`, :func:`lyapunov_limits`) are in
-:mod:`._lyapunov` (re-exported here: ``docs/contract.md`` names them here), the parameter checks
-in :mod:`._network_kind`.
-
-Moments: Lagrange inversion of ψ = z(1 + ψ)/S(ψ) (:mod:`._series`), exact in rational
-arithmetic (:func:`moments_exact`), as float64 (:func:`moments`) or mpf (:func:`moments_mp`).
-Edges and density: the uniformisation x = X(u) of :mod:`._rational_map`, with u = w (Ginibre:
-X = G^L (1+w) ∏_{l<L} (1 + (d_L/d_l) w)/w, the law of M Mᵀ, reweighted by d_L/d_0) or
-u = √((1+G)² + 4Gw) (residual: X = (u−1+G)(u+1−G)^{L+1}(u+1+G)^{L−1}/((u−1−G) 4^L)).
+Moments: Lagrange inversion of ψ = z(1 + ψ)/S(ψ) (:mod:`._series`), exact in rationals
+(:func:`moments_exact`), float64 (:func:`moments`) or mpf (:func:`moments_mp`). Edges and
+density: the uniformisation x = X(u) of :mod:`._rational_map`, u = w (Ginibre) or
+u = √((1+G)² + 4Gw) (residual). The Lyapunov limits (:func:`lyapunov_quantile`,
+:func:`lyapunov_limits`) are re-exported from :mod:`._lyapunov`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """JAX samplers of the null ensembles (pure functions of explicit keys) and the chunked driver.
 
-- :mod:`.gaussian`: :func:`named_key`, :func:`ginibre` (i.i.d. N(0, σ²) arrays; ``gaussian``,
-  its name before issue 50 step 1, is the same function), :func:`lowrank_factors` (W_Q, W_K
+- :mod:`.gaussian`: :func:`named_key`, :func:`ginibre` (i.i.d. N(0, σ²) arrays; alias
+  ``gaussian``), :func:`lowrank_factors` (W_Q, W_K
   of one head, ``(d_h, d)``, i.i.d. N(0, σ²));
 - :mod:`.residual`: residual-path products ∏(I + W_l) (seed 004);
 - :mod:`.products`: product networks (Ginibre ∏W_l, residual ∏(I + W_l)) and their stable

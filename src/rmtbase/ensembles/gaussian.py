@@ -27,12 +27,11 @@ def named_key(key, name: str):
 def ginibre(key, shape, sigma=1.0, dtype=jnp.float32):
     """i.i.d. N(0, σ²) array of ``shape`` (σ the entry standard deviation): a real Ginibre
     matrix for a 2-d ``shape``. The draws are ``jax.random.normal``'s, bit for bit, by the
-    unrolled hash of :func:`rmtbase.ensembles.threefry.normal` (less CPU on XLA's CPU: 200
-    Q5_0 null-table draws at 640 × 256, ``stats="all"``, 4.3–4.8 → 4.0–4.2 CPU-s)."""
+    unrolled hash of :func:`rmtbase.ensembles.threefry.normal` (less CPU on XLA's CPU)."""
     return sigma * normal(key, tuple(shape), dtype)
 
 
-#: The sampler's name before issue 50 step 1 ("gaussian" now names only the Gaussian null).
+#: An alias of :func:`ginibre` (the spelling "gaussian" otherwise names the Gaussian null).
 gaussian = ginibre
 
 

@@ -17,11 +17,6 @@ uses unless told otherwise): word i of a draw is y₀ ⊕ y₁ for (y₀, y₁) 
 u = max(lo, (1.m − 1)·(1 − lo) + lo), lo = −1 + 2⁻²⁴, in float32, from the top 23 bits m, and
 √2·erfinv(u). Anything else (another dtype, another key implementation, the non-partitionable
 scheme, 2³¹ or more entries) is handed to ``jax.random.normal`` itself.
-
-Measured (one process, alternating, AMD EPYC with AVX-512, 2026-11-26, load ≈ 8): the
-block-format profile null's chunk (:func:`rmtbase.scoring.factor_axes._stored_null`), CPU s
-per 250 heads, 0.241 → 0.199 at 576 × 64 Q4_1 and 1.868 → 1.476 at 640 × 256 Q5_0, its first
-call (compile and run) 1.83 → 1.41 and 4.08 → 2.76 s (docs/performance.md).
 """
 
 from __future__ import annotations
