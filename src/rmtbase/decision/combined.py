@@ -1,50 +1,29 @@
-"""The head decision from every tested axis: the omnibus over the statistics and the profile's
-factor axes, combined by one stated rule (issue 48, item 1).
+"""The head decision from every tested axis: the statistics' omnibus and the profile's factor axes.
 
 Two families of evidence decide a head:
 
 - **statistics**: the calibrated Cauchy combination of the head's spectral and element
   statistics (:mod:`rmtbase.decision.omnibus`), p_S;
-- **axes**: the profile's factor axes :data:`DECISION_AXES` — alignment ⟨W_Q, W_K⟩/(‖W_Q‖‖W_K‖),
-  symmetry tr(W_QK²)/‖W_QK‖², and W_Q's and W_K's input focus
-  (:mod:`rmtbase.scoring.factor_axes`) — which no statistic of the first family sees: a head
-  made symmetric (W_K ← 0.6·A·W_Q + 0.8·W_K, A = diag(±1)) has symmetry 0.35 against a null
-  band of ±0.007 at 384 × 32, yet its p_S was 0.45. The profile's other axes are not in this
-  family: ``concentration`` and ``entry_tails`` are statistics of the first (``qk.npr``,
-  ``k.excess_kurtosis``), ``scale`` and ``outliers`` are descriptive.
+- **axes**: the factor axes :data:`DECISION_AXES` — alignment, symmetry and W_Q's and W_K's
+  input focus (:mod:`rmtbase.scoring.factor_axes`) — which no statistic of the first family
+  sees, p_A. ``concentration`` and ``entry_tails`` are statistics of the first family;
+  ``scale`` and ``outliers`` are descriptive.
 
-Axes p (p_A). Each axis a gets a two-sided tail-resolving p_a against the profile null's draws
-of that axis (:class:`rmtbase.decision.tails.TailModel`: add-one empirical, a conservative GPD
-tail beyond the draws, never below :data:`~rmtbase.decision.tails.P_MIN`). They are combined as
-the statistics are, by the Cauchy statistic of the p-values capped at ½
-(:func:`~rmtbase.decision.omnibus.cauchy_statistic`), **calibrated on the profile null's own
-draws**: draw j's four axes are evaluated against the draws with j left out and give T_j, and a
-head's T is read against {T_j} (:func:`~rmtbase.decision.omnibus.calibrated_p`: empirical while
-≥ 10 draws lie beyond, then the Cauchy tail index anchored at the 10th largest), never below the
-head's smallest axis p (:func:`~rmtbase.decision.omnibus.resolution_floor`). No independence
-between axes is assumed: the calibration uses the draws' joint law. (The Gaussian null of
-float storages draws alignment and symmetry jointly — exactly — and the two input focuses from
-independent column energies, as W_Q and W_K are independent; the reduced draws take the
-energies independent of the Gram that alignment and symmetry read, where for full factors they
-are weakly dependent. Block formats and FP8 draw full factors: the joint law exactly. The
-permutation null: each head against its own shuffles, every axis from the same shuffle.)
+p_A: each axis gets a two-sided tail-resolving p against the profile null's draws of that axis
+(:class:`~rmtbase.decision.tails.TailModel`), combined by the capped Cauchy statistic and
+**calibrated on the profile null's own draws** (draw j against the others,
+:func:`~rmtbase.decision.omnibus.calibrated_p`), never below the head's smallest axis p. No
+independence between axes is assumed: the calibration uses the draws' joint law.
 
-Combination. p = min(1, 2·min(p_S, p_A)): Bonferroni over the two families. It needs no model
-of the dependence between p_S and p_A (spectral statistics and the factor axes read the same
-W_Q, W_K) and P(p ≤ α) ≤ α under the null whatever that dependence; for independent uniform
-p_S, p_A it is 1 − (1 − α/2)² = 0.0494 at α = 0.05, so the rule is nearly exact where the
-dependence is weak (measured on random models: ``tests/test_decision_calibration.py``). A
-family with no finite p (no statistics scored, or no profile) leaves the other alone, without
-the factor 2. The p-floor conventions carry over: p_S and p_A are each ≥ P_MIN and ≥ their
-own family's smallest p, and 2·min(p_S, p_A) keeps both bounds. Benjamini–Hochberg (1995) over
-all heads then gives ``head_flag``, as before.
+Combination: p = min(1, 2·min(p_S, p_A)), Bonferroni over the two families: P(p ≤ α) ≤ α under
+the null whatever their dependence (0.0494 at α = 0.05 for independent families;
+``tests/test_decision_calibration.py``). A family with no finite p leaves the other alone,
+without the factor 2. Benjamini–Hochberg (1995) over all heads gives ``head_flag``.
 
-:func:`add_axes_decision` writes the combination into a score: ``head_p_value`` (the combined
-p), ``head_p_method`` (the method of the family that sets it), ``head_p_source``
-(``statistics`` | ``axes``), ``head_p_statistics`` (p_S, what ``head_p_value`` was before),
-``head_p_axes`` (p_A), ``head_q_value``/``head_flag`` (BH over heads), and the attribute
-``decision_axes``. One function for every path that decides a head (the Gaussian null and its
-per-storage layer groups, the permutation null, a fine-tune's delta, collections of scores).
+:func:`add_axes_decision` writes ``head_p_value``, ``head_p_method``, ``head_p_source``
+(``statistics`` | ``axes``), ``head_p_statistics`` (p_S), ``head_p_axes`` (p_A),
+``head_q_value``/``head_flag`` and the attribute ``decision_axes``; every path that decides a
+head goes through it.
 """
 
 from __future__ import annotations

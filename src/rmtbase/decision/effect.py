@@ -1,37 +1,21 @@
-"""How far a head is from random, on a scale that does not saturate: ``distance`` and
-``head_effect``.
+"""How far a head is from random, on a scale that does not saturate: ``distance``, ``head_effect``.
 
-A p-value answers "is it random?" and stops resolving where the null draws and their tail
-model stop (10⁻¹⁶ here): on trained models almost every head reaches that floor, and the
-per-statistic ``effect`` (the normal score of the p-value, :mod:`.tails`) is then capped at
-8.22. Measured before this module: MiniLM 61 of 72 heads, SmolLM2 270 of 270 and MPNet 144 of
-144 at the cap, so every ranking by p or effect tied and fell back to index order.
-
-``distance`` answers "how far?": for each statistic s of a head, with v its self-normalised
-value (:func:`rmtbase.decision.scale.normalise`; scale statistics divided by their own
-rms^p, so every distance is free of σ) and X_1…X_N the self-normalised null draws,
+A p-value stops resolving where the null draws and their tail model stop (10⁻¹⁶): on trained
+models almost every head reaches that floor and the per-statistic ``effect`` is capped, so p
+cannot rank them. ``distance`` answers "how far?": for a statistic s with self-normalised value v
+(:func:`rmtbase.decision.scale.normalise`) and self-normalised null draws X_1…X_N,
 
     distance_s = (g(v) − mean g(X)) / sd g(X)        (ddof 1, finite draws only),
 
-in null standard deviations of the variance-stabilising transform g (:data:`TRANSFORM`):
-``log`` for positive statistics that carry or behave like a scale (eigenvalues and their
-ratios, std, Weibull shape and scale, max/q99, the Gaussian core width, participation ratios),
-``log(x + 3)`` for the excess kurtosis (the log of the kurtosis itself, whose null law is
-skewed and whose trained values span decades), and the identity for location-like statistics
-(means, skewness, entropies, KL, spectral entropy). On a log scale a distance of 5 in a head
-whose null sd of g is 0.02 is a factor e^{0.1} = 1.105; that is what a reader can hold on to:
-"the head's λ_max is 5 null sd above random, a factor 1.1".
+in null sd of the variance-stabilising transform g (:data:`TRANSFORM`): ``log`` for scale-like
+positive statistics, ``log(x + 3)`` for the excess kurtosis, the identity for location-like ones.
+``head_effect`` = max over the head's decision family of |distance|, ``head_top_stat`` the
+statistic attaining it (infinite transformed values do not enter). It keeps growing with the
+departure (``tests/test_spikes.py``). Descriptive: the decision stays ``head_p_value``.
 
-``head_effect`` = max over the head's decision family (:mod:`.family`: duplicates once,
-statistics left out of the decision left out here too) of |distance|, and ``head_top_stat`` is
-the statistic that attains it. Statistics whose transformed value is infinite (σ_fit of a
-flat-topped law, = +∞ by definition) have no finite distance and do not enter
-``head_effect``; their p-value still enters the decision. Unlike p, the distance keeps growing
-with the departure (a planted spike's head_effect grows with its strength,
-``tests/test_spikes.py``), so heads that the decision cannot tell apart are still ordered.
-
-It is descriptive: the decision stays ``head_p_value``/``head_flag``. It is not a likelihood
-ratio, and distances of different statistics are comparable only as "how many null sd".
+:func:`natural_effect` gives ``effect_size`` in the statistic's own units: a ratio to the null
+median for scale-like statistics, a shift from it for location-like ones, with the null's 95 %
+band in the same units.
 """
 
 from __future__ import annotations
@@ -115,7 +99,7 @@ def effect_kind(name: str) -> tuple[str, float]:
 
 def natural_effect(name: str, value, draws) -> tuple[np.ndarray, float, float]:
     """The effect of self-normalised ``value`` in the statistic's own units, and the null's
-    central band in the same units (issue 31: "NPR is 0.42× random", "entropy 0.3 nat below").
+    central band in the same units ("NPR is 0.42× random", "entropy 0.3 nat below").
 
     With m the median and (a, b) the :data:`BAND` quantiles of the finite self-normalised null
     ``draws`` (the same draws as the head's p-value), for a ratio statistic with offset c

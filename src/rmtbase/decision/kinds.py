@@ -1,41 +1,26 @@
-"""Heads grouped by kind: a small taxonomy read from the profile axes (issue 48, item 3;
-docs/kinds.md).
+"""Heads grouped by kind: a small taxonomy read from the profile axes (``docs/kinds.md``).
 
-Every kind is one profile axis flagged (Benjamini–Hochberg over the heads, per axis, q ≤ α:
-``profile_flag``) with the sign of its effect (``profile_effect``; :mod:`rmtbase.scoring.profile`):
+Every kind is one profile axis flagged (Benjamini–Hochberg over the heads, per axis:
+``profile_flag``) with the sign of its effect (:mod:`rmtbase.scoring.profile`):
 
-- ``concentrated``: concentration flagged, NPR ratio < 1 — W_QK's energy in fewer directions
-  than random (low rank; a few dominant query/key directions);
-- ``aligned``: alignment flagged, > 0 — W_Q and W_K read the same residual directions: a token
-  attends to tokens like itself;
-- ``anti-aligned``: alignment flagged, < 0 — they read the same directions with opposite signs:
-  a token avoids tokens like itself;
-- ``symmetric``: symmetry flagged, > 0, and either alignment not flagged or the symmetry
-  standing with the alignment removed — W_QK close to symmetric (i attends to j as j to i).
-  An alignment of either sign makes W_QK's symmetric part ±W_QᵀW_Q and raises symmetry by
-  itself, so an aligned head is also symmetric only when its ``symmetry_unaligned`` (W_K's
-  part along W_Q removed, :mod:`rmtbase.stats.unaligned`, against the symmetry null, BH over
-  heads: ``symmetry_unaligned_flag``) is flagged above the null; a score without it (written
-  before) keeps the older rule, aligned heads never symmetric. MiniLM: 70 heads have symmetry
-  flagged above the null, 66 keep it with the aligned part removed (the score's profile null);
-- ``directional``: symmetry flagged, < 0 — W_QK close to antisymmetric: attention that has a
-  direction (i → j where not j → i; previous-token-like);
-- ``input-focused``: q or k input focus flagged, > 0 — the factor reads a few residual
-  dimensions much more than the others;
-- ``heavy-tailed``: entry tails flagged, β₂ ratio > 1 — W_K's entries heavier-tailed than
-  Gaussian (outlier weights);
-- ``near-null``: no tested axis flagged — indistinguishable from random on every axis;
-- ``other``: flagged only in directions none of the above names (concentration > 1: energy
-  spread more evenly than random; input focus < 0; lighter tails).
+- ``concentrated``: concentration, NPR ratio < 1 — W_QK's energy in fewer directions than random;
+- ``aligned`` / ``anti-aligned``: alignment > 0 / < 0 — W_Q and W_K read the same residual
+  directions with the same / opposite signs;
+- ``symmetric``: symmetry > 0, and either alignment not flagged or ``symmetry_unaligned``
+  (W_K's part along W_Q removed, :mod:`rmtbase.stats.unaligned`) flagged above the null: an
+  alignment alone raises symmetry (W_QK's symmetric part ±W_QᵀW_Q);
+- ``directional``: symmetry < 0 — W_QK close to antisymmetric (i → j where not j → i);
+- ``input-focused``: q or k input focus > 0 — the factor reads a few residual dimensions;
+- ``heavy-tailed``: entry tails, β₂ ratio > 1 — W_K's entries heavier-tailed than Gaussian;
+- ``near-null``: no tested axis flagged;
+- ``other``: flagged only in directions none of the above names.
 
-A head has every kind whose condition holds (``head_kinds``, joined by "+" in order of
-departure) and one **primary kind** (``head_kind``): the kind whose axis it departs on most, in
-units of that axis's null band (:func:`rmtbase.decision.order.departures`; input-focused takes
-the larger of its two axes; an aligned head's symmetric kind is sized by its
-``symmetry_unaligned``, so the alignment is not counted twice). ``head_kind_axes`` names, per
-kind, the axis that put the head there and its departure with the sign of its effect (``symmetry -18.3``: 18.3 bands below
-the null median). Kind counts (:func:`kind_counts`) count primary
-kinds, so they add up to the number of heads.
+A head has every kind whose condition holds (``head_kinds``, "+"-joined in order of departure)
+and one **primary kind** (``head_kind``): the kind whose axis it departs on most, in units of
+that axis's null band (:func:`rmtbase.decision.order.departures`; input-focused takes the larger
+of its two axes; an aligned head's symmetric kind is sized by ``symmetry_unaligned``).
+``head_kind_axes`` names each kind's axis and signed departure (``symmetry -18.3``).
+:func:`kind_counts` counts primary kinds, so they add up to the number of heads.
 """
 
 from __future__ import annotations

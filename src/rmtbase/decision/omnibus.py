@@ -1,44 +1,28 @@
-"""One decision per head: a Cauchy combination of its statistics' one-sided evidence, calibrated
-on joint null draws.
+"""One decision per head: a Cauchy combination of its statistics' evidence, calibrated on joint draws.
 
-For a head h and its family F of statistics (:mod:`rmtbase.decision.family`: duplicates enter
-once), each statistic s has a tail-resolving two-sided p-value p_s
-(:class:`rmtbase.decision.tails.TailModel`). They are combined by the Cauchy combination
-(Liu & Xie 2020, "Cauchy combination test", JASA 115:393) of the p-values *capped at ½*:
+For a head and its family F of statistics (:mod:`rmtbase.decision.family`), each statistic has a
+tail-resolving two-sided p_s (:class:`rmtbase.decision.tails.TailModel`), combined by the Cauchy
+combination (Liu & Xie 2020, JASA 115:393) of the p-values *capped at ½*:
 
     T = (1/|F|) Σ_{s ∈ F} tan((½ − min(p_s, ½)) π)  ≥ 0.
 
-Why the cap. Uncapped, a statistic with p → 1 adds tan((½ − p)π) → −∞: one statistic that
-agrees with the null perfectly vetoes any evidence elsewhere. Measured before the cap: the
-bfloat16 copy of MiniLM, L4H11, had component p-values 2·10⁻¹⁶, 7·10⁻¹⁵ and 7·10⁻¹² and head
-p 0.96, because ``k.mean`` sits at p = 1 exactly on the bf16 grid; a random GPT-2 head under the
-permutation null with λ_min p 0.0021 and condition-number p 0.017 got head p 0.90 from a
-spectral entropy at p 0.999 (``tests/test_omnibus.py`` reproduces both). With the cap a
-statistic at p ≥ ½ contributes 0, T is monotone non-increasing in every p_s, and evidence can
-only add. The cap changes T's null law, so it is *not* read off the Cauchy formula: it is
-calibrated on the null draws, below.
+The cap: uncapped, one statistic at p → 1 adds −∞ and vetoes any evidence elsewhere (a bf16 grid
+puts ``k.mean`` at p = 1 exactly; ``tests/test_omnibus.py``). With it T is non-increasing in every
+p_s and evidence can only add; the cap changes T's null law, so T is calibrated, not read off the
+Cauchy formula.
 
-Calibration. The statistics of one head are strongly dependent (npr, spectral entropy and
-stable rank move together), so the Cauchy tail is used only as a tail *shape*. Every joint null
-draw j (one draw gives all statistics at once, through the same estimator as the heads) gets
-its own T_j, its p_s evaluated against the null with draw j left out. The head's p-value is
-then empirical,
+Calibration: the statistics of one head are strongly dependent, so every joint null draw j gets
+its own T_j (its p_s against the null with draw j left out), and
 
-    p = (1 + #{j : T_j ≥ T}) / (1 + N),
+    p = (1 + #{j : T_j ≥ T}) / (1 + N)
 
-while at least :data:`MIN_EXCEEDANCES` draws lie beyond T. Further out the tail is extended
-with the Cauchy law's tail index 1 anchored at the m-th largest T_(m) of the draws
-(m = :data:`MIN_EXCEEDANCES`), p = (m / N) · T_(m) / T (marked ``"extrapolated"``); where the
-anchor is not positive (a degenerate null, e.g. few permutations all at the add-one floor) no
-tail is extrapolated and the add-one floor 1/(1 + N) is kept (``"floor"``).
+while at least :data:`MIN_EXCEEDANCES` draws lie beyond T; further out the Cauchy tail index 1
+anchored at the m-th largest T_(m): p = (m / N) · T_(m) / T (``"extrapolated"``), or the add-one
+floor where the anchor is not positive (``"floor"``).
 
-Resolution. A head's p never claims more than its statistics resolve: it is never below the
-smallest family p-value of the head (:func:`resolution_floor`). This is the combination's own
-bound — for small p-values T is a harmonic mean, (1/|F|) Σ 1/(π p_s), and its tail law
-P(T > t) ≈ 1/(π t) turns it into a p-value no smaller than min p_s — so the floor only removes
-what the calibration's finite anchor would invent (measured before: heads whose every
-component sat at the 200-permutation floor p = 0.00995 got head p 10⁻¹⁶). BH (1995) over all
-heads then gives ``head_flag``; heads sharing a key head under GQA share their ``k.*``
+Resolution: p is never below the head's smallest family p (:func:`resolution_floor`), the
+combination's own bound for small p-values (T ≈ (1/|F|) Σ 1/(π p_s)). Benjamini–Hochberg (1995)
+over all heads then gives ``head_flag``; GQA heads sharing a key head share their ``k.*``
 statistics, a positive dependence under which BH keeps its level (Benjamini & Yekutieli 2001).
 """
 

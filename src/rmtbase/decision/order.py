@@ -1,45 +1,24 @@
-"""The order of heads: by the size of their departure from the null, in units of the null's own
-band, on every profile axis at once or on one axis the user names (issue 48, item 2).
+"""The order of heads: by the size of their departure from the null, in units of the null's band.
 
-A head's **departure on an axis** is its effect measured against the null's 95 % band on the side
-it departs (:mod:`rmtbase.scoring.profile`: ``profile_effect``, ``profile_band_lo``,
-``profile_band_hi``):
+A head's **departure on an axis** is its effect against the null's 95 % band on the side it
+departs (:mod:`rmtbase.scoring.profile`: ``profile_effect``, ``profile_band_lo/hi``): for a shift
+axis (effect e, band [lo, hi] about 0) e / hi if e ≥ 0, else e / lo; for a ratio axis (effect r,
+band about 1) log r / log hi if r ≥ 1, else log r / log lo. So 0 is the null median and 1 the
+edge of the null's band on that side, on every axis and at every shape; the one-sided band keeps
+a skewed null from counting a departure on its long side as large as one on its short side.
 
-- a shift axis (alignment, symmetry, the input focuses; effect e, band [lo, hi] about 0):
-  e / hi if e ≥ 0, else e / lo;
-- a ratio axis (concentration, entry tails; effect r, band [lo, hi] about 1):
-  log r / log hi if r ≥ 1, else log r / log lo.
+A head's **departure** (the default order) is D = sqrt(mean_a d_a²) over the axes the profile
+tests (those with a null band; scale and outliers are descriptive): the Euclidean distance from
+the null median in band units over √k. Unlike the maximum it grows with every axis that departs;
+a null head stays near 0.6 whatever k is. It depends only on the head's values and the null's
+median and band, not on the p-value floor, so a trained model's heads, which all share head p at
+its floor, get distinct departures.
 
-So 0 is the null median and 1 the edge of the null's band on that side, on every axis and at
-every shape: the axes' units (a cosine, a trace ratio, a CV², a ratio of β₂) are divided out by
-how far the null itself spreads (the band is the null's; 2.5–97.5 % quantiles). The one-sided
-band keeps a skewed null (concentration's, the input focus's) from counting a departure on its
-long side as large as one on its short side.
-
-A head's **departure** (the default order, ``--sort-by departure``) is the root mean square of
-its departures over the axes the profile tests (those with a null band: concentration,
-alignment, symmetry, both input focuses and, where scored, entry tails; scale and outliers are
-descriptive and left out):
-
-    D = sqrt(mean_a d_a²).
-
-Why the root mean square and not the maximum: the maximum ranks a head by one axis and is blind
-to a head that departs on several; the root mean square grows with every axis that departs, is
-the Euclidean distance from the null median in band units (over √k, so D does not grow with the
-number of axes: a head at every band edge reads 1), and for null heads each d_a is of order 1/2,
-so D of a null head stays near 0.6 whatever k is. Both depend only on the head's values and
-the null's median and band, which are the profile's own (2,000 Gaussian draws per shape, the
-same in every run) or the score's per-statistic nulls (whose medians and 2.5/97.5 % quantiles
-move little as the spectral null is extended), not on the p-value floor: a trained model's
-heads, which all share head p at its floor, get distinct departures.
-
-``--sort-by AXIS`` orders by one axis's departure (a descriptive axis, scale or outliers, by
-its value); ``--sort-by p`` is the order of evidence (head p, smallest first), the order before
-issue 48.
+``--sort-by AXIS`` orders by one axis's departure (a descriptive axis by its value);
+``--sort-by p`` is the order of evidence (head p, smallest first).
 
 **Ranks** (:func:`ranks`) are the "min" ranks of the sort key, largest first: equal keys share
-the smallest rank of their run (1, 2, 2, 4), so a tie is shown as a tie and never broken by
-layer/head order; heads without a key (NaN: not scored) come last, tied with each other.
+the smallest rank of their run (1, 2, 2, 4); heads without a key (NaN) come last, tied.
 """
 
 from __future__ import annotations

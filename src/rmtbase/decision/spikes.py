@@ -1,45 +1,26 @@
 """Spectral outliers of a head: ``n_spikes``, the eigenvalues of W_QK above its null's largest.
 
-What the count is and is not. It counts eigenvalues beyond what a null head's largest
-eigenvalue reaches: spectral concentration. The bound below says it does not over-count an
-*additive low-rank* change of W_Q or W_K; it does not say every outlier is such a change. A
-full-rank alignment W_K = a·W_Q + √(1 − a²)·G, with no low-rank change at all, gives mean
-n_spikes 1.3 (a = 0.5), 2.7 (0.7) and 5.6 (1.0) at d = 768, d_h = 64
-(``tests/test_spikes.py``), and one direction spiked in both factors counts 2. Read it as
-"how many directions stand out of the null's bulk", not "how many directions training added".
-
-The seeds' "outlier eigenvalues above the bulk" and "functional rank below d_h", as a test.
-A head's normalised spectrum x_(1) ≥ x_(2) ≥ … ≥ x_(d_h) (x = λ / (rms_Q² rms_K² d²), the
-squared singular values of W_QK = W_Qᵀ W_K) is compared, eigenvalue by eigenvalue, with one
-threshold t: the (1 − α) quantile of the *largest* eigenvalue x_max of the head's own null
-(the same null draws as its ``qk.lambda_max`` test: Gaussian at the head's (d, d_h) and
-storage, or the head's permuted entries). The step-down stops at the first x_(k) ≤ t, so
+A head's normalised spectrum x_(1) ≥ … ≥ x_(d_h) (x = λ / (rms_Q² rms_K² d²)) is compared with one
+threshold t, the (1 − α) quantile of the *largest* eigenvalue x_max of the head's own null (the
+draws of its ``qk.lambda_max`` test). The step-down stops at the first x_(k) ≤ t:
 
     n_spikes = #{k : x_(k) > t},        spike_x_k = x_(k) / x₊ for k ≤ n_spikes,
 
-with x₊ the upper edge of the MP_c ⊠ MP_c limit law (c = d_h/d,
-:func:`rmtbase.analytic.product.edges`): spike_x > 1 is "beyond the bulk's edge".
+with x₊ the upper edge of MP_c ⊠ MP_c (:func:`rmtbase.analytic.product.edges`).
 
-Why the largest eigenvalue's law, at every step. If training changed W_Q or W_K by a matrix of
-rank r (any rank-r change of either factor, or of both with r counted once per factor), W_QK
-changes by a matrix of rank ≤ r, and Weyl's inequality for singular values gives
-s_(r+1)(perturbed) ≤ s_(1)(unperturbed): the (r+1)-th eigenvalue is at most the *largest*
-eigenvalue of a null head. So P(n_spikes > r) = P(x_(r+1) > t) ≤ P(x_max^null > t) = α: the
-count over-states the rank of the change with probability at most α (family-wise, per head),
-whatever r. Comparing x_(k) with the null law of the k-th eigenvalue instead over-counts —
-measured for issue 26 at (768, 64): a rank-1 head's λ₂ exceeds the null λ₂'s 99th percentile
-in 25–40 % of draws (the spike pushes the rest of the spectrum up) and a rank-3 head's λ₄ in
-97 %. This is Kritchman & Nadler's (2008, Chemometr. Intell. Lab. 94:19) step-down with the
-largest-eigenvalue law at every step; their deflated (p − k)-dimensional null gains power for
-sample covariances, and Onatski (2009, Econometrica 77:1447) sharper variants, but neither
-carries over exactly to the product W_Qᵀ W_K, and the undeflated law keeps the guarantee above.
+Guarantee: a rank-r change of W_Q or W_K changes W_QK by rank ≤ r, and Weyl's inequality gives
+s_(r+1)(perturbed) ≤ s_(1)(unperturbed), so P(n_spikes > r) ≤ P(x_max^null > t) = α for every r.
+Comparing x_(k) with the k-th eigenvalue's null law instead over-counts. This is Kritchman &
+Nadler's (2008) step-down with the largest-eigenvalue law at every step (their deflated null,
+and Onatski's 2009 variants, do not carry over exactly to the product W_Qᵀ W_K). t is the
+⌈(1 − α)(N + 1)⌉-th smallest of the N null draws, so P(x_(1) > t) ≤ α exactly by
+exchangeability (with N < 1/α − 1 no spike is counted).
 
-The threshold is the ⌈(1 − α)(N + 1)⌉-th smallest of the N null draws of x_max, so for a null
-head P(x_(1) > t) ≤ α exactly by exchangeability (with N < 1/α − 1 no threshold exists and no
-spike is counted). Detection: a multiplicative spike W_K ← W_K (I + θ v vᵀ)^{1/2} moves an
-eigenvalue out of the bulk only above the BBP-type threshold θ_c (θ_c = 5.424 at d = 768,
-d_h = 64; Benaych-Georges & Nadakuditi 2011); ``tests/test_spikes.py`` measures the counts
-for θ = 1.5 … 6 θ_c and a rank-3 head.
+What the count is not: the bound concerns additive low-rank changes only. A full-rank alignment
+W_K = a·W_Q + √(1 − a²)·G also produces outliers (``tests/test_spikes.py``), so read n_spikes as
+spectral concentration — how many directions stand out of the null's bulk — not as how many
+directions training added. Detection needs a spike above the BBP-type threshold
+(Benaych-Georges & Nadakuditi 2011).
 """
 
 from __future__ import annotations

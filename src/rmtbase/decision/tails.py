@@ -5,42 +5,22 @@ for any value v (the heads' values, or the null draws themselves for calibration
 
 - one-sided tail probabilities. Where at least :data:`MIN_EXCEEDANCES` = 10 draws lie at or
   beyond v, the add-one estimate p = (1 + #{x ≥ v})/(1 + N) (Davison & Hinkley 1997; Phipson &
-  Smyth 2010) — valid and exact in law for a value drawn from the null. Where fewer do, the
-  empirical estimate is no better than its floor, and the tail is extrapolated with a
-  generalized Pareto distribution (GPD) fitted by maximum likelihood to the excesses over a
-  threshold t placed between the k-th and (k+1)-th most extreme draws, k = min(250, ⌊N/8⌋)
-  (Knijnenburg, Wessels, Reinders & Shmulevich 2009, "Fewer permutations, more accurate
-  P-values", Bioinformatics 25:i161): p = (k/N)·S_GPD(v − t). Such p-values are marked
-  ``"gpd"``. Extrapolation is made conservative: the shape used is the upper one-sided 95 %
-  bound ξ̂ + 1.645 (1 + ξ̂)/√k of the ML shape (asymptotic sd of ML ξ̂; Smith 1987), at least
-  :data:`XI_MIN` = 0.1, with the scale refitted by ML at that shape. Why the floor of 0.1
-  (issue 56): the tails of the project's statistics grow heavier beyond the threshold than the
-  excesses over it show (the GPD is a limit law: the penultimate approximation). With the floor
-  at 0, the condition number's upper tail fitted ξ̂ ≈ −0.1 on some 2,000-draw nulls and gave
-  0.28–0.76 of the exceedance of 400,000 exact draws at 10⁻³ … 3·10⁻⁵ in 10–20 % of 20
-  independent nulls at 64 × 8, 64 × 16 and 96 × 16; with 0.1 the smallest ratio over 20 nulls,
-  six spectral statistics, both sides, three exceedances and four shapes (64 × 8 … 128 × 16)
-  was 1.23, the median 17× at 10⁻⁴ (``tests/test_pvalue_tails.py``): far-tail p-values lose
-  power, never their level. The plain ML fit is not safe: for light (e.g.
-  near-Gaussian) tails it readily finds ξ̂ < 0, an end point just past the largest draw, and
-  p = 0 for moderately extreme values (measured: median p/p_true = 0.09 at 4σ, N = 2000 normal
-  draws), and for heavy tails it underestimates far tails (Student t₆ at 20: median
-  p/p_true = 0.01). With the bound, measured p/p_true is ≥ 1 in the median for normal, gamma
-  and Student t tails (``tests/test_tails.py``): extrapolated p-values err on the conservative
-  side, and a head far out in the tail still gets a small p. Where the fit is impossible
-  (k < 50, or ξ̂ > 1) the add-one value is kept and marked ``"floor"``. Extrapolated p-values
-  are not reported below :data:`P_MIN` = 10⁻¹⁶ (an infinite value, e.g. σ_fit of a flat-topped
-  law, gets P_MIN too);
-  ``tests/test_tails.py`` checks the extrapolation against exact tails (normal, gamma,
-  Student t) and against larger null samples.
+  Smyth 2010), exact in law for a value drawn from the null. Further out, a generalized Pareto
+  tail fitted by maximum likelihood to the excesses over a threshold t between the k-th and
+  (k+1)-th most extreme draws, k = min(250, ⌊N/8⌋) (Knijnenburg et al. 2009, Bioinformatics
+  25:i161): p = (k/N)·S_GPD(v − t), marked ``"gpd"``. The shape used is the upper one-sided 95 %
+  bound ξ̂ + 1.645 (1 + ξ̂)/√k (Smith 1987), at least :data:`XI_MIN` = 0.1, the scale refitted at
+  that shape: beyond the threshold the statistics' tails grow heavier than the excesses show
+  (penultimate approximation), and the plain ML fit underestimates far tails. With the bound the
+  extrapolated p is conservative (``tests/test_tails.py``, ``tests/test_pvalue_tails.py``).
+  Where no fit is possible (k < 50, or ξ̂ > 1) the add-one value is kept, marked ``"floor"``.
+  No p is reported below :data:`P_MIN` = 10⁻¹⁶.
 - the two-sided p = min(1, 2·min(p_lo, p_hi)), its method, and a signed *effect*: the normal
-  score of the value's place in the null, Φ⁻¹((n_< + ½n_= + ½)/(N + 1)) in the bulk and
-  ∓Φ⁻¹(p_side) in an extrapolated tail — bounded (|effect| ≤ 8.2 for p ≥ 10⁻¹⁶),
-  monotone in v and on the z scale where the null is Gaussian.
+  score Φ⁻¹((n_< + ½n_= + ½)/(N + 1)) in the bulk and ∓Φ⁻¹(p_side) in an extrapolated tail —
+  bounded (|effect| ≤ 8.2), monotone in v, on the z scale where the null is Gaussian.
 
-``loo=True`` evaluates the model at its own draws leaving each one out (counts and N reduced by
-one), so a null draw and a head pass through the same estimator; the GPD is fitted once on all
-N draws (the one-draw difference is below the fit's own error).
+``loo=True`` evaluates the model at its own draws leaving each one out, so a null draw and a
+head pass through the same estimator; the GPD is fitted once on all N draws.
 """
 
 from __future__ import annotations
@@ -55,7 +35,7 @@ MAX_TAIL = 250
 MIN_TAIL = 50
 XI_RANGE = (0.0, 1.0)
 XI_Z = 1.645  # one-sided 95 % normal quantile for the shape's upper bound
-#: The shape used is at least this (module docstring: heavier beyond the threshold, issue 56).
+#: The shape used is at least this (module docstring: heavier beyond the threshold).
 XI_MIN = 0.1
 #: Smallest p reported. An extrapolated tail is a model, and no model fitted to a few thousand
 #: draws is credible beyond ~10⁻¹⁶ (a head's z and effect still order such heads).

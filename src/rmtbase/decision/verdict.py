@@ -1,51 +1,26 @@
 """Heads' statistics against null draws: per-statistic tests and one decision per head.
 
 :func:`score_values` is pure numpy (no model, no JAX). Inputs: each head's statistics
-``values[stat]`` of shape (layer, head), its measured entry rms (σ_Q, σ_K), and null draws.
+``values[stat]`` of shape (layer, head), its measured entry rms (σ_Q, σ_K), and null draws:
+``null`` holds joint draws ``{stat: (N,)}`` (plus ``q.rms``, ``k.rms``; every statistic of a draw
+from the same W_Q, W_K), or per head ``(layer, head, N)`` for a per-head null; ``spectral_null``
+(optional) holds more draws of the spectral statistics and is then their reference, while the
+joint draws still calibrate the omnibus. Heads and draws are compared self-normalised
+(:mod:`rmtbase.decision.scale`); null mean and std are reported in raw units.
 
-σ handling
-----------
-Heads' statistics and the null draws are compared in self-normalised form
-(:mod:`rmtbase.decision.scale`): z is unchanged by it; null mean and std are in raw units.
+Per test (layer × head × stat): ``null_mean``, ``null_std`` (ddof 1), ``z``; ``p_value``
+(two-sided, tail-resolving, :class:`~rmtbase.decision.tails.TailModel`) and ``p_method``;
+``distance`` (null sd of a variance-stabilising transform, :mod:`rmtbase.decision.effect`);
+``effect`` (normal score of the value's place in the null, bounded) and ``percentile``;
+``effect_size`` with ``null_band_lo``/``null_band_hi`` (:func:`~rmtbase.decision.effect.natural_effect`);
+``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family
+(:mod:`rmtbase.decision.family`).
 
-Per test (layer × head × stat)
-------------------------------
-- ``null_mean``, ``null_std`` (ddof 1) of the finite self-normalised null draws, raw units;
-  ``z = (value − null_mean)/null_std`` (descriptive: unbounded where the null is narrow);
-- ``p_value``: two-sided, tail-resolving (:class:`rmtbase.decision.tails.TailModel`: empirical
-  add-one, GPD tail where fewer than 10 draws lie beyond), ``p_method`` says which;
-- ``distance``: signed distance from the null in null sd of a variance-stabilising transform
-  (log for scale statistics; :mod:`rmtbase.decision.effect`), unbounded — how far;
-- ``effect``: the normal score of the value's place in the null (bounded at 8.2 where p reaches
-  its floor, monotone; the per-statistic heatmaps' colour); ``percentile``: mid-rank among the
-  draws;
-- ``effect_size``: the effect in the statistic's own units — a ratio to the null median for
-  scale-like statistics, a shift from it for location-like ones (``effect_kind``, :func:`
-  rmtbase.decision.effect.natural_effect`) —, with the null's 95 % band in the same units
-  (``null_band_lo``, ``null_band_hi``): how much, comparable across shapes and models;
-- ``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family — every (head, stat)
-  test of a statistic in the decision family (:mod:`rmtbase.decision.family`: duplicates once,
-  GQA-shared ``k.*`` once per key head). Descriptive detail; duplicates get no q-value.
-
-Per head (layer × head)
------------------------
-``head_p_value``: Cauchy combination of the head's family p-values capped at ½, calibrated on
-the joint null draws and never below the head's smallest family p
-(:mod:`rmtbase.decision.omnibus`); ``head_p_method``; ``head_q_value``/``head_flag``: BH over
-all heads at ``alpha`` — the decision. ``head_effect``: the largest |distance| over the family
-— how far from random, for ranking (:mod:`rmtbase.decision.effect`); ``head_top_stat``: the
-statistic that attains it; ``group_effect`` (layer, head, stat_group): the same maximum within
-each group of statistics (entry law, product law, spectrum) — how the head departs.
-
-Resolution. attrs ``resolution_note`` (:mod:`rmtbase.decision.resolution`) says where the
-draws, not the heads, limit the decision; the CLI prints it.
-
-Nulls
------
-``null`` holds joint draws ``{stat: (N,)}`` (plus ``q.rms``, ``k.rms``): every statistic of a
-draw from the same W_Q, W_K. ``spectral_null`` (optional) holds more draws of the spectral
-statistics (cheap) and then serves as their reference; the joint draws still calibrate the
-omnibus. For a per-head null (the permutation null) each array has shape (layer, head, N).
+Per head: ``head_p_value`` (calibrated Cauchy combination, :mod:`rmtbase.decision.omnibus`),
+``head_p_method``, ``head_q_value``/``head_flag`` (BH over all heads at ``alpha``: the
+decision), ``head_effect``/``head_top_stat`` and ``group_effect`` (descriptive). The attribute
+``resolution_note`` (:mod:`rmtbase.decision.resolution`) says where the draws, not the heads,
+limit the decision.
 """
 
 from __future__ import annotations
