@@ -1,11 +1,15 @@
 """The adapter of every supported architecture, keyed by Hugging Face ``model_type``.
 
 One adapter module per checkpoint layout (``docs/architectures.md`` lists them with the layout
-each undoes and how it is verified).
+each undoes and how it is verified). :data:`ADAPTERS` is a :class:`rmtbase.registry.Registry`:
+another package adds an architecture through an entry point of group ``rmtbase.adapters`` that
+names an :class:`~rmtbase.models._adapter.Adapter` subclass (or instance), registered under
+each of its ``model_types`` (``docs/extending.md``).
 """
 
 from __future__ import annotations
 
+from ..registry import GROUPS, Registry
 from ._adapter import Adapter
 from .bert import BertAdapter
 from .bloom import BloomAdapter
@@ -37,11 +41,44 @@ _CLASSES = (GPT2Adapter, GPTNeoXAdapter, LlamaAdapter, BertAdapter, OPTAdapter, 
             CohereAdapter, MPNetAdapter, DistilBertAdapter, ModernBertAdapter, ViTAdapter,
             BloomAdapter)
 
-#: ``model_type`` -> adapter instance.
-ADAPTERS: dict[str, Adapter] = {mt: cls() for cls in _CLASSES for mt in cls.model_types}
 
-#: Supported architectures, as Hugging Face ``model_type`` values.
-SUPPORTED: tuple[str, ...] = tuple(ADAPTERS)
+
+def register(adapter) -> Adapter:
+    """Register ``adapter`` (an :class:`Adapter` subclass or instance) under each of its
+    ``model_types``; TypeError if it is none, has no model type, or one is taken."""
+    if isinstance(adapter, type) and issubclass(adapter, Adapter):
+        adapter = adapter()
+    if not isinstance(adapter, Adapter):
+        raise TypeError(f"{adapter!r} is not a rmtbase.models._adapter.Adapter")
+    types = tuple(adapter.model_types)
+    if not types or not all(isinstance(t, str) and t for t in types):
+        raise TypeError(f"{type(adapter).__qualname__}.model_types must name one or more "
+                        f"model types, got {types!r}")
+    taken = [t for t in types if ADAPTERS.peek(t) is not None]
+    if taken:
+        raise TypeError(f"model type {taken[0]!r} already has an adapter "
+                        f"({type(ADAPTERS.peek(taken[0])).__qualname__})")
+    for t in types:
+        ADAPTERS.register(t, adapter)
+    return adapter
+
+
+def unregister(model_type: str) -> None:
+    """Take ``model_type``'s adapter out (a test's own); the shipped ones stay."""
+    if any(model_type in cls.model_types for cls in _CLASSES):
+        raise TypeError(f"the shipped adapter of {model_type!r} cannot be unregistered")
+    ADAPTERS.unregister(model_type)
+
+
+#: ``model_type`` -> adapter instance (plugins: entry-point group ``rmtbase.adapters``).
+ADAPTERS: Registry = Registry("adapter", GROUPS["adapter"], lambda name, obj: register(obj))
+for _cls in _CLASSES:
+    register(_cls)
+del _cls
+
+#: Supported architectures, as Hugging Face ``model_type`` values (a live view: an adapter
+#: registered later, or by a plugin, is in it).
+SUPPORTED = ADAPTERS.names()
 
 #: Class-name stems for configs without ``model_type`` (very old checkpoints); longest first
 #: wins, so ``GPTNeoX`` is not read as ``GPT``.

@@ -23,7 +23,7 @@ def unregister(name: str) -> None:
     the shipped nulls stay. KeyError if none is registered under it."""
     if name in (GaussianNull.name, PermutationNull.name):
         raise InputError(f"the shipped null {name!r} cannot be unregistered")
-    del REGISTRY[name]
+    REGISTRY.unregister(name)
 
 
 __all__ = ["NULLS", "GaussianNull", "Null", "PermutationNull", "unregister"]

@@ -109,10 +109,11 @@ class Null(ABC):
             return
         if not isinstance(name, str):
             raise TypeError(f"{cls.__qualname__}.name must be a str, got {name!r}")
-        if name in REGISTRY:
+        old = REGISTRY.peek(name)  # not a lookup: no plugin is loaded while classes are defined
+        if old is not None:
             raise TypeError(f"a null named {name!r} is already registered "
-                            f"({REGISTRY[name].__module__}.{REGISTRY[name].__qualname__})")
-        REGISTRY[name] = cls
+                            f"({old.__module__}.{old.__qualname__})")
+        REGISTRY.register(name, cls)
 
     @staticmethod
     def parse(text, *, storage: str = "float32") -> Null:
@@ -123,7 +124,8 @@ class Null(ABC):
             return text
         cls = REGISTRY.get(text) if isinstance(text, str) else None
         if cls is None:
-            raise InputError(f"null must be one of {', '.join(NULLS)}, got {text!r}")
+            raise InputError(REGISTRY.unknown(text, f"null must be one of {', '.join(NULLS)}, "
+                                                    f"got {text!r}"))
         return cls.named(storage=storage)
 
     @classmethod

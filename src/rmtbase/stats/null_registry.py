@@ -1,16 +1,28 @@
-"""The registry of nulls by name (issue 58): filled by the null classes themselves when they are
-defined (``Null.__init_subclass__``, :mod:`rmtbase.stats.null_protocol`, as gguf-py's
-quantisation classes register), read by ``Null.parse``, by :data:`NULLS` (a live view: the
-CLI's ``--null`` choices) and by the re-read of a file's ``null_kind``. The shipped nulls are
-registered by :mod:`rmtbase.stats.null_kind`.
+"""The registry of nulls by name (a :class:`rmtbase.registry.Registry`, entry-point group
+``rmtbase.nulls``): filled by the null classes themselves when they are defined
+(``Null.__init_subclass__``, :mod:`rmtbase.stats.null_protocol`, as gguf-py's quantisation
+classes register), read by ``Null.parse``, by :data:`NULLS` (a live view: the CLI's ``--null``
+choices) and by the re-read of a file's ``null_kind``. The shipped nulls are registered by
+:mod:`rmtbase.stats.null_kind`; a plugin's entry point names its :class:`Null` subclass, whose
+import registers it (the entry point's name must be the class's ``name``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from ..registry import GROUPS, Names, Registry
+
+
+def _add_plugin(name: str, cls) -> None:
+    """A plugin's null: the class its entry point names, registered by being defined."""
+    if REGISTRY.peek(getattr(cls, "name", None)) is not cls:
+        raise TypeError(f"{cls!r} is not a registered null (a concrete Null subclass that sets "
+                        "its own name)")
+    if cls.name != name:
+        raise TypeError(f"the entry point is named {name!r} but its null is named {cls.name!r}")
+
 
 #: The registered nulls: {name: class}, in the order they were defined.
-REGISTRY: dict[str, type] = {}
+REGISTRY: Registry = Registry("null", GROUPS["null"], _add_plugin)
 
 
 def is_abstract(cls) -> bool:
@@ -20,30 +32,8 @@ def is_abstract(cls) -> bool:
     return any(getattr(getattr(cls, m, None), "__isabstractmethod__", False) for m in names)
 
 
-class Names(Sequence):
-    """The registered nulls' names in the order they were defined (a live view: a null
-    defined later is in it; it compares equal to the tuple of them)."""
-
-    def __getitem__(self, i):
-        return tuple(REGISTRY)[i]
-
-    def __len__(self) -> int:
-        return len(REGISTRY)
-
-    def __contains__(self, name) -> bool:
-        return isinstance(name, str) and name in REGISTRY
-
-    def __eq__(self, other) -> bool:
-        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return repr(tuple(self))
-
-
-#: The nulls by name, in the order the CLI lists them (the registry's, module docstring).
-NULLS = Names()
+#: The nulls by name, in the order the CLI lists them (a live view of the registry).
+NULLS = REGISTRY.names()
 
 
 __all__ = ["NULLS", "REGISTRY", "Names", "is_abstract"]

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..registry import GROUPS, Registry
 
 __all__ = ["FAMILIES", "FLOAT32", "MixedStorage", "Storage", "gguf_storage", "one_quantisation",
            "quantisation_record", "records", "register", "registered", "storage_record",
@@ -207,21 +208,35 @@ def quantisation_record(name) -> Storage | MixedStorage | None:
 
 
 _F16_TINY, _BF16_TINY = 2.0**-24, 2.0**-126
-_REGISTRY: dict[str, Storage] = {}
+
+
+def _add_plugin(name: str, record) -> None:
+    """A plugin's storage: the :class:`Storage` its entry point names, under its own name."""
+    if not isinstance(record, Storage):
+        raise TypeError(f"{record!r} is not a rmtbase.stats.storage.Storage record")
+    if record.name != name:
+        raise TypeError(f"the entry point is named {name!r} but its storage is named "
+                        f"{record.name!r}")
+    register(record)
+
+
+#: The registered records by name (a :class:`rmtbase.registry.Registry`, entry-point group
+#: ``rmtbase.storages``: a plugin's entry point names a :class:`Storage` record)
+_REGISTRY: Registry = Registry("storage", GROUPS["storage"], _add_plugin)
 
 
 def register(record: Storage) -> Storage:
     """Add ``record`` to the registry (InputError if its name is taken by another record)."""
-    old = _REGISTRY.get(record.name)
+    old = _REGISTRY.peek(record.name)
     if old is not None and old != record:
         raise InputError(f"storage {record.name!r} is already registered")
-    _REGISTRY[record.name] = record
-    return record
+    return _REGISTRY.register(record.name, record)
 
 
 def unregister(name: str) -> None:
     """Remove the record ``name`` (a test's toy format)."""
-    _REGISTRY.pop(name, None)
+    if _REGISTRY.peek(name) is not None:
+        _REGISTRY.unregister(name)
 
 
 def storage_record(name) -> Storage:
@@ -233,13 +248,14 @@ def storage_record(name) -> Storage:
         name = "float32"
     if isinstance(name, str) and name.lower() in _REGISTRY:
         return _REGISTRY[name.lower()]
-    raise InputError(f"storage must be one of {', '.join(_REGISTRY)}, got {name!r}")
+    raise InputError(_REGISTRY.unknown(name, f"storage must be one of {', '.join(_REGISTRY)}, "
+                                             f"got {name!r}"))
 
 
 def registered(name: str) -> Storage | None:
     """The record registered under exactly ``name`` (the registry's key: no case folding, as a
     list of names compares), else None."""
-    return _REGISTRY.get(name)
+    return _REGISTRY.get(name) if isinstance(name, str) else None
 
 
 def records() -> tuple[Storage, ...]:
@@ -299,4 +315,4 @@ del _record
 
 #: float32's record (the identity storage: where no storage is given, and what block-quantised
 #: values are read as), for code that needs it without a name to look up
-FLOAT32 = _REGISTRY["float32"]
+FLOAT32 = _REGISTRY.peek("float32")

@@ -1,0 +1,182 @@
+"""Named registries, extended from outside the package through entry points.
+
+One :class:`Registry` per kind of thing rmtbase looks up by name: nulls
+(:mod:`rmtbase.stats.null_registry`), storage formats (:mod:`rmtbase.stats.storage`),
+architecture adapters (:mod:`rmtbase.models.registry`) and head statistics
+(:mod:`rmtbase.stats.statistic`). The package registers what it ships when those modules are
+imported; another package adds its own through an entry point of the registry's group
+(``rmtbase.nulls``, ``rmtbase.storages``, ``rmtbase.adapters``, ``rmtbase.statistics``), as
+xarray finds its backends: ``importlib.metadata.entry_points(group=...)``. ``docs/extending.md``
+has one worked example of each.
+
+Contract:
+
+- Plugins are loaded lazily, on the first lookup that needs every name (reading a name that
+  is not registered yet, ``in``, iteration, ``len``), never at import, so that registering
+  the shipped entries cannot import a plugin half-way through rmtbase's own import.
+  :meth:`Registry.peek` reads what is registered without loading anything.
+- An entry point's object is handed to the registry's ``add(name, obj)`` (the kind's own
+  registration, with its own checks). A plugin that fails to import or to register is skipped
+  with one :class:`PluginWarning` line naming the group, the entry point and the error; a later
+  lookup of that name is refused with the same line (:meth:`Registry.failure`).
+- :meth:`Registry.refresh` forgets the scan, so entry points installed since are found by the
+  next lookup (the ones already loaded are not loaded again).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+__all__ = ["GROUPS", "Names", "PluginWarning", "Registry"]
+
+#: The entry-point groups rmtbase reads, by kind.
+GROUPS = {"null": "rmtbase.nulls", "storage": "rmtbase.storages",
+          "adapter": "rmtbase.adapters", "statistic": "rmtbase.statistics"}
+
+_LOCK = threading.RLock()
+
+
+class PluginWarning(UserWarning):
+    """A plugin (an entry point of one of :data:`GROUPS`) could not be loaded."""
+
+
+class Registry(Mapping):
+    """Values of one ``kind`` by name, in the order registered; plugins of entry-point
+    ``group`` added on the first full lookup (module docstring). ``add(name, obj)``: how a
+    plugin's loaded object is registered (default: under the entry point's name)."""
+
+    def __init__(self, kind: str, group: str, add: Callable | None = None):
+        self.kind, self.group = kind, group
+        self._add = add or self.register
+        self._entries: dict = {}
+        self._loaded = False
+        self._tried: set = set()
+        self._failed: dict[str, str] = {}
+
+    # -- registration (never loads plugins) --------------------------------------------------
+    def register(self, name: str, value):
+        """Register ``value`` under ``name`` (the kind's own module checks for a clash first)
+        and return it."""
+        self._entries[name] = value
+        return value
+
+    def unregister(self, name: str) -> None:
+        """Take ``name`` out (KeyError if it is not registered)."""
+        del self._entries[name]
+
+    def peek(self, name, default=None):
+        """The value registered under ``name`` so far, without loading plugins."""
+        return self._entries.get(name, default)
+
+    # -- plugins ------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Load every entry point of :attr:`group` not loaded yet (once per scan)."""
+        if self._loaded:
+            return
+        with _LOCK:
+            if self._loaded:
+                return
+            self._loaded = True  # before loading: a plugin's own lookups must not recurse
+            for ep in importlib.metadata.entry_points(group=self.group):
+                if (ep.name, ep.value) in self._tried:
+                    continue
+                self._tried.add((ep.name, ep.value))
+                try:
+                    self._add(ep.name, ep.load())
+                except Exception as e:  # noqa: BLE001 - any plugin error: one line, skipped
+                    text = str(e).strip().splitlines()
+                    line = (f"rmtbase: {self.kind} plugin {ep.name!r} ({ep.value}, entry point "
+                            f"group {self.group}) was not loaded: {type(e).__name__}"
+                            + (f": {text[0]}" if text else ""))
+                    self._failed[ep.name] = line
+                    warnings.warn(line, PluginWarning, stacklevel=2)
+
+    def refresh(self) -> None:
+        """Scan the entry points again at the next lookup (module docstring)."""
+        self._loaded = False
+
+    def failure(self, name) -> str | None:
+        """The line saying why the plugin ``name`` was not loaded, if it failed."""
+        self.load()
+        return self._failed.get(name) if isinstance(name, str) else None
+
+    def unknown(self, name, what: str) -> str:
+        """The one-line refusal of ``name``: ``what`` (e.g. "null must be one of a, b, got
+        'x'"), or the plugin's failure when the entry point of that name failed."""
+        return self.failure(name) or what
+
+    # -- lookups (load plugins first) ------------------------------------------------------------
+    def __getitem__(self, name):
+        if name not in self._entries:
+            self.load()
+        return self._entries[name]
+
+    def __contains__(self, name) -> bool:
+        try:
+            hash(name)
+        except TypeError:
+            return False
+        if name in self._entries:
+            return True
+        self.load()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator:
+        self.load()
+        return iter(tuple(self._entries))
+
+    def __len__(self) -> int:
+        self.load()
+        return len(self._entries)
+
+    def names(self) -> Names:
+        """A live view of the names (:class:`Names`)."""
+        return Names(self)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {self.group!r}, {list(self._entries)!r})"
+
+
+class Names(Sequence):
+    """The names of a :class:`Registry` in registration order, read when used (a name
+    registered later, or by a plugin, is in it); it compares equal to the tuple of them."""
+
+    def __init__(self, registry: Registry, keep: Callable | None = None):
+        self._registry, self._keep = registry, keep
+
+    def _now(self) -> tuple:
+        names = tuple(self._registry)
+        if self._keep is None:
+            return names
+        return tuple(n for n in names if self._keep(self._registry.peek(n)))
+
+    def __getitem__(self, i):
+        return self._now()[i]
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __contains__(self, name) -> bool:
+        if not isinstance(name, str) or name not in self._registry:
+            return False
+        return self._keep is None or bool(self._keep(self._registry.peek(name)))
+
+    def __add__(self, other) -> tuple:
+        return self._now() + tuple(other)
+
+    def __radd__(self, other) -> tuple:
+        return tuple(other) + self._now()
+
+    def __eq__(self, other) -> bool:
+        return self._now() == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._now())
