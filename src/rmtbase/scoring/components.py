@@ -47,14 +47,13 @@ from ..decision.score_dataset import SCORE_VARS
 from ..decision.significance import _check_alpha, benjamini_hochberg
 from ..decision.verdict import score_values
 from ..errors import InputError, check_draws
-from ..stats.precision import QUANT_FORMATS
+from ..stats.names import QUANTIZED_NULL
 from .component_cells import _Cell, _read
 from .null_checks import undefined_under_null
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
                   "component_flag", "component_effect", "component_top_stat",
                   "component_n_stats")
-QUANTIZED_NULL = ("auto", "none", *QUANT_FORMATS)
 #: The Weibull paper's band of median terminal k of FFN and W_o matrices (middle-80 % fit,
 #: 12 models of 7 families; arXiv:2605.18898, Sec. 3).
 WEIBULL_BAND = (1.186, 1.204)

@@ -38,14 +38,13 @@ For RoPE models W_QK is the relative-position-0 bilinear form (RoPE is not appli
 
 from __future__ import annotations
 
-import numpy as np
 import xarray as xr
 
-from ..decision.significance import _check_alpha
+from ..checks import MIN_NULL_DRAWS, check_int, check_probability, check_seed
 from ..decision.verdict import NOT_TESTED, score_values
 from ..errors import InputError
+from ..stats.names import QUANTIZED_NULL
 from ..stats.null_protocol import Null
-from ..stats.precision import QUANT_FORMATS
 from .description import default_label, null_description
 from .layer_null import is_spectral
 from .null_checks import check_element_draws, check_null_size, check_null_storage
@@ -56,8 +55,6 @@ from .spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: tests/test_ca
     _drawn_spectrum_band,
     null_spectrum_band,
 )
-
-QUANTIZED_NULL = ("auto", "none", *QUANT_FORMATS)
 
 
 def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
@@ -72,14 +69,21 @@ def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
     return "all", names
 
 
-def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws):
-    """(alpha, the :class:`~rmtbase.stats.null_kind.Null` spelled ``null``), or InputError."""
-    alpha = _check_alpha(alpha)
-    for name, v, lo in (("draws", draws, 2), ("max_draws", max_draws, 2),
-                        ("element_draws", element_draws, 0)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int | np.integer)
-                              or v < lo):
-            raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
+def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws, seed=0,
+                   spectrum_draws=0):
+    """(alpha, the :class:`~rmtbase.stats.null_kind.Null` spelled ``null``), or InputError:
+    types checked, not coerced (:mod:`rmtbase.checks`); draws at least
+    :data:`~rmtbase.checks.MIN_NULL_DRAWS`, what the omnibus calibration needs."""
+    alpha = check_probability("alpha", alpha)
+    if draws is not None:
+        check_int("draws", draws, minimum=MIN_NULL_DRAWS,
+                  why="the omnibus calibration of each head's p reads the 10 largest null "
+                      "statistics")
+    if max_draws is not None:
+        check_int("max_draws", max_draws, minimum=2)
+    check_int("element_draws", element_draws, minimum=0)
+    check_int("spectrum_draws", spectrum_draws, minimum=0)
+    check_seed(seed)
     null = Null.parse(null)
     check_null_storage(null)
     if quantized_null not in QUANTIZED_NULL:
@@ -122,7 +126,8 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
 
     if circuit not in ("qk", "ov"):
         raise InputError(f"circuit must be 'qk' or 'ov', got {circuit!r}")
-    _, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
+    _, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
+                             seed, spectrum_draws)
     kind, names = _stat_kind(stats)
     spectral_only = names is not None and all(is_spectral(n) or n in NOT_TESTED for n in names)
     check_element_draws(null, "spectral" if spectral_only else kind, element_draws)
@@ -162,7 +167,8 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
     block quantisation it was stored in): one null table per distinct storage among the
     layers, shared by the layers stored alike
     (:func:`rmtbase.decision.verdict.score_values_by_layer`; BH over all heads)."""
-    alpha, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws)
+    alpha, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
+                                 seed, spectrum_draws)
     kind, names = _stat_kind(stats)
     opts = Options(kind, names, null, draws=draws, alpha=alpha, seed=seed,
                    spectrum_draws=spectrum_draws, quantized_null=quantized_null,

@@ -62,5 +62,23 @@ FP8_TILED = storage_names(lambda s: s.family == "fp8" and s.tile_rows > 0)
 QUANT_FORMATS = storage_names(lambda s: s.is_quantised)
 STORAGES = storage_names()
 
-__all__ = ["FP8_FORMATS", "FP8_TILED", "FLOAT_STORAGES", "QUANT_FORMATS", "STORAGES",
-           "storage_names"]
+
+class _Options(storage_names):
+    """``("auto", "none", *QUANT_FORMATS)`` read when used (``quantized_null``'s choices)."""
+
+    def __init__(self):
+        super().__init__(lambda s: s.is_quantised)
+
+    def _now(self) -> tuple[str, ...]:
+        return ("auto", "none", *super()._now())
+
+    def __contains__(self, name) -> bool:
+        return name in ("auto", "none") or super().__contains__(name)
+
+
+#: The values of ``quantized_null=`` / ``--quantized-null``: "auto", "none" or a quantised
+#: format, the formats read from the registry when used (one registered later is in it)
+QUANTIZED_NULL = _Options()
+
+__all__ = ["FP8_FORMATS", "FP8_TILED", "FLOAT_STORAGES", "QUANTIZED_NULL", "QUANT_FORMATS",
+           "STORAGES", "storage_names"]
