@@ -1,9 +1,8 @@
 """The order in which composition pairs are listed and drawn: by **standing inside the model**
-and by causal confirmation, not by the null's p (issue 55, item 4).
+and by causal confirmation, not by the null's p.
 
-Against the Gaussian-factor null every trained pair looks "not random" (SmolLM2-135M: 49,344 of
-105,705 pairs flagged, 2,204 with a tail p that underflows), so a list sorted by p or q is a
-list of ties. A pair's standing is its rank among its receiver's earlier sources
+Against the Gaussian-factor null almost every trained pair looks "not random", so a list sorted
+by p or q is a list of ties. A pair's standing is its rank among its receiver's earlier sources
 (``composition_rank_source``, 1 = the source the receiver reads most of that kind) and its rank
 over all pairs of its kind (``composition_rank_kind``): both from
 :func:`rmtbase.scoring.composition_dataset.standing`.

@@ -15,19 +15,15 @@ significant digits (NaN -> null), flattened in (layer, head, stat) order:
   ``beh`` (where the probe was joined: behaviour name -> per-head values, 3 digits),
   and, where ``detail`` is true, per test ``v`` (value), ``m``/``s`` (null mean / std, raw
   units), ``z``, ``e`` (effect), ``d`` (``distance``, where scored), ``p``, ``q``, ``pm``
-  (p_method, one letter per test: :data:`P_METHODS`), where scored the effect in the
-  statistic's own units ``es`` (``effect_size``) with the null's 95 % band ``bl``/``bh``
-  (``null_band_lo``/``_hi``) and per statistic ``ek`` (``effect_kind``: ratio or shift) — the
-  page's one measure of how far; z, distance and the capped effect are shown folded, as
-  diagnostics —,
-  the normalised spectrum ``spec`` (layer, head, rank), the null band ``band`` (3, rank) and
+  (p_method, one letter per test: :data:`P_METHODS`), where scored ``es`` (``effect_size``)
+  with the null's 95 % band ``bl``/``bh`` and per statistic ``ek`` (``effect_kind``), the
+  normalised spectrum ``spec`` (layer, head, rank), the null band ``band`` (3, rank) and
   the W_QK histograms ``hist`` (layer, head, bin) where scored;
 - per (d, d_h) shape a reference entry: the MP_c ⊠ MP_c density of the normalised spectrum
   (c = d_h/d) and, on the histogram's bin centres, the N(0, 1) and unit-variance
   variance-gamma (d_h) densities of the standardised W_QK entries;
-- the fixed colour scales (:data:`rmtbase.report.figures.EFFECT_LIM`, ``VERDICT_LIM``)
-  and 64 colours of each colour map, so the page matches
-  the PNG figures.
+- the fixed colour scales (:data:`rmtbase.report.figures.EFFECT_LIM`, ``VERDICT_LIM``) and 64
+  colours of each colour map, so the page matches the PNG figures.
 
 A collection embeds the detail of every entry while it fits ``budget`` bytes, else of evenly
 spaced entries (first and last included); the others keep their per-head verdicts.
