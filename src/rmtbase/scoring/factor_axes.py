@@ -63,6 +63,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..decision.combined import DECISION_AXES
+
 if TYPE_CHECKING:
     from ..stats.storage import Storage
 
@@ -82,8 +84,9 @@ _HEADS = 10
 #: format 5's → format 6's 1.51–1.58 → 1.04 s at 640 × 256 Q5_0 (without level 1: 1.20–1.27),
 #: 1.14 → 0.88–0.95 s at 576 × 64 Q4_1 (without level 1: 1.04–1.22); run time the same either way.
 _CHUNK_OPTIONS = {"xla_cpu_prefer_vector_width": 512, "xla_backend_optimization_level": 1}
-#: The new axes and the statistic of :mod:`rmtbase.stats.alignment` each reads.
-FACTOR_AXES = ("alignment", "symmetry", "q_input_focus", "k_input_focus")
+#: The new axes (each a statistic of :mod:`rmtbase.stats.alignment`): the axes the head
+#: decision tests beside the statistics, one list (:data:`rmtbase.decision.combined.DECISION_AXES`)
+FACTOR_AXES = DECISION_AXES
 
 
 def factor_profile(wq, wk) -> dict[str, np.ndarray]:
