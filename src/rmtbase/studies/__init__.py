@@ -22,11 +22,11 @@ STUDIES = {
     "weibull_anchor": "seed 002: Weibull anchor (k0, λ0/σ), noise curve V(p), verdicts on the paper's claims",
     "residual_paths": "seed 004: residual-path products vs depth; effective depth of MiniLM weights",
     "minilm": "seeds 000/003 per-head figures for all-MiniLM-L6-v2 against the null",
-    "product_networks": "issue 15 / seed 004: Ginibre and residual products vs depth against "
+    "product_networks": "seed 004: Ginibre and residual products vs depth against "
                         "their limit laws, exact finite-d moments and kurtosis curves",
-    "head_function": "issue 23 / seed 003: weight statistics vs attention behaviour on text "
+    "head_function": "seed 003: weight statistics vs attention behaviour on text "
                      "(Spearman, within-layer permutations; anomalous vs specialised heads)",
-    "circuits": "issue 47: small GPT-2s trained to contain an induction circuit; does "
+    "circuits": "small GPT-2s trained to contain an induction circuit; does "
                 "K-composition of the weights find the probe's previous-token -> induction pairs",
 }
 

@@ -67,9 +67,8 @@ def factor_axes(folder) -> np.ndarray:
 
 
 def _composition_last(folder, seed: int, draws: int) -> dict:
-    """K-composition and its null p (layer 0 → 1) of :func:`rmtbase.composition` (issue 47
-    item 1: Gaussian-factor null, :data:`rmtbase.studies.circuits.COMPOSITION_DRAWS`
-    draws, add-one p)."""
+    """K-composition and its null p (layer 0 → 1) of :func:`rmtbase.composition` (Gaussian-factor
+    null, :data:`rmtbase.studies.circuits.COMPOSITION_DRAWS` draws, add-one p)."""
     from ..scoring.composition import composition
 
     cd = composition(str(folder), draws=draws, seed=seed)

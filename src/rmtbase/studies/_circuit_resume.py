@@ -2,8 +2,7 @@
 
 The study writes into a temporary folder that replaces ``OUT/circuits`` only at the end
 (:func:`rmtbase.studies.run`), so a late failure (the composition's memory check, a full disk,
-Ctrl-C) used to throw away minutes of training (issue 59: twice, 17 and 12 minutes lost,
-nothing written). Now, once training has finished, its checkpoints and loss curve
+Ctrl-C) would throw away minutes of training. Once training has finished, its checkpoints and loss curve
 (``training.json`` beside ``checkpoints/``, not in it, where ``rmtbase score
 checkpoints/*`` would meet it: seed, recipe, curve, training CPU seconds) are copied on any
 failure to ``OUT/circuits-resume-seed<S>`` (``-quick`` for ``--quick``), and a line on stderr
@@ -106,7 +105,7 @@ def keep_finished(out: Path, resume: Path) -> Path | None:
 
 def check_before_training(recipe) -> None:
     """InputError if the composition of the model ``recipe`` trains cannot fit in memory
-    (:func:`rmtbase.files.memory.check_memory`): before training, not after it (issue 59)."""
+    (:func:`rmtbase.files.memory.check_memory`): before training, not after it."""
     from ..files.memory import check_memory
     from ..scoring.composition import RUNTIME_BYTES, plan
 

@@ -1,4 +1,4 @@
-"""Training a small GPT-2 to contain an induction circuit (study ``circuits``, issue 47).
+"""Training a small GPT-2 to contain an induction circuit (study ``circuits``).
 
 **Data** (:func:`batch`): sequences of ``T`` tokens ``[BOS, x_1 … x_{T-1}]`` of random tokens
 from ``1 … V`` (id 0 is BOS). ``layout="chunks"`` (default): back-to-back chunks, each a random
@@ -24,11 +24,8 @@ constant rate; the loss is the cross-entropy over every position plus (``loss_on
 cross-entropy over the repeated tokens. The **repeat loss** is the cross-entropy on the second
 copies' tokens 2 … L of a fixed evaluation batch (what a perfect induction circuit predicts;
 chance is ln V); the **other loss** is the cross-entropy on the rest. ``torch.set_num_threads
-(1)`` and seeded generators: the same seed gives the same weights on one machine. CPU time is
-``time.process_time``.
-
-What was tried and what each recipe formed (a fixed period gives a positional shortcut; one
-long repeat gives induction through shifted compositions of k-back heads): docs/circuits.md.
+(1)`` and seeded generators: the same seed gives the same weights on one machine. What each
+recipe formed: docs/circuits.md.
 """
 
 from __future__ import annotations
@@ -41,12 +38,9 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """Every setting of one training run (docs/circuits.md). Defaults: V 32, segments L 2–5,
-    1,500 steps, where each of seeds 0–4 forms the circuit and seeds 0, 2, 4 meet every
-    criterion of issue 47 (1 and 3 miss the rank criterion by one pair); earlier default V 64,
-    L 2–10, 1,200 steps: seed 1 only, seed 2 stayed on the plateau to 2,000 steps. 8 heads a
-    layer with the rest default (docs/circuits.md rows 16, 17): d 64 meets every criterion on
-    seeds 0, 2 only; d 128 forms no induction head in 1,500 steps (seeds 0–2)."""
+    """Every setting of one training run. Defaults (V 32, segments L 2–5, 1,500 steps) form the
+    circuit on seeds 0–4; results per recipe and seed: docs/circuits.md.
+    """
 
     vocab: int = 32             # content tokens 1..V; id 0 is BOS
     seq_len: int = 48           # T, BOS included

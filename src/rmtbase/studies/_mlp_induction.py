@@ -1,5 +1,5 @@
-"""Small GPT-2s **with MLPs** and ≥ 3 layers trained to contain an induction circuit (issue 55
-item 5): the models on which ``tests/test_circuits_trained.py`` checks the circuit tools against
+"""Small GPT-2s **with MLPs** and ≥ 3 layers trained to contain an induction circuit: the
+models on which ``tests/test_circuits_trained.py`` checks the circuit tools against
 a ground truth of its own path patching.
 
 **Data**: :func:`rmtbase.studies._induction_train.batch` unchanged (the ``study circuits``
@@ -33,7 +33,7 @@ import numpy as np
 
 from ._induction_train import Recipe, _losses, batch
 
-#: The configurations (issue 55 item 5: ≥ 2, each trained on ≥ 3 seeds). The data recipe is
+#: The configurations (each trained on ≥ 3 seeds). The data recipe is
 #: ``study circuits``' default; depth, width of the head count, MLPs and steps change. Seeds
 #: 0-2 of each form a previous-token -> induction circuit (153-214 CPU-s each): docs/circuits.md's
 #: table.

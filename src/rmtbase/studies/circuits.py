@@ -1,66 +1,32 @@
-"""Study ``circuits`` (issue 47 item 5): do the weights alone find a circuit that is known to be
-there?
+"""Study ``circuits``: do the weights alone find a circuit that is known to be there?
 
 Ground truth is made, not assumed: a small attention-only GPT-2 is trained on sequences with a
-repeated random segment at a random offset, length and gap (:mod:`._induction_train`) until
-the loss on the repeated tokens falls (the induction phase change, Olsson et al. 2022), keeping
-``n_checkpoints`` Hugging Face folders along the way (fp32 ``save_pretrained`` with a
-word-level tokenizer ``t1 … tV``, BOS ``<bos>``: a folder ``rmtbase score`` and ``rmtbase
-probe`` read, and the trajectory input of ``score ckpts/*``). Then, per checkpoint:
+repeated random segment (:mod:`._induction_train`) until the loss on the repeated tokens falls
+(the induction phase change, Olsson et al. 2022), keeping ``n_checkpoints`` Hugging Face folders
+(a word-level tokenizer ``t1 … tV``, BOS ``<bos>``) that ``rmtbase score`` and ``probe`` read.
+Per checkpoint:
 
-* **Probe** (:func:`rmtbase.probe.probe_model`, the behaviours ``prev_token``, ``induction``
-  and ``duplicate_token`` of :mod:`rmtbase.probe.behaviour`) on a fixed text of
-  :data:`._circuit_checkpoint.PROBE_WINDOWS` sequences drawn from the training distribution
-  (one window each, BOS first). At the last checkpoint the probe **labels** the heads:
-  previous-token heads are the
-  layer-0 heads with ``prev_token ≥`` :data:`PREV_MIN`, induction heads the layer-1 heads with
-  ``induction ≥`` :data:`INDUCTION_MIN`; the **circuit pairs** are every (previous-token head →
-  induction head).
-* **Weights**: the K-composition of every (layer-0 head → layer-1 head) pair
-  (:func:`k_composition`: Elhage et al. 2021, by the library's
-  :func:`rmtbase.scoring.composition.composition_from_factors`; raw weights, no LayerNorm
-  folding; at the last checkpoint :func:`rmtbase.composition`, whose null gives each pair's p,
-  ``circuit_p_worst`` the largest over circuit pairs). Asked at the last checkpoint: the rank
-  of each circuit pair among all pairs (1 = highest), the fraction of non-circuit pairs that outrank it (``outranked_worst``, the largest over circuit
-  pairs; the issue's "top 5 %" is ``≤ 0.05``), and the AUC of K-composition for circuit pairs
-  against the rest (Mann–Whitney, ties ½).
-* **Trajectory**: the checkpoint interval in which the repeated-token loss falls most *by
-  ratio* (largest fall of its logarithm: the phase change is a collapse from the plateau,
-  while the first steps take the same loss from ln V to the plateau by a larger difference but
-  a smaller ratio), and the one in which the circuit pairs' K-composition rises most **against
-  the other pairs'** (``k_contrast``: the circuit pairs' mean minus the non-circuit pairs' mean,
-  every interval searched). The contrast, not the circuit pairs' own mean, because early
-  training raises every pair's K together (all heads come to read and write the embedding
-  subspace, V = 32 < d = 64: seed 5 of the default recipe, first interval, non-circuit pairs
-  0.123 → 0.176, circuit pairs 0.128 → 0.199), a rise that says nothing of the circuit.
-  ``drop_lag`` is the contrast's lag in checkpoints; ``drop_lag_raw`` the circuit pairs' own
-  mean with the first interval left out (the reading before 2026-11-26, chosen after seeing
-  seed 4), ``drop_lag_with_first`` the own mean with every interval searched.
-* **Profile over checkpoints**: each head's factor axes (:func:`factor_axes`: alignment,
-  symmetry, q/k input focus, the values of ``rmtbase score``'s profile, no null) at every
-  checkpoint, and :func:`profile_lags`: how far the interval of a head's largest change is from
-  the loss drop, and :func:`profile_drop_ratio`: a head's change over the drop interval over
-  its median change (``profile_lag_<role>_<axis>``: the largest lag over the induction,
-  previous-token or other heads; ``profile_drop_ratio_<role>_<axis>``: their median ratio).
-* **Copying** (a second known head type, :mod:`._copying`): at the last checkpoint each head's
-  copying score (sign of the eigenvalues of W_U W_OV W_Eᵀ, Elhage et al. 2021) and its p; the
-  induction heads are known copiers (they predict the repeated token by copying it), the
-  previous-token heads known non-copiers (they map x_{t−1} to π(x_{t−1}), the skip-bigram
-  permutation): ``copying_induction_min``, ``copying_prev_max``.
-* **Profile**: :func:`rmtbase.score_model` on the last checkpoint (Gaussian null; per head
-  ``head_p_value`` and the profile axes of ``qk`` when the score has them) — each head's
-  single-head verdict beside its probe label.
-
-Writes ``circuits.nc`` (loss curve over ``step``; behaviours over (``checkpoint``, ``layer``,
-``head``); ``profile`` over (``checkpoint``, ``axis``, ``layer``, ``head``) and
-``profile_lag``; ``k_composition`` over (``checkpoint``, ``head_from``, ``head_to``) of the layer
-pair (0, 1); ``circuit_pair`` (``head_from``, ``head_to``); the single-head score's
-``head_p_value``; the summary numbers as attributes), ``heads.csv``, ``summary.txt``,
-``circuits_loss.png`` (repeated-token loss and the circuit pairs' K-composition over steps)
-``circuits_rank.png`` (every pair's K-composition, circuit pairs marked) and
-``circuits_profile.png`` (each head's symmetry and alignment over the checkpoints), and the
-checkpoints under ``checkpoints/``. ``quick=True``: a few training steps (the pipeline only;
-no circuit forms). Results per seed: docs/circuits.md.
+* **Probe** (:func:`rmtbase.probe.probe_model`) on :data:`._circuit_checkpoint.PROBE_WINDOWS`
+  sequences of the training distribution. At the last checkpoint it labels previous-token heads
+  (layer 0, ``prev_token ≥`` :data:`PREV_MIN`) and induction heads (layer 1, ``induction ≥``
+  :data:`INDUCTION_MIN`); the circuit pairs are every previous-token → induction head pair.
+* **Weights**: the K-composition of every layer-0 → layer-1 pair (:func:`k_composition`, Elhage
+  et al. 2021; raw weights). At the last checkpoint: each circuit pair's rank, the fraction of
+  other pairs that outrank it (``outranked_worst``), the AUC of circuit against other pairs
+  (Mann–Whitney, ties ½) and the null p of :func:`rmtbase.composition` (``circuit_p_worst``).
+* **Trajectory**: the checkpoint interval where the repeated-token loss falls most by ratio, and
+  where the circuit pairs' K-composition rises most against the other pairs' (``k_contrast``;
+  early training raises every pair's K together). ``drop_lag`` is the lag between the two;
+  ``drop_lag_raw`` and ``drop_lag_with_first`` are the circuit pairs' own mean without and with
+  the first interval.
+* **Profile over checkpoints**: each head's factor axes (:func:`factor_axes`) and
+  :func:`profile_lags`, :func:`profile_drop_ratio`.
+* **Copying** (:mod:`._copying`): each head's copying score (eigenvalues of W_U W_OV W_Eᵀ, Elhage
+  et al. 2021); induction heads are known copiers, previous-token heads known non-copiers.
+* **Single-head verdict**: :func:`rmtbase.score_model` on the last checkpoint.
+Writes ``circuits.nc``, ``heads.csv``, ``summary.txt``, ``circuits_loss.png``,
+``circuits_rank.png``, ``circuits_profile.png`` and ``checkpoints/``. ``quick=True`` runs a few
+training steps (the pipeline only; no circuit forms). Results per seed: ``docs/circuits.md``.
 """
 
 from __future__ import annotations

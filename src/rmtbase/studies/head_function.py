@@ -1,4 +1,4 @@
-"""Study ``head_function`` (issue 23): do a head's weight statistics say what it does on text?
+"""Study ``head_function``: do a head's weight statistics say what it does on text?
 
 For one model (default the embedded MiniLM; ``rmtbase study head_function --model DIR`` for
 any folder with a tokenizer) the study scores every head (:func:`rmtbase.scoring.score.
@@ -7,40 +7,25 @@ score_model`, all statistics, Gaussian null) and probes it on the shipped Englis
 
 * **Weight variables**: each scored statistic's raw value (``value`` of ``<matrix>.<stat>``),
   ``-log10 head_p``, and ``distance``, ``head_effect``, ``n_spikes`` when the score has them;
-  the head's **profile** read from its factors (:mod:`rmtbase.stats.alignment`: ``alignment``,
-  ``symmetry``, ``q.input_focus``, ``k.input_focus``); each **kind** of
-  :mod:`rmtbase.decision.kinds` as a 0/1 variable over heads (``kind aligned``: 1 where
-  aligned is among the head's kinds; a kind every head has is left out as constant), so each
-  kind is tested against each measured behaviour with the same permutation p; and two
-  **baseline rows** a referee asks
-  for first: ``scale`` (σ_Q·σ_K, the rms of W_Q times that of W_K) and ``layer`` (its index).
-  A variable that is not finite for every head is left out.
+  the head's **profile** from its factors (:mod:`rmtbase.stats.alignment`); each **kind** of
+  :mod:`rmtbase.decision.kinds` as a 0/1 variable over heads (constant kinds left out); and two
+  **baseline rows**: ``scale`` (σ_Q·σ_K) and ``layer``. Variables not finite for every head are
+  left out.
 * **Three tests per pair** (:mod:`._association`): Spearman ρ with its own permutation p
   (``p_rho``); the partial ρ controlling for scale and layer with its residual-permutation p
   (``partial_rho``, ``p_partial``: does the variable tell which heads do the behaviour beyond
-  what scale and depth tell?); and the within-layer permutation p of ρ (``p_within_layer``,
-  the earlier study's test, labelled as what it is). ``n_perm`` = 10,000 (1,000 with
+  what scale and depth tell?); and the within-layer permutation p of ρ (``p_within_layer``).
+  ``n_perm`` = 10,000 (1,000 with
   ``--quick``, which also scores against at least 200 null draws and the first quarter of the
   default text; fixed seed). BH q over the whole table, one family per p column.
-
-No top-k overlap of "most anomalous" and "most specialised" heads is reported: measured on
-SmolLM2 it flipped with the text (self: 1/7 vs 3/7 on two texts), so a single-text overlap is
-not evidence.
 
 Writes ``correlations.csv``, ``heads.csv`` (the joined per-head values), ``summary.txt``
 (baseline rows, then the pairs by |partial ρ|) and ``rho.png`` (ρ and partial ρ, weight
 variable × behaviour; dots where the q of that column ≤ 0.05).
 
-Caveat for rotary models (Llama, SmolLM2, Qwen, …): the scored W_QK = W_Qᵀ W_K is the form at
-relative position 0. Under RoPE, attention between positions i and j uses W_Qᵀ R(j − i) W_K,
-so a previous-token head can place its structure in how W_Q and W_K rotate against each other
-at offset 1 while its position-0 spectrum stays close to the null's; a null-like spectrum is no
-evidence that a rotary head lacks a positional function. (BERT-style models such as MiniLM add
-learned absolute positions to the residual stream instead, and W_QK is their whole bilinear
-form.) Measured on SmolLM2-135M-Instruct (Q4_1 GGUF dequantised, 270 heads): ``qk.
-spectral_entropy`` vs ``prev_token`` ρ = +0.64 and ``-log10 head_p`` vs ``prev_token``
-ρ = −0.51: its previous-token heads are among its *least* anomalous (none of the 27 most
-anomalous heads is among the 27 strongest previous-token heads).
+Caveat for rotary models: the scored W_QK = W_Qᵀ W_K is the form at relative position 0, while
+attention between positions i and j uses W_Qᵀ R(j − i) W_K, so a null-like spectrum is no
+evidence that a rotary head lacks a positional function. Results: ``docs/findings.md``.
 """
 
 from __future__ import annotations
