@@ -104,7 +104,7 @@ def _values(raw, fmt: str, name: str) -> np.ndarray:
 def _check_scales(scale: np.ndarray, amax: np.ndarray, scale_name: str, what: str) -> None:
     """ValueError (one line) unless every scale is finite and > 0, or 0 over a tile (row)
     whose stored values are all 0 (what :func:`quantize` writes for an all-zero tile): a
-    negative or zero scale over nonzero bytes is no scale a writer makes (issue 49)."""
+    negative or zero scale over nonzero bytes is no scale a writer makes."""
     bad = ~np.isfinite(scale) | (scale < 0) | ((scale == 0) & (amax > 0))
     if bad.any():
         first = tuple(int(i) for i in np.argwhere(bad)[0])

@@ -1,18 +1,9 @@
 """QK-norm: a normalisation between the query/key projections and the logit.
 
-Where it occurs (``transformers`` classes; Dehghani et al. 2023 and Wortsman et al. 2023 on
-QK-layernorm; Team OLMo 2024 (OLMo 2); Qwen team 2025 (Qwen3); Gemma Team 2025 (Gemma 3)):
-
-- OLMo-2, OLMo-3 (``Olmo2Attention.q_norm``): RMSNorm over *all heads* of a token at once,
-  gain g of length n·d_h;
-- Qwen3, Qwen3-MoE (``Qwen3Attention.q_norm``): RMSNorm over each head's d_h, gain g (d_h)
-  shared by the heads;
-- Gemma-3 (``Gemma3RMSNorm``): the same with gain 1 + w;
-- Cohere with ``use_qk_norm`` (``CohereLayerNorm``): bias-free LayerNorm per head, gain
-  (n, d_h);
-- StableLM with ``qk_layernorm`` (``StableLmLayerNormPerHead``): one bias-free LayerNorm per
-  head, gain (d_h) each;
-- Phi with ``qk_layernorm``: ``nn.LayerNorm`` per head *with a bias* β, gain (d_h) shared.
+Where it occurs (Dehghani et al. 2023; Wortsman et al. 2023): OLMo-2/3 (RMSNorm over *all
+heads* of a token, gain n·d_h); Qwen3 (RMSNorm over each head's d_h, gain shared by the heads);
+Gemma-3 (the same with gain 1 + w); Cohere ``use_qk_norm`` and StableLM ``qk_layernorm``
+(bias-free LayerNorm per head); Phi ``qk_layernorm`` (LayerNorm per head *with a bias*).
 
 With q = W_Q x + b_q (k likewise) the logit of a head between tokens i and j is, up to the
 model's scale, ``s_ij = (G_q N(q_i))·(G_k N(k_j))`` with G = diag(gain), N(y) = P y / ρ(y),

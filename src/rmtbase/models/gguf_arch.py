@@ -7,25 +7,19 @@ adapter reads it and how llama.cpp's ``convert_hf_to_gguf.py`` changed the tenso
 - **names** are not tabled here: each adapter's own tensor names (its layout and QK-norm,
   :mod:`rmtbase.models.registry`) go through the ``gguf`` package's ``TensorNameMap``
   (``gguf.get_tensor_name_map``, the map llama.cpp's converter writes with) to find their GGUF
-  names (``model.layers.{i}.self_attn.q_proj`` → ``blk.{i}.attn_q``, Phi-3's ``qkv_proj`` →
-  ``attn_qkv``, GPT-2's ``c_attn`` → ``attn_qkv`` …);
-- **sizes** come from the metadata keys of ``gguf.Keys`` (``{arch}.embedding_length``,
-  ``.attention.head_count``, ``.attention.head_count_kv``, ``.attention.key_length`` — d_h,
-  which need not be d / n_heads: Gemma-3-270M has 4 heads of 256 at d = 640 —, ``.block_count``,
-  ``.rope.dimension_count``), written under the config names the adapter reads;
+  names (``model.layers.{i}.self_attn.q_proj`` → ``blk.{i}.attn_q``);
+- **sizes** come from the metadata keys of ``gguf.Keys`` (``.attention.key_length`` is d_h,
+  which need not be d / n_heads), written under the config names the adapter reads;
 - **conversions** (:class:`ArchSpec`), exactly those of ``convert_hf_to_gguf.py``:
   ``permute`` — ``LlamaModel.permute`` of q/k rows for rotary (``llama`` and OLMo-1's
   ``olmo``, whose ``OlmoModel`` copies it; Qwen, Gemma, Phi-3, StarCoder2, StableLM, Falcon,
   OLMo-2/3, Phi-2 and Command-R are written unpermuted);
-  ``norm_shift`` — ``GemmaModel``/``Gemma2Model``/``Gemma3Model`` add 1 to every
-  ``*norm.weight`` (ggml's RMSNorm multiplies by the stored gain; Hugging Face's by 1 + w), so
-  1 is subtracted from Gemma-3's q/k norm weights: the gain 1 + (g − 1) the adapter forms is
-  then the stored g exactly (Sterbenz), though w itself may differ from the Hugging Face
-  file's by the rounding of w + 1; ``conv1d`` — ``GPT2Model`` transposes ``c_attn``,
+  ``norm_shift`` — Gemma's converters add 1 to every ``*norm.weight``, so 1 is subtracted from
+  Gemma-3's q/k norm weights (the gain 1 + (g − 1) is then the stored g exactly, Sterbenz);
+  ``conv1d`` — ``GPT2Model`` transposes ``c_attn``,
   ``c_proj``, ``c_fc`` to (out, in): transposed back to Conv1D; ``falcon_qkv`` —
   ``FalconModel`` reorders ``query_key_value`` from groups ``(kv, {q_1…q_g, k, v}, d_h)`` to
-  ``[q | k | v]``: regrouped (every Falcon file is then read as ``new_decoder_architecture``
-  with ``num_kv_heads`` = ``head_count_kv``; Falcon-7B's one k/v head is the case kv = 1);
+  ``[q | k | v]``: regrouped (read as ``new_decoder_architecture``, kv = ``head_count_kv``);
   ``GPTNeoXModel`` and ``BloomModel`` reorder their per-head ``(head, {q, k, v}, d_h)`` rows
   (weight and bias) to ``[q | k | v]`` likewise: regrouped with kv = n_heads (``qkv_regroup``);
   ``per_head_norm`` — ``StableLMModel`` stacks the per-head ``q_layernorm.norms.{h}`` into one

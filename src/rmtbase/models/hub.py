@@ -45,8 +45,8 @@ HUB_TIMEOUT = 3.0
 def unreachable(endpoint: str) -> str | None:
     """Why the hub at ``endpoint`` cannot be reached (no name resolution, refused, no answer
     within :data:`HUB_TIMEOUT` s), or None; one TCP connection, remembered for the process.
-    Offline, huggingface_hub retried each request 5 times over ~30 s, a warning line each
-    (issue 59); this answers in at most a few seconds. None (not checked) behind a proxy."""
+    Offline, huggingface_hub retries each request for ~30 s; this answers in a few seconds.
+    None (not checked) behind a proxy."""
     import os
     import socket
     from urllib.parse import urlsplit

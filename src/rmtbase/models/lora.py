@@ -24,7 +24,7 @@ by their longest common dotted suffix (``base_model.model.`` and an adapter name
 Refused in one line: DoRA (``use_dora``: the update is not s·BA), an adapter whose every
 lora_B is zero ("this adapter changes nothing": saved before training), a module that matches
 no base tensor or one of another shape, ``target_modules`` (PEFT's rules, :func:`targeted`)
-that match none of the adapter's modules or leave out one it holds weights for (issue 49).
+that match none of the adapter's modules or leave out one it holds weights for.
 """
 
 from __future__ import annotations

@@ -1,52 +1,30 @@
-"""A TransformerLens model as a model input: its attention weights read as the bridge holds them.
+"""A TransformerLens model as a model input: its attention weights read as the model holds them.
 
 Accepted wherever a folder is (:func:`rmtbase.score_model`, :func:`rmtbase.composition`,
-:func:`rmtbase.models.load_heads`, :func:`rmtbase.models.ov.load_ov_heads`, …):
+:func:`rmtbase.models.load_heads`, :func:`rmtbase.models.ov.load_ov_heads`, …): TransformerLens
+4.x's ``TransformerBridge``, 3.x's ``HookedTransformer``, and anything else of the
+``transformer_lens`` package with ``blocks[l].attn`` and a ``cfg`` holding ``d_model``,
+``n_heads``, ``d_head``, ``n_layers``. Recognised by its class's module: nothing here imports
+``transformer_lens`` (or torch).
 
-- TransformerLens 4.x's ``TransformerBridge`` (``TransformerBridge.boot_transformers(name)``);
-- TransformerLens 3.x's ``HookedTransformer`` (removed in 4.0; read for the models people
-  still have), and anything else of the ``transformer_lens`` package with ``blocks[l].attn``
-  and a ``cfg`` holding ``d_model``, ``n_heads``, ``d_head``, ``n_layers``.
+**What is read.** Per layer the per-head accessors of ``model.blocks[l].attn`` in
+TransformerLens' row convention (``q = x @ W_Q[h] + b_Q[h]``): ``W_Q`` ``(n_heads, d_model,
+d_head)``, ``W_K``, ``W_V`` ``(n_key_value_heads, d_model, d_head)`` (3.x GQA: ``_W_K``,
+``_W_V``), ``W_O`` ``(n_heads, d_head, d_model)``, ``b_Q``, ``b_K``. They become rmtbase's column
+convention (``docs/conventions.md``): W_Q,h = ``W_Q[h]ᵀ`` ``(d_h, d)``, so a head's logit is
+``x_iᵀ W_Q,hᵀ W_K,h x_j`` exactly as for the folder.
 
-Recognised by its class's module (``transformer_lens.…``): nothing here imports
-``transformer_lens`` (or torch), and rmtbase works without it.
+**Which processing.** The weights as the model holds them when rmtbase reads them: a bridge
+from ``boot_transformers`` holds the Hugging Face weights unprocessed (scores equal the
+folder's); after ``enable_compatibility_mode()`` or ``process_weights(...)``, and for a 3.x
+``HookedTransformer.from_pretrained``, the processed ones (``fold_ln``,
+``center_writing_weights``, …) are scored. :attr:`ModelInfo.model_class` and ``score_model``'s
+attr ``transformer_lens`` say which. Not folded here: a QK-norm (named in
+:attr:`ModelInfo.qk_norm`; ``fold_qk_norm=True`` is refused), norm gains the model has not
+folded itself, RoPE.
 
-**What is read.** Per layer ``l`` the per-head accessors of ``model.blocks[l].attn``, in
-TransformerLens' row convention (``q = x @ W_Q[h] + b_Q[h]``, ``out = z @ W_O``):
-``W_Q`` ``(n_heads, d_model, d_head)``, ``W_K``, ``W_V`` ``(n_key_value_heads, d_model,
-d_head)`` (3.x's grouped-query attention: its un-expanded ``_W_K``, ``_W_V``), ``W_O``
-``(n_heads, d_head, d_model)``, ``b_Q``, ``b_K`` ``(heads, d_head)``. They become rmtbase's
-column convention (``docs/conventions.md``): W_Q,h = ``W_Q[h]ᵀ`` ``(d_h, d)``, so the head's
-logit is ``x_iᵀ W_Q,hᵀ W_K,h x_j`` exactly as for the folder, and the value/output projections
-the ``nn.Linear`` matrices ``v`` = ``W_V`` heads stacked ``(n_kv·d_h, d)`` and ``o`` =
-``W_O`` reshaped ``(n_heads·d_h, d)`` transposed ``(d, n_heads·d_h)``.
-
-**Which weight processing.** The weights *as the model holds them when rmtbase reads them*:
-
-- a bridge from ``boot_transformers`` holds the Hugging Face weights unprocessed (its W_Q is
-  the checkpoint's query block), so the scores equal the folder's (``tests/
-  test_transformer_lens.py``: equal to scoring ``save_pretrained``'s folder);
-- after ``bridge.enable_compatibility_mode()`` or ``bridge.process_weights(...)`` it holds
-  the *processed* ones: ``fold_ln`` multiplies the LayerNorm gain into W_Q, W_K, W_V (its bias
-  into b_Q, b_K, b_V) and centres their reading direction (each column of ``W_Q[h]`` over
-  d_model), ``center_writing_weights`` centres W_O's output, ``fold_value_biases`` moves b_V into
-  b_O; those are what is scored (the scores then differ from the folder's by construction);
-- a 3.x ``HookedTransformer.from_pretrained`` is processed the same way by default
-  (``fold_ln``, ``center_writing_weights``, ``center_unembed``);
-  ``from_pretrained_no_processing`` keeps the raw weights.
-
-:attr:`ModelInfo.model_class` says which (the class, the Hugging Face class it wraps and the
-processing read, e.g. ``TransformerBridge(GPT2LMHeadModel), processed``), and so does
-``score_model``'s attr ``transformer_lens``. The norm gains are read only as far as
-they are folded in: ``composition(..., fold_ln=True)`` still needs ``ln_gains`` (on a processed
-model they are already in the weights). A QK-norm (Qwen3, Gemma 3, OLMo 2 bridges: named in
-:attr:`ModelInfo.qk_norm` from the Hugging Face config the bridge wraps, as for its folder) is
-not folded: W_Q, W_K are the projections before it, as a folder's raw weights are
-(``fold_qk_norm=True`` is refused). Positions (RoPE) are not applied, as for a folder; the
-rotary fraction is the wrapped config's (a bridge's ``cfg.rotary_dim`` is None on GPT-NeoX).
-Refused in one line: a block without ``attn`` (hybrid models), an attention without per-head
-``W_Q`` … (MLA; the accessor's own error), sizes that disagree with ``cfg``, meta or quantized
-tensors.
+Refused in one line: a block without ``attn``, an attention without per-head ``W_Q`` (MLA),
+sizes that disagree with ``cfg``, meta or quantized tensors.
 """
 
 from __future__ import annotations
