@@ -75,6 +75,9 @@ def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
         raise InputError("composition is defined for one model's weights; it does not combine "
                          "with --base (a fine-tune's delta has no composition null)")
     null.require("composition_draws", "composition")
+    # the within-layer QK overlap is tested against independent Gaussian factors alone
+    null.require("gaussian_qk_overlap", "composition's QK-overlap test (independent Gaussian "
+                 "factors)")
     info = model_info(model, revision)
     if info.n_layers < 2:
         raise InputError(f"{info.name} has {info.n_layers} layer: composition needs two layers "

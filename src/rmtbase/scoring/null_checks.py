@@ -55,7 +55,7 @@ def check_null_size(info, kind: str, names, draws, null: Null,
     from ..baseline.table_contents import stat_names
 
     n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
-    if not null.per_head:
+    if null.shared_table:
         n = max(int(draws or 0), 1000)
         check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
         check_shipped_tables(int(info.d), int(info.d_h), kind)

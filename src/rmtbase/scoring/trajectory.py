@@ -198,7 +198,10 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
             print(f"rmtbase: {store.wrote} finished entries are kept in {store.folder}; run the "
                   "same command again to continue", file=sys.stderr, flush=True)
         raise
-    scored = [add_band(results[i], spectrum_draws, seed) for i in range(len(specs))]
+    # the Gaussian band only for a null whose band it is (an entry's own band is not kept)
+    own = Null.parse(options.get("null", "gaussian")).gaussian_spectrum_band
+    scored = [add_band(results[i], spectrum_draws if own else 0, seed)
+              for i in range(len(specs))]
     out = combine(scored, [s.label for s in specs], dim)
     out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
     return out
@@ -267,8 +270,9 @@ def _largest(x: dict, y: dict) -> dict:
 
 
 def _per_head(ds) -> bool:
-    """Whether ``ds`` was scored against a null drawn per head (no shared table to grow)."""
-    return Null.parse(ds.attrs.get("null_kind", GaussianNull.name)).per_head
+    """Whether ``ds`` was scored against a null without a shared table to grow
+    (:attr:`~rmtbase.stats.null_kind.Null.shared_table`)."""
+    return not Null.parse(ds.attrs.get("null_kind", GaussianNull.name)).shared_table
 
 
 def _key(ds) -> tuple:

@@ -7,12 +7,8 @@ the same parallel bisection of all n eigenvalues, every float operation in the s
 (only IEEE add, subtract, multiply, divide, compare and select: no reduction whose order could
 move a bit except max/min, which are exact). What differs is how the recurrence is written for
 XLA: JAX peels (n − 1) mod 16 steps and unrolls the rest 16 at a time, so a program holds
-~31 copies of the step; here it is one ``fori_loop`` step. Measured on the 2-core CPU
-(jaxlib 0.10.2, 2026-11-26, load 1–2): the fast spectral null's program at 576 × 64 (125 draws
-vectorised) compiles in ~2.6–2.8 instead of ~3.5–3.7 CPU-s, and a cold spectrum band
-(``benchmarks/band_compile.py``) costs 3.1–3.4 instead of 4.2–4.4 CPU-s, same band bytes; the
-bisection of 125 draws runs in ~6 ms either way (best 5.9 against 4.1 ms unrolled: ~15 µs a
-draw more at best, nothing next to a second of compile). ``tests/test_bisection.py`` compares
+~31 copies of the step; here it is one ``fori_loop`` step, which compiles faster
+(``benchmarks/band_compile.py``) and runs about as fast. ``tests/test_bisection.py`` compares
 the bits with JAX's at several n, jitted and vmapped.
 
 Used by :func:`rmtbase.stats.spectral.eigvals_from_bidiagonal` (route ``"eigh"``).

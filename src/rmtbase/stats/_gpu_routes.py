@@ -1,4 +1,4 @@
-"""Which symmetric eigen route the fast spectral null takes on an accelerator (issue 57).
+"""Which symmetric eigen route the fast spectral null takes on an accelerator.
 
 :func:`rmtbase.baseline.eig_route.eig_method` asks :func:`accelerator_route` once it has found a
 symmetric route accurate (d_h·eps·κ ≤ EIGH_MAX_REL_ERROR) on a backend other than the CPU.
@@ -8,7 +8,7 @@ Pallas Jacobi kernels (:data:`CANDIDATES`: two-sided on the Gram,
 for d_h up to that limit, cuSOLVER's batched solver (``"eigvalsh"``) otherwise.
 
 :data:`MEASURED_SWITCH` is ``None`` (the switch is off: every accelerator keeps
-``"eigvalsh"``, as before issue 57) until ``benchmarks/gpu.py`` has timed the routes through
+``"eigvalsh"``) until ``benchmarks/gpu.py`` has timed the routes through
 the null on a GPU: its JSON key ``gpu_route_switch_suggested`` is what :func:`suggested_switch`
 makes of the figures. Setting it here must cite that JSON file (docs/perf/) and its figures.
 The CPU never asks: its route stays ``"eigh"``, so CPU outputs do not depend on this module.

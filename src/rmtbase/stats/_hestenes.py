@@ -1,6 +1,6 @@
 """Squared singular values of a batch of small square matrices by one-sided (Hestenes) Jacobi.
 
-The second candidate accelerator route of issue 57, beside the two-sided Jacobi of
+A candidate accelerator route beside the two-sided Jacobi of
 :mod:`rmtbase.stats._jacobi` (same ordering, same rotation formula, same padding): instead of
 rotating the Gram G = C Cᵀ from both sides, rotate the *rows* of C itself until they are
 mutually orthogonal (Hestenes 1958; Demmel & Veselić 1992; LAPACK ``sgesvj``). The rotation

@@ -1,6 +1,6 @@
 """Eigenvalues of a batch of small symmetric matrices by the parallel cyclic Jacobi method.
 
-The candidate accelerator route of issue 57 for the spectral null's d_h × d_h cores (d_h ≤ 128),
+A candidate accelerator route for the spectral null's d_h × d_h cores (d_h ≤ 128),
 in two forms that share every line of arithmetic (:func:`jacobi_step`):
 
 - :func:`jacobi_eigvalsh` (this module): pure ``jnp``, any backend, the batch in one array; the

@@ -78,9 +78,7 @@ def _gram_inner(wq, wk, blocks: bool = False):
     b(b + 1)/2 of the b² block products a Gram (at d_h = 256 10 of 16, 37.5 % fewer
     multiply-adds) and no assembled matrix. The same value to float32 rounding (summed in
     another order: ``tests/test_profile_null_bits.py`` compares it with the whole products and
-    with float64). Format 5 assembled the whole Grams from these blocks (bit for bit the whole
-    products' on the machine checked); format 6 sums the blocks (issue 59 item 4: with 5 heads
-    a loop step, 2-4 % less CPU per 250 Q5_0 heads at 640 × 256)."""
+    with float64). Profile cache format 6 sums the blocks; format 5 assembled the whole Grams."""
     d_h, s = wq.shape[-2], _BLOCK_ROWS
     t = lambda x: jnp.swapaxes(x, -1, -2)  # noqa: E731
     if not blocks or d_h % s or d_h < 4 * s:

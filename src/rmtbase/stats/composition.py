@@ -1,47 +1,30 @@
 """Head–head composition scores from the factors, and their exact null moments.
 
-Conventions (``docs/conventions.md``, ``docs/ov.md``; column convention, ``y = W x``): a head h
-has W_QK^h = W_Q,hᵀ W_K,h and W_OV^h = W_O,h W_V,h, both ``(d, d)`` of rank ≤ d_h, with
-W_Q,h, W_K,h, W_V,h ``(d_h, d)`` and W_O,h ``(d, d_h)`` (stored here as ``wo_t`` = W_O,hᵀ,
-``(d_h, d)``, as :func:`rmtbase.models.ov.ov_factors` returns it). For an earlier head h1 and a
-later head h2 (Elhage et al. 2021, *A Mathematical Framework for Transformer Circuits*):
+Conventions (``docs/conventions.md``, ``docs/ov.md``; column convention): W_QK^h = W_Q,hᵀ W_K,h and
+W_OV^h = W_O,h W_V,h, both ``(d, d)`` of rank ≤ d_h; W_O,h is stored as ``wo_t`` = W_O,hᵀ
+``(d_h, d)`` (:func:`rmtbase.models.ov.ov_factors`). For an earlier head h1 and a later h2
+(Elhage et al. 2021):
 
     K-composition  ‖W_QK^{h2} W_OV^{h1}‖_F   / (‖W_QK^{h2}‖_F ‖W_OV^{h1}‖_F)
     Q-composition  ‖W_OV^{h1ᵀ} W_QK^{h2}‖_F / (‖W_QK^{h2}‖_F ‖W_OV^{h1}‖_F)
     V-composition  ‖W_OV^{h2} W_OV^{h1}‖_F   / (‖W_OV^{h2}‖_F ‖W_OV^{h1}‖_F)
 
-These equal TransformerLens' ``HookedTransformer.all_composition_scores`` ("K": ‖OV·QKᵀ‖,
-"Q": ‖OV·QK‖, "V": ‖OV·OV‖ in its row convention, where its QK is our W_QK and its OV our
-W_OVᵀ). The logit of h2 between query x_i and key x_j is x_iᵀ W_QK x_j: K-composition is h1's
-output read by h2's keys, Q-composition by its queries, V-composition by its values.
-
-Computed from the factors, never a d × d product: with S_V,h1 any factor of
-G_V,h1 = W_V,h1 W_V,h1ᵀ = S Sᵀ (here S = Rᵀ of the thin QR W_V,h1ᵀ = Q R) and the column side
-C_h1 = W_O,h1 S_V,h1 ``(d, d_h)``,
-
-    ‖W_Qᵀ W_K W_O,h1 W_V,h1‖_F² = tr(G_Q (K C)(K C)ᵀ),        M = W_K C  (d_h × d_h)
-    ‖W_V,h1ᵀ W_O,h1ᵀ W_Qᵀ W_K‖_F² = tr(G_K (Q C)(Q C)ᵀ),
-    ‖W_O,h2 W_V,h2 W_O,h1 W_V,h1‖_F² = tr(G_O,h2 (V C)(V C)ᵀ),    G_O = W_O,hᵀ W_O,h,
-
-so a layer pair is one GEMM, [W_Q (all query heads); W_K, W_V (the distinct key/value heads)]
-``((H + 2 H_kv) d_h, d)`` @ [C_h1 …] ``(d, H1 d_h)``, then d_h × d_h work per head pair.
-Norms: ‖W_QK‖_F² = tr(G_Q G_K), ‖W_OV‖_F² = tr(G_O G_V). With GQA/MQA query head i meets key
-and value head ⌊i / (H / H_kv)⌋ (both in W_QK and W_OV). Within a layer the QK overlap is the
-Frobenius cosine ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖ ‖W_QK^b‖) with
+(TransformerLens' ``all_composition_scores`` in its row convention.) Computed from the factors,
+never a d × d product: with G_V,h1 = S Sᵀ (S = Rᵀ of the thin QR of W_V,h1ᵀ) and the column side
+C_h1 = W_O,h1 S ``(d, d_h)``, ‖W_QK^{h2} W_OV^{h1}‖_F² = tr(G_Q M Mᵀ) with M = W_K C (likewise
+G_K with W_Q C for Q, G_O,h2 with W_V,h2 C for V), so a layer pair is one GEMM
+[W_Q; W_K; W_V] @ [C_h1 …] followed by d_h × d_h work per head pair. Norms: ‖W_QK‖_F² =
+tr(G_Q G_K), ‖W_OV‖_F² = tr(G_O G_V). Under GQA query head i meets key/value head
+⌊i / (H / H_kv)⌋. The QK overlap within a layer is the Frobenius cosine of two W_QK, with
 ⟨W_QK^a, W_QK^b⟩_F = Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ).
 
-Norm gains: by default none (raw weights). ``gain`` (one ``(d,)`` vector per layer) multiplies
-each reading factor's input, W_{Q,K,V},h ← W_{Q,K,V},h diag(g_layer) — the LayerNorm/RMSNorm
-gain of the layer the head reads through; W_O is not changed. Scores are invariant to any
-scale of each factor (σ does not matter).
+Norm gains: none by default (raw weights); ``gain`` (one ``(d,)`` vector per layer) multiplies
+each reading factor's input, W_{Q,K,V},h ← W_{Q,K,V},h diag(g). Scores are invariant to the scale
+of each factor.
 
-Null (independent Gaussian factors at each head's own shapes; all three kinds have the same
-law, a chain d × d_h2 × d × d_h1 × d of four independent Gaussian matrices). Its moments are
-derived in :mod:`rmtbase.analytic.composition_moments`: E[s²] = 1/d exactly (Haar invariance);
-E[s⁴] from the degree-2 orthogonal Weingarten function given E[r] of each head's product,
-r = Σλ²/(Σλ)²; E[r] exact for d_h ≤ 2 (d_h = 2: a ₃F₂ series), the ratio of exact moments for
-d_h ≥ 3 (relative error ≈ 7/d², measured). The QK overlap has E c = 0 and E c² = 1/d² exactly
-for heads with distinct key heads.
+Null: independent Gaussian factors at each head's shapes; its exact moments (E s² = 1/d, E s⁴
+by the orthogonal Weingarten function, the QK overlap's E c² = 1/d²) are derived in
+:mod:`rmtbase.analytic.composition_moments`.
 """
 
 from __future__ import annotations

@@ -1,63 +1,32 @@
 """llama.cpp's K-quants (Q2_K … Q6_K) as quantise → dequantise round trips in JAX.
 
 K-quants store super-blocks of ``QK_K = 256`` consecutive entries along the last axis. This
-module follows ggml's reference quantisers, ``quantize_row_q4_K_ref``, ``quantize_row_q5_K_ref``
-and ``quantize_row_q6_K_ref`` with their helpers ``make_qkx2_quants`` and ``make_qx_quants``
-(``ggml/src/ggml-quants.c`` of llama.cpp; the ``_ref`` path, i.e. no importance matrix), and the
-matching ``dequantize_row_*``. All arithmetic is float32 as in C; ``nearest_int`` (round to
-nearest, ties to even) is ``jnp.round``.
-
-- **Q4_K / Q5_K** (``nmax`` = 15 / 31): each sub-block j of 32 entries gets a scale s_j and a
-  minimum m_j ≥ 0 from ``make_qkx2_quants`` — the start L = round((x − min)/s) with min =
-  min(x, 0), s = (max − min)/nmax, then candidates iscale = (rmin + rdelta·i + nmax)/(max − min),
-  i = 0 … nstep (Q4_K: rmin = −1, nstep = 20; Q5_K: rmin = −0.5, nstep = 15; rdelta = 0.1), each
-  refitted by weighted least squares (weights av_x + |x|, av_x the sub-block's rms; the minimum
-  clamped at 0), the smallest weighted squared error kept. The 8 scales and mins are then
-  quantised to 6 bits against the super-block's ``d = fp16(max s/63)``, ``dmin = fp16(max m/63)``:
-  ls_j = min(63, round(63 s_j/max s)), lm_j likewise, and every entry is re-quantised as
-  q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, nmax); value ``d·ls_j·q − dmin·lm_j``.
-- **Q6_K**: 16 sub-blocks of 16 entries; ``make_qx_quants(16, 32, x, rmse_type=1)``: the start
-  iscale = −32/x_amax (x_amax the entry of largest |x|), L = clamp(round(iscale·x), −32, 31),
-  scale = Σw x L / Σw L² with w = x², then iscale = −(32 + 0.1 i)/x_amax for i = ±1 … ±9, the
-  candidate with the largest (Σw x L)²/Σw L² kept. Scales are quantised to int8 against
-  ``d = fp16(−max_scale/128)`` (max_scale the scale of largest |scale|): sc_j = min(127,
-  round(−128 s_j/max_scale)); q = clamp(round(x/(d·sc_j)), −32, 31); value ``d·sc_j·q``. A
-  super-block whose scales are all below 1e-15 is stored as zeros.
-
-σ. As for the legacy formats, the round trip commutes with scaling up to the float16 rounding
-of d and dmin, so a σ = 1 null serves every σ. The super-block scale d ≈ max_scale/63 is 63×
-smaller than a Q4_1 step: for entries of rms σ ≲ 0.01, d falls below float16's normal range
-(6.1·10⁻⁵) and is rounded more coarsely than at σ = 1. How much that moves the statistics
-is measured in ``tests/test_quant_scale.py`` (paired, 300 Gaussian heads): at σ = 0.02 every
-element statistic of every block format moves ≤ 0.03 null sd; at σ = 0.005 Q6_K moves up to
-0.11 sd (its d ≈ 6.6·10⁻⁴ σ is subnormal). The calibration test runs at σ = 0.02
-(``tests/test_gguf_null.py``).
-
-Tests (``tests/test_kquants.py``): the round trip equals a scalar transcription of the C code on
-random and edge-case blocks, and its codes, packed into GGUF bytes, dequantise with the ``gguf``
-package's own ``dequantize`` (which implements no K-quant quantiser) to exactly the round trip's
-values. Q2_K and Q3_K (16 sub-blocks of 16; make_qkx2_quants with weights |x| and absolute
-error, resp. make_q3_quants) are in :mod:`rmtbase.stats.kquants_low`; :func:`k_codes` and
+module follows ggml's reference quantisers ``quantize_row_q{4,5,6}_K_ref`` with their helpers
+``make_qkx2_quants`` and ``make_qx_quants`` (``ggml/src/ggml-quants.c``; no importance matrix)
+and the matching ``dequantize_row_*``; arithmetic is float32 as in C, ``nearest_int`` is
+``jnp.round``. Q2_K and Q3_K are in :mod:`rmtbase.stats.kquants_low`; :func:`k_codes` and
 :func:`k_round_trip` serve all five formats (:data:`K_FORMATS`).
 
-Bit-exactness. XLA on CPU (LLVM) contracts ``a·b ± c`` into fused multiply-adds in compiled
-code, which C built for plain x86-64 and numpy do not: sums then differ by ulps and, now and
-then, another candidate or code is kept (before this was prevented, jitted, on 4,096 Gaussian
-blocks at σ = 0.02 / 1: Q4_K 36 / 25 blocks, Q2_K 4 / 3, Q5_K 3 / 3, Q3_K 0 / 1, Q6_K 0).
-XLA also rewrites a division by a broadcast value (the codes' ``x/(d·sc)``, make_qx_quants'
-``−(nmax + 0.1i)/x_max``) into a multiplication by its reciprocal, which is not correctly
-rounded: a code at a rounding tie then changes (1–5 blocks in 100,000). So every product that
-meets an addition goes through :func:`~rmtbase.stats._exact.unfused` first, every divisor is
-broadcast to the full shape and made opaque the same way (``_exact.safe_div``), the candidate numerators
-rmin + rdelta·i + nmax are tabled in numpy (rounded as C rounds them), and the scale divisions
-by 63 and 15 are correctly rounded (``_exact.div_pow2_minus_1``). The jitted round trips
-of all five formats then equal ``tests/_kquant_ref.py`` (the C code in numpy, vectorised over
-blocks, each operation rounded once; itself checked against the scalar transcription) on
-100,000 Gaussian blocks at σ = 0.02 and at σ = 1 per format (slow tier) and on 640 Gaussian
-and tie blocks (quick tier): 0 differing blocks. Checked on CPU only (XLA's GPU backend was
-not available to test). gguf-py has no K-quant quantiser to compare with; where
-llama.cpp is built with ``-march=native`` GCC contracts FMAs in the C code itself, and its
-files may then differ from this reference on the same rare blocks.
+- **Q4_K / Q5_K** (``nmax`` = 15 / 31): each sub-block of 32 entries gets a scale s_j and a
+  minimum m_j ≥ 0 from ``make_qkx2_quants`` (candidate iscales (rmin + 0.1 i + nmax)/(max − min),
+  each refitted by weighted least squares with weights av_x + |x|, the smallest error kept);
+  scales and mins are quantised to 6 bits against ``d = fp16(max s/63)``,
+  ``dmin = fp16(max m/63)``, and every entry re-quantised as
+  q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, nmax); value ``d·ls_j·q − dmin·lm_j``.
+- **Q6_K**: 16 sub-blocks of 16 entries; ``make_qx_quants(16, 32, x, rmse_type=1)`` (iscales
+  −(32 + 0.1 i)/x_amax, weights x², the largest (Σw x L)²/Σw L² kept); scales quantised to int8
+  against ``d = fp16(−max_scale/128)``; q = clamp(round(x/(d·sc_j)), −32, 31); value ``d·sc_j·q``.
+
+σ: the round trip commutes with scaling up to the float16 rounding of d and dmin, so a σ = 1
+null serves every σ; at small σ d becomes subnormal in float16 (``tests/test_quant_scale.py``
+bounds the effect: ≤ 0.03 null sd at σ = 0.02).
+
+Bit-exactness: XLA on CPU contracts ``a·b ± c`` into fused multiply-adds and rewrites divisions
+by a broadcast value into multiplications by a reciprocal, either of which changes codes at
+rounding ties. So every product that meets an addition goes through
+:func:`~rmtbase.stats._exact.unfused`, divisors are made opaque (``_exact.safe_div``), the
+candidate numerators are tabled in numpy, and the divisions by 63 and 15 are correctly rounded
+(``_exact.div_pow2_minus_1``): the jitted round trips equal ``tests/_kquant_ref.py`` (CPU only).
 """
 
 from __future__ import annotations

@@ -1,44 +1,25 @@
 """llama.cpp's 2- and 3-bit K-quants (Q2_K, Q3_K) as quantise → dequantise round trips in JAX.
 
-Companion of :mod:`rmtbase.stats.kquants`, which imports it (same super-blocks of ``QK_K = 256`` entries along
-the last axis, same conventions). Sources: ``quantize_row_q2_K_ref`` and
-``quantize_row_q3_K_ref`` with their helpers ``make_qkx2_quants`` and ``make_q3_quants``
-(``ggml/src/ggml-quants.c`` of llama.cpp; the ``_ref`` path, i.e. no importance matrix), the
-matching ``dequantize_row_q2_K`` / ``dequantize_row_q3_K``, and the block layouts
-``block_q2_K`` / ``block_q3_K`` of ``ggml-common.h``. Arithmetic is float32 as in C.
+Companion of :mod:`rmtbase.stats.kquants` (same super-blocks of ``QK_K = 256`` entries along the
+last axis, same conventions). Sources: ``quantize_row_q2_K_ref``, ``quantize_row_q3_K_ref``,
+``make_qkx2_quants``, ``make_q3_quants`` and the matching ``dequantize_row_*`` of llama.cpp's
+``ggml/src/ggml-quants.c`` (no importance matrix), block layouts from ``ggml-common.h``.
 
-- **Q2_K**: 16 sub-blocks of 16 entries; ``make_qkx2_quants(16, nmax=3, weights=|x|,
-  rmin=−0.5, rdelta=0.1, nstep=15, use_mad=true)`` gives each a scale s_j and a minimum
-  m_j ≥ 0 (as for Q4_K, but weights |x| and the weighted absolute error). Scales and mins are
-  quantised to 4 bits against ``d = fp16(max s/15)``, ``dmin = fp16(max m/15)`` (zero when
-  the maximum is not positive): ls_j = round(15 s_j/max s), lm_j likewise, packed as one byte
-  ``ls | lm << 4`` (no clamp in C; the byte's nibbles are what is decoded). Every entry is
-  re-quantised as q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, 3); value
-  ``(d·ls_j)·q − dmin·lm_j``.
-- **Q3_K**: 16 sub-blocks of 16 entries; ``make_q3_quants(16, nmax=4, do_rmse=true)``: the
-  start iscale = −4/x_amax, L = clamp(round(iscale·x), −4, 3), then up to 5 passes over the
-  entries in order, each entry's code replaced by round(x·Σ'wL²/Σ'wxL) (Σ' the sums without
-  that entry, w = x², only when Σ'wxL > 0) if that raises (ΣwxL)²/ΣwL²; scale ΣwxL/ΣwL².
-  (A pass that changes nothing ends the C loop; running all 5 gives the same codes.) Scales
-  are quantised to 6 bits against ``d = fp16(1/iscale)``, iscale = −32/max_scale (max_scale
-  the scale of largest |scale|): sc_j = clamp(round(iscale·s_j), −32, 31); q =
-  clamp(round(x/(d·sc_j)), −4, 3); value ``(d·sc_j)·q``. A super-block whose scales are all
-  zero stores d = 0 (values 0).
+- **Q2_K**: 16 sub-blocks of 16; ``make_qkx2_quants(16, nmax=3, weights=|x|, rmin=−0.5,
+  rdelta=0.1, nstep=15, use_mad=true)`` gives s_j and m_j ≥ 0; scales and mins quantised to 4
+  bits against ``d = fp16(max s/15)``, ``dmin = fp16(max m/15)``, packed ``ls | lm << 4``;
+  q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, 3); value ``(d·ls_j)·q − dmin·lm_j``.
+- **Q3_K**: 16 sub-blocks of 16; ``make_q3_quants(16, nmax=4, do_rmse=true)``: start iscale
+  = −4/x_amax, then up to 5 passes replacing each code by round(x·Σ'wL²/Σ'wxL) where that raises
+  (ΣwxL)²/ΣwL² (w = x²); scales quantised to 6 bits against ``d = fp16(1/iscale)``, iscale =
+  −32/max_scale; q = clamp(round(x/(d·sc_j)), −4, 3); value ``(d·sc_j)·q``.
 
-Where C skips the re-quantisation of a sub-block (its d·ls or d·sc is zero), the value does not
-depend on the codes (−dmin·lm, resp. 0); :func:`q2_codes` and :func:`q3_codes` store q = 0 there.
-
-``nearest_int`` is ``jnp.round`` (ties to even) where its argument is bounded, and its bit trick
-(add 1.5·2²³, keep the low mantissa bits) in make_q3_quants' refinement, whose argument
-x·Σ'wL²/Σ'wxL is unbounded when Σ'wxL is tiny. Not matched: XLA on CPU flushes float32
-subnormals to zero, and the refinement compares products of order 10⁶·x⁸, so a sub-block with
-max|x| ≲ 3·10⁻⁶ may get other codes than C (never at the σ of real or null weights). Products
-that meet an addition are kept from fusing into FMAs (:func:`rmtbase.stats._exact.unfused`;
-:mod:`rmtbase.stats.kquants`, "Bit-exactness"), and ``d = max/15`` is correctly rounded: jitted,
-Q2_K and Q3_K equal ``tests/_kquant_ref.py`` on 100,000 Gaussian blocks at σ = 0.02 and 1.
-
-Tests: ``tests/test_kquants.py`` (scalar transcription of the C code; the ``gguf`` package's
-``dequantize`` of the packed codes).
+Where C skips a sub-block (d·ls or d·sc zero) the value does not depend on the codes and
+:func:`q2_codes`, :func:`q3_codes` store q = 0. ``nearest_int`` is ``jnp.round`` where its
+argument is bounded and C's bit trick (add 1.5·2²³) in make_q3_quants' refinement. Not matched:
+XLA on CPU flushes float32 subnormals, so a sub-block with max|x| ≲ 3·10⁻⁶ may get other codes
+(never at the σ of real or null weights). With FMAs kept apart as in :mod:`rmtbase.stats.kquants`,
+Q2_K and Q3_K equal ``tests/_kquant_ref.py`` on 100,000 Gaussian blocks (``tests/test_kquants.py``).
 """
 
 from __future__ import annotations

@@ -1,50 +1,32 @@
 """Storage precision: how a checkpoint stores its weights, as a round trip the null can share.
 
-A checkpoint's values are not real numbers but points of a lattice: bfloat16 keeps 8
-significant bits (7 stored), float16 11, float32 24; block quantisers (GGUF ``Q4_0``, ``Q4_1``,
-``Q8_0``) keep 16 or 255 levels per block of 32 consecutive entries along the input axis. A
-statistic that can see the lattice (a histogram with bins of a few lattice steps) must compare a
-head with a null that lives on the same lattice: :func:`round_trip` puts a null draw through the
-checkpoint's storage, and :func:`lattice_cells` gives each stored value its rounding cell, which
-:mod:`rmtbase.stats.elementwise` uses to make its histograms lattice-robust.
+A checkpoint's values are points of a lattice: bfloat16 keeps 8 significant bits, float16 11,
+float32 24; block quantisers keep 16 … 255 levels per block of consecutive entries along the
+input axis. A statistic that can see the lattice must compare a head with a null on the same
+lattice: :func:`round_trip` puts a null draw through the checkpoint's storage, and
+:func:`lattice_cells` gives each stored value its rounding cell, which
+:mod:`rmtbase.stats.elementwise` uses to make its histograms lattice-robust. Each format is one
+record of :mod:`rmtbase.stats.storage`; the functions here read the record, never the name.
 
-Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (IEEE
-round-to-nearest-even, as ``torch.Tensor.to`` does) and the block formats ``"q4_0"``, ``"q4_1"``,
-``"q8_0"``, ``"q5_0"``, ``"q5_1"`` and the K-quants ``"q2_k"`` … ``"q6_k"``
-(``QUANT_FORMATS``; K-quants in :mod:`rmtbase.stats.kquants`; ``"fp8_e4m3"`` and
-``"fp8_e5m2"``, the 128×128-tile FP8 of official FP8 checkpoints, and ``"fp8_e4m3_channel"``,
-E4M3 with one scale per output row, in :mod:`rmtbase.stats.fp8`), which follow ggml's reference
-quantisers (``quantize_row_q4_0_ref``, ``quantize_row_q4_1_ref``, ``quantize_row_q8_0_ref`` …
-in ggml's ``ggml-quants.c``: block scale ``d`` and minimum ``m`` stored as float16) and their
-dequantisation:
+Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (round to
+nearest even, as ``torch.Tensor.to``), the GGUF block formats (``QUANT_FORMATS``; K-quants in
+:mod:`rmtbase.stats.kquants`) and block FP8 (:mod:`rmtbase.stats.fp8`). The legacy formats
+follow ggml's reference quantisers (``quantize_row_q4_0_ref`` … in ``ggml-quants.c``; scale
+``d`` and minimum ``m`` stored as float16):
 
-- Q4_0: ``d = x_amax / −8`` (x_amax the entry of largest |x|), ``q = min(15, ⌊x/d + 8.5⌋)``,
-  value ``(q − 8)·fp16(d)``;
-- Q4_1: ``d = (max − min)/15``, ``q = min(15, ⌊(x − min)/d + 0.5⌋)``, value
-  ``q·fp16(d) + fp16(min)``;
+- Q4_0: ``d = x_amax / −8``, ``q = min(15, ⌊x/d + 8.5⌋)``, value ``(q − 8)·fp16(d)``;
+- Q4_1: ``d = (max − min)/15``, ``q = min(15, ⌊(x − min)/d + 0.5⌋)``, value ``q·fp16(d) + fp16(min)``;
 - Q8_0: ``d = max|x|/127``, ``q = round(x/d)`` (half away from zero), value ``q·fp16(d)``;
-- Q5_0, Q5_1: as Q4_0, Q4_1 with 32 levels (``d = x_amax/−16``, offset 16.5; ``(max − min)/31``).
+- Q5_0, Q5_1: as Q4_0, Q4_1 with 32 levels.
+Jitted, they equal ``gguf.quants`` bit for bit (divisions correctly rounded, no FMA contraction;
+``tests/test_legacy_quants.py``). Blocks run along the last axis, which must be a multiple of
+the block size (:func:`block_size`). Detection (:func:`detect_quantisation`) knows Q4_0, Q4_1,
+Q5_0, Q8_0 and any record with a detector; a GGUF file names its type directly.
 
-These legacy round trips equal ``gguf.quants`` (numpy, bit-exact with ggml's C reference) bit
-for bit, jitted: the scale divisions by 15, 31, 127 are correctly rounded (not XLA's multiply by
-the reciprocal) and products are rounded before the next addition (not contracted into FMAs);
-``tests/test_legacy_quants.py`` checks 131,072 Gaussian blocks at σ = 0.02 and 1 and 16,384
-blocks built on rounding ties per format: 0 differing blocks.
-
-Each format is one record of :mod:`rmtbase.stats.storage` (block size, quantiser, lattice
-bits, GGUF type, …): the functions here read the record, never the name.
-
-Blocks run along the last axis (the input axis of a ``(d_h, d)`` factor or an nn.Linear
-``(out, in)`` weight), which must then be a multiple of 32 (256 for K-quants: ``block_size``).
-Detection (:func:`detect_quantisation`, :mod:`rmtbase.stats.detection`) knows Q4_0, Q4_1, Q5_0
-and Q8_0 and any record with a detector of its own; a GGUF file names its type directly.
-
-σ-invariance. Floating-point rounding commutes with scaling by powers of two, and the block
-formats with any scale (up to the float16 rounding of d and m), so a σ = 1 null table serves
-every σ for the block formats. For float16/bfloat16 the law of fl(σG)/σ depends on the mantissa
-of σ; the statistics that could see this use lattice-cell histograms
-(:mod:`rmtbase.stats.elementwise`) whose dependence on the lattice is of order (cell/σ)² ≈ 10⁻⁵,
-and ``tests/test_precision_null.py`` checks calibration at several σ mantissas.
+σ-invariance: rounding commutes with scaling by powers of two, and the block formats with any
+scale up to the float16 rounding of d and m, so a σ = 1 null table serves every σ. For
+float16/bfloat16 the law of fl(σG)/σ depends on the mantissa of σ; the lattice-cell histograms
+make that dependence of order (cell/σ)² ≈ 10⁻⁵ (``tests/test_precision_null.py``).
 """
 
 from __future__ import annotations
@@ -205,22 +187,15 @@ def materialised(x):
 def round_trip(w, storage: str, *, materialise: bool = False):
     """``w`` stored as ``storage`` and read back, in ``w``'s dtype (jnp; jit/vmap friendly).
 
-    Float storages round to nearest even; block formats quantise and dequantise blocks of 32
-    (K-quants: super-blocks of 256, :mod:`rmtbase.stats.kquants`) along the last axis (see the
-    module docstring). ``materialise``: a block format's result written to memory once, as
-    its quantiser shapes it, ``(..., blocks, block)`` (:func:`materialised`), for a caller that
-    reads it many times (a null draw's factors). The same values as each reader's own copy:
-    a legacy format's value is q·fp16(d) (+ fp16(m)), an integer of at most 8 bits times an
-    11-bit significand, exact in float32, so a copy whose product LLVM contracts with the next
-    addition into a multiply-add (as it may inside a fusion) rounds as the stored one; null
-    draws old against new, every statistic's bytes: equal at Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
-    Q6_K. Not FP8: its values are q times a float32 scale, rounded, and FP8 null draws' centred
-    sums moved in the last bit (likely that contraction). Not the input: writing the normals
-    once moved a block's quantised values in 3 of 200 null draws at 576 × 64 Q4_1 (likely the
-    normal's last product, √2·erfinv, contracted with the quantiser's subtraction of the block
-    minimum in some of the fusions that compute it; HM's profile null finds the same). Nor
-    W_Q and W_K stacked into one round trip with their statistics in one loop (0.4–0.9 CPU-ms
-    a draw less at 576 × 64 and 640 × 256): Q4_1 and Q5_1 draws moved (1,000 a format).
+    w: array whose last axis is the block axis (a multiple of :func:`block_size` for block
+    formats). storage: a name of ``STORAGES`` or a :mod:`rmtbase.stats.storage` record. Float
+    storages round to nearest even; block formats quantise and dequantise blocks along the last
+    axis (module docstring). materialise: a block format's result written to memory once,
+    ``(..., blocks, block)`` (:func:`materialised`), for a caller that reads it many times; the
+    values equal each reader's own copy for the legacy formats and Q4_K/Q6_K (a value q·fp16(d)
+    is exact in float32, so a contracted multiply-add rounds as the stored one), not for FP8.
+    Returns an array of ``w``'s shape and dtype. Raises InputError for an unknown storage or a
+    last axis that is not a multiple of the block size.
     """
     record = storage_record(storage)
     w = jnp.asarray(w)

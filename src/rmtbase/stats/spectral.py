@@ -150,30 +150,22 @@ EIG_METHODS = ("svd", "eigh", "eigvalsh", "jacobi", "jacobi_pallas", "hestenes",
 def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     """λ = s²(Bᵀ lk), descending, for B lower bidiagonal (``diag`` ``(..., n)``, ``sub`` ``(..., n−1)``).
 
-    The fast null path (:func:`rmtbase.ensembles.wishart.gram_bidiagonal` for W_Q, Bartlett ``lk`` for
-    W_K): C = Bᵀ lk is lower Hessenberg and costs O(n²). method:
+    The fast null path (:func:`rmtbase.ensembles.wishart.gram_bidiagonal` for W_Q, Bartlett ``lk``
+    for W_K): C = Bᵀ lk is lower Hessenberg and costs O(n²). Returns λ ``(..., n)``. method:
 
-    - ``"svd"``: λ = s(C)², the SVD route used everywhere else;
-    - ``"eigh"``: λ = eig(C Cᵀ) by Householder tridiagonalisation (LAPACK ``sytrd`` on CPU,
-      :func:`jax.lax.linalg.tridiagonal`) and Sturm bisection
-      (:func:`rmtbase.stats._bisection.tridiagonal_eigvals`, the bits of
-      :func:`jax.scipy.linalg.eigh_tridiagonal`), about 1.7× faster on CPU for n = 64. Each λ
-      then carries an absolute error of order n·eps·λ_max (Wilkinson), i.e. a relative error
-      n·eps·κ for κ = λ_max/λ_min, against eps·√κ for the SVD route: use it only where κ is
-      small (:func:`rmtbase.baseline.eig_route.eig_method` decides from the MP⊠MP edges). Values are clipped
-      at 0.
-    - ``"eigvalsh"``: λ = :func:`jax.numpy.linalg.eigvalsh` of the same C Cᵀ (LAPACK ``syevd``
-      on CPU; on a GPU cuSOLVER's batched Jacobi or ``syevd``, as JAX chooses), with the error
-      bound of ``"eigh"``. :func:`~rmtbase.baseline.eig_route.eig_method` chooses it on accelerators,
-      where ``benchmarks/gpu.py`` timed it 164× the SVD's draws/s at (768, 64) on an H200.
-    - ``"jacobi"``, ``"jacobi_pallas"``: λ = eig(C Cᵀ) by parallel cyclic Jacobi
-      (:mod:`rmtbase.stats._jacobi`: the batch in ``jnp``; :mod:`rmtbase.stats._jacobi_pallas`:
-      the Pallas kernel, one program per matrix, interpret mode on the CPU), with the error bound
-      of ``"eigh"``: candidate accelerator routes of issue 57, taken by ``eig_method`` only
-      where a GPU measurement says they are faster (none yet: :mod:`rmtbase.stats._gpu_routes`).
-    - ``"hestenes"``, ``"hestenes_pallas"``: λ = s(C)² by one-sided Jacobi on the rows of C
-      itself (:mod:`rmtbase.stats._hestenes`; no Gram is formed), with an SVD's kind of error
-      (relative, not growing with κ as the Gram routes' does): jnp and Pallas forms as above.
+    - ``"svd"``: λ = s(C)², relative error eps·√κ;
+    - ``"eigh"``: λ = eig(C Cᵀ) by Householder tridiagonalisation and Sturm bisection
+      (:func:`rmtbase.stats._bisection.tridiagonal_eigvals`), faster on CPU; each λ carries an
+      absolute error of order n·eps·λ_max (Wilkinson), a relative error n·eps·κ for
+      κ = λ_max/λ_min, so it is used only where κ is small
+      (:func:`rmtbase.baseline.eig_route.eig_method`); values clipped at 0;
+    - ``"eigvalsh"``: :func:`jax.numpy.linalg.eigvalsh` of C Cᵀ, the error bound of ``"eigh"``;
+      the accelerators' route;
+    - ``"jacobi"``, ``"jacobi_pallas"``: eig(C Cᵀ) by parallel cyclic Jacobi
+      (:mod:`rmtbase.stats._jacobi`, :mod:`rmtbase.stats._jacobi_pallas`), the bound of
+      ``"eigh"``; taken only where :mod:`rmtbase.stats._gpu_routes` says they are faster;
+    - ``"hestenes"``, ``"hestenes_pallas"``: s(C)² by one-sided Jacobi on the rows of C
+      (:mod:`rmtbase.stats._hestenes`), an SVD's kind of error.
     """
     core = bidiagonal_core(diag, sub, lk)
     if method == "svd":

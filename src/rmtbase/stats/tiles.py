@@ -66,10 +66,8 @@ def _finish(ests, acc, geo, n, trims, storage) -> dict:
 
 #: From IN_GRAPH_MIN entries :func:`one_tile` runs each pass over tiles of at least
 #: IN_GRAPH_TILE entries inside the compiled function (a loop carrying the accumulators), so
-#: that a tile and its scatters' index arrays stay in cache while the pass reads them. For a
-#: 4096×4096 W_QK on one core: 1 M-entry tiles took the passes from 0.31 to 0.09 s (standalone)
-#: and 256 k-entry tiles, measured against 1 M, the whole head from ~147 to ~118 ms (its
-#: matmul included); 64 k-entry tiles were slower (per-tile histogram set-up).
+#: that a tile and its scatters' index arrays stay in cache while the pass reads them (smaller
+#: tiles pay more per-tile histogram set-up).
 IN_GRAPH_MIN = 2**21
 IN_GRAPH_TILE = 2**18
 

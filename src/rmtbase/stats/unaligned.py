@@ -1,5 +1,5 @@
 """A head's symmetry with its alignment removed: what "symmetric" means for a head that is also
-aligned (rmtbase.decision.kinds; issue 55, item 3).
+aligned (rmtbase.decision.kinds).
 
 An alignment — W_K = c·W_Q + R — makes W_QK's symmetric part c·W_QᵀW_Q, so the symmetry
 tr(W_QK²)/‖W_QK‖_F² (:func:`rmtbase.stats.alignment.symmetry`) rises by itself. Removing W_K's
