@@ -54,8 +54,7 @@ def completed(futures, client=None, *, poll_s: float | None = None):
 
     The main thread never blocks inside Dask: it asks each pending future ``done()`` itself
     and sleeps ``poll_s`` (default :data:`POLL_S`) s between looks, where a Ctrl-C is raised
-    at once (issue 35: under load 2 of 12 interrupts were lost with the main thread idle in
-    ``as_completed``). When the generator ends early — ``KeyboardInterrupt``, an error in a
+    at once (an interrupt can be lost while the main thread waits in ``as_completed``). When the generator ends early — ``KeyboardInterrupt``, an error in a
     task's result or the caller's loop, or ``close()`` — the tasks still pending are
     cancelled through ``client`` (default: the futures' own ``client``), so a cluster is
     not left computing for nobody; close it with :func:`contextlib.closing` where the loop
@@ -96,8 +95,7 @@ def worker_env(workers: int, cores: int | None = None) -> dict:
     """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores
     (N processes that each start a pool of every core would oversubscribe the machine N
     times). XLA's own CPU pool is left as it is: ``--xla_cpu_multi_thread_eigen=false``
-    changes float32 results in the last bits (119 of 300 NPR draws at 16 × 4, measured), and
-    a sweep or collection must equal one process bit for bit."""
+    changes float32 results in the last bits, and a sweep or collection must equal one process bit for bit."""
     import os
 
     share = max(1, (cores or os.cpu_count() or 1) // max(1, int(workers)))

@@ -7,20 +7,16 @@ the Gram route (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`: two Choles
 W Wᵀ, each draw checked and sent back to the QR route when its conditioning bound is too
 large). The two agree to float32 rounding, not bit for bit, so a cached table's file name
 carries the draws version (:func:`draws_version`, :mod:`rmtbase.baseline.cache`): a file
-drawn by the QR route is never read as the Gram route's draws (issue 59 item 1).
+drawn by the QR route is never read as the Gram route's draws.
 
 Where: the lowrank ensemble in float32 with a block-format storage (Q4_0 … Q8_0, the
 K-quants), spectral statistics drawn (``"all"`` or ``"spectral"``), d_h ≥
-:data:`GRAM_MIN_DH` and c = d_h/d ≤ :data:`GRAM_MAX_C`. The Gram route was measured cheaper at
-640 × 256 Q5_0 (``benchmarks/table_draw.py``: ~1 CPU-ms of ~17 a draw) and not at 576 × 64
-Q4_1 (a 64 × 64 SVD and QR cost little; there it was ~0.2 CPU-ms slower), hence the d_h floor.
-c ≤ 0.4 keeps the Gaussian factors' κ(W Wᵀ) near ((1 + √c)/(1 − √c))² ≤ 20 and the per-draw
-bound B of :func:`~rmtbase.stats.spectral.null_eigvals_by_grams` (17–100 × κ(G) where measured) under its limit:
-over 300 draws each, B ≤ 2,400 at 640 × 256 Q5_0 and Q4_0 (eps·B ≤ 2.8·10⁻⁴, limit 10⁻³),
-≤ 970 at 2048 × 512 Q4_0, ≤ 90 at 1024 × 128 Q4_1, no draw sent back; at c = 0.5 B grows
-with d_h (≤ 5,700 at 512 × 256) and 61 of 300 draws at 1024 × 512 Q4_0 were sent back (both
-routes paid). A draw sent back is computed by the QR route: only the cost depends on c, never
-the accuracy. Float storages (whose ``"all"`` tables are shipped, drawn by
+:data:`GRAM_MIN_DH` and c = d_h/d ≤ :data:`GRAM_MAX_C`: the Gram route is cheaper at large d_h
+(``benchmarks/table_draw.py``, ``benchmarks/lambda_route.py``), and c ≤ 0.4 keeps the Gaussian
+factors' κ(W Wᵀ) near ((1 + √c)/(1 − √c))² ≤ 20, so the per-draw bound B of
+:func:`~rmtbase.stats.spectral.null_eigvals_by_grams` stays under its limit (eps·B ≤ 10⁻³) and
+few draws are sent back. A draw sent back is computed by the QR route: only the cost depends on
+c, never the accuracy. Float storages (whose ``"all"`` tables are shipped, drawn by
 the QR route), FP8, the other ensembles and backends other than the CPU keep the QR route,
 version 1.
 """

@@ -5,8 +5,6 @@ symmetric routes (``"eigh"`` on CPU, ``"eigvalsh"`` or a measured Pallas route o
 accelerator); :func:`eigh_accurate` is its accuracy rule (d_h·eps·κ ≤
 :data:`EIGH_MAX_REL_ERROR`), also applied per draw by the permutation null. Used by
 :mod:`rmtbase.baseline.null` (which draws with it) and :mod:`rmtbase.scoring.permutation`.
-
-Moved from :mod:`rmtbase.baseline.null` unchanged (issue 58 item 4: a module per noun).
 """
 
 from __future__ import annotations
@@ -37,14 +35,10 @@ def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
     d_h·eps·κ ≤ :data:`EIGH_MAX_REL_ERROR`, with κ = x₊/x₋ from the exact MP_c⊠MP_c edges
     (c = d_h/d). float32 takes them for c ≲ 0.1 at d_h = 128 and c ≲ 0.18 at d_h = 64 (all
     seed-model shapes), float64 up to c ≈ 0.99. The error stays far below the null's own
-    spread of λ_min (of order d_h^{-2/3}). Which symmetric route is the fastest one measured:
-    on CPU ``"eigh"`` (tridiagonalisation + bisection, :func:`eigvals_from_bidiagonal`; 1.7×
-    the SVD's draws/s at (768, 64), ``benchmarks/gpu.py --quick``); on an accelerator
-    ``"eigvalsh"`` (cuSOLVER's batched solver through ``jnp.linalg.eigvalsh``): on one H200
-    (2026-11-26, ``benchmarks/gpu.py --quick``) 177,195 draws/s against 1,082 by the SVD and
-    9,259 by bisection at (768, 64), 65,079 against 490 at (4096, 128). The Pallas Jacobi
-    route (issue 57) replaces ``"eigvalsh"`` only below a measured switch
-    (:func:`rmtbase.stats._gpu_routes.accelerator_route`; off until a GPU has measured it).
+    spread of λ_min (of order d_h^{-2/3}). The symmetric route is the fastest measured one
+    (``benchmarks/gpu.py``; docs/performance.md): ``"eigh"`` (tridiagonalisation + bisection)
+    on CPU, ``"eigvalsh"`` (cuSOLVER's batched solver) on an accelerator, or a Pallas Jacobi
+    route below the switch of :func:`rmtbase.stats._gpu_routes.accelerator_route` (off).
     """
     backend = jax.default_backend() if backend is None else backend
     from ..analytic.product import edges

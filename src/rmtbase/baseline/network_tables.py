@@ -55,8 +55,8 @@ LYAPUNOV_INFO = {
 }
 
 
-#: The name a kind's keys are derived from: "ginibre" keeps its pre-rename name "gaussian" so
-#: that its draws (and every table drawn before issue 50 step 1) do not change, bit for bit.
+#: The name a kind's keys are derived from: "ginibre" keeps the key name "gaussian", so its
+#: draws, and every table drawn under that name, stay the same bit for bit.
 KEY_NAME = {"ginibre": "gaussian", "residual": "residual"}
 
 

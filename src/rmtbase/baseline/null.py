@@ -9,17 +9,14 @@ Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor
 
 - ``"lowrank"`` (default): W_Q, W_K i.i.d. N(0, σ_Q²), N(0, σ_K²). With ``stats="spectral"``
   the draws take the exact fast path (:mod:`rmtbase.ensembles.wishart`: the bidiagonal B of W_Q and the
-  Bartlett factor L_K of W_K's Gram, λ = s²(Bᵀ L_K), q.rms = ‖B‖_F/√(d_h d),
-  k.rms = ‖L_K‖_F/√(d_h d); eigenvalues by the route of
-  :func:`rmtbase.baseline.eig_route.eig_method`) — the same law as
-  the factor path, other numbers;
+  Bartlett factor L_K of W_K's Gram, λ = s²(Bᵀ L_K), q.rms = ‖B‖_F/√(d_h d), k.rms =
+  ‖L_K‖_F/√(d_h d); :func:`rmtbase.baseline.eig_route.eig_method`) — the law of the factor path;
   with ``"all"``/``"elementwise"`` the factors are drawn and every statistic of a draw comes
   from the same W_Q, W_K.
-- ``"ginibre"`` (named ``"gaussian"`` before issue 50 step 1; that spelling is still accepted
-  with a DeprecationWarning): the element-wise Gaussian reference of seed 000: W_Q, W_K as
+- ``"ginibre"`` (the spelling ``"gaussian"`` is accepted with a DeprecationWarning): the
+  element-wise Gaussian reference of seed 000: W_Q, W_K as
   above, but ``qk.*`` statistics are those of an independent full-rank real Ginibre d×d matrix
-  (i.i.d. Gaussian entries) with
-  the entry std of W_QK, σ_Q σ_K √d_h. Its spectral statistics use all d eigenvalues (O(d³) per
+  (i.i.d. Gaussian entries) with the entry std of W_QK, σ_Q σ_K √d_h. Its spectral statistics use all d eigenvalues (O(d³) per
   draw) and ``qk.spectrum`` then has d columns.
 - ``"residual"``: residual-path factors (seed 004): W_Q, W_K are the first d_h rows of
   independent products M_L = ∏(I + W_l) of depth ``depth`` at the critical σ² = 1/d, rescaled by
@@ -72,10 +69,9 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET,
     XLA's results for a vectorised draw depend on the batch width in the last bits
     (:mod:`rmtbase.ensembles.draws`), so the width is a function of the cell, statistic set,
     dtype, storage and backend only: what fits ``budget`` bytes, capped. The spectral fast path
-    on CPU uses 125 (measured on 2 cores at 768×64 and 4096×128: ~128 draws per call keeps the
-    batch of d_h×d_h cores in cache and is ~20 % faster than 1024 or more; 125 splits a table
-    block, :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250, into two full batches — the
-    shipped tables were made with it). On CPU the other paths loop over draws
+    on CPU uses 125 (the batch of d_h×d_h cores stays in cache, and 125 splits a table block,
+    :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250, into two full batches; the shipped tables
+    were made with it). On CPU the other paths loop over draws
     (``method="map"``), where the width does not touch the numbers, only how many draws a
     compiled call runs: 50, a fifth of a table block, so a block of 250 runs its 250 draws
     (64 ran 256, six of them thrown away: 2.3 % of a 1,000-draw table's CPU).
@@ -353,13 +349,11 @@ def lambda_draws(key, d, d_h, n_draws, *, statistics=True) -> dict:
 
     statistics: True draws exactly that (the spectral statistics are returned too), so the
     compiled program is the one the shape's float32 spectral table compiles; False leaves the
-    statistics out of the program (:attr:`Draws.lean`), measured by HG to compile 0.2–0.3 CPU-s
-    less (576 × 64), where no float32 spectral table shares it (a quantised score's spectrum
-    band, issue 59 item 4).
-    λ and the rms came out the same bits either way wherever compared (the statistics are
-    computed from λ after it; 200-draw bands' SHA-256 at 576 × 64 and 640 × 256 by
-    benchmarks/band_compile.py, 500 draws at 768 × 64 and 256 × 64, and
-    tests/test_spectrum_band.py); XLA does not promise it, so the test keeps checking.
+    statistics out of the program (:attr:`Draws.lean`), which compiles faster where no float32
+    spectral table shares it (a quantised score's spectrum band). λ and the rms came out the
+    same bits either way wherever compared; XLA does not promise it, so
+    ``tests/test_spectrum_band.py`` keeps checking. Returns ``{name: (n_draws, ...)}`` numpy
+    arrays.
     """
     if statistics:
         return null_draws(key, d, d_h, n_draws, stats="spectral", return_lambda=True)

@@ -6,8 +6,6 @@
 :func:`check_shipped_tables` refuses, before any weight is read, a run that a shipped table
 cannot serve (a statistic added since it was made). How a request is served from them, the
 user cache or a fresh draw is :func:`rmtbase.baseline.cache.null_table`.
-
-Moved from :mod:`rmtbase.baseline.cache` unchanged (issue 58 item 4: a module per noun).
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ then is stored in the table's dtype. A σ at which a statistic leaves that dtype
 analytic magnitudes, and again on the draws themselves — rather than written as zeros,
 subnormals or infinities. We refuse rather than silently store float64: a table's dtype is one
 of its keys, and a σ = 1 table rescales exactly.
-
-Moved from :mod:`rmtbase.baseline.limits` unchanged (issue 58 item 4: a module per noun).
 """
 
 from __future__ import annotations

@@ -6,8 +6,6 @@
   :data:`LAMBDA_KEY`, dim :data:`EIG_DIM`, attrs :data:`LAMBDA_ATTRS`), which tables store it
   (:func:`stores_spectrum`) and how many eigenvalues a draw has (:func:`n_eigenvalues`);
 - :func:`fast_spectral`: whether a request is drawn by the exact fast spectral path.
-
-Moved from :mod:`rmtbase.baseline.limits` unchanged (issue 58 item 4: a module per noun).
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from ..errors import InputError
 #: The statistic sets a table can hold (``stats=``).
 STAT_SETS = ("all", "spectral", "elementwise")
 #: The null ensembles a table is drawn from (:mod:`rmtbase.baseline.null`): the one
-#: definition, read by the tables, the draws and the command line. "ginibre" was "gaussian"
-#: before issue 50 step 1; that spelling is still accepted (:func:`check_ensemble`).
+#: definition, read by the tables, the draws and the command line. The spelling "gaussian" of
+#: "ginibre" is accepted (:func:`check_ensemble`).
 ENSEMBLES = ("lowrank", "ginibre", "residual")
 #: Statistic sets that a table generated with ``stats=key`` can serve.
 SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},

@@ -6,8 +6,6 @@ one variable per statistic with dims ``(d, d_h, draw)`` and the CF-style attrs o
 ``lambda`` ``(d, d_h, draw, eig)`` (:func:`lambda_variable`) and the global attrs
 (:func:`_global_attrs`: format, versions, keys, sampler, key derivation, analytic references).
 The layout is described in :mod:`rmtbase.baseline.tables`, which draws what is assembled here.
-
-Moved from :mod:`rmtbase.baseline.tables` unchanged (issue 58 item 4: a module per noun).
 """
 
 from __future__ import annotations

@@ -4,11 +4,9 @@ A table holds one data variable per statistic with dims ``(d, d_h, draw)``: spec
 W_QK = W_Qᵀ W_K by their bare names (``npr``, ``lambda_max``, ...), element statistics as
 ``<matrix>_<stat>`` (``qk_std``, ``q_weibull_k``, ...); see :func:`rmtbase.stats.table_name`.
 W_Q, W_K are (d_h, d) with i.i.d. N(0, σ_Q²), N(0, σ_K²) entries; no 1/√d or 1/√d_h factor is
-applied (``attrs["scaling_factor"] == "none"``). Each variable carries CF-style attrs
-(``long_name``, ``units``, ``definition``) and ``sigma_power``/``scaling`` from
-:data:`rmtbase.stats.STAT_INFO`, so :func:`rmtbase.baseline.cache.rescale` serves any σ exactly from a
-σ = 1 table. The draws themselves are stored, so empirical p-values are exact (add-one floor
-1/(draws + 1)). A table with spectral statistics also stores every draw's spectrum, ``lambda``
+applied (``attrs["scaling_factor"] == "none"``). Each variable carries CF-style attrs and
+``sigma_power``/``scaling`` from :data:`rmtbase.stats.STAT_INFO`. The draws themselves are
+stored, so empirical p-values are exact (add-one floor 1/(draws + 1)). A table with spectral statistics also stores every draw's spectrum, ``lambda``
 with dims ``(d, d_h, draw, eig)`` (:mod:`rmtbase.baseline.spectra`), so a spectral statistic
 added later is derived from it without regenerating the table.
 

@@ -3,8 +3,7 @@ score needs, drawn by every worker rather than by the one that scores.
 
 A collection scored as Dask tasks (``rmtbase score A B … --workers N``,
 :mod:`rmtbase.scoring.trajectory`) scores the first entry of a new shape alone, so that its null
-tables are cached before the entries that share them start; before this module that entry's
-worker drew the whole table while the others waited. Now :func:`rmtbase.baseline.cache.null_table`
+tables are cached before the entries that share them start. :func:`rmtbase.baseline.cache.null_table`
 and :func:`rmtbase.scoring.profile.profile_null`, when they run inside a Dask task, hand their
 blocks of draws to the task's cluster through :func:`task_client` (``distributed.worker_client``:
 the task secedes from its worker's thread pool while it waits, so that worker computes blocks

@@ -2,50 +2,80 @@
 residual: the norm's statistics and the head's projection updated by the sources' low-rank
 terms (what a patch changes, nothing else). Same numbers as
 :meth:`.patching.Patcher.patched_input` (norm re-applied to the patched residual), to float32
-rounding (tested to 1e-5), at a fraction of the cost.
+rounding (tested to 1e-5 for every family), at a fraction of the cost.
 
-Notation for receiver layer ``l``: residual ``x`` ``(N, T, d)``; the norm
-``y = g ⊙ x̃ / s + b`` with ``x̃ = x − mean(x)`` and ``b`` its bias (LayerNorm, GPT-2) or
-``x̃ = x``, ``b = 0`` (RMSNorm, LLaMA family), ``s² = mean(x̃²) + ε``; the head's projection
-``u = y W + c`` (``W`` ``(d, d_h)``, bias ``c``). Source ``i`` writes ``o_i = z_i O_i``
-(``O_i`` ``(d_h, d)``); centred ``Õ_i = O_i − rowmean(O_i)`` under LayerNorm (so
-``õ_i = z_i Õ_i``), ``Õ_i = O_i`` under RMSNorm. With ``x' = x − Σ o_i``:
+Notation for receiver layer ``l``: residual ``x`` ``(N, T, d)``; the input norm
+``y = g ⊙ x̃ / s + b`` with ``x̃ = x − mean(x)`` (LayerNorm, with or without gain and bias) or
+``x̃ = x``, ``b = 0`` (RMSNorm; Gemma's gain is ``1 + weight``), ``s² = mean(x̃²) + ε``; the
+head's projection ``u = y W + c``. Source ``i`` writes ``o_i = (z_i r_i) O_i``
+(:meth:`.heads.HeadModel.source_weight` ``O_i`` ``(d_h, d)``; ``r_i`` ``(N, T, 1)`` its
+layer's clean post-norm scale, 1 for pre-norm blocks); ``z_i ← z_i r_i`` below. Centred
+``Õ_i = O_i − rowmean(O_i)`` under LayerNorm, ``Õ_i = O_i`` under RMSNorm. With
+``x' = x − Σ o_i``:
 
 - ``(g ⊙ x̃') W = (g ⊙ x̃) W − Σ_i z_i (Õ_i diag(g) W)``: a ``(d_h × d_h)`` matrix per source;
 - ``d (s'² − ε) = |x̃|² − 2 Σ_i z_i · (x̃ Õ_iᵀ) + Σ_ij z_i (Õ_i Õ_jᵀ) z_jᵀ``;
-- ``u' = (g ⊙ x̃') W / s' + b W + c``, then QK-norm and RoPE as in :class:`.heads.HeadModel`.
+- ``u' = (g ⊙ x̃') W / s' + b W + c``, then :meth:`.heads.HeadModel.finish`.
 
 The one product over ``d`` per source, ``x̃ Õ_iᵀ`` ``(N, T, d_h)``, is kept per source for
-the receiver layer, so every receiver of that layer, and all three paths, share it.
+the receiver layer, so every receiver of that layer, and all three paths, share it. Where the
+fold does not apply (no input norm or a QK-norm over every head: OLMo-2/3; a norm it does not
+know; its arithmetic not matching the module on the clean residual) the norm is re-applied to
+the patched residual instead (``exact`` True), the same numbers at the cost of a norm and a
+projection over ``d`` per patch.
 """
 
 from __future__ import annotations
 
-from ..errors import InputError
-
 
 class Fold:
     """The fold of the module docstring for receiver ``layer`` of ``hm`` on residual
-    ``resid`` ``(N, T, d)`` and captured per-head outputs ``z`` (list per layer of
-    ``(N, T, H, d_h)``)."""
+    ``resid`` ``(N, T, d)``, captured per-head outputs ``z`` (list per layer of
+    ``(N, T, H, d_h)``) and, for post-norm families, ``scales`` (list per layer of
+    :meth:`.heads.HeadModel.source_scale` ``(N, T, 1)``, None for pre-norm blocks)."""
 
-    def __init__(self, hm, layer: int, resid, z):
-        import torch
-
-        norm = hm.norm(layer)
-        if hasattr(norm, "variance_epsilon"):
-            self.ln, self.eps, self.bias = False, float(norm.variance_epsilon), None
-        elif isinstance(norm, torch.nn.LayerNorm):
-            self.ln, self.eps, self.bias = True, float(norm.eps), norm.bias
-        else:
-            raise InputError(f"unsupported layer norm {type(norm).__name__}")
-        self.hm, self.layer, self.z, self.g = hm, int(layer), z, norm.weight.float()
-        x = resid.float()
-        self.xc = x - x.mean(-1, keepdim=True) if self.ln else x
-        self.xx = self.xc.double().pow(2).sum(-1)
+    def __init__(self, hm, layer: int, resid, z, scales=None):
+        self.hm, self.layer, self.z = hm, int(layer), z
+        self.scales = scales
         self._p: dict = {}
         self._num: dict = {}
         self._o: dict = {}
+        self.resid = resid
+        spec = hm.norm_spec(self.layer) if hm.fold_applies(self.layer) else None
+        self.exact = spec is None
+        if not self.exact:
+            kind, g, b, eps = spec
+            self.ln, self.eps = kind == "ln", eps
+            self.g = None if g is None else g.float()
+            self.bias = None if b is None else b.float()
+            x = resid.float()
+            self.xc = x - x.mean(-1, keepdim=True) if self.ln else x
+            self.xx = self.xc.double().pow(2).sum(-1)
+            self.exact = not self._matches_module(x)
+
+    def _matches_module(self, x) -> bool:
+        """The norm module on a few positions equals the fold's arithmetic."""
+        import torch
+
+        with torch.inference_mode():
+            part = x[:1, : min(8, x.shape[1])]
+            want = self.hm.norm(self.layer)(part).float()
+            xc = self.xc[:1, : part.shape[1]]
+            y = xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + self.eps)
+            y = y if self.g is None else y * self.g
+            y = y if self.bias is None else y + self.bias
+            return bool(torch.allclose(y, want, rtol=1e-4, atol=1e-5 * (1 + float(
+                want.abs().max()))))
+
+    def _z(self, m: int, s: int):
+        zi = self.z[m][:, :, s, :].float()
+        r = None if self.scales is None else self.scales[m]
+        if r is None and self.hm.post_norm(m) is not None:
+            from ..errors import InputError
+
+            raise InputError(f"{self.hm.family}: the fold needs the sources' clean "
+                             f"post-norm scales (scales)")
+        return zi if r is None else zi * r
 
     def _centred(self, m: int, s: int):
         if (m, s) not in self._o:
@@ -59,22 +89,38 @@ class Fold:
             self._p[(m, s)] = self.xc @ self._centred(m, s).T
         return self._p[(m, s)]
 
+    def _gw(self, w):
+        w = w.float()
+        return w if self.g is None else self.g[:, None] * w
+
     def _clean_numerator(self, which: int, index: int):
         key = (which, index)
         if key not in self._num:
             w, _ = self.hm.head_weight(self.layer, which, index)
-            self._num[key] = (self.xc * self.g) @ w.float()
+            self._num[key] = self.xc @ self._gw(w)
         return self._num[key]
+
+    def _exact(self, head: int, sources, which: int):
+        hm = self.hm
+        x = self.resid.float()
+        if sources:
+            x = x.clone()
+            for m, s in sources:
+                x -= self._z(m, s) @ hm.source_weight(m, s).float()
+        xn = hm.norm(self.layer)(x)
+        return (hm.query, hm.key, hm.value)[which](self.layer, head, xn)
 
     def patched(self, head: int, sources, which: int):
         """The receiver head's q (``which=0``), k (1) or v (2) with the sources' direct
         outputs removed from its input (module docstring), ``(N, T, d_h)``."""
+        if self.exact:
+            return self._exact(head, sources, which)
         hm = self.hm
         index = hm.index(which, head)
         w, c = hm.head_weight(self.layer, which, index)
-        gw = self.g[:, None] * w.float()
+        gw = self._gw(w)
         num = self._clean_numerator(which, index).clone()
-        zs = [(self.z[m][:, :, s, :].float(), self._centred(m, s)) for m, s in sources]
+        zs = [(self._z(m, s), self._centred(m, s)) for m, s in sources]
         dot = self.xx.clone()
         for (m, s), (zi, oi) in zip(sources, zs, strict=True):
             num -= zi @ (oi @ gw)
@@ -84,10 +130,10 @@ class Fold:
         s2 = dot / hm.d + self.eps
         u = num / s2.sqrt().float()[..., None]
         if self.bias is not None:
-            u = u + self.bias.float() @ w.float()
+            u = u + self.bias @ w.float()
         if c is not None:
             u = u + c
-        return hm.finish(self.layer, which, u)
+        return hm.finish(self.layer, which, u, index)
 
 
 __all__ = ["Fold"]

@@ -1,41 +1,43 @@
 """One attention head of a transformers model recomputed from a residual stream: the
-per-architecture part of path patching (:mod:`.patching`).
+per-architecture part of path patching (:mod:`.patching`), for every family of
+:data:`.families.SUPPORTED` (layouts in :data:`.families.SPECS`).
 
-Why our own forward: a path patch needs a head's query, key and value computed from three
-different residual streams. TransformerLens' ``hook_q_input``/``hook_k_input``/
-``hook_v_input`` (``use_split_qkv_input``) and nnsight do this by running the whole model
-again per patch; here only the receiver head is recomputed, from the residual input of its
-layer captured once (:mod:`.capture`), which makes a patch cost one head's projections instead
-of a forward pass. The recompute uses the model's own modules and parameters (its layer norm,
-its rotary embedding module, its QK-norm, its ``scaling``) so it is exact, not a
-re-derivation; the tests compare it to transformers' eager ``output_attentions``.
+Only the receiver head is recomputed, from the residual entering its layer (:mod:`.capture`),
+with the model's own modules and parameters (norms, rotary module, QK-norms, ``scaling``, ALiBi
+builder, soft-cap): exact, tested against eager ``output_attentions`` for every family. Head
+``h`` of layer ``l`` from a residual ``x`` ``(N, T, d)``:
 
-Per head ``h`` of layer ``l`` from a residual ``x`` ``(N, T, d)``:
-
-- ``xn = norm_l(x)`` (GPT-2 ``ln_1``; LLaMA family ``input_layernorm``), re-applied to a
-  patched residual, so a patch changes the norm's statistics as it would in the model;
-- ``q = xn W_Q[h] + b_Q[h]``, ``k``, ``v`` likewise with the head's key/value group
-  ``g = h // (H / H_kv)`` (GQA); Qwen3's per-head ``q_norm``/``k_norm`` (QK-norm), then RoPE
-  (``q cos + rotate_half(q) sin`` with cos, sin from the model's ``rotary_emb`` at positions
-  ``0 … T−1``, transformers' own convention) for the LLaMA family;
-- ``A = softmax(q kᵀ · scaling + mask)``: ``scaling`` is the attention module's own
-  (``d_h^−½``; GPT-2 with ``scale_attn_by_inverse_layer_idx`` also ``/(l + 1)``); the mask is
-  causal, banded by the layer's sliding window where it has one (key ``j`` seen by query ``i``
-  when ``i − w < j ≤ i``, transformers' convention); no padding.
-- A source head ``s`` of layer ``m`` writes ``z_s W_O[s]`` into the residual (its slice of the
-  output projection, no bias): :meth:`HeadModel.source_output`.
-
-Supported: ``gpt2`` and the LLaMA family (:data:`LLAMA_FAMILY`); others are refused with a
-one-line :class:`InputError`.
+- ``xn = norm_l(x)`` (the block's input norm; identity for OLMo-2/3), re-applied to a patched
+  residual; ``u = xn W[h] + b[h]`` (:meth:`HeadModel.head_weight`), then
+  :meth:`HeadModel.finish`: OLMo's clip, the QK-norm (per head, or over the whole projection
+  for OLMo-2/3: then :meth:`~HeadModel.query` projects every head), OPT's query scale, rotary
+  (full or partial) at positions ``0 … T−1``;
+- ``A = softmax(cap · tanh(S / cap) + mask)``, ``S = q kᵀ · scaling`` (Bloom's ALiBi:
+  ``alibi_h + q kᵀ/√d_h``); ``cap`` only for Gemma-2; the mask
+  is causal, banded by the layer's sliding window (key ``j`` seen by query ``i`` when
+  ``i − w < j ≤ i``).
+- GQA/MQA: the receiver is a query head ``h``; its key and value come from group
+  ``g = h // (H / H_kv)``, and a patched key/value input is that group's projection recomputed
+  for query head ``h`` only (the group's other query heads keep their clean keys and values).
+- A source head ``s`` of layer ``m`` writes ``(z_s · r_m) O_s`` into the residual
+  (:meth:`~HeadModel.source_output`): ``O_s`` its slice of the output projection (no bias),
+  times the post-attention norm's gain for post-norm blocks (Gemma-2/3, OLMo-2/3) and Granite's
+  ``residual_multiplier``; ``r_m`` ``(N, T, 1)`` is 1, or for post-norm blocks the norm's
+  ``1/rms`` of the layer's clean attention output (:meth:`~HeadModel.source_scale`): a head's
+  output is defined with that scale held at its clean value, a per-position linear map.
+- Paths through MLPs: :meth:`~HeadModel.contribution_module`,
+  :meth:`~HeadModel.source_contribution`, :meth:`~HeadModel.parallel`.
 """
 
 from __future__ import annotations
 
-from ..errors import InputError
+import inspect
+import math
+import sys
 
-#: model_type values read as the LLaMA family (q/k/v/o_proj, input_layernorm, rotary_emb).
-LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3")
-SUPPORTED = ("gpt2", *LLAMA_FAMILY)
+from ..errors import InputError
+from .families import (ENCODERS, LLAMA_FAMILY, SPECS, SUPPORTED, check_family, parallel,
+                       text_config)
 
 
 def _rotate_half(x):
@@ -45,61 +47,161 @@ def _rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+def norm_spec(mod):
+    """``(kind, gain, bias, eps)`` of a norm module: kind ``"ln"`` (mean removed), ``"rms"``
+    or ``"none"`` (identity); gain and bias tensors or None (1 and 0); Gemma's RMSNorm gain is
+    ``1 + weight``. None for a module it does not know."""
+    import torch
+
+    name = type(mod).__name__
+    if isinstance(mod, torch.nn.Identity):
+        return ("none", None, None, 0.0)
+    if isinstance(mod, torch.nn.LayerNorm):
+        return ("ln", mod.weight, mod.bias, float(mod.eps))
+    if name == "OlmoLayerNorm":
+        return ("ln", None, None, 1e-5)
+    if name.startswith("Gemma") and name.endswith("RMSNorm"):
+        return ("rms", 1.0 + mod.weight.float(), None, float(mod.eps))
+    if hasattr(mod, "variance_epsilon") and getattr(mod, "weight", None) is not None:
+        if mod.weight.ndim != 1:
+            return None
+        kind = "ln" if "LayerNorm" in name else "rms"
+        return (kind, mod.weight, None, float(mod.variance_epsilon))
+    return None
+
+
+def _owner(base, attr: str):
+    for cand in (base, getattr(base, "decoder", None), getattr(base, "language_model", None),
+                 getattr(base, "model", None), getattr(base, "transformer", None)):
+        if cand is not None and hasattr(cand, attr):
+            return cand
+    raise InputError(f"cannot find the decoder layers ({attr}) of this "
+                     f"{type(base).__name__}")
+
+
 class HeadModel:
     """Access to every attention head of ``net`` (a transformers model, base or with a head)
     as the module docstring describes. Attributes: ``n_layers``, ``n_heads``, ``n_kv``,
-    ``head_dim``, ``d``, ``kind`` ("gpt2" or "llama"), ``layers`` (the decoder blocks)."""
+    ``head_dim``, ``d``, ``family`` (= ``kind``, the model_type), ``layers`` (the decoder
+    blocks). Refuses an unsupported family in one line (:func:`.families.check_family`)."""
 
     def __init__(self, net):
+        import torch
+
         cfg = net.config
-        mt = getattr(cfg, "model_type", "?")
-        if mt not in SUPPORTED:
-            raise InputError(f"path patching supports {', '.join(SUPPORTED)} models, not "
-                             f"{mt!r}")
+        check_family(cfg)
+        mt = cfg.model_type
+        tc = text_config(cfg)
+        spec = dict(SPECS[mt])
         base = getattr(net, "base_model", net)
-        self.net, self.config = net, cfg
-        if mt == "gpt2":
-            self.kind, self.layers = "gpt2", list(base.h)
-            self.n_heads = int(cfg.n_head)
-            self.d = int(cfg.n_embd)
-            self.head_dim, self.n_kv = self.d // self.n_heads, self.n_heads
-            self.rotary = None
-        else:
-            self.kind, self.layers = "llama", list(base.layers)
-            self.n_heads = int(cfg.num_attention_heads)
-            self.d = int(cfg.hidden_size)
-            self.head_dim = int(self.layers[0].self_attn.head_dim)
-            self.n_kv = int(getattr(cfg, "num_key_value_heads", None) or self.n_heads)
-            self.rotary = base.rotary_emb
+        owner = _owner(base, spec["layers"])
+        self.net, self.config, self.family, self.kind, self.spec = net, tc, mt, mt, spec
+        self.layers = list(getattr(owner, spec["layers"]))
         self.n_layers = len(self.layers)
-        self._pos = {}
+        self.n_heads = int(tc.num_attention_heads)
+        self.d = int(tc.hidden_size)
+        a0 = self.attention(0)
+        self.head_dim = int(getattr(a0, "head_dim", None) or getattr(a0, "head_size", None)
+                            or self.d // self.n_heads)
+        mq = bool(getattr(tc, "multi_query", False))
+        if mt == "falcon":
+            new = bool(getattr(tc, "new_decoder_architecture", False))
+            self.n_kv = int(tc.num_kv_heads) if new else 1 if mq else self.n_heads
+            spec["qkv"] = "falcon" if new else "concat" if mq else "per_head"
+        elif mt == "gpt_bigcode":
+            self.n_kv = 1 if mq else self.n_heads
+            spec["qkv"] = "concat" if mq else "per_head"
+        elif spec["qkv"] in ("gpt2", "per_head") or mt in ("gptj", "opt"):
+            self.n_kv = self.n_heads
+        else:
+            self.n_kv = int(getattr(tc, "num_key_value_heads", None) or self.n_heads)
+        self.rotary = getattr(owner, "rotary_emb", None) if spec["rope"] else None
+        self._typed = self.rotary is not None and "layer_type" in inspect.signature(
+            self.rotary.forward).parameters
+        self._mod = sys.modules[type(a0).__module__]
+        self._clip = getattr(tc, "clip_qkv", None) if mt == "olmo" else None
+        self._mult = float(getattr(tc, "residual_multiplier", 1.0)) if mt == "granite" else 1.0
+        self._parallel = parallel(tc, spec)
+        self._identity = torch.nn.Identity()
+        self._pos: dict = {}
+        self._alibi: dict = {}
+        for li in range(self.n_layers):
+            post = self.post_norm(li)
+            if post is not None and (norm_spec(post) or ("",))[0] != "rms":
+                raise InputError(f"{mt}: unknown post-attention norm {type(post).__name__}")
 
     # modules ---------------------------------------------------------------------------
     def attention(self, layer: int):
-        blk = self.layers[layer]
-        return blk.attn if self.kind == "gpt2" else blk.self_attn
+        return getattr(self.layers[layer], self.spec["attn"])
 
     def norm(self, layer: int):
-        blk = self.layers[layer]
-        return blk.ln_1 if self.kind == "gpt2" else blk.input_layernorm
+        """The attention's input norm (identity where the block has none: OLMo-2/3)."""
+        for name in self.spec["norm"] or ():
+            mod = getattr(self.layers[layer], name, None)
+            if mod is not None:
+                return mod
+        return self._identity
+
+    def norm_spec(self, layer: int):
+        """:func:`norm_spec` of :meth:`norm`."""
+        return norm_spec(self.norm(layer))
 
     def output_projection(self, layer: int):
         """The module whose input is the layer's ``z`` ``(N, T, H d_h)``."""
-        a = self.attention(layer)
-        return a.c_proj if self.kind == "gpt2" else a.o_proj
+        return getattr(self.attention(layer), self.spec["out"])
+
+    def post_norm(self, layer: int):
+        """The norm applied to the attention's output before the residual add (Gemma-2/3,
+        OLMo-2/3), else None."""
+        name = self.spec["post"]
+        return None if name is None else getattr(self.layers[layer], name)
+
+    def contribution_module(self, layer: int):
+        """The module whose forward output (a tensor) is what the layer's attention adds to
+        the residual stream, times :meth:`contribution_factor`: the post-attention norm of a
+        post-norm block, else the output projection (Bloom's attention module returns the
+        residual added already, so the projection is the one module that is exact for
+        every pre-norm family)."""
+        post = self.post_norm(layer)
+        return post if post is not None else self.output_projection(layer)
+
+    def contribution_factor(self, layer: int) -> float:
+        """What the block multiplies :meth:`contribution_module`'s output by before adding it
+        (Granite's ``residual_multiplier``; 1 otherwise)."""
+        return self._mult
+
+    def parallel(self, layer: int) -> bool:
+        """Whether attention and MLP read the same residual (GPT-J, Phi, Cohere, parallel
+        GPT-NeoX / StableLM / Falcon)."""
+        return self._parallel
 
     # projections -----------------------------------------------------------------------
     def head_weight(self, layer: int, which: int, index: int):
         """(W ``(d, d_h)``, bias ``(d_h,)`` or None) of projection ``which`` (0 q, 1 k, 2 v)
         of query head / key-value group ``index``: the head's part is ``xn @ W + bias``."""
-        a, dh = self.attention(layer), self.head_dim
-        lo = index * dh
-        if self.kind == "gpt2":
-            lo += which * self.d
-            return a.c_attn.weight[:, lo:lo + dh], a.c_attn.bias[lo:lo + dh]
-        mod = (a.q_proj, a.k_proj, a.v_proj)[which]
+        import torch
+
+        a, dh, lay = self.attention(layer), self.head_dim, self.spec["qkv"]
+        names = self.spec["qkv_names"]
+        if lay == "separate":
+            mod, lo = getattr(a, names[which]), index * dh
+        else:
+            mod = getattr(a, names[0])
+            h, kv = self.n_heads, self.n_kv
+            if lay == "gpt2":
+                lo = which * self.d + index * dh
+            elif lay == "concat":
+                lo = (0, h * dh, (h + kv) * dh)[which] + index * dh
+            elif lay == "per_head":
+                lo = (3 * index + which) * dh
+            else:  # falcon: per key/value group [q_1 … q_r, k, v]
+                r = h // kv
+                g, j = (index // r, index % r) if which == 0 else (index, r + which - 1)
+                lo = (g * (r + 2) + j) * dh
         b = None if mod.bias is None else mod.bias[lo:lo + dh]
-        return mod.weight[lo:lo + dh].T, b
+        if isinstance(mod, torch.nn.Linear):
+            return mod.weight[lo:lo + dh].T, b
+        return mod.weight[:, lo:lo + dh], b  # Conv1D: (in, out)
 
     def _proj(self, layer: int, which: int, index: int, xn):
         """Projection ``which`` of head/group ``index``: ``(N, T, d_h)``."""
@@ -107,25 +209,67 @@ class HeadModel:
         out = xn @ w
         return out if b is None else out + b
 
-    def _rope(self, x):
-        if self.rotary is None:
-            return x
+    def _positions(self, layer: int, x):
         import torch
 
+        lt = self.config.layer_types[layer] if self._typed else None
         t = x.shape[-2]
-        if t not in self._pos:
-            pos = torch.arange(t, device=x.device)[None]
-            self._pos[t] = self.rotary(x, pos)
-        cos, sin = self._pos[t]
-        return x * cos + _rotate_half(x) * sin
+        if (lt, t, x.dtype) not in self._pos:  # plain tensors, kept for autograd callers too
+            with torch.inference_mode(False), torch.no_grad():
+                like = torch.zeros(1, dtype=x.dtype, device=x.device)
+                pos = torch.arange(t, device=x.device)[None]
+                self._pos[(lt, t, x.dtype)] = (self.rotary(like, pos, lt) if self._typed
+                                               else self.rotary(like, pos))
+        return self._pos[(lt, t, x.dtype)]
 
-    def finish(self, layer: int, which: int, u):
-        """What follows the projection ``u``: QK-norm (Qwen3) and RoPE for q (``which=0``)
-        and k (1); nothing for v (2)."""
+    def _rope(self, layer: int, x):
+        import torch
+
+        if self.rotary is None or not getattr(self.attention(layer), "use_rope", 1):
+            return x
+        if self.spec["rope"] == "gptj":
+            sin, cos = self._positions(layer, x)
+            r = self.attention(layer).rotary_dim or self.head_dim
+            rot = self._mod.apply_rotary_pos_emb(x[..., None, :r], sin, cos)[..., 0, :]
+        else:
+            cos, sin = self._positions(layer, x)
+            r = cos.shape[-1]
+            half = getattr(self._mod, "rotate_half", _rotate_half)
+            rot = x[..., :r] * cos + half(x[..., :r]) * sin
+        return rot if r == x.shape[-1] else torch.cat((rot, x[..., r:]), dim=-1)
+
+    def _qk_norm(self, layer: int, which: int, index, u):
+        import torch
+
+        kind = self.spec["qk"]
+        mod = getattr(self.attention(layer), self.spec["qk_names"][which], None)
+        if kind is None or mod is None:
+            return u
+        if kind == "shared":
+            return mod(u)
+        if kind == "whole":
+            raise InputError(f"{self.family}: the QK-norm spans every head; use query()/key()")
+        if index is None:
+            raise InputError(f"{self.family}: the QK-norm is per head; finish needs the index")
+        if kind == "stablelm":
+            return mod.norms[int(index)](u)
+        v = u.float()  # cohere: LayerNorm without bias, weight (H, d_h)
+        v = v - v.mean(-1, keepdim=True)
+        v = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + mod.variance_epsilon)
+        return (mod.weight[int(index)].float() * v).to(u.dtype)
+
+    def finish(self, layer: int, which: int, u, index: int | None = None):
+        """What follows the projection ``u`` of head/group ``index``: OLMo's clip; for q
+        (``which=0``) and k (1) the QK-norm (per-head norms need ``index``), OPT's query
+        scale and rotary; v (2) only the clip."""
+        if self._clip is not None:
+            u = u.clamp(min=-self._clip, max=self._clip)
         if which == 2:
             return u
-        qk = getattr(self.attention(layer), ("q_norm", "k_norm")[which], None)
-        return self._rope(qk(u) if qk is not None else u)
+        u = self._qk_norm(layer, which, index, u)
+        if which == 0 and self.family == "opt":
+            u = u * self.attention(layer).scaling
+        return self._rope(layer, u)
 
     def group(self, head: int) -> int:
         """The key/value head that query head ``head`` reads (GQA)."""
@@ -135,28 +279,66 @@ class HeadModel:
         """The projection's head index: the query head, or its key/value group."""
         return int(head) if which == 0 else self.group(head)
 
+    def _input(self, layer: int, which: int, head: int, xn):
+        index = self.index(which, head)
+        if self.spec["qk"] == "whole" and which < 2:  # OLMo-2/3: norm over all heads
+            a, dh = self.attention(layer), self.head_dim
+            full = getattr(a, self.spec["qk_names"][which])(
+                getattr(a, self.spec["qkv_names"][which])(xn))
+            return self._rope(layer, full[..., index * dh:(index + 1) * dh])
+        return self.finish(layer, which, self._proj(layer, which, index, xn), index)
+
     def query(self, layer: int, head: int, xn):
-        return self.finish(layer, 0, self._proj(layer, 0, head, xn))
+        return self._input(layer, 0, head, xn)
 
     def key(self, layer: int, head: int, xn):
-        return self.finish(layer, 1, self._proj(layer, 1, self.group(head), xn))
+        return self._input(layer, 1, head, xn)
 
     def value(self, layer: int, head: int, xn):
-        return self._proj(layer, 2, self.group(head), xn)
+        return self._input(layer, 2, head, xn)
 
     # attention -------------------------------------------------------------------------
     def sliding_window(self, layer: int) -> int | None:
         a = self.attention(layer)
         if hasattr(a, "sliding_window"):
             return a.sliding_window
-        return getattr(self.config, "sliding_window", None) if self.kind == "llama" else None
+        if self.spec["rope"] != "half" or getattr(self.config, "use_sliding_window",
+                                                  True) is False:
+            return None
+        return getattr(self.config, "sliding_window", None)
 
-    def pattern(self, layer: int, q, k):
-        """``softmax(q kᵀ · scaling + mask)`` ``(N, T, T)`` float32 (module docstring)."""
+    def alibi(self, layer: int, head: int, t: int):
+        """The ALiBi bias ``(t,)`` of ``head`` over key positions (Bloom), by the model's own
+        ``build_alibi_tensor``; None for other families."""
+        if self.spec["alibi"] is None:
+            return None
         import torch
 
-        t = q.shape[-2]
-        s = (q @ k.transpose(-1, -2)) * float(self.attention(layer).scaling)
+        if t not in self._alibi:
+            with torch.inference_mode(False), torch.no_grad():
+                mask = torch.ones(1, t, dtype=torch.long)
+                self._alibi[t] = self._mod.build_alibi_tensor(mask, self.n_heads, torch.float32)
+        return self._alibi[t][int(head), 0]
+
+    def pattern(self, layer: int, q, k, head: int | None = None):
+        """``softmax(cap · tanh(S / cap) + mask)`` ``(N, T, T)`` float32 (module docstring);
+        ``head`` (the query head) is needed for ALiBi (Bloom)."""
+        import torch
+
+        a, t = self.attention(layer), q.shape[-2]
+        s = q @ k.transpose(-1, -2)
+        if self.spec["alibi"] is not None:
+            if head is None:
+                raise InputError(f"{self.family}: ALiBi attention needs the head for its "
+                                 f"pattern")
+            s = self.alibi(layer, head, t).to(s.dtype) + s * a.inv_norm_factor  # Bloom
+        elif self.family == "falcon":
+            s = s / math.sqrt(self.head_dim)
+        elif self.family != "opt":  # OPT scales the query (finish)
+            s = s * float(a.scaling)
+        cap = getattr(a, "attn_logit_softcapping", None)
+        if cap:
+            s = torch.tanh(s / cap) * cap
         i = torch.arange(t, device=q.device)
         allowed = i[None, :] <= i[:, None]
         w = self.sliding_window(layer)
@@ -165,19 +347,80 @@ class HeadModel:
         s = s.masked_fill(~allowed, float("-inf"))
         return torch.softmax(s.float(), dim=-1)
 
-    def source_weight(self, layer: int, head: int):
-        """``(d_h, d)``: the rows of the output projection that head ``head`` of ``layer``
-        writes through (``z_s @ source_weight`` is its output, no bias)."""
+    # sources ---------------------------------------------------------------------------
+    def _o(self, layer: int, head: int):
+        """The head's rows of the output projection ``(d_h, d)``, times the post-norm gain."""
+        import torch
+
         dh, lo = self.head_dim, int(head) * self.head_dim
         proj = self.output_projection(layer)
-        if self.kind == "gpt2":
-            return proj.weight[lo:lo + dh]
-        return proj.weight[:, lo:lo + dh].T
+        if isinstance(proj, torch.nn.Linear):
+            w = proj.weight[:, lo:lo + dh].T
+        else:
+            w = proj.weight[lo:lo + dh]
+        post = self.post_norm(layer)
+        if post is not None:
+            g = norm_spec(post)[1]
+            w = w if g is None else w * g.to(w.dtype)
+        return w
 
-    def source_output(self, layer: int, head: int, z):
+    def source_weight(self, layer: int, head: int):
+        """``(d_h, d)``: ``O_s`` of the module docstring; what head ``head`` of ``layer``
+        writes into the residual is ``(z · source_scale) @ source_weight``."""
+        w = self._o(layer, head)
+        return w if self._mult == 1.0 else w * self._mult
+
+    def source_scale(self, layer: int, clean):
+        """``r`` ``(N, T, 1)`` of a post-norm block from ``clean``, the clean output of
+        layer ``layer``'s attention (the post-norm's input, ``(N, T, d)``): ``1/rms``, the
+        norm's statistics held at their clean value; None for pre-norm blocks."""
+        post = self.post_norm(layer)
+        if post is None:
+            return None
+        import torch
+
+        eps = norm_spec(post)[3]
+        return torch.rsqrt(clean.float().pow(2).mean(-1, keepdim=True) + eps)
+
+    def source_output(self, layer: int, head: int, z, scale=None):
         """What head ``head`` of ``layer`` writes into the residual, ``(N, T, d)``, from its
-        slice ``z`` ``(N, T, d_h)`` of the output projection's input (no bias)."""
-        return z @ self.source_weight(layer, head)
+        slice ``z`` ``(N, T, d_h)`` of the output projection's input (no bias);
+        ``scale`` = :meth:`source_scale` (required for post-norm blocks)."""
+        out = z @ self.source_weight(layer, head)
+        if scale is None:
+            if self.post_norm(layer) is not None:
+                raise InputError(f"{self.family}: a head's output through the post-attention "
+                                 f"norm needs the layer's clean scale (source_scale)")
+            return out
+        return out * scale
+
+    def source_contribution(self, layer: int, head: int, z, clean):
+        """Head ``head``'s share ``(N, T, d)`` of :meth:`contribution_module`'s output from
+        its slice ``z`` (as :meth:`source_output`); ``clean`` (the clean output of the
+        layer's attention, ``(N, T, d)``) gives a post-norm block its clean scale and is
+        ignored otherwise. Equals :meth:`source_output` except for
+        :meth:`contribution_factor`; the shares of all heads plus :meth:`contribution_bias`
+        are the module's output."""
+        out = z @ self._o(layer, head)
+        scale = self.source_scale(layer, clean)
+        return out if scale is None else out * scale
+
+    def contribution_bias(self, layer: int, clean=None):
+        """The part of :meth:`contribution_module`'s output no head writes (the output
+        projection's bias, through the post-norm's gain and clean scale), or None."""
+        b = self.output_projection(layer).bias
+        post = self.post_norm(layer)
+        if b is None or post is None:
+            return b
+        g = norm_spec(post)[1]
+        b = b if g is None else b * g.to(b.dtype)
+        return b * self.source_scale(layer, clean)
+
+    def fold_applies(self, layer: int) -> bool:
+        """Whether :class:`.fold.Fold` can fold receiver layer ``layer`` (a known input norm
+        and a per-head QK-norm); else it recomputes the norm on the patched residual."""
+        spec = self.norm_spec(layer)
+        return spec is not None and spec[0] != "none" and self.spec["qk"] != "whole"
 
 
-__all__ = ["LLAMA_FAMILY", "SUPPORTED", "HeadModel"]
+__all__ = ["ENCODERS", "LLAMA_FAMILY", "SUPPORTED", "HeadModel", "check_family", "norm_spec"]
