@@ -1,4 +1,4 @@
-"""CF-convention attributes on every netCDF file of an output folder (issue 37).
+"""CF-convention attributes on every netCDF file of an output folder.
 
 :func:`annotate` returns a shallow copy of a Dataset (the caller's is not changed) with
 

@@ -17,10 +17,8 @@ error during a range read switches the file to a whole download, announced by on
 stderr (``rmtbase: note: …``): the ``whole`` callable given (the hub's
 :func:`huggingface_hub.hf_hub_download`), else a streamed download into the user cache. The
 values read are the same either way: they are the file's bytes. The download streams into a
-temporary file outside :func:`rmtbase.files.interrupts.deferred` and is renamed into place
-only when whole, so a Ctrl-C while the server stalls ends it at once, as during a range read
-(in the main thread a signal interrupts the blocking socket read), not after
-:data:`~rmtbase.files.transport.TIMEOUT`; the temporary file is removed.
+temporary file outside :func:`rmtbase.files.interrupts.deferred`, renamed into place only when
+whole, so a Ctrl-C while the server stalls ends it at once (the temporary file is removed).
 
 **Cache.** Fetched ranges are stored under ``<user cache>/remote/<key>/<lo>-<hi>`` (written
 atomically, :mod:`rmtbase.files.atomic`), ``key`` a hash of the URL and of the server's
