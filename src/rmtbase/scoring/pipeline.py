@@ -30,7 +30,7 @@ from .layer_stats import RawUnits, layer_stats, safe_factors
 from .null_checks import report_undefined
 from .profile import add_profile, factor_profile, null_storage
 from .qk_histogram import add_qk_hist
-from .reference import GAUSSIAN_AXES, Cells, NullStart
+from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart
 from .sequential import decide
 from .spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
 
@@ -120,7 +120,7 @@ def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
     out.detected.append(quant)
     out.null_records.append(null_st)
     out.unmatched |= bad
-    if opts.null.per_head:
+    if opts.null.needs_factors:
         out.factors.append((wq, wk))
 
 
@@ -166,9 +166,9 @@ def references(null, null_storages, cells: Cells, opts: Options) -> list:
     """The null's references (:meth:`rmtbase.stats.null_kind.Null.reference`): one per storage
     among the layers (``null_storages``: per layer a record of :mod:`rmtbase.stats.storage`,
     handed to the null as it is), shared by the layers stored alike; a null drawn per head
-    (:attr:`~rmtbase.stats.null_kind.Null.per_head`) one for every layer."""
+    (:attr:`~rmtbase.stats.null_kind.Null.draws_per_head`) one for every layer."""
     kw = dict(draws=opts.draws, seed=opts.seed, progress=opts.progress)
-    if null.per_head:
+    if null.draws_per_head:
         return [null.reference(cells, null_storages[0], **kw)]
     groups: dict = {}
     for i, ns in enumerate(null_storages):
@@ -206,13 +206,20 @@ def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> Non
     add_axes_decision(ds, axis_nulls, alpha=opts.alpha)
 
 
-def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int):
-    """The spectrum band, the layer coordinate, per-layer null storage and quantisation."""
+def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int, refs=()):
+    """The spectrum band (the references' own, :meth:`~.reference.Reference.spectrum_band`;
+    the Gaussian band where none is given), the layer coordinate, per-layer null storage and
+    quantisation."""
+    band = None
     if opts.spectrum_draws:
+        n = int(opts.spectrum_draws)
+        band = refs[0].spectrum_band(n, seed=opts.seed) if refs else GAUSSIAN_BAND
+    if band is GAUSSIAN_BAND:
         # the float32 spectral table's program is shared where a layer's null is a float
         # storage; a score with only block-quantised nulls compiles the band's leaner one
-        band = null_spectrum_band(d, d_h, int(opts.spectrum_draws), seed=opts.seed,
+        band = null_spectrum_band(d, d_h, n, seed=opts.seed,
                                   share_table=any(s.is_float for s in read.null_records))
+    if band is not None:
         ds["null_spectrum"] = (("quantile", "rank"), band)
         ds["null_spectrum"].attrs["definition"] = (
             f"quantiles of the sorted normalised null spectrum over {int(opts.spectrum_draws)} "
@@ -259,7 +266,8 @@ def score(info, layers, opts: Options, label=None):
     values, tested, unreliable = _values(read, opts)
     d, d_h = int(info.d), int(info.d_h)
     cells = Cells(d, d_h, opts.kind, tuple(tested), factors=read.factors,
-                  element_draws=int(opts.element_draws), start=opts.start)
+                  element_draws=int(opts.element_draws), start=opts.start,
+                  heads=tuple(int(n) for n in values["q.rms"].shape))
     refs = references(opts.null, read.null_records, cells, opts)
     out = decide(refs, values, tested, Decision(opts.null, opts.alpha, info.group_size,
                                                 unreliable, opts.max_draws, opts.progress))
@@ -267,7 +275,7 @@ def score(info, layers, opts: Options, label=None):
     attrs = type(refs[0]).attrs(refs, read.layer_ids, opts.max_draws)
     _add_spectra(ds, read, refs, out.values, d, d_h)
     _add_profile(ds, read, refs, opts, d, d_h)
-    ds = _add_layers(ds, read, opts, d, d_h)
+    ds = _add_layers(ds, read, opts, d, d_h, refs)
     ds.attrs.update(attrs)
     _provenance(ds, info, read, opts, label)
     if out.undefined:

@@ -1,7 +1,7 @@
 """The draws a null puts beside the heads: :class:`Cells` (what is scored) and the references
 a null returns for them (:meth:`rmtbase.stats.null_kind.Null.reference`).
 
-A null owns its reference (issue 50): :func:`rmtbase.scoring.score.score_heads` asks each
+A null owns its reference: :func:`rmtbase.scoring.score.score_heads` asks each
 null for the draws of the layers stored alike and never forks on which null it holds. The
 null value lives in ``stats`` (the lowest part every user imports) and cannot import the
 tables or the permutations, so :class:`Cells` carries the drawing machinery and the null
@@ -19,10 +19,12 @@ own returns any :class:`Reference` (``tests/test_null_reference.py``).
   the heads whose decision is open when the caller did not fix them
   (:mod:`rmtbase.scoring.head_growth`).
 
-A reference says its profile null (:meth:`Reference.profile_null`, abstract: issue 58, no
-silent Gaussian default): :data:`GAUSSIAN_AXES` (the Gaussian factor-axes null at each layer's
+A reference says its profile null (:meth:`Reference.profile_null`, abstract: no silent
+Gaussian default): :data:`GAUSSIAN_AXES` (the Gaussian factor-axes null at each layer's
 storage, shared by the heads: the table reference's choice) or its own draws
-``{axis: (layer, head, draws)}`` (the permutation reference's, each head's entries shuffled).
+``{axis: (layer, head, draws)}`` over ``cells.heads`` (the permutation reference's, each head's
+entries shuffled); and its spectrum band (:meth:`Reference.spectrum_band`: the Gaussian band
+only for a null that declares it its own, else its own or none).
 """
 
 from __future__ import annotations
@@ -68,8 +70,11 @@ class NullStart:
 class Cells:
     """The heads a reference is drawn for: shape (d, d_h), statistic kind ("all", "spectral",
     "elementwise") and the statistics tested, the layers' positions ``rows`` among those scored
-    (None: all), their factors (only for a null drawn per head), element draws per head, the
-    least sizes the tables start from (:class:`NullStart`)."""
+    (None: all), their factors (only for a null that
+    :attr:`~rmtbase.stats.null_kind.Null.needs_factors`), element draws per head, the least
+    sizes the tables start from (:class:`NullStart`) and ``heads``: (layers scored, heads per
+    layer), the shape of what :meth:`Reference.profile_null` returns per axis (before its
+    draws)."""
 
     d: int
     d_h: int
@@ -79,6 +84,7 @@ class Cells:
     factors: list = field(default_factory=list)
     element_draws: int = 0
     start: NullStart = NullStart()
+    heads: tuple = ()
 
     def at(self, rows) -> Cells:
         """These cells restricted to the layers ``rows``."""
@@ -112,6 +118,11 @@ class Cells:
 #: layer's storage (:func:`rmtbase.scoring.profile_cache.cached_profile_null`), which then
 #: enters the head decision beside the statistics (:mod:`rmtbase.decision.combined`).
 GAUSSIAN_AXES = "the Gaussian factor-axes null at each layer's storage"
+
+
+#: What :meth:`Reference.spectrum_band` returns to choose the Gaussian null's spectrum band
+#: (:func:`rmtbase.scoring.spectrum_band.null_spectrum_band`).
+GAUSSIAN_BAND = "the Gaussian null's spectrum band"
 
 
 class Reference(ABC):
@@ -156,6 +167,16 @@ class Reference(ABC):
     def profile_null(self):
         """The profile's factor axes' null under this reference (module docstring): the
         :data:`GAUSSIAN_AXES` or ``{axis: (layer, head, draws)}`` of every layer scored."""
+
+    def spectrum_band(self, n_draws: int, *, seed: int):
+        """The spectrum figure's null band under this reference, from ``n_draws`` draws:
+        :data:`GAUSSIAN_BAND` (the Gaussian null's,
+        :func:`~rmtbase.scoring.spectrum_band.null_spectrum_band`) for a null with
+        :attr:`~rmtbase.stats.null_kind.Null.gaussian_spectrum_band`, else None (the scores
+        carry no ``null_spectrum``); a reference with draws of its own overrides it to return
+        quantiles :data:`~rmtbase.scoring.spectrum_band.SPECTRUM_QUANTILES` of its sorted
+        self-normalised spectra, ``(quantiles, d_h)``."""
+        return GAUSSIAN_BAND if self.null.gaussian_spectrum_band else None
 
     @staticmethod
     def attrs(refs, layer_ids, max_draws) -> dict:
@@ -255,4 +276,4 @@ def spectral_names(tested) -> list[str]:
     return [k for k in tested if is_spectral(k)]
 
 
-__all__ = ["GAUSSIAN_AXES", "Cells", "NullStart", "PermutationReference", "Reference", "TableReference", "spectral_names"]
+__all__ = ["GAUSSIAN_AXES", "GAUSSIAN_BAND", "Cells", "NullStart", "PermutationReference", "Reference", "TableReference", "spectral_names"]

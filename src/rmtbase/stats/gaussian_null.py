@@ -26,15 +26,18 @@ class GaussianNull(Null):
 
     name: ClassVar[str] = "gaussian"
     tests_entry_law: ClassVar[bool] = True
-    per_head: ClassVar[bool] = False
+    draws_per_head: ClassVar[bool] = False
+    needs_factors: ClassVar[bool] = False
+    shared_table: ClassVar[bool] = True
+    gaussian_spectrum_band: ClassVar[bool] = True
+    gaussian_qk_overlap: ClassVar[bool] = True
     stored_like_checkpoint: ClassVar[bool] = True
     scores_components: ClassVar[bool] = True
     scores_deltas: ClassVar[bool] = True
     #: default draws of the Gaussian-factor composition null (exact law, reduced sampler),
-    #: sized by its own error as the statistics' joint null (issue 56: the realised size of
-    #: p <= 0.05, shared by every model of a shape, has sd sqrt(0.05 * 0.95 / N), at most a
-    #: quarter of a 1,000-pair binomial se from N >= 16,000; rmtbase.scoring.joint_stopping.
-    #: needed_draws; tests/test_pvalue_composition_size.py). 2,000 before.
+    #: sized by its own error as the statistics' joint null (the realised size of p <= 0.05,
+    #: shared by every model of a shape, has sd sqrt(0.05 * 0.95 / N), at most a quarter of a
+    #: 1,000-pair binomial se from N >= 16,000; rmtbase.scoring.joint_stopping.needed_draws).
     composition_draws: ClassVar[int] = 18_000
     #: the ensemble its draws come from (:mod:`rmtbase.ensembles`): W_Q, W_K i.i.d. Gaussian
     #: factors of shape (d_h, d), so W_QK has rank d_h ("lowrank", not the full-rank d x d

@@ -31,7 +31,10 @@ A null carries its behaviour, as numpyro's ``Distribution`` does: its draws
 (:meth:`Null.reference`, whose :class:`~rmtbase.scoring.reference.Reference` says its own
 profile null: no Gaussian default), what it tests (:attr:`Null.tests_entry_law`,
 :meth:`Null.enters`) and its capabilities as attributes, read instead of asking which class it
-is: :attr:`Null.per_head`, :attr:`Null.min_element_draws`, :attr:`Null.stored_like_checkpoint`
+is: :attr:`Null.draws_per_head`, :attr:`Null.needs_factors`, :attr:`Null.shared_table`
+(:attr:`Null.per_head`, derived, answers all three for a subclass that sets it),
+:attr:`Null.gaussian_spectrum_band`, :attr:`Null.gaussian_qk_overlap`,
+:attr:`Null.min_element_draws`, :attr:`Null.stored_like_checkpoint`
 (its draws put through each layer's storage, :meth:`Null.at_storage`),
 :attr:`Null.scores_components` (``--components``), :attr:`Null.scores_deltas` (``--base``) and
 :attr:`Null.composition_draws` (a head-pair composition null,
@@ -76,8 +79,26 @@ class Null(ABC):
     name: ClassVar[str] = ""
     #: whether the entry law is tested (the ``entry law`` statistics enter the decision)
     tests_entry_law: ClassVar[bool] = True
-    #: whether the draws are made from each head's own entries (no shared table)
-    per_head: ClassVar[bool] = False
+    #: whether each head is compared with draws of its own (made for that head alone), not
+    #: with draws shared by the heads of one shape and storage; its references are asked once
+    #: for every layer scored, and its draws may grow per head
+    draws_per_head: ClassVar[bool] = False
+    #: whether :meth:`reference` is handed the heads' factors (``cells.factors``: per layer
+    #: ``(wq, wk)``, each ``(heads, d_h, d)``); else the factors are not kept for it
+    needs_factors: ClassVar[bool] = False
+    #: whether its draws form one table per shape and storage shared by the heads, which a
+    #: collection may grow in common (an entry behind another of its shape is re-scored from
+    #: the larger sizes, :class:`rmtbase.scoring.reference.NullStart`)
+    shared_table: ClassVar[bool] = True
+    #: whether the spectrum figure's band of the Gaussian null
+    #: (:func:`rmtbase.scoring.spectrum_band.null_spectrum_band`) is this null's band; else
+    #: its reference draws its own (:meth:`rmtbase.scoring.reference.Reference.spectrum_band`)
+    #: or the scores have none
+    gaussian_spectrum_band: ClassVar[bool] = False
+    #: whether composition's within-layer QK-overlap test against independent Gaussian factors
+    #: (:mod:`rmtbase.scoring.composition_overlap`) is the test under this null; composition
+    #: is refused up front for a null without it
+    gaussian_qk_overlap: ClassVar[bool] = False
     #: fewest element draws per head with element statistics (0: none are drawn per head)
     min_element_draws: ClassVar[int] = 0
     #: the storage its draws are put through (float32: none; a null stored like the
@@ -102,8 +123,17 @@ class Null(ABC):
     composition_draws: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kw):
-        """Register a concrete subclass that sets its own :attr:`name` (module docstring)."""
+        """Register a concrete subclass that sets its own :attr:`name` (module docstring). A
+        subclass that sets ``per_head`` has its three questions answered from it
+        (:attr:`per_head`) where it does not answer them itself."""
         super().__init_subclass__(**kw)
+        if "per_head" in cls.__dict__:
+            one = bool(cls.__dict__["per_head"])
+            for attr, value in (("draws_per_head", one), ("needs_factors", one),
+                                ("shared_table", not one)):
+                if attr not in cls.__dict__:
+                    setattr(cls, attr, value)
+            delattr(cls, "per_head")  # the property derives it again
         name = cls.__dict__.get("name")
         if not name or is_abstract(cls):
             return
@@ -114,6 +144,13 @@ class Null(ABC):
             raise TypeError(f"a null named {name!r} is already registered "
                             f"({old.__module__}.{old.__qualname__})")
         REGISTRY.register(name, cls)
+
+    @property
+    def per_head(self) -> bool:
+        """:attr:`draws_per_head` (a compatibility name: a subclass that sets ``per_head``
+        answers :attr:`draws_per_head`, :attr:`needs_factors` and not :attr:`shared_table`
+        with it, :meth:`__init_subclass__`)."""
+        return self.draws_per_head
 
     @staticmethod
     def parse(text, *, storage: str = "float32") -> Null:

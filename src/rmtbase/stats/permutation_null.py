@@ -21,7 +21,15 @@ class PermutationNull(Null):
 
     name: ClassVar[str] = "permutation"
     tests_entry_law: ClassVar[bool] = False
-    per_head: ClassVar[bool] = True
+    draws_per_head: ClassVar[bool] = True
+    needs_factors: ClassVar[bool] = True
+    shared_table: ClassVar[bool] = False
+    #: the spectrum figure's band and the QK-overlap test are the Gaussian null's: the
+    #: self-normalised spectrum of a product of factors with i.i.d. entries of finite variance
+    #: has the Gaussian product's limit law (universality of MP⊠MP, Burda et al. 2010), and
+    #: the overlap's permutation null would cost the run's GEMMs per draw
+    gaussian_spectrum_band: ClassVar[bool] = True
+    gaussian_qk_overlap: ClassVar[bool] = True
     #: Fewest permutations with W_QK element statistics the permutation null can decide on:
     #: the per-head calibration (rmtbase.decision.omnibus) uses only draws where every
     #: statistic is defined, and needs 20 of them.
