@@ -3,7 +3,9 @@
 The CLI is thin: each command lives in its own module ``rmtbase.cli.<command>`` (``-`` in a
 command's name is ``_`` in its module's) that defines
 ``add_parser(subparsers)`` and ``run(args) -> int`` and calls plain library functions. Heavy
-imports (JAX, torch) happen inside ``run``, so ``rmtbase --help`` is fast.
+imports (JAX, torch) happen inside ``run``, so ``rmtbase --help`` is fast; a module's optional
+``early(args)`` makes the checks that need none (single values, an ``--out`` that is a file)
+before them, so such a refusal costs what ``--help`` costs.
 
 Interrupts (:mod:`rmtbase.files.interrupts`): the executable ends at once on Ctrl-C while it
 starts (argument parsing, then the loading of the command's heavy modules, :data:`PRELOAD`),
@@ -92,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         p = module.add_parser(sub)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _early=getattr(module, "early", None))
     return parser
 
 
@@ -102,6 +104,12 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    if args._early is not None:  # the checks that need no heavy import: before start-up's
+        try:
+            args._early(args)
+        except RmtbaseError as exc:
+            message(f"rmtbase: error: {exc}", final=True)
+            return 2
     if _ready is not None:  # the executable: end of start-up (console_main)
         _ready(args)
     try:

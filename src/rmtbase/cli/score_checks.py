@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from ..checks import MIN_NULL_DRAWS
 from ..errors import InputError
 from ..stats.null_protocol import Null
 from ..stats.null_registry import REGISTRY
@@ -48,7 +49,12 @@ class Plan:
 #: one-line message, formatted with ``a`` the options and ``p`` the :class:`~._scorePlan`
 #: so far (None for the checks of single values)).
 _VALUE_RULES = (
-    (lambda a: a.draws is not None and a.draws < 2, "--draws must be at least 2, got {a.draws}"),
+    (lambda a: a.draws is not None and a.draws < MIN_NULL_DRAWS,
+     f"--draws must be at least {MIN_NULL_DRAWS} (the omnibus calibration of each head's p "
+     "reads the 10 largest null statistics), got {a.draws}"),
+    (lambda a: a.component_draws is not None and a.component_draws < MIN_NULL_DRAWS,
+     f"--component-draws must be at least {MIN_NULL_DRAWS} (the omnibus calibration of each "
+     "matrix's p reads the 10 largest null statistics), got {a.component_draws}"),
     (lambda a: a.max_draws is not None and a.max_draws < 2,
      "--max-draws must be at least 2, got {a.max_draws}"),
     (lambda a: a.element_draws < 0, "--element-draws must be >= 0, got {a.element_draws}"),
@@ -89,6 +95,15 @@ def _refuse(rules, *args) -> None:
 def _lacking(capability: str) -> str:
     """The registered nulls without ``capability`` (:mod:`rmtbase.stats.null_kind`), by name."""
     return "/".join(n for n, cls in REGISTRY.items() if not getattr(cls, capability))
+
+
+def early(args: argparse.Namespace) -> None:
+    """The checks of single values and of an ``--out`` that is a file, made at start-up before
+    the heavy imports (:mod:`rmtbase.cli`); :func:`checked` makes them again with the rest."""
+    from ._output import early_out
+
+    _refuse(_VALUE_RULES, args)
+    early_out(args)
 
 
 def checked(args: argparse.Namespace) -> Plan:
@@ -196,8 +211,6 @@ def components_arg(args, null):
     if not null.scores_components:
         raise InputError("--components compares whole matrices with the Gaussian null; it "
                          f"does not combine with --null {null.name} (scores_components)")
-    if args.component_draws is not None and args.component_draws < 2:
-        raise InputError(f"--component-draws must be at least 2, got {args.component_draws}")
     if args.component_draws is not None:
         from ..baseline.matrix_null import check_matrix_null_size
 
@@ -265,4 +278,4 @@ def check_ov(model, revision, allow_pickle: bool) -> None:
 
 
 __all__ = ["Plan", "check_composition", "check_ov", "check_probe", "checked", "components_arg",
-           "probe_text"]
+           "early", "probe_text"]

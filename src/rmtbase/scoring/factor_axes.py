@@ -1,59 +1,31 @@
-"""The profile's four factor axes — alignment, symmetry, W_Q's and W_K's input focus — for
-model heads and for their Gaussian null: one compiled program computes them from a head's
-factors (:func:`factor_profile`, the same for heads and for null draws of the factor path), and
-:func:`profile_null` draws their null at a model's (d, d_h). The axes themselves, and how a
-score reads them, are :mod:`rmtbase.scoring.profile`'s; the statistics are
-:mod:`rmtbase.stats.alignment`'s.
+"""The profile's four factor axes — alignment, symmetry, W_Q's and W_K's input focus — for model
+heads (:func:`factor_profile`, one compiled program) and their Gaussian null at a model's
+(d, d_h) (:func:`profile_null`). How a score reads them: :mod:`rmtbase.scoring.profile`; the
+statistics: :mod:`rmtbase.stats.alignment`.
 
-How the Gaussian null is drawn — exactly the law of the factor statistics, at a fraction of
-the cost (the profile's analogue of the spectral tables' fast path, :mod:`rmtbase.ensembles.wishart`):
+The Gaussian null is drawn in exactly the law of the factor statistics, at a fraction of the cost:
 
-- **alignment and symmetry** depend on the factors only through the Gram of the stacked
-  X = [W_Q; W_K] (2d_h × d): ⟨W_Q, W_K⟩ = tr G_QK, ‖W‖² = tr G, tr(W_QK²) = tr(G_QK²),
-  ‖W_QK‖² = tr(G_Q G_K). For i.i.d. N(0, 1) entries and d ≥ 2d_h, X = L Q with Q orthonormal
-  rows and L L^T = X X^T ~ Wishart W_{2d_h}(I, d), L its Bartlett factor
-  (:func:`rmtbase.ensembles.wishart.gram_cholesky`); so the reduced factors
-  (L[:d_h], L[d_h:]), each d_h × 2d_h, have the Gram — and the statistics — of the factors
-  in law, and go through the same functions (:func:`rmtbase.stats.alignment.alignment`,
-  :func:`~rmtbase.stats.alignment.symmetry`). For d < 2d_h the factors are drawn as they are.
-  Cost: 2d_h² normals instead of 2 d_h d (at the LLaMA-3-8B shape 4096 × 128, 1/16).
-- **input focus** is the squared coefficient of variation of the d column energies
-  e_j = Σ_i W[i, j]², which for i.i.d. N(0, 1) entries are i.i.d. χ²_{d_h}: they are drawn as
-  such (:func:`rmtbase.ensembles.chisquare.chisquare`, exact) and go through the same
-  :func:`~rmtbase.stats.alignment.energy_cv2` as a head's energies.
-- The axes are read one at a time (p, band and BH per axis), so drawing them from
-  independent variates, rather than jointly from one pair of factors, leaves every output's
-  law unchanged.
-- **Storage**: float16 and bfloat16 heads share the float32 null (:func:`null_storage`), as
-  their spectral statistics do (:func:`rmtbase.baseline.table_contents.fast_spectral`):
-  rounding the factors to bfloat16 moves a draw's four statistics by ≤ 3·10⁻² of their null
-  standard deviation and their mean by ≤ 2·10⁻³ of it (paired, 200 draws at 64 × 8 to 4096 × 128;
-  float16 ten times less; ``tests/test_profile.py`` checks it), far below the null's Monte
-  Carlo error (its median's standard error is ≈ 3·10⁻² sd at 2,000 draws). Block formats and
-  FP8 move entries by ~0.08 σ: their null draws the factors (FP8 inside its 128-row tile) and
-  puts them through the storage round trip (:func:`rmtbase.stats.precision.round_trip`).
+- **alignment and symmetry** depend on the factors only through the Gram of X = [W_Q; W_K]
+  (2d_h × d). For i.i.d. N(0, 1) entries and d ≥ 2d_h, X X^T ~ Wishart W_{2d_h}(I, d) with
+  Bartlett factor L (:func:`rmtbase.ensembles.wishart.gram_cholesky`), so the reduced factors
+  (L[:d_h], L[d_h:]) have the factors' Gram, hence their statistics, in law; they go through the
+  same functions. Cost 2d_h² normals instead of 2 d_h d. For d < 2d_h the factors are drawn whole.
+  :func:`block_axes` draws L as three d_h × d_h blocks and needs two d_h³ products.
+- **input focus** is the squared coefficient of variation of the column energies
+  e_j = Σ_i W[i, j]², i.i.d. χ²_{d_h} under the null: drawn as such
+  (:func:`rmtbase.ensembles.chisquare.chisquare`) and put through the same
+  :func:`~rmtbase.stats.alignment.energy_cv2`.
+- The axes are read one at a time, so drawing them from independent variates leaves every
+  output's law unchanged.
+- **Storage**: float16 and bfloat16 heads share the float32 null (:func:`null_storage`; rounding
+  moves a draw's statistics by ≤ 3·10⁻² null sd, ``tests/test_profile.py``); block formats and
+  FP8 draw whole factors through the storage round trip
+  (:func:`rmtbase.stats.precision.round_trip`).
 
-- **By blocks** (format 3): the Bartlett factor's rows are W_Q = [A, 0] and W_K = [B, C] with
-  A, C lower-triangular (diagonals √χ²_{d}, …, √χ²_{d−2d_h+1}) and B, and the strict lower
-  parts of A and C, i.i.d. N(0, 1); they are drawn as three d_h × d_h blocks and the two
-  statistics computed from them (:func:`block_axes`: two d_h³ products, no triangle gathered),
-  the same law as the gathered factor, the same values to float32 rounding.
-
-Measured (CPU seconds per 250 null heads, one process, 2 cores, bfloat16 heads, against the
-factor draws before): 4.2 → 2.4–2.8 s at the Gemma-3 shape (640 × 256), 11.6 → 0.8–0.9 s at
-4096 × 128, 0.18 → 0.13 s at 384 × 32. By blocks (2026-11-26, load 2–14, CPU s per 2,000
-heads after the compile): 640 × 256 22.3 → 11.2 s, 768 × 64 2.5 → 1.7 s; a new shape's
-compile 4–5 s. So :data:`PROFILE_DRAWS` = 18,000 cost ≈ 100 s of CPU at 640 × 256 and ≈ 15 s
-at 768 × 64, once per shape (cached; the shipped shapes ship them).
-
-How many draws. Every head of a shape is tested against the same N draws, so the rate at
-which null heads reach p ≤ α is not α but the null mass beyond the draws' own (1 − α)
-quantile of |x − median| (a Beta(N(1 − α), Nα) coverage), which is off by
-κ·√(α(1 − α)/N); κ = 1 for a symmetric law (the median's error cancels to first order) and
-measured 0.94–1.05 on all four axes at 768 × 64 (300 resamples of N from 64,000 draws, at
-N = 2,000 and 16,000). A calibration over n heads has binomial se √(α(1 − α)/n); for the null's
-error to be at most a quarter of it at n = 1,000, N ≥ 16 κ² n ≈ 16,000–17,700: 18,000. At
-2,000 draws it was 0.71 of it — why symmetry at 640 × 256 once read 0.077 on 480 heads.
+How many draws: every head of a shape is tested against the same N draws, so the rate at which
+null heads reach p ≤ α is off by κ·√(α(1 − α)/N) (κ measured 0.94–1.05 on the four axes). For
+that to be at most a quarter of a 1,000-head calibration's binomial se, N ≥ 16 κ² n: 18,000
+(:data:`PROFILE_DRAWS`).
 """
 
 from __future__ import annotations
@@ -76,13 +48,10 @@ _CHUNK = 250
 #: Heads of a block-format or FP8 null drawn together inside a chunk's loop (:func:`_stored_null`):
 #: 10, or 5 where d_h ≥ 256 (:func:`_heads`).
 _HEADS = 10
-#: XLA compiler options of the block-format/FP8 chunk's program on the CPU (format 6; issue 59
-#: item 4): LLVM's vectors of 512 bits where the CPU has them (the normals' integer hash and
-#: ``erf_inv``, the round trip) and HLO optimisation level 1 (a shorter compile). Per program,
-#: never ``XLA_FLAGS``; another backend gets none. Measured (:func:`_stored_null`); compile CPU
-#: of the chunk's program (``lower(key).compile()``, one fresh process each, twice, load ≈ 5):
-#: format 5's → format 6's 1.51–1.58 → 1.04 s at 640 × 256 Q5_0 (without level 1: 1.20–1.27),
-#: 1.14 → 0.88–0.95 s at 576 × 64 Q4_1 (without level 1: 1.04–1.22); run time the same either way.
+#: XLA compiler options of the block-format/FP8 chunk's program on the CPU (format 6): LLVM's
+#: vectors of 512 bits where the CPU has them and HLO optimisation level 1 (a shorter compile,
+#: the same run time; ``benchmarks/profile_chunk.py``). Per program, never ``XLA_FLAGS``;
+#: another backend gets none.
 _CHUNK_OPTIONS = {"xla_cpu_prefer_vector_width": 512, "xla_backend_optimization_level": 1}
 #: The new axes (each a statistic of :mod:`rmtbase.stats.alignment`): the axes the head
 #: decision tests beside the statistics, one list (:data:`rmtbase.decision.combined.DECISION_AXES`)
@@ -275,36 +244,19 @@ def _heads(d_h: int) -> int:
 
 @lru_cache(maxsize=16)
 def _stored_null(d: int, d_h: int, storage: Storage):
-    """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8 (format 5): head
-    j's W_Q and W_K drawn from ``fold_in(key, j)`` (``null_rows`` rows of i.i.d. N(0, 1): FP8
-    inside its full 128-row tile), put through the storage's round trip
+    """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8: head j's W_Q and
+    W_K drawn from ``fold_in(key, j)`` (``null_rows`` rows of i.i.d. N(0, 1): FP8 inside its
+    full 128-row tile), put through the storage's round trip
     (:func:`rmtbase.stats.precision.round_trip`) and kept to their d_h rows, then
-    :func:`factor_profile_jax` — :func:`_heads` heads at a time in one compiled loop. Before
-    format 4 the chunk's 250 heads were drawn as one array and the round trip run op by op:
-    each step's temporaries (36 MB each at 576 × 64) were mapped and unmapped again, 1.29 M
-    page faults and more system than user CPU per 1,000 Q4_1 draws; compiled, a loop's buffers
-    are a few MB, allocated once per chunk (``benchmarks/first_contact.py``). The normals are
-    :func:`rmtbase.ensembles.threefry.normal`'s: ``jax.random.normal``'s bits (still format 4)
-    for 17–21 % less CPU a chunk (CPU s per 250 heads at 576 × 64 Q4_1 0.24 → 0.20, at
-    640 × 256 Q5_0 1.87 → 1.48; docs/performance.md). Format 5 (the same draws as 4 wherever
-    checked; :data:`~rmtbase.scoring.profile_cache.STORED_FORMAT` says why a new number): the
-    normals or the round trip's output of the formats in :data:`_STORED_ONCE` are written once
-    rather than computed again in each pass that reads them, and symmetry's two Grams are computed
-    by blocks (:func:`rmtbase.stats.alignment.symmetry`, ``blocks``; d_h ≥ 256) — on the CPU,
-    where that was checked (another backend runs the program as before). Format 6 (issue 59
-    item 4; other bits, the same law and the same values to float32 rounding): 5 heads a loop
-    step where d_h ≥ 256 (:func:`_heads`; the input focus' sums round otherwise), symmetry's
-    ‖W_QK‖² summed from the Grams' upper blocks without assembling them
-    (:func:`rmtbase.stats.alignment._gram_inner`) and the program compiled with
-    :data:`_CHUNK_OPTIONS` on the CPU. Measured against format 5's program in one alternating
-    run (``benchmarks/profile_chunk.py --reps 6``, AMD EPYC with AVX-512, load ≈ 7, CPU s per
-    250 heads): 640 × 256 Q5_0 1.217 → 1.079 (−11 %; page faults per 2,000 draws 104 k → 9 k),
-    576 × 64 Q4_1 0.163 → 0.150 (−8 %, the same bits); the first call (compile and one run)
-    2.86 → 2.38 and 1.64 → 1.39 s. Bits against format 5 (alternating keys, 1,000 heads at
-    640 × 256 Q5_0, 500 at 576 × 64 … 1024 × 64 of Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K Q2_K
-    FP8-E4M3): equal but at 640 × 256, where 1,433 of 4,000 values moved, the input focus by
-    ≤ 6.1·10⁻⁶ and symmetry by ≤ 4.5·10⁻⁷ of their spread, alignment not at all.
-    ``benchmarks/profile_chunk.py`` times this chunk against format 5's and the fused one."""
+    :func:`factor_profile_jax`, :func:`_heads` heads at a time in one compiled loop (a loop's
+    buffers are allocated once per chunk). The normals are
+    :func:`rmtbase.ensembles.threefry.normal`'s (``jax.random.normal``'s bits). Format 6
+    (:data:`~rmtbase.scoring.profile_cache.STORED_FORMAT`): the normals or round-trip output of
+    :data:`_STORED_ONCE` formats written once, symmetry's ‖W_QK‖² summed from the Grams' upper
+    blocks where d_h ≥ 256 (:func:`rmtbase.stats.alignment._gram_inner`), 5 heads a loop step
+    there, and :data:`_CHUNK_OPTIONS` on the CPU; it moves values against format 5 only by
+    float32 rounding. ``benchmarks/profile_chunk.py`` times it.
+    """
     import jax
     import jax.numpy as jnp
 

@@ -93,12 +93,28 @@ class Layers:
         return [s.name for s in self.null_records]
 
 
+def check_heads(layer: int, wq, wk, name: str) -> None:
+    """One-line ModelError naming the heads (``L<layer>H<h>``) of factors ``wq``, ``wk``
+    (n_heads, d_h, d) with a NaN or infinite entry, or with a factor that is all zero (no
+    spectrum, no scale: every statistic would be 0/0), before the layer is measured."""
+    finite = np.isfinite(wq).all(axis=(1, 2)) & np.isfinite(wk).all(axis=(1, 2))
+    for bad, what in ((~finite, "non-finite (NaN/inf) weights"),
+                      (finite & ~(wq.any(axis=(1, 2)) & wk.any(axis=(1, 2))),
+                       "a factor that is all zero")):
+        heads = [f"L{layer}H{h}" for h in np.flatnonzero(bad)]
+        if heads:
+            more = f" and {len(heads) - 3} more" if len(heads) > 3 else ""
+            one = len(heads) == 1
+            raise ModelError(f"{'head' if one else 'heads'} {', '.join(heads[:3])}{more} of "
+                             f"{name} {'has' if one else 'have'} {what} (W_Q or W_K; with --ov "
+                             f"W_O or W_V); cannot score {'it' if one else 'them'}")
+
+
 def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
     """Measure layer ``lh`` into ``out`` (``quantized_null``: the option, its format a
     record)."""
     wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
-    if not (np.all(np.isfinite(wq)) and np.all(np.isfinite(wk))):
-        raise ModelError(f"layer {lh.layer} of {info.name} has non-finite W_Q/W_K weights")
+    check_heads(lh.layer, wq, wk, info.name)
     storage = storage_record(getattr(lh, "storage", "float32"))  # the reader's name, here
     # a GGUF file names its block type; a dequantised folder is recognised by its lattice
     quant = layer_quantisation(lh, wq, wk, storage, info.group_size)

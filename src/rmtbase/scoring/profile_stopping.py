@@ -1,95 +1,32 @@
-"""How many profile-null draws a score uses: a first block, more only where a decision could
-change (issue 59 item 4, issue 56 item 3).
+"""How many profile-null draws a score uses: a first block, more only where a decision could change.
 
-The profile's Gaussian null (:mod:`rmtbase.scoring.factor_axes`) is sized at
-:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` = 18,000 draws so that its Monte Carlo error
-is a quarter of a 1,000-head calibration's binomial se; a new shape's first score paid all of
-them (at 640 × 256 through the Q5_0 quantiser most of that score's CPU). Now a score draws
-:data:`SCHEDULE` in turn and stops at the first size where no decision read from these draws
-could differ from the decision on all 18,000 (:func:`open_heads`); a shape whose 18,000 draws
-ship (:data:`~rmtbase.scoring.profile_cache.SHIPPED_PROFILES`) starts at all of them. Draw i is
-the same in every size (chunk i of the null depends on (seed, i) alone), so the draws used are
-always a prefix of the 18,000, each size drawn as the continuation of the last, and a score's
-output depends on its inputs alone, never on what a cache holds.
+The profile's Gaussian null (:mod:`rmtbase.scoring.factor_axes`) is sized at N =
+:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` = 18,000 draws. A score draws the sizes of
+:data:`SCHEDULE` (2,000, 4,000, 5,000, 6,000, 10,000, 18,000) in turn and stops at the first
+where no decision read from these draws could differ from the decision on all N
+(:func:`open_heads`); a shipped shape starts at N. Draw i is the same at every size, so the
+draws used are a prefix of the N and the output never depends on what a cache holds.
 
-The decisions: ``profile_flag`` (per axis, Benjamini–Hochberg over the heads of the axis's
-two-sided tail-resolving p, :func:`rmtbase.scoring.profile._against`), ``head_flag`` (BH of
-p = min(1, 2 min(p_S, p_A)), :mod:`rmtbase.decision.combined`) and, where the score has it,
-``symmetry_unaligned_flag`` (against the symmetry draws). With n of N = 18,000 draws made,
-each p that enters them is bracketed by the values it can take at N (:func:`count_bounds`:
-the tail probability's Clopper–Pearson interval from the n draws, then the binomial range of
-the N − n draws to come; P_MIN below where the tail model may extrapolate at N, i.e. fewer
-than 10 draws beyond, unless the claim of :mod:`rmtbase.scoring.tail_count` — at least 10
-at N — keeps the interval's exact error within its level; p_A's calibration count on the
-draws' own Cauchy statistics likewise, without that claim).
-p_S is fixed (the spectral rule has run). Every decision is monotone in these p, so as in
-:mod:`rmtbase.scoring.stopping` a head flagged with the upper ends is flagged at N and one not
-flagged with the lower ends is not: the other heads are **open**, and the null storages they
-use draw the next size.
+The decisions: ``profile_flag`` (per axis, Benjamini–Hochberg over heads), ``head_flag`` (BH of
+min(1, 2 min(p_S, p_A)), :mod:`rmtbase.decision.combined`) and ``symmetry_unaligned_flag``. With
+n of N draws made, each p that enters them is bracketed by the values it can take at N
+(:func:`count_bounds`: the tail probability's Clopper–Pearson interval from the n draws, then the
+binomial range of the N − n draws to come; P_MIN below where fewer than 10 draws may lie beyond
+at N, unless the claim of :mod:`rmtbase.scoring.tail_count` holds). p_S is fixed. Every decision
+is monotone in these p, so as in :mod:`rmtbase.scoring.stopping` a head flagged with the upper
+ends is flagged at N and one not flagged with the lower ends is not; the others are **open**,
+and the null storages they use draw the next size.
 
-Error. Call an interval a failure when the count at N falls outside it. If no interval made
-at any look fails, every p at N lies inside its bracket at the stop, and by monotonicity the
-decisions at the stop are those of the 18,000 draws. So P(some decision differs) ≤ P(some
-interval fails) ≤ Σ over the distinct interval events of their levels (union bound). The
-distinct events per head and look: one per axis — ``profile_flag``'s bracket of axis a and
-p_A's bracket of axis a are the same interval (the same draws, value, level and N:
-:func:`axes_p_bounds` calls :func:`tail_p_bounds` as :func:`open_heads` does; a test holds the
-two to the same numbers), so they fail together and count once — one for p_A's calibration
-count and one for ``symmetry_unaligned``: axes + 2. Looks: the sizes below N at which
-intervals are made (:func:`looks_from`; none at N, where the p are exact). Each interval at
-level ε / (heads · (axes + 2) · looks) (:func:`interval_level`), ε =
-:data:`~rmtbase.scoring.stopping.STOP_ERROR`, keeps the sum ≤ ε (an interval with the
-tail-count claim keeps its exact error within the same level: :mod:`.tail_count`). (Before issue 59 item 4 the
-denominator counted 2·axes + 2 per head over 3 looks, the axis brackets twice and a look at N
-that makes no interval: 30 against 6 · 5 = 30 now over the finer schedule, so each interval's
-level is unchanged.) Not covered: p_A's calibration is read at n draws (its count is
-bracketed, its leave-one-out statistics are not redrawn), as the spectral rule takes the
-omnibus calibration as fixed; a GPD tail estimate at N is bracketed only by [P_MIN, max(current,
-10/(N + 1))]. ``tests/test_profile_stopping_error.py`` checks the rate of a differing decision
-by simulation.
-
-Schedule. :data:`SCHEDULE` is 2,000, 4,000, 5,000, 6,000, 10,000, 18,000 (before issue 59
-item 4: 2,000, 6,000, 18,000; 2026-11-26 to 27: 2,000, 3,000, 4,000, 6,000, 10,000, 18,000,
-whose 3,000 gave way to 5,000, the last size at which the tail-count claim can close a head
-with 9 draws beyond it: 1.3·10⁻⁶ there, 6.7·10⁻⁶ at 6,000, :mod:`rmtbase.scoring.tail_count`),
-each size the continuation of the last. It holds every size of the schedule before issue 59
-item 4, each interval's level is the same as before or larger (30 per head and look as above;
-25 where no ``symmetry_unaligned``), and the claim only raises lower ends where it keeps that
-level, so at each of those sizes the open heads are a subset of those before (narrower
-intervals, and Benjamini–Hochberg is monotone): on any input it stops at the same size or an
-earlier one, never later, with the same stated error. Finer steps would divide the error over
-more looks.
-
-How often it stops early (measured 2026-11-26, ``open_heads`` on a cold score's own draws):
-seldom, and not for want of error budget. SmolLM2 Q4_1 (270 heads): 47 heads open at 2,000,
-25 at 6,000, 9 at 11,000, 5 at 15,000 — and still 4 at 15,000 with every interval at level
-0.01 (no union bound at all): heads near the BH thresholds of its 241/270 aligned and 226/270
-symmetric heads, which only all 18,000 decide as all 18,000 do. The random Gemma-3-shaped Q5_0
-folder (72 heads): 8 open at 2,000, 7 at 3,000, 2 at 3,500–4,500, 1 at 5,000, 0 at 6,000, the
-same at level 0.01: heads with fewer than 10 draws beyond them, whose p at 18,000 may be a GPD
-tail estimate (bracketed by P_MIN below). Its 6,000 were forced by the count bracket, not by
-its error budget (rechecked 2026-11-26 on the benchmark folder, ``benchmarks/first_contact.py``):
-the head open at 4,000 and at 5,000 (L1H1's alignment, p ≈ 0.008) has 8 and 9 draws beyond it,
-and the lower end of its count at 18,000 (:func:`count_bounds`) stays below 10 — 8 and 9 at
-the rule's level, 9 and 9 with one interval at level 0.01 (no union bound) — so its p there
-may be the GPD's; at 6,000 it has 16 draws beyond and closes. Since 2026-11-27 it closes at
-5,000: the claim that its count at 18,000 is at least 10 (:mod:`rmtbase.scoring.tail_count`)
-errs there with at most 1.3·10⁻⁶ (P_q(T = 9) ≤ 0.132 times the 9.8·10⁻⁶ with which all 9
-lie among the first 5,000), within the 2.3·10⁻⁶ a side's interval has here (ε over
-72 · 6 · 5 intervals, halved), and its interval's exact error stays within that level. Not
-at 4,000: the claim from 8 of the first 4,000 errs with sup_q Σ_{t=8,9} Binom(t; 18000, q) ·
-P(K ≥ 8 | T = t) = 6.4·10⁻⁶ (at q ≈ 4.9·10⁻⁴; K | T hypergeometric: all of T = 8 among the
-first 4,000 with 5.9·10⁻⁶, 8 of T = 9 with 4.3·10⁻⁵), so T ≤ 9 stays possible and its p at
-18,000 may be a GPD estimate that only a model of the tail bounds below. (The conditional
-argument also gives exact count brackets tighter than :func:`count_bounds`' two stages;
-adopting them would move where other scores stop, and it is not done.) The saving is for
-small models and models whose heads all lie far from every threshold; the guarantee is kept
-either way.
-
-What changes where a score stops early: the effects, bands, p and q of the factor axes and
-p_A are computed from the first n draws (their Monte Carlo error is that of n: an empirical
-p's se √(p(1 − p)/n)); ``profile_null_draws`` says n per null storage. Decisions do not (with the
-error above); ``head_kind`` (the axis a flagged head departs on most, in null-band units) can.
+Error: if no interval at any look fails (the count at N outside it), the decisions at the stop
+are those of the N draws, so P(some decision differs) ≤ Σ of the distinct intervals' levels
+(union bound). Per head and look there are axes + 2 distinct intervals (one per axis, shared by
+``profile_flag`` and p_A; p_A's calibration count; ``symmetry_unaligned``), looks the sizes
+below N (:func:`looks_from`). Each interval at level ε / (heads · (axes + 2) · looks)
+(:func:`interval_level`), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`, keeps the sum ≤ ε.
+Not covered: p_A's calibration is read at n draws (its count is bracketed, its leave-one-out
+statistics are not redrawn). ``tests/test_profile_stopping_error.py`` checks the rate of a
+differing decision by simulation. Stopping early leaves the axes' effects, bands, p and q those
+of n draws (``profile_null_draws``) and can change ``head_kind``, not the decisions.
 """
 
 from __future__ import annotations
@@ -101,9 +38,9 @@ import numpy as np
 from .factor_axes import PROFILE_DRAWS
 from .joint_stopping import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
 
-#: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``): the sizes of
-#: the ×3 schedule before issue 59 item 4 (2,000, 6,000, 18,000) and three between, at the
-#: same level per interval (module docstring, "Schedule").
+#: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``), each size the
+#: continuation of the last. 5,000 is the last size at which :mod:`.tail_count`'s claim can
+#: close a head with 9 draws beyond it; finer steps would divide the error over more looks.
 SCHEDULE = (2_000, 4_000, 5_000, 6_000, 10_000, PROFILE_DRAWS)
 
 

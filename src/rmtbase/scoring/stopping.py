@@ -1,54 +1,34 @@
 """When to stop drawing: extend the spectral null only while some head's flag could change.
 
-The spectral reference of a shape is extended ×5 at a time (:func:`rmtbase.scoring.sequential.
-decide`). Under the default rule (``max_draws=None`` in
-:func:`rmtbase.scoring.score.score_model`) an extension is made only while some head's
-decision is not settled; p-values of heads whose decision is settled are never refined.
+The spectral reference of a shape is extended ×5 at a time (:func:`rmtbase.scoring.sequential.decide`).
+Under the default rule (``max_draws=None`` in :func:`rmtbase.scoring.score.score_model`) an
+extension is made only while some head's decision is not settled; p-values of settled heads are
+never refined. The rule is Besag & Clifford's (1991) sequential Monte Carlo test made
+simultaneous over heads, with a stated error in the spirit of Gandy (2009):
 
-The rule (a Besag & Clifford 1991 sequential Monte Carlo test made simultaneous over heads, with
-a stated error in the spirit of Gandy 2009):
-
-1. For each head and each spectral statistic of the decision family, k of the N draws lie at or
-   beyond the head's value on its nearer side. The Clopper–Pearson interval of that tail
-   probability at level 1 − ε' gives an interval of the two-sided p, [min(1, 2 lo), min(1, 2 hi)]
-   (widened to hold the current estimate, which may be a GPD tail estimate).
+1. For each head and spectral statistic of its decision family, k of the N draws lie at or
+   beyond the head's value on its nearer side; the Clopper–Pearson interval of that tail
+   probability at level 1 − ε' gives an interval of the two-sided p (widened to hold the
+   current estimate, which may be a GPD tail estimate).
 2. The head p (:mod:`rmtbase.decision.omnibus`) is non-decreasing in every statistic's p, so
-   the head p with every spectral p at its lower (upper) end bounds the head p from below
-   (above); element statistics (the joint table) enter as they are, and so does the omnibus
-   calibration on the joint draws — treated as fixed: its own Monte Carlo error is not in the
-   interval (it moves a little as the spectral reference the joint draws are evaluated
-   against grows).
-3. Benjamini–Hochberg is monotone (smaller p-values never remove a rejection), so a head
-   flagged with the upper ends is flagged for any p-values inside the intervals, and a head
-   not flagged with the lower ends is flagged for none. A head flagged with the lower ends
-   only is **unsettled**: its interval straddles its BH threshold. Extension stops when no
-   head is unsettled, or at the cap.
-4. Error: ε' = ε / (heads × spectral statistics × looks), looks being the number of tables the
-   ×5 schedule can visit up to the cap. By the union bound, with probability at least 1 − ε
-   every interval at every look covers its true tail probability, and then the decisions at
-   the stop are those of an infinite spectral reference (the p-values of the statistics the
-   extension refines taken exactly; the joint table and its calibration as they are). ε = :data:`STOP_ERROR` = 0.01 by default.
-   The error does not cover the other draws that enter a decision beside the spectral
-   ones — the element-statistic table and the omnibus calibration (grown by a rule of their
-   own, :mod:`rmtbase.scoring.joint_stopping`), the profile null of the factor axes (2,000 to 18,000 draws by a rule of its own,
-   :mod:`rmtbase.scoring.profile_stopping`; its 18,000 sized so their Monte Carlo error is a
-   quarter of a 1,000-head calibration's binomial se: :mod:`rmtbase.scoring.factor_axes`) — and a block-quantised storage's spectral
-   null is never extended; :func:`rmtbase.scoring.stopping_text.stopping_note` says so in
-   ``summary.txt``.
+   the spectral p's lower (upper) ends bound it from below (above); the element statistics and
+   the omnibus calibration on the joint draws enter as they are, treated as fixed.
+3. Benjamini–Hochberg is monotone, so a head flagged with the upper ends is flagged for any p
+   inside the intervals, and one not flagged with the lower ends for none; a head flagged with
+   the lower ends only is **unsettled**. Extension stops when none is, or at the cap.
+4. Error: ε' = ε / (heads × spectral statistics × looks), looks the tables the ×5 schedule can
+   visit up to the cap. By the union bound, with probability ≥ 1 − ε every interval at every
+   look covers its tail probability, and then the decisions at the stop are those of an
+   infinite spectral reference. ε = :data:`STOP_ERROR` = 0.01. Not covered: the joint table and
+   its calibration (:mod:`rmtbase.scoring.joint_stopping`), the profile null
+   (:mod:`rmtbase.scoring.profile_stopping`), and a block-quantised storage's spectral null,
+   which is never extended; ``summary.txt`` says so (:mod:`rmtbase.scoring.stopping_text`).
 
-What keeps a decision open is printed on the progress line
-(:func:`rmtbase.scoring.stopping_text.open_reasons`: each open
-head's statistic with the fewest draws beyond it). A head beyond every draw of a statistic has
-Clopper–Pearson lower bound 0 at any N, and the head p follows that statistic's p to 0 (the
-omnibus calibration's Cauchy tail has no floor above P_MIN), so only draws landing beyond it
-settle it. Measured on a random Gemma-3-shaped model (``docs/performance.md``): the one head
-that kept the decision open past 5,000 draws was near its threshold in fact (open even with no
-union bound at all); settling such heads earlier would need a model-based (GPD) tail bound
-with its own stated error, which is not implemented.
-
-With ``max_draws`` given, the former rule applies instead: extend up to ``max_draws`` wherever
-a head that is, or nearly is, flagged (head q ≤ 2α) lies beyond all but 10 draws of a spectral
-statistic — deeper empirical p for ranking such heads.
+A head beyond every draw of a statistic has Clopper–Pearson lower bound 0 at any N, so only
+draws landing beyond it settle it; a model-based (GPD) tail bound could settle it earlier and is
+not implemented. What keeps a decision open is printed on the progress line
+(:func:`rmtbase.scoring.stopping_text.open_reasons`). With ``max_draws`` given the former rule
+applies: extend up to ``max_draws`` wherever a head with q ≤ 2α lies beyond all but 10 draws.
 """
 
 from __future__ import annotations
