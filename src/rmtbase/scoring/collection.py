@@ -18,8 +18,7 @@ new leading dimension; :func:`entry` gives one of them back, as it was. Layout:
   ``head_present`` (entry, layer, head) says which heads exist;
 - per-entry facts that are attributes of a single score become variables over the leading
   dimension (:data:`ENTRY_VARS`: ``model_name``, ``revision``, ``architecture``, ``d``,
-  ``d_h``, ``n_layers``, ``n_heads``, ``storage_dtype``, ``null_storage``, ``quantisation``,
-  ``null_description``), and ``entry_attrs`` holds each entry's whole attributes as JSON;
+  ...), and ``entry_attrs`` holds each entry's whole attributes as JSON;
 - global attributes are those equal across entries, plus ``collection`` (the dimension's
   name), ``n_entries`` and ``created``.
 

@@ -1,54 +1,31 @@
 """Score what a fine-tune changed, per head: ``score_delta(finetuned, base)`` and LoRA adapters.
 
-For every (layer, head) the *change* of the query/key factors, ΔW_Q = W_Qᶠᵗ − W_Qᵇᵃˢᵉ and
-ΔW_K = W_Kᶠᵗ − W_Kᵇᵃˢᵉ (``(d_h, d)``, GQA keys expanded as in :func:`rmtbase.models.load_heads`),
-is scored exactly as :func:`rmtbase.scoring.score.score_model` scores a head, with ΔW_Q, ΔW_K
-in place of W_Q, W_K (:func:`rmtbase.scoring.score.score_heads`).
+For every (layer, head) the change of the query/key factors, ΔW_Q = W_Qᶠᵗ − W_Qᵇᵃˢᵉ and ΔW_K
+(``(d_h, d)``, GQA keys expanded), is scored as :func:`rmtbase.scoring.score.score_heads` scores a
+head, with ΔW_Q, ΔW_K in place of W_Q, W_K.
 
-The null for the delta. ΔW_Q and ΔW_K have i.i.d. N(0, σ²) entries, each at its own σ (the
-delta's measured rms; scale-carrying statistics are self-normalised, so nothing is estimated):
-a fine-tune whose update to a head looks like dense isotropic noise is not flagged; an update
-with structure (low rank, aligned directions, heavy-tailed entries) is. The ``qk.*``
-statistics are those of the product of the deltas, ΔW_Qᵀ ΔW_K (what the null's factors
-give), **not** of the change of the bilinear form ΔW_QK = W_QKᶠᵗ − W_QKᵇᵃˢᵉ =
-ΔW_Qᵀ W_Kᵇ + W_Qᵇᵀ ΔW_K + ΔW_Qᵀ ΔW_K, whose law under that null depends on the base weights.
-ΔW_QK enters only descriptively: ``delta_rel_qk`` = ‖ΔW_QK‖_F / ‖W_QKᵇᵃˢᵉ‖_F, computed from
-the thin factorisation ΔW_QK = [W_Qᶠᵗ; −W_Qᵇ]ᵀ [W_Kᶠᵗ; W_Kᵇ] through 2d_h × 2d_h Gram
-matrices (‖FᵀG‖²_F = tr(FFᵀ GGᵀ); never a d × d matrix), beside ``delta_rel_q`` =
-‖ΔW_Q‖_F/‖W_Qᵇ‖_F and ``delta_rel_k`` per head.
+Null: ΔW_Q, ΔW_K with i.i.d. N(0, σ²) entries, each at its own measured rms (self-normalised):
+dense isotropic noise is not flagged; structure (low rank, aligned directions, heavy tails) is.
+The ``qk.*`` statistics are those of ΔW_Qᵀ ΔW_K, **not** of the change of the bilinear form
+ΔW_QK = ΔW_Qᵀ W_Kᵇ + W_Qᵇᵀ ΔW_K + ΔW_Qᵀ ΔW_K, whose law under the null depends on the base.
+ΔW_QK enters descriptively: ``delta_rel_qk`` = ‖ΔW_QK‖_F / ‖W_QKᵇᵃˢᵉ‖_F from the thin
+factorisation ΔW_QK = [W_Qᶠᵗ; −W_Qᵇ]ᵀ [W_Kᶠᵗ; W_Kᵇ] through 2d_h × 2d_h Grams (never d × d),
+beside ``delta_rel_q`` and ``delta_rel_k``.
 
-Storage. A difference of two 16-bit or block-quantised checkpoints lies on the lattice of the
-weights, whose spacing can be as large as the change itself; the null's entries are float32
-Gaussians. When either checkpoint is not float32 the histogram statistics of ΔW_Q, ΔW_K
-(:data:`rmtbase.decision.family.HISTOGRAM`) are left out of the decision (``unreliable``).
-All layers' deltas are held at once (2·n_layers·n_heads·d_h·d float32 values).
+Storage: a difference of two 16-bit or block-quantised checkpoints lies on the weights' lattice,
+so then the histogram statistics of ΔW_Q, ΔW_K are left out of the decision (``unreliable``).
 
-LoRA (PEFT adapter folder: ``adapter_config.json`` + ``adapter_model.safetensors``): read by
-:mod:`rmtbase.models.lora` in every layout the base's architecture has (BERT ``query``/``key``,
-GPT-2 ``c_attn`` with ``fan_in_fan_out``, fused ``query_key_value``/``qkv_proj``, LLaMA
-``q_proj``/``k_proj``): ΔW = s·B·A (s = lora_alpha/r; ``use_rslora``: lora_alpha/√r) added in
-the base tensor's own layout, then split into heads like any checkpoint, so ΔW_Q, ΔW_K are exact
-(float32, no storage lattice: the histogram statistics stay in the decision). The base model
-(``base``) is needed for the layout and the relative changes.
+LoRA (PEFT folder, :mod:`rmtbase.models.lora`): ΔW = s·B·A (s = lora_alpha/r, or lora_alpha/√r
+with ``use_rslora``) added in the base tensor's own layout, then split into heads; exact float32,
+so the histogram statistics stay in. An adapter that changes one side only (PEFT's default
+``q_proj, v_proj``) is scored as (ΔW_Q, W_Kᵇᵃˢᵉ), whose product is exactly the change of W_QK;
+the unchanged side's statistics describe the base and are left out of the decision (the null is
+exact only over a random-init base). Heads left bit-identical are not scored (``unchanged``,
+:mod:`rmtbase.scoring.unchanged`). Refused: an adapter whose every lora_B is zero, one that
+changes no query/key weight. A LoRA update has rank ≤ r, so for r < d_h its spectral statistics
+differ from the dense null whatever it learned.
 
-An adapter that changes only one side (PEFT's default LLaMA targets are ``q_proj, v_proj``:
-W_K unchanged) is scored with the unchanged side read from the base: the head's factors are
-(ΔW_Q, W_Kᵇᵃˢᵉ), whose product is exactly the change ΔW_QK = ΔW_Qᵀ W_Kᵇᵃˢᵉ of the bilinear form;
-the unchanged side's own statistics (``k.*``; ``q.*`` for a k-only adapter) describe the base,
-not the adapter, and are left out of the decision. The null is the same construction as above
-(both factors i.i.d. Gaussian at their own rms), so the ``qk.*`` statistics of a one-sided
-adapter over a *trained* base also see the base's W_K (only over a random-init base is the
-null exact); per head likewise (a head whose ΔW_Q is zero in a layer where others change is
-scored as (W_Qᵇᵃˢᵉ, ΔW_K)). Heads the adapter (or a fine-tune) leaves bit-identical are not
-scored: NaN, out of every BH family, ``unchanged`` (:mod:`rmtbase.scoring.unchanged`).
-An adapter whose every lora_B is zero is refused ("this adapter changes nothing"); one that
-changes no query/key weight (only ``v_proj``, say) is refused too.
-A LoRA update has rank ≤ r by construction, so where r < d_h its spectral statistics differ
-from the dense Gaussian null whatever it learned; its entry-law statistics remain informative.
-
-Names. The output is labelled ``<tuned> vs <base>`` (``model`` attr, summary, report,
-``compare``), each by its folder or adapter name (a hub id as given), never an absolute path;
-``delta_of``/``delta_base`` hold those names.
+Names: ``<tuned> vs <base>`` (``model`` attr; ``delta_of``/``delta_base``), never an absolute path.
 """
 
 from __future__ import annotations

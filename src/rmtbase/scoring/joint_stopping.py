@@ -1,53 +1,29 @@
-"""The statistics' joint null sized by its own Monte Carlo error, drawn only where a decision
-could change (issue 56 items 1 and 3).
+"""The statistics' joint null sized by its own Monte Carlo error, drawn only where a decision could change.
 
 Every head of a shape is read against the same joint draws of the statistics (the ``all``
-table: element and spectral statistics of one draw together), which give the element
-statistics' p and calibrate the omnibus p_S (:mod:`rmtbase.decision.omnibus`). Their Monte
-Carlo error is every user's realised size: with N draws the rate of p_S ≤ α/2 among null heads
-is off by about √(a(1 − a)/N), a = α/2 = 0.025 — at N = 1,000 (a new shape) 0.0049, as large
-as the binomial se of a 1,000-head calibration (0.0049), at 2,000 (a shipped shape) 0.0035.
-Measured (issue 56): six independent nulls moved the head-p rate on the same 512 heads with
-sd 0.0049 and the p_S ≤ 0.05 rate with sd 0.011; BERT 384 × 32 read 0.0568 (z +2.0) and
-LLaMA 128 × 16 0.0601 (z +2.1) against the seed-0 tables.
+table), which give the element statistics' p and calibrate the omnibus p_S
+(:mod:`rmtbase.decision.omnibus`). Their Monte Carlo error is every user's realised size: with N
+draws the rate of p_S ≤ a = α/2 among null heads is off by about √(a(1 − a)/N).
 
-Size. As the profile null (:mod:`rmtbase.scoring.factor_axes`): the error at α/2 at most a
-quarter of the 1,000-head binomial se, √(a(1 − a)/N) ≤ ¼ √(a(1 − a)/1000), so N ≥ 16,000;
-:data:`JOINT_DRAWS` = 18,000 (the profile null's size, κ ≤ 1.06 of slack for the calibration's
-leave-one-out and the median). Cost, measured on this machine's CPU (``benchmarks`` not run
-for it): 2.9 CPU-ms a joint draw at 128 × 16, 3.9 at 384 × 32, so 18,000 draws are ≈ 52 and
-≈ 70 CPU-s on a new shape's first score (cached per shape after that, like every table).
-Through the schedule from an empty cache (2,048 null heads, all three sizes drawn, each from
-draw 0: 25,000 draws; 2 cores at load 11–17): 105 CPU-s at 128 × 16, 134 at 384 × 32
-(``tests/test_pvalue_calibration.py``, docs/statistics.md "Realised size at the defaults").
+Size: as the profile null (:mod:`rmtbase.scoring.factor_axes`), that error at most a quarter of
+a 1,000-head calibration's binomial se needs N ≥ 16,000; :data:`JOINT_DRAWS` = 18,000
+(``tests/test_pvalue_calibration.py``; docs/statistics.md "Realised size at the defaults").
 
-Drawing. A score starts with the table it got (a shipped 2,000-draw table, else ``draws``,
-default 1,000) and draws the next size of :data:`SCHEDULE` — 6,000, then 18,000 — only while
-some head's decision could differ from its decision on :data:`JOINT_DRAWS` draws
-(:func:`unsettled`), as the spectral reference is grown (:mod:`rmtbase.scoring.stopping`) and
-the profile null (:mod:`rmtbase.scoring.profile_stopping`). A table of n draws is drawn with
-n as its size, so draw i is the same in every size and a score's draws depend on its inputs
-only. ``draws`` given by the caller, or ``max_draws`` (the tail rule), fix the joint table:
-no growth.
+Drawing: a score starts with the table it got (a shipped 2,000-draw table, else ``draws``,
+default 1,000) and draws the next size of :data:`SCHEDULE` (6,000, then 18,000) only while some
+head's decision could differ from its decision on :data:`JOINT_DRAWS` draws (:func:`unsettled`).
+Draw i is the same in every size. ``draws`` or ``max_draws`` given by the caller fix the table.
 
-The rule. A head's p_S is read from a count: (1 + k)/(1 + n) with k of the n calibration
-draws at or beyond its Cauchy statistic (empirical), or, beyond all but 10, the Cauchy tail
-anchored at the 10th largest (k < 10). The count at :data:`JOINT_DRAWS` lies, with probability
-≥ 1 − level, in the Clopper–Pearson interval of the tail probability from the n draws followed
-by the binomial range of the draws to come (:func:`count_bounds`); so p_S at the full size lies
-in [p_lo, p_hi], widened to hold the p now (a p raised to its smallest statistic's p, or a
-Cauchy-tail p, is kept inside). The head decision is Benjamini–Hochberg over heads of
-p = min(1, 2 min(p_S, p_A)), monotone in p_S; with p_A not yet known (the profile is read
-after the statistics), a head is **unsettled** when BH over min(1, 2 p) flags it at p_lo but
-not at p_hi. Level ε / (heads · looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`.
-Not covered: the per-statistic p of element statistics (their own counts move with the
-table) and p_A's part in the decision. Beyond the 10th largest draw the p is the Cauchy tail's
-(:func:`rmtbase.decision.omnibus.calibrated_p`): it is bracketed through the head's own count
-k < 10 of draws at or beyond it (``head_p_exceedances``), the count at the full size then
-bounded as any other; where that count stays below 10 the p there is at most 10/N (the tail
-is anchored at the 10th largest) and at least P_MIN. (Before issue 59 item 4 every such head
-was taken at k = 9: a head beyond every draw could not be settled on a first table of 1,000,
-and SmolLM2 Q4_1's 270 heads, all with p ≤ 2·10⁻¹⁰, drew 6,000 joint draws for nothing.)
+The rule: a head's p_S is read from a count, (1 + k)/(1 + n) with k of the n calibration draws
+at or beyond its Cauchy statistic, or beyond all but 10 the Cauchy tail anchored at the 10th
+largest. The count at :data:`JOINT_DRAWS` lies, with probability ≥ 1 − level, in the
+Clopper–Pearson interval from the n draws followed by the binomial range of the draws to come
+(:func:`count_bounds`), so p_S at the full size lies in [p_lo, p_hi] (widened to hold the p
+now; a count that stays below 10 gives [P_MIN, 10/N]). The head decision, BH over
+min(1, 2 min(p_S, p_A)), is monotone in p_S; p_A not being known yet, a head is **unsettled**
+when BH over min(1, 2 p) flags it at p_lo but not at p_hi. Level ε / (heads · looks), ε =
+:data:`~rmtbase.scoring.stopping.STOP_ERROR`. Not covered: the element statistics' own p and
+p_A's part in the decision.
 """
 
 from __future__ import annotations

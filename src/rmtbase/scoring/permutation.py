@@ -19,12 +19,11 @@ the squared singular values of W_QK): no d×d product. The eigenvalues come from
 tridiagonalisation and Sturm bisection where that is accurate — the rule of the Gaussian null
 (:func:`rmtbase.baseline.eig_route.eig_method`) at the head's shape, and afterwards the same bound
 (:func:`rmtbase.baseline.eig_route.eigh_accurate`) at every draw's own κ; a head with any draw
-beyond it is recomputed by the SVD of L_Qᵀ L_K. The product's element statistics need W_QK (O(d² d_h) per draw) and use the first
-``element_draws`` permutations only.
+beyond it is recomputed by the SVD of L_Qᵀ L_K. The product's element statistics need W_QK
+(O(d² d_h) per draw) and use the first ``element_draws`` permutations only.
 
-Threads. The gathers and Grams (and the bisection and the element statistics) contain no LAPACK
-call, so blocks of heads run in ``threads`` Python threads at once (XLA releases the GIL;
-1.7× on 2 cores; default :func:`rmtbase.scoring.qk_elements.scoring_threads`, ``$RMTBASE_THREADS``).
+Threads. The gathers, Grams, bisection and element statistics contain no LAPACK call, so blocks
+of heads run in ``threads`` Python threads (default ``$RMTBASE_THREADS``).
 Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling thread only,
 never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU thread pool
 (docs/performance.md). Results do not depend on the thread count.

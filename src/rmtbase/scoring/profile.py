@@ -1,44 +1,32 @@
 """A head's profile on named axes: what kind of structure it has, in units that mean the same
-for every model (issue 31 step 3).
+for every model.
 
 Axes (``axis`` coordinate of ``profile_*`` in a score; each value, effect, null band, p, q and
 flag per head):
 
-- ``scale``: σ_Q·σ_K, the rms of W_Q's entries times that of W_K's (descriptive: no null; the
-  baseline every other axis should be read against);
+- ``scale``: σ_Q·σ_K (descriptive: no null; read every other axis against it);
 - ``concentration``: ``qk.npr``'s effect, a ratio to the null median (0.4 = energy in fewer
   directions than random);
 - ``outliers``: ``n_spikes``, eigenvalues of W_QK above the null's largest (descriptive here;
   spectral concentration, not a count of learned directions: :mod:`rmtbase.decision.spikes`);
 - ``alignment``: ⟨W_Q, W_K⟩_F/(‖W_Q‖‖W_K‖), a shift from the null median (~0): how much query
   and key read the same residual directions (attention of a token to tokens like itself);
-- ``symmetry``: tr(W_QK²)/‖W_QK‖_F², a shift (null ~1/d): symmetric (+) or directional (−)
-  attention;
+- ``symmetry``: tr(W_QK²)/‖W_QK‖_F², a shift (null ~1/d): symmetric (+) or directional (−);
 - ``q_input_focus``, ``k_input_focus``: the squared coefficient of variation of W_Q's (W_K's)
   column energies, a shift from the null median (~2/d_h): how unevenly the factor reads the d
   residual dimensions;
 - ``entry_tails``: ``k.excess_kurtosis``'s effect, a ratio of β₂ = excess + 3 to the null's.
 
-The statistics of the new axes are :mod:`rmtbase.stats.alignment`'s, computed by
-:mod:`rmtbase.scoring.factor_axes`; their Gaussian null (:func:`profile_null`, drawn there in
-exactly the law of full factors at a fraction of their cost) is :data:`PROFILE_DRAWS` heads of
-i.i.d. N(0, 1) factors at the model's (d, d_h); the statistics are σ-free, so σ = 1 serves
-every head. p is two-sided and tail-resolving, the head decision's own p per axis
-(:class:`rmtbase.decision.tails.TailModel`: add-one, Phipson & Smyth 2010, then a conservative
-GPD tail beyond the draws); q is Benjamini–Hochberg over the heads, per axis; flag
-is q ≤ alpha. The axes from scored statistics take their p from the score. The profile is
-descriptive beside the per-head decision (``head_flag``), which it does not enter. The Gaussian
-null's draws are cached per (d, d_h, null storage) like the null tables
-(:mod:`rmtbase.scoring.profile_cache`).
-
-Under the permutation null (``null="permutation"``) each head's new axes are compared with
-its own entries shuffled (:func:`permutation_profile_null`): draw b permutes W_Q's d_h·d entries
-by π_b and W_K's by an independent σ_b — the permutations of
-:func:`rmtbase.scoring.permutation.permutations`, shared by every head as in the spectral
-permutation null — and computes the four statistics of (W_Q∘π_b, W_K∘σ_b) through the same
-functions as the head's. Effect, band and p are then per head, against its own shuffles:
-alignment and symmetry keep a null median near 0 and 1/d, the input focus's null is that of
-the head's own entry law (heavy-tailed entries make uneven columns without any structure).
+The factor axes' statistics are :mod:`rmtbase.stats.alignment`'s, computed by
+:mod:`rmtbase.scoring.factor_axes`, whose Gaussian null (:func:`profile_null`) is
+:data:`PROFILE_DRAWS` σ-free heads at the model's (d, d_h), cached per (d, d_h, null storage)
+(:mod:`rmtbase.scoring.profile_cache`). p is two-sided and tail-resolving
+(:class:`rmtbase.decision.tails.TailModel`); q is Benjamini–Hochberg over heads, per axis; flag
+is q ≤ alpha. The four factor axes enter the head decision through p_A
+(:mod:`rmtbase.decision.combined`); the others are descriptive. Under ``null="permutation"``
+each head's axes are compared with its own entries shuffled (:func:`permutation_profile_null`,
+the permutations of :func:`rmtbase.scoring.permutation.permutations`), so input focus is read
+against the head's own entry law.
 """
 
 from __future__ import annotations

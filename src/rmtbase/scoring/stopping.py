@@ -25,10 +25,9 @@ simultaneous over heads, with a stated error in the spirit of Gandy (2009):
    which is never extended; ``summary.txt`` says so (:mod:`rmtbase.scoring.stopping_text`).
 
 A head beyond every draw of a statistic has Clopper–Pearson lower bound 0 at any N, so only
-draws landing beyond it settle it; a model-based (GPD) tail bound could settle it earlier and is
-not implemented. What keeps a decision open is printed on the progress line
+draws landing beyond it settle it. What keeps a decision open is printed on the progress line
 (:func:`rmtbase.scoring.stopping_text.open_reasons`). With ``max_draws`` given the former rule
-applies: extend up to ``max_draws`` wherever a head with q ≤ 2α lies beyond all but 10 draws.
+applies (extend up to ``max_draws`` wherever a head with q ≤ 2α lies beyond all but 10 draws).
 """
 
 from __future__ import annotations

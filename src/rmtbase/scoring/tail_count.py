@@ -1,38 +1,28 @@
 """A tail count's interval at N draws from the first n, with the claim that it reaches
 :data:`~rmtbase.decision.tails.MIN_EXCEEDANCES` where that claim keeps the interval's exact
-error within its level (issue 59 item 4; used by :mod:`rmtbase.scoring.profile_stopping`).
+error within its level (used by :mod:`rmtbase.scoring.profile_stopping`).
 
 A head's one-sided p at N draws is empirical, (1 + T)/(1 + N), when T — the count of the N draws
-at or beyond it — is at least MIN_EXCEEDANCES = 10, and a GPD tail estimate (as small as
-P_MIN) below that (:mod:`rmtbase.decision.tails`). The stopping rule brackets T from the count
-K among the first n: :func:`~rmtbase.scoring.joint_stopping.count_bounds` gives [lo(K), hi(K)]
-with P(T ∉ [lo(K), hi(K)]) ≤ level for every tail probability q (Clopper–Pearson then the
-binomial range of the N − n draws to come). For a few draws beyond a head lo(K) = K < 10, so the
-lower end of its p is P_MIN, and a head near a Benjamini–Hochberg threshold stays open until
-its count itself reaches 10.
+at or beyond it — is at least 10, and a GPD tail estimate (as small as P_MIN) below that. The
+stopping rule brackets T from the count K among the first n:
+:func:`~rmtbase.scoring.joint_stopping.count_bounds` gives [lo(K), hi(K)] with
+P(T ∉ [lo(K), hi(K)]) ≤ level for every tail probability q. For lo(K) < 10 the lower end of the
+p is P_MIN, and a head near a Benjamini–Hochberg threshold stays open.
 
-The claim. For K ≥ k₀ take the lower end max(lo(K), 10): T ≥ 10. The interval's error is then,
-exactly, with K ~ Binom(n, q) and R = T − K ~ Binom(N − n, q) independent,
+The claim: for K ≥ k₀ take the lower end max(lo(K), 10). With K ~ Binom(n, q) and
+R = T − K ~ Binom(N − n, q) independent, the interval's exact error is
 
     E(q) = Σ_k Binom(k; n, q) · [P(R < L(k) − k) + P(R > hi(k) − k)],
     L(k) = max(lo(k), 10) for k ≥ k₀, else lo(k),
 
 and :func:`claim_start` returns the least k₀ ≤ 9 with sup_q E(q) ≤ level (None where there is
-none), so every interval keeps its level and the stopping rule's union bound is unchanged. The
-claim adds D(q) = Σ_{k=k₀}^{9} Binom(k; n, q)[P(R < L(k) − k) − P(R < lo(k) − k)] ≤ P(K ≥ k₀)
-and ≤ P(R ≤ 9): outside [q_lo, q_hi], where both are below 10⁻¹² · level, E ≤ level (1 + 10⁻¹²)
-because count_bounds' E ≤ level everywhere; inside, E is computed exactly on a log grid of
-:data:`_GRID` points and k₀ accepted only where its largest value is ≤ (1 − :data:`_MARGIN`) ·
-level (between grid points a smooth E exceeds its neighbours' maximum by far less: the second
-derivative in log q over a half step, ≲ 0.5 % here). Why the claim holds where the conditional
-argument seemed to forbid it: given T = t, K is hypergeometric, and all of t = 9 lie among the
-first 5,000 of 18,000 with probability 9.8·10⁻⁶; but P_q(T = 9) ≤ 0.132 for every q, so the
-joint probability is ≤ 1.3·10⁻⁶.
-
-Measured: at N = 18,000 and a side's level ε / (72 · 6 · 5) / 2 = 2.3·10⁻⁶ (the Gemma-3-shaped
-folder of ``benchmarks/first_contact.py``), k₀ = 9 at n = 5,000 and none at n = 4,000 (the
-claim from 8 of the first 4,000 errs with 6.4·10⁻⁶). ``tests/test_tail_count.py`` checks E
-against a simulation and D against the hypergeometric form.
+none), so every interval keeps its level and the stopping rule's union bound is unchanged.
+Outside [q_lo, q_hi], where the claim's added error is below 10⁻¹² · level, E ≤ level(1 + 10⁻¹²);
+inside, E is computed exactly on a log grid of :data:`_GRID` points and k₀ accepted only where
+its largest value is ≤ (1 − :data:`_MARGIN`) · level (the variation between grid points is far
+smaller). The conditional (hypergeometric) probability of K given T can be small while the
+joint probability with P_q(T = t) is within the level. ``tests/test_tail_count.py`` checks E
+against a simulation and the added error against the hypergeometric form.
 """
 
 from __future__ import annotations

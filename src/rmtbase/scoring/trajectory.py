@@ -7,31 +7,22 @@ stacked by :func:`rmtbase.scoring.collection.combine` (leading ``checkpoint`` or
 dimension). :func:`score_component_collection` does the same for whole-matrix scores
 (:func:`rmtbase.scoring.components.score_components`, one process).
 
-- **Streaming**: one checkpoint's weights at a time (and a layer at a time within it).
-- **The null is shared**: null tables are read from the shipped data or the user cache
-  (generated once per shape and storage, then reused); the null band of the spectrum figure is
-  computed once per (d, d_h) here. On Dask, the first entry of each shape runs alone so its
+- **The null is shared**: tables come from the shipped data or the user cache; the spectrum
+  band is computed once per (d, d_h). On Dask, the first entry of each shape runs alone so its
   tables exist before the others start, and the tables and profile null it must draw are
   drawn by the whole cluster (:mod:`rmtbase.baseline.task_cluster`).
-- **Dask**: ``workers=N`` (a loopback LocalCluster of N processes, one thread each),
-  ``scheduler=ADDRESS`` or ``client=``: one task per entry, the same engine as
-  :mod:`rmtbase.baseline.sweep`. Each task runs with the driver's JAX precision setting
-  (``jax_enable_x64``), so the Dataset is identical to a one-process run (tested), whatever the
-  number of workers.
+- **Dask**: ``workers=N`` (a loopback cluster), ``scheduler=ADDRESS`` or ``client=``: one
+  task per entry, with the driver's JAX precision setting, so the Dataset is identical to a
+  one-process run whatever the number of workers.
 - **Resumable** (``entries=DIR``; the CLI's ``OUT.entries``): each entry is written to its own
   file when it completes and a rerun with the same options and versions reuses it
   (:mod:`rmtbase.scoring.entries`); ``rmtbase combine`` assembles such files, scored anywhere,
   into the collection.
-- **Dask tasks** are retried (:data:`RETRIES`) when a worker dies; a loopback cluster's workers
-  run with their BLAS and XLA thread pools pinned to their share of the cores
-  (:func:`rmtbase.baseline.sweep.worker_env`); the driver waits on the tasks by polling
-  (:func:`rmtbase.baseline.sweep.completed`), so a Ctrl-C is delivered at once, the tasks are cancelled and the cluster
-  closed.
-- **One null per shape**: the stopping rules may grow one entry's nulls (the spectral null
-  where a head near a flag lies in the tail or a decision is open, the joint table
-  2,000 → 6,000 → 18,000, :mod:`rmtbase.scoring.joint_stopping`, the profile null,
-  :mod:`rmtbase.scoring.profile_stopping`). A cached table is read as exactly the draws a run
-  asks for (issue 59), so the others do not follow through the cache: an entry whose sizes
+- **Dask tasks** are retried (:data:`RETRIES`); the driver polls them
+  (:func:`rmtbase.baseline.sweep.completed`), so a Ctrl-C cancels them at once.
+- **One null per shape**: the stopping rules may grow one entry's nulls, and a cached table is
+  read as exactly the draws a run asks for, so the others do not follow through the cache: an
+  entry whose sizes
   (``baseline_draws``, ``joint_null_draws``, ``spectral_null_draws``, ``profile_null_draws``)
   differ from the largest of its (d, d_h, null storage) is scored again from those sizes
   (``null_start``, :class:`rmtbase.scoring.reference.NullStart`), until every entry of a shape
