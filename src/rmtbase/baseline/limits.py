@@ -48,6 +48,32 @@ def draw_memory(d: int, d_h: int, stats: str, ensemble: str, itemsize: int, fast
     return itemsize * (dd * d * d + 16 * d * d_h) + 2**20
 
 
+#: bytes of working memory one vectorised batch of null draws may use on the CPU (it fixes the
+#: batch width there, :func:`rmtbase.baseline.null.draw_batch`, and so the shipped tables' bits)
+CPU_BATCH_BUDGET = 512 * 2**20
+#: share of an accelerator's memory limit one batch may use (the rest: XLA's temporaries)
+ACCELERATOR_BATCH_SHARE = 4
+
+
+def batch_budget(backend: str | None = None) -> int:
+    """Bytes one vectorised batch of null draws may use by default: :data:`CPU_BATCH_BUDGET`
+    on the CPU; on an accelerator a quarter of the device's memory limit (the allocator's
+    ``bytes_limit``, or ``$RMTBASE_MEMORY_LIMIT``: :func:`available_memory`), rounded down
+    to a power of two and never below the CPU's. The limit, not the memory free at the call:
+    the batch width sets the last bits of a vectorised draw, so it must not depend on what
+    else happens to be allocated (the same card and settings give the same width)."""
+    import jax
+
+    backend = jax.default_backend() if backend is None else backend
+    if backend == "cpu":
+        return CPU_BATCH_BUDGET
+    avail, _ = available_memory(backend)
+    if not avail:
+        return CPU_BATCH_BUDGET
+    share = int(avail) // ACCELERATOR_BATCH_SHARE
+    return max(CPU_BATCH_BUDGET, 1 << (share.bit_length() - 1))
+
+
 def check_dense(d: int, stats: str, ensemble: str, fast: bool) -> None:
     """InputError unless d² < 2³¹ where a draw forms d×d arrays."""
     if dense(stats, ensemble, fast) and d > MAX_DENSE_D:

@@ -56,10 +56,10 @@ from ..stats.spectral import (
 from ..stats.storage import FLOAT32, Storage, storage_record
 from .draw_route import gram_route
 from .eig_route import eig_method
-from .limits import check_draw_memory, draw_memory
+from .limits import CPU_BATCH_BUDGET, batch_budget, check_draw_memory, draw_memory
 from .table_contents import STAT_SETS, check_ensemble, fast_spectral
 
-MEMORY_BUDGET = 512 * 2**20  # bytes of working memory per chunk (approximate)
+MEMORY_BUDGET = CPU_BATCH_BUDGET  # bytes of working memory per CPU chunk (approximate)
 
 
 def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET,
@@ -276,8 +276,10 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     (needs ``depth`` ≥ 1; see the module docstring). chunk_size: draws per compiled call
     (default one batch, :func:`draw_batch`); it never changes the numbers, bit for bit (nor
     does ``n_draws``: draw i is the same in a longer run). memory_budget: bytes that one batch
-    may use (default 512 MiB); it sets the batch width on vectorised paths and so may change
-    the last bits there. A draw that needs more memory than is available is refused with
+    may use (default :func:`rmtbase.baseline.limits.batch_budget`: 512 MiB on the CPU, a
+    quarter of an accelerator's memory limit); it sets the batch width on vectorised paths
+    and so may change the last bits there. A draw that needs more memory than is available
+    is refused with
     :class:`InputError` before any work (:func:`rmtbase.baseline.limits.check_draw_memory`).
     dtype: float32 (default) or float64 (needs ``jax_enable_x64``). return_spectrum: add
     ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending.
@@ -316,7 +318,8 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     if d % storage.block:
         raise InputError(f"storage {storage.name} needs d to be a multiple of {storage.block}, "
                          f"got d={d}")
-    budget = MEMORY_BUDGET if memory_budget is None else check_positive_int(memory_budget, "memory_budget")
+    budget = batch_budget() if memory_budget is None else \
+        check_positive_int(memory_budget, "memory_budget")
 
     req = Draws(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
                 bool(return_spectrum), bool(return_lambda), storage)
@@ -360,4 +363,4 @@ def lambda_draws(key, d, d_h, n_draws, *, statistics=True) -> dict:
     d, d_h = check_dims(d, d_h)
     n = check_positive_int(n_draws, "n_draws")
     req = Draws(d, d_h, stats="spectral", lam_out=True, lean=True)
-    return _run(req, key, n, None, MEMORY_BUDGET, False)
+    return _run(req, key, n, None, batch_budget(), False)

@@ -26,7 +26,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._matmul import mm
-from ._binning import _cell_histogram, _gauss_mass, _third_coefficient, entropy_bins, trim_ranks
+from ._binning import (
+    _cell_histogram,
+    _gauss_mass,
+    _third_coefficient,
+    bincount,
+    entropy_bins,
+    trim_ranks,
+)
 from ._magnitude import MAG_BINS, mag_index, mag_top, q99, q_rank, rank_cum, weibull_fit
 from .estimator import Accumulator, Estimator
 from .precision import is_lattice, lattice_cells
@@ -56,12 +63,13 @@ def range_finish(acc: dict, n: int) -> dict:
 
 def _counts(idx, length: int, side):
     """bincount of ``idx`` and, with ``side`` (index, bins), of the side histogram too, by one
-    scatter over the joint index (a few ×10⁴ bins stay in cache; a second scatter over all
-    entries costs as much as the first)."""
+    count over the joint index (a few ×10⁴ bins stay in cache; a second scatter over all
+    entries costs as much as the first). A scatter on the CPU, a sort on an accelerator
+    (:func:`rmtbase.stats._binning.bincount`: the same integers)."""
     if side is None:
-        return jnp.bincount(idx, length=length), None
+        return bincount(idx, length), None
     j, nbins = side
-    joint = jnp.bincount(idx * (nbins + 1) + j, length=length * (nbins + 1))
+    joint = bincount(idx * (nbins + 1) + j, length * (nbins + 1))
     joint = joint.reshape(length, nbins + 1)
     return jnp.sum(joint, axis=1), jnp.sum(joint, axis=0)[:nbins]
 
