@@ -30,6 +30,7 @@ from .layer_stats import RawUnits, layer_stats, safe_factors
 from .null_checks import report_undefined
 from .profile import add_profile, factor_profile, null_storage
 from .qk_histogram import add_qk_hist
+from .read_ahead import read_ahead
 from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart
 from .sequential import decide
 from .spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
@@ -140,8 +141,13 @@ def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
         out.factors.append((wq, wk))
 
 
+#: read the next layer in a thread while one is scored (:mod:`.read_ahead`; same bytes)
+READ_AHEAD = True
+
+
 def read_layers(layers, info, opts: Options) -> Layers:
-    """Statistics of every layer (:class:`Layers`), one layer's weights alive at a time."""
+    """Statistics of every layer (:class:`Layers`); the next layer is read while one is scored
+    (:data:`READ_AHEAD`), so at most two layers' weights are alive at a time."""
     out = Layers()
     qn = opts.quantized_null  # "auto", "none" or a block format's name, looked up once here
     qn = qn if qn in ("auto", "none") else storage_record(qn)
@@ -150,9 +156,9 @@ def read_layers(layers, info, opts: Options) -> Layers:
         from ..progress import progress_bar
 
         bar = progress_bar(info.n_layers, desc="scoring layers", unit="layer")
-    for lh in layers:
+    for lh in (read_ahead(layers) if READ_AHEAD else layers):  # the next layer read meanwhile
         _one_layer(lh, info, opts, out, qn)
-        del lh  # else this layer's weights stay alive while the next one is read
+        del lh  # else this layer's weights stay alive while the next two are read
         if bar is not None:
             bar.update(1)
     if bar is not None:
