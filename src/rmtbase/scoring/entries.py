@@ -9,16 +9,15 @@ id, or a local folder's absolute path with the name, size and modification time 
 files), the revision, every scoring option, the JAX precision (``jax_enable_x64``) and the
 versions of rmtbase and of the null tables' format. An entry scored with other options, by
 another version or from changed weights is scored again and its file replaced. The key itself
-holds no path (issue 35: no absolute path in any attribute).
+holds no path (no absolute path is written into any attribute).
 
 Each entry file carries the SHA-256 of its own content (:func:`content_hash`: every variable's
 name, dimensions, dtype and bytes, and every attribute but the hash itself) in the
 ``entry_sha256`` attribute, computed when it is written and checked when it is read back: an
-entry edited after it was written (issue 49: ``head_p_value`` and ``head_flag`` changed, its
-key kept) is scored again by the rerun with a warning naming it, never reused, and refused by
+entry edited after it was written is scored again by the rerun with a warning naming it, never reused, and refused by
 :func:`load_entries` (``rmtbase combine``); an entry written before the hash existed cannot be
 verified and is scored again too (a warning says so). ``rmtbase combine`` takes only what it
-can verify (issue 59): an entry by its hash, a score folder's ``scores.nc`` by the SHA-256 its
+can verify: an entry by its hash, a score folder's ``scores.nc`` by the SHA-256 its
 ``manifest.json`` lists; a file with neither is refused unless ``--unverified`` is given.
 
 Every entry of a collection run with ``entries`` passes through its file (written, then read

@@ -1,4 +1,4 @@
-"""A per-head null's draws grown for the heads whose decision is open (issue 56 item 3).
+"""A per-head null's draws grown for the heads whose decision is open.
 
 Under the permutation null (:mod:`rmtbase.scoring.permutation`) every head is read against its
 own draws, so its statistics p (the omnibus calibration, :mod:`rmtbase.decision.omnibus`) has

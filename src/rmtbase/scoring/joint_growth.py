@@ -90,7 +90,7 @@ def _state_open(refs, ds, how: Decision) -> None:
     """attrs ``head_open_decisions``: heads read from fewer draws than the joint null's full size
     whose decision could differ there (:func:`rmtbase.scoring.joint_stopping.unsettled`) —
     fixed by the caller (``draws``, ``max_draws``) or per head (the permutation null) — said
-    on stderr too (issue 56 item 3: the error stated where it could move a decision)."""
+    on stderr too (the error stated where it could move a decision)."""
     from ..progress import message
     from .joint_stopping import JOINT_DRAWS, unsettled
 

@@ -6,8 +6,8 @@ batched over the heads of a layer; :func:`rmtbase.scoring.score.score_model` cal
 :func:`layer_stats` once per layer.
 
 Scale: the statistics are computed in float32, where Σλ² ∝ (σ_Q σ_K)⁴ overflows to inf for
-entries of about 10³ and underflows to 0 below about 10⁻⁶ (issue 35: q/k ×10⁸ gave
-Σλ² = inf and a flag at p ≈ 3e-15). A head whose largest |entry| lies outside
+entries of about 10³ and underflows to 0 below about 10⁻⁶ (which would flag a rescaled random
+head). A head whose largest |entry| lies outside
 :data:`SAFE_MAX` is therefore first divided by a power of two (:func:`safe_factors`; exact, so
 every scale-free statistic is what it would be at a moderate scale), and its statistics that
 carry scale are moved back to raw units in float64 by their ``sigma_power``
@@ -146,9 +146,7 @@ def _factor_elements(wq, wk, group: int, storage: str) -> tuple[dict, dict]:
     the heads' factors by :func:`_compiled_factor_elements` in calls of n_kv = n / ``group``
     matrices (W_Q's heads in ``group`` calls, the distinct W_K heads ``wk[::group]`` in one),
     so that one program, of shape (n_kv, d_h, d), serves both and a call copies at most n_kv
-    factors. W_Q's statistics were taken inside W_QK's program (:mod:`.qk_elements`) before,
-    which compiled their estimator a second time (issue 59 item 4: 1.3-1.5 CPU-s of a cold
-    score); the bytes are the same either way."""
+    factors, and the estimator is compiled once rather than again inside W_QK's program."""
     n_kv = wk.shape[0] // group
     fn = _compiled_factor_elements(storage)
     parts = [fn(wq[i:i + n_kv]) for i in range(0, wq.shape[0], n_kv)]

@@ -33,7 +33,7 @@ def check_null_storage(null: Null, where: str = "null") -> None:
     stored like the checkpoint (:attr:`~rmtbase.stats.null_kind.Null.stored_like_checkpoint`)
     is set to each layer's storage by the scoring (and forced to a block format on quantised
     layers by ``quantized_null``), so ``GaussianNull("q8_0")`` would be scored as float32
-    without a word (issue 58): it is refused instead of ignored."""
+    without a word: it is refused instead of ignored."""
     if null.storage != "float32":
         raise InputError(f"{where} {null!r} carries storage {null.storage!r}, which is not "
                          "honoured: the null is stored as each layer of the checkpoint is; pass "

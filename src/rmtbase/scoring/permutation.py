@@ -188,7 +188,7 @@ def _draw_range(draws) -> tuple[int, int]:
     :data:`CHUNK`). Draws first … stop − 1 equal those of a run of ``stop`` draws: each chunk
     of permutations is a pure function of (seed, chunk) and each head's statistics read its
     own entries only, so a head's null grows without redrawing (``element_draws`` counts from
-    draw 0; issue 56 item 3, :mod:`rmtbase.scoring.head_growth`)."""
+    draw 0; :mod:`rmtbase.scoring.head_growth`)."""
     first, stop = (0, int(draws)) if np.ndim(draws) == 0 else map(int, draws)
     if first % CHUNK or not 0 <= first < stop:
         raise ValueError(f"draws {first} to {stop}: the first must be a multiple of {CHUNK}")

@@ -126,8 +126,7 @@ def _against(value, draws) -> _Against:
     :class:`rmtbase.decision.tails.TailModel` (add-one while ≥ 10 draws lie beyond, a
     conservative GPD tail further out, never below 10⁻¹⁶) — the same p per axis that the head
     decision combines (:func:`rmtbase.decision.combined.axes_p`), so an axis's p and the head's
-    p are of the same standing (issue 56 item 2: an add-one axis p stopped at 1/(1 + N)
-    = 5.6·10⁻⁵ beside a head p of 10⁻¹⁵)."""
+    p are of the same standing."""
     from ..decision.tails import TailModel
 
     x = np.sort(draws[np.isfinite(draws)])

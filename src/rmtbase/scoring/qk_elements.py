@@ -56,11 +56,9 @@ def _compiled():
     """Two jax.jit programs, head by head (``lax.map``): W_QK's product, its estimator's passes
     and its histogram (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`), then its
     statistics' finish (:func:`rmtbase.scoring.qk_histogram.finish`; ``n`` = d², from the
-    shape), compiled with :data:`rmtbase._compiled.FEW_CALLS`. One program held both before;
-    the finish, on the estimator's 65,538 |w| bins, is most of its compilation and little of
-    its run time, and the option (which slows the passes over d² entries: +4.5 ms a call) cuts
-    its compilation (issue 59 item 4: W_QK's programs 2.11 -> 1.78 CPU-s at 640 x 256, 2.17 ->
-    1.83 at 576 x 64, the finish's run 0.81 -> 0.71 ms per 2 heads), the same bytes."""
+    shape), compiled with :data:`rmtbase._compiled.FEW_CALLS`: the finish, on the estimator's
+    65,538 |w| bins, is most of the compilation and little of the run time, and the option
+    (which would slow the passes over d² entries) cuts its compilation; the same bytes."""
     import jax
 
     from .._compiled import few_calls

@@ -55,7 +55,7 @@ def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
 
 
 def not_covered() -> str:
-    """What the stopping error does not cover (issue 48 item 5): the fixed-size draws that also
+    """What the stopping error does not cover: the fixed-size draws that also
     enter a decision, each with its own Monte Carlo error."""
     from .joint_stopping import JOINT_DRAWS
     from .profile_stopping import SCHEDULE
