@@ -25,13 +25,9 @@ import jax
 
 #: ``xla_cpu_use_fusion_emitters=False``: XLA's CPU backend emits the program's fusions with
 #: its elemental LLVM emitters instead of the MLIR fusion emitters, which compile slower (an
-#: MLIR pipeline per fusion before LLVM). Issue 59 item 4, jaxlib 0.10.2, 2 cores, a cold
-#: score's programs recompiled from their captured HLO on their real inputs (HK,
-#: benchmarks/compile_options.py): SmolLM2 Q4_1's W_K element statistics 1.6-2.0 -> 1.1-1.2
-#: CPU-s and ``layer_stats`` 0.41-0.49 -> 0.28-0.30 (the Gemma-3 shape 1.67 -> 1.14, 0.42 ->
-#: 0.30), every output byte-identical on 8-12 perturbed inputs; ``layer_stats``'s run time
-#: unchanged, the element statistics' +0.5 ms a call. Not for hot loops: the profile-null chunk runs 2x slower this way, the
-#: observed heads' W_QK statistics +4.5 ms a call. An ``xla_cpu_*`` option only: other backends
+#: MLIR pipeline per fusion before LLVM): about a third less compile CPU for programs run a
+#: few times, outputs byte-identical (``benchmarks/compile_options.py``). Not for hot loops,
+#: which run slower this way. An ``xla_cpu_*`` option only: other backends
 #: ignore it. JAX's persistent compilation cache keys on the options (a program cached before
 #: compiles once more).
 FEW_CALLS = {"xla_cpu_use_fusion_emitters": False}

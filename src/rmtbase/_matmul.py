@@ -35,14 +35,9 @@ def mm(a, b):
 def mm_tn(a, b):
     """``aᵀ @ b`` for ``a`` ``(k, m)``, ``b`` ``(k, n)``, as :func:`mm` computes it. On CPU
     ``aᵀ`` is first made an array of its own (an optimisation barrier keeps XLA from folding
-    the transpose back into the dot), so that the dot takes its contiguous path. W_QK's element
-    statistics, product included, per head (``lax.map`` of heads, CPU ms, 2 cores): 4096 × 128
-    263 → 247, 8192 × 128 1106 → 905; a whole LLaMA-3-8B-shaped score, all statistics, 377 →
-    344 s of CPU (``docs/performance.md``). The product is the same sum in another blocking:
-    two null draws of every statistic at each shipped table shape (float32 and bfloat16) were
-    equal bit for bit at nine of the eleven shapes (384 × 32 and 4096 × 128 among them) and at
-    512 × 64 and 2048 × 256 differed by float32 rounding (≤ 3·10⁻⁷ relative, in W_QK's
-    element statistics); float64 products round differently too."""
+    the transpose back into the dot), so that the dot takes its contiguous path (XLA's CPU dot
+    is 2–3× slower with a transposed left operand). The product is the same sum in another
+    blocking: equal bit for bit at most shapes, else within float32 rounding."""
     at = jnp.swapaxes(a, -1, -2)
     if jax.default_backend() == "cpu":
         at = jax.lax.optimization_barrier(at)

@@ -25,11 +25,9 @@ Declared choices
   obtained by inverting these tests, reported as ``accepted`` and its hull ``interval``.
   An empty set (``consistent=False``) means no depth's null resembles the matrix.
 
-The products of all depths 1..L_max are computed as one chain per draw (M_L = (I + W_L)
-M_{L−1}), so different depths share draws; each depth's marginal law is exactly that of
-:func:`rmtbase.ensembles.residual_product`. The product is rescaled by 1/√(1 + σ²d) per layer
-to stay O(1) in float32; the standardised features do not see the scale. Draw i uses
-``fold_in(key, i)`` and layer l of it ``fold_in(fold_in(key, i), l)``.
+All depths 1..L_max come from one chain per draw (M_L = (I + W_L) M_{L−1}; each depth's law is
+that of :func:`rmtbase.ensembles.residual_product`), rescaled by 1/√(1 + σ²d) per layer to stay
+O(1) in float32 (the standardised features do not see it). Draw i uses ``fold_in(key, i)``.
 """
 
 from __future__ import annotations

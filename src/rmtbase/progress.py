@@ -1,41 +1,26 @@
-"""One progress and message channel for all long work (Monte Carlo tables, sweeps, null
-draws, layers) and for the lines said on stderr while it runs.
+"""One progress and message channel for all long work (tables, sweeps, null draws, layers) and
+for the lines said on stderr while it runs.
 
 :func:`progress_bar` returns an object with ``update(n)``, ``close()`` and context-manager use:
 
-- on a terminal (stderr is a TTY): a tqdm bar on stderr, removed when done, its rate and
-  time left measured from the first update on, as the lines'
+- on a terminal (stderr is a TTY): a tqdm bar on stderr, removed when done
   (:class:`rmtbase.reporters.TerminalBar`);
-- otherwise (logs, CI, pipes; :class:`rmtbase.reporters.LogLines`): a plain line on stderr at
-  most every :data:`rmtbase.reporters.INTERVAL` seconds
-  (``$RMTBASE_PROGRESS_INTERVAL`` overrides), e.g.
-  ``rmtbase baseline: 1250/4000 draws (31%), 40 s elapsed, about 88 s left``, and a last line
-  when a run that printed one ends; a short run prints nothing; never a carriage return; the
-  time left is the rate since the first update (which carries the stage's compilation) times
-  the work left, so a line before the second update gives none;
-- ``cpu_every=s``: also a line whenever the process has used ``s`` more seconds of CPU
-  (all threads) since the last one, between updates too (a background thread: a compile or
-  one long block is not silent). The null draws of a first contact use
-  :data:`NULL_CPU_EVERY` (10 s);
-- ``enabled=False``: nothing at all (``--no-progress``/``--quiet``).
+- otherwise (:class:`rmtbase.reporters.LogLines`): a plain line on stderr at most every
+  :data:`rmtbase.reporters.INTERVAL` seconds (``$RMTBASE_PROGRESS_INTERVAL``), e.g.
+  ``rmtbase baseline: 1250/4000 draws (31%), 40 s elapsed, about 88 s left``, never a carriage
+  return; the time left is the rate since the first update times the work left;
+- ``cpu_every=s``: also a line whenever the process has used ``s`` more CPU seconds since the
+  last one (a background thread, so a compile is not silent; the null draws of a first contact
+  use :data:`NULL_CPU_EVERY`);
+- ``enabled=False``: nothing (``--no-progress``/``--quiet``).
 
-**Messages.** :func:`message` writes one line (an error, a warning, a note,
-``rmtbase: interrupted``) through the same channel: the line of every live bar is ended
-first (cleared on a terminal, so the message starts at column 0), and the bars are drawn
-again below it; ``final=True`` (the last thing a command says) closes every live reporter
-instead, without its last frame or line, so nothing is drawn after it. :func:`stage` (a line
-``<who>: <what>`` saying which stage of a long piece of work starts) is a message.
-:func:`show_warning` is ``warnings.showwarning`` through :func:`message` (the executable
-installs it). stderr is one per process, so the live reporters are one list per process
-(``LIVE`` of :mod:`rmtbase.reporters`, under a lock: reporters may be updated from worker
-threads).
-
-A library's own bars (transformers' "Loading weights" while a model is read) are not shown:
-:func:`rmtbase._library_bars.no_library_bars` turns them off for a block and restores the
-library's setting after.
-
-So the Python API can keep ``progress=True`` as its default without drawing a bar into
-non-terminal logs. Importing this module imports nothing heavy (tqdm only for a bar).
+:func:`message` writes one line (an error, a warning, a note, ``rmtbase: interrupted``) through
+the same channel: every live bar's line is ended first and the bars are drawn again below it;
+``final=True`` closes every live reporter instead, so nothing is drawn after it. :func:`stage`
+says which stage of a long piece of work starts; :func:`show_warning` is
+``warnings.showwarning`` through :func:`message`. The live reporters are one list per process
+(``LIVE`` of :mod:`rmtbase.reporters`, under a lock). Libraries' own bars are turned off by
+:func:`rmtbase._library_bars.no_library_bars`. Importing this module imports nothing heavy.
 """
 
 from __future__ import annotations
