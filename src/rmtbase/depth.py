@@ -2,9 +2,8 @@
 
 The post in the seeds (004, Conjecture) proposes that trained weights look like the elements of
 the residual-stream product at initialisation, M_L = ∏_{l=1}^{L} (I + W_l) with W_l i.i.d.
-N(0, σ²) entries, σ² = 1/d by default (the norm-preserving "critical" choice), and that the
-depth L whose product a weight matrix most resembles is an *effective depth* (cf. Veit, Wilber
-& Belongie 2016, residual networks as ensembles of paths). This module makes that precise.
+N(0, σ²) entries (σ² = 1/d, the critical choice), and that the depth L whose product a weight
+matrix most resembles is an *effective depth* (cf. Veit, Wilber & Belongie 2016).
 
 Declared choices
 ----------------
