@@ -6,7 +6,7 @@ value. Types are checked, not coerced: ``2.7`` is not an integer (``int(2.7)`` w
 ``"0.05"`` is not a probability, and a ``bool`` is not an integer even though Python says so.
 NumPy integer and floating scalars are accepted as what they are.
 
-- :func:`check_int`: an integer ≥ ``minimum`` (draws, k, workers).
+- :func:`check_int`: an integer ≥ ``minimum`` (draws: ≥ :data:`MIN_NULL_DRAWS`; k, workers).
 - :func:`check_seed`: a PRNG seed, an integer in ``[0, 2**32)`` (what ``jax.random.key``
   takes without 64-bit mode, and what the tables' provenance records).
 - :func:`check_probability`: a real number in the open interval (0, 1) (alpha, levels).
@@ -24,6 +24,12 @@ from .errors import InputError
 
 #: Seeds are integers in [0, SEED_LIMIT).
 SEED_LIMIT = 2**32
+#: The fewest null draws a head's (or a matrix's) decision can be made from: the omnibus
+#: calibration reads the empirical tail from its MIN_EXCEEDANCES = 10 largest null statistics
+#: and needs twice that (:func:`rmtbase.decision.omnibus.calibrated`; kept equal to
+#: ``2 * rmtbase.decision.tails.MIN_EXCEEDANCES`` by tests/test_refusals.py). Here, numpy-free,
+#: so that the CLI refuses ``--draws 5`` at start-up speed.
+MIN_NULL_DRAWS = 20
 
 
 def _is_int(value) -> bool:
@@ -62,4 +68,4 @@ def check_probability(name: str, value) -> float:
     return float(value)
 
 
-__all__ = ["SEED_LIMIT", "check_int", "check_probability", "check_seed"]
+__all__ = ["MIN_NULL_DRAWS", "SEED_LIMIT", "check_int", "check_probability", "check_seed"]

@@ -64,6 +64,11 @@ def check(args, plan) -> dict:
     cfg = model_config(default_model_path() if plan.model is None else plan.model)
     mt = str(cfg.get("model_type", "") or "")
     got = {"patch": mt in PATCHED, "text": has_tokenizer(plan.model), "model_type": mt}
+    if not got["text"] and not got["patch"]:  # refused before any note of what would run
+        from ..errors import InputError
+
+        raise InputError(f"--probe needs a tokenizer for a {mt or 'model'} model (path "
+                         f"patching with repeated random tokens runs {', '.join(PATCHED)})")
     if not args.quiet and not got["patch"]:
         print(f"rmtbase: --probe: path patching runs {', '.join(PATCHED)} models, not "
               f"{mt or 'this one'}: heads are labelled from the text probe and the circuits "
@@ -82,11 +87,6 @@ def check(args, plan) -> dict:
                   "windows (without --text: repeated random tokens, the standard induction "
                   "test)", file=sys.stderr)
     if not got["text"]:
-        if not got["patch"]:
-            from ..errors import InputError
-
-            raise InputError(f"--probe needs a tokenizer for a {mt or 'model'} model (path "
-                             f"patching with repeated random tokens runs {', '.join(PATCHED)})")
         if not args.quiet:
             print("rmtbase: --probe: no tokenizer: the text probe's behaviour columns are left "
                   "out; heads are labelled and patched on repeated random tokens",

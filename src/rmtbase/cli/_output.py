@@ -26,6 +26,15 @@ def add_overwrite(p, what: str, more: str = "", *, help: str | None = None) -> N
                                 f"existing output is refused{more})")
 
 
+def early_out(args) -> None:
+    """A command's ``early`` check of ``--out`` (:mod:`rmtbase.cli`): an existing path that is
+    not a folder is refused at start-up; the whole check comes before the work."""
+    if getattr(args, "out", None) is not None:
+        from ..files.output import check_output_path
+
+        check_output_path(args.out)
+
+
 def add_json(p, help: str) -> None:
     """``--json``: one JSON document on stdout, as ``help`` says."""
     p.add_argument("--json", action="store_true", help=help)

@@ -33,6 +33,10 @@ def add_parser(sub):
     return p
 
 
+#: Start-up check (rmtbase.cli): an --out that is a file, refused before the imports.
+early = output.early_out
+
+
 def run(args) -> int:
     from ..files.output import check_output_dir
     from ..report.compare import KIND, write_compare

@@ -72,6 +72,10 @@ def top_lines(ds, n: int = 3) -> list[str]:
     return lines
 
 
+#: Start-up check (rmtbase.cli): an --out that is a file, refused before the imports.
+early = output.early_out
+
+
 def run(args: argparse.Namespace) -> int:
     if args.window is not None and args.window < 3:
         raise InputError(f"--window must be at least 3, got {args.window}")

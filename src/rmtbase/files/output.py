@@ -92,17 +92,24 @@ def _enclosing_output(p: Path) -> tuple[Path, str] | None:
     return None
 
 
-def check_output_dir(path, kind: str, *, overwrite: bool = True) -> Path:
-    """The output folder ``path`` resolved, or :class:`InputError` saying why it cannot be.
-
-    ``overwrite=False`` (the command line without ``--overwrite``) refuses an earlier output of
-    the same kind as well; a folder not written by ``kind`` is refused either way."""
+def check_output_path(path) -> Path:
+    """``path`` resolved, or :class:`InputError` if it exists and is not a folder: the part of
+    :func:`check_output_dir` the CLI makes at start-up, before its heavy imports."""
     p = Path(os.path.expanduser(os.fspath(path)))
     if p.is_symlink():
         p = p.resolve()
     p = p.absolute()
     if p.exists() and not p.is_dir():
         raise InputError(f"{p} exists and is not a folder; give a folder for the output")
+    return p
+
+
+def check_output_dir(path, kind: str, *, overwrite: bool = True) -> Path:
+    """The output folder ``path`` resolved, or :class:`InputError` saying why it cannot be.
+
+    ``overwrite=False`` (the command line without ``--overwrite``) refuses an earlier output of
+    the same kind as well; a folder not written by ``kind`` is refused either way."""
+    p = check_output_path(path)
     inside = _enclosing_output(p)
     if inside is not None:
         raise InputError(f"{p} is inside {inside[0]}, an earlier {inside[1]} output that its "

@@ -39,6 +39,10 @@ DEFAULT_WINDOW = 256
 DEFAULT_TEXT = "default_text.txt"
 #: Characters tokenized at once (module docstring): ~200 MB of a fast tokenizer's memory.
 TOKENIZE_CHARS = 1 << 20
+#: The largest text file :func:`read_text` reads: 1 MiB, about 35 times the default text
+#: (about 250,000 tokens; every one passes through the model once, so the probe's time grows
+#: with it). A larger file is refused from its size, before it is read.
+MAX_TEXT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -56,18 +60,28 @@ def default_text() -> Text:
     return Text(raw.decode("utf-8"), hashlib.sha256(raw).hexdigest(), f"rmtbase:{DEFAULT_TEXT}")
 
 
-def read_text(path=None) -> Text:
+def read_text(path=None, max_bytes: int = MAX_TEXT_BYTES) -> Text:
     """The text of the UTF-8 file ``path`` (None: :func:`default_text`); one-line
-    :class:`InputError` for a missing, unreadable, non-UTF-8 or empty file."""
+    :class:`InputError` for a missing, unreadable, non-UTF-8 or empty file, or one larger than
+    ``max_bytes`` (:data:`MAX_TEXT_BYTES`; checked from its size, before it is read)."""
     if path is None:
         return default_text()
     p = Path(path).expanduser()
     if not p.is_file():
         raise InputError(f"no such text file: {path}")
     try:
-        raw = p.read_bytes()
+        size = p.stat().st_size
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if size > max_bytes:
+        raise _too_long(path, size, max_bytes)
+    try:
+        with p.open("rb") as f:  # bounded: a file that grew since its size was read
+            raw = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(raw) > max_bytes:
+        raise _too_long(path, len(raw), max_bytes)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -75,6 +89,12 @@ def read_text(path=None) -> Text:
     if not text.strip():
         raise InputError(f"{path} holds no text")
     return Text(text, hashlib.sha256(raw).hexdigest(), p.name)
+
+
+def _too_long(path, size: int, max_bytes: int) -> InputError:
+    return InputError(f"{path} holds {size:,} bytes of text; the probe reads at most "
+                      f"{max_bytes:,} ({max_bytes / 2**20:g} MiB; every token passes through "
+                      "the model): give a shorter text")
 
 
 def special_template(tokenizer) -> tuple[list[int], list[int]]:
@@ -136,5 +156,5 @@ def windows(tokenizer, text: str, window: int) -> list[tuple[np.ndarray, np.ndar
     return out
 
 
-__all__ = ["DEFAULT_WINDOW", "TOKENIZE_CHARS", "Text", "default_text", "read_text",
+__all__ = ["DEFAULT_WINDOW", "MAX_TEXT_BYTES", "TOKENIZE_CHARS", "Text", "default_text", "read_text",
            "special_template", "tokenize", "windows"]

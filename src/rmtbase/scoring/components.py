@@ -41,6 +41,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
+from ..checks import MIN_NULL_DRAWS, check_seed
 from ..decision.family import HISTOGRAM, in_family
 from ..decision.scale import scaling
 from ..decision.score_dataset import SCORE_VARS
@@ -218,7 +219,8 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
 
     alpha = _check_alpha(alpha)
     draws = DEFAULT_DRAWS if draws is None else draws
-    check_draws(draws)
+    check_draws(draws, MIN_NULL_DRAWS)  # the omnibus calibration of each matrix's p
+    check_seed(seed)
     check_matrix_null_size(draws)  # before any weight is read
     if quantized_null not in QUANTIZED_NULL:
         raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
