@@ -25,8 +25,7 @@ x ln x moment: ∫ x ln x ρ dx = d m_s/ds at s = 1 = c − c²/6, differentiati
 sum term by term in k (tested to 50 digits against quadrature); hence the spectral-entropy
 limit ln d_h − c + c²/6.
 
-Finite (d, d_h) exact moments of Σλ = ‖W_QK‖_F² (n = d, p = d_h, σ⁸ = σ_Q⁴σ_K⁴), from
-E[WAW] = n(n+1)A + n tr(A) I, E tr W² = np(n+p+1), E(tr W)² = (np)² + 2np for W ~ Wishart_p(n, I):
+Finite (d, d_h) exact moments of Σλ = ‖W_QK‖_F² (n = d, p = d_h, σ⁸ = σ_Q⁴σ_K⁴; Wishart moments):
 E Σλ = p n² σ_Q²σ_K², E Σλ² = σ⁸ n² p [(n+1)(n+p+1) + np + 2], Var Σλ = σ⁸ 2n²p(2n + p + 1).
 """
 

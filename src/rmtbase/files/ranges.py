@@ -26,8 +26,7 @@ validator of the content (``ETag``, else a redirect's ``X-Linked-Etag`` / ``ETag
 names an LFS file by its sha256 there —, else ``Last-Modified``): a second read of the
 same file asks the server only for the first 8 bytes (which return the validator) and reads
 the rest from disk; a changed file has another validator and so another folder. A server that
-sends no validator is not cached on disk. Nothing is written under the URL's name (a signed
-URL's query string never reaches the disk).
+sends no validator is not cached; a signed URL's query string never reaches the disk.
 """
 
 from __future__ import annotations

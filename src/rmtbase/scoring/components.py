@@ -23,13 +23,9 @@ quantisation it was dequantised from is detected on its first rows
 the null through the same quantiser, ``"none"`` keeps the float null and leaves the histogram
 statistics out of that matrix's decision, a format name forces it.
 
-Dataset (``components.nc``): dims (layer, component, stat) — ``value``, ``null_mean``,
-``null_std``, ``z``, ``effect``, ``p_value``, ``p_method``, ``q_value``, ``percentile``,
-``flag``; (layer, component) — ``component_p_value``, ``component_p_method``,
-``component_q_value``, ``component_flag``, ``component_top_stat``, ``component_n_stats``,
-``rms``, ``rows``, ``cols``, ``storage``, ``null_storage``, ``null_draws``; (stat,) —
-``in_family``, ``sigma_power``. A component that a layer lacks (a MoE layer without experts)
-is NaN, 0, "" or False there.
+Dataset (``components.nc``): per test over (layer, component, stat) as for heads; per matrix
+``component_p_value``, ``component_flag``, ``component_top_stat``, ``rms``, ``rows``, ``cols``,
+``storage``, ``null_storage``, ``null_draws`` …; a component a layer lacks is NaN, 0, "" or False.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """When to stop drawing: extend the spectral null only while some head's flag could change.
 
 The spectral reference of a shape is extended ×5 at a time (:func:`rmtbase.scoring.sequential.decide`).
-Under the default rule (``max_draws=None`` in :func:`rmtbase.scoring.score.score_model`) an
-extension is made only while some head's decision is not settled; p-values of settled heads are
-never refined. The rule is Besag & Clifford's (1991) sequential Monte Carlo test made
+By default (``max_draws=None``) an extension is made only while some head's decision is not
+settled; settled heads' p-values are never refined. The rule is Besag & Clifford's (1991) sequential Monte Carlo test made
 simultaneous over heads, with a stated error in the spirit of Gandy (2009):
 
 1. For each head and spectral statistic of its decision family, k of the N draws lie at or
