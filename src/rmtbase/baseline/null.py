@@ -22,14 +22,11 @@ Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor
   independent products M_L = ∏(I + W_l) of depth ``depth`` at the critical σ² = 1/d, rescaled by
   σ √(d / 2^L) so that E[rms²] = σ² (E[M Mᵀ] = 2^L I); then as ``"lowrank"``. O(L d_h d²).
 
-Storage (``storage=``, :mod:`rmtbase.stats.precision`): a null for a checkpoint stored in
-float16, bfloat16 or a block format passes every draw's W_Q, W_K through the same round trip
-before any statistic, and the element statistics of W_Q, W_K use that storage's lattice cells —
-one estimator, same size, same precision as the heads it is compared with. The spectral fast
-path is kept for float storages (:func:`fast_spectral`). A block format's λ takes the Gram
-route, checked per draw (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`), at the cells
-of :func:`rmtbase.baseline.draw_route.gram_route` (d_h ≥ 128, d_h/d ≤ 0.4), the heads' QR
-route elsewhere.
+Storage (``storage=``, :mod:`rmtbase.stats.precision`): every draw's W_Q, W_K pass through the
+checkpoint's round trip before any statistic, and the element statistics use that storage's
+lattice cells. Float storages keep the spectral fast path (:func:`fast_spectral`); a block
+format's λ takes the Gram route where :func:`rmtbase.baseline.draw_route.gram_route` says so,
+the heads' QR route elsewhere.
 """
 
 from __future__ import annotations
