@@ -231,7 +231,10 @@ def test_head_shares_add_up_to_what_attention_adds(family):
             zh = got["z"][li][:, :, 1]
             assert torch.allclose(hm.source_output(li, 1, zh, s),
                                   hm.contribution_factor(li)
-                                  * hm.source_contribution(li, 1, zh, clean), atol=1e-6)
+                                  * hm.source_contribution(li, 1, zh, scale=s), atol=1e-6)
+            if s is not None:  # post-norm: the clean scale is required, not guessed
+                with pytest.raises(InputError, match="clean"):
+                    hm.source_output(li, 1, zh)
             # the contribution (times the factor) and the MLP's output are the block's update
             if li + 1 < hm.n_layers and li in got["mlp"]:
                 step = got["x"][li + 1] - got["x"][li]
@@ -272,6 +275,23 @@ def test_fold_equals_the_norm_reapplied_to_the_patched_residual(family):
             assert float((clean - ref).abs().max()) <= 1e-5 * (1 + float(ref.abs().max()))
 
 
+@pytest.mark.parametrize("kind", ["gpt2", "opt", "bloom", "falcon_gqa", "gpt_neox", "olmo2"])
+def test_base_models_as_the_loader_reads_them(kind):
+    """rmtbase's loader reads AutoModel (no LM head): OPT's layers sit under ``decoder``,
+    GPT-2's / Bloom's / Falcon's under ``h``."""
+    cfg = _config(kind)[1]
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    net = T.AutoModel.from_config(cfg).eval()
+    hm = HeadModel(net)
+    got = _run(hm, _ids(net))
+    with torch.no_grad():
+        xn = hm.norm(1)(got["x"][1])
+        for h in range(hm.n_heads):
+            a = hm.pattern(1, hm.query(1, h, xn), hm.key(1, h, xn), head=h)
+            assert float((a - got["att"][1][:, h]).abs().max()) < 1e-5
+
+
 def test_multimodal_gemma3_runs_its_language_model():
     text = dict(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                 hidden_size=32, intermediate_size=48, vocab_size=300, head_dim=8,
@@ -283,18 +303,18 @@ def test_multimodal_gemma3_runs_its_language_model():
                          image_token_index=299, boi_token_index=297, eoi_token_index=298)
     cfg._attn_implementation = "eager"
     cfg.text_config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    net = T.Gemma3ForConditionalGeneration(cfg).eval()
-    hm = HeadModel(net)
-    assert (hm.n_layers, hm.n_heads, hm.n_kv, hm.head_dim, hm.d) == (2, 4, 2, 8, 32)
-    ids = _ids(net, t=10)
-    got = _run(hm, ids)
-    with torch.no_grad():
-        for li in range(2):
-            xn = hm.norm(li)(got["x"][li])
-            for h in range(4):
-                a = hm.pattern(li, hm.query(li, h, xn), hm.key(li, h, xn), head=h)
-                assert float((a - got["att"][li][:, h]).abs().max()) < 1e-5
+    for cls in (T.Gemma3ForConditionalGeneration, T.Gemma3Model):  # the loader's: AutoModel
+        torch.manual_seed(0)
+        net = cls(cfg).eval()
+        hm = HeadModel(net)
+        assert (hm.n_layers, hm.n_heads, hm.n_kv, hm.head_dim, hm.d) == (2, 4, 2, 8, 32)
+        got = _run(hm, _ids(net, t=10))
+        with torch.no_grad():
+            for li in range(2):
+                xn = hm.norm(li)(got["x"][li])
+                for h in range(4):
+                    a = hm.pattern(li, hm.query(li, h, xn), hm.key(li, h, xn), head=h)
+                    assert float((a - got["att"][li][:, h]).abs().max()) < 1e-5
 
 
 @pytest.mark.parametrize("config, words", [

@@ -394,18 +394,26 @@ class HeadModel:
             return out
         return out * scale
 
-    def source_contribution(self, layer: int, head: int, z, clean):
+    def _scale(self, layer: int, clean, scale):
+        if scale is None and self.post_norm(layer) is not None:
+            if clean is None:
+                raise InputError(f"{self.family}: a head's share through the post-attention "
+                                 f"norm needs the layer's clean attention output or scale")
+            scale = self.source_scale(layer, clean)
+        return scale
+
+    def source_contribution(self, layer: int, head: int, z, clean=None, *, scale=None):
         """Head ``head``'s share ``(N, T, d)`` of :meth:`contribution_module`'s output from
         its slice ``z`` (as :meth:`source_output`); ``clean`` (the clean output of the
-        layer's attention, ``(N, T, d)``) gives a post-norm block its clean scale and is
-        ignored otherwise. Equals :meth:`source_output` except for
-        :meth:`contribution_factor`; the shares of all heads plus :meth:`contribution_bias`
-        are the module's output."""
+        layer's attention, ``(N, T, d)``, or ``scale`` = :meth:`source_scale` of it) gives a
+        post-norm block its clean scale and is ignored otherwise. Equals
+        :meth:`source_output` except for :meth:`contribution_factor`; the shares of all heads
+        plus :meth:`contribution_bias` are the module's output."""
         out = z @ self._o(layer, head)
-        scale = self.source_scale(layer, clean)
+        scale = self._scale(layer, clean, scale)
         return out if scale is None else out * scale
 
-    def contribution_bias(self, layer: int, clean=None):
+    def contribution_bias(self, layer: int, clean=None, *, scale=None):
         """The part of :meth:`contribution_module`'s output no head writes (the output
         projection's bias, through the post-norm's gain and clean scale), or None."""
         b = self.output_projection(layer).bias
@@ -414,7 +422,7 @@ class HeadModel:
             return b
         g = norm_spec(post)[1]
         b = b if g is None else b * g.to(b.dtype)
-        return b * self.source_scale(layer, clean)
+        return b * self._scale(layer, clean, scale)
 
     def fold_applies(self, layer: int) -> bool:
         """Whether :class:`.fold.Fold` can fold receiver layer ``layer`` (a known input norm
