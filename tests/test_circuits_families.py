@@ -82,7 +82,7 @@ def _config(kind: str):
                         query_pre_attn_scalar=10, attn_logit_softcapping=3.0)),
         "gemma3_text": (T.Gemma3ForCausalLM, T.Gemma3TextConfig,
                         dict(num_key_value_heads=2, head_dim=8, sliding_window=5,
-                             query_pre_attn_scalar=10,
+                             query_pre_attn_scalar=10, attn_logit_softcapping=3.0,  # unused
                              layer_types=["sliding_attention", "full_attention",
                                           "sliding_attention"])),
         "olmo2": (T.Olmo2ForCausalLM, T.Olmo2Config, dict(num_key_value_heads=2)),

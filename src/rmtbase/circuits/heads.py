@@ -336,7 +336,8 @@ class HeadModel:
             s = s / math.sqrt(self.head_dim)
         elif self.family != "opt":  # OPT scales the query (finish)
             s = s * float(a.scaling)
-        cap = getattr(a, "attn_logit_softcapping", None)
+        # Gemma-2 only: Gemma-3 keeps the attribute but its attention does not cap
+        cap = getattr(a, "attn_logit_softcapping", None) if self.family == "gemma2" else None
         if cap:
             s = torch.tanh(s / cap) * cap
         i = torch.arange(t, device=q.device)
