@@ -7,6 +7,10 @@ variates (float32 storage), :func:`null_squares_full` from whole factors sent th
 round trip (16-bit storage; the reference for the other). The QK overlap's null (Frobenius
 cosine of two heads' W_QK within a layer, distinct or shared key heads): :func:`null_overlap`
 (reduced, exact in law) and :func:`null_overlap_full` (whole factors, storage round trip).
+Every sampler draws i from ``fold_in(key, i)`` in compiled calls of a size set by the shape
+(:func:`chunk_size`), each waited for before the next (an interrupt ends the drawing between
+calls), and takes ``start`` (draws ``start`` … n−1: a table continued is the longer table) and
+``bar`` (a progress reporter advanced per call).
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from ..stats.precision import round_trip
 from ..stats.storage import Storage, storage_record
 
 
-def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32):
-    """``n`` draws of the squared score s² under the Gaussian-factor null, exactly in law, from
+def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32, *,
+                 start: int = 0, bar=None):
+    """Draws ``start`` … ``n``−1 (default all ``n``) of the squared score s² under the Gaussian-factor null, exactly in law, from
     d_h-sized variates only (no d-sized matrix; module :mod:`rmtbase.ensembles.wishart`).
 
     Chain Q2ᵀ K2 O1 V1 (K-composition; Q and V have the same law). Rotate the residual basis so
@@ -40,13 +45,39 @@ def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32):
     if d_h2 > d - d_h1:
         raise ValueError(f"the reduced null needs d_h2 <= d - d_h1 (d={d}, d_h={d_h1}, {d_h2})")
     run = _reduced(int(d), int(d_h1), int(d_h2), jnp.dtype(dtype).name)
-    n = int(n)
-    out = [run(key, jnp.arange(a, a + _CHUNK)) for a in range(0, n, _CHUNK)]
-    return jnp.concatenate(out)[:n]
+    return in_chunks(run, key, start, n, chunk_size(6 * max(d_h1, d_h2) ** 2), bar)
 
 
-#: Draws per compiled call (one compile per shape whatever the number of draws).
-_CHUNK = 1024
+#: Floats a compiled call's draws may hold together (:func:`chunk_size`): at 640 × 256 a chunk
+#: of 8 reduced draws takes ≈ 35 ms of CPU, and the per-draw cost was lowest at such sizes
+#: (4.1–4.3 ms at 8–16 draws, 10.5 ms at 1,024: memory traffic, not FLOPs).
+CHUNK_FLOATS = 2**22
+
+
+def chunk_size(floats_per_draw: int) -> int:
+    """Draws per compiled call: the power of two nearest below ``CHUNK_FLOATS /
+    floats_per_draw``, within 8 … 1,024. A function of the shape alone (one compile per
+    shape), so draw i is the same whatever the number of draws; each call is waited for before
+    the next is made, so an interrupt (SIGINT) is honoured between chunks (milliseconds to a
+    fraction of a second at every shape, never a whole table's draws)."""
+    c = max(1, CHUNK_FLOATS // max(1, int(floats_per_draw)))
+    return int(min(1024, max(8, 1 << (c.bit_length() - 1))))
+
+
+def in_chunks(run, key, start: int, n: int, chunk: int, bar=None) -> np.ndarray:
+    """Draws ``start`` … n−1 of ``run(key, draw indices)`` (float, unsorted) in compiled calls
+    of ``chunk`` draws aligned at multiples of ``chunk`` (draw i is computed in the same call
+    whatever ``start`` and ``n``); ``bar`` (a progress reporter) is advanced per call."""
+    start, n = int(start), int(n)
+    a0 = (start // chunk) * chunk
+    out = []
+    for a in range(a0, n, chunk):
+        out.append(np.asarray(run(key, jnp.arange(a, a + chunk))))  # waited for: interruptible
+        if bar is not None:
+            bar.update(min(a + chunk, n) - max(a, start))
+    if not out:
+        return np.zeros(0, np.float32)
+    return np.concatenate(out)[start - a0:n - a0]
 
 
 @functools.lru_cache(maxsize=16)
@@ -76,25 +107,20 @@ def _reduced(d: int, d_h1: int, d_h2: int, dtype: str):
 
 
 def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
-                      dtype=jnp.float32):
+                      dtype=jnp.float32, *, start: int = 0, bar=None):
     """The same null from whole Gaussian factors (d × d_h per factor), each optionally sent
     through a storage round trip (``storage``: a :mod:`rmtbase.stats.precision` name such as
     ``"bfloat16"``, looked up here once, or its record) as the model's stored factors are.
     Slower; the reference for the reduced sampler and the path for 16-bit storage."""
     run = _full(int(d), int(d_h1), int(d_h2), storage_record(storage or "float32"),
                 jnp.dtype(dtype).name)
-    n = int(n)
-    return _in_chunks(run, key, n)
+    return in_chunks(run, key, start, n, _full_chunk(d, max(d_h1, d_h2)), bar)
 
 
-#: Draws per compiled call of the whole-factor sampler (4 d × d_h factors a draw in memory).
-_FULL_CHUNK = 64
-
-
-def _in_chunks(run, key, n: int):
-    """``run(key, draw indices)`` over draws 0 … n−1 in compiled calls of :data:`_FULL_CHUNK`."""
-    out = [run(key, jnp.arange(a, a + _FULL_CHUNK)) for a in range(0, n, _FULL_CHUNK)]
-    return jnp.concatenate(out)[:n]
+def _full_chunk(d: int, d_h: int) -> int:
+    """Draws per compiled call of the whole-factor samplers (4 d × d_h factors and d_h × d_h
+    Grams a draw): :func:`chunk_size`, at most 64 (the size before it depended on the shape)."""
+    return min(64, chunk_size(4 * int(d) * int(d_h) + 3 * int(d_h) ** 2))
 
 
 def _stored(storage: Storage):
@@ -124,7 +150,8 @@ def _full(d: int, d_h1: int, d_h2: int, storage: Storage, dtype: str):
     return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
 
 
-def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=jnp.float32):
+def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=jnp.float32,
+                 *, start: int = 0, bar=None):
     """``n`` draws of the QK overlap c = ⟨W_QK^a, W_QK^b⟩ / (‖W_QK^a‖ ‖W_QK^b‖) of two heads
     with independent Gaussian factors (``shared_key``: one key head W_K for both, GQA/MQA),
     exactly in law from d_h-sized variates.
@@ -137,9 +164,7 @@ def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=
     if 2 * d_h > d:
         raise ValueError(f"the reduced overlap null needs 2 d_h <= d (d={d}, d_h={d_h})")
     run = _overlap(int(d), int(d_h), bool(shared_key), jnp.dtype(dtype).name)
-    n = int(n)
-    out = [run(key, jnp.arange(a, a + _CHUNK)) for a in range(0, n, _CHUNK)]
-    return jnp.concatenate(out)[:n]
+    return in_chunks(run, key, start, n, chunk_size(8 * int(d_h) ** 2), bar)
 
 
 @functools.lru_cache(maxsize=16)
@@ -176,14 +201,13 @@ def _overlap(d: int, n: int, shared: bool, dtype: str):
 
 
 def null_overlap_full(key, d: int, d_h: int, n: int, shared_key: bool = False, storage=None,
-                      dtype=jnp.float32):
+                      dtype=jnp.float32, *, start: int = 0, bar=None):
     """The overlap null from whole Gaussian factors ``(d_h, d)``, each optionally sent through a
     storage round trip (``storage``, as :func:`null_squares_full`); the reference for
     :func:`null_overlap` and the path for 16-bit storage."""
     run = _overlap_full(int(d), int(d_h), bool(shared_key), storage_record(storage or "float32"),
                         jnp.dtype(dtype).name)
-    n = int(n)
-    return _in_chunks(run, key, n)
+    return in_chunks(run, key, start, n, _full_chunk(d, d_h), bar)
 
 
 @functools.lru_cache(maxsize=16)

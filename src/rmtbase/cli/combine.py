@@ -8,8 +8,12 @@ runs/* --out all``. Thin wrapper of :func:`rmtbase.scoring.entries.load_entries`
 models, written all or nothing. An earlier output in ``--out`` (of ``rmtbase score`` or
 ``combine``) is replaced only with ``--overwrite``; a folder rmtbase did not write, never.
 Every entry is verified before it is used (:func:`rmtbase.scoring.entries.check_content`: its
-``entry_sha256``, or the SHA-256 its score folder's ``manifest.json`` lists); edited content
-is refused, content with no hash too unless ``--unverified``.
+``entry_sha256``, or the SHA-256 its score folder's ``manifest.json`` lists): content that
+does not match its hash, or a manifest that does not list its ``scores.nc``, is refused always;
+content with no hash at all cannot be checked and is refused unless ``--unverified`` (then
+taken as it is, with a warning naming it). A collection carries the heads' scores only: the
+other data files of a score folder (``composition.nc``, ``circuits.nc``, ``components.nc``,
+``directions.nc``) are left out, and one line says which.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ def add_parser(sub):
                         "shape, else model)")
     p.add_argument("--unverified", action="store_true",
                    help="also take entries that hold no content hash (entry_sha256) and are "
-                        "listed in no manifest.json (an earlier rmtbase), with a warning; "
-                        "edited content is refused either way")
+                        "listed in no manifest.json (an earlier rmtbase, a file moved out of "
+                        "its folder): their content cannot be checked, so they are taken as "
+                        "they are, with a warning naming each; content that does not match "
+                        "its hash or its manifest is refused either way")
     output.add_no_figures(p)
     p.add_argument("--top", type=int, default=3, help="heads shown per entry (at most 3)")
     return p
@@ -68,6 +74,11 @@ def run(args) -> int:
              for lab, ds in load_entries([p], unverified=args.unverified, warn=warn)]
     if len(found) < 2:
         raise InputError("combine needs at least two entries")
+    left = left_out(args.entries)
+    if left:  # said before the work: what the collection will not hold
+        more = f" and {len(left) - 4} more" if len(left) > 4 else ""
+        print(f"rmtbase: combine: the collection holds the heads' scores only; left out: "
+              f"{', '.join(left[:4])}{more}", file=sys.stderr)
     # two runs of one model are told apart by their folders (a, b), not #0, #1
     labels = folder_labels([lab for lab, _, _ in found], [p for _, _, p in found])
     datasets = [ds for _, ds, _ in found]
@@ -87,6 +98,15 @@ def run(args) -> int:
     print("\n".join(entry_lines(ds)))
     output.say_wrote(written, args.out, t0)
     return 0
+
+
+def left_out(paths) -> list[str]:
+    """The data files of the score folders among ``paths`` that a collection does not carry:
+    every ``*.nc`` beside ``scores.nc`` (composition.nc, circuits.nc, components.nc, …)."""
+    from pathlib import Path
+
+    return [str(f) for p in map(Path, paths) if (p / "scores.nc").is_file()
+            for f in sorted(p.glob("*.nc")) if f.name != "scores.nc"]
 
 
 def _shape(ds) -> tuple:

@@ -196,9 +196,12 @@ def check_composition(models, revisions, args, several: bool, null) -> None:
     check_ov(model, revision, args.allow_pickle)
     if not args.quiet:  # memory and work stated up front
         import sys
+        nulls = pl.get("null_flops", 0.0)  # the Gaussian nulls' draws, at most
         print(f"rmtbase: composition: {pl['pairs_per_kind']:,} pairs per kind, about "
-              f"{pl['bytes'] / 2**30:.2f} GiB, {pl['gemm_flops'] / 1e12:.3g} TFLOP of GEMMs"
-              f"{f' ({null.name} null)' if null.per_head else ''}", file=sys.stderr)
+              f"{pl['bytes'] / 2**30:.2f} GiB, {(pl['gemm_flops'] + nulls) / 1e12:.3g} TFLOP of "
+              f"GEMMs" + (f" ({nulls / 1e12:.3g} of them the null draws, at most "
+                          f"{pl['null_draws']:,} a null)" if nulls else "")
+              + (f" ({null.name} null)" if null.per_head else ""), file=sys.stderr)
 
 
 def components_arg(args, null):

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from ..checks import check_int, check_probability, check_seed
 from ..errors import InputError
 from ..files.memory import check_memory
 from ..stats import composition as C
@@ -68,7 +69,9 @@ def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
     memory. Returns :func:`plan`'s numbers with the model's sizes (a null drawn from each
     head's own entries, :attr:`~rmtbase.stats.null_kind.Null.per_head`, such as the
     permutation null: the permutation run's,
-    :func:`rmtbase.scoring.composition_permutation.plan`, ``draws`` times the GEMMs)."""
+    :func:`rmtbase.scoring.composition_permutation.plan`, ``draws`` times the GEMMs; the
+    Gaussian null: also its draws' work at most, ``null_flops``, ``null_draws``,
+    :func:`rmtbase.scoring.composition_stopping.null_plan`)."""
     from ..models import model_info
 
     if base is not None:
@@ -89,6 +92,11 @@ def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
         p = {**p, **perm_plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h,
                               draws)}
         p["bytes"] += RUNTIME_BYTES
+    else:  # the Gaussian nulls' draws, at most all of them (composition_stopping)
+        from .composition_stopping import null_plan
+
+        p.update(null_plan(info.d, info.d_h, info.n_heads, info.n_kv_heads, draws))
+        p["bytes"] += p["null_bytes"]
     # the project's one check (MemAvailable or $RMTBASE_MEMORY_LIMIT), this process counted
     # once: MemAvailable already leaves out what it holds (issue 59: MemFree and the runtime
     # counted again refused a run with 12.8 GiB available)
@@ -149,7 +157,8 @@ def composition_from_factors(layers, n_kv: int, *, ln_gains=None):
         nq, no = _norms(wq, wk, wo_t, wv)
         qk_n.append(np.asarray(nq, np.float64))
         ov_n.append(np.asarray(no, np.float64))
-        over.append(C.qk_overlap(wq, wk))
+        with np.errstate(divide="ignore", invalid="ignore"):  # zero heads: said below
+            over.append(C.qk_overlap(wq, wk))
         gq, gk, go = _grams(wq), _grams(wk), _grams(wo_t)
         kinds = {"q": (wq, gk, 1), "k": (wk[::group], gq, group), "v": (wv[::group], go, group)}
         row = np.full((3, h, len(cols), h), np.nan)
@@ -158,16 +167,32 @@ def composition_from_factors(layers, n_kv: int, *, ln_gains=None):
                 rows, g_row, grp = kinds[kname]
                 sq = np.asarray(_pair(rows, g_row, grp, c1, out[l1][1]), np.float64)
                 den = (ov_n[l2][:, None] if kname == "v" else qk_n[l2][:, None]) * ov_n[l1][None]
-                row[i, :, l1, :] = np.sqrt(np.maximum(sq, 0.0) / den)
+                with np.errstate(divide="ignore", invalid="ignore"):  # zero heads: said below
+                    row[i, :, l1, :] = np.where(den > 0, np.sqrt(np.maximum(sq, 0.0) / den),
+                                                np.nan)
         comp_rows.append(row)
         cols.append(_cols(wo_t, wv))
         out.append((h, dh, d))
+    _say_zero_heads(qk_n, ov_n)
     n = len(out)
     h = out[0][0]
     comp = np.full((3, n, h, n, h), np.nan)
     for l2, row in enumerate(comp_rows):
         comp[:, :l2, :, l2, :] = row.transpose(0, 2, 3, 1)
     return comp, np.stack(over), {"qk": np.stack(qk_n), "ov": np.stack(ov_n)}
+
+
+def _say_zero_heads(qk_n, ov_n) -> None:
+    """One warning naming the heads whose W_QK or W_OV is zero (zero Q/K or V/O weights):
+    their composition is undefined (0/0) and is NaN, as are its p and flag."""
+    import warnings
+
+    names = [f"L{l}H{h} ({what})" for what, norms in (("W_QK = 0", qk_n), ("W_OV = 0", ov_n))
+             for l, row in enumerate(norms) for h in np.flatnonzero(~(np.asarray(row) > 0))]
+    if names:
+        more = f" and {len(names) - 8} more" if len(names) > 8 else ""
+        warnings.warn(f"rmtbase: composition is undefined for zero heads, NaN there: "
+                      f"{', '.join(names[:8])}{more}", RuntimeWarning, stacklevel=3)
 
 
 def _layers(model, revision, allow_pickle, bar: int = 0):
@@ -226,26 +251,32 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     """
     from .null_checks import check_null_storage
 
+    seed, alpha = check_seed(seed), check_probability("alpha", alpha)
+    if draws is not None:
+        draws = check_int("draws", draws, minimum=2, why="a tail p needs two null draws")
     if fold_ln and ln_gains is None:
         raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
                          "gains from a checkpoint is not implemented")
+    if ln_gains is not None and not fold_ln:
+        raise InputError("ln_gains are folded in only with fold_ln=True; pass fold_ln=True, or "
+                         "leave ln_gains out")
     null, null_storage = Null.parse(null), composition_storage(null_storage)  # they enter here
     check_null_storage(null, "null")  # its storage is null_storage's, set from the checkpoint
     draws = null.composition_draws if draws is None else draws
-    if int(draws) < 1:
-        raise InputError(f"draws must be a positive integer, got {draws!r}")
     pl = check_model(model, revision=revision, null=null, draws=int(draws))
     info = pl["info"]
     check_gains(ln_gains, info.n_layers, info.d)
     layers, storage_rows = _layers(model, revision, allow_pickle,
                                    bar=info.n_layers if progress else 0)
     got = null.composition_null(Pairs(info, layers, storage_rows, composition_from_factors,
-                                      ln_gains if fold_ln else None, null_storage),
+                                      ln_gains if fold_ln else None, null_storage,
+                                      progress=progress, alpha=alpha),
                                 draws=int(draws), seed=int(seed))
+    used = int(draws) if got.drawn is None else int(got.drawn)
     ds = assemble(got.comp, got.overlap, got.norms, got.null_sorted, alpha=alpha, p=got.p,
                   median=got.median, attrs={
         "model": info.name, "d": info.d, "d_h": info.d_h, "n_kv_heads": info.n_kv_heads,
-        "seed": int(seed), "draws": int(draws), "null_storage": got.null_storage,
+        "seed": int(seed), "draws": used, "null_storage": got.null_storage,
         "storage": ",".join(sorted({r[0] for r in storage_rows} | {r[2] for r in storage_rows})),
         "quantisation": ",".join(sorted({q for r in storage_rows for q in (r[1], r[3]) if q})),
         "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
@@ -253,6 +284,11 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     ds.attrs["null_kind"] = null.name  # the null's own name (assemble's is by the draws' kind)
     if info.source == "transformer_lens":  # which weights: as the model holds them
         ds.attrs["transformer_lens"] = info.model_class
+    if got.drawn is not None:  # the Gaussian null, drawn as far as the flags need
+        from .stopping import STOP_ERROR
+
+        ds.attrs.update(composition_draws_cap=int(draws), stop_rule="decision",
+                        stop_error=STOP_ERROR)
     if got.null_sorted is None:  # no tail beyond the draws: say where they limit a flag
         _note_draws(ds, int(draws), alpha)
     if got.description is not None:
@@ -260,7 +296,7 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     from .composition_overlap import add_overlap_tests  # the overlap's Gaussian-factor null
 
     return add_overlap_tests(ds, seed=int(seed), draws=int(draws), alpha=alpha,
-                             storage=got.overlap_storage)
+                             storage=got.overlap_storage, progress=progress)
 
 
 __all__ = ["assemble", "check_model", "composition", "composition_from_factors", "null_scores",

@@ -43,12 +43,20 @@ def overlap_null(key, d: int, d_h: int, draws: int, shared_key: bool,
     """Sorted |c| of ``draws`` null overlaps (reduced sampler for float32 storage when
     2 d_h ≤ d, whole factors through the storage round trip otherwise). ``storage``: a name
     (looked up here, once) or its record (:mod:`rmtbase.stats.storage`)."""
+    return np.sort(overlap_draws(key, d, d_h, 0, draws, shared_key, storage))
+
+
+def overlap_draws(key, d: int, d_h: int, start: int, n: int, shared_key: bool,
+                  storage="float32", bar=None) -> np.ndarray:
+    """|c| of null draws ``start`` … n−1 (float64, in draw order) by the sampler
+    :func:`overlap_null` picks; ``bar`` is advanced per compiled call."""
     storage = storage_record(storage)
+    kw = {"start": int(start), "bar": bar}
     if storage.is_narrow_float or 2 * d_h > d:
-        c = null_overlap_full(key, d, d_h, draws, shared_key, storage=storage)
+        c = null_overlap_full(key, d, d_h, n, shared_key, storage=storage, **kw)
     else:
-        c = null_overlap(key, d, d_h, draws, shared_key)
-    return np.sort(np.abs(np.asarray(c, np.float64)))
+        c = null_overlap(key, d, d_h, n, shared_key, **kw)
+    return np.abs(np.asarray(c, np.float64))
 
 
 def _two_sided_p(values, null_abs):
@@ -70,15 +78,49 @@ def _tail(values, null_abs):
     return np.where(np.isfinite(v), TailModel(null_abs).evaluate(v)["p_hi"], np.nan)
 
 
+def _settled(ov, tables: dict, d: int, d_h: int, key, seed, draws: int, storage, alpha: float,
+             progress: bool):
+    """({table: sorted |null|}, {table: n}): each table ("distinct", "shared") drawn until no
+    pair's ``qk_overlap_flag`` could differ at ``draws``
+    (:func:`rmtbase.scoring.composition_stopping.settle`, over the pairs a < b), each size in
+    the user cache where ``seed`` is given, each continuing the last."""
+    from ..progress import message, progress_bar
+    from .composition_cache import cached_null
+    from .composition_stopping import continued, settle
+
+    h = ov.shape[1]
+    upper = np.triu(np.ones((h, h), dtype=bool), 1)
+    values = {t: np.abs(ov[:, sel & upper]) for t, sel in tables.items()}
+
+    def draw(t, n, previous):
+        start = 0 if previous is None else previous.size
+
+        def fresh():
+            with progress_bar(n - start, desc=f"rmtbase QK-overlap null ({t} key heads)",
+                              unit="draw", enabled=progress) as bar:
+                return continued(previous, overlap_draws(named_key(key, t), d, d_h, start, n,
+                                                         t == "shared", storage, bar))
+        if seed is None:
+            return fresh()
+        return cached_null(f"overlap-{t}", d, d_h, n, seed, storage.name, fresh)
+
+    def said(t, n):
+        if progress:
+            message(f"rmtbase: some QK-overlap flags are not settled; drawing the overlap null "
+                    f"({t} key heads) to {n:,}")
+
+    return settle(values, draw, draws, alpha=alpha, on_grow=said)
+
+
 def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
-                  storage: str = "float32", alpha: float = 0.05) -> dict:
+                  storage: str = "float32", alpha: float = 0.05, progress: bool = False) -> dict:
     """p, tail p, z, q (all layers), q (per layer) and flag ``(L, H, H)`` of the overlaps ``overlap``
     ``(L, H, H)``; query heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv).
     ``key``: a JAX key, or a seed (int): then the key is ``named_key(key(seed), "overlap")``
-    and the null is kept in the user cache (:mod:`rmtbase.scoring.composition_cache`).
+    and the null is kept in the user cache (:mod:`rmtbase.scoring.composition_cache`). Each
+    null is drawn as far as the flags need, at most ``draws``
+    (:mod:`rmtbase.scoring.composition_stopping`); ``drawn`` {table: n} says how far.
     ``storage``: a name (looked up here, once) or its record."""
-    from .composition_cache import cached_null
-
     storage = storage_record(storage)
     seed = key if isinstance(key, int) else None
     if seed is not None:
@@ -93,17 +135,19 @@ def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
     p = np.full(ov.shape, np.nan)
     pt = np.full(ov.shape, np.nan)
     z = np.full(ov.shape, np.nan)
+    n_used = np.full(ov.shape, np.nan)
     var = {}
+    tables = {name: (shared if sk else ~shared) & ~np.eye(h, dtype=bool)
+              for sk, name in ((False, "distinct"), (True, "shared"))}
+    tables = {name: sel for name, sel in tables.items() if sel.any()}
+    nulls, drawn = _settled(ov, tables, d, d_h, key, seed, draws, storage, alpha, progress)
     for sk in (False, True):
-        sel = (shared if sk else ~shared) & ~np.eye(h, dtype=bool)
-        if not sel.any():
-            continue
         name = "shared" if sk else "distinct"
-
-        def draw(name=name, sk=sk):
-            return overlap_null(named_key(key, name), d, d_h, draws, sk, storage)
-        null = draw() if seed is None else cached_null(f"overlap-{name}", d, d_h, draws, seed,
-                                                       storage.name, draw)
+        if name not in tables:
+            continue
+        sel = tables[name]
+        null = nulls[name]
+        n_used[:, sel] = null.size
         var[sk] = overlap_moments(d, d_h, sk)[1]
         p[:, sel] = _two_sided_p(ov[:, sel], null)
         pt[:, sel] = _tail(ov[:, sel], null) if d_h >= 4 else p[:, sel]
@@ -117,18 +161,20 @@ def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
     for a in (q, ql):
         a[:] = np.where(upper[None], a, np.swapaxes(a, 1, 2))
     flag = np.where(np.isfinite(q), q <= alpha, False).astype(np.int8)
-    return {"p": p, "p_tail": pt, "z": z, "q": q, "q_layer": ql, "flag": flag, "var": var}
+    return {"p": p, "p_tail": pt, "z": z, "q": q, "q_layer": ql, "flag": flag, "var": var,
+            "drawn": drawn, "n": n_used}
 
 
 def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "float32",
-                      alpha: float = 0.05) -> xr.Dataset:
+                      alpha: float = 0.05, progress: bool = False) -> xr.Dataset:
     """Add ``qk_overlap_p``, ``qk_overlap_p_tail``, ``qk_overlap_z``, ``qk_overlap_q``, ``qk_overlap_q_layer``,
     ``qk_overlap_flag`` to a composition Dataset (``qk_overlap`` and the attrs ``d``, ``d_h``,
     ``n_kv_heads``); null draws from ``named_key(key(seed), "overlap")``. ``storage``: a name
     or its record (the attr ``qk_overlap_null_storage`` its name)."""
     storage = storage_record(storage)
     d, d_h, n_kv = int(ds.attrs["d"]), int(ds.attrs["d_h"]), int(ds.attrs["n_kv_heads"])
-    t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, int(seed), int(draws), storage, alpha)
+    t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, int(seed), int(draws), storage, alpha,
+                      progress)
     dims = ("layer", "head_from", "head_to")
     defs = {
         "p": ("two-sided add-one Monte Carlo p-value of the QK overlap",
@@ -153,13 +199,19 @@ def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "
     ds.attrs["qk_overlap_null_var"] = float(t["var"].get(False, np.nan))
     ds.attrs["qk_overlap_null_var_shared_key"] = float(t["var"].get(True, np.nan))
     ds.attrs["qk_overlap_null_storage"] = storage.name
-    for name in ("p", "p_tail"):  # the draws behind the p a flag reads (issue 56 item 3)
-        ds[f"qk_overlap_{name}"].attrs["draws"] = int(draws)
+    used = max(t["drawn"].values(), default=int(draws))
+    for name in ("p", "p_tail"):  # the draws behind the p a flag reads
+        ds[f"qk_overlap_{name}"].attrs["draws"] = int(used)
+    for table, n in t["drawn"].items():  # each null's draws (composition_stopping)
+        ds.attrs[f"qk_overlap_null_draws_{table}"] = int(n)
+    ds.attrs["qk_overlap_null_draws_cap"] = int(draws)
     p = ds["qk_overlap_p"].values
-    ds["qk_overlap_p_se"] = xr.DataArray(np.sqrt(p * (1.0 - p) / int(draws)).astype(np.float32),
-                                         dims=dims, attrs={
-        "long_name": "Monte Carlo se of qk_overlap_p", "units": "1", "draws": int(draws),
-        "definition": "sqrt(p (1 - p) / draws), p = qk_overlap_p"})
+    with np.errstate(invalid="ignore"):
+        se = np.sqrt(p * (1.0 - p) / t["n"])
+    ds["qk_overlap_p_se"] = xr.DataArray(se.astype(np.float32), dims=dims, attrs={
+        "long_name": "Monte Carlo se of qk_overlap_p", "units": "1", "draws": int(used),
+        "definition": "sqrt(p (1 - p) / n), p = qk_overlap_p, n its null's draws "
+                      "(qk_overlap_null_draws_distinct or _shared)"})
     return ds
 
 

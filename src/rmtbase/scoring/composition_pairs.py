@@ -29,14 +29,55 @@ def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"
     float16/bfloat16 (:func:`rmtbase.baseline.composition_null.null_squares_full`).
     ``storage``: a name (looked up here) or a record of :mod:`rmtbase.stats.storage`, which
     is passed on as it is."""
+    return np.sort(score_draws(key, d, d_h1, d_h2, 0, draws, storage))
+
+
+def score_draws(key, d: int, d_h1: int, d_h2: int, start: int, n: int, storage="float32",
+                bar=None) -> np.ndarray:
+    """Null scores s of draws ``start`` … n−1 (float64, in draw order) by the sampler
+    :func:`null_scores` picks; ``bar`` is advanced per compiled call."""
     storage = storage_record(storage)
+    kw = {"start": int(start), "bar": bar}
     if storage.is_narrow_float:
-        sq = null_squares_full(key, d, d_h1, d_h2, draws, storage=storage)
+        sq = null_squares_full(key, d, d_h1, d_h2, n, storage=storage, **kw)
     elif d_h2 <= d - d_h1:
-        sq = null_squares(key, d, d_h1, d_h2, draws)
+        sq = null_squares(key, d, d_h1, d_h2, n, **kw)
     else:
-        sq = null_squares_full(key, d, d_h1, d_h2, draws)
-    return np.sort(np.sqrt(np.asarray(sq, np.float64)))
+        sq = null_squares_full(key, d, d_h1, d_h2, n, **kw)
+    return np.sqrt(np.asarray(sq, np.float64))
+
+
+def settled_scores(comp, d: int, d_h: int, draws: int, seed: int, storage: Storage, *,
+                   alpha: float, progress: bool = False) -> tuple[np.ndarray, int]:
+    """(sorted null scores, n): the Gaussian null at (d, d_h, d_h) from ``jax.random.key(seed)``
+    drawn until no pair's ``composition_flag`` could differ at ``draws``
+    (:func:`rmtbase.scoring.composition_stopping.settle`); each size is read from, or written
+    to, the user cache, and continues the last (the same numbers whatever the cache held)."""
+    import jax
+
+    from ..progress import message, progress_bar
+    from .composition_cache import cached_null
+    from .composition_stopping import continued, settle
+
+    key = jax.random.key(int(seed))
+
+    def draw(_, n, previous):
+        start = 0 if previous is None else previous.size
+
+        def fresh():
+            with progress_bar(n - start, desc="rmtbase composition null", unit="draw",
+                              enabled=progress) as bar:
+                return continued(previous, score_draws(key, d, d_h, d_h, start, n, storage,
+                                                       bar))
+        return cached_null("composition", d, d_h, n, seed, storage.name, fresh)
+
+    def said(_, n):
+        if progress:
+            message(f"rmtbase: some composition flags are not settled; drawing the "
+                    f"composition null to {n:,}")
+
+    nulls, size = settle({"composition": comp}, draw, draws, alpha=alpha, on_grow=said)
+    return nulls["composition"], size["composition"]
 
 
 def composition_storage(value) -> str | Storage:
@@ -73,9 +114,10 @@ class PairNull:
 composition_from_factors`), and either ``null_sorted`` (sorted null scores shared by every
     pair: the Beta tail applies) or each pair's ``p`` with its null ``median``; the storage its
     draws were put through (``null_storage``, a file attr), optionally the sentence of the
-    file's ``null`` attr (None: :func:`~rmtbase.scoring.composition_dataset.assemble`'s) and
+    file's ``null`` attr (None: :func:`~rmtbase.scoring.composition_dataset.assemble`'s),
     the record of a storage the draws were put through (``storage``; None where they were
-    not drawn at a storage: the QK overlap's null is then float32)."""
+    not drawn at a storage: the QK overlap's null is then float32) and the Gaussian null's
+    draws used (``drawn``: where :mod:`rmtbase.scoring.composition_stopping` stopped)."""
 
     comp: np.ndarray
     overlap: np.ndarray
@@ -86,6 +128,7 @@ composition_from_factors`), and either ``null_sorted`` (sorted null scores share
     median: np.ndarray | None = None
     description: str | None = None
     storage: Storage | None = None
+    drawn: int | None = None
 
     @property
     def overlap_storage(self) -> Storage:
@@ -110,6 +153,8 @@ class Pairs:
     from_factors: object
     gains: object = None
     null_storage: str | Storage = "auto"
+    progress: bool = False
+    alpha: float = 0.05
 
     def scores(self, layers=None):
         """(comp, overlap, norms) of ``layers`` (default: this model's, read now)."""
@@ -119,19 +164,15 @@ class Pairs:
     def gaussian_factors(self, *, draws: int, seed: int) -> PairNull:
         """Independent Gaussian factors at each head's shapes, stored at the checkpoint's
         float storage (:func:`~rmtbase.scoring.composition.null_scores`), shared by every
-        pair; drawn once per shape and kept in the user cache
+        pair; drawn as far as the flags need (:mod:`rmtbase.scoring.composition_stopping`,
+        at most ``draws``), each size kept in the user cache
         (:mod:`rmtbase.scoring.composition_cache`)."""
-        import jax
-
-        from .composition_cache import cached_null
-
         comp, overlap, norms = self.scores()
         record = _null_storage(self.storage_rows, self.null_storage)
-        info = self.info
-        null_s = cached_null("composition", info.d, info.d_h, int(draws), int(seed), record.name,
-                             lambda: null_scores(jax.random.key(int(seed)), info.d, info.d_h,
-                                                 info.d_h, int(draws), record))
-        return PairNull(comp, overlap, norms, record.name, null_sorted=null_s, storage=record)
+        nulls, size = settled_scores(comp, self.info.d, self.info.d_h, int(draws), int(seed),
+                                     record, alpha=self.alpha, progress=self.progress)
+        return PairNull(comp, overlap, norms, record.name, null_sorted=nulls, storage=record,
+                        drawn=size)
 
     def permuted_entries(self, *, draws: int, seed: int) -> PairNull:
         """Each factor's own entries shuffled (:mod:`rmtbase.scoring.composition_permutation`):
@@ -146,4 +187,5 @@ class Pairs:
                         p=P.permutation_p(comp, counts), median=counts["median"])
 
 
-__all__ = ["PairNull", "Pairs", "composition_storage", "null_scores"]
+__all__ = ["PairNull", "Pairs", "composition_storage", "null_scores", "score_draws",
+           "settled_scores"]

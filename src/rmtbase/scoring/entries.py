@@ -214,10 +214,15 @@ def _manifest_sha(f: Path) -> str | None:
 def check_content(f: Path, ds: xr.Dataset, unverified: bool = False) -> str | None:
     """InputError unless the score file ``f`` (read as ``ds``) is verified: by its
     :data:`CONTENT_ATTR`, or by its folder's ``manifest.json`` (a score folder's
-    ``scores.nc``). Content that does not match its hash is refused always; content with no
-    hash at all (an earlier rmtbase, a file copied out of its folder) only without
-    ``unverified`` — then a warning clause is returned (else None)."""
+    ``scores.nc``). Content that does not match its hash is refused always, and so is a
+    ``scores.nc`` beside a ``manifest.json`` that does not list it (the manifest was changed);
+    content with no hash at all (an earlier rmtbase, a file copied out of its folder) only
+    without ``unverified`` — then a warning clause is returned (else None)."""
     listed = _manifest_sha(f) if f.name == "scores.nc" else None
+    if listed is None and f.name == "scores.nc" and (f.parent / "manifest.json").exists():
+        raise InputError(f"{f.parent / 'manifest.json'} does not list {f.name} with its "
+                         "SHA-256 (the manifest was changed after it was written); score it "
+                         "again")
     if listed is not None:
         if hashlib.sha256(f.read_bytes()).hexdigest() != listed:
             raise InputError(f"{f} changed after it was written (its SHA-256 does not match "

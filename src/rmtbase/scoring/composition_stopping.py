@@ -1,0 +1,145 @@
+"""How many composition and QK-overlap null draws a run uses: a first block, more only while a
+flag could change — the profile null's rule (:mod:`rmtbase.scoring.profile_stopping`) applied
+to the pairs.
+
+A null table of N = ``draws`` (default 18,000) is drawn by :func:`schedule` (the sizes of
+:data:`~rmtbase.scoring.profile_stopping.SCHEDULE` below N, then N); after each size the
+pairs are **open** whose flag — ``composition_flag`` (Benjamini–Hochberg over every pair of
+every kind) or ``qk_overlap_flag`` (BH over every unordered pair of heads of every layer) —
+could differ at N: each pair's one-sided tail p (:class:`rmtbase.decision.tails.TailModel`'s
+``p_hi`` of s, or of |c| for the overlap) is bracketed by the values it can take at N
+(:func:`~rmtbase.scoring.profile_stopping.tail_p_bounds`' one side: the count's
+Clopper–Pearson interval, then the binomial range of the N − n draws to come, the claim of
+:mod:`rmtbase.scoring.tail_count` where it keeps the level, P_MIN below where the tail model
+may extrapolate at N), and a pair is open when BH flags it with the lower ends and not with
+the upper ends (BH is monotone). No open pair: stop. Draw i comes from ``fold_in(key, i)``
+in a call of a fixed number of draws (:func:`rmtbase.baseline.composition_null.in_chunks`), so
+the table at n is the first n of the table at N and each size continues the last.
+
+Error (stated as the profile's): each interval at level ε / (m · looks), m the pairs of the
+decision, looks the sizes below N (:func:`~rmtbase.scoring.profile_stopping.looks_from`),
+ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR` = 0.01. By the union bound, with probability
+≥ 1 − ε no interval fails, and then every flag at the stop is the flag of the N-draw table.
+Not covered: the p, q, effect and se read at the stop carry the Monte Carlo error of n draws
+(``draws`` attrs say n); a pair beyond all but a few draws (count below 10) is bracketed
+below by P_MIN, so it closes only where BH cannot reach it or its count settles.
+
+What a stop saves: a random model's most extreme pairs sit near its smallest BH threshold
+(α/m) with few draws beyond, and stay open to N more often than not; a model whose pairs
+lie far from every threshold (few pairs, or flags far beyond) stops at the first size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .profile_stopping import SCHEDULE, _side_bounds, looks_from
+
+
+def schedule(draws: int) -> tuple[int, ...]:
+    """Sizes a null of ``draws`` is drawn through: those of the profile schedule below
+    ``draws``, then ``draws``."""
+    draws = int(draws)
+    return tuple(n for n in SCHEDULE[:-1] if n < draws) + (draws,)
+
+
+def p_bounds(values, null_sorted, n_final: int, level: float):
+    """(lo, hi) of the one-sided upper tail p (TailModel's ``p_hi``) of ``values`` at
+    ``n_final`` draws of which ``null_sorted`` are the first, each side's count bracketed at
+    ``level`` (:func:`rmtbase.scoring.profile_stopping._side_bounds`), widened to hold the
+    current p; NaN values give NaN."""
+    from ..decision.tails import TailModel
+
+    x = np.asarray(null_sorted, np.float64)
+    v = np.asarray(values, np.float64)
+    cur = TailModel(x).evaluate(v)["p_hi"]
+    if x.size >= int(n_final):
+        return cur, cur
+    k = x.size - np.searchsorted(x, v, side="left")
+    lo, hi = _side_bounds(k, x.size, int(n_final), level)
+    ok = np.isfinite(v)
+    return np.where(ok, np.fmin(lo, cur), np.nan), np.where(ok, np.fmax(hi, cur), np.nan)
+
+
+def open_values(values: dict, nulls: dict, n_final: int, alpha: float,
+                level: float) -> dict:
+    """{table: mask of its ``values``} of the values whose flag could differ at ``n_final``
+    (module docstring): one Benjamini–Hochberg over the finite values of every table."""
+    from ..decision.significance import benjamini_hochberg
+
+    lo, hi, where = [], [], []
+    for name, v in values.items():
+        v = np.asarray(v, np.float64).ravel()
+        a, b = p_bounds(v, nulls[name], n_final, level)
+        fin = np.isfinite(v)
+        lo.append(a[fin])
+        hi.append(b[fin])
+        where.append((name, np.flatnonzero(fin), v.size))
+    out = {name: np.zeros(size, bool) for name, _, size in where}
+    if not sum(x.size for x in lo):
+        return out
+    lo, hi = np.concatenate(lo), np.concatenate(hi)
+    both = benjamini_hochberg(lo, alpha)[0] & ~benjamini_hochberg(hi, alpha)[0]
+    at = 0
+    for name, idx, _ in where:
+        out[name][idx] = both[at:at + idx.size]
+        at += idx.size
+    return out
+
+
+def settle(values: dict, draw, draws: int, *, alpha: float, error: float | None = None,
+           on_grow=None) -> tuple[dict, dict]:
+    """({table: sorted null}, {table: n}): each table's null drawn by :func:`schedule` until
+    none of its values is open (:func:`open_values`). ``values``: {table: the values read
+    against it}; ``draw(table, n, previous)``: the sorted first n draws of that table,
+    ``previous`` the sorted table so far (None at first) to continue; ``on_grow(table, n)``:
+    told before a table grows."""
+    from .stopping import STOP_ERROR
+
+    sizes = schedule(draws)
+    m = sum(int(np.isfinite(np.asarray(v, np.float64)).sum()) for v in values.values())
+    eps = STOP_ERROR if error is None else float(error)
+    level = eps / (max(1, m) * looks_from(sizes[0], sizes))
+    size = {t: sizes[0] for t in values}
+    nulls = {t: draw(t, sizes[0], None) for t in values}
+    while True:
+        open_ = open_values(values, nulls, sizes[-1], alpha, level)
+        grow = [t for t in values if open_[t].any() and size[t] < sizes[-1]]
+        if not grow:
+            return nulls, size
+        for t in grow:
+            size[t] = min(n for n in sizes if n > size[t])
+            if on_grow is not None:
+                on_grow(t, size[t])
+            nulls[t] = draw(t, size[t], nulls[t])
+
+
+def continued(previous, more) -> np.ndarray:
+    """The sorted table of ``previous`` (sorted, or None) and the new draws ``more``: the same
+    bytes as sorting all of them at once."""
+    more = np.asarray(more, np.float64)
+    if previous is None:
+        return np.sort(more)
+    return np.sort(np.concatenate([np.asarray(previous, np.float64), more]))
+
+
+def null_plan(d: int, d_h: int, n_heads: int, n_kv: int, draws: int) -> dict:
+    """Work of the composition and QK-overlap nulls' draws at most (all ``draws`` of each
+    table), at the reduced samplers (float32 storage; 16-bit storage draws whole factors,
+    about 16 d d_h² + 2 d_h³ FLOPs a draw, more): {"null_flops", "null_bytes", "null_draws"}.
+    GEMM FLOPs a draw: 12 d_h³ (composition), 16 d_h³ (overlap, distinct key heads), 10 d_h³
+    (shared key head); memory: one compiled call's draws and the tables."""
+    from ..baseline.composition_null import CHUNK_FLOATS
+
+    d_h, draws = int(d_h), int(draws)
+    group = max(1, int(n_heads) // max(1, int(n_kv)))
+    per = 12.0
+    if int(n_kv) > 1:
+        per += 16.0
+    if group > 1:
+        per += 10.0
+    return {"null_flops": per * d_h**3 * draws, "null_draws": draws,
+            "null_bytes": 4 * CHUNK_FLOATS * 2 + 3 * 8 * draws * 2}
+
+
+__all__ = ["continued", "null_plan", "open_values", "p_bounds", "schedule", "settle"]
