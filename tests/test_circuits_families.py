@@ -31,7 +31,8 @@ def _config(kind: str):
     other than d / H where the family allows one."""
     if kind == "gpt2":
         return T.GPT2LMHeadModel, T.GPT2Config(n_layer=3, n_head=4, n_embd=32, vocab_size=40,
-                                               n_positions=64, bos_token_id=0, eos_token_id=0)
+                                               n_positions=64, bos_token_id=0, eos_token_id=0,
+                                               scale_attn_by_inverse_layer_idx=True)
     if kind == "gptj":
         return T.GPTJForCausalLM, T.GPTJConfig(n_layer=3, n_head=4, n_embd=32, vocab_size=40,
                                                n_positions=64, rotary_dim=4, bos_token_id=0,
@@ -70,7 +71,7 @@ def _config(kind: str):
         "starcoder2": (T.Starcoder2ForCausalLM, T.Starcoder2Config,
                        dict(num_key_value_heads=2, sliding_window=5, use_bias=True)),
         "gemma": (T.GemmaForCausalLM, T.GemmaConfig, dict(num_key_value_heads=1, head_dim=16)),
-        "olmo": (T.OlmoForCausalLM, T.OlmoConfig, dict(num_key_value_heads=2, clip_qkv=3.0)),
+        "olmo": (T.OlmoForCausalLM, T.OlmoConfig, dict(num_key_value_heads=2, clip_qkv=0.3)),
         "qwen3": (T.Qwen3ForCausalLM, T.Qwen3Config, dict(num_key_value_heads=2, head_dim=16)),
         "qwen3_moe": (T.Qwen3MoeForCausalLM, T.Qwen3MoeConfig,
                       dict(num_key_value_heads=2, head_dim=8, num_experts=2,
