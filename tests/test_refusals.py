@@ -5,7 +5,9 @@ below the omnibus calibration's 20 (it passed the CLI's check and ended in a tra
 ``--out`` that is a file refused at start-up speed, before the heavy imports; a ``--text``
 larger than the probe reads; a head with an all-zero factor named (``L<l>H<h>``), without a
 raw numpy warning; a model the probe cannot read refused without first saying how it would
-be probed. Scoring is replaced by a function that fails the test if called
+be probed; a NaN in an MLP weight refused before the score when the probe or the circuit
+search will run the whole model (before, after the heads' score and the composition). Scoring
+is replaced by a function that fails the test if called
 (:mod:`_no_scoring`), so each refusal comes before any scoring."""
 
 from __future__ import annotations
@@ -243,3 +245,18 @@ def test_a_model_the_probe_cannot_read_is_refused_in_one_line(tmp_path, capsys, 
     line = _refused(capsys, ["score", tmp_path / "bert", "--composition", "--probe",
                              "--out", tmp_path / "o"])
     assert "--probe needs a tokenizer" in line
+
+
+def test_a_nan_the_score_never_reads_is_refused_before_the_score_with_probe(tmp_path, capsys,
+                                                                           no_scoring):
+    """NaN in layer 0's MLP (c_fc), ``--composition --probe``: the circuit search runs the
+    whole model; refused naming the tensor before any scoring."""
+
+    def nan(model):
+        model.transformer.h[0].mlp.c_fc.weight[0, 0] = float("nan")
+
+    folder = _gpt2(tmp_path / "nan", nan, n_positions=128)
+    capsys.readouterr()
+    line = _refused(capsys, ["score", folder, "--composition", "--probe", "--quiet",
+                             "--out", tmp_path / "o"])
+    assert "'transformer.h.0.mlp.c_fc.weight'" in line and "non-finite" in line

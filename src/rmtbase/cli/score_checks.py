@@ -130,6 +130,8 @@ def checked(args: argparse.Namespace) -> Plan:
         plan.circuits = _circuits.check(args, plan)
     if plan.probe_text is not None and plan.text_probe:
         check_probe(plan.model)  # no tokenizer, too little memory: before the score
+    if plan.probe_text is not None:  # the probe or the circuit search runs the whole model
+        check_finite_model(plan.model, args.allow_pickle)
     _refuse(_PLAN_RULES[2:], args, plan)
     _check_work(args, plan)
     return plan
@@ -267,6 +269,42 @@ def check_probe(model) -> None:
     config = SimpleNamespace(num_hidden_layers=info.n_layers, num_attention_heads=info.n_heads,
                              max_position_embeddings=ctx if isinstance(ctx, int) else None)
     check_window_memory(config, default_window(config), info.name)
+
+
+def check_finite_model(model, allow_pickle: bool) -> None:
+    """--probe's precondition on the weights, before the score: the text probe and the circuit
+    search run the whole model, so a NaN or infinite entry in any float tensor (an MLP's too,
+    which the score never reads) would make their numbers NaN; one line names the tensor. Read
+    one tensor at a time: a local safetensors folder's float tensors, a GGUF file's F32 and F16
+    tensors; block-quantised GGUF tensors, pickles and hub models are checked when the probe
+    loads them (:func:`rmtbase.probe.loader.check_finite_weights`)."""
+    import numpy as np
+
+    from ..models import default_model_path
+    from ..models._reader import check_finite
+    from ..models._resolve import resolve
+
+    resolved = resolve(default_model_path() if model is None else model, None)
+    if resolved.source == "gguf":
+        from ..models.gguf import _reader
+
+        for t in _reader(resolved.folder).tensors:
+            if t.tensor_type.name in ("F32", "F16"):
+                check_finite(np.asarray(t.data), t.name, resolved.name)
+        return
+    if resolved.source != "folder":
+        return
+    weights = resolved.open_weights(allow_pickle)
+    if weights.format != "safetensors":
+        return
+    from ..models._safetensors import read_float32
+
+    for name in sorted(weights.keys()):
+        filename = weights.file_of(name)
+        info = weights._header(filename)[name]
+        if info["dtype"] in ("F64", "F32", "F16", "BF16"):
+            check_finite(read_float32(weights._headers[filename]["path"], info), name,
+                         f"{resolved.name}/{filename}")
 
 
 def check_ov(model, revision, allow_pickle: bool) -> None:
