@@ -1,24 +1,12 @@
 """Report of a collection (checkpoints or models in one score), written all-or-nothing.
 
 :func:`write_collection_report` is what :func:`rmtbase.report.write.write_report` does for a
-Dataset with a leading ``checkpoint`` or ``model`` dimension (:mod:`.collection`):
-
-- ``scores.nc`` (the whole collection), ``heads.csv`` (one row per entry × head),
-  ``scores.csv`` (one row per entry × head × statistic; left out above :data:`MAX_CSV_ROWS`
-  rows, said in ``summary.txt``), ``summary.txt`` (one line per entry, then each entry's most
-  anomalous heads);
-- ``figures/``: for checkpoints ``trajectory_<stat>.png`` (λ_max self-normalised, NPR,
-  spectral entropy, condition number: layer means across steps with the null band) and
-  ``trajectory_flags.png``; for models ``profile_<stat>.png`` (layer profiles over depth, as
-  ``rmtbase compare``); always ``verdict_grid.png`` (the per-head verdict of each entry as small
-  multiples);
-- ``report.html`` (:mod:`.html`, with an entry selector);
-- with a whole-matrix collection (``components``,
-  :func:`rmtbase.scoring.trajectory.score_component_collection`): ``components.nc`` (the
-  leading dimension kept), ``components.csv`` (one row per entry × layer × component ×
-  statistic), a per-entry line in ``summary.txt`` and, for checkpoints,
-  ``figures/components_k_trajectory.png``
-  (:func:`.component_report.write_component_collection`).
+Dataset with a leading ``checkpoint`` or ``model`` dimension: ``scores.nc``, ``heads.csv`` (entry
+× head), ``scores.csv`` (left out above :data:`MAX_CSV_ROWS` rows, said in ``summary.txt``),
+``summary.txt`` (one line per entry, then each entry's most anomalous heads), ``figures/``
+(``trajectory_<stat>.png`` and ``trajectory_flags.png`` for checkpoints, ``profile_<stat>.png``
+for models, always ``verdict_grid.png``), ``report.html`` with an entry selector, and a
+whole-matrix collection's files (:func:`.component_report.write_component_collection`).
 """
 
 from __future__ import annotations

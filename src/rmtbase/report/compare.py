@@ -1,20 +1,11 @@
 """Compare scored models: layer profiles across families and per-model flag fractions.
 
-``rmtbase compare DIR1 DIR2 … --out DIR`` reads **score output folders** (what ``rmtbase
-score`` wrote: ``scores.nc`` beside ``manifest.json``; a ``scores.nc`` file works too): it
-compares what was scored, with each model's own null, and never loads weights. A folder that
-holds a collection (several checkpoints or models) contributes each of its entries. Model ids
-or weight folders are refused with a hint to score them first.
-
-Output (all or nothing, :class:`rmtbase.files.output.OutputFolder`, kind
-``rmtbase compare``): ``figures/profile_<stat>.png`` for λ_max (self-normalised), NPR, spectral
-entropy and condition number (the layout of seed 003's Figures 13–16: layer index normalised to
-depth 0–1, each model with the one-head null band at its own shape,
-:mod:`rmtbase.report.profiles`) and ``figures/profiles.png`` with the four together;
-``flags.csv`` (per model: heads, flagged, fraction, and the fraction whose strongest statistic
-is in each group); ``heads.csv`` (per model its heads in its order: rank, departure,
-:mod:`rmtbase.decision.order`; ``--sort-by`` names one order for all); ``profiles.csv`` (per model, layer and statistic: the layer mean and the
-null band); ``summary.txt``; ``report.html``.
+``rmtbase compare DIR1 DIR2 … --out DIR`` reads score output folders (or ``scores.nc`` files),
+each with its own null, and never loads weights; a collection contributes each entry; model ids
+or weight folders are refused with a hint to score them first. Output (all or nothing, kind
+``rmtbase compare``): ``figures/profile_<stat>.png`` and ``figures/profiles.png`` (seed 003's
+Figures 13–16 layout, :mod:`rmtbase.report.profiles`), ``flags.csv``, ``heads.csv`` (per model in
+its order, :mod:`rmtbase.decision.order`), ``profiles.csv``, ``summary.txt``, ``report.html``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """Figures of a whole-matrix score (:func:`rmtbase.scoring.components.score_components`).
 
-Functions take ``ax=None`` (a new pyplot figure only then) and return the Axes; nothing here
-saves (:func:`rmtbase.report.component_report.write_components` does).
+Functions take ``ax=None`` and return the Axes; nothing here saves.
 
-- :func:`plot_k_heatmap` — Weibull k of |w| per layer × component: the layout of the Weibull
-  paper's Figure 6 (arXiv:2605.18898: components in rows, attention q, k, v, o on top and the
-  FFN at the bottom, blocks along the x axis), coloured on a fixed diverging scale centred on
-  the half-normal anchor k₀ of the trim (:func:`rmtbase.analytic.weibull.anchor`), so that
-  red is heavier-tailed than Gaussian in every model; a frame marks a matrix whose k differs
-  from its null (per-statistic BH flag).
-- :func:`plot_terminal_k` — k per component (every layer a dot, the median a bar) beside k₀,
-  the paper's band [1.186, 1.204] of median terminal k of FFN and W_o matrices (its Sec. 3,
-  Fig. 4B) and each component's null 95 % range (mean ± 1.96 sd of k at its shape: k is
-  scale-free, so one range per component).
-- :func:`plot_k_trajectory` — of a checkpoint collection: k of one component against the
-  training step (median over layers, each layer faint, flagged layers marked), with the
-  null's 95 % range at each step (median over layers of mean ± 1.96 sd), k₀ and the paper's
-  band: the layout of the Weibull paper's per-step diagnostics.
+- :func:`plot_k_heatmap` — Weibull k of |w| per layer × component in the layout of the Weibull
+  paper's Figure 6 (arXiv:2605.18898), on a diverging scale centred on the half-normal anchor
+  k₀ (:func:`rmtbase.analytic.weibull.anchor`); a frame marks a matrix that differs from its null.
+- :func:`plot_terminal_k` — k per component beside k₀, the paper's band [1.186, 1.204] (its
+  Sec. 3) and each component's null 95 % range.
+- :func:`plot_k_trajectory` — a checkpoint collection's k of one component against the step
+  (median over layers), with the null's 95 % range, k₀ and the paper's band.
 """
 
 from __future__ import annotations

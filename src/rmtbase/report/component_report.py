@@ -1,25 +1,13 @@
 """What a whole-matrix score writes: ``components.nc``, ``components.csv``, a summary, figures.
 
-:func:`write_components` adds, inside an open :class:`rmtbase.files.output.OutputFolder`
-(the ``rmtbase score`` folder: all or nothing, listed in its manifest):
-
-- ``components.nc`` — the Dataset of :func:`rmtbase.scoring.components.score_components`,
-  dims (layer, component, stat);
-- ``components.csv`` — one row per (layer, component, stat) test, with the matrix's shape,
-  storage, rms and decision (rows of components a layer lacks are left out);
-- ``figures/components_weibull_k.png`` — :func:`.component_figures.plot_k_heatmap` (the
-  Weibull paper's Figure 6 layout) and ``figures/components_terminal_k.png`` —
-  :func:`.component_figures.plot_terminal_k`.
-
-:func:`component_table` is the text block printed by the CLI and appended to ``summary.txt``.
-
-A collection's whole-matrix score (leading ``checkpoint`` or ``model`` dimension,
-:func:`rmtbase.scoring.trajectory.score_component_collection`) is written by
-:func:`write_component_collection`: ``components.nc`` with the leading dimension,
-``components.csv`` with one row per (entry, layer, component, stat) (and ``step`` where known),
-and for checkpoints ``figures/components_k_trajectory.png``
-(:func:`.component_figures.plot_k_trajectory`, one panel per component);
-:func:`component_entry_lines` gives its per-entry lines of ``summary.txt``.
+:func:`write_components` adds, inside an open :class:`rmtbase.files.output.OutputFolder`:
+``components.nc`` (the Dataset of :func:`rmtbase.scoring.components.score_components`),
+``components.csv`` (one row per (layer, component, stat) test), and the figures of
+:func:`.component_figures.plot_k_heatmap` and :func:`.component_figures.plot_terminal_k`.
+:func:`component_table` is the text block of the terminal and ``summary.txt``.
+:func:`write_component_collection` writes a collection's whole-matrix score (the leading
+dimension kept; ``figures/components_k_trajectory.png`` for checkpoints) and
+:func:`component_entry_lines` its lines of ``summary.txt``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """Figures of a score (:func:`rmtbase.scoring.score.score_model`): every one shows its null.
 
 Functions take ``ax=None`` (a new pyplot figure only then) and return the Axes; nothing here
-calls ``show`` or ``savefig`` (:func:`rmtbase.report.model_report.write_report` saves them).
-
-Colour scales are fixed so figures compare: the per-statistic heatmaps show the *effect* (the
-normal score of the value's place in the null, :mod:`rmtbase.decision.tails`) on ±
-:data:`EFFECT_LIM` for every statistic and every model. That limit is the largest effect the
-tails can report, Φ⁻¹(1 − P_MIN) ≈ 8.22 with P_MIN = 10⁻¹⁶, so no head saturates the scale
-(the ±6 used before clipped 746 of MiniLM's 3,024 finite effects, 25 %, to one colour); a linear scale keeps a
-colour's meaning the same everywhere (a symlog one would not), and an older score whose effects
-exceed it widens the scale to its own largest |effect| (:func:`effect_limit`). The verdict heatmap shows the
-decision's evidence, −log₁₀ of the head p-value on [0, :data:`VERDICT_LIM`] (how far a head
-departs is the profile's, :mod:`.profile_figures`, never a distance in null sd: those measure
-the estimator, not the head). Conventions: normalised spectrum
-x = λ / (σ_Q² σ_K² d²) with σ the head's measured entry rms; its large-d law is MP_c ⊠ MP_c,
-c = d_h/d (:mod:`rmtbase.analytic.product`). Entropies are drawn as the excess over ½ ln(2π e σ²), the
-Gaussian entropy at the same std, so the null's spread is visible; the W_QK entries of the null
-follow the variance-gamma law (:func:`rmtbase.analytic.variance_gamma.entropy`). Log axes get
-plain, non-overlapping labels (:func:`readable_log_ticks`).
+calls ``show`` or ``savefig``. Colour scales are fixed so figures compare: per-statistic heatmaps
+show the *effect* (:mod:`rmtbase.decision.tails`) on ± :data:`EFFECT_LIM` = Φ⁻¹(1 − P_MIN) ≈ 8.22,
+the largest effect the tails report, so no head saturates it (an older score whose effects exceed
+it widens it, :func:`effect_limit`); the verdict heatmap shows −log₁₀ head p on
+[0, :data:`VERDICT_LIM`]. The normalised spectrum is x = λ / (σ_Q² σ_K² d²), σ the head's entry
+rms, against MP_c ⊠ MP_c (:mod:`rmtbase.analytic.product`); entropies are drawn as the excess over
+½ ln(2π e σ²), against the variance-gamma law for W_QK. Log axes get plain, non-overlapping
+labels (:func:`readable_log_ticks`).
 """
 
 from __future__ import annotations

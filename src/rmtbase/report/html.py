@@ -1,22 +1,14 @@
 """``report.html``: one self-contained page per score or comparison (opens from disk, offline).
 
-Everything is inline: the CSS and the plain JavaScript (``rmtbase/report/assets``, ~22 KB, no
-library), the data as JSON (:mod:`rmtbase.report.html_data`) and the figures as base64 PNGs.
-Nothing is fetched from the network. The score page shows the model, the null and what it
-assumes, the per-head verdict heatmap over layer × head (−log₁₀ head p on the figures' fixed scale;
-flagged heads boxed; outlier counts in the cells of small grids); hovering or clicking a head
-shows its profile (value and effect on each axis, :mod:`rmtbase.scoring.profile`) and outliers
-(with their positions), its statistics beside the null (value, null mean, the effect in the
-statistic's own units — a ratio to the null median or a shift — with the null's 95 % band, p,
-q; greyed rows, q = nan, explained in one line; z, distance and the capped effect folded as
-diagnostics), its normalised spectrum against the null band and the MP_c ⊠ MP_c
-density, and its W_QK element histogram against the Gaussian and the variance-gamma
-references; a sortable table of the heads with their profile (by departure, or the score's
-``--sort-by``, :func:`rmtbase.report.tables.head_ranking`; sorting a profile column orders by |effect|);
-the summary text and
-the figures (a few embedded, the others linked as files beside the page). A collection adds
-an entry selector. The comparison page shows the layer profiles
-and a sortable table of per-model flag fractions.
+Everything is inline: the CSS and plain JavaScript (``rmtbase/report/assets``, no library), the
+data as JSON (:mod:`rmtbase.report.html_data`) and the figures as base64 PNGs; nothing is fetched
+from the network. The score page shows the model and its null, the per-head verdict heatmap
+(the figures' fixed scale, flagged heads boxed); a head's drill-down (profile, outliers,
+statistics beside the null with ``effect_size`` and its band, spectrum against the null band and
+MP_c ⊠ MP_c, W_QK element histogram against the Gaussian and variance-gamma references); a
+sortable head table in the order of :func:`rmtbase.report.tables.head_ranking`; the summary and
+the figures. A collection adds an entry selector; the comparison page shows the layer profiles
+and per-model flag fractions.
 """
 
 from __future__ import annotations

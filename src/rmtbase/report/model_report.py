@@ -1,24 +1,14 @@
-"""Reports of a score: terminal summary, CSV, netCDF and figures, written all-or-nothing.
+"""Reports of one score: terminal summary, CSV, netCDF and figures, written all-or-nothing.
 
-:func:`write_report` writes the whole output into a temporary sibling folder and swaps it in
-at the end (:mod:`rmtbase.files.output`), so a folder is either a complete run's output
-(``manifest.json`` lists its files) or absent; a failed or interrupted run leaves the previous
-output as it was, and files of an earlier run never mix with a new one.
-
-Contents: ``scores.nc`` (the Dataset), ``heads.csv`` (one row per head: the decision),
-``scores.csv`` (one row per head × statistic), ``summary.txt`` (the null, the storage, the
-decision and the profile, NaN tests, how to read a flag) and ``figures/``: ``verdict.png``
-(the decision beside the profile as small multiples, :mod:`.profile_figures`),
-``effect_<group>.png`` (spectrum, product law, entry law), ``effect_<stat>.png`` for the
-headline statistics, ``spectrum_L<l>_H<h>.png`` for the heads of most concentrated spectrum
-(smallest NPR ratio; without a profile, smallest head p) and the least concentrated one,
-``entropy_sigma.png``; and ``report.html`` (:mod:`rmtbase.report.html`:
-one self-contained page with the per-head drill-down, some of these figures embedded). With a
-whole-matrix score also ``components.nc``, ``components.csv`` and
-``figures/components_weibull_k.png``, ``figures/components_terminal_k.png``
-(:mod:`rmtbase.report.component_report`).
-A collection (checkpoints or models) is written by :mod:`rmtbase.report.collection_report`;
-:func:`rmtbase.report.write.write_report` chooses between them.
+:func:`write_report` writes the whole output into a temporary sibling folder and swaps it in at
+the end (:mod:`rmtbase.files.output`), so a folder is either a complete run's output
+(``manifest.json`` lists its files) or absent, and an interrupted run leaves the previous output
+as it was. Contents: ``scores.nc``, ``heads.csv`` (one row per head), ``scores.csv`` (one row per
+head × statistic), ``summary.txt``, ``figures/`` (``verdict.png`` beside the profile,
+:mod:`.profile_figures`; effect heatmaps; spectra of the most and least concentrated heads;
+``entropy_sigma.png``), ``report.html`` (:mod:`rmtbase.report.html`) and, with a whole-matrix
+score, the files of :mod:`rmtbase.report.component_report`. A collection is written by
+:mod:`rmtbase.report.collection_report`; :func:`rmtbase.report.write.write_report` chooses.
 """
 
 from __future__ import annotations
