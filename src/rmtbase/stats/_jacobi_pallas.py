@@ -6,7 +6,8 @@ bound in :mod:`rmtbase.stats._jacobi`) and the one-sided one on the matrices the
 (:func:`rmtbase.stats._hestenes.hestenes_step`, :mod:`rmtbase.stats._hestenes`). Each program loads
 ``block`` padded m × m matrices once, runs every sweep on them (a ``while`` on the block's own
 convergence test) and writes their diagonals (two-sided) or squared row norms (one-sided);
-nothing goes back to device memory between steps. The partner permutation i ↦ i ⊕ k is built from the operations Pallas lowers to Triton
+nothing goes back to device memory between steps. The partner permutation i ↦ i ⊕ k is built
+from the operations Pallas lowers to Triton
 (reshape, transpose, two-way split along the last axis, two-way concatenate): i ↦ i ⊕ 2^b is a
 swap of the halves of the size-2 axis that bit b becomes after a reshape, and i ↦ i ⊕ k
 composes the swaps of k's set bits. Two variants of the step loop (``unroll``):
@@ -17,11 +18,9 @@ composes the swaps of k's set bits. Two variants of the step loop (``unroll``):
   about half as many; a program m − 1 times longer).
 
 On the CPU (no GPU lowering) the kernel runs in Pallas' interpret mode, which evaluates the
-same jaxpr with ``jnp``: that is how tests/test_jacobi.py checks it. Which variant, block size
-and warp count are fastest on a GPU, and whether either beats cuSOLVER, is measured by
-``benchmarks/gpu.py`` (nothing here is tuned yet: no GPU was at hand when it was written).
-jax 0.11 deprecates the Pallas Triton backend (a DeprecationWarning at each lowering; jax
-0.10.2 has none): a lasting route needs these kernels in Mosaic GPU's form.
+same jaxpr with ``jnp``: that is how tests/test_jacobi.py checks it. ``benchmarks/gpu.py``
+times the variants on a GPU (docs/performance.md). jax 0.11 deprecates the Pallas Triton
+backend: a lasting route needs these kernels in Mosaic GPU's form.
 """
 
 from __future__ import annotations

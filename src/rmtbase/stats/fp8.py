@@ -17,13 +17,10 @@ is the maximum over all of them. The null therefore draws each head inside a ful
 i.i.d. rows and keeps its own d_h rows after the round trip
 (:func:`rmtbase.stats.precision.null_rows`, used by :mod:`rmtbase.baseline.null` and the
 profile null): by exchangeability of the tile's rows each head's law is then exactly the
-checkpoint's, for heads aligned on tiles (d_h dividing 128). Tiling one head alone instead
-moved the entropy statistics by 0.37–0.48 null sd at d_h = 32 (measured; E4M3 keeps 3
-mantissa bits, so the histogram statistics see where the tile scale puts the lattice). Heads
-sharing a tile share its scale, so their statistics are correlated (``tests/test_fp8.py``
-counts tiles as clusters). A per-row scale involves no other head: the head's own rows are
-drawn. σ-invariance: s scales with the tile, so a σ = 1 null serves every σ up to float32
-rounding of s (``tests/test_quant_scale.py`` runs fp8_e4m3 too).
+checkpoint's, for heads aligned on tiles (d_h dividing 128); tiling one head alone would move
+the histogram statistics (E4M3 keeps 3 mantissa bits). Heads sharing a tile share its scale,
+so their statistics are correlated. A per-row scale involves no other head. σ-invariance: s
+scales with the tile, so a σ = 1 null serves every σ up to float32 rounding of s.
 """
 
 from __future__ import annotations
