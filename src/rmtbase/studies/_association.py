@@ -14,8 +14,8 @@ For a weight variable w and a behaviour b over n heads (flattened (layer, head) 
   what scale and depth already tell?". Undefined (NaN) for a variable that the covariates
   determine (the baseline rows ``scale`` and ``layer`` themselves).
 - ``p_within_layer``: ρ against within-layer permutations of b (b shuffled among the heads of
-  each layer, w fixed), two-sided about the permutation distribution's mean: the earlier
-  study's test, kept and labelled as what it is — a test of ρ's within-layer part, not of ρ.
+  each layer, w fixed), two-sided about the permutation distribution's mean: a test of ρ's
+  within-layer part, not of ρ.
 
 q columns: Benjamini–Hochberg over the whole table, one family per p column.
 """

@@ -7,7 +7,7 @@ Recipes (:data:`RECIPES`; d 64, 4 heads, MLPs 4 d, no dropout, untied embeddings
 - ``short3`` — 3 layers, V = 40, repeated segments of length 2–10 only (gap ≤ 3), position ids
   at a random offset in a 128-position table: induction at distance ≤ 13 is trained, at 50 not.
 - ``mlp2`` — 2 layers with MLPs on the ``study circuits`` data (V 32, segments 2–5); the
-  previous-token information may reach layer 1's keys through MLP0 (measured, not assumed).
+  previous-token information may reach layer 1's keys through MLP0.
 - ``mlp2s`` — ``mlp2`` with layer 0's attention output scaled by ``attn0_scale`` (0.1) on every
   forward (a fixed multiplier of ``c_proj``, folded into the saved weights): the heads' direct
   write is small next to MLP0's, a variant for when ``mlp2`` does not route through MLP0.

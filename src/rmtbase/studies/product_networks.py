@@ -9,11 +9,8 @@ of the eigenvalues λ of M_LᵀM_L) and :mod:`rmtbase.analytic.network_finite` (
   against the limit density (Fuss–Catalan / free power of the information-plus-noise law).
 * ``moments_vs_depth.png`` / ``.csv``: (1/d) Σλ² over its limit m₂, minus 1, Monte Carlo and the
   exact finite-d value, and the exact value at larger d: where the free limit stops describing
-  finite d (the correction grows like L/d; the residual factors are only conjugation
-  invariant, and the limit still holds: tests/test_products.py extrapolates m₁..m₄). Σλ² is
-  heavy-tailed at depth: a mean over tens of draws usually sits below E Σλ², and the standard
-  error of the draws understates its spread (seed 0's 80 Ginibre draws lie 2–3.5 SE below the
-  exact value at L = 4–16; 600 fresh draws agree within 1.5 SE).
+  finite d (the correction grows like L/d). Σλ² is heavy-tailed at depth, so a mean over tens
+  of draws usually sits below E Σλ² and the draws' standard error understates its spread.
 * ``kurtosis_vs_depth.png`` / ``.csv``: excess kurtosis of the off-diagonal entries of M_L:
   the exact marginal (moment-method) curve, its Monte Carlo estimate pooled over draws, and the
   mean one-matrix sample kurtosis (:func:`rmtbase.stats.element_stats`), which sits below the
