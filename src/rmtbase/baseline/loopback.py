@@ -17,13 +17,9 @@ and a worker process that gets it prints a traceback. So the worker processes st
 session of their own (``os.posix_spawn(..., setsid=True)`` in place of multiprocessing's
 spawn while the cluster starts): the Ctrl-C reaches this process alone, which closes the
 cluster. A Ctrl-C during the start is held and raised as the start ends
-(:func:`rmtbase.files.interrupts.deferred`): raised inside Dask's start it left semaphores to
-the resource tracker's "leaked" warning. Workers that cannot start that way (no
-``POSIX_SPAWN_SETSID``, e.g. old glibc) start as before with SIGINT ignored, inherited through
-exec, while this process ignores it too: a Ctrl-C in those 1–2 s is then lost (the former,
-documented defect). A worker the nanny restarts later starts in this process's group. The
-workers' logs are silenced below CRITICAL (``rmtbase.baseline.sweep._client``: a worker whose
-scheduler closes under it logs a 12-line heartbeat traceback); a task's own failure still
+(:func:`rmtbase.files.interrupts.deferred`). Without ``POSIX_SPAWN_SETSID`` (old glibc) workers
+start with SIGINT ignored, and a Ctrl-C during those 1–2 s is lost. A worker the nanny restarts
+later starts in this process's group. Workers log only CRITICAL; a task's own failure still
 reaches this process through its future.
 """
 

@@ -17,10 +17,8 @@ Draws and keys. Draw i of shape (m, n), storage s and seed uses
 m), n)``; its tile t (rows :func:`rmtbase.stats.matrix.tile_rows`) is
 ``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded to s. A matrix over
 :data:`rmtbase.stats.matrix.TILE_ELEMENTS` entries is run through the estimator's two passes
-tile by tile; its tiles are kept between the passes when the whole draw takes at most
-:data:`KEEP_BYTES` (512 MiB: every shape of an 8B model), else regenerated in each pass (2× the
-normal variates, memory of one tile). Either way the numbers are the same, and draw i is the
-same in any run: a table of n draws is the prefix of a longer one.
+tile by tile, its tiles kept between the passes up to :data:`KEEP_BYTES`, else regenerated;
+the numbers are the same either way, and a table of n draws is the prefix of a longer one.
 
 Tables. :func:`matrix_null_table` returns exactly ``draws`` draws, from the user cache
 (:func:`rmtbase.files.user_cache.cache_dir`; file ``matrix-m{m}-n{n}-n{draws}-seed{seed}-float32
@@ -247,7 +245,7 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     """σ = 1 null table (``xr.Dataset`` over ``draw``) of exactly ``draws`` draws for an (m, n)
     matrix stored as ``storage``, at :func:`null_shape` (module docstring: cache, extension).
     ``threads``: as for :func:`matrix_null_draws`."""
-    from ..files.user_cache import cache_dir
+    from ..files.user_cache import cache_dir, damaged
     from .table_file import read_table, write_table
 
     record = storage_record(storage)  # the name looked up once, here
@@ -261,10 +259,10 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     have, have_path = None, None
     for k, path in (_cached(directory, m, n, record, seed) if directory.is_dir() else []):
         try:
-            ds = read_table(path)
+            ds = read_table(path, checksum=True)
             verify_matrix_table(ds, m, n, storage, seed, path)
-        except TableError as exc:
-            warnings.warn(f"rmtbase: ignoring cached table: {exc}", RuntimeWarning, stacklevel=2)
+        except TableError as exc:  # reported once, removed, drawn again
+            damaged(path, str(exc).removeprefix(f"{path} "))
             continue
         if k >= draws:
             out = ds.isel(draw=slice(0, draws))

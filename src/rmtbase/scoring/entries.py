@@ -14,9 +14,8 @@ holds no path (no absolute path is written into any attribute).
 Each entry file carries the SHA-256 of its own content (:func:`content_hash`: every variable's
 name, dimensions, dtype and bytes, and every attribute but the hash itself) in the
 ``entry_sha256`` attribute, computed when it is written and checked when it is read back: an
-entry edited after it was written is scored again by the rerun with a warning naming it, never reused, and refused by
-:func:`load_entries` (``rmtbase combine``); an entry written before the hash existed cannot be
-verified and is scored again too (a warning says so). ``rmtbase combine`` takes only what it
+entry edited after it was written, or one without a hash, is scored again by the rerun with a
+warning naming it, never reused. ``rmtbase combine`` (:func:`load_entries`) takes only what it
 can verify: an entry by its hash, a score folder's ``scores.nc`` by the SHA-256 its
 ``manifest.json`` lists; a file with neither is refused unless ``--unverified`` is given.
 
