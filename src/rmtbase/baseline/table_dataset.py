@@ -30,10 +30,10 @@ def variable_attrs(name: str, statistics=None) -> dict:
     """CF-style attrs of table variable for ``head_stats`` key ``name`` (``"qk.npr"``), from
     its record (:mod:`rmtbase.stats.statistic`; ``statistics``: the records, default the
     registry)."""
-    from ..stats.statistic import STATISTICS, stat_info
+    from ..stats.statistic import records, stat_info
 
     matrix, stat = name.split(".", 1)
-    info = stat_info(STATISTICS if statistics is None else statistics)[stat]
+    info = stat_info(records() if statistics is None else statistics)[stat]
     sigma = {"qk": "sigma_q*sigma_k", "q": "sigma_q", "k": "sigma_k"}[matrix]
     return {"long_name": f"{info['long_name']} of {'W_QK' if matrix == 'qk' else 'W_' + matrix.upper()}",
             "units": info["units"], "definition": info["definition"],

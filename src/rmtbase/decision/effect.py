@@ -31,8 +31,15 @@ TRANSFORM = transforms()
 
 
 def transform_of(name: str) -> str:
-    """The transform (:data:`TRANSFORM`) of ``<matrix>.<stat>`` or a bare statistic name."""
-    return TRANSFORM.get(name.split(".", 1)[-1], "identity")
+    """The transform (:data:`TRANSFORM`) of ``<matrix>.<stat>`` or a bare statistic name (a
+    statistic registered beyond them: its record's)."""
+    from ..stats.statistic import REGISTRY
+
+    bare = name.split(".", 1)[-1]
+    if bare in TRANSFORM:
+        return TRANSFORM[bare]
+    record = REGISTRY.get(bare)
+    return "identity" if record is None else record.transform
 
 
 def transformed(name: str, x) -> np.ndarray:

@@ -6,6 +6,7 @@ the package's ``__all__``; the imports here marked ``name as name`` are those re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 import jax
@@ -20,13 +21,13 @@ from .spectral import SPECTRAL_STATS as SPECTRAL_STATS
 from .spectral import eigvals_from_factors
 from .spectral import spectral_stats as spectral_stats
 from .statistic import STATISTICS as STATISTICS
+from .statistic import StatInfo, extra, records
 from .statistic import Statistic as Statistic
-from .statistic import stat_info
 from .statistic import statistic as statistic
 
 #: ``{name: {long_name, units, definition, sigma_power, scaling}}``, derived from the records
 #: of :mod:`.statistic` (the one definition of each statistic).
-STAT_INFO: dict[str, dict] = stat_info()
+STAT_INFO: Mapping[str, dict] = StatInfo()
 
 _MATRICES = ("q", "k", "qk")
 #: Prefix of a whole weight matrix's statistics in scoring (``w.weibull_k``; rms: its own).
@@ -86,7 +87,8 @@ def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=Tru
     if bad:
         raise InputError(f"which must be a subset of {_MATRICES}, got {tuple(which)!r}")
     _trim_fraction(trim)
-    stats = None if statistics is None else tuple(statistics)
+    # the registry's records when it holds more than STATISTICS (a compiled program per set)
+    stats = (records() if extra() else None) if statistics is None else tuple(statistics)
     return _head_stats(wq, wk, tuple(which), bool(spectral), bool(elementwise), float(trim),
                        check_storage(storage), stats)
 

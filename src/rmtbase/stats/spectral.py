@@ -35,17 +35,19 @@ import jax.numpy as jnp
 
 from .._matmul import mm
 from ..errors import InputError
+from ..registry import Names
 from ._bisection import tridiagonal_eigvals
-from .statistic import STATISTICS
+from .statistic import REGISTRY, records
 from .statistic import spectral as _spectral
 
 
 def _spectral_records(statistics=None):
-    return _spectral(STATISTICS if statistics is None else statistics)
+    return _spectral(records() if statistics is None else statistics)
 
 
-#: Names of the spectral statistics, in registry order (:mod:`.statistic`).
-SPECTRAL_STATS = tuple(st.name for st in _spectral_records())
+#: Names of the spectral statistics, in registry order (:mod:`.statistic`; a live view: a
+#: spectral statistic registered later, or by a plugin, is in it).
+SPECTRAL_STATS = Names(REGISTRY, lambda s: s.kind == "spectral")
 
 
 def core_from_factors(wq, wk):

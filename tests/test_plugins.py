@@ -1,0 +1,248 @@
+"""Plugins found through entry points (rmtbase.registry): a package made here, in tmp_path,
+declares in its pyproject a null, a storage format, an architecture adapter and a head
+statistic under the groups ``rmtbase.nulls``, ``rmtbase.storages``, ``rmtbase.adapters`` and
+``rmtbase.statistics``; it is made importable and visible to ``importlib.metadata`` as pip
+would leave it (the package beside a ``.dist-info`` whose ``entry_points.txt`` is written from
+the pyproject's table), and ``rmtbase score`` on the command line uses each by name. Every
+plugin object writes a line to ``$TOY_PLUGIN_LOG`` when it is used, so the test sees each was
+used, not only named.
+
+Cost: one ``rmtbase score`` in a fresh process (a GPT-2 of 2 layers x 4 heads of 16 under
+the model type ``toygpt``), spectral statistics, 200 null draws at the toy storage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+MODULE = textwrap.dedent('''
+    """A user's rmtbase plugins: one of each kind (docs/extending.md)."""
+    import os
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import jax.numpy as jnp
+
+    from rmtbase.models.gpt2 import GPT2Adapter
+    from rmtbase.stats.gaussian_null import GaussianNull
+    from rmtbase.stats.statistic import Statistic
+    from rmtbase.stats.storage import Storage
+
+
+    def _log(what):
+        path = os.environ.get("TOY_PLUGIN_LOG")
+        if path:
+            with open(path, "a") as f:
+                f.write(what + "\\n")
+
+
+    @dataclass(frozen=True)
+    class ToyNull(GaussianNull):
+        """the Gaussian null under another name, logging its use"""
+
+        name: ClassVar[str] = "toy-null"
+
+        def reference(self, cells, storage, *, draws, seed, progress):
+            _log("null")
+            return super().reference(cells, storage, draws=draws, seed=seed, progress=progress)
+
+
+    def _ternary(blocks, storage):
+        _log("storage")
+        d = jnp.max(jnp.abs(blocks), axis=-1, keepdims=True)
+        return jnp.clip(jnp.round(blocks / jnp.where(d > 0, d, 1.0)), -1, 1) * d
+
+
+    TOY_T3 = Storage("toy_t3p", "block", _ternary, block=32)
+
+
+    class ToyAdapter(GPT2Adapter):
+        model_types = ("toygpt",)
+
+        def dims(self, cfg):
+            _log("adapter")
+            return super().dims(cfg)
+
+
+    def _top_share(lam):
+        _log("statistic")
+        return lam.max(axis=-1) / lam.sum(axis=-1)
+
+
+    TOP_SHARE = Statistic("top_share", "spectral", "share of the largest eigenvalue", "1",
+                          "lambda_max / sum_lambda", sigma_power=0, effect="ratio",
+                          fn=_top_share)
+''')
+
+PYPROJECT = textwrap.dedent('''
+    [project]
+    name = "rmtbase-toyplugin"
+    version = "0.1"
+    dependencies = ["rmtbase"]
+
+    [project.entry-points."rmtbase.nulls"]
+    toy-null = "rmtbase_toyplugin:ToyNull"
+
+    [project.entry-points."rmtbase.storages"]
+    toy_t3p = "rmtbase_toyplugin:TOY_T3"
+
+    [project.entry-points."rmtbase.adapters"]
+    toygpt = "rmtbase_toyplugin:ToyAdapter"
+
+    [project.entry-points."rmtbase.statistics"]
+    top_share = "rmtbase_toyplugin:TOP_SHARE"
+''')
+
+
+def _install(root: Path, module: str, pyproject: str, name="rmtbase_toyplugin") -> Path:
+    """The package ``name`` and its ``.dist-info`` in ``root``, as pip installs them: the
+    entry points written from ``pyproject``'s ``[project.entry-points]`` table."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(pyproject)
+    project = tomllib.loads(pyproject)["project"]
+    pkg = root / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(module)
+    info = root / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                                   f"Version: {project['version']}\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n"
+        for group, eps in project["entry-points"].items()))
+    return root
+
+
+def _gpt2_as(path: Path, model_type: str) -> str:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=64, n_positions=32,
+                               bos_token_id=0, eos_token_id=0)).save_pretrained(path)
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["model_type"] = model_type  # no shipped adapter reads it: only the plugin's
+    (path / "config.json").write_text(json.dumps(cfg))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_rmtbase_score_uses_each_plugin_by_name(tmp_path):
+    """``rmtbase score --null toy-null --quantized-null toy_t3p`` on a ``toygpt`` model in a
+    fresh process: the null, the storage's quantiser, the adapter and the statistic are each
+    used, and the scores say so."""
+    import xarray as xr
+
+    root = _install(tmp_path / "site", MODULE, PYPROJECT)
+    model = _gpt2_as(tmp_path / "model", "toygpt")
+    log, out = tmp_path / "log.txt", tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get(
+        "PYTHONPATH", "")]), "TOY_PLUGIN_LOG": str(log), "RMTBASE_CACHE": str(tmp_path / "c")}
+    cmd = [sys.executable, "-m", "rmtbase", "score", model, "--null", "toy-null",
+           "--quantized-null", "toy_t3p", "--stats", "spectral", "--draws", "200",
+           "--no-figures", "--quiet", "--out", str(out)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    used = set(log.read_text().split())
+    assert used == {"null", "storage", "adapter", "statistic"}, used
+    with xr.open_dataset(out / "scores.nc") as ds:
+        assert ds.attrs["null_kind"] == "toy-null"
+        assert ds.attrs["architecture"] == "toygpt"
+        assert ds.attrs["null_storage"] == "toy_t3p"
+        assert "qk.top_share" in set(ds["stat"].values)
+        p = ds["p_value"].sel(stat="qk.top_share").values
+        assert np.isfinite(p).all() and (p >= 1 / 201).all() and (p <= 1).all()
+
+
+@pytest.fixture
+def fresh_registries():
+    """The four registries scan the entry points again (a dist-info added by the test is
+    found), and forget the test's plugins afterwards."""
+    from rmtbase.models.registry import ADAPTERS
+    from rmtbase.stats.null_registry import REGISTRY as NULLS
+    from rmtbase.stats.statistic import REGISTRY as STATS
+    from rmtbase.stats.storage import _REGISTRY as STORAGES
+
+    regs = (NULLS, STORAGES, ADAPTERS, STATS)
+    before = [dict((k, r.peek(k)) for k in r._entries) for r in regs]
+    for r in regs:
+        r.refresh()
+    yield regs
+    for r, old in zip(regs, before, strict=True):
+        for k in [k for k in r._entries if k not in old]:
+            r.unregister(k)
+        r.refresh()
+
+
+BROKEN = textwrap.dedent('''
+    [project]
+    name = "rmtbase-broken"
+    version = "0.1"
+
+    [project.entry-points."rmtbase.nulls"]
+    broken-null = "rmtbase_broken:NoSuchNull"
+
+    [project.entry-points."rmtbase.storages"]
+    broken_fmt = "rmtbase_broken_missing:FMT"
+''')
+
+
+def test_a_broken_plugin_is_one_line_naming_it(tmp_path, monkeypatch, fresh_registries):
+    from rmtbase.errors import InputError
+    from rmtbase.registry import PluginWarning
+    from rmtbase.stats.null_kind import NULLS, Null
+    from rmtbase.stats.storage import storage_record
+
+    root = _install(tmp_path / "site", "X = 1\n", BROKEN, name="rmtbase_broken")
+    monkeypatch.syspath_prepend(str(root))
+    with pytest.warns(PluginWarning) as got:
+        assert "broken-null" not in NULLS and "gaussian" in NULLS  # loads the nulls' group
+        assert storage_record("float32").is_identity  # registered: nothing loaded
+        assert "broken_fmt" not in list(fresh_registries[1])  # loads the storages' group
+    lines = [str(w.message) for w in got]
+    assert len(lines) == 2 and all("\n" not in x for x in lines), lines
+    assert lines[0] == ("rmtbase: null plugin 'broken-null' (rmtbase_broken:NoSuchNull, entry "
+                        "point group rmtbase.nulls) was not loaded: AttributeError: module "
+                        "'rmtbase_broken' has no attribute 'NoSuchNull'")
+    assert lines[1].startswith("rmtbase: storage plugin 'broken_fmt' (rmtbase_broken_missing:FMT"
+                               ", entry point group rmtbase.storages) was not loaded: "
+                               "ModuleNotFoundError")
+    with pytest.raises(InputError) as exc:
+        Null.parse("broken-null")
+    assert str(exc.value) == lines[0]  # asked for by name: the same line
+    with pytest.raises(InputError, match="^null must be one of gaussian, permutation, got 'x'$"):
+        Null.parse("x")
+
+
+def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_registries):
+    """The same package on sys.path: each registry finds its plugin on the first lookup; a
+    storage registered after rmtbase.scoring.score was imported is accepted by
+    ``quantized_null=``; the CLI's --null and --quantized-null choices list the plugins."""
+    import rmtbase.scoring.score as score
+    from rmtbase.cli import build_parser
+    from rmtbase.models import SUPPORTED
+    from rmtbase.stats.null_kind import NULLS, Null
+    from rmtbase.stats.spectral import SPECTRAL_STATS
+    from rmtbase.stats.statistic import statistic
+    from rmtbase.stats.storage import storage_record
+
+    root = _install(tmp_path / "site", MODULE, PYPROJECT)
+    monkeypatch.syspath_prepend(str(root))
+    assert Null.parse("toy-null").name == "toy-null" and NULLS[-1] == "toy-null"
+    assert storage_record("toy_t3p").block == 32
+    assert "toygpt" in SUPPORTED
+    assert statistic("qk.top_share").name == "top_share" and SPECTRAL_STATS[-1] == "top_share"
+    _, null = score._check_options(0.05, None, "toy-null", "toy_t3p", None, 200)
+    assert null.name == "toy-null"
+    args = build_parser().parse_args(["score", "m", "--null", "toy-null", "--quantized-null",
+                                      "toy_t3p"])
+    assert (args.null, args.quantized_null) == ("toy-null", "toy_t3p")
