@@ -17,10 +17,11 @@ The text is parsed once, where it enters (:meth:`Null.parse`: the CLI's ``--null
 value is passed on: the functions below (``in_family``, the null checks, the null's
 description, composition) take the :class:`Null`.
 
-One registry, filled by the classes themselves (issue 58; gguf-py's quantisation classes
-register through ``__init_subclass__`` the same way): a concrete subclass that sets its own
-:attr:`Null.name` is registered under it when it is defined, in a user's script as in this
-package (:mod:`rmtbase.stats.null_registry`), and :meth:`Null.parse`,
+One registry, filled by the classes themselves (gguf-py's quantisation classes register
+through ``__init_subclass__`` the same way): a concrete subclass that sets its own
+:attr:`Null.name` is registered under it when it is defined, in a user's script, in a plugin
+package (entry-point group ``rmtbase.nulls``, ``docs/extending.md``) as in this package
+(:mod:`rmtbase.stats.null_registry`), and :meth:`Null.parse`,
 :data:`~rmtbase.stats.null_registry.NULLS` (the CLI's ``--null`` choices, a live view) and the
 re-read of a file's ``null_kind`` all look it up there. An abstract subclass, or one that keeps
 its parent's name (a variant such as a test's), is not registered; a second class with a

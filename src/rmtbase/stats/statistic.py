@@ -12,7 +12,9 @@ kurtosis as a ratio of β₂ = excess + 3 —, "shift": location-like, compared 
 whether it sees a storage lattice (``histogram``); why it can be undefined; its analytic
 reference per matrix; and per matrix the statistic it duplicates, with the reason.
 
-:data:`STATISTICS` is the registry, in the order tables and scores list statistics. The old
+:data:`STATISTICS` are the shipped records, in the order tables and scores list statistics;
+:data:`REGISTRY` holds them and the spectral records registered after them (:func:`register`,
+or a plugin's entry point of group ``rmtbase.statistics``: ``docs/extending.md``). The old
 per-topic tables — ``rmtbase.stats.STAT_INFO``, ``SPECTRAL_STATS``,
 ``rmtbase.decision.effect.TRANSFORM``, ``rmtbase.decision.family.DUPLICATES``/``HISTOGRAM``,
 ``rmtbase.decision.score_dataset.NAN_REASONS``, ``rmtbase.baseline.references.REFERENCE_NOTES`` —

@@ -23,8 +23,9 @@ of the files).
 Every other module reads these records (:func:`storage_record`) or the name lists derived from
 them (:mod:`.names`, where the lists live: :class:`~rmtbase.stats.names.storage_names`); none
 compares storage names. A format is added by one record
-(:func:`register`): ``tests/test_storage_record.py`` adds a toy block format and scores a model
-with it end to end. Model: gguf-py's quant classes (one class per type, self-registered, block
+(:func:`register`, or a plugin's entry point of group ``rmtbase.storages`` naming the record:
+``docs/extending.md``): ``tests/test_storage_record.py`` adds a toy block format and scores a
+model with it end to end. Model: gguf-py's quant classes (one class per type, self-registered, block
 sizes in one table); our quantisers stay the bit-exact jitted ones of :mod:`.precision`,
 :mod:`.kquants` and :mod:`.fp8`.
 
