@@ -8,15 +8,12 @@ The model is loaded with ``transformers`` in float32 with eager attention (so th
 ``output_attentions=True`` returns the softmax weights), on the CPU, ``local_files_only`` for
 a folder; a ``.gguf`` file is de-quantised by transformers' GGUF reader (:func:`from_gguf`).
 Its weights are checked finite (:func:`check_finite_weights`). The load runs on one torch
-thread (:class:`.threads.one_thread`: the finite check and the state-dict copy are large
-element-wise passes whose two threads, on the shared machine, spun more CPU than they saved).
+thread (:class:`.threads.one_thread`).
 
-A GGUF load, as transformers does it, parses the file's header three times (config, tokenizer
-config, tensors; SmolLM2's 49,152-token vocabulary each time), builds gguf's tensor-name map
-once per module (397 times for SmolLM2) and initialises every weight at random before the
-checkpoint overwrites it. :func:`from_gguf` does each once or not at all (:func:`_read_once`;
-the weights are the same, tests/test_probe_loader.py): SmolLM2-135M Q4_1's net went from
-15.3–16.3 CPU-s to 4.4 with its tokenizer (docs/path-patching.md section 6).
+transformers' own GGUF load parses the header three times, builds gguf's tensor-name map once
+per module and initialises every weight at random before the checkpoint overwrites it;
+:func:`from_gguf` does each once or not at all (:func:`_read_once`), with the same weights
+(``tests/test_probe_loader.py``).
 """
 
 from __future__ import annotations

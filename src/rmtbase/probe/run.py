@@ -8,12 +8,9 @@ attention so that ``output_attentions=True`` returns the softmax weights; CPU;
 padding, all-ones attention mask; the shorter last window alone): as many as keep the batch's
 attention tensors within :data:`ATTENTION_BYTES` (at most :data:`MAX_BATCH`; MiniLM: 8, a
 30-layer model: 3). Their attention is reduced layer by layer and freed, so memory stays at one
-batch's activations whatever the text's length. Batches matter on a busy CPU: MiniLM on the
-shared 2-core machine took 118 s for 24 windows one at a time and 22 s in batches of 8. The
-numbers do not depend on the batching (each window is its own sequence). The windows run on
-one torch thread (:class:`.threads.one_thread`: SmolLM2's text probe took a quarter of the
-CPU of two threads on the shared machine). Under grouped-
-query attention the weights are per *query* head already (keys and values are shared, the
+batch's activations whatever the text's length; the numbers do not depend on the batching
+(each window is its own sequence). The windows run on one torch thread
+(:class:`.threads.one_thread`). Under grouped-query attention the weights are per *query* head already (keys and values are shared, the
 softmax is not), so every query head gets its own row.
 
 Memory is checked before the first window runs (:func:`check_window_memory`): one window's

@@ -16,8 +16,7 @@ window never holds padding. Each window comes with its ``content`` mask (True on
 
 A long text is tokenized in pieces of about :data:`TOKENIZE_CHARS` characters (a fast
 tokenizer holds ~190 bytes per character of its input while it works), each cut just before a
-line break, else before a space (never inside a word); the ids are kept as int32. For texts
-shorter than that (the default text, most uses) this is one call, as before. A tokenizer that
+line break, else before a space (never inside a word); the ids are kept as int32. A tokenizer that
 adds a prefix space to every input (SentencePiece ``add_dummy_prefix``) may give a different
 token at a cut than the whole text would: at most one token per piece.
 """
