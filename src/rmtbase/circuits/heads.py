@@ -172,7 +172,8 @@ class HeadModel:
 
     def parallel(self, layer: int) -> bool:
         """Whether attention and MLP read the same residual (GPT-J, Phi, Cohere, parallel
-        GPT-NeoX / StableLM / Falcon)."""
+        GPT-NeoX / StableLM / Falcon): then the MLP of a source's own layer does not read the
+        source's output, and the first MLP on a path through MLPs is the next layer's."""
         return self._parallel
 
     # projections -----------------------------------------------------------------------
