@@ -17,7 +17,9 @@ for the lines said on stderr while it runs.
 :func:`message` writes one line (an error, a warning, a note, ``rmtbase: interrupted``) through
 the same channel: every live bar's line is ended first and the bars are drawn again below it;
 ``final=True`` closes every live reporter instead, so nothing is drawn after it. :func:`stage`
-says which stage of a long piece of work starts; :func:`show_warning` is
+says which stage of a long piece of work starts; :func:`heartbeat` (the executable's commands)
+adds ``rmtbase: still working: …`` whenever stderr has been silent for :data:`INTERVAL`
+seconds (a JAX compile or one long draw that no bar counts); :func:`show_warning` is
 ``warnings.showwarning`` through :func:`message`. The live reporters are one list per process
 (``LIVE`` of :mod:`rmtbase.reporters`, under a lock). Libraries' own bars are turned off by
 :func:`rmtbase._library_bars.no_library_bars`. Importing this module imports nothing heavy.
@@ -25,9 +27,13 @@ says which stage of a long piece of work starts; :func:`show_warning` is
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
+import time
 
-from .reporters import LIVE, LOCK, LogLines, Silent, TerminalBar, print_line
+from .reporters import HEARTBEAT, INTERVAL, LIVE, LOCK, SAID, LogLines, Silent, TerminalBar, \
+    _interval, print_line
 
 #: Seconds of process CPU after which the null draws of a first contact say where they are.
 NULL_CPU_EVERY = 10.0
@@ -76,6 +82,53 @@ def stage(who: str, what: str, *, enabled: bool = True, stream=None) -> None:
         message(f"{who}: {what}", stream=stream)
 
 
+def _doing() -> str:
+    """What is under way, for :func:`heartbeat`: ``": <bar> <n>/<total>"`` of the newest live
+    bar, else ``" after '<the last line said>'"``, else nothing."""
+    with LOCK:
+        r = LIVE[-1] if LIVE else None
+    bar = getattr(r, "_bar", None)
+    if r is not None and (bar is not None or hasattr(r, "desc")):
+        desc, n, total = (bar.desc, bar.n, bar.total) if bar is not None else \
+            (r.desc, r.n, r.total)
+        return f": {desc} {n}/{total}"
+    last = SAID["line"]
+    if not last:
+        return ""
+    last = last.removeprefix("rmtbase: ")
+    return f" after '{last[:77] + '...' if len(last) > 80 else last}'"
+
+
+@contextlib.contextmanager
+def heartbeat(*, enabled: bool = True, every: float | None = None, stream=None):
+    """While the block runs, one line ``rmtbase: still working<what> (<s> s since the last
+    line, <c> CPU-s so far)`` whenever stderr has had no line and no bar has moved for
+    ``every`` seconds (default :data:`INTERVAL`, ``$RMTBASE_PROGRESS_INTERVAL``): no silence
+    longer than that, on a terminal or in a log. ``what``: :func:`_doing`. A daemon thread,
+    stopped when the block ends (before the command's last line)."""
+    every = _interval() if every is None else float(every)
+    if not enabled or every <= 0:
+        yield
+        return
+    stop = threading.Event()
+    SAID["at"] = time.monotonic()
+
+    def beat():
+        while not stop.wait(min(1.0, every / 4)):
+            quiet = time.monotonic() - SAID["at"]
+            if quiet >= every and not stop.is_set():
+                message(f"{HEARTBEAT}{_doing()} ({quiet:.0f} s since the last line, "
+                        f"{time.process_time():.0f} CPU-s so far)", stream=stream)
+
+    thread = threading.Thread(target=beat, daemon=True, name="rmtbase-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
 def progress_bar(total: int, *, desc: str = "rmtbase", unit: str = "draw", enabled: bool = True,
                  stream=None, cpu_every: float | None = None):
     """Progress reporter for ``total`` units of work under the policy of the module docstring
@@ -97,4 +150,5 @@ def counted(items, total: int, *, desc: str, unit: str = "item", enabled: bool =
             bar.update(1)
 
 
-__all__ = ["NULL_CPU_EVERY", "counted", "message", "progress_bar", "show_warning", "stage"]
+__all__ = ["INTERVAL", "NULL_CPU_EVERY", "counted", "heartbeat", "message", "progress_bar",
+           "show_warning", "stage"]

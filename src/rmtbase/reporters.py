@@ -26,6 +26,11 @@ INTERVAL = 30.0
 LOCK = threading.RLock()
 #: The reporters drawing on stderr now, in the order they started (module docstring).
 LIVE: list = []
+#: How :func:`rmtbase.progress.heartbeat`'s lines start.
+HEARTBEAT = "rmtbase: still working"
+#: When stderr last got a line or a bar moved (``time.monotonic``), and its last line but a
+#: heartbeat's: what :func:`rmtbase.progress.heartbeat` reads.
+SAID = {"at": time.monotonic(), "line": None}
 
 
 def _interval() -> float:
@@ -40,6 +45,9 @@ def print_line(text: str, stream) -> bool:
     must not stop the work)."""
     try:
         print(text, file=stream, flush=True)
+        SAID["at"] = time.monotonic()
+        if not text.startswith(HEARTBEAT):
+            SAID["line"] = text
         return True
     except (OSError, ValueError):
         return False
@@ -168,6 +176,7 @@ class TerminalBar(Silent):
                 if self._bar.first is None and k > 0:  # before tqdm draws this update
                     self._bar.first = (self._bar._time(), self._bar.n + k)
                 self._bar.update(k)
+                SAID["at"] = time.monotonic()
 
     def end_line(self) -> None:
         """Clear the bar's line (the cursor back at column 0)."""
@@ -233,4 +242,4 @@ def _unregister(reporter) -> None:
             LIVE.remove(reporter)
 
 
-__all__ = ["INTERVAL", "LogLines", "TerminalBar"]
+__all__ = ["HEARTBEAT", "INTERVAL", "SAID", "LogLines", "TerminalBar"]

@@ -19,7 +19,9 @@ such as a full disk met after the checks). An interrupt (Ctrl-C) prints
 same cleanup. When the reader of stdout goes away early
 (``rmtbase … | head -1``) the executable stops quietly with status 141, as a command killed
 by SIGPIPE does. These lines and warnings go through :func:`rmtbase.progress.message`:
-a live progress bar's line is ended first and nothing is drawn after the last line.
+a live progress bar's line is ended first and nothing is drawn after the last line. A command
+of the executable is never silent on stderr for longer than 30 s
+(:func:`rmtbase.progress.heartbeat`) unless ``--quiet``/``--no-progress``.
 
 The ``rmtbase`` executable (:func:`console_main`) also keeps JAX's compiled programs in
 ``<user cache>/jax`` (JAX's persistent compilation cache), so a repeated command skips its
@@ -38,7 +40,7 @@ import sys
 
 from .._version import __version__
 from ..errors import RmtbaseError
-from ..progress import message
+from ..progress import heartbeat, message
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
@@ -113,7 +115,9 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
     if _ready is not None:  # the executable: end of start-up (console_main)
         _ready(args)
     try:
-        code = int(args._run(args) or 0)
+        # the executable's commands are never silent for long (progress.heartbeat)
+        with heartbeat(enabled=_ready is not None and not _quiet(args)):
+            code = int(args._run(args) or 0)
         from ..files.interrupts import check
 
         check()  # an interrupt swallowed on its way up (under the executable's handler)
@@ -136,6 +140,11 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
         from ..files.output_lock import release_all
 
         release_all()
+
+
+def _quiet(args) -> bool:
+    """Whether the command was asked for no progress (``--quiet``, ``--no-progress``)."""
+    return bool(getattr(args, "quiet", False) or getattr(args, "no_progress", False))
 
 
 def _use_compilation_cache() -> None:
