@@ -181,6 +181,8 @@ def fresh_registries():
         for k in [k for k in r._entries if k not in old]:
             r.unregister(k)
         r.refresh()
+    for mod in [m for m in sys.modules if m.startswith(("rmtbase_toyplugin", "rmtbase_broken"))]:
+        del sys.modules[mod]
 
 
 BROKEN = textwrap.dedent('''
@@ -246,3 +248,28 @@ def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_regi
     args = build_parser().parse_args(["score", "m", "--null", "toy-null", "--quantized-null",
                                       "toy_t3p"])
     assert (args.null, args.quantized_null) == ("toy-null", "toy_t3p")
+
+
+def test_a_plugin_statistic_is_derived_from_a_stored_table(tmp_path, monkeypatch,
+                                                            fresh_registries):
+    """The plugin's top_share = λ_max/Σλ of every draw of a shipped table, derived from the
+    table's stored spectra (no table drawn), equals the ratio of the table's own lambda_max and
+    sum_lambda variables (computed when the table was made)."""
+    from pathlib import Path
+
+    import xarray as xr
+
+    import rmtbase
+    from rmtbase.scoring.layer_null import null_arrays
+
+    root = _install(tmp_path / "site", MODULE, PYPROJECT)
+    monkeypatch.syspath_prepend(str(root))
+    path = Path(rmtbase.__file__).parent / "data" / "lowrank-d384-dh32-all-n2000-seed0-float32-v1.nc"
+    with xr.open_dataset(path) as table:
+        got = null_arrays(table, ["qk.top_share", "qk.lambda_max"], 384, 32)
+        want = (table["lambda_max"].values / table["sum_lambda"].values).ravel()
+    assert got["qk.top_share"].shape == (2000,)
+    # float32 tables: Σλ summed in float32 here and when the table was made (a few ulp, 6e-8
+    # relative each)
+    np.testing.assert_allclose(got["qk.top_share"], want, rtol=4e-6)
+

@@ -20,7 +20,8 @@ Contract:
   with one :class:`PluginWarning` line naming the group, the entry point and the error; a later
   lookup of that name is refused with the same line (:meth:`Registry.failure`).
 - :meth:`Registry.refresh` forgets the scan, so entry points installed since are found by the
-  next lookup (the ones already loaded are not loaded again).
+  next lookup; an entry point whose name is registered is not loaded again (its name is the
+  name it registers: a null's or a record's name, an adapter's model type).
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ class Registry(Mapping):
         self._add = add or self.register
         self._entries: dict = {}
         self._loaded = False
-        self._tried: set = set()
         self._failed: dict[str, str] = {}
 
     # -- registration (never loads plugins) --------------------------------------------------
@@ -80,10 +80,10 @@ class Registry(Mapping):
             if self._loaded:
                 return
             self._loaded = True  # before loading: a plugin's own lookups must not recurse
+            self._failed.clear()
             for ep in importlib.metadata.entry_points(group=self.group):
-                if (ep.name, ep.value) in self._tried:
+                if ep.name in self._entries:  # loaded before (or shipped): not again
                     continue
-                self._tried.add((ep.name, ep.value))
                 try:
                     self._add(ep.name, ep.load())
                 except Exception as e:  # noqa: BLE001 - any plugin error: one line, skipped

@@ -48,9 +48,9 @@ def derive_stats(lam, names, statistics=None) -> dict:
 def missing_spectral(ds, names, statistics=None) -> list[str]:
     """Bare spectral statistics among ``names`` (bare or ``"qk."`` keys; others ignored) that
     ``ds`` lacks as variables."""
-    from ..stats.statistic import STATISTICS, spectral
+    from ..stats.statistic import records, spectral
 
-    SPECTRAL_STATS = [st.name for st in spectral(STATISTICS if statistics is None else statistics)]
+    SPECTRAL_STATS = [st.name for st in spectral(records() if statistics is None else statistics)]
     bare = [n.split(".", 1)[1] if n.startswith("qk.") else n for n in names]
     return [n for n in dict.fromkeys(bare) if n in SPECTRAL_STATS and n not in ds.data_vars]
 

@@ -13,7 +13,12 @@ from ..registry import GROUPS, Names, Registry
 
 
 def _add_plugin(name: str, cls) -> None:
-    """A plugin's null: the class its entry point names, registered by being defined."""
+    """A plugin's null: the class its entry point names, registered by being defined (or
+    again, when it was imported before and taken out since)."""
+    own = cls.__dict__.get("name") if isinstance(cls, type) else None
+    if own and REGISTRY.peek(own) is None and hasattr(cls, "reference") \
+            and hasattr(cls, "parse") and not is_abstract(cls):
+        REGISTRY.register(own, cls)
     if REGISTRY.peek(getattr(cls, "name", None)) is not cls:
         raise TypeError(f"{cls!r} is not a registered null (a concrete Null subclass that sets "
                         "its own name)")
