@@ -175,11 +175,13 @@ def _run(hm: HeadModel, ids):
 
 
 def _mlp(blk):
-    """The module whose output is what the block's MLP adds to the residual (None: Bloom,
-    whose MLP returns the residual added)."""
+    """The module whose output is what the block's MLP adds to the residual (Bloom's MLP
+    returns the residual added: its last projection)."""
+    if type(blk).__name__ == "BloomBlock":
+        return blk.mlp.dense_4h_to_h
     for name in ("post_feedforward_layernorm", "fc2", "mlp", "block_sparse_moe"):
         mod = getattr(blk, name, None)
-        if mod is not None and type(mod).__name__ != "BloomMLP":
+        if mod is not None:
             return mod
     return None
 
@@ -245,6 +247,46 @@ def test_head_shares_add_up_to_what_attention_adds(family):
                 want = hm.contribution_factor(li) * ref + mlp
                 assert float((step - want).abs().max()) <= 1e-5 * (1 + float(
                     step.abs().max())), (kind, li)
+
+
+def _replace(value):
+    def f(_m, _a, out):
+        return (value, *out[1:]) if isinstance(out, tuple) else value
+    return f
+
+
+def test_a_share_removed_at_the_contribution_module_is_the_source_output(family):
+    """What a via-MLP patch does, with every MLP and every other attention held at its clean
+    output: the residual of every later layer moves by exactly −source_output."""
+    kind, hm, ids, got = family
+    m, s = 0, 2
+    z = got["z"][m][:, :, s]
+    clean = got["clean"].get(m)
+    hooks, seen = [], {}
+    for li, blk in enumerate(hm.layers):
+        out = got["contrib"][li]
+        if li == m:
+            with torch.no_grad():
+                out = out - hm.source_contribution(m, s, z, clean)
+        hooks.append(hm.contribution_module(li).register_forward_hook(_replace(out)))
+        hooks.append(_mlp(blk).register_forward_hook(_replace(got["mlp"][li])))
+        hooks.append(blk.register_forward_pre_hook(
+            lambda _m, a, kw, li=li: seen.__setitem__(li, (a[0] if a else
+                                                             kw["hidden_states"]).clone()),
+            with_kwargs=True))
+    try:
+        with torch.no_grad():
+            hm.net(input_ids=ids, attention_mask=torch.ones_like(ids))
+    finally:
+        for h in hooks:
+            h.remove()
+    with torch.no_grad():
+        want = -hm.source_output(m, s, z, hm.source_scale(m, clean))
+    assert float(want.abs().max()) > 1e-3
+    for li in range(m + 1, hm.n_layers):
+        step = seen[li] - got["x"][li]
+        assert float((step - want).abs().max()) <= 1e-5 * (1 + float(
+            got["x"][li].abs().max())), (kind, li)
 
 
 def test_fold_equals_the_norm_reapplied_to_the_patched_residual(family):
