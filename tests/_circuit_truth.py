@@ -220,9 +220,11 @@ def load(folder):
 
 
 def default_lengths(cfg: dict, content_vocab: int) -> list[int]:
-    """Repeat lengths 5, 10, 20, 50 where 2n + 1 fits the positions and n ≤ the content
-    vocabulary."""
-    return [n for n in (5, 10, 20, 50) if 2 * n + 1 <= cfg["n_positions"] and n <= content_vocab]
+    """Repeat lengths 5, 10, 20, 50 up to the longest that fits (2n + 1 positions, n distinct
+    content tokens), that longest one added when below 50 (the search's ``"auto"``)."""
+    top = min(content_vocab, (cfg["n_positions"] - 1) // 2)
+    out = [n for n in (5, 10, 20, 50) if n <= top]
+    return out + [top] if top < 50 and (not out or out[-1] < top) else out
 
 
 def head_labels(sd, cfg, lengths, n_seq=128, seed=0) -> dict:
@@ -270,11 +272,12 @@ def receiver_table(sd, cfg, receiver, statistic: str, n: int, n_seq=128, seed=0)
     return out
 
 
-def truth(folder, lengths=None, n_seq=128, seed=0, receivers_labels=("induction",
-                                                                      "previous-token")):
+def truth(folder, lengths=None, n_seq=128, seed=0,
+          receivers_labels=tuple(lab for lab, _ in SPECIFIC)):
     """The truth table of a trained folder: labels of every head (:func:`head_labels`) and,
-    per receiver after layer 0 whose label is in ``receivers_labels``, :func:`receiver_table`
-    at its label length (other sequences than the labels': seed + 1)."""
+    per receiver after layer 0 whose label is in ``receivers_labels`` (default: the specific
+    labels), :func:`receiver_table` at its label length (other sequences than the labels':
+    seed + 1)."""
     sd, cfg = load(folder)
     v = cfg["vocab_size"] - 1
     lengths = default_lengths(cfg, v) if lengths is None else list(lengths)

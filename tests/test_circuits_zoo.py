@@ -235,3 +235,138 @@ def test_markov_data_follow_the_chain():
         nxt = np.bincount(b[a == s], minlength=p.shape[0]) / (a == s).sum()
         se = np.sqrt(p[s] * (1 - p[s]) / (a == s).sum())
         assert (np.abs(nxt - p[s]) <= 5 * se + 1e-12).all(), s
+
+
+# --- slow tier: the trained zoo, its truth, and what find_circuits must report ----------------
+
+#: (recipe, seed) of the zoo checked here (rmtbase.studies._circuit_zoo.RECIPES).
+ZOO = (("short3", 0), ("short3", 1), ("mlp2", 0), ("mlp2s", 0), ("deep4", 0),
+       ("markov3", 0))
+_TRUTH: dict = {}
+
+
+def _truth(name: str, seed: int):
+    """(folder, the truth of :func:`_circuit_truth.truth`), trained and computed once."""
+    from rmtbase.studies._circuit_zoo import trained_folder
+
+    if (name, seed) not in _TRUTH:
+        folder = trained_folder(name, seed)
+        _TRUTH[name, seed] = folder, T.truth(folder)
+    return _TRUTH[name, seed]
+
+
+def _head(s: str) -> tuple[int, int]:
+    """(layer, head) of ``"L1H2"``."""
+    layer, head = s[1:].split("H")
+    return int(layer), int(head)
+
+
+def _tool(folder):
+    """The rows of ``find_circuits(folder, composition(folder, draws=200),
+    repeat_lengths="auto")`` as dicts of the Dataset's variables, and circuit_list's JSON.
+    xfail (named) while the API lacks ``repeat_lengths`` (issue 67 item 1)."""
+    from rmtbase.circuits import circuit_list, find_circuits
+    from rmtbase.scoring.composition import composition
+
+    if "repeat_lengths" not in inspect.signature(find_circuits).parameters:
+        pytest.xfail("find_circuits has no repeat_lengths yet (issue 67 items 1-3)")
+    comp = composition(str(folder), draws=200)
+    ds = find_circuits(str(folder), comp, repeat_lengths="auto", progress=False)
+    names = ("kind", "path", "from", "to", "label_from", "label_to", "rank_weights",
+             "attribution", "effect_causal", "effect_se", "confirmed", "dominant", "explained")
+    missing = [v for v in names + ("label_length",) if v not in ds]
+    assert not missing, f"find_circuits' Dataset lacks {missing}"
+    length = ds["label_length"].transpose("layer", "head").values
+    rows = []
+    for i in range(ds.sizes.get("candidate", 0)):
+        row = {v: ds[v].values[i] for v in names}
+        for v in ("kind", "path", "from", "to", "label_from", "label_to"):
+            row[v] = str(row[v])
+        for v in ("confirmed", "dominant"):
+            row[v] = bool(row[v])
+        row["label_length"] = int(length[_head(row["to"])])
+        rows.append(row)
+    js = circuit_list(ds)
+    assert [(r["kind"], r["path"], r["from"], r["to"], r["label_length"]) for r in js] == \
+        [(r["kind"], r["path"], r["from"], r["to"], r["label_length"]) for r in rows]
+    return rows
+
+
+def _receiver_truth(folder, t, rec, length):
+    """The truth's table of receiver ``rec`` at repeat length ``length`` (computed when the
+    tool chose a length other than the truth's)."""
+    key = ("at", rec, length)
+    if key not in t:
+        lab = t["labels"][rec]
+        sd, cfg = T.load(folder)
+        t[key] = T.receiver_table(sd, cfg, rec, lab["statistic"], length, 128, 1)
+    return t[key]
+
+
+def _check_receiver(folder, t, rec, got) -> list[str]:
+    """(a)-(c) of the module docstring on one receiver the truth labels clearly: the list of
+    what fails (empty when all holds)."""
+    lab = t["labels"][rec]
+    where0 = f"{T.name(rec)} ({lab['label']} {lab['score']:.2f} at {lab['length']})"
+    labels = {r["label_to"] for r in got}
+    if labels != {lab["label"]}:
+        return [f"{where0}: the tool labels it {labels}"]
+    n = got[0]["label_length"]
+    if lab["stats"][n][lab["statistic"]] < lab["score"] - 0.05:
+        return [f"{where0}: labelled at {n}, where its statistic is {lab['stats'][n]}"]
+    tab = t["receivers"][rec] if n == lab["length"] else _receiver_truth(folder, t, rec, n)
+    index = {(r["kind"], r["path"], _head(r["from"])): r for r in got}
+    bad = []
+    for r in got:  # every reported effect, confirmed or not, equals the truth's
+        e, se = tab["single"].get((r["kind"], r["path"], _head(r["from"])), (None, None))
+        if e is None or not np.isfinite(r["effect_causal"]):
+            continue
+        if abs(r["effect_causal"] - e) > 4 * np.hypot(se, r["effect_se"]):
+            bad.append(f"{where0} <- {r['from']} {r['kind']} {r['path']}: tool "
+                       f"{r['effect_causal']:.4f} +- {r['effect_se']:.4f}, truth {e:.4f} +- "
+                       f"{se:.4f}")
+    for kind, path, src, e, se in T.real_sources(tab):
+        where = f"{where0} <- {T.name(src)} {kind} {path}: truth {e:.3f} +- {se:.3f}"
+        r = index.get((kind, path, src))
+        if r is None:
+            bad.append(f"{where}: not reported")
+        elif not r["confirmed"]:
+            bad.append(f"{where}: not confirmed (tool {r['effect_causal']:.3f} +- "
+                       f"{r['effect_se']:.3f}, weight rank {r['rank_weights']})")
+    if lab["label"] == "induction":
+        ks = sorted(((e, se, path, src) for (kind, path, src), (e, se) in tab["single"].items()
+                     if kind == "k"), key=lambda x: -x[0])
+        (e1, se1, path, src), (e2, se2, _, _) = ks[0], ks[1]
+        if T.passes(e1, se1, tab["base"][0]) and e1 - e2 >= 4 * np.hypot(se1, se2):
+            r = index.get(("k", path, src))
+            if r is None or not (r["confirmed"] and r["dominant"]):
+                bad.append(f"{where0}: the dominant K source {T.name(src)} ({path}, "
+                           f"{e1:.3f}, next {e2:.3f}) is {r}")
+    return bad
+
+
+@pytest.mark.slow  # trains the model when not cached (100-300 CPU-s), composition, search
+@pytest.mark.parametrize(("name", "seed"), ZOO)
+def test_find_circuits_reports_the_truth(name, seed):
+    """(a) induction heads labelled, the dominant K source confirmed and dominant; (b) every
+    source passing the rule confirmed whatever its weight rank, every reported effect within
+    4 combined se of the truth; (c) MLP-mediated sources with path via_mlp (the truth's key
+    includes the path); (d) the model without the circuit confirms none. Receivers checked:
+    those the truth labels with a score ≥ 0.5 (clear of the 0.4 threshold)."""
+    folder, t = _truth(name, seed)
+    rows = _tool(folder)
+    if name == "markov3":
+        conf = [f"{r['from']} -> {r['to']} {r['kind']} {r['path']}" for r in rows
+                if r["confirmed"]]
+        assert not conf, f"confirmed in a model without the circuit: {conf}"
+        return
+    checked, bad = 0, []
+    for rec, lab in t["labels"].items():
+        if rec not in t["receivers"] or lab["score"] < 0.5:
+            continue
+        got = [r for r in rows if _head(r["to"]) == rec]
+        checked += 1
+        bad += _check_receiver(folder, t, rec, got) if got else \
+            [f"{T.name(rec)} ({lab['label']} {lab['score']:.2f}) is not a receiver"]
+    assert checked, "no receiver the truth labels clearly"
+    assert not bad, "\n".join(bad)

@@ -54,11 +54,11 @@ class ZooRecipe:
 
 RECIPES = {
     "short3": ZooRecipe(Recipe(vocab=40, l_min=2, l_max=10, gap_max=3, n_positions=128,
-                               n_layer=3, steps=2000, n_checkpoints=2)),
+                               n_layer=3, steps=3000, n_checkpoints=2)),
     "mlp2": ZooRecipe(Recipe(n_layer=2, steps=2000, n_checkpoints=2)),
     "mlp2s": ZooRecipe(Recipe(n_layer=2, steps=2000, n_checkpoints=2), attn0_scale=0.1),
     "deep4": ZooRecipe(Recipe(vocab=40, l_min=2, l_max=10, gap_max=3, n_positions=128,
-                              n_layer=4, steps=2000, n_checkpoints=2)),
+                              n_layer=4, steps=3000, n_checkpoints=2)),
     "markov3": ZooRecipe(Recipe(vocab=40, n_positions=128, n_layer=3, steps=800,
                                 n_checkpoints=2, skip_p=0.0), data="markov"),
 }
