@@ -236,9 +236,8 @@ _STORED_ONCE = {"q4_0": "normals", "q5_0": "normals", "q8_0": "normals",
 
 def _heads(d_h: int) -> int:
     """Heads a step of the stored null's loop (:func:`_stored_null`): 5 where d_h ≥ 256, else
-    :data:`_HEADS`, 10. A head at 640 × 256 is two factors of 256 × 640 normals and their round
-    trip, 2.6 MB; 5 heads a step took 5–9 % less CPU than 10 at 640 × 256 Q5_0 (alternating
-    runs, load 3–5) and ~12 times fewer page faults; at 576 × 64 Q4_1 the same CPU."""
+    :data:`_HEADS`, 10: a head at 640 × 256 is 2.6 MB of normals and round trip, and 5 heads a
+    step keep a step's buffers small (less CPU, far fewer page faults)."""
     return 5 if d_h >= 256 else _HEADS
 
 

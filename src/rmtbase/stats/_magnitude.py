@@ -106,12 +106,9 @@ def rank_cum(cnt, below: int):
     ≤ m < ``below``), so the fit and q99 give the same numbers, bit for bit, as from the full
     cumsum. Otherwise the full cumsum.
 
-    Both by ``lax.cumsum``, not ``lax.associative_scan``: integers, the same in any order; the
-    scan ran a 65,538-bin cumsum in 0.25 CPU-ms against ``lax.cumsum``'s 0.6, but cost
-    ~0.75 CPU-s to compile against ~0.22 (its 17 levels are ~50 XLA kernels), once in every
-    program holding the element statistics. Here the fallback rarely runs and the top part is
-    short (count_finish at N = 36,864, one core: 0.54/0.56 CPU-ms per run, 0.99/0.49 CPU-s of
-    compilation, with the scans / with cumsum)."""
+    Both by ``lax.cumsum``, not ``lax.associative_scan``: integers, the same in any order, and
+    the scan's faster run does not repay its ~3× longer compile in every program holding the
+    element statistics."""
     head, tail = cnt[:-RANK_TOP], cnt[-RANK_TOP:]
     m = jnp.sum(head)
     return jax.lax.cond(

@@ -107,10 +107,8 @@ def _symmetric(b, half: int):
     ggml's loop (and ``argmax`` of |x|) picks it — found by two reductions, not by an argmax
     and a gather: the largest size a, then the first position holding ±a with the sign in its
     parity (2·position + [x < 0]). The same values (``tests/test_symmetric_ties.py``, the ggml
-    tests); the Q5_0 round trip of a 640 × 256 head's two factors costs 0.28–0.29 ms of CPU
-    against 0.44–0.51 with the four reductions before (max, min and each one's first
-    position), and those had replaced an argmax and gather that cost the profile null at
-    640 × 256 0.6 of its 3.6 CPU-s per 250 heads."""
+    tests); two reductions cost less than four (max, min and each one's first position) or an
+    argmax and gather."""
     size = jnp.abs(b)
     amax = jnp.max(size, axis=-1, keepdims=True)
     pos = jax.lax.broadcasted_iota(jnp.int32, b.shape, b.ndim - 1)

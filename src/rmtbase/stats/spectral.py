@@ -104,10 +104,8 @@ def null_eigvals_by_grams(w):
 
     Gram route: G = W Wᵀ (one batched GEMM), its Cholesky factor L (LAPACK reads the lower
     triangle), λ = s²(L_Qᵀ L_K) (:func:`eigvals_from_cholesky`): two GEMMs of d·d_h² and two
-    Cholesky factorisations instead of two Householder QRs (640 × 256, the parts alone: ~2.4
-    against ~3.7 CPU-ms a draw on the 2-core x86-64 AVX-512 machine). G's lower 64-row blocks
-    alone saved ~0.3 CPU-ms a draw more but cost ~0.6 CPU-s more to compile, more than a
-    1,000-draw table gains: not done.
+    Cholesky factorisations instead of two Householder QRs (cheaper at large d_h:
+    ``benchmarks/lambda_route.py``).
 
     Accuracy. Rounding G (relative error u ~ eps of ‖G‖) perturbs each λ by a relative
     u·(κ(G_Q) + κ(G_K)) to first order (λ are the eigenvalues of G_Q^{1/2} G_K G_Q^{1/2};
