@@ -8,7 +8,8 @@ Every kind is one profile axis flagged (Benjamini–Hochberg over the heads, per
   directions with the same / opposite signs;
 - ``symmetric``: symmetry > 0, and either alignment not flagged or ``symmetry_unaligned``
   (W_K's part along W_Q removed, :mod:`rmtbase.stats.unaligned`) flagged above the null: an
-  alignment alone raises symmetry (W_QK's symmetric part ±W_QᵀW_Q);
+  alignment alone raises symmetry (W_QK's symmetric part ±W_QᵀW_Q); a score without
+  ``symmetry_unaligned`` never calls an aligned head symmetric;
 - ``directional``: symmetry < 0 — W_QK close to antisymmetric (i → j where not j → i);
 - ``input-focused``: q or k input focus > 0 — the factor reads a few residual dimensions;
 - ``heavy-tailed``: entry tails, β₂ ratio > 1 — W_K's entries heavier-tailed than Gaussian;
