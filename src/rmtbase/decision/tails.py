@@ -14,7 +14,7 @@ for any value v (the heads' values, or the null draws themselves for calibration
   (penultimate approximation), and the plain ML fit underestimates far tails. With the bound the
   extrapolated p is conservative (``tests/test_tails.py``, ``tests/test_pvalue_tails.py``).
   Where no fit is possible (k < 50, or ξ̂ > 1) the add-one value is kept, marked ``"floor"``.
-  No p is reported below :data:`P_MIN` = 10⁻¹⁶.
+  No p is reported below :data:`P_MIN` = 10⁻¹⁶ (an infinite value gets P_MIN).
 - the two-sided p = min(1, 2·min(p_lo, p_hi)), its method, and a signed *effect*: the normal
   score Φ⁻¹((n_< + ½n_= + ½)/(N + 1)) in the bulk and ∓Φ⁻¹(p_side) in an extrapolated tail —
   bounded (|effect| ≤ 8.2), monotone in v, on the z scale where the null is Gaussian.
