@@ -14,7 +14,7 @@ Per test (layer × head × stat): ``null_mean``, ``null_std`` (ddof 1), ``z``; `
 ``effect`` (normal score of the value's place in the null, bounded) and ``percentile``;
 ``effect_size`` with ``null_band_lo``/``null_band_hi`` (:func:`~rmtbase.decision.effect.natural_effect`);
 ``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family
-(:mod:`rmtbase.decision.family`).
+(:mod:`rmtbase.decision.family`; duplicates get no q-value).
 
 Per head: ``head_p_value`` (calibrated Cauchy combination, :mod:`rmtbase.decision.omnibus`),
 ``head_p_method``, ``head_q_value``/``head_flag`` (BH over all heads at ``alpha``: the

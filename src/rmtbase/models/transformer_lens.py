@@ -12,7 +12,8 @@ TransformerLens' row convention (``q = x @ W_Q[h] + b_Q[h]``): ``W_Q`` ``(n_head
 d_head)``, ``W_K``, ``W_V`` ``(n_key_value_heads, d_model, d_head)`` (3.x GQA: ``_W_K``,
 ``_W_V``), ``W_O`` ``(n_heads, d_head, d_model)``, ``b_Q``, ``b_K``. They become rmtbase's column
 convention (``docs/conventions.md``): W_Q,h = ``W_Q[h]ᵀ`` ``(d_h, d)``, so a head's logit is
-``x_iᵀ W_Q,hᵀ W_K,h x_j`` exactly as for the folder.
+``x_iᵀ W_Q,hᵀ W_K,h x_j`` exactly as for the folder; ``v`` stacks ``W_V``'s heads
+``(n_kv·d_h, d)`` and ``o`` is ``W_O`` as ``(d, n_heads·d_h)``, the ``nn.Linear`` layouts.
 
 **Which processing.** The weights as the model holds them when rmtbase reads them: a bridge
 from ``boot_transformers`` holds the Hugging Face weights unprocessed (scores equal the

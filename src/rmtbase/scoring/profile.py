@@ -22,8 +22,8 @@ The factor axes' statistics are :mod:`rmtbase.stats.alignment`'s, computed by
 :data:`PROFILE_DRAWS` σ-free heads at the model's (d, d_h), cached per (d, d_h, null storage)
 (:mod:`rmtbase.scoring.profile_cache`). p is two-sided and tail-resolving
 (:class:`rmtbase.decision.tails.TailModel`); q is Benjamini–Hochberg over heads, per axis; flag
-is q ≤ alpha. The four factor axes enter the head decision through p_A
-(:mod:`rmtbase.decision.combined`); the others are descriptive. Under ``null="permutation"``
+is q ≤ alpha; axes read from scored statistics take their p from the score. The four factor
+axes enter the head decision through p_A (:mod:`rmtbase.decision.combined`). Under ``null="permutation"``
 each head's axes are compared with its own entries shuffled (:func:`permutation_profile_null`,
 the permutations of :func:`rmtbase.scoring.permutation.permutations`), so input focus is read
 against the head's own entry law.
