@@ -45,7 +45,8 @@ with xr.open_dataset(sys.argv[1]) as ds:
     print(json.dumps({"draws": int(a.get("draws", -1)),
                       "cap": int(a.get("composition_draws_cap", a.get("draws", -1))),
                       "overlap": {k[len("qk_overlap_null_draws_"):]: int(v) for k, v in a.items()
-                                  if k.startswith("qk_overlap_null_draws_")},
+                                  if k.startswith("qk_overlap_null_draws_")
+                                  and not k.endswith("_cap")},
                       "flags": int(ds["composition_flag"].values.sum())}))
 """
 

@@ -166,12 +166,15 @@ def test_bad_arguments_are_one_line_before_any_work(tiny, monkeypatch, kw, match
 
 
 def test_interrupt_is_honoured_between_chunks(monkeypatch):
-    """SIGINT while the null is drawn ends the drawing after the chunk under way: the draws
-    asked of JAX stop far short of the table (before, every chunk was dispatched at once and
-    the wait for all of them could not be interrupted)."""
+    """SIGINT while the null is drawn ends the drawing after the compiled call under way,
+    and a call holds few draws at a large d_h: the draws asked of JAX stop far short of the
+    table (before, calls of 1,024 draws: 10 ms of CPU each at 640 × 256, tens of seconds of
+    wall on a busy machine, during which SIGINT waited)."""
     import rmtbase.baseline.composition_null as C
 
     run = C._reduced(256, 96, 96, "float32")
+    for size in {getattr(C, "chunk_size", lambda f: 1024)(6 * 96**2), 1024}:  # compiled first
+        np.asarray(run(jax.random.key(0), jax.numpy.arange(size)))
     asked = []
 
     def counted(key, idx):
@@ -184,7 +187,9 @@ def test_interrupt_is_honoured_between_chunks(monkeypatch):
     n = 4096
     with pytest.raises(KeyboardInterrupt):
         C.null_squares(jax.random.key(0), 256, 96, 96, n)
-    assert sum(asked) < n / 4, asked
+    assert sum(asked) <= 256, asked  # before: one call of 1,024 draws (35 s wall at d_h 256)
+    # a call's work at Gemma-3's d_h 256: 8 draws (≈ 35 ms of CPU), never 1,024
+    assert C.chunk_size(6 * 256**2) == 8 and C.chunk_size(8 * 256**2) == 8
 
 
 def test_plan_counts_the_null_draws(tiny, capsys):

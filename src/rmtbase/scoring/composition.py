@@ -96,7 +96,6 @@ def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
         from .composition_stopping import null_plan
 
         p.update(null_plan(info.d, info.d_h, info.n_heads, info.n_kv_heads, draws))
-        p["bytes"] += p["null_bytes"]
     # the project's one check (MemAvailable or $RMTBASE_MEMORY_LIMIT), this process counted
     # once: MemAvailable already leaves out what it holds (issue 59: MemFree and the runtime
     # counted again refused a run with 12.8 GiB available)

@@ -126,11 +126,10 @@ def continued(previous, more) -> np.ndarray:
 def null_plan(d: int, d_h: int, n_heads: int, n_kv: int, draws: int) -> dict:
     """Work of the composition and QK-overlap nulls' draws at most (all ``draws`` of each
     table), at the reduced samplers (float32 storage; 16-bit storage draws whole factors,
-    about 16 d d_h² + 2 d_h³ FLOPs a draw, more): {"null_flops", "null_bytes", "null_draws"}.
-    GEMM FLOPs a draw: 12 d_h³ (composition), 16 d_h³ (overlap, distinct key heads), 10 d_h³
-    (shared key head); memory: one compiled call's draws and the tables."""
-    from ..baseline.composition_null import CHUNK_FLOATS
-
+    about 16 d d_h² + 2 d_h³ FLOPs a draw, more): {"null_flops", "null_draws"}. GEMM FLOPs a
+    draw: 12 d_h³ (composition), 16 d_h³ (overlap, distinct key heads), 10 d_h³ (shared key
+    head). Their memory (one compiled call's draws, ≤ 16 MiB, and the tables) is within
+    :data:`~rmtbase.scoring.composition.RUNTIME_BYTES`."""
     d_h, draws = int(d_h), int(draws)
     group = max(1, int(n_heads) // max(1, int(n_kv)))
     per = 12.0
@@ -138,8 +137,7 @@ def null_plan(d: int, d_h: int, n_heads: int, n_kv: int, draws: int) -> dict:
         per += 16.0
     if group > 1:
         per += 10.0
-    return {"null_flops": per * d_h**3 * draws, "null_draws": draws,
-            "null_bytes": 4 * CHUNK_FLOATS * 2 + 3 * 8 * draws * 2}
+    return {"null_flops": per * d_h**3 * draws, "null_draws": draws}
 
 
 __all__ = ["continued", "null_plan", "open_values", "p_bounds", "schedule", "settle"]
