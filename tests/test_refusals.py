@@ -260,3 +260,18 @@ def test_a_nan_the_score_never_reads_is_refused_before_the_score_with_probe(tmp_
     line = _refused(capsys, ["score", folder, "--composition", "--probe", "--quiet",
                              "--out", tmp_path / "o"])
     assert "'transformer.h.0.mlp.c_fc.weight'" in line and "non-finite" in line
+
+
+def test_ov_names_a_head_with_a_zero_value_factor_before_the_qk_pass(tmp_path, capsys,
+                                                                     no_scoring):
+    """W_V of head 1 of layer 0 is zero (c_attn's columns 2d + d_h ... 2d + 2 d_h): ``--ov``
+    refuses naming L0H1 and W_V/W_O before any scoring (before, after the whole QK pass, as
+    'W_Q/W_K' would be named)."""
+
+    def zero_v(model):
+        model.transformer.h[0].attn.c_attn.weight[:, 128 + 16:128 + 32] = 0
+
+    folder = _gpt2(tmp_path / "zv", zero_v)
+    capsys.readouterr()
+    line = _refused(capsys, ["score", folder, "--ov", "--quiet", "--out", tmp_path / "o"])
+    assert "head L0H1 of" in line and "all zero (W_O or W_V)" in line

@@ -147,8 +147,8 @@ def _check_work(args, plan) -> None:
         check_composition(plan.models, plan.revisions, args, plan.several, plan.null)
     for m in [*plan.models, args.base]:
         check_local(m)
-    if args.ov:  # every layer's V and O tensors, before the QK pass
-        check_ov(plan.model, plan.revision, args.allow_pickle)
+    if args.ov:  # every layer's V and O tensors, every head's W_V and W_O, before the QK pass
+        check_ov(plan.model, plan.revision, args.allow_pickle, heads=True)
     if args.out is None:
         args.out = default_out(plan.models, plan.revisions, base=args.base, ov=args.ov)
     check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)  # before any work
@@ -307,15 +307,22 @@ def check_finite_model(model, allow_pickle: bool) -> None:
                          f"{resolved.name}/{filename}")
 
 
-def check_ov(model, revision, allow_pickle: bool) -> None:
+def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:
     """--ov's precondition, before the score: every layer has its V and O tensors (from the
-    index or header; the message names the file's own tensor name)."""
+    index or header; the message names the file's own tensor name); with ``heads``, every
+    head's W_O and W_V read once, one layer at a time, and a head with a non-finite or
+    all-zero one named (:func:`rmtbase.scoring.pipeline.check_heads`) before the QK pass."""
     from ..models import default_model_path
     from ..models.loading import check_parts
-    from ..models.ov import OV_WHY
+    from ..models.ov import OV_WHY, load_ov_heads
 
-    check_parts(default_model_path() if model is None else model, ("v", "o"),
-                revision=revision, allow_pickle=allow_pickle, why=OV_WHY)
+    model = default_model_path() if model is None else model
+    check_parts(model, ("v", "o"), revision=revision, allow_pickle=allow_pickle, why=OV_WHY)
+    if heads:
+        from ..scoring.pipeline import check_heads
+
+        for lh in load_ov_heads(model, revision=revision, allow_pickle=allow_pickle):
+            check_heads(lh.layer, lh.wq, lh.wk, str(model), "W_O or W_V")
 
 
 __all__ = ["Plan", "check_composition", "check_ov", "check_probe", "checked", "components_arg",

@@ -94,10 +94,12 @@ class Layers:
         return [s.name for s in self.null_records]
 
 
-def check_heads(layer: int, wq, wk, name: str) -> None:
+def check_heads(layer: int, wq, wk, name: str,
+                factors: str = "W_Q or W_K; with --ov W_O or W_V") -> None:
     """One-line ModelError naming the heads (``L<layer>H<h>``) of factors ``wq``, ``wk``
     (n_heads, d_h, d) with a NaN or infinite entry, or with a factor that is all zero (no
-    spectrum, no scale: every statistic would be 0/0), before the layer is measured."""
+    spectrum, no scale: every statistic would be 0/0), before the layer is measured;
+    ``factors`` names the two factors in the message."""
     finite = np.isfinite(wq).all(axis=(1, 2)) & np.isfinite(wk).all(axis=(1, 2))
     for bad, what in ((~finite, "non-finite (NaN/inf) weights"),
                       (finite & ~(wq.any(axis=(1, 2)) & wk.any(axis=(1, 2))),
@@ -107,8 +109,8 @@ def check_heads(layer: int, wq, wk, name: str) -> None:
             more = f" and {len(heads) - 3} more" if len(heads) > 3 else ""
             one = len(heads) == 1
             raise ModelError(f"{'head' if one else 'heads'} {', '.join(heads[:3])}{more} of "
-                             f"{name} {'has' if one else 'have'} {what} (W_Q or W_K; with --ov "
-                             f"W_O or W_V); cannot score {'it' if one else 'them'}")
+                             f"{name} {'has' if one else 'have'} {what} ({factors}); cannot "
+                             f"score {'it' if one else 'them'}")
 
 
 def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
