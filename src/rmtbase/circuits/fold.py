@@ -18,11 +18,11 @@ layer's clean post-norm scale, 1 for pre-norm blocks); ``z_i ← z_i r_i`` below
 - ``u' = (g ⊙ x̃') W / s' + b W + c``, then :meth:`.heads.HeadModel.finish`.
 
 The one product over ``d`` per source, ``x̃ Õ_iᵀ`` ``(N, T, d_h)``, is kept per source for
-the receiver layer, so every receiver of that layer, and all three paths, share it. Where the
-fold does not apply (no input norm or a QK-norm over every head: OLMo-2/3; a norm it does not
-know; its arithmetic not matching the module on the clean residual) the norm is re-applied to
-the patched residual instead (``exact`` True), the same numbers at the cost of a norm and a
-projection over ``d`` per patch.
+the receiver layer, so every receiver of that layer, and all three paths, share it. OLMo-2/3
+(no input norm, an RMSNorm over the whole q or k projection) fold the same way in projection
+space (:class:`_Whole`). Where no fold applies (a norm it does not know, its arithmetic not
+matching the module on the clean residual) the norm is re-applied to the patched residual
+instead (``exact`` True): the same numbers, at the cost of a norm and projection per patch.
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ class Fold:
         self._num: dict = {}
         self._o: dict = {}
         self.resid = resid
+        self._whole = None
+        if _Whole.applies(hm, self.layer):
+            self._whole = _Whole(self)
+            self.exact = not self._whole.matches_module()
+            return
         spec = hm.norm_spec(self.layer) if hm.fold_applies(self.layer) else None
         self.exact = spec is None
         if not self.exact:
@@ -115,6 +120,8 @@ class Fold:
         outputs removed from its input (module docstring), ``(N, T, d_h)``."""
         if self.exact:
             return self._exact(head, sources, which)
+        if self._whole is not None:
+            return self._whole.patched(head, sources, which)
         hm = self.hm
         index = hm.index(which, head)
         w, c = hm.head_weight(self.layer, which, index)
@@ -134,6 +141,95 @@ class Fold:
         if c is not None:
             u = u + c
         return hm.finish(self.layer, which, u, index)
+
+
+class _Whole:
+    """The fold in projection space, for blocks without an input norm whose QK-norm is an
+    RMSNorm over the whole projection (OLMo-2/3): ``u = x W + c`` over all ``P`` columns of
+    q (or k), source ``i`` writes ``z_i B_i`` there (``B_i = O_i W``, ``(d_h, P)``), and the
+    norm's statistics ``P (s'² − ε) = |u'|²`` update as in the module docstring with ``x̃``,
+    ``Õ_i`` replaced by ``u``, ``B_i``; the head's columns of ``g ⊙ u' / s'`` then rotary.
+    v (no norm) is linear: ``v' = v − Σ z_i O_i W_v[h]``."""
+
+    @staticmethod
+    def applies(hm, layer: int) -> bool:
+        from .heads import norm_spec
+
+        if hm.spec["qk"] != "whole" or (hm.norm_spec(layer) or ("",))[0] != "none":
+            return False
+        a = hm.attention(layer)
+        return all((norm_spec(getattr(a, n)) or ("",))[0] == "rms"
+                   for n in hm.spec["qk_names"]) and hm._clip is None
+
+    def __init__(self, fold):
+        from .heads import norm_spec
+
+        self.fold, hm = fold, fold.hm
+        a = hm.attention(fold.layer)
+        x = fold.resid.float()
+        self.w, self.u, self.uu, self.g, self.eps = {}, {}, {}, {}, {}
+        for which in (0, 1):
+            proj = getattr(a, hm.spec["qkv_names"][which])
+            _, g, _, eps = norm_spec(getattr(a, hm.spec["qk_names"][which]))
+            self.w[which] = proj.weight.T.float()
+            self.u[which] = proj(x).float()
+            self.uu[which] = self.u[which].double().pow(2).sum(-1)
+            self.g[which], self.eps[which] = g.float(), eps
+        self._b: dict = {}
+        self._ub: dict = {}
+        self._v: dict = {}
+
+    def matches_module(self) -> bool:
+        """Head 0's clean query and key equal :meth:`.heads.HeadModel.query`/``key``."""
+        import torch
+
+        hm, layer, x = self.fold.hm, self.fold.layer, self.fold.resid.float()
+        with torch.inference_mode():
+            for which, fn in ((0, hm.query), (1, hm.key)):
+                want = fn(layer, 0, x)
+                got = self.patched(0, [], which)
+                if not torch.allclose(got, want, rtol=1e-4,
+                                      atol=1e-5 * (1 + float(want.abs().max()))):
+                    return False
+        return True
+
+    def _bw(self, which: int, m: int, s: int):
+        """``B_i = O_i W`` ``(d_h, P)`` of source (m, s) in projection ``which``, kept."""
+        if (which, m, s) not in self._b:
+            self._b[(which, m, s)] = self.fold.hm.source_weight(m, s).float() @ self.w[which]
+        return self._b[(which, m, s)]
+
+    def _ub_of(self, which: int, m: int, s: int):
+        """``u B_iᵀ`` ``(N, T, d_h)``, kept."""
+        if (which, m, s) not in self._ub:
+            self._ub[(which, m, s)] = self.u[which] @ self._bw(which, m, s).T
+        return self._ub[(which, m, s)]
+
+    def patched(self, head: int, sources, which: int):
+        hm, fold = self.fold.hm, self.fold
+        index, dh = hm.index(which, head), hm.head_dim
+        sl = slice(index * dh, (index + 1) * dh)
+        zs = [fold._z(m, s) for m, s in sources]
+        if which == 2:
+            if index not in self._v:
+                self._v[index] = hm._proj(fold.layer, 2, index, fold.resid.float())
+            v = self._v[index]
+            w, _ = hm.head_weight(fold.layer, 2, index)
+            for (m, s), zi in zip(sources, zs, strict=True):
+                v = v - zi @ (hm.source_weight(m, s).float() @ w.float())
+            return v
+        num = self.u[which][..., sl]
+        dot = self.uu[which].clone()
+        bs = [self._bw(which, m, s) for m, s in sources]
+        for (m, s), zi, bi in zip(sources, zs, bs, strict=True):
+            num = num - zi @ bi[:, sl]
+            dot -= 2.0 * (zi * self._ub_of(which, m, s)).sum(-1).double()
+            for zj, bj in zip(zs, bs, strict=True):
+                dot += ((zi @ (bi @ bj.T)) * zj).sum(-1).double()
+        p = self.u[which].shape[-1]
+        s2 = dot / p + self.eps[which]
+        u = self.g[which][sl] * (num / s2.sqrt().float()[..., None])
+        return hm._rope(fold.layer, u)
 
 
 __all__ = ["Fold"]

@@ -427,8 +427,8 @@ class HeadModel:
         return b * self._scale(layer, clean, scale)
 
     def fold_applies(self, layer: int) -> bool:
-        """Whether :class:`.fold.Fold` can fold receiver layer ``layer`` (a known input norm
-        and a per-head QK-norm); else it recomputes the norm on the patched residual."""
+        """Whether :class:`.fold.Fold` can fold the input norm of receiver layer ``layer`` (a
+        known norm and a per-head QK-norm); OLMo-2/3 fold in projection space instead."""
         spec = self.norm_spec(layer)
         return spec is not None and spec[0] != "none" and self.spec["qk"] != "whole"
 
