@@ -64,11 +64,11 @@ def test_json_and_files_carry_the_circuits(scored):
     assert rc == 0
     assert "circuits.nc" in doc["files"] and "composition.nc" in doc["files"]
     circ = doc["circuits"]
-    assert circ and all(CIRCUIT_KEYS <= set(c) for c in circ)
-    assert {c["kind"] for c in circ} == {"q", "k", "v"}
-    assert all(c["from"].startswith("L") and "H" in c["to"] for c in circ)
+    assert all(CIRCUIT_KEYS <= set(c) for c in circ)
+    assert not any(c["confirmed"] for c in circ)  # a random model: no circuit
     found = doc["composition"]["found"]
     assert found and all(isinstance(t, str) for t in found)
+    assert any(t.startswith("no circuit found") for t in found)
     comp = xr.load_dataset(out / "composition.nc")
     cds = xr.load_dataset(out / "circuits.nc")
     assert cds.sizes["candidate"] == len(circ)
@@ -99,18 +99,25 @@ def test_first_screen_leads_with_what_was_found(scored):
     page = (out / "report.html").read_text()
     sec = page[page.index('<section id="composition">'):]
     assert sec.index("What was found") < sec.index("<table")
-    assert "effect_<wbr>causal" in sec
 
 
 def test_refused_before_any_work(tmp_path, capsys):
-    """The circuit search labels and patches on repeated random tokens of 101 positions: a
-    model with 32 is refused before the score (exit 2, one line, no output folder)."""
-    m = _gpt2(tmp_path / "short", n_positions=32)
+    """The circuit search labels and patches on repeats of at least 3 tokens (7 positions
+    with BOS): a model with 6 is refused before the score (exit 2, one line, no output
+    folder); so is a --repeat-length that does not fit."""
+    m = _gpt2(tmp_path / "short", n_positions=6)
     capsys.readouterr()
     assert main(["score", str(m), "--composition", "--probe", "--out",
                  str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "101 positions" in err and "Traceback" not in err
+    assert "no repeat length fits" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+    m = _gpt2(tmp_path / "g", n_positions=32)
+    capsys.readouterr()
+    assert main(["score", str(m), "--composition", "--probe", "--repeat-length", "5,20",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "needs 41 positions; the model has 32" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
 
 
@@ -153,8 +160,8 @@ def test_context_feeds_every_output():
     comp = _random_composition(n_l=3, n_h=2, seed=1)
     ctx = context(None, {"composition.nc": comp, "circuits.nc": _circuits_dataset()})
     assert ctx["patched"] and ctx["labels"][(2, 1)] == "induction"
-    assert ctx["found"][0].startswith("induction circuit: L0H1 (previous-token) → L2H1 "
-                                      "(induction); K-composition ranks ")
+    assert ctx["found"][0].startswith("induction head L2H1 · K direct: L0H1 (previous-token) "
+                                      "supports +0.4 ± 0.01 [weights rank 1")
     fields = json_fields(ctx)
     assert len(fields["circuits"]) == 3 and CIRCUIT_KEYS <= set(fields["circuits"][0])
     first = composition_json(comp, ctx["circuits"])["standing"][0]
@@ -186,10 +193,9 @@ def test_context_feeds_every_output():
 
 @pytest.mark.slow  # SmolLM2 Q4_1 scored, composed, labelled, 276 patches, text probe (minutes)
 def test_smollm2_first_screen_leads_with_its_induction_circuit(tmp_path, capsys):
-    """The tour's SmolLM2 GGUF through the command (issue 55 item 5): --json's circuits
-    confirm L16H0 → L17H3 and L16H0 → L17H5 by K (the probe's previous-token head into its
-    induction heads, ranks 1 and 6 of 35,235 K pairs by weights), and the first found line is
-    that induction circuit."""
+    """The tour's SmolLM2 GGUF through the command: --json's circuits confirm L16H0 → L17H3
+    and L16H0 → L17H5 by K (the probe's previous-token head into its induction heads, ranks 1
+    and 6 of 35,235 K pairs by weights), and a found line names it."""
     import importlib.util
     from pathlib import Path
 
@@ -201,12 +207,14 @@ def test_smollm2_first_screen_leads_with_its_induction_circuit(tmp_path, capsys)
     assert main(["score", str(gguf), "--composition", "--probe", "--stats", "spectral",
                  "--out", str(tmp_path / "s"), "--json", "--quiet"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    k = {(c["from"], c["to"]): c for c in doc["circuits"] if c["kind"] == "k"}
+    k = {(c["from"], c["to"]): c for c in doc["circuits"]
+         if c["kind"] == "k" and c["path"] == "direct"}
     for to in ("L17H3", "L17H5"):
         row = k[("L16H0", to)]
         assert row["confirmed"] and row["label_from"] == "previous-token", row
         assert row["label_to"] == "induction" and row["rank_weights"] <= 3, row
-    assert doc["composition"]["found"][0].startswith("induction circuit: L16H0 (previous-token)")
+    assert any(t.startswith("induction head L17H3") and "K direct: L16H0 (previous-token) "
+               "supports" in t for t in doc["composition"]["found"])
 
 
 def test_text_without_a_tokenizer_is_refused_before_any_work(tmp_path, capsys):

@@ -20,7 +20,7 @@ from rmtbase.cli import build_parser, main
 DOC = Path(__file__).resolve().parents[1] / "docs" / "json.md"
 SPECTRAL = ["--stats", "spectral", "--no-figures", "--quiet"]
 #: The commands this file runs with --json.
-COVERED = {"score", "compare", "probe", "study", "baseline", "constants", "spectrum",
+COVERED = {"score", "circuits", "compare", "probe", "study", "baseline", "constants", "spectrum",
            "elementwise", "product-network"}
 
 
@@ -123,11 +123,14 @@ def test_score_circuit_keys_are_documented():
 
     row = {"kind": "k", "from": "L1H0", "to": "L2H1", "label_from": "previous-token",
            "label_to": "induction", "rank_weights": 1, "effect_causal": 0.4, "effect_se": 0.01,
-           "confirmed": 1, "dominant": 1, "redundant": 0, "metric": "induction"}
+           "confirmed": 1, "dominant": 1, "redundant": 0, "metric": "induction",
+           "path": "direct", "length_to": 10, "n_sequences": 80, "rank_attribution": 2,
+           "attribution": 0.35, "score_to": 0.8, "role": "supports", "joint_effect": 0.5,
+           "joint_se": 0.02, "explained": 0.8, "dependency": 0, "joint_contradicts": 0}
     ds = xr.Dataset({k: ("candidate", np.array([v])) for k, v in row.items()})
     keys = set(circuit_list(ds)[0])
     assert {"kind", "from", "to", "label_from", "label_to", "rank_weights", "effect_causal",
-            "confirmed"} <= keys
+            "confirmed", "dominant", "path", "label_length", "attribution", "explained"} <= keys
     text = DOC.read_text(encoding="utf-8")
     for k in sorted(keys | {"circuits", "standing", "found", "rank_source", "rank_kind"}):
         assert f"`{k}`" in text, k

@@ -30,6 +30,8 @@ singles and the joint effect have opposite signs, both passing).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import xarray as xr
 
@@ -51,6 +53,25 @@ PATCHED_LABELS = ("induction", "previous-token", "duplicate-token", "self/local"
 #: Receivers kept for back-compatibility of imports; unlabelled heads are never receivers
 #: unless named.
 UNLABELLED_RECEIVERS = 0
+
+
+@dataclass(frozen=True)
+class Search:
+    """The options of one circuit search, checked (:func:`rmtbase.circuits.find_circuits`
+    says what each means)."""
+
+    k: int = DEFAULT_K
+    sequences: object = None
+    text: object = None
+    receivers: tuple | None = None
+    seed: int = 0
+    threshold: float = 0.4
+    sinks: bool = False
+    lengths: object = "auto"
+    screen: str = "auto"
+    mlp_paths: object = "auto"
+    layers: tuple | None = None
+    progress: bool = True
 
 
 def check_composition(composition: xr.Dataset) -> None:
@@ -115,5 +136,5 @@ def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
 
 
 __all__ = ["CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET", "FALSE_RATE",
-           "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "check_composition",
+           "MIN_SEQUENCES", "PATCHED_LABELS", "Search", "UNLABELLED_RECEIVERS", "check_composition",
            "exact_sources", "head_name", "passes", "plan", "ranked_sources", "receivers"]

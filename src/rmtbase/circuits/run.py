@@ -110,20 +110,19 @@ def _captures(hm, seqsets, progress):
     return out
 
 
-def run_circuits(model, composition, *, k, sequences, receivers_of_interest, seed, threshold,
-                 progress, text=None, sinks=False, lengths="auto", screen="auto",
-                 mlp_paths="auto", layers=None) -> xr.Dataset:
-    """:func:`find_circuits` after its argument checks."""
+def run_circuits(model, composition, opts: F.Search) -> xr.Dataset:
+    """:func:`find_circuits` after its argument checks (``opts``: the checked options)."""
     from .model import load_model
 
+    sequences, seed, k, progress = opts.sequences, opts.seed, opts.k, opts.progress
     net, tok, name = load_model(model, tokenizer=sequences == "text")
     hm = HeadModel(net)
     _check_shape(hm, composition)
     if sequences is None:
-        ns = repeat_lengths(net.config, lengths)
+        ns = repeat_lengths(net.config, opts.lengths)
         seqsets = length_sequences(net.config, ns, seed=seed)
     else:
-        seq = make_sequences(net, tok, sequences, seed, text)
+        seq = make_sequences(net, tok, sequences, seed, opts.text)
         seqsets = {seq.repeat or 0: seq}
     runs = _captures(hm, seqsets, progress) if seqsets else {}
     probes = {n: probe_dataset(r.totals, r.seqs, name) for n, r in runs.items()}
@@ -131,25 +130,23 @@ def run_circuits(model, composition, *, k, sequences, receivers_of_interest, see
     for n, r in runs.items():
         chances[n], counts[n] = chance_levels(r.seqs)
     if runs:
-        labels = label_across(probes, chances, counts, threshold=threshold)
+        labels = label_across(probes, chances, counts, threshold=opts.threshold)
     else:
         labels = _no_labels(hm)
-    recv = (F.receivers(labels, sinks=sinks) if receivers_of_interest is None
-            else _explicit(receivers_of_interest, labels))
-    if layers is not None:
-        recv = [r for r in recv if r[0] in set(layers)]
+    recv = (F.receivers(labels, sinks=opts.sinks) if opts.receivers is None
+            else _explicit(opts.receivers, labels))
+    if opts.layers is not None:
+        recv = [r for r in recv if r[0] in set(opts.layers)]
     length_of = labels["label_length"].transpose("layer", "head").values
     n_src = sum(li * hm.n_heads for li, _, _ in recv)
-    exact_all = screen == "exact" or (screen == "auto" and 3 * n_src <= F.EXACT_BUDGET)
+    exact_all = opts.screen == "exact" or (opts.screen == "auto"
+                                           and 3 * n_src <= F.EXACT_BUDGET)
     tokens = max((r.seqs.n * r.seqs.length for r in runs.values()), default=0)
     from .mlp_path import forward_flops, has_mlps
 
     via = bool(recv) and has_mlps(hm)
     mlp_cost = forward_flops(net, tokens) * (1 + 3 * 3 * len(recv)) if via else 0.0
-    if mlp_paths == "auto":
-        via = via and mlp_cost <= MLP_BUDGET
-    else:
-        via = via and bool(mlp_paths)
+    via = via and (mlp_cost <= MLP_BUDGET if opts.mlp_paths == "auto" else bool(opts.mlp_paths))
     patches = 3 * (n_src if exact_all else min(n_src, 2 * int(k) * len(recv))) + 3 * len(recv)
     stage("rmtbase circuits", f"{len(recv)} receiver(s) with a behaviour label; every earlier "
           f"source screened by attribution, {patches:,} exact patches "
@@ -170,11 +167,11 @@ def run_circuits(model, composition, *, k, sequences, receivers_of_interest, see
     ds = candidate_dataset(rows, labels, probes, first, k=k, screens=screens)
     n_tests = len(rows)
     ds.attrs.update(model=name, n_receivers=len(recv), n_patches=int(patches),
-                    sinks_patched=int(bool(sinks)), screen="exact" if exact_all else "top-k",
+                    sinks_patched=int(opts.sinks), screen="exact" if exact_all else "top-k",
                     mlp_paths_screened=int(via), n_tests=n_tests,
                     expected_false_confirmations=float(F.FALSE_RATE * n_tests),
                     repeat_lengths=", ".join(str(n) for n in runs) if sequences is None else "",
-                    n_sinks_not_patched=0 if sinks or receivers_of_interest is not None else
+                    n_sinks_not_patched=0 if opts.sinks or opts.receivers is not None else
                     int((labels["label"].values[1:] == "first-token").sum()))
     _summary_attrs(ds, composition)
     return ds
@@ -224,12 +221,13 @@ def _receiver(run, composition, rec, k, exact_all, via):
 
 
 def _ranks(a) -> np.ndarray:
-    """1 = the largest |a| (NaN last), same shape as ``a``."""
+    """1 = the largest |a|, same shape as ``a``; 0 where ``a`` is NaN (not ranked)."""
     flat = np.abs(np.asarray(a, dtype=np.float64)).ravel()
-    flat = np.where(np.isfinite(flat), flat, -np.inf)
+    ok = np.isfinite(flat)
+    flat = np.where(ok, flat, -np.inf)
     r = np.empty(flat.size, dtype=np.int64)
     r[np.argsort(-flat, kind="stable")] = np.arange(1, flat.size + 1)
-    return r.reshape(np.shape(a))
+    return np.where(ok, r, 0).reshape(np.shape(a))
 
 
 def _row(kind, path, src, rec, info, attr, rank_attr, e, run, hm):
@@ -330,6 +328,23 @@ def _summary_attrs(ds, composition) -> None:
         ds.attrs["pairs_unlike_random"] = int(np.asarray(composition["composition_flag"]).sum())
 
 
+def _check_lengths_spec(spec) -> None:
+    """``repeat_lengths`` is ``"auto"`` or integers >= MIN_REPEAT (what fits the model is
+    checked against its config)."""
+    from .sequences import MIN_REPEAT
+
+    if isinstance(spec, str) and spec == "auto":
+        return
+    vals = [spec] if isinstance(spec, (int, np.integer)) else spec
+    if isinstance(vals, str) or not hasattr(vals, "__iter__"):
+        raise InputError(f"repeat_lengths must be 'auto' or integers, got {spec!r}")
+    vals = list(vals)
+    if not vals or any(isinstance(n, bool) or not isinstance(n, (int, np.integer))
+                       or n < MIN_REPEAT for n in vals):
+        raise InputError(f"repeat_lengths must be 'auto' or integers >= {MIN_REPEAT}, got "
+                         f"{spec!r}")
+
+
 def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, sequences=None,
                   text=None, receivers_of_interest=None, seed: int = 0,
                   threshold: float = THRESHOLD, sinks: bool = False, repeat_lengths="auto",
@@ -367,6 +382,10 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
                          f"got {sequences!r}")
     if sequences == "repeated_random_tokens":
         sequences = None
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+            or not 0.0 < float(threshold) <= 1.0:
+        raise InputError(f"threshold must be a number in (0, 1], got {threshold!r}")
+    _check_lengths_spec(repeat_lengths)
     if screen not in ("auto", "exact", "top-k"):
         raise InputError(f"screen must be 'auto', 'exact' or 'top-k', got {screen!r}")
     if mlp_paths not in ("auto", True, False):
@@ -379,11 +398,11 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
     for li in layers or ():
         if isinstance(li, bool) or not isinstance(li, (int, np.integer)) or not 1 <= li < n_l:
             raise InputError(f"layers: {li!r} is not a layer after 0 of this {n_l}-layer model")
-    return run_circuits(model, composition, k=k, sequences=sequences, text=text,
-                        receivers_of_interest=receivers_of_interest, seed=seed,
-                        threshold=threshold, sinks=bool(sinks), progress=progress,
-                        lengths=repeat_lengths, screen=screen, mlp_paths=mlp_paths,
-                        layers=layers)
+    return run_circuits(model, composition, F.Search(
+        k=k, sequences=sequences, text=text, seed=seed, threshold=threshold,
+        receivers=None if receivers_of_interest is None else tuple(receivers_of_interest),
+        sinks=bool(sinks), lengths=repeat_lengths, screen=screen, mlp_paths=mlp_paths,
+        layers=None if layers is None else tuple(layers), progress=bool(progress)))
 
 
 __all__ = ["MAX_TEXT_SEQUENCES", "MLP_BUDGET", "find_circuits", "make_sequences", "one_thread",

@@ -39,7 +39,7 @@ VARIABLES = {
     "rank_weights": ("rank of the source among the receiver's earlier sources by this kind's "
                      "composition score (1 = top)", "1"),
     "rank_attribution": ("rank of the source among the receiver's earlier sources by "
-                         "|attribution| on this path (1 = top)", "1"),
+                         "|attribution| on this path (1 = top; 0: no estimate)", "1"),
     "n_sources": ("number of the receiver's earlier sources", "1"),
     "composition": ("composition score of the pair for this kind", "1"),
     "attribution": ("first-order estimate of effect_causal (one backward pass; for v the "

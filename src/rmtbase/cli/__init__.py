@@ -44,7 +44,7 @@ from ..progress import heartbeat, message
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
-            "score", "combine", "probe", "compare", "study")
+            "score", "circuits", "combine", "probe", "compare", "study")
 
 
 #: The heavy modules each command loads during start-up, where a Ctrl-C ends the process at
@@ -151,8 +151,10 @@ def _use_compilation_cache() -> None:
     """Point JAX's persistent compilation cache at ``<user cache>/jax`` (see module docstring)."""
     if os.environ.get("RMTBASE_NO_JIT_CACHE") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
-    from ..files.user_cache import cache_dir
+    from ..files.user_cache import cache_dir, writable
 
+    if not writable(cache_dir() / "jax"):  # read-only: no JAX warning per compiled program
+        return
     os.environ["JAX_COMPILATION_CACHE_DIR"] = str(cache_dir() / "jax")
     # our programs compile in well under JAX's default 1 s threshold; cache them all
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")

@@ -1,20 +1,16 @@
 """``rmtbase score MODEL --composition --probe``: after the composition, the circuit search
-(:func:`rmtbase.circuits.find_circuits`: every head labelled by behaviour, each labelled
-receiver's top sources by weights path-patched into its q, k and v input) and what the first
-screen says (issue 55, item 3).
+(:func:`rmtbase.circuits.find_circuits`: every head labelled by behaviour, every earlier source
+of each labelled receiver screened and path-patched) and what the first screen says.
 
-- :func:`check` (before any work): whether path patching runs on the model (gpt2 and the
-  LLaMA family, :data:`rmtbase.circuits.heads.SUPPORTED`, from the config alone) and whether
-  the text probe can (a tokenizer). A model the patching does not run is not refused: its heads
-  are labelled from the text probe and the circuits stay screened by weights, said so. The
-  search labels and patches on repeated random tokens (TransformerLens'
-  ``generate_repeated_tokens`` convention, BOS + 2 × 50: the model needs 101 positions,
-  checked here); a model without a tokenizer is not refused: the text probe's join is left
-  out, said so. With ``--text FILE`` the search labels and patches on that text's windows
-  instead (it needs the tokenizer; a text shorter than two windows is cut in two halves).
+- :func:`check` (before any work): whether path patching runs on the model (the causal
+  families of :data:`rmtbase.circuits.families.SUPPORTED`, and their variants, from the config
+  alone) and whether the text probe can (a tokenizer); ``--repeat-length`` against the model's
+  positions and vocabulary. An encoder is not refused: its heads are labelled from the text
+  probe and the circuits stay screened by weights, said so. With ``--text FILE`` the search
+  labels and patches on that text's windows instead (it needs the tokenizer).
 - The model is loaded once (:func:`rmtbase.probe.loader.load`) for the circuit search and the
-  text probe: :func:`outputs` keeps it in ``plan.loaded`` for
-  the text probe (:func:`rmtbase.cli.score_modes.single`), which releases it.
+  text probe: :func:`outputs` keeps it in ``plan.loaded`` for the text probe
+  (:func:`rmtbase.cli.score_modes.single`), which releases it.
 - :func:`outputs`: ``composition.nc`` and, with ``--probe``, ``circuits.nc``; :func:`redraw`
   the figure (``figures/composition.png``) with the circuits and labels; :func:`with_labels`
   each head's label as ``head_label`` in the score.
@@ -26,8 +22,12 @@ from __future__ import annotations
 
 import sys
 
-#: Path patching's architectures, as config ``model_type`` (rmtbase.circuits.heads.SUPPORTED).
-PATCHED = ("gpt2", "llama", "mistral", "qwen2", "qwen3")
+
+def _patched():
+    """Path patching's families, as config ``model_type`` (rmtbase.circuits.families)."""
+    from ..circuits.families import SUPPORTED
+
+    return SUPPORTED
 
 
 def has_tokenizer(model) -> bool:
@@ -42,55 +42,65 @@ def has_tokenizer(model) -> bool:
     return True
 
 
-def _check_positions(cfg: dict) -> None:
-    """Repeated random tokens (BOS + 2 × n, the circuit search's sequences) fit the model's
-    positions, before any work."""
-    from ..circuits.sequences import DEFAULT_HALF
+def _check_lengths(cfg: dict, spec) -> None:
+    """The repeat lengths fit the model's positions and vocabulary (``--repeat-length``),
+    before any work."""
+    from types import SimpleNamespace
+
+    from ..circuits.families import text_config
+    from ..circuits.sequences import repeat_lengths
     from ..errors import InputError
 
-    cap = cfg.get("max_position_embeddings") or cfg.get("n_positions")
-    need = 2 * DEFAULT_HALF + 1
-    if isinstance(cap, int) and cap < need:
-        raise InputError(f"--composition --probe patches on repeated random tokens of {need} "
-                         f"positions; the model has {cap}")
+    tc = text_config(cfg)
+    tc = tc if isinstance(tc, dict) else vars(tc)
+    if "vocab_size" not in tc:  # a GGUF's header: checked once the model is read
+        return
+    if not repeat_lengths(SimpleNamespace(**tc), spec):
+        raise InputError("--composition --probe: no repeat length fits this model's context "
+                         "and vocabulary; use --text")
 
 
 def check(args, plan) -> dict:
     """{"patch": path patching runs, "text": the text probe runs, "model_type"} for
     ``--composition --probe`` (module docstring), before any work; notes on stderr."""
+    from ..circuits.families import check_family
+    from ..errors import InputError
     from ..models import default_model_path
     from ..models.loading import model_config
 
     cfg = model_config(default_model_path() if plan.model is None else plan.model)
     mt = str(cfg.get("model_type", "") or "")
-    got = {"patch": mt in PATCHED, "text": has_tokenizer(plan.model), "model_type": mt}
+    got = {"patch": mt in _patched(), "text": has_tokenizer(plan.model), "model_type": mt}
+    spec = getattr(args, "repeat_length", "auto")
     if not got["text"] and not got["patch"]:  # refused before any note of what would run
-        from ..errors import InputError
-
         raise InputError(f"--probe needs a tokenizer for a {mt or 'model'} model (path "
-                         f"patching with repeated random tokens runs {', '.join(PATCHED)})")
+                         f"patching with repeated random tokens runs causal language models: "
+                         f"{', '.join(_patched())})")
+    if got["patch"]:
+        check_family(cfg)  # a variant path patching does not follow: one line, before work
+    elif spec != "auto":
+        raise InputError(f"--repeat-length: path patching does not run {mt or 'this'} models")
+    if args.text is not None and spec != "auto":
+        raise InputError("--repeat-length is for repeated random tokens, not --text")
     if not args.quiet and not got["patch"]:
-        print(f"rmtbase: --probe: path patching runs {', '.join(PATCHED)} models, not "
+        print(f"rmtbase: --probe: path patching runs causal language models, not "
               f"{mt or 'this one'}: heads are labelled from the text probe and the circuits "
               "are screened by weights only (not confirmed)", file=sys.stderr)
-    if got["patch"] and args.text is None:  # on repeated random tokens (BOS + 2 x 50)
-        _check_positions(cfg)
+    if got["patch"] and args.text is None:  # on repeated random tokens
+        _check_lengths(cfg, spec)
     if args.text is not None and got["patch"]:
         if not got["text"]:
-            from ..errors import InputError
-
             raise InputError("--text: the circuit search reads the text with the model's "
                              "tokenizer; this model has none (leave out --text: repeated "
                              "random tokens)")
         if not args.quiet:
             print(f"rmtbase: --text: the circuit search labels and patches on {args.text}'s "
-                  "windows (without --text: repeated random tokens, the standard induction "
-                  "test)", file=sys.stderr)
-    if not got["text"]:
-        if not args.quiet:
-            print("rmtbase: --probe: no tokenizer: the text probe's behaviour columns are left "
-                  "out; heads are labelled and patched on repeated random tokens",
+                  "windows (without --text: repeated random tokens at several lengths)",
                   file=sys.stderr)
+    if not got["text"] and not args.quiet:
+        print("rmtbase: --probe: no tokenizer: the text probe's behaviour columns are left "
+              "out; heads are labelled and patched on repeated random tokens",
+              file=sys.stderr)
     return got
 
 
@@ -116,7 +126,8 @@ def outputs(args, plan, checked: dict | None) -> dict:
                       tokenizer="required" if plan.text_probe else "no")
         out["circuits.nc"] = find_circuits(
             loaded, out["composition.nc"], seed=args.seed, progress=not args.quiet,
-            text=plan.probe_text if args.text is not None else None)
+            text=plan.probe_text if args.text is not None else None,
+            repeat_lengths=getattr(args, "repeat_length", "auto"))
         plan.loaded = loaded if plan.text_probe else None
     return out
 
@@ -169,5 +180,5 @@ def json_fields(ctx: dict) -> dict:
     return out
 
 
-__all__ = ["PATCHED", "check", "has_tokenizer", "json_fields", "outputs", "redraw",
+__all__ = ["check", "has_tokenizer", "json_fields", "outputs", "redraw",
            "with_labels"]

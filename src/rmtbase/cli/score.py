@@ -127,14 +127,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="also run the attention probe (rmtbase probe) on text and add each "
                         "head's behaviour (behaviour_entropy, behaviour_prev_token, ...) to "
                         "scores.nc, heads.csv and the report's head drill-down; with "
-                        "--composition also label every head by behaviour and path-patch the "
-                        "top 3 sources by weights (q, k, v) of each head labelled other than "
-                        "a first-token sink: circuits.nc, and the first screen leads with the "
-                        "circuits found (gpt2 and the LLaMA family; on repeated random tokens "
-                        "unless --text)")
+                        "--composition also label every head by behaviour and screen and "
+                        "path-patch every earlier source (q, k, v; direct and via MLPs) of "
+                        "each head labelled other than a first-token sink: circuits.nc, and "
+                        "the first screen leads with the circuits found (causal language "
+                        "models; on repeated random tokens unless --text; `rmtbase circuits` "
+                        "runs this search alone)")
     p.add_argument("--text", default=None, metavar="FILE",
                    help="with --probe: UTF-8 text file (default: the shipped English text); "
                         "with --composition the circuit search labels and patches on it too")
+    from .circuits import add_repeat_length
+
+    add_repeat_length(p)
     p.add_argument("--ov", action="store_true",
                    help="also score each head's OV circuit W_OV = W_O,h W_V,h against the same "
                         "null: scores.nc gets a leading 'circuit' dimension (qk, ov) and the "

@@ -142,7 +142,7 @@ def single(args, plan: Plan, show) -> Scored:
     if ctx is not None:  # the first screen leads with what was found
         from ..report.composition_report import summary_lead
 
-        show(summary_lead(ctx).rstrip())
+        show(summary_lead(ctx, terminal=True).rstrip())
     if args.ov:
         from ..scoring.collection import entries
 

@@ -49,6 +49,7 @@ def context(score, extras) -> dict | None:
         return None
     comp, cds = extras["composition.nc"], extras.get("circuits.nc")
     circuits = labels = None
+    meta = dict(cds.attrs) if cds is not None else {}
     if cds is not None:
         from ..circuits import circuit_list
 
@@ -59,7 +60,8 @@ def context(score, extras) -> dict | None:
     return {"composition": comp, "circuits": circuits, "labels": labels or {},
             "kinds": head_kinds(score),
             "patched": cds is not None,
-            "found": found_lines(comp, circuits, patched=cds is not None, labels=labels)}
+            "found": found_lines(comp, circuits, patched=cds is not None, labels=labels,
+                                 meta=meta)}
 
 
 __all__ = ["context", "head_kinds", "labels_of", "probe_labels"]

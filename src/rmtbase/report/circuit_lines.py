@@ -1,125 +1,190 @@
-"""What was found, in a few lines: the first thing ``rmtbase score MODEL --composition``
-says (terminal, ``summary.txt``, ``report.html``) — the circuits, not "every pair differs from
-random", which is true of any trained model (issue 55, item 3).
+"""What was found, in lines: the first thing ``rmtbase score MODEL --composition`` and
+``rmtbase circuits MODEL`` say (terminal, ``summary.txt``, ``report.html``, ``--json``).
 
-With path patching (``--probe``; :mod:`rmtbase.circuits`, rows as ``circuit_list`` objects:
-kind, from, to, label_from, label_to, rank_weights, effect_causal, effect_se, confirmed and,
-where given, dominant and redundant):
+With the circuit search (rows as :func:`rmtbase.circuits.circuit_list` objects; ``meta``: the
+circuits Dataset's attrs), in this order:
 
-- one line per (receiver label, source, kind) with confirmed pairs, receivers of the same
-  label joined, induction first, then previous-token, duplicate-token, self/local, first-token
-  (sinks), unlabelled; within a label K before Q before V: ``induction circuit: L16H0 (previous-token) → L17H3, L17H5 (induction);
-  K-composition ranks 1, 6 of 35,235 (among each receiver's sources: 1, 1); confirmed by
-  patching: induction drops 0.41 ± 0.03, 0.22 ± 0.02`` (the drop of the receiver's behaviour
-  statistic when the source's output is removed from that input; for v, and for unlabelled
-  receivers, the relative change the row's ``metric`` names). The ranks over the kind come from the composition
-  Dataset (``composition_rank_kind``), the ranks among the receiver's sources from the rows;
-- one line per labelled receiver whose sources matter only together (``redundant``);
-- one line counting the labelled receivers with no source confirmed among their candidates.
+- a first line when no head pair is unlike random (such a model has no circuits to find);
+- one line per receiver, kind and path with confirmed sources, receivers by label
+  (:data:`rmtbase.report.composition_standing.LABEL_ORDER`), then K, Q, V, direct before
+  via MLP: ``induction head L17H3 (0.88 at repeat 50) · K direct: L16H0 (previous-token)
+  supports +0.41 ± 0.03 [weights rank 1, attribution rank 1]; explained 92 % of +0.45 ± 0.03``
+  (signed: ``suppresses −0.24 ± 0.01`` for a source whose removal raises the behaviour; for V
+  the relative output change);
+- where the confirmed sources explain less than half of the joint effect, where only the
+  sources together matter (``redundant``), and where the joint effect has the other sign;
+- receivers with nothing confirmed; dependencies of unlabelled receivers (not circuits);
+- "no circuit found" with the reason (no label at the lengths tried, or nothing confirmed);
+- how well the weights screen worked here (Spearman of weight rank and of attribution with
+  the exact effect), and the rule's words (:data:`RULE`).
 
-Without patching: with behaviour labels (the text probe's, on an architecture the patching does
-not run) each labelled receiver's top source per kind by weights; else the strongest pair of
-each kind. Both said as screened, not confirmed.
+Every line is returned: the caller that prints to a terminal shows :data:`TERMINAL_LINES` and
+says where the rest is (:func:`terminal`). Without patching, the weights' screen is said as not
+confirmed (:func:`_screen_lines`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Lines at most (the rest counted in a last line).
-MAX_LINES = 8
-
-
-def _rank_kind(ds, kind: str, frm: str, to: str):
-    from .composition_standing import parse_head, ranks
-
-    _, by_kind = ranks(ds)
-    kinds = [str(k) for k in ds["kind"].values]
-    v = by_kind[(kinds.index(kind), *parse_head(frm), *parse_head(to))]
-    return int(v) if np.isfinite(v) else None
-
-
-def _effect(r: dict) -> str:
-    """``0.41 ± 0.03`` (the drop of the receiver's statistic, or its change)."""
-    e, se = r.get("effect_causal"), r.get("effect_se")
-    e = "?" if e is None or not np.isfinite(e) else f"{float(e):.2g}"
-    return e + ("" if se is None or not np.isfinite(se) else f" ± {float(se):.1g}")
-
-
-#: Receivers named in one line at most (the rest counted).
-MAX_RECEIVERS = 6
+#: Lines a terminal shows before pointing to summary.txt / --json.
+TERMINAL_LINES = 12
+#: A receiver whose confirmed sources explain less than this share of the joint effect is said.
+EXPLAINED_LOW = 0.5
 _CHANGE = ("output_change", "attention_tv")
-
-
-def _circuit_line(ds, rows: list[dict]) -> str:
-    """One confirmed circuit: one source, one kind, receivers of one label."""
-    r0 = rows[0]
-    n = int(ds.attrs.get("pairs_per_kind", np.isfinite(ds["composition"].isel(kind=0)).sum()))
-    more = len(rows) - MAX_RECEIVERS
-    rows = rows[:MAX_RECEIVERS]
-    kind_ranks = [_rank_kind(ds, r["kind"], r["from"], r["to"]) for r in rows]
-    tos = ", ".join(r["to"] for r in rows) + (f" and {more} more" if more > 0 else "")
-    lab_to, lab_from = _label(r0.get("label_to")), _label(r0.get("label_from"))
-    effects = ", ".join(_effect(r) for r in rows)
-    metric = r0.get("metric") or "the receiver's statistic"
-    how = f"{metric} {effects}" if metric in _CHANGE else f"{metric} drops {effects}"
-    head = f"{lab_to} circuit" if lab_to != "unlabelled" else "unlabelled receivers"
-    return (f"{head}: {r0['from']} ({lab_from}) → {tos} ({lab_to}); "
-            f"{r0['kind'].upper()}-composition ranks "
-            f"{', '.join(str(k) for k in kind_ranks)} of {n:,} (among each receiver's sources: "
-            f"{', '.join(str(r.get('rank_weights')) for r in rows)}); confirmed by patching: "
-            f"{how}")
+RULE = ("effects: drop of the receiver's behaviour statistic (mean attention, units 1) when the "
+        "source's output is removed from that input, mean ± se over n sequences (+ supports, "
+        "- suppresses); V: relative change of the receiver's output |dz|/|z|; confirmed: "
+        "|effect| >= 3 se and >= 10 % of the receiver's score (0.1 for V), >= 8 sequences; "
+        "explained: confirmed singles over all earlier sources removed together")
 
 
 def _label(text) -> str:
     return "unlabelled" if not text or str(text) == "none" else str(text)
 
 
-def _grouped(circuits) -> dict:
+def _num(x, signed=True) -> str:
+    if x is None or not np.isfinite(x):
+        return "?"
+    return f"{float(x):+.2g}" if signed else f"{float(x):.2g}"
+
+
+def _effect(r: dict) -> str:
+    change = r.get("metric") in _CHANGE
+    e = _num(r.get("effect_causal"), signed=not change)
+    se = r.get("effect_se")
+    return e + ("" if se is None or not np.isfinite(se) else f" ± {float(se):.1g}")
+
+
+def _path(kind: str, path: str) -> str:
+    return f"{kind.upper()} {'via MLP' if path == 'via_mlp' else 'direct'}"
+
+
+def _receiver(r: dict) -> str:
+    lab = _label(r.get("label_to"))
+    n = r.get("label_length") or 0
+    at = f" at repeat {n}" if n else ""
+    score = r.get("score_to")
+    s = f"{float(score):.2f}{at}" if score is not None and r.get("metric") not in _CHANGE \
+        else at.strip()
+    return f"{lab} head {r['to']}" + (f" ({s})" if s else "")
+
+
+def _source(r: dict) -> str:
+    role = r.get("role") or "supports"
+    verb = "changes it" if role == "changes" else role
+    return (f"{r['from']} ({_label(r.get('label_from'))}) {verb} {_effect(r)} "
+            f"[weights rank {r.get('rank_weights')}, attribution rank "
+            f"{r.get('rank_attribution', '?')}]")
+
+
+def _groups(circuits) -> dict:
     groups: dict = {}
     for c in circuits:
-        if c.get("confirmed"):
-            groups.setdefault((_label(c.get("label_to")), c["from"], c["kind"]), []).append(c)
+        groups.setdefault((c["to"], c["kind"], c.get("path", "direct")), []).append(c)
     return groups
 
 
-def _group_order(groups: dict):
-    """By the receivers' label (:data:`rmtbase.report.composition_standing.LABEL_ORDER`), then
-    K, Q, V, then more receivers, then the best rank by weights."""
-    from .composition_standing import label_rank
-
+def _order(groups, meta_rank):
     def key(g):
-        return (label_rank(g[0]), "kqv".index(g[2]) if g[2] in "kqv" else 3, -len(groups[g]),
-                min(c.get("rank_weights") or 1e9 for c in groups[g]), g)
+        r = groups[g][0]
+        return (meta_rank(_label(r.get("label_to"))), r["to"], "kqv".index(g[1]),
+                g[2] != "direct")
     return sorted(groups, key=key)
 
 
-def found_lines(ds, circuits=None, *, patched: bool = False, labels=None) -> list[str]:
-    """The lines of the module docstring, from the composition Dataset ``ds`` and the
-    ``circuits`` rows; ``patched``: whether path patching ran (so that no rows means none
-    confirmed, not "not run"); ``labels`` ({(layer, head): label}): the heads' behaviour
-    labels when no patching ran (the text probe's)."""
+def _group_lines(rows: list[dict]) -> list[str]:
+    r0 = rows[0]
+    head = f"{_receiver(r0)} · {_path(r0['kind'], r0.get('path', 'direct'))}"
+    conf = sorted((r for r in rows if r.get("confirmed")),
+                  key=lambda r: -abs(r.get("effect_causal") or 0))
+    joint = {"effect_causal": r0.get("joint_effect"), "effect_se": r0.get("joint_se"),
+             "metric": r0.get("metric")}
+    lines = []
+    if conf:
+        ex = r0.get("explained")
+        has_joint = joint["effect_causal"] is not None and np.isfinite(joint["effect_causal"])
+        tail = ("" if not has_joint else
+                f"; explained {100 * ex:.0f} % of {_effect(joint)}" if ex is not None
+                and np.isfinite(ex) and r0.get("metric") not in _CHANGE else
+                f"; all earlier sources together {_effect(joint)}")
+        lines.append(f"{head}: " + "; ".join(_source(r) for r in conf) + tail)
+        if ex is not None and np.isfinite(ex) and abs(ex) < EXPLAINED_LOW \
+                and r0.get("metric") not in _CHANGE:
+            lines.append(f"{head}: {100 * (1 - ex):.0f} % of the joint effect "
+                         f"{_effect(joint)} stays unexplained by single sources")
+    elif r0.get("redundant"):
+        lines.append(f"{head}: no single source confirmed; all earlier sources together "
+                     f"{_effect(joint)} (redundant: the sources matter only together)")
+    if r0.get("joint_contradicts"):
+        total = sum(r.get("effect_causal") or 0 for r in conf)
+        lines.append(f"{head}: the confirmed sources sum to {_num(total)} but removing every "
+                     f"earlier source together gives {_effect(joint)} (other sign)")
+    return lines
+
+
+def found_lines(ds, circuits=None, *, patched: bool = False, labels=None,
+                meta: dict | None = None) -> list[str]:
+    """Every line of the module docstring. ds: the composition Dataset; circuits: the
+    circuit search's rows; patched: whether it ran (no rows then means nothing confirmed);
+    labels: {(layer, head): label} when no patching ran (the text probe's); meta: the circuits
+    Dataset's attrs (repeat lengths, Spearman correlations, counts)."""
+    from .composition_standing import label_rank
+
+    meta = dict(meta or {})
     if not patched and not circuits:
         return _screen_lines(ds, labels)
     circuits = list(circuits or [])
-    groups = _grouped(circuits)
-    lines = [_circuit_line(ds, sorted(groups[g], key=lambda c: c["to"]))
-             for g in _group_order(groups)]
-    redundant = sorted({(c["to"], c.get("label_to") or "", c["kind"]) for c in circuits
-                        if c.get("redundant")})
-    lines += [f"{to} ({_label(lab)}): no single {kind.upper()} source confirmed; its top "
-              "sources by weights matter together (redundant)" for to, lab, kind in redundant]
-    receivers = {c["to"] for c in circuits}
-    settled = {c["to"] for c in circuits if c.get("confirmed")} | {t for t, _, _ in redundant}
-    if receivers - settled:
-        lines.append(f"{len(receivers - settled)} of {len(receivers)} receiver(s) patched: no "
-                     "source among their candidates confirmed")
-    if not lines:
-        lines.append("path patching confirmed no pair (no receiver with a behaviour label)")
-    if len(lines) > MAX_LINES:
-        lines = lines[:MAX_LINES - 1] + [f"… and {len(lines) - MAX_LINES + 1} more line(s) "
-                                         "(composition.nc, circuits.nc)"]
+    lines = []
+    flagged = meta.get("pairs_unlike_random")
+    if flagged is not None and int(flagged) == 0:
+        lines.append("no head pair differs from random (composition: 0 pairs flagged): no "
+                     "circuit is expected")
+    dep = [c for c in circuits if c.get("dependency")]
+    labelled = [c for c in circuits if _label(c.get("label_to")) != "unlabelled"]
+    groups = _groups(labelled)
+    for g in _order(groups, label_rank):
+        lines += _group_lines(groups[g])
+    settled = {c["to"] for c in labelled if c.get("confirmed") or c.get("redundant")}
+    quiet = sorted({c["to"] for c in labelled} - settled)
+    for to in quiet:
+        rows = [c for c in labelled if c["to"] == to]
+        big = max(rows, key=lambda r: abs(r.get("effect_causal") or 0))
+        lines.append(f"{_receiver(big)}: no source confirmed on any path (largest: "
+                     f"{_path(big['kind'], big.get('path', 'direct'))} {_source(big)})")
+    for to in sorted({c["to"] for c in dep}):
+        rows = sorted((c for c in dep if c["to"] == to),
+                      key=lambda r: -abs(r.get("effect_causal") or 0))[:3]
+        lines.append(f"{to} (no behaviour label; dependencies, not circuits): " + "; ".join(
+            f"{_path(r['kind'], r.get('path', 'direct'))} {r['from']} {_effect(r)}"
+            for r in rows))
+    if not any(c.get("confirmed") for c in circuits):
+        if not labelled:
+            tried = meta.get("repeat_lengths") or "the sequences given"
+            lines.append(f"no circuit found: no head after layer 0 reached a behaviour label "
+                         f"(repeat lengths tried: {tried}; threshold "
+                         f"{meta.get('label_threshold', 0.4)} above chance)")
+        else:
+            lines.append(f"no circuit found: {len({c['to'] for c in labelled})} labelled "
+                         "receiver(s) patched, no source confirmed")
+    sw, sa = meta.get("spearman_weights_rank_vs_effect"), meta.get(
+        "spearman_attribution_vs_effect")
+    if sw is not None and np.isfinite(sw):
+        lines.append(f"the weights' screen here: Spearman {float(sw):.2f} between a source's "
+                     f"rank by weights and its exact effect (attribution: "
+                     f"{float(sa):.2f}; {int(meta.get('n_tests', 0)):,} patched rows)")
+    if circuits:
+        lines.append(RULE)
     return lines
+
+
+def terminal(lines: list[str], where: str = "summary.txt and --json") -> list[str]:
+    """The first :data:`TERMINAL_LINES` of ``lines`` and, when some are left, one line saying
+    how many and where they all are."""
+    if len(lines) <= TERMINAL_LINES:
+        return list(lines)
+    return lines[:TERMINAL_LINES - 1] + [f"… {len(lines) - TERMINAL_LINES + 1} more line(s): "
+                                         f"all of them in {where}"]
 
 
 def _screen_lines(ds, labels=None) -> list[str]:
@@ -131,7 +196,7 @@ def _screen_lines(ds, labels=None) -> list[str]:
                    if lab and str(lab) != "none" and layer > 0)
     if named:
         lines = []
-        for (layer, head), lab in named[:MAX_LINES - 1]:
+        for (layer, head), lab in named:
             keep = np.zeros(ds["composition"].shape, bool)
             keep[:, :, :, layer, head] = True
             top = {}
@@ -140,10 +205,7 @@ def _screen_lines(ds, labels=None) -> list[str]:
             lines.append(f"L{layer}H{head} ({lab}): top source by weights " + ", ".join(
                 f"{k.upper()} {r['from']} ({_label((labels or {}).get((r['layer_from'], r['head_from'])))}"
                 f", rank {r['rank_kind']:,} of the kind)" for k, r in sorted(top.items())))
-        more = len(named) - len(lines)
-        return lines + ([f"… and {more} more labelled head(s)"] if more > 0 else []) + [
-            "labels from the text probe; not confirmed by path patching (it runs gpt2 and the "
-            "LLaMA family)"]
+        return lines + ["labels from the text probe; not confirmed by path patching"]
     n = int(ds.attrs.get("pairs_per_kind", np.isfinite(ds["composition"].isel(kind=0)).sum()))
     best = {}
     for r in standing_rows(ds, top=3 * 4):
@@ -153,4 +215,4 @@ def _screen_lines(ds, labels=None) -> list[str]:
     return lines + ["not confirmed: weights screen, path patching decides (add --probe)"]
 
 
-__all__ = ["MAX_LINES", "MAX_RECEIVERS", "found_lines"]
+__all__ = ["EXPLAINED_LOW", "RULE", "TERMINAL_LINES", "found_lines", "terminal"]

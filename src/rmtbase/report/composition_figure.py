@@ -78,14 +78,20 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
     pos, layers, n_rows = _layout(pairs)
     if ax is None:
         ax = _figure(len(layers), n_rows)
+    sizes = _edge_effects(circuits)
+    top_effect = max((abs(v[0]) for v in sizes.values()), default=0.0) or 1.0
     for r in pairs:
         a, b = pos[(r["layer_from"], r["head_from"])], pos[(r["layer_to"], r["head_to"])]
         bend = _BEND.get(r["kind"], 0.0) + (0.3 if b[0] - a[0] > 1 else 0.0)  # skip columns
+        eff, via, neg = sizes.get((r["kind"], head_name(r["layer_from"], r["head_from"]),
+                                   head_name(r["layer_to"], r["head_to"])), (None, False, False))
+        lw = (1.0 + 3.5 * abs(eff) / top_effect if eff is not None
+              else 2.2 if r["confirmed"] else 1.1)
         ax.add_patch(FancyArrowPatch(
-            a, b, arrowstyle="-|>", mutation_scale=9, shrinkA=16, shrinkB=16, zorder=1,
-            connectionstyle=f"arc3,rad={bend}",
-            color=KIND_COLOURS.get(r["kind"], "0.4"), lw=2.2 if r["confirmed"] else 1.1,
-            ls="-" if r["confirmed"] else "--", alpha=0.85))
+            a, b, arrowstyle="-[" if neg else "-|>", mutation_scale=9, shrinkA=16,
+            shrinkB=16, zorder=1, connectionstyle=f"arc3,rad={bend}",
+            color=KIND_COLOURS.get(r["kind"], "0.4"), lw=lw,
+            ls=":" if via else "-" if r["confirmed"] else "--", alpha=0.85))
     for (layer, head), (x, y) in pos.items():
         lab = (labels or {}).get((layer, head))
         text = head_name(layer, head) + (f"\n{lab}" if lab and str(lab) != "none" else "")
@@ -107,9 +113,27 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
                for kn, c in KIND_COLOURS.items()]
     handles += [Line2D([], [], color="0.3", lw=2.2, label="confirmed by patching"),
                 Line2D([], [], color="0.3", lw=1.1, ls="--", label="ranked by weights only")]
+    if sizes:
+        handles += [Line2D([], [], color="0.3", lw=2.2, ls=":", label="confirmed via MLP"),
+                    Line2D([], [], color="0.3", lw=1.0, label="width: |effect| (bar end: "
+                                                                "suppresses)")]
     ax.legend(handles=handles, fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False, borderaxespad=0.0)
     return ax
+
+
+def _edge_effects(circuits) -> dict:
+    """{(kind, from, to): (effect, via MLP, suppresses)} of the confirmed rows, the largest
+    |effect| of each pair (its path and sign with it)."""
+    out: dict = {}
+    for c in circuits or []:
+        if not c.get("confirmed") or c.get("effect_causal") is None:
+            continue
+        key = (str(c["kind"]), str(c["from"]), str(c["to"]))
+        e = float(c["effect_causal"])
+        if key not in out or abs(e) > abs(out[key][0]):
+            out[key] = (e, c.get("path") == "via_mlp", c.get("role") == "suppresses")
+    return out
 
 
 def _attr_or_none(ds, name: str, kind):

@@ -121,10 +121,13 @@ def composition_section(ds, png: bytes | None = None, *, top: int = TOP, circuit
             f'<p class="note">{_html.escape(_note(ds))}</p>{table}{fig}</section>\n')
 
 
-def summary_lead(ctx: dict | None) -> str:
+def summary_lead(ctx: dict | None, *, terminal: bool = False) -> str:
     """The block that opens ``summary.txt`` with a composition (``ctx``:
     :func:`rmtbase.report.circuit_context.context`): what was found, then the counts; "" with
-    no composition."""
+    no composition. ``terminal``: the first lines only, and where the rest is
+    (:func:`rmtbase.report.circuit_lines.terminal`)."""
+    from .circuit_lines import terminal as first_lines
+
     if not ctx:
         return ""
     ds = ctx["composition"]
@@ -134,7 +137,8 @@ def summary_lead(ctx: dict | None) -> str:
            "screened by weights; heads labelled by the text probe, not patched" if ctx["labels"]
            else "screened by weights; --probe confirms by path patching")
     lines = [f"What was found (composition.nc: {n:,} cross-layer pairs per kind; {how}):"]
-    lines += [f"  {t}" for t in ctx["found"]]
+    found = first_lines(ctx["found"]) if terminal else ctx["found"]
+    lines += [f"  {t}" for t in found]
     lines.append(f"  unlike random (the null's p, BH over all pairs and kinds): {flagged:,} of "
                  f"{3 * n:,} pairs; lists sort by standing, not by p")
     return "\n".join(lines) + "\n\n"

@@ -1,0 +1,192 @@
+"""``rmtbase circuits MODEL``: the circuit search alone — composition, behaviour labels and
+path patching, no head scoring (:func:`rmtbase.circuits.find_circuits`; the output:
+:mod:`rmtbase.report.circuits_report`). Every option is checked, and the family refused in one
+line, before the model is read."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ..errors import InputError
+from . import _output as output
+from ._common import positive_int
+
+
+def lengths_arg(text: str):
+    """``--repeat-length``: ``auto`` or comma-separated integers."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        vals = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be 'auto' or integers separated by commas, got {text!r}") from None
+    return vals
+
+
+def heads_arg(text: str):
+    """``--receivers``: comma-separated heads ``L<layer>H<head>``."""
+    import re
+
+    out = []
+    for t in text.split(","):
+        m = re.fullmatch(r"\s*L(\d+)H(\d+)\s*", t)
+        if not m:
+            raise argparse.ArgumentTypeError(f"a head is written L<layer>H<head>, got {t!r}")
+        out.append((int(m.group(1)), int(m.group(2))))
+    return out
+
+
+def layers_arg(text: str):
+    """``--layers``: comma-separated layer numbers."""
+    try:
+        return tuple(int(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"layers are integers separated by commas, got "
+                                         f"{text!r}") from None
+
+
+def add_repeat_length(p) -> None:
+    """The ``--repeat-length`` option (shared with ``score --composition --probe``)."""
+    p.add_argument("--repeat-length", type=lengths_arg, default="auto", metavar="N[,N...]|auto",
+                   help="tokens per half of the repeated random sequences the heads are "
+                        "labelled and patched on (default auto: 5, 10, 20, 50 where the "
+                        "context and vocabulary allow, each head at the length where its "
+                        "behaviour is strongest)")
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "circuits", help="find circuits: behaviour labels, every source screened, patching",
+        description=(
+            "Label every head by behaviour on repeated random tokens at several lengths, "
+            "screen every earlier source of each labelled receiver (composition by weights "
+            "and a first-order attribution estimate), and confirm by exact path patching, "
+            "direct and through the MLPs: composition.nc, circuits.nc, summary.txt and "
+            "figures/circuits.png, all or nothing. No head scoring."))
+    p.add_argument("model", help="local folder, .gguf file or hub id of a causal language model")
+    p.add_argument("--k", type=positive_int, default=3,
+                   help="sources patched per receiver, kind and ranking when not every source "
+                        "is (default 3)")
+    p.add_argument("--layers", type=layers_arg, default=None, metavar="L[,L...]",
+                   help="only receivers in these layers")
+    p.add_argument("--receivers", type=heads_arg, default=None, metavar="LlHh[,...]",
+                   help="these receivers instead of the labelled heads (an unlabelled one gets "
+                        "dependencies, not circuits)")
+    add_repeat_length(p)
+    p.add_argument("--text", default=None, metavar="FILE",
+                   help="label and patch on this UTF-8 text's windows instead (needs the "
+                        "model's tokenizer)")
+    p.add_argument("--draws", type=positive_int, default=None,
+                   help="composition null draws (default: the composition's own)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the null and the sequences")
+    p.add_argument("--sinks", action="store_true", help="patch first-token heads too")
+    p.add_argument("--mlp-paths", choices=("auto", "on", "off"), default="auto",
+                   help="screen paths through MLPs (auto: when it costs at most 2 TFLOP)")
+    output.add_out(p, None, "rmtbase-circuits/<model name>")
+    output.add_overwrite(p, "rmtbase circuits")
+    output.add_json(p, "print one JSON document (found lines, circuits, files) on stdout")
+    output.add_no_figures(p, "skip figures/circuits.png")
+    output.add_quiet(p)
+    return p
+
+
+#: Start-up check (rmtbase.cli): an --out that is a file, refused before the imports.
+early = output.early_out
+
+
+def check(args) -> dict:
+    """Every option against the model's config, before any work: the family
+    (:func:`rmtbase.circuits.families.check_family`), the repeat lengths, the text's size."""
+    from types import SimpleNamespace
+
+    from ..checks import check_seed
+    from ..circuits.families import check_family, text_config
+    from ..circuits.sequences import repeat_lengths
+    from ..models.loading import model_config
+
+    check_seed(args.seed, "--seed")
+    cfg = model_config(args.model)
+    check_family(cfg)
+    tc = text_config(cfg)
+    tc = tc if isinstance(tc, dict) else vars(tc)
+    if args.text is None and "vocab_size" in tc:  # a GGUF's header: checked once read
+        got = repeat_lengths(SimpleNamespace(**tc), args.repeat_length)
+        if not got:
+            raise InputError("no repeat length fits this model's context and vocabulary; "
+                             "use --text")
+    elif args.repeat_length != "auto":
+        raise InputError("--repeat-length is for repeated random tokens, not --text")
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..files.output import check_output_dir
+    from ..report.circuits_report import KIND
+    from .model_args import check_local
+
+    check_local(args.model)
+    if args.out is None:
+        from pathlib import Path
+
+        from .default_out import model_stem
+
+        args.out = str(Path("rmtbase-circuits") / model_stem(args.model))
+    check_output_dir(args.out, KIND, overwrite=args.overwrite)
+    check(args)
+    text = None
+    if args.text is not None:
+        from ..probe import read_text
+
+        text = read_text(args.text)
+    return _search(args, text)
+
+
+def _plain(v):
+    """A JSON value of a netCDF attribute (NaN as None)."""
+    import numpy as np
+
+    if isinstance(v, (np.floating, float)):
+        return float(v) if np.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _search(args, text) -> int:
+    from ..circuits import find_circuits
+    from ..progress import stage
+    from ..report.circuit_context import context
+    from ..report.circuit_lines import terminal
+    from ..report.circuits_report import write_circuits
+    from ..scoring.composition import composition
+
+    t0 = time.perf_counter()
+    stage("rmtbase circuits", "composition: every cross-layer head pair, Q, K and V",
+          enabled=not args.quiet)
+    comp = composition(args.model, seed=args.seed, progress=not args.quiet,
+                       **({"draws": args.draws} if args.draws else {}))
+    cds = find_circuits(args.model, comp, k=args.k, text=text, seed=args.seed,
+                        receivers_of_interest=args.receivers, sinks=args.sinks,
+                        repeat_lengths=args.repeat_length if text is None else "auto",
+                        mlp_paths={"auto": "auto", "on": True, "off": False}[args.mlp_paths],
+                        layers=args.layers, progress=not args.quiet)
+    ctx = context(None, {"composition.nc": comp, "circuits.nc": cds})
+    written = write_circuits(ctx, cds, args.out, figures=not args.no_figures)
+    if args.json:
+        from .json_documents import print_json, written_doc
+
+        doc = written_doc("circuits", args.out, written)
+        doc.update(found=ctx["found"], circuits=ctx["circuits"],
+                   summary={k: _plain(cds.attrs.get(k)) for k in (
+                       "repeat_lengths", "n_receivers", "n_tests", "screen",
+                       "mlp_paths_screened", "expected_false_confirmations",
+                       "spearman_weights_rank_vs_effect", "spearman_attribution_vs_effect",
+                       "pairs_unlike_random")})
+        print_json(doc)
+    else:
+        print("What was found:")
+        print("\n".join(f"  {t}" for t in terminal(ctx["found"])))
+    output.say_wrote(written, args.out, t0)
+    return 0
