@@ -1,22 +1,14 @@
 """A per-head null's draws grown for the heads whose decision is open.
 
 Under the permutation null (:mod:`rmtbase.scoring.permutation`) every head is read against its
-own draws, so its statistics p (the omnibus calibration, :mod:`rmtbase.decision.omnibus`) has
-the Monte Carlo error of those draws — the draws at which every statistic of the decision family
-is defined: ``element_draws`` (default 200) where element statistics enter, else ``draws``
-(default 1000). Where the caller did not fix ``draws``, a head whose decision could differ at
-:data:`MAX_FACTOR` times its first draws (the joint rule's bracket,
-:func:`rmtbase.scoring.joint_stopping.p_bounds` and
-:func:`~rmtbase.scoring.joint_stopping.unsettled`, applied per head) gets :data:`GROWTH` times
-more permutations — ``draws`` and ``element_draws`` both multiplied — for that head only, up to
-:data:`MAX_FACTOR` (×3, then ×9, as the joint schedule's 6,000 and 18,000 after 2,000), and the
-heads are decided again. The new draws continue the same stream (permutation i is that of a
-longer run: :func:`rmtbase.scoring.permutation.permutation_null` with ``draws=(first, stop)``);
-the other heads' slots beyond their draws are NaN, which every test and the calibration leave
-out. Held: every head's slots at the largest factor reached, so a step that would not fit in
-memory (:func:`fits`) is not taken. Not grown: the profile null (p_A) of each head, still read
-from the first ``draws`` permutations, and draws fixed by the caller (``draws``,
-``max_draws``), which are only stated (``head_open_decisions``).
+own draws, so its statistics p carries their Monte Carlo error. Where the caller did not fix
+``draws``, a head whose decision could differ at :data:`MAX_FACTOR` times its first draws (the
+joint rule's bracket, :func:`rmtbase.scoring.joint_stopping.p_bounds`, per head) gets
+:data:`GROWTH` times more permutations (``draws`` and ``element_draws`` both), up to
+:data:`MAX_FACTOR`, and the heads are decided again. The new draws continue the same stream
+(permutation i is that of a longer run), the other heads' slots beyond their draws are NaN, and a
+step that would not fit in memory (:func:`fits`) is not taken. Not grown: each head's profile
+null (p_A), and draws fixed by the caller, which are only stated (``head_open_decisions``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """The heads against their nulls' references, each spectral reference grown while needed.
 
 :func:`decide` tests every head against the reference of its layers
-(:class:`rmtbase.scoring.reference.Reference`, one per group of layers stored alike), as
-:class:`~rmtbase.scoring.head_verdict.Decision` says, through
-:func:`rmtbase.decision.verdict.score_values_by_layer` (per-statistic tests and each head's
-combination from its own layers' draws, Benjamini–Hochberg over all heads). Statistics
-undefined under some reference are left out for every head. A reference that is
-:attr:`~rmtbase.scoring.reference.Reference.sequential` (the Gaussian null's tables) has its
-spectral draws extended ×5 at a time (:mod:`rmtbase.scoring.spectral_extension`): under the
-default rule while some head's decision is not settled
-(:func:`rmtbase.scoring.stopping.unsettled`, stated error
-:data:`~rmtbase.scoring.stopping.STOP_ERROR`), with ``max_draws`` up to it wherever a head near
-a flag lies beyond all but 10 draws (Besag & Clifford 1991). The rules are in
-:mod:`rmtbase.scoring.stopping` and :mod:`rmtbase.scoring.score`. Then, under the default
-rule (:mod:`rmtbase.scoring.joint_growth`), the joint table (element statistics and the
-omnibus calibration) is grown through :data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while
-some head's decision on its statistics p could differ at
-:data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS` draws (:mod:`rmtbase.scoring.joint_stopping`);
-``head_calibration_draws`` states the draws behind each head's statistics p.
+(:class:`rmtbase.scoring.reference.Reference`, one per group of layers stored alike) through
+:func:`rmtbase.decision.verdict.score_values_by_layer` (per-statistic tests, each head's
+combination from its own layers' draws, Benjamini–Hochberg over all heads); statistics undefined
+under some reference are left out for every head. A sequential reference (the Gaussian null's
+tables) has its spectral draws extended ×5 at a time (:mod:`rmtbase.scoring.spectral_extension`)
+while some head's decision is not settled (:mod:`rmtbase.scoring.stopping`), or with
+``max_draws`` up to it where a head near a flag lies beyond all but 10 draws. Then the joint table
+is grown through :data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while some head's statistics
+decision could differ at :data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS` draws
+(:mod:`rmtbase.scoring.joint_growth`); ``head_calibration_draws`` states each head's draws.
 """
 
 from __future__ import annotations
