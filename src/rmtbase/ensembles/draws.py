@@ -5,11 +5,8 @@ chunks (bounded memory), sharded over the draw axis when JAX sees several accele
 draw i gets the same key whatever the chunk size or device count.
 
 Same key is not yet same bits: XLA compiles a vectorised function differently for different
-batch widths. Measured on CPU (jaxlib 0.10.2, the spectral fast path at (768, 64), float32):
-row reductions over the 64 eigenvalues (Σλ, Σλ², the entropy, the rms sums) are summed in
-another order when a batch has fewer than 64 rows, and at width 1 the batch axis disappears and
-the χ sampler's log/exp run as scalar rather than SIMD code — up to 1.3e-6 relative, in most
-draws. So with ``method="vmap"`` every compiled evaluation vectorises exactly ``batch`` draws
+batch widths (row reductions are summed in another order, and at width 1 log/exp run as
+scalar rather than SIMD code: float32 rounding in most draws). So with ``method="vmap"`` every compiled evaluation vectorises exactly ``batch`` draws
 (the last batch padded with real draws that are discarded), whatever ``n_draws`` or
 ``chunk_size``: draw i is then the same function of ``fold_in(key, i)``, bit for bit, in every
 call (tests/test_resume.py checks chunk sizes 1, 7, 64 and 250 and a shorter run).
