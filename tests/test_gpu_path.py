@@ -42,6 +42,7 @@ def test_sorted_bincount_equals_scatter(n, length):
         assert int(got.sum()) == n
 
 
+@pytest.mark.slow
 def test_element_statistics_by_sorted_counts_are_the_same_bytes(monkeypatch):
     """Every element statistic of a tile computed with the sorted counts equals the scatter's
     bit for bit (float32 and the bfloat16 lattice, with the side histogram of the joint count):
