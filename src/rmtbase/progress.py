@@ -32,8 +32,18 @@ import sys
 import threading
 import time
 
-from .reporters import HEARTBEAT, INTERVAL, LIVE, LOCK, SAID, LogLines, Silent, TerminalBar, \
-    _interval, print_line
+from .reporters import (
+    HEARTBEAT,
+    INTERVAL,
+    LIVE,
+    LOCK,
+    SAID,
+    LogLines,
+    Silent,
+    TerminalBar,
+    _interval,
+    print_line,
+)
 
 #: Seconds of process CPU after which the null draws of a first contact say where they are.
 NULL_CPU_EVERY = 10.0

@@ -27,8 +27,7 @@ from ..stats.null_registry import NULLS, REGISTRY
 from . import _output as output
 from . import score_modes as _modes
 from ._common import number, positive_int
-from .score_checks import checked
-from .score_checks import early  # noqa: F401 - rmtbase.cli runs it at start-up
+from .score_checks import checked, early  # noqa: F401 - early: rmtbase.cli runs it at start-up
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
