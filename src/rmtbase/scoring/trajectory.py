@@ -152,9 +152,10 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     from .score import _check_options, _stat_kind
 
     specs = make_specs(models, revisions, labels)
-    _check_options(options.get("alpha", 0.05), options.get("draws"),
-                   options.get("null", "gaussian"), options.get("quantized_null", "auto"),
-                   options.get("max_draws"), options.get("element_draws", 200))
+    _, null = _check_options(options.get("alpha", 0.05), options.get("draws"),
+                             options.get("null", "gaussian"),
+                             options.get("quantized_null", "auto"), options.get("max_draws"),
+                             options.get("element_draws", 200))
     _stat_kind(options.get("stats", "all"))
     if dim is not None and dim not in COLLECTION_DIMS:
         raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")
@@ -190,8 +191,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                   "same command again to continue", file=sys.stderr, flush=True)
         raise
     # the Gaussian band only for a null whose band it is (an entry's own band is not kept)
-    own = Null.parse(options.get("null", "gaussian")).gaussian_spectrum_band
-    scored = [add_band(results[i], spectrum_draws if own else 0, seed)
+    scored = [add_band(results[i], spectrum_draws if null.gaussian_spectrum_band else 0, seed)
               for i in range(len(specs))]
     out = combine(scored, [s.label for s in specs], dim)
     out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
