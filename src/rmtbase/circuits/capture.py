@@ -35,10 +35,13 @@ BATCH = 8
 @dataclass
 class Captured:
     """``resid[l]`` ``(N, T, d)``: residual entering layer ``l``; ``z[l]`` ``(N, T, H, d_h)``:
-    per-head attention outputs of layer ``l``; float32 torch tensors."""
+    per-head attention outputs of layer ``l``; ``scale[l]``: the post-attention norm's clean
+    scale ``(N, T, 1)`` of a post-norm block, else None (:meth:`.heads.HeadModel.source_scale`);
+    float32 torch tensors."""
 
     resid: list
     z: list
+    scale: list | None = None
 
 
 def capture_bytes(hm: HeadModel, n: int, t: int) -> int:
@@ -69,8 +72,16 @@ def _hooks(hm: HeadModel, store: dict):
             store["z"][li].append(z.reshape(*z.shape[:-1], hm.n_heads, hm.head_dim))
         return hook
 
+    def scale_hook(li):
+        def hook(_mod, args):
+            store["scale"][li].append(hm.source_scale(li, args[0].detach()))
+        return hook
+
     handles = []
     for li in range(hm.n_layers):
+        post = hm.post_norm(li)
+        if post is not None:
+            handles.append(post.register_forward_pre_hook(scale_hook(li)))
         handles.append(hm.layers[li].register_forward_pre_hook(layer_hook(li), with_kwargs=True))
         handles.append(hm.output_projection(li).register_forward_pre_hook(z_hook(li)))
     return handles
@@ -94,7 +105,7 @@ def capture(hm: HeadModel, seqs: Sequences, *, progress: bool = True):
     from ..progress import progress_bar
 
     _check_memory(hm, seqs)
-    store = {"resid": [[] for _ in range(hm.n_layers)], "z": [[] for _ in range(hm.n_layers)]}
+    store = {k: [[] for _ in range(hm.n_layers)] for k in ("resid", "z", "scale")}
     totals: list = [None] * hm.n_layers
     handles = _hooks(hm, store)
     try:
@@ -116,7 +127,8 @@ def capture(hm: HeadModel, seqs: Sequences, *, progress: bool = True):
         for h in handles:
             h.remove()
     cap = Captured([torch.cat(r).float() for r in store["resid"]],
-                   [torch.cat(z).float() for z in store["z"]])
+                   [torch.cat(z).float() for z in store["z"]],
+                   [torch.cat(s) if s else None for s in store["scale"]])
     return cap, totals
 
 

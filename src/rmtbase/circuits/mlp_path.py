@@ -47,19 +47,13 @@ def _module(hm, layer):
     return f(layer) if f is not None else hm.attention(layer)
 
 
-def _share(hm, layer, head, z, clean):
-    f = getattr(hm, "source_contribution", None)
-    if f is not None:
-        return f(layer, head, z, clean)
-    return hm.source_output(layer, head, z)
-
-
 class MLPPaths:
-    """Hooked forward passes of ``hm.net`` on ``seqs`` (module docstring); ``z`` the captured
-    per-head outputs (``(N, T, H, d_h)`` per layer)."""
+    """Hooked forward passes of ``hm.net`` on ``seqs`` (module docstring); ``cap`` the
+    capture of the same sequences (:class:`.capture.Captured`: per-head outputs and post-norm
+    scales)."""
 
-    def __init__(self, hm, seqs, z):
-        self.hm, self.seqs, self.z = hm, seqs, z
+    def __init__(self, hm, seqs, cap):
+        self.hm, self.seqs, self.cap = hm, seqs, cap
         self.contrib = None   # clean attention contributions per layer (N, T, d)
         self.base: dict = {}  # x_l of the hooked run without a subtraction
 
@@ -145,7 +139,8 @@ class MLPPaths:
         out = {}
         for lo in range(0, len(sources), per):
             chunk = sources[lo:lo + per]
-            shares = [self._share(m, s) for m, s in chunk]
+            with torch.no_grad():
+                shares = [self._share(m, s) for m, s in chunk]
             m_of = [m for m, _ in chunk]
 
             def deltas(j, m_of=m_of, shares=shares):
@@ -155,9 +150,11 @@ class MLPPaths:
                                   for m, sh in zip(m_of, shares, strict=True)])
 
             got = self._stacked(len(chunk), deltas, layers, stop)
-            for i, (m, s) in enumerate(chunk):
-                out[(m, s)] = {l: got[l][i * n:(i + 1) * n] - base[l] + shares[i]
-                               for l in layers if l > m}
+            with torch.no_grad():
+                for i, (m, s) in enumerate(chunk):
+                    back = self._direct(m, shares[i])
+                    out[(m, s)] = {l: got[l][i * n:(i + 1) * n] - base[l] + back
+                                   for l in layers if l > m}
         return out
 
     def _stacked(self, copies, deltas, layers, stop):
@@ -171,20 +168,27 @@ class MLPPaths:
         return {l: got[l].float() for l in layers}
 
     def _share(self, m, s):
-        return _share(self.hm, m, s, self.z[m][:, :, s, :].float(), self.contrib[m]).float()
+        """Head (m, s)'s share of layer m's contribution module's output."""
+        scale = None if self.cap.scale is None else self.cap.scale[m]
+        return self.hm.source_contribution(m, s, self.cap.z[m][:, :, s, :].float(),
+                                           scale=scale).float()
+
+    def _direct(self, m, share):
+        """The residual-space direct part of a share (the block's factor on it)."""
+        return share * float(self.hm.contribution_factor(m))
 
     def joint(self, layer: int):
         """The via-MLP change at ``layer`` with every earlier head's share removed at once."""
         import torch
 
         self._ensure_clean(layer)
-        shares = {m: sum(self._share(m, s) for s in range(self.hm.n_heads))
-                  for m in range(layer)}
-        base = self._stacked(1, None, [layer], layer)[layer]
-        got = self._stacked(1, lambda j: -shares[j] if j in shares else None,
-                            [layer], layer)[layer]
-        with torch.inference_mode():
-            return got - base + sum(shares.values())
+        with torch.no_grad():
+            shares = {m: sum(self._share(m, s) for s in range(self.hm.n_heads))
+                      for m in range(layer)}
+            base = self._stacked(1, None, [layer], layer)[layer]
+            got = self._stacked(1, lambda j: -shares[j] if j in shares else None,
+                                [layer], layer)[layer]
+            return got - base + sum(self._direct(m, v) for m, v in shares.items())
 
     # first order ------------------------------------------------------------------------
     def gradients(self, layer: int, fs):

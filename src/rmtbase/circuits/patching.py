@@ -104,7 +104,7 @@ class Patcher:
         with torch.inference_mode():
             fold = self.fold(layer)  # the same arithmetic as a patch, without sources
             q, k, v = (fold.patched(head, [], which) for which in range(3))
-            a = hm.pattern(layer, q, k)
+            a = hm.pattern(layer, q, k, head=head)
             self._clean = {"id": (layer, head), "q": q, "k": k, "v": v, "A": a, "z": a @ v,
                            "scores": {}}
         return self._clean
@@ -129,16 +129,27 @@ class Patcher:
         with torch.inference_mode():
             x = cap.resid[layer].clone()
             for m, s in sources:
-                x -= hm.source_output(int(m), int(s), cap.z[int(m)][:, :, int(s), :])
+                x -= hm.source_output(int(m), int(s), cap.z[int(m)][:, :, int(s), :],
+                                      self.scale(int(m)))
             xn = hm.norm(layer)(x)
             return {"q": hm.query, "k": hm.key, "v": hm.value}[kind](layer, head, xn)
+
+    def scale(self, layer: int):
+        """The captured post-norm scale of ``layer`` (None for pre-norm blocks)."""
+        return None if self.cap.scale is None else self.cap.scale[layer]
+
+    def source_output(self, layer: int, head: int):
+        """What source head ``head`` of ``layer`` writes into the residual ``(N, T, d)`` on
+        the captured sequences (:meth:`.heads.HeadModel.source_output`)."""
+        return self.hm.source_output(layer, head, self.cap.z[layer][:, :, head, :].float(),
+                                     self.scale(layer))
 
     def fold(self, layer: int):
         """The :class:`.fold.Fold` of receiver layer ``layer`` (kept for the last layer)."""
         from .fold import Fold
 
         if self._fold is None or self._fold.layer != layer:
-            self._fold = Fold(self.hm, layer, self.cap.resid[layer], self.cap.z)
+            self._fold = Fold(self.hm, layer, self.cap.resid[layer], self.cap.z, self.cap.scale)
         return self._fold
 
     def effect(self, layer: int, head: int, sources, kind: str, statistic: str | None) -> Effect:
@@ -193,8 +204,8 @@ class Patcher:
         with torch.inference_mode():
             if kind == "v":
                 return [self._output_change(c, c["A"] @ v) for v in new]
-            a = torch.stack([self.hm.pattern(layer, n, c["k"]) if kind == "q"
-                             else self.hm.pattern(layer, c["q"], n) for n in new])
+            a = torch.stack([self.hm.pattern(layer, n, c["k"], head=head) if kind == "q"
+                             else self.hm.pattern(layer, c["q"], n, head=head) for n in new])
         if statistic is None:
             d = 0.5 * (a - c["A"]).abs().sum(-1)[:, :, self._queries].mean(-1).double().numpy()
             return [Effect(*_mean_se(x), 0.0, TV, x) for x in d]

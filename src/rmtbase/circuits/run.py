@@ -96,7 +96,7 @@ class _Length:
         from .mlp_path import MLPPaths
 
         if self._mlp is None:
-            self._mlp = MLPPaths(self.hm, self.seqs, self.cap.z)
+            self._mlp = MLPPaths(self.hm, self.seqs, self.cap)
         return self._mlp
 
 
@@ -119,8 +119,10 @@ def run_circuits(model, composition, opts: F.Search) -> xr.Dataset:
     hm = HeadModel(net)
     _check_shape(hm, composition)
     if sequences is None:
-        ns = repeat_lengths(net.config, opts.lengths)
-        seqsets = length_sequences(net.config, ns, seed=seed)
+        from .families import text_config
+
+        cfg = text_config(net.config)
+        seqsets = length_sequences(cfg, repeat_lengths(cfg, opts.lengths), seed=seed)
     else:
         seq = make_sequences(net, tok, sequences, seed, opts.text)
         seqsets = {seq.repeat or 0: seq}
@@ -250,7 +252,7 @@ def _joint_direct(pt, li, hi, kind, st):
         x = cap.resid[li].clone().float()
         for m in range(li):
             for s in range(hm.n_heads):
-                x -= hm.source_output(m, s, cap.z[m][:, :, s, :].float())
+                x -= pt.source_output(m, s)
     return pt.effects_from_residuals(li, hi, [x], kind, st)[0]
 
 

@@ -130,7 +130,7 @@ def source_dots(hm, grads, share, n_layers: int, combine) -> np.ndarray:
     import torch
 
     out = np.zeros((n_layers, hm.n_heads))
-    with torch.inference_mode():
+    with torch.no_grad():
         for m in range(n_layers):
             for s in range(hm.n_heads):
                 o = share(m, s)
@@ -146,9 +146,7 @@ def attribution(pt, layer: int, head: int, kind: str, statistic: str | None) -> 
     if got is None:
         return np.full((layer, pt.hm.n_heads), np.nan)
     fs, combine = got
-    hm, z = pt.hm, pt.cap.z
-    return source_dots(hm, gradients(pt, layer, fs),
-                       lambda m, s: hm.source_output(m, s, z[m][:, :, s, :]), layer, combine)
+    return source_dots(pt.hm, gradients(pt, layer, fs), pt.source_output, layer, combine)
 
 
 def spearman(a, b) -> float:

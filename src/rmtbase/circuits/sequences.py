@@ -122,7 +122,8 @@ def _config_int(config, *names):
 def _special_ids(config) -> set[int]:
     out = set()
     for name in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id",
-                 "decoder_start_token_id"):
+                 "decoder_start_token_id", "image_token_index", "image_token_id",
+                 "boi_token_index", "eoi_token_index"):
         v = getattr(config, name, None)
         for x in (v if isinstance(v, (list, tuple)) else [v]):
             if isinstance(x, int):
@@ -132,7 +133,7 @@ def _special_ids(config) -> set[int]:
 
 def usable_ids(config) -> np.ndarray:
     """The token ids random repeats are drawn from: ``[0, vocab_size)`` without the config's
-    special ids (BOS, EOS, PAD, UNK)."""
+    special ids (BOS, EOS, PAD, UNK, image tokens)."""
     vocab = _config_int(config, "vocab_size")
     if vocab is None:
         raise InputError("the model's config has no vocab_size: cannot draw random tokens")

@@ -1,0 +1,175 @@
+"""The circuit search's screen and its guards against chance (rmtbase.circuits.screen,
+.mlp_path, .labels): the linear form of the probe's statistics equals the probe's own
+window_sums; the first-order attribution tracks the exact patch; the via-MLP change equals an
+independent loop over the model's blocks; a label needs a statistic above uniform attention
+and enough queries, so an untrained model, a tiny vocabulary and a two-window text confirm
+nothing. Random-weight GPT-2s from configs, no network."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from rmtbase.circuits.capture import capture  # noqa: E402
+from rmtbase.circuits.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.patching import Patcher, sequence_scores  # noqa: E402
+from rmtbase.circuits.sequences import Sequences, repeated_sequences  # noqa: E402
+
+
+def _gpt2(scale=4.0, n_layer=3, vocab=40, seed=3):
+    torch.manual_seed(seed)
+    cfg = transformers.GPT2Config(n_layer=n_layer, n_head=4, n_embd=32, vocab_size=vocab,
+                                  n_positions=64, bos_token_id=0, eos_token_id=0,
+                                  attn_implementation="eager")
+    net = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if p.ndim == 2 and "wte" not in name and "wpe" not in name:
+                p.mul_(scale)
+    return net
+
+
+@pytest.fixture(scope="module")
+def setup():
+    net = _gpt2()
+    hm = HeadModel(net)
+    seqs = repeated_sequences(net.config, n=6, batch=10, seed=1)
+    cap, _ = capture(hm, seqs, progress=False)
+    return net, hm, seqs, cap
+
+
+def test_the_linear_form_of_each_statistic_equals_the_probes_window_sums(setup):
+    """statistic_weights: Σ A W / count per sequence equals sequence_scores (the probe's
+    window_sums) on random patterns, for each linear statistic, to 1e-12."""
+    from rmtbase.circuits.screen import LINEAR, statistic_weights
+
+    _, _, seqs, _ = setup
+    rng = np.random.default_rng(0)
+    t = seqs.length
+    a = rng.random((seqs.n, t, t)) * np.tril(np.ones((t, t)))
+    a /= a.sum(-1, keepdims=True)
+    for stat in LINEAR:
+        w, cnt = statistic_weights(stat, seqs)
+        got = (a * w).sum((1, 2)) / np.where(cnt > 0, cnt, np.nan)
+        np.testing.assert_allclose(got, sequence_scores(a, seqs, stat), rtol=0, atol=1e-12)
+
+
+def test_attribution_tracks_the_exact_effect_of_every_source(setup):
+    """For receiver L2H1, every earlier source's first-order estimate against its exact
+    direct patch: q and k (the previous-token drop) within 15 % of the largest effect or
+    2e-4; v (Hutchinson probes) within a factor 0.5–1.5 of the exact output change."""
+    from rmtbase.circuits.screen import attribution
+
+    _, _, seqs, cap = setup
+    pt = Patcher(HeadModel(setup[0]), cap, seqs)
+    srcs = [(m, s) for m in range(2) for s in range(4)]
+    for kind in "qkv":
+        st = None if kind == "v" else "prev_token"
+        est = attribution(pt, 2, 1, kind, st).ravel()
+        exact = np.array([e.effect for e in pt.effects(2, 1, [[x] for x in srcs], kind, st)])
+        if kind == "v":
+            assert np.all((est > 0.5 * exact) & (est < 1.5 * exact)), (est, exact)
+        else:
+            tol = max(0.15 * np.abs(exact).max(), 2e-4)
+            assert np.abs(est - exact).max() <= tol, (est, exact)
+            assert np.abs(exact).max() > 2 * 2e-4  # the check has teeth
+
+
+def test_the_via_mlp_change_equals_an_independent_loop_over_the_blocks(setup):
+    """MLPPaths.changes for source L0H1 into layer 2: the residual of a loop over GPT-2's
+    blocks with each attention output held at its captured value (c_proj of the captured z),
+    the source's share removed at layer 0 and added back at the end, to 1e-5 of its scale;
+    with nothing removed the hooked run reproduces the capture exactly."""
+    from rmtbase.circuits.mlp_path import MLPPaths
+
+    net, hm, seqs, cap = setup
+    paths = MLPPaths(hm, seqs, cap)
+    got = paths.changes([(0, 1)], [2])[(0, 1)][2]
+    blocks = net.transformer.h
+    with torch.no_grad():
+        o = cap.z[0][:, :, 1, :] @ hm.source_weight(0, 1)
+        x = cap.resid[0].clone()
+        for j in range(2):
+            attn = blocks[j].attn.c_proj(cap.z[j].reshape(*cap.z[j].shape[:2], -1))
+            mid = x + attn - (o if j == 0 else 0)
+            x = mid + blocks[j].mlp(blocks[j].ln_2(mid))
+        want = x - cap.resid[2] + o
+    scale = float(want.abs().max())
+    assert scale > 1e-2 and float((got - want).abs().max()) <= 1e-5 * scale
+    base = paths._stacked(1, None, [2], 2)[2]
+    assert float((base - cap.resid[2]).abs().max()) == 0.0
+
+
+def test_chance_levels_are_those_of_uniform_attention():
+    """chance_levels: prev_token, self and first_token of uniform causal attention are
+    mean 1/(i+1) over the content queries i >= 1 (BOS at 0 is not a content query's previous
+    token: prev_token counts from i = 2), computed here in closed form."""
+    from types import SimpleNamespace
+
+    from rmtbase.circuits.labels import chance_levels
+
+    seqs = repeated_sequences(SimpleNamespace(vocab_size=30, bos_token_id=0), n=5, batch=3)
+    chance, counts = chance_levels(seqs)
+    t = seqs.length
+    assert chance["first_token"] == pytest.approx(np.mean([1 / (i + 1) for i in range(1, t)]))
+    assert chance["self"] == pytest.approx(chance["first_token"])
+    assert chance["prev_token"] == pytest.approx(np.mean([1 / (i + 1) for i in range(2, t)]))
+    assert counts["prev_token"] == 3 * (t - 2) and counts["first_token"] == 3 * (t - 1)
+    # distinct halves: each second-half query has one induction target
+    assert counts["induction"] == 3 * 5
+
+
+def test_a_label_needs_more_than_chance_and_enough_queries():
+    """label_heads: a previous-token score of 0.45 labels a head when chance is 0, not when
+    chance is 0.2 (it needs 0.2 + 0.4 x 0.8 = 0.52), nor when it pools fewer than 100
+    queries."""
+    import xarray as xr
+
+    from rmtbase.circuits.labels import STATISTIC, label_heads
+
+    probe = xr.Dataset({s: (("layer", "head"), np.zeros((2, 1))) for s in STATISTIC.values()},
+                       coords={"layer": [0, 1], "head": [0]})
+    probe["prev_token"] = (("layer", "head"), np.array([[0.45], [0.60]]))
+    assert list(label_heads(probe)["label"].values.ravel()) == ["previous-token"] * 2
+    chance = {s: 0.2 for s in STATISTIC.values()}
+    assert list(label_heads(probe, chance=chance)["label"].values.ravel()) == [
+        "none", "previous-token"]
+    counts = {s: 99 for s in STATISTIC.values()}
+    assert set(label_heads(probe, counts=counts)["label"].values.ravel()) == {"none"}
+
+
+def _composition(net):
+    from rmtbase.scoring.composition import composition
+
+    return composition(net, draws=100, progress=False)
+
+
+def test_an_untrained_model_a_tiny_vocabulary_and_two_windows_confirm_nothing(tmp_path):
+    """An untrained GPT-2 (std 0.02: near-uniform attention) at the default lengths; a
+    2-token vocabulary (no repeat length fits: nothing labelled, said); and two 8-token
+    windows given as text sequences (too few queries for a label, too few sequences for a
+    confirmation): no receiver, nothing confirmed."""
+    from rmtbase.circuits import find_circuits
+    from rmtbase.report.circuit_lines import found_lines
+
+    net = _gpt2(scale=1.0)
+    net.save_pretrained(tmp_path / "g")
+    comp = _composition(str(tmp_path / "g"))
+    ds = find_circuits(str(tmp_path / "g"), comp, progress=False)
+    assert set(ds["label"].values.ravel()) <= {"none"} and ds.sizes["candidate"] == 0
+    tiny = _gpt2(scale=8.0, vocab=2)
+    tiny.save_pretrained(tmp_path / "t")
+    ds = find_circuits(str(tmp_path / "t"), _composition(str(tmp_path / "t")), progress=False)
+    assert ds.sizes["candidate"] == 0 and ds.attrs["repeat_lengths"] == ""
+    lines = found_lines(comp, [], patched=True, meta=dict(ds.attrs))
+    assert lines[-1].startswith("no circuit found: no head after layer 0 reached a behaviour")
+    peaked = _gpt2(scale=8.0)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 40, size=(2, 8))
+    ids[:, 4:] = ids[:, :4]  # repeats inside each window, as prose has
+    text = Sequences(ids, np.ones(8, bool), "text", "2 windows of 8 tokens")
+    ds = find_circuits(peaked, _composition(peaked), sequences=text, progress=False)
+    assert set(ds["label"].values.ravel()) == {"none"} and ds.sizes["candidate"] == 0
