@@ -53,7 +53,7 @@ class Registry(Mapping):
         self.kind, self.group = kind, group
         self._add = add or self.register
         self._entries: dict = {}
-        self._loaded = False
+        self._loaded = self._loading = False
         self._failed: dict[str, str] = {}
 
     # -- registration (never loads plugins) --------------------------------------------------
@@ -76,23 +76,28 @@ class Registry(Mapping):
         """Load every entry point of :attr:`group` not loaded yet (once per scan)."""
         if self._loaded:
             return
-        with _LOCK:
-            if self._loaded:
+        with _LOCK:  # another thread waits here until the plugins are in
+            if self._loaded or self._loading:  # _loading: a plugin's own lookup, this thread
                 return
-            self._loaded = True  # before loading: a plugin's own lookups must not recurse
-            self._failed.clear()
-            for ep in importlib.metadata.entry_points(group=self.group):
-                if ep.name in self._entries:  # loaded before (or shipped): not again
-                    continue
-                try:
-                    self._add(ep.name, ep.load())
-                except Exception as e:  # noqa: BLE001 - any plugin error: one line, skipped
-                    text = str(e).strip().splitlines()
-                    line = (f"rmtbase: {self.kind} plugin {ep.name!r} ({ep.value}, entry point "
-                            f"group {self.group}) was not loaded: {type(e).__name__}"
-                            + (f": {text[0]}" if text else ""))
-                    self._failed[ep.name] = line
-                    warnings.warn(line, PluginWarning, stacklevel=2)
+            self._loading = True
+            try:
+                self._failed.clear()
+                for ep in importlib.metadata.entry_points(group=self.group):
+                    if ep.name not in self._entries:  # loaded before (or shipped): not again
+                        self._load_one(ep)
+            finally:
+                self._loading, self._loaded = False, True
+
+    def _load_one(self, ep) -> None:
+        try:
+            self._add(ep.name, ep.load())
+        except Exception as e:  # noqa: BLE001 - any plugin error: one line, skipped
+            text = str(e).strip().splitlines()
+            line = (f"rmtbase: {self.kind} plugin {ep.name!r} ({ep.value}, entry point group "
+                    f"{self.group}) was not loaded: {type(e).__name__}"
+                    + (f": {text[0]}" if text else ""))
+            self._failed[ep.name] = line
+            warnings.warn(line, PluginWarning, stacklevel=3)
 
     def refresh(self) -> None:
         """Scan the entry points again at the next lookup (module docstring)."""
