@@ -117,6 +117,18 @@ def test_score_model_refuses_bad_values_before_reading_the_model(kwargs, name, n
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("kwargs, name", [
+    ({"draws": 19}, "draws"), ({"draws": 2.7}, "draws"), ({"seed": -1}, "seed"),
+    ({"seed": 1.5}, "seed"), ({"alpha": "0.05"}, "alpha"),
+])
+def test_score_components_refuses_bad_values_before_reading_the_model(kwargs, name,
+                                                                     no_scoring):
+    from rmtbase.scoring.components import score_components
+
+    with pytest.raises(InputError, match=rf"^{name} must be"):
+        score_components("no/such/model", **kwargs)
+
+
 def test_score_model_draws_minimum_is_stated(no_scoring):
     with pytest.raises(InputError, match=f"at least {MIN_NULL_DRAWS} .*omnibus calibration"):
         score_model("no/such/model", draws=5)

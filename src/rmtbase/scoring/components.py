@@ -37,11 +37,11 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
-from ..checks import MIN_NULL_DRAWS, check_seed
+from ..checks import MIN_NULL_DRAWS, check_probability, check_seed
 from ..decision.family import HISTOGRAM, in_family
 from ..decision.scale import scaling
 from ..decision.score_dataset import SCORE_VARS
-from ..decision.significance import _check_alpha, benjamini_hochberg
+from ..decision.significance import benjamini_hochberg
 from ..decision.verdict import score_values
 from ..errors import InputError, check_draws
 from ..stats.names import QUANTIZED_NULL
@@ -213,7 +213,7 @@ def score_components(model=None, *, components="all", revision=None, draws=None,
     from .description import default_label, model_label
     from .qk_elements import scoring_threads
 
-    alpha = _check_alpha(alpha)
+    alpha = check_probability("alpha", alpha)
     draws = DEFAULT_DRAWS if draws is None else draws
     check_draws(draws, MIN_NULL_DRAWS)  # the omnibus calibration of each matrix's p
     check_seed(seed)
