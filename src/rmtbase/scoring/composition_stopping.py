@@ -56,7 +56,8 @@ def p_bounds(values, null_sorted, n_final: int, level: float):
     if x.size >= int(n_final):
         return cur, cur
     k = x.size - np.searchsorted(x, v, side="left")
-    lo, hi = _side_bounds(k, x.size, int(n_final), level)
+    counts, at = np.unique(k, return_inverse=True)  # a function of the count: once per count
+    lo, hi = (b[at].reshape(k.shape) for b in _side_bounds(counts, x.size, int(n_final), level))
     ok = np.isfinite(v)
     return np.where(ok, np.fmin(lo, cur), np.nan), np.where(ok, np.fmax(hi, cur), np.nan)
 
