@@ -15,7 +15,8 @@ as :mod:`rmtbase.decision.significance`; effect = s / median(null s); Benjaminiâ
 all pairs of all kinds (``composition_q``, ``composition_flag``) and within each
 (kind, layer pair) family (``composition_q_family``). The QK overlap within each layer gets
 its own Gaussian-factor null test (p, z, BH; :mod:`rmtbase.scoring.composition_overlap`),
-whichever null the scores use.
+whichever null the scores use. The Gaussian nulls are drawn only as far as a flag needs (at most
+N; :mod:`rmtbase.scoring.composition_stopping`), in short interruptible calls.
 """
 
 from __future__ import annotations
