@@ -37,8 +37,8 @@ whole keeps every section before it.
    width as ``*_batch``) and with an 8 GiB one (``*_bf16_budget8g_*``).
 6. ``kernels``: bare batched eigenvalues of Wishart matrices (n = 64, 128; ``eigvalsh``, the jnp
    and Pallas Jacobi routes, the moments route), each with its error against float64, and the
-   entropy histogram's counts of a d × d matrix by scatter and by sort
-   (``hist_<d>_scatter_per_s``, ``hist_<d>_sort_per_s``: matrices/s).
+   entropy histogram's counts of a d × d matrix by one scatter, by per-block histograms (the
+   accelerator's) and by sort (``hist_<d>_{scatter,blocked,sort}_per_s``: matrices/s).
 
 JSON (``--json``): ``device``, ``backend``, ``jax``, ``jaxlib``, ``commit``, ``date``,
 ``budget_s``, ``smoke``, the figures (:data:`KEYS`: the headline keys), ``sections`` (status and
@@ -60,7 +60,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
-import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -83,8 +82,6 @@ SECTIONS = ("scoring", "composition", "circuits", "spectral", "all", "kernels")
 #: share of the budget each section may take at most (the rest is what is left)
 SHARE = {"scoring": 0.35, "composition": 0.15, "circuits": 0.1, "spectral": 0.15, "all": 0.15,
          "kernels": 0.1}
-#: the sections run by this script itself in a subprocess (composition runs its own script)
-OWN = ("scoring", "circuits", "spectral", "all", "kernels")
 #: layers of the 8B-shaped model of the circuits section (its passes scale with them)
 CIRCUIT_LAYERS_8B = 4
 #: (hidden, heads, kv heads, d_h, intermediate, layers, vocab) of the circuits section's models
@@ -107,7 +104,8 @@ KEYS = ("device", "jax", "commit", "spectral_768x64_draws_per_s",
         "score_8b_all_peak_rss_mb", "score_8b_all_device_peak_mb", "score_8b_spectral_serial_s",
         "circuits_smollm2_forward_s", "circuits_smollm2_fwd_bwd_s", "circuits_8b_forward_s",
         "circuits_8b_fwd_bwd_s", "spectral_768x64_moments_draws_per_s", "moments_64x64_per_s",
-        "hist_4096_scatter_per_s", "hist_4096_sort_per_s", "all_4096x128_bf16_batch")
+        "hist_4096_scatter_per_s", "hist_4096_blocked_per_s", "hist_4096_sort_per_s",
+        "all_4096x128_bf16_batch")
 
 
 _SECTION = {"name": None}
@@ -175,14 +173,15 @@ def _kernel_routes(smoke):
 
 def _hist_rates(smoke):
     """Matrices/s of the entropy histogram's counts of one d × d Gaussian matrix (its Rice-rule
-    bins, indices as the element pass makes them) by scatter (``jnp.bincount``) and by sort
-    (:func:`rmtbase.stats._binning.sorted_bincount`), a batch of 4 matrices a call; the counts
-    are checked equal first."""
+    bins, indices as the element pass makes them) by one scatter (``jnp.bincount``), by
+    per-block histograms (:func:`rmtbase.stats._binning.blocked_bincount`, what an accelerator
+    runs) and by sort (:func:`~rmtbase.stats._binning.sorted_bincount`), a batch of 4 matrices a
+    call; the counts are checked equal first."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    from rmtbase.stats._binning import entropy_bins, sorted_bincount
+    from rmtbase.stats._binning import blocked_bincount, entropy_bins, sorted_bincount
 
     for d in HIST_D:
         n = (32 if smoke else d) ** 2
@@ -195,9 +194,11 @@ def _hist_rates(smoke):
             sets.append(jax.block_until_ready(idx.astype(jnp.int32)))
         scatter = jax.jit(jax.vmap(lambda i: jnp.bincount(i, length=bins)))
         by_sort = jax.jit(jax.vmap(lambda i: sorted_bincount(i, bins)))
-        same = bool(np.array_equal(np.asarray(scatter(sets[0])), np.asarray(by_sort(sets[0]))))
+        blocked = jax.jit(jax.vmap(lambda i: blocked_bincount(i, bins)))
+        want = np.asarray(scatter(sets[0]))
+        same = all(np.array_equal(want, np.asarray(f(sets[0]))) for f in (by_sort, blocked))
         emit(f"hist_{d}_counts_equal", same)
-        for name, fn in (("scatter", scatter), ("sort", by_sort)):
+        for name, fn in (("scatter", scatter), ("blocked", blocked), ("sort", by_sort)):
             emit(f"hist_{d}_{name}_per_s", _median_rate(fn, sets, 4))
 
 

@@ -31,7 +31,9 @@ from ._binning import (
     _gauss_mass,
     _third_coefficient,
     bincount,
+    blocked_sum,
     entropy_bins,
+    on_accelerator,
     trim_ranks,
 )
 from ._magnitude import MAG_BINS, mag_index, mag_top, q99, q_rank, rank_cum, weibull_fit
@@ -64,8 +66,8 @@ def range_finish(acc: dict, n: int) -> dict:
 def _counts(idx, length: int, side):
     """bincount of ``idx`` and, with ``side`` (index, bins), of the side histogram too, by one
     count over the joint index (a few ×10⁴ bins stay in cache; a second scatter over all
-    entries costs as much as the first). A scatter on the CPU, a sort on an accelerator
-    (:func:`rmtbase.stats._binning.bincount`: the same integers)."""
+    entries costs as much as the first). One scatter on the CPU, per-block histograms on an
+    accelerator (:func:`rmtbase.stats._binning.bincount`: the same integers)."""
     if side is None:
         return bincount(idx, length), None
     j, nbins = side
@@ -107,8 +109,11 @@ def count_pass(w, geo: dict, n: int, storage: str, side=None) -> dict:
     # entries (:func:`_in_graph`)
     ft = jnp.promote_types(w.dtype, jnp.float32)
     ct = jnp.complex128 if ft == jnp.float64 else jnp.complex64
-    both = jnp.zeros(MAG_BINS, ct).at[im].add(
-        jax.lax.complex(jnp.ones_like(a, dtype=ft), jnp.log(a).astype(ft)))
+    ones_logs = jax.lax.complex(jnp.ones_like(a, dtype=ft), jnp.log(a).astype(ft))
+    if on_accelerator():  # per-block histograms: no hot counters (_binning.blocked_sum)
+        both = blocked_sum(im, ones_logs, MAG_BINS)
+    else:
+        both = jnp.zeros(MAG_BINS, ct).at[im].add(ones_logs)
     out["mag"] = both.real.astype(jax.dtypes.canonicalize_dtype(np.int64))
     out["mag_sx"] = both.imag
     return out
