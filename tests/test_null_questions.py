@@ -87,6 +87,12 @@ def _define(name: str, *, band: bool):
                                        {"name": name, "__annotations__": {"name": ClassVar[str]}}))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _own_cache(module_cache):
+    """Null tables and composition nulls of this module go to its own cache."""
+    return module_cache
+
+
 @pytest.fixture(scope="module")
 def nulls():
     from rmtbase.stats.null_kind import unregister
