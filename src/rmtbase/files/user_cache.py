@@ -4,6 +4,13 @@ programs live below it.
 ``$RMTBASE_CACHE`` if set, else the platform cache directory (``$XDG_CACHE_HOME/rmtbase`` or
 ``~/.cache/rmtbase`` on Linux, ``~/Library/Caches/rmtbase`` on macOS,
 ``%LOCALAPPDATA%\\rmtbase\\Cache`` on Windows).
+
+The cached nulls' shared rules: a file that fails its check (:mod:`rmtbase.files.checksum`)
+is reported once, by a warning naming it (:func:`damaged`), removed where the folder can be
+written, and never used; a cache that cannot be written is said once a process
+(:func:`unwritable`), and what would have been written is kept in memory for the rest of the
+process (:func:`remember`, :func:`recall`), so a null grown step by step continues from its
+last step instead of being drawn again from its first draw.
 """
 
 from __future__ import annotations
@@ -27,4 +34,86 @@ def cache_dir() -> Path:
     return Path(base) / "rmtbase"
 
 
-__all__ = ["cache_dir"]
+_SAID: set = set()  # files and folders already reported by this process
+_MEMORY: dict = {}  # {key: value} kept where the cache could not be written
+#: Most values :func:`remember` keeps (the oldest forgotten first).
+MEMORY_ITEMS = 16
+
+
+def damaged(path, why: str, what: str = "null") -> None:
+    """Report the cached file ``path`` (a ``what``) as failing its check (``why``: a few
+    words) by one RuntimeWarning naming it (once a process), and remove it where it is a file
+    or a link and its folder can be written (it is then drawn again, and replaced, by
+    whoever needs it)."""
+    import stat
+    import warnings
+
+    path = Path(path)
+    if path not in _SAID:
+        _SAID.add(path)
+        warnings.warn(f"rmtbase: ignoring cached {what} {path} ({why}); drawing it again",
+                      RuntimeWarning, stacklevel=3)
+    try:
+        if stat.S_ISREG(path.lstat().st_mode) or path.is_symlink():
+            path.unlink()
+    except OSError:  # gone already, or a read-only cache: never used either way
+        pass
+
+
+def unwritable(directory, exc: BaseException) -> None:
+    """Say once a process, by one RuntimeWarning, that a null could not be written into the
+    cache folder ``directory`` (``exc``: why), and that nulls are kept in memory until the
+    process ends."""
+    import warnings
+
+    key = ("unwritable", str(directory))
+    if key in _SAID:
+        return
+    _SAID.add(key)
+    why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    warnings.warn(f"rmtbase: could not cache in {directory} ({why}); nulls drawn now are kept "
+                  "in memory for this run only", RuntimeWarning, stacklevel=3)
+
+
+def said_unwritable() -> bool:
+    """Whether this process found a cache folder that cannot be written (:func:`unwritable`)."""
+    return any(isinstance(k, tuple) and k[0] == "unwritable" for k in _SAID)
+
+
+def writable(folder) -> bool:
+    """Whether files could be made in ``folder``, or in it once made: its nearest existing
+    folder is one this process may write (``access(2)``, which a read-only mount refuses also
+    for root). Creates nothing."""
+    p = Path(folder).expanduser().absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p.is_dir() and os.access(p, os.W_OK | os.X_OK)
+
+
+def remember(key, value) -> None:
+    """Keep ``value`` under ``key`` (a hashable naming every key its draws depend on) for the
+    rest of the process, where it could not be cached (at most :data:`MEMORY_ITEMS`)."""
+    _MEMORY.pop(key, None)
+    _MEMORY[key] = value
+    while len(_MEMORY) > MEMORY_ITEMS:
+        _MEMORY.pop(next(iter(_MEMORY)))
+
+
+def recall(key):
+    """What :func:`remember` kept under ``key``, or None."""
+    return _MEMORY.get(key)
+
+
+def remembered(kind: str) -> list:
+    """Every value :func:`remember` kept under a key ``(kind, ...)``, oldest first."""
+    return [v for k, v in _MEMORY.items() if isinstance(k, tuple) and k and k[0] == kind]
+
+
+def forget() -> None:
+    """Drop what :func:`remember` kept and what was reported (a fresh process's state)."""
+    _MEMORY.clear()
+    _SAID.clear()
+
+
+__all__ = ["cache_dir", "damaged", "forget", "recall", "remember", "remembered",
+           "said_unwritable", "unwritable", "writable"]
