@@ -1,51 +1,30 @@
-"""The null protocol (``shared/design.md``: a null is a value — how its draws are made, what it
-tests, how it is described): :class:`Null`, the abstract base every null derives from. The
-nulls rmtbase ships are :class:`rmtbase.stats.gaussian_null.GaussianNull` and
-:class:`rmtbase.stats.permutation_null.PermutationNull`; :mod:`rmtbase.stats.null_kind` holds
-them by name.
+"""The null protocol: :class:`Null`, the abstract base of every null (``shared/design.md``: a
+null is a value — how its draws are made, what it tests, how it is described). The shipped
+nulls are :class:`~rmtbase.stats.gaussian_null.GaussianNull` and
+:class:`~rmtbase.stats.permutation_null.PermutationNull` (:mod:`rmtbase.stats.null_kind`).
 
-A null owns its reference: :meth:`Null.reference` returns the draws the heads are compared
-with, and :class:`Null` is abstract (a null class without ``reference`` cannot be constructed).
-The drawing machinery (tables, permutations) sits above ``stats``, so ``reference`` is handed
-the cells to score (:class:`rmtbase.scoring.reference.Cells`) and picks from what they can draw;
-a null with draws of its own returns any :class:`rmtbase.scoring.reference.Reference`.
+Contract:
 
-The values are frozen and hashable; ``str(null)`` and :attr:`Null.name` are the spelling of
-the CLI (``--null``), of ``score_model(null=...)`` and of the files (``null_kind`` attr).
-The text is parsed once, where it enters (:meth:`Null.parse`: the CLI's ``--null``, the public
-``score_model(null=...)`` and ``composition(null=...)``, a file's ``null_kind`` attr), and the
-value is passed on: the functions below (``in_family``, the null checks, the null's
-description, composition) take the :class:`Null`.
+- A null owns its draws: :meth:`Null.reference` is abstract. The drawing machinery sits above
+  ``stats``, so it is handed :class:`rmtbase.scoring.reference.Cells` (what is scored, and
+  what can be drawn for it) and returns a :class:`rmtbase.scoring.reference.Reference`, which
+  states its own profile null and spectrum band (no Gaussian default).
+- Values are frozen and hashable; :attr:`Null.name` (``str(null)``) is the spelling of
+  ``--null``, ``score_model(null=...)`` and the files' ``null_kind``. Text is parsed once,
+  where it enters (:meth:`Null.parse`); below that the value is passed on.
+- Registration: a concrete subclass that sets its own :attr:`Null.name` is registered when it
+  is defined, in a script, a plugin (entry-point group ``rmtbase.nulls``,
+  ``docs/extending.md``) or this package (:mod:`rmtbase.stats.null_registry`); a second class
+  under a taken name is refused (TypeError).
+- What a null needs and offers are class attributes, one question each, read instead of
+  asking its class: :attr:`Null.draws_per_head`, :attr:`Null.needs_factors`,
+  :attr:`Null.shared_table` (:attr:`Null.per_head` derives from them), the tests and runs it
+  supports, and whether the Gaussian spectrum band and QK-overlap test are its own. What a
+  null lacks is refused before any work, in one line naming the attribute
+  (:meth:`Null.require`).
 
-One registry, filled by the classes themselves (gguf-py's quantisation classes register
-through ``__init_subclass__`` the same way): a concrete subclass that sets its own
-:attr:`Null.name` is registered under it when it is defined, in a user's script, in a plugin
-package (entry-point group ``rmtbase.nulls``, ``docs/extending.md``) as in this package
-(:mod:`rmtbase.stats.null_registry`), and :meth:`Null.parse`,
-:data:`~rmtbase.stats.null_registry.NULLS` (the CLI's ``--null`` choices, a live view) and the
-re-read of a file's ``null_kind`` all look it up there. An abstract subclass, or one that keeps
-its parent's name (a variant such as a test's), is not registered; a second class with a
-registered name is refused (TypeError); :func:`rmtbase.stats.null_kind.unregister` takes a name
-out (for tests).
-
-A null carries its behaviour, as numpyro's ``Distribution`` does: its draws
-(:meth:`Null.reference`, whose :class:`~rmtbase.scoring.reference.Reference` says its own
-profile null: no Gaussian default), what it tests (:attr:`Null.tests_entry_law`,
-:meth:`Null.enters`) and its capabilities as attributes, read instead of asking which class it
-is: :attr:`Null.draws_per_head`, :attr:`Null.needs_factors`, :attr:`Null.shared_table`
-(:attr:`Null.per_head`, derived, answers all three for a subclass that sets it),
-:attr:`Null.gaussian_spectrum_band`, :attr:`Null.gaussian_qk_overlap`,
-:attr:`Null.min_element_draws`, :attr:`Null.stored_like_checkpoint`
-(its draws put through each layer's storage, :meth:`Null.at_storage`),
-:attr:`Null.scores_components` (``--components``), :attr:`Null.scores_deltas` (``--base``) and
-:attr:`Null.composition_draws` (a head-pair composition null,
-:meth:`Null.composition_null`; 0: none). What a null lacks is refused up front, before any
-work, with the capability named (:meth:`Null.require`).
-
-The value sits in ``stats`` (beside :mod:`rmtbase.stats.precision`, whose storage names a
-Gaussian null carries), the lowest part that every user may import: the decision
-(:func:`rmtbase.decision.family.in_family`, :mod:`rmtbase.decision.verdict`), the baseline
-tables, the scoring and the CLI.
+The value sits in ``stats``, the lowest part every user imports (the decision, the baseline
+tables, the scoring and the CLI).
 """
 
 from __future__ import annotations

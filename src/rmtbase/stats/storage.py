@@ -10,24 +10,16 @@ module loads no JAX, or given as a callable), the entries a block spans along th
 the significant bits and smallest spacing of a float lattice (and whether a histogram must
 spread each value over its rounding cell), the GGUF tensor type name, how the null is drawn
 (``tile_rows``: rows of a 2-D scale tile, inside which a head is drawn with its tile-mates),
-the FP8 element format and how lattice detection recognises the format (a function of the
-record, ``detector``: :mod:`.detection`; the shipped block formats share one that reads their
-32-entry layout, ``detect``). The families are open: a
-record may name a new one (a format with a scale per row, ``tests/test_storage_row.py``), its
-quantiser then given the whole array (``block`` 1).
+the FP8 element format and how lattice detection recognises the format (``detector``, or the
+shipped block formats' 32-entry ``detect`` layout: :mod:`.detection`). The families are open
+(a format with a scale per row, ``tests/test_storage_row.py``: ``block`` 1, the whole array).
+A layer stored in several formats is a :class:`MixedStorage` of their records.
 
-A layer stored in several formats (W_Q and W_K in different GGUF types) is a
-:class:`MixedStorage` of their records (:func:`quantisation_record` reads the "+"-joined name
-of the files).
-
-Every other module reads these records (:func:`storage_record`) or the name lists derived from
-them (:mod:`.names`, where the lists live: :class:`~rmtbase.stats.names.storage_names`); none
-compares storage names. A format is added by one record
-(:func:`register`, or a plugin's entry point of group ``rmtbase.storages`` naming the record:
-``docs/extending.md``): ``tests/test_storage_record.py`` adds a toy block format and scores a
-model with it end to end. Model: gguf-py's quant classes (one class per type, self-registered, block
-sizes in one table); our quantisers stay the bit-exact jitted ones of :mod:`.precision`,
-:mod:`.kquants` and :mod:`.fp8`.
+Other modules read these records (:func:`storage_record`) or the name lists of :mod:`.names`;
+none compares storage names. A format is added by one record (:func:`register`, or a plugin's
+entry point of group ``rmtbase.storages``: ``docs/extending.md``;
+``tests/test_storage_record.py`` scores a toy block format end to end), as gguf-py registers
+its quant classes.
 
 The quantiser is called ``fn(x, record)``: for a block format (``block > 1``) ``x`` is
 ``(..., n_blocks, block)`` and the values come back in that shape (float32 or x's dtype); for
