@@ -273,3 +273,22 @@ def test_a_plugin_statistic_is_derived_from_a_stored_table(tmp_path, monkeypatch
     # relative each)
     np.testing.assert_allclose(got["qk.top_share"], want, rtol=4e-6)
 
+
+
+def test_a_storage_registered_after_import_can_be_forced():
+    """``quantized_null=`` reads the registry when called: a format registered after
+    rmtbase.scoring.score (and rmtbase.scoring.components) were imported is accepted."""
+    import rmtbase.scoring.components  # noqa: F401 - imported before the format exists
+    import rmtbase.scoring.score as score
+    from rmtbase.errors import InputError
+    from rmtbase.stats.storage import Storage, register, unregister
+
+    with pytest.raises(InputError, match="quantized_null must be one of"):
+        score._check_options(0.05, None, "gaussian", "late_fmt", None, 200)
+    register(Storage("late_fmt", "block", lambda x, r: x, block=32))
+    try:
+        _, null = score._check_options(0.05, None, "gaussian", "late_fmt", None, 200)
+        assert null.name == "gaussian" and "late_fmt" in score.QUANTIZED_NULL
+    finally:
+        unregister("late_fmt")
+    assert "late_fmt" not in score.QUANTIZED_NULL
