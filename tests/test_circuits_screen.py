@@ -173,3 +173,38 @@ def test_an_untrained_model_a_tiny_vocabulary_and_two_windows_confirm_nothing(tm
     text = Sequences(ids, np.ones(8, bool), "text", "2 windows of 8 tokens")
     ds = find_circuits(peaked, _composition(peaked), sequences=text, progress=False)
     assert set(ds["label"].values.ravel()) == {"none"} and ds.sizes["candidate"] == 0
+
+
+@pytest.mark.parametrize("kind", ["gemma2", "olmo2", "gpt_neox", "bloom", "granite",
+                                  "falcon_gqa", "phi"])
+def test_without_mlps_nothing_travels_through_them_in_any_family(kind):
+    """Post-norm (Gemma-2, OLMo-2), parallel (GPT-NeoX, Phi, Falcon), ALiBi (Bloom) and a
+    residual multiplier (Granite): with every MLP weight zeroed, the via-MLP change of a
+    source is 0 (to 1e-5 of the direct output's scale); with the MLPs live it is not, and
+    find_circuits runs every path on an explicit receiver with finite effects."""
+    from test_circuits_families import _ids, _mlp, _net
+
+    from rmtbase.circuits import find_circuits
+    from rmtbase.circuits.mlp_path import MLPPaths
+
+    net = _net(kind)
+    hm = HeadModel(net)
+    ids = _ids(net, n=4, t=12).numpy()
+    seqs = Sequences(ids, np.ones(ids.shape[1], bool), "repeated_random_tokens", kind)
+    cap, _ = capture(hm, seqs, progress=False)
+    direct = float(Patcher(hm, cap, seqs).source_output(0, 1).abs().max())
+    live = MLPPaths(hm, seqs, cap).changes([(0, 1)], [2])[(0, 1)][2]
+    assert float(live.abs().max()) > 1e-3 * direct
+    with torch.no_grad():
+        for li in range(hm.n_layers):
+            blk = hm.layers[li]  # the MLP itself (a post-MLP norm of Gemma scales by 1 + w)
+            for p in (getattr(blk, "mlp", None) or _mlp(blk)).parameters():
+                p.zero_()
+    cap, _ = capture(hm, seqs, progress=False)
+    dead = MLPPaths(hm, seqs, cap).changes([(0, 1)], [2])[(0, 1)][2]
+    assert float(dead.abs().max()) <= 1e-5 * direct
+    comp = _composition(net)
+    ds = find_circuits(_net(kind), comp, sequences=seqs, receivers_of_interest=[(2, 1)],
+                       mlp_paths=True, progress=False)
+    assert set(ds["path"].values) == {"direct", "via_mlp"}
+    assert np.isfinite(ds["effect_causal"].values).all()

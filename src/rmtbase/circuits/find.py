@@ -47,7 +47,7 @@ FALSE_RATE = 0.0027
 #: Fewest sequences a confirmation rests on (an se from fewer means little).
 MIN_SEQUENCES = 8
 #: Exact patches (receivers x kinds x sources) above which only the top k are patched.
-EXACT_BUDGET = 20000
+EXACT_BUDGET = 3000
 #: Labels whose heads are patched as receivers by default (``first-token`` with ``sinks``).
 PATCHED_LABELS = ("induction", "previous-token", "duplicate-token", "self/local")
 #: Receivers kept for back-compatibility of imports; unlabelled heads are never receivers

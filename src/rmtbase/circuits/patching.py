@@ -141,8 +141,28 @@ class Patcher:
     def source_output(self, layer: int, head: int):
         """What source head ``head`` of ``layer`` writes into the residual ``(N, T, d)`` on
         the captured sequences (:meth:`.heads.HeadModel.source_output`)."""
-        return self.hm.source_output(layer, head, self.cap.z[layer][:, :, head, :].float(),
-                                     self.scale(layer))
+        import torch
+
+        with torch.no_grad():
+            return self.hm.source_output(layer, head, self.cap.z[layer][:, :, head, :].float(),
+                                         self.scale(layer))
+
+    def without_sources(self, layer: int):
+        """The residual entering ``layer`` with every earlier head's direct output removed
+        (the output projections' biases kept), ``(N, T, d)``; the running sum over layers is
+        kept, so receivers asked for in layer order cost one product a layer."""
+        import torch
+
+        run = getattr(self, "_removed", None)
+        if run is None or run[0] > layer:
+            run = (0, torch.zeros_like(self.cap.resid[0]).float())
+        m, total = run
+        with torch.no_grad():
+            while m < layer:
+                total = total + sum(self.source_output(m, s) for s in range(self.hm.n_heads))
+                m += 1
+        self._removed = (m, total)
+        return self.cap.resid[layer].float() - total
 
     def fold(self, layer: int):
         """The :class:`.fold.Fold` of receiver layer ``layer`` (kept for the last layer)."""

@@ -124,18 +124,27 @@ def gradients(pt, layer: int, fs):
     return out
 
 
-def source_dots(hm, grads, share, n_layers: int, combine) -> np.ndarray:
+def source_dots(pt, grads, n_layers: int, combine) -> np.ndarray:
     """``(n_layers, H)``: ``combine`` of the per-sequence ``⟨g, o_S⟩`` of every head S of the
-    first ``n_layers`` layers, ``o_S = share(m, s)`` ``(N, T, d)``."""
+    first ``n_layers`` layers (``o_S``: :meth:`.patching.Patcher.source_output`), one GEMM a
+    layer: ``⟨g, o_S⟩ = Σ r z_S · (W_O[S] g)`` with ``r`` the post-norm's clean scale (1 for
+    pre-norm blocks)."""
     import torch
 
-    out = np.zeros((n_layers, hm.n_heads))
+    hm, cap = pt.hm, pt.cap
+    h, dh = hm.n_heads, hm.head_dim
+    out = np.zeros((n_layers, h))
+    gs = torch.stack([g.float() for g in grads])                       # (P, N, T, d)
     with torch.no_grad():
         for m in range(n_layers):
-            for s in range(hm.n_heads):
-                o = share(m, s)
-                d = torch.stack([(g * o).sum((-1, -2)) for g in grads]).double().numpy()
-                out[m, s] = combine(d)
+            w = torch.cat([hm.source_weight(m, s).float() for s in range(h)])  # (H dh, d)
+            scale = pt.scale(m)
+            gm = gs if scale is None else gs * scale.float()
+            proj = (gm @ w.T).reshape(*gm.shape[:3], h, dh)             # (P, N, T, H, dh)
+            d = (proj * cap.z[m].float()[None]).sum((2, 4))            # (P, N, H)
+            d = d.double().numpy()
+            for s in range(h):
+                out[m, s] = combine(d[:, :, s])
     return out
 
 
@@ -146,7 +155,7 @@ def attribution(pt, layer: int, head: int, kind: str, statistic: str | None) -> 
     if got is None:
         return np.full((layer, pt.hm.n_heads), np.nan)
     fs, combine = got
-    return source_dots(pt.hm, gradients(pt, layer, fs), pt.source_output, layer, combine)
+    return source_dots(pt, gradients(pt, layer, fs), layer, combine)
 
 
 def spearman(a, b) -> float:
