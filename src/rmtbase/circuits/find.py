@@ -23,9 +23,10 @@ source) or "suppresses" (it rises). A row is one two-sided z test at 3 se: ``P(|
 (stated as ``expected_false_confirmations``); the 10 % floor keeps small but precise effects
 out. ``dominant``: the supporting confirmed row with the largest effect of its receiver and kind.
 Per receiver, kind and path: ``joint_effect`` (every earlier source removed together),
-``explained`` (the sum of the confirmed single effects over the joint effect), ``redundant``
-(no single row confirmed, the joint removal passes), ``joint_contradicts`` (the confirmed
-singles and the joint effect have opposite signs, both passing).
+``explained`` (the sum of the confirmed single effects over the joint effect, where the joint
+effect passes the rule; else NaN), ``redundant`` (no single row confirmed, the joint removal
+passes), ``joint_contradicts`` (the confirmed singles' sum and a joint effect of at least 3 se
+have opposite signs).
 """
 
 from __future__ import annotations

@@ -297,9 +297,11 @@ def _judge(singles: list[dict], joint, *, labelled: bool, n_seq: int) -> list[di
     joint_ok = enough and F.passes(joint.effect, joint.se, joint.base, is_score)
     conf = [r for r in singles if r["confirmed"]]
     total = float(sum(r["effect_causal"] for r in conf))
-    explained = total / joint.effect if np.isfinite(joint.effect) and joint.effect != 0 \
-        else np.nan
-    contradicts = bool(conf and joint_ok and is_score and np.sign(total) != np.sign(joint.effect))
+    explained = total / joint.effect if joint_ok else np.nan
+    significant = bool(np.isfinite(joint.effect) and np.isfinite(joint.se)
+                       and abs(joint.effect) >= F.CONFIRM_SE * joint.se)
+    contradicts = bool(conf and significant and is_score
+                       and np.sign(total) != np.sign(joint.effect))
     for r in singles:
         r.update(joint_effect=joint.effect, joint_se=joint.se, explained=explained,
                  redundant=bool(not conf and joint_ok and labelled),

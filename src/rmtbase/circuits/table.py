@@ -61,10 +61,10 @@ VARIABLES = {
     "joint_effect": ("effect of removing every earlier source at once on this path", "1"),
     "joint_se": ("standard error of joint_effect over sequences", "1"),
     "explained": ("sum of the confirmed single effects over joint_effect (receiver, kind, "
-                  "path)", "1"),
+                  "path), where joint_effect passes the rule", "1"),
     "redundant": ("no single row confirmed but the joint removal passes the rule", "1"),
-    "joint_contradicts": ("the confirmed singles and the joint effect have opposite signs",
-                          "1"),
+    "joint_contradicts": ("the confirmed singles' sum and a joint effect >= 3 se have opposite "
+                          "signs", "1"),
 }
 _BOOL = ("confirmed", "dominant", "redundant", "dependency", "joint_contradicts")
 _STR = ("kind", "path", "from", "to", "label_from", "label_to", "metric", "role")

@@ -104,9 +104,9 @@ def _group_lines(rows: list[dict]) -> list[str]:
     if conf:
         ex = r0.get("explained")
         has_joint = joint["effect_causal"] is not None and np.isfinite(joint["effect_causal"])
+        has_ex = ex is not None and np.isfinite(ex) and r0.get("metric") not in _CHANGE
         tail = ("" if not has_joint else
-                f"; explained {100 * ex:.0f} % of {_effect(joint)}" if ex is not None
-                and np.isfinite(ex) and r0.get("metric") not in _CHANGE else
+                f"; explained {100 * ex:.0f} % of {_effect(joint)}" if has_ex else
                 f"; all earlier sources together {_effect(joint)}")
         lines.append(f"{head}: " + "; ".join(_source(r) for r in conf) + tail)
         if ex is not None and np.isfinite(ex) and abs(ex) < EXPLAINED_LOW \
