@@ -9,6 +9,8 @@ entering the layer: GPT-2 ``h[l]``, LLaMA family ``layers[l]``) and on every out
 probe statistics are those of :mod:`rmtbase.probe.behaviour` (one implementation), pooled over
 the sequences' queries as :func:`rmtbase.probe.probe_model` pools windows.
 
+A Ctrl-C is held while a batch runs and raised between batches (torch must not see it).
+
 Memory: the capture holds ``2 · L · N · T · d`` float32 (SmolLM2-135M, 32 sequences of 101
 tokens: 0.45 GB); :func:`capture_bytes` states it and :func:`capture` refuses, before the
 forward, what does not fit the memory available.
@@ -24,6 +26,7 @@ import xarray as xr
 
 from .._version import __version__
 from ..errors import InputError, ModelError
+from ..files.interrupts import deferred, fault_point
 from ..probe import behaviour as bh
 from .heads import HeadModel
 from .sequences import Sequences
@@ -112,16 +115,18 @@ def capture(hm: HeadModel, seqs: Sequences, *, progress: bool = True):
         with torch.inference_mode(), progress_bar(seqs.n, desc="rmtbase circuits: forward",
                                                   unit="sequence", enabled=progress) as bar:
             for lo in range(0, seqs.n, BATCH):
-                ids = seqs.ids[lo:lo + BATCH]
-                x = torch.from_numpy(ids)
-                out = hm.net(input_ids=x, attention_mask=torch.ones_like(x),
-                             output_attentions=True)
-                att = getattr(out, "attentions", None)
-                if not att or att[0] is None:
-                    raise ModelError("the model returned no attention weights (eager "
-                                     "attention needed)")
-                _probe_batch(att, ids, seqs.content, totals)
-                del out, att
+                fault_point("circuits:capture")
+                with deferred():  # Ctrl-C between batches, never inside torch
+                    ids = seqs.ids[lo:lo + BATCH]
+                    x = torch.from_numpy(ids)
+                    out = hm.net(input_ids=x, attention_mask=torch.ones_like(x),
+                                 output_attentions=True)
+                    att = getattr(out, "attentions", None)
+                    if not att or att[0] is None:
+                        raise ModelError("the model returned no attention weights (eager "
+                                         "attention needed)")
+                    _probe_batch(att, ids, seqs.content, totals)
+                    del out, att
                 bar.update(len(ids))
     finally:
         for h in handles:

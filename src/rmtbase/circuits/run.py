@@ -8,6 +8,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
+from ..files.interrupts import deferred, fault_point
 from ..probe.threads import one_thread
 from ..progress import progress_bar, stage
 from . import find as F
@@ -205,33 +206,40 @@ def _no_labels(hm):
 def _receiver(run, composition, rec, k, exact_all, via):
     """The rows of one receiver (every kind and path) and its screen
     ({(kind, path): attribution (layer, H)})."""
+    rows, scr = [], {}
+    for kind in KINDS:
+        fault_point("circuits:screen")
+        with deferred():  # a Ctrl-C is raised between kinds, never inside torch
+            _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr)
+    _dominant(rows)
+    return rows, scr
+
+
+def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) -> None:
+    """One kind of one receiver: its rows and screens appended to ``rows``, ``scr``."""
     from . import screen as S
 
     pt, hm = run.pt, run.hm
     li, hi, stat = rec
-    rows, scr = [], {}
-    for kind in KINDS:
-        st = None if kind == "v" else stat
-        ranked = F.ranked_sources(composition, li, hi, kind)
-        attr = S.attribution(pt, li, hi, kind, st)
-        scr[(kind, "direct")] = attr
-        rank_attr = _ranks(attr)
-        chosen = F.exact_sources(ranked, attr, k, exact_all)
-        info = {(m, s): (r, sc) for m, s, r, sc in ranked}
-        single = []
-        for lo in range(0, len(chosen), 64):
-            part = chosen[lo:lo + 64]
-            single += pt.effects(li, hi, [[src] for src in part], kind, st)
-        joint = _joint_direct(pt, li, hi, kind, st)
-        got = [_row(kind, "direct", src, rec, info, attr, rank_attr, e, run, hm)
-               for src, e in zip(chosen, single, strict=True)]
-        rows.extend(_judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n))
-        if via:
-            vrows, vattr = _via_rows(run, composition, rec, kind, st, k, info)
-            scr[(kind, "via_mlp")] = vattr
-            rows.extend(vrows)
-    _dominant(rows)
-    return rows, scr
+    st = None if kind == "v" else stat
+    ranked = F.ranked_sources(composition, li, hi, kind)
+    attr = S.attribution(pt, li, hi, kind, st)
+    scr[(kind, "direct")] = attr
+    rank_attr = _ranks(attr)
+    chosen = F.exact_sources(ranked, attr, k, exact_all)
+    info = {(m, s): (r, sc) for m, s, r, sc in ranked}
+    single = []
+    for lo in range(0, len(chosen), 64):
+        part = chosen[lo:lo + 64]
+        single += pt.effects(li, hi, [[src] for src in part], kind, st)
+    joint = _joint_direct(pt, li, hi, kind, st)
+    got = [_row(kind, "direct", src, rec, info, attr, rank_attr, e, run, hm)
+           for src, e in zip(chosen, single, strict=True)]
+    rows.extend(_judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n))
+    if via:
+        vrows, vattr = _via_rows(run, composition, rec, kind, st, k, info)
+        scr[(kind, "via_mlp")] = vattr
+        rows.extend(vrows)
 
 
 def _ranks(a) -> np.ndarray:
