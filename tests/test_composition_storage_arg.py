@@ -38,7 +38,7 @@ def test_a_float_storage_in_any_case_is_its_record(tmp_path, module_cache):
     typed = rmtbase.composition(str(tmp_path / "m"), draws=60, null_storage="Float16")
     lower = rmtbase.composition(str(tmp_path / "m"), draws=60, null_storage="float16")
     assert typed.attrs["null_storage"] == typed.attrs["qk_overlap_null_storage"] == "float16"
-    cached = sorted(p.name for p in module_cache.rglob("*.npy"))  # the nulls' cache files
+    cached = sorted(p.name for p in (module_cache / "composition").glob("*.nc"))  # the nulls
     assert cached and all("-float16-" in n for n in cached), cached
     for var in ("composition_p", "qk_overlap_p"):
         # exact: the same draws (same seed, same storage) on the same weights, one program

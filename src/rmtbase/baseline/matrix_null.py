@@ -262,7 +262,7 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
             ds = read_table(path, checksum=True)
             verify_matrix_table(ds, m, n, storage, seed, path)
         except TableError as exc:  # reported once, removed, drawn again
-            damaged(path, str(exc).removeprefix(f"{path} "))
+            damaged(path, str(exc).removeprefix(f"{path} "), "table")
             continue
         if k >= draws:
             out = ds.isel(draw=slice(0, draws))

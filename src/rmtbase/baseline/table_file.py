@@ -2,6 +2,10 @@
 
 A file that is missing, not netCDF4, not an rmtbase table, truncated or of a newer table format
 raises :class:`rmtbase.errors.TableError` naming the file (also for malformed attributes).
+Every table written here carries a checksum of its variables and of the keys it was drawn
+from (:func:`table_checksum`, :mod:`rmtbase.files.checksum`); the user cache's reads require it
+(``read_table(..., checksum=True)``), so a cached table whose values were changed after it was
+written is an error there, never a number.
 
 Writes go through :func:`rmtbase.files.atomic.write_atomic`: a temporary file
 ``.<name>.<pid>-<hex>.tmp`` in the target's directory (the name shortened so that it fits the
@@ -39,25 +43,53 @@ if TYPE_CHECKING:
 #: Version of the table layout and key derivation; part of every cache key. Readers accept
 #: this and older.
 TABLE_FORMAT = 1
+#: The global attributes a table's checksum covers (those present): what its draws were
+#: made from.
+CHECKSUM_KEYS = ("rmtbase_table_format", "rmtbase_table_kind", "ensemble", "stats", "seed",
+                 "draws", "sigma_q", "sigma_k", "sigma", "dtype", "storage_dtype", "cells",
+                 "m", "n", "sampler", "key_derivation", "draw_block", "conventions",
+                 "scaling_factor", "analytic_reference_values")
+#: The attributes of each variable it covers (how a value scales and what it is).
+CHECKSUM_VAR_KEYS = ("sigma_power", "matrix", "units", "rmtbase_units")
+
+
+def table_checksum(ds: xr.Dataset) -> str:
+    """The checksum of a table as it is written (after :func:`rmtbase.files.cf.encode_table`):
+    :func:`rmtbase.files.checksum.dataset_checksum` of its variables and of
+    :data:`CHECKSUM_KEYS`."""
+    from ..files.checksum import dataset_checksum
+
+    return dataset_checksum(ds, CHECKSUM_KEYS, CHECKSUM_VAR_KEYS)
+
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def read_table(path) -> xr.Dataset:
+def read_table(path, *, checksum: bool = False) -> xr.Dataset:
     """Open an rmtbase table fully into memory; :class:`TableError` naming ``path`` on a
-    missing, foreign, truncated or newer-format file."""
+    missing, foreign, truncated or newer-format file. ``checksum``: True (the user cache)
+    requires the file's checksum (:func:`table_checksum`) and that it match. The table
+    returned does not carry the attribute."""
     import xarray as xr
+
+    from ..files.checksum import CHECKSUM_ATTR, verify
 
     path = Path(path)
     if not path.is_file():
         raise TableError(f"{path}: no such file")
     try:
         with deferred(), xr.open_dataset(path, engine="netcdf4") as ds:  # no interrupt in HDF5
-            ds = decode_table(ds.load())  # units as written (rmtbase.files.cf.encode_table)
+            ds = ds.load()
     except Exception as exc:  # netCDF4/HDF5 raise many types for broken files
         raise TableError(f"{path} is not a readable netCDF4 file ({_one_line(exc)})") from exc
+    stored = ds.attrs.pop(CHECKSUM_ATTR, None)
+    if checksum:
+        why = verify(stored, table_checksum(ds))
+        if why is not None:
+            raise TableError(f"{path} fails its check: {why}")
+    ds = decode_table(ds)  # units as written (rmtbase.files.cf.encode_table)
     fmt = ds.attrs.get("rmtbase_table_format")
     if fmt is None:
         raise TableError(f"{path} is not an rmtbase table (no rmtbase_table_format attribute)")
@@ -187,6 +219,8 @@ def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
     read back, fsync, ``os.replace`` (:func:`rmtbase.files.atomic.write_atomic`). An error, interrupt or kill leaves ``path`` as it was;
     one-line :class:`TableError` on failure (a full disk included). ``replace``: see
     :func:`check_output_file`."""
+    from ..files.checksum import CHECKSUM_ATTR
+
     size = table_bytes(sum(v.size for v in ds.data_vars.values()), 8)
     path = check_output_file(path, size=size, replace=replace)
     parent = path.parent
@@ -195,9 +229,11 @@ def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         fault_point("write:created")
         enc = {v: {"zlib": True, "complevel": 4, "shuffle": True} for v in ds.data_vars}
-        encode_table(ds).to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
+        encoded = encode_table(ds)
+        encoded.attrs = {**encoded.attrs, CHECKSUM_ATTR: table_checksum(encoded)}
+        encoded.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=enc)
         fault_point("write:data")
-        read_table(tmp)
+        read_table(tmp, checksum=True)
         fault_point("write:verified")
         umask = os.umask(0)
         os.umask(umask)

@@ -1,22 +1,25 @@
 """The composition and QK-overlap Gaussian nulls on disk: drawn once per (kind, d, d_h,
 draws, seed, storage).
 
-Since the composition null is sized by its own Monte Carlo error (issue 56:
-:attr:`rmtbase.stats.null_kind.GaussianNull.composition_draws` = 18,000, the size of the
+Since the composition null is sized by its own Monte Carlo error
+(:attr:`rmtbase.stats.null_kind.GaussianNull.composition_draws` = 18,000, the size of the
 statistics' joint null), its draws and the overlap's cost a run more than the scores at
 small and middle shapes (GPT-2 small, 768 × 64: ≈ 20 CPU-s more than at 2,000 draws), so
 they are kept in the user cache (:func:`rmtbase.files.user_cache.cache_dir`, folder
-``composition``) like the null tables and the profile null: one ``.npy`` file of the sorted
+``composition``) like the null tables and the profile null: one netCDF file of the sorted
 draws per key, its name spelling every key, written all or nothing
-(:func:`rmtbase.files.atomic.write_atomic`). A file that cannot be read, or whose length or
-values do not fit its name, is drawn again with a warning. The numbers are those the samplers
-return (same seed, same numbers on the same backend): a run's output does not depend on what
-the cache holds.
+(:func:`rmtbase.files.atomic.write_netcdf`), its attributes the keys and
+``rmtbase_checksum``, the checksum of the draws and keys (:mod:`rmtbase.files.checksum`). A
+file that cannot be read, whose keys or values do not fit its name, or whose draws do not
+match its checksum (or that has none, as the ``.npy`` files of the same name once kept) is
+reported once by a warning naming it, removed, and drawn again. The numbers are those the
+samplers return (same seed, same numbers on the same backend): a run's output does not depend
+on what the cache holds. Where the cache cannot be written, the draws are kept in memory for
+the process (:func:`rmtbase.files.user_cache.remember`), said once.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,23 +35,52 @@ def null_path(kind: str, d: int, d_h: int, n: int, seed: int, storage: str) -> P
     from ..files.user_cache import cache_dir
 
     return cache_dir() / "composition" / (f"{kind}-d{int(d)}-dh{int(d_h)}-n{int(n)}"
-                                          f"-seed{int(seed)}-{storage}-v{FORMAT}.npy")
+                                          f"-seed{int(seed)}-{storage}-v{FORMAT}.nc")
 
 
-def _read(path: Path, n: int) -> np.ndarray | None:
+def _keys(kind: str, d: int, d_h: int, n: int, seed: int, storage: str) -> dict:
+    """The attributes a file must carry (its name's keys): what is written, read and summed."""
+    return {"kind": str(kind), "d": int(d), "d_h": int(d_h), "draws": int(n),
+            "seed": int(seed), "storage": str(storage), "format": FORMAT}
+
+
+def _checksum(values: np.ndarray, keys: dict) -> str:
+    from ..files.checksum import checksum
+
+    return checksum({"null": (("draw",), np.asarray(values, np.float64))}, keys)
+
+
+def _read(path: Path, keys: dict) -> np.ndarray | None:
+    """The sorted draws of ``path`` if it is what ``keys`` say and matches its checksum; None
+    where it is absent, or reported and removed (:func:`rmtbase.files.user_cache.damaged`)."""
+    from ..files.user_cache import damaged
+
+    legacy = path.with_suffix(".npy")
+    if legacy.exists():  # a file without a checksum is never used
+        damaged(legacy, "it carries no checksum")
+    if not path.exists():
+        return None
+    import xarray as xr
+
+    from ..files.checksum import CHECKSUM_ATTR, verify
+
     try:
-        got = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        return None
+        with xr.open_dataset(path) as ds:
+            ds.load()
     except Exception as exc:  # noqa: BLE001 - any unreadable file is drawn again
-        warnings.warn(f"composition null cache file {path.name} cannot be read ({exc}); "
-                      "drawing it again", RuntimeWarning, stacklevel=3)
+        damaged(path, f"it cannot be read: {str(exc)[:120]}")
         return None
-    ok = (got.shape == (int(n),) and got.dtype == np.float64 and np.isfinite(got).all()
-          and bool(np.all(got[1:] >= got[:-1])) and bool(np.all(got >= 0)))
-    if not ok:
-        warnings.warn(f"composition null cache file {path.name} does not hold what its name "
-                      "says; drawing it again", RuntimeWarning, stacklevel=3)
+    n = keys["draws"]
+    got = np.asarray(ds["null"].values, np.float64) if "null" in ds else np.zeros(0)
+    if any(str(ds.attrs.get(k)) != str(v) for k, v in keys.items()) or got.shape != (n,):
+        why = "it does not hold what its name says"
+    else:
+        why = verify(ds.attrs.get(CHECKSUM_ATTR), _checksum(got, keys))
+    if why is None and not (np.isfinite(got).all() and bool(np.all(got[1:] >= got[:-1]))
+                            and bool(np.all(got >= 0))):
+        why = "its draws are not sorted, finite and non-negative"
+    if why is not None:
+        damaged(path, why)
         return None
     return got
 
@@ -56,27 +88,34 @@ def _read(path: Path, n: int) -> np.ndarray | None:
 def cached_null(kind: str, d: int, d_h: int, n: int, seed: int, storage: str,
                 draw: Callable[[], np.ndarray]) -> np.ndarray:
     """The sorted null draws of ``kind`` from the cache, else ``draw()`` (sorted float64,
-    ``n`` of them) stored there. A cache that cannot be written is said once and skipped."""
+    ``n`` of them) stored there. A cache that cannot be written is said once, and the draws
+    kept in memory for the process."""
+    from ..files.user_cache import cache_dir, recall, remember, unwritable
+
+    keys = _keys(kind, d, d_h, n, seed, storage)
     path = null_path(kind, d, d_h, n, seed, storage)
-    got = _read(path, n)
+    kept = recall(("composition", str(path)))
+    if kept is not None:
+        return kept.copy()
+    got = _read(path, keys)
     if got is not None:
         return got
     got = np.asarray(draw(), dtype=np.float64)
     if got.shape != (int(n),):  # a drawing bug, never cached
         return got
+    import xarray as xr
+
+    from ..files.atomic import write_netcdf
+    from ..files.checksum import CHECKSUM_ATTR
+
+    ds = xr.Dataset({"null": (("draw",), got)},
+                    attrs=dict(keys, **{CHECKSUM_ATTR: _checksum(got, keys)}))
     try:
-        from ..files.atomic import write_atomic
-
-        write_atomic(path, lambda tmp: _save(tmp, got))
+        write_netcdf(ds, path)
     except OSError as exc:
-        warnings.warn(f"rmtbase: could not cache the composition null in {path.parent}: {exc}",
-                      RuntimeWarning, stacklevel=2)
+        unwritable(cache_dir(), exc)
+        remember(("composition", str(path)), got.copy())
     return got
-
-
-def _save(tmp: Path, values: np.ndarray) -> None:
-    with open(tmp, "wb") as f:
-        np.save(f, values, allow_pickle=False)
 
 
 __all__ = ["FORMAT", "cached_null", "null_path"]

@@ -6,9 +6,13 @@ storages share the float32 draws: :func:`~rmtbase.scoring.factor_axes.null_stora
 its reduced draws it took most of a LLaMA-3-8B-shaped all-statistics score (docs/scale.md),
 and it is still one of the larger costs of a new shape's first score. :func:`cached_profile_null` keeps its draws in the user cache
 (:func:`rmtbase.files.user_cache.cache_dir`, folder ``profile``) like the null tables: one
-netCDF file per key and length, written all or nothing, its name spelling every key; a file
-whose attributes disagree with its name, or that cannot be read, is drawn again with a
-warning. The draws are those :func:`profile_null` returns (same seed, same numbers on the same
+netCDF file per key and length, written all or nothing, its name spelling every key and its
+attribute ``rmtbase_checksum`` the checksum of its draws and keys
+(:mod:`rmtbase.files.checksum`); a cached file whose attributes disagree with its name, whose
+draws do not match its checksum (or that has none), or that cannot be read, is reported once
+by a warning naming it, removed, and drawn again. Where the cache cannot be written, the
+draws are kept in memory for the process (:func:`rmtbase.files.user_cache.remember`), so each
+step of a growing null continues the last. The draws are those :func:`profile_null` returns (same seed, same numbers on the same
 backend), and draw i is the same in every length: a request for n reads the first n of a
 longer table, or extends a shorter one by its continuation
 (:mod:`rmtbase.scoring.profile_stopping` asks for the sizes of its ``SCHEDULE`` in turn).
@@ -91,24 +95,50 @@ def _stored(d: int, d_h: int, storage, seed: int) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def _read(path: Path, keys: dict) -> dict | None:
+def _checksum(draws: dict, keys: dict) -> str:
+    """The checksum of ``draws`` ({axis: (n,)}, as float64) and ``keys`` (:func:`_keys`)."""
+    from ..files.checksum import checksum
+
+    return checksum({a: (("draw",), np.asarray(v, np.float64)) for a, v in draws.items()},
+                    keys)
+
+
+def _read(path: Path, keys: dict, shipped: bool = False) -> dict | None:
+    """The draws of the file ``path`` if it holds what ``keys`` say (and, unless ``shipped``,
+    matches its checksum), else None (a cached file reported and removed:
+    :func:`rmtbase.files.user_cache.damaged`)."""
     import xarray as xr
 
+    from ..files.checksum import CHECKSUM_ATTR, verify
+    from ..files.user_cache import damaged
     from .factor_axes import FACTOR_AXES
 
     try:
         with xr.open_dataset(path) as ds:
             ds.load()
     except Exception as exc:  # noqa: BLE001 - any unreadable file is drawn again
-        warnings.warn(f"profile null cache file {path.name} cannot be read ({exc}); drawing it "
-                      "again", RuntimeWarning, stacklevel=3)
+        if shipped:
+            warnings.warn(f"shipped profile null {path.name} cannot be read ({exc}); drawing it",
+                          RuntimeWarning, stacklevel=3)
+        else:
+            damaged(path, f"it cannot be read: {str(exc)[:120]}")
         return None
+    why = None
     if any(str(ds.attrs.get(k)) != str(v) for k, v in keys.items()) or \
             any(a not in ds or ds[a].size != keys["draws"] for a in FACTOR_AXES):
-        warnings.warn(f"profile null cache file {path.name} does not hold what its name says; "
-                      "drawing it again", RuntimeWarning, stacklevel=3)
+        why = "it does not hold what its name says"
+    draws = {a: np.asarray(ds[a].values, dtype=np.float64) for a in FACTOR_AXES} \
+        if why is None else None
+    if why is None and not shipped:
+        why = verify(ds.attrs.get(CHECKSUM_ATTR), _checksum(draws, keys))
+    if why is not None:
+        if shipped:
+            warnings.warn(f"shipped profile null {path.name}: {why}; drawing it",
+                          RuntimeWarning, stacklevel=3)
+        else:
+            damaged(path, why)
         return None
-    return {a: np.asarray(ds[a].values, dtype=np.float64) for a in FACTOR_AXES}
+    return draws
 
 
 def _compact(v) -> np.ndarray:
@@ -141,15 +171,28 @@ def _lookup(d: int, d_h: int, storage, n: int, seed: int) -> tuple[dict | None, 
         from importlib import resources
 
         with resources.as_file(shipped) as p:
-            got = _read(p, _keys(d, d_h, storage, PROFILE_DRAWS, seed))
+            got = _read(p, _keys(d, d_h, storage, PROFILE_DRAWS, seed), shipped=True)
         if got is not None:
             return _first(got, n), True
+    from ..files.user_cache import recall
+
+    kept = recall(_memory_key(d, d_h, storage, seed))  # drawn where the cache is unwritable
+    m_kept = 0 if kept is None else len(kept[next(iter(kept))])
+    if m_kept >= n:
+        return {a: v[:n].copy() for a, v in kept.items()}, True
     files = _stored(d, d_h, storage, seed)
     for m, path in [f for f in files if f[0] >= n] + [f for f in files if f[0] < n][::-1]:
+        if m < n and m <= m_kept:
+            break  # the draws kept in memory are the longer prefix
         got = _read(path, _keys(d, d_h, storage, m, seed))
         if got is not None:
             return _first(got, n), m >= n
-    return None, False
+    return (kept, False) if kept is not None else (None, False)
+
+
+def _memory_key(d: int, d_h: int, storage, seed: int) -> tuple:
+    """The key of a profile null kept in memory (every key of its file name but the draws)."""
+    return ("profile", str(profile_path(d, d_h, storage, 0, seed)))
 
 
 def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = None,
@@ -170,6 +213,7 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
 
     from .._version import __version__
     from ..files.atomic import write_netcdf
+    from ..files.checksum import CHECKSUM_ATTR
     from .factor_axes import FACTOR_AXES, PROFILE_DRAWS, null_storage, profile_null
 
     n = PROFILE_DRAWS if n is None else int(n)
@@ -179,12 +223,14 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
         return got
     start = 0 if got is None else len(got[FACTOR_AXES[0]])
     path = profile_path(d, d_h, storage, n, seed)
+    from ..files.user_cache import said_unwritable
     from ..progress import NULL_CPU_EVERY, message, progress_bar
 
     if progress:
+        kept = ("kept in memory" if said_unwritable()
+                else f"cached in {path.parent} for next time")
         message(f"rmtbase: drawing the profile null d={int(d)}, d_h={int(d_h)}, {storage.name} "
-                f"storage, {f'{n} draws' if not start else f'draws {start} to {n}'} (cached in "
-                f"{path.parent} for next time)")
+                f"storage, {f'{n} draws' if not start else f'draws {start} to {n}'} ({kept})")
     with progress_bar(n - start, enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
                       desc=f"rmtbase profile null d={int(d)}, d_h={int(d_h)} ({storage.name})"
                       ) as bar:
@@ -192,15 +238,19 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
                            start=start)
     draws = new if got is None else {a: np.concatenate([got[a], new[a]]) for a in FACTOR_AXES}
     keys = _keys(d, d_h, storage, n, seed)
-    ds = xr.Dataset({a: (("draw",), _compact(v)) for a, v in draws.items()},
+    stored = {a: _compact(v) for a, v in draws.items()}
+    ds = xr.Dataset({a: (("draw",), v) for a, v in stored.items()},
                     attrs=dict(keys, rmtbase_version=__version__,
                                definition="Gaussian null of the profile's factor axes "
                                           "(rmtbase.scoring.profile.profile_null)"))
+    ds.attrs[CHECKSUM_ATTR] = _checksum(stored, keys)  # of the values as stored
     try:
         write_netcdf(ds, path)
-    except OSError as exc:  # a read-only cache still scores
-        warnings.warn(f"could not cache the profile null at {path} ({exc})", RuntimeWarning,
-                      stacklevel=2)
+    except OSError as exc:  # a read-only cache still scores: said once, the draws kept
+        from ..files.user_cache import cache_dir, remember, unwritable
+
+        unwritable(cache_dir(), exc)
+        remember(_memory_key(d, d_h, storage, seed), draws)
     return draws
 
 
