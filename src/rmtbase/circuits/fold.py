@@ -115,6 +115,58 @@ class Fold:
         xn = hm.norm(self.layer)(x)
         return (hm.query, hm.key, hm.value)[which](self.layer, head, xn)
 
+    @property
+    def linearisable(self) -> bool:
+        """Whether :meth:`first_order` applies (the low-rank fold, not the exact recompute
+        nor the projection-space fold)."""
+        return not self.exact and self._whole is None
+
+    def clean_projection(self, head: int, which: int):
+        """``u`` ``(N, T, d_h)``: the receiver head's clean q, k or v projection before
+        :meth:`.heads.HeadModel.finish` (module docstring), a new tensor."""
+        import torch
+
+        hm = self.hm
+        index = hm.index(which, head)
+        w, c = hm.head_weight(self.layer, which, index)
+        s2 = self.xx / hm.d + self.eps
+        with torch.no_grad():
+            u = self._clean_numerator(which, index) / s2.sqrt().float()[..., None]
+            if self.bias is not None:
+                u = u + self.bias @ w.float()
+            if c is not None:
+                u = u + c
+        return u.clone()
+
+    def first_order(self, head: int, which: int, grad_u, sources):
+        """``(len(sources), ..., N)``: per source and sequence ``⟨∂f/∂x, o_i⟩``, the
+        first-order change of a function ``f`` of the projection ``u`` when source ``i``'s
+        output is added to the input, from ``grad_u = ∂f/∂u`` ``(..., N, T, d_h)`` (leading
+        axes: several functions at once). With ``x' = x − α o_i``,
+        ``∂u/∂α = −z_i (Õ_i diag(g) W)/s + num (z_i · x̃Õ_iᵀ)/(d s³)`` (module docstring's
+        terms linear in the source), and ``⟨∂f/∂x, o_i⟩ = −∂f/∂α``. :attr:`linearisable`
+        folds only."""
+        import torch
+
+        if not self.linearisable:
+            raise ValueError("first_order needs the low-rank fold")
+        hm = self.hm
+        index = hm.index(which, head)
+        w, _ = hm.head_weight(self.layer, which, index)
+        gw = self._gw(w)
+        s = (self.xx / hm.d + self.eps).sqrt().float()[..., None]       # (N, T, 1)
+        with torch.no_grad():
+            a = grad_u.float() / s
+            b = (grad_u.float() * self._clean_numerator(which, index)).sum(-1) \
+                / (hm.d * s[..., 0] ** 3)                               # (N, T)
+            out = []
+            for m, src in sources:
+                zi = self._z(m, src)
+                first = ((a @ (self._centred(m, src) @ gw).T) * zi).sum((-1, -2))
+                second = (b * (zi * self._dot(m, src)).sum(-1)).sum(-1)
+                out.append(first - second)
+            return torch.stack(out)
+
     def patched(self, head: int, sources, which: int):
         """The receiver head's q (``which=0``), k (1) or v (2) with the sources' direct
         outputs removed from its input (module docstring), ``(N, T, d_h)``."""

@@ -17,7 +17,9 @@ inner product per source gives every source's estimate.
   ``f_ρ = Σ_n ρ_n · z'_n / ‖z_n‖``, as ``mean_n sqrt(mean_ρ ⟨∇f_ρ, o_S⟩_n²)`` (relative
   error about ``sqrt(2 / PROBES)``: enough to rank).
 
-The estimate ranks sources for exact patching; it is never the reported effect.
+Both are computed through the receiver's low-rank fold (:class:`.fold.Fold`, first-order
+terms only) where it applies, else by one GEMM per source layer. The estimate ranks sources
+for exact patching; it is never the reported effect.
 """
 
 from __future__ import annotations
@@ -64,29 +66,28 @@ def statistic_weights(statistic: str, seqs):
     return w, counts
 
 
-def _score(hm, layer, head, kind, c, xn, weights):
-    """R's behaviour statistic (a scalar tensor: mean over sequences) with its q or k input
-    from ``xn``."""
+def _score(hm, layer, head, kind, c, u, weights):
+    """R's behaviour statistic (a scalar tensor: the sum over sequences of the per-sequence
+    statistic, weighted as ``weights`` says) with its q or k input ``u``."""
     w, cnt = weights
-    a = (hm.pattern(layer, hm.query(layer, head, xn), c["k"].clone()) if kind == "q"
-         else hm.pattern(layer, c["q"].clone(), hm.key(layer, head, xn)))
+    a = (hm.pattern(layer, u, c["k"].clone(), head=head) if kind == "q"
+         else hm.pattern(layer, c["q"].clone(), u, head=head))
     return ((a.double() * w).sum((-1, -2)) / cnt).sum()
 
 
-def _probe(hm, layer, head, c, xn, queries, rho):
-    """``Σ_n ρ_n · z'_n / ‖z_n‖`` over the content queries (module docstring, v)."""
-    z = c["A"].clone() @ hm.value(layer, head, xn)
+def _probe(c, v, queries, rho):
+    """``Σ_n ρ_n · z'_n / ‖z_n‖`` over the content queries (module docstring, v), ``z' = A v``."""
+    z = c["A"].clone() @ v
     z0 = c["z"][:, queries].clone()
     norm = z0.pow(2).sum((-1, -2)).sqrt().clamp_min(1e-30)
     return ((z[:, queries] * rho).sum((-1, -2)) / norm).sum()
 
 
-def metrics(pt, layer: int, head: int, kind: str, statistic: str | None):
-    """``(fs, combine)``: scalar functions ``x ↦ f`` of the residual ``x`` entering R's layer
-    (R's ``kind`` input from it, norm applied, its other inputs clean) and
-    ``combine(dots)`` turning ``dots`` ``(len(fs), N)`` — per sequence ``⟨∇f, o_S⟩`` — into the
-    estimate (module docstring); None where the metric has no linear form (an unlabelled
-    receiver's q or k)."""
+def input_metrics(pt, layer: int, head: int, kind: str, statistic: str | None):
+    """``(fs, combine)``: scalar functions ``u ↦ f`` of R's ``kind`` input ``u`` (its other
+    inputs clean) and ``combine(dots)`` turning ``dots`` ``(len(fs), N)`` — per sequence
+    ``⟨∇_x f, o_S⟩`` — into the estimate (module docstring); None where the metric has no
+    linear form (an unlabelled receiver's q or k)."""
     import torch
 
     hm, seqs = pt.hm, pt.seqs
@@ -96,7 +97,7 @@ def metrics(pt, layer: int, head: int, kind: str, statistic: str | None):
         gen = torch.Generator().manual_seed(PROBE_SEED)
         shape = (seqs.n, q.size, hm.head_dim)
         rhos = [torch.randn(shape, generator=gen) for _ in range(PROBES)]
-        fs = [lambda x, r=r: _probe(hm, layer, head, c, hm.norm(layer)(x), q, r) for r in rhos]
+        fs = [lambda u, r=r: _probe(c, u, q, r) for r in rhos]
         return fs, lambda d: float(np.sqrt((np.asarray(d) ** 2).mean(0)).mean())
     if statistic not in LINEAR:
         return None
@@ -106,8 +107,20 @@ def metrics(pt, layer: int, head: int, kind: str, statistic: str | None):
         return None
     weights = (torch.from_numpy(w * ok[:, None, None]),
                torch.from_numpy(np.where(ok, cnt, 1.0) * ok.sum()))
-    f = lambda x: _score(hm, layer, head, kind, c, hm.norm(layer)(x), weights)  # noqa: E731
-    return [f], lambda d: float(np.asarray(d)[0].sum())
+    return [lambda u: _score(hm, layer, head, kind, c, u, weights)], \
+        lambda d: float(np.asarray(d)[0].sum())
+
+
+def metrics(pt, layer: int, head: int, kind: str, statistic: str | None):
+    """:func:`input_metrics` as functions of the residual ``x`` entering R's layer (R's
+    ``kind`` input computed from it, norm applied)."""
+    got = input_metrics(pt, layer, head, kind, statistic)
+    if got is None:
+        return None
+    hm = pt.hm
+    fn = {"q": hm.query, "k": hm.key, "v": hm.value}[kind]
+    fs, combine = got
+    return [lambda x, f=f: f(fn(layer, head, hm.norm(layer)(x))) for f in fs], combine
 
 
 def gradients(pt, layer: int, fs):
@@ -148,13 +161,40 @@ def source_dots(pt, grads, n_layers: int, combine) -> np.ndarray:
     return out
 
 
+def fold_dots(pt, layer: int, head: int, kind: str, fs, combine) -> np.ndarray:
+    """:func:`source_dots` through the receiver's low-rank fold: ``∂f/∂u`` of R's projection
+    by one backward pass per function, then :meth:`.fold.Fold.first_order` per source
+    (``d_h × d_h`` work per source instead of ``d × d_h``)."""
+    import torch
+
+    hm = pt.hm
+    fold = pt.fold(layer)
+    which = "qkv".index(kind)
+    index = hm.index(which, head)
+    srcs = [(m, s) for m in range(layer) for s in range(hm.n_heads)]
+    grads = []
+    with torch.enable_grad():
+        u = fold.clean_projection(head, which).requires_grad_(True)
+        q = hm.finish(layer, which, u, index)
+        for i, f in enumerate(fs):
+            (g,) = torch.autograd.grad(f(q), u, retain_graph=i < len(fs) - 1)
+            grads.append(g)
+    d = fold.first_order(head, which, torch.stack(grads), srcs).double().numpy()  # (S, P, N)
+    out = np.array([combine(d[i]) for i in range(len(srcs))])
+    return out.reshape(layer, hm.n_heads)
+
+
 def attribution(pt, layer: int, head: int, kind: str, statistic: str | None) -> np.ndarray:
     """``(layer, H)`` first-order estimates of every earlier source's direct effect on R
-    through ``kind`` (module docstring); NaN where the metric has no linear form."""
-    got = metrics(pt, layer, head, kind, statistic)
+    through ``kind`` (module docstring): through the fold where it applies
+    (:func:`fold_dots`), else one GEMM a source layer (:func:`source_dots`); NaN where the
+    metric has no linear form."""
+    got = input_metrics(pt, layer, head, kind, statistic)
     if got is None:
         return np.full((layer, pt.hm.n_heads), np.nan)
-    fs, combine = got
+    if pt.fold(layer).linearisable:
+        return fold_dots(pt, layer, head, kind, *got)
+    fs, combine = metrics(pt, layer, head, kind, statistic)
     return source_dots(pt, gradients(pt, layer, fs), layer, combine)
 
 
@@ -170,5 +210,5 @@ def spearman(a, b) -> float:
     return float(spearmanr(a[ok], b[ok]).statistic)
 
 
-__all__ = ["LINEAR", "PROBES", "attribution", "gradients", "metrics", "source_dots", "spearman",
-           "statistic_weights"]
+__all__ = ["LINEAR", "PROBES", "attribution", "fold_dots", "gradients", "input_metrics",
+           "metrics", "source_dots", "spearman", "statistic_weights"]
