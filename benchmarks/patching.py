@@ -7,9 +7,12 @@ process, each as wall and process CPU (all threads), in this order:
 - ``composition``: ``composition(gguf)`` (2,000 draws, its own weight reading included);
 - ``load``: the one transformers load of ``rmtbase score --composition --probe``
   (:func:`rmtbase.probe.loader.load`, tokenizer included: the text probe reads it);
-- ``circuits``: ``find_circuits(loaded, composition)`` with the defaults (16 repeated-random-
-  token sequences of 101 tokens: the forward with capture, the labels, the patches of every
-  receiver with a specific label, k = 3);
+- ``circuits``: ``find_circuits(loaded, composition)`` with the defaults (repeats of 5, 10, 20
+  and 50 tokens, labels at each, every earlier source of every receiver with a specific label
+  screened by attribution and patched exactly when the plan fits, the via-MLP screen where it
+  fits its budget);
+- with ``--top-k`` also ``circuits_top_k``: one length (50) and the top 3 by weights and by
+  attribution patched, for comparison;
 - ``text_probe``: ``probe_model(loaded)`` on the default text (the score's behaviour columns:
   not part of the causal step, timed beside it);
 - with ``--sinks`` also ``circuits_sinks``: the same search patching the first-token heads too
@@ -67,6 +70,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sinks", action="store_true", help="also time patching the sinks")
     ap.add_argument("--json", help="write the numbers to this file")
+    ap.add_argument("--top-k", action="store_true", help="also time the top-k screen at 50")
+    ap.add_argument("--keep", help="write circuits.nc (and the composition) into this folder")
     args = ap.parse_args(argv)
     import torch
     import transformers.modeling_gguf_pytorch_utils  # noqa: F401  (imports outside the timing)
@@ -90,7 +95,20 @@ def main(argv=None) -> dict:
                                  "circuits")
     _, out["text_probe"] = _timed(lambda: probe_model(loaded, progress=False), "text probe")
     out.update(receivers=int(ds.attrs["n_receivers"]), patches=int(ds.attrs["n_patches"]),
-               sinks_not_patched=int(ds.attrs["n_sinks_not_patched"]))
+               sinks_not_patched=int(ds.attrs["n_sinks_not_patched"]),
+               screen=ds.attrs["screen"], mlp_paths_screened=int(ds.attrs["mlp_paths_screened"]),
+               confirmed=int(ds["confirmed"].sum()) if ds.sizes.get("candidate") else 0,
+               spearman_weights=float(ds.attrs.get("spearman_weights_rank_vs_effect", "nan")),
+               spearman_attribution=float(ds.attrs.get("spearman_attribution_vs_effect",
+                                                        "nan")))
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        ds.to_netcdf(Path(args.keep) / "circuits.nc")
+        comp.to_netcdf(Path(args.keep) / "composition.nc")
+    if args.top_k:
+        _, out["circuits_top_k"] = _timed(
+            lambda: find_circuits(loaded, comp, repeat_lengths=50, screen="top-k",
+                                  progress=False), "circuits, top-k at 50")
     if args.sinks:
         ds2, out["circuits_sinks"] = _timed(
             lambda: find_circuits(loaded, comp, sinks=True, progress=False), "circuits, sinks")
