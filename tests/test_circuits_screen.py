@@ -60,7 +60,7 @@ def test_the_linear_form_of_each_statistic_equals_the_probes_window_sums(setup):
 def test_attribution_tracks_the_exact_effect_of_every_source(setup):
     """For receiver L2H1, every earlier source's first-order estimate against its exact
     direct patch: q and k (the previous-token drop) within 15 % of the largest effect or
-    2e-4; v (Hutchinson probes) within a factor 0.5–1.5 of the exact output change."""
+    2e-4; v (its first-order output change) within a factor 0.5–1.5 of the exact one."""
     from rmtbase.circuits.screen import attribution
 
     _, _, seqs, cap = setup
@@ -235,3 +235,21 @@ def test_the_folds_first_order_equals_the_gradient_through_the_residual(kind):
         b = S.source_dots(pt, S.gradients(pt, 2, fs), 2, combine)
         assert np.abs(b).max() > 0
         assert np.abs(a - b).max() <= 1e-6 * np.abs(b).max() + 1e-12, (which, a, b)
+
+
+def test_the_v_screen_through_the_fold_is_the_first_order_output_change(setup):
+    """fold_value_changes: for one source scaled by a small t, the exact output change is
+    t times the first-order value to 2 % (the fold's first-order term is the derivative)."""
+    from rmtbase.circuits.screen import fold_value_changes
+
+    net, hm, seqs, cap = setup
+    pt = Patcher(hm, cap, seqs)
+    est = fold_value_changes(pt, 2, 1)
+    t = 1e-2
+    small = [z.clone() for z in cap.z]
+    small[0][:, :, 1, :] *= t  # source L0H1 at a hundredth of its output
+    from rmtbase.circuits.capture import Captured
+
+    pt_small = Patcher(hm, Captured(cap.resid, small, cap.scale), seqs)
+    exact = pt_small.effect(2, 1, [(0, 1)], "v", None).effect
+    assert exact == pytest.approx(t * est[0, 1], rel=0.02)

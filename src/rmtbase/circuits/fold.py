@@ -167,6 +167,26 @@ class Fold:
                 out.append(first - second)
             return torch.stack(out)
 
+    def first_order_changes(self, head: int, which: int, sources):
+        """Per source, the first-order change ``δu`` ``(N, T, d_h)`` of the projection when
+        the source's output is added to the input: ``z_i (Õ_i diag(g) W)/s − num (z_i ·
+        x̃Õ_iᵀ)/(d s³)`` (a generator, one source at a time). :attr:`linearisable` folds."""
+        import torch
+
+        if not self.linearisable:
+            raise ValueError("first_order_changes needs the low-rank fold")
+        hm = self.hm
+        index = hm.index(which, head)
+        w, _ = hm.head_weight(self.layer, which, index)
+        gw = self._gw(w)
+        s = (self.xx / hm.d + self.eps).sqrt().float()[..., None]
+        num = self._clean_numerator(which, index) / (hm.d * s ** 3)
+        with torch.no_grad():
+            for m, src in sources:
+                zi = self._z(m, src)
+                yield zi @ (self._centred(m, src) @ gw) / s \
+                    - num * (zi * self._dot(m, src)).sum(-1, keepdim=True)
+
     def patched(self, head: int, sources, which: int):
         """The receiver head's q (``which=0``), k (1) or v (2) with the sources' direct
         outputs removed from its input (module docstring), ``(N, T, d_h)``."""

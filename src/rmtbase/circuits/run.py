@@ -125,6 +125,12 @@ def _captures(hm, seqsets, progress):
 
 def run_circuits(model, composition, opts: F.Search) -> xr.Dataset:
     """:func:`find_circuits` after its argument checks (``opts``: the checked options)."""
+    with one_thread():  # torch's threads fight on a shared CPU (rmtbase.probe.threads)
+        return _search(model, composition, opts)
+
+
+def _search(model, composition, opts: F.Search) -> xr.Dataset:
+    """The search of :func:`run_circuits` on one torch thread."""
     from .model import load_model
 
     sequences, seed, k, progress = opts.sequences, opts.seed, opts.k, opts.progress

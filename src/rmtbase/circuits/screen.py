@@ -18,7 +18,8 @@ inner product per source gives every source's estimate.
   error about ``sqrt(2 / PROBES)``: enough to rank).
 
 Both are computed through the receiver's low-rank fold (:class:`.fold.Fold`, first-order
-terms only) where it applies, else by one GEMM per source layer. The estimate ranks sources
+terms only) where it applies — for v then without probes, ``mean_n ‖A δv_S‖/‖z‖`` from each
+source's first-order change of the values — else by one GEMM per source layer. The estimate ranks sources
 for exact patching; it is never the reported effect.
 """
 
@@ -184,6 +185,27 @@ def fold_dots(pt, layer: int, head: int, kind: str, fs, combine) -> np.ndarray:
     return out.reshape(layer, hm.n_heads)
 
 
+def fold_value_changes(pt, layer: int, head: int) -> np.ndarray:
+    """``(layer, H)``: the v screen through the fold, deterministic: per source the
+    first-order change of R's values (:meth:`.fold.Fold.first_order_changes`) through R's
+    clean pattern, ``mean_n ‖A δv‖_n / ‖z‖_n`` over the content queries (the first-order
+    value of the output change the exact v patch measures)."""
+    import torch
+
+    hm = pt.hm
+    c = pt.clean(layer, head)
+    q = pt._queries
+    z0 = c["z"][:, q]
+    norm = z0.pow(2).sum((-1, -2)).sqrt().clamp_min(1e-30)
+    srcs = [(m, s) for m in range(layer) for s in range(hm.n_heads)]
+    out = np.zeros(len(srcs))
+    with torch.no_grad():
+        for i, dv in enumerate(pt.fold(layer).first_order_changes(head, 2, srcs)):
+            dz = (c["A"] @ dv)[:, q]
+            out[i] = float((dz.pow(2).sum((-1, -2)).sqrt() / norm).double().mean())
+    return out.reshape(layer, hm.n_heads)
+
+
 def attribution(pt, layer: int, head: int, kind: str, statistic: str | None) -> np.ndarray:
     """``(layer, H)`` first-order estimates of every earlier source's direct effect on R
     through ``kind`` (module docstring): through the fold where it applies
@@ -193,6 +215,8 @@ def attribution(pt, layer: int, head: int, kind: str, statistic: str | None) -> 
     if got is None:
         return np.full((layer, pt.hm.n_heads), np.nan)
     if pt.fold(layer).linearisable:
+        if kind == "v":
+            return fold_value_changes(pt, layer, head)
         return fold_dots(pt, layer, head, kind, *got)
     fs, combine = metrics(pt, layer, head, kind, statistic)
     return source_dots(pt, gradients(pt, layer, fs), layer, combine)
@@ -210,5 +234,5 @@ def spearman(a, b) -> float:
     return float(spearmanr(a[ok], b[ok]).statistic)
 
 
-__all__ = ["LINEAR", "PROBES", "attribution", "fold_dots", "gradients", "input_metrics",
+__all__ = ["LINEAR", "PROBES", "attribution", "fold_dots", "fold_value_changes", "gradients", "input_metrics",
            "metrics", "source_dots", "spearman", "statistic_weights"]
