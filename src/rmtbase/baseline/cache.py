@@ -284,9 +284,10 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_D
     from ..progress import NULL_CPU_EVERY, message, progress_bar
 
     if progress:
-        from ..files.user_cache import said_unwritable
+        from ..files.user_cache import said_unwritable, writable
 
-        kept = "kept in memory" if said_unwritable() else f"cached in {directory} for next time"
+        kept = ("kept in memory" if said_unwritable() or not writable(directory)
+                else f"cached in {directory} for next time")
         message(f"rmtbase: generating the null table d={d}, d_h={d_h}, {stats} statistics, "
                 f"{storage} storage, {key.min_draws} draws ({kept})")
     from .tables import cell_table

@@ -223,11 +223,11 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
         return got
     start = 0 if got is None else len(got[FACTOR_AXES[0]])
     path = profile_path(d, d_h, storage, n, seed)
-    from ..files.user_cache import said_unwritable
+    from ..files.user_cache import said_unwritable, writable
     from ..progress import NULL_CPU_EVERY, message, progress_bar
 
     if progress:
-        kept = ("kept in memory" if said_unwritable()
+        kept = ("kept in memory" if said_unwritable() or not writable(path.parent)
                 else f"cached in {path.parent} for next time")
         message(f"rmtbase: drawing the profile null d={int(d)}, d_h={int(d_h)}, {storage.name} "
                 f"storage, {f'{n} draws' if not start else f'draws {start} to {n}'} ({kept})")
