@@ -64,7 +64,7 @@ def run(args) -> int:
     if args.top < 0:
         raise InputError(f"--top must be >= 0, got {args.top}")
     # before any file is read; the report is a score's (kind "rmtbase score"), so an earlier
-    # score or combine output is replaced only with --overwrite (issue 49, defect 1)
+    # a score or combine output is replaced only with --overwrite
     check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)
     t0 = time.perf_counter()
     def warn(text):

@@ -34,7 +34,7 @@ def composition_extras(model, revision, args) -> dict:
                      seed=args.seed, alpha=args.alpha, allow_pickle=args.allow_pickle,
                      null=args.null, progress=not args.quiet,
                      **({"draws": args.draws} if args.draws else {}))
-    if "composition_draws_note" in ds.attrs and not args.quiet:  # issue 56 item 3
+    if "composition_draws_note" in ds.attrs and not args.quiet:  # what the draws leave open
         import sys
         print(ds.attrs["composition_draws_note"], file=sys.stderr)
     return {"composition.nc": ds}

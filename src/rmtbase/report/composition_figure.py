@@ -137,7 +137,7 @@ def _edge_effects(circuits) -> dict:
 
 
 def _attr_or_none(ds, name: str, kind):
-    """A file attr as ``kind``, None where the file has none (written before issue 56)."""
+    """A file attr as ``kind``, None where the file has none (an older file)."""
     return kind(ds.attrs[name]) if name in ds.attrs else None
 
 
