@@ -423,3 +423,142 @@ def test_zoo_models_hold_what_their_recipes_say(name, seed):
     if name == "deep4":
         two = [r for r in ind if sum(k == "k" for k, *_ in T.real_sources(recs[r])) >= 2]
         assert two, {T.name(r): T.real_sources(recs[r]) for r in ind}
+
+
+# --- a compiled circuit: tracr's RASP induction program in a GPT-2 layout --------------------
+
+
+def tracr_induction_gpt2(n_tokens: int = 10, big: float = 1000.0):
+    """(GPT2LMHeadModel, tracr's compiled model, its input encoding) of the RASP program
+    ``prev = Aggregate(Select(indices, indices, q == k + 1), tokens)``, ``ind =
+    Aggregate(Select(prev, tokens, ==), tokens)`` (tokens 1 … ``n_tokens``, causal, BOS):
+    layer 0's head reads the previous token, layer 1's head finds the key whose previous
+    token is the query's and copies it; the MLPs are empty. The circuit is known by
+    construction: L0H0 (previous-token) → L1H0 (induction) through K, directly.
+
+    Layout: tracr's residual has no LayerNorm; three dimensions are added, +big and −big on
+    every position (through the position embeddings) and a balancing one that every write
+    keeps at −(sum of the others), so the residual's mean is 0 and its variance
+    ≈ 2 big²/d, and a LayerNorm with gain big √(2/d) is the identity to a relative 1e-5;
+    queries are scaled by √(d_h / key_size) for GPT-2's 1/√d_h; ReLU MLPs."""
+    import math
+
+    from tracr.compiler import compiling
+    from tracr.rasp import rasp
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    prev = rasp.categorical(rasp.Aggregate(
+        rasp.Select(rasp.indices, rasp.indices, lambda k, q: q == k + 1), rasp.tokens,
+        default=None)).named("prev")
+    ind = rasp.categorical(rasp.Aggregate(rasp.Select(prev, rasp.tokens, rasp.Comparison.EQ),
+                                          rasp.tokens, default=None)).named("ind")
+    m = compiling.compile_rasp_to_model(ind, vocab=set(range(1, n_tokens + 1)),
+                                        max_seq_len=2 * n_tokens + 1, causal=True,
+                                        compiler_bos="BOS", compiler_pad="PAD")
+    p = {k: {a: np.asarray(b, np.float64) for a, b in v.items()} for k, v in m.params.items()}
+    tc = m.model_config
+    d0 = p["token_embed"]["embeddings"].shape[1]
+    n_head, ks, n_layer = tc.num_heads, tc.key_size, tc.num_layers
+    d = d0 + 3
+    while d % n_head or d // n_head < ks:
+        d += 1
+    dh = d // n_head
+    hid = max(p[f"transformer/layer_{i}/mlp/linear_1"]["w"].shape[1] for i in range(n_layer))
+    enc = m.input_encoder.encoding_map
+
+    def out(w):  # (..., d0) -> (..., d), the balancing column added
+        o = np.zeros(w.shape[:-1] + (d,))
+        o[..., :d0] = w
+        o[..., d0 + 2] = -w.sum(-1)
+        return o
+
+    cfg = GPT2Config(vocab_size=len(enc), n_positions=p["pos_embed"]["embeddings"].shape[0],
+                     n_embd=d, n_layer=n_layer, n_head=n_head, n_inner=hid,
+                     activation_function="relu", resid_pdrop=0.0, embd_pdrop=0.0,
+                     attn_pdrop=0.0, layer_norm_epsilon=1e-5, bos_token_id=enc["BOS"],
+                     eos_token_id=enc["BOS"], pad_token_id=enc["PAD"],
+                     tie_word_embeddings=False, attn_implementation="eager")
+    g = big * math.sqrt(2.0 / d)
+    sd = {"transformer.wte.weight": out(p["token_embed"]["embeddings"]),
+          "transformer.wpe.weight": out(p["pos_embed"]["embeddings"]),
+          "transformer.ln_f.weight": np.full(d, g), "transformer.ln_f.bias": np.zeros(d)}
+    sd["transformer.wpe.weight"][:, d0:d0 + 2] = big, -big
+    for i in range(n_layer):
+        pre, t = f"transformer.h.{i}.", f"transformer/layer_{i}/"
+        for ln in ("ln_1", "ln_2"):
+            sd[pre + ln + ".weight"], sd[pre + ln + ".bias"] = np.full(d, g), np.zeros(d)
+        w, b, wo = np.zeros((d, 3 * d)), np.zeros(3 * d), np.zeros((d, d))
+        for j, n in enumerate(("query", "key", "value")):
+            f = math.sqrt(dh / ks) if n == "query" else 1.0
+            for h in range(n_head):
+                src, dst = slice(h * ks, (h + 1) * ks), slice(j * d + h * dh, j * d + h * dh + ks)
+                w[:d0, dst] = p[t + "attn/" + n]["w"][:, src] * f
+                b[dst] = p[t + "attn/" + n]["b"][src] * f
+        for h in range(n_head):
+            wo[h * dh:h * dh + ks] = out(p[t + "attn/linear"]["w"][h * ks:(h + 1) * ks])
+        sd[pre + "attn.c_attn.weight"], sd[pre + "attn.c_attn.bias"] = w, b
+        sd[pre + "attn.c_proj.weight"] = wo
+        sd[pre + "attn.c_proj.bias"] = out(p[t + "attn/linear"]["b"])
+        l1, l2 = p[t + "mlp/linear_1"], p[t + "mlp/linear_2"]
+        fc, fb, pr = np.zeros((d, hid)), np.zeros(hid), np.zeros((hid, d))
+        fc[:d0, :l1["w"].shape[1]], fb[:l1["b"].shape[0]] = l1["w"], l1["b"]
+        pr[:l2["w"].shape[0]] = out(l2["w"])
+        sd[pre + "mlp.c_fc.weight"], sd[pre + "mlp.c_fc.bias"] = fc, fb
+        sd[pre + "mlp.c_proj.weight"], sd[pre + "mlp.c_proj.bias"] = pr, out(l2["b"])
+    head = np.zeros((len(enc), d))
+    for tok in m.output_encoder.encoding_map:
+        head[enc[tok], m.residual_labels.index(f"{ind.label}:{tok}")] = 1.0
+    sd["lm_head.weight"] = head
+    net = GPT2LMHeadModel(cfg).eval()
+    state = net.state_dict()
+    assert set(sd) == set(state), set(state) ^ set(sd)
+    net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in sd.items()})
+    return net, m, enc
+
+
+def test_tracr_induction_in_a_gpt2_layout(tmp_path):
+    """The converted model predicts what tracr's model outputs on a repeated sequence (second
+    half: the induction answers); the truth finds its circuit: L0H0 previous-token, L1H0
+    induction, L0H0's direct K effect on L1H0 nearly its whole score, no via-MLP path."""
+    pytest.importorskip("tracr")
+    net, m, enc = tracr_induction_gpt2()
+    seq = ["BOS"] + [3, 1, 4, 5, 9, 2, 6, 8, 7, 10] * 2
+    want = m.apply(seq).decoded
+    with torch.no_grad():
+        got = net(input_ids=torch.tensor([[enc[t] for t in seq]])).logits[0].argmax(-1)
+    inv = {v: k for k, v in enc.items()}
+    assert [inv[int(i)] for i in got[11:]] == want[11:] == seq[2:11] + [3]
+    net.save_pretrained(tmp_path)
+    sd, cfg = T.load(tmp_path)
+    sd = {k: v.double() for k, v in sd.items()}
+    # the truth's sequences draw from ids 1 … V; tracr's tokens are ids 0 … 9 (BOS 10, PAD
+    # 11): relabel by a permutation of the embedding rows, BOS to id 0
+    order = [enc["BOS"]] + [enc[t] for t in range(1, 11)] + [enc["PAD"]]
+    sd["transformer.wte.weight"] = sd["transformer.wte.weight"][order]
+    sd["lm_head.weight"] = sd["lm_head.weight"][order]
+    cfg = dict(cfg, vocab_size=11)
+    labels = T.head_labels(sd, cfg, [5, 10], n_seq=32)
+    assert labels[0, 0]["label"] == "previous-token" and labels[1, 0]["label"] == "induction"
+    assert labels[1, 0]["score"] > 0.95, labels[1, 0]
+    tab = T.receiver_table(sd, cfg, (1, 0), "induction", 10, n_seq=32)
+    e, se = tab["single"]["k", "direct", (0, 0)]
+    assert e > 0.9 * tab["base"][0], (e, tab["base"])
+    assert abs(tab["single"]["k", "via_mlp", (0, 0)][0]) < 1e-6
+
+
+@pytest.mark.slow  # compiles the program (~10 CPU-s), composition and the search
+def test_find_circuits_on_the_tracr_induction_model(tmp_path):
+    """On the compiled model (:func:`tracr_induction_gpt2`) the search labels L0H0
+    previous-token and L1H0 induction, and confirms L0H0 → L1H0 through K, direct, as the
+    dominant K source; nothing via MLP is confirmed (the MLPs are empty)."""
+    pytest.importorskip("tracr")
+    net, _, _ = tracr_induction_gpt2()
+    net.save_pretrained(tmp_path)
+    rows = _tool(tmp_path)
+    lab = {(r["to"], r["label_to"]) for r in rows}
+    assert ("L1H0", "induction") in lab, lab
+    k = [r for r in rows if r["to"] == "L1H0" and r["kind"] == "k" and r["from"] == "L0H0"
+         and r["path"] == "direct"]
+    assert k and k[0]["confirmed"] and k[0]["dominant"], k
+    assert k[0]["label_from"] == "previous-token", k
+    assert not [r for r in rows if r["path"] == "via_mlp" and r["confirmed"]]
