@@ -118,7 +118,7 @@ def test_repeated_sequences_read_the_config():
 
 def test_the_circuit_search_defaults_to_repeated_random_tokens_at_several_lengths():
     """The default sequences: repeats of 5, 10, 20 and 50 distinct tokens (each fitting 128
-    positions and 59 usable ids), max(16, 400/n) sequences each; text needs a tokenizer.
+    positions and 59 usable ids), max(16, 200/n) sequences each; text needs a tokenizer.
     With 49 usable ids the longest repeat is 49."""
     from types import SimpleNamespace
 
@@ -131,7 +131,7 @@ def test_the_circuit_search_defaults_to_repeated_random_tokens_at_several_length
     assert repeat_lengths(cfg) == (5, 10, 20, 50)
     got = length_sequences(cfg, repeat_lengths(cfg), seed=0)
     assert {n: s.ids.shape for n, s in got.items()} == {
-        5: (80, 11), 10: (40, 21), 20: (20, 41), 50: (16, 101)}
+        5: (40, 11), 10: (20, 21), 20: (16, 41), 50: (16, 101)}
     for n, s in got.items():
         half = s.ids[:, 1:n + 1]
         assert s.source == "repeated_random_tokens" and s.repeat == n

@@ -41,7 +41,7 @@ AUTO_LENGTHS = (5, 10, 20, 50)
 #: Shortest repeat that separates induction from previous-token attention (module docstring).
 MIN_REPEAT = 3
 #: Second-half queries every repeat length scores at least (sequences × n).
-MIN_QUERIES = 400
+MIN_QUERIES = 200
 
 
 @dataclass(frozen=True)
