@@ -1,37 +1,27 @@
 """Small GPT-2s trained with recipes the circuit search was not developed on: the models
 ``tests/test_circuits_zoo.py`` checks :func:`rmtbase.circuits.find_circuits` against, with a
-causal truth of its own (``tests/_circuit_truth.py``).
+causal truth of its own (``tests/_circuit_truth.py``). d 64, 4 heads, MLPs 4 d, no dropout.
 
-Recipes (:data:`RECIPES`; d 64, 4 heads, MLPs 4 d, no dropout, untied embeddings):
+Recipes (:data:`RECIPES`): ``short3`` 3 layers, V 40, repeated segments of length 2–10 only,
+position ids at a random offset in 128 positions (3,000 steps); ``mlp2`` 2 layers on the
+``study circuits`` data (V 32, segments 2–5); ``mlp2s`` the same with layer 0's attention output
+scaled by 0.1 in every forward (folded into ``c_proj`` when saved), so that MLP0 carries more
+of what layer 1 reads; ``deep4`` 4 layers, as ``short3``; ``markov3`` 3 layers on a first-order
+Markov chain over V 40 (rows Dirichlet(0.2), fixed), no planted repeats.
 
-- ``short3`` — 3 layers, V = 40, repeated segments of length 2–10 only (gap ≤ 3), position ids
-  at a random offset in a 128-position table: induction at distance ≤ 13 is trained, beyond
-  not (3,000 steps).
-- ``mlp2`` — 2 layers with MLPs on the ``study circuits`` data (V 32, segments 2–5); the
-  previous-token information may reach layer 1's keys through MLP0.
-- ``mlp2s`` — ``mlp2`` with layer 0's attention output scaled by ``attn0_scale`` (0.1) on every
-  forward (a fixed multiplier of ``c_proj``, folded into the saved weights): the heads' direct
-  write is small next to MLP0's, a variant for when ``mlp2`` does not route through MLP0.
-- ``deep4`` — 4 layers, V = 40, segments 2–10 (3,000 steps): room for several K sources.
-- ``markov3`` — 3 layers on a first-order Markov chain over V = 40 (a fixed transition
-  matrix, each row Dirichlet(0.2)); no repeats beyond the chain's, so nothing rewards an
-  induction circuit.
+What seed 0 (and 1 of ``short3``) formed, by the truth: ``short3`` induction heads at 0.96 /
+0.91 on 10-token repeats, 0.51 / 0.18 on 40, the dominant K source a previous-token head,
+direct (drop 0.88); ``mlp2`` an induction head whose K source is direct (0.36; via MLP0 0.06);
+``mlp2s`` four induction heads whose keys read through MLP0 (all earlier heads removed via MLP0
+0.54–0.76, directly 0.15–0.19); ``deep4`` no induction head (largest 0.27; a self/local head
+with three K sources); ``markov3`` no head reaching any label.
 
-What seed 0 (and 1 of ``short3``) formed, by ``tests/_circuit_truth.py`` (128 sequences a
-length): ``short3`` induction heads at 0.96 / 0.91 on 10-token repeats, 0.51 / 0.18 on 40, the
-dominant K source a previous-token head, direct (drop 0.88); ``mlp2`` an induction head whose
-K source is direct (0.36; via MLP0 0.06); ``mlp2s`` four induction heads whose keys read
-through MLP0 (all earlier heads removed via MLP0 0.54–0.76, directly 0.15–0.19); ``deep4`` no
-induction head (largest 0.27; a self/local head with three K sources); ``markov3`` no head
-reaching any label.
-
-**Training** (:func:`train`): the models of :func:`._mlp_induction.build_model`, the loss of
+**Training** (:func:`train`): :func:`._mlp_induction.build_model`'s models, the loss of
 :func:`._induction_train._losses` (all tokens plus the repeated ones), AdamW β (0.9, 0.98), no
-weight decay, linear warm-up 100 steps, one torch thread, seeded generators (as
-:func:`._mlp_induction.train`). **Cache** (:func:`trained_folder`): a ``save_pretrained``
-folder ``<cache>/circuit_zoo/<recipe>_seed<k>`` under ``$RMTBASE_CACHE`` or
-``~/.cache/rmtbase``, written to a temporary sibling and renamed (complete or absent), with
-``train_info.json`` (recipe, seed, CPU seconds, losses).
+weight decay, warm-up 100 steps, one torch thread, seeded (as :func:`._mlp_induction.train`).
+**Cache** (:func:`trained_folder`): ``save_pretrained`` folders
+``<cache>/circuit_zoo/<recipe>_seed<k>`` under ``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``,
+written to a temporary sibling and renamed (complete or absent), with ``train_info.json``.
 """
 
 from __future__ import annotations
