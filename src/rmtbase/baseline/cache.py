@@ -10,8 +10,9 @@ Lookup order of :func:`null_table` for a cell (d, d_h):
 3. :func:`rmtbase.baseline.tables.baseline`, written to the user cache atomically.
 
 A table matches when ensemble, seed, dtype, storage precision and table format agree, it covers
-the requested statistics (an ``"all"`` table serves ``"spectral"`` and ``"elementwise"``) and it
-has at least ``min_draws`` draws. A spectral statistic missing from a table that stores its
+the requested statistics (a shipped ``"all"`` table serves ``"spectral"`` and ``"elementwise"``;
+a cached table serves only its own statistics, so that what the cache holds never changes a
+score) and it has at least ``min_draws`` draws. A spectral statistic missing from a table that stores its
 spectrum (``lambda``) is computed from it at read time
 (:func:`rmtbase.baseline.spectra.spectral_from_table`); a cached table that lacks one and
 stores no spectrum is stale and regenerated, a shipped one is an error. Spectral statistics of a float16/bfloat16 checkpoint share the
@@ -244,9 +245,12 @@ def lookup_key(key: TableKey):
     from ..files.user_cache import damaged, remembered
 
     directory = cache_dir()
-    cached = [e for e in _cached_entries(directory) if _matches(e, key)] \
-        if directory.is_dir() else []
-    cached += [e for e in remembered("table") if _matches(e, key)
+    # a cached table serves only its own statistics: an all-statistics table's spectral draws
+    # are not a spectral table's, so serving one would make a score depend on what the cache
+    # holds (shipped tables are fixed per installation and serve what SERVES says)
+    cached = [e for e in _cached_entries(directory) if _matches(e, key)
+              and e["stats"] == stats] if directory.is_dir() else []
+    cached += [e for e in remembered("table") if _matches(e, key) and e["stats"] == stats
                and e["file"].parent == directory]  # kept where this cache is unwritable
     for entry in sorted(cached, key=lambda e: e["draws"]):  # the smallest that serves
         if "table" in entry:
