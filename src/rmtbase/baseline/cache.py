@@ -26,7 +26,7 @@ once by a warning naming it, removed and regenerated. Because draw ``i``
 of a cell depends only on (seed, d, d_h, i), the first ``n`` draws of any matching table are
 the ``n``-draw table: a cached table is read **truncated to exactly** ``min_draws`` draws, so
 what earlier runs left in the cache (a table extended by ``--max-draws``, a sweep) never
-changes a result (issue 59). The rule a run's draws follow depends on the installation only:
+changes a result. The rule a run's draws follow depends on the installation only:
 a shipped table that has enough draws is used whole (its draws are part of the release), any
 other request gets exactly ``min_draws`` draws, cached or generated (kept in memory, by the
 same rules, where the cache cannot be written: :mod:`rmtbase.files.user_cache`).

@@ -14,7 +14,7 @@ The executable's interrupt policy covers the whole process life, in three phases
   numpy/JAX/xarray and JAX's backend, :func:`install_exit`): nothing has been written, so a
   SIGINT writes ``rmtbase: interrupted`` and ends the process at once with status 130
   (``os._exit``). A ``KeyboardInterrupt`` raised in the middle of a C extension's import or
-  initialisation left half-built modules behind (issue 35: segfaults, ``nanobind``
+  initialisation leaves half-built modules behind (segfaults, ``nanobind``
   aborts, ``ImportError: numpy._core.multiarray failed to import``).
 - **work** (:func:`install`, below): a ``KeyboardInterrupt``, so that outputs are cleaned up.
 - **after the output is complete** (:func:`install_exit` again, once stdout is flushed): an

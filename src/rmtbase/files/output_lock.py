@@ -1,8 +1,7 @@
 """One writer per output folder: a lock taken when the target is checked, before any work.
 
-Two ``rmtbase score`` runs started two seconds apart into the same new ``--out`` both found
-it empty, both worked, and the second replaced the first's finished output (issue 59). The
-check of an output folder (:func:`rmtbase.files.output.check_output_dir`) therefore takes an
+Two runs started seconds apart into the same new ``--out`` would both find it empty, both
+work, and the second would replace the first's finished output. The check of an output folder (:func:`rmtbase.files.output.check_output_dir`) therefore takes an
 advisory lock (``flock``) on a lock file beside it, ``<ancestor>/.<relative path>.lock`` in
 the nearest folder that exists (the path percent-encoded, so that two targets never share a
 lock), and a second process that asks for the same folder is refused at once with one line

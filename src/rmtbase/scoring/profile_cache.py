@@ -36,16 +36,11 @@ import numpy as np
 #: cache file of an earlier version is never read as theirs. Block formats and FP8 are at
 #: :data:`STORED_FORMAT` (:func:`profile_format`).
 PROFILE_FORMAT = 3
-#: Version of a block format's or FP8's draws: 4 since each head is drawn from its own key in
-#: one compiled loop (:func:`rmtbase.scoring.factor_axes._stored_null`; other numbers, the
-#: same law), not as one array of the chunk's heads; 5 since the chunk writes some storages'
-#: normals or dequantised factors once and sums symmetry's Grams by blocks (issue 59 item 4):
-#: the same draws as 4 bit for bit wherever that was checked (x86-64 with AVX-512, jaxlib 0.10,
-#: six storages at 576 × 64 and 640 × 256), but another program, which another CPU or shape may
-#: round otherwise in the last bit, so a format-4 file is never read as its draws; 6 since the
-#: chunk runs 5 heads a loop step where d_h ≥ 256, sums ‖W_QK‖² from the Grams' upper blocks
-#: and is compiled with its own XLA options (issue 59 item 4): other bits (at 640 × 256 Q5_0 the
-#: input focus moved by ≤ 7·10⁻⁶ and symmetry by ≤ 7·10⁻⁷ of their spread), the same law.
+#: Version of a block format's or FP8's draws (:func:`rmtbase.scoring.factor_axes._stored_null`:
+#: each head from its own key in one compiled loop, 5 heads a step where d_h ≥ 256, symmetry's
+#: ‖W_QK‖² from the Grams' upper blocks, its own XLA options). Raised whenever the program
+#: changes, even where the law does not: another program may round otherwise in the last bit,
+#: so a file of an earlier format is never read as its draws.
 STORED_FORMAT = 6
 #: (d, d_h, storage) of the profile nulls shipped in ``rmtbase/data/profile`` (drawn with
 #: ``sims/ship_profile.py``; default draws and seed): the shapes of the shipped null tables

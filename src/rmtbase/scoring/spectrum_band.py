@@ -23,8 +23,8 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0,
     share_table: whether a float32 spectral table of the shape is (or may be) drawn in the same
     process, whose compiled program the band then reuses; False (a score whose every layer's
     null is drawn through a block quantiser) draws the same λ and rms bits with a program
-    without the spectral statistics (:func:`rmtbase.baseline.null.lambda_draws`; HG measured
-    0.2–0.3 CPU-s less compile, issue 59 item 4). The band is the same either way.
+    without the spectral statistics (:func:`rmtbase.baseline.null.lambda_draws`: less to
+    compile). The band is the same either way.
     """
     from ..baseline.shipped import shipped_band
 
