@@ -9,12 +9,13 @@ scaled by 0.1 in every forward (folded into ``c_proj`` when saved), so that MLP0
 of what layer 1 reads; ``deep4`` 4 layers, as ``short3``; ``markov3`` 3 layers on a first-order
 Markov chain over V 40 (rows Dirichlet(0.2), fixed), no planted repeats.
 
-What seed 0 (and 1 of ``short3``) formed, by the truth: ``short3`` induction heads at 0.96 /
+What seeds 0 (and 1) formed, by the truth: ``short3`` induction heads at 0.96 /
 0.91 on 10-token repeats, 0.51 / 0.18 on 40, the dominant K source a previous-token head,
 direct (drop 0.88); ``mlp2`` an induction head whose K source is direct (0.36; via MLP0 0.06);
 ``mlp2s`` four induction heads whose keys read through MLP0 (all earlier heads removed via MLP0
-0.54–0.76, directly 0.15–0.19); ``deep4`` no induction head (largest 0.27; a self/local head
-with three K sources); ``markov3`` no head reaching any label.
+0.54–0.76, directly 0.15–0.19); ``deep4`` seed 1 three induction heads, each with two K
+source heads (a previous-token head, direct 0.35–0.39, and a first-token head via MLPs
+0.13–0.15), seed 0 none (largest 0.27); ``markov3`` no head reaching any label.
 
 **Training** (:func:`train`): :func:`._mlp_induction.build_model`'s models, the loss of
 :func:`._induction_train._losses` (all tokens plus the repeated ones), AdamW β (0.9, 0.98), no
