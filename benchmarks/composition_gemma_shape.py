@@ -17,6 +17,14 @@ of the child), wall seconds, the load average at the start, and the composition 
 QK-overlap null draws the run used (``composition.nc``'s ``draws`` and
 ``qk_overlap_null_draws_*``); then the ratio gemma / smollm2 in CPU. Target: ≤ 2. On a shared
 machine compare ratios within one run only.
+
+Measured (2026-11-27, 2 shared cores, two runs): smollm2 191.0 / 110.7 CPU-s, gemma 350.9 /
+355.5 CPU-s: 1.84× (load 12–18) and 3.21× (load 4–6), target not met in the quieter run. In
+both the Gemma composition null went to all 18,000 draws (a random model's top pairs sit at
+its smallest BH threshold with few draws beyond: never settled by the count brackets), ≈ 77
+CPU-s at 4.3 ms a draw; its QK-overlap null stopped at 2,000; SmolLM2's nulls all went to
+18,000 (49,529 of 105,705 pairs flagged, many near the threshold). The rest of the Gemma run
+(heads' scoring, its profile null drawn to 18,000 at d_h 256, probe, circuits) is ≈ 270 CPU-s.
 """
 
 from __future__ import annotations
