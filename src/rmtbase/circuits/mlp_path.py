@@ -126,11 +126,23 @@ class MLPPaths:
     def changes(self, sources, layers) -> dict:
         """{(m, s): {l: Δ_l + o_S}} for each source and each receiver layer ``l > m`` in
         ``layers``: the via-MLP change of the residual entering ``l`` (module docstring),
-        ``(N, T, d)`` float32."""
-        import torch
+        ``(N, T, d)`` float32; kept, so receivers of one layer share them."""
 
         if not sources or not layers:
             return {}
+        memo = self.__dict__.setdefault("_memo", {})
+        todo = [src for src in sources if any((src, l) not in memo for l in layers
+                                              if l > src[0])]
+        if todo:
+            for src, got in self._changes(todo, layers).items():
+                for l, v in got.items():
+                    memo[(src, l)] = v
+        return {src: {l: memo[(src, l)] for l in layers if l > src[0]} for src in sources}
+
+    def _changes(self, sources, layers) -> dict:
+        """:meth:`changes` computed (the hooked runs, sources stacked)."""
+        import torch
+
         stop = max(layers)
         self._ensure_clean(stop)
         n, t = self.seqs.n, self.seqs.length

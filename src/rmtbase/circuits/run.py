@@ -166,7 +166,10 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
     from .mlp_path import forward_flops, has_mlps
 
     via = bool(recv) and has_mlps(hm)
-    mlp_cost = forward_flops(net, tokens) * (1 + 3 * 3 * len(recv)) if via else 0.0
+    # the screen: a forward and a backward (2 forwards) per receiver and input; the exact
+    # runs: one forward per source patched (every earlier head, or 3k per receiver)
+    n_runs = hm.n_layers * hm.n_heads if exact_all else 3 * int(k) * len(recv)
+    mlp_cost = forward_flops(net, tokens) * (1 + 9 * len(recv) + n_runs) if via else 0.0
     via = via and (mlp_cost <= MLP_BUDGET if opts.mlp_paths == "auto" else bool(opts.mlp_paths))
     patches = 3 * (n_src if exact_all else min(n_src, 2 * int(k) * len(recv))) + 3 * len(recv)
     stage("rmtbase circuits", f"{len(recv)} receiver(s) with a behaviour label; every earlier "
@@ -243,7 +246,7 @@ def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) ->
            for src, e in zip(chosen, single, strict=True)]
     rows.extend(_judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n))
     if via:
-        vrows, vattr = _via_rows(run, composition, rec, kind, st, k, info)
+        vrows, vattr = _via_rows(run, composition, rec, kind, st, k, info, exact_all)
         scr[(kind, "via_mlp")] = vattr
         rows.extend(vrows)
 
@@ -274,9 +277,10 @@ def _joint_direct(pt, li, hi, kind, st):
     return pt.effects_from_residuals(li, hi, [pt.without_sources(li)], kind, st)[0]
 
 
-def _via_rows(run, composition, rec, kind, st, k, info):
-    """The via-MLP rows of one receiver and kind: the top ``k`` sources by their via-MLP
-    attribution patched exactly, judged against every earlier head's via-MLP change."""
+def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
+    """The via-MLP rows of one receiver and kind: every source (``exact_all``) or the top
+    ``k`` by their via-MLP attribution patched exactly, judged against every earlier head's
+    via-MLP change."""
     from . import screen as S
 
     li, hi, _ = rec
@@ -286,7 +290,8 @@ def _via_rows(run, composition, rec, kind, st, k, info):
     rank_attr = _ranks(attr)
     flat = np.where(np.isfinite(attr), np.abs(attr), -np.inf).ravel()
     chosen = [(int(i // hm.n_heads), int(i % hm.n_heads))
-              for i in np.argsort(-flat, kind="stable")[:k] if np.isfinite(flat[i])]
+              for i in np.argsort(-flat, kind="stable")[:len(flat) if exact_all else k]
+              if exact_all or np.isfinite(flat[i])]
     ch = paths.changes(chosen, [li])
     x0 = run.cap.resid[li].float()
     single = pt.effects_from_residuals(li, hi, [x0 + ch[src][li] for src in chosen], kind, st) \
