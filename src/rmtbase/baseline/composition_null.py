@@ -9,13 +9,14 @@ cosine of two heads' W_QK within a layer, distinct or shared key heads): :func:`
 (reduced, exact in law) and :func:`null_overlap_full` (whole factors, storage round trip).
 Every sampler draws i from ``fold_in(key, i)`` in compiled calls of a size set by the shape
 (:func:`chunk_size`), each waited for before the next (an interrupt ends the drawing between
-calls), and takes ``start`` (draws ``start`` … n−1: a table continued is the longer table) and
-``bar`` (a progress reporter advanced per call).
+calls), and takes ``part`` (:class:`Part`: draws ``start`` … n−1, so a table continued is the
+longer table, and a progress reporter advanced per call).
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -30,9 +31,18 @@ from ..stats.precision import round_trip
 from ..stats.storage import Storage, storage_record
 
 
+@dataclass(frozen=True)
+class Part:
+    """Which draws a sampler computes: ``start`` … n−1 (draw i is the same in any part), with
+    ``bar`` (a progress reporter, or None) advanced per compiled call."""
+
+    start: int = 0
+    bar: object = None
+
+
 def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32, *,
-                 start: int = 0, bar=None):
-    """Draws ``start`` … ``n``−1 (default all ``n``) of the squared score s² under the Gaussian-factor null, exactly in law, from
+                 part: Part = Part()):
+    """Draws ``part.start`` … ``n``−1 (default all ``n``) of the squared score s² under the Gaussian-factor null, exactly in law, from
     d_h-sized variates only (no d-sized matrix; module :mod:`rmtbase.ensembles.wishart`).
 
     Chain Q2ᵀ K2 O1 V1 (K-composition; Q and V have the same law). Rotate the residual basis so
@@ -45,7 +55,7 @@ def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32, *
     if d_h2 > d - d_h1:
         raise ValueError(f"the reduced null needs d_h2 <= d - d_h1 (d={d}, d_h={d_h1}, {d_h2})")
     run = _reduced(int(d), int(d_h1), int(d_h2), jnp.dtype(dtype).name)
-    return in_chunks(run, key, start, n, chunk_size(6 * max(d_h1, d_h2) ** 2), bar)
+    return in_chunks(run, key, part.start, n, chunk_size(6 * max(d_h1, d_h2) ** 2), part.bar)
 
 
 #: Floats a compiled call's draws may hold together (:func:`chunk_size`): at 640 × 256 a chunk
@@ -107,14 +117,14 @@ def _reduced(d: int, d_h1: int, d_h2: int, dtype: str):
 
 
 def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
-                      dtype=jnp.float32, *, start: int = 0, bar=None):
+                      dtype=jnp.float32, *, part: Part = Part()):
     """The same null from whole Gaussian factors (d × d_h per factor), each optionally sent
     through a storage round trip (``storage``: a :mod:`rmtbase.stats.precision` name such as
     ``"bfloat16"``, looked up here once, or its record) as the model's stored factors are.
     Slower; the reference for the reduced sampler and the path for 16-bit storage."""
     run = _full(int(d), int(d_h1), int(d_h2), storage_record(storage or "float32"),
                 jnp.dtype(dtype).name)
-    return in_chunks(run, key, start, n, _full_chunk(d, max(d_h1, d_h2)), bar)
+    return in_chunks(run, key, part.start, n, _full_chunk(d, max(d_h1, d_h2)), part.bar)
 
 
 def _full_chunk(d: int, d_h: int) -> int:
@@ -151,7 +161,7 @@ def _full(d: int, d_h1: int, d_h2: int, storage: Storage, dtype: str):
 
 
 def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=jnp.float32,
-                 *, start: int = 0, bar=None):
+                 *, part: Part = Part()):
     """``n`` draws of the QK overlap c = ⟨W_QK^a, W_QK^b⟩ / (‖W_QK^a‖ ‖W_QK^b‖) of two heads
     with independent Gaussian factors (``shared_key``: one key head W_K for both, GQA/MQA),
     exactly in law from d_h-sized variates.
@@ -164,7 +174,7 @@ def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=
     if 2 * d_h > d:
         raise ValueError(f"the reduced overlap null needs 2 d_h <= d (d={d}, d_h={d_h})")
     run = _overlap(int(d), int(d_h), bool(shared_key), jnp.dtype(dtype).name)
-    return in_chunks(run, key, start, n, chunk_size(8 * int(d_h) ** 2), bar)
+    return in_chunks(run, key, part.start, n, chunk_size(8 * int(d_h) ** 2), part.bar)
 
 
 @functools.lru_cache(maxsize=16)
@@ -201,13 +211,13 @@ def _overlap(d: int, n: int, shared: bool, dtype: str):
 
 
 def null_overlap_full(key, d: int, d_h: int, n: int, shared_key: bool = False, storage=None,
-                      dtype=jnp.float32, *, start: int = 0, bar=None):
+                      dtype=jnp.float32, *, part: Part = Part()):
     """The overlap null from whole Gaussian factors ``(d_h, d)``, each optionally sent through a
     storage round trip (``storage``, as :func:`null_squares_full`); the reference for
     :func:`null_overlap` and the path for 16-bit storage."""
     run = _overlap_full(int(d), int(d_h), bool(shared_key), storage_record(storage or "float32"),
                         jnp.dtype(dtype).name)
-    return in_chunks(run, key, start, n, _full_chunk(d, d_h), bar)
+    return in_chunks(run, key, part.start, n, _full_chunk(d, d_h), part.bar)
 
 
 @functools.lru_cache(maxsize=16)

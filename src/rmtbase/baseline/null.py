@@ -260,6 +260,16 @@ def _draw_fn(req: Draws):
     return fn
 
 
+def _checked_dtype(dtype):
+    """float32, or float64 where JAX has x64 enabled; one-line InputError otherwise."""
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise InputError("dtype float64 needs jax_enable_x64 (jax.config.update('jax_enable_x64', True))")
+    if dtype not in (jnp.float32, jnp.float64):
+        raise InputError(f"dtype must be float32 or float64, got {dtype}")
+    return dtype
+
+
 def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
                ensemble="lowrank", depth=None, chunk_size=None, dtype=jnp.float32,
                progress=False, return_spectrum=False, trim=0.8, memory_budget=None,
@@ -305,11 +315,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     if (return_spectrum or return_lambda) and stats == "elementwise":
         raise InputError("return_spectrum/return_lambda need spectral statistics "
                          "(stats='all' or 'spectral')")
-    dtype = jnp.dtype(dtype)
-    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
-        raise InputError("dtype float64 needs jax_enable_x64 (jax.config.update('jax_enable_x64', True))")
-    if dtype not in (jnp.float32, jnp.float64):
-        raise InputError(f"dtype must be float32 or float64, got {dtype}")
+    dtype = _checked_dtype(dtype)
     _trim_fraction(trim)
     storage = storage_record(storage)  # the name looked up once, here
     if d % storage.block:

@@ -36,8 +36,7 @@ import math
 import sys
 
 from ..errors import InputError
-from .families import (ENCODERS, LLAMA_FAMILY, SPECS, SUPPORTED, check_family, parallel,
-                       text_config)
+from .families import ENCODERS, LLAMA_FAMILY, SPECS, SUPPORTED, check_family, parallel, text_config
 
 
 def _rotate_half(x):

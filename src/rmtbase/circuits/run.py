@@ -16,8 +16,7 @@ from .capture import capture, probe_dataset
 from .heads import HeadModel
 from .labels import THRESHOLD, chance_levels, head_name, label_across
 from .patching import KINDS, OUTPUT_CHANGE, TV, Patcher
-from .sequences import (SOURCES, Sequences, length_sequences, repeat_lengths,
-                        text_sequences)
+from .sequences import SOURCES, Sequences, length_sequences, repeat_lengths, text_sequences
 from .table import candidate_dataset
 
 #: Text windows at most, for ``sequences="text"``.

@@ -98,8 +98,8 @@ def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
 
         p.update(null_plan(info.d, info.d_h, info.n_heads, info.n_kv_heads, draws))
     # the project's one check (MemAvailable or $RMTBASE_MEMORY_LIMIT), this process counted
-    # once: MemAvailable already leaves out what it holds (issue 59: MemFree and the runtime
-    # counted again refused a run with 12.8 GiB available)
+    # once: MemAvailable already leaves out what it holds (MemFree and the runtime counted
+    # again would refuse runs that fit)
     check_memory(p["bytes"], f"composition of {info.name}", running=RUNTIME_BYTES)
     return {**p, "info": info}
 
@@ -226,6 +226,37 @@ def _note_draws(ds, draws: int, alpha: float) -> None:
         ds.attrs["composition_draws_note"] = note
 
 
+def _checked(seed, alpha, draws, fold_ln, ln_gains):
+    """(seed, alpha, draws) of :func:`composition`, checked before any work."""
+    seed, alpha = check_seed(seed), check_probability("alpha", alpha)
+    if draws is not None:
+        draws = check_int("draws", draws, minimum=2, why="a tail p needs two null draws")
+    if fold_ln and ln_gains is None:
+        raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
+                         "gains from a checkpoint is not implemented")
+    if ln_gains is not None and not fold_ln:
+        raise InputError("ln_gains are folded in only with fold_ln=True; pass fold_ln=True, or "
+                         "leave ln_gains out")
+    return seed, alpha, draws
+
+
+def _more_attrs(ds, got, null, info, draws: int, alpha: float) -> None:
+    """The attrs :func:`composition` adds after assembling: the null's name, the weights'
+    source, the stopping rule, what the draws leave open, the null's description."""
+    ds.attrs["null_kind"] = null.name  # the null's own name (assemble's is by the draws' kind)
+    if info.source == "transformer_lens":  # which weights: as the model holds them
+        ds.attrs["transformer_lens"] = info.model_class
+    if got.drawn is not None:  # the Gaussian null, drawn as far as the flags need
+        from .stopping import STOP_ERROR
+
+        ds.attrs.update(composition_draws_cap=draws, stop_rule="decision",
+                        stop_error=STOP_ERROR)
+    if got.null_sorted is None:  # no tail beyond the draws: say where they limit a flag
+        _note_draws(ds, draws, alpha)
+    if got.description is not None:
+        ds.attrs["null"] = got.description
+
+
 def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool = False,
                 ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
                 revision: str | None = None, allow_pickle: bool = False, progress: bool = False,
@@ -251,15 +282,7 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
     """
     from .null_checks import check_null_storage
 
-    seed, alpha = check_seed(seed), check_probability("alpha", alpha)
-    if draws is not None:
-        draws = check_int("draws", draws, minimum=2, why="a tail p needs two null draws")
-    if fold_ln and ln_gains is None:
-        raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
-                         "gains from a checkpoint is not implemented")
-    if ln_gains is not None and not fold_ln:
-        raise InputError("ln_gains are folded in only with fold_ln=True; pass fold_ln=True, or "
-                         "leave ln_gains out")
+    seed, alpha, draws = _checked(seed, alpha, draws, fold_ln, ln_gains)
     null, null_storage = Null.parse(null), composition_storage(null_storage)  # they enter here
     check_null_storage(null, "null")  # its storage is null_storage's, set from the checkpoint
     draws = null.composition_draws if draws is None else draws
@@ -281,18 +304,7 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
         "quantisation": ",".join(sorted({q for r in storage_rows for q in (r[1], r[3]) if q})),
         "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
         "planned_bytes": pl["bytes"]})
-    ds.attrs["null_kind"] = null.name  # the null's own name (assemble's is by the draws' kind)
-    if info.source == "transformer_lens":  # which weights: as the model holds them
-        ds.attrs["transformer_lens"] = info.model_class
-    if got.drawn is not None:  # the Gaussian null, drawn as far as the flags need
-        from .stopping import STOP_ERROR
-
-        ds.attrs.update(composition_draws_cap=int(draws), stop_rule="decision",
-                        stop_error=STOP_ERROR)
-    if got.null_sorted is None:  # no tail beyond the draws: say where they limit a flag
-        _note_draws(ds, int(draws), alpha)
-    if got.description is not None:
-        ds.attrs["null"] = got.description
+    _more_attrs(ds, got, null, info, int(draws), alpha)
     from .composition_overlap import add_overlap_tests  # the overlap's Gaussian-factor null
 
     return add_overlap_tests(ds, seed=int(seed), draws=int(draws), alpha=alpha,

@@ -9,7 +9,7 @@ the null's attrs (module docstring of :mod:`rmtbase.scoring.composition`;
 
 Why standing beside p: against the Gaussian-factor null every trained pair looks "not random"
 (SmolLM2-135M: 49,344 of 105,705 pairs flagged), so p says "trained"; the ranks say which of a
-receiver's sources it reads most, which is what screens circuits (issue 55).
+receiver's sources it reads most, which is what screens circuits.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def tail_p(comp, null_sorted):
     the conservative (upper 95 %) shape, never below :data:`~rmtbase.decision.tails.P_MIN`
     = 10⁻¹⁶.
 
-    Why not the Beta law with the exact mean and variance of s² used before (issue 56): for
+    Why not a Beta law with the exact mean and variance of s²: for
     d_h > 1 its tail is 2–5× too light where BH over many pairs works — its survival over the
     exceedance of 400,000 exact draws (seed 101) at 64 × 8 was 0.63, 0.29, 0.18 at 10⁻³, 10⁻⁴,
     3·10⁻⁵ (64 × 16: 0.64, 0.34, 0.27; 128 × 16: 0.81, 0.49, 0.51), and it underflowed to 0
@@ -110,7 +110,7 @@ OPEN_FACTOR = 10
 
 
 def p_error(p, pt, draws: int, alpha: float, tail: bool):
-    """The Monte Carlo error of the pairs' p (issue 56 item 3): ``(se, open)``.
+    """The Monte Carlo error of the pairs' p: ``(se, open)``.
 
     ``se`` = √(p(1 − p)/N): the binomial se of the add-one ``p`` read from N = ``draws`` draws
     as an estimate of the pair's exceedance (Davison & Hinkley 1997 §4.2; beyond the draws,

@@ -11,8 +11,8 @@ p = (1 + #{|null| ≥ |c|}) / (1 + N), two-sided, add-one; ``qk_overlap_z`` = c 
 Beyond the draws, ``qk_overlap_p_tail`` is the tail-resolving p of |c|
 (:class:`rmtbase.decision.tails.TailModel`: add-one while ≥ 10 draws lie beyond, then a
 generalized Pareto tail with a conservative shape, never below 10⁻¹⁶), so that a pair beyond
-the draws can pass BH over many pairs. It replaced (issue 56) a symmetric Beta law on
-[−1, 1] with the null's variance, whose tail against 400,000 null draws (distinct key heads),
+the draws can pass BH over many pairs. Not a symmetric Beta law on [−1, 1] with the null's
+variance, whose tail against 400,000 null draws (distinct key heads),
 as the ratio to the empirical exceedance at 10⁻², 10⁻³, 10⁻⁴, was 0.99, 0.91, 1.16 at
 128 × 16 but 0.84, 0.56, 0.30 at 96 × 6 (anti-conservative). The GPD tail of ten independent
 2,000-draw nulls against 400,000 exact draws (seed 101), min over the nulls at 10⁻³, 10⁻⁴,
@@ -27,12 +27,14 @@ the tail p; both triangles carry the pair's numbers, the diagonal is NaN (c_aa =
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import numpy as np
 import xarray as xr
 
 from ..analytic.composition_moments import overlap_moments
-from ..baseline.composition_null import null_overlap, null_overlap_full
+from ..baseline.composition_null import Part, null_overlap, null_overlap_full
 from ..decision.significance import benjamini_hochberg
 from ..ensembles.gaussian import named_key
 from ..stats.storage import storage_record
@@ -51,7 +53,7 @@ def overlap_draws(key, d: int, d_h: int, start: int, n: int, shared_key: bool,
     """|c| of null draws ``start`` … n−1 (float64, in draw order) by the sampler
     :func:`overlap_null` picks; ``bar`` is advanced per compiled call."""
     storage = storage_record(storage)
-    kw = {"start": int(start), "bar": bar}
+    kw = {"part": Part(int(start), bar)}
     if storage.is_narrow_float or 2 * d_h > d:
         c = null_overlap_full(key, d, d_h, n, shared_key, storage=storage, **kw)
     else:
@@ -69,21 +71,31 @@ def _two_sided_p(values, null_abs):
 def _tail(values, null_abs):
     """Two-sided p of ``values`` beyond the draws: the tail-resolving p of |c| against the
     sorted |null| (:class:`rmtbase.decision.tails.TailModel`: add-one while ≥ 10 draws lie
-    beyond, a conservative GPD tail further out, never below 10⁻¹⁶). It replaced a symmetric
-    Beta law with the null's variance (issue 56), anti-conservative at small d_h (module
-    docstring) and 0 where its survival function underflowed."""
+    beyond, a conservative GPD tail further out, never below 10⁻¹⁶); a symmetric Beta law with
+    the null's variance would be anti-conservative at small d_h (module docstring) and 0 where
+    its survival function underflows."""
     from ..decision.tails import TailModel
 
     v = np.abs(np.asarray(values, np.float64))
     return np.where(np.isfinite(v), TailModel(null_abs).evaluate(v)["p_hi"], np.nan)
 
 
-def _settled(ov, tables: dict, d: int, d_h: int, key, seed, draws: int, storage, alpha: float,
-             progress: bool):
+class _Null(NamedTuple):
+    """The overlap null a test draws from: shape, key, seed (None: not cached), storage."""
+
+    d: int
+    d_h: int
+    key: object
+    seed: int | None
+    storage: object
+
+
+def _settled(ov, tables: dict, null: _Null, draws: int, alpha: float, progress: bool):
     """({table: sorted |null|}, {table: n}): each table ("distinct", "shared") drawn until no
     pair's ``qk_overlap_flag`` could differ at ``draws``
     (:func:`rmtbase.scoring.composition_stopping.settle`, over the pairs a < b), each size in
-    the user cache where ``seed`` is given, each continuing the last."""
+    the user cache where ``null.seed`` is given, each continuing the last."""
+    d, d_h, key, seed, storage = null
     from ..progress import message, progress_bar
     from .composition_cache import cached_null
     from .composition_stopping import continued, settle
@@ -140,7 +152,8 @@ def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
     tables = {name: (shared if sk else ~shared) & ~np.eye(h, dtype=bool)
               for sk, name in ((False, "distinct"), (True, "shared"))}
     tables = {name: sel for name, sel in tables.items() if sel.any()}
-    nulls, drawn = _settled(ov, tables, d, d_h, key, seed, draws, storage, alpha, progress)
+    nulls, drawn = _settled(ov, tables, _Null(d, d_h, key, seed, storage), draws, alpha,
+                            progress)
     for sk in (False, True):
         name = "shared" if sk else "distinct"
         if name not in tables:

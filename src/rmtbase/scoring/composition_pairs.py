@@ -1,5 +1,5 @@
 """The head pairs a composition null is drawn for, and what the null returns for them
-(issue 58: composition takes the same :class:`~rmtbase.stats.null_kind.Null` value as the
+(composition takes the same :class:`~rmtbase.stats.null_kind.Null` value as the
 heads' score, and the null chooses its draws, as :meth:`~rmtbase.stats.null_kind.Null.reference`
 does with :class:`rmtbase.scoring.reference.Cells`).
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..baseline.composition_null import null_squares, null_squares_full
+from ..baseline.composition_null import Part, null_squares, null_squares_full
 from ..errors import InputError
 from ..stats.names import FLOAT_STORAGES
 from ..stats.storage import FLOAT32, Storage, storage_record
@@ -37,7 +37,7 @@ def score_draws(key, d: int, d_h1: int, d_h2: int, start: int, n: int, storage="
     """Null scores s of draws ``start`` … n−1 (float64, in draw order) by the sampler
     :func:`null_scores` picks; ``bar`` is advanced per compiled call."""
     storage = storage_record(storage)
-    kw = {"start": int(start), "bar": bar}
+    kw = {"part": Part(int(start), bar)}
     if storage.is_narrow_float:
         sq = null_squares_full(key, d, d_h1, d_h2, n, storage=storage, **kw)
     elif d_h2 <= d - d_h1:

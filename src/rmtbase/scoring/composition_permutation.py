@@ -214,8 +214,8 @@ def draws_to_flag(m: int, alpha: float = 0.05) -> int:
 
 
 def draws_note(m: int, draws: int, open_pairs: int, alpha: float = 0.05) -> str | None:
-    """What the run's ``draws`` B leave undecided (issue 56 item 3: the error stated where it
-    could move a decision), or None: Benjamini–Hochberg over the ``m`` pair entries cannot
+    """What the run's ``draws`` B leave undecided (the error stated where it could move a
+    decision), or None: Benjamini–Hochberg over the ``m`` pair entries cannot
     flag any pair (B < :func:`draws_to_flag`), or ``open_pairs`` flags could differ at
     :data:`~rmtbase.scoring.composition_dataset.OPEN_FACTOR` × B
     (:func:`rmtbase.scoring.composition_dataset.p_error`). The permutation p has no tail

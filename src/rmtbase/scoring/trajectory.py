@@ -133,6 +133,12 @@ def _default_dim(revisions, infos) -> str:
     return "checkpoint" if revisions is not None or same else "model"
 
 
+def _check_dask_models(specs, here: bool) -> None:
+    """Dask runs take hub ids or folders (a task is sent its model's name, not an object)."""
+    if not here and any(not isinstance(s.model, str | os.PathLike) for s in specs):
+        raise InputError("Dask runs take hub ids or folders, not loaded model objects")
+
+
 def score_collection(models, *, revisions=None, labels=None, dim: str | None = None,
                      workers: int | None = None, scheduler: str | None = None, client=None,
                      progress: bool = True, spectrum_draws: int = 200, entries=None,
@@ -167,10 +173,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     x64 = bool(jax.config.read("jax_enable_x64"))
     seed = int(options.get("seed", 0))
     here = workers is None and scheduler is None and client is None
-    if not here:
-        for s in specs:
-            if not isinstance(s.model, str | os.PathLike):
-                raise InputError("Dask runs take hub ids or folders, not loaded model objects")
+    _check_dask_models(specs, here)
     store = None if entries is None else EntryStore(entries, specs, options, x64,
                                                 (spectrum_draws, seed))
     runner = LocalRunner(specs, options, x64, progress, store) if here else \
