@@ -1,41 +1,17 @@
-"""One behaviour label per head, from the probe's per-head statistics
-(:mod:`rmtbase.probe.behaviour`; one implementation of each statistic, read here, never
-recomputed).
+"""One behaviour label per head from the probe's statistics (:mod:`rmtbase.probe.behaviour`,
+read here, never recomputed): ``induction`` (``induction``: attention on the token after an
+earlier occurrence), ``previous-token`` (``prev_token``), ``duplicate-token``
+(``duplicate_token``), ``self/local`` (``self``), the sink ``first-token`` (``first_token``:
+attention on position 0), else ``none``.
 
-Rule (:func:`label_heads`). Each label is earned by one statistic reaching :data:`THRESHOLD`:
-
-=================  =================  ===================================================
-label              statistic          meaning
-=================  =================  ===================================================
-``induction``      ``induction``      attention on the token after an earlier occurrence
-``previous-token`` ``prev_token``     attention on ``i − 1``
-``duplicate-token`` ``duplicate_token`` attention on earlier occurrences of the query's token
-``self/local``     ``self``           attention on the query's own position
-``first-token``    ``first_token``    attention on position 0 (BOS / ``[CLS]``): a sink
-``none``           (none)             no statistic reaches the threshold
-=================  =================  ===================================================
-
-The threshold 0.4 (mean attention, units 1) is the one of ARENA's head detectors
-(``current_attn_detector``, ``prev_attn_detector``, ``first_attn_detector``,
-``induction_attn_detector``: "score > 0.4", ARENA 3.0 chapter 1.2, "Finding induction heads",
-written for TransformerLens' attention patterns). The statistics here average over content
-queries (those with a target, for induction and duplicate-token), see
-:mod:`rmtbase.probe.behaviour`.
-
-**Chance** (``chance``): a statistic can be high without the head doing anything specific (on
-short sequences or a tiny vocabulary a uniform causal row already puts ``1/(i+1)`` on every
-key). With ``chance`` ``c`` — the statistic of uniform causal attention on the same sequences
-(:func:`chance_levels`) — a label needs ``s ≥ c + θ (1 − c)``: the head's excess over uniform
-attention is at least the fraction θ of what is left above it (``c = 0`` is the plain rule).
-With ``counts``, a statistic pooled over fewer than :data:`MIN_LABEL_QUERIES` queries earns no
-label (two windows of eight tokens prove nothing).
-
-Ties and several passes: the four specific labels (induction, previous-token, duplicate-token,
-self/local) come before the sink: a head that passes one of them gets the one whose score is
-largest, however much it attends to BOS; exactly equal scores go to the earlier label of
-:data:`LABELS`. ``first-token`` is given only when no specific label passes. ``label_score``
-is the statistic that earned the label (NaN for ``none``), ``label_statistic`` its name ("" for
-``none``).
+Rule (:func:`label_heads`): a statistic ``s`` earns its label when ``s ≥ c + θ (1 − c)``,
+θ = :data:`THRESHOLD` = 0.4 (ARENA 3.0 ch. 1.2's head detectors, "score > 0.4") and ``c`` the
+statistic of uniform causal attention on the same sequences (:func:`chance_levels`; on short
+sequences or a tiny vocabulary a uniform row already scores high), pooled over at least
+:data:`MIN_LABEL_QUERIES` queries. The four specific labels come before the sink; among them
+the largest score wins, exact ties in :data:`LABELS` order. ``label_score`` is the statistic
+that earned the label (NaN for ``none``), ``label_statistic`` its name. :func:`label_across`
+labels each head at the repeat length where its label's statistic is largest.
 """
 
 from __future__ import annotations

@@ -1,33 +1,21 @@
 """Command-line entry point: ``rmtbase <command> ...``.
 
-The CLI is thin: each command lives in its own module ``rmtbase.cli.<command>`` (``-`` in a
-command's name is ``_`` in its module's) that defines
-``add_parser(subparsers)`` and ``run(args) -> int`` and calls plain library functions. Heavy
-imports (JAX, torch) happen inside ``run``, so ``rmtbase --help`` is fast; a module's optional
-``early(args)`` makes the checks that need none (single values, an ``--out`` that is a file)
-before them, so such a refusal costs what ``--help`` costs.
+Each command lives in ``rmtbase.cli.<command>`` (``-`` as ``_``) with ``add_parser(subparsers)``
+and ``run(args) -> int`` calling plain library functions; heavy imports (JAX, torch) happen
+inside ``run``, so ``--help`` is fast, and an optional ``early(args)`` makes the checks that need
+none (single values, an ``--out`` that is a file) at the same cost.
 
-Interrupts (:mod:`rmtbase.files.interrupts`): the executable ends at once on Ctrl-C while it
-starts (argument parsing, then the loading of the command's heavy modules, :data:`PRELOAD`),
-raises ``KeyboardInterrupt`` while the command works (so that its outputs are cleaned up)
-and ends at once again once its output is complete.
+Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`) print one line
+``rmtbase: error: ...`` and exit 2, no traceback. Interrupts (:mod:`rmtbase.files.interrupts`):
+Ctrl-C ends at once while the command starts (:data:`PRELOAD`), raises ``KeyboardInterrupt``
+while it works (outputs cleaned up: ``rmtbase: interrupted``, exit 130; SIGTERM
+``rmtbase: terminated``, 143) and ends at once once its output is complete; a reader of stdout
+that goes away ends it quietly with 141. Lines go through :func:`rmtbase.progress.message`;
+the executable is never silent on stderr for over 30 s unless ``--quiet``/``--no-progress``.
 
-Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`, bad numbers) print one line,
-``rmtbase: error: ...``, and exit with status 2; no traceback (so do operating-system errors
-such as a full disk met after the checks). An interrupt (Ctrl-C) prints
-``rmtbase: interrupted`` and exits 130; SIGTERM, ``rmtbase: terminated`` and 143, after the
-same cleanup. When the reader of stdout goes away early
-(``rmtbase … | head -1``) the executable stops quietly with status 141, as a command killed
-by SIGPIPE does. These lines and warnings go through :func:`rmtbase.progress.message`:
-a live progress bar's line is ended first and nothing is drawn after the last line. A command
-of the executable is never silent on stderr for longer than 30 s
-(:func:`rmtbase.progress.heartbeat`) unless ``--quiet``/``--no-progress``.
-
-The ``rmtbase`` executable (:func:`console_main`) also keeps JAX's compiled programs in
-``<user cache>/jax`` (JAX's persistent compilation cache), so a repeated command skips its
-compilation (docs/performance.md: cold against warm ``rmtbase score``). It does this
-through JAX's own environment variables before JAX is imported, and leaves them alone when
-``JAX_COMPILATION_CACHE_DIR`` is already set; ``RMTBASE_NO_JIT_CACHE=1`` turns it off.
+The ``rmtbase`` executable (:func:`console_main`) keeps JAX's compiled programs in
+``<user cache>/jax`` through JAX's own environment variables (left alone when
+``JAX_COMPILATION_CACHE_DIR`` is set; ``RMTBASE_NO_JIT_CACHE=1`` turns it off).
 :func:`main` itself (what tests and other programs call) changes no process state.
 """
 
