@@ -1,16 +1,10 @@
 """Attention probe: what each head does on real text, beside what its weights say.
 
-Public API (``docs/contract.md``, "Probe"):
-
-- :func:`probe_model` — run a model on text window by window; per (layer, head) the mean
-  attention entropy, previous/next-token, first-token (sink) and self attention and the mean
-  attention distance (:mod:`.behaviour` states the conventions) as an ``xr.Dataset``;
-- :func:`behaviours` — the same statistics from one attention tensor (numpy);
-- :func:`default_text`, :func:`read_text`, :func:`windows` — the shipped public-domain text,
-  a user's text file, and the windowing;
-- :func:`join` — a probe's behaviours added to a score Dataset as ``behaviour_<name>``.
-
-Importing this package does not import torch or transformers.
+Public API (``docs/contract.md``, "Probe"): :func:`probe_model` (per (layer, head) behaviour
+statistics of a model on text, an ``xr.Dataset``; conventions in :mod:`.behaviour`),
+:func:`behaviours` (the same from one attention tensor), :func:`default_text`,
+:func:`read_text`, :func:`windows` (texts and windowing), :func:`join` (behaviours added to a
+score as ``behaviour_<name>``). Importing this package does not import torch or transformers.
 """
 
 from .behaviour import BEHAVIOURS, behaviours

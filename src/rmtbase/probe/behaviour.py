@@ -1,21 +1,15 @@
 """What a head's attention does on text: per-head statistics of attention matrices (numpy).
 
 One window's attention of one layer is ``A`` of shape ``(heads, T, T)``, ``A[h, i, j]`` the
-weight query position ``i`` puts on key position ``j`` (each row sums to 1 over all keys,
-special tokens included; a causal model's rows are 0 for ``j > i``). ``content`` marks the
-positions that hold text tokens (False for ``[CLS]``, ``[SEP]``, BOS, EOS: whatever the
-tokenizer adds around a window). There is never padding: every window is run at its own
-length (:mod:`.text`).
+weight query ``i`` puts on key ``j`` (rows sum to 1 over all keys, special tokens included;
+causal rows are 0 for ``j > i``). ``content`` marks text tokens (False for ``[CLS]``, ``[SEP]``,
+BOS, EOS). There is no padding: every window runs at its own length (:mod:`.text`).
 
-Queries: the statistics average over **query positions** ``i`` that are content tokens and
-``i ≥ 1`` (position 0 is ``[CLS]``/BOS, or for a decoder without BOS the first token, whose
-causal row is trivially ``[1, 0, …]``). Keys: every position, special tokens included, so a
-head that parks its attention on ``[CLS]``/``[SEP]``/BOS shows it as low ``prev_token`` and high
-``first_token`` rather than being renormalised away. Per head, over those queries:
+Statistics average over content query positions ``i ≥ 1``; keys are every position, so a head
+that parks on a special token shows low ``prev_token`` and high ``first_token``. Per head:
 
 ========== ===========================================================================
-entropy     −Σ_j A[i, j] ln A[i, j], nats (0 for a one-hot row; ln(i+1) for a uniform causal
-            row, ln T for a uniform bidirectional one)
+entropy     −Σ_j A[i, j] ln A[i, j], nats
 prev_token  A[i, i−1], over queries whose ``i−1`` is a content token
 next_token  A[i, i+1], over queries whose ``i+1`` is a content token; NaN for a causal model
 first_token A[i, 0]: the sink (``[CLS]`` or BOS; the first text token without a BOS)
@@ -23,28 +17,16 @@ self        A[i, i]
 mean_distance Σ_j A[i, j] |i − j|, in tokens
 duplicate_token Σ_j A[i, j] over earlier keys ``j < i`` holding the same token id as ``i``,
             over queries that have at least one
-induction   Σ_j A[i, j] over keys ``1 ≤ j ≤ i`` whose *previous* token ``j − 1`` holds the
-            query's token id (the token after an earlier occurrence), over queries that have
-            at least one
+induction   Σ_j A[i, j] over keys ``1 ≤ j ≤ i`` whose previous token ``j − 1`` holds the
+            query's token id, over queries that have at least one
 ========== ===========================================================================
 
-``duplicate_token`` and ``induction`` need the window's token ids (``ids``; without them they
-are NaN, count 0). Their key sets are TransformerLens' head-detector patterns
-(``transformer_lens/head_detector.py``: ``get_duplicate_token_head_detection_pattern``, the
-lower triangle of ``tok[i] == tok[j]`` without the diagonal, and
-``get_induction_head_detection_pattern``, that pattern shifted one key to the right with key
-0 cleared, so key ``j`` counts when ``tok[j − 1] == tok[i]``, ``j − 1 < i``; ``j = i`` counts
-when a token repeats its predecessor), for bidirectional models too (earlier occurrences
-only). Normalisation differs: TransformerLens' ``detect_head`` (``error_measure="mul"``)
-divides Σ_ij A·D by Σ_ij A = T, every row of the window, so a head doing exactly the pattern
-scores the fraction of rows that have a target; here the mean runs over the queries (content,
-``i ≥ 1``) that have at least one target key, so that head scores 1 whatever the text's share
-of repeats. On one window whose special tokens are only position 0, TransformerLens' number
-is ours × (queries with a target) / T.
-
-:func:`window_sums` returns per-head sums and counts of one window so that windows pool as
-one set of queries (every query weighs the same, whichever window it is in);
-:func:`finish` divides. :func:`behaviours` does both for one tensor.
+``duplicate_token`` and ``induction`` need the token ids (``ids``; else NaN, count 0). Their key
+sets are TransformerLens' head-detector patterns (``transformer_lens/head_detector.py``),
+earlier occurrences only; TransformerLens' ``detect_head`` divides by T where the mean here
+runs over queries that have a target (theirs = ours × (queries with a target) / T).
+:func:`window_sums` returns per-head sums and counts of one window (windows pool as one set of
+queries); :func:`finish` divides; :func:`behaviours` does both for one tensor.
 """
 
 from __future__ import annotations
@@ -85,13 +67,9 @@ def window_sums(attn, content, *, causal: bool,
                 ids=None) -> dict[str, tuple[np.ndarray, int]]:
     """Per-head sums of each behaviour over one window's queries, with their query counts.
 
-    attn: ``(heads, T, T)`` attention of one layer on one window (rows sum to 1).
-    content: ``(T,)`` bool, True where the position is a text token (module docstring).
-    causal: whether the model is causal (``next_token`` is then NaN: count 0).
-    ids: ``(T,)`` token ids of the window, or None (``duplicate_token`` and ``induction``
-    then NaN: count 0).
-    Returns ``{name: (sums (heads,) float64, count)}``.
-    """
+    attn: ``(heads, T, T)`` attention of one layer on one window. content: ``(T,)`` bool, True on
+    text tokens. causal: ``next_token`` is then NaN. ids: ``(T,)`` token ids or None
+    (``duplicate_token`` and ``induction`` then NaN). Returns ``{name: (sums (heads,), count)}``."""
     a = np.asarray(attn, dtype=np.float64)
     if a.ndim != 3 or a.shape[1] != a.shape[2]:
         raise ValueError(f"attention must be (heads, T, T), got shape {a.shape}")

@@ -1,10 +1,8 @@
-"""A probe joined to a score: each behaviour becomes a (layer, head) variable of the score.
+"""A probe joined to a score: each behaviour becomes a (layer, head) variable
+``behaviour_<name>``.
 
-Naming: ``behaviour_<name>`` for every name in :data:`.behaviour.BEHAVIOURS`
-(``behaviour_entropy``, ``behaviour_prev_token``, … ``behaviour_induction``), one variable each rather than a
-``behaviour`` dimension, so that ``heads.csv`` gets one column per behaviour and the score's
-other per-head variables keep their shape. The probe's provenance goes into the score's
-attrs as ``probe_<attr>`` (text SHA-256, token count, window, attention kind).
+One variable per name in :data:`.behaviour.BEHAVIOURS` (one ``heads.csv`` column each); the
+probe's provenance goes into the score's attrs as ``probe_<attr>``.
 """
 
 from __future__ import annotations

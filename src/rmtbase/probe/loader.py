@@ -1,19 +1,11 @@
-"""The one loader of a transformers model for the probe and the circuit search
-(:mod:`rmtbase.probe.run`, :mod:`rmtbase.circuits.model`): :func:`load` returns a
-:class:`Loaded` (the net, its tokenizer or None, its name) that both accept, so that
-``rmtbase score MODEL --composition --probe`` loads the model once for the text probe and the
-path patching.
+"""The one loader of a transformers model for the probe and the circuit search.
 
-The model is loaded with ``transformers`` in float32 with eager attention (so that
-``output_attentions=True`` returns the softmax weights), on the CPU, ``local_files_only`` for
-a folder; a ``.gguf`` file is de-quantised by transformers' GGUF reader (:func:`from_gguf`).
-Its weights are checked finite (:func:`check_finite_weights`). The load runs on one torch
-thread (:class:`.threads.one_thread`).
-
-transformers' own GGUF load parses the header three times, builds gguf's tensor-name map once
-per module and initialises every weight at random before the checkpoint overwrites it;
-:func:`from_gguf` does each once or not at all (:func:`_read_once`), with the same weights
-(``tests/test_probe_loader.py``).
+:func:`load` returns a :class:`Loaded` (net, tokenizer or None, name) that both accept, so a
+model is loaded once for both. Loaded with ``transformers`` in float32 with eager attention (so
+``output_attentions=True`` returns the softmax weights), on the CPU, ``local_files_only`` for a
+folder, on one torch thread; a ``.gguf`` file is de-quantised by transformers' GGUF reader
+(:func:`from_gguf`, the header parsed once: :func:`_read_once`). Weights are checked finite
+(:func:`check_finite_weights`).
 """
 
 from __future__ import annotations
@@ -86,11 +78,10 @@ def _eager(net):
 
 
 def load(model, *, tokenizer: str = "required") -> Loaded:
-    """``model`` loaded (module docstring): a :class:`Loaded` (returned as it is), a
-    transformers ``PreTrainedModel`` (switched to eager attention; tokenizer None), a folder,
-    a ``.gguf`` file or a hub id. ``tokenizer``: ``"required"`` (a folder without one is
-    refused), ``"optional"`` (read when the folder has one; a GGUF's always), ``"no"`` (not
-    read: reading a GGUF's costs seconds). One-line :class:`ModelError` when it cannot load."""
+    """``model`` loaded: a :class:`Loaded` (as it is), a ``PreTrainedModel`` (switched to eager
+    attention; tokenizer None), a folder, a ``.gguf`` file or a hub id. ``tokenizer``:
+    ``"required"``, ``"optional"`` (read where present) or ``"no"``. One-line :class:`ModelError`
+    when it cannot load."""
     if isinstance(model, Loaded):
         return model
     if hasattr(model, "config") and hasattr(model, "forward"):
@@ -164,14 +155,11 @@ class _Lean:
 
 @contextlib.contextmanager
 def _read_once():
-    """Inside the block, transformers' GGUF reading parses each file's header once (one
-    ``gguf.GGUFReader`` and one metadata-only ``load_gguf_checkpoint`` result per path, the
-    latter deep-copied to each caller; the reader's fields without the tokenizer's arrays,
-    :class:`_Lean`: transformers' config and tensors do not read them; the reader over a
-    plain view of its memory map, not an ``np.memmap``) and builds gguf's tensor-name map once per
-    (architecture, layers); both are looked up by transformers at call time (function-level
-    imports), so the patches reach them. Its "de-quantizing GGUF tensors" bar (plain tqdm,
-    which transformers' own switch does not reach) is off. All restored on exit."""
+    """Inside the block, transformers' GGUF reading parses each file's header once (one reader
+    and one
+    metadata-only checkpoint per path, deep-copied to each caller) and builds gguf's tensor-name
+    map
+    once per (architecture, layers); its de-quantising progress bar is off. Restored on exit."""
     import gguf
     import numpy as np
     import transformers.modeling_gguf_pytorch_utils as tg
@@ -227,10 +215,9 @@ def _read_once():
 
 
 def from_gguf(path: Path):
-    """The base model of a GGUF file, de-quantised to float32 by transformers' GGUF reader
-    (without ``from_pretrained``, which needs the ``accelerate`` package for GGUF); built
-    without random initialisation (every weight but an unused ``lm_head`` comes from the
-    file, else :class:`ModelError`), the header parsed once (:func:`_read_once`)."""
+    """The base model of a GGUF file, de-quantised to float32 by transformers' GGUF reader, built
+    without random initialisation (every weight but an unused ``lm_head`` from the file, else
+    :class:`ModelError`)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.initialization import no_init_weights

@@ -1,26 +1,17 @@
-"""The probe's forward loop: a Hugging Face model run on text, one window at a time, with its
-attention weights reduced to per-head behaviour statistics (:mod:`.behaviour`) as they come.
+"""The probe's forward loop: a model run on text one window at a time, its attention reduced to
+per-head behaviour statistics (:mod:`.behaviour`) as it comes.
 
-The model is loaded by :func:`rmtbase.probe.loader.load` (``transformers``, float32, eager
-attention so that ``output_attentions=True`` returns the softmax weights; CPU;
-``local_files_only`` unless the model is a hub id), or given already loaded (a
-:class:`.loader.Loaded` with its tokenizer: the circuit search's net, loaded once). Windows (:func:`.text.windows`) of equal length run in small batches (no
-padding, all-ones attention mask; the shorter last window alone): as many as keep the batch's
-attention tensors within :data:`ATTENTION_BYTES` (at most :data:`MAX_BATCH`; MiniLM: 8, a
-30-layer model: 3). Their attention is reduced layer by layer and freed, so memory stays at one
-batch's activations whatever the text's length; the numbers do not depend on the batching
-(each window is its own sequence). The windows run on one torch thread
-(:class:`.threads.one_thread`). Under grouped-query attention the weights are per *query* head already (keys and values are shared, the
-softmax is not), so every query head gets its own row.
+The model is loaded by :func:`rmtbase.probe.loader.load` or given as a :class:`.loader.Loaded`.
+Windows (:func:`.text.windows`) of equal length run in batches (no padding) whose attention
+tensors fit in :data:`ATTENTION_BYTES` (at most :data:`MAX_BATCH`), reduced layer by layer and
+freed; the numbers do not depend on the batching. Under grouped-query attention every query head
+gets its own row.
 
-Memory is checked before the first window runs (:func:`check_window_memory`): one window's
-attention of every layer (``output_attentions`` keeps them all until the batch's reduction)
-plus one layer's eager working arrays must fit in the memory available
-(:func:`rmtbase.files.memory.available_memory`, ``$RMTBASE_MEMORY_LIMIT`` to set it), else a
-one-line :class:`InputError` naming the need and a window that fits.
-
-Encoder or decoder is read from the attention itself (:func:`is_causal`): a model whose
-weights above the diagonal are all exactly 0 on the first window is causal.
+:func:`check_window_memory` refuses, before the first window, a window whose attention of every
+layer plus one layer's working arrays does not fit in
+:func:`rmtbase.files.memory.available_memory` (one-line :class:`InputError` naming a window
+that fits). :func:`is_causal`: a model whose weights above the diagonal are all exactly 0 on
+the first window is causal.
 """
 
 from __future__ import annotations
@@ -147,15 +138,11 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
                 name: str | None = None, progress: bool = True) -> xr.Dataset:
     """Attention behaviour of every (layer, head) of ``model`` on ``text``.
 
-    model: local folder (config, weights, tokenizer), ``.gguf`` file, hub id or a
-    :class:`.loader.Loaded` with a tokenizer (used as it is, not loaded again). text: a
-    :class:`.text.Text`, a UTF-8 file path, or None for the shipped default text. window:
-    tokens per window, special tokens included (None: :func:`default_window`). name: the
-    model's name in the output (default: the folder's name, never its absolute path).
-    Returns an ``xr.Dataset`` with one (layer, head) variable per behaviour
-    (:data:`.behaviour.BEHAVIOURS`) and the text's SHA-256, token count, window and model name
-    in CF-style attrs.
-    """
+    model: local folder, ``.gguf`` file, hub id or a :class:`.loader.Loaded` with a tokenizer.
+    text: a :class:`.text.Text`, a UTF-8 file path, or None for the default text. window: tokens
+    per window, special tokens included (None: :func:`default_window`). name: the model's name in
+    the output (default: the folder's name). Returns an ``xr.Dataset`` with one (layer, head)
+    variable per behaviour and the text's SHA-256, token count, window and model name in attrs."""
     import torch
 
     txt = text if isinstance(text, Text) else read_text(text)

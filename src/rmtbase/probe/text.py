@@ -1,24 +1,14 @@
-"""The probe's text: the default English prose shipped with rmtbase, a user's file, and how a
-long text is cut into model-sized windows.
+"""The probe's text: the shipped default prose, a user's file, and the cutting into windows.
 
-Default text (:func:`default_text`): ``rmtbase/probe/data/default_text.txt``, 5,321 words of
-public-domain English prose (Austen, *Pride and Prejudice* ch. 1; Melville, *Moby-Dick* ch. 1;
-the Declaration of Independence; Lincoln's Gettysburg Address and Second Inaugural Address);
-6,701 tokens with the MiniLM (BERT uncased WordPiece) tokenizer. ``data/SOURCES.md`` states the
-sources and the licence.
+Default text (:func:`default_text`): ``probe/data/default_text.txt``, 5,321 words of
+public-domain English prose (sources and licence in ``data/SOURCES.md``).
 
-Windows (:func:`windows`): the text is tokenized without special tokens and cut
-into consecutive, non-overlapping chunks of ``window − n_special`` text tokens; each chunk gets
-the special tokens the tokenizer adds around one sequence (``[CLS] … [SEP]`` for BERT, BOS
-for Llama, none for GPT-2-style tokenizers), found by tokenizing a one-word probe string with
-and without them. The last chunk is shorter (nothing is padded and nothing dropped), so a
-window never holds padding. Each window comes with its ``content`` mask (True on text tokens).
-
-A long text is tokenized in pieces of about :data:`TOKENIZE_CHARS` characters (a fast
-tokenizer holds ~190 bytes per character of its input while it works), each cut just before a
-line break, else before a space (never inside a word); the ids are kept as int32. A tokenizer that
-adds a prefix space to every input (SentencePiece ``add_dummy_prefix``) may give a different
-token at a cut than the whole text would: at most one token per piece.
+Windows (:func:`windows`): the text is tokenized without special tokens and cut into
+consecutive chunks of ``window − n_special`` tokens, each given the special tokens the tokenizer
+adds around one sequence (found by tokenizing a probe string with and without them). The last
+chunk is shorter: nothing padded, nothing dropped. Each window comes with its ``content`` mask.
+A long text is tokenized in pieces of about :data:`TOKENIZE_CHARS` characters cut at a line
+break or space; a tokenizer that adds a prefix space may differ by one token per cut.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""torch's intra-op threads for rmtbase's forward passes: :class:`one_thread` (the text
-probe's windows, :mod:`rmtbase.probe.run`; the circuit search's capture and patches,
-:mod:`rmtbase.circuits.run`).
+"""torch's intra-op threads for rmtbase's forward passes: :class:`one_thread`.
 
-On a shared CPU torch's threads waiting on each other cost more than they gain: one thread was
-faster for every forward pass measured (docs/performance.md, "The attention probe").
+On a shared CPU one thread was faster for every forward pass measured (docs/performance.md).
 """
 
 from __future__ import annotations
