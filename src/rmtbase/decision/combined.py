@@ -1,29 +1,15 @@
 """The head decision from every tested axis: the statistics' omnibus and the profile's factor axes.
 
-Two families of evidence decide a head:
+p_S is the statistics' calibrated Cauchy combination (:mod:`.omnibus`). p_A tests the factor
+axes :data:`DECISION_AXES` (alignment, symmetry, q and k input focus,
+:mod:`rmtbase.scoring.factor_axes`): per-axis two-sided p (:class:`~.tails.TailModel`) combined
+by the capped Cauchy statistic and calibrated on the profile null's own joint draws
+(:func:`~.omnibus.calibrated_p`), never below the smallest axis p.
 
-- **statistics**: the calibrated Cauchy combination of the head's spectral and element
-  statistics (:mod:`rmtbase.decision.omnibus`), p_S;
-- **axes**: the factor axes :data:`DECISION_AXES` — alignment, symmetry and W_Q's and W_K's
-  input focus (:mod:`rmtbase.scoring.factor_axes`) — which no statistic of the first family
-  sees, p_A. ``concentration`` and ``entry_tails`` are statistics of the first family;
-  ``scale`` and ``outliers`` are descriptive.
-
-p_A: each axis gets a two-sided tail-resolving p against the profile null's draws of that axis
-(:class:`~rmtbase.decision.tails.TailModel`), combined by the capped Cauchy statistic and
-**calibrated on the profile null's own draws** (draw j against the others,
-:func:`~rmtbase.decision.omnibus.calibrated_p`), never below the head's smallest axis p. No
-independence between axes is assumed: the calibration uses the draws' joint law.
-
-Combination: p = min(1, 2·min(p_S, p_A)), Bonferroni over the two families: P(p ≤ α) ≤ α under
-the null whatever their dependence (0.0494 at α = 0.05 for independent families;
-``tests/test_decision_calibration.py``). A family with no finite p leaves the other alone,
-without the factor 2. Benjamini–Hochberg (1995) over all heads gives ``head_flag``.
-
-:func:`add_axes_decision` writes ``head_p_value``, ``head_p_method``, ``head_p_source``
-(``statistics`` | ``axes``), ``head_p_statistics`` (p_S), ``head_p_axes`` (p_A),
-``head_q_value``/``head_flag`` and the attribute ``decision_axes``; every path that decides a
-head goes through it.
+p = min(1, 2·min(p_S, p_A)) (Bonferroni: P(p ≤ α) ≤ α whatever the dependence); a family with
+no finite p leaves the other alone. BH (1995) over all heads gives ``head_flag``.
+:func:`add_axes_decision` writes ``head_p_value``, ``head_p_method``, ``head_p_source``,
+``head_p_statistics``, ``head_p_axes``, ``head_q_value``, ``head_flag`` and attr ``decision_axes``.
 """
 
 from __future__ import annotations
@@ -42,13 +28,9 @@ FAMILIES = ("statistics", "axes")
 
 
 def axes_p(values: np.ndarray, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(p_A, method) of heads against one profile null (module docstring, "Axes p").
+    """(p_A, method) of heads' axis ``values`` (..., A) against one profile null's ``draws`` (N, A).
 
-    values: (..., A) the heads' axis values; draws: (N, A) the null's draws of the same axes
-    (row j one draw). Returns p_A (...) and its method (``empirical`` | ``extrapolated`` |
-    ``floor``, :func:`~rmtbase.decision.omnibus.calibrated_p`). A head with no finite axis
-    value gets NaN. Each axis needs ≥ 2 finite draws; draws with a non-finite axis are left
-    out of the calibration."""
+    NaN where no axis value is finite; draws with a non-finite axis are left out."""
     values = np.asarray(values, dtype=np.float64)
     draws = np.asarray(draws, dtype=np.float64)
     if draws.ndim != 2 or values.shape[-1] != draws.shape[1]:
@@ -84,14 +66,10 @@ def _axis_values(ds: xr.Dataset, axes) -> np.ndarray:
 
 
 def add_axes_decision(ds: xr.Dataset, axis_nulls, *, alpha: float) -> xr.Dataset:
-    """Combine ``ds``'s omnibus head p with its profile's factor axes (module docstring), in
-    place; returns ``ds``.
+    """Combine ``ds``'s omnibus head p with its profile's factor axes, in place; returns ``ds``.
 
-    ``ds``: a score with ``head_p_value``/``head_p_method`` (the statistics' omnibus) and
-    ``profile_value`` over ``axis``. ``axis_nulls``: what the axes were tested against — a list
-    of ``(rows, {axis: (N,)})``, the layer positions (None = every layer) sharing one Gaussian
-    profile null, or ``{axis: (layer, head, N)}``, per-head (permutation) draws. Called once:
-    a score that already holds ``head_p_statistics`` is left as it is."""
+    ``axis_nulls``: ``[(rows, {axis: (N,)})]`` (layer positions, None = all) or per-head
+    ``{axis: (layer, head, N)}``. A score holding ``head_p_statistics`` is left as it is."""
     if "head_p_statistics" in ds or "profile_value" not in ds:
         return ds
     axes = [a for a in DECISION_AXES if a in ds["axis"].values]

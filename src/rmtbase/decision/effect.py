@@ -1,21 +1,13 @@
 """How far a head is from random, on a scale that does not saturate: ``distance``, ``head_effect``.
 
-A p-value stops resolving where the null draws and their tail model stop (10⁻¹⁶): on trained
-models almost every head reaches that floor and the per-statistic ``effect`` is capped, so p
-cannot rank them. ``distance`` answers "how far?": for a statistic s with self-normalised value v
-(:func:`rmtbase.decision.scale.normalise`) and self-normalised null draws X_1…X_N,
+p stops resolving at 10⁻¹⁶, so it cannot rank heads of trained models. For a self-normalised
+value v (:func:`rmtbase.decision.scale.normalise`) and self-normalised null draws X_1…X_N,
 
     distance_s = (g(v) − mean g(X)) / sd g(X)        (ddof 1, finite draws only),
 
-in null sd of the variance-stabilising transform g (:data:`TRANSFORM`): ``log`` for scale-like
-positive statistics, ``log(x + 3)`` for the excess kurtosis, the identity for location-like ones.
-``head_effect`` = max over the head's decision family of |distance|, ``head_top_stat`` the
-statistic attaining it (infinite transformed values do not enter). It keeps growing with the
-departure (``tests/test_spikes.py``). Descriptive: the decision stays ``head_p_value``.
-
-:func:`natural_effect` gives ``effect_size`` in the statistic's own units: a ratio to the null
-median for scale-like statistics, a shift from it for location-like ones, with the null's 95 %
-band in the same units.
+g from :data:`TRANSFORM` (log, log(x + 3) for excess kurtosis, or identity). ``head_effect`` is
+the max |distance| over the head's decision family, ``head_top_stat`` its statistic;
+descriptive. :func:`natural_effect` gives ``effect_size`` in the statistic's own units.
 """
 
 from __future__ import annotations
@@ -105,17 +97,11 @@ def effect_kind(name: str) -> tuple[str, float]:
 
 
 def natural_effect(name: str, value, draws) -> tuple[np.ndarray, float, float]:
-    """The effect of self-normalised ``value`` in the statistic's own units, and the null's
-    central band in the same units ("NPR is 0.42× random", "entropy 0.3 nat below").
+    """Effect of self-normalised ``value`` in the statistic's own units, and the null's band.
 
-    With m the median and (a, b) the :data:`BAND` quantiles of the finite self-normalised null
-    ``draws`` (the same draws as the head's p-value), for a ratio statistic with offset c
-    (:func:`effect_kind`): (value + c)/(m + c), band ((a + c)/(m + c), (b + c)/(m + c)); for a
-    shift statistic: value − m, band (a − m, b − m). A shift is in the self-normalised units
-    (the statistic's own for σ-free statistics, nat for entropies, the matrix's rms for a
-    mean). Unlike ``distance`` it does not depend on how wide the null is: a head of another
-    shape with the same departure has the same effect. NaN where the null has no finite draw
-    or a ratio's reference m + c is not positive."""
+    With m the median and (a, b) the :data:`BAND` quantiles of the finite ``draws``: ratio (offset c,
+    :func:`effect_kind`) (value + c)/(m + c), band ((a + c)/(m + c), (b + c)/(m + c)); shift
+    value − m, band (a − m, b − m). NaN where no draw is finite or m + c ≤ 0."""
     x = np.asarray(draws, dtype=np.float64)
     x = x[np.isfinite(x)]
     v = np.asarray(value, dtype=np.float64)

@@ -1,28 +1,15 @@
 """Which statistics are tested, what each tests, and which enter a head's decision once.
 
-Groups (what a departure from the null means; ``docs/statistics.md`` is the glossary):
+Groups (glossary: ``docs/statistics.md``): ``entry law``, element statistics of W_Q, W_K and
+whole matrices (``q.*``, ``k.*``, ``w.*``), which a non-Gaussian initialisation or storage also
+flags and the permutation null leaves out; ``product law``, element statistics of W_QK
+(depending on both entry laws and on alignment); ``spectrum``, W_QK's singular values.
 
-- ``entry law`` — element statistics of W_Q and W_K (``q.*``, ``k.*``), and of whole weight
-  matrices (``w.*``, :mod:`rmtbase.scoring.components`): the marginal law of the entries. Under the Gaussian null a flag here says the entries are not i.i.d. Gaussian at
-  the head's σ: trained structure, but equally a non-Gaussian initialisation (torch's default
-  Kaiming-uniform, truncated normal) or a storage artefact. They carry no information about
-  structure across entries; the permutation null leaves them out.
-- ``product law`` — element statistics of W_QK (``qk.mean`` … ``qk.max_over_q99``): the law of
-  the entries of the d×d product, which depends on both factors' entry laws *and* on their
-  alignment (a low-rank or aligned head has heavy-tailed W_QK entries).
-- ``spectrum`` — spectral statistics of W_QK (``qk.lambda_max`` … ``qk.stable_rank``): the
-  singular values, i.e. how the d_h query and key directions are arranged. Mostly structure;
-  at finite d they also move with the tails of the entry law (i.i.d. Student-t(6) entries shift
-  NPR), which the permutation null absorbs.
-
-Duplicates (:data:`DUPLICATES`) are reported but enter the per-statistic BH family and the head's
-omnibus once, through their representative: ``qk.pr`` ≡ d_h·``qk.npr``; ``qk.std`` and
-``qk.sum_lambda`` (= d²(std² + mean²) of W_QK) carry the same information; after
-self-normalisation by the matrix's rms, ``q.std``/``k.std`` are √(1 − (mean/rms)²), a function
-of the normalised mean, and ``delta_entropy`` differs from the normalised entropy by a function
-of the same ratio. Under grouped-query attention the ``k.*`` statistics of the query heads
-that share a key head are one test: only the first query head of each group carries them in the
-per-statistic BH family (:func:`stat_family_mask`).
+Duplicates (:data:`DUPLICATES`) enter the BH family and the omnibus once, through their
+representative: ``qk.pr`` ≡ d_h·``qk.npr``; ``qk.sum_lambda`` = d²(std² + mean²) of W_QK;
+self-normalised ``q.std``/``k.std`` = √(1 − (mean/rms)²); ``delta_entropy`` is the normalised
+entropy shifted by a function of that ratio. Under GQA only the first query head of a group
+carries the shared ``k.*`` tests (:func:`stat_family_mask`).
 """
 
 from __future__ import annotations
@@ -58,10 +45,9 @@ _GAUSSIAN = GaussianNull()
 
 def in_family(names, *, null: Null = _GAUSSIAN, unreliable=()) -> list[str]:
     """The statistics of ``names`` that enter a head's decision: tested, no duplicate, not in
-    ``unreliable``, of a group the null tests (:meth:`rmtbase.stats.null_kind.Null.enters`:
-    under the permutation null no entry-law statistic). ``null``: a
-    :class:`~rmtbase.stats.null_kind.Null` (its text is parsed where it enters:
-    :meth:`~rmtbase.stats.null_kind.Null.parse`)."""
+    ``unreliable``, of a group ``null`` tests (:meth:`rmtbase.stats.null_kind.Null.enters`).
+    ``null``: a :class:`~rmtbase.stats.null_kind.Null` or its text.
+    """
     out = []
     for n in names:
         if n in NOT_TESTED or n in DUPLICATES or n in unreliable:

@@ -1,27 +1,15 @@
-"""Heads grouped by kind: a small taxonomy read from the profile axes (``docs/kinds.md``).
+"""Heads grouped by kind, read from the profile axes (``docs/kinds.md``).
 
-Every kind is one profile axis flagged (Benjamini–Hochberg over the heads, per axis:
-``profile_flag``) with the sign of its effect (:mod:`rmtbase.scoring.profile`):
+A kind is one profile axis flagged (``profile_flag``) with a sign: ``concentrated`` (NPR ratio
+< 1), ``aligned`` / ``anti-aligned`` (alignment > 0 / < 0), ``symmetric`` (symmetry > 0, and
+alignment not flagged or ``symmetry_unaligned`` flagged, since alignment alone raises symmetry),
+``directional`` (symmetry < 0), ``input-focused`` (q or k input focus > 0), ``heavy-tailed``
+(β₂ ratio > 1); ``near-null`` (nothing flagged) and ``other``.
 
-- ``concentrated``: concentration, NPR ratio < 1 — W_QK's energy in fewer directions than random;
-- ``aligned`` / ``anti-aligned``: alignment > 0 / < 0 — W_Q and W_K read the same residual
-  directions with the same / opposite signs;
-- ``symmetric``: symmetry > 0, and either alignment not flagged or ``symmetry_unaligned``
-  (W_K's part along W_Q removed, :mod:`rmtbase.stats.unaligned`) flagged above the null: an
-  alignment alone raises symmetry (W_QK's symmetric part ±W_QᵀW_Q); a score without
-  ``symmetry_unaligned`` never calls an aligned head symmetric;
-- ``directional``: symmetry < 0 — W_QK close to antisymmetric (i → j where not j → i);
-- ``input-focused``: q or k input focus > 0 — the factor reads a few residual dimensions;
-- ``heavy-tailed``: entry tails, β₂ ratio > 1 — W_K's entries heavier-tailed than Gaussian;
-- ``near-null``: no tested axis flagged;
-- ``other``: flagged only in directions none of the above names.
-
-A head has every kind whose condition holds (``head_kinds``, "+"-joined in order of departure)
-and one **primary kind** (``head_kind``): the kind whose axis it departs on most, in units of
-that axis's null band (:func:`rmtbase.decision.order.departures`; input-focused takes the larger
-of its two axes; an aligned head's symmetric kind is sized by ``symmetry_unaligned``).
-``head_kind_axes`` names each kind's axis and signed departure (``symmetry -18.3``).
-:func:`kind_counts` counts primary kinds, so they add up to the number of heads.
+``head_kinds``: every kind that holds, "+"-joined by departure; ``head_kind``: the one whose
+axis departs most in band units (:func:`rmtbase.decision.order.departures`);
+``head_kind_axes``: each kind's axis and signed departure. :func:`kind_counts` counts primary
+kinds, which add up to the number of heads.
 """
 
 from __future__ import annotations

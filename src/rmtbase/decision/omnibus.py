@@ -1,29 +1,22 @@
 """One decision per head: a Cauchy combination of its statistics' evidence, calibrated on joint draws.
 
-For a head and its family F of statistics (:mod:`rmtbase.decision.family`), each statistic has a
-tail-resolving two-sided p_s (:class:`rmtbase.decision.tails.TailModel`), combined by the Cauchy
-combination (Liu & Xie 2020, JASA 115:393) of the p-values *capped at ½*:
+For a head's family F (:mod:`rmtbase.decision.family`) with two-sided tail-resolving p_s
+(:class:`rmtbase.decision.tails.TailModel`), the Cauchy combination (Liu & Xie 2020, JASA
+115:393) of p-values capped at ½:
 
     T = (1/|F|) Σ_{s ∈ F} tan((½ − min(p_s, ½)) π)  ≥ 0.
 
-The cap: uncapped, one statistic at p → 1 adds −∞ and vetoes any evidence elsewhere (a bf16 grid
-puts ``k.mean`` at p = 1 exactly; ``tests/test_omnibus.py``). With it T is non-increasing in every
-p_s and evidence can only add; the cap changes T's null law, so T is calibrated, not read off the
-Cauchy formula.
-
-Calibration: the statistics of one head are strongly dependent, so every joint null draw j gets
-its own T_j (its p_s against the null with draw j left out), and
+The cap keeps one p_s → 1 from vetoing evidence elsewhere (T is non-increasing in every p_s);
+it changes T's null law, so T is calibrated: every joint null draw j gets its own T_j (p_s
+against the null with draw j left out), and
 
     p = (1 + #{j : T_j ≥ T}) / (1 + N)
 
-while at least :data:`MIN_EXCEEDANCES` draws lie beyond T; further out the Cauchy tail index 1
-anchored at the m-th largest T_(m): p = (m / N) · T_(m) / T (``"extrapolated"``), or the add-one
-floor where the anchor is not positive (``"floor"``).
-
-Resolution: p is never below the head's smallest family p (:func:`resolution_floor`), the
-combination's own bound for small p-values (T ≈ (1/|F|) Σ 1/(π p_s)). Benjamini–Hochberg (1995)
-over all heads then gives ``head_flag``; GQA heads sharing a key head share their ``k.*``
-statistics, a positive dependence under which BH keeps its level (Benjamini & Yekutieli 2001).
+while at least :data:`MIN_EXCEEDANCES` draws lie beyond T; further out p = (m / N) · T_(m) / T
+(Cauchy tail index 1 at the m-th largest, ``"extrapolated"``), or the add-one floor where
+T_(m) ≤ 0 (``"floor"``). p is never below the head's smallest family p
+(:func:`resolution_floor`). BH (1995) over heads gives ``head_flag``; GQA heads sharing ``k.*``
+statistics are positively dependent, under which BH keeps its level (Benjamini & Yekutieli 2001).
 """
 
 from __future__ import annotations
@@ -60,11 +53,10 @@ def calibrated_p(t_heads, t_null) -> tuple[np.ndarray, np.ndarray]:
 
 
 def calibrated(t_heads, t_null) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`calibrated_p`'s ``(p, method)`` and the count it reads: per head the finite null
-    statistics at or beyond its own (``k`` ≥ :data:`MIN_EXCEEDANCES`: the empirical p; fewer:
-    the Cauchy tail; the joint stopping rule brackets p through it,
-    :func:`rmtbase.scoring.joint_stopping.p_bounds`), −1 where the head's statistic is not
-    finite."""
+    """:func:`calibrated_p`'s ``(p, method)`` and per head the count of finite null statistics at or
+    beyond its own (−1 where not finite), which :func:`rmtbase.scoring.joint_stopping.p_bounds`
+    reads.
+    """
     tn = np.sort(np.asarray(t_null, dtype=np.float64).ravel())
     tn = tn[np.isfinite(tn)]
     n = tn.size

@@ -1,24 +1,10 @@
 """The order of heads: by the size of their departure from the null, in units of the null's band.
 
-A head's **departure on an axis** is its effect against the null's 95 % band on the side it
-departs (:mod:`rmtbase.scoring.profile`: ``profile_effect``, ``profile_band_lo/hi``): for a shift
-axis (effect e, band [lo, hi] about 0) e / hi if e ≥ 0, else e / lo; for a ratio axis (effect r,
-band about 1) log r / log hi if r ≥ 1, else log r / log lo. So 0 is the null median and 1 the
-edge of the null's band on that side, on every axis and at every shape; the one-sided band keeps
-a skewed null from counting a departure on its long side as large as one on its short side.
-
-A head's **departure** (the default order) is D = sqrt(mean_a d_a²) over the axes the profile
-tests (those with a null band; scale and outliers are descriptive): the Euclidean distance from
-the null median in band units over √k. Unlike the maximum it grows with every axis that departs;
-a null head stays near 0.6 whatever k is. It depends only on the head's values and the null's
-median and band, not on the p-value floor, so a trained model's heads, which all share head p at
-its floor, get distinct departures.
-
-``--sort-by AXIS`` orders by one axis's departure (a descriptive axis by its value);
-``--sort-by p`` is the order of evidence (head p, smallest first).
-
-**Ranks** (:func:`ranks`) are the "min" ranks of the sort key, largest first: equal keys share
-the smallest rank of their run (1, 2, 2, 4); heads without a key (NaN) come last, tied.
+Departure on an axis, against the null's 95 % band on its side (:mod:`rmtbase.scoring.profile`):
+shift e, band [lo, hi]: e / hi if e ≥ 0 else e / lo; ratio r: log r / log hi if r ≥ 1 else
+log r / log lo (0 the null median, 1 the band's edge). The default order is
+D = sqrt(mean_a d_a²) over the tested axes (≈ 0.6 for a null head, free of the p floor).
+:func:`ranks`: "min" ranks, largest first (1, 2, 2, 4), NaN last.
 """
 
 from __future__ import annotations

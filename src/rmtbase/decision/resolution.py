@@ -1,10 +1,7 @@
-"""What the null draws can resolve: the smallest p-value the draws give against what one head
-needs to be flagged (used by :func:`rmtbase.decision.verdict.score_values_by_layer`).
+"""What the null draws can resolve against what one head needs to be flagged.
 
-Resolution. With N null draws and no GPD tail (N < 8 · MIN_TAIL = 400) no p-value goes below
-2/(N + 1). Where that floor exceeds alpha / (number of heads) — what one head needs to be flagged
-alone — attrs ``resolution_note`` says so (the decision is limited by the draws; rank by
-``head_effect``), and the CLI prints it.
+With N draws and no GPD tail (N < 8 · MIN_TAIL) no p goes below 2/(N + 1). Where that exceeds
+alpha / n_heads, attrs ``resolution_note`` says the decision is limited by the draws.
 """
 
 from __future__ import annotations
@@ -15,12 +12,11 @@ from .tails import MIN_TAIL
 
 
 def resolution_note(n_draws, n_heads: int, alpha: float, null=None) -> str:
-    """'' or one sentence: the smallest p the draws can give exceeds what one head needs
-    (alpha / n_heads) to be flagged (module docstring, "Resolution"). ``n_draws``: the draws
-    per statistic, a sequence or {statistic: draws}; given names, the option to raise is the
-    one that sets the limiting statistic's draws (``--element-draws`` for W_QK element
-    statistics under a ``null`` that draws them per head, such as the permutation null:
-    :meth:`~rmtbase.stats.null_kind.Null.needs_element_draws`; else ``--draws``)."""
+    """'' or one sentence: the smallest p the draws give exceeds alpha / n_heads. ``n_draws``: draws
+    per statistic, a sequence or {statistic: draws}; with names, the sentence names the option to
+    raise (``--element-draws`` where :meth:`~rmtbase.stats.null_kind.Null.needs_element_draws`,
+    else ``--draws``).
+    """
     if not n_draws:
         return ""
     named = dict(n_draws) if isinstance(n_draws, dict) else {}

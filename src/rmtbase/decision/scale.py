@@ -1,14 +1,7 @@
-"""A statistic's scale: heads' and null draws' statistics in self-normalised form.
-
-Null tables are at σ = 1. A statistic that carries scale (``STAT_INFO[stat]["sigma_power"]``
-p ≠ 0; σ is σ_Q σ_K for ``qk.*``, σ_Q for ``q.*``, σ_K for ``k.*``, and for ``w.*`` — a
-whole weight matrix, :mod:`rmtbase.scoring.components` — its own rms, passed as σ_Q) is compared in
-*self-normalised* form: the head's value and every null draw are divided by their own scale^p
-(rms_Q^p, rms_K^p or (rms_Q rms_K)^p), or shifted by −p ln(scale) for ``scaling="log"``
-statistics (differential entropies). Under the null W = σ G both value and scale scale
-exactly, so the self-normalised statistic has the same law for every σ and the σ = 1 draws
-(which store their own ``q.rms``, ``k.rms``) give that law exactly; nothing is estimated from
-the model. Null mean and std are reported back in the head's raw units; z is unchanged by this.
+"""Self-normalised statistics: a statistic with ``STAT_INFO[stat]["sigma_power"]`` p ≠ 0 is divided
+by scale^p (rms_Q^p, rms_K^p or (rms_Q rms_K)^p; ``w.*`` by its rms), or shifted by −p ln(scale)
+for ``scaling="log"``, for head and draw alike. Under W = σ G its law is then free of σ, so the
+σ = 1 null draws give it exactly. Null mean and std are reported in raw units.
 """
 
 from __future__ import annotations

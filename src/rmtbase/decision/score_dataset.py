@@ -1,8 +1,6 @@
-"""The Dataset that :func:`rmtbase.decision.verdict.score_values_by_layer` returns: the
-per-test variables (:data:`SCORE_VARS`, over layer × head × stat), the per-head ones
-(:data:`HEAD_VARS`), each group's effect, per-statistic coordinates (family, group, draws,
-σ power, effect kind) and the attrs (alpha, null, family, duplicates, tests that came out NaN
-and why). The meaning of every variable is in :mod:`rmtbase.decision.verdict`'s docstring.
+"""The Dataset of :func:`rmtbase.decision.verdict.score_values_by_layer`: per-test
+(:data:`SCORE_VARS`) and per-head (:data:`HEAD_VARS`) variables, coordinates and attrs; the
+variables' meaning is in :mod:`rmtbase.decision.verdict`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Significance of a value against Monte Carlo null draws: add-one p-values and BH flags.
-
-- :func:`empirical_p`: two-sided empirical p-value with the add-one rule (Davison & Hinkley
-  1997; Phipson & Smyth 2010), never below 2/(1 + N) for N finite draws, and the mid-rank
-  percentile.
-- :func:`benjamini_hochberg`: the Benjamini–Hochberg (1995) step-up over a family of p-values,
-  returning flags and adjusted q-values.
-
-Pure numpy; used by :mod:`rmtbase.scoring.score`.
+"""Significance against Monte Carlo null draws: add-one p-values (:func:`empirical_p`, Davison &
+Hinkley 1997; Phipson & Smyth 2010) and the Benjamini–Hochberg (1995) step-up
+(:func:`benjamini_hochberg`).
 """
 
 from __future__ import annotations
@@ -17,11 +11,10 @@ from ..errors import InputError, TableError
 
 
 def empirical_p(value, null) -> tuple[np.ndarray, np.ndarray]:
-    """Two-sided add-one empirical p-value and mid-rank percentile of ``value`` in ``null``.
+    """Two-sided add-one empirical p-value and mid-rank percentile of ``value`` in 1-d ``null``.
 
-    ``null`` is 1-d; its non-finite entries are dropped (N counts the finite ones).
-    p = min(1, 2 min((1 + #{null ≤ v}), (1 + #{null ≥ v})) / (1 + N)); percentile =
-    100 (#{null < v} + ½ #{null = v}) / N. Non-finite ``value`` gives NaN for both.
+    Non-finite draws are dropped (N finite). p = min(1, 2 min(1 + #{null ≤ v}, 1 + #{null ≥ v})
+    / (1 + N)); percentile = 100 (#{null < v} + ½ #{null = v}) / N; NaN for non-finite ``value``.
     """
     null = np.sort(np.asarray(null, dtype=np.float64).ravel())
     null = null[np.isfinite(null)]

@@ -1,26 +1,14 @@
 """Spectral outliers of a head: ``n_spikes``, the eigenvalues of W_QK above its null's largest.
 
-A head's normalised spectrum x_(1) ≥ … ≥ x_(d_h) (x = λ / (rms_Q² rms_K² d²)) is compared with one
-threshold t, the (1 − α) quantile of the *largest* eigenvalue x_max of the head's own null (the
-draws of its ``qk.lambda_max`` test). The step-down stops at the first x_(k) ≤ t:
+With x = λ / (rms_Q² rms_K² d²) and t the (1 − α) quantile of the head's null largest x (the
+⌈(1 − α)(N + 1)⌉-th smallest of its ``qk.lambda_max`` draws):
 
     n_spikes = #{k : x_(k) > t},        spike_x_k = x_(k) / x₊ for k ≤ n_spikes,
 
-with x₊ the upper edge of MP_c ⊠ MP_c (:func:`rmtbase.analytic.product.edges`).
-
-Guarantee: a rank-r change of W_Q or W_K changes W_QK by rank ≤ r, and Weyl's inequality gives
-s_(r+1)(perturbed) ≤ s_(1)(unperturbed), so P(n_spikes > r) ≤ P(x_max^null > t) = α for every r.
-Comparing x_(k) with the k-th eigenvalue's null law instead over-counts. This is Kritchman &
-Nadler's (2008) step-down with the largest-eigenvalue law at every step (their deflated null,
-and Onatski's 2009 variants, do not carry over exactly to the product W_Qᵀ W_K). t is the
-⌈(1 − α)(N + 1)⌉-th smallest of the N null draws, so P(x_(1) > t) ≤ α exactly by
-exchangeability (with N < 1/α − 1 no spike is counted).
-
-What the count is not: the bound concerns additive low-rank changes only. A full-rank alignment
-W_K = a·W_Q + √(1 − a²)·G also produces outliers (``tests/test_spikes.py``), so read n_spikes as
-spectral concentration — how many directions stand out of the null's bulk — not as how many
-directions training added. Detection needs a spike above the BBP-type threshold
-(Benaych-Georges & Nadakuditi 2011).
+x₊ the upper edge of MP_c ⊠ MP_c (:func:`rmtbase.analytic.product.edges`). A rank-r change of
+W_Q or W_K changes W_QK by rank ≤ r, so by Weyl P(n_spikes > r) ≤ α (Kritchman & Nadler 2008's
+step-down with the largest-eigenvalue law). Full-rank alignment also gives outliers: read
+n_spikes as spectral concentration, not as the rank training added.
 """
 
 from __future__ import annotations
@@ -83,11 +71,10 @@ def spikes_of(x, null_xmax, d: int, d_h: int, alpha: float = SPIKE_ALPHA):
 
 
 def add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> None:
-    """``n_spikes`` (layer, head) and ``spike_x`` (layer, head, spike) from the normalised
-    spectra ``x`` against the null draws of the normalised λ_max in ``ref``
-    (module docstring); the same draws as the head's ``qk.lambda_max`` test. ``ref`` may be a
-    list of ``(rows, ref)``: the layers at positions ``rows`` against their own null (layers
-    stored at different precisions)."""
+    """``n_spikes`` (layer, head) and ``spike_x`` (layer, head, spike) from normalised spectra ``x``
+    against the null draws of normalised λ_max in ``ref``, or a list of ``(rows, ref)`` for layers
+    with nulls of their own.
+    """
     from ..analytic.product import edges
     from .scale import normalise
 

@@ -1,26 +1,13 @@
 """Per-statistic Monte Carlo p-values that resolve the tails: empirical add-one, then a GPD tail.
 
-A :class:`TailModel` is built once from the N finite null draws of one statistic and answers,
-for any value v (the heads' values, or the null draws themselves for calibration):
-
-- one-sided tail probabilities. Where at least :data:`MIN_EXCEEDANCES` = 10 draws lie at or
-  beyond v, the add-one estimate p = (1 + #{x ≥ v})/(1 + N) (Davison & Hinkley 1997; Phipson &
-  Smyth 2010), exact in law for a value drawn from the null. Further out, a generalized Pareto
-  tail fitted by maximum likelihood to the excesses over a threshold t between the k-th and
-  (k+1)-th most extreme draws, k = min(250, ⌊N/8⌋) (Knijnenburg et al. 2009, Bioinformatics
-  25:i161): p = (k/N)·S_GPD(v − t), marked ``"gpd"``. The shape used is the upper one-sided 95 %
-  bound ξ̂ + 1.645 (1 + ξ̂)/√k (Smith 1987), at least :data:`XI_MIN` = 0.1, the scale refitted at
-  that shape: beyond the threshold the statistics' tails grow heavier than the excesses show
-  (penultimate approximation), and the plain ML fit underestimates far tails. With the bound the
-  extrapolated p is conservative (``tests/test_tails.py``, ``tests/test_pvalue_tails.py``).
-  Where no fit is possible (k < 50, or ξ̂ > 1) the add-one value is kept, marked ``"floor"``.
-  No p is reported below :data:`P_MIN` = 10⁻¹⁶ (an infinite value gets P_MIN).
-- the two-sided p = min(1, 2·min(p_lo, p_hi)), its method, and a signed *effect*: the normal
-  score Φ⁻¹((n_< + ½n_= + ½)/(N + 1)) in the bulk and ∓Φ⁻¹(p_side) in an extrapolated tail —
-  bounded (|effect| ≤ 8.2), monotone in v, on the z scale where the null is Gaussian.
-
-``loo=True`` evaluates the model at its own draws leaving each one out, so a null draw and a
-head pass through the same estimator; the GPD is fitted once on all N draws.
+:class:`TailModel`, from N finite null draws, gives one-sided p: with ≥ :data:`MIN_EXCEEDANCES`
+draws at or beyond v, p = (1 + #{x ≥ v})/(1 + N) (Phipson & Smyth 2010); further out
+p = (k/N)·S_GPD(v − t) (``"gpd"``; Knijnenburg et al. 2009), the GPD fitted to the excesses over
+the k-th most extreme draw, k = min(250, ⌊N/8⌋), with shape the upper 95 % bound
+ξ̂ + 1.645 (1 + ξ̂)/√k (Smith 1987; ≥ :data:`XI_MIN`), which is conservative. No fit (k < 50 or
+ξ̂ > 1): ``"floor"``. p ≥ :data:`P_MIN` = 10⁻¹⁶. Two-sided p = min(1, 2·min(p_lo, p_hi)); the
+bounded *effect* is Φ⁻¹((n_< + ½n_= + ½)/(N + 1)) in the bulk, ∓Φ⁻¹(p_side) beyond.
+``loo=True`` evaluates at the model's own draws, each left out (GPD fitted once).
 """
 
 from __future__ import annotations
@@ -78,12 +65,10 @@ _U_GRID = np.concatenate([-(1.0 - np.geomspace(1e-7, 1.0, 60, endpoint=False)),
 
 
 def gpd_fit(exc) -> tuple[float, float]:
-    """Maximum-likelihood GPD (ξ, β) of positive excesses (location 0), by the profile
-    likelihood in θ = ξ/β (Grimshaw 1993, *Technometrics* 35:185): a grid over θ·x_max, then
-    Brent's method between the grid neighbours of the best point. ML to 1e-10 in θ·x_max;
-    about 15× faster than scipy's ``genpareto.fit`` (Nelder–Mead in both parameters), whose
-    likelihood it matches or exceeds wherever ξ̂ > −1 (below −1 the likelihood is unbounded and
-    neither fit means anything; the tail then uses ξ = 0 anyway). ``tests/test_tails.py``."""
+    """Maximum-likelihood GPD (ξ, β) of positive excesses (location 0), by the profile likelihood in
+    θ = ξ/β (Grimshaw 1993, *Technometrics* 35:185): a grid over θ·x_max, then Brent's method
+    between the best point's neighbours (to 1e-10 in θ·x_max).
+    """
     from scipy.optimize import minimize_scalar
 
     exc = np.asarray(exc, dtype=np.float64)
@@ -169,10 +154,8 @@ class TailModel:
     def evaluate(self, values, *, loo: bool = False) -> dict[str, np.ndarray]:
         """p-values of ``values``: ``{"p", "p_lo", "p_hi", "method", "effect"}``.
 
-        ``method`` is an array of strings from :data:`METHODS` (for the reported side); NaN
-        values give NaN p and effect and method ``""``. ``loo``: ``values`` are this model's
-        own draws (same order as given to the constructor is not required: each value's own
-        occurrence is removed from the counts).
+        ``method``: strings from :data:`METHODS`; NaN values give NaN p and effect, method ``""``.
+        ``loo``: ``values`` are this model's own draws, each one's occurrence removed from the counts.
         """
         v = np.asarray(values, dtype=np.float64)
         shape = v.shape

@@ -1,26 +1,21 @@
 """Heads' statistics against null draws: per-statistic tests and one decision per head.
 
-:func:`score_values` is pure numpy (no model, no JAX). Inputs: each head's statistics
-``values[stat]`` of shape (layer, head), its measured entry rms (σ_Q, σ_K), and null draws:
-``null`` holds joint draws ``{stat: (N,)}`` (plus ``q.rms``, ``k.rms``; every statistic of a draw
-from the same W_Q, W_K), or per head ``(layer, head, N)`` for a per-head null; ``spectral_null``
-(optional) holds more draws of the spectral statistics and is then their reference, while the
-joint draws still calibrate the omnibus. Heads and draws are compared self-normalised
-(:mod:`rmtbase.decision.scale`); null mean and std are reported in raw units.
+:func:`score_values` is pure numpy. Inputs: ``values[stat]`` (layer, head), the heads' entry rms
+(σ_Q, σ_K), and ``null``: joint draws ``{stat: (N,)}`` (with ``q.rms``, ``k.rms``) or per head
+``(layer, head, N)``; ``spectral_null`` (optional) is then the spectral statistics' reference,
+the joint draws still calibrating the omnibus. Comparison is self-normalised
+(:mod:`rmtbase.decision.scale`).
 
-Per test (layer × head × stat): ``null_mean``, ``null_std`` (ddof 1), ``z``; ``p_value``
-(two-sided, tail-resolving, :class:`~rmtbase.decision.tails.TailModel`) and ``p_method``;
-``distance`` (null sd of a variance-stabilising transform, :mod:`rmtbase.decision.effect`);
-``effect`` (normal score of the value's place in the null, bounded) and ``percentile``;
-``effect_size`` with ``null_band_lo``/``null_band_hi`` (:func:`~rmtbase.decision.effect.natural_effect`);
-``q_value``/``flag``: Benjamini–Hochberg over the per-statistic family
-(:mod:`rmtbase.decision.family`; duplicates get no q-value).
+Per test (layer × head × stat): ``null_mean``, ``null_std`` (ddof 1), ``z``, ``p_value`` and
+``p_method`` (:class:`~rmtbase.decision.tails.TailModel`), ``distance``
+(:mod:`rmtbase.decision.effect`), ``effect`` and ``percentile``, ``effect_size`` with
+``null_band_lo``/``null_band_hi``, ``q_value``/``flag`` (BH over :mod:`rmtbase.decision.family`;
+duplicates get no q-value).
 
-Per head: ``head_p_value`` (calibrated Cauchy combination, :mod:`rmtbase.decision.omnibus`),
-``head_p_method``, ``head_q_value``/``head_flag`` (BH over all heads at ``alpha``: the
-decision), ``head_effect``/``head_top_stat`` and ``group_effect`` (descriptive). The attribute
-``resolution_note`` (:mod:`rmtbase.decision.resolution`) says where the draws, not the heads,
-limit the decision.
+Per head: ``head_p_value``/``head_p_method`` (:mod:`rmtbase.decision.omnibus`),
+``head_q_value``/``head_flag`` (BH over all heads at ``alpha``: the decision),
+``head_effect``/``head_top_stat``, ``group_effect``; attrs ``resolution_note``
+(:mod:`rmtbase.decision.resolution`).
 """
 
 from __future__ import annotations
@@ -52,16 +47,11 @@ def _models(ref: np.ndarray, shape) -> tuple[np.ndarray, list]:
 def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
                  spectral_null: dict | None = None, null_kind: Null | str = "gaussian",
                  group_size: int = 1, unreliable=()) -> xr.Dataset:
-    """Test every head's statistics against the null and decide per head (module docstring).
+    """Test every head's statistics against the null and decide per head.
 
-    values: {"<matrix>.<stat>": (layer, head)}; rms_q, rms_k: (layer, head); null: joint
-    draws {stat: (N,) or (layer, head, N)} at σ = 1 with "q.rms", "k.rms"; spectral_null:
-    optional larger reference for the spectral statistics (same layout); null_kind: the
-    :class:`~rmtbase.stats.null_kind.Null` or its name, "gaussian" or "permutation" (which
-    statistics enter the decision; its name is the ``null_kind`` attr); group_size: query heads
-    per key head (GQA); unreliable: statistics kept out of the decision (e.g. histogram
-    statistics of a quantised checkpoint without a matched null).
-    """
+    values: {"<matrix>.<stat>": (layer, head)}; rms_q, rms_k: (layer, head); null: {stat: (N,) or
+    (layer, head, N)} at σ = 1 with "q.rms", "k.rms"; null_kind: a Null or its name; group_size:
+    query heads per key head; unreliable: statistics kept out of the decision."""
     return score_values_by_layer(values, rms_q, rms_k, [(None, null, spectral_null)],
                                  alpha=alpha, null_kind=null_kind, group_size=group_size,
                                  unreliable=unreliable).drop_vars("head_p_exceedances")
@@ -70,19 +60,9 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
 def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 0.05,
                           null_kind: Null | str = "gaussian", group_size: int = 1,
                           unreliable=()) -> xr.Dataset:
-    """:func:`score_values` where groups of layers have nulls of their own (a checkpoint whose
-    layers are stored at different precisions, each layer against the null of its storage).
-
-    groups: ``[(rows, null, spectral_null), ...]``: ``rows`` the layer positions (indices into
-    the first axis of ``values``; None = every layer) tested against ``null`` (and
-    ``spectral_null``, as in :func:`score_values`); every layer in exactly one group. Each
-    head's per-statistic tests and its calibrated combination use its own group's draws only;
-    the Benjamini–Hochberg steps (per statistic and over heads) run over all heads at once.
-    ``null_draws`` per statistic is the smallest over the groups. One group is
-    :func:`score_values`, bit for bit, with ``head_p_exceedances`` (per head the calibration
-    draws at or beyond its Cauchy statistic, −1 where none: for joint_stopping.p_bounds, which
-    rmtbase.scoring.sequential drops after use).
-    """
+    """:func:`score_values` with groups ``[(rows, null, spectral_null), ...]`` of layers (None = all),
+    each against its own null; BH runs over all heads at once; one group is :func:`score_values`
+    bit for bit, plus ``head_p_exceedances`` (for joint_stopping.p_bounds)."""
     alpha = _check_alpha(alpha)
     null_kind = Null.parse(null_kind)
     names = [n for n in values if n not in NOT_TESTED]
