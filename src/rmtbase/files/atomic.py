@@ -1,19 +1,11 @@
 """One file written all or nothing: the one implementation every writer of a single file uses.
 
 :func:`write_atomic` has a callback fill a temporary file ``.<name>.<pid>-<hex>.tmp`` beside
-the target (the name shortened so that it fits the file-system limit whenever the target's
-name does), fsyncs it and renames it over the target. The callback runs under
-:func:`rmtbase.files.interrupts.deferred`: a Ctrl-C that arrives while it writes is held until
-it returns (an interrupt inside HDF5 would leave xarray's lock taken, a hang) and then raised,
-so an error, an interrupt or a kill never leaves a half-written file under the target's name;
-the temporary file is removed on the way out, and those of killed runs (whose process no
-longer exists) are removed by the next write to the same target (:func:`clean_stale`).
-
-Used by the studies' figures, CSV, text and netCDF (:mod:`rmtbase.studies._output`), every
-file of an output folder (:class:`rmtbase.files.output.OutputFolder`), the stored blocks of a
-resumable table (:mod:`rmtbase.baseline.partial`) and the constants cache
-(:mod:`rmtbase.analytic._constants_cache`); :func:`rmtbase.baseline.table_file.write_table`
-adds its checks and read-back around the same steps.
+the target (shortened to fit the file-system limit), fsyncs it and renames it over the target.
+The callback runs under :func:`rmtbase.files.interrupts.deferred`, so an error, an interrupt or
+a kill never leaves a half-written file under the target's name; the temporary file is removed
+on the way out, and those of killed runs by the next write to the same target
+(:func:`clean_stale`).
 """
 
 from __future__ import annotations
@@ -107,10 +99,9 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_atomic(path, write: Callable[[Path], object]) -> Path:
-    """Write ``path`` all or nothing (module docstring): ``write(tmp)`` fills the temporary
-    file ``tmp`` (a path that does not exist yet; give a format explicitly where the writer
-    guesses one from the name: it ends in ``.tmp``). Creates the parent folder. An error or
-    interrupt removes the temporary file and leaves ``path`` as it was. Returns ``path``."""
+    """Write ``path`` all or nothing: ``write(tmp)`` fills ``tmp``, a path that does not exist yet
+    and ends in ``.tmp`` (give a writer that guesses from the name a format). Creates the parent
+    folder; an error or interrupt leaves ``path`` as it was. Returns ``path``."""
     path = Path(path)
     parent = path.parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -144,10 +135,9 @@ def free_bytes(folder: Path) -> int | None:
 
 
 def _naming(exc: BaseException, path: Path, tmp: Path) -> OSError | None:
-    """The error of a failed write of ``path`` as an OSError naming ``path`` (a full disk said
-    "No space left on device" and no file), or None to raise ``exc`` as it is: an OSError that
-    names no file or only the temporary one, and a writer's own error (netCDF/HDF5 raise
-    RuntimeError on a full disk) while the file system has under 1 MiB free."""
+    """The error of a failed write of ``path`` as an OSError naming ``path``, or None to raise
+    ``exc`` as it is (an OSError naming no file or only the temporary one; a writer's own error
+    while the file system has under 1 MiB free)."""
     if isinstance(exc, OSError) and exc.filename in (None, str(tmp), tmp):
         return OSError(exc.errno, exc.strerror or str(exc), str(path))
     free = free_bytes(path.parent) if isinstance(exc, Exception) else None
@@ -170,9 +160,8 @@ def write_text(path, text: str) -> Path:
 
 
 def write_netcdf(ds, path) -> Path:
-    """Write the xarray Dataset ``ds`` to netCDF at ``path`` all or nothing. Coordinate
-    variables are written without ``_FillValue`` (CF-1.10 §2.5.1 forbids it on them; xarray
-    adds one to every float variable): :func:`rmtbase.files.cf.without_coordinate_fill`."""
+    """Write Dataset ``ds`` to netCDF at ``path`` all or nothing, coordinate variables without
+    ``_FillValue`` (CF-1.10 §2.5.1; :func:`rmtbase.files.cf.without_coordinate_fill`)."""
     from .cf import without_coordinate_fill
 
     ds = without_coordinate_fill(ds)

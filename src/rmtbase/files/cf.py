@@ -1,27 +1,17 @@
 """CF-convention attributes on every netCDF file of an output folder.
 
-:func:`annotate` returns a shallow copy of a Dataset (the caller's is not changed) with
+:func:`annotate` returns a shallow copy of a Dataset with global ``Conventions = "CF-1.10"``,
+``title``, ``history``, ``source`` and ``references`` (existing ones kept), and on every
+variable and coordinate a ``long_name`` and UDUNITS ``units``. rmtbase's quantities are
+functions of dimensionless weights, so their unit is ``1``: a unit UDUNITS does not know
+(``sigma^2``, ``nat``) moves to ``comment``, as does how a ``sigma_power`` variable scales with
+σ. No absolute path is written; a fixed string width carried from a read file is dropped.
 
-- global ``Conventions = "CF-1.10"``, ``title``, ``history`` (creation time, rmtbase version,
-  the command), ``source`` and ``references`` (kept where the Dataset already has them);
-- on every data variable and coordinate a ``long_name`` (the variable's own ``long_name``, else
-  the first clause of its ``definition``, else its name in words) and UDUNITS ``units``.
-
-rmtbase's quantities are functions of dimensionless weights, so their UDUNITS unit is ``1``:
-where a variable carried a unit UDUNITS does not know (``sigma^2``, ``nat``, ``sigma_Q sigma_K``)
-that text moves to ``comment`` ("in units of ...") and ``units`` becomes ``1``; a variable with
-a ``sigma_power`` says how it scales with the entry standard deviation in ``comment``. No
-absolute path is written: a global attribute holding one is reduced to its last component.
-A fixed string width that a variable's encoding carries from a file it was read from is dropped,
-so that no string is cut to it.
-
-Every netCDF file rmtbase writes passes compliance-checker 6.1's ``cf:1.10`` test with no high
-or medium priority failure (``tests/test_cf_compliance.py``): coordinate variables carry no
-``_FillValue`` (:func:`without_coordinate_fill`, applied by
-:func:`rmtbase.files.atomic.write_netcdf`), a ``depth`` dimension is written as
-``network_depth`` (:func:`cf_dim_names`), and baseline tables, which are read back, go through
-the reversible :func:`encode_table` / :func:`decode_table`. The shipped tables in
-``rmtbase/data`` are data and stay as drawn: their ``units = "sigma"`` fail §3.1.
+Every netCDF file rmtbase writes passes compliance-checker's ``cf:1.10`` test with no high or
+medium failure (``tests/test_cf_compliance.py``): coordinates carry no ``_FillValue``
+(:func:`without_coordinate_fill`), ``depth`` is written ``network_depth``
+(:func:`cf_dim_names`), and baseline tables go through the reversible :func:`encode_table` /
+:func:`decode_table`. The shipped tables in ``rmtbase/data`` stay as drawn (``units = "sigma"``).
 """
 
 from __future__ import annotations
@@ -145,11 +135,9 @@ def cf_dim_names(ds: xr.Dataset) -> xr.Dataset:
 
 
 def without_coordinate_fill(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` (a shallow copy) whose coordinate variables (1-D, named as their dimension) are
-    encoded with ``_FillValue = None``: CF-1.10 §2.5.1 forbids ``_FillValue`` and
-    ``missing_value`` on a coordinate variable, and xarray writes a NaN ``_FillValue`` on every
-    float variable unless told not to (``quantile`` and ``qk_z`` of ``scores.nc`` had one).
-    A fill value the caller set in a coordinate's encoding is kept. Values are unchanged."""
+    """``ds`` (a shallow copy) whose coordinate variables are encoded with ``_FillValue = None``
+    (CF-1.10 §2.5.1; xarray writes a NaN fill on every float variable); a fill the caller set is
+    kept. Values are unchanged."""
     out = ds.copy(deep=False)
     for name in out.dims:
         if name in out.variables and out.variables[name].dims == (name,):
@@ -171,17 +159,12 @@ TABLE_NAMED = "rmtbase_cf_long_names"
 
 
 def encode_table(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` (a shallow copy) as a baseline table is written: every ``units`` UDUNITS does not
-    parse (``sigma``, ``sigma^2``: the table is drawn at sigma = 1 and ``sigma_power`` says how
-    a value scales) becomes ``"1"``, the text kept in ``rmtbase_units`` (CF-1.10 §3.1 needs
-    ``units`` to be a UDUNITS string); coordinate variables lose ``_FillValue``
-    (:func:`without_coordinate_fill`); a missing or empty ``Conventions``, ``title`` or
-    ``history`` (CF §2.6) is filled from the table's own attributes (no clock read: the same
-    table gives the same bytes) and named in ``rmtbase_cf_added``; a ``depth`` dimension is
-    written as ``network_depth`` (:data:`CF_DIM_NAMES`), named in ``rmtbase_cf_renamed``; a
-    variable with neither ``long_name`` nor ``standard_name`` (CF §3.3) gets a ``long_name``
-    (as :func:`annotate` makes it), named in ``rmtbase_cf_long_names``. :func:`decode_table`
-    undoes all four, so a table read back equals the one written."""
+    """``ds`` (a shallow copy) as a baseline table is written: ``units`` UDUNITS cannot parse
+    become ``"1"`` (the text in ``rmtbase_units``); coordinates lose ``_FillValue``; missing
+    ``Conventions``, ``title``, ``history`` are filled from the table's own attributes (no clock:
+    same table, same bytes; named in ``rmtbase_cf_added``); ``depth`` becomes ``network_depth``
+    (``rmtbase_cf_renamed``); a variable without ``long_name`` gets one
+    (``rmtbase_cf_long_names``). :func:`decode_table` undoes all four."""
     renamed = [k for k in CF_DIM_NAMES if k in ds.dims]
     out = without_coordinate_fill(cf_dim_names(ds))
     named = []
@@ -211,9 +194,8 @@ def encode_table(ds: xr.Dataset) -> xr.Dataset:
 
 
 def decode_table(ds: xr.Dataset) -> xr.Dataset:
-    """A table read from a file with what :func:`encode_table` changed put back (units and
-    global attributes in place; renamed dimensions in the Dataset returned); a table without
-    those marks (the shipped ones) is returned unchanged."""
+    """A table read from a file with what :func:`encode_table` changed put back; a table without its
+    marks (the shipped ones) is returned unchanged."""
     for name in ds.variables:
         attrs = ds.variables[name].attrs
         if TABLE_UNITS in attrs:

@@ -1,17 +1,12 @@
 """Checksums of cached nulls: what a file's values are and what they were drawn from.
 
-:func:`checksum` is ``sha256:<hex>`` of, in a fixed order, every array given (sorted by name:
-its name, dimensions, shape, the attributes named for it, then its values as canonical bytes:
-floating values as little-endian float64 with every NaN the same NaN, integers and booleans as
-little-endian int64, text as UTF-8 joined by NUL) and a canonical JSON (sorted keys, no
-spaces, numpy scalars as Python numbers) of the keys the draws were made from (cell, storage,
-seed, draws, format). The bytes depend on the values alone, not on how a file stores them
-(float32 read back as float64, compressed or not), so a file written by one writer and read
-by another verifies, and any change of a value, of a key or of which file holds them
-(another null's file copied over, one flipped bit, one NaN) does not.
-
-Writers put :func:`checksum` in the global attribute :data:`CHECKSUM_ATTR`; readers compare
-it with :func:`verify` and treat a file without it as unverified. SHA-256: FIPS 180-4.
+:func:`checksum` is ``sha256:<hex>`` (FIPS 180-4) of every array given, sorted by name (name,
+dimensions, shape, the named attributes, then canonical bytes: floats as little-endian float64
+with one NaN, integers and booleans as little-endian int64, text as UTF-8 joined by NUL), then
+a canonical JSON of the keys the draws were made from. The bytes depend on the values alone,
+not on how a file stores them, so any change of a value, a key or a file's identity is caught.
+Writers put it in the global attribute :data:`CHECKSUM_ATTR`; readers compare with
+:func:`verify` and treat a file without it as unverified.
 """
 
 from __future__ import annotations
@@ -78,9 +73,8 @@ def checksum(arrays: Mapping, keys: Mapping, var_attrs: Mapping | None = None) -
 
 
 def dataset_checksum(ds, keys: Iterable[str], var_keys: Iterable[str] = ()) -> str:
-    """:func:`checksum` of every variable of the xarray Dataset ``ds`` (data and coordinates),
-    the attributes ``var_keys`` of each where present, and its global attributes ``keys``
-    where present."""
+    """:func:`checksum` of every variable of ``ds`` with its attributes ``var_keys`` and the global
+    attributes ``keys``, where present."""
     var_keys = tuple(var_keys)
     arrays = {str(n): (v.dims, v.values) for n, v in ds.variables.items()}
     attrs = {str(n): {k: v.attrs[k] for k in var_keys if k in v.attrs}

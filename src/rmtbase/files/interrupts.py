@@ -1,39 +1,25 @@
 """Interrupts (Ctrl-C) that end the process promptly and leave every output whole.
 
-An interrupt must never land inside netCDF/HDF5 I/O: xarray holds its HDF5 lock there, and a
-``KeyboardInterrupt`` raised between taking and releasing it leaves the lock taken, so the
-cleanup that closes the file (at once, or at exit) waits on it forever. :func:`deferred`
-wraps such I/O (every file written by :func:`rmtbase.files.atomic.write_atomic`: table
-files, output folders, the studies; table and ``compare`` reads): a SIGINT that
-arrives inside is held and raised as ``KeyboardInterrupt`` when the block ends (a few
-milliseconds to seconds later), where the caller's cleanup removes the temporary output.
+An interrupt must never land inside netCDF/HDF5 I/O: a ``KeyboardInterrupt`` raised while
+xarray holds its HDF5 lock leaves it taken, and the cleanup that closes the file waits forever.
+:func:`deferred` wraps such I/O (every :func:`rmtbase.files.atomic.write_atomic`; table and
+``compare`` reads): a SIGINT inside is held and raised when the block ends, where the caller's
+cleanup removes the temporary output (main thread only; elsewhere it does nothing).
 
-The executable's interrupt policy covers the whole process life, in three phases:
+The executable's policy has three phases:
 
-- **start-up** (``rmtbase._entry`` from its first line, argument parsing, the loading of
-  numpy/JAX/xarray and JAX's backend, :func:`install_exit`): nothing has been written, so a
-  SIGINT writes ``rmtbase: interrupted`` and ends the process at once with status 130
-  (``os._exit``). A ``KeyboardInterrupt`` raised in the middle of a C extension's import or
-  initialisation leaves half-built modules behind (segfaults, ``nanobind``
-  aborts, ``ImportError: numpy._core.multiarray failed to import``).
-- **work** (:func:`install`, below): a ``KeyboardInterrupt``, so that outputs are cleaned up.
-- **after the output is complete** (:func:`install_exit` again, once stdout is flushed): an
-  immediate exit 130, never a traceback from an exit handler ("Exception ignored in atexit
-  callback").
+- **start-up** (``rmtbase._entry``, imports, :func:`install_exit`): nothing is written yet, so
+  a SIGINT prints ``rmtbase: interrupted`` and exits 130 at once (``os._exit``); an interrupt
+  inside a C extension's import leaves half-built modules behind.
+- **work** (:func:`install`): SIGINT raises ``KeyboardInterrupt`` once, later ones are ignored
+  so cleanup is not interrupted; :func:`check` at the points where output becomes final ends a
+  run whose interrupt a library swallowed.
+- **after the output is complete** (:func:`install_exit` again): an immediate exit 130, never a
+  traceback from an exit handler.
 
-SIGTERM (a service manager's or ``kill``'s stop) is handled as SIGINT in every phase, with
-its own line ``rmtbase: terminated`` and exit 143 (128 + SIGTERM): :func:`exit_status`.
-
-In the work phase, the ``rmtbase`` executable installs :func:`install` (SIGINT raises ``KeyboardInterrupt`` once;
-further SIGINTs while the process is already ending are ignored, so that its cleanup is not
-interrupted in turn) and :func:`check` is called at the points where a run would make its
-output final: an interrupt that a library swallowed (JAX's garbage-collection callback
-prints "Exception ignored … KeyboardInterrupt" and goes on) still ends the run there, before
-anything is replaced. :func:`main`-level library use without :func:`install` keeps Python's
-own handler; :func:`deferred` then installs its holding handler for the block only (main
-thread only; elsewhere it does nothing).
-
-:func:`fault_point` is the fault-injection hook of the test suite (``RMTBASE_FAULT``).
+SIGTERM is handled as SIGINT in every phase, with ``rmtbase: terminated`` and exit 143
+(:func:`exit_status`). Library use without :func:`install` keeps Python's own handler.
+:func:`fault_point` is the test suite's fault-injection hook (``RMTBASE_FAULT``).
 """
 
 from __future__ import annotations
@@ -79,9 +65,8 @@ def _exit_now(signum, frame):  # noqa: ARG001 - signal API
 
 
 def install_exit() -> None:
-    """SIGINT (SIGTERM) ends the process at once: one line and exit 130 (143), no cleanup, no
-    exit handlers (the start-up and after-output phases of the module docstring). Main thread
-    only."""
+    """SIGINT (SIGTERM) ends the process at once: one line and exit 130 (143), no cleanup, no exit
+    handlers. Main thread only."""
     for signum in SIGNALS:
         signal.signal(signum, _exit_now)
 
@@ -101,10 +86,9 @@ def _handler(signum, frame):  # noqa: ARG001 - signal API
 
 
 def _unraisable(args) -> None:
-    """sys.unraisablehook under :func:`install`: a ``KeyboardInterrupt`` that would be printed
-    and dropped ("Exception ignored in: <function _xla_gc_callback …>", raised in a garbage-
-    collection callback during JAX's first compile) is delivered again to the main thread
-    instead, where it ends the run; anything else goes to the previous hook."""
+    """sys.unraisablehook under :func:`install`: a ``KeyboardInterrupt`` that would be printed and
+    dropped (e.g. in JAX's garbage-collection callback) is delivered again to the main thread;
+    anything else goes to the previous hook."""
     if isinstance(args.exc_value, KeyboardInterrupt) and _state["installed"]:
         _state["redeliver"] = True
         # from a helper thread a moment later: tripped here, it would fire inside this hook
@@ -124,9 +108,8 @@ _previous_hook = sys.unraisablehook
 
 
 def install() -> None:
-    """Make SIGINT and SIGTERM raise ``KeyboardInterrupt`` once per process, and a swallowed
-    one raised again (the executable calls this; see the module docstring). Main thread
-    only."""
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` once per process, a swallowed one again. Main
+    thread only."""
     global _previous_hook
     for signum in SIGNALS:
         signal.signal(signum, _handler)
@@ -180,15 +163,10 @@ def _holding(signum, frame):  # noqa: ARG001 - signal API
 
 
 def fault_point(stage: str) -> None:
-    """Test hook of the fault-injection suite: with ``RMTBASE_FAULT=<stage>[:<SIGNAL>]`` in
-    the environment this process sends itself SIGNAL (default KILL) on reaching ``stage``.
-    ``<SIGNAL>*`` (e.g. ``INT*``) sends it to the whole process group, as a terminal's Ctrl-C
-    does, and again every 5 ms for 3 s from a helper thread: interrupts landing anywhere in the
-    code that follows, cleanup included. Stages: ``write:created``, ``write:data``,
-    ``write:verified``, ``write:replaced`` (table files), ``block:<k>`` (after k stored
-    blocks), ``output:created``, ``output:netcdf``, ``output:written``, ``output:swap``
-    (output folders), ``file:written`` (any one file, before its rename: :mod:`.atomic`),
-    ``tasks:submitted`` (Dask). Does nothing otherwise."""
+    """Test hook: with ``RMTBASE_FAULT=<stage>[:<SIGNAL>]`` this process sends itself SIGNAL
+    (default KILL) on reaching ``stage``; ``<SIGNAL>*`` sends it to the process group every 5 ms
+    for 3 s. Stages: ``write:created|data|verified|replaced``, ``block:<k>``,
+    ``output:created|netcdf|written|swap``, ``file:written``, ``tasks:submitted``."""
     want = os.environ.get("RMTBASE_FAULT")
     if not want:
         return

@@ -1,10 +1,7 @@
-"""Memory available to one computation, for the checks made before expensive work
-(:mod:`rmtbase.baseline.limits`: null draws; :mod:`rmtbase.probe.run`: attention windows;
-:mod:`rmtbase.scoring.composition`: a composition run, through :func:`check_memory`):
+"""Memory available to one computation, for the checks made before expensive work:
 ``$RMTBASE_MEMORY_LIMIT`` if set (e.g. ``8G``), else an accelerator's memory limit, else
-``MemAvailable`` of ``/proc/meminfo`` (free memory plus what the kernel can reclaim, the page
-cache included; not ``MemFree``, which a busy page cache makes small on a healthy machine),
-else ``os.sysconf``."""
+``MemAvailable`` of ``/proc/meminfo`` (reclaimable page cache included), else ``os.sysconf``.
+"""
 
 from __future__ import annotations
 
@@ -81,14 +78,11 @@ def resident_bytes() -> int:
 
 
 def check_memory(need: int, what: str, *, running: int = 0, backend: str | None = None) -> int:
-    """One-line :class:`InputError` if ``need`` bytes (``what`` needs them, e.g. "composition
-    of gpt2") do not fit in :func:`available_memory`; returns the bytes compared. ``running``:
-    the part of ``need`` that is this process itself (its runtime, already resident when the
-    check runs). MemAvailable does not count what the process already holds, so that part is
-    counted once: the bytes compared are ``need - min(running, resident)``.
-    ``$RMTBASE_MEMORY_LIMIT`` is the budget of the whole computation, the process included:
-    ``need`` is compared with it whole, both ways (a larger limit lets a run go ahead that
-    the machine's number would refuse)."""
+    """One-line :class:`InputError` if ``need`` bytes (for ``what``) do not fit in
+    :func:`available_memory`; returns the bytes compared, ``need - min(running, resident)``,
+    where ``running`` is the part of ``need`` already resident in this process.
+    ``$RMTBASE_MEMORY_LIMIT`` budgets the whole computation, so ``need`` is compared with it
+    whole."""
     avail, source = available_memory(backend)
     env = source == "RMTBASE_MEMORY_LIMIT"
     counted = int(need) if env else int(need) - min(int(running), resident_bytes())

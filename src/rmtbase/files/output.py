@@ -1,27 +1,18 @@
 """All-or-nothing output folders: build in a temporary sibling, swap in at the end.
 
-:class:`OutputFolder` is a context manager. Files are written into
-``<parent>/.<name>.tmp-<pid>-<hex>``, each all or nothing (:mod:`.atomic`, under
-:func:`~.interrupts.deferred`: a Ctrl-C waits for the file in hand); on success a
-``manifest.json`` listing every file (size, SHA-256), the producing command and rmtbase's
-version is written last, and the folder replaces
-``<name>`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``, else two renames a few
-microseconds apart). On any error or interrupt the temporary folder is removed and ``<name>``
-is left as it was. Temporary folders of killed runs (whose process no longer exists) are
-removed by the next run into the same place.
+:class:`OutputFolder` (a context manager) writes into ``<parent>/.<name>.tmp-<pid>-<hex>``,
+each file all or nothing (:mod:`.atomic`); on success a ``manifest.json`` (every file's size
+and SHA-256, the command, rmtbase's version) is written last and the folder replaces ``<name>``
+in one step (``renameat2(RENAME_EXCHANGE)``, else two renames). On error or interrupt the
+temporary folder is removed and ``<name>`` left as it was; those of killed runs are removed by
+the next run into the same place.
 
-:func:`check_output_dir` validates the target before any expensive work: it may be absent,
-empty, or an earlier output of the same kind (recognised by its manifest) holding only the
-files its manifest lists; anything else — a file, a special file, a folder with other
-contents, an earlier output to which something else has added files, a folder inside another
-rmtbase output (which that output's next run would replace whole), an unwritable parent, a
-name too long for the temporary sibling — is refused with one line, and so is a folder that
-another process is writing (:mod:`.output_lock`: the check takes a lock on the folder, held
-until its :class:`OutputFolder` ends). Every output folder is
-one command's: a run never deletes a file it (or an earlier run of its kind) did not write.
-The command line passes ``overwrite=False`` unless the user gives ``--overwrite``: an earlier
-output of the same kind is then refused too, so results are never replaced silently (library
-calls keep replacing their own earlier output).
+:func:`check_output_dir` validates the target before any work: absent, empty, or an earlier
+output of the same kind holding only its manifest's files; anything else (a file, other
+contents, a folder inside another output, an unwritable parent, a name too long) is refused with
+one line, as is a folder another process is writing (:mod:`.output_lock`). A run never deletes
+a file it did not write. ``overwrite=False`` (the command line without ``--overwrite``) refuses
+an earlier output too.
 """
 
 from __future__ import annotations
@@ -105,10 +96,8 @@ def check_output_path(path) -> Path:
 
 
 def check_output_dir(path, kind: str, *, overwrite: bool = True) -> Path:
-    """The output folder ``path`` resolved, or :class:`InputError` saying why it cannot be.
-
-    ``overwrite=False`` (the command line without ``--overwrite``) refuses an earlier output of
-    the same kind as well; a folder not written by ``kind`` is refused either way."""
+    """The output folder ``path`` resolved, or :class:`InputError` saying why it cannot be;
+    ``overwrite=False`` also refuses an earlier output of the same ``kind``."""
     p = check_output_path(path)
     inside = _enclosing_output(p)
     if inside is not None:

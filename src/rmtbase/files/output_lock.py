@@ -1,20 +1,11 @@
 """One writer per output folder: a lock taken when the target is checked, before any work.
 
-Two runs started seconds apart into the same new ``--out`` would both find it empty, both
-work, and the second would replace the first's finished output. The check of an output folder (:func:`rmtbase.files.output.check_output_dir`) therefore takes an
-advisory lock (``flock``) on a lock file beside it, ``<ancestor>/.<relative path>.lock`` in
-the nearest folder that exists (the path percent-encoded, so that two targets never share a
-lock), and a second process that asks for the same folder is refused at once with one line
-naming the process that holds it. The lock is this process's until :func:`release` (the end
-of the folder's :class:`~rmtbase.files.output.OutputFolder`) or its exit (an ``atexit``
-handler gives back what a failed command still holds, its file removed); the kernel drops a
-``flock`` when its holder dies, so even a killed run leaves no lock behind (only the small
-lock file, removed by the next run that takes it). A process asking again for a folder it holds
-gets it (a command checks its ``--out`` before the work, then writes it).
-
-Where ``fcntl`` does not exist (Windows) or the lock file cannot be made (a read-only folder,
-which the check refuses anyway), no lock is taken. ``flock`` is not reliable over some network
-file systems (older NFS): there the check of the folder's contents is what remains.
+:func:`rmtbase.files.output.check_output_dir` takes an advisory ``flock`` on
+``<ancestor>/.<relative path>.lock`` in the nearest existing folder (the path
+percent-encoded); a second process asking for the same folder is refused with one line naming
+the holder. The lock is held until :func:`release` or exit (the kernel drops it when its holder
+dies); a process asking again for a folder it holds gets it. Without ``fcntl`` or where the lock
+file cannot be made, no lock is taken; ``flock`` is unreliable over some network file systems.
 """
 
 from __future__ import annotations

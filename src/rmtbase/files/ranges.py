@@ -1,32 +1,18 @@
 """A remote file read by byte ranges (HTTP ``Range`` / fsspec), cached in the user cache.
 
 :class:`RemoteFile` stands where a local path would for :mod:`rmtbase.models._safetensors`:
-``read_range(lo, hi)`` returns bytes ``[lo, hi)`` and ``size`` is the file's length, so a
-safetensors shard on a server is read as header length (8 bytes), JSON header, then only the
-byte ranges of the tensors that are scored; ``prefetch(ranges)`` fetches a layer's ranges in
-few requests (ranges that touch are merged into one, nothing between them is fetched).
+``read_range(lo, hi)`` returns bytes ``[lo, hi)``, ``size`` is the length, ``prefetch(ranges)``
+fetches ranges in few requests (touching ranges merged). Requests: :mod:`.transport` (RFC 9110
+§14 ``206`` answers checked).
 
-- **HTTP(S)** through :mod:`urllib` (no extra dependency): every request carries
-  ``Range: bytes=lo-(hi-1)`` and must come back ``206`` with the matching ``Content-Range``
-  (RFC 9110 §14) and exactly that many bytes; headers given (e.g. the Hugging Face token) are
-  dropped on a redirect to another host. **Other schemes** (``s3://``, ``gs://`` …) through
-  :mod:`fsspec`. The requests themselves: :mod:`rmtbase.files.transport`.
+**Fallback.** A server that ignores ``Range``, a malformed answer or an error switches the file
+to a whole download (one ``rmtbase: note:`` line): the ``whole`` callable given, else a streamed
+download into the user cache, renamed into place when whole. The bytes are the same either way.
 
-**Fallback.** A server that ignores ``Range`` (answers ``200``), a malformed answer, or any
-error during a range read switches the file to a whole download, announced by one line on
-stderr (``rmtbase: note: …``): the ``whole`` callable given (the hub's
-:func:`huggingface_hub.hf_hub_download`), else a streamed download into the user cache. The
-values read are the same either way: they are the file's bytes. The download streams into a
-temporary file outside :func:`rmtbase.files.interrupts.deferred`, renamed into place only when
-whole, so a Ctrl-C while the server stalls ends it at once (the temporary file is removed).
-
-**Cache.** Fetched ranges are stored under ``<user cache>/remote/<key>/<lo>-<hi>`` (written
-atomically, :mod:`rmtbase.files.atomic`), ``key`` a hash of the URL and of the server's
-validator of the content (``ETag``, else a redirect's ``X-Linked-Etag`` / ``ETag`` — the hub
-names an LFS file by its sha256 there —, else ``Last-Modified``): a second read of the
-same file asks the server only for the first 8 bytes (which return the validator) and reads
-the rest from disk; a changed file has another validator and so another folder. A server that
-sends no validator is not cached; a signed URL's query string never reaches the disk.
+**Cache.** Fetched ranges go to ``<user cache>/remote/<key>/<lo>-<hi>`` (atomically), ``key`` a
+hash of the URL and the server's content validator (:func:`.transport.content_validator`), so a
+second read asks the server only for the first 8 bytes and a changed file gets another folder.
+A server with no validator is not cached; a signed URL's query string never reaches the disk.
 """
 
 from __future__ import annotations
@@ -58,10 +44,9 @@ MAX_REQUEST = 256 * 2**20
 class RemoteFile:
     """The file at ``url`` (http, https or an fsspec URL), read by byte ranges.
 
-    ``headers``: sent with every HTTP request. ``whole``: a callable returning a local path of
-    the whole file, used if ranges fail (default: a download into the user cache). ``label``:
-    how notes name the file. ``bytes_fetched`` / ``requests`` count what came over the wire.
-    """
+    ``headers``: sent with every HTTP request. ``whole``: returns a local path of the whole file
+    if ranges fail. ``label``: the file's name in notes. ``bytes_fetched`` / ``requests`` count
+    what came over the wire."""
 
     def __init__(self, url: str, *, headers: dict | None = None, whole=None,
                  label: str | None = None):
@@ -100,9 +85,8 @@ class RemoteFile:
         return data
 
     def prefetch(self, ranges) -> None:
-        """Fetch the byte ranges ``[(lo, hi), …]`` that are not cached yet, ranges that touch
-        or overlap merged into one request (up to :data:`MAX_REQUEST` bytes); they are then
-        read by :meth:`read_range`."""
+        """Fetch the uncached byte ranges ``[(lo, hi), …]``, touching ranges merged into one request
+        (up to :data:`MAX_REQUEST` bytes)."""
         if self.local is None and self.size is None:
             self._start()
         if self.local is not None:
@@ -204,9 +188,8 @@ class RemoteFile:
         self.size = self.local.stat().st_size
 
     def _download(self, resp, note) -> Path:
-        """The whole file streamed into the user cache (atomically; ``note()`` first);
-        ``resp``: a response already carrying it (a server that answered the range request
-        with 200), reused from the cache when its validator was downloaded before."""
+        """The whole file streamed into the user cache atomically (``resp``: a response already
+        carrying it), reused when its validator was downloaded before."""
         validator = None if resp is None else content_validator(resp)
         target = cache_dir() / "remote" / _key(self.url, validator or "none") / "whole"
         if validator is not None and target.is_file():

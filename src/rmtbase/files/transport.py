@@ -1,16 +1,10 @@
-"""The requests of a remote file (:class:`rmtbase.files.ranges.RemoteFile`): HTTP(S) GETs
-with a ``Range`` header, or an fsspec filesystem for other schemes.
+"""The requests of a remote file (:class:`rmtbase.files.ranges.RemoteFile`).
 
-- **HTTP(S)** through :mod:`urllib` (no extra dependency): a range request carries
-  ``Range: bytes=lo-(hi-1)`` and its answer must be ``206`` with the matching
-  ``Content-Range`` (RFC 9110 §14; :func:`check_range`, else :class:`NoRanges`). Headers given
-  (e.g. the Hugging Face token) go with every request and are dropped on a redirect to another
-  host (as ``requests`` does), so a token never reaches a CDN; each redirect's headers are kept
-  (the hub's ``X-Linked-Etag``, :func:`content_validator`).
-- **Other schemes** (``s3://``, ``gs://`` …) through :mod:`fsspec` when its filesystem for the
-  scheme is installed (:func:`url_fs`).
-
-A request that fails raises one of :data:`FAILURES`; :mod:`.ranges` then reads the file whole.
+HTTP(S) through :mod:`urllib`: a range request's answer must be ``206`` with the matching
+``Content-Range`` (RFC 9110 §14; :func:`check_range`, else :class:`NoRanges`); headers given
+(e.g. the Hugging Face token) are dropped on a redirect to another host. Other schemes
+(``s3://``, ``gs://``) through :mod:`fsspec` (:func:`url_fs`). A failed request raises one of
+:data:`FAILURES`; :mod:`.ranges` then reads the file whole.
 """
 
 from __future__ import annotations
@@ -77,9 +71,8 @@ def is_http(url: str) -> bool:
 
 
 def content_validator(resp) -> str | None:
-    """What identifies the content of a response: its ``ETag``, else a redirect's
-    ``X-Linked-Etag`` / ``ETag`` (the hub names an LFS file by its sha256 there), else its
-    ``Last-Modified``; None if there is none."""
+    """What identifies a response's content: ``ETag``, else a redirect's ``X-Linked-Etag`` /
+    ``ETag``, else ``Last-Modified``; None if none."""
     if resp.headers.get("ETag"):
         return f"etag:{resp.headers['ETag']}"
     for hop in getattr(resp, "hops", ()):

@@ -1,16 +1,11 @@
-"""The user cache directory: null tables, whole-matrix nulls, constants and JAX's compiled
-programs live below it.
+"""The user cache directory, where null tables, whole-matrix nulls, constants and JAX's compiled
+programs live: ``$RMTBASE_CACHE`` if set, else the platform cache directory
+(``$XDG_CACHE_HOME/rmtbase`` or ``~/.cache/rmtbase``, ``~/Library/Caches/rmtbase``,
+``%LOCALAPPDATA%\\rmtbase\\Cache``).
 
-``$RMTBASE_CACHE`` if set, else the platform cache directory (``$XDG_CACHE_HOME/rmtbase`` or
-``~/.cache/rmtbase`` on Linux, ``~/Library/Caches/rmtbase`` on macOS,
-``%LOCALAPPDATA%\\rmtbase\\Cache`` on Windows).
-
-The cached nulls' shared rules: a file that fails its check (:mod:`rmtbase.files.checksum`)
-is reported once, by a warning naming it (:func:`damaged`), removed where the folder can be
-written, and never used; a cache that cannot be written is said once a process
-(:func:`unwritable`), and what would have been written is kept in memory for the rest of the
-process (:func:`remember`, :func:`recall`), so a null grown step by step continues from its
-last step instead of being drawn again from its first draw.
+A cached file that fails its check is reported once (:func:`damaged`), removed where possible,
+and never used; an unwritable cache is said once a process (:func:`unwritable`) and what would
+have been written is kept in memory (:func:`remember`, :func:`recall`).
 """
 
 from __future__ import annotations
@@ -41,10 +36,8 @@ MEMORY_ITEMS = 16
 
 
 def damaged(path, why: str, what: str = "null") -> None:
-    """Report the cached file ``path`` (a ``what``) as failing its check (``why``: a few
-    words) by one RuntimeWarning naming it (once a process), and remove it where it is a file
-    or a link and its folder can be written (it is then drawn again, and replaced, by
-    whoever needs it)."""
+    """Report the cached file ``path`` (a ``what``) as failing its check (``why``) by one
+    RuntimeWarning, once a process, and remove it where its folder can be written."""
     import stat
     import warnings
 
@@ -61,9 +54,8 @@ def damaged(path, why: str, what: str = "null") -> None:
 
 
 def unwritable(directory, exc: BaseException) -> None:
-    """Say once a process, by one RuntimeWarning, that a null could not be written into the
-    cache folder ``directory`` (``exc``: why), and that nulls are kept in memory until the
-    process ends."""
+    """Say once a process, by one RuntimeWarning, that the cache folder ``directory`` could not be
+    written (``exc``) and nulls are kept in memory."""
     import warnings
 
     key = ("unwritable", str(directory))
@@ -81,9 +73,8 @@ def said_unwritable() -> bool:
 
 
 def writable(folder) -> bool:
-    """Whether files could be made in ``folder``, or in it once made: its nearest existing
-    folder is one this process may write (``access(2)``, which a read-only mount refuses also
-    for root). Creates nothing."""
+    """Whether files could be made in ``folder`` (its nearest existing folder passes ``access(2)``).
+    Creates nothing."""
     p = Path(folder).expanduser().absolute()
     while not p.exists() and p != p.parent:
         p = p.parent

@@ -1,5 +1,4 @@
-"""A probe joined to a score: each behaviour becomes a (layer, head) variable
-``behaviour_<name>``.
+"""A probe joined to a score: each behaviour becomes a (layer, head) variable ``behaviour_<name>``.
 
 One variable per name in :data:`.behaviour.BEHAVIOURS` (one ``heads.csv`` column each); the
 probe's provenance goes into the score's attrs as ``probe_<attr>``.

@@ -155,11 +155,10 @@ class _Lean:
 
 @contextlib.contextmanager
 def _read_once():
-    """Inside the block, transformers' GGUF reading parses each file's header once (one reader
-    and one
-    metadata-only checkpoint per path, deep-copied to each caller) and builds gguf's tensor-name
-    map
-    once per (architecture, layers); its de-quantising progress bar is off. Restored on exit."""
+    """Inside the block, transformers' GGUF reading parses each file's header once (one reader and
+    one metadata-only checkpoint per path, deep-copied to each caller) and builds gguf's
+    tensor-name map once per (architecture, layers); its de-quantising progress bar is off.
+    Restored on exit."""
     import gguf
     import numpy as np
     import transformers.modeling_gguf_pytorch_utils as tg
