@@ -1,32 +1,20 @@
 """Several scores in one Dataset: a leading ``checkpoint`` or ``model`` dimension.
 
-:func:`combine` stacks single-model scores (:func:`rmtbase.scoring.score.score_model`) along a
-new leading dimension; :func:`entry` gives one of them back, as it was. Layout:
+:func:`combine` stacks scores of :func:`rmtbase.scoring.score.score_model`; :func:`entry` gives
+one back as it was.
 
-- the leading dimension is ``checkpoint`` (checkpoints of one model: a training trajectory) or
-  ``model`` (unrelated models); its coordinate holds the entries' labels (the revision, e.g.
-  ``step1000``, or the folder name; where folder names repeat, the shortest distinct ends of
-  their paths, ``a/checkpoint-100``: :func:`distinct_suffixes`; never a full path). Where
-  every label of a ``checkpoint`` collection ends in an integer (``step1000``,
-  ``checkpoint-500``, ``a/checkpoint-500``) a ``step`` coordinate holds it and the entries are
-  ordered by it;
-- **every** variable of a single score gains the leading dimension (``value`` becomes
-  (checkpoint, layer, head, stat), ``null_draws`` (checkpoint, stat), ``null_spectrum``
-  (checkpoint, quantile, rank), …), so each entry keeps its own null;
-- entries of different shapes are padded to the union of layers, heads, ranks and statistics:
-  padded cells hold NaN (floats), False (flags), −1 (counts) or "" (text), and
-  ``head_present`` (entry, layer, head) says which heads exist;
-- per-entry facts that are attributes of a single score become variables over the leading
-  dimension (:data:`ENTRY_VARS`: ``model_name``, ``revision``, ``architecture``, ``d``,
-  ...), and ``entry_attrs`` holds each entry's whole attributes as JSON;
-- global attributes are those equal across entries, plus ``collection`` (the dimension's
-  name), ``n_entries`` and ``created``.
+- The leading coordinate holds the labels (revision or folder name; repeated names get their
+  shortest distinct path ends, :func:`distinct_suffixes`). Where every ``checkpoint`` label ends
+  in an integer a ``step`` coordinate holds it and orders the entries.
+- Every variable gains the leading dimension, so each entry keeps its own null.
+- Entries of different shapes are padded to the union of layers, heads, ranks and statistics
+  with NaN, False, −1 or ""; ``head_present`` says which heads exist.
+- Per-entry attributes become variables (:data:`ENTRY_VARS`); ``entry_attrs`` holds each
+  entry's attributes as JSON; global attributes are those equal across entries, plus
+  ``collection``, ``n_entries`` and ``created``.
 
-Whole-matrix scores (:func:`rmtbase.scoring.components.score_components`) stack the same way
-with :func:`combine_components`: every variable gains the leading dimension, entries of
-different shapes are padded to the union of layers and components with the single score's own
-convention for a matrix a layer lacks (NaN, 0, "" or False; ``storage == ""`` marks it), the
-per-entry facts are :data:`COMPONENT_ENTRY_VARS`, and :func:`entry` gives one back as it was.
+:func:`combine_components` does the same for whole-matrix scores
+(:data:`COMPONENT_ENTRY_VARS`; a missing matrix has ``storage == ""``).
 """
 
 from __future__ import annotations

@@ -1,31 +1,20 @@
 """Score whole weight matrices against the null at their own shape: ``score_components``.
 
-For every layer ℓ and component c of a model — q, k, v, o and the FFN matrices as
-:func:`rmtbase.models.load_components` reads them (``nn.Linear`` (out, in) layout, the stored
-values, GQA k/v un-expanded) — the statistics of the whole matrix
-(:data:`rmtbase.stats.matrix.MATRIX_STATS`: moments, entropy, KL to the Gaussian, core width,
-Weibull k and λ at the 80/90/100 % trims, max/q99) come from
-:func:`rmtbase.stats.matrix.matrix_stats` and are compared with the null of a matrix of the
-same shape with i.i.d. N(0, σ²) entries stored at the matrix's own precision
-(:mod:`rmtbase.baseline.matrix_null`; the same estimator, tile by tile). The tests are those
-of heads (:func:`rmtbase.decision.verdict.score_values`, statistics named ``w.<stat>`` there):
-scale-carrying statistics self-normalised by the matrix's own rms (exact under the null),
-two-sided tail-resolving p (:class:`rmtbase.decision.tails.TailModel`), effect, z; **one
-decision per matrix** — the Cauchy combination of its family p-values calibrated on the joint
-null draws of its shape — with Benjamini–Hochberg over all matrices of the model
-(``component_flag``), and, descriptive, BH over all (matrix, statistic) tests of the family
-(``flag``). Family: every statistic except ``std`` and ``delta_entropy`` (functions of
-``mean`` and ``entropy`` after self-normalisation, :data:`rmtbase.decision.family.DUPLICATES`).
+Each layer's q, k, v, o and FFN matrices (:func:`rmtbase.models.load_components`: (out, in),
+stored values, GQA k/v un-expanded) get :data:`rmtbase.stats.matrix.MATRIX_STATS`, compared
+with i.i.d. N(0, σ²) matrices of the same shape and storage (:mod:`rmtbase.baseline.matrix_null`)
+by :func:`rmtbase.decision.verdict.score_values` (statistics ``w.<stat>``, self-normalised by
+the matrix's rms). One decision per matrix (calibrated Cauchy combination) with BH over the
+model's matrices (``component_flag``); per-test BH (``flag``) is descriptive. Family: all but
+``std`` and ``delta_entropy`` (:data:`rmtbase.decision.family.DUPLICATES`).
 
-Storage: each matrix's own (float32, float16 or bfloat16 from the checkpoint). A block
-quantisation it was dequantised from is detected on its first rows
-(:func:`rmtbase.stats.precision.detect_quantisation`); ``quantized_null="auto"`` then puts
-the null through the same quantiser, ``"none"`` keeps the float null and leaves the histogram
-statistics out of that matrix's decision, a format name forces it.
+Storage: each matrix's own; a detected block quantisation
+(:func:`rmtbase.stats.precision.detect_quantisation`) is applied to the null under
+``quantized_null="auto"``; ``"none"`` keeps the float null without histogram statistics.
 
-Dataset (``components.nc``): per test over (layer, component, stat) as for heads; per matrix
+Dataset (``components.nc``): per test over (layer, component, stat); per matrix
 ``component_p_value``, ``component_flag``, ``component_top_stat``, ``rms``, ``rows``, ``cols``,
-``storage``, ``null_storage``, ``null_draws`` …; a component a layer lacks is NaN, 0, "" or False.
+``storage``, ``null_storage``, ``null_draws``; a missing component is NaN, 0, "" or False.
 """
 
 from __future__ import annotations

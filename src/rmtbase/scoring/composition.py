@@ -1,22 +1,14 @@
-"""``rmtbase.composition(model)``: Q-, K-, V-composition of every ordered cross-layer head pair
-and the QK overlap within each layer, against the independent-Gaussian-factor null.
+"""``rmtbase.composition(model)``: Q-, K-, V-composition of every ordered cross-layer head pair and
+the QK overlap within each layer, against the independent-Gaussian-factor null.
 
-Definitions, factor formulas and the null's exact moments: :mod:`rmtbase.stats.composition`
-and ``docs/composition.md``. Weights are read raw (:func:`rmtbase.models.load_heads`,
-:func:`rmtbase.models.ov.load_ov_heads`): no biases, no norm gains unless ``fold_ln`` (with
-``ln_gains`` given), no unembedding. GQA/MQA: query head i meets key/value head
-⌊i / (H / H_kv)⌋.
-
-Per pair: s = the score; under the null s² has exactly the law drawn by
-:func:`rmtbase.baseline.composition_null.null_squares` (same law for the three kinds, depends on
-(d, d_h) only: the score is invariant to every factor's scale, so σ does not matter).
-p = (1 + #{null s ≥ s}) / (1 + N), one-sided upper (composition is a surplus), add-one rule
-as :mod:`rmtbase.decision.significance`; effect = s / median(null s); Benjamini–Hochberg over
-all pairs of all kinds (``composition_q``, ``composition_flag``) and within each
-(kind, layer pair) family (``composition_q_family``). The QK overlap within each layer gets
-its own Gaussian-factor null test (p, z, BH; :mod:`rmtbase.scoring.composition_overlap`),
-whichever null the scores use. The Gaussian nulls are drawn only as far as a flag needs (at most
-N; :mod:`rmtbase.scoring.composition_stopping`), in short interruptible calls.
+Definitions and moments: :mod:`rmtbase.stats.composition`, ``docs/composition.md``. Weights are
+raw (no biases, no norm gains unless ``fold_ln``, no unembedding); under GQA query head i meets
+key/value head ⌊i / (H / H_kv)⌋. The score s is scale-invariant, and s² has the law of
+:func:`rmtbase.baseline.composition_null.null_squares` for all three kinds ((d, d_h) only).
+p = (1 + #{null s ≥ s}) / (1 + N), one-sided upper; effect = s / median(null s); BH over all
+pairs of all kinds (``composition_q``, ``composition_flag``) and per (kind, layer pair)
+(``composition_q_family``). The QK overlap: :mod:`rmtbase.scoring.composition_overlap`. Nulls
+are drawn only as far as a flag needs (:mod:`rmtbase.scoring.composition_stopping`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
-"""The composition and QK-overlap Gaussian nulls on disk: drawn once per (kind, d, d_h,
-draws, seed, storage).
+"""The composition and QK-overlap Gaussian nulls on disk: drawn once per (kind, d, d_h, draws,
+seed, storage).
 
-Since the composition null is sized by its own Monte Carlo error
-(:attr:`rmtbase.stats.null_kind.GaussianNull.composition_draws` = 18,000, the size of the
-statistics' joint null), its draws and the overlap's cost a run more than the scores at
-small and middle shapes (GPT-2 small, 768 × 64: ≈ 20 CPU-s more than at 2,000 draws), so
-they are kept in the user cache (:func:`rmtbase.files.user_cache.cache_dir`, folder
-``composition``) like the null tables and the profile null: one netCDF file of the sorted
-draws per key, its name spelling every key, written all or nothing
-(:func:`rmtbase.files.atomic.write_netcdf`), its attributes the keys and
-``rmtbase_checksum``, the checksum of the draws and keys (:mod:`rmtbase.files.checksum`). A
-file that cannot be read, whose keys or values do not fit its name, or whose draws do not
-match its checksum (or that has none, as the ``.npy`` files of the same name once kept) is
-reported once by a warning naming it, removed, and drawn again. The numbers are those the
-samplers return (same seed, same numbers on the same backend): a run's output does not depend
-on what the cache holds. Where the cache cannot be written, the draws are kept in memory for
-the process (:func:`rmtbase.files.user_cache.remember`), said once.
+Kept in the user cache (folder ``composition``): one netCDF of the sorted draws per key, atomic
+(:func:`rmtbase.files.atomic.write_netcdf`), named by its keys, attr ``rmtbase_checksum``
+(:mod:`rmtbase.files.checksum`). A file that is unreadable, disagrees with its name or fails its
+checksum is reported, removed and drawn again; an unwritable cache keeps draws in memory
+(:func:`rmtbase.files.user_cache.remember`). Output never depends on the cache.
 """
 
 from __future__ import annotations

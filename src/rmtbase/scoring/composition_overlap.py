@@ -1,28 +1,14 @@
 """The QK overlap's null test: a p, a z and Benjamini–Hochberg for every pair of heads of a layer.
 
-The overlap c_ab = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖_F ‖W_QK^b‖_F) (the seed author's Frobenius
-cosine; :func:`rmtbase.stats.composition.qk_overlap`) of two heads of one layer, against
-independent Gaussian factors at the heads' shapes (:mod:`rmtbase.analytic.composition_moments`):
-E c = 0 and Var c = 1/d² exactly when the two query heads read different key heads; with one
-shared key head (GQA/MQA groups) Var c ≈ (d + d_h + 1)/(d (d d_h + 2)) ≈ 1/(d d_h) (exact
-for d_h ≤ 2), far wider,
-so those pairs get their own null draws. The null is symmetric in c (Q_b → −Q_b), so
-p = (1 + #{|null| ≥ |c|}) / (1 + N), two-sided, add-one; ``qk_overlap_z`` = c / √Var c.
-Beyond the draws, ``qk_overlap_p_tail`` is the tail-resolving p of |c|
-(:class:`rmtbase.decision.tails.TailModel`: add-one while ≥ 10 draws lie beyond, then a
-generalized Pareto tail with a conservative shape, never below 10⁻¹⁶), so that a pair beyond
-the draws can pass BH over many pairs. Not a symmetric Beta law on [−1, 1] with the null's
-variance, whose tail against 400,000 null draws (distinct key heads),
-as the ratio to the empirical exceedance at 10⁻², 10⁻³, 10⁻⁴, was 0.99, 0.91, 1.16 at
-128 × 16 but 0.84, 0.56, 0.30 at 96 × 6 (anti-conservative). The GPD tail of ten independent
-2,000-draw nulls against 400,000 exact draws (seed 101), min over the nulls at 10⁻³, 10⁻⁴,
-3·10⁻⁵: 2.03, 5.78, 9.13 at 96 × 6; 2.25, 7.06, 13.7 at 128 × 16; 1.86, 5.32, 10.8 at
-64 × 4 (``tests/test_pvalue_tails.py``; conservative at a cost in power beyond the draws). For d_h < 4 no tail is extrapolated (the add-one p
-is kept; at d_h = 1, c a product of two cosines, the Beta's ratio was 4·10⁻², 3·10⁻⁵,
-6·10⁻¹⁰).
-BH over the unordered pairs (a < b) of all layers
-(``qk_overlap_q``, ``qk_overlap_flag``) and within each layer (``qk_overlap_q_layer``), both on
-the tail p; both triangles carry the pair's numbers, the diagonal is NaN (c_aa = 1).
+c_ab = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖_F ‖W_QK^b‖_F) (:func:`rmtbase.stats.composition.qk_overlap`)
+against independent Gaussian factors (:mod:`rmtbase.analytic.composition_moments`): E c = 0,
+Var c = 1/d² for distinct key heads, Var c ≈ (d + d_h + 1)/(d (d d_h + 2)) for a shared key head
+(GQA/MQA; own draws). The null is symmetric, so p = (1 + #{|null| ≥ |c|}) / (1 + N);
+``qk_overlap_z`` = c / √Var c. ``qk_overlap_p_tail`` is the tail-resolving p of |c|
+(:class:`rmtbase.decision.tails.TailModel`; conservative, ``tests/test_pvalue_tails.py``); for
+d_h < 4 no tail is extrapolated. BH over the unordered pairs of all layers (``qk_overlap_q``,
+``qk_overlap_flag``) and within each layer (``qk_overlap_q_layer``), on the tail p; both
+triangles carry the pair, the diagonal is NaN.
 """
 
 from __future__ import annotations

@@ -1,37 +1,21 @@
-"""The permutation null for head–head composition (``composition(model, null="permutation")``,
-``rmtbase score MODEL --composition --null permutation``).
+"""The permutation null for head–head composition (``composition(model, null="permutation")``).
 
-The single-head permutation null (:mod:`rmtbase.scoring.permutation`) compares a head with
-random matrices holding exactly its own entries. For a pair the analogue permutes each factor
-of both heads: draw b applies one uniformly random permutation π_X,b of the d_h·d entries to
-every head's W_X, independently for X ∈ {Q, K, V, O} (W_O as stored, (d, d_h) read as W_O,hᵀ
-``(d_h, d)``; a GQA key/value head is permuted once and shared by its query group), and
-recomputes every pair's Q-, K- and V-composition from the permuted factors through the same
-formulas (:mod:`rmtbase.stats.composition`). Each factor keeps its own entry multiset (its
-scale, tails and storage lattice: a bf16 or quantised checkpoint is compared with its own
-lattice, nothing is rounded). If each head's W_Q, W_K, W_V, W_O has exchangeable entries and
-the matrices are independent — an untrained model under any i.i.d. initialisation — the
-joint law of all factors is invariant under the group of these permutations, so each pair's
-p = (1 + #{b : s_b ≥ s}) / (1 + B) is exact in law (a Monte Carlo permutation test, Good 2005,
-*Permutation, Parametric and Bootstrap Tests*, §3); the permutations are shared by every pair
-(Westfall & Young 1993, joint resampling), which keeps each pair's p exact and makes the p's
-of pairs that share a head dependent, as with the Gaussian null. What remains testable is the
-alignment across matrices: composition of a pair beyond what its factors' entry laws give.
-Norm gains (``ln_gains``) are applied after permuting (the gains are not shuffled).
+Draw b applies one uniformly random permutation π_X,b of the d_h·d entries to every head's W_X,
+independently for X ∈ {Q, K, V, O} (W_O read as (d_h, d); a GQA key/value head is permuted once),
+and recomputes every pair's Q-, K- and V-composition through :mod:`rmtbase.stats.composition`;
+norm gains are applied after permuting. Each factor keeps its entry multiset (scale, tails,
+storage lattice). If every factor has exchangeable entries and the factors are independent
+(an untrained model under any i.i.d. initialisation), each pair's
+p = (1 + #{b : s_b ≥ s}) / (1 + B) is exact in law (Good 2005, §3); the permutations are shared
+by every pair (Westfall & Young 1993). What it tests is alignment across matrices.
 
-The permutation null of a pair is not the same for every pair (it depends on the factors'
-entries), so ``composition_effect`` is s over the median of the pair's own first
-min(B, ``CHUNK``) permuted scores. No tail is extrapolated beyond the draws
-(``composition_p_tail`` = ``composition_p``): a Beta law matched to the mean and variance of
-the pair's own draws was tried and is anti-conservative for heavy-tailed entries (an untrained
-GPT-2 with i.i.d. Student-t(3) attention weights in bf16, 5 × 16 heads, 200 draws: 21 BH flags
-among 7,680 null pairs). So p ≥ 1/(1 + B), and Benjamini–Hochberg over m (pair, kind) entries
-can flag a pair only when B + 1 ≥ m/α (:func:`draws_to_flag`); within a (kind, layer pair)
-family of H² pairs, when B + 1 ≥ H²/α.
+``composition_effect`` is s over the median of the pair's first min(B, ``CHUNK``) permuted
+scores. No tail is extrapolated (``composition_p_tail`` = ``composition_p``; a moment-matched
+Beta tail is anti-conservative for heavy-tailed entries), so p ≥ 1/(1 + B) and BH over m
+entries can flag only when B + 1 ≥ m/α (:func:`draws_to_flag`).
 
-Cost: B times the Gaussian-null run's GEMMs (:func:`plan`): one GEMM per layer pair per draw,
-batched over ``CHUNK`` draws; memory holds every layer's factors (float32), and per chunk
-every earlier layer's permuted column sides.
+Cost (:func:`plan`): B times the Gaussian run's GEMMs, batched over ``CHUNK`` draws; memory
+holds every layer's factors (float32) and per chunk the earlier layers' permuted sides.
 """
 
 from __future__ import annotations

@@ -1,32 +1,16 @@
-"""How many composition and QK-overlap null draws a run uses: a first block, more only while a
-flag could change — the profile null's rule (:mod:`rmtbase.scoring.profile_stopping`) applied
-to the pairs.
+"""How many composition and QK-overlap null draws a run uses: the rule of
+:mod:`rmtbase.scoring.profile_stopping` applied to the pairs.
 
-A null table of N = ``draws`` (default 18,000) is drawn by :func:`schedule` (the sizes of
-:data:`~rmtbase.scoring.profile_stopping.SCHEDULE` below N, then N); after each size the
-pairs are **open** whose flag — ``composition_flag`` (Benjamini–Hochberg over every pair of
-every kind) or ``qk_overlap_flag`` (BH over every unordered pair of heads of every layer) —
-could differ at N: each pair's one-sided tail p (:class:`rmtbase.decision.tails.TailModel`'s
-``p_hi`` of s, or of |c| for the overlap) is bracketed by the values it can take at N
-(:func:`~rmtbase.scoring.profile_stopping.tail_p_bounds`' one side: the count's
-Clopper–Pearson interval, then the binomial range of the N − n draws to come, the claim of
-:mod:`rmtbase.scoring.tail_count` where it keeps the level, P_MIN below where the tail model
-may extrapolate at N), and a pair is open when BH flags it with the lower ends and not with
-the upper ends (BH is monotone). No open pair: stop. Draw i comes from ``fold_in(key, i)``
-in a call of a fixed number of draws (:func:`rmtbase.baseline.composition_null.in_chunks`), so
-the table at n is the first n of the table at N and each size continues the last.
+:func:`schedule` draws the :data:`~rmtbase.scoring.profile_stopping.SCHEDULE` sizes below N =
+``draws``, then N. After each size a pair is **open** when its flag (``composition_flag``, BH
+over every pair of every kind, or ``qk_overlap_flag``) could differ at N: its one-sided tail p
+is bracketed by :func:`~rmtbase.scoring.profile_stopping.tail_p_bounds` and BH flags it with the
+lower ends but not the upper ends. No open pair: stop. Draw i comes from ``fold_in(key, i)``
+(:func:`rmtbase.baseline.composition_null.in_chunks`), so a size continues the last.
 
-Error (stated as the profile's): each interval at level ε / (m · looks), m the pairs of the
-decision, looks the sizes below N (:func:`~rmtbase.scoring.profile_stopping.looks_from`),
-ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR` = 0.01. By the union bound, with probability
-≥ 1 − ε no interval fails, and then every flag at the stop is the flag of the N-draw table.
-Not covered: the p, q, effect and se read at the stop carry the Monte Carlo error of n draws
-(``draws`` attrs say n); a pair beyond all but a few draws (count below 10) is bracketed
-below by P_MIN, so it closes only where BH cannot reach it or its count settles.
-
-What a stop saves: a random model's most extreme pairs sit near its smallest BH threshold
-(α/m) with few draws beyond, and stay open to N more often than not; a model whose pairs
-lie far from every threshold (few pairs, or flags far beyond) stops at the first size.
+Error: intervals at level ε / (m · looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`; with
+probability ≥ 1 − ε every flag at the stop is that of N draws. p, q, effect and se carry the
+error of n draws (``draws`` attrs).
 """
 
 from __future__ import annotations

@@ -1,31 +1,19 @@
 """Score what a fine-tune changed, per head: ``score_delta(finetuned, base)`` and LoRA adapters.
 
-For every (layer, head) the change of the query/key factors, ΔW_Q = W_Qᶠᵗ − W_Qᵇᵃˢᵉ and ΔW_K
-(``(d_h, d)``, GQA keys expanded), is scored as :func:`rmtbase.scoring.score.score_heads` scores a
-head, with ΔW_Q, ΔW_K in place of W_Q, W_K.
+ΔW_Q = W_Qᶠᵗ − W_Qᵇᵃˢᵉ and ΔW_K ((d_h, d), GQA keys expanded) are scored as
+:func:`rmtbase.scoring.score.score_heads` scores W_Q, W_K, against i.i.d. N(0, σ²) deltas at
+their own rms: dense isotropic noise is not flagged. The ``qk.*`` statistics are those of
+ΔW_Qᵀ ΔW_K, not of ΔW_QK = ΔW_Qᵀ W_Kᵇ + W_Qᵇᵀ ΔW_K + ΔW_Qᵀ ΔW_K (whose null depends on the base);
+``delta_rel_qk`` = ‖ΔW_QK‖_F / ‖W_QKᵇᵃˢᵉ‖_F (from 2d_h × 2d_h Grams), ``delta_rel_q`` and
+``delta_rel_k`` are descriptive. Differences of 16-bit or quantised checkpoints lie on a
+lattice, so their histogram statistics are left out of the decision.
 
-Null: ΔW_Q, ΔW_K with i.i.d. N(0, σ²) entries, each at its own measured rms (self-normalised):
-dense isotropic noise is not flagged; structure (low rank, aligned directions, heavy tails) is.
-The ``qk.*`` statistics are those of ΔW_Qᵀ ΔW_K, **not** of the change of the bilinear form
-ΔW_QK = ΔW_Qᵀ W_Kᵇ + W_Qᵇᵀ ΔW_K + ΔW_Qᵀ ΔW_K, whose law under the null depends on the base.
-ΔW_QK enters descriptively: ``delta_rel_qk`` = ‖ΔW_QK‖_F / ‖W_QKᵇᵃˢᵉ‖_F from the thin
-factorisation ΔW_QK = [W_Qᶠᵗ; −W_Qᵇ]ᵀ [W_Kᶠᵗ; W_Kᵇ] through 2d_h × 2d_h Grams (never d × d),
-beside ``delta_rel_q`` and ``delta_rel_k``.
-
-Storage: a difference of two 16-bit or block-quantised checkpoints lies on the weights' lattice,
-so then the histogram statistics of ΔW_Q, ΔW_K are left out of the decision (``unreliable``).
-
-LoRA (PEFT folder, :mod:`rmtbase.models.lora`): ΔW = s·B·A (s = lora_alpha/r, or lora_alpha/√r
-with ``use_rslora``) added in the base tensor's own layout, then split into heads; exact float32,
-so the histogram statistics stay in. An adapter that changes one side only (PEFT's default
-``q_proj, v_proj``) is scored as (ΔW_Q, W_Kᵇᵃˢᵉ), whose product is exactly the change of W_QK;
-the unchanged side's statistics describe the base and are left out of the decision (the null is
-exact only over a random-init base). Heads left bit-identical are not scored (``unchanged``,
-:mod:`rmtbase.scoring.unchanged`). Refused: an adapter whose every lora_B is zero, one that
-changes no query/key weight. A LoRA update has rank ≤ r, so for r < d_h its spectral statistics
-differ from the dense null whatever it learned.
-
-Names: ``<tuned> vs <base>`` (``model`` attr; ``delta_of``/``delta_base``), never an absolute path.
+LoRA (:mod:`rmtbase.models.lora`): ΔW = s·B·A (s = lora_alpha/r, or /√r with ``use_rslora``),
+exact in float32. A one-sided adapter is scored as (ΔW_Q, W_Kᵇᵃˢᵉ), the unchanged side's
+statistics left out of the decision. Bit-identical heads are not scored
+(:mod:`rmtbase.scoring.unchanged`); an all-zero adapter or one touching no query/key weight is
+refused. For r < d_h the spectral statistics differ from the dense null whatever was learned.
+The ``model`` attr is ``<tuned> vs <base>``, never an absolute path.
 """
 
 from __future__ import annotations

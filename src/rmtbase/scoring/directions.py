@@ -1,27 +1,15 @@
 """The outlier directions themselves: singular triplets of W_QK (or W_OV) above the null.
 
-For each head with ``n_spikes`` = r > 0 (:mod:`rmtbase.decision.spikes`: eigenvalues of
-W = AᵀB above the 95 % quantile of a null head's largest, A = W_Q and B = W_K, or A = W_O,hᵀ
-and B = W_V,h for the OV circuit, :mod:`rmtbase.models.ov`) this exports its r leading singular
-values with their left and right singular vectors in the residual stream (length d):
+For a head with ``n_spikes`` = r > 0 (:mod:`rmtbase.decision.spikes`) of W = AᵀB (A = W_Q,
+B = W_K; or A = W_O,hᵀ, B = W_V,h, :mod:`rmtbase.models.ov`), its r leading singular values and
+vectors (length d). W_QK: a left vector is a direction queries read, a right one the direction
+keys are read along. W_OV: a right vector is read from the residual stream, a left one written.
 
-- W_QK: the logit of query x_i and key x_j is x_iᵀ W x_j, so a **left** vector is a direction
-  queries read, a **right** vector the direction keys are read along;
-- W_OV: the head writes W x_j, so a **right** vector is a direction the head reads from the
-  residual stream (input) and a **left** vector the direction it writes (output).
-
-Computed from thin factorisations, never from the d × d product: Aᵀ = Q_A R_A and
-Bᵀ = Q_B R_B (QR, d × d_h), W = Q_A (R_A R_Bᵀ) Q_Bᵀ, the d_h × d_h core's SVD
-R_A R_Bᵀ = U S Vᵀ gives W's singular values S and vectors Q_A U (left), Q_B V (right), in
-float64. Signs are fixed so that each right vector's largest-|·| entry is positive (the left
-vector flips with it; the triplet is unchanged).
-
-The table (:func:`directions_dataset`) has one row per direction, keyed by (``layer``,
-``head``, ``circuit``, ``index``: 1 = largest), the join a TransformerLens user needs to
-project activations on a direction or patch along it; ``singular_value`` (raw, σ_k = √λ_k),
-``edge_ratio`` (λ_k in units of the MP_c ⊠ MP_c upper edge, the score's ``spike_x``) and
-``p_value`` (how often a null head's largest eigenvalue reaches λ_k, ``spike_p``), ``left``
-and ``right`` (row, d).
+From thin factorisations in float64: Aᵀ = Q_A R_A, Bᵀ = Q_B R_B, R_A R_Bᵀ = U S Vᵀ, so W has
+singular values S, left vectors Q_A U, right Q_B V; each right vector's largest-|·| entry is
+positive. :func:`directions_dataset`: one row per (``layer``, ``head``, ``circuit``, ``index``),
+with ``singular_value`` (√λ_k), ``edge_ratio`` (``spike_x``), ``p_value`` (``spike_p``),
+``left``, ``right``.
 """
 
 from __future__ import annotations

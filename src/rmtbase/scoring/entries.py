@@ -1,29 +1,16 @@
 """Per-entry files of a collection: each entry written when it completes, reused by a rerun.
 
-:func:`rmtbase.scoring.trajectory.score_collection` with ``entries=DIR`` writes each scored
-entry to ``DIR/<label>.nc`` (the label percent-encoded; all or nothing,
-:func:`rmtbase.files.atomic.write_netcdf`) as soon as it is scored, and before scoring an entry
-looks for its file: one whose key matches is used as it is. The key (:func:`entry_key`, a
-SHA-256 stored as the ``entry_key`` attribute) covers what the numbers depend on: the model (hub
-id, or a local folder's absolute path with the name, size and modification time of each of its
-files), the revision, every scoring option, the JAX precision (``jax_enable_x64``) and the
-versions of rmtbase and of the null tables' format. An entry scored with other options, by
-another version or from changed weights is scored again and its file replaced. The key itself
-holds no path (no absolute path is written into any attribute).
+With ``entries=DIR`` each scored entry goes to ``DIR/<label>.nc`` (percent-encoded, atomic:
+:func:`rmtbase.files.atomic.write_netcdf`) and a file whose key matches is reused. The key
+(:func:`entry_key`, SHA-256 in attr ``entry_key``) covers the model (hub id, or a folder's files'
+names, sizes and mtimes), revision, scoring options, JAX precision and the versions of rmtbase
+and the table format; it holds no path.
 
-Each entry file carries the SHA-256 of its own content (:func:`content_hash`: every variable's
-name, dimensions, dtype and bytes, and every attribute but the hash itself) in the
-``entry_sha256`` attribute, computed when it is written and checked when it is read back: an
-entry edited after it was written, or one without a hash, is scored again by the rerun with a
-warning naming it, never reused. ``rmtbase combine`` (:func:`load_entries`) takes only what it
-can verify: an entry by its hash, a score folder's ``scores.nc`` by the SHA-256 its
-``manifest.json`` lists; a file with neither is refused unless ``--unverified`` is given.
-
-Every entry of a collection run with ``entries`` passes through its file (written, then read
-back), so a collection resumed after an interruption is identical to one scored without it,
-and :func:`load_entries` (``rmtbase combine``) assembles the same collection from the files,
-wherever they were scored (e.g. one SLURM array task per entry, each writing into a shared
-folder).
+Each file carries :func:`content_hash` (attr ``entry_sha256``), checked on read: an edited or
+unhashed entry is scored again with a warning. :func:`load_entries` (``rmtbase combine``) takes
+only what it can verify (an entry's hash, or a ``scores.nc`` listed in ``manifest.json``) unless
+``--unverified``. Every entry passes through its file, so a resumed collection equals an
+uninterrupted one.
 """
 
 from __future__ import annotations

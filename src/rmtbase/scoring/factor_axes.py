@@ -1,31 +1,19 @@
-"""The profile's four factor axes — alignment, symmetry, W_Q's and W_K's input focus — for model
-heads (:func:`factor_profile`, one compiled program) and their Gaussian null at a model's
-(d, d_h) (:func:`profile_null`). How a score reads them: :mod:`rmtbase.scoring.profile`; the
-statistics: :mod:`rmtbase.stats.alignment`.
+"""The profile's four factor axes (alignment, symmetry, W_Q's and W_K's input focus) for model
+heads (:func:`factor_profile`) and their Gaussian null at (d, d_h) (:func:`profile_null`);
+statistics: :mod:`rmtbase.stats.alignment`. The null is drawn in exactly the statistics' law:
 
-The Gaussian null is drawn in exactly the law of the factor statistics, at a fraction of the cost:
+- **alignment, symmetry** depend only on the Gram of X = [W_Q; W_K] (2d_h × d); for i.i.d.
+  N(0, 1) entries and d ≥ 2d_h, X Xᵀ ~ W_{2d_h}(I, d) with Bartlett factor L
+  (:func:`rmtbase.ensembles.wishart.gram_cholesky`), so (L[:d_h], L[d_h:]) has the factors'
+  Gram in law (:func:`block_axes`: 2d_h² normals, not 2d_h d). For d < 2d_h factors are drawn whole.
+- **input focus**: squared coefficient of variation of column energies e_j = Σ_i W[i, j]²,
+  i.i.d. χ²_{d_h} under the null (:func:`rmtbase.ensembles.chisquare.chisquare`).
+- Axes are read one at a time, so independent variates per axis leave each law unchanged.
+- Storage: float16/bfloat16 share the float32 null (:func:`null_storage`); block formats and FP8
+  draw whole factors through :func:`rmtbase.stats.precision.round_trip`.
 
-- **alignment and symmetry** depend on the factors only through the Gram of X = [W_Q; W_K]
-  (2d_h × d). For i.i.d. N(0, 1) entries and d ≥ 2d_h, X X^T ~ Wishart W_{2d_h}(I, d) with
-  Bartlett factor L (:func:`rmtbase.ensembles.wishart.gram_cholesky`), so the reduced factors
-  (L[:d_h], L[d_h:]) have the factors' Gram, hence their statistics, in law; they go through the
-  same functions. Cost 2d_h² normals instead of 2 d_h d. For d < 2d_h the factors are drawn whole.
-  :func:`block_axes` draws L as three d_h × d_h blocks and needs two d_h³ products.
-- **input focus** is the squared coefficient of variation of the column energies
-  e_j = Σ_i W[i, j]², i.i.d. χ²_{d_h} under the null: drawn as such
-  (:func:`rmtbase.ensembles.chisquare.chisquare`) and put through the same
-  :func:`~rmtbase.stats.alignment.energy_cv2`.
-- The axes are read one at a time, so drawing them from independent variates leaves every
-  output's law unchanged.
-- **Storage**: float16 and bfloat16 heads share the float32 null (:func:`null_storage`; rounding
-  moves a draw's statistics by ≤ 3·10⁻² null sd, ``tests/test_profile.py``); block formats and
-  FP8 draw whole factors through the storage round trip
-  (:func:`rmtbase.stats.precision.round_trip`).
-
-How many draws: every head of a shape is tested against the same N draws, so the rate at which
-null heads reach p ≤ α is off by κ·√(α(1 − α)/N) (κ measured 0.94–1.05 on the four axes). For
-that to be at most a quarter of a 1,000-head calibration's binomial se, N ≥ 16 κ² n: 18,000
-(:data:`PROFILE_DRAWS`).
+Size: with N shared draws the null rejection rate is off by κ·√(α(1 − α)/N) (κ ≈ 1); a quarter
+of a 1,000-head calibration's se needs N ≥ 16 κ² n: :data:`PROFILE_DRAWS` = 18,000.
 """
 
 from __future__ import annotations

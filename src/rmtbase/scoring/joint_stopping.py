@@ -1,29 +1,18 @@
 """The statistics' joint null sized by its own Monte Carlo error, drawn only where a decision could change.
 
-Every head of a shape is read against the same joint draws of the statistics (the ``all``
-table), which give the element statistics' p and calibrate the omnibus p_S
-(:mod:`rmtbase.decision.omnibus`). Their Monte Carlo error is every user's realised size: with N
-draws the rate of p_S ≤ a = α/2 among null heads is off by about √(a(1 − a)/N).
+The joint draws (``all`` table) give the element statistics' p and calibrate p_S
+(:mod:`rmtbase.decision.omnibus`); with N draws the null rate of p_S ≤ a = α/2 is off by about
+√(a(1 − a)/N), so :data:`JOINT_DRAWS` = 18,000 (≥ 16,000 for a quarter of a 1,000-head
+calibration's se; docs/statistics.md).
 
-Size: as the profile null (:mod:`rmtbase.scoring.factor_axes`), that error at most a quarter of
-a 1,000-head calibration's binomial se needs N ≥ 16,000; :data:`JOINT_DRAWS` = 18,000
-(``tests/test_pvalue_calibration.py``; docs/statistics.md "Realised size at the defaults").
-
-Drawing: a score starts with the table it got (a shipped 2,000-draw table, else ``draws``,
-default 1,000) and draws the next size of :data:`SCHEDULE` (6,000, then 18,000) only while some
-head's decision could differ from its decision on :data:`JOINT_DRAWS` draws (:func:`unsettled`).
-Draw i is the same in every size. ``draws`` or ``max_draws`` given by the caller fix the table.
-
-The rule: a head's p_S is read from a count, (1 + k)/(1 + n) with k of the n calibration draws
-at or beyond its Cauchy statistic, or beyond all but 10 the Cauchy tail anchored at the 10th
-largest. The count at :data:`JOINT_DRAWS` lies, with probability ≥ 1 − level, in the
-Clopper–Pearson interval from the n draws followed by the binomial range of the draws to come
-(:func:`count_bounds`), so p_S at the full size lies in [p_lo, p_hi] (widened to hold the p
-now; a count that stays below 10 gives [P_MIN, 10/N]). The head decision, BH over
-min(1, 2 min(p_S, p_A)), is monotone in p_S; p_A not being known yet, a head is **unsettled**
-when BH over min(1, 2 p) flags it at p_lo but not at p_hi. Level ε / (heads · looks), ε =
-:data:`~rmtbase.scoring.stopping.STOP_ERROR`. Not covered: the element statistics' own p and
-p_A's part in the decision.
+A score starts with the table it got and draws the next :data:`SCHEDULE` size only while some
+head is :func:`unsettled`; draw i is the same in every size; ``draws`` or ``max_draws`` fix the
+table. p_S is read from a count k of n, (1 + k)/(1 + n), or the Cauchy tail beyond all but 10;
+the count at :data:`JOINT_DRAWS` lies, with probability ≥ 1 − level, in :func:`count_bounds`
+(Clopper–Pearson, then the binomial range of draws to come), giving [p_lo, p_hi]. A head is
+unsettled when BH over min(1, 2 p) flags it at p_lo but not at p_hi (p_A unknown yet). Level
+ε / (heads · looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`. Not covered: the element
+statistics' own p and p_A's part.
 """
 
 from __future__ import annotations

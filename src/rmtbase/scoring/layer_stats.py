@@ -1,19 +1,11 @@
-"""One layer's head statistics for scoring: rms, spectral statistics and the normalised
-spectrum in one compiled program, W_QK element statistics head by head on threads.
+"""One layer's head statistics: rms, spectral statistics and normalised spectrum in one compiled
+program (:func:`rmtbase.stats.head_stats`, the null's implementation), W_QK element statistics
+head by head on threads.
 
-The statistics are :func:`rmtbase.stats.head_stats`'s — the same implementation as the null's —
-batched over the heads of a layer; :func:`rmtbase.scoring.score.score_model` calls
-:func:`layer_stats` once per layer.
-
-Scale: the statistics are computed in float32, where Σλ² ∝ (σ_Q σ_K)⁴ overflows to inf for
-entries of about 10³ and underflows to 0 below about 10⁻⁶ (which would flag a rescaled random
-head). A head whose largest |entry| lies outside
-:data:`SAFE_MAX` is therefore first divided by a power of two (:func:`safe_factors`; exact, so
-every scale-free statistic is what it would be at a moderate scale), and its statistics that
-carry scale are moved back to raw units in float64 by their ``sigma_power``
-(:func:`restore_scale`). A raw value that float64 cannot hold either is refused in one line
-naming the scale. Heads inside :data:`SAFE_MAX` (every trained or initialised model seen)
-are computed exactly as before.
+In float32 Σλ² ∝ (σ_Q σ_K)⁴ overflows for entries ≈ 10³ and underflows below ≈ 10⁻⁶, so a head
+whose largest |entry| is outside :data:`SAFE_MAX` is first divided by a power of two
+(:func:`safe_factors`, exact) and its scale-carrying statistics restored in float64 by their
+``sigma_power`` (:func:`restore_scale`); a value float64 cannot hold is refused.
 """
 
 from __future__ import annotations

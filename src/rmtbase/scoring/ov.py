@@ -1,21 +1,11 @@
 """OV circuits against the same null as QK, and both circuits of a model side by side.
 
-:func:`score_ov` scores every head's OV circuit W_OV = W_O,h W_V,h exactly as
-:func:`rmtbase.scoring.score.score_model` scores W_QK = W_Qᵀ W_K, through
-:func:`rmtbase.scoring.score.score_heads` on the factors of :func:`rmtbase.models.ov.load_ov_heads`
-(``q`` = W_O,hᵀ, ``k`` = W_V,h): spectral statistics from the d_h × d_h factor products (never
-a d × d matrix), element statistics of W_O (``q.*``) and W_V (``k.*``) entries and of the
-product, ``n_spikes`` against the null's largest eigenvalue, the profile, the decision, at the
-storage of the checkpoint's v/o tensors. The profile's ``alignment`` is then
-tr(W_OV)/(‖W_O,h‖‖W_V,h‖): a head that copies its input (+) or suppresses it (−);
-``q_input_focus`` is how unevenly the head *writes* to the residual dimensions, ``k_input_focus``
-how unevenly it reads them.
-
-:func:`score_circuits` returns both circuits as one collection with a leading ``circuit``
-dimension (entries ``qk`` and ``ov``): the shape every report of several scores already has
-(:mod:`rmtbase.report.collection_report`), so ``scores.nc``, ``heads.csv``, the figures and
-``report.html`` show QK and OV side by side per head. The QK entry is
-:func:`score_model`'s output unchanged.
+:func:`score_ov` scores W_OV = W_O,h W_V,h as :func:`rmtbase.scoring.score.score_heads` scores
+W_QK, with ``q`` = W_O,hᵀ, ``k`` = W_V,h (:func:`rmtbase.models.ov.load_ov_heads`), at the v/o
+tensors' storage. ``alignment`` is then tr(W_OV)/(‖W_O,h‖‖W_V,h‖) (copying +, suppression −);
+``q_input_focus`` is how unevenly the head writes the residual dimensions, ``k_input_focus``
+how unevenly it reads them. :func:`score_circuits` returns both circuits as one collection over
+``circuit`` (``qk``, ``ov``; the QK entry is :func:`score_model`'s output unchanged).
 """
 
 from __future__ import annotations

@@ -1,32 +1,18 @@
 """The entry-law null: each head against its own entries, shuffled.
 
-Under ``null="permutation"`` a head is compared with random matrices that have *exactly its own
-entries*: draw b permutes the d_h·d entries of W_Q by a uniformly random permutation π_b and
-those of W_K by an independent σ_b, and computes the statistics of (W_Q∘π_b, W_K∘σ_b) through
-the same code as the head. If the head's entries carry no structure beyond their marginal law
-— an untrained model with any i.i.d. initialisation (Gaussian, Kaiming-uniform, truncated
-normal) — the head is exchangeable with its shuffles, and every p-value is exact in law
-(a permutation test; Good 2005, *Permutation, Parametric and Bootstrap Tests*). What remains
-testable is structure across entries: the spectrum of W_QK and the entry law of the product W_QK.
-The element statistics of W_Q and W_K are invariant under shuffling and are left out.
+Draw b permutes W_Q's d_h·d entries by a uniform π_b and W_K's by an independent σ_b and
+computes the statistics of (W_Q∘π_b, W_K∘σ_b) through the head's code. If the entries carry no
+structure beyond their marginal law (any i.i.d. initialisation) every p is exact in law (Good
+2005). W_Q and W_K element statistics are invariant and left out.
 
-Cost. The permutations are drawn once (numpy PCG64 seeded by ``seed`` and the chunk index) and
-shared by every head of every layer scored together, as in Westfall & Young's (1993) joint
-resampling; each head's null draws are still an exact permutation distribution. A spectral
-draw of one head gathers its permuted entries and forms the two d_h×d_h Grams (O(d_h² d), most
-of the cost), then λ = eig(L_Kᵀ G_Q L_K) with G_K = L_K L_Kᵀ (the eigenvalues of G_Q G_K, i.e.
-the squared singular values of W_QK): no d×d product. The eigenvalues come from Householder
-tridiagonalisation and Sturm bisection where that is accurate — the rule of the Gaussian null
-(:func:`rmtbase.baseline.eig_route.eig_method`) at the head's shape, and afterwards the same bound
-(:func:`rmtbase.baseline.eig_route.eigh_accurate`) at every draw's own κ; a head with any draw
-beyond it is recomputed by the SVD of L_Qᵀ L_K. The product's element statistics need W_QK
-(O(d² d_h) per draw) and use the first ``element_draws`` permutations only.
+The permutations (PCG64 seeded by ``seed`` and chunk) are shared by every head (Westfall & Young
+1993). A spectral draw forms the two d_h×d_h Grams (O(d_h² d)) and λ = eig(L_Kᵀ G_Q L_K),
+G_K = L_K L_Kᵀ, by tridiagonalisation and Sturm bisection where
+:func:`rmtbase.baseline.eig_route.eigh_accurate` holds, else by the SVD of L_Qᵀ L_K. Element
+statistics of W_QK (O(d² d_h)) use the first ``element_draws`` permutations.
 
-Threads. The gathers, Grams, bisection and element statistics contain no LAPACK call, so blocks
-of heads run in ``threads`` Python threads (default ``$RMTBASE_THREADS``).
-Everything with LAPACK (Cholesky, tridiagonalisation, SVD) runs in the calling thread only,
-never beside another execution: two LAPACK calls in flight deadlock jaxlib's CPU thread pool
-(docs/performance.md). Results do not depend on the thread count.
+Threads: LAPACK-free work runs in ``threads`` Python threads; every LAPACK call stays in the
+calling thread (two in flight deadlock jaxlib's CPU pool). Results do not depend on threads.
 """
 
 from __future__ import annotations

@@ -1,32 +1,22 @@
-"""A head's profile on named axes: what kind of structure it has, in units that mean the same
-for every model.
+"""A head's profile on named axes, in units that mean the same for every model.
 
-Axes (``axis`` coordinate of ``profile_*`` in a score; each value, effect, null band, p, q and
-flag per head):
+Axes (``axis`` coordinate of ``profile_*``; value, effect, null band, p, q and flag per head):
 
-- ``scale``: σ_Q·σ_K (descriptive: no null; read every other axis against it);
-- ``concentration``: ``qk.npr``'s effect, a ratio to the null median (0.4 = energy in fewer
-  directions than random);
-- ``outliers``: ``n_spikes``, eigenvalues of W_QK above the null's largest (descriptive here;
-  spectral concentration, not a count of learned directions: :mod:`rmtbase.decision.spikes`);
-- ``alignment``: ⟨W_Q, W_K⟩_F/(‖W_Q‖‖W_K‖), a shift from the null median (~0): how much query
-  and key read the same residual directions (attention of a token to tokens like itself);
-- ``symmetry``: tr(W_QK²)/‖W_QK‖_F², a shift (null ~1/d): symmetric (+) or directional (−);
-- ``q_input_focus``, ``k_input_focus``: the squared coefficient of variation of W_Q's (W_K's)
-  column energies, a shift from the null median (~2/d_h): how unevenly the factor reads the d
-  residual dimensions;
-- ``entry_tails``: ``k.excess_kurtosis``'s effect, a ratio of β₂ = excess + 3 to the null's.
+- ``scale``: σ_Q·σ_K (descriptive);
+- ``concentration``: ``qk.npr``'s effect, a ratio to the null median;
+- ``outliers``: ``n_spikes`` (descriptive; :mod:`rmtbase.decision.spikes`);
+- ``alignment``: ⟨W_Q, W_K⟩_F/(‖W_Q‖‖W_K‖), a shift from the null median (~0);
+- ``symmetry``: tr(W_QK²)/‖W_QK‖_F², a shift (null ~1/d);
+- ``q_input_focus``, ``k_input_focus``: squared coefficient of variation of the factor's
+  column energies, a shift (null ~2/d_h);
+- ``entry_tails``: ``k.excess_kurtosis``'s effect, a ratio of β₂ = excess + 3.
 
-The factor axes' statistics are :mod:`rmtbase.stats.alignment`'s, computed by
-:mod:`rmtbase.scoring.factor_axes`, whose Gaussian null (:func:`profile_null`) is
-:data:`PROFILE_DRAWS` σ-free heads at the model's (d, d_h), cached per (d, d_h, null storage)
-(:mod:`rmtbase.scoring.profile_cache`). p is two-sided and tail-resolving
-(:class:`rmtbase.decision.tails.TailModel`); q is Benjamini–Hochberg over heads, per axis; flag
-is q ≤ alpha; axes read from scored statistics take their p from the score. The four factor
-axes enter the head decision through p_A (:mod:`rmtbase.decision.combined`). Under ``null="permutation"``
-each head's axes are compared with its own entries shuffled (:func:`permutation_profile_null`,
-the permutations of :func:`rmtbase.scoring.permutation.permutations`), so input focus is read
-against the head's own entry law.
+Factor axes come from :mod:`rmtbase.scoring.factor_axes`, against :func:`profile_null`
+(:data:`PROFILE_DRAWS` σ-free heads at (d, d_h), cached by :mod:`rmtbase.scoring.profile_cache`),
+or under ``null="permutation"`` against the head's own shuffled entries
+(:func:`permutation_profile_null`). p: :class:`rmtbase.decision.tails.TailModel` (axes read
+from the score take its p); q: BH over heads per axis; flag: q ≤ alpha. The four factor axes
+enter the head decision as p_A (:mod:`rmtbase.decision.combined`).
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """The profile's Gaussian null on disk: drawn once per (d, d_h, null storage, draws, seed).
 
-:func:`rmtbase.scoring.factor_axes.profile_null` draws
-:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` null heads at a model's shape (float
-storages share the float32 draws: :func:`~rmtbase.scoring.factor_axes.null_storage`); before
-its reduced draws it took most of a LLaMA-3-8B-shaped all-statistics score (docs/scale.md),
-and it is still one of the larger costs of a new shape's first score. :func:`cached_profile_null` keeps its draws in the user cache
-(:func:`rmtbase.files.user_cache.cache_dir`, folder ``profile``) like the null tables: one
-netCDF file per key and length, written all or nothing, its name spelling every key and its
-attribute ``rmtbase_checksum`` the checksum of its draws and keys
-(:mod:`rmtbase.files.checksum`); a cached file whose attributes disagree with its name, whose
-draws do not match its checksum (or that has none), or that cannot be read, is reported once
-by a warning naming it, removed, and drawn again. Where the cache cannot be written, the
-draws are kept in memory for the process (:func:`rmtbase.files.user_cache.remember`), so each
-step of a growing null continues the last. The draws are those :func:`profile_null` returns (same seed, same numbers on the same
-backend), and draw i is the same in every length: a request for n reads the first n of a
-longer table, or extends a shorter one by its continuation
-(:mod:`rmtbase.scoring.profile_stopping` asks for the sizes of its ``SCHEDULE`` in turn).
-The nulls of every shape whose null tables ship (MiniLM's 384 × 32 to 5120 × 128; float32,
-which float16 and bfloat16 heads share) ship in ``rmtbase/data/profile`` under the same name,
-so a first score of those shapes draws no profile null (:data:`SHIPPED_PROFILES`, 18,000 draws
-stored as float32: 289 kB a file).
+:func:`cached_profile_null` keeps :func:`rmtbase.scoring.factor_axes.profile_null`'s draws in the
+user cache (folder ``profile``): one netCDF per key and length, atomic, named by its keys, attr
+``rmtbase_checksum`` (:mod:`rmtbase.files.checksum`). A file that is unreadable or disagrees with
+its name or checksum is reported, removed and drawn again; an unwritable cache keeps draws in
+memory (:func:`rmtbase.files.user_cache.remember`). Draw i is the same at every length, so a
+request reads a prefix of a longer table or continues a shorter one. Shapes whose null tables
+ship also ship their profile null in ``rmtbase/data/profile`` (:data:`SHIPPED_PROFILES`).
 """
 
 from __future__ import annotations

@@ -1,32 +1,21 @@
 """How many profile-null draws a score uses: a first block, more only where a decision could change.
 
-The profile's Gaussian null (:mod:`rmtbase.scoring.factor_axes`) is sized at N =
-:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` = 18,000 draws. A score draws the sizes of
-:data:`SCHEDULE` (2,000, 4,000, 5,000, 6,000, 10,000, 18,000) in turn and stops at the first
-where no decision read from these draws could differ from the decision on all N
-(:func:`open_heads`); a shipped shape starts at N. Draw i is the same at every size, so the
-draws used are a prefix of the N and the output never depends on what a cache holds.
+The profile null (:mod:`rmtbase.scoring.factor_axes`) has N =
+:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` draws; a score draws the sizes of
+:data:`SCHEDULE` in turn (a shipped shape starts at N) and stops at the first where no decision
+could differ from that on all N (:func:`open_heads`). Draw i is the same at every size.
 
-The decisions: ``profile_flag`` (per axis, Benjamini–Hochberg over heads), ``head_flag`` (BH of
-min(1, 2 min(p_S, p_A)), :mod:`rmtbase.decision.combined`) and ``symmetry_unaligned_flag``. With
-n of N draws made, each p that enters them is bracketed by the values it can take at N
-(:func:`count_bounds`: the tail probability's Clopper–Pearson interval from the n draws, then the
-binomial range of the N − n draws to come; P_MIN below where fewer than 10 draws may lie beyond
-at N, unless the claim of :mod:`rmtbase.scoring.tail_count` holds). p_S is fixed. Every decision
-is monotone in these p, so as in :mod:`rmtbase.scoring.stopping` a head flagged with the upper
-ends is flagged at N and one not flagged with the lower ends is not; the others are **open**,
-and the null storages they use draw the next size.
+Decisions: ``profile_flag``, ``head_flag`` (:mod:`rmtbase.decision.combined`) and
+``symmetry_unaligned_flag``. With n of N draws, each p is bracketed by the values it can take at
+N (:func:`count_bounds`: Clopper–Pearson from n draws, then the binomial range of the N − n to
+come; P_MIN below where fewer than 10 draws may lie beyond at N, unless
+:mod:`rmtbase.scoring.tail_count` holds). Decisions are monotone in these p, so heads flagged at
+the upper ends or not flagged at the lower ends are settled; the rest are **open**.
 
-Error: if no interval at any look fails (the count at N outside it), the decisions at the stop
-are those of the N draws, so P(some decision differs) ≤ Σ of the distinct intervals' levels
-(union bound). Per head and look there are axes + 2 distinct intervals (one per axis, shared by
-``profile_flag`` and p_A; p_A's calibration count; ``symmetry_unaligned``), looks the sizes
-below N (:func:`looks_from`). Each interval at level ε / (heads · (axes + 2) · looks)
-(:func:`interval_level`), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`, keeps the sum ≤ ε.
-Not covered: p_A's calibration is read at n draws (its count is bracketed, its leave-one-out
-statistics are not redrawn). ``tests/test_profile_stopping_error.py`` checks the rate of a
-differing decision by simulation. Stopping early leaves the axes' effects, bands, p and q those
-of n draws (``profile_null_draws``) and can change ``head_kind``, not the decisions.
+Error: per head and look, axes + 2 intervals, each at level ε / (heads · (axes + 2) · looks)
+(:func:`interval_level`, looks :func:`looks_from`), so P(some decision differs from N's) ≤ ε
+(union bound; ``tests/test_profile_stopping_error.py``). Not covered: p_A's leave-one-out
+calibration is read at n draws. Effects, bands, p and q are those of n draws.
 """
 
 from __future__ import annotations

@@ -1,30 +1,19 @@
-"""The draws a null puts beside the heads: :class:`Cells` (what is scored) and the references
-a null returns for them (:meth:`rmtbase.stats.null_kind.Null.reference`).
+"""The draws a null puts beside the heads: :class:`Cells` (what is scored) and the references a
+null returns for them (:meth:`rmtbase.stats.null_kind.Null.reference`).
 
-A null owns its reference: :func:`rmtbase.scoring.score.score_heads` asks each
-null for the draws of the layers stored alike and never forks on which null it holds. The
-null value lives in ``stats`` (the lowest part every user imports) and cannot import the
-tables or the permutations, so :class:`Cells` carries the drawing machinery and the null
-chooses from it (``GaussianNull.reference`` → :meth:`Cells.table_reference`,
-``PermutationNull.reference`` → :meth:`Cells.permutation_reference`); a null with draws of its
-own returns any :class:`Reference` (``tests/test_null_reference.py``).
+A null owns its reference; since ``stats`` cannot import tables or permutations, :class:`Cells`
+carries the drawing machinery and the null chooses (:meth:`Cells.table_reference`,
+:meth:`Cells.permutation_reference`, or any :class:`Reference`).
 
-- :class:`TableReference`: the Gaussian null at one storage (the null with its storage set),
-  for the layers ``rows`` stored alike: its table (:func:`rmtbase.baseline.cache.null_table`,
-  shipped, cached or drawn), the joint draws, and a larger spectral reference (≥ 1000 draws)
-  that :meth:`~TableReference.extend` grows (the sequential rule of
-  :mod:`rmtbase.scoring.stopping`, run by :func:`rmtbase.scoring.sequential.decide`).
-- :class:`PermutationReference`: each head's own entries shuffled, every layer at once
-  (:func:`rmtbase.scoring.permutation.permutation_draws`); draws per head, grown only for
-  the heads whose decision is open when the caller did not fix them
+- :class:`TableReference`: the Gaussian null at one storage for the layers ``rows``: its table
+  (:func:`rmtbase.baseline.cache.null_table`), joint draws and a spectral reference that
+  :meth:`~TableReference.extend` grows (:mod:`rmtbase.scoring.stopping`).
+- :class:`PermutationReference`: each head's entries shuffled
+  (:func:`rmtbase.scoring.permutation.permutation_draws`), grown per open head
   (:mod:`rmtbase.scoring.head_growth`).
 
-A reference says its profile null (:meth:`Reference.profile_null`, abstract: no silent
-Gaussian default): :data:`GAUSSIAN_AXES` (the Gaussian factor-axes null at each layer's
-storage, shared by the heads: the table reference's choice) or its own draws
-``{axis: (layer, head, draws)}`` over ``cells.heads`` (the permutation reference's, each head's
-entries shuffled); and its spectrum band (:meth:`Reference.spectrum_band`: the Gaussian band
-only for a null that declares it its own, else its own or none).
+A reference states its profile null (:meth:`Reference.profile_null`: :data:`GAUSSIAN_AXES` or
+``{axis: (layer, head, draws)}``) and its spectrum band (:meth:`Reference.spectrum_band`).
 """
 
 from __future__ import annotations

@@ -1,39 +1,27 @@
 """Score a model's attention heads against a random-matrix null: ``score_model``.
 
-For every layer ℓ and head h the statistics of W_Q, W_K (shape (d_h, d)) and W_QK = W_Qᵀ W_K
-(shape (d, d)) come from the one implementation, :func:`rmtbase.stats.head_stats` (batched over
-the heads of a layer, raw weights, no 1/√d factor; λ are the squared singular values of W_QK
-in raw units), and are tested by :func:`rmtbase.decision.verdict.score_values` — per statistic,
-and once per head.
+Per layer and head the statistics of W_Q, W_K (d_h, d) and W_QK = W_Qᵀ W_K (d, d; raw weights,
+no 1/√d, λ the squared singular values) come from :func:`rmtbase.stats.head_stats` and are
+tested by :func:`rmtbase.decision.verdict.score_values`.
 
 The null (``null=``):
 
-- ``"gaussian"`` (default): W_Q, W_K with i.i.d. N(0, σ²) entries at the head's own
-  (d, d_h, σ_Q, σ_K), **stored like the checkpoint**: each layer's storage precision is read
-  from the checkpoint (:attr:`rmtbase.models.LayerHeads.storage`), a block quantisation it was
-  dequantised from is detected (:func:`rmtbase.stats.precision.detect_quantisation`), and the
-  null draws pass through the same round trip (``quantized_null="auto"``; ``"none"`` keeps the
-  float null and leaves the histogram statistics out of the decision; a format name forces
-  it). **Layer by layer**: each layer's null has that layer's storage and quantisation (the
-  GGUF type of its tensors, or the lattice detected on its W_Q and W_K), so a file that mixes
-  types across layers compares every head with a null of its own precision; one table per
-  distinct storage, shared by the layers stored alike
-  (:func:`rmtbase.decision.verdict.score_values_by_layer`: per-statistic tests and each head's
-  combination from its layer's null, BH over all heads). A statistic undefined under any
-  layer's null is left out for every head; histogram statistics are left out for every head
-  where some layer has no matched null. W_Q and W_K of one layer in different block types get
-  that layer's float null under ``"auto"`` (one null round trip cannot match both), with the
-  histogram statistics left out as under ``"none"``. Tables come from
-  :func:`rmtbase.baseline.cache.null_table` (shipped, user cache or generated). Spectral statistics have their own, larger reference (≥ 1000 draws), extended ×5
-  at a time only while some head's flag could still change (its p's Clopper–Pearson interval
-  straddles its Benjamini–Hochberg threshold; stated error 0.01: :mod:`rmtbase.scoring.stopping`),
-  cached; with ``max_draws`` given, up to it wherever a head near a flag sits beyond all but
-  10 draws (Besag & Clifford 1991).
+- ``"gaussian"``: i.i.d. N(0, σ²) W_Q, W_K at the head's (d, d_h, σ_Q, σ_K), **stored like the
+  checkpoint, layer by layer**: each layer's storage precision
+  (:attr:`rmtbase.models.LayerHeads.storage`) and detected block quantisation
+  (:func:`rmtbase.stats.precision.detect_quantisation`) are applied to its null draws
+  (``quantized_null="auto"``; ``"none"`` keeps the float null and leaves the histogram
+  statistics out of the decision; a format name forces it), one table per distinct storage
+  (:func:`rmtbase.decision.verdict.score_values_by_layer`). A statistic undefined under any
+  layer's null is left out for every head, as are histogram statistics where some layer has no
+  matched null (e.g. W_Q and W_K in different block types). Tables:
+  :func:`rmtbase.baseline.cache.null_table`. The spectral reference (≥ 1000 draws) is extended
+  ×5 only while some head's flag could change (:mod:`rmtbase.scoring.stopping`), or up to
+  ``max_draws`` (Besag & Clifford 1991).
 - ``"permutation"``: each head against its own entries shuffled
-  (:mod:`rmtbase.scoring.permutation`); tests structure beyond the entry law; W_Q/W_K element
-  statistics are left out.
+  (:mod:`rmtbase.scoring.permutation`); W_Q/W_K element statistics are left out.
 
-For RoPE models W_QK is the relative-position-0 bilinear form (RoPE is not applied).
+For RoPE models W_QK is the relative-position-0 bilinear form.
 """
 
 from __future__ import annotations

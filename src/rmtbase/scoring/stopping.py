@@ -1,32 +1,22 @@
 """When to stop drawing: extend the spectral null only while some head's flag could change.
 
-The spectral reference of a shape is extended ×5 at a time (:func:`rmtbase.scoring.sequential.decide`).
-By default (``max_draws=None``) an extension is made only while some head's decision is not
-settled; settled heads' p-values are never refined. The rule is Besag & Clifford's (1991) sequential Monte Carlo test made
-simultaneous over heads, with a stated error in the spirit of Gandy (2009):
+The spectral reference is extended ×5 at a time (:func:`rmtbase.scoring.sequential.decide`)
+while some head is unsettled: Besag & Clifford's (1991) sequential test made simultaneous over
+heads, with a stated error in the spirit of Gandy (2009):
 
-1. For each head and spectral statistic of its decision family, k of the N draws lie at or
-   beyond the head's value on its nearer side; the Clopper–Pearson interval of that tail
-   probability at level 1 − ε' gives an interval of the two-sided p (widened to hold the
-   current estimate, which may be a GPD tail estimate).
-2. The head p (:mod:`rmtbase.decision.omnibus`) is non-decreasing in every statistic's p, so
-   the spectral p's lower (upper) ends bound it from below (above); the element statistics and
-   the omnibus calibration on the joint draws enter as they are, treated as fixed.
-3. Benjamini–Hochberg is monotone, so a head flagged with the upper ends is flagged for any p
-   inside the intervals, and one not flagged with the lower ends for none; a head flagged with
-   the lower ends only is **unsettled**. Extension stops when none is, or at the cap.
-4. Error: ε' = ε / (heads × spectral statistics × looks), looks the tables the ×5 schedule can
-   visit up to the cap. By the union bound, with probability ≥ 1 − ε every interval at every
-   look covers its tail probability, and then the decisions at the stop are those of an
-   infinite spectral reference. ε = :data:`STOP_ERROR` = 0.01. Not covered: the joint table and
-   its calibration (:mod:`rmtbase.scoring.joint_stopping`), the profile null
-   (:mod:`rmtbase.scoring.profile_stopping`), and a block-quantised storage's spectral null,
-   which is never extended; ``summary.txt`` says so (:mod:`rmtbase.scoring.stopping_text`).
+1. Per head and spectral statistic, the Clopper–Pearson interval (level 1 − ε') of the tail
+   count k of N gives an interval of its two-sided p (widened to hold the current estimate).
+2. Head p (:mod:`rmtbase.decision.omnibus`) is non-decreasing in every p, so the ends bound it;
+   element statistics and the joint calibration are fixed.
+3. BH is monotone: a head flagged at the upper ends, or not flagged at the lower ends, is
+   settled; otherwise **unsettled**. Stop when none is, or at the cap.
+4. ε' = ε / (heads × spectral statistics × looks), ε = :data:`STOP_ERROR` = 0.01: by the union
+   bound, with probability ≥ 1 − ε the decisions at the stop are those of an infinite reference.
+   Not covered: the joint table (:mod:`rmtbase.scoring.joint_stopping`), the profile null
+   (:mod:`rmtbase.scoring.profile_stopping`), a block-quantised spectral null (never extended).
 
-A head beyond every draw of a statistic has Clopper–Pearson lower bound 0 at any N, so only
-draws landing beyond it settle it. What keeps a decision open is printed on the progress line
-(:func:`rmtbase.scoring.stopping_text.open_reasons`). With ``max_draws`` given the former rule
-applies (extend up to ``max_draws`` wherever a head with q ≤ 2α lies beyond all but 10 draws).
+With ``max_draws`` given: extend up to it wherever a head with q ≤ 2α lies beyond all but 10
+draws.
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
 """A tail count's interval at N draws from the first n, with the claim that it reaches
-:data:`~rmtbase.decision.tails.MIN_EXCEEDANCES` where that claim keeps the interval's exact
-error within its level (used by :mod:`rmtbase.scoring.profile_stopping`).
+:data:`~rmtbase.decision.tails.MIN_EXCEEDANCES` where that keeps the exact error within level.
 
-A head's one-sided p at N draws is empirical, (1 + T)/(1 + N), when T — the count of the N draws
-at or beyond it — is at least 10, and a GPD tail estimate (as small as P_MIN) below that. The
-stopping rule brackets T from the count K among the first n:
-:func:`~rmtbase.scoring.joint_stopping.count_bounds` gives [lo(K), hi(K)] with
-P(T ∉ [lo(K), hi(K)]) ≤ level for every tail probability q. For lo(K) < 10 the lower end of the
-p is P_MIN, and a head near a Benjamini–Hochberg threshold stays open.
-
-The claim: for K ≥ k₀ take the lower end max(lo(K), 10). With K ~ Binom(n, q) and
-R = T − K ~ Binom(N − n, q) independent, the interval's exact error is
+The one-sided p at N is (1 + T)/(1 + N) for T ≥ 10 exceedances, else a GPD estimate (down to
+P_MIN). :func:`~rmtbase.scoring.joint_stopping.count_bounds` brackets T from the count K of the
+first n by [lo(K), hi(K)]; the claim takes max(lo(K), 10) for K ≥ k₀. With K ~ Binom(n, q) and
+R = T − K ~ Binom(N − n, q) independent, the exact error is
 
     E(q) = Σ_k Binom(k; n, q) · [P(R < L(k) − k) + P(R > hi(k) − k)],
     L(k) = max(lo(k), 10) for k ≥ k₀, else lo(k),
 
-and :func:`claim_start` returns the least k₀ ≤ 9 with sup_q E(q) ≤ level (None where there is
-none), so every interval keeps its level and the stopping rule's union bound is unchanged.
-Outside [q_lo, q_hi], where the claim's added error is below 10⁻¹² · level, E ≤ level(1 + 10⁻¹²);
-inside, E is computed exactly on a log grid of :data:`_GRID` points and k₀ accepted only where
-its largest value is ≤ (1 − :data:`_MARGIN`) · level (the variation between grid points is far
-smaller). The conditional (hypergeometric) probability of K given T can be small while the
-joint probability with P_q(T = t) is within the level. ``tests/test_tail_count.py`` checks E
-against a simulation and the added error against the hypergeometric form.
+and :func:`claim_start` returns the least k₀ ≤ 9 with sup_q E(q) ≤ level (None if none),
+computed on a log grid of :data:`_GRID` points with margin :data:`_MARGIN`, outside
+[q_lo, q_hi] bounded analytically (``tests/test_tail_count.py``).
 """
 
 from __future__ import annotations

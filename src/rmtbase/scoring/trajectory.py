@@ -1,32 +1,22 @@
 """Score many checkpoints or models into one Dataset: :func:`score_collection`.
 
-A training trajectory is one model at several revisions (``--revision step0,step1000,…`` on the
-hub) or several local checkpoint folders; a collection is any set of models. Each entry is
-scored by :func:`rmtbase.scoring.score.score_model` with the same options and the results are
-stacked by :func:`rmtbase.scoring.collection.combine` (leading ``checkpoint`` or ``model``
-dimension). :func:`score_component_collection` does the same for whole-matrix scores
-(:func:`rmtbase.scoring.components.score_components`, one process).
+Each entry (a hub revision, a local folder, any model) is scored by
+:func:`rmtbase.scoring.score.score_model` with the same options and stacked by
+:func:`rmtbase.scoring.collection.combine`; :func:`score_component_collection` does the same
+for :func:`rmtbase.scoring.components.score_components` (one process).
 
-- **The null is shared**: tables come from the shipped data or the user cache; the spectrum
-  band is computed once per (d, d_h). On Dask, the first entry of each shape runs alone so its
-  tables exist before the others start, and the tables and profile null it must draw are
-  drawn by the whole cluster (:mod:`rmtbase.baseline.task_cluster`).
-- **Dask**: ``workers=N`` (a loopback cluster), ``scheduler=ADDRESS`` or ``client=``: one
-  task per entry, with the driver's JAX precision setting, so the Dataset is identical to a
-  one-process run whatever the number of workers.
-- **Resumable** (``entries=DIR``; the CLI's ``OUT.entries``): each entry is written to its own
-  file when it completes and a rerun with the same options and versions reuses it
-  (:mod:`rmtbase.scoring.entries`); ``rmtbase combine`` assembles such files, scored anywhere,
-  into the collection.
-- **Dask tasks** are retried (:data:`RETRIES`); the driver polls them
-  (:func:`rmtbase.baseline.sweep.completed`), so a Ctrl-C cancels them at once.
-- **One null per shape**: the stopping rules may grow one entry's nulls, and a cached table is
-  read as exactly the draws a run asks for, so the others do not follow through the cache: an
-  entry whose sizes
-  (``baseline_draws``, ``joint_null_draws``, ``spectral_null_draws``, ``profile_null_draws``)
-  differ from the largest of its (d, d_h, null storage) is scored again from those sizes
-  (``null_start``, :class:`rmtbase.scoring.reference.NullStart`), until every entry of a shape
-  ends on the same null draws, whatever the cache holds, the order or the number of workers.
+- **Dask** (``workers=N``, ``scheduler=ADDRESS`` or ``client=``): one task per entry, with the
+  driver's JAX precision, so the Dataset equals a one-process run; tasks are retried
+  (:data:`RETRIES`) and polled so Ctrl-C cancels them. The first entry of each shape runs alone
+  and its tables are drawn by the whole cluster (:mod:`rmtbase.baseline.task_cluster`).
+- **Resumable** (``entries=DIR``): each entry is written when done and reused by a rerun with
+  the same options and versions (:mod:`rmtbase.scoring.entries`); ``rmtbase combine``
+  assembles such files.
+- **One null per shape**: an entry whose null sizes (``baseline_draws``, ``joint_null_draws``,
+  ``spectral_null_draws``, ``profile_null_draws``) differ from the largest of its
+  (d, d_h, null storage) is scored again from those sizes
+  (:class:`rmtbase.scoring.reference.NullStart`), so all entries of a shape end on the same
+  draws whatever the cache, order or number of workers.
 """
 
 from __future__ import annotations
