@@ -1,10 +1,4 @@
-"""Binning helpers of the element statistics (:mod:`rmtbase.stats.elementwise`, :mod:`.tiles`).
-
-Bin counts, kept Weibull ranks, the cumulative table of the probability-plot ordinates, rank
-look-ups in cumulative histograms, the lattice-cell histogram, tail-safe Gaussian bin masses
-and the 3×3 solve of the core fit. Their definitions and error bounds are in
-:mod:`rmtbase.stats.elementwise`'s docstring.
-"""
+"""Binning helpers of the element statistics (definitions and bounds: :mod:`.elementwise`)."""
 
 from __future__ import annotations
 
@@ -32,10 +26,8 @@ def entropy_bins(n: int) -> int:
 
 
 def trim_ranks(n: int, trim) -> tuple[int, int]:
-    """1-based kept ranks [i_lo, i_hi] of the Weibull fit: (1−trim)/2 ≤ (i − ½)/N ≤ (1+trim)/2.
-
-    Exact rational arithmetic (trim is read through its decimal string, so 0.8 means 8/10).
-    """
+    """1-based kept ranks [i_lo, i_hi] of the Weibull fit: (1−trim)/2 ≤ (i − ½)/N ≤ (1+trim)/2,
+    in exact rational arithmetic (trim read through its decimal string)."""
     t = _trim_fraction(trim)
     lo = (1 - t) / 2
     hi = (1 + t) / 2
@@ -56,12 +48,9 @@ def _trim_fraction(trim) -> Fraction:
 
 @lru_cache(maxsize=32)
 def _cum_y_table(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Grid t and C(t) = Σ_{i ≤ t} ln(−ln(1 − (i − ½)/N)) (float64), dense at both ends.
-
-    Exact integers for t ≤ 2048 and t ≥ N − 2048, geometric spacing towards both ends and a
-    uniform middle; C is linearly interpolated between grid points (C'' = y' is small away
-    from the ends, where the grid is exact). Built by chunked float64 cumulative sums.
-    """
+    """Grid t and C(t) = Σ_{i ≤ t} ln(−ln(1 − (i − ½)/N)) (float64), linearly interpolated between
+    grid points: exact integers within 2048 of both ends, geometric towards the ends, uniform in
+    the middle."""
     pts = [np.arange(0, min(n, 2048) + 1), np.arange(max(0, n - 2048), n + 1),
            np.linspace(0, n, 16385).round()]
     if n > 2:
@@ -95,11 +84,9 @@ GRID_WORDS_MAX_N = 2**20
 
 @lru_cache(maxsize=32)
 def _grid_words(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The grid of :func:`_cum_y_table` as bits: bit b of ``mask[w]`` is set when the integer
-    32w + b is a grid point, ``base[w]`` counts the grid points below 32w. So the number of
-    grid points ≤ an integer t is ``base[t >> 5] + popcount(mask[t >> 5] & low bits ≤ t & 31)``
-    — the index ``jnp.interp``'s ``searchsorted(grid, t, side="right")`` finds, in two
-    gathers instead of a binary search (a third of the Weibull fit's cost at N ≲ 10⁶)."""
+    """The grid of :func:`_cum_y_table` as bits: bit b of ``mask[w]`` marks integer 32w + b,
+    ``base[w]`` counts grid points below 32w; grid points ≤ t are
+    ``base[t >> 5] + popcount(mask[t >> 5] & low bits ≤ t & 31)`` (two gathers, no search)."""
     grid = _cum_y_table(n)[0].astype(np.int64)
     words = n // 32 + 1
     mask = np.zeros(words, np.uint32)
@@ -119,9 +106,8 @@ def _grid_index(t, n: int):
 
 
 def _cum_y(t, n: int, dtype):
-    """C(t) of :func:`_cum_y_table` at integer-valued ranks 0 ≤ t ≤ N: linear interpolation on
-    the grid, the numbers of ``jnp.interp`` (its formula, step for step; only the grid
-    interval is found by :func:`_grid_index` up to :data:`GRID_WORDS_MAX_N`)."""
+    """C(t) of :func:`_cum_y_table` at integer ranks 0 ≤ t ≤ N: ``jnp.interp``'s formula step for
+    step, the interval found by :func:`_grid_index` up to :data:`GRID_WORDS_MAX_N`."""
     grid, vals = _cum_y_table(n)
     x, xp, fp = t.astype(dtype), jnp.asarray(grid, dtype), jnp.asarray(vals, dtype)
     if n > GRID_WORDS_MAX_N:
@@ -137,10 +123,8 @@ def _cum_y(t, n: int, dtype):
 
 
 def sorted_bincount(idx, length: int):
-    """``jnp.bincount(idx, length=length)`` for integers ``idx`` in [0, length), without a
-    scatter: sort, then count each bin by a binary search of its edges in the sorted values
-    (count_j = #{idx < j+1} − #{idx < j}). The same integers as the scatter, exactly (one of
-    the routes ``benchmarks/gpu.py`` times; :func:`bincount` takes the blocked one)."""
+    """``jnp.bincount(idx, length=length)`` without a scatter: sort, then count_j = #{idx < j+1} −
+    #{idx < j} by binary search; the same integers."""
     s = jnp.sort(idx.reshape(-1))
     edges = jnp.searchsorted(s, jnp.arange(length + 1, dtype=s.dtype), side="left",
                              method="scan_unrolled")
@@ -164,12 +148,9 @@ def _block_ids(n: int, blocks: int):
 
 
 def blocked_sum(idx, values, length: int, blocks: int | None = None):
-    """Σ of ``values`` over the entries of each bin ``idx`` in [0, ``length``) (flat arrays),
-    by one histogram per block of contiguous entries, summed over blocks: the scatter-adds of
-    a block meet only its own counters, so the few hot central bins of a bell-shaped sample
-    no longer serialise every entry's atomic add on a GPU (per-block histograms, as a GPU
-    kernel keeps them in shared memory). Integer values: the same integers as one scatter.
-    Float values: the same sums in another order (float rounding)."""
+    """Σ of ``values`` per bin ``idx`` in [0, ``length``) (flat arrays), by one histogram per block
+    of entries summed over blocks, so hot bins do not serialise atomic adds on a GPU. Integers:
+    identical; floats: summed in another order."""
     idx = idx.reshape(-1)
     n = idx.shape[0]
     blocks = histogram_blocks(n, length) if blocks is None else blocks
@@ -190,9 +171,8 @@ def on_accelerator() -> bool:
 
 
 def bincount(idx, length: int):
-    """The integer histogram of ``idx`` in [0, ``length``): one scatter (``jnp.bincount``) on
-    the CPU, where it is fastest (the sort measured 15–190× slower); per-block histograms on an
-    accelerator (:func:`blocked_bincount`). The same counts either way."""
+    """The integer histogram of ``idx`` in [0, ``length``): one scatter on the CPU, per-block
+    histograms on an accelerator (:func:`blocked_bincount`); the same counts either way."""
     if not on_accelerator():
         return jnp.bincount(idx, length=length)
     return blocked_bincount(idx, length)
@@ -210,11 +190,8 @@ def _det3(c0, c1, c2):
 
 
 def _third_coefficient(a, b):
-    """x[2] of a x = b for a 3×3 system, by Cramer's rule (no LAPACK call: the element
-    statistics then run in several threads at once without jaxlib's LAPACK custom calls,
-    which deadlock when executed concurrently on CPU). The quadratic fit's normal matrix is
-    well conditioned (κ ≈ 10 for a Gaussian core), so this matches an LU solve to float
-    rounding (measured: 4e-7 relative in σ_fit in float32, identical digits in float64)."""
+    """x[2] of a x = b for a 3×3 system by Cramer's rule (no LAPACK custom call, which deadlocks
+    when run concurrently on CPU); the core fit's matrix is well conditioned (κ ≈ 10)."""
     return _det3(a[:, 0], a[:, 1], b) / _det3(a[:, 0], a[:, 1], a[:, 2])
 
 
@@ -231,10 +208,8 @@ def _gauss_mass(lo, hi, mu, sd):
 def _cell_histogram(lo, hi, hmin, delta, nbins: int, dtype):
     """Histogram of the uniform laws on the cells [lo_i, hi_i] over bins hmin + [j, j+1)·Δ.
 
-    Bin j receives Σ_i |[lo_i, hi_i] ∩ bin j| / (hi_i − lo_i): the expected histogram of the
-    values dithered uniformly over their rounding cells (exact, no random numbers). A cell
-    spans at most a few bins; the loop runs over the largest span present.
-    """
+    Bin j receives Σ_i |[lo_i, hi_i] ∩ bin j| / (hi_i − lo_i), the expected histogram of the values
+    dithered over their cells (exact, no random numbers)."""
     c = hi - lo
     j0 = jnp.clip(jnp.floor((lo - hmin) / delta), 0, nbins - 1).astype(jnp.int32)
     j1 = jnp.clip(jnp.floor((hi - hmin) / delta), 0, nbins - 1).astype(jnp.int32)

@@ -1,18 +1,11 @@
 """Eigenvalues of a real symmetric tridiagonal matrix by Sturm bisection, cheap to compile.
 
-:func:`tridiagonal_eigvals` returns exactly ``jax.scipy.linalg.eigh_tridiagonal(d, e,
-eigvals_only=True)`` (select ``'a'``), bit for bit: the same Gershgorin start interval, the
-same Sturm recurrence (LAPACK ``dstebz``'s pivmin guard; Kahan 1966, Demmel & Kahan 1990) and
-the same parallel bisection of all n eigenvalues, every float operation in the same order
-(only IEEE add, subtract, multiply, divide, compare and select: no reduction whose order could
-move a bit except max/min, which are exact). What differs is how the recurrence is written for
-XLA: JAX peels (n − 1) mod 16 steps and unrolls the rest 16 at a time, so a program holds
-~31 copies of the step; here it is one ``fori_loop`` step, which compiles faster
-(``benchmarks/band_compile.py``) and runs about as fast. ``tests/test_bisection.py`` compares
-the bits with JAX's at several n, jitted and vmapped.
-
-Used by :func:`rmtbase.stats.spectral.eigvals_from_bidiagonal` (route ``"eigh"``).
-"""
+:func:`tridiagonal_eigvals` equals ``jax.scipy.linalg.eigh_tridiagonal(d, e,
+eigvals_only=True)`` bit for bit: the same Gershgorin interval, Sturm recurrence (``dstebz``'s
+pivmin guard; Kahan 1966, Demmel & Kahan 1990) and parallel bisection, with only IEEE
++ − × ÷, compare, select and max/min in the same order, so no instruction set rounds them
+apart. The recurrence is one ``fori_loop`` step instead of JAX's 16-fold unrolling, so it
+compiles faster. Route ``"eigh"`` of :func:`rmtbase.stats.spectral.eigvals_from_bidiagonal`."""
 
 from __future__ import annotations
 
@@ -22,9 +15,9 @@ from jax import lax
 
 
 def tridiagonal_eigvals(d, e):
-    """Eigenvalues (ascending) of the symmetric tridiagonal matrix with diagonal ``d`` ``(n,)``
-    and off-diagonal ``e`` ``(n − 1,)`` (real float32/float64, same dtype); one matrix (vmap
-    for a batch). Absolute error of order n·eps·‖T‖ (bisection to JAX's tolerance eps·‖T‖)."""
+    """Eigenvalues (ascending) of the symmetric tridiagonal matrix with diagonal ``d`` ``(n,)`` and
+    off-diagonal ``e`` ``(n − 1,)`` (same real dtype; vmap for a batch); absolute error ≈ n·eps·‖T‖.
+    """
     alpha = jnp.asarray(d)
     beta = jnp.asarray(e)
     n = alpha.shape[0]

@@ -1,7 +1,5 @@
-"""The body of :mod:`rmtbase.stats` (its ``__init__`` loads this module, and JAX with it, on
-first use of a name, so that ``import rmtbase.stats.null_kind`` at argument-parsing time
-imports no JAX). The package docstring describes it. The names it exports are listed once, in
-the package's ``__all__``; the imports here marked ``name as name`` are those re-exports."""
+"""The body of :mod:`rmtbase.stats`, loaded (with JAX) on first use of a name; exports listed in
+the package's ``__all__`` (``name as name`` imports here are those re-exports)."""
 
 
 from __future__ import annotations
@@ -36,9 +34,6 @@ WHOLE_MATRIX = "w"
 
 def table_name(name: str) -> str:
     """Table variable name of a ``head_stats`` key: ``"qk.npr" -> "npr"``, ``"q.std" -> "q_std"``.
-
-    Spectral statistics of W_QK keep their bare names; element statistics (and rms) become
-    ``<matrix>_<stat>``.
     """
     if not isinstance(name, str) or "." not in name:
         raise InputError(f"statistic name must look like '<matrix>.<stat>', got {name!r}")
@@ -68,17 +63,12 @@ def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=Tru
                trim=0.8, storage="float32", statistics=None) -> dict:
     """All statistics of one head (or a batch of heads) from its factors.
 
-    wq, wk: ``(..., d_h, d)`` raw weights (no 1/√d scaling applied), any float dtype; leading
-    axes are batch axes (heads, draws). which: matrices whose element statistics to compute
-    (subset of ``("q", "k", "qk")``); spectral: add ``qk.<SPECTRAL_STATS>`` (needs ``"qk"`` in
-    which); elementwise: add the element statistics; trim: Weibull trim (0.8, 0.9 or 1.0);
-    storage: how W_Q and W_K were stored (:data:`rmtbase.stats.precision.STORAGES`; their
-    element histograms use lattice cells for float16/bfloat16; W_QK is computed in the input
-    dtype and counted as points). Always returns ``q.rms`` and ``k.rms``. Returns
-    ``{"<matrix>.<stat>": array of shape wq.shape[:-2]}``. statistics: the records whose
-    spectral statistics to compute (default the registry :data:`STATISTICS`; a tuple of
-    :class:`Statistic`, so a new spectral statistic is one record).
-    """
+    wq, wk: ``(..., d_h, d)`` raw weights, any float dtype, leading axes batch axes. which:
+    subset of ``("q", "k", "qk")`` for element statistics; spectral: add
+    ``qk.<SPECTRAL_STATS>`` (needs ``"qk"``); elementwise: add element statistics; trim: Weibull
+    trim; storage: how W_Q, W_K were stored (lattice cells for float16/bfloat16; W_QK counted as
+    points); statistics: the records whose spectral statistics to compute. Returns
+    ``{"<matrix>.<stat>": array of shape wq.shape[:-2]}``, always with ``q.rms`` and ``k.rms``."""
     wq = jnp.asarray(wq)
     wk = jnp.asarray(wk)
     if wq.ndim < 2 or wq.shape != wk.shape:

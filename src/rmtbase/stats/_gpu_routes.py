@@ -1,18 +1,11 @@
 """Which symmetric eigen route the fast spectral null takes on an accelerator.
 
-:func:`rmtbase.baseline.eig_route.eig_method` asks :func:`accelerator_route` once it has found a
-symmetric route accurate (d_h·eps·κ ≤ EIGH_MAX_REL_ERROR) on a backend other than the CPU.
-The rule is a measured switch, :data:`MEASURED_SWITCH` = (route, largest d_h): one of the
-Pallas Jacobi kernels (:data:`CANDIDATES`: two-sided on the Gram,
-:mod:`rmtbase.stats._jacobi`; one-sided on the core, :mod:`rmtbase.stats._hestenes`) is taken
-for d_h up to that limit, cuSOLVER's batched solver (``"eigvalsh"``) otherwise.
-
-:data:`MEASURED_SWITCH` is ``None`` (the switch is off: every accelerator keeps
-``"eigvalsh"``) until ``benchmarks/gpu.py`` has timed the routes through
-the null on a GPU: its JSON key ``gpu_route_switch_suggested`` is what :func:`suggested_switch`
-makes of the figures. Setting it here must cite that JSON file (docs/perf/) and its figures.
-The CPU never asks: its route stays ``"eigh"``, so CPU outputs do not depend on this module.
-"""
+:func:`rmtbase.baseline.eig_route.eig_method` asks :func:`accelerator_route` once a symmetric
+route is accurate on a non-CPU backend. :data:`MEASURED_SWITCH` = (route, largest d_h) picks
+a Pallas Jacobi kernel (:data:`CANDIDATES`) up to that d_h, ``"eigvalsh"`` beyond. It is
+``None`` (always ``"eigvalsh"``) until ``benchmarks/gpu.py`` has timed the routes on a GPU
+(its ``gpu_route_switch_suggested``, :func:`suggested_switch`); setting it must cite that JSON
+in docs/perf/. The CPU never asks (route ``"eigh"``)."""
 
 from __future__ import annotations
 
@@ -44,9 +37,8 @@ def _limit(rates: dict, route: str) -> int | None:
 
 
 def suggested_switch(rates: dict) -> tuple[str, int] | None:
-    """The switch a GPU measurement supports. ``rates`` maps (d, d_h) to {route: draws/s}; of
-    the :data:`CANDIDATES` that beat ``eigvalsh`` up to some d_h (:func:`_limit`), the one
-    with the largest limit, ties going to the faster at the smallest shape; None if none did."""
+    """The switch a GPU measurement supports: ``rates`` maps (d, d_h) to {route: draws/s}; of the
+    :data:`CANDIDATES` beating ``eigvalsh`` up to some d_h, the largest limit (None if none)."""
     found = [(route, _limit(rates, route)) for route in CANDIDATES]
     found = [(route, lim) for route, lim in found if lim is not None]
     if not found:

@@ -1,22 +1,13 @@
 """Squared singular values of a batch of small square matrices by one-sided (Hestenes) Jacobi.
 
-A candidate accelerator route beside the two-sided Jacobi of
-:mod:`rmtbase.stats._jacobi` (same ordering, same rotation formula, same padding): instead of
-rotating the Gram G = C Cᵀ from both sides, rotate the *rows* of C itself until they are
-mutually orthogonal (Hestenes 1958; Demmel & Veselić 1992; LAPACK ``sgesvj``). The rotation
-that orthogonalises rows p, q is the two-sided rotation of G at (p, q) with a_pp = ‖r_p‖²,
-a_qq = ‖r_q‖², a_pq = r_p·r_q (:func:`rmtbase.stats._jacobi._tangent`), applied to the rows
-only: one partner permutation a step instead of two, and no Gram is ever formed. At the end
-λ_i = ‖r_i‖² are the squared singular values of C, i.e. the eigenvalues of C Cᵀ.
+Beside :mod:`rmtbase.stats._jacobi` (same ordering, rotation and padding), the rows of C are
+rotated until mutually orthogonal (Hestenes 1958; Demmel & Veselić 1992; LAPACK ``sgesvj``):
+the rotation of G = C Cᵀ at (p, q) with a_pp = ‖r_p‖², a_qq = ‖r_q‖², a_pq = r_p·r_q, applied
+to rows only, no Gram formed. Then λ_i = ‖r_i‖².
 
-Accuracy: like an SVD of C, not like an eigensolver of C Cᵀ: the relative error of each λ is
-of order n·eps·κ(C) = n·eps·√κ(G) (Demmel & Veselić), against n·eps·κ(G) for the symmetric
-routes; so this route is not limited to small κ (tests/test_jacobi.py measures it on
-ill-conditioned cores against a float64 SVD).
-
-Stopping: a sweep in which every pair's cosine |r_p·r_q| / (‖r_p‖‖r_q‖) was ≤ √m·eps before
-its rotation (LAPACK ``sgesvj``'s tolerance) is the last, or ``max_sweeps``.
-"""
+Accuracy as an SVD of C: relative n·eps·κ(C) = n·eps·√κ(G), not limited to small κ
+(tests/test_jacobi.py). Stops after a sweep in which every pair's cosine was ≤ √m·eps
+(``sgesvj``'s tolerance), or ``max_sweeps``."""
 
 from __future__ import annotations
 
@@ -29,11 +20,9 @@ from ._jacobi import MAX_SWEEPS, _tangent, pad, padded_size, xor_gather
 
 
 def hestenes_step(c, k, partner):
-    """One parallel step on ``c`` ``(..., m, m)``: rows i and i ⊕ k rotated to orthogonality,
-    every pair at once. Returns (rotated c, the largest squared cosine seen before rotating,
-    per matrix). ``partner(x, axis)``: i ↦ i ⊕ k along ``axis`` (as in
-    :func:`rmtbase.stats._jacobi.jacobi_step`). The dot product of a pair is the same sum of
-    the same products for both of its rows, so both rows get the same rotation."""
+    """One parallel step on ``c`` ``(..., m, m)``: rows i and i ⊕ k rotated to orthogonality, all
+    pairs at once; returns (rotated c, largest squared cosine before rotating, per matrix).
+    ``partner`` as in :func:`rmtbase.stats._jacobi.jacobi_step`."""
     m = c.shape[-2]
     row = jax.lax.broadcasted_iota(jnp.int32, (m,), 0)
     first = row < (row ^ k)
@@ -62,9 +51,8 @@ def row_norms_descending(c, n):
 
 
 def hestenes_eigvals(c, max_sweeps: int = MAX_SWEEPS, return_sweeps: bool = False):
-    """λ = s(C)², descending, of ``c`` ``(..., n, n)`` (the eigenvalues of C Cᵀ), by parallel
-    one-sided Jacobi (module docstring). The batch is one array: the loop stops when every
-    matrix has converged. ``return_sweeps``: also the number of sweeps run."""
+    """λ = s(C)², descending, of ``c`` ``(..., n, n)`` by parallel one-sided Jacobi; loops until the
+    whole batch converged. ``return_sweeps``: also the number of sweeps run."""
     c = jnp.asarray(c)
     n = c.shape[-1]
     m = padded_size(n)

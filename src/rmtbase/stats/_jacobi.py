@@ -1,28 +1,17 @@
 """Eigenvalues of a batch of small symmetric matrices by the parallel cyclic Jacobi method.
 
-A candidate accelerator route for the spectral null's d_h × d_h cores (d_h ≤ 128),
-in two forms that share every line of arithmetic (:func:`jacobi_step`):
+For the spectral null's d_h × d_h cores (d_h ≤ 128); :func:`jacobi_eigvalsh` (pure ``jnp``,
+the reference) and :func:`rmtbase.stats._jacobi_pallas.jacobi_eigvalsh_pallas` share
+:func:`jacobi_step`.
 
-- :func:`jacobi_eigvalsh` (this module): pure ``jnp``, any backend, the batch in one array; the
-  reference for the Pallas kernel and its fallback;
-- :func:`rmtbase.stats._jacobi_pallas.jacobi_eigvalsh_pallas`: one Pallas program per block of
-  matrices, the matrix held on chip for all sweeps (on the CPU it runs in interpret mode).
+Two-sided Jacobi (Golub & Van Loan, 4th ed., §8.5) with Rutishauser's rotation
+t = sgn θ / (|θ| + √(θ² + 1)), θ = (a_qq − a_pp)/(2 a_pq), in the XOR ordering: padded with zeros
+to m = 2^⌈log₂ n⌉, step k pairs i with i ⊕ k; a step's pairs are disjoint and the m − 1 steps
+of a sweep meet every pair once. Padding adds exact zeros that never rotate; they are dropped.
 
-Algorithm: two-sided Jacobi (Jacobi 1846; Golub & Van Loan, *Matrix Computations*, 4th ed.,
-§8.5) with Rutishauser's rotation (t = sgn θ / (|θ| + √(θ² + 1)), θ = (a_qq − a_pp)/(2 a_pq);
-Numerical Recipes §11.1), in the hypercube (XOR) parallel ordering: the matrix is padded with
-zeros to m = 2^⌈log₂ n⌉ rows, and step k (1 ≤ k < m) pairs index i with i ⊕ k. The m/2 pairs of
-a step are disjoint, so their rotations commute and are applied at once, G ← Jᵀ G J; the m − 1
-steps of a sweep meet every pair (i, j) once, at k = i ⊕ j. Zero padding adds m − n exact zero
-eigenvalues and never rotates (a_pq = 0 gives t = 0); they are dropped.
-
-Stopping: sweeps run until the off-diagonal Frobenius norm is ≤ eps·‖G‖_F (eps of the dtype)
-for every matrix of the batch (of the block, in the kernel), or ``max_sweeps``. Each λ is then
-within ‖offdiag‖₂ ≤ eps‖G‖_F ≤ √n·eps·λ_max of a diagonal entry (Weyl), and the rotations add
-O(sweeps·n·eps·λ_max): the backward error of any symmetric eigensolver, i.e. the relative error
-n·eps·κ on λ_min that :func:`rmtbase.baseline.eig_route.eig_method` budgets (EIGH_MAX_REL_ERROR).
-Output: eigenvalues in descending order, shape ``(..., n)``; not clipped (the caller clips).
-"""
+Sweeps stop when ‖offdiag‖_F ≤ eps·‖G‖_F for every matrix (or ``max_sweeps``); each λ is then
+within √n·eps·λ_max (Weyl) plus O(sweeps·n·eps·λ_max), the relative n·eps·κ budgeted by
+:func:`rmtbase.baseline.eig_route.eig_method`. Output descending ``(..., n)``, not clipped."""
 
 from __future__ import annotations
 
@@ -55,12 +44,9 @@ def xor_gather(x, axis, k):
 def jacobi_step(g, k, partner):
     """One parallel Jacobi step on ``g`` ``(..., m, m)``: every pair (i, i ⊕ k) rotated at once.
 
-    ``partner(x, axis)`` permutes ``x`` along ``axis`` by i ↦ i ⊕ k (a gather in the jnp route,
-    half-swaps in the kernel: the arithmetic below is the same in both). With p < q a pair,
-    c, s its rotation and J_pp = J_qq = c, J_pq = s, J_qp = −s: column i of G J is
-    c·G[:, i] + σ_i s·G[:, i⊕k] with σ_p = −1, σ_q = +1, and rows likewise; then G_pq is set to
-    0 and G_pp −= t a_pq, G_qq += t a_pq (the exact values of the rotated pair).
-    """
+    ``partner(x, axis)`` permutes by i ↦ i ⊕ k. For p < q with J_pp = J_qq = c, J_pq = s,
+    J_qp = −s: column i of G J is c·G[:, i] + σ_i s·G[:, i⊕k], σ_p = −1, σ_q = +1 (rows likewise);
+    then G_pq = 0, G_pp −= t a_pq, G_qq += t a_pq."""
     m = g.shape[-1]
     dt = g.dtype
     i = jax.lax.broadcasted_iota(jnp.int32, (m, m), 0)
@@ -110,9 +96,8 @@ def off_ratio(g):
 
 
 def diagonal_descending(g, n):
-    """The first ``n`` diagonal entries of the converged ``g`` ``(..., m, m)``, descending
-    (entries n … m − 1 are the padding: their rows stay exactly zero, since every pair that
-    holds one has a_pq = 0 and is not rotated)."""
+    """The first ``n`` diagonal entries of the converged ``g`` ``(..., m, m)``, descending (the rest
+    is padding, never rotated)."""
     m = g.shape[-1]
     eye = jax.lax.broadcasted_iota(jnp.int32, (m, m), 0) == \
         jax.lax.broadcasted_iota(jnp.int32, (m, m), 1)
@@ -121,9 +106,8 @@ def diagonal_descending(g, n):
 
 
 def jacobi_eigvalsh(g, max_sweeps: int = MAX_SWEEPS, return_sweeps: bool = False):
-    """Eigenvalues of the symmetric ``g`` ``(..., n, n)``, descending, by parallel cyclic Jacobi
-    (module docstring: ordering, stopping, error bound). The batch is one array: the loop stops
-    when every matrix has converged. ``return_sweeps``: also the number of sweeps run."""
+    """Eigenvalues of the symmetric ``g`` ``(..., n, n)``, descending, by parallel cyclic Jacobi;
+    loops until the whole batch converged. ``return_sweeps``: also the number of sweeps run."""
     g = jnp.asarray(g)
     n = g.shape[-1]
     m = padded_size(n)
@@ -146,9 +130,8 @@ def jacobi_eigvalsh(g, max_sweeps: int = MAX_SWEEPS, return_sweeps: bool = False
 
 
 def flops_per_sweep(n: int) -> int:
-    """Floating-point operations of one sweep on one matrix (m − 1 steps, each two m × m
-    passes of 3 flops an entry plus O(m) for the angles): ≈ 6 m³; the count the benchmark
-    divides by to compare with the chip's rate."""
+    """Floating-point operations of one sweep on one matrix: ≈ 6 m³ (m − 1 steps of two m × m passes).
+    """
     m = padded_size(n)
     return (m - 1) * (6 * m * m + 20 * m)
 

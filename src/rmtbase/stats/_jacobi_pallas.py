@@ -1,27 +1,15 @@
 """The parallel cyclic Jacobi kernels in Pallas: one program per block of matrices.
 
-Two kernels, whose arithmetic lives elsewhere (this module only places it in a kernel): the
-two-sided one on Grams (:func:`rmtbase.stats._jacobi.jacobi_step`; ordering, stopping and error
-bound in :mod:`rmtbase.stats._jacobi`) and the one-sided one on the matrices themselves
-(:func:`rmtbase.stats._hestenes.hestenes_step`, :mod:`rmtbase.stats._hestenes`). Each program loads
-``block`` padded m × m matrices once, runs every sweep on them (a ``while`` on the block's own
-convergence test) and writes their diagonals (two-sided) or squared row norms (one-sided);
-nothing goes back to device memory between steps. The partner permutation i ↦ i ⊕ k is built
-from the operations Pallas lowers to Triton
-(reshape, transpose, two-way split along the last axis, two-way concatenate): i ↦ i ⊕ 2^b is a
-swap of the halves of the size-2 axis that bit b becomes after a reshape, and i ↦ i ⊕ k
-composes the swaps of k's set bits. Two variants of the step loop (``unroll``):
+Two kernels placing arithmetic defined elsewhere: two-sided on Grams
+(:func:`rmtbase.stats._jacobi.jacobi_step`) and one-sided on the matrices
+(:func:`rmtbase.stats._hestenes.hestenes_step`). A program loads ``block`` padded m × m matrices
+once, sweeps until its block converges and writes diagonals or squared row norms. i ↦ i ⊕ k is
+built from Triton-lowerable ops: i ↦ i ⊕ 2^b swaps the halves of a size-2 axis after a
+reshape, composed over k's set bits. ``unroll=False``: a ``fori_loop`` over k (log₂ m swaps a
+step); ``True``: steps unrolled with static k (popcount(k) swaps, longer program).
 
-- ``False``: a ``fori_loop`` over k; each step applies the swap of every bit b of m, kept
-  where bit b of k is set (log₂ m swaps a step, small program);
-- ``True``: the m − 1 steps of a sweep unrolled with k static (popcount(k) swaps a step,
-  about half as many; a program m − 1 times longer).
-
-On the CPU (no GPU lowering) the kernel runs in Pallas' interpret mode, which evaluates the
-same jaxpr with ``jnp``: that is how tests/test_jacobi.py checks it. ``benchmarks/gpu.py``
-times the variants on a GPU (docs/performance.md). jax 0.11 deprecates the Pallas Triton
-backend: a lasting route needs these kernels in Mosaic GPU's form.
-"""
+On the CPU the kernel runs in Pallas' interpret mode (tests/test_jacobi.py). The Pallas Triton
+backend is deprecated from jax 0.11 (a lasting route needs Mosaic GPU)."""
 
 from __future__ import annotations
 
@@ -150,20 +138,16 @@ def _call(kernel, x, block, max_sweeps, unroll, interpret, num_warps, tol2):
 
 def jacobi_eigvalsh_pallas(g, *, block=1, max_sweeps=MAX_SWEEPS, unroll=False, interpret=None,
                            num_warps=None):
-    """Eigenvalues of the symmetric ``g`` ``(..., n, n)``, descending (as
-    :func:`rmtbase.stats._jacobi.jacobi_eigvalsh`), by the two-sided kernel.
+    """Eigenvalues of the symmetric ``g`` ``(..., n, n)``, descending, by the two-sided kernel.
 
-    block: matrices per program (a power of two; the batch is padded with zero matrices, which
-    stop at once). interpret: Pallas' interpret mode (default: on the CPU backend only).
-    num_warps: Triton's warps per program (GPU only; None = Pallas' default).
-    """
+    block: matrices per program (a power of two). interpret: Pallas' interpret mode (default on
+    CPU). num_warps: Triton's warps per program (GPU only)."""
     return _call(_two_sided, g, block, max_sweeps, unroll, interpret, num_warps,
                  lambda m, dt: float(jnp.finfo(dt).eps) ** 2)
 
 
 def hestenes_eigvals_pallas(c, *, block=1, max_sweeps=MAX_SWEEPS, unroll=False, interpret=None,
                             num_warps=None):
-    """λ = s(C)², descending, of ``c`` ``(..., n, n)`` (as
-    :func:`rmtbase.stats._hestenes.hestenes_eigvals`), by the one-sided kernel; arguments as
+    """λ = s(C)², descending, of ``c`` ``(..., n, n)`` by the one-sided kernel; arguments as
     :func:`jacobi_eigvalsh_pallas`."""
     return _call(_one_sided, c, block, max_sweeps, unroll, interpret, num_warps, tolerance2)

@@ -1,11 +1,5 @@
-"""The scale searches shared by every K-quant (:mod:`rmtbase.stats.kquants`,
-:mod:`rmtbase.stats.kquants_low`): ggml's ``make_qkx2_quants`` and ``make_qx_quants``
-(``ggml/src/ggml-quants.c``, the ``_ref`` path), the float16 rounding of a stored scale and the
-C loops' left-fold sum. Float32 as in C; every product that meets an addition is rounded first
-(:func:`rmtbase.stats._exact.unfused`; why: :mod:`rmtbase.stats.kquants`, "Bit-exactness").
-
-A module of its own so that the two format modules import it and not each other.
-"""
+"""The scale searches shared by every K-quant: ggml's ``make_qkx2_quants``, ``make_qx_quants``,
+the float16 rounding of a stored scale and C's left-fold sum (float32, products unfused)."""
 
 from __future__ import annotations
 
@@ -35,13 +29,10 @@ def _sum(a):
 
 def make_qkx2_quants(x, nmax: int, rmin: float, rdelta: float, nstep: int, *,
                      weights=None, use_mad: bool = False):
-    """``(scale, the_min)`` of every sub-block (last axis) of ``x``, as ggml's
-    ``make_qkx2_quants``: weights av_x + |x| (av_x the sub-block's rms; Q4_K, Q5_K) unless
-    ``weights`` is given (Q2_K: |x|), error w·diff² or, with ``use_mad`` (Q2_K), w·|diff|.
-
-    As in C, the candidates run in order and an accepted candidate's minimum becomes the base
-    of the later candidates' codes (``iscale·(x − min)`` and ``max − min``), so the search is a
-    loop (``lax.fori_loop``), vectorised over sub-blocks."""
+    """``(scale, the_min)`` of every sub-block (last axis) of ``x``, as ggml's ``make_qkx2_quants``:
+    weights av_x + |x| (av_x the rms) unless ``weights`` is given; error w·diff², or w·|diff|
+    with ``use_mad``. As in C an accepted candidate's minimum feeds later candidates, so the
+    search is a ``lax.fori_loop``, vectorised over sub-blocks."""
     x = x.astype(_F)
     r = unfused  # every product that meets an addition is rounded first, as in C (no FMA)
     if weights is None:

@@ -1,8 +1,4 @@
-"""The spectral statistics' functions of λ, the records' ``fn`` (:mod:`.statistic`).
-
-λ: the d_h nonzero squared singular values of W_QK, shape ``(..., n)``, in any order; each
-function reduces the last axis. Σλ² and the participation ratio are scaled by λ_max against
-float32 overflow (λ ~ d² d_h, squared). Under jit the shared sums are computed once (CSE).
+"""The spectral statistics' functions of λ ``(..., n)`` (last axis, any order), the records' ``fn``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The histogram of |w| behind the Weibull fit and q99 (:mod:`rmtbase.stats.tiles`, pass 2).
 
-Bins are read from the bits of a = |w|: a float's bit pattern, as an integer, grows with its
-value, and its top bits — exponent, then the leading :data:`MAG_BITS` bits of the mantissa —
-split every octave [2^e, 2^(e+1)) into 2^MAG_BITS equal bins (relative width 2^−11 to 2^−12,
-4.9·10⁻⁴ at most in a and in x = ln a). The histogram covers the :data:`MAG_OCTAVES` octaves
-up to the one holding max a; bin 0 holds exact zeros, bin 1 everything positive below the
-covered octaves (below max a·2⁻³², never reached by a kept rank in practice), bins 2… the
-octaves in order. Each bin accumulates its count and Σ ln a (exact sums), so the bins are
-contiguous in rank and every rank statistic is located exactly; no log is needed to find a bin
-and no bracket has to be found first, so one pass over the entries serves every trim of the
-Weibull fit and q99 (definitions and error bounds: :mod:`rmtbase.stats.elementwise`).
-"""
+Bins come from the bits of a = |w|: exponent and the top :data:`MAG_BITS` mantissa bits split
+each octave into 2^MAG_BITS equal bins (relative width ≤ 4.9·10⁻⁴). :data:`MAG_OCTAVES` octaves
+up to max a are covered; bin 0 holds exact zeros, bin 1 everything below. Each bin accumulates
+its count and Σ ln a, so bins are contiguous in rank and one pass serves every trim and q99."""
 
 from __future__ import annotations
 
@@ -65,11 +58,8 @@ def q_rank(n: int) -> int:
 
 
 def q99(cnt, sx, top, n: int, exact_ties: bool, dtype, cum=None):
-    """The ⌈0.99 N⌉-th smallest a from the bins: the bin holding that rank, then linear
-    interpolation in a across it by rank, ((r − below) − ½)/count. Exact in two cases: a bin
-    holding one entry gives exp(Σ ln a); with ``exact_ties`` (values stored on a float16 or
-    bfloat16 lattice, whose significands are no longer than the bins' :data:`MAG_BITS`) every
-    entry of a bin is the bin's lower edge. ``cum``: ``cumsum(cnt)`` if already computed."""
+    """The ⌈0.99 N⌉-th smallest a: its bin, then interpolation by rank, ((r − below) − ½)/count;
+    exact for a one-entry bin or with ``exact_ties`` (float16/bfloat16 lattice). ``cum``: cumsum."""
     r = q_rank(n)
     cum = jnp.cumsum(cnt) if cum is None else cum
     s = _rank_bin(cum, r)
@@ -96,19 +86,11 @@ RANK_TOP = 8 << MAG_BITS
 
 
 def rank_cum(cnt, below: int):
-    """The cumulative counts ``cumsum(cnt)`` as :func:`weibull_fit` and :func:`q99` read them,
-    for look-ups of ranks ≥ ``below`` (integers, exact).
+    """The cumulative counts ``cumsum(cnt)`` for look-ups of ranks ≥ ``below`` (exact integers).
 
-    When the bins under the top :data:`RANK_TOP` hold m < ``below`` entries, only the top ones
-    are summed (m + their running sum; a quarter of the work) and the bins under them read 0:
-    every rank ≥ ``below`` then lies in the top bins, where the counts are exact, and a bin
-    under them keeps no rank and its clipped end is ``below`` − 1 either way (cumsum there is
-    ≤ m < ``below``), so the fit and q99 give the same numbers, bit for bit, as from the full
-    cumsum. Otherwise the full cumsum.
-
-    Both by ``lax.cumsum``, not ``lax.associative_scan``: integers, the same in any order, and
-    the scan's faster run does not repay its ~3× longer compile in every program holding the
-    element statistics."""
+    When the bins under the top :data:`RANK_TOP` hold fewer than ``below`` entries only the top
+    ones are summed (the rest read 0), which gives the same fit and q99 bit for bit; otherwise the
+    full cumsum (``lax.cumsum``)."""
     head, tail = cnt[:-RANK_TOP], cnt[-RANK_TOP:]
     m = jnp.sum(head)
     return jax.lax.cond(
@@ -127,12 +109,8 @@ def _ysum(ends, n: int, dtype, start):
 
 
 def weibull_fit(cnt, sx, n: int, trim, dtype, cum=None):
-    """k, λ of one trim from the bins (the sort-free fit of elementwise).
-
-    Bins are contiguous in rank: bin j holds ranks r0_j + 1 … r0_j + cnt_j. The kept ranks of
-    bin j are paired with the bin's mean x (Σ ln a / count); their Σy is exact from the
-    cumulative table of y (:func:`rmtbase.stats._binning._cum_y_table`). ``cum``:
-    ``cumsum(cnt)`` if already computed."""
+    """k, λ of one trim: bin j holds ranks r0_j + 1 … r0_j + cnt_j, its kept ranks paired with its
+    mean x and their exact Σy (:func:`rmtbase.stats._binning._cum_y_table`). ``cum``: cumsum."""
     i_lo, i_hi = trim_ranks(n, trim)
     n_keep = i_hi - i_lo + 1
     cum = jnp.cumsum(cnt) if cum is None else cum

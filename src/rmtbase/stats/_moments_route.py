@@ -1,30 +1,17 @@
 """Spectral statistics of the null's core without an eigendecomposition (plain XLA: GEMMs).
 
-The spectral null needs λ = eig(G), G = C Cᵀ for the d_h × d_h core C
-(:func:`rmtbase.stats.spectral.bidiagonal_core`). Most of its statistics need only
+For G = C Cᵀ of the d_h × d_h core C:
 
-- traces: Σλ = tr G = ‖C‖_F², Σλ² = tr G² = ‖G‖_F² (exact, a GEMM and two sums), hence the
-  participation ratio (Σλ)²/Σλ², its normalised form and the stable rank Σλ/λ_max;
-- the extreme eigenvalues: λ_max by repeated squaring, P ← P²/tr P² from P = G/tr G, so that
-  after K squarings P ∝ G^(2^K) ≈ u₁u₁ᵀ (the power method on the whole space, K GEMMs); its
-  column of largest diagonal entry is the eigenvector's estimate v, and λ_max = ‖Cᵀv‖²/‖v‖²,
-  a Rayleigh quotient (error quadratic in v's angle). A near-tie λ₁ ≈ λ₂ at relative gap δ
-  leaves an error of at most δ·λ₁·exp(−2^(K+1) δ) ≤ λ₁/(e·2^(K+1)), 9·10⁻⁸ λ₁ at K = 22.
-  λ_min the same way on the shifted S = λ_max I − G (its top eigenvector is G's bottom one),
-  λ_min = ‖Cᵀv‖²/‖v‖² again: rounding leaves an absolute error of order eps·λ_max, i.e. a
-  relative n·eps·κ as every symmetric route's (:func:`rmtbase.baseline.eig_route.
-  eigh_accurate`), and a near-tie at the bottom at most κ·9·10⁻⁸. So the route belongs to the
-  cells of ``"eigh"``/``"eigvalsh"`` (d_h·eps·κ ≤ 10⁻⁴) with κ ≤ 10³ (every seed-model
-  shape: κ ≈ 10–60). Measured against float64 (2,000 draws at 768 × 64, 400 at 256 × 16, 100
-  at 4096 × 128): ≤ 10⁻⁶ relative on every statistic, as the ``"eigh"`` route; K = 10 left
-  9·10⁻⁴ on λ_min, K = 14 6·10⁻⁷.
+- traces: Σλ = ‖C‖_F², Σλ² = ‖G‖_F² (exact), hence pr, npr and stable rank;
+- λ_max by repeated squaring P ← P²/tr P² from P = G/tr G (power method, K GEMMs): its
+  column v of largest diagonal gives the Rayleigh quotient λ_max = ‖Cᵀv‖²/‖v‖²; a near-tie at
+  relative gap δ leaves at most λ₁/(e·2^(K+1)) (9·10⁻⁸ at K = 22). λ_min likewise on
+  λ_max I − G, with absolute error ≈ eps·λ_max (relative n·eps·κ), so the route serves the
+  ``"eigh"`` cells with κ ≤ 10³ (≤ 10⁻⁶ relative against float64 in tests).
 
-The Shannon entropy of λ/Σλ needs every λ and is not among them. Every product is a batched
-float32 GEMM at full precision (:func:`rmtbase._matmul.mm`), with the batch outermost: the
-tensor cores' shape, no LAPACK or cuSOLVER call, no Pallas kernel.
-References: Golub & Van Loan, *Matrix Computations*, 4th ed., §8.2 (power iteration and
-Rayleigh quotients) and §9.1 (Krylov methods, which this is, with a dense basis).
-"""
+The spectral entropy needs every λ and is not covered. Batched float32 GEMMs at full precision
+(:func:`rmtbase._matmul.mm`); no LAPACK, cuSOLVER or Pallas. Reference: Golub & Van Loan,
+*Matrix Computations*, 4th ed., §8.2, §9.1."""
 
 from __future__ import annotations
 
@@ -41,9 +28,8 @@ MOMENT_STATS = ("lambda_max", "lambda_min", "sum_lambda", "sum_lambda2", "pr", "
 
 
 def _top(g, c, squarings: int):
-    """Rayleigh quotient ‖Cᵀv‖²/‖v‖² at the dominant eigenvector v of the symmetric PSD-ish
-    ``g`` (``(..., n, n)``), by ``squarings`` normalised squarings; ``c`` with g's
-    eigenvectors' Gram C Cᵀ (the quotient is taken on C for accuracy)."""
+    """Rayleigh quotient ‖Cᵀv‖²/‖v‖² at the dominant eigenvector v of ``g`` ``(..., n, n)`` = C Cᵀ,
+    found by ``squarings`` normalised squarings."""
     p = g / jnp.trace(g, axis1=-2, axis2=-1)[..., None, None]
 
     def square(_, p):
@@ -58,10 +44,8 @@ def _top(g, c, squarings: int):
 
 
 def moment_stats(core, squarings: int = SQUARINGS) -> dict:
-    """:data:`MOMENT_STATS` of λ = eig(C Cᵀ) for cores ``core`` ``(..., n, n)`` (float32 or
-    float64), without a decomposition (module docstring); each ``(...)``. Equal to
-    :func:`rmtbase.stats.spectral.spectral_stats` of the ``"eigh"`` route's λ within
-    :data:`rmtbase.baseline.eig_route.EIGH_MAX_REL_ERROR` where that route is accurate."""
+    """:data:`MOMENT_STATS` of λ = eig(C Cᵀ) for ``core`` ``(..., n, n)``, without a decomposition;
+    within :data:`rmtbase.baseline.eig_route.EIGH_MAX_REL_ERROR` of the ``"eigh"`` route."""
     c = jnp.asarray(core)
     n = c.shape[-1]
     g = mm(c, jnp.swapaxes(c, -1, -2))

@@ -1,31 +1,19 @@
 """Head–head composition scores from the factors, and their exact null moments.
 
-Conventions (``docs/conventions.md``, ``docs/ov.md``; column convention): W_QK^h = W_Q,hᵀ W_K,h and
-W_OV^h = W_O,h W_V,h, both ``(d, d)`` of rank ≤ d_h; W_O,h is stored as ``wo_t`` = W_O,hᵀ
-``(d_h, d)`` (:func:`rmtbase.models.ov.ov_factors`). For an earlier head h1 and a later h2
-(Elhage et al. 2021):
+Conventions (``docs/conventions.md``, ``docs/ov.md``): W_QK^h = W_Q,hᵀ W_K,h, W_OV^h =
+W_O,h W_V,h, both ``(d, d)``; W_O,h stored as ``wo_t`` = W_O,hᵀ ``(d_h, d)``. For an earlier
+head h1 and a later h2 (Elhage et al. 2021; TransformerLens' ``all_composition_scores``):
 
     K-composition  ‖W_QK^{h2} W_OV^{h1}‖_F   / (‖W_QK^{h2}‖_F ‖W_OV^{h1}‖_F)
     Q-composition  ‖W_OV^{h1ᵀ} W_QK^{h2}‖_F / (‖W_QK^{h2}‖_F ‖W_OV^{h1}‖_F)
     V-composition  ‖W_OV^{h2} W_OV^{h1}‖_F   / (‖W_OV^{h2}‖_F ‖W_OV^{h1}‖_F)
 
-(TransformerLens' ``all_composition_scores`` in its row convention.) Computed from the factors,
-never a d × d product: with G_V,h1 = S Sᵀ (S = Rᵀ of the thin QR of W_V,h1ᵀ) and the column side
-C_h1 = W_O,h1 S ``(d, d_h)``, ‖W_QK^{h2} W_OV^{h1}‖_F² = tr(G_Q M Mᵀ) with M = W_K C (likewise
-G_K with W_Q C for Q, G_O,h2 with W_V,h2 C for V), so a layer pair is one GEMM
-[W_Q; W_K; W_V] @ [C_h1 …] followed by d_h × d_h work per head pair. Norms: ‖W_QK‖_F² =
-tr(G_Q G_K), ‖W_OV‖_F² = tr(G_O G_V). Under GQA query head i meets key/value head
-⌊i / (H / H_kv)⌋. The QK overlap within a layer is the Frobenius cosine of two W_QK, with
-⟨W_QK^a, W_QK^b⟩_F = Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ).
-
-Norm gains: none by default (raw weights); ``gain`` (one ``(d,)`` vector per layer) multiplies
-each reading factor's input, W_{Q,K,V},h ← W_{Q,K,V},h diag(g). Scores are invariant to the scale
-of each factor.
-
-Null: independent Gaussian factors at each head's shapes; its exact moments (E s² = 1/d, E s⁴
-by the orthogonal Weingarten function, the QK overlap's E c² = 1/d²) are derived in
-:mod:`rmtbase.analytic.composition_moments`.
-"""
+Never a d × d product: with C_h1 = W_O,h1 S (S = Rᵀ of the thin QR of W_V,h1ᵀ),
+‖W_QK^{h2} W_OV^{h1}‖_F² = tr(G_Q M Mᵀ), M = W_K C (G_K, W_Q for Q; G_O, W_V for V); norms
+‖W_QK‖_F² = tr(G_Q G_K), ‖W_OV‖_F² = tr(G_O G_V). GQA: query head i meets kv head
+⌊i / (H / H_kv)⌋. QK overlap: ⟨W_QK^a, W_QK^b⟩_F = Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ), as a cosine.
+``gain`` (a ``(d,)`` vector per layer) scales each reading factor's input; scores are
+invariant to each factor's scale. Null moments: :mod:`rmtbase.analytic.composition_moments`."""
 
 from __future__ import annotations
 
@@ -58,15 +46,12 @@ def col_matrix(cols):
 
 
 def pair_squares(rows, g_row, group: int, cols2d, dh1: int):
-    """Squared composition numerators of every (h2, h1) of one kind in one layer pair.
+    """Squared composition numerators of every (h2, h1) of one kind in one layer pair; ``(H2, H1)``.
 
-    ``rows`` ``(R, d_h2, d)``: the later layer's factors of this kind's read side (W_Q for q,
-    W_K for k, W_V for v; distinct heads only, R = H2 for q, H_kv for k/v); ``g_row``
-    ``(H2, d_h2, d_h2)``: the Gram the kind pairs them with per query head (G_K for q expanded,
-    G_Q for k, G_O for v); ``group`` = H2 / R; ``cols2d`` ``(d, H1 d_h1)`` =
-    :func:`col_matrix` of :func:`col_side`. Returns ``(H2, H1)``: tr(G_row[h2] M Mᵀ),
-    M = rows[h2 // group] @ C_h1.
-    """
+    ``rows`` ``(R, d_h2, d)``: the later layer's read-side factors (W_Q, W_K or W_V; R = H2 or
+    H_kv); ``g_row`` ``(H2, d_h2, d_h2)``: the Gram paired with them (G_K, G_Q or G_O); ``group``
+    = H2 / R; ``cols2d`` ``(d, H1 d_h1)`` from :func:`col_matrix`. Entry tr(G_row[h2] M Mᵀ),
+    M = rows[h2 // group] @ C_h1."""
     r, dh2, d = rows.shape
     h1 = cols2d.shape[1] // dh1
     big = mm(rows.reshape(r * dh2, d), cols2d)
@@ -84,10 +69,8 @@ def layer_norms(wq, wk, wo_t, wv):
 
 
 def qk_overlap(wq, wk):
-    """Frobenius cosine ⟨W_QK^a, W_QK^b⟩ / (‖W_QK^a‖‖W_QK^b‖) ``(H, H)`` of one layer's heads
-    from Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ); ``wq``, ``wk`` ``(H, d_h, d)`` (keys expanded).
-    numpy float32 Grams (OpenBLAS' symmetric rank-k product: ~4× XLA's CPU GEMM here),
-    summed in float64."""
+    """Frobenius cosine of W_QK^a, W_QK^b ``(H, H)`` for one layer's ``wq``, ``wk`` ``(H, d_h, d)``
+    (keys expanded), from Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ); float32 Grams summed in float64."""
     wq, wk = np.asarray(wq, np.float32), np.asarray(wk, np.float32)
     h, dh, d = wq.shape
     a, b = wq.reshape(h * dh, d), wk.reshape(h * dh, d)
@@ -124,9 +107,8 @@ def mean_ipr(d: int, d_h: int) -> float:
 
 
 def null_moments(d: int, d_h1: int, d_h2: int) -> tuple[float, float]:
-    """(E s², Var s²) of a squared composition score under the Gaussian-factor null: the mean
-    exact (1/d), the variance exact for d_h1, d_h2 ≤ 2 and through the ratio-of-moments E[r]
-    above (relative error ≈ 14/d² in Var s², measured; :mod:`rmtbase.analytic.composition_moments`)."""
+    """(E s², Var s²) of a squared composition score under the Gaussian-factor null: E s² = 1/d,
+    Var s² exact for d_h ≤ 2, else to ≈ 14/d² (:mod:`rmtbase.analytic.composition_moments`)."""
     m, v, _ = score_moments(int(d), int(d_h1), int(d_h2))
     return m, v
 

@@ -1,29 +1,18 @@
 """Lattice detection: the storage a float array was dequantised from, a function of each record.
 
-A folder of float weights may hold values dequantised from a block format (a GGUF file
-converted back to safetensors): every block of entries then lies on its own small grid. Each
-:class:`rmtbase.stats.storage.Storage` that detection knows carries its test as a function of
-the record, ``record.detector`` (``detector(w, record, rel) -> bool``: whether ``w``
-``(..., n)`` was dequantised from this format, ``rel`` the relative rounding margin of the
-float storage ``w`` was read in; a callable, or ``"module:function"`` inside
-:mod:`rmtbase.stats`). :func:`detect_record` asks the registered records in the order of
-:func:`detected` and returns the first that answers yes.
+Float weights dequantised from a block format (a GGUF converted to safetensors) lie, block by
+block, on small grids. A detectable :class:`rmtbase.stats.storage.Storage` carries
+``record.detector`` (``detector(w, record, rel) -> bool``, ``rel`` the relative rounding margin
+of the float storage read; a callable or ``"module:function"``); :func:`detect_record` returns
+the first record, in the order of :func:`detected`, that answers yes.
 
-The shipped block formats Q4_1, Q4_0, Q5_0 and Q8_0 share one detector, :func:`block_layout`,
-which reads the 32-entry layout of the record (``record.detect``: order, step, divisor,
-lowest and highest level): a block is consistent with a format when every entry is an integer
-multiple of that block's implied step — Q4_1: (x − min)/((max − min)/15) ∈ {0..15}; Q4_0:
-x/d ∈ {−8..7} with d = −x_amax/8 (x_amax the entry of largest |x|); Q5_0: x/d ∈ {−16..15}
-with d = −x_amax/16 (tried after Q4_0, whose blocks also lie on it); Q8_0: x/d ∈ {−127..127}
-with d = max|x|/127. The tolerance on a level is 10⁻³ plus what storing the dequantised values
-as the float storage can move it (1.5·2^(−p)·(|x| + |offset| + |what d came from|)/|d|, p
-the storage's significant bits); a block whose tolerance would exceed 0.25 of a level cannot
-be decided (Q8_0 stored as bfloat16). A format is detected when at least ``min_fraction``
-(0.9) of the live (non-constant) blocks satisfy it. Gaussian float weights do not pass (a
-32-entry block lands on such a grid by chance with probability below 10⁻¹²; the test suite
-checks float32, float16 and bfloat16 Gaussian weights). A record of another family brings its
-own detector (``tests/test_storage_row.py``: int8 with a scale per row, at any width).
-"""
+Q4_1, Q4_0, Q5_0 and Q8_0 share :func:`block_layout`, reading the 32-entry ``record.detect``
+layout: every entry must be an integer multiple of the block's implied step — Q4_1:
+(x − min)/((max − min)/15) ∈ {0..15}; Q4_0: x/d ∈ {−8..7}, d = −x_amax/8; Q5_0: x/d ∈ {−16..15},
+d = −x_amax/16 (after Q4_0); Q8_0: x/d ∈ {−127..127}, d = max|x|/127. Tolerance per level:
+10⁻³ plus the float storage's rounding, 1.5·2^(−p)·(|x| + |offset| + |source of d|)/|d|; a block
+needing over 0.25 is undecidable. Detected when ≥ ``min_fraction`` of the non-constant blocks
+fit; Gaussian weights fit by chance with probability < 10⁻¹² per block."""
 
 from __future__ import annotations
 
@@ -38,17 +27,15 @@ _DETECT_CHUNK = 1 << 15  # blocks per chunk of block_layout (1 M entries)
 
 
 def detected() -> tuple[Storage, ...]:
-    """The records detection knows (a ``detector``), in the order it tries them: those with a
-    detector of their own first, in registry order, then the block layouts by their order
-    (coarsest first: Q4_1, Q4_0, Q5_0, Q8_0)."""
+    """The records with a ``detector``, in trial order: own detectors first (registry order), then
+    the block layouts coarsest first (Q4_1, Q4_0, Q5_0, Q8_0)."""
     known = [s for s in records() if s.detector is not None]
     return tuple(sorted(known, key=lambda s: s.detect[0] if s.detect else -1))
 
 
 def detect_record(w, *, storage="float32", min_fraction: float = MIN_FRACTION) -> Storage | None:
-    """The record of the format ``w`` (``(..., n)``) was dequantised from, read in the float
-    ``storage`` (a name or a record): the first of :func:`detected` whose detector answers yes,
-    else None (module docstring)."""
+    """The record ``w`` ``(..., n)``, read in float ``storage``, was dequantised from: the first of
+    :func:`detected` that answers yes, else None."""
     # largest relative rounding error of the storage (half an ulp), with a margin of 1.5
     rel = 1.5 * 2.0 ** -storage_record(storage).bits
     w = np.asarray(w)
@@ -69,12 +56,9 @@ def detect_quantisation(w, *, storage="float32", min_fraction: float = MIN_FRACT
 def block_layout(w, record: Storage, rel: float, min_fraction: float = MIN_FRACTION) -> bool:
     """The detector of the 32-entry block layouts (``record.detect``, module docstring).
 
-    Float weights are ruled out on an evenly strided sample of 1024 blocks: where fewer than
-    half of the sample fit the layout, fewer than ``min_fraction`` of all blocks can fit
-    unless the misfits sit exactly on the sampled blocks (a float layer then costs ~1 ms in
-    place of a chunk, ~0.17 s for a LLaMA-8B layer's W_Q). The blocks are then read in chunks
-    (bounded float64 memory), the format dropped as soon as its failures exceed
-    (1 − min_fraction) of all blocks (same answer as counting every block)."""
+    A strided sample of 1024 blocks rules float weights out early (fewer than half fit); otherwise
+    blocks are read in chunks and a format dropped once its failures exceed (1 − min_fraction) of
+    all blocks — the same answer as counting every block."""
     n = w.shape[-1] if w.ndim else 0
     if n % QBLOCK or w.size < QBLOCK:
         return False

@@ -1,6 +1,4 @@
-"""Regenerate the statistics table of ``docs/statistics.md`` from the records:
-``python -m rmtbase.stats.doc [docs/statistics.md]`` (``tests/test_statistic.py`` checks it is
-current)."""
+"""Regenerate the statistics table of ``docs/statistics.md``: ``python -m rmtbase.stats.doc``."""
 
 from __future__ import annotations
 

@@ -1,28 +1,20 @@
 """An element statistic's estimator as a record: its per-tile sufficient statistics and their merge.
 
-Every element statistic (:mod:`rmtbase.stats.elementwise`) is a function of sums, extrema and
-histograms of the entries, and these combine over any split of a matrix into tiles. An
-:class:`Estimator` says which per-tile values it needs and how to finish them:
+Element statistics are functions of sums, extrema and histograms, which combine over any split
+into tiles. An :class:`Estimator` has:
 
-- ``accumulators``: one :class:`Accumulator` per value a tile yields, with how two tiles'
-  values combine (``"sum"``, ``"min"`` or ``"max"``) — the only place the merge is stated;
-- ``range`` (optional, pass 1: ``(w, storage) -> {accumulator: value}``) and ``count`` (pass 2,
-  after the range is known: ``(w, geo, n, storage, side) -> {accumulator: value}``), each over
-  one flat tile ``w`` and traceable; ``geo`` is the fused estimator's geometry (mean, rms,
-  max|w|, the entropy bins' origin and width: :func:`rmtbase.stats.fused.range_finish`) and
-  ``side`` the optional side histogram (:func:`rmtbase.stats.fused.side_index`; estimators
-  other than the fused one ignore it);
-- ``finish``: ``(acc, geo, n, trims, storage) -> {statistic: value}`` from the combined
-  accumulators (``acc`` holds this estimator's own accumulators only);
-- ``statistics``: the names of the element statistics it computes — a record may point only
-  to an estimator that names it.
+- ``accumulators``: one :class:`Accumulator` per per-tile value, with its merge (``"sum"``,
+  ``"min"`` or ``"max"``) — the only place the merge is stated;
+- ``range`` (optional, pass 1: ``(w, storage) -> {acc: value}``) and ``count`` (pass 2:
+  ``(w, geo, n, storage, side) -> {acc: value}``), traceable, over one flat tile; ``geo`` is
+  the fused geometry (:func:`rmtbase.stats.fused.range_finish`), ``side`` the optional side
+  histogram (:func:`rmtbase.stats.fused.side_index`);
+- ``finish``: ``(acc, geo, n, trims, storage) -> {statistic: value}`` from its own merged
+  accumulators;
+- ``statistics``: the names it computes (a record may point only to an estimator naming it).
 
-An element :class:`rmtbase.stats.statistic.Statistic` points to its estimator; the tile engine
-(:mod:`rmtbase.stats.tiles`) runs the distinct estimators of the records it is given and merges
-each accumulator as its record says (:func:`merge`, :func:`add_host`). The element
-statistics of the null tables share one estimator (:data:`rmtbase.stats.fused.FUSED`: two
-passes, every histogram in one scatter); a new statistic brings its own (``tests/
-test_element_estimator.py`` adds one as one record).
+:mod:`rmtbase.stats.tiles` runs the distinct estimators and merges each accumulator
+(:func:`merge`, :func:`add_host`); the tables' statistics share :data:`rmtbase.stats.fused.FUSED`.
 """
 
 from __future__ import annotations

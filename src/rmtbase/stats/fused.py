@@ -1,21 +1,13 @@
 """The fused estimator of the element statistics: two passes over a tile, one finish.
 
-Every statistic of :mod:`rmtbase.stats.elementwise` is a function of a few sums and histograms
-of the entries, and sums and histograms add over any split of a matrix into tiles. So the
-estimator is written as two passes, the second needing what the first found:
+1. :func:`range_pass`: Σw, Σw², min w, max w (and the lattice cells' union);
+   :func:`range_finish`: mean, max|w|, the entropy bins' origin and width;
+2. :func:`count_pass`: Σc², Σc³, Σc⁴ (c = w − mean), the entropy histogram (lattice cells for
+   float16/bfloat16) and the |w| bit-histogram (:mod:`rmtbase.stats._magnitude`);
+   :func:`count_finish`: every statistic of :mod:`rmtbase.stats.elementwise`.
 
-1. :func:`range_pass` — Σw, Σw², min w, max w (and the union of the storage-lattice cells);
-   :func:`range_finish` gives the mean, max|w| and the entropy bins' origin and width;
-2. :func:`count_pass` — centred power sums Σc², Σc³, Σc⁴ (c = w − mean), the entropy histogram
-   (B_e bins; lattice cells spread for float16/bfloat16) and the histogram of |w| in bins read
-   from its bits (counts and Σ ln|w|; :mod:`rmtbase.stats._magnitude`); :func:`count_finish`
-   gives every statistic: moments, histogram statistics, each Weibull trim's fit and q99.
-
-:data:`FUSED` is this estimator as a record (:class:`rmtbase.stats.estimator.Estimator`): its
-accumulators and how each combines across tiles (sums add, the ranges' ends take min / max).
-Every element record of :data:`rmtbase.stats.statistic.STATISTICS` that the null tables hold
-points to it; :mod:`rmtbase.stats.tiles` runs it on one tile or tile by tile.
-"""
+:data:`FUSED` is this estimator as a record (sums add, range ends take min/max); the null
+tables' element records point to it."""
 
 from __future__ import annotations
 
@@ -64,10 +56,8 @@ def range_finish(acc: dict, n: int) -> dict:
 
 
 def _counts(idx, length: int, side):
-    """bincount of ``idx`` and, with ``side`` (index, bins), of the side histogram too, by one
-    count over the joint index (a few ×10⁴ bins stay in cache; a second scatter over all
-    entries costs as much as the first). One scatter on the CPU, per-block histograms on an
-    accelerator (:func:`rmtbase.stats._binning.bincount`: the same integers)."""
+    """bincount of ``idx`` and, with ``side`` (index, bins), of the side histogram, in one count over
+    the joint index (:func:`rmtbase.stats._binning.bincount`)."""
     if side is None:
         return bincount(idx, length), None
     j, nbins = side

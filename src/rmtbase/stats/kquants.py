@@ -1,33 +1,23 @@
 """llama.cpp's K-quants (Q2_K … Q6_K) as quantise → dequantise round trips in JAX.
 
-K-quants store super-blocks of ``QK_K = 256`` consecutive entries along the last axis. This
-module follows ggml's reference quantisers ``quantize_row_q{4,5,6}_K_ref`` with their helpers
-``make_qkx2_quants`` and ``make_qx_quants`` (``ggml/src/ggml-quants.c``; no importance matrix)
-and the matching ``dequantize_row_*``; arithmetic is float32 as in C, ``nearest_int`` is
-``jnp.round``. Q2_K and Q3_K are in :mod:`rmtbase.stats.kquants_low`; :func:`k_codes` and
-:func:`k_round_trip` serve all five formats (:data:`K_FORMATS`).
+Super-blocks of ``QK_K = 256`` entries along the last axis, following ggml's
+``quantize_row_q{4,5,6}_K_ref`` with ``make_qkx2_quants`` / ``make_qx_quants``
+(``ggml/src/ggml-quants.c``; no importance matrix) and ``dequantize_row_*``, in float32.
+Q2_K and Q3_K are in :mod:`rmtbase.stats.kquants_low`; :func:`k_codes` and
+:func:`k_round_trip` serve all five (:data:`K_FORMATS`).
 
-- **Q4_K / Q5_K** (``nmax`` = 15 / 31): each sub-block of 32 entries gets a scale s_j and a
-  minimum m_j ≥ 0 from ``make_qkx2_quants`` (candidate iscales (rmin + 0.1 i + nmax)/(max − min),
-  each refitted by weighted least squares with weights av_x + |x|, the smallest error kept);
-  scales and mins are quantised to 6 bits against ``d = fp16(max s/63)``,
-  ``dmin = fp16(max m/63)``, and every entry re-quantised as
-  q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, nmax); value ``d·ls_j·q − dmin·lm_j``.
-- **Q6_K**: 16 sub-blocks of 16 entries; ``make_qx_quants(16, 32, x, rmse_type=1)`` (iscales
-  −(32 + 0.1 i)/x_amax, weights x², the largest (Σw x L)²/Σw L² kept); scales quantised to int8
-  against ``d = fp16(−max_scale/128)``; q = clamp(round(x/(d·sc_j)), −32, 31); value ``d·sc_j·q``.
+- Q4_K / Q5_K (nmax 15 / 31): sub-blocks of 32 get scale s_j and min m_j ≥ 0 from
+  ``make_qkx2_quants``, quantised to 6 bits against ``d = fp16(max s/63)``,
+  ``dmin = fp16(max m/63)``; q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, nmax), value
+  ``d·ls_j·q − dmin·lm_j``.
+- Q6_K: 16 sub-blocks of 16, ``make_qx_quants(16, 32, x, rmse_type=1)``, int8 scales against
+  ``d = fp16(−max_scale/128)``; q = clamp(round(x/(d·sc_j)), −32, 31), value ``d·sc_j·q``.
 
-σ: the round trip commutes with scaling up to the float16 rounding of d and dmin, so a σ = 1
-null serves every σ; at small σ d becomes subnormal in float16 (``tests/test_quant_scale.py``
-bounds the effect: ≤ 0.03 null sd at σ = 0.02).
-
-Bit-exactness: XLA on CPU contracts ``a·b ± c`` into fused multiply-adds and rewrites divisions
-by a broadcast value into multiplications by a reciprocal, either of which changes codes at
-rounding ties. So every product that meets an addition goes through
-:func:`~rmtbase.stats._exact.unfused`, divisors are made opaque (``_exact.safe_div``), the
-candidate numerators are tabled in numpy, and the divisions by 63 and 15 are correctly rounded
-(``_exact.div_pow2_minus_1``): the jitted round trips equal ``tests/_kquant_ref.py`` (CPU only).
-"""
+σ: the round trip commutes with scaling up to the float16 rounding of d and dmin
+(``tests/test_quant_scale.py``). Bit-exactness: products meeting an addition go through
+:func:`~rmtbase.stats._exact.unfused` (no FMA contraction), divisors are opaque and the
+divisions by 63 and 15 correctly rounded, so the jitted round trips equal
+``tests/_kquant_ref.py`` (CPU)."""
 
 from __future__ import annotations
 
@@ -48,15 +38,11 @@ _F = jnp.float32
 
 @compiled_when_eager(static_argnames=("storage",))
 def k_codes(blocks, storage: str) -> dict:
-    """What ggml stores for super-blocks ``blocks`` (..., 256) in ``storage``: Q4_K/Q5_K
-    ``{"d", "dmin"}`` (..., ) float16 values as float32, ``{"ls", "lm"}`` (..., 8) 6-bit scales
-    and mins, ``"q"`` (..., 8, 32) codes in [0, nmax]; Q6_K ``{"d"}``, ``"sc"`` (..., 16) int8
-    scales, ``"q"`` (..., 16, 16) codes in [−32, 31]; Q2_K and Q3_K:
-    :func:`rmtbase.stats.kquants_low.q2_codes`, :func:`~rmtbase.stats.kquants_low.q3_codes`. Integer-valued arrays are float32.
-
-    Called outside ``jit`` it runs as one compiled program per (shape, storage)
-    (:func:`rmtbase._compiled.compiled_when_eager`) — the jitted computation the tests check
-    bit for bit; op by op, each call compiled the scale search's loop again and kept it."""
+    """What ggml stores for super-blocks ``blocks`` (..., 256) in ``storage``: Q4_K/Q5_K ``d``,
+    ``dmin`` (...,), 6-bit ``ls``, ``lm`` (..., 8), codes ``q`` (..., 8, 32) in [0, nmax]; Q6_K
+    ``d``, int8 ``sc`` (..., 16), ``q`` (..., 16, 16) in [−32, 31]; Q2_K/Q3_K:
+    :mod:`rmtbase.stats.kquants_low`. All float32. Eager calls run one compiled program per
+    (shape, storage) (:func:`rmtbase._compiled.compiled_when_eager`)."""
     codec, *search = storage_record(storage).spec
     if codec == "q2":
         return q2_codes(blocks)

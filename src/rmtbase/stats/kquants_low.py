@@ -1,26 +1,20 @@
 """llama.cpp's 2- and 3-bit K-quants (Q2_K, Q3_K) as quantise → dequantise round trips in JAX.
 
-Companion of :mod:`rmtbase.stats.kquants` (same super-blocks of ``QK_K = 256`` entries along the
-last axis, same conventions). Sources: ``quantize_row_q2_K_ref``, ``quantize_row_q3_K_ref``,
-``make_qkx2_quants``, ``make_q3_quants`` and the matching ``dequantize_row_*`` of llama.cpp's
-``ggml/src/ggml-quants.c`` (no importance matrix), block layouts from ``ggml-common.h``.
+As :mod:`rmtbase.stats.kquants` (super-blocks of 256), after ``quantize_row_q{2,3}_K_ref``,
+``make_qkx2_quants``, ``make_q3_quants`` and ``dequantize_row_*`` (``ggml-quants.c``, no
+importance matrix):
 
-- **Q2_K**: 16 sub-blocks of 16; ``make_qkx2_quants(16, nmax=3, weights=|x|, rmin=−0.5,
-  rdelta=0.1, nstep=15, use_mad=true)`` gives s_j and m_j ≥ 0; scales and mins quantised to 4
-  bits against ``d = fp16(max s/15)``, ``dmin = fp16(max m/15)``, packed ``ls | lm << 4``;
-  q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, 3); value ``(d·ls_j)·q − dmin·lm_j``.
-- **Q3_K**: 16 sub-blocks of 16; ``make_q3_quants(16, nmax=4, do_rmse=true)``: start iscale
-  = −4/x_amax, then up to 5 passes replacing each code by round(x·Σ'wL²/Σ'wxL) where that raises
-  (ΣwxL)²/ΣwL² (w = x²); scales quantised to 6 bits against ``d = fp16(1/iscale)``, iscale =
-  −32/max_scale; q = clamp(round(x/(d·sc_j)), −4, 3); value ``(d·sc_j)·q``.
+- Q2_K: 16 sub-blocks of 16; ``make_qkx2_quants(16, nmax=3, weights=|x|, rmin=−0.5,
+  rdelta=0.1, nstep=15, use_mad=true)``; 4-bit scales/mins against ``d = fp16(max s/15)``,
+  ``dmin = fp16(max m/15)``; q = clamp(round((x + dmin·lm_j)/(d·ls_j)), 0, 3), value
+  ``(d·ls_j)·q − dmin·lm_j``.
+- Q3_K: 16 sub-blocks of 16; ``make_q3_quants(16, nmax=4, do_rmse=true)``; 6-bit scales
+  against ``d = fp16(1/iscale)``, iscale = −32/max_scale; q = clamp(round(x/(d·sc_j)), −4, 3),
+  value ``(d·sc_j)·q``.
 
-Where C skips a sub-block (d·ls or d·sc zero) the value does not depend on the codes and
-:func:`q2_codes`, :func:`q3_codes` store q = 0. ``nearest_int`` is ``jnp.round`` where its
-argument is bounded and C's bit trick (add 1.5·2²³) in make_q3_quants' refinement. Not matched:
-XLA on CPU flushes float32 subnormals, so a sub-block with max|x| ≲ 3·10⁻⁶ may get other codes
-(never at the σ of real or null weights). With FMAs kept apart as in :mod:`rmtbase.stats.kquants`,
-Q2_K and Q3_K equal ``tests/_kquant_ref.py`` on 100,000 Gaussian blocks (``tests/test_kquants.py``).
-"""
+Skipped sub-blocks (d·ls or d·sc zero) store q = 0. Not matched: XLA on CPU flushes float32
+subnormals (max|x| ≲ 3·10⁻⁶ per sub-block). Otherwise equal to ``tests/_kquant_ref.py``
+(``tests/test_kquants.py``)."""
 
 from __future__ import annotations
 
@@ -41,9 +35,8 @@ def _nearest_int(v):
 
 
 def make_q3_quants(x, nmax: int = 4, passes: int = 5):
-    """Scale of every sub-block (last axis) of ``x``, as ggml's ``make_q3_quants`` with
-    ``do_rmse=true`` (weights x²): the start codes, then ``passes`` sequential passes of
-    single-entry updates (a ``lax.fori_loop`` over passes, the entries unrolled in order)."""
+    """Scale of every sub-block (last axis) of ``x``, as ggml's ``make_q3_quants(do_rmse=true)``:
+    start codes, then ``passes`` sequential passes of single-entry updates."""
     x = x.astype(_F)
     n = x.shape[-1]
     i_max = jnp.argmax(jnp.abs(x), axis=-1, keepdims=True)
@@ -85,9 +78,8 @@ def make_q3_quants(x, nmax: int = 4, passes: int = 5):
 
 
 def q3_codes(blocks) -> dict:
-    """What ggml stores for Q3_K super-blocks ``blocks`` (..., 256): ``{"d"}`` (..., ) a
-    float16 value as float32, ``"sc"`` (..., 16) 6-bit signed scales in [−32, 31], ``"q"``
-    (..., 16, 16) codes in [−4, 3]. Integer-valued arrays are float32."""
+    """What ggml stores for Q3_K ``blocks`` (..., 256): ``d`` (...,), 6-bit ``sc`` (..., 16) in
+    [−32, 31], ``q`` (..., 16, 16) in [−4, 3]; all float32."""
     x = blocks.reshape((*blocks.shape[:-1], QK_K // 16, 16)).astype(_F)
     scale = make_q3_quants(x, 4)                                         # (..., 16)
     i_max = jnp.argmax(jnp.abs(scale), axis=-1, keepdims=True)
@@ -101,9 +93,8 @@ def q3_codes(blocks) -> dict:
 
 
 def q2_codes(blocks) -> dict:
-    """What ggml stores for Q2_K super-blocks ``blocks`` (..., 256): ``{"d", "dmin"}`` (..., )
-    float16 values as float32, ``{"ls", "lm"}`` (..., 16) 4-bit scales and mins, ``"q"``
-    (..., 16, 16) codes in [0, 3]. Integer-valued arrays are float32."""
+    """What ggml stores for Q2_K ``blocks`` (..., 256): ``d``, ``dmin`` (...,), 4-bit ``ls``, ``lm``
+    (..., 16), ``q`` (..., 16, 16) in [0, 3]; all float32."""
     x = blocks.reshape((*blocks.shape[:-1], QK_K // 16, 16)).astype(_F)
     scale, mins = make_qkx2_quants(x, 3, -0.5, 0.1, 15, weights=jnp.abs(x), use_mad=True)
     max_scale = jnp.maximum(jnp.max(scale, axis=-1, keepdims=True), 0)

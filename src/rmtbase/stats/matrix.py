@@ -1,20 +1,13 @@
 """Element statistics of one whole weight matrix, in bounded memory: :func:`matrix_stats`.
 
-The statistics of a whole (m, n) matrix — an attention projection, an FFN matrix — are those
-of :mod:`rmtbase.stats.elementwise` over its N = m·n entries (the same estimator, from
-:mod:`rmtbase.stats.tiles`), with the Weibull fit at the three trims of the Weibull paper
-(arXiv:2605.18898, Fig. 5: middle 80 %, 90 % and all ranks), in :data:`MATRIX_STATS` order:
-``weibull_k``/``weibull_lambda`` (80 %, as for heads), ``weibull_k_trim90``,
-``weibull_lambda_trim90``, ``weibull_k_trim100``, ``weibull_lambda_trim100``; plus ``rms`` =
-‖W‖_F/√N, the scale by which the scale-carrying statistics are self-normalised.
+The statistics of :mod:`rmtbase.stats.elementwise` over the N = m·n entries of an (m, n)
+matrix, with the Weibull fit at the Weibull paper's three trims (arXiv:2605.18898, Fig. 5), in
+:data:`MATRIX_STATS` order: ``weibull_k``/``weibull_lambda`` (80 %), ``*_trim90``,
+``*_trim100``; plus ``rms`` = ‖W‖_F/√N.
 
-Tiling. A matrix of at most :data:`TILE_ELEMENTS` = 2²² entries is one tile, computed by one
-compiled function; a larger one is cut into :func:`tile_rows` blocks of whole rows of at most
-about 2²² entries each and run pass by pass (:func:`rmtbase.stats.tiles.tile_stats`): the
-working memory is that of one tile (≈ 12 arrays of 16 MiB in float32), whatever the matrix.
-The result differs from the one-tile computation only in the rounding of the sums
-(< 10⁻⁶ relative in float32; ``tests/test_components.py``).
-"""
+Up to :data:`TILE_ELEMENTS` = 2²² entries is one tile; a larger matrix is cut into
+:func:`tile_rows` row blocks of about 2²² entries (:func:`rmtbase.stats.tiles.tile_stats`),
+changing only the rounding of sums (< 10⁻⁶ relative in float32)."""
 
 from __future__ import annotations
 
@@ -65,18 +58,15 @@ def tile_rows(m: int, n: int, tile_elements: int = TILE_ELEMENTS) -> list[tuple[
 
 @lru_cache(maxsize=32)
 def one_tile_fn(storage: str):
-    """jit of ``flat (N,) -> {stat: scalar}`` for a one-tile matrix: compiled once per (N,
-    dtype, storage) and shared by every matrix of N entries and by their null draws
-    (:mod:`rmtbase.baseline.matrix_null`), whatever their shape."""
+    """jit of ``flat (N,) -> {stat: scalar}``, compiled once per (N, dtype, storage) and shared by
+    every matrix of N entries and its null draws."""
     return jax.jit(lambda flat: name_stats(one_tile(flat, WEIBULL_TRIMS, storage)))
 
 
 def matrix_stats(w, *, storage: str = "float32", tile_elements: int = TILE_ELEMENTS) -> dict:
-    """Statistics (:data:`MATRIX_STATS` and ``rms``) of the (m, n) matrix ``w`` stored as
-    ``storage`` (its values already on that lattice); numpy float64 scalars.
-
-    ``w``: numpy or JAX array, float32 or float64 (computed in its dtype). ``tile_elements``:
-    entries per tile (module docstring; smaller values only for tests)."""
+    """Statistics (:data:`MATRIX_STATS` and ``rms``) of the (m, n) matrix ``w`` (numpy or JAX,
+    float32/float64, values already on ``storage``'s lattice); numpy float64 scalars.
+    ``tile_elements``: entries per tile (smaller only for tests)."""
     storage = check_storage(storage)
     shape = np.shape(w)
     if len(shape) != 2 or shape[0] * shape[1] < 2:

@@ -1,6 +1,5 @@
-"""Storage names, with no heavy import (the command line's choices are built from them before
-JAX loads): the lists of :mod:`rmtbase.stats.storage`'s records by family, read from its
-registry when used (a record registered later is in them): :class:`storage_names`."""
+"""Storage names by family, read from :mod:`rmtbase.stats.storage`'s registry when used, with
+no JAX import (the command line builds its choices from them): :class:`storage_names`."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ from .storage import Storage, records, registered
 
 
 class storage_names(Sequence):  # noqa: N801 - reads as the tuple it stands for
-    """The names of the registered records that satisfy ``keep``, in registry order, read
-    when used (so a record registered later is in every list; a tuple made from it, e.g.
-    ``("auto", *QUANT_FORMATS)``, is fixed when made)."""
+    """The names of the registered records satisfying ``keep``, in registry order, read when used
+    (a tuple made from it is fixed when made)."""
 
     def __init__(self, keep: Callable[[Storage], bool] = lambda s: True):
         self._keep = keep

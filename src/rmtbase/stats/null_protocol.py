@@ -1,31 +1,23 @@
 """The null protocol: :class:`Null`, the abstract base of every null (``shared/design.md``: a
-null is a value — how its draws are made, what it tests, how it is described). The shipped
-nulls are :class:`~rmtbase.stats.gaussian_null.GaussianNull` and
-:class:`~rmtbase.stats.permutation_null.PermutationNull` (:mod:`rmtbase.stats.null_kind`).
+null is a value — how its draws are made, what it tests, how it is described). Shipped:
+:class:`~rmtbase.stats.gaussian_null.GaussianNull`,
+:class:`~rmtbase.stats.permutation_null.PermutationNull`.
 
 Contract:
 
-- A null owns its draws: :meth:`Null.reference` is abstract. The drawing machinery sits above
-  ``stats``, so it is handed :class:`rmtbase.scoring.reference.Cells` (what is scored, and
-  what can be drawn for it) and returns a :class:`rmtbase.scoring.reference.Reference`, which
-  states its own profile null and spectrum band (no Gaussian default).
+- A null owns its draws: abstract :meth:`Null.reference` takes
+  :class:`rmtbase.scoring.reference.Cells` and returns a
+  :class:`rmtbase.scoring.reference.Reference` stating its own profile null and spectrum band.
 - Values are frozen and hashable; :attr:`Null.name` (``str(null)``) is the spelling of
-  ``--null``, ``score_model(null=...)`` and the files' ``null_kind``. Text is parsed once,
-  where it enters (:meth:`Null.parse`); below that the value is passed on.
-- Registration: a concrete subclass that sets its own :attr:`Null.name` is registered when it
-  is defined, in a script, a plugin (entry-point group ``rmtbase.nulls``,
-  ``docs/extending.md``) or this package (:mod:`rmtbase.stats.null_registry`); a second class
-  under a taken name is refused (TypeError).
-- What a null needs and offers are class attributes, one question each, read instead of
-  asking its class: :attr:`Null.draws_per_head`, :attr:`Null.needs_factors`,
-  :attr:`Null.shared_table` (:attr:`Null.per_head` derives from them), the tests and runs it
-  supports, and whether the Gaussian spectrum band and QK-overlap test are its own. What a
-  null lacks is refused before any work, in one line naming the attribute
-  (:meth:`Null.require`).
-
-The value sits in ``stats``, the lowest part every user imports (the decision, the baseline
-tables, the scoring and the CLI).
-"""
+  ``--null``, ``score_model(null=...)`` and the files' ``null_kind``; text is parsed once, by
+  :meth:`Null.parse`.
+- A concrete subclass setting its own :attr:`Null.name` is registered when defined (script,
+  entry point ``rmtbase.nulls``, or :mod:`rmtbase.stats.null_registry`); a taken name raises
+  TypeError.
+- Needs and offers are class attributes, one question each (:attr:`Null.draws_per_head`,
+  :attr:`Null.needs_factors`, :attr:`Null.shared_table`, derived :attr:`Null.per_head`, the
+  tests and runs supported, own spectrum band and QK-overlap test); what a null lacks is
+  refused before any work, in one line naming the attribute (:meth:`Null.require`)."""
 
 from __future__ import annotations
 
@@ -39,9 +31,8 @@ from .storage import Storage, storage_record
 
 
 class _StorageRecord:
-    """:attr:`Null.storage_record` of a null that does not set its own: the record of its
-    ``storage`` name, looked up when read (a non-data descriptor, so an instance's own value,
-    set once at construction as :class:`GaussianNull` does, wins)."""
+    """:attr:`Null.storage_record` from the ``storage`` name, looked up when read (a non-data
+    descriptor: an instance's own value wins)."""
 
     def __get__(self, obj, owner=None) -> Storage:
         return storage_record((owner if obj is None else obj).storage)
@@ -103,9 +94,8 @@ class Null(ABC):
     composition_draws: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kw):
-        """Register a concrete subclass that sets its own :attr:`name` (module docstring). A
-        subclass that sets ``per_head`` has its three questions answered from it
-        (:attr:`per_head`) where it does not answer them itself."""
+        """Register a concrete subclass setting its own :attr:`name`; a ``per_head`` subclass answers
+        the three questions from it where it does not itself."""
         super().__init_subclass__(**kw)
         if "per_head" in cls.__dict__:
             one = bool(cls.__dict__["per_head"])
@@ -127,16 +117,13 @@ class Null(ABC):
 
     @property
     def per_head(self) -> bool:
-        """:attr:`draws_per_head` (a compatibility name: a subclass that sets ``per_head``
-        answers :attr:`draws_per_head`, :attr:`needs_factors` and not :attr:`shared_table`
-        with it, :meth:`__init_subclass__`)."""
+        """:attr:`draws_per_head` (compatibility name; see :meth:`__init_subclass__`)."""
         return self.draws_per_head
 
     @staticmethod
     def parse(text, *, storage: str = "float32") -> Null:
-        """The null spelled ``text`` (a registered name, :data:`NULLS`); a :class:`Null` is
-        returned as it is. ``storage``: that of a null stored like the checkpoint
-        (:meth:`named`). InputError (one line) otherwise."""
+        """The null spelled ``text`` (:data:`NULLS`), or a :class:`Null` as it is; ``storage`` as in
+        :meth:`named`. InputError (one line) otherwise."""
         if isinstance(text, Null):
             return text
         cls = REGISTRY.get(text) if isinstance(text, str) else None
@@ -152,9 +139,8 @@ class Null(ABC):
         return cls()
 
     def at_storage(self, storage) -> Null:
-        """This null with its draws put through ``storage`` (a layer's: a name or a record of
-        :mod:`rmtbase.stats.storage`); itself when the storage plays no part (not
-        :attr:`stored_like_checkpoint`)."""
+        """This null with its draws put through ``storage`` (name or record); itself unless
+        :attr:`stored_like_checkpoint`."""
         return self
 
     def require(self, capability: str, what: str) -> None:
@@ -191,10 +177,9 @@ class Null(ABC):
 
     @abstractmethod
     def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
-        """The draws of this null for ``cells`` (:class:`rmtbase.scoring.reference.Cells`: the
-        layers stored alike at ``storage``, their null storage's record), a
-        :class:`rmtbase.scoring.reference.Reference`;
-        ``draws``: at least this many (None: the null's default), ``seed``: its seed."""
+        """The draws for ``cells`` (:class:`rmtbase.scoring.reference.Cells`), a
+        :class:`rmtbase.scoring.reference.Reference`; ``draws``: at least this many (None: default).
+        """
 
     @abstractmethod
     def description(self) -> str:

@@ -38,9 +38,8 @@ class PermutationNull(Null):
     composition_draws: ClassVar[int] = 1000
 
     def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
-        """Each head's own entries shuffled, ``draws`` (default 1000) spectral permutations
-        per head (:class:`rmtbase.scoring.reference.PermutationReference`); the storage
-        plays no part."""
+        """Each head's own entries shuffled, ``draws`` spectral permutations per head
+        (:class:`rmtbase.scoring.reference.PermutationReference`); storage plays no part."""
         return cells.permutation_reference(self, draws=draws, seed=seed, progress=progress)
 
     def composition_null(self, pairs, *, draws: int, seed: int):

@@ -1,33 +1,26 @@
 """Storage precision: how a checkpoint stores its weights, as a round trip the null can share.
 
-A checkpoint's values are points of a lattice: bfloat16 keeps 8 significant bits, float16 11,
-float32 24; block quantisers keep 16 … 255 levels per block of consecutive entries along the
-input axis. A statistic that can see the lattice must compare a head with a null on the same
-lattice: :func:`round_trip` puts a null draw through the checkpoint's storage, and
-:func:`lattice_cells` gives each stored value its rounding cell, which
-:mod:`rmtbase.stats.elementwise` uses to make its histograms lattice-robust. Each format is one
-record of :mod:`rmtbase.stats.storage`; the functions here read the record, never the name.
+A statistic that can see the lattice must compare a head with a null on the same lattice:
+:func:`round_trip` puts a null draw through the checkpoint's storage, :func:`lattice_cells`
+gives each stored value its rounding cell (for :mod:`rmtbase.stats.elementwise`). Each format
+is a record of :mod:`rmtbase.stats.storage`; the functions here read the record, never the name.
 
 Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (round to
-nearest even, as ``torch.Tensor.to``), the GGUF block formats (``QUANT_FORMATS``; K-quants in
+nearest even), the GGUF block formats (``QUANT_FORMATS``; K-quants in
 :mod:`rmtbase.stats.kquants`) and block FP8 (:mod:`rmtbase.stats.fp8`). The legacy formats
-follow ggml's reference quantisers (``quantize_row_q4_0_ref`` … in ``ggml-quants.c``; scale
-``d`` and minimum ``m`` stored as float16):
+follow ggml's reference quantisers (``ggml-quants.c``; ``d``, ``m`` stored as float16):
 
 - Q4_0: ``d = x_amax / −8``, ``q = min(15, ⌊x/d + 8.5⌋)``, value ``(q − 8)·fp16(d)``;
 - Q4_1: ``d = (max − min)/15``, ``q = min(15, ⌊(x − min)/d + 0.5⌋)``, value ``q·fp16(d) + fp16(min)``;
 - Q8_0: ``d = max|x|/127``, ``q = round(x/d)`` (half away from zero), value ``q·fp16(d)``;
 - Q5_0, Q5_1: as Q4_0, Q4_1 with 32 levels.
-Jitted, they equal ``gguf.quants`` bit for bit (divisions correctly rounded, no FMA contraction;
-``tests/test_legacy_quants.py``). Blocks run along the last axis, which must be a multiple of
-the block size (:func:`block_size`). Detection (:func:`detect_quantisation`) knows Q4_0, Q4_1,
-Q5_0, Q8_0 and any record with a detector; a GGUF file names its type directly.
+
+Jitted, they equal ``gguf.quants`` bit for bit (``tests/test_legacy_quants.py``). Blocks run
+along the last axis, a multiple of :func:`block_size`.
 
 σ-invariance: rounding commutes with scaling by powers of two, and the block formats with any
-scale up to the float16 rounding of d and m, so a σ = 1 null table serves every σ. For
-float16/bfloat16 the law of fl(σG)/σ depends on the mantissa of σ; the lattice-cell histograms
-make that dependence of order (cell/σ)² ≈ 10⁻⁵ (``tests/test_precision_null.py``).
-"""
+scale up to the float16 rounding of d and m, so a σ = 1 null serves every σ; for
+float16/bfloat16 the lattice-cell histograms leave an O((cell/σ)²) ≈ 10⁻⁵ dependence."""
 
 from __future__ import annotations
 
@@ -49,19 +42,15 @@ from .storage import storage_record
 
 
 def block_size(storage: str) -> int:
-    """Entries per block along the last axis (:attr:`rmtbase.stats.storage.Storage.block`):
-    256 for the K-quants (super-blocks), 32 for the other block formats, 1 for float storages
-    and for FP8 (whose 128×128 tiles may be partial at the edges, so no length is required)."""
+    """Entries per block along the last axis: 256 for K-quants, 32 for other block formats, 1 for
+    float storages and FP8 (whose tiles may be partial)."""
     return storage_record(storage).block
 
 
 def null_rows(storage: str, d_h: int) -> int:
-    """Rows a null draw of one head's (d_h, d) factor is made with, so that its round trip sees
-    the checkpoint's blocks: an FP8 tile has 128 rows, which hold 128/d_h heads of one
-    projection, so for d_h < 128 the head is drawn inside a full tile of i.i.d. rows
-    (⌈128/d_h⌉·d_h of them) and its own d_h rows are kept after the round trip (the tile scale
-    is the maximum over the whole tile, as in the checkpoint). d_h for every other storage,
-    whose blocks lie along one row (per-channel FP8 included: one scale a row)."""
+    """Rows a null draw of one head's (d_h, d) factor is made with, so its round trip sees the
+    checkpoint's blocks: for a 128-row FP8 tile and d_h < 128, ⌈128/d_h⌉·d_h i.i.d. rows (the
+    head drawn with its tile-mates, its own d_h rows kept); d_h for every other storage."""
     tile = storage_record(storage).tile_rows
     if tile and d_h < tile:
         return -(-tile // d_h) * d_h
@@ -91,11 +80,8 @@ def _fp16(x):
 
 
 def _rounded(x):
-    """``x`` as stored, kept from fusing into the next addition or product: float32 through
-    :func:`rmtbase.stats._exact.unfused` (the one guard against LLVM's FMA contraction and
-    XLA's constant folding, shared with the K-quants), any other dtype through an
-    optimisation barrier (float64 under ``jax_enable_x64``, where no bit-exact reference is
-    claimed)."""
+    """``x`` as stored, kept from fusing into the next addition or product (float32:
+    :func:`rmtbase.stats._exact.unfused`; otherwise an optimisation barrier)."""
     return unfused(x) if x.dtype == jnp.float32 else jax.lax.optimization_barrier(x)
 
 
@@ -103,12 +89,9 @@ def _symmetric(b, half: int):
     """ggml's Q4_0 (half = 8) and Q5_0 (half = 16): d = x_max / −half for x_max the entry of
     largest |x|, q = min(2·half − 1, ⌊x/d + half + ½⌋), value (q − half)·fp16(d).
 
-    x_max is the block's entry of largest size, the first of them on a tie (max = −min), as
-    ggml's loop (and ``argmax`` of |x|) picks it — found by two reductions, not by an argmax
-    and a gather: the largest size a, then the first position holding ±a with the sign in its
-    parity (2·position + [x < 0]). The same values (``tests/test_symmetric_ties.py``, the ggml
-    tests); two reductions cost less than four (max, min and each one's first position) or an
-    argmax and gather."""
+    x_max is the first entry of largest size on a tie, as in ggml; found by two reductions (the
+    largest size a, then the first position of ±a with the sign in its parity) rather than an
+    argmax and a gather (``tests/test_symmetric_ties.py``)."""
     size = jnp.abs(b)
     amax = jnp.max(size, axis=-1, keepdims=True)
     pos = jax.lax.broadcasted_iota(jnp.int32, b.shape, b.ndim - 1)
@@ -160,17 +143,9 @@ def _q8_0(b):
 def materialised(x):
     """``x`` itself (traced code), written to memory once.
 
-    XLA's CPU fusion copies a cheap elementwise producer into each of its consumers and
-    computes it again there: a null draw's quantised factor (the last steps of the normals'
-    erf_inv and the whole round trip) was computed anew in each of ~10 fusions (the element
-    passes, the transposes of the QR and of the product). A value that enters a loop is
-    computed once, so ``x`` is copied in two halves of its first axis by a two-step
-    ``fori_loop`` (the halves share a row when that axis is odd), as
-    :func:`rmtbase.ensembles.threefry.random_bits` stores its words. The shape is kept:
-    XLA's reductions sum in an order that follows the shape they read (a sum over a factor's
-    (d_h, d/32, 32) blocks and one over its d_h·d entries differ in the last bit now and
-    then). Where the copies computed in the consumers could differ (see :func:`round_trip`),
-    all of them read the one written here: other bits."""
+    XLA's CPU fusion recomputes a cheap producer in each consumer; a value that enters a loop is
+    computed once, so ``x`` is copied in two halves of its first axis by a two-step ``fori_loop``.
+    The shape is kept (reduction order follows it), and every reader sees the same bits."""
     rows = x.shape[0]
     half = -(-rows // 2)
 
@@ -183,18 +158,13 @@ def materialised(x):
 
 
 def round_trip(w, storage: str, *, materialise: bool = False):
-    """``w`` stored as ``storage`` and read back, in ``w``'s dtype (jnp; jit/vmap friendly).
+    """``w`` stored as ``storage`` and read back, in ``w``'s shape and dtype (jit/vmap friendly).
 
-    w: array whose last axis is the block axis (a multiple of :func:`block_size` for block
-    formats). storage: a name of ``STORAGES`` or a :mod:`rmtbase.stats.storage` record. Float
-    storages round to nearest even; block formats quantise and dequantise blocks along the last
-    axis (module docstring). materialise: a block format's result written to memory once,
-    ``(..., blocks, block)`` (:func:`materialised`), for a caller that reads it many times; the
-    values equal each reader's own copy for the legacy formats and Q4_K/Q6_K (a value q·fp16(d)
-    is exact in float32, so a contracted multiply-add rounds as the stored one), not for FP8.
-    Returns an array of ``w``'s shape and dtype. Raises InputError for an unknown storage or a
-    last axis that is not a multiple of the block size.
-    """
+    w: last axis is the block axis (a multiple of :func:`block_size` for block formats).
+    storage: a name of ``STORAGES`` or a :mod:`rmtbase.stats.storage` record. materialise: a
+    block format's result written once, ``(..., blocks, block)`` (:func:`materialised`); equal to
+    each reader's own copy for the legacy formats and Q4_K/Q6_K, not for FP8. Raises InputError
+    for an unknown storage or a last axis not a multiple of the block size."""
     record = storage_record(storage)
     w = jnp.asarray(w)
     quantise, size = record.quantise(), record.block
@@ -212,11 +182,9 @@ def round_trip(w, storage: str, *, materialise: bool = False):
 def lattice_cells(v, storage: str):
     """Half-widths ``(below, above)`` of the rounding cell of each stored value ``v``.
 
-    For float16/bfloat16 with p significant bits, a value with |v| in [2^e, 2^(e+1)) has
-    spacing u = 2^(e+1−p) and cell [v − u/2, v + u/2], except at a power of two, where the
-    spacing towards zero is u/2 (cell side u/4); below the smallest normal the spacing is the
-    subnormal step. Zero gets half a subnormal step on each side. Other storages: zeros (points).
-    """
+    float16/bfloat16 (p significant bits): |v| in [2^e, 2^(e+1)) has spacing u = 2^(e+1−p) and
+    cell [v − u/2, v + u/2], except at a power of two (side u/4 towards zero); subnormals use the
+    subnormal step, zero half of it each side. Other storages: zeros (points)."""
     v = jnp.asarray(v)
     record = storage_record(storage)
     if not record.lattice:

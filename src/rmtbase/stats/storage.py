@@ -1,31 +1,18 @@
 """Storage formats as records: one :class:`Storage` per format, in one registry.
 
-A checkpoint stores its weights on a lattice (float16, bfloat16), in blocks sharing a scale
-(GGUF's Q4_0 … Q6_K), or in FP8 tiles; the null of a head is drawn at the same storage
-(:func:`rmtbase.stats.precision.round_trip`). Everything the library knows of one format is one
-record here: its name (the spelling of the CLI, the tables and the files), its family
-(``"float"``, ``"block"``, ``"fp8"``), the function that stores and reads back a batch of its
-blocks (the quantiser, named ``"module:function"`` inside :mod:`rmtbase.stats` so that this
-module loads no JAX, or given as a callable), the entries a block spans along the last axis,
-the significant bits and smallest spacing of a float lattice (and whether a histogram must
-spread each value over its rounding cell), the GGUF tensor type name, how the null is drawn
-(``tile_rows``: rows of a 2-D scale tile, inside which a head is drawn with its tile-mates),
-the FP8 element format and how lattice detection recognises the format (``detector``, or the
-shipped block formats' 32-entry ``detect`` layout: :mod:`.detection`). The families are open
-(a format with a scale per row, ``tests/test_storage_row.py``: ``block`` 1, the whole array).
-A layer stored in several formats is a :class:`MixedStorage` of their records.
+A record holds all the library knows of a format: its name (as the CLI, tables and files spell
+it), family (``"float"``, ``"block"``, ``"fp8"``; open), quantiser (``"module:function"`` in
+:mod:`rmtbase.stats`, so this module loads no JAX, or a callable), block span along the last
+axis, a float lattice's significant bits and smallest spacing (and whether histograms spread a
+value over its cell), GGUF type name, ``tile_rows`` of a 2-D scale tile, FP8 element format,
+and how :mod:`.detection` recognises it. A layer in several formats is a :class:`MixedStorage`.
 
-Other modules read these records (:func:`storage_record`) or the name lists of :mod:`.names`;
-none compares storage names. A format is added by one record (:func:`register`, or a plugin's
-entry point of group ``rmtbase.storages``: ``docs/extending.md``;
-``tests/test_storage_record.py`` scores a toy block format end to end), as gguf-py registers
-its quant classes.
+Modules read records (:func:`storage_record`) or :mod:`.names`; none compares storage names.
+A format is added by one record (:func:`register` or entry point ``rmtbase.storages``:
+``docs/extending.md``).
 
-The quantiser is called ``fn(x, record)``: for a block format (``block > 1``) ``x`` is
-``(..., n_blocks, block)`` and the values come back in that shape (float32 or x's dtype); for
-the others ``x`` is the whole array (FP8: its last two axes are (rows, cols)) and comes back in
-its own dtype.
-"""
+Quantiser contract ``fn(x, record)``: block formats get and return ``(..., n_blocks, block)``;
+others get the whole array (FP8: last two axes rows, cols) and return it in its own dtype."""
 
 from __future__ import annotations
 
@@ -154,12 +141,9 @@ def _resolve(ref) -> Callable:
 
 @dataclass(frozen=True)
 class MixedStorage:
-    """A layer whose tensors are stored in different formats (W_Q in Q4_K, W_K in Q8_0: the
-    Q4_K_M files of Mixtral and others): the records of its formats, distinct and sorted by
-    name. Its :attr:`name` joins theirs with "+" (``"q4_k+q8_0"``), the spelling of the files.
-    No null is drawn at it: a round trip puts both factors through one format, so a layer in
-    it is scored against its float null with the histogram statistics left out
-    (:func:`rmtbase.scoring.layer_null.layer_null`)."""
+    """A layer whose tensors are stored in different formats (e.g. W_Q Q4_K, W_K Q8_0): its records,
+    distinct and sorted; :attr:`name` joins theirs with "+" (``"q4_k+q8_0"``). No null is drawn
+    at it: such a layer is scored against its float null without the histogram statistics."""
 
     parts: tuple[Storage, ...]
     is_mixed = True
@@ -187,9 +171,8 @@ def one_quantisation(record) -> bool:
 
 
 def quantisation_record(name) -> Storage | MixedStorage | None:
-    """The record of a layer's quantisation as a file or a reader names it: None for None,
-    ``""`` or ``"none"``; several formats joined by "+" a :class:`MixedStorage`; a record is
-    returned as it is. InputError (one line) for an unknown name."""
+    """The record of a layer's quantisation as named: None for None, ``""`` or ``"none"``; "+"-joined
+    formats a :class:`MixedStorage`; a record as it is. InputError for an unknown name."""
     if name is None or isinstance(name, Storage | MixedStorage):
         return name
     if str(name) in ("", "none"):

@@ -1,24 +1,15 @@
 """The tile engine: element statistics from their estimators, on one tile or tile by tile.
 
-An element statistic's estimator (:class:`rmtbase.stats.estimator.Estimator`, held by its
-record in :data:`rmtbase.stats.statistic.STATISTICS`) is two passes over the entries yielding
-per-tile accumulators, and a finish. The engine runs the distinct estimators of the records it
-is given — always the fused one (:data:`rmtbase.stats.fused.FUSED`), whose range pass gives the
-geometry (mean, max|w|, the entropy bins) that every count pass may read — and combines each
-accumulator across tiles as its :class:`~rmtbase.stats.estimator.Accumulator` record says
-(sum, min or max; a value that no record declares is an error): nothing here knows an
-accumulator by its name.
+An estimator (:class:`rmtbase.stats.estimator.Estimator`) is two passes yielding per-tile
+accumulators, and a finish. The engine runs the distinct estimators of the records given —
+always :data:`rmtbase.stats.fused.FUSED`, whose range pass gives the geometry every count pass
+may read — and merges each accumulator as its record says (an undeclared value is an error).
 
-:func:`rmtbase.stats.elementwise.element_stats` chains the passes on the whole matrix, as one
-tile, inside one compiled function (:func:`one_tile`). :func:`tile_stats` runs them tile by
-tile on a matrix given as a function of the tile index — a slice of a stored matrix, or a null
-draw regenerated tile by tile from its own key — summing the accumulators on the host (float64;
-counts int64) and casting the totals back to the matrix's dtype for the finish. Tiling changes
-no definition and approximates nothing: the only difference from :func:`one_tile` is the
-rounding of the sums (float64 across tiles rather than one reduction in the input dtype; in
-float32 below 10⁻⁶ relative in every statistic, ``tests/test_components.py``). Memory is one
-tile's working set (about 12 arrays of the tile's size) and the |w| histogram (65,538 bins).
-"""
+:func:`one_tile` runs the passes on the whole matrix in one compiled function;
+:func:`tile_stats` runs them tile by tile on a matrix given as a function of the tile index
+(a slice, or a null draw regenerated from its key), summing on the host in float64 (counts
+int64). Tiling changes no definition, only the rounding of sums (< 10⁻⁶ relative in float32,
+``tests/test_components.py``). Memory: one tile's working set and the 65,538-bin |w| histogram."""
 
 from __future__ import annotations
 
@@ -73,9 +64,8 @@ IN_GRAPH_TILE = 2**18
 
 
 def _in_graph(fn, w, records):
-    """``fn`` (a pass) over the flat ``w``: at once below :data:`IN_GRAPH_MIN` entries, else
-    over c = N // IN_GRAPH_TILE equal tiles and the remainder, in a loop that carries the
-    accumulators (combined in ``w``'s dtype, tile after tile, as their ``records`` say)."""
+    """``fn`` (a pass) over flat ``w``: at once below :data:`IN_GRAPH_MIN`, else over equal tiles and
+    the remainder in a loop carrying the accumulators."""
     n = w.shape[0]
     c = n // IN_GRAPH_TILE
     if n < IN_GRAPH_MIN or c < 2:
@@ -88,16 +78,11 @@ def _in_graph(fn, w, records):
 
 
 def one_tile(w, trims: tuple, storage: str, side=None, statistics=STATISTICS) -> dict:
-    """Every statistic of the flat sample ``w`` (one tile), traceable: the element statistics
-    of ``statistics``' estimators, the fused one's with ``"weibull": [(k, λ) per trim]``, and
-    ``"rms"``; with ``side = (scale, lo, width, bins)`` also ``"side"``, the counts of w/scale
-    in the bins lo + [j, j+1)·width (j < bins), taken in the same scatter as the entropy
-    histogram.
-
-    Each pass runs through :func:`_in_graph`: from :data:`IN_GRAPH_MIN` entries over tiles
-    inside the compiled function. The definitions are the same (sums and histograms add over
-    any split); only the rounding of the float sums differs from one reduction (float32: ~1e-7
-    relative)."""
+    """Every statistic of the flat sample ``w`` (one tile), traceable: the estimators' element
+    statistics, the fused one's ``"weibull": [(k, λ) per trim]``, and ``"rms"``; with
+    ``side = (scale, lo, width, bins)`` also ``"side"``, the counts of w/scale in bins
+    lo + [j, j+1)·width. From :data:`IN_GRAPH_MIN` entries each pass runs over tiles inside the
+    compiled function (:func:`_in_graph`; float32 sums differ by ~1e-7 relative)."""
     acc, geo = tile_passes(w, storage, side, statistics)
     stats = tile_finish(acc, geo, w.shape[0], trims, storage, statistics)
     if side is not None:
@@ -106,10 +91,8 @@ def one_tile(w, trims: tuple, storage: str, side=None, statistics=STATISTICS) ->
 
 
 def tile_passes(w, storage: str, side=None, statistics=STATISTICS) -> tuple[dict, dict]:
-    """The two passes of :func:`one_tile` over the flat ``w``: (every accumulator, with
-    ``"side"`` when ``side`` is given; the geometry of the range pass). With
-    :func:`tile_finish` they are ``one_tile``, step for step; apart, the finish (most of the
-    estimator's compilation, little of its run time) can be a program of its own."""
+    """The two passes of :func:`one_tile` over flat ``w``: (accumulators, with ``"side"`` if given;
+    the range geometry). With :func:`tile_finish` they are ``one_tile``, step for step."""
     n = w.shape[0]
     ests = estimators(statistics)
     records = accumulators(ests)
@@ -146,10 +129,9 @@ def _compiled(n: int, trims: tuple, storage: str, ests: tuple):
 
 def tile_stats(tile, n_tiles: int, n: int, *, trims=(0.8,), storage: str = "float32",
                dtype=jnp.float32, keep: bool = False, statistics=STATISTICS) -> dict:
-    """Statistics of a matrix of ``n`` entries given as ``tile(t)`` for t < ``n_tiles`` (each a
-    JAX array of any shape, ``dtype``; together every entry once). Same keys as
-    :func:`one_tile`, numpy scalars. Each tile is asked for once per pass (twice), or
-    once with ``keep`` (the tiles are then held until the end: memory of the whole matrix)."""
+    """Statistics of an ``n``-entry matrix given as ``tile(t)``, t < ``n_tiles`` (``dtype``, every
+    entry once); keys of :func:`one_tile`, numpy scalars. Each tile is asked for once per pass, or
+    once with ``keep`` (held to the end: the whole matrix's memory)."""
     trims = tuple(float(t) for t in trims)
     f, records = _compiled(int(n), trims, storage, estimators(statistics))
     dtype = jnp.dtype(dtype)
