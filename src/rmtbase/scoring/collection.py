@@ -80,12 +80,9 @@ def distinct_suffixes(paths) -> list[str]:
 
 
 def folder_labels(labels, folders) -> list[str]:
-    """Labels of entries read from ``folders`` (one folder per label), made unique by where
-    they were read: a label that several entries share (two runs of one model) becomes its
-    folder's name, or the shortest distinct end of its path where names repeat
-    (:func:`distinct_suffixes`: ``runs/a/out``, ``runs/b/out`` -> ``a/out``, ``b/out``); an
-    entry of a folder that holds several becomes ``<folder>:<label>``. What still repeats
-    (one folder given twice) gets :func:`unique_labels`' ``#i``."""
+    """Labels of entries read from ``folders``, made unique: a shared label becomes its folder's
+    name or shortest distinct path end (:func:`distinct_suffixes`); an entry of a folder holding
+    several becomes ``<folder>:<label>``; what still repeats gets ``#i`` (:func:`unique_labels`)."""
     labels = [str(s) for s in labels]
     folders = [os.fspath(f) for f in folders]
     if len(folders) != len(labels):

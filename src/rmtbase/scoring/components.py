@@ -188,15 +188,10 @@ def _weibull_anchors() -> dict:
 def score_components(model=None, *, components="all", revision=None, draws=None, alpha=0.05,
                      seed=0, allow_pickle=False, progress=True, quantized_null="auto",
                      threads=None) -> xr.Dataset:
-    """Score every whole weight matrix of ``model`` (module docstring).
-
-    model: hub id, local folder or loaded ``transformers`` model; None = the embedded MiniLM.
-    components: names for :func:`rmtbase.models.load_components` (``"all"``, ``"ffn"``, ``"q"``
-    …, or several). draws: null draws per shape (default
-    :data:`rmtbase.baseline.matrix_null.DEFAULT_DRAWS`). alpha: BH level. seed: null seed.
-    quantized_null: ``"auto"``, ``"none"`` or a block format. threads: null draws computed at
-    once (default :func:`rmtbase.scoring.qk_elements.scoring_threads`).
-    """
+    """Score every whole weight matrix of ``model`` (hub id, folder, loaded model; None = the
+    embedded MiniLM). components: names for :func:`rmtbase.models.load_components`; draws: null
+    draws per shape; alpha: BH level; quantized_null: ``"auto"``, ``"none"`` or a block format;
+    threads: null draws computed at once."""
     from ..baseline.matrix_null import DEFAULT_DRAWS, check_matrix_null_size
     from ..models import default_model_path, load_components, model_info
     from .description import default_label, model_label

@@ -56,15 +56,10 @@ def plan(n_layers: int, n_heads: int, n_kv: int, d: int, d_h: int) -> dict:
 
 def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
                 draws: int = 1000) -> dict:
-    """Refuse (InputError, one line) what has no composition, before any weight is read: one
-    layer, a model without V/O weights, ``base`` given, a ``null`` without a composition null
-    (:attr:`~rmtbase.stats.null_kind.Null.composition_draws` 0); and a run that cannot fit in
-    memory. Returns :func:`plan`'s numbers with the model's sizes (a null drawn from each
-    head's own entries, :attr:`~rmtbase.stats.null_kind.Null.per_head`, such as the
-    permutation null: the permutation run's,
-    :func:`rmtbase.scoring.composition_permutation.plan`, ``draws`` times the GEMMs; the
-    Gaussian null: also its draws' work at most, ``null_flops``, ``null_draws``,
-    :func:`rmtbase.scoring.composition_stopping.null_plan`)."""
+    """Refuse (InputError, one line, before any weight is read) a model with one layer or no V/O
+    weights, ``base`` given, a ``null`` without a composition null, or a run that cannot fit in
+    memory. Returns :func:`plan`'s numbers with the model's sizes (the permutation plan for a
+    per-head null; for the Gaussian null also ``null_flops``, ``null_draws``)."""
     from ..models import model_info
 
     if base is not None:
@@ -253,25 +248,15 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
                 ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
                 revision: str | None = None, allow_pickle: bool = False, progress: bool = False,
                 null: Null | str = "gaussian") -> xr.Dataset:
-    """Composition of every ordered cross-layer head pair of ``model`` (hub id, folder, GGUF
-    file, loaded model or TransformerLens model, as :func:`rmtbase.scoring.score.score_model`
-    reads; attr ``transformer_lens`` then names its class and processing) against the
-    Gaussian-factor null. See the module docstring and ``docs/composition.md``. ``progress``:
-    a bar (or, off a terminal, a line now and then) over the layers as they are composed.
+    """Composition of every ordered cross-layer head pair of ``model`` (as
+    :func:`rmtbase.scoring.score.score_model` reads it) against the ``null``
+    (``docs/composition.md``).
 
-    ``fold_ln``: multiply W_Q, W_K, W_V of layer l by ``ln_gains[l]`` ``(d,)`` (the norm gain
-    the layer reads through), which the caller supplies (reading the gains from checkpoints is
-    not implemented: ``fold_ln=True`` without ``ln_gains`` is refused). ``null_storage``:
-    ``"auto"`` (the checkpoint's float storage; block-quantised GGUF layers get the float32
-    null, not matched), ``"float32"``, ``"bfloat16"`` or ``"float16"`` (any case, or a float
-    storage record; anything else refused in one line before any weight is read).
-    ``null``: the :class:`~rmtbase.stats.null_kind.Null` (or its name) the heads are scored
-    against: ``"gaussian"`` (default; ``draws`` default 2,000) or ``"permutation"`` (each
-    factor's own entries shuffled, :mod:`rmtbase.scoring.composition_permutation`; ``draws``
-    default 1,000, each costing the whole run's GEMMs again); the null draws its own
-    composition null (:meth:`~rmtbase.stats.null_kind.Null.composition_null`), and one without
-    (``composition_draws`` 0) is refused before any weight is read.
-    """
+    ``fold_ln``: multiply W_Q, W_K, W_V of layer l by ``ln_gains[l]`` (d,), which must be given.
+    ``null_storage``: ``"auto"`` (the checkpoint's float storage; quantised layers get float32),
+    ``"float32"``, ``"bfloat16"`` or ``"float16"``. ``null``: ``"gaussian"`` (``draws`` default
+    2,000) or ``"permutation"`` (:mod:`rmtbase.scoring.composition_permutation`, default 1,000);
+    a null without a composition null is refused. ``progress``: a bar over the layers."""
     from .null_checks import check_null_storage
 
     seed, alpha, draws = _checked(seed, alpha, draws, fold_ln, ln_gains)

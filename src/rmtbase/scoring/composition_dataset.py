@@ -33,21 +33,10 @@ def upper_p(values, null_sorted):
 
 
 def tail_p(comp, null_sorted):
-    """One-sided upper p of scores ``comp`` against the sorted null scores: the tail-resolving
-    p of :class:`rmtbase.decision.tails.TailModel` (the per-statistic p of the head decision):
-    add-one while ≥ 10 draws lie at or beyond s, beyond that a generalized Pareto tail with
-    the conservative (upper 95 %) shape, never below :data:`~rmtbase.decision.tails.P_MIN`
-    = 10⁻¹⁶.
-
-    Why not a Beta law with the exact mean and variance of s²: for
-    d_h > 1 its tail is 2–5× too light where BH over many pairs works — its survival over the
-    exceedance of 400,000 exact draws (seed 101) at 64 × 8 was 0.63, 0.29, 0.18 at 10⁻³, 10⁻⁴,
-    3·10⁻⁵ (64 × 16: 0.64, 0.34, 0.27; 128 × 16: 0.81, 0.49, 0.51), and it underflowed to 0
-    far out (2,204 SmolLM2 pairs had p 0). The GPD tail of ten 2,000-draw nulls gave ≥ 2.2×
-    (min) at 10⁻³, ≥ 6.3× at 10⁻⁴, ≥ 11.7× at 3·10⁻⁵ at those shapes and at 768 × 64 (Beta
-    0.94–0.97 there); medians 3.2–3.5×, 10–13×, 22–28×: conservative, at a cost in power beyond
-    the draws (the shape's floor :data:`~rmtbase.decision.tails.XI_MIN`; with no floor the
-    minima were 1.3–1.7×), ``tests/test_pvalue_tails.py``. NaN stays NaN."""
+    """One-sided upper p of scores ``comp`` against the sorted null scores: the tail-resolving p of
+    :class:`rmtbase.decision.tails.TailModel` (add-one while ≥ 10 draws lie beyond, then a
+    conservative GPD tail, ≥ :data:`~rmtbase.decision.tails.P_MIN`); a moment-matched Beta tail of
+    s² is 2–5× too light (``tests/test_pvalue_tails.py``). NaN stays NaN."""
     from ..decision.tails import TailModel
 
     v = np.asarray(comp, np.float64)
@@ -70,12 +59,8 @@ def _moment_attrs(attrs) -> dict:
 
 
 def standing(comp) -> tuple[np.ndarray, np.ndarray]:
-    """(rank among the receiver's sources, rank over the kind) of scores ``(3, L, H, L, H)``,
-    both float32 with NaN off the pairs, 1 = the largest score, ties sharing the smallest
-    rank of their run ("min" ranks). The first ranks, per kind and receiver (layer_to,
-    head_to), the ``layer_to × H`` pairs with layer_from < layer_to; the second ranks every
-    cross-layer pair of the kind (out of L(L−1)/2 · H² pairs). A NaN score (not a pair) gets
-    no rank."""
+    """("min") ranks of scores (3, L, H, L, H), 1 = largest, NaN off the pairs: among each receiver's
+    (layer_to, head_to) sources, and over every cross-layer pair of the kind."""
     from scipy.stats import rankdata
 
     comp = np.asarray(comp, np.float64)
@@ -112,18 +97,11 @@ OPEN_FACTOR = 10
 def p_error(p, pt, draws: int, alpha: float, tail: bool):
     """The Monte Carlo error of the pairs' p: ``(se, open)``.
 
-    ``se`` = √(p(1 − p)/N): the binomial se of the add-one ``p`` read from N = ``draws`` draws
-    as an estimate of the pair's exceedance (Davison & Hinkley 1997 §4.2; beyond the draws,
-    where ``pt`` < ``p``, the tail model's own error is not this). ``open``: the pairs whose
-    Benjamini–Hochberg flag at ``alpha`` (over ``pt``, as ``composition_flag``) could differ
-    at :data:`OPEN_FACTOR` × N draws — flagged with every pair at the lower end of its p's
-    range there and not with every pair at the upper end. Each range is that of
-    :func:`rmtbase.scoring.joint_stopping.p_bounds` (the count's Clopper–Pearson interval, then
-    the binomial range of the draws to come; a count below 10 with a tail (``tail``, the
-    Gaussian null's GPD) bracketed from that count, the p there at most 11/(N' + 1)) at level
-    ε/m, ε =
-    :data:`~rmtbase.scoring.stopping.STOP_ERROR`, m the pairs: the rule that grows the
-    statistics' joint null, one implementation."""
+    ``se`` = √(p(1 − p)/N), the binomial se of the add-one ``p`` (Davison & Hinkley 1997 §4.2; not
+    the tail model's error where ``pt`` < ``p``). ``open``: pairs whose BH flag at ``alpha`` (over
+    ``pt``) could differ at :data:`OPEN_FACTOR` × N draws, each p's range from
+    :func:`rmtbase.scoring.joint_stopping.p_bounds` at level ε/m,
+    ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`, m the pairs."""
     from ..decision.tails import MIN_EXCEEDANCES
     from .joint_stopping import p_bounds
     from .stopping import STOP_ERROR

@@ -112,13 +112,10 @@ def _settled(ov, tables: dict, null: _Null, draws: int, alpha: float, progress: 
 
 def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
                   storage: str = "float32", alpha: float = 0.05, progress: bool = False) -> dict:
-    """p, tail p, z, q (all layers), q (per layer) and flag ``(L, H, H)`` of the overlaps ``overlap``
-    ``(L, H, H)``; query heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv).
-    ``key``: a JAX key, or a seed (int): then the key is ``named_key(key(seed), "overlap")``
-    and the null is kept in the user cache (:mod:`rmtbase.scoring.composition_cache`). Each
-    null is drawn as far as the flags need, at most ``draws``
-    (:mod:`rmtbase.scoring.composition_stopping`); ``drawn`` {table: n} says how far.
-    ``storage``: a name (looked up here, once) or its record."""
+    """p, tail p, z, q (all layers), q (per layer) and flag (L, H, H) of ``overlap`` (L, H, H); heads
+    a, b share a key head when a // (H / n_kv) = b // (H / n_kv). ``key``: a JAX key, or a seed
+    (then the null is cached, :mod:`rmtbase.scoring.composition_cache`). Nulls are drawn as far as
+    the flags need, at most ``draws``; ``drawn`` {table: n} says how far. ``storage``: name or record."""
     storage = storage_record(storage)
     seed = key if isinstance(key, int) else None
     if seed is not None:

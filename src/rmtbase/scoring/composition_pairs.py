@@ -109,15 +109,10 @@ def _null_storage(storage_rows, null) -> Storage:
 
 @dataclass
 class PairNull:
-    """What a composition null gives: the scores ``comp`` (3, L, H, L, H), ``overlap``
-    (L, H, H) and ``norms`` of the model (:func:`~rmtbase.scoring.composition.\
-composition_from_factors`), and either ``null_sorted`` (sorted null scores shared by every
-    pair: the Beta tail applies) or each pair's ``p`` with its null ``median``; the storage its
-    draws were put through (``null_storage``, a file attr), optionally the sentence of the
-    file's ``null`` attr (None: :func:`~rmtbase.scoring.composition_dataset.assemble`'s),
-    the record of a storage the draws were put through (``storage``; None where they were
-    not drawn at a storage: the QK overlap's null is then float32) and the Gaussian null's
-    draws used (``drawn``: where :mod:`rmtbase.scoring.composition_stopping` stopped)."""
+    """What a composition null gives: the model's ``comp`` (3, L, H, L, H), ``overlap`` (L, H, H) and
+    ``norms``; either ``null_sorted`` (shared sorted null scores) or each pair's ``p`` and
+    ``median``; ``null_storage`` (file attr), the optional ``null`` sentence, the ``storage``
+    record the draws went through (None: float32) and ``drawn`` (where stopping stopped)."""
 
     comp: np.ndarray
     overlap: np.ndarray
@@ -140,12 +135,9 @@ composition_from_factors`), and either ``null_sorted`` (sorted null scores share
 
 @dataclass
 class Pairs:
-    """The model's layers (an iterable of ``(wq, wk, wo_t, wv)``, read once), its
-    :class:`~rmtbase.models.ModelInfo`, the layers' storage rows (filled as they are read),
-    the scores' function (:func:`~rmtbase.scoring.composition.composition_from_factors`),
-    the norm gains folded in (or None) and the ``null_storage`` option of
-    :func:`~rmtbase.scoring.composition.composition` (``"auto"`` or a float storage record:
-    :func:`composition_storage`)."""
+    """The model's layers (iterable of ``(wq, wk, wo_t, wv)``, read once), its
+    :class:`~rmtbase.models.ModelInfo`, storage rows (filled as read), the scores' function, the
+    norm gains folded in (or None) and the ``null_storage`` option (:func:`composition_storage`)."""
 
     info: object
     layers: object

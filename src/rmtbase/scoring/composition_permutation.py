@@ -131,12 +131,9 @@ def _pair_fn(group: int, dh1: int):
 
 def permutation_counts(layers, n_kv: int, comp, *, draws: int, seed: int, ln_gains=None,
                        progress=None) -> dict:
-    """Permutation null of every pair's scores ``comp`` ``(3, L, H, L, H)`` (from
-    :func:`rmtbase.scoring.composition.composition_from_factors` on the same ``layers``, a list
-    of ``(wq, wk, wo_t, wv)`` with keys/values expanded to query heads). Returns ``ge``
-    (#{b : s_b ≥ s}), ``m1``, ``m2`` (mean and mean square of s_b² over the draws) and
-    ``median`` (of the first min(B, CHUNK) draws), each ``(3, L, H, L, H)`` (NaN where
-    layer_to ≤ layer_from), and ``draws``."""
+    """Permutation null of scores ``comp`` (3, L, H, L, H) of ``layers`` (``(wq, wk, wo_t, wv)``,
+    keys/values expanded): ``ge`` (#{b : s_b ≥ s}), ``m1``, ``m2`` (mean and mean square of s_b²),
+    ``median`` (of the first min(B, CHUNK) draws), NaN where layer_to ≤ layer_from, and ``draws``."""
     import jax.numpy as jnp
 
     draws = int(draws)
@@ -198,12 +195,9 @@ def draws_to_flag(m: int, alpha: float = 0.05) -> int:
 
 
 def draws_note(m: int, draws: int, open_pairs: int, alpha: float = 0.05) -> str | None:
-    """What the run's ``draws`` B leave undecided (the error stated where it could move a
-    decision), or None: Benjamini–Hochberg over the ``m`` pair entries cannot
-    flag any pair (B < :func:`draws_to_flag`), or ``open_pairs`` flags could differ at
-    :data:`~rmtbase.scoring.composition_dataset.OPEN_FACTOR` × B
-    (:func:`rmtbase.scoring.composition_dataset.p_error`). The permutation p has no tail
-    beyond the draws, so only more draws resolve either."""
+    """What B = ``draws`` leave undecided, or None: BH over ``m`` entries cannot flag any pair
+    (:func:`draws_to_flag`), or ``open_pairs`` could differ at
+    :data:`~rmtbase.scoring.composition_dataset.OPEN_FACTOR` × B. Only more draws resolve either."""
     if m and int(draws) < draws_to_flag(m, alpha):
         return (f"rmtbase: with {draws} permutations BH over all {m} pair entries cannot flag "
                 f"any pair (it needs draws >= {draws_to_flag(m, alpha)}); "

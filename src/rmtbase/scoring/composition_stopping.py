@@ -109,11 +109,9 @@ def continued(previous, more) -> np.ndarray:
 
 
 def null_plan(d: int, d_h: int, n_heads: int, n_kv: int, draws: int) -> dict:
-    """Work of the composition and QK-overlap nulls' draws at most (all ``draws`` of each
-    table), at the reduced samplers (float32 storage; 16-bit storage draws whole factors,
-    about 16 d d_h² + 2 d_h³ FLOPs a draw, more): {"null_flops", "null_draws"}. GEMM FLOPs a
-    draw: 12 d_h³ (composition), 16 d_h³ (overlap, distinct key heads), 10 d_h³ (shared key
-    head). Their memory (one compiled call's draws, ≤ 16 MiB, and the tables) is within
+    """Work of the composition and QK-overlap nulls' draws at most: {"null_flops", "null_draws"}.
+    GEMM FLOPs a draw: 12 d_h³ (composition), 16 d_h³ (overlap), 10 d_h³ (shared key head); 16-bit
+    storage draws whole factors (≈ 16 d d_h² + 2 d_h³). Memory fits
     :data:`~rmtbase.scoring.composition.RUNTIME_BYTES`."""
     d_h, draws = int(d_h), int(draws)
     group = max(1, int(n_heads) // max(1, int(n_kv)))

@@ -188,16 +188,11 @@ def _add_delta_vars(ds, norms: dict, finetuned, base, lora: bool, sides) -> xr.D
 
 def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
                 allow_pickle=False, **options) -> xr.Dataset:
-    """Score the per-head change from ``base`` to ``finetuned`` (module docstring).
+    """Score the per-head change from ``base`` to ``finetuned`` (a model or a PEFT LoRA folder).
 
-    ``finetuned``: a model (hub id, folder, GGUF file, loaded model) or a PEFT LoRA adapter
-    folder; ``base``: the model it was tuned from (required). Options as for
-    :func:`rmtbase.scoring.score.score_model`. Returns that function's Dataset, computed on
-    ΔW_Q, ΔW_K, plus ``delta_rel_q``, ``delta_rel_k``, ``delta_rel_qk`` (layer, head) and attrs
-    ``delta_of``, ``delta_base``, ``delta_kind`` (``"finetune"`` or ``"lora"``) and, for an
-    adapter, ``delta_sides`` (``"q"``, ``"k"`` or ``"q,k"``). ``model`` is
-    ``"<tuned> vs <base>"``.
-    """
+    Options as :func:`rmtbase.scoring.score.score_model`, whose Dataset it returns on ΔW_Q, ΔW_K,
+    plus ``delta_rel_q``, ``delta_rel_k``, ``delta_rel_qk`` (layer, head) and attrs ``delta_of``,
+    ``delta_base``, ``delta_kind`` (``"finetune"`` | ``"lora"``), ``delta_sides`` for an adapter."""
     from ..decision.family import HISTOGRAM
     from ..models import load_heads, model_info
     from ..stats import ELEMENT_STATS

@@ -69,13 +69,9 @@ def _unmatched(null: Null, detected, quantized_null: str) -> bool:
 
 def null_description(null: Null, storage, detected, quantized_null: str,
                      layers=None) -> str:
-    """One sentence saying what the null assumes (:meth:`rmtbase.stats.null_kind.Null.description`;
-    per layer for a null stored like the checkpoint,
-    :attr:`~rmtbase.stats.null_kind.Null.stored_like_checkpoint`). ``storage`` and ``detected``
-    (the null's storage and the quantisation the weights were found in: a record of
-    :mod:`rmtbase.stats.storage` or its name, or None) are one value for the whole model, or
-    one per layer (lists, with the layer ids ``layers``): layers whose nulls differ are named
-    with theirs."""
+    """One sentence saying what the null assumes (:meth:`rmtbase.stats.null_kind.Null.description`).
+    ``storage`` and ``detected`` (records or names, or None) are one value for the model or one
+    per layer (lists, with ids ``layers``): layers whose nulls differ are named with theirs."""
     if not null.stored_like_checkpoint:
         return null.description()
     if not isinstance(storage, list | tuple):  # one name or record for the whole model

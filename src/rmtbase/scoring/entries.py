@@ -198,12 +198,10 @@ def _manifest_sha(f: Path) -> str | None:
 
 
 def check_content(f: Path, ds: xr.Dataset, unverified: bool = False) -> str | None:
-    """InputError unless the score file ``f`` (read as ``ds``) is verified: by its
-    :data:`CONTENT_ATTR`, or by its folder's ``manifest.json`` (a score folder's
-    ``scores.nc``). Content that does not match its hash is refused always, and so is a
-    ``scores.nc`` beside a ``manifest.json`` that does not list it (the manifest was changed);
-    content with no hash at all (an earlier rmtbase, a file copied out of its folder) only
-    without ``unverified`` — then a warning clause is returned (else None)."""
+    """InputError unless score file ``f`` (read as ``ds``) is verified by its :data:`CONTENT_ATTR` or
+    its folder's ``manifest.json``. A mismatching hash, or a ``scores.nc`` its manifest does not
+    list, is always refused; no hash at all only without ``unverified`` (then a warning clause is
+    returned, else None)."""
     listed = _manifest_sha(f) if f.name == "scores.nc" else None
     if listed is None and f.name == "scores.nc" and (f.parent / "manifest.json").exists():
         raise InputError(f"{f.parent / 'manifest.json'} does not list {f.name} with its "

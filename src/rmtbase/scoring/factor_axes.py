@@ -88,16 +88,10 @@ def null_storage(storage: str | Storage) -> Storage:
 def profile_null(d: int, d_h: int, storage: str | Storage = "float32", n: int = PROFILE_DRAWS,
                  seed: int = 0, client=None, progress=None, start: int = 0
                  ) -> dict[str, np.ndarray]:
-    """``{axis: (n,)}`` Gaussian null draws of :data:`FACTOR_AXES` at (d, d_h) for heads stored
-    as ``storage`` (a name or a record; module docstring: float storages share the float32
-    draws), in chunks of 250 heads; the same seed gives the same draws. The chunks are tasks of
-    the Dask ``client`` when one is given, and inside a Dask task of its cluster
-    (:mod:`rmtbase.baseline.task_cluster`); chunk ``i`` depends on (seed, i) alone, so the
-    draws are the same bit for bit. ``progress``: optional reporter
-    (:func:`rmtbase.progress.progress_bar`) advanced by each chunk's heads as it is done
-    (with a Dask client: when all are); it changes no draw. ``start``: return draws
-    ``start .. n − 1`` only (the same numbers as those of a call from 0: a table is extended
-    by drawing its continuation)."""
+    """``{axis: (n,)}`` Gaussian null draws of :data:`FACTOR_AXES` at (d, d_h) for ``storage`` (name
+    or record), in chunks of 250 heads; chunk i depends on (seed, i) alone, so Dask (``client``,
+    or inside a task) gives the same bits. ``progress``: advanced per chunk. ``start``: return
+    draws ``start .. n − 1`` only (a table's continuation)."""
     import contextlib
 
     import jax
@@ -146,14 +140,10 @@ def _profile_chunk(d: int, d_h: int, storage: Storage, seed: int, i: int, m: int
 
 
 def block_axes(a, b, c) -> tuple:
-    """(alignment, symmetry) of the reduced factors W_Q = [A, 0], W_K = [B, C] (each
-    ``(d_h, 2d_h)``; A, C lower-triangular, the rows of the Bartlett factor of the stacked Gram,
-    module docstring) from their d_h × d_h blocks: ⟨W_Q, W_K⟩ = Σ A∘B, ‖W_Q‖² = ‖A‖²,
-    ‖W_K‖² = ‖B‖² + ‖C‖²; with M = AᵀB and N = AᵀC, tr(W_QK²) = tr((ABᵀ)²) = tr(M²) =
-    Σ_ij M_ij M_ji and ‖W_QK‖² = tr(AAᵀ(BBᵀ + CCᵀ)) = ‖M‖² + ‖N‖² — the values of
-    :func:`~rmtbase.stats.alignment.alignment` and :func:`~rmtbase.stats.alignment.symmetry`
-    of ([A, 0], [B, C]) to float32 rounding (``tests/test_profile_null_size.py``), from two
-    d_h³ products rather than three 2d_h⁴-sized ones and with no triangle gathered."""
+    """(alignment, symmetry) of the reduced factors W_Q = [A, 0], W_K = [B, C] (A, C lower-triangular
+    d_h × d_h blocks of the Bartlett factor): ⟨W_Q, W_K⟩ = Σ A∘B, ‖W_Q‖² = ‖A‖²,
+    ‖W_K‖² = ‖B‖² + ‖C‖²; with M = AᵀB, N = AᵀC, tr(W_QK²) = Σ_ij M_ij M_ji and
+    ‖W_QK‖² = ‖M‖² + ‖N‖² (``tests/test_profile_null_size.py``)."""
     import jax.numpy as jnp
 
     from .._matmul import mm
@@ -166,13 +156,9 @@ def block_axes(a, b, c) -> tuple:
 
 @lru_cache(maxsize=16)
 def _reduced_null(d: int, d_h: int):
-    """``jit``: a chunk's key -> ``{axis: (250,)}``, head j from ``fold_in(key, j)``, one head
-    at a time (bounded memory), by the reduced factors and drawn column energies of the module
-    docstring. A head's χ²
-    variates — the Bartlett diagonal's 2d_h and the two factors' d energies each — come from
-    one :func:`~rmtbase.ensembles.chisquare.chisquare` call: one rejection loop to compile
-    rather than three (XLA compiles each loop's random numbers anew: ~3 s of CPU instead of
-    ~7 s for a new shape)."""
+    """``jit``: a chunk's key -> ``{axis: (250,)}``, head j from ``fold_in(key, j)``, by the reduced
+    factors and drawn column energies (all χ² variates from one
+    :func:`~rmtbase.ensembles.chisquare.chisquare` call)."""
     import jax
     import jax.numpy as jnp
 
@@ -231,19 +217,11 @@ def _heads(d_h: int) -> int:
 
 @lru_cache(maxsize=16)
 def _stored_null(d: int, d_h: int, storage: Storage):
-    """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8: head j's W_Q and
-    W_K drawn from ``fold_in(key, j)`` (``null_rows`` rows of i.i.d. N(0, 1): FP8 inside its
-    full 128-row tile), put through the storage's round trip
-    (:func:`rmtbase.stats.precision.round_trip`) and kept to their d_h rows, then
-    :func:`factor_profile_jax`, :func:`_heads` heads at a time in one compiled loop (a loop's
-    buffers are allocated once per chunk). The normals are
-    :func:`rmtbase.ensembles.threefry.normal`'s (``jax.random.normal``'s bits). Format 6
-    (:data:`~rmtbase.scoring.profile_cache.STORED_FORMAT`): the normals or round-trip output of
-    :data:`_STORED_ONCE` formats written once, symmetry's ‖W_QK‖² summed from the Grams' upper
-    blocks where d_h ≥ 256 (:func:`rmtbase.stats.alignment._gram_inner`), 5 heads a loop step
-    there, and :data:`_CHUNK_OPTIONS` on the CPU; it moves values against format 5 only by
-    float32 rounding. ``benchmarks/profile_chunk.py`` times it.
-    """
+    """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8: head j's W_Q, W_K
+    (``null_rows`` rows of N(0, 1) from ``fold_in(key, j)``, :func:`rmtbase.ensembles.threefry.normal`)
+    through :func:`rmtbase.stats.precision.round_trip`, kept to d_h rows, then
+    :func:`factor_profile_jax`, :func:`_heads` heads a loop step. Format 6
+    (:data:`~rmtbase.scoring.profile_cache.STORED_FORMAT`) differs from 5 by float32 rounding only."""
     import jax
     import jax.numpy as jnp
 

@@ -63,12 +63,9 @@ def count_bounds(k_lo, k_hi, n: int, n_final: int, level: float):
 
 
 def p_bounds(p, method, n: int, n_final: int, level: float, exceedances=None):
-    """(p_lo, p_hi) of omnibus p-values ``p`` (method ``empirical`` | ``extrapolated`` |
-    ``floor``, :func:`rmtbase.decision.omnibus.calibrated_p`) read from ``n`` calibration
-    draws, at ``n_final`` draws (module docstring, "The rule"). ``exceedances``: each head's
-    count k of calibration draws at or beyond its statistic (``head_p_exceedances`` of
-    :func:`rmtbase.decision.verdict.score_values_by_layer`); without it a head whose p is not
-    empirical is taken at every k < 10. NaN stays NaN."""
+    """(p_lo, p_hi) at ``n_final`` draws of omnibus p-values ``p`` (with ``method``) read from ``n``
+    calibration draws. ``exceedances``: each head's count k (``head_p_exceedances``); without it a
+    non-empirical p is taken at every k < 10. NaN stays NaN."""
     p = np.asarray(p, dtype=np.float64)
     method = np.asarray(method, dtype=object)
     emp = method == "empirical"

@@ -46,12 +46,9 @@ def null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
 
 def layer_quantisation(lh, wq, wk, storage, group):
     """The block quantisation layer ``lh`` was dequantised from, as a record
-    (:class:`~rmtbase.stats.storage.Storage`, or a
-    :class:`~rmtbase.stats.storage.MixedStorage` where W_Q and W_K differ): as a GGUF file
-    says it (several types among the layer's tensors joined by "+": the name is looked up here,
-    once), else the lattice detected on W_Q and on W_K
-    (:func:`rmtbase.stats.detection.detect_record`, at any width: a format detected by a
-    function of its record needs no 32-entry blocks), else None."""
+    (:class:`~rmtbase.stats.storage.Storage`, or :class:`~rmtbase.stats.storage.MixedStorage` where
+    W_Q and W_K differ): as its GGUF file says, else as detected on W_Q and W_K
+    (:func:`rmtbase.stats.detection.detect_record`), else None."""
     from ..stats.detection import detect_record
     from ..stats.storage import MixedStorage, quantisation_record
 

@@ -150,15 +150,10 @@ def _factor_elements(wq, wk, group: int, storage: str) -> tuple[dict, dict]:
 
 def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
                  entry_law: bool = True, hist: bool = False, raw: RawUnits | None = None):
-    """head_stats batched over the heads of one layer, plus the normalised spectrum
-    x = λ / (rms_Q² rms_K² d²) (descending). With GQA (``group`` > 1 query heads per key head,
-    ``wk`` expanded) the element statistics of W_K are computed once per key head
-    (:func:`_factor_elements`, with W_Q's); those of W_QK run on
-    :func:`rmtbase.scoring.qk_elements.scoring_threads` threads.
-    With ``hist`` also returns the heads' W_QK histograms (:mod:`.qk_histogram`; None without
-    element statistics). ``raw``: :class:`RawUnits` (c_q, c_k and the prefix of a refusal)
-    when ``wq``, ``wk`` come from :func:`safe_factors` (the statistics are returned in raw
-    units); None: the factors are made safe here (a refusal without a prefix)."""
+    """head_stats batched over one layer's heads, plus x = λ / (rms_Q² rms_K² d²) (descending). Under
+    GQA (``group`` > 1, ``wk`` expanded) W_K's element statistics are computed once per key head.
+    ``hist``: also return the W_QK histograms (:mod:`.qk_histogram`). ``raw``: :class:`RawUnits`
+    when ``wq``, ``wk`` come from :func:`safe_factors`; None: made safe here."""
     if raw is None:
         wq, wk, cq, ck = safe_factors(wq, wk)
         raw = RawUnits(cq, ck)

@@ -186,14 +186,10 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
                      ) -> dict[str, np.ndarray]:
     """Permutation null draws of every head: ``{stat: (layer, head, draws)}``.
 
-    wq, wk: ``(layer, head, d_h, d)`` (GQA keys expanded). Spectral statistics of W_QK for
-    ``draws`` permutations; with ``element_draws`` > 0 also the element statistics of W_QK for
-    the first ``element_draws`` of them (padded with NaN to ``draws``). ``draws``: a count, or
-    ``(first, stop)``: draws first … stop − 1 of a run of ``stop`` (:func:`_draw_range`). ``q.rms``/``k.rms``
-    are each head's own rms (a permutation keeps them). ``progress``: optional reporter
-    (:func:`rmtbase.progress.progress_bar`) advanced per chunk of permutations. ``threads``: for the LAPACK-free stages (default
-    :func:`rmtbase.scoring.qk_elements.scoring_threads`); the values do not depend on it.
-    """
+    wq, wk: (layer, head, d_h, d), GQA keys expanded. ``draws``: a count, or ``(first, stop)``
+    (:func:`_draw_range`); W_QK's element statistics for the first ``element_draws`` (NaN after).
+    ``q.rms``/``k.rms`` are the head's own. ``progress``: per chunk; ``threads``: for LAPACK-free
+    stages (values do not depend on it)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import jax.numpy as jnp

@@ -111,12 +111,9 @@ class _Against(NamedTuple):
 
 
 def _against(value, draws) -> _Against:
-    """(effect, band lo, band hi, p) of ``value`` against ``draws``: shift from the median,
-    the 2.5 %/97.5 % quantiles likewise, and the two-sided tail-resolving p of
-    :class:`rmtbase.decision.tails.TailModel` (add-one while ≥ 10 draws lie beyond, a
-    conservative GPD tail further out, never below 10⁻¹⁶) — the same p per axis that the head
-    decision combines (:func:`rmtbase.decision.combined.axes_p`), so an axis's p and the head's
-    p are of the same standing."""
+    """(effect, band lo, band hi, p) of ``value`` against ``draws``: shift from the median, the
+    2.5 %/97.5 % quantiles likewise, and :class:`rmtbase.decision.tails.TailModel`'s two-sided p
+    (the p :func:`rmtbase.decision.combined.axes_p` combines)."""
     from ..decision.tails import TailModel
 
     x = np.sort(draws[np.isfinite(draws)])
@@ -129,16 +126,11 @@ def _against(value, draws) -> _Against:
 def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed: int,
                 permutation: dict | None = None, progress: bool = False, start=None) -> dict:
     """Add ``profile_value``, ``profile_effect``, ``profile_band_lo``/``_hi``, ``profile_p``,
-    ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds`` (module
-    docstring). ``layers`` (:class:`rmtbase.scoring.pipeline.Layers`): its ``profiles``, per
-    layer :func:`factor_profile` of its heads, and ``null_records``, per layer the record
-    (:mod:`rmtbase.stats.storage`) of its null's storage; ``permutation``: under the
-    permutation null, :func:`permutation_profile_null`'s ``{axis: (layer, head, draws)}``
-    (else the Gaussian null at each layer's storage, as many of its draws as the decisions
-    need: :func:`~rmtbase.scoring.profile_stopping.sequential_nulls`, from ``start`` {null
-    storage's name: n} draws at least; ``progress``: report a first draw of it). Returns the
-    draws the factor axes were tested against (``{null_storage record: {axis: (N,)}}`` or
-    ``permutation``: the head decision's, :func:`rmtbase.decision.combined.add_axes_decision`)."""
+    ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds``. ``layers``: its
+    ``profiles`` and ``null_records`` per layer; ``permutation``: the per-head draws
+    ``{axis: (layer, head, draws)}``, else the Gaussian null per storage as far as decisions need
+    (:func:`~rmtbase.scoring.profile_stopping.sequential_nulls`, from ``start``). Returns the draws
+    the axes were tested against (for :func:`rmtbase.decision.combined.add_axes_decision`)."""
     profiles, null_storages = layers.profiles, layers.null_records
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]

@@ -180,17 +180,10 @@ def _memory_key(d: int, d_h: int, storage, seed: int) -> tuple:
 def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = None,
                         seed: int = 0, client=None, progress: bool = False
                         ) -> dict[str, np.ndarray]:
-    """The first ``n`` draws of :func:`rmtbase.scoring.factor_axes.profile_null` (draw i is
-    the same in every length), read from a shipped table or the user cache of ``n`` or more
-    draws, else drawn — from the largest cached table of fewer on, its continuation only —
-    and written there (atomically) as a table of ``n`` (its chunks as tasks of a Dask
-    ``client`` when one is given). ``n`` defaults to ``PROFILE_DRAWS``; ``storage`` is the
-    heads' (a name or a record), the file that of its null storage (float16 and bfloat16 heads
-    read float32's).
-    So what a score reads depends on ``n`` alone, never on which tables earlier runs left.
-    ``progress``: say on stderr when draws must be made, and show them done / total while
-    they are (:mod:`rmtbase.progress`: in a log a line at least every
-    :data:`~rmtbase.progress.NULL_CPU_EVERY` s of CPU)."""
+    """The first ``n`` draws of :func:`rmtbase.scoring.factor_axes.profile_null` for ``storage``, from
+    a shipped or cached table of ≥ n draws, else drawn (continuing the largest shorter cached table)
+    and cached atomically; so the result depends on ``n`` alone. ``client``: Dask chunks.
+    ``progress``: report draws on stderr (:mod:`rmtbase.progress`)."""
     import xarray as xr
 
     from .._version import __version__

@@ -121,15 +121,10 @@ def interval_level(n_heads: int, n_axes: int, unaligned: bool, n_looks: int,
 
 def open_heads(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alpha: float,
                level: float, unaligned=None) -> np.ndarray:
-    """(layer, head) mask of the heads whose ``profile_flag`` on some axis or whose
-    ``head_flag`` could differ at ``n_final`` draws (module docstring), each interval at
-    ``level`` (:func:`interval_level`).
-
-    values: (layer, head, axis) the heads' :data:`~rmtbase.scoring.factor_axes.FACTOR_AXES`;
-    p_stats: (layer, head) the statistics' head p (NaN where none); nulls: {null storage:
-    {axis: (n,)}} the draws made; groups: {null storage: layer positions}; unaligned:
-    (layer, head) ``symmetry_unaligned`` where the profiles have it (its flag is read against
-    the symmetry draws, :func:`rmtbase.scoring.profile._add_unaligned`)."""
+    """(layer, head) mask of heads whose ``profile_flag`` on some axis or ``head_flag`` could differ
+    at ``n_final`` draws, intervals at ``level``. values: (layer, head, axis); p_stats: (layer, head)
+    statistics' head p; nulls: {null storage: {axis: (n,)}}; groups: {null storage: layer
+    positions}; unaligned: (layer, head) ``symmetry_unaligned`` or None."""
     from ..decision.combined import DECISION_AXES, combined_p
     from ..decision.tails import TailModel
     from .factor_axes import FACTOR_AXES
@@ -220,15 +215,10 @@ def settle(heads: Heads, draw, size: dict, *, alpha: float, schedule=None,
 
 def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: float,
                      seed: int, progress: bool = False, start: dict | None = None):
-    """({null storage: {axis: (n,)}}, {null storage: n}), keyed by the null storages'
-    records (:func:`rmtbase.scoring.factor_axes.null_storage`): the profile null of each null
-    storage of the layers (``null_storages``: per layer its null storage, a record of
-    :mod:`rmtbase.stats.storage` or a name), from :func:`first_draws` by :data:`SCHEDULE`
-    until no head is open (:func:`settle`). ``start``: {null storage's name: n}, the least
-    draws a storage starts from (a collection's re-score of an entry behind another of its
-    shape, read from its ``profile_null_draws``: :mod:`rmtbase.scoring.trajectory`).
-    ``profiles``: per layer {axis: (head,)}; ``ds``: the score, its ``head_p_value`` the
-    statistics' head p."""
+    """({null storage: {axis: (n,)}}, {null storage: n}): each layer null storage's profile null
+    (``null_storages``, per layer), from :func:`first_draws` along :data:`SCHEDULE` until no head
+    is open (:func:`settle`). ``start``: {name: n} least draws; ``profiles``: per layer
+    {axis: (head,)}; ``ds``: the score (its ``head_p_value``)."""
     from ..progress import message
     from .factor_axes import FACTOR_AXES, null_storage
     from .profile_cache import cached_profile_null

@@ -35,13 +35,8 @@ HEADS_PER_CALL = 8
 
 
 def scoring_threads() -> int:
-    """Threads for LAPACK-free per-head work (W_QK's element statistics, the permutation null's
-    Grams): ``$RMTBASE_THREADS`` or min(2, CPU count).
-
-    That work is scatter- or matmul-bound and single-threaded inside XLA, so heads split over
-    two threads use two cores; the computation per head is the same executable either way (the
-    same numbers), and it makes no LAPACK call (see rmtbase.stats.elementwise and
-    rmtbase.scoring.permutation)."""
+    """Threads for LAPACK-free per-head work: ``$RMTBASE_THREADS`` or min(2, CPU count). The same
+    executable runs per head either way, so the numbers do not depend on it."""
     env = os.environ.get("RMTBASE_THREADS")
     if env:
         try:
@@ -53,12 +48,10 @@ def scoring_threads() -> int:
 
 @functools.cache
 def _compiled():
-    """Two jax.jit programs, head by head (``lax.map``): W_QK's product, its estimator's passes
-    and its histogram (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`), then its
-    statistics' finish (:func:`rmtbase.scoring.qk_histogram.finish`; ``n`` = d², from the
-    shape), compiled with :data:`rmtbase._compiled.FEW_CALLS`: the finish, on the estimator's
-    65,538 |w| bins, is most of the compilation and little of the run time, and the option
-    (which would slow the passes over d² entries) cuts its compilation; the same bytes."""
+    """Two jax.jit programs, head by head (``lax.map``): W_QK's passes and histogram
+    (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`), then
+    :func:`rmtbase.scoring.qk_histogram.finish` (``n`` = d²) compiled with
+    :data:`rmtbase._compiled.FEW_CALLS` (same bytes, shorter compilation)."""
     import jax
 
     from .._compiled import few_calls

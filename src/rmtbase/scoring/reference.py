@@ -30,12 +30,9 @@ from .null_checks import undefined_under_null
 
 @dataclass(frozen=True)
 class NullStart:
-    """The least sizes a score's Gaussian nulls start from: the joint table (``table``), the
-    larger spectral reference (``spectral``) and the profile null per null storage
-    (``profile``, ``((storage, n), ...)``); 0 or absent: the rules' own start. A collection
-    re-scores an entry that is behind another of its shape from that entry's sizes
-    (:mod:`rmtbase.scoring.trajectory`), explicitly, whatever the cache holds; the stopping
-    rules run from there as usual (they may grow the nulls further)."""
+    """The least sizes a score's Gaussian nulls start from: joint ``table``, ``spectral`` reference and
+    ``profile`` per null storage (``((storage, n), ...)``); 0 or absent: the rules' own start. Set
+    by a collection re-scoring an entry behind another of its shape; the rules may grow further."""
 
     table: int = 0
     spectral: int = 0
@@ -57,13 +54,10 @@ class NullStart:
 
 @dataclass(frozen=True)
 class Cells:
-    """The heads a reference is drawn for: shape (d, d_h), statistic kind ("all", "spectral",
-    "elementwise") and the statistics tested, the layers' positions ``rows`` among those scored
-    (None: all), their factors (only for a null that
-    :attr:`~rmtbase.stats.null_kind.Null.needs_factors`), element draws per head, the least
-    sizes the tables start from (:class:`NullStart`) and ``heads``: (layers scored, heads per
-    layer), the shape of what :meth:`Reference.profile_null` returns per axis (before its
-    draws)."""
+    """The heads a reference is drawn for: (d, d_h), statistic kind and statistics tested, layer
+    positions ``rows`` (None: all), factors (only if the null
+    :attr:`~rmtbase.stats.null_kind.Null.needs_factors`), element draws per head,
+    :class:`NullStart`, and ``heads`` (layers, heads per layer)."""
 
     d: int
     d_h: int
@@ -158,13 +152,9 @@ class Reference(ABC):
         :data:`GAUSSIAN_AXES` or ``{axis: (layer, head, draws)}`` of every layer scored."""
 
     def spectrum_band(self, n_draws: int, *, seed: int):
-        """The spectrum figure's null band under this reference, from ``n_draws`` draws:
-        :data:`GAUSSIAN_BAND` (the Gaussian null's,
-        :func:`~rmtbase.scoring.spectrum_band.null_spectrum_band`) for a null with
-        :attr:`~rmtbase.stats.null_kind.Null.gaussian_spectrum_band`, else None (the scores
-        carry no ``null_spectrum``); a reference with draws of its own overrides it to return
-        quantiles :data:`~rmtbase.scoring.spectrum_band.SPECTRUM_QUANTILES` of its sorted
-        self-normalised spectra, ``(quantiles, d_h)``."""
+        """The spectrum figure's null band from ``n_draws`` draws: :data:`GAUSSIAN_BAND` for a null
+        with :attr:`~rmtbase.stats.null_kind.Null.gaussian_spectrum_band`, else None; a reference
+        with its own draws overrides it ((quantiles, d_h) of its self-normalised spectra)."""
         return GAUSSIAN_BAND if self.null.gaussian_spectrum_band else None
 
     @staticmethod

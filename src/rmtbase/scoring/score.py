@@ -84,32 +84,22 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                 allow_pickle=False, progress=True, seed=0, spectrum_draws=200,
                 null="gaussian", quantized_null="auto", max_draws=None,
                 element_draws=200, circuit="qk", null_start=None) -> xr.Dataset:
-    """Score every (layer, head) of ``model`` against the null (module docstring).
+    """Score every (layer, head) of ``model`` against the null.
 
-    model: hub id, local folder, loaded ``transformers`` model or TransformerLens model (its
-    weights as it holds them, processed or not: :mod:`rmtbase.models.transformer_lens`; attr
-    ``transformer_lens`` names its class and processing); None = the embedded default
-    MiniLM (:func:`rmtbase.models.default_model_path`, no network). stats: "all", "spectral",
-    "elementwise" or a list of "<matrix>.<stat>" names. draws: minimum number of null draws per
-    table (None = the table default; a larger stored table is used whole) or, under the
-    permutation null, spectral permutations per head (None: 1000, grown ×3 then ×9 for a head
-    whose decision is open, :mod:`rmtbase.scoring.head_growth`; given: fixed). alpha: BH level
-    for the per-head decision (and the descriptive per-statistic q-values). seed: table / permutation
-    seed. spectrum_draws: draws for the null band of the spectrum figure (0 = none). null:
-    "gaussian" or "permutation". quantized_null: "auto", "none" or a block format of
-    :data:`rmtbase.stats.precision.QUANT_FORMATS` ("auto": the GGUF file's tensor type, or the
-    format a dequantised folder's lattice is detected as).
-    max_draws: None (default) extends the spectral null only while some head's decision could
-    change (:mod:`rmtbase.scoring.stopping`, cap 100,000); a number extends it up to that
-    number wherever a head near a flag lies beyond all but 10 draws (deeper p). element_draws:
-    permutations per head for the product's element statistics (permutation null). circuit:
-    "qk" (W_QK = W_Q^T W_K) or "ov" (W_OV = W_O,h W_V,h, :mod:`rmtbase.scoring.ov`).
-    null_start: None, or the least sizes the Gaussian nulls start from ({"table": n,
-    "joint": n, "spectral": n, "profile": {null storage: n}}: :class:`~rmtbase.scoring.reference.NullStart`;
-    a collection passes the sizes of the largest entry of a shape when it re-scores another).
-    Returns an ``xr.Dataset`` (see :mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
-    (layer, head, rank) normalised x and model/null provenance in attrs.
-    """
+    model: hub id, folder, loaded ``transformers`` or TransformerLens model
+    (:mod:`rmtbase.models.transformer_lens`); None = the embedded MiniLM. stats: "all",
+    "spectral", "elementwise" or "<matrix>.<stat>" names. draws: least null draws per table, or
+    under the permutation null spectral permutations per head (None: 1000, grown for open heads,
+    :mod:`rmtbase.scoring.head_growth`). alpha: BH level. seed: table / permutation seed.
+    spectrum_draws: draws for the spectrum figure's band (0 = none). null: "gaussian" or
+    "permutation". quantized_null: "auto", "none" or a format of
+    :data:`rmtbase.stats.precision.QUANT_FORMATS`. max_draws: None extends the spectral null while
+    a decision could change (:mod:`rmtbase.scoring.stopping`); a number, up to it for heads near a
+    flag. element_draws: permutations for the product's element statistics. circuit: "qk" or "ov"
+    (:mod:`rmtbase.scoring.ov`). null_start: least null sizes
+    (:class:`~rmtbase.scoring.reference.NullStart`).
+    Returns an ``xr.Dataset`` (:mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
+    (layer, head, rank) and provenance attrs."""
     from ..models import default_model_path, load_heads, model_info
 
     if circuit not in ("qk", "ov"):
@@ -145,16 +135,10 @@ def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05
                 progress=True, seed=0, spectrum_draws=200, null="gaussian",
                 quantized_null="auto", max_draws=None, element_draws=200,
                 unreliable=(), null_start=None) -> xr.Dataset:
-    """What :func:`score_model` does once the model is read: score ``layers`` (an iterable of
-    :class:`rmtbase.models.LayerHeads`) of a model described by ``info``
-    (:class:`rmtbase.models.ModelInfo`). Options as for :func:`score_model`; ``unreliable``
-    names statistics to leave out of the decision besides those a detected quantisation
-    leaves out (used by :mod:`rmtbase.scoring.delta`).
-
-    Each layer is tested against the null of its own storage (its float precision, or the
-    block quantisation it was stored in): one null table per distinct storage among the
-    layers, shared by the layers stored alike
-    (:func:`rmtbase.decision.verdict.score_values_by_layer`; BH over all heads)."""
+    """:func:`score_model` once the model is read: ``layers`` (iterable of
+    :class:`rmtbase.models.LayerHeads`) of a model ``info``, each layer against the null of its own
+    storage (:func:`rmtbase.decision.verdict.score_values_by_layer`). ``unreliable``: statistics
+    left out of the decision besides those a detected quantisation leaves out."""
     alpha, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
                                  seed, spectrum_draws)
     kind, names = _stat_kind(stats)

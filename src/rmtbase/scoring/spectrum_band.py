@@ -11,21 +11,12 @@ SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
 
 def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0,
                        share_table: bool = True) -> np.ndarray:
-    """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted self-normalised null spectrum.
+    """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted self-normalised null spectrum, (quantiles, d_h).
 
-    x_k = λ_k / (rms_Q² rms_K² d²) per draw (the same normalisation as the heads'), from
-    ``null_draws(..., stats="spectral", return_lambda=True)`` (x from λ in float64) with key
-    ``fold_in(key(seed), 0x5EC7)`` (independent of the table's keys; a typed key, like the
-    tables', so the band reuses their compiled spectral program; its bits are those of the
-    legacy ``PRNGKey(seed)`` the shipped bands were drawn with).
-    Returns (len(SPECTRUM_QUANTILES), d_h); the seed shapes' bands are shipped
-    (:func:`rmtbase.baseline.shipped.shipped_band`), which spares a first run their compilation.
-    share_table: whether a float32 spectral table of the shape is (or may be) drawn in the same
-    process, whose compiled program the band then reuses; False (a score whose every layer's
-    null is drawn through a block quantiser) draws the same λ and rms bits with a program
-    without the spectral statistics (:func:`rmtbase.baseline.null.lambda_draws`: less to
-    compile). The band is the same either way.
-    """
+    x_k = λ_k / (rms_Q² rms_K² d²) per draw, key ``fold_in(key(seed), 0x5EC7)`` (independent of the
+    tables'); seed shapes' bands ship (:func:`rmtbase.baseline.shipped.shipped_band`).
+    ``share_table``: reuse the spectral table's compiled program; False uses
+    :func:`rmtbase.baseline.null.lambda_draws`; the band is the same either way."""
     from ..baseline.shipped import shipped_band
 
     band = shipped_band(d, d_h, n_draws, seed, SPECTRUM_QUANTILES)

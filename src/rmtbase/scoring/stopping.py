@@ -67,12 +67,9 @@ def p_interval(value, ref, level: float) -> tuple[np.ndarray, np.ndarray]:
 
 def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliable=(),
               error: float = STOP_ERROR) -> np.ndarray:
-    """(layer, head) mask of heads whose flag could still change (module docstring).
-
-    groups: ``[(rows, joint, spectral_null)]`` as for
-    :func:`rmtbase.decision.verdict.score_values_by_layer` (rows None = every layer);
-    values: the heads' statistics {stat: (layer, head)} with ``q.rms``, ``k.rms``;
-    spectral: the spectral statistics the extension refines."""
+    """(layer, head) mask of heads whose flag could still change. groups: ``[(rows, joint,
+    spectral_null)]``; values: {stat: (layer, head)} with ``q.rms``, ``k.rms``; spectral: the
+    statistics the extension refines."""
     from ..decision.family import NOT_TESTED, in_family
     from ..decision.scale import normalise
     from ..decision.significance import benjamini_hochberg

@@ -59,12 +59,9 @@ def _label(model, revision) -> str:
 
 
 def make_specs(models, revisions=None, labels=None) -> list[Spec]:
-    """Entries from ``models`` (one or several) and ``revisions`` (None, or several for one
-    model). Labels default to the revision, else the folder (or file) name, else the hub id.
-    Local entries whose names repeat are told apart by the shortest distinct ends of their
-    paths (``a/checkpoint-100``, ``b/checkpoint-100``:
-    :func:`rmtbase.scoring.collection.distinct_suffixes`), never by a full path; what still
-    repeats gets ``#i`` (:func:`rmtbase.scoring.collection.unique_labels`)."""
+    """Entries from ``models`` and ``revisions``; labels default to revision, folder or file name, or
+    hub id, repeated local names told apart by :func:`rmtbase.scoring.collection.distinct_suffixes`,
+    then ``#i``."""
     models = [models] if isinstance(models, str | os.PathLike) or not _seq(models) else \
         list(models)
     revisions = None if revisions is None else list(revisions)
@@ -133,17 +130,12 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                      workers: int | None = None, scheduler: str | None = None, client=None,
                      progress: bool = True, spectrum_draws: int = 200, entries=None,
                      **options):
-    """Score every entry (model × revision) and stack them (module docstring).
+    """Score every entry (model × revision) and stack them.
 
-    models: one model or a list (hub ids, folders, loaded models); revisions: several hub
-    revisions of one model, or one for all; labels: entry names (default: revision or folder
-    name). dim: "checkpoint" or "model"; default "checkpoint" for revisions or entries of one
-    architecture and shape, else "model". workers / scheduler / client: run the entries as
-    Dask tasks (one of them), else one after another in this process. entries: a folder where
-    each entry is written when it completes and found again by a rerun
-    (:mod:`rmtbase.scoring.entries`; None: kept in memory only). ``options`` are
-    :func:`rmtbase.scoring.score.score_model`'s (stats, draws, alpha, null, seed, …).
-    """
+    models: one or a list; revisions: several of one model, or one for all; labels: entry names.
+    dim: "checkpoint" or "model" (default "checkpoint" for revisions or entries of one shape).
+    workers / scheduler / client: Dask, else in process. entries: folder for per-entry files
+    (:mod:`rmtbase.scoring.entries`). ``options``: :func:`rmtbase.scoring.score.score_model`'s."""
     from ..models import model_info
     from .score import _check_options, _stat_kind
 
@@ -193,15 +185,10 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
 
 def score_component_collection(models, *, revisions=None, labels=None, dim: str | None = None,
                                progress: bool = True, **options):
-    """Whole-matrix scores of every entry (model × revision), stacked along a leading
-    ``checkpoint`` or ``model`` dimension (:func:`rmtbase.scoring.collection.combine_components`).
-
-    Entries, labels and the default ``dim`` as for :func:`score_collection`. Each entry is
-    scored by :func:`rmtbase.scoring.components.score_components` with ``options``
-    (components, draws, alpha, seed, allow_pickle, quantized_null, threads), one after another
-    in this process; the null draws of a shape are cached, so entries of one shape share them
-    and each entry is exactly what ``score_components`` gives for it alone. Entries of
-    different shapes are padded (union of layers and components)."""
+    """Whole-matrix scores of every entry, stacked by
+    :func:`rmtbase.scoring.collection.combine_components`; entries, labels and ``dim`` as
+    :func:`score_collection`, ``options`` :func:`rmtbase.scoring.components.score_components`'s,
+    in process. Each entry equals its score alone."""
     from ..models import model_info
     from .collection import combine_components
     from .components import score_components
