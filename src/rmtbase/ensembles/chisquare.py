@@ -1,19 +1,12 @@
-"""Exact χ² and χ variates for the Wishart samplers, about 4× faster than ``jax.random.chisquare``.
+"""Exact χ² and χ variates for the Wishart samplers, vectorised over the whole array.
 
-χ²_ν = 2·Gamma(ν/2). Gamma(a), a ≥ 1, by Marsaglia & Tsang (2000), "A simple method for
-generating gamma variables", ACM TOMS 26(3):363–372: with d = a − 1/3, c = 1/√(9d), draw
-x ~ N(0, 1), u ~ U(0, 1), v = (1 + c x)³ and accept d·v when v > 0 and
-ln u < x²/2 + d − d v + d ln v. Gamma(a) for a < 1 is Gamma(a + 1)·U^{1/a} (their §6). The
-method is exact (a rejection sampler), not an approximation.
+χ²_ν = 2·Gamma(ν/2). Gamma(a), a ≥ 1, by Marsaglia & Tsang (2000), ACM TOMS 26(3):363–372:
+d = a − 1/3, c = 1/√(9d), x ~ N(0, 1), u ~ U(0, 1), v = (1 + c x)³; accept d·v when v > 0 and
+ln u < x²/2 + d − d v + d ln v. Gamma(a), a < 1, is Gamma(a + 1)·U^{1/a} (their §6). Exact.
 
-Why not ``jax.random.chisquare``: it runs a scalar rejection loop per element with a key split
-per attempt, which dominates a Bartlett draw on CPU (~30 µs for 64 variates). Here every
-round draws one normal and one uniform for the whole array from ``fold_in(key, round)`` and
-a ``lax.while_loop`` repeats only while some element is still unaccepted; the acceptance rate
-is ≥ 0.95 for a ≥ 1 (≥ 0.998 for a ≥ 30), so a batch finishes in two or three rounds. Under
-``vmap`` the loop runs until every lane is done; lanes already accepted keep their value, so
-each draw's numbers do not depend on the batch it is in.
-"""
+Each round draws one normal and one uniform for the whole array from ``fold_in(key, round)``;
+a ``lax.while_loop`` repeats while some element is unaccepted (acceptance ≥ 0.95 for a ≥ 1).
+Accepted lanes keep their value, so a draw's numbers do not depend on its batch."""
 
 from __future__ import annotations
 
@@ -27,15 +20,10 @@ _BOOST_STREAM = 0x7FFFFFFF  # fold_in index of the U^{1/a} stream (rounds use 0,
 
 @compiled_when_eager(static_argnames=("dtype", "below_two"))
 def chisquare(key, dof, dtype=jnp.float32, below_two=True):
-    """χ²_dof variates, one per entry of ``dof`` (any shape); NaN where dof is not > 0.
+    """χ²_dof variates, one per entry of ``dof`` (any shape), of ``dtype``; NaN where dof ≤ 0.
 
-    key: a JAX PRNG key; round r of the rejection sampler uses ``fold_in(key, r)`` (split into a
-    normal and a uniform stream) and the a < 1 boost uses ``fold_in(key, 2**31 − 1)``.
-    Exact in distribution (Marsaglia–Tsang); returns ``dtype`` of shape ``dof.shape``.
-    below_two: ``False`` promises every dof ≥ 2 (the caller knows it from the shape), so the
-    a < 1 boost, which would keep every value, is left out of the program: the same numbers,
-    one Threefry call and a power less to compile.
-    """
+    key: round r uses ``fold_in(key, r)``, the a < 1 boost ``fold_in(key, 2**31 − 1)``.
+    below_two: ``False`` promises every dof ≥ 2, leaving the boost out (the same numbers)."""
     dof = jnp.asarray(dof, dtype)
     half = dof / 2
     small = half < 1
@@ -73,11 +61,8 @@ _SERIES_TERMS = 26  # t^4 … t^29
 def _log1p_tail(t):
     """R(t) = ln(1 + t) − t + t²/2 − t³/3 = Σ_{k≥4} (−1)^{k+1} t^k / k, accurate for small |t|.
 
-    Horner series (26 terms) for |t| < t_s, the closed form elsewhere (−inf at t = −1; callers
-    reject t ≤ −1). float32: t_s = 0.5 (series truncation ≤ 0.5^26/30 ≈ 5e-10, closed form
-    ≤ ~1e-6 relative at |t| ≥ 0.5); float64: t_s = 0.1 (truncation ≤ 1e-27, closed form
-    ≤ ~1e-12 relative at |t| ≥ 0.1).
-    """
+    Horner series (26 terms) for |t| < t_s, the closed form elsewhere (callers reject t ≤ −1);
+    t_s = 0.5 in float32, 0.1 in float64 (truncation and closed-form error below the dtype's)."""
     t_s = 0.5 if t.dtype == jnp.float32 else 0.1
     small = jnp.abs(t) < t_s
     ts = jnp.where(small, t, 0.0)

@@ -1,17 +1,11 @@
 """The chunked draw driver: ``map_draws(fn, key, n_draws)`` runs a per-draw sampler in batches.
 
-:func:`map_draws` runs ``fn(key_i)`` for draws i = 0..n−1 with key_i = ``fold_in(key, i)``, in
-chunks (bounded memory), sharded over the draw axis when JAX sees several accelerator devices;
-draw i gets the same key whatever the chunk size or device count.
-
-Same key is not yet same bits: XLA compiles a vectorised function differently for different
-batch widths (row reductions are summed in another order, and at width 1 log/exp run as
-scalar rather than SIMD code: float32 rounding in most draws). So with ``method="vmap"`` every compiled evaluation vectorises exactly ``batch`` draws
-(the last batch padded with real draws that are discarded), whatever ``n_draws`` or
-``chunk_size``: draw i is then the same function of ``fold_in(key, i)``, bit for bit, in every
-call (tests/test_resume.py checks chunk sizes 1, 7, 64 and 250 and a shorter run).
-``method="map"`` compiles the one-draw function once as a loop body and needs no such care.
-"""
+Draw i gets key ``fold_in(key, i)`` whatever the chunk size or device count; chunks bound the
+memory and are sharded over the draw axis when JAX sees several accelerators. Same key is not
+yet same bits (XLA compiles other batch widths differently), so with ``method="vmap"`` every
+compiled evaluation vectorises exactly ``batch`` draws (the last batch padded and discarded):
+draw i is then the same bits in every call (tests/test_resume.py). ``method="map"`` compiles
+the one-draw function once as a loop body."""
 
 from __future__ import annotations
 
@@ -28,11 +22,8 @@ _fold = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))  # keys of a ch
 
 
 def _chunk_keys(key, start: int, size: int):
-    """``fold_in(key, i)`` for i = start … start + size − 1, the keys of one chunk, of the kind
-    of ``key`` (typed or raw). A threefry key's are hashed on the host
-    (:func:`rmtbase.ensembles.threefry.fold_in_words`, the same words) and only handed to the
-    device, so no program is compiled per chunk size (``jnp.arange`` and the vmapped fold_in
-    were three); any other key goes through JAX (:data:`_fold`)."""
+    """``fold_in(key, i)`` for i = start … start + size − 1, of ``key``'s kind; a threefry key's
+    are hashed on the host (:func:`rmtbase.ensembles.threefry.fold_in_words`), others by JAX."""
     words = fold_in_words(key, np.arange(start, start + size, dtype=np.uint32))
     if words is None:
         return _fold(key, jnp.arange(start, start + size, dtype=jnp.uint32))
@@ -43,13 +34,8 @@ def _chunk_keys(key, start: int, size: int):
 
 
 def _draw_devices() -> tuple:
-    """Devices a chunk is sharded over: all accelerators, but one device on CPU.
-
-    Several CPU devices (``--xla_force_host_platform_device_count`` or ``jax_num_cpu_devices``)
-    are not used: with jaxlib's CPU runtime, concurrent executions that contain LAPACK calls
-    (SVD, tridiagonalisation) deadlock on a small host (reproduced on 2 cores, jax 0.10.2:
-    ``null_draws(..., stats="spectral")`` hangs with two CPU devices and runs with one).
-    """
+    """Devices a chunk is sharded over: all accelerators, but one device on CPU (concurrent CPU
+    executions with LAPACK calls deadlock on a small host)."""
     if jax.default_backend() == "cpu":
         return tuple(jax.devices()[:1])
     return tuple(jax.devices())
@@ -73,15 +59,9 @@ def _batched(fn, width: int):
 def _chunk_runner(fn, chunk: int, method: str, devices: tuple, width: int | None = None):
     """jit-compiled ``keys (chunk,) -> pytree`` over the draw axis, sharded if several devices.
 
-    ``check_vma=False``: per-draw ``while_loop`` carries (the χ² sampler) start replicated and
-    become draw-varying, which the default check rejects; every draw is independent, so
-    nothing is communicated across the shards.
-
-    ``width`` (``"vmap"``): draws per vectorised batch on each device (default the whole
-    per-device chunk). Cached on (fn, chunk, method, devices, width): repeated calls with the
-    same draw function (e.g. :func:`rmtbase.baseline.null.null_draws` block by block) compile
-    once.
-    """
+    ``check_vma=False``: per-draw ``while_loop`` carries become draw-varying; draws are
+    independent, nothing crosses shards. ``width`` (``"vmap"``): draws per vectorised batch per
+    device. Cached on (fn, chunk, method, devices, width)."""
     if method == "vmap":
         inner = _batched(fn, width or max(1, chunk // len(devices)))
     else:
@@ -102,20 +82,13 @@ DEFAULT_BATCH = 128
 def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", batch=None, progress=False):
     """Run ``fn(key_i)`` for i = 0..n_draws−1, key_i = ``fold_in(key, i)``; numpy pytree out.
 
-    fn: pure function of one key returning a pytree of arrays. method: ``"vmap"`` (vectorise;
-    best on accelerators and for the spectral fast path) or ``"map"`` (a loop inside each
-    compiled call; best for scatter-heavy element statistics on CPU). batch (``"vmap"`` only):
-    the fixed vectorised width of every compiled evaluation, per device (default
-    :data:`DEFAULT_BATCH`). chunk_size: draws per compiled call; for ``"vmap"`` rounded up to a
-    multiple of batch × devices (default one batch per device; a call loops over its batches),
-    for ``"map"`` default min(n_draws, 256), a given size kept even above n_draws (so that a
-    shorter run reuses the compiled chunk), and rounded up to a multiple of the device count.
-    The last chunk is padded with draws that are discarded. Results have a leading axis
-    n_draws; draw i depends on fold_in(key, i) and on ``batch`` only — not on n_draws,
-    chunk_size or where in a chunk it falls (module docstring). progress: ``True`` for
-    :func:`rmtbase.progress.progress_bar`'s policy (a bar on a terminal, else a line every
-    ~30 s), or an object with ``update(n)`` that is advanced by the draws done.
-    """
+    fn: pure function of one key returning a pytree of arrays. method: ``"vmap"`` (accelerators,
+    spectral fast path) or ``"map"`` (a loop per compiled call; scatter-heavy work on CPU). batch
+    (``"vmap"``): fixed vectorised width per device. chunk_size: draws per compiled call, rounded
+    up to a multiple of batch × devices (``"vmap"``) or of the device count (``"map"``, default
+    min(n_draws, 256)). Results have a leading axis n_draws; draw i depends on fold_in(key, i) and
+    ``batch`` only. progress: ``True`` for :func:`rmtbase.progress.progress_bar`'s policy, or an
+    object with ``update(n)``."""
     n = check_positive_int(n_draws, "n_draws")
     if method not in ("vmap", "map"):
         raise InputError(f"method must be 'vmap' or 'map', got {method!r}")

@@ -1,12 +1,8 @@
 """Gaussian samplers: i.i.d. N(0, σ²) arrays and one draw of a low-rank head (W_Q, W_K).
 
-Every sampler is a pure function ``f(key, ...) -> array``: jit- and vmap-able, no global state.
-Sub-keys are derived **by name** (:func:`named_key`, ``fold_in`` with a fixed CRC-32 of the
-name), so adding a new named stream never changes the numbers of the existing ones.
-
-Shapes follow ``docs/conventions.md``: W_Q, W_K are ``(d_h, d)`` with i.i.d. N(0, σ²) entries
-(σ the entry standard deviation); W_QK = W_Qᵀ W_K.
-"""
+Pure functions ``f(key, ...) -> array`` (jit- and vmap-able). Sub-keys are derived by name
+(:func:`named_key`: ``fold_in`` with a CRC-32 of the name), so a new stream never changes the
+existing ones. W_Q, W_K ``(d_h, d)``, W_QK = W_Qᵀ W_K (``docs/conventions.md``)."""
 
 from __future__ import annotations
 
@@ -25,9 +21,8 @@ def named_key(key, name: str):
 
 
 def ginibre(key, shape, sigma=1.0, dtype=jnp.float32):
-    """i.i.d. N(0, σ²) array of ``shape`` (σ the entry standard deviation): a real Ginibre
-    matrix for a 2-d ``shape``. The draws are ``jax.random.normal``'s, bit for bit, by the
-    unrolled hash of :func:`rmtbase.ensembles.threefry.normal` (less CPU on XLA's CPU)."""
+    """i.i.d. N(0, σ²) array of ``shape`` (a real Ginibre matrix for 2-d): ``jax.random.normal``'s
+    draws bit for bit (:func:`rmtbase.ensembles.threefry.normal`)."""
     return sigma * normal(key, tuple(shape), dtype)
 
 
@@ -36,11 +31,8 @@ gaussian = ginibre
 
 
 def lowrank_factors(key, d, d_h, sigma_q=1.0, sigma_k=1.0, dtype=jnp.float32):
-    """One draw of the low-rank head: (W_Q, W_K), each ``(d_h, d)`` with i.i.d. N(0, σ²) entries.
-
-    W_Q uses ``named_key(key, "wq")``, W_K ``named_key(key, "wk")``. Batch with
-    ``vmap(lambda k: lowrank_factors(k, d, d_h))(keys)``.
-    """
+    """One draw of the low-rank head: (W_Q, W_K), each ``(d_h, d)`` i.i.d. N(0, σ²), from
+    ``named_key(key, "wq")`` and ``named_key(key, "wk")``."""
     d, d_h = check_dims(d, d_h)
     wq = ginibre(named_key(key, "wq"), (d_h, d), sigma_q, dtype)
     wk = ginibre(named_key(key, "wk"), (d_h, d), sigma_k, dtype)

@@ -1,22 +1,15 @@
 """Product networks: Ginibre M_L = W_L⋯W_1 and residual M_L = (I + W_L)⋯(I + W_1).
 
-Ginibre: W_l is ``(d_l, d_{l−1})`` with i.i.d. N(0, G/d_{l−1}) entries (G the per-layer gain;
-G = 1 keeps E‖M x‖² = ‖x‖² for square layers); square layers of width d unless ``widths =
-(d_0, …, d_L)`` is given. Residual: W_l is ``(d, d)`` with i.i.d. N(0, G/d) entries, so
-``sigma2 = G/d`` of :func:`rmtbase.ensembles.residual_product` (which this module calls: same
-key, same matrix, bit for bit). Layer l (1-based) uses ``fold_in(named_key(key, "layers"), l)``
-for both kinds, so the products of different depths, and of different gains, from one key share
-their standard normal variates (common random numbers: M at depth L is the prefix of the chain).
+Ginibre: W_l ``(d_l, d_{l−1})`` i.i.d. N(0, G/d_{l−1}) (G the per-layer gain; square of width d
+unless ``widths`` is given). Residual: W_l ``(d, d)`` i.i.d. N(0, G/d), as
+:func:`rmtbase.ensembles.residual_product` with ``sigma2 = G/d``. Layer l uses
+``fold_in(named_key(key, "layers"), l)``, so depths and gains from one key share their variates.
 
-Spectra at depth are ill-conditioned (κ(M) grows like e^{L(μ_1 − μ_d)}: ~1e75 for a square
-Ginibre product at d = 384, L = 48), so :func:`network_factors` never forms the raw product.
-It runs the QR recursion of Benettin et al. (1980): A_l W-multiplies Q_{l−1}, A_l = Q_l R_l,
-and keeps M_l = Q_l D_l T_l with D_l = diag ∏_k |R_k,ii| (as ln D) and T_l = D_l⁻¹ R_l D_{l−1}
-T_{l−1} unit-diagonal (up to sign) upper triangular. The singular values of M_L are those of
-the row-graded matrix D_L T_L, whose SVD (rows sorted by D) keeps high relative accuracy
-(errors ~ eps·κ(T), κ(T) ~ 1e2–1e3 in practice; tested against a 300-digit mpmath SVD of the
-product). Requires float64 (``jax_enable_x64``): λ = s² spans far beyond float32's range.
-"""
+κ(M) grows like e^{L(μ_1 − μ_d)}, so :func:`network_factors` never forms the product: the QR
+recursion of Benettin et al. (1980), A_l = (layer l)·Q_{l−1} = Q_l R_l, keeps M_l = Q_l D_l T_l
+with D_l = diag ∏_k |R_k,ii| (as ln D) and T_l = D_l⁻¹ R_l D_{l−1} T_{l−1} unit upper
+triangular (up to sign); the SVD of the row-graded D_L T_L keeps high relative accuracy
+(~eps·κ(T); tested against a 300-digit mpmath SVD). Requires float64 (``jax_enable_x64``)."""
 
 from __future__ import annotations
 
@@ -88,11 +81,9 @@ def _apply(kind, key, layer, q, gain, d_in, d_out, dtype):
 
 def network_chain(key, kind, depths, gain=1.0, *, d=None, widths=None, dtype=jnp.float64,
                   at_depth=None):
-    """Run the stable chain once and call ``at_depth(q, log_d, t, L)`` at each L in ``depths``.
-
-    Returns the list of results (default: the ``(q, log_d, t)`` triples). ``depths``: distinct
-    positive ints (sorted here); the chain runs to max(depths). ``gain`` may be a traced scalar
-    (e.g. under ``vmap`` over gains). See :func:`network_factors`."""
+    """Run the stable chain once to max(``depths``) and call ``at_depth(q, log_d, t, L)`` at each L
+    (distinct positive ints); returns the results (default the ``(q, log_d, t)`` triples).
+    ``gain`` may be traced."""
     depths = tuple(sorted({check_positive_int(x, "depth") for x in depths}))
     if not depths:
         raise InputError("need at least one depth")
@@ -124,12 +115,11 @@ def _chain(key, kind, depths, gain, widths, dtype, at_depth):
 
 @compiled_when_eager(static_argnames=("kind", "depth", "gain", "d", "widths", "dtype"))
 def network_factors(key, kind, depth, gain=1.0, *, d=None, widths=None, dtype=jnp.float64):
-    """(Q, ln D, T) with M_L = Q diag(exp(ln D)) T, computed by the Benettin QR recursion.
+    """(Q, ln D, T) with M_L = Q diag(exp(ln D)) T, by the Benettin QR recursion.
 
-    Q ``(d_L, k)`` orthonormal columns, ln D ``(k,)``, T ``(k, d_0)``, k = min_l d_l. ln D / L
-    are the QR (Benettin) Lyapunov estimates in column order; for square Ginibre layers their
-    mean is exactly ½[ln(2G/d) + ψ((d − i + 1)/2)] at every depth
-    (:func:`rmtbase.analytic.network_finite.lyapunov_ginibre`)."""
+    Q ``(d_L, k)`` orthonormal, ln D ``(k,)``, T ``(k, d_0)``, k = min_l d_l; ln D / L are the QR
+    Lyapunov estimates (mean ½[ln(2G/d) + ψ((d − i + 1)/2)] for square Ginibre layers,
+    :func:`rmtbase.analytic.network_finite.lyapunov_ginibre`)."""
     return network_chain(key, kind, (depth,), gain, d=d, widths=widths, dtype=dtype)[0]
 
 

@@ -1,12 +1,8 @@
-"""Residual-path products M_L = (I + W_L)⋯(I + W_1) (seed 004; Veit, Wilber & Belongie 2016).
+"""Residual-path products M_L = (I + W_L)⋯(I + W_1) (Veit, Wilber & Belongie 2016).
 
-W_l has i.i.d. N(0, σ²) entries. Expanding the product gives a sum over the 2^L paths; each path
-through j blocks contributes (σ² d)^j to E‖M x‖²/‖x‖², so E‖M_L x‖² = (1 + σ² d)^L ‖x‖² and
-E[M Mᵀ] = (1 + σ² d)^L I. The default critical σ² = 1/d makes every path length contribute
-equally (growth exactly 2 per layer, finite for every depth: neither vanishing nor exploding
-paths); any other σ² > 0 is allowed. Pure functions of explicit keys; layer l uses
-``fold_in(named_key(key, "layers"), l)``.
-"""
+W_l i.i.d. N(0, σ²). Each of the 2^L paths through j blocks contributes (σ² d)^j, so
+E[M Mᵀ] = (1 + σ² d)^L I; the default σ² = 1/d weighs every path length equally (growth 2 per
+layer). Layer l uses ``fold_in(named_key(key, "layers"), l)``."""
 
 from __future__ import annotations
 
@@ -34,12 +30,8 @@ def _layer_noise(key, layer, d, s2, dtype):
 
 @compiled_when_eager(static_argnames=("d", "depth", "sigma2", "dtype"))
 def residual_product(key, d, depth, sigma2=None, dtype=jnp.float32):
-    """M_L = (I + W_L)⋯(I + W_1), ``(d, d)``; W_l entries N(0, sigma2), default sigma2 = 1/d.
-
-    W_l uses ``fold_in(named_key(key, "layers"), l)`` (l = 1..L), so M_L for different depths
-    from the same key share their first layers. E[M Mᵀ] = (1 + sigma2·d)^L I (2^L at the
-    critical default). Cost O(L d³).
-    """
+    """M_L = (I + W_L)⋯(I + W_1), ``(d, d)``; W_l entries N(0, sigma2), default 1/d; O(L d³).
+    Depths from one key share their first layers; E[M Mᵀ] = (1 + sigma2·d)^L I."""
     d, depth, s2 = _residual_args(d, depth, sigma2)
 
     def step(m, layer):
@@ -51,10 +43,7 @@ def residual_product(key, d, depth, sigma2=None, dtype=jnp.float32):
 
 @compiled_when_eager(static_argnames=("d", "depth", "rows", "sigma2", "dtype"))
 def residual_rows(key, d, depth, rows, sigma2=None, dtype=jnp.float32):
-    """The first ``rows`` rows of :func:`residual_product` (same key: same matrix), O(L rows d²).
-
-    Computed as E (I + W_L)⋯(I + W_1) with E the first ``rows`` rows of the identity.
-    """
+    """The first ``rows`` rows of :func:`residual_product` (same key: same matrix), O(L rows d²)."""
     d, depth, s2 = _residual_args(d, depth, sigma2)
     rows = check_positive_int(rows, "rows")
     if rows > d:
@@ -69,11 +58,8 @@ def residual_rows(key, d, depth, rows, sigma2=None, dtype=jnp.float32):
 
 @compiled_when_eager(static_argnames=("d", "depth", "sigma2", "dtype"))
 def residual_stream(key, d, depth, sigma2=None, dtype=jnp.float32):
-    """Residual-stream output M_L x for x ~ N(0, I_d) (``named_key(key, "x")``), ``(d,)``.
-
-    Same W_l as :func:`residual_product` with the same key; x_l = x_{l-1} + W_l x_{l-1},
-    O(L d²). E‖M_L x‖² = (1 + sigma2·d)^L d.
-    """
+    """M_L x for x ~ N(0, I_d) (``named_key(key, "x")``), ``(d,)``, O(L d²), same W_l as
+    :func:`residual_product`; E‖M_L x‖² = (1 + sigma2·d)^L d."""
     d, depth, s2 = _residual_args(d, depth, sigma2)
     x0 = jax.random.normal(named_key(key, "x"), (d,), dtype)
 

@@ -1,23 +1,13 @@
 """JAX's own N(0, 1) draws, bit for bit, at a fraction of their CPU cost.
 
-:func:`normal` returns exactly ``jax.random.normal(key, shape, jnp.float32)`` — the same
-bits (``tests/test_threefry.py`` compares them at four shapes and ten keys, jitted, vmapped,
-with a raw key and under ``jax_enable_x64``) — so nothing it replaces changes a draw, a cache
-file or an output.
-What differs is how the Threefry-2x32 hash (Salmon et al. 2011, "Parallel random numbers: as
-easy as 1, 2, 3", SC'11; 20 rounds, rotations 13 15 26 6 / 17 29 16 24, key parity
-0x1BD11BDA) is written for XLA: JAX lowers it on CPU as a ``fori_loop`` of five
-four-round steps whose rotation amounts are loop state (jax ``_threefry2x32_lowering``,
-``use_rolled_loops=True``), so every step is a pass over the whole array with shifts by a
-variable; here the 20 rounds are unrolled with constant rotations, one fused elementwise pass
-(written once, :func:`random_bits`).
-The draws follow JAX's default ``jax_threefry_partitionable`` scheme (the only one JAX 0.10
-uses unless told otherwise): word i of a draw is y₀ ⊕ y₁ for (y₀, y₁) = Threefry(key,
-(0, i)), i the row-major index; then, as ``jax.random.uniform`` and ``jax.random.normal``:
-u = max(lo, (1.m − 1)·(1 − lo) + lo), lo = −1 + 2⁻²⁴, in float32, from the top 23 bits m, and
-√2·erfinv(u). Anything else (another dtype, another key implementation, the non-partitionable
-scheme, 2³¹ or more entries) is handed to ``jax.random.normal`` itself.
-"""
+:func:`normal` returns exactly ``jax.random.normal(key, shape, jnp.float32)``
+(``tests/test_threefry.py``). Threefry-2x32 (Salmon et al. 2011, SC'11; 20 rounds, rotations
+13 15 26 6 / 17 29 16 24, parity 0x1BD11BDA) is unrolled with constant rotations into one
+fused pass (:func:`random_bits`), where JAX's CPU lowering loops with variable shifts.
+Partitionable scheme (JAX's default): word i = y₀ ⊕ y₁ of Threefry(key, (0, i)), i row-major;
+u = max(lo, (1.m − 1)·(1 − lo) + lo), lo = −1 + 2⁻²⁴, from the top 23 bits m, then
+√2·erfinv(u). Any other dtype, key implementation, scheme or ≥ 2³¹ entries goes to
+``jax.random.normal`` itself."""
 
 from __future__ import annotations
 
@@ -42,9 +32,8 @@ def _rotate_left(x, r: int):
 
 
 def threefry2x32(k0, k1, x0, x1):
-    """Threefry-2x32 with 20 rounds of the key (k0, k1) on the counter words (x0, x1)
-    (uint32 arrays of one shape): the two output words, as JAX's ``threefry2x32_p``. Traced
-    (jax arrays) or on the host (numpy uint32 arrays and scalars: exact modular arithmetic)."""
+    """Threefry-2x32 (20 rounds) of key (k0, k1) on counters (x0, x1) (uint32, one shape), as
+    ``threefry2x32_p``; traced, or on the host in numpy uint32."""
     ks = (k0, k1, k0 ^ k1 ^ _PARITY)
     x0, x1 = x0 + ks[0], x1 + ks[1]
     for step in range(5):
@@ -75,16 +64,10 @@ def _one_threefry_key(key) -> bool:
 
 
 def fold_in_words(key, data) -> np.ndarray | None:
-    """The key words of ``jax.random.fold_in(key, i)`` for each i of ``data`` (non-negative
-    integers < 2³²), computed on the host: ``(len(data), 2)`` uint32, or None where ``key`` is
-    not a concrete threefry key (a tracer, another implementation: then ask JAX).
-
-    JAX's fold_in is Threefry-2x32 of the counter (0, i) under the key, both output words the
-    new key (``jax._src.random.threefry2x32.threefry_fold_in``: the seed i as the words
-    (i >> 32, i & 0xFFFFFFFF), hashed as one pair); here the same 20 rounds in numpy's uint32
-    arithmetic, so a chunk's keys need no compiled program (the draw driver's vmapped
-    ``fold_in`` with its ``iota`` and ``add`` was three programs per chunk size, ~0.6 CPU-s of
-    a cold score; ``tests/test_chunk_keys.py`` compares the words with JAX's)."""
+    """The key words of ``jax.random.fold_in(key, i)`` for each i of ``data`` (integers < 2³²) on the
+    host: ``(len(data), 2)`` uint32, or None unless ``key`` is a concrete threefry key. As JAX:
+    Threefry-2x32 of the counter (i >> 32, i & 0xFFFFFFFF) under the key
+    (``tests/test_chunk_keys.py``)."""
     if isinstance(key, jax.core.Tracer) or not _one_threefry_key(key):
         return None
     typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
@@ -95,12 +78,9 @@ def fold_in_words(key, data) -> np.ndarray | None:
 
 
 def random_bits(key, shape):
-    """``jax.random.bits(key, shape, jnp.uint32)`` for a threefry key (partitionable scheme):
-    word i = y₀ ⊕ y₁ of Threefry(key, (0, i)), i the row-major index. The words are written
-    by a two-pass ``fori_loop`` (each pass half of them), which stores them once: as a plain
-    expression XLA fuses the cheap-looking integer hash into every consumer and computes it
-    again in each (four times per word inside ``erf_inv``'s fusions, measured in the profile
-    null's program: slower than JAX's own)."""
+    """``jax.random.bits(key, shape, jnp.uint32)`` for a threefry key (partitionable scheme): word
+    i = y₀ ⊕ y₁ of Threefry(key, (0, i)), written once by a two-pass ``fori_loop`` so that XLA
+    does not recompute the hash in every consumer."""
     data = jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) \
         else key
     n = math.prod(shape)
@@ -116,9 +96,8 @@ def random_bits(key, shape):
 
 
 def normal(key, shape, dtype=jnp.float32):
-    """``jax.random.normal(key, shape, dtype)``, the same bits; float32 draws of a threefry
-    key by the unrolled hash (module docstring), anything else by JAX. Jitted when called
-    eagerly (as JAX's own), inlined under an outer ``jit``."""
+    """``jax.random.normal(key, shape, dtype)``, the same bits: threefry float32 by the unrolled hash,
+    anything else by JAX; jitted when called eagerly."""
     shape = tuple(int(s) for s in shape)
     if not _served(key, shape, dtype):
         return jax.random.normal(key, shape, dtype)
