@@ -1,9 +1,7 @@
-"""How the entries of a collection are run (:mod:`rmtbase.scoring.trajectory`): one entry's
-score (:func:`score_one`, a Dask task and the one-process path alike), the entry files of a
-resumable run (:class:`EntryStore`), and the two runners — one after another in this process
-(:class:`LocalRunner`) or as Dask tasks (:class:`DaskRunner`), batch after batch, each task retried
-:data:`RETRIES` times when its worker dies and waited on through the one polling Dask wait
-(:func:`rmtbase.baseline.sweep.completed`)."""
+"""How a collection's entries are run: :func:`score_one` (one entry, task or in process),
+:class:`EntryStore` (a resumable run's files), :class:`LocalRunner` and :class:`DaskRunner`
+(tasks retried :data:`RETRIES` times, polled by :func:`rmtbase.baseline.sweep.completed`).
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""A model's whole weight matrices as the cells that
-:func:`rmtbase.scoring.components.score_components` tests: per (layer, component) the
-matrix's statistics (:func:`rmtbase.stats.matrix.matrix_stats`), its storage, the block
-quantisation detected on its first rows (:func:`rmtbase.stats.precision.detect_quantisation`),
-the storage its null is put through (``quantized_null``: ``"auto"``, ``"none"`` or a block
-format) and whether its histogram statistics are left out of the decision (module docstring
-of :mod:`rmtbase.scoring.components`, "Storage").
+"""A model's whole weight matrices as the cells :func:`rmtbase.scoring.components.score_components`
+tests: per (layer, component) the statistics, storage, detected block quantisation, the storage
+its null goes through (``quantized_null``) and whether its histogram statistics are left out.
 """
 
 from __future__ import annotations

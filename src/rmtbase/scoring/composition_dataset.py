@@ -1,15 +1,8 @@
-"""The Dataset of :func:`rmtbase.scoring.composition.composition`: each pair's one-sided
-add-one p (with, under the Gaussian-factor null, a GPD tail beyond the draws), the
-Benjamini–Hochberg q over all pairs and kinds and within each (kind, layer pair), the effect
-(score over the null median), the flag, each pair's **standing** inside the model (its rank
-among its receiver's earlier sources and its rank over all pairs of its kind, 1 = strongest:
-:func:`standing`), the QK overlap and the heads' norms, each variable with its definition, and
-the null's attrs (module docstring of :mod:`rmtbase.scoring.composition`;
-``docs/composition.md``).
-
-Why standing beside p: against the Gaussian-factor null every trained pair looks "not random"
-(SmolLM2-135M: 49,344 of 105,705 pairs flagged), so p says "trained"; the ranks say which of a
-receiver's sources it reads most, which is what screens circuits.
+"""The Dataset of :func:`rmtbase.scoring.composition.composition`: each pair's one-sided add-one p
+(and GPD tail p under the Gaussian-factor null), BH q over all pairs and per (kind, layer pair),
+effect (score over the null median), flag, **standing** (rank among the receiver's sources and
+over the kind, 1 = strongest: :func:`standing`; against the Gaussian null most trained pairs are
+flagged, so the ranks screen circuits), the QK overlap, the heads' norms and the null's attrs.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""The head pairs a composition null is drawn for, and what the null returns for them
-(composition takes the same :class:`~rmtbase.stats.null_kind.Null` value as the
-heads' score, and the null chooses its draws, as :meth:`~rmtbase.stats.null_kind.Null.reference`
-does with :class:`rmtbase.scoring.reference.Cells`).
+"""The head pairs a composition null is drawn for, and what the null returns for them.
 
-:class:`Pairs` carries the model's layers and the drawing machinery of
-:mod:`rmtbase.scoring.composition`; :meth:`rmtbase.stats.null_kind.Null.composition_null`
-picks from it (``GaussianNull`` → :meth:`Pairs.gaussian_factors`, ``PermutationNull`` →
-:meth:`Pairs.permuted_entries`) or, for a null with draws of its own, returns any
-:class:`PairNull`. A null without a composition null (``composition_draws = 0``) is refused
-before any weight is read (:func:`rmtbase.scoring.composition.check_model`).
+:class:`Pairs` carries the model's layers and the drawing machinery;
+:meth:`rmtbase.stats.null_kind.Null.composition_null` picks from it
+(:meth:`Pairs.gaussian_factors`, :meth:`Pairs.permuted_entries`) or returns any
+:class:`PairNull`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """A per-head null's draws grown for the heads whose decision is open.
 
-Under the permutation null (:mod:`rmtbase.scoring.permutation`) every head is read against its
-own draws, so its statistics p carries their Monte Carlo error. Where the caller did not fix
-``draws``, a head whose decision could differ at :data:`MAX_FACTOR` times its first draws (the
-joint rule's bracket, :func:`rmtbase.scoring.joint_stopping.p_bounds`, per head) gets
-:data:`GROWTH` times more permutations (``draws`` and ``element_draws`` both), up to
-:data:`MAX_FACTOR`, and the heads are decided again. The new draws continue the same stream
-(permutation i is that of a longer run), the other heads' slots beyond their draws are NaN, and a
-step that would not fit in memory (:func:`fits`) is not taken. Not grown: each head's profile
-null (p_A), and draws fixed by the caller, which are only stated (``head_open_decisions``).
+Under the permutation null each head's p carries its own draws' Monte Carlo error. Unless the
+caller fixed ``draws``, a head whose decision could differ at :data:`MAX_FACTOR` times its first
+draws (:func:`rmtbase.scoring.joint_stopping.p_bounds`, per head) gets :data:`GROWTH` times more
+permutations (``draws`` and ``element_draws``), up to :data:`MAX_FACTOR`, continuing the same
+stream; other heads' extra slots are NaN; a step that does not fit in memory (:func:`fits`) is
+skipped. Not grown: the profile null (p_A) and fixed draws (stated in ``head_open_decisions``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""How the heads are decided (:class:`Decision`: the null, the BH level, the group size, the
-statistics kept out, the extension cap, progress) and one verdict on the draws there are: every
-head against the reference of its layers through
-:func:`rmtbase.decision.verdict.score_values_by_layer` (per-statistic tests and each head's
-combination from its own layers' draws, Benjamini–Hochberg over all heads). Read by
-:mod:`rmtbase.scoring.sequential` (the loop), :mod:`rmtbase.scoring.spectral_extension` and
-:mod:`rmtbase.scoring.joint_growth` (which decide again after each growth)."""
+"""How heads are decided (:class:`Decision`: null, BH level, group size, statistics kept out,
+extension cap, progress) and one verdict on the draws there are
+(:func:`rmtbase.decision.verdict.score_values_by_layer`).
+"""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""The joint tables and a per-head null grown while a decision could differ at their full size
-(run by :func:`rmtbase.scoring.sequential.decide` after the spectral extension): the joint
-table (element statistics and the omnibus calibration) through
-:data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while some head's decision on its statistics
-p could differ at :data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS` draws
-(:mod:`rmtbase.scoring.joint_stopping`), a per-head null's open heads by
-:mod:`rmtbase.scoring.head_growth`; ``head_calibration_draws`` states the draws behind each
-head's statistics p and ``head_open_decisions`` the heads still open at fewer draws."""
+"""The joint table grown through :data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while a head's
+statistics decision could differ at :data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS`, and a
+per-head null's open heads (:mod:`rmtbase.scoring.head_growth`); sets
+``head_calibration_draws`` and ``head_open_decisions``.
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """The null of each layer: the storage it is drawn at and, under the Gaussian null, its tables.
 
-A checkpoint's layers may be stored at different precisions (a GGUF file's per-tensor types, a
-folder dequantised layer by layer): :func:`layer_quantisation` names what a layer was stored
-in, :func:`layer_null` the storage its heads are measured at and its null drawn at,
-:func:`null_arrays` a table's draws and :func:`baseline_attrs` the tables' provenance. The
-null of the layers stored alike is :class:`rmtbase.scoring.reference.TableReference` (the
-Gaussian null with its storage set, one table per distinct storage), decided by
-:func:`rmtbase.scoring.sequential.decide`. Used by :func:`rmtbase.scoring.score.score_heads`;
-the rules are in its module docstring.
+:func:`layer_quantisation` names what a layer was stored in, :func:`layer_null` the storage its
+heads are measured and its null drawn at, :func:`null_arrays` a table's draws,
+:func:`baseline_attrs` the tables' provenance (rules: :mod:`rmtbase.scoring.score`).
 """
 
 from __future__ import annotations

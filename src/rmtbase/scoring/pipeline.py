@@ -1,11 +1,9 @@
 """The scoring pipeline as one function of records: read → null → decide → profile → describe.
 
-:func:`score` is what :func:`rmtbase.scoring.score.score_heads` does once its options are
-checked (:class:`Options`): :func:`read_layers` measures every layer (:class:`Layers`), the
-null returns its references for the layers stored alike
-(:meth:`rmtbase.stats.null_kind.Null.reference`), :func:`rmtbase.scoring.sequential.decide`
-tests the heads, then the spectra, the profile (:mod:`rmtbase.scoring.profile`) and the
-provenance are added. The rules are in :mod:`rmtbase.scoring.score`'s docstring.
+:func:`score` (after :class:`Options` are checked): :func:`read_layers` measures every layer,
+the null returns its references (:meth:`rmtbase.stats.null_kind.Null.reference`),
+:func:`rmtbase.scoring.sequential.decide` tests the heads, then spectra, profile and provenance
+are added.
 """
 
 from __future__ import annotations

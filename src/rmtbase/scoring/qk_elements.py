@@ -1,15 +1,10 @@
 """W_QK's element statistics and histogram for every head of a layer, on worker threads.
 
-W_QK = W_Qᵀ W_K is d×d: at d = 4096 its 16.8 M entries cost 0.1–0.2 s a head on 2 cores (the
-product, then the two passes of :mod:`rmtbase.stats.tiles`), most of a model's scoring time. Each head's
-product is formed once, inside one compiled function that also takes its estimator's passes and
-its histogram (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`; a second program
-finishes the statistics: :func:`_compiled`), one head at a time (``lax.map``), so memory stays
-at one d×d product per thread. The heads are split over
-:func:`scoring_threads` threads; the thread count changes no number (each head runs the same
-executable). Running this beside the layer's other statistics (eigenvalues, W_Q/W_K entries)
-was measured slower on 2 cores (4.4–6.6 s against 4.1 s a LLaMA-8B layer): XLA's own threads
-then oversubscribe the cores, so :func:`rmtbase.scoring.layer_stats.layer_stats` runs them in turn.
+Each head's d×d product W_Qᵀ W_K is formed once, in one compiled function with its estimator's
+passes and histogram (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`;
+:func:`_compiled`), one head at a time (``lax.map``: one d×d product per thread), heads split
+over :func:`scoring_threads` threads (no number depends on the count). It runs after, not
+beside, the layer's other statistics, whose XLA threads would oversubscribe the cores.
 """
 
 from __future__ import annotations

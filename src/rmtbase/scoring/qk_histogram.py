@@ -1,13 +1,9 @@
 """The per-head histogram of W_QK's entries stored with a score (``qk_hist``).
 
-Each head's W_QK = W_Qᵀ W_K (d×d) is formed once per head for its element statistics
-(:mod:`rmtbase.scoring.qk_elements`, one head at a time, so memory stays at one
-d×d product per thread); :func:`elements_and_histogram` takes the statistics and this histogram
-from that one product. Entries are standardised by the null's entry std at the head's measured
-rms, z = entry / (√d_h σ̂_Q σ̂_K), so under the null z is variance-gamma with variance 1
-(Gaunt 2014; :mod:`rmtbase.analytic.variance_gamma`) and close to N(0, 1) for large d_h. The
-histogram is a density on the fixed bins :data:`QK_HIST_EDGES` (64 bins on [−8, 8]); mass
-beyond ±8 is 1 − Σ density × 0.25. ``report.html`` draws it against both references.
+:func:`elements_and_histogram` takes it from the product formed for the element statistics.
+Entries are standardised as z = entry / (√d_h σ̂_Q σ̂_K), variance-gamma with variance 1 under
+the null (Gaunt 2014; :mod:`rmtbase.analytic.variance_gamma`). A density on
+:data:`QK_HIST_EDGES` (64 bins on [−8, 8]); mass beyond ±8 is 1 − Σ density × 0.25.
 """
 
 from __future__ import annotations

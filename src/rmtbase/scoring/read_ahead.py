@@ -1,13 +1,8 @@
 """Reading a model's next layer while this one is scored: :func:`read_ahead`.
 
-A layer iterator (:func:`rmtbase.models.load_heads`) reads, converts and GQA-expands one layer
-per ``next()``: file reads and numpy casts, which release the GIL, while scoring a layer is
-JAX work on the CPU's other threads or on an accelerator. :func:`read_ahead` runs the
-iterator's ``next()`` in one background thread, one layer ahead: the layer handed out is
-scored while the next one is read. The items and their order are the iterator's, unchanged
-(the same function reads them, in the same order, one call at a time), so scores are the same
-bytes; at most two layers are alive at once (the one being scored and the one being read), and
-an error raised while reading a layer is raised where that layer is asked for.
+Runs a layer iterator's ``next()`` in one background thread, one layer ahead (file reads and
+numpy casts release the GIL). Items and order are the iterator's, so scores are the same bytes;
+at most two layers are alive; a read error is raised where that layer is asked for.
 """
 
 from __future__ import annotations

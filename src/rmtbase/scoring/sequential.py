@@ -1,16 +1,11 @@
 """The heads against their nulls' references, each spectral reference grown while needed.
 
-:func:`decide` tests every head against the reference of its layers
-(:class:`rmtbase.scoring.reference.Reference`, one per group of layers stored alike) through
-:func:`rmtbase.decision.verdict.score_values_by_layer` (per-statistic tests, each head's
-combination from its own layers' draws, Benjamini–Hochberg over all heads); statistics undefined
-under some reference are left out for every head. A sequential reference (the Gaussian null's
-tables) has its spectral draws extended ×5 at a time (:mod:`rmtbase.scoring.spectral_extension`)
-while some head's decision is not settled (:mod:`rmtbase.scoring.stopping`), or with
-``max_draws`` up to it where a head near a flag lies beyond all but 10 draws. Then the joint table
-is grown through :data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while some head's statistics
-decision could differ at :data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS` draws
-(:mod:`rmtbase.scoring.joint_growth`); ``head_calibration_draws`` states each head's draws.
+:func:`decide` tests every head against its layers' :class:`rmtbase.scoring.reference.Reference`
+(:func:`rmtbase.decision.verdict.score_values_by_layer`; statistics undefined under some
+reference are left out for every head), extends a sequential reference's spectral draws
+(:mod:`rmtbase.scoring.spectral_extension`, rule :mod:`rmtbase.scoring.stopping`), then grows
+the joint table (:mod:`rmtbase.scoring.joint_growth`); ``head_calibration_draws`` states each
+head's draws.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The spectral reference grown ×5 at a time while needed (one look, :func:`extend_spectral`):
-under the default rule a reference is extended while some head's decision is not settled
-(:func:`rmtbase.scoring.stopping.unsettled`, stated error
-:data:`~rmtbase.scoring.stopping.STOP_ERROR`; the progress line says which heads and statistics
-keep it open, :func:`rmtbase.scoring.stopping_text.open_reasons`); with ``max_draws`` up to it
-wherever a head near a flag lies beyond all but 10 draws (Besag & Clifford 1991). Run by
-:func:`rmtbase.scoring.sequential.decide`."""
+"""The spectral reference grown ×5 in one look (:func:`extend_spectral`): while some head is
+unsettled (:func:`rmtbase.scoring.stopping.unsettled`), or with ``max_draws`` up to it where a
+head near a flag lies beyond all but 10 draws (Besag & Clifford 1991).
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""The stopping rule in words (:mod:`rmtbase.scoring.stopping` is the rule): what keeps the
-decisions open, for the progress line (:func:`tail_counts`, :func:`open_reasons`: each open
-head's statistic with the fewest draws beyond it), and ``summary.txt``'s sentence on the draws
-the decisions used (:func:`stopping_note`) with what the stated error does not cover
-(:func:`not_covered`)."""
+"""The stopping rule in words: what keeps decisions open (:func:`tail_counts`,
+:func:`open_reasons`), the draws used (:func:`stopping_note`) and what the stated error does
+not cover (:func:`not_covered`).
+"""
 
 from __future__ import annotations
 

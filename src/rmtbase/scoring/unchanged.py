@@ -1,13 +1,9 @@
 """Heads a delta leaves exactly unchanged: scored on a placeholder, then taken out.
 
-A LoRA adapter (or a fine-tune with frozen heads) may change some heads of a layer and leave
-others bit-identical; their change ΔW_Q = ΔW_K = 0 has no statistics (every one is 0/0).
-Scoring works on whole layers, so :func:`placeholder` puts i.i.d. Gaussian factors (a fixed
-key, the layer's changed heads' rms) in their place, and :func:`take_out` then removes those
-heads from every per-head result: values NaN, flags False, strings empty, and the
-Benjamini–Hochberg q-values and flags (per statistic, per head, per profile axis) recomputed
-over the changed heads only, so an unchanged head neither counts in the family nor is flagged.
-``unchanged`` (layer, head) records which heads were taken out.
+Bit-identical heads have ΔW = 0 and no statistics. :func:`placeholder` puts i.i.d. Gaussian
+factors (fixed key, the changed heads' rms) in their place; :func:`take_out` then sets their
+per-head results to NaN / False / "" and recomputes every BH q and flag over the changed heads
+only. ``unchanged`` (layer, head) records them.
 """
 
 from __future__ import annotations
