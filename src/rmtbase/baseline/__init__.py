@@ -1,16 +1,11 @@
 """Baseline tables: Monte Carlo null draws of the head statistics, stored as xarray/netCDF.
 
-- :mod:`.null`: :func:`null_draws` (one cell, explicit key) and the eigen-route choice;
-- :mod:`.tables`: :func:`baseline` over a (d, d_h) grid → ``xr.Dataset`` with provenance;
-- :mod:`.table_file`: :func:`read_table`, :func:`write_table` (atomic, one-line errors);
-- :mod:`.references`: analytic reference values beside each statistic; :func:`summary`;
-- :mod:`.cache`: :func:`null_table` (shipped data, user cache, generated) and :func:`rescale`;
-- :mod:`.spectra`: the stored spectrum ``lambda`` and spectral statistics derived from it;
-- :mod:`.sweep`: grid sweeps on Dask distributed, identical to one process.
-
-``rmtbase.baseline(d, d_h, ...)`` — the package called as a function — is
-:func:`rmtbase.baseline.tables.baseline`, so the one-line spelling of earlier versions keeps
-working. Importing this package imports neither JAX nor xarray.
+:mod:`.null` (one cell, explicit key), :mod:`.tables` (a (d, d_h) grid with provenance),
+:mod:`.table_file` (read/write), :mod:`.references` (analytic reference values),
+:mod:`.cache` (:func:`null_table`: shipped, cached or generated), :mod:`.spectra` (the stored
+spectrum ``lambda``), :mod:`.sweep` (grid sweeps on Dask, identical to one process).
+``rmtbase.baseline(d, d_h, ...)`` is :func:`rmtbase.baseline.tables.baseline`. Importing this
+package imports neither JAX nor xarray.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Draw blocks of null tables as units of Dask work, kept as they arrive so a run resumes.
 
-A job is one table spec at one cell (d, d_h); its draws are cut into the blocks of
-:data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250 of the key derivation
-(:mod:`rmtbase.baseline.tables`), so any split of a job's blocks over tasks and workers gives
-the same numbers. A task computes σ = 1 blocks (:func:`unit_blocks`, what
-:class:`rmtbase.baseline.partial.PartialStore` keeps); :class:`BlockJobs` stores each as it
-arrives and applies σ block by block as :func:`rmtbase.baseline.tables.generate_blocks` does,
-so the assembled draws are that function's, bit for bit. Used by :mod:`rmtbase.baseline.sweep`
-and :mod:`rmtbase.baseline.sweep_cache`.
+A job is one table spec at one cell (d, d_h), cut into the key-derivation blocks of
+:data:`rmtbase.baseline.tables.DRAW_BLOCK` draws, so any split over tasks and workers gives the
+same numbers. Tasks compute σ = 1 blocks (:func:`unit_blocks`); :class:`BlockJobs` stores each
+as it arrives and applies σ block by block as :func:`rmtbase.baseline.tables.generate_blocks`
+does, bit for bit.
 """
 
 from __future__ import annotations
@@ -16,9 +13,7 @@ import numpy as np
 
 
 def unit_blocks(spec, cell, start, stop) -> list[dict]:
-    """σ = 1 draws of blocks ``start .. stop-1`` of ``cell``, one dict of numpy arrays per
-    block (what :class:`rmtbase.baseline.partial.PartialStore` keeps; the driver applies σ,
-    block by block, as :func:`rmtbase.baseline.tables.generate_blocks` does)."""
+    """σ = 1 draws of blocks ``start .. stop-1`` of ``cell``, one dict of numpy arrays per block."""
     import dataclasses
 
     from .tables import generate_blocks
@@ -34,14 +29,12 @@ def job_blocks(specs, job, start, stop) -> list[dict]:
 
 
 class BlockJobs:
-    """The draw blocks of several jobs (a job: one table spec at one cell), those already
-    stored (resume) and those to compute as Dask tasks of up to ``per`` blocks.
+    """The draw blocks of several jobs, those already stored and those to compute as tasks of up to
+    ``per`` blocks.
 
-    ``jobs``: {job key: (spec, (d, d_h), store or None)}. :meth:`tasks` lists the
-    (job, start, stop) ranges with a block not stored; :meth:`add` takes a task's σ = 1
-    blocks (stored at once, so an interrupt keeps them); :meth:`draws` gives a complete
-    job's draws at its spec's σ, block by block as
-    :func:`rmtbase.baseline.tables.generate_blocks` makes them (bit for bit)."""
+    ``jobs``: {job key: (spec, (d, d_h), store or None)}. :meth:`tasks` lists the (job, start,
+    stop) ranges with a block not stored; :meth:`add` stores a task's σ = 1 blocks at once;
+    :meth:`draws` gives a complete job's draws at its spec's σ."""
 
     def __init__(self, jobs: dict, per: int):
         self.jobs, self.per = jobs, per

@@ -1,47 +1,29 @@
 """σ = 1 null tables on demand: shipped package data, then the user cache, else generated.
 
-Lookup order of :func:`null_table` for a cell (d, d_h):
+Lookup order of :func:`null_table` for a cell (d, d_h): tables shipped in ``rmtbase/data``
+(``data/index.json``); the user cache (:func:`rmtbase.files.user_cache.cache_dir`:
+``$RMTBASE_CACHE`` or the platform cache directory); else
+:func:`rmtbase.baseline.tables.baseline`, written to the cache atomically (kept in memory where
+the cache cannot be written).
 
-1. tables shipped in ``rmtbase/data`` (listed in ``data/index.json``, found through
-   :mod:`importlib.resources`);
-2. the user cache directory: ``$RMTBASE_CACHE`` if set, else the platform cache directory
-   (``$XDG_CACHE_HOME/rmtbase`` or ``~/.cache/rmtbase`` on Linux, ``~/Library/Caches/rmtbase`` on
-   macOS, ``%LOCALAPPDATA%\\rmtbase\\Cache`` on Windows);
-3. :func:`rmtbase.baseline.tables.baseline`, written to the user cache atomically.
+A table matches when ensemble, seed, dtype, storage precision and table format agree, it has at
+least ``min_draws`` draws and it covers the requested statistics (a shipped ``"all"`` table
+serves ``"spectral"`` and ``"elementwise"``; a cached table only its own). A spectral statistic
+missing from a table that stores ``lambda`` is computed from it
+(:func:`rmtbase.baseline.spectra.spectral_from_table`); otherwise a cached table is regenerated,
+a shipped one is an error. float16/bfloat16 spectral requests are served by the float32 table
+(:func:`rmtbase.baseline.table_contents.fast_spectral`).
 
-A table matches when ensemble, seed, dtype, storage precision and table format agree, it covers
-the requested statistics (a shipped ``"all"`` table serves ``"spectral"`` and ``"elementwise"``;
-a cached table serves only its own statistics, so that what the cache holds never changes a
-score) and it has at least ``min_draws`` draws. A spectral statistic missing from a table that stores its
-spectrum (``lambda``) is computed from it at read time
-(:func:`rmtbase.baseline.spectra.spectral_from_table`); a cached table that lacks one and
-stores no spectrum is stale and regenerated, a shipped one is an error. Spectral statistics of a float16/bfloat16 checkpoint share the
-float32 spectral null (:func:`rmtbase.baseline.table_contents.fast_spectral`), so such a request is served
-by a float32 spectral table. Cache file names spell out every one of these keys (and the
-draws version where λ's route changed, :mod:`rmtbase.baseline.draw_route`: a table drawn by an
-earlier route is not read as current), so two different requests can never share a file, and a file's contents are checked against its name
-before it is used (:func:`verify_table`): a file that disagrees — renamed, from another cell,
-seed, σ or storage, cut short, or not matching its checksum (or without one) — is reported
-once by a warning naming it, removed and regenerated. Because draw ``i``
-of a cell depends only on (seed, d, d_h, i), the first ``n`` draws of any matching table are
-the ``n``-draw table: a cached table is read **truncated to exactly** ``min_draws`` draws, so
-what earlier runs left in the cache (a table extended by ``--max-draws``, a sweep) never
-changes a result. The rule a run's draws follow depends on the installation only:
-a shipped table that has enough draws is used whole (its draws are part of the release), any
-other request gets exactly ``min_draws`` draws, cached or generated (kept in memory, by the
-same rules, where the cache cannot be written: :mod:`rmtbase.files.user_cache`).
+Cache file names spell out every key (and the draws version, :mod:`rmtbase.baseline.draw_route`),
+so two requests never share a file; a file that disagrees with its name or checksum
+(:func:`verify_table`) is warned about once, removed and regenerated. Draw ``i`` depends only on
+(seed, d, d_h, i), so a cached table is read truncated to exactly ``min_draws`` draws and what
+the cache holds never changes a result; a shipped table with enough draws is used whole.
 
-An index entry with ``"extension": true`` is a long table shipped for the sequential extension
-of the spectral null (:func:`rmtbase.scoring.score.score_model` asks for ×5 more draws where a
-head lies beyond all but 10): it serves a request only when no ordinary shipped table has
-enough draws, so ordinary requests get the same table as without it, and a first
-``rmtbase score`` on the default model generates nothing.
-
-The shipped tables' index, spectrum bands and check are :mod:`rmtbase.baseline.shipped`.
-
-:func:`rescale` (exact rescaling to any σ) lives in :mod:`rmtbase.baseline.rescaling`, and
-:func:`verify_table` / :func:`missing_variables` in :mod:`rmtbase.baseline.table_check`; both
-are re-exported here.
+An index entry with ``"extension": true`` (a long table for the sequential extension of the
+spectral null) serves a request only when no ordinary shipped table has enough draws.
+:func:`rescale` and :func:`verify_table` / :func:`missing_variables` are re-exported from
+:mod:`rmtbase.baseline.rescaling` and :mod:`rmtbase.baseline.table_check`.
 """
 
 from __future__ import annotations
@@ -64,10 +46,8 @@ from .table_file import first_draws
 
 def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, seed: int,
                    dtype: str, depth: int | None = None, storage: str = "float32") -> str:
-    """File name that encodes every key a table's numbers depend on (the storage precision
-    appears only when it is not float32, and the draws version
-    (:func:`rmtbase.baseline.draw_route.draws_version`) as ``-dv<n>`` after it only when it is
-    not 1, so earlier names stay valid where the draws are the same)."""
+    """File name encoding every key a table's numbers depend on (storage only when not float32,
+    ``-dv<n>`` only when the draws version is not 1)."""
     from .draw_route import draws_version
     from .tables import TABLE_FORMAT
 
@@ -80,9 +60,8 @@ def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, s
 
 
 def _matches(entry: dict, key: TableKey) -> bool:
-    """Whether index entry ``entry`` (a shipped or a cached table) serves request ``key``: the
-    same keys, and for a request that reads λ's statistics the same draws version (an entry
-    without one is version 1; element statistics do not depend on the λ route)."""
+    """Whether index entry ``entry`` serves request ``key`` (same keys; same draws version for λ's
+    statistics, 1 where the entry has none)."""
     from .tables import TABLE_FORMAT
 
     version_ok = key.stats == "elementwise" or entry.get("draws_version", 1) == key.draws_version
@@ -129,9 +108,7 @@ def _select(ds, stats: str):
 
 
 def _derived(ds, stats: str):
-    """``ds`` with the spectral statistics it lacks computed from its stored spectrum
-    (:func:`rmtbase.baseline.spectra.spectral_from_table`; :func:`verify_table` has checked
-    that a table lacking one stores ``lambda``)."""
+    """``ds`` with its missing spectral statistics computed from its stored spectrum."""
     if stats == "elementwise":
         return ds
     from .spectra import spectral_from_table
@@ -146,10 +123,8 @@ TABLE_DRAWS = 1000
 
 @dataclass(frozen=True)
 class TableKey:
-    """A σ = 1 table request, validated (:func:`table_key`): cell (d, d_h), statistic set,
-    least draws, seed, ensemble, dtype name and storage record
-    (:class:`rmtbase.stats.storage.Storage`; float storages of a spectral request are float32,
-    which they share)."""
+    """A validated σ = 1 table request (:func:`table_key`); a spectral request's float storage is
+    float32."""
 
     d: int
     d_h: int
@@ -170,15 +145,13 @@ class TableKey:
                              self.dtype)
 
     def filename(self) -> str:
-        """The user-cache file name of this request at exactly ``min_draws`` draws
-        (:func:`table_filename`)."""
+        """The user-cache file name of this request at exactly ``min_draws`` draws."""
         return table_filename(self.d, self.d_h, ensemble=self.ensemble, stats=self.stats,
                               draws=self.min_draws, seed=self.seed, dtype=self.dtype,
                               storage=self.storage)
 
     def spec(self, chunk_size=None):
-        """The :class:`rmtbase.baseline.table_spec.TableSpec` that draws this request's table
-        (σ = 1, ``min_draws`` draws)."""
+        """The :class:`rmtbase.baseline.table_spec.TableSpec` that draws this request's table."""
         from .table_spec import make_spec
 
         return make_spec(draws=self.min_draws, seed=self.seed, stats=self.stats,
@@ -188,9 +161,7 @@ class TableKey:
 
 def table_key(d, d_h, *, stats="all", min_draws=TABLE_DRAWS, seed=0, ensemble="lowrank",
               dtype="float32", storage="float32") -> TableKey:
-    """The validated :class:`TableKey` of a request (InputError, one line, on a bad value; the
-    storage name looked up here, once; float storages share the float32 spectral null:
-    :func:`rmtbase.baseline.table_contents.fast_spectral`)."""
+    """The validated :class:`TableKey` of a request; InputError on a bad value."""
     from .table_contents import fast_spectral
 
     d, d_h = check_dims(d, d_h)
@@ -208,8 +179,7 @@ def table_key(d, d_h, *, stats="all", min_draws=TABLE_DRAWS, seed=0, ensemble="l
 def cache_target(d: int, d_h: int, *, stats: str = "all", draws: int = TABLE_DRAWS, seed: int = 0,
                  ensemble: str = "lowrank", dtype: str = "float32",
                  storage: str = "float32") -> Path:
-    """The user-cache file :func:`null_table` writes when it generates the table of this
-    request (``draws`` draws; float storages of a spectral request map to float32)."""
+    """The user-cache file :func:`null_table` writes when it generates this request's table."""
     return key_target(table_key(d, d_h, stats=stats, min_draws=draws, seed=seed,
                                 ensemble=ensemble, dtype=dtype, storage=storage))
 
@@ -221,8 +191,7 @@ def key_target(key: TableKey) -> Path:
 
 def lookup_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
                  ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32"):
-    """The table :func:`null_table` would return without generating one (shipped, then the
-    user cache; see :func:`null_table` for the rules), or None where it would generate."""
+    """The table :func:`null_table` would return without generating one, or None."""
     return lookup_key(table_key(d, d_h, stats=stats, min_draws=min_draws, seed=seed,
                                 ensemble=ensemble, dtype=dtype, storage=storage))
 
@@ -268,16 +237,12 @@ def lookup_key(key: TableKey):
 def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
                ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32",
                progress: bool = False):
-    """σ = 1 null table of cell (d, d_h): a shipped table with at least ``min_draws`` draws,
-    whole (an extension table only where no other shipped table suffices), else exactly
-    ``min_draws`` draws, read from the cache (a longer table truncated) or generated. ``storage``: the checkpoint
-    precision the null models (:data:`rmtbase.stats.precision.STORAGES`). Only the ``lowrank``
-    ensemble is cached. ``progress``: say on stderr when a table must be generated, and show a
-    bar while it is (:mod:`rmtbase.progress`; in a log a line of draws done / total at least
-    every :data:`~rmtbase.progress.NULL_CPU_EVERY` s of CPU). ``rmtbase sweep --into-cache`` writes the files generated here ahead of
-    time (:mod:`rmtbase.baseline.sweep_cache`); inside a Dask task (a collection scored with
-    ``--workers``) the blocks of a table generated here are drawn by the task's whole cluster,
-    bit for bit the same (:mod:`rmtbase.baseline.task_cluster`)."""
+    """σ = 1 null table of cell (d, d_h): a shipped table with at least ``min_draws`` draws, whole,
+    else exactly ``min_draws`` draws from the cache (truncated) or generated (module docstring).
+    ``storage``: the checkpoint precision (:data:`rmtbase.stats.precision.STORAGES`); only the
+    ``lowrank`` ensemble. ``progress``: a message and a bar on stderr while generating. Inside a
+    Dask task the blocks are drawn by the task's cluster, bit for bit the same
+    (:mod:`rmtbase.baseline.task_cluster`)."""
     key = table_key(d, d_h, stats=stats, min_draws=min_draws, seed=seed, ensemble=ensemble,
                     dtype=dtype, storage=storage)
     found = lookup_key(key)

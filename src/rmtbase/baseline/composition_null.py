@@ -1,16 +1,13 @@
 """The composition null's draws: squared composition scores s² of independent Gaussian factors.
 
-Definitions and the exact moments are in :mod:`rmtbase.stats.composition`; the law is the same
-for the Q-, K- and V-composition (a chain d × d_h2 × d × d_h1 × d of four independent Gaussian
-matrices) and free of σ. Two exact samplers: :func:`null_squares` from d_h-sized Bartlett
-variates (float32 storage), :func:`null_squares_full` from whole factors sent through a storage
-round trip (16-bit storage; the reference for the other). The QK overlap's null (Frobenius
-cosine of two heads' W_QK within a layer, distinct or shared key heads): :func:`null_overlap`
-(reduced, exact in law) and :func:`null_overlap_full` (whole factors, storage round trip).
-Every sampler draws i from ``fold_in(key, i)`` in compiled calls of a size set by the shape
-(:func:`chunk_size`), each waited for before the next (an interrupt ends the drawing between
-calls), and takes ``part`` (:class:`Part`: draws ``start`` … n−1, so a table continued is the
-longer table, and a progress reporter advanced per call).
+Definitions and exact moments: :mod:`rmtbase.stats.composition`; the law is the same for Q-,
+K- and V-composition (a chain d × d_h2 × d × d_h1 × d of four independent Gaussian matrices)
+and free of σ. :func:`null_squares` samples from d_h-sized Bartlett variates (exact in law),
+:func:`null_squares_full` from whole factors with a storage round trip (16-bit storage; the
+reference). The QK overlap's null (Frobenius cosine of two heads' W_QK): :func:`null_overlap`
+(reduced) and :func:`null_overlap_full`. Draw i comes from ``fold_in(key, i)`` in compiled
+calls sized by the shape (:func:`chunk_size`); ``part`` (:class:`Part`) selects draws
+``start`` … n−1, so a continued table is the longer table.
 """
 
 from __future__ import annotations
@@ -42,16 +39,15 @@ class Part:
 
 def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32, *,
                  part: Part = Part()):
-    """Draws ``part.start`` … ``n``−1 (default all ``n``) of the squared score s² under the Gaussian-factor null, exactly in law, from
-    d_h-sized variates only (no d-sized matrix; module :mod:`rmtbase.ensembles.wishart`).
+    """Draws ``part.start`` … n−1 of s² under the Gaussian-factor null, exactly in law, from
+    d_h-sized variates only (:mod:`rmtbase.ensembles.wishart`).
 
     Chain Q2ᵀ K2 O1 V1 (K-composition; Q and V have the same law). Rotate the residual basis so
     that O1 = H [T; 0] (thin QR, H Haar, T = L_Oᵀ with L_O Bartlett at (d, d_h1)); then
     K2 H = [K_a, K_b] with K_a ``(d_h2, d_h1)`` Gaussian and K_b K_bᵀ Wishart at
     (d − d_h1, d_h2) (Bartlett L_b), so M = K2 O1 = K_a T and G_K2 = K_a K_aᵀ + L_b L_bᵀ. With
     L_Q, L_V Bartlett at (d, d_h2), (d, d_h1):
-    s² = ‖L_Qᵀ M L_V‖² / ((‖L_Qᵀ K_a‖² + ‖L_Qᵀ L_b‖²) ‖L_Oᵀ L_V‖²). Needs d_h2 ≤ d − d_h1.
-    """
+    s² = ‖L_Qᵀ M L_V‖² / ((‖L_Qᵀ K_a‖² + ‖L_Qᵀ L_b‖²) ‖L_Oᵀ L_V‖²). Needs d_h2 ≤ d − d_h1."""
     if d_h2 > d - d_h1:
         raise ValueError(f"the reduced null needs d_h2 <= d - d_h1 (d={d}, d_h={d_h1}, {d_h2})")
     run = _reduced(int(d), int(d_h1), int(d_h2), jnp.dtype(dtype).name)
@@ -65,19 +61,16 @@ CHUNK_FLOATS = 2**22
 
 
 def chunk_size(floats_per_draw: int) -> int:
-    """Draws per compiled call: the power of two nearest below ``CHUNK_FLOATS /
-    floats_per_draw``, within 8 … 1,024. A function of the shape alone (one compile per
-    shape), so draw i is the same whatever the number of draws; each call is waited for before
-    the next is made, so an interrupt (SIGINT) is honoured between chunks (milliseconds to a
-    fraction of a second at every shape, never a whole table's draws)."""
+    """Draws per compiled call: the power of two nearest below ``CHUNK_FLOATS / floats_per_draw``,
+    within 8 … 1,024; a function of the shape alone, so draw i never depends on the number of
+    draws. An interrupt is honoured between calls."""
     c = max(1, CHUNK_FLOATS // max(1, int(floats_per_draw)))
     return int(min(1024, max(8, 1 << (c.bit_length() - 1))))
 
 
 def in_chunks(run, key, start: int, n: int, chunk: int, bar=None) -> np.ndarray:
-    """Draws ``start`` … n−1 of ``run(key, draw indices)`` (float, unsorted) in compiled calls
-    of ``chunk`` draws aligned at multiples of ``chunk`` (draw i is computed in the same call
-    whatever ``start`` and ``n``); ``bar`` (a progress reporter) is advanced per call."""
+    """Draws ``start`` … n−1 of ``run(key, draw indices)`` in compiled calls of ``chunk`` draws
+    aligned at multiples of ``chunk``; ``bar`` is advanced per call."""
     start, n = int(start), int(n)
     a0 = (start // chunk) * chunk
     out = []
@@ -118,10 +111,9 @@ def _reduced(d: int, d_h1: int, d_h2: int, dtype: str):
 
 def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
                       dtype=jnp.float32, *, part: Part = Part()):
-    """The same null from whole Gaussian factors (d × d_h per factor), each optionally sent
-    through a storage round trip (``storage``: a :mod:`rmtbase.stats.precision` name such as
-    ``"bfloat16"``, looked up here once, or its record) as the model's stored factors are.
-    Slower; the reference for the reduced sampler and the path for 16-bit storage."""
+    """The same null from whole Gaussian factors, each optionally sent through a ``storage`` round
+    trip (a :mod:`rmtbase.stats.precision` name or record). The reference for
+    :func:`null_squares` and the path for 16-bit storage."""
     run = _full(int(d), int(d_h1), int(d_h2), storage_record(storage or "float32"),
                 jnp.dtype(dtype).name)
     return in_chunks(run, key, part.start, n, _full_chunk(d, max(d_h1, d_h2)), part.bar)
@@ -162,9 +154,8 @@ def _full(d: int, d_h1: int, d_h2: int, storage: Storage, dtype: str):
 
 def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=jnp.float32,
                  *, part: Part = Part()):
-    """``n`` draws of the QK overlap c = ⟨W_QK^a, W_QK^b⟩ / (‖W_QK^a‖ ‖W_QK^b‖) of two heads
-    with independent Gaussian factors (``shared_key``: one key head W_K for both, GQA/MQA),
-    exactly in law from d_h-sized variates.
+    """``n`` draws of the QK overlap c = ⟨W_QK^a, W_QK^b⟩ / (‖W_QK^a‖ ‖W_QK^b‖) of two heads with
+    independent Gaussian factors (``shared_key``: one W_K for both, GQA/MQA), exactly in law.
 
     ⟨W_QK^a, W_QK^b⟩ = Σ (Q_a Q_bᵀ) ∘ (K_a K_bᵀ) and the norms need only the Grams. Rotating the
     d-space of the Q's so that Q_a = [L_Qa, 0] H (LQ; L_Qa Bartlett at (d, d_h)) gives
@@ -212,9 +203,8 @@ def _overlap(d: int, n: int, shared: bool, dtype: str):
 
 def null_overlap_full(key, d: int, d_h: int, n: int, shared_key: bool = False, storage=None,
                       dtype=jnp.float32, *, part: Part = Part()):
-    """The overlap null from whole Gaussian factors ``(d_h, d)``, each optionally sent through a
-    storage round trip (``storage``, as :func:`null_squares_full`); the reference for
-    :func:`null_overlap` and the path for 16-bit storage."""
+    """The overlap null from whole Gaussian factors ``(d_h, d)`` with an optional ``storage`` round
+    trip; the reference for :func:`null_overlap` and the path for 16-bit storage."""
     run = _overlap_full(int(d), int(d_h), bool(shared_key), storage_record(storage or "float32"),
                         jnp.dtype(dtype).name)
     return in_chunks(run, key, part.start, n, _full_chunk(d, d_h), part.bar)

@@ -1,15 +1,10 @@
 """The Dask client a driver runs its tasks on, and the one wait of every Dask driver.
 
-:func:`_client` yields the client given, one connected to a scheduler address (checked first,
-:func:`_check_address`) or a loopback cluster of worker processes with one thread each
-(:mod:`rmtbase.baseline.loopback` where the machine has GPUs), whose BLAS/OpenMP pools get
-their share of the cores (:func:`worker_env`). :func:`completed` yields futures as they
-complete by polling, so a Ctrl-C is raised at once and pending tasks are cancelled. Used by
-:mod:`rmtbase.baseline.sweep` (which re-exports these names), :mod:`rmtbase.baseline.sweep_cache`,
-:mod:`rmtbase.baseline.task_cluster` and the collections of :mod:`rmtbase.scoring.trajectory`.
-
-Dask is optional: importing this module does not import it; :func:`_distributed` raises
-:class:`MissingDependency` with an install hint when it is absent.
+:func:`_client` yields the client given, one connected to a scheduler address (checked first),
+or a loopback cluster of single-threaded worker processes (:mod:`rmtbase.baseline.loopback`)
+whose BLAS/OpenMP pools share the cores (:func:`worker_env`). :func:`completed` yields futures
+as they complete by polling, so a Ctrl-C is raised at once and pending tasks are cancelled.
+Dask is optional: :func:`_distributed` raises :class:`MissingDependency` when it is absent.
 """
 
 from __future__ import annotations
@@ -49,16 +44,12 @@ POLL_S = 0.1
 
 
 def completed(futures, client=None, *, poll_s: float | None = None):
-    """The Dask ``futures`` (an iterable or a dict keyed by them) as they complete, the one
-    wait of every Dask driver (sweeps, collections: :mod:`rmtbase.scoring.trajectory`).
+    """The Dask ``futures`` (an iterable or a dict keyed by them) as they complete.
 
-    The main thread never blocks inside Dask: it asks each pending future ``done()`` itself
-    and sleeps ``poll_s`` (default :data:`POLL_S`) s between looks, where a Ctrl-C is raised
-    at once (an interrupt can be lost while the main thread waits in ``as_completed``). When the generator ends early — ``KeyboardInterrupt``, an error in a
-    task's result or the caller's loop, or ``close()`` — the tasks still pending are
-    cancelled through ``client`` (default: the futures' own ``client``), so a cluster is
-    not left computing for nobody; close it with :func:`contextlib.closing` where the loop
-    may be left by ``break``."""
+    The main thread polls ``done()`` every ``poll_s`` s rather than blocking inside Dask, so a
+    Ctrl-C is raised at once. When the generator ends early (interrupt, error, ``close()``) the
+    pending tasks are cancelled through ``client`` (default: the futures' own); wrap it in
+    :func:`contextlib.closing` where the loop may ``break``."""
     import time
 
     from ..files.interrupts import check
@@ -92,10 +83,8 @@ def _cancel(futures, client) -> None:
 
 
 def worker_env(workers: int, cores: int | None = None) -> dict:
-    """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores
-    (N processes that each start a pool of every core would oversubscribe the machine N
-    times). XLA's own CPU pool is left as it is: ``--xla_cpu_multi_thread_eigen=false``
-    changes float32 results in the last bits, and a sweep or collection must equal one process bit for bit."""
+    """Environment of a loopback worker process: BLAS/OpenMP pools of its share of the cores. XLA's
+    CPU pool is left alone (disabling it changes float32 results in the last bits)."""
     import os
 
     share = max(1, (cores or os.cpu_count() or 1) // max(1, int(workers)))
@@ -104,9 +93,8 @@ def worker_env(workers: int, cores: int | None = None) -> dict:
 
 
 def _check_address(scheduler) -> None:
-    """InputError unless ``scheduler`` parses as a Dask address of a known scheme. Checked
-    before ``Client``: a Client that fails on a malformed address stays registered as the
-    process's default client and breaks later dask-aware calls (xarray's ``to_netcdf``)."""
+    """InputError unless ``scheduler`` parses as a Dask address of a known scheme (a ``Client`` that
+    fails on one stays registered as the default client)."""
     from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.comm.registry import get_backend
 
@@ -123,9 +111,8 @@ def _check_address(scheduler) -> None:
 
 @contextlib.contextmanager
 def _client(scheduler=None, workers=None, client=None):
-    """A Client: the one given, one connected to ``scheduler``, or a loopback cluster of
-    ``workers`` processes with one thread each (closed on exit), each on its own GPU where
-    the machine has GPUs (:mod:`rmtbase.baseline.loopback`)."""
+    """A Client: the one given, one connected to ``scheduler``, or a loopback cluster of ``workers``
+    single-threaded processes (closed on exit)."""
     if client is not None:
         yield client
         return

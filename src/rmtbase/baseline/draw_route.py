@@ -1,24 +1,17 @@
 """Which route a null table's λ takes, per cell, and the draws version that names it.
 
-A quantised table's draws (:func:`rmtbase.baseline.null.null_draws`, a block-format storage)
-compute λ = s²(W_Qᵀ W_K) either by the heads' QR route
+A quantised table's draws compute λ = s²(W_Qᵀ W_K) by the heads' QR route
 (:func:`rmtbase.stats.spectral.eigvals_from_factors`) or, where :func:`gram_route` says so, by
-the Gram route (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`: two Cholesky factors of
-W Wᵀ, each draw checked and sent back to the QR route when its conditioning bound is too
-large). The two agree to float32 rounding, not bit for bit, so a cached table's file name
-carries the draws version (:func:`draws_version`, :mod:`rmtbase.baseline.cache`): a file
-drawn by the QR route is never read as the Gram route's draws.
+the Gram route (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`: Cholesky factors of
+W Wᵀ, each draw sent back to the QR route when its conditioning bound is too large). They agree
+to float32 rounding, not bit for bit, so a cached table's name carries the draws version
+(:func:`draws_version`).
 
-Where: the lowrank ensemble in float32 with a block-format storage (Q4_0 … Q8_0, the
-K-quants), spectral statistics drawn (``"all"`` or ``"spectral"``), d_h ≥
-:data:`GRAM_MIN_DH` and c = d_h/d ≤ :data:`GRAM_MAX_C`: the Gram route is cheaper at large d_h
-(``benchmarks/table_draw.py``, ``benchmarks/lambda_route.py``), and c ≤ 0.4 keeps the Gaussian
-factors' κ(W Wᵀ) near ((1 + √c)/(1 − √c))² ≤ 20, so the per-draw bound B of
-:func:`~rmtbase.stats.spectral.null_eigvals_by_grams` stays under its limit (eps·B ≤ 10⁻³) and
-few draws are sent back. A draw sent back is computed by the QR route: only the cost depends on
-c, never the accuracy. Float storages (whose ``"all"`` tables are shipped, drawn by
-the QR route), FP8, the other ensembles and backends other than the CPU keep the QR route,
-version 1.
+The Gram route is taken for the lowrank ensemble in float32 on the CPU with a block-format
+storage (Q4_0 … Q8_0, K-quants), spectral statistics drawn, d_h ≥ :data:`GRAM_MIN_DH` and
+c = d_h/d ≤ :data:`GRAM_MAX_C`: c ≤ 0.4 keeps κ(W Wᵀ) ≈ ((1 + √c)/(1 − √c))² ≤ 20, so few
+draws are sent back (only the cost depends on c, never the accuracy). Everything else keeps the
+QR route, version 1.
 """
 
 from __future__ import annotations
@@ -35,11 +28,9 @@ GRAM_VERSION = 2
 
 def gram_route(d: int, d_h: int, stats: str, ensemble: str, storage, dtype,
                backend: str | None = None) -> bool:
-    """Whether the draws of this cell compute λ by the Gram route (module docstring).
-    ``storage``: a record (:class:`rmtbase.stats.storage.Storage`); ``dtype`` a name or dtype;
-    ``backend``: JAX's platform name (default JAX's default backend, asked only for a cell that
-    qualifies otherwise). The CPU only: it was measured there, and an accelerator's draws are
-    vectorised, where ``lax.cond`` computes both routes."""
+    """Whether the draws of this cell compute λ by the Gram route (module docstring). ``storage``: a
+    :class:`rmtbase.stats.storage.Storage`; ``backend``: JAX's platform name (default: JAX's
+    default backend, asked only for a cell that otherwise qualifies)."""
     import numpy as np
 
     if not (stats in ("all", "spectral") and ensemble == "lowrank" and storage.block > 1

@@ -1,19 +1,11 @@
 """Limits checked before any Monte Carlo: memory per draw and per table, and array size.
 
-- :func:`check_draw_memory`: one draw's working memory (an estimate calibrated with XLA's own
-  ``memory_analysis`` of the compiled draw, float32 on CPU: element statistics of W_QK take
-  6.5–9 d² floats per draw for d ≥ 512, a Ginibre d×d SVD adds about 6 d²) against the memory
-  available (``$RMTBASE_MEMORY_LIMIT`` if set, e.g. ``8G``; else an accelerator's memory limit,
-  else ``MemAvailable`` of ``/proc/meminfo``, else ``os.sysconf``). Too much: one-line
-  :class:`~rmtbase.errors.InputError` naming the need and the limit, before any work.
-- :func:`check_dense`: statistics that form the d×d W_QK need d² < 2³¹ entries.
-- :func:`check_stored_values`: a whole table (or any (..., draws) array of values) held in
-  memory while it is built.
-- :func:`check_cells`: everything about a run that can be refused before any draw, these and
-  the float range at σ (:mod:`rmtbase.baseline.sigma_range`).
-
-What a table holds (statistic sets, ensembles, the stored spectrum) is in
-:mod:`rmtbase.baseline.table_contents`, the σ rules in :mod:`rmtbase.baseline.sigma_range`.
+:func:`check_draw_memory`: one draw's working memory (an estimate calibrated with XLA's
+``memory_analysis``) against :func:`rmtbase.files.memory.available_memory`; too much is a
+one-line :class:`~rmtbase.errors.InputError` naming need and limit. :func:`check_dense`: a
+d×d W_QK needs d² < 2³¹ entries. :func:`check_stored_values`: a whole table held in memory
+while built. :func:`check_cells`: everything that can be refused before any draw, the float
+range at σ included (:mod:`rmtbase.baseline.sigma_range`).
 """
 
 from __future__ import annotations
@@ -56,12 +48,9 @@ ACCELERATOR_BATCH_SHARE = 4
 
 
 def batch_budget(backend: str | None = None) -> int:
-    """Bytes one vectorised batch of null draws may use by default: :data:`CPU_BATCH_BUDGET`
-    on the CPU; on an accelerator a quarter of the device's memory limit (the allocator's
-    ``bytes_limit``, or ``$RMTBASE_MEMORY_LIMIT``: :func:`available_memory`), rounded down
-    to a power of two and never below the CPU's. The limit, not the memory free at the call:
-    the batch width sets the last bits of a vectorised draw, so it must not depend on what
-    else happens to be allocated (the same card and settings give the same width)."""
+    """Bytes one vectorised batch of null draws may use: :data:`CPU_BATCH_BUDGET` on the CPU; on an
+    accelerator a quarter of the device's memory limit, rounded down to a power of two, at least
+    the CPU's. The limit, not the free memory: the batch width sets a draw's last bits."""
     import jax
 
     backend = jax.default_backend() if backend is None else backend
@@ -118,9 +107,9 @@ TABLE_COPIES = 3
 
 
 def check_stored_values(n_values: int, itemsize: int, what: str) -> int:
-    """InputError if a table of ``n_values`` numbers of ``itemsize`` bytes (``what``, e.g.
-    "a table of 44 statistics x 10^12 draws") cannot be held in memory while it is built
-    (:data:`TABLE_COPIES` copies); before any draw. Returns the bytes needed."""
+    """InputError, before any draw, if a table of ``n_values`` numbers of ``itemsize`` bytes
+    (``what``) cannot be held in memory while built (:data:`TABLE_COPIES` copies). Returns the
+    bytes needed."""
     need = TABLE_COPIES * int(n_values) * int(itemsize)
     avail, source = available_memory()
     if avail is not None and need > avail:

@@ -1,26 +1,15 @@
 """Where the workers of a loopback Dask cluster (``--workers N``) run: one GPU each where the
 machine has GPUs, else a share of the cores.
 
-On a CPU machine the N worker processes share the cores (:func:`rmtbase.baseline.sweep.
-worker_env` pins their BLAS/OpenMP pools). On a machine with GPUs, N processes that each see
-every GPU would all put their JAX arrays on the first one and each preallocate 75 % of its
-memory (JAX's default), so the second to start fails or all crawl. :func:`gpu_ids` lists the
-GPUs this process may use and :func:`worker_envs` gives worker i ``CUDA_VISIBLE_DEVICES`` =
-GPU ``i mod G``: one worker per GPU when N = G (the intended use, as ``dask-cuda``'s
-``LocalCUDACluster`` does it); with N > G the workers sharing a GPU get
-``XLA_PYTHON_CLIENT_PREALLOCATE=false`` so that they can share its memory. The draws do not
-depend on which device computes them beyond the backend's own rounding (GPU = CPU is tested
-on a device, ``tests/test_device.py``).
+:func:`gpu_ids` lists the GPUs this process may use and :func:`worker_envs` gives worker i
+``CUDA_VISIBLE_DEVICES`` = GPU ``i mod G`` (else every worker would preallocate on the first
+GPU); workers sharing a GPU get ``XLA_PYTHON_CLIENT_PREALLOCATE=false``. The draws do not
+depend on the device beyond the backend's rounding (``tests/test_device.py``).
 
-Ctrl-C (:func:`quiet_start`). A terminal's Ctrl-C goes to its whole foreground process group,
-and a worker process that gets it prints a traceback. So the worker processes start in a
-session of their own (``os.posix_spawn(..., setsid=True)`` in place of multiprocessing's
-spawn while the cluster starts): the Ctrl-C reaches this process alone, which closes the
-cluster. A Ctrl-C during the start is held and raised as the start ends
-(:func:`rmtbase.files.interrupts.deferred`). Without ``POSIX_SPAWN_SETSID`` (old glibc) workers
-start with SIGINT ignored, and a Ctrl-C during those 1–2 s is lost. A worker the nanny restarts
-later starts in this process's group. Workers log only CRITICAL; a task's own failure still
-reaches this process through its future.
+:func:`quiet_start`: the workers start in a session of their own (``os.posix_spawn`` with
+``setsid``), so a terminal's Ctrl-C reaches this process alone, which closes the cluster; a
+Ctrl-C during the start is held and raised as it ends. Without ``POSIX_SPAWN_SETSID`` workers
+start with SIGINT ignored. Workers log only CRITICAL; a task's failure reaches its future.
 """
 
 from __future__ import annotations
@@ -32,9 +21,8 @@ import subprocess
 
 
 def gpu_ids(environ=None) -> list[str]:
-    """The GPUs this process may use: ``CUDA_VISIBLE_DEVICES`` where it is set (empty or
-    ``-1``: none), else the indices ``nvidia-smi`` lists (none where it is absent or fails
-    within 10 s). Nothing is imported and no device is initialised."""
+    """The GPUs this process may use: ``CUDA_VISIBLE_DEVICES`` where set (empty or ``-1``: none),
+    else what ``nvidia-smi`` lists within 10 s. Initialises no device."""
     environ = os.environ if environ is None else environ
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
@@ -67,9 +55,8 @@ def worker_envs(workers: int, base: dict, gpus: list[str]) -> list[dict]:
 
 
 def gpu_cluster(dist, envs: list[dict], scheduler_options: dict, silence_logs: int):
-    """A loopback cluster of one single-threaded worker process per entry of ``envs``, each
-    started with its own environment (``distributed.SpecCluster`` of ``Nanny`` workers; a
-    ``LocalCluster`` gives every worker the same environment)."""
+    """A loopback cluster of one single-threaded worker process per entry of ``envs``, each with its
+    own environment."""
     workers = {i: {"cls": dist.Nanny,
                    "options": {"nthreads": 1, "host": "127.0.0.1", "env": env,
                                "silence_logs": silence_logs}}
@@ -80,9 +67,7 @@ def gpu_cluster(dist, envs: list[dict], scheduler_options: dict, silence_logs: i
 
 
 def _spawn_in_own_session(path, args, passfds):
-    """``multiprocessing.util.spawnv_passfds`` with the child in a new session: the same
-    program, arguments, environment and passed descriptors (made inheritable for the spawn;
-    Python's other descriptors are close-on-exec), returning its pid."""
+    """``multiprocessing.util.spawnv_passfds`` with the child in a new session; returns its pid."""
     fds = sorted({int(f) for f in passfds})
     was = [os.get_inheritable(f) for f in fds]
     try:
@@ -109,9 +94,8 @@ def _setsid_spawn() -> bool:
 
 @contextlib.contextmanager
 def quiet_start():
-    """The block that starts a loopback cluster: its worker processes start in their own
-    session, and a Ctrl-C meanwhile is held and raised at the end (module docstring). Outside
-    the main thread it changes nothing."""
+    """The block that starts a loopback cluster: workers in their own session, a Ctrl-C meanwhile
+    held and raised at the end. Outside the main thread it changes nothing."""
     import multiprocessing.util as mp_util
     import signal
     import threading

@@ -1,30 +1,21 @@
 """The null of a whole weight matrix: i.i.d. N(0, 1) entries of its shape, stored like it.
 
-A component (q, k, v, o, an FFN matrix) of shape (m, n) stored as ``storage`` is compared with
-matrices of i.i.d. N(0, 1) entries of the same shape, put through the same storage round trip
-(:func:`rmtbase.stats.precision.round_trip`), whose statistics come from the same estimator
-(:func:`rmtbase.stats.matrix.matrix_stats`: :mod:`rmtbase.stats.tiles`). σ = 1 serves every σ:
-the scoring compares scale-carrying statistics self-normalised by each matrix's own rms
-(:mod:`rmtbase.decision.verdict`), exact under the null (up to the lattice, as for heads).
+A component of shape (m, n) stored as ``storage`` is compared with i.i.d. N(0, 1) matrices of
+that shape put through the same storage round trip (:func:`rmtbase.stats.precision.round_trip`)
+and the same estimator (:func:`rmtbase.stats.matrix.matrix_stats`). σ = 1 serves every σ: the
+scale-carrying statistics are self-normalised by each matrix's rms
+(:mod:`rmtbase.decision.verdict`).
 
-Shape. Element statistics are symmetric functions of the entries, so the law of a draw depends
-on the shape only through N = m·n (and, for the block formats, the blocks of 32 along the last
-axis). For float storages an (m, n) and an (n, m) matrix share one null, computed at
-:func:`null_shape` = (max, min) — LLaMA's gate/up (14336, 4096) and down (4096, 14336) share it.
+Shape: element statistics are symmetric in the entries, so the law depends on N = m·n only
+(and, for block formats, the blocks of 32 along the last axis); for float storages (m, n) and
+(n, m) share the null at :func:`null_shape` = (max, min).
 
-Draws and keys. Draw i of shape (m, n), storage s and seed uses
-``key_i = fold_in(cell, i)`` with ``cell = fold_in(fold_in(named_key(key(seed), "matrix"),
-m), n)``; its tile t (rows :func:`rmtbase.stats.matrix.tile_rows`) is
-``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded to s. A matrix over
-:data:`rmtbase.stats.matrix.TILE_ELEMENTS` entries is run through the estimator's two passes
-tile by tile, its tiles kept between the passes up to :data:`KEEP_BYTES`, else regenerated;
-the numbers are the same either way, and a table of n draws is the prefix of a longer one.
-
-Tables. :func:`matrix_null_table` returns exactly ``draws`` draws, from the user cache
-(:func:`rmtbase.files.user_cache.cache_dir`; file ``matrix-m{m}-n{n}-n{draws}-seed{seed}-float32
-[-storage]-v{format}.nc``, checked against its name and sampler before use, else regenerated
-with a warning) or generated and cached; a cached table with fewer draws is extended by the
-missing ones. Cost: ``benchmarks/components.py``.
+Keys: draw i uses ``key_i = fold_in(cell, i)``, ``cell = fold_in(fold_in(named_key(key(seed),
+"matrix"), m), n)``; its tile t is ``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded
+to the storage. Large matrices run tile by tile, tiles kept up to :data:`KEEP_BYTES` else
+regenerated, with the same numbers; n draws are the prefix of a longer table.
+:func:`matrix_null_table` reads exactly ``draws`` draws from the user cache (checked against
+name and sampler, else regenerated with a warning), extends a shorter one, or generates.
 """
 
 from __future__ import annotations
@@ -65,9 +56,8 @@ VARIABLES = (*MATRIX_STATS, "rms")
 
 
 def null_shape(m: int, n: int, storage: str = "float32") -> tuple[int, int]:
-    """The shape whose null serves an (m, n) matrix: (max, min) for float storages (module
-    docstring), (m, n) for block formats (their blocks run along the last axis). ``storage``:
-    a name or its record."""
+    """The shape whose null serves an (m, n) matrix: (max, min) for float storages, (m, n) for block
+    formats. ``storage``: a name or its record."""
     m, n = check_positive_int(m, "m"), check_positive_int(n, "n")
     record = storage_record(storage)
     if record.is_float:
@@ -110,14 +100,12 @@ def _tiled_draw(key, m: int, n: int, storage: str, rows) -> dict:
 def matrix_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32", seed: int = 0,
                       start: int = 0, progress=False, threads: int = 1,
                       tile_elements: int = TILE_ELEMENTS) -> dict[str, np.ndarray]:
-    """Draws ``start … start + n_draws − 1`` of the null of an (m, n) matrix (as given: no
-    :func:`null_shape` here): ``{stat: (n_draws,) float64}`` for :data:`VARIABLES`.
+    """Draws ``start … start + n_draws − 1`` of the null of an (m, n) matrix as given:
+    ``{stat: (n_draws,) float64}`` for :data:`VARIABLES`.
 
-    ``progress``: an object with ``update(n)``, or a bool for
-    :func:`rmtbase.progress.progress_bar`. ``threads``: draws computed concurrently (the
-    estimator is scatter-bound and single-threaded; the numbers do not depend on it).
-    ``tile_elements``: tile size of the tiled path (module docstring; other values change the
-    draws, for tests only)."""
+    ``progress``: an object with ``update(n)`` or a bool. ``threads``: draws computed
+    concurrently (the numbers do not depend on it). ``tile_elements``: tile size (other values
+    change the draws; for tests only)."""
     from ..progress import progress_bar
 
     record = storage_record(storage)  # the name looked up once, here
@@ -243,8 +231,7 @@ def check_matrix_null_size(draws: int) -> None:
 def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = DEFAULT_DRAWS,
                       seed: int = 0, progress: bool = False, threads: int = 1):
     """σ = 1 null table (``xr.Dataset`` over ``draw``) of exactly ``draws`` draws for an (m, n)
-    matrix stored as ``storage``, at :func:`null_shape` (module docstring: cache, extension).
-    ``threads``: as for :func:`matrix_null_draws`."""
+    matrix stored as ``storage``, at :func:`null_shape`."""
     from ..files.user_cache import cache_dir, damaged
     from .table_file import read_table, write_table
 

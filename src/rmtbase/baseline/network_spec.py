@@ -1,14 +1,10 @@
 """A product-network table request: its options, and what is refused before any draw.
 
-:class:`NetworkSpec` is everything but the widths and gains that fixes a network table's
-numbers (:mod:`rmtbase.baseline.network_tables`), validated by :func:`make_network_spec`;
-:func:`network_grid` validates the widths and gains. :func:`check_network_cells` refuses,
-before any draw or Dask cluster, one draw's memory at a width (:func:`network_draw_memory`,
-float64) beyond what is available and a (gain, depth) at which λ or its squares leave the
-float64 range, with one line each; the range margin and the float limits are those of the
-head tables (:mod:`rmtbase.baseline.sigma_range`). Used by
-:func:`rmtbase.baseline.network_tables.network_table` and
-:func:`rmtbase.baseline.sweep.network_sweep`.
+:class:`NetworkSpec` (validated by :func:`make_network_spec`) is everything but the widths and
+gains that fixes a network table's numbers; :func:`network_grid` validates widths and gains.
+:func:`check_network_cells` refuses, with one line, a draw's memory beyond what is available
+(:func:`network_draw_memory`) and a (gain, depth) at which λ or its squares leave the float64
+range (margins of :mod:`rmtbase.baseline.sigma_range`).
 """
 
 from __future__ import annotations
@@ -83,17 +79,15 @@ def network_grid(d, gain) -> tuple[tuple, tuple]:
 
 
 def network_draw_memory(d: int, n_depths: int) -> int:
-    """Estimated working memory in bytes of one product-network draw of width d (float64): the
-    chain's Q and T and one layer, the QR workspace and the product formed for the element
-    statistics (about 12 d×d arrays), plus Q and T kept at each of the ``n_depths`` depths."""
+    """Estimated working memory in bytes of one product-network draw of width d (float64): about
+    12 d×d arrays plus Q and T kept at each of ``n_depths`` depths."""
     return 8 * d * d * (12 + 2 * int(n_depths)) + 2**20
 
 
 def check_network_cells(kind: str, widths, depths, gains) -> None:
-    """Everything about a product-network table that can be refused before any draw (and
-    before a Dask cluster starts): one draw's memory at each width, and the float64 range of
-    λ at each (gain, depth). λ of the Ginibre product scales as G^L, of the residual one as
-    (1 + G)^L; Σλ² and the element kurtosis as the square of that, times up to (d (L + 1))²."""
+    """Refuse before any draw or cluster: one draw's memory at each width, and the float64 range of
+    λ at each (gain, depth): λ scales as G^L (Ginibre) or (1 + G)^L (residual), Σλ² and the
+    element kurtosis as its square times up to (d (L + 1))²."""
     avail, source = available_memory()
     for d in widths:
         need = network_draw_memory(d, len(depths))

@@ -1,30 +1,21 @@
 """Baseline tables of product networks over (d, depth, gain): Monte Carlo draws as xarray/netCDF.
 
-Ensembles: :mod:`rmtbase.ensembles.products` (Ginibre ∏W_l or residual ∏(I + W_l), square
-layers of width d, W_l entries N(0, G/d)). Each draw runs one stable QR chain to the largest
-depth and records, at every depth L of the table, through the one statistics implementation
-(:mod:`rmtbase.stats`):
+Ensembles (:mod:`rmtbase.ensembles.products`): Ginibre ∏W_l or residual ∏(I + W_l), square
+layers of width d, W_l entries N(0, G/d). Each draw runs one stable QR chain to the largest
+depth and records at every depth L:
 
-- spectral statistics of λ = s²(M_L), all d of them (eigenvalues of M_LᵀM_L, no
-  normalisation), by their bare names (``lambda_max``, ``npr``, ``condition_number``, …), from
-  :func:`rmtbase.stats.spectral_stats`;
+- spectral statistics of λ = s²(M_L), all d of them, by their bare names
+  (:func:`rmtbase.stats.spectral_stats`);
 - Lyapunov exponents ``lyapunov_max``, ``lyapunov_min``, ``lyapunov_mean``: ln s_1/L,
-  ln s_d/L and Σ ln s_i/(dL) of M_L (singular values from the graded factors, not the raw
-  product);
-- element statistics of the d(d − 1) off-diagonal entries of M_L as ``m_<stat>``
-  (:func:`rmtbase.stats.element_stats`; the diagonal carries the residual's direct path).
+  ln s_d/L and Σ ln s_i/(dL) (from the graded factors, not the raw product);
+- element statistics of the off-diagonal entries of M_L as ``m_<stat>``.
 
-Dims ``(d, depth, gain, draw)``; ``attrs["rmtbase_table_kind"] = "product_network"``. All draws
-are float64 (λ at depth spans far more than float32's range).
-
-Key derivation: ``cell = fold_in(named_key(jax.random.key(seed), name), d)`` (name: the kind, "gaussian"
-for "ginibre", :data:`KEY_NAME`); draws are cut into
-blocks of :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250; draw j of block b uses
-``fold_in(fold_in(cell, b), j)`` and layer l of it ``fold_in(named_key(draw_key, "layers"), l)``.
-So the depths of a draw are one chain (M at depth L is a prefix of M at depth L' > L) and the
-gains of a draw share its normal variates (common random numbers); each cell's marginal law is
-exact. A draw is a function of (seed, kind, d, index) only: any chunking or Dask split gives the
-same table, and a shorter table is a prefix of a longer one.
+Dims ``(d, depth, gain, draw)``, float64; ``attrs["rmtbase_table_kind"] = "product_network"``.
+Keys: ``cell = fold_in(named_key(jax.random.key(seed), name), d)`` (:data:`KEY_NAME`), draw j
+of block b (:data:`rmtbase.baseline.tables.DRAW_BLOCK`) uses ``fold_in(fold_in(cell, b), j)``
+and its layer l ``fold_in(named_key(draw_key, "layers"), l)``. So a draw's depths are one chain,
+its gains share their normal variates, and a draw depends on (seed, kind, d, index) only: any
+split gives the same table, and a shorter table is a prefix of a longer one.
 """
 
 from __future__ import annotations
@@ -239,9 +230,8 @@ def _global_attrs(spec: NetworkSpec, ds_vals, g_vals) -> dict:
 def network_table(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, stats="all",
                   chunk_size=None, out=None, progress=True):
     """Monte Carlo table of a product network over widths ``d``, depths ``depth`` and gains
-    ``gain`` (ints/floats or sequences). Returns an :class:`xarray.Dataset` with dims
-    ``(d, depth, gain, draw)`` (see the module docstring); with ``out`` it is also written
-    atomically to netCDF4. Same arguments, same numbers, bit for bit on the same backend."""
+    ``gain``: an :class:`xarray.Dataset` with dims ``(d, depth, gain, draw)``, also written
+    atomically to ``out`` if given. Bit for bit reproducible on the same backend."""
     spec = make_network_spec(kind=kind, depth=depth, draws=draws, seed=seed, stats=stats,
                              chunk_size=chunk_size)
     widths, gains = network_grid(d, gain)

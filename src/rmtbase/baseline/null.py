@@ -1,32 +1,25 @@
 """Monte Carlo null draws of a head's statistics: ``null_draws(key, d, d_h, n_draws, ...)``.
 
-Draw i uses ``fold_in(key, i)`` only (:func:`rmtbase.ensembles.map_draws`), and vectorised
-paths always evaluate fixed batches of :func:`draw_batch` draws, so the numbers do not depend on
-``chunk_size``, on ``n_draws`` or on how a run is split into blocks, bit for bit. Each
-draw goes through :func:`rmtbase.stats.head_stats`, the same code that scores model heads.
+Draw i uses ``fold_in(key, i)`` only and vectorised paths evaluate fixed batches
+(:func:`draw_batch`), so the numbers do not depend on ``chunk_size``, ``n_draws`` or blocking,
+bit for bit. Each draw goes through :func:`rmtbase.stats.head_stats`, as model heads do.
 
 Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor):
 
-- ``"lowrank"`` (default): W_Q, W_K i.i.d. N(0, σ_Q²), N(0, σ_K²). With ``stats="spectral"``
-  the draws take the exact fast path (:mod:`rmtbase.ensembles.wishart`: the bidiagonal B of W_Q and the
-  Bartlett factor L_K of W_K's Gram, λ = s²(Bᵀ L_K), q.rms = ‖B‖_F/√(d_h d), k.rms =
-  ‖L_K‖_F/√(d_h d); :func:`rmtbase.baseline.eig_route.eig_method`) — the law of the factor path;
-  with ``"all"``/``"elementwise"`` the factors are drawn and every statistic of a draw comes
-  from the same W_Q, W_K.
-- ``"ginibre"`` (the spelling ``"gaussian"`` is accepted with a DeprecationWarning): the
-  element-wise Gaussian reference of seed 000: W_Q, W_K as
-  above, but ``qk.*`` statistics are those of an independent full-rank real Ginibre d×d matrix
-  (i.i.d. Gaussian entries) with the entry std of W_QK, σ_Q σ_K √d_h. Its spectral statistics use all d eigenvalues (O(d³) per
-  draw) and ``qk.spectrum`` then has d columns.
-- ``"residual"``: residual-path factors (seed 004): W_Q, W_K are the first d_h rows of
-  independent products M_L = ∏(I + W_l) of depth ``depth`` at the critical σ² = 1/d, rescaled by
-  σ √(d / 2^L) so that E[rms²] = σ² (E[M Mᵀ] = 2^L I); then as ``"lowrank"``. O(L d_h d²).
+- ``"lowrank"``: W_Q, W_K i.i.d. N(0, σ_Q²), N(0, σ_K²). ``stats="spectral"`` takes the exact
+  fast path (:mod:`rmtbase.ensembles.wishart`: λ = s²(Bᵀ L_K) with B the bidiagonal of W_Q and
+  L_K the Bartlett factor of W_K's Gram; q.rms = ‖B‖_F/√(d_h d), k.rms = ‖L_K‖_F/√(d_h d));
+  otherwise the factors are drawn.
+- ``"ginibre"`` (``"gaussian"`` deprecated): W_Q, W_K as above, but ``qk.*`` statistics are
+  those of an independent full-rank real Ginibre d×d matrix with entry std σ_Q σ_K √d_h (all d
+  eigenvalues, O(d³) per draw).
+- ``"residual"``: W_Q, W_K the first d_h rows of independent products ∏(I + W_l) of depth
+  ``depth`` at σ² = 1/d, rescaled by σ √(d / 2^L) so that E[rms²] = σ²; then as ``"lowrank"``.
 
-Storage (``storage=``, :mod:`rmtbase.stats.precision`): every draw's W_Q, W_K pass through the
-checkpoint's round trip before any statistic, and the element statistics use that storage's
-lattice cells. Float storages keep the spectral fast path (:func:`fast_spectral`); a block
-format's λ takes the Gram route where :func:`rmtbase.baseline.draw_route.gram_route` says so,
-the heads' QR route elsewhere.
+Storage (:mod:`rmtbase.stats.precision`): every draw's W_Q, W_K pass through the checkpoint's
+round trip before any statistic. Float storages keep the spectral fast path
+(:func:`fast_spectral`); a block format's λ takes the Gram route where
+:func:`rmtbase.baseline.draw_route.gram_route` says so.
 """
 
 from __future__ import annotations
@@ -63,16 +56,11 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET,
                storage: Storage = FLOAT32, backend=None) -> int:
     """Draws evaluated together in one vectorised batch (fixed per cell, never from n_draws).
 
-    XLA's results for a vectorised draw depend on the batch width in the last bits
-    (:mod:`rmtbase.ensembles.draws`), so the width is a function of the cell, statistic set,
-    dtype, storage and backend only: what fits ``budget`` bytes, capped. The spectral fast path
-    on CPU uses 125 (the batch of d_h×d_h cores stays in cache, and 125 splits a table block,
-    :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250, into two full batches; the shipped tables
-    were made with it). On CPU the other paths loop over draws
-    (``method="map"``), where the width does not touch the numbers, only how many draws a
-    compiled call runs: 50, a fifth of a table block, so a block of 250 runs its 250 draws
-    (64 ran 256, six of them thrown away: 2.3 % of a 1,000-draw table's CPU).
-    """
+    XLA's vectorised results depend on the batch width in the last bits, so the width is a
+    function of cell, statistic set, dtype, storage and backend only: what fits ``budget`` bytes,
+    capped. The CPU spectral fast path uses 125 (two full batches per table block; the shipped
+    tables' width); other CPU paths loop over draws, where the width (50) only sets how many run
+    per compiled call."""
 
     cpu = (jax.default_backend() if backend is None else backend) == "cpu"
     fast = fast_spectral(stats, ensemble, storage)
@@ -83,12 +71,9 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET,
 
 def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=None,
             storage: Storage = FLOAT32) -> str:
-    """One line naming how :func:`null_draws` samples a cell (stored in table provenance;
-    ``storage`` the record, :class:`rmtbase.stats.storage.Storage`, as a TableSpec holds it).
-
-    The text is the sampler's identity, compared with the shipped tables' ``sampler`` attr; it
-    keeps the module name of v0.2 (``rmtbase.wishart``, now :mod:`rmtbase.ensembles.wishart`).
-    """
+    """One line naming how :func:`null_draws` samples a cell (the ``sampler`` attr of table
+    provenance, compared with the shipped tables'; it keeps their module name
+    ``rmtbase.wishart``)."""
     if fast_spectral(stats, ensemble, storage):
         return (f"lowrank spectral fast path: W_Q bidiagonal B, W_K Bartlett L_K "
                 f"(rmtbase.wishart), lambda = s^2(B^T L_K) by "
@@ -103,13 +88,9 @@ def sampler(d, d_h, stats="all", ensemble="lowrank", dtype=jnp.float32, backend=
 
 @dataclass(frozen=True)
 class Draws:
-    """What :func:`null_draws` draws for one cell, validated (its arguments, module
-    docstring): the cell (d, d_h), the entry standard deviations, the statistic set, the
-    ensemble and its depth, the dtype, the Weibull trim, whether the spectrum x (``spectrum``)
-    and λ (``lam_out``) are returned, and the storage as its record
-    (:class:`rmtbase.stats.storage.Storage`: the name is looked up once, by
-    :func:`null_draws`). Hashable: the key of the compiled per-draw function
-    (:func:`_draw_fn`)."""
+    """What :func:`null_draws` draws for one cell, validated: cell, σ's, statistic set, ensemble and
+    depth, dtype, Weibull trim, ``spectrum``/``lam_out`` outputs and the storage record.
+    Hashable: the key of the compiled per-draw function (:func:`_draw_fn`)."""
 
     d: int
     d_h: int
@@ -140,13 +121,8 @@ PAIRED = frozenset({"q4_0", "q5_0", "q8_0"})
 
 
 def _factors(req: Draws, key, stack: bool):
-    """W_Q, W_K of one draw of ``req`` (its ensemble, put through its storage) and, for a format
-    of :data:`PAIRED` with ``stack``, both of them as one array ``(2, d_h, d)`` (else None):
-    their round trip run once on the pair and written once (``round_trip(..., materialise=
-    True)``), W_Q and W_K its halves, and :func:`_factor_stats` reading the pair in one loop.
-    640 × 256 Q5_0 table draws: 0.5–0.9 CPU-ms a draw less than each factor on its own, the same
-    bytes (1,000 draws; Q4_0, Q8_0 too). Other block formats: each factor's round trip written
-    once."""
+    """W_Q, W_K of one draw of ``req`` (put through its storage) and, for a :data:`PAIRED` format
+    with ``stack``, both as one ``(2, d_h, d)`` array whose round trip runs once (else None)."""
     d, d_h, dtype, storage = req.d, req.d_h, req.dtype, req.storage
     if req.ensemble == "residual":
         scale = math.sqrt(d / 2.0**req.depth)
@@ -170,11 +146,9 @@ def _factors(req: Draws, key, stack: bool):
 
 
 def _factor_stats(both, trim: float, storage: Storage) -> dict:
-    """``q.<stat>``, ``k.<stat>``: the element statistics of the pair ``both`` (``(2, d_h, d)``,
-    a :data:`PAIRED` format's round trip) in one loop (``lax.map``: one compiled body), each
-    factor read as its quantiser's blocks ``(d_h, d / block, block)``, the shape its sums had
-    when ``head_stats`` took each factor on its own (XLA sums in an order that follows the
-    shape)."""
+    """``q.<stat>``, ``k.<stat>`` of the pair ``both`` in one ``lax.map`` loop, each factor read as
+    its quantiser's blocks ``(d_h, d / block, block)`` (the shape that fixes XLA's summation
+    order)."""
     d_h, d = both.shape[1:]
     blocks = both.reshape(2, d_h, d // storage.block, storage.block)
     st = jax.lax.map(lambda b: _one(b.reshape(-1), trim, storage.name), blocks)
@@ -182,11 +156,9 @@ def _factor_stats(both, trim: float, storage: Storage) -> dict:
 
 
 def _lambda(req: Draws, wq, wk, both):
-    """λ of one draw of ``req`` from its factors: by the Gram route where
-    :func:`rmtbase.baseline.draw_route.gram_route` says so (each draw checked and sent back to
-    the QR route where its bound is too large, :func:`rmtbase.stats.spectral.
-    null_eigvals_by_grams`), else by the heads' QR route. ``both``: the pair as one array
-    where :func:`_factors` made it."""
+    """λ of one draw of ``req`` from its factors: the Gram route where
+    :func:`rmtbase.baseline.draw_route.gram_route` says so, else the heads' QR route. ``both``:
+    the pair from :func:`_factors`, if made."""
     if gram_route(req.d, req.d_h, req.stats, req.ensemble, req.storage, req.dtype):
         return null_eigvals_by_grams(both if both is not None else jnp.stack([wq, wk]))[0]
     return eigvals_from_factors(wq, wk)
@@ -194,10 +166,8 @@ def _lambda(req: Draws, wq, wk, both):
 
 @lru_cache(maxsize=64)
 def _draw_fn(req: Draws):
-    """The per-draw function of ``req`` (cached, so its compiled chunk runner is reused).
-    ``req.spectrum``: add ``"qk.spectrum"`` (x = λ/(σ_Q²σ_K²d²)); ``req.lam_out``: add
-    ``"qk.lambda"`` (λ itself, the exact array the draw's spectral statistics were computed
-    from)."""
+    """The per-draw function of ``req`` (cached). ``req.spectrum`` adds ``"qk.spectrum"``
+    (x = λ/(σ_Q²σ_K²d²)); ``req.lam_out`` adds ``"qk.lambda"``."""
     d, d_h, sigma_q, sigma_k, dtype, trim = req.d, req.d_h, req.sigma_q, req.sigma_k, \
         req.dtype, req.trim
     stats, ensemble, storage = req.stats, req.ensemble, req.storage
@@ -276,29 +246,19 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
                storage="float32", return_lambda=False) -> dict:
     """Null draws of the head statistics: ``{"qk.npr": (n_draws,), ...}`` as numpy arrays.
 
-    key: a JAX PRNG key (typed or raw); draw i uses ``fold_in(key, i)``. d, d_h: model width
-    and head dimension (1 ≤ d_h ≤ d). sigma_q, sigma_k: entry standard deviations. stats:
-    ``"all"``, ``"spectral"`` or ``"elementwise"`` (keys as in :func:`rmtbase.stats.head_stats`;
-    ``q.rms`` and ``k.rms`` always). ensemble: ``"lowrank"``, ``"ginibre"`` or ``"residual"``
-    (needs ``depth`` ≥ 1; see the module docstring). chunk_size: draws per compiled call
-    (default one batch, :func:`draw_batch`); it never changes the numbers, bit for bit (nor
-    does ``n_draws``: draw i is the same in a longer run). memory_budget: bytes that one batch
-    may use (default :func:`rmtbase.baseline.limits.batch_budget`: 512 MiB on the CPU, a
-    quarter of an accelerator's memory limit); it sets the batch width on vectorised paths
-    and so may change the last bits there. A draw that needs more memory than is available
-    is refused with
-    :class:`InputError` before any work (:func:`rmtbase.baseline.limits.check_draw_memory`).
-    dtype: float32 (default) or float64 (needs ``jax_enable_x64``). return_spectrum: add
-    ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) sorted descending.
-    return_lambda: add ``"qk.lambda"`` ``(n_draws, d_h)`` (d for the ginibre ensemble), λ
-    itself sorted descending — the values the draw's spectral statistics are computed from
-    (what baseline tables store as ``lambda``). trim: the
-    Weibull fit's trim. progress: ``True`` for :func:`rmtbase.progress.progress_bar` (a bar on
-    a terminal, a line every ~30 s otherwise) or a reporter with ``update(n)``. storage: how
-    the modelled checkpoint stores W_Q and W_K (:data:`rmtbase.stats.precision.STORAGES`):
-    every draw's factors go through the same round trip before any statistic (see
-    :func:`fast_spectral` for the one exception).
-    """
+    key: a JAX PRNG key; draw i uses ``fold_in(key, i)``. d, d_h: model width and head dimension
+    (1 ≤ d_h ≤ d). sigma_q, sigma_k: entry standard deviations. stats: ``"all"``, ``"spectral"``
+    or ``"elementwise"`` (keys of :func:`rmtbase.stats.head_stats`; ``q.rms``, ``k.rms`` always).
+    ensemble: ``"lowrank"``, ``"ginibre"`` or ``"residual"`` (needs ``depth`` ≥ 1). chunk_size:
+    draws per compiled call; never changes the numbers. memory_budget: bytes per batch (default
+    :func:`rmtbase.baseline.limits.batch_budget`); sets the vectorised batch width and so the
+    last bits. A draw needing more memory than available is an :class:`InputError` before any
+    work. dtype: float32 or float64 (needs ``jax_enable_x64``). return_spectrum: add
+    ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) descending. return_lambda: add
+    ``"qk.lambda"``, λ descending (d columns for ginibre). trim: the Weibull fit's trim.
+    progress: ``True`` for a bar, or a reporter with ``update(n)``. storage: the checkpoint's
+    storage of W_Q and W_K (:data:`rmtbase.stats.precision.STORAGES`), applied to every draw's
+    factors."""
     d, d_h = check_dims(d, d_h)
     n = check_positive_int(n_draws, "n_draws")
     sigma_q = check_sigma(sigma_q, "sigma_q")
@@ -349,18 +309,12 @@ def _run(req: Draws, key, n: int, chunk_size, budget: int, progress) -> dict:
 
 
 def lambda_draws(key, d, d_h, n_draws, *, statistics=True) -> dict:
-    """λ (``"qk.lambda"``, sorted descending), ``"q.rms"`` and ``"k.rms"`` of the float32
-    lowrank null's fast spectral path: the bits of ``null_draws(key, d, d_h, n_draws,
-    stats="spectral", return_lambda=True)``.
+    """λ (``"qk.lambda"``, descending), ``"q.rms"`` and ``"k.rms"`` of the float32 lowrank fast
+    spectral path: the bits of ``null_draws(..., stats="spectral", return_lambda=True)``.
 
-    statistics: True draws exactly that (the spectral statistics are returned too), so the
-    compiled program is the one the shape's float32 spectral table compiles; False leaves the
-    statistics out of the program (:attr:`Draws.lean`), which compiles faster where no float32
-    spectral table shares it (a quantised score's spectrum band). λ and the rms came out the
-    same bits either way wherever compared; XLA does not promise it, so
-    ``tests/test_spectrum_band.py`` keeps checking. Returns ``{name: (n_draws, ...)}`` numpy
-    arrays.
-    """
+    statistics: True compiles exactly that program (shared with the shape's spectral table);
+    False leaves the statistics out (:attr:`Draws.lean`), compiling faster; the bits agree
+    (``tests/test_spectrum_band.py``). Returns ``{name: (n_draws, ...)}`` numpy arrays."""
     if statistics:
         return null_draws(key, d, d_h, n_draws, stats="spectral", return_lambda=True)
     d, d_h = check_dims(d, d_h)

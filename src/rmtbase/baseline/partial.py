@@ -1,19 +1,12 @@
 """Resumable table runs: completed blocks of draws kept beside the target until it is written.
 
-``rmtbase baseline … --out t.nc`` (and :func:`rmtbase.baseline.tables.baseline` with ``out``)
-stores every completed block of :data:`~rmtbase.baseline.tables.DRAW_BLOCK` draws of every
-cell in a hidden folder ``.t.nc.partial-<key>`` beside ``t.nc``, one ``.npz`` file per block,
-each written atomically (:func:`rmtbase.files.atomic.write_atomic`). After an interrupt or a kill, the
-same command continues from the stored blocks, and the table it writes is identical to an
-uninterrupted run's (draw i depends only on (seed, d, d_h, i); ``tests/test_faults.py``). The
-folder is removed once the table is written, together with folders that other settings left
-for the same target.
-
-The key is a hash of everything that fixes the σ = 1 draws (table format, rmtbase and JAX
-versions, backend, PRNG, ensemble, statistic set, seed, depth, dtype, storage); σ is applied
-afterwards and the draw count only decides how many blocks are needed, so a rerun with
-another σ or more draws reuses the blocks too. A block file that is unreadable, from another
-key or too short is ignored and computed again.
+A table run with ``out`` (``rmtbase baseline … --out t.nc``) stores every completed block of
+:data:`~rmtbase.baseline.tables.DRAW_BLOCK` draws in ``.t.nc.partial-<key>`` beside ``t.nc``,
+one ``.npz`` per block, written atomically. After an interrupt or kill the same command resumes
+from them and writes the table an uninterrupted run would (``tests/test_faults.py``); the folder
+is removed once the table is written. The key hashes everything that fixes the σ = 1 draws
+(format, rmtbase and JAX versions, backend, PRNG, ensemble, statistics, seed, depth, dtype,
+storage), so another σ or more draws reuse the blocks; a bad block file is computed again.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Analytic reference values beside a baseline table's statistics, and its summary.
 
-:func:`reference_values` gives, for each table variable that has one, the exact finite-(d, d_h)
-value or the large-d limit at (σ_Q, σ_K) (what each is: :data:`REFERENCE_NOTES`);
-:func:`summary` puts the draws' mean, std and quantiles beside it. The values come from
-:mod:`rmtbase.analytic` (float64 paths).
+:func:`reference_values`: the exact finite-(d, d_h) value or large-d limit of each variable
+that has one (:data:`REFERENCE_NOTES`; :mod:`rmtbase.analytic`, float64); :func:`summary`
+puts the draws' mean, std and quantiles beside it.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ REFERENCE_NOTES = reference_notes()
 
 
 def reference_values(d: int, d_h: int, sigma_q: float = 1.0, sigma_k: float = 1.0) -> dict:
-    """Analytic reference values (exact or large-d limits, see :data:`REFERENCE_NOTES`) at the
-    table's (d, d_h, σ_Q, σ_K), keyed by table variable name; float64. A reference whose analytic
-    value that is undefined (the condition number at c = 1) or not finite is left out."""
+    """Analytic reference values at the table's (d, d_h, σ_Q, σ_K), keyed by variable name; float64.
+    Undefined or non-finite values are left out."""
     import importlib
 
     def mod(name):
@@ -102,9 +100,8 @@ QUANTILES = (0.1, 1.0, 5.0, 50.0, 95.0, 99.0, 99.9)
 
 def summary(ds: xr.Dataset, d: int | None = None, d_h: int | None = None) -> dict:
     """Per statistic of one cell: ``n``, ``mean``, ``std`` (ddof 1), quantiles ``q0.1 .. q99.9``
-    (numpy's default linear interpolation) and, where one exists, ``analytic`` with its
-    ``analytic_note``. ``d``/``d_h`` pick the cell of a grid table. Head tables only: a
-    product-network table (dims d, depth, gain, draw) is refused with one line."""
+    (linear interpolation) and ``analytic`` with its ``analytic_note`` where one exists.
+    ``d``/``d_h`` pick the cell of a grid table; product-network tables are refused."""
     if ds.attrs.get("rmtbase_table_kind") == "product_network":
         raise InputError("this is a product-network table (dims d, depth, gain, draw); "
                          "summaries cover head tables only: open it with "

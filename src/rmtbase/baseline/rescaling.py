@@ -1,10 +1,9 @@
 """Exact rescaling of a null table to any entry std (σ_Q, σ_K).
 
-:func:`rescale` turns a table at (σ_Q, σ_K) into one at any other (σ_Q', σ_K') exactly, through
-each variable's ``sigma_power``/``scaling`` attrs (see :data:`rmtbase.stats.STAT_INFO`): with
-r the ratio of the variable's σ (σ_Qσ_K for W_QK statistics, σ_Q or σ_K for W_Q or W_K),
-``value * r**p`` for ``scaling="power"`` and ``value + p ln r`` for ``scaling="log"``. It is
-re-exported as :func:`rmtbase.baseline.cache.rescale` and :func:`rmtbase.baseline.rescale`.
+:func:`rescale` uses each variable's ``sigma_power``/``scaling`` attrs
+(:data:`rmtbase.stats.STAT_INFO`): with r the ratio of the variable's σ (σ_Qσ_K for W_QK, σ_Q
+or σ_K for a factor), ``value * r**p`` for ``scaling="power"``, ``value + p ln r`` for
+``scaling="log"``.
 """
 
 from __future__ import annotations
@@ -15,9 +14,8 @@ from ..errors import TableError, check_sigma
 
 
 def rescale(ds, sigma_q: float, sigma_k: float):
-    """The table ``ds`` at entry std (σ_Q, σ_K), by exact rescaling of every variable (in
-    float64, rounded once to the variable's dtype; :class:`InputError` where a value would
-    leave that dtype's range, :func:`rmtbase.baseline.sigma_range.scale_values`)."""
+    """The table ``ds`` at entry std (σ_Q, σ_K), every variable rescaled exactly in float64 and
+    rounded once to its dtype (:class:`InputError` where a value would leave that dtype's range)."""
     from .tables import reference_values
 
     sigma_q, sigma_k = check_sigma(sigma_q, "sigma_q"), check_sigma(sigma_k, "sigma_k")

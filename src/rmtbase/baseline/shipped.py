@@ -1,11 +1,8 @@
 """The null tables shipped in ``rmtbase/data``: their index, the spectrum bands, their check.
 
-:func:`shipped_index` lists ``data/index.json`` (found through :mod:`importlib.resources`);
-:func:`shipped_band` returns the null spectrum band of the spectrum figure where
-``data/spectrum_bands.json`` holds it (the seed shapes, 200 draws, seed 0);
-:func:`check_shipped_tables` refuses, before any weight is read, a run that a shipped table
-cannot serve (a statistic added since it was made). How a request is served from them, the
-user cache or a fresh draw is :func:`rmtbase.baseline.cache.null_table`.
+:func:`shipped_index` lists ``data/index.json``; :func:`shipped_band` returns a spectrum
+figure's null band from ``data/spectrum_bands.json``; :func:`check_shipped_tables` refuses,
+before any weight is read, a run that a shipped table cannot serve.
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ from .table_contents import SERVES
 
 
 def shipped_index() -> list[dict]:
-    """Entries of ``rmtbase/data/index.json``: ``file, d, d_h, ensemble, stats, draws, seed,
-    dtype, storage, format`` (empty when no tables are shipped; ``storage`` defaults to
-    float32)."""
+    """Entries of ``rmtbase/data/index.json`` (``file, d, d_h, ensemble, stats, draws, seed, dtype,
+    storage, format``; ``storage`` defaults to float32); empty when none are shipped."""
     index = resources.files("rmtbase").joinpath("data", "index.json")
     if not index.is_file():
         return []
@@ -48,12 +44,9 @@ def shipped_band(d: int, d_h: int, n_draws: int, seed: int, quantiles) -> np.nda
 
 
 def check_shipped_tables(d: int, d_h: int, wanted: str = "all") -> None:
-    """TableError (one line naming the command that rebuilds it), before any weight is read,
-    if a shipped table of cell (d, d_h) lacks a variable that a run of ``wanted`` statistics
-    reads: a statistic added to the registry since the tables were made would otherwise be
-    found missing only when the null is fetched, after every layer was read and scored. Reads
-    the tables' headers only. ``wanted`` other than all/spectral/elementwise (a list of
-    statistics) counts as all."""
+    """TableError (one line naming the rebuild command), before any weight is read, if a shipped
+    table of cell (d, d_h) lacks a variable that a run of ``wanted`` statistics reads (a list of
+    statistics counts as all). Reads the tables' headers only."""
     import netCDF4
 
     from .tables import TABLE_FORMAT

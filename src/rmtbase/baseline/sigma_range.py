@@ -1,12 +1,10 @@
 """A table's float range at σ: tables are sampled at σ = 1 and moved to (σ_Q, σ_K) exactly.
 
 :func:`check_sigma_range` and :func:`scale_draws`: each statistic moves by its exact rule
-(``sigma_power``/``scaling`` of :data:`rmtbase.stats.STAT_INFO`, a :class:`Rule`) in float64,
-then is stored in the table's dtype. A σ at which a statistic leaves that dtype's normal range
-(λ ∝ (σ_Qσ_K)², Σλ² ∝ (σ_Qσ_K)⁴) is refused with one line naming the range — up front from the
-analytic magnitudes, and again on the draws themselves — rather than written as zeros,
-subnormals or infinities. We refuse rather than silently store float64: a table's dtype is one
-of its keys, and a σ = 1 table rescales exactly.
+(:class:`Rule`, from :data:`rmtbase.stats.STAT_INFO`) in float64 and is stored in the table's
+dtype. A σ at which a statistic leaves that dtype's normal range (λ ∝ (σ_Qσ_K)²,
+Σλ² ∝ (σ_Qσ_K)⁴) is refused with one line, up front from the analytic magnitudes and again on
+the draws, never stored as zeros, subnormals or infinities.
 """
 
 from __future__ import annotations
@@ -39,9 +37,8 @@ def float_range(dtype) -> tuple[float, float]:
 
 
 def check_sigma_range(cells, names, sigma_q: float, sigma_k: float, dtype: str) -> None:
-    """Up-front check that statistics ``names`` (``"qk.npr"``, …) of every cell stay inside
-    ``dtype``'s normal range at (σ_Q, σ_K), within :data:`RANGE_MARGIN`; the σ = 1
-    magnitudes are the analytic references where one exists, else 1."""
+    """Up-front check that statistics ``names`` of every cell stay inside ``dtype``'s normal range
+    at (σ_Q, σ_K) within :data:`RANGE_MARGIN`, from the analytic σ = 1 magnitudes (else 1)."""
     from ..stats import STAT_INFO, table_name
     from .references import reference_values
 
@@ -78,9 +75,8 @@ def _refuse(var, of, p, value, sigma_q, sigma_k, dtype):
 
 @dataclass(frozen=True)
 class Rule:
-    """How one statistic moves with σ (``sigma_power`` ``p`` and ``scaling``, "power" or "log",
-    of :data:`rmtbase.stats.STAT_INFO`) and how a refusal names it: the variable ``label`` and
-    what it is proportional to, ``of`` (e.g. ``"(sigma_q*sigma_k)"``)."""
+    """How one statistic moves with σ (``sigma_power`` ``p``, ``scaling`` "power" or "log") and how
+    a refusal names it (``label``, and ``of``, what it is proportional to)."""
 
     p: int
     scaling: str
@@ -89,9 +85,9 @@ class Rule:
 
 
 def scale_values(x, rule: Rule, r: float, dtype, sigma_q: float, sigma_k: float) -> np.ndarray:
-    """Values ``x`` of a statistic at σ-ratio ``r``: ``x·r^p`` (``rule.scaling="power"``) or
-    ``x + p ln r`` (``"log"``), computed in float64 and returned as ``dtype``; InputError naming
-    ``rule.label`` if a finite nonzero value would become infinite, zero or subnormal."""
+    """``x·r^p`` (``"power"``) or ``x + p ln r`` (``"log"``) in float64, returned as ``dtype``;
+    InputError naming ``rule.label`` if a finite nonzero value would become infinite, zero or
+    subnormal."""
     p, scaling = rule.p, rule.scaling
     x = np.asarray(x)
     if p == 0:  # shape statistics do not move with σ

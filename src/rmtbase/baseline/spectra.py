@@ -1,18 +1,12 @@
 """The spectrum a head table stores, and spectral statistics derived from it at read time.
 
-A table with spectral statistics (``stats="all"`` or ``"spectral"``) stores, beside one
-variable per statistic, every draw's spectrum: the variable ``lambda`` with dims
-``(d, d_h, draw, eig)``, λ = the nonzero squared singular values of W_QK = W_Qᵀ W_K sorted
-descending (d_h of them; d for the ``ginibre`` ensemble), the very array the draw's spectral
-statistics were computed from, in the table's dtype and at the table's σ (σ = 1 for cached and
-shipped tables). ``eig`` runs over 0 … max − 1; a cell with fewer eigenvalues is NaN-padded.
-``sigma_power`` = 2 of ``sigma_q*sigma_k`` (λ ∝ σ_Q²σ_K²), so
-:func:`rmtbase.baseline.cache.rescale` moves it like ``lambda_max``.
-
-So a new spectral statistic needs no table rebuild: :func:`spectral_from_table` computes any
-statistic of :data:`rmtbase.stats.spectral.SPECTRAL_STATS` missing from a table from
-``lambda`` with :func:`rmtbase.stats.spectral.spectral_stats`, the same function that scores
-the heads.
+A table with spectral statistics stores every draw's spectrum as ``lambda`` with dims
+``(d, d_h, draw, eig)``: the nonzero squared singular values of W_QK = W_Qᵀ W_K, descending
+(d_h; d for ``ginibre``), the very array its statistics came from, at the table's dtype and σ
+(NaN-padded to the longest cell). ``sigma_power`` = 2 of ``sigma_q*sigma_k``.
+:func:`spectral_from_table` computes any statistic of
+:data:`rmtbase.stats.spectral.SPECTRAL_STATS` missing from a table from ``lambda`` with the same
+function that scores heads, so a new spectral statistic needs no table rebuild.
 """
 
 from __future__ import annotations
@@ -31,10 +25,9 @@ def cell_spectrum(lam) -> np.ndarray:
 
 
 def derive_stats(lam, names, statistics=None) -> dict:
-    """``{name: array (...)}`` of spectral statistics ``names`` (bare, e.g. ``"npr"``) from one
-    cell's spectrum ``lam`` ``(..., n)``, by :func:`rmtbase.stats.spectral.spectral_stats`, in
-    ``lam``'s dtype. ``statistics``: the records (default the registry,
-    :data:`rmtbase.stats.statistic.STATISTICS`): a new spectral statistic is one record."""
+    """``{name: array}`` of spectral statistics ``names`` (bare, e.g. ``"npr"``) from one cell's
+    spectrum ``lam`` ``(..., n)``, in ``lam``'s dtype. ``statistics``: the records (default the
+    registry)."""
     import jax
 
     from ..stats.spectral import spectral_stats
@@ -56,12 +49,10 @@ def missing_spectral(ds, names, statistics=None) -> list[str]:
 
 
 def spectral_from_table(ds, names=None, statistics=None):
-    """``ds`` with every spectral statistic of ``names`` (default: all of
-    :data:`~rmtbase.stats.spectral.SPECTRAL_STATS`) that it lacks computed from its ``lambda``
-    (per cell, in the table's dtype; variable attrs as a generated table's). Statistics
-    present are left untouched. :class:`~rmtbase.errors.TableError` (one line) if one is
-    missing and the table stores no ``lambda``. ``statistics``: the records (default the
-    registry): a spectral statistic added as one record is derived from any stored table."""
+    """``ds`` with every spectral statistic of ``names`` (default all) that it lacks computed from
+    its ``lambda``, per cell, with a generated table's attrs; present ones untouched.
+    :class:`~rmtbase.errors.TableError` if one is missing and there is no ``lambda``.
+    ``statistics``: the records (default the registry)."""
     import xarray as xr
 
     from ..errors import TableError

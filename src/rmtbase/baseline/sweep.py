@@ -1,24 +1,15 @@
 """Grid sweeps of null tables as tasks on Dask distributed.
 
-Each task is a (cell (d, d_h), range of draw blocks, seed) triple and runs
-:func:`rmtbase.baseline.tables.generate_blocks` on a worker; the key of every draw is derived from the seed
-and the draw's (d, d_h, index) alone (see :mod:`rmtbase.baseline.tables`), so the table assembled here is
-identical, bit for bit, to :func:`rmtbase.baseline.tables.baseline` over the same grid and seed on the same
-backend, whatever the number of workers or ``blocks_per_task`` (blocks run under
-``jax.enable_x64(dtype == "float64")`` everywhere, whatever a process's own JAX setting).
-A task returns its σ = 1 blocks (:mod:`rmtbase.baseline.block_jobs`); with ``out`` they are
-kept beside it as they arrive, so the same call after an interrupt or a kill submits only the
-missing blocks. :mod:`rmtbase.baseline.sweep_cache` builds the scorer's cache tables the same
-way (``rmtbase sweep --into-cache``). Every Dask driver waits through :func:`completed`; the
-client, the loopback cluster and that wait live in :mod:`rmtbase.baseline.dask_client`.
-
-:func:`network_sweep` does the same for product-network tables over (d, depth, gain)
-(:mod:`rmtbase.baseline.network_tables`): a task is (d, range of draw blocks), all depths and
-gains of a draw in one task (they are one chain and one set of normal variates); the table equals
-:func:`rmtbase.baseline.network_tables.network_table`'s bit for bit.
-
-Dask is optional (``pip install -e '.[distributed]'`` in a clone): importing this module does not import
-it; :func:`sweep` raises :class:`MissingDependency` with an install hint when it is absent.
+Each task is a (cell, range of draw blocks, seed) triple running
+:func:`rmtbase.baseline.tables.generate_blocks` on a worker. A draw's key depends on the seed
+and its (d, d_h, index) alone, so the table is bit for bit
+:func:`rmtbase.baseline.tables.baseline`'s on the same backend, whatever the workers or
+``blocks_per_task``. With ``out`` the σ = 1 blocks (:mod:`rmtbase.baseline.block_jobs`) are
+kept as they arrive, so a rerun submits only the missing ones. :func:`network_sweep` does the
+same for product networks (a task is one width's block range, all depths and gains);
+:mod:`rmtbase.baseline.sweep_cache` builds the scorer's cache tables. Client, loopback cluster
+and :func:`completed` live in :mod:`rmtbase.baseline.dask_client`. Dask is optional:
+:func:`sweep` raises :class:`MissingDependency` without it.
 """
 
 from __future__ import annotations
@@ -50,9 +41,8 @@ def check_blocks_per_task(per) -> int:
 
 @dataclass(frozen=True)
 class Dispatch:
-    """Where a sweep's Dask tasks run and how they are counted: a ``scheduler`` address, a
-    number of local ``workers`` or a ``client`` (one of them; :func:`_client`), and
-    ``progress`` (a bar over the tasks, or a reporter of the caller's)."""
+    """Where a sweep's tasks run (one of ``scheduler``, ``workers``, ``client``) and ``progress`` (a
+    bar over the tasks, or a reporter)."""
 
     scheduler: str | None = None
     workers: int | None = None
@@ -61,10 +51,9 @@ class Dispatch:
 
 
 def run_jobs(jobs, fn, dispatch: Dispatch, on_complete=None):
-    """Compute the missing blocks of ``jobs`` (:class:`rmtbase.baseline.block_jobs.BlockJobs`)
-    as Dask tasks ``fn(job, start, stop)`` as ``dispatch`` says; ``on_complete(job)`` is
-    called as each job's last block arrives (and at once for jobs stored whole). Nothing is
-    started when nothing is missing. Returns the number of tasks run."""
+    """Compute the missing blocks of ``jobs`` as Dask tasks ``fn(job, start, stop)``;
+    ``on_complete(job)`` runs as each job's last block arrives (at once for jobs stored whole).
+    Returns the number of tasks run."""
     tasks = jobs.tasks()
     if on_complete is not None:
         for job in jobs.jobs:
@@ -84,17 +73,12 @@ def run_jobs(jobs, fn, dispatch: Dispatch, on_complete=None):
 def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, client=None,
           blocks_per_task: int = 1, out=None, progress: bool = True, resume: bool = True,
           **options):
-    """Null table over the grid ``d`` × ``d_h`` (ints or sequences; cells with d_h ≤ d), computed
-    as Dask tasks. ``options`` are those of :func:`rmtbase.baseline.tables.baseline` (``sigma``,
-    ``sigma_q``, ``sigma_k``, ``ensemble``, ``draws``, ``seed``, ``stats``, ``depth``, ``dtype``,
-    ``chunk_size``, ``storage``). Give one of ``scheduler`` (address), ``workers`` (local
-    processes) or a ``client``. Each task computes ``blocks_per_task`` blocks of
-    :data:`rmtbase.baseline.tables.DRAW_BLOCK` = 250 draws of one cell. Returns the Dataset, written
-    atomically to ``out`` when given; with ``resume``, the blocks of finished tasks are kept
-    beside ``out`` as they arrive (the store of ``rmtbase baseline``,
-    :mod:`rmtbase.baseline.partial`), so the same call after an interrupt submits only the
-    missing ones and writes the same table. For the scorer's cache tables see
-    :func:`rmtbase.baseline.sweep_cache.sweep_into_cache`."""
+    """Null table over the grid ``d`` × ``d_h`` (cells with d_h ≤ d) computed as Dask tasks of
+    ``blocks_per_task`` blocks of one cell. ``options``: those of
+    :func:`rmtbase.baseline.tables.baseline`. Give one of ``scheduler``, ``workers`` or
+    ``client``. Returns the Dataset, written atomically to ``out`` when given; with ``resume``
+    finished blocks are kept beside ``out`` (:mod:`rmtbase.baseline.partial`) so a rerun submits
+    only what is missing."""
     from functools import partial
 
     from .table_dataset import assemble
@@ -139,9 +123,8 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
 
 
 def _run_tasks(tasks, fn, dispatch: Dispatch, take=None):
-    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks as ``dispatch`` says (or,
-    with ``take``, each result handed to ``take((cell, start), result)`` as it arrives and
-    nothing kept)."""
+    """{(cell, start): fn(cell, start, stop)} computed as Dask tasks (with ``take``, each result
+    handed to ``take((cell, start), result)`` as it arrives and nothing kept)."""
     from ..files.interrupts import fault_point
     from .tables import _progress
 
@@ -172,10 +155,9 @@ def _network_blocks(spec, gains, d, start, stop):
 def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, stats="all",
                   chunk_size=None, scheduler: str | None = None, workers: int | None = None,
                   client=None, blocks_per_task: int = 1, out=None, progress: bool = True):
-    """Product-network table over widths ``d``, depths ``depth`` and gains ``gain`` computed as
-    Dask tasks of ``blocks_per_task`` blocks of 250 draws of one width; the same Dataset as
-    :func:`rmtbase.baseline.network_tables.network_table` with the same arguments (``history``
-    attribute aside), written atomically to ``out`` when given."""
+    """Product-network table over ``d``, ``depth`` and ``gain`` as Dask tasks of ``blocks_per_task``
+    blocks of one width: :func:`rmtbase.baseline.network_tables.network_table`'s Dataset
+    (``history`` aside), written atomically to ``out`` when given."""
     from functools import partial
 
     from .network_spec import check_network_cells

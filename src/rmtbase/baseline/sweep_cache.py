@@ -1,27 +1,14 @@
 """The scorer's null tables built ahead of time on Dask: ``rmtbase sweep --into-cache``.
 
-A first Gaussian-null ``rmtbase score`` of a shape (d, d_h) at a storage generates its null
-tables in one process (:func:`rmtbase.baseline.cache.null_table`) and caches them under names
-that spell every key (:func:`rmtbase.baseline.cache.table_filename`). :func:`score_requests`
-lists the tables such a score asks for — the joint table of the statistic set at ``draws``
-draws (``null_table``'s default, 1000, when the score gives no ``--draws``) and, with all
-statistics, the spectral reference of at least :data:`SPECTRAL_REFERENCE_DRAWS` draws
-(:func:`rmtbase.scoring.reference.TableReference`; float storages share the float32
-spectral null, :func:`rmtbase.baseline.table_contents.fast_spectral`) — and :func:`sweep_into_cache`
-computes the missing ones as Dask tasks of blocks of 250 draws and writes each, atomically,
-as exactly the file ``null_table`` would have written: the same name and, because draw i
-depends only on (seed, d, d_h, i), the same numbers bit for bit
-(:mod:`rmtbase.baseline.tables`). A cell's blocks are spread over the workers, so the
-costliest step of a new shape no longer runs serially in one process.
-
-A request the shipped data or the cache already serves is left alone (the score would read
-that table). Completed blocks are kept beside each target as they arrive
-(:class:`rmtbase.baseline.partial.PartialStore`), so an interrupted run given again submits
-only what is missing. The spectral extension a score may still make (×5 draws where some
-head's decision is unsettled, :mod:`rmtbase.scoring.stopping`) is not built here, and the
-profile's null (:mod:`rmtbase.scoring.profile_cache`) is added by the command
-(:mod:`rmtbase.cli.sweep`, which may import the scoring) through ``then``, its chunks drawn on
-the same workers.
+:func:`score_requests` lists the tables a Gaussian-null ``rmtbase score`` of a shape at a
+storage asks :func:`rmtbase.baseline.cache.null_table` for (the statistic set's table at
+``draws`` draws and, with all statistics, the spectral reference of at least
+:data:`SPECTRAL_REFERENCE_DRAWS` draws). :func:`sweep_into_cache` computes the missing ones as
+Dask tasks and writes each atomically as exactly the file ``null_table`` would write: same name
+and, since draw i depends only on (seed, d, d_h, i), the same numbers bit for bit. Tables
+already served are left alone; completed blocks are kept as they arrive
+(:class:`rmtbase.baseline.partial.PartialStore`). The spectral extension is not built here; the
+profile null is added by the command through ``then``.
 """
 
 from __future__ import annotations
@@ -45,9 +32,8 @@ def default_draws() -> int:
 
 def score_requests(stats: str = "all", draws: int | None = None,
                    storage: str = "float32") -> list[dict]:
-    """The ``null_table`` requests ``{"stats", "draws", "storage"}`` of a Gaussian-null score
-    with ``--stats stats --draws draws`` of layers stored at ``storage`` (module docstring),
-    the storage as the table is filed and a request another one serves left out."""
+    """The ``null_table`` requests ``{"stats", "draws", "storage"}`` of a Gaussian-null score of
+    layers stored at ``storage``, a request another one serves left out."""
     from ..stats.storage import storage_record
     from .table_contents import SERVES, fast_spectral
 
@@ -96,12 +82,10 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
                      workers: int | None = None, client=None, blocks_per_task: int = 1,
                      progress: bool = True, resume: bool = True,
                      then=None) -> dict[str, list[Path]]:
-    """Build the null tables a Gaussian-null score of each cell of ``d`` × ``d_h`` at each of
-    ``storages`` reads (module docstring), as Dask tasks, into the user cache
-    (:func:`rmtbase.files.user_cache.cache_dir`). ``stats``, ``draws``, ``seed``: the
-    score's. Each table is written as its last block arrives. ``then``: called with the
-    client once the tables are written, before the cluster closes (the command draws the
-    profile nulls there). Returns ``{"written": [...], "found": [...]}`` (cache files)."""
+    """Build into the user cache, as Dask tasks, the null tables a Gaussian-null score of each cell
+    of ``d`` × ``d_h`` at each of ``storages`` reads (``stats``, ``draws``, ``seed``: the
+    score's). ``then(client)`` runs once the tables are written, before the cluster closes.
+    Returns ``{"written": [...], "found": [...]}`` (cache files)."""
     from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
     from .sweep import Dispatch, _client, _distributed, check_blocks_per_task, run_jobs

@@ -1,13 +1,8 @@
 """Whether a null table holds what its name promises, and which variables it must hold.
 
-:func:`verify_table` checks a table read from the package data or the user cache against its
-index entry or file name (:mod:`rmtbase.baseline.cache`): cell (d, d_h), draws, seed,
-statistic set, ensemble, dtype, storage precision and σ_Q = σ_K = 1, every variable of the
-statistic set present and each with at least one finite draw (the Weibull fits of a
-block-quantised storage excepted). :func:`missing_variables` lists what a table of one
-statistic set lacks for a run; a spectral statistic is never missing where the spectrum
-``lambda`` is stored, since it is derived from it at read time
-(:func:`rmtbase.baseline.spectra.spectral_from_table`).
+:func:`verify_table` checks a shipped or cached table against its index entry or file name.
+:func:`missing_variables` lists what a table lacks for a run; a spectral statistic is never
+missing where ``lambda`` is stored (:func:`rmtbase.baseline.spectra.spectral_from_table`).
 """
 
 from __future__ import annotations
@@ -19,11 +14,9 @@ from .table_contents import LAMBDA_VAR
 
 
 def verify_table(ds, entry: dict, path) -> None:
-    """Raise :class:`TableError` naming ``path`` unless the table's contents are what its
-    index entry or file name says: cell (d, d_h), draws, seed, statistic set, ensemble, dtype,
-    storage precision and σ_Q = σ_K = 1 (every variable of the statistic set present; a
-    spectral statistic may instead be derivable from the stored spectrum ``lambda``,
-    :mod:`rmtbase.baseline.spectra`)."""
+    """:class:`TableError` naming ``path`` unless the table matches its index entry or file name:
+    cell, draws, seed, statistic set, ensemble, dtype, storage and σ_Q = σ_K = 1, every variable
+    of the set present (or derivable from ``lambda``) with at least one finite draw."""
     a = ds.attrs
     found = {
         "d": [int(x) for x in np.atleast_1d(ds["d"].values)] if "d" in ds.coords else None,
@@ -57,18 +50,15 @@ def verify_table(ds, entry: dict, path) -> None:
 
 
 def _may_be_undefined(var: str, storage) -> bool:
-    """Whether table variable ``var`` may hold no finite draw at all: the Weibull fits of a
-    block-quantised storage (exact zeros among the fitted ranks: ln 0), e.g. every draw of
-    Q4_0 at d_h = 64. Such a statistic is left out when scoring
-    (:func:`rmtbase.scoring.null_checks.undefined_under_null`), and its table is valid.
-    ``storage``: the table's storage record (:class:`rmtbase.stats.storage.Storage`)."""
+    """Whether ``var`` may hold no finite draw: the Weibull fits of a block-quantised storage (exact
+    zeros among the fitted ranks), left out when scoring
+    (:func:`rmtbase.scoring.null_checks.undefined_under_null`)."""
     return "weibull" in str(var) and not storage.is_float
 
 
 def missing_variables(names, stats: str, wanted: str = "all") -> list[str]:
-    """The variables a table of statistic set ``stats`` holding variables ``names`` lacks, of
-    those a run of ``wanted`` statistics reads (a spectral statistic is not missing where the
-    spectrum ``lambda`` is stored: it is derived, :mod:`rmtbase.baseline.spectra`)."""
+    """The variables a ``stats`` table holding ``names`` lacks, of those a run of ``wanted``
+    statistics reads (derivable spectral statistics are not missing)."""
     need = _expected_vars(stats) & _expected_vars(wanted)
     if LAMBDA_VAR in names:
         from ..stats import SPECTRAL_STATS

@@ -1,11 +1,7 @@
-"""What a head table holds and how it is drawn: statistic sets, ensembles, the stored spectrum.
-
-- :data:`STAT_SETS` (``stats=``) and :func:`stat_names` (the ``head_stats`` keys a table of a
-  spec holds); :data:`ENSEMBLES` and :func:`check_ensemble`;
-- the stored spectrum ``lambda`` (:data:`LAMBDA_VAR`, its ``null_draws`` key
-  :data:`LAMBDA_KEY`, dim :data:`EIG_DIM`, attrs :data:`LAMBDA_ATTRS`), which tables store it
-  (:func:`stores_spectrum`) and how many eigenvalues a draw has (:func:`n_eigenvalues`);
-- :func:`fast_spectral`: whether a request is drawn by the exact fast spectral path.
+"""What a head table holds and how it is drawn: statistic sets, ensembles, the stored spectrum
+(:data:`STAT_SETS`, :func:`stat_names`, :data:`ENSEMBLES`, :func:`check_ensemble`,
+:data:`LAMBDA_VAR` and kin, :func:`stores_spectrum`, :func:`n_eigenvalues`), and
+:func:`fast_spectral`.
 """
 
 from __future__ import annotations
@@ -25,9 +21,8 @@ SERVES = {"all": {"all", "spectral", "elementwise"}, "spectral": {"spectral"},
 
 
 def check_ensemble(ensemble) -> str:
-    """The null ensemble, one of :data:`ENSEMBLES`; the deprecated "gaussian" becomes "ginibre"
-    with a DeprecationWarning (:func:`~rmtbase.analytic._network_kind.ginibre_alias`), anything
-    else is a one-line InputError. Every entry point that takes an ensemble calls this."""
+    """The null ensemble, one of :data:`ENSEMBLES` (``"gaussian"`` becomes ``"ginibre"`` with a
+    DeprecationWarning); else a one-line InputError."""
     ensemble = ginibre_alias(ensemble, "ensemble")
     if ensemble not in ENSEMBLES:
         raise InputError(f"ensemble must be one of {', '.join(ENSEMBLES)}, got {ensemble!r}")
@@ -62,17 +57,12 @@ def n_eigenvalues(d: int, d_h: int, ensemble: str) -> int:
 
 
 def fast_spectral(stats: str, ensemble: str, storage) -> bool:
-    """Whether :func:`rmtbase.baseline.null.null_draws` takes the exact fast spectral path (no factors drawn).
+    """Whether :func:`rmtbase.baseline.null.null_draws` takes the exact fast spectral path.
 
-    Only for spectral statistics of the lowrank ensemble stored as a float type. Rounding the
-    factors to float16/bfloat16 adds entrywise noise of relative size ≤ 2⁻⁹, which leaves the
-    law of the spectral statistics unchanged far below their Monte Carlo resolution
-    (``tests/test_precision_null.py`` measures the paired change: < 10⁻² null standard
-    deviations), so those storages share the float32 spectral null. Block formats change the
-    entries by ~0.08σ and go through the factor path with the round trip. ``storage``: the
-    record (:class:`rmtbase.stats.storage.Storage`), looked up by the caller where the name
-    entered.
-    """
+    Only for spectral statistics of the lowrank ensemble stored as a float type: float16/bfloat16
+    rounding (relative ≤ 2⁻⁹) changes the spectral statistics by < 10⁻² null standard deviations
+    (``tests/test_precision_null.py``), so they share the float32 null; block formats (~0.08σ per
+    entry) take the factor path. ``storage``: the :class:`rmtbase.stats.storage.Storage` record."""
     return stats == "spectral" and ensemble == "lowrank" and storage.is_float
 
 

@@ -1,11 +1,9 @@
 """The Dataset of a head table: its variables, coordinates and provenance attrs.
 
-:func:`assemble` builds it from the draws of every cell (``{(d, d_h): {"qk.npr": array, ...}}``):
-one variable per statistic with dims ``(d, d_h, draw)`` and the CF-style attrs of its record
-(:func:`variable_attrs`), in a canonical order (:func:`_order`), the stored spectrum
-``lambda`` ``(d, d_h, draw, eig)`` (:func:`lambda_variable`) and the global attrs
-(:func:`_global_attrs`: format, versions, keys, sampler, key derivation, analytic references).
-The layout is described in :mod:`rmtbase.baseline.tables`, which draws what is assembled here.
+:func:`assemble` builds it from ``{(d, d_h): {"qk.npr": array, ...}}``: one variable per
+statistic ``(d, d_h, draw)`` with its record's CF-style attrs (:func:`variable_attrs`) in a
+canonical order, the spectrum ``lambda`` (:func:`lambda_variable`) and the global attrs. The
+layout is described in :mod:`rmtbase.baseline.tables`.
 """
 
 from __future__ import annotations
@@ -27,9 +25,7 @@ if TYPE_CHECKING:
 
 
 def variable_attrs(name: str, statistics=None) -> dict:
-    """CF-style attrs of table variable for ``head_stats`` key ``name`` (``"qk.npr"``), from
-    its record (:mod:`rmtbase.stats.statistic`; ``statistics``: the records, default the
-    registry)."""
+    """CF-style attrs of the table variable of ``head_stats`` key ``name``, from its record."""
     from ..stats.statistic import records, stat_info
 
     matrix, stat = name.split(".", 1)
@@ -55,9 +51,8 @@ def _order(name: str):
 
 
 def lambda_variable(results: dict, draws: int, dtype, ds_vals, dh_vals):
-    """The ``lambda`` :class:`xarray.Variable` ``(d, d_h, draw, eig)`` from
-    ``results[(d, d_h)]["qk.lambda"]`` ``(draws, n)`` arrays (NaN elsewhere), or None when no
-    cell has a spectrum."""
+    """The ``lambda`` variable ``(d, d_h, draw, eig)`` from ``results[(d, d_h)]["qk.lambda"]`` (NaN
+    elsewhere), or None when no cell has a spectrum."""
     import xarray as xr
 
     from .table_contents import EIG_DIM, LAMBDA_ATTRS, LAMBDA_KEY

@@ -1,27 +1,16 @@
 """Reading and writing rmtbase tables (netCDF4): clear errors, atomic writes.
 
-A file that is missing, not netCDF4, not an rmtbase table, truncated or of a newer table format
-raises :class:`rmtbase.errors.TableError` naming the file (also for malformed attributes).
-Every table written here carries a checksum of its variables and of the keys it was drawn
-from (:func:`table_checksum`, :mod:`rmtbase.files.checksum`); the user cache's reads require it
-(``read_table(..., checksum=True)``), so a cached table whose values were changed after it was
-written is an error there, never a number.
+A file that is missing, not netCDF4, not an rmtbase table, truncated, malformed or of a newer
+format raises :class:`rmtbase.errors.TableError` naming it. Every table written carries a
+checksum of its variables and keys (:func:`table_checksum`); the user cache requires it
+(``read_table(..., checksum=True)``). Writes go through
+:func:`rmtbase.files.atomic.write_atomic`, read back before the rename.
 
-Writes go through :func:`rmtbase.files.atomic.write_atomic`: a temporary file
-``.<name>.<pid>-<hex>.tmp`` in the target's directory (the name shortened so that it fits the
-file-system limit whenever the target's name does) is written, read back and fsynced, then
-renamed over the target, so an error, an interrupt or a kill never leaves a half-written table
-under the target's name. Temporary files of killed runs (whose process no longer exists) are
-removed by the next write to the same target.
-
-:func:`check_output_file` validates a target before any expensive work, with one line on
-failure: it must not be a directory, device, FIFO or socket; its
-directory must exist and take a new file (tested by creating one: read-only file systems and
-permissions show up here, also for root); its name must fit the file system; and there must be
-room for the table. An existing file there is replaced only if it is an earlier rmtbase table
-(``replace="table"``, what ``--out`` does; a symbolic link is followed there), or whatever
-regular file or symbolic link it is (``replace="any"``, the cache: the link itself is
-replaced, never the file it points to, so a planted link cannot redirect a write).
+:func:`check_output_file` validates a target before any expensive work, with one line: not a
+directory or special file; its directory must exist and take a new file; its name must fit; there
+must be room. An existing file is replaced only if it is an earlier rmtbase table
+(``replace="table"``, ``--out``; a link is followed) or any regular file or link
+(``replace="any"``, the cache: the link itself is replaced, never its target).
 """
 
 from __future__ import annotations
@@ -54,9 +43,8 @@ CHECKSUM_VAR_KEYS = ("sigma_power", "matrix", "units", "rmtbase_units")
 
 
 def table_checksum(ds: xr.Dataset) -> str:
-    """The checksum of a table as it is written (after :func:`rmtbase.files.cf.encode_table`):
-    :func:`rmtbase.files.checksum.dataset_checksum` of its variables and of
-    :data:`CHECKSUM_KEYS`."""
+    """The checksum of a table as written (after :func:`rmtbase.files.cf.encode_table`): of its
+    variables and :data:`CHECKSUM_KEYS`."""
     from ..files.checksum import dataset_checksum
 
     return dataset_checksum(ds, CHECKSUM_KEYS, CHECKSUM_VAR_KEYS)
@@ -68,10 +56,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def read_table(path, *, checksum: bool = False) -> xr.Dataset:
-    """Open an rmtbase table fully into memory; :class:`TableError` naming ``path`` on a
-    missing, foreign, truncated or newer-format file. ``checksum``: True (the user cache)
-    requires the file's checksum (:func:`table_checksum`) and that it match. The table
-    returned does not carry the attribute."""
+    """Open an rmtbase table fully into memory (:class:`TableError` naming ``path`` on a bad file).
+    ``checksum``: require the file's checksum and that it match. The attribute is not returned."""
     import xarray as xr
 
     from ..files.checksum import CHECKSUM_ATTR, verify
@@ -113,9 +99,8 @@ def read_table(path, *, checksum: bool = False) -> xr.Dataset:
 
 
 def first_draws(ds: xr.Dataset, n: int) -> xr.Dataset:
-    """Draws ``0 .. n-1`` of table ``ds`` with ``attrs["draws"] = n`` (a copy, so that the
-    longer table is freed): since draw ``i`` depends only on (seed, d, d_h, i), the ``n``-draw
-    table of the same cell (:mod:`rmtbase.baseline.cache` reads every cached table so)."""
+    """Draws ``0 .. n-1`` of ``ds`` with ``attrs["draws"] = n`` (a copy): the ``n``-draw table of
+    the same cell."""
     if ds.sizes["draw"] == n:
         return ds
     if not 0 < n < ds.sizes["draw"]:
@@ -155,9 +140,7 @@ def _fmt(n: float) -> str:
 
 def check_output_file(path, *, size: int = 0, replace: str = "table") -> Path:
     """The target ``path`` of a table, resolved, or :class:`TableError` saying why it cannot be
-    written (module docstring). ``size``: bytes the write needs (checked against the free
-    space). ``replace``: ``"table"`` (only an earlier rmtbase table may be replaced) or
-    ``"any"`` (any regular file)."""
+    written. ``size``: bytes needed. ``replace``: ``"table"`` or ``"any"`` (module docstring)."""
     raw = os.fspath(path)
     if not raw:
         raise TableError("the output file name is empty")
@@ -215,9 +198,8 @@ def table_bytes(n_values: int, itemsize: int = 4) -> int:
 
 
 def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
-    """Write ``ds`` to netCDF4 at ``path`` atomically: temporary file in the same directory,
-    read back, fsync, ``os.replace`` (:func:`rmtbase.files.atomic.write_atomic`). An error, interrupt or kill leaves ``path`` as it was;
-    one-line :class:`TableError` on failure (a full disk included). ``replace``: see
+    """Write ``ds`` to netCDF4 at ``path`` atomically (read back before the rename); one-line
+    :class:`TableError` on failure, ``path`` left as it was. ``replace``: see
     :func:`check_output_file`."""
     from ..files.checksum import CHECKSUM_ATTR
 

@@ -1,9 +1,7 @@
 """What fixes a table's numbers besides its cells: :class:`TableSpec` (:func:`make_spec`).
 
-:data:`DRAW_BLOCK` (250 draws per PRNG block) is part of the key derivation of
-:mod:`rmtbase.baseline.tables` and the unit of work of a Dask task; :func:`grid_cells` turns
-``d`` and ``d_h`` (ints or sequences) into the cells of a table. Every name here is re-exported
-from :mod:`rmtbase.baseline.tables`, where callers import them.
+:data:`DRAW_BLOCK` (draws per PRNG block, the unit of a Dask task) and :func:`grid_cells` (``d``
+and ``d_h`` to cells). Re-exported from :mod:`rmtbase.baseline.tables`.
 """
 
 from __future__ import annotations

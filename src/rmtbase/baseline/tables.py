@@ -1,32 +1,20 @@
 """Baseline tables: Monte Carlo null draws over a (d, d_h) grid as an xarray Dataset.
 
-A table holds one data variable per statistic with dims ``(d, d_h, draw)``: spectral statistics of
-W_QK = W_Qᵀ W_K by their bare names (``npr``, ``lambda_max``, ...), element statistics as
-``<matrix>_<stat>`` (``qk_std``, ``q_weibull_k``, ...); see :func:`rmtbase.stats.table_name`.
-W_Q, W_K are (d_h, d) with i.i.d. N(0, σ_Q²), N(0, σ_K²) entries; no 1/√d or 1/√d_h factor is
-applied (``attrs["scaling_factor"] == "none"``). Each variable carries CF-style attrs and
-``sigma_power``/``scaling`` from :data:`rmtbase.stats.STAT_INFO`. The draws themselves are
-stored, so empirical p-values are exact (add-one floor 1/(draws + 1)). A table with spectral statistics also stores every draw's spectrum, ``lambda``
-with dims ``(d, d_h, draw, eig)`` (:mod:`rmtbase.baseline.spectra`), so a spectral statistic
-added later is derived from it without regenerating the table.
+One variable per statistic with dims ``(d, d_h, draw)``: spectral statistics of
+W_QK = W_Qᵀ W_K by bare name (``npr``, ``lambda_max``), element statistics as
+``<matrix>_<stat>`` (:func:`rmtbase.stats.table_name`). W_Q, W_K are (d_h, d) with i.i.d.
+N(0, σ_Q²), N(0, σ_K²) entries, no 1/√d factor (``attrs["scaling_factor"] == "none"``).
+Variables carry CF-style attrs and ``sigma_power``/``scaling``. The draws themselves are stored,
+so empirical p-values are exact (floor 1/(draws + 1)); spectral tables also store ``lambda``
+(:mod:`rmtbase.baseline.spectra`).
 
-Key derivation (fixed by ``TABLE_FORMAT``; any chunking or Dask split gives the same numbers):
-``cell = fold_in(fold_in(jax.random.key(seed), d), d_h)`` (then ``fold_in(cell, depth)`` for the
-residual ensemble); draws are cut into blocks of :data:`DRAW_BLOCK` = 250; block ``b`` is
-``rmtbase.baseline.null.null_draws(fold_in(cell, b), d, d_h, n_b, ...)``, whose draw ``j`` uses
-``fold_in(block_key, j)``. So draw ``i`` is a pure function of (seed, d, d_h, i) and a shorter
-table is a prefix of a longer one. Blocks run under ``jax.enable_x64(dtype == "float64")``
-whatever the caller's JAX setting, so a float32 table is the same bit for bit in a 64-bit
-session (tests), a 32-bit one (CLI) and on a Dask worker.
-
-Tables are sampled at σ = 1 and moved to (σ_Q, σ_K) by each statistic's exact rule in float64
-(:mod:`.sigma_range`), so a table at σ is exactly the σ = 1 table rescaled (one rounding to the
-table's dtype); a σ outside the dtype's range is refused.
-
-:func:`write_table` writes netCDF4 atomically (temporary file in the same directory, fsync,
-``os.replace``); :func:`read_table` turns a foreign or truncated file into
-:class:`~rmtbase.errors.TableError` naming the file; :func:`summary` gives mean, std and quantiles
-per statistic beside the analytic references of :func:`reference_values`.
+Key derivation (fixed by ``TABLE_FORMAT``): ``cell = fold_in(fold_in(jax.random.key(seed), d),
+d_h)`` (then ``fold_in(cell, depth)`` for ``residual``); block ``b`` of :data:`DRAW_BLOCK` draws
+is ``null_draws(fold_in(cell, b), ...)``, its draw ``j`` ``fold_in(block_key, j)``. So draw
+``i`` depends on (seed, d, d_h, i) only and a shorter table is a prefix of a longer one; blocks
+run under ``jax.enable_x64(dtype == "float64")``, so the bits do not depend on the caller's JAX
+setting. Tables are sampled at σ = 1 and moved to (σ_Q, σ_K) exactly (:mod:`.sigma_range`).
+I/O: :func:`write_table`, :func:`read_table`; :func:`summary` beside :func:`reference_values`.
 """
 
 from __future__ import annotations
@@ -64,11 +52,9 @@ def cell_key(seed: int, d: int, d_h: int, depth: int | None = None):
 
 def generate_blocks(spec: TableSpec, d: int, d_h: int, start: int = 0, stop: int | None = None,
                     bar=None, store=None) -> dict:
-    """Draws of blocks ``start .. stop-1`` of cell (d, d_h): ``{"qk.npr": array, ...}`` (see
-    the module docstring for the keys), sampled at σ = 1 and moved to the spec's (σ_Q, σ_K) by
-    :func:`rmtbase.baseline.sigma_range.scale_draws`. ``bar``: optional progress object, updated in
-    draws. ``store``: optional :class:`rmtbase.baseline.partial.PartialStore`; blocks found
-    there are not computed again, computed ones are added."""
+    """Draws of blocks ``start .. stop-1`` of cell (d, d_h), ``{"qk.npr": array, ...}``, sampled at
+    σ = 1 and moved to the spec's σ. ``bar``: progress, in draws. ``store``: a
+    :class:`rmtbase.baseline.partial.PartialStore` whose blocks are reused and extended."""
     import jax
 
     from .null import null_draws
@@ -136,9 +122,8 @@ def run_cells(spec: TableSpec, cells: Iterable[tuple[int, int]], progress: bool 
 
 
 def cell_table(spec: TableSpec, cell: tuple[int, int], progress=True) -> xr.Dataset:
-    """The table of ``spec`` at one validated cell (d, d_h), drawn in this process after
-    :func:`check_cells`: what :func:`baseline` returns for it without ``out`` (the request
-    record :func:`rmtbase.baseline.cache.null_table` forwards)."""
+    """The table of ``spec`` at one validated cell, drawn in this process: what :func:`baseline`
+    returns for it without ``out``."""
     check_cells(spec, [cell])
     return assemble(spec, [cell], run_cells(spec, [cell], progress))
 
@@ -148,25 +133,16 @@ def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowran
              progress=True, storage="float32", resume=True):
     """Monte Carlo null table of head statistics for W_Q, W_K (d_h, d) at (σ_Q, σ_K).
 
-    ``d``, ``d_h``: ints, or sequences for a grid (cells with d_h > d are left NaN).
-    ``stats``: ``"all"``, ``"spectral"`` (W_QK spectrum + ``q_rms``, ``k_rms``) or
-    ``"elementwise"``. ``storage``: the checkpoint precision the null models (``"float32"``,
-    ``"float16"``, ``"bfloat16"``, ``"q4_0"``, ``"q4_1"``, ``"q8_0"``; see
-    :func:`rmtbase.baseline.null.null_draws`), recorded as ``attrs["storage_dtype"]``; draws of
-    every storage use the same keys, so a bfloat16 table holds the rounded versions of the
-    float32 table's factors. Draws are sampled at σ = 1 (the storage rounding too) and moved
-    to (σ_Q, σ_K) by each statistic's exact rule in float64 (:mod:`rmtbase.baseline.sigma_range`):
-    a σ whose statistics leave the dtype's range is refused with :class:`InputError`, never
-    stored as zeros or infinities. Returns an :class:`xarray.Dataset` with dims
-    ``(d, d_h, draw)``. ``out``: also write it to netCDF4, atomically; the target is checked
-    first (:func:`rmtbase.baseline.table_file.check_output_file`: an existing file there is
-    replaced only if it is an earlier rmtbase table), and with ``resume`` completed blocks are
-    kept beside it so that the same call continues after an interrupt
-    (:mod:`rmtbase.baseline.partial`). Memory, array size and σ range are checked before any
-    draw. ``progress``: :func:`rmtbase.progress.progress_bar` (a bar on a terminal, a line
-    every ~30 s otherwise), or a reporter of the caller's (an object with ``update(n)``). Same arguments, same numbers, bit for bit on the same backend
-    (``chunk_size`` included; see the module docstring for the key derivation).
-    """
+    ``d``, ``d_h``: ints, or sequences for a grid (cells with d_h > d are NaN). ``stats``:
+    ``"all"``, ``"spectral"`` (W_QK spectrum + ``q_rms``, ``k_rms``) or ``"elementwise"``.
+    ``storage``: the checkpoint precision the null models
+    (:data:`rmtbase.stats.precision.STORAGES`; ``attrs["storage_dtype"]``); every storage uses
+    the same keys. A σ whose statistics leave the dtype's range is an :class:`InputError`.
+    ``out``: also write it atomically (checked first by
+    :func:`rmtbase.baseline.table_file.check_output_file`); with ``resume`` completed blocks are
+    kept so a rerun continues (:mod:`rmtbase.baseline.partial`). Memory, size and σ range are
+    checked before any draw. ``progress``: a bool or a reporter with ``update(n)``. Returns an
+    :class:`xarray.Dataset` ``(d, d_h, draw)``; same arguments, same bits on the same backend."""
     spec = make_spec(sigma=sigma, sigma_q=sigma_q, sigma_k=sigma_k, ensemble=ensemble,
                      draws=draws, seed=seed, stats=stats, depth=depth, dtype=dtype,
                      chunk_size=chunk_size, storage=storage)

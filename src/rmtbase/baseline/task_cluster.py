@@ -1,17 +1,12 @@
-"""Work that a Dask task spreads over its own cluster: the null table (and the profile null) a
-score needs, drawn by every worker rather than by the one that scores.
+"""Work that a Dask task spreads over its own cluster: the null table (and profile null) a score
+needs, drawn by every worker rather than the one that scores.
 
-A collection scored as Dask tasks (``rmtbase score A B … --workers N``,
-:mod:`rmtbase.scoring.trajectory`) scores the first entry of a new shape alone, so that its null
-tables are cached before the entries that share them start. :func:`rmtbase.baseline.cache.null_table`
-and :func:`rmtbase.scoring.profile.profile_null`, when they run inside a Dask task, hand their
-blocks of draws to the task's cluster through :func:`task_client` (``distributed.worker_client``:
-the task secedes from its worker's thread pool while it waits, so that worker computes blocks
-too) and assemble what returns. Draw ``i`` of a table depends only on (seed, d, d_h, i)
-(:mod:`rmtbase.baseline.tables`) and chunk ``i`` of a profile null only on (seed, i), so the
-result is bit for bit what the task would have drawn alone (the sweep's tests, and
-``tests/test_task_cluster.py`` for these two). Outside a Dask task nothing changes, and nothing
-of Dask is imported.
+Inside a Dask task, :func:`rmtbase.baseline.cache.null_table` and
+:func:`rmtbase.scoring.profile.profile_null` hand their blocks of draws to the task's cluster
+through :func:`task_client` (``distributed.worker_client``: the task secedes while it waits) and
+assemble what returns. Draw i depends only on (seed, d, d_h, i), so the result is bit for bit
+what the task would draw alone (``tests/test_task_cluster.py``). Outside a task nothing changes
+and Dask is not imported.
 """
 
 from __future__ import annotations
@@ -47,9 +42,8 @@ def task_client():
 
 
 def map_in_order(client, fn, args: list[tuple]) -> list:
-    """``[fn(*a) for a in args]`` as Dask tasks of ``client``, in the order of ``args``, waited
-    on through :func:`rmtbase.baseline.sweep.completed` (what is pending is cancelled when one
-    fails)."""
+    """``[fn(*a) for a in args]`` as Dask tasks of ``client``, in order; pending ones are cancelled
+    when one fails."""
     from .sweep import completed
 
     futures = {client.submit(fn, *a, pure=False): i for i, a in enumerate(args)}
@@ -61,10 +55,8 @@ def map_in_order(client, fn, args: list[tuple]) -> list:
 
 
 def table_on_cluster(client, spec, cell):
-    """The σ = 1 table :func:`rmtbase.baseline.tables.cell_table` would draw for ``spec``
-    (:class:`rmtbase.baseline.table_spec.TableSpec`) at the one cell (d, d_h), its blocks of
-    :data:`rmtbase.baseline.tables.DRAW_BLOCK` draws computed as tasks of ``client`` and
-    assembled here, bit for bit the same."""
+    """The σ = 1 table :func:`rmtbase.baseline.tables.cell_table` would draw for ``spec`` at one
+    cell, its blocks computed as tasks of ``client``, bit for bit the same."""
     from functools import partial
 
     from .block_jobs import BlockJobs, job_blocks
