@@ -99,8 +99,8 @@ def effect_kind(name: str) -> tuple[str, float]:
 def natural_effect(name: str, value, draws) -> tuple[np.ndarray, float, float]:
     """Effect of self-normalised ``value`` in the statistic's own units, and the null's band.
 
-    With m the median and (a, b) the :data:`BAND` quantiles of the finite ``draws``: ratio (offset c,
-    :func:`effect_kind`) (value + c)/(m + c), band ((a + c)/(m + c), (b + c)/(m + c)); shift
+    With m the median and (a, b) the :data:`BAND` quantiles of the finite ``draws``: ratio (offset
+    c, :func:`effect_kind`) (value + c)/(m + c), band ((a + c)/(m + c), (b + c)/(m + c)); shift
     value − m, band (a − m, b − m). NaN where no draw is finite or m + c ≤ 0."""
     x = np.asarray(draws, dtype=np.float64)
     x = x[np.isfinite(x)]

@@ -1,4 +1,5 @@
-"""One decision per head: a Cauchy combination of its statistics' evidence, calibrated on joint draws.
+"""One decision per head: a Cauchy combination of its statistics' evidence, calibrated on joint
+draws.
 
 For a head's family F (:mod:`rmtbase.decision.family`) with two-sided tail-resolving p_s
 (:class:`rmtbase.decision.tails.TailModel`), the Cauchy combination (Liu & Xie 2020, JASA

@@ -155,7 +155,8 @@ class TailModel:
         """p-values of ``values``: ``{"p", "p_lo", "p_hi", "method", "effect"}``.
 
         ``method``: strings from :data:`METHODS`; NaN values give NaN p and effect, method ``""``.
-        ``loo``: ``values`` are this model's own draws, each one's occurrence removed from the counts.
+        ``loo``: ``values`` are this model's own draws, each one's occurrence removed from the
+        counts.
         """
         v = np.asarray(values, dtype=np.float64)
         shape = v.shape

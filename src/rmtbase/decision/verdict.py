@@ -60,9 +60,9 @@ def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
 def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 0.05,
                           null_kind: Null | str = "gaussian", group_size: int = 1,
                           unreliable=()) -> xr.Dataset:
-    """:func:`score_values` with groups ``[(rows, null, spectral_null), ...]`` of layers (None = all),
-    each against its own null; BH runs over all heads at once; one group is :func:`score_values`
-    bit for bit, plus ``head_p_exceedances`` (for joint_stopping.p_bounds)."""
+    """:func:`score_values` with groups ``[(rows, null, spectral_null), ...]`` of layers (None =
+    all), each against its own null; BH runs over all heads at once; one group is
+    :func:`score_values` bit for bit, plus ``head_p_exceedances`` (for joint_stopping.p_bounds)."""
     alpha = _check_alpha(alpha)
     null_kind = Null.parse(null_kind)
     names = [n for n in values if n not in NOT_TESTED]

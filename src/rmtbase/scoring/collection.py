@@ -61,11 +61,8 @@ def step_of(label: str) -> int | None:
 
 
 def distinct_suffixes(paths) -> list[str]:
-    """The shortest trailing part of each path (at least its last name) that no other path
-    in ``paths`` ends in: ``runs/a/checkpoint-100``, ``runs/b/checkpoint-100`` ->
-    ``a/checkpoint-100``, ``b/checkpoint-100``. Relative paths count from the working folder;
-    a label never holds the root, and the same folder given twice keeps its last name (for
-    :func:`unique_labels`' ``#i``)."""
+    """The shortest trailing part of each path (at least its last name) no other path ends in
+    (``runs/a/x``, ``runs/b/x`` -> ``a/x``, ``b/x``); never the root."""
     parts = [Path(os.path.abspath(os.fspath(p))).parts[1:] for p in paths]
     out = []
     for i, mine in enumerate(parts):
@@ -206,10 +203,8 @@ def _stack(padded, datasets, labels, steps, dim, entry_vars) -> xr.Dataset:
 
 
 def combine_components(datasets, labels, dim: str = "checkpoint") -> xr.Dataset:
-    """Stack whole-matrix scores (:func:`rmtbase.scoring.components.score_components`) along a
-    new leading ``dim``, as :func:`combine` stacks head scores: labels, ``step`` and order
-    alike; entries of different shapes padded to the union of layers and components with
-    NaN, 0, "" or False (``storage == ""``: no such matrix in that entry)."""
+    """Stack whole-matrix scores along a new leading ``dim``, as :func:`combine` stacks head scores;
+    padding NaN, 0, "" or False (``storage == ""``: no such matrix)."""
     datasets, labels, steps = _ordered(datasets, labels, dim)
     for ds in datasets:
         if "component" not in ds.dims or "storage" not in ds:

@@ -40,10 +40,9 @@ RUNTIME_BYTES = 600 * 2**20
 
 
 def plan(n_layers: int, n_heads: int, n_kv: int, d: int, d_h: int) -> dict:
-    """Memory (bytes) and work (FLOPs) of a composition run, before any weight is read:
-    every earlier layer's column side (H d × d_h float32) is kept, one layer's factors, one
-    layer pair's GEMM output, the results (3 kinds × L² H² float64, ×5 variables) and the
-    process's own :data:`RUNTIME_BYTES`."""
+    """Memory (bytes) and work (FLOPs) of a composition run, before any weight is read: earlier
+    layers' column sides, one layer's factors, one GEMM output, results and
+    :data:`RUNTIME_BYTES`."""
     cols = n_layers * n_heads * d * d_h * _F32
     layer = (2 * n_heads + 2 * n_kv) * d_h * d * _F32 * 2
     gemm = (n_heads + 2 * n_kv) * d_h * n_heads * d_h * _F32 * 3
@@ -128,10 +127,9 @@ _norms = jax.jit(C.layer_norms)
 
 
 def composition_from_factors(layers, n_kv: int, *, ln_gains=None):
-    """Scores from per-layer factors: ``layers`` an iterable of ``(wq, wk, wo_t, wv)``, each
-    ``(H, d_h, d)`` float32 with keys/values expanded to query heads. Returns
-    ``(comp (3, L, H, L, H) with NaN where layer_to ≤ layer_from, overlap (L, H, H),
-    norms {"qk": (L, H), "ov": (L, H)})`` (``ln_gains`` (L, d) folds into Q, K, V)."""
+    """Scores from ``layers`` ``(wq, wk, wo_t, wv)``, each (H, d_h, d) float32, keys/values
+    expanded: (comp (3, L, H, L, H), NaN where layer_to ≤ layer_from; overlap (L, H, H); norms
+    {"qk", "ov": (L, H)}). ``ln_gains`` (L, d) folds into Q, K, V."""
     cols, comp_rows, out = [], [], []
     qk_n, ov_n, over = [], [], []
     for l2, (wq, wk, wo_t, wv) in enumerate(layers):

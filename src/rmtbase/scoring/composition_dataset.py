@@ -52,8 +52,8 @@ def _moment_attrs(attrs) -> dict:
 
 
 def standing(comp) -> tuple[np.ndarray, np.ndarray]:
-    """("min") ranks of scores (3, L, H, L, H), 1 = largest, NaN off the pairs: among each receiver's
-    (layer_to, head_to) sources, and over every cross-layer pair of the kind."""
+    """("min") ranks of scores (3, L, H, L, H), 1 = largest, NaN off the pairs: among each
+    receiver's (layer_to, head_to) sources, and over every cross-layer pair of the kind."""
     from scipy.stats import rankdata
 
     comp = np.asarray(comp, np.float64)
@@ -72,10 +72,8 @@ def standing(comp) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _p_values(comp, null_sorted, attrs, p, median):
-    """(p, p with its tail, null median): from the sorted Gaussian-null scores, add-one and
-    tail-resolving (:func:`tail_p`); or, with ``null_sorted=None``, the given permutation
-    ``p`` (no tail beyond the draws) and per-pair ``median``. ``attrs`` is not read (the tail
-    needs no shape)."""
+    """(p, tail p, null median): add-one and :func:`tail_p` from sorted Gaussian-null scores, or
+    with ``null_sorted=None`` the given permutation ``p`` (no tail) and ``median``."""
     if null_sorted is None:
         return p, p, median
     p = upper_p(comp, null_sorted)
@@ -116,10 +114,8 @@ def p_error(p, pt, draws: int, alpha: float, tail: bool):
 
 
 def _add_error(ds, dims, error, draws: int, alpha: float) -> None:
-    """``composition_p_se``, the draws behind every p (a ``draws`` attr on the p variables)
-    and the attrs ``composition_size_sd`` (:func:`~rmtbase.scoring.joint_stopping.rate_sd`
-    at α: the sd, over nulls of this size, of the realised size of p ≤ α that a shared null
-    gives every pair) and ``composition_open_pairs`` (:func:`p_error`)."""
+    """``composition_p_se``, a ``draws`` attr on the p variables, attrs ``composition_size_sd``
+    (:func:`~rmtbase.scoring.joint_stopping.rate_sd` at α) and ``composition_open_pairs``."""
     from .joint_stopping import rate_sd
 
     se, open_ = error
@@ -198,10 +194,8 @@ def _attrs(gaussian: bool, alpha: float, attrs: dict) -> dict:
 
 def assemble(comp, overlap, norms, null_sorted, *, alpha: float = 0.05, attrs=None,
              p=None, median=None) -> xr.Dataset:
-    """The Dataset from scores ``(3, L, H, L, H)``, overlap ``(L, H, H)`` and sorted null s
-    (Gaussian null); or, with ``null_sorted=None``, from the permutation null's given ``p``
-    (also ``composition_p_tail``: no tail beyond the draws) and per-pair null ``median``;
-    attrs ``null_kind`` says which."""
+    """The Dataset from scores (3, L, H, L, H), overlap (L, H, H) and sorted null s, or with
+    ``null_sorted=None`` the permutation ``p`` and ``median``; attr ``null_kind`` says which."""
     n_l, n_h = comp.shape[1], comp.shape[2]
     attrs = dict(attrs or {})
     gaussian = null_sorted is not None

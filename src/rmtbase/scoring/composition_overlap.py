@@ -55,11 +55,8 @@ def _two_sided_p(values, null_abs):
 
 
 def _tail(values, null_abs):
-    """Two-sided p of ``values`` beyond the draws: the tail-resolving p of |c| against the
-    sorted |null| (:class:`rmtbase.decision.tails.TailModel`: add-one while ≥ 10 draws lie
-    beyond, a conservative GPD tail further out, never below 10⁻¹⁶); a symmetric Beta law with
-    the null's variance would be anti-conservative at small d_h (module docstring) and 0 where
-    its survival function underflows."""
+    """Two-sided p of ``values`` from |c| against the sorted |null|
+    (:class:`rmtbase.decision.tails.TailModel`)."""
     from ..decision.tails import TailModel
 
     v = np.abs(np.asarray(values, np.float64))
@@ -77,10 +74,9 @@ class _Null(NamedTuple):
 
 
 def _settled(ov, tables: dict, null: _Null, draws: int, alpha: float, progress: bool):
-    """({table: sorted |null|}, {table: n}): each table ("distinct", "shared") drawn until no
-    pair's ``qk_overlap_flag`` could differ at ``draws``
-    (:func:`rmtbase.scoring.composition_stopping.settle`, over the pairs a < b), each size in
-    the user cache where ``null.seed`` is given, each continuing the last."""
+    """({table: sorted |null|}, {table: n}): "distinct" and "shared" drawn until no pair's flag
+    could differ at ``draws`` (:func:`rmtbase.scoring.composition_stopping.settle`), cached with a
+    seed."""
     d, d_h, key, seed, storage = null
     from ..progress import message, progress_bar
     from .composition_cache import cached_null
@@ -112,10 +108,11 @@ def _settled(ov, tables: dict, null: _Null, draws: int, alpha: float, progress: 
 
 def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
                   storage: str = "float32", alpha: float = 0.05, progress: bool = False) -> dict:
-    """p, tail p, z, q (all layers), q (per layer) and flag (L, H, H) of ``overlap`` (L, H, H); heads
-    a, b share a key head when a // (H / n_kv) = b // (H / n_kv). ``key``: a JAX key, or a seed
-    (then the null is cached, :mod:`rmtbase.scoring.composition_cache`). Nulls are drawn as far as
-    the flags need, at most ``draws``; ``drawn`` {table: n} says how far. ``storage``: name or record."""
+    """p, tail p, z, q (all layers), q (per layer) and flag (L, H, H) of ``overlap`` (L, H, H);
+    heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv). ``key``: a JAX key, or a
+    seed (then the null is cached, :mod:`rmtbase.scoring.composition_cache`). Nulls are drawn as far
+    as the flags need, at most ``draws``; ``drawn`` {table: n} says how far. ``storage``: name or
+    record."""
     storage = storage_record(storage)
     seed = key if isinstance(key, int) else None
     if seed is not None:
@@ -163,10 +160,9 @@ def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
 
 def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "float32",
                       alpha: float = 0.05, progress: bool = False) -> xr.Dataset:
-    """Add ``qk_overlap_p``, ``qk_overlap_p_tail``, ``qk_overlap_z``, ``qk_overlap_q``, ``qk_overlap_q_layer``,
-    ``qk_overlap_flag`` to a composition Dataset (``qk_overlap`` and the attrs ``d``, ``d_h``,
-    ``n_kv_heads``); null draws from ``named_key(key(seed), "overlap")``. ``storage``: a name
-    or its record (the attr ``qk_overlap_null_storage`` its name)."""
+    """Add the ``qk_overlap_*`` tests to a composition Dataset (needs ``qk_overlap``, attrs ``d``,
+    ``d_h``, ``n_kv_heads``); key ``named_key(key(seed), "overlap")``; ``storage``: name or
+    record."""
     storage = storage_record(storage)
     d, d_h, n_kv = int(ds.attrs["d"]), int(ds.attrs["d_h"]), int(ds.attrs["n_kv_heads"])
     t = overlap_tests(ds.qk_overlap.values, d, d_h, n_kv, int(seed), int(draws), storage, alpha,

@@ -19,11 +19,8 @@ from ..stats.storage import FLOAT32, Storage, storage_record
 
 
 def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"):
-    """``draws`` null composition scores s (sorted, float64) at (d, d_h1, d_h2): the reduced
-    exact sampler for float32 storage, whole factors through the storage round trip for
-    float16/bfloat16 (:func:`rmtbase.baseline.composition_null.null_squares_full`).
-    ``storage``: a name (looked up here) or a record of :mod:`rmtbase.stats.storage`, which
-    is passed on as it is."""
+    """``draws`` sorted float64 null scores s at (d, d_h1, d_h2): reduced exact sampler for float32,
+    whole factors through the round trip for 16-bit storage. ``storage``: name or record."""
     return np.sort(score_draws(key, d, d_h1, d_h2, 0, draws, storage))
 
 
@@ -44,10 +41,8 @@ def score_draws(key, d: int, d_h1: int, d_h2: int, start: int, n: int, storage="
 
 def settled_scores(comp, d: int, d_h: int, draws: int, seed: int, storage: Storage, *,
                    alpha: float, progress: bool = False) -> tuple[np.ndarray, int]:
-    """(sorted null scores, n): the Gaussian null at (d, d_h, d_h) from ``jax.random.key(seed)``
-    drawn until no pair's ``composition_flag`` could differ at ``draws``
-    (:func:`rmtbase.scoring.composition_stopping.settle`); each size is read from, or written
-    to, the user cache, and continues the last (the same numbers whatever the cache held)."""
+    """(sorted null scores, n) at (d, d_h, d_h), seed ``seed``, drawn until no ``composition_flag``
+    could differ at ``draws`` (:func:`rmtbase.scoring.composition_stopping.settle`), cached."""
     import jax
 
     from ..progress import message, progress_bar
@@ -104,10 +99,10 @@ def _null_storage(storage_rows, null) -> Storage:
 
 @dataclass
 class PairNull:
-    """What a composition null gives: the model's ``comp`` (3, L, H, L, H), ``overlap`` (L, H, H) and
-    ``norms``; either ``null_sorted`` (shared sorted null scores) or each pair's ``p`` and
-    ``median``; ``null_storage`` (file attr), the optional ``null`` sentence, the ``storage``
-    record the draws went through (None: float32) and ``drawn`` (where stopping stopped)."""
+    """What a composition null gives: the model's ``comp`` (3, L, H, L, H), ``overlap`` (L, H, H)
+    and ``norms``; either ``null_sorted`` (shared sorted null scores) or each pair's ``p`` and
+    ``median``; ``null_storage`` (file attr), the optional ``null`` sentence, the ``storage`` record
+    the draws went through (None: float32) and ``drawn`` (where stopping stopped)."""
 
     comp: np.ndarray
     overlap: np.ndarray
@@ -149,10 +144,8 @@ class Pairs:
                                  self.info.n_kv_heads, ln_gains=self.gains)
 
     def gaussian_factors(self, *, draws: int, seed: int) -> PairNull:
-        """Independent Gaussian factors at each head's shapes, stored at the checkpoint's
-        float storage (:func:`~rmtbase.scoring.composition.null_scores`), shared by every
-        pair; drawn as far as the flags need (:mod:`rmtbase.scoring.composition_stopping`,
-        at most ``draws``), each size kept in the user cache
+        """Independent Gaussian factors at the heads' shapes and float storage, shared by every
+        pair, drawn as far as the flags need and cached
         (:mod:`rmtbase.scoring.composition_cache`)."""
         comp, overlap, norms = self.scores()
         record = _null_storage(self.storage_rows, self.null_storage)

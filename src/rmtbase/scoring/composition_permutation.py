@@ -33,10 +33,8 @@ FACTORS = ("q", "k", "o", "v")
 
 
 def plan(n_layers: int, n_heads: int, n_kv: int, d: int, d_h: int, draws: int) -> dict:
-    """Memory (bytes) and GEMM FLOPs of a permutation-null composition run: the model's
-    factors kept in float32, per chunk the permuted factors of one layer, every earlier
-    layer's permuted column sides and one layer pair's GEMM output; FLOPs = draws × the
-    layer-pair GEMMs (2 (H + 2 H_kv) d_h · d · H d_h each)."""
+    """Memory (bytes) and GEMM FLOPs of a permutation-null run; FLOPs = draws × the layer-pair
+    GEMMs (2 (H + 2 H_kv) d_h · d · H d_h each)."""
     f32 = 4
     model = n_layers * (2 * n_heads + 2 * n_kv) * d_h * d * f32
     c = min(int(draws), CHUNK)
@@ -58,11 +56,9 @@ def permutations(seed: int, chunk: int, n: int, count: int) -> dict[str, np.ndar
 
 
 class _Permuted(NamedTuple):
-    """One layer's permuted factors for a chunk of B draws (:func:`_layer_fn`; a pytree, so
-    it passes through ``jax.jit`` as its nine arrays): ``q``, ``k``, ``v`` ``(B, H, d_h, d)``
-    (gains applied, keys and values expanded to query heads), the norms ``nq`` = ‖W_QK‖_F²
-    and ``no`` = ‖W_OV‖_F² ``(B, H)``, the Grams ``gq``, ``gk``, ``go`` ``(B, H, d_h, d_h)``
-    and the column matrix ``cols`` ``(B, d, H d_h)``."""
+    """One layer's permuted factors for B draws (a pytree): ``q``, ``k``, ``v`` (B, H, d_h, d),
+    ``nq`` = ‖W_QK‖_F², ``no`` = ‖W_OV‖_F² (B, H), Grams ``gq``, ``gk``, ``go`` and ``cols``
+    (B, d, H d_h)."""
 
     q: object
     k: object
@@ -77,10 +73,8 @@ class _Permuted(NamedTuple):
 
 @lru_cache(maxsize=8)
 def _layer_fn(group: int):
-    """Permuted factors of one layer for a chunk of draws, :class:`_Permuted` (keys and values
-    permuted per distinct head, then expanded): ``f(raw, perm, g)`` with ``raw`` the layer's
-    (wq, wk, wo_t, wv) (keys/values per distinct head), ``perm`` the four permutations
-    ``(B, n)`` in :data:`FACTORS` order and ``g`` the norm gains ``(d,)``."""
+    """``f(raw, perm, g)`` -> :class:`_Permuted`: ``raw`` (wq, wk, wo_t, wv) per distinct head,
+    ``perm`` the four (B, n) permutations in :data:`FACTORS` order, ``g`` the gains (d,)."""
     import jax
     import jax.numpy as jnp
 
@@ -105,10 +99,8 @@ def _layer_fn(group: int):
 
 @lru_cache(maxsize=8)
 def _pair_fn(group: int, dh1: int):
-    """Scores s of the three kinds for a chunk of draws of one layer pair, ``(B, 3, H2, H1)``:
-    ``f(later, cols1, no1)`` with ``later`` the later layer's :class:`_Permuted` (its ``cols``
-    unused: jit leaves an unused input out of the program) and the earlier layer's column
-    matrix and ‖W_OV‖_F²."""
+    """``f(later, cols1, no1)`` -> scores (B, 3, H2, H1) of one layer pair: the later layer's
+    :class:`_Permuted`, the earlier layer's columns and ‖W_OV‖_F²."""
     import jax
     import jax.numpy as jnp
 
@@ -133,7 +125,8 @@ def permutation_counts(layers, n_kv: int, comp, *, draws: int, seed: int, ln_gai
                        progress=None) -> dict:
     """Permutation null of scores ``comp`` (3, L, H, L, H) of ``layers`` (``(wq, wk, wo_t, wv)``,
     keys/values expanded): ``ge`` (#{b : s_b ≥ s}), ``m1``, ``m2`` (mean and mean square of s_b²),
-    ``median`` (of the first min(B, CHUNK) draws), NaN where layer_to ≤ layer_from, and ``draws``."""
+    ``median`` (of the first min(B, CHUNK) draws), NaN where layer_to ≤ layer_from, and
+    ``draws``."""
     import jax.numpy as jnp
 
     draws = int(draws)

@@ -74,11 +74,9 @@ def open_values(values: dict, nulls: dict, n_final: int, alpha: float,
 
 def settle(values: dict, draw, draws: int, *, alpha: float, error: float | None = None,
            on_grow=None) -> tuple[dict, dict]:
-    """({table: sorted null}, {table: n}): each table's null drawn by :func:`schedule` until
-    none of its values is open (:func:`open_values`). ``values``: {table: the values read
-    against it}; ``draw(table, n, previous)``: the sorted first n draws of that table,
-    ``previous`` the sorted table so far (None at first) to continue; ``on_grow(table, n)``:
-    told before a table grows."""
+    """({table: sorted null}, {table: n}): each table drawn by :func:`schedule` until no value is
+    open. ``values``: {table: values}; ``draw(table, n, previous)`` continues ``previous``;
+    ``on_grow(table, n)`` is told before a table grows."""
     from .stopping import STOP_ERROR
 
     sizes = schedule(draws)

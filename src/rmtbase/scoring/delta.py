@@ -96,11 +96,9 @@ def _placeholders(layers):
 
 def lora_layers(adapter, base, *, base_revision=None, allow_pickle=False,
                 norms: dict | None = None):
-    """``(layers, sides, unchanged)`` of a LoRA ``adapter`` over ``base``: the LayerHeads to
-    score (a side the adapter leaves alone read from the base, module docstring), the sides it
-    changes (``{"q"}``, ``{"k"}`` or both) and the (layer, head) mask of heads it leaves
-    bit-identical (scored on a placeholder, then taken out: :mod:`.unchanged`). Per-head
-    relative changes go to ``norms``. ModelError when it changes no query/key weight."""
+    """``(layers, sides, unchanged)`` of LoRA ``adapter`` over ``base``: LayerHeads to score, sides
+    changed, and the mask of bit-identical heads; relative changes go to ``norms``. ModelError when
+    no query/key weight changes."""
     from ..models import LayerHeads, load_heads
     from ..models.lora import lora_heads, read_lora
     from .unchanged import placeholder

@@ -139,10 +139,8 @@ def strip(ds: xr.Dataset) -> xr.Dataset:
 
 
 def check(folder, label: str, key: str) -> tuple[xr.Dataset | None, str | None]:
-    """``(entry, None)`` for the stored entry ``label`` whose key is ``key`` and whose content
-    matches its hash, else ``(None, why)`` — it is scored again: ``why`` is None where that is
-    expected (absent, other options or versions), else a clause for a warning (unreadable,
-    changed after it was written, or without a hash to verify it by)."""
+    """``(entry, None)`` for stored entry ``label`` with key ``key`` and a matching hash, else
+    ``(None, why)``: why None when expected (absent, other key), else a warning clause."""
     path = entry_path(folder, label)
     if not path.is_file():
         return None, None
@@ -198,8 +196,8 @@ def _manifest_sha(f: Path) -> str | None:
 
 
 def check_content(f: Path, ds: xr.Dataset, unverified: bool = False) -> str | None:
-    """InputError unless score file ``f`` (read as ``ds``) is verified by its :data:`CONTENT_ATTR` or
-    its folder's ``manifest.json``. A mismatching hash, or a ``scores.nc`` its manifest does not
+    """InputError unless score file ``f`` (read as ``ds``) is verified by its :data:`CONTENT_ATTR`
+    or its folder's ``manifest.json``. A mismatching hash, or a ``scores.nc`` its manifest does not
     list, is always refused; no hash at all only without ``unverified`` (then a warning clause is
     returned, else None)."""
     listed = _manifest_sha(f) if f.name == "scores.nc" else None
@@ -224,11 +222,8 @@ def check_content(f: Path, ds: xr.Dataset, unverified: bool = False) -> str | No
 
 
 def load_entries(paths, *, unverified: bool = False, warn=None) -> list[tuple[str, xr.Dataset]]:
-    """[(label, single score)] from entry files, folders of them (``OUT.entries``) or
-    ``rmtbase score`` output folders of one model (their ``scores.nc``). The label is the
-    entry file's (else the score's ``model`` attribute); order as given, files of a folder by
-    name. Each file is verified first (:func:`check_content`; ``unverified``: accept files
-    that hold no hash, ``warn(text)`` told of each)."""
+    """[(label, single score)] from entry files, folders of them or score folders (``scores.nc``),
+    in the order given (a folder's by name), each verified by :func:`check_content` first."""
     out = []
     for p in map(Path, paths):
         if p.is_dir() and (p / "scores.nc").is_file():

@@ -56,10 +56,7 @@ def factor_profile(wq, wk) -> dict[str, np.ndarray]:
 
 @lru_cache(maxsize=1)
 def _compiled_profile():
-    """``jit(factor_profile_jax)``: the four statistics in fused passes over the factors. Run
-    op by op, each reduction wrote a temporary as large as the factors; compiled, a chunk of
-    250 Gaussian null heads at the Gemma-3 shape (640 × 256) takes 2.1 s of CPU rather than
-    3.3 s (values move by float32 rounding, ~1e-9)."""
+    """``jit(factor_profile_jax)``: the four statistics in fused passes over the factors."""
     import jax
 
     return jax.jit(factor_profile_jax)
@@ -75,10 +72,8 @@ def factor_profile_jax(wq, wk, blocks: bool = False) -> dict:
 
 
 def null_storage(storage: str | Storage) -> Storage:
-    """The record (:mod:`rmtbase.stats.storage`) of the storage whose Gaussian profile null
-    serves heads stored as ``storage`` (a name or a record): float32's
-    (:data:`~rmtbase.stats.storage.FLOAT32`) for every float storage, the storage's own for
-    block formats and FP8 (module docstring). InputError (one line) for an unknown name."""
+    """The storage record whose profile null serves heads stored as ``storage``: float32 for every
+    float storage, its own for block formats and FP8. InputError for an unknown name."""
     from ..stats.storage import FLOAT32, storage_record
 
     record = storage_record(storage)
@@ -121,10 +116,8 @@ def profile_null(d: int, d_h: int, storage: str | Storage = "float32", n: int = 
 
 def _profile_chunk(d: int, d_h: int, storage: Storage, seed: int, i: int, m: int,
                    x64: bool) -> dict:
-    """Chunk ``i`` (``m`` heads) of :func:`profile_null` for a null storage's record, under
-    ``jax_enable_x64 = x64``: float32 by the exact reduced draws, other storages by factors
-    through their round trip; head j of the chunk from ``fold_in(chunk key, j)`` (each a full
-    chunk: one program per shape, and head j the same in a shorter chunk)."""
+    """Chunk ``i`` (``m`` heads) of :func:`profile_null` under ``jax_enable_x64 = x64``; head j from
+    ``fold_in(chunk key, j)``, so head j is the same in a shorter chunk."""
     import jax
 
     from ..ensembles import named_key
@@ -140,10 +133,10 @@ def _profile_chunk(d: int, d_h: int, storage: Storage, seed: int, i: int, m: int
 
 
 def block_axes(a, b, c) -> tuple:
-    """(alignment, symmetry) of the reduced factors W_Q = [A, 0], W_K = [B, C] (A, C lower-triangular
-    d_h × d_h blocks of the Bartlett factor): ⟨W_Q, W_K⟩ = Σ A∘B, ‖W_Q‖² = ‖A‖²,
-    ‖W_K‖² = ‖B‖² + ‖C‖²; with M = AᵀB, N = AᵀC, tr(W_QK²) = Σ_ij M_ij M_ji and
-    ‖W_QK‖² = ‖M‖² + ‖N‖² (``tests/test_profile_null_size.py``)."""
+    """(alignment, symmetry) of the reduced factors W_Q = [A, 0], W_K = [B, C] (A, C
+    lower-triangular d_h × d_h blocks of the Bartlett factor): ⟨W_Q, W_K⟩ = Σ A∘B, ‖W_Q‖² = ‖A‖²,
+    ‖W_K‖² = ‖B‖² + ‖C‖²; with M = AᵀB, N = AᵀC, tr(W_QK²) = Σ_ij M_ij M_ji and ‖W_QK‖² = ‖M‖² +
+    ‖N‖² (``tests/test_profile_null_size.py``)."""
     import jax.numpy as jnp
 
     from .._matmul import mm
@@ -218,10 +211,11 @@ def _heads(d_h: int) -> int:
 @lru_cache(maxsize=16)
 def _stored_null(d: int, d_h: int, storage: Storage):
     """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8: head j's W_Q, W_K
-    (``null_rows`` rows of N(0, 1) from ``fold_in(key, j)``, :func:`rmtbase.ensembles.threefry.normal`)
-    through :func:`rmtbase.stats.precision.round_trip`, kept to d_h rows, then
-    :func:`factor_profile_jax`, :func:`_heads` heads a loop step. Format 6
-    (:data:`~rmtbase.scoring.profile_cache.STORED_FORMAT`) differs from 5 by float32 rounding only."""
+    (``null_rows`` rows of N(0, 1) from ``fold_in(key, j)``,
+    :func:`rmtbase.ensembles.threefry.normal`) through :func:`rmtbase.stats.precision.round_trip`,
+    kept to d_h rows, then :func:`factor_profile_jax`, :func:`_heads` heads a loop step. Format 6
+    (:data:`~rmtbase.scoring.profile_cache.STORED_FORMAT`) differs from 5 by float32 rounding
+    only."""
     import jax
     import jax.numpy as jnp
 

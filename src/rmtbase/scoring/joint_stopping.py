@@ -1,4 +1,5 @@
-"""The statistics' joint null sized by its own Monte Carlo error, drawn only where a decision could change.
+"""The statistics' joint null sized by its own Monte Carlo error, drawn only where a decision could
+change.
 
 The joint draws (``all`` table) give the element statistics' p and calibrate p_S
 (:mod:`rmtbase.decision.omnibus`); with N draws the null rate of p_S ≤ a = α/2 is off by about

@@ -58,11 +58,8 @@ def layer_quantisation(lh, wq, wk, storage, group):
 
 
 def layer_null(storage, detected, quantized_null):
-    """(storage the layer's heads are measured at, storage its null is drawn at, whether its
-    histogram statistics lack a matched null) for one layer: float ``storage`` (a record) and
-    the block format ``detected`` (a record, or None), under ``quantized_null``
-    (:mod:`rmtbase.scoring.score`: ``"auto"``, ``"none"``, or the record of the block format
-    it forces, looked up once by the caller); storages as records."""
+    """(measured storage, null storage, whether histogram statistics lack a matched null) for one
+    layer of float ``storage`` and ``detected`` format under ``quantized_null`` (records)."""
     forced = None if quantized_null in ("auto", "none") else quantized_null
     est, null_storage, unmatched = storage, storage, False
     # W_Q and W_K in different block types (a MixedStorage, "q4_k+q8_0": Mixtral-style Q4_K_M
@@ -83,10 +80,8 @@ def layer_null(storage, detected, quantized_null):
 
 
 def baseline_attrs(nulls, layer_ids) -> dict:
-    """``baseline_<attr>`` from the null tables' attrs (strings and numbers): a value shared by
-    every table as it is; where the layers' tables differ, numbers by their minimum and text
-    per storage, as "value (layers ...)". Numbers are Python's (a table read from a file has
-    numpy scalars, a generated one Python numbers: the attrs do not depend on which)."""
+    """``baseline_<attr>`` from the tables' attrs: a shared value as is; differing numbers by their
+    minimum, text as "value (layers ...)"; Python scalars either way."""
     out = {}
     keys = list(dict.fromkeys(k for g in nulls for k in g.table.attrs))
     for k in keys:

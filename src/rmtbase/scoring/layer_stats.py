@@ -63,10 +63,8 @@ class RawUnits(NamedTuple):
 
 
 def restore_scale(st: dict, cq, ck, where: str = "") -> dict:
-    """Statistics ``st`` of factors divided by ``cq``, ``ck`` (:func:`safe_factors`) in raw
-    units: ``x·c^p`` or ``x + p ln c`` in float64 by each statistic's ``sigma_power``; a raw
-    value (or the scale^p the decision divides by) outside float64 is a one-line
-    :class:`~rmtbase.errors.ModelError` naming the scale."""
+    """Statistics ``st`` of factors divided by ``cq``, ``ck`` back in raw units (``x·c^p`` or
+    ``x + p ln c``, float64); a value outside float64 is a one-line ModelError."""
     from ..decision.scale import scaling
     from ..errors import ModelError
 
@@ -100,10 +98,8 @@ def restore_scale(st: dict, cq, ck, where: str = "") -> dict:
 
 @functools.cache
 def _compiled():
-    """jax.jit of (head_stats without element statistics, eigvals_from_factors) over one
-    layer's heads: rms and spectral statistics; compiled once per (shape, dtype, options) and
-    reused across layers and models of the same shape. The element statistics are computed
-    head by head on threads (:mod:`rmtbase.scoring.qk_elements`)."""
+    """jax.jit of (head_stats without element statistics, eigvals_from_factors) over one layer's
+    heads, compiled once per (shape, dtype, options)."""
     import jax
 
     from ..stats import head_stats
@@ -120,11 +116,8 @@ def _compiled():
 
 @functools.cache
 def _compiled_factor_elements(storage: str):
-    """jax.jit of ``element_stats(w, storage=storage)`` over a stack of factors (one program
-    per storage and shape), for a layer's W_Q heads and its distinct W_K heads alike
-    (:func:`_factor_elements`); a top-level program of its own so that it compiles with
-    ``FEW_CALLS``: the same bytes as ``element_stats``'s own program
-    (tests/test_compiler_options.py), ~0.5 CPU-s less compile."""
+    """jax.jit of ``element_stats(w, storage=storage)`` over a stack of factors, compiled with
+    ``FEW_CALLS`` (same bytes, tests/test_compiler_options.py)."""
     import jax
 
     from .._compiled import few_calls
@@ -134,11 +127,8 @@ def _compiled_factor_elements(storage: str):
 
 
 def _factor_elements(wq, wk, group: int, storage: str) -> tuple[dict, dict]:
-    """(``q.<stat>``, ``k.<stat>``), float64, one per query head: the element statistics of
-    the heads' factors by :func:`_compiled_factor_elements` in calls of n_kv = n / ``group``
-    matrices (W_Q's heads in ``group`` calls, the distinct W_K heads ``wk[::group]`` in one),
-    so that one program, of shape (n_kv, d_h, d), serves both and a call copies at most n_kv
-    factors, and the estimator is compiled once rather than again inside W_QK's program."""
+    """(``q.<stat>``, ``k.<stat>``) float64 per query head, in calls of n_kv = n / ``group`` factors
+    (W_Q in ``group`` calls, the distinct ``wk[::group]`` in one) of one program."""
     n_kv = wk.shape[0] // group
     fn = _compiled_factor_elements(storage)
     parts = [fn(wq[i:i + n_kv]) for i in range(0, wq.shape[0], n_kv)]
@@ -150,10 +140,10 @@ def _factor_elements(wq, wk, group: int, storage: str) -> tuple[dict, dict]:
 
 def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
                  entry_law: bool = True, hist: bool = False, raw: RawUnits | None = None):
-    """head_stats batched over one layer's heads, plus x = λ / (rms_Q² rms_K² d²) (descending). Under
-    GQA (``group`` > 1, ``wk`` expanded) W_K's element statistics are computed once per key head.
-    ``hist``: also return the W_QK histograms (:mod:`.qk_histogram`). ``raw``: :class:`RawUnits`
-    when ``wq``, ``wk`` come from :func:`safe_factors`; None: made safe here."""
+    """head_stats batched over one layer's heads, plus x = λ / (rms_Q² rms_K² d²) (descending).
+    Under GQA (``group`` > 1, ``wk`` expanded) W_K's element statistics are computed once per key
+    head. ``hist``: also return the W_QK histograms (:mod:`.qk_histogram`). ``raw``:
+    :class:`RawUnits` when ``wq``, ``wk`` come from :func:`safe_factors`; None: made safe here."""
     if raw is None:
         wq, wk, cq, ck = safe_factors(wq, wk)
         raw = RawUnits(cq, ck)

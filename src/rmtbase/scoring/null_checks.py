@@ -29,11 +29,8 @@ def check_element_draws(null: Null, kind: str, element_draws,
 
 
 def check_null_storage(null: Null, where: str = "null") -> None:
-    """InputError (one line), up front, if ``null`` carries a storage of its own: a null
-    stored like the checkpoint (:attr:`~rmtbase.stats.null_kind.Null.stored_like_checkpoint`)
-    is set to each layer's storage by the scoring (and forced to a block format on quantised
-    layers by ``quantized_null``), so ``GaussianNull("q8_0")`` would be scored as float32
-    without a word: it is refused instead of ignored."""
+    """InputError up front if ``null`` carries its own storage: a null stored like the checkpoint is
+    set per layer, so e.g. ``GaussianNull("q8_0")`` is refused rather than silently ignored."""
     if null.storage != "float32":
         raise InputError(f"{where} {null!r} carries storage {null.storage!r}, which is not "
                          "honoured: the null is stored as each layer of the checkpoint is; pass "
@@ -43,11 +40,9 @@ def check_null_storage(null: Null, where: str = "null") -> None:
 
 def check_null_size(info, kind: str, names, draws, null: Null,
                     element_draws: int) -> None:
-    """InputError, before any weight is read or any draw made, if the null draws asked for
-    cannot be held in memory (:func:`rmtbase.baseline.limits.check_stored_values`): the
-    Gaussian null's table (at least 1000 draws, as float64 when scored) or the permutation
-    null's draws of every head; TableError, as early, if a shipped table of the heads' cell
-    lacks a statistic the run reads (:func:`rmtbase.baseline.shipped.check_shipped_tables`)."""
+    """InputError before any read or draw if the null draws asked for do not fit in memory
+    (:func:`rmtbase.baseline.limits.check_stored_values`); TableError if a shipped table lacks a
+    statistic the run reads."""
     from types import SimpleNamespace
 
     from ..baseline.limits import check_stored_values

@@ -170,11 +170,8 @@ def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads):
 
 
 def _draw_range(draws) -> tuple[int, int]:
-    """(first, stop) of ``draws`` (a count, or a pair with ``first`` a multiple of
-    :data:`CHUNK`). Draws first … stop − 1 equal those of a run of ``stop`` draws: each chunk
-    of permutations is a pure function of (seed, chunk) and each head's statistics read its
-    own entries only, so a head's null grows without redrawing (``element_draws`` counts from
-    draw 0; :mod:`rmtbase.scoring.head_growth`)."""
+    """(first, stop) of ``draws`` (a count, or a pair, ``first`` a multiple of :data:`CHUNK`). Draws
+    first … stop − 1 equal those of a run of ``stop``: chunks depend on (seed, chunk) only."""
     first, stop = (0, int(draws)) if np.ndim(draws) == 0 else map(int, draws)
     if first % CHUNK or not 0 <= first < stop:
         raise ValueError(f"draws {first} to {stop}: the first must be a multiple of {CHUNK}")

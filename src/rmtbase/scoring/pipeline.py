@@ -61,11 +61,8 @@ class Options:
 
 @dataclass
 class Layers:
-    """What :func:`read_layers` measured, per layer: statistics, normalised spectra, ids, float
-    storage, quantisation detected (None if none), null storage (records of
-    :mod:`rmtbase.stats.storage`), profile; the factors (only for a null drawn per head), W_QK
-    histograms (with element statistics), and whether some layer's histogram statistics lack a
-    matched null."""
+    """What :func:`read_layers` measured per layer: statistics, spectra, ids, storage records,
+    profile, factors (for a per-head null), W_QK histograms, and whether histograms lack a null."""
 
     per_layer: list = field(default_factory=list)
     spectra: list = field(default_factory=list)
@@ -94,10 +91,8 @@ class Layers:
 
 def check_heads(layer: int, wq, wk, name: str,
                 factors: str = "W_Q or W_K; with --ov W_O or W_V") -> None:
-    """One-line ModelError naming the heads (``L<layer>H<h>``) of factors ``wq``, ``wk``
-    (n_heads, d_h, d) with a NaN or infinite entry, or with a factor that is all zero (no
-    spectrum, no scale: every statistic would be 0/0), before the layer is measured;
-    ``factors`` names the two factors in the message."""
+    """One-line ModelError naming heads (``L<layer>H<h>``) of ``wq``, ``wk`` (n_heads, d_h, d) with
+    a non-finite entry or an all-zero factor; ``factors`` names the two in the message."""
     finite = np.isfinite(wq).all(axis=(1, 2)) & np.isfinite(wk).all(axis=(1, 2))
     for bad, what in ((~finite, "non-finite (NaN/inf) weights"),
                       (finite & ~(wq.any(axis=(1, 2)) & wk.any(axis=(1, 2))),
@@ -185,10 +180,8 @@ def _values(read: Layers, opts: Options):
 
 
 def references(null, null_storages, cells: Cells, opts: Options) -> list:
-    """The null's references (:meth:`rmtbase.stats.null_kind.Null.reference`): one per storage
-    among the layers (``null_storages``: per layer a record of :mod:`rmtbase.stats.storage`,
-    handed to the null as it is), shared by the layers stored alike; a null drawn per head
-    (:attr:`~rmtbase.stats.null_kind.Null.draws_per_head`) one for every layer."""
+    """The null's references: one per storage among the layers (``null_storages``), or one for every
+    layer for a null drawn per head."""
     kw = dict(draws=opts.draws, seed=opts.seed, progress=opts.progress)
     if null.draws_per_head:
         return [null.reference(cells, null_storages[0], **kw)]

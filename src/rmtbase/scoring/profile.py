@@ -69,11 +69,9 @@ def _perm_profile_fn(d_h: int, d: int):
 
 
 def permutation_profile_null(wq, wk, draws: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """``{axis: (..., draws)}`` permutation null of :data:`FACTOR_AXES` for heads
-    ``wq, wk`` of shape ``(..., d_h, d)`` (module docstring): the permutations of
-    :func:`rmtbase.scoring.permutation.permutations` (chunks of
-    :data:`rmtbase.scoring.permutation.CHUNK`), the same for every head; heads in blocks of
-    bounded memory."""
+    """``{axis: (..., draws)}`` permutation null of :data:`FACTOR_AXES` for ``wq, wk`` (..., d_h,
+    d), the permutations of :func:`rmtbase.scoring.permutation.permutations`, heads in bounded
+    blocks."""
     import jax.numpy as jnp
 
     from .permutation import CHUNK, permutations
@@ -181,11 +179,9 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
 
 
 def _add_unaligned(ds, profiles, null_storages, nulls, permutation, alpha: float) -> None:
-    """``symmetry_unaligned`` with its ``_effect``, ``_p`` and ``_flag`` (BH over heads) over
-    (layer, head): each head's symmetry with W_K's part along W_Q removed
-    (:mod:`rmtbase.stats.unaligned`) against the symmetry axis's own null draws, what
-    :mod:`rmtbase.decision.kinds` asks of an aligned head before it calls it symmetric too.
-    Nothing when the profiles lack it."""
+    """``symmetry_unaligned`` and its ``_effect``, ``_p``, ``_flag`` (BH over heads): symmetry with
+    W_K's part along W_Q removed (:mod:`rmtbase.stats.unaligned`) against the symmetry draws; none
+    if absent."""
     if not profiles or any("symmetry_unaligned" not in p for p in profiles):
         return
     shape = (ds.sizes["layer"], ds.sizes["head"])

@@ -180,9 +180,9 @@ def _memory_key(d: int, d_h: int, storage, seed: int) -> tuple:
 def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = None,
                         seed: int = 0, client=None, progress: bool = False
                         ) -> dict[str, np.ndarray]:
-    """The first ``n`` draws of :func:`rmtbase.scoring.factor_axes.profile_null` for ``storage``, from
-    a shipped or cached table of ≥ n draws, else drawn (continuing the largest shorter cached table)
-    and cached atomically; so the result depends on ``n`` alone. ``client``: Dask chunks.
+    """The first ``n`` draws of :func:`rmtbase.scoring.factor_axes.profile_null` for ``storage``,
+    from a shipped or cached table of ≥ n draws, else drawn (continuing the largest shorter cached
+    table) and cached atomically; so the result depends on ``n`` alone. ``client``: Dask chunks.
     ``progress``: report draws on stderr (:mod:`rmtbase.progress`)."""
     import xarray as xr
 

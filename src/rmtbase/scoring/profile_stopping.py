@@ -122,8 +122,8 @@ def interval_level(n_heads: int, n_axes: int, unaligned: bool, n_looks: int,
 def open_heads(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alpha: float,
                level: float, unaligned=None) -> np.ndarray:
     """(layer, head) mask of heads whose ``profile_flag`` on some axis or ``head_flag`` could differ
-    at ``n_final`` draws, intervals at ``level``. values: (layer, head, axis); p_stats: (layer, head)
-    statistics' head p; nulls: {null storage: {axis: (n,)}}; groups: {null storage: layer
+    at ``n_final`` draws, intervals at ``level``. values: (layer, head, axis); p_stats: (layer,
+    head) statistics' head p; nulls: {null storage: {axis: (n,)}}; groups: {null storage: layer
     positions}; unaligned: (layer, head) ``symmetry_unaligned`` or None."""
     from ..decision.combined import DECISION_AXES, combined_p
     from ..decision.tails import TailModel
@@ -186,11 +186,9 @@ class Heads(NamedTuple):
 
 def settle(heads: Heads, draw, size: dict, *, alpha: float, schedule=None,
            error: float | None = None, on_grow=None):
-    """({null storage: {axis: (n,)}}, {null storage: n}): draw by ``schedule`` (default
-    :data:`SCHEDULE`) from ``size`` {null storage: n} until no head is open
-    (:func:`open_heads`; each interval at :func:`interval_level` over the looks left from the
-    smallest start, :func:`looks_from`). ``draw(storage, n)``: the first n draws
-    {axis: (n,)} of that storage's null; ``on_grow(storage, n)``: told before a storage grows."""
+    """({storage: {axis: (n,)}}, {storage: n}): drawn along ``schedule`` from ``size`` until no head
+    is open (:func:`open_heads`, intervals at :func:`interval_level`). ``draw(storage, n)``: first n
+    draws; ``on_grow(storage, n)``: told before a storage grows."""
     schedule = SCHEDULE if schedule is None else tuple(schedule)
     values = np.asarray(heads.values, dtype=np.float64)
     p_stats, groups, unaligned = heads.p_stats, heads.groups, heads.unaligned

@@ -16,11 +16,8 @@ QK_HIST_EDGES = np.linspace(-8.0, 8.0, 65)
 
 
 def elements_and_histogram(q, k, scale, trim: float = 0.8):
-    """(element statistics, histogram) of one head's W_QK = qᵀ k (traceable JAX). q, k:
-    (d_h, d); scale: √d_h σ̂_Q σ̂_K. The statistics are ``stats.elementwise._qk_one``, the
-    computation the null's ``stats.head_stats`` and the permutation null use; the histogram
-    is counted in the same scatter as their entropy histogram (``stats.tiles.one_tile``'s
-    ``side``)."""
+    """(element statistics, histogram) of one head's W_QK = qᵀ k (traceable JAX); q, k (d_h, d);
+    scale √d_h σ̂_Q σ̂_K; the statistics are the null's (``stats.elementwise._qk_one``)."""
     import jax.numpy as jnp
 
     from ..stats.elementwise import _qk_one
@@ -32,10 +29,8 @@ def elements_and_histogram(q, k, scale, trim: float = 0.8):
 
 
 def passes_and_histogram(q, k, scale):
-    """:func:`elements_and_histogram` up to its statistics' finish (traceable JAX): ((the
-    estimator's accumulators, its geometry), histogram), the same product, passes and
-    histogram step for step (:func:`rmtbase.stats.tiles.tile_passes`); :func:`finish` gives
-    the statistics. Apart, the finish can be compiled as a program of its own."""
+    """:func:`elements_and_histogram` up to the finish: ((accumulators, geometry), histogram);
+    :func:`finish` gives the statistics, compiled apart."""
     import jax.numpy as jnp
 
     from .._matmul import mm_tn

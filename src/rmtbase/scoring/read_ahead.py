@@ -13,10 +13,8 @@ _END = object()
 
 
 def read_ahead(items):
-    """Yield the items of the iterable ``items`` in order, the next one read in a background
-    thread while the caller works on the current one (module docstring). Closing the
-    generator (or an error in the caller) waits for the read in flight, then closes the
-    underlying iterator (its ``finally`` blocks, e.g. a file's close, run)."""
+    """Yield ``items`` in order, the next read in a background thread; closing waits for the read in
+    flight, then closes the underlying iterator."""
     it = iter(items)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmtbase-read-ahead")
     pending = None

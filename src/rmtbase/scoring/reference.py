@@ -30,9 +30,10 @@ from .null_checks import undefined_under_null
 
 @dataclass(frozen=True)
 class NullStart:
-    """The least sizes a score's Gaussian nulls start from: joint ``table``, ``spectral`` reference and
-    ``profile`` per null storage (``((storage, n), ...)``); 0 or absent: the rules' own start. Set
-    by a collection re-scoring an entry behind another of its shape; the rules may grow further."""
+    """The least sizes a score's Gaussian nulls start from: joint ``table``, ``spectral`` reference
+    and ``profile`` per null storage (``((storage, n), ...)``); 0 or absent: the rules' own start.
+    Set by a collection re-scoring an entry behind another of its shape; the rules may grow
+    further."""
 
     table: int = 0
     spectral: int = 0

@@ -36,11 +36,9 @@ def tail_counts(groups, values, names) -> tuple[dict, np.ndarray]:
 
 
 def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
-    """What keeps the decisions open, for the progress line: for each open head (at most
-    ``limit``), "layer L head H: STAT with k of N draws beyond" naming its statistic with the
-    fewest draws beyond it — the one whose Clopper–Pearson interval reaches lowest (k = 0: the
-    lower bound is 0 at any N, so only more draws can settle it, unless they bring draws
-    beyond). Layer and head are positions among the scored heads."""
+    """For each open head (at most ``limit``): "layer L head H: STAT with k of N draws beyond", the
+    statistic with fewest draws beyond (k = 0 settles only by more draws); positions among scored
+    heads."""
     heads = [tuple(int(i) for i in h) for h in np.argwhere(np.asarray(open_heads))]
     parts = []
     for h in heads[:limit]:

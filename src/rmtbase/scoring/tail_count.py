@@ -59,10 +59,8 @@ def _q_range(n: int, m: int, k_low: int, level: float) -> tuple[float, float]:
 
 
 def interval_errors(n: int, n_final: int, level: float, q) -> np.ndarray:
-    """(10, len(q)) the exact error E(q) of the interval with the claim from k₀ = 0 … 9
-    (row k₀ = 0: none, count_bounds' own interval; module docstring), at tail probabilities
-    ``q`` (each 0 < q < 1): sums over the counts k ≤ n·max(q) + 12 sd + 12 (beyond, a count's
-    probability is below 10⁻³⁰)."""
+    """(10, len(q)) exact errors E(q) with the claim from k₀ = 0 … 9 (k₀ = 0: none) at tail
+    probabilities ``q``, summing counts k ≤ n·max(q) + 12 sd + 12."""
     n, n_final = int(n), int(n_final)
     m = n_final - n
     q = np.atleast_1d(np.asarray(q, dtype=np.float64))[:, None]

@@ -59,9 +59,9 @@ def _label(model, revision) -> str:
 
 
 def make_specs(models, revisions=None, labels=None) -> list[Spec]:
-    """Entries from ``models`` and ``revisions``; labels default to revision, folder or file name, or
-    hub id, repeated local names told apart by :func:`rmtbase.scoring.collection.distinct_suffixes`,
-    then ``#i``."""
+    """Entries from ``models`` and ``revisions``; labels default to revision, folder or file name,
+    or hub id, repeated local names told apart by
+    :func:`rmtbase.scoring.collection.distinct_suffixes`, then ``#i``."""
     models = [models] if isinstance(models, str | os.PathLike) or not _seq(models) else \
         list(models)
     revisions = None if revisions is None else list(revisions)
