@@ -87,7 +87,8 @@ def calibrated(t_heads, t_null) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def resolution_floor(p_heads, p_stats) -> np.ndarray:
     """Head p-values raised to at least the smallest finite p of each head's statistics
-    (``p_stats``: last axis the family; module docstring, "Resolution")."""
+    (``p_stats``: last axis the family), the combination's own bound for small p-values
+    (T ≈ (1/|F|) Σ 1/(π p_s))."""
     p_stats = np.asarray(p_stats, dtype=np.float64)
     floor = np.min(np.where(np.isfinite(p_stats), p_stats, np.inf), axis=-1, initial=np.inf)
     p = np.asarray(p_heads, dtype=np.float64)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..stats.storage import Storage
 
 #: Gaussian null draws of the new axes per null storage, sized by the null's own Monte Carlo
-#: error (module docstring, "How many draws"): 18,000 keep it below a quarter of the binomial
+#: error (module docstring, "Size"): 18,000 keep it below a quarter of the binomial
 #: se of a 1,000-head calibration (2,000 did not: 0.71 of it).
 PROFILE_DRAWS = 18_000
 _CHUNK = 250

@@ -24,7 +24,7 @@ from scipy import stats as _st
 from ..decision.significance import benjamini_hochberg
 from ..decision.tails import MIN_EXCEEDANCES, P_MIN
 
-#: The joint null's full size (module docstring, "Size").
+#: The joint null's full size (module docstring).
 JOINT_DRAWS = 18_000
 #: Sizes a score draws in turn after its first table (the last is JOINT_DRAWS).
 SCHEDULE = (6_000, 18_000)
