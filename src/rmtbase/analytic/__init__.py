@@ -1,23 +1,13 @@
 """Closed forms and special-function integrals (float64 numpy/scipy and mpmath, no JAX).
 
-Submodules (imported on first attribute access, so ``import rmtbase.analytic`` is cheap):
+Submodules, imported on first attribute access: :mod:`.marchenko_pastur` (MP_c),
+:mod:`.product` (MP_c ⊠ MP_c, finite-d moments of Σλ), :mod:`.variance_gamma` (one W_QK entry),
+:mod:`.weibull` (half-normal Weibull anchor), :mod:`.gaussian` (Gaussian, half-normal, quarter
+circle), :mod:`.constants` (citable constants to any digits), :mod:`.product_network` and
+:mod:`.network_finite` (Ginibre and residual products: limit laws, finite-d moments),
+:mod:`.composition_moments` (null moments of composition scores).
 
-- :mod:`~rmtbase.analytic.marchenko_pastur` — MP_c law (Marchenko & Pastur 1967)
-- :mod:`~rmtbase.analytic.product` — MP_c ⊠ MP_c, the limit of λ/(σ_Q²σ_K²d²), and exact
-  finite-(d, d_h) moments of Σλ
-- :mod:`~rmtbase.analytic.variance_gamma` — exact law of one W_QK entry (Gaunt 2014)
-- :mod:`~rmtbase.analytic.weibull` — half-normal Weibull anchor (arXiv:2605.18898, App. A)
-- :mod:`~rmtbase.analytic.gaussian` — Gaussian / half-normal references, quarter circle
-- :mod:`~rmtbase.analytic.constants` — citable constants at any number of digits
-- :mod:`~rmtbase.analytic.product_network` — limit laws of deep Ginibre and residual products
-  (Fuss–Catalan / Penson–Życzkowski, free powers), Lyapunov limits
-- :mod:`~rmtbase.analytic.network_finite` — exact finite-d traces and element kurtosis of them
-- :mod:`~rmtbase.analytic.composition_moments` — null moments of head–head composition scores
-  and of the QK overlap (Weingarten, Wishart)
-
-Every quantity has a vectorised float64 function and an mpmath function named ``*_mp`` that
-takes ``dps=`` (default: the current ``mp.dps``) and returns mpf.
-"""
+Each quantity has a float64 function and an ``*_mp`` one taking ``dps=`` (default ``mp.dps``)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,16 @@
 """Moments of the continuum Weibull probability-plot fit to a half-normal, to any precision.
 
-Private helper of :mod:`rmtbase.analytic.weibull` (see there for the protocol and the paper,
-arXiv:2605.18898, App. A.1). With x = |w|/σ, φ(x) = √(2/π) e^{−x²/2} (half-normal density),
-F uniform on [a, b] ⇔ x ∈ [lo, hi] = √2 erfinv([a, b]), g = ln x and
-Y = ln(−ln(1 − F)) = ln W(x), W(x) = −ln erfc(x/√2):
+For :mod:`rmtbase.analytic.weibull`. x = |w|/σ, φ(x) = √(2/π) e^{−x²/2}, x ∈ [lo, hi] =
+√2 erfinv([a, b]), g = ln x, Y = ln(−ln(1 − F)) = ln W(x), W(x) = −ln erfc(x/√2):
 
-- ∫ gᵏ dF (k = 1, 2) = ∫ lnᵏx φ(x) dx by the series e^{−x²/2} = Σ (−x²/2)ʲ/j! and
-  ∫_0^X x^m lnᵏx dx in closed form (positive terms up to e^{X²/2}: no cancellation to speak of);
-  over [0, ∞) exactly −(γ + ln 2)/2 and π²/8 + (γ + ln 2)²/4 (E ln|Z|, E ln²|Z|).
-- ∫ Y dF: with u = −ln(1 − F), ∫ ln u e^{−u} du = −e^{−u} ln u − E₁(u), so
-  ∫_a^b Y dF = (1 − a) ln u_a + E₁(u_a) − (1 − b) ln u_b − E₁(u_b) (−γ at a = 0, 0 at b = 1).
-- ∫ g Y dF (no closed form) = ∫ s Y(eˢ) φ(eˢ) eˢ ds in s = ln x, by Gauss–Legendre panels
-  (:mod:`._gauss_legendre`): in s the logarithmic singularity at x = 0 is gone and the
-  integrand is analytic in a strip, so one panel of about 0.9 N nodes gives N digits for the
-  10–90 % and 5–95 % trims. Near x = 0 (a = 0) the range below x_c = 10⁻¹² uses the power series
-  W(x)/x → ln(W/x) = Σ cₖ xᵏ and ∫_0^{x_c} xᵏ ln x dx; the Gaussian tail (b = 1) is cut where
-  φ < 10^{−N−8} and split at fixed points, each panel with the same rule but at the working
-  precision its size needs.
+- ∫ gᵏ dF (k = 1, 2): the series of e^{−x²/2} with ∫_0^X x^m lnᵏx dx in closed form
+  (positive terms); over [0, ∞) −(γ + ln 2)/2 and π²/8 + (γ + ln 2)²/4.
+- ∫_a^b Y dF = (1 − a) ln u_a + E₁(u_a) − (1 − b) ln u_b − E₁(u_b), u = −ln(1 − F).
+- ∫ g Y dF = ∫ s Y(eˢ) φ(eˢ) eˢ ds, s = ln x, by Gauss–Legendre panels (:mod:`._gauss_legendre`;
+  analytic in a strip, about 0.9 N nodes for N digits); below x = 10⁻¹² the power series of
+  ln(W/x); the Gaussian tail cut where φ < 10^{−N−8}.
 
-Everything is computed at the current mpmath precision; ``tick(k)`` reports k integrand
-evaluations (progress of the long computations).
-"""
+At the current mpmath precision; ``tick(k)`` reports k integrand evaluations."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """Private: log K_ν for large orders (Debye expansion) and exact mp K_ν by forward recurrence.
 
-Uniform (Debye) expansion, DLMF 10.41.4 (Olver 1954): for ν → ∞ uniformly in z > 0,
+DLMF 10.41.4 (Olver 1954), ν → ∞ uniformly in z > 0:
 
     K_ν(νz) ~ √(π/(2ν)) e^{−νη} (1+z²)^{−1/4} Σ_k (−1)^k u_k(p)/ν^k,
     η = √(1+z²) + ln(z/(1+√(1+z²))),  p = 1/√(1+z²),
 
-with u_0 = 1, u_{k+1}(p) = ½p²(1−p²)u_k'(p) + ⅛∫_0^p (1−5t²)u_k(t)dt (DLMF 10.41.9), generated
-here in exact rational arithmetic. ``log Γ(ν + ½)`` is split as ν ln ν − ν + ½ ln 2π + R(ν) with
-the Stirling series R(ν) = Σ_k B_{2k}(½)/(2k(2k−1)ν^{2k−1}) (DLMF 5.11.8) so that the large
-terms cancel analytically rather than in floating point.
-"""
+u_k by DLMF 10.41.9 in exact rationals. log Γ(ν + ½) = ν ln ν − ν + ½ ln 2π + R(ν), R the
+Stirling series (DLMF 5.11.8), so large terms cancel analytically."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""On-disk cache of verified constant tables (private; used by :mod:`.constants`).
+"""On-disk cache of verified constant tables (for :mod:`.constants`).
 
-One JSON file per number of digits, ``<user cache>/constants/v{FORMAT}-{digits}.json``
-(``RMTBASE_CACHE`` moves the user cache, see :func:`rmtbase.files.user_cache.cache_dir`), holding
-``{"format", "digits", "values": {name: decimal string}}``. Files are written all or nothing
-(:func:`rmtbase.files.atomic.write_atomic`), so a reader never sees half a file. A file that is unreadable, of another format, or whose names or digit counts do not match
-is ignored (and overwritten by the next computation); a cache that cannot be written is skipped
-silently: the values are correct either way, the cache only saves time. Bump :data:`FORMAT`
-whenever a definition or the rounding rule changes.
-"""
+``<user cache>/constants/v{FORMAT}-{digits}.json`` (:func:`rmtbase.files.user_cache.cache_dir`),
+``{"format", "digits", "values": {name: decimal string}}``, written atomically. A file that is
+unreadable or does not match is ignored; a cache that cannot be written is skipped. Bump
+:data:`FORMAT` whenever a definition or the rounding rule changes."""
 
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
 """Scaled complementary error function erfcx(z) = e^{z²} erfc(z) for z ≥ 4 at high precision.
 
-Private helper of :mod:`._anchor_moments`. mpmath's ``erfc`` at large z sums the erf series with
-about 0.43 z² extra digits (15–80 ms a value at z = 11–34 and 1000 digits; its asymptotic
-series is used only once e^{−z²} is below the working precision). Here erfcx is
-
-1. known at one grid point z_top (an integer large enough for mpmath's asymptotic series);
-2. carried down a grid z_j = j h, h = 1/32, by the exact step
-   erfcx(z − h) = e^{−h(2z − h)} erfcx(z) + (2/√π) ∫_0^h e^{−2(z−h)τ − τ²} dτ,
-   whose integrand's Taylor coefficients obey (k + 1) b_{k+1} = −2(z − h) b_k − 2 b_{k−1}
-   (small-integer arithmetic on a grid of dyadic points). Going down the grid is stable: the
-   old value is multiplied by e^{−h(2z − h)} < 1 and a positive term is added;
-3. evaluated between grid points with the same identity from the grid point z₀ ≥ z above,
-   erfcx(z) = e^{−δ(2z₀ − δ)} [erfcx(z₀) + (2/√π) ∫_0^δ e^{2z₀τ − τ²} dτ], δ = z₀ − z < h,
-   by Horner's rule (the coefficients (k + 1) c_{k+1} = 2z₀ c_k − 2c_{k−1} are positive
-   in effect: no cancellation).
-
-Each value costs about 500 fixed-point products (a few ms at 1000 digits).
-"""
+For :mod:`._anchor_moments` (mpmath's ``erfc`` is slow there). erfcx is known at an integer
+z_top (mpmath's asymptotic series), carried down the grid z_j = j/32 by the exact, stable step
+erfcx(z − h) = e^{−h(2z − h)} erfcx(z) + (2/√π) ∫_0^h e^{−2(z−h)τ − τ²} dτ (Taylor
+coefficients (k + 1) b_{k+1} = −2(z − h) b_k − 2 b_{k−1}), and evaluated between grid points
+from the one above, erfcx(z) = e^{−δ(2z₀ − δ)} [erfcx(z₀) + (2/√π) ∫_0^δ e^{2z₀τ − τ²} dτ],
+δ = z₀ − z, by Horner's rule ((k + 1) c_{k+1} = 2z₀ c_k − 2c_{k−1})."""
 
 from __future__ import annotations
 
@@ -62,8 +51,7 @@ def _exp_neg_rational(num: int, shift: int, bits: int) -> int:
 
 @functools.lru_cache(maxsize=4)
 def _grid(bits: int) -> tuple[int, tuple[int, ...]]:
-    """(j_top, erfcx(j h) for j = 0 … j_top as fixed-point integers; entries below
-    Z_MIN/h are 0)."""
+    """(j_top, erfcx(j h) for j = 0 … j_top as fixed-point integers, 0 below Z_MIN/h)."""
     top = _z_top(bits)
     j_top = top << _M
     with mp.workdps(int(bits / 3.32) + 10):

@@ -1,19 +1,11 @@
-"""Gauss–Legendre quadrature at any precision (private; used for the high-precision constants).
+"""Gauss–Legendre quadrature at any precision (for the high-precision constants).
 
-:func:`legendre_rule` returns the nodes x ≥ 0 of the n-point rule on [−1, 1] and their
-weights w = 2 / ((1 − x²) P_n'(x)²) as mpf at ``dps`` digits. The nodes are the float64 roots
-(scipy) refined by Newton's method on the three-term recurrence
-(k + 1) P_{k+1} = (2k + 1) x P_k − k P_{k−1} in fixed-point integer arithmetic, doubling the
-precision at each step (the argument of the recurrence keeps only the bits already correct, so
-every step costs about half a full-precision product per recurrence term); the derivative used
-for the weight is corrected to the final node through the Legendre equation
-(1 − x²) P'' = 2x P' − n(n + 1) P. Cost O(n²) products, about 5 s for n = 900 at 1000 digits;
-results are cached in the process.
-
-:func:`integrate` applies a rule to f on [a, b]. For f analytic inside the Bernstein ellipse
-with foci a, b and sum of semi-axes ρ (in units of the half-width), the error is O(ρ^(−2n))
-(Trefethen, *Approximation Theory and Approximation Practice*, ch. 19).
-"""
+:func:`legendre_rule`: nodes x ≥ 0 of the n-point rule on [−1, 1] and weights
+w = 2 / ((1 − x²) P_n'(x)²) as mpf at ``dps`` digits; float64 roots refined by Newton on
+(k + 1) P_{k+1} = (2k + 1) x P_k − k P_{k−1} in fixed-point integers, doubling the precision each
+step, P' corrected to the final node by (1 − x²) P'' = 2x P' − n(n + 1) P; cached.
+:func:`integrate`: f on [a, b]; for f analytic in the Bernstein ellipse ρ the error is
+O(ρ^(−2n)) (Trefethen, *Approximation Theory and Approximation Practice*, ch. 19)."""
 
 from __future__ import annotations
 
@@ -28,10 +20,7 @@ _BITS_PER_DIGIT = 3.3219280948873626
 
 
 def _newton(xs: list[int], sb: int, n: int, bits: int) -> list[tuple[int, int]]:
-    """One Newton step at ``bits`` fractional bits for nodes given with ``sb`` ≤ bits bits.
-
-    Returns ``(x, P_n'(x))`` per node, both with ``bits`` fractional bits.
-    """
+    """One Newton step at ``bits`` fractional bits (nodes with ``sb`` ≤ bits): ``(x, P_n'(x))``."""
     one, shift = 1 << bits, bits - sb
     out = []
     for xs_short in xs:

@@ -1,16 +1,8 @@
 """Limit Lyapunov exponents of product networks (square layers; d → ∞, then L → ∞).
 
-Setting and normalisation as in :mod:`.product_network` (W_l entries N(0, G/d)); the exponents
-are μ = ln s / L of the singular values s of M_L.
-
-For a law ν with S-transform S, the law of
-x^{1/L} under ν^{⊠L} tends to the law with quantile function t ↦ 1/S(t − 1), t ∈ (0, 1) (Tucci
-2010, "Limits laws for geometric means of free random variables"; Haagerup & Möller 2013).
-So the exponents μ = ln s / L = ln x/(2L) at rank fraction t (from the bottom) are
-μ(t) = −½ ln S_1(t − 1): Ginibre ½ ln(G t) (Newman's triangle law, Newman 1986), residual
-½ ln[(1 − G + 2Gt + √((1 − G)² + 4Gt))/2], from ½ ln(1 − G) (−∞ for G ≥ 1) up to ½ ln(1 + G).
-Re-exported from :mod:`.product_network`.
-"""
+As :mod:`.product_network` (W_l entries N(0, G/d)); μ = ln s / L of M_L's singular values. The
+law of x^{1/L} under ν^{⊠L} tends to the quantile function t ↦ 1/S(t − 1) (Tucci 2010;
+Haagerup & Möller 2013), so at rank fraction t from the bottom μ(t) = −½ ln S_1(t − 1)."""
 
 from __future__ import annotations
 
@@ -40,10 +32,8 @@ def lyapunov_quantile(t, kind: str, gain: float = 1.0) -> np.ndarray:
 
 
 def _residual_mean(g, log):
-    """∫_0^1 μ(t) dt for the residual kind, = ln Δ(1 + c) (Fuglede–Kadison determinant of
-    1 + c, c circular of variance G; Haagerup & Larsen 2000: its Brown measure is uniform on the
-    disc of radius √G about 1): 0 for G ≤ 1, ½ ln G − ½ + 1/(2G) above. Tested against the
-    quadrature of μ(t)."""
+    """∫_0^1 μ(t) dt for the residual kind = ln Δ(1 + c), c circular of variance G (Fuglede–Kadison;
+    Haagerup & Larsen 2000): 0 for G ≤ 1, ½ ln G − ½ + 1/(2G) above."""
     return 0 * g if g <= 1 else log(g) / 2 - (1 - 1 / g) / 2
 
 

@@ -1,11 +1,7 @@
 """Upper tail P(X > y) of the unit symmetric variance-gamma law (s = 1), float64.
 
-X | V ~ N(0, 2V) with V ~ Gamma(n/2, 1) (:mod:`rmtbase.analytic.variance_gamma`, n = d_h), so
-sf(y) = E_V[Φc(y/√(2V))]. The integral is taken by the trapezoid rule in u = ln V on the window
-where the (strictly concave) log-integrand is within 40 of its maximum, found by bisection, so
-tails keep their relative accuracy. Used by :func:`rmtbase.analytic.variance_gamma.sf` and
-:func:`~rmtbase.analytic.variance_gamma.cdf`; tested against mpmath through them.
-"""
+X | V ~ N(0, 2V), V ~ Gamma(n/2, 1), so sf(y) = E_V[Φc(y/√(2V))], by the trapezoid rule in
+ln V on the window where the concave log-integrand is within 40 of its maximum."""
 
 from __future__ import annotations
 

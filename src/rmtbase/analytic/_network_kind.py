@@ -1,15 +1,8 @@
 """Which product network: the kind (Ginibre or residual), the gain G and the layer widths.
 
-The parameter checks every product-network module shares (:mod:`.product_network`,
-:mod:`._lyapunov`, :mod:`.network_finite`, the ensembles and the tables): one-line
-:class:`~rmtbase.errors.InputError` on bad input.
-
-"ginibre" is the real Ginibre ensemble, a matrix of i.i.d. real Gaussian entries (Ginibre 1965,
-J. Math. Phys. 6, 440): the full-rank null ensemble of :mod:`rmtbase.baseline.null` and, as a
-product ∏W_l of such matrices, a product-network kind. The spelling "gaussian" (otherwise the
-Gaussian null, :class:`rmtbase.stats.null_kind.GaussianNull`) is accepted on input, once, where
-the text enters: :func:`ginibre_alias`.
-"""
+Shared parameter checks (one-line :class:`~rmtbase.errors.InputError`). "ginibre" is the real
+Ginibre ensemble (Ginibre 1965, J. Math. Phys. 6, 440); the spelling "gaussian" is accepted on
+input, once, by :func:`ginibre_alias`."""
 
 from __future__ import annotations
 
@@ -25,9 +18,8 @@ OLD_GINIBRE = "gaussian"
 
 
 def ginibre_alias(name, what: str = "ensemble", warn=None):
-    """``name`` with the deprecated spelling "gaussian" replaced by "ginibre", anything else
-    unchanged (checked by the caller). The old spelling is announced: a DeprecationWarning, or
-    ``warn(message)`` (the CLI: one line on stderr). ``what``: the argument, for the message."""
+    """``name`` with the deprecated spelling "gaussian" replaced by "ginibre" (a DeprecationWarning,
+    or ``warn(message)``); ``what`` names the argument."""
     if not isinstance(name, str) or name != OLD_GINIBRE:
         return name
     msg = (f'{what} "gaussian" is deprecated: use "ginibre" (the real Ginibre ensemble, '

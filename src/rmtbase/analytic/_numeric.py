@@ -1,12 +1,5 @@
-"""Private numerical helpers shared by the analytic modules (no public API).
-
-- :func:`working_dps` — an mpmath precision context: ``dps`` decimal digits plus guard digits
-  (the current ``mp.dps`` when ``dps`` is None).
-- :func:`tanh_sinh` — a fixed double-exponential (tanh-sinh) rule on [-1, 1] in float64,
-  returning nodes, weights and the distances of the nodes to the endpoints (computed without
-  cancellation), for integrands with integrable endpoint singularities
-  (Takahasi & Mori 1974).
-"""
+"""Private numerical helpers: :func:`working_dps` (``dps`` plus guard digits) and
+:func:`tanh_sinh` (Takahasi & Mori 1974)."""
 
 from __future__ import annotations
 
@@ -40,13 +33,10 @@ def working_dps(dps: int | None, guard: int = GUARD_DIGITS):
 
 @functools.lru_cache(maxsize=8)
 def tanh_sinh(level: int = 6, t_max: float = 3.5):
-    """Tanh-sinh rule on [-1, 1]: ``(x, w, dist_lo, dist_hi)`` with step ``h = 2**-level``.
+    """Tanh-sinh rule on [-1, 1]: read-only ``(x, w, dist_lo, dist_hi)``, step ``h = 2**-level``.
 
-    x = tanh(π/2 sinh t), w = h (π/2) cosh t / cosh²(π/2 sinh t), t = k h, |t| ≤ t_max; the
-    distances ``1 + x`` and ``1 - x`` are returned separately (2 / (1 + exp(±π sinh t)))
-    so that integrands singular at an endpoint can be evaluated there without cancellation.
-    Arrays are read-only.
-    """
+    x = tanh(π/2 sinh t), w = h (π/2) cosh t / cosh²(π/2 sinh t); ``1 + x`` and ``1 - x`` as
+    2 / (1 + exp(±π sinh t)), without cancellation at the endpoints."""
     h = 2.0**-level
     t = np.arange(-math.ceil(t_max / h), math.ceil(t_max / h) + 1) * h
     u = 0.5 * np.pi * np.sinh(t)

@@ -1,31 +1,20 @@
 """Boundary values of a Stieltjes transform given by a rational uniformisation; no public API.
 
-The limit laws of product networks (:mod:`rmtbase.analytic.product_network`) share one
-structure: with ψ(z) = Σ_k m_k z^k the moment series and w = ψ(1/x), the inverse map is
+For the product-network laws (:mod:`rmtbase.analytic.product_network`), with w = ψ(1/x):
 
     x = X(u) = C ∏_j (u − r_j)^{n_j}
 
-in a uniformising variable u (u = w for Ginibre products; u = √((1+G)² + 4Gw) for residual
-products), with real r_j, integer n_j. All computations run in the shifted variable
-v = u − r₀ with r₀ the largest zero of X (stored roots are r_j − r₀, exact in rational
-arithmetic before rounding): when x₋ = 0 the root approaches r₀ like x^{1/n₀} and in u itself
-the difference u − r₀ (and so Im w and the density) would lose all its digits below x ~ 1e-30.
-Outside the support w(x) is real; inside, the boundary
-value of the Stieltjes transform G(x) = (1 + w)/x gives the density ρ(x) = −Im w/(π x) on the
-root with Im w < 0 (Mingo & Speicher 2017, Ch. 3; the same construction as
-:mod:`rmtbase.analytic.product`).
+(real r_j, integer n_j). Work is in v = u − r₀, r₀ the largest zero (roots shifted exactly),
+so u − r₀ keeps its digits as x → 0. Inside the support ρ(x) = −Im w/(π x) on the root with
+Im w < 0 (Mingo & Speicher 2017, Ch. 3).
 
-Edges are critical values of X on the real axis: the upper edge x₊ = min X on (r_pole, ∞)
-(r_pole = the largest r_j, a simple pole), the lower edge x₋ = max X between the two largest
-zeros when the largest zero is simple (otherwise x₋ = 0: the density reaches 0). The critical
-points are the real roots of the small polynomial Σ_j n_j ∏_{k≠j} (u − r_k).
+Edges are critical values of X (roots of Σ_j n_j ∏_{k≠j} (u − r_k)): x₊ = min X on
+(r_pole, ∞), r_pole the largest r_j (a simple pole); x₋ = max X between the two largest zeros
+when the largest is simple, else 0.
 
-Inside the support, the root is followed from x₊ down to x₋ by predictor–corrector
-continuation in ln x, starting on the square-root branch at x₊ (X(u) ≈ x₊ + ½X''(u₊)(u − u₊)²)
-and taking the sign with Im w < 0. Newton steps use F(u) = exp(ln x − ℓ(u)) − 1 with
-ℓ = ln X (any branch of the complex logarithm gives the same F). Requested points are solved
-by Newton from the interpolated path, with a local continuation as the fallback.
-"""
+The root is followed from x₊ down to x₋ by predictor–corrector continuation in ln x, from the
+square-root branch at x₊, with Newton on F(u) = exp(ln x − ln X(u)) − 1; requested points by
+Newton from the interpolated path, local continuation as fallback."""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
 """Truncated power series over any number type (int, Fraction, float, mpf); no public API.
 
-- :func:`series_pow`: coefficients of f(w)^α by J. C. P. Miller's recurrence (Henrici,
-  *Applied and Computational Complex Analysis* vol. 1, §1.6): with b = f^α,
-  b_0 = f_0^α and b_m = (1/(m f_0)) Σ_{j=1}^{m} ((α + 1) j − m) f_j b_{m−j}. Exact in rational
-  arithmetic when f_0^α is (α a non-negative integer, or f_0 = 1).
+- :func:`series_pow`: f(w)^α by J. C. P. Miller's recurrence (Henrici vol. 1, §1.6):
+  b_0 = f_0^α, b_m = (1/(m f_0)) Σ_{j=1}^{m} ((α + 1) j − m) f_j b_{m−j}.
 - :func:`series_mul`: the truncated Cauchy product.
-- :func:`lagrange_moments`: moments m_1..m_k of a law whose moment series ψ(z) = Σ m_j z^j
-  solves ψ = z φ(ψ) (Lagrange inversion: m_j = [w^{j−1}] φ(w)^j / j). For a law with
-  S-transform S, φ(w) = (1 + w)/S(w) (Mingo & Speicher 2017, Ch. 2 and 3: χ(w) = w S(w)/(1 + w)
-  is the compositional inverse of ψ).
-"""
+- :func:`lagrange_moments`: m_1..m_k of ψ = z φ(ψ), m_j = [w^{j−1}] φ(w)^j / j; for an
+  S-transform φ(w) = (1 + w)/S(w) (Mingo & Speicher 2017, Ch. 2–3)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,22 @@
 """Exact finite-(d, d_h) null moments of head–head composition scores and of the QK overlap.
 
-Null (``docs/composition.md``, which has the derivations): independent Gaussian factors at each
-head's shapes. W_QK and W_OV are both products X = Aᵀ B of two independent (n, d) Gaussian
-matrices (n = d_h); with M = A Aᵀ, N = B Bᵀ (independent Wishart W_n(I, d)),
-r = tr(MNMN)/tr(MN)² is the head's Σλ²/(Σλ)².
+Null (derivations in ``docs/composition.md``): independent Gaussian factors. W_QK and W_OV are
+X = Aᵀ B of independent (n, d) Gaussians (n = d_h); with M = A Aᵀ, N = B Bᵀ (Wishart
+W_n(I, d)), r = tr(MNMN)/tr(MN)² is the head's Σλ²/(Σλ)².
 
-Squared composition score s² = tr(S R T Rᵀ)/(tr S tr T), R Haar in O(d): E s² = 1/d, and by the
-degree-2 orthogonal Weingarten function (Collins & Śniady 2006; Collins & Matsumoto 2009)
+s² = tr(S R T Rᵀ)/(tr S tr T), R Haar in O(d): E s² = 1/d, and by the degree-2 orthogonal
+Weingarten function (Collins & Śniady 2006; Collins & Matsumoto 2009)
 
     E s⁴ = [(d + 1) − 2 r_S − 2 r_T + 2 d r_S r_T] / (d (d − 1)(d + 2)),
 
-linear in the independent r_S, r_T, so E s⁴ is exact once E r is (:func:`score_moments`).
-E r = 1/d + (1 − 1/d) E Σ_a w_a² with w_a = ν_a C_a / Σ_b ν_b C_b (ν the spectrum of N,
-C_a ~ χ²_d): r = 1 at n = 1; exact at n = 2 as a ₃F₂ at 1 (:func:`ipr_mean_rank2`); for n ≥ 3
-the ratio of exact moments E tr(MNMN)/E tr(MN)² (:func:`ipr_mean_ratio`), an approximation whose
-relative error in E r is ≈ 7/d² (measured against conditional Monte Carlo in
-``tests/test_composition_null.py``; not a bound).
+exact once E r is (:func:`score_moments`). E r = 1/d + (1 − 1/d) E Σ_a w_a²,
+w_a = ν_a C_a / Σ_b ν_b C_b (ν the spectrum of N, C_a ~ χ²_d): 1 at n = 1, a ₃F₂ at n = 2
+(:func:`ipr_mean_rank2`), else the ratio of exact moments E tr(MNMN)/E tr(MN)²
+(:func:`ipr_mean_ratio`; relative error ≈ 7/d², measured, not a bound).
 
-QK overlap c = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖ ‖W_QK^b‖) (:func:`overlap_moments`): E c = 0 and,
-for distinct key heads, E c² = 1/d² exactly for every d_h. Query heads sharing a key head:
-E c² = E Σ_a w_a w'_a / d, 1/d at n = 1, a ₂F₁ series at n = 2 (:func:`overlap_shared_rank2`),
-the ratio of exact moments (d + n + 1)/(d (dn + 2)) for n ≥ 3.
-"""
+QK overlap c (:func:`overlap_moments`): E c = 0; E c² = 1/d² for distinct key heads; for query
+heads sharing a key head 1/d at n = 1, a ₂F₁ series at n = 2 (:func:`overlap_shared_rank2`),
+(d + n + 1)/(d (dn + 2)) for n ≥ 3."""
 
 from __future__ import annotations
 
@@ -50,10 +45,9 @@ def ipr_mean_ratio(d: int, n: int) -> float:
 
 @functools.lru_cache(maxsize=256)
 def ipr_mean_rank2(d: int, dps: int = 30) -> float:
-    """Exact E r at n = d_h = 2, d ≥ 2: with the Beta moments of the module docstring the series
-    is S = Σ_j T_j, T_0 = d(d − 1)/(d + 1)², T_{j+1}/T_j = (j + 1)(j + 3/2)/(j + (d + 3)/2)²
-    (a ₃F₂(1, 1, 3/2; (d+3)/2, (d+3)/2; 1), terms ~ j^−(d+½)), summed by ``mpmath.nsum``
-    with Levin acceleration at ``dps`` digits; E r = 1/d + (1 − 1/d)(1 − S/2)."""
+    """Exact E r at n = d_h = 2, d ≥ 2: E r = 1/d + (1 − 1/d)(1 − S/2), S = Σ_j T_j,
+    T_0 = d(d − 1)/(d + 1)², T_{j+1}/T_j = (j + 1)(j + 3/2)/(j + (d + 3)/2)² (a ₃F₂ at 1), by
+    ``mpmath.nsum`` (Levin) at ``dps`` digits."""
     if int(d) < 2:
         raise ValueError(f"n = 2 needs d >= 2, got d = {d}")
     with mp.workdps(dps):
@@ -67,13 +61,11 @@ def ipr_mean_rank2(d: int, dps: int = 30) -> float:
 
 @functools.lru_cache(maxsize=256)
 def overlap_shared_rank2(d: int, dps: int = 20) -> float:
-    """Exact E c² of the QK overlap of two d_h = 2 query heads sharing one key head,
-    (1 + E_y g²)/(2d) (module docstring). Σ_j β_j z^j = d/(d + 1) · ₂F₁(½, 1; (d + 3)/2; z),
-    so E_y g² = ∫₀¹ z (d/(d+1))² ₂F₁(…; z)² b (1 − z)^{b−1} dz, b = (d − 1)/2. For d ≥ 16 the
-    double series Σ_m E[z^{m+1}] Σ_{j+k=m} β_j β_k (E z^m = m!/((d+1)/2)_m, β_j = d/(d + 1) ·
-    (½)_j/((d + 3)/2)_j, terms ~ m^−(d+½)) by ``mpmath.nsum`` (Levin); below, where that
-    series converges slowly, the integral by ``mpmath.quad`` (the two agree to 1e-16 at
-    d = 16…4096)."""
+    """Exact E c² of the QK overlap of two d_h = 2 query heads sharing a key head:
+    (1 + E_y g²)/(2d), E_y g² = ∫₀¹ z (d/(d+1))² ₂F₁(½, 1; (d + 3)/2; z)² b (1 − z)^{b−1} dz,
+    b = (d − 1)/2. For d ≥ 16 as the double series Σ_m E[z^{m+1}] Σ_{j+k=m} β_j β_k
+    (E z^m = m!/((d+1)/2)_m, β_j = d/(d + 1) · (½)_j/((d + 3)/2)_j) by ``mpmath.nsum``, below
+    by ``mpmath.quad``."""
     if int(d) < 2:
         raise ValueError(f"n = 2 needs d >= 2, got d = {d}")
     with mp.workdps(dps):
@@ -132,10 +124,8 @@ def score_moments(d: int, d_h1: int, d_h2: int) -> tuple[float, float, bool]:
 
 
 def overlap_moments(d: int, d_h: int, shared_key: bool = False) -> tuple[float, float, bool]:
-    """(E c, Var c, exact) of the QK overlap of two heads of one layer under the null: 0 and
-    1/d² (exact, any d_h) for distinct key heads; with a shared key head 1/d at d_h = 1 and
-    :func:`overlap_shared_rank2` at d_h = 2 (exact), else (d + d_h + 1)/(d (d d_h + 2)) (ratio
-    of exact moments, approximate)."""
+    """(E c, Var c, exact) of the QK overlap of two heads of one layer under the null (module doc).
+    """
     if not shared_key:
         return 0.0, 1.0 / float(d) ** 2, True
     if int(d_h) == 2:

@@ -1,20 +1,11 @@
 """Registry of citable constants, computed with mpmath to 1–1000 significant digits.
 
-``constants(digits=15)`` returns ``{name: {"value": str, "definition": str, "reference": str}}``
-where ``value`` is a decimal string with exactly ``digits`` significant digits (fixed-point
-notation, trailing zeros kept), correctly rounded: every value is computed twice, at
-``digits + 12`` and at ``digits + 30`` working digits (the analytic functions add 10 more, and
-the Weibull anchor's quadrature takes more nodes the more digits it is asked for), and the two
-roundings must agree; a value whose roundings differ (one that lies within about 10^−(digits+12)
-of a rounding boundary) is computed a third time at ``digits + 60`` and must then agree with
-the second, else :class:`~rmtbase.errors.PrecisionError` is raised.
-
-Cost: the half-normal Weibull anchor (:mod:`._anchor_moments`) dominates; all constants to 1000
-digits take about two and a half minutes on one core (most of it the full-range trim, whose Gaussian tail
-needs about 8000 of the 19000 integrand evaluations). Tables are cached in the process and, from
-:data:`DISK_CACHE_MIN_DIGITS` digits on, in ``<user cache>/constants`` (written atomically;
-``RMTBASE_CACHE`` moves it, see :func:`rmtbase.files.user_cache.cache_dir`).
-"""
+``constants(digits=15)`` returns ``{name: {"value": str, "definition": str, "reference": str}}``,
+``value`` a fixed-point decimal string of exactly ``digits`` significant digits, correctly
+rounded: computed at ``digits + 12`` and ``digits + 30`` working digits, whose roundings must
+agree, else a third time at ``digits + 60`` that must agree with the second, else
+:class:`~rmtbase.errors.PrecisionError`. Tables are cached in the process and, from
+:data:`DISK_CACHE_MIN_DIGITS` digits, on disk (:mod:`._constants_cache`)."""
 
 from __future__ import annotations
 
@@ -174,8 +165,7 @@ def _table(digits: int) -> tuple:
 
 
 def constants(digits: int = 15, progress: bool = True) -> dict[str, dict[str, str]]:
-    """All constants at ``digits`` significant digits (1 ≤ digits ≤ 1000), correctly rounded
-    and checked (module docstring); ``progress``: report long computations on stderr."""
+    """All constants at ``digits`` (1–1000) significant digits, correctly rounded and checked."""
     try:
         n = int(digits)
     except (TypeError, ValueError):

@@ -1,12 +1,9 @@
 """Gaussian and half-normal references, and the full-rank d × d Gaussian matrix.
 
-- Differential entropy of N(0, σ²): ½ ln(2πeσ²) nats (Shannon 1948; Cover & Thomas, Thm 8.4.1).
-- Half-normal |w|, w ~ N(0, σ²): mean σ√(2/π), sd σ√(1 − 2/π), entropy ½ ln(πeσ²/2).
-- Full-rank X (d × d, i.i.d. N(0, σ²)): the eigenvalues of X Xᵀ/(σ²d) → MP with c = 1 on [0, 4]
-  (Marchenko & Pastur 1967); the singular values s/(σ√d) → the quarter-circle law
-  q(s) = √(4 − s²)/π on [0, 2], CDF (s√(4 − s²)/2 + 2 arcsin(s/2))/π, moments
-  E s^{2k} = Catalan(k) (the MP_1 moments).
-"""
+- Entropy of N(0, σ²): ½ ln(2πeσ²) nats (Cover & Thomas, Thm 8.4.1).
+- Half-normal |w|: mean σ√(2/π), sd σ√(1 − 2/π), entropy ½ ln(πeσ²/2).
+- X d × d i.i.d. N(0, σ²): eig(X Xᵀ/(σ²d)) → MP_1 on [0, 4]; s/(σ√d) → the quarter circle
+  √(4 − s²)/π on [0, 2], CDF (s√(4 − s²)/2 + 2 arcsin(s/2))/π, E s^{2k} = Catalan(k)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,18 @@
 """Marchenko–Pastur law MP_c with ratio c ∈ (0, ∞) and scale σ² (Marchenko & Pastur 1967).
 
-Normalisation: MP_c(σ²) is the limiting eigenvalue law of S = (1/n) X Xᵀ, where X is p × n
-with i.i.d. entries of mean 0 and variance σ², as p, n → ∞ with p/n → c. It has mean σ² and
-variance c σ⁴; its edges are a, b = σ²(1 ∓ √c)². The absolutely continuous part is
+MP_c(σ²) is the limiting eigenvalue law of S = (1/n) X Xᵀ, X p × n with i.i.d. entries of mean
+0 and variance σ², p/n → c: mean σ², variance c σ⁴, edges a, b = σ²(1 ∓ √c)², and
 
     ρ(x) = √((b − x)(x − a)) / (2π σ² c x),   a ≤ x ≤ b,
 
-with mass min(1, 1/c). For c > 1, S has p − n zero eigenvalues and the law has an atom of mass
-1 − 1/c at x = 0. :func:`density` returns the absolutely continuous part only; :func:`cdf` and
-:func:`quantile` include the atom.
-
-Moments (Narayana polynomials): m_k = σ^{2k} Σ_{j=0}^{k−1} N(k, j+1) c^j with the Narayana
-numbers N(k, r) = C(k, r) C(k, r−1) / k, e.g. m_1 = σ², m_2 = σ⁴(1 + c).
-
-CDF in closed form (substitution x/σ² = 1 + c + 2√c cos θ, θ ∈ [0, π], θ = π at x = a):
+of mass min(1, 1/c); for c > 1 an atom 1 − 1/c at 0 (:func:`cdf`, :func:`quantile` include it,
+:func:`density` does not). Moments: m_k = σ^{2k} Σ_{j=0}^{k−1} N(k, j+1) c^j, Narayana
+N(k, r) = C(k, r) C(k, r−1) / k. CDF, with x/σ² = 1 + c + 2√c cos θ, θ ∈ [0, π]:
 
     F_ac(x) = [ (1+c)(π−θ) + 2√c sin θ − 2|1−c| atan2(cos(θ/2), κ sin(θ/2)) ] / (2πc),
     κ = |1 − √c| / (1 + √c).
 
-Each quantity comes in a vectorised float64 version and an mpmath version (``*_mp``, computed
-at ``dps`` digits plus guard digits; ``dps=None`` means the current ``mp.dps``). Near the
-edges the float CDF has absolute (not relative) accuracy ~1e-16.
-"""
+float64 (vectorised; absolute accuracy ~1e-16 near the edges) and ``*_mp`` at ``dps`` digits."""
 
 from __future__ import annotations
 

@@ -1,27 +1,22 @@
 """Exact finite-d moments of product networks: traces, element kurtosis, Lyapunov exponents.
 
-Same ensembles as :mod:`rmtbase.analytic.product_network`. Every function is exact at finite d
-and works in the arithmetic of its arguments: ints/Fractions give Fractions, floats give floats,
-mpf gives mpf.
+Ensembles of :mod:`rmtbase.analytic.product_network`; exact in the arguments' arithmetic
+(ints/Fractions → Fractions, floats → floats, mpf → mpf).
 
-Traces (Wick's theorem, one layer at a time): for A fixed symmetric and W with i.i.d. N(0, s²)
-entries and n rows, E tr(W A Wᵀ)² = s⁴ n[(tr A)² + (n + 1) tr A²] and
-E (tr W A Wᵀ)² = s⁴[n² (tr A)² + 2n tr A²], so X = E (tr MMᵀ)², Y = E tr (MMᵀ)² obey a linear
-recursion from X_0 = d_0², Y_0 = d_0 (Ginibre X' = s⁴(n² X + 2n Y), Y' = s⁴ n (X + (n+1) Y);
-residual, h = 2G + G²: Y' = (1 + h(d+1)/d) Y + (h/d) X, X' = (1 + G)² X + (2h/d) Y).
+Traces (Wick, one layer at a time; W i.i.d. N(0, s²), n rows, A symmetric):
+E tr(W A Wᵀ)² = s⁴ n[(tr A)² + (n + 1) tr A²], E (tr W A Wᵀ)² = s⁴[n² (tr A)² + 2n tr A²], so
+X = E (tr MMᵀ)², Y = E tr (MMᵀ)² recur from X_0 = d_0², Y_0 = d_0: Ginibre X' = s⁴(n² X + 2n Y),
+Y' = s⁴ n (X + (n+1) Y); residual (h = 2G + G²) Y' = (1 + h(d+1)/d) Y + (h/d) X,
+X' = (1 + G)² X + (2h/d) Y.
 
-Element kurtosis (moment method): follow one column c of M, c' = W c (Ginibre) or c + W c
-(residual); for an off-diagonal entry a and r² = ‖c‖² the moments (E a², E r²) and
-(E a⁴, E a² r², E r⁴) close under a linear recursion (``docs/product-networks.md``). The result
-is the excess kurtosis of the *marginal* law of an entry over the ensemble, O(L/d). The sample
-kurtosis of one matrix standardises each draw by its own ‖M_L‖_F and is lower once L/d is not
-small, so :func:`depth_from_kurtosis` on one matrix underestimates L there; use the Monte Carlo
-null of :mod:`rmtbase.depth` instead.
+Element kurtosis: one column c' = W c or c + W c; for an off-diagonal entry a and r² = ‖c‖²,
+(E a², E r²) and (E a⁴, E a² r², E r⁴) recur linearly (``docs/product-networks.md``). It is the
+marginal excess kurtosis over the ensemble, O(L/d); one matrix's sample kurtosis is lower once
+L/d is not small (use the Monte Carlo null of :mod:`rmtbase.depth` there).
 
-Lyapunov exponents of square Ginibre products (Newman 1986; Forrester 2013): with the QR
-recursion W_l Q_{l−1} = Q_l R_l, the R_l,ii² are independent G/d · χ²_{d−i+1}, so the exponents
-(1/L) Σ_l ln |R_l,ii| have mean μ_i = ½[ln(2G/d) + ψ((d − i + 1)/2)] at every depth L.
-"""
+Lyapunov exponents of square Ginibre products (Newman 1986; Forrester 2013): with
+W_l Q_{l−1} = Q_l R_l, R_l,ii² ~ G/d · χ²_{d−i+1} independently, so (1/L) Σ_l ln |R_l,ii| has
+mean μ_i = ½[ln(2G/d) + ψ((d − i + 1)/2)] at every L."""
 
 from __future__ import annotations
 
@@ -124,19 +119,16 @@ def element_kurtosis(kind: str, d, depth: int, gain=1, widths=None):
 
 
 def stream_kurtosis(kind: str, d, depth: int, gain=1):
-    """Excess kurtosis of an entry of the residual stream y = M_L x, x ~ N(0, I_d), exactly
-    (square layers): given M, y_i ~ N(0, ‖row_i M‖²), so it is 3 E r⁴/(E r²)² − 3 with r the
-    norm of a row, whose law is that of a column (Mᵀ is again a product of L i.i.d. factors of
-    the same law). Seed 004's "activations through the residual stream"."""
+    """Excess kurtosis of an entry of the residual stream y = M_L x, x ~ N(0, I_d), exactly (square
+    layers): 3 E r⁴/(E r²)² − 3, r the norm of a row of M (distributed as a column)."""
     kind, depth, g, widths = _setup(kind, d, depth, gain, None)
     *_, (_, _, r2, r4) = _element_path(kind, g, widths)
     return 3 * r4 / (r2 * r2) - 3
 
 
 def kurtosis_curve(kind: str, d: int, depths, gain: float = 1.0, *, of: str = "element"):
-    """:func:`element_kurtosis` (``of="element"``) or :func:`stream_kurtosis` (``of="stream"``)
-    at each depth in ``depths`` (square layers), one float64 pass of the recursion to
-    max(depths) (all its terms are positive: no cancellation but the final − 3)."""
+    """:func:`element_kurtosis` (``of="element"``) or :func:`stream_kurtosis` (``of="stream"``) at
+    each of ``depths`` (square layers), one float64 pass of the recursion."""
     if of not in ("element", "stream"):
         raise InputError(f"of must be 'element' or 'stream', got {of!r}")
     depths = [check_positive_int(int(L), "depth") for L in np.atleast_1d(depths)]
@@ -152,13 +144,9 @@ def kurtosis_curve(kind: str, d: int, depths, gain: float = 1.0, *, of: str = "e
 
 def depth_from_kurtosis(kurtosis: float, d: int, *, kind: str = "residual", gain: float = 1.0,
                         max_depth: int = 200) -> float:
-    """Depth L (real, by linear interpolation in L) whose analytic element kurtosis equals
-    ``kurtosis`` at width d; NaN if it lies outside the curve's range over 1..max_depth.
-
-    The curve is increasing in L (tested), so the answer is unique; it is the moment-method
-    counterpart of :func:`rmtbase.depth.effective_depth` (kurtosis only) for the *marginal*
-    kurtosis: a single matrix's sample kurtosis sits below the curve once L/d is not small (see
-    the module docstring), and inverting it here then underestimates the depth."""
+    """Depth L (real, interpolated) whose analytic element kurtosis equals ``kurtosis`` at width d;
+    NaN outside the curve over 1..max_depth. The curve increases in L; for one matrix's sample
+    kurtosis this underestimates L once L/d is not small (module docstring)."""
     k = float(kurtosis)
     depths = np.arange(1, check_positive_int(max_depth, "max_depth") + 1)
     curve = kurtosis_curve(kind, d, depths, gain)

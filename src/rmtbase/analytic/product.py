@@ -1,33 +1,25 @@
 """MP_c ⊠ MP_c: the limit law of the normalised spectrum of W_QK, and exact finite-d moments.
 
-Setting (conventions of ``docs/conventions.md``): W_Q, W_K are (d_h, d) with i.i.d. entries
-N(0, σ_Q²), N(0, σ_K²); W_QK = W_Qᵀ W_K; λ are the d_h nonzero eigenvalues of W_QK W_QKᵀ.
-They equal the eigenvalues of G_Q G_K with the d_h × d_h Wishart Grams G = W Wᵀ, and
-G/(σ² d) → MP_c (mean 1, variance c), c = d_h/d ≤ 1. The two Grams are asymptotically free,
-so x = λ/(σ_Q² σ_K² d²) → MP_c ⊠ MP_c (Voiculescu, Dykema & Nica 1992; Burda et al. 2010).
+W_Q, W_K (d_h, d) i.i.d. N(0, σ_Q²), N(0, σ_K²); λ, the d_h nonzero eigenvalues of W_QK W_QKᵀ,
+are those of G_Q G_K with G/(σ² d) → MP_c, c = d_h/d ≤ 1; the Grams are asymptotically free, so
+x = λ/(σ_Q² σ_K² d²) → MP_c ⊠ MP_c (Voiculescu, Dykema & Nica 1992; Burda et al. 2010).
 
-Analytic structure (Mingo & Speicher 2017, S-transform): S(z) = (1 + cz)^(−2). The moment
-series ψ(z) = Σ_{k≥1} m_k z^k solves z (1 + ψ)(1 + cψ)² = ψ, so with u = cψ(1/x) the
-Stieltjes transform G(x) = (1 + ψ(1/x))/x follows from the cubic
+S(z) = (1 + cz)^(−2) (Mingo & Speicher 2017); ψ(z) = Σ_{k≥1} m_k z^k solves
+z (1 + ψ)(1 + cψ)² = ψ, so with u = cψ(1/x), G(x) = (1 + ψ(1/x))/x and
 
-    u³ + (2 + c) u² + (1 + 2c − x) u + c = 0,     ρ(x) = −Im G(x + i0)/π = −Im u / (π c x),
+    u³ + (2 + c) u² + (1 + 2c − x) u + c = 0,     ρ(x) = −Im u / (π c x),
 
-taking the root with Im u < 0, solved as δ = 1 + u: δ³ + (c − 1)δ² − xδ + x = 0 (well
-conditioned near x = 0 at c = 1). Edges: 2u² + cu − c = 0 and x± = (c+u)(1+u)²/u.
-Moments (Lagrange inversion; Fuss–Narayana): m_k = Σ_{j=1}^{k} C(k, j) C(2k, j−1) c^{j−1} / k
-(at c = 1 the Fuss–Catalan numbers C(3k, k)/(2k+1) on [0, 27/4]; Penson & Życzkowski 2011).
-Mean 1, variance 2c, so NPR → m_1²/m_2 = 1/(1 + 2c).
+on the root with Im u < 0, solved as δ = 1 + u: δ³ + (c − 1)δ² − xδ + x = 0. Edges:
+2u² + cu − c = 0, x± = (c+u)(1+u)²/u. Moments (Fuss–Narayana):
+m_k = Σ_{j=1}^{k} C(k, j) C(2k, j−1) c^{j−1} / k (Fuss–Catalan C(3k, k)/(2k+1) at c = 1;
+Penson & Życzkowski 2011); mean 1, variance 2c, NPR → 1/(1 + 2c).
 
-CDF in closed form: along the root curve x = X(u), ρ dx = −Im[(c+u) X'(u)/X(u)] du/(πc),
-whose antiderivative is H(u) = 2u/c + 2((c−1)/c) Log(1+u) − Log u, so
-F(x) = 1 − Im H(u(x))/π with principal logarithms (Im H = π at the lower edge).
-x ln x moment: ∫ x ln x ρ dx = d m_s/ds at s = 1 = c − c²/6, differentiating the Fuss–Narayana
-sum term by term in k (tested to 50 digits against quadrature); hence the spectral-entropy
-limit ln d_h − c + c²/6.
+CDF: F(x) = 1 − Im H(u(x))/π, H(u) = 2u/c + 2((c−1)/c) Log(1+u) − Log u (principal logs).
+∫ x ln x ρ dx = c − c²/6 (the Fuss–Narayana sum differentiated in the moment order), hence the
+spectral-entropy limit ln d_h − c + c²/6.
 
-Finite (d, d_h) exact moments of Σλ = ‖W_QK‖_F² (n = d, p = d_h, σ⁸ = σ_Q⁴σ_K⁴; Wishart moments):
-E Σλ = p n² σ_Q²σ_K², E Σλ² = σ⁸ n² p [(n+1)(n+p+1) + np + 2], Var Σλ = σ⁸ 2n²p(2n + p + 1).
-"""
+Finite d (n = d, p = d_h, σ⁸ = σ_Q⁴σ_K⁴): E Σλ = p n² σ_Q²σ_K²,
+E Σλ² = σ⁸ n² p [(n+1)(n+p+1) + np + 2], Var Σλ = σ⁸ 2n²p(2n + p + 1)."""
 
 from __future__ import annotations
 
@@ -104,10 +96,8 @@ def edges_mp(c, dps: int | None = None) -> tuple:
 
 
 def _root(x: np.ndarray, c: float) -> np.ndarray:
-    """δ = 1 + u for the root u with Im u < 0 (vectorised; companion eigenvalues + Newton).
-
-    In δ the cubic reads δ³ + (c − 1)δ² − xδ + x = 0: exact coefficients and roots of size
-    x^{1/3} near x = 0 at c = 1 (where u = −1 is a triple root of the u-form)."""
+    """δ = 1 + u for the root u with Im u < 0 (vectorised; companion eigenvalues + Newton), from
+    δ³ + (c − 1)δ² − xδ + x = 0 (well conditioned near x = 0 at c = 1)."""
     n = x.size
     comp = np.zeros((n, 3, 3))
     comp[:, 0, 0] = 1.0 - c

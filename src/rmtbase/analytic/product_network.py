@@ -1,32 +1,22 @@
 """Limit laws of product networks: Ginibre M_L = W_L⋯W_1 and residual M_L = (I+W_L)⋯(I+W_1).
 
-Setting (the ensembles of :mod:`rmtbase.ensembles.products`). Ginibre: W_l is (d_l, d_{l−1})
-with i.i.d. N(0, G/d_{l−1}) entries, square unless ``widths = (d_0, …, d_L)`` is given.
-Residual: W_l is d×d with i.i.d. N(0, G/d) entries. The law here is the d → ∞ limit (fixed L,
-fixed width ratios) of the eigenvalues of M_LᵀM_L, unnormalised: mean G^L d_L/d_0 (Ginibre) or
-(1 + G)^L (residual).
+The ensembles of :mod:`rmtbase.ensembles.products`; the law is the d → ∞ limit (fixed L and
+width ratios) of the eigenvalues of M_LᵀM_L, unnormalised: mean G^L d_L/d_0 or (1 + G)^L.
 
-Ginibre (Burda, Janik & Waclaw 2010; Burda et al. 2010 for rectangular factors; Mingo & Speicher
-2017): carrying the S-transform of each layer across AᵀA ↔ AAᵀ gives
+Ginibre (Burda, Janik & Waclaw 2010; Burda et al. 2010; Mingo & Speicher 2017):
 
     S(w) = 1/(G(d_L/d_0 + w)) · ∏_{l=1}^{L−1} 1/(G(1 + (d_0/d_l) w)),
 
-so for square layers the moments are G^{kL} FC_L(k), the Fuss–Catalan numbers
-C((L+1)k, k)/(Lk + 1), on [0, G^L (L+1)^{L+1}/L^L] (Penson & Życzkowski 2011); an atom
-1 − min_l d_l/d_0 sits at 0.
+so square layers give moments G^{kL} C((L+1)k, k)/(Lk + 1) (Fuss–Catalan) on
+[0, G^L (L+1)^{L+1}/L^L] (Penson & Życzkowski 2011); an atom 1 − min_l d_l/d_0 sits at 0.
 
-Residual: (I + W)ᵀ(I + W) tends to the information-plus-noise law with identity signal (Dozier &
-Silverstein 2007), S_1(w) = 2 / (1 + G + 2Gw + √((1 + G)² + 4Gw)). (I + W_L) is conjugation
-invariant, which suffices for asymptotic freeness from M_{L−1}M_{L−1}ᵀ (Collins & Śniady 2006),
-so S = S_1^L. Finite-d corrections are O(L/d) (:mod:`rmtbase.analytic.network_finite`;
-``docs/product-networks.md``).
+Residual: (I + W)ᵀ(I + W) tends to the information-plus-noise law (Dozier & Silverstein 2007),
+S_1(w) = 2 / (1 + G + 2Gw + √((1 + G)² + 4Gw)); freeness (Collins & Śniady 2006) gives
+S = S_1^L. Finite-d corrections are O(L/d) (:mod:`rmtbase.analytic.network_finite`).
 
-Moments: Lagrange inversion of ψ = z(1 + ψ)/S(ψ) (:mod:`._series`), exact in rationals
+Moments by Lagrange inversion of ψ = z(1 + ψ)/S(ψ) (:mod:`._series`): exact
 (:func:`moments_exact`), float64 (:func:`moments`) or mpf (:func:`moments_mp`). Edges and
-density: the uniformisation x = X(u) of :mod:`._rational_map`, u = w (Ginibre) or
-u = √((1+G)² + 4Gw) (residual). The Lyapunov limits (:func:`lyapunov_quantile`,
-:func:`lyapunov_limits`) are re-exported from :mod:`._lyapunov`.
-"""
+density via :mod:`._rational_map` with u = w (Ginibre) or u = √((1+G)² + 4Gw) (residual)."""
 
 from __future__ import annotations
 
@@ -82,10 +72,7 @@ def _weight(widths, num):
 
 
 def moments_exact(kind: str, depth: int, gain=1, k: int = 6, widths=None) -> list[Fraction]:
-    """m_1..m_k of the limit law of the eigenvalues of M_LᵀM_L as exact Fractions.
-
-    ``gain`` is converted with ``Fraction(gain)`` (a float is taken at its exact binary value; a
-    string like ``"0.3"`` is exact decimal)."""
+    """m_1..m_k of the limit law of M_LᵀM_L as exact Fractions (``gain`` through ``Fraction``)."""
     kind, depth, gain, widths = _check(kind, depth, gain, widths)
     k = check_order(k)
     g = Fraction(gain)
@@ -169,17 +156,15 @@ def _curve(kind, depth, gain, widths):
 
 
 def edges(kind: str, depth: int, gain: float = 1.0, widths=None) -> tuple[float, float]:
-    """Edges (x₋, x₊) of the continuous part of the limit law of M_LᵀM_L (float64).
-
-    Square Ginibre: (0, G^L (L+1)^{L+1}/L^L); residual: x₋ > 0 only for G < 1."""
+    """Edges (x₋, x₊) of the continuous part of the limit law of M_LᵀM_L (float64): square Ginibre
+    (0, G^L (L+1)^{L+1}/L^L); residual x₋ > 0 only for G < 1."""
     kind, depth, gain, widths = _check(kind, depth, gain, widths)
     _, lower, upper, _ = _curve(kind, depth, float(gain), widths)
     return (0.0 if lower is None else lower[1]), upper[1]
 
 
 def edges_mp(kind: str, depth: int, gain=1, widths=None, dps: int | None = None) -> tuple:
-    """Edges (x₋, x₊) as mpf: critical points by mpmath polyroots at ``dps`` digits (an mpf
-    ``gain`` is taken at its exact binary value)."""
+    """Edges (x₋, x₊) as mpf (mpmath polyroots at ``dps`` digits; an mpf ``gain`` taken exactly)."""
     kind, depth, gain, widths = _check(kind, depth, gain, widths)
     with working_dps(dps):
         _, sroots, powers, _ = _shifted(kind, depth, gain, widths)

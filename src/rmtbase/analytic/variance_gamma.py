@@ -1,32 +1,21 @@
 """Exact law of one entry of W_QK: a symmetric variance-gamma (Bessel-K) distribution.
 
-Each entry of W_QK = W_Qᵀ W_K is X = Σ_{h=1}^{n} Q_h K_h, n = d_h, with independent
-Q_h ~ N(0, σ_Q²), K_h ~ N(0, σ_K²); write s = σ_Q σ_K. Each product has characteristic
-function (1 + s²t²)^(−1/2), so X has (1 + s²t²)^(−n/2): the symmetric variance-gamma law
-(Gaunt 2014), equivalently X = s(Γ₁ − Γ₂) with Γ_i ~ Gamma(n/2, 1), or X | V ~ N(0, 2s²V) with
-V ~ Gamma(n/2, 1). With ν = (n − 1)/2 and y = |x|/s,
+X = Σ_{h=1}^{n} Q_h K_h, n = d_h, Q_h ~ N(0, σ_Q²), K_h ~ N(0, σ_K²), s = σ_Q σ_K, has
+characteristic function (1 + s²t²)^(−n/2) (Gaunt 2014): X = s(Γ₁ − Γ₂), Γ_i ~ Gamma(n/2, 1),
+or X | V ~ N(0, 2s²V), V ~ Gamma(n/2, 1). With ν = (n − 1)/2 and y = |x|/s,
 
-    f(x) = y^ν K_ν(y) / (s √π 2^ν Γ(n/2)),
+    f(x) = y^ν K_ν(y) / (s √π 2^ν Γ(n/2))
 
-(n = 1: K_0(y)/(πs), the product-normal law; n = 2: the Laplace law e^{−y}/(2s)). Variance n s²,
-excess kurtosis 6/n, f(0) = Γ(ν)/(2√π Γ(ν+½) s) for n ≥ 2 (f(0) = ∞ for n = 1).
-CDF: F(x) = ½ + (y/2)[K_ν(y) L_{ν−1}(y) + K_{ν−1}(y) L_ν(y)] for x ≥ 0 (L = modified Struve;
-Gaunt 2014) — used in the tests as an independent check.
+(n = 1: K_0(y)/(πs); n = 2: Laplace e^{−y}/(2s)). Variance n s², excess kurtosis 6/n,
+f(0) = Γ(ν)/(2√π Γ(ν+½) s) for n ≥ 2. CDF (tests' independent check):
+F(x) = ½ + (y/2)[K_ν(y) L_{ν−1}(y) + K_{ν−1}(y) L_ν(y)], x ≥ 0, L modified Struve.
 
-Float64 path. log f uses scipy's exponentially scaled ``kve`` for ν < 30 and the Debye uniform
-expansion of K_ν (DLMF 10.41.4, 20 terms, with the Stirling series for Γ; see
-:mod:`rmtbase.analytic._bessel`) for ν ≥ 30, where kve overflows (for n = 4096 it overflows for
-all y < ~1000) — the switch is tested against mpmath on both sides. The CDF/SF use the normal
-variance mixture, sf(y) = E_V[Φc(y/√(2V))], integrated by the trapezoid rule in ln V on a window
-around the maximum of the (log-concave) integrand, so tails keep their relative accuracy
-(:mod:`._mixture_tail`).
-Entropy and KL integrate over t = ln y with the trapezoid rule. The KL divergence to the Gaussian
-of equal variance is computed directly as ∫ φ (r ln r − r + 1), r = f/φ, a non-negative
-integrand, so it keeps its relative precision when tiny (≈ 3/(4n²) for large n).
-
-mp path: f with mpmath's besselk (ν ≤ 12) or the exact forward recurrence, or the Debye series
-summed to the working precision where it converges; CDF, entropy and KL by mp.quad.
-"""
+Float64: log f by scipy's ``kve`` for ν < 30, the Debye expansion (DLMF 10.41.4;
+:mod:`rmtbase.analytic._bessel`) above, where kve overflows. CDF/SF by the normal variance
+mixture sf(y) = E_V[Φc(y/√(2V))], trapezoid in ln V around the integrand's maximum, so tails
+keep relative accuracy (:mod:`._mixture_tail`). Entropy and KL by the trapezoid in ln y; KL as
+∫ φ (r ln r − r + 1), r = f/φ, which stays accurate when tiny (≈ 3/(4n²)).
+mp path: mpmath's besselk, the forward recurrence or the Debye series; quadratures by mp.quad."""
 
 from __future__ import annotations
 

@@ -1,27 +1,21 @@
 """Half-normal Weibull anchor: the continuum limit of the Weibull probability-plot fit.
 
-Protocol (the Weibull paper, arXiv:2605.18898, Appendix A.1; npm-weibull-py): with F the CDF of
-|w|, keep a ≤ F ≤ b and least-squares fit Y = ln(−ln(1−F)) on X = ln|w|; k = slope,
-λ = exp(−intercept/k). For Gaussian w ~ N(0, σ²), |w| is half-normal, x(F) = σ√2 erfinv(F), and
-in the continuum limit (F uniform on [a, b]) with g(F) = ln(√2 erfinv F):
+Protocol (arXiv:2605.18898, App. A.1): keep a ≤ F ≤ b and least-squares fit
+Y = ln(−ln(1−F)) on X = ln|w|; k = slope, λ = exp(−intercept/k). For w ~ N(0, σ²),
+x(F) = σ√2 erfinv(F); in the continuum limit, with g(F) = ln(√2 erfinv F),
 
     k0 = Cov(g, Y) / Var(g),      λ0/σ = exp(ḡ − Ȳ/k0)
 
-(paper, eq. 1: k0 ≈ 1.2054, λ0 ≈ 0.8875σ for the middle-80 % trim [0.1, 0.9]). The moments
-are computed in the variable x = |w|/σ, dF = √(2/π) e^{−x²/2} dx, Y = ln(−ln erfc(x/√2)); the
-100 % trim [0, 1] has integrable logarithmic singularities at both ends (QAGS handles them in
-float64), and there ḡ = −(γ + ln 2)/2, Var g = π²/8, Ȳ = −γ exactly. At high precision
-(``*_mp``) ḡ, Var g and Ȳ come from series and the exponential integral and Cov(g, Y) from
-Gauss–Legendre panels in ln x (:mod:`._anchor_moments`): N digits cost about 0.9 N integrand
-evaluations a panel, so 1000 digits are seconds for the 10–90 % trim.
+(paper eq. 1: k0 ≈ 1.2054, λ0 ≈ 0.8875σ for [0.1, 0.9]). Moments in x = |w|/σ with
+dF = √(2/π) e^{−x²/2} dx; for [0, 1]: ḡ = −(γ + ln 2)/2, Var g = π²/8, Ȳ = −γ. The ``*_mp``
+forms use series, the exponential integral and Gauss–Legendre panels in ln x
+(:mod:`._anchor_moments`).
 
-Noise curve (paper, A.2, eq. 3): Var Y_(i) ∝ V(p) = p / ((1−p) ln²(1−p)). V'(p) = 0 ⇔
-−ln(1−p) = 2p, so p* = 1 + W₀(−2e^{−2})/2 ≈ 0.7968 (Lambert W) and V(p*) = 1/(4p*(1−p*));
-V(0.1)/V(p*) ≈ 6.48 (paper: "≈ 6.5×").
+Noise curve (A.2, eq. 3): Var Y_(i) ∝ V(p) = p / ((1−p) ln²(1−p)); its minimum
+p* = 1 + W₀(−2e^{−2})/2 ≈ 0.7968, V(p*) = 1/(4p*(1−p*)), V(0.1)/V(p*) ≈ 6.48.
 
-Γ closure (paper, A.1): a Weibull(k, λ) has mean λΓ(1+1/k) and sd λ√(Γ(1+2/k) − Γ²(1+1/k)),
-to be compared with the half-normal's σ√(2/π) and σ√(1 − 2/π).
-"""
+Γ closure (A.1): Weibull(k, λ) mean λΓ(1+1/k), sd λ√(Γ(1+2/k) − Γ²(1+1/k)), against the
+half-normal's σ√(2/π) and σ√(1 − 2/π)."""
 
 from __future__ import annotations
 
@@ -130,8 +124,8 @@ def closure_ratios(a: float = 0.1, b: float = 0.9) -> tuple[float, float]:
 # -------------------------------------------------------------------------------- mp path
 
 def _moments_mp(a, b, tick=None):
-    """(ḡ, Ȳ, Var g, Cov(g, Y)) over F uniform on [a, b], at the current precision
-    (series, closed forms and Gauss–Legendre panels: :mod:`._anchor_moments`)."""
+    """(ḡ, Ȳ, Var g, Cov(g, Y)) for F uniform on [a, b] at mp precision (:mod:`._anchor_moments`).
+    """
     return _anchor_moments.moments(a, b, tick)
 
 
@@ -144,10 +138,8 @@ def _anchor_cached(a, b, dps: int) -> Anchor:
 
 
 def anchor_mp(a="0.1", b="0.9", dps: int | None = None) -> Anchor:
-    """(k0, λ0/σ) as mpf, for the trim [a, b] (pass a, b as strings for exact decimals).
-
-    Computed at ``dps`` + 10 digits (cached per trim and precision in the process): 1000
-    digits of one trim take seconds (10–90 %, 5–95 %) to about a minute (the full range)."""
+    """(k0, λ0/σ) as mpf for the trim [a, b] (strings for exact decimals), at ``dps`` + 10 digits,
+    cached per trim and precision."""
     _check_trim(a, b)
     with working_dps(dps):
         k0, lam = _anchor_cached(a, b, mp.mp.dps)
