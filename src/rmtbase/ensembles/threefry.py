@@ -64,9 +64,9 @@ def _one_threefry_key(key) -> bool:
 
 
 def fold_in_words(key, data) -> np.ndarray | None:
-    """The key words of ``jax.random.fold_in(key, i)`` for each i of ``data`` (integers < 2³²) on the
-    host: ``(len(data), 2)`` uint32, or None unless ``key`` is a concrete threefry key. As JAX:
-    Threefry-2x32 of the counter (i >> 32, i & 0xFFFFFFFF) under the key
+    """The key words of ``jax.random.fold_in(key, i)`` for each i of ``data`` (integers < 2³²), on
+    the host: ``(len(data), 2)`` uint32, or None unless ``key`` is a concrete threefry key. As
+    JAX: Threefry-2x32 of the counter (i >> 32, i & 0xFFFFFFFF) under the key
     (``tests/test_chunk_keys.py``)."""
     if isinstance(key, jax.core.Tracer) or not _one_threefry_key(key):
         return None
@@ -96,8 +96,8 @@ def random_bits(key, shape):
 
 
 def normal(key, shape, dtype=jnp.float32):
-    """``jax.random.normal(key, shape, dtype)``, the same bits: threefry float32 by the unrolled hash,
-    anything else by JAX; jitted when called eagerly."""
+    """``jax.random.normal(key, shape, dtype)``, the same bits: threefry float32 by the unrolled
+    hash, anything else by JAX; jitted when called eagerly."""
     shape = tuple(int(s) for s in shape)
     if not _served(key, shape, dtype):
         return jax.random.normal(key, shape, dtype)

@@ -130,7 +130,7 @@ def jacobi_eigvalsh(g, max_sweeps: int = MAX_SWEEPS, return_sweeps: bool = False
 
 
 def flops_per_sweep(n: int) -> int:
-    """Floating-point operations of one sweep on one matrix: ≈ 6 m³ (m − 1 steps of two m × m passes).
+    """Floating-point operations of one sweep on one matrix: ≈ 6 m³ (m − 1 steps, two m × m passes).
     """
     m = padded_size(n)
     return (m - 1) * (6 * m * m + 20 * m)

@@ -56,8 +56,8 @@ def range_finish(acc: dict, n: int) -> dict:
 
 
 def _counts(idx, length: int, side):
-    """bincount of ``idx`` and, with ``side`` (index, bins), of the side histogram, in one count over
-    the joint index (:func:`rmtbase.stats._binning.bincount`)."""
+    """bincount of ``idx`` and, with ``side`` (index, bins), of the side histogram, in one count
+    over the joint index (:func:`rmtbase.stats._binning.bincount`)."""
     if side is None:
         return bincount(idx, length), None
     j, nbins = side

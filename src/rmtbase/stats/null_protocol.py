@@ -94,8 +94,8 @@ class Null(ABC):
     composition_draws: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kw):
-        """Register a concrete subclass setting its own :attr:`name`; a ``per_head`` subclass answers
-        the three questions from it where it does not itself."""
+        """Register a concrete subclass setting its own :attr:`name`; a ``per_head`` subclass
+        answers the three questions from it where it does not itself."""
         super().__init_subclass__(**kw)
         if "per_head" in cls.__dict__:
             one = bool(cls.__dict__["per_head"])

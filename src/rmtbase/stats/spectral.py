@@ -59,7 +59,7 @@ def eigvals_from_factors(wq, wk):
 
 
 def eigvals_from_cholesky(lq, lk):
-    """λ = s²(lqᵀ lk), descending, from lower-triangular ``(..., d_h, d_h)`` Gram factors (G = l lᵀ).
+    """λ = s²(lqᵀ lk), descending, from lower-triangular Gram factors ``(..., d_h, d_h)``, G = l lᵀ.
     """
     lq = jnp.asarray(lq)
     lk = jnp.asarray(lk)

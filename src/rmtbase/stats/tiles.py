@@ -64,8 +64,8 @@ IN_GRAPH_TILE = 2**18
 
 
 def _in_graph(fn, w, records):
-    """``fn`` (a pass) over flat ``w``: at once below :data:`IN_GRAPH_MIN`, else over equal tiles and
-    the remainder in a loop carrying the accumulators."""
+    """``fn`` (a pass) over flat ``w``: at once below :data:`IN_GRAPH_MIN`, else over equal tiles
+    and the remainder in a loop carrying the accumulators."""
     n = w.shape[0]
     c = n // IN_GRAPH_TILE
     if n < IN_GRAPH_MIN or c < 2:
