@@ -1,9 +1,6 @@
-"""Gaussian and half-normal references, and the full-rank d × d Gaussian matrix.
-
-- Entropy of N(0, σ²): ½ ln(2πeσ²) nats (Cover & Thomas, Thm 8.4.1).
-- Half-normal |w|: mean σ√(2/π), sd σ√(1 − 2/π), entropy ½ ln(πeσ²/2).
-- X d × d i.i.d. N(0, σ²): eig(X Xᵀ/(σ²d)) → MP_1 on [0, 4]; s/(σ√d) → the quarter circle
-  √(4 − s²)/π on [0, 2], CDF (s√(4 − s²)/2 + 2 arcsin(s/2))/π, E s^{2k} = Catalan(k)."""
+"""Gaussian and half-normal references (entropy ½ ln(2πeσ²) nats, Cover & Thomas Thm 8.4.1), and
+the quarter-circle law of the singular values s/(σ√d) of a d × d i.i.d. N(0, σ²) matrix
+(Marchenko & Pastur 1967, c = 1)."""
 
 from __future__ import annotations
 

@@ -9,13 +9,8 @@ x(F) = σ√2 erfinv(F); in the continuum limit, with g(F) = ln(√2 erfinv F),
 (paper eq. 1: k0 ≈ 1.2054, λ0 ≈ 0.8875σ for [0.1, 0.9]). Moments in x = |w|/σ with
 dF = √(2/π) e^{−x²/2} dx; for [0, 1]: ḡ = −(γ + ln 2)/2, Var g = π²/8, Ȳ = −γ. The ``*_mp``
 forms use series, the exponential integral and Gauss–Legendre panels in ln x
-(:mod:`._anchor_moments`).
-
-Noise curve (A.2, eq. 3): Var Y_(i) ∝ V(p) = p / ((1−p) ln²(1−p)); its minimum
-p* = 1 + W₀(−2e^{−2})/2 ≈ 0.7968, V(p*) = 1/(4p*(1−p*)), V(0.1)/V(p*) ≈ 6.48.
-
-Γ closure (A.1): Weibull(k, λ) mean λΓ(1+1/k), sd λ√(Γ(1+2/k) − Γ²(1+1/k)), against the
-half-normal's σ√(2/π) and σ√(1 − 2/π)."""
+(:mod:`._anchor_moments`). Also the paper's noise curve V(p) (A.2, eq. 3; minimum p* ≈ 0.7968)
+and Γ closure (A.1): Weibull against half-normal mean and sd."""
 
 from __future__ import annotations
 
