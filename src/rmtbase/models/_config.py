@@ -1,13 +1,8 @@
 """Reading attention sizes from a Hugging Face ``config.json`` (a plain dict), strictly.
 
-A config is foreign input: a value of the wrong type must be refused with a one-line
-:class:`~rmtbase.errors.ModelError` naming the key and value, never coerced. In particular a
-JSON ``true`` is not the integer 1 (``"n_head": true`` is refused, not read as one head), and
-a flag such as ``multi_query`` must be a JSON boolean.
-
-Defaults for absent keys are those of the ``transformers`` config class of the architecture
-(e.g. Falcon's ``multi_query`` defaults to true), since a ``config.json`` written by
-``save_pretrained`` may omit keys that equal the class default.
+A value of the wrong type is refused with a one-line :class:`~rmtbase.errors.ModelError` naming
+key and value, never coerced (a JSON ``true`` is not the integer 1; flags must be booleans).
+Defaults for absent keys are those of the architecture's ``transformers`` config class.
 """
 
 from __future__ import annotations
@@ -89,11 +84,9 @@ def rotary_fraction(cfg: dict, default: float) -> float:
 
 def mha_dims(cfg: dict, label: str, *, width=("hidden_size",), heads=("num_attention_heads",),
              layers=("num_hidden_layers",), rotary_fraction: float = 0.0) -> Dims:
-    """Dims of a plain multi-head config (no GQA): d_h = d / n_heads, n_kv_heads = n_heads.
-
-    ``width``, ``heads``, ``layers``: config keys tried in order (e.g. GPT-2's ``n_embd`` before
-    ``hidden_size``). ModelError if d is not a multiple of the head count.
-    """
+    """Dims of a plain multi-head config: d_h = d / n_heads, n_kv_heads = n_heads. ``width``,
+    ``heads``, ``layers``: config keys tried in order. ModelError if d is not a multiple of the
+    head count."""
     d = cfg_int(cfg, *width)
     n_heads = cfg_int(cfg, *heads)
     if d % n_heads:
@@ -105,10 +98,8 @@ def mha_dims(cfg: dict, label: str, *, width=("hidden_size",), heads=("num_atten
 
 def gqa_dims(cfg: dict, *, rotary_default: float = 1.0, kv_key: str = "num_key_value_heads",
              head_dim: bool = True) -> Dims:
-    """Dims of a LLaMA-style config: ``hidden_size``, ``num_attention_heads``,
-    ``num_key_value_heads`` (default: no GQA) and ``head_dim`` (default d / n_heads; it may
-    differ, e.g. Gemma, Mistral-Nemo, Qwen3). ``head_dim=False`` for architectures whose
-    attention ignores a ``head_dim`` key (d_h is always d / n_heads there)."""
+    """Dims of a LLaMA-style config (``num_key_value_heads`` default: no GQA; ``head_dim`` default
+    d / n_heads). ``head_dim=False`` where the attention ignores a ``head_dim`` key."""
     label = _label(cfg)
     d = cfg_int(cfg, "hidden_size")
     n_heads = cfg_int(cfg, "num_attention_heads")

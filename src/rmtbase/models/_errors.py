@@ -1,8 +1,5 @@
-"""One-line error text from foreign exceptions (the CLI prints ``rmtbase: error: <message>``).
-
-Libraries raise multi-line messages (torch's unpickling refusal is six lines and suggests
-``weights_only=False``; safetensors and the hub client add context lines). A
-:class:`~rmtbase.errors.ModelError` carries only the first non-empty line, stripped.
+"""One-line error text from foreign exceptions: a :class:`~rmtbase.errors.ModelError` carries only
+the first non-empty line of a library's message, stripped.
 """
 
 from __future__ import annotations

@@ -1,29 +1,20 @@
 """FP8 weights as FP8 checkpoints store them: 128×128 block scales, or one scale per row.
 
-**Block FP8** (DeepSeek-V3, Qwen3-FP8): ``config.json`` says ``quantization_config =
-{"quant_method": "fp8", "weight_block_size": [128, 128], …}``; each quantised ``nn.Linear``
-weight W (out, in) is stored as ``weight`` in an 8-bit float — ``F8_E4M3`` (E4M3 "fn": 4
-exponent bits, 3 mantissa bits, no infinities, largest 448) or ``F8_E5M2`` (IEEE-like: 5
-exponent bits, 2 mantissa bits, largest finite 57344) — beside ``weight_scale_inv`` (``F32``,
-shape ``(⌈out/128⌉, ⌈in/128⌉)``): tile (i, j) of 128×128 entries (edge tiles may be partial)
-holds ``q = FP8(W_tile / s)`` with ``s = max|W_tile| / FP8_MAX`` and ``weight_scale_inv[i, j]
-= s``. Reading back multiplies each tile by its ``s`` (DeepSeek-V3 ``weight_dequant``;
-transformers' ``Fp8Dequantize`` casts the weight to float32, whatever its 8-bit format, and
-multiplies by the tile's scale).
+**Block FP8** (DeepSeek-V3, Qwen3-FP8; ``quant_method = "fp8"``, ``weight_block_size =
+[128, 128]``): W (out, in) is stored as ``weight`` in ``F8_E4M3`` (max 448, no infinities) or
+``F8_E5M2`` (max 57344) beside ``weight_scale_inv`` (``F32``, ``(⌈out/128⌉, ⌈in/128⌉)``): tile
+(i, j) holds ``q = FP8(W_tile / s)``, ``s = max|W_tile| / FP8_MAX = weight_scale_inv[i, j]``;
+the value is ``q · s`` (DeepSeek-V3 ``weight_dequant``).
 
-**Per-channel FP8** (compressed-tensors ``float-quantized``, llm-compressor's ``FP8`` /
-``FP8_DYNAMIC`` schemes: ``quant_method = "compressed-tensors"``, weights ``strategy:
-"channel"``): ``weight`` in ``F8_E4M3`` beside ``weight_scale`` of shape (out, 1), one scale
-per output row, ``s_r = max|W_r| / 448`` (compressed-tensors' symmetric ``calculate_qparams``:
-max|x| / ((q_max − q_min)/2)), ``q = E4M3(clamp(W_r/s_r, ±448))``; value ``q · s_r``
-(compressed-tensors' ``dequantize``).
+**Per-channel FP8** (compressed-tensors ``float-quantized``, ``strategy: "channel"``):
+``weight`` in ``F8_E4M3`` beside ``weight_scale`` (out, 1), ``s_r = max|W_r| / 448``,
+``q = E4M3(clamp(W_r/s_r, ±448))``; the value is ``q · s_r``.
 
-:func:`dequantize` / :func:`dequantize_rows` are what the readers use (refusing a scale that
-is negative, not finite, or 0 over nonzero values); :func:`check_config` refuses a
-``weight_block_size`` other than [128, 128] (below 1, malformed, or another size) from the
-config alone, before any tensor; :func:`quantize` / :func:`quantize_rows` are the reference
-writers (numpy and ``ml_dtypes``, round to nearest even; the tests write checkpoints with
-them). The null's round trips are the same operations in JAX (:mod:`rmtbase.stats.fp8`).
+:func:`dequantize` / :func:`dequantize_rows` are the readers' (refusing a scale that is
+negative, not finite, or 0 over nonzero values); :func:`check_config` refuses any
+``weight_block_size`` but [128, 128] from the config alone; :func:`quantize` /
+:func:`quantize_rows` are the reference writers (round to nearest even). The null's round trips
+are the same operations in JAX (:mod:`rmtbase.stats.fp8`).
 """
 
 from __future__ import annotations
@@ -102,9 +93,8 @@ def _values(raw, fmt: str, name: str) -> np.ndarray:
 
 
 def _check_scales(scale: np.ndarray, amax: np.ndarray, scale_name: str, what: str) -> None:
-    """ValueError (one line) unless every scale is finite and > 0, or 0 over a tile (row)
-    whose stored values are all 0 (what :func:`quantize` writes for an all-zero tile): a
-    negative or zero scale over nonzero bytes is no scale a writer makes."""
+    """ValueError (one line) unless every scale is finite and > 0, or 0 over an all-zero tile
+    (row)."""
     bad = ~np.isfinite(scale) | (scale < 0) | ((scale == 0) & (amax > 0))
     if bad.any():
         first = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -116,10 +106,9 @@ def _check_scales(scale: np.ndarray, amax: np.ndarray, scale_name: str, what: st
 
 def dequantize(raw: np.ndarray, scale_inv: np.ndarray, name: str = "weight",
                fmt: str = "e4m3", scale_name: str | None = None) -> np.ndarray:
-    """float32 values of the FP8 tensor ``raw`` (its bytes as uint8, or the ml_dtypes array;
-    2-D; element format ``fmt``) times its 128×128 tile scales ``scale_inv``; ValueError (one
-    line) when the scales do not tile the weight in 128×128 blocks, a scale is negative, not
-    finite, or 0 over a tile with nonzero values, or a stored byte is NaN."""
+    """float32 values of the 2-D FP8 tensor ``raw`` (bytes as uint8, or ml_dtypes; format ``fmt``)
+    times its 128×128 tile scales ``scale_inv``; ValueError (one line) for scales that do not
+    tile the weight, a bad scale (:func:`_check_scales`) or a NaN byte."""
     scale = np.asarray(scale_inv, dtype=np.float32)
     w = _values(raw, fmt, name)
     if scale.shape != tiles(w.shape):
@@ -135,9 +124,8 @@ def dequantize(raw: np.ndarray, scale_inv: np.ndarray, name: str = "weight",
 
 def dequantize_rows(raw: np.ndarray, scale: np.ndarray, name: str = "weight",
                     scale_name: str | None = None) -> np.ndarray:
-    """float32 values of the E4M3 tensor ``raw`` (out, in) times its per-row ``scale``
-    (out, 1); ValueError (one line) for any other scale shape (per-tensor, per-group) or a
-    scale that is negative, not finite, or 0 over a row with nonzero values."""
+    """float32 values of the E4M3 tensor ``raw`` (out, in) times its per-row ``scale`` (out, 1);
+    ValueError (one line) for any other scale shape or a bad scale."""
     s = np.asarray(scale, dtype=np.float32)
     w = _values(raw, "e4m3", name)
     if s.shape != (w.shape[0], 1):
@@ -149,10 +137,8 @@ def dequantize_rows(raw: np.ndarray, scale: np.ndarray, name: str = "weight",
 
 
 def check_config(cfg: dict, where: str) -> None:
-    """ModelError (one line, naming ``where`` and the value) for a block-FP8
-    ``quantization_config`` (``quant_method = "fp8"``) whose ``weight_block_size`` is not two
-    integers ≥ 1, or is not the [128, 128] this reader and the null use (another size would
-    read its scales against the wrong tiles). Absent: transformers' default, [128, 128]."""
+    """ModelError (one line, naming ``where`` and the value) for a block-FP8 ``quantization_config``
+    whose ``weight_block_size`` is not [128, 128] (absent: [128, 128])."""
     import json
 
     from ..errors import ModelError

@@ -1,18 +1,11 @@
 """Declarative checkpoint layouts: which tensors hold a layer's weights and how to unpack them.
 
-Every matrix comes out in the ``nn.Linear`` (out, in) layout, float32, so that ``y = W x``:
-
-- :class:`Linear` — one ``nn.Linear`` weight ``(out, in)`` (``conv1d=True``: a GPT-2 style
-  Conv1D stored input-major ``(in, out)``, transposed on read);
-- :class:`QKV` — the q, k or v block of a fused query/key/value projection, in one of three row
-  orders (see :func:`split_qkv`);
-- :class:`Chunk` — one of ``count`` equal row blocks of a fused projection (Phi-3's
-  ``gate_up_proj``, ModernBERT's ``Wi``).
-
-A :class:`Layout` names the parts of one layer (tensor names carry ``{i}`` for the layer
-index and are relative to a model-class prefix that :meth:`Layout.locate` finds). Parts read
-through a :class:`LayerReader`, which caches the tensors of one layer so that a fused tensor is
-read from disk once however many blocks are taken from it.
+Every matrix comes out in the ``nn.Linear`` (out, in) layout, float32 (``y = W x``):
+:class:`Linear` (one weight; ``conv1d=True`` transposes a GPT-2 Conv1D), :class:`QKV` (a block
+of a fused q/k/v projection, :func:`split_qkv`), :class:`Chunk` (one of ``count`` equal row
+blocks of a fused projection). A :class:`Layout` names the parts of one layer (``{i}`` for the
+layer index, relative to a model-class prefix); a :class:`LayerReader` caches one layer's
+tensors so a fused tensor is read once.
 """
 
 from __future__ import annotations
@@ -88,19 +81,16 @@ class Linear:
 
 
 def split_qkv(w: np.ndarray, order: str, dims: Dims, name: str):
-    """Split a fused q/k/v projection (rows first; ``w`` is ``(rows, d)`` or a bias ``(rows,)``)
-    into ``(q, k, v)`` with rows ``(n_heads·d_h)``, ``(n_kv·d_h)``, ``(n_kv·d_h)``, head-major.
+    """Split a fused q/k/v projection (``w`` ``(rows, d)`` or a bias ``(rows,)``) into ``(q, k, v)``
+    with rows ``(n_heads·d_h)``, ``(n_kv·d_h)``, ``(n_kv·d_h)``, head-major.
 
     ``order`` is how the forward pass reads the fused output:
 
-    - ``"blocks"``: ``[q of all heads | k of all kv heads | v of all kv heads]`` — GPT-2
-      ``c_attn`` (after the Conv1D transpose), Phi-3 ``qkv_proj``, ModernBERT ``Wqkv``,
-      Falcon-7B multi-query and GPT-BigCode multi-query (n_kv = 1);
-    - ``"per_head"``: ``(head, {q, k, v}, d_h)`` interleaved — GPT-NeoX/Pythia, Falcon
-      (classic, ``multi_query=false``), GPT-BigCode (``multi_query=false``); needs n_kv = n;
-    - ``"grouped"``: ``(kv group, {q_1 … q_g, k, v}, d_h)`` with g = n / n_kv — Falcon's
-      ``new_decoder_architecture`` (Falcon-40B/180B): query head ``kv·g + j`` meets key ``kv``.
-    """
+    - ``"blocks"``: ``[q of all heads | k of all kv heads | v of all kv heads]`` (GPT-2, Phi-3,
+      ModernBERT, multi-query Falcon-7B and GPT-BigCode);
+    - ``"per_head"``: ``(head, {q, k, v}, d_h)`` (GPT-NeoX, classic Falcon, GPT-BigCode); n_kv = n;
+    - ``"grouped"``: ``(kv group, {q_1 … q_g, k, v}, d_h)`` with g = n / n_kv (Falcon's
+      ``new_decoder_architecture``): query head ``kv·g + j`` meets key ``kv``."""
     n, n_kv, d_h = dims.n_heads, dims.n_kv_heads, dims.d_h
     rows = (n + 2 * n_kv) * d_h
     if w.shape[0] != rows:
@@ -204,12 +194,9 @@ def plain_ffn(fc_in: str, fc_out: str, *, conv1d: bool = False) -> dict:
 class Layout:
     """Where one layer's matrices live in a checkpoint that uses this naming scheme.
 
-    ``parts`` maps component names (``q``, ``k``, ``v``, ``o``, ``ffn_*``, ``router``) to parts
-    (objects with ``read``/``read_bias`` and ``tensor``, or an expanding MoE part with
-    ``expand``). ``probe`` is the tensor (with ``{i}``) whose presence in layer 0 identifies the
-    scheme; by default q's weight. ``prefixes`` are the model-class prefixes in order of
-    preference when several match.
-    """
+    ``parts`` maps component names (``q``, ``k``, ``v``, ``o``, ``ffn_*``, ``router``) to parts.
+    ``probe``: the tensor (with ``{i}``) whose presence in layer 0 identifies the scheme (default
+    q's weight). ``prefixes``: model-class prefixes in order of preference."""
 
     parts: dict
     prefixes: tuple[str, ...] = ("",)
@@ -238,9 +225,7 @@ class Layout:
 
 def linear_layout(stem: str, attention: tuple[str, str, str, str], ffn: tuple[str, str],
                   prefixes: tuple[str, ...]) -> Layout:
-    """The layout of a layer of separate q, k, v, o ``nn.Linear`` projections
-    (:func:`attention_parts`) and a two-layer MLP (:func:`plain_ffn`), every tensor named
-    ``stem + suffix`` (``stem`` carries ``{i}``): BERT, DistilBERT, MPNet, OPT, GPT-J, Phi, ViT
-    name the same parts differently."""
+    """The layout of separate q, k, v, o ``nn.Linear`` projections and a two-layer MLP, every tensor
+    named ``stem + suffix`` (``stem`` carries ``{i}``)."""
     return Layout({**attention_parts(*(stem + a for a in attention)),
                    **plain_ffn(*(stem + f for f in ffn))}, prefixes=prefixes)

@@ -1,22 +1,13 @@
 """Mixture-of-experts FFN parts: every routed expert's matrices, one layer at a time.
 
-Policy (``docs/architectures.md``): an MoE layer's FFN is reported expert by expert, named
-``ffn_gate.e{j}``, ``ffn_up.e{j}``, ``ffn_down.e{j}`` for expert j (each ``(out, in)`` as a dense
-gated MLP); the router (``(n_experts, d)``) is the component ``router``, selected only by name
-or ``"all"``. A layer without experts (Qwen3-MoE's ``mlp_only_layers`` /
-``decoder_sparse_step``) reports its dense MLP as ``ffn_gate``/``ffn_up``/``ffn_down``. Memory
-is bounded by one layer's selected matrices: ask for ``components=("ffn_down",)`` to read a
-third of an MoE layer.
+An MoE layer's FFN is reported expert by expert as ``ffn_gate.e{j}``, ``ffn_up.e{j}``,
+``ffn_down.e{j}`` (each ``(out, in)``); the router ``(n_experts, d)`` is the component
+``router``, selected only by name or ``"all"``; a layer without experts reports its dense MLP.
+Memory is bounded by one layer's selected matrices (``docs/architectures.md``).
 
-Two storage layouts are read (Jiang et al. 2024 (Mixtral); Qwen team 2025 (Qwen3);
-``transformers`` ``MixtralExperts`` / ``Qwen3MoeExperts``):
-
-- per-expert ``nn.Linear`` tensors, as on the hub and as ``save_pretrained`` writes them
-  (``…experts.{j}.w1/w3/w2`` for Mixtral, ``…experts.{j}.gate_proj/up_proj/down_proj`` for
-  Qwen3-MoE);
-- the stacked 3D parameters of a model loaded by ``transformers`` ≥ 5: ``experts.gate_up_proj``
-  ``(E, 2I, d)`` whose rows are ``[gate; up]`` (the forward pass ``chunk(2)``s them) and
-  ``experts.down_proj`` ``(E, d, I)``.
+Two storage layouts (Jiang et al. 2024; Qwen team 2025): per-expert ``nn.Linear`` tensors (the
+hub's), and the stacked 3D parameters of ``transformers`` ≥ 5: ``experts.gate_up_proj``
+``(E, 2I, d)`` with rows ``[gate; up]`` and ``experts.down_proj`` ``(E, d, I)``.
 """
 
 from __future__ import annotations
@@ -32,13 +23,9 @@ _FUSED_BLOCK = {"gate": 0, "up": 1}
 
 @dataclass(frozen=True)
 class Experts:
-    """Matrix ``which`` (``"gate"``, ``"up"``, ``"down"``) of every expert of layer ``{i}``.
-
-    ``per_expert``: name of expert ``{e}``'s ``nn.Linear`` (with ``{i}``, ``{e}``); ``stacked``:
-    the transformers-5 3D parameter (``…experts.gate_up_proj`` for gate/up,
-    ``…experts.down_proj`` for down); ``dense``: the dense MLP's ``nn.Linear`` on layers
-    without experts, or None.
-    """
+    """Matrix ``which`` (``"gate"``, ``"up"``, ``"down"``) of every expert of layer ``{i}``:
+    ``per_expert`` (expert ``{e}``'s ``nn.Linear`` name), ``stacked`` (the 3D parameter),
+    ``dense`` (the dense MLP's ``nn.Linear`` on layers without experts, or None)."""
 
     which: str
     per_expert: str
@@ -87,9 +74,9 @@ class Router:
 
 def moe_parts(per_expert: str, names: dict[str, str], stacked: str, router: tuple[str, ...],
               dense: str | None = None) -> dict:
-    """FFN parts of an MoE layer: ``names`` maps gate/up/down to the per-expert module names
-    (e.g. ``{"gate": "w1", "up": "w3", "down": "w2"}``); ``stacked`` is the ``…experts``
-    module of transformers ≥ 5; ``dense`` the dense MLP module of layers without experts."""
+    """FFN parts of an MoE layer: ``names`` maps gate/up/down to per-expert module names;
+    ``stacked`` the ``…experts`` module of transformers ≥ 5; ``dense`` the dense MLP of layers
+    without experts."""
     parts = {}
     for which in ("gate", "up", "down"):
         fused = f"{stacked}.{'down_proj' if which == 'down' else 'gate_up_proj'}"

@@ -1,26 +1,18 @@
 """QK-norm: a normalisation between the query/key projections and the logit.
 
-Where it occurs (Dehghani et al. 2023; Wortsman et al. 2023): OLMo-2/3 (RMSNorm over *all
-heads* of a token, gain n·d_h); Qwen3 (RMSNorm over each head's d_h, gain shared by the heads);
-Gemma-3 (the same with gain 1 + w); Cohere ``use_qk_norm`` and StableLM ``qk_layernorm``
-(bias-free LayerNorm per head); Phi ``qk_layernorm`` (LayerNorm per head *with a bias*).
+Where (Dehghani et al. 2023; Wortsman et al. 2023): OLMo-2/3 (RMSNorm over all heads of a
+token), Qwen3 (RMSNorm per head, shared gain), Gemma-3 (gain 1 + w), Cohere and StableLM
+(bias-free LayerNorm per head), Phi (LayerNorm per head with a bias).
 
-With q = W_Q x + b_q (k likewise) the logit of a head between tokens i and j is, up to the
-model's scale, ``s_ij = (G_q N(q_i))·(G_k N(k_j))`` with G = diag(gain), N(y) = P y / ρ(y),
-P = I (RMSNorm) or the centring I − 11ᵀ/m (LayerNorm), and ρ(y) = √(mean((P y)²) + ε) over
-the norm's axis (m = d_h, or n·d_h when the axis is all heads: OLMo-2's ρ is shared by every
-head of a token).
+With q = W_Q x + b_q (k likewise) the logit is, up to the model's scale,
+``s_ij = (G_q N(q_i))·(G_k N(k_j))``, G = diag(gain), N(y) = P y / ρ(y), P = I (RMSNorm) or
+I − 11ᵀ/m (LayerNorm), ρ(y) = √(mean((P y)²) + ε) over the norm's axis (m = d_h or n·d_h).
 
-- **Raw (default)**: W_Q, W_K are the stored projections and W_QK = W_Qᵀ W_K is the bilinear
-  form of the projections *before* the norm. It is not the logit: the norm rescales every
-  token's q and k by 1/ρ (so the overall scale of W_Q, W_K has no effect on the model) and
-  reweights the d_h coordinates by the gains.
-- **Folded** (``fold_qk_norm=True``): W_Q ← G_q P W_Q and b_q ← G_q P b_q (per head; K
-  likewise). Then ``s_ij = (W_Q x_i + b_q)ᵀ(W_K x_j + b_k) / (ρ_q(i) ρ_k(j))`` exactly: the
-  folded W_QK is the logit's bilinear form *up to the positive per-token factors 1/ρ*, which
-  depend on the input (computed from the raw projection) and cannot be folded into weights.
-  A LayerNorm with a bias (Phi's optional ``qk_layernorm``) is not of this form: folding is
-  refused there.
+- **Raw (default)**: W_QK = W_Qᵀ W_K of the projections before the norm; not the logit's form
+  (the norm rescales by 1/ρ and reweights by the gains).
+- **Folded** (``fold_qk_norm=True``): W_Q ← G_q P W_Q, b_q ← G_q P b_q (K likewise); then
+  ``s_ij = (W_Q x_i + b_q)ᵀ(W_K x_j + b_k) / (ρ_q(i) ρ_k(j))`` exactly, up to the input-
+  dependent factors 1/ρ. Refused for a LayerNorm with a bias.
 """
 
 from __future__ import annotations
@@ -36,10 +28,9 @@ from ._layout import LayerReader
 
 @dataclass(frozen=True)
 class QKNorm:
-    """A q/k norm: gain tensors ``q``, ``k`` (with ``{i}``, and ``{h}`` when there is one norm
-    module per head), ``kind`` ``"rms"`` or ``"layer"``, ``scope`` ``"head"`` or
-    ``"all_heads"``, ``offset`` added to the stored weight to give the gain (Gemma: 1),
-    ``bias`` True for a norm with an additive bias (not foldable)."""
+    """A q/k norm: gain tensors ``q``, ``k`` (``{i}``; ``{h}`` for one module per head), ``kind``
+    ``"rms"``/``"layer"``, ``scope`` ``"head"``/``"all_heads"``, ``offset`` added to the weight
+    (Gemma: 1), ``bias`` (not foldable)."""
 
     q: str
     k: str

@@ -1,16 +1,11 @@
 """What every tensor reader shares: the storage precision of what it returned, and the refusals.
 
-A reader (:class:`~rmtbase.models.weights.FileWeights`,
-:class:`~rmtbase.models._state_dict.StateDictWeights`,
-:class:`~rmtbase.models.gguf.GGUFWeights`) returns float32 numpy arrays and remembers each
-tensor's *storage* precision (``"float32"``, ``"float16"``, ``"bfloat16"``; float64 counts as
-float32, since it is read as float32), so that scoring can pass its null through the same
-rounding (:mod:`rmtbase.stats.precision`). Tensors in integer or 8-bit float dtypes without
-their scales are quantized weights whose values mean nothing alone: refused
-(:func:`refuse_quantized`); NaN/inf values are refused (:func:`check_finite`). Both refusals
-are :class:`rmtbase.errors.ModelError` naming the tensor and the file. :class:`TensorReader`
-holds the part of the interface that is the same for the file and state-dict readers (the
-GGUF reader takes its storage log and overrides the rest).
+Readers (:class:`~rmtbase.models.weights.FileWeights`,
+:class:`~rmtbase.models._state_dict.StateDictWeights`, :class:`~rmtbase.models.gguf.GGUFWeights`)
+return float32 numpy arrays and log each tensor's storage (``"float32"``, ``"float16"``,
+``"bfloat16"``; float64 counts as float32) for the null's round trip. Integer or 8-bit float
+tensors without their scales (:func:`refuse_quantized`) and NaN/inf values
+(:func:`check_finite`) are :class:`rmtbase.errors.ModelError` naming tensor and file.
 """
 
 from __future__ import annotations
@@ -47,10 +42,9 @@ def coarsest_storage(names) -> str:
 
 
 def split_storage(names) -> tuple[str, str | None]:
-    """``(float storage, quantisation)`` of the tensors read for one layer: a block type
-    (``"q4_1"``, ``"q4_k"`` … from a GGUF file) is dequantised to float32 values, so it counts as
-    float32 storage and is named as the quantisation (several distinct types: joined with
-    ``"+"``, sorted); None when every tensor is a float storage."""
+    """``(float storage, quantisation)`` of one layer's tensors: block types (GGUF) count as float32
+    storage and are named as the quantisation (several: sorted, joined by ``"+"``); None when
+    none."""
     names = set(names)
     quant = sorted(n for n in names if n not in STORAGE_ORDER)
     floats = [n for n in names if n in STORAGE_ORDER] + (["float32"] if quant else [])
@@ -67,9 +61,8 @@ def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
 
 
 class TensorReader:
-    """The interface's common part: ``keys()`` (the set ``self._keys``), ``file_name`` (a
-    tensor's own name: the same), and the storage log ``self._storage`` (``{name: storage}``
-    of what :meth:`get` returned) behind ``storage_of`` and ``take_storage``."""
+    """The readers' common part: ``keys()``, ``file_name``, and the storage log behind
+    ``storage_of`` and ``take_storage``."""
 
     _keys: set[str]
     _storage: dict[str, str]

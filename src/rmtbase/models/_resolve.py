@@ -1,14 +1,11 @@
 """A model input resolved to its config and a way to open its weights.
 
-``model`` (:func:`rmtbase.models.loading.load_heads`) may be a hub id (with ``revision``), a
-local folder (``config.json`` + weights), a ``.gguf`` file (the header read here: refusals come
-before any tensor), a URL (``hf://org/name[@revision]`` is a hub repository, any other URL the
-folder of a model, :mod:`rmtbase.models.remote`), a loaded ``transformers`` model or a
-TransformerLens model (:mod:`rmtbase.models.transformer_lens`).
-:func:`resolve` says which, reads the config (:func:`read_config`: one-line ModelError for an
-unreadable or non-object config.json), and returns a :class:`Resolved` whose
-:meth:`~Resolved.open_weights` opens the matching reader (:mod:`.weights`, :mod:`.gguf`).
-``revision`` for anything but a hub id is an InputError.
+``model`` may be a hub id (with ``revision``), a local folder, a ``.gguf`` file (the header read
+here, so refusals come first), a URL (``hf://org/name[@revision]``, or a folder,
+:mod:`rmtbase.models.remote`), a loaded ``transformers`` model or a TransformerLens model.
+:func:`resolve` reads the config (:func:`read_config`) and returns a :class:`Resolved` whose
+:meth:`~Resolved.open_weights` opens the matching reader. ``revision`` for anything but a hub
+id is an InputError.
 """
 
 from __future__ import annotations
@@ -83,9 +80,8 @@ def _looks_like_path(text: str) -> bool:
 
 
 def _local(text: str) -> tuple[Path, str]:
-    """``(path, kind)`` of a local path, kind ``"dir"``, ``"file"`` or ``""`` (none there);
-    a path the OS cannot even look up (unknown ``~user``, NUL byte, name too long) is a
-    ModelError naming it."""
+    """``(path, kind)`` of a local path, kind ``"dir"``, ``"file"`` or ``""``; a path the OS cannot
+    look up is a ModelError naming it."""
     try:
         path = Path(text).expanduser()
         return path, "dir" if path.is_dir() else "file" if path.exists() else ""

@@ -1,12 +1,10 @@
 """A minimal safetensors reader: the header, and one tensor's bytes by a positioned read.
 
-The format (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length n,
-n bytes of JSON ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": …}``,
-then the data, each tensor's bytes at ``8 + n + begin`` (row-major, little-endian). Reading a
-tensor with ``os.pread`` instead of a memory map keeps only the returned array in memory (a
-mapped shard's pages stay resident while it is open: ~1 GB at LLaMA-8B scale), and bfloat16 is
-widened to float32 by a bit shift in numpy (exact; no torch). Every header field is validated,
-so a corrupt or truncated file fails with a one-line reason before any tensor is used.
+Format (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length n,
+n bytes of JSON ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, ...}``, then each
+tensor's bytes at ``8 + n + begin`` (row-major, little-endian). ``os.pread`` keeps only the
+returned array in memory; bfloat16 is widened to float32 by a bit shift (exact). Every header
+field is validated, so a corrupt file fails with one line before any tensor is used.
 """
 
 from __future__ import annotations
@@ -30,12 +28,9 @@ class SafetensorsError(ValueError):
 
 
 def read_header(path) -> tuple[dict, int]:
-    """({name: {"dtype", "shape", "data_offsets"}}, offset of the data) of the file at ``path``,
-    checked: every tensor's byte range lies inside the file and matches its dtype and shape.
-
-    ``path`` may also be a remote file (:class:`rmtbase.files.ranges.RemoteFile`: anything with
-    ``read_range(lo, hi)`` and ``size``): its 8-byte length and JSON header are fetched as
-    two byte ranges, and the tensors later by their own ranges."""
+    """({name: {"dtype", "shape", "data_offsets"}}, data offset) of ``path``, checked: every
+    tensor's byte range lies in the file and matches its dtype and shape. ``path`` may be a
+    remote file (anything with ``read_range(lo, hi)`` and ``size``)."""
     remote = _is_remote(path)
     if remote:
         head = path.read_range(0, 8)

@@ -1,8 +1,5 @@
-"""The shard index of a sharded checkpoint (``model.safetensors.index.json``,
-``pytorch_model.bin.index.json``): its ``weight_map`` (tensor name → shard file), read and
-checked, every shard it names inside the model folder (:func:`check_shard_name`).
-
-Problems raise :class:`rmtbase.errors.ModelError` naming the index file.
+"""The shard index of a sharded checkpoint (``*.index.json``): its ``weight_map`` (tensor name →
+shard), checked, every shard inside the model folder; problems are a ModelError naming the index.
 """
 
 from __future__ import annotations
@@ -16,14 +13,8 @@ from ._errors import one_line
 
 
 def check_shard_name(name, index: Path, folder: Path | None) -> None:
-    """A shard index may only name files inside the model: a relative path without ``..``
-    that stays inside ``folder`` once normalised (ModelError otherwise).
-
-    The name is resolved lexically, not through symlinks: a Hugging Face cache snapshot folder
-    is a folder of symlinks into ``../../blobs``, and those are the folder's own files. What is
-    refused is an index that *names* a path outside (``../other/model.safetensors``,
-    ``/etc/passwd``, ``C:\\x``).
-    """
+    """ModelError unless the shard name is a relative path without ``..`` that stays inside
+    ``folder``, resolved lexically (a hub snapshot's symlinks into ``../../blobs`` are allowed)."""
     text = name if isinstance(name, str) else repr(name)
     bad = (not isinstance(name, str) or not name or "\x00" in name
            or PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute()

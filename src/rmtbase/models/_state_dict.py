@@ -1,10 +1,6 @@
-"""Tensor access by name from an already-loaded ``torch.nn.Module``'s ``state_dict()``.
-
-:class:`StateDictWeights` has the reader interface of :mod:`rmtbase.models.weights`
-(``keys()``, ``get(name)``, ``storage_of``, ``take_storage``, ``close()``; the common part
-:class:`._reader.TensorReader`); no copy of the
-model is made, each tensor is converted to a finite float32 numpy array when asked for
-(:mod:`._reader`: storage precision, refusals).
+"""Tensor access by name from a loaded ``torch.nn.Module``'s ``state_dict()``:
+:class:`StateDictWeights`, the reader interface of :mod:`rmtbase.models.weights`, no copy of the
+model; each tensor becomes a finite float32 array when asked for.
 """
 
 from __future__ import annotations

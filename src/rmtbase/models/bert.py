@@ -1,13 +1,10 @@
 """BERT / RoBERTa / MiniLM adapter: ``attention.self.query`` / ``attention.self.key``.
 
-Layout undone (Devlin et al. 2019; Liu et al. 2019; Wang et al. 2020 (MiniLM);
-``transformers`` ``BertSelfAttention``): query and key are nn.Linear ``(d, d)`` (out, in);
-the forward pass views their outputs as ``(…, n_heads, d_h)``, so row ``h·d_h + r`` is feature
-r of head h, with d_h = d / n_heads. Both have biases. Output ``attention.output.dense``, MLP
-``intermediate.dense`` / ``output.dense``. Positions are learned absolute embeddings (no
-RoPE). Tensor names ``encoder.layer.{i}.attention.self.query.weight`` with or without the
-``bert.`` / ``roberta.`` prefix (sentence-transformers checkpoints such as all-MiniLM-L6-v2
-have none).
+Layout undone (Devlin et al. 2019; Liu et al. 2019; Wang et al. 2020; ``BertSelfAttention``):
+query and key are nn.Linear ``(d, d)`` with biases, outputs viewed as ``(…, n_heads, d_h)``, so
+row ``h·d_h + r`` is feature r of head h. Output ``attention.output.dense``, MLP
+``intermediate.dense`` / ``output.dense``. Learned absolute positions. Names with or without the
+``bert.`` / ``roberta.`` prefix.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Whole weight matrices per layer — q, k, v, o and the FFN — for whole-matrix statistics.
 
-The Weibull paper (arXiv:2605.18898) fits every weight matrix of a layer, not per-head factors.
-:func:`load_components` reads them one layer at a time through the same adapters as
-:func:`rmtbase.models.load_heads` (each adapter's declarative layout names the tensor of every
-component; :mod:`rmtbase.models._layout`), and returns them in one convention: the
-``nn.Linear`` (out, in) layout, float32, exactly the stored values (Conv1D transposed, fused
-q/k/v and gate/up projections split, nothing folded). Rows of ``"q"`` are head-major, so
-``matrices["q"].reshape(n_heads, d_h, d)`` are the per-head W_Q of ``load_heads`` and
+:func:`load_components` reads them one layer at a time through the adapters' layouts
+(:mod:`rmtbase.models._layout`) in the ``nn.Linear`` (out, in) layout, float32, exactly the
+stored values (Conv1D transposed, fused projections split, nothing folded). Rows of ``"q"`` are
+head-major: ``matrices["q"].reshape(n_heads, d_h, d)`` are ``load_heads``' W_Q, and
 ``matrices["k"]`` the un-expanded GQA keys.
 
-Component names: ``"q"``, ``"k"``, ``"v"``, ``"o"``; ``"ffn_gate"``, ``"ffn_up"``,
-``"ffn_down"`` (gated MLPs) or ``"ffn_in"``, ``"ffn_out"`` (plain MLPs); ``"router"`` (MoE).
-In ``components``, ``"ffn"`` selects whichever FFN matrices the architecture has and ``"all"``
-selects every component. Mixture-of-experts layers report each expert's matrices as
-``"ffn_gate.e{j}"`` … (:mod:`rmtbase.models._moe`); memory is bounded by one layer's selected
-matrices.
+Names: ``"q"``, ``"k"``, ``"v"``, ``"o"``; ``"ffn_gate"``, ``"ffn_up"``, ``"ffn_down"`` (gated)
+or ``"ffn_in"``, ``"ffn_out"`` (plain); ``"router"`` (MoE); ``"ffn"`` selects the FFN matrices
+and ``"all"`` everything. MoE experts are ``"ffn_gate.e{j}"`` … (:mod:`rmtbase.models._moe`).
 """
 
 from __future__ import annotations
@@ -34,11 +28,8 @@ _FFN = ("ffn_gate", "ffn_up", "ffn_down", "ffn_in", "ffn_out")
 
 
 def select_components(components, available: Iterable[str], arch: str) -> tuple[str, ...]:
-    """The component names that ``components`` selects among ``available``.
-
-    InputError for a name that is no component; ModelError for a component this architecture
-    does not have (e.g. ``"ffn_gate"`` of GPT-2, whose FFN is ``ffn_in``/``ffn_out``).
-    """
+    """The component names ``components`` selects among ``available``: InputError for a name that is
+    no component, ModelError for one this architecture lacks."""
     if isinstance(components, str):
         components = (components,)
     try:
@@ -101,7 +92,7 @@ def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
     Parameters
     ----------
     model : str, path or transformers model
-        Hub id, local folder or loaded model, as for :func:`rmtbase.models.load_heads`.
+        As for :func:`rmtbase.models.load_heads`.
     components : str or iterable of str
         Component names (module docstring); default q, k, v, o and the FFN.
     revision, allow_pickle
@@ -110,11 +101,8 @@ def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
     Yields
     ------
     LayerComponents
-        ``layer``, ``matrices`` ``{name: float32 (out, in)}`` and ``storage``
-        ``{name: "float32" | "float16" | "bfloat16"}``, one layer per step.
-
-    The checkpoint is checked up front (architecture, weights, layout, layer count) and the
-    selection is validated before any layer is read.
+        ``layer``, ``matrices`` ``{name: float32 (out, in)}`` and ``storage``, one layer per
+        step; the checkpoint and selection are checked before any layer is read.
     """
     info, located, weights = open_model(model, revision, allow_pickle)
     try:

@@ -1,11 +1,8 @@
 """DistilBERT adapter: ``transformer.layer.{i}.attention.q_lin`` / ``k_lin``.
 
-Layout undone (Sanh et al. 2019; ``transformers`` ``DistilBertSelfAttention``): ``q_lin``,
-``k_lin``, ``v_lin``, ``out_lin`` are nn.Linear ``(dim, dim)`` with biases; the forward pass
-views q and k as ``(…, n_heads, d_h)`` (row ``h·d_h + r`` is feature r of head h,
-d_h = dim / n_heads). MLP ``ffn.lin1`` / ``ffn.lin2``. Config keys ``dim``, ``n_heads``,
-``n_layers``. Learned absolute positions (no RoPE). Tensor names with or without the
-``distilbert.`` prefix.
+Layout undone (Sanh et al. 2019; ``DistilBertSelfAttention``): ``q_lin``, ``k_lin``, ``v_lin``,
+``out_lin`` are nn.Linear ``(dim, dim)`` with biases, q and k viewed as ``(…, n_heads, d_h)``.
+MLP ``ffn.lin1`` / ``ffn.lin2``; config ``dim``, ``n_heads``, ``n_layers``; learned positions.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """Falcon adapter: the fused ``self_attention.query_key_value`` in its three row orders.
 
-Layout undone (Almazrouei et al. 2023; Penedo et al. 2023 (Falcon-RW); ``transformers``
-``FalconAttention._split_heads``): ``query_key_value`` is an nn.Linear whose output rows are
+Layout undone (Almazrouei et al. 2023; Penedo et al. 2023; ``FalconAttention._split_heads``):
 
-- ``new_decoder_architecture`` (Falcon-40B/180B): ``(kv group, {q_1 … q_g, k, v}, d_h)`` with
-  g = n_heads / num_kv_heads: query head ``kv·g + j`` meets key head ``kv`` (order
-  ``"grouped"``);
-- else ``multi_query`` (Falcon-7B; the config default): ``[q of n_heads | one k | one v]``
-  (order ``"blocks"`` with one key/value head);
-- else (Falcon-RW): ``(head, {q, k, v}, d_h)`` interleaved as in GPT-NeoX (``"per_head"``).
+- ``new_decoder_architecture`` (Falcon-40B/180B): ``(kv group, {q_1 … q_g, k, v}, d_h)``,
+  g = n_heads / num_kv_heads, query head ``kv·g + j`` meets key ``kv`` (``"grouped"``);
+- else ``multi_query`` (Falcon-7B, the default): ``[q of n_heads | one k | one v]``
+  (``"blocks"``);
+- else (Falcon-RW): ``(head, {q, k, v}, d_h)`` (``"per_head"``).
 
-d_h is always hidden_size / num_attention_heads. Output ``self_attention.dense``, MLP
-``mlp.dense_h_to_4h`` / ``dense_4h_to_h``. Positions are RoPE (not applied here), or with
-``alibi`` a per-head linear bias on the key distance added to the logits (Press et al. 2022),
-which is not part of W_QK either (``rotary_fraction`` 0). Tensor names
-``transformer.h.{i}.self_attention.query_key_value.weight``.
+d_h = hidden_size / num_attention_heads. Output ``self_attention.dense``, MLP
+``mlp.dense_h_to_4h`` / ``dense_4h_to_h``. RoPE is not applied; ALiBi is not part of W_QK.
 """
 
 from __future__ import annotations

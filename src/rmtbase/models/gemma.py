@@ -1,23 +1,14 @@
 """Gemma, Gemma-2 and Gemma-3 adapters: LLaMA names, head_dim from the config, MQA/GQA.
 
-Layout undone (Gemma Team 2024 (Gemma, Gemma 2), 2025 (Gemma 3); ``transformers``
-``GemmaAttention``, ``Gemma2Attention``, ``Gemma3Attention``): q_proj ``(n_heads·d_h, d)``,
-k_proj ``(n_kv_heads·d_h, d)`` viewed as ``(…, heads, d_h)``; ``head_dim`` comes from the
-config and is not d / n_heads in general (Gemma-7B: d = 3072, 16 heads of 256). Gemma-2B is
-multi-query (one key head), later sizes use GQA. Output ``o_proj``, gated MLP.
+Layout undone (Gemma Team 2024, 2025; ``GemmaAttention`` …): q_proj ``(n_heads·d_h, d)``,
+k_proj ``(n_kv_heads·d_h, d)``; ``head_dim`` from the config, not d / n_heads in general. Not
+part of W_QK: the ``query_pre_attn_scalar^-1/2`` logit scale, Gemma-2's logit soft-capping (a
+monotone map) and sliding windows. Gemma-3's ``q_norm`` / ``k_norm`` are RMSNorms per head with
+gain ``1 + w`` shared by all heads (:mod:`rmtbase.models._qknorm`).
 
-What is not part of W_QK: the logit scale is ``query_pre_attn_scalar^-1/2`` (Gemma-2/3) rather
-than d_h^-1/2; Gemma-2 caps logits with ``attn_logit_softcapping · tanh(s / cap)`` (a monotone
-map of the bilinear form); sliding-window layers only mask. Gemma-3 adds ``q_norm`` /
-``k_norm``: RMSNorms over each head's d_h features with gain ``1 + w`` (``Gemma3RMSNorm``,
-weights stored as w, zero-initialised), shared by all heads; ``fold_qk_norm=True`` multiplies
-every head's rows by 1 + w (see :mod:`rmtbase.models._qknorm`).
-
-``gemma3_text`` is the text-only model (Gemma-3 1B); ``gemma3`` (4B and larger) is multimodal:
-only its language model is read (tensors under ``language_model.model.`` on the hub,
-``model.language_model.`` in a model loaded by transformers ≥ 5), with sizes from
-``text_config``, whose absent keys take ``Gemma3TextConfig``'s defaults (``save_pretrained``
-omits sub-config values equal to them). The SigLIP vision tower is not scored.
+``gemma3_text`` is text-only; of the multimodal ``gemma3`` only the language model is read
+(``language_model.model.`` or ``model.language_model.``), sizes from ``text_config`` with
+``Gemma3TextConfig``'s defaults.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """GGUF files read directly: a reader beside safetensors, mapped onto the Hugging Face layout.
 
-A ``.gguf`` file (llama.cpp's format) holds its architecture and sizes as metadata and its
-tensors under llama.cpp names. This module turns it into what the rest of
-:mod:`rmtbase.models` reads from a Hugging Face folder:
-
-- a config dict from the header alone (:func:`gguf_config`, parsed by
-  :mod:`~rmtbase.models.gguf_header` without touching a tensor: an architecture rmtbase cannot
-  score, or a q/k/v tensor of a type it cannot read, is refused in one line before any tensor
-  is read);
-- :class:`GGUFWeights`, a tensor reader with the interface of
-  :class:`~rmtbase.models.weights.FileWeights` under the Hugging Face names the
-  architecture's adapter reads, each tensor dequantised on read by ``gguf.quants.dequantize``
-  to float32 in the ``nn.Linear`` (out, in) layout (GGUF lists dimensions innermost first;
-  numpy's order is the reverse), with llama.cpp's conversions undone
-  (:mod:`~rmtbase.models.gguf_arch`: names from ``gguf``'s tensor-name map; the rotary row
-  permutation of the llama family; Gemma's +1 on norm gains; GPT-2's transpose; Falcon's and
-  GPT-NeoX's q/k/v reordering; StableLM's stacked per-head norms).
+:func:`gguf_config` builds a config dict from the header alone (:mod:`.gguf_header`), refusing
+an unscorable architecture or tensor type in one line before any tensor is read.
+:class:`GGUFWeights` serves tensors under the Hugging Face names the adapter reads, dequantised
+by ``gguf.quants.dequantize`` to float32 (out, in) (GGUF lists dimensions innermost first), with
+llama.cpp's conversions undone (:mod:`.gguf_arch`).
 
 Storage: each tensor's GGML type is recorded (``storage_of``): ``"float32"``, ``"float16"``,
-``"bfloat16"`` for F32/F16/BF16 and the lower-case type name (``"q4_1"``, ``"q4_k"``, …) for a
-block quantisation (:data:`GGUF_TYPES`); each head's null goes through its tensors' storage.
-Other types (IQ*, TQ*, MXFP4 …) are refused with one line naming the type.
+``"bfloat16"``, or the block type's lower-case name (``"q4_k"`` …, :data:`GGUF_TYPES`); the null
+goes through the same storage. Other types (IQ*, TQ*, MXFP4 …) are refused.
 """
 
 from __future__ import annotations
@@ -75,10 +63,9 @@ def _n_layers(cfg: dict) -> int:
 
 
 def gguf_config(path: Path, header: GGUFHeader | None = None) -> dict:
-    """A Hugging Face style config dict of GGUF file ``path``, from its header alone.
-
-    ModelError (one line) for an architecture outside :data:`SPECS` or a mapped tensor of a
-    type outside :data:`GGUF_TYPES` — both before any tensor is read."""
+    """A Hugging Face style config dict of GGUF file ``path``, from its header alone; one-line
+    ModelError for an architecture outside :data:`SPECS` or a tensor type outside
+    :data:`GGUF_TYPES`."""
     _need_gguf()
     header = header or read_header(path)
     cfg = hf_config(header.metadata, path)
@@ -105,9 +92,8 @@ TOKENIZER_KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.tokens")
 
 
 def check_gguf_tokenizer(path: Path, header: GGUFHeader | None = None) -> None:
-    """One-line ModelError unless GGUF file ``path`` carries a tokenizer (the metadata keys
-    :data:`TOKENIZER_KEYS`; header only, no tensor read) of a kind ``transformers`` builds, as
-    the probe needs (:mod:`rmtbase.probe.run`)."""
+    """One-line ModelError unless GGUF file ``path`` carries a tokenizer ``transformers`` builds
+    (:data:`TOKENIZER_KEYS`; header only)."""
     header = header or read_header(path)
     meta = header.metadata
     missing = [k for k in TOKENIZER_KEYS if k not in meta]
@@ -136,15 +122,11 @@ def gguf_context_length(path: Path, header: GGUFHeader | None = None) -> int | N
 
 
 class GGUFWeights(TensorReader):
-    """Tensors of a GGUF file under Hugging Face names, dequantised to float32 on read, with
-    llama.cpp's conversions undone (:mod:`~rmtbase.models.gguf_arch`).
+    """Tensors of a GGUF file under Hugging Face names, dequantised to float32 on read.
 
-    ``cfg`` is :func:`gguf_config`'s dict; ``reader`` an open ``gguf.GGUFReader``, or None:
-    then names and types come from the tensor directory of ``header`` (read here when None,
-    :func:`~rmtbase.models.gguf_header.read_header`) and the reader (which maps every tensor
-    first: seconds for a large file) opens at the first :meth:`get`, so that checks of which
-    tensors a file holds (:func:`rmtbase.models.loading.check_parts`) read the header only.
-    """
+    ``cfg``: :func:`gguf_config`'s dict. ``reader``: an open ``gguf.GGUFReader``, or None: names
+    and types then come from ``header`` (read here when None) and the reader opens at the first
+    :meth:`get`, so checks of which tensors a file holds read the header only."""
 
     def __init__(self, path: Path, cfg: dict, reader=None, header: GGUFHeader | None = None):
         from .registry import ADAPTERS

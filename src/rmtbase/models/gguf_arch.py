@@ -1,32 +1,18 @@
 """GGUF architectures read by rmtbase: sizes, tensor names and llama.cpp's conversions undone.
 
-For each GGUF architecture (``general.architecture``) this module says which Hugging Face
-adapter reads it and how llama.cpp's ``convert_hf_to_gguf.py`` changed the tensors, so that
-:mod:`rmtbase.models.gguf` can serve the Hugging Face tensors the adapter expects:
+Per GGUF architecture (``general.architecture``): the Hugging Face adapter that reads it, and
+how llama.cpp's ``convert_hf_to_gguf.py`` changed the tensors:
 
-- **names** are not tabled here: each adapter's own tensor names (its layout and QK-norm,
-  :mod:`rmtbase.models.registry`) go through the ``gguf`` package's ``TensorNameMap``
-  (``gguf.get_tensor_name_map``, the map llama.cpp's converter writes with) to find their GGUF
-  names (``model.layers.{i}.self_attn.q_proj`` → ``blk.{i}.attn_q``);
-- **sizes** come from the metadata keys of ``gguf.Keys`` (``.attention.key_length`` is d_h,
-  which need not be d / n_heads), written under the config names the adapter reads;
-- **conversions** (:class:`ArchSpec`), exactly those of ``convert_hf_to_gguf.py``:
-  ``permute`` — ``LlamaModel.permute`` of q/k rows for rotary (``llama`` and OLMo-1's
-  ``olmo``, whose ``OlmoModel`` copies it; Qwen, Gemma, Phi-3, StarCoder2, StableLM, Falcon,
-  OLMo-2/3, Phi-2 and Command-R are written unpermuted);
-  ``norm_shift`` — Gemma's converters add 1 to every ``*norm.weight``, so 1 is subtracted from
-  Gemma-3's q/k norm weights (the gain 1 + (g − 1) is then the stored g exactly, Sterbenz);
-  ``conv1d`` — ``GPT2Model`` transposes ``c_attn``,
-  ``c_proj``, ``c_fc`` to (out, in): transposed back to Conv1D; ``falcon_qkv`` —
-  ``FalconModel`` reorders ``query_key_value`` from groups ``(kv, {q_1…q_g, k, v}, d_h)`` to
-  ``[q | k | v]``: regrouped (read as ``new_decoder_architecture``, kv = ``head_count_kv``);
-  ``GPTNeoXModel`` and ``BloomModel`` reorder their per-head ``(head, {q, k, v}, d_h)`` rows
-  (weight and bias) to ``[q | k | v]`` likewise: regrouped with kv = n_heads (``qkv_regroup``);
-  ``per_head_norm`` — ``StableLMModel`` stacks the per-head ``q_layernorm.norms.{h}`` into one
-  ``(n_heads, d_h)`` tensor: split back.
+- **names**: each adapter's tensor names go through ``gguf.get_tensor_name_map``
+  (``model.layers.{i}.self_attn.q_proj`` → ``blk.{i}.attn_q``);
+- **sizes**: from ``gguf.Keys`` metadata (``.attention.key_length`` is d_h);
+- **conversions** (:class:`ArchSpec`): ``permute`` undoes ``LlamaModel.permute`` of q/k rows
+  (``llama``, ``olmo``); ``norm_shift`` subtracts the 1 Gemma's converter adds to norm weights
+  (exact, Sterbenz); ``conv1d`` transposes GPT-2 back; ``falcon_qkv`` / ``qkv_regroup`` regroup
+  the ``[q | k | v]`` rows of Falcon, GPT-NeoX and BLOOM; ``per_head_norm`` splits StableLM's
+  stacked per-head norms.
 
-Architectures outside :data:`SPECS` (MPT, MoE files with stacked experts, anything without
-standard q/k projections) are refused from the metadata.
+Architectures outside :data:`SPECS` are refused from the metadata.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The header of a GGUF file — metadata and tensor directory — read without touching tensors.
 
-A GGUF file (llama.cpp's format, ``docs/gguf.md`` in ggml) starts with the magic ``GGUF``, a
-version (2 or 3), the tensor and metadata counts, the metadata key/value pairs (typed scalars,
-strings and arrays), then one directory entry per tensor (name, dimensions, GGML type, offset)
-and, after alignment padding, the tensor data. :func:`read_header` parses everything before the
-data with ``struct`` from a buffered file, so that an architecture rmtbase cannot score, or a
-tensor type it cannot read, is refused from the metadata alone, before any tensor is mapped
-(the ``gguf`` package's ``GGUFReader`` builds a numpy view of every field and tensor first).
-
-Large arrays (a tokenizer's vocabulary: 10⁵ strings) are skipped, not kept: their entry in
-:attr:`GGUFHeader.metadata` is ``None``. A path that is not a regular file (a FIFO, a device, a
-directory) is refused before it is opened, so probing ``x.gguf`` never blocks.
+Layout (ggml ``docs/gguf.md``): magic ``GGUF``, version (2 or 3), tensor and metadata counts,
+typed key/value pairs, one directory entry per tensor (name, dims, GGML type, offset), padding,
+data. :func:`read_header` parses everything before the data with ``struct``, so refusals come
+before any tensor is mapped. Large arrays (a vocabulary) are skipped (``None`` in
+:attr:`GGUFHeader.metadata`); a path that is not a regular file is refused before it is opened.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """GPT-2 adapter: the fused Conv1D ``attn.c_attn``.
 
-Layout undone (Radford et al. 2019; ``transformers`` ``GPT2Attention``): ``c_attn`` is a
-Conv1D, i.e. an *input-major* linear map ``y = x W + b`` with ``W`` of shape ``(d, 3d)``.
-Columns ``[0:d]`` give the query, ``[d:2d]`` the key, ``[2d:3d]`` the value; inside each block,
-column ``h·d_h + r`` is feature r of head h. So head h's W_Q (rmtbase shape ``(d_h, d)``) is
-``W[:, h·d_h:(h+1)·d_h]ᵀ``. ``c_proj`` and the MLP's ``c_fc``/``c_proj`` are Conv1D too
-(transposed to the (out, in) layout by :func:`rmtbase.models.load_components`). Tensor names
-``h.{i}.attn.c_attn.weight`` with or without the ``transformer.`` prefix. The model's logit
-scale (1/√d_h, optionally also 1/(layer+1) with ``scale_attn_by_inverse_layer_idx``) is not
-applied.
+Layout undone (Radford et al. 2019; ``GPT2Attention``): ``c_attn`` is a Conv1D, ``y = x W + b``
+with ``W`` ``(d, 3d)``: columns ``[0:d]`` query, ``[d:2d]`` key, ``[2d:3d]`` value, column
+``h·d_h + r`` feature r of head h; so W_Q of head h is ``W[:, h·d_h:(h+1)·d_h]ᵀ``. ``c_proj``,
+``c_fc`` are Conv1D too (transposed to (out, in)). The logit scale is not applied.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """GPT-BigCode (SantaCoder, StarCoder 1) adapter: multi-query fused ``attn.c_attn``.
 
-Layout undone (Allal et al. 2023; Li et al. 2023 (StarCoder); ``transformers``
-``GPTBigCodeAttention``): unlike GPT-2, ``c_attn`` is an ``nn.Linear`` (out, in), not a Conv1D.
-With ``multi_query`` (the default and every released checkpoint) its weight is
-``(d + 2·d_h, d)`` and the forward pass splits the output into ``[q of n_heads | one k | one v]``
-(order ``"blocks"`` with one key/value head, so every query head meets the same key); without
-it the rows are ``(head, {q, k, v}, d_h)`` interleaved (``"per_head"``). Output
-``attn.c_proj``; MLP ``mlp.c_fc`` / ``mlp.c_proj`` (nn.Linear). Learned absolute positions (no
-RoPE). The logit scale (1/√d_h unless ``scale_attn_weights`` is false) is not applied. Tensor
-names ``transformer.h.{i}.attn.c_attn.weight``.
+Layout undone (Allal et al. 2023; Li et al. 2023; ``GPTBigCodeAttention``): ``c_attn`` is an
+``nn.Linear`` (out, in). With ``multi_query`` (the default) it is ``(d + 2·d_h, d)``, rows
+``[q of n_heads | one k | one v]`` (``"blocks"``); without it ``(head, {q, k, v}, d_h)``
+(``"per_head"``). Output ``attn.c_proj``; MLP ``mlp.c_fc`` / ``mlp.c_proj``; learned positions.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """GPT-NeoX / Pythia adapter: the fused, per-head interleaved ``attention.query_key_value``.
 
-Layout undone (Black et al. 2022; Biderman et al. 2023; ``transformers``
-``GPTNeoXAttention``): ``query_key_value`` is an nn.Linear with weight ``(3d, d)`` whose output
-rows are ordered ``(head, {q, k, v}, d_h)``: the forward pass views the output as
-``(…, n_heads, 3·d_h)`` and chunks the last axis into q, k, v. A plain three-way chunk of the
-rows (as for GPT-2's ``c_attn``) is **wrong** here: it would mix heads and projections.
-So ``W.reshape(n_heads, 3, d_h, d)[:, 0]`` is W_Q and ``[:, 1]`` is W_K (order
-``"per_head"`` of :func:`~rmtbase.models._layout.split_qkv`). Output ``attention.dense``,
-MLP ``dense_h_to_4h`` / ``dense_4h_to_h``.
-
-RoPE rotates the first ``rotary_pct · d_h`` dimensions of each head (``rotary_pct`` in old
-configs, ``rope_parameters["partial_rotary_factor"]`` in transformers ≥ 5); it is recorded in
-``rotary_fraction`` and not applied (W_QK is the relative-position-0 form). Tensor names
-``layers.{i}.attention.query_key_value.weight`` with or without the ``gpt_neox.`` prefix.
+Layout undone (Black et al. 2022; Biderman et al. 2023; ``GPTNeoXAttention``):
+``query_key_value`` ``(3d, d)`` has rows ``(head, {q, k, v}, d_h)`` (a plain three-way chunk
+would mix heads): W_Q is ``W.reshape(n_heads, 3, d_h, d)[:, 0]``, W_K ``[:, 1]``
+(``"per_head"``). Output ``attention.dense``, MLP ``dense_h_to_4h`` / ``dense_4h_to_h``. RoPE
+on the first ``rotary_pct · d_h`` dims (``partial_rotary_factor`` in transformers ≥ 5) is
+recorded in ``rotary_fraction``, not applied.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """GPT-J adapter: ``attn.q_proj`` / ``attn.k_proj`` without biases.
 
-Layout undone (Wang & Komatsuzaki 2021; ``transformers`` ``GPTJAttention``): q_proj and k_proj
-are bias-free nn.Linear ``(d, d)``; the forward pass splits their outputs as
-``(…, n_heads, d_h)``, so row ``h·d_h + r`` is feature r of head h. Output ``attn.out_proj``,
-MLP ``mlp.fc_in`` / ``mlp.fc_out``. RoPE (interleaved pairs) rotates the first ``rotary_dim``
-dimensions of each head (all of them if ``rotary_dim`` is unset); recorded in
-``rotary_fraction``, not applied. Tensor names ``h.{i}.attn.q_proj.weight`` with or without the
-``transformer.`` prefix.
+Layout undone (Wang & Komatsuzaki 2021; ``GPTJAttention``): bias-free nn.Linear ``(d, d)``
+split as ``(…, n_heads, d_h)``. Output ``attn.out_proj``, MLP ``mlp.fc_in`` / ``mlp.fc_out``.
+RoPE on the first ``rotary_dim`` dims (all if unset) is recorded in ``rotary_fraction``, not
+applied.
 """
 
 from __future__ import annotations

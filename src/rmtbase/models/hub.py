@@ -1,23 +1,12 @@
 """Hugging Face hub access for :mod:`rmtbase.models`: list a repository, fetch files lazily.
 
-Only ``config.json`` is downloaded to answer :func:`rmtbase.models.model_info`; small files
-(config, shard index, pickled weights) are downloaded by :func:`huggingface_hub.hf_hub_download`
-(into the usual hub cache, honouring ``HF_HOME`` / ``HF_HUB_OFFLINE``) when
-:class:`~rmtbase.models.weights.FileWeights` first needs them. Safetensors shards are not
-downloaded whole: a shard already in the hub cache is read there, otherwise it is read by byte
-ranges (:class:`rmtbase.files.ranges.RemoteFile`: header, then only the tensors scored) from
-the URL :func:`huggingface_hub.hf_hub_url` gives, with the headers of
-:func:`huggingface_hub.utils.build_hf_headers` (the ``HF_TOKEN`` / login token, honouring
-``HF_HUB_DISABLE_IMPLICIT_TOKEN``) and ``HF_ENDPOINT``; where ranges fail it falls back to
-``hf_hub_download`` with a one-line note. Offline, the hub cache is the only source.
-``revision`` is passed through unchanged: a branch, tag or commit, e.g. the Pythia training
-checkpoints ``"step143000"``.
-
-Offline (or when listing fails), the repository listing falls back to probing the known
-weight file names in the local cache. Before the first request the hub's host is tried once
-(:func:`unreachable`, at most :data:`HUB_TIMEOUT` s): a hub that cannot be reached is not
-asked (the client would retry each request 5 times over ~30 s), files come from the local
-cache or the error is one line at once.
+Small files (config, shard index, pickled weights) are downloaded by
+:func:`huggingface_hub.hf_hub_download` into the hub cache when first needed. Safetensors shards
+not in the cache are read by byte ranges (:class:`rmtbase.files.ranges.RemoteFile`) from
+:func:`huggingface_hub.hf_hub_url` with the hub's auth headers and ``HF_ENDPOINT``, falling back
+to a download with a one-line note. ``revision`` is passed through (branch, tag or commit).
+Offline the hub cache is the only source. Before the first request the host is tried once
+(:func:`unreachable`): an unreachable hub is not asked (no ~30 s of retries).
 """
 
 from __future__ import annotations
@@ -43,10 +32,8 @@ HUB_TIMEOUT = 3.0
 
 @functools.lru_cache(maxsize=8)
 def unreachable(endpoint: str) -> str | None:
-    """Why the hub at ``endpoint`` cannot be reached (no name resolution, refused, no answer
-    within :data:`HUB_TIMEOUT` s), or None; one TCP connection, remembered for the process.
-    Offline, huggingface_hub retries each request for ~30 s; this answers in a few seconds.
-    None (not checked) behind a proxy."""
+    """Why the hub at ``endpoint`` cannot be reached within :data:`HUB_TIMEOUT` s, or None (also
+    behind a proxy); one TCP connection, remembered for the process."""
     import os
     import socket
     from urllib.parse import urlsplit
@@ -152,8 +139,7 @@ def _cached(repo_id: str, filename: str, revision: str | None) -> Path | None:
 
 def fetch_weights(repo_id: str, revision: str | None, filename: str):
     """A weight file: a safetensors shard not in the hub cache as a
-    :class:`~rmtbase.files.ranges.RemoteFile` read by byte ranges (module docstring), any
-    other file (or any file offline) as a local path (:func:`fetch`)."""
+    :class:`~rmtbase.files.ranges.RemoteFile`, anything else (or offline) as a local path."""
     if not filename.endswith(".safetensors") or _offline():
         return fetch(repo_id, revision, filename)
     local = _cached(repo_id, filename, revision)

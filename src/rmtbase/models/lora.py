@@ -1,30 +1,18 @@
 """PEFT LoRA adapters as a weight reader beside the base checkpoint, for every layout.
 
 An adapter folder holds ``adapter_config.json`` and ``adapter_model.safetensors`` with, per
-target module ``M``, ``…M.lora_A.weight`` (r, in) and ``…M.lora_B.weight`` (out, r). PEFT's
-update of the module's weight (Hu et al. 2021; PEFT ``LoraLayer.get_delta_weight``) is
+target module, ``lora_A.weight`` (r, in) and ``lora_B.weight`` (out, r). PEFT's update (Hu et
+al. 2021; ``LoraLayer.get_delta_weight``) is ΔW = s · B A in the (out, in) layout (transposed
+with ``fan_in_fan_out``), s = lora_alpha / r (``use_rslora``: lora_alpha / √r; per-module
+``rank_pattern`` / ``alpha_pattern``). ΔW is added in the base checkpoint's own layout, so the
+architecture's adapter then splits fused projections, undoes Conv1D and GQA as for any
+checkpoint. :class:`LoraWeights`: ``merged=True`` is base + ΔW (PEFT's ``merge_and_unload``,
+``tests/test_lora_layouts.py``), ``merged=False`` ΔW alone (head extraction is linear). Module
+names match base tensors by their longest common dotted suffix.
 
-    ΔW = s · B A  in the ``nn.Linear`` (out, in) layout, transposed when the config says
-    ``fan_in_fan_out`` (GPT-2's Conv1D ``c_attn`` stores (in, out)),
-
-with s = lora_alpha / r (``use_rslora``: lora_alpha / √r; per-module r and alpha from
-``rank_pattern`` / ``alpha_pattern``). ΔW is added to the base tensor *in the base
-checkpoint's own layout*, so the architecture's adapter (:mod:`rmtbase.models.registry`) then
-splits fused projections (``c_attn``, ``query_key_value``, ``qkv_proj``, ``Wqkv``), undoes
-Conv1D and GQA exactly as for any checkpoint: BERT/MiniLM ``query``/``key``, GPT-2
-``c_attn``, LLaMA ``q_proj``/``k_proj`` and every other layout rmtbase reads need no table
-here. :class:`LoraWeights` is that reader: ``merged=True`` gives base + ΔW (what PEFT's
-``merge_and_unload`` gives; checked in ``tests/test_lora_layouts.py``), ``merged=False`` gives
-ΔW alone (zeros for tensors the adapter leaves alone), from which the per-head ΔW_Q, ΔW_K come
-exactly (head extraction is linear in the weights). Module names are matched to base tensors
-by their longest common dotted suffix (``base_model.model.`` and an adapter name such as
-``.default`` dropped), so an adapter trained on ``BertForSequenceClassification``
-(``bert.encoder…``) reads against a ``BertModel`` folder (``encoder…``).
-
-Refused in one line: DoRA (``use_dora``: the update is not s·BA), an adapter whose every
-lora_B is zero ("this adapter changes nothing": saved before training), a module that matches
-no base tensor or one of another shape, ``target_modules`` (PEFT's rules, :func:`targeted`)
-that match none of the adapter's modules or leave out one it holds weights for.
+Refused in one line: DoRA, an adapter whose every lora_B is zero, a module matching no base
+tensor or of another shape, ``target_modules`` (:func:`targeted`) that match none of the
+adapter's modules or leave one out.
 """
 
 from __future__ import annotations
@@ -144,20 +132,17 @@ def read_lora(adapter) -> LoraAdapter:
 
 
 def targeted(targets, module: str) -> bool:
-    """PEFT's ``check_target_module_exists``: a string is a regular expression the module's
-    name must match whole (``"all-linear"``: every linear module), a list names modules by
-    their dotted suffix (``q_proj`` matches ``model.layers.0.self_attn.q_proj``)."""
+    """PEFT's ``check_target_module_exists``: a string is a regular expression matched whole
+    (``"all-linear"``: every linear module); a list names modules by dotted suffix."""
     if isinstance(targets, str):
         return targets == "all-linear" or re.fullmatch(targets, module) is not None
     return any(module == t or module.endswith("." + t) for t in targets)
 
 
 def _check_targets(cfg: dict, modules: list[str], folder: Path) -> None:
-    """ModelError (one line, naming the config and the value) when ``target_modules`` is
-    malformed, matches none of the adapter's modules (each of which must then match a base
-    tensor, :func:`base_deltas`), or leaves out a module the adapter holds weights for (PEFT
-    loads only targeted modules: those weights would not be applied). Absent (None): PEFT's
-    default targets of the architecture, not checked."""
+    """ModelError (one line) when ``target_modules`` is malformed, matches none of the adapter's
+    modules, or leaves out one the adapter holds weights for. None (PEFT's defaults) is not
+    checked."""
     targets = cfg.get("target_modules")
     if targets is None or cfg.get("target_parameters"):
         return
@@ -216,9 +201,8 @@ def base_deltas(lora: LoraAdapter, weights) -> dict[str, np.ndarray]:
 
 
 class LoraWeights:
-    """A weight reader (``keys``/``get``/``storage_of``/``take_storage``/``close``) of base +
-    ΔW (``merged=True``) or of ΔW alone (``merged=False``: float32, zeros where the adapter
-    leaves a tensor alone)."""
+    """A weight reader of base + ΔW (``merged=True``) or of ΔW alone (float32, zeros where the
+    adapter leaves a tensor alone)."""
 
     def __init__(self, base, deltas: dict[str, np.ndarray], *, merged: bool, label: str):
         self.base, self.deltas, self.merged, self.label = base, deltas, merged, label
@@ -267,9 +251,8 @@ def lora_weights(adapter, base, *, merged: bool, revision=None, allow_pickle=Fal
 
 
 def lora_heads(adapter, base, *, merged: bool = False, revision=None, allow_pickle=False):
-    """Per-layer :class:`rmtbase.models.LayerHeads` of ΔW (``merged=False``) or of base + ΔW
-    (``merged=True``) for a LoRA ``adapter`` over ``base``; GQA keys expanded as
-    :func:`rmtbase.models.load_heads` does."""
+    """Per-layer :class:`rmtbase.models.LayerHeads` of ΔW (``merged=False``) or base + ΔW for a LoRA
+    ``adapter`` over ``base``; GQA keys expanded."""
     from .loading import _iterate
 
     info, located, weights = lora_weights(adapter, base, merged=merged, revision=revision,

@@ -1,13 +1,10 @@
 """Mixtral adapter: Mistral attention, a sparse mixture of gated experts.
 
-Layout undone (Jiang et al. 2024, "Mixtral of experts"; ``transformers`` ``MixtralAttention``,
-``MixtralSparseMoeBlock``): attention exactly as Mistral/LLaMA (q_proj ``(n_heads·d_h, d)``,
-k_proj ``(n_kv_heads·d_h, d)``, GQA, RoPE not applied). Each layer's FFN routes a token to
-``num_experts_per_tok`` of ``num_local_experts`` gated experts ``w2(act(w1 x) ⊙ w3 x)``: on the
-hub ``block_sparse_moe.experts.{j}.w1/w3/w2`` (gate/up/down) and router
-``block_sparse_moe.gate``; in a model loaded by transformers ≥ 5 the stacked
-``mlp.experts.gate_up_proj`` / ``down_proj`` and router ``mlp.gate``. Experts are reported as
-``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`).
+Layout undone (Jiang et al. 2024; ``MixtralAttention``, ``MixtralSparseMoeBlock``): attention as
+LLaMA (GQA, RoPE not applied). Each FFN routes a token to ``num_experts_per_tok`` of
+``num_local_experts`` experts ``w2(act(w1 x) ⊙ w3 x)`` (hub: ``block_sparse_moe.experts.{j}``,
+router ``block_sparse_moe.gate``; transformers ≥ 5: stacked ``mlp.experts``, router
+``mlp.gate``), reported as ``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`).
 """
 
 from __future__ import annotations

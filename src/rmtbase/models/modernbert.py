@@ -1,14 +1,10 @@
 """ModernBERT adapter: the fused ``attn.Wqkv`` and the fused GLU ``mlp.Wi``.
 
-Layout undone (Warner et al. 2024, "Smarter, better, faster, longer"; ``transformers``
-``ModernBertAttention``, ``ModernBertMLP``): ``Wqkv`` is an nn.Linear ``(3d, d)`` whose output
-the forward pass views as ``(…, 3, n_heads, d_h)``: ``[q | k | v]`` blocks, each head-major
-(order ``"blocks"``). ``Wo`` is the output projection. The MLP computes
-``Wo(act(input) ⊙ gate)`` with ``input, gate = Wi(x).chunk(2)``: ModernBERT's *first* half is
-the activated branch, so it is reported as ``ffn_gate`` (the LLaMA meaning: the branch that goes
-through the activation) and the second half as ``ffn_up``; ``mlp.Wo`` is ``ffn_down``. RoPE on
-all of d_h (not applied); local (sliding-window) layers only mask. Tensor names
-``layers.{i}.attn.Wqkv.weight`` with or without the ``model.`` prefix.
+Layout undone (Warner et al. 2024; ``ModernBertAttention``, ``ModernBertMLP``): ``Wqkv``
+``(3d, d)`` holds ``[q | k | v]`` blocks, each head-major (``"blocks"``); ``Wo`` the output.
+The MLP is ``Wo(act(input) ⊙ gate)`` with ``input, gate = Wi(x).chunk(2)``: the first, activated
+half is reported as ``ffn_gate``, the second as ``ffn_up``, ``mlp.Wo`` as ``ffn_down``. RoPE is
+not applied; local layers only mask.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""MPNet adapter (e.g. sentence-transformers all-mpnet-base-v2): ``attention.attn.q`` / ``k``.
+"""MPNet adapter (e.g. all-mpnet-base-v2): ``attention.attn.q`` / ``k``.
 
-Layout undone (Song et al. 2020; ``transformers`` ``MPNetSelfAttention``): ``q``, ``k``, ``v``
-and ``o`` are nn.Linear ``(d, d)`` with biases; the forward pass views q and k as
-``(…, n_heads, d_h)`` (row ``h·d_h + r`` is feature r of head h, d_h = d / n_heads). MLP
-``intermediate.dense`` / ``output.dense`` as in BERT. MPNet adds a T5-style bucketed relative
-position bias (``encoder.relative_attention_bias``, shared by the layers) to every logit: not
-part of W_QK, which is the content–content bilinear form. Tensor names
-``encoder.layer.{i}.attention.attn.q.weight`` with or without the ``mpnet.`` prefix.
+Layout undone (Song et al. 2020; ``MPNetSelfAttention``): ``q``, ``k``, ``v``, ``o`` nn.Linear
+``(d, d)`` with biases, q and k viewed as ``(…, n_heads, d_h)``; MLP as in BERT. The bucketed
+relative position bias is added to the logits and is not part of W_QK (the content–content
+form).
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """The other half of a head: its OV circuit's factors, read as the QK path reads W_Q and W_K.
 
-A head writes ``W_OV x = W_O,h W_V,h x`` into the residual stream (Elhage et al. 2021, *A
-Mathematical Framework for Transformer Circuits*): W_V,h ``(d_h, d)`` is the head's block of
-rows of the value projection, W_O,h ``(d, d_h)`` its block of columns of the output projection
-(``nn.Linear`` layout, ``y = W x``; the heads' outputs are concatenated in head order before
-W_O, as every architecture rmtbase reads does). W_OV is a product of a (d × d_h) and a
-(d_h × d) factor, the structure of W_QK = W_Qᵀ W_K, so :func:`load_ov_heads` yields
+A head writes ``W_OV x = W_O,h W_V,h x`` into the residual stream (Elhage et al. 2021): W_V,h
+``(d_h, d)`` is its block of rows of the value projection, W_O,h ``(d, d_h)`` its block of
+columns of the output projection (heads concatenated in order before W_O). W_OV has the
+structure of W_QK = W_Qᵀ W_K, so :func:`load_ov_heads` yields
 :class:`~rmtbase.models.types.LayerHeads` with
 
     ``wq`` = W_O,hᵀ ``(d_h, d)``,  ``wk`` = W_V,h ``(d_h, d)``,  W_OV = wqᵀ wk,
 
-and everything downstream (statistics from the d_h × d_h factor products, the null at the
-layer's storage, the permutation null, the profile) applies unchanged. In an OV score, ``q.*``
-statistics are those of W_O's entries and ``k.*`` those of W_V's.
-
-What W_OV is not: the value and output biases, LayerNorm/RMSNorm gains before the head and
-the unembedding are not folded in (raw weights, as for W_QK); with grouped-query attention W_V
-is shared like W_K (query head i uses value head ⌊i / group⌋).
+and everything downstream applies unchanged (``q.*`` statistics are W_O's, ``k.*`` W_V's).
+Biases, norm gains and the unembedding are not folded in; under GQA W_V is shared like W_K.
 """
 
 from __future__ import annotations
@@ -40,9 +33,8 @@ OV_WHY = "its OV circuit (W_O,h W_V,h) cannot be read"
 
 def ov_factors(v: np.ndarray, o: np.ndarray, n_heads: int, n_kv_heads: int, d_h: int,
                where: str = "") -> tuple[np.ndarray, np.ndarray]:
-    """(W_O,hᵀ, W_V,h) of every head, each ``(n_heads, d_h, d)``, from the layer's value
-    projection ``v`` ``(n_kv_heads·d_h, d)`` and output projection ``o``
-    ``(d, n_heads·d_h)``; value heads expanded to query heads (module docstring)."""
+    """(W_O,hᵀ, W_V,h) of every head, each ``(n_heads, d_h, d)``, from ``v`` ``(n_kv_heads·d_h, d)``
+    and ``o`` ``(d, n_heads·d_h)``; value heads expanded to query heads."""
     d = v.shape[1]
     if v.shape != (n_kv_heads * d_h, d) or o.shape != (d, n_heads * d_h):
         raise ModelError(f"{where}: value/output projections of shapes {tuple(v.shape)}, "
@@ -58,11 +50,9 @@ def ov_factors(v: np.ndarray, o: np.ndarray, n_heads: int, n_kv_heads: int, d_h:
 
 def load_ov_heads(model, *, revision: str | None = None,
                   allow_pickle: bool = False) -> Iterator[LayerHeads]:
-    """Iterate over the layers of ``model``, yielding every head's OV factors as
-    :class:`LayerHeads` (``wq`` = W_O,hᵀ, ``wk`` = W_V,h, no biases; module docstring), one
-    layer read per step; ``storage``/``quantisation`` those of the v and o tensors. The
-    checkpoint is checked up front as by :func:`rmtbase.models.load_heads`, and must have
-    separate or fused value and output projections (ModelError otherwise)."""
+    """Iterate over the layers of ``model``, yielding every head's OV factors as :class:`LayerHeads`
+    (no biases), one layer per step, with the v and o tensors' storage. Checked up front as by
+    :func:`rmtbase.models.load_heads`; ModelError without value and output projections."""
     from .loading import check_located_parts, open_model
 
     info, located, weights = open_model(model, revision, allow_pickle)

@@ -1,17 +1,10 @@
 """Phi (Phi-1, Phi-1.5, Phi-2) adapter: separate projections with biases, partial rotary.
 
-Layout undone (Gunasekar et al. 2023; Li et al. 2023; ``transformers`` ``PhiAttention``):
-``self_attn.q_proj`` ``(n_heads·d_h, d)`` and ``k_proj`` ``(n_kv_heads·d_h, d)``, both with
-biases, viewed as ``(…, heads, d_h)``; output ``self_attn.dense``; MLP ``mlp.fc1`` /
-``mlp.fc2`` (attention and MLP in parallel off one LayerNorm). RoPE rotates only the first
-``partial_rotary_factor · d_h`` dimensions of each head (0.4 for Phi-2, 0.5 by default): the
-rest are position-free. Recorded in ``rotary_fraction``; RoPE is not applied, so W_QK is the
-relative-position-0 form of all d_h dimensions.
-
-The optional ``qk_layernorm`` (off in every released Phi checkpoint) is an ``nn.LayerNorm`` over
-each head's d_h features with a gain *and a bias*: W_QK is then the bilinear form of the
-projections before the norm, and ``fold_qk_norm=True`` is refused (a bias is not a
-per-dimension scale; :mod:`rmtbase.models._qknorm`).
+Layout undone (Gunasekar et al. 2023; Li et al. 2023; ``PhiAttention``): ``q_proj``, ``k_proj``
+with biases, viewed as ``(…, heads, d_h)``; output ``self_attn.dense``; MLP ``mlp.fc1`` /
+``fc2`` in parallel. RoPE on the first ``partial_rotary_factor · d_h`` dims is recorded in
+``rotary_fraction``, not applied. The optional ``qk_layernorm`` has a bias, so
+``fold_qk_norm=True`` is refused there (:mod:`rmtbase.models._qknorm`).
 """
 
 from __future__ import annotations

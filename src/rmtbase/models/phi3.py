@@ -1,14 +1,9 @@
 """Phi-3 adapter: the fused ``self_attn.qkv_proj`` and fused ``mlp.gate_up_proj``.
 
-Layout undone (Abdin et al. 2024, "Phi-3 technical report"; ``transformers``
-``Phi3Attention``, ``Phi3MLP``): ``qkv_proj`` is an nn.Linear ``((n_heads + 2·n_kv_heads)·d_h,
-d)`` whose output the forward pass slices into ``[q | k | v]`` blocks (``query_pos =
-n_heads·d_h``), each viewed as ``(…, heads, d_h)`` (order ``"blocks"`` of
-:func:`~rmtbase.models._layout.split_qkv`); GQA as in LLaMA (Phi-3-medium, Phi-4-mini).
-``gate_up_proj`` ``(2I, d)`` is chunked into ``gate, up`` (gate first, the activated branch):
-reported as ``ffn_gate`` and ``ffn_up``; ``down_proj`` is ``ffn_down``. RoPE (a
-``partial_rotary_factor`` of d_h, e.g. 0.75 for Phi-4-mini) is not applied. Tensor names
-``model.layers.{i}.self_attn.qkv_proj.weight``.
+Layout undone (Abdin et al. 2024; ``Phi3Attention``, ``Phi3MLP``): ``qkv_proj``
+``((n_heads + 2·n_kv_heads)·d_h, d)`` holds ``[q | k | v]`` blocks (``"blocks"``), GQA as in
+LLaMA. ``gate_up_proj`` ``(2I, d)`` chunks into ``gate, up`` (``ffn_gate``, ``ffn_up``);
+``down_proj`` is ``ffn_down``. RoPE (partial) is not applied.
 """
 
 from __future__ import annotations

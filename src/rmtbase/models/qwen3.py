@@ -1,18 +1,11 @@
 """Qwen3 and Qwen3-MoE adapters: LLaMA names, per-head QK-norm, MoE experts.
 
-Layout undone (Qwen team 2025, "Qwen3 technical report"; ``transformers`` ``Qwen3Attention``,
-``Qwen3MoeSparseMoeBlock``): q_proj ``(n_heads·d_h, d)``, k_proj ``(n_kv_heads·d_h, d)`` viewed
-as ``(…, heads, d_h)`` with GQA; ``head_dim`` is given by the config (128 for every released
-size, so d_h ≠ d / n_heads in general). ``q_norm`` / ``k_norm`` are RMSNorms over each head's
-d_h features, applied *after* the projection and before RoPE, with one gain vector ``(d_h,)``
-shared by all heads. The raw W_Q, W_K are the projections before the norm;
-``fold_qk_norm=True`` multiplies every head's rows by that gain (see
-:mod:`rmtbase.models._qknorm` for what is then covered: the per-token, per-head 1/RMS factor
-is not). Qwen3 (dense) has the LLaMA gated MLP. Qwen3-MoE routes each token to
-``num_experts_per_tok`` of ``num_experts`` gated experts (``mlp.experts.{j}.gate_proj`` … on
-the hub; stacked ``mlp.experts.gate_up_proj`` in a model loaded by transformers ≥ 5); layers
-listed in ``mlp_only_layers`` (or off the ``decoder_sparse_step``) have a dense MLP. See
-:mod:`rmtbase.models._moe` for how experts are reported.
+Layout undone (Qwen team 2025; ``Qwen3Attention``, ``Qwen3MoeSparseMoeBlock``): as LLaMA with
+GQA; ``head_dim`` from the config (d_h ≠ d / n_heads in general). ``q_norm`` / ``k_norm`` are
+RMSNorms per head, after the projection and before RoPE, with one gain ``(d_h,)`` shared by all
+heads; ``fold_qk_norm=True`` multiplies every head's rows by it (:mod:`rmtbase.models._qknorm`).
+Qwen3-MoE routes each token to ``num_experts_per_tok`` of ``num_experts`` gated experts; layers
+in ``mlp_only_layers`` (or off ``decoder_sparse_step``) are dense (:mod:`rmtbase.models._moe`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The adapter of every supported architecture, keyed by Hugging Face ``model_type``.
 
-One adapter module per checkpoint layout (``docs/architectures.md`` lists them with the layout
-each undoes and how it is verified). :data:`ADAPTERS` is a :class:`rmtbase.registry.Registry`:
-another package adds an architecture through an entry point of group ``rmtbase.adapters`` that
-names an :class:`~rmtbase.models._adapter.Adapter` subclass (or instance), registered under
-each of its ``model_types`` (``docs/extending.md``).
+:data:`ADAPTERS` is a :class:`rmtbase.registry.Registry`: another package adds an architecture
+through an entry point of group ``rmtbase.adapters`` naming an
+:class:`~rmtbase.models._adapter.Adapter` subclass or instance (``docs/extending.md``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """A model folder at a URL: ``config.json`` and safetensors shards read over HTTP(S) or fsspec.
 
-``rmtbase score https://host/path/to/model`` (or ``s3://…`` with fsspec's filesystem for the
-scheme installed) reads ``<url>/config.json``, then ``<url>/model.safetensors.index.json`` if
-the server has one (else ``<url>/model.safetensors``), and reads each shard by byte ranges
-(:class:`rmtbase.files.ranges.RemoteFile`): the header, then only the tensors scored. Small
-files (config, index) are fetched whole into the user cache, under a hash of their URL, and
-fetched again on each run. ``hf://org/name`` and ``hf://org/name@revision`` name a hub
-repository (:mod:`rmtbase.models.hub`), read the same way through the hub's file URLs.
-
-Pickled checkpoints (``pytorch_model.bin``) are not read from URLs: they cannot be read in
-parts.
+Reads ``<url>/config.json``, then ``<url>/model.safetensors.index.json`` if present (else
+``<url>/model.safetensors``), and each shard by byte ranges
+(:class:`rmtbase.files.ranges.RemoteFile`). Config and index are fetched whole into the user
+cache on each run. ``hf://org/name[@revision]`` names a hub repository
+(:mod:`rmtbase.models.hub`). Pickled checkpoints are not read from URLs.
 """
 
 from __future__ import annotations

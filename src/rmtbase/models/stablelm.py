@@ -1,13 +1,9 @@
 """StableLM (StableLM-3B-4E1T, StableLM-2) adapter: LLaMA names, partial rotary, per-head norm.
 
-Layout undone (Bellagente et al. 2024, "Stable LM 2 1.6B"; ``transformers``
-``StableLmAttention``): q_proj ``(d, d)`` and k_proj ``(n_kv_heads·d_h, d)`` (biases when
-``use_qkv_bias``), viewed as ``(…, heads, d_h)`` with d_h = d / n_heads; GQA as in LLaMA.
-Output ``o_proj``, gated MLP. RoPE rotates the first ``partial_rotary_factor · d_h``
-dimensions (0.25 by default); not applied. With ``qk_layernorm`` (StableLM-2-12B) each head has
-its own bias-free LayerNorm over its d_h features (``q_layernorm.norms.{h}.weight``, gain
-``(d_h,)`` per head): the raw W_Q, W_K are the projections before the norm, and
-``fold_qk_norm=True`` folds each head's centring and gain into its rows
+Layout undone (Bellagente et al. 2024; ``StableLmAttention``): as LLaMA (biases with
+``use_qkv_bias``, d_h = d / n_heads, GQA); RoPE on the first ``partial_rotary_factor · d_h``
+dims, not applied. With ``qk_layernorm`` each head has its own bias-free LayerNorm
+(``q_layernorm.norms.{h}.weight``), folded by ``fold_qk_norm=True``
 (:mod:`rmtbase.models._qknorm`).
 """
 

@@ -1,10 +1,8 @@
 """StarCoder2 adapter: LLaMA attention names with biases, plain (non-gated) MLP.
 
-Layout undone (Lozhkov et al. 2024, "StarCoder 2 and The Stack v2"; ``transformers``
-``Starcoder2Attention``, ``Starcoder2MLP``): q_proj ``(n_heads·d_h, d)`` and k_proj
-``(n_kv_heads·d_h, d)``, with biases when ``use_bias`` (the default), viewed as
-``(…, heads, d_h)``; GQA. Output ``o_proj``; MLP ``mlp.c_fc`` / ``mlp.c_proj`` (nn.Linear,
-reported as ``ffn_in`` / ``ffn_out``). RoPE not applied; sliding-window attention only masks.
+Layout undone (Lozhkov et al. 2024; ``Starcoder2Attention``): as LLaMA with biases when
+``use_bias``, GQA; MLP ``mlp.c_fc`` / ``mlp.c_proj`` (``ffn_in`` / ``ffn_out``). RoPE not
+applied; sliding windows only mask.
 """
 
 from __future__ import annotations

@@ -1,31 +1,21 @@
 """A TransformerLens model as a model input: its attention weights read as the model holds them.
 
-Accepted wherever a folder is (:func:`rmtbase.score_model`, :func:`rmtbase.composition`,
-:func:`rmtbase.models.load_heads`, :func:`rmtbase.models.ov.load_ov_heads`, …): TransformerLens
-4.x's ``TransformerBridge``, 3.x's ``HookedTransformer``, and anything else of the
-``transformer_lens`` package with ``blocks[l].attn`` and a ``cfg`` holding ``d_model``,
-``n_heads``, ``d_head``, ``n_layers``. Recognised by its class's module: nothing here imports
-``transformer_lens`` (or torch).
+Accepted wherever a folder is: ``TransformerBridge`` (4.x), ``HookedTransformer`` (3.x), or any
+``transformer_lens`` object with ``blocks[l].attn`` and a ``cfg`` with ``d_model``, ``n_heads``,
+``d_head``, ``n_layers``; recognised by its class's module (nothing imports it).
 
-**What is read.** Per layer the per-head accessors of ``model.blocks[l].attn`` in
-TransformerLens' row convention (``q = x @ W_Q[h] + b_Q[h]``): ``W_Q`` ``(n_heads, d_model,
-d_head)``, ``W_K``, ``W_V`` ``(n_key_value_heads, d_model, d_head)`` (3.x GQA: ``_W_K``,
-``_W_V``), ``W_O`` ``(n_heads, d_head, d_model)``, ``b_Q``, ``b_K``. They become rmtbase's column
-convention (``docs/conventions.md``): W_Q,h = ``W_Q[h]ᵀ`` ``(d_h, d)``, so a head's logit is
-``x_iᵀ W_Q,hᵀ W_K,h x_j`` exactly as for the folder; ``v`` stacks ``W_V``'s heads
-``(n_kv·d_h, d)`` and ``o`` is ``W_O`` as ``(d, n_heads·d_h)``, the ``nn.Linear`` layouts.
+**What is read.** ``model.blocks[l].attn``'s per-head ``W_Q`` ``(n_heads, d_model, d_head)``,
+``W_K``, ``W_V`` (3.x GQA: ``_W_K``, ``_W_V``), ``W_O``, ``b_Q``, ``b_K``, in TransformerLens'
+row convention, turned into rmtbase's (``docs/conventions.md``): W_Q,h = ``W_Q[h]ᵀ``
+``(d_h, d)``; ``v`` and ``o`` in the ``nn.Linear`` layouts.
 
-**Which processing.** The weights as the model holds them when rmtbase reads them: a bridge
-from ``boot_transformers`` holds the Hugging Face weights unprocessed (scores equal the
-folder's); after ``enable_compatibility_mode()`` or ``process_weights(...)``, and for a 3.x
-``HookedTransformer.from_pretrained``, the processed ones (``fold_ln``,
-``center_writing_weights``, …) are scored. :attr:`ModelInfo.model_class` and ``score_model``'s
-attr ``transformer_lens`` say which. Not folded here: a QK-norm (named in
-:attr:`ModelInfo.qk_norm`; ``fold_qk_norm=True`` is refused), norm gains the model has not
-folded itself, RoPE.
+**Which processing.** The weights as held: a bridge from ``boot_transformers`` holds the
+Hugging Face weights (scores equal the folder's); after ``process_weights(...)`` or for a 3.x
+``from_pretrained`` the processed ones (:attr:`ModelInfo.model_class` says which). A QK-norm is
+not folded (``fold_qk_norm=True`` is refused), nor RoPE.
 
-Refused in one line: a block without ``attn``, an attention without per-head ``W_Q`` (MLA),
-sizes that disagree with ``cfg``, meta or quantized tensors.
+Refused in one line: a block without ``attn``, no per-head ``W_Q`` (MLA), sizes that disagree
+with ``cfg``, meta or quantized tensors.
 """
 
 from __future__ import annotations
@@ -69,10 +59,8 @@ def _cfg_int(cfg, name: str, default=None) -> int:
 
 
 def _processing(model) -> str:
-    """``"processed"`` where the model says its weights were processed (a bridge's
-    ``process_weights`` ran; a 3.x HookedTransformer's LayerNorm was folded, its
-    ``normalization_type`` then ``LNPre``/``RMSPre``), ``"unprocessed"`` where a bridge says
-    not, ``""`` where nothing says (3.x centring alone leaves no trace in the model)."""
+    """``"processed"`` where the model says its weights were processed, ``"unprocessed"`` where a
+    bridge says not, ``""`` where nothing says."""
     flag = getattr(model, "_weights_processed", None)
     if isinstance(flag, bool):
         return "processed" if flag else "unprocessed"
@@ -82,9 +70,9 @@ def _processing(model) -> str:
 
 
 def tl_config(model) -> tuple[dict, str, str]:
-    """``(cfg, name, model_class)`` of a TransformerLens ``model``: the config dict rmtbase
-    reads (``model_type`` ``"transformer_lens"``, the sizes), the model's name
-    (``cfg.model_name``) and its class with the processing read."""
+    """``(cfg, name, model_class)`` of a TransformerLens ``model``: the config dict rmtbase reads
+    (``model_type`` ``"transformer_lens"``), ``cfg.model_name``, and its class with the
+    processing."""
     cfg = model.cfg
     n_layers = _cfg_int(cfg, "n_layers")
     n_heads = _cfg_int(cfg, "n_heads")
@@ -125,9 +113,8 @@ def tl_config(model) -> tuple[dict, str, str]:
 
 def _hf_facts(model, hf) -> tuple[str | None, float | None]:
     """``(q/k norm label or None, rotary fraction or None)``: a bridge's from the Hugging Face
-    config it wraps, read as its folder's would be (the bridge's own ``cfg`` has
-    ``use_qk_norm`` False on Qwen3 and OLMo 2 and ``rotary_dim`` None on GPT-NeoX's partial
-    RoPE); otherwise (3.x) the norm from ``cfg.use_qk_norm`` as ``rms_head`` and no rotary."""
+    config it wraps (its own ``cfg`` misreports both); for 3.x ``cfg.use_qk_norm`` as
+    ``rms_head``, no rotary."""
     if hf is not None and hasattr(hf, "to_dict"):
         from .registry import ADAPTERS
 

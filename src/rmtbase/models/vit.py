@@ -1,13 +1,9 @@
 """ViT adapter: ``attention.attention.query`` / ``key`` (hub) or ``attention.q_proj`` (loaded).
 
-Layout undone (Dosovitskiy et al. 2021; ``transformers`` ``ViTAttention``): query, key, value
-are nn.Linear ``(d, d)`` (biases when ``qkv_bias``); the forward pass views q and k as
-``(…, n_heads, d_h)`` (row ``h·d_h + r`` is feature r of head h). Two naming schemes hold the
-same tensors: the hub's (``encoder.layer.{i}.attention.attention.query``, output
-``attention.output.dense``, MLP ``intermediate.dense`` / ``output.dense``), which
-``save_pretrained`` still writes, and that of a ViT loaded by transformers ≥ 5
-(``layers.{i}.attention.q_proj`` … ``o_proj``, MLP ``mlp.fc1`` / ``fc2``). Learned absolute
-position embeddings (no RoPE). Prefix ``vit.`` or none.
+Layout undone (Dosovitskiy et al. 2021; ``ViTAttention``): query, key, value nn.Linear
+``(d, d)`` (biases with ``qkv_bias``), q and k viewed as ``(…, n_heads, d_h)``. Two naming
+schemes: the hub's (``encoder.layer.{i}.attention.attention.query`` …) and transformers ≥ 5's
+(``layers.{i}.attention.q_proj`` …). Learned positions; prefix ``vit.`` or none.
 """
 
 from __future__ import annotations

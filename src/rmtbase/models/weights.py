@@ -1,32 +1,18 @@
 """Tensor access by name, one tensor at a time, from checkpoint files or a loaded model.
 
-Two readers share one small interface (``keys()``, ``get(name)``, ``close()``):
+Readers share ``keys()``, ``get(name)``, ``close()`` (:mod:`rmtbase.models._reader`):
 
-- :class:`FileWeights` reads ``model.safetensors``, sharded safetensors
-  (``model.safetensors.index.json`` + shards) or, only when the caller opts in with
-  ``allow_pickle=True``, ``pytorch_model.bin`` (single or sharded). Safetensors headers are
-  read and checked once per file, then only the tensors asked for are read, by positioned reads
-  (:mod:`rmtbase.models._safetensors`; nothing stays memory-mapped, bfloat16 is widened in
-  numpy without torch), so a 7B model is visited layer by layer without holding it in memory.
-  Files are obtained through a ``fetch(filename) -> path`` callable, which is a plain path join for a local folder and a
-  ``huggingface_hub`` download for a hub repository (see :mod:`rmtbase.models.hub`), so shards
-  of a hub model are downloaded only when first needed.
-- :class:`StateDictWeights` (:mod:`rmtbase.models._state_dict`) reads an already-loaded
-  ``torch.nn.Module``'s ``state_dict()`` (no copy of the model is made; each tensor is
-  converted when asked for).
+- :class:`FileWeights` reads ``model.safetensors`` (sharded or not) or, with
+  ``allow_pickle=True``, ``pytorch_model.bin``; safetensors headers are checked once and each
+  tensor read by a positioned read (:mod:`rmtbase.models._safetensors`), so a large model is
+  visited layer by layer. Files come from a ``fetch(filename) -> path`` callable (a path join,
+  or a hub download: :mod:`rmtbase.models.hub`).
+- :class:`StateDictWeights` (:mod:`rmtbase.models._state_dict`) reads a loaded module.
 
-FP8 (:mod:`rmtbase.models._fp8`) is dequantised with its scales: block FP8 (official FP8
-checkpoints: ``F8_E4M3`` or ``F8_E5M2`` weights with a float32 ``weight_scale_inv`` of 128×128
-tiles beside them) has storage ``"fp8_e4m3"`` / ``"fp8_e5m2"``, and per-channel FP8
-(compressed-tensors: ``F8_E4M3`` with a ``weight_scale`` of one scale per output row)
-``"fp8_e4m3_channel"``; formats the null shares (:mod:`rmtbase.stats.fp8`).
-
-Every tensor comes back as a float32 numpy array and is checked for NaN/inf; problems raise
-:class:`rmtbase.errors.ModelError` naming the tensor and the file. Each reader remembers the
-*storage* precision of the tensors it returned (``storage_of(name)``: ``"float32"``,
-``"float16"`` or ``"bfloat16"``; float64 counts as float32, since it is read as float32), so that
-scoring can pass its null through the same rounding (:mod:`rmtbase.stats.precision`;
-what the readers share: :mod:`rmtbase.models._reader`).
+FP8 (:mod:`rmtbase.models._fp8`) is dequantised with its scales: block FP8 has storage
+``"fp8_e4m3"`` / ``"fp8_e5m2"``, per-channel FP8 ``"fp8_e4m3_channel"``
+(:mod:`rmtbase.stats.fp8`). Every tensor is a float32 array checked for NaN/inf (ModelError
+naming tensor and file), and its storage precision is logged (``storage_of``).
 """
 
 from __future__ import annotations
@@ -71,18 +57,15 @@ class FileWeights(TensorReader):
     Parameters
     ----------
     files : iterable of str
-        File names available (a folder listing or a hub repository's file list).
+        File names available.
     fetch : callable
-        ``fetch(filename) -> path`` returning a local path to that file.
+        ``fetch(filename) -> path`` returning a local path (or remote file).
     label : str
-        How to name the model in messages (folder path or hub id).
+        The model's name in messages.
     allow_pickle : bool
-        Permit ``pytorch_model.bin`` checkpoints, which are loaded by unpickling (with
-        ``torch.load(weights_only=True)``) and can therefore execute code if malicious.
+        Permit ``pytorch_model.bin`` (``torch.load(weights_only=True)``; unpickling can run code).
     folder : Path, optional
-        The model folder, for a local checkpoint: every file a shard index names must lie
-        inside it (:func:`rmtbase.models._shard_index.check_shard_name`).
-    """
+        The local model folder: every shard an index names must lie inside it."""
 
     def __init__(self, files: Iterable[str], fetch: Callable[[str], Path], label: str,
                  *, allow_pickle: bool = False, folder: Path | None = None):
@@ -176,9 +159,8 @@ class FileWeights(TensorReader):
 
     # -- interface (keys, file_name, storage_of, take_storage: _reader.TensorReader) ------
     def prefetch(self, names) -> None:
-        """Say which tensors are read next: a remote shard (:mod:`rmtbase.files.ranges`)
-        fetches their byte ranges (FP8 scales included) in as few requests as it can; a local
-        file ignores this."""
+        """Say which tensors are read next: a remote shard fetches their byte ranges (FP8 scales
+        included) in few requests; a local file ignores this."""
         if self.format != "safetensors":
             return
         by_file: dict[str, list[str]] = {}
