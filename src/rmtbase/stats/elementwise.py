@@ -5,9 +5,9 @@
 nothing is silently clipped.
 
 - mean; std (ddof 0); skewness m3/m2^{3/2}; excess kurtosis m4/m2² − 3 (two passes).
-- entropy: Miller–Madow plug-in S = −Σ_j p_j ln(p_j/Δ) + (m − 1)/(2N) on B_e = ⌈2 N^{1/3}⌉
-  equal bins over [min w, max w] (Rice rule; Miller 1955), m the non-empty bins; −inf for a
-  constant matrix. For ``storage="float16"``/``"bfloat16"`` each value spreads its unit mass
+- entropy: Miller–Madow plug-in S = −Σ_j p_j ln(p_j/Δ) + (m − 1)/(2N), p_j = n_j/N, on
+  B_e = ⌈2 N^{1/3}⌉ bins of width Δ over [min w, max w] (Rice rule; Miller 1955), m the
+  non-empty bins; −inf for a constant matrix. For ``storage="float16"``/``"bfloat16"`` each value spreads its unit mass
   uniformly over its rounding cell (:func:`rmtbase.stats.precision.lattice_cells`), the exact
   expectation of a ±½-cell dither, so bins do not alias with the lattice; m then counts the
   bins that hold a stored value. The cell-averaged law is off by O((cell/σ)²).
@@ -25,9 +25,9 @@ nothing is silently clipped.
 - max_over_q99: max|w| / q99, q99 the ⌈0.99 N⌉-th smallest |w|, interpolated by rank in its
   histogram bin (≤ 4.9·10⁻⁴ relative; exact on a float16/bfloat16 lattice).
 
-Sort-free (pass 2 of :mod:`rmtbase.stats.tiles`): one histogram of ln|w| with 2¹¹ bins per
-octave (:mod:`rmtbase.stats._magnitude`) holds counts and Σx; kept ranks and their Σy are
-exact, only x inside a bin is replaced by the bin mean, an O(Δx²/var x) ≲ 10⁻⁷ error."""
+Sort-free (pass 2 of :mod:`rmtbase.stats.tiles`): one histogram of |w| with 2¹¹ bins per
+octave (:mod:`rmtbase.stats._magnitude`) holds counts and Σx, x = ln|w|; kept ranks and their
+Σy are exact, only x inside a bin is replaced by the bin mean, an O(Δx²/var x) ≲ 10⁻⁷ error."""
 from __future__ import annotations
 
 from functools import partial
