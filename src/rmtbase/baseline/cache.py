@@ -1,29 +1,23 @@
 """σ = 1 null tables on demand: shipped package data, then the user cache, else generated.
 
-Lookup order of :func:`null_table` for a cell (d, d_h): tables shipped in ``rmtbase/data``
-(``data/index.json``); the user cache (:func:`rmtbase.files.user_cache.cache_dir`:
-``$RMTBASE_CACHE`` or the platform cache directory); else
-:func:`rmtbase.baseline.tables.baseline`, written to the cache atomically (kept in memory where
-the cache cannot be written).
-
-A table matches when ensemble, seed, dtype, storage precision and table format agree, it has at
-least ``min_draws`` draws and it covers the requested statistics (a shipped ``"all"`` table
-serves ``"spectral"`` and ``"elementwise"``; a cached table only its own). A spectral statistic
-missing from a table that stores ``lambda`` is computed from it
-(:func:`rmtbase.baseline.spectra.spectral_from_table`); otherwise a cached table is regenerated,
-a shipped one is an error. float16/bfloat16 spectral requests are served by the float32 table
+:func:`null_table` looks in ``rmtbase/data`` (``data/index.json``), then the user cache
+(:func:`rmtbase.files.user_cache.cache_dir`), else draws the table
+(:func:`rmtbase.baseline.tables.baseline`) and caches it atomically (in memory where the cache
+cannot be written). A table matches when ensemble, seed, dtype, storage and format agree, it has
+at least ``min_draws`` draws and covers the statistics asked for (a shipped ``"all"`` table
+serves ``"spectral"`` and ``"elementwise"``; a cached one only its own). Spectral statistics a
+table lacks are derived from its ``lambda``
+(:func:`rmtbase.baseline.spectra.spectral_from_table`; without it a cached table is regenerated,
+a shipped one is an error); float16/bfloat16 spectral requests use the float32 table
 (:func:`rmtbase.baseline.table_contents.fast_spectral`).
 
-Cache file names spell out every key (and the draws version, :mod:`rmtbase.baseline.draw_route`),
-so two requests never share a file; a file that disagrees with its name or checksum
+Cache file names spell out every key, the draws version included
+(:mod:`rmtbase.baseline.draw_route`); a file that disagrees with its name or checksum
 (:func:`verify_table`) is warned about once, removed and regenerated. Draw ``i`` depends only on
-(seed, d, d_h, i), so a cached table is read truncated to exactly ``min_draws`` draws and what
-the cache holds never changes a result; a shipped table with enough draws is used whole.
-
-An index entry with ``"extension": true`` (a long table for the sequential extension of the
-spectral null) serves a request only when no ordinary shipped table has enough draws.
-:func:`rescale` and :func:`verify_table` / :func:`missing_variables` are re-exported from
-:mod:`rmtbase.baseline.rescaling` and :mod:`rmtbase.baseline.table_check`.
+(seed, d, d_h, i), so a cached table is read truncated to exactly ``min_draws`` draws (what the
+cache holds never changes a result); a shipped table with enough draws is used whole. An
+``"extension": true`` index entry serves only where no ordinary shipped table has enough draws.
+:func:`rescale`, :func:`verify_table` and :func:`missing_variables` are re-exported.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Which route a null table's λ takes, per cell, and the draws version that names it.
 
-A quantised table's draws compute λ = s²(W_Qᵀ W_K) by the heads' QR route
-(:func:`rmtbase.stats.spectral.eigvals_from_factors`) or, where :func:`gram_route` says so, by
-the Gram route (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`: Cholesky factors of
-W Wᵀ, each draw sent back to the QR route when its conditioning bound is too large). They agree
-to float32 rounding, not bit for bit, so a cached table's name carries the draws version
-(:func:`draws_version`).
-
-The Gram route is taken for the lowrank ensemble in float32 on the CPU with a block-format
-storage (Q4_0 … Q8_0, K-quants), spectral statistics drawn, d_h ≥ :data:`GRAM_MIN_DH` and
-c = d_h/d ≤ :data:`GRAM_MAX_C`: c ≤ 0.4 keeps κ(W Wᵀ) ≈ ((1 + √c)/(1 − √c))² ≤ 20, so few
-draws are sent back (only the cost depends on c, never the accuracy). Everything else keeps the
-QR route, version 1.
+A quantised table's λ = s²(W_Qᵀ W_K) comes from the heads' QR route
+(:func:`rmtbase.stats.spectral.eigvals_from_factors`) or, where :func:`gram_route` says so, the
+Gram route (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`, each draw sent back to QR when
+its conditioning bound is too large). They agree to float32 rounding, not bit for bit, so a
+cached table's name carries the draws version (:func:`draws_version`). The Gram route is taken
+for lowrank float32 draws on the CPU with a block-format storage, spectral statistics,
+d_h ≥ :data:`GRAM_MIN_DH` and c = d_h/d ≤ :data:`GRAM_MAX_C` (κ(W Wᵀ) ≈ ((1 + √c)/(1 − √c))²
+≤ 20, so few draws are sent back; only the cost depends on c). Everything else: QR, version 1.
 """
 
 from __future__ import annotations

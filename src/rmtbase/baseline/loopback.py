@@ -1,15 +1,12 @@
 """Where the workers of a loopback Dask cluster (``--workers N``) run: one GPU each where the
 machine has GPUs, else a share of the cores.
 
-:func:`gpu_ids` lists the GPUs this process may use and :func:`worker_envs` gives worker i
-``CUDA_VISIBLE_DEVICES`` = GPU ``i mod G`` (else every worker would preallocate on the first
-GPU); workers sharing a GPU get ``XLA_PYTHON_CLIENT_PREALLOCATE=false``. The draws do not
-depend on the device beyond the backend's rounding (``tests/test_device.py``).
-
-:func:`quiet_start`: the workers start in a session of their own (``os.posix_spawn`` with
-``setsid``), so a terminal's Ctrl-C reaches this process alone, which closes the cluster; a
-Ctrl-C during the start is held and raised as it ends. Without ``POSIX_SPAWN_SETSID`` workers
-start with SIGINT ignored. Workers log only CRITICAL; a task's failure reaches its future.
+:func:`worker_envs` gives worker i ``CUDA_VISIBLE_DEVICES`` = GPU ``i mod G`` of :func:`gpu_ids`
+(workers sharing a GPU get ``XLA_PYTHON_CLIENT_PREALLOCATE=false``); the draws do not depend on
+the device beyond the backend's rounding (``tests/test_device.py``). :func:`quiet_start` starts
+the workers in their own session (``posix_spawn`` with ``setsid``), so a terminal's Ctrl-C
+reaches this process alone, which closes the cluster; one during the start is held and raised at
+its end (without ``POSIX_SPAWN_SETSID``, workers ignore SIGINT). Workers log only CRITICAL.
 """
 
 from __future__ import annotations

@@ -101,9 +101,7 @@ def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
     Yields
     ------
     LayerComponents
-        ``layer``, ``matrices`` ``{name: float32 (out, in)}`` and ``storage``, one layer per
-        step; the checkpoint and selection are checked before any layer is read.
-    """
+        One layer per step; the checkpoint and selection are checked before any layer is read."""
     info, located, weights = open_model(model, revision, allow_pickle)
     try:
         wanted = select_components(components, located.component_names(), info.architecture)

@@ -141,14 +141,14 @@ def load_heads(model, *, revision: str | None = None, allow_pickle: bool = False
     allow_pickle : bool
         Permit ``pytorch_model.bin`` checkpoints (unpickling can run code).
     fold_qk_norm : bool
-        On a QK-norm architecture, fold the norm's gain (and a LayerNorm's centring) into W_Q, W_K
-        and their biases (:mod:`rmtbase.models._qknorm`); ModelError for a norm with a bias.
+        Fold a QK-norm's gain (and centring) into W_Q, W_K and biases
+        (:mod:`rmtbase.models._qknorm`); ModelError for a norm with a bias.
 
     Yields
     ------
     LayerHeads
-        One layer per step (:class:`LayerHeads`). The checkpoint is checked up front; a per-layer
-        problem (shape, NaN/inf, unreadable tensor) is a ModelError naming the tensor."""
+        One layer per step; the checkpoint is checked up front, and a bad tensor is a ModelError
+        naming it when its layer is reached."""
     info, located, weights = open_model(model, revision, allow_pickle)
     if fold_qk_norm and located.qk_norm is not None:
         try:

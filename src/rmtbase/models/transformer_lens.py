@@ -2,19 +2,14 @@
 
 Accepted wherever a folder is: ``TransformerBridge`` (4.x), ``HookedTransformer`` (3.x), or any
 ``transformer_lens`` object with ``blocks[l].attn`` and a ``cfg`` with ``d_model``, ``n_heads``,
-``d_head``, ``n_layers``; recognised by its class's module (nothing imports it).
-
-**What is read.** ``model.blocks[l].attn``'s per-head ``W_Q`` ``(n_heads, d_model, d_head)``,
-``W_K``, ``W_V`` (3.x GQA: ``_W_K``, ``_W_V``), ``W_O``, ``b_Q``, ``b_K``, in TransformerLens'
-row convention, turned into rmtbase's (``docs/conventions.md``): W_Q,h = ``W_Q[h]ᵀ``
-``(d_h, d)``; ``v`` and ``o`` in the ``nn.Linear`` layouts.
-
-**Which processing.** The weights as held: a bridge from ``boot_transformers`` holds the
-Hugging Face weights (scores equal the folder's); after ``process_weights(...)`` or for a 3.x
-``from_pretrained`` the processed ones (:attr:`ModelInfo.model_class` says which). A QK-norm is
-not folded (``fold_qk_norm=True`` is refused), nor RoPE.
-
-Refused in one line: a block without ``attn``, no per-head ``W_Q`` (MLA), sizes that disagree
+``d_head``, ``n_layers``; recognised by its class's module (nothing imports it). Per layer the
+per-head ``W_Q`` ``(n_heads, d_model, d_head)``, ``W_K``, ``W_V`` (3.x GQA: ``_W_K``, ``_W_V``),
+``W_O``, ``b_Q``, ``b_K`` are turned from TransformerLens' row convention into rmtbase's
+(``docs/conventions.md``): W_Q,h = ``W_Q[h]ᵀ`` ``(d_h, d)``; ``v``, ``o`` in ``nn.Linear``
+layout. The weights are scored as held: unprocessed for a bridge from ``boot_transformers``,
+processed after ``process_weights(...)`` or for a 3.x ``from_pretrained``
+(:attr:`ModelInfo.model_class` says which); a QK-norm (``fold_qk_norm=True`` is refused) and RoPE
+are not folded. Refused in one line: no ``attn``, no per-head ``W_Q`` (MLA), sizes disagreeing
 with ``cfg``, meta or quantized tensors.
 """
 

@@ -21,17 +21,15 @@ class LayerHeads:
     layer : int
         0-based layer index.
     wq, wk : np.ndarray
-        float32 ``(n_heads, d_h, d)``; under GQA ``wk[i]`` is the key factor query head i meets,
-        key head ⌊i / (n_heads / n_kv_heads)⌋.
+        float32 ``(n_heads, d_h, d)``; under GQA ``wk[i]`` is the key factor query head i meets.
     bq, bk : np.ndarray or None
         float32 biases ``(n_heads, d_h)`` (``bk`` expanded like ``wk``), or None.
     storage : str
-        The checkpoint's storage of these tensors (``"float32"``, ``"float16"``, ``"bfloat16"``,
-        the coarsest read; float64 counts as float32). ``wq``/``wk`` are the stored values, or with
-        ``fold_qk_norm=True`` the folded G·P·W (:mod:`rmtbase.models._qknorm`).
+        The coarsest storage of the tensors read (``"float32"``, ``"float16"``, ``"bfloat16"``);
+        ``wq``/``wk`` hold the stored values (folded by ``fold_qk_norm=True``).
     quantisation : str or None
-        The block quantisation the tensors were dequantised from (GGUF: ``"q4_k"`` …; several
-        joined by ``"+"``; ``storage`` then ``"float32"``), or None."""
+        The block quantisation dequantised from (GGUF: ``"q4_k"`` …, several joined by ``"+"``;
+        ``storage`` then ``"float32"``), or None."""
 
     layer: int
     wq: np.ndarray
@@ -57,25 +55,20 @@ class ModelInfo:
     revision : str or None
         Hub revision as requested; None for the default branch and non-hub inputs.
     architecture : str
-        The Hugging Face ``model_type`` (:data:`rmtbase.models.SUPPORTED`), or
-        ``"transformer_lens"``.
-    d : int
-        Residual width.
-    d_h : int
-        Head dimension (may differ from d / n_heads).
+        The ``model_type`` (:data:`rmtbase.models.SUPPORTED`), or ``"transformer_lens"``.
+    d, d_h : int
+        Residual width and head dimension (d_h may differ from d / n_heads).
     n_layers, n_heads, n_kv_heads : int
         Layers, query heads and key/value heads per layer.
     model_class : str
-        ``config.architectures[0]`` or the loaded object's class (TransformerLens: also the wrapped
-        class and the processing); informational.
+        ``config.architectures[0]`` or the loaded object's class; informational.
     rotary_fraction : float
         Fraction of d_h that RoPE rotates (0 without RoPE); RoPE is not part of W_QK.
     source : str
         ``"hub"``, ``"folder"``, ``"object"``, ``"gguf"``, ``"url"`` or ``"transformer_lens"``.
     qk_norm : str
-        The norm between q/k projections and logit (:mod:`rmtbase.models._qknorm`): ``"none"``,
-        ``"rms_head"``, ``"rms_all_heads"`` or ``"layer_head"``; when not ``"none"`` the raw W_QK
-        is the form before the norm."""
+        ``"none"``, ``"rms_head"``, ``"rms_all_heads"`` or ``"layer_head"``
+        (:mod:`rmtbase.models._qknorm`); otherwise W_QK is the form before the norm."""
 
     name: str
     revision: str | None

@@ -1,12 +1,10 @@
 """What a head's attention does on text: per-head statistics of attention matrices (numpy).
 
-One window's attention of one layer is ``A`` of shape ``(heads, T, T)``, ``A[h, i, j]`` the
-weight query ``i`` puts on key ``j`` (rows sum to 1 over all keys, special tokens included;
-causal rows are 0 for ``j > i``). ``content`` marks text tokens (False for ``[CLS]``, ``[SEP]``,
-BOS, EOS). There is no padding: every window runs at its own length (:mod:`.text`).
-
-Statistics average over content query positions ``i ≥ 1``; keys are every position, so a head
-that parks on a special token shows low ``prev_token`` and high ``first_token``. Per head:
+One window's attention of one layer is ``A`` ``(heads, T, T)``, ``A[h, i, j]`` the weight query
+``i`` puts on key ``j`` (rows sum to 1 over all keys; causal rows are 0 for ``j > i``).
+``content`` marks text tokens (False for ``[CLS]``, ``[SEP]``, BOS, EOS); windows are never
+padded (:mod:`.text`). Statistics average over content queries ``i ≥ 1``; keys are every
+position, so a head parked on a special token shows high ``first_token``. Per head:
 
 ========== ===========================================================================
 entropy     −Σ_j A[i, j] ln A[i, j], nats
@@ -21,12 +19,12 @@ induction   Σ_j A[i, j] over keys ``1 ≤ j ≤ i`` whose previous token ``j �
             query's token id, over queries that have at least one
 ========== ===========================================================================
 
-``duplicate_token`` and ``induction`` need the token ids (``ids``; else NaN, count 0). Their key
+``duplicate_token`` and ``induction`` need the token ids (``ids``; else NaN, count 0); their key
 sets are TransformerLens' head-detector patterns (``transformer_lens/head_detector.py``),
-earlier occurrences only; TransformerLens' ``detect_head`` divides by T where the mean here
-runs over queries that have a target (theirs = ours × (queries with a target) / T).
-:func:`window_sums` returns per-head sums and counts of one window (windows pool as one set of
-queries); :func:`finish` divides; :func:`behaviours` does both for one tensor.
+earlier occurrences only. TransformerLens' ``detect_head`` divides by T, the mean here by the
+queries that have a target (theirs = ours × (queries with a target) / T). :func:`window_sums`
+returns per-head sums and counts of one window (windows pool as one set of queries);
+:func:`finish` divides; :func:`behaviours` does both.
 """
 
 from __future__ import annotations

@@ -2,16 +2,12 @@
 per-head behaviour statistics (:mod:`.behaviour`) as it comes.
 
 The model is loaded by :func:`rmtbase.probe.loader.load` or given as a :class:`.loader.Loaded`.
-Windows (:func:`.text.windows`) of equal length run in batches (no padding) whose attention
-tensors fit in :data:`ATTENTION_BYTES` (at most :data:`MAX_BATCH`), reduced layer by layer and
-freed; the numbers do not depend on the batching. Under grouped-query attention every query head
-gets its own row.
-
-:func:`check_window_memory` refuses, before the first window, a window whose attention of every
-layer plus one layer's working arrays does not fit in
-:func:`rmtbase.files.memory.available_memory` (one-line :class:`InputError` naming a window
-that fits). :func:`is_causal`: a model whose weights above the diagonal are all exactly 0 on
-the first window is causal.
+Windows of equal length run in batches whose attention fits :data:`ATTENTION_BYTES` (at most
+:data:`MAX_BATCH`), reduced layer by layer and freed; the numbers do not depend on the batching.
+Under grouped-query attention every query head gets its own row. :func:`check_window_memory`
+refuses, before the first window, a window that does not fit the available memory (one line
+naming one that fits). :func:`is_causal`: all weights above the diagonal exactly 0 on the first
+window.
 """
 
 from __future__ import annotations
