@@ -1,9 +1,7 @@
 """rmtbase: random-matrix baselines for transformer attention weights.
 
-Import is cheap and side-effect free: submodules (``rmtbase.analytic``, ``rmtbase.ensembles``,
-``rmtbase.stats``, ``rmtbase.baseline``, ``rmtbase.models``, ``rmtbase.decision``,
-``rmtbase.scoring``, ``rmtbase.report``, ``rmtbase.plot``)
-are loaded on first attribute access. Conventions are in ``docs/conventions.md``.
+Import is cheap and side-effect free: submodules are loaded on first attribute access.
+Conventions are in ``docs/conventions.md``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """Functions that run as one compiled program when called outside ``jit``.
 
-A function built on ``lax.fori_loop``, ``while_loop`` or ``scan`` over a closure, called op by
-op, is traced afresh at every call: the closure is a new function each time, so JAX compiles
-the loop again and keeps every compile. Measured (2 cores): the K-quants' scale search 0.8–3.4 s
-and up to ~0.3 GB a call (a 16-layer Q3_K GGUF encoded one matrix at a time grew a process to
-10.8 GB), the χ² sampler 2.4 s a call, a product network 1.4 s. :func:`compiled_when_eager`
-gives such a function one ``jax.jit`` program per static arguments and shapes for its eager
-calls; called inside a trace (``jit``, ``vmap``, ``lax.map``) it runs as written, so no
-compiled program that calls it changes.
+A ``lax`` loop over a closure, called op by op, is traced and compiled afresh at every call.
+:func:`compiled_when_eager` gives such a function one ``jax.jit`` program per static arguments
+and shapes for its eager calls; inside a trace (``jit``, ``vmap``, ``lax.map``) it runs as
+written.
 
-:data:`FEW_CALLS` are XLA compiler options for a program a command runs a few times on CPU
-(``jax.jit(f, compiler_options=FEW_CALLS)``): per program, never the process-global
-``XLA_FLAGS``. JAX accepts them on a top-level ``jit`` only (one traced inside another
-``jit`` raises ValueError), so a program that is also called inside traces gets a top-level
-``jit`` of its own at the eager call site.
+:data:`FEW_CALLS` are per-program XLA compiler options for a program run a few times on CPU
+(``jax.jit(f, compiler_options=FEW_CALLS)``), never the global ``XLA_FLAGS``; JAX accepts them
+on a top-level ``jit`` only.
 """
 
 from __future__ import annotations
@@ -40,9 +34,8 @@ def few_calls() -> dict:
 
 
 def compiled_when_eager(*, static_argnames: tuple = ()):
-    """Decorator: eager calls go through ``jax.jit(fn, static_argnames=...)``; a call with any
-    traced argument, or with a static argument that cannot be hashed (a list of widths, an
-    array gain), runs ``fn`` itself."""
+    """Decorator: eager calls go through ``jax.jit(fn, static_argnames=...)``; a call with a
+    traced argument or an unhashable static argument runs ``fn`` itself."""
 
     def wrap(fn):
         jitted = jax.jit(fn, static_argnames=static_argnames)

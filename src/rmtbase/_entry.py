@@ -1,10 +1,8 @@
 """The ``rmtbase`` executable's entry point (``[project.scripts]``) and ``python -m rmtbase``.
 
-Its first job, on its first line, is the start-up phase of the interrupt policy
-(:mod:`rmtbase.files.interrupts`): until the command starts its work, a Ctrl-C writes
-``rmtbase: interrupted`` and ends the process at once with exit 130 (SIGTERM:
-``rmtbase: terminated``, 143), never a traceback from inside an import. Everything after is
-:func:`rmtbase.cli.console_main`.
+It first installs the start-up phase of the interrupt policy (:mod:`rmtbase.files.interrupts`):
+until the command starts, Ctrl-C prints ``rmtbase: interrupted`` and exits 130 (SIGTERM: 143),
+never a traceback. Then :func:`rmtbase.cli.console_main`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""A library's own progress bars, turned off while rmtbase works (transformers' "Loading
-weights" and "Writing model shards" bars while a model is read or saved): :class:`no_library_bars`
-turns them off for a block and restores the library's setting after. Inside the block
-transformers' **load report** (a table of checkpoint keys, logged as a warning) is dropped too
-when it lists only *unexpected* keys (``lm_head.weight`` when rmtbase reads a causal-LM
-checkpoint's base model: expected); a report naming missing or mismatched keys still shows.
-rmtbase's own progress goes through one channel (:mod:`rmtbase.progress`, which re-exports
-this); a library bar in a log is a line of carriage returns. Importing this module imports
-nothing (transformers only inside the block).
+"""Libraries' own progress bars turned off while rmtbase works (:class:`no_library_bars`).
+
+Inside the block transformers' load report is dropped when it lists only *unexpected* keys
+(``lm_head.weight`` of a causal-LM checkpoint); missing or mismatched keys still show.
+Importing this module imports nothing.
 """
 
 from __future__ import annotations
@@ -28,10 +24,8 @@ class _OnlyUnexpected(logging.Filter):
 
 
 class no_library_bars:
-    """Context manager: transformers' own progress bars off inside the block (rmtbase's
-    progress follows this module's policy; a library bar in a log is a line of carriage
-    returns), and its load report of only unexpected keys dropped (module docstring); the
-    library's setting restored on leaving. Without transformers: nothing."""
+    """Context manager: transformers' bars and unexpected-keys-only load report off inside the
+    block, its setting restored after; without transformers, nothing."""
 
     def __enter__(self):
         try:

@@ -1,18 +1,10 @@
 """Argument checks shared by the Python API and the CLI: one place, one wording.
 
-Each check takes the value as given and returns it as the plain Python type it must be, or
-raises :class:`rmtbase.errors.InputError` with one line naming the argument, the rule and the
-value. Types are checked, not coerced: ``2.7`` is not an integer (``int(2.7)`` would run 2),
-``"0.05"`` is not a probability, and a ``bool`` is not an integer even though Python says so.
-NumPy integer and floating scalars are accepted as what they are.
-
-- :func:`check_int`: an integer ≥ ``minimum`` (draws: ≥ :data:`MIN_NULL_DRAWS`; k, workers).
-- :func:`check_seed`: a PRNG seed, an integer in ``[0, 2**32)`` (what ``jax.random.key``
-  takes without 64-bit mode, and what the tables' provenance records).
-- :func:`check_probability`: a real number in the open interval (0, 1) (alpha, levels).
-
-The CLI passes its option spelling as ``name`` (``"--draws"``), the API its keyword
-(``"draws"``), so a message names what the caller typed.
+Each check returns the value as the plain Python type it must be, or raises
+:class:`rmtbase.errors.InputError` with one line naming the argument, the rule and the value.
+Types are checked, not coerced: ``2.7`` is not an integer, ``"0.05"`` is not a probability, a
+``bool`` is not an integer; NumPy scalars are accepted. ``name`` is the caller's spelling
+(``"--draws"`` from the CLI, ``"draws"`` from the API).
 """
 
 from __future__ import annotations
@@ -38,9 +30,8 @@ def _is_int(value) -> bool:
 
 def check_int(name: str, value, minimum: int | None = None, maximum: int | None = None,
               why: str | None = None) -> int:
-    """``value`` as an ``int`` if it is an integer (not a bool, not a float such as 2.0 or 2.5)
-    with ``minimum`` ≤ value ≤ ``maximum`` (None: unbounded), else InputError naming ``name``;
-    ``why`` (optional) is appended to a bound's message, e.g. the reason for a minimum."""
+    """``value`` as an ``int`` (not a bool or float) with ``minimum`` ≤ value ≤ ``maximum`` (None:
+    unbounded), else InputError naming ``name``; ``why`` is appended to a bound's message."""
     if not _is_int(value):
         raise InputError(f"{name} must be an integer, got {value!r}")
     v = int(value)

@@ -1,32 +1,23 @@
 """Effective depth: which residual-path product does a weight matrix's element law resemble?
 
-The post in the seeds (004, Conjecture) proposes that trained weights look like the elements of
-the residual-stream product at initialisation, M_L = ∏_{l=1}^{L} (I + W_l) with W_l i.i.d.
-N(0, σ²) entries (σ² = 1/d, the critical choice), and that the depth L whose product a weight
-matrix most resembles is an *effective depth* (cf. Veit, Wilber & Belongie 2016).
+Conjecture (seeds, post 004): trained weights resemble elements of the residual-stream product
+at initialisation, M_L = ∏_{l=1}^{L} (I + W_l), W_l i.i.d. N(0, σ²) (σ² = 1/d); the best L is an
+*effective depth* (cf. Veit, Wilber & Belongie 2016).
 
-Declared choices
-----------------
-* Elements. The null sample for a weight of shape (m, n) is the block M_L[:m, :n] of a d × d
-  product with its diagonal entries removed (the diagonal carries the direct path I; the rows
-  and columns of M_L are exchangeable, so the block is a generic one). Both the weight and the
-  null block are standardised: z = (x − mean) / std (ddof 0), so scale never enters.
-* Shape feature f (:data:`FEATURES`): the excess kurtosis of z and the quantile profile of |z|
-  at probabilities :data:`QUANTILE_PROBS` (for a Gaussian: 0.319, 0.674, 1.150, 1.645, 2.576).
-* Distance at depth L: D(L) = sqrt(mean_i ((f_i − μ_i(L)) / s_i(L))²), with μ(L), s(L) the
-  mean and std (ddof 1) of the features over the null draws at depth L — a standardised
-  Euclidean distance in units of the null's own spread, which includes the finite-size
-  sampling noise of an (m, n) matrix.
-* Calibration and uncertainty. Each null draw's own leave-one-out distance to the other draws
-  (exactly n/(n−1) × its distance to the full mean) gives the null law of D(L). The p-value of
-  depth L is p(L) = (1 + #{null D ≥ D(L)}) / (n + 1). The estimate is the depth of largest p
-  (ties broken by the smaller D); the uncertainty is the confidence set {L : p(L) > 1 − level}
-  obtained by inverting these tests, reported as ``accepted`` and its hull ``interval``.
-  An empty set (``consistent=False``) means no depth's null resembles the matrix.
+* Null sample for a weight (m, n): the block M_L[:m, :n] of a d × d product, diagonal removed;
+  weight and block standardised, z = (x − mean) / std (ddof 0).
+* Features f (:data:`FEATURES`): excess kurtosis of z and quantiles of |z| at
+  :data:`QUANTILE_PROBS`.
+* Distance: D(L) = sqrt(mean_i ((f_i − μ_i(L)) / s_i(L))²), μ, s the null mean and std (ddof 1)
+  at depth L.
+* Calibration: each null draw's leave-one-out distance gives the null law of D(L);
+  p(L) = (1 + #{null D ≥ D(L)}) / (n + 1). The estimate is the depth of largest p (ties: smaller
+  D); ``accepted`` = {L : p(L) > 1 − level}, ``interval`` its hull; empty means
+  ``consistent=False``.
 
-All depths 1..L_max come from one chain per draw (M_L = (I + W_L) M_{L−1}; each depth's law is
-that of :func:`rmtbase.ensembles.residual_product`), rescaled by 1/√(1 + σ²d) per layer to stay
-O(1) in float32 (the standardised features do not see it). Draw i uses ``fold_in(key, i)``.
+All depths come from one chain per draw (M_L = (I + W_L) M_{L−1}, the law of
+:func:`rmtbase.ensembles.residual_product`), rescaled by 1/√(1 + σ²d) per layer for float32
+range. Draw i uses ``fold_in(key, i)``.
 """
 
 from __future__ import annotations
@@ -47,12 +38,7 @@ FEATURES = ("excess_kurtosis", *(f"abs_q{int(round(100 * p))}" for p in QUANTILE
 
 
 def shape_features(w) -> np.ndarray:
-    """The shape feature vector of a matrix's elements (see module docstring), float64.
-
-    Excess kurtosis of the standardised elements, then the quantiles of |z| at
-    :data:`QUANTILE_PROBS` (linear interpolation between order statistics, numpy's default).
-    Shape ``(len(FEATURES),)``.
-    """
+    """The shape feature vector (module docstring) of a matrix's elements, float64, ``(len(FEATURES),)``."""
     x = np.asarray(w, dtype=np.float64).ravel()
     z = (x - x.mean()) / x.std()
     kurt = np.mean(z**4) - 3.0
@@ -82,13 +68,8 @@ class DepthNull:
 
 @dataclass(frozen=True)
 class EffectiveDepth:
-    """Result of :func:`effective_depth`.
-
-    ``depth``: best-matching depth (largest p-value); ``interval``: (min, max) of the accepted
-    depths or None; ``accepted``: depths whose null is not rejected at ``level``;
-    ``distances``/``pvalues``: D(L) and p(L) for every depth in ``depths``; ``features``: the
-    matrix's shape features (names in :data:`FEATURES`); ``null_mean``/``null_std`` per depth.
-    """
+    """Result of :func:`effective_depth`: ``depth``, ``interval``, ``accepted``, per-depth
+    ``distances``/``pvalues``/``null_mean``/``null_std``, and the matrix's ``features``."""
 
     depth: int
     interval: tuple[int, int] | None
@@ -129,12 +110,8 @@ def _check_depths(depths) -> np.ndarray:
 
 def depth_null(shape, *, d=None, depths=range(1, 49), draws=64, key=None, sigma2=None,
                dtype=jnp.float32) -> DepthNull:
-    """Shape features of residual-product blocks of ``shape`` at every depth in ``depths``.
-
-    ``key`` defaults to ``jax.random.key(0)``; ``sigma2`` to 1/d. Draw i uses
-    ``fold_in(key, i)``. Cost: draws × max(depths) d×d products
-    (the features of every depth come from one chain per draw).
-    """
+    """Shape features of residual-product blocks of ``shape`` at each of ``depths``; ``key``
+    defaults to ``jax.random.key(0)``, ``sigma2`` to 1/d."""
     m, n, d = _check_shape(shape, d)
     dep = _check_depths(depths)
     if int(draws) < 20:
@@ -169,14 +146,9 @@ def depth_null(shape, *, d=None, depths=range(1, 49), draws=64, key=None, sigma2
 
 def effective_depth(w, *, d=None, depths=range(1, 49), draws=64, key=None, null=None,
                     level=0.95, sigma2=None) -> EffectiveDepth:
-    """Match the element law of ``w`` (2-D) to the residual-product depth it most resembles.
-
-    Pass a precomputed ``null`` (from :func:`depth_null` with the same shape) to score many
-    matrices against one null; otherwise one is drawn with ``d`` (default: the larger side of
-    ``w``), ``depths``, ``draws``, ``key``, ``sigma2`` (default 1/d). ``level`` is the
-    confidence of the accepted set. See the module docstring for the feature, the distance and
-    how the uncertainty is defined.
-    """
+    """Match the element law of 2-D ``w`` to the residual-product depth it most resembles.
+    ``null``: a :func:`depth_null` of the same shape, else one is drawn (``d`` defaults to
+    ``w``'s larger side); ``level``: confidence of the accepted set."""
     w = np.asarray(w)
     if w.ndim != 2:
         raise InputError(f"effective_depth needs a 2-D matrix, got shape {w.shape}")

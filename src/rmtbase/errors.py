@@ -1,8 +1,7 @@
 """Exceptions that the CLI turns into one-line messages (exit status 2).
 
-Everything a user can get wrong (dimensions, σ, files, architectures) raises a subclass of
-:class:`RmtbaseError` with a message that names the offending value; the CLI prints
-``rmtbase: error: <message>`` and exits non-zero instead of showing a traceback.
+Every user error raises a subclass of :class:`RmtbaseError` whose message names the offending
+value; the CLI prints ``rmtbase: error: <message>``.
 """
 
 from __future__ import annotations

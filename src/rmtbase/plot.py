@@ -1,15 +1,11 @@
 """Reusable matplotlib figures for baselines, studies and model scores.
 
-Every function draws on ``ax`` (a new figure and Axes when ``ax=None``) and returns the Axes
-(``corner`` returns the array of Axes); nothing here calls ``show`` or ``savefig`` and nothing
-changes matplotlib's global state. Colours are colour-blind safe: the Okabe–Ito palette for
-lines (:data:`OKABE_ITO`), ``cividis`` for sequential heatmaps, ``RdBu_r`` (symmetric limits)
-for signed ones.
-
-Conventions (``docs/conventions.md``): λ are eigenvalues of W_QK W_QKᵀ (squared singular
-values); "index" axes are 1-based and descending; element densities are probability densities
-(histograms normalised to unit area over the plotted range, so the area equals the fraction of
-the sample inside the range, which is reported in the legend when below 1).
+Every function draws on ``ax`` (new figure when ``None``) and returns the Axes (``corner``: the
+array of Axes); nothing calls ``show``/``savefig`` or changes global state. Colour-blind safe:
+Okabe–Ito lines (:data:`OKABE_ITO`), ``cividis`` sequential, ``RdBu_r`` signed (symmetric).
+Conventions (``docs/conventions.md``): λ are eigenvalues of W_QK W_QKᵀ; index axes are 1-based,
+descending; densities are normalised by the full sample (the fraction inside the range is in
+the legend when below 1).
 """
 
 from __future__ import annotations
@@ -44,12 +40,8 @@ def series_color(i: int) -> str:
 
 def hist_density(values, *, bins=100, range=None, ax=None, log=False, label=None,
                  color=None, lw=1.4, **kwargs):
-    """Step histogram of the probability density of ``values`` (flattened).
-
-    Density is counts / (n_total · bin width), with n_total the full sample size, so mass
-    outside ``range`` is not redistributed: nothing is silently clipped. ``log`` sets a log
-    y-axis. Returns the Axes.
-    """
+    """Step histogram of the density of ``values``, counts / (n_total · bin width): mass outside
+    ``range`` is not redistributed."""
     ax = _axes(ax)
     v = np.asarray(values, dtype=np.float64).ravel()
     v = v[np.isfinite(v)]
@@ -73,11 +65,8 @@ def analytic_curve(x, y, *, ax=None, label=None, color=REFERENCE, ls="--", lw=1.
 
 
 def ordered_values(values, *, ax=None, label=None, color=None, log=False, band=0.9):
-    """Values sorted descending against their 1-based index.
-
-    ``values`` is ``(n,)`` or ``(draws, n)``; for several draws the median over draws is drawn
-    with a shaded central ``band`` (e.g. 0.9 → 5–95 % quantiles). Returns the Axes.
-    """
+    """Values sorted descending against their 1-based index; ``(draws, n)`` values give the
+    median over draws with the central ``band`` shaded."""
     ax = _axes(ax)
     v = -np.sort(-np.atleast_2d(np.asarray(values, dtype=np.float64)), axis=-1)
     idx = np.arange(1, v.shape[-1] + 1)
@@ -103,12 +92,8 @@ def vlines(xs, *, ax=None, labels=None, color=REFERENCE, ls=":", lw=1.2):
 
 def null_band(draws, *, x=None, ax=None, level=0.95, color="#999999", label=None,
               orientation="horizontal"):
-    """The central ``level`` interval of a null distribution, with its median.
-
-    ``draws`` ``(n_draws,)`` gives a constant band across the Axes (a horizontal span, or
-    a vertical one with ``orientation="vertical"``); ``draws`` ``(len(x), n_draws)`` gives a
-    band along ``x``. Returns the Axes.
-    """
+    """The central ``level`` interval of a null, with its median: a constant span for ``draws``
+    ``(n_draws,)``, a band along ``x`` for ``(len(x), n_draws)``."""
     ax = _axes(ax)
     d = np.asarray(draws, dtype=np.float64)
     q = [(1 - level) / 2, 0.5, (1 + level) / 2]
@@ -129,12 +114,8 @@ def null_band(draws, *, x=None, ax=None, level=0.95, color="#999999", label=None
 
 def per_head(values, *, ax=None, null=None, log=False, label=None, color=None,
              ylabel=None, layer_mean=True):
-    """A statistic for every head, ordered by layer (x = layer·n_heads + head).
-
-    ``values`` is ``(n_layers, n_heads)``. Dashed lines separate layers; the layer mean is a
-    step line; ``null`` (1-D draws of the statistic under the null) adds the 95 % band.
-    Returns the Axes.
-    """
+    """A statistic ``(n_layers, n_heads)`` at x = layer·n_heads + head, with layer separators and
+    means; ``null`` (1-D draws) adds the 95 % band."""
     ax = _axes(ax)
     v = np.asarray(values, dtype=np.float64)
     n_layers, n_heads = v.shape
@@ -159,12 +140,8 @@ def per_head(values, *, ax=None, null=None, log=False, label=None, color=None,
 
 def density_heatmap(samples, *, edges, ax=None, n_heads=None, log=True, cmap="cividis",
                     xlabel="element value", colorbar=True, vmin=None):
-    """Per-row densities as a heatmap: one row per head (grouped by layer), x = value.
-
-    ``samples`` is a sequence of 1-D arrays (one per row) or an ``(n_rows, n_bins)`` array of
-    densities on ``edges``. With ``log`` the colour is log10 density (empty bins blank).
-    ``n_heads`` draws dashed separators between layers. Returns the Axes.
-    """
+    """Per-row densities as a heatmap (one row per head, x = value) from 1-D samples or
+    ``(n_rows, n_bins)`` densities on ``edges``; ``log``: log10 colour, empty bins blank."""
     ax = _axes(ax)
     edges = np.asarray(edges, dtype=np.float64)
     if isinstance(samples, np.ndarray) and samples.ndim == 2 and samples.shape[1] == edges.size - 1:
@@ -198,10 +175,7 @@ def density_heatmap(samples, *, edges, ax=None, n_heads=None, log=True, cmap="ci
 
 def entropy_sigma(sigma, entropy, *, ax=None, delta=False, label=None, color=None,
                   reference=True):
-    """Element entropy (or ΔS = S − ½ln(2πeσ²)) against σ, with the Gaussian reference.
-
-    σ and S in natural units of the weights (nats for S). Returns the Axes.
-    """
+    """Element entropy (or ΔS = S − ½ln(2πeσ²), nats) against σ, with the Gaussian reference."""
     ax = _axes(ax)
     s = np.asarray(sigma, dtype=np.float64).ravel()
     h = np.asarray(entropy, dtype=np.float64).ravel()
@@ -220,14 +194,8 @@ def entropy_sigma(sigma, entropy, *, ax=None, delta=False, label=None, color=Non
 
 def corner(data: Mapping[str, np.ndarray], *, axes=None, labels: Sequence[str] | None = None,
            groups=None, pearson: str | None = None, bins=30):
-    """Corner plot: histograms on the diagonal, scatter plots below it.
-
-    ``data`` maps a column name to a 1-D array; ``groups`` (same length) colours points by
-    group. ``pearson`` names the ``(skewness, kurtosis)`` pair to carry Pearson's bound:
-    ``"excess"`` draws κ_ex = γ² − 2 (i.e. κ ≥ γ² + 1 for the non-excess kurtosis κ = κ_ex + 3,
-    Pearson 1916), ``"raw"`` draws κ = γ² + 1, on the panel whose columns are named
-    ``skewness`` and ``excess_kurtosis`` / ``kurtosis``. Returns the ``(n, n)`` array of Axes.
-    """
+    """Corner plot (histograms on the diagonal, scatters below), ``(n, n)`` Axes; ``pearson``
+    draws Pearson's (1916) bound: ``"excess"`` κ_ex = γ² − 2, ``"raw"`` κ = γ² + 1."""
     names = list(data)
     n = len(names)
     labels = list(labels) if labels is not None else names

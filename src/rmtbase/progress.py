@@ -1,28 +1,18 @@
-"""One progress and message channel for all long work (tables, sweeps, null draws, layers) and
-for the lines said on stderr while it runs.
+"""One progress and message channel for all long work and the lines said on stderr meanwhile.
 
-:func:`progress_bar` returns an object with ``update(n)``, ``close()`` and context-manager use:
+:func:`progress_bar` returns a reporter (``update(n)``, ``close()``, context manager):
 
-- on a terminal (stderr is a TTY): a tqdm bar on stderr, removed when done
-  (:class:`rmtbase.reporters.TerminalBar`);
-- otherwise (:class:`rmtbase.reporters.LogLines`): a plain line on stderr at most every
-  :data:`rmtbase.reporters.INTERVAL` seconds (``$RMTBASE_PROGRESS_INTERVAL``), e.g.
-  ``rmtbase baseline: 1250/4000 draws (31%), 40 s elapsed, about 88 s left``, never a carriage
-  return; the time left is the rate since the first update times the work left;
-- ``cpu_every=s``: also a line whenever the process has used ``s`` more CPU seconds since the
-  last one (a background thread, so a compile is not silent; the null draws of a first contact
-  use :data:`NULL_CPU_EVERY`);
-- ``enabled=False``: nothing (``--no-progress``/``--quiet``).
+- stderr a TTY: a tqdm bar, removed when done (:class:`rmtbase.reporters.TerminalBar`);
+- otherwise a plain line at most every :data:`rmtbase.reporters.INTERVAL` s
+  (``$RMTBASE_PROGRESS_INTERVAL``) with the time left, never a carriage return
+  (:class:`rmtbase.reporters.LogLines`);
+- ``cpu_every=s``: also a line per ``s`` CPU seconds (a background thread);
+- ``enabled=False``: nothing.
 
-:func:`message` writes one line (an error, a warning, a note, ``rmtbase: interrupted``) through
-the same channel: every live bar's line is ended first and the bars are drawn again below it;
-``final=True`` closes every live reporter instead, so nothing is drawn after it. :func:`stage`
-says which stage of a long piece of work starts; :func:`heartbeat` (the executable's commands)
-adds ``rmtbase: still working: …`` whenever stderr has been silent for :data:`INTERVAL`
-seconds (a JAX compile or one long draw that no bar counts); :func:`show_warning` is
-``warnings.showwarning`` through :func:`message`. The live reporters are one list per process
-(``LIVE`` of :mod:`rmtbase.reporters`, under a lock). Libraries' own bars are turned off by
-:func:`rmtbase._library_bars.no_library_bars`. Importing this module imports nothing heavy.
+:func:`message` writes one line, ending live bars' lines first and redrawing them below
+(``final=True`` closes them). :func:`stage` announces a stage; :func:`heartbeat` says
+``rmtbase: still working: …`` when stderr has been silent for :data:`INTERVAL` s;
+:func:`show_warning` routes warnings through :func:`message`. Importing imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -57,10 +47,8 @@ def _isatty(stream) -> bool:
 
 
 def message(text: str, *, final: bool = False, stream=None) -> None:
-    """Write the line ``text`` on stderr (or ``stream``) through the channel (module
-    docstring): every live bar's line is ended first; the bars are drawn again after it, or
-    with ``final`` closed for good (nothing is drawn after the last thing a command says).
-    A closed stream does not stop the work."""
+    """Write the line ``text`` on stderr (or ``stream``), ending live bars' lines first and
+    redrawing them after (``final``: closed for good); a closed stream is ignored."""
     stream = sys.stderr if stream is None else stream
     with LOCK:
         live = list(LIVE)
@@ -111,11 +99,8 @@ def _doing() -> str:
 
 @contextlib.contextmanager
 def heartbeat(*, enabled: bool = True, every: float | None = None, stream=None):
-    """While the block runs, one line ``rmtbase: still working<what> (<s> s since the last
-    line, <c> CPU-s so far)`` whenever stderr has had no line and no bar has moved for
-    ``every`` seconds (default :data:`INTERVAL`, ``$RMTBASE_PROGRESS_INTERVAL``): no silence
-    longer than that, on a terminal or in a log. ``what``: :func:`_doing`. A daemon thread,
-    stopped when the block ends (before the command's last line)."""
+    """While the block runs, a ``rmtbase: still working…`` line after each ``every`` s (default
+    :data:`INTERVAL`) of silence; a daemon thread stopped when the block ends."""
     every = _interval() if every is None else float(every)
     if not enabled or every <= 0:
         yield

@@ -1,27 +1,15 @@
 """Named registries, extended from outside the package through entry points.
 
-One :class:`Registry` per kind of thing rmtbase looks up by name: nulls
-(:mod:`rmtbase.stats.null_registry`), storage formats (:mod:`rmtbase.stats.storage`),
-architecture adapters (:mod:`rmtbase.models.registry`) and head statistics
-(:mod:`rmtbase.stats.statistic`). The package registers what it ships when those modules are
-imported; another package adds its own through an entry point of the registry's group
-(``rmtbase.nulls``, ``rmtbase.storages``, ``rmtbase.adapters``, ``rmtbase.statistics``), as
-xarray finds its backends: ``importlib.metadata.entry_points(group=...)``. ``docs/extending.md``
-has one worked example of each.
+One :class:`Registry` per kind of named thing: nulls, storage formats, architecture adapters,
+head statistics. Other packages add entries through entry-point groups ``rmtbase.nulls``,
+``rmtbase.storages``, ``rmtbase.adapters``, ``rmtbase.statistics`` (``docs/extending.md``).
 
-Contract:
-
-- Plugins are loaded lazily, on the first lookup that needs every name (reading a name that
-  is not registered yet, ``in``, iteration, ``len``), never at import, so that registering
-  the shipped entries cannot import a plugin half-way through rmtbase's own import.
-  :meth:`Registry.peek` reads what is registered without loading anything.
-- An entry point's object is handed to the registry's ``add(name, obj)`` (the kind's own
-  registration, with its own checks). A plugin that fails to import or to register is skipped
-  with one :class:`PluginWarning` line naming the group, the entry point and the error; a later
-  lookup of that name is refused with the same line (:meth:`Registry.failure`).
-- :meth:`Registry.refresh` forgets the scan, so entry points installed since are found by the
-  next lookup; an entry point whose name is registered is not loaded again (its name is the
-  name it registers: a null's or a record's name, an adapter's model type).
+- Plugins load lazily, on the first lookup needing every name (unknown name, ``in``,
+  iteration, ``len``), never at import; :meth:`Registry.peek` loads nothing.
+- An entry point's object goes to the registry's ``add(name, obj)``. A plugin that fails to
+  import or register is skipped with one :class:`PluginWarning`; a later lookup of that name is
+  refused with the same line (:meth:`Registry.failure`).
+- :meth:`Registry.refresh` forgets the scan; an already registered name is not loaded again.
 """
 
 from __future__ import annotations

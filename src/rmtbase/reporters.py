@@ -1,16 +1,11 @@
-"""The progress reporters of :func:`rmtbase.progress.progress_bar` (the policy that picks one is
-there) and the list of those drawing on stderr now:
+"""The progress reporters of :func:`rmtbase.progress.progress_bar` and the live list.
 
-- :class:`LogLines`: plain lines at most every :data:`INTERVAL` seconds
-  (``$RMTBASE_PROGRESS_INTERVAL`` overrides) and, with ``cpu_every``, whenever that many
-  seconds of process CPU passed; the time left from the rate since the first update;
-- :class:`TerminalBar`: a tqdm bar on a terminal, removed when done, its rate measured from the
-  first update on as the lines' (:func:`_after_first`);
-- ``Silent``: nothing (``enabled=False``), the base of both (``update``, ``close``, context).
+- :class:`LogLines`: plain lines at most every :data:`INTERVAL` s (and per ``cpu_every`` CPU
+  seconds), time left from the rate since the first update;
+- :class:`TerminalBar`: a tqdm bar, rate measured from the first update (:func:`_after_first`);
+- ``Silent``: nothing; the base of both.
 
-The live reporters are one list per process (``LIVE``, under the lock ``LOCK``: reporters may
-be updated from worker threads); :func:`rmtbase.progress.message` ends and redraws their lines
-around each message. Importing this module imports nothing heavy (tqdm only for a bar).
+``LIVE`` (under ``LOCK``; reporters may be updated from threads) lists the reporters drawing now.
 """
 
 from __future__ import annotations
@@ -214,11 +209,8 @@ class TerminalBar(Silent):
 
 
 def _after_first(tqdm):
-    """``tqdm`` whose rate (and so time left) is measured from the first update on, as
-    :class:`LogLines`'s: tqdm's own is a moving average that starts with the first update's
-    time, which carries the stage's compilation (its weight decays by 0.7 an update, so a
-    100-s compile then 1 s a unit said "about 5 min left" of 8 s at 2/10). Before the
-    second update the rate is 0: tqdm shows "?" for it and the time left."""
+    """``tqdm`` whose rate is measured from the first update on (tqdm's own carries the stage's
+    compile time); before the second update the rate is 0 (shown "?")."""
 
     class AfterFirst(tqdm):
         first: tuple[float, int] | None = None  # (tqdm time, n) at the first update
