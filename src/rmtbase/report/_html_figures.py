@@ -1,6 +1,6 @@
-"""Figures of a report folder that report.html embeds: each saved under ``figures/`` of an
-:class:`~rmtbase.files.output.OutputFolder` and its PNG bytes kept for the page (used by the
-collection report and ``rmtbase compare``)."""
+"""Figures that report.html embeds: each saved under ``figures/`` of an
+:class:`~rmtbase.files.output.OutputFolder`, its PNG bytes kept for the page.
+"""
 
 from __future__ import annotations
 

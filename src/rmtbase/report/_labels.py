@@ -1,12 +1,8 @@
-"""Labels of the report's figures: head and layer ticks, readable log ticks, the model's name
-for a title, titles broken to fit their Axes; and the Axes a figure draws on (:func:`figure_axes`).
+"""Labels of the report's figures and the Axes they draw on (:func:`figure_axes`).
 
-:func:`title_label` names one model (provenance in parentheses dropped, a path reduced to its
-last part, at most 48 characters); :func:`collection_label` names the model(s) of a collection
-(the one model, the hub organisation or the architecture and shape they share).
-:func:`readable_log_ticks` gives a log axis plain, non-overlapping labels; :func:`fit_title`
-breaks a title at spaces to the width of its Axes. Used by the figure modules of
-:mod:`rmtbase.report`.
+:func:`title_label` names one model (≤ 48 characters), :func:`collection_label` a collection's
+model(s); :func:`readable_log_ticks` labels a log axis legibly; :func:`fit_title` breaks a title
+to its Axes' width.
 """
 
 from __future__ import annotations
@@ -40,10 +36,8 @@ def _tick_text(v, _pos=None) -> str:
 
 
 def readable_log_ticks(axis) -> None:
-    """Labels on a log ``axis`` that do not overlap: plain numbers at 1, 1.5, 2, 3, 5, 7 × 10ᵏ
-    within a decade, 1, 2, 5 × 10ᵏ up to 2 decades, 1, 3 × 10ᵏ up to 4, decades beyond; minor
-    ticks unlabelled. Call it once the
-    axis limits are final."""
+    """Non-overlapping plain labels on a log ``axis`` (denser within a decade, sparser over many);
+    minor ticks unlabelled. Call once the limits are final."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     lo, hi = sorted(axis.get_view_interval())
@@ -72,11 +66,9 @@ def _short_name(model) -> str:
 
 
 def collection_label(ds: xr.Dataset) -> str:
-    """What names a Dataset's model(s) in a title: :func:`title_label` where it records one
-    model; for a collection, the one model all its entries share, else the hub organisation
-    of them all, else the architecture and shape they share (local checkpoints are named by
-    their folders only, :func:`rmtbase.scoring.description.model_label`, so ``ckpts/step*``
-    reads "gpt2, d 64, d_h 16"); "" where nothing names them all."""
+    """What names a Dataset's model(s) in a title: :func:`title_label` for one model; for a
+    collection the model all entries share, else their hub organisation, else their shared
+    architecture and shape; "" where nothing names them all."""
     import json
 
     if ds.attrs.get("model"):
@@ -96,9 +88,8 @@ def collection_label(ds: xr.Dataset) -> str:
 
 
 def fit_title(ax, text: str, fontsize: float = 9) -> str:
-    """``text`` with each line broken at spaces so that it fits the width of ``ax`` (a
-    character taken as 0.55 em, the Axes as 85 % of its width before layout, which a colour
-    bar or labels take from): a title never runs past the figure's edge."""
+    """``text`` with each line broken at spaces to fit the width of ``ax`` (0.55 em a character,
+    85 % of the Axes width)."""
     import textwrap
 
     w_pt = ax.get_position().width * ax.figure.get_figwidth() * 72

@@ -1,9 +1,9 @@
-"""What a composition score's presentation reads, decided once (terminal, ``summary.txt``,
-``report.html``, ``--json``, the figure): the composition Dataset, the circuit search's rows
-(``circuits.nc``, :func:`rmtbase.circuits.circuit_list`) when path patching ran, each head's
-behaviour label (from ``circuits.nc``'s ``label``; else from the text probe joined to the score,
-``behaviour_*``, by :func:`rmtbase.circuits.label_heads`'s rule; else none), each head's kind
-(weight geometry, beside the label) and the lines that say what was found (:func:`rmtbase.report.circuit_lines.found_lines`).
+"""What a composition score's presentation reads, decided once for every output.
+
+The composition Dataset, the circuit rows (``circuits.nc``) when path patching ran, each head's
+behaviour label (``circuits.nc``'s ``label``, else the joined text probe's ``behaviour_*`` by
+:func:`rmtbase.circuits.label_heads`' rule), its primary kind, and the found lines
+(:func:`rmtbase.report.circuit_lines.found_lines`).
 """
 
 from __future__ import annotations
@@ -40,9 +40,8 @@ def head_kinds(score) -> dict:
 
 
 def context(score, extras) -> dict | None:
-    """None without ``composition.nc`` in ``extras``; else {"composition", "circuits" (list or
-    None), "labels" ({(layer, head): label}, maybe empty), "kinds" ({(layer, head): primary
-    kind}, maybe empty), "found" (lines), "patched"}."""
+    """None without ``composition.nc`` in ``extras``; else {"composition", "circuits" (or None),
+    "labels", "kinds" ({(layer, head): ...}, maybe empty), "found", "patched"}."""
     from .circuit_lines import found_lines
 
     if not extras or "composition.nc" not in extras:

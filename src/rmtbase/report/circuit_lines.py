@@ -1,26 +1,20 @@
-"""What was found, in lines: the first thing ``rmtbase score MODEL --composition`` and
-``rmtbase circuits MODEL`` say (terminal, ``summary.txt``, ``report.html``, ``--json``).
+"""What was found, in lines: the first thing ``score --composition`` and ``circuits`` say.
 
-With the circuit search (rows as :func:`rmtbase.circuits.circuit_list` objects; ``meta``: the
-circuits Dataset's attrs), in this order:
+With the circuit search (rows as :func:`rmtbase.circuits.circuit_list` objects; ``meta`` the
+circuits Dataset's attrs), in order:
 
-- a first line when no head pair is unlike random (such a model has no circuits to find);
-- one line per receiver, kind and path with confirmed sources, receivers by label
-  (:data:`rmtbase.report.composition_standing.LABEL_ORDER`), then K, Q, V, direct before
-  via MLP: ``induction head L17H3 (0.88 at repeat 50) · K direct: L16H0 (previous-token)
-  supports +0.41 ± 0.03 [weights rank 1, attribution rank 1]; explained 92 % of +0.45 ± 0.03``
-  (signed: ``suppresses −0.24 ± 0.01`` for a source whose removal raises the behaviour; for V
-  the relative output change);
-- where the confirmed sources explain less than half of the joint effect, where only the
-  sources together matter (``redundant``), and where the joint effect has the other sign;
-- receivers with nothing confirmed; dependencies of unlabelled receivers (not circuits);
-- "no circuit found" with the reason (no label at the lengths tried, or nothing confirmed);
-- how well the weights screen worked here (Spearman of weight rank and of attribution with
-  the exact effect), and the rule's words (:data:`RULE`).
+- a first line when no head pair is unlike random;
+- one line per receiver, kind and path with confirmed sources (receivers by
+  :data:`rmtbase.report.composition_standing.LABEL_ORDER`, then K, Q, V, direct before via
+  MLP), each source signed (``supports``/``suppresses``) with its ranks and the fraction of the
+  joint effect explained;
+- weak explanation (< half), ``redundant`` sources, joint effect of the other sign;
+- receivers with nothing confirmed; unlabelled receivers' dependencies;
+- "no circuit found" with the reason;
+- how well the weights screen worked (Spearman against the exact effect) and :data:`RULE`.
 
-Every line is returned: the caller that prints to a terminal shows :data:`TERMINAL_LINES` and
-says where the rest is (:func:`terminal`). Without patching, the weights' screen is said as not
-confirmed (:func:`_screen_lines`).
+A terminal shows :data:`TERMINAL_LINES` and says where the rest is (:func:`terminal`). Without
+patching the weights' screen is said as not confirmed.
 """
 
 from __future__ import annotations
@@ -125,10 +119,9 @@ def _group_lines(rows: list[dict]) -> list[str]:
 
 def found_lines(ds, circuits=None, *, patched: bool = False, labels=None,
                 meta: dict | None = None) -> list[str]:
-    """Every line of the module docstring. ds: the composition Dataset; circuits: the
-    circuit search's rows; patched: whether it ran (no rows then means nothing confirmed);
-    labels: {(layer, head): label} when no patching ran (the text probe's); meta: the circuits
-    Dataset's attrs (repeat lengths, Spearman correlations, counts)."""
+    """Every line of the module docstring. ``circuits``: the search's rows; ``patched``: whether
+    it ran (no rows then means nothing confirmed); ``labels``: the text probe's when it did not;
+    ``meta``: the circuits Dataset's attrs."""
     from .composition_standing import label_rank
 
     meta = dict(meta or {})

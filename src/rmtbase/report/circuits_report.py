@@ -1,7 +1,8 @@
-"""The output folder of ``rmtbase circuits``: ``composition.nc``, ``circuits.nc``,
-``summary.txt`` (every finding line, :mod:`.circuit_lines`, then the receivers and their
-labels) and ``figures/circuits.png`` (:func:`.composition_figure.plot_circuit`), written all
-or nothing (:class:`rmtbase.files.output.OutputFolder`)."""
+"""The output folder of ``rmtbase circuits``, all or nothing.
+
+``composition.nc``, ``circuits.nc``, ``summary.txt`` (:mod:`.circuit_lines`, then the
+receivers) and ``figures/circuits.png`` (:func:`.composition_figure.plot_circuit`).
+"""
 
 from __future__ import annotations
 

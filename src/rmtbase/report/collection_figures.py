@@ -1,10 +1,8 @@
-"""A collection's figures across its entries (checkpoints or models of one score): each profile
-statistic's layer means against the one-head null band (:func:`plot_trajectory`; the statistics
-and bands of :mod:`.profiles`), the fraction of heads flagged (:func:`plot_flag_trajectory`) and
-the entries' verdicts as small multiples (:func:`verdict_grid`). The x axis is the training step
-where the entries have one, else the entries in order.
+"""A collection's figures across its entries (x: the training step where recorded, else order).
 
-Plot functions take ``ax=None`` and return the Axes; :func:`verdict_grid` returns a Figure.
+:func:`plot_trajectory` (layer means against the one-head null band, :mod:`.profiles`),
+:func:`plot_flag_trajectory` (fraction flagged), :func:`verdict_grid` (small multiples, returns
+a Figure). Plot functions take ``ax=None`` and return the Axes.
 """
 
 from __future__ import annotations
@@ -44,9 +42,8 @@ def _x_axis(ds: xr.Dataset, ax):
 
 
 def plot_trajectory(ds: xr.Dataset, stat: str, ax=None):
-    """``stat`` across a collection's entries: one line per layer (its mean over heads,
-    coloured by depth), the one-head null band of the first entry's shape shaded (and of any
-    other shape as a step band). Returns the Axes."""
+    """``stat`` across entries: one line per layer (mean over heads, coloured by depth), the
+    one-head null band of each shape shaded."""
     import matplotlib as mpl
 
     if collection_dim(ds) is None:
@@ -79,9 +76,8 @@ def plot_trajectory(ds: xr.Dataset, stat: str, ax=None):
 
 
 def _named(ds: xr.Dataset, text: str, ax=None) -> str:
-    """``text`` headed by the model's name (:func:`rmtbase.report._labels.collection_label`)
-    where the Dataset records one: a figure of one statistic says whose it is. With ``ax``,
-    broken into lines that fit its width (:func:`rmtbase.report._labels.fit_title`)."""
+    """``text`` headed by the model's name where the Dataset records one; with ``ax``, fitted to
+    its width."""
     from ._labels import collection_label, fit_title
 
     name = collection_label(ds)
@@ -114,9 +110,8 @@ def plot_flag_trajectory(ds: xr.Dataset, ax=None):
 
 
 def verdict_grid(ds: xr.Dataset):
-    """Small multiples: the verdict heatmap of each entry on the one fixed scale of
-    :func:`rmtbase.report.figures.plot_verdict` (−log₁₀ head p), at most 12 (evenly spaced,
-    first and last included; ticks at 7 points). Returns a Figure."""
+    """Small multiples of each entry's verdict heatmap on one fixed scale (−log₁₀ head p), at most
+    12 (evenly spaced, first and last included). Returns a Figure."""
     from matplotlib.figure import Figure
 
     from .figures import plot_verdict, verdict_colorbar

@@ -1,12 +1,10 @@
-"""Report of a collection (checkpoints or models in one score), written all-or-nothing.
+"""Report of a collection (leading ``checkpoint`` or ``model`` dimension), all-or-nothing.
 
-:func:`write_collection_report` is what :func:`rmtbase.report.write.write_report` does for a
-Dataset with a leading ``checkpoint`` or ``model`` dimension: ``scores.nc``, ``heads.csv`` (entry
-× head), ``scores.csv`` (left out above :data:`MAX_CSV_ROWS` rows, said in ``summary.txt``),
-``summary.txt`` (one line per entry, then each entry's most anomalous heads), ``figures/``
-(``trajectory_<stat>.png`` and ``trajectory_flags.png`` for checkpoints, ``profile_<stat>.png``
-for models, always ``verdict_grid.png``), ``report.html`` with an entry selector, and a
-whole-matrix collection's files (:func:`.component_report.write_component_collection`).
+``scores.nc``, ``heads.csv`` (entry × head), ``scores.csv`` (omitted above
+:data:`MAX_CSV_ROWS` rows, said in the summary), ``summary.txt`` (a line per entry, then its
+most anomalous heads), ``figures/`` (trajectories for checkpoints, profiles for models,
+``verdict_grid.png``), ``report.html`` with an entry selector, and a whole-matrix collection's
+files.
 """
 
 from __future__ import annotations
@@ -116,10 +114,8 @@ def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool 
                             top: int = 3, components: xr.Dataset | None = None,
                             extras: dict | None = None
                             ) -> dict[str, Path]:
-    """Write the collection report (module docstring) of a collection along ``dim``
-    (:func:`rmtbase.report.write.report_shape`, which has checked that ``components``, if
-    given, is a whole-matrix collection of the same entries); returns {file name: final
-    path}."""
+    """Write the collection report along ``dim`` (shape already checked by
+    :func:`rmtbase.report.write.report_shape`); returns {file name: final path}."""
     from .component_report import component_entry_lines, write_component_collection
     from .html import score_html
 

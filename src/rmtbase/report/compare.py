@@ -1,11 +1,9 @@
 """Compare scored models: layer profiles across families and per-model flag fractions.
 
-``rmtbase compare DIR1 DIR2 … --out DIR`` reads score output folders (or ``scores.nc`` files),
-each with its own null, and never loads weights; a collection contributes each entry; model ids
-or weight folders are refused with a hint to score them first. Output (all or nothing, kind
-``rmtbase compare``): ``figures/profile_<stat>.png`` and ``figures/profiles.png`` (seed 003's
-Figures 13–16 layout, :mod:`rmtbase.report.profiles`), ``flags.csv``, ``heads.csv`` (per model in
-its order, :mod:`rmtbase.decision.order`), ``profiles.csv``, ``summary.txt``, ``report.html``.
+``rmtbase compare DIR1 DIR2 … --out DIR`` reads score folders (or ``scores.nc``), each with its
+own null, never weights; a collection contributes each entry. Output (all or nothing):
+``figures/profile_<stat>.png``, ``figures/profiles.png`` (:mod:`.profiles`), ``flags.csv``,
+``heads.csv``, ``profiles.csv``, ``summary.txt``, ``report.html``.
 """
 
 from __future__ import annotations
@@ -60,10 +58,8 @@ def _open(path: Path) -> xr.Dataset:
 
 
 def _check_shape(ds: xr.Dataset, nc: Path) -> None:
-    """InputError unless the attributes d, d_h are the integers the file was scored at: d_h
-    is the number of W_QK eigenvalues stored (``rank``), and (d, d_h) the cell of the baseline
-    it was scored against where that is recorded. Checked before any null table is drawn for
-    the profile bands (a crafted d = 10⁹ would otherwise build and cache a table there)."""
+    """InputError unless attrs d, d_h are the integers the file was scored at (d_h = stored
+    ``rank``; (d, d_h) = the baseline cell where recorded); checked before any null table."""
     from ..errors import check_dims
 
     a = ds.attrs
@@ -81,10 +77,8 @@ def _check_shape(ds: xr.Dataset, nc: Path) -> None:
 
 
 def load_scores(paths) -> list[tuple[str, xr.Dataset]]:
-    """[(label, single score)] from score output folders (collections expanded). Labels are
-    the model names (with @revision); two runs of one model are told apart by their folders
-    (``a``, ``b``; :func:`rmtbase.scoring.collection.folder_labels`), and a collection's
-    entries, with several folders given, are ``<folder>:<entry>``."""
+    """[(label, single score)] from score folders, collections expanded. Labels are model names
+    (@revision), told apart by folder when repeated; entries are ``<folder>:<entry>``."""
     paths = [Path(os.path.expanduser(os.fspath(p))) for p in paths]
     if not paths:
         raise InputError("give at least one score output folder")
@@ -161,9 +155,8 @@ CAPTIONS = {
 
 
 def ordered_heads(items, sort_by: str | None = None):
-    """``pandas.DataFrame``, one row per model and head in each model's order (``sort_by``,
-    else each score's own, :func:`rmtbase.report.tables.head_order`): model, layer, head,
-    rank (ties share a rank), departure, head p and flag."""
+    """DataFrame, one row per model and head in each model's order (``sort_by`` or the score's):
+    model, layer, head, rank (ties shared), departure, head p, flag."""
     import pandas as pd
 
     from .tables import head_table
@@ -184,9 +177,8 @@ def ordered_heads(items, sort_by: str | None = None):
 
 def write_compare(paths, out_dir, *, figures: bool = True,
                   sort_by: str | None = None) -> dict[str, Path]:
-    """Compare the scores in ``paths`` into ``out_dir`` (module docstring); returns
-    {file name: final path}. The output folder is checked before anything is read;
-    ``sort_by`` orders ``heads.csv`` (:func:`ordered_heads`)."""
+    """Compare the scores in ``paths`` into ``out_dir`` (checked before reading); returns {file
+    name: final path}."""
     import pandas as pd
 
     from .html import compare_html

@@ -1,14 +1,9 @@
 """Figures of a whole-matrix score (:func:`rmtbase.scoring.components.score_components`).
 
-Functions take ``ax=None`` and return the Axes; nothing here saves.
-
-- :func:`plot_k_heatmap` — Weibull k of |w| per layer × component in the layout of the Weibull
-  paper's Figure 6 (arXiv:2605.18898), on a diverging scale centred on the half-normal anchor
-  k₀ (:func:`rmtbase.analytic.weibull.anchor`); a frame marks a matrix that differs from its null.
-- :func:`plot_terminal_k` — k per component beside k₀, the paper's band [1.186, 1.204] (its
-  Sec. 3) and each component's null 95 % range.
-- :func:`plot_k_trajectory` — a checkpoint collection's k of one component against the step
-  (median over layers), with the null's 95 % range, k₀ and the paper's band.
+Weibull k of |w| against the half-normal anchor k₀ (:func:`rmtbase.analytic.weibull.anchor`)
+and the paper's band [1.186, 1.204] (arXiv:2605.18898, Sec. 3): :func:`plot_k_heatmap`
+(layer × component, its Fig. 6), :func:`plot_terminal_k`, :func:`plot_k_trajectory`. Functions
+take ``ax=None`` and return the Axes.
 """
 
 from __future__ import annotations
@@ -52,10 +47,8 @@ def _check(ds: xr.Dataset, stat: str) -> None:
 
 def plot_k_heatmap(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k", colorbar: bool = True,
                    annotate: bool | None = None):
-    """Weibull k over component (rows, first at the top) × layer (columns). Fixed colour scale
-    [k₀ − 0.4, k₀ + 0.2] centred on k₀; NaN (a component a layer lacks) grey; a frame where
-    the statistic's BH flag is set. ``annotate``: print k in each cell (default: at most 200 cells).
-    Returns the Axes."""
+    """Weibull k over component (rows) × layer on [k₀ − 0.4, k₀ + 0.2]; NaN grey, BH-flagged
+    cells framed; ``annotate`` prints k (default: ≤ 200 cells)."""
     import matplotlib as mpl
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.patches import Rectangle
@@ -95,9 +88,8 @@ def plot_k_heatmap(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k", colorbar
 
 
 def plot_terminal_k(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k"):
-    """k of every layer's matrix per component (dots; median as a bar), beside the half-normal
-    anchor k₀ (dashed), the Weibull paper's band [1.186, 1.204] (shaded) and each component's
-    null 95 % range (grey bar). Returns the Axes."""
+    """k of every layer per component (dots, median bar) beside k₀, the paper's band and each
+    component's null 95 % range."""
     _check(ds, stat)
     ax = figure_axes(ax)
     k0 = _anchor(ds, stat)
@@ -151,11 +143,8 @@ def plot_terminal_k(ds: xr.Dataset, ax=None, *, stat: str = "weibull_k"):
 
 def plot_k_trajectory(ds: xr.Dataset, component: str, ax=None, *, stat: str = "weibull_k",
                       legend: bool = True):
-    """Weibull k of ``component`` across the entries of a collection (x: ``step`` where the
-    collection has it, else the entries in order, labelled): the median over layers (black),
-    each layer's matrix (faint; red diamonds where its k differs from the null, BH flag), the
-    null's 95 % range per entry (grey; median over layers of mean ± 1.96 sd), the half-normal
-    anchor k₀ (dashed) and the Weibull paper's band (shaded). Returns the Axes."""
+    """Weibull k of ``component`` across a collection's entries (x: ``step`` or order): median
+    over layers, each layer faint (flagged marked), the null 95 % range, k₀ and the band."""
     from ..scoring.collection import collection_dim, labels_of
 
     _check(ds, stat)

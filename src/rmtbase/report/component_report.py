@@ -1,13 +1,8 @@
-"""What a whole-matrix score writes: ``components.nc``, ``components.csv``, a summary, figures.
+"""What a whole-matrix score writes into an open :class:`rmtbase.files.output.OutputFolder`.
 
-:func:`write_components` adds, inside an open :class:`rmtbase.files.output.OutputFolder`:
-``components.nc`` (the Dataset of :func:`rmtbase.scoring.components.score_components`),
-``components.csv`` (one row per (layer, component, stat) test), and the figures of
-:func:`.component_figures.plot_k_heatmap` and :func:`.component_figures.plot_terminal_k`.
-:func:`component_table` is the text block of the terminal and ``summary.txt``.
-:func:`write_component_collection` writes a collection's whole-matrix score (the leading
-dimension kept; ``figures/components_k_trajectory.png`` for checkpoints) and
-:func:`component_entry_lines` its lines of ``summary.txt``.
+:func:`write_components`: ``components.nc``, ``components.csv`` (one row per (layer,
+component, stat) test) and its figures; :func:`component_table`: the summary block;
+:func:`write_component_collection` and :func:`component_entry_lines`: the same for a collection.
 """
 
 from __future__ import annotations
@@ -114,9 +109,8 @@ def component_entry_lines(ds: xr.Dataset) -> list[str]:
 
 
 def write_component_collection(out, ds: xr.Dataset, dim: str, *, save=None) -> None:
-    """Write a whole-matrix collection (module docstring) into the open OutputFolder ``out``;
-    ``save(figure, name)`` saves a figure under ``figures/`` (None: no figures). The
-    k-versus-step figure is drawn for a ``checkpoint`` collection only."""
+    """Write a whole-matrix collection into ``out``; ``save(figure, name)`` saves a figure (None:
+    no figures); the k-versus-step figure for a ``checkpoint`` collection only."""
     out.write_netcdf("components.nc", ds)
     out.write_text("components.csv", long_table(ds).to_csv(index=False))
     if save is not None and dim == "checkpoint":

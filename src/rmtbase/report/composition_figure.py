@@ -1,10 +1,7 @@
-"""The circuit figure of a composition score: the chosen circuits only (confirmed by path
-patching; else each labelled receiver's top sources by weights; else the strongest pairs of
-each kind: :mod:`rmtbase.report.composition_standing`), layers as columns, heads named with
-their behaviour label, edges coloured by kind (Q, K, V), solid where confirmed; and the
-``--json`` fields of a composition score.
+"""The circuit figure of a composition score, and its ``--json`` fields.
 
-Takes the Dataset of :func:`rmtbase.scoring.composition.composition`; ``ax`` in, ``ax`` out.
+Draws the chosen pairs only (:mod:`rmtbase.report.composition_standing`), layers as columns,
+edges coloured by kind, solid where confirmed.
 """
 
 from __future__ import annotations
@@ -57,13 +54,9 @@ def _figure(n_cols: int, n_rows: int):
 
 
 def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: int = 10):
-    """Draw the chosen pairs (:func:`rmtbase.report.composition_standing.chosen_pairs`: the
-    pairs confirmed by path patching; else each labelled receiver's top ``k`` sources by
-    weights; else the ``top`` pairs of each kind), at most :data:`MAX_EDGES` of them, as arrows
-    between the heads they join: heads in columns by layer (only the layers drawn), named
-    ``L16H0`` with their behaviour label (``labels``: {(layer, head): label}) below; colour by
-    kind, solid where patching confirmed the pair, dashed where only the weights rank it. The
-    title says how the pairs were chosen; the legend lies outside the axes. Returns the Axes."""
+    """Draw the chosen pairs (:func:`rmtbase.report.composition_standing.chosen_pairs`), at most
+    :data:`MAX_EDGES`, as arrows between heads in layer columns, named with their ``labels``;
+    colour by kind, solid if confirmed by patching, dashed if ranked by weights only."""
     import textwrap
 
     from matplotlib.lines import Line2D
@@ -142,10 +135,8 @@ def _attr_or_none(ds, name: str, kind):
 
 
 def composition_json(ds, circuits=None) -> dict:
-    """The ``--json`` fields of a composition score: sizes, null, flag counts per kind, the
-    largest flagged pairs (``top``, by effect) and the first pairs by standing (``standing``:
-    :func:`rmtbase.report.composition_standing.standing_rows`, confirmed pairs of
-    ``circuits`` first)."""
+    """The ``--json`` fields: sizes, null, flag counts per kind, the largest flagged pairs
+    (``top``) and the first pairs by standing (``standing``)."""
     from .composition_standing import standing_rows
 
     flag = ds["composition_flag"]

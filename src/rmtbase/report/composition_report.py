@@ -1,18 +1,10 @@
 """The composition section of ``report.html`` (``rmtbase score MODEL --composition``).
 
-One shape, decided here: a heading; what was found first (the circuits confirmed by path
-patching with their heads' behaviour labels, :mod:`rmtbase.report.circuit_lines`, when
-``--probe`` ran them; else the strongest pairs by weights, said as not confirmed); one line on
-the null and the counts (pairs per kind, flagged per kind: "unlike random", which every pair
-of a trained model tends to be); a sortable table of the pairs **by standing**
-(:func:`rmtbase.report.composition_standing.standing_rows`: confirmed pairs first, then by rank
-among the receiver's earlier sources, then by rank over the kind) — kind, from, to, the heads'
-labels (with labels) and primary kinds (the weight geometry, :mod:`rmtbase.decision.kinds`),
-the two ranks, the score, the effect (the score over the null median: the Gaussian null's median
-at (d, d_h), or the pair's own permuted median under the permutation null), p (with its tail
-beyond the draws), the flag and, with circuits, the causal effect and
-whether patching confirmed it — at most ``top`` rows; and the circuit figure
-(:func:`rmtbase.report.composition_figure.plot_circuit`) when one was drawn.
+A heading; what was found (:mod:`rmtbase.report.circuit_lines`); one line on the null and the
+counts; a sortable table of at most ``top`` pairs by standing
+(:func:`rmtbase.report.composition_standing.standing_rows`) with labels and primary kinds,
+ranks, score, effect (score over the null median), p, flag and, with circuits, the causal effect;
+and the circuit figure when drawn.
 """
 
 from __future__ import annotations
@@ -38,9 +30,8 @@ def _causal(circuits) -> dict:
 
 def pair_rows(ds, *, top: int = TOP, circuits=None, labels=None, kinds=None
               ) -> tuple[list[tuple], list]:
-    """(rows, columns): the pairs by standing (module docstring), the first ``top``; the label
-    columns with ``labels`` ({(layer, head): label}), the causal ones with ``circuits``
-    (``circuit_list`` objects)."""
+    """(rows, columns) of the first ``top`` pairs by standing; label columns with ``labels``,
+    causal ones with ``circuits``."""
     from .composition_standing import standing_rows
 
     cols = list(COLUMNS[:3]) + (list(LABEL_COLUMNS) if labels else []) \
@@ -68,10 +59,8 @@ def pair_rows(ds, *, top: int = TOP, circuits=None, labels=None, kinds=None
 
 
 def _null_label(ds) -> str:
-    """The file's null as the section names it: the null's own words
-    (:meth:`rmtbase.stats.null_kind.Null.composition_label`, the ``null_kind`` attr looked up
-    in the registry of nulls; Gaussian where the attr is absent), or the name as written for a
-    null not registered in this process."""
+    """The file's null in its own words (``null_kind`` looked up in the null registry; Gaussian
+    when absent), or the name as written when not registered."""
     from ..stats.gaussian_null import GaussianNull
     from ..stats.null_protocol import Null
     from ..stats.null_registry import NULLS
@@ -98,9 +87,8 @@ def _note(ds) -> str:
 
 def composition_section(ds, png: bytes | None = None, *, top: int = TOP, circuits=None,
                         labels=None, found: list[str] | None = None, kinds=None) -> str:
-    """The HTML section (module docstring); ``png``: the circuit figure's bytes, embedded;
-    ``found``: the lines that say what was found (:func:`rmtbase.report.circuit_lines.
-    found_lines`), shown first."""
+    """The HTML section; ``png``: the circuit figure, embedded; ``found``: the found lines,
+    shown first."""
     import pandas as pd
 
     from .html import _img, table_html
@@ -122,10 +110,8 @@ def composition_section(ds, png: bytes | None = None, *, top: int = TOP, circuit
 
 
 def summary_lead(ctx: dict | None, *, terminal: bool = False) -> str:
-    """The block that opens ``summary.txt`` with a composition (``ctx``:
-    :func:`rmtbase.report.circuit_context.context`): what was found, then the counts; "" with
-    no composition. ``terminal``: the first lines only, and where the rest is
-    (:func:`rmtbase.report.circuit_lines.terminal`)."""
+    """The block opening ``summary.txt`` with a composition: what was found, then the counts ("" with
+    no composition); ``terminal``: the first lines and where the rest is."""
     from .circuit_lines import terminal as first_lines
 
     if not ctx:

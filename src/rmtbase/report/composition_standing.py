@@ -1,22 +1,13 @@
-"""The order in which composition pairs are listed and drawn: by **standing inside the model**
-and by causal confirmation, not by the null's p.
+"""The order in which composition pairs are listed and drawn: by standing, not by null p.
 
-Against the Gaussian-factor null almost every trained pair looks "not random", so a list sorted
-by p or q is a list of ties. A pair's standing is its rank among its receiver's earlier sources
-(``composition_rank_source``, 1 = the source the receiver reads most of that kind) and its rank
-over all pairs of its kind (``composition_rank_kind``): both from
+Against the Gaussian-factor null almost every trained pair is "not random", so p gives ties. A
+pair's standing is its rank among its receiver's earlier sources (``composition_rank_source``)
+and over its kind (``composition_rank_kind``), from
 :func:`rmtbase.scoring.composition_dataset.standing`.
 
-**The order** (:func:`standing_rows`): pairs confirmed by path patching first (when circuits
-are given: :mod:`rmtbase.circuits`), then by rank among the receiver's sources, then by rank
-over the kind, then by the larger score; so each receiver's strongest source comes before any
-receiver's second, strongest overall first.
-
-**The chosen pairs of the figure** (:func:`chosen_pairs`), said in its title: the confirmed
-pairs when any (with labels, those into induction heads first, then previous-token,
-duplicate-token, self/local, sinks, unlabelled: :data:`LABEL_ORDER`); else, with behaviour
-labels, the top ``k`` sources by standing (per kind) of each labelled receiver; else the
-``top`` pairs of each kind over the model.
+:func:`standing_rows`: confirmed pairs first, then rank among sources, rank over kind, score.
+:func:`chosen_pairs` (the figure): the confirmed pairs (by receiver label, :data:`LABEL_ORDER`);
+else the top ``k`` sources of each labelled receiver; else the ``top`` pairs of each kind.
 """
 
 from __future__ import annotations
@@ -69,10 +60,8 @@ def confirmed_set(circuits) -> set[tuple[str, str, str]]:
 
 
 def standing_rows(ds, *, top: int | None = None, circuits=None, keep=None) -> list[dict]:
-    """Every cross-layer pair (or those where the boolean array ``keep``, shaped like the
-    scores, holds) as a dict (kind, layer_from, head_from, layer_to, head_to, from, to, score,
-    effect, rank_source, sources, rank_kind, p, flag, confirmed) in the order of the module
-    docstring, the first ``top`` (all by default)."""
+    """Every cross-layer pair (or where ``keep`` holds) as a dict, in standing order, the first
+    ``top`` (all by default)."""
     comp = np.asarray(ds["composition"].values, np.float64)
     by_source, by_kind = ranks(ds)
     sel = np.isfinite(comp) if keep is None else np.isfinite(comp) & np.asarray(keep, bool)

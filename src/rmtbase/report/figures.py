@@ -1,14 +1,9 @@
 """Figures of a score (:func:`rmtbase.scoring.score.score_model`): every one shows its null.
 
-Functions take ``ax=None`` (a new pyplot figure only then) and return the Axes; nothing here
-calls ``show`` or ``savefig``. Colour scales are fixed so figures compare: per-statistic heatmaps
-show the *effect* (:mod:`rmtbase.decision.tails`) on ± :data:`EFFECT_LIM` = Φ⁻¹(1 − P_MIN) ≈ 8.22,
-the largest effect the tails report, so no head saturates it (an older score whose effects exceed
-it widens it, :func:`effect_limit`); the verdict heatmap shows −log₁₀ head p on
-[0, :data:`VERDICT_LIM`]. The normalised spectrum is x = λ / (σ_Q² σ_K² d²), σ the head's entry
-rms, against MP_c ⊠ MP_c (:mod:`rmtbase.analytic.product`); entropies are drawn as the excess over
-½ ln(2π e σ²), against the variance-gamma law for W_QK. Log axes get plain, non-overlapping
-labels (:func:`readable_log_ticks`).
+Functions take ``ax=None`` and return the Axes; nothing saves. Fixed colour scales: effects on
+± :data:`EFFECT_LIM` = Φ⁻¹(1 − P_MIN) (widened by :func:`effect_limit` if exceeded), verdicts
+as −log₁₀ head p on [0, :data:`VERDICT_LIM`]. Spectra as x = λ / (σ_Q² σ_K² d²) against
+MP_c ⊠ MP_c; entropies as the excess over ½ ln(2π e σ²).
 """
 
 from __future__ import annotations
@@ -47,11 +42,8 @@ def verdict_colorbar(fig, mappable, ax, **kw):
 
 
 def plot_verdict(ds: xr.Dataset, ax=None, *, colorbar: bool = True, spikes: bool = True):
-    """The per-head verdict over layer × head; flagged heads (BH over heads) boxed.
-
-    Colour: −log₁₀ head p on the fixed [0, VERDICT_LIM]. With ``spikes`` and ``n_spikes`` in the score,
-    each cell shows its spike count (grids of at most :data:`MAX_TEXT_CELLS` cells). Returns
-    the Axes."""
+    """Per-head verdict, −log₁₀ head p on [0, VERDICT_LIM], over layer × head; BH-flagged heads
+    boxed; ``spikes``: spike counts in cells (≤ :data:`MAX_TEXT_CELLS`)."""
     import matplotlib as mpl
 
     ax = figure_axes(ax)
@@ -96,9 +88,8 @@ def _spike_text(ax, n_spikes, shade) -> None:
 
 
 def effect_limit(values) -> float:
-    """The half-width of the effect colour scale for ``values``: :data:`EFFECT_LIM`, or the
-    largest finite |value| where that is larger (effects of a score written under another
-    P_MIN), so that no cell saturates."""
+    """Half-width of the effect colour scale: :data:`EFFECT_LIM`, or the largest finite |value|
+    if larger."""
     v = np.abs(np.asarray(values, dtype=float))
     v = v[np.isfinite(v)]
     return float(max(EFFECT_LIM, v.max())) if v.size else EFFECT_LIM
@@ -106,9 +97,8 @@ def effect_limit(values) -> float:
 
 def plot_effect_heatmap(ds: xr.Dataset, stat: str, ax=None, *, colorbar: bool = True,
                         lim: float | None = None):
-    """Effect (normal score in the null) of ``stat`` over layer × head on ±``lim`` (default
-    :func:`effect_limit` of its values: ±EFFECT_LIM, which no reported effect exceeds); cells
-    with a descriptive BH flag marked ×, NaN grey. Returns the Axes."""
+    """Effect of ``stat`` over layer × head on ±``lim`` (default :func:`effect_limit`);
+    descriptive BH flags marked ×, NaN grey."""
     import matplotlib as mpl
 
     if stat not in ds["stat"].values:
@@ -155,9 +145,8 @@ def plot_spectrum(ds: xr.Dataset, layer: int, head: int, ax=None, *, why: str = 
 
 
 def plot_spectrum_density(ds: xr.Dataset, layer: int, head: int, ax=None):
-    """Histogram of one head's normalised x on a log x axis (log-spaced bins, so an outlier at
-    x ≈ 100 does not squash the bulk) against the MP_c ⊠ MP_c density, c = d_h/d. Returns the
-    Axes."""
+    """Histogram of one head's normalised x (log bins) against the MP_c ⊠ MP_c density,
+    c = d_h/d."""
     from ..analytic import product
 
     ax = figure_axes(ax)
@@ -189,14 +178,10 @@ def _gauss_entropy(sigma):
 
 
 def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
-    """Entropy excess ΔS = S − ½ ln(2π e σ²) of each head's ``matrix`` ('q', 'k' or 'qk')
-    entries against their std σ (log x), so the null is not hidden under the σ trend.
-
-    Each head is a dot at its observed (σ, ΔS); its null — the null mean ± 2 null std of the
-    entropy, less the Gaussian entropy at the *null's* entry std (σ_Q for W_Q; √d_h σ_Q σ_K
-    for W_QK, whose null entries are variance-gamma) — is a bar at that std, joined to the dot
-    by a thin line. References: ΔS = 0 (Gaussian entries) and, for W_QK, the variance-gamma
-    law of the null (a constant: both entropies move by ln σ). Returns the Axes."""
+    """Entropy excess ΔS = S − ½ ln(2π e σ²) of each head's ``matrix`` ('q', 'k', 'qk') entries
+    against σ (log x): a dot per head, its null mean ± 2 std (less the Gaussian entropy at the
+    null's σ: σ_Q, or √d_h σ_Q σ_K for W_QK) a bar; references ΔS = 0 and, for W_QK, the
+    variance-gamma law."""
     from ..analytic import variance_gamma as vg
 
     for s in (f"{matrix}.entropy", f"{matrix}.std"):
@@ -239,10 +224,8 @@ def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
 
 
 def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
-    """One :class:`matplotlib.figure.Figure` with an effect heatmap per statistic (at most
-    :data:`MAX_PANELS`; :func:`effect_overviews` splits longer lists), one shared colour bar
-    (±:func:`effect_limit` over them all); panel size adapts so 30 layers × 32 heads stay
-    legible, ticks and labels at :data:`MIN_FONT` points."""
+    """One Figure with an effect heatmap per statistic (≤ :data:`MAX_PANELS`) and one shared
+    colour bar; panels sized to stay legible."""
     from matplotlib.figure import Figure
 
     n = len(stats)
@@ -269,9 +252,8 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
 
 
 def effect_overviews(ds: xr.Dataset, stats: list[str], title: str) -> list:
-    """:func:`effect_overview` of ``stats`` in as few figures as keep each within
-    :data:`MAX_PANELS` panels, the statistics shared out evenly in their order (the 18
-    entry-law statistics: W_K's 9, then W_Q's 9); titles say "(part i of n)" where split."""
+    """:func:`effect_overview` split evenly, in order, into as few figures as keep ≤
+    :data:`MAX_PANELS` panels each."""
     stats = list(stats)
     parts = -(-len(stats) // MAX_PANELS)
     size = -(-len(stats) // parts) if parts else 0

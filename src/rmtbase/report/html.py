@@ -1,14 +1,9 @@
-"""``report.html``: one self-contained page per score or comparison (opens from disk, offline).
+"""``report.html``: one self-contained page per score or comparison (opens offline).
 
-Everything is inline: the CSS and plain JavaScript (``rmtbase/report/assets``, no library), the
-data as JSON (:mod:`rmtbase.report.html_data`) and the figures as base64 PNGs; nothing is fetched
-from the network. The score page shows the model and its null, the per-head verdict heatmap
-(the figures' fixed scale, flagged heads boxed); a head's drill-down (profile, outliers,
-statistics beside the null with ``effect_size`` and its band, spectrum against the null band and
-MP_c ⊠ MP_c, W_QK element histogram against the Gaussian and variance-gamma references); a
-sortable head table in the order of :func:`rmtbase.report.tables.head_ranking`; the summary and
-the figures. A collection adds an entry selector; the comparison page shows the layer profiles
-and per-model flag fractions.
+CSS, JavaScript (``rmtbase/report/assets``), data (JSON, :mod:`rmtbase.report.html_data`) and
+figures (base64 PNG) are inline. The score page: model and null, verdict heatmap, a head's
+drill-down against its null, a sortable head table (:func:`rmtbase.report.tables.head_ranking`),
+summary and figures; a collection adds an entry selector.
 """
 
 from __future__ import annotations
@@ -63,10 +58,8 @@ def _figures(images: dict, captions: dict, linked=()) -> str:
 def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
                summary: str = "", captions: dict | None = None,
                budget: int = DEFAULT_BUDGET, linked=(), sections: str = "") -> str:
-    """The report page of a score or collection. ``images``: {file name: PNG bytes} embedded
-    in order; ``linked``: the other figures' paths relative to the page (listed as links);
-    ``summary``: the summary text (shown folded); ``sections``: further HTML sections placed
-    before the figures (e.g. :mod:`.composition_report`)."""
+    """The page of a score or collection: ``images`` {name: PNG} embedded, ``linked`` figures
+    listed, ``summary`` folded, ``sections`` placed before the figures."""
     data = report_data(ds, budget=budget)
     n = len(data["entries"])
     first = data["entries"][0]
@@ -93,9 +86,7 @@ def score_html(ds: xr.Dataset, images: dict[str, bytes] | None = None, *,
 
 
 def table_html(df, title: str = "") -> str:
-    """A sortable HTML table of a ``pandas.DataFrame`` (numbers carry data-v for sorting), in a
-    box that scrolls sideways rather than widening the page; headers break at underscores and
-    long text cells wrap."""
+    """A sortable, sideways-scrolling HTML table of a DataFrame (numbers carry data-v)."""
     import numpy as np
 
     head = "".join(f"<th>{_html.escape(str(c)).replace('_', '_<wbr>')}</th>"

@@ -1,32 +1,19 @@
 """The compact JSON embedded in ``report.html``: per head, its statistics beside the null.
 
-:func:`report_data` turns a score (single or collection) into plain lists, rounded to 4
-significant digits (NaN -> null), flattened in (layer, head, stat) order:
+:func:`report_data` turns a score into plain lists (4 significant digits, NaN -> null) in
+(layer, head, stat) order:
 
-- per entry: facts (model, null, storage …), layer and head ids, statistic names and groups,
-  per head ``p``, ``q``, ``flag``, ``top`` (index of the head's top statistic, −1 for none),
-  ``rank`` (:func:`rmtbase.report.tables.head_ranks`: by departure or ``--sort-by``, ties
-  share a rank; ``order`` names it; ``key``, the value it orders by, unless that is head
-  p), ``kind``/``kinds``/``kind_axes`` (:mod:`rmtbase.decision.kinds`: primary kind, every
-  kind '+'-joined, the axes that put it there), where scored
-  ``prof`` (the profile, axis -> ``v`` values, ``e`` effects, ``f`` flags, ``k`` how the
-  effect is read), ``ns`` (``n_spikes``) and ``sx`` (each
-  head's list of ``spike_x``, its spikes in units of the null's upper edge),
-  ``beh`` (where the probe was joined: behaviour name -> per-head values, 3 digits),
-  and, where ``detail`` is true, per test ``v`` (value), ``m``/``s`` (null mean / std, raw
-  units), ``z``, ``e`` (effect), ``d`` (``distance``, where scored), ``p``, ``q``, ``pm``
-  (p_method, one letter per test: :data:`P_METHODS`), where scored ``es`` (``effect_size``)
-  with the null's 95 % band ``bl``/``bh`` and per statistic ``ek`` (``effect_kind``), the
-  normalised spectrum ``spec`` (layer, head, rank), the null band ``band`` (3, rank) and
-  the W_QK histograms ``hist`` (layer, head, bin) where scored;
-- per (d, d_h) shape a reference entry: the MP_c ⊠ MP_c density of the normalised spectrum
-  (c = d_h/d) and, on the histogram's bin centres, the N(0, 1) and unit-variance
-  variance-gamma (d_h) densities of the standardised W_QK entries;
-- the fixed colour scales (:data:`rmtbase.report.figures.EFFECT_LIM`, ``VERDICT_LIM``) and 64
-  colours of each colour map, so the page matches the PNG figures.
+- per entry: facts, ids, statistic names and groups; per head ``p``, ``q``, ``flag``, ``top``,
+  ``rank`` (:func:`rmtbase.report.tables.head_ranks`; ``order``, ``key``), ``kind``/``kinds``/
+  ``kind_axes``, and where scored ``prof`` (profile: ``v``, ``e``, ``f``, ``k``), ``ns``,
+  ``sx``, ``beh``; with ``detail``, per test ``v``, ``m``/``s``, ``z``, ``e``, ``d``, ``p``,
+  ``q``, ``pm`` (:data:`P_METHODS`), ``es`` with ``bl``/``bh``, ``ek``, and ``spec``, ``band``,
+  ``hist``;
+- per (d, d_h): MP_c ⊠ MP_c of the normalised spectrum and the N(0, 1) and variance-gamma
+  densities of standardised W_QK entries;
+- the fixed colour scales and 64 colours of each map, to match the PNGs.
 
-A collection embeds the detail of every entry while it fits ``budget`` bytes, else of evenly
-spaced entries (first and last included); the others keep their per-head verdicts.
+A collection embeds every entry's detail while within ``budget`` bytes, else evenly spaced ones.
 """
 
 from __future__ import annotations

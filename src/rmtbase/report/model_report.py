@@ -1,14 +1,8 @@
-"""Reports of one score: terminal summary, CSV, netCDF and figures, written all-or-nothing.
+"""Report of one score, written all-or-nothing (:mod:`rmtbase.files.output`).
 
-:func:`write_report` writes the whole output into a temporary sibling folder and swaps it in at
-the end (:mod:`rmtbase.files.output`), so a folder is either a complete run's output
-(``manifest.json`` lists its files) or absent, and an interrupted run leaves the previous output
-as it was. Contents: ``scores.nc``, ``heads.csv`` (one row per head), ``scores.csv`` (one row per
-head × statistic), ``summary.txt``, ``figures/`` (``verdict.png`` beside the profile,
-:mod:`.profile_figures`; effect heatmaps; spectra of the most and least concentrated heads;
-``entropy_sigma.png``), ``report.html`` (:mod:`rmtbase.report.html`) and, with a whole-matrix
-score, the files of :mod:`rmtbase.report.component_report`. A collection is written by
-:mod:`rmtbase.report.collection_report`; :func:`rmtbase.report.write.write_report` chooses.
+``scores.nc``, ``heads.csv``, ``scores.csv`` (head × statistic), ``summary.txt``, ``figures/``
+(verdict with profile, effect heatmaps, spectra of the most and least concentrated heads,
+entropy), ``report.html`` and, with a whole-matrix score, :mod:`.component_report`'s files.
 """
 
 from __future__ import annotations
@@ -95,9 +89,8 @@ def _figures(ds: xr.Dataset, fdir: Path, n_spectra: int, save_figure) -> None:
 
 
 def _spectrum_heads(ds: xr.Dataset, n: int) -> list[tuple[tuple[int, int], str]]:
-    """The heads whose spectra get a figure: the ``n`` most concentrated (smallest NPR ratio to
-    the null median, the profile's concentration axis) and the least; without a profile the
-    ``n`` first in the order of evidence and the last."""
+    """The ``n`` most and the least concentrated heads (NPR ratio to the null median); without a
+    profile the first ``n`` and last by evidence."""
     if "profile_effect" in ds and "concentration" in ds["axis"].values:
         r = ds["profile_effect"].sel(axis="concentration").transpose("layer", "head").values
         flat = np.nan_to_num(r, nan=np.inf).ravel()
@@ -125,11 +118,8 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
                        n_spectra: int = 3, components: xr.Dataset | None = None,
                        extras: dict | None = None
                        ) -> dict[str, Path]:
-    """Write one model's report (module docstring) into ``out_dir`` all-or-nothing; returns
-    {file name: final path}. ``components``: a whole-matrix score
-    (:func:`rmtbase.scoring.components.score_components`) written alongside
-    (:func:`.component_report.write_components`; its table is appended to ``summary.txt``).
-    Called by :func:`rmtbase.report.write.write_report`, which has checked the shape."""
+    """Write one model's report into ``out_dir``; returns {file name: final path}.
+    ``components``: a whole-matrix score written alongside."""
     from .circuit_context import context
     from .component_report import component_table, write_components
     from .composition_report import section_of, summary_lead

@@ -1,17 +1,10 @@
 """The profile as small multiples: one layer × head heatmap per axis of
-:mod:`rmtbase.scoring.profile`, each on a fixed scale that means the same for every model
-(the profile panels of ``verdict.png``, after the decision).
+:mod:`rmtbase.scoring.profile`, on fixed scales.
 
-Scales: ratio axes (concentration, entry tails) as log₂ of the ratio to the null median on
-[−2, 2] (¼× to 4×); alignment and symmetry as the shift from the null median on [−1, 1] (both
-are cosines); input focus as the shift on [−0.5, 0.5]; outliers as the count on [0, 10]; scale
-as log₁₀(σ_Q σ_K) on [−4, 0]. A dot marks a head flagged on that axis (BH over heads). Plots
-take ``ax`` where they draw one panel; :func:`profile_figure` returns a Figure (no pyplot).
-
-A model beyond a scale widens that panel's scale to its own extreme (symmetrically for the
-diverging ones, so white stays the null median): MiniLM's concentration reaches log₂ = −2.6
-and its K input focus +0.57, which clipped at −2 and +0.5 before. Ticks and labels are at 7
-points or more (:data:`rmtbase.report.figures.MIN_FONT`).
+Ratio axes as log₂(ratio to null median) on [−2, 2]; alignment and symmetry as the shift on
+[−1, 1]; input focus on [−0.5, 0.5]; outliers as counts on [0, 10]; scale as log₁₀(σ_Q σ_K)
+on [−4, 0]. A dot marks a flagged head. A model beyond a scale widens it to its own extreme
+(symmetrically for diverging ones). :func:`profile_figure` returns a Figure.
 """
 
 from __future__ import annotations
@@ -85,9 +78,8 @@ def plot_profile_axis(ds: xr.Dataset, axis: str, ax=None, *, colorbar: bool = Tr
 
 
 def profile_figure(ds: xr.Dataset, title: str = "", *, verdict: bool = False):
-    """Small multiples of every profile axis of score ``ds`` (module docstring); with
-    ``verdict`` the decision first (:func:`rmtbase.report.figures.plot_verdict`: −log₁₀ head
-    p, flagged heads boxed) — ``verdict.png``."""
+    """Small multiples of every profile axis of ``ds``; with ``verdict`` the verdict panel first
+    (``verdict.png``)."""
     from matplotlib.figure import Figure
 
     axes = (["verdict"] if verdict else []) + [str(a) for a in ds["axis"].values

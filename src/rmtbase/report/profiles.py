@@ -1,22 +1,10 @@
-"""Layer profiles of the spectral statistics, each against its null (their trajectories over a
-collection's entries: :mod:`.collection_figures`).
+"""Layer profiles of the spectral statistics, each against its null.
 
-The four statistics of seed 003's Figures 13–16, all scale-free so models of any σ compare:
-
-- ``lambda_max``: λ_max self-normalised, x_max = λ_max / (σ_Q² σ_K² d²) with σ the head's
-  entry rms (the largest normalised eigenvalue; its null limit is the upper edge x₊ of
-  MP_c ⊠ MP_c, c = d_h/d);
-- ``npr``, ``spectral_entropy``, ``condition_number`` (log scale).
-
-A profile point is the mean over a layer's heads; the heads themselves are shown as dots. The
-null band is the central 95 % (2.5–97.5 %, and the median) of **one head's** statistic under
-the Gaussian null at that model's (d, d_h) and storage, from the spectral null table
-(:func:`rmtbase.baseline.cache.null_table`, ≥ 1000 draws; shipped, cached or generated). A model
-whose layers are stored differently (``layer_null_storage``) has each layer's band in
-:func:`profile_table` and the band of the storage most layers share in the plots.
-Depth is the layer index over (n_layers − 1), 0 to 1.
-
-Plot functions take ``ax=None`` and return the Axes.
+The four scale-free statistics of seed 003's Figs 13–16: ``lambda_max`` (x_max = λ_max /
+(σ_Q² σ_K² d²), null limit the edge x₊ of MP_c ⊠ MP_c), ``npr``, ``spectral_entropy``,
+``condition_number``. A point is a layer's mean over heads (heads as dots); the band is the
+central 95 % of **one head's** statistic under the Gaussian null at the model's (d, d_h) and
+storage (:func:`rmtbase.baseline.cache.null_table`). Depth = layer / (n_layers − 1).
 """
 
 from __future__ import annotations
@@ -85,9 +73,8 @@ def null_band(d: int, d_h: int, storage: str = "float32", seed: int = 0) -> dict
 
 
 def band_of(ds: xr.Dataset, stat: str, layer: int | None = None) -> tuple[float, float, float]:
-    """The null band of ``stat`` for a single score's shape and storage. Where the layers'
-    nulls differ in storage (``layer_null_storage``), the band of layer position ``layer``'s
-    storage, or with ``layer=None`` of the storage most layers share."""
+    """(2.5 %, 50 %, 97.5 %) null band of ``stat``; with per-layer storages, that of layer
+    ``layer``'s storage, or for None the storage most layers share."""
     storage = str(ds.attrs.get("null_storage", "float32")) or "float32"
     if "layer_null_storage" in ds:
         per = [str(s) for s in np.asarray(ds["layer_null_storage"].values).ravel() if str(s)]
@@ -120,9 +107,8 @@ def profile_table(items, stat: str):
 
 
 def plot_layer_profile(items, stat: str, ax=None):
-    """Layer profile of ``stat`` for each (label, single score) in ``items`` over depth 0–1:
-    line = layer mean over heads, dots = heads, shaded = that model's one-head null 95 %
-    (one band per distinct (d, d_h, storage)), dashed = its median. Returns the Axes."""
+    """Layer profile of ``stat`` per (label, score) over depth 0–1: layer mean line, head dots,
+    each model's one-head null 95 % band shaded and median dashed."""
     ax = figure_axes(ax)
     ylab, log = PROFILE_STATS[_check(stat)]
     drawn = {}

@@ -1,9 +1,7 @@
 """How the report names the storage W_Q/W_K were read from and the null was drawn at.
 
-GGUF block types are spelled as ggml spells them (``Q4_1``, ``Q4_K``), every other storage as
-the score names it (``fp8_e4m3``, ``bfloat16``, ``float32``); a score whose layers differ lists
-each storage with its layer count (``Q5_0 (26 layers), Q8_0 (8 layers)``). The first line, the
-summary, report.html, compare and ``--json`` all use these.
+GGUF block types in ggml's spelling (``Q4_K``), others as the score names them
+(``bfloat16``); mixed layers listed with counts (``Q5_0 (26 layers), Q8_0 (8 layers)``).
 """
 
 from __future__ import annotations
@@ -15,9 +13,7 @@ import xarray as xr
 
 
 def storage_name(label) -> str:
-    """A storage as users know it: GGUF block types in ggml's spelling (``Q4_1``, ``Q5_0``,
-    ``Q4_K``; W_Q and W_K in different types joined by "+"), every other storage as the score
-    names it (``fp8_e4m3``, ``bfloat16``, ``float32``)."""
+    """A storage as users know it (GGUF types in ggml's spelling; differing W_Q, W_K joined by "+")."""
     parts = str(label).split("+")
     return "+".join(p.upper() if re.fullmatch(r"(q|iq|tq)\d.*", p) else p for p in parts)
 
@@ -43,9 +39,8 @@ def _counted(labels: list[str]) -> str:
 
 
 def storage_read(ds: xr.Dataset) -> str:
-    """What W_Q/W_K were read from, per layer: the block quantisation the file names or the
-    lattice detected (``Q4_1``, ``Q5_0``, ``fp8_e4m3``), else the float storage
-    (``storage_dtypes``); several with their layer counts (:func:`_counted`)."""
+    """What W_Q/W_K were read from per layer (quantisation named or detected, else float dtype),
+    several with their layer counts."""
     a = ds.attrs
     floats = str(a.get("storage_dtypes", a.get("storage_dtype", "float32")) or "float32")
     quant = _per_layer(ds, "layer_quantisation", "quantisation")

@@ -1,7 +1,7 @@
-"""Text and tables of a one-model score: the ranking of heads, the terminal table, the CSV
-frames and ``summary.txt``. Every report shape (:mod:`.write`) uses them; nothing here imports
-another report module but :mod:`.storage_text` (which imports none), so the collection and
-component reports can import from here."""
+"""Text and tables of a one-model score: head ranking, terminal table, CSV frames, summary.
+
+Imports no other report module but :mod:`.storage_text`, so every report shape can use it.
+"""
 
 from __future__ import annotations
 
@@ -52,11 +52,8 @@ def long_table(ds: xr.Dataset):
 
 
 def head_table(ds: xr.Dataset):
-    """``pandas.DataFrame`` with one row per (layer, head) in (layer, head) order: ``rank``
-    (:func:`head_ranks`: by departure unless the score says otherwise; ties share a rank),
-    ``departure`` (:func:`rmtbase.decision.order.departure`), then the decision and its inputs (with
-    ``head_effect`` and ``n_spikes`` where scored, and the probe's ``behaviour_*`` where
-    joined)."""
+    """DataFrame, one row per (layer, head): ``rank``, ``departure``, then the decision and its
+    inputs (``head_effect``, ``n_spikes``, ``behaviour_*`` where present)."""
     behaviour = [v for v in ds.data_vars if str(v).startswith("behaviour_")]  # rmtbase.probe.join
     df = ds[[v for v in _HEAD_CSV if v in ds] + behaviour].to_dataframe().reset_index()
     if "profile_effect" in ds:  # the profile: each axis's effect (value where descriptive), p
@@ -95,9 +92,8 @@ def has_head_effect(ds: xr.Dataset) -> bool:
 
 
 def head_order(ds: xr.Dataset, by: str | None = None) -> str:
-    """The order the outputs list heads in: ``by``, else the score's ``head_order`` attribute
-    (``rmtbase score --sort-by``), else the departure (:mod:`rmtbase.decision.order`); the
-    evidence order (head p) for a score without a profile."""
+    """The head order: ``by``, else the score's ``head_order`` attr, else departure (head p without
+    a profile)."""
     from ..decision.order import DEFAULT_ORDER, EVIDENCE
 
     if "profile_effect" not in ds:
@@ -114,13 +110,9 @@ def head_ranks(ds: xr.Dataset, by: str | None = None) -> np.ndarray:
 
 
 def head_ranking(ds: xr.Dataset, by: str | None = None) -> list[tuple[int, int]]:
-    """(layer, head) pairs in :func:`head_order`: by default the size of each head's departure
-    from the null in units of the null's band, over the profile's tested axes
-    (:func:`rmtbase.decision.order.departure`), largest first; ``by`` an axis, by that axis;
-    ``"p"`` the order of evidence (smallest head p first).
-
-    Heads with equal keys share a rank (:func:`head_ranks`: the rank column shows the tie) and
-    are listed in (layer, head) order among themselves."""
+    """(layer, head) pairs in :func:`head_order`: by default departure from the null in band units
+    (:func:`rmtbase.decision.order.departure`), largest first; ``by`` an axis or ``"p"``. Ties
+    share a rank and keep (layer, head) order."""
     r = head_ranks(ds, by)
     L, H = r.shape
     keys = sorted((r[i, j], i, j) for i in range(L) for j in range(H))
@@ -137,10 +129,8 @@ def fmt_p(p: float) -> str:
 
 
 def anomaly_table(ds: xr.Dataset, n: int = 3) -> str:
-    """The terminal table (and the head of ``summary.txt``): the decision's headline, then the
-    profile, one line per axis with the ``n`` heads that depart most on it
-    (:func:`profile_table`). Scores without a profile (older files) list the ``n`` heads of
-    smallest head p instead."""
+    """The terminal table: the headline, then per profile axis the ``n`` heads departing most
+    (without a profile: the ``n`` smallest head p)."""
     if "profile_effect" in ds:
         return _headline(ds) + "\n" + profile_table(ds, n) + "\n" + order_line(ds, n)
     lines = [_headline(ds), f"{'layer':>5} {'head':>4} {'head p':>8} {'q':>8}  "
@@ -158,9 +148,8 @@ def anomaly_table(ds: xr.Dataset, n: int = 3) -> str:
 
 
 def order_line(ds: xr.Dataset, n: int = 3) -> str:
-    """The first ``n`` heads in :func:`head_order` with their rank, key and primary kind:
-    ``Heads by departure (null-band units, docs/kinds.md): 1 L2H9 51.1 aligned, …``; heads
-    without a key (not scored, NaN) are not listed."""
+    """The first ``n`` heads in :func:`head_order` with rank, key and primary kind; heads without
+    a key are skipped."""
     from ..decision.order import DEPARTURE, EVIDENCE, sort_key
 
     by = head_order(ds)
@@ -197,11 +186,8 @@ def _effect_text(kind: str, eff: float) -> str:
 
 
 def profile_table(ds: xr.Dataset, top: int = 3) -> str:
-    """The profile as text: per axis how its effect is read, the null's 95 % band (median over
-    heads; per head under the permutation null), how many heads are flagged on it (BH over
-    heads) and the ``top`` heads by |effect| — ``L<layer>H<head> value (effect)``, ``*``
-    where flagged. Descriptive axes (no null) give their range and their ``top`` largest
-    heads."""
+    """The profile as text: per axis its reading, null 95 % band, flagged count and the ``top``
+    heads by |effect| (``*`` flagged); descriptive axes give range and largest heads."""
     rows = []
     layers, heads = ds["layer"].values, ds["head"].values
     for a in ds["axis"].values:

@@ -1,13 +1,9 @@
 """One entry point for every report: the report's shape is decided here, once.
 
-A score Dataset is either one model's (dims ``layer``, ``head``, ``stat``) or a collection's
-(a leading ``checkpoint`` or ``model`` dimension, :mod:`rmtbase.scoring.collection`); a
-whole-matrix score (``components``) goes with it in the same shape: one model's beside one
-model's, a collection's (:func:`rmtbase.scoring.trajectory.score_component_collection`) beside
-a collection of the same dimension and entries. :func:`report_shape` reads that
-from the Dataset and :func:`write_report` hands the Dataset and its shape to the one writer
-for it (:mod:`.model_report` or :mod:`.collection_report`); the writers below take the shape
-as given and never re-check it.
+A score is one model's (dims ``layer``, ``head``, ``stat``) or a collection's (leading
+``checkpoint``/``model``); a whole-matrix score (``components``) must have the same shape.
+:func:`report_shape` reads it, :func:`write_report` hands it to :mod:`.model_report` or
+:mod:`.collection_report`, which never re-check it.
 """
 
 from __future__ import annotations
@@ -53,11 +49,9 @@ def _what(dim) -> str:
 def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 3,
                  n_spectra: int = 3, components: xr.Dataset | None = None,
                  extras: dict[str, xr.Dataset] | None = None) -> dict[str, Path]:
-    """Write the report of a score into ``out_dir`` all-or-nothing; returns {file name: final
-    path}. ``out_dir`` may not exist, be empty, or hold an earlier rmtbase output (replaced
-    whole); anything else is refused before writing. One model: :mod:`.model_report`; a
-    collection: :mod:`.collection_report` (``top`` at most 3 per entry). ``extras``: further
-    netCDF files written with it ({file name: Dataset}, e.g. ``directions.nc``)."""
+    """Write a score's report into ``out_dir`` all-or-nothing; returns {file name: final path}.
+    ``out_dir`` must be absent, empty or an earlier rmtbase output (replaced). ``extras``:
+    further netCDF files ({file name: Dataset})."""
     shape = report_shape(ds, components)
     if shape.dim:
         from .collection_report import write_collection_report
