@@ -1,19 +1,11 @@
-"""One ordinary forward pass per batch of sequences, with what path patching needs captured:
-each layer's residual input and each layer's per-head attention output ``z`` (the input of its
-output projection), and the probe's behaviour sums of every head from transformers' own
-(eager) attention weights.
+"""One forward pass per batch of sequences capturing what path patching needs: each layer's
+residual input and per-head attention output ``z`` (the output projection's input), by
+pre-hooks on every decoder block and output projection (removed after the pass), and every
+head's probe sums (:mod:`rmtbase.probe.behaviour`) from the eager attention weights.
 
-Hooks: a forward pre-hook on every decoder block (its first argument, the residual stream
-entering the layer: GPT-2 ``h[l]``, LLaMA family ``layers[l]``) and on every output projection
-(GPT-2 ``attn.c_proj``, LLaMA family ``self_attn.o_proj``), removed when the pass ends. The
-probe statistics are those of :mod:`rmtbase.probe.behaviour` (one implementation), pooled over
-the sequences' queries as :func:`rmtbase.probe.probe_model` pools windows.
-
-A Ctrl-C is held while a batch runs and raised between batches (torch must not see it).
-
-Memory: the capture holds ``2 · L · N · T · d`` float32 (SmolLM2-135M, 32 sequences of 101
-tokens: 0.45 GB); :func:`capture_bytes` states it and :func:`capture` refuses, before the
-forward, what does not fit the memory available.
+A Ctrl-C is raised between batches, never inside torch. The capture holds ``2 · L · N · T · d``
+float32 (:func:`capture_bytes`); :func:`capture` refuses, before the forward, what does not
+fit the memory available.
 """
 
 from __future__ import annotations
@@ -37,10 +29,9 @@ BATCH = 8
 
 @dataclass
 class Captured:
-    """``resid[l]`` ``(N, T, d)``: residual entering layer ``l``; ``z[l]`` ``(N, T, H, d_h)``:
-    per-head attention outputs of layer ``l``; ``scale[l]``: the post-attention norm's clean
-    scale ``(N, T, 1)`` of a post-norm block, else None (:meth:`.heads.HeadModel.source_scale`);
-    float32 torch tensors."""
+    """Float32 tensors per layer ``l``: ``resid[l]`` ``(N, T, d)`` the residual entering it,
+    ``z[l]`` ``(N, T, H, d_h)`` its per-head attention outputs, ``scale[l]`` its clean post-norm
+    scale ``(N, T, 1)`` (:meth:`.heads.HeadModel.source_scale`; None for pre-norm blocks)."""
 
     resid: list
     z: list
@@ -100,9 +91,8 @@ def _probe_batch(att, ids, content, totals):
 
 
 def capture(hm: HeadModel, seqs: Sequences, *, progress: bool = True):
-    """(:class:`Captured`, probe totals per layer) of ``seqs`` through ``hm.net`` in batches
-    of :data:`BATCH` (module docstring); the totals are :func:`rmtbase.probe.behaviour.
-    add_sums` sums, one dict per layer."""
+    """(:class:`Captured`, per layer a dict of :func:`rmtbase.probe.behaviour.add_sums` totals)
+    of ``seqs`` through ``hm.net``, in batches of :data:`BATCH`."""
     import torch
 
     from ..progress import progress_bar
@@ -138,9 +128,8 @@ def capture(hm: HeadModel, seqs: Sequences, *, progress: bool = True):
 
 
 def probe_dataset(totals, seqs: Sequences, name: str) -> xr.Dataset:
-    """The probe Dataset (as :func:`rmtbase.probe.probe_model` writes it: one (layer, head)
-    variable per behaviour) of :func:`capture`'s totals, with ``probe_source`` and the
-    sequences' description in its attrs."""
+    """The probe Dataset (as :func:`rmtbase.probe.probe_model` writes it) of :func:`capture`'s
+    totals, with ``probe_source`` and the sequences' description in its attrs."""
     means = [bh.finish(t) for t in totals]
     n_l, n_h = len(means), means[0]["entropy"].size
     ds = xr.Dataset(coords={"layer": np.arange(n_l), "head": np.arange(n_h)})

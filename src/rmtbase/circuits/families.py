@@ -1,27 +1,22 @@
-"""Which model families path patching runs, decided from the config alone
-(:func:`check_family`, before any model is loaded or scored), and how each family lays out one
-attention layer (:data:`SPECS`, read by :class:`.heads.HeadModel`).
+"""Which model families path patching runs, decided from the config alone (:func:`check_family`,
+before any loading), and how each lays out one attention layer (:data:`SPECS`, read by
+:class:`.heads.HeadModel`). A spec names, per ``model_type``:
 
-A spec names, for one ``model_type``: the decoder stack (``layers``: ``layers`` or ``h``), the
-block's attention module (``attn``), its input norm (``norm``: the first attribute present;
-None: no input norm, OLMo-2/3), the q/k/v projection layout (``qkv``):
-
-- ``separate``: ``q_proj``/``k_proj``/``v_proj`` (or ``qkv_names``);
-- ``gpt2``: one ``Conv1D`` ``c_attn``, columns ``[Q | K | V]``;
-- ``concat``: one Linear, rows ``[Q (H d_h) | K (H_kv d_h) | V (H_kv d_h)]`` (Phi-3,
-  GPT-BigCode and Falcon with multi-query);
-- ``per_head``: rows ``[q_h k_h v_h]`` per head (GPT-NeoX, Bloom, GPT-BigCode and old Falcon
-  without multi-query);
-- ``falcon``: rows per key/value group ``[q_{g,1} … q_{g,r} k_g v_g]`` (Falcon's
-  ``new_decoder_architecture``),
-
-the output projection (``out``), the QK-norm (``qk``: ``shared`` one module per projection
-applied per head, ``stablelm`` one LayerNorm per head, ``cohere`` a ``(H, d_h)`` weight,
-``whole`` an RMSNorm over the whole projection, OLMo-2/3), positions (``rope``: ``half``
-rotary with the model's ``rotate_half`` and partial rotary from the rotary module's width,
-``gptj`` GPT-J's interleaved rotary; ``alibi``: Bloom's), the post-attention
-norm of post-norm blocks (``post``: Gemma-2/3, OLMo-2/3) and whether attention and MLP read the
-same residual (``parallel``).
+- ``layers`` (the decoder stack: ``layers`` or ``h``), ``attn`` (the attention module),
+  ``norm`` (the input norm, the first attribute present; None: none, OLMo-2/3), ``out`` (the
+  output projection), ``post`` (the post-attention norm of post-norm blocks: Gemma-2/3,
+  OLMo-2/3), ``parallel`` (attention and MLP read the same residual);
+- ``qkv``, the q/k/v layout: ``separate`` (``q_proj``/``k_proj``/``v_proj`` or
+  ``qkv_names``); ``gpt2`` (one ``Conv1D`` ``c_attn``, columns ``[Q | K | V]``); ``concat``
+  (one Linear, rows ``[Q (H d_h) | K (H_kv d_h) | V (H_kv d_h)]``: Phi-3, multi-query
+  GPT-BigCode and Falcon); ``per_head`` (rows ``[q_h k_h v_h]`` per head: GPT-NeoX, Bloom,
+  GPT-BigCode and old Falcon without multi-query); ``falcon`` (rows per key/value group
+  ``[q_{g,1} … q_{g,r} k_g v_g]``, ``new_decoder_architecture``);
+- ``qk``, the QK-norm: ``shared`` (one module per projection, per head), ``stablelm`` (a
+  LayerNorm per head), ``cohere`` (a ``(H, d_h)`` weight), ``whole`` (an RMSNorm over the whole
+  projection, OLMo-2/3);
+- ``rope``: ``half`` (rotary with the model's ``rotate_half``, partial from the rotary width),
+  ``gptj`` (interleaved), ``alibi`` (Bloom).
 """
 
 from __future__ import annotations
@@ -92,11 +87,10 @@ def text_config(config):
 
 
 def check_family(config) -> None:
-    """Refuse, in one line, a model path patching cannot run, from its config alone (a
-    ``config.json`` dict or a transformers config): an encoder, a type outside
-    :data:`SUPPORTED`, or a supported type in a variant it does not follow (OPT with the layer
-    norm after attention, Bloom with the residual taken after the norm or its output projection
-    bypassed, Falcon with ALiBi, bidirectional Gemma)."""
+    """Refuse in one line, from the config alone (a ``config.json`` dict or a transformers
+    config), a model path patching cannot run: an encoder, a type outside :data:`SUPPORTED`, or
+    an unfollowed variant (OPT with post-attention norm, Bloom with the residual after the norm
+    or its projection bypassed, Falcon with ALiBi, bidirectional Gemma)."""
     mt = _get(config, "model_type")
     if mt in ENCODERS:
         raise InputError(f"path patching supports {', '.join(SUPPORTED)} models (causal "

@@ -1,32 +1,23 @@
-"""The circuit search's rule: which receivers, which sources, what counts as confirmed.
+"""The circuit search's rule (docs/path-patching.md §3–4; :mod:`.run` drives it).
 
-:func:`rmtbase.circuits.run.find_circuits` runs, per repeat length (:mod:`.sequences`): the
-model on its sequences, every head's probe statistics and a label (:mod:`.labels`, chance
-level and minimum counts included), each head at the length where its label's statistic is
-largest. **Receivers**: the heads after layer 0 with a specific label (:data:`PATCHED_LABELS`;
-``first-token`` sinks only with ``sinks=True``: Xiao et al. 2023, arXiv:2309.17453, say why a
-sink's inputs are not a circuit), patched on the sequences of their own length. A receiver
-without a label has no behaviour to measure: it gets circuits only when asked for by name, and
-then its rows are **dependencies** (attention change or output change), never ``confirmed``.
+**Receivers**: heads after layer 0 with a label in :data:`PATCHED_LABELS` (``first-token``
+sinks only with ``sinks=True``; Xiao et al. 2023, arXiv:2309.17453), each patched on the
+sequences of the repeat length where its label's statistic is largest. A receiver named
+without a label gets **dependencies** (attention or output change), never ``confirmed``.
+**Sources**: every head of an earlier layer, screened by attribution (:mod:`.screen`) and
+ranked by composition; all patched exactly when the plan fits :data:`EXACT_BUDGET`, else the
+union of the top ``k`` of each ranking. Paths: ``direct`` (:mod:`.patching`), ``via_mlp``
+(:mod:`.mlp_path`, its top ``k`` by its own attribution).
 
-**Sources**: every head of an earlier layer, screened by its first-order attribution estimate
-(:mod:`.screen`) beside its rank by the weights (composition); exact path patching of every
-source where the plan fits :data:`EXACT_BUDGET` patches, else of the union of the top ``k`` by
-weights and the top ``k`` by attribution. Paths: ``direct`` (:mod:`.patching`) and ``via_mlp``
-(:mod:`.mlp_path`, top ``k`` by its own attribution, patched exactly).
-
-**Rule** (per row): ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se`` and ``|effect| ≥
-CONFIRM_FRACTION · score_to`` (``CONFIRM_FRACTION`` itself for the change metrics), with at
+**Rule** (per row): ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥
+CONFIRM_FRACTION · |score_to|`` (``CONFIRM_FRACTION`` itself for the change metrics), on at
 least :data:`MIN_SEQUENCES` sequences; ``role`` "supports" (the behaviour drops without the
-source) or "suppresses" (it rises). A row is one two-sided z test at 3 se: ``P(|Z| ≥ 3) =
-0.0027``, so among ``n`` rows with no true effect about ``0.0027 n`` pass the se part by chance
-(stated as ``expected_false_confirmations``); the 10 % floor keeps small but precise effects
-out. ``dominant``: the supporting confirmed row with the largest effect of its receiver and kind.
-Per receiver, kind and path: ``joint_effect`` (every earlier source removed together),
-``explained`` (the sum of the confirmed single effects over the joint effect, where the joint
-effect passes the rule; else NaN), ``redundant`` (no single row confirmed, the joint removal
-passes), ``joint_contradicts`` (the confirmed singles' sum and a joint effect of at least 3 se
-have opposite signs).
+source) or "suppresses". A row is a two-sided z test, ``P(|Z| ≥ 3) = 0.0027``: of ``n`` null
+rows about ``0.0027 n`` pass the se part (``expected_false_confirmations``). ``dominant``: the
+supporting confirmed row with the largest effect per receiver and kind. Per receiver, kind and
+path: ``joint_effect`` (every earlier source removed at once), ``explained`` (confirmed singles'
+sum / joint effect where the joint passes, else NaN), ``redundant`` (no single confirmed, the
+joint passes), ``joint_contradicts`` (that sum and a ≥ 3 se joint effect differ in sign).
 """
 
 from __future__ import annotations
@@ -58,8 +49,7 @@ UNLABELLED_RECEIVERS = 0
 
 @dataclass(frozen=True)
 class Search:
-    """The options of one circuit search, checked (:func:`rmtbase.circuits.find_circuits`
-    says what each means)."""
+    """The checked options of one circuit search (as :func:`rmtbase.circuits.find_circuits`)."""
 
     k: int = DEFAULT_K
     sequences: object = None
@@ -76,8 +66,7 @@ class Search:
 
 
 def check_composition(composition: xr.Dataset) -> None:
-    """One-line :class:`InputError` unless ``composition`` is a composition Dataset
-    (:func:`rmtbase.scoring.composition.composition`)."""
+    """One-line :class:`InputError` unless ``composition`` is a composition Dataset."""
     need = ("kind", "layer_from", "head_from", "layer_to", "head_to")
     if "composition" not in composition or tuple(composition["composition"].dims) != need:
         raise InputError("composition must be rmtbase's composition Dataset (a 'composition' "
@@ -85,8 +74,8 @@ def check_composition(composition: xr.Dataset) -> None:
 
 
 def ranked_sources(composition: xr.Dataset, layer: int, head: int, kind: str):
-    """[(layer_from, head_from, rank, score), …] of every earlier source of receiver
-    (layer, head), best first by ``kind``'s composition score (rank 1 = top; NaN last)."""
+    """[(layer_from, head_from, rank, score), …] of every earlier source of receiver (layer,
+    head), best first by ``kind``'s composition score (rank 1 = top; NaN last)."""
     s = composition["composition"].sel(kind=kind, layer_to=layer, head_to=head)
     s = np.asarray(s.transpose("layer_from", "head_from").values, dtype=np.float64)[:layer]
     n_h = s.shape[1]
@@ -114,9 +103,8 @@ def passes(effect: float, se: float, base: float, metric_is_score: bool) -> bool
 
 
 def exact_sources(ranked_weights, attribution, k: int, exact_all: bool):
-    """The sources patched exactly for one receiver and kind: all, or the union of the top
-    ``k`` by weights (``ranked_weights`` as :func:`ranked_sources`) and the top ``k`` by
-    ``|attribution|`` (``(layer, H)``, NaN ignored), in weight-rank order."""
+    """The sources patched exactly for one receiver and kind: all, or the union of the top ``k``
+    by weights (:func:`ranked_sources`) and by ``|attribution|`` ``(layer, H)``, in weight order."""
     if exact_all:
         return [(m, s) for m, s, _, _ in ranked_weights]
     keep = {(m, s) for m, s, _, _ in ranked_weights[:k]}
@@ -130,8 +118,7 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool):
 
 
 def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
-    """The cost stated before the work: receivers and exact patches (3 kinds × sources, or
-    at most 2k a kind, + 1 joint)."""
+    """Receivers and exact patches (3 kinds × (sources, or at most 2k, + 1 joint))."""
     per = n_sources if exact_all else min(n_sources, 2 * int(k))
     return {"receivers": len(recv), "patches": len(recv) * 3 * (per + 1)}
 

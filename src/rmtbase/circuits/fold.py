@@ -1,38 +1,31 @@
-"""A patched input of one receiver head without recomputing its layer norm over the whole
-residual: the norm's statistics and the head's projection updated by the sources' low-rank
-terms (what a patch changes, nothing else). Same numbers as
-:meth:`.patching.Patcher.patched_input` (norm re-applied to the patched residual), to float32
-rounding (tested to 1e-5 for every family), at a fraction of the cost.
+"""A patched input of one receiver head without re-applying its norm to the whole residual:
+the norm's statistics and the head's projection updated by the sources' low-rank terms. Equal
+to :meth:`.patching.Patcher.patched_input` to float32 rounding (tested to 1e-5 per family).
 
-Notation for receiver layer ``l``: residual ``x`` ``(N, T, d)``; the input norm
-``y = g ⊙ x̃ / s + b`` with ``x̃ = x − mean(x)`` (LayerNorm, with or without gain and bias) or
-``x̃ = x``, ``b = 0`` (RMSNorm; Gemma's gain is ``1 + weight``), ``s² = mean(x̃²) + ε``; the
-head's projection ``u = y W + c``. Source ``i`` writes ``o_i = (z_i r_i) O_i``
-(:meth:`.heads.HeadModel.source_weight` ``O_i`` ``(d_h, d)``; ``r_i`` ``(N, T, 1)`` its
-layer's clean post-norm scale, 1 for pre-norm blocks); ``z_i ← z_i r_i`` below. Centred
-``Õ_i = O_i − rowmean(O_i)`` under LayerNorm, ``Õ_i = O_i`` under RMSNorm. With
-``x' = x − Σ o_i``:
+Receiver layer ``l``: residual ``x`` ``(N, T, d)``; input norm ``y = g ⊙ x̃ / s + b`` with
+``x̃ = x − mean(x)`` (LayerNorm) or ``x̃ = x``, ``b = 0`` (RMSNorm; Gemma's gain ``1 + weight``),
+``s² = mean(x̃²) + ε``; projection ``u = y W + c``. Source ``i`` writes ``o_i = (z_i r_i) O_i``
+(``O_i`` ``(d_h, d)``: :meth:`.heads.HeadModel.source_weight`; ``r_i`` ``(N, T, 1)`` the clean
+post-norm scale, 1 for pre-norm blocks); ``z_i ← z_i r_i`` below. ``Õ_i = O_i − rowmean(O_i)``
+under LayerNorm, ``O_i`` under RMSNorm. With ``x' = x − Σ o_i``:
 
 - ``(g ⊙ x̃') W = (g ⊙ x̃) W − Σ_i z_i (Õ_i diag(g) W)``: a ``(d_h × d_h)`` matrix per source;
 - ``d (s'² − ε) = |x̃|² − 2 Σ_i z_i · (x̃ Õ_iᵀ) + Σ_ij z_i (Õ_i Õ_jᵀ) z_jᵀ``;
 - ``u' = (g ⊙ x̃') W / s' + b W + c``, then :meth:`.heads.HeadModel.finish`.
 
-The one product over ``d`` per source, ``x̃ Õ_iᵀ`` ``(N, T, d_h)``, is kept per source for
-the receiver layer, so every receiver of that layer, and all three paths, share it. OLMo-2/3
-(no input norm, an RMSNorm over the whole q or k projection) fold the same way in projection
-space (:class:`_Whole`). Where no fold applies (a norm it does not know, its arithmetic not
-matching the module on the clean residual) the norm is re-applied to the patched residual
-instead (``exact`` True): the same numbers, at the cost of a norm and projection per patch.
+The one product over ``d`` per source, ``x̃ Õ_iᵀ`` ``(N, T, d_h)``, is kept for the layer's
+receivers and paths. OLMo-2/3 fold in projection space (:class:`_Whole`). Where no fold applies
+(an unknown norm, or arithmetic not matching the module on the clean residual) the norm is
+re-applied to the patched residual (``exact`` True).
 """
 
 from __future__ import annotations
 
 
 class Fold:
-    """The fold of the module docstring for receiver ``layer`` of ``hm`` on residual
-    ``resid`` ``(N, T, d)``, captured per-head outputs ``z`` (list per layer of
-    ``(N, T, H, d_h)``) and, for post-norm families, ``scales`` (list per layer of
-    :meth:`.heads.HeadModel.source_scale` ``(N, T, 1)``, None for pre-norm blocks)."""
+    """The fold for receiver ``layer`` of ``hm`` on ``resid`` ``(N, T, d)``, the captured
+    per-head outputs ``z`` (per layer ``(N, T, H, d_h)``) and post-norm ``scales`` (per layer
+    ``(N, T, 1)`` or None)."""
 
     def __init__(self, hm, layer: int, resid, z, scales=None):
         self.hm, self.layer, self.z = hm, int(layer), z
@@ -139,13 +132,10 @@ class Fold:
         return u.clone()
 
     def first_order(self, head: int, which: int, grad_u, sources):
-        """``(len(sources), ..., N)``: per source and sequence ``⟨∂f/∂x, o_i⟩``, the
-        first-order change of a function ``f`` of the projection ``u`` when source ``i``'s
-        output is added to the input, from ``grad_u = ∂f/∂u`` ``(..., N, T, d_h)`` (leading
-        axes: several functions at once). With ``x' = x − α o_i``,
-        ``∂u/∂α = −z_i (Õ_i diag(g) W)/s + num (z_i · x̃Õ_iᵀ)/(d s³)`` (module docstring's
-        terms linear in the source), and ``⟨∂f/∂x, o_i⟩ = −∂f/∂α``. :attr:`linearisable`
-        folds only."""
+        """``(len(sources), ..., N)``: per source and sequence ``⟨∂f/∂x, o_i⟩`` for a function
+        ``f`` of the projection ``u``, from ``grad_u = ∂f/∂u`` ``(..., N, T, d_h)``. With ``x' = x −
+        α o_i``, ``∂u/∂α = −z_i (Õ_i diag(g) W)/s + num (z_i · x̃Õ_iᵀ)/(d s³)`` and ``⟨∂f/∂x, o_i⟩
+        = −∂f/∂α``. :attr:`linearisable` folds only."""
         import torch
 
         if not self.linearisable:
@@ -168,9 +158,9 @@ class Fold:
             return torch.stack(out)
 
     def first_order_changes(self, head: int, which: int, sources):
-        """Per source, the first-order change ``δu`` ``(N, T, d_h)`` of the projection when
-        the source's output is added to the input: ``z_i (Õ_i diag(g) W)/s − num (z_i ·
-        x̃Õ_iᵀ)/(d s³)`` (a generator, one source at a time). :attr:`linearisable` folds."""
+        """Per source (a generator), the first-order change ``δu`` ``(N, T, d_h)`` of the projection
+        when its output is added: ``z_i (Õ_i diag(g) W)/s − num (z_i · x̃Õ_iᵀ)/(d s³)``.
+        :attr:`linearisable` folds only."""
         import torch
 
         if not self.linearisable:
@@ -216,12 +206,11 @@ class Fold:
 
 
 class _Whole:
-    """The fold in projection space, for blocks without an input norm whose QK-norm is an
-    RMSNorm over the whole projection (OLMo-2/3): ``u = x W + c`` over all ``P`` columns of
-    q (or k), source ``i`` writes ``z_i B_i`` there (``B_i = O_i W``, ``(d_h, P)``), and the
-    norm's statistics ``P (s'² − ε) = |u'|²`` update as in the module docstring with ``x̃``,
-    ``Õ_i`` replaced by ``u``, ``B_i``; the head's columns of ``g ⊙ u' / s'`` then rotary.
-    v (no norm) is linear: ``v' = v − Σ z_i O_i W_v[h]``."""
+    """The fold in projection space (OLMo-2/3: no input norm, an RMSNorm over the whole q or k
+    projection): ``u = x W + c`` over its ``P`` columns, source ``i`` writes ``z_i B_i``
+    (``B_i = O_i W``), and ``P (s'² − ε) = |u'|²`` updates as in the module docstring with ``u``,
+    ``B_i`` for ``x̃``, ``Õ_i``; then the head's columns of ``g ⊙ u' / s'`` and rotary. v is
+    linear: ``v' = v − Σ z_i O_i W_v[h]``."""
 
     @staticmethod
     def applies(hm, layer: int) -> bool:

@@ -1,32 +1,21 @@
-"""One attention head of a transformers model recomputed from a residual stream: the
-per-architecture part of path patching (:mod:`.patching`), for every family of
-:data:`.families.SUPPORTED` (layouts in :data:`.families.SPECS`).
+"""One attention head of a transformers model recomputed from a residual stream with the
+model's own modules (norms, rotary, QK-norms, ``scaling``, ALiBi, soft-cap), for
+:data:`.families.SUPPORTED` (layouts: :data:`.families.SPECS`); tested against eager
+``output_attentions`` per family. Head ``h`` of layer ``l`` from a residual ``x`` ``(N, T, d)``:
 
-Only the receiver head is recomputed, from the residual entering its layer (:mod:`.capture`),
-with the model's own modules and parameters (norms, rotary module, QK-norms, ``scaling``, ALiBi
-builder, soft-cap): exact, tested against eager ``output_attentions`` for every family. Head
-``h`` of layer ``l`` from a residual ``x`` ``(N, T, d)``:
-
-- ``xn = norm_l(x)`` (the block's input norm; identity for OLMo-2/3), re-applied to a patched
-  residual; ``u = xn W[h] + b[h]`` (:meth:`HeadModel.head_weight`), then
-  :meth:`HeadModel.finish`: OLMo's clip, the QK-norm (per head, or over the whole projection
-  for OLMo-2/3: then :meth:`~HeadModel.query` projects every head), OPT's query scale, rotary
-  (full or partial) at positions ``0 … T−1``;
-- ``A = softmax(cap · tanh(S / cap) + mask)``, ``S = q kᵀ · scaling`` (Bloom's ALiBi:
-  ``alibi_h + q kᵀ/√d_h``); ``cap`` only for Gemma-2; the mask
-  is causal, banded by the layer's sliding window (key ``j`` seen by query ``i`` when
-  ``i − w < j ≤ i``).
-- GQA/MQA: the receiver is a query head ``h``; its key and value come from group
-  ``g = h // (H / H_kv)``, and a patched key/value input is that group's projection recomputed
-  for query head ``h`` only (the group's other query heads keep their clean keys and values).
-- A source head ``s`` of layer ``m`` writes ``(z_s · r_m) O_s`` into the residual
-  (:meth:`~HeadModel.source_output`): ``O_s`` its slice of the output projection (no bias),
-  times the post-attention norm's gain for post-norm blocks (Gemma-2/3, OLMo-2/3) and Granite's
-  ``residual_multiplier``; ``r_m`` ``(N, T, 1)`` is 1, or for post-norm blocks the norm's
-  ``1/rms`` of the layer's clean attention output (:meth:`~HeadModel.source_scale`): a head's
-  output is defined with that scale held at its clean value, a per-position linear map.
-- Paths through MLPs: :meth:`~HeadModel.contribution_module`,
-  :meth:`~HeadModel.source_contribution`, :meth:`~HeadModel.parallel`.
+- ``xn = norm_l(x)`` (identity for OLMo-2/3); ``u = xn W[h] + b[h]``
+  (:meth:`HeadModel.head_weight`), then :meth:`HeadModel.finish`: OLMo's clip, the QK-norm
+  (per head, or over the whole projection for OLMo-2/3), OPT's query scale, rotary (full or
+  partial) at positions ``0 … T−1``;
+- ``A = softmax(cap · tanh(S / cap) + mask)``, ``S = q kᵀ · scaling`` (Bloom: ``alibi_h +
+  q kᵀ/√d_h``; ``cap``: Gemma-2 only); the mask is causal, banded by a sliding window ``w``
+  (query ``i`` sees key ``j`` when ``i − w < j ≤ i``);
+- GQA/MQA: query head ``h`` reads key/value group ``g = h // (H / H_kv)``; a patched k or v
+  input recomputes that group's projection for ``h`` only (the group's other heads stay clean);
+- source head ``s`` of layer ``m`` writes ``(z_s · r_m) O_s`` (:meth:`~HeadModel.source_output`):
+  ``O_s`` its slice of the output projection (no bias) times the post-norm gain (Gemma-2/3,
+  OLMo-2/3) and Granite's ``residual_multiplier``; ``r_m`` ``(N, T, 1)`` is 1, or for post-norm
+  blocks the norm's clean ``1/rms`` (:meth:`~HeadModel.source_scale`): a per-position linear map.
 """
 
 from __future__ import annotations
@@ -47,9 +36,8 @@ def _rotate_half(x):
 
 
 def norm_spec(mod):
-    """``(kind, gain, bias, eps)`` of a norm module: kind ``"ln"`` (mean removed), ``"rms"``
-    or ``"none"`` (identity); gain and bias tensors or None (1 and 0); Gemma's RMSNorm gain is
-    ``1 + weight``. None for a module it does not know."""
+    """``(kind, gain, bias, eps)`` of a norm module, kind ``"ln"``, ``"rms"`` or ``"none"``; gain,
+    bias None for 1, 0 (Gemma's gain is ``1 + weight``); None for an unknown module."""
     import torch
 
     name = type(mod).__name__
@@ -79,10 +67,9 @@ def _owner(base, attr: str):
 
 
 class HeadModel:
-    """Access to every attention head of ``net`` (a transformers model, base or with a head)
-    as the module docstring describes. Attributes: ``n_layers``, ``n_heads``, ``n_kv``,
-    ``head_dim``, ``d``, ``family`` (= ``kind``, the model_type), ``layers`` (the decoder
-    blocks). Refuses an unsupported family in one line (:func:`.families.check_family`)."""
+    """Every attention head of ``net`` (a transformers model) as the module docstring says;
+    ``n_layers``, ``n_heads``, ``n_kv``, ``head_dim``, ``d``, ``family`` (= ``kind``, the
+    model_type), ``layers``. An unsupported family is refused in one line."""
 
     def __init__(self, net):
         import torch
@@ -156,11 +143,8 @@ class HeadModel:
         return None if name is None else getattr(self.layers[layer], name)
 
     def contribution_module(self, layer: int):
-        """The module whose forward output (a tensor) is what the layer's attention adds to
-        the residual stream, times :meth:`contribution_factor`: the post-attention norm of a
-        post-norm block, else the output projection (Bloom's attention module returns the
-        residual added already, so the projection is the one module that is exact for
-        every pre-norm family)."""
+        """The module whose output, times :meth:`contribution_factor`, is what the layer's attention
+        adds to the residual: the post-norm of a post-norm block, else the output projection."""
         post = self.post_norm(layer)
         return post if post is not None else self.output_projection(layer)
 
@@ -171,8 +155,7 @@ class HeadModel:
 
     def parallel(self, layer: int) -> bool:
         """Whether attention and MLP read the same residual (GPT-J, Phi, Cohere, parallel
-        GPT-NeoX / StableLM / Falcon): then the MLP of a source's own layer does not read the
-        source's output, and the first MLP on a path through MLPs is the next layer's."""
+        GPT-NeoX / StableLM / Falcon): then a via-MLP path starts at the next layer's MLP."""
         return self._parallel
 
     # projections -----------------------------------------------------------------------
@@ -259,9 +242,8 @@ class HeadModel:
         return (mod.weight[int(index)].float() * v).to(u.dtype)
 
     def finish(self, layer: int, which: int, u, index: int | None = None):
-        """What follows the projection ``u`` of head/group ``index``: OLMo's clip; for q
-        (``which=0``) and k (1) the QK-norm (per-head norms need ``index``), OPT's query
-        scale and rotary; v (2) only the clip."""
+        """What follows projection ``u`` of head/group ``index``: OLMo's clip; for q (``which=0``)
+        and k (1) the QK-norm (per-head norms need ``index``), OPT's query scale, rotary."""
         if self._clip is not None:
             u = u.clamp(min=-self._clip, max=self._clip)
         if which == 2:
@@ -372,9 +354,8 @@ class HeadModel:
         return w if self._mult == 1.0 else w * self._mult
 
     def source_scale(self, layer: int, clean):
-        """``r`` ``(N, T, 1)`` of a post-norm block from ``clean``, the clean output of
-        layer ``layer``'s attention (the post-norm's input, ``(N, T, d)``): ``1/rms``, the
-        norm's statistics held at their clean value; None for pre-norm blocks."""
+        """``r`` ``(N, T, 1)`` of a post-norm block: ``1/rms`` of ``clean``, layer ``layer``'s clean
+        attention output ``(N, T, d)``; None for pre-norm blocks."""
         post = self.post_norm(layer)
         if post is None:
             return None
@@ -384,9 +365,8 @@ class HeadModel:
         return torch.rsqrt(clean.float().pow(2).mean(-1, keepdim=True) + eps)
 
     def source_output(self, layer: int, head: int, z, scale=None):
-        """What head ``head`` of ``layer`` writes into the residual, ``(N, T, d)``, from its
-        slice ``z`` ``(N, T, d_h)`` of the output projection's input (no bias);
-        ``scale`` = :meth:`source_scale` (required for post-norm blocks)."""
+        """What head ``head`` of ``layer`` writes into the residual, ``(N, T, d)``, from its slice
+        ``z`` ``(N, T, d_h)``; ``scale`` = :meth:`source_scale` (post-norm blocks)."""
         out = z @ self.source_weight(layer, head)
         if scale is None:
             if self.post_norm(layer) is not None:
@@ -404,12 +384,10 @@ class HeadModel:
         return scale
 
     def source_contribution(self, layer: int, head: int, z, clean=None, *, scale=None):
-        """Head ``head``'s share ``(N, T, d)`` of :meth:`contribution_module`'s output from
-        its slice ``z`` (as :meth:`source_output`); ``clean`` (the clean output of the
-        layer's attention, ``(N, T, d)``, or ``scale`` = :meth:`source_scale` of it) gives a
-        post-norm block its clean scale and is ignored otherwise. Equals
-        :meth:`source_output` except for :meth:`contribution_factor`; the shares of all heads
-        plus :meth:`contribution_bias` are the module's output."""
+        """Head ``head``'s share ``(N, T, d)`` of :meth:`contribution_module`'s output from ``z``;
+        ``clean`` (or its ``scale``, :meth:`source_scale`) for post-norm blocks. Equals
+        :meth:`source_output` but for :meth:`contribution_factor`; all heads' shares plus
+        :meth:`contribution_bias` sum to the module's output."""
         out = z @ self._o(layer, head)
         scale = self._scale(layer, clean, scale)
         return out if scale is None else out * scale

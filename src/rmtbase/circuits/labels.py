@@ -1,17 +1,13 @@
 """One behaviour label per head from the probe's statistics (:mod:`rmtbase.probe.behaviour`,
-read here, never recomputed): ``induction`` (``induction``: attention on the token after an
-earlier occurrence), ``previous-token`` (``prev_token``), ``duplicate-token``
-(``duplicate_token``), ``self/local`` (``self``), the sink ``first-token`` (``first_token``:
-attention on position 0), else ``none``.
+never recomputed): ``induction``, ``previous-token`` (``prev_token``), ``duplicate-token``
+(``duplicate_token``), ``self/local`` (``self``), the sink ``first-token`` (``first_token``),
+else ``none``.
 
-Rule (:func:`label_heads`): a statistic ``s`` earns its label when ``s ≥ c + θ (1 − c)``,
-θ = :data:`THRESHOLD` = 0.4 (ARENA 3.0 ch. 1.2's head detectors, "score > 0.4") and ``c`` the
-statistic of uniform causal attention on the same sequences (:func:`chance_levels`; on short
-sequences or a tiny vocabulary a uniform row already scores high), pooled over at least
-:data:`MIN_LABEL_QUERIES` queries. The four specific labels come before the sink; among them
-the largest score wins, exact ties in :data:`LABELS` order. ``label_score`` is the statistic
-that earned the label (NaN for ``none``), ``label_statistic`` its name. :func:`label_across`
-labels each head at the repeat length where its label's statistic is largest.
+Rule (:func:`label_heads`): statistic ``s`` earns its label when ``s ≥ c + θ (1 − c)``, θ =
+:data:`THRESHOLD` = 0.4 (ARENA 3.0 ch. 1.2's head detectors, "score > 0.4"), ``c`` the
+statistic of uniform causal attention on the same sequences (:func:`chance_levels`), pooled
+over at least :data:`MIN_LABEL_QUERIES` queries. Specific labels come before the sink; among
+them the largest score wins, exact ties in :data:`LABELS` order.
 """
 
 from __future__ import annotations
@@ -52,11 +48,9 @@ def _label_one(scores: dict[str, float], bars: dict[str, float]) -> tuple[str, f
 
 
 def chance_levels(seqs) -> tuple[dict[str, float], dict[str, int]]:
-    """({statistic: chance level}, {statistic: queries}) of the label statistics on
-    ``seqs`` (a :class:`.sequences.Sequences`): each statistic of a uniform causal attention
-    row ``A[i, j] = 1/(i+1)``, pooled over the sequences as the probe pools them, by the
-    probe's own :func:`rmtbase.probe.behaviour.window_sums`; the counts are the queries each
-    statistic pools over (the same for every head)."""
+    """({statistic: chance level}, {statistic: queries pooled}) on ``seqs``: each statistic of
+    uniform causal attention ``A[i, j] = 1/(i+1)``, pooled as the probe pools it
+    (:func:`rmtbase.probe.behaviour.window_sums`)."""
     from ..probe import behaviour as bh
 
     t = seqs.length
@@ -73,13 +67,11 @@ def label_heads(probe: xr.Dataset, *, threshold: float = THRESHOLD, chance=None,
                 counts=None) -> xr.Dataset:
     """One behaviour label per head by the rule of the module docstring.
 
-    probe: a probe Dataset (:func:`rmtbase.probe.probe_model` or
-    :func:`rmtbase.circuits.probe_heads`); a statistic it lacks (NaN: no token ids) earns no
-    label. threshold: θ in (0, 1]. chance: {statistic: chance level} (:func:`chance_levels`;
-    None: 0). counts: {statistic: pooled queries} (None: not checked). Returns a (layer, head)
-    Dataset: ``label`` (one of :data:`LABELS`), ``label_score`` (the statistic that earned it,
-    units 1; NaN for ``none``), ``label_statistic`` (its name); the probe's ``probe_source``
-    attr kept. Raises :class:`InputError` for a probe without the statistics or a bad θ.
+    probe: a probe Dataset (a statistic it lacks earns no label). threshold: θ in (0, 1].
+    chance: {statistic: chance level} (None: 0). counts: {statistic: pooled queries} (None: not
+    checked). Returns a (layer, head) Dataset: ``label`` (of :data:`LABELS`), ``label_score``
+    (the statistic that earned it; NaN for ``none``), ``label_statistic`` (its name), the probe's
+    ``probe_source`` attr. Raises :class:`InputError` for a probe without the statistics or a bad θ.
     """
     missing = [s for s in STATISTIC.values() if s not in probe]
     if missing:
@@ -124,15 +116,12 @@ def label_heads(probe: xr.Dataset, *, threshold: float = THRESHOLD, chance=None,
 
 def label_across(probes: dict, chances: dict, counts: dict, *,
                  threshold: float = THRESHOLD) -> xr.Dataset:
-    """Labels from probes at several repeat lengths: each head takes the label of the length
-    where it earns a specific label with the largest score (else a ``first-token`` label,
-    else ``none``), and that length as ``label_length`` (tokens per half; for ``none`` the
-    longest length).
+    """Labels from probes at several repeat lengths: each head takes the length where it earns a
+    specific label with the largest score (else ``first-token``, else ``none`` at the longest).
 
-    probes, chances, counts: {repeat length: probe Dataset / :func:`chance_levels`' two
-    dicts}. Returns :func:`label_heads`' Dataset plus ``label_length`` (layer, head) and
-    ``statistic_by_length`` (statistic, repeat_length, layer, head): each label statistic at
-    each length.
+    probes, chances, counts: {repeat length: probe Dataset / :func:`chance_levels`' dicts}.
+    Returns :func:`label_heads`' Dataset plus ``label_length`` (tokens per half) and
+    ``statistic_by_length`` (statistic, repeat_length, layer, head).
     """
     lengths = sorted(probes)
     per = {n: label_heads(probes[n], threshold=threshold, chance=chances[n], counts=counts[n])

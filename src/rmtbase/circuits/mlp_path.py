@@ -1,23 +1,19 @@
-"""Paths through MLPs: what a source head's output does to a later receiver through the MLPs
-between them, with every attention output in between held at its clean value.
+"""Paths through MLPs: a source head's effect on a later receiver through the MLPs between
+them, every attention output in between held at its clean value.
 
-For source S in layer ``m`` and a receiver R in layer ``l > m``: S's share ``o_S`` of layer
-``m``'s attention contribution to the residual (:meth:`.heads.HeadModel.source_contribution`;
-``z_S W_O[S]`` for pre-norm blocks) is subtracted from that contribution, the model runs on with
-the attention contribution of every layer held at its clean value (a forward hook on the
-module that writes it, :meth:`.heads.HeadModel.contribution_module`) and its MLPs recomputed,
-and the residual entering layer ``l`` is read (a pre-hook). Its change ``Δ_l`` holds the direct
-part ``−o_S`` and the change of the MLP outputs; the **via-MLP** input of R is the clean residual
-``+ Δ_l + o_S`` (the direct part kept, only the MLP-mediated change removed), fed to one of R's
-inputs as :meth:`.patching.Patcher.effects_from_residuals` does. Both runs (with and without
-the subtraction) go through the same hooked forward, so their rounding cancels in ``Δ_l``.
+Source S in layer ``m``, receiver R in layer ``l > m``: S's share ``o_S`` of layer ``m``'s
+attention contribution (:meth:`.heads.HeadModel.source_contribution`; ``z_S W_O[S]`` for
+pre-norm blocks) is subtracted from it, the model runs on with every layer's attention
+contribution held clean (a forward hook on :meth:`.heads.HeadModel.contribution_module`) and
+its MLPs recomputed, and the residual entering ``l`` is read. Its change ``Δ_l`` is the direct
+part ``−o_S`` plus the MLP outputs' change; the **via-MLP** input of R is the clean residual
+``+ Δ_l + o_S`` (only the MLP-mediated change), fed to one of R's inputs
+(:meth:`.patching.Patcher.effects_from_residuals`). Both runs share one hooked forward, so
+their rounding cancels in ``Δ_l``.
 
-The first-order screen (:meth:`MLPPaths.gradients`): with a zero tensor ``δ_m`` added to each
-layer's clean attention contribution, one backward pass of R's metric (:mod:`.screen`) gives
-``G_m = ∂f/∂δ_m`` for every ``m < l``; ``⟨G_m − ∂f/∂x_l, o_S⟩`` estimates S's via-MLP effect.
-A run costs a forward pass of the model up to the last receiver layer (the attention inside is
-computed and then replaced: its cost is not saved), the screen a backward pass per receiver and
-kind: :func:`forward_flops` states it before the work.
+Screen (:meth:`MLPPaths.gradients`): a zero ``δ_m`` added to each layer's clean attention
+contribution; one backward pass of R's metric gives ``G_m = ∂f/∂δ_m`` for every ``m < l``,
+and ``⟨G_m − ∂f/∂x_l, o_S⟩`` estimates S's via-MLP effect. Cost: :func:`forward_flops`.
 """
 
 from __future__ import annotations
@@ -48,9 +44,8 @@ def _module(hm, layer):
 
 
 class MLPPaths:
-    """Hooked forward passes of ``hm.net`` on ``seqs`` (module docstring); ``cap`` the
-    capture of the same sequences (:class:`.capture.Captured`: per-head outputs and post-norm
-    scales)."""
+    """Hooked forward passes of ``hm.net`` on ``seqs`` (module docstring); ``cap``: their
+    capture (:class:`.capture.Captured`)."""
 
     def __init__(self, hm, seqs, cap):
         self.hm, self.seqs, self.cap = hm, seqs, cap
@@ -59,9 +54,9 @@ class MLPPaths:
 
     # the hooked forward ----------------------------------------------------------------
     def _run(self, ids, deltas, read, stop, grad=False):
-        """{l: residual entering layer l} for l in ``read`` of a forward of ``ids`` with layer
-        j's attention contribution replaced by ``clean[j] + deltas[j]`` (``deltas`` a
-        function j -> tensor or None; ``self.contrib`` None: recorded instead)."""
+        """{l: residual entering l} for l in ``read``, layer j's attention contribution replaced
+        by ``clean[j] + deltas[j]`` (``deltas``: j -> tensor or None; ``self.contrib`` None:
+        recorded instead)."""
         import torch
 
         hm, rec, out = self.hm, self.contrib is None, {}
@@ -124,9 +119,8 @@ class MLPPaths:
 
     # exact ------------------------------------------------------------------------------
     def changes(self, sources, layers) -> dict:
-        """{(m, s): {l: Δ_l + o_S}} for each source and each receiver layer ``l > m`` in
-        ``layers``: the via-MLP change of the residual entering ``l`` (module docstring),
-        ``(N, T, d)`` float32; kept, so receivers of one layer share them."""
+        """{(m, s): {l: Δ_l + o_S}}: per source, the via-MLP change ``(N, T, d)`` of the residual
+        entering each receiver layer ``l > m`` in ``layers``; kept for the layer's receivers."""
 
         if not sources or not layers:
             return {}
@@ -204,9 +198,8 @@ class MLPPaths:
 
     # first order ------------------------------------------------------------------------
     def gradients(self, layer: int, fs):
-        """(``[∂f/∂x_l]``, ``[[∂f/∂δ_m for m < layer]]``) of each function in ``fs`` (of the
-        residual entering ``layer``, a scalar tensor) through one hooked forward (module
-        docstring)."""
+        """(``[∂f/∂x_l]``, ``[[∂f/∂δ_m for m < layer]]``) of each scalar function of the residual
+        entering ``layer`` in ``fs``, through one hooked forward."""
         import torch
 
         self._ensure_clean(layer)
@@ -227,9 +220,8 @@ class MLPPaths:
         return g_ls, g_ms
 
     def attribution(self, layer: int, fs, combine) -> np.ndarray:
-        """``(layer, H)``: ``combine`` of ``⟨G_m − ∂f/∂x_l, o_S⟩`` per sequence for every
-        earlier head S (module docstring; ``fs``, ``combine`` as
-        :func:`.screen.metrics` gives them)."""
+        """``(layer, H)``: ``combine`` of ``⟨G_m − ∂f/∂x_l, o_S⟩`` per sequence for every earlier
+        head S (``fs``, ``combine``: :func:`.screen.metrics`)."""
         import torch
 
         g_ls, g_ms = self.gradients(layer, fs)

@@ -1,20 +1,15 @@
-"""The model a circuit search runs, by the probe's one loader (:func:`rmtbase.probe.loader.load`:
-float32, eager attention so that ``output_attentions`` returns the softmax weights, CPU): a
-loaded transformers model, a :class:`~rmtbase.probe.loader.Loaded` (the CLI's, loaded once for
-the text probe and the patching), or a folder / ``.gguf`` file / hub id. A folder without a
-tokenizer loads (the circuit search uses repeated random tokens, :mod:`.sequences`); the
-probe proper needs one."""
+"""The model a circuit search runs, by the probe's loader (:func:`rmtbase.probe.loader.load`:
+float32, eager attention, CPU); a folder without a tokenizer loads (the search uses repeated
+random tokens)."""
 
 from __future__ import annotations
 
 
 def load_model(model, *, tokenizer: bool = False):
-    """(net, tokenizer or None, name). ``model``: a transformers ``PreTrainedModel`` (used as
-    given, switched to eager attention, its tokenizer None), a ``Loaded`` (its net and
-    tokenizer), a folder (config.json, weights, tokenizer optional), a ``.gguf`` file or a hub
-    id; the tokenizer is read only when ``tokenizer`` (reading a GGUF's costs seconds).
-    One-line :class:`~rmtbase.errors.ModelError` when it cannot be loaded. A TransformerLens
-    ``TransformerBridge`` runs as the transformers model it wraps (:func:`bridge_net`)."""
+    """(net, tokenizer or None, name) of a transformers ``PreTrainedModel`` (switched to eager
+    attention; no tokenizer), a ``Loaded``, a folder, a ``.gguf`` file or a hub id; the tokenizer
+    is read only when ``tokenizer``. A TransformerLens ``TransformerBridge`` runs as the model it
+    wraps (:func:`bridge_net`). One-line :class:`~rmtbase.errors.ModelError` when it cannot load."""
     from ..models.transformer_lens import is_transformer_lens
     from ..probe.loader import load
 
@@ -25,15 +20,11 @@ def load_model(model, *, tokenizer: bool = False):
 
 
 def bridge_net(bridge):
-    """The transformers model a TransformerLens 4.x ``TransformerBridge`` wraps, rebuilt
-    plain: path patching hooks a transformers forward, and the bridge's wrapped modules return
-    no attention weights. Its class and config are the wrapped model's, its weights the
-    ``_original_component`` parameters (the checkpoint's, as ``boot_transformers`` loaded
-    them). Only an unprocessed bridge: processing (``enable_compatibility_mode``,
-    ``process_weights``) leaves the wrapped modules and the bridge computing other logits, so
-    it is refused in one line; so is a 3.x ``HookedTransformer`` (no transformers model
-    inside). Checked: the rebuilt model's logits equal the bridge's on 2 × 8 tokens (max abs
-    difference ≤ 1e-4 of their scale), else refused."""
+    """The transformers model an unprocessed TransformerLens 4.x ``TransformerBridge`` wraps,
+    rebuilt plain (its class and config, the ``_original_component`` weights): path patching hooks
+    a transformers forward. A processed bridge or a 3.x ``HookedTransformer`` is refused in one
+    line, as is a rebuild whose logits on 2 × 8 tokens differ from the bridge's by over 1e-4 of
+    their scale."""
     import torch
 
     from ..errors import ModelError

@@ -1,30 +1,19 @@
 """Path patching of one receiver head from the residual captured once (:mod:`.capture`).
 
-For a receiver head R (layer ``l``, head ``h``) and source heads S_i (layers ``m_i < l``),
-the sources' direct outputs ``Σ_i z_{S_i} W_O[S_i]`` (their slices of the output projection,
-no bias; :meth:`.heads.HeadModel.source_output`) are subtracted from the residual entering
-layer ``l``, and that patched residual feeds **only one** of R's inputs:
+Receiver R (layer ``l``), sources S_i (layers ``m_i < l``): the sources' direct outputs
+``Σ_i z_{S_i} W_O[S_i]`` (no bias; :meth:`.heads.HeadModel.source_output`) are subtracted from
+the residual entering layer ``l``, the layer norm is re-applied, and the result feeds **only
+one** of R's inputs, ``q``, ``k`` or ``v`` (the others clean): only the direct path S → R is
+removed. Wang et al. 2022 (arXiv:2211.00593) path patching, with zero ablation.
 
-- ``q``: R's query is computed from the patched residual, its keys and values from the clean
-  one; ``k``: R's keys only; ``v``: R's values only.
+Effect per sequence, then mean and ``se = sd / √N`` (``ddof=1``) over the ``N`` sequences:
 
-The layer norm is re-applied to the patched residual; the rest of the model is untouched
-(only the direct path S → R is removed: what S writes reaches R's other inputs and every other
-head as before). This is Wang et al. 2022 ("Interpretability in the Wild", path patching) with
-the source's output set to zero rather than to another input's (ablation of the direct path),
-as the issue specifies.
-
-Effect, per sequence, then mean and standard error over the ``N`` sequences (each sequence
-weighs the same; ``se = sd / √N``, ``sd`` with ``ddof=1``):
-
-- ``q``, ``k`` with a behaviour statistic (``induction``, ``prev_token``, … of
-  :mod:`rmtbase.probe.behaviour`, the receiver's label's): ``effect = score(A) − score(A')``,
-  the drop of R's score on the sequence, in the statistic's own units (mean attention, 1);
-- ``q``, ``k`` without one (``statistic="attention_tv"``): the mean over content queries
-  ``i ≥ 1`` of the total-variation distance ``½ Σ_j |A'[i, j] − A[i, j]|`` (units 1);
-- ``v``: R's attention pattern does not depend on its value input, so the value path is
-  measured by the relative change of R's output, ``‖z'_R − z_R‖_F / ‖z_R‖_F`` over the content
-  positions and the head's ``d_h`` dimensions (units 1; ``metric="output_change"``).
+- ``q``, ``k`` with R's label's statistic (:mod:`rmtbase.probe.behaviour`): ``score(A) −
+  score(A')``, the drop, in the statistic's units;
+- ``q``, ``k`` without one (:data:`TV`): the mean over content queries ``i ≥ 1`` of
+  ``½ Σ_j |A'[i, j] − A[i, j]|``;
+- ``v`` (:data:`OUTPUT_CHANGE`; A does not depend on v): ``‖z'_R − z_R‖_F / ‖z_R‖_F`` over
+  the content queries and the ``d_h`` dimensions.
 """
 
 from __future__ import annotations
@@ -46,9 +35,8 @@ OUTPUT_CHANGE = "output_change"
 
 @dataclass(frozen=True)
 class Effect:
-    """``effect`` (mean over sequences), ``se``, ``base`` (the receiver's unpatched metric:
-    its score, or 0 for the change metrics), ``metric`` (what ``effect`` measures),
-    ``per_sequence`` ``(N,)``."""
+    """``effect`` (mean over sequences), ``se``, ``base`` (the unpatched score; 0 for the change
+    metrics), ``metric``, ``per_sequence`` ``(N,)``."""
 
     effect: float
     se: float
@@ -66,10 +54,8 @@ def _mean_se(x) -> tuple[float, float]:
 
 
 def sequence_scores(attn, seqs: Sequences, statistic: str) -> np.ndarray:
-    """One head's ``statistic`` (:data:`rmtbase.probe.behaviour.BEHAVIOURS`) on each sequence
-    from its patterns ``attn`` ``(N, T, T)`` → ``(N,)``, or from several patterns of it
-    ``(P, N, T, T)`` → ``(P, N)`` (one :func:`~rmtbase.probe.behaviour.window_sums` call per
-    sequence, the P patterns as its heads); NaN where no query counts."""
+    """One head's ``statistic`` per sequence from its patterns ``attn`` ``(N, T, T)`` → ``(N,)``,
+    or ``(P, N, T, T)`` → ``(P, N)``; NaN where no query counts."""
     a = np.asarray(attn, dtype=np.float64)
     one = a.ndim == 3
     a = a[None] if one else a
@@ -82,9 +68,8 @@ def sequence_scores(attn, seqs: Sequences, statistic: str) -> np.ndarray:
 
 
 class Patcher:
-    """Path patches of receivers of ``hm`` on the captured ``cap`` of ``seqs`` (module
-    docstring). The receiver's clean query, key, value and pattern are kept for the receiver
-    last asked about, so its candidates share them."""
+    """Path patches of receivers of ``hm`` on the capture ``cap`` of ``seqs`` (module docstring);
+    the last receiver's clean q, k, v and pattern are kept for its candidates."""
 
     def __init__(self, hm: HeadModel, cap: Captured, seqs: Sequences):
         self.hm, self.cap, self.seqs = hm, cap, seqs
@@ -93,9 +78,8 @@ class Patcher:
         self._queries = np.flatnonzero(seqs.content & (np.arange(seqs.length) >= 1))
 
     def clean(self, layer: int, head: int) -> dict:
-        """The receiver's unpatched ``q``, ``k``, ``v``, ``A``, ``z`` (torch), computed as a
-        patch with no source (:class:`.fold.Fold`), so a source that writes exact zeros has
-        effect exactly 0."""
+        """The receiver's unpatched ``q``, ``k``, ``v``, ``A``, ``z``, computed as a patch without
+        sources, so a source writing exact zeros has effect exactly 0."""
         if self._clean is not None and self._clean["id"] == (layer, head):
             return self._clean
         import torch
@@ -117,9 +101,8 @@ class Patcher:
         return c["scores"][statistic]
 
     def patched_input(self, layer: int, head: int, sources, kind: str):
-        """R's query, key or value (``kind``) from the residual without the sources' direct
-        outputs, the norm re-applied to the whole patched residual: the reference that
-        :meth:`effect`'s cheaper :class:`.fold.Fold` equals (tests)."""
+        """R's ``kind`` input from the residual without the sources' direct outputs, the norm
+        re-applied: the reference the :class:`.fold.Fold` of :meth:`effect` equals."""
         import torch
 
         hm, cap = self.hm, self.cap
@@ -139,8 +122,7 @@ class Patcher:
         return None if self.cap.scale is None else self.cap.scale[layer]
 
     def source_output(self, layer: int, head: int):
-        """What source head ``head`` of ``layer`` writes into the residual ``(N, T, d)`` on
-        the captured sequences (:meth:`.heads.HeadModel.source_output`)."""
+        """What source head ``head`` of ``layer`` writes into the residual, ``(N, T, d)``."""
         import torch
 
         with torch.no_grad():
@@ -148,9 +130,8 @@ class Patcher:
                                          self.scale(layer))
 
     def without_sources(self, layer: int):
-        """The residual entering ``layer`` with every earlier head's direct output removed
-        (the output projections' biases kept), ``(N, T, d)``; the running sum over layers is
-        kept, so receivers asked for in layer order cost one product a layer."""
+        """The residual entering ``layer`` without every earlier head's direct output (biases kept),
+        ``(N, T, d)``; the running sum is kept, so layers asked in order cost one product each."""
         import torch
 
         run = getattr(self, "_removed", None)
@@ -190,8 +171,7 @@ class Patcher:
 
     def effects(self, layer: int, head: int, source_sets, kind: str,
                 statistic: str | None) -> list[Effect]:
-        """:meth:`effect` of each set of sources in ``source_sets`` on one receiver and path,
-        their patterns' statistics computed together (one call per sequence)."""
+        """:meth:`effect` of each set in ``source_sets`` on one receiver and input."""
         import torch
 
         self._check(layer, source_sets, kind, statistic)
@@ -204,10 +184,8 @@ class Patcher:
 
     def effects_from_residuals(self, layer: int, head: int, residuals, kind: str,
                                statistic: str | None) -> list[Effect]:
-        """The effect of feeding R's ``kind`` input from each residual in ``residuals``
-        (``(N, T, d)`` tensors: the receiver layer's input with something removed, e.g. all
-        earlier sources, or a change carried through the MLPs), the norm re-applied, R's other
-        inputs clean; measured as :meth:`effects` measures."""
+        """The effect of feeding R's ``kind`` input from each ``(N, T, d)`` residual in
+        ``residuals`` (the layer's input with something removed), norm re-applied, others clean."""
         import torch
 
         self._check(layer, [], kind, statistic)

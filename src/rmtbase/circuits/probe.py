@@ -11,12 +11,9 @@ from .heads import HeadModel
 
 def probe_heads(model, *, sequences=None, seed: int = 0, repeat_length: int | None = None,
                 progress: bool = True) -> xr.Dataset:
-    """The probe Dataset (one (layer, head) variable per
-    :data:`rmtbase.probe.behaviour.BEHAVIOURS`, as :func:`rmtbase.probe.probe_model` writes)
-    of ``model`` on ``sequences``: None (repeated random tokens with ``repeat_length`` tokens
-    a half, default :data:`.sequences.DEFAULT_HALF`, :data:`.sequences.DEFAULT_SEQUENCES`
-    sequences), ``"text"`` (the probe's text) or a :class:`.sequences.Sequences`; attrs
-    ``probe_source`` and ``sequences`` say which. Families as :data:`.heads.SUPPORTED`."""
+    """The probe Dataset (as :func:`rmtbase.probe.probe_model` writes it) of ``model`` on
+    ``sequences``: None (repeated random tokens, ``repeat_length`` a half), ``"text"`` (the
+    probe's text) or a :class:`.sequences.Sequences`; attrs ``probe_source`` and ``sequences``."""
     from .model import load_model
     from .run import make_sequences
     from .sequences import DEFAULT_HALF, repeated_sequences

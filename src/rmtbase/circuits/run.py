@@ -1,6 +1,5 @@
-"""The circuit search's driver (:mod:`.find` states the steps and the rule): load, sequences
-per repeat length, capture and labels, then every receiver screened and patched on the
-sequences of its own length."""
+"""The circuit search's driver: sequences, capture, labels, then each receiver screened and
+patched on its own length's sequences (the rule: :mod:`.find`)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ MLP_BUDGET = 2e12
 
 
 def make_sequences(net, tokenizer, sequences, seed, text=None) -> Sequences:
-    """The text or given :class:`Sequences` that ``sequences`` names (repeated random tokens
-    come from :func:`.sequences.length_sequences`); ``text``: a
+    """The text or given :class:`Sequences` that ``sequences`` names; ``text``: a
     :class:`rmtbase.probe.text.Text` or a UTF-8 file (None: the probe's default text)."""
     if isinstance(sequences, Sequences):
         return sequences
@@ -51,11 +49,9 @@ OV_SCATTER = 0.2
 
 
 def _check_shape(hm: HeadModel, composition: xr.Dataset) -> None:
-    """The composition is this model's: its layer and head counts, and (without folded norm
-    gains) its per-head ‖W_OV‖_F proportional to the model's own, the log ratio scattering by
-    at most :data:`OV_SCATTER` over heads (a family's convention may scale every head alike;
-    another trained model's heads scatter far more; two untrained models of one shape may
-    pass, and their compositions are both null)."""
+    """The composition is this model's: same layer and head counts, and (without folded norm
+    gains) per-head ‖W_OV‖_F whose log ratio to the model's scatters by at most
+    :data:`OV_SCATTER` over heads (a family may scale every head alike)."""
     n_l, n_h = composition.sizes["layer_from"], composition.sizes["head_from"]
     if (n_l, n_h) != (hm.n_layers, hm.n_heads):
         raise InputError(f"the composition has {n_l} layers x {n_h} heads, the model "
@@ -212,8 +208,7 @@ def _no_labels(hm):
 
 
 def _receiver(run, composition, rec, k, exact_all, via):
-    """The rows of one receiver (every kind and path) and its screen
-    ({(kind, path): attribution (layer, H)})."""
+    """The rows of one receiver (every kind and path) and its screen {(kind, path): (layer, H)}."""
     rows, scr = [], {}
     for kind in KINDS:
         fault_point("circuits:screen")
@@ -277,9 +272,8 @@ def _joint_direct(pt, li, hi, kind, st):
 
 
 def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
-    """The via-MLP rows of one receiver and kind: every source (``exact_all``) or the top
-    ``k`` by their via-MLP attribution patched exactly, judged against every earlier head's
-    via-MLP change."""
+    """The via-MLP rows of one receiver and kind: every source (``exact_all``) or the top ``k``
+    by via-MLP attribution patched, judged against every earlier head's joint via-MLP change."""
     from . import screen as S
 
     li, hi, _ = rec
@@ -340,8 +334,8 @@ def _dominant(rows: list[dict]) -> None:
 
 
 def _summary_attrs(ds, composition) -> None:
-    """Per model: Spearman correlations of the exact effect with the weights' rank and with
-    the attribution estimate (direct rows), and the count of pairs unlike random."""
+    """Per model: Spearman of the exact effect against the weights' rank and the attribution
+    (direct rows), and the count of composition pairs unlike random."""
     from .screen import spearman
 
     if ds.sizes.get("candidate", 0):
@@ -355,8 +349,7 @@ def _summary_attrs(ds, composition) -> None:
 
 
 def _check_lengths_spec(spec) -> None:
-    """``repeat_lengths`` is ``"auto"`` or integers >= MIN_REPEAT (what fits the model is
-    checked against its config)."""
+    """``repeat_lengths`` is ``"auto"`` or integers >= MIN_REPEAT (the fit is checked later)."""
     from .sequences import MIN_REPEAT
 
     if isinstance(spec, str) and spec == "auto":
@@ -376,22 +369,18 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
                   threshold: float = THRESHOLD, sinks: bool = False, repeat_lengths="auto",
                   screen: str = "auto", mlp_paths="auto", layers=None,
                   progress: bool = True) -> xr.Dataset:
-    """Circuits of ``model``: heads labelled by behaviour, every earlier source screened and
-    path-patched (:mod:`.find` states the steps and the rule, :mod:`.table` the output).
+    """Circuits of ``model`` (:mod:`.find` states the rule, :mod:`.table` the output).
 
-    model: a transformers model, a :class:`rmtbase.probe.loader.Loaded`, a folder, ``.gguf``
-    or hub id (:func:`.model.load_model`), of a family :data:`.heads.SUPPORTED` names.
-    composition: its composition Dataset (:func:`rmtbase.composition`). k: sources patched per
-    receiver, kind and ranking (weights, attribution) when not every source is. sequences:
-    None (repeated random tokens at ``repeat_lengths``), ``"text"`` (``text`` or the probe's
-    text; needs a tokenizer) or a :class:`.sequences.Sequences`. repeat_lengths: ``"auto"``,
-    an int or ints (:func:`.sequences.repeat_lengths`). receivers_of_interest: [(layer,
-    head), …] instead of the labelled heads (unlabelled ones give dependencies). seed: the
-    sequences' seed. threshold: the label threshold. sinks: patch ``first-token`` heads too.
-    screen: ``"auto"`` (exact patching of every source when it fits
-    :data:`.find.EXACT_BUDGET`), ``"exact"`` or ``"top-k"``. mlp_paths: ``"auto"`` (when the
-    via-MLP screen fits :data:`MLP_BUDGET` FLOPs), True or False. layers: receivers' layers to
-    keep (None: all). Raises :class:`InputError` on bad arguments before loading.
+    model: a transformers model, :class:`rmtbase.probe.loader.Loaded`, folder, ``.gguf`` or hub
+    id (:func:`.model.load_model`) of a :data:`.heads.SUPPORTED` family. composition: its
+    composition Dataset. k: sources patched per receiver, kind and ranking when not all are.
+    sequences: None (repeated random tokens at ``repeat_lengths``: ``"auto"``, an int or ints,
+    :func:`.sequences.repeat_lengths`), ``"text"`` (``text`` or the probe's; needs a tokenizer)
+    or a :class:`.sequences.Sequences`. receivers_of_interest: [(layer, head), …] instead of the
+    labelled heads. seed: the sequences'. threshold: the labels'. sinks: patch ``first-token``
+    heads too. screen: ``"auto"`` (every source exactly when within :data:`.find.EXACT_BUDGET`),
+    ``"exact"`` or ``"top-k"``. mlp_paths: ``"auto"`` (within :data:`MLP_BUDGET` FLOPs), True or
+    False. layers: receivers' layers kept (None: all). Raises :class:`InputError` before loading.
     """
     from ..checks import check_int, check_seed
 

@@ -1,26 +1,21 @@
-"""Every earlier source of a receiver screened: a first-order (attribution) estimate of each
-source's effect from one backward pass, beside the exact effects of :mod:`.patching`.
+"""First-order (attribution) estimates of every earlier source's effect on a receiver; they
+rank sources for exact patching (:mod:`.patching`) and are never the reported effect.
 
 Attribution patching (Syed, Rager & Conmy 2023, arXiv:2310.10348; Nanda 2023): removing a
-source's direct output ``o_S`` from the residual ``x`` that feeds one input of receiver R
-changes R's metric ``f`` by ``f(x) − f(x − o_S) ≈ ⟨∇_x f, o_S⟩``. One backward pass gives
-``∇_x f`` (``(N, T, d)``, ``f`` the mean over sequences of the per-sequence statistic), then one
-inner product per source gives every source's estimate.
+source's output ``o_S`` from the residual ``x`` feeding one of R's inputs changes R's metric
+``f`` (mean over sequences) by ``f(x) − f(x − o_S) ≈ ⟨∇_x f, o_S⟩``: one backward pass, then
+one inner product per source.
 
-- ``q``, ``k``: ``f`` is R's behaviour statistic, linear in R's attention pattern:
-  ``f_n = Σ_ij A_n[i, j] W_n[i, j] / c_n`` with the weights of :func:`statistic_weights`
-  (the probe's key sets; equal to :func:`rmtbase.probe.behaviour.window_sums`, tested).
-- ``v``: R's pattern does not depend on its values and the output change ``‖z' − z‖/‖z‖`` has
-  no gradient at ``z' = z``. Its first-order value per sequence is ``‖J_n o_S‖ / ‖z_n‖``
-  (``J`` the Jacobian of R's output on the content queries): estimated by :data:`PROBES`
-  Gaussian probes ``ρ`` (``E[(ρ·u)²] = ‖u‖²``; Hutchinson 1989), one backward pass each of
-  ``f_ρ = Σ_n ρ_n · z'_n / ‖z_n‖``, as ``mean_n sqrt(mean_ρ ⟨∇f_ρ, o_S⟩_n²)`` (relative
-  error about ``sqrt(2 / PROBES)``: enough to rank).
+- ``q``, ``k``: ``f`` is R's behaviour statistic, linear in R's pattern:
+  ``f_n = Σ_ij A_n[i, j] W_n[i, j] / c_n`` (:func:`statistic_weights`).
+- ``v``: the output change ``‖z' − z‖/‖z‖`` has no gradient at ``z' = z``; its first-order
+  value ``‖J_n o_S‖ / ‖z_n‖`` (``J``: Jacobian of R's output on the content queries) is
+  estimated with :data:`PROBES` Gaussian probes ``ρ`` (``E[(ρ·u)²] = ‖u‖²``; Hutchinson 1989)
+  as ``mean_n sqrt(mean_ρ ⟨∇f_ρ, o_S⟩_n²)``, ``f_ρ = Σ_n ρ_n · z'_n / ‖z_n‖`` (relative error
+  about ``sqrt(2 / PROBES)``).
 
-Both are computed through the receiver's low-rank fold (:class:`.fold.Fold`, first-order
-terms only) where it applies — for v then without probes, ``mean_n ‖A δv_S‖/‖z‖`` from each
-source's first-order change of the values — else by one GEMM per source layer. The estimate ranks sources
-for exact patching; it is never the reported effect.
+Computed through the receiver's fold (:class:`.fold.Fold`) where it applies (v then without
+probes: ``mean_n ‖A δv_S‖/‖z‖``), else by one GEMM per source layer.
 """
 
 from __future__ import annotations
@@ -35,9 +30,9 @@ LINEAR = ("prev_token", "first_token", "self", "duplicate_token", "induction")
 
 
 def statistic_weights(statistic: str, seqs):
-    """``(W (N, T, T) float64, counts (N,))``: per sequence, ``statistic`` of a pattern ``A``
-    is ``Σ_ij A[i, j] W[i, j] / count`` over the probe's queries (content positions
-    ``i ≥ 1``; :mod:`rmtbase.probe.behaviour`); ``count`` 0 where no query counts."""
+    """``(W (N, T, T) float64, counts (N,))``: per sequence, ``statistic`` of a pattern ``A`` is
+    ``Σ_ij A[i, j] W[i, j] / count`` over the probe's queries (content ``i ≥ 1``); count 0 where
+    no query counts."""
     from ..probe.behaviour import token_patterns
 
     if statistic not in LINEAR:
@@ -85,10 +80,9 @@ def _probe(c, v, queries, rho):
 
 
 def input_metrics(pt, layer: int, head: int, kind: str, statistic: str | None):
-    """``(fs, combine)``: scalar functions ``u ↦ f`` of R's ``kind`` input ``u`` (its other
-    inputs clean) and ``combine(dots)`` turning ``dots`` ``(len(fs), N)`` — per sequence
-    ``⟨∇_x f, o_S⟩`` — into the estimate (module docstring); None where the metric has no
-    linear form (an unlabelled receiver's q or k)."""
+    """``(fs, combine)``: scalar functions of R's ``kind`` input (others clean) and
+    ``combine(dots)`` turning per-sequence ``⟨∇_x f, o_S⟩`` ``(len(fs), N)`` into the estimate;
+    None where the metric has no linear form (an unlabelled receiver's q or k)."""
     import torch
 
     hm, seqs = pt.hm, pt.seqs
@@ -139,10 +133,9 @@ def gradients(pt, layer: int, fs):
 
 
 def source_dots(pt, grads, n_layers: int, combine) -> np.ndarray:
-    """``(n_layers, H)``: ``combine`` of the per-sequence ``⟨g, o_S⟩`` of every head S of the
-    first ``n_layers`` layers (``o_S``: :meth:`.patching.Patcher.source_output`), one GEMM a
-    layer: ``⟨g, o_S⟩ = Σ r z_S · (W_O[S] g)`` with ``r`` the post-norm's clean scale (1 for
-    pre-norm blocks)."""
+    """``(n_layers, H)``: ``combine`` of per-sequence ``⟨g, o_S⟩`` for every head S of the first
+    ``n_layers`` layers, one GEMM a layer: ``⟨g, o_S⟩ = Σ r z_S · (W_O[S] g)``, ``r`` the
+    post-norm's clean scale (1 for pre-norm blocks)."""
     import torch
 
     hm, cap = pt.hm, pt.cap
@@ -163,9 +156,8 @@ def source_dots(pt, grads, n_layers: int, combine) -> np.ndarray:
 
 
 def fold_dots(pt, layer: int, head: int, kind: str, fs, combine) -> np.ndarray:
-    """:func:`source_dots` through the receiver's low-rank fold: ``∂f/∂u`` of R's projection
-    by one backward pass per function, then :meth:`.fold.Fold.first_order` per source
-    (``d_h × d_h`` work per source instead of ``d × d_h``)."""
+    """:func:`source_dots` through the receiver's fold: ``∂f/∂u`` by one backward pass per
+    function, then :meth:`.fold.Fold.first_order` (``d_h × d_h`` work per source)."""
     import torch
 
     hm = pt.hm
@@ -186,10 +178,8 @@ def fold_dots(pt, layer: int, head: int, kind: str, fs, combine) -> np.ndarray:
 
 
 def fold_value_changes(pt, layer: int, head: int) -> np.ndarray:
-    """``(layer, H)``: the v screen through the fold, deterministic: per source the
-    first-order change of R's values (:meth:`.fold.Fold.first_order_changes`) through R's
-    clean pattern, ``mean_n ‖A δv‖_n / ‖z‖_n`` over the content queries (the first-order
-    value of the output change the exact v patch measures)."""
+    """``(layer, H)``: the v screen through the fold, deterministic: ``mean_n ‖A δv‖_n / ‖z‖_n``
+    over the content queries, ``δv`` from :meth:`.fold.Fold.first_order_changes`."""
     import torch
 
     hm = pt.hm
@@ -207,9 +197,8 @@ def fold_value_changes(pt, layer: int, head: int) -> np.ndarray:
 
 
 def attribution(pt, layer: int, head: int, kind: str, statistic: str | None) -> np.ndarray:
-    """``(layer, H)`` first-order estimates of every earlier source's direct effect on R
-    through ``kind`` (module docstring): through the fold where it applies
-    (:func:`fold_dots`), else one GEMM a source layer (:func:`source_dots`); NaN where the
+    """``(layer, H)`` first-order estimates of every earlier source's direct effect on R through
+    ``kind``: by :func:`fold_dots` where the fold applies, else :func:`source_dots`; NaN where the
     metric has no linear form."""
     got = input_metrics(pt, layer, head, kind, statistic)
     if got is None:
@@ -223,8 +212,8 @@ def attribution(pt, layer: int, head: int, kind: str, statistic: str | None) -> 
 
 
 def spearman(a, b) -> float:
-    """Spearman's rank correlation of two equal-length arrays (average ranks for ties; NaN
-    pairs dropped; NaN with fewer than 3 pairs or a constant side)."""
+    """Spearman's rank correlation (average ranks for ties; NaN pairs dropped; NaN with fewer
+    than 3 pairs or a constant side)."""
     from scipy.stats import spearmanr
 
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)

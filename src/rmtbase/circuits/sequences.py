@@ -1,26 +1,18 @@
-"""The token sequences a circuit is measured on: repeated random tokens (the standard induction
-test) at one or several repeat lengths, or equal-length windows of a text.
+"""The token sequences a circuit is measured on: repeated random tokens at one or several
+repeat lengths, or equal-length windows of a text.
 
-**Repeated random tokens** (:func:`repeated_tokens`) follow TransformerLens'
-``generate_repeated_tokens`` (ARENA 1.2, "Finding induction heads"): a prefix (the model's BOS
-id, when its config names one inside the vocabulary), ``n`` random tokens, then the same ``n``
-tokens again, so ``T = 1 + 2n`` (``2n`` without BOS). On the second half an induction head
-attends to the token after the query's earlier occurrence, a previous-token head to ``i − 1``.
-:func:`repeated_sequences` draws the ``n`` tokens **distinct within a half** where the usable
-vocabulary allows it (special ids — BOS, EOS, PAD, UNK of the config — left out), so that the
-induction target of a second-half query is unique and no token repeats inside the first half.
-Draws use an explicit seed (``numpy.random.default_rng``), never global state.
+**Repeated random tokens** (:func:`repeated_tokens`; TransformerLens'
+``generate_repeated_tokens``, ARENA 1.2): [BOS,] ``n`` random tokens, the same ``n`` again,
+so ``T = 1 + 2n`` (``2n`` without BOS). :func:`repeated_sequences` draws the ``n``
+**distinct** where the usable vocabulary (without the config's special ids) allows, so a
+second-half query has one induction target. Seeds are explicit (``numpy.random.default_rng``).
 
-**Repeat lengths** (:func:`repeat_lengths`): ``"auto"`` is :data:`AUTO_LENGTHS` kept where the
-sequence fits the model's positions and the usable vocabulary has ``n`` distinct tokens, plus the
-longest that fits when that is shorter than 50; lengths
-below :data:`MIN_REPEAT` are never used (at ``n < 3`` the induction target of a query is its
-previous token, so induction and previous-token attention cannot be told apart). Each length
-gets ``max(DEFAULT_SEQUENCES, ⌈MIN_QUERIES / n⌉)`` sequences, so every length scores at least
-:data:`MIN_QUERIES` second-half queries.
+**Repeat lengths** (:func:`repeat_lengths`): ``"auto"`` is :data:`AUTO_LENGTHS` where they
+fit the positions and vocabulary, plus the longest that fits when below 50; never below
+:data:`MIN_REPEAT` (at ``n < 3`` the induction target is the previous token). Each length gets
+``max(DEFAULT_SEQUENCES, ⌈MIN_QUERIES / n⌉)`` sequences (at least :data:`MIN_QUERIES` queries).
 
-**Text windows** (:func:`text_sequences`): the full-length windows of a text
-(:func:`rmtbase.probe.text.windows`), the shorter last one dropped so that sequences batch.
+**Text windows** (:func:`text_sequences`): a text's full-length windows.
 """
 
 from __future__ import annotations
@@ -69,11 +61,9 @@ def repeated_tokens(vocab_size: int, n: int, batch: int, *, seed=0,
                     bos_token_id: int | None = None, allowed=None) -> np.ndarray:
     """``(batch, [1 +] 2n)`` int64: [BOS,] r_1 … r_n, r_1 … r_n (module docstring).
 
-    vocab_size: tokens are drawn from ``[0, vocab_size)``, uniformly and independently, unless
-    ``allowed`` is given. n: tokens per half. batch: sequences. seed: an int or a
-    ``numpy.random.Generator``. bos_token_id: a prefix id, or None. allowed: an int array of
-    the usable ids; then each half is ``n`` **distinct** ids drawn without replacement from it
-    (:class:`InputError` when it has fewer than ``n``).
+    Tokens are uniform on ``[0, vocab_size)``, or, given ``allowed`` (an int array of usable
+    ids), ``n`` **distinct** ids a half drawn from it (:class:`InputError` when it has fewer).
+    seed: an int or a ``numpy.random.Generator``. bos_token_id: a prefix id, or None.
     """
     for name, v in (("vocab_size", vocab_size), ("n", n), ("batch", batch)):
         if int(v) < 1:
@@ -155,12 +145,10 @@ def positions(config) -> int | None:
 
 
 def repeat_lengths(config, spec="auto") -> tuple[int, ...]:
-    """The repeat lengths ``spec`` names for a model with ``config`` (module docstring).
-
-    spec: ``"auto"``, an int, or a sequence of ints (each ``>= MIN_REPEAT``). Returns the
-    lengths, ascending. Raises :class:`InputError` for a bad spec, a length that does not fit
-    the model's positions, or a vocabulary without that many distinct usable ids; ``"auto"``
-    returns ``()`` when no length fits (the caller says so).
+    """The repeat lengths, ascending, that ``spec`` (``"auto"``, an int or ints ``>=
+    MIN_REPEAT``) names for a model with ``config`` (module docstring); ``"auto"`` gives ``()``
+    when none fits. :class:`InputError` for a bad spec or a length that does not fit the
+    positions or the usable vocabulary.
     """
     cap = positions(config)
     n_ids = usable_ids(config).size
@@ -198,12 +186,10 @@ def sequences_for(n: int) -> int:
 
 def repeated_sequences(config, *, n: int = DEFAULT_HALF, batch: int = DEFAULT_SEQUENCES,
                        seed=0, distinct: bool = True) -> Sequences:
-    """:func:`repeated_tokens` with the vocabulary and BOS id of a transformers ``config``.
+    """:func:`repeated_tokens` with a transformers ``config``'s vocabulary and BOS id.
 
-    n: tokens per half; batch: sequences; seed: int or Generator; distinct: each half ``n``
-    distinct usable ids (module docstring) where the vocabulary has that many, else uniform
-    draws with repeats (said in the description). One-line :class:`InputError` when the
-    sequence would not fit the model's positions.
+    distinct: ``n`` distinct usable ids a half where the vocabulary has that many, else uniform
+    draws (said in the description). One-line :class:`InputError` when it exceeds the positions.
     """
     vocab = _config_int(config, "vocab_size")
     if vocab is None:
@@ -238,10 +224,9 @@ def length_sequences(config, lengths, *, seed=0) -> dict[int, Sequences]:
 
 def text_sequences(tokenizer, text: str, window: int, *, max_sequences: int | None = None,
                    min_sequences: int = 1, name: str = "the probe's text") -> Sequences:
-    """The full-length windows of ``text`` (:func:`rmtbase.probe.text.windows`), at most
-    ``max_sequences`` of them (``name``: the text's, in the description); one-line :class:`InputError` when the text has none. A text
-    too short for ``min_sequences`` full windows of ``window`` tokens is cut into
-    ``min_sequences`` shorter ones (an effect's se needs at least 2 sequences)."""
+    """At most ``max_sequences`` full-length windows of ``text``
+    (:func:`rmtbase.probe.text.windows`); a text too short for ``min_sequences`` windows is cut
+    into ``min_sequences`` shorter ones; one-line :class:`InputError` when it has none."""
     from ..probe.text import special_template, tokenize, windows
 
     pre, suf = special_template(tokenizer)

@@ -1,16 +1,13 @@
 """The circuit search's Dataset and its JSON list.
 
-:func:`candidate_dataset`: one row per exactly patched (source, receiver, kind, path) along
-dimension ``candidate`` (:data:`VARIABLES`, each with ``long_name`` and ``units``); the heads'
-labels along (layer, head) (``label``, ``label_score``, ``label_statistic``, ``label_length``,
-``behaviour_<name>`` at each head's label length); every source's attribution estimate along
-(receiver, kind, path, layer_from, head_from) (``screen_attribution``); attrs saying the
-sequences, the rule and its constants. Strings are ``str`` variables, booleans int8 0/1.
-
-:func:`circuit_list`: the JSON objects ``{kind, path, from, to, label_from, label_to,
-label_length, rank_weights, rank_attribution, attribution, effect_causal, effect_se, role,
-confirmed, dominant, redundant, explained, joint_effect, joint_contradicts, dependency,
-metric}``.
+:func:`candidate_dataset`: one row per patched (source, receiver, kind, path) along
+``candidate`` (:data:`VARIABLES`, with ``long_name`` and ``units``); the labels along (layer,
+head); the attribution of every source as ``screen_attribution`` (receiver, kind, path,
+layer_from, head_from); attrs: the sequences, the rule's constants. Strings are ``str``,
+booleans int8 0/1. :func:`circuit_list`: the JSON objects ``{kind, path, from, to,
+label_from, label_to, label_length, rank_weights, rank_attribution, attribution,
+effect_causal, effect_se, role, confirmed, dominant, redundant, explained, joint_effect,
+joint_contradicts, dependency, metric}``.
 """
 
 from __future__ import annotations
