@@ -55,7 +55,7 @@ def entry_lines(ds: xr.Dataset, dim: str | None = None) -> list[str]:
 
 
 def summary_text(ds: xr.Dataset, dim: str, top: int = 3) -> str:
-    """Per entry: flagged heads; then the null(s) and each entry's profile (tables.anomaly_table)."""
+    """Per entry: flagged heads; then the null(s) and each entry's profile (anomaly_table)."""
     items = entries(ds)
     lines = [*entry_lines(ds, dim), ""]
     nulls = sorted({str(e.attrs.get("null", "?")) for _, e in items})

@@ -110,8 +110,8 @@ def composition_section(ds, png: bytes | None = None, *, top: int = TOP, circuit
 
 
 def summary_lead(ctx: dict | None, *, terminal: bool = False) -> str:
-    """The block opening ``summary.txt`` with a composition: what was found, then the counts ("" with
-    no composition); ``terminal``: the first lines and where the rest is."""
+    """The block opening ``summary.txt`` with a composition: what was found, then the counts
+    ("" without one); ``terminal``: the first lines and where the rest is."""
     from .circuit_lines import terminal as first_lines
 
     if not ctx:

@@ -13,7 +13,8 @@ import xarray as xr
 
 
 def storage_name(label) -> str:
-    """A storage as users know it (GGUF types in ggml's spelling; differing W_Q, W_K joined by "+")."""
+    """A storage as users know it (GGUF types in ggml's spelling; differing W_Q, W_K joined by
+    "+")."""
     parts = str(label).split("+")
     return "+".join(p.upper() if re.fullmatch(r"(q|iq|tq)\d.*", p) else p for p in parts)
 

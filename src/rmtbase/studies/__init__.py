@@ -1,11 +1,10 @@
 """Studies that reproduce the seeds' figures and check their numerical claims.
 
 Each study is a module ``rmtbase.studies.<name>`` with ``run(out_dir, quick=False, seed=0) ->
-dict`` (some take more keyword options, e.g. ``model``: :func:`check_options`): it writes PNG figures and the numbers behind them (CSV / netCDF) into ``out_dir`` and
-returns ``{"figures": [...], "data": [...], "summary": {...}}``. ``quick=True`` runs a reduced
-size (well under a minute on 2 CPU cores; CI runs every study that way); the full size is what
-``docs/gallery`` and ``studies/README.md`` show. The registry below is the single list of
-studies; ``rmtbase study --list`` prints it. Nothing is imported until a study is run.
+dict`` (extra options: :func:`check_options`); it writes figures and the numbers behind them
+into ``out_dir`` and returns ``{"figures": [...], "data": [...], "summary": {...}}``.
+``quick=True`` runs a reduced size (CI); the registry below is the single list of studies.
+Nothing is imported until a study is run.
 """
 
 from __future__ import annotations
@@ -44,10 +43,7 @@ def get(name: str):
 
 
 def check_out(name: str, out_dir, *, overwrite: bool = True) -> Path:
-    """The folder ``out_dir/name`` a study writes, checked before any work (one-line
-    :class:`InputError`): ``out_dir`` is a folder or absent, and ``out_dir/name`` is absent,
-    empty or an earlier output of the same study
-    (:func:`rmtbase.files.output.check_output_dir`)."""
+    """``out_dir/name``, checked before any work: absent, empty or this study's earlier output."""
     from ..files.output import check_output_dir
 
     get(name)
@@ -58,8 +54,7 @@ def check_out(name: str, out_dir, *, overwrite: bool = True) -> Path:
 
 
 def check_options(name: str, options: dict) -> None:
-    """One-line :class:`InputError` when study ``name``'s ``run`` does not take every key of
-    ``options`` (such as ``model`` from ``rmtbase study NAME --model DIR``)."""
+    """InputError when study ``name``'s ``run`` does not take every key of ``options``."""
     import inspect
 
     params = inspect.signature(get(name).run).parameters
@@ -70,13 +65,9 @@ def check_options(name: str, options: dict) -> None:
 
 def run(name: str, out_dir, *, quick: bool = False, seed: int = 0, overwrite: bool = True,
         **options) -> dict:
-    """Run study ``name`` into ``out_dir/name`` and return its result dict (paths in it point
-    into ``out_dir/name``). All or nothing: the study writes into a temporary sibling folder,
-    which replaces ``out_dir/name`` (with a ``manifest.json``) only when the study has
-    finished (:class:`rmtbase.files.output.OutputFolder`); an error or interrupt leaves the
-    earlier folder as it was. ``options``: keyword arguments the study's ``run`` takes beside
-    ``quick`` and ``seed`` (:func:`check_options`; e.g. ``model`` for ``head_function``).
-    ``overwrite=False`` (the command line without ``--overwrite``) refuses an earlier output."""
+    """Run study ``name`` into ``out_dir/name`` all or nothing and return its result dict.
+    ``options``: the study's extra keyword arguments (:func:`check_options`);
+    ``overwrite=False`` refuses an earlier output."""
     from ..files.output import OutputFolder
 
     module = get(name)

@@ -1,21 +1,15 @@
-"""Rank association of per-head weight variables with per-head behaviours, three tests a
-referee can tell apart (used by :mod:`.head_function`).
+"""Rank association of per-head weight variables with per-head behaviours (three tests).
 
-For a weight variable w and a behaviour b over n heads (flattened (layer, head) arrays):
+For a weight variable w and a behaviour b over n heads:
 
-- ``rho``: Spearman ρ(w, b); ``p_rho``: its permutation p — b's ranks permuted uniformly over
-  all heads (``n_perm`` times, two-sided about 0, add-one rule: Phipson & Smyth 2010). It asks
-  "are w and b associated over heads?", and a trend over depth that both share counts.
-- ``partial_rho``: the partial Spearman correlation controlling for the covariates (the
-  head's scale log σ_Q σ_K) and for the layer (one indicator per layer): the ranks of w and b
-  are each regressed by least squares on [1, ranks of the covariates, layer indicators] and
-  the residuals correlated. ``p_partial``: b's residuals permuted (Freedman & Lane 1984;
-  Anderson & Robinson 2001), two-sided about 0. It asks "does w tell which heads do b beyond
-  what scale and depth already tell?". Undefined (NaN) for a variable that the covariates
-  determine (the baseline rows ``scale`` and ``layer`` themselves).
-- ``p_within_layer``: ρ against within-layer permutations of b (b shuffled among the heads of
-  each layer, w fixed), two-sided about the permutation distribution's mean: a test of ρ's
-  within-layer part, not of ρ.
+- ``rho``: Spearman ρ(w, b); ``p_rho``: b's ranks permuted over all heads, two-sided, add-one
+  (Phipson & Smyth 2010). A depth trend shared by both counts.
+- ``partial_rho``: partial Spearman controlling for the covariates (log σ_Q σ_K) and layer
+  indicators (rank residuals of least squares on [1, covariate ranks, layer indicators]);
+  ``p_partial``: b's residuals permuted (Freedman & Lane 1984), two-sided. NaN for a variable
+  the covariates determine.
+- ``p_within_layer``: ρ against b shuffled within each layer, two-sided about the permutation
+  mean: tests ρ's within-layer part.
 
 q columns: Benjamini–Hochberg over the whole table, one family per p column.
 """
@@ -79,9 +73,8 @@ def _two_sided(null: np.ndarray, stat: np.ndarray, centre) -> np.ndarray:
 def association_table(weights: dict[str, np.ndarray], behaviours: dict[str, np.ndarray],
                       layer: np.ndarray, covariates: dict[str, np.ndarray], *,
                       n_perm: int, seed: int = 0) -> list[dict]:
-    """Rows ``{weight, behaviour, n, rho, p_rho, partial_rho, p_partial, p_within_layer,
-    q_rho, q_partial, q_within_layer}`` (module docstring). All arrays flattened over heads
-    and finite; ``covariates`` are controlled for in ``partial_rho`` beside the layer."""
+    """Rows ``{weight, behaviour, n, rho, p_rho, partial_rho, p_partial, p_within_layer, q_*}``
+    over finite flattened per-head arrays; ``covariates`` controlled for beside the layer."""
     layer = np.asarray(layer)
     n = layer.size
     rng = np.random.default_rng(seed)

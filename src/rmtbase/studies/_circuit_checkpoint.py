@@ -1,7 +1,5 @@
-"""One checkpoint of study ``circuits`` (:mod:`rmtbase.studies.circuits`): the word-level
-tokenizer saved with it, the probe's text, and what the study reads from its folder (the
-K-composition of every pair, the heads' factor axes, and at the last checkpoint
-:func:`rmtbase.composition`'s p and the single-head score).
+"""One checkpoint of study ``circuits``: its tokenizer, the probe's text, and what is read
+from its folder (K-composition, factor axes, last checkpoint's composition p and score).
 """
 
 from __future__ import annotations
@@ -39,10 +37,8 @@ def probe_text(recipe, seed: int):
 
 def k_composition(folder) -> np.ndarray:
     """``(layer_from, head_from, layer_to, head_to)`` K-composition of every cross-layer pair of
-    the checkpoint ``folder`` (NaN where ``layer_to ≤ layer_from``), by the library's one
-    implementation, :func:`rmtbase.scoring.composition.composition_from_factors` (raw weights
-    as :func:`rmtbase.models.load_heads` and :func:`rmtbase.models.ov.load_ov_heads` read them:
-    no LayerNorm gains folded, no biases; float32 from the d_h-sized factors, no null)."""
+    ``folder`` (NaN where ``layer_to ≤ layer_from``), by
+    :func:`rmtbase.scoring.composition.composition_from_factors` on raw weights, no null."""
     from ..models import load_heads
     from ..models.ov import load_ov_heads
     from ..scoring.composition import composition_from_factors
@@ -55,9 +51,8 @@ def k_composition(folder) -> np.ndarray:
 
 
 def factor_axes(folder) -> np.ndarray:
-    """``(axis, layer, head)`` the factor axes of each head's profile (``alignment``,
-    ``symmetry``, ``q_input_focus``, ``k_input_focus``: :func:`rmtbase.scoring.factor_axes.
-    factor_profile`, the values ``rmtbase score`` reports, without their null) of ``folder``."""
+    """``(axis, layer, head)`` factor axes of each head's profile in ``folder`` (alignment,
+    symmetry, q/k input focus), without their null."""
     from ..models import load_heads
     from ..scoring.factor_axes import FACTOR_AXES, factor_profile
 

@@ -6,9 +6,8 @@ import numpy as np
 
 
 def loss_and_composition(ds, ax) -> None:
-    """Repeated-token and other-token loss over steps (left axis, nats, ln V dashed); the
-    circuit pairs' mean K-composition, the other pairs' mean (their difference is the study's
-    ``k_contrast``) and the largest other pair's at the checkpoints (right axis)."""
+    """Repeated- and other-token loss over steps (left, nats, ln V dashed); the circuit pairs',
+    other pairs' and largest other pair's K-composition (right)."""
     steps = np.asarray(ds["step"].values)
     ax.plot(steps, ds["repeat_loss"].values, color="C0", label="repeated-token loss")
     ax.plot(steps, ds["other_loss"].values, color="C0", alpha=0.4, lw=0.8,

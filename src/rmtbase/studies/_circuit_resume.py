@@ -1,14 +1,9 @@
 """Study ``circuits`` keeps what it trained when a later step fails, and resumes from it.
 
-The study writes into a temporary folder that replaces ``OUT/circuits`` only at the end
-(:func:`rmtbase.studies.run`), so a late failure (the composition's memory check, a full disk,
-Ctrl-C) would throw away minutes of training. Once training has finished, its checkpoints and loss curve
-(``training.json`` beside ``checkpoints/``, not in it, where ``rmtbase score
-checkpoints/*`` would meet it: seed, recipe, curve, training CPU seconds) are copied on any
-failure to ``OUT/circuits-resume-seed<S>`` (``-quick`` for ``--quick``), and a line on stderr
-says so; the same command run again finds them there, checks that seed and recipe agree, and
-skips training: the checkpoints are the same files, so every number is the one an
-uninterrupted run gives. The folder is removed when a run finishes.
+Once training has finished, any failure copies its checkpoints and ``training.json`` (seed,
+recipe, curve, CPU seconds) to ``OUT/circuits-resume-seed<S>`` (``-quick`` for ``--quick``) and
+says so; the same command then checks seed and recipe and skips training, so every number is
+that of an uninterrupted run. The folder is removed when a run finishes.
 """
 
 from __future__ import annotations
@@ -23,8 +18,7 @@ TRAINING = "training.json"
 
 
 def place(out: Path, seed: int, quick: bool) -> Path:
-    """The resume folder of the study written into ``out`` (its temporary folder, beside the
-    final ``OUT/circuits``)."""
+    """The resume folder, beside the final ``OUT/circuits`` of the study written into ``out``."""
     return Path(out).parent / f"circuits-resume-seed{int(seed)}{'-quick' if quick else ''}"
 
 
@@ -50,9 +44,8 @@ def load(resume: Path, seed: int, recipe) -> dict | None:
 
 
 def train_or_resume(out: Path, recipe, seed: int, keep, resume: Path | None) -> tuple[dict, dict]:
-    """``(training result, {step: checkpoint folder})``: from ``resume`` when it holds this
-    training (copied into ``out/checkpoints``), else trained now with ``keep(step, net)``
-    saving each checkpoint; the training record is written beside ``out/checkpoints``."""
+    """``(training result, {step: checkpoint folder})``, from ``resume`` when it holds this
+    training, else trained now with ``keep(step, net)`` saving each checkpoint."""
     from ..progress import message
     from ._induction_train import train
 
@@ -79,9 +72,8 @@ def train_or_resume(out: Path, recipe, seed: int, keep, resume: Path | None) -> 
 
 
 def keep_finished(out: Path, resume: Path) -> Path | None:
-    """After a failure: copy the finished training of ``out`` to ``resume`` (whole or not at
-    all: a temporary sibling renamed into place) and say how to resume; None (and nothing
-    kept) where training had not finished."""
+    """After a failure, copy ``out``'s finished training to ``resume`` (all or nothing) and say
+    how to resume; None where training had not finished."""
     from ..progress import message
 
     ckpts = Path(out) / "checkpoints"

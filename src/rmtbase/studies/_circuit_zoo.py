@@ -1,28 +1,11 @@
-"""Small GPT-2s trained with recipes the circuit search was not developed on: the models
-``tests/test_circuits_zoo.py`` checks :func:`rmtbase.circuits.find_circuits` against, with a
-causal truth of its own (``tests/_circuit_truth.py``). d 64, 4 heads, MLPs 4 d, no dropout.
+"""Small GPT-2s trained with recipes the circuit search was not developed on.
 
-Recipes (:data:`RECIPES`): ``short3`` 3 layers, V 40, repeated segments of length 2–10 only,
-position ids at a random offset in 128 positions (3,000 steps); ``mlp2`` 2 layers on the
-``study circuits`` data (V 32, segments 2–5); ``mlp2s`` the same with layer 0's attention output
-scaled by 0.1 in every forward (folded into ``c_proj`` when saved), so that MLP0 carries more
-of what layer 1 reads; ``deep4`` 4 layers, as ``short3``; ``markov3`` 3 layers on a first-order
-Markov chain over V 40 (rows Dirichlet(0.2), fixed), no planted repeats.
-
-What seeds 0 (and 1) formed, by the truth: ``short3`` induction heads at 0.96 /
-0.91 on 10-token repeats, 0.51 / 0.18 on 40, the dominant K source a previous-token head,
-direct (drop 0.88); ``mlp2`` an induction head whose K source is direct (0.36; via MLP0 0.06);
-``mlp2s`` four induction heads whose keys read through MLP0 (all earlier heads removed via MLP0
-0.54–0.76, directly 0.15–0.19); ``deep4`` seed 1 three induction heads, each with two K
-source heads (a previous-token head, direct 0.35–0.39, and a first-token head via MLPs
-0.13–0.15), seed 0 none (largest 0.27); ``markov3`` no head reaching any label.
-
-**Training** (:func:`train`): :func:`._mlp_induction.build_model`'s models, the loss of
-:func:`._induction_train._losses` (all tokens plus the repeated ones), AdamW β (0.9, 0.98), no
-weight decay, warm-up 100 steps, one torch thread, seeded (as :func:`._mlp_induction.train`).
-**Cache** (:func:`trained_folder`): ``save_pretrained`` folders
-``<cache>/circuit_zoo/<recipe>_seed<k>`` under ``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``,
-written to a temporary sibling and renamed (complete or absent), with ``train_info.json``.
+``tests/test_circuits_zoo.py`` checks :func:`rmtbase.circuits.find_circuits` on them against
+its own causal truth. d 64, 4 heads, MLPs 4 d. Recipes (:data:`RECIPES`): ``short3``, ``mlp2``,
+``mlp2s`` (layer 0's attention output × 0.1, so MLP0 carries more), ``deep4``, ``markov3``
+(Markov data, no repeats); what each formed: docs/circuits.md. :func:`train` as
+:func:`._mlp_induction.train`; :func:`trained_folder` caches ``save_pretrained`` folders under
+``<cache>/circuit_zoo/`` (``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``), written atomically.
 """
 
 from __future__ import annotations
@@ -42,9 +25,8 @@ from ._mlp_induction import build_model
 
 @dataclasses.dataclass(frozen=True)
 class ZooRecipe:
-    """A :class:`Recipe` (data, shape, optimiser) plus the zoo's own settings: ``data``
-    ``"repeats"`` (:func:`._induction_train.batch`) or ``"markov"`` (:func:`markov_batch`);
-    ``attn0_scale``: a fixed factor on layer 0's attention output (module docstring)."""
+    """A :class:`Recipe` plus ``data`` (``"repeats"`` or ``"markov"``) and ``attn0_scale`` (a fixed
+    factor on layer 0's attention output)."""
 
     base: Recipe
     data: str = "repeats"
@@ -104,8 +86,7 @@ def _scaled(net, scale: float):
 
 
 def fold_scale(net, scale: float) -> None:
-    """Write ``scale`` into layer 0's ``c_proj`` (weight and bias), so the saved model computes
-    what the hooked one did."""
+    """Write ``scale`` into layer 0's ``c_proj`` so the saved model computes what the hooked did."""
     import torch
 
     with torch.no_grad():

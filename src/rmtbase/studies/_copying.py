@@ -1,18 +1,12 @@
 """Copying heads (study ``circuits``): the sign of a head's full OV circuit's eigenvalues.
 
-Elhage et al. 2021 (*A Mathematical Framework for Transformer Circuits*, "copying" of the OV
-circuit): a head that copies the token it attends to raises that token's logit, so its full OV
-circuit ``M = W_U W_OV W_Eᵀ`` (V × V: input token → output logits; ``W_E``, ``W_U`` the
-``(V, d)`` token embedding and unembedding rows, ``W_OV = W_O,h W_V,h`` d × d, column
-convention) has mostly positive eigenvalues. The **copying score** is
-``Σ Re λ / Σ |λ|`` over M's eigenvalues: 1 for a pure copier (M positive definite-like),
-−1 for a head that suppresses the attended token, ≈ trace / Σ|λ| for a head mapping each token
-to another (a permutation's eigenvalues are roots of unity: score ≈ its fixed points' share).
-Raw weights: no LayerNorm gain folded (folding ``ln_f``'s gain into W_U changed the trained
-models' scores by ≤ 0.02), the BOS token (id 0) left out.
+A head that copies the attended token raises its logit, so its full OV circuit
+``M = W_U W_OV W_Eᵀ`` (V × V; ``W_E``, ``W_U`` ``(V, d)``, ``W_OV = W_O,h W_V,h``) has mostly
+positive eigenvalues (Elhage et al. 2021). Copying score: ``Σ Re λ / Σ |λ|``, 1 for a pure
+copier, −1 for a suppressor. Raw weights, no LayerNorm gain, BOS (id 0) left out.
 
-**Null**: W_O, W_V replaced by independent Gaussian factors at the head's shapes (the score is
-scale-free), the model's own W_E and W_U kept; ``draws`` scores, p one-sided upper, add-one.
+Null: W_O, W_V replaced by independent Gaussian factors (the score is scale-free), W_E and W_U
+kept; p one-sided upper, add-one.
 """
 
 from __future__ import annotations
@@ -36,8 +30,7 @@ def _embeddings(folder):
 
 
 def copying(folder, *, draws: int = 1000, seed: int = 0) -> dict:
-    """``{"score": (layer, head), "p": (layer, head)}`` for a GPT-2 checkpoint folder saved
-    by the study (module docstring)."""
+    """``{"score": (layer, head), "p": (layer, head)}`` for a study's GPT-2 checkpoint folder."""
     from ..models.ov import load_ov_heads
 
     we, wu = _embeddings(folder)

@@ -1,31 +1,16 @@
 """Training a small GPT-2 to contain an induction circuit (study ``circuits``).
 
-**Data** (:func:`batch`): sequences of ``T`` tokens ``[BOS, x_1 … x_{T-1}]`` of random tokens
-from ``1 … V`` (id 0 is BOS). ``layout="chunks"`` (default): back-to-back chunks, each a random
-segment ``r`` of random length ``L ∈ [l_min, l_max]``, a random gap ``g ∈ [0, gap_max]`` of
-other tokens, and ``r`` again; ``layout="single"``: one segment written twice, at a random
-start and again ``L + g`` later. Nothing about a repeat is at a fixed place or distance, so the
-only way to predict a second copy's tokens 2 … L is to find the earlier occurrence of the
-current token and copy what followed it (Olsson et al. 2022's repeated random tokens, at random
-offsets, lengths and gaps). The **position ids** of each sequence start at a random offset in
-``[0, n_positions − T]``, so absolute positions carry no information either. With ``skip_p >
-0`` the random tokens carry **skip-bigram statistics**: with probability ``skip_p``,
-``x_{t+1} = π(x_{t−1})`` for a fixed permutation π (:func:`skip_map`), a statistic only a
-head reading the token one back can use, so previous-token heads form early (natural text's
-n-gram statistics play that part in Olsson et al.).
+**Data** (:func:`batch`): ``[BOS, x_1 … x_{T-1}]`` of random tokens ``1 … V`` with segments of
+random length ``L ∈ [l_min, l_max]`` repeated after a random gap, position ids at a random
+offset: only induction predicts a second copy's tokens 2 … L (Olsson et al. 2022).
+``skip_p``: ``x_{t+1} = π(x_{t−1})`` with that probability (:func:`skip_map`), so
+previous-token heads form early.
 
-**Model** (:func:`build_model`): transformers' ``GPT2LMHeadModel``, 2 layers, attention only:
-the MLPs have a hidden width of 1 and their output projection is zeroed and frozen (``c_fc``
-frozen too), so each block adds exactly 0 through its MLP, while the folder stays a plain
-GPT-2 that every tool loads. No dropout; input and output embeddings untied by default.
-
-**Training** (:func:`train`): AdamW (β = 0.9, 0.98, no weight decay), linear warm-up then a
-constant rate; the loss is the cross-entropy over every position plus (``loss_on="both"``) the
-cross-entropy over the repeated tokens. The **repeat loss** is the cross-entropy on the second
-copies' tokens 2 … L of a fixed evaluation batch (what a perfect induction circuit predicts;
-chance is ln V); the **other loss** is the cross-entropy on the rest. ``torch.set_num_threads
-(1)`` and seeded generators: the same seed gives the same weights on one machine. What each
-recipe formed: docs/circuits.md.
+**Model** (:func:`build_model`): ``GPT2LMHeadModel``, 2 layers, attention only (MLP output
+zeroed and frozen). **Training** (:func:`train`): AdamW (0.9, 0.98), linear warm-up,
+cross-entropy over all positions plus the repeated tokens; one torch thread, seeded. The
+**repeat loss** is on a fixed batch's second-copy tokens 2 … L (chance ln V), the **other
+loss** on the rest.
 """
 
 from __future__ import annotations
@@ -38,9 +23,7 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """Every setting of one training run. Defaults (V 32, segments L 2–5, 1,500 steps) form the
-    circuit on seeds 0–4; results per recipe and seed: docs/circuits.md.
-    """
+    """Every setting of one training run; the defaults form the circuit on seeds 0–4."""
 
     vocab: int = 32             # content tokens 1..V; id 0 is BOS
     seq_len: int = 48           # T, BOS included
@@ -148,9 +131,8 @@ def checkpoint_steps(r: Recipe) -> list[int]:
 
 
 def train(r: Recipe, seed: int, *, on_checkpoint=None, eval_every: int = 50):
-    """Train one model; returns a dict of the loss curve (``step``, ``loss``, ``repeat_loss``,
-    ``other_loss`` at every ``eval_every`` steps on a fixed evaluation batch), the
-    checkpoint steps, the final model and ``cpu_s`` (process time of the training).
+    """Train one model; returns the loss curve (``step``, ``loss``, ``repeat_loss``,
+    ``other_loss`` every ``eval_every`` steps), checkpoint steps, the model and ``cpu_s``;
     ``on_checkpoint(step, net)`` is called at each :func:`checkpoint_steps` step."""
     import torch
 

@@ -1,23 +1,12 @@
-"""Small GPT-2s **with MLPs** and ≥ 3 layers trained to contain an induction circuit: the
-models on which ``tests/test_circuits_trained.py`` checks the circuit tools against
-a ground truth of its own path patching.
+"""Small GPT-2s with MLPs and ≥ 3 layers trained to contain an induction circuit.
 
-**Data**: :func:`rmtbase.studies._induction_train.batch` unchanged (the ``study circuits``
-default: V = 32 tokens, back-to-back repeated segments of L 2–5 with gaps ≤ 3, skip-bigram
-statistics p 0.5, T = 48, position ids at a random offset; docs/circuits.md "Recipe").
-
-**Model** (:func:`build_model`): transformers' ``GPT2LMHeadModel`` with its MLPs kept and
-trained (hidden width 4 d, GPT-2's default), ``n_layer`` ≥ 3 layers, no dropout, untied
-embeddings. **Training** (:func:`train`): the same loss and optimiser as the attention-only
-recipe (AdamW β 0.9, 0.98, no weight decay, linear warm-up 100 steps, loss over all tokens
-plus the repeated tokens), one torch thread, seeded generators; CPU time by
-``time.process_time``.
-
-**Cache** (:func:`trained_folder`): each trained model is a ``save_pretrained`` folder
-``<cache>/<config>_seed<k>`` (written to a temporary sibling and renamed, so a folder is
-complete or absent) under ``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``, ``mlp_induction/``;
-never in the repository. ``train_info.json`` beside the weights records the recipe, the CPU
-seconds and the repeat loss before and after.
+The models ``tests/test_circuits_trained.py`` checks the circuit tools on. Data:
+:func:`rmtbase.studies._induction_train.batch` with its defaults. Model (:func:`build_model`):
+``GPT2LMHeadModel`` with trained MLPs (4 d), ``n_layer`` ≥ 3, no dropout, untied embeddings.
+Training (:func:`train`): as the attention-only recipe, one torch thread, seeded.
+Cache (:func:`trained_folder`): ``save_pretrained`` folders
+``<cache>/mlp_induction/<config>_seed<k>`` (``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``),
+written atomically, with ``train_info.json`` (recipe, CPU seconds, repeat loss).
 """
 
 from __future__ import annotations
@@ -69,9 +58,8 @@ def _repeat_loss(net, ev) -> float:
 
 
 def train(r: Recipe, seed: int) -> dict:
-    """Train one model (module docstring); returns ``model``, ``cpu_s`` and the repeat loss
-    (cross-entropy on the second copies' tokens 2 … L of a fixed evaluation batch; chance
-    ln V) at the start and end (``repeat_loss_start``, ``repeat_loss_end``)."""
+    """Train one model; returns ``model``, ``cpu_s``, ``repeat_loss_start`` and
+    ``repeat_loss_end`` (chance ln V)."""
     import torch
 
     torch.set_num_threads(1)

@@ -1,6 +1,6 @@
-"""Output helpers shared by the studies: a fresh folder, figures, CSV, text and netCDF each
-written all or nothing (:mod:`rmtbase.files.atomic`: a temporary file renamed over the target,
-a Ctrl-C held until the file is whole), and a matplotlib Figure that does not touch pyplot."""
+"""Output helpers of the studies: folder, figures, CSV, text and netCDF each written atomically
+(:mod:`rmtbase.files.atomic`), and a matplotlib Figure that does not touch pyplot.
+"""
 
 from __future__ import annotations
 
@@ -56,10 +56,8 @@ def _study_name(path: Path) -> str:
 
 
 def write_netcdf(ds, path) -> Path:
-    """Write an xarray Dataset to netCDF all or nothing, with the CF attributes of every
-    netCDF file rmtbase writes (:func:`rmtbase.files.cf.annotate`: ``Conventions``,
-    ``title``, ``history``, ``source``, ``references``; ``long_name`` and UDUNITS ``units`` on
-    every variable and coordinate)."""
+    """Write a Dataset to netCDF atomically with rmtbase's CF attributes
+    (:func:`rmtbase.files.cf.annotate`)."""
     from ..files.cf import annotate
 
     path = Path(path)

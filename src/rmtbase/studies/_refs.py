@@ -1,9 +1,8 @@
-"""The analytic references the studies draw, in one place, from :mod:`rmtbase.analytic`.
+"""The analytic references the studies draw, from :mod:`rmtbase.analytic`.
 
-Normalisations (``docs/conventions.md``): MP_c is the law of the eigenvalues of W Wᵀ/d for a
-(d_h × d) N(0, 1) matrix W with c = d_h/d (mean 1); MP_c ⊠ MP_c is the limit law of
-x = λ / (σ_Q² σ_K² d²) for W_QK = W_Qᵀ W_K. The element law of W_QK at σ_Q = σ_K = σ is the
-variance-gamma (product-normal sum) of d_h terms, std √d_h σ² (Gaunt 2014).
+MP_c: eigenvalues of W Wᵀ/d, W (d_h × d) N(0, 1), c = d_h/d. MP_c ⊠ MP_c: limit of
+x = λ / (σ_Q² σ_K² d²) for W_QK = W_Qᵀ W_K, whose entries are variance-gamma with d_h terms,
+std √d_h σ² (Gaunt 2014).
 """
 
 from __future__ import annotations
@@ -64,9 +63,8 @@ def vg_entropy(d_h, sigma=1.0):
 
 
 def vg_kl(d_h):
-    """Exact KL(P_WQK ‖ N(0, var)) [nats] (scale free), by the identity
-    KL(P ‖ N(μ, var P)) = ½ln(2πe var P) − h(P) with var = d_h s² (s = 1) and the exact entropy
-    h from :func:`rmtbase.analytic.variance_gamma.entropy`."""
+    """Exact KL(P_WQK ‖ N(0, var)) in nats, = ½ln(2πe var) − h(P), var = d_h, h from
+    :func:`rmtbase.analytic.variance_gamma.entropy`."""
     import math
 
     return 0.5 * math.log(2 * math.pi * math.e * d_h) - vg_entropy(d_h, 1.0)

@@ -1,11 +1,9 @@
-"""The verdict table of the ``weibull_anchor`` study: every numerical claim of the Weibull
-paper (seed 002, arXiv:2605.18898) that can be checked without trained weights.
+"""The verdict table of ``weibull_anchor``: every Weibull-paper (arXiv:2605.18898) claim
+checkable without trained weights.
 
-Each row: ``id, claim, where, paper, ours, method, holds, note``. ``holds`` is ``yes``, ``no``
-or ``partly`` (holds under one reading or to the stated rounding only; the note says which).
-Tolerances: a quoted number holds when it equals ours rounded to the digits quoted; tabulated
-arithmetic holds when it is reproduced within the rounding of its inputs (± half a unit in the
-last quoted digit).
+Rows ``id, claim, where, paper, ours, method, holds, note``; ``holds`` is yes, no or partly (the
+note says which reading). A quoted number holds when ours rounds to it; tabulated arithmetic
+when reproduced within ± half a unit in the last quoted digit.
 """
 
 from __future__ import annotations

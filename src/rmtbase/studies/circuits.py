@@ -1,32 +1,16 @@
 """Study ``circuits``: do the weights alone find a circuit that is known to be there?
 
-Ground truth is made, not assumed: a small attention-only GPT-2 is trained on sequences with a
-repeated random segment (:mod:`._induction_train`) until the loss on the repeated tokens falls
-(the induction phase change, Olsson et al. 2022), keeping ``n_checkpoints`` Hugging Face folders
-(a word-level tokenizer ``t1 … tV``, BOS ``<bos>``) that ``rmtbase score`` and ``probe`` read.
-Per checkpoint:
+A small attention-only GPT-2 is trained on repeated random segments (:mod:`._induction_train`)
+through the induction phase change (Olsson et al. 2022), keeping HF checkpoint folders. The
+probe labels previous-token heads (layer 0, ≥ :data:`PREV_MIN`) and induction heads (layer 1,
+≥ :data:`INDUCTION_MIN`); their pairs are the circuit. Measured: each pair's K-composition
+(Elhage et al. 2021) rank, ``outranked_worst``, AUC and ``circuit_p_worst``; the intervals of
+the largest repeat-loss fall and of the largest circuit-vs-other K rise (``k_contrast``,
+``drop_lag``); factor-axis lags (:func:`profile_lags`, :func:`profile_drop_ratio`); copying
+scores (:mod:`._copying`); the single-head verdict.
 
-* **Probe** (:func:`rmtbase.probe.probe_model`) on :data:`._circuit_checkpoint.PROBE_WINDOWS`
-  sequences of the training distribution. At the last checkpoint it labels previous-token heads
-  (layer 0, ``prev_token ≥`` :data:`PREV_MIN`) and induction heads (layer 1, ``induction ≥``
-  :data:`INDUCTION_MIN`); the circuit pairs are every previous-token → induction head pair.
-* **Weights**: the K-composition of every layer-0 → layer-1 pair (:func:`k_composition`, Elhage
-  et al. 2021; raw weights). At the last checkpoint: each circuit pair's rank, the fraction of
-  other pairs that outrank it (``outranked_worst``), the AUC of circuit against other pairs
-  (Mann–Whitney, ties ½) and the null p of :func:`rmtbase.composition` (``circuit_p_worst``).
-* **Trajectory**: the checkpoint interval where the repeated-token loss falls most by ratio, and
-  where the circuit pairs' K-composition rises most against the other pairs' (``k_contrast``;
-  early training raises every pair's K together). ``drop_lag`` is the lag between the two;
-  ``drop_lag_raw`` and ``drop_lag_with_first`` are the circuit pairs' own mean without and with
-  the first interval.
-* **Profile over checkpoints**: each head's factor axes (:func:`factor_axes`) and
-  :func:`profile_lags`, :func:`profile_drop_ratio`.
-* **Copying** (:mod:`._copying`): each head's copying score (eigenvalues of W_U W_OV W_Eᵀ, Elhage
-  et al. 2021); induction heads are known copiers, previous-token heads known non-copiers.
-* **Single-head verdict**: :func:`rmtbase.score_model` on the last checkpoint.
-Writes ``circuits.nc``, ``heads.csv``, ``summary.txt``, ``circuits_loss.png``,
-``circuits_rank.png``, ``circuits_profile.png`` and ``checkpoints/``. ``quick=True`` runs a few
-training steps (the pipeline only; no circuit forms). Results per seed: ``docs/circuits.md``.
+Writes ``circuits.nc``, ``heads.csv``, ``summary.txt``, three figures and ``checkpoints/``.
+``quick=True`` checks the pipeline only. Results: ``docs/circuits.md``.
 """
 
 from __future__ import annotations
@@ -69,10 +53,8 @@ COPYING_DRAWS = 1000
 def run_seed(out: Path, seed: int, recipe, *, profile: bool = True,
              draws: tuple[int, int] = (COMPOSITION_DRAWS, COPYING_DRAWS),
              resume: Path | None = None) -> dict:
-    """Train one model, keep its checkpoints under ``out/checkpoints``, and measure
-    (module docstring); ``draws``: the composition and copying nulls' draws; ``resume``: a
-    folder whose training of this seed and recipe is taken instead of training again
-    (:mod:`._circuit_resume`). Returns the per-seed numbers and arrays."""
+    """Train one model into ``out/checkpoints`` and measure it; ``draws``: the nulls' draws;
+    ``resume``: a folder whose training is reused. Returns the per-seed numbers and arrays."""
     import xarray as xr
 
     from ..probe import probe_model
@@ -216,9 +198,7 @@ _ATTRS = {
 
 
 def run(out_dir, quick=False, seed=0) -> dict:
-    """Run the study for ``seed``; see the module docstring. A failure after training keeps
-    the checkpoints beside the output and the same call resumes from them
-    (:mod:`._circuit_resume`)."""
+    """Run the study for ``seed``; a failure after training keeps the checkpoints to resume from."""
     from ._induction_train import Recipe
 
     out = io.prepare(out_dir)

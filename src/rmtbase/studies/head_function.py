@@ -1,31 +1,14 @@
 """Study ``head_function``: do a head's weight statistics say what it does on text?
 
-For one model (default the embedded MiniLM; ``rmtbase study head_function --model DIR`` for
-any folder with a tokenizer) the study scores every head (:func:`rmtbase.scoring.score.
-score_model`, all statistics, Gaussian null) and probes it on the shipped English text
-(:func:`rmtbase.probe.probe_model`), then relates the two over heads:
+One model (default the embedded MiniLM; ``--model DIR``) is scored (all statistics, Gaussian
+null) and probed on the shipped text; each weight variable (statistic values, ``-log10
+head_p``, ``distance``, ``head_effect``, ``n_spikes``, factor profile, kinds as 0/1, baseline
+rows ``scale`` and ``layer``) is tested against each behaviour by :mod:`._association`
+(``n_perm`` 10,000; ``--quick`` 1,000 on a quarter of the text). Writes ``correlations.csv``,
+``heads.csv``, ``summary.txt``, ``rho.png``.
 
-* **Weight variables**: each scored statistic's raw value (``value`` of ``<matrix>.<stat>``),
-  ``-log10 head_p``, and ``distance``, ``head_effect``, ``n_spikes`` when the score has them;
-  the head's **profile** from its factors (:mod:`rmtbase.stats.alignment`); each **kind** of
-  :mod:`rmtbase.decision.kinds` as a 0/1 variable over heads (constant kinds left out); and two
-  **baseline rows**: ``scale`` (σ_Q·σ_K) and ``layer``. Variables not finite for every head are
-  left out.
-* **Three tests per pair** (:mod:`._association`): Spearman ρ with its own permutation p
-  (``p_rho``); the partial ρ controlling for scale and layer with its residual-permutation p
-  (``partial_rho``, ``p_partial``: does the variable tell which heads do the behaviour beyond
-  what scale and depth tell?); and the within-layer permutation p of ρ (``p_within_layer``).
-  ``n_perm`` = 10,000 (1,000 with
-  ``--quick``, which also scores against at least 200 null draws and the first quarter of the
-  default text; fixed seed). BH q over the whole table, one family per p column.
-
-Writes ``correlations.csv``, ``heads.csv`` (the joined per-head values), ``summary.txt``
-(baseline rows, then the pairs by |partial ρ|) and ``rho.png`` (ρ and partial ρ, weight
-variable × behaviour; dots where the q of that column ≤ 0.05).
-
-Caveat for rotary models: the scored W_QK = W_Qᵀ W_K is the form at relative position 0, while
-attention between positions i and j uses W_Qᵀ R(j − i) W_K, so a null-like spectrum is no
-evidence that a rotary head lacks a positional function. Results: ``docs/findings.md``.
+Rotary models: W_QK = W_Qᵀ W_K is the relative-position-0 form, so a null-like spectrum does
+not rule out a positional role.
 """
 
 from __future__ import annotations
@@ -80,9 +63,7 @@ def profile_variables(model) -> dict[str, np.ndarray]:
 
 
 def kind_variables(ds) -> dict[str, np.ndarray]:
-    """Per kind (:mod:`rmtbase.decision.kinds`) a 0/1 variable over heads: 1 where the kind is
-    among the head's kinds (``head_kinds``), named ``kind <name>``; a kind every head has, or
-    none, does not vary and is left out by the caller."""
+    """Per kind a 0/1 variable over heads, ``kind <name>`` (1 where among ``head_kinds``)."""
     from ..decision.kinds import ALL_KINDS, kinds_of
 
     got = kinds_of(ds)
@@ -116,9 +97,8 @@ def _figure(rows, wnames, bnames, title):
 
 
 def run(out_dir, quick=False, seed=0, model=None, text=None) -> dict:
-    """Run the study; see the module docstring. ``model``: folder, .gguf or hub id (None: the
-    embedded MiniLM); ``text``: UTF-8 file (None: the shipped text; ``quick`` uses its first
-    quarter)."""
+    """Run the study. ``model``: folder, .gguf or hub id (None: MiniLM); ``text``: UTF-8 file
+    (None: the shipped text)."""
     from ..models import default_model_path
     from ..probe import join, probe_model, read_text
     from ..probe.join import behaviour_names

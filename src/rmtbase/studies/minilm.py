@@ -1,19 +1,14 @@
-"""Study ``minilm``: seeds 000/003 per-head figures for all-MiniLM-L6-v2 (d = 384, d_h = 32,
-6 layers × 12 heads; raw weights, no LayerNorm folding; the BERT query/key biases are not part
-of W_QK).
+"""Study ``minilm``: seeds 000/003 per-head figures for all-MiniLM-L6-v2 (d 384, d_h 32).
 
-* ``densities_layer0.png``: W_Q and W_QK element densities of the 12 heads of layer 0 on a log
-  scale, each with its Gaussian N(μ̂, σ̂²) (seed 000 Figs 6, 10).
-* ``heatmaps.png``: log10 density of W_Q and W_QK over all heads (rows, grouped by layer),
-  shared value axis per matrix (seed 000 Figs 7, 11).
-* ``entropy_sigma.png``: entropy S and ΔS = S − ½ln(2πeσ²) against σ for W_Q and W_QK with the
-  Gaussian reference (seed 000 Figs 14, 15).
-* ``spectral_per_head.png``: NPR, x_max = λ_max/(σ_Q²σ_K²d²) (σ the head's RMS, exact
-  self-normalisation) and the condition number per head with the null's central 95 % band
-  (seed 003 Figs 7–10); the null is Gaussian factors at (384, 32).
-* ``moments_corner.png``: mean, std, skewness, excess kurtosis of W_QK per head with Pearson's
-  bound κ ≥ γ² + 1 (drawn as κ_ex = γ² − 2) (seed 000 Fig 20).
-* ``heads.csv``: every statistic per (layer, head); ``null_spectral.csv``: the null draws.
+Raw weights; query/key biases are not part of W_QK.
+
+* ``densities_layer0.png``, ``heatmaps.png``: W_Q, W_QK element densities (seed 000 Figs 6,
+  7, 10, 11);
+* ``entropy_sigma.png``: S and ΔS against σ (Figs 14, 15);
+* ``spectral_per_head.png``: NPR, x_max, condition number with the null 95 % band (seed 003
+  Figs 7–10);
+* ``moments_corner.png``: W_QK moments with Pearson's bound (seed 000 Fig 20);
+* ``heads.csv``, ``null_spectral.csv``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Study ``product_networks``: deep Ginibre and residual products against their analytic laws.
 
-Ensembles (:mod:`rmtbase.ensembles.products`): Ginibre M_L = W_L⋯W_1 and residual
-M_L = (I + W_L)⋯(I + W_1), square d × d, W_l entries N(0, G/d), G = 1 (the critical gain of
-each kind), depths 1–48. Analytics: :mod:`rmtbase.analytic.product_network` (d → ∞ limit laws
-of the eigenvalues λ of M_LᵀM_L) and :mod:`rmtbase.analytic.network_finite` (exact finite d).
-
-* ``spectra.png``: density of ln λ (Monte Carlo, stable QR singular values) at L ∈ {2, 8, 48}
-  against the limit density (Fuss–Catalan / free power of the information-plus-noise law).
-* ``moments_vs_depth.png`` / ``.csv``: (1/d) Σλ² over its limit m₂, minus 1, Monte Carlo and the
-  exact finite-d value, and the exact value at larger d: where the free limit stops describing
-  finite d (the correction grows like L/d). Σλ² is heavy-tailed at depth, so a mean over tens
-  of draws usually sits below E Σλ² and the draws' standard error understates its spread.
-* ``kurtosis_vs_depth.png`` / ``.csv``: excess kurtosis of the off-diagonal entries of M_L:
-  the exact marginal (moment-method) curve, its Monte Carlo estimate pooled over draws, and the
-  mean one-matrix sample kurtosis (:func:`rmtbase.stats.element_stats`), which sits below the
-  curve at depth (each draw standardised by its own scale).
-* ``residual_stream.png`` / ``.csv``: seed 004's residual stream y = M_L x (x ~ N(0, I), width
-  384): the pooled element law at several depths against the Gaussian and the logistic, and its
-  kurtosis against the exact curve :func:`rmtbase.analytic.network_finite.stream_kurtosis`.
-* ``lyapunov.png``: the exponents ln s_i/L at L = 48 against the limit quantiles
-  μ(t) = −½ ln S(t − 1) (and the exact finite-d Ginibre means), and the largest and mean
-  exponents against depth.
-* ``table_ginibre.nc``, ``table_residual.nc``: the Monte Carlo tables behind the figures
-  (:func:`rmtbase.baseline.network_tables.network_table`).
+M_L = W_L⋯W_1 and (I + W_L)⋯(I + W_1), d × d, entries N(0, 1/d), depths 1–48, against
+:mod:`rmtbase.analytic.product_network` (d → ∞) and :mod:`rmtbase.analytic.network_finite`
+(exact finite d). Figures and CSVs: ln λ densities (``spectra.png``), (1/d) Σλ² / m₂ − 1
+(``moments_vs_depth``; heavy-tailed, so draw means sit low), off-diagonal excess kurtosis
+(``kurtosis_vs_depth``), seed 004's stream y = M_L x (``residual_stream``), Lyapunov exponents
+against μ(t) = −½ ln S(t − 1) (``lyapunov.png``); tables ``table_ginibre.nc``,
+``table_residual.nc``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Study ``product_spectrum``: seed 003 Fig. 1 and the null of the spectral statistics.
 
-Monte Carlo at GPT-2 head dimensions (d = 768, d_h = 64, σ = 1): the d_h nonzero eigenvalues
-λ of W_QK W_QKᵀ, W_QK = W_Qᵀ W_K, from d_h × d_h cores (:func:`rmtbase.stats.spectral.
-eigvals_from_factors`), in the normalisation x = λ / (σ⁴ d²) (mean → 1).
+At d = 768, d_h = 64, σ = 1: the d_h nonzero eigenvalues of W_QK W_QKᵀ as x = λ / (σ⁴ d²).
 
-* ``spectrum.png``: density of x with the single-Wishart MP_c density and edges (the seed's
-  "naive MP", c = d_h/d, mean 1) and the exact limit MP_c ⊠ MP_c with its edges; right: the
-  upper edge on a log scale, where the Monte Carlo support passes the MP bound.
-* ``null_stats.png``: null distributions of x_max = λ_max/d², NPR, spectral entropy and the
-  condition number λ_max/λ_min, each with its large-d limit (MP⊠MP upper edge, NPR limit,
-  entropy limit, edge ratio x+/x−) — the limits are d → ∞ values, the gaps are finite-size.
-* ``null_stats.nc``: the draws of every statistic (dims ``draw``), attrs with the limits;
-  ``summary.csv``: mean, std, quantiles and the limit of each statistic.
+* ``spectrum.png``: density of x against MP_c (the seed's "naive MP") and the exact
+  MP_c ⊠ MP_c, with edges.
+* ``null_stats.png``: x_max, NPR, spectral entropy, condition number, each with its d → ∞ limit.
+* ``null_stats.nc`` (the draws), ``summary.csv``.
 """
 
 from __future__ import annotations

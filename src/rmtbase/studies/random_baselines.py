@@ -1,21 +1,14 @@
 """Study ``random_baselines``: seed 000 Figs 1–4, random matrices at d = 1000.
 
-Figures (each: element density P(w), singular values s_k against index, density of ln λ):
-* ``fig1_full_rank.png``: W (d × d), N(0, σ²) entries, σ ∈ {0.5, 1, 2}; references: the
-  Gaussian density and MP_1 (λ = s², x = λ/(σ²d) ~ MP_1).
-* ``fig2_low_rank.png``: W_QK = W_Qᵀ W_K, d = 1000, d_h = 500, same σ; references: the exact
-  variance-gamma element density (std √d_h σ²) and MP_c ⊠ MP_c for x = λ/(σ⁴d²), c = d_h/d.
-* ``fig3_vary_dh.png``: σ = 1, d_h ∈ {50, 100, 250, 500, 1000}.
-* ``fig4_sigma_entropy_kl.png``: std and entropy of W_QK's elements against d_h (σ = 1) with
-  √d_h σ² and the Gaussian entropy ½ln(2πe d_h σ⁴) beside the exact variance-gamma entropy; and
-  KL(P_WQK ‖ N) from simulation (binned, Miller–Madow; ``element_stats``) beside the exact
-  variance-gamma value.
+Each figure: element density, singular values against index, density of ln λ.
 
-Normalisation: no 1/√d factor anywhere (``docs/conventions.md``). The seed's σ_WQK = √(d_h/d)
-and S = ½ln(2πe d_h/d) are the same quantities for W_QK/√d at σ = 1; this study measures both
-and says so in ``claims.csv``, which also checks the seed's "MP bounds λ± = √d_h(1 ± √(d/d_h))".
-Densities of ln λ are λ·P(λ) (unit area in ln λ). Different σ use the same draws rescaled
-(exactly equal in law to fresh draws at that σ).
+* ``fig1_full_rank.png``: W with N(0, σ²) entries, σ ∈ {0.5, 1, 2}; Gaussian and MP_1.
+* ``fig2_low_rank.png``: W_QK, d_h = 500; variance-gamma (std √d_h σ²) and MP_c ⊠ MP_c.
+* ``fig3_vary_dh.png``: σ = 1, d_h ∈ {50, …, 1000}.
+* ``fig4_sigma_entropy_kl.png``: std, entropy and KL(P_WQK ‖ N) against d_h, simulated and exact.
+
+No 1/√d factor (``docs/conventions.md``); ``claims.csv`` relates the seed's W_QK/√d quantities
+and checks its MP bounds. Densities of ln λ are λ·P(λ); σ values rescale the same draws.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """Study ``residual_paths``: seed 004's residual-path products, and effective depth of MiniLM.
 
-M_L = ∏_{l=1}^{L} (I + W_l), W_l with i.i.d. N(0, 1/d) entries (the norm-preserving critical
-choice; :func:`rmtbase.ensembles.residual_product`), at d = 384 (MiniLM's width).
+M_L = ∏_{l=1}^{L} (I + W_l), W_l i.i.d. N(0, 1/d), d = 384
+(:func:`rmtbase.ensembles.residual_product`).
 
-* ``elements_vs_depth.png``: density of the standardised off-diagonal elements of M_L for
-  L ∈ {1, 2, 4, 8, 16, 32, 48} (log scale, same axes) against the Gaussian and the logistic
-  fitted by moments (mean 0, variance 1: scale √3/π).
-* ``singular_values_vs_depth.png``: singular values of M_L / ‖M_L‖_F·√d (ordered, log scale)
-  against d × d Gaussian and logistic matrices with the same element variance.
-* ``kurtosis_vs_depth.png``: excess kurtosis of the elements against depth (null mean and
-  central 95 % over draws; Gaussian 0, logistic 1.2).
-* ``effective_depth_minilm.png`` / ``effective_depth_minilm.csv``: the effective depth
-  (:func:`rmtbase.depth.effective_depth`, shape feature = excess kurtosis + |z| quantile
-  profile, test-inversion interval) of MiniLM's W_Q and W_K (per layer, 384 × 384: the
-  heads stacked) and W_QK = W_Qᵀ W_K (per head, 384 × 384, rank 32), all against one null.
-  Caveat printed in the CSV: a random W_QK is itself non-Gaussian (excess kurtosis 6/d_h =
-  0.19 at d_h = 32), so its depth is not comparable with that of W_Q/W_K.
+* ``elements_vs_depth.png``: standardised off-diagonal element density against Gaussian and
+  logistic (scale √3/π).
+* ``singular_values_vs_depth.png``: singular values of M_L / ‖M_L‖_F·√d.
+* ``kurtosis_vs_depth.png``: excess kurtosis against depth (Gaussian 0, logistic 1.2).
+* ``effective_depth_minilm``: :func:`rmtbase.depth.effective_depth` of MiniLM's W_Q, W_K
+  (per layer) and W_QK (per head); a random W_QK has excess kurtosis 6/d_h, so its depth is
+  not comparable with W_Q/W_K's.
 """
 
 from __future__ import annotations

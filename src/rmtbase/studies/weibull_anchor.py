@@ -1,24 +1,14 @@
 """Study ``weibull_anchor``: the Weibull paper's (seed 002, arXiv:2605.18898) checkable claims.
 
-What it computes
-----------------
-* The half-normal anchor (k0, λ0/σ) of the paper's protocol (least squares of
-  Y = ln(−ln(1−F)) on ln|w| over F ∈ [a, b]) for the 80 % ([0.1, 0.9]), 90 % ([0.05, 0.95])
-  and 100 % ([0, 1]) trims, from the continuum integrals (:mod:`rmtbase.analytic.weibull`,
-  the paper's eq. (1)) and from fits of simulated Gaussian matrices of GPT-2 head size
-  (64 × 768) by :func:`rmtbase.stats.elementwise.element_stats`, with the per-matrix spread.
-* The same fits at a Pythia-70m block size (512 × 2048 = 1 048 576 elements) for the claim
-  "per-block k = 1.205 ± 0.001 at init".
+* The half-normal anchor (k0, λ0/σ) of the paper's fit (least squares of Y = ln(−ln(1−F)) on
+  ln|w| over F ∈ [a, b]) at 80, 90 and 100 % trims, from the continuum (eq. (1),
+  :mod:`rmtbase.analytic.weibull`) and from simulated 64 × 768 and 512 × 2048 Gaussian matrices.
 * The noise curve V(p) = p / ((1 − p) ln²(1 − p)) (eq. (3)), its minimiser p*, and a Monte
-  Carlo check of the curve itself: N·Var[Y(F̂_N(x_p))] over replications, F̂_N the empirical
-  CDF of N half-normal draws at the p-quantile x_p.
-* The aggregate-fit anchor of a *mixture* of half-normals (Pythia-70m step 1: W_o, FFN_in,
-  FFN_out pooled, σ_in/σ_out = L/√10) by an independent quadrature (:func:`mixture_anchor`).
-* A verdict table, claim → paper value → our value → holds?, written as markdown and CSV
-  (``weibull_verdicts.md`` / ``.csv``), including the arithmetic of the paper's Tables 3–5.
+  Carlo check of N·Var[Y(F̂_N(x_p))].
+* The anchor of a half-normal mixture (:func:`mixture_anchor`).
+* The verdict table (``weibull_verdicts.md`` / ``.csv``).
 
-Figures: ``weibull_fits.png`` (k and λ/σ over simulated matrices at three trims against the
-continuum values), ``weibull_noise_curve.png`` (V(p)/V(p*) with the Monte Carlo points).
+Figures: ``weibull_fits.png``, ``weibull_noise_curve.png``.
 """
 
 from __future__ import annotations
@@ -62,12 +52,9 @@ def _p_star() -> float:
 def mixture_anchor(weights, sigmas, a=0.1, b=0.9, n_nodes=400) -> tuple[float, float]:
     """Protocol fit (k, λ) of a mixture of half-normals, continuum limit, by quadrature.
 
-    |w| has CDF F(x) = Σ_j π_j erf(x / (σ_j √2)). The least-squares slope of Y(F) on ln x(F)
-    with F uniform on [a, b] is Cov(ln x, Y)/Var(ln x); λ = exp(mean ln x − mean Y / k).
-    Gauss–Legendre nodes on [a, b] (interior, so the 100 % trim's integrable end
-    singularities are handled by a tanh-sinh-free substitution F = a + (b − a) u², u ∈ (0, 1)
-    weighted accordingly). x(F) by bracketing root-finding. Independent of
-    :mod:`rmtbase.analytic.weibull` (with one component it must reproduce its anchor).
+    |w| has CDF F(x) = Σ_j π_j erf(x / (σ_j √2)); k = Cov(ln x, Y)/Var(ln x) with F uniform on
+    [a, b], λ = exp(mean ln x − mean Y / k). Gauss–Legendre in u with F = a + (b − a) u²;
+    x(F) by root-finding. Independent of :mod:`rmtbase.analytic.weibull`.
     """
     from scipy.optimize import brentq
     from scipy.special import erf
