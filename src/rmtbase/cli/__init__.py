@@ -1,22 +1,15 @@
 """Command-line entry point: ``rmtbase <command> ...``.
 
-Each command lives in ``rmtbase.cli.<command>`` (``-`` as ``_``) with ``add_parser(subparsers)``
-and ``run(args) -> int`` calling plain library functions; heavy imports (JAX, torch) happen
-inside ``run``, so ``--help`` is fast, and an optional ``early(args)`` makes the checks that need
-none (single values, an ``--out`` that is a file) at the same cost.
-
-Errors the user can fix (:class:`rmtbase.errors.RmtbaseError`) print one line
-``rmtbase: error: ...`` and exit 2, no traceback. Interrupts (:mod:`rmtbase.files.interrupts`):
-Ctrl-C ends at once while the command starts (:data:`PRELOAD`), raises ``KeyboardInterrupt``
-while it works (outputs cleaned up: ``rmtbase: interrupted``, exit 130; SIGTERM
-``rmtbase: terminated``, 143) and ends at once once its output is complete; a reader of stdout
-that goes away ends it quietly with 141. Lines go through :func:`rmtbase.progress.message`;
-the executable is never silent on stderr for over 30 s unless ``--quiet``/``--no-progress``.
-
-The ``rmtbase`` executable (:func:`console_main`) keeps JAX's compiled programs in
-``<user cache>/jax`` through JAX's own environment variables (left alone when
-``JAX_COMPILATION_CACHE_DIR`` is set; ``RMTBASE_NO_JIT_CACHE=1`` turns it off).
-:func:`main` itself (what tests and other programs call) changes no process state.
+Each command is ``rmtbase.cli.<command>`` (``-`` as ``_``) with ``add_parser(subparsers)``,
+``run(args) -> int`` (heavy imports inside, so ``--help`` is fast) and optionally
+``early(args)``, the checks that need no heavy import. A :class:`rmtbase.errors.RmtbaseError`
+prints one line ``rmtbase: error: ...`` and exits 2. Ctrl-C ends at once while the command
+starts (:data:`PRELOAD`) or once its output is complete, else raises ``KeyboardInterrupt``
+(outputs cleaned up, exit 130; SIGTERM 143); a closed stdout ends it quietly (141). Progress
+goes to stderr (:func:`rmtbase.progress.message`), never silent over 30 s unless ``--quiet``.
+:func:`console_main` keeps JAX's compiled programs in ``<user cache>/jax`` (not when
+``JAX_COMPILATION_CACHE_DIR`` is set or ``RMTBASE_NO_JIT_CACHE=1``); :func:`main` changes no
+process state.
 """
 
 from __future__ import annotations
@@ -153,8 +146,7 @@ EXIT_BROKEN_PIPE = 141
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
-    """``rmtbase: warning: <first line>`` (Python's default adds the file, line number and
-    source text of the ``warn`` call: three lines for a one-line message)."""
+    """``rmtbase: warning: <first line>`` (instead of Python's three-line form)."""
     text = (str(message).strip().splitlines() or [category.__name__])[0]
     return f"rmtbase: warning: {text.removeprefix('rmtbase: ')}\n"
 

@@ -1,21 +1,13 @@
 """``rmtbase score MODEL --composition --probe``: after the composition, the circuit search
-(:func:`rmtbase.circuits.find_circuits`: every head labelled by behaviour, every earlier source
-of each labelled receiver screened and path-patched) and what the first screen says.
+(:func:`rmtbase.circuits.find_circuits`).
 
-- :func:`check` (before any work): whether path patching runs on the model (the causal
-  families of :data:`rmtbase.circuits.families.SUPPORTED`, and their variants, from the config
-  alone) and whether the text probe can (a tokenizer); ``--repeat-length`` against the model's
-  positions and vocabulary. An encoder is not refused: its heads are labelled from the text
-  probe and the circuits stay screened by weights, said so. With ``--text FILE`` the search
-  labels and patches on that text's windows instead (it needs the tokenizer).
-- The model is loaded once (:func:`rmtbase.probe.loader.load`) for the circuit search and the
-  text probe: :func:`outputs` keeps it in ``plan.loaded`` for the text probe
-  (:func:`rmtbase.cli.score_modes.single`), which releases it.
-- :func:`outputs`: ``composition.nc`` and, with ``--probe``, ``circuits.nc``; :func:`redraw`
-  the figure (``figures/composition.png``) with the circuits and labels; :func:`with_labels`
-  each head's label as ``head_label`` in the score.
-- :func:`json_fields`: the ``--json`` fields (``circuits``: ``circuit_list`` objects; the
-  found lines come from :mod:`rmtbase.report.circuit_context`).
+:func:`check` says before any work whether path patching runs (the family, from the config
+alone) and the text probe can (a tokenizer; also for ``--text FILE``), and checks
+``--repeat-length``; an encoder is labelled by the text probe, its circuits screened by
+weights only, said so. :func:`outputs` loads the model once, for the search and the text probe
+(``plan.loaded``, released by :func:`rmtbase.cli.score_modes.single`), and writes
+``composition.nc`` and ``circuits.nc``; :func:`redraw` the figure, :func:`with_labels` the
+``head_label``, :func:`json_fields` the ``--json`` fields.
 """
 
 from __future__ import annotations
@@ -105,10 +97,8 @@ def check(args, plan) -> dict:
 
 
 def outputs(args, plan, checked: dict | None) -> dict:
-    """{"composition.nc", ("circuits.nc"), ("figures/composition.png")}: the composition
-    (:func:`rmtbase.cli.score_extras.composition_extras`), with ``checked["patch"]`` the
-    circuit search on the same model and seed, and the figure drawn with its circuits and
-    labels."""
+    """{"composition.nc", ("circuits.nc"), ("figures/composition.png")}: the composition, with
+    ``checked["patch"]`` the circuit search (same model and seed), and its figure."""
     from ..progress import stage
     from .score_extras import composition_extras
 
@@ -133,10 +123,9 @@ def outputs(args, plan, checked: dict | None) -> dict:
 
 
 def redraw(out: dict, score, args) -> dict | None:
-    """The presentation's context (:func:`rmtbase.report.circuit_context.context`) of the
-    composition outputs ``out`` and the ``score`` (labels from its text probe when no circuit
-    search ran), with ``figures/composition.png`` drawn with the circuits and labels (not
-    with --no-figures)."""
+    """The context (:func:`rmtbase.report.circuit_context.context`) of the composition outputs
+    ``out`` and ``score`` (its text probe's labels when no search ran), with
+    ``figures/composition.png`` drawn (not with --no-figures)."""
     from ..report.circuit_context import context
 
     ctx = context(score, out)
@@ -153,9 +142,8 @@ def redraw(out: dict, score, args) -> dict | None:
 
 
 def with_labels(ds, ctx: dict | None):
-    """The score ``ds`` with ``head_label`` (layer, head): each head's behaviour label from the
-    context (``circuits.nc``'s, or the text probe's by the same rule), beside its kind in
-    scores.nc and heads.csv; ``ds`` unchanged without labels."""
+    """``ds`` with ``head_label`` (layer, head), each head's behaviour label from the context;
+    unchanged without labels."""
     if not ctx or not ctx["labels"]:
         return ds
     import numpy as np

@@ -32,9 +32,8 @@ JSON_OBJECT_HELP = "print a JSON object"
 
 
 def ginibre_choice(flag: str):
-    """argparse type of ``--ensemble``, ``--kind`` and ``--network``: the text itself (the
-    choices check it), but the deprecated "gaussian" becomes "ginibre" with one line on stderr
-    (:func:`rmtbase.analytic._network_kind.ginibre_alias`, the one place that normalises it)."""
+    """argparse type of ``--ensemble``, ``--kind``, ``--network``: the text, with the deprecated
+    "gaussian" as "ginibre" and a note (:func:`rmtbase.analytic._network_kind.ginibre_alias`)."""
     from ..analytic._network_kind import ginibre_alias
 
     def ginibre(text: str) -> str:
@@ -51,9 +50,8 @@ def add_sigma_options(p: argparse.ArgumentParser) -> None:
 
 def reference_parser(sub, name: str, help: str, description: str,
                      shape) -> argparse.ArgumentParser:
-    """The sub-command ``name`` of an analytic reference at one head shape: its required integer
-    ``shape`` options (``(flag, help)`` pairs, e.g. ``("--dh", "head dimension d_h")``), then
-    the σ options (:func:`add_sigma_options`) and ``--json``."""
+    """The sub-command ``name`` of an analytic reference: its required integer ``shape`` options
+    (``(flag, help)`` pairs), the σ options and ``--json``."""
     p = sub.add_parser(name, help=help, description=description)
     for flag, text in shape:
         p.add_argument(flag, type=positive_int, required=True, help=text)

@@ -1,9 +1,6 @@
-"""The output side that the writing sub-commands share (``score``, ``probe``, ``combine``,
-``compare``, ``study``): their options (``--out``, ``--overwrite``, ``--json``,
-``--no-figures``, ``--quiet``) with one wording each, and the closing line on stderr
-(``wrote N files to OUT in T s``). Each command names what differs (its default folder, the
-outputs ``--overwrite`` replaces, what its JSON holds); the folder itself is checked before any
-work by :func:`rmtbase.files.output.check_output_dir`.
+"""The output options the writing sub-commands share (``--out``, ``--overwrite``, ``--json``,
+``--no-figures``, ``--quiet``), one wording each, and the closing line on stderr (``wrote N
+files to OUT in T s``); the folder is checked by :func:`rmtbase.files.output.check_output_dir`.
 """
 
 from __future__ import annotations
@@ -27,8 +24,8 @@ def add_overwrite(p, what: str, more: str = "", *, help: str | None = None) -> N
 
 
 def early_out(args) -> None:
-    """A command's ``early`` check of ``--out`` (:mod:`rmtbase.cli`): an existing path that is
-    not a folder is refused at start-up; the whole check comes before the work."""
+    """A command's ``early`` check of ``--out``: an existing path that is not a folder is refused
+    at start-up."""
     if getattr(args, "out", None) is not None:
         from ..files.output import check_output_path
 

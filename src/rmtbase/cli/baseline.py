@@ -3,11 +3,10 @@
     rmtbase baseline --d 768 --dh 64 --draws 2000 --seed 7 --out t.nc
     rmtbase baseline --summary t.nc [--json]
 
-Thin wrapper over :func:`rmtbase.baseline.tables.baseline` and :func:`rmtbase.baseline.tables.summary`.
-Everything that can be refused (options, the output file, memory, σ range) is refused before the
-first draw. ``--out`` is written atomically; an existing rmtbase table there is replaced, any
-other existing file is refused; an interrupted run continues from its completed blocks when the
-same command is run again.
+Wraps :func:`rmtbase.baseline.tables.baseline` and :func:`rmtbase.baseline.tables.summary`.
+Everything refusable is refused before the first draw; ``--out`` is written atomically (an
+rmtbase table there replaced, another file refused) and an interrupted run resumes from its
+completed blocks.
 """
 
 from __future__ import annotations
@@ -99,9 +98,8 @@ def _single(values, flag):
 
 
 def print_summary(ds, d=None, d_h=None, as_json=False, source="") -> None:
-    """Summary of one cell of ``ds``: JSON, or an aligned text table. A table of several
-    (d, d_h) cells (a sweep) with no cell named is summarised cell by cell: JSON keyed
-    ``"<d>x<d_h>"``, or one text block per cell."""
+    """Summary of one cell of ``ds`` (JSON or aligned text); a sweep's table with no cell named is
+    summarised cell by cell (JSON keyed ``"<d>x<d_h>"``)."""
     from ..baseline.tables import QUANTILES, summary
 
     if d is None and d_h is None and "d" in ds.dims and "d_h" in ds.dims \

@@ -1,7 +1,5 @@
-"""``rmtbase circuits MODEL``: the circuit search alone — composition, behaviour labels and
-path patching, no head scoring (:func:`rmtbase.circuits.find_circuits`; the output:
-:mod:`rmtbase.report.circuits_report`). Every option is checked, and the family refused in one
-line, before the model is read."""
+"""``rmtbase circuits MODEL``: the circuit search alone (:func:`rmtbase.circuits.find_circuits`;
+output :mod:`rmtbase.report.circuits_report`), every option checked before the model is read."""
 
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
 """``rmtbase combine ENTRY... --out DIR``: assemble entries scored anywhere into one collection.
 
-An ENTRY is an entry file or a folder of them (``OUT.entries``, written by ``rmtbase score A B
-C …``), or an ``rmtbase score`` output folder of one model (its ``scores.nc``): e.g. one SLURM
-array task per checkpoint, each ``rmtbase score CKPT --out runs/CKPT``, then ``rmtbase combine
-runs/* --out all``. Thin wrapper of :func:`rmtbase.scoring.entries.load_entries` and
-:func:`rmtbase.scoring.collection.combine`; the report is that of ``rmtbase score`` on several
-models, written all or nothing. An earlier output in ``--out`` (of ``rmtbase score`` or
-``combine``) is replaced only with ``--overwrite``; a folder rmtbase did not write, never.
-Every entry is verified before it is used (:func:`rmtbase.scoring.entries.check_content`: its
-``entry_sha256``, or the SHA-256 its score folder's ``manifest.json`` lists): content that
-does not match its hash, or a manifest that does not list its ``scores.nc``, is refused always;
-content with no hash at all cannot be checked and is refused unless ``--unverified`` (then
-taken as it is, with a warning naming it). A collection carries the heads' scores only: the
-other data files of a score folder (``composition.nc``, ``circuits.nc``, ``components.nc``,
-``directions.nc``) are left out, and one line says which.
+An ENTRY is an entry file or folder of them (``OUT.entries`` of ``rmtbase score A B …``) or a
+one-model ``rmtbase score`` folder (``scores.nc``). Wraps
+:func:`rmtbase.scoring.entries.load_entries` and :func:`rmtbase.scoring.collection.combine`;
+the report is ``rmtbase score``'s, written all or nothing; an earlier output is replaced only
+with ``--overwrite``. Every entry is verified (:func:`rmtbase.scoring.entries.check_content`:
+``entry_sha256`` or its ``manifest.json``): a mismatch is refused always, content without a
+hash unless ``--unverified`` (with a warning). Only the heads' scores are carried; the other
+``*.nc`` of a score folder are left out, said in one line.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``rmtbase compare DIR1 DIR2 … --out DIR``: layer profiles and flag fractions across scores.
-
-The inputs are ``rmtbase score`` output folders (a folder holding several checkpoints or models
-contributes each of them). Thin wrapper of :func:`rmtbase.report.compare.write_compare`.
-"""
+"""``rmtbase compare DIR1 DIR2 … --out DIR``: layer profiles and flag fractions across scores
+(``rmtbase score`` folders; :func:`rmtbase.report.compare.write_compare`)."""
 
 from __future__ import annotations
 

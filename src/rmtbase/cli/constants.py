@@ -1,10 +1,6 @@
-"""``rmtbase constants [--digits N] [--json]``: the registry of citable analytic constants.
-
-Thin wrapper of :func:`rmtbase.analytic.constants.constants`: every value is a decimal string
-with exactly N significant digits, correctly rounded and confirmed by a second evaluation with
-more working digits (1 ≤ N ≤ 1000; 1000 digits take about two and a half minutes the first time, with
-progress on stderr, and are then read from the user cache).
-"""
+"""``rmtbase constants [--digits N] [--json]``: the registry of citable analytic constants
+(:func:`rmtbase.analytic.constants.constants`), each a decimal string of N significant digits
+(1 ≤ N ≤ 1000), correctly rounded and confirmed at higher working precision; cached."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The default output folder of ``rmtbase score`` (``rmtbase-score/<model stem>``, with the
-revision, several entries, ``--base`` and ``--ov`` in its name) and a model's short name for a
-folder (:func:`model_stem`, also ``rmtbase probe``'s ``rmtbase-probe/<model stem>``)."""
+"""The default output folder of ``rmtbase score`` (``rmtbase-score/<model stem>…``) and a
+model's short name for a folder (:func:`model_stem`)."""
 
 from __future__ import annotations
 
@@ -27,9 +26,8 @@ def model_stem(model) -> str:
 
 
 def default_out(models, revisions=None, *, base=None, ov: bool = False) -> str:
-    """``rmtbase-score/<name>`` for a score's arguments: the model stem (``-<revision>`` for one
-    revision; ``<first>..<last>`` for several entries), ``<tuned>-vs-<base>`` for a delta and a
-    ``-ov`` suffix for ``--ov``."""
+    """``rmtbase-score/<name>``: the model stem (``-<revision>``; ``<first>..<last>`` for several
+    entries; ``<tuned>-vs-<base>`` for a delta), ``-ov`` with ``--ov``."""
     names = [model_stem(m) for m in (models or [None])]
     revs = list(revisions or [])
     if len(names) == 1 and len(revs) == 1:

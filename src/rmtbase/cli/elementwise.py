@@ -1,10 +1,7 @@
-"""``rmtbase elementwise --dh DH [--sigma S | --sigma-q SQ --sigma-k SK] [--json]``.
-
-Exact law of one W_QK entry (a sum of d_h products of independent normals, symmetric
-variance-gamma; :mod:`rmtbase.analytic.variance_gamma`): variance, excess kurtosis,
-differential entropy and KL divergence to the Gaussian of equal variance. σ is the entry std
-of W_Q and W_K; s = σ_Q σ_K. Numbers come from the mpmath path and are printed as floats.
-"""
+"""``rmtbase elementwise --dh DH [--sigma S | --sigma-q SQ --sigma-k SK] [--json]``: the exact
+law of one W_QK entry, a sum of d_h products of independent normals (symmetric variance-gamma,
+:mod:`rmtbase.analytic.variance_gamma`; s = σ_Q σ_K, σ the entries' std): variance, excess
+kurtosis, differential entropy, KL divergence to the equal-variance Gaussian (mpmath)."""
 
 from __future__ import annotations
 

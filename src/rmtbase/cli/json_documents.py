@@ -1,24 +1,15 @@
-"""The ``--json`` documents of ``score``, ``compare``, ``probe`` and ``study`` and the
-``--fail-on-flag`` exit status of ``score`` (the default output folder is
-:mod:`rmtbase.cli.default_out`).
+"""The ``--json`` documents of ``score``, ``compare``, ``probe`` and ``study``, and ``score``'s
+``--fail-on-flag`` status. One object on stdout (docs/json.md):
 
-The JSON document is one object on stdout (progress and notes go to stderr):
-
-- ``schema`` (``"rmtbase.score/1"``: the layout's name and version, docs/json.md),
-  ``command``, ``rmtbase_version``, ``out`` (the output folder), ``files`` (written, relative);
-- ``entries``: one per scored model, checkpoint or circuit, each with ``label``, ``model``,
-  ``null``, ``storage`` (``read``: the storage the weights were read from as the first line
-  names it, ``Q4_1``, ``fp8_e4m3``, ``float32``; ``null``: the null's, named alike;
-  ``null_storage``, ``quantisation``: the score's attributes), ``kinds`` (primary kind ->
-  heads, as the first line counts them: :mod:`rmtbase.decision.kinds`), ``decision`` (``heads``,
-  ``flagged``, ``alpha``) and ``heads``: one object per head in the order of ``rank``
-  (:func:`rmtbase.report.tables.head_ranks`: by departure, or ``--sort-by``; ties share a
-  rank) with ``layer``, ``head``, ``rank``, ``departure``, ``kind``, ``kinds``, ``p``, ``q``,
-  ``flag``,
-  ``top_stat``, ``n_spikes`` and ``profile``
-  (per axis: ``value``, ``effect``, ``p``, ``flag``);
-- ``components`` (with ``--components``): per entry the matrices scored and flagged;
-- ``any_flag``: true when any head (or matrix) is flagged, what ``--fail-on-flag`` tests.
+- ``schema`` (``"rmtbase.score/1"``), ``command``, ``rmtbase_version``, ``out``, ``files``;
+- ``entries``, one per scored model, checkpoint or circuit: ``label``, ``model``, ``null``,
+  ``storage`` (``read``, ``null``), ``null_storage``, ``quantisation``, ``kinds`` (primary kind
+  -> heads), ``decision`` (``heads``, ``flagged``, ``alpha``) and ``heads`` in ``rank`` order
+  (:func:`rmtbase.report.tables.head_ranks`), each with ``layer``, ``head``, ``rank``,
+  ``departure``, ``kind``, ``kinds``, ``p``, ``q``, ``flag``, ``top_stat``, ``n_spikes``,
+  ``profile`` (per axis ``value``, ``effect``, ``p``, ``flag``);
+- ``components`` (``--components``): per entry the matrices scored and flagged;
+- ``any_flag``: any head (or matrix) flagged, what ``--fail-on-flag`` tests.
 """
 
 from __future__ import annotations

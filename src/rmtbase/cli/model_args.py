@@ -1,6 +1,5 @@
-"""The MODEL and ``--revision`` arguments of ``rmtbase score`` (:mod:`rmtbase.cli.score`):
-globs of checkpoint folders expanded in natural order, comma-separated revisions split, and a
-MODEL that can only be a local path checked to exist (:func:`check_local`, also ``probe``'s)."""
+"""The MODEL and ``--revision`` arguments of ``rmtbase score``: globs expanded in natural
+order, revisions split at commas, a local-only MODEL checked to exist (:func:`check_local`)."""
 
 from __future__ import annotations
 
@@ -18,9 +17,8 @@ def _natural(text: str):
 
 
 def expand_models(items) -> list[str]:
-    """Model arguments with globs (``ckpts/step*``) expanded, in natural order (step2 before
-    step10); a glob that matches nothing is an error. Other arguments (URLs among them: a
-    query string's ``?`` is no glob) pass unchanged."""
+    """Model arguments with globs (``ckpts/step*``) expanded in natural order (step2 before
+    step10); a glob matching nothing is an error; others (URLs too) pass unchanged."""
     out = []
     for item in items:
         if _GLOB.search(item) and "://" not in item and not os.path.exists(item):
@@ -45,9 +43,8 @@ def revisions(text):
 
 
 def check_local(model) -> None:
-    """One-line :class:`~rmtbase.errors.InputError` when ``model`` can only be a local path
-    (a ``.gguf`` name, or a path starting with ``.``, ``/`` or ``~``) and nothing is there, so
-    that a typo reads "no such file" rather than a failed hub download."""
+    """One-line :class:`~rmtbase.errors.InputError` when ``model`` can only be a local path (a
+    ``.gguf`` name, or starting with ``.``, ``/`` or ``~``) and nothing is there."""
     import os
 
     from ..errors import InputError

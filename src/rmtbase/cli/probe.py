@@ -1,9 +1,6 @@
-"""``rmtbase probe [MODEL] [--text FILE] [--out DIR]``: what each attention head does on text.
-
-Thin wrapper of :func:`rmtbase.probe.probe_model` and :func:`rmtbase.probe.output.write_probe`.
-With no MODEL it probes the embedded default MiniLM (no network) on the shipped public-domain
-English text.
-"""
+"""``rmtbase probe [MODEL] [--text FILE] [--out DIR]``: what each attention head does on text
+(:func:`rmtbase.probe.probe_model`, :func:`rmtbase.probe.output.write_probe`); no MODEL: the
+embedded MiniLM on the shipped public-domain English text."""
 
 from __future__ import annotations
 

@@ -1,21 +1,17 @@
 """``rmtbase product-network --kind ginibre|residual --depth L --gain G [--d D] [--json]``.
 
-Analytic references for a product network (:mod:`rmtbase.analytic.product_network`,
-:mod:`rmtbase.analytic.network_finite`): Ginibre M_L = W_L⋯W_1 with W_l entries N(0, G/d_{l−1})
-(square, or ``--widths d_0 … d_L``), residual M_L = (I + W_L)⋯(I + W_1) with W_l entries
-N(0, G/d). The numbers are those of the eigenvalues λ of M_LᵀM_L, with no other normalisation:
+Analytic references (:mod:`rmtbase.analytic.product_network`,
+:mod:`rmtbase.analytic.network_finite`) for Ginibre M_L = W_L⋯W_1, W_l entries N(0, G/d_{l−1})
+(square, or ``--widths d_0 … d_L``), or residual M_L = (I + W_L)⋯(I + W_1), W_l entries
+N(0, G/d); λ the eigenvalues of M_LᵀM_L, unnormalised:
 
-- ``moments``: [m_1 … m_6] of the d → ∞ limit law of λ;
-- ``edges``: [x₋, x₊] of the support of its continuous part;
-- ``atom``: its mass at 0 (rectangular Ginibre widths with a bottleneck; else 0);
-- ``lyapunov``: limit exponents {max, mean, min} of ln s/L (d → ∞, then L → ∞; null where the
-  exponent is −∞);
-- ``expected_trace``, ``expected_trace_sq``: exact E tr(MᵀM) and E tr((MᵀM)²) at the finite
-  width ``--d`` (null without ``--d``), and ``element_kurtosis``: the exact excess kurtosis of
-  the marginal law of an off-diagonal entry at that width.
+- ``moments`` [m_1 … m_6], ``edges`` [x₋, x₊] of the continuous part, ``atom`` (mass at 0,
+  rectangular Ginibre with a bottleneck) of the d → ∞ limit law of λ;
+- ``lyapunov``: {max, mean, min} of ln s/L (d → ∞, then L → ∞; null for −∞);
+- at width ``--d`` (else null): exact ``expected_trace`` E tr(MᵀM), ``expected_trace_sq``
+  E tr((MᵀM)²), ``element_kurtosis`` (excess kurtosis of an off-diagonal entry).
 
-Everything is computed on the mpmath path at 30 digits and printed as float64; a number beyond
-float64's range (m_6 at depth in the thousands) is printed as null.
+mpmath at 30 digits, printed as float64 (null beyond its range).
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """``rmtbase score [MODEL ...]``: score attention heads against the random-matrix null.
 
-Thin wrapper of :func:`rmtbase.scoring.score.score_model` (one model; with ``--components``
-also :func:`rmtbase.scoring.components.score_components`),
-:func:`rmtbase.scoring.trajectory.score_collection` (with ``--components`` also
-:func:`rmtbase.scoring.trajectory.score_component_collection`, in this process whatever
-``--workers``; several models, local checkpoint folders
-or globs of them, or several ``--revision`` values of one hub model: one ``scores.nc`` with a
-leading ``checkpoint`` or ``model`` dimension; ``--workers``/``--scheduler`` run them as Dask
-tasks) and :func:`rmtbase.report.write.write_report`. With no MODEL it scores the embedded
-default MiniLM (no network). ``--probe`` also runs :func:`rmtbase.probe.probe_model` on the
-same model and joins its behaviours to the score (:func:`rmtbase.probe.join`: ``behaviour_*``
-variables, columns of ``heads.csv``, a line in the report's head drill-down).
-
-Its options are checked before any work in :mod:`rmtbase.cli.score_checks`, the scoring
-modes are :mod:`rmtbase.cli.score_modes`, the extra outputs :mod:`rmtbase.cli.score_extras`.
+Wraps :func:`rmtbase.scoring.score.score_model` (one model; the embedded MiniLM by default),
+:func:`rmtbase.scoring.trajectory.score_collection` (several models, checkpoint folders or
+globs, or ``--revision`` values: one ``scores.nc`` with a leading ``checkpoint`` or ``model``
+dimension; Dask with ``--workers``/``--scheduler``), their ``--components`` counterparts and
+:func:`rmtbase.report.write.write_report`; ``--probe`` joins
+:func:`rmtbase.probe.probe_model`'s behaviours (:func:`rmtbase.probe.join`). Checks:
+:mod:`.score_checks`; modes: :mod:`.score_modes`; extra outputs: :mod:`.score_extras`.
 """
 
 from __future__ import annotations
@@ -157,8 +150,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _other_nulls() -> str:
-    """--null's help for the nulls registered besides the shipped two (a user's): each with
-    the first line of its class docstring."""
+    """--null's help for user-registered nulls: each with its class docstring's first line."""
     extra = [(n, (cls.__doc__ or "").strip().splitlines()[:1]) for n, cls in REGISTRY.items()
              if n not in ("gaussian", "permutation")]
     return "".join(f"; {n}: {(doc or [n])[0]}" for n, doc in extra)

@@ -1,7 +1,6 @@
-"""``rmtbase score``'s options checked before any work (:mod:`rmtbase.cli.score`): single
-values and their combinations (rule tables), the null parsed once, --sort-by, the models and
-revisions (:mod:`rmtbase.cli.model_args`), --components, the probe's text and preconditions,
---composition, --ov's tensors and the output folder; the answer is a :class:`Plan`."""
+"""``rmtbase score``'s options checked before any work: single values and their combinations
+(rule tables), the null, --sort-by, models and revisions, --components, the probe's text and
+preconditions, --composition, --ov's tensors and the output folder, into a :class:`Plan`."""
 
 from __future__ import annotations
 
@@ -98,8 +97,8 @@ def _lacking(capability: str) -> str:
 
 
 def early(args: argparse.Namespace) -> None:
-    """The checks of single values and of an ``--out`` that is a file, made at start-up before
-    the heavy imports (:mod:`rmtbase.cli`); :func:`checked` makes them again with the rest."""
+    """The checks of single values and of an ``--out`` that is a file, at start-up before the
+    heavy imports; :func:`checked` repeats them with the rest."""
     from ._output import early_out
 
     _refuse(_VALUE_RULES, args)
@@ -178,9 +177,9 @@ def _check_sort_by(args) -> None:
 
 
 def check_composition(models, revisions, args, several: bool, null) -> None:
-    """--composition: one MODEL alone (not --base, not several), two layers or more, V/O weights,
-    memory, a null with a composition null (rmtbase.scoring.composition.check_model), before
-    any work; ``null``: the parsed --null."""
+    """--composition: one MODEL alone, two layers or more, V/O weights, memory, a null with a
+    composition null (:func:`rmtbase.scoring.composition.check_model`); ``null``: the parsed
+    --null."""
     from ..scoring.composition import check_model
 
     if args.base is not None:
@@ -242,10 +241,9 @@ def probe_text(args, several: bool):
 
 
 def check_probe(model) -> None:
-    """--probe's preconditions, before the score (one-line error): the model can be probed
-    (a folder's config.json and tokenizer files; a GGUF file's tokenizer, from its header) and
-    one window of the probe's default length fits in memory
-    (:func:`rmtbase.probe.run.check_window_memory`, from the config's sizes)."""
+    """--probe's preconditions, in one line: the model can be probed (a folder's config and
+    tokenizer, a GGUF's tokenizer) and one default window fits in memory
+    (:func:`rmtbase.probe.run.check_window_memory`)."""
     from types import SimpleNamespace
 
     from ..models import default_model_path, model_info
@@ -272,12 +270,10 @@ def check_probe(model) -> None:
 
 
 def check_finite_model(model, allow_pickle: bool) -> None:
-    """--probe's precondition on the weights, before the score: the text probe and the circuit
-    search run the whole model, so a NaN or infinite entry in any float tensor (an MLP's too,
-    which the score never reads) would make their numbers NaN; one line names the tensor. Read
-    one tensor at a time: a local safetensors folder's float tensors, a GGUF file's F32 and F16
-    tensors; block-quantised GGUF tensors, pickles and hub models are checked when the probe
-    loads them (:func:`rmtbase.probe.loader.check_finite_weights`)."""
+    """--probe's precondition: no NaN or infinite float tensor (an MLP's too: the probe and the
+    circuit search run the whole model), the tensor named in one line; read one tensor at a time
+    (local safetensors, a GGUF's F32/F16). Others are checked when loaded
+    (:func:`rmtbase.probe.loader.check_finite_weights`)."""
     import numpy as np
 
     from ..models import default_model_path
@@ -308,10 +304,9 @@ def check_finite_model(model, allow_pickle: bool) -> None:
 
 
 def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:
-    """--ov's precondition, before the score: every layer has its V and O tensors (from the
-    index or header; the message names the file's own tensor name); with ``heads``, every
-    head's W_O and W_V read once, one layer at a time, and a head with a non-finite or
-    all-zero one named (:func:`rmtbase.scoring.pipeline.check_heads`) before the QK pass."""
+    """--ov's precondition: every layer has its V and O tensors (named as the file names them);
+    with ``heads``, each head's W_O and W_V read one layer at a time and a non-finite or
+    all-zero one named (:func:`rmtbase.scoring.pipeline.check_heads`)."""
     from ..models import default_model_path
     from ..models.loading import check_parts
     from ..models.ov import OV_WHY, load_ov_heads

@@ -24,9 +24,8 @@ def directions(ds, model, revision, args) -> dict:
 
 
 def composition_extras(model, revision, args) -> dict:
-    """{"composition.nc": Dataset} (its figure: rmtbase.cli._circuits.redraw; none with
-    --no-figures) of rmtbase.composition, under ``args.null`` (the parsed --null: the same
-    :class:`~rmtbase.stats.null_kind.Null` the heads were scored against)."""
+    """{"composition.nc": Dataset} of rmtbase.composition under ``args.null`` (the parsed --null
+    the heads were scored against); its figure: :func:`rmtbase.cli._circuits.redraw`."""
     from ..models import default_model_path
     from ..scoring.composition import composition
 

@@ -1,9 +1,6 @@
-"""The three ways ``rmtbase score`` scores (:func:`rmtbase.cli.score.run` picks one): several
-entries into one collection, a fine-tune against its base (``--base``), one model (with
-``--ov``, ``--directions``, ``--composition``, ``--components``, ``--probe``). Each returns a
-:class:`Scored` and prints its terminal tables through ``show``; the options were checked
-before (:func:`rmtbase.cli.score_checks.checked`, its :class:`~rmtbase.cli.score_checks.Plan`).
-"""
+"""The three ways ``rmtbase score`` scores: several entries into one collection, a fine-tune
+against its base (``--base``), one model; each returns a :class:`Scored`, its options checked
+before (:class:`~rmtbase.cli.score_checks.Plan`)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,18 @@
 """``rmtbase sweep``: a (d, d_h) grid of null tables as Dask distributed tasks.
 
     rmtbase sweep --d 768 1024 --dh 64 --draws 2000 --seed 7 --workers 2 --out grid.nc
-    rmtbase sweep --d 4096 --dh 128 --storage bfloat16 --scheduler tcp://10.0.0.5:8786 --out big.nc
     rmtbase sweep --d 4096 --dh 128 --storage bfloat16 q4_k --into-cache --workers 8
-    rmtbase sweep --network residual --d 64 384 --depth 1 4 16 48 --gain 0.5 1 --workers 2 \
-        --draws 500 --out net.nc
 
-The combined table equals ``rmtbase baseline`` over the same grid and seed, bit for bit;
-``--storage`` draws it through a checkpoint precision's round trip (as ``score`` does for a
-checkpoint stored so). An interrupted sweep given again with the same arguments submits only
-the blocks it has not finished (they are kept beside ``--out``, or beside each cache file).
-
-``--into-cache`` writes, instead of one table, the null tables and profile null that a
-Gaussian-null ``rmtbase score`` of each (d, d_h) at each ``--storage`` reads from the user
-cache, under the names it looks for, so that the next ``score`` of such a model draws no
-null table (:mod:`rmtbase.baseline.sweep_cache`); ``--stats``, ``--draws`` and ``--seed`` then
-mean the score's (``--draws`` default: the score's, 1000). Tables the cache already serves are
-kept. With ``--network KIND`` it is a product-network table over (d, depth, gain)
-(:func:`rmtbase.baseline.network_tables.network_table`, float64; ``--dh``, ``--sigma*``,
-``--ensemble``, ``--dtype`` and ``--storage`` do not apply). Thin wrapper over
-:func:`rmtbase.baseline.sweep.sweep`, :func:`rmtbase.baseline.sweep_cache.sweep_into_cache` and
-:func:`rmtbase.baseline.sweep.network_sweep`.
+Wraps :func:`rmtbase.baseline.sweep.sweep`: the table equals ``rmtbase baseline`` over the
+same grid and seed, bit for bit; ``--storage`` draws through a precision's round trip, as
+``score`` does. An interrupted sweep given again submits only its unfinished blocks (kept
+beside ``--out`` or each cache file). ``--into-cache``
+(:func:`rmtbase.baseline.sweep_cache.sweep_into_cache`) writes instead the null tables and
+profile null a Gaussian-null ``score`` of each (d, d_h, storage) reads from the user cache
+(``--stats``, ``--draws``, ``--seed`` then the score's; served tables kept). ``--network
+KIND`` (:func:`rmtbase.baseline.sweep.network_sweep`): a product-network table over (d,
+depth, gain), float64 (``--dh``, ``--sigma*``, ``--ensemble``, ``--dtype``, ``--storage`` do
+not apply).
 """
 
 from __future__ import annotations
