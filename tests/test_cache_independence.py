@@ -41,4 +41,5 @@ def test_a_spectral_score_does_not_depend_on_a_cached_full_table(tmp_path):
         subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path / "g"), order, str(out)],
                        env=env, check=True, timeout=1200)
         got[order] = np.load(out)
+    # exact: one program on one machine draws both tables; the claim is that they are the same draws
     np.testing.assert_array_equal(got["cold"], got["all-first"])

@@ -137,6 +137,7 @@ def _same_raw(a, b) -> bool:
     """Whether two raw reads hold the same variables, checksum and attributes that matter."""
     keys = (set(a[0]) | set(b[0])) - INFORMATIONAL
     return (set(a[1]) == set(b[1])
+            # exact: a redrawn file equals a fresh draw of the same program
             and all(np.array_equal(a[1][k], b[1][k], equal_nan=a[1][k].dtype.kind == "f")
                     for k in a[1])
             and all(str(a[0].get(k)) == str(b[0].get(k)) for k in keys))
@@ -412,6 +413,7 @@ def test_unwritable_cache_grows_the_profile_null_in_memory(unwritable, monkeypat
     for a in want:
         # exact: draw i is the same in every length (profile_null's own contract)
         np.testing.assert_array_equal(got[2][a], want[a])
+        # exact: the first draws of one program, read back losslessly
         np.testing.assert_array_equal(got[1][a], want[a][:600])
 
 

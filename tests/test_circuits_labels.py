@@ -137,6 +137,7 @@ def test_the_circuit_search_defaults_to_repeated_random_tokens_at_several_length
         assert s.source == "repeated_random_tokens" and s.repeat == n
         assert all(len(set(row)) == n for row in half)       # distinct within a half
         assert not (half == 1).any()                         # the BOS id never drawn
+        # exact: integer token ids
         np.testing.assert_array_equal(half, s.ids[:, n + 1:])
     net = SimpleNamespace(config=cfg)
     with pytest.raises(InputError, match="needs the model's tokenizer"):

@@ -152,6 +152,7 @@ def test_via_mlp_is_zero_without_mlps_and_joint_removes_every_source():
         r = T.run(sd, ids, pos, 4)
         clean = r["resid"][2]
         x = T.patched_input(sd, r, 2, [(0, 0), (1, 3)], "via_mlp")
+        # exact: the same float64 program on the same inputs
         assert torch.equal(x, clean)
         srcs = [(m, h) for m in range(2) for h in range(4)]
         # all heads of layers 0, 1 removed, MLPs zero: the residual is the embeddings plus

@@ -92,6 +92,7 @@ def test_stopped_flags_are_the_full_nulls_flags():
         assert nulls["c"].tobytes() == np.sort(raw[:size["c"]]).tobytes()
         stopped = benjamini_hochberg(tail_p(values, nulls["c"]), 0.05)[0]
         reference = benjamini_hochberg(tail_p(values, full), 0.05)[0]
+        # exact: booleans (flags)
         assert np.array_equal(stopped, reference)
         assert all(a < b for a, b in drawn) and drawn[0][0] == 0  # each size continues
         if early:
@@ -136,6 +137,7 @@ def test_same_output_whatever_the_cache_holds(tiny, tmp_path, monkeypatch):
     assert cold.attrs["draws"] < 18_000 and cold.attrs["composition_draws_cap"] == 18_000
     assert full.attrs["draws"] == 18_000
     for name in ("composition_flag", "qk_overlap_flag"):
+        # exact: the same draws of one program whatever the cache held
         assert np.array_equal(cold[name].values, full[name].values), name
 
 

@@ -43,6 +43,7 @@ def test_blocked_and_sorted_bincount_equal_the_scatter(n, length):
                     jax.jit(blocked_bincount, static_argnums=1)(x, length),
                     blocked_bincount(x, length, blocks=min(n, 7))):
             assert got.dtype == want.dtype
+            # exact: integer counts
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
             assert int(got.sum()) == n
         # float values: the same sums in another order (float64 here: to rounding)

@@ -185,6 +185,7 @@ def test_the_cached_null_is_the_drawn_one_and_a_bad_file_is_drawn_again(tmp_path
     assert len(calls) == 2 and np.array_equal(third, first)
     # exact: one read of the rewritten file against the array it stored
     with xr.open_dataset(path) as ds:
+        # exact: the cached file holds this process's own draws, read back losslessly
         assert np.array_equal(ds["null"].values, first)
 
 
