@@ -253,3 +253,19 @@ def test_the_v_screen_through_the_fold_is_the_first_order_output_change(setup):
     pt_small = Patcher(hm, Captured(cap.resid, small, cap.scale), seqs)
     exact = pt_small.effect(2, 1, [(0, 1)], "v", None).effect
     assert exact == pytest.approx(t * est[0, 1], rel=0.02)
+
+
+def test_every_source_whose_estimate_nears_the_rule_is_patched_exactly():
+    """exact_sources: the top k by weights, the top k by |attribution| and every source whose
+    |attribution| reaches ATTRIBUTION_FLOOR of the rule's floor; all with exact_all."""
+    from rmtbase.circuits.find import ATTRIBUTION_FLOOR, exact_sources
+
+    ranked = [(0, s, s + 1, 1.0 - 0.1 * s) for s in range(6)]   # weights rank 0, 1, 2, …
+    attr = np.array([[0.0, 0.0, 0.0, 0.5, 0.2, 0.06]])           # (layer, H)
+    floor = 0.1
+    got = exact_sources(ranked, attr, 1, False, floor)
+    want = {(0, 0), (0, 3), (0, 4)} | ({(0, 5)} if 0.06 >= ATTRIBUTION_FLOOR * floor else set())
+    assert set(got) == want
+    assert [s for _, s in got] == sorted(s for _, s in got)  # weight order
+    assert set(exact_sources(ranked, attr, 1, False)) == {(0, 0), (0, 3)}  # no floor given
+    assert len(exact_sources(ranked, attr, 1, True, floor)) == 6

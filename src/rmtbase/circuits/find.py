@@ -102,18 +102,26 @@ def passes(effect: float, se: float, base: float, metric_is_score: bool) -> bool
                 and abs(effect) >= floor and effect != 0)
 
 
-def exact_sources(ranked_weights, attribution, k: int, exact_all: bool):
+#: A source whose |attribution| reaches this fraction of the rule's floor is patched exactly
+#: (the first-order estimate tracks the exact effect closely: Spearman 0.996 on SmolLM2).
+ATTRIBUTION_FLOOR = 0.5
+
+
+def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: float = np.inf):
     """The sources patched exactly for one receiver and kind: all, or the union of the top ``k``
-    by weights (:func:`ranked_sources`) and by ``|attribution|`` ``(layer, H)``, in weight order."""
+    by weights (:func:`ranked_sources`), the top ``k`` by ``|attribution|`` ``(layer, H)`` and
+    every source whose ``|attribution|`` reaches ``ATTRIBUTION_FLOOR × floor`` (``floor``: the
+    rule's floor for this receiver), in weight order."""
     if exact_all:
         return [(m, s) for m, s, _, _ in ranked_weights]
     keep = {(m, s) for m, s, _, _ in ranked_weights[:k]}
     a = np.abs(np.asarray(attribution, dtype=np.float64))
     if np.isfinite(a).any():
         flat = np.where(np.isfinite(a), a, -np.inf).ravel()
-        for i in np.argsort(-flat, kind="stable")[:k]:
-            if np.isfinite(flat[i]):
-                keep.add((int(i // a.shape[1]), int(i % a.shape[1])))
+        for rank, i in enumerate(np.argsort(-flat, kind="stable")):
+            if not np.isfinite(flat[i]) or (rank >= k and flat[i] < ATTRIBUTION_FLOOR * floor):
+                break
+            keep.add((int(i // a.shape[1]), int(i % a.shape[1])))
     return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
 
 
@@ -123,6 +131,6 @@ def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
     return {"receivers": len(recv), "patches": len(recv) * 3 * (per + 1)}
 
 
-__all__ = ["CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET", "FALSE_RATE",
+__all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET", "FALSE_RATE",
            "MIN_SEQUENCES", "PATCHED_LABELS", "Search", "UNLABELLED_RECEIVERS", "check_composition",
            "exact_sources", "head_name", "passes", "plan", "ranked_sources", "receivers"]

@@ -167,10 +167,11 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
     mlp_cost = forward_flops(net, tokens) * (1 + 9 * len(recv) + n_runs) if via else 0.0
     via = via and (mlp_cost <= MLP_BUDGET if opts.mlp_paths == "auto" else bool(opts.mlp_paths))
     patches = 3 * (n_src if exact_all else min(n_src, 2 * int(k) * len(recv))) + 3 * len(recv)
+    which = ("every source" if exact_all else f"top {k} by weights and by attribution, and "
+             "every source whose estimate nears the rule")
     stage("rmtbase circuits", f"{len(recv)} receiver(s) with a behaviour label; every earlier "
-          f"source screened by attribution, {patches:,} exact patches "
-          f"({'every source' if exact_all else f'top {k} by weights and by attribution'}"
-          f"); paths via MLPs {'screened' if via else 'not screened'}"
+          f"source screened by attribution, {'' if exact_all else 'at least '}{patches:,} "
+          f"exact patches ({which}); paths via MLPs {'screened' if via else 'not screened'}"
           + (f" ({mlp_cost / 1e12:.2g} TFLOP)" if mlp_cost else ""), enabled=progress)
     rows: list[dict] = []
     screens: dict = {}
@@ -185,7 +186,7 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
     first = next(iter(runs.values())).seqs if runs else None
     ds = candidate_dataset(rows, labels, probes, first, k=k, screens=screens)
     n_tests = len(rows)
-    ds.attrs.update(model=name, n_receivers=len(recv), n_patches=int(patches),
+    ds.attrs.update(model=name, n_receivers=len(recv), n_patches=len(rows) + 3 * len(recv),
                     sinks_patched=int(opts.sinks), screen="exact" if exact_all else "top-k",
                     mlp_paths_screened=int(via), n_tests=n_tests,
                     expected_false_confirmations=float(F.FALSE_RATE * n_tests),
@@ -229,7 +230,9 @@ def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) ->
     attr = S.attribution(pt, li, hi, kind, st)
     scr[(kind, "direct")] = attr
     rank_attr = _ranks(attr)
-    chosen = F.exact_sources(ranked, attr, k, exact_all)
+    floor = F.CONFIRM_FRACTION * (1.0 if st is None else
+                                  abs(float(np.nanmean(pt.base_scores(li, hi, st)))))
+    chosen = F.exact_sources(ranked, attr, k, exact_all, floor)
     info = {(m, s): (r, sc) for m, s, r, sc in ranked}
     single = []
     for lo in range(0, len(chosen), 64):
