@@ -50,10 +50,8 @@ class ModelInfo:
 
     Attributes
     ----------
-    name : str
-        Hub id, folder path, or ``config._name_or_path`` of a loaded object.
-    revision : str or None
-        Hub revision as requested; None for the default branch and non-hub inputs.
+    name, revision : str, str or None
+        Hub id / folder / ``config._name_or_path``; hub revision (None: default or non-hub).
     architecture : str
         The ``model_type`` (:data:`rmtbase.models.SUPPORTED`), or ``"transformer_lens"``.
     d, d_h : int
@@ -61,7 +59,7 @@ class ModelInfo:
     n_layers, n_heads, n_kv_heads : int
         Layers, query heads and key/value heads per layer.
     model_class : str
-        ``config.architectures[0]`` or the loaded object's class; informational.
+        ``config.architectures[0]`` or the loaded object's class.
     rotary_fraction : float
         Fraction of d_h that RoPE rotates (0 without RoPE); RoPE is not part of W_QK.
     source : str

@@ -13,11 +13,8 @@ Q2_K and Q3_K are in :mod:`rmtbase.stats.kquants_low`; :func:`k_codes` and
 - Q6_K: 16 sub-blocks of 16, ``make_qx_quants(16, 32, x, rmse_type=1)``, int8 scales against
   ``d = fp16(−max_scale/128)``; q = clamp(round(x/(d·sc_j)), −32, 31), value ``d·sc_j·q``.
 
-σ: the round trip commutes with scaling up to the float16 rounding of d and dmin
-(``tests/test_quant_scale.py``). Bit-exactness: products meeting an addition go through
-:func:`~rmtbase.stats._exact.unfused` (no FMA contraction), divisors are opaque and the
-divisions by 63 and 15 correctly rounded, so the jitted round trips equal
-``tests/_kquant_ref.py`` (CPU)."""
+Bit-exact with ``tests/_kquant_ref.py``: products meeting an addition go through
+:func:`~rmtbase.stats._exact.unfused` (no FMA contraction); divisions correctly rounded."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The null protocol: :class:`Null`, the abstract base of every null (``shared/design.md``: a
-null is a value — how its draws are made, what it tests, how it is described). Shipped:
-:class:`~rmtbase.stats.gaussian_null.GaussianNull`,
-:class:`~rmtbase.stats.permutation_null.PermutationNull`.
+"""The null protocol: :class:`Null`, the abstract base of every null (a value: how its draws
+are made, what it tests, how it is described).
 
 Contract:
 
@@ -14,10 +12,8 @@ Contract:
 - A concrete subclass setting its own :attr:`Null.name` is registered when defined (script,
   entry point ``rmtbase.nulls``, or :mod:`rmtbase.stats.null_registry`); a taken name raises
   TypeError.
-- Needs and offers are class attributes, one question each (:attr:`Null.draws_per_head`,
-  :attr:`Null.needs_factors`, :attr:`Null.shared_table`, derived :attr:`Null.per_head`, the
-  tests and runs supported, own spectrum band and QK-overlap test); what a null lacks is
-  refused before any work, in one line naming the attribute (:meth:`Null.require`)."""
+- Needs and offers are class attributes, one question each; what a null lacks is refused
+  before any work, in one line naming the attribute (:meth:`Null.require`)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,19 @@
 """Storage precision: how a checkpoint stores its weights, as a round trip the null can share.
 
-A statistic that can see the lattice must compare a head with a null on the same lattice:
-:func:`round_trip` puts a null draw through the checkpoint's storage, :func:`lattice_cells`
-gives each stored value its rounding cell (for :mod:`rmtbase.stats.elementwise`). Each format
-is a record of :mod:`rmtbase.stats.storage`; the functions here read the record, never the name.
-
-Storages (``STORAGES``): ``"float32"`` (identity), ``"float16"``, ``"bfloat16"`` (round to
-nearest even), the GGUF block formats (``QUANT_FORMATS``; K-quants in
-:mod:`rmtbase.stats.kquants`) and block FP8 (:mod:`rmtbase.stats.fp8`). The legacy formats
-follow ggml's reference quantisers (``ggml-quants.c``; ``d``, ``m`` stored as float16):
+:func:`round_trip` puts a null draw through the checkpoint's storage (records of
+:mod:`rmtbase.stats.storage`); :func:`lattice_cells` gives each stored value its rounding cell.
+Storages (``STORAGES``): float32 (identity), float16, bfloat16 (round to nearest even), GGUF
+block formats (``QUANT_FORMATS``; K-quants in :mod:`rmtbase.stats.kquants`) and block FP8
+(:mod:`rmtbase.stats.fp8`). Legacy formats follow ggml's ``ggml-quants.c`` (d, m in float16):
 
 - Q4_0: ``d = x_amax / −8``, ``q = min(15, ⌊x/d + 8.5⌋)``, value ``(q − 8)·fp16(d)``;
 - Q4_1: ``d = (max − min)/15``, ``q = min(15, ⌊(x − min)/d + 0.5⌋)``, value ``q·fp16(d) + fp16(min)``;
 - Q8_0: ``d = max|x|/127``, ``q = round(x/d)`` (half away from zero), value ``q·fp16(d)``;
 - Q5_0, Q5_1: as Q4_0, Q4_1 with 32 levels.
 
-Jitted, they equal ``gguf.quants`` bit for bit (``tests/test_legacy_quants.py``). Blocks run
-along the last axis, a multiple of :func:`block_size`.
-
-σ-invariance: rounding commutes with scaling by powers of two, and the block formats with any
-scale up to the float16 rounding of d and m, so a σ = 1 null serves every σ; for
-float16/bfloat16 the lattice-cell histograms leave an O((cell/σ)²) ≈ 10⁻⁵ dependence."""
+They equal ``gguf.quants`` bit for bit; blocks run along the last axis (:func:`block_size`).
+Rounding commutes with scaling (block formats up to the float16 rounding of d, m), so a σ = 1
+null serves every σ."""
 
 from __future__ import annotations
 
