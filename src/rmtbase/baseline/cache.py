@@ -1,23 +1,14 @@
 """σ = 1 null tables on demand: shipped package data, then the user cache, else generated.
 
-:func:`null_table` looks in ``rmtbase/data`` (``data/index.json``), then the user cache
-(:func:`rmtbase.files.user_cache.cache_dir`), else draws the table
-(:func:`rmtbase.baseline.tables.baseline`) and caches it atomically (in memory where the cache
-cannot be written). A table matches when ensemble, seed, dtype, storage and format agree, it has
-at least ``min_draws`` draws and covers the statistics asked for (a shipped ``"all"`` table
-serves ``"spectral"`` and ``"elementwise"``; a cached one only its own). Spectral statistics a
-table lacks are derived from its ``lambda``
-(:func:`rmtbase.baseline.spectra.spectral_from_table`; without it a cached table is regenerated,
-a shipped one is an error); float16/bfloat16 spectral requests use the float32 table
-(:func:`rmtbase.baseline.table_contents.fast_spectral`).
-
-Cache file names spell out every key, the draws version included
-(:mod:`rmtbase.baseline.draw_route`); a file that disagrees with its name or checksum
-(:func:`verify_table`) is warned about once, removed and regenerated. Draw ``i`` depends only on
-(seed, d, d_h, i), so a cached table is read truncated to exactly ``min_draws`` draws (what the
-cache holds never changes a result); a shipped table with enough draws is used whole. An
-``"extension": true`` index entry serves only where no ordinary shipped table has enough draws.
-:func:`rescale`, :func:`verify_table` and :func:`missing_variables` are re-exported.
+:func:`null_table` looks in ``rmtbase/data`` (``data/index.json``), then the user cache, else
+draws (:func:`rmtbase.baseline.tables.baseline`) and caches atomically (in memory if unwritable).
+A table matches when ensemble, seed, dtype, storage and format agree, it has ≥ ``min_draws``
+draws and covers the statistics asked for; missing spectral statistics come from its ``lambda``
+(:func:`rmtbase.baseline.spectra.spectral_from_table`). float16/bfloat16 spectral requests use
+the float32 table. Cache names spell every key (draws version included); a file failing its name
+or checksum (:func:`verify_table`) is warned about, removed and regenerated. Draw ``i`` depends
+only on (seed, d, d_h, i), so a cached table is read truncated to ``min_draws``; a shipped one is
+used whole; ``"extension": true`` entries serve only where no ordinary one suffices.
 """
 
 from __future__ import annotations

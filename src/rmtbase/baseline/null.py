@@ -1,25 +1,19 @@
 """Monte Carlo null draws of a head's statistics: ``null_draws(key, d, d_h, n_draws, ...)``.
 
-Draw i uses ``fold_in(key, i)`` only and vectorised paths evaluate fixed batches
-(:func:`draw_batch`), so the numbers do not depend on ``chunk_size``, ``n_draws`` or blocking,
-bit for bit. Each draw goes through :func:`rmtbase.stats.head_stats`, as model heads do.
+Draw i uses ``fold_in(key, i)`` only, in fixed batches (:func:`draw_batch`): results do not
+depend on ``chunk_size``, ``n_draws`` or blocking, bit for bit. Each draw goes through
+:func:`rmtbase.stats.head_stats`. Ensembles (W_Q, W_K ``(d_h, d)``, entry std σ, no 1/√d):
 
-Ensembles (W_Q, W_K ``(d_h, d)``; σ entry standard deviations; no 1/√d factor):
+- ``"lowrank"``: i.i.d. N(0, σ_Q²), N(0, σ_K²); ``stats="spectral"`` is exact and fast
+  (:mod:`rmtbase.ensembles.wishart`: λ = s²(Bᵀ L_K), B the bidiagonal of W_Q, L_K the Bartlett
+  factor of W_K's Gram; q.rms = ‖B‖_F/√(d_h d), k.rms = ‖L_K‖_F/√(d_h d)).
+- ``"ginibre"`` (``"gaussian"`` deprecated): ``qk.*`` from a full-rank real Ginibre d×d matrix
+  with entry std σ_Q σ_K √d_h (O(d³) per draw).
+- ``"residual"``: first d_h rows of products ∏(I + W_l) of depth ``depth`` at σ² = 1/d,
+  rescaled by σ √(d / 2^L) so that E[rms²] = σ²; then as ``"lowrank"``.
 
-- ``"lowrank"``: W_Q, W_K i.i.d. N(0, σ_Q²), N(0, σ_K²). ``stats="spectral"`` takes the exact
-  fast path (:mod:`rmtbase.ensembles.wishart`: λ = s²(Bᵀ L_K) with B the bidiagonal of W_Q and
-  L_K the Bartlett factor of W_K's Gram; q.rms = ‖B‖_F/√(d_h d), k.rms = ‖L_K‖_F/√(d_h d));
-  otherwise the factors are drawn.
-- ``"ginibre"`` (``"gaussian"`` deprecated): W_Q, W_K as above, but ``qk.*`` statistics are
-  those of an independent full-rank real Ginibre d×d matrix with entry std σ_Q σ_K √d_h (all d
-  eigenvalues, O(d³) per draw).
-- ``"residual"``: W_Q, W_K the first d_h rows of independent products ∏(I + W_l) of depth
-  ``depth`` at σ² = 1/d, rescaled by σ √(d / 2^L) so that E[rms²] = σ²; then as ``"lowrank"``.
-
-Storage (:mod:`rmtbase.stats.precision`): every draw's W_Q, W_K pass through the checkpoint's
-round trip before any statistic. Float storages keep the spectral fast path
-(:func:`fast_spectral`); a block format's λ takes the Gram route where
-:func:`rmtbase.baseline.draw_route.gram_route` says so.
+Every draw passes the checkpoint's storage round trip (:mod:`rmtbase.stats.precision`); block
+formats take the Gram route where :func:`rmtbase.baseline.draw_route.gram_route` says so.
 """
 
 from __future__ import annotations

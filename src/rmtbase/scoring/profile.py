@@ -1,22 +1,15 @@
 """A head's profile on named axes, in units that mean the same for every model.
 
-Axes (``axis`` coordinate of ``profile_*``; value, effect, null band, p, q and flag per head):
+Axes (``axis`` of ``profile_*``; value, effect, null band, p, q, flag per head): ``scale``
+σ_Q·σ_K; ``concentration`` ``qk.npr``'s effect (ratio to null median); ``outliers``
+``n_spikes``; ``alignment`` ⟨W_Q, W_K⟩_F/(‖W_Q‖‖W_K‖) (shift, null ~0); ``symmetry``
+tr(W_QK²)/‖W_QK‖_F² (shift, null ~1/d); ``q_input_focus``/``k_input_focus`` squared CV of
+column energies (shift, null ~2/d_h); ``entry_tails`` ratio of β₂ = excess kurtosis + 3.
 
-- ``scale``: σ_Q·σ_K (descriptive);
-- ``concentration``: ``qk.npr``'s effect, a ratio to the null median;
-- ``outliers``: ``n_spikes`` (descriptive; :mod:`rmtbase.decision.spikes`);
-- ``alignment``: ⟨W_Q, W_K⟩_F/(‖W_Q‖‖W_K‖), a shift from the null median (~0);
-- ``symmetry``: tr(W_QK²)/‖W_QK‖_F², a shift (null ~1/d);
-- ``q_input_focus``, ``k_input_focus``: squared coefficient of variation of the factor's
-  column energies, a shift (null ~2/d_h);
-- ``entry_tails``: ``k.excess_kurtosis``'s effect, a ratio of β₂ = excess + 3.
-
-Factor axes come from :mod:`rmtbase.scoring.factor_axes`, against :func:`profile_null`
-(:data:`PROFILE_DRAWS` σ-free heads at (d, d_h), cached by :mod:`rmtbase.scoring.profile_cache`),
-or under ``null="permutation"`` against the head's own shuffled entries
-(:func:`permutation_profile_null`). p: :class:`rmtbase.decision.tails.TailModel` (axes read
-from the score take its p); q: BH over heads per axis; flag: q ≤ alpha. The four factor axes
-enter the head decision as p_A (:mod:`rmtbase.decision.combined`).
+Factor axes (:mod:`rmtbase.scoring.factor_axes`) are tested against :func:`profile_null`
+(:data:`PROFILE_DRAWS` σ-free heads, cached) or, under ``null="permutation"``,
+:func:`permutation_profile_null`. p: :class:`rmtbase.decision.tails.TailModel`; q: BH over heads
+per axis; flag: q ≤ alpha; the four factor axes enter the head decision as p_A.
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
 """Score a model's attention heads against a random-matrix null: ``score_model``.
 
-Per layer and head the statistics of W_Q, W_K (d_h, d) and W_QK = W_Qᵀ W_K (d, d; raw weights,
-no 1/√d, λ the squared singular values) come from :func:`rmtbase.stats.head_stats` and are
-tested by :func:`rmtbase.decision.verdict.score_values`.
+Per head, statistics of W_Q, W_K (d_h, d) and W_QK = W_Qᵀ W_K (raw weights, no 1/√d, λ the
+squared singular values; RoPE: the relative-position-0 form) from :func:`rmtbase.stats.head_stats`,
+tested by :func:`rmtbase.decision.verdict.score_values`. Nulls (``null=``):
 
-The null (``null=``):
-
-- ``"gaussian"``: i.i.d. N(0, σ²) W_Q, W_K at the head's (d, d_h, σ_Q, σ_K), **stored like the
-  checkpoint, layer by layer**: each layer's storage precision
-  (:attr:`rmtbase.models.LayerHeads.storage`) and detected block quantisation
-  (:func:`rmtbase.stats.precision.detect_quantisation`) are applied to its null draws
-  (``quantized_null="auto"``; ``"none"`` keeps the float null and leaves the histogram
-  statistics out of the decision; a format name forces it), one table per distinct storage
-  (:func:`rmtbase.decision.verdict.score_values_by_layer`). A statistic undefined under any
-  layer's null is left out for every head, as are histogram statistics where some layer has no
-  matched null (e.g. W_Q and W_K in different block types). Tables:
-  :func:`rmtbase.baseline.cache.null_table`. The spectral reference (≥ 1000 draws) is extended
-  ×5 only while some head's flag could change (:mod:`rmtbase.scoring.stopping`), or up to
-  ``max_draws`` (Besag & Clifford 1991).
-- ``"permutation"``: each head against its own entries shuffled
+- ``"gaussian"``: i.i.d. N(0, σ²) W_Q, W_K at the head's (d, d_h, σ_Q, σ_K), stored like each
+  layer of the checkpoint (storage precision, detected block quantisation; ``quantized_null``),
+  one table per storage (:func:`rmtbase.decision.verdict.score_values_by_layer`); statistics
+  undefined or unmatched under some layer's null are left out for every head. The spectral
+  reference (≥ 1000 draws) is extended ×5 while some flag could change
+  (:mod:`rmtbase.scoring.stopping`) or up to ``max_draws`` (Besag & Clifford 1991).
+- ``"permutation"``: each head against its own shuffled entries
   (:mod:`rmtbase.scoring.permutation`); W_Q/W_K element statistics are left out.
-
-For RoPE models W_QK is the relative-position-0 bilinear form.
 """
 
 from __future__ import annotations

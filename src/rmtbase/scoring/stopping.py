@@ -1,22 +1,16 @@
 """When to stop drawing: extend the spectral null only while some head's flag could change.
 
-The spectral reference is extended ×5 at a time (:func:`rmtbase.scoring.sequential.decide`)
-while some head is unsettled: Besag & Clifford's (1991) sequential test made simultaneous over
-heads, with a stated error in the spirit of Gandy (2009):
+Besag & Clifford (1991) made simultaneous over heads, with a stated error after Gandy (2009):
 
-1. Per head and spectral statistic, the Clopper–Pearson interval (level 1 − ε') of the tail
-   count k of N gives an interval of its two-sided p (widened to hold the current estimate).
-2. Head p (:mod:`rmtbase.decision.omnibus`) is non-decreasing in every p, so the ends bound it;
-   element statistics and the joint calibration are fixed.
-3. BH is monotone: a head flagged at the upper ends, or not flagged at the lower ends, is
-   settled; otherwise **unsettled**. Stop when none is, or at the cap.
-4. ε' = ε / (heads × spectral statistics × looks), ε = :data:`STOP_ERROR` = 0.01: by the union
-   bound, with probability ≥ 1 − ε the decisions at the stop are those of an infinite reference.
-   Not covered: the joint table (:mod:`rmtbase.scoring.joint_stopping`), the profile null
-   (:mod:`rmtbase.scoring.profile_stopping`), a block-quantised spectral null (never extended).
+1. Per head and spectral statistic, the Clopper–Pearson interval (level 1 − ε') of tail count
+   k of N bounds its two-sided p; head p (:mod:`rmtbase.decision.omnibus`) is monotone in each.
+2. BH is monotone: a head flagged at the upper ends, or unflagged at the lower ends, is settled.
+   Extend ×5 while some head is unsettled, up to the cap.
+3. ε' = ε / (heads × statistics × looks), ε = :data:`STOP_ERROR`: by the union bound, with
+   probability ≥ 1 − ε the stopped decisions equal an infinite reference's (joint table, profile
+   null and block-quantised nulls are not covered).
 
-With ``max_draws`` given: extend up to it wherever a head with q ≤ 2α lies beyond all but 10
-draws.
+With ``max_draws``: extend up to it wherever a head with q ≤ 2α lies beyond all but 10 draws.
 """
 
 from __future__ import annotations

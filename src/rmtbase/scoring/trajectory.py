@@ -1,22 +1,16 @@
 """Score many checkpoints or models into one Dataset: :func:`score_collection`.
 
-Each entry (a hub revision, a local folder, any model) is scored by
-:func:`rmtbase.scoring.score.score_model` with the same options and stacked by
-:func:`rmtbase.scoring.collection.combine`; :func:`score_component_collection` does the same
-for :func:`rmtbase.scoring.components.score_components` (one process).
+Each entry is scored by :func:`rmtbase.scoring.score.score_model` with the same options and
+stacked by :func:`rmtbase.scoring.collection.combine` (:func:`score_component_collection`: the
+same for :func:`rmtbase.scoring.components.score_components`).
 
-- **Dask** (``workers=N``, ``scheduler=ADDRESS`` or ``client=``): one task per entry, with the
-  driver's JAX precision, so the Dataset equals a one-process run; tasks are retried
-  (:data:`RETRIES`) and polled so Ctrl-C cancels them. The first entry of each shape runs alone
-  and its tables are drawn by the whole cluster (:mod:`rmtbase.baseline.task_cluster`).
-- **Resumable** (``entries=DIR``): each entry is written when done and reused by a rerun with
-  the same options and versions (:mod:`rmtbase.scoring.entries`); ``rmtbase combine``
-  assembles such files.
-- **One null per shape**: an entry whose null sizes (``baseline_draws``, ``joint_null_draws``,
-  ``spectral_null_draws``, ``profile_null_draws``) differ from the largest of its
-  (d, d_h, null storage) is scored again from those sizes
-  (:class:`rmtbase.scoring.reference.NullStart`), so all entries of a shape end on the same
-  draws whatever the cache, order or number of workers.
+- Dask (``workers``, ``scheduler`` or ``client``): one task per entry with the driver's JAX
+  precision, so the result equals a one-process run; retried (:data:`RETRIES`), cancellable.
+- Resumable (``entries=DIR``): entries written when done, reused by a matching rerun
+  (:mod:`rmtbase.scoring.entries`).
+- One null per shape: entries whose null sizes differ from the largest of their
+  (d, d_h, storage) are rescored from those sizes (:class:`rmtbase.scoring.reference.NullStart`),
+  so results do not depend on cache, order or worker count.
 """
 
 from __future__ import annotations
