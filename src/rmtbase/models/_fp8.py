@@ -10,11 +10,9 @@ the value is ``q · s`` (DeepSeek-V3 ``weight_dequant``).
 ``weight`` in ``F8_E4M3`` beside ``weight_scale`` (out, 1), ``s_r = max|W_r| / 448``,
 ``q = E4M3(clamp(W_r/s_r, ±448))``; the value is ``q · s_r``.
 
-:func:`dequantize` / :func:`dequantize_rows` are the readers' (refusing a scale that is
-negative, not finite, or 0 over nonzero values); :func:`check_config` refuses any
-``weight_block_size`` but [128, 128] from the config alone; :func:`quantize` /
-:func:`quantize_rows` are the reference writers (round to nearest even). The null's round trips
-are the same operations in JAX (:mod:`rmtbase.stats.fp8`).
+:func:`dequantize` / :func:`dequantize_rows` refuse a negative, non-finite or (over nonzero
+values) zero scale; :func:`check_config` refuses a ``weight_block_size`` other than [128, 128];
+:func:`quantize` / :func:`quantize_rows` are the reference writers (round to nearest even).
 """
 
 from __future__ import annotations

@@ -134,10 +134,8 @@ def load_heads(model, *, revision: str | None = None, allow_pickle: bool = False
 
     Parameters
     ----------
-    model : str, path or transformers model
-        Hub id, local folder, or a loaded model (see module docstring).
-    revision : str, optional
-        Hub branch/tag/commit; only for hub ids.
+    model, revision : str, path or transformers model; str, optional
+        Hub id, local folder, or a loaded model; hub branch/tag/commit.
     allow_pickle : bool
         Permit ``pytorch_model.bin`` checkpoints (unpickling can run code).
     fold_qk_norm : bool
@@ -147,8 +145,7 @@ def load_heads(model, *, revision: str | None = None, allow_pickle: bool = False
     Yields
     ------
     LayerHeads
-        One layer per step; the checkpoint is checked up front, and a bad tensor is a ModelError
-        naming it when its layer is reached."""
+        One layer per step; a bad tensor is a ModelError naming it when its layer is reached."""
     info, located, weights = open_model(model, revision, allow_pickle)
     if fold_qk_norm and located.qk_norm is not None:
         try:

@@ -13,8 +13,7 @@ into tiles. An :class:`Estimator` has:
   accumulators;
 - ``statistics``: the names it computes (a record may point only to an estimator naming it).
 
-:mod:`rmtbase.stats.tiles` runs the distinct estimators and merges each accumulator
-(:func:`merge`, :func:`add_host`); the tables' statistics share :data:`rmtbase.stats.fused.FUSED`.
+:mod:`rmtbase.stats.tiles` runs the estimators and merges accumulators (:func:`merge`).
 """
 
 from __future__ import annotations

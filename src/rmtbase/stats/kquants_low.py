@@ -12,9 +12,8 @@ importance matrix):
   against ``d = fp16(1/iscale)``, iscale = −32/max_scale; q = clamp(round(x/(d·sc_j)), −4, 3),
   value ``(d·sc_j)·q``.
 
-Skipped sub-blocks (d·ls or d·sc zero) store q = 0. Not matched: XLA on CPU flushes float32
-subnormals (max|x| ≲ 3·10⁻⁶ per sub-block). Otherwise equal to ``tests/_kquant_ref.py``
-(``tests/test_kquants.py``)."""
+Skipped sub-blocks (d·ls or d·sc zero) store q = 0. Equal to ``tests/_kquant_ref.py`` except
+for float32 subnormals, which XLA on CPU flushes."""
 
 from __future__ import annotations
 

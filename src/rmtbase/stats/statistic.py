@@ -9,12 +9,9 @@ or ``"shift"``); whether it sees a lattice (``histogram``); why it can be undefi
 analytic reference and duplicates per matrix.
 
 :data:`STATISTICS` are the shipped records, in table order; :data:`REGISTRY` adds those
-registered later (:func:`register` or entry point ``rmtbase.statistics``:
-``docs/extending.md``). ``STAT_INFO``, ``SPECTRAL_STATS``, ``TRANSFORM``, ``DUPLICATES``,
-``HISTOGRAM``, ``NAN_REASONS``, ``REFERENCE_NOTES`` derive from the records. A spectral
-statistic needs no table rebuild (the tables store spectra); an element statistic needs an
-``estimator`` (:mod:`.estimator`) and a rebuild, without which a run is refused before any
-weight is read. Groups: :mod:`rmtbase.decision.family`; docs table: :func:`doc_table`."""
+registered later (:func:`register`, entry point ``rmtbase.statistics``); the tables
+(``STAT_INFO``, ``TRANSFORM``, ...) derive from them. An element statistic needs an
+``estimator`` (:mod:`.estimator`) and a table rebuild; a spectral one needs no rebuild."""
 
 from __future__ import annotations
 
