@@ -1,21 +1,15 @@
 """The null of a whole weight matrix: i.i.d. N(0, 1) entries of its shape, stored like it.
 
-A component of shape (m, n) stored as ``storage`` is compared with i.i.d. N(0, 1) matrices of
-that shape put through the same storage round trip (:func:`rmtbase.stats.precision.round_trip`)
-and the same estimator (:func:`rmtbase.stats.matrix.matrix_stats`). σ = 1 serves every σ: the
-scale-carrying statistics are self-normalised by each matrix's rms
-(:mod:`rmtbase.decision.verdict`).
-
-Shape: element statistics are symmetric in the entries, so the law depends on N = m·n only
-(and, for block formats, the blocks of 32 along the last axis); for float storages (m, n) and
-(n, m) share the null at :func:`null_shape` = (max, min).
+An (m, n) component stored as ``storage`` is compared with N(0, 1) matrices of that shape through
+the same round trip (:func:`rmtbase.stats.precision.round_trip`) and estimator
+(:func:`rmtbase.stats.matrix.matrix_stats`); σ = 1 serves every σ (statistics self-normalised by
+rms). The law depends on N = m·n only (block formats: blocks of 32 along the last axis), so
+float storages share :func:`null_shape` = (max, min).
 
 Keys: draw i uses ``key_i = fold_in(cell, i)``, ``cell = fold_in(fold_in(named_key(key(seed),
-"matrix"), m), n)``; its tile t is ``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded
-to the storage. Large matrices run tile by tile, tiles kept up to :data:`KEEP_BYTES` else
-regenerated, with the same numbers; n draws are the prefix of a longer table.
-:func:`matrix_null_table` reads exactly ``draws`` draws from the user cache (checked against
-name and sampler, else regenerated with a warning), extends a shorter one, or generates.
+"matrix"), m), n)``; tile t is ``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded to the
+storage (tiles kept up to :data:`KEEP_BYTES`, else regenerated); n draws are a prefix of more.
+:func:`matrix_null_table` reads exactly ``draws`` from the checked user cache, extends, or draws.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """Baseline tables of product networks over (d, depth, gain): Monte Carlo draws as xarray/netCDF.
 
-Ensembles (:mod:`rmtbase.ensembles.products`): Ginibre ∏W_l or residual ∏(I + W_l), square
-layers of width d, W_l entries N(0, G/d). Each draw runs one stable QR chain to the largest
-depth and records at every depth L:
-
-- spectral statistics of λ = s²(M_L), all d of them, by their bare names
-  (:func:`rmtbase.stats.spectral_stats`);
-- Lyapunov exponents ``lyapunov_max``, ``lyapunov_min``, ``lyapunov_mean``: ln s_1/L,
-  ln s_d/L and Σ ln s_i/(dL) (from the graded factors, not the raw product);
-- element statistics of the off-diagonal entries of M_L as ``m_<stat>``.
+Ensembles (:mod:`rmtbase.ensembles.products`): Ginibre ∏W_l or residual ∏(I + W_l), width d,
+W_l entries N(0, G/d); one stable QR chain per draw to the largest depth, recording at each L:
+spectral statistics of λ = s²(M_L) (bare names); ``lyapunov_max``, ``lyapunov_min``,
+``lyapunov_mean`` = ln s_1/L, ln s_d/L, Σ ln s_i/(dL) (from the graded factors); element
+statistics of M_L's off-diagonal entries as ``m_<stat>``.
 
 Dims ``(d, depth, gain, draw)``, float64; ``attrs["rmtbase_table_kind"] = "product_network"``.
-Keys: ``cell = fold_in(named_key(jax.random.key(seed), name), d)`` (:data:`KEY_NAME`), draw j
-of block b (:data:`rmtbase.baseline.tables.DRAW_BLOCK`) uses ``fold_in(fold_in(cell, b), j)``
-and its layer l ``fold_in(named_key(draw_key, "layers"), l)``. So a draw's depths are one chain,
-its gains share their normal variates, and a draw depends on (seed, kind, d, index) only: any
-split gives the same table, and a shorter table is a prefix of a longer one.
+Keys: ``cell = fold_in(named_key(jax.random.key(seed), name), d)`` (:data:`KEY_NAME`); draw j of
+block b (:data:`rmtbase.baseline.tables.DRAW_BLOCK`) uses ``fold_in(fold_in(cell, b), j)``, layer
+l ``fold_in(named_key(draw_key, "layers"), l)``: gains share variates, a draw depends on (seed,
+kind, d, index) only, and a shorter table is a prefix of a longer one.
 """
 
 from __future__ import annotations

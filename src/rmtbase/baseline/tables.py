@@ -1,20 +1,16 @@
 """Baseline tables: Monte Carlo null draws over a (d, d_h) grid as an xarray Dataset.
 
-One variable per statistic with dims ``(d, d_h, draw)``: spectral statistics of
-W_QK = W_Qᵀ W_K by bare name (``npr``, ``lambda_max``), element statistics as
-``<matrix>_<stat>`` (:func:`rmtbase.stats.table_name`). W_Q, W_K are (d_h, d) with i.i.d.
-N(0, σ_Q²), N(0, σ_K²) entries, no 1/√d factor (``attrs["scaling_factor"] == "none"``).
-Variables carry CF-style attrs and ``sigma_power``/``scaling``. The draws themselves are stored,
-so empirical p-values are exact (floor 1/(draws + 1)); spectral tables also store ``lambda``
-(:mod:`rmtbase.baseline.spectra`).
+One variable per statistic, dims ``(d, d_h, draw)``: spectral statistics of W_QK = W_Qᵀ W_K by
+bare name, element statistics as ``<matrix>_<stat>`` (:func:`rmtbase.stats.table_name`). W_Q,
+W_K (d_h, d) have i.i.d. N(0, σ²) entries, no 1/√d (``attrs["scaling_factor"] == "none"``). The
+draws are stored, so empirical p-values are exact (floor 1/(draws + 1)); spectral tables also
+store ``lambda``.
 
-Key derivation (fixed by ``TABLE_FORMAT``): ``cell = fold_in(fold_in(jax.random.key(seed), d),
-d_h)`` (then ``fold_in(cell, depth)`` for ``residual``); block ``b`` of :data:`DRAW_BLOCK` draws
-is ``null_draws(fold_in(cell, b), ...)``, its draw ``j`` ``fold_in(block_key, j)``. So draw
-``i`` depends on (seed, d, d_h, i) only and a shorter table is a prefix of a longer one; blocks
-run under ``jax.enable_x64(dtype == "float64")``, so the bits do not depend on the caller's JAX
-setting. Tables are sampled at σ = 1 and moved to (σ_Q, σ_K) exactly (:mod:`.sigma_range`).
-I/O: :func:`write_table`, :func:`read_table`; :func:`summary` beside :func:`reference_values`.
+Keys (fixed by ``TABLE_FORMAT``): ``cell = fold_in(fold_in(jax.random.key(seed), d), d_h)``
+(then ``fold_in(cell, depth)`` for ``residual``); block ``b`` of :data:`DRAW_BLOCK` draws is
+``null_draws(fold_in(cell, b), ...)``, draw ``j`` ``fold_in(block_key, j)``, under
+``jax.enable_x64(dtype == "float64")``: draw ``i`` depends on (seed, d, d_h, i) only, a shorter
+table is a prefix. Sampled at σ = 1, moved to (σ_Q, σ_K) exactly (:mod:`.sigma_range`).
 """
 
 from __future__ import annotations

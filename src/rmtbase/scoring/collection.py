@@ -1,20 +1,13 @@
 """Several scores in one Dataset: a leading ``checkpoint`` or ``model`` dimension.
 
 :func:`combine` stacks scores of :func:`rmtbase.scoring.score.score_model`; :func:`entry` gives
-one back as it was.
-
-- The leading coordinate holds the labels (revision or folder name; repeated names get their
-  shortest distinct path ends, :func:`distinct_suffixes`). Where every ``checkpoint`` label ends
-  in an integer a ``step`` coordinate holds it and orders the entries.
-- Every variable gains the leading dimension, so each entry keeps its own null.
-- Entries of different shapes are padded to the union of layers, heads, ranks and statistics
-  with NaN, False, −1 or ""; ``head_present`` says which heads exist.
-- Per-entry attributes become variables (:data:`ENTRY_VARS`); ``entry_attrs`` holds each
-  entry's attributes as JSON; global attributes are those equal across entries, plus
-  ``collection``, ``n_entries`` and ``created``.
-
-:func:`combine_components` does the same for whole-matrix scores
-(:data:`COMPONENT_ENTRY_VARS`; a missing matrix has ``storage == ""``).
+one back. Labels are revisions or folder names (repeats get their shortest distinct path ends,
+:func:`distinct_suffixes`); integer-ending ``checkpoint`` labels give an ordering ``step``. Every
+variable gains the leading dimension (each entry keeps its null); shapes are padded to the union
+with NaN, False, −1 or "" (``head_present``). Per-entry attributes become variables
+(:data:`ENTRY_VARS`) and ``entry_attrs`` (JSON); global attributes are those shared, plus
+``collection``, ``n_entries``, ``created``. :func:`combine_components`: the same for matrix
+scores (:data:`COMPONENT_ENTRY_VARS`; a missing matrix has ``storage == ""``).
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """The permutation null for head–head composition (``composition(model, null="permutation")``).
 
-Draw b applies one uniformly random permutation π_X,b of the d_h·d entries to every head's W_X,
-independently for X ∈ {Q, K, V, O} (W_O read as (d_h, d); a GQA key/value head is permuted once),
-and recomputes every pair's Q-, K- and V-composition through :mod:`rmtbase.stats.composition`;
-norm gains are applied after permuting. Each factor keeps its entry multiset (scale, tails,
-storage lattice). If every factor has exchangeable entries and the factors are independent
-(an untrained model under any i.i.d. initialisation), each pair's
-p = (1 + #{b : s_b ≥ s}) / (1 + B) is exact in law (Good 2005, §3); the permutations are shared
-by every pair (Westfall & Young 1993). What it tests is alignment across matrices.
+Draw b applies one uniform permutation π_X,b of the d_h·d entries to every head's W_X,
+independently for X ∈ {Q, K, V, O} (W_O as (d_h, d); a GQA key/value head permuted once; norm
+gains applied after), and recomputes every pair's Q-, K-, V-composition
+(:mod:`rmtbase.stats.composition`). With exchangeable, independent factors (e.g. an untrained
+model) each pair's p = (1 + #{b : s_b ≥ s}) / (1 + B) is exact (Good 2005, §3); permutations are
+shared by all pairs (Westfall & Young 1993). It tests alignment across matrices.
 
-``composition_effect`` is s over the median of the pair's first min(B, ``CHUNK``) permuted
-scores. No tail is extrapolated (``composition_p_tail`` = ``composition_p``; a moment-matched
-Beta tail is anti-conservative for heavy-tailed entries), so p ≥ 1/(1 + B) and BH over m
-entries can flag only when B + 1 ≥ m/α (:func:`draws_to_flag`).
-
-Cost (:func:`plan`): B times the Gaussian run's GEMMs, batched over ``CHUNK`` draws; memory
-holds every layer's factors (float32) and per chunk the earlier layers' permuted sides.
+``composition_effect`` is s over the median of the first min(B, ``CHUNK``) permuted scores. No
+tail is extrapolated (``composition_p_tail`` = ``composition_p``), so p ≥ 1/(1 + B) and BH over
+m entries can flag only when B + 1 ≥ m/α (:func:`draws_to_flag`). Cost: :func:`plan`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,16 @@
 """How many profile-null draws a score uses: a first block, more only where a decision could change.
 
-The profile null (:mod:`rmtbase.scoring.factor_axes`) has N =
-:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` draws; a score draws the sizes of
-:data:`SCHEDULE` in turn (a shipped shape starts at N) and stops at the first where no decision
-could differ from that on all N (:func:`open_heads`). Draw i is the same at every size.
+A score draws the sizes of :data:`SCHEDULE` in turn, up to N =
+:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` (draw i the same at every size), and stops at
+the first where no decision (``profile_flag``, ``head_flag``, ``symmetry_unaligned_flag``) could
+differ from that on all N (:func:`open_heads`). With n of N draws each p is bracketed by
+:func:`count_bounds` (Clopper–Pearson from n, then the binomial range of the N − n to come;
+P_MIN below where fewer than 10 may lie beyond, unless :mod:`rmtbase.scoring.tail_count` holds);
+decisions are monotone in p, so heads decided at both ends are settled, the rest **open**.
 
-Decisions: ``profile_flag``, ``head_flag`` (:mod:`rmtbase.decision.combined`) and
-``symmetry_unaligned_flag``. With n of N draws, each p is bracketed by the values it can take at
-N (:func:`count_bounds`: Clopper–Pearson from n draws, then the binomial range of the N − n to
-come; P_MIN below where fewer than 10 draws may lie beyond at N, unless
-:mod:`rmtbase.scoring.tail_count` holds). Decisions are monotone in these p, so heads flagged at
-the upper ends or not flagged at the lower ends are settled; the rest are **open**.
-
-Error: per head and look, axes + 2 intervals, each at level ε / (heads · (axes + 2) · looks)
-(:func:`interval_level`, looks :func:`looks_from`), so P(some decision differs from N's) ≤ ε
-(union bound; ``tests/test_profile_stopping_error.py``). Not covered: p_A's leave-one-out
-calibration is read at n draws. Effects, bands, p and q are those of n draws.
+Error: axes + 2 intervals per head and look, each at level ε / (heads · (axes + 2) · looks)
+(:func:`interval_level`, :func:`looks_from`), so P(some decision differs from N's) ≤ ε (union
+bound). p_A's leave-one-out calibration is read at n draws; effects, bands, p, q are n draws'.
 """
 
 from __future__ import annotations
