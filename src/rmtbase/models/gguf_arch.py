@@ -1,7 +1,7 @@
 """GGUF architectures read by rmtbase: sizes, tensor names and llama.cpp's conversions undone.
 
-Per GGUF architecture (``general.architecture``): the Hugging Face adapter that reads it, and
-how llama.cpp's ``convert_hf_to_gguf.py`` changed the tensors:
+Per ``general.architecture``: the Hugging Face adapter that reads it, and how
+``convert_hf_to_gguf.py`` changed the tensors:
 
 - **names**: each adapter's tensor names go through ``gguf.get_tensor_name_map``
   (``model.layers.{i}.self_attn.q_proj`` → ``blk.{i}.attn_q``);

@@ -4,11 +4,10 @@ An adapter folder holds ``adapter_config.json`` and ``adapter_model.safetensors`
 target module, ``lora_A.weight`` (r, in) and ``lora_B.weight`` (out, r). PEFT's update (Hu et
 al. 2021; ``LoraLayer.get_delta_weight``) is ΔW = s · B A in the (out, in) layout (transposed
 with ``fan_in_fan_out``), s = lora_alpha / r (``use_rslora``: lora_alpha / √r; per-module
-``rank_pattern`` / ``alpha_pattern``). ΔW is added in the base checkpoint's own layout, so the
-architecture's adapter then splits fused projections, undoes Conv1D and GQA as for any
-checkpoint. :class:`LoraWeights`: ``merged=True`` is base + ΔW (PEFT's ``merge_and_unload``,
-``tests/test_lora_layouts.py``), ``merged=False`` ΔW alone (head extraction is linear). Module
-names match base tensors by their longest common dotted suffix.
+``rank_pattern`` / ``alpha_pattern``). ΔW is added in the base checkpoint's own layout, before
+the architecture's adapter. :class:`LoraWeights`: ``merged=True`` is base + ΔW (PEFT's
+``merge_and_unload``), ``merged=False`` ΔW alone. Module names match base tensors by their
+longest common dotted suffix.
 
 Refused in one line: DoRA, an adapter whose every lora_B is zero, a module matching no base
 tensor or of another shape, ``target_modules`` (:func:`targeted`) that match none of the

@@ -2,16 +2,12 @@
 
 Readers share ``keys()``, ``get(name)``, ``close()`` (:mod:`rmtbase.models._reader`):
 
-- :class:`FileWeights` reads ``model.safetensors`` (sharded or not) or, with
-  ``allow_pickle=True``, ``pytorch_model.bin``; safetensors headers are checked once and each
-  tensor read by a positioned read (:mod:`rmtbase.models._safetensors`), so a large model is
-  visited layer by layer. Files come from a ``fetch(filename) -> path`` callable (a path join,
-  or a hub download: :mod:`rmtbase.models.hub`).
+- :class:`FileWeights` reads ``model.safetensors`` (sharded or not; each tensor by a
+  positioned read) or, with ``allow_pickle=True``, ``pytorch_model.bin``; files come from a
+  ``fetch(filename) -> path`` callable.
 - :class:`StateDictWeights` (:mod:`rmtbase.models._state_dict`) reads a loaded module.
 
-FP8 (:mod:`rmtbase.models._fp8`) is dequantised with its scales: block FP8 has storage
-``"fp8_e4m3"`` / ``"fp8_e5m2"``, per-channel FP8 ``"fp8_e4m3_channel"``
-(:mod:`rmtbase.stats.fp8`). Every tensor is a float32 array checked for NaN/inf (ModelError
+FP8 (:mod:`rmtbase.models._fp8`) is dequantised with its scales. Every tensor is a float32 array checked for NaN/inf (ModelError
 naming tensor and file), and its storage precision is logged (``storage_of``).
 """
 

@@ -10,9 +10,7 @@ draw) and returns ``{"<matrix>.<stat>": array}``:
 
 :data:`STAT_INFO` documents each statistic; value(σ) = σ^p value(1) (``scaling="power"``) or
 value(1) + p ln σ (``"log"``), σ = σ_Q, σ_K or σ_Q σ_K, so a σ = 1 table serves any σ.
-
-Names load on first use (:mod:`._core` imports JAX), so light submodules (:mod:`.null_kind`,
-:mod:`.names`) and ``rmtbase --help`` import no JAX; the shipped nulls register on import."""
+Names load on first use, so light submodules and ``rmtbase --help`` import no JAX."""
 
 from __future__ import annotations
 

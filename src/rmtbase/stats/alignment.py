@@ -1,8 +1,7 @@
 """How a head's query and key factors relate: alignment, symmetry and input focus.
 
-Per-head statistics that W_QK's spectrum cannot see (it is invariant under W_Q → U W_Q,
-W_K → V W_K, U, V orthogonal), each by d_h × d_h or d_h × d work. W_Q, W_K ``(..., d_h, d)``,
-leading axes batch axes (``docs/conventions.md``).
+Per-head statistics that W_QK's spectrum cannot see; W_Q, W_K ``(..., d_h, d)``, leading
+axes batch axes.
 
 - :func:`alignment` = ⟨W_Q, W_K⟩_F / (‖W_Q‖_F ‖W_K‖_F) = tr(W_QK)/(‖W_Q‖_F ‖W_K‖_F) ∈ [−1, 1]:
   how much query and key read the same directions (normalised tr W_QK, Elhage et al. 2021).

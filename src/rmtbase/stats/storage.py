@@ -1,15 +1,10 @@
 """Storage formats as records: one :class:`Storage` per format, in one registry.
 
-A record holds all the library knows of a format: its name (as the CLI, tables and files spell
-it), family (``"float"``, ``"block"``, ``"fp8"``; open), quantiser (``"module:function"`` in
-:mod:`rmtbase.stats`, so this module loads no JAX, or a callable), block span along the last
-axis, a float lattice's significant bits and smallest spacing (and whether histograms spread a
-value over its cell), GGUF type name, ``tile_rows`` of a 2-D scale tile, FP8 element format,
-and how :mod:`.detection` recognises it. A layer in several formats is a :class:`MixedStorage`.
-
-Modules read records (:func:`storage_record`) or :mod:`.names`; none compares storage names.
-A format is added by one record (:func:`register` or entry point ``rmtbase.storages``:
-``docs/extending.md``).
+A record holds all the library knows of a format (name, family, quantiser as
+``"module:function"`` or a callable, block span, lattice bits, GGUF type, detection); a layer
+in several formats is a :class:`MixedStorage`. Modules read records (:func:`storage_record`),
+never compare names; a format is added by one record (:func:`register`, entry point
+``rmtbase.storages``).
 
 Quantiser contract ``fn(x, record)``: block formats get and return ``(..., n_blocks, block)``;
 others get the whole array (FP8: last two axes rows, cols) and return it in its own dtype."""
