@@ -91,11 +91,9 @@ def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
 
     Parameters
     ----------
-    model : str, path or transformers model
-        As for :func:`rmtbase.models.load_heads`.
     components : str or iterable of str
         Component names (module docstring); default q, k, v, o and the FFN.
-    revision, allow_pickle
+    model, revision, allow_pickle
         As for :func:`rmtbase.models.load_heads`.
 
     Yields

@@ -4,8 +4,7 @@
 branch/tag/commit), a local folder (safetensors, sharded or not; ``pytorch_model.bin`` only with
 ``allow_pickle=True``), a URL of such a folder or ``hf://org/name[@revision]``
 (:mod:`rmtbase.models.remote`), a ``.gguf`` file, a loaded ``transformers`` model, or a
-TransformerLens model (:mod:`rmtbase.models.transformer_lens`). Files are read straight from
-safetensors (no torch model built); remote shards by byte ranges.
+TransformerLens model. Files are read straight from safetensors (no torch model built).
 
 Convention (``docs/conventions.md``): head h gives W_Q, W_K ``(d_h, d)`` whose logit, biases
 and scale aside, is ``x_iᵀ W_Qᵀ W_K x_j``. Raw weights: no LayerNorm folding, centring, 1/√d_h

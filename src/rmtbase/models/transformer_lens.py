@@ -6,10 +6,7 @@ Accepted wherever a folder is: ``TransformerBridge`` (4.x), ``HookedTransformer`
 per-head ``W_Q`` ``(n_heads, d_model, d_head)``, ``W_K``, ``W_V`` (3.x GQA: ``_W_K``, ``_W_V``),
 ``W_O``, ``b_Q``, ``b_K`` are turned from TransformerLens' row convention into rmtbase's
 (``docs/conventions.md``): W_Q,h = ``W_Q[h]ᵀ`` ``(d_h, d)``; ``v``, ``o`` in ``nn.Linear``
-layout. The weights are scored as held: unprocessed for a bridge from ``boot_transformers``,
-processed after ``process_weights(...)`` or for a 3.x ``from_pretrained``
-(:attr:`ModelInfo.model_class` says which); a QK-norm (``fold_qk_norm=True`` is refused) and RoPE
-are not folded. Refused in one line: no ``attn``, no per-head ``W_Q`` (MLA), sizes disagreeing
+layout. The weights are scored as held (processed or not); QK-norm and RoPE are not folded. Refused in one line: no ``attn``, no per-head ``W_Q`` (MLA), sizes disagreeing
 with ``cfg``, meta or quantized tensors.
 """
 

@@ -52,10 +52,8 @@ class FileWeights(TensorReader):
 
     Parameters
     ----------
-    files : iterable of str
-        File names available.
-    fetch : callable
-        ``fetch(filename) -> path`` returning a local path (or remote file).
+    files, fetch : iterable of str, callable
+        File names available; ``fetch(filename) -> path``.
     label : str
         The model's name in messages.
     allow_pickle : bool

@@ -1,8 +1,6 @@
 """Eigenvalues of a batch of small symmetric matrices by the parallel cyclic Jacobi method.
 
-For the spectral null's d_h × d_h cores (d_h ≤ 128); :func:`jacobi_eigvalsh` (pure ``jnp``,
-the reference) and :func:`rmtbase.stats._jacobi_pallas.jacobi_eigvalsh_pallas` share
-:func:`jacobi_step`.
+For the null's d_h × d_h cores (d_h ≤ 128); the Pallas kernel shares :func:`jacobi_step`.
 
 Two-sided Jacobi (Golub & Van Loan, 4th ed., §8.5) with Rutishauser's rotation
 t = sgn θ / (|θ| + √(θ² + 1)), θ = (a_qq − a_pp)/(2 a_pq), in the XOR ordering: padded with zeros
@@ -10,8 +8,7 @@ to m = 2^⌈log₂ n⌉, step k pairs i with i ⊕ k; a step's pairs are disjoin
 of a sweep meet every pair once. Padding adds exact zeros that never rotate; they are dropped.
 
 Sweeps stop when ‖offdiag‖_F ≤ eps·‖G‖_F for every matrix (or ``max_sweeps``); each λ is then
-within √n·eps·λ_max (Weyl) plus O(sweeps·n·eps·λ_max), the relative n·eps·κ budgeted by
-:func:`rmtbase.baseline.eig_route.eig_method`. Output descending ``(..., n)``, not clipped."""
+within √n·eps·λ_max (Weyl) plus O(sweeps·n·eps·λ_max). Output descending ``(..., n)``."""
 
 from __future__ import annotations
 

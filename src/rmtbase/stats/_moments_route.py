@@ -5,12 +5,10 @@ For G = C Cᵀ of the d_h × d_h core C:
 - traces: Σλ = ‖C‖_F², Σλ² = ‖G‖_F² (exact), hence pr, npr and stable rank;
 - λ_max by repeated squaring P ← P²/tr P² from P = G/tr G (power method, K GEMMs): its
   column v of largest diagonal gives the Rayleigh quotient λ_max = ‖Cᵀv‖²/‖v‖²; a near-tie at
-  relative gap δ leaves at most λ₁/(e·2^(K+1)) (9·10⁻⁸ at K = 22). λ_min likewise on
-  λ_max I − G, with absolute error ≈ eps·λ_max (relative n·eps·κ), so the route serves the
-  ``"eigh"`` cells with κ ≤ 10³ (≤ 10⁻⁶ relative against float64 in tests).
+  relative gap δ leaves at most λ₁/(e·2^(K+1)). λ_min likewise on λ_max I − G (absolute
+  error ≈ eps·λ_max), so the route serves cells with κ ≤ 10³.
 
-The spectral entropy needs every λ and is not covered. Batched float32 GEMMs at full precision
-(:func:`rmtbase._matmul.mm`); no LAPACK, cuSOLVER or Pallas. Reference: Golub & Van Loan,
+The spectral entropy is not covered. Reference: Golub & Van Loan,
 *Matrix Computations*, 4th ed., §8.2, §9.1."""
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ Storages (:data:`rmtbase.stats.names.FP8_FORMATS`), as FP8 checkpoints store wei
 
 For d_h < 128 a tile holds 128/d_h heads, so the null draws each head inside a full tile of
 i.i.d. rows and keeps its own rows (:func:`rmtbase.stats.precision.null_rows`): by
-exchangeability its law is the checkpoint's for d_h dividing 128. Heads sharing a tile are
-correlated. s scales with the tile, so a σ = 1 null serves every σ."""
+exchangeability its law is the checkpoint's for d_h dividing 128. A σ = 1 null serves every σ."""
 
 from __future__ import annotations
 

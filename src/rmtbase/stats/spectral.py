@@ -5,10 +5,8 @@ values of W_QK, d_h of them nonzero, sorted descending; no 1/√d factor.
 
 With W_Q = L_Q U_Q (U_Q orthonormal rows; L_Q = R_Qᵀ from the thin QR of W_Qᵀ, or the Gram's
 Cholesky factor), likewise W_K, W_QK = U_Qᵀ (L_Qᵀ L_K) U_K, so λ are the squared singular values
-of the d_h×d_h core C = L_Qᵀ L_K (= eig(G_Q G_K)): O(d d_h²) instead of O(d³). λ = s(C)² from an
-SVD keeps absolute error ≈ eps·s_max; the QR route is backward stable for ill-conditioned
-trained weights. Exceptions, both checked: the null's ``"eigh"`` route
-(:func:`eigvals_from_bidiagonal`, small κ only) and :func:`null_eigvals_by_grams`.
+of the d_h×d_h core C = L_Qᵀ L_K (= eig(G_Q G_K)): O(d d_h²) instead of O(d³); the QR route
+is backward stable for ill-conditioned trained weights.
 
 References: Marchenko & Pastur (1967); MP_c ⊠ MP_c for λ/(σ_Q²σ_K²d²), c = d_h/d: Burda,
 Jarosz, Livan, Nowak & Swiech (2010); Mingo & Speicher (2017)."""
