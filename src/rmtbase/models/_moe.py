@@ -3,7 +3,6 @@
 An MoE layer's FFN is reported expert by expert as ``ffn_gate.e{j}``, ``ffn_up.e{j}``,
 ``ffn_down.e{j}`` (each ``(out, in)``); the router ``(n_experts, d)`` is the component
 ``router``, selected only by name or ``"all"``; a layer without experts reports its dense MLP.
-Memory is bounded by one layer's selected matrices (``docs/architectures.md``).
 
 Two storage layouts (Jiang et al. 2024; Qwen team 2025): per-expert ``nn.Linear`` tensors (the
 hub's), and the stacked 3D parameters of ``transformers`` ≥ 5: ``experts.gate_up_proj``

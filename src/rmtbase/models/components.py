@@ -1,8 +1,7 @@
 """Whole weight matrices per layer — q, k, v, o and the FFN — for whole-matrix statistics.
 
-:func:`load_components` reads them one layer at a time through the adapters' layouts
-(:mod:`rmtbase.models._layout`) in the ``nn.Linear`` (out, in) layout, float32, exactly the
-stored values (Conv1D transposed, fused projections split, nothing folded). Rows of ``"q"`` are
+:func:`load_components` reads them one layer at a time in the ``nn.Linear`` (out, in) layout,
+float32, the stored values (nothing folded). Rows of ``"q"`` are
 head-major: ``matrices["q"].reshape(n_heads, d_h, d)`` are ``load_heads``' W_Q, and
 ``matrices["k"]`` the un-expanded GQA keys.
 

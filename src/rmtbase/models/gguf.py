@@ -2,13 +2,9 @@
 
 :func:`gguf_config` builds a config dict from the header alone (:mod:`.gguf_header`), refusing
 an unscorable architecture or tensor type in one line before any tensor is read.
-:class:`GGUFWeights` serves tensors under the Hugging Face names the adapter reads, dequantised
-by ``gguf.quants.dequantize`` to float32 (out, in) (GGUF lists dimensions innermost first), with
-llama.cpp's conversions undone (:mod:`.gguf_arch`).
-
-Storage: each tensor's GGML type is recorded (``storage_of``): ``"float32"``, ``"float16"``,
-``"bfloat16"``, or the block type's lower-case name (``"q4_k"`` …, :data:`GGUF_TYPES`); the null
-goes through the same storage. Other types (IQ*, TQ*, MXFP4 …) are refused.
+:class:`GGUFWeights` serves tensors under the Hugging Face names, dequantised to float32
+(out, in), with llama.cpp's conversions undone (:mod:`.gguf_arch`). Each tensor's GGML type is
+its storage (``"q4_k"`` …, :data:`GGUF_TYPES`); other types (IQ*, TQ*, MXFP4 …) are refused.
 """
 
 from __future__ import annotations

@@ -3,13 +3,9 @@
 Layout undone (Touvron et al. 2023; ``LlamaAttention``): q_proj ``(n_heads·d_h, d)``, k_proj
 ``(n_kv_heads·d_h, d)``, outputs viewed as ``(…, heads, d_h)`` (row ``h·d_h + r`` is feature r
 of head h). Under GQA (Ainslie et al. 2023) query head i meets key head
-⌊i / (n_heads/n_kv_heads)⌋; the loader expands. Output ``self_attn.o_proj``; MLP
-``down(act(gate x) ⊙ up x)``. ``d_h`` is the config's ``head_dim`` when present, else
-d / n_heads. RoPE is not applied.
-
-Same layout: Mistral (Jiang et al. 2023), Qwen2 (Yang et al. 2024; q/k biases), Granite (IBM
-2024; ``attention_multiplier`` is a logit scale, not in W_QK), SmolLM3 (Hugging Face 2025;
-``no_rope_layers`` leave W_QK unchanged).
+⌊i / (n_heads/n_kv_heads)⌋. Gated MLP; ``d_h`` is ``head_dim`` when present, else
+d / n_heads. RoPE is not applied. Same layout: Mistral, Qwen2 (q/k biases), Granite (its
+``attention_multiplier`` is not in W_QK), SmolLM3.
 """
 
 from __future__ import annotations

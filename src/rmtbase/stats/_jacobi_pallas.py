@@ -3,13 +3,9 @@
 Two kernels placing arithmetic defined elsewhere: two-sided on Grams
 (:func:`rmtbase.stats._jacobi.jacobi_step`) and one-sided on the matrices
 (:func:`rmtbase.stats._hestenes.hestenes_step`). A program loads ``block`` padded m × m matrices
-once, sweeps until its block converges and writes diagonals or squared row norms. i ↦ i ⊕ k is
-built from Triton-lowerable ops: i ↦ i ⊕ 2^b swaps the halves of a size-2 axis after a
-reshape, composed over k's set bits. ``unroll=False``: a ``fori_loop`` over k (log₂ m swaps a
-step); ``True``: steps unrolled with static k (popcount(k) swaps, longer program).
-
-On the CPU the kernel runs in Pallas' interpret mode (tests/test_jacobi.py). The Pallas Triton
-backend is deprecated from jax 0.11 (a lasting route needs Mosaic GPU)."""
+once, sweeps until its block converges and writes diagonals or squared row norms. i ↦ i ⊕ k
+is composed of swaps i ↦ i ⊕ 2^b over k's set bits (``unroll=True``: static k). On the CPU
+the kernel runs in Pallas' interpret mode."""
 
 from __future__ import annotations
 

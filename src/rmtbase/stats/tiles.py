@@ -7,9 +7,8 @@ may read — and merges each accumulator as its record says (an undeclared value
 
 :func:`one_tile` runs the passes on the whole matrix in one compiled function;
 :func:`tile_stats` runs them tile by tile on a matrix given as a function of the tile index
-(a slice, or a null draw regenerated from its key), summing on the host in float64 (counts
-int64). Tiling changes no definition, only the rounding of sums (< 10⁻⁶ relative in float32,
-``tests/test_components.py``). Memory: one tile's working set and the 65,538-bin |w| histogram."""
+(a slice, or a null draw regenerated from its key), summing on the host in float64. Tiling
+changes no definition, only the rounding of sums."""
 
 from __future__ import annotations
 
