@@ -2,15 +2,12 @@
 :mod:`rmtbase.scoring.profile_stopping` applied to the pairs.
 
 :func:`schedule` draws the :data:`~rmtbase.scoring.profile_stopping.SCHEDULE` sizes below N =
-``draws``, then N. After each size a pair is **open** when its flag (``composition_flag``, BH
-over every pair of every kind, or ``qk_overlap_flag``) could differ at N: its one-sided tail p
-is bracketed by :func:`~rmtbase.scoring.profile_stopping.tail_p_bounds` and BH flags it with the
-lower ends but not the upper ends. No open pair: stop. Draw i comes from ``fold_in(key, i)``
-(:func:`rmtbase.baseline.composition_null.in_chunks`), so a size continues the last.
-
-Error: intervals at level ε / (m · looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`; with
-probability ≥ 1 − ε every flag at the stop is that of N draws. p, q, effect and se carry the
-error of n draws (``draws`` attrs).
+``draws``, then N; draw i is ``fold_in(key, i)``, so sizes continue each other. A pair is
+**open** when its flag could differ at N (tail p bracketed by
+:func:`~rmtbase.scoring.profile_stopping.tail_p_bounds`; BH flags at the lower ends, not the
+upper). No open pair: stop. Intervals at level ε / (m · looks), ε =
+:data:`~rmtbase.scoring.stopping.STOP_ERROR`, so with probability ≥ 1 − ε every flag equals N
+draws'. p, q, effect and se carry n draws' error.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """Score what a fine-tune changed, per head: ``score_delta(finetuned, base)`` and LoRA adapters.
 
-ΔW_Q = W_Qᶠᵗ − W_Qᵇᵃˢᵉ and ΔW_K ((d_h, d), GQA keys expanded) are scored as
-:func:`rmtbase.scoring.score.score_heads` scores W_Q, W_K, against i.i.d. N(0, σ²) deltas at
-their own rms: dense isotropic noise is not flagged. The ``qk.*`` statistics are those of
-ΔW_Qᵀ ΔW_K, not of ΔW_QK = ΔW_Qᵀ W_Kᵇ + W_Qᵇᵀ ΔW_K + ΔW_Qᵀ ΔW_K (whose null depends on the base);
-``delta_rel_qk`` = ‖ΔW_QK‖_F / ‖W_QKᵇᵃˢᵉ‖_F (from 2d_h × 2d_h Grams), ``delta_rel_q`` and
-``delta_rel_k`` are descriptive. Differences of 16-bit or quantised checkpoints lie on a
-lattice, so their histogram statistics are left out of the decision.
+ΔW_Q, ΔW_K ((d_h, d), GQA keys expanded) are scored like W_Q, W_K against N(0, σ²) deltas at
+their own rms (dense isotropic noise is not flagged); ``qk.*`` are those of ΔW_Qᵀ ΔW_K, not of
+ΔW_QK (whose null depends on the base). ``delta_rel_qk`` = ‖ΔW_QK‖_F / ‖W_QKᵇᵃˢᵉ‖_F,
+``delta_rel_q``, ``delta_rel_k`` are descriptive. Lattice-valued differences (16-bit or quantised)
+leave histogram statistics out of the decision.
 
 LoRA (:mod:`rmtbase.models.lora`): ΔW = s·B·A (s = lora_alpha/r, or /√r with ``use_rslora``),
-exact in float32. A one-sided adapter is scored as (ΔW_Q, W_Kᵇᵃˢᵉ), the unchanged side's
-statistics left out of the decision. Bit-identical heads are not scored
-(:mod:`rmtbase.scoring.unchanged`); an all-zero adapter or one touching no query/key weight is
-refused. For r < d_h the spectral statistics differ from the dense null whatever was learned.
+float32. A one-sided adapter is scored as (ΔW_Q, W_Kᵇᵃˢᵉ), the unchanged side left out;
+bit-identical heads are not scored; an all-zero adapter or one touching no query/key weight is
+refused. For r < d_h spectral statistics differ from the dense null whatever was learned.
 The ``model`` attr is ``<tuned> vs <base>``, never an absolute path.
 """
 

@@ -1,16 +1,11 @@
 """Per-entry files of a collection: each entry written when it completes, reused by a rerun.
 
-With ``entries=DIR`` each scored entry goes to ``DIR/<label>.nc`` (percent-encoded, atomic:
-:func:`rmtbase.files.atomic.write_netcdf`) and a file whose key matches is reused. The key
-(:func:`entry_key`, SHA-256 in attr ``entry_key``) covers the model (hub id, or a folder's files'
-names, sizes and mtimes), revision, scoring options, JAX precision and the versions of rmtbase
-and the table format; it holds no path.
-
-Each file carries :func:`content_hash` (attr ``entry_sha256``), checked on read: an edited or
-unhashed entry is scored again with a warning. :func:`load_entries` (``rmtbase combine``) takes
-only what it can verify (an entry's hash, or a ``scores.nc`` listed in ``manifest.json``) unless
-``--unverified``. Every entry passes through its file, so a resumed collection equals an
-uninterrupted one.
+With ``entries=DIR`` each entry goes atomically to ``DIR/<label>.nc`` (percent-encoded) and is
+reused when its key matches: :func:`entry_key` (SHA-256, attr ``entry_key``) of the model (hub
+id, or a folder's file names, sizes, mtimes), revision, options, JAX precision and rmtbase and
+table-format versions; no path. :func:`content_hash` (attr ``entry_sha256``) is checked on read;
+an edited or unhashed entry is rescored with a warning. :func:`load_entries` takes only verified
+files unless ``--unverified``. A resumed collection equals an uninterrupted one.
 """
 
 from __future__ import annotations

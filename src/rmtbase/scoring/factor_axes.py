@@ -1,19 +1,16 @@
-"""The profile's four factor axes (alignment, symmetry, W_Q's and W_K's input focus) for model
-heads (:func:`factor_profile`) and their Gaussian null at (d, d_h) (:func:`profile_null`);
-statistics: :mod:`rmtbase.stats.alignment`. The null is drawn in exactly the statistics' law:
+"""The profile's four factor axes for model heads (:func:`factor_profile`) and their exact-law
+Gaussian null at (d, d_h) (:func:`profile_null`); statistics: :mod:`rmtbase.stats.alignment`.
 
-- **alignment, symmetry** depend only on the Gram of X = [W_Q; W_K] (2d_h × d); for i.i.d.
-  N(0, 1) entries and d ≥ 2d_h, X Xᵀ ~ W_{2d_h}(I, d) with Bartlett factor L
-  (:func:`rmtbase.ensembles.wishart.gram_cholesky`), so (L[:d_h], L[d_h:]) has the factors'
-  Gram in law (:func:`block_axes`: 2d_h² normals, not 2d_h d). For d < 2d_h factors are drawn whole.
-- **input focus**: squared coefficient of variation of column energies e_j = Σ_i W[i, j]²,
-  i.i.d. χ²_{d_h} under the null (:func:`rmtbase.ensembles.chisquare.chisquare`).
-- Axes are read one at a time, so independent variates per axis leave each law unchanged.
-- Storage: float16/bfloat16 share the float32 null (:func:`null_storage`); block formats and FP8
-  draw whole factors through :func:`rmtbase.stats.precision.round_trip`.
+- Alignment, symmetry depend only on the Gram of X = [W_Q; W_K]; for N(0, 1) entries and
+  d ≥ 2d_h, X Xᵀ ~ W_{2d_h}(I, d) with Bartlett factor L, so (L[:d_h], L[d_h:]) has the
+  factors' Gram in law (:func:`block_axes`); for d < 2d_h factors are drawn whole.
+- Input focus: squared CV of column energies e_j = Σ_i W[i, j]², i.i.d. χ²_{d_h} under the null.
+- Axes are read one at a time, so independent variates per axis keep each law.
+- Storage: 16-bit floats share float32 (:func:`null_storage`); block formats and FP8 draw whole
+  factors through :func:`rmtbase.stats.precision.round_trip`.
 
-Size: with N shared draws the null rejection rate is off by κ·√(α(1 − α)/N) (κ ≈ 1); a quarter
-of a 1,000-head calibration's se needs N ≥ 16 κ² n: :data:`PROFILE_DRAWS` = 18,000.
+Size: the null rejection rate is off by κ·√(α(1 − α)/N), κ ≈ 1; a quarter of a 1,000-head
+calibration's se needs N ≥ 16 κ² n: :data:`PROFILE_DRAWS` = 18,000.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """The statistics' joint null sized by its own Monte Carlo error, drawn only where a decision could
 change.
 
-The joint draws (``all`` table) give the element statistics' p and calibrate p_S
-(:mod:`rmtbase.decision.omnibus`); with N draws the null rate of p_S ≤ a = α/2 is off by about
-√(a(1 − a)/N), so :data:`JOINT_DRAWS` = 18,000 (≥ 16,000 for a quarter of a 1,000-head
-calibration's se; docs/statistics.md).
-
-A score starts with the table it got and draws the next :data:`SCHEDULE` size only while some
-head is :func:`unsettled`; draw i is the same in every size; ``draws`` or ``max_draws`` fix the
-table. p_S is read from a count k of n, (1 + k)/(1 + n), or the Cauchy tail beyond all but 10;
-the count at :data:`JOINT_DRAWS` lies, with probability ≥ 1 − level, in :func:`count_bounds`
-(Clopper–Pearson, then the binomial range of draws to come), giving [p_lo, p_hi]. A head is
-unsettled when BH over min(1, 2 p) flags it at p_lo but not at p_hi (p_A unknown yet). Level
-ε / (heads · looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`. Not covered: the element
-statistics' own p and p_A's part.
+The joint draws give the element statistics' p and calibrate p_S (:mod:`rmtbase.decision.omnibus`);
+the null rate of p_S ≤ a = α/2 is off by √(a(1 − a)/N), so :data:`JOINT_DRAWS` = 18,000 (≥ 16,000:
+a quarter of a 1,000-head calibration's se). Sizes of :data:`SCHEDULE` are drawn (draw i the same
+in each) while some head is :func:`unsettled`: p_S from a count k of n, (1 + k)/(1 + n) or the
+Cauchy tail, is bracketed by :func:`count_bounds` (Clopper–Pearson, then the binomial range of the
+draws to come); unsettled = BH over min(1, 2p) flags at p_lo but not p_hi. Level ε / (heads ·
+looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`; element p and p_A are not covered.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The entry-law null: each head against its own entries, shuffled.
 
-Draw b permutes W_Q's d_h·d entries by a uniform π_b and W_K's by an independent σ_b and
-computes the statistics of (W_Q∘π_b, W_K∘σ_b) through the head's code. If the entries carry no
-structure beyond their marginal law (any i.i.d. initialisation) every p is exact in law (Good
-2005). W_Q and W_K element statistics are invariant and left out.
-
-The permutations (PCG64 seeded by ``seed`` and chunk) are shared by every head (Westfall & Young
-1993). A spectral draw forms the two d_h×d_h Grams (O(d_h² d)) and λ = eig(L_Kᵀ G_Q L_K),
-G_K = L_K L_Kᵀ, by tridiagonalisation and Sturm bisection where
-:func:`rmtbase.baseline.eig_route.eigh_accurate` holds, else by the SVD of L_Qᵀ L_K. Element
-statistics of W_QK (O(d² d_h)) use the first ``element_draws`` permutations.
-
-Threads: LAPACK-free work runs in ``threads`` Python threads; every LAPACK call stays in the
-calling thread (two in flight deadlock jaxlib's CPU pool). Results do not depend on threads.
+Draw b scores (W_Q∘π_b, W_K∘σ_b), π_b, σ_b independent uniform permutations (PCG64 from ``seed``
+and chunk, shared by all heads: Westfall & Young 1993). With no structure beyond the entries'
+marginal law every p is exact (Good 2005); W_Q, W_K element statistics are invariant, left out.
+Spectral draws: λ = eig(L_Kᵀ G_Q L_K) from the d_h×d_h Grams (tridiagonal + Sturm bisection where
+:func:`rmtbase.baseline.eig_route.eigh_accurate` holds, else SVD of L_Qᵀ L_K); W_QK element
+statistics use the first ``element_draws``. LAPACK calls stay in the calling thread (concurrent
+calls deadlock jaxlib's CPU pool); results do not depend on ``threads``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,15 @@
-"""The draws a null puts beside the heads: :class:`Cells` (what is scored) and the references a
-null returns for them (:meth:`rmtbase.stats.null_kind.Null.reference`).
+"""The draws a null puts beside the heads: :class:`Cells` and the references a null returns.
 
-A null owns its reference; since ``stats`` cannot import tables or permutations, :class:`Cells`
-carries the drawing machinery and the null chooses (:meth:`Cells.table_reference`,
-:meth:`Cells.permutation_reference`, or any :class:`Reference`).
+:class:`Cells` carries the drawing machinery (``stats`` cannot import tables or permutations);
+the null chooses (:meth:`rmtbase.stats.null_kind.Null.reference`):
 
-- :class:`TableReference`: the Gaussian null at one storage for the layers ``rows``: its table
-  (:func:`rmtbase.baseline.cache.null_table`), joint draws and a spectral reference that
-  :meth:`~TableReference.extend` grows (:mod:`rmtbase.scoring.stopping`).
-- :class:`PermutationReference`: each head's entries shuffled
-  (:func:`rmtbase.scoring.permutation.permutation_draws`), grown per open head
+- :class:`TableReference`: the Gaussian null at one storage for layers ``rows``: its table
+  (:func:`rmtbase.baseline.cache.null_table`), joint draws and a spectral reference grown by
+  :meth:`~TableReference.extend` (:mod:`rmtbase.scoring.stopping`).
+- :class:`PermutationReference`: each head's entries shuffled, grown per open head
   (:mod:`rmtbase.scoring.head_growth`).
 
-A reference states its profile null (:meth:`Reference.profile_null`: :data:`GAUSSIAN_AXES` or
-``{axis: (layer, head, draws)}``) and its spectrum band (:meth:`Reference.spectrum_band`).
+A reference states its profile null (:meth:`Reference.profile_null`) and spectrum band.
 """
 
 from __future__ import annotations

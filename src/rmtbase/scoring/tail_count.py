@@ -1,17 +1,16 @@
-"""A tail count's interval at N draws from the first n, with the claim that it reaches
-:data:`~rmtbase.decision.tails.MIN_EXCEEDANCES` where that keeps the exact error within level.
+"""A tail count's interval at N draws from the first n, claiming it reaches
+:data:`~rmtbase.decision.tails.MIN_EXCEEDANCES` where the exact error stays within level.
 
-The one-sided p at N is (1 + T)/(1 + N) for T ≥ 10 exceedances, else a GPD estimate (down to
-P_MIN). :func:`~rmtbase.scoring.joint_stopping.count_bounds` brackets T from the count K of the
-first n by [lo(K), hi(K)]; the claim takes max(lo(K), 10) for K ≥ k₀. With K ~ Binom(n, q) and
-R = T − K ~ Binom(N − n, q) independent, the exact error is
+p at N is (1 + T)/(1 + N) for T ≥ 10, else a GPD estimate.
+:func:`~rmtbase.scoring.joint_stopping.count_bounds` brackets T from the first n's count K by
+[lo(K), hi(K)]; the claim takes max(lo(K), 10) for K ≥ k₀.
+With K ~ Binom(n, q), R = T − K ~ Binom(N − n, q) independent, the exact error is
 
     E(q) = Σ_k Binom(k; n, q) · [P(R < L(k) − k) + P(R > hi(k) − k)],
-    L(k) = max(lo(k), 10) for k ≥ k₀, else lo(k),
+    L(k) = max(lo(k), 10) for k ≥ k₀, else lo(k);
 
-and :func:`claim_start` returns the least k₀ ≤ 9 with sup_q E(q) ≤ level (None if none),
-computed on a log grid of :data:`_GRID` points with margin :data:`_MARGIN`, outside
-[q_lo, q_hi] bounded analytically (``tests/test_tail_count.py``).
+:func:`claim_start` returns the least k₀ ≤ 9 with sup_q E(q) ≤ level (None if none), on a log
+grid (:data:`_GRID`, margin :data:`_MARGIN`), bounded analytically outside [q_lo, q_hi].
 """
 
 from __future__ import annotations
