@@ -8,8 +8,7 @@ With q = W_Q x + b_q (k likewise) the logit is, up to the model's scale,
 ``s_ij = (G_q N(q_i))·(G_k N(k_j))``, G = diag(gain), N(y) = P y / ρ(y), P = I (RMSNorm) or
 I − 11ᵀ/m (LayerNorm), ρ(y) = √(mean((P y)²) + ε) over the norm's axis (m = d_h or n·d_h).
 
-- **Raw (default)**: W_QK = W_Qᵀ W_K of the projections before the norm; not the logit's form
-  (the norm rescales by 1/ρ and reweights by the gains).
+- **Raw (default)**: W_QK = W_Qᵀ W_K of the projections before the norm.
 - **Folded** (``fold_qk_norm=True``): W_Q ← G_q P W_Q, b_q ← G_q P b_q (K likewise); then
   ``s_ij = (W_Q x_i + b_q)ᵀ(W_K x_j + b_k) / (ρ_q(i) ρ_k(j))`` exactly, up to the input-
   dependent factors 1/ρ. Refused for a LayerNorm with a bias.

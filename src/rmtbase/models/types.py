@@ -25,11 +25,9 @@ class LayerHeads:
     bq, bk : np.ndarray or None
         float32 biases ``(n_heads, d_h)`` (``bk`` expanded like ``wk``), or None.
     storage : str
-        The coarsest storage of the tensors read (``"float32"``, ``"float16"``, ``"bfloat16"``);
-        ``wq``/``wk`` hold the stored values (folded by ``fold_qk_norm=True``).
+        The coarsest storage of the tensors read; ``wq``/``wk`` hold the stored values.
     quantisation : str or None
-        The block quantisation dequantised from (GGUF: ``"q4_k"`` …, several joined by ``"+"``;
-        ``storage`` then ``"float32"``), or None."""
+        The block quantisation dequantised from (``"q4_k"`` …, joined by ``"+"``), or None."""
 
     layer: int
     wq: np.ndarray

@@ -1,6 +1,6 @@
 """Head–head composition scores from the factors, and their exact null moments.
 
-Conventions (``docs/conventions.md``, ``docs/ov.md``): W_QK^h = W_Q,hᵀ W_K,h, W_OV^h =
+Conventions: W_QK^h = W_Q,hᵀ W_K,h, W_OV^h =
 W_O,h W_V,h, both ``(d, d)``; W_O,h stored as ``wo_t`` = W_O,hᵀ ``(d_h, d)``. For an earlier
 head h1 and a later h2 (Elhage et al. 2021; TransformerLens' ``all_composition_scores``):
 
@@ -12,8 +12,7 @@ Never a d × d product: with C_h1 = W_O,h1 S (S = Rᵀ of the thin QR of W_V,h1�
 ‖W_QK^{h2} W_OV^{h1}‖_F² = tr(G_Q M Mᵀ), M = W_K C (G_K, W_Q for Q; G_O, W_V for V); norms
 ‖W_QK‖_F² = tr(G_Q G_K), ‖W_OV‖_F² = tr(G_O G_V). GQA: query head i meets kv head
 ⌊i / (H / H_kv)⌋. QK overlap: ⟨W_QK^a, W_QK^b⟩_F = Σ (W_Q,a W_Q,bᵀ) ∘ (W_K,a W_K,bᵀ), as a cosine.
-``gain`` (a ``(d,)`` vector per layer) scales each reading factor's input; scores are
-invariant to each factor's scale. Null moments: :mod:`rmtbase.analytic.composition_moments`."""
+``gain`` (``(d,)`` per layer) scales each reading factor's input; scores are scale-invariant."""
 
 from __future__ import annotations
 

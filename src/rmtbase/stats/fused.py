@@ -6,8 +6,7 @@
    float16/bfloat16) and the |w| bit-histogram (:mod:`rmtbase.stats._magnitude`);
    :func:`count_finish`: every statistic of :mod:`rmtbase.stats.elementwise`.
 
-:data:`FUSED` is this estimator as a record (sums add, range ends take min/max); the null
-tables' element records point to it."""
+:data:`FUSED` is this estimator as a record (sums add, range ends take min/max)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """The Gaussian null (:class:`GaussianNull`, a :class:`rmtbase.stats.null_protocol.Null`):
 W_Q, W_K with i.i.d. N(0, σ²) entries at the head's own (d, d_h, σ_Q, σ_K), put through
 ``storage``'s round trip (:func:`rmtbase.stats.precision.round_trip`); its draws come from
-tables shared by every head of one shape and storage (:func:`rmtbase.baseline.cache.null_table`).
-It tests the entry law too: the W_Q/W_K element statistics enter the decision. ``storage`` stays
-the name (its repr, equality and files); :attr:`~rmtbase.stats.null_protocol.Null.storage_record`,
-the record looked up once when the null is made (or the record it was given), is what callers
-read the storage's behaviour from. Registered as ``"gaussian"`` when defined
-(:mod:`rmtbase.stats.null_registry`).
+tables shared by every head of one shape and storage. It tests the entry law too (W_Q/W_K
+element statistics enter the decision). ``storage`` is the name; behaviour is read from
+:attr:`~rmtbase.stats.null_protocol.Null.storage_record`. Registered as ``"gaussian"``.
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@ matrix, with the Weibull fit at the Weibull paper's three trims (arXiv:2605.1889
 :data:`MATRIX_STATS` order: ``weibull_k``/``weibull_lambda`` (80 %), ``*_trim90``,
 ``*_trim100``; plus ``rms`` = ‖W‖_F/√N.
 
-Up to :data:`TILE_ELEMENTS` = 2²² entries is one tile; a larger matrix is cut into
-:func:`tile_rows` row blocks of about 2²² entries (:func:`rmtbase.stats.tiles.tile_stats`),
-changing only the rounding of sums (< 10⁻⁶ relative in float32)."""
+A matrix over :data:`TILE_ELEMENTS` entries is cut into :func:`tile_rows` row blocks, changing
+only the rounding of sums."""
 
 from __future__ import annotations
 

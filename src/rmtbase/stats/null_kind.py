@@ -1,12 +1,6 @@
-"""The nulls rmtbase ships, registered by name: :class:`GaussianNull`
-(:mod:`rmtbase.stats.gaussian_null`) and :class:`PermutationNull`
-(:mod:`rmtbase.stats.permutation_null`), subclasses of the protocol :class:`Null`
-(:mod:`rmtbase.stats.null_protocol`, where the null as a value is described). Importing this
-module registers both (:mod:`rmtbase.stats` imports it, so any import of a ``stats`` module
-does); :data:`NULLS` is the registry's live view of the names
-(:mod:`rmtbase.stats.null_registry`); :func:`unregister` takes a test's own null out again.
-The public names ``rmtbase.stats.null_kind.{Null, GaussianNull, PermutationNull, NULLS,
-unregister}`` (``docs/contract.md``) stay importable here.
+"""The nulls rmtbase ships, registered by name on import: :class:`GaussianNull` and
+:class:`PermutationNull`, subclasses of :class:`Null` (:mod:`rmtbase.stats.null_protocol`).
+:data:`NULLS` is the registry's live view of the names; :func:`unregister` takes a null out.
 """
 
 from __future__ import annotations

@@ -78,8 +78,7 @@ def null_eigvals_by_grams(w):
     perturbs λ by a relative u·(κ(G_Q) + κ(G_K)) (Ostrowski), so each draw is checked:
     B = ‖G_Q‖_∞ ‖G_K‖_∞ / λ_min bounds both κ(G) from above; a draw with eps·B >
     :data:`GRAM_MAX_REL_ERROR`, or a failed Cholesky (NaN), takes the QR route
-    (:func:`eigvals_from_factors`, ``lax.cond``). ``tests/test_gram_route.py`` holds both routes
-    to 10⁻⁴ relative against float64."""
+    (:func:`eigvals_from_factors`, ``lax.cond``)."""
     g = mm(w, jnp.swapaxes(w, -1, -2))
     ell = jax.lax.linalg.cholesky(g, symmetrize_input=False)
     lam = eigvals_from_cholesky(ell[0], ell[1])
