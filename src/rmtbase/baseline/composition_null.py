@@ -1,13 +1,11 @@
 """The composition null's draws: squared composition scores s² of independent Gaussian factors.
 
-Definitions and exact moments: :mod:`rmtbase.stats.composition`; the law is the same for Q-,
-K- and V-composition (a chain d × d_h2 × d × d_h1 × d of four independent Gaussian matrices)
-and free of σ. :func:`null_squares` samples from d_h-sized Bartlett variates (exact in law),
-:func:`null_squares_full` from whole factors with a storage round trip (16-bit storage; the
-reference). The QK overlap's null (Frobenius cosine of two heads' W_QK): :func:`null_overlap`
-(reduced) and :func:`null_overlap_full`. Draw i comes from ``fold_in(key, i)`` in compiled
-calls sized by the shape (:func:`chunk_size`); ``part`` (:class:`Part`) selects draws
-``start`` … n−1, so a continued table is the longer table.
+Moments: :mod:`rmtbase.stats.composition`; one σ-free law for Q-, K- and V-composition (a chain
+d × d_h2 × d × d_h1 × d of independent Gaussians). :func:`null_squares` samples d_h-sized Bartlett
+variates (exact in law), :func:`null_squares_full` whole factors with a storage round trip; the
+QK overlap: :func:`null_overlap`, :func:`null_overlap_full`. Draw i is ``fold_in(key, i)``
+(chunks: :func:`chunk_size`); ``part`` (:class:`Part`) selects draws ``start`` … n−1, so a
+continued table is the longer table.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Grid sweeps of null tables as tasks on Dask distributed.
 
-Each task is a (cell, range of draw blocks, seed) triple running
-:func:`rmtbase.baseline.tables.generate_blocks` on a worker. A draw's key depends on the seed
-and its (d, d_h, index) alone, so the table is bit for bit
-:func:`rmtbase.baseline.tables.baseline`'s on the same backend, whatever the workers or
-``blocks_per_task``. With ``out`` the σ = 1 blocks (:mod:`rmtbase.baseline.block_jobs`) are
-kept as they arrive, so a rerun submits only the missing ones. :func:`network_sweep` does the
-same for product networks (a task is one width's block range, all depths and gains);
-:mod:`rmtbase.baseline.sweep_cache` builds the scorer's cache tables. Client, loopback cluster
-and :func:`completed` live in :mod:`rmtbase.baseline.dask_client`. Dask is optional:
+Each task is a (cell, draw-block range, seed) running
+:func:`rmtbase.baseline.tables.generate_blocks`; a draw's key depends on (seed, d, d_h, index)
+only, so the table is bit for bit :func:`rmtbase.baseline.tables.baseline`'s on the same backend,
+whatever the workers. With ``out`` completed blocks are kept, so a rerun submits only the
+missing ones. :func:`network_sweep`: the same for product networks. Dask is optional:
 :func:`sweep` raises :class:`MissingDependency` without it.
 """
 

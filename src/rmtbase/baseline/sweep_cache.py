@@ -1,14 +1,11 @@
 """The scorer's null tables built ahead of time on Dask: ``rmtbase sweep --into-cache``.
 
-:func:`score_requests` lists the tables a Gaussian-null ``rmtbase score`` of a shape at a
-storage asks :func:`rmtbase.baseline.cache.null_table` for (the statistic set's table at
-``draws`` draws and, with all statistics, the spectral reference of at least
-:data:`SPECTRAL_REFERENCE_DRAWS` draws). :func:`sweep_into_cache` computes the missing ones as
-Dask tasks and writes each atomically as exactly the file ``null_table`` would write: same name
-and, since draw i depends only on (seed, d, d_h, i), the same numbers bit for bit. Tables
-already served are left alone; completed blocks are kept as they arrive
-(:class:`rmtbase.baseline.partial.PartialStore`). The spectral extension is not built here; the
-profile null is added by the command through ``then``.
+:func:`score_requests` lists the tables a Gaussian-null ``rmtbase score`` of a shape and storage
+asks :func:`rmtbase.baseline.cache.null_table` for (``draws`` draws and, with all statistics,
+the spectral reference of ≥ :data:`SPECTRAL_REFERENCE_DRAWS`). :func:`sweep_into_cache` computes
+the missing ones on Dask and writes exactly the file ``null_table`` would (same name, same bits:
+draw i depends on (seed, d, d_h, i) only); blocks are kept as they arrive. Not built here: the
+spectral extension; the profile null comes through ``then``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Reading and writing rmtbase tables (netCDF4): clear errors, atomic writes.
 
-A file that is missing, not netCDF4, not an rmtbase table, truncated, malformed or of a newer
-format raises :class:`rmtbase.errors.TableError` naming it. Every table written carries a
-checksum of its variables and keys (:func:`table_checksum`); the user cache requires it
-(``read_table(..., checksum=True)``). Writes go through
-:func:`rmtbase.files.atomic.write_atomic`, read back before the rename.
-
-:func:`check_output_file` validates a target before any expensive work, with one line: not a
-directory or special file; its directory must exist and take a new file; its name must fit; there
-must be room. An existing file is replaced only if it is an earlier rmtbase table
-(``replace="table"``, ``--out``; a link is followed) or any regular file or link
-(``replace="any"``, the cache: the link itself is replaced, never its target).
+A missing, non-netCDF4, foreign, truncated, malformed or newer-format file raises
+:class:`rmtbase.errors.TableError` naming it. Written tables carry a checksum of variables and
+keys (:func:`table_checksum`; required by the user cache) and are written atomically, read back
+before the rename. :func:`check_output_file` validates a target before any work (a writable
+existing directory, a fitting name, room); an existing file is replaced only if it is an earlier
+rmtbase table (``replace="table"``; a link is followed) or, with ``replace="any"``, any regular
+file or link (the link itself replaced).
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """``rmtbase.composition(model)``: Q-, K-, V-composition of every ordered cross-layer head pair and
 the QK overlap within each layer, against the independent-Gaussian-factor null.
 
-Definitions and moments: :mod:`rmtbase.stats.composition`, ``docs/composition.md``. Weights are
-raw (no biases, no norm gains unless ``fold_ln``, no unembedding); under GQA query head i meets
-key/value head ⌊i / (H / H_kv)⌋. The score s is scale-invariant, and s² has the law of
-:func:`rmtbase.baseline.composition_null.null_squares` for all three kinds ((d, d_h) only).
-p = (1 + #{null s ≥ s}) / (1 + N), one-sided upper; effect = s / median(null s); BH over all
-pairs of all kinds (``composition_q``, ``composition_flag``) and per (kind, layer pair)
-(``composition_q_family``). The QK overlap: :mod:`rmtbase.scoring.composition_overlap`. Nulls
-are drawn only as far as a flag needs (:mod:`rmtbase.scoring.composition_stopping`).
+Definitions: :mod:`rmtbase.stats.composition`, ``docs/composition.md``. Raw weights (no biases,
+no norm gains unless ``fold_ln``); under GQA query head i meets key/value head ⌊i / (H / H_kv)⌋.
+s is scale-invariant; s² has the law of :func:`rmtbase.baseline.composition_null.null_squares`
+for all kinds. p = (1 + #{null s ≥ s}) / (1 + N), upper; effect = s / median(null s); BH over
+all pairs (``composition_q``, ``composition_flag``) and per (kind, layer pair)
+(``composition_q_family``). Draw counts: :mod:`rmtbase.scoring.composition_stopping`.
 """
 
 from __future__ import annotations

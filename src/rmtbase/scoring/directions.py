@@ -1,15 +1,12 @@
 """The outlier directions themselves: singular triplets of W_QK (or W_OV) above the null.
 
 For a head with ``n_spikes`` = r > 0 (:mod:`rmtbase.decision.spikes`) of W = AᵀB (A = W_Q,
-B = W_K; or A = W_O,hᵀ, B = W_V,h, :mod:`rmtbase.models.ov`), its r leading singular values and
-vectors (length d). W_QK: a left vector is a direction queries read, a right one the direction
-keys are read along. W_OV: a right vector is read from the residual stream, a left one written.
-
-From thin factorisations in float64: Aᵀ = Q_A R_A, Bᵀ = Q_B R_B, R_A R_Bᵀ = U S Vᵀ, so W has
-singular values S, left vectors Q_A U, right Q_B V; each right vector's largest-|·| entry is
-positive. :func:`directions_dataset`: one row per (``layer``, ``head``, ``circuit``, ``index``),
-with ``singular_value`` (√λ_k), ``edge_ratio`` (``spike_x``), ``p_value`` (``spike_p``),
-``left``, ``right``.
+B = W_K; or A = W_O,hᵀ, B = W_V,h), its r leading singular values and vectors (length d):
+W_QK's left vectors are read by queries, right by keys; W_OV's right vectors are read from the
+residual stream, left written. Float64 thin factorisations: Aᵀ = Q_A R_A, Bᵀ = Q_B R_B,
+R_A R_Bᵀ = U S Vᵀ give S, Q_A U, Q_B V; each right vector's largest-|·| entry is positive.
+:func:`directions_dataset`: rows (``layer``, ``head``, ``circuit``, ``index``) with
+``singular_value`` (√λ_k), ``edge_ratio``, ``p_value``, ``left``, ``right``.
 """
 
 from __future__ import annotations
