@@ -3,10 +3,8 @@
 An adapter knows one architecture: how its config gives (d, d_h, heads, layers) and, through
 one or more :class:`~rmtbase.models._layout.Layout` s (naming schemes), which tensors hold each
 layer's q, k, v, o and FFN matrices. Per-head factors W_Q, W_K are ``(d_h, d)`` so that the
-logit is ``x_iᵀ W_Qᵀ W_K x_j`` (``docs/conventions.md``); raw weights, nothing folded unless a
-QK-norm gain is asked for (:mod:`rmtbase.models._qknorm`). :meth:`Adapter.locate` finds the
-layout whose layer-0 probe tensor is present and the model-class prefix (``"model."`` …) the
-checkpoint uses.
+logit is ``x_iᵀ W_Qᵀ W_K x_j``; raw weights. :meth:`Adapter.locate` finds the layout whose
+layer-0 probe tensor is present and the checkpoint's model-class prefix.
 """
 
 from __future__ import annotations

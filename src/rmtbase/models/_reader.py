@@ -1,9 +1,7 @@
 """What every tensor reader shares: the storage precision of what it returned, and the refusals.
 
-Readers (:class:`~rmtbase.models.weights.FileWeights`,
-:class:`~rmtbase.models._state_dict.StateDictWeights`, :class:`~rmtbase.models.gguf.GGUFWeights`)
-return float32 numpy arrays and log each tensor's storage (``"float32"``, ``"float16"``,
-``"bfloat16"``; float64 counts as float32) for the null's round trip. Integer or 8-bit float
+Readers return float32 numpy arrays and log each tensor's storage (float64 counts as float32)
+for the null's round trip. Integer or 8-bit float
 tensors without their scales (:func:`refuse_quantized`) and NaN/inf values
 (:func:`check_finite`) are :class:`rmtbase.errors.ModelError` naming tensor and file.
 """

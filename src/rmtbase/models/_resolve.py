@@ -3,9 +3,8 @@
 ``model`` may be a hub id (with ``revision``), a local folder, a ``.gguf`` file (the header read
 here, so refusals come first), a URL (``hf://org/name[@revision]``, or a folder,
 :mod:`rmtbase.models.remote`), a loaded ``transformers`` model or a TransformerLens model.
-:func:`resolve` reads the config (:func:`read_config`) and returns a :class:`Resolved` whose
-:meth:`~Resolved.open_weights` opens the matching reader. ``revision`` for anything but a hub
-id is an InputError.
+:func:`resolve` returns a :class:`Resolved` whose :meth:`~Resolved.open_weights` opens the
+matching reader; ``revision`` for anything but a hub id is an InputError.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 Format (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length n,
 n bytes of JSON ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, ...}``, then each
-tensor's bytes at ``8 + n + begin`` (row-major, little-endian). ``os.pread`` keeps only the
-returned array in memory; bfloat16 is widened to float32 by a bit shift (exact). Every header
-field is validated, so a corrupt file fails with one line before any tensor is used.
+tensor's bytes at ``8 + n + begin`` (row-major, little-endian). bfloat16 is widened exactly;
+every header field is validated before any tensor is used.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@ Layout undone (BigScience Workshop 2022; ``BloomAttention._reshape``): ``query_k
 an nn.Linear ``(3d, d)`` with bias whose rows are ``(head, {q, k, v}, d_h)`` (order
 ``"per_head"`` of :func:`~rmtbase.models._layout.split_qkv`): W_Q is
 ``W.reshape(n_head, 3, d_h, d)[:, 0]``, W_K ``[:, 1]``. d_h = d / n_head; no GQA. Output
-``self_attention.dense``, MLP ``mlp.dense_h_to_4h`` / ``dense_4h_to_h``. ALiBi (Press et al.
-2022) biases the logits, not q/k, so W_QK is the whole QK circuit (``rotary_fraction`` 0).
-Config ``hidden_size`` (or ``n_embed``), ``n_head``, ``n_layer``.
+``self_attention.dense``. ALiBi (Press et al. 2022) biases the logits, not q/k, so W_QK is the
+whole QK circuit.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 Layout (ggml ``docs/gguf.md``): magic ``GGUF``, version (2 or 3), tensor and metadata counts,
 typed key/value pairs, one directory entry per tensor (name, dims, GGML type, offset), padding,
-data. :func:`read_header` parses everything before the data with ``struct``, so refusals come
-before any tensor is mapped. Large arrays (a vocabulary) are skipped (``None`` in
-:attr:`GGUFHeader.metadata`); a path that is not a regular file is refused before it is opened.
+data. :func:`read_header` parses everything before the data; large arrays (a vocabulary) are
+``None`` in :attr:`GGUFHeader.metadata`.
 """
 
 from __future__ import annotations

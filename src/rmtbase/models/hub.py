@@ -1,12 +1,8 @@
 """Hugging Face hub access for :mod:`rmtbase.models`: list a repository, fetch files lazily.
 
-Small files (config, shard index, pickled weights) are downloaded by
-:func:`huggingface_hub.hf_hub_download` into the hub cache when first needed. Safetensors shards
-not in the cache are read by byte ranges (:class:`rmtbase.files.ranges.RemoteFile`) from
-:func:`huggingface_hub.hf_hub_url` with the hub's auth headers and ``HF_ENDPOINT``, falling back
-to a download with a one-line note. ``revision`` is passed through (branch, tag or commit).
-Offline the hub cache is the only source. Before the first request the host is tried once
-(:func:`unreachable`): an unreachable hub is not asked (no ~30 s of retries).
+Small files are downloaded into the hub cache when first needed; uncached safetensors shards
+are read by byte ranges (:class:`rmtbase.files.ranges.RemoteFile`), falling back to a download.
+Offline the hub cache is the only source; an unreachable host (:func:`unreachable`) is not asked.
 """
 
 from __future__ import annotations

@@ -2,9 +2,7 @@
 
 Layout undone (Jiang et al. 2024; ``MixtralAttention``, ``MixtralSparseMoeBlock``): attention as
 LLaMA (GQA, RoPE not applied). Each FFN routes a token to ``num_experts_per_tok`` of
-``num_local_experts`` experts ``w2(act(w1 x) ⊙ w3 x)`` (hub: ``block_sparse_moe.experts.{j}``,
-router ``block_sparse_moe.gate``; transformers ≥ 5: stacked ``mlp.experts``, router
-``mlp.gate``), reported as ``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`).
+``num_local_experts`` experts ``w2(act(w1 x) ⊙ w3 x)``, reported as ``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`).
 """
 
 from __future__ import annotations

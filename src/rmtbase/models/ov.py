@@ -2,8 +2,7 @@
 
 A head writes ``W_OV x = W_O,h W_V,h x`` into the residual stream (Elhage et al. 2021): W_V,h
 ``(d_h, d)`` is its block of rows of the value projection, W_O,h ``(d, d_h)`` its block of
-columns of the output projection (heads concatenated in order before W_O). W_OV has the
-structure of W_QK = W_Qᵀ W_K, so :func:`load_ov_heads` yields
+columns of the output projection. :func:`load_ov_heads` yields
 :class:`~rmtbase.models.types.LayerHeads` with
 
     ``wq`` = W_O,hᵀ ``(d_h, d)``,  ``wk`` = W_V,h ``(d_h, d)``,  W_OV = wqᵀ wk,

@@ -2,9 +2,8 @@
 
 Reads ``<url>/config.json``, then ``<url>/model.safetensors.index.json`` if present (else
 ``<url>/model.safetensors``), and each shard by byte ranges
-(:class:`rmtbase.files.ranges.RemoteFile`). Config and index are fetched whole into the user
-cache on each run. ``hf://org/name[@revision]`` names a hub repository
-(:mod:`rmtbase.models.hub`). Pickled checkpoints are not read from URLs.
+(:class:`rmtbase.files.ranges.RemoteFile`). ``hf://org/name[@revision]`` names a hub
+repository. Pickled checkpoints are not read from URLs.
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@
 :func:`tridiagonal_eigvals` equals ``jax.scipy.linalg.eigh_tridiagonal(d, e,
 eigvals_only=True)`` bit for bit: the same Gershgorin interval, Sturm recurrence (``dstebz``'s
 pivmin guard; Kahan 1966, Demmel & Kahan 1990) and parallel bisection, with only IEEE
-+ − × ÷, compare, select and max/min in the same order, so no instruction set rounds them
-apart. The recurrence is one ``fori_loop`` step instead of JAX's 16-fold unrolling, so it
-compiles faster. Route ``"eigh"`` of :func:`rmtbase.stats.spectral.eigvals_from_bidiagonal`."""
++ − × ÷, compare, select and max/min in the same order. The recurrence is one ``fori_loop``
+step (JAX unrolls 16-fold), so it compiles faster."""
 
 from __future__ import annotations
 

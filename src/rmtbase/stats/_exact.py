@@ -4,8 +4,8 @@
 XLA on CPU breaks ggml's operation-by-operation rounding twice: LLVM contracts ``a·b ± c``
 into an FMA, and a division by a broadcast or constant becomes a multiplication by a
 reciprocal. :func:`unfused` is a round trip through the integer bits that changes only one
-NaN payload (0x7FC00001 → 0x7FC00000), which the compiler cannot prove the identity, so no
-contraction crosses it. Checked in ``tests/test_kquants.py``."""
+NaN payload (0x7FC00001 → 0x7FC00000): the compiler cannot prove it the identity, so no
+contraction crosses it."""
 
 from __future__ import annotations
 

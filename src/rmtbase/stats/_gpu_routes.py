@@ -2,10 +2,8 @@
 
 :func:`rmtbase.baseline.eig_route.eig_method` asks :func:`accelerator_route` once a symmetric
 route is accurate on a non-CPU backend. :data:`MEASURED_SWITCH` = (route, largest d_h) picks
-a Pallas Jacobi kernel (:data:`CANDIDATES`) up to that d_h, ``"eigvalsh"`` beyond. It is
-``None`` (always ``"eigvalsh"``) until ``benchmarks/gpu.py`` has timed the routes on a GPU
-(its ``gpu_route_switch_suggested``, :func:`suggested_switch`); setting it must cite that JSON
-in docs/perf/. The CPU never asks (route ``"eigh"``)."""
+a Pallas Jacobi kernel (:data:`CANDIDATES`) up to that d_h, ``"eigvalsh"`` beyond; ``None``
+(always ``"eigvalsh"``) until ``benchmarks/gpu.py`` has timed the routes on a GPU."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Lattice detection: the storage a float array was dequantised from, a function of each record.
 
 Float weights dequantised from a block format (a GGUF converted to safetensors) lie, block by
-block, on small grids. A detectable :class:`rmtbase.stats.storage.Storage` carries
-``record.detector`` (``detector(w, record, rel) -> bool``, ``rel`` the relative rounding margin
-of the float storage read; a callable or ``"module:function"``); :func:`detect_record` returns
-the first record, in the order of :func:`detected`, that answers yes.
+block, on small grids. A detectable record carries ``detector(w, record, rel) -> bool`` (``rel``
+the float storage's relative rounding); :func:`detect_record` returns the first that answers yes.
 
 Q4_1, Q4_0, Q5_0 and Q8_0 share :func:`block_layout`, reading the 32-entry ``record.detect``
 layout: every entry must be an integer multiple of the block's implied step — Q4_1:

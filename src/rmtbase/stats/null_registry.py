@@ -1,9 +1,6 @@
 """The registry of nulls by name (a :class:`rmtbase.registry.Registry`, entry-point group
-``rmtbase.nulls``): filled by the null classes themselves when they are defined
-(``Null.__init_subclass__``, :mod:`rmtbase.stats.null_protocol`, as gguf-py's quantisation
-classes register), read by ``Null.parse``, by :data:`NULLS` (a live view: the CLI's ``--null``
-choices) and by the re-read of a file's ``null_kind``. The shipped nulls are registered by
-:mod:`rmtbase.stats.null_kind`; a plugin's entry point names its :class:`Null` subclass, whose
+``rmtbase.nulls``): filled by ``Null.__init_subclass__``, read by ``Null.parse`` and
+:data:`NULLS` (a live view). A plugin's entry point names its :class:`Null` subclass, whose
 import registers it (the entry point's name must be the class's ``name``).
 """
 
