@@ -1,11 +1,8 @@
 """Baseline tables: Monte Carlo null draws of the head statistics, stored as xarray/netCDF.
 
-:mod:`.null` (one cell, explicit key), :mod:`.tables` (a (d, d_h) grid with provenance),
-:mod:`.table_file` (read/write), :mod:`.references` (analytic reference values),
-:mod:`.cache` (:func:`null_table`: shipped, cached or generated), :mod:`.spectra` (the stored
-spectrum ``lambda``), :mod:`.sweep` (grid sweeps on Dask, identical to one process).
-``rmtbase.baseline(d, d_h, ...)`` is :func:`rmtbase.baseline.tables.baseline`. Importing this
-package imports neither JAX nor xarray.
+:mod:`.null` (one cell), :mod:`.tables` (a (d, d_h) grid), :mod:`.table_file`, :mod:`.cache`
+(:func:`null_table`), :mod:`.sweep` (Dask). ``rmtbase.baseline(d, d_h, ...)`` is
+:func:`rmtbase.baseline.tables.baseline`. Importing this package imports neither JAX nor xarray.
 """
 
 from __future__ import annotations

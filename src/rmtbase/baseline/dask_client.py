@@ -1,10 +1,9 @@
 """The Dask client a driver runs its tasks on, and the one wait of every Dask driver.
 
-:func:`_client` yields the client given, one connected to a scheduler address (checked first),
-or a loopback cluster of single-threaded worker processes (:mod:`rmtbase.baseline.loopback`)
-whose BLAS/OpenMP pools share the cores (:func:`worker_env`). :func:`completed` yields futures
-as they complete by polling, so a Ctrl-C is raised at once and pending tasks are cancelled.
-Dask is optional: :func:`_distributed` raises :class:`MissingDependency` when it is absent.
+:func:`_client`: the client given, one for a scheduler address (checked), or a loopback cluster of
+single-threaded workers sharing the cores. :func:`completed` polls futures, so Ctrl-C is raised
+at once and pending tasks are cancelled. Without Dask :func:`_distributed` raises
+:class:`MissingDependency`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Limits checked before any Monte Carlo: memory per draw and per table, and array size.
 
-:func:`check_draw_memory`: one draw's working memory (an estimate calibrated with XLA's
-``memory_analysis``) against :func:`rmtbase.files.memory.available_memory`; too much is a
-one-line :class:`~rmtbase.errors.InputError` naming need and limit. :func:`check_dense`: a
-d×d W_QK needs d² < 2³¹ entries. :func:`check_stored_values`: a whole table held in memory
-while built. :func:`check_cells`: everything that can be refused before any draw, the float
-range at σ included (:mod:`rmtbase.baseline.sigma_range`).
+:func:`check_draw_memory` (estimate calibrated on XLA's ``memory_analysis``, against available
+memory; a one-line :class:`~rmtbase.errors.InputError`), :func:`check_dense` (d² < 2³¹),
+:func:`check_stored_values` (a table held while built), :func:`check_cells` (all of it, the
+float range at σ included).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Where the workers of a loopback Dask cluster (``--workers N``) run: one GPU each where the
 machine has GPUs, else a share of the cores.
 
-:func:`worker_envs` gives worker i ``CUDA_VISIBLE_DEVICES`` = GPU ``i mod G`` of :func:`gpu_ids`
-(workers sharing a GPU get ``XLA_PYTHON_CLIENT_PREALLOCATE=false``); the draws do not depend on
-the device beyond the backend's rounding (``tests/test_device.py``). :func:`quiet_start` starts
-the workers in their own session (``posix_spawn`` with ``setsid``), so a terminal's Ctrl-C
-reaches this process alone, which closes the cluster; one during the start is held and raised at
-its end (without ``POSIX_SPAWN_SETSID``, workers ignore SIGINT). Workers log only CRITICAL.
+:func:`worker_envs`: worker i gets ``CUDA_VISIBLE_DEVICES`` = GPU ``i mod G`` of :func:`gpu_ids`
+(shared GPUs: ``XLA_PYTHON_CLIENT_PREALLOCATE=false``). :func:`quiet_start` spawns workers in
+their own session (``setsid``), so Ctrl-C reaches this process alone, which closes the cluster;
+one during the start is raised at its end. Workers log only CRITICAL.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A product-network table request: its options, and what is refused before any draw.
 
-:class:`NetworkSpec` (validated by :func:`make_network_spec`) is everything but the widths and
-gains that fixes a network table's numbers; :func:`network_grid` validates widths and gains.
-:func:`check_network_cells` refuses, with one line, a draw's memory beyond what is available
-(:func:`network_draw_memory`) and a (gain, depth) at which λ or its squares leave the float64
-range (margins of :mod:`rmtbase.baseline.sigma_range`).
+:class:`NetworkSpec` (:func:`make_network_spec`) fixes a network table's numbers but widths and
+gains (:func:`network_grid`); :func:`check_network_cells` refuses, in one line, a draw's memory
+beyond what is available and a (gain, depth) whose λ or λ² leave float64's range.
 """
 
 from __future__ import annotations

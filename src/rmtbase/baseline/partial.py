@@ -1,12 +1,10 @@
 """Resumable table runs: completed blocks of draws kept beside the target until it is written.
 
-A table run with ``out`` (``rmtbase baseline … --out t.nc``) stores every completed block of
-:data:`~rmtbase.baseline.tables.DRAW_BLOCK` draws in ``.t.nc.partial-<key>`` beside ``t.nc``,
-one ``.npz`` per block, written atomically. After an interrupt or kill the same command resumes
-from them and writes the table an uninterrupted run would (``tests/test_faults.py``); the folder
-is removed once the table is written. The key hashes everything that fixes the σ = 1 draws
-(format, rmtbase and JAX versions, backend, PRNG, ensemble, statistics, seed, depth, dtype,
-storage), so another σ or more draws reuse the blocks; a bad block file is computed again.
+With ``out`` every completed block of :data:`~rmtbase.baseline.tables.DRAW_BLOCK` draws goes
+atomically to ``.t.nc.partial-<key>/`` beside ``t.nc`` (one ``.npz`` each); the same command
+resumes from them and writes what an uninterrupted run would, then removes the folder. The key
+hashes all that fixes the σ = 1 draws (format, rmtbase/JAX versions, backend, PRNG, ensemble,
+statistics, seed, depth, dtype, storage); a bad block file is recomputed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A table's float range at σ: tables are sampled at σ = 1 and moved to (σ_Q, σ_K) exactly.
 
-:func:`check_sigma_range` and :func:`scale_draws`: each statistic moves by its exact rule
-(:class:`Rule`, from :data:`rmtbase.stats.STAT_INFO`) in float64 and is stored in the table's
-dtype. A σ at which a statistic leaves that dtype's normal range (λ ∝ (σ_Qσ_K)²,
-Σλ² ∝ (σ_Qσ_K)⁴) is refused with one line, up front from the analytic magnitudes and again on
-the draws, never stored as zeros, subnormals or infinities.
+:func:`scale_draws` moves each statistic by its exact rule (:class:`Rule`) in float64, stored
+in the table's dtype. :func:`check_sigma_range` refuses, with one line, a σ at which a statistic
+leaves the dtype's normal range (λ ∝ (σ_Qσ_K)², Σλ² ∝ (σ_Qσ_K)⁴), before and after drawing.
 """
 
 from __future__ import annotations

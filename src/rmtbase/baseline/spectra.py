@@ -1,12 +1,9 @@
 """The spectrum a head table stores, and spectral statistics derived from it at read time.
 
-A table with spectral statistics stores every draw's spectrum as ``lambda`` with dims
-``(d, d_h, draw, eig)``: the nonzero squared singular values of W_QK = W_Qᵀ W_K, descending
-(d_h; d for ``ginibre``), the very array its statistics came from, at the table's dtype and σ
-(NaN-padded to the longest cell). ``sigma_power`` = 2 of ``sigma_q*sigma_k``.
-:func:`spectral_from_table` computes any statistic of
-:data:`rmtbase.stats.spectral.SPECTRAL_STATS` missing from a table from ``lambda`` with the same
-function that scores heads, so a new spectral statistic needs no table rebuild.
+``lambda`` ``(d, d_h, draw, eig)``: each draw's nonzero squared singular values of
+W_QK = W_Qᵀ W_K, descending (d_h; d for ``ginibre``), at the table's dtype and σ (NaN-padded;
+``sigma_power`` = 2 of ``sigma_q*sigma_k``). :func:`spectral_from_table` computes any missing
+statistic of :data:`rmtbase.stats.spectral.SPECTRAL_STATS` from it with the heads' function.
 """
 
 from __future__ import annotations

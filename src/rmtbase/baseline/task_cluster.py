@@ -1,12 +1,10 @@
 """Work that a Dask task spreads over its own cluster: the null table (and profile null) a score
 needs, drawn by every worker rather than the one that scores.
 
-Inside a Dask task, :func:`rmtbase.baseline.cache.null_table` and
-:func:`rmtbase.scoring.profile.profile_null` hand their blocks of draws to the task's cluster
-through :func:`task_client` (``distributed.worker_client``: the task secedes while it waits) and
-assemble what returns. Draw i depends only on (seed, d, d_h, i), so the result is bit for bit
-what the task would draw alone (``tests/test_task_cluster.py``). Outside a task nothing changes
-and Dask is not imported.
+Inside a task, :func:`rmtbase.baseline.cache.null_table` and the profile null hand their draw
+blocks to the cluster through :func:`task_client` (``distributed.worker_client``; the task
+secedes while waiting). Draw i depends only on (seed, d, d_h, i), so the result is bit for bit
+the task's own. Outside a task nothing changes and Dask is not imported.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Scoring a model's weights against the random-matrix null: the orchestration.
 
-:mod:`.score` (:func:`score_model`: a Hugging Face model → ``xr.Dataset`` over layer × head ×
-statistic, one decision per head); :mod:`.components` (whole weight matrices per layer);
-:mod:`.delta` (what a fine-tune changed, against Gaussian deltas); :mod:`.permutation` (the
-entry-law null); :mod:`.trajectory`, :mod:`.collection` (many checkpoints or models in one
-Dataset). The tests and the decision are in :mod:`rmtbase.decision`, reports in
-:mod:`rmtbase.report`.
+:mod:`.score` (:func:`score_model`: per-head decisions as an ``xr.Dataset``), :mod:`.components`
+(whole matrices), :mod:`.delta` (fine-tune changes), :mod:`.permutation` (entry-law null),
+:mod:`.trajectory`, :mod:`.collection` (many models in one Dataset).
 """
 
 from .collection import combine, combine_components, entries, entry

@@ -1,11 +1,9 @@
 """The composition and QK-overlap Gaussian nulls on disk: drawn once per (kind, d, d_h, draws,
 seed, storage).
 
-Kept in the user cache (folder ``composition``): one netCDF of the sorted draws per key, atomic
-(:func:`rmtbase.files.atomic.write_netcdf`), named by its keys, attr ``rmtbase_checksum``
-(:mod:`rmtbase.files.checksum`). A file that is unreadable, disagrees with its name or fails its
-checksum is reported, removed and drawn again; an unwritable cache keeps draws in memory
-(:func:`rmtbase.files.user_cache.remember`). Output never depends on the cache.
+User cache folder ``composition``: one atomic netCDF of sorted draws per key, named by its keys,
+with ``rmtbase_checksum``; a bad file is reported, removed and redrawn; an unwritable cache keeps
+draws in memory. Output never depends on the cache.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """A per-head null's draws grown for the heads whose decision is open.
 
-Under the permutation null each head's p carries its own draws' Monte Carlo error. Unless the
-caller fixed ``draws``, a head whose decision could differ at :data:`MAX_FACTOR` times its first
-draws (:func:`rmtbase.scoring.joint_stopping.p_bounds`, per head) gets :data:`GROWTH` times more
-permutations (``draws`` and ``element_draws``), up to :data:`MAX_FACTOR`, continuing the same
-stream; other heads' extra slots are NaN; a step that does not fit in memory (:func:`fits`) is
-skipped. Not grown: the profile null (p_A) and fixed draws (stated in ``head_open_decisions``).
+Under the permutation null, unless ``draws`` is fixed, a head whose decision could differ at
+:data:`MAX_FACTOR` times its first draws (:func:`rmtbase.scoring.joint_stopping.p_bounds`) gets
+:data:`GROWTH` times more permutations, up to :data:`MAX_FACTOR`, continuing the stream; others'
+extra slots are NaN; a step beyond memory (:func:`fits`) is skipped. The profile null is not
+grown (``head_open_decisions``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""One layer's head statistics: rms, spectral statistics and normalised spectrum in one compiled
-program (:func:`rmtbase.stats.head_stats`, the null's implementation), W_QK element statistics
-head by head on threads.
+"""One layer's head statistics in one compiled program (:func:`rmtbase.stats.head_stats`, the
+null's implementation); W_QK element statistics head by head on threads.
 
-In float32 Σλ² ∝ (σ_Q σ_K)⁴ overflows for entries ≈ 10³ and underflows below ≈ 10⁻⁶, so a head
-whose largest |entry| is outside :data:`SAFE_MAX` is first divided by a power of two
-(:func:`safe_factors`, exact) and its scale-carrying statistics restored in float64 by their
-``sigma_power`` (:func:`restore_scale`); a value float64 cannot hold is refused.
+In float32 Σλ² ∝ (σ_Q σ_K)⁴ leaves the range for entries outside ≈ [10⁻⁶, 10³], so a head whose
+largest |entry| is outside :data:`SAFE_MAX` is divided by a power of two (:func:`safe_factors`,
+exact) and restored in float64 by ``sigma_power`` (:func:`restore_scale`); overflow is refused.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """OV circuits against the same null as QK, and both circuits of a model side by side.
 
-:func:`score_ov` scores W_OV = W_O,h W_V,h as :func:`rmtbase.scoring.score.score_heads` scores
-W_QK, with ``q`` = W_O,hᵀ, ``k`` = W_V,h (:func:`rmtbase.models.ov.load_ov_heads`), at the v/o
-tensors' storage. ``alignment`` is then tr(W_OV)/(‖W_O,h‖‖W_V,h‖) (copying +, suppression −);
-``q_input_focus`` is how unevenly the head writes the residual dimensions, ``k_input_focus``
-how unevenly it reads them. :func:`score_circuits` returns both circuits as one collection over
-``circuit`` (``qk``, ``ov``; the QK entry is :func:`score_model`'s output unchanged).
+:func:`score_ov` scores W_OV = W_O,h W_V,h like W_QK with ``q`` = W_O,hᵀ, ``k`` = W_V,h, at the
+v/o storage; ``alignment`` is then tr(W_OV)/(‖W_O,h‖‖W_V,h‖) (copying +, suppression −), the
+input focus axes how unevenly it writes (q) and reads (k) the residual. :func:`score_circuits`:
+both as one collection over ``circuit`` (the QK entry is :func:`score_model`'s output).
 """
 
 from __future__ import annotations

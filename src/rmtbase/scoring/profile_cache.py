@@ -1,12 +1,10 @@
 """The profile's Gaussian null on disk: drawn once per (d, d_h, null storage, draws, seed).
 
 :func:`cached_profile_null` keeps :func:`rmtbase.scoring.factor_axes.profile_null`'s draws in the
-user cache (folder ``profile``): one netCDF per key and length, atomic, named by its keys, attr
-``rmtbase_checksum`` (:mod:`rmtbase.files.checksum`). A file that is unreadable or disagrees with
-its name or checksum is reported, removed and drawn again; an unwritable cache keeps draws in
-memory (:func:`rmtbase.files.user_cache.remember`). Draw i is the same at every length, so a
-request reads a prefix of a longer table or continues a shorter one. Shapes whose null tables
-ship also ship their profile null in ``rmtbase/data/profile`` (:data:`SHIPPED_PROFILES`).
+user cache (``profile``): one atomic netCDF per key, named by its keys, with ``rmtbase_checksum``;
+a bad file is reported, removed and redrawn; an unwritable cache keeps draws in memory. Draw i is
+the same at every length (prefix or continuation). Shipped shapes ship their profile null in
+``rmtbase/data/profile`` (:data:`SHIPPED_PROFILES`).
 """
 
 from __future__ import annotations

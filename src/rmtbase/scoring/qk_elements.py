@@ -1,10 +1,9 @@
 """W_QK's element statistics and histogram for every head of a layer, on worker threads.
 
-Each head's d×d product W_Qᵀ W_K is formed once, in one compiled function with its estimator's
-passes and histogram (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`;
-:func:`_compiled`), one head at a time (``lax.map``: one d×d product per thread), heads split
-over :func:`scoring_threads` threads (no number depends on the count). It runs after, not
-beside, the layer's other statistics, whose XLA threads would oversubscribe the cores.
+Each head's d×d W_Qᵀ W_K is formed once, in one compiled function with its estimator's passes
+and histogram (:func:`_compiled`), one head per thread at a time, heads split over
+:func:`scoring_threads` threads (no number depends on the count); run after the layer's other
+statistics, whose XLA threads would oversubscribe the cores.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The heads against their nulls' references, each spectral reference grown while needed.
 
-:func:`decide` tests every head against its layers' :class:`rmtbase.scoring.reference.Reference`
+:func:`decide` tests every head against its layers' references
 (:func:`rmtbase.decision.verdict.score_values_by_layer`; statistics undefined under some
-reference are left out for every head), extends a sequential reference's spectral draws
-(:mod:`rmtbase.scoring.spectral_extension`, rule :mod:`rmtbase.scoring.stopping`), then grows
-the joint table (:mod:`rmtbase.scoring.joint_growth`); ``head_calibration_draws`` states each
-head's draws.
+reference are left out for all heads), extends spectral draws (rule
+:mod:`rmtbase.scoring.stopping`), then grows the joint table (:mod:`rmtbase.scoring.joint_growth`).
 """
 
 from __future__ import annotations
