@@ -3,9 +3,8 @@
 Every matrix comes out in the ``nn.Linear`` (out, in) layout, float32 (``y = W x``):
 :class:`Linear` (one weight; ``conv1d=True`` transposes a GPT-2 Conv1D), :class:`QKV` (a block
 of a fused q/k/v projection, :func:`split_qkv`), :class:`Chunk` (one of ``count`` equal row
-blocks of a fused projection). A :class:`Layout` names the parts of one layer (``{i}`` for the
-layer index, relative to a model-class prefix); a :class:`LayerReader` caches one layer's
-tensors so a fused tensor is read once.
+blocks of a fused projection). A :class:`Layout` names the parts of one layer (``{i}`` the
+layer index); a :class:`LayerReader` reads a fused tensor once.
 """
 
 from __future__ import annotations
@@ -86,9 +85,8 @@ def split_qkv(w: np.ndarray, order: str, dims: Dims, name: str):
 
     ``order`` is how the forward pass reads the fused output:
 
-    - ``"blocks"``: ``[q of all heads | k of all kv heads | v of all kv heads]`` (GPT-2, Phi-3,
-      ModernBERT, multi-query Falcon-7B and GPT-BigCode);
-    - ``"per_head"``: ``(head, {q, k, v}, d_h)`` (GPT-NeoX, classic Falcon, GPT-BigCode); n_kv = n;
+    - ``"blocks"``: ``[q of all heads | k of all kv heads | v of all kv heads]`` (GPT-2, Phi-3);
+    - ``"per_head"``: ``(head, {q, k, v}, d_h)`` (GPT-NeoX, classic Falcon); n_kv = n;
     - ``"grouped"``: ``(kv group, {q_1 … q_g, k, v}, d_h)`` with g = n / n_kv (Falcon's
       ``new_decoder_architecture``): query head ``kv·g + j`` meets key ``kv``."""
     n, n_kv, d_h = dims.n_heads, dims.n_kv_heads, dims.d_h

@@ -1,9 +1,8 @@
 """GPT-J adapter: ``attn.q_proj`` / ``attn.k_proj`` without biases.
 
 Layout undone (Wang & Komatsuzaki 2021; ``GPTJAttention``): bias-free nn.Linear ``(d, d)``
-split as ``(…, n_heads, d_h)``. Output ``attn.out_proj``, MLP ``mlp.fc_in`` / ``mlp.fc_out``.
-RoPE on the first ``rotary_dim`` dims (all if unset) is recorded in ``rotary_fraction``, not
-applied.
+split as ``(…, n_heads, d_h)``. RoPE on the first ``rotary_dim`` dims (all if unset) is
+recorded in ``rotary_fraction``, not applied.
 """
 
 from __future__ import annotations

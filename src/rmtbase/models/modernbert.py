@@ -2,9 +2,8 @@
 
 Layout undone (Warner et al. 2024; ``ModernBertAttention``, ``ModernBertMLP``): ``Wqkv``
 ``(3d, d)`` holds ``[q | k | v]`` blocks, each head-major (``"blocks"``); ``Wo`` the output.
-The MLP is ``Wo(act(input) ⊙ gate)`` with ``input, gate = Wi(x).chunk(2)``: the first, activated
-half is reported as ``ffn_gate``, the second as ``ffn_up``, ``mlp.Wo`` as ``ffn_down``. RoPE is
-not applied; local layers only mask.
+``Wi``'s activated first half is ``ffn_gate``, its second ``ffn_up``, ``mlp.Wo`` ``ffn_down``.
+RoPE is not applied.
 """
 
 from __future__ import annotations

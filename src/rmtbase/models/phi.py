@@ -1,10 +1,8 @@
 """Phi (Phi-1, Phi-1.5, Phi-2) adapter: separate projections with biases, partial rotary.
 
 Layout undone (Gunasekar et al. 2023; Li et al. 2023; ``PhiAttention``): ``q_proj``, ``k_proj``
-with biases, viewed as ``(…, heads, d_h)``; output ``self_attn.dense``; MLP ``mlp.fc1`` /
-``fc2`` in parallel. RoPE on the first ``partial_rotary_factor · d_h`` dims is recorded in
-``rotary_fraction``, not applied. The optional ``qk_layernorm`` has a bias, so
-``fold_qk_norm=True`` is refused there (:mod:`rmtbase.models._qknorm`).
+with biases, viewed as ``(…, heads, d_h)``. Partial RoPE is recorded in ``rotary_fraction``,
+not applied. The optional ``qk_layernorm`` has a bias, so ``fold_qk_norm=True`` is refused.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """ViT adapter: ``attention.attention.query`` / ``key`` (hub) or ``attention.q_proj`` (loaded).
 
 Layout undone (Dosovitskiy et al. 2021; ``ViTAttention``): query, key, value nn.Linear
-``(d, d)`` (biases with ``qkv_bias``), q and k viewed as ``(…, n_heads, d_h)``. Two naming
-schemes: the hub's (``encoder.layer.{i}.attention.attention.query`` …) and transformers ≥ 5's
-(``layers.{i}.attention.q_proj`` …). Learned positions; prefix ``vit.`` or none.
+``(d, d)`` (biases with ``qkv_bias``), q and k viewed as ``(…, n_heads, d_h)``; hub and
+transformers ≥ 5 naming schemes. Learned positions.
 """
 
 from __future__ import annotations

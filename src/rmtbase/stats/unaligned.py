@@ -2,9 +2,8 @@
 
 An alignment W_K = c·W_Q + R raises the symmetry (:func:`rmtbase.stats.alignment.symmetry`)
 by itself. Removing W_K's least-squares part along W_Q (c = ⟨W_Q, W_K⟩_F / ‖W_Q‖_F²) and
-measuring what remains says whether the head is symmetric beyond its alignment. Under the
-Gaussian null c is tiny and the law close to the symmetry's own (slightly below it, so reading
-it against the symmetry null is conservative). Factors ``(..., d_h, d)``."""
+measuring what remains says whether the head is symmetric beyond its alignment; read against
+the symmetry null it is conservative. Factors ``(..., d_h, d)``."""
 
 from __future__ import annotations
 
