@@ -120,9 +120,8 @@ def gguf_context_length(path: Path, header: GGUFHeader | None = None) -> int | N
 class GGUFWeights(TensorReader):
     """Tensors of a GGUF file under Hugging Face names, dequantised to float32 on read.
 
-    ``cfg``: :func:`gguf_config`'s dict. ``reader``: an open ``gguf.GGUFReader``, or None: names
-    and types then come from ``header`` (read here when None) and the reader opens at the first
-    :meth:`get`, so checks of which tensors a file holds read the header only."""
+    ``cfg``: :func:`gguf_config`'s dict. ``reader``: an open ``gguf.GGUFReader``, or None (names
+    and types from ``header``; the reader opens at the first :meth:`get`)."""
 
     def __init__(self, path: Path, cfg: dict, reader=None, header: GGUFHeader | None = None):
         from .registry import ADAPTERS

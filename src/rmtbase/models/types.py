@@ -52,10 +52,8 @@ class ModelInfo:
         Hub id / folder / ``config._name_or_path``; hub revision (None: default or non-hub).
     architecture : str
         The ``model_type`` (:data:`rmtbase.models.SUPPORTED`), or ``"transformer_lens"``.
-    d, d_h : int
-        Residual width and head dimension (d_h may differ from d / n_heads).
-    n_layers, n_heads, n_kv_heads : int
-        Layers, query heads and key/value heads per layer.
+    d, d_h, n_layers, n_heads, n_kv_heads : int
+        Residual width, head dimension, layers, query heads and key/value heads per layer.
     model_class : str
         ``config.architectures[0]`` or the loaded object's class.
     rotary_fraction : float
@@ -94,9 +92,8 @@ class LayerComponents:
     layer : int
         0-based layer index.
     matrices : dict[str, np.ndarray]
-        float32, ``nn.Linear`` (out, in) layout, stored values: ``"q"`` ``(n_heads·d_h, d)``,
-        ``"k"``, ``"v"`` ``(n_kv_heads·d_h, d)`` (not GQA-expanded), ``"o"`` ``(d, n_heads·d_h)``,
-        the FFN matrices and MoE experts (:mod:`rmtbase.models.components`).
+        float32, ``nn.Linear`` (out, in) layout, stored values; ``"k"``, ``"v"`` not
+        GQA-expanded (:mod:`rmtbase.models.components`).
     storage : dict[str, str]
         Storage precision of each matrix, as :attr:`LayerHeads.storage`."""
 

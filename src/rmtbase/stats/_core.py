@@ -66,8 +66,7 @@ def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=Tru
     wq, wk: ``(..., d_h, d)`` raw weights, any float dtype, leading axes batch axes. which:
     subset of ``("q", "k", "qk")`` for element statistics; spectral: add
     ``qk.<SPECTRAL_STATS>`` (needs ``"qk"``); elementwise: add element statistics; trim: Weibull
-    trim; storage: how W_Q, W_K were stored (lattice cells for float16/bfloat16; W_QK counted as
-    points); statistics: the records whose spectral statistics to compute. Returns
+    trim; storage: how W_Q, W_K were stored; statistics: the spectral records. Returns
     ``{"<matrix>.<stat>": array of shape wq.shape[:-2]}``, always with ``q.rms`` and ``k.rms``."""
     wq = jnp.asarray(wq)
     wk = jnp.asarray(wk)

@@ -43,9 +43,7 @@ def alignment(wq, wk):
 def symmetry(wq, wk, blocks: bool = False):
     """tr(W_QK²)/‖W_QK‖_F² of ``(..., d_h, d)`` factors from d_h × d_h products (module
     docstring); NaN where W_QK = 0. ``blocks``: ‖W_QK‖_F² from the two Grams' upper blocks
-    (:func:`_gram_inner`), the same statistic to float32 rounding for less work at d_h ≥ 256;
-    the profile null's compiled loop asks for it
-    (:func:`rmtbase.scoring.factor_axes._stored_null`)."""
+    (:func:`_gram_inner`), equal to float32 rounding."""
     wq, wk = _upcast(wq, wk)
     c = mm(wq, jnp.swapaxes(wk, -1, -2))                       # C = W_Q W_Kᵀ
     tr_c2 = jnp.sum(c * jnp.swapaxes(c, -1, -2), axis=(-2, -1))  # tr(C C) = Σ_ij c_ij c_ji

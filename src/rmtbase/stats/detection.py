@@ -54,9 +54,8 @@ def detect_quantisation(w, *, storage="float32", min_fraction: float = MIN_FRACT
 def block_layout(w, record: Storage, rel: float, min_fraction: float = MIN_FRACTION) -> bool:
     """The detector of the 32-entry block layouts (``record.detect``, module docstring).
 
-    A strided sample of 1024 blocks rules float weights out early (fewer than half fit); otherwise
-    blocks are read in chunks and a format dropped once its failures exceed (1 − min_fraction) of
-    all blocks — the same answer as counting every block."""
+    A strided sample of 1024 blocks rules float weights out early; a format is dropped once its
+    failures exceed (1 − min_fraction) of all blocks."""
     n = w.shape[-1] if w.ndim else 0
     if n % QBLOCK or w.size < QBLOCK:
         return False

@@ -38,8 +38,7 @@ def k_codes(blocks, storage: str) -> dict:
     """What ggml stores for super-blocks ``blocks`` (..., 256) in ``storage``: Q4_K/Q5_K ``d``,
     ``dmin`` (...,), 6-bit ``ls``, ``lm`` (..., 8), codes ``q`` (..., 8, 32) in [0, nmax]; Q6_K
     ``d``, int8 ``sc`` (..., 16), ``q`` (..., 16, 16) in [−32, 31]; Q2_K/Q3_K:
-    :mod:`rmtbase.stats.kquants_low`. All float32. Eager calls run one compiled program per
-    (shape, storage) (:func:`rmtbase._compiled.compiled_when_eager`)."""
+    :mod:`rmtbase.stats.kquants_low`. All float32."""
     codec, *search = storage_record(storage).spec
     if codec == "q2":
         return q2_codes(blocks)

@@ -148,11 +148,9 @@ class Null(ABC):
                              f"{getattr(self, capability)!r})")
 
     def composition_null(self, pairs, *, draws: int, seed: int):
-        """The head-pair composition null of ``pairs``
-        (:class:`rmtbase.scoring.composition_pairs.Pairs`, which carries the drawing machinery
-        as :class:`~rmtbase.scoring.reference.Cells` does for :meth:`reference`): a
-        :class:`rmtbase.scoring.composition_pairs.PairNull`. A null with
-        :attr:`composition_draws` > 0 implements it."""
+        """The :class:`rmtbase.scoring.composition_pairs.PairNull` of ``pairs``
+        (:class:`rmtbase.scoring.composition_pairs.Pairs`); implemented when
+        :attr:`composition_draws` > 0."""
         self.require("composition_draws", "composition")
         raise NotImplementedError(f"{type(self).__name__} sets composition_draws but has no "
                                   "composition_null")

@@ -82,9 +82,7 @@ def _symmetric(b, half: int):
     """ggml's Q4_0 (half = 8) and Q5_0 (half = 16): d = x_max / −half for x_max the entry of
     largest |x|, q = min(2·half − 1, ⌊x/d + half + ½⌋), value (q − half)·fp16(d).
 
-    x_max is the first entry of largest size on a tie, as in ggml; found by two reductions (the
-    largest size a, then the first position of ±a with the sign in its parity) rather than an
-    argmax and a gather (``tests/test_symmetric_ties.py``)."""
+    x_max is the first entry of largest size on a tie, as in ggml."""
     size = jnp.abs(b)
     amax = jnp.max(size, axis=-1, keepdims=True)
     pos = jax.lax.broadcasted_iota(jnp.int32, b.shape, b.ndim - 1)
@@ -136,9 +134,8 @@ def _q8_0(b):
 def materialised(x):
     """``x`` itself (traced code), written to memory once.
 
-    XLA's CPU fusion recomputes a cheap producer in each consumer; a value that enters a loop is
-    computed once, so ``x`` is copied in two halves of its first axis by a two-step ``fori_loop``.
-    The shape is kept (reduction order follows it), and every reader sees the same bits."""
+    XLA's CPU fusion recomputes a cheap producer in each consumer; a two-step ``fori_loop`` copy
+    makes every reader see the same bits. The shape is kept."""
     rows = x.shape[0]
     half = -(-rows // 2)
 

@@ -81,7 +81,7 @@ def one_tile(w, trims: tuple, storage: str, side=None, statistics=STATISTICS) ->
     statistics, the fused one's ``"weibull": [(k, λ) per trim]``, and ``"rms"``; with
     ``side = (scale, lo, width, bins)`` also ``"side"``, the counts of w/scale in bins
     lo + [j, j+1)·width. From :data:`IN_GRAPH_MIN` entries each pass runs over tiles inside the
-    compiled function (:func:`_in_graph`; float32 sums differ by ~1e-7 relative)."""
+    compiled function."""
     acc, geo = tile_passes(w, storage, side, statistics)
     stats = tile_finish(acc, geo, w.shape[0], trims, storage, statistics)
     if side is not None:
