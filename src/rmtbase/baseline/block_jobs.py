@@ -1,10 +1,8 @@
 """Draw blocks of null tables as units of Dask work, kept as they arrive so a run resumes.
 
-A job is one table spec at one cell (d, d_h), cut into the key-derivation blocks of
-:data:`rmtbase.baseline.tables.DRAW_BLOCK` draws, so any split over tasks and workers gives the
-same numbers. Tasks compute σ = 1 blocks (:func:`unit_blocks`); :class:`BlockJobs` stores each
-as it arrives and applies σ block by block as :func:`rmtbase.baseline.tables.generate_blocks`
-does, bit for bit.
+A job is one table spec at one cell, cut into :data:`rmtbase.baseline.tables.DRAW_BLOCK` blocks,
+so any split gives the same numbers; :class:`BlockJobs` stores σ = 1 blocks (:func:`unit_blocks`)
+and applies σ as :func:`rmtbase.baseline.tables.generate_blocks` does, bit for bit.
 """
 
 from __future__ import annotations

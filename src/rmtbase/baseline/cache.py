@@ -222,12 +222,9 @@ def lookup_key(key: TableKey):
 def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
                ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32",
                progress: bool = False):
-    """σ = 1 null table of cell (d, d_h): a shipped table with at least ``min_draws`` draws, whole,
-    else exactly ``min_draws`` draws from the cache (truncated) or generated (module docstring).
-    ``storage``: the checkpoint precision (:data:`rmtbase.stats.precision.STORAGES`); only the
-    ``lowrank`` ensemble. ``progress``: a message and a bar on stderr while generating. Inside a
-    Dask task the blocks are drawn by the task's cluster, bit for bit the same
-    (:mod:`rmtbase.baseline.task_cluster`)."""
+    """σ = 1 null table of cell (d, d_h): a shipped table with ≥ ``min_draws`` draws, whole, else
+    exactly ``min_draws`` draws from the cache or generated (lowrank only). ``storage``: the
+    checkpoint precision. Inside a Dask task the cluster draws it, bit for bit the same."""
     key = table_key(d, d_h, stats=stats, min_draws=min_draws, seed=seed, ensemble=ensemble,
                     dtype=dtype, storage=storage)
     found = lookup_key(key)

@@ -45,8 +45,7 @@ POLL_S = 0.1
 def completed(futures, client=None, *, poll_s: float | None = None):
     """The Dask ``futures`` (an iterable or a dict keyed by them) as they complete.
 
-    The main thread polls ``done()`` every ``poll_s`` s rather than blocking inside Dask, so a
-    Ctrl-C is raised at once. When the generator ends early (interrupt, error, ``close()``) the
+    Polls ``done()`` every ``poll_s`` s, so Ctrl-C is raised at once; when the generator ends early
     pending tasks are cancelled through ``client`` (default: the futures' own); wrap it in
     :func:`contextlib.closing` where the loop may ``break``."""
     import time

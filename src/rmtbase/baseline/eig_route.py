@@ -24,15 +24,12 @@ def eigh_accurate(d_h, kappa, dtype=jnp.float32):
 
 
 def eig_method(d, d_h, dtype=jnp.float32, backend=None) -> str:
-    """Eigen route of the fast spectral null: a symmetric route of C Cᵀ where accurate, else
-    ``"svd"``.
+    """Eigen route of the fast spectral null: symmetric (C Cᵀ) where accurate, else ``"svd"``.
 
-    A symmetric eigensolver's relative error on λ_min is of order n·eps·κ, κ = λ_max/λ_min
-    (backward stability), so the symmetric route is taken only when d_h·eps·κ ≤
-    :data:`EIGH_MAX_REL_ERROR` with κ = x₊/x₋ from the exact MP_c⊠MP_c edges (c = d_h/d): in
-    float32 for c ≲ 0.1 at d_h = 128, in float64 up to c ≈ 0.99. Routes: ``"eigh"`` on CPU,
-    ``"eigvalsh"`` on an accelerator, or a Pallas Jacobi route
-    (:func:`rmtbase.stats._gpu_routes.accelerator_route`)."""
+    A symmetric eigensolver's relative error on λ_min is O(n·eps·κ), κ = λ_max/λ_min, so the
+    symmetric route needs d_h·eps·κ ≤ :data:`EIGH_MAX_REL_ERROR`, κ = x₊/x₋ from the exact
+    MP_c⊠MP_c edges (c = d_h/d). Routes: ``"eigh"`` (CPU), ``"eigvalsh"`` (accelerator) or Pallas
+    Jacobi (:func:`rmtbase.stats._gpu_routes.accelerator_route`)."""
     backend = jax.default_backend() if backend is None else backend
     from ..analytic.product import edges
 

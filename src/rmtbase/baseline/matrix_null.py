@@ -94,12 +94,9 @@ def _tiled_draw(key, m: int, n: int, storage: str, rows) -> dict:
 def matrix_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32", seed: int = 0,
                       start: int = 0, progress=False, threads: int = 1,
                       tile_elements: int = TILE_ELEMENTS) -> dict[str, np.ndarray]:
-    """Draws ``start … start + n_draws − 1`` of the null of an (m, n) matrix as given:
-    ``{stat: (n_draws,) float64}`` for :data:`VARIABLES`.
+    """Draws ``start … start + n_draws − 1`` of an (m, n) matrix's null: ``{stat: (n_draws,)}``.
 
-    ``progress``: an object with ``update(n)`` or a bool. ``threads``: draws computed
-    concurrently (the numbers do not depend on it). ``tile_elements``: tile size (other values
-    change the draws; for tests only)."""
+    ``threads`` never changes the numbers; ``tile_elements`` does (tests only)."""
     from ..progress import progress_bar
 
     record = storage_record(storage)  # the name looked up once, here

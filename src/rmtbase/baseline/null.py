@@ -50,11 +50,9 @@ def draw_batch(d, d_h, stats, ensemble, itemsize, budget=MEMORY_BUDGET,
                storage: Storage = FLOAT32, backend=None) -> int:
     """Draws evaluated together in one vectorised batch (fixed per cell, never from n_draws).
 
-    XLA's vectorised results depend on the batch width in the last bits, so the width is a
-    function of cell, statistic set, dtype, storage and backend only: what fits ``budget`` bytes,
-    capped. The CPU spectral fast path uses 125 (two full batches per table block; the shipped
-    tables' width); other CPU paths loop over draws, where the width (50) only sets how many run
-    per compiled call."""
+    XLA's vectorised results depend on the batch width in the last bits, so the width depends on
+    cell, statistics, dtype, storage and backend only (what fits ``budget``, capped; CPU spectral
+    fast path: 125, the shipped tables' width; other CPU paths: 50 per compiled call)."""
 
     cpu = (jax.default_backend() if backend is None else backend) == "cpu"
     fast = fast_spectral(stats, ensemble, storage)
@@ -303,12 +301,9 @@ def _run(req: Draws, key, n: int, chunk_size, budget: int, progress) -> dict:
 
 
 def lambda_draws(key, d, d_h, n_draws, *, statistics=True) -> dict:
-    """λ (``"qk.lambda"``, descending), ``"q.rms"`` and ``"k.rms"`` of the float32 lowrank fast
-    spectral path: the bits of ``null_draws(..., stats="spectral", return_lambda=True)``.
-
-    statistics: True compiles exactly that program (shared with the shape's spectral table);
-    False leaves the statistics out (:attr:`Draws.lean`), compiling faster; the bits agree
-    (``tests/test_spectrum_band.py``). Returns ``{name: (n_draws, ...)}`` numpy arrays."""
+    """λ (``"qk.lambda"``, descending), ``"q.rms"``, ``"k.rms"`` of the float32 lowrank fast path:
+    the bits of ``null_draws(..., stats="spectral", return_lambda=True)``. ``statistics``: False
+    leaves them out (:attr:`Draws.lean`), same bits. Returns ``{name: (n_draws, ...)}``."""
     if statistics:
         return null_draws(key, d, d_h, n_draws, stats="spectral", return_lambda=True)
     d, d_h = check_dims(d, d_h)

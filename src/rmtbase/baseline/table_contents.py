@@ -59,10 +59,9 @@ def n_eigenvalues(d: int, d_h: int, ensemble: str) -> int:
 def fast_spectral(stats: str, ensemble: str, storage) -> bool:
     """Whether :func:`rmtbase.baseline.null.null_draws` takes the exact fast spectral path.
 
-    Only for spectral statistics of the lowrank ensemble stored as a float type: float16/bfloat16
-    rounding (relative ≤ 2⁻⁹) changes the spectral statistics by < 10⁻² null standard deviations
-    (``tests/test_precision_null.py``), so they share the float32 null; block formats (~0.08σ per
-    entry) take the factor path. ``storage``: the :class:`rmtbase.stats.storage.Storage` record."""
+    Only spectral statistics of lowrank draws stored as a float type: 16-bit rounding changes them
+    by < 10⁻² null sds, so they share the float32 null; block formats take the factor path.
+    ``storage``: the :class:`rmtbase.stats.storage.Storage` record."""
     return stats == "spectral" and ensemble == "lowrank" and storage.is_float
 
 

@@ -1,9 +1,7 @@
 """The Dataset of a head table: its variables, coordinates and provenance attrs.
 
-:func:`assemble` builds it from ``{(d, d_h): {"qk.npr": array, ...}}``: one variable per
-statistic ``(d, d_h, draw)`` with its record's CF-style attrs (:func:`variable_attrs`) in a
-canonical order, the spectrum ``lambda`` (:func:`lambda_variable`) and the global attrs. The
-layout is described in :mod:`rmtbase.baseline.tables`.
+:func:`assemble` builds it from ``{(d, d_h): {"qk.npr": array, ...}}`` in a canonical order, with
+CF-style attrs, ``lambda`` and the global attrs (layout: :mod:`rmtbase.baseline.tables`).
 """
 
 from __future__ import annotations

@@ -88,11 +88,9 @@ OPEN_FACTOR = 10
 def p_error(p, pt, draws: int, alpha: float, tail: bool):
     """The Monte Carlo error of the pairs' p: ``(se, open)``.
 
-    ``se`` = √(p(1 − p)/N), the binomial se of the add-one ``p`` (Davison & Hinkley 1997 §4.2; not
-    the tail model's error where ``pt`` < ``p``). ``open``: pairs whose BH flag at ``alpha`` (over
-    ``pt``) could differ at :data:`OPEN_FACTOR` × N draws, each p's range from
-    :func:`rmtbase.scoring.joint_stopping.p_bounds` at level ε/m,
-    ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`, m the pairs."""
+    ``se`` = √(p(1 − p)/N), the binomial se of the add-one ``p`` (Davison & Hinkley 1997 §4.2).
+    ``open``: pairs whose BH flag at ``alpha`` (over ``pt``) could differ at :data:`OPEN_FACTOR` × N
+    draws (:func:`rmtbase.scoring.joint_stopping.p_bounds` at level ε/m, ε = ``STOP_ERROR``)."""
     from ..decision.tails import MIN_EXCEEDANCES
     from .joint_stopping import p_bounds
     from .stopping import STOP_ERROR

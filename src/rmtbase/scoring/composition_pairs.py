@@ -1,9 +1,7 @@
 """The head pairs a composition null is drawn for, and what the null returns for them.
 
-:class:`Pairs` carries the model's layers and the drawing machinery;
-:meth:`rmtbase.stats.null_kind.Null.composition_null` picks from it
-(:meth:`Pairs.gaussian_factors`, :meth:`Pairs.permuted_entries`) or returns any
-:class:`PairNull`.
+:class:`Pairs` carries the layers and drawing machinery; a null picks
+(:meth:`Pairs.gaussian_factors`, :meth:`Pairs.permuted_entries`) or returns any :class:`PairNull`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The scoring pipeline as one function of records: read → null → decide → profile → describe.
 
-:func:`score` (after :class:`Options` are checked): :func:`read_layers` measures every layer,
-the null returns its references (:meth:`rmtbase.stats.null_kind.Null.reference`),
-:func:`rmtbase.scoring.sequential.decide` tests the heads, then spectra, profile and provenance
-are added.
+:func:`score`: :func:`read_layers` measures the layers, the null returns its references,
+:func:`rmtbase.scoring.sequential.decide` tests the heads, then spectra, profile, provenance.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Reading a model's next layer while this one is scored: :func:`read_ahead`.
 
-Runs a layer iterator's ``next()`` in one background thread, one layer ahead (file reads and
-numpy casts release the GIL). Items and order are the iterator's, so scores are the same bytes;
-at most two layers are alive; a read error is raised where that layer is asked for.
+One background thread runs the iterator one layer ahead; items and order are unchanged (same
+bytes), at most two layers are alive, and a read error is raised where that layer is asked for.
 """
 
 from __future__ import annotations

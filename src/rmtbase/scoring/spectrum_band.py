@@ -11,12 +11,10 @@ SPECTRUM_QUANTILES = (0.025, 0.5, 0.975)
 
 def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0,
                        share_table: bool = True) -> np.ndarray:
-    """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted self-normalised null spectrum, (quantiles,
-    d_h).
+    """Quantiles :data:`SPECTRUM_QUANTILES` of the sorted null spectrum, (quantiles, d_h).
 
-    x_k = λ_k / (rms_Q² rms_K² d²) per draw, key ``fold_in(key(seed), 0x5EC7)`` (independent of the
-    tables'); seed shapes' bands ship (:func:`rmtbase.baseline.shipped.shipped_band`).
-    ``share_table``: reuse the spectral table's compiled program; False uses
+    x_k = λ_k / (rms_Q² rms_K² d²) per draw, key ``fold_in(key(seed), 0x5EC7)``; shipped shapes'
+    bands ship. ``share_table``: reuse the spectral table's program, else
     :func:`rmtbase.baseline.null.lambda_draws`; the band is the same either way."""
     from ..baseline.shipped import shipped_band
 

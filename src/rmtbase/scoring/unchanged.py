@@ -1,9 +1,8 @@
 """Heads a delta leaves exactly unchanged: scored on a placeholder, then taken out.
 
-Bit-identical heads have ΔW = 0 and no statistics. :func:`placeholder` puts i.i.d. Gaussian
-factors (fixed key, the changed heads' rms) in their place; :func:`take_out` then sets their
-per-head results to NaN / False / "" and recomputes every BH q and flag over the changed heads
-only. ``unchanged`` (layer, head) records them.
+:func:`placeholder` puts Gaussian factors (fixed key, the changed heads' rms) in their place;
+:func:`take_out` sets their results to NaN / False / "" and recomputes BH over the changed heads
+only; ``unchanged`` (layer, head) records them.
 """
 
 from __future__ import annotations
