@@ -1,9 +1,8 @@
 """What every tensor reader shares: the storage precision of what it returned, and the refusals.
 
-Readers return float32 numpy arrays and log each tensor's storage (float64 counts as float32)
-for the null's round trip. Integer or 8-bit float
-tensors without their scales (:func:`refuse_quantized`) and NaN/inf values
-(:func:`check_finite`) are :class:`rmtbase.errors.ModelError` naming tensor and file.
+Readers return float32 arrays and log each tensor's storage for the null's round trip.
+Integer or 8-bit float tensors without their scales (:func:`refuse_quantized`) and NaN/inf
+values (:func:`check_finite`) are a :class:`rmtbase.errors.ModelError` naming tensor and file.
 """
 
 from __future__ import annotations

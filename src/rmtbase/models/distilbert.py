@@ -2,7 +2,6 @@
 
 Layout undone (Sanh et al. 2019; ``DistilBertSelfAttention``): ``q_lin``, ``k_lin``, ``v_lin``,
 ``out_lin`` are nn.Linear ``(dim, dim)`` with biases, q and k viewed as ``(…, n_heads, d_h)``.
-MLP ``ffn.lin1`` / ``ffn.lin2``; config ``dim``, ``n_heads``, ``n_layers``; learned positions.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Mixtral adapter: Mistral attention, a sparse mixture of gated experts.
 
 Layout undone (Jiang et al. 2024; ``MixtralAttention``, ``MixtralSparseMoeBlock``): attention as
-LLaMA (GQA, RoPE not applied). Each FFN routes a token to ``num_experts_per_tok`` of
-``num_local_experts`` experts ``w2(act(w1 x) ⊙ w3 x)``, reported as ``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`).
+LLaMA (GQA, RoPE not applied). Experts ``w2(act(w1 x) ⊙ w3 x)`` are reported as
+``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`).
 """
 
 from __future__ import annotations

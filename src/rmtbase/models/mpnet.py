@@ -1,9 +1,8 @@
 """MPNet adapter (e.g. all-mpnet-base-v2): ``attention.attn.q`` / ``k``.
 
 Layout undone (Song et al. 2020; ``MPNetSelfAttention``): ``q``, ``k``, ``v``, ``o`` nn.Linear
-``(d, d)`` with biases, q and k viewed as ``(…, n_heads, d_h)``; MLP as in BERT. The bucketed
-relative position bias is added to the logits and is not part of W_QK (the content–content
-form).
+``(d, d)`` with biases, q and k viewed as ``(…, n_heads, d_h)``. The relative position bias is
+added to the logits, not part of W_QK.
 """
 
 from __future__ import annotations

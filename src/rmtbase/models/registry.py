@@ -1,8 +1,7 @@
 """The adapter of every supported architecture, keyed by Hugging Face ``model_type``.
 
-:data:`ADAPTERS` is a :class:`rmtbase.registry.Registry`: another package adds an architecture
-through an entry point of group ``rmtbase.adapters`` naming an
-:class:`~rmtbase.models._adapter.Adapter` subclass or instance (``docs/extending.md``).
+:data:`ADAPTERS` is a :class:`rmtbase.registry.Registry`; entry-point group ``rmtbase.adapters``
+names an :class:`~rmtbase.models._adapter.Adapter` subclass or instance.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Bins come from the bits of a = |w|: exponent and the top :data:`MAG_BITS` mantissa bits split
 each octave into 2^MAG_BITS equal bins (relative width ≤ 4.9·10⁻⁴). :data:`MAG_OCTAVES` octaves
-up to max a are covered; bin 0 holds exact zeros, bin 1 everything below. Each bin accumulates
-its count and Σ ln a, so bins are contiguous in rank and one pass serves every trim and q99."""
+up to max a are covered; bin 0 holds exact zeros, bin 1 everything below. Bins hold count and
+Σ ln a."""
 
 from __future__ import annotations
 
