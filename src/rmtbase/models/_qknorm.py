@@ -1,8 +1,6 @@
 """QK-norm: a normalisation between the query/key projections and the logit.
 
-Where (Dehghani et al. 2023; Wortsman et al. 2023): OLMo-2/3 (RMSNorm over all heads of a
-token), Qwen3 (RMSNorm per head, shared gain), Gemma-3 (gain 1 + w), Cohere and StableLM
-(bias-free LayerNorm per head), Phi (LayerNorm per head with a bias).
+References: Dehghani et al. 2023; Wortsman et al. 2023 (per-architecture forms in the adapters).
 
 With q = W_Q x + b_q (k likewise) the logit is, up to the model's scale,
 ``s_ij = (G_q N(q_i))·(G_k N(k_j))``, G = diag(gain), N(y) = P y / ρ(y), P = I (RMSNorm) or

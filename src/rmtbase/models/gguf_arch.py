@@ -6,11 +6,10 @@ Per ``general.architecture``: the Hugging Face adapter that reads it, and how
 - **names**: each adapter's tensor names go through ``gguf.get_tensor_name_map``
   (``model.layers.{i}.self_attn.q_proj`` → ``blk.{i}.attn_q``);
 - **sizes**: from ``gguf.Keys`` metadata (``.attention.key_length`` is d_h);
-- **conversions** (:class:`ArchSpec`): ``permute`` undoes ``LlamaModel.permute`` of q/k rows
-  (``llama``, ``olmo``); ``norm_shift`` subtracts the 1 Gemma's converter adds to norm weights
-  (exact, Sterbenz); ``conv1d`` transposes GPT-2 back; ``falcon_qkv`` / ``qkv_regroup`` regroup
-  the ``[q | k | v]`` rows of Falcon, GPT-NeoX and BLOOM; ``per_head_norm`` splits StableLM's
-  stacked per-head norms.
+- **conversions** (:class:`ArchSpec`): ``permute`` undoes ``LlamaModel.permute`` of q/k rows;
+  ``norm_shift`` subtracts the 1 Gemma's converter adds to norm weights (exact); ``conv1d``
+  transposes GPT-2 back; ``falcon_qkv`` / ``qkv_regroup`` regroup fused ``[q | k | v]`` rows;
+  ``per_head_norm`` splits StableLM's stacked per-head norms.
 
 Architectures outside :data:`SPECS` are refused from the metadata.
 """

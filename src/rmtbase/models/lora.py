@@ -9,9 +9,8 @@ the architecture's adapter. :class:`LoraWeights`: ``merged=True`` is base + ΔW 
 ``merge_and_unload``), ``merged=False`` ΔW alone. Module names match base tensors by their
 longest common dotted suffix.
 
-Refused in one line: DoRA, an adapter whose every lora_B is zero, a module matching no base
-tensor or of another shape, ``target_modules`` (:func:`targeted`) that match none of the
-adapter's modules or leave one out.
+Refused in one line: DoRA, an all-zero lora_B, a module matching no base tensor or of another
+shape, ``target_modules`` (:func:`targeted`) not matching the adapter's modules.
 """
 
 from __future__ import annotations

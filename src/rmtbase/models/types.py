@@ -57,12 +57,11 @@ class ModelInfo:
     model_class : str
         ``config.architectures[0]`` or the loaded object's class.
     rotary_fraction : float
-        Fraction of d_h that RoPE rotates (0 without RoPE); RoPE is not part of W_QK.
+        Fraction of d_h that RoPE rotates (0 without RoPE).
     source : str
         ``"hub"``, ``"folder"``, ``"object"``, ``"gguf"``, ``"url"`` or ``"transformer_lens"``.
     qk_norm : str
-        ``"none"``, ``"rms_head"``, ``"rms_all_heads"`` or ``"layer_head"``
-        (:mod:`rmtbase.models._qknorm`); otherwise W_QK is the form before the norm."""
+        ``"none"``, ``"rms_head"``, ``"rms_all_heads"`` or ``"layer_head"`` (:mod:`._qknorm`)."""
 
     name: str
     revision: str | None

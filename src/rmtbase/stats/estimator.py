@@ -4,16 +4,12 @@ Element statistics are functions of sums, extrema and histograms, which combine 
 into tiles. An :class:`Estimator` has:
 
 - ``accumulators``: one :class:`Accumulator` per per-tile value, with its merge (``"sum"``,
-  ``"min"`` or ``"max"``) — the only place the merge is stated;
+  ``"min"`` or ``"max"``);
 - ``range`` (optional, pass 1: ``(w, storage) -> {acc: value}``) and ``count`` (pass 2:
   ``(w, geo, n, storage, side) -> {acc: value}``), traceable, over one flat tile; ``geo`` is
-  the fused geometry (:func:`rmtbase.stats.fused.range_finish`), ``side`` the optional side
-  histogram (:func:`rmtbase.stats.fused.side_index`);
-- ``finish``: ``(acc, geo, n, trims, storage) -> {statistic: value}`` from its own merged
-  accumulators;
-- ``statistics``: the names it computes (a record may point only to an estimator naming it).
-
-:mod:`rmtbase.stats.tiles` runs the estimators and merges accumulators (:func:`merge`).
+  the fused geometry (:func:`rmtbase.stats.fused.range_finish`);
+- ``finish``: ``(acc, geo, n, trims, storage) -> {statistic: value}``;
+- ``statistics``: the names it computes.
 """
 
 from __future__ import annotations
