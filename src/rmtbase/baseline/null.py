@@ -238,19 +238,15 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
                storage="float32", return_lambda=False) -> dict:
     """Null draws of the head statistics: ``{"qk.npr": (n_draws,), ...}`` as numpy arrays.
 
-    key: a JAX PRNG key; draw i uses ``fold_in(key, i)``. d, d_h: model width and head dimension
-    (1 ≤ d_h ≤ d). sigma_q, sigma_k: entry standard deviations. stats: ``"all"``, ``"spectral"``
-    or ``"elementwise"`` (keys of :func:`rmtbase.stats.head_stats`; ``q.rms``, ``k.rms`` always).
-    ensemble: ``"lowrank"``, ``"ginibre"`` or ``"residual"`` (needs ``depth`` ≥ 1). chunk_size:
-    draws per compiled call; never changes the numbers. memory_budget: bytes per batch (default
-    :func:`rmtbase.baseline.limits.batch_budget`); sets the vectorised batch width and so the
-    last bits. A draw needing more memory than available is an :class:`InputError` before any
-    work. dtype: float32 or float64 (needs ``jax_enable_x64``). return_spectrum: add
-    ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) descending. return_lambda: add
-    ``"qk.lambda"``, λ descending (d columns for ginibre). trim: the Weibull fit's trim.
-    progress: ``True`` for a bar, or a reporter with ``update(n)``. storage: the checkpoint's
-    storage of W_Q and W_K (:data:`rmtbase.stats.precision.STORAGES`), applied to every draw's
-    factors."""
+    key: JAX PRNG key; draw i uses ``fold_in(key, i)``. d, d_h: width and head dimension
+    (1 ≤ d_h ≤ d). sigma_q, sigma_k: entry stds. stats: ``"all"``, ``"spectral"`` or
+    ``"elementwise"`` (``q.rms``, ``k.rms`` always). ensemble: ``"lowrank"``, ``"ginibre"`` or
+    ``"residual"`` (``depth`` ≥ 1). chunk_size never changes the numbers; memory_budget (bytes per
+    batch) sets the batch width and so the last bits; a draw beyond available memory is an
+    :class:`InputError` up front. dtype: float32 or float64 (``jax_enable_x64``). return_spectrum:
+    add ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) descending; return_lambda:
+    ``"qk.lambda"``, λ descending (d columns for ginibre). trim: the Weibull fit's
+    trim. progress: bool or reporter with ``update(n)``. storage: the checkpoint's storage, applied to every draw's factors."""
     d, d_h = check_dims(d, d_h)
     n = check_positive_int(n_draws, "n_draws")
     sigma_q = check_sigma(sigma_q, "sigma_q")

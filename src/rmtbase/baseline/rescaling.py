@@ -1,9 +1,7 @@
 """Exact rescaling of a null table to any entry std (σ_Q, σ_K).
 
-:func:`rescale` uses each variable's ``sigma_power``/``scaling`` attrs
-(:data:`rmtbase.stats.STAT_INFO`): with r the ratio of the variable's σ (σ_Qσ_K for W_QK, σ_Q
-or σ_K for a factor), ``value * r**p`` for ``scaling="power"``, ``value + p ln r`` for
-``scaling="log"``.
+:func:`rescale`: with r the ratio of the variable's σ (σ_Qσ_K for W_QK, σ_Q or σ_K for a factor)
+and p its ``sigma_power``, ``value * r**p`` (``scaling="power"``) or ``value + p ln r`` (``"log"``).
 """
 
 from __future__ import annotations

@@ -69,12 +69,10 @@ def run_jobs(jobs, fn, dispatch: Dispatch, on_complete=None):
 def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, client=None,
           blocks_per_task: int = 1, out=None, progress: bool = True, resume: bool = True,
           **options):
-    """Null table over the grid ``d`` × ``d_h`` (cells with d_h ≤ d) computed as Dask tasks of
-    ``blocks_per_task`` blocks of one cell. ``options``: those of
-    :func:`rmtbase.baseline.tables.baseline`. Give one of ``scheduler``, ``workers`` or
-    ``client``. Returns the Dataset, written atomically to ``out`` when given; with ``resume``
-    finished blocks are kept beside ``out`` (:mod:`rmtbase.baseline.partial`) so a rerun submits
-    only what is missing."""
+    """Null table over ``d`` × ``d_h`` (cells with d_h ≤ d) as Dask tasks of ``blocks_per_task``
+    blocks. ``options``: :func:`rmtbase.baseline.tables.baseline`'s. Give one of ``scheduler``,
+    ``workers`` or ``client``. Returns the Dataset, written atomically to ``out`` if given
+    (``resume`` keeps finished blocks)."""
     from functools import partial
 
     from .table_dataset import assemble

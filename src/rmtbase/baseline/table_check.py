@@ -1,8 +1,7 @@
 """Whether a null table holds what its name promises, and which variables it must hold.
 
-:func:`verify_table` checks a shipped or cached table against its index entry or file name.
-:func:`missing_variables` lists what a table lacks for a run; a spectral statistic is never
-missing where ``lambda`` is stored (:func:`rmtbase.baseline.spectra.spectral_from_table`).
+:func:`verify_table` checks a table against its index entry or file name; :func:`missing_variables`
+lists what it lacks for a run (spectral statistics are never missing where ``lambda`` is stored).
 """
 
 from __future__ import annotations

@@ -129,15 +129,10 @@ def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowran
              progress=True, storage="float32", resume=True):
     """Monte Carlo null table of head statistics for W_Q, W_K (d_h, d) at (σ_Q, σ_K).
 
-    ``d``, ``d_h``: ints, or sequences for a grid (cells with d_h > d are NaN). ``stats``:
-    ``"all"``, ``"spectral"`` (W_QK spectrum + ``q_rms``, ``k_rms``) or ``"elementwise"``.
-    ``storage``: the checkpoint precision the null models
-    (:data:`rmtbase.stats.precision.STORAGES`; ``attrs["storage_dtype"]``); every storage uses
-    the same keys. A σ whose statistics leave the dtype's range is an :class:`InputError`.
-    ``out``: also write it atomically (checked first by
-    :func:`rmtbase.baseline.table_file.check_output_file`); with ``resume`` completed blocks are
-    kept so a rerun continues (:mod:`rmtbase.baseline.partial`). Memory, size and σ range are
-    checked before any draw. ``progress``: a bool or a reporter with ``update(n)``. Returns an
+    ``d``, ``d_h``: ints or sequences (cells with d_h > d are NaN). ``stats``: ``"all"``,
+    ``"spectral"`` or ``"elementwise"``. ``storage``: the checkpoint precision modelled (same keys
+    for all). ``out``: also write atomically (checked first); ``resume`` keeps completed blocks.
+    Memory, size and σ range (:class:`InputError`) are checked before any draw. Returns a
     :class:`xarray.Dataset` ``(d, d_h, draw)``; same arguments, same bits on the same backend."""
     spec = make_spec(sigma=sigma, sigma_q=sigma_q, sigma_k=sigma_k, ensemble=ensemble,
                      draws=draws, seed=seed, stats=stats, depth=depth, dtype=dtype,

@@ -244,15 +244,13 @@ def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool
                 ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
                 revision: str | None = None, allow_pickle: bool = False, progress: bool = False,
                 null: Null | str = "gaussian") -> xr.Dataset:
-    """Composition of every ordered cross-layer head pair of ``model`` (as
-    :func:`rmtbase.scoring.score.score_model` reads it) against the ``null``
-    (``docs/composition.md``).
+    """Composition of every ordered cross-layer head pair of ``model`` against ``null``.
 
-    ``fold_ln``: multiply W_Q, W_K, W_V of layer l by ``ln_gains[l]`` (d,), which must be given.
-    ``null_storage``: ``"auto"`` (the checkpoint's float storage; quantised layers get float32),
+    ``fold_ln``: scale W_Q, W_K, W_V of layer l by ``ln_gains[l]`` (d,), required then.
+    ``null_storage``: ``"auto"`` (the checkpoint's float storage; quantised → float32),
     ``"float32"``, ``"bfloat16"`` or ``"float16"``. ``null``: ``"gaussian"`` (``draws`` default
-    2,000) or ``"permutation"`` (:mod:`rmtbase.scoring.composition_permutation`, default 1,000);
-    a null without a composition null is refused. ``progress``: a bar over the layers."""
+    2,000) or ``"permutation"`` (default 1,000); a null without a composition null is refused.
+    ``progress``: a bar over the layers."""
     from .null_checks import check_null_storage
 
     seed, alpha, draws = _checked(seed, alpha, draws, fold_ln, ln_gains)

@@ -76,17 +76,14 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
                 element_draws=200, circuit="qk", null_start=None) -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the null.
 
-    model: hub id, folder, loaded ``transformers`` or TransformerLens model
-    (:mod:`rmtbase.models.transformer_lens`); None = the embedded MiniLM. stats: "all",
-    "spectral", "elementwise" or "<matrix>.<stat>" names. draws: least null draws per table, or
-    under the permutation null spectral permutations per head (None: 1000, grown for open heads,
-    :mod:`rmtbase.scoring.head_growth`). alpha: BH level. seed: table / permutation seed.
-    spectrum_draws: draws for the spectrum figure's band (0 = none). null: "gaussian" or
-    "permutation". quantized_null: "auto", "none" or a format of
-    :data:`rmtbase.stats.precision.QUANT_FORMATS`. max_draws: None extends the spectral null while
-    a decision could change (:mod:`rmtbase.scoring.stopping`); a number, up to it for heads near a
-    flag. element_draws: permutations for the product's element statistics. circuit: "qk" or "ov"
-    (:mod:`rmtbase.scoring.ov`). null_start: least null sizes
+    model: hub id, folder, ``transformers`` or TransformerLens model; None = the embedded MiniLM.
+    stats: "all", "spectral", "elementwise" or "<matrix>.<stat>" names. draws: least null draws per
+    table (permutation null: per head; None: 1000, grown for open heads). alpha: BH level. seed:
+    table / permutation seed. spectrum_draws: the spectrum band's draws (0 = none). null:
+    "gaussian" or "permutation". quantized_null: "auto", "none" or a format of
+    :data:`rmtbase.stats.precision.QUANT_FORMATS`. max_draws: None extends the spectral null while a
+    decision could change; a number, up to it for heads near a flag. element_draws: permutations for
+    W_QK's element statistics. circuit: "qk" or "ov". null_start: least null sizes
     (:class:`~rmtbase.scoring.reference.NullStart`).
     Returns an ``xr.Dataset`` (:mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
     (layer, head, rank) and provenance attrs."""

@@ -126,10 +126,9 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                      **options):
     """Score every entry (model × revision) and stack them.
 
-    models: one or a list; revisions: several of one model, or one for all; labels: entry names.
-    dim: "checkpoint" or "model" (default "checkpoint" for revisions or entries of one shape).
-    workers / scheduler / client: Dask, else in process. entries: folder for per-entry files
-    (:mod:`rmtbase.scoring.entries`). ``options``: :func:`rmtbase.scoring.score.score_model`'s."""
+    revisions: several of one model, or one for all; dim: "checkpoint" or "model"; workers /
+    scheduler / client: Dask, else in process; entries: per-entry folder; ``options``:
+    :func:`rmtbase.scoring.score.score_model`'s."""
     from ..models import model_info
     from .score import _check_options, _stat_kind
 
