@@ -246,7 +246,8 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     :class:`InputError` up front. dtype: float32 or float64 (``jax_enable_x64``). return_spectrum:
     add ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) descending; return_lambda:
     ``"qk.lambda"``, λ descending (d columns for ginibre). trim: the Weibull fit's
-    trim. progress: bool or reporter with ``update(n)``. storage: the checkpoint's storage, applied to every draw's factors."""
+    trim. progress: bool or reporter with ``update(n)``. storage: the checkpoint's storage,
+    applied to every draw's factors."""
     d, d_h = check_dims(d, d_h)
     n = check_positive_int(n_draws, "n_draws")
     sigma_q = check_sigma(sigma_q, "sigma_q")
