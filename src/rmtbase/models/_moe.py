@@ -4,9 +4,8 @@ An MoE layer's FFN is reported expert by expert as ``ffn_gate.e{j}``, ``ffn_up.e
 ``ffn_down.e{j}`` (each ``(out, in)``); the router ``(n_experts, d)`` is the component
 ``router``, selected only by name or ``"all"``; a layer without experts reports its dense MLP.
 
-Two storage layouts (Jiang et al. 2024; Qwen team 2025): per-expert ``nn.Linear`` tensors (the
-hub's), and the stacked 3D parameters of ``transformers`` ≥ 5: ``experts.gate_up_proj``
-``(E, 2I, d)`` with rows ``[gate; up]`` and ``experts.down_proj`` ``(E, d, I)``.
+Layouts: per-expert ``nn.Linear`` tensors, or stacked ``experts.gate_up_proj`` ``(E, 2I, d)``
+(rows ``[gate; up]``) and ``experts.down_proj`` ``(E, d, I)``.
 """
 
 from __future__ import annotations

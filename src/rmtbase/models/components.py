@@ -98,7 +98,7 @@ def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
     Yields
     ------
     LayerComponents
-        One layer per step; the checkpoint and selection are checked before any layer is read."""
+        One layer per step; checkpoint and selection are checked first."""
     info, located, weights = open_model(model, revision, allow_pickle)
     try:
         wanted = select_components(components, located.component_names(), info.architecture)

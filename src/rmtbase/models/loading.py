@@ -1,12 +1,10 @@
 """Turn a Hugging Face model into per-head query/key factors, one layer at a time.
 
-``model`` (resolved by :mod:`rmtbase.models._resolve`): a hub id (``revision=`` for a
-branch/tag/commit), a local folder (safetensors, sharded or not; ``pytorch_model.bin`` only with
-``allow_pickle=True``), a URL of such a folder or ``hf://org/name[@revision]``
-(:mod:`rmtbase.models.remote`), a ``.gguf`` file, a loaded ``transformers`` model, or a
-TransformerLens model. Files are read straight from safetensors (no torch model built).
+``model`` (:mod:`rmtbase.models._resolve`): a hub id, a local folder, a URL or
+``hf://org/name[@revision]``, a ``.gguf`` file, a loaded ``transformers`` model, or a
+TransformerLens model; safetensors are read directly (no torch model built).
 
-Convention (``docs/conventions.md``): head h gives W_Q, W_K ``(d_h, d)`` whose logit, biases
+Convention: head h gives W_Q, W_K ``(d_h, d)`` whose logit, biases
 and scale aside, is ``x_iᵀ W_Qᵀ W_K x_j``. Raw weights: no LayerNorm folding, centring, 1/√d_h
 or RoPE. GQA keys are expanded to query heads (query head i uses key head
 ⌊i / (n_heads / n_kv_heads)⌋).

@@ -137,8 +137,8 @@ def _resolve(ref) -> Callable:
 @dataclass(frozen=True)
 class MixedStorage:
     """A layer whose tensors are stored in different formats (e.g. W_Q Q4_K, W_K Q8_0): its records,
-    distinct and sorted; :attr:`name` joins theirs with "+" (``"q4_k+q8_0"``). No null is drawn
-    at it: such a layer is scored against its float null without the histogram statistics."""
+    distinct and sorted; :attr:`name` joins theirs with "+". Scored against its float null
+    without the histogram statistics."""
 
     parts: tuple[Storage, ...]
     is_mixed = True
