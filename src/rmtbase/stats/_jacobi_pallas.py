@@ -136,8 +136,8 @@ def jacobi_eigvalsh_pallas(g, *, block=1, max_sweeps=MAX_SWEEPS, unroll=False, i
                            num_warps=None):
     """Eigenvalues of the symmetric ``g`` ``(..., n, n)``, descending, by the two-sided kernel.
 
-    block: matrices per program (a power of two). interpret: Pallas' interpret mode (default on
-    CPU). num_warps: Triton's warps per program (GPU only)."""
+    block: matrices per program (a power of two); interpret: Pallas' interpret mode (default on
+    CPU); num_warps: Triton's warps per program."""
     return _call(_two_sided, g, block, max_sweeps, unroll, interpret, num_warps,
                  lambda m, dt: float(jnp.finfo(dt).eps) ** 2)
 

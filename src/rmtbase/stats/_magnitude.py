@@ -89,8 +89,7 @@ def rank_cum(cnt, below: int):
     """The cumulative counts ``cumsum(cnt)`` for look-ups of ranks ≥ ``below`` (exact integers).
 
     When the bins under the top :data:`RANK_TOP` hold fewer than ``below`` entries only the top
-    ones are summed (the rest read 0), which gives the same fit and q99 bit for bit; otherwise the
-    full cumsum (``lax.cumsum``)."""
+    ones are summed (the rest read 0; the same fit and q99 bit for bit)."""
     head, tail = cnt[:-RANK_TOP], cnt[-RANK_TOP:]
     m = jnp.sum(head)
     return jax.lax.cond(

@@ -57,8 +57,7 @@ _BLOCK_ROWS = 64
 def _gram_inner(wq, wk, blocks: bool = False):
     """‖W_QK‖_F² = tr(G_Q G_K) = Σ_ij (G_Q)_ij (G_K)_ij, G = W Wᵀ, of ``(..., d_h, d)`` factors.
     With ``blocks`` and d_h a multiple of :data:`_BLOCK_ROWS` (64), at least 256, only the upper
-    blocks G_ij (i ≤ j) are formed: Σ_i ⟨Gq_ii, Gk_ii⟩ + 2 Σ_{i<j} ⟨Gq_ij, Gk_ij⟩ (equal to float32
-    rounding; profile cache format 6); otherwise the two whole Grams."""
+    blocks G_ij (i ≤ j) are formed: Σ_i ⟨Gq_ii, Gk_ii⟩ + 2 Σ_{i<j} ⟨Gq_ij, Gk_ij⟩."""
     d_h, s = wq.shape[-2], _BLOCK_ROWS
     t = lambda x: jnp.swapaxes(x, -1, -2)  # noqa: E731
     if not blocks or d_h % s or d_h < 4 * s:

@@ -74,9 +74,8 @@ def element_stats(w, *, trim=0.8, storage="float32") -> dict:
     """Element statistics of ``w`` ``(..., m, n)`` over its last two axes; keys :data:`ELEMENT_STATS`.
 
     Each has shape ``w.shape[:-2]`` in ``w``'s dtype (integers promoted to the default float).
-    ``trim`` ∈ (0, 1]: the Weibull fit's kept central fraction. ``storage``
-    (:data:`rmtbase.stats.precision.STORAGES`): float16/bfloat16 use lattice cells (module
-    docstring, which defines each estimator)."""
+    ``trim`` ∈ (0, 1]: the Weibull fit's kept central fraction. ``storage``: float16/bfloat16
+    use lattice cells (module docstring)."""
     _trim_fraction(trim)
     storage = check_storage(storage)
     w = jnp.asarray(w)

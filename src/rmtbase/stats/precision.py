@@ -152,9 +152,8 @@ def round_trip(w, storage: str, *, materialise: bool = False):
 
     w: last axis is the block axis (a multiple of :func:`block_size` for block formats).
     storage: a name of ``STORAGES`` or a :mod:`rmtbase.stats.storage` record. materialise: a
-    block format's result written once, ``(..., blocks, block)`` (:func:`materialised`); equal to
-    each reader's own copy for the legacy formats and Q4_K/Q6_K, not for FP8. Raises InputError
-    for an unknown storage or a last axis not a multiple of the block size."""
+    block format's result written once (:func:`materialised`). Raises InputError for an unknown
+    storage or a last axis not a multiple of the block size."""
     record = storage_record(storage)
     w = jnp.asarray(w)
     quantise, size = record.quantise(), record.block

@@ -112,9 +112,8 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
     C = Bᵀ lk is lower Hessenberg (O(n²)). method:
 
     - ``"svd"``: λ = s(C)², relative error eps·√κ;
-    - ``"eigh"``: eig(C Cᵀ) by tridiagonalisation and Sturm bisection
-      (:mod:`rmtbase.stats._bisection`), absolute error ≈ n·eps·λ_max (Wilkinson), so only for
-      small κ (:func:`rmtbase.baseline.eig_route.eig_method`); clipped at 0;
+    - ``"eigh"``: eig(C Cᵀ) by tridiagonalisation and Sturm bisection, absolute error
+      ≈ n·eps·λ_max (Wilkinson), so only for small κ; clipped at 0;
     - ``"eigvalsh"``: :func:`jax.numpy.linalg.eigvalsh` of C Cᵀ, the same bound;
     - ``"jacobi"``, ``"jacobi_pallas"``: parallel cyclic Jacobi on C Cᵀ, the same bound;
     - ``"hestenes"``, ``"hestenes_pallas"``: one-sided Jacobi s(C)², an SVD's error."""

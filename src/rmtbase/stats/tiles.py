@@ -80,8 +80,7 @@ def one_tile(w, trims: tuple, storage: str, side=None, statistics=STATISTICS) ->
     """Every statistic of the flat sample ``w`` (one tile), traceable: the estimators' element
     statistics, the fused one's ``"weibull": [(k, λ) per trim]``, and ``"rms"``; with
     ``side = (scale, lo, width, bins)`` also ``"side"``, the counts of w/scale in bins
-    lo + [j, j+1)·width. From :data:`IN_GRAPH_MIN` entries each pass runs over tiles inside the
-    compiled function."""
+    lo + [j, j+1)·width."""
     acc, geo = tile_passes(w, storage, side, statistics)
     stats = tile_finish(acc, geo, w.shape[0], trims, storage, statistics)
     if side is not None:
