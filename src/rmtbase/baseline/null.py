@@ -1,19 +1,17 @@
 """Monte Carlo null draws of a head's statistics: ``null_draws(key, d, d_h, n_draws, ...)``.
 
 Draw i uses ``fold_in(key, i)`` only, in fixed batches (:func:`draw_batch`): results do not
-depend on ``chunk_size``, ``n_draws`` or blocking, bit for bit. Each draw goes through
-:func:`rmtbase.stats.head_stats`. Ensembles (W_Q, W_K ``(d_h, d)``, entry std σ, no 1/√d):
+depend on ``chunk_size``, ``n_draws`` or blocking; each goes through
+:func:`rmtbase.stats.head_stats`, as model heads do. Ensembles (W_Q, W_K ``(d_h, d)``, entry std σ,
+no 1/√d; every draw through the checkpoint's storage round trip):
 
-- ``"lowrank"``: i.i.d. N(0, σ_Q²), N(0, σ_K²); ``stats="spectral"`` is exact and fast
+- ``"lowrank"``: i.i.d. N(0, σ_Q²), N(0, σ_K²); spectral statistics exact and fast
   (:mod:`rmtbase.ensembles.wishart`: λ = s²(Bᵀ L_K), B the bidiagonal of W_Q, L_K the Bartlett
   factor of W_K's Gram; q.rms = ‖B‖_F/√(d_h d), k.rms = ‖L_K‖_F/√(d_h d)).
-- ``"ginibre"`` (``"gaussian"`` deprecated): ``qk.*`` from a full-rank real Ginibre d×d matrix
-  with entry std σ_Q σ_K √d_h (O(d³) per draw).
-- ``"residual"``: first d_h rows of products ∏(I + W_l) of depth ``depth`` at σ² = 1/d,
-  rescaled by σ √(d / 2^L) so that E[rms²] = σ²; then as ``"lowrank"``.
-
-Every draw passes the checkpoint's storage round trip (:mod:`rmtbase.stats.precision`); block
-formats take the Gram route where :func:`rmtbase.baseline.draw_route.gram_route` says so.
+- ``"ginibre"`` (``"gaussian"`` deprecated): ``qk.*`` of a real Ginibre d×d matrix with entry
+  std σ_Q σ_K √d_h.
+- ``"residual"``: first d_h rows of ∏(I + W_l), depth ``depth``, σ² = 1/d, rescaled by
+  σ √(d / 2^L) so that E[rms²] = σ²; then as ``"lowrank"``.
 """
 
 from __future__ import annotations

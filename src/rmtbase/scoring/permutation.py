@@ -177,10 +177,9 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
                      ) -> dict[str, np.ndarray]:
     """Permutation null draws of every head: ``{stat: (layer, head, draws)}``.
 
-    wq, wk: (layer, head, d_h, d), GQA keys expanded. ``draws``: a count, or ``(first, stop)``
-    (:func:`_draw_range`); W_QK's element statistics for the first ``element_draws`` (NaN after).
-    ``q.rms``/``k.rms`` are the head's own. ``progress``: per chunk; ``threads``: for LAPACK-free
-    stages (values do not depend on it)."""
+    wq, wk: (layer, head, d_h, d), GQA keys expanded. ``draws``: a count or ``(first, stop)``;
+    W_QK element statistics for the first ``element_draws`` (NaN after); ``q.rms``/``k.rms`` the
+    head's own; ``threads`` never changes the values."""
     from concurrent.futures import ThreadPoolExecutor
 
     import jax.numpy as jnp

@@ -116,12 +116,10 @@ def _against(value, draws) -> _Against:
 
 def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed: int,
                 permutation: dict | None = None, progress: bool = False, start=None) -> dict:
-    """Add ``profile_value``, ``profile_effect``, ``profile_band_lo``/``_hi``, ``profile_p``,
-    ``profile_q``, ``profile_flag`` over (layer, head, axis) to score ``ds``. ``layers``: its
-    ``profiles`` and ``null_records`` per layer; ``permutation``: the per-head draws
-    ``{axis: (layer, head, draws)}``, else the Gaussian null per storage as far as decisions need
-    (:func:`~rmtbase.scoring.profile_stopping.sequential_nulls`, from ``start``). Returns the draws
-    the axes were tested against (for :func:`rmtbase.decision.combined.add_axes_decision`)."""
+    """Add ``profile_value``, ``_effect``, ``_band_lo``/``_hi``, ``_p``, ``_q``, ``_flag`` over
+    (layer, head, axis) to ``ds``. ``layers``: per-layer ``profiles`` and ``null_records``;
+    ``permutation``: per-head draws ``{axis: (layer, head, draws)}``, else the Gaussian null as far
+    as decisions need (from ``start``). Returns the draws the axes were tested against."""
     profiles, null_storages = layers.profiles, layers.null_records
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]

@@ -1,17 +1,16 @@
 """Score a model's attention heads against a random-matrix null: ``score_model``.
 
-Per head, statistics of W_Q, W_K (d_h, d) and W_QK = W_Qᵀ W_K (raw weights, no 1/√d, λ the
-squared singular values; RoPE: the relative-position-0 form) from :func:`rmtbase.stats.head_stats`,
-tested by :func:`rmtbase.decision.verdict.score_values`. Nulls (``null=``):
+Per head, statistics of W_Q, W_K (d_h, d) and W_QK = W_Qᵀ W_K (raw weights, no 1/√d; RoPE: the
+relative-position-0 form) from :func:`rmtbase.stats.head_stats`, tested by
+:func:`rmtbase.decision.verdict.score_values`. Nulls (``null=``):
 
 - ``"gaussian"``: i.i.d. N(0, σ²) W_Q, W_K at the head's (d, d_h, σ_Q, σ_K), stored like each
-  layer of the checkpoint (storage precision, detected block quantisation; ``quantized_null``),
-  one table per storage (:func:`rmtbase.decision.verdict.score_values_by_layer`); statistics
-  undefined or unmatched under some layer's null are left out for every head. The spectral
-  reference (≥ 1000 draws) is extended ×5 while some flag could change
-  (:mod:`rmtbase.scoring.stopping`) or up to ``max_draws`` (Besag & Clifford 1991).
-- ``"permutation"``: each head against its own shuffled entries
-  (:mod:`rmtbase.scoring.permutation`); W_Q/W_K element statistics are left out.
+  layer (precision, block quantisation per ``quantized_null``), one table per storage;
+  statistics undefined or unmatched under some layer's null are left out for every head. The
+  spectral reference (≥ 1000 draws) grows ×5 while a flag could change
+  (:mod:`rmtbase.scoring.stopping`; Besag & Clifford 1991).
+- ``"permutation"``: each head against its own shuffled entries; W_Q/W_K element statistics
+  are left out.
 """
 
 from __future__ import annotations

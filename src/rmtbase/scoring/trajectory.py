@@ -1,16 +1,12 @@
 """Score many checkpoints or models into one Dataset: :func:`score_collection`.
 
-Each entry is scored by :func:`rmtbase.scoring.score.score_model` with the same options and
-stacked by :func:`rmtbase.scoring.collection.combine` (:func:`score_component_collection`: the
-same for :func:`rmtbase.scoring.components.score_components`).
-
-- Dask (``workers``, ``scheduler`` or ``client``): one task per entry with the driver's JAX
-  precision, so the result equals a one-process run; retried (:data:`RETRIES`), cancellable.
-- Resumable (``entries=DIR``): entries written when done, reused by a matching rerun
-  (:mod:`rmtbase.scoring.entries`).
-- One null per shape: entries whose null sizes differ from the largest of their
-  (d, d_h, storage) are rescored from those sizes (:class:`rmtbase.scoring.reference.NullStart`),
-  so results do not depend on cache, order or worker count.
+Entries are scored by :func:`rmtbase.scoring.score.score_model` with the same options and stacked
+by :func:`rmtbase.scoring.collection.combine` (:func:`score_component_collection`: the same for
+whole matrices). Dask (``workers``, ``scheduler``, ``client``): one task per entry, the driver's
+JAX precision, retried (:data:`RETRIES`), cancellable; equal to a one-process run. ``entries=DIR``
+makes a run resumable (:mod:`rmtbase.scoring.entries`). Entries whose null sizes differ from the
+largest of their (d, d_h, storage) are rescored from those sizes
+(:class:`rmtbase.scoring.reference.NullStart`), so results do not depend on cache, order or workers.
 """
 
 from __future__ import annotations
