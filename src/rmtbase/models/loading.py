@@ -133,11 +133,9 @@ def load_heads(model, *, revision: str | None = None, allow_pickle: bool = False
     ----------
     model, revision : str, path or transformers model; str, optional
         Hub id, local folder, or a loaded model; hub branch/tag/commit.
-    allow_pickle : bool
-        Permit ``pytorch_model.bin`` checkpoints (unpickling can run code).
-    fold_qk_norm : bool
-        Fold a QK-norm's gain (and centring) into W_Q, W_K and biases
-        (:mod:`rmtbase.models._qknorm`); ModelError for a norm with a bias.
+    allow_pickle, fold_qk_norm : bool
+        Permit ``pytorch_model.bin`` (unpickling can run code); fold a QK-norm's gain (and
+        centring) into W_Q, W_K and biases (:mod:`._qknorm`; ModelError for a norm with a bias).
 
     Yields
     ------

@@ -21,11 +21,11 @@ class LayerHeads:
     layer : int
         0-based layer index.
     wq, wk : np.ndarray
-        float32 ``(n_heads, d_h, d)``; under GQA ``wk[i]`` is the key factor query head i meets.
+        ``(n_heads, d_h, d)``; under GQA ``wk[i]`` is the key factor query head i meets.
     bq, bk : np.ndarray or None
-        float32 biases ``(n_heads, d_h)`` (``bk`` expanded like ``wk``), or None.
+        Biases ``(n_heads, d_h)`` (``bk`` expanded like ``wk``), or None.
     storage : str
-        The coarsest storage of the tensors read; ``wq``/``wk`` hold the stored values.
+        The coarsest storage of the tensors read (float32 arrays hold the stored values).
     quantisation : str or None
         The block quantisation dequantised from (``"q4_k"`` …, joined by ``"+"``), or None."""
 

@@ -54,10 +54,8 @@ class FileWeights(TensorReader):
     ----------
     files, fetch : iterable of str, callable
         File names available; ``fetch(filename) -> path``.
-    label : str
-        The model's name in messages.
-    allow_pickle : bool
-        Permit ``pytorch_model.bin`` (``torch.load(weights_only=True)``; unpickling can run code).
+    label, allow_pickle : str, bool
+        The model's name in messages; permit ``pytorch_model.bin`` (``weights_only=True``).
     folder : Path, optional
         The local model folder: every shard an index names must lie inside it."""
 

@@ -8,9 +8,8 @@ Q4_1, Q4_0, Q5_0 and Q8_0 share :func:`block_layout`, reading the 32-entry ``rec
 layout: every entry must be an integer multiple of the block's implied step — Q4_1:
 (x − min)/((max − min)/15) ∈ {0..15}; Q4_0: x/d ∈ {−8..7}, d = −x_amax/8; Q5_0: x/d ∈ {−16..15},
 d = −x_amax/16 (after Q4_0); Q8_0: x/d ∈ {−127..127}, d = max|x|/127. Tolerance per level:
-10⁻³ plus the float storage's rounding, 1.5·2^(−p)·(|x| + |offset| + |source of d|)/|d|; a block
-needing over 0.25 is undecidable. Detected when ≥ ``min_fraction`` of the non-constant blocks
-fit; Gaussian weights fit by chance with probability < 10⁻¹² per block."""
+10⁻³ plus the float storage's rounding, 1.5·2^(−p)·(|x| + |offset| + |source of d|)/|d|.
+Detected when ≥ ``min_fraction`` of the non-constant blocks fit."""
 
 from __future__ import annotations
 
