@@ -5,9 +5,8 @@ Gaussian null at (d, d_h) (:func:`profile_null`); statistics: :mod:`rmtbase.stat
   d ≥ 2d_h, X Xᵀ ~ W_{2d_h}(I, d) with Bartlett factor L, so (L[:d_h], L[d_h:]) has the
   factors' Gram in law (:func:`block_axes`); for d < 2d_h factors are drawn whole.
 - Input focus: squared CV of column energies e_j = Σ_i W[i, j]², i.i.d. χ²_{d_h} under the null.
-- Axes are read one at a time, so independent variates per axis keep each law.
-- Storage: 16-bit floats share float32 (:func:`null_storage`); block formats and FP8 draw whole
-  factors through :func:`rmtbase.stats.precision.round_trip`.
+- Axes are read one at a time, so independent variates per axis keep each law. 16-bit floats
+  share float32 (:func:`null_storage`); block formats and FP8 draw factors through the round trip.
 
 Size: the null rejection rate is off by κ·√(α(1 − α)/N), κ ≈ 1; a quarter of a 1,000-head
 calibration's se needs N ≥ 16 κ² n: :data:`PROFILE_DRAWS` = 18,000.
@@ -208,11 +207,8 @@ def _heads(d_h: int) -> int:
 @lru_cache(maxsize=16)
 def _stored_null(d: int, d_h: int, storage: Storage):
     """``jit``: a chunk's key -> ``{axis: (250,)}`` for a block format or FP8: head j's W_Q, W_K
-    (``null_rows`` rows of N(0, 1) from ``fold_in(key, j)``,
-    :func:`rmtbase.ensembles.threefry.normal`) through :func:`rmtbase.stats.precision.round_trip`,
-    kept to d_h rows, then :func:`factor_profile_jax`, :func:`_heads` heads a loop step. Format 6
-    (:data:`~rmtbase.scoring.profile_cache.STORED_FORMAT`) differs from 5 by float32 rounding
-    only."""
+    (``null_rows`` rows of N(0, 1) from ``fold_in(key, j)``) through the storage round trip, kept to
+    d_h rows, then :func:`factor_profile_jax`, :func:`_heads` heads a loop step."""
     import jax
     import jax.numpy as jnp
 

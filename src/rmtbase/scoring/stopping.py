@@ -1,16 +1,13 @@
 """When to stop drawing: extend the spectral null only while some head's flag could change.
 
 Besag & Clifford (1991) made simultaneous over heads, with a stated error after Gandy (2009):
-
-1. Per head and spectral statistic, the Clopper–Pearson interval (level 1 − ε') of tail count
-   k of N bounds its two-sided p; head p (:mod:`rmtbase.decision.omnibus`) is monotone in each.
-2. BH is monotone: a head flagged at the upper ends, or unflagged at the lower ends, is settled.
-   Extend ×5 while some head is unsettled, up to the cap.
-3. ε' = ε / (heads × statistics × looks), ε = :data:`STOP_ERROR`: by the union bound, with
-   probability ≥ 1 − ε the stopped decisions equal an infinite reference's (joint table, profile
-   null and block-quantised nulls are not covered).
-
-With ``max_draws``: extend up to it wherever a head with q ≤ 2α lies beyond all but 10 draws.
+per head and spectral statistic, the Clopper–Pearson interval (level 1 − ε') of tail count k of
+N bounds its two-sided p, and head p (:mod:`rmtbase.decision.omnibus`) and BH are monotone, so
+a head flagged at the upper ends, or unflagged at the lower ends, is settled; extend ×5 while
+some head is unsettled, up to the cap. ε' = ε / (heads × statistics × looks), ε =
+:data:`STOP_ERROR`: by the union bound, with probability ≥ 1 − ε the stopped decisions equal an
+infinite reference's (joint table, profile null, block-quantised nulls not covered). With
+``max_draws``: extend up to it wherever a head with q ≤ 2α lies beyond all but 10 draws.
 """
 
 from __future__ import annotations
