@@ -5,8 +5,8 @@ rotated until mutually orthogonal (Hestenes 1958; Demmel & Veselić 1992; LAPACK
 the rotation of G = C Cᵀ at (p, q) with a_pp = ‖r_p‖², a_qq = ‖r_q‖², a_pq = r_p·r_q, applied
 to rows only, no Gram formed. Then λ_i = ‖r_i‖².
 
-Accuracy as an SVD of C: relative n·eps·κ(C) = n·eps·√κ(G). Stops after a sweep in which every pair's cosine was ≤ √m·eps
-(``sgesvj``'s tolerance), or ``max_sweeps``."""
+Accuracy as an SVD of C: relative n·eps·κ(C) = n·eps·√κ(G). Stops after a sweep in which
+every pair's cosine was ≤ √m·eps (``sgesvj``'s tolerance), or ``max_sweeps``."""
 
 from __future__ import annotations
 

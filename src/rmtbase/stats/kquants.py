@@ -1,10 +1,8 @@
 """llama.cpp's K-quants (Q2_K … Q6_K) as quantise → dequantise round trips in JAX.
 
 Super-blocks of ``QK_K = 256`` entries along the last axis, following ggml's
-``quantize_row_q{4,5,6}_K_ref`` with ``make_qkx2_quants`` / ``make_qx_quants``
-(``ggml/src/ggml-quants.c``; no importance matrix) and ``dequantize_row_*``, in float32.
-Q2_K and Q3_K are in :mod:`rmtbase.stats.kquants_low`; :func:`k_codes` and
-:func:`k_round_trip` serve all five (:data:`K_FORMATS`).
+``quantize_row_q{4,5,6}_K_ref`` and ``dequantize_row_*`` (``ggml-quants.c``; no importance
+matrix), in float32. Q2_K and Q3_K are in :mod:`rmtbase.stats.kquants_low`.
 
 - Q4_K / Q5_K (nmax 15 / 31): sub-blocks of 32 get scale s_j and min m_j ≥ 0 from
   ``make_qkx2_quants``, quantised to 6 bits against ``d = fp16(max s/63)``,

@@ -1,8 +1,6 @@
 """llama.cpp's 2- and 3-bit K-quants (Q2_K, Q3_K) as quantise → dequantise round trips in JAX.
 
-As :mod:`rmtbase.stats.kquants` (super-blocks of 256), after ``quantize_row_q{2,3}_K_ref``,
-``make_qkx2_quants``, ``make_q3_quants`` and ``dequantize_row_*`` (``ggml-quants.c``, no
-importance matrix):
+As :mod:`rmtbase.stats.kquants` (super-blocks of 256), after ggml's ``quantize_row_q{2,3}_K_ref``:
 
 - Q2_K: 16 sub-blocks of 16; ``make_qkx2_quants(16, nmax=3, weights=|x|, rmin=−0.5,
   rdelta=0.1, nstep=15, use_mad=true)``; 4-bit scales/mins against ``d = fp16(max s/15)``,

@@ -3,15 +3,12 @@ are made, what it tests, how it is described).
 
 Contract:
 
-- A null owns its draws: abstract :meth:`Null.reference` takes
-  :class:`rmtbase.scoring.reference.Cells` and returns a
-  :class:`rmtbase.scoring.reference.Reference` stating its own profile null and spectrum band.
+- A null owns its draws: abstract :meth:`Null.reference` maps
+  :class:`rmtbase.scoring.reference.Cells` to a :class:`rmtbase.scoring.reference.Reference`.
 - Values are frozen and hashable; :attr:`Null.name` (``str(null)``) is the spelling of
-  ``--null``, ``score_model(null=...)`` and the files' ``null_kind``; text is parsed once, by
-  :meth:`Null.parse`.
-- A concrete subclass setting its own :attr:`Null.name` is registered when defined (script,
-  entry point ``rmtbase.nulls``, or :mod:`rmtbase.stats.null_registry`); a taken name raises
-  TypeError.
+  ``--null``, ``score_model(null=...)`` and ``null_kind``; text is parsed by :meth:`Null.parse`.
+- A concrete subclass setting its own :attr:`Null.name` is registered when defined; a taken
+  name raises TypeError.
 - Needs and offers are class attributes, one question each; what a null lacks is refused
   before any work, in one line naming the attribute (:meth:`Null.require`)."""
 

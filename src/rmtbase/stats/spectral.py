@@ -1,6 +1,6 @@
 """Spectral statistics of W_QK = W_Qᵀ W_K from its factors, never from the d×d product.
 
-Conventions (``docs/conventions.md``): W_Q, W_K ``(d_h, d)``; λ_k = s_k², the squared singular
+Conventions: W_Q, W_K ``(d_h, d)``; λ_k = s_k², the squared singular
 values of W_QK, d_h of them nonzero, sorted descending; no 1/√d factor.
 
 With W_Q = L_Q U_Q (U_Q orthonormal rows; L_Q = R_Qᵀ from the thin QR of W_Qᵀ, or the Gram's

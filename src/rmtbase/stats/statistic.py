@@ -1,12 +1,10 @@
 """The statistic as one record: every fact about a statistic in one place, every table derived.
 
-A :class:`Statistic` holds: its name; its kind (``"spectral"``: a function of λ, the d_h
-nonzero squared singular values of W_QK, descending; ``"element"``: of a matrix's entries, via
-:mod:`.elementwise`; ``"scale"``: the rms); long name, units, definition; σ scaling
-(value(σ) = σ^p value(1) for ``"power"``, value(1) + p ln σ for ``"log"``, σ = σ_Q, σ_K or
-σ_Q σ_K for q.*, k.*, qk.*); effect (``"ratio"`` of value + ``offset``, e.g. β₂ = excess + 3,
-or ``"shift"``); whether it sees a lattice (``histogram``); why it can be undefined; its
-analytic reference and duplicates per matrix.
+A :class:`Statistic` holds: its name; its kind (``"spectral"``: a function of W_QK's nonzero
+λ; ``"element"``: of a matrix's entries; ``"scale"``: the rms); long name, units, definition;
+σ scaling (value(σ) = σ^p value(1) for ``"power"``, value(1) + p ln σ for ``"log"``, σ = σ_Q,
+σ_K or σ_Q σ_K for q.*, k.*, qk.*); effect (``"ratio"`` of value + ``offset``, or ``"shift"``);
+``histogram``; why it can be undefined; its analytic reference and duplicates per matrix.
 
 :data:`STATISTICS` are the shipped records, in table order; :data:`REGISTRY` adds those
 registered later (:func:`register`, entry point ``rmtbase.statistics``); the tables
