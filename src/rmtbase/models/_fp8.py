@@ -1,10 +1,9 @@
 """FP8 weights as FP8 checkpoints store them: 128×128 block scales, or one scale per row.
 
-**Block FP8** (DeepSeek-V3, Qwen3-FP8; ``quant_method = "fp8"``, ``weight_block_size =
-[128, 128]``): W (out, in) is stored as ``weight`` in ``F8_E4M3`` (max 448, no infinities) or
-``F8_E5M2`` (max 57344) beside ``weight_scale_inv`` (``F32``, ``(⌈out/128⌉, ⌈in/128⌉)``): tile
-(i, j) holds ``q = FP8(W_tile / s)``, ``s = max|W_tile| / FP8_MAX = weight_scale_inv[i, j]``;
-the value is ``q · s`` (DeepSeek-V3 ``weight_dequant``).
+**Block FP8** (``quant_method = "fp8"``, ``weight_block_size = [128, 128]``): W (out, in) is
+stored as ``weight`` in ``F8_E4M3`` (max 448) or ``F8_E5M2`` (max 57344) beside
+``weight_scale_inv`` (``F32``, ``(⌈out/128⌉, ⌈in/128⌉)``): tile (i, j) holds
+``q = FP8(W_tile / s)``, ``s = max|W_tile| / FP8_MAX = weight_scale_inv[i, j]``; value ``q · s``.
 
 **Per-channel FP8** (compressed-tensors ``float-quantized``, ``strategy: "channel"``):
 ``weight`` in ``F8_E4M3`` beside ``weight_scale`` (out, 1), ``s_r = max|W_r| / 448``,

@@ -8,9 +8,8 @@ draw) and returns ``{"<matrix>.<stat>": array}``:
 - ``qk.<spectral>``: spectral statistics of W_QK from d_h×d_h cores (:mod:`.spectral`);
 - ``q.rms``, ``k.rms`` always: ‖W‖_F/√(d_h d), for exact σ-normalisation.
 
-:data:`STAT_INFO` documents each statistic; value(σ) = σ^p value(1) (``scaling="power"``) or
-value(1) + p ln σ (``"log"``), σ = σ_Q, σ_K or σ_Q σ_K, so a σ = 1 table serves any σ.
-Names load on first use, so light submodules and ``rmtbase --help`` import no JAX."""
+:data:`STAT_INFO` documents each statistic and its σ scaling (:mod:`.statistic`), so a σ = 1
+table serves any σ. Names load on first use (light submodules import no JAX)."""
 
 from __future__ import annotations
 

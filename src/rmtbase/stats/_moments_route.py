@@ -8,7 +8,7 @@ For G = C Cᵀ of the d_h × d_h core C:
   relative gap δ leaves at most λ₁/(e·2^(K+1)). λ_min likewise on λ_max I − G (absolute
   error ≈ eps·λ_max), so the route serves cells with κ ≤ 10³.
 
-The spectral entropy is not covered. Reference: Golub & Van Loan,
+No spectral entropy. Reference: Golub & Van Loan,
 *Matrix Computations*, 4th ed., §8.2, §9.1."""
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """The null's FP8 round trips: 128×128 tiles (E4M3 or E5M2), or one E4M3 scale per row.
 
-Storages (:data:`rmtbase.stats.names.FP8_FORMATS`), as FP8 checkpoints store weights:
-
 - ``"fp8_e4m3"``, ``"fp8_e5m2"``: each 128×128 tile of the last two axes (edge tiles partial)
   gets ``s = max|tile|/FP8_MAX`` (448 / 57344) and entries ``FP8(w/s)·s`` (round to nearest
   even; below half the smallest subnormal flushes to zero).
