@@ -3,7 +3,8 @@
 :func:`tridiagonal_eigvals` equals ``jax.scipy.linalg.eigh_tridiagonal(d, e,
 eigvals_only=True)`` bit for bit: the same Gershgorin interval, Sturm recurrence (``dstebz``'s
 pivmin guard; Kahan 1966, Demmel & Kahan 1990) and parallel bisection, with only IEEE
-+ − × ÷, compare, select and max/min in the same order; one ``fori_loop`` step, not unrolled."""
++ − × ÷, compare, select and max/min in the same order, so no instruction set rounds them
+apart; one ``fori_loop`` step, not unrolled."""
 
 from __future__ import annotations
 
