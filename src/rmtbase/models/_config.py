@@ -83,9 +83,8 @@ def rotary_fraction(cfg: dict, default: float) -> float:
 
 def mha_dims(cfg: dict, label: str, *, width=("hidden_size",), heads=("num_attention_heads",),
              layers=("num_hidden_layers",), rotary_fraction: float = 0.0) -> Dims:
-    """Dims of a plain multi-head config: d_h = d / n_heads, n_kv_heads = n_heads. ``width``,
-    ``heads``, ``layers``: config keys tried in order. ModelError if d is not a multiple of the
-    head count."""
+    """Dims of a plain multi-head config (d_h = d / n_heads, no GQA); ``width``, ``heads``,
+    ``layers``: config keys tried in order. ModelError if n_heads does not divide d."""
     d = cfg_int(cfg, *width)
     n_heads = cfg_int(cfg, *heads)
     if d % n_heads:

@@ -73,8 +73,7 @@ class Router:
 def moe_parts(per_expert: str, names: dict[str, str], stacked: str, router: tuple[str, ...],
               dense: str | None = None) -> dict:
     """FFN parts of an MoE layer: ``names`` maps gate/up/down to per-expert module names;
-    ``stacked`` the ``…experts`` module of transformers ≥ 5; ``dense`` the dense MLP of layers
-    without experts."""
+    ``stacked`` the stacked ``…experts`` module; ``dense`` the MLP of layers without experts."""
     parts = {}
     for which in ("gate", "up", "down"):
         fused = f"{stacked}.{'down_proj' if which == 'down' else 'gate_up_proj'}"

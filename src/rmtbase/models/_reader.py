@@ -39,9 +39,8 @@ def coarsest_storage(names) -> str:
 
 
 def split_storage(names) -> tuple[str, str | None]:
-    """``(float storage, quantisation)`` of one layer's tensors: block types (GGUF) count as float32
-    storage and are named as the quantisation (several: sorted, joined by ``"+"``); None when
-    none."""
+    """``(float storage, quantisation)`` of one layer's tensors: block types count as float32
+    storage and name the quantisation (sorted, joined by ``"+"``; None when none)."""
     names = set(names)
     quant = sorted(n for n in names if n not in STORAGE_ORDER)
     floats = [n for n in names if n in STORAGE_ORDER] + (["float32"] if quant else [])

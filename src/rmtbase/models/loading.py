@@ -183,9 +183,8 @@ def _iterate(weights, located: Located, info: ModelInfo, fold: bool) -> Iterator
 
 
 def prefetch(weights, located: Located, i: int, parts) -> None:
-    """Tell ``weights`` which tensors layer ``i`` reads for ``parts``, so remote shards fetch them
-    in coalesced requests; a no-op for readers without ``prefetch`` and for expanding (MoE)
-    parts."""
+    """Tell ``weights`` which tensors layer ``i`` reads for ``parts`` (coalesced remote requests);
+    a no-op for readers without ``prefetch`` and for MoE parts."""
     ask = getattr(weights, "prefetch", None)
     if ask is None:
         return

@@ -139,8 +139,7 @@ def targeted(targets, module: str) -> bool:
 
 def _check_targets(cfg: dict, modules: list[str], folder: Path) -> None:
     """ModelError (one line) when ``target_modules`` is malformed, matches none of the adapter's
-    modules, or leaves out one the adapter holds weights for. None (PEFT's defaults) is not
-    checked."""
+    modules, or leaves one out; None (PEFT's defaults) is not checked."""
     targets = cfg.get("target_modules")
     if targets is None or cfg.get("target_parameters"):
         return

@@ -60,9 +60,8 @@ def _processing(model) -> str:
 
 
 def tl_config(model) -> tuple[dict, str, str]:
-    """``(cfg, name, model_class)`` of a TransformerLens ``model``: the config dict rmtbase reads
-    (``model_type`` ``"transformer_lens"``), ``cfg.model_name``, and its class with the
-    processing."""
+    """``(cfg, name, model_class)`` of a TransformerLens ``model``: the config dict rmtbase reads,
+    ``cfg.model_name``, and its class with the processing."""
     cfg = model.cfg
     n_layers = _cfg_int(cfg, "n_layers")
     n_heads = _cfg_int(cfg, "n_heads")

@@ -149,8 +149,8 @@ def _block_ids(n: int, blocks: int):
 
 def blocked_sum(idx, values, length: int, blocks: int | None = None):
     """Σ of ``values`` per bin ``idx`` in [0, ``length``) (flat arrays), by one histogram per block
-    of entries summed over blocks, so hot bins do not serialise atomic adds on a GPU. Integers:
-    identical; floats: summed in another order."""
+    of entries summed over blocks (hot bins do not serialise atomic adds); floats summed in
+    another order."""
     idx = idx.reshape(-1)
     n = idx.shape[0]
     blocks = histogram_blocks(n, length) if blocks is None else blocks

@@ -67,8 +67,7 @@ class GaussianNull(Null):
         return replace(self, storage=storage)
 
     def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
-        """The tables at ``storage`` (this null with its storage set), shared by the layers
-        stored alike; the spectral reference grows sequentially
+        """The tables at ``storage``, shared by the layers stored alike
         (:class:`rmtbase.scoring.reference.TableReference`)."""
         return cells.table_reference(self.at_storage(storage), draws=draws, seed=seed,
                                      progress=progress)

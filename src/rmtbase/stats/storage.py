@@ -136,9 +136,8 @@ def _resolve(ref) -> Callable:
 
 @dataclass(frozen=True)
 class MixedStorage:
-    """A layer whose tensors are stored in different formats (e.g. W_Q Q4_K, W_K Q8_0): its records,
-    distinct and sorted; :attr:`name` joins theirs with "+". Scored against its float null
-    without the histogram statistics."""
+    """A layer stored in several formats: its records, distinct and sorted; :attr:`name` joins
+    theirs with "+". Scored against its float null without the histogram statistics."""
 
     parts: tuple[Storage, ...]
     is_mixed = True
