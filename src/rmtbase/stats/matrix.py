@@ -64,7 +64,8 @@ def one_tile_fn(storage: str):
 
 def matrix_stats(w, *, storage: str = "float32", tile_elements: int = TILE_ELEMENTS) -> dict:
     """Statistics (:data:`MATRIX_STATS` and ``rms``) of the (m, n) matrix ``w`` (numpy or JAX,
-    float32/float64, on ``storage``'s lattice); numpy float64 scalars; ``tile_elements`` per tile."""
+    float32/float64, on ``storage``'s lattice); numpy float64 scalars; ``tile_elements``: entries
+    per tile."""
     storage = check_storage(storage)
     shape = np.shape(w)
     if len(shape) != 2 or shape[0] * shape[1] < 2:
