@@ -28,8 +28,7 @@ class SafetensorsError(ValueError):
 
 def read_header(path) -> tuple[dict, int]:
     """({name: {"dtype", "shape", "data_offsets"}}, data offset) of ``path``, checked: every
-    tensor's byte range lies in the file and matches its dtype and shape. ``path`` may be a
-    remote file (anything with ``read_range(lo, hi)`` and ``size``)."""
+    tensor's byte range lies in the file and matches its dtype and shape; ``path`` may be remote."""
     remote = _is_remote(path)
     if remote:
         head = path.read_range(0, 8)

@@ -59,9 +59,8 @@ def _n_layers(cfg: dict) -> int:
 
 
 def gguf_config(path: Path, header: GGUFHeader | None = None) -> dict:
-    """A Hugging Face style config dict of GGUF file ``path``, from its header alone; one-line
-    ModelError for an architecture outside :data:`SPECS` or a tensor type outside
-    :data:`GGUF_TYPES`."""
+    """A Hugging Face style config dict of GGUF file ``path``, from its header alone; ModelError
+    for an architecture outside :data:`SPECS` or a tensor type outside :data:`GGUF_TYPES`."""
     _need_gguf()
     header = header or read_header(path)
     cfg = hf_config(header.metadata, path)

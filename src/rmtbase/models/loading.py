@@ -64,8 +64,7 @@ def _info(res: Resolved) -> tuple[ModelInfo, Adapter]:
 
 def model_info(model, revision: str | None = None) -> ModelInfo:
     """Attention sizes of ``model`` from its config alone. ModelError for an unsupported
-    architecture or a config without the sizes; InputError for ``revision`` with a folder or
-    loaded object."""
+    architecture or missing sizes; InputError for ``revision`` with a non-hub model."""
     return _info(resolve(model, revision))[0]
 
 

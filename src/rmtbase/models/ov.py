@@ -48,9 +48,8 @@ def ov_factors(v: np.ndarray, o: np.ndarray, n_heads: int, n_kv_heads: int, d_h:
 
 def load_ov_heads(model, *, revision: str | None = None,
                   allow_pickle: bool = False) -> Iterator[LayerHeads]:
-    """Iterate over the layers of ``model``, yielding every head's OV factors as :class:`LayerHeads`
-    (no biases), one layer per step, with the v and o tensors' storage. Checked up front as by
-    :func:`rmtbase.models.load_heads`; ModelError without value and output projections."""
+    """Yield every head's OV factors per layer as :class:`LayerHeads` (no biases; v and o
+    storage), checked as by :func:`load_heads`; ModelError without value/output projections."""
     from .loading import check_located_parts, open_model
 
     info, located, weights = open_model(model, revision, allow_pickle)

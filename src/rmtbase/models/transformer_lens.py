@@ -101,9 +101,8 @@ def tl_config(model) -> tuple[dict, str, str]:
 
 
 def _hf_facts(model, hf) -> tuple[str | None, float | None]:
-    """``(q/k norm label or None, rotary fraction or None)``: a bridge's from the Hugging Face
-    config it wraps (its own ``cfg`` misreports both); for 3.x ``cfg.use_qk_norm`` as
-    ``rms_head``, no rotary."""
+    """``(q/k norm label or None, rotary fraction or None)``: a bridge's from the config it wraps
+    (its ``cfg`` misreports both); for 3.x ``cfg.use_qk_norm`` as ``rms_head``, no rotary."""
     if hf is not None and hasattr(hf, "to_dict"):
         from .registry import ADAPTERS
 

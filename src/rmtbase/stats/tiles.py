@@ -128,8 +128,8 @@ def _compiled(n: int, trims: tuple, storage: str, ests: tuple):
 def tile_stats(tile, n_tiles: int, n: int, *, trims=(0.8,), storage: str = "float32",
                dtype=jnp.float32, keep: bool = False, statistics=STATISTICS) -> dict:
     """Statistics of an ``n``-entry matrix given as ``tile(t)``, t < ``n_tiles`` (``dtype``, every
-    entry once); keys of :func:`one_tile`, numpy scalars. Each tile is asked for once per pass, or
-    once with ``keep`` (held to the end: the whole matrix's memory)."""
+    entry once); keys of :func:`one_tile`, numpy scalars. Tiles are asked for once per pass, or
+    once with ``keep`` (held in memory)."""
     trims = tuple(float(t) for t in trims)
     f, records = _compiled(int(n), trims, storage, estimators(statistics))
     dtype = jnp.dtype(dtype)
