@@ -20,9 +20,8 @@ from ._qknorm import QKNorm
 
 
 class Adapter:
-    """One architecture. Subclasses set ``model_types`` and ``layouts`` and implement
-    :meth:`dims`; QK-norm and MoE architectures also override :meth:`qk_norm` /
-    :meth:`n_experts`, and layouts that depend on the config override :meth:`layouts_for`."""
+    """One architecture: subclasses set ``model_types`` and ``layouts``, implement :meth:`dims`,
+    and may override :meth:`qk_norm`, :meth:`n_experts`, :meth:`layouts_for`."""
 
     model_types: tuple[str, ...] = ()
     layouts: tuple[Layout, ...] = ()

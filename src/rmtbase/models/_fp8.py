@@ -103,9 +103,8 @@ def _check_scales(scale: np.ndarray, amax: np.ndarray, scale_name: str, what: st
 
 def dequantize(raw: np.ndarray, scale_inv: np.ndarray, name: str = "weight",
                fmt: str = "e4m3", scale_name: str | None = None) -> np.ndarray:
-    """float32 values of the 2-D FP8 tensor ``raw`` (bytes as uint8, or ml_dtypes; format ``fmt``)
-    times its 128×128 tile scales ``scale_inv``; ValueError (one line) for scales that do not
-    tile the weight, a bad scale (:func:`_check_scales`) or a NaN byte."""
+    """float32 values of the 2-D FP8 tensor ``raw`` (format ``fmt``) times its 128×128 tile scales
+    ``scale_inv``; ValueError for scales not tiling the weight, a bad scale or a NaN byte."""
     scale = np.asarray(scale_inv, dtype=np.float32)
     w = _values(raw, fmt, name)
     if scale.shape != tiles(w.shape):
