@@ -166,7 +166,7 @@ def one_quantisation(record) -> bool:
 
 def quantisation_record(name) -> Storage | MixedStorage | None:
     """The record of a layer's quantisation as named: None for None, ``""`` or ``"none"``;
-    "+"-joined formats a :class:`MixedStorage`; InputError for an unknown name."""
+    "+"-joined formats a :class:`MixedStorage`; a record as is; InputError for an unknown name."""
     if name is None or isinstance(name, Storage | MixedStorage):
         return name
     if str(name) in ("", "none"):
