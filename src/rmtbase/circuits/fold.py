@@ -138,24 +138,10 @@ class Fold:
         = −∂f/∂α``. :attr:`linearisable` folds only."""
         import torch
 
-        if not self.linearisable:
-            raise ValueError("first_order needs the low-rank fold")
-        hm = self.hm
-        index = hm.index(which, head)
-        w, _ = hm.head_weight(self.layer, which, index)
-        gw = self._gw(w)
-        s = (self.xx / hm.d + self.eps).sqrt().float()[..., None]       # (N, T, 1)
         with torch.no_grad():
-            a = grad_u.float() / s
-            b = (grad_u.float() * self._clean_numerator(which, index)).sum(-1) \
-                / (hm.d * s[..., 0] ** 3)                               # (N, T)
-            out = []
-            for m, src in sources:
-                zi = self._z(m, src)
-                first = ((a @ (self._centred(m, src) @ gw).T) * zi).sum((-1, -2))
-                second = (b * (zi * self._dot(m, src)).sum(-1)).sum(-1)
-                out.append(first - second)
-            return torch.stack(out)
+            g = grad_u.float()
+            return torch.stack([(g * du).sum((-1, -2))
+                                for du in self.first_order_changes(head, which, sources)])
 
     def first_order_changes(self, head: int, which: int, sources):
         """Per source (a generator), the first-order change ``δu`` ``(N, T, d_h)`` of the projection
