@@ -405,15 +405,16 @@ def test_first_token_sinks_are_labelled_but_patched_only_on_request():
 
 
 def test_the_rule_says_redundant_where_only_the_sources_together_matter():
-    """circuits.run._judge, the rule of circuits.find on one receiver's candidates of one kind,
+    """circuits.find.judge, the rule of circuits.find on one receiver's candidates of one kind,
     on stated effects (receiver score 0.8, se 0.01 each; the rule: effect >= 3 se and >= 10 %
     of the score, i.e. >= 0.08 here): three sources each dropping the score by 0.03 (none
     passes) and all three together by 0.5 (passes) are `redundant` on every row, none
     confirmed nor dominant; one source at 0.3 is confirmed and dominant and the receiver is
     not redundant; when neither singles nor the joint pass, nothing is said. No real model
     has shown the redundant case yet (docs/path-patching.md); this pins the rule itself."""
+    from rmtbase.circuits.find import judge as _judge
+    from rmtbase.circuits.find import mark_dominant as _dominant
     from rmtbase.circuits.patching import Effect
-    from rmtbase.circuits.run import _dominant, _judge
 
     def rows(*effects):
         return [{"effect_causal": e, "effect_se": 0.01, "score_to": 0.8, "metric": "induction",

@@ -125,12 +125,55 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: f
     return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
 
 
+def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int) -> list[dict]:
+    """The rule of the module docstring on one receiver's rows of one kind and path (dicts
+    with ``effect_causal``, ``effect_se``, ``score_to``, ``metric``), updated in place and
+    returned; ``joint``: the :class:`.patching.Effect` of every earlier source removed."""
+    from .patching import OUTPUT_CHANGE, TV
+
+    enough = n_seq >= MIN_SEQUENCES
+    for r in singles:
+        is_score = r["metric"] not in (TV, OUTPUT_CHANGE)
+        ok = enough and passes(r["effect_causal"], r["effect_se"], r["score_to"], is_score)
+        r["confirmed"] = bool(ok and labelled)
+        r["dependency"] = bool(ok and not labelled)
+        r["role"] = ("changes" if not is_score else
+                     "supports" if r["effect_causal"] > 0 else "suppresses")
+    is_score = joint.metric not in (TV, OUTPUT_CHANGE)
+    joint_ok = enough and passes(joint.effect, joint.se, joint.base, is_score)
+    conf = [r for r in singles if r["confirmed"]]
+    total = float(sum(r["effect_causal"] for r in conf))
+    explained = total / joint.effect if joint_ok else np.nan
+    significant = bool(np.isfinite(joint.effect) and np.isfinite(joint.se)
+                       and abs(joint.effect) >= CONFIRM_SE * joint.se)
+    contradicts = bool(conf and significant and is_score
+                       and np.sign(total) != np.sign(joint.effect))
+    for r in singles:
+        r.update(joint_effect=joint.effect, joint_se=joint.se, explained=explained,
+                 redundant=bool(not conf and joint_ok and labelled),
+                 joint_contradicts=contradicts, dominant=False)
+    return singles
+
+
+def mark_dominant(rows: list[dict]) -> None:
+    """Per receiver and kind, the supporting confirmed row with the largest effect."""
+    best: dict = {}
+    for r in rows:
+        if r["confirmed"] and r["role"] in ("supports", "changes"):
+            key = (r["layer_to"], r["head_to"], r["kind"])
+            if key not in best or r["effect_causal"] > best[key]["effect_causal"]:
+                best[key] = r
+    for r in best.values():
+        r["dominant"] = True
+
+
 def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
     """Receivers and exact patches (3 kinds × (sources, or at most 2k, + 1 joint))."""
     per = n_sources if exact_all else min(n_sources, 2 * int(k))
     return {"receivers": len(recv), "patches": len(recv) * 3 * (per + 1)}
 
 
-__all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET", "FALSE_RATE",
-           "MIN_SEQUENCES", "PATCHED_LABELS", "Search", "UNLABELLED_RECEIVERS", "check_composition",
-           "exact_sources", "head_name", "passes", "plan", "ranked_sources", "receivers"]
+__all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
+           "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
+           "check_composition", "exact_sources", "head_name", "judge", "mark_dominant", "passes",
+           "plan", "ranked_sources", "receivers"]

@@ -14,7 +14,7 @@ from . import find as F
 from .capture import capture, probe_dataset
 from .heads import HeadModel
 from .labels import THRESHOLD, chance_levels, head_name, label_across
-from .patching import KINDS, OUTPUT_CHANGE, TV, Patcher
+from .patching import KINDS, Patcher
 from .sequences import SOURCES, Sequences, length_sequences, repeat_lengths, text_sequences
 from .table import candidate_dataset
 
@@ -215,7 +215,7 @@ def _receiver(run, composition, rec, k, exact_all, via):
         fault_point("circuits:screen")
         with deferred():  # a Ctrl-C is raised between kinds, never inside torch
             _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr)
-    _dominant(rows)
+    F.mark_dominant(rows)
     return rows, scr
 
 
@@ -241,7 +241,7 @@ def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) ->
     joint = _joint_direct(pt, li, hi, kind, st)
     got = [_row(kind, "direct", src, rec, info, attr, rank_attr, e, run, hm)
            for src, e in zip(chosen, single, strict=True)]
-    rows.extend(_judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n))
+    rows.extend(F.judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n))
     if via:
         vrows, vattr = _via_rows(run, composition, rec, kind, st, k, info, exact_all)
         scr[(kind, "via_mlp")] = vattr
@@ -295,45 +295,7 @@ def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
     joint = pt.effects_from_residuals(li, hi, [x0 + paths.joint(li)], kind, st)[0]
     got = [_row(kind, "via_mlp", src, rec, info, attr, rank_attr, e, run, hm)
            for src, e in zip(chosen, single, strict=True)]
-    return _judge(got, joint, labelled=rec[2] is not None, n_seq=run.seqs.n), attr
-
-
-def _judge(singles: list[dict], joint, *, labelled: bool, n_seq: int) -> list[dict]:
-    """The rule of :mod:`.find` on one receiver's rows of one kind and path."""
-    enough = n_seq >= F.MIN_SEQUENCES
-    for r in singles:
-        is_score = r["metric"] not in (TV, OUTPUT_CHANGE)
-        ok = enough and F.passes(r["effect_causal"], r["effect_se"], r["score_to"], is_score)
-        r["confirmed"] = bool(ok and labelled)
-        r["dependency"] = bool(ok and not labelled)
-        r["role"] = ("changes" if not is_score else
-                     "supports" if r["effect_causal"] > 0 else "suppresses")
-    is_score = joint.metric not in (TV, OUTPUT_CHANGE)
-    joint_ok = enough and F.passes(joint.effect, joint.se, joint.base, is_score)
-    conf = [r for r in singles if r["confirmed"]]
-    total = float(sum(r["effect_causal"] for r in conf))
-    explained = total / joint.effect if joint_ok else np.nan
-    significant = bool(np.isfinite(joint.effect) and np.isfinite(joint.se)
-                       and abs(joint.effect) >= F.CONFIRM_SE * joint.se)
-    contradicts = bool(conf and significant and is_score
-                       and np.sign(total) != np.sign(joint.effect))
-    for r in singles:
-        r.update(joint_effect=joint.effect, joint_se=joint.se, explained=explained,
-                 redundant=bool(not conf and joint_ok and labelled),
-                 joint_contradicts=contradicts, dominant=False)
-    return singles
-
-
-def _dominant(rows: list[dict]) -> None:
-    """Per receiver and kind, the supporting confirmed row with the largest effect."""
-    best: dict = {}
-    for r in rows:
-        if r["confirmed"] and r["role"] in ("supports", "changes"):
-            key = (r["layer_to"], r["head_to"], r["kind"])
-            if key not in best or r["effect_causal"] > best[key]["effect_causal"]:
-                best[key] = r
-    for r in best.values():
-        r["dominant"] = True
+    return F.judge(got, joint, labelled=rec[2] is not None, n_seq=run.seqs.n), attr
 
 
 def _summary_attrs(ds, composition) -> None:
