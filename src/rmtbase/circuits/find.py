@@ -6,8 +6,9 @@ sequences of the repeat length where its label's statistic is largest. A receive
 without a label gets **dependencies** (attention or output change), never ``confirmed``.
 **Sources**: every head of an earlier layer, screened by attribution (:mod:`.screen`) and
 ranked by composition; all patched exactly when the plan fits :data:`EXACT_BUDGET`, else the
-union of the top ``k`` of each ranking. Paths: ``direct`` (:mod:`.patching`), ``via_mlp``
-(:mod:`.mlp_path`, its top ``k`` by its own attribution).
+top ``k`` of each ranking and every source whose estimate reaches :data:`ATTRIBUTION_FLOOR`
+of the rule's floor. Paths: ``direct`` (:mod:`.patching`), ``via_mlp`` (:mod:`.mlp_path`:
+every source where every direct one is patched, else its top ``k`` by its own attribution).
 
 **Rule** (per row): ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥
 CONFIRM_FRACTION · |score_to|`` (``CONFIRM_FRACTION`` itself for the change metrics), on at
