@@ -11,16 +11,14 @@ its own causal truth. d 64, 4 heads, MLPs 4 d. Recipes (:data:`RECIPES`): ``shor
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ._induction_train import Recipe, _losses, batch
-from ._mlp_induction import build_model
+from ._mlp_induction import build_model, write_whole
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,20 +159,10 @@ def trained_folder(name: str, seed: int, root: Path | None = None) -> Path:
         return folder
     z = RECIPES[name]
     res = train(name, int(seed))
-    tmp = root / f".{folder.name}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    from .._library_bars import no_library_bars
-
-    with no_library_bars():
-        res["model"].save_pretrained(tmp)
     info = {"recipe_name": name, "seed": int(seed), "recipe": dataclasses.asdict(z.base),
             "data": z.data, "attn0_scale": z.attn0_scale, "cpu_s": res["cpu_s"],
             "start": res["start"], "end": res["end"], "ln_vocab": float(np.log(z.base.vocab))}
-    (tmp / "train_info.json").write_text(json.dumps(info, indent=1))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
-    return folder
+    return write_whole(folder, res["model"], info)
 
 
 __all__ = ["RECIPES", "ZooRecipe", "cache_root", "markov_batch", "markov_matrix", "train",

@@ -104,20 +104,26 @@ def trained_folder(config: str, seed: int, root: Path | None = None) -> Path:
         return folder
     r = CONFIGS[config]
     res = train(r, int(seed))
-    tmp = root / f".{folder.name}.tmp{os.getpid()}"
+    info = {"config": config, "seed": int(seed), "recipe": dataclasses.asdict(r),
+            "cpu_s": res["cpu_s"], "repeat_loss_start": res["repeat_loss_start"],
+            "repeat_loss_end": res["repeat_loss_end"], "ln_vocab": float(np.log(r.vocab))}
+    return write_whole(folder, res["model"], info)
+
+
+def write_whole(folder: Path, model, info: dict) -> Path:
+    """``model.save_pretrained`` and ``train_info.json`` (``info``) into ``folder``, written to
+    a temporary sibling and renamed, so the folder is complete or absent."""
+    tmp = folder.parent / f".{folder.name}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     from .._library_bars import no_library_bars
 
     with no_library_bars():
-        res["model"].save_pretrained(tmp)
-    info = {"config": config, "seed": int(seed), "recipe": dataclasses.asdict(r),
-            "cpu_s": res["cpu_s"], "repeat_loss_start": res["repeat_loss_start"],
-            "repeat_loss_end": res["repeat_loss_end"], "ln_vocab": float(np.log(r.vocab))}
+        model.save_pretrained(tmp)
     (tmp / "train_info.json").write_text(json.dumps(info, indent=1))
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return folder
 
 
-__all__ = ["CONFIGS", "build_model", "cache_root", "train", "trained_folder"]
+__all__ = ["CONFIGS", "build_model", "cache_root", "train", "trained_folder", "write_whole"]
