@@ -1,8 +1,7 @@
 """rmtbase: random-matrix baselines for transformer attention weights.
 
 Import is cheap and side-effect free: submodules are loaded on first attribute access.
-Conventions are in ``docs/conventions.md``.
-"""
+Conventions are in ``docs/conventions.md``."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ written.
 
 :data:`FEW_CALLS` are per-program XLA compiler options for a program run a few times on CPU
 (``jax.jit(f, compiler_options=FEW_CALLS)``), never the global ``XLA_FLAGS``; JAX accepts them
-on a top-level ``jit`` only.
-"""
+on a top-level ``jit`` only."""
 
 from __future__ import annotations
 

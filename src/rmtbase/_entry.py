@@ -2,8 +2,7 @@
 
 It first installs the start-up phase of the interrupt policy (:mod:`rmtbase.files.interrupts`):
 until the command starts, Ctrl-C prints ``rmtbase: interrupted`` and exits 130 (SIGTERM: 143),
-never a traceback. Then :func:`rmtbase.cli.console_main`.
-"""
+never a traceback. Then :func:`rmtbase.cli.console_main`."""
 
 from __future__ import annotations
 

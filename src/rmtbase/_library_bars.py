@@ -2,8 +2,7 @@
 
 Inside the block transformers' load report is dropped when it lists only *unexpected* keys
 (``lm_head.weight`` of a causal-LM checkpoint); missing or mismatched keys still show.
-Importing this module imports nothing.
-"""
+Importing this module imports nothing."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 :func:`mm` asks for ``Precision.HIGHEST`` on accelerators (JAX's default on recent NVIDIA GPUs
 is TF32, which moves the statistics against the CPU-made tables); on CPU the default already is
 the full float32 product. :func:`mm_tn` materialises the transpose first on CPU, where XLA's dot
-is slower with a transposed left operand.
-"""
+is slower with a transposed left operand."""
 
 from __future__ import annotations
 

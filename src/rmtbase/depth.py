@@ -17,8 +17,7 @@ at initialisation, M_L = ∏_{l=1}^{L} (I + W_l), W_l i.i.d. N(0, σ²) (σ² = 
 
 All depths come from one chain per draw (M_L = (I + W_L) M_{L−1}, the law of
 :func:`rmtbase.ensembles.residual_product`), rescaled by 1/√(1 + σ²d) per layer for float32
-range. Draw i uses ``fold_in(key, i)``.
-"""
+range. Draw i uses ``fold_in(key, i)``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Exceptions that the CLI turns into one-line messages (exit status 2).
 
 Every user error raises a subclass of :class:`RmtbaseError` whose message names the offending
-value; the CLI prints ``rmtbase: error: <message>``.
-"""
+value; the CLI prints ``rmtbase: error: <message>``."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ array of Axes); nothing calls ``show``/``savefig`` or changes global state. Colo
 Okabe–Ito lines (:data:`OKABE_ITO`), ``cividis`` sequential, ``RdBu_r`` signed (symmetric).
 Conventions (``docs/conventions.md``): λ are eigenvalues of W_QK W_QKᵀ; index axes are 1-based,
 descending; densities are normalised by the full sample (the fraction inside the range is in
-the legend when below 1).
-"""
+the legend when below 1)."""
 
 from __future__ import annotations
 

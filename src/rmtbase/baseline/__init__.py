@@ -2,8 +2,7 @@
 
 :mod:`.null` (one cell), :mod:`.tables` (a (d, d_h) grid), :mod:`.table_file`, :mod:`.cache`
 (:func:`null_table`), :mod:`.sweep` (Dask). ``rmtbase.baseline(d, d_h, ...)`` is
-:func:`rmtbase.baseline.tables.baseline`. Importing this package imports neither JAX nor xarray.
-"""
+:func:`rmtbase.baseline.tables.baseline`. Importing this package imports neither JAX nor xarray."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 A job is one table spec at one cell, cut into :data:`rmtbase.baseline.tables.DRAW_BLOCK` blocks,
 so any split gives the same numbers; :class:`BlockJobs` stores σ = 1 blocks (:func:`unit_blocks`)
-and applies σ as :func:`rmtbase.baseline.tables.generate_blocks` does, bit for bit.
-"""
+and applies σ as :func:`rmtbase.baseline.tables.generate_blocks` does, bit for bit."""
 
 from __future__ import annotations
 

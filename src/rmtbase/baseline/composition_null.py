@@ -5,8 +5,7 @@ d × d_h2 × d × d_h1 × d of independent Gaussians). :func:`null_squares` samp
 variates (exact in law), :func:`null_squares_full` whole factors with a storage round trip; the
 QK overlap: :func:`null_overlap`, :func:`null_overlap_full`. Draw i is ``fold_in(key, i)``
 (chunks: :func:`chunk_size`); ``part`` (:class:`Part`) selects draws ``start`` … n−1, so a
-continued table is the longer table.
-"""
+continued table is the longer table."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ A quantised table's λ = s²(W_Qᵀ W_K) comes from the QR route
 they agree to float32 rounding, not bit for bit, so cache names carry :func:`draws_version`.
 :func:`gram_route`: lowrank float32 CPU draws, block-format storage, spectral statistics,
 d_h ≥ :data:`GRAM_MIN_DH`, c = d_h/d ≤ :data:`GRAM_MAX_C` (κ(W Wᵀ) ≈ ((1 + √c)/(1 − √c))² ≤ 20).
-Everything else: QR, version 1.
-"""
+Everything else: QR, version 1."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 :func:`check_draw_memory` (estimate calibrated on XLA's ``memory_analysis``, against available
 memory; a one-line :class:`~rmtbase.errors.InputError`), :func:`check_dense` (d² < 2³¹),
 :func:`check_stored_values` (a table held while built), :func:`check_cells` (all of it, the
-float range at σ included).
-"""
+float range at σ included)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ machine has GPUs, else a share of the cores.
 :func:`worker_envs`: worker i gets ``CUDA_VISIBLE_DEVICES`` = GPU ``i mod G`` of :func:`gpu_ids`
 (shared GPUs: ``XLA_PYTHON_CLIENT_PREALLOCATE=false``). :func:`quiet_start` spawns workers in
 their own session (``setsid``), so Ctrl-C reaches this process alone, which closes the cluster;
-one during the start is raised at its end. Workers log only CRITICAL.
-"""
+one during the start is raised at its end. Workers log only CRITICAL."""
 
 from __future__ import annotations
 

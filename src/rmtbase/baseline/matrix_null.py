@@ -9,8 +9,7 @@ float storages share :func:`null_shape` = (max, min).
 Keys: draw i uses ``key_i = fold_in(cell, i)``, ``cell = fold_in(fold_in(named_key(key(seed),
 "matrix"), m), n)``; tile t is ``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded to the
 storage (tiles kept up to :data:`KEEP_BYTES`, else regenerated); n draws are a prefix of more.
-:func:`matrix_null_table` reads exactly ``draws`` from the checked user cache, extends, or draws.
-"""
+:func:`matrix_null_table` reads exactly ``draws`` from the checked user cache, extends, or draws."""
 
 from __future__ import annotations
 

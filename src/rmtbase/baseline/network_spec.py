@@ -2,8 +2,7 @@
 
 :class:`NetworkSpec` (:func:`make_network_spec`) fixes a network table's numbers but widths and
 gains (:func:`network_grid`); :func:`check_network_cells` refuses, in one line, a draw's memory
-beyond what is available and a (gain, depth) whose λ or λ² leave float64's range.
-"""
+beyond what is available and a (gain, depth) whose λ or λ² leave float64's range."""
 
 from __future__ import annotations
 

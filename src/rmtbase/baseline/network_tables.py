@@ -10,8 +10,7 @@ Dims ``(d, depth, gain, draw)``, float64; ``attrs["rmtbase_table_kind"] = "produ
 Keys: ``cell = fold_in(named_key(jax.random.key(seed), name), d)`` (:data:`KEY_NAME`); draw j of
 block b (:data:`rmtbase.baseline.tables.DRAW_BLOCK`) uses ``fold_in(fold_in(cell, b), j)``, layer
 l ``fold_in(named_key(draw_key, "layers"), l)``: gains share variates, a draw depends on (seed,
-kind, d, index) only, and a shorter table is a prefix of a longer one.
-"""
+kind, d, index) only, and a shorter table is a prefix of a longer one."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ With ``out`` every completed block of :data:`~rmtbase.baseline.tables.DRAW_BLOCK
 atomically to ``.t.nc.partial-<key>/`` beside ``t.nc`` (one ``.npz`` each); the same command
 resumes from them and writes what an uninterrupted run would, then removes the folder. The key
 hashes all that fixes the σ = 1 draws (format, rmtbase/JAX versions, backend, PRNG, ensemble,
-statistics, seed, depth, dtype, storage); a bad block file is recomputed.
-"""
+statistics, seed, depth, dtype, storage); a bad block file is recomputed."""
 
 from __future__ import annotations
 

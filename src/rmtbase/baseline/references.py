@@ -1,8 +1,7 @@
 """Analytic reference values beside a baseline table's statistics, and its summary.
 
 :func:`reference_values`: exact finite-(d, d_h) values or large-d limits (:data:`REFERENCE_NOTES`,
-float64); :func:`summary` puts the draws' mean, std and quantiles beside them.
-"""
+float64); :func:`summary` puts the draws' mean, std and quantiles beside them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The null tables shipped in ``rmtbase/data``: their index, the spectrum bands, their check.
 
 :func:`shipped_index`, :func:`shipped_band`; :func:`check_shipped_tables` refuses, before any
-weight is read, a run that a shipped table cannot serve.
-"""
+weight is read, a run that a shipped table cannot serve."""
 
 from __future__ import annotations
 

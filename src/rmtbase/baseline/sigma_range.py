@@ -2,8 +2,7 @@
 
 :func:`scale_draws` moves each statistic by its exact rule (:class:`Rule`) in float64, stored
 in the table's dtype. :func:`check_sigma_range` refuses, with one line, a σ at which a statistic
-leaves the dtype's normal range (λ ∝ (σ_Qσ_K)², Σλ² ∝ (σ_Qσ_K)⁴), before and after drawing.
-"""
+leaves the dtype's normal range (λ ∝ (σ_Qσ_K)², Σλ² ∝ (σ_Qσ_K)⁴), before and after drawing."""
 
 from __future__ import annotations
 

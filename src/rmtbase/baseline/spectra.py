@@ -3,8 +3,7 @@
 ``lambda`` ``(d, d_h, draw, eig)``: each draw's nonzero squared singular values of
 W_QK = W_Qᵀ W_K, descending (d_h; d for ``ginibre``), at the table's dtype and σ (NaN-padded;
 ``sigma_power`` = 2 of ``sigma_q*sigma_k``). :func:`spectral_from_table` computes any missing
-statistic of :data:`rmtbase.stats.spectral.SPECTRAL_STATS` from it with the heads' function.
-"""
+statistic of :data:`rmtbase.stats.spectral.SPECTRAL_STATS` from it with the heads' function."""
 
 from __future__ import annotations
 

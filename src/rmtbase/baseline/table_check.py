@@ -1,8 +1,7 @@
 """Whether a null table holds what its name promises, and which variables it must hold.
 
 :func:`verify_table` checks a table against its index entry or file name; :func:`missing_variables`
-lists what it lacks for a run (spectral statistics are never missing where ``lambda`` is stored).
-"""
+lists what it lacks for a run (spectral statistics are never missing where ``lambda`` is stored)."""
 
 from __future__ import annotations
 

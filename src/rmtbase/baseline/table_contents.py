@@ -1,8 +1,7 @@
 """What a head table holds and how it is drawn: statistic sets, ensembles, the stored spectrum
 (:data:`STAT_SETS`, :func:`stat_names`, :data:`ENSEMBLES`, :func:`check_ensemble`,
 :data:`LAMBDA_VAR` and kin, :func:`stores_spectrum`, :func:`n_eigenvalues`), and
-:func:`fast_spectral`.
-"""
+:func:`fast_spectral`."""
 
 from __future__ import annotations
 

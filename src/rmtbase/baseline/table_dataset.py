@@ -1,8 +1,7 @@
 """The Dataset of a head table: its variables, coordinates and provenance attrs.
 
 :func:`assemble` builds it from ``{(d, d_h): {"qk.npr": array, ...}}`` in a canonical order, with
-CF-style attrs, ``lambda`` and the global attrs (layout: :mod:`rmtbase.baseline.tables`).
-"""
+CF-style attrs, ``lambda`` and the global attrs (layout: :mod:`rmtbase.baseline.tables`)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ keys (:func:`table_checksum`; required by the user cache) and are written atomic
 before the rename. :func:`check_output_file` validates a target before any work (a writable
 existing directory, a fitting name, room); an existing file is replaced only if it is an earlier
 rmtbase table (``replace="table"``; a link is followed) or, with ``replace="any"``, any regular
-file or link (the link itself replaced).
-"""
+file or link (the link itself replaced)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What fixes a table's numbers besides its cells: :class:`TableSpec` (:func:`make_spec`).
 
 :data:`DRAW_BLOCK` (draws per PRNG block, the unit of a Dask task) and :func:`grid_cells` (``d``
-and ``d_h`` to cells). Re-exported from :mod:`rmtbase.baseline.tables`.
-"""
+and ``d_h`` to cells). Re-exported from :mod:`rmtbase.baseline.tables`."""
 
 from __future__ import annotations
 

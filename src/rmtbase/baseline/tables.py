@@ -10,8 +10,7 @@ Keys (fixed by ``TABLE_FORMAT``): ``cell = fold_in(fold_in(jax.random.key(seed),
 (then ``fold_in(cell, depth)`` for ``residual``); block ``b`` of :data:`DRAW_BLOCK` draws is
 ``null_draws(fold_in(cell, b), ...)``, draw ``j`` ``fold_in(block_key, j)``, under
 ``jax.enable_x64(dtype == "float64")``: draw ``i`` depends on (seed, d, d_h, i) only, a shorter
-table is a prefix. Sampled at σ = 1, moved to (σ_Q, σ_K) exactly (:mod:`.sigma_range`).
-"""
+table is a prefix. Sampled at σ = 1, moved to (σ_Q, σ_K) exactly (:mod:`.sigma_range`)."""
 
 from __future__ import annotations
 

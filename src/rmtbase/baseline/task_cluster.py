@@ -4,8 +4,7 @@ needs, drawn by every worker rather than the one that scores.
 Inside a task, :func:`rmtbase.baseline.cache.null_table` and the profile null hand their draw
 blocks to the cluster through :func:`task_client` (``distributed.worker_client``; the task
 secedes while waiting). Draw i depends only on (seed, d, d_h, i), so the result is bit for bit
-the task's own. Outside a task nothing changes and Dask is not imported.
-"""
+the task's own. Outside a task nothing changes and Dask is not imported."""
 
 from __future__ import annotations
 

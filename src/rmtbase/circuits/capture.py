@@ -5,8 +5,7 @@ head's probe sums (:mod:`rmtbase.probe.behaviour`) from the eager attention weig
 
 A Ctrl-C is raised between batches, never inside torch. The capture holds ``2 · L · N · T · d``
 float32 (:func:`capture_bytes`); :func:`capture` refuses, before the forward, what does not
-fit the memory available.
-"""
+fit the memory available."""
 
 from __future__ import annotations
 

@@ -16,8 +16,7 @@ before any loading), and how each lays out one attention layer (:data:`SPECS`, r
   LayerNorm per head), ``cohere`` (a ``(H, d_h)`` weight), ``whole`` (an RMSNorm over the whole
   projection, OLMo-2/3);
 - ``rope``: ``half`` (rotary with the model's ``rotate_half``, partial from the rotary width),
-  ``gptj`` (interleaved), ``alibi`` (Bloom).
-"""
+  ``gptj`` (interleaved), ``alibi`` (Bloom)."""
 
 from __future__ import annotations
 

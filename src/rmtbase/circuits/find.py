@@ -18,8 +18,7 @@ rows about ``0.0027 n`` pass the se part (``expected_false_confirmations``). ``d
 supporting confirmed row with the largest effect per receiver and kind. Per receiver, kind and
 path: ``joint_effect`` (every earlier source removed at once), ``explained`` (confirmed singles'
 sum / joint effect where the joint passes, else NaN), ``redundant`` (no single confirmed, the
-joint passes), ``joint_contradicts`` (that sum and a ≥ 3 se joint effect differ in sign).
-"""
+joint passes), ``joint_contradicts`` (that sum and a ≥ 3 se joint effect differ in sign)."""
 
 from __future__ import annotations
 

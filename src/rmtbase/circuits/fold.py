@@ -16,8 +16,7 @@ under LayerNorm, ``O_i`` under RMSNorm. With ``x' = x − Σ o_i``:
 The one product over ``d`` per source, ``x̃ Õ_iᵀ`` ``(N, T, d_h)``, is kept for the layer's
 receivers and paths. OLMo-2/3 fold in projection space (:class:`_Whole`). Where no fold applies
 (an unknown norm, or arithmetic not matching the module on the clean residual) the norm is
-re-applied to the patched residual (``exact`` True).
-"""
+re-applied to the patched residual (``exact`` True)."""
 
 from __future__ import annotations
 

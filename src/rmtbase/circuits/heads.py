@@ -15,8 +15,7 @@ model's own modules (norms, rotary, QK-norms, ``scaling``, ALiBi, soft-cap), for
 - source head ``s`` of layer ``m`` writes ``(z_s · r_m) O_s`` (:meth:`~HeadModel.source_output`):
   ``O_s`` its slice of the output projection (no bias) times the post-norm gain (Gemma-2/3,
   OLMo-2/3) and Granite's ``residual_multiplier``; ``r_m`` ``(N, T, 1)`` is 1, or for post-norm
-  blocks the norm's clean ``1/rms`` (:meth:`~HeadModel.source_scale`): a per-position linear map.
-"""
+  blocks the norm's clean ``1/rms`` (:meth:`~HeadModel.source_scale`): a per-position linear map."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ Rule (:func:`label_heads`): statistic ``s`` earns its label when ``s ≥ c + θ 
 :data:`THRESHOLD` = 0.4 (ARENA 3.0 ch. 1.2's head detectors, "score > 0.4"), ``c`` the
 statistic of uniform causal attention on the same sequences (:func:`chance_levels`), pooled
 over at least :data:`MIN_LABEL_QUERIES` queries. Specific labels come before the sink; among
-them the largest score wins, exact ties in :data:`LABELS` order.
-"""
+them the largest score wins, exact ties in :data:`LABELS` order."""
 
 from __future__ import annotations
 
@@ -121,8 +120,7 @@ def label_across(probes: dict, chances: dict, counts: dict, *,
 
     probes, chances, counts: {repeat length: probe Dataset / :func:`chance_levels`' dicts}.
     Returns :func:`label_heads`' Dataset plus ``label_length`` (tokens per half) and
-    ``statistic_by_length`` (statistic, repeat_length, layer, head).
-    """
+    ``statistic_by_length`` (statistic, repeat_length, layer, head)."""
     lengths = sorted(probes)
     per = {n: label_heads(probes[n], threshold=threshold, chance=chances[n], counts=counts[n])
            for n in lengths}

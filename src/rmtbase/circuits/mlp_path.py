@@ -13,8 +13,7 @@ their rounding cancels in ``Δ_l``.
 
 Screen (:meth:`MLPPaths.gradients`): a zero ``δ_m`` added to each layer's clean attention
 contribution; one backward pass of R's metric gives ``G_m = ∂f/∂δ_m`` for every ``m < l``,
-and ``⟨G_m − ∂f/∂x_l, o_S⟩`` estimates S's via-MLP effect. Cost: :func:`forward_flops`.
-"""
+and ``⟨G_m − ∂f/∂x_l, o_S⟩`` estimates S's via-MLP effect. Cost: :func:`forward_flops`."""
 
 from __future__ import annotations
 

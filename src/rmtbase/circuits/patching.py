@@ -13,8 +13,7 @@ Effect per sequence, then mean and ``se = sd / √N`` (``ddof=1``) over the ``N`
 - ``q``, ``k`` without one (:data:`TV`): the mean over content queries ``i ≥ 1`` of
   ``½ Σ_j |A'[i, j] − A[i, j]|``;
 - ``v`` (:data:`OUTPUT_CHANGE`; A does not depend on v): ``‖z'_R − z_R‖_F / ‖z_R‖_F`` over
-  the content queries and the ``d_h`` dimensions.
-"""
+  the content queries and the ``d_h`` dimensions."""
 
 from __future__ import annotations
 

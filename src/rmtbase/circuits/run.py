@@ -345,8 +345,7 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
     labelled heads. seed: the sequences'. threshold: the labels'. sinks: patch ``first-token``
     heads too. screen: ``"auto"`` (every source exactly when within :data:`.find.EXACT_BUDGET`),
     ``"exact"`` or ``"top-k"``. mlp_paths: ``"auto"`` (within :data:`MLP_BUDGET` FLOPs), True or
-    False. layers: receivers' layers kept (None: all). Raises :class:`InputError` before loading.
-    """
+    False. layers: receivers' layers kept (None: all). Raises :class:`InputError` before loading."""
     from ..checks import check_int, check_seed
 
     F.check_composition(composition)

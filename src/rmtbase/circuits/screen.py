@@ -15,8 +15,7 @@ one inner product per source.
   about ``sqrt(2 / PROBES)``).
 
 Computed through the receiver's fold (:class:`.fold.Fold`) where it applies (v then without
-probes: ``mean_n ‖A δv_S‖/‖z‖``), else by one GEMM per source layer.
-"""
+probes: ``mean_n ‖A δv_S‖/‖z‖``), else by one GEMM per source layer."""
 
 from __future__ import annotations
 

@@ -12,8 +12,7 @@ fit the positions and vocabulary, plus the longest that fits when below 50; neve
 :data:`MIN_REPEAT` (at ``n < 3`` the induction target is the previous token). Each length gets
 ``max(DEFAULT_SEQUENCES, ⌈MIN_QUERIES / n⌉)`` sequences (at least :data:`MIN_QUERIES` queries).
 
-**Text windows** (:func:`text_sequences`): a text's full-length windows.
-"""
+**Text windows** (:func:`text_sequences`): a text's full-length windows."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ def repeated_tokens(vocab_size: int, n: int, batch: int, *, seed=0,
 
     Tokens are uniform on ``[0, vocab_size)``, or, given ``allowed`` (an int array of usable
     ids), ``n`` **distinct** ids a half drawn from it (:class:`InputError` when it has fewer).
-    seed: an int or a ``numpy.random.Generator``. bos_token_id: a prefix id, or None.
-    """
+    seed: an int or a ``numpy.random.Generator``. bos_token_id: a prefix id, or None."""
     for name, v in (("vocab_size", vocab_size), ("n", n), ("batch", batch)):
         if int(v) < 1:
             raise InputError(f"{name} must be a positive integer, got {v!r}")
@@ -148,8 +146,7 @@ def repeat_lengths(config, spec="auto") -> tuple[int, ...]:
     """The repeat lengths, ascending, that ``spec`` (``"auto"``, an int or ints ``>=
     MIN_REPEAT``) names for a model with ``config`` (module docstring); ``"auto"`` gives ``()``
     when none fits. :class:`InputError` for a bad spec or a length that does not fit the
-    positions or the usable vocabulary.
-    """
+    positions or the usable vocabulary."""
     cap = positions(config)
     n_ids = usable_ids(config).size
     prefix = _bos(config) is not None
@@ -189,8 +186,7 @@ def repeated_sequences(config, *, n: int = DEFAULT_HALF, batch: int = DEFAULT_SE
     """:func:`repeated_tokens` with a transformers ``config``'s vocabulary and BOS id.
 
     distinct: ``n`` distinct usable ids a half where the vocabulary has that many, else uniform
-    draws (said in the description). One-line :class:`InputError` when it exceeds the positions.
-    """
+    draws (said in the description). One-line :class:`InputError` when it exceeds the positions."""
     vocab = _config_int(config, "vocab_size")
     if vocab is None:
         raise InputError("the model's config has no vocab_size: cannot draw random tokens")

@@ -7,8 +7,7 @@ layer_from, head_from); attrs: the sequences, the rule's constants. Strings are 
 booleans int8 0/1. :func:`circuit_list`: the JSON objects ``{kind, path, from, to,
 label_from, label_to, label_length, rank_weights, rank_attribution, attribution,
 effect_causal, effect_se, role, confirmed, dominant, redundant, explained, joint_effect,
-joint_contradicts, dependency, metric}``.
-"""
+joint_contradicts, dependency, metric}``."""
 
 from __future__ import annotations
 

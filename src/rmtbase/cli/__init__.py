@@ -9,8 +9,7 @@ starts (:data:`PRELOAD`) or once its output is complete, else raises ``KeyboardI
 goes to stderr (:func:`rmtbase.progress.message`), never silent over 30 s unless ``--quiet``.
 :func:`console_main` keeps JAX's compiled programs in ``<user cache>/jax`` (not when
 ``JAX_COMPILATION_CACHE_DIR`` is set or ``RMTBASE_NO_JIT_CACHE=1``); :func:`main` changes no
-process state.
-"""
+process state."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ alone) and the text probe can (a tokenizer; also for ``--text FILE``), and check
 weights only, said so. :func:`outputs` loads the model once, for the search and the text probe
 (``plan.loaded``, released by :func:`rmtbase.cli.score_modes.single`), and writes
 ``composition.nc`` and ``circuits.nc``; :func:`redraw` the figure, :func:`with_labels` the
-``head_label``, :func:`json_fields` the ``--json`` fields.
-"""
+``head_label``, :func:`json_fields` the ``--json`` fields."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The output options the writing sub-commands share (``--out``, ``--overwrite``, ``--json``,
 ``--no-figures``, ``--quiet``), one wording each, and the closing line on stderr (``wrote N
-files to OUT in T s``); the folder is checked by :func:`rmtbase.files.output.check_output_dir`.
-"""
+files to OUT in T s``); the folder is checked by :func:`rmtbase.files.output.check_output_dir`."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@
 Wraps :func:`rmtbase.baseline.tables.baseline` and :func:`rmtbase.baseline.tables.summary`.
 Everything refusable is refused before the first draw; ``--out`` is written atomically (an
 rmtbase table there replaced, another file refused) and an interrupted run resumes from its
-completed blocks.
-"""
+completed blocks."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ the report is ``rmtbase score``'s, written all or nothing; an earlier output is 
 with ``--overwrite``. Every entry is verified (:func:`rmtbase.scoring.entries.check_content`:
 ``entry_sha256`` or its ``manifest.json``): a mismatch is refused always, content without a
 hash unless ``--unverified`` (with a warning). Only the heads' scores are carried; the other
-``*.nc`` of a score folder are left out, said in one line.
-"""
+``*.nc`` of a score folder are left out, said in one line."""
 
 from __future__ import annotations
 

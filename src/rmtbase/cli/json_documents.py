@@ -9,8 +9,7 @@
   ``departure``, ``kind``, ``kinds``, ``p``, ``q``, ``flag``, ``top_stat``, ``n_spikes``,
   ``profile`` (per axis ``value``, ``effect``, ``p``, ``flag``);
 - ``components`` (``--components``): per entry the matrices scored and flagged;
-- ``any_flag``: any head (or matrix) flagged, what ``--fail-on-flag`` tests.
-"""
+- ``any_flag``: any head (or matrix) flagged, what ``--fail-on-flag`` tests."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ N(0, G/d); λ the eigenvalues of M_LᵀM_L, unnormalised:
 - at width ``--d`` (else null): exact ``expected_trace`` E tr(MᵀM), ``expected_trace_sq``
   E tr((MᵀM)²), ``element_kurtosis`` (excess kurtosis of an off-diagonal entry).
 
-mpmath at 30 digits, printed as float64 (null beyond its range).
-"""
+mpmath at 30 digits, printed as float64 (null beyond its range)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ globs, or ``--revision`` values: one ``scores.nc`` with a leading ``checkpoint``
 dimension; Dask with ``--workers``/``--scheduler``), their ``--components`` counterparts and
 :func:`rmtbase.report.write.write_report`; ``--probe`` joins
 :func:`rmtbase.probe.probe_model`'s behaviours (:func:`rmtbase.probe.join`). Checks:
-:mod:`.score_checks`; modes: :mod:`.score_modes`; extra outputs: :mod:`.score_extras`.
-"""
+:mod:`.score_checks`; modes: :mod:`.score_modes`; extra outputs: :mod:`.score_extras`."""
 
 from __future__ import annotations
 

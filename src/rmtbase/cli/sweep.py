@@ -12,8 +12,7 @@ profile null a Gaussian-null ``score`` of each (d, d_h, storage) reads from the 
 (``--stats``, ``--draws``, ``--seed`` then the score's; served tables kept). ``--network
 KIND`` (:func:`rmtbase.baseline.sweep.network_sweep`): a product-network table over (d,
 depth, gain), float64 (``--dh``, ``--sigma*``, ``--ensemble``, ``--dtype``, ``--storage`` do
-not apply).
-"""
+not apply)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ value v (:func:`rmtbase.decision.scale.normalise`) and self-normalised null draw
 
 g from :data:`TRANSFORM` (log, log(x + 3) for excess kurtosis, or identity). ``head_effect`` is
 the max |distance| over the head's decision family, ``head_top_stat`` its statistic;
-descriptive. :func:`natural_effect` gives ``effect_size`` in the statistic's own units.
-"""
+descriptive. :func:`natural_effect` gives ``effect_size`` in the statistic's own units."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ Duplicates (:data:`DUPLICATES`) enter the BH family and the omnibus once, throug
 representative: ``qk.pr`` ≡ d_h·``qk.npr``; ``qk.sum_lambda`` = d²(std² + mean²) of W_QK;
 self-normalised ``q.std``/``k.std`` = √(1 − (mean/rms)²); ``delta_entropy`` is the normalised
 entropy shifted by a function of that ratio. Under GQA only the first query head of a group
-carries the shared ``k.*`` tests (:func:`stat_family_mask`).
-"""
+carries the shared ``k.*`` tests (:func:`stat_family_mask`)."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ _GAUSSIAN = GaussianNull()
 def in_family(names, *, null: Null = _GAUSSIAN, unreliable=()) -> list[str]:
     """The statistics of ``names`` that enter a head's decision: tested, no duplicate, not in
     ``unreliable``, of a group ``null`` tests (:meth:`rmtbase.stats.null_kind.Null.enters`).
-    ``null``: a :class:`~rmtbase.stats.null_kind.Null` or its text.
-    """
+    ``null``: a :class:`~rmtbase.stats.null_kind.Null` or its text."""
     out = []
     for n in names:
         if n in NOT_TESTED or n in DUPLICATES or n in unreliable:

@@ -9,8 +9,7 @@ alignment not flagged or ``symmetry_unaligned`` flagged, since alignment alone r
 ``head_kinds``: every kind that holds, "+"-joined by departure; ``head_kind``: the one whose
 axis departs most in band units (:func:`rmtbase.decision.order.departures`);
 ``head_kind_axes``: each kind's axis and signed departure. :func:`kind_counts` counts primary
-kinds, which add up to the number of heads.
-"""
+kinds, which add up to the number of heads."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ while at least :data:`MIN_EXCEEDANCES` draws lie beyond T; further out p = (m / 
 (Cauchy tail index 1 at the m-th largest, ``"extrapolated"``), or the add-one floor where
 T_(m) ≤ 0 (``"floor"``). p is never below the head's smallest family p
 (:func:`resolution_floor`). BH (1995) over heads gives ``head_flag``; GQA heads sharing ``k.*``
-statistics are positively dependent, under which BH keeps its level (Benjamini & Yekutieli 2001).
-"""
+statistics are positively dependent, under which BH keeps its level (Benjamini & Yekutieli 2001)."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ def calibrated_p(t_heads, t_null) -> tuple[np.ndarray, np.ndarray]:
     """Head p-values of Cauchy statistics ``t_heads`` against null statistics ``t_null``.
 
     Returns ``(p, method)`` with method ``"empirical"`` or ``"extrapolated"`` (module
-    docstring). NaN statistics give NaN p and method ``""``.
-    """
+    docstring). NaN statistics give NaN p and method ``""``."""
     p, method, _ = calibrated(t_heads, t_null)
     return p, method
 
@@ -56,8 +54,7 @@ def calibrated_p(t_heads, t_null) -> tuple[np.ndarray, np.ndarray]:
 def calibrated(t_heads, t_null) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`calibrated_p`'s ``(p, method)`` and per head the count of finite null statistics at or
     beyond its own (−1 where not finite), which :func:`rmtbase.scoring.joint_stopping.p_bounds`
-    reads.
-    """
+    reads."""
     tn = np.sort(np.asarray(t_null, dtype=np.float64).ravel())
     tn = tn[np.isfinite(tn)]
     n = tn.size

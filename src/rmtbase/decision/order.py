@@ -4,8 +4,7 @@ Departure on an axis, against the null's 95 % band on its side (:mod:`rmtbase.sc
 shift e, band [lo, hi]: e / hi if e ≥ 0 else e / lo; ratio r: log r / log hi if r ≥ 1 else
 log r / log lo (0 the null median, 1 the band's edge). The default order is
 D = sqrt(mean_a d_a²) over the tested axes (≈ 0.6 for a null head, free of the p floor).
-:func:`ranks`: "min" ranks, largest first (1, 2, 2, 4), NaN last.
-"""
+:func:`ranks`: "min" ranks, largest first (1, 2, 2, 4), NaN last."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What the null draws can resolve against what one head needs to be flagged.
 
 With N draws and no GPD tail (N < 8 · MIN_TAIL) no p goes below 2/(N + 1). Where that exceeds
-alpha / n_heads, attrs ``resolution_note`` says the decision is limited by the draws.
-"""
+alpha / n_heads, attrs ``resolution_note`` says the decision is limited by the draws."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ def resolution_note(n_draws, n_heads: int, alpha: float, null=None) -> str:
     """'' or one sentence: the smallest p the draws give exceeds alpha / n_heads. ``n_draws``: draws
     per statistic, a sequence or {statistic: draws}; with names, the sentence names the option to
     raise (``--element-draws`` where :meth:`~rmtbase.stats.null_kind.Null.needs_element_draws`,
-    else ``--draws``).
-    """
+    else ``--draws``)."""
     if not n_draws:
         return ""
     named = dict(n_draws) if isinstance(n_draws, dict) else {}

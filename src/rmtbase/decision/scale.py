@@ -1,8 +1,7 @@
 """Self-normalised statistics: a statistic with ``STAT_INFO[stat]["sigma_power"]`` p ≠ 0 is divided
 by scale^p (rms_Q^p, rms_K^p or (rms_Q rms_K)^p; ``w.*`` by its rms), or shifted by −p ln(scale)
 for ``scaling="log"``, for head and draw alike. Under W = σ G its law is then free of σ, so the
-σ = 1 null draws give it exactly. Null mean and std are reported in raw units.
-"""
+σ = 1 null draws give it exactly. Null mean and std are reported in raw units."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The Dataset of :func:`rmtbase.decision.verdict.score_values_by_layer`: per-test
 (:data:`SCORE_VARS`) and per-head (:data:`HEAD_VARS`) variables, coordinates and attrs; the
-variables' meaning is in :mod:`rmtbase.decision.verdict`.
-"""
+variables' meaning is in :mod:`rmtbase.decision.verdict`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Significance against Monte Carlo null draws: add-one p-values (:func:`empirical_p`, Davison &
 Hinkley 1997; Phipson & Smyth 2010) and the Benjamini–Hochberg (1995) step-up
-(:func:`benjamini_hochberg`).
-"""
+(:func:`benjamini_hochberg`)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ def empirical_p(value, null) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided add-one empirical p-value and mid-rank percentile of ``value`` in 1-d ``null``.
 
     Non-finite draws are dropped (N finite). p = min(1, 2 min(1 + #{null ≤ v}, 1 + #{null ≥ v})
-    / (1 + N)); percentile = 100 (#{null < v} + ½ #{null = v}) / N; NaN for non-finite ``value``.
-    """
+    / (1 + N)); percentile = 100 (#{null < v} + ½ #{null = v}) / N; NaN for non-finite ``value``."""
     null = np.sort(np.asarray(null, dtype=np.float64).ravel())
     null = null[np.isfinite(null)]
     n = null.size
@@ -36,8 +34,7 @@ def benjamini_hochberg(p, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """BH (1995) step-up over all finite entries of ``p`` (any shape): (flag, q_value).
 
     q_(i) = min_{j ≥ i} m p_(j) / j over the sorted finite p-values (m of them), capped at 1;
-    flag = q ≤ alpha. NaN entries are not in the family and get flag False, q NaN.
-    """
+    flag = q ≤ alpha. NaN entries are not in the family and get flag False, q NaN."""
     alpha = _check_alpha(alpha)
     p = np.asarray(p, dtype=np.float64)
     q = np.full(p.shape, np.nan)

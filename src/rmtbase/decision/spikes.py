@@ -8,8 +8,7 @@ With x = λ / (rms_Q² rms_K² d²) and t the (1 − α) quantile of the head's 
 x₊ the upper edge of MP_c ⊠ MP_c (:func:`rmtbase.analytic.product.edges`). A rank-r change of
 W_Q or W_K changes W_QK by rank ≤ r, so by Weyl P(n_spikes > r) ≤ α (Kritchman & Nadler 2008's
 step-down with the largest-eigenvalue law). Full-rank alignment also gives outliers: read
-n_spikes as spectral concentration, not as the rank training added.
-"""
+n_spikes as spectral concentration, not as the rank training added."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def spikes_of(x, null_xmax, d: int, d_h: int, alpha: float = SPIKE_ALPHA):
 def add_spikes(ds: xr.Dataset, x: np.ndarray, ref: dict, d: int, d_h: int) -> None:
     """``n_spikes`` (layer, head) and ``spike_x`` (layer, head, spike) from normalised spectra ``x``
     against the null draws of normalised λ_max in ``ref``, or a list of ``(rows, ref)`` for layers
-    with nulls of their own.
-    """
+    with nulls of their own."""
     from ..analytic.product import edges
     from .scale import normalise
 

@@ -7,8 +7,7 @@ the k-th most extreme draw, k = min(250, ⌊N/8⌋), with shape the upper 95 % b
 ξ̂ + 1.645 (1 + ξ̂)/√k (Smith 1987; ≥ :data:`XI_MIN`), which is conservative. No fit (k < 50 or
 ξ̂ > 1): ``"floor"``. p ≥ :data:`P_MIN` = 10⁻¹⁶. Two-sided p = min(1, 2·min(p_lo, p_hi)); the
 bounded *effect* is Φ⁻¹((n_< + ½n_= + ½)/(N + 1)) in the bulk, ∓Φ⁻¹(p_side) beyond.
-``loo=True`` evaluates at the model's own draws, each left out (GPD fitted once).
-"""
+``loo=True`` evaluates at the model's own draws, each left out (GPD fitted once)."""
 
 from __future__ import annotations
 
@@ -67,8 +66,7 @@ _U_GRID = np.concatenate([-(1.0 - np.geomspace(1e-7, 1.0, 60, endpoint=False)),
 def gpd_fit(exc) -> tuple[float, float]:
     """Maximum-likelihood GPD (ξ, β) of positive excesses (location 0), by the profile likelihood in
     θ = ξ/β (Grimshaw 1993, *Technometrics* 35:185): a grid over θ·x_max, then Brent's method
-    between the best point's neighbours (to 1e-10 in θ·x_max).
-    """
+    between the best point's neighbours (to 1e-10 in θ·x_max)."""
     from scipy.optimize import minimize_scalar
 
     exc = np.asarray(exc, dtype=np.float64)
@@ -156,8 +154,7 @@ class TailModel:
 
         ``method``: strings from :data:`METHODS`; NaN values give NaN p and effect, method ``""``.
         ``loo``: ``values`` are this model's own draws, each one's occurrence removed from the
-        counts.
-        """
+        counts."""
         v = np.asarray(values, dtype=np.float64)
         shape = v.shape
         v = v.ravel()

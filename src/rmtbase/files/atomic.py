@@ -5,8 +5,7 @@ the target (shortened to fit the file-system limit), fsyncs it and renames it ov
 The callback runs under :func:`rmtbase.files.interrupts.deferred`, so an error, an interrupt or
 a kill never leaves a half-written file under the target's name; the temporary file is removed
 on the way out, and those of killed runs by the next write to the same target
-(:func:`clean_stale`).
-"""
+(:func:`clean_stale`)."""
 
 from __future__ import annotations
 

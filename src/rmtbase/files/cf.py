@@ -11,8 +11,7 @@ Every netCDF file rmtbase writes passes compliance-checker's ``cf:1.10`` test wi
 medium failure (``tests/test_cf_compliance.py``): coordinates carry no ``_FillValue``
 (:func:`without_coordinate_fill`), ``depth`` is written ``network_depth``
 (:func:`cf_dim_names`), and baseline tables go through the reversible :func:`encode_table` /
-:func:`decode_table`. The shipped tables in ``rmtbase/data`` stay as drawn (``units = "sigma"``).
-"""
+:func:`decode_table`. The shipped tables in ``rmtbase/data`` stay as drawn (``units = "sigma"``)."""
 
 from __future__ import annotations
 

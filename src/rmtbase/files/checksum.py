@@ -6,8 +6,7 @@ with one NaN, integers and booleans as little-endian int64, text as UTF-8 joined
 a canonical JSON of the keys the draws were made from. The bytes depend on the values alone,
 not on how a file stores them, so any change of a value, a key or a file's identity is caught.
 Writers put it in the global attribute :data:`CHECKSUM_ATTR`; readers compare with
-:func:`verify` and treat a file without it as unverified.
-"""
+:func:`verify` and treat a file without it as unverified."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Memory available to one computation, for the checks made before expensive work:
 ``$RMTBASE_MEMORY_LIMIT`` if set (e.g. ``8G``), else an accelerator's memory limit, else
-``MemAvailable`` of ``/proc/meminfo`` (reclaimable page cache included), else ``os.sysconf``.
-"""
+``MemAvailable`` of ``/proc/meminfo`` (reclaimable page cache included), else ``os.sysconf``."""
 
 from __future__ import annotations
 

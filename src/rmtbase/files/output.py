@@ -12,8 +12,7 @@ output of the same kind holding only its manifest's files; anything else (a file
 contents, a folder inside another output, an unwritable parent, a name too long) is refused with
 one line, as is a folder another process is writing (:mod:`.output_lock`). A run never deletes
 a file it did not write. ``overwrite=False`` (the command line without ``--overwrite``) refuses
-an earlier output too.
-"""
+an earlier output too."""
 
 from __future__ import annotations
 

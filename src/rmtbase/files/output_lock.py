@@ -5,8 +5,7 @@
 percent-encoded); a second process asking for the same folder is refused with one line naming
 the holder. The lock is held until :func:`release` or exit (the kernel drops it when its holder
 dies); a process asking again for a folder it holds gets it. Without ``fcntl`` or where the lock
-file cannot be made, no lock is taken; ``flock`` is unreliable over some network file systems.
-"""
+file cannot be made, no lock is taken; ``flock`` is unreliable over some network file systems."""
 
 from __future__ import annotations
 

@@ -12,8 +12,7 @@ download into the user cache, renamed into place when whole. The bytes are the s
 **Cache.** Fetched ranges go to ``<user cache>/remote/<key>/<lo>-<hi>`` (atomically), ``key`` a
 hash of the URL and the server's content validator (:func:`.transport.content_validator`), so a
 second read asks the server only for the first 8 bytes and a changed file gets another folder.
-A server with no validator is not cached; a signed URL's query string never reaches the disk.
-"""
+A server with no validator is not cached; a signed URL's query string never reaches the disk."""
 
 from __future__ import annotations
 

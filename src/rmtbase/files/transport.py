@@ -4,8 +4,7 @@ HTTP(S) through :mod:`urllib`: a range request's answer must be ``206`` with the
 ``Content-Range`` (RFC 9110 §14; :func:`check_range`, else :class:`NoRanges`); headers given
 (e.g. the Hugging Face token) are dropped on a redirect to another host. Other schemes
 (``s3://``, ``gs://``) through :mod:`fsspec` (:func:`url_fs`). A failed request raises one of
-:data:`FAILURES`; :mod:`.ranges` then reads the file whole.
-"""
+:data:`FAILURES`; :mod:`.ranges` then reads the file whole."""
 
 from __future__ import annotations
 

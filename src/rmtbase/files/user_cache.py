@@ -5,8 +5,7 @@ programs live: ``$RMTBASE_CACHE`` if set, else the platform cache directory
 
 A cached file that fails its check is reported once (:func:`damaged`), removed where possible,
 and never used; an unwritable cache is said once a process (:func:`unwritable`) and what would
-have been written is kept in memory (:func:`remember`, :func:`recall`).
-"""
+have been written is kept in memory (:func:`remember`, :func:`recall`)."""
 
 from __future__ import annotations
 

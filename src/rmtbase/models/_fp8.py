@@ -11,8 +11,7 @@ stored as ``weight`` in ``F8_E4M3`` (max 448) or ``F8_E5M2`` (max 57344) beside
 
 :func:`dequantize` / :func:`dequantize_rows` refuse a negative, non-finite or (over nonzero
 values) zero scale; :func:`check_config` refuses a ``weight_block_size`` other than [128, 128];
-:func:`quantize` / :func:`quantize_rows` are the reference writers (round to nearest even).
-"""
+:func:`quantize` / :func:`quantize_rows` are the reference writers (round to nearest even)."""
 
 from __future__ import annotations
 

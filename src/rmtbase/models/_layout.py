@@ -4,8 +4,7 @@ Every matrix comes out in the ``nn.Linear`` (out, in) layout, float32 (``y = W x
 :class:`Linear` (one weight; ``conv1d=True`` transposes a GPT-2 Conv1D), :class:`QKV` (a block
 of a fused q/k/v projection, :func:`split_qkv`), :class:`Chunk` (one of ``count`` equal row
 blocks of a fused projection). A :class:`Layout` names the parts of one layer (``{i}`` the
-layer index); a :class:`LayerReader` reads a fused tensor once.
-"""
+layer index); a :class:`LayerReader` reads a fused tensor once."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ An MoE layer's FFN is reported expert by expert as ``ffn_gate.e{j}``, ``ffn_up.e
 ``router``, selected only by name or ``"all"``; a layer without experts reports its dense MLP.
 
 Layouts: per-expert ``nn.Linear`` tensors, or stacked ``experts.gate_up_proj`` ``(E, 2I, d)``
-(rows ``[gate; up]``) and ``experts.down_proj`` ``(E, d, I)``.
-"""
+(rows ``[gate; up]``) and ``experts.down_proj`` ``(E, d, I)``."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ I − 11ᵀ/m (LayerNorm), ρ(y) = √(mean((P y)²) + ε) over the norm's axis 
 - **Raw (default)**: W_QK = W_Qᵀ W_K of the projections before the norm.
 - **Folded** (``fold_qk_norm=True``): W_Q ← G_q P W_Q, b_q ← G_q P b_q (K likewise); then
   ``s_ij = (W_Q x_i + b_q)ᵀ(W_K x_j + b_k) / (ρ_q(i) ρ_k(j))`` exactly, up to the input-
-  dependent factors 1/ρ. Refused for a LayerNorm with a bias.
-"""
+  dependent factors 1/ρ. Refused for a LayerNorm with a bias."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Readers return float32 arrays and log each tensor's storage for the null's round trip.
 Integer or 8-bit float tensors without their scales (:func:`refuse_quantized`) and NaN/inf
-values (:func:`check_finite`) are a :class:`rmtbase.errors.ModelError` naming tensor and file.
-"""
+values (:func:`check_finite`) are a :class:`rmtbase.errors.ModelError` naming tensor and file."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
 here, so refusals come first), a URL (``hf://org/name[@revision]``, or a folder,
 :mod:`rmtbase.models.remote`), a loaded ``transformers`` model or a TransformerLens model.
 :func:`resolve` returns a :class:`Resolved` whose :meth:`~Resolved.open_weights` opens the
-matching reader; ``revision`` for anything but a hub id is an InputError.
-"""
+matching reader; ``revision`` for anything but a hub id is an InputError."""
 
 from __future__ import annotations
 

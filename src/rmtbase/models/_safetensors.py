@@ -3,8 +3,7 @@
 Format (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length n,
 n bytes of JSON ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, ...}``, then each
 tensor's bytes at ``8 + n + begin`` (row-major, little-endian). bfloat16 is widened exactly;
-every header field is validated before any tensor is used.
-"""
+every header field is validated before any tensor is used."""
 
 from __future__ import annotations
 

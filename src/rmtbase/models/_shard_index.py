@@ -1,6 +1,5 @@
 """The shard index of a sharded checkpoint (``*.index.json``): its ``weight_map`` (tensor name →
-shard), checked, every shard inside the model folder; problems are a ModelError naming the index.
-"""
+shard), checked, every shard inside the model folder; problems are a ModelError naming the index."""
 
 from __future__ import annotations
 

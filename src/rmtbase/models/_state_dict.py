@@ -1,6 +1,5 @@
 """Tensor access by name from a loaded module's ``state_dict()`` (:class:`StateDictWeights`):
-no copy of the model; each tensor becomes a finite float32 array when asked for.
-"""
+no copy of the model; each tensor becomes a finite float32 array when asked for."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Layout undone (Devlin et al. 2019; Liu et al. 2019; Wang et al. 2020; ``BertSelfAttention``):
 query and key are nn.Linear ``(d, d)`` with biases, outputs viewed as ``(…, n_heads, d_h)``, so
 row ``h·d_h + r`` is feature r of head h. Learned absolute positions; names with or without
-the ``bert.`` / ``roberta.`` prefix.
-"""
+the ``bert.`` / ``roberta.`` prefix."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Layout undone (Cohere 2024; ``CohereAttention``): q_proj ``(n_heads·d_h, d)``, k_proj
 ``(n_kv_heads·d_h, d)`` viewed as ``(…, heads, d_h)``; GQA; ``o_proj``, gated MLP; RoPE not
 applied. With ``use_qk_norm``, ``q_norm`` / ``k_norm`` are bias-free LayerNorms per head
-(gains ``(n_heads, d_h)``), folded by ``fold_qk_norm=True``.
-"""
+(gains ``(n_heads, d_h)``), folded by ``fold_qk_norm=True``."""
 
 from __future__ import annotations
 

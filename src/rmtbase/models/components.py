@@ -7,8 +7,7 @@ head-major: ``matrices["q"].reshape(n_heads, d_h, d)`` are ``load_heads``' W_Q, 
 
 Names: ``"q"``, ``"k"``, ``"v"``, ``"o"``; ``"ffn_gate"``, ``"ffn_up"``, ``"ffn_down"`` (gated)
 or ``"ffn_in"``, ``"ffn_out"`` (plain); ``"router"`` (MoE); ``"ffn"`` selects the FFN matrices
-and ``"all"`` everything. MoE experts are ``"ffn_gate.e{j}"`` … (:mod:`rmtbase.models._moe`).
-"""
+and ``"all"`` everything. MoE experts are ``"ffn_gate.e{j}"`` … (:mod:`rmtbase.models._moe`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """DistilBERT adapter: ``transformer.layer.{i}.attention.q_lin`` / ``k_lin``.
 
 Layout undone (Sanh et al. 2019; ``DistilBertSelfAttention``): ``q_lin``, ``k_lin``, ``v_lin``,
-``out_lin`` are nn.Linear ``(dim, dim)`` with biases, q and k viewed as ``(…, n_heads, d_h)``.
-"""
+``out_lin`` are nn.Linear ``(dim, dim)`` with biases, q and k viewed as ``(…, n_heads, d_h)``."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ Layout undone (Almazrouei et al. 2023; Penedo et al. 2023; ``FalconAttention._sp
   (``"blocks"``);
 - else (Falcon-RW): ``(head, {q, k, v}, d_h)`` (``"per_head"``).
 
-d_h = hidden_size / num_attention_heads. RoPE is not applied; ALiBi is not part of W_QK.
-"""
+d_h = hidden_size / num_attention_heads. RoPE is not applied; ALiBi is not part of W_QK."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ part of W_QK: the ``query_pre_attn_scalar^-1/2`` logit scale, Gemma-2's logit so
 monotone map) and sliding windows. Gemma-3's ``q_norm`` / ``k_norm`` are RMSNorms per head with
 gain ``1 + w`` shared by all heads (:mod:`rmtbase.models._qknorm`).
 
-Of the multimodal ``gemma3`` only the language model is read (sizes from ``text_config``).
-"""
+Of the multimodal ``gemma3`` only the language model is read (sizes from ``text_config``)."""
 
 from __future__ import annotations
 

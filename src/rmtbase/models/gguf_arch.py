@@ -11,8 +11,7 @@ Per ``general.architecture``: the Hugging Face adapter that reads it, and how
   transposes GPT-2 back; ``falcon_qkv`` / ``qkv_regroup`` regroup fused ``[q | k | v]`` rows;
   ``per_head_norm`` splits StableLM's stacked per-head norms.
 
-Architectures outside :data:`SPECS` are refused from the metadata.
-"""
+Architectures outside :data:`SPECS` are refused from the metadata."""
 
 from __future__ import annotations
 

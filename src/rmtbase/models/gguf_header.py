@@ -3,8 +3,7 @@
 Layout (ggml ``docs/gguf.md``): magic ``GGUF``, version (2 or 3), tensor and metadata counts,
 typed key/value pairs, one directory entry per tensor (name, dims, GGML type, offset), padding,
 data. :func:`read_header` parses everything before the data; large arrays (a vocabulary) are
-``None`` in :attr:`GGUFHeader.metadata`.
-"""
+``None`` in :attr:`GGUFHeader.metadata`."""
 
 from __future__ import annotations
 

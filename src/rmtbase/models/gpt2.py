@@ -3,8 +3,7 @@
 Layout undone (Radford et al. 2019; ``GPT2Attention``): ``c_attn`` is a Conv1D, ``y = x W + b``
 with ``W`` ``(d, 3d)``: columns ``[0:d]`` query, ``[d:2d]`` key, ``[2d:3d]`` value, column
 ``h·d_h + r`` feature r of head h; so W_Q of head h is ``W[:, h·d_h:(h+1)·d_h]ᵀ``. The logit
-scale is not applied.
-"""
+scale is not applied."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Layout undone (Allal et al. 2023; Li et al. 2023; ``GPTBigCodeAttention``): ``c_attn`` is an
 ``nn.Linear`` (out, in). With ``multi_query`` (the default) it is ``(d + 2·d_h, d)``, rows
 ``[q of n_heads | one k | one v]`` (``"blocks"``); without it ``(head, {q, k, v}, d_h)``
-(``"per_head"``).
-"""
+(``"per_head"``)."""
 
 from __future__ import annotations
 

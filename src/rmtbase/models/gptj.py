@@ -2,8 +2,7 @@
 
 Layout undone (Wang & Komatsuzaki 2021; ``GPTJAttention``): bias-free nn.Linear ``(d, d)``
 split as ``(…, n_heads, d_h)``. RoPE on the first ``rotary_dim`` dims (all if unset) is
-recorded in ``rotary_fraction``, not applied.
-"""
+recorded in ``rotary_fraction``, not applied."""
 
 from __future__ import annotations
 

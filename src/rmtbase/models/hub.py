@@ -2,8 +2,7 @@
 
 Small files are downloaded into the hub cache when first needed; uncached safetensors shards
 are read by byte ranges (:class:`rmtbase.files.ranges.RemoteFile`), falling back to a download.
-Offline the hub cache is the only source; an unreachable host (:func:`unreachable`) is not asked.
-"""
+Offline the hub cache is the only source; an unreachable host (:func:`unreachable`) is not asked."""
 
 from __future__ import annotations
 

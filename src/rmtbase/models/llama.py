@@ -5,8 +5,7 @@ Layout undone (Touvron et al. 2023; ``LlamaAttention``): q_proj ``(n_heads·d_h,
 of head h). Under GQA (Ainslie et al. 2023) query head i meets key head
 ⌊i / (n_heads/n_kv_heads)⌋. Gated MLP; ``d_h`` is ``head_dim`` when present, else
 d / n_heads. RoPE is not applied. Same layout: Mistral, Qwen2 (q/k biases), Granite (its
-``attention_multiplier`` is not in W_QK), SmolLM3.
-"""
+``attention_multiplier`` is not in W_QK), SmolLM3."""
 
 from __future__ import annotations
 

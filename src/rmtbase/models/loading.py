@@ -7,8 +7,7 @@ TransformerLens model; safetensors are read directly (no torch model built).
 Convention: head h gives W_Q, W_K ``(d_h, d)`` whose logit, biases
 and scale aside, is ``x_iᵀ W_Qᵀ W_K x_j``. Raw weights: no LayerNorm folding, centring, 1/√d_h
 or RoPE. GQA keys are expanded to query heads (query head i uses key head
-⌊i / (n_heads / n_kv_heads)⌋).
-"""
+⌊i / (n_heads / n_kv_heads)⌋)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ the architecture's adapter. :class:`LoraWeights`: ``merged=True`` is base + ΔW 
 longest common dotted suffix.
 
 Refused in one line: DoRA, an all-zero lora_B, a module matching no base tensor or of another
-shape, ``target_modules`` (:func:`targeted`) not matching the adapter's modules.
-"""
+shape, ``target_modules`` (:func:`targeted`) not matching the adapter's modules."""
 
 from __future__ import annotations
 

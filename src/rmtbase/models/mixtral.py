@@ -2,8 +2,7 @@
 
 Layout undone (Jiang et al. 2024; ``MixtralAttention``, ``MixtralSparseMoeBlock``): attention as
 LLaMA (GQA, RoPE not applied). Experts ``w2(act(w1 x) ⊙ w3 x)`` are reported as
-``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`).
-"""
+``ffn_gate.e{j}`` … (:mod:`rmtbase.models._moe`)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Layout undone (Warner et al. 2024; ``ModernBertAttention``, ``ModernBertMLP``): ``Wqkv``
 ``(3d, d)`` holds ``[q | k | v]`` blocks, each head-major (``"blocks"``); ``Wo`` the output.
 ``Wi``'s activated first half is ``ffn_gate``, its second ``ffn_up``, ``mlp.Wo`` ``ffn_down``.
-RoPE is not applied.
-"""
+RoPE is not applied."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Layout undone (Song et al. 2020; ``MPNetSelfAttention``): ``q``, ``k``, ``v``, ``o`` nn.Linear
 ``(d, d)`` with biases, q and k viewed as ``(…, n_heads, d_h)``. The relative position bias is
-added to the logits, not part of W_QK.
-"""
+added to the logits, not part of W_QK."""
 
 from __future__ import annotations
 

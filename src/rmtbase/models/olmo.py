@@ -7,8 +7,7 @@ allowed), gated MLP, RoPE not applied.
   clipped. Layer norms have no weights.
 - OLMo-2/3: ``q_norm`` / ``k_norm`` are RMSNorms over the whole projection (one RMS per token
   shared by all heads) with gains of that length; ``fold_qk_norm=True`` multiplies row
-  h·d_h + r of W_Q by its gain (:mod:`rmtbase.models._qknorm`).
-"""
+  h·d_h + r of W_Q by its gain (:mod:`rmtbase.models._qknorm`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Layout undone (Zhang et al. 2022; ``OPTAttention``): q_proj, k_proj nn.Linear ``(d, d)`` with
 biases, viewed as ``(…, n_heads, d_h)``. OPT scales the query by 1/√d_h inside ``forward``;
-that factor is not in W_Q. d is ``hidden_size`` (not ``word_embed_proj_dim``).
-"""
+that factor is not in W_Q. d is ``hidden_size`` (not ``word_embed_proj_dim``)."""
 
 from __future__ import annotations
 

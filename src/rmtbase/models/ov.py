@@ -7,8 +7,7 @@ columns of the output projection. :func:`load_ov_heads` yields
 
     ``wq`` = W_O,hᵀ ``(d_h, d)``,  ``wk`` = W_V,h ``(d_h, d)``,  W_OV = wqᵀ wk,
 
-(``q.*`` statistics are W_O's, ``k.*`` W_V's). Nothing is folded in; under GQA W_V is shared.
-"""
+(``q.*`` statistics are W_O's, ``k.*`` W_V's). Nothing is folded in; under GQA W_V is shared."""
 
 from __future__ import annotations
 

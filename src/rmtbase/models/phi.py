@@ -2,8 +2,7 @@
 
 Layout undone (Gunasekar et al. 2023; Li et al. 2023; ``PhiAttention``): ``q_proj``, ``k_proj``
 with biases, viewed as ``(…, heads, d_h)``. Partial RoPE is recorded in ``rotary_fraction``,
-not applied. The optional ``qk_layernorm`` has a bias, so ``fold_qk_norm=True`` is refused.
-"""
+not applied. The optional ``qk_layernorm`` has a bias, so ``fold_qk_norm=True`` is refused."""
 
 from __future__ import annotations
 

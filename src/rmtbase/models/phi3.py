@@ -2,8 +2,7 @@
 
 Layout undone (Abdin et al. 2024; ``Phi3Attention``, ``Phi3MLP``): ``qkv_proj``
 ``((n_heads + 2·n_kv_heads)·d_h, d)`` holds ``[q | k | v]`` blocks (``"blocks"``), GQA as in
-LLaMA. ``gate_up_proj`` ``(2I, d)`` chunks into ``ffn_gate``, ``ffn_up``. RoPE is not applied.
-"""
+LLaMA. ``gate_up_proj`` ``(2I, d)`` chunks into ``ffn_gate``, ``ffn_up``. RoPE is not applied."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ Layout undone (Qwen team 2025; ``Qwen3Attention``, ``Qwen3MoeSparseMoeBlock``): 
 GQA; ``head_dim`` from the config (d_h ≠ d / n_heads in general). ``q_norm`` / ``k_norm`` are
 RMSNorms per head, after the projection and before RoPE, with one gain ``(d_h,)`` shared by all
 heads; ``fold_qk_norm=True`` multiplies every head's rows by it (:mod:`rmtbase.models._qknorm`).
-Qwen3-MoE's layers in ``mlp_only_layers`` (or off ``decoder_sparse_step``) are dense.
-"""
+Qwen3-MoE's layers in ``mlp_only_layers`` (or off ``decoder_sparse_step``) are dense."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The adapter of every supported architecture, keyed by Hugging Face ``model_type``.
 
 :data:`ADAPTERS` is a :class:`rmtbase.registry.Registry`; entry-point group ``rmtbase.adapters``
-names an :class:`~rmtbase.models._adapter.Adapter` subclass or instance.
-"""
+names an :class:`~rmtbase.models._adapter.Adapter` subclass or instance."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Reads ``<url>/config.json``, then ``<url>/model.safetensors.index.json`` if present (else
 ``<url>/model.safetensors``), and each shard by byte ranges
 (:class:`rmtbase.files.ranges.RemoteFile`). ``hf://org/name[@revision]`` names a hub
-repository. Pickled checkpoints are not read from URLs.
-"""
+repository. Pickled checkpoints are not read from URLs."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Layout undone (Bellagente et al. 2024; ``StableLmAttention``): as LLaMA (biases with
 ``use_qkv_bias``, d_h = d / n_heads, GQA); RoPE on the first ``partial_rotary_factor · d_h``
 dims, not applied. With ``qk_layernorm`` each head has its own bias-free LayerNorm, folded by
-``fold_qk_norm=True``.
-"""
+``fold_qk_norm=True``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """StarCoder2 adapter: LLaMA attention names with biases, plain (non-gated) MLP.
 
 Layout undone (Lozhkov et al. 2024; ``Starcoder2Attention``): as LLaMA with biases when
-``use_bias``, GQA; MLP ``mlp.c_fc`` / ``mlp.c_proj`` (``ffn_in`` / ``ffn_out``); no RoPE.
-"""
+``use_bias``, GQA; MLP ``mlp.c_fc`` / ``mlp.c_proj`` (``ffn_in`` / ``ffn_out``); no RoPE."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Conventions (``docs/conventions.md``): a head's W_Q, W_K are ``(d_h, d)``, its logit (biases
 aside) ``x_iᵀ W_Qᵀ W_K x_j`` times the model's scale. Raw checkpoint tensors: no LayerNorm
-folding, centring or 1/√d_h; RoPE not applied (W_QK is the relative-position-0 form).
-"""
+folding, centring or 1/√d_h; RoPE not applied (W_QK is the relative-position-0 form)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Layout undone (Dosovitskiy et al. 2021; ``ViTAttention``): query, key, value nn.Linear
 ``(d, d)`` (biases with ``qkv_bias``), q and k viewed as ``(…, n_heads, d_h)``; hub and
-transformers ≥ 5 naming schemes. Learned positions.
-"""
+transformers ≥ 5 naming schemes. Learned positions."""
 
 from __future__ import annotations
 

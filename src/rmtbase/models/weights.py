@@ -8,8 +8,7 @@ Readers share ``keys()``, ``get(name)``, ``close()`` (:mod:`rmtbase.models._read
 - :class:`StateDictWeights` (:mod:`rmtbase.models._state_dict`) reads a loaded module.
 
 FP8 (:mod:`rmtbase.models._fp8`) is dequantised with its scales. Every tensor is a float32
-array checked for NaN/inf, and its storage precision is logged (``storage_of``).
-"""
+array checked for NaN/inf, and its storage precision is logged (``storage_of``)."""
 
 from __future__ import annotations
 

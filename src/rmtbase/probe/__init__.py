@@ -4,8 +4,7 @@ Public API (``docs/contract.md``, "Probe"): :func:`probe_model` (per (layer, hea
 statistics of a model on text, an ``xr.Dataset``; conventions in :mod:`.behaviour`),
 :func:`behaviours` (the same from one attention tensor), :func:`default_text`,
 :func:`read_text`, :func:`windows` (texts and windowing), :func:`join` (behaviours added to a
-score as ``behaviour_<name>``). Importing this package does not import torch or transformers.
-"""
+score as ``behaviour_<name>``). Importing this package does not import torch or transformers."""
 
 from .behaviour import BEHAVIOURS, behaviours
 from .join import join

@@ -24,8 +24,7 @@ sets are TransformerLens' head-detector patterns (``transformer_lens/head_detect
 earlier occurrences only. TransformerLens' ``detect_head`` divides by T, the mean here by the
 queries that have a target (theirs = ours × (queries with a target) / T). :func:`window_sums`
 returns per-head sums and counts of one window (windows pool as one set of queries);
-:func:`finish` divides; :func:`behaviours` does both.
-"""
+:func:`finish` divides; :func:`behaviours` does both."""
 
 from __future__ import annotations
 

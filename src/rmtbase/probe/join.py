@@ -1,8 +1,7 @@
 """A probe joined to a score: each behaviour becomes a (layer, head) variable ``behaviour_<name>``.
 
 One variable per name in :data:`.behaviour.BEHAVIOURS` (one ``heads.csv`` column each); the
-probe's provenance goes into the score's attrs as ``probe_<attr>``.
-"""
+probe's provenance goes into the score's attrs as ``probe_<attr>``."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ model is loaded once for both. Loaded with ``transformers`` in float32 with eage
 ``output_attentions=True`` returns the softmax weights), on the CPU, ``local_files_only`` for a
 folder, on one torch thread; a ``.gguf`` file is de-quantised by transformers' GGUF reader
 (:func:`from_gguf`, the header parsed once: :func:`_read_once`). Weights are checked finite
-(:func:`check_finite_weights`).
-"""
+(:func:`check_finite_weights`)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ Windows of equal length run in batches whose attention fits :data:`ATTENTION_BYT
 Under grouped-query attention every query head gets its own row. :func:`check_window_memory`
 refuses, before the first window, a window that does not fit the available memory (one line
 naming one that fits). :func:`is_causal`: all weights above the diagonal exactly 0 on the first
-window.
-"""
+window."""
 
 from __future__ import annotations
 

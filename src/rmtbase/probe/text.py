@@ -6,8 +6,7 @@ cuts consecutive chunks of ``window − n_special`` tokens, each given the speci
 tokenizer adds around one sequence; the last is shorter (nothing padded or dropped); each comes
 with its ``content`` mask. A long text is tokenized in pieces of about :data:`TOKENIZE_CHARS`
 characters cut at a line break or space (a prefix-space tokenizer may differ by one token per
-cut).
-"""
+cut)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """torch's intra-op threads for rmtbase's forward passes: :class:`one_thread`.
 
-On a shared CPU one thread was faster for every forward pass measured (docs/performance.md).
-"""
+On a shared CPU one thread was faster for every forward pass measured (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Figures that report.html embeds: each saved under ``figures/`` of an
-:class:`~rmtbase.files.output.OutputFolder`, its PNG bytes kept for the page.
-"""
+:class:`~rmtbase.files.output.OutputFolder`, its PNG bytes kept for the page."""
 
 from __future__ import annotations
 

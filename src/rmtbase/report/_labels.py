@@ -2,8 +2,7 @@
 
 :func:`title_label` names one model (≤ 48 characters), :func:`collection_label` a collection's
 model(s); :func:`readable_log_ticks` labels a log axis legibly; :func:`fit_title` breaks a title
-to its Axes' width.
-"""
+to its Axes' width."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 The composition Dataset, the circuit rows (``circuits.nc``) when path patching ran, each head's
 behaviour label (``circuits.nc``'s ``label``, else the joined text probe's ``behaviour_*`` by
 :func:`rmtbase.circuits.label_heads`' rule), its primary kind, and the found lines
-(:func:`rmtbase.report.circuit_lines.found_lines`).
-"""
+(:func:`rmtbase.report.circuit_lines.found_lines`)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,7 @@ circuits Dataset's attrs), in order:
 - how well the weights screen worked (Spearman against the exact effect) and :data:`RULE`.
 
 A terminal shows :data:`TERMINAL_LINES` and says where the rest is (:func:`terminal`). Without
-patching the weights' screen is said as not confirmed.
-"""
+patching the weights' screen is said as not confirmed."""
 
 from __future__ import annotations
 

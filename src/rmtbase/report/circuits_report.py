@@ -1,8 +1,7 @@
 """The output folder of ``rmtbase circuits``, all or nothing.
 
 ``composition.nc``, ``circuits.nc``, ``summary.txt`` (:mod:`.circuit_lines`, then the
-receivers) and ``figures/circuits.png`` (:func:`.composition_figure.plot_circuit`).
-"""
+receivers) and ``figures/circuits.png`` (:func:`.composition_figure.plot_circuit`)."""
 
 from __future__ import annotations
 

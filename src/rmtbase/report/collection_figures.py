@@ -2,8 +2,7 @@
 
 :func:`plot_trajectory` (layer means against the one-head null band, :mod:`.profiles`),
 :func:`plot_flag_trajectory` (fraction flagged), :func:`verdict_grid` (small multiples, returns
-a Figure). Plot functions take ``ax=None`` and return the Axes.
-"""
+a Figure). Plot functions take ``ax=None`` and return the Axes."""
 
 from __future__ import annotations
 

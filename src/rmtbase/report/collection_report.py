@@ -4,8 +4,7 @@
 :data:`MAX_CSV_ROWS` rows, said in the summary), ``summary.txt`` (a line per entry, then its
 most anomalous heads), ``figures/`` (trajectories for checkpoints, profiles for models,
 ``verdict_grid.png``), ``report.html`` with an entry selector, and a whole-matrix collection's
-files.
-"""
+files."""
 
 from __future__ import annotations
 

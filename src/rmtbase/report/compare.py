@@ -3,8 +3,7 @@
 ``rmtbase compare DIR1 DIR2 … --out DIR`` reads score folders (or ``scores.nc``), each with its
 own null, never weights; a collection contributes each entry. Output (all or nothing):
 ``figures/profile_<stat>.png``, ``figures/profiles.png`` (:mod:`.profiles`), ``flags.csv``,
-``heads.csv``, ``profiles.csv``, ``summary.txt``, ``report.html``.
-"""
+``heads.csv``, ``profiles.csv``, ``summary.txt``, ``report.html``."""
 
 from __future__ import annotations
 

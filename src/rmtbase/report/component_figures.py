@@ -3,8 +3,7 @@
 Weibull k of |w| against the half-normal anchor k₀ (:func:`rmtbase.analytic.weibull.anchor`)
 and the paper's band [1.186, 1.204] (arXiv:2605.18898, Sec. 3): :func:`plot_k_heatmap`
 (layer × component, its Fig. 6), :func:`plot_terminal_k`, :func:`plot_k_trajectory`. Functions
-take ``ax=None`` and return the Axes.
-"""
+take ``ax=None`` and return the Axes."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 :func:`write_components`: ``components.nc``, ``components.csv`` (one row per (layer,
 component, stat) test) and its figures; :func:`component_table`: the summary block;
-:func:`write_component_collection` and :func:`component_entry_lines`: the same for a collection.
-"""
+:func:`write_component_collection` and :func:`component_entry_lines`: the same for a collection."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The circuit figure of a composition score, and its ``--json`` fields.
 
 Draws the chosen pairs only (:mod:`rmtbase.report.composition_standing`), layers as columns,
-edges coloured by kind, solid where confirmed.
-"""
+edges coloured by kind, solid where confirmed."""
 
 from __future__ import annotations
 

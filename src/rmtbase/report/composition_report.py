@@ -4,8 +4,7 @@ A heading; what was found (:mod:`rmtbase.report.circuit_lines`); one line on the
 counts; a sortable table of at most ``top`` pairs by standing
 (:func:`rmtbase.report.composition_standing.standing_rows`) with labels and primary kinds,
 ranks, score, effect (score over the null median), p, flag and, with circuits, the causal effect;
-and the circuit figure when drawn.
-"""
+and the circuit figure when drawn."""
 
 from __future__ import annotations
 

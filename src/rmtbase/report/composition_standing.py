@@ -7,8 +7,7 @@ and over its kind (``composition_rank_kind``), from
 
 :func:`standing_rows`: confirmed pairs first, then rank among sources, rank over kind, score.
 :func:`chosen_pairs` (the figure): the confirmed pairs (by receiver label, :data:`LABEL_ORDER`);
-else the top ``k`` sources of each labelled receiver; else the ``top`` pairs of each kind.
-"""
+else the top ``k`` sources of each labelled receiver; else the ``top`` pairs of each kind."""
 
 from __future__ import annotations
 

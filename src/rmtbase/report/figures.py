@@ -3,8 +3,7 @@
 Functions take ``ax=None`` and return the Axes; nothing saves. Fixed colour scales: effects on
 ± :data:`EFFECT_LIM` = Φ⁻¹(1 − P_MIN) (widened by :func:`effect_limit` if exceeded), verdicts
 as −log₁₀ head p on [0, :data:`VERDICT_LIM`]. Spectra as x = λ / (σ_Q² σ_K² d²) against
-MP_c ⊠ MP_c; entropies as the excess over ½ ln(2π e σ²).
-"""
+MP_c ⊠ MP_c; entropies as the excess over ½ ln(2π e σ²)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 CSS, JavaScript (``rmtbase/report/assets``), data (JSON, :mod:`rmtbase.report.html_data`) and
 figures (base64 PNG) are inline. The score page: model and null, verdict heatmap, a head's
 drill-down against its null, a sortable head table (:func:`rmtbase.report.tables.head_ranking`),
-summary and figures; a collection adds an entry selector.
-"""
+summary and figures; a collection adds an entry selector."""
 
 from __future__ import annotations
 

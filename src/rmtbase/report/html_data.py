@@ -13,8 +13,7 @@
   densities of standardised W_QK entries;
 - the fixed colour scales and 64 colours of each map, to match the PNGs.
 
-A collection embeds every entry's detail while within ``budget`` bytes, else evenly spaced ones.
-"""
+A collection embeds every entry's detail while within ``budget`` bytes, else evenly spaced ones."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 ``scores.nc``, ``heads.csv``, ``scores.csv`` (head × statistic), ``summary.txt``, ``figures/``
 (verdict with profile, effect heatmaps, spectra of the most and least concentrated heads,
-entropy), ``report.html`` and, with a whole-matrix score, :mod:`.component_report`'s files.
-"""
+entropy), ``report.html`` and, with a whole-matrix score, :mod:`.component_report`'s files."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ The four scale-free statistics of seed 003's Figs 13–16: ``lambda_max`` (x_max
 (σ_Q² σ_K² d²), null limit the edge x₊ of MP_c ⊠ MP_c), ``npr``, ``spectral_entropy``,
 ``condition_number``. A point is a layer's mean over heads (heads as dots); the band is the
 central 95 % of **one head's** statistic under the Gaussian null at the model's (d, d_h) and
-storage (:func:`rmtbase.baseline.cache.null_table`). Depth = layer / (n_layers − 1).
-"""
+storage (:func:`rmtbase.baseline.cache.null_table`). Depth = layer / (n_layers − 1)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """How the report names the storage W_Q/W_K were read from and the null was drawn at.
 
 GGUF block types in ggml's spelling (``Q4_K``), others as the score names them
-(``bfloat16``); mixed layers listed with counts (``Q5_0 (26 layers), Q8_0 (8 layers)``).
-"""
+(``bfloat16``); mixed layers listed with counts (``Q5_0 (26 layers), Q8_0 (8 layers)``)."""
 
 from __future__ import annotations
 

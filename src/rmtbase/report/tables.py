@@ -1,7 +1,6 @@
 """Text and tables of a one-model score: head ranking, terminal table, CSV frames, summary.
 
-Imports no other report module but :mod:`.storage_text`, so every report shape can use it.
-"""
+Imports no other report module but :mod:`.storage_text`, so every report shape can use it."""
 
 from __future__ import annotations
 

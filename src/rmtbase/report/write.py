@@ -3,8 +3,7 @@
 A score is one model's (dims ``layer``, ``head``, ``stat``) or a collection's (leading
 ``checkpoint``/``model``); a whole-matrix score (``components``) must have the same shape.
 :func:`report_shape` reads it, :func:`write_report` hands it to :mod:`.model_report` or
-:mod:`.collection_report`, which never re-check it.
-"""
+:mod:`.collection_report`, which never re-check it."""
 
 from __future__ import annotations
 

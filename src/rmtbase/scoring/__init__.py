@@ -2,8 +2,7 @@
 
 :mod:`.score` (:func:`score_model`: per-head decisions as an ``xr.Dataset``), :mod:`.components`
 (whole matrices), :mod:`.delta` (fine-tune changes), :mod:`.permutation` (entry-law null),
-:mod:`.trajectory`, :mod:`.collection` (many models in one Dataset).
-"""
+:mod:`.trajectory`, :mod:`.collection` (many models in one Dataset)."""
 
 from .collection import combine, combine_components, entries, entry
 from .components import score_components

@@ -7,8 +7,7 @@ variable gains the leading dimension (each entry keeps its null); shapes are pad
 with NaN, False, −1 or "" (``head_present``). Per-entry attributes become variables
 (:data:`ENTRY_VARS`) and ``entry_attrs`` (JSON); global attributes are those shared, plus
 ``collection``, ``n_entries``, ``created``. :func:`combine_components`: the same for matrix
-scores (:data:`COMPONENT_ENTRY_VARS`; a missing matrix has ``storage == ""``).
-"""
+scores (:data:`COMPONENT_ENTRY_VARS`; a missing matrix has ``storage == ""``)."""
 
 from __future__ import annotations
 

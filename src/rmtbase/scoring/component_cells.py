@@ -1,7 +1,6 @@
 """A model's whole weight matrices as the cells :func:`rmtbase.scoring.components.score_components`
 tests: per (layer, component) the statistics, storage, detected block quantisation, the storage
-its null goes through (``quantized_null``) and whether its histogram statistics are left out.
-"""
+its null goes through (``quantized_null``) and whether its histogram statistics are left out."""
 
 from __future__ import annotations
 

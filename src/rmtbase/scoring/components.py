@@ -7,8 +7,7 @@ per matrix (calibrated Cauchy combination without :data:`rmtbase.decision.family
 BH over matrices (``component_flag``); per-test ``flag`` is descriptive. Dataset: per test over
 (layer, component, stat); per matrix ``component_p_value``, ``component_flag``,
 ``component_top_stat``, ``rms``, ``rows``, ``cols``, ``storage``, ``null_storage``,
-``null_draws``; a missing component is NaN, 0, "" or False.
-"""
+``null_draws``; a missing component is NaN, 0, "" or False."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ no norm gains unless ``fold_ln``); under GQA query head i meets key/value head �
 s is scale-invariant; s² has the law of :func:`rmtbase.baseline.composition_null.null_squares`
 for all kinds. p = (1 + #{null s ≥ s}) / (1 + N), upper; effect = s / median(null s); BH over
 all pairs (``composition_q``, ``composition_flag``) and per (kind, layer pair)
-(``composition_q_family``). Draw counts: :mod:`rmtbase.scoring.composition_stopping`.
-"""
+(``composition_q_family``). Draw counts: :mod:`rmtbase.scoring.composition_stopping`."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 (and GPD tail p under the Gaussian-factor null), BH q over all pairs and per (kind, layer pair),
 effect (score over the null median), flag, **standing** (rank among the receiver's sources and
 over the kind, 1 = strongest: :func:`standing`; against the Gaussian null most trained pairs are
-flagged, so the ranks screen circuits), the QK overlap, the heads' norms and the null's attrs.
-"""
+flagged, so the ranks screen circuits), the QK overlap, the heads' norms and the null's attrs."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ leave histogram statistics out. LoRA: ΔW = s·B·A (s = lora_alpha/r, or /√r 
 float32; a one-sided adapter is scored as (ΔW_Q, W_Kᵇᵃˢᵉ), the unchanged side left out;
 bit-identical heads are not scored; an all-zero adapter or one touching no query/key weight is
 refused. For r < d_h spectral statistics differ from the dense null whatever was learned.
-The ``model`` attr is ``<tuned> vs <base>``, never an absolute path.
-"""
+The ``model`` attr is ``<tuned> vs <base>``, never an absolute path."""
 
 from __future__ import annotations
 

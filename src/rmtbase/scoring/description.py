@@ -1,6 +1,5 @@
 """How a score names and describes itself: the model's label (never a local absolute path),
-the sentence saying what the null assumes, and the definition attached to every variable.
-"""
+the sentence saying what the null assumes, and the definition attached to every variable."""
 
 from __future__ import annotations
 

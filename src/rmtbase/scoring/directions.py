@@ -6,8 +6,7 @@ W_QK's left vectors are read by queries, right by keys; W_OV's right vectors are
 residual stream, left written. Float64 thin factorisations: Aᵀ = Q_A R_A, Bᵀ = Q_B R_B,
 R_A R_Bᵀ = U S Vᵀ give S, Q_A U, Q_B V; each right vector's largest-|·| entry is positive.
 :func:`directions_dataset`: rows (``layer``, ``head``, ``circuit``, ``index``) with
-``singular_value`` (√λ_k), ``edge_ratio``, ``p_value``, ``left``, ``right``.
-"""
+``singular_value`` (√λ_k), ``edge_ratio``, ``p_value``, ``left``, ``right``."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ reused when its key matches: :func:`entry_key` (SHA-256, attr ``entry_key``) of 
 id, or a folder's file names, sizes, mtimes), revision, options, JAX precision and rmtbase and
 table-format versions; no path. :func:`content_hash` (attr ``entry_sha256``) is checked on read;
 an edited or unhashed entry is rescored with a warning. :func:`load_entries` takes only verified
-files unless ``--unverified``. A resumed collection equals an uninterrupted one.
-"""
+files unless ``--unverified``. A resumed collection equals an uninterrupted one."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """How heads are decided (:class:`Decision`: null, BH level, group size, statistics kept out,
 extension cap, progress) and one verdict on the draws there are
-(:func:`rmtbase.decision.verdict.score_values_by_layer`).
-"""
+(:func:`rmtbase.decision.verdict.score_values_by_layer`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 :func:`layer_quantisation` names what a layer was stored in, :func:`layer_null` the storage its
 heads are measured and its null drawn at, :func:`null_arrays` a table's draws,
-:func:`baseline_attrs` the tables' provenance (rules: :mod:`rmtbase.scoring.score`).
-"""
+:func:`baseline_attrs` the tables' provenance (rules: :mod:`rmtbase.scoring.score`)."""
 
 from __future__ import annotations
 

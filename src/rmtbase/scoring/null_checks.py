@@ -1,7 +1,6 @@
 """What is checked about the null before and after it is drawn: enough element permutations,
 memory for the draws asked for (both before any weight is read), and statistics the null leaves
-undefined (left out of the tests and reported, never a crash).
-"""
+undefined (left out of the tests and reported, never a crash)."""
 
 from __future__ import annotations
 

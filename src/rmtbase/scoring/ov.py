@@ -3,8 +3,7 @@
 :func:`score_ov` scores W_OV = W_O,h W_V,h like W_QK with ``q`` = W_O,hᵀ, ``k`` = W_V,h, at the
 v/o storage; ``alignment`` is then tr(W_OV)/(‖W_O,h‖‖W_V,h‖) (copying +, suppression −), the
 input focus axes how unevenly it writes (q) and reads (k) the residual. :func:`score_circuits`:
-both as one collection over ``circuit`` (the QK entry is :func:`score_model`'s output).
-"""
+both as one collection over ``circuit`` (the QK entry is :func:`score_model`'s output)."""
 
 from __future__ import annotations
 

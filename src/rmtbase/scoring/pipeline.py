@@ -1,8 +1,7 @@
 """The scoring pipeline as one function of records: read → null → decide → profile → describe.
 
 :func:`score`: :func:`read_layers` measures the layers, the null returns its references,
-:func:`rmtbase.scoring.sequential.decide` tests the heads, then spectra, profile, provenance.
-"""
+:func:`rmtbase.scoring.sequential.decide` tests the heads, then spectra, profile, provenance."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Each head's d×d W_Qᵀ W_K is formed once, in one compiled function with its estimator's passes
 and histogram (:func:`_compiled`), one head per thread at a time, heads split over
 :func:`scoring_threads` threads (no number depends on the count); run after the layer's other
-statistics, whose XLA threads would oversubscribe the cores.
-"""
+statistics, whose XLA threads would oversubscribe the cores."""
 
 from __future__ import annotations
 

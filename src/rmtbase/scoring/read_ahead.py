@@ -1,8 +1,7 @@
 """Reading a model's next layer while this one is scored: :func:`read_ahead`.
 
 One background thread runs the iterator one layer ahead; items and order are unchanged (same
-bytes), at most two layers are alive, and a read error is raised where that layer is asked for.
-"""
+bytes), at most two layers are alive, and a read error is raised where that layer is asked for."""
 
 from __future__ import annotations
 

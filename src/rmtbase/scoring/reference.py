@@ -9,8 +9,7 @@ the null chooses (:meth:`rmtbase.stats.null_kind.Null.reference`):
 - :class:`PermutationReference`: each head's entries shuffled, grown per open head
   (:mod:`rmtbase.scoring.head_growth`).
 
-A reference states its profile null (:meth:`Reference.profile_null`) and spectrum band.
-"""
+A reference states its profile null (:meth:`Reference.profile_null`) and spectrum band."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ relative-position-0 form) from :func:`rmtbase.stats.head_stats`, tested by
   spectral reference (≥ 1000 draws) grows ×5 while a flag could change
   (:mod:`rmtbase.scoring.stopping`; Besag & Clifford 1991).
 - ``"permutation"``: each head against its own shuffled entries; W_Q/W_K element statistics
-  are left out.
-"""
+  are left out."""
 
 from __future__ import annotations
 

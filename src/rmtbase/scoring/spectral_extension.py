@@ -1,7 +1,6 @@
 """The spectral reference grown ×5 in one look (:func:`extend_spectral`): while some head is
 unsettled (:func:`rmtbase.scoring.stopping.unsettled`), or with ``max_draws`` up to it where a
-head near a flag lies beyond all but 10 draws (Besag & Clifford 1991).
-"""
+head near a flag lies beyond all but 10 draws (Besag & Clifford 1991)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The stopping rule in words: what keeps decisions open (:func:`tail_counts`,
 :func:`open_reasons`), the draws used (:func:`stopping_note`) and what the stated error does
-not cover (:func:`not_covered`).
-"""
+not cover (:func:`not_covered`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 :func:`placeholder` puts Gaussian factors (fixed key, the changed heads' rms) in their place;
 :func:`take_out` sets their results to NaN / False / "" and recomputes BH over the changed heads
-only; ``unchanged`` (layer, head) records them.
-"""
+only; ``unchanged`` (layer, head) records them."""
 
 from __future__ import annotations
 

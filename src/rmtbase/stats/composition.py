@@ -88,8 +88,7 @@ def product_trace_moments(d: int, d_h: int) -> tuple[float, float, float]:
     Σλ = tr(G_A G_B), G Wishart W_{d_h}(I, d). Given G_A, Σλ = Σ_j b_jᵀ G_A b_j over d
     columns: E(Σλ)² = E[d² (tr G_A)² + 2 d tr G_A²]; E[G A G] = d(d+1) A + d tr(A) I gives
     E Σλ² = E[d(d+1) tr G_A² + d (tr G_A)²]; with E(tr G)² = d d_h (d d_h + 2) and
-    E tr G² = d d_h (d + d_h + 1).
-    """
+    E tr G² = d d_h (d + d_h + 1)."""
     d, n = float(d), float(d_h)
     e_tr2 = d * n * (d * n + 2.0)
     e_trsq = d * n * (d + n + 1.0)

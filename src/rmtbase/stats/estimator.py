@@ -9,8 +9,7 @@ into tiles. An :class:`Estimator` has:
   ``(w, geo, n, storage, side) -> {acc: value}``), traceable, over one flat tile; ``geo`` is
   the fused geometry (:func:`rmtbase.stats.fused.range_finish`);
 - ``finish``: ``(acc, geo, n, trims, storage) -> {statistic: value}``;
-- ``statistics``: the names it computes.
-"""
+- ``statistics``: the names it computes."""
 
 from __future__ import annotations
 

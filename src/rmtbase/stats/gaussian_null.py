@@ -3,8 +3,7 @@ W_Q, W_K with i.i.d. N(0, σ²) entries at the head's own (d, d_h, σ_Q, σ_K), 
 ``storage``'s round trip (:func:`rmtbase.stats.precision.round_trip`); its draws come from
 tables shared by every head of one shape and storage. It tests the entry law too (W_Q/W_K
 element statistics enter the decision). ``storage`` is the name; behaviour is read from
-:attr:`~rmtbase.stats.null_protocol.Null.storage_record`. Registered as ``"gaussian"``.
-"""
+:attr:`~rmtbase.stats.null_protocol.Null.storage_record`. Registered as ``"gaussian"``."""
 
 from __future__ import annotations
 

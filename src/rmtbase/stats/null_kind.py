@@ -1,7 +1,6 @@
 """The nulls rmtbase ships, registered by name on import: :class:`GaussianNull` and
 :class:`PermutationNull`, subclasses of :class:`Null` (:mod:`rmtbase.stats.null_protocol`).
-:data:`NULLS` is the registry's live view of the names; :func:`unregister` takes a null out.
-"""
+:data:`NULLS` is the registry's live view of the names; :func:`unregister` takes a null out."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The registry of nulls by name (a :class:`rmtbase.registry.Registry`, entry-point group
 ``rmtbase.nulls``): filled by ``Null.__init_subclass__``, read by ``Null.parse`` and
 :data:`NULLS` (a live view). A plugin's entry point names its :class:`Null` subclass, whose
-import registers it (the entry point's name must be the class's ``name``).
-"""
+import registers it (the entry point's name must be the class's ``name``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The permutation null (:class:`PermutationNull`, a :class:`rmtbase.stats.null_protocol.Null`):
 each head against its own entries shuffled (:mod:`rmtbase.scoring.permutation`), W_QK element
 statistics from ``element_draws`` permutations. It tests structure beyond the entry law (W_Q/W_K
-element statistics left out). Registered as ``"permutation"``.
-"""
+element statistics left out). Registered as ``"permutation"``."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ Each study is a module ``rmtbase.studies.<name>`` with ``run(out_dir, quick=Fals
 dict`` (extra options: :func:`check_options`); it writes figures and the numbers behind them
 into ``out_dir`` and returns ``{"figures": [...], "data": [...], "summary": {...}}``.
 ``quick=True`` runs a reduced size (CI); the registry below is the single list of studies.
-Nothing is imported until a study is run.
-"""
+Nothing is imported until a study is run."""
 
 from __future__ import annotations
 

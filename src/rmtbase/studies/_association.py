@@ -11,8 +11,7 @@ For a weight variable w and a behaviour b over n heads:
 - ``p_within_layer``: ρ against b shuffled within each layer, two-sided about the permutation
   mean: tests ρ's within-layer part.
 
-q columns: Benjamini–Hochberg over the whole table, one family per p column.
-"""
+q columns: Benjamini–Hochberg over the whole table, one family per p column."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """One checkpoint of study ``circuits``: its tokenizer, the probe's text, and what is read
-from its folder (K-composition, factor axes, last checkpoint's composition p and score).
-"""
+from its folder (K-composition, factor axes, last checkpoint's composition p and score)."""
 
 from __future__ import annotations
 

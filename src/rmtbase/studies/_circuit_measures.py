@@ -1,7 +1,6 @@
 """Pure-numpy measures of study ``circuits``: how circuit pairs rank among all pairs
 (Mann–Whitney AUC, fraction outranking), the interval of the largest fall or rise, and how a
-head's profile moves against the loss drop.
-"""
+head's profile moves against the loss drop."""
 
 from __future__ import annotations
 

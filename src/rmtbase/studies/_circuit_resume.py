@@ -3,8 +3,7 @@
 Once training has finished, any failure copies its checkpoints and ``training.json`` (seed,
 recipe, curve, CPU seconds) to ``OUT/circuits-resume-seed<S>`` (``-quick`` for ``--quick``) and
 says so; the same command then checks seed and recipe and skips training, so every number is
-that of an uninterrupted run. The folder is removed when a run finishes.
-"""
+that of an uninterrupted run. The folder is removed when a run finishes."""
 
 from __future__ import annotations
 

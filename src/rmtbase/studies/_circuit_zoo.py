@@ -5,8 +5,7 @@ its own causal truth. d 64, 4 heads, MLPs 4 d. Recipes (:data:`RECIPES`): ``shor
 ``mlp2s`` (layer 0's attention output × 0.1, so MLP0 carries more), ``deep4``, ``markov3``
 (Markov data, no repeats); what each formed: docs/circuits.md. :func:`train` as
 :func:`._mlp_induction.train`; :func:`trained_folder` caches ``save_pretrained`` folders under
-``<cache>/circuit_zoo/`` (``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``), written atomically.
-"""
+``<cache>/circuit_zoo/`` (``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``), written atomically."""
 
 from __future__ import annotations
 

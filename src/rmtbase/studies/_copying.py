@@ -6,8 +6,7 @@ positive eigenvalues (Elhage et al. 2021). Copying score: ``Σ Re λ / Σ |λ|``
 copier, −1 for a suppressor. Raw weights, no LayerNorm gain, BOS (id 0) left out.
 
 Null: W_O, W_V replaced by independent Gaussian factors (the score is scale-free), W_E and W_U
-kept; p one-sided upper, add-one.
-"""
+kept; p one-sided upper, add-one."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ previous-token heads form early.
 zeroed and frozen). **Training** (:func:`train`): AdamW (0.9, 0.98), linear warm-up,
 cross-entropy over all positions plus the repeated tokens; one torch thread, seeded. The
 **repeat loss** is on a fixed batch's second-copy tokens 2 … L (chance ln V), the **other
-loss** on the rest.
-"""
+loss** on the rest."""
 
 from __future__ import annotations
 

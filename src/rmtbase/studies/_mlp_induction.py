@@ -6,8 +6,7 @@ The models ``tests/test_circuits_trained.py`` checks the circuit tools on. Data:
 Training (:func:`train`): as the attention-only recipe, one torch thread, seeded.
 Cache (:func:`trained_folder`): ``save_pretrained`` folders
 ``<cache>/mlp_induction/<config>_seed<k>`` (``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``),
-written atomically, with ``train_info.json`` (recipe, CPU seconds, repeat loss).
-"""
+written atomically, with ``train_info.json`` (recipe, CPU seconds, repeat loss)."""
 
 from __future__ import annotations
 

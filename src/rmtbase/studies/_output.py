@@ -1,6 +1,5 @@
 """Output helpers of the studies: folder, figures, CSV, text and netCDF each written atomically
-(:mod:`rmtbase.files.atomic`), and a matplotlib Figure that does not touch pyplot.
-"""
+(:mod:`rmtbase.files.atomic`), and a matplotlib Figure that does not touch pyplot."""
 
 from __future__ import annotations
 

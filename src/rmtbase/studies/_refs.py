@@ -2,8 +2,7 @@
 
 MP_c: eigenvalues of W Wᵀ/d, W (d_h × d) N(0, 1), c = d_h/d. MP_c ⊠ MP_c: limit of
 x = λ / (σ_Q² σ_K² d²) for W_QK = W_Qᵀ W_K, whose entries are variance-gamma with d_h terms,
-std √d_h σ² (Gaunt 2014).
-"""
+std √d_h σ² (Gaunt 2014)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ checkable without trained weights.
 
 Rows ``id, claim, where, paper, ours, method, holds, note``; ``holds`` is yes, no or partly (the
 note says which reading). A quoted number holds when ours rounds to it; tabulated arithmetic
-when reproduced within ± half a unit in the last quoted digit.
-"""
+when reproduced within ± half a unit in the last quoted digit."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ the largest repeat-loss fall and of the largest circuit-vs-other K rise (``k_con
 scores (:mod:`._copying`); the single-head verdict.
 
 Writes ``circuits.nc``, ``heads.csv``, ``summary.txt``, three figures and ``checkpoints/``.
-``quick=True`` checks the pipeline only. Results: ``docs/circuits.md``.
-"""
+``quick=True`` checks the pipeline only. Results: ``docs/circuits.md``."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ rows ``scale`` and ``layer``) is tested against each behaviour by :mod:`._associ
 ``heads.csv``, ``summary.txt``, ``rho.png``.
 
 Rotary models: W_QK = W_Qᵀ W_K is the relative-position-0 form, so a null-like spectrum does
-not rule out a positional role.
-"""
+not rule out a positional role."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ Raw weights; query/key biases are not part of W_QK.
 * ``spectral_per_head.png``: NPR, x_max, condition number with the null 95 % band (seed 003
   Figs 7–10);
 * ``moments_corner.png``: W_QK moments with Pearson's bound (seed 000 Fig 20);
-* ``heads.csv``, ``null_spectral.csv``.
-"""
+* ``heads.csv``, ``null_spectral.csv``."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ M_L = W_L⋯W_1 and (I + W_L)⋯(I + W_1), d × d, entries N(0, 1/d), depths 1�
 (``moments_vs_depth``; heavy-tailed, so draw means sit low), off-diagonal excess kurtosis
 (``kurtosis_vs_depth``), seed 004's stream y = M_L x (``residual_stream``), Lyapunov exponents
 against μ(t) = −½ ln S(t − 1) (``lyapunov.png``); tables ``table_ginibre.nc``,
-``table_residual.nc``.
-"""
+``table_residual.nc``."""
 
 from __future__ import annotations
 

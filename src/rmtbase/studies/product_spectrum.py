@@ -5,8 +5,7 @@ At d = 768, d_h = 64, σ = 1: the d_h nonzero eigenvalues of W_QK W_QKᵀ as x =
 * ``spectrum.png``: density of x against MP_c (the seed's "naive MP") and the exact
   MP_c ⊠ MP_c, with edges.
 * ``null_stats.png``: x_max, NPR, spectral entropy, condition number, each with its d → ∞ limit.
-* ``null_stats.nc`` (the draws), ``summary.csv``.
-"""
+* ``null_stats.nc`` (the draws), ``summary.csv``."""
 
 from __future__ import annotations
 

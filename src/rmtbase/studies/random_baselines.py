@@ -8,8 +8,7 @@ Each figure: element density, singular values against index, density of ln λ.
 * ``fig4_sigma_entropy_kl.png``: std, entropy and KL(P_WQK ‖ N) against d_h, simulated and exact.
 
 No 1/√d factor (``docs/conventions.md``); ``claims.csv`` relates the seed's W_QK/√d quantities
-and checks its MP bounds. Densities of ln λ are λ·P(λ); σ values rescale the same draws.
-"""
+and checks its MP bounds. Densities of ln λ are λ·P(λ); σ values rescale the same draws."""
 
 from __future__ import annotations
 

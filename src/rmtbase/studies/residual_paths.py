@@ -9,8 +9,7 @@ M_L = ∏_{l=1}^{L} (I + W_l), W_l i.i.d. N(0, 1/d), d = 384
 * ``kurtosis_vs_depth.png``: excess kurtosis against depth (Gaussian 0, logistic 1.2).
 * ``effective_depth_minilm``: :func:`rmtbase.depth.effective_depth` of MiniLM's W_Q, W_K
   (per layer) and W_QK (per head); a random W_QK has excess kurtosis 6/d_h, so its depth is
-  not comparable with W_Q/W_K's.
-"""
+  not comparable with W_Q/W_K's."""
 
 from __future__ import annotations
 

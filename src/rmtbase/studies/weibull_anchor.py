@@ -8,8 +8,7 @@
 * The anchor of a half-normal mixture (:func:`mixture_anchor`).
 * The verdict table (``weibull_verdicts.md`` / ``.csv``).
 
-Figures: ``weibull_fits.png``, ``weibull_noise_curve.png``.
-"""
+Figures: ``weibull_fits.png``, ``weibull_noise_curve.png``."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ def mixture_anchor(weights, sigmas, a=0.1, b=0.9, n_nodes=400) -> tuple[float, f
 
     |w| has CDF F(x) = Σ_j π_j erf(x / (σ_j √2)); k = Cov(ln x, Y)/Var(ln x) with F uniform on
     [a, b], λ = exp(mean ln x − mean Y / k). Gauss–Legendre in u with F = a + (b − a) u²;
-    x(F) by root-finding. Independent of :mod:`rmtbase.analytic.weibull`.
-    """
+    x(F) by root-finding. Independent of :mod:`rmtbase.analytic.weibull`."""
     from scipy.optimize import brentq
     from scipy.special import erf
 
