@@ -1,29 +1,14 @@
 """Element-wise statistics of any matrix (W_Q, W_K, W_QK, a null draw): O(N) work, no sort.
 
 ``element_stats(w)`` treats the N = m·n entries of each ``(..., m, n)`` matrix as one sample
-(leading axes are batch axes); definitions in ``STAT_INFO[...]['definition']``; no clipping.
-
-- mean; std (ddof 0); skewness m3/m2^{3/2}; excess kurtosis m4/m2² − 3 (two passes).
-- entropy: Miller–Madow plug-in S = −Σ_j p_j ln(p_j/Δ) + (m − 1)/(2N), p_j = n_j/N, on
-  B_e = ⌈2 N^{1/3}⌉ bins of width Δ over [min w, max w] (Rice rule; Miller 1955), m the
-  non-empty bins; −inf for a constant matrix. For float16/bfloat16 storage each value spreads
-  uniformly over its rounding cell (:func:`rmtbase.stats.precision.lattice_cells`), so bins do
-  not alias with the lattice (O((cell/σ)²) bias).
-- delta_entropy ΔS = S − ½ ln(2πe σ̂²).
-- kl_gaussian: Σ_j p_j ln(p_j/q_j) − (m − 1)/(2N) on the same bins, q_j the N(μ̂, σ̂²) bin mass
-  (erfc, tail-safe); may be slightly negative (not clipped).
-- sigma_fit: weighted (n_j) least squares of ln n_j = a + b u + e u² over bins with
-  |c_j − μ̂| ≤ 2σ̂, u = (c − μ̂)/σ̂; σ_fit² = σ̂²/(−2e) − Δ²/12 (Sheppard). +inf if e ≥ 0 (no
-  Gaussian core), 0 if σ_fit² ≤ 0, NaN if fewer than 3 bins qualify.
-- weibull_k, weibull_lambda (arXiv:2605.18898, App. A) on a = |w|: F_i = (i − ½)/N (Hazen),
-  ranks with (1 − trim)/2 ≤ F_i ≤ (1 + trim)/2, least squares of ln(−ln(1 − F)) on ln a;
-  k = slope, λ = exp(−intercept/k); NaN for exact zeros in the kept ranks. Scale-invariant,
-  unlike npm-weibull-py's fixed log10 grid (|Δk| ≤ 1.6·10⁻³ on Gaussian and MiniLM matrices).
-- max_over_q99: max|w| / q99, q99 the ⌈0.99 N⌉-th smallest |w|, interpolated by rank in its
-  histogram bin (≤ 4.9·10⁻⁴ relative).
-
-Sort-free: a histogram of x = ln|w| with 2¹¹ bins per octave (:mod:`rmtbase.stats._magnitude`)
-holds counts and Σx; only x inside a bin is replaced by the bin mean (≲ 10⁻⁷ error)."""
+(leading axes are batch axes); no clipping. Each statistic's formula is its
+``STAT_INFO[name]['definition']`` (:mod:`rmtbase.stats.statistic`): moments ddof 0; entropy
+Miller–Madow (Miller 1955) on ⌈2 N^{1/3}⌉ Rice bins, −inf for a constant matrix; Weibull fit
+of arXiv:2605.18898 App. A (Hazen positions, scale-invariant). For float16/bfloat16 storage each
+value spreads uniformly over its rounding cell (:func:`rmtbase.stats.precision.lattice_cells`),
+so bins do not alias with the lattice (O((cell/σ)²) bias). Sort-free: a histogram of x = ln|w|
+with 2¹¹ bins per octave (:mod:`rmtbase.stats._magnitude`) holds counts and Σx; only x inside a
+bin is replaced by the bin mean (≲ 10⁻⁷ error)."""
 from __future__ import annotations
 
 from functools import partial
