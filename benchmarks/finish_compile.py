@@ -69,7 +69,7 @@ def _one(cell: str, what: str) -> float:
             acc, geo = tiles.tile_passes(w, storage, side)
             return {k: jnp.sum(jnp.asarray(v, jnp.float32)) for k, v in {**acc, **geo}.items()}
 
-        elementwise._one = null._one = passes_only
+        elementwise.flat_element_stats = null.flat_element_stats = passes_only
     if what.startswith("table"):
         fn = null._draw_fn(null.Draws(d, d_h, stats="all", storage=storage_record(storage)))
         program, args = _chunk_runner(fn, 64, "map", _draw_devices()), (

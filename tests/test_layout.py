@@ -120,3 +120,27 @@ def test_no_import_circles():
         if m not in seen:
             visit(m)
     assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_no_private_name_across_parts():
+    """A name starting with ``_`` is private to its part: another part of rmtbase imports only
+    public names (``__version__`` aside), so a part's helpers others use carry public names."""
+    bad = []
+    for path in SRC.rglob("*.py"):
+        name = _module_name(path)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")
+                mod = ".".join(base[: len(base) - (node.level - 1)]
+                               + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("rmtbase.") or _part(mod) == _part(name):
+                continue
+            bad += [f"{name}:{node.lineno} imports {mod}.{a.name}" for a in node.names
+                    if a.name.startswith("_") and a.name != "__version__"
+                    and not _exists(f"{mod}.{a.name}")]
+    assert not bad, "private names imported from another part:\n" + "\n".join(sorted(bad))

@@ -52,11 +52,11 @@ def test_a_sweep_on_per_gpu_workers_is_the_one_process_table(monkeypatch):
     only its own, and their sweep is the one-process table bit for bit (JAX here is CPU-only,
     so the variable changes only where they would run on a GPU machine)."""
     pytest.importorskip("distributed")
-    from rmtbase.baseline.sweep import _client, sweep
+    from rmtbase.baseline.sweep import cluster_client, sweep
     from rmtbase.baseline.tables import baseline
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    with _client(workers=2) as c:
+    with cluster_client(workers=2) as c:
         seen = sorted(c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES")).values())
         ds = sweep(24, 4, client=c, draws=300, stats="spectral", progress=False)
     assert seen == ["0", "1"]

@@ -615,12 +615,12 @@ def test_loopback_workers_run_in_their_own_session():
     import os
 
     from rmtbase.baseline.loopback import _setsid_spawn
-    from rmtbase.baseline.sweep import _client
+    from rmtbase.baseline.sweep import cluster_client
 
     if not _setsid_spawn():
         pytest.skip("no POSIX_SPAWN_SETSID here")
     spawn = mp_util.spawnv_passfds
-    with _client(None, 2, None) as c:
+    with cluster_client(None, 2, None) as c:
         pids = list(c.run(os.getpid).values())
         assert sorted(c.gather(c.map(lambda x: x * x, [1, 2, 3]))) == [1, 4, 9]
         assert len(pids) == 2

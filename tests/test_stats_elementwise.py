@@ -186,16 +186,16 @@ def test_in_graph_tiles_change_only_the_rounding(monkeypatch):
     import jax
 
     from rmtbase.stats import tiles
-    from rmtbase.stats.elementwise import _one
+    from rmtbase.stats.elementwise import flat_element_stats
 
     rng = np.random.default_rng(1)
     n = 2**22 + 7
     w = jnp.asarray(rng.standard_t(5, n).astype(np.float32)).astype(jnp.bfloat16)
     w = w.astype(jnp.float32)
-    ref = jax.jit(lambda x: _one(x, 0.8, "bfloat16"))(np.asarray(w, dtype=np.float64))
-    tiled = jax.jit(lambda x: _one(x, 0.8, "bfloat16"))(w)
+    ref = jax.jit(lambda x: flat_element_stats(x, 0.8, "bfloat16"))(np.asarray(w, dtype=np.float64))
+    tiled = jax.jit(lambda x: flat_element_stats(x, 0.8, "bfloat16"))(w)
     monkeypatch.setattr(tiles, "IN_GRAPH_MIN", 2**40)
-    whole = jax.jit(lambda x: _one(x, 0.8, "bfloat16"))(w)
+    whole = jax.jit(lambda x: flat_element_stats(x, 0.8, "bfloat16"))(w)
     for k in tiled:
         a, b, r = float(tiled[k]), float(whole[k]), float(ref[k])
         if k in ("entropy", "delta_entropy", "kl_gaussian", "sigma_fit"):

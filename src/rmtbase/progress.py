@@ -31,8 +31,8 @@ from .reporters import (
     LogLines,
     Silent,
     TerminalBar,
-    _interval,
     print_line,
+    progress_interval,
 )
 
 #: Seconds of process CPU after which the null draws of a first contact say where they are.
@@ -101,7 +101,7 @@ def _doing() -> str:
 def heartbeat(*, enabled: bool = True, every: float | None = None, stream=None):
     """While the block runs, a ``rmtbase: still working…`` line after each ``every`` s (default
     :data:`INTERVAL`) of silence; a daemon thread stopped when the block ends."""
-    every = _interval() if every is None else float(every)
+    every = progress_interval() if every is None else float(every)
     if not enabled or every <= 0:
         yield
         return

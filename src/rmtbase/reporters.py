@@ -28,7 +28,9 @@ HEARTBEAT = "rmtbase: still working"
 SAID = {"at": time.monotonic(), "line": None}
 
 
-def _interval() -> float:
+def progress_interval() -> float:
+    """Seconds between progress lines: ``RMTBASE_PROGRESS_INTERVAL`` if a number, else
+    :data:`INTERVAL`."""
     try:
         return max(0.0, float(os.environ.get("RMTBASE_PROGRESS_INTERVAL", INTERVAL)))
     except ValueError:
@@ -75,7 +77,7 @@ class LogLines(Silent):
                  clock=time.monotonic, cpu_every: float | None = None):
         self.total, self.desc, self.unit = int(total), desc, unit
         self.stream = sys.stderr if stream is None else stream
-        self.interval = _interval() if interval is None else float(interval)
+        self.interval = progress_interval() if interval is None else float(interval)
         self.clock = clock
         self.start = self.last = clock()
         self.cpu_last = time.process_time()
@@ -234,4 +236,4 @@ def _unregister(reporter) -> None:
             LIVE.remove(reporter)
 
 
-__all__ = ["HEARTBEAT", "INTERVAL", "SAID", "LogLines", "TerminalBar"]
+__all__ = ["HEARTBEAT", "INTERVAL", "SAID", "LogLines", "TerminalBar", "progress_interval"]

@@ -1,8 +1,8 @@
 """The Dask client a driver runs its tasks on, and the one wait of every Dask driver.
 
-:func:`_client`: the client given, one for a scheduler address (checked), or a loopback cluster of
-single-threaded workers sharing the cores. :func:`completed` polls futures, so Ctrl-C is raised
-at once and pending tasks are cancelled. Without Dask :func:`_distributed` raises
+:func:`cluster_client`: the client given, one for a scheduler address (checked), or a loopback
+cluster of single-threaded workers sharing the cores. :func:`completed` polls futures, so Ctrl-C
+is raised at once and pending tasks are cancelled. Without Dask :func:`require_distributed` raises
 :class:`MissingDependency`.
 """
 
@@ -29,7 +29,8 @@ class MissingDependency(RmtbaseError, ImportError):
 INSTALL_DISTRIBUTED = "pip install -e '.[distributed]' in the rmtbase clone (or pip install 'dask[distributed]')"
 
 
-def _distributed(what: str = "rmtbase sweep"):
+def require_distributed(what: str = "rmtbase sweep"):
+    """The ``distributed`` module, or :class:`MissingDependency` naming ``what`` needs it."""
     try:
         import distributed
     except ImportError as exc:
@@ -108,7 +109,7 @@ def _check_address(scheduler) -> None:
 
 
 @contextlib.contextmanager
-def _client(scheduler=None, workers=None, client=None):
+def cluster_client(scheduler=None, workers=None, client=None):
     """A Client: the one given, one connected to ``scheduler``, or a loopback cluster of ``workers``
     single-threaded processes (closed on exit)."""
     if client is not None:
@@ -116,7 +117,7 @@ def _client(scheduler=None, workers=None, client=None):
         return
     if (scheduler is None) == (workers is None):
         raise InputError("give exactly one of a scheduler address or a number of workers")
-    dist = _distributed()
+    dist = require_distributed()
     if scheduler is not None:
         _check_address(scheduler)
         try:
@@ -147,3 +148,7 @@ def _client(scheduler=None, workers=None, client=None):
         raise
     with cluster, dist.Client(cluster) as c:
         yield c
+
+
+__all__ = ["INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "MissingDependency", "cluster_client",
+           "completed", "require_distributed", "worker_env"]

@@ -27,7 +27,7 @@ from ..ensembles import ginibre, lowrank_factors, map_draws, named_key, residual
 from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_positive_int, check_sigma
 from ..stats import head_stats
-from ..stats.elementwise import _one, _trim_fraction
+from ..stats.elementwise import flat_element_stats, trim_fraction
 from ..stats.precision import null_rows, round_trip
 from ..stats.spectral import (
     eigvals_from_bidiagonal,
@@ -141,7 +141,7 @@ def _factor_stats(both, trim: float, storage: Storage) -> dict:
     order)."""
     d_h, d = both.shape[1:]
     blocks = both.reshape(2, d_h, d // storage.block, storage.block)
-    st = jax.lax.map(lambda b: _one(b.reshape(-1), trim, storage.name), blocks)
+    st = jax.lax.map(lambda b: flat_element_stats(b.reshape(-1), trim, storage.name), blocks)
     return {f"{m}.{s}": v[i] for i, m in enumerate("qk") for s, v in st.items()}
 
 
@@ -196,7 +196,8 @@ def _draw_fn(req: Draws):
             g = (sigma_q * sigma_k * math.sqrt(d_h)) * jax.random.normal(
                 named_key(key, "gaussian"), (d, d), dtype)
             if elementwise:
-                out.update({f"qk.{s}": v for s, v in _one(g.reshape(-1), trim).items()})
+                out.update({f"qk.{s}": v
+                            for s, v in flat_element_stats(g.reshape(-1), trim).items()})
             lam = None
             if spectral:
                 s = jnp.linalg.svd(g, compute_uv=False)
@@ -263,7 +264,7 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
         raise InputError("return_spectrum/return_lambda need spectral statistics "
                          "(stats='all' or 'spectral')")
     dtype = _checked_dtype(dtype)
-    _trim_fraction(trim)
+    trim_fraction(trim)
     storage = storage_record(storage)  # the name looked up once, here
     if d % storage.block:
         raise InputError(f"storage {storage.name} needs d to be a multiple of {storage.block}, "

@@ -21,9 +21,9 @@ from .dask_client import (  # noqa: F401 - re-exported: callers import them from
     NO_DASHBOARD,
     POLL_S,
     MissingDependency,
-    _client,
-    _distributed,
+    cluster_client,
     completed,
+    require_distributed,
     worker_env,
 )
 
@@ -98,7 +98,7 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
 
             store = PartialStore(out, spec)
     if client is None:
-        _distributed()
+        require_distributed()
     from .block_jobs import BlockJobs, job_blocks
 
     jobs = BlockJobs({(0, *cell): (spec, cell, store) for cell in cells}, per)
@@ -123,9 +123,9 @@ def _run_tasks(tasks, fn, dispatch: Dispatch, take=None):
     from .tables import _progress
 
     if dispatch.client is None:
-        _distributed()
+        require_distributed()
     parts = {}
-    with _client(dispatch.scheduler, dispatch.workers, dispatch.client) as c, \
+    with cluster_client(dispatch.scheduler, dispatch.workers, dispatch.client) as c, \
             _progress(len(tasks), dispatch.progress, "rmtbase sweep", unit="task") as bar:
         futures = {c.submit(fn, cell, start, stop, pure=False): (cell, start)
                    for cell, start, stop in tasks}
@@ -179,3 +179,8 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     if out is not None:
         write_table(ds, out)
     return ds
+
+
+__all__ = ["INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "Dispatch", "MissingDependency",
+           "check_blocks_per_task", "cluster_client", "completed", "network_sweep",
+           "require_distributed", "run_jobs", "sweep", "worker_env"]

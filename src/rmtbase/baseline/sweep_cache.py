@@ -85,7 +85,13 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
     Returns ``{"written": [...], "found": [...]}`` (cache files)."""
     from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
-    from .sweep import Dispatch, _client, _distributed, check_blocks_per_task, run_jobs
+    from .sweep import (
+        Dispatch,
+        check_blocks_per_task,
+        cluster_client,
+        require_distributed,
+        run_jobs,
+    )
     from .table_dataset import assemble
     from .tables import grid_cells, write_table
 
@@ -98,7 +104,7 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
         raise InputError(f"draws must be an integer >= 2, got {draws!r}")
     per = check_blocks_per_task(blocks_per_task)
     if client is None:
-        _distributed()
+        require_distributed()
     jobs, found = plan(cells, storages, stats=stats, draws=draws, seed=seed,
                        chunk_size=chunk_size, resume=resume)
     for spec, cell, _ in jobs.values():
@@ -122,7 +128,7 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
 
     from functools import partial
 
-    with _client(scheduler, workers, client) as c:
+    with cluster_client(scheduler, workers, client) as c:
         run_jobs(blocks, partial(job_blocks, specs), Dispatch(client=c, progress=progress),
                  on_complete=write)
         if then is not None:

@@ -28,14 +28,14 @@ def bridge_net(bridge):
     import torch
 
     from ..errors import ModelError
-    from ..models.transformer_lens import _processing
+    from ..models.transformer_lens import weights_processing
 
     name = type(bridge).__name__
     hf = getattr(bridge, "original_model", None)
     if hf is None or not hasattr(hf, "config"):
         raise ModelError(f"path patching runs a transformers model; a TransformerLens {name} "
                          f"holds none: pass the Hugging Face model it was made from")
-    if _processing(bridge) != "unprocessed":
+    if weights_processing(bridge) != "unprocessed":
         raise ModelError(f"path patching runs the transformers model a {name} wraps, and "
                          f"this one's weights were processed: boot an unprocessed bridge or "
                          f"pass the Hugging Face model (docs/adapters.md)")

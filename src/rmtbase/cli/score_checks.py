@@ -282,7 +282,7 @@ def check_finite_model(model, allow_pickle: bool) -> None:
 
     resolved = resolve(default_model_path() if model is None else model, None)
     if resolved.source == "gguf":
-        from ..models.gguf import _reader
+        from ..models.gguf import gguf_reader as _reader
 
         for t in _reader(resolved.folder).tensors:
             if t.tensor_type.name in ("F32", "F16"):

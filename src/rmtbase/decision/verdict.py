@@ -77,9 +77,9 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
         rows = np.arange(shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
         seen[rows] += 1
         sub = {k: np.asarray(v)[rows] for k, v in values.items()}
-        g_out, models, g_draws = _tests(sub, names, rms_q[rows], rms_k[rows], null,
+        g_out, models, g_draws = stat_tests(sub, names, rms_q[rows], rms_k[rows], null,
                                         spectral_null)
-        g_heads = _head_p(g_out, names, family, models, null, rms_q[rows].shape)
+        g_heads = head_p(g_out, names, family, models, null, rms_q[rows].shape)
         if len(groups) == 1:
             out, heads, n_draws = g_out, g_heads, g_draws
             break
@@ -109,7 +109,7 @@ def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 
     return ds
 
 
-def _tests(values, names, rms_q, rms_k, null, spectral_null):
+def stat_tests(values, names, rms_q, rms_k, null, spectral_null):
     """Per-test arrays (:data:`SCORE_VARS` except q_value/flag) of heads (layer, head) against
     one null; also {stat: (index, TailModels, is_joint)} and {stat: draws}."""
     from ..stats import SPECTRAL_STATS
@@ -173,7 +173,7 @@ def _stat_bh(out, names, family, shape, group_size, alpha):
     out["flag"] = np.where(np.isfinite(q), q <= alpha, False)
 
 
-def _head_p(out, names, family, models, null, shape) -> dict:
+def head_p(out, names, family, models, null, shape) -> dict:
     """Calibrated Cauchy combination per head (see :mod:`rmtbase.decision.omnibus`), before
     the Benjamini–Hochberg step over heads."""
     fam_idx = [names.index(n) for n in family]
@@ -208,3 +208,6 @@ def _head_p(out, names, family, models, null, shape) -> dict:
         heads["head_p_method"][sel] = meth
     heads["head_n_stats"] = np.isfinite(p_heads).sum(axis=-1)
     return heads
+
+
+__all__ = ["head_p", "score_values", "score_values_by_layer", "stat_tests"]

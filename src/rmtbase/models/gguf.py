@@ -21,7 +21,7 @@ from .gguf_arch import SPECS, hf_config, name_map, regroup_falcon, spec_of, unpe
 from .gguf_header import GGUFHeader, read_header
 
 __all__ = ["GGUF_TYPES", "GGUFWeights", "check_gguf_tokenizer", "gguf_config",
-           "gguf_context_length"]
+           "gguf_context_length", "gguf_reader"]
 
 #: GGML tensor types read, and the storage name each is recorded as (the storage records'
 #: ``gguf`` names, :mod:`rmtbase.stats.storage`; the readers ask the registry itself).
@@ -37,7 +37,8 @@ def _need_gguf():
     return gguf
 
 
-def _reader(path: Path):
+def gguf_reader(path: Path):
+    """A ``gguf.GGUFReader`` of ``path``; ModelError in one line if it cannot be read."""
     gguf = _need_gguf()
     try:
         return gguf.GGUFReader(str(path))
@@ -156,7 +157,7 @@ class GGUFWeights(TensorReader):
         """The reader's tensor ``gname`` (the reader opened now if not yet)."""
         if self._by_name is None:
             if self._reader is None:
-                self._reader = _reader(self._path)
+                self._reader = gguf_reader(self._path)
             self._by_name = {t.name: t for t in self._reader.tensors}
         return self._by_name[gname]
 

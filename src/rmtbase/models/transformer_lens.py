@@ -48,7 +48,7 @@ def _cfg_int(cfg, name: str, default=None) -> int:
     return int(v)
 
 
-def _processing(model) -> str:
+def weights_processing(model) -> str:
     """``"processed"`` where the model says its weights were processed, ``"unprocessed"`` where a
     bridge says not, ``""`` where nothing says."""
     flag = getattr(model, "_weights_processed", None)
@@ -92,7 +92,7 @@ def tl_config(model) -> tuple[dict, str, str]:
     qk, hf_rotary = _hf_facts(model, hf)
     rotary = rotary if hf_rotary is None else hf_rotary
     cls = type(model).__name__ + (f"({inner})" if inner else "")
-    state = _processing(model)
+    state = weights_processing(model)
     out = {"model_type": SOURCE, "d_model": _cfg_int(cfg, "d_model"), "n_heads": n_heads,
            "n_key_value_heads": n_kv, "d_head": d_head, "n_layers": n_layers,
            "rotary_fraction": rotary, "qk_norm": qk, "processing": state}
@@ -220,4 +220,4 @@ class TLWeights(TensorReader):
 
 
 __all__ = ["ADAPTER", "SOURCE", "TLWeights", "TransformerLensAdapter", "is_transformer_lens",
-           "tl_config"]
+           "tl_config", "weights_processing"]

@@ -148,10 +148,10 @@ class DaskRunner(LocalRunner):
         self.where = (scheduler, workers, client)
 
     def __enter__(self):
-        from ..baseline.sweep import _client, _distributed
+        from ..baseline.sweep import cluster_client, require_distributed
 
-        self.dist = _distributed("--workers/--scheduler (Dask tasks)")
-        self._ctx = _client(*self.where)
+        self.dist = require_distributed("--workers/--scheduler (Dask tasks)")
+        self._ctx = cluster_client(*self.where)
         self.client = self._ctx.__enter__()
         return self.run
 

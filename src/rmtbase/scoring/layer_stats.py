@@ -147,8 +147,8 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
         raw = RawUnits(cq, ck)
     spectral, elementwise = kind in ("all", "spectral"), kind in ("all", "elementwise")
     # the layer's rms and spectra here; W_QK's element statistics head by head on the worker
-    # threads, W_Q's and W_K's by a program of their own (the same estimator, _one, as the
-    # null's head_stats)
+    # threads, W_Q's and W_K's by a program of their own (the same estimator,
+    # flat_element_stats, as the null's head_stats)
     st, lam = _compiled()(wq, wk, spectral=spectral)
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
     qk_hist = None

@@ -97,10 +97,10 @@ def _element_fn(d_h: int, d: int, trim: float):
     """Element statistics of W_QK for every (head, permutation). No LAPACK."""
     import jax
 
-    from ..stats.elementwise import _qk_one
+    from ..stats.elementwise import qk_element_stats
 
     def one(wq, wk, pq, pk):
-        return _qk_one(wq[pq].reshape(d_h, d), wk[pk].reshape(d_h, d), trim)
+        return qk_element_stats(wq[pq].reshape(d_h, d), wk[pk].reshape(d_h, d), trim)
 
     def heads(wq, wk, pq, pk):  # (H, n) and (B, n)
         return jax.lax.map(

@@ -15,14 +15,14 @@ QK_HIST_EDGES = np.linspace(-8.0, 8.0, 65)
 
 def elements_and_histogram(q, k, scale, trim: float = 0.8):
     """(element statistics, histogram) of one head's W_QK = qᵀ k (traceable JAX); q, k (d_h, d);
-    scale √d_h σ̂_Q σ̂_K; the statistics are the null's (``stats.elementwise._qk_one``)."""
+    scale √d_h σ̂_Q σ̂_K; the statistics are the null's (``stats.elementwise.qk_element_stats``)."""
     import jax.numpy as jnp
 
-    from ..stats.elementwise import _qk_one
+    from ..stats.elementwise import qk_element_stats
 
     lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
     width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
-    st, counts = _qk_one(q, k, trim, side=(scale, lo, width, nb))
+    st, counts = qk_element_stats(q, k, trim, side=(scale, lo, width, nb))
     return st, counts.astype(jnp.float32) / (q.shape[1] * k.shape[1] * width)
 
 
@@ -44,11 +44,11 @@ def passes_and_histogram(q, k, scale):
 def finish(passes, n: int, trim: float = 0.8) -> dict:
     """W_QK's element statistics (those of :func:`elements_and_histogram`) from
     :func:`passes_and_histogram`'s ``(accumulators, geometry)`` over ``n`` = d² entries."""
-    from ..stats.elementwise import _named
+    from ..stats.elementwise import named_element_stats
     from ..stats.tiles import tile_finish
 
     acc, geo = passes
-    return _named(tile_finish(acc, geo, n, (trim,), "float32"))
+    return named_element_stats(tile_finish(acc, geo, n, (trim,), "float32"))
 
 
 def add_qk_hist(ds: xr.Dataset, hist: np.ndarray) -> None:

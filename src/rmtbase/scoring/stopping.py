@@ -64,7 +64,7 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     from ..decision.family import NOT_TESTED, in_family
     from ..decision.scale import normalise
     from ..decision.significance import benjamini_hochberg
-    from ..decision.verdict import _head_p, _tests
+    from ..decision.verdict import head_p, stat_tests
 
     names = [n for n in values if n not in NOT_TESTED]
     family = in_family(names, unreliable=unreliable)  # the Gaussian null (its tables extend)
@@ -79,7 +79,7 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     for rows, joint, spec in groups:
         rows = np.arange(shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
         sub = {k: np.asarray(v)[rows] for k, v in values.items()}
-        out, models, _ = _tests(sub, names, rq[rows], rk[rows], joint, spec)
+        out, models, _ = stat_tests(sub, names, rq[rows], rk[rows], joint, spec)
         ref = joint if spec is None else spec
         bounds = {}
         for n in refine:
@@ -91,7 +91,7 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
             o = dict(out, p_value=out["p_value"].copy())
             for n, b in bounds.items():
                 o["p_value"][..., names.index(n)] = b[side]
-            dest[rows] = _head_p(o, names, family, models, joint, rq[rows].shape)[
+            dest[rows] = head_p(o, names, family, models, joint, rq[rows].shape)[
                 "head_p_value"]
     flag_lo, _ = benjamini_hochberg(p_lo, alpha)
     flag_hi, _ = benjamini_hochberg(p_hi, alpha)

@@ -28,7 +28,7 @@ def entropy_bins(n: int) -> int:
 def trim_ranks(n: int, trim) -> tuple[int, int]:
     """1-based kept ranks [i_lo, i_hi] of the Weibull fit: (1−trim)/2 ≤ (i − ½)/N ≤ (1+trim)/2,
     in exact rational arithmetic (trim read through its decimal string)."""
-    t = _trim_fraction(trim)
+    t = trim_fraction(trim)
     lo = (1 - t) / 2
     hi = (1 + t) / 2
     i_lo = max(1, math.ceil(lo * n + Fraction(1, 2)))
@@ -36,7 +36,8 @@ def trim_ranks(n: int, trim) -> tuple[int, int]:
     return i_lo, i_hi
 
 
-def _trim_fraction(trim) -> Fraction:
+def trim_fraction(trim) -> Fraction:
+    """``trim`` as an exact Fraction in (0, 1]; InputError otherwise."""
     try:
         t = Fraction(str(trim))
     except (ValueError, TypeError) as exc:

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from ..errors import InputError
 from .elementwise import ELEMENT_STATS as ELEMENT_STATS
-from .elementwise import _element_stats_flat, _qk_one, _trim_fraction
+from .elementwise import _element_stats_flat, qk_element_stats, trim_fraction
 from .elementwise import element_stats as element_stats
 from .precision import check_storage
 from .spectral import SPECTRAL_STATS as SPECTRAL_STATS
@@ -55,7 +55,7 @@ def _qk_element_stats(wq, wk, trim):
     fq = wq.reshape((-1, *wq.shape[-2:]))
     fk = wk.reshape((-1, *wk.shape[-2:]))
 
-    out = jax.lax.map(lambda pair: _qk_one(*pair, trim), (fq, fk))
+    out = jax.lax.map(lambda pair: qk_element_stats(*pair, trim), (fq, fk))
     return {s: v.reshape(batch) for s, v in out.items()}
 
 
@@ -75,7 +75,7 @@ def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=Tru
     bad = [m for m in which if m not in _MATRICES]
     if bad:
         raise InputError(f"which must be a subset of {_MATRICES}, got {tuple(which)!r}")
-    _trim_fraction(trim)
+    trim_fraction(trim)
     # the registry's records when it holds more than STATISTICS (a compiled program per set)
     stats = (records() if extra() else None) if statistics is None else tuple(statistics)
     return _head_stats(wq, wk, tuple(which), bool(spectral), bool(elementwise), float(trim),

@@ -21,8 +21,8 @@ from ..errors import InputError
 from ._binning import (  # noqa: F401 - re-exported: the binning constants and helpers
     Q_LEVEL,
     _cell_histogram,
-    _trim_fraction,
     entropy_bins,
+    trim_fraction,
     trim_ranks,
 )
 from .precision import check_storage
@@ -34,15 +34,15 @@ from .tiles import one_tile
 ELEMENT_STATS = element_names()
 
 
-def _one(w, trim, storage="float32", side=None):
+def flat_element_stats(w, trim, storage="float32", side=None):
     """All element statistics of a flat ``w`` ``(N,)`` stored as ``storage`` (one trim); with
     ``side`` returns (statistics, side counts)."""
     st = one_tile(w, (trim,), storage, side)
-    out = _named(st)
+    out = named_element_stats(st)
     return out if side is None else (out, st["side"])
 
 
-def _named(st: dict) -> dict:
+def named_element_stats(st: dict) -> dict:
     """:data:`ELEMENT_STATS` from one trim's statistics of :mod:`.tiles` (its ``"weibull"``
     pair named ``weibull_k``, ``weibull_lambda``)."""
     k, lam = st.pop("weibull")[0]
@@ -50,10 +50,10 @@ def _named(st: dict) -> dict:
     return {s: st[s] for s in ELEMENT_STATS}
 
 
-def _qk_one(q, k, trim, side=None):
-    """:func:`_one` of the flat W_QK = qᵀ k (float32, :func:`rmtbase._matmul.mm`): W_QK's one
-    definition, shared by the nulls and scoring."""
-    return _one(mm_tn(q, k).reshape(-1), trim, side=side)
+def qk_element_stats(q, k, trim, side=None):
+    """:func:`flat_element_stats` of the flat W_QK = qᵀ k (float32, :func:`rmtbase._matmul.mm`):
+    W_QK's one definition, shared by the nulls and scoring."""
+    return flat_element_stats(mm_tn(q, k).reshape(-1), trim, side=side)
 
 
 def element_stats(w, *, trim=0.8, storage="float32") -> dict:
@@ -62,7 +62,7 @@ def element_stats(w, *, trim=0.8, storage="float32") -> dict:
     Each has shape ``w.shape[:-2]`` in ``w``'s dtype (integers promoted to the default float).
     ``trim`` ∈ (0, 1]: the Weibull fit's kept central fraction. ``storage``: float16/bfloat16
     use lattice cells (module docstring)."""
-    _trim_fraction(trim)
+    trim_fraction(trim)
     storage = check_storage(storage)
     w = jnp.asarray(w)
     if w.ndim < 2:
@@ -81,4 +81,8 @@ def element_stats(w, *, trim=0.8, storage="float32") -> dict:
 def _element_stats_flat(flat, trim, storage="float32"):
     """Compiled once per (shape, dtype, trim, storage): one matrix at a time (scatter-friendly
     on CPU)."""
-    return jax.lax.map(lambda v: _one(v, trim, storage), flat)
+    return jax.lax.map(lambda v: flat_element_stats(v, trim, storage), flat)
+
+
+__all__ = ["ELEMENT_STATS", "Q_LEVEL", "element_stats", "entropy_bins", "flat_element_stats",
+           "named_element_stats", "qk_element_stats", "trim_fraction", "trim_ranks"]
