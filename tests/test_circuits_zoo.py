@@ -19,8 +19,6 @@ repeat_lengths="auto")`` must report on it:
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 
@@ -264,13 +262,10 @@ def _head(s: str) -> tuple[int, int]:
 
 def _tool(folder):
     """The rows of ``find_circuits(folder, composition(folder, draws=200),
-    repeat_lengths="auto")`` as dicts of the Dataset's variables, and circuit_list's JSON.
-    xfail (named) while the API lacks ``repeat_lengths`` (issue 67 item 1)."""
+    repeat_lengths="auto")`` as dicts of the Dataset's variables, and circuit_list's JSON."""
     from rmtbase.circuits import circuit_list, find_circuits
     from rmtbase.scoring.composition import composition
 
-    if "repeat_lengths" not in inspect.signature(find_circuits).parameters:
-        pytest.xfail("find_circuits has no repeat_lengths yet (issue 67 items 1-3)")
     comp = composition(str(folder), draws=200)
     ds = find_circuits(str(folder), comp, repeat_lengths="auto", progress=False)
     names = ("kind", "path", "from", "to", "label_from", "label_to", "rank_weights",

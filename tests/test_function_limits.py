@@ -23,18 +23,11 @@ MAX_LINES, MAX_PARAMS, MAX_TUPLE = 60, 8, 3
 
 #: "part/module.py::qualified.name": {"lines"|"params"|"tuple": measured value} (2026-11-26).
 EXCEPTIONS = {
-    # public entry points whose keyword options are the documented API (tests and callers pass
-    #  them by name); inside they build scoring.pipeline.Options and compose records
-    "scoring/score.py::score_model": {"params": 15},  # + null_start (a collection's re-score)
-    "scoring/score.py::score_heads": {"params": 15},
     # + start: the least profile draws a collection's re-score starts from
     "scoring/profile.py::add_profile": {"params": 9},
     "scoring/profile_stopping.py::sequential_nulls": {"params": 9},
-    "scoring/components.py::score_components": {"params": 10},
-    "scoring/composition.py::composition": {"params": 11},  # + progress
     # documented positional API (tests pass overlap, d, d_h, n_kv, key, draws) + progress
     "scoring/composition_overlap.py::overlap_tests": {"params": 9},
-    "scoring/trajectory.py::score_collection": {"params": 11},
     "decision/verdict.py::score_values": {"params": 9},
     # baseline/ (issue 58 item 4): public entry points whose keyword options are documented
     #  (docs/contract.md, README, tests pass them by name); each validates them into one record

@@ -14,10 +14,12 @@ _SUBMODULES = {
     "files",
     "plot", "studies", "errors", "depth",
 }
-# Top-level functions, resolved lazily: name -> (module, attribute).
+# Top-level functions and settings records, resolved lazily: name -> (module, attribute).
 _FUNCTIONS = {
     "score_model": ("rmtbase.scoring.score", "score_model"),
     "composition": ("rmtbase.scoring.composition", "composition"),
+    "ScoreSettings": ("rmtbase.scoring.settings", "ScoreSettings"),
+    "CompositionSettings": ("rmtbase.scoring.settings", "CompositionSettings"),
     "write_report": ("rmtbase.report.write", "write_report"),
 }
 

@@ -82,3 +82,21 @@ def check_positive(value, name: str) -> float:
 def check_sigma(sigma: float, name: str = "sigma") -> float:
     """Validate an entry standard deviation: a finite number > 0."""
     return check_positive(sigma, name)
+
+
+def with_keywords(cls, record, keywords: dict, caller: str):
+    """``record`` (an instance of the frozen dataclass ``cls``; None: ``cls()``) with the fields
+    named in ``keywords`` replaced: how a function taking a settings record keeps its keyword
+    calls. TypeError, as Python's own, for a keyword that is no field; InputError for a record
+    of another type."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in keywords:
+        if key not in names:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")
+    if record is None:
+        return cls(**keywords)
+    if not isinstance(record, cls):
+        raise InputError(f"{caller}: settings must be a {cls.__name__}, got {record!r}")
+    return dataclasses.replace(record, **keywords) if keywords else record

@@ -6,20 +6,22 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
+from ..errors import InputError, with_keywords
 from ..files.interrupts import deferred, fault_point
 from ..probe.threads import one_thread
 from ..progress import progress_bar, stage
 from . import find as F
 from .capture import capture, probe_dataset
 from .heads import HeadModel
-from .labels import THRESHOLD, chance_levels, head_name, label_across
+from .labels import chance_levels, head_name, label_across
 from .patching import KINDS, Patcher
 from .sequences import SOURCES, Sequences, length_sequences, repeat_lengths, text_sequences
 from .table import candidate_dataset
 
 #: Text windows at most, for ``sequences="text"``.
 MAX_TEXT_SEQUENCES = 16
+#: :func:`find_circuits`' keywords spelled otherwise than their :class:`.find.Search` fields.
+SEARCH_ALIASES = {"receivers_of_interest": "receivers", "repeat_lengths": "lengths"}
 #: FLOPs of the via-MLP screen (forward + backward passes) run without being asked for.
 MLP_BUDGET = 2e12
 
@@ -329,16 +331,16 @@ def _check_lengths_spec(spec) -> None:
                          f"{spec!r}")
 
 
-def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, sequences=None,
-                  text=None, receivers_of_interest=None, seed: int = 0,
-                  threshold: float = THRESHOLD, sinks: bool = False, repeat_lengths="auto",
-                  screen: str = "auto", mlp_paths="auto", layers=None,
-                  progress: bool = True) -> xr.Dataset:
+def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = None,
+                  **options) -> xr.Dataset:
     """Circuits of ``model`` (:mod:`.find` states the rule, :mod:`.table` the output).
 
     model: a transformers model, :class:`rmtbase.probe.loader.Loaded`, folder, ``.gguf`` or hub
     id (:func:`.model.load_model`) of a :data:`.heads.SUPPORTED` family. composition: its
-    composition Dataset. k: sources patched per receiver, kind and ranking when not all are.
+    composition Dataset. search: the options below as a :class:`.find.Search` record
+    (``receivers``, ``lengths`` for ``receivers_of_interest``, ``repeat_lengths``);
+    ``options``: the same as keywords, replacing the record's. k: sources patched per
+    receiver, kind and ranking when not all are.
     sequences: None (repeated random tokens at ``repeat_lengths``: ``"auto"``, an int or ints,
     :func:`.sequences.repeat_lengths`), ``"text"`` (``text`` or the probe's; needs a tokenizer)
     or a :class:`.sequences.Sequences`. receivers_of_interest: [(layer, head), …] instead of the
@@ -348,6 +350,15 @@ def find_circuits(model, composition: xr.Dataset, *, k: int = F.DEFAULT_K, seque
     False. layers: receivers' layers kept (None: all). Raises :class:`InputError` before loading."""
     from ..checks import check_int, check_seed
 
+    for alias, field in SEARCH_ALIASES.items():
+        if alias in options:
+            if field in options:
+                raise TypeError(f"find_circuits() got both {alias!r} and {field!r}")
+            options[field] = options.pop(alias)
+    s = with_keywords(F.Search, search, options, "find_circuits")
+    k, sequences, text, seed, threshold = s.k, s.sequences, s.text, s.seed, s.threshold
+    receivers_of_interest, sinks, repeat_lengths = s.receivers, s.sinks, s.lengths
+    screen, mlp_paths, layers, progress = s.screen, s.mlp_paths, s.layers, s.progress
     F.check_composition(composition)
     k = check_int("k", k, minimum=1)
     seed = check_seed(seed)

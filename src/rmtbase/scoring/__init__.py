@@ -8,7 +8,9 @@ from .collection import combine, combine_components, entries, entry
 from .components import score_components
 from .delta import score_delta
 from .score import score_model
+from .settings import ComponentSettings, CompositionSettings, ScoreSettings
 from .trajectory import score_collection, score_component_collection
 
-__all__ = ["combine", "combine_components", "entries", "entry", "score_collection",
+__all__ = ["ComponentSettings", "CompositionSettings", "ScoreSettings", "combine",
+           "combine_components", "entries", "entry", "score_collection",
            "score_component_collection", "score_components", "score_delta", "score_model"]

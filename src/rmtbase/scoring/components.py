@@ -24,10 +24,11 @@ from ..decision.scale import scaling
 from ..decision.score_dataset import SCORE_VARS
 from ..decision.significance import benjamini_hochberg
 from ..decision.verdict import score_values
-from ..errors import InputError, check_draws
+from ..errors import InputError, check_draws, with_keywords
 from ..stats.names import QUANTIZED_NULL
 from .component_cells import _Cell, _read
 from .null_checks import undefined_under_null
+from .settings import ComponentSettings
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
                   "component_flag", "component_effect", "component_top_stat",
@@ -177,18 +178,22 @@ def _weibull_anchors() -> dict:
                                    ("_trim100", (0.0, 1.0)))}
 
 
-def score_components(model=None, *, components="all", revision=None, draws=None, alpha=0.05,
-                     seed=0, allow_pickle=False, progress=True, quantized_null="auto",
-                     threads=None) -> xr.Dataset:
+def score_components(model=None, *, components="all", revision=None,
+                     settings: ComponentSettings | None = None, allow_pickle=False,
+                     progress=True, **options) -> xr.Dataset:
     """Score every whole weight matrix of ``model`` (hub id, folder, loaded model; None = the
-    embedded MiniLM). components: names for :func:`rmtbase.models.load_components`; draws: null
-    draws per shape; alpha: BH level; quantized_null: ``"auto"``, ``"none"`` or a block format;
-    threads: null draws computed at once."""
+    embedded MiniLM). components: names for :func:`rmtbase.models.load_components`; settings:
+    draws per shape, BH level, seed, quantized_null, threads
+    (:class:`~rmtbase.scoring.settings.ComponentSettings`); ``options``: those fields as
+    keywords, replacing the record's."""
     from ..baseline.matrix_null import DEFAULT_DRAWS, check_matrix_null_size
     from ..models import default_model_path, load_components, model_info
     from .description import default_label, model_label
     from .qk_elements import scoring_threads
 
+    s = with_keywords(ComponentSettings, settings, options, "score_components")
+    draws, alpha, seed, quantized_null, threads = (s.draws, s.alpha, s.seed, s.quantized_null,
+                                                   s.threads)
     alpha = check_probability("alpha", alpha)
     draws = DEFAULT_DRAWS if draws is None else draws
     check_draws(draws, MIN_NULL_DRAWS)  # the omnibus calibration of each matrix's p

@@ -16,13 +16,14 @@ import numpy as np
 import xarray as xr
 
 from ..checks import check_int, check_probability, check_seed
-from ..errors import InputError
+from ..errors import InputError, with_keywords
 from ..files.memory import check_memory
 from ..stats import composition as C
 from ..stats.gaussian_null import GaussianNull
 from ..stats.null_protocol import Null
 from .composition_dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
 from .composition_pairs import Pairs, composition_storage, null_scores  # noqa: F401 - null_scores re-exported
+from .settings import CompositionSettings
 
 #: Bytes a float32 needs; the model side holds every earlier layer's column side.
 _F32 = 4
@@ -239,21 +240,21 @@ def _more_attrs(ds, got, null, info, draws: int, alpha: float) -> None:
         ds.attrs["null"] = got.description
 
 
-def composition(model, *, draws: int | None = None, seed: int = 0, fold_ln: bool = False,
-                ln_gains=None, alpha: float = 0.05, null_storage: str = "auto",
-                revision: str | None = None, allow_pickle: bool = False, progress: bool = False,
-                null: Null | str = "gaussian") -> xr.Dataset:
-    """Composition of every ordered cross-layer head pair of ``model`` against ``null``.
+def composition(model, *, settings: CompositionSettings | None = None, fold_ln: bool = False,
+                ln_gains=None, revision: str | None = None, allow_pickle: bool = False,
+                progress: bool = False, **options) -> xr.Dataset:
+    """Composition of every ordered cross-layer head pair of ``model`` against its null.
 
+    settings: the null, draws, seed, BH level and null storage
+    (:class:`~rmtbase.scoring.settings.CompositionSettings`); ``options``: those fields as
+    keywords, replacing the record's. A null without a composition null is refused.
     ``fold_ln``: scale W_Q, W_K, W_V of layer l by ``ln_gains[l]`` (d,), required then.
-    ``null_storage``: ``"auto"`` (the checkpoint's float storage; quantised → float32),
-    ``"float32"``, ``"bfloat16"`` or ``"float16"``. ``null``: ``"gaussian"`` (``draws`` default
-    2,000) or ``"permutation"`` (default 1,000); a null without a composition null is refused.
     ``progress``: a bar over the layers."""
     from .null_checks import check_null_storage
 
-    seed, alpha, draws = _checked(seed, alpha, draws, fold_ln, ln_gains)
-    null, null_storage = Null.parse(null), composition_storage(null_storage)  # they enter here
+    s = with_keywords(CompositionSettings, settings, options, "composition")
+    seed, alpha, draws = _checked(s.seed, s.alpha, s.draws, fold_ln, ln_gains)
+    null, null_storage = Null.parse(s.null), composition_storage(s.null_storage)  # enter here
     check_null_storage(null, "null")  # its storage is null_storage's, set from the checkpoint
     draws = null.composition_draws if draws is None else draws
     pl = check_model(model, revision=revision, null=null, draws=int(draws))

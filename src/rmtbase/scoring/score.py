@@ -18,7 +18,7 @@ import xarray as xr
 
 from ..checks import MIN_NULL_DRAWS, check_int, check_probability, check_seed
 from ..decision.verdict import NOT_TESTED, score_values
-from ..errors import InputError
+from ..errors import InputError, with_keywords
 from ..stats.names import QUANTIZED_NULL
 from ..stats.null_protocol import Null
 from .description import default_label, null_description
@@ -26,6 +26,7 @@ from .layer_null import is_spectral
 from .null_checks import check_element_draws, check_null_size, check_null_storage
 from .pipeline import Options, score
 from .reference import NullStart
+from .settings import ScoreSettings
 from .spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: tests/test_cache.py
     SPECTRUM_QUANTILES,
     _drawn_spectrum_band,
@@ -68,29 +69,24 @@ def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
     return alpha, null
 
 
-def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.05,
-                allow_pickle=False, progress=True, seed=0, spectrum_draws=200,
-                null="gaussian", quantized_null="auto", max_draws=None,
-                element_draws=200, circuit="qk", null_start=None) -> xr.Dataset:
+def score_model(model=None, *, revision=None, settings: ScoreSettings | None = None,
+                allow_pickle=False, progress=True, circuit="qk", **options) -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the null.
 
     model: hub id, folder, ``transformers`` or TransformerLens model; None = the embedded MiniLM.
-    stats: "all", "spectral", "elementwise" or "<matrix>.<stat>" names. draws: least null draws per
-    table (permutation null: per head; None: 1000, grown for open heads). alpha: BH level. seed:
-    table / permutation seed. spectrum_draws: the spectrum band's draws (0 = none). null:
-    "gaussian" or "permutation". quantized_null: "auto", "none" or a format of
-    :data:`rmtbase.stats.precision.QUANT_FORMATS`. max_draws: None extends the spectral null while a
-    decision could change; a number, up to it for heads near a flag. element_draws: permutations for
-    W_QK's element statistics. circuit: "qk" or "ov". null_start: least null sizes
-    (:class:`~rmtbase.scoring.reference.NullStart`).
-    Returns an ``xr.Dataset`` (:mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
+    settings: what is tested against which null (:class:`~rmtbase.scoring.settings.ScoreSettings`:
+    stats, draws, alpha, seed, spectrum_draws, null, quantized_null, max_draws, element_draws,
+    null_start); ``options``: those fields as keywords, replacing the record's. circuit: "qk" or
+    "ov". Returns an ``xr.Dataset`` (:mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
     (layer, head, rank) and provenance attrs."""
     from ..models import default_model_path, load_heads, model_info
 
+    s = with_keywords(ScoreSettings, settings, options, "score_model")
     if circuit not in ("qk", "ov"):
         raise InputError(f"circuit must be 'qk' or 'ov', got {circuit!r}")
-    _, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
-                             seed, spectrum_draws)
+    _, null = _check_options(s.alpha, s.draws, s.null, s.quantized_null, s.max_draws,
+                             s.element_draws, s.seed, s.spectrum_draws)
+    stats, draws, element_draws = s.stats, s.draws, s.element_draws
     kind, names = _stat_kind(stats)
     spectral_only = names is not None and all(is_spectral(n) or n in NOT_TESTED for n in names)
     check_element_draws(null, "spectral" if spectral_only else kind, element_draws)
@@ -105,10 +101,7 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
         layers = load_ov_heads(model, revision=revision, allow_pickle=allow_pickle)
     else:
         layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
-    ds = score_heads(info, layers, label=label, stats=stats, draws=draws, alpha=alpha,
-                     progress=progress, seed=seed, spectrum_draws=spectrum_draws, null=null,
-                     quantized_null=quantized_null, max_draws=max_draws,
-                     element_draws=element_draws, null_start=null_start)
+    ds = score_heads(info, layers, label=label, settings=s, progress=progress, null=null)
     if circuit == "ov":
         ds.attrs.update(circuit="ov", factors=OV_FACTORS)
     if info.source == "transformer_lens":  # which weights: as the model holds them
@@ -116,23 +109,23 @@ def score_model(model=None, *, revision=None, stats="all", draws=None, alpha=0.0
     return ds
 
 
-def score_heads(info, layers, *, label=None, stats="all", draws=None, alpha=0.05,
-                progress=True, seed=0, spectrum_draws=200, null="gaussian",
-                quantized_null="auto", max_draws=None, element_draws=200,
-                unreliable=(), null_start=None) -> xr.Dataset:
+def score_heads(info, layers, *, label=None, settings: ScoreSettings | None = None,
+                progress=True, unreliable=(), **options) -> xr.Dataset:
     """:func:`score_model` once the model is read: ``layers`` (iterable of
     :class:`rmtbase.models.LayerHeads`) of a model ``info``, each layer against the null of its own
-    storage (:func:`rmtbase.decision.verdict.score_values_by_layer`). ``unreliable``: statistics
-    left out of the decision besides those a detected quantisation leaves out."""
-    alpha, null = _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
-                                 seed, spectrum_draws)
-    kind, names = _stat_kind(stats)
-    opts = Options(kind, names, null, draws=draws, alpha=alpha, seed=seed,
-                   spectrum_draws=spectrum_draws, quantized_null=quantized_null,
-                   max_draws=max_draws, element_draws=element_draws, progress=progress,
-                   unreliable=tuple(unreliable), start=NullStart.of(null_start))
+    storage (:func:`rmtbase.decision.verdict.score_values_by_layer`). settings, ``options``: as
+    :func:`score_model`'s. ``unreliable``: statistics left out of the decision besides those a
+    detected quantisation leaves out."""
+    s = with_keywords(ScoreSettings, settings, options, "score_heads")
+    alpha, null = _check_options(s.alpha, s.draws, s.null, s.quantized_null, s.max_draws,
+                                 s.element_draws, s.seed, s.spectrum_draws)
+    kind, names = _stat_kind(s.stats)
+    opts = Options(kind, names, null, draws=s.draws, alpha=alpha, seed=s.seed,
+                   spectrum_draws=s.spectrum_draws, quantized_null=s.quantized_null,
+                   max_draws=s.max_draws, element_draws=s.element_draws, progress=progress,
+                   unreliable=tuple(unreliable), start=NullStart.of(s.null_start))
     return score(info, layers, opts, label)
 
 
-__all__ = ["SPECTRUM_QUANTILES", "null_description", "null_spectrum_band", "score_heads",
-           "score_model", "score_values"]
+__all__ = ["SPECTRUM_QUANTILES", "ScoreSettings", "null_description", "null_spectrum_band",
+           "score_heads", "score_model", "score_values"]

@@ -15,7 +15,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ..errors import InputError
+from ..baseline.sweep import Dispatch
+from ..errors import InputError, with_keywords
 from ..stats.gaussian_null import GaussianNull
 from ..stats.null_protocol import Null
 from .collection import COLLECTION_DIMS, combine, distinct_suffixes, unique_labels
@@ -96,6 +97,8 @@ def _seq(x) -> bool:
 #: The :class:`~rmtbase.models.types.ModelInfo` sizes that, with the architecture, make two
 #: entries the same shape (their null tables are shared).
 _SIZES = ("d", "d_h", "n_layers", "n_heads", "n_kv_heads")
+#: The keywords of :func:`score_collection` that build its :class:`Dispatch`.
+DISPATCH_FIELDS = ("scheduler", "workers", "client", "progress")
 
 
 def _shape(info) -> tuple:
@@ -117,17 +120,22 @@ def _check_dask_models(specs, here: bool) -> None:
 
 
 def score_collection(models, *, revisions=None, labels=None, dim: str | None = None,
-                     workers: int | None = None, scheduler: str | None = None, client=None,
-                     progress: bool = True, spectrum_draws: int = 200, entries=None,
+                     dispatch: Dispatch | None = None, spectrum_draws: int = 200, entries=None,
                      **options):
     """Score every entry (model × revision) and stack them.
 
-    revisions: several of one model, or one for all; dim: "checkpoint" or "model"; workers /
-    scheduler / client: Dask, else in process; entries: per-entry folder; ``options``:
-    :func:`rmtbase.scoring.score.score_model`'s."""
+    revisions: several of one model, or one for all; dim: "checkpoint" or "model"; dispatch:
+    where the entries run (:class:`rmtbase.baseline.sweep.Dispatch`: a Dask ``scheduler``,
+    ``workers`` or ``client``, else in process; ``progress``), its fields also as keywords;
+    entries: per-entry folder; the other ``options``: :func:`rmtbase.scoring.score.score_model`'s
+    keywords."""
     from ..models import model_info
     from .score import _check_options, _stat_kind
 
+    where = {k: options.pop(k) for k in DISPATCH_FIELDS if k in options}
+    dispatch = with_keywords(Dispatch, dispatch, where, "score_collection")
+    workers, scheduler, client = dispatch.workers, dispatch.scheduler, dispatch.client
+    progress = dispatch.progress
     specs = make_specs(models, revisions, labels)
     _, null = _check_options(options.get("alpha", 0.05), options.get("draws"),
                              options.get("null", "gaussian"),

@@ -1,0 +1,179 @@
+"""The entry points take their settings as one record, and their documented keywords still.
+
+``score_model``/``score_heads`` (:class:`ScoreSettings`), ``composition``
+(:class:`CompositionSettings`), ``score_components`` (:class:`ComponentSettings`),
+``find_circuits`` (:class:`rmtbase.circuits.find.Search`) and ``score_collection``
+(:class:`rmtbase.baseline.sweep.Dispatch`): a keyword call and the same values as a record
+reach the internals as the same checked record (captured where the work would start), a
+keyword overrides the record's field, and an unknown keyword is Python's TypeError."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rmtbase.errors import InputError, with_keywords
+from rmtbase.scoring.settings import ComponentSettings, CompositionSettings, ScoreSettings
+
+
+class _Stop(Exception):
+    """Raised by a captured internal: the work stops where it would begin."""
+
+
+def test_with_keywords_replaces_fields_and_refuses_strangers():
+    base = ScoreSettings(draws=500, seed=3)
+    assert with_keywords(ScoreSettings, None, {}, "f") == ScoreSettings()
+    assert with_keywords(ScoreSettings, base, {}, "f") is base
+    assert with_keywords(ScoreSettings, base, {"seed": 4}, "f") == ScoreSettings(draws=500, seed=4)
+    with pytest.raises(TypeError, match=r"f\(\) got an unexpected keyword argument 'drawz'"):
+        with_keywords(ScoreSettings, None, {"drawz": 5}, "f")
+    with pytest.raises(InputError, match="settings must be a ScoreSettings"):
+        with_keywords(ScoreSettings, CompositionSettings(), {}, "f")
+
+
+def _planted():
+    from rmtbase.models.types import LayerHeads, ModelInfo
+
+    rng = np.random.default_rng(0)
+    info = ModelInfo(name="planted", revision=None, architecture="bert", d=16, d_h=4,
+                     n_layers=1, n_heads=2, n_kv_heads=2)
+    wq, wk = (rng.standard_normal((2, 4, 16)).astype(np.float32) for _ in range(2))
+    return info, [LayerHeads(0, wq, wk)]
+
+
+def _options(monkeypatch, call):
+    """The :class:`rmtbase.scoring.pipeline.Options` ``call()`` hands to the pipeline."""
+    import rmtbase.scoring.score as S
+
+    got = []
+
+    def fake(info, layers, opts, label=None):
+        got.append(opts)
+        raise _Stop
+
+    monkeypatch.setattr(S, "score", fake)
+    with pytest.raises(_Stop):
+        call()
+    return got[0]
+
+
+def test_score_heads_record_equals_keywords(monkeypatch):
+    from rmtbase.scoring.score import score_heads
+
+    info, layers = _planted()
+    kw = dict(stats="spectral", draws=300, alpha=0.1, seed=7, spectrum_draws=0,
+              quantized_null="none", max_draws=900, element_draws=50,
+              null_start={"table": 400, "spectral": 2000})
+    by_kw = _options(monkeypatch, lambda: score_heads(info, layers, progress=False, **kw))
+    by_record = _options(monkeypatch, lambda: score_heads(
+        info, layers, progress=False, settings=ScoreSettings(**kw)))
+    mixed = _options(monkeypatch, lambda: score_heads(
+        info, layers, progress=False, settings=ScoreSettings(**{**kw, "seed": 1}), seed=7))
+    assert by_kw == by_record == mixed
+    assert (by_kw.kind, by_kw.draws, by_kw.alpha, by_kw.seed, by_kw.max_draws) == \
+        ("spectral", 300, 0.1, 7, 900)
+    with pytest.raises(TypeError, match="score_heads"):
+        score_heads(info, layers, drawz=300)
+
+
+def test_score_model_unknown_keyword_is_a_type_error():
+    from rmtbase.scoring.score import score_model
+
+    with pytest.raises(TypeError, match=r"score_model\(\) got an unexpected keyword argument"):
+        score_model("/nonexistent", draw=1000)
+
+
+def test_composition_record_equals_keywords(monkeypatch):
+    import rmtbase.scoring.composition as C
+
+    got = []
+
+    def fake(model, *, revision=None, null=None, draws=None, **_):
+        got.append((model, revision, null.name, draws))
+        raise _Stop
+
+    monkeypatch.setattr(C, "check_model", fake)
+    kw = dict(null="permutation", draws=300, seed=2, alpha=0.1, null_storage="float16")
+    for call in (lambda: C.composition("m", **kw),
+                 lambda: C.composition("m", settings=CompositionSettings(**kw)),
+                 lambda: C.composition("m", settings=CompositionSettings(draws=5), draws=300,
+                                       null="permutation")):
+        with pytest.raises(_Stop):
+            call()
+    assert got == [("m", None, "permutation", 300)] * 3
+    with pytest.raises(InputError, match="null_storage"):
+        C.composition("m", null_storage="int8")
+
+
+def test_score_components_record_equals_keywords(monkeypatch):
+    import rmtbase.scoring.components as P
+
+    got = []
+
+    def fake(cells, *, alpha, draws, seed, progress, threads):
+        got.append((alpha, draws, seed, threads))
+        raise _Stop
+
+    monkeypatch.setattr(P, "_read", lambda layers, info, progress, q: [])
+    monkeypatch.setattr(P, "_score_cells", fake)
+    monkeypatch.setattr("rmtbase.models.load_components", lambda *a, **k: [])
+    kw = dict(draws=300, alpha=0.1, seed=5, quantized_null="none", threads=2)
+    for call in (lambda: P.score_components(**kw, progress=False),
+                 lambda: P.score_components(settings=ComponentSettings(**kw), progress=False)):
+        with pytest.raises(_Stop):
+            call()
+    assert got == [(0.1, 300, 5, 2)] * 2
+
+
+def test_find_circuits_search_record_and_aliases(monkeypatch):
+    import xarray as xr
+
+    import rmtbase.circuits.run as R
+    from rmtbase.circuits.find import Search
+
+    comp = xr.Dataset({"composition": (("kind", "layer_from", "head_from", "layer_to",
+                                        "head_to"), np.zeros((3, 3, 2, 3, 2)))})
+    got = []
+
+    def fake(model, composition, opts):
+        got.append(opts)
+        raise _Stop
+
+    monkeypatch.setattr(R, "run_circuits", fake)
+    kw = dict(k=2, seed=3, threshold=0.5, sinks=True, screen="exact", mlp_paths=False,
+              progress=False)
+    for call in (lambda: R.find_circuits("m", comp, receivers_of_interest=[(2, 1)],
+                                         repeat_lengths=8, layers=[2], **kw),
+                 lambda: R.find_circuits("m", comp, search=Search(
+                     receivers=((2, 1),), lengths=8, layers=(2,), **kw))):
+        with pytest.raises(_Stop):
+            call()
+    assert got[0] == got[1]
+    assert dataclasses.replace(got[0]) == Search(receivers=((2, 1),), lengths=8, layers=(2,),
+                                                 **kw)
+    with pytest.raises(TypeError, match="both 'repeat_lengths' and 'lengths'"):
+        R.find_circuits("m", comp, repeat_lengths=8, lengths=8)
+    with pytest.raises(InputError, match="k must be"):
+        R.find_circuits("m", comp, search=Search(k=0))
+
+
+def test_score_collection_dispatch_keywords(monkeypatch):
+    import rmtbase.scoring.trajectory as T
+    from rmtbase.baseline.sweep import Dispatch
+
+    seen = []
+
+    def fake(models, revisions, labels):
+        raise _Stop
+
+    monkeypatch.setattr(T, "make_specs", fake)
+    monkeypatch.setattr(T, "with_keywords", lambda cls, rec, kw, who: seen.append(
+        with_keywords(cls, rec, kw, who)) or seen[-1])
+    for call in (lambda: T.score_collection(["a"], workers=2, progress=False, draws=300),
+                 lambda: T.score_collection(["a"], dispatch=Dispatch(workers=2, progress=False),
+                                            draws=300)):
+        with pytest.raises(_Stop):
+            call()
+    assert seen == [Dispatch(workers=2, progress=False)] * 2
