@@ -1,7 +1,7 @@
 """Plugins found through entry points (rmtbase.registry): a package made here, in tmp_path,
-declares in its pyproject a null, a storage format, an architecture adapter and a head
-statistic under the groups ``rmtbase.nulls``, ``rmtbase.storages``, ``rmtbase.adapters`` and
-``rmtbase.statistics``; it is made importable and visible to ``importlib.metadata`` as pip
+declares in its pyproject a null, a storage format, an architecture adapter, a head
+statistic and two profile axes under the groups ``rmtbase.nulls``, ``rmtbase.storages``,
+``rmtbase.adapters``, ``rmtbase.statistics`` and ``rmtbase.axes``; it is made importable and visible to ``importlib.metadata`` as pip
 would leave it (the package beside a ``.dist-info`` whose ``entry_points.txt`` is written from
 the pyproject's table), and ``rmtbase score`` on the command line uses each by name. Every
 plugin object writes a line to ``$TOY_PLUGIN_LOG`` when it is used, so the test sees each was
@@ -32,6 +32,7 @@ MODULE = textwrap.dedent('''
 
     import jax.numpy as jnp
 
+    from rmtbase.decision.axes import Axis
     from rmtbase.models.gpt2 import GPT2Adapter
     from rmtbase.stats.gaussian_null import GaussianNull
     from rmtbase.stats.statistic import Statistic
@@ -81,6 +82,20 @@ MODULE = textwrap.dedent('''
     TOP_SHARE = Statistic("top_share", "spectral", "share of the largest eigenvalue", "1",
                           "lambda_max / sum_lambda", sigma_power=0, effect="ratio",
                           fn=_top_share)
+
+
+    TOP_SHARE_AXIS = Axis("top_share", "ratio", "top share / null median's",
+                          "statistic", statistic="qk.top_share", needs="spectral",
+                          figure=("log2 effect", -2.0, 2.0, "RdBu_r", "log2 top share / null"))
+
+
+    def _rms_ratio(ds):
+        _log("axis")
+        return ds["sigma_q"].values / ds["sigma_k"].values
+
+
+    RMS_RATIO = Axis("rms_ratio", "value", "rms(W_Q) / rms(W_K)", "dataset", _rms_ratio,
+                     requires=("sigma_q", "sigma_k"))
 ''')
 
 PYPROJECT = textwrap.dedent('''
@@ -100,6 +115,10 @@ PYPROJECT = textwrap.dedent('''
 
     [project.entry-points."rmtbase.statistics"]
     top_share = "rmtbase_toyplugin:TOP_SHARE"
+
+    [project.entry-points."rmtbase.axes"]
+    top_share = "rmtbase_toyplugin:TOP_SHARE_AXIS"
+    rms_ratio = "rmtbase_toyplugin:RMS_RATIO"
 ''')
 
 
@@ -137,9 +156,10 @@ def _gpt2_as(path: Path, model_type: str) -> str:
 
 @pytest.mark.slow
 def test_rmtbase_score_uses_each_plugin_by_name(tmp_path):
-    """``rmtbase score --null toy-null --quantized-null toy_t3p`` on a ``toygpt`` model in a
-    fresh process: the null, the storage's quantiser, the adapter and the statistic are each
-    used, and the scores say so."""
+    """``rmtbase score --null toy-null --quantized-null toy_t3p --sort-by top_share`` on a
+    ``toygpt`` model in a fresh process: the null, the storage's quantiser, the adapter, the
+    statistic and the axes are each used, and the scores say so: the statistic axis carries the
+    statistic's own value, effect and p, the dataset axis its function of the scores."""
     import xarray as xr
 
     root = _install(tmp_path / "site", MODULE, PYPROJECT)
@@ -149,11 +169,12 @@ def test_rmtbase_score_uses_each_plugin_by_name(tmp_path):
         "PYTHONPATH", "")]), "TOY_PLUGIN_LOG": str(log), "RMTBASE_CACHE": str(tmp_path / "c")}
     cmd = [sys.executable, "-m", "rmtbase", "score", model, "--null", "toy-null",
            "--quantized-null", "toy_t3p", "--stats", "spectral", "--draws", "200",
+           "--sort-by", "top_share",
            "--no-figures", "--quiet", "--out", str(out)]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     used = set(log.read_text().split())
-    assert used == {"null", "storage", "adapter", "statistic"}, used
+    assert used == {"null", "storage", "adapter", "statistic", "axis"}, used
     with xr.open_dataset(out / "scores.nc") as ds:
         assert ds.attrs["null_kind"] == "toy-null"
         assert ds.attrs["architecture"] == "toygpt"
@@ -161,18 +182,30 @@ def test_rmtbase_score_uses_each_plugin_by_name(tmp_path):
         assert "qk.top_share" in set(ds["stat"].values)
         p = ds["p_value"].sel(stat="qk.top_share").values
         assert np.isfinite(p).all() and (p >= 1 / 201).all() and (p <= 1).all()
+        assert list(ds["axis"].values[-2:]) == ["top_share", "rms_ratio"]
+        top = {"axis": "top_share"}
+        np.testing.assert_array_equal(ds["profile_p"].sel(top).values, p)
+        np.testing.assert_array_equal(ds["profile_value"].sel(top).values,
+                                      ds["value"].sel(stat="qk.top_share").values)
+        np.testing.assert_array_equal(ds["profile_effect"].sel(top).values,
+                                      ds["effect_size"].sel(stat="qk.top_share").values)
+        assert str(ds["axis_effect"].sel(top).values) == "ratio"
+        ratio = ds["sigma_q"].values / ds["sigma_k"].values
+        np.testing.assert_array_equal(ds["profile_value"].sel(axis="rms_ratio").values, ratio)
+        assert not ds["profile_flag"].sel(axis="rms_ratio").values.any()
 
 
 @pytest.fixture
 def fresh_registries():
-    """The four registries scan the entry points again (a dist-info added by the test is
+    """The five registries scan the entry points again (a dist-info added by the test is
     found), and forget the test's plugins afterwards."""
+    from rmtbase.decision.axes import REGISTRY as AXES
     from rmtbase.models.registry import ADAPTERS
     from rmtbase.stats.null_registry import REGISTRY as NULLS
     from rmtbase.stats.statistic import REGISTRY as STATS
     from rmtbase.stats.storage import _REGISTRY as STORAGES
 
-    regs = (NULLS, STORAGES, ADAPTERS, STATS)
+    regs = (NULLS, STORAGES, ADAPTERS, STATS, AXES)
     before = [dict((k, r.peek(k)) for k in r._entries) for r in regs]
     for r in regs:
         r.refresh()
@@ -228,10 +261,16 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path, monkeypatch, fresh_regi
 def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_registries):
     """The same package on sys.path: each registry finds its plugin on the first lookup; a
     storage registered after rmtbase.scoring.score was imported is accepted by
-    ``quantized_null=``; the CLI's --null and --quantized-null choices list the plugins."""
+    ``quantized_null=``; the CLI's --null and --quantized-null choices list the plugins, and
+    --sort-by the axes (checked against the --stats the axis needs)."""
     import rmtbase.scoring.score as score
     from rmtbase.cli import build_parser
+    from rmtbase.cli.score_checks import _check_sort_by
+    from rmtbase.decision.axes import REGISTRY as AXES
+    from rmtbase.errors import InputError
     from rmtbase.models import SUPPORTED
+    from rmtbase.report.profile_figures import SCALES
+    from rmtbase.scoring.profile import AXES as PROFILE_AXES
     from rmtbase.stats.null_kind import NULLS, Null
     from rmtbase.stats.spectral import SPECTRAL_STATS
     from rmtbase.stats.statistic import statistic
@@ -239,6 +278,14 @@ def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_regi
 
     root = _install(tmp_path / "site", MODULE, PYPROJECT)
     monkeypatch.syspath_prepend(str(root))
+    assert "top_share" in PROFILE_AXES and "rms_ratio" in PROFILE_AXES  # loads the axes' group
+    assert AXES["top_share"].statistic == "qk.top_share"
+    assert PROFILE_AXES["rms_ratio"] == ("value", "rms(W_Q) / rms(W_K)")
+    assert "top_share" in SCALES and "rms_ratio" not in SCALES  # a panel only with a figure
+    sort = ["score", "m", "--sort-by", "top_share", "--stats"]
+    _check_sort_by(build_parser().parse_args(sort + ["spectral"]))
+    with pytest.raises(InputError, match="^--sort-by top_share needs --stats spectral or all$"):
+        _check_sort_by(build_parser().parse_args(sort + ["elementwise"]))
     assert Null.parse("toy-null").name == "toy-null" and NULLS[-1] == "toy-null"
     assert storage_record("toy_t3p").block == 32
     assert "toygpt" in SUPPORTED
@@ -248,6 +295,46 @@ def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_regi
     args = build_parser().parse_args(["score", "m", "--null", "toy-null", "--quantized-null",
                                       "toy_t3p"])
     assert (args.null, args.quantized_null) == ("toy-null", "toy_t3p")
+
+
+FACTOR_AXIS = textwrap.dedent('''
+    [project]
+    name = "rmtbase-broken-axis"
+    version = "0.1"
+
+    [project.entry-points."rmtbase.axes"]
+    qk_trace = "rmtbase_broken_axis:QK_TRACE"
+''')
+
+
+def test_a_factor_axis_from_outside_is_refused_in_one_line(tmp_path, monkeypatch,
+                                                            fresh_registries):
+    """A factor axis (a function of W_Q, W_K) has no law in the Gaussian profile null:
+    register() refuses it, and so does the entry-point loader (one PluginWarning line, the
+    same line when it is asked for by name); a record that mixes sources is refused as made."""
+    from rmtbase.decision.axes import REGISTRY as AXES
+    from rmtbase.decision.axes import Axis, register
+    from rmtbase.errors import InputError
+    from rmtbase.registry import PluginWarning
+
+    module = ("from rmtbase.decision.axes import Axis\n"
+              "QK_TRACE = Axis('qk_trace', 'shift', 'tr W_Q^T W_K', 'factors',\n"
+              "                lambda wq, wk, blocks=False: (wq * wk).sum((-2, -1)))\n")
+    with pytest.raises(InputError, match="a factor axis cannot be registered"):
+        register(Axis("qk_trace", "shift", "m", "factors", lambda wq, wk, blocks=False: wq))
+    root = _install(tmp_path / "site", module, FACTOR_AXIS, name="rmtbase_broken_axis")
+    monkeypatch.syspath_prepend(str(root))
+    with pytest.warns(PluginWarning) as got:
+        assert "qk_trace" not in AXES and "symmetry" in AXES
+    (line,) = [str(w.message) for w in got]
+    assert line.startswith("rmtbase: axis plugin 'qk_trace' (rmtbase_broken_axis:QK_TRACE, "
+                           "entry point group rmtbase.axes) was not loaded: InputError: axis "
+                           "qk_trace: a factor axis cannot be registered"), line
+    assert AXES.unknown("qk_trace", "unknown axis") == line
+    with pytest.raises(InputError, match="effect must be 'value' for a dataset axis"):
+        Axis("x", "value", "m", "statistic", statistic="qk.npr")
+    with pytest.raises(InputError, match="only factor axes enter the head decision"):
+        Axis("x", "ratio", "m", "statistic", statistic="qk.npr", decision=True)
 
 
 def test_a_plugin_statistic_is_derived_from_a_stored_table(tmp_path, monkeypatch,

@@ -1,8 +1,9 @@
 """Named registries, extended from outside the package through entry points.
 
 One :class:`Registry` per kind of named thing: nulls, storage formats, architecture adapters,
-head statistics. Other packages add entries through entry-point groups ``rmtbase.nulls``,
-``rmtbase.storages``, ``rmtbase.adapters``, ``rmtbase.statistics`` (``docs/extending.md``).
+head statistics, profile axes. Other packages add entries through entry-point groups
+``rmtbase.nulls``, ``rmtbase.storages``, ``rmtbase.adapters``, ``rmtbase.statistics``,
+``rmtbase.axes`` (``docs/extending.md``).
 
 - Plugins load lazily, on the first lookup needing every name (unknown name, ``in``,
   iteration, ``len``), never at import; :meth:`Registry.peek` loads nothing.
@@ -23,7 +24,8 @@ __all__ = ["GROUPS", "Names", "PluginWarning", "Registry"]
 
 #: The entry-point groups rmtbase reads, by kind.
 GROUPS = {"null": "rmtbase.nulls", "storage": "rmtbase.storages",
-          "adapter": "rmtbase.adapters", "statistic": "rmtbase.statistics"}
+          "adapter": "rmtbase.adapters", "statistic": "rmtbase.statistics",
+          "axis": "rmtbase.axes"}
 
 _LOCK = threading.RLock()
 

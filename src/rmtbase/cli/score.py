@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from ..decision.axes import SHIPPED_AXES
 from ..stats.gaussian_null import GaussianNull
 from ..stats.names import QUANT_FORMATS
 from ..stats.null_registry import NULLS, REGISTRY
@@ -112,8 +113,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="order of heads in heads.csv's rank, the report and --json: departure "
                         "(default: each profile axis's effect in units of its null band, root "
                         "mean square over the tested axes), p (head p, the order of evidence), "
-                        "or one profile axis (concentration, alignment, symmetry, "
-                        "q_input_focus, k_input_focus, entry_tails, scale, outliers)")
+                        "or one profile axis (" + ", ".join(SHIPPED_AXES) + ", or a plugin's)")
     p.add_argument("--probe", action="store_true",
                    help="also run the attention probe (rmtbase probe) on text and add each "
                         "head's behaviour (behaviour_entropy, behaviour_prev_token, ...) to "

@@ -165,15 +165,15 @@ def _check_sort_by(args) -> None:
     """--sort-by names an order the score will have (rmtbase.decision.order), before any work."""
     if args.sort_by is None:
         return
+    from ..decision.axes import REGISTRY as AXES
     from ..decision.order import sort_choices
-    from ..scoring.profile import AXES
 
     if args.sort_by not in sort_choices(AXES):
         raise InputError(f"--sort-by must be one of {', '.join(sort_choices(AXES))}, "
                          f"got {args.sort_by!r}")
-    needs = {"entry_tails": "elementwise", "concentration": "spectral", "outliers": "spectral"}
-    if args.sort_by in needs and args.stats not in (needs[args.sort_by], "all"):
-        raise InputError(f"--sort-by {args.sort_by} needs --stats {needs[args.sort_by]} or all")
+    needs = AXES[args.sort_by].needs if args.sort_by in AXES else None
+    if needs is not None and args.stats not in (needs, "all"):
+        raise InputError(f"--sort-by {args.sort_by} needs --stats {needs} or all")
 
 
 def check_composition(models, revisions, args, several: bool, null) -> None:

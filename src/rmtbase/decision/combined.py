@@ -1,10 +1,10 @@
 """The head decision from every tested axis: the statistics' omnibus and the profile's factor axes.
 
 p_S is the statistics' calibrated Cauchy combination (:mod:`.omnibus`). p_A tests the factor
-axes :data:`DECISION_AXES` (alignment, symmetry, q and k input focus,
-:mod:`rmtbase.scoring.factor_axes`): per-axis two-sided p (:class:`~.tails.TailModel`) combined
-by the capped Cauchy statistic and calibrated on the profile null's own joint draws
-(:func:`~.omnibus.calibrated_p`), never below the smallest axis p.
+axes :data:`DECISION_AXES` (those of :mod:`.axes` with ``decision``: alignment, symmetry, q and
+k input focus, :mod:`rmtbase.scoring.factor_axes`): per-axis two-sided p
+(:class:`~.tails.TailModel`) combined by the capped Cauchy statistic and calibrated on the
+profile null's own joint draws (:func:`~.omnibus.calibrated_p`), never below the smallest axis p.
 
 p = min(1, 2·min(p_S, p_A)) (Bonferroni: P(p ≤ α) ≤ α whatever the dependence); a family with
 no finite p leaves the other alone. BH (1995) over all heads gives ``head_flag``.
@@ -17,12 +17,11 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from .axes import DECISION_AXES
 from .omnibus import calibrated_p, cauchy_statistic, resolution_floor
 from .significance import benjamini_hochberg
 from .tails import TailModel
 
-#: The profile axes that enter the head decision (module docstring).
-DECISION_AXES = ("alignment", "symmetry", "q_input_focus", "k_input_focus")
 #: Families combined by :func:`combined_p` (Bonferroni over them).
 FAMILIES = ("statistics", "axes")
 

@@ -11,17 +11,11 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-#: axis -> (transform of the effect or value, vmin, vmax, colour map, colour-bar label)
-SCALES = {
-    "scale": ("log10 value", -4.0, 0.0, "viridis", "log10 sigma_Q sigma_K"),
-    "concentration": ("log2 effect", -2.0, 2.0, "RdBu_r", "log2 NPR / null"),
-    "outliers": ("value", 0.0, 10.0, "magma_r", "n_spikes"),
-    "alignment": ("effect", -1.0, 1.0, "RdBu_r", "shift"),
-    "symmetry": ("effect", -1.0, 1.0, "RdBu_r", "shift"),
-    "q_input_focus": ("effect", -0.5, 0.5, "RdBu_r", "shift"),
-    "k_input_focus": ("effect", -0.5, 0.5, "RdBu_r", "shift"),
-    "entry_tails": ("log2 effect", -2.0, 2.0, "RdBu_r", "log2 beta_2 / null"),
-}
+from ..decision.axes import AxisField
+
+#: axis -> (transform of the effect or value, vmin, vmax, colour map, colour-bar label): each
+#: axis's ``figure`` (:mod:`rmtbase.decision.axes`; an axis without one has no panel)
+SCALES = AxisField(lambda a: a.figure)
 
 
 def _panel_values(ds: xr.Dataset, axis: str) -> np.ndarray:

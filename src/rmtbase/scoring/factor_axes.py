@@ -1,5 +1,6 @@
-"""The profile's four factor axes for model heads (:func:`factor_profile`) and their exact-law
-Gaussian null at (d, d_h) (:func:`profile_null`); statistics: :mod:`rmtbase.stats.alignment`.
+"""The profile's factor axes for model heads (:func:`factor_profile`) and their exact-law
+Gaussian null at (d, d_h) (:func:`profile_null`); the axes are defined in
+:mod:`rmtbase.decision.axes`, their statistics in :mod:`rmtbase.stats.alignment`.
 
 - Alignment, symmetry depend only on the Gram of X = [W_Q; W_K]; for N(0, 1) entries and
   d ≥ 2d_h, X Xᵀ ~ W_{2d_h}(I, d) with Bartlett factor L, so (L[:d_h], L[d_h:]) has the
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..decision.combined import DECISION_AXES
+from ..decision.axes import FACTOR_AXES
+from ..decision.axes import REGISTRY as AXIS_REGISTRY
 
 if TYPE_CHECKING:
     from ..stats.storage import Storage
@@ -37,9 +39,6 @@ _HEADS = 10
 #: the same run time; ``benchmarks/profile_chunk.py``). Per program, never ``XLA_FLAGS``;
 #: another backend gets none.
 _CHUNK_OPTIONS = {"xla_cpu_prefer_vector_width": 512, "xla_backend_optimization_level": 1}
-#: The new axes (each a statistic of :mod:`rmtbase.stats.alignment`): the axes the head
-#: decision tests beside the statistics, one list (:data:`rmtbase.decision.combined.DECISION_AXES`)
-FACTOR_AXES = DECISION_AXES
 
 
 def factor_profile(wq, wk) -> dict[str, np.ndarray]:
@@ -61,10 +60,7 @@ def _compiled_profile():
 def factor_profile_jax(wq, wk, blocks: bool = False) -> dict:
     """:func:`factor_profile` without leaving JAX (for use under ``jit``); ``blocks``: symmetry's
     Grams by blocks (:func:`rmtbase.stats.alignment.symmetry`; the null's loop, same values)."""
-    from ..stats.alignment import alignment, input_focus, symmetry
-
-    return {"alignment": alignment(wq, wk), "symmetry": symmetry(wq, wk, blocks),
-            "q_input_focus": input_focus(wq), "k_input_focus": input_focus(wk)}
+    return {a: AXIS_REGISTRY.peek(a).fn(wq, wk, blocks) for a in FACTOR_AXES}
 
 
 def null_storage(storage: str | Storage) -> Storage:
@@ -170,6 +166,7 @@ def _reduced_null(d: int, d_h: int):
             wq = jax.random.normal(named_key(key, "wq"), (d_h, d), jnp.float32)
             wk = jax.random.normal(named_key(key, "wk"), (d_h, d), jnp.float32)
             align, sym = alignment(wq, wk), symmetry(wq, wk)
+        # every factor axis of rmtbase.decision.axes, each in its own exact law
         return {"alignment": align, "symmetry": sym,
                 "q_input_focus": energy_cv2(chi2[r:r + d]),
                 "k_input_focus": energy_cv2(chi2[r + d:])}

@@ -1,6 +1,7 @@
 """A head's profile on named axes, in units that mean the same for every model.
 
-Axes (``axis`` of ``profile_*``; value, effect, null band, p, q, flag per head): ``scale``
+Axes (``axis`` of ``profile_*``; value, effect, null band, p, q, flag per head), each one record
+of :mod:`rmtbase.decision.axes` (shipped ones below; plugins after them): ``scale``
 σ_Q·σ_K; ``concentration`` ``qk.npr``'s effect (ratio to null median); ``outliers``
 ``n_spikes``; ``alignment`` ⟨W_Q, W_K⟩_F/(‖W_Q‖‖W_K‖) (shift, null ~0); ``symmetry``
 tr(W_QK²)/‖W_QK‖_F² (shift, null ~1/d); ``q_input_focus``/``k_input_focus`` squared CV of
@@ -19,6 +20,8 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
+from ..decision.axes import REGISTRY as AXIS_REGISTRY
+from ..decision.axes import AxisField
 from ..decision.kinds import add_head_kind
 from ..decision.significance import benjamini_hochberg
 from .factor_axes import (  # noqa: F401 - re-exported: the factor axes and their Gaussian null
@@ -30,20 +33,9 @@ from .factor_axes import (  # noqa: F401 - re-exported: the factor axes and thei
     profile_null,
 )
 
-#: axis -> (how its effect is read, what it means)
-AXES = {
-    "scale": ("value", "rms(W_Q) rms(W_K); descriptive, the baseline of the other axes"),
-    "concentration": ("ratio", "qk.npr / null median: < 1, energy in fewer directions"),
-    "outliers": ("value", "n_spikes: eigenvalues of W_QK above the null's largest (spectral "
-                          "concentration, not a count of learned directions)"),
-    "alignment": ("shift", "<W_Q, W_K>/(|W_Q||W_K|) - null median: query and key read the "
-                           "same residual directions"),
-    "symmetry": ("shift", "tr(W_QK^2)/|W_QK|^2 - null median: symmetric (+) or directional (-)"),
-    "q_input_focus": ("shift", "CV^2 of W_Q's column energies - null median: uneven reading "
-                               "of the residual stream"),
-    "k_input_focus": ("shift", "CV^2 of W_K's column energies - null median"),
-    "entry_tails": ("ratio", "beta_2 of W_K's entries / null median's (excess kurtosis + 3)"),
-}
+#: axis -> (how its effect is read, what it means): a live view of
+#: :data:`rmtbase.decision.axes.REGISTRY` (plugins included)
+AXES = AxisField(lambda a: (a.effect, a.meaning))
 #: Memory for one block of heads' permuted factors (two (heads, chunk, d_h, d) float32 arrays).
 _PERM_BLOCK_BYTES = 128 * 2**20
 
@@ -139,12 +131,10 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
                     eff, lo, hi, p = _against(np.asarray(prof[a])[h], draws)
                     val["effect"][li, h, j], val["p"][li, h, j] = eff, p
                     val["band_lo"][li, h, j], val["band_hi"][li, h, j] = lo, hi
-        elif a == "scale":
-            val["value"][..., j] = ds["sigma_q"].values * ds["sigma_k"].values
-        elif a == "outliers":
-            val["value"][..., j] = ds["n_spikes"].values
+        elif AXIS_REGISTRY[a].source == "dataset":
+            val["value"][..., j] = AXIS_REGISTRY[a].fn(ds)
         else:
-            stat = "qk.npr" if a == "concentration" else "k.excess_kurtosis"
+            stat = AXIS_REGISTRY[a].statistic
             for v, src in (("value", "value"), ("effect", "effect_size"), ("p", "p_value"),
                            ("band_lo", "null_band_lo"), ("band_hi", "null_band_hi")):
                 val[v][..., j] = ds[src].sel(stat=stat).values
@@ -211,12 +201,7 @@ def _profile_attr(permutation, used: dict) -> str:
 
 
 def _available(ds, axis: str) -> bool:
-    if axis in FACTOR_AXES or axis == "scale":
-        return True
-    if axis == "outliers":
-        return "n_spikes" in ds
-    stat = "qk.npr" if axis == "concentration" else "k.excess_kurtosis"
-    return "stat" in ds.coords and stat in ds["stat"].values and "effect_size" in ds
+    return AXIS_REGISTRY[axis].available(ds)
 
 
 __all__ = ["AXES", "FACTOR_AXES", "PROFILE_DRAWS", "add_profile", "factor_profile",
