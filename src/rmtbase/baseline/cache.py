@@ -12,7 +12,7 @@ used whole; ``"extension": true`` entries serve only where no ordinary one suffi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -218,6 +218,19 @@ def lookup_key(key: TableKey):
     return None
 
 
+def _shorter_entries(key: TableKey) -> list[dict]:
+    """Index entries of request ``key`` with fewer draws: cached files and tables kept in memory
+    (:func:`rmtbase.baseline.table_growth.held_table` chooses)."""
+    directory = cache_dir()
+    shorter = replace(key, min_draws=1)
+    from ..files.user_cache import remembered
+
+    found = _cached_entries(directory) if directory.is_dir() else []
+    return [e for e in found + remembered("table") if _matches(e, shorter)
+            and e["stats"] == key.stats and e["draws"] < key.min_draws
+            and e["file"].parent == directory]
+
+
 def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
                ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32",
                progress: bool = False):
@@ -232,24 +245,32 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_D
     d, d_h, storage = key.d, key.d_h, key.storage.name  # the name, for the messages
     directory = cache_dir()
     from ..progress import NULL_CPU_EVERY, message, progress_bar
+    from .table_growth import grown_table, held_draws, held_table
+    from .task_cluster import in_dask_task, table_on_cluster, task_client
 
+    # a shorter table held grows (draw i is the same in each), never redrawn from draw 0
+    held = None if in_dask_task() else held_table(key, _shorter_entries(key))
+    start = held_draws(held)
     if progress:
         from ..files.user_cache import said_unwritable, writable
 
         kept = ("kept in memory" if said_unwritable() or not writable(directory)
                 else f"cached in {directory} for next time")
         message(f"rmtbase: generating the null table d={d}, d_h={d_h}, {stats} statistics, "
-                f"{storage} storage, {key.min_draws} draws ({kept})")
+                f"{storage} storage, "
+                f"{f'draws {start} to {key.min_draws}' if start else f'{key.min_draws} draws'}"
+                f" ({kept})")
     from .tables import cell_table
-    from .task_cluster import table_on_cluster, task_client
 
     spec = key.spec()
     with task_client() as client:  # inside a Dask task: its blocks drawn by the whole cluster
         if client is None:  # draws done / total, also every NULL_CPU_EVERY s of CPU between
-            with progress_bar(key.min_draws, enabled=bool(progress), cpu_every=NULL_CPU_EVERY,
+            with progress_bar(key.min_draws - start, enabled=bool(progress),
+                              cpu_every=NULL_CPU_EVERY,
                               desc=f"rmtbase null table d={d}, d_h={d_h} ({stats}, "
                                    f"{storage})") as bar:
-                ds = cell_table(spec, (d, d_h), bar)
+                ds = (grown_table(spec, (d, d_h), held, bar) if start
+                      else cell_table(spec, (d, d_h), bar))
         else:
             ds = table_on_cluster(client, spec, (d, d_h))
     from .tables import TABLE_FORMAT
@@ -264,7 +285,8 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_D
         from ..files.user_cache import remember, unwritable
 
         unwritable(directory, exc)
-        remember(("table", str(path)), {
+        # one entry per request but its draws: a grown table replaces the one it grew from
+        remember(("table", str(key_target(replace(key, min_draws=0)))), {
             "table": ds.copy(deep=True), "file": path, "d": d, "d_h": d_h,
             "ensemble": key.ensemble, "seed": key.seed, "dtype": key.dtype, "storage": storage,
             "format": TABLE_FORMAT, "stats": key.stats, "draws": key.min_draws,

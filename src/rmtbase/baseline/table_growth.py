@@ -1,0 +1,101 @@
+"""A null table grown from the draws already held, never redrawn from draw 0.
+
+Draw ``i`` of a table depends on (seed, d, d_h, i) only and block ``b`` of
+:data:`~rmtbase.baseline.table_spec.DRAW_BLOCK` draws is drawn by itself
+(:mod:`rmtbase.baseline.tables`), so the ``n``-draw table is its first whole blocks from a
+shorter table of the same request followed by the blocks after them. :func:`held_table` finds the
+largest shorter table of a request — in the user cache (checksum verified) or kept in memory where
+the cache cannot be written — drawn by this program (backend, JAX, PRNG, sampler, key
+derivation); :func:`grown_table` draws only the blocks after its whole ones and gives the table a
+fresh draw gives, value for value and attribute for attribute (``creation_time`` aside)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Global attributes that must agree for a held table's draws to be this program's draws.
+SAME_PROGRAM = ("rmtbase_table_format", "ensemble", "stats", "seed", "dtype", "storage_dtype",
+                "backend", "jax_version", "jax_enable_x64", "prng_impl", "draw_block", "sampler",
+                "key_derivation", "cells")
+
+
+def _same_program(ds, spec, cell) -> bool:
+    """Whether ``ds``'s draws were made as ``spec``'s at ``cell`` are here."""
+    from .table_dataset import _global_attrs
+
+    want = _global_attrs(spec, [cell])
+    return all(str(ds.attrs.get(k)) == str(want.get(k)) for k in SAME_PROGRAM)
+
+
+def held_table(key, entries):
+    """The largest table of ``entries`` (index entries of request ``key``, a
+    :class:`rmtbase.baseline.cache.TableKey`, with fewer draws: a cached ``file`` or a ``table``
+    kept in memory) with at least one whole block, drawn by this program; a damaged file is
+    reported and removed. None where none serves."""
+    from ..errors import TableError
+    from ..files.user_cache import damaged
+    from .table_check import verify_table
+    from .table_file import read_table
+    from .table_spec import DRAW_BLOCK
+
+    spec = key.spec()
+    held = [e for e in entries if DRAW_BLOCK <= e["draws"] < key.min_draws]
+    for entry in sorted(held, key=lambda e: -e["draws"]):  # the largest first
+        if "table" in entry:
+            ds = entry["table"]
+        else:
+            try:
+                ds = read_table(entry["file"], checksum=True)
+                verify_table(ds, entry, entry["file"])
+            except TableError as exc:
+                damaged(entry["file"], str(exc).removeprefix(f"{entry['file']} "), "table")
+                continue
+        if _same_program(ds, spec, (key.d, key.d_h)):
+            return ds
+    return None
+
+
+def held_draws(held) -> int:
+    """Draws of ``held`` that a grown table keeps: its whole blocks (0 for None)."""
+    from .table_spec import DRAW_BLOCK
+
+    return 0 if held is None else held.sizes["draw"] // DRAW_BLOCK * DRAW_BLOCK
+
+
+def _as_draws(ds, n: int) -> dict:
+    """The first ``n`` draws of a one-cell table as ``null_draws`` keys (``{"qk.npr": ...}``)."""
+    from .table_contents import LAMBDA_KEY, LAMBDA_VAR
+
+    out = {}
+    for v in ds.data_vars:
+        a = ds[v].attrs
+        name = LAMBDA_KEY if v == LAMBDA_VAR else f"{a['matrix']}.{a['statistic']}"
+        out[name] = np.asarray(ds[v].values[0, 0, :n])
+    return out
+
+
+def grown_table(spec, cell, held, bar=None):
+    """The table of ``spec`` at ``cell``: :func:`held_draws` of ``held`` (:func:`held_table`)
+    kept, the blocks after them drawn (``bar``: progress, in draws). Same values and attributes
+    as :func:`rmtbase.baseline.tables.cell_table` (``creation_time`` aside)."""
+    from .limits import check_cells
+    from .table_dataset import assemble
+    from .table_spec import DRAW_BLOCK
+    from .tables import generate_blocks
+
+    cell = (int(cell[0]), int(cell[1]))
+    check_cells(spec, [cell])
+    keep = held_draws(held)
+    if not 0 < keep < spec.draws:
+        raise ValueError(f"a held table of {keep} whole draws cannot grow to {spec.draws}")
+    new = generate_blocks(spec, *cell, start=keep // DRAW_BLOCK, bar=bar)
+    old = _as_draws(held, keep)
+    if set(old) != set(new):  # other statistics than this program draws: all drawn here
+        old = generate_blocks(spec, *cell, start=0, stop=keep // DRAW_BLOCK)
+    # the held values are the fresh ones cast to the table's dtype: assemble's cast of their
+    # concatenation gives the same bits
+    draws = {k: np.concatenate([np.asarray(old[k]), np.asarray(new[k])]) for k in new}
+    return assemble(spec, [cell], {cell: draws})
+
+
+__all__ = ["SAME_PROGRAM", "grown_table", "held_draws", "held_table"]
