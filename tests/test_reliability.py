@@ -310,15 +310,14 @@ def test_ctrl_c_after_output_is_written(gpt2_dir, tmp_path):
     out = tmp_path / "done"
     env = dict(os.environ, PYTHONPATH=_src(), RMTBASE_CACHE=str(tmp_path / "cache"),
                RMTBASE_NO_JIT_CACHE="1", HF_HUB_OFFLINE="1")
-    # the hook below sends SIGINT as the output is complete, then exit handlers run
+    # the output is complete; an exit handler sends SIGINT and sleeps (as JAX's own handlers)
     code = ("import atexit, os, signal, sys, time\n"
             "from rmtbase._entry import main\n"
             "def slow_exit_handler():\n"
-            "    time.sleep(2)  # a Ctrl-C lands here, as in JAX's own exit handlers\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(2)\n"
             "atexit.register(slow_exit_handler)\n"
-            "rc = main()\n"
-            "os.kill(os.getpid(), signal.SIGINT)\n"
-            "sys.exit(rc)\n")
+            "sys.exit(main())\n")
     r = subprocess.run([sys.executable, "-c", code, "score", str(gpt2_dir), "--stats",
                         "spectral", "--no-figures", "--quiet", "--draws", "100",
                         "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)

@@ -28,12 +28,18 @@ def main() -> int:
         sys.stderr.write("rmtbase: interrupted\n")
         return 130
     code = console_main()
-    if code in (130, 143):  # interrupted, cleaned up: end now, not through interpreter finalisation
-        _exit_quietly(code)  # (where SIGINT is back to its default action, and exit handlers run)
+    # end now, not through interpreter finalisation: it takes seconds (torch, JAX) with SIGINT
+    # back to its default action (killed without a line); an interrupted run has cleaned up
+    # and skips the exit handlers too
+    _exit_quietly(code, handlers=code not in (130, 143))
     return code
 
 
-def _exit_quietly(code: int) -> None:
+def _exit_quietly(code: int, *, handlers: bool = False) -> None:
+    if handlers:  # (still under the exit phase's handler: Ctrl-C here is one line and 130)
+        import atexit
+
+        atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -40,8 +40,9 @@ def progress_interval() -> float:
 def print_line(text: str, stream) -> bool:
     """``text`` and a newline on ``stream``; False where the stream is closed (a closed stderr
     must not stop the work)."""
-    try:
-        print(text, file=stream, flush=True)
+    try:  # one write: an interrupt between the text and its newline would join two lines
+        stream.write(f"{text}\n")
+        stream.flush()
         SAID["at"] = time.monotonic()
         if not text.startswith(HEARTBEAT):
             SAID["line"] = text
