@@ -102,3 +102,30 @@ def test_the_executable_ends_without_interpreter_finalisation():
     assert p.returncode == 0, p.stderr[-2000:]
     assert "mp_c1_edge" in p.stdout  # flushed before the end
     assert "exit handlers ran" in p.stderr and "finalised" not in p.stderr, p.stderr[-2000:]
+
+
+def test_a_ctrl_c_swallowed_after_the_output_still_ends_130():
+    """A Ctrl-C that a library swallows after the output is written (a ``KeyboardInterrupt``
+    caught and dropped) still ends the executable with the line and 130, not 0."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, sys, time\n"
+            "import rmtbase.cli as cli\n"
+            "work = cli.main\n"
+            "def main(*a, **k):\n"
+            "    code = work(*a, **k)\n"
+            "    try:\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n"
+            "        time.sleep(1)\n"
+            "    except KeyboardInterrupt:\n"
+            "        pass  # swallowed\n"
+            "    return code\n"
+            "cli.main = main\n"
+            "sys.argv = ['rmtbase', 'constants']\n"
+            "from rmtbase._entry import main as entry\n"
+            "sys.exit(entry())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 130, (p.returncode, p.stderr[-2000:])
+    assert p.stderr.count("rmtbase: interrupted") == 1 and "Traceback" not in p.stderr, p.stderr

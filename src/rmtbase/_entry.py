@@ -28,6 +28,13 @@ def main() -> int:
         sys.stderr.write("rmtbase: interrupted\n")
         return 130
     code = console_main()
+    from .files import interrupts
+
+    if code == 0 and interrupts.interrupted():  # a Ctrl-C swallowed after the output was written
+        from .progress import message
+
+        message(interrupts.line(), final=True)
+        code = interrupts.exit_status()
     # end now, not through interpreter finalisation: it takes seconds (torch, JAX) with SIGINT
     # back to its default action (killed without a line); an interrupted run has cleaned up
     # and skips the exit handlers too
@@ -40,6 +47,10 @@ def _exit_quietly(code: int, *, handlers: bool = False) -> None:
         import atexit
 
         atexit._run_exitfuncs()
+    try:  # a signal already received runs its handler here; later ones wait for the exit
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except KeyboardInterrupt:  # (the work phase's handler: the run has said so)
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
