@@ -32,16 +32,11 @@ EXCEPTIONS = {
     # baseline/ (issue 58 item 4): public entry points whose keyword options are documented
     #  (docs/contract.md, README, tests pass them by name); each validates them into one record
     #  (TableSpec, TableKey, Draws, NetworkSpec) and forwards that record, never the list
-    "baseline/tables.py::baseline": {"params": 16},  # -> make_spec -> TableSpec
     "baseline/table_spec.py::make_spec": {"params": 11},  # TableSpec's keyword builder
-    "baseline/null.py::null_draws": {"params": 17},  # -> Draws (validation)
     "baseline/cache.py::null_table": {"params": 9},  # -> table_key -> TableKey
     "baseline/cache.py::table_filename": {"params": 9},  # every key of a cache file's name
     "baseline/network_tables.py::network_draws": {"params": 10},
     "baseline/network_tables.py::network_table": {"params": 10},  # -> NetworkSpec
-    "baseline/sweep.py::sweep": {"params": 10},  # **options -> make_spec -> TableSpec
-    "baseline/sweep.py::network_sweep": {"params": 14},  # -> NetworkSpec
-    "baseline/sweep_cache.py::sweep_into_cache": {"params": 14},  # -> TableKey per request
     "baseline/matrix_null.py::matrix_null_draws": {"params": 9},  # HA's file (issue 58)
     # the per-draw program of one Draws record: one closure per route, traced as one program
     "baseline/null.py::_draw_fn": {"lines": 65},

@@ -161,7 +161,7 @@ def test_find_circuits_search_record_and_aliases(monkeypatch):
 
 def test_score_collection_dispatch_keywords(monkeypatch):
     import rmtbase.scoring.trajectory as T
-    from rmtbase.baseline.sweep import Dispatch
+    from rmtbase.baseline.sweep import Dispatch, dispatch_of
 
     seen = []
 
@@ -169,11 +169,47 @@ def test_score_collection_dispatch_keywords(monkeypatch):
         raise _Stop
 
     monkeypatch.setattr(T, "make_specs", fake)
-    monkeypatch.setattr(T, "with_keywords", lambda cls, rec, kw, who: seen.append(
-        with_keywords(cls, rec, kw, who)) or seen[-1])
+    monkeypatch.setattr(T, "dispatch_of", lambda rec, kw, who: seen.append(
+        dispatch_of(rec, kw, who)) or seen[-1])
     for call in (lambda: T.score_collection(["a"], workers=2, progress=False, draws=300),
                  lambda: T.score_collection(["a"], dispatch=Dispatch(workers=2, progress=False),
                                             draws=300)):
         with pytest.raises(_Stop):
             call()
     assert seen == [Dispatch(workers=2, progress=False)] * 2
+
+
+def test_baseline_spec_equals_keywords():
+    import xarray as xr
+
+    from rmtbase.baseline.table_spec import make_spec, spec_with
+    from rmtbase.baseline.tables import baseline
+
+    kw = dict(draws=16, stats="spectral", seed=3, sigma=2.0)
+    assert spec_with(make_spec(**kw), {"seed": 4}, "f") == make_spec(**{**kw, "seed": 4})
+    assert spec_with(make_spec(sigma_q=2.0), {"sigma": 3.0}, "f") == make_spec(sigma=3.0)
+    by_kw = baseline(8, 2, progress=False, **kw)
+    by_spec = baseline(8, 2, progress=False, spec=make_spec(**kw))
+    xr.testing.assert_identical(by_kw, by_spec)
+    with pytest.raises(TypeError, match=r"baseline\(\) got an unexpected keyword argument 'n'"):
+        baseline(8, 2, n=16)
+    with pytest.raises(InputError, match="spec must be a TableSpec"):
+        baseline(8, 2, spec=ScoreSettings())
+
+
+def test_null_draws_and_sweeps_refuse_unknown_keywords():
+    import jax
+
+    from rmtbase.baseline.null import null_draws
+    from rmtbase.baseline.sweep import network_sweep, sweep
+    from rmtbase.baseline.sweep_cache import sweep_into_cache
+
+    got = null_draws(jax.random.key(0), 8, 2, 4, stats="spectral", sigma_q=2.0)
+    assert got["q.rms"].shape == (4,)
+    for call, name in ((lambda: null_draws(jax.random.key(0), 8, 2, 4, sigma=2.0), "null_draws"),
+                       (lambda: sweep(8, 2, workers=1, n_draws=10), "sweep"),
+                       (lambda: network_sweep(8, 1, workers=1, width=8), "network_sweep"),
+                       (lambda: sweep_into_cache(8, 2, workers=1, storage="float32"),
+                        "sweep_into_cache")):
+        with pytest.raises(TypeError, match=rf"{name}\(\) got an unexpected keyword argument"):
+            call()

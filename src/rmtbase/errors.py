@@ -84,6 +84,13 @@ def check_sigma(sigma: float, name: str = "sigma") -> float:
     return check_positive(sigma, name)
 
 
+def check_keywords(keywords, allowed, caller: str) -> None:
+    """TypeError, as Python's own for ``caller``, for a name in ``keywords`` not in ``allowed``."""
+    for key in keywords:
+        if key not in allowed:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")
+
+
 def with_keywords(cls, record, keywords: dict, caller: str):
     """``record`` (an instance of the frozen dataclass ``cls``; None: ``cls()``) with the fields
     named in ``keywords`` replaced: how a function taking a settings record keeps its keyword
@@ -91,10 +98,7 @@ def with_keywords(cls, record, keywords: dict, caller: str):
     of another type."""
     import dataclasses
 
-    names = {f.name for f in dataclasses.fields(cls)}
-    for key in keywords:
-        if key not in names:
-            raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")
+    check_keywords(keywords, {f.name for f in dataclasses.fields(cls)}, caller)
     if record is None:
         return cls(**keywords)
     if not isinstance(record, cls):

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from ..ensembles import ginibre, lowrank_factors, map_draws, named_key, residual_rows
 from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
-from ..errors import InputError, check_dims, check_positive_int, check_sigma
+from ..errors import InputError, check_dims, check_keywords, check_positive_int, check_sigma
 from ..stats import head_stats
 from ..stats.elementwise import flat_element_stats, trim_fraction
 from ..stats.precision import null_rows, round_trip
@@ -231,15 +231,21 @@ def _checked_dtype(dtype):
     return dtype
 
 
-def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
-               ensemble="lowrank", depth=None, chunk_size=None, dtype=jnp.float32,
-               progress=False, return_spectrum=False, trim=0.8, memory_budget=None,
-               storage="float32", return_lambda=False) -> dict:
+#: :func:`null_draws`' keywords for the law drawn and the outputs, with their defaults.
+DRAW_OPTIONS = {"sigma_q": 1.0, "sigma_k": 1.0, "stats": "all", "ensemble": "lowrank",
+                "depth": None, "dtype": jnp.float32, "trim": 0.8, "storage": "float32",
+                "return_spectrum": False, "return_lambda": False}
+
+
+def null_draws(key, d, d_h, n_draws, *, chunk_size=None, memory_budget=None, progress=False,
+               **options) -> dict:
     """Null draws of the head statistics: ``{"qk.npr": (n_draws,), ...}`` as numpy arrays.
 
     key: JAX PRNG key; draw i uses ``fold_in(key, i)``. d, d_h: width and head dimension
-    (1 ≤ d_h ≤ d). sigma_q, sigma_k: entry stds. stats: ``"all"``, ``"spectral"`` or
-    ``"elementwise"`` (``q.rms``, ``k.rms`` always). ensemble: ``"lowrank"``, ``"ginibre"`` or
+    (1 ≤ d_h ≤ d). ``options``: the law drawn and what is returned, by keyword (:data:`DRAW_OPTIONS`
+    and their defaults; checked into a :class:`Draws` record): sigma_q, sigma_k: entry stds.
+    stats: ``"all"``, ``"spectral"`` or ``"elementwise"`` (``q.rms``, ``k.rms`` always).
+    ensemble: ``"lowrank"``, ``"ginibre"`` or
     ``"residual"`` (``depth`` ≥ 1). chunk_size never changes the numbers; memory_budget (bytes per
     batch) sets the batch width and so the last bits; a draw beyond available memory is an
     :class:`InputError` up front. dtype: float32 or float64 (``jax_enable_x64``). return_spectrum:
@@ -247,6 +253,12 @@ def null_draws(key, d, d_h, n_draws, *, sigma_q=1.0, sigma_k=1.0, stats="all",
     ``"qk.lambda"``, λ descending (d columns for ginibre). trim: the Weibull fit's
     trim. progress: bool or reporter with ``update(n)``. storage: the checkpoint's storage,
     applied to every draw's factors."""
+    check_keywords(options, DRAW_OPTIONS, "null_draws")
+    o = {**DRAW_OPTIONS, **options}
+    sigma_q, sigma_k, stats, ensemble, depth = (o["sigma_q"], o["sigma_k"], o["stats"],
+                                                o["ensemble"], o["depth"])
+    dtype, trim, storage = o["dtype"], o["trim"], o["storage"]
+    return_spectrum, return_lambda = o["return_spectrum"], o["return_lambda"]
     d, d_h = check_dims(d, d_h)
     n = check_positive_int(n_draws, "n_draws")
     sigma_q = check_sigma(sigma_q, "sigma_q")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, check_keywords, with_keywords
 from .dask_client import (  # noqa: F401 - re-exported: callers import them from here
     INSTALL_DISTRIBUTED,
     NO_DASHBOARD,
@@ -26,6 +26,10 @@ from .dask_client import (  # noqa: F401 - re-exported: callers import them from
     require_distributed,
     worker_env,
 )
+
+#: The keywords that build a :class:`Dispatch`, and :func:`network_sweep`'s spec keywords.
+DISPATCH_FIELDS = ("scheduler", "workers", "client", "progress")
+NETWORK_KEYWORDS = ("kind", "draws", "seed", "stats", "chunk_size")
 
 
 def check_blocks_per_task(per) -> int:
@@ -44,6 +48,13 @@ class Dispatch:
     workers: int | None = None
     client: object = None
     progress: object = True
+
+
+def dispatch_of(dispatch: Dispatch | None, options: dict, caller: str) -> Dispatch:
+    """``dispatch`` (None: in-process defaults) with the :class:`Dispatch` fields ``options``
+    names, which are taken out of ``options``; InputError for a ``dispatch`` of another type."""
+    where = {f: options.pop(f) for f in DISPATCH_FIELDS if f in options}
+    return with_keywords(Dispatch, dispatch, where, caller)
 
 
 def run_jobs(jobs, fn, dispatch: Dispatch, on_complete=None):
@@ -66,13 +77,14 @@ def run_jobs(jobs, fn, dispatch: Dispatch, on_complete=None):
     return len(tasks)
 
 
-def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, client=None,
-          blocks_per_task: int = 1, out=None, progress: bool = True, resume: bool = True,
-          **options):
+def sweep(d, d_h, *, dispatch: Dispatch | None = None, spec=None, blocks_per_task: int = 1,
+          out=None, resume: bool = True, **options):
     """Null table over ``d`` × ``d_h`` (cells with d_h ≤ d) as Dask tasks of ``blocks_per_task``
-    blocks. ``options``: :func:`rmtbase.baseline.tables.baseline`'s. Give one of ``scheduler``,
-    ``workers`` or ``client``. Returns the Dataset, written atomically to ``out`` if given
-    (``resume`` keeps finished blocks)."""
+    blocks. ``dispatch``: where the tasks run (:class:`Dispatch`: give one of ``scheduler``,
+    ``workers`` or ``client``; ``progress``); ``spec`` and the other ``options``:
+    :func:`rmtbase.baseline.tables.baseline`'s; ``options`` may also name the dispatch's
+    fields. Returns the Dataset, written atomically to ``out`` if given (``resume`` keeps
+    finished blocks)."""
     from functools import partial
 
     from .table_dataset import assemble
@@ -80,12 +92,14 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
         check_cells,
         check_output_file,
         grid_cells,
-        make_spec,
+        spec_with,
         table_size,
         write_table,
     )
 
-    spec = make_spec(**options)
+    where = dispatch_of(dispatch, options, "sweep")
+    scheduler, client = where.scheduler, where.client
+    spec = spec_with(spec, options, "sweep")
     cells = grid_cells(d, d_h)
     # memory is checked here only for local workers; remote workers check their own
     check_cells(spec, cells, memory=scheduler is None and client is None)
@@ -102,8 +116,7 @@ def sweep(d, d_h, *, scheduler: str | None = None, workers: int | None = None, c
     from .block_jobs import BlockJobs, job_blocks
 
     jobs = BlockJobs({(0, *cell): (spec, cell, store) for cell in cells}, per)
-    n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}),
-                       Dispatch(scheduler, workers, client, progress))
+    n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}), where)
     ds = assemble(spec, cells, {cell: jobs.draws((0, *cell)) for cell in cells})
     n_all = len(cells) * -(-spec.n_blocks() // per)
     ds.attrs["history"] = f"computed as {n_all} Dask tasks of up to {per} blocks" + (
@@ -146,20 +159,22 @@ def _network_blocks(spec, gains, d, start, stop):
     return generate_network_blocks(spec, d, gains, start, stop)
 
 
-def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, stats="all",
-                  chunk_size=None, scheduler: str | None = None, workers: int | None = None,
-                  client=None, blocks_per_task: int = 1, out=None, progress: bool = True):
+def network_sweep(d, depth, gain=1.0, *, dispatch: Dispatch | None = None,
+                  blocks_per_task: int = 1, out=None, **options):
     """Product-network table over ``d``, ``depth`` and ``gain`` as Dask tasks of ``blocks_per_task``
     blocks of one width: :func:`rmtbase.baseline.network_tables.network_table`'s Dataset
-    (``history`` aside), written atomically to ``out`` when given."""
+    (``history`` aside), written atomically to ``out`` when given. ``dispatch``: as
+    :func:`sweep`'s; ``options``: its fields and :func:`~.network_spec.make_network_spec`'s
+    ``kind``, ``draws``, ``seed``, ``stats``, ``chunk_size``."""
     from functools import partial
 
     from .network_spec import check_network_cells
     from .network_tables import assemble_network, make_network_spec, network_grid
     from .table_file import check_output_file, table_bytes, write_table
 
-    spec = make_network_spec(kind=kind, depth=depth, draws=draws, seed=seed, stats=stats,
-                             chunk_size=chunk_size)
+    where = dispatch_of(dispatch, options, "network_sweep")
+    check_keywords(options, NETWORK_KEYWORDS, "network_sweep")
+    spec = make_network_spec(depth=depth, **options)
     widths, gains = network_grid(d, gain)
     check_network_cells(spec.kind, widths, spec.depths, gains)  # before any cluster starts
     if out is not None:
@@ -168,8 +183,7 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     per = check_blocks_per_task(blocks_per_task)
     tasks = [(w, a, min(a + per, spec.n_blocks()))
              for w in widths for a in range(0, spec.n_blocks(), per)]
-    parts = _run_tasks(tasks, partial(_network_blocks, spec, gains),
-                       Dispatch(scheduler, workers, client, progress))
+    parts = _run_tasks(tasks, partial(_network_blocks, spec, gains), where)
     results = {}
     for w in widths:
         chunks = [parts[(w, start)] for (w_, start) in sorted(parts) if w_ == w]
@@ -181,6 +195,7 @@ def network_sweep(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, sta
     return ds
 
 
-__all__ = ["INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "Dispatch", "MissingDependency",
-           "check_blocks_per_task", "cluster_client", "completed", "network_sweep",
-           "require_distributed", "run_jobs", "sweep", "worker_env"]
+__all__ = ["DISPATCH_FIELDS", "INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "Dispatch",
+           "MissingDependency", "check_blocks_per_task", "cluster_client", "completed",
+           "dispatch_of", "network_sweep", "require_distributed", "run_jobs", "sweep",
+           "worker_env"]

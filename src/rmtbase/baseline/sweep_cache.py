@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, check_keywords
 
 #: Fewest draws of the spectral reference of an all-statistics score
 #: (``max(draws, 1000)`` in :meth:`rmtbase.scoring.reference.TableReference.start_spectral`).
 SPECTRAL_REFERENCE_DRAWS = 1000
+#: :func:`sweep_into_cache`'s keywords for the tables (besides the dispatch's).
+CACHE_KEYWORDS = ("stats", "draws", "seed", "chunk_size")
 
 
 def default_draws() -> int:
@@ -74,28 +76,29 @@ def plan(cells, storages, *, stats="all", draws=None, seed=0, chunk_size=None,
     return jobs, found
 
 
-def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws=None,
-                     seed: int = 0, chunk_size=None, scheduler: str | None = None,
-                     workers: int | None = None, client=None, blocks_per_task: int = 1,
-                     progress: bool = True, resume: bool = True,
-                     then=None) -> dict[str, list[Path]]:
+def sweep_into_cache(d, d_h, *, storages=("float32",), dispatch=None, blocks_per_task: int = 1,
+                     resume: bool = True, then=None, **options) -> dict[str, list[Path]]:
     """Build into the user cache, as Dask tasks, the null tables a Gaussian-null score of each cell
-    of ``d`` × ``d_h`` at each of ``storages`` reads (``stats``, ``draws``, ``seed``: the
-    score's). ``then(client)`` runs once the tables are written, before the cluster closes.
-    Returns ``{"written": [...], "found": [...]}`` (cache files)."""
+    of ``d`` × ``d_h`` at each of ``storages`` reads; ``options``: the score's ``stats``,
+    ``draws``, ``seed``, ``chunk_size`` and the fields of ``dispatch`` (as :func:`~.sweep.sweep`'s).
+    ``then(client)`` runs once the tables are written, before the cluster closes. Returns
+    ``{"written": [...], "found": [...]}`` (cache files)."""
     from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
     from .sweep import (
         Dispatch,
         check_blocks_per_task,
         cluster_client,
+        dispatch_of,
         require_distributed,
         run_jobs,
     )
     from .table_dataset import assemble
     from .tables import grid_cells, write_table
 
-    cells = grid_cells(d, d_h)
+    where = dispatch_of(dispatch, options, "sweep_into_cache")
+    check_keywords(options, CACHE_KEYWORDS, "sweep_into_cache")
+    cells, draws = grid_cells(d, d_h), options.get("draws")
     if isinstance(storages, str):
         storages = (storages,)
     if not storages:
@@ -103,12 +106,11 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
     if draws is not None and (isinstance(draws, bool) or int(draws) != draws or draws < 2):
         raise InputError(f"draws must be an integer >= 2, got {draws!r}")
     per = check_blocks_per_task(blocks_per_task)
-    if client is None:
+    if where.client is None:
         require_distributed()
-    jobs, found = plan(cells, storages, stats=stats, draws=draws, seed=seed,
-                       chunk_size=chunk_size, resume=resume)
+    jobs, found = plan(cells, storages, resume=resume, **options)  # plan's defaults: the score's
     for spec, cell, _ in jobs.values():
-        check_cells(spec, [cell], memory=scheduler is None and client is None)
+        check_cells(spec, [cell], memory=where.scheduler is None and where.client is None)
     written = []
     if jobs:
         _writable_cache()
@@ -128,8 +130,8 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), stats: str = "all", draws
 
     from functools import partial
 
-    with cluster_client(scheduler, workers, client) as c:
-        run_jobs(blocks, partial(job_blocks, specs), Dispatch(client=c, progress=progress),
+    with cluster_client(where.scheduler, where.workers, where.client) as c:
+        run_jobs(blocks, partial(job_blocks, specs), Dispatch(client=c, progress=where.progress),
                  on_complete=write)
         if then is not None:
             then(c)

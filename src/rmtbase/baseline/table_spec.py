@@ -9,7 +9,14 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import InputError, check_dims, check_draws, check_seed, check_sigma
+from ..errors import (
+    InputError,
+    check_dims,
+    check_draws,
+    check_keywords,
+    check_seed,
+    check_sigma,
+)
 from ..stats.storage import FLOAT32, Storage, storage_record
 from .table_contents import STAT_SETS, check_ensemble
 
@@ -73,6 +80,30 @@ def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", dra
     return TableSpec(ensemble=ensemble, stats=stats, draws=int(draws), seed=int(seed),
                      sigma_q=sigma_q, sigma_k=sigma_k, depth=None if depth is None else int(depth),
                      dtype=dtype, chunk_size=chunk_size, x64=x64, storage=storage)
+
+
+#: :func:`make_spec`'s keywords: what a table's options may name.
+SPEC_KEYWORDS = ("sigma", "sigma_q", "sigma_k", "ensemble", "draws", "seed", "stats", "depth",
+                 "dtype", "chunk_size", "storage")
+
+
+def spec_with(spec: TableSpec | None, options: dict, caller: str) -> TableSpec:
+    """``spec`` (None: the defaults) with the fields ``options`` names (:func:`make_spec`'s
+    keywords) replaced, checked again by :func:`make_spec`; ``sigma`` replaces both σ. TypeError
+    for a keyword :func:`make_spec` lacks, InputError for a ``spec`` of another type."""
+    check_keywords(options, SPEC_KEYWORDS, caller)
+    if spec is None:
+        return make_spec(**options)
+    if not isinstance(spec, TableSpec):
+        raise InputError(f"{caller}: spec must be a TableSpec, got {spec!r}")
+    if not options:
+        return spec
+    held = {"sigma_q": spec.sigma_q, "sigma_k": spec.sigma_k, "ensemble": spec.ensemble,
+            "draws": spec.draws, "seed": spec.seed, "stats": spec.stats, "depth": spec.depth,
+            "dtype": spec.dtype, "chunk_size": spec.chunk_size, "storage": spec.storage}
+    if "sigma" in options:
+        del held["sigma_q"], held["sigma_k"]
+    return make_spec(**{**held, **options})
 
 
 def grid_cells(d, d_h) -> list[tuple[int, int]]:

@@ -31,7 +31,7 @@ from .table_file import (  # noqa: F401
     read_table,
     write_table,
 )
-from .table_spec import DRAW_BLOCK, DTYPES, TableSpec, grid_cells, make_spec  # noqa: F401
+from .table_spec import DRAW_BLOCK, DTYPES, TableSpec, grid_cells, make_spec, spec_with  # noqa: F401
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -123,19 +123,19 @@ def cell_table(spec: TableSpec, cell: tuple[int, int], progress=True) -> xr.Data
     return assemble(spec, [cell], run_cells(spec, [cell], progress))
 
 
-def baseline(d, d_h, *, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", draws=2000,
-             seed=0, stats="all", depth=None, dtype="float32", chunk_size=None, out=None,
-             progress=True, storage="float32", resume=True):
+def baseline(d, d_h, *, spec: TableSpec | None = None, out=None, progress=True, resume=True,
+             **options):
     """Monte Carlo null table of head statistics for W_Q, W_K (d_h, d) at (σ_Q, σ_K).
 
-    ``d``, ``d_h``: ints or sequences (cells with d_h > d are NaN). ``stats``: ``"all"``,
-    ``"spectral"`` or ``"elementwise"``. ``storage``: the checkpoint precision modelled (same keys
-    for all). ``out``: also write atomically (checked first); ``resume`` keeps completed blocks.
-    Memory, size and σ range (:class:`InputError`) are checked before any draw. Returns a
-    :class:`xarray.Dataset` ``(d, d_h, draw)``; same arguments, same bits on the same backend."""
-    spec = make_spec(sigma=sigma, sigma_q=sigma_q, sigma_k=sigma_k, ensemble=ensemble,
-                     draws=draws, seed=seed, stats=stats, depth=depth, dtype=dtype,
-                     chunk_size=chunk_size, storage=storage)
+    ``d``, ``d_h``: ints or sequences (cells with d_h > d are NaN). ``spec``: the table's law
+    and size (:class:`TableSpec`, as :func:`make_spec` builds it); ``options``: :func:`make_spec`'s
+    keywords (sigma or sigma_q/sigma_k, ensemble, draws, seed, stats ``"all"``, ``"spectral"`` or
+    ``"elementwise"``, depth, dtype, chunk_size, storage: the checkpoint precision modelled),
+    replacing the spec's. ``out``: also write atomically (checked first); ``resume`` keeps
+    completed blocks. Memory, size and σ range (:class:`InputError`) are checked before any draw.
+    Returns a :class:`xarray.Dataset` ``(d, d_h, draw)``; same arguments, same bits on the same
+    backend."""
+    spec = spec_with(spec, options, "baseline")
     cells = grid_cells(d, d_h)
     check_cells(spec, cells)
     store = None

@@ -15,8 +15,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ..baseline.sweep import Dispatch
-from ..errors import InputError, with_keywords
+from ..baseline.sweep import Dispatch, dispatch_of
+from ..errors import InputError
 from ..stats.gaussian_null import GaussianNull
 from ..stats.null_protocol import Null
 from .collection import COLLECTION_DIMS, combine, distinct_suffixes, unique_labels
@@ -97,8 +97,6 @@ def _seq(x) -> bool:
 #: The :class:`~rmtbase.models.types.ModelInfo` sizes that, with the architecture, make two
 #: entries the same shape (their null tables are shared).
 _SIZES = ("d", "d_h", "n_layers", "n_heads", "n_kv_heads")
-#: The keywords of :func:`score_collection` that build its :class:`Dispatch`.
-DISPATCH_FIELDS = ("scheduler", "workers", "client", "progress")
 
 
 def _shape(info) -> tuple:
@@ -132,8 +130,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     from ..models import model_info
     from .score import _check_options, _stat_kind
 
-    where = {k: options.pop(k) for k in DISPATCH_FIELDS if k in options}
-    dispatch = with_keywords(Dispatch, dispatch, where, "score_collection")
+    dispatch = dispatch_of(dispatch, options, "score_collection")
     workers, scheduler, client = dispatch.workers, dispatch.scheduler, dispatch.client
     progress = dispatch.progress
     specs = make_specs(models, revisions, labels)
