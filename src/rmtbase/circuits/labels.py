@@ -70,8 +70,7 @@ def label_heads(probe: xr.Dataset, *, threshold: float = THRESHOLD, chance=None,
     chance: {statistic: chance level} (None: 0). counts: {statistic: pooled queries} (None: not
     checked). Returns a (layer, head) Dataset: ``label`` (of :data:`LABELS`), ``label_score``
     (the statistic that earned it; NaN for ``none``), ``label_statistic`` (its name), the probe's
-    ``probe_source`` attr. Raises :class:`InputError` for a probe without the statistics or a bad θ.
-    """
+    ``probe_source`` attr. InputError for a probe without the statistics or a bad θ."""
     missing = [s for s in STATISTIC.values() if s not in probe]
     if missing:
         raise InputError(f"the probe lacks {', '.join(missing)}: cannot label its heads")

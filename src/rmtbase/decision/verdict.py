@@ -6,17 +6,12 @@
 the joint draws still calibrating the omnibus. Comparison is self-normalised
 (:mod:`rmtbase.decision.scale`).
 
-Per test (layer × head × stat): ``null_mean``, ``null_std`` (ddof 1), ``z``, ``p_value`` and
-``p_method`` (:class:`~rmtbase.decision.tails.TailModel`), ``distance``
-(:mod:`rmtbase.decision.effect`), ``effect`` and ``percentile``, ``effect_size`` with
-``null_band_lo``/``null_band_hi``, ``q_value``/``flag`` (BH over :mod:`rmtbase.decision.family`;
-duplicates get no q-value).
-
-Per head: ``head_p_value``/``head_p_method`` (:mod:`rmtbase.decision.omnibus`),
-``head_q_value``/``head_flag`` (BH over all heads at ``alpha``: the decision),
-``head_effect``/``head_top_stat``, ``group_effect``; attrs ``resolution_note``
-(:mod:`rmtbase.decision.resolution`).
-"""
+Per test (layer × head × stat): null moments, ``p_value`` (:class:`~.tails.TailModel`),
+``distance`` (:mod:`rmtbase.decision.effect`), effect sizes with the null band, ``q_value`` /
+``flag`` (BH over :mod:`rmtbase.decision.family`; duplicates get no q-value). Per head:
+``head_p_value`` (:mod:`rmtbase.decision.omnibus`), ``head_q_value`` / ``head_flag`` (BH over
+all heads at ``alpha``: the decision), effects. Each variable is described in
+:mod:`rmtbase.scoring.description`; attrs ``resolution_note`` (:mod:`.resolution`)."""
 
 from __future__ import annotations
 

@@ -86,9 +86,8 @@ def map_draws(fn, key, n_draws, chunk_size=None, *, method="vmap", batch=None, p
     spectral fast path) or ``"map"`` (a loop per compiled call; scatter-heavy work on CPU). batch
     (``"vmap"``): fixed vectorised width per device. chunk_size: draws per compiled call, rounded
     up to a multiple of batch × devices (``"vmap"``) or of the device count (``"map"``, default
-    min(n_draws, 256)). Results have a leading axis n_draws; draw i depends on fold_in(key, i) and
-    ``batch`` only. progress: ``True`` for :func:`rmtbase.progress.progress_bar`'s policy, or an
-    object with ``update(n)``."""
+    min(n_draws, 256)). progress: ``True`` for :func:`rmtbase.progress.progress_bar`'s policy, or
+    an object with ``update(n)``. Results have a leading axis n_draws."""
     n = check_positive_int(n_draws, "n_draws")
     if method not in ("vmap", "map"):
         raise InputError(f"method must be 'vmap' or 'map', got {method!r}")

@@ -6,12 +6,10 @@ variable and coordinate a ``long_name`` and UDUNITS ``units``. rmtbase's quantit
 functions of dimensionless weights, so their unit is ``1``: a unit UDUNITS does not know
 (``sigma^2``, ``nat``) moves to ``comment``, as does how a ``sigma_power`` variable scales with
 σ. No absolute path is written; a fixed string width carried from a read file is dropped.
-
-Every netCDF file rmtbase writes passes compliance-checker's ``cf:1.10`` test with no high or
-medium failure (``tests/test_cf_compliance.py``): coordinates carry no ``_FillValue``
-(:func:`without_coordinate_fill`), ``depth`` is written ``network_depth``
-(:func:`cf_dim_names`), and baseline tables go through the reversible :func:`encode_table` /
-:func:`decode_table`. The shipped tables in ``rmtbase/data`` stay as drawn (``units = "sigma"``)."""
+For compliance-checker's ``cf:1.10`` test, coordinates carry no ``_FillValue``
+(:func:`without_coordinate_fill`), ``depth`` is written ``network_depth`` (:func:`cf_dim_names`)
+and baseline tables go through the reversible :func:`encode_table` / :func:`decode_table`; the
+shipped tables in ``rmtbase/data`` stay as drawn (``units = "sigma"``)."""
 
 from __future__ import annotations
 

@@ -87,17 +87,9 @@ def load_components(model, *, components=("q", "k", "v", "o", "ffn"),
                     allow_pickle: bool = False) -> Iterator[LayerComponents]:
     """Iterate over the layers of ``model``, yielding its whole weight matrices.
 
-    Parameters
-    ----------
-    components : str or iterable of str
-        Component names (module docstring); default q, k, v, o and the FFN.
-    model, revision, allow_pickle
-        As for :func:`rmtbase.models.load_heads`.
-
-    Yields
-    ------
-    LayerComponents
-        One layer per step; checkpoint and selection are checked first."""
+    ``components``: a name or names (module docstring); default q, k, v, o and the FFN.
+    ``model``, ``revision``, ``allow_pickle``: as for :func:`rmtbase.models.load_heads`. Yields
+    one :class:`LayerComponents` per layer; checkpoint and selection are checked first."""
     info, located, weights = open_model(model, revision, allow_pickle)
     try:
         wanted = select_components(components, located.component_names(), info.architecture)

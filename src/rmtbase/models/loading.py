@@ -2,12 +2,9 @@
 
 ``model`` (:mod:`rmtbase.models._resolve`): a hub id, a local folder, a URL or
 ``hf://org/name[@revision]``, a ``.gguf`` file, a loaded ``transformers`` model, or a
-TransformerLens model; safetensors are read directly (no torch model built).
-
-Convention: head h gives W_Q, W_K ``(d_h, d)`` whose logit, biases
-and scale aside, is ``x_iᵀ W_Qᵀ W_K x_j``. Raw weights: no LayerNorm folding, centring, 1/√d_h
-or RoPE. GQA keys are expanded to query heads (query head i uses key head
-⌊i / (n_heads / n_kv_heads)⌋)."""
+TransformerLens model; safetensors are read directly (no torch model built). Conventions: those
+of :mod:`rmtbase.models.types`; GQA keys are expanded to query heads (query head i uses key
+head ⌊i / (n_heads / n_kv_heads)⌋)."""
 
 from __future__ import annotations
 
@@ -127,18 +124,11 @@ def load_heads(model, *, revision: str | None = None, allow_pickle: bool = False
                fold_qk_norm: bool = False) -> Iterator[LayerHeads]:
     """Iterate over the layers of ``model``, yielding every head's raw (W_Q, W_K).
 
-    Parameters
-    ----------
-    model, revision : str, path or transformers model; str, optional
-        Hub id, local folder, or a loaded model; hub branch/tag/commit.
-    allow_pickle, fold_qk_norm : bool
-        Permit ``pytorch_model.bin`` (unpickling can run code); fold a QK-norm's gain (and
-        centring) into W_Q, W_K and biases (:mod:`._qknorm`; ModelError for a norm with a bias).
-
-    Yields
-    ------
-    LayerHeads
-        One layer per step; a bad tensor is a ModelError naming it when its layer is reached."""
+    ``model``: hub id, local folder or a loaded model (module docstring); ``revision``: hub
+    branch/tag/commit. ``allow_pickle``: permit ``pytorch_model.bin`` (unpickling can run code).
+    ``fold_qk_norm``: fold a QK-norm's gain (and centring) into W_Q, W_K and biases
+    (:mod:`._qknorm`; ModelError for a norm with a bias). Yields one :class:`LayerHeads` per
+    layer; a bad tensor is a ModelError naming it when its layer is reached."""
     info, located, weights = open_model(model, revision, allow_pickle)
     if fold_qk_norm and located.qk_norm is not None:
         try:

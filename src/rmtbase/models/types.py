@@ -15,18 +15,11 @@ import numpy as np
 class LayerHeads:
     """The query/key factors of every head in one attention layer.
 
-    Attributes
-    ----------
-    layer : int
-        0-based layer index.
-    wq, wk : np.ndarray
-        ``(n_heads, d_h, d)``; under GQA ``wk[i]`` is the key factor query head i meets.
-    bq, bk : np.ndarray or None
-        Biases ``(n_heads, d_h)`` (``bk`` expanded like ``wk``), or None.
-    storage : str
-        The coarsest storage of the tensors read (float32 arrays hold the stored values).
-    quantisation : str or None
-        The block quantisation dequantised from (``"q4_k"`` …, joined by ``"+"``), or None."""
+    ``layer``: 0-based index. ``wq``, ``wk``: ``(n_heads, d_h, d)``; under GQA ``wk[i]`` is the
+    key factor query head i meets. ``bq``, ``bk``: biases ``(n_heads, d_h)`` (``bk`` expanded
+    like ``wk``) or None. ``storage``: the coarsest storage of the tensors read (float32 arrays
+    hold the stored values). ``quantisation``: the block quantisation dequantised from
+    (``"q4_k"`` …, joined by ``"+"``), or None."""
 
     layer: int
     wq: np.ndarray
@@ -45,22 +38,14 @@ class LayerHeads:
 class ModelInfo:
     """What a model's config says about its attention, read without touching the weights.
 
-    Attributes
-    ----------
-    name, revision : str, str or None
-        Hub id / folder / ``config._name_or_path``; hub revision (None: default or non-hub).
-    architecture : str
-        The ``model_type`` (:data:`rmtbase.models.SUPPORTED`), or ``"transformer_lens"``.
-    d, d_h, n_layers, n_heads, n_kv_heads : int
-        Residual width, head dimension, layers, query heads and key/value heads per layer.
-    model_class : str
-        ``config.architectures[0]`` or the loaded object's class.
-    rotary_fraction : float
-        Fraction of d_h that RoPE rotates (0 without RoPE).
-    source : str
-        ``"hub"``, ``"folder"``, ``"object"``, ``"gguf"``, ``"url"`` or ``"transformer_lens"``.
-    qk_norm : str
-        ``"none"``, ``"rms_head"``, ``"rms_all_heads"`` or ``"layer_head"`` (:mod:`._qknorm`)."""
+    ``name``: hub id / folder / ``config._name_or_path``; ``revision``: hub revision (None:
+    default or non-hub). ``architecture``: the ``model_type`` (:data:`rmtbase.models.SUPPORTED`)
+    or ``"transformer_lens"``. ``d``, ``d_h``, ``n_layers``, ``n_heads``, ``n_kv_heads``: residual
+    width, head dimension, layers, query heads and key/value heads per layer. ``model_class``:
+    ``config.architectures[0]`` or the loaded object's class. ``rotary_fraction``: the fraction of
+    d_h RoPE rotates (0 without RoPE). ``source``: ``"hub"``, ``"folder"``, ``"object"``,
+    ``"gguf"``, ``"url"`` or ``"transformer_lens"``. ``qk_norm``: ``"none"``, ``"rms_head"``,
+    ``"rms_all_heads"`` or ``"layer_head"`` (:mod:`._qknorm`)."""
 
     name: str
     revision: str | None
@@ -85,15 +70,9 @@ class ModelInfo:
 class LayerComponents:
     """Whole weight matrices of one layer (:func:`rmtbase.models.load_components`).
 
-    Attributes
-    ----------
-    layer : int
-        0-based layer index.
-    matrices : dict[str, np.ndarray]
-        float32, ``nn.Linear`` (out, in) layout, stored values; ``"k"``, ``"v"`` not
-        GQA-expanded (:mod:`rmtbase.models.components`).
-    storage : dict[str, str]
-        Storage precision of each matrix, as :attr:`LayerHeads.storage`."""
+    ``layer``: 0-based index. ``matrices``: {name: float32 array} in the ``nn.Linear`` (out, in)
+    layout, stored values; ``"k"``, ``"v"`` not GQA-expanded (:mod:`rmtbase.models.components`).
+    ``storage``: {name: storage precision}, as :attr:`LayerHeads.storage`."""
 
     layer: int
     matrices: dict

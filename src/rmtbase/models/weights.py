@@ -47,16 +47,10 @@ def _pickle_reason(exc: BaseException) -> str:
 
 
 class FileWeights(TensorReader):
-    """Lazy reader of checkpoint files named by ``files`` and obtained through ``fetch``.
-
-    Parameters
-    ----------
-    files, fetch : iterable of str, callable
-        File names available; ``fetch(filename) -> path``.
-    label, allow_pickle : str, bool
-        The model's name in messages; permit ``pytorch_model.bin`` (``weights_only=True``).
-    folder : Path, optional
-        The local model folder: every shard an index names must lie inside it."""
+    """Lazy reader of checkpoint files named by ``files`` (the names available) and obtained
+    through ``fetch(filename) -> path``. ``label``: the model's name in messages;
+    ``allow_pickle``: permit ``pytorch_model.bin`` (``weights_only=True``); ``folder``: the local
+    model folder, which must hold every shard an index names."""
 
     def __init__(self, files: Iterable[str], fetch: Callable[[str], Path], label: str,
                  *, allow_pickle: bool = False, folder: Path | None = None):
