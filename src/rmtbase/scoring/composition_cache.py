@@ -16,20 +16,34 @@ import numpy as np
 #: Version of the draws (part of the name): a change of sampler that changes the numbers
 #: bumps it, so an older file is never read as the new draws.
 FORMAT = 1
+#: Version of the composition draws of the bidiagonal sampler
+#: (:func:`rmtbase.scoring.composition_pairs.bidiagonal`): other numbers, the same law.
+BIDIAGONAL_FORMAT = 2
+
+
+def draws_format(kind: str, d: int, d_h: int, storage: str) -> int:
+    """The version of ``kind``'s draws at (d, d_h, storage): :data:`BIDIAGONAL_FORMAT` where the
+    composition null is drawn by the bidiagonal sampler, else :data:`FORMAT`."""
+    from .composition_pairs import bidiagonal
+
+    return BIDIAGONAL_FORMAT if kind == "composition" and bidiagonal(d, d_h, d_h, storage) \
+        else FORMAT
 
 
 def null_path(kind: str, d: int, d_h: int, n: int, seed: int, storage: str) -> Path:
     """The cache file of ``kind`` (``composition``, ``overlap-distinct``, ``overlap-shared``)."""
     from ..files.user_cache import cache_dir
 
+    v = draws_format(kind, d, d_h, storage)
     return cache_dir() / "composition" / (f"{kind}-d{int(d)}-dh{int(d_h)}-n{int(n)}"
-                                          f"-seed{int(seed)}-{storage}-v{FORMAT}.nc")
+                                          f"-seed{int(seed)}-{storage}-v{v}.nc")
 
 
 def _keys(kind: str, d: int, d_h: int, n: int, seed: int, storage: str) -> dict:
     """The attributes a file must carry (its name's keys): what is written, read and summed."""
     return {"kind": str(kind), "d": int(d), "d_h": int(d_h), "draws": int(n),
-            "seed": int(seed), "storage": str(storage), "format": FORMAT}
+            "seed": int(seed), "storage": str(storage),
+            "format": draws_format(kind, d, d_h, storage)}
 
 
 def _checksum(values: np.ndarray, keys: dict) -> str:
@@ -106,4 +120,4 @@ def cached_null(kind: str, d: int, d_h: int, n: int, seed: int, storage: str,
     return got
 
 
-__all__ = ["FORMAT", "cached_null", "null_path"]
+__all__ = ["BIDIAGONAL_FORMAT", "FORMAT", "cached_null", "draws_format", "null_path"]
