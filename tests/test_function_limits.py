@@ -36,7 +36,6 @@ EXCEPTIONS = {
     "baseline/cache.py::null_table": {"params": 9},  # -> table_key -> TableKey
     "baseline/cache.py::table_filename": {"params": 9},  # every key of a cache file's name
     "baseline/network_tables.py::network_draws": {"params": 10},
-    "baseline/network_tables.py::network_table": {"params": 10},  # -> NetworkSpec
     "baseline/matrix_null.py::matrix_null_draws": {"params": 9},  # HA's file (issue 58)
     # the per-draw program of one Draws record: one closure per route, traced as one program
     "baseline/null.py::_draw_fn": {"lines": 65},

@@ -200,6 +200,7 @@ def test_baseline_spec_equals_keywords():
 def test_null_draws_and_sweeps_refuse_unknown_keywords():
     import jax
 
+    from rmtbase.baseline.network_tables import network_table
     from rmtbase.baseline.null import null_draws
     from rmtbase.baseline.sweep import network_sweep, sweep
     from rmtbase.baseline.sweep_cache import sweep_into_cache
@@ -209,6 +210,7 @@ def test_null_draws_and_sweeps_refuse_unknown_keywords():
     for call, name in ((lambda: null_draws(jax.random.key(0), 8, 2, 4, sigma=2.0), "null_draws"),
                        (lambda: sweep(8, 2, workers=1, n_draws=10), "sweep"),
                        (lambda: network_sweep(8, 1, workers=1, width=8), "network_sweep"),
+                       (lambda: network_table(8, 1, width=8), "network_table"),
                        (lambda: sweep_into_cache(8, 2, workers=1, storage="float32"),
                         "sweep_into_cache")):
         with pytest.raises(TypeError, match=rf"{name}\(\) got an unexpected keyword argument"):

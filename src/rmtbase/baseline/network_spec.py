@@ -53,6 +53,10 @@ def _gains(values) -> tuple:
     return tuple(sorted({float(check_gain(v)) for v in vals}))
 
 
+#: :func:`make_network_spec`'s keywords besides ``depth``: a network table's options.
+NETWORK_KEYWORDS = ("kind", "draws", "seed", "stats", "chunk_size")
+
+
 def make_network_spec(*, kind="residual", depth=1, draws=200, seed=0, stats="all",
                       chunk_size=None) -> NetworkSpec:
     """Validate options into a :class:`NetworkSpec` (one-line :class:`InputError` on bad input)."""

@@ -21,8 +21,9 @@ from functools import lru_cache
 import numpy as np
 
 from .._version import __version__
-from ..errors import InputError, check_positive_int
+from ..errors import InputError, check_keywords, check_positive_int
 from .network_spec import (  # noqa: F401 - NetworkSpec and make_network_spec re-exported
+    NETWORK_KEYWORDS,
     NetworkSpec,
     _gains,
     _ints,
@@ -221,13 +222,14 @@ def _global_attrs(spec: NetworkSpec, ds_vals, g_vals) -> dict:
     }
 
 
-def network_table(d, depth, gain=1.0, *, kind="residual", draws=200, seed=0, stats="all",
-                  chunk_size=None, out=None, progress=True):
+def network_table(d, depth, gain=1.0, *, out=None, progress=True, **options):
     """Monte Carlo table of a product network over widths ``d``, depths ``depth`` and gains
     ``gain``: an :class:`xarray.Dataset` with dims ``(d, depth, gain, draw)``, also written
-    atomically to ``out`` if given. Bit for bit reproducible on the same backend."""
-    spec = make_network_spec(kind=kind, depth=depth, draws=draws, seed=seed, stats=stats,
-                             chunk_size=chunk_size)
+    atomically to ``out`` if given. ``options``: :func:`~.network_spec.make_network_spec`'s
+    ``kind`` (``"residual"``), ``draws`` (200), ``seed``, ``stats``, ``chunk_size``. Bit for bit
+    reproducible on the same backend."""
+    check_keywords(options, NETWORK_KEYWORDS, "network_table")
+    spec = make_network_spec(depth=depth, **options)
     widths, gains = network_grid(d, gain)
     check_network_cells(spec.kind, widths, spec.depths, gains)
     if out is not None:

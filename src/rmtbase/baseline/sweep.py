@@ -27,9 +27,8 @@ from .dask_client import (  # noqa: F401 - re-exported: callers import them from
     worker_env,
 )
 
-#: The keywords that build a :class:`Dispatch`, and :func:`network_sweep`'s spec keywords.
+#: The keywords that build a :class:`Dispatch`.
 DISPATCH_FIELDS = ("scheduler", "workers", "client", "progress")
-NETWORK_KEYWORDS = ("kind", "draws", "seed", "stats", "chunk_size")
 
 
 def check_blocks_per_task(per) -> int:
@@ -168,7 +167,7 @@ def network_sweep(d, depth, gain=1.0, *, dispatch: Dispatch | None = None,
     ``kind``, ``draws``, ``seed``, ``stats``, ``chunk_size``."""
     from functools import partial
 
-    from .network_spec import check_network_cells
+    from .network_spec import NETWORK_KEYWORDS, check_network_cells
     from .network_tables import assemble_network, make_network_spec, network_grid
     from .table_file import check_output_file, table_bytes, write_table
 
