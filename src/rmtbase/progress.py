@@ -1,19 +1,13 @@
 """One progress and message channel for all long work and the lines said on stderr meanwhile.
 
-:func:`progress_bar` returns a reporter (``update(n)``, ``close()``, context manager):
-
-- stderr a TTY: a tqdm bar, removed when done (:class:`rmtbase.reporters.TerminalBar`);
-- otherwise a plain line at most every :data:`rmtbase.reporters.INTERVAL` s
-  (``$RMTBASE_PROGRESS_INTERVAL``) with the time left, never a carriage return
-  (:class:`rmtbase.reporters.LogLines`);
-- ``cpu_every=s``: also a line per ``s`` CPU seconds (a background thread);
-- ``enabled=False``: nothing.
-
-:func:`message` writes one line, ending live bars' lines first and redrawing them below
-(``final=True`` closes them). :func:`stage` announces a stage; :func:`heartbeat` says
-``rmtbase: still working: …`` when stderr has been silent for :data:`INTERVAL` s;
-:func:`show_warning` routes warnings through :func:`message`. Importing imports nothing heavy.
-"""
+:func:`progress_bar` returns a reporter (``update(n)``, ``close()``, context manager;
+:mod:`rmtbase.reporters`): a tqdm bar removed when done where stderr is a TTY, else a plain line
+at most every ``$RMTBASE_PROGRESS_INTERVAL`` s with the time left, never a carriage return;
+nothing with ``enabled=False``. :func:`message` writes one line, ending live bars' lines first
+and redrawing them below (``final=True`` closes them). :func:`stage` announces a stage;
+:func:`heartbeat` says ``rmtbase: still working: …`` when stderr has been silent for
+:data:`INTERVAL` s; :func:`show_warning` routes warnings through :func:`message`. Importing
+imports nothing heavy."""
 
 from __future__ import annotations
 

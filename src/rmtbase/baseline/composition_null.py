@@ -37,14 +37,11 @@ class Part:
 def null_squares(key, d: int, d_h1: int, d_h2: int, n: int, dtype=jnp.float32, *,
                  part: Part = Part()):
     """Draws ``part.start`` … n−1 of s² under the Gaussian-factor null, exactly in law, from
-    d_h-sized variates only (:mod:`rmtbase.ensembles.wishart`).
-
-    Chain Q2ᵀ K2 O1 V1 (K-composition; Q and V have the same law). Rotate the residual basis so
-    that O1 = H [T; 0] (thin QR, H Haar, T = L_Oᵀ with L_O Bartlett at (d, d_h1)); then
-    K2 H = [K_a, K_b] with K_a ``(d_h2, d_h1)`` Gaussian and K_b K_bᵀ Wishart at
-    (d − d_h1, d_h2) (Bartlett L_b), so M = K2 O1 = K_a T and G_K2 = K_a K_aᵀ + L_b L_bᵀ. With
-    L_Q, L_V Bartlett at (d, d_h2), (d, d_h1):
-    s² = ‖L_Qᵀ M L_V‖² / ((‖L_Qᵀ K_a‖² + ‖L_Qᵀ L_b‖²) ‖L_Oᵀ L_V‖²). Needs d_h2 ≤ d − d_h1."""
+    d_h-sized variates only (:mod:`rmtbase.ensembles.wishart`): the chain Q2ᵀ K2 O1 V1
+    (K-composition; Q and V have the same law) in a residual basis where O1 = H [T; 0], so that
+    s² = ‖L_Qᵀ K_a T L_V‖² / ((‖L_Qᵀ K_a‖² + ‖L_Qᵀ L_b‖²) ‖L_Oᵀ L_V‖²) with K_a Gaussian and
+    L_O, L_b, L_Q, L_V Bartlett factors (derivation: docs/composition.md, "The null, and what is
+    exact"). Needs d_h2 ≤ d − d_h1."""
     if d_h2 > d - d_h1:
         raise ValueError(f"the reduced null needs d_h2 <= d - d_h1 (d={d}, d_h={d_h1}, {d_h2})")
     run = _reduced(int(d), int(d_h1), int(d_h2), jnp.dtype(dtype).name)

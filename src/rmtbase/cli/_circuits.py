@@ -5,9 +5,7 @@
 alone) and the text probe can (a tokenizer; also for ``--text FILE``), and checks
 ``--repeat-length``; an encoder is labelled by the text probe, its circuits screened by
 weights only, said so. :func:`outputs` loads the model once, for the search and the text probe
-(``plan.loaded``, released by :func:`rmtbase.cli.score_modes.single`), and writes
-``composition.nc`` and ``circuits.nc``; :func:`redraw` the figure, :func:`with_labels` the
-``head_label``, :func:`json_fields` the ``--json`` fields."""
+(``plan.loaded``), and writes ``composition.nc`` and ``circuits.nc``."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
 """``rmtbase combine ENTRY... --out DIR``: assemble entries scored anywhere into one collection.
 
 An ENTRY is an entry file or folder of them (``OUT.entries`` of ``rmtbase score A B …``) or a
-one-model ``rmtbase score`` folder (``scores.nc``). Wraps
-:func:`rmtbase.scoring.entries.load_entries` and :func:`rmtbase.scoring.collection.combine`;
-the report is ``rmtbase score``'s, written all or nothing; an earlier output is replaced only
-with ``--overwrite``. Every entry is verified (:func:`rmtbase.scoring.entries.check_content`:
-``entry_sha256`` or its ``manifest.json``): a mismatch is refused always, content without a
-hash unless ``--unverified`` (with a warning). Only the heads' scores are carried; the other
-``*.nc`` of a score folder are left out, said in one line."""
+one-model ``rmtbase score`` folder (``scores.nc``). The report is ``rmtbase score``'s, written
+all or nothing; an earlier output is replaced only with ``--overwrite``. Every entry is verified
+(:func:`rmtbase.scoring.entries.check_content`: ``entry_sha256`` or its ``manifest.json``): a
+mismatch is refused always, content without a hash unless ``--unverified`` (with a warning).
+Only the heads' scores are carried; the other ``*.nc`` of a score folder are left out, said in
+one line."""
 
 from __future__ import annotations
 

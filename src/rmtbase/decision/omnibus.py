@@ -1,15 +1,12 @@
 """One decision per head: a Cauchy combination of its statistics' evidence, calibrated on joint
-draws.
-
-For a head's family F (:mod:`rmtbase.decision.family`) with two-sided tail-resolving p_s
+draws. For a head's family F (:mod:`rmtbase.decision.family`) with two-sided tail-resolving p_s
 (:class:`rmtbase.decision.tails.TailModel`), the Cauchy combination (Liu & Xie 2020, JASA
 115:393) of p-values capped at ½:
 
     T = (1/|F|) Σ_{s ∈ F} tan((½ − min(p_s, ½)) π)  ≥ 0.
 
-The cap keeps one p_s → 1 from vetoing evidence elsewhere (T is non-increasing in every p_s);
-it changes T's null law, so T is calibrated: every joint null draw j gets its own T_j (p_s
-against the null with draw j left out), and
+The cap keeps one p_s → 1 from vetoing evidence elsewhere and changes T's null law, so T is
+calibrated: every joint null draw j gets its own T_j (p_s against the null without draw j), and
 
     p = (1 + #{j : T_j ≥ T}) / (1 + N)
 

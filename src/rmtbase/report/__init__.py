@@ -2,9 +2,7 @@
 written all-or-nothing.
 
 :func:`.write.write_report` is the one entry point; it decides the report's shape once and
-hands it to :mod:`.model_report`, :mod:`.collection_report` (and :mod:`.component_report`).
-:mod:`.tables` holds the text and CSV frames, the ``*figures`` modules the plots,
-:mod:`.html` the page, :mod:`.compare` ``rmtbase compare``."""
+hands it to :mod:`.model_report`, :mod:`.collection_report` or :mod:`.component_report`."""
 
 from .compare import write_compare
 from .tables import anomaly_table

@@ -1,11 +1,8 @@
-"""Settings records of the scoring entry points: one value instead of a dozen keywords.
+"""Settings records of the scoring entry points (``settings=``), checked by the entry point.
 
-:func:`~rmtbase.scoring.score.score_model` and :func:`~rmtbase.scoring.score.score_heads` take a
-:class:`ScoreSettings` (``settings=``), :func:`~rmtbase.scoring.composition.composition` a
-:class:`CompositionSettings`, :func:`~rmtbase.scoring.components.score_components` a
-:class:`ComponentSettings`. Each also takes its record's fields as keywords, which replace the
-record's (:func:`rmtbase.errors.with_keywords`): ``score_model(m, draws=2000)`` is
-``score_model(m, settings=ScoreSettings(draws=2000))``. The entry points check the values."""
+The record's fields are also keywords of the entry point, replacing the record's
+(:func:`rmtbase.errors.with_keywords`): ``score_model(m, draws=2000)`` is
+``score_model(m, settings=ScoreSettings(draws=2000))``."""
 
 from __future__ import annotations
 
