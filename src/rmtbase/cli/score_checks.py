@@ -271,36 +271,81 @@ def check_probe(model) -> None:
 
 def check_finite_model(model, allow_pickle: bool) -> None:
     """--probe's precondition: no NaN or infinite float tensor (an MLP's too: the probe and the
-    circuit search run the whole model), the tensor named in one line; read one tensor at a time
-    (local safetensors, a GGUF's F32/F16). Others are checked when loaded
+    circuit search run the whole model), in one line naming the tensor and, for an attention
+    tensor, the heads (:func:`nonfinite_heads`); read one tensor at a time (local safetensors;
+    a GGUF's tensors dequantised, block formats too). Others are checked when loaded
     (:func:`rmtbase.probe.loader.check_finite_weights`)."""
     import numpy as np
 
+    from ..errors import ModelError
     from ..models import default_model_path
     from ..models._reader import check_finite
     from ..models._resolve import resolve
 
-    resolved = resolve(default_model_path() if model is None else model, None)
-    if resolved.source == "gguf":
-        from ..models.gguf import gguf_reader as _reader
+    model = default_model_path() if model is None else model
+    resolved = resolve(model, None)
+    try:
+        if resolved.source == "gguf":
+            from gguf.quants import dequantize
 
-        for t in _reader(resolved.folder).tensors:
-            if t.tensor_type.name in ("F32", "F16"):
-                check_finite(np.asarray(t.data), t.name, resolved.name)
-        return
-    if resolved.source != "folder":
-        return
-    weights = resolved.open_weights(allow_pickle)
-    if weights.format != "safetensors":
-        return
-    from ..models._safetensors import read_float32
+            from ..models.gguf import gguf_reader as _reader
 
-    for name in sorted(weights.keys()):
-        filename = weights.file_of(name)
-        info = weights._header(filename)[name]
-        if info["dtype"] in ("F64", "F32", "F16", "BF16"):
-            check_finite(read_float32(weights._headers[filename]["path"], info), name,
-                         f"{resolved.name}/{filename}")
+            for t in _reader(resolved.folder).tensors:
+                try:
+                    values = np.asarray(dequantize(t.data, t.tensor_type))
+                except Exception:  # noqa: BLE001 - a type gguf cannot read: the reader says so
+                    continue
+                check_finite(values, t.name, resolved.name)
+            return
+        if resolved.source != "folder":
+            return
+        weights = resolved.open_weights(allow_pickle)
+        if weights.format != "safetensors":
+            return
+        from ..models._safetensors import read_float32
+
+        for name in sorted(weights.keys()):
+            filename = weights.file_of(name)
+            info = weights._header(filename)[name]
+            if info["dtype"] in ("F64", "F32", "F16", "BF16"):
+                check_finite(read_float32(weights._headers[filename]["path"], info), name,
+                             f"{resolved.name}/{filename}")
+    except ModelError as exc:
+        heads = nonfinite_heads(model, allow_pickle)
+        if heads is None:
+            raise
+        raise ModelError(f"{heads} ({exc})") from exc
+
+
+def nonfinite_heads(model, allow_pickle: bool) -> str | None:
+    """The heads of ``model`` with a NaN or infinite entry in W_Q/W_K or W_V/W_O, as one line
+    (``heads L0H2 (W_Q or W_K), … have non-finite (NaN/inf) weights; cannot score them``), or
+    None where every head is finite (the tensor is not an attention head's) or they cannot be
+    read. Reads the heads with the readers' finiteness check off
+    (:func:`rmtbase.models._reader.finite_unchecked`)."""
+    import numpy as np
+
+    from ..models import load_heads
+    from ..models._reader import finite_unchecked
+    from ..models.ov import load_ov_heads
+
+    bad = []
+    try:
+        with finite_unchecked():
+            for load, factors in ((load_heads, "W_Q or W_K"), (load_ov_heads, "W_O or W_V")):
+                for lh in load(model, allow_pickle=allow_pickle):
+                    ok = (np.isfinite(np.asarray(lh.wq)).all(axis=(1, 2))
+                          & np.isfinite(np.asarray(lh.wk)).all(axis=(1, 2)))
+                    bad += [f"L{lh.layer}H{h} ({factors})" for h in np.flatnonzero(~ok)]
+    except Exception:  # noqa: BLE001 - the tensor's own message stands
+        return None
+    if not bad:
+        return None
+    more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+    one = len(bad) == 1
+    return (f"{'head' if one else 'heads'} {', '.join(bad[:4])}{more} of {model} "
+            f"{'has' if one else 'have'} non-finite (NaN/inf) weights; cannot score "
+            f"{'it' if one else 'them'}")
 
 
 def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:
