@@ -5,8 +5,7 @@
 - :class:`TerminalBar`: a tqdm bar, rate measured from the first update (:func:`_after_first`);
 - ``Silent``: nothing; the base of both.
 
-``LIVE`` (under ``LOCK``; reporters may be updated from threads) lists the reporters drawing now.
-"""
+``LIVE`` (under ``LOCK``; reporters may be updated from threads) lists the reporters drawing now."""
 
 from __future__ import annotations
 

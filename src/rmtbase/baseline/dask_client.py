@@ -3,8 +3,7 @@
 :func:`cluster_client`: the client given, one for a scheduler address (checked), or a loopback
 cluster of single-threaded workers sharing the cores. :func:`completed` polls futures, so Ctrl-C
 is raised at once and pending tasks are cancelled. Without Dask :func:`require_distributed` raises
-:class:`MissingDependency`.
-"""
+:class:`MissingDependency`."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ no 1/√d; every draw through the checkpoint's storage round trip):
 - ``"ginibre"`` (``"gaussian"`` deprecated): ``qk.*`` of a real Ginibre d×d matrix with entry
   std σ_Q σ_K √d_h.
 - ``"residual"``: first d_h rows of ∏(I + W_l), depth ``depth``, σ² = 1/d, rescaled by
-  σ √(d / 2^L) so that E[rms²] = σ²; then as ``"lowrank"``.
-"""
+  σ √(d / 2^L) so that E[rms²] = σ²; then as ``"lowrank"``."""
 
 from __future__ import annotations
 

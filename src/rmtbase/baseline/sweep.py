@@ -5,8 +5,7 @@ Each task is a (cell, draw-block range, seed) running
 only, so the table is bit for bit :func:`rmtbase.baseline.tables.baseline`'s on the same backend,
 whatever the workers. With ``out`` completed blocks are kept, so a rerun submits only the
 missing ones. :func:`network_sweep`: the same for product networks. Dask is optional:
-:func:`sweep` raises :class:`MissingDependency` without it.
-"""
+:func:`sweep` raises :class:`MissingDependency` without it."""
 
 from __future__ import annotations
 

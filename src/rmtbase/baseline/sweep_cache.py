@@ -5,8 +5,7 @@ asks :func:`rmtbase.baseline.cache.null_table` for (``draws`` draws and, with al
 the spectral reference of ≥ :data:`SPECTRAL_REFERENCE_DRAWS`). :func:`sweep_into_cache` computes
 the missing ones on Dask and writes exactly the file ``null_table`` would (same name, same bits:
 draw i depends on (seed, d, d_h, i) only); blocks are kept as they arrive. Not built here: the
-spectral extension; the profile null comes through ``then``.
-"""
+spectral extension; the profile null comes through ``then``."""
 
 from __future__ import annotations
 

@@ -17,8 +17,7 @@ An axis is computed from one of three sources:
 
 ``effect``: how the effect is read, ``"shift"`` (from the null median), ``"ratio"`` (to it) or
 ``"value"`` (no null); p is two-sided (:class:`rmtbase.decision.tails.TailModel`). ``decision``:
-the axis enters the head decision as part of p_A (:mod:`rmtbase.decision.combined`; factor axes).
-"""
+the axis enters the head decision as part of p_A (:mod:`rmtbase.decision.combined`; factor axes)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
 an unscorable architecture or tensor type in one line before any tensor is read.
 :class:`GGUFWeights` serves tensors under the Hugging Face names, dequantised to float32
 (out, in), with llama.cpp's conversions undone (:mod:`.gguf_arch`). Each tensor's GGML type is
-its storage (``"q4_k"`` …, :data:`GGUF_TYPES`); other types (IQ*, TQ*, MXFP4 …) are refused.
-"""
+its storage (``"q4_k"`` …, :data:`GGUF_TYPES`); other types (IQ*, TQ*, MXFP4 …) are refused."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ Accepted wherever a folder is: ``TransformerBridge`` (4.x), ``HookedTransformer`
 ``d_head``, ``n_layers``). Per-head ``W_Q`` ``(n_heads, d_model, d_head)`` … become
 W_Q,h = ``W_Q[h]ᵀ`` ``(d_h, d)``; ``v``, ``o`` in ``nn.Linear`` layout. The weights are scored
 as held; QK-norm and RoPE are not folded. Refused in one line: no ``attn``, no per-head ``W_Q``
-(MLA), sizes disagreeing with ``cfg``, meta or quantized tensors.
-"""
+(MLA), sizes disagreeing with ``cfg``, meta or quantized tensors."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """How a collection's entries are run: :func:`score_one` (one entry, task or in process),
 :class:`EntryStore` (a resumable run's files), :class:`LocalRunner` and :class:`DaskRunner`
-(tasks retried :data:`RETRIES` times, polled by :func:`rmtbase.baseline.sweep.completed`).
-"""
+(tasks retried :data:`RETRIES` times, polled by :func:`rmtbase.baseline.sweep.completed`)."""
 
 from __future__ import annotations
 

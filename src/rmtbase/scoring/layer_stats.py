@@ -3,8 +3,7 @@ null's implementation); W_QK element statistics head by head on threads.
 
 In float32 Σλ² ∝ (σ_Q σ_K)⁴ leaves the range for entries outside ≈ [10⁻⁶, 10³], so a head whose
 largest |entry| is outside :data:`SAFE_MAX` is divided by a power of two (:func:`safe_factors`,
-exact) and restored in float64 by ``sigma_power`` (:func:`restore_scale`); overflow is refused.
-"""
+exact) and restored in float64 by ``sigma_power`` (:func:`restore_scale`); overflow is refused."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ marginal law every p is exact (Good 2005); W_Q, W_K element statistics are invar
 Spectral draws: λ = eig(L_Kᵀ G_Q L_K) from the d_h×d_h Grams (tridiagonal + Sturm bisection where
 :func:`rmtbase.baseline.eig_route.eigh_accurate` holds, else SVD of L_Qᵀ L_K); W_QK element
 statistics use the first ``element_draws``. LAPACK calls stay in the calling thread (concurrent
-calls deadlock jaxlib's CPU pool); results do not depend on ``threads``.
-"""
+calls deadlock jaxlib's CPU pool); results do not depend on ``threads``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The per-head histogram of W_QK's entries stored with a score (``qk_hist``).
 
 z = entry / (√d_h σ̂_Q σ̂_K), variance-gamma with variance 1 under the null (Gaunt 2014): a
-density on :data:`QK_HIST_EDGES` (64 bins on [−8, 8]); mass beyond ±8 is 1 − Σ density × 0.25.
-"""
+density on :data:`QK_HIST_EDGES` (64 bins on [−8, 8]); mass beyond ±8 is 1 − Σ density × 0.25."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ a head flagged at the upper ends, or unflagged at the lower ends, is settled; ex
 some head is unsettled, up to the cap. ε' = ε / (heads × statistics × looks), ε =
 :data:`STOP_ERROR`: by the union bound, with probability ≥ 1 − ε the stopped decisions equal an
 infinite reference's (joint table, profile null, block-quantised nulls not covered). With
-``max_draws``: extend up to it wherever a head with q ≤ 2α lies beyond all but 10 draws.
-"""
+``max_draws``: extend up to it wherever a head with q ≤ 2α lies beyond all but 10 draws."""
 
 from __future__ import annotations
 
