@@ -5,9 +5,8 @@ depend on ``chunk_size``, ``n_draws`` or blocking; each goes through
 :func:`rmtbase.stats.head_stats`, as model heads do. Ensembles (W_Q, W_K ``(d_h, d)``, entry std σ,
 no 1/√d; every draw through the checkpoint's storage round trip):
 
-- ``"lowrank"``: i.i.d. N(0, σ_Q²), N(0, σ_K²); spectral statistics exact and fast
-  (:mod:`rmtbase.ensembles.wishart`: λ = s²(Bᵀ L_K), B the bidiagonal of W_Q, L_K the Bartlett
-  factor of W_K's Gram; q.rms = ‖B‖_F/√(d_h d), k.rms = ‖L_K‖_F/√(d_h d)).
+- ``"lowrank"``: i.i.d. N(0, σ_Q²), N(0, σ_K²); spectral statistics exact in law from the
+  bidiagonal and Bartlett factors (:mod:`rmtbase.ensembles.wishart`).
 - ``"ginibre"`` (``"gaussian"`` deprecated): ``qk.*`` of a real Ginibre d×d matrix with entry
   std σ_Q σ_K √d_h.
 - ``"residual"``: first d_h rows of ∏(I + W_l), depth ``depth``, σ² = 1/d, rescaled by

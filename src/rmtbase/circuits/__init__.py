@@ -3,9 +3,8 @@
 the MLPs (docs/path-patching.md).
 
 :func:`find_circuits` (rule: :mod:`.find`) returns an ``xr.Dataset`` along ``candidate``
-(:mod:`.table`), :func:`circuit_list` its JSON objects; :func:`label_heads`,
-:func:`probe_heads`, the sequences (:mod:`.sequences`), :class:`HeadModel` and
-:class:`Patcher` are its parts. Importing this package does not import torch or transformers."""
+(:mod:`.table`), :func:`circuit_list` its JSON objects. Importing this package does not import
+torch or transformers."""
 
 from .heads import HeadModel
 from .labels import LABELS, THRESHOLD, head_name, label_heads

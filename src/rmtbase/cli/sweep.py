@@ -1,18 +1,15 @@
 """``rmtbase sweep``: a (d, d_h) grid of null tables as Dask distributed tasks.
 
-    rmtbase sweep --d 768 1024 --dh 64 --draws 2000 --seed 7 --workers 2 --out grid.nc
-    rmtbase sweep --d 4096 --dh 128 --storage bfloat16 q4_k --into-cache --workers 8
-
-Wraps :func:`rmtbase.baseline.sweep.sweep`: the table equals ``rmtbase baseline`` over the
-same grid and seed, bit for bit; ``--storage`` draws through a precision's round trip, as
-``score`` does. An interrupted sweep given again submits only its unfinished blocks (kept
-beside ``--out`` or each cache file). ``--into-cache``
-(:func:`rmtbase.baseline.sweep_cache.sweep_into_cache`) writes instead the null tables and
-profile null a Gaussian-null ``score`` of each (d, d_h, storage) reads from the user cache
-(``--stats``, ``--draws``, ``--seed`` then the score's; served tables kept). ``--network
-KIND`` (:func:`rmtbase.baseline.sweep.network_sweep`): a product-network table over (d,
-depth, gain), float64 (``--dh``, ``--sigma*``, ``--ensemble``, ``--dtype``, ``--storage`` do
-not apply)."""
+``rmtbase sweep --d 768 1024 --dh 64 --draws 2000 --seed 7 --workers 2 --out grid.nc`` wraps
+:func:`rmtbase.baseline.sweep.sweep`: the table equals ``rmtbase baseline`` over the same grid
+and seed, bit for bit; ``--storage`` draws through a precision's round trip, as ``score`` does.
+An interrupted sweep given again submits only its unfinished blocks (kept beside ``--out`` or
+each cache file). ``--into-cache`` (:func:`rmtbase.baseline.sweep_cache.sweep_into_cache`) writes
+instead the null tables and profile null a Gaussian-null ``score`` of each (d, d_h, storage)
+reads from the user cache (``--stats``, ``--draws``, ``--seed`` then the score's; served tables
+kept). ``--network KIND`` (:func:`rmtbase.baseline.sweep.network_sweep`): a product-network table
+over (d, depth, gain), float64 (``--dh``, ``--sigma*``, ``--ensemble``, ``--dtype``,
+``--storage`` do not apply)."""
 
 from __future__ import annotations
 
