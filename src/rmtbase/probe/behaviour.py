@@ -20,11 +20,9 @@ induction   Σ_j A[i, j] over keys ``1 ≤ j ≤ i`` whose previous token ``j �
 ========== ===========================================================================
 
 ``duplicate_token`` and ``induction`` need the token ids (``ids``; else NaN, count 0); their key
-sets are TransformerLens' head-detector patterns (``transformer_lens/head_detector.py``),
-earlier occurrences only. TransformerLens' ``detect_head`` divides by T, the mean here by the
-queries that have a target (theirs = ours × (queries with a target) / T). :func:`window_sums`
-returns per-head sums and counts of one window (windows pool as one set of queries);
-:func:`finish` divides; :func:`behaviours` does both."""
+sets are TransformerLens' head-detector patterns, earlier occurrences only, averaged over the
+queries that have a target (TransformerLens' ``detect_head`` divides by T). Windows pool as one
+set of queries (:func:`window_sums`, then :func:`finish`)."""
 
 from __future__ import annotations
 
