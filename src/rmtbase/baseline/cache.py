@@ -156,7 +156,10 @@ def table_key(d, d_h, *, stats="all", min_draws=TABLE_DRAWS, seed=0, ensemble="l
     storage = storage_record(storage)
     if fast_spectral(stats, ensemble, storage):
         storage = FLOAT32  # float storages share the spectral null
-    return TableKey(d, d_h, stats, int(min_draws), seed, ensemble, np.dtype(dtype).name,
+    from ..checks import check_int, check_seed
+
+    min_draws = check_int("min_draws", min_draws, minimum=2)  # 2.7 is not 2, True not 1
+    return TableKey(d, d_h, stats, min_draws, check_seed(seed), ensemble, np.dtype(dtype).name,
                     storage)
 
 
