@@ -29,6 +29,7 @@ def test_bidiagonal_sampler_has_the_law_of_whole_factors(d, d_h1, d_h2):
     assert abs(z_mean) < 4 and abs(z_var) < 4, (z_mean, z_var)
 
 
+@pytest.mark.slow
 def test_bidiagonal_sampler_at_a_large_head_matches_the_reduced_one():
     """At d_h 128 (d = 300), 3,000 draws of each exact sampler: KS p > 1e-3, and both means
     within 4 se of 1/d."""
@@ -69,4 +70,26 @@ def test_scoring_uses_it_from_d_h_128_only(monkeypatch, tmp_path):
     assert K.null_path("composition", 640, 256, 10, 0, "float32").name.endswith("-v2.nc")
     assert K.null_path("composition", 576, 64, 10, 0, "float32").name.endswith("-v1.nc")
     assert K.null_path("composition", 640, 256, 10, 0, "bfloat16").name.endswith("-v1.nc")
-    assert K.null_path("overlap-shared", 640, 256, 10, 0, "float32").name.endswith("-v1.nc")
+    assert K.null_path("overlap-shared", 640, 256, 10, 0, "float32").name.endswith("-v2.nc")
+    assert K.null_path("overlap-shared", 576, 64, 10, 0, "float32").name.endswith("-v1.nc")
+    assert K.null_path("overlap-distinct", 640, 256, 10, 0, "float32").name.endswith("-v1.nc")
+
+
+@pytest.mark.parametrize("d,d_h", [(16, 2), (40, 6), (96, 12)])
+def test_shared_key_overlap_sampler_has_the_law_of_whole_factors(d, d_h):
+    """20,000 GEMM-free shared-key overlap draws against 6,000 whole-factor draws: KS p > 1e-3;
+    mean within 4 se of 0 (exact); where the variance is exact (d_h = 2), within 4 se of
+    :func:`rmtbase.analytic.composition_moments.overlap_moments` (se from the fourth moment)."""
+    from rmtbase.analytic.composition_moments import overlap_moments
+    from rmtbase.baseline.composition_bidiagonal import null_overlap_shared_bidiagonal
+    from rmtbase.baseline.composition_null import null_overlap_full
+
+    c = np.asarray(null_overlap_shared_bidiagonal(jax.random.key(3), d, d_h, 20000), np.float64)
+    w = np.asarray(null_overlap_full(jax.random.key(4), d, d_h, 6000, True), np.float64)
+    assert ks_2samp(c, w).pvalue > 1e-3
+    m, v, exact = overlap_moments(d, d_h, True)
+    assert abs(c.mean() - m) < 4 * np.sqrt(v / c.size)
+    z_var = (np.mean(c**2) - v) / np.sqrt((np.mean(c**4) - np.mean(c**2) ** 2) / c.size)
+    assert abs(z_var) < 4 or not exact, z_var
+    with pytest.raises(ValueError, match="bidiagonal overlap null needs"):
+        null_overlap_shared_bidiagonal(jax.random.key(0), 10, 6, 4)

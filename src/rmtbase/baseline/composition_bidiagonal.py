@@ -85,4 +85,38 @@ def _program(d: int, d_h1: int, d_h2: int, dtype: str):
     return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
 
 
-__all__ = ["null_squares_bidiagonal"]
+def null_overlap_shared_bidiagonal(key, d: int, d_h: int, n: int, dtype=jnp.float32, *,
+                                   part: Part = Part()):
+    """Draws ``part.start`` … n−1 of the QK overlap c of two heads sharing one Gaussian key head,
+    exactly in law, without a GEMM: as :func:`rmtbase.baseline.composition_null.null_overlap`
+    (Q_a Q_bᵀ = L_Qa Q_b1ᵀ, G_Qb = Q_b1 Q_b1ᵀ + L Lᵀ), with G_K = U B Bᵀ Uᵀ (Dumitriu & Edelman;
+    U a function of W_K, and (Uᵀ Q_a, Uᵀ Q_b) has (Q_a, Q_b)'s law), so
+    c = ⟨Bᵀ L_Qa, Bᵀ Q_b1⟩ / √(‖Bᵀ L_Qa‖² (‖Bᵀ Q_b1‖² + ‖Bᵀ L‖²)). Needs 2 d_h ≤ d."""
+    d, d_h = int(d), int(d_h)
+    if 2 * d_h > d:
+        raise ValueError(f"the bidiagonal overlap null needs 2 d_h <= d (d={d}, d_h={d_h})")
+    run = _overlap_program(d, d_h, jnp.dtype(dtype).name)
+    return in_chunks(run, key, part.start, n, chunk_size(8 * d_h ** 2), part.bar)
+
+
+@functools.lru_cache(maxsize=16)
+def _overlap_program(d: int, n: int, dtype: str):
+    dt = jnp.dtype(dtype)
+    dof = np.concatenate([np.arange(d, d - n, -1), np.arange(d - n, d - 2 * n, -1),  # L_Qa, L
+                          np.arange(d, d - n, -1), np.arange(n - 1, 0, -1)]).astype(dtype)  # B
+    cut = np.cumsum([n, n, n])
+    n_low = n * (n - 1) // 2
+
+    def one(k):
+        qa_d, qb_d, ba, bb = jnp.split(chi(named_key(k, "diag"), jnp.asarray(dof), dt), cut)
+        z = normal(named_key(k, "normal"), (2 * n_low + n * n,), dt)
+        qa = _upper_bidiagonal_times(ba, bb, bartlett_factor(z[:n_low], qa_d))
+        lb = _upper_bidiagonal_times(ba, bb, bartlett_factor(z[n_low:2 * n_low], qb_d))
+        qb = _upper_bidiagonal_times(ba, bb, z[2 * n_low:].reshape(n, n))
+        inner = jnp.sum(qa * qb)
+        return inner / jnp.sqrt(jnp.sum(qa * qa) * (jnp.sum(qb * qb) + jnp.sum(lb * lb)))
+
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
+
+
+__all__ = ["null_overlap_shared_bidiagonal", "null_squares_bidiagonal"]

@@ -16,18 +16,21 @@ import numpy as np
 #: Version of the draws (part of the name): a change of sampler that changes the numbers
 #: bumps it, so an older file is never read as the new draws.
 FORMAT = 1
-#: Version of the composition draws of the bidiagonal sampler
-#: (:func:`rmtbase.scoring.composition_pairs.bidiagonal`): other numbers, the same law.
+#: Version of the draws of the bidiagonal samplers
+#: (:func:`rmtbase.scoring.composition_pairs.bidiagonal`,
+#: :func:`rmtbase.scoring.composition_overlap.bidiagonal_overlap`): other numbers, the same law.
 BIDIAGONAL_FORMAT = 2
 
 
 def draws_format(kind: str, d: int, d_h: int, storage: str) -> int:
-    """The version of ``kind``'s draws at (d, d_h, storage): :data:`BIDIAGONAL_FORMAT` where the
-    composition null is drawn by the bidiagonal sampler, else :data:`FORMAT`."""
+    """The version of ``kind``'s draws at (d, d_h, storage): :data:`BIDIAGONAL_FORMAT` where a
+    bidiagonal sampler draws them, else :data:`FORMAT`."""
+    from .composition_overlap import bidiagonal_overlap
     from .composition_pairs import bidiagonal
 
-    return BIDIAGONAL_FORMAT if kind == "composition" and bidiagonal(d, d_h, d_h, storage) \
-        else FORMAT
+    new = (bidiagonal(d, d_h, d_h, storage) if kind == "composition"
+           else bidiagonal_overlap(d, d_h, kind == "overlap-shared", storage))
+    return BIDIAGONAL_FORMAT if new else FORMAT
 
 
 def null_path(kind: str, d: int, d_h: int, n: int, seed: int, storage: str) -> Path:
