@@ -215,3 +215,19 @@ def test_null_draws_and_sweeps_refuse_unknown_keywords():
                         "sweep_into_cache")):
         with pytest.raises(TypeError, match=rf"{name}\(\) got an unexpected keyword argument"):
             call()
+
+
+def test_score_values_forwards_its_decision_keywords():
+    import xarray as xr
+
+    from rmtbase.decision.verdict import score_values, score_values_by_layer
+
+    rng = np.random.default_rng(3)
+    values = {"qk.npr": rng.random((2, 3)), "q.rms": np.ones((2, 3)), "k.rms": np.ones((2, 3))}
+    null = {"qk.npr": rng.random(200), "q.rms": np.ones(200), "k.rms": np.ones(200)}
+    one = np.ones((2, 3))
+    got = score_values(values, one, one, null, alpha=0.1, group_size=1, unreliable=())
+    ref = score_values_by_layer(values, one, one, [(None, null, None)], alpha=0.1)
+    xr.testing.assert_identical(got, ref.drop_vars("head_p_exceedances"))
+    with pytest.raises(TypeError, match=r"score_values\(\) got an unexpected keyword"):
+        score_values(values, one, one, null, level=0.1)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError, TableError
+from ..errors import InputError, TableError, check_keywords
 from ..stats.null_protocol import Null
 from .effect import distance, head_effect, natural_effect, null_moments
 from .family import NOT_TESTED, in_family, stat_family_mask
@@ -28,6 +28,9 @@ from .scale import _check_rms, _to_raw, normalise
 from .score_dataset import SCORE_VARS, _dataset
 from .significance import _check_alpha, benjamini_hochberg
 from .tails import TailModel
+
+#: :func:`score_values`' decision keywords, those of :func:`score_values_by_layer`.
+DECISION_OPTIONS = ("alpha", "null_kind", "group_size", "unreliable")
 
 
 def _models(ref: np.ndarray, shape) -> tuple[np.ndarray, list]:
@@ -39,17 +42,18 @@ def _models(ref: np.ndarray, shape) -> tuple[np.ndarray, list]:
     return np.arange(flat.shape[0]).reshape(shape), [TailModel(r) for r in flat]
 
 
-def score_values(values: dict, rms_q, rms_k, null: dict, *, alpha: float = 0.05,
-                 spectral_null: dict | None = None, null_kind: Null | str = "gaussian",
-                 group_size: int = 1, unreliable=()) -> xr.Dataset:
+def score_values(values: dict, rms_q, rms_k, null: dict, *, spectral_null: dict | None = None,
+                 **options) -> xr.Dataset:
     """Test every head's statistics against the null and decide per head.
 
     values: {"<matrix>.<stat>": (layer, head)}; rms_q, rms_k: (layer, head); null: {stat: (N,) or
-    (layer, head, N)} at σ = 1 with "q.rms", "k.rms"; null_kind: a Null or its name; group_size:
-    query heads per key head; unreliable: statistics kept out of the decision."""
+    (layer, head, N)} at σ = 1 with "q.rms", "k.rms". ``options``, as
+    :func:`score_values_by_layer`'s (:data:`DECISION_OPTIONS`): alpha (BH level, 0.05), null_kind
+    (a Null or its name, ``"gaussian"``), group_size (query heads per key head, 1), unreliable
+    (statistics kept out of the decision)."""
+    check_keywords(options, DECISION_OPTIONS, "score_values")
     return score_values_by_layer(values, rms_q, rms_k, [(None, null, spectral_null)],
-                                 alpha=alpha, null_kind=null_kind, group_size=group_size,
-                                 unreliable=unreliable).drop_vars("head_p_exceedances")
+                                 **options).drop_vars("head_p_exceedances")
 
 
 def score_values_by_layer(values: dict, rms_q, rms_k, groups, *, alpha: float = 0.05,
