@@ -231,3 +231,10 @@ def test_score_values_forwards_its_decision_keywords():
     xr.testing.assert_identical(got, ref.drop_vars("head_p_exceedances"))
     with pytest.raises(TypeError, match=r"score_values\(\) got an unexpected keyword"):
         score_values(values, one, one, null, level=0.1)
+
+
+def test_score_collection_takes_keywords_not_a_settings_record():
+    from rmtbase.scoring.trajectory import score_collection
+
+    with pytest.raises(TypeError, match="score_model's settings as keywords"):
+        score_collection(["a", "b"], settings=ScoreSettings(draws=300))

@@ -131,6 +131,8 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     from .score import _check_options, _stat_kind
 
     dispatch = dispatch_of(dispatch, options, "score_collection")
+    if "settings" in options:  # entry keys and the band read score_model's keywords
+        raise TypeError("score_collection() takes score_model's settings as keywords")
     workers, scheduler, client = dispatch.workers, dispatch.scheduler, dispatch.client
     progress = dispatch.progress
     specs = make_specs(models, revisions, labels)
