@@ -1,9 +1,8 @@
 """Functions that run as one compiled program when called outside ``jit``.
 
 A ``lax`` loop over a closure, called op by op, is traced and compiled afresh at every call.
-:func:`compiled_when_eager` gives such a function one ``jax.jit`` program per static arguments
-and shapes for its eager calls; inside a trace (``jit``, ``vmap``, ``lax.map``) it runs as
-written.
+:func:`compiled_when_eager` gives such a function one ``jax.jit`` program per static arguments and
+shapes for its eager calls; inside a trace (``jit``, ``vmap``, ``lax.map``) it runs as written.
 
 :data:`FEW_CALLS` are per-program XLA compiler options for a program run a few times on CPU
 (``jax.jit(f, compiler_options=FEW_CALLS)``), never the global ``XLA_FLAGS``; JAX accepts them

@@ -2,14 +2,13 @@
 them, every attention output in between held at its clean value.
 
 Source S in layer ``m``, receiver R in layer ``l > m``: S's share ``o_S`` of layer ``m``'s
-attention contribution (:meth:`.heads.HeadModel.source_contribution`; ``z_S W_O[S]`` for
-pre-norm blocks) is subtracted from it, the model runs on with every layer's attention
-contribution held clean (a forward hook on :meth:`.heads.HeadModel.contribution_module`) and
-its MLPs recomputed, and the residual entering ``l`` is read. Its change ``Δ_l`` is the direct
-part ``−o_S`` plus the MLP outputs' change; the **via-MLP** input of R is the clean residual
-``+ Δ_l + o_S`` (only the MLP-mediated change), fed to one of R's inputs
-(:meth:`.patching.Patcher.effects_from_residuals`). Both runs share one hooked forward, so
-their rounding cancels in ``Δ_l``.
+attention contribution (:meth:`.heads.HeadModel.source_contribution`; ``z_S W_O[S]`` for pre-norm
+blocks) is subtracted from it, the model runs on with every layer's attention contribution held
+clean (a forward hook on :meth:`.heads.HeadModel.contribution_module`) and its MLPs recomputed,
+and the residual entering ``l`` is read. Its change ``Δ_l`` is the direct part ``−o_S`` plus the
+MLP outputs' change; the **via-MLP** input of R is the clean residual ``+ Δ_l + o_S`` (only the
+MLP-mediated change), fed to one of R's inputs (:meth:`.patching.Patcher.effects_from_residuals`).
+Both runs share one hooked forward, so their rounding cancels in ``Δ_l``.
 
 Screen (:meth:`MLPPaths.gradients`): a zero ``δ_m`` added to each layer's clean attention
 contribution; one backward pass of R's metric gives ``G_m = ∂f/∂δ_m`` for every ``m < l``,

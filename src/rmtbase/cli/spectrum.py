@@ -1,9 +1,8 @@
 """``rmtbase spectrum --d D --dh DH [--sigma S | --sigma-q SQ --sigma-k SK] [--json]``.
 
-For one head shape (c = d_h/d): the MP_c ⊠ MP_c limit of x = λ/(σ_Q²σ_K²d²) (edges, moments,
-NPR and spectral-entropy limits), the MP_c edges at scale 1 (the naive single-Wishart bound)
-and the exact finite-(d, d_h) E Σλ, E Σλ², Var Σλ in raw λ units (:mod:`rmtbase.analytic.product`).
-"""
+For one head shape (c = d_h/d): the MP_c ⊠ MP_c limit of x = λ/(σ_Q²σ_K²d²) (edges, moments, NPR
+and spectral-entropy limits), the MP_c edges at scale 1 (the naive single-Wishart bound) and the
+exact finite-(d, d_h) E Σλ, E Σλ², Var Σλ in raw λ units (:mod:`rmtbase.analytic.product`)."""
 
 from __future__ import annotations
 

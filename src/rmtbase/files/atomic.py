@@ -1,11 +1,10 @@
 """One file written all or nothing: the one implementation every writer of a single file uses.
 
-:func:`write_atomic` has a callback fill a temporary file ``.<name>.<pid>-<hex>.tmp`` beside
-the target (shortened to fit the file-system limit), fsyncs it and renames it over the target.
-The callback runs under :func:`rmtbase.files.interrupts.deferred`, so an error, an interrupt or
-a kill never leaves a half-written file under the target's name; the temporary file is removed
-on the way out, and those of killed runs by the next write to the same target
-(:func:`clean_stale`)."""
+:func:`write_atomic` has a callback fill a temporary file ``.<name>.<pid>-<hex>.tmp`` beside the
+target (shortened to fit the file-system limit), fsyncs it and renames it over the target. The
+callback runs under :func:`rmtbase.files.interrupts.deferred`, so an error, an interrupt or a kill
+never leaves a half-written file under the target's name; the temporary file is removed on the way
+out, and those of killed runs by the next write to the same target (:func:`clean_stale`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """GPT-NeoX / Pythia adapter: the fused, per-head interleaved ``attention.query_key_value``.
 
-Layout undone (Black et al. 2022; Biderman et al. 2023; ``GPTNeoXAttention``):
-``query_key_value`` ``(3d, d)`` has rows ``(head, {q, k, v}, d_h)`` (a plain three-way chunk
-would mix heads): W_Q is ``W.reshape(n_heads, 3, d_h, d)[:, 0]``, W_K ``[:, 1]``
-(``"per_head"``). RoPE on the first ``rotary_pct · d_h`` dims is recorded in
-``rotary_fraction``, not applied."""
+Layout undone (Black et al. 2022; Biderman et al. 2023; ``GPTNeoXAttention``): ``query_key_value``
+``(3d, d)`` has rows ``(head, {q, k, v}, d_h)`` (a plain three-way chunk would mix heads): W_Q is
+``W.reshape(n_heads, 3, d_h, d)[:, 0]``, W_K ``[:, 1]`` (``"per_head"``). RoPE on the first
+``rotary_pct · d_h`` dims is recorded in ``rotary_fraction``, not applied."""
 
 from __future__ import annotations
 

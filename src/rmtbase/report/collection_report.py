@@ -1,10 +1,9 @@
 """Report of a collection (leading ``checkpoint`` or ``model`` dimension), all-or-nothing.
 
-``scores.nc``, ``heads.csv`` (entry × head), ``scores.csv`` (omitted above
-:data:`MAX_CSV_ROWS` rows, said in the summary), ``summary.txt`` (a line per entry, then its
-most anomalous heads), ``figures/`` (trajectories for checkpoints, profiles for models,
-``verdict_grid.png``), ``report.html`` with an entry selector, and a whole-matrix collection's
-files."""
+``scores.nc``, ``heads.csv`` (entry × head), ``scores.csv`` (omitted above :data:`MAX_CSV_ROWS`
+rows, said in the summary), ``summary.txt`` (a line per entry, then its most anomalous heads),
+``figures/`` (trajectories for checkpoints, profiles for models, ``verdict_grid.png``),
+``report.html`` with an entry selector, and a whole-matrix collection's files."""
 
 from __future__ import annotations
 

@@ -122,11 +122,10 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                      **options):
     """Score every entry (model × revision) and stack them.
 
-    revisions: several of one model, or one for all; dim: "checkpoint" or "model"; dispatch:
-    where the entries run (:class:`rmtbase.baseline.sweep.Dispatch`: a Dask ``scheduler``,
-    ``workers`` or ``client``, else in process; ``progress``), its fields also as keywords;
-    entries: per-entry folder; the other ``options``: :func:`rmtbase.scoring.score.score_model`'s
-    keywords."""
+    revisions: several of one model, or one for all; dim: "checkpoint" or "model"; dispatch: where
+    the entries run (:class:`rmtbase.baseline.sweep.Dispatch`: a Dask ``scheduler``, ``workers``
+    or ``client``, else in process; ``progress``), its fields also as keywords; entries: per-entry
+    folder; the other ``options``: :func:`rmtbase.scoring.score.score_model`'s keywords."""
     from ..models import model_info
     from .score import _check_options, _stat_kind
 

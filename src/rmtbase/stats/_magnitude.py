@@ -1,9 +1,8 @@
 """The histogram of |w| behind the Weibull fit and q99 (:mod:`rmtbase.stats.tiles`, pass 2).
 
-Bins come from the bits of a = |w|: exponent and the top :data:`MAG_BITS` mantissa bits split
-each octave into 2^MAG_BITS equal bins (relative width ≤ 4.9·10⁻⁴). :data:`MAG_OCTAVES` octaves
-up to max a are covered; bin 0 holds exact zeros, bin 1 everything below. Bins hold count and
-Σ ln a."""
+Bins come from the bits of a = |w|: exponent and the top :data:`MAG_BITS` mantissa bits split each
+octave into 2^MAG_BITS equal bins (relative width ≤ 4.9·10⁻⁴). :data:`MAG_OCTAVES` octaves up to
+max a are covered; bin 0 holds exact zeros, bin 1 everything below. Bins hold count and Σ ln a."""
 
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """Spectral statistics of W_QK = W_Qᵀ W_K from its factors, never from the d×d product.
 
-Conventions: W_Q, W_K ``(d_h, d)``; λ_k = s_k², the squared singular
-values of W_QK, d_h of them nonzero, sorted descending; no 1/√d factor.
-
+λ_k = s_k², the squared singular values of W_QK, d_h of them nonzero, descending (no 1/√d factor).
 With W_Q = L_Q U_Q (U_Q orthonormal rows; L_Q = R_Qᵀ from the thin QR of W_Qᵀ, or the Gram's
 Cholesky factor), likewise W_K, W_QK = U_Qᵀ (L_Qᵀ L_K) U_K, so λ are the squared singular values
-of the d_h×d_h core C = L_Qᵀ L_K (= eig(G_Q G_K)): O(d d_h²) instead of O(d³); the QR route
-is backward stable for ill-conditioned trained weights.
+of the d_h×d_h core C = L_Qᵀ L_K (= eig(G_Q G_K)): O(d d_h²) instead of O(d³); the QR route is
+backward stable for ill-conditioned trained weights.
 
 References: Marchenko & Pastur (1967); MP_c ⊠ MP_c for λ/(σ_Q²σ_K²d²), c = d_h/d: Burda,
 Jarosz, Livan, Nowak & Swiech (2010); Mingo & Speicher (2017)."""
