@@ -1,15 +1,11 @@
 """Which statistics are tested, what each tests, and which enter a head's decision once.
 
 Groups (glossary: ``docs/statistics.md``): ``entry law``, element statistics of W_Q, W_K and
-whole matrices (``q.*``, ``k.*``, ``w.*``), which a non-Gaussian initialisation or storage also
-flags and the permutation null leaves out; ``product law``, element statistics of W_QK
-(depending on both entry laws and on alignment); ``spectrum``, W_QK's singular values.
-
-Duplicates (:data:`DUPLICATES`) enter the BH family and the omnibus once, through their
-representative: ``qk.pr`` ≡ d_h·``qk.npr``; ``qk.sum_lambda`` = d²(std² + mean²) of W_QK;
-self-normalised ``q.std``/``k.std`` = √(1 − (mean/rms)²); ``delta_entropy`` is the normalised
-entropy shifted by a function of that ratio. Under GQA only the first query head of a group
-carries the shared ``k.*`` tests (:func:`stat_family_mask`)."""
+whole matrices (``q.*``, ``k.*``, ``w.*``); ``product law``, element statistics of W_QK;
+``spectrum``, W_QK's singular values. Duplicates (:data:`DUPLICATES`, each with its identity, as
+docs/statistics.md tables them) enter the BH family and the omnibus once, through their
+representative. Under GQA only the first query head of a group carries the shared ``k.*`` tests
+(:func:`stat_family_mask`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Heads grouped by kind, read from the profile axes (``docs/kinds.md``).
 
-A kind is one profile axis flagged (``profile_flag``) with a sign: ``concentrated`` (NPR ratio
-< 1), ``aligned`` / ``anti-aligned`` (alignment > 0 / < 0), ``symmetric`` (symmetry > 0, and
-alignment not flagged or ``symmetry_unaligned`` flagged, since alignment alone raises symmetry),
-``directional`` (symmetry < 0), ``input-focused`` (q or k input focus > 0), ``heavy-tailed``
-(β₂ ratio > 1); ``near-null`` (nothing flagged) and ``other``.
+A kind is one profile axis flagged (``profile_flag``) with a sign, as tabled in docs/kinds.md
+(``symmetric`` also needs alignment unflagged or ``symmetry_unaligned`` flagged, since alignment
+alone raises symmetry); ``near-null`` (nothing flagged) and ``other``.
 
 ``head_kinds``: every kind that holds, "+"-joined by departure; ``head_kind``: the one whose
 axis departs most in band units (:func:`rmtbase.decision.order.departures`);
