@@ -6,18 +6,16 @@ at initialisation, M_L = ∏_{l=1}^{L} (I + W_l), W_l i.i.d. N(0, σ²) (σ² = 
 
 * Null sample for a weight (m, n): the block M_L[:m, :n] of a d × d product, diagonal removed;
   weight and block standardised, z = (x − mean) / std (ddof 0).
-* Features f (:data:`FEATURES`): excess kurtosis of z and quantiles of |z| at
-  :data:`QUANTILE_PROBS`.
+* Features f (:data:`FEATURES`): excess kurtosis of z, quantiles of |z| at :data:`QUANTILE_PROBS`.
 * Distance: D(L) = sqrt(mean_i ((f_i − μ_i(L)) / s_i(L))²), μ, s the null mean and std (ddof 1)
   at depth L.
-* Calibration: each null draw's leave-one-out distance gives the null law of D(L);
+* Calibration: each null draw's leave-one-out distance gives the null law of D(L),
   p(L) = (1 + #{null D ≥ D(L)}) / (n + 1). The estimate is the depth of largest p (ties: smaller
-  D); ``accepted`` = {L : p(L) > 1 − level}, ``interval`` its hull; empty means
-  ``consistent=False``.
+  D); ``accepted`` = {L : p(L) > 1 − level}, ``interval`` its hull; empty: ``consistent=False``.
 
 All depths come from one chain per draw (M_L = (I + W_L) M_{L−1}, the law of
-:func:`rmtbase.ensembles.residual_product`), rescaled by 1/√(1 + σ²d) per layer for float32
-range. Draw i uses ``fold_in(key, i)``."""
+:func:`rmtbase.ensembles.residual_product`), rescaled by 1/√(1 + σ²d) per layer for float32 range;
+draw i uses ``fold_in(key, i)``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Head–head composition scores from the factors, and their exact null moments.
 
 Conventions: W_QK^h = W_Q,hᵀ W_K,h, W_OV^h = W_O,h W_V,h, both ``(d, d)``; W_O,h stored as
-``wo_t`` = W_O,hᵀ ``(d_h, d)``. For an earlier
-head h1 and a later h2 (Elhage et al. 2021; TransformerLens' ``all_composition_scores``):
+``wo_t`` = W_O,hᵀ ``(d_h, d)``. For an earlier head h1 and a later h2 (Elhage et al. 2021;
+TransformerLens' ``all_composition_scores``):
 
     K-composition  ‖W_QK^{h2} W_OV^{h1}‖_F   / (‖W_QK^{h2}‖_F ‖W_OV^{h1}‖_F)
     Q-composition  ‖W_OV^{h1ᵀ} W_QK^{h2}‖_F / (‖W_QK^{h2}‖_F ‖W_OV^{h1}‖_F)
