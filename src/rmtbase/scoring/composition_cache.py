@@ -16,20 +16,18 @@ import numpy as np
 #: Version of the draws (part of the name): a change of sampler that changes the numbers
 #: bumps it, so an older file is never read as the new draws.
 FORMAT = 1
-#: Version of the draws of the bidiagonal samplers
-#: (:func:`rmtbase.scoring.composition_pairs.bidiagonal`,
-#: :func:`rmtbase.scoring.composition_overlap.bidiagonal_overlap`): other numbers, the same law.
+#: Version of the draws of the bidiagonal samplers (:mod:`rmtbase.baseline.composition_bidiagonal`):
+#: other numbers, the same law.
 BIDIAGONAL_FORMAT = 2
 
 
 def draws_format(kind: str, d: int, d_h: int, storage: str) -> int:
     """The version of ``kind``'s draws at (d, d_h, storage): :data:`BIDIAGONAL_FORMAT` where a
     bidiagonal sampler draws them, else :data:`FORMAT`."""
-    from .composition_overlap import bidiagonal_overlap
-    from .composition_pairs import bidiagonal
+    from ..baseline.composition_bidiagonal import composition_bidiagonal, overlap_bidiagonal
 
-    new = (bidiagonal(d, d_h, d_h, storage) if kind == "composition"
-           else bidiagonal_overlap(d, d_h, kind == "overlap-shared", storage))
+    new = (composition_bidiagonal(d, d_h, d_h, storage) if kind == "composition"
+           else overlap_bidiagonal(d, d_h, kind == "overlap-shared", storage))
     return BIDIAGONAL_FORMAT if new else FORMAT
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from ..analytic.composition_moments import overlap_moments
+from ..baseline.composition_bidiagonal import overlap_bidiagonal
 from ..baseline.composition_null import Part, null_overlap, null_overlap_full
 from ..decision.significance import benjamini_hochberg
 from ..ensembles.gaussian import named_key
@@ -32,28 +33,17 @@ def overlap_null(key, d: int, d_h: int, draws: int, shared_key: bool,
     return np.sort(overlap_draws(key, d, d_h, 0, draws, shared_key, storage))
 
 
-def bidiagonal_overlap(d: int, d_h: int, shared_key: bool, storage="float32") -> bool:
-    """Whether :func:`overlap_draws` draws a shared key head's overlap by the GEMM-free sampler
-    (:func:`rmtbase.baseline.composition_bidiagonal.null_overlap_shared_bidiagonal`): float
-    storage wider than 16 bits, 2 d_h ≤ d, d_h ≥
-    :data:`~rmtbase.scoring.composition_pairs.BIDIAGONAL_FROM` (at (640, 256) 1.8 ms a draw
-    against 2.5; at (2048, 128) 0.36 against 0.50)."""
-    from .composition_pairs import BIDIAGONAL_FROM
-
-    return (bool(shared_key) and not storage_record(storage).is_narrow_float
-            and 2 * int(d_h) <= int(d) and int(d_h) >= BIDIAGONAL_FROM)
-
-
 def overlap_draws(key, d: int, d_h: int, start: int, n: int, shared_key: bool,
                   storage="float32", bar=None) -> np.ndarray:
     """|c| of null draws ``start`` … n−1 (float64, in draw order) by the sampler
-    :func:`overlap_null` picks (:func:`bidiagonal_overlap` first); ``bar`` is advanced per
-    compiled call."""
+    :func:`overlap_null` picks (first
+    :func:`~rmtbase.baseline.composition_bidiagonal.overlap_bidiagonal`); ``bar`` is advanced
+    per compiled call."""
     storage = storage_record(storage)
     kw = {"part": Part(int(start), bar)}
     if storage.is_narrow_float or 2 * d_h > d:
         c = null_overlap_full(key, d, d_h, n, shared_key, storage=storage, **kw)
-    elif bidiagonal_overlap(d, d_h, shared_key, storage):
+    elif overlap_bidiagonal(d, d_h, shared_key, storage):
         from ..baseline.composition_bidiagonal import null_overlap_shared_bidiagonal
 
         c = null_overlap_shared_bidiagonal(key, d, d_h, n, **kw)
@@ -222,4 +212,4 @@ def add_overlap_tests(ds: xr.Dataset, *, seed: int, draws: int, storage: str = "
     return ds
 
 
-__all__ = ["add_overlap_tests", "bidiagonal_overlap", "overlap_null", "overlap_tests"]
+__all__ = ["add_overlap_tests", "overlap_null", "overlap_tests"]

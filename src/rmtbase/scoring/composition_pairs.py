@@ -10,30 +10,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..baseline.composition_bidiagonal import composition_bidiagonal
 from ..baseline.composition_null import Part, null_squares, null_squares_full
 from ..errors import InputError
 from ..stats.names import FLOAT_STORAGES
 from ..stats.storage import FLOAT32, Storage, storage_record
 
 
-#: Head size from which float32 draws come from the bidiagonal sampler
-#: (:mod:`rmtbase.baseline.composition_bidiagonal`, one GEMM a draw): at d_h = 256 it took
-#: 1.5 ms a draw against the reduced sampler's 3.2 (d = 640), at 128 0.37 against 0.57
-#: (d = 2,048), at 64 0.14 against 0.10 (d = 576; its Gaussians dominate there).
-BIDIAGONAL_FROM = 128
-
-
-def bidiagonal(d: int, d_h1: int, d_h2: int, storage="float32") -> bool:
-    """Whether :func:`score_draws` draws (d, d_h1, d_h2) at ``storage`` by the bidiagonal
-    sampler (float storage wider than 16 bits, max(d_h1, d_h2) ≥ :data:`BIDIAGONAL_FROM`)."""
-    d, d_h1, d_h2 = int(d), int(d_h1), int(d_h2)
-    return (not storage_record(storage).is_narrow_float and d_h2 <= d - d_h1
-            and d - d_h1 >= 2 and max(d_h1, d_h2) >= BIDIAGONAL_FROM)
-
-
 def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"):
     """``draws`` sorted float64 null scores s at (d, d_h1, d_h2): an exact sampler of d_h-sized
-    variates for float32 (bidiagonal from :data:`BIDIAGONAL_FROM`, else reduced), whole factors
+    variates for float32 (bidiagonal where
+    :func:`~rmtbase.baseline.composition_bidiagonal.composition_bidiagonal`, else reduced), whole factors
     through the round trip for 16-bit storage. ``storage``: name or record."""
     return np.sort(score_draws(key, d, d_h1, d_h2, 0, draws, storage))
 
@@ -46,7 +33,7 @@ def score_draws(key, d: int, d_h1: int, d_h2: int, start: int, n: int, storage="
     kw = {"part": Part(int(start), bar)}
     if storage.is_narrow_float:
         sq = null_squares_full(key, d, d_h1, d_h2, n, storage=storage, **kw)
-    elif bidiagonal(d, d_h1, d_h2, storage):
+    elif composition_bidiagonal(d, d_h1, d_h2, storage):
         from ..baseline.composition_bidiagonal import null_squares_bidiagonal
 
         sq = null_squares_bidiagonal(key, d, d_h1, d_h2, n, **kw)
@@ -185,5 +172,5 @@ class Pairs:
                         p=P.permutation_p(comp, counts), median=counts["median"])
 
 
-__all__ = ["BIDIAGONAL_FROM", "PairNull", "Pairs", "bidiagonal", "composition_storage",
-           "null_scores", "score_draws", "settled_scores"]
+__all__ = ["PairNull", "Pairs", "composition_storage", "null_scores", "score_draws",
+           "settled_scores"]

@@ -105,18 +105,18 @@ def continued(previous, more) -> np.ndarray:
 
 def null_plan(d: int, d_h: int, n_heads: int, n_kv: int, draws: int) -> dict:
     """Work of the composition and QK-overlap nulls' draws at most: {"null_flops", "null_draws"}.
-    GEMM FLOPs a draw: 12 d_h³ (composition; 2 d_h³ by the bidiagonal sampler,
-    :func:`~rmtbase.scoring.composition_pairs.bidiagonal`), 16 d_h³ (overlap), 10 d_h³ (shared
-    key head); 16-bit storage draws whole factors (≈ 16 d d_h² + 2 d_h³). Memory fits
-    :data:`~rmtbase.scoring.composition.RUNTIME_BYTES`."""
-    from .composition_pairs import bidiagonal
+    GEMM FLOPs a draw: 12 d_h³ (composition; 2 d_h³ by the bidiagonal sampler), 16 d_h³
+    (overlap), 10 d_h³ (shared key head; none by the bidiagonal one,
+    :mod:`rmtbase.baseline.composition_bidiagonal`); 16-bit storage draws whole factors
+    (≈ 16 d d_h² + 2 d_h³). Memory fits :data:`~rmtbase.scoring.composition.RUNTIME_BYTES`."""
+    from ..baseline.composition_bidiagonal import composition_bidiagonal, overlap_bidiagonal
 
     d_h, draws = int(d_h), int(draws)
     group = max(1, int(n_heads) // max(1, int(n_kv)))
-    per = 2.0 if bidiagonal(d, d_h, d_h) else 12.0
+    per = 2.0 if composition_bidiagonal(d, d_h, d_h) else 12.0
     if int(n_kv) > 1:
         per += 16.0
-    if group > 1:
+    if group > 1 and not overlap_bidiagonal(d, d_h, True):
         per += 10.0
     return {"null_flops": per * d_h**3 * draws, "null_draws": draws}
 
