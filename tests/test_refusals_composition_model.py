@@ -99,3 +99,27 @@ def test_find_circuits_checks_k_and_seed_before_loading(models, monkeypatch, kw,
     with pytest.raises(InputError, match=match) as info:
         find_circuits("no/such/model", models[2], progress=False, **kw)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--k", "0"], "--k must be at least 1, got 0"),
+    (["--draws", "1"], "--draws must be at least 2"),
+    (["--draws", "0"], "--draws must be at least 2"),
+])
+def test_rmtbase_circuits_checks_k_and_draws_before_the_composition(argv, needle, tmp_path,
+                                                                    capsys, monkeypatch):
+    """``rmtbase circuits --k 0`` was refused by find_circuits after the whole composition and
+    its null (18 s on the shared machine for a 2-layer model); ``--draws 0`` ran the default."""
+    import rmtbase.scoring.composition as comp
+    from rmtbase.cli import main
+
+    def no_work(*a, **k):
+        raise AssertionError("the composition started before the options were checked")
+
+    monkeypatch.setattr(comp, "composition", no_work)
+    _gpt2(0).save_pretrained(tmp_path / "g")
+    capsys.readouterr()
+    code = main(["circuits", str(tmp_path / "g"), *argv, "--quiet", "--out",
+                 str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and needle in err[0], err

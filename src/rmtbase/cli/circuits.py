@@ -99,12 +99,15 @@ def check(args) -> dict:
     (:func:`rmtbase.circuits.families.check_family`), the repeat lengths, the text's size."""
     from types import SimpleNamespace
 
-    from ..checks import check_seed
+    from ..checks import check_int, check_seed
     from ..circuits.families import check_family, text_config
     from ..circuits.sequences import repeat_lengths
     from ..models.loading import model_config
 
     check_seed(args.seed, "--seed")
+    check_int("--k", args.k, minimum=1)  # before the composition, not after it
+    if args.draws is not None:
+        check_int("--draws", args.draws, minimum=2, why="a tail p needs two null draws")
     cfg = model_config(args.model)
     check_family(cfg)
     tc = text_config(cfg)
