@@ -73,11 +73,10 @@ def score_model(model=None, *, revision=None, settings: ScoreSettings | None = N
     """Score every (layer, head) of ``model`` against the null.
 
     model: hub id, folder, ``transformers`` or TransformerLens model; None = the embedded MiniLM.
-    settings: what is tested against which null (:class:`~rmtbase.scoring.settings.ScoreSettings`:
-    stats, draws, alpha, seed, spectrum_draws, null, quantized_null, max_draws, element_draws,
-    null_start); ``options``: those fields as keywords, replacing the record's. circuit: "qk" or
-    "ov". Returns an ``xr.Dataset`` (:mod:`rmtbase.decision.verdict`) with ``qk_spectrum``
-    (layer, head, rank) and provenance attrs."""
+    settings: what is tested against which null (:class:`~rmtbase.scoring.settings.ScoreSettings`);
+    ``options``: its fields as keywords, replacing the record's. circuit: "qk" or "ov". Returns
+    an ``xr.Dataset`` (:mod:`rmtbase.decision.verdict`) with ``qk_spectrum`` (layer, head, rank)
+    and provenance attrs."""
     from ..models import default_model_path, load_heads, model_info
 
     s = with_keywords(ScoreSettings, settings, options, "score_model")

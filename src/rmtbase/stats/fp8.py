@@ -1,9 +1,8 @@
 """The null's FP8 round trips: 128×128 tiles (E4M3 or E5M2), or one E4M3 scale per row.
 
-- ``"fp8_e4m3"``, ``"fp8_e5m2"``: each 128×128 tile of the last two axes (edge tiles partial)
-  gets ``s = max|tile|/FP8_MAX`` (448 / 57344) and entries ``FP8(w/s)·s`` (round to nearest
-  even; below half the smallest subnormal flushes to zero).
-- ``"fp8_e4m3_channel"``: ``s_r = max|row|/448`` per row, entries ``E4M3(w/s_r)·s_r``.
+``"fp8_e4m3"``, ``"fp8_e5m2"`` (128×128 tiles of the last two axes, edge tiles partial) and
+``"fp8_e4m3_channel"`` (one scale per row) store as :mod:`rmtbase.models._fp8` states, rounding
+to nearest even (below half the smallest subnormal flushes to zero).
 
 For d_h < 128 a tile holds 128/d_h heads, so the null draws each head inside a full tile of
 i.i.d. rows and keeps its own rows (:func:`rmtbase.stats.precision.null_rows`): by

@@ -79,10 +79,8 @@ def _rounded(x):
 
 
 def _symmetric(b, half: int):
-    """ggml's Q4_0 (half = 8) and Q5_0 (half = 16): d = x_max / −half for x_max the entry of
-    largest |x|, q = min(2·half − 1, ⌊x/d + half + ½⌋), value (q − half)·fp16(d).
-
-    x_max is the first entry of largest size on a tie, as in ggml."""
+    """ggml's Q4_0 (half = 8) and Q5_0 (half = 16), as the module docstring states; x_max is the
+    first entry of largest |x| on a tie, as in ggml."""
     size = jnp.abs(b)
     amax = jnp.max(size, axis=-1, keepdims=True)
     pos = jax.lax.broadcasted_iota(jnp.int32, b.shape, b.ndim - 1)
@@ -132,10 +130,9 @@ def _q8_0(b):
 
 
 def materialised(x):
-    """``x`` itself (traced code), written to memory once.
-
-    XLA's CPU fusion recomputes a cheap producer in each consumer; a two-step ``fori_loop`` copy
-    makes every reader see the same bits. The shape is kept."""
+    """``x`` itself (traced code, shape kept), written to memory once: XLA's CPU fusion recomputes
+    a cheap producer in each consumer; a two-step ``fori_loop`` copy makes every reader see the
+    same bits."""
     rows = x.shape[0]
     half = -(-rows // 2)
 

@@ -70,12 +70,10 @@ GRAM_MAX_REL_ERROR = 1e-3
 
 def null_eigvals_by_grams(w):
     """λ of W_QK = w[0]ᵀ w[1] for a null draw's factors ``w`` ``(2, d_h, d)`` (float32), descending;
-    returns ``(λ, used_grams)``.
-
-    Gram route: G = W Wᵀ, Cholesky L, λ = s²(L_Qᵀ L_K) (:func:`eigvals_from_cholesky`). Rounding G
-    perturbs λ by a relative u·(κ(G_Q) + κ(G_K)) (Ostrowski), so each draw is checked:
-    B = ‖G_Q‖_∞ ‖G_K‖_∞ / λ_min bounds both κ(G) from above; a draw with eps·B >
-    :data:`GRAM_MAX_REL_ERROR`, or a failed Cholesky (NaN), takes the QR route
+    returns ``(λ, used_grams)``. Gram route: G = W Wᵀ, Cholesky L, λ = s²(L_Qᵀ L_K)
+    (:func:`eigvals_from_cholesky`). Rounding G perturbs λ by a relative u·(κ(G_Q) + κ(G_K))
+    (Ostrowski), so each draw is checked: B = ‖G_Q‖_∞ ‖G_K‖_∞ / λ_min bounds both κ(G) from above; a
+    draw with eps·B > :data:`GRAM_MAX_REL_ERROR`, or a failed Cholesky (NaN), takes the QR route
     (:func:`eigvals_from_factors`, ``lax.cond``)."""
     g = mm(w, jnp.swapaxes(w, -1, -2))
     ell = jax.lax.linalg.cholesky(g, symmetrize_input=False)
