@@ -92,10 +92,9 @@ def check_keywords(keywords, allowed, caller: str) -> None:
 
 
 def with_keywords(cls, record, keywords: dict, caller: str):
-    """``record`` (an instance of the frozen dataclass ``cls``; None: ``cls()``) with the fields
-    named in ``keywords`` replaced: how a function taking a settings record keeps its keyword
-    calls. TypeError, as Python's own, for a keyword that is no field; InputError for a record
-    of another type."""
+    """``record`` (a frozen dataclass ``cls``; None: ``cls()``) with the fields ``keywords`` names
+    replaced, so a function taking a settings record keeps its keyword calls; TypeError for a
+    keyword that is no field, InputError for a record of another type."""
     import dataclasses
 
     check_keywords(keywords, {f.name for f in dataclasses.fields(cls)}, caller)

@@ -36,10 +36,9 @@ CONVENTIONS = ("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular v
 
 @dataclass(frozen=True)
 class Options:
-    """Checked options of a score (:func:`rmtbase.scoring.score.score_model`): statistic kind
-    and explicit names (or None), draws, BH level, seed, spectrum band draws, the null value,
-    quantized_null, max_draws, element draws, progress, statistics kept out, the least sizes
-    the Gaussian nulls start from (:class:`~rmtbase.scoring.reference.NullStart`)."""
+    """Checked options of a score, as :func:`rmtbase.scoring.score.score_heads` builds them from
+    a :class:`~rmtbase.scoring.settings.ScoreSettings`: ``kind`` and ``names`` from its
+    ``stats``, the parsed null, ``unreliable`` statistics kept out, ``start`` its null_start."""
 
     kind: str
     names: tuple | None

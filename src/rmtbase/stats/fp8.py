@@ -4,9 +4,9 @@
 ``"fp8_e4m3_channel"`` (one scale per row) store as :mod:`rmtbase.models._fp8` states, rounding
 to nearest even (below half the smallest subnormal flushes to zero).
 
-For d_h < 128 a tile holds 128/d_h heads, so the null draws each head inside a full tile of
-i.i.d. rows and keeps its own rows (:func:`rmtbase.stats.precision.null_rows`): by
-exchangeability its law is the checkpoint's for d_h dividing 128. A σ = 1 null serves every σ."""
+For d_h < 128 a tile holds 128/d_h heads, so the null draws each head inside a full tile of i.i.d.
+rows and keeps its own (:func:`rmtbase.stats.precision.null_rows`): by exchangeability its law is
+the checkpoint's for d_h dividing 128. A σ = 1 null serves every σ."""
 
 from __future__ import annotations
 

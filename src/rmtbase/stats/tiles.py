@@ -1,9 +1,8 @@
 """The tile engine: element statistics from their estimators, on one tile or tile by tile.
 
-An estimator (:class:`rmtbase.stats.estimator.Estimator`) is two passes yielding per-tile
-accumulators, and a finish. The engine runs the distinct estimators of the records given —
-always :data:`rmtbase.stats.fused.FUSED`, whose range pass gives the geometry every count pass
-may read — and merges each accumulator as its record says (an undeclared value is an error).
+The engine runs the distinct estimators (:class:`.estimator.Estimator`) of the records given —
+always :data:`.fused.FUSED`, whose range pass gives the geometry every count pass may read — and
+merges each accumulator as its record says (an undeclared value is an error).
 
 :func:`one_tile` runs the passes on the whole matrix in one compiled function;
 :func:`tile_stats` runs them tile by tile on a matrix given as a function of the tile index
