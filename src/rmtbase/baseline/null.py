@@ -240,17 +240,16 @@ def null_draws(key, d, d_h, n_draws, *, chunk_size=None, memory_budget=None, pro
     """Null draws of the head statistics: ``{"qk.npr": (n_draws,), ...}`` as numpy arrays.
 
     key: JAX PRNG key; draw i uses ``fold_in(key, i)``. d, d_h: width and head dimension
-    (1 ≤ d_h ≤ d). ``options``: the law drawn and what is returned, by keyword (:data:`DRAW_OPTIONS`
-    and their defaults; checked into a :class:`Draws` record): sigma_q, sigma_k: entry stds.
-    stats: ``"all"``, ``"spectral"`` or ``"elementwise"`` (``q.rms``, ``k.rms`` always).
-    ensemble: ``"lowrank"``, ``"ginibre"`` or
-    ``"residual"`` (``depth`` ≥ 1). chunk_size never changes the numbers; memory_budget (bytes per
-    batch) sets the batch width and so the last bits; a draw beyond available memory is an
-    :class:`InputError` up front. dtype: float32 or float64 (``jax_enable_x64``). return_spectrum:
-    add ``"qk.spectrum"`` ``(n_draws, d_h)``, x = λ/(σ_Q² σ_K² d²) descending; return_lambda:
-    ``"qk.lambda"``, λ descending (d columns for ginibre). trim: the Weibull fit's
-    trim. progress: bool or reporter with ``update(n)``. storage: the checkpoint's storage,
-    applied to every draw's factors."""
+    (1 ≤ d_h ≤ d). chunk_size never changes the numbers; memory_budget (bytes per batch) sets the
+    batch width and so the last bits; a draw beyond available memory is an :class:`InputError`
+    up front. progress: bool or reporter with ``update(n)``. ``options`` (:data:`DRAW_OPTIONS`,
+    with their defaults; checked into a :class:`Draws`): sigma_q, sigma_k: entry stds. stats:
+    ``"all"``, ``"spectral"`` or ``"elementwise"`` (``q.rms``, ``k.rms`` always). ensemble:
+    ``"lowrank"``, ``"ginibre"`` or ``"residual"`` (``depth`` ≥ 1). dtype: float32 or float64
+    (``jax_enable_x64``). trim: the Weibull fit's trim. storage: the checkpoint's storage,
+    applied to every draw's factors. return_spectrum: add ``"qk.spectrum"`` ``(n_draws, d_h)``,
+    x = λ/(σ_Q² σ_K² d²) descending; return_lambda: ``"qk.lambda"``, λ descending (d columns
+    for ginibre)."""
     check_keywords(options, DRAW_OPTIONS, "null_draws")
     o = {**DRAW_OPTIONS, **options}
     sigma_q, sigma_k, stats, ensemble, depth = (o["sigma_q"], o["sigma_k"], o["stats"],

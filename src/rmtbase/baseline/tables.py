@@ -127,14 +127,12 @@ def baseline(d, d_h, *, spec: TableSpec | None = None, out=None, progress=True, 
              **options):
     """Monte Carlo null table of head statistics for W_Q, W_K (d_h, d) at (σ_Q, σ_K).
 
-    ``d``, ``d_h``: ints or sequences (cells with d_h > d are NaN). ``spec``: the table's law
-    and size (:class:`TableSpec`, as :func:`make_spec` builds it); ``options``: :func:`make_spec`'s
-    keywords (sigma or sigma_q/sigma_k, ensemble, draws, seed, stats ``"all"``, ``"spectral"`` or
-    ``"elementwise"``, depth, dtype, chunk_size, storage: the checkpoint precision modelled),
-    replacing the spec's. ``out``: also write atomically (checked first); ``resume`` keeps
-    completed blocks. Memory, size and σ range (:class:`InputError`) are checked before any draw.
-    Returns a :class:`xarray.Dataset` ``(d, d_h, draw)``; same arguments, same bits on the same
-    backend."""
+    ``d``, ``d_h``: ints or sequences (cells with d_h > d are NaN). ``spec``: the table's law and
+    size (a :class:`TableSpec`); ``options``: :func:`make_spec`'s keywords (stats ``"all"``,
+    ``"spectral"`` or ``"elementwise"``; storage: the checkpoint precision modelled), replacing
+    the spec's. ``out``: also write atomically (checked first); ``resume`` keeps completed
+    blocks. Memory, size and σ range (:class:`InputError`) are checked before any draw. Returns
+    a :class:`xarray.Dataset` ``(d, d_h, draw)``; same arguments, same bits on the same backend."""
     spec = spec_with(spec, options, "baseline")
     cells = grid_cells(d, d_h)
     check_cells(spec, cells)
