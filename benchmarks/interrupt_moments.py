@@ -14,7 +14,12 @@ uniform over the whole run. A try is *clean* (:func:`verdict`): exit status 130,
 ``rmtbase: interrupted`` once, no traceback, no abort (``terminate called``, status 134), no
 ``.OUT.lock`` or ``.OUT.tmp-*`` beside the output, the output absent or complete (its
 manifest's files there with their sizes and SHA-256), and exit within :data:`PROMPT` s of the
-signal. A run that ended before its moment is not a try (the next moment is taken).
+signal. Two endings without the line are clean too (:func:`ending`): ``finished`` (exit 0,
+output complete: the signal came after the exit handlers, once the process had committed to
+its exit; checked with a timestamp from the last exit handler: every signal before it gave
+130), and ``killed at start`` (the default action of SIGINT before the interpreter runs:
+nothing said or written; a shell reports 130). A run that ended before its moment is not a
+try (the next moment is taken).
 
 Printed: each try, the worst latency per stage, clean / tries, the worst and median
 SIGINT-to-exit latency. Measured: docs/performance.md ("Interrupts")."""
@@ -221,14 +226,28 @@ def _complete(out: Path) -> bool:
     return True
 
 
+def ending(rc: int, err: str, out: Path) -> str:
+    """How a try ended: ``finished`` (exit 0, the output complete, no interrupt line: the
+    signal came after the process had committed to its exit), ``killed at start`` (by the
+    signal's default action, nothing said or written: before the interpreter had started), else
+    ``interrupted``."""
+    said = any(s.strip() == "rmtbase: interrupted" for s in err.splitlines())
+    if rc == 0 and not said and _complete(out):
+        return "finished"
+    if rc == -signal.SIGINT and not err.strip() and not out.exists():
+        return "killed at start"
+    return "interrupted"
+
+
 def verdict(rc: int, err: str, out: Path, latency: float | None) -> list[str]:
     """What was unclean about one interrupted try (empty: clean; module docstring)."""
     bad = []
-    if rc != 130:
-        bad.append(f"exit {rc}")
-    n = sum(1 for s in err.splitlines() if s.strip() == "rmtbase: interrupted")
-    if n != 1:
-        bad.append(f"'rmtbase: interrupted' {n} times")
+    if ending(rc, err, out) == "interrupted":
+        if rc != 130:
+            bad.append(f"exit {rc}")
+        n = sum(1 for s in err.splitlines() if s.strip() == "rmtbase: interrupted")
+        if n != 1:
+            bad.append(f"'rmtbase: interrupted' {n} times")
     for what in ("Traceback", "terminate called", "Error", "Exception"):
         if what in err:
             bad.append(what)
@@ -265,6 +284,7 @@ def try_at(model: Path, cache: Path, workdir: Path, stage: tuple[str, int, float
     bad = verdict(rc, run.stderr, out, latency)
     got = {"stage": stage[0], "at": round(run.sent, 3), "into": round(into, 3),
            "latency": round(latency, 3), "rc": rc, "unclean": bad,
+           "ending": ending(rc, run.stderr, out),
            "tail": run.stderr[-1500:] if bad else ""}
     if not bad:
         shutil.rmtree(box, ignore_errors=True)
@@ -305,7 +325,8 @@ def main(argv=None) -> int:
         if got is None:  # the run had ended: not a try
             continue
         results.append(got)
-        mark = "clean" if not got["unclean"] else "UNCLEAN: " + "; ".join(got["unclean"])
+        mark = (f"clean ({got['ending']})" if not got["unclean"]
+                else "UNCLEAN: " + "; ".join(got["unclean"]))
         print(f"try {len(results):3d}: SIGINT {got['into']:5.2f} s into {got['stage']!r} "
               f"({got['at']:.2f} s): exit {got['rc']} after {got['latency']:.2f} s: {mark}",
               flush=True)
@@ -318,8 +339,11 @@ def main(argv=None) -> int:
         by.setdefault(r["stage"], []).append(r["latency"])
     print("worst latency by stage: " + "; ".join(f"{k!r} {max(v):.2f} s ({len(v)})"
                                                   for k, v in by.items()))
-    print(f"clean: {clean} of {len(results)}; SIGINT-to-exit latency worst {lat[-1]:.2f} s, "
-          f"median {lat[len(lat) // 2]:.2f} s")
+    ends = {}
+    for r in results:
+        ends[r["ending"]] = ends.get(r["ending"], 0) + 1
+    print(f"clean: {clean} of {len(results)} ({', '.join(f'{v} {k}' for k, v in ends.items())}); "
+          f"SIGINT-to-exit latency worst {lat[-1]:.2f} s, median {lat[len(lat) // 2]:.2f} s")
     return 0 if clean == len(results) else 1
 
 

@@ -78,8 +78,18 @@ def test_the_verdict_sees_each_defect(tmp_path):
     (out / "manifest.json").write_text(json.dumps({"files": {"a.txt": {"bytes": 1,
                                                                        "sha256": sha}}}))
     assert h.verdict(130, ok, out, 0.2) == []
+    assert h.verdict(0, "wrote 1 file\n", out, 0.1) == []  # finished: SIGINT after the exit
+    assert h.ending(0, "wrote 1 file\n", out) == "finished"
     (out / "a.txt").write_text("y")
     assert h.verdict(130, ok, out, 0.2) == ["incomplete output"]
+    assert h.verdict(0, "", out, 0.1) == ["exit 0", "'rmtbase: interrupted' 0 times",
+                                          "incomplete output"]
+    import shutil
+
+    shutil.rmtree(out)
+    assert h.verdict(-2, "", out, 0.01) == [] and h.ending(-2, "", out) == "killed at start"
+    assert h.verdict(-2, "rmtbase: still working\n", out, 0.01) == [
+        "exit -2", "'rmtbase: interrupted' 0 times"]
 
 
 def test_the_executable_ends_without_interpreter_finalisation():
