@@ -73,11 +73,13 @@ def _assert_same_table(got, want):
         {k: v for k, v in want.attrs.items() if k not in skip}
 
 
+@pytest.mark.parametrize("stats", ["all", "spectral"])
 @pytest.mark.parametrize("cache", ["writable", "unwritable"])
-def test_each_growth_step_draws_only_the_draws_it_adds(cache, drawn, tmp_path, monkeypatch,
-                                                       request):
+def test_each_growth_step_draws_only_the_draws_it_adds(cache, stats, drawn, tmp_path,
+                                                       monkeypatch, request):
     """250, 750, 1,500 draws in turn: 1,500 computed (before: 2,500), the cache said once
-    where it cannot be written, and each table is a fresh one's."""
+    where it cannot be written, and each table is a fresh one's. ``all``: the joint table of
+    a score; ``spectral``: the spectral reference the stopping rule extends."""
     from rmtbase.baseline.cache import null_table
 
     if cache == "unwritable":
@@ -86,12 +88,12 @@ def test_each_growth_step_draws_only_the_draws_it_adds(cache, drawn, tmp_path, m
         monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        got = [null_table(16, 4, stats="all", min_draws=n, seed=SEED) for n in (250, 750, 1500)]
+        got = [null_table(16, 4, stats=stats, min_draws=n, seed=SEED) for n in (250, 750, 1500)]
     assert sum(n for _, _, n in drawn) == 1500, drawn
     said = [str(w.message) for w in record if "cache" in str(w.message).lower()]
     assert len(said) == (cache == "unwritable"), said
-    _assert_same_table(got[2], _fresh(tmp_path, monkeypatch, 1500))
-    _assert_same_table(got[1], _fresh(tmp_path, monkeypatch, 750))
+    _assert_same_table(got[2], _fresh(tmp_path, monkeypatch, 1500, stats=stats))
+    _assert_same_table(got[1], _fresh(tmp_path, monkeypatch, 750, stats=stats))
 
 
 def test_a_held_table_of_part_of_a_block_grows_from_its_whole_blocks(drawn, tmp_path,
