@@ -96,9 +96,9 @@ def next_size(n: int) -> int | None:
 
 
 def grow(ref, n: int) -> int:
-    """Redraw the joint table of ``ref`` (a :class:`~rmtbase.scoring.reference.TableReference`)
-    at ``n`` draws (a stored table of that size, or a larger one truncated, serves), keeping its
-    statistics; returns the draws got."""
+    """Grow the joint table of ``ref`` (a :class:`~rmtbase.scoring.reference.TableReference`)
+    to ``n`` draws, keeping its statistics: a stored table of ≥ n draws serves truncated, else
+    the draws held continue (:mod:`rmtbase.baseline.table_growth`); returns the draws got."""
     from ..baseline.cache import null_table
     from .layer_null import null_arrays
 
