@@ -139,3 +139,31 @@ def test_a_ctrl_c_swallowed_after_the_output_still_ends_130():
                        timeout=300)
     assert p.returncode == 130, (p.returncode, p.stderr[-2000:])
     assert p.stderr.count("rmtbase: interrupted") == 1 and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_swallowed_interrupt_delivered_again_inside_a_held_block_is_raised_at_its_end():
+    """Under :func:`rmtbase.files.interrupts.install`, a ``KeyboardInterrupt`` that was raised
+    and then dropped (e.g. in a garbage-collection callback) is delivered again; when that
+    second delivery lands inside :func:`~rmtbase.files.interrupts.deferred` it is raised as
+    the block ends, not lost until the next output check."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, time\n"
+            "from rmtbase.files import interrupts as I\n"
+            "I.install()\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGINT); time.sleep(1)\n"
+            "except KeyboardInterrupt:\n"
+            "    pass  # swallowed by a library\n"
+            "I._state['redeliver'] = True  # as the unraisable hook marks it\n"
+            "try:\n"
+            "    with I.deferred():\n"
+            "        os.kill(os.getpid(), signal.SIGINT); time.sleep(0.2)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('raised at the end of the block')\n"
+            "else:\n"
+            "    print('lost')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert p.stdout.strip() == "raised at the end of the block", (p.stdout, p.stderr[-1500:])

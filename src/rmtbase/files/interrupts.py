@@ -156,6 +156,9 @@ def deferred():
             if not _state["interrupted"]:
                 _state["interrupted"] = _state["installed"]
                 raise KeyboardInterrupt
+            if _state["redeliver"]:  # the one raised before was swallowed: raise it again
+                _state["redeliver"] = False
+                raise KeyboardInterrupt
 
 
 def _holding(signum, frame):  # noqa: ARG001 - signal API
