@@ -29,7 +29,7 @@ def no_scoring(monkeypatch):
            (probe, "probe_model"))
 
 
-def _gpt2(folder, edit, dtype=None):
+def _gpt2(folder, edit, dtype=None, keep=False):
     import torch
     import transformers as tf
 
@@ -41,6 +41,8 @@ def _gpt2(folder, edit, dtype=None):
         edit(model)
     if dtype is not None:
         model = model.to(getattr(torch, dtype))
+    if keep:
+        return model
     model.save_pretrained(folder)
     return folder
 
@@ -105,3 +107,24 @@ def test_a_gguf_names_the_head_in_every_storage(tmp_path, qtype):
     with pytest.raises(ModelError, match=r"^head L1H2 \(W_Q or W_K\) of .* non-finite") as info:
         check_finite_model(str(path), False)
     assert "'blk.1.attn_q.weight'" in str(info.value)
+
+
+
+def test_pickled_weights_are_checked_before_the_score(tmp_path):
+    """A ``pytorch_model.bin`` folder (read with --allow-pickle): before, the check returned
+    without reading it (the NaN was found only by the probe's loader, after the score)."""
+    import torch
+
+    from rmtbase.cli.score_checks import check_finite_model
+
+    def nan_mlp(model):
+        model.transformer.h[1].mlp.c_proj.weight[2, 2] = float("nan")
+
+    for edit, match in ((nan_mlp, r"^tensor 'transformer.h.1.mlp.c_proj.weight' in "),
+                        (_nan_q_l0h2, r"^head L0H2 \(W_Q or W_K\) of .* non-finite")):
+        folder = _gpt2(tmp_path / edit.__name__, edit)
+        (folder / "model.safetensors").unlink()
+        model = _gpt2(tmp_path / "again", edit, keep=True)
+        torch.save(model.state_dict(), folder / "pytorch_model.bin")
+        with pytest.raises(ModelError, match=match):
+            check_finite_model(str(folder), True)

@@ -272,8 +272,9 @@ def check_probe(model) -> None:
 def check_finite_model(model, allow_pickle: bool) -> None:
     """--probe's precondition: no NaN or infinite float tensor (an MLP's too: the probe and the
     circuit search run the whole model), in one line naming the tensor and, for an attention
-    tensor, the heads (:func:`nonfinite_heads`); read one tensor at a time (local safetensors;
-    a GGUF's tensors dequantised, block formats too). Others are checked when loaded
+    tensor, the heads (:func:`nonfinite_heads`); read one tensor at a time (local safetensors,
+    pickled weights with --allow-pickle, a GGUF's tensors dequantised, block formats too).
+    Others are checked when loaded
     (:func:`rmtbase.probe.loader.check_finite_weights`)."""
     import numpy as np
 
@@ -300,6 +301,13 @@ def check_finite_model(model, allow_pickle: bool) -> None:
         if resolved.source != "folder":
             return
         weights = resolved.open_weights(allow_pickle)
+        if weights.format == "pickle":  # --allow-pickle: each file's float tensors, in turn
+            for name in sorted(weights.keys(), key=lambda n: (weights.file_of(n), n)):
+                t = weights._load_pickle(weights.file_of(name)).get(name)
+                if t is not None and t.is_floating_point():
+                    check_finite(t.detach().float().numpy(), name,
+                                 f"{resolved.name}/{weights.file_of(name)}")
+            return
         if weights.format != "safetensors":
             return
         from ..models._safetensors import read_float32
