@@ -41,3 +41,20 @@ def test_numpy_integers_are_integers(tmp_path, monkeypatch):
     key = table_key(16, 4, min_draws=np.int64(300), seed=np.uint32(3))
     assert (key.min_draws, key.seed) == (300, 3)
     assert type(key.min_draws) is int and type(key.seed) is int
+
+
+@pytest.mark.parametrize("window, match", [
+    (3.7, "window must be an integer"), (True, "window must be an integer"),
+    ("8", "window must be an integer"), (2, r"window must be at least 3 \(tokens\)"),
+])
+def test_probe_model_checks_its_window_before_reading(window, match, monkeypatch):
+    """``probe_model(window=3.7)`` ran a 3-token window (``int(window)``), after loading."""
+    import rmtbase.probe.run as run
+
+    def no_work(*a, **k):
+        raise AssertionError("the text or the model was read before the window was checked")
+
+    monkeypatch.setattr(run, "read_text", no_work)
+    monkeypatch.setattr(run, "load_model", no_work)
+    with pytest.raises(InputError, match=match):
+        run.probe_model("no/such/model", window=window, progress=False)

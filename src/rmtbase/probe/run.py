@@ -140,6 +140,10 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     variable per behaviour and the text's SHA-256, token count, window and model name in attrs."""
     import torch
 
+    if window is not None:  # a type, not coerced (2.7 is not 2), before any reading
+        from ..checks import check_int
+
+        window = check_int("window", window, minimum=3, why="tokens")
     txt = text if isinstance(text, Text) else read_text(text)
     got = load_model(model)
     tok, net, label = got.tokenizer, got.net, got.name
