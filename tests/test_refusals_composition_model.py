@@ -88,6 +88,8 @@ def test_the_composition_of_the_model_itself_passes_the_check(models):
     ({"k": 0}, "k must be at least 1"), ({"seed": 1.5}, "seed must be an integer"),
     ({"seed": -1}, r"seed must be an integer in \[0, 2\*\*32\)"),
     ({"seed": 2**70}, r"seed must be an integer in \[0, 2\*\*32\)"),
+    ({"receivers_of_interest": [(1.5, 0)]}, r"receivers_of_interest: \(1.5, 0\) is not a pair"),
+    ({"receivers_of_interest": [(1, True)]}, "receivers_of_interest: "),
 ])
 def test_find_circuits_checks_k_and_seed_before_loading(models, monkeypatch, kw, match):
     from rmtbase.circuits import find_circuits, model

@@ -406,6 +406,10 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
         raise InputError(f"mlp_paths must be 'auto', True or False, got {mlp_paths!r}")
     n_l, n_h = composition.sizes["layer_to"], composition.sizes["head_to"]
     for li, hi in receivers_of_interest or ():
+        if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                   for x in (li, hi)):  # a type, not coerced: (1.5, 0) is not L1H0
+            raise InputError(f"receivers_of_interest: ({li!r}, {hi!r}) is not a pair of "
+                             "integers (layer, head)")
         if not (1 <= int(li) < n_l and 0 <= int(hi) < n_h):
             raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0 of "
                              f"this {n_l}-layer, {n_h}-head model")
