@@ -18,13 +18,25 @@ QK-overlap null draws the run used (``composition.nc``'s ``draws`` and
 ``qk_overlap_null_draws_*``); then the ratio gemma / smollm2 in CPU. Target: ≤ 2. On a shared
 machine compare ratios within one run only.
 
-Measured (2026-11-27, 2 shared cores, two runs): smollm2 191.0 / 110.7 CPU-s, gemma 350.9 /
-355.5 CPU-s: 1.84× (load 12–18) and 3.21× (load 4–6), target not met in the quieter run. In
-both the Gemma composition null went to all 18,000 draws (a random model's top pairs sit at
-its smallest BH threshold with few draws beyond: never settled by the count brackets), ≈ 77
-CPU-s at 4.3 ms a draw; its QK-overlap null stopped at 2,000; SmolLM2's nulls all went to
-18,000 (49,529 of 105,705 pairs flagged, many near the threshold). The rest of the Gemma run
-(heads' scoring, its profile null drawn to 18,000 at d_h 256, probe, circuits) is ≈ 270 CPU-s.
+Measured (2026-11-27, 2 shared cores). Before: smollm2 191.0 / 110.7 CPU-s, gemma 350.9 /
+355.5 CPU-s: 1.84× (load 12–18) and 3.21× (load 4–6). After the bidiagonal composition null
+(``rmtbase.baseline.composition_bidiagonal``, one GEMM a draw, from d_h 128) and null tables
+grown rather than redrawn: smollm2 113.0 CPU-s (load 9.1; its draws unchanged, 49,529 of
+105,705 pairs flagged as before), gemma 291.6 (load 6.3): 2.58×, target not met.
+
+Where the Gemma run's CPU goes (a ``--which gemma`` run, 286.5 CPU-s at load 3.3, the
+process's CPU read at each stage line): start-up 7; the heads' null tables 171 (spectral
+statistics grown 1,000 → 5,000 → 25,000 for one head with 3 of 5,000 draws beyond, and the
+all-statistics table before it, 103; all statistics grown 1,000 → 6,000 for one head, 68); the
+profile null 47 (to 18,000 for one head, L8H3's symmetry: 7 draws beyond at 10,000, 11 at
+18,000, so its p at 18,000 could be a GPD extrapolation); composition scores, null (18,000
+draws at 1.5 ms a draw; the reduced sampler took 3.2 at the same load) and overlap null
+(2,000) 30; circuits 15; probe and
+report 16. The composition null still goes to 18,000: a random model's top pairs have p ≈ 1/m
+(m = 7,344), fewer than 10 draws beyond at N, where N's p is a GPD extrapolation no count
+bracket from n draws bounds (top pair: GPD p 2e-3 at 2,000, 3.9e-4 at 18,000; BH's smallest
+threshold 6.8e-6).
+``--keep DIR`` also keeps each run's stderr (``DIR/NAME-stderr.log``).
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ import argparse  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -90,7 +103,7 @@ def gemma(folder: Path, layers: int = 18) -> Path:
     return folder
 
 
-def score(model: Path, work: Path, extra=()) -> dict:
+def score(model: Path, work: Path, extra=(), keep: Path | None = None) -> dict:
     """``rmtbase score MODEL --composition --probe`` cold, in a subprocess (module docstring)."""
     cache, out = work / "cache", work / "out"
     env = dict(os.environ, PYTHONPATH=str(SRC), RMTBASE_CACHE=str(cache),
@@ -106,6 +119,8 @@ def score(model: Path, work: Path, extra=()) -> dict:
                            stderr=err)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if keep is not None:  # the stage lines, for the breakdown
+        shutil.copyfile(work / "stderr.log", keep / f"{Path(model).name}-stderr.log")
     if p.returncode:
         tail = (work / "stderr.log").read_text()[-3000:]
         raise SystemExit(f"rmtbase score {model} failed ({p.returncode}):\n{tail}")
@@ -128,7 +143,7 @@ def main() -> None:
             model = smollm2() if name == "smollm2" else gemma(
                 (a.keep or tmp) / f"gemma3-shape-{a.layers}", a.layers)
             work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=tmp))
-            r = got[name] = score(model, work)
+            r = got[name] = score(model, work, keep=a.keep)
             print(f"{name} cold: {r['cpu']:.1f} s CPU, {r['wall']:.1f} s wall, load "
                   f"{r['load']:.1f}; composition null draws {r['draws']:,} of {r['cap']:,}, "
                   f"QK-overlap {r['overlap']}; {r['flags']} pairs flagged", flush=True)
