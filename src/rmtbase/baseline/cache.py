@@ -7,8 +7,9 @@ draws and covers the statistics asked for; missing spectral statistics come from
 (:func:`rmtbase.baseline.spectra.spectral_from_table`). float16/bfloat16 spectral requests use
 the float32 table. Cache names spell every key (draws version included); a file failing its name
 or checksum (:func:`verify_table`) is warned about, removed and regenerated. Draw ``i`` depends
-only on (seed, d, d_h, i), so a cached table is read truncated to ``min_draws``; a shipped one is
-used whole; ``"extension": true`` entries serve only where no ordinary one suffices."""
+only on (seed, d, d_h, i), so a cached table is read truncated to ``min_draws`` and a shorter one
+(cached or in memory) grows (:mod:`.table_growth`); a shipped one is used whole; ``"extension":
+true`` entries serve only where no ordinary one suffices."""
 
 from __future__ import annotations
 
