@@ -128,3 +128,22 @@ def test_pickled_weights_are_checked_before_the_score(tmp_path):
         torch.save(model.state_dict(), folder / "pytorch_model.bin")
         with pytest.raises(ModelError, match=match):
             check_finite_model(str(folder), True)
+
+
+def test_plain_score_and_composition_name_the_head(tmp_path, capsys):
+    """Without --probe there is no pre-check: the reader refuses the tensor where the layer is
+    read, and score_model / composition name the heads behind it, API and CLI alike."""
+    import rmtbase
+
+    nan = _gpt2(tmp_path / "nan", _nan_q_l0h2)
+    with pytest.raises(ModelError, match=r"^head L0H2 \(W_Q or W_K\) of .*non-finite.*\(tensor "):
+        rmtbase.score_model(str(nan), stats="spectral", draws=200, progress=False)
+    inf = _gpt2(tmp_path / "inf", _inf_v_l1h1)
+    with pytest.raises(ModelError, match=r"^head L1H1 \(W_O or W_V\) of .*non-finite"):
+        rmtbase.composition(str(inf), draws=200, progress=False)
+    capsys.readouterr()
+    assert main(["score", str(nan), "--stats", "spectral", "--draws", "200", "--no-figures",
+                 "--out", str(tmp_path / "out")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("rmtbase: error: head L0H2 (W_Q or W_K)"), err
+    assert not (tmp_path / "out").exists()

@@ -272,7 +272,7 @@ def check_probe(model) -> None:
 def check_finite_model(model, allow_pickle: bool) -> None:
     """--probe's precondition: no NaN or infinite float tensor (an MLP's too: the probe and the
     circuit search run the whole model), in one line naming the tensor and, for an attention
-    tensor, the heads (:func:`nonfinite_heads`); read one tensor at a time (local safetensors,
+    tensor, the heads (:func:`rmtbase.models.finite.named_heads`); read one tensor at a time (local safetensors,
     pickled weights with --allow-pickle, a GGUF's tensors dequantised, block formats too).
     Others are checked when loaded
     (:func:`rmtbase.probe.loader.check_finite_weights`)."""
@@ -319,41 +319,12 @@ def check_finite_model(model, allow_pickle: bool) -> None:
                 check_finite(read_float32(weights._headers[filename]["path"], info), name,
                              f"{resolved.name}/{filename}")
     except ModelError as exc:
-        heads = nonfinite_heads(model, allow_pickle)
-        if heads is None:
+        from ..models.finite import named_heads
+
+        named = named_heads(exc, model, allow_pickle=allow_pickle)
+        if named is exc:
             raise
-        raise ModelError(f"{heads} ({exc})") from exc
-
-
-def nonfinite_heads(model, allow_pickle: bool) -> str | None:
-    """The heads of ``model`` with a NaN or infinite entry in W_Q/W_K or W_V/W_O, as one line
-    (``heads L0H2 (W_Q or W_K), … have non-finite (NaN/inf) weights; cannot score them``), or
-    None where every head is finite (the tensor is not an attention head's) or they cannot be
-    read. Reads the heads with the readers' finiteness check off
-    (:func:`rmtbase.models._reader.finite_unchecked`)."""
-    import numpy as np
-
-    from ..models import load_heads
-    from ..models._reader import finite_unchecked
-    from ..models.ov import load_ov_heads
-
-    bad = []
-    try:
-        with finite_unchecked():
-            for load, factors in ((load_heads, "W_Q or W_K"), (load_ov_heads, "W_O or W_V")):
-                for lh in load(model, allow_pickle=allow_pickle):
-                    ok = (np.isfinite(np.asarray(lh.wq)).all(axis=(1, 2))
-                          & np.isfinite(np.asarray(lh.wk)).all(axis=(1, 2)))
-                    bad += [f"L{lh.layer}H{h} ({factors})" for h in np.flatnonzero(~ok)]
-    except Exception:  # noqa: BLE001 - the tensor's own message stands
-        return None
-    if not bad:
-        return None
-    more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
-    one = len(bad) == 1
-    return (f"{'head' if one else 'heads'} {', '.join(bad[:4])}{more} of {model} "
-            f"{'has' if one else 'have'} non-finite (NaN/inf) weights; cannot score "
-            f"{'it' if one else 'them'}")
+        raise named from exc
 
 
 def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:

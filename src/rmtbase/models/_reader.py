@@ -64,14 +64,24 @@ def finite_unchecked():
         _UNCHECKED.reset(token)
 
 
+class NonFiniteTensor(ModelError):
+    """A tensor holds NaN or inf (:func:`check_finite`); ``tensor`` is its name."""
+
+    def __init__(self, message: str, tensor: str):
+        super().__init__(message)
+        self.tensor = tensor
+
+
 def check_finite(arr: np.ndarray, name: str, where: str) -> np.ndarray:
-    """Raise ModelError if ``arr`` holds NaN or inf, naming the tensor and its file."""
+    """Raise :class:`NonFiniteTensor` (a ModelError) if ``arr`` holds NaN or inf, naming the
+    tensor and its file."""
     if _UNCHECKED.get():
         return arr
     finite = np.isfinite(arr)
     if not finite.all():
         bad = int(arr.size - np.count_nonzero(finite))
-        raise ModelError(f"tensor {name!r} in {where} has {bad} non-finite (NaN/inf) entries")
+        raise NonFiniteTensor(f"tensor {name!r} in {where} has {bad} non-finite (NaN/inf) "
+                              "entries", name)
     return arr
 
 

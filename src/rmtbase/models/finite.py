@@ -1,0 +1,55 @@
+"""Naming the heads behind a non-finite tensor.
+
+The readers refuse a tensor holding NaN or inf by its name
+(:class:`rmtbase.models._reader.NonFiniteTensor`). :func:`named_heads` turns that into one line
+naming the attention heads whose factors hold such entries: the heads are read again with the
+readers' check off, W_Q/W_K and W_V/W_O of each layer in turn (bounded memory, only after a
+failure).
+"""
+
+from __future__ import annotations
+
+from ..errors import ModelError
+from ._reader import NonFiniteTensor, finite_unchecked
+
+__all__ = ["named_heads", "nonfinite_heads"]
+
+
+def nonfinite_heads(model, *, allow_pickle: bool = False, revision=None) -> str | None:
+    """The heads of ``model`` with a NaN or infinite entry in W_Q/W_K or W_V/W_O, as one line
+    (``heads L0H2 (W_Q or W_K), … have non-finite (NaN/inf) weights; cannot score them``), or
+    None where every head is finite (the tensor is not an attention head's) or the heads cannot
+    be read."""
+    import numpy as np
+
+    from .loading import load_heads
+    from .ov import load_ov_heads
+
+    bad = []
+    try:
+        with finite_unchecked():
+            for load, factors in ((load_heads, "W_Q or W_K"), (load_ov_heads, "W_O or W_V")):
+                for lh in load(model, revision=revision, allow_pickle=allow_pickle):
+                    ok = (np.isfinite(np.asarray(lh.wq)).all(axis=(1, 2))
+                          & np.isfinite(np.asarray(lh.wk)).all(axis=(1, 2)))
+                    bad += [f"L{lh.layer}H{h} ({factors})" for h in np.flatnonzero(~ok)]
+    except Exception:  # noqa: BLE001 - the tensor's own message stands
+        return None
+    if not bad:
+        return None
+    more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+    one = len(bad) == 1
+    return (f"{'head' if one else 'heads'} {', '.join(bad[:4])}{more} of {model} "
+            f"{'has' if one else 'have'} non-finite (NaN/inf) weights; cannot score "
+            f"{'it' if one else 'them'}")
+
+
+def named_heads(exc: Exception, model, *, allow_pickle: bool = False,
+                revision=None) -> Exception:
+    """``exc`` as it is, unless it is a :class:`NonFiniteTensor` of an attention head's tensor:
+    then a ModelError naming the heads (:func:`nonfinite_heads`), the tensor's line in
+    parentheses."""
+    if not isinstance(exc, NonFiniteTensor):
+        return exc
+    heads = nonfinite_heads(model, allow_pickle=allow_pickle, revision=revision)
+    return exc if heads is None else ModelError(f"{heads} ({exc})")
