@@ -4,7 +4,7 @@
         [--score quantised]
 
 Each measurement is a fresh process with an empty ``RMTBASE_CACHE`` (and no JAX persistent
-cache) running :func:`rmtbase.scoring.spectrum_band._drawn_spectrum_band` (d, d_h, 200, 0):
+cache) running :func:`rmtbase.scoring.measures.spectrum_band._drawn_spectrum_band` (d, d_h, 200, 0):
 what a first quantised score pays for the figure's null band at a new shape (the fast spectral
 null program is compiled for it alone). Prints, per source tree and shape, the band's process
 CPU (user + system, import excluded) and the SHA-256 of the band's bytes, so that a change meant
@@ -24,7 +24,7 @@ _CHILD = r"""
 import hashlib, resource, sys, time
 t0 = time.process_time()
 import jax
-from rmtbase.scoring.spectrum_band import _drawn_spectrum_band
+from rmtbase.scoring.measures.spectrum_band import _drawn_spectrum_band
 t1 = time.process_time()
 kw = {}
 if sys.argv[3] == "quantised":  # as a score with only block-quantised nulls draws it

@@ -15,7 +15,7 @@ included):
   accumulators summed into scalars instead): what a table draw that handed its finishes to
   programs shared with scoring would compile (a measurement only: no such code exists);
 - ``qk-passes``, ``qk-finish``, ``factors``: scoring's programs (W_QK's product, passes and
-  histogram; W_QK's finish; the factors' statistics, :mod:`rmtbase.scoring.layer_stats`).
+  histogram; W_QK's finish; the factors' statistics, :mod:`rmtbase.scoring.measures.layer_stats`).
 
 Measured (2026-11-27 01:33 UTC, load 1.5-1.9, x86-64 AVX-512, jaxlib 0.10.2, 2 reps), CPU-s:
 
@@ -53,7 +53,7 @@ def _one(cell: str, what: str) -> float:
 
     from rmtbase.baseline import null
     from rmtbase.ensembles.draws import _chunk_keys, _chunk_runner, _draw_devices
-    from rmtbase.scoring import layer_stats, qk_elements
+    from rmtbase.scoring.measures import layer_stats, qk_elements
     from rmtbase.stats import elementwise, tiles
     from rmtbase.stats.storage import storage_record
 

@@ -196,7 +196,7 @@ def layer() -> None:
     import numpy as np
 
     from rmtbase._matmul import mm_tn
-    from rmtbase.scoring.layer_stats import layer_stats
+    from rmtbase.scoring.measures.layer_stats import layer_stats
     from rmtbase.stats import tiles
 
     d, d_h, heads, group = 4096, 128, 32, 4

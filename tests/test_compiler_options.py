@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from rmtbase._compiled import FEW_CALLS, few_calls
-from rmtbase.scoring.layer_stats import _compiled as layer_stats_program
-from rmtbase.scoring.layer_stats import _compiled_factor_elements
+from rmtbase.scoring.measures.layer_stats import _compiled as layer_stats_program
+from rmtbase.scoring.measures.layer_stats import _compiled_factor_elements
 from rmtbase.stats import element_stats
 from rmtbase.stats.precision import round_trip
 

@@ -1,7 +1,7 @@
 """A scored layer's W_Q and W_K element statistics come from one compiled program of their own
-(``scoring.layer_stats._factor_elements``), apart from W_QK's (issue 59 item 4: W_QK's program
+(``scoring.measures.layer_stats._factor_elements``), apart from W_QK's (issue 59 item 4: W_QK's program
 no longer compiles the factors' estimator a second time), and W_QK's statistics are finished by
-a second program (``scoring.qk_elements._compiled``). Checked against independent calls:
+a second program (``scoring.measures.qk_elements._compiled``). Checked against independent calls:
 ``element_stats`` on each head's factor by itself (its own program) and W_QK's statistics and
 histogram in one program (``qk_histogram.elements_and_histogram``), floats to 1e-5 relative or
 1e-6 absolute (tests/test_compiler_options.py says why), for grouped-query and multi-head
@@ -13,9 +13,9 @@ import jax
 import numpy as np
 import pytest
 
-from rmtbase.scoring.layer_stats import _compiled_factor_elements, layer_stats
-from rmtbase.scoring.qk_elements import qk_elements
-from rmtbase.scoring.qk_histogram import elements_and_histogram
+from rmtbase.scoring.measures.layer_stats import _compiled_factor_elements, layer_stats
+from rmtbase.scoring.measures.qk_elements import qk_elements
+from rmtbase.scoring.measures.qk_histogram import elements_and_histogram
 from rmtbase.stats import ELEMENT_STATS, element_stats
 
 

@@ -126,8 +126,8 @@ def test_qk_histogram_comes_from_the_same_product_and_follows_variance_gamma():
     import jax.numpy as jnp
 
     from rmtbase.analytic import variance_gamma as vg
-    from rmtbase.scoring.layer_stats import layer_stats as _layer_stats
-    from rmtbase.scoring.qk_histogram import QK_HIST_EDGES
+    from rmtbase.scoring.measures.layer_stats import layer_stats as _layer_stats
+    from rmtbase.scoring.measures.qk_histogram import QK_HIST_EDGES
     from rmtbase.stats import _qk_element_stats
 
     rng = np.random.default_rng(11)

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rmtbase.scoring.qk_histogram import finish, passes_and_histogram
+from rmtbase.scoring.measures.qk_histogram import finish, passes_and_histogram
 from rmtbase.stats import head_stats
 
 

@@ -36,7 +36,7 @@ def _haar_rows(rng, n: int, d_h: int, d: int) -> np.ndarray:
 
 def _define():
     """The user's script: a null and its reference, nothing else."""
-    from rmtbase.scoring.layer_stats import layer_stats
+    from rmtbase.scoring.measures.layer_stats import layer_stats
     from rmtbase.scoring.profile import factor_profile
     from rmtbase.scoring.reference import Reference
     from rmtbase.stats.null_kind import Null

@@ -43,7 +43,7 @@ def _own_band(wq, wk, d: int) -> np.ndarray:
 
 
 def _define(name: str, *, band: bool):
-    from rmtbase.scoring.layer_stats import layer_stats
+    from rmtbase.scoring.measures.layer_stats import layer_stats
     from rmtbase.scoring.profile import factor_profile
     from rmtbase.scoring.reference import Reference
     from rmtbase.stats.null_kind import Null

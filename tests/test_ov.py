@@ -1,5 +1,5 @@
 """OV circuits (rmtbase.models.ov, rmtbase.scoring.ov) and the outlier directions
-(rmtbase.scoring.directions): MiniLM's OV spectra against numpy on the checkpoint's own
+(rmtbase.scoring.measures.directions): MiniLM's OV spectra against numpy on the checkpoint's own
 value/output slices, a planted rank-1 OV change found with one exported direction along the
 planted input vector, QK numbers unchanged beside OV, the CLI, and (slow) untrained models
 scoring as null on the OV circuit."""
@@ -13,7 +13,7 @@ import xarray as xr
 from rmtbase.models import default_model_path
 from rmtbase.models.ov import load_ov_heads, ov_factors
 from rmtbase.models.types import LayerHeads, ModelInfo
-from rmtbase.scoring.directions import directions_dataset, head_directions
+from rmtbase.scoring.measures.directions import directions_dataset, head_directions
 from rmtbase.scoring.score import score_heads
 
 

@@ -83,7 +83,7 @@ def _heads(seed=0, n=3, d_h=8, d=32):
 @pytest.mark.parametrize("factor", [1e8, 1e-8, 1e15, 1e-20])
 def test_layer_stats_scale_free_at_extreme_scales(factor):
     from rmtbase.decision.scale import scaling
-    from rmtbase.scoring.layer_stats import layer_stats
+    from rmtbase.scoring.measures.layer_stats import layer_stats
 
     wq, wk = _heads()
     st0, x0 = layer_stats(wq, wk, "all")
@@ -100,7 +100,7 @@ def test_layer_stats_scale_free_at_extreme_scales(factor):
 
 
 def test_layer_stats_inside_safe_range_untouched():
-    from rmtbase.scoring.layer_stats import safe_factors
+    from rmtbase.scoring.measures.layer_stats import safe_factors
 
     wq, wk = _heads()
     wq2, wk2, cq, ck = safe_factors(wq, wk)
@@ -110,7 +110,7 @@ def test_layer_stats_inside_safe_range_untouched():
 
 
 def test_scale_beyond_float64_is_one_line():
-    from rmtbase.scoring.layer_stats import layer_stats
+    from rmtbase.scoring.measures.layer_stats import layer_stats
 
     wq, wk = _heads()
     # largest entries 3e38 (float32's max is 3.4e38): sum_lambda2 ~ sigma^8 d^4 d_h > 1e308

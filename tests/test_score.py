@@ -96,7 +96,7 @@ def sigma_heads():
     """M independent null heads at σ_Q = 0.02, σ_K = 0.07 (numpy generator, independent of
     JAX's keys), their statistics through score's compiled head_stats, and the same statistics
     of the heads rescaled to (a σ_Q, b σ_K)."""
-    from rmtbase.scoring.layer_stats import layer_stats as _layer_stats
+    from rmtbase.scoring.measures.layer_stats import layer_stats as _layer_stats
 
     rng = np.random.default_rng(2024)
     wq = (SQ * rng.standard_normal((M_HEADS, DH_S, D_S))).astype(np.float32)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 def directions(ds, model, revision, args) -> dict:
     """{"directions.nc": table} of the outlier directions of every circuit scored in ``ds``
-    (:mod:`rmtbase.scoring.directions`; the weights are read a second time)."""
+    (:mod:`rmtbase.scoring.measures.directions`; the weights are read a second time)."""
     from ..models import default_model_path, load_heads
     from ..models.ov import load_ov_heads
     from ..scoring.collection import entries
-    from ..scoring.directions import combine_directions, directions_dataset
+    from ..scoring.measures.directions import combine_directions, directions_dataset
 
     path = model if model is not None else default_model_path()
     items = entries(ds) if "circuit" in ds.dims else [("qk", ds)]

@@ -67,7 +67,7 @@ def _colours(name: str, n: int = 64) -> list[str]:
 def _shape_refs(d: int, d_h: int) -> dict:
     from ..analytic import product
     from ..analytic import variance_gamma as vg
-    from ..scoring.qk_histogram import QK_HIST_EDGES
+    from ..scoring.measures.qk_histogram import QK_HIST_EDGES
 
     c = d_h / d
     lo, hi = (float(e) for e in product.edges(c))

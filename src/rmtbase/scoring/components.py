@@ -189,7 +189,7 @@ def score_components(model=None, *, components="all", revision=None,
     from ..baseline.matrix_null import DEFAULT_DRAWS, check_matrix_null_size
     from ..models import default_model_path, load_components, model_info
     from .description import default_label, model_label
-    from .qk_elements import scoring_threads
+    from .measures.qk_elements import scoring_threads
 
     s = with_keywords(ComponentSettings, settings, options, "score_components")
     draws, alpha, seed, quantized_null, threads = (s.draws, s.alpha, s.seed, s.quantized_null,

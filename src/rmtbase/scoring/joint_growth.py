@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..decision.family import in_family
-from .head_verdict import Decision, verdict
+from .measures.verdict import Decision, verdict
 from .stopping import STOP_ERROR
 
 

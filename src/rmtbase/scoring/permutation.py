@@ -193,7 +193,7 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
     fq = jnp.asarray(wq.reshape(n_l * n_h, n))
     fk = jnp.asarray(wk.reshape(n_l * n_h, n))
     if threads is None:
-        from .qk_elements import scoring_threads
+        from .measures.qk_elements import scoring_threads
 
         threads = scoring_threads()
     threads = max(1, int(threads))

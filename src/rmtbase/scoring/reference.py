@@ -100,7 +100,7 @@ GAUSSIAN_AXES = "the Gaussian factor-axes null at each layer's storage"
 
 
 #: What :meth:`Reference.spectrum_band` returns to choose the Gaussian null's spectrum band
-#: (:func:`rmtbase.scoring.spectrum_band.null_spectrum_band`).
+#: (:func:`rmtbase.scoring.measures.spectrum_band.null_spectrum_band`).
 GAUSSIAN_BAND = "the Gaussian null's spectrum band"
 
 

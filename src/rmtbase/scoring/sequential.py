@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .head_verdict import Decision, verdict
 from .joint_growth import grow_joint
+from .measures.verdict import Decision, verdict
 from .reference import spectral_names
 from .spectral_extension import extend_spectral
 from .stopping import MAX_DRAWS, STOP_ERROR, looks

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..decision.scale import normalise
 from ..decision.tails import TailModel
-from .head_verdict import Decision, reference_groups
+from .measures.verdict import Decision, reference_groups
 from .stopping import GROWTH, unsettled
 
 

@@ -55,7 +55,7 @@ class Null(ABC):
     #: the larger sizes, :class:`rmtbase.scoring.reference.NullStart`)
     shared_table: ClassVar[bool] = True
     #: whether the spectrum figure's band of the Gaussian null
-    #: (:func:`rmtbase.scoring.spectrum_band.null_spectrum_band`) is this null's band; else
+    #: (:func:`rmtbase.scoring.measures.spectrum_band.null_spectrum_band`) is this null's band; else
     #: its reference draws its own (:meth:`rmtbase.scoring.reference.Reference.spectrum_band`)
     #: or the scores have none
     gaussian_spectrum_band: ClassVar[bool] = False

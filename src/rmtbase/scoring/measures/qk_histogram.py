@@ -17,7 +17,7 @@ def elements_and_histogram(q, k, scale, trim: float = 0.8):
     scale √d_h σ̂_Q σ̂_K; the statistics are the null's (``stats.elementwise.qk_element_stats``)."""
     import jax.numpy as jnp
 
-    from ..stats.elementwise import qk_element_stats
+    from ...stats.elementwise import qk_element_stats
 
     lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
     width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
@@ -30,8 +30,8 @@ def passes_and_histogram(q, k, scale):
     :func:`finish` gives the statistics, compiled apart."""
     import jax.numpy as jnp
 
-    from .._matmul import mm_tn
-    from ..stats.tiles import tile_passes
+    from ..._matmul import mm_tn
+    from ...stats.tiles import tile_passes
 
     lo, nb = float(QK_HIST_EDGES[0]), QK_HIST_EDGES.size - 1
     width = float(QK_HIST_EDGES[1] - QK_HIST_EDGES[0])
@@ -43,8 +43,8 @@ def passes_and_histogram(q, k, scale):
 def finish(passes, n: int, trim: float = 0.8) -> dict:
     """W_QK's element statistics (those of :func:`elements_and_histogram`) from
     :func:`passes_and_histogram`'s ``(accumulators, geometry)`` over ``n`` = d² entries."""
-    from ..stats.elementwise import named_element_stats
-    from ..stats.tiles import tile_finish
+    from ...stats.elementwise import named_element_stats
+    from ...stats.tiles import tile_finish
 
     acc, geo = passes
     return named_element_stats(tile_finish(acc, geo, n, (trim,), "float32"))

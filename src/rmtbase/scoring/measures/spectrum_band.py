@@ -16,7 +16,7 @@ def null_spectrum_band(d: int, d_h: int, n_draws: int = 200, *, seed: int = 0,
     x_k = λ_k / (rms_Q² rms_K² d²) per draw, key ``fold_in(key(seed), 0x5EC7)``; shipped shapes'
     bands ship. ``share_table``: reuse the spectral table's program, else
     :func:`rmtbase.baseline.null.lambda_draws`; the band is the same either way."""
-    from ..baseline.shipped import shipped_band
+    from ...baseline.shipped import shipped_band
 
     band = shipped_band(d, d_h, n_draws, seed, SPECTRUM_QUANTILES)
     return _drawn_spectrum_band(d, d_h, n_draws, seed, share_table) if band is None else band
@@ -27,7 +27,7 @@ def _drawn_spectrum_band(d: int, d_h: int, n_draws: int, seed: int,
     """:func:`null_spectrum_band` from its draws (what the shipped bands were made with)."""
     import jax
 
-    from ..baseline.null import lambda_draws
+    from ...baseline.null import lambda_draws
 
     key = jax.random.fold_in(jax.random.key(seed), 0x5EC7)
     # λ as the spectral tables draw it (return_lambda): the same compiled program as the

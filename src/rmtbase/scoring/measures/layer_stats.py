@@ -62,8 +62,8 @@ class RawUnits(NamedTuple):
 def restore_scale(st: dict, cq, ck, where: str = "") -> dict:
     """Statistics ``st`` of factors divided by ``cq``, ``ck`` back in raw units (``x·c^p`` or
     ``x + p ln c``, float64); a value outside float64 is a one-line ModelError."""
-    from ..decision.scale import scaling
-    from ..errors import ModelError
+    from ...decision.scale import scaling
+    from ...errors import ModelError
 
     cq, ck = np.asarray(cq, np.float64), np.asarray(ck, np.float64)
     if not (np.any(cq != 1) or np.any(ck != 1)):
@@ -99,14 +99,14 @@ def _compiled():
     heads, compiled once per (shape, dtype, options)."""
     import jax
 
-    from ..stats import head_stats
-    from ..stats.spectral import eigvals_from_factors
+    from ...stats import head_stats
+    from ...stats.spectral import eigvals_from_factors
 
     def layer_stats(wq, wk, spectral):
         st = head_stats(wq, wk, spectral=spectral, elementwise=False)
         return st, eigvals_from_factors(wq, wk)
 
-    from .._compiled import few_calls
+    from ..._compiled import few_calls
 
     return jax.jit(layer_stats, static_argnames=("spectral",), compiler_options=few_calls())
 
@@ -117,8 +117,8 @@ def _compiled_factor_elements(storage: str):
     ``FEW_CALLS`` (same bytes, tests/test_compiler_options.py)."""
     import jax
 
-    from .._compiled import few_calls
-    from ..stats import element_stats
+    from ..._compiled import few_calls
+    from ...stats import element_stats
 
     return jax.jit(lambda w: element_stats(w, storage=storage), compiler_options=few_calls())
 

@@ -74,7 +74,7 @@ def directions_dataset(layers, score: xr.Dataset, circuit: str = "qk") -> xr.Dat
                "d_h": int(score.attrs["d_h"]),
                "definition": ("singular triplets of W = A^T B above the null's largest "
                               "eigenvalue (n_spikes per head), from thin QR factorisations; "
-                              "rmtbase.scoring.directions"),
+                              "rmtbase.scoring.measures.directions"),
                "join": "layer, head, circuit, index (1 = largest)"})
     meaning = {"qk": ("direction queries read (x_i^T W x_j: W's left vector)",
                       "direction keys are read along (right vector)"),

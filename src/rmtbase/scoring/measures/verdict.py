@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..decision.verdict import score_values_by_layer
+from ...decision.verdict import score_values_by_layer
 
 
 @dataclass(frozen=True)

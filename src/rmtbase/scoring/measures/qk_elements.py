@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 from .qk_histogram import finish, passes_and_histogram
 
 #: Weibull trim of the element statistics: ``stats.head_stats``' default, with which the null
@@ -42,12 +42,12 @@ def scoring_threads() -> int:
 @functools.cache
 def _compiled():
     """Two jax.jit programs, head by head (``lax.map``): W_QK's passes and histogram
-    (:func:`rmtbase.scoring.qk_histogram.passes_and_histogram`), then
-    :func:`rmtbase.scoring.qk_histogram.finish` (``n`` = d²) compiled with
+    (:func:`rmtbase.scoring.measures.qk_histogram.passes_and_histogram`), then
+    :func:`rmtbase.scoring.measures.qk_histogram.finish` (``n`` = d²) compiled with
     :data:`rmtbase._compiled.FEW_CALLS` (same bytes, shorter compilation)."""
     import jax
 
-    from .._compiled import few_calls
+    from ..._compiled import few_calls
 
     passes = jax.jit(lambda wq, wk, scale: jax.lax.map(lambda a: passes_and_histogram(*a),
                                                         (wq, wk, scale)))
@@ -89,7 +89,7 @@ def qk_elements(wq, wk, scale, threads: int | None = None) -> tuple[dict, np.nda
     """Element statistics and histogram of W_QK / ``scale`` (:func:`hist_scale`, one per head)
     of every head's W_QK = W_Qᵀ W_K (wq, wk: numpy (n, d_h, d)) on ``threads`` (default
     :func:`scoring_threads`) threads: ({"qk.<stat>": (n,)}, (n, bins) histograms), in head
-    order. (The factors' own statistics: :func:`rmtbase.scoring.layer_stats.layer_stats`.)"""
+    order. (The factors' own statistics: :func:`rmtbase.scoring.measures.layer_stats.layer_stats`.)"""
     import jax
 
     n = wq.shape[0]

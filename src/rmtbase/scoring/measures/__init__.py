@@ -1,0 +1,1 @@
+"""What is measured of a head: one program for the heads and for their null."""
