@@ -497,7 +497,7 @@ def test_all_nan_weibull_columns_of_a_block_null_pass_verification(tmp_path):
 
 
 def test_undefined_under_null_picks_mostly_nan_statistics():
-    from rmtbase.scoring.null_checks import undefined_under_null
+    from rmtbase.scoring.nulls.checks import undefined_under_null
 
     n = 100
     joint = {"a": np.ones(n), "b": np.r_[np.ones(7), np.full(n - 7, np.nan)],

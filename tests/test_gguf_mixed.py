@@ -180,7 +180,7 @@ def test_uniform_file_is_one_null_as_before(spectral):
     single-storage attrs (no per-layer variables)."""
     from rmtbase.baseline.cache import null_table
     from rmtbase.decision.verdict import score_values
-    from rmtbase.scoring.layer_null import null_arrays as _null_arrays
+    from rmtbase.scoring.nulls.layer_null import null_arrays as _null_arrays
 
     ds = spectral["q6_k"]
     assert ds.attrs["null_storage"] == ds.attrs["quantisation"] == "q6_k"

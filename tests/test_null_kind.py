@@ -74,7 +74,7 @@ def test_in_family_takes_the_value():
 
 
 def test_element_draws():
-    from rmtbase.scoring.null_checks import MIN_ELEMENT_DRAWS, check_element_draws
+    from rmtbase.scoring.nulls.checks import MIN_ELEMENT_DRAWS, check_element_draws
 
     p, g = PermutationNull(), GaussianNull()
     assert p.min_element_draws == MIN_ELEMENT_DRAWS == 20 and g.min_element_draws == 0
@@ -183,7 +183,7 @@ def test_capabilities_are_attributes():
 
 
 def test_a_null_carrying_a_storage_is_refused_not_ignored():
-    from rmtbase.scoring.null_checks import check_null_storage
+    from rmtbase.scoring.nulls.checks import check_null_storage
 
     check_null_storage(GaussianNull())
     check_null_storage(PermutationNull())

@@ -21,7 +21,7 @@ def test_permutations_are_uniform_and_reproducible():
     2000 permutations of 50: p > 1e-4); same seed and chunk, same permutations."""
     from scipy import stats
 
-    from rmtbase.scoring.permutation import permutations
+    from rmtbase.scoring.nulls.permutation import permutations
 
     pq, pk = permutations(3, 0, 50, 2000)
     # exact: integers / booleans
@@ -40,7 +40,7 @@ def test_permutation_draws_equal_the_statistics_of_permuted_factors():
     against rmtbase.stats.head_stats on explicitly permuted matrices)."""
     import jax.numpy as jnp
 
-    from rmtbase.scoring.permutation import permutation_null, permutations
+    from rmtbase.scoring.nulls.permutation import permutation_null, permutations
     from rmtbase.stats import head_stats
 
     rng = np.random.default_rng(0)
@@ -65,7 +65,7 @@ def test_eigen_route_threads_and_ill_conditioned_fallback():
     permuted W_QK: λ_max and Σλ to 2e-5, λ_min to 2e-3 (float32 Grams). Values are identical
     with 1 and 3 threads."""
     from rmtbase.baseline.eig_route import eig_method
-    from rmtbase.scoring.permutation import permutation_null, permutations
+    from rmtbase.scoring.nulls.permutation import permutation_null, permutations
 
     d_h, d, draws = 16, 96, 60
     assert eig_method(d, d_h) == "eigh"

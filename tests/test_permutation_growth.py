@@ -14,7 +14,7 @@ def test_grown_heads_hold_the_draws_of_a_longer_run_and_the_others_keep_theirs(m
     beyond; each head's rms is kept at every draw; the calibration draws follow (180 vs 60);
     a step whose arrays would not fit in memory is not taken."""
     from rmtbase.scoring import head_growth as G
-    from rmtbase.scoring.permutation import permutation_null
+    from rmtbase.scoring.nulls.permutation import permutation_null
     from rmtbase.scoring.reference import Cells
     from rmtbase.stats.null_kind import PermutationNull
 

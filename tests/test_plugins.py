@@ -347,7 +347,7 @@ def test_a_plugin_statistic_is_derived_from_a_stored_table(tmp_path, monkeypatch
     import xarray as xr
 
     import rmtbase
-    from rmtbase.scoring.layer_null import null_arrays
+    from rmtbase.scoring.nulls.layer_null import null_arrays
 
     root = _install(tmp_path / "site", MODULE, PYPROJECT)
     monkeypatch.syspath_prepend(str(root))

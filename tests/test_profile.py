@@ -190,8 +190,8 @@ def test_terminal_table_is_the_profile(planted):
 
 def test_permutation_profile_null_is_the_statistics_of_the_shuffled_heads():
     """Each permutation draw equals the numpy statistics of the head with its entries permuted by
-    the shared permutations (rmtbase.scoring.permutation.permutations, chunk 0), to 1e-6."""
-    from rmtbase.scoring.permutation import permutations
+    the shared permutations (rmtbase.scoring.nulls.permutation.permutations, chunk 0), to 1e-6."""
+    from rmtbase.scoring.nulls.permutation import permutations
     from rmtbase.scoring.profile import permutation_profile_null
 
     rng = np.random.default_rng(7)

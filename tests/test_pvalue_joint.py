@@ -158,7 +158,7 @@ def test_an_unsettled_head_grows_the_joint_table_to_the_next_size(tmp_path, monk
 def _table_values(table, d: int, d_h: int) -> tuple[dict, list]:
     """({stat: (1, draws)} of a joint table's draws as heads, the statistics tested): the
     table's draws are the statistics a head gets through the same estimator."""
-    from rmtbase.scoring.layer_null import null_arrays
+    from rmtbase.scoring.nulls.layer_null import null_arrays
     from rmtbase.stats import ELEMENT_STATS, SPECTRAL_STATS, table_name
 
     names = [f"{m}.{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS]

@@ -9,7 +9,7 @@ from rmtbase.baseline.references import summary
 from rmtbase.baseline.spectra import spectral_from_table
 from rmtbase.baseline.tables import baseline, read_table, write_table
 from rmtbase.errors import TableError
-from rmtbase.scoring.layer_null import null_arrays
+from rmtbase.scoring.nulls.layer_null import null_arrays
 from rmtbase.stats import SPECTRAL_STATS
 from rmtbase.stats.spectral import spectral_stats
 

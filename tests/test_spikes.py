@@ -34,7 +34,7 @@ def test_step_down_stops_at_the_first_miss():
 def _null_xmax(n=4000):
     from rmtbase.baseline.cache import null_table
     from rmtbase.decision.scale import normalise
-    from rmtbase.scoring.layer_null import null_arrays as _null_arrays
+    from rmtbase.scoring.nulls.layer_null import null_arrays as _null_arrays
 
     t = _null_arrays(null_table(D, DH, stats="spectral", min_draws=n, progress=False),
                      ["qk.lambda_max"], D, DH)

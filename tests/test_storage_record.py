@@ -125,7 +125,7 @@ expected values are those of the string code before the record (git show 4d0843f
 
     from rmtbase.errors import InputError
     from rmtbase.models.types import LayerHeads
-    from rmtbase.scoring.layer_null import layer_null, layer_quantisation
+    from rmtbase.scoring.nulls.layer_null import layer_null, layer_quantisation
     from rmtbase.stats.precision import round_trip
     from rmtbase.stats.storage import MixedStorage, quantisation_record, storage_record
 

@@ -100,7 +100,7 @@ def test_the_record_is_a_storage_everywhere(int8_row):
     # a layer of a width no 32-entry block divides (72) is detected too: scoring asks the
     # record's detector at any width (it returned None there before, issue 58 item 3)
     from rmtbase.models.types import LayerHeads
-    from rmtbase.scoring.layer_null import layer_quantisation
+    from rmtbase.scoring.nulls.layer_null import layer_quantisation
 
     w72 = np.asarray(round_trip(jnp.asarray(rng.normal(0, 0.02, (2, 8, 72)).astype(np.float32)),
                                 NAME))

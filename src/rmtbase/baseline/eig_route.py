@@ -2,7 +2,7 @@
 
 :func:`eig_method` chooses per cell (d, d_h), dtype and backend between the SVD and the
 symmetric routes; :func:`eigh_accurate` is its accuracy rule (d_h·eps·κ ≤
-:data:`EIGH_MAX_REL_ERROR`), also applied per draw by :mod:`rmtbase.scoring.permutation`."""
+:data:`EIGH_MAX_REL_ERROR`), also applied per draw by :mod:`rmtbase.scoring.nulls.permutation`."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def verify_table(ds, entry: dict, path) -> None:
 def _may_be_undefined(var: str, storage) -> bool:
     """Whether ``var`` may hold no finite draw: the Weibull fits of a block-quantised storage (exact
     zeros among the fitted ranks), left out when scoring
-    (:func:`rmtbase.scoring.null_checks.undefined_under_null`)."""
+    (:func:`rmtbase.scoring.nulls.checks.undefined_under_null`)."""
     return "weibull" in str(var) and not storage.is_float
 
 

@@ -112,7 +112,7 @@ def checked(args: argparse.Namespace) -> Plan:
     null = args.null = Null.parse(args.null)  # once: the checks below read the value, and
     #  args.null is the value from here on (composition takes it too)
     if null.needs_element_draws(args.stats):
-        from ..scoring.null_checks import check_element_draws
+        from ..scoring.nulls.checks import check_element_draws
 
         check_element_draws(null, args.stats, args.element_draws, "--element-draws")
     _check_sort_by(args)

@@ -53,7 +53,7 @@ def several(args, plan: Plan, show) -> Scored:
     from ..models import model_info
     from ..report.collection_report import entry_lines
     from ..scoring.entries import entries_dir
-    from ..scoring.null_checks import check_null_size
+    from ..scoring.nulls.checks import check_null_size
     from ..scoring.trajectory import score_collection
 
     check_null_size(model_info(plan.models[0], revision=plan.revision), args.stats, None,

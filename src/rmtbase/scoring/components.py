@@ -27,7 +27,7 @@ from ..decision.verdict import score_values
 from ..errors import InputError, check_draws, with_keywords
 from ..stats.names import QUANTIZED_NULL
 from .component_cells import _Cell, _read
-from .null_checks import undefined_under_null
+from .nulls.checks import undefined_under_null
 from .settings import ComponentSettings
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",

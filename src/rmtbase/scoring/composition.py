@@ -258,7 +258,7 @@ def composition(model, *, settings: CompositionSettings | None = None, fold_ln: 
     keywords, replacing the record's. A null without a composition null is refused.
     ``fold_ln``: scale W_Q, W_K, W_V of layer l by ``ln_gains[l]`` (d,), required then.
     ``progress``: a bar over the layers."""
-    from .null_checks import check_null_storage
+    from .nulls.checks import check_null_storage
 
     s = with_keywords(CompositionSettings, settings, options, "composition")
     seed, alpha, draws = _checked(s.seed, s.alpha, s.draws, fold_ln, ln_gains)

@@ -141,7 +141,7 @@ def delta_label(finetuned, base) -> str:
 
 def _check_delta_options(info, options: dict) -> None:
     """score_heads' option checks and the null's memory check, up front (one line)."""
-    from .null_checks import check_null_size
+    from .nulls.checks import check_null_size
     from .score import _check_options, _stat_kind
 
     _, null = _check_options(options.get("alpha", 0.05), options.get("draws"), "gaussian",

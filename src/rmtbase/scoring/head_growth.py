@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .permutation import CHUNK, permutation_null
+from .nulls.permutation import CHUNK, permutation_null
 
 #: Each step multiplies an open head's draws by this; a head stops at :data:`MAX_FACTOR`.
 GROWTH, MAX_FACTOR = 3, 9
@@ -24,7 +24,7 @@ LOOKS = 1 + round(math.log(MAX_FACTOR, GROWTH))
 
 def can_grow(ref) -> bool:
     """A per-head reference whose draws the caller did not fix (first draws a multiple of
-    :data:`~rmtbase.scoring.permutation.CHUNK`, so the stream continues exactly)."""
+    :data:`~rmtbase.scoring.nulls.permutation.CHUNK`, so the stream continues exactly)."""
     return bool(getattr(ref, "fixed", True) is False and ref.draws % CHUNK == 0)
 
 

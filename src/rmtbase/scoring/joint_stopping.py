@@ -100,7 +100,7 @@ def grow(ref, n: int) -> int:
     to ``n`` draws, keeping its statistics: a stored table of ≥ n draws serves truncated, else
     the draws held continue (:mod:`rmtbase.baseline.table_growth`); returns the draws got."""
     from ..baseline.cache import null_table
-    from .layer_null import null_arrays
+    from .nulls.layer_null import null_arrays
 
     c = ref.cells
     names = [k for k in ref.joint if k not in ("q.rms", "k.rms")]

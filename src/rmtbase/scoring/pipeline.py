@@ -19,12 +19,12 @@ from ..errors import InputError, ModelError
 from ..stats.storage import storage_record
 from ..stats.unaligned import symmetry_unaligned
 from .description import by_layers, describe, model_label, null_description
-from .layer_null import has_lambda_max, layer_null, layer_quantisation
 from .measures.layer_stats import RawUnits, layer_stats, safe_factors
 from .measures.qk_histogram import add_qk_hist
 from .measures.spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
 from .measures.verdict import Decision
-from .null_checks import report_undefined
+from .nulls.checks import report_undefined
+from .nulls.layer_null import has_lambda_max, layer_null, layer_quantisation
 from .profile import add_profile, factor_profile, null_storage
 from .read_ahead import read_ahead
 from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart

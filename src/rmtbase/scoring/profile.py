@@ -55,11 +55,11 @@ def _perm_profile_fn(d_h: int, d: int):
 
 def permutation_profile_null(wq, wk, draws: int, seed: int = 0) -> dict[str, np.ndarray]:
     """``{axis: (..., draws)}`` permutation null of :data:`FACTOR_AXES` for ``wq, wk`` (..., d_h,
-    d), the permutations of :func:`rmtbase.scoring.permutation.permutations`, heads in bounded
+    d), the permutations of :func:`rmtbase.scoring.nulls.permutation.permutations`, heads in bounded
     blocks."""
     import jax.numpy as jnp
 
-    from .permutation import CHUNK, permutations
+    from .nulls.permutation import CHUNK, permutations
 
     wq = np.asarray(wq, dtype=np.float32)
     wk = np.asarray(wk, dtype=np.float32)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..decision.verdict import NOT_TESTED
-from .layer_null import baseline_attrs, is_spectral, null_arrays
-from .null_checks import undefined_under_null
+from .nulls.checks import undefined_under_null
+from .nulls.layer_null import baseline_attrs, is_spectral, null_arrays
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Cells:
 
     def permutation_reference(self, null, *, draws, seed, progress) -> PermutationReference:
         """Each head against its own entries shuffled (``null`` a per-head null)."""
-        from .permutation import permutation_draws
+        from .nulls.permutation import permutation_draws
 
         n_el = self.element_draws if self.kind != "spectral" else 0
         joint = permutation_draws(self.factors, draws or 1000, n_el, seed, self.kind, progress)

@@ -21,13 +21,13 @@ from ..errors import InputError, ModelError, with_keywords
 from ..stats.names import QUANTIZED_NULL
 from ..stats.null_protocol import Null
 from .description import default_label, null_description
-from .layer_null import is_spectral
 from .measures.spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: tests/test_cache.py
     SPECTRUM_QUANTILES,
     _drawn_spectrum_band,
     null_spectrum_band,
 )
-from .null_checks import check_element_draws, check_null_size, check_null_storage
+from .nulls.checks import check_element_draws, check_null_size, check_null_storage
+from .nulls.layer_null import is_spectral
 from .pipeline import Options, score
 from .reference import NullStart
 from .settings import ScoreSettings

@@ -1,5 +1,5 @@
 """The permutation null (:class:`PermutationNull`, a :class:`rmtbase.stats.null_protocol.Null`):
-each head against its own entries shuffled (:mod:`rmtbase.scoring.permutation`), W_QK element
+each head against its own entries shuffled (:mod:`rmtbase.scoring.nulls.permutation`), W_QK element
 statistics from ``element_draws`` permutations. It tests structure beyond the entry law (W_Q/W_K
 element statistics left out). Registered as ``"permutation"``."""
 
@@ -14,7 +14,7 @@ from .storage import Storage
 
 @dataclass(frozen=True)
 class PermutationNull(Null):
-    """Each head's own entries shuffled (:mod:`rmtbase.scoring.permutation`)."""
+    """Each head's own entries shuffled (:mod:`rmtbase.scoring.nulls.permutation`)."""
 
     name: ClassVar[str] = "permutation"
     tests_entry_law: ClassVar[bool] = False

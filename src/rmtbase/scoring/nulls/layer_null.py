@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import TableError
-from ..stats.storage import one_quantisation
-from .description import layer_range
+from ...errors import TableError
+from ...stats.storage import one_quantisation
+from ..description import layer_range
 
 
 def is_spectral(name: str) -> bool:
-    from ..stats import SPECTRAL_STATS
+    from ...stats import SPECTRAL_STATS
 
     return name.startswith("qk.") and name.split(".", 1)[1] in SPECTRAL_STATS
 
@@ -24,8 +24,8 @@ def null_arrays(table: xr.Dataset, names, d: int, d_h: int) -> dict:
     """{stat: 1-d numpy draws} from a σ = 1 baseline table (cell (d, d_h) if gridded); a
     spectral statistic the table lacks is computed from its stored spectrum
     (:func:`rmtbase.baseline.spectra.spectral_from_table`)."""
-    from ..baseline.spectra import spectral_from_table
-    from ..stats import table_name
+    from ...baseline.spectra import spectral_from_table
+    from ...stats import table_name
 
     sel = {k: v for k, v in (("d", d), ("d_h", d_h)) if k in table.dims}
     cell = spectral_from_table(table.sel(sel) if sel else table, names)
@@ -43,8 +43,8 @@ def layer_quantisation(lh, wq, wk, storage, group):
     (:class:`~rmtbase.stats.storage.Storage`, or :class:`~rmtbase.stats.storage.MixedStorage` where
     W_Q and W_K differ): as its GGUF file says, else as detected on W_Q and W_K
     (:func:`rmtbase.stats.detection.detect_record`), else None."""
-    from ..stats.detection import detect_record
-    from ..stats.storage import MixedStorage, quantisation_record
+    from ...stats.detection import detect_record
+    from ...stats.storage import MixedStorage, quantisation_record
 
     said = getattr(lh, "quantisation", None)
     if said:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..stats.null_protocol import Null
-from ..stats.permutation_null import PermutationNull
+from ...errors import InputError
+from ...stats.null_protocol import Null
+from ...stats.permutation_null import PermutationNull
 
 #: Fewest permutations with W_QK element statistics the permutation null can decide on
 #: (:attr:`rmtbase.stats.null_kind.PermutationNull.min_element_draws`).
@@ -44,9 +44,9 @@ def check_null_size(info, kind: str, names, draws, null: Null,
     statistic the run reads."""
     from types import SimpleNamespace
 
-    from ..baseline.limits import check_stored_values
-    from ..baseline.shipped import check_shipped_tables
-    from ..baseline.table_contents import stat_names
+    from ...baseline.limits import check_stored_values
+    from ...baseline.shipped import check_shipped_tables
+    from ...baseline.table_contents import stat_names
 
     n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
     if null.shared_table:

@@ -34,7 +34,7 @@ def _gram_fn(d_h: int, d: int):
     import jax
     import jax.numpy as jnp
 
-    from .._matmul import mm
+    from ..._matmul import mm
 
     def gram(w, p):
         def one(a):
@@ -51,8 +51,8 @@ def _lapack_fns():
     import jax
     import jax.numpy as jnp
 
-    from .._matmul import mm
-    from ..stats.spectral import eigvals_from_cholesky, spectral_stats
+    from ..._matmul import mm
+    from ...stats.spectral import eigvals_from_cholesky, spectral_stats
 
     def tridiagonal(gq, gk):
         lk = jnp.linalg.cholesky(gk)
@@ -78,8 +78,8 @@ def _bisect_fn():
     import jax
     import jax.numpy as jnp
 
-    from ..stats._bisection import tridiagonal_eigvals  # eigh_tridiagonal's bits, rolled loop
-    from ..stats.spectral import spectral_stats
+    from ...stats._bisection import tridiagonal_eigvals  # eigh_tridiagonal's bits, rolled loop
+    from ...stats.spectral import spectral_stats
 
     def f(dd, e):
         shape = dd.shape
@@ -96,7 +96,7 @@ def _element_fn(d_h: int, d: int, trim: float):
     """Element statistics of W_QK for every (head, permutation). No LAPACK."""
     import jax
 
-    from ..stats.elementwise import qk_element_stats
+    from ...stats.elementwise import qk_element_stats
 
     def one(wq, wk, pq, pk):
         return qk_element_stats(wq[pq].reshape(d_h, d), wk[pk].reshape(d_h, d), trim)
@@ -126,8 +126,8 @@ def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads):
     import jax
     import jax.numpy as jnp
 
-    from ..baseline.eig_route import eigh_accurate
-    from ..stats import SPECTRAL_STATS
+    from ...baseline.eig_route import eigh_accurate
+    from ...stats import SPECTRAL_STATS
 
     d_h, d = dims
     n_heads, count = fq.shape[0], pq.shape[0]
@@ -183,7 +183,7 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
 
     import jax.numpy as jnp
 
-    from ..baseline.eig_route import eig_method
+    from ...baseline.eig_route import eig_method
 
     first, stop = _draw_range(draws)
     wq = np.asarray(wq, dtype=np.float32)
@@ -193,7 +193,7 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
     fq = jnp.asarray(wq.reshape(n_l * n_h, n))
     fk = jnp.asarray(wk.reshape(n_l * n_h, n))
     if threads is None:
-        from .measures.qk_elements import scoring_threads
+        from ..measures.qk_elements import scoring_threads
 
         threads = scoring_threads()
     threads = max(1, int(threads))
@@ -217,7 +217,7 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
                     arr[:, :ne] = np.concatenate([np.asarray(x[k]) for x in el])
                     out[f"qk.{k}"] = arr
             elif element_draws:
-                from ..stats import ELEMENT_STATS
+                from ...stats import ELEMENT_STATS
 
                 for k in ELEMENT_STATS:
                     out[f"qk.{k}"] = np.full((n_l * n_h, count), np.nan)
@@ -251,7 +251,7 @@ def permutation_draws(factors, draws, element_draws, seed, kind, progress) -> di
     size = max(1, PERMUTATION_GROUP_BYTES // max(per_layer, 1))
     bar = None
     if progress:
-        from ..progress import progress_bar
+        from ...progress import progress_bar
 
         bar = progress_bar(draws * -(-len(factors) // size), desc="permutation null",
                            unit="perm")
@@ -268,7 +268,7 @@ def permutation_draws(factors, draws, element_draws, seed, kind, progress) -> di
             bar.close()
     out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     if kind == "elementwise":
-        from ..decision.family import group_of
+        from ...decision.family import group_of
 
         out = {k: v for k, v in out.items() if group_of(k) != "spectrum"}
     return out

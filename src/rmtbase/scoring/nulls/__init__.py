@@ -1,0 +1,1 @@
+"""How a layer's null is drawn at its storage, and what is checked about it."""
