@@ -12,9 +12,9 @@ as :mod:`rmtbase.scoring.composition_pairs` and :mod:`rmtbase.scoring.compositio
 them), so that the first n draws are the prefix a sequential rule would have. At each n it
 prints how many pairs are **open** — flagged by Benjamini–Hochberg (as ``composition_flag``,
 ``qk_overlap_flag``) with the lower ends of their p's bracket at N and not with the upper ends,
-the brackets those of :func:`rmtbase.scoring.joint_stopping.p_bounds` as
+the brackets those of :func:`rmtbase.scoring.stopping.joint.p_bounds` as
 :func:`rmtbase.scoring.composition_dataset.p_error` makes them, each at level ε / (pairs ·
-looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`, pairs = the composition's and the
+looks), ε = :data:`~rmtbase.scoring.stopping.rule.STOP_ERROR`, pairs = the composition's and the
 overlap's together — and how many flags read from the n draws differ from those of the
 model's run at N. One null serves every pair of its kind, so a null could stop at n only
 with no pair of its own open. Costs about three nulls' draws plus one composition run.
@@ -39,8 +39,8 @@ from rmtbase.decision.significance import benjamini_hochberg  # noqa: E402
 from rmtbase.decision.tails import MIN_EXCEEDANCES  # noqa: E402
 from rmtbase.ensembles import named_key  # noqa: E402
 from rmtbase.scoring.composition_dataset import tail_p  # noqa: E402
-from rmtbase.scoring.joint_stopping import p_bounds  # noqa: E402
-from rmtbase.scoring.stopping import STOP_ERROR  # noqa: E402
+from rmtbase.scoring.stopping.joint import p_bounds  # noqa: E402
+from rmtbase.scoring.stopping.rule import STOP_ERROR  # noqa: E402
 
 N = 18_000
 ALPHA = 0.05

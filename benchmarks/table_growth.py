@@ -4,7 +4,7 @@ draws held vs. drawing each step from draw 0.
     python benchmarks/table_growth.py [--shape 64x16] [--sizes 1000,6000,18000] [--stats all]
 
 Each mode is a fresh process with an empty ``RMTBASE_CACHE``: ``null_table`` asked for each size
-in turn (what :func:`rmtbase.scoring.joint_stopping.grow` asks), ``null_draws`` counted. In the
+in turn (what :func:`rmtbase.scoring.stopping.joint.grow` asks), ``null_draws`` counted. In the
 ``redraw`` mode :func:`rmtbase.baseline.table_growth.held_table` finds nothing (each step from
 draw 0). Prints the draws computed and the process CPU of each mode and their ratio (a shared
 machine drifts: compare ratios, not seconds). Measured at 64x16, all statistics, 1,000 -> 6,000

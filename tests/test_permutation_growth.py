@@ -1,5 +1,5 @@
 """The permutation null grows its draws only for the heads whose decision is open, continuing
-each head's stream exactly (issue 56 item 3; rmtbase.scoring.head_growth)."""
+each head's stream exactly (issue 56 item 3; rmtbase.scoring.stopping.head_growth)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ def test_grown_heads_hold_the_draws_of_a_longer_run_and_the_others_keep_theirs(m
     independently by permutation_null; the other heads keep their 1,000 draws and read NaN
     beyond; each head's rms is kept at every draw; the calibration draws follow (180 vs 60);
     a step whose arrays would not fit in memory is not taken."""
-    from rmtbase.scoring import head_growth as G
     from rmtbase.scoring.nulls.permutation import permutation_null
     from rmtbase.scoring.reference import Cells
+    from rmtbase.scoring.stopping import head_growth as G
     from rmtbase.stats.null_kind import PermutationNull
 
     rng = np.random.default_rng(10)
@@ -86,9 +86,9 @@ def test_an_open_head_is_grown_only_when_the_draws_are_not_fixed():
     threshold: joint_stopping.p_bounds/unsettled at the rule's level); the default run grows
     it (head_calibration_draws ≥ 3,000) and not the heads far from any threshold (p_S > 0.2 at
     1,000 draws: 1,000 draws), whose statistics p stay as they were."""
-    from rmtbase.scoring import joint_stopping as J
     from rmtbase.scoring.score import score_model
-    from rmtbase.scoring.stopping import STOP_ERROR
+    from rmtbase.scoring.stopping import joint as J
+    from rmtbase.scoring.stopping.rule import STOP_ERROR
 
     model = _llama()
     kw = dict(progress=False, stats="spectral", spectrum_draws=0, null="permutation")

@@ -70,7 +70,7 @@ def test_a_profile_flag_and_p_a_read_one_interval_per_axis(monkeypatch):
     inputs = {c[:4] for c in calls}
     assert len(inputs) == A + 1  # each axis's bracket asked twice with the same inputs
     assert len({c for c in calls}) == A + 1  # ... and the same numbers both times
-    from rmtbase.scoring.stopping import STOP_ERROR
+    from rmtbase.scoring.stopping.rule import STOP_ERROR
 
     assert level == STOP_ERROR / (12 * (A + 2) * 3)
 
@@ -115,7 +115,7 @@ def test_looks_count_the_sizes_where_intervals_are_made():
     item 4 (2,000, 6,000, 18,000 at ε / (heads · (2·axes + 2) · 3)): its sizes are all in the
     schedule and the level is at least its level, so at each of them the open heads are a
     subset of its open heads (narrower intervals; BH monotone)."""
-    from rmtbase.scoring.stopping import STOP_ERROR
+    from rmtbase.scoring.stopping.rule import STOP_ERROR
 
     assert ps.looks_from(ps.SCHEDULE[0]) == len(ps.SCHEDULE) - 1
     assert ps.looks_from(ps.SCHEDULE[1] + 250) == len(ps.SCHEDULE) - 2

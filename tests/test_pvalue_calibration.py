@@ -5,7 +5,7 @@ Untrained heads — W_Q, W_K with i.i.d. N(0, 0.02²) entries, drawn in numpy, f
 at (d, d_h) = (128, 16) (8 heads a layer × 256 layers = 2,048 heads) and (384, 32) (12 × 171 =
 2,052) are scored by :func:`rmtbase.scoring.score.score_heads` (what ``score_model`` calls once
 the weights are read) with the default options — every statistic, the Gaussian null, the
-spectral stopping rule, the joint table grown by :mod:`rmtbase.scoring.joint_stopping`, the
+spectral stopping rule, the joint table grown by :mod:`rmtbase.scoring.stopping.joint`, the
 profile null by :mod:`rmtbase.scoring.profile_stopping` — except ``spectrum_draws=0`` (the
 figure's null band only, no decision reads it) and ``seed`` = :data:`NULL_SEED`, from an empty
 cache (``$RMTBASE_CACHE`` in tmp): every null table is drawn here, none is the shipped seed-0
@@ -18,7 +18,7 @@ omnibus that the Bonferroni rule reads at α/2) each lie within 2 binomial se of
 se = √(level (1 − level) / n), heads as units (every head has its own W_Q, W_K). The null's own
 Monte Carlo error is not in that se: with the joint table at 18,000 draws it adds an sd of
 √(0.025·0.975/18,000) = 0.0012 at α/2 (a third of the binomial se at n 2,048), the size
-:mod:`rmtbase.scoring.joint_stopping` chose so that it is a quarter of a 1,000-head se. The
+:mod:`rmtbase.scoring.stopping.joint` chose so that it is a quarter of a 1,000-head se. The
 test prints n, each rate, its se and z, the rate of p_A ≤ 0.025 and the joint draws used.
 
 Measured (NULL_SEED 7, HEAD_SEED 2026; docs/statistics.md, "Realised size at the defaults"):

@@ -3,10 +3,10 @@
 Every model of a shape is read against the same Gaussian-factor null (seed 0), so that
 sample's realised size — the probability that a fresh null pair gets ``composition_p`` ≤ α —
 is what every user of the shape gets. Over nulls of N draws it has mean ≤ α (add-one) and
-sd √(α(1 − α)/N) (:func:`rmtbase.scoring.joint_stopping.rate_sd`): 0.0049 at α = 0.05 and
+sd √(α(1 − α)/N) (:func:`rmtbase.scoring.stopping.joint.rate_sd`): 0.0049 at α = 0.05 and
 the former default N = 2,000, as large as 0.71 of a 1,000-pair calibration's binomial se
 (0.0069). The default is now sized as the statistics' joint null
-(:func:`~rmtbase.scoring.joint_stopping.needed_draws`: sd ≤ ¼ of that se, N ≥ 16,000):
+(:func:`~rmtbase.scoring.stopping.joint.needed_draws`: sd ≤ ¼ of that se, N ≥ 16,000):
 ``GaussianNull.composition_draws`` = 18,000, sd 0.0016.
 
 A null's realised size is measured here as the fraction of F fresh null draws (other seeds)
@@ -37,7 +37,7 @@ def _size(null_sorted: np.ndarray, fresh: np.ndarray) -> float:
 
 def test_the_default_draws_keep_the_size_error_below_a_quarter_of_a_calibration_se():
     """The default is at least the joint null's size rule (a test that fails if it shrinks)."""
-    from rmtbase.scoring.joint_stopping import needed_draws, rate_sd
+    from rmtbase.scoring.stopping.joint import needed_draws, rate_sd
     from rmtbase.stats.null_kind import GaussianNull
 
     n = GaussianNull.composition_draws
@@ -55,7 +55,7 @@ def test_the_realised_size_at_gpt2_small_shape():
     and 12 (not shipped) 0.0469 and 0.0477, each within 2 se of 0.05, se =
     √(rate_sd(18,000)² + binomial se²) = 0.0020 (z −0.8, −1.6, −1.2; the three share the
     fresh draws). Measured 2026-11-26: 1 passed in 214 s (load ≈ 12 on 2 cores)."""
-    from rmtbase.scoring.joint_stopping import rate_sd
+    from rmtbase.scoring.stopping.joint import rate_sd
     from rmtbase.stats.null_kind import GaussianNull
 
     n_fresh, n = 40_000, GaussianNull.composition_draws
@@ -82,7 +82,7 @@ def test_the_realised_size_spread_over_nulls_is_the_monte_carlo_error():
     0.0024), range 0.0457–0.0537; 28 s."""
     from scipy import stats
 
-    from rmtbase.scoring.joint_stopping import rate_sd
+    from rmtbase.scoring.stopping.joint import rate_sd
     from rmtbase.stats.null_kind import GaussianNull
 
     fresh = _scores(101, 64, 8, 400_000)
@@ -128,7 +128,7 @@ def test_composition_states_its_draws_and_warns_where_permutations_limit_a_flag(
     from transformers import GPT2Config, GPT2LMHeadModel
 
     import rmtbase
-    from rmtbase.scoring.joint_stopping import rate_sd
+    from rmtbase.scoring.stopping.joint import rate_sd
 
     torch.manual_seed(0)
     GPT2LMHeadModel(GPT2Config(n_layer=3, n_head=4, n_embd=64, vocab_size=32,
@@ -191,7 +191,7 @@ def test_the_cached_null_is_the_drawn_one_and_a_bad_file_is_drawn_again(tmp_path
 
 @pytest.mark.parametrize("draws, flagged_open", [(1000, 1), (18_000, 0)])
 def test_heads_read_from_fixed_draws_state_how_many_decisions_are_open(draws, flagged_open):
-    """``head_open_decisions`` (:func:`rmtbase.scoring.joint_growth._state_open`): of 100 heads
+    """``head_open_decisions`` (:func:`rmtbase.scoring.stopping.joint_growth._state_open`): of 100 heads
     read from one reference, 99 at p 0.5 and one with no calibration draw beyond it (count 0,
     p 10⁻⁴, Cauchy-tailed): with 1,000 draws (the permutation null's per-head default) its
     BH flag over 100 heads (needs 2p ≤ 5·10⁻⁴) could differ at 18,000 draws; read from
@@ -200,7 +200,7 @@ def test_heads_read_from_fixed_draws_state_how_many_decisions_are_open(draws, fl
 
     import xarray as xr
 
-    from rmtbase.scoring.joint_growth import _state_open
+    from rmtbase.scoring.stopping.joint_growth import _state_open
 
     p = np.full((1, 100), 0.5)
     method = np.full((1, 100), "empirical", dtype=object)

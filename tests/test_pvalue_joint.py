@@ -1,12 +1,12 @@
 """The statistics' joint null is sized by its own Monte Carlo error and drawn only where a
-decision could change (issue 56 items 1 and 3; rmtbase.scoring.joint_stopping)."""
+decision could change (issue 56 items 1 and 3; rmtbase.scoring.stopping.joint)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rmtbase.scoring import joint_stopping as J
+from rmtbase.scoring.stopping import joint as J
 
 
 def test_the_full_size_keeps_the_rate_error_below_a_quarter_of_the_calibration_se():
@@ -89,7 +89,7 @@ def test_heads_far_beyond_every_calibration_draw_are_settled_at_the_first_table(
     draws drawn for nothing (the same 270 flags)."""
     p = np.geomspace(1e-14, 2e-10, 270)
     meth = np.array(["extrapolated"] * 270, dtype=object)
-    level = 0.01 / (270 * (len(J.SCHEDULE) + 1))  # as rmtbase.scoring.joint_growth asks
+    level = 0.01 / (270 * (len(J.SCHEDULE) + 1))  # as rmtbase.scoring.stopping.joint_growth asks
     lo, hi = J.p_bounds(p, meth, 1000, J.JOINT_DRAWS, level, exceedances=np.zeros(270))
     assert np.all(2 * hi < 0.035) and not J.unsettled(lo, hi, 0.05).any()
     lo, hi = J.p_bounds(p, meth, 1000, J.JOINT_DRAWS, level)

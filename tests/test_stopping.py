@@ -1,4 +1,4 @@
-"""The stopping rule of the spectral null's extension (rmtbase.scoring.stopping): settled heads
+"""The stopping rule of the spectral null's extension (rmtbase.scoring.stopping.rule): settled heads
 stop the drawing at the first table with the flags of the long extension; an open decision
 extends; the error is stated."""
 
@@ -9,7 +9,7 @@ import pytest
 from _checkpoints import trajectory
 from scipy import stats as st
 
-from rmtbase.scoring.stopping import STOP_ERROR, looks, p_interval, unsettled
+from rmtbase.scoring.stopping.rule import STOP_ERROR, looks, p_interval, unsettled
 from rmtbase.scoring.stopping_text import open_reasons, tail_counts
 
 KW = dict(stats="spectral", progress=False, spectrum_draws=0)

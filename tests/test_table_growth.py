@@ -2,7 +2,7 @@
 
 Issue 70 item 6: "a read-only cache ... keeps the growing null in memory (each growth step
 continues the last)". The joint null table of a score grows through
-rmtbase.scoring.joint_stopping.SCHEDULE; before, each step drew its table from draw 0 (1,000 +
+rmtbase.scoring.stopping.joint.SCHEDULE; before, each step drew its table from draw 0 (1,000 +
 6,000 + 18,000 draws computed for 18,000), with a writable cache and a read-only one alike. Each
 test counts the draws actually computed (a spy on rmtbase.baseline.null.null_draws) and checks
 the grown table against a fresh one of the same size, exactly: draw i depends on (seed, d, d_h,
@@ -161,7 +161,7 @@ def test_an_unwritable_cache_keeps_one_table_per_request(unwritable, monkeypatch
 @pytest.mark.parametrize("cache", ["writable", "unwritable"])
 def test_a_score_grows_its_joint_table_without_redrawing(cache, drawn, tmp_path, monkeypatch,
                                                          request):
-    """The score's growth rule (rmtbase.scoring.joint_growth.grow_joint) with the schedule
+    """The score's growth rule (rmtbase.scoring.stopping.joint_growth.grow_joint) with the schedule
     shrunk (1,250, 2,000; the first table has 1,000) and every head declared unsettled: the
     joint table's draws computed are 2,000 (before: 1,000 + 1,250 + 2,000 = 4,250), with a
     writable cache and an unwritable one alike, and the heads' p are exactly those of the same
@@ -171,8 +171,8 @@ def test_a_score_grows_its_joint_table_without_redrawing(cache, drawn, tmp_path,
 
     from rmtbase.baseline import table_growth
     from rmtbase.files.user_cache import forget
-    from rmtbase.scoring import joint_stopping as J
     from rmtbase.scoring.score import score_model
+    from rmtbase.scoring.stopping import joint as J
 
     if cache == "unwritable":
         request.getfixturevalue("unwritable")

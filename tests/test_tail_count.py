@@ -1,4 +1,4 @@
-"""The tail-count claim of the profile null's stopping rule (rmtbase.scoring.tail_count, issue
+"""The tail-count claim of the profile null's stopping rule (rmtbase.scoring.stopping.tail_count, issue
 59 item 4): its exact interval error against a simulation and against the hypergeometric form,
 where it applies, and a simulated coverage at the worst tail probability."""
 
@@ -9,9 +9,9 @@ import pytest
 from scipy import stats
 
 from rmtbase.decision.tails import MIN_EXCEEDANCES
-from rmtbase.scoring import tail_count as tc
-from rmtbase.scoring.joint_stopping import count_bounds
-from rmtbase.scoring.stopping import STOP_ERROR
+from rmtbase.scoring.stopping import tail_count as tc
+from rmtbase.scoring.stopping.joint import count_bounds
+from rmtbase.scoring.stopping.rule import STOP_ERROR
 
 N = 18_000
 #: a side's level on the Gemma-3-shaped folder: 72 heads, 4 axes + 2, 5 looks, halved

@@ -76,7 +76,7 @@ def test_planted_heads_are_flagged_and_nothing_else(user_cache):
         total_false += v
         for li, hi in PLANTED:
             assert float(ds["head_p_value"].values[li, hi]) < 1e-5
-        # drawn only while some head's flag could change (rmtbase.scoring.stopping)
+        # drawn only while some head's flag could change (rmtbase.scoring.stopping.rule)
         assert ds.attrs["stop_rule"] == "decision" and ds.attrs["spectral_null_draws"] >= 4000
     assert total_false <= 1
 

@@ -50,7 +50,7 @@ def calibrated_p(t_heads, t_null) -> tuple[np.ndarray, np.ndarray]:
 
 def calibrated(t_heads, t_null) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`calibrated_p`'s ``(p, method)`` and per head the count of finite null statistics at or
-    beyond its own (−1 where not finite), which :func:`rmtbase.scoring.joint_stopping.p_bounds`
+    beyond its own (−1 where not finite), which :func:`rmtbase.scoring.stopping.joint.p_bounds`
     reads."""
     tn = np.sort(np.asarray(t_null, dtype=np.float64).ravel())
     tn = tn[np.isfinite(tn)]

@@ -238,7 +238,7 @@ def _more_attrs(ds, got, null, info, draws: int, alpha: float) -> None:
     if info.source == "transformer_lens":  # which weights: as the model holds them
         ds.attrs["transformer_lens"] = info.model_class
     if got.drawn is not None:  # the Gaussian null, drawn as far as the flags need
-        from .stopping import STOP_ERROR
+        from .stopping.rule import STOP_ERROR
 
         ds.attrs.update(composition_draws_cap=draws, stop_rule="decision",
                         stop_error=STOP_ERROR)

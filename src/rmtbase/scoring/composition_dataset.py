@@ -89,10 +89,10 @@ def p_error(p, pt, draws: int, alpha: float, tail: bool):
 
     ``se`` = √(p(1 − p)/N), the binomial se of the add-one ``p`` (Davison & Hinkley 1997 §4.2).
     ``open``: pairs whose BH flag at ``alpha`` (over ``pt``) could differ at :data:`OPEN_FACTOR` × N
-    draws (:func:`rmtbase.scoring.joint_stopping.p_bounds` at level ε/m, ε = ``STOP_ERROR``)."""
+    draws (:func:`rmtbase.scoring.stopping.joint.p_bounds` at level ε/m, ε = ``STOP_ERROR``)."""
     from ..decision.tails import MIN_EXCEEDANCES
-    from .joint_stopping import p_bounds
-    from .stopping import STOP_ERROR
+    from .stopping.joint import p_bounds
+    from .stopping.rule import STOP_ERROR
 
     p = np.asarray(p, np.float64)
     pt = np.asarray(pt, np.float64)
@@ -112,8 +112,8 @@ def p_error(p, pt, draws: int, alpha: float, tail: bool):
 
 def _add_error(ds, dims, error, draws: int, alpha: float) -> None:
     """``composition_p_se``, a ``draws`` attr on the p variables, attrs ``composition_size_sd``
-    (:func:`~rmtbase.scoring.joint_stopping.rate_sd` at α) and ``composition_open_pairs``."""
-    from .joint_stopping import rate_sd
+    (:func:`~rmtbase.scoring.stopping.joint.rate_sd` at α) and ``composition_open_pairs``."""
+    from .stopping.joint import rate_sd
 
     se, open_ = error
     ds["composition_p_se"] = xr.DataArray(se.astype(np.float32), dims=dims, attrs={

@@ -6,7 +6,7 @@
 **open** when its flag could differ at N (tail p bracketed by
 :func:`~rmtbase.scoring.profile_stopping.tail_p_bounds`; BH flags at the lower ends, not the
 upper). No open pair: stop. Intervals at level ε / (m · looks), ε =
-:data:`~rmtbase.scoring.stopping.STOP_ERROR`, so with probability ≥ 1 − ε every flag equals N
+:data:`~rmtbase.scoring.stopping.rule.STOP_ERROR`, so with probability ≥ 1 − ε every flag equals N
 draws'. p, q, effect and se carry n draws' error.
 """
 
@@ -74,7 +74,7 @@ def settle(values: dict, draw, draws: int, *, alpha: float, error: float | None 
     """({table: sorted null}, {table: n}): each table drawn by :func:`schedule` until no value is
     open. ``values``: {table: values}; ``draw(table, n, previous)`` continues ``previous``;
     ``on_grow(table, n)`` is told before a table grows."""
-    from .stopping import STOP_ERROR
+    from .stopping.rule import STOP_ERROR
 
     sizes = schedule(draws)
     m = sum(int(np.isfinite(np.asarray(v, np.float64)).sum()) for v in values.values())

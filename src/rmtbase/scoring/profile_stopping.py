@@ -5,7 +5,7 @@ A score draws the :data:`SCHEDULE` sizes up to N =
 at the first where no decision (``profile_flag``, ``head_flag``, ``symmetry_unaligned_flag``)
 could differ from N's (:func:`open_heads`): each p is bracketed by :func:`count_bounds`
 (Clopper–Pearson from n, then the binomial range of the N − n to come; P_MIN below where fewer
-than 10 may lie beyond, unless :mod:`rmtbase.scoring.tail_count` holds); decisions are monotone
+than 10 may lie beyond, unless :mod:`rmtbase.scoring.stopping.tail_count` holds); decisions are monotone
 in p. Error: axes + 2 intervals per head and look, each at level ε / (heads · (axes + 2) ·
 looks) (:func:`interval_level`), so P(some decision differs from N's) ≤ ε (union bound). p_A's
 calibration is read at n draws; effects, bands, p, q are n draws'.
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .factor_axes import PROFILE_DRAWS
-from .joint_stopping import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
+from .stopping.joint import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
 
 #: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``), each size the
 #: continuation of the last. 5,000 is the last size at which :mod:`.tail_count`'s claim can
@@ -29,9 +29,9 @@ SCHEDULE = (2_000, 4_000, 5_000, 6_000, 10_000, PROFILE_DRAWS)
 def _side_bounds(k, n, n_final, level):
     """(lo, hi) of one side's add-one p at n_final given k of n (P_MIN below where the tail
     model may extrapolate at n_final: fewer than MIN_EXCEEDANCES, the count's interval
-    :func:`rmtbase.scoring.tail_count.count_interval`)."""
+    :func:`rmtbase.scoring.stopping.tail_count.count_interval`)."""
     from ..decision.tails import MIN_EXCEEDANCES, P_MIN
-    from .tail_count import count_interval
+    from .stopping.tail_count import count_interval
 
     lo, hi = count_interval(k, n, n_final, level)
     p_lo = np.where(lo < MIN_EXCEEDANCES, P_MIN, (1 + lo) / (1 + n_final))
@@ -105,7 +105,7 @@ def interval_level(n_heads: int, n_axes: int, unaligned: bool, n_looks: int,
     """Level of each interval at one look (module docstring, "Error"): ε / (heads · (axes + 1
     + unaligned) · looks) — one interval per head and axis (the profile flag's and p_A's are
     the same event), one for p_A's calibration count, one for ``symmetry_unaligned``."""
-    from .stopping import STOP_ERROR
+    from .stopping.rule import STOP_ERROR
 
     eps = STOP_ERROR if error is None else float(error)
     return eps / (max(1, int(n_heads)) * (int(n_axes) + 1 + bool(unaligned))

@@ -5,9 +5,9 @@ the null chooses (:meth:`rmtbase.stats.null_kind.Null.reference`):
 
 - :class:`TableReference`: the Gaussian null at one storage for layers ``rows``: its table
   (:func:`rmtbase.baseline.cache.null_table`), joint draws and a spectral reference grown by
-  :meth:`~TableReference.extend` (:mod:`rmtbase.scoring.stopping`).
+  :meth:`~TableReference.extend` (:mod:`rmtbase.scoring.stopping.rule`).
 - :class:`PermutationReference`: each head's entries shuffled, grown per open head
-  (:mod:`rmtbase.scoring.head_growth`).
+  (:mod:`rmtbase.scoring.stopping.head_growth`).
 
 A reference states its profile null (:meth:`Reference.profile_null`) and spectrum band."""
 
@@ -228,7 +228,7 @@ class PermutationReference(Reference):
         super().__init__(null, cells, joint)
         self.draws, self.element_draws, self.seed = draws, element_draws, seed
         #: draws given by the caller: never grown; else each head's draws are multiplied
-        #: while its decision is open (:mod:`rmtbase.scoring.head_growth`), ``factor`` per head
+        #: while its decision is open (:mod:`rmtbase.scoring.stopping.head_growth`), ``factor`` per head
         self.fixed, self.factor = bool(fixed), None
 
     def profile_null(self):

@@ -7,7 +7,7 @@ relative-position-0 form) from :func:`rmtbase.stats.head_stats`, tested by
 - ``"gaussian"``: i.i.d. N(0, σ²) W_Q, W_K at the head's (d, d_h, σ_Q, σ_K), stored like each
   layer (precision, block quantisation per ``quantized_null``), one table per storage;
   statistics undefined or unmatched under some layer's null are left out for every head; the
-  spectral reference grows while a flag could change (:mod:`rmtbase.scoring.stopping`).
+  spectral reference grows while a flag could change (:mod:`rmtbase.scoring.stopping.rule`).
 - ``"permutation"``: each head against its own shuffled entries; W_Q/W_K element statistics
   are left out."""
 

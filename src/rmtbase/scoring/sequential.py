@@ -3,18 +3,18 @@
 :func:`decide` tests every head against its layers' references
 (:func:`rmtbase.decision.verdict.score_values_by_layer`; statistics undefined under some
 reference are left out for all heads), extends spectral draws (rule
-:mod:`rmtbase.scoring.stopping`), then grows the joint table (:mod:`rmtbase.scoring.joint_growth`).
+:mod:`rmtbase.scoring.stopping.rule`), then grows the joint table (:mod:`rmtbase.scoring.stopping.joint_growth`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .joint_growth import grow_joint
 from .measures.verdict import Decision, verdict
 from .reference import spectral_names
 from .spectral_extension import extend_spectral
-from .stopping import MAX_DRAWS, STOP_ERROR, looks
+from .stopping.joint_growth import grow_joint
+from .stopping.rule import MAX_DRAWS, STOP_ERROR, looks
 from .stopping_text import stopping_note
 
 

@@ -1,5 +1,5 @@
 """The spectral reference grown ×5 in one look (:func:`extend_spectral`): while some head is
-unsettled (:func:`rmtbase.scoring.stopping.unsettled`), or with ``max_draws`` up to it where a
+unsettled (:func:`rmtbase.scoring.stopping.rule.unsettled`), or with ``max_draws`` up to it where a
 head near a flag lies beyond all but 10 draws (Besag & Clifford 1991)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 from ..decision.scale import normalise
 from ..decision.tails import TailModel
 from .measures.verdict import Decision, reference_groups
-from .stopping import GROWTH, unsettled
+from .stopping.rule import GROWTH, unsettled
 
 
 def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:

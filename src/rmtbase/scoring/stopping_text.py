@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .stopping import STOP_ERROR
+from .stopping.rule import STOP_ERROR
 
 
 def tail_counts(groups, values, names) -> tuple[dict, np.ndarray]:
@@ -53,8 +53,8 @@ def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
 def not_covered() -> str:
     """What the stopping error does not cover: the fixed-size draws that also
     enter a decision, each with its own Monte Carlo error."""
-    from .joint_stopping import JOINT_DRAWS
     from .profile_stopping import SCHEDULE
+    from .stopping.joint import JOINT_DRAWS
 
     sd = np.sqrt(0.05 * 0.95 / SCHEDULE[-1])
     sizes = ", ".join(map(str, SCHEDULE[:-1]))
@@ -62,7 +62,7 @@ def not_covered() -> str:
             "that also enter a decision: the element-statistic table and the omnibus "
             f"calibration on it (grown towards {JOINT_DRAWS} draws while a head's decision on "
             "its statistics p could change, with its own stated error: "
-            "rmtbase.scoring.joint_stopping; head_calibration_draws says how many each head "
+            "rmtbase.scoring.stopping.joint; head_calibration_draws says how many each head "
             f"used), and the profile null of the factor axes ({sizes} or {SCHEDULE[-1]} "
             f"draws a shape, more only while a decision could differ from its value on all "
             f"{SCHEDULE[-1]}, with its own stated error: rmtbase.scoring.profile_stopping; "

@@ -33,7 +33,7 @@ class GaussianNull(Null):
     #: default draws of the Gaussian-factor composition null (exact law, reduced sampler),
     #: sized by its own error as the statistics' joint null (the realised size of p <= 0.05,
     #: shared by every model of a shape, has sd sqrt(0.05 * 0.95 / N), at most a quarter of a
-    #: 1,000-pair binomial se from N >= 16,000; rmtbase.scoring.joint_stopping.needed_draws).
+    #: 1,000-pair binomial se from N >= 16,000; rmtbase.scoring.stopping.joint.needed_draws).
     composition_draws: ClassVar[int] = 18_000
     #: the ensemble its draws come from (:mod:`rmtbase.ensembles`): W_Q, W_K i.i.d. Gaussian
     #: factors of shape (d_h, d), so W_QK has rank d_h ("lowrank", not the full-rank d x d

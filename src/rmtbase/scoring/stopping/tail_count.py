@@ -2,7 +2,7 @@
 :data:`~rmtbase.decision.tails.MIN_EXCEEDANCES` where the exact error stays within level.
 
 p at N is (1 + T)/(1 + N) for T ≥ 10, else a GPD estimate.
-:func:`~rmtbase.scoring.joint_stopping.count_bounds` brackets T from the first n's count K by
+:func:`~rmtbase.scoring.stopping.joint.count_bounds` brackets T from the first n's count K by
 [lo(K), hi(K)]; the claim takes max(lo(K), 10) for K ≥ k₀.
 With K ~ Binom(n, q), R = T − K ~ Binom(N − n, q) independent, the exact error is
 
@@ -20,8 +20,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats as _st
 
-from ..decision.tails import MIN_EXCEEDANCES
-from .joint_stopping import count_bounds
+from ...decision.tails import MIN_EXCEEDANCES
+from .joint import count_bounds
 
 #: Points of the log grid of q on which the claim's interval error is computed.
 _GRID = 300
@@ -33,7 +33,7 @@ _NEGLIGIBLE = 1e-12
 
 def count_interval(k, n: int, n_final: int, level: float):
     """(lo, hi) of a tail count at ``n_final`` draws given ``k`` of the first ``n``:
-    :func:`~rmtbase.scoring.joint_stopping.count_bounds` at ``level``, its lower end raised to
+    :func:`~rmtbase.scoring.stopping.joint.count_bounds` at ``level``, its lower end raised to
     MIN_EXCEEDANCES where k ≥ :func:`claim_start` (module docstring)."""
     k = np.asarray(k, dtype=np.float64)
     lo, hi = count_bounds(k, k, n, n_final, level)

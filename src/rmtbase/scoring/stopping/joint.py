@@ -7,7 +7,7 @@ a quarter of a 1,000-head calibration's se). Sizes of :data:`SCHEDULE` are drawn
 in each) while some head is :func:`unsettled`: p_S from a count k of n, (1 + k)/(1 + n) or the
 Cauchy tail, is bracketed by :func:`count_bounds` (Clopper–Pearson, then the binomial range of the
 draws to come); unsettled = BH over min(1, 2p) flags at p_lo but not p_hi. Level ε / (heads ·
-looks), ε = :data:`~rmtbase.scoring.stopping.STOP_ERROR`; element p and p_A are not covered.
+looks), ε = :data:`~rmtbase.scoring.stopping.rule.STOP_ERROR`; element p and p_A are not covered.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as _st
 
-from ..decision.significance import benjamini_hochberg
-from ..decision.tails import MIN_EXCEEDANCES, P_MIN
+from ...decision.significance import benjamini_hochberg
+from ...decision.tails import MIN_EXCEEDANCES, P_MIN
 
 #: The joint null's full size (module docstring).
 JOINT_DRAWS = 18_000
@@ -99,8 +99,8 @@ def grow(ref, n: int) -> int:
     """Grow the joint table of ``ref`` (a :class:`~rmtbase.scoring.reference.TableReference`)
     to ``n`` draws, keeping its statistics: a stored table of ≥ n draws serves truncated, else
     the draws held continue (:mod:`rmtbase.baseline.table_growth`); returns the draws got."""
-    from ..baseline.cache import null_table
-    from .nulls.layer_null import null_arrays
+    from ...baseline.cache import null_table
+    from ..nulls.layer_null import null_arrays
 
     c = ref.cells
     names = [k for k in ref.joint if k not in ("q.rms", "k.rms")]

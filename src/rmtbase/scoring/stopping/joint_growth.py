@@ -1,6 +1,6 @@
-"""The joint table grown through :data:`~rmtbase.scoring.joint_stopping.SCHEDULE` while a head's
-statistics decision could differ at :data:`~rmtbase.scoring.joint_stopping.JOINT_DRAWS`, and a
-per-head null's open heads (:mod:`rmtbase.scoring.head_growth`); sets
+"""The joint table grown through :data:`~rmtbase.scoring.stopping.joint.SCHEDULE` while a head's
+statistics decision could differ at :data:`~rmtbase.scoring.stopping.joint.JOINT_DRAWS`, and a
+per-head null's open heads (:mod:`rmtbase.scoring.stopping.head_growth`); sets
 ``head_calibration_draws`` and ``head_open_decisions``.
 """
 
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..decision.family import in_family
-from .measures.verdict import Decision, verdict
-from .stopping import STOP_ERROR
+from ...decision.family import in_family
+from ..measures.verdict import Decision, verdict
+from .rule import STOP_ERROR
 
 
 def _calibration_draws(g, how: Decision, grow: bool = False):
     """The draws behind each head's statistics p in ``g``: an int for a shared table, per head
-    ``(layer, head)`` for a per-head null (:func:`rmtbase.scoring.head_growth.calibration_draws`);
+    ``(layer, head)`` for a per-head null (:func:`rmtbase.scoring.stopping.head_growth.calibration_draws`);
     with ``grow``, a growing per-head null's largest (else None)."""
     from . import head_growth as G
 
@@ -29,9 +29,9 @@ def _calibration_draws(g, how: Decision, grow: bool = False):
 
 def _joint_bounds(refs, ds, n_looks: int, how: Decision, grow: bool = False):
     """(p_lo, p_hi) of every head's statistics p at the joint null's full size
-    (:func:`rmtbase.scoring.joint_stopping.p_bounds`), each head from its own draws; with
+    (:func:`rmtbase.scoring.stopping.joint.p_bounds`), each head from its own draws; with
     ``grow``, a growing per-head null's heads at its largest size instead."""
-    from .joint_stopping import JOINT_DRAWS, p_bounds
+    from .joint import JOINT_DRAWS, p_bounds
 
     p = ds["head_p_value"].transpose("layer", "head").values.astype(np.float64)
     meth = ds["head_p_method"].transpose("layer", "head").values.astype(object)
@@ -53,11 +53,11 @@ def _joint_bounds(refs, ds, n_looks: int, how: Decision, grow: bool = False):
 
 
 def _grow_heads(refs, values, ds, how: Decision):
-    """Grow a per-head null (:mod:`rmtbase.scoring.head_growth`) for the heads whose decision
+    """Grow a per-head null (:mod:`rmtbase.scoring.stopping.head_growth`) for the heads whose decision
     could differ at its largest size, then decide again; returns the last verdict."""
-    from ..progress import message
+    from ...progress import message
     from . import head_growth as G
-    from .joint_stopping import unsettled
+    from .joint import unsettled
 
     growing = [g for g in refs if G.can_grow(g)]
     while how.max_draws is None and growing and "head_p_value" in ds:
@@ -85,11 +85,11 @@ def _grow_heads(refs, values, ds, how: Decision):
 
 def _state_open(refs, ds, how: Decision) -> None:
     """attrs ``head_open_decisions``: heads read from fewer draws than the joint null's full size
-    whose decision could differ there (:func:`rmtbase.scoring.joint_stopping.unsettled`) —
+    whose decision could differ there (:func:`rmtbase.scoring.stopping.joint.unsettled`) —
     fixed by the caller (``draws``, ``max_draws``) or per head (the permutation null) — said
     on stderr too (the error stated where it could move a decision)."""
-    from ..progress import message
-    from .joint_stopping import JOINT_DRAWS, unsettled
+    from ...progress import message
+    from .joint import JOINT_DRAWS, unsettled
 
     if "head_p_value" not in ds or "head_p_exceedances" not in ds:
         return
@@ -106,11 +106,11 @@ def _state_open(refs, ds, how: Decision) -> None:
 
 
 def grow_joint(refs, values, ds, how: Decision):
-    """Grow the joint tables (:mod:`rmtbase.scoring.joint_stopping`) while some head's
+    """Grow the joint tables (:mod:`rmtbase.scoring.stopping.joint`) while some head's
     decision could differ at their full size; returns the verdict on the draws used, with
     ``head_calibration_draws`` (the joint draws behind each head's statistics p)."""
-    from ..progress import message
-    from . import joint_stopping as J
+    from ...progress import message
+    from . import joint as J
 
     while (how.max_draws is None and "head_p_value" in ds
            and any(J.can_grow(g) for g in refs)):

@@ -60,10 +60,10 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     """(layer, head) mask of heads whose flag could still change. groups: ``[(rows, joint,
     spectral_null)]``; values: {stat: (layer, head)} with ``q.rms``, ``k.rms``; spectral: the
     statistics the extension refines."""
-    from ..decision.family import NOT_TESTED, in_family
-    from ..decision.scale import normalise
-    from ..decision.significance import benjamini_hochberg
-    from ..decision.verdict import head_p, stat_tests
+    from ...decision.family import NOT_TESTED, in_family
+    from ...decision.scale import normalise
+    from ...decision.significance import benjamini_hochberg
+    from ...decision.verdict import head_p, stat_tests
 
     names = [n for n in values if n not in NOT_TESTED]
     family = in_family(names, unreliable=unreliable)  # the Gaussian null (its tables extend)

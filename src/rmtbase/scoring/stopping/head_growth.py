@@ -1,7 +1,7 @@
 """A per-head null's draws grown for the heads whose decision is open.
 
 Under the permutation null, unless ``draws`` is fixed, a head whose decision could differ at
-:data:`MAX_FACTOR` times its first draws (:func:`rmtbase.scoring.joint_stopping.p_bounds`) gets
+:data:`MAX_FACTOR` times its first draws (:func:`rmtbase.scoring.stopping.joint.p_bounds`) gets
 :data:`GROWTH` times more permutations, up to :data:`MAX_FACTOR`, continuing the stream; others'
 extra slots are NaN; a step beyond memory (:func:`fits`) is skipped. The profile null is not
 grown (``head_open_decisions``).
@@ -13,12 +13,12 @@ import math
 
 import numpy as np
 
-from .nulls.permutation import CHUNK, permutation_null
+from ..nulls.permutation import CHUNK, permutation_null
 
 #: Each step multiplies an open head's draws by this; a head stops at :data:`MAX_FACTOR`.
 GROWTH, MAX_FACTOR = 3, 9
 #: The sizes a head can be decided at (×1, ×3, ×9): the looks the bracket's error is split
-#: over (:func:`rmtbase.scoring.joint_growth._grow_heads`).
+#: over (:func:`rmtbase.scoring.stopping.joint_growth._grow_heads`).
 LOOKS = 1 + round(math.log(MAX_FACTOR, GROWTH))
 
 
@@ -55,8 +55,8 @@ def fits(ref, factor: int) -> bool:
     ``(layer, head, draws)`` float64 array, NaN where a head has fewer) fit in memory
     (:func:`rmtbase.baseline.limits.check_stored_values`); a run that does not fit keeps its
     draws and states the open heads (``head_open_decisions``)."""
-    from ..baseline.limits import check_stored_values
-    from ..errors import InputError
+    from ...baseline.limits import check_stored_values
+    from ...errors import InputError
 
     heads = int(np.prod(np.asarray(ref.joint["q.rms"]).shape[:2]))
     try:
