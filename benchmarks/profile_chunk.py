@@ -2,7 +2,7 @@
 
     python benchmarks/profile_chunk.py [--reps N] [--shapes 640x256:q5_0,576x64:q4_1]
 
-:func:`rmtbase.scoring.factor_axes._stored_null` draws 250 heads a call (a chunk), each two
+:func:`rmtbase.scoring.profile.factors._stored_null` draws 250 heads a call (a chunk), each two
 (d_h, d) factors of N(0, 1) normals put through the storage's round trip, then the four factor
 statistics. This script compiles cumulative prefixes of that chunk, each as its own program
 with the chunk's loop (``lax.map`` over the 250 heads' keys, ``batch_size = _HEADS``), and
@@ -18,10 +18,10 @@ times them alternately in one process after compilation:
 - ``chunk fused``: the chunk as format 4 was first built (each factor's normals fused into its
   round trip, whole Grams);
 - ``chunk v5``: the chunk as format 5 built it (normals or round trip written once for the
-  formats of :data:`~rmtbase.scoring.factor_axes._STORED_ONCE`, the Grams assembled from their
+  formats of :data:`~rmtbase.scoring.profile.factors._STORED_ONCE`, the Grams assembled from their
   upper 64-row blocks where d_h ≥ 256, 10 heads a loop step, XLA's default options);
 - ``chunk``: the chunk itself (format 6: 5 heads a step where d_h ≥ 256, ‖W_QK‖² summed from the
-  Grams' upper blocks, :data:`~rmtbase.scoring.factor_axes._CHUNK_OPTIONS`).
+  Grams' upper blocks, :data:`~rmtbase.scoring.profile.factors._CHUNK_OPTIONS`).
 
 Before timing, the largest difference of ``chunk`` from ``chunk v5`` and from ``chunk fused``
 on the first key is printed per axis in units of the axis's spread over the chunk (0: the
@@ -54,7 +54,7 @@ def parts(d: int, d_h: int, storage) -> dict:
     import jax.numpy as jnp
 
     from rmtbase.ensembles.threefry import normal
-    from rmtbase.scoring import factor_axes as fa
+    from rmtbase.scoring.profile import factors as fa
     from rmtbase.stats.alignment import alignment, input_focus, symmetry
     from rmtbase.stats.precision import null_rows, round_trip
 

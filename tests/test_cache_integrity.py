@@ -46,7 +46,7 @@ def _table(seed):
 
 
 def _profile(seed):
-    from rmtbase.scoring.profile_cache import cached_profile_null, profile_path
+    from rmtbase.scoring.profile.cache import cached_profile_null, profile_path
 
     got = cached_profile_null(16, 4, "float32", n=300, seed=seed)
     return got, profile_path(16, 4, "float32", 300, seed)
@@ -391,8 +391,8 @@ def test_unwritable_cache_grows_the_profile_null_in_memory(unwritable, monkeypat
     """Each growth step continues the last (draws 0-300, 300-600, 600-900; before: 0-300,
     0-600, 0-900), the cache is said once (before: once a step), and the draws are those of
     a writable cache."""
-    from rmtbase.scoring import factor_axes
-    from rmtbase.scoring.profile_cache import cached_profile_null
+    from rmtbase.scoring.profile import factors as factor_axes
+    from rmtbase.scoring.profile.cache import cached_profile_null
 
     real, calls = factor_axes.profile_null, []
 

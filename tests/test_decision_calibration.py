@@ -115,7 +115,7 @@ def test_untrained_models_are_null_under_the_combined_decision(tmp_path, module_
 
     n_models, d, heads, layers = CASES[storage]
     if storage in PROFILE_DRAWS:
-        monkeypatch.setattr("rmtbase.scoring.factor_axes.PROFILE_DRAWS", PROFILE_DRAWS[storage])
+        monkeypatch.setattr("rmtbase.scoring.profile.factors.PROFILE_DRAWS", PROFILE_DRAWS[storage])
     scores = []
     for seed in range(100, 100 + n_models):
         folder = _model(tmp_path, storage, seed, d, heads, layers)

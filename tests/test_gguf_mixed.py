@@ -130,7 +130,7 @@ def _same_layer(mixed, uniform, layer):
     np.testing.assert_array_equal(a["value"].values, b["value"].values)
     # head_p_statistics (p_S), not head_p_value: the latter combines p_S with p_A, read from the
     #  profile null at the size its stopping rule chose over the file's own heads
-    #  (rmtbase.scoring.profile_stopping): another file's heads may stop it elsewhere
+    #  (rmtbase.scoring.profile.stopping): another file's heads may stop it elsewhere
     for v in ("p_value", "null_mean", "null_std", "distance", "percentile", "head_p_statistics"):
         # exact: the same call twice in one process: same compiled programs, same inputs (equal
         #  weights, the same per-layer programs and null table)

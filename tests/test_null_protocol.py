@@ -37,7 +37,7 @@ def _haar_rows(rng, n: int, d_h: int, d: int) -> np.ndarray:
 def _define():
     """The user's script: a null and its reference, nothing else."""
     from rmtbase.scoring.measures.layer_stats import layer_stats
-    from rmtbase.scoring.profile import factor_profile
+    from rmtbase.scoring.profile.axes import factor_profile
     from rmtbase.scoring.reference import Reference
     from rmtbase.stats.null_kind import Null
 
@@ -114,7 +114,7 @@ def models(tmp_path_factory):
 
 def _no_gaussian_axes(monkeypatch):
     """The Gaussian factor-axes null fails the test if it is asked for."""
-    import rmtbase.scoring.profile_cache as pc
+    import rmtbase.scoring.profile.cache as pc
 
     def refuse(*a, **k):
         raise AssertionError("the Gaussian factor-axes null was used")

@@ -44,7 +44,7 @@ def _own_band(wq, wk, d: int) -> np.ndarray:
 
 def _define(name: str, *, band: bool):
     from rmtbase.scoring.measures.layer_stats import layer_stats
-    from rmtbase.scoring.profile import factor_profile
+    from rmtbase.scoring.profile.axes import factor_profile
     from rmtbase.scoring.reference import Reference
     from rmtbase.stats.null_kind import Null
 
@@ -127,7 +127,7 @@ def _no_gaussian(monkeypatch):
     """The Gaussian factor-axes null and the Gaussian band fail the test if asked for."""
     import rmtbase.scoring.collection_runs as cr
     import rmtbase.scoring.pipeline as pl
-    import rmtbase.scoring.profile_cache as pc
+    import rmtbase.scoring.profile.cache as pc
 
     def refuse(*a, **k):
         raise AssertionError("a Gaussian null was used")

@@ -270,7 +270,7 @@ def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_regi
     from rmtbase.errors import InputError
     from rmtbase.models import SUPPORTED
     from rmtbase.report.profile_figures import SCALES
-    from rmtbase.scoring.profile import AXES as PROFILE_AXES
+    from rmtbase.scoring.profile.axes import AXES as PROFILE_AXES
     from rmtbase.stats.null_kind import NULLS, Null
     from rmtbase.stats.spectral import SPECTRAL_STATS
     from rmtbase.stats.statistic import statistic

@@ -1,4 +1,4 @@
-"""The per-head profile (rmtbase.scoring.profile): the new axes' Gaussian null draws against
+"""The per-head profile (rmtbase.scoring.profile.axes): the new axes' Gaussian null draws against
 their known moments (|z| < 5, se from the draws), a planted full-rank alignment through
 score_heads at MiniLM's shape (shipped tables) read back on the alignment axis, untouched heads
 at the nominal flag rate, and the profile variables in a score."""
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rmtbase.models.types import LayerHeads, ModelInfo
-from rmtbase.scoring.profile import AXES, profile_null
+from rmtbase.scoring.profile.axes import AXES, profile_null
 from rmtbase.scoring.score import score_heads
 
 D, DH, HEADS, LAYERS = 384, 32, 12, 4
@@ -35,7 +35,7 @@ def test_null_moments():
 def _factor_draws(d, dh, n, seed):
     """The four statistics of n heads of i.i.d. N(0, 1) factors drawn in full (numpy), through
     the functions that score model heads: the law the reduced null draws must have."""
-    from rmtbase.scoring.profile import factor_profile
+    from rmtbase.scoring.profile.axes import factor_profile
 
     rng = np.random.default_rng(seed)
     out = [factor_profile(rng.standard_normal((250, dh, d), dtype=np.float32),
@@ -75,7 +75,7 @@ def test_float_storages_share_the_float32_null_and_why():
     draw their own null."""
     import jax
 
-    from rmtbase.scoring.profile import factor_profile
+    from rmtbase.scoring.profile.axes import factor_profile
     from rmtbase.stats.precision import round_trip
 
     base = profile_null(64, 8, n=300, seed=2)
@@ -192,7 +192,7 @@ def test_permutation_profile_null_is_the_statistics_of_the_shuffled_heads():
     """Each permutation draw equals the numpy statistics of the head with its entries permuted by
     the shared permutations (rmtbase.scoring.nulls.permutation.permutations, chunk 0), to 1e-6."""
     from rmtbase.scoring.nulls.permutation import permutations
-    from rmtbase.scoring.profile import permutation_profile_null
+    from rmtbase.scoring.profile.axes import permutation_profile_null
 
     rng = np.random.default_rng(7)
     d, dh = 48, 6

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import rmtbase.scoring.factor_axes as profile  # where the null is drawn
-from rmtbase.scoring.profile_cache import cached_profile_null, profile_path
+import rmtbase.scoring.profile.factors as profile  # where the null is drawn
+from rmtbase.scoring.profile.cache import cached_profile_null, profile_path
 
 
 def _no_draws(*a, **k):
@@ -74,7 +74,7 @@ def test_a_broken_or_renamed_file_is_drawn_again(monkeypatch, tmp_path):
 def _shipped_shapes():
     """Each shipped shape; slow but the default model's and the LLaMA-3-8B's (a compile of
     the reduced draws per shape)."""
-    from rmtbase.scoring.profile_cache import SHIPPED_PROFILES
+    from rmtbase.scoring.profile.cache import SHIPPED_PROFILES
 
     quick = {(384, 32), (4096, 128)}
     return [pytest.param(d, d_h, s, marks=() if (d, d_h) in quick else pytest.mark.slow)
@@ -110,7 +110,7 @@ def test_shipped_profile_nulls_equal_a_fresh_draw(monkeypatch, tmp_path, d, d_h,
 def test_every_shipped_table_shape_has_its_profile_null_shipped():
     """A first score of a shape whose null tables ship draws no profile null either."""
     from rmtbase.baseline.shipped import shipped_index
-    from rmtbase.scoring.profile_cache import SHIPPED_PROFILES, shipped_profile
+    from rmtbase.scoring.profile.cache import SHIPPED_PROFILES, shipped_profile
 
     shapes = {(e["d"], e["d_h"]) for e in shipped_index() if e["ensemble"] == "lowrank"}
     assert shapes == {(d, d_h) for d, d_h, _ in SHIPPED_PROFILES}

@@ -1,5 +1,5 @@
 """The block-format profile null's cheaper chunk draws what format 4's did
-(rmtbase.scoring.factor_axes._stored_null, issue 59 item 4): symmetry's ‖W_QK‖² summed from the
+(rmtbase.scoring.profile.factors._stored_null, issue 59 item 4): symmetry's ‖W_QK‖² summed from the
 Grams' upper blocks gives the whole products' statistic in a vmapped batched program, and a
 chunk with stored normals or a stored round trip, blocked Grams, 5 heads a loop step at
 d_h ≥ 256 and its own XLA options gives the chunk built as format 4 was (normals fused into
@@ -9,7 +9,7 @@ where it was written (922cb3b, a13460d); format 6 sums the blocks in another ord
 input focus sums 5 heads' columns otherwise, so the two programs are compared to 10⁻² of the
 draws' own spread (a wrong factor moves a statistic by the order of that spread, a wrong block
 does on factors with a shared part; the last bits moved by ≤ 7·10⁻⁶ of it at 640 × 256 Q5_0),
-and the cache files took a new format (rmtbase.scoring.profile_cache.STORED_FORMAT = 6). Under
+and the cache files took a new format (rmtbase.scoring.profile.cache.STORED_FORMAT = 6). Under
 the quick tier's XLA optimisation level 0 (tests/conftest.py) format 5 differed too: a normal
 computed in another fusion rounded otherwise and one quantised entry moved by a lattice step,
 moving 2 of 250 heads' k_input_focus by 6·10⁻⁷ (1.4·10⁻³ of its spread) at 640 × 256 Q5_0."""
@@ -76,12 +76,12 @@ def test_blocks_leave_small_heads_alone():
 
 def _format4_chunk(d, d_h, storage):
     """The chunk as format 4 was first built: each factor's normals fused into its round trip,
-    the whole Grams (rmtbase.scoring.factor_axes._stored_null before the stored normals)."""
+    the whole Grams (rmtbase.scoring.profile.factors._stored_null before the stored normals)."""
     import jax
     import jax.numpy as jnp
 
     from rmtbase.ensembles.threefry import normal
-    from rmtbase.scoring import factor_axes as fa
+    from rmtbase.scoring.profile import factors as fa
     from rmtbase.stats.precision import null_rows, round_trip
 
     rows = null_rows(storage, d_h)
@@ -112,7 +112,7 @@ def test_stored_normals_and_blocked_grams_keep_format_4(d, d_h, name):
     """
     import jax
 
-    from rmtbase.scoring import factor_axes as fa
+    from rmtbase.scoring.profile import factors as fa
     from rmtbase.stats.storage import storage_record
 
     record = storage_record(name)

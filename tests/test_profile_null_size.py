@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rmtbase.scoring import factor_axes as fa
+from rmtbase.scoring.profile import factors as fa
 
 
 def test_block_axes_equal_the_statistics_of_the_reduced_factors():
@@ -43,14 +43,14 @@ def mc_rate_sd(draws: int, alpha: float = 0.05, kappa: float = 1.0) -> float:
     """Standard deviation of the p ≤ alpha rate that a shared null of ``draws`` draws gives
     heads of the null (over the null's own draws): its empirical (1 − alpha) quantile of
     |x − median| covers a Beta(N(1−α), Nα)-distributed mass, sd √(α(1−α)/N); ``kappa`` (≥ 1)
-    for the median's own error on a skewed law (measured 0.94–1.05: rmtbase.scoring.factor_axes)."""
+    for the median's own error on a skewed law (measured 0.94–1.05: rmtbase.scoring.profile.factors)."""
     return kappa * np.sqrt(alpha * (1 - alpha) / draws)
 
 
 def test_default_size_keeps_the_null_error_below_a_quarter_of_the_calibration_se():
     """At n = 1,000 heads the binomial se of the p ≤ 0.05 rate is √(0.05·0.95/1000) = 0.0069;
     PROFILE_DRAWS draws add an MC sd ≤ a quarter of it (the largest kappa measured, 1.05:
-    rmtbase.scoring.factor_axes, "How many draws"), where 2,000 draws added 0.71 of it."""
+    rmtbase.scoring.profile.factors, "How many draws"), where 2,000 draws added 0.71 of it."""
     se = np.sqrt(0.05 * 0.95 / 1000)
     assert mc_rate_sd(fa.PROFILE_DRAWS, kappa=1.05) <= se / 4
     assert mc_rate_sd(2000) > se / 2  # the former size: the defect this size removes
@@ -72,8 +72,8 @@ def test_symmetry_at_the_gemma3_shape_is_calibrated_on_1200_heads(module_cache):
     0.0500, alignment 0.0400, q_input_focus 0.0508, k_input_focus 0.0358 (z −2.3)."""
     import jax.numpy as jnp
 
-    from rmtbase.scoring.profile import _against
-    from rmtbase.scoring.profile_cache import cached_profile_null
+    from rmtbase.scoring.profile.axes import _against
+    from rmtbase.scoring.profile.cache import cached_profile_null
 
     d, d_h, n, chunk = 640, 256, 1200, 100
     null = cached_profile_null(d, d_h, "bfloat16")
@@ -129,10 +129,10 @@ def test_the_stopping_note_names_the_draws_its_error_does_not_cover():
     """summary.txt's Draws line (scoring.stopping_text.stopping_note): the stated stopping error is
     the spectral draws'; the note names the element table, the calibration and the profile null
     with its sequential sizes (2,000, 3,000, 4,000, 6,000, 10,000 or 18,000:
-    scoring.profile_stopping.SCHEDULE, not always
+    scoring.profile.stopping.SCHEDULE, not always
     18,000 as it said before issue 59 item 4), its own rule and the 18,000's Monte Carlo sd,
     settled or not."""
-    from rmtbase.scoring.profile_stopping import SCHEDULE
+    from rmtbase.scoring.profile.stopping import SCHEDULE
     from rmtbase.scoring.stopping_text import stopping_note
 
     for settled in (True, False):
@@ -142,6 +142,6 @@ def test_the_stopping_note_names_the_draws_its_error_does_not_cover():
         sizes = ", ".join(map(str, SCHEDULE[:-1]))  # every size of the schedule, in turn
         assert (f"profile null of the factor axes ({sizes} or {SCHEDULE[-1]} draws a shape, "
                 "more only while a decision could differ") in note
-        assert "rmtbase.scoring.profile_stopping" in note and "profile_null_draws" in note
+        assert "rmtbase.scoring.profile.stopping" in note and "profile_null_draws" in note
         assert f"({fa.PROFILE_DRAWS} draws a shape" not in note  # not a fixed size
         assert f"{np.sqrt(0.05 * 0.95 / fa.PROFILE_DRAWS):.4f}" in note

@@ -14,11 +14,11 @@ import pytest
 import xarray as xr
 
 import rmtbase.scoring.pipeline as pipeline
-import rmtbase.scoring.profile_cache as pc
+import rmtbase.scoring.profile.cache as pc
 from rmtbase.errors import InputError
-from rmtbase.scoring import factor_axes as fa
-from rmtbase.scoring import profile_stopping as ps
-from rmtbase.scoring.profile import add_profile
+from rmtbase.scoring.profile import factors as fa
+from rmtbase.scoring.profile import stopping as ps
+from rmtbase.scoring.profile.axes import add_profile
 from rmtbase.scoring.reference import GAUSSIAN_AXES, NullStart
 from rmtbase.stats.storage import FLOAT32, records, storage_record
 

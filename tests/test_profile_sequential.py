@@ -1,4 +1,4 @@
-"""The profile null drawn sequentially (rmtbase.scoring.profile_stopping): its count bounds
+"""The profile null drawn sequentially (rmtbase.scoring.profile.stopping): its count bounds
 cover the count at the full size, a table is extended by its own continuation (draw i the
 same in every length, whatever the cache holds), and every head the rule calls settled has
 the decisions it has on all 18,000 draws — on MiniLM's heads (the shipped float32 null) and,
@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import rmtbase.scoring.factor_axes as fa
-from rmtbase.scoring import profile_stopping as ps
-from rmtbase.scoring.profile_cache import cached_profile_null
+import rmtbase.scoring.profile.factors as fa
+from rmtbase.scoring.profile import stopping as ps
+from rmtbase.scoring.profile.cache import cached_profile_null
 from rmtbase.stats.storage import FLOAT32
 
 
@@ -64,10 +64,10 @@ def test_a_table_grows_by_its_continuation(monkeypatch, tmp_path):
 
 def _decisions(values, p_stats, draws: dict, alpha=0.05):
     """(profile flags (layer, head, axis), head flags) at these draws, by the functions a
-    score uses (rmtbase.scoring.profile, rmtbase.decision.combined)."""
+    score uses (rmtbase.scoring.profile.axes, rmtbase.decision.combined)."""
     from rmtbase.decision.combined import DECISION_AXES, axes_p, combined_p
     from rmtbase.decision.significance import benjamini_hochberg
-    from rmtbase.scoring.profile import _against
+    from rmtbase.scoring.profile.axes import _against
 
     prof = np.stack([benjamini_hochberg(_against(values[..., j], draws[a]).p, alpha)[0]
                      for j, a in enumerate(fa.FACTOR_AXES)], -1)

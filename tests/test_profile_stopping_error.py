@@ -1,4 +1,4 @@
-"""The profile null's stopping rule keeps its stated error (rmtbase.scoring.profile_stopping,
+"""The profile null's stopping rule keeps its stated error (rmtbase.scoring.profile.stopping,
 issue 59 item 4): one interval event per head and axis, and a simulated rate of decisions
 at the stop that differ from those on all the draws within ε."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmtbase.scoring import profile_stopping as ps
-from rmtbase.scoring.factor_axes import FACTOR_AXES
+from rmtbase.scoring.profile import stopping as ps
+from rmtbase.scoring.profile.factors import FACTOR_AXES
 
 A = len(FACTOR_AXES)
 
@@ -35,7 +35,7 @@ def _decisions(values, unaligned, draws, alpha=0.05):
     draws, by the functions a score uses."""
     from rmtbase.decision.combined import DECISION_AXES, axes_p, combined_p
     from rmtbase.decision.significance import benjamini_hochberg
-    from rmtbase.scoring.profile import _against
+    from rmtbase.scoring.profile.axes import _against
 
     prof = np.stack([benjamini_hochberg(_against(values[..., j], draws[a]).p, alpha)[0]
                      for j, a in enumerate(FACTOR_AXES)], -1)

@@ -211,7 +211,7 @@ def test_first_contact_null_draws_report_stage_and_draws(model, tmp_path, monkey
     assert "\r" not in err, repr(err)
     lines = err.splitlines()
     assert "rmtbase: generating the null table d=48, d_h=12, spectral statistics" in err, err
-    from rmtbase.scoring.profile_stopping import SCHEDULE  # a first block, more if needed
+    from rmtbase.scoring.profile.stopping import SCHEDULE  # a first block, more if needed
 
     assert (f"rmtbase: drawing the profile null d=48, d_h=12, float32 storage, {SCHEDULE[0]} "
             "draws") in err, err

@@ -6,7 +6,7 @@ at (d, d_h) = (128, 16) (8 heads a layer × 256 layers = 2,048 heads) and (384, 
 2,052) are scored by :func:`rmtbase.scoring.score.score_heads` (what ``score_model`` calls once
 the weights are read) with the default options — every statistic, the Gaussian null, the
 spectral stopping rule, the joint table grown by :mod:`rmtbase.scoring.stopping.joint`, the
-profile null by :mod:`rmtbase.scoring.profile_stopping` — except ``spectrum_draws=0`` (the
+profile null by :mod:`rmtbase.scoring.profile.stopping` — except ``spectrum_draws=0`` (the
 figure's null band only, no decision reads it) and ``seed`` = :data:`NULL_SEED`, from an empty
 cache (``$RMTBASE_CACHE`` in tmp): every null table is drawn here, none is the shipped seed-0
 sample. The heads are one model, so one Benjamini–Hochberg family decides which tables grow, as

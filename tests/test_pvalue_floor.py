@@ -73,7 +73,7 @@ def test_an_axis_far_beyond_its_draws_has_a_tail_p_that_bounds_the_head_p():
     ≥ P_MIN, and the axes' combined p_A (rmtbase.decision.combined.axes_p) is never below the
     smallest axis p: no axis at an add-one floor beside a head p far smaller."""
     from rmtbase.decision.combined import axes_p
-    from rmtbase.scoring.profile import _against
+    from rmtbase.scoring.profile.axes import _against
 
     rng = np.random.default_rng(3)
     draws = rng.standard_normal((2000, 4))

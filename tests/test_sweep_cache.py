@@ -97,7 +97,7 @@ def _files(folder):
 
 def _same_files(warm, cold, pattern="*"):
     """The same files by name, but for the profile null's size: a cold score draws the
-    profile null only as far as its stopping rule asks (rmtbase.scoring.profile_stopping, 2,000
+    profile null only as far as its stopping rule asks (rmtbase.scoring.profile.stopping, 2,000
     here since the tail-count claim), the sweep all 18,000 (cli/sweep.py), which hold the cold
     score's draws as their first ones (the same draws: the scores are compared after)."""
     import re
@@ -116,7 +116,7 @@ def _same_files(warm, cold, pattern="*"):
 def _no_null(monkeypatch):
     """Any null table or profile null drawn from here on raises."""
     import rmtbase.baseline.tables as tables
-    import rmtbase.scoring.factor_axes as profile
+    import rmtbase.scoring.profile.factors as profile
 
     def refuse(*a, **k):
         raise AssertionError("a null was generated")
@@ -132,7 +132,7 @@ SPECTRAL = dict(stats="spectral", draws=300, max_draws=300, progress=False, spec
 
 def _sweep_into(cache, client, monkeypatch):
     from rmtbase.baseline.sweep_cache import sweep_into_cache
-    from rmtbase.scoring.profile_cache import cached_profile_null
+    from rmtbase.scoring.profile.cache import cached_profile_null
 
     monkeypatch.setenv("RMTBASE_CACHE", str(cache))
     got = sweep_into_cache(64, 16, stats="spectral", draws=SPECTRAL["draws"], client=client,

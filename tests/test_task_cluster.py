@@ -16,7 +16,7 @@ from rmtbase.baseline.cache import null_table  # noqa: E402
 from rmtbase.baseline.sweep import NO_DASHBOARD  # noqa: E402
 from rmtbase.baseline.tables import baseline  # noqa: E402
 from rmtbase.baseline.task_cluster import in_dask_task, task_client  # noqa: E402
-from rmtbase.scoring.profile import profile_null  # noqa: E402
+from rmtbase.scoring.profile.axes import profile_null  # noqa: E402
 
 
 @pytest.fixture(scope="module")

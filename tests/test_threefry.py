@@ -82,7 +82,7 @@ def test_the_quantised_profile_null_keeps_its_format_4_draws(monkeypatch, storag
     """The profile null of a block format or FP8 draws its factors by :func:`normal`: its
     draws are those JAX's own normals give (the cache files stay format 4)."""
     from rmtbase.ensembles import threefry
-    from rmtbase.scoring import factor_axes as fa
+    from rmtbase.scoring.profile import factors as fa
 
     storage = fa.null_storage(storage)  # the chunk takes the record (03b55c2)
     fa._stored_null.cache_clear()

@@ -87,7 +87,7 @@ def _into_cache(args, progress) -> int:
     from ..baseline.tables import grid_cells
     from ..errors import InputError
     from ..files.user_cache import cache_dir
-    from ..scoring.profile_cache import cached_profile_null
+    from ..scoring.profile.cache import cached_profile_null
 
     extra = ["--" + k.replace("_", "-") for k, v in NOT_FOR_CACHE.items()
              if getattr(args, k) != v]

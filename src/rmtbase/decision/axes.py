@@ -1,12 +1,12 @@
 """The profile axes: one :class:`Axis` record per axis, in one registry.
 
-Every list of axes (:data:`rmtbase.scoring.profile.AXES`, :data:`FACTOR_AXES`,
+Every list of axes (:data:`rmtbase.scoring.profile.axes.AXES`, :data:`FACTOR_AXES`,
 :data:`DECISION_AXES`, the figure scales, the ``--sort-by`` choices) is read from
 :data:`REGISTRY` (kind ``"axis"``, entry-point group ``rmtbase.axes``, ``docs/extending.md``).
 An axis is computed from one of three sources:
 
 - ``"factors"``: ``fn(wq, wk, blocks)`` of a head's factors ``(..., d_h, d)`` in JAX, tested
-  against the profile null of :mod:`rmtbase.scoring.factor_axes` (or the permutation null).
+  against the profile null of :mod:`rmtbase.scoring.profile.factors` (or the permutation null).
   Shipped only: the Gaussian profile null draws each axis in its own exact reduced law (the
   Bartlett factor of the stacked Gram, χ² column energies), not W_Q and W_K, and its stored
   tables hold these axes by name; :func:`register` refuses a new one.
@@ -95,7 +95,7 @@ def register(axis: Axis) -> Axis:
     if axis.source == "factors":
         raise InputError(f"axis {axis.name}: a factor axis cannot be registered: the Gaussian "
                          "profile null draws each factor axis in its own reduced law and its "
-                         "tables hold the shipped ones (rmtbase.scoring.factor_axes); give a "
+                         "tables hold the shipped ones (rmtbase.scoring.profile.factors); give a "
                          "statistic or dataset axis")
     if REGISTRY.peek(axis.name) is not None:
         raise InputError(f"an axis named {axis.name!r} is already registered")

@@ -2,7 +2,7 @@
 
 p_S is the statistics' calibrated Cauchy combination (:mod:`.omnibus`). p_A tests the factor
 axes :data:`DECISION_AXES` (those of :mod:`.axes` with ``decision``: alignment, symmetry, q and
-k input focus, :mod:`rmtbase.scoring.factor_axes`): per-axis two-sided p
+k input focus, :mod:`rmtbase.scoring.profile.factors`): per-axis two-sided p
 (:class:`~.tails.TailModel`) combined by the capped Cauchy statistic and calibrated on the
 profile null's own joint draws (:func:`~.omnibus.calibrated_p`), never below the smallest axis p.
 

@@ -1,6 +1,6 @@
 """The order of heads: by the size of their departure from the null, in units of the null's band.
 
-Departure on an axis, against the null's 95 % band on its side (:mod:`rmtbase.scoring.profile`):
+Departure on an axis, against the null's 95 % band on its side (:mod:`rmtbase.scoring.profile.axes`):
 shift e, band [lo, hi]: e / hi if e ≥ 0 else e / lo; ratio r: log r / log hi if r ≥ 1 else
 log r / log lo (0 the null median, 1 the band's edge). The default order is
 D = sqrt(mean_a d_a²) over the tested axes (≈ 0.6 for a null head, free of the p floor).
@@ -70,7 +70,7 @@ def departure(ds: xr.Dataset) -> np.ndarray:
 
 def sort_choices(axes) -> list[str]:
     """The names ``--sort-by`` takes: departure, p, and the profile's ``axes`` (a score's
-    ``axis`` coordinate, or :data:`rmtbase.scoring.profile.AXES`)."""
+    ``axis`` coordinate, or :data:`rmtbase.scoring.profile.axes.AXES`)."""
     return [DEPARTURE, EVIDENCE, *[str(a) for a in axes]]
 
 

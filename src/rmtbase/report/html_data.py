@@ -114,7 +114,7 @@ def _heads(ds: xr.Dataset, stats: list[str]) -> dict:
     out["order"] = head_order(ds)
     if out["order"] != EVIDENCE:  # the value the rank orders by (departure or an axis's)
         out["key"] = _flat(sort_key(ds, out["order"]), 3)
-    if "profile_effect" in ds:  # the profile (rmtbase.scoring.profile): axis -> per head
+    if "profile_effect" in ds:  # the profile (rmtbase.scoring.profile.axes): axis -> per head
         out["prof"] = {str(a): {"v": _flat(ds["profile_value"].sel(axis=a).transpose(
             "layer", "head"), 3), "e": _flat(ds["profile_effect"].sel(axis=a).transpose(
                 "layer", "head"), 3), "f": [int(f) for f in np.asarray(

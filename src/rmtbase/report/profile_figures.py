@@ -1,5 +1,5 @@
 """The profile as small multiples: one layer × head heatmap per axis of
-:mod:`rmtbase.scoring.profile`, on fixed scales.
+:mod:`rmtbase.scoring.profile.axes`, on fixed scales.
 
 Ratio axes as log₂(ratio to null median) on [−2, 2]; alignment and symmetry as the shift on
 [−1, 1]; input focus on [−0.5, 0.5]; outliers as counts on [0, 10]; scale as log₁₀(σ_Q σ_K)

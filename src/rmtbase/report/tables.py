@@ -217,7 +217,7 @@ def profile_table(ds: xr.Dataset, top: int = 3) -> str:
             "* flagged")
     width = [max(len(r[k]) for r in [head, *rows]) for k in range(4)]
     lines = ["Profile: how each head departs, in the statistic's own units "
-             "(rmtbase.scoring.profile)"]
+             "(rmtbase.scoring.profile.axes)"]
     for r in [head, *rows]:
         lines.append("  ".join(x.ljust(w) for x, w in zip(r[:4], width, strict=True))
                      + "  " + r[4])

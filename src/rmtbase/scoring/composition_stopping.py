@@ -1,10 +1,10 @@
 """How many composition and QK-overlap null draws a run uses: the rule of
-:mod:`rmtbase.scoring.profile_stopping` applied to the pairs.
+:mod:`rmtbase.scoring.profile.stopping` applied to the pairs.
 
-:func:`schedule` draws the :data:`~rmtbase.scoring.profile_stopping.SCHEDULE` sizes below N =
+:func:`schedule` draws the :data:`~rmtbase.scoring.profile.stopping.SCHEDULE` sizes below N =
 ``draws``, then N; draw i is ``fold_in(key, i)``, so sizes continue each other. A pair is
 **open** when its flag could differ at N (tail p bracketed by
-:func:`~rmtbase.scoring.profile_stopping.tail_p_bounds`; BH flags at the lower ends, not the
+:func:`~rmtbase.scoring.profile.stopping.tail_p_bounds`; BH flags at the lower ends, not the
 upper). No open pair: stop. Intervals at level ε / (m · looks), ε =
 :data:`~rmtbase.scoring.stopping.rule.STOP_ERROR`, so with probability ≥ 1 − ε every flag equals N
 draws'. p, q, effect and se carry n draws' error.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .profile_stopping import SCHEDULE, _side_bounds, looks_from
+from .profile.stopping import SCHEDULE, _side_bounds, looks_from
 
 
 def schedule(draws: int) -> tuple[int, ...]:
@@ -27,7 +27,7 @@ def schedule(draws: int) -> tuple[int, ...]:
 def p_bounds(values, null_sorted, n_final: int, level: float):
     """(lo, hi) of the one-sided upper tail p (TailModel's ``p_hi``) of ``values`` at
     ``n_final`` draws of which ``null_sorted`` are the first, each side's count bracketed at
-    ``level`` (:func:`rmtbase.scoring.profile_stopping._side_bounds`), widened to hold the
+    ``level`` (:func:`rmtbase.scoring.profile.stopping._side_bounds`), widened to hold the
     current p; NaN values give NaN."""
     from ..decision.tails import TailModel
 

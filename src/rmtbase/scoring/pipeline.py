@@ -25,7 +25,7 @@ from .measures.spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
 from .measures.verdict import Decision
 from .nulls.checks import report_undefined
 from .nulls.layer_null import has_lambda_max, layer_null, layer_quantisation
-from .profile import add_profile, factor_profile, null_storage
+from .profile.axes import add_profile, factor_profile, null_storage
 from .read_ahead import read_ahead
 from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart
 from .sequential import decide
@@ -212,7 +212,7 @@ def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> Non
         axis_nulls = [([i for i, s in enumerate(read.null_records) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]
     else:  # the reference names its own draws (add_profile's text names permutations)
-        ds.attrs["profile"] = ("per-head axes (rmtbase.scoring.profile); new axes against "
+        ds.attrs["profile"] = ("per-head axes (rmtbase.scoring.profile.axes); new axes against "
                                f"{next(iter(own.values())).shape[-1]} {refs[0].profile_draws}")
     add_axes_decision(ds, axis_nulls, alpha=opts.alpha)
 

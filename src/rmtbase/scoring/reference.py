@@ -94,7 +94,7 @@ class Cells:
 
 
 #: What :meth:`Reference.profile_null` returns to choose the Gaussian factor-axes null at each
-#: layer's storage (:func:`rmtbase.scoring.profile_cache.cached_profile_null`), which then
+#: layer's storage (:func:`rmtbase.scoring.profile.cache.cached_profile_null`), which then
 #: enters the head decision beside the statistics (:mod:`rmtbase.decision.combined`).
 GAUSSIAN_AXES = "the Gaussian factor-axes null at each layer's storage"
 
@@ -233,7 +233,7 @@ class PermutationReference(Reference):
 
     def profile_null(self):
         """Each head's own entries shuffled, the spectral draws' permutations."""
-        from .profile import permutation_profile_null
+        from .profile.axes import permutation_profile_null
 
         per_layer = [permutation_profile_null(wq, wk, self.draws, self.seed)
                      for wq, wk in self.cells.factors]

@@ -53,7 +53,7 @@ def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
 def not_covered() -> str:
     """What the stopping error does not cover: the fixed-size draws that also
     enter a decision, each with its own Monte Carlo error."""
-    from .profile_stopping import SCHEDULE
+    from .profile.stopping import SCHEDULE
     from .stopping.joint import JOINT_DRAWS
 
     sd = np.sqrt(0.05 * 0.95 / SCHEDULE[-1])
@@ -65,7 +65,7 @@ def not_covered() -> str:
             "rmtbase.scoring.stopping.joint; head_calibration_draws says how many each head "
             f"used), and the profile null of the factor axes ({sizes} or {SCHEDULE[-1]} "
             f"draws a shape, more only while a decision could differ from its value on all "
-            f"{SCHEDULE[-1]}, with its own stated error: rmtbase.scoring.profile_stopping; "
+            f"{SCHEDULE[-1]}, with its own stated error: rmtbase.scoring.profile.stopping; "
             f"profile_null_draws says how many; the {SCHEDULE[-1]} themselves have Monte "
             f"Carlo sd {sd:.4f} of a p <= 0.05 rate, under a quarter of the binomial se of "
             "1,000 heads)")

@@ -53,7 +53,7 @@ def factor_axes(folder) -> np.ndarray:
     """``(axis, layer, head)`` factor axes of each head's profile in ``folder`` (alignment,
     symmetry, q/k input focus), without their null."""
     from ..models import load_heads
-    from ..scoring.factor_axes import FACTOR_AXES, factor_profile
+    from ..scoring.profile.factors import FACTOR_AXES, factor_profile
 
     per = [factor_profile(np.asarray(h.wq, np.float32), np.asarray(h.wk, np.float32))
            for h in load_heads(folder)]

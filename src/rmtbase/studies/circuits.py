@@ -94,7 +94,7 @@ def run_seed(out: Path, seed: int, recipe, *, profile: bool = True,
               else -1)
     k_rise_all = largest_step(circ_k, fall=False) if circuit.any() else -1
     k_rise_contrast = largest_step(contrast, fall=False) if circuit.any() else -1
-    from ..scoring.factor_axes import FACTOR_AXES
+    from ..scoring.profile.factors import FACTOR_AXES
     from ._copying import copying
 
     cp = copying(folders[steps[-1]], draws=draws[1], seed=seed)

@@ -1,6 +1,6 @@
 """The profile's Gaussian null on disk: drawn once per (d, d_h, null storage, draws, seed).
 
-:func:`cached_profile_null` keeps :func:`rmtbase.scoring.factor_axes.profile_null`'s draws in the
+:func:`cached_profile_null` keeps :func:`rmtbase.scoring.profile.factors.profile_null`'s draws in the
 user cache (``profile``): one atomic netCDF per key, named by its keys, with ``rmtbase_checksum``;
 a bad file is reported, removed and redrawn; an unwritable cache keeps draws in memory. Draw i is
 the same at every length (prefix or continuation). Shipped shapes ship their profile null in
@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 
 #: Version of the file layout and of the draws (part of the name): 2 since the reduced draws
-#: of :func:`rmtbase.scoring.factor_axes.profile_null` (other numbers, the same law), 3 since
-#: their Bartlett blocks are drawn as blocks (:func:`rmtbase.scoring.factor_axes.block_axes`:
+#: of :func:`rmtbase.scoring.profile.factors.profile_null` (other numbers, the same law), 3 since
+#: their Bartlett blocks are drawn as blocks (:func:`rmtbase.scoring.profile.factors.block_axes`:
 #: other numbers again, the same law; draws stored as the float32 they are computed in), so a
 #: cache file of an earlier version is never read as theirs. Block formats and FP8 are at
 #: :data:`STORED_FORMAT` (:func:`profile_format`).
 PROFILE_FORMAT = 3
-#: Version of a block format's or FP8's draws (:func:`rmtbase.scoring.factor_axes._stored_null`:
+#: Version of a block format's or FP8's draws (:func:`rmtbase.scoring.profile.factors._stored_null`:
 #: each head from its own key in one compiled loop, 5 heads a step where d_h ≥ 256, symmetry's
 #: ‖W_QK‖² from the Grams' upper blocks, its own XLA options). Raised whenever the program
 #: changes, even where the law does not: another program may round otherwise in the last bit,
@@ -47,7 +47,7 @@ def profile_format(storage) -> int:
     """The draws' version of the null storage of ``storage`` (a name or a record):
     :data:`PROFILE_FORMAT` for float32 (and the float storages it serves),
     :data:`STORED_FORMAT` for block formats and FP8."""
-    from .factor_axes import null_storage
+    from .factors import null_storage
 
     return PROFILE_FORMAT if null_storage(storage).is_identity else STORED_FORMAT
 
@@ -55,8 +55,8 @@ def profile_format(storage) -> int:
 def profile_path(d: int, d_h: int, storage, n: int, seed: int) -> Path:
     """The cache file of the profile null that serves heads stored as ``storage`` (a name or a
     record; the file named by its null storage's name)."""
-    from ..files.user_cache import cache_dir
-    from .factor_axes import null_storage
+    from ...files.user_cache import cache_dir
+    from .factors import null_storage
 
     record = null_storage(storage)
     return cache_dir() / "profile" / (f"profile-d{int(d)}-dh{int(d_h)}-n{int(n)}-seed{int(seed)}"
@@ -77,7 +77,7 @@ def _stored(d: int, d_h: int, storage, seed: int) -> list[tuple[int, Path]]:
 
 def _checksum(draws: dict, keys: dict) -> str:
     """The checksum of ``draws`` ({axis: (n,)}, as float64) and ``keys`` (:func:`_keys`)."""
-    from ..files.checksum import checksum
+    from ...files.checksum import checksum
 
     return checksum({a: (("draw",), np.asarray(v, np.float64)) for a, v in draws.items()},
                     keys)
@@ -89,9 +89,9 @@ def _read(path: Path, keys: dict, shipped: bool = False) -> dict | None:
     :func:`rmtbase.files.user_cache.damaged`)."""
     import xarray as xr
 
-    from ..files.checksum import CHECKSUM_ATTR, verify
-    from ..files.user_cache import damaged
-    from .factor_axes import FACTOR_AXES
+    from ...files.checksum import CHECKSUM_ATTR, verify
+    from ...files.user_cache import damaged
+    from .factors import FACTOR_AXES
 
     try:
         with xr.open_dataset(path) as ds:
@@ -144,7 +144,7 @@ def _lookup(d: int, d_h: int, storage, n: int, seed: int) -> tuple[dict | None, 
     """(draws, whole): the shipped table or the cache file with the fewest draws ≥ ``n``, its
     first ``n`` (whole = True); else the largest cached table of fewer (a prefix to extend).
     ``storage``: the null storage's record."""
-    from .factor_axes import PROFILE_DRAWS
+    from .factors import PROFILE_DRAWS
 
     shipped = shipped_profile(profile_path(d, d_h, storage, PROFILE_DRAWS, seed).name)
     if shipped is not None and n <= PROFILE_DRAWS:
@@ -154,7 +154,7 @@ def _lookup(d: int, d_h: int, storage, n: int, seed: int) -> tuple[dict | None, 
             got = _read(p, _keys(d, d_h, storage, PROFILE_DRAWS, seed), shipped=True)
         if got is not None:
             return _first(got, n), True
-    from ..files.user_cache import recall
+    from ...files.user_cache import recall
 
     kept = recall(_memory_key(d, d_h, storage, seed))  # drawn where the cache is unwritable
     m_kept = 0 if kept is None else len(kept[next(iter(kept))])
@@ -178,16 +178,16 @@ def _memory_key(d: int, d_h: int, storage, seed: int) -> tuple:
 def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = None,
                         seed: int = 0, client=None, progress: bool = False
                         ) -> dict[str, np.ndarray]:
-    """The first ``n`` draws of :func:`rmtbase.scoring.factor_axes.profile_null` for ``storage``,
+    """The first ``n`` draws of :func:`rmtbase.scoring.profile.factors.profile_null` for ``storage``,
     from a shipped or cached table of ≥ n draws, else drawn (continuing the largest shorter cached
     table) and cached atomically; so the result depends on ``n`` alone. ``client``: Dask chunks.
     ``progress``: report draws on stderr (:mod:`rmtbase.progress`)."""
     import xarray as xr
 
-    from .._version import __version__
-    from ..files.atomic import write_netcdf
-    from ..files.checksum import CHECKSUM_ATTR
-    from .factor_axes import FACTOR_AXES, PROFILE_DRAWS, null_storage, profile_null
+    from ..._version import __version__
+    from ...files.atomic import write_netcdf
+    from ...files.checksum import CHECKSUM_ATTR
+    from .factors import FACTOR_AXES, PROFILE_DRAWS, null_storage, profile_null
 
     n = PROFILE_DRAWS if n is None else int(n)
     storage = null_storage(storage)  # the null storage's record; its name where written
@@ -196,8 +196,8 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
         return got
     start = 0 if got is None else len(got[FACTOR_AXES[0]])
     path = profile_path(d, d_h, storage, n, seed)
-    from ..files.user_cache import said_unwritable, writable
-    from ..progress import NULL_CPU_EVERY, message, progress_bar
+    from ...files.user_cache import said_unwritable, writable
+    from ...progress import NULL_CPU_EVERY, message, progress_bar
 
     if progress:
         kept = ("kept in memory" if said_unwritable() or not writable(path.parent)
@@ -215,12 +215,12 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
     ds = xr.Dataset({a: (("draw",), v) for a, v in stored.items()},
                     attrs=dict(keys, rmtbase_version=__version__,
                                definition="Gaussian null of the profile's factor axes "
-                                          "(rmtbase.scoring.profile.profile_null)"))
+                                          "(rmtbase.scoring.profile.axes.profile_null)"))
     ds.attrs[CHECKSUM_ATTR] = _checksum(stored, keys)  # of the values as stored
     try:
         write_netcdf(ds, path)
     except OSError as exc:  # a read-only cache still scores: said once, the draws kept
-        from ..files.user_cache import cache_dir, remember, unwritable
+        from ...files.user_cache import cache_dir, remember, unwritable
 
         unwritable(cache_dir(), exc)
         remember(_memory_key(d, d_h, storage, seed), draws)

@@ -7,7 +7,7 @@ of :mod:`rmtbase.decision.axes` (shipped ones below; plugins after them): ``scal
 tr(W_QK²)/‖W_QK‖_F² (shift, null ~1/d); ``q_input_focus``/``k_input_focus`` squared CV of
 column energies (shift, null ~2/d_h); ``entry_tails`` ratio of β₂ = excess kurtosis + 3.
 
-Factor axes (:mod:`rmtbase.scoring.factor_axes`) are tested against :func:`profile_null`
+Factor axes (:mod:`rmtbase.scoring.profile.factors`) are tested against :func:`profile_null`
 (:data:`PROFILE_DRAWS` σ-free heads, cached) or, under ``null="permutation"``,
 :func:`permutation_profile_null`. p: :class:`rmtbase.decision.tails.TailModel`; q: BH over heads
 per axis; flag: q ≤ alpha; the four factor axes enter the head decision as p_A.
@@ -20,11 +20,11 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from ..decision.axes import REGISTRY as AXIS_REGISTRY
-from ..decision.axes import AxisField
-from ..decision.kinds import add_head_kind
-from ..decision.significance import benjamini_hochberg
-from .factor_axes import (  # noqa: F401 - re-exported: the factor axes and their Gaussian null
+from ...decision.axes import REGISTRY as AXIS_REGISTRY
+from ...decision.axes import AxisField
+from ...decision.kinds import add_head_kind
+from ...decision.significance import benjamini_hochberg
+from .factors import (  # noqa: F401 - re-exported: the factor axes and their Gaussian null
     FACTOR_AXES,
     PROFILE_DRAWS,
     factor_profile,
@@ -59,7 +59,7 @@ def permutation_profile_null(wq, wk, draws: int, seed: int = 0) -> dict[str, np.
     blocks."""
     import jax.numpy as jnp
 
-    from .nulls.permutation import CHUNK, permutations
+    from ..nulls.permutation import CHUNK, permutations
 
     wq = np.asarray(wq, dtype=np.float32)
     wk = np.asarray(wk, dtype=np.float32)
@@ -97,7 +97,7 @@ def _against(value, draws) -> _Against:
     """(effect, band lo, band hi, p) of ``value`` against ``draws``: shift from the median, the
     2.5 %/97.5 % quantiles likewise, and :class:`rmtbase.decision.tails.TailModel`'s two-sided p
     (the p :func:`rmtbase.decision.combined.axes_p` combines)."""
-    from ..decision.tails import TailModel
+    from ...decision.tails import TailModel
 
     x = np.sort(draws[np.isfinite(draws)])
     med, lo, hi = np.quantile(x, (0.5, 0.025, 0.975))
@@ -117,7 +117,7 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     axes = [a for a in AXES if _available(ds, a)]
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
            ("value", "effect", "band_lo", "band_hi", "p")}
-    from .profile_stopping import sequential_nulls
+    from .stopping import sequential_nulls
 
     nulls, used = ({}, {}) if permutation is not None else sequential_nulls(
         ds, profiles, null_storages, d, d_h, alpha=alpha, seed=seed, progress=progress, start=start)
@@ -191,11 +191,11 @@ def _add_unaligned(ds, profiles, null_storages, nulls, permutation, alpha: float
 
 def _profile_attr(permutation, used: dict) -> str:
     """The ``profile`` attr: which null the new axes were tested against."""
-    return ("per-head axes (rmtbase.scoring.profile); new axes against " +
+    return ("per-head axes (rmtbase.scoring.profile.axes); new axes against " +
             ("Gaussian null draws at each layer's null storage (float storages share "
              f"float32's): the first {', '.join(map(str, sorted(set(used.values()))))} of "
              f"{PROFILE_DRAWS}, as many as the decisions needed "
-             "(rmtbase.scoring.profile_stopping)" if permutation is None
+             "(rmtbase.scoring.profile.stopping)" if permutation is None
              else f"{next(iter(permutation.values())).shape[-1]} permutations of each head's "
                   "own entries"))
 

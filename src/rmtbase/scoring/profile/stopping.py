@@ -1,7 +1,7 @@
 """How many profile-null draws a score uses: a first block, more only where a decision could change.
 
 A score draws the :data:`SCHEDULE` sizes up to N =
-:data:`~rmtbase.scoring.factor_axes.PROFILE_DRAWS` (draw i the same at every size) and stops
+:data:`~rmtbase.scoring.profile.factors.PROFILE_DRAWS` (draw i the same at every size) and stops
 at the first where no decision (``profile_flag``, ``head_flag``, ``symmetry_unaligned_flag``)
 could differ from N's (:func:`open_heads`): each p is bracketed by :func:`count_bounds`
 (Clopper–Pearson from n, then the binomial range of the N − n to come; P_MIN below where fewer
@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .factor_axes import PROFILE_DRAWS
-from .stopping.joint import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
+from ..stopping.joint import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
+from .factors import PROFILE_DRAWS
 
 #: Profile-null draws a score tries in turn (the last is ``PROFILE_DRAWS``), each size the
 #: continuation of the last. 5,000 is the last size at which :mod:`.tail_count`'s claim can
@@ -30,8 +30,8 @@ def _side_bounds(k, n, n_final, level):
     """(lo, hi) of one side's add-one p at n_final given k of n (P_MIN below where the tail
     model may extrapolate at n_final: fewer than MIN_EXCEEDANCES, the count's interval
     :func:`rmtbase.scoring.stopping.tail_count.count_interval`)."""
-    from ..decision.tails import MIN_EXCEEDANCES, P_MIN
-    from .stopping.tail_count import count_interval
+    from ...decision.tails import MIN_EXCEEDANCES, P_MIN
+    from ..stopping.tail_count import count_interval
 
     lo, hi = count_interval(k, n, n_final, level)
     p_lo = np.where(lo < MIN_EXCEEDANCES, P_MIN, (1 + lo) / (1 + n_final))
@@ -61,9 +61,9 @@ def axes_p_bounds(values, draws, n_final: int, level: float):
     against ``n_final`` draws of which ``draws`` (n, A) are the first: each axis p at its
     ends, the calibration count on the draws' own statistics bracketed, the resolution floor
     at the ends (module docstring)."""
-    from ..decision.combined import axes_p
-    from ..decision.omnibus import calibrated_p, cauchy_statistic, resolution_floor
-    from ..decision.tails import MIN_EXCEEDANCES, P_MIN, TailModel
+    from ...decision.combined import axes_p
+    from ...decision.omnibus import calibrated_p, cauchy_statistic, resolution_floor
+    from ...decision.tails import MIN_EXCEEDANCES, P_MIN, TailModel
 
     values = np.asarray(values, dtype=np.float64)
     draws = np.asarray(draws, dtype=np.float64)
@@ -93,7 +93,7 @@ def axes_p_bounds(values, draws, n_final: int, level: float):
 def _open(p_lo, p_hi, alpha: float) -> np.ndarray:
     """Heads flagged by Benjamini–Hochberg with the lower ends of their p and not with the
     upper ends (NaN p: never flagged)."""
-    from ..decision.significance import benjamini_hochberg
+    from ...decision.significance import benjamini_hochberg
 
     if not np.isfinite(p_lo).any():
         return np.zeros(p_lo.shape, dtype=bool)
@@ -105,7 +105,7 @@ def interval_level(n_heads: int, n_axes: int, unaligned: bool, n_looks: int,
     """Level of each interval at one look (module docstring, "Error"): ε / (heads · (axes + 1
     + unaligned) · looks) — one interval per head and axis (the profile flag's and p_A's are
     the same event), one for p_A's calibration count, one for ``symmetry_unaligned``."""
-    from .stopping.rule import STOP_ERROR
+    from ..stopping.rule import STOP_ERROR
 
     eps = STOP_ERROR if error is None else float(error)
     return eps / (max(1, int(n_heads)) * (int(n_axes) + 1 + bool(unaligned))
@@ -118,9 +118,9 @@ def open_heads(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alph
     at ``n_final`` draws, intervals at ``level``. values: (layer, head, axis); p_stats: (layer,
     head) statistics' head p; nulls: {null storage: {axis: (n,)}}; groups: {null storage: layer
     positions}; unaligned: (layer, head) ``symmetry_unaligned`` or None."""
-    from ..decision.combined import DECISION_AXES, combined_p
-    from ..decision.tails import TailModel
-    from .factor_axes import FACTOR_AXES
+    from ...decision.combined import DECISION_AXES, combined_p
+    from ...decision.tails import TailModel
+    from .factors import FACTOR_AXES
 
     values = np.asarray(values, dtype=np.float64)
     n_layers, n_heads, n_axes = values.shape
@@ -151,7 +151,7 @@ def open_heads(values, p_stats, nulls: dict, groups: dict, *, n_final: int, alph
 def first_draws(d: int, d_h: int, storage, seed: int = 0) -> int:
     """Where a score starts: all :data:`SCHEDULE`'s draws where they ship (reading them costs
     nothing), else its first size (``storage``: a name or a record)."""
-    from .profile_cache import profile_path, shipped_profile
+    from .cache import profile_path, shipped_profile
 
     full = SCHEDULE[-1]
     ship = shipped_profile(profile_path(d, d_h, storage, full, seed).name)
@@ -210,9 +210,9 @@ def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: fl
     (``null_storages``, per layer), from :func:`first_draws` along :data:`SCHEDULE` until no head
     is open (:func:`settle`). ``start``: {name: n} least draws; ``profiles``: per layer
     {axis: (head,)}; ``ds``: the score (its ``head_p_value``)."""
-    from ..progress import message
-    from .factor_axes import FACTOR_AXES, null_storage
-    from .profile_cache import cached_profile_null
+    from ...progress import message
+    from .cache import cached_profile_null
+    from .factors import FACTOR_AXES, null_storage
 
     groups: dict = {}  # {null storage's record: layer positions}
     for i, s in enumerate(null_storages):

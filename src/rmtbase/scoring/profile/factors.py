@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..decision.axes import FACTOR_AXES
-from ..decision.axes import REGISTRY as AXIS_REGISTRY
+from ...decision.axes import FACTOR_AXES
+from ...decision.axes import REGISTRY as AXIS_REGISTRY
 
 if TYPE_CHECKING:
-    from ..stats.storage import Storage
+    from ...stats.storage import Storage
 
 #: Gaussian null draws of the new axes per null storage, sized by the null's own Monte Carlo
 #: error (module docstring, "Size"): 18,000 keep it below a quarter of the binomial
@@ -66,7 +66,7 @@ def factor_profile_jax(wq, wk, blocks: bool = False) -> dict:
 def null_storage(storage: str | Storage) -> Storage:
     """The storage record whose profile null serves heads stored as ``storage``: float32 for every
     float storage, its own for block formats and FP8. InputError for an unknown name."""
-    from ..stats.storage import FLOAT32, storage_record
+    from ...stats.storage import FLOAT32, storage_record
 
     record = storage_record(storage)
     return FLOAT32 if record.is_float else record
@@ -83,7 +83,7 @@ def profile_null(d: int, d_h: int, storage: str | Storage = "float32", n: int = 
 
     import jax
 
-    from ..baseline.task_cluster import map_in_order, task_client
+    from ...baseline.task_cluster import map_in_order, task_client
 
     storage = null_storage(storage)  # a record from here on
     x64 = bool(jax.config.read("jax_enable_x64"))  # a chunk on another worker runs as here
@@ -112,7 +112,7 @@ def _profile_chunk(d: int, d_h: int, storage: Storage, seed: int, i: int, m: int
     ``fold_in(chunk key, j)``, so head j is the same in a shorter chunk."""
     import jax
 
-    from ..ensembles import named_key
+    from ...ensembles import named_key
 
     with jax.enable_x64(x64):
         key = jax.random.fold_in(named_key(jax.random.key(int(seed)), "profile"), i)
@@ -131,7 +131,7 @@ def block_axes(a, b, c) -> tuple:
     ‖N‖² (``tests/test_profile_null_size.py``)."""
     import jax.numpy as jnp
 
-    from .._matmul import mm
+    from ..._matmul import mm
 
     m, n = mm(a.T, b), mm(a.T, c)
     sa, sb, sc = jnp.sum(a * a), jnp.sum(b * b), jnp.sum(c * c)
@@ -147,9 +147,9 @@ def _reduced_null(d: int, d_h: int):
     import jax
     import jax.numpy as jnp
 
-    from ..ensembles import named_key
-    from ..ensembles.chisquare import chisquare
-    from ..stats.alignment import alignment, energy_cv2, symmetry
+    from ...ensembles import named_key
+    from ...ensembles.chisquare import chisquare
+    from ...stats.alignment import alignment, energy_cv2, symmetry
 
     r = 2 * d_h if d >= 2 * d_h else 0  # Bartlett rows of the stacked Gram (0: factors drawn)
     dof = np.concatenate([np.arange(d, d - r, -1), np.full(2 * d, d_h)]).astype(np.float32)
@@ -209,8 +209,8 @@ def _stored_null(d: int, d_h: int, storage: Storage):
     import jax
     import jax.numpy as jnp
 
-    from ..ensembles.threefry import normal
-    from ..stats.precision import null_rows, round_trip
+    from ...ensembles.threefry import normal
+    from ...stats.precision import null_rows, round_trip
 
     rows = null_rows(storage, d_h)
     cpu = jax.default_backend() == "cpu"  # where the bits were checked; others as before

@@ -1,0 +1,1 @@
+"""A head's profile on named axes, its null, cache and stopping rule."""
