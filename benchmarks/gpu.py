@@ -14,7 +14,7 @@ whole keeps every section before it.
 1. ``scoring``: a LLaMA-3-8B-shaped bf16 folder (``benchmarks/scoring.py``'s builder: q/k only,
    1.3 GB) scored through :func:`rmtbase.scoring.score.score_model` in a fresh process per case:
    all statistics, ``stats="spectral"``, and spectral again with the next layer read serially
-   (``*_serial``: what reading ahead, :mod:`rmtbase.scoring.read_ahead`, buys). Per case: wall
+   (``*_serial``: what reading ahead, :mod:`rmtbase.scoring.heads.read_ahead`, buys). Per case: wall
    seconds (``score_8b_all_s``), host peak RSS (VmHWM, ``*_peak_rss_mb``) and the device's peak
    bytes (``*_device_peak_mb``, JAX's allocator; absent on the CPU). Needs ``netCDF4`` (the
    shipped tables); skipped, with the reason, without it.
@@ -152,7 +152,6 @@ def _kernel_routes(smoke):
     from rmtbase.stats._hestenes import hestenes_eigvals
     from rmtbase.stats._jacobi import jacobi_eigvalsh
     from rmtbase.stats._jacobi_pallas import hestenes_eigvals_pallas, jacobi_eigvalsh_pallas
-
     from rmtbase.stats._moments_route import moment_stats
 
     def moments(core):  # λ_max, λ_min of the trace/power route (no decomposition)
@@ -429,7 +428,7 @@ SCORE_CASES = (("all", "all", True), ("spectral", "spectral", True),
 _SCORE_CHILD = r"""
 import json, sys, time
 args = json.loads(sys.argv[1])
-from rmtbase.scoring import pipeline
+from rmtbase.scoring.heads import pipeline
 from rmtbase.scoring.score import score_model
 pipeline.READ_AHEAD = args.pop("read_ahead")
 folder = args.pop("folder")

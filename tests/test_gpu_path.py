@@ -169,7 +169,7 @@ class _Layers:
 
 
 def test_read_ahead_same_items_one_ahead():
-    from rmtbase.scoring.read_ahead import read_ahead
+    from rmtbase.scoring.heads.read_ahead import read_ahead
 
     src = _Layers(6)
     got = []
@@ -182,7 +182,7 @@ def test_read_ahead_same_items_one_ahead():
 
 
 def test_read_ahead_errors_and_early_stop():
-    from rmtbase.scoring.read_ahead import read_ahead
+    from rmtbase.scoring.heads.read_ahead import read_ahead
 
     src = _Layers(5, fail_at=3)
     seen = []
@@ -218,7 +218,7 @@ def llama_folder(tmp_path_factory):
 def test_score_with_read_ahead_is_the_same_bytes(llama_folder, module_cache, monkeypatch):
     """The score of a saved folder with the next layer read in a thread equals the score read
     layer by layer in this thread, every variable and attribute (but the time it was made)."""
-    from rmtbase.scoring import pipeline
+    from rmtbase.scoring.heads import pipeline
     from rmtbase.scoring.score import score_model
 
     kw = dict(stats="spectral", draws=200, spectrum_draws=0, progress=False)

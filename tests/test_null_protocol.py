@@ -36,9 +36,9 @@ def _haar_rows(rng, n: int, d_h: int, d: int) -> np.ndarray:
 
 def _define():
     """The user's script: a null and its reference, nothing else."""
+    from rmtbase.scoring.heads.reference import Reference
     from rmtbase.scoring.measures.layer_stats import layer_stats
     from rmtbase.scoring.profile.axes import factor_profile
-    from rmtbase.scoring.reference import Reference
     from rmtbase.stats.null_kind import Null
 
     class OrthogonalReference(Reference):
@@ -160,7 +160,7 @@ def test_collection_of_two_models(orthogonal, models, monkeypatch):
 
 
 def test_a_reference_must_say_its_profile_null(orthogonal):
-    from rmtbase.scoring.reference import Cells, Reference
+    from rmtbase.scoring.heads.reference import Cells, Reference
 
     class Silent(Reference):
         pass

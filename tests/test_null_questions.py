@@ -43,9 +43,9 @@ def _own_band(wq, wk, d: int) -> np.ndarray:
 
 
 def _define(name: str, *, band: bool):
+    from rmtbase.scoring.heads.reference import Reference
     from rmtbase.scoring.measures.layer_stats import layer_stats
     from rmtbase.scoring.profile.axes import factor_profile
-    from rmtbase.scoring.reference import Reference
     from rmtbase.stats.null_kind import Null
 
     class SharedReference(Reference):
@@ -126,7 +126,7 @@ def models(tmp_path_factory):
 def _no_gaussian(monkeypatch):
     """The Gaussian factor-axes null and the Gaussian band fail the test if asked for."""
     import rmtbase.scoring.collection_runs as cr
-    import rmtbase.scoring.pipeline as pl
+    import rmtbase.scoring.heads.pipeline as pl
     import rmtbase.scoring.profile.cache as pc
 
     def refuse(*a, **k):

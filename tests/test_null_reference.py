@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from rmtbase.models.types import LayerHeads, ModelInfo
-from rmtbase.scoring.reference import TableReference
+from rmtbase.scoring.heads.reference import TableReference
 from rmtbase.scoring.score import score_heads
 from rmtbase.stats.null_kind import GaussianNull, Null, PermutationNull
 

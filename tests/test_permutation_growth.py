@@ -13,8 +13,8 @@ def test_grown_heads_hold_the_draws_of_a_longer_run_and_the_others_keep_theirs(m
     independently by permutation_null; the other heads keep their 1,000 draws and read NaN
     beyond; each head's rms is kept at every draw; the calibration draws follow (180 vs 60);
     a step whose arrays would not fit in memory is not taken."""
+    from rmtbase.scoring.heads.reference import Cells
     from rmtbase.scoring.nulls.permutation import permutation_null
-    from rmtbase.scoring.reference import Cells
     from rmtbase.scoring.stopping import head_growth as G
     from rmtbase.stats.null_kind import PermutationNull
 

@@ -126,14 +126,14 @@ def test_key_only_axes_of_grouped_key_models_are_calibrated_on_1008_key_heads(
 
 
 def test_the_stopping_note_names_the_draws_its_error_does_not_cover():
-    """summary.txt's Draws line (scoring.stopping_text.stopping_note): the stated stopping error is
+    """summary.txt's Draws line (scoring.heads.stopping_text.stopping_note): the stated stopping error is
     the spectral draws'; the note names the element table, the calibration and the profile null
     with its sequential sizes (2,000, 3,000, 4,000, 6,000, 10,000 or 18,000:
     scoring.profile.stopping.SCHEDULE, not always
     18,000 as it said before issue 59 item 4), its own rule and the 18,000's Monte Carlo sd,
     settled or not."""
+    from rmtbase.scoring.heads.stopping_text import stopping_note
     from rmtbase.scoring.profile.stopping import SCHEDULE
-    from rmtbase.scoring.stopping_text import stopping_note
 
     for settled in (True, False):
         note = stopping_note(1000, settled, 100_000)

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import rmtbase.scoring.pipeline as pipeline
+import rmtbase.scoring.heads.pipeline as pipeline
 import rmtbase.scoring.profile.cache as pc
 from rmtbase.errors import InputError
+from rmtbase.scoring.heads.reference import GAUSSIAN_AXES, NullStart
 from rmtbase.scoring.profile import factors as fa
 from rmtbase.scoring.profile import stopping as ps
 from rmtbase.scoring.profile.axes import add_profile
-from rmtbase.scoring.reference import GAUSSIAN_AXES, NullStart
 from rmtbase.stats.storage import FLOAT32, records, storage_record
 
 #: per layer its null storage: three float layers (one float32 null) and a Q8_0 one

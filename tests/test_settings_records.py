@@ -44,7 +44,7 @@ def _planted():
 
 
 def _options(monkeypatch, call):
-    """The :class:`rmtbase.scoring.pipeline.Options` ``call()`` hands to the pipeline."""
+    """The :class:`rmtbase.scoring.heads.pipeline.Options` ``call()`` hands to the pipeline."""
     import rmtbase.scoring.score as S
 
     got = []

@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from rmtbase.baseline.null import lambda_draws, null_draws
-from rmtbase.scoring import pipeline
+from rmtbase.scoring.heads import pipeline
 from rmtbase.stats.storage import FLOAT32, storage_record
 
 

@@ -9,8 +9,8 @@ import pytest
 from _checkpoints import trajectory
 from scipy import stats as st
 
+from rmtbase.scoring.heads.stopping_text import open_reasons, tail_counts
 from rmtbase.scoring.stopping.rule import STOP_ERROR, looks, p_interval, unsettled
-from rmtbase.scoring.stopping_text import open_reasons, tail_counts
 
 KW = dict(stats="spectral", progress=False, spectrum_draws=0)
 

@@ -102,7 +102,7 @@ def _derived(ds, stats: str):
 
 
 #: Least draws of a table request that names none (:func:`null_table` and its kin; a score
-#: without ``draws`` asks for this many, :meth:`rmtbase.scoring.reference.Cells.table`).
+#: without ``draws`` asks for this many, :meth:`rmtbase.scoring.heads.reference.Cells.table`).
 TABLE_DRAWS = 1000
 
 

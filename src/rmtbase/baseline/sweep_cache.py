@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import InputError, check_keywords
 
 #: Fewest draws of the spectral reference of an all-statistics score
-#: (``max(draws, 1000)`` in :meth:`rmtbase.scoring.reference.TableReference.start_spectral`).
+#: (``max(draws, 1000)`` in :meth:`rmtbase.scoring.heads.reference.TableReference.start_spectral`).
 SPECTRAL_REFERENCE_DRAWS = 1000
 #: :func:`sweep_into_cache`'s keywords for the tables (besides the dispatch's).
 CACHE_KEYWORDS = ("stats", "draws", "seed", "chunk_size")

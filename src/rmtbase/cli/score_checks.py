@@ -330,7 +330,7 @@ def check_finite_model(model, allow_pickle: bool) -> None:
 def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:
     """--ov's precondition: every layer has its V and O tensors (named as the file names them);
     with ``heads``, each head's W_O and W_V read one layer at a time and a non-finite or
-    all-zero one named (:func:`rmtbase.scoring.pipeline.check_heads`)."""
+    all-zero one named (:func:`rmtbase.scoring.heads.pipeline.check_heads`)."""
     from ..models import default_model_path
     from ..models.loading import check_parts
     from ..models.ov import OV_WHY, load_ov_heads
@@ -338,7 +338,7 @@ def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:
     model = default_model_path() if model is None else model
     check_parts(model, ("v", "o"), revision=revision, allow_pickle=allow_pickle, why=OV_WHY)
     if heads:
-        from ..scoring.pipeline import check_heads
+        from ..scoring.heads.pipeline import check_heads
 
         for lh in load_ov_heads(model, revision=revision, allow_pickle=allow_pickle):
             check_heads(lh.layer, lh.wq, lh.wk, str(model), "W_O or W_V")

@@ -21,6 +21,8 @@ from ..errors import InputError, ModelError, with_keywords
 from ..stats.names import QUANTIZED_NULL
 from ..stats.null_protocol import Null
 from .description import default_label, null_description
+from .heads.pipeline import Options, score
+from .heads.reference import NullStart
 from .measures.spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: tests/test_cache.py
     SPECTRUM_QUANTILES,
     _drawn_spectrum_band,
@@ -28,8 +30,6 @@ from .measures.spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: test
 )
 from .nulls.checks import check_element_draws, check_null_size, check_null_storage
 from .nulls.layer_null import is_spectral
-from .pipeline import Options, score
-from .reference import NullStart
 from .settings import ScoreSettings
 
 

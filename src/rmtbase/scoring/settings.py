@@ -21,7 +21,7 @@ class ScoreSettings:
     format of :data:`rmtbase.stats.precision.QUANT_FORMATS`. max_draws: None extends the spectral
     null while a decision could change; a number, up to it for heads near a flag. element_draws:
     permutations for W_QK's element statistics. null_start: least null sizes
-    (:class:`~rmtbase.scoring.reference.NullStart`)."""
+    (:class:`~rmtbase.scoring.heads.reference.NullStart`)."""
 
     stats: object = "all"
     draws: int | None = None

@@ -6,7 +6,7 @@ whole matrices). Dask (``workers``, ``scheduler``, ``client``): one task per ent
 JAX precision, retried (:data:`RETRIES`), cancellable; equal to a one-process run. ``entries=DIR``
 makes a run resumable (:mod:`rmtbase.scoring.entries`). Entries whose null sizes differ from the
 largest of their (d, d_h, storage) are rescored from those sizes
-(:class:`rmtbase.scoring.reference.NullStart`), so results do not depend on cache, order or workers.
+(:class:`rmtbase.scoring.heads.reference.NullStart`), so results do not depend on cache, order or workers.
 """
 
 from __future__ import annotations

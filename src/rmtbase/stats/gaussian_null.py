@@ -67,7 +67,7 @@ class GaussianNull(Null):
 
     def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
         """The tables at ``storage``, shared by the layers stored alike
-        (:class:`rmtbase.scoring.reference.TableReference`)."""
+        (:class:`rmtbase.scoring.heads.reference.TableReference`)."""
         return cells.table_reference(self.at_storage(storage), draws=draws, seed=seed,
                                      progress=progress)
 

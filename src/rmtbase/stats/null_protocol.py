@@ -4,7 +4,7 @@ are made, what it tests, how it is described).
 Contract:
 
 - A null owns its draws: abstract :meth:`Null.reference` maps
-  :class:`rmtbase.scoring.reference.Cells` to a :class:`rmtbase.scoring.reference.Reference`.
+  :class:`rmtbase.scoring.heads.reference.Cells` to a :class:`rmtbase.scoring.heads.reference.Reference`.
 - Values are frozen and hashable; :attr:`Null.name` (``str(null)``) is the spelling of
   ``--null``, ``score_model(null=...)`` and ``null_kind``; text is parsed by :meth:`Null.parse`.
 - A concrete subclass setting its own :attr:`Null.name` is registered when defined; a taken
@@ -52,11 +52,11 @@ class Null(ABC):
     needs_factors: ClassVar[bool] = False
     #: whether its draws form one table per shape and storage shared by the heads, which a
     #: collection may grow in common (an entry behind another of its shape is re-scored from
-    #: the larger sizes, :class:`rmtbase.scoring.reference.NullStart`)
+    #: the larger sizes, :class:`rmtbase.scoring.heads.reference.NullStart`)
     shared_table: ClassVar[bool] = True
     #: whether the spectrum figure's band of the Gaussian null
     #: (:func:`rmtbase.scoring.measures.spectrum_band.null_spectrum_band`) is this null's band; else
-    #: its reference draws its own (:meth:`rmtbase.scoring.reference.Reference.spectrum_band`)
+    #: its reference draws its own (:meth:`rmtbase.scoring.heads.reference.Reference.spectrum_band`)
     #: or the scores have none
     gaussian_spectrum_band: ClassVar[bool] = False
     #: whether composition's within-layer QK-overlap test against independent Gaussian factors
@@ -168,8 +168,8 @@ class Null(ABC):
 
     @abstractmethod
     def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
-        """The draws for ``cells`` (:class:`rmtbase.scoring.reference.Cells`), a
-        :class:`rmtbase.scoring.reference.Reference`; ``draws``: at least this many (None: default).
+        """The draws for ``cells`` (:class:`rmtbase.scoring.heads.reference.Cells`), a
+        :class:`rmtbase.scoring.heads.reference.Reference`; ``draws``: at least this many (None: default).
         """
 
     @abstractmethod

@@ -36,7 +36,7 @@ class PermutationNull(Null):
 
     def reference(self, cells, storage: Storage, *, draws, seed: int, progress: bool):
         """Each head's own entries shuffled, ``draws`` spectral permutations per head
-        (:class:`rmtbase.scoring.reference.PermutationReference`); storage plays no part."""
+        (:class:`rmtbase.scoring.heads.reference.PermutationReference`); storage plays no part."""
         return cells.permutation_reference(self, draws=draws, seed=seed, progress=progress)
 
     def composition_null(self, pairs, *, draws: int, seed: int):

@@ -96,7 +96,7 @@ def next_size(n: int) -> int | None:
 
 
 def grow(ref, n: int) -> int:
-    """Grow the joint table of ``ref`` (a :class:`~rmtbase.scoring.reference.TableReference`)
+    """Grow the joint table of ``ref`` (a :class:`~rmtbase.scoring.heads.reference.TableReference`)
     to ``n`` draws, keeping its statistics: a stored table of ≥ n draws serves truncated, else
     the draws held continue (:mod:`rmtbase.baseline.table_growth`); returns the draws got."""
     from ...baseline.cache import null_table

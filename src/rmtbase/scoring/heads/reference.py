@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..decision.verdict import NOT_TESTED
-from .nulls.checks import undefined_under_null
-from .nulls.layer_null import baseline_attrs, is_spectral, null_arrays
+from ...decision.verdict import NOT_TESTED
+from ..nulls.checks import undefined_under_null
+from ..nulls.layer_null import baseline_attrs, is_spectral, null_arrays
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Cells:
 
     def table_reference(self, null, *, draws, seed, progress) -> TableReference:
         """The tables of ``null`` (a Gaussian null with its storage set) for these cells."""
-        from ..baseline.cache import TABLE_DRAWS, null_table
+        from ...baseline.cache import TABLE_DRAWS, null_table
 
         kw = {"stats": self.kind, "seed": seed, "storage": null.storage_record,
               "progress": progress,
@@ -83,7 +83,7 @@ class Cells:
 
     def permutation_reference(self, null, *, draws, seed, progress) -> PermutationReference:
         """Each head against its own entries shuffled (``null`` a per-head null)."""
-        from .nulls.permutation import permutation_draws
+        from ..nulls.permutation import permutation_draws
 
         n_el = self.element_draws if self.kind != "spectral" else 0
         joint = permutation_draws(self.factors, draws or 1000, n_el, seed, self.kind, progress)
@@ -175,7 +175,7 @@ class TableReference(Reference):
     def spectral(self, names, n) -> dict:
         """Spectral draws of ``names`` at this storage (at least ``n``; a larger stored
         table is used whole)."""
-        from ..baseline.cache import null_table
+        from ...baseline.cache import null_table
 
         c = self.cells
         table = null_table(c.d, c.d_h, stats="spectral", min_draws=n, seed=self.seed,
@@ -191,7 +191,7 @@ class TableReference(Reference):
                                                           self.cells.start.spectral))
 
     def can_extend(self) -> bool:
-        from ..baseline.table_contents import fast_spectral
+        from ...baseline.table_contents import fast_spectral
 
         return fast_spectral("spectral", self.null.ensemble, self.null.storage_record)
 
@@ -233,7 +233,7 @@ class PermutationReference(Reference):
 
     def profile_null(self):
         """Each head's own entries shuffled, the spectral draws' permutations."""
-        from .profile.axes import permutation_profile_null
+        from ..profile.axes import permutation_profile_null
 
         per_layer = [permutation_profile_null(wq, wk, self.draws, self.seed)
                      for wq, wk in self.cells.factors]

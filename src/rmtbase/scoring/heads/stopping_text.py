@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .stopping.rule import STOP_ERROR
+from ..stopping.rule import STOP_ERROR
 
 
 def tail_counts(groups, values, names) -> tuple[dict, np.ndarray]:
     """({stat: (layer, head) k}, (layer, head) N): of each head's N spectral reference draws
     (its group's, as in :func:`unsettled`), the k at or beyond its value of each statistic in
     ``names`` on its nearer side (what :func:`p_interval` counts). NaN values give k = N."""
-    from ..decision.scale import normalise
+    from ...decision.scale import normalise
 
     rq = np.asarray(values["q.rms"], dtype=np.float64)
     rk = np.asarray(values["k.rms"], dtype=np.float64)
@@ -53,8 +53,8 @@ def open_reasons(open_heads, counts, total, limit: int = 4) -> str:
 def not_covered() -> str:
     """What the stopping error does not cover: the fixed-size draws that also
     enter a decision, each with its own Monte Carlo error."""
-    from .profile.stopping import SCHEDULE
-    from .stopping.joint import JOINT_DRAWS
+    from ..profile.stopping import SCHEDULE
+    from ..stopping.joint import JOINT_DRAWS
 
     sd = np.sqrt(0.05 * 0.95 / SCHEDULE[-1])
     sizes = ", ".join(map(str, SCHEDULE[:-1]))

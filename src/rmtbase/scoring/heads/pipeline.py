@@ -1,7 +1,7 @@
 """The scoring pipeline as one function of records: read → null → decide → profile → describe.
 
 :func:`score`: :func:`read_layers` measures the layers, the null returns its references,
-:func:`rmtbase.scoring.sequential.decide` tests the heads, then spectra, profile, provenance."""
+:func:`rmtbase.scoring.heads.sequential.decide` tests the heads, then spectra, profile, provenance."""
 
 from __future__ import annotations
 
@@ -10,22 +10,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._version import __version__
-from ..decision.combined import add_axes_decision
-from ..decision.family import HISTOGRAM
-from ..decision.spikes import add_spikes
-from ..decision.verdict import NOT_TESTED
-from ..errors import InputError, ModelError
-from ..stats.storage import storage_record
-from ..stats.unaligned import symmetry_unaligned
-from .description import by_layers, describe, model_label, null_description
-from .measures.layer_stats import RawUnits, layer_stats, safe_factors
-from .measures.qk_histogram import add_qk_hist
-from .measures.spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
-from .measures.verdict import Decision
-from .nulls.checks import report_undefined
-from .nulls.layer_null import has_lambda_max, layer_null, layer_quantisation
-from .profile.axes import add_profile, factor_profile, null_storage
+from ..._version import __version__
+from ...decision.combined import add_axes_decision
+from ...decision.family import HISTOGRAM
+from ...decision.spikes import add_spikes
+from ...decision.verdict import NOT_TESTED
+from ...errors import InputError, ModelError
+from ...stats.storage import storage_record
+from ...stats.unaligned import symmetry_unaligned
+from ..description import by_layers, describe, model_label, null_description
+from ..measures.layer_stats import RawUnits, layer_stats, safe_factors
+from ..measures.qk_histogram import add_qk_hist
+from ..measures.spectrum_band import SPECTRUM_QUANTILES, null_spectrum_band
+from ..measures.verdict import Decision
+from ..nulls.checks import report_undefined
+from ..nulls.layer_null import has_lambda_max, layer_null, layer_quantisation
+from ..profile.axes import add_profile, factor_profile, null_storage
 from .read_ahead import read_ahead
 from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart
 from .sequential import decide
@@ -144,7 +144,7 @@ def read_layers(layers, info, opts: Options) -> Layers:
     qn = qn if qn in ("auto", "none") else storage_record(qn)
     bar = None
     if opts.progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
-        from ..progress import progress_bar
+        from ...progress import progress_bar
 
         bar = progress_bar(info.n_layers, desc="scoring layers", unit="layer")
     for lh in (read_ahead(layers) if READ_AHEAD else layers):  # the next layer read meanwhile
@@ -251,7 +251,7 @@ def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int, refs=()):
 
 def _provenance(ds, info, read: Layers, opts: Options, label) -> None:
     """The model's and the null's attributes."""
-    from ..models._reader import coarsest_storage
+    from ...models._reader import coarsest_storage
 
     quant = read.quantisation_names
     ids, ns = read.layer_ids, read.null_storages

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..decision.scale import normalise
-from ..decision.tails import TailModel
-from .measures.verdict import Decision, reference_groups
-from .stopping.rule import GROWTH, unsettled
+from ...decision.scale import normalise
+from ...decision.tails import TailModel
+from ..measures.verdict import Decision, reference_groups
+from ..stopping.rule import GROWTH, unsettled
 
 
 def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
@@ -54,7 +54,7 @@ def _why_tail(g, ds, values, names, refs, alpha) -> str | None:
 
 def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks):
     """One look: extend every reference that needs it; returns (grown, settled)."""
-    from ..progress import message
+    from ...progress import message
     from .stopping_text import tail_counts
 
     decide = how.max_draws is None

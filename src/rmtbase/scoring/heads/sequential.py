@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .measures.verdict import Decision, verdict
+from ..measures.verdict import Decision, verdict
+from ..stopping.joint_growth import grow_joint
+from ..stopping.rule import MAX_DRAWS, STOP_ERROR, looks
 from .reference import spectral_names
 from .spectral_extension import extend_spectral
-from .stopping.joint_growth import grow_joint
-from .stopping.rule import MAX_DRAWS, STOP_ERROR, looks
 from .stopping_text import stopping_note
 
 

@@ -1,0 +1,1 @@
+"""The heads against their references, layer by layer, each grown while needed."""
