@@ -4,7 +4,7 @@ ratio to the FLOP floor of the per-layer-pair GEMMs, measured on the same machin
 Shape: d = 4096, 32 query heads of d_h = 128, 8 key/value heads (GQA), bfloat16 storage (each
 layer's factors are drawn as float32 Gaussians and rounded to bfloat16, then read as float32,
 as a bf16 checkpoint is). The factors are generated layer by layer (no 16 GB model on disk) and
-fed to :func:`rmtbase.scoring.composition.composition_from_factors`, the function
+fed to :func:`rmtbase.scoring.composition.run.composition_from_factors`, the function
 ``rmtbase.composition`` runs after loading; the generation is timed apart and left out.
 
 ``--layers N`` runs the real thing on the first N layers at the full width (N(N−1)/2 layer
@@ -15,7 +15,7 @@ own work and one layer pair's work timed apart (an extrapolation, marked as such
 Floor: the one GEMM per layer pair, [W_Q; W_K; W_V] ((32 + 2·8)·128 × 4096) @ C (4096 ×
 32·128), timed alone with the same jnp matmul, best of 3, times the number of layer pairs.
 Ratio = the run's time / that floor (CPU time and wall). Peak memory: the process's peak RSS
-(``ru_maxrss``) beside :func:`rmtbase.scoring.composition.plan`'s bytes.
+(``ru_maxrss``) beside :func:`rmtbase.scoring.composition.run.plan`'s bytes.
 
 Here (2 shared cores):
 
@@ -43,8 +43,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rmtbase.scoring import composition as S
-from rmtbase.scoring.composition import composition_from_factors, plan
+from rmtbase.scoring.composition import run as S
+from rmtbase.scoring.composition.run import composition_from_factors, plan
 from rmtbase.stats import composition as C
 
 

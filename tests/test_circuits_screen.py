@@ -142,7 +142,7 @@ def test_a_label_needs_more_than_chance_and_enough_queries():
 
 
 def _composition(net):
-    from rmtbase.scoring.composition import composition
+    from rmtbase.scoring.composition.run import composition
 
     return composition(net, draws=100, progress=False)
 

@@ -190,7 +190,7 @@ def tool_dominant_k(folder, receivers, draws=200):
 
     from rmtbase.circuits import find_circuits
     from rmtbase.circuits.sequences import repeated_sequences
-    from rmtbase.scoring.composition import composition
+    from rmtbase.scoring.composition.run import composition
 
     net = GPT2LMHeadModel.from_pretrained(folder)
     seqs = repeated_sequences(net.config, n=REP_LEN, batch=N_SEQ, seed=1)

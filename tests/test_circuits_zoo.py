@@ -264,7 +264,7 @@ def _tool(folder):
     """The rows of ``find_circuits(folder, composition(folder, draws=200),
     repeat_lengths="auto")`` as dicts of the Dataset's variables, and circuit_list's JSON."""
     from rmtbase.circuits import circuit_list, find_circuits
-    from rmtbase.scoring.composition import composition
+    from rmtbase.scoring.composition.run import composition
 
     comp = composition(str(folder), draws=200)
     ds = find_circuits(str(folder), comp, repeat_lengths="auto", progress=False)

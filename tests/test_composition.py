@@ -20,7 +20,7 @@ from rmtbase.errors import InputError
 from rmtbase.models import load_heads
 from rmtbase.models.loading import default_model_path
 from rmtbase.models.ov import load_ov_heads
-from rmtbase.scoring.composition import assemble, composition_from_factors, null_scores
+from rmtbase.scoring.composition.run import assemble, composition_from_factors, null_scores
 from rmtbase.stats import composition as C
 
 

@@ -55,8 +55,8 @@ def test_scoring_uses_it_from_d_h_128_only(monkeypatch, tmp_path):
     """float32 draws at d_h ≥ 128 come from the bidiagonal sampler (cache format 2); below, and for
     16-bit storage, the draws and cache names are as they were (format 1)."""
     from rmtbase.baseline.composition_bidiagonal import composition_bidiagonal as bidiagonal
-    from rmtbase.scoring import composition_cache as K
-    from rmtbase.scoring.composition_pairs import score_draws
+    from rmtbase.scoring.composition import cache as K
+    from rmtbase.scoring.composition.pairs import score_draws
 
     key = jax.random.key(0)
     assert bidiagonal(640, 256, 256) and bidiagonal(300, 128, 128)

@@ -27,7 +27,7 @@ def _gpt2(path, n_layer, n_head=4, n_embd=64):
 @pytest.fixture
 def no_scoring(monkeypatch):
     """Scoring and the composition fail the test if they start."""
-    import rmtbase.scoring.composition as comp
+    import rmtbase.scoring.composition.run as comp
     import rmtbase.scoring.score as score
 
     forbid(monkeypatch, (score, "score_model"), (comp, "composition"))

@@ -12,7 +12,7 @@ import pytest
 
 from rmtbase.analytic import composition_moments as A
 from rmtbase.baseline.composition_null import null_overlap, null_overlap_full, null_squares
-from rmtbase.scoring.composition_overlap import overlap_tests
+from rmtbase.scoring.composition.overlap import overlap_tests
 from rmtbase.stats import composition as C
 
 

@@ -1,4 +1,4 @@
-"""The permutation null of head–head composition (rmtbase.scoring.composition_permutation):
+"""The permutation null of head–head composition (rmtbase.scoring.composition.permutation):
 the batched permuted path computes the same scores as the model's, random models are
 calibrated whatever their entry law and storage, a planted circuit is found."""
 
@@ -9,8 +9,8 @@ import pytest
 from _null_flags import assert_composition_rates
 
 import rmtbase
-from rmtbase.scoring import composition_permutation as P
-from rmtbase.scoring.composition import assemble, composition_from_factors
+from rmtbase.scoring.composition import permutation as P
+from rmtbase.scoring.composition.run import assemble, composition_from_factors
 
 
 def _gpt2(path, n_layer, n_head, n_embd, seed=0, law="gaussian"):

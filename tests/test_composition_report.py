@@ -80,7 +80,7 @@ def test_rows_follow_standing_not_p(tmp_path):
     Dataset's ranks, computed independently by a sort of each receiver's scores), none flagged;
     no figure without png."""
     from rmtbase.report.composition_report import composition_section, pair_rows
-    from rmtbase.scoring.composition import composition
+    from rmtbase.scoring.composition.run import composition
 
     m = _planted_gpt2(tmp_path / "g", n_layer=2, n_head=2, n_embd=32, frm=(0, 0), to=(0, 0))
     ds = composition(m, draws=500)
@@ -102,7 +102,7 @@ def test_rows_follow_standing_not_p(tmp_path):
 
 def _random_composition(n_l=3, n_h=2, seed=0):
     """A composition Dataset of random scores (assemble, Gaussian null of 200 sorted draws)."""
-    from rmtbase.scoring.composition import assemble
+    from rmtbase.scoring.composition.run import assemble
 
     rng = np.random.default_rng(seed)
     comp = np.full((3, n_l, n_h, n_l, n_h), np.nan)

@@ -1,5 +1,5 @@
 """The composition and QK-overlap nulls drawn only as far as a flag needs
-(:mod:`rmtbase.scoring.composition_stopping`), in chunks that an interrupt can stop, with the
+(:mod:`rmtbase.scoring.composition.stopping`), in chunks that an interrupt can stop, with the
 arguments refused in one line before any work.
 
 The error bound relied on: with probability ≥ 1 − STOP_ERROR (0.01; union bound over the
@@ -57,7 +57,7 @@ def _same(a, b):
 
 def _full_schedule(monkeypatch):
     """The rule off: every null drawn to its cap at once (the reference of the stopped run)."""
-    import rmtbase.scoring.composition_stopping as S
+    import rmtbase.scoring.composition.stopping as S
 
     monkeypatch.setattr(S, "schedule", lambda draws: (int(draws),))
 
@@ -67,9 +67,9 @@ def test_stopped_flags_are_the_full_nulls_flags():
     it and near the smallest BH thresholds; its flags equal those of all 18,000 draws, and it
     stops early where every value is far from its threshold."""
     from rmtbase.decision.significance import benjamini_hochberg
-    from rmtbase.scoring.composition_dataset import tail_p
-    from rmtbase.scoring.composition_pairs import score_draws
-    from rmtbase.scoring.composition_stopping import continued, settle
+    from rmtbase.scoring.composition.dataset import tail_p
+    from rmtbase.scoring.composition.pairs import score_draws
+    from rmtbase.scoring.composition.stopping import continued, settle
 
     key = jax.random.key(3)
     raw = score_draws(key, 32, 4, 4, 0, 18_000)
@@ -103,9 +103,9 @@ def test_a_longer_table_has_the_same_first_draws():
     """Draw i is the same in every table and in every call: draws 2,000 … 4,999 continued from
     the sorted first 2,000 give the bytes of the sorted 5,000 (composition and overlap;
     chunks not aligned with 2,000)."""
-    from rmtbase.scoring.composition_overlap import overlap_draws
-    from rmtbase.scoring.composition_pairs import null_scores, score_draws
-    from rmtbase.scoring.composition_stopping import continued
+    from rmtbase.scoring.composition.overlap import overlap_draws
+    from rmtbase.scoring.composition.pairs import null_scores, score_draws
+    from rmtbase.scoring.composition.stopping import continued
 
     key = jax.random.key(11)
     first = np.sort(score_draws(key, 48, 8, 8, 0, 2000))
@@ -155,7 +155,7 @@ def test_same_output_whatever_the_cache_holds(tiny, tmp_path, monkeypatch):
 ])
 def test_bad_arguments_are_one_line_before_any_work(tiny, monkeypatch, kw, match):
     import rmtbase
-    import rmtbase.scoring.composition as comp
+    import rmtbase.scoring.composition.run as comp
 
     def no_work(*a, **k):
         raise AssertionError("work started before the arguments were checked")
@@ -200,7 +200,7 @@ def test_plan_counts_the_null_draws(tiny, capsys):
     from argparse import Namespace
 
     from rmtbase.cli.score_checks import check_composition
-    from rmtbase.scoring.composition import check_model
+    from rmtbase.scoring.composition.run import check_model
     from rmtbase.stats.gaussian_null import GaussianNull
 
     pl = check_model(tiny, draws=18_000)

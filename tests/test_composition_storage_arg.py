@@ -26,7 +26,7 @@ def test_a_float_storage_in_any_case_is_its_record(tmp_path, module_cache):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from rmtbase.scoring.composition_pairs import composition_storage
+    from rmtbase.scoring.composition.pairs import composition_storage
     from rmtbase.stats.storage import storage_record
 
     f16 = storage_record("float16")

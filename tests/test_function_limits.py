@@ -27,7 +27,7 @@ EXCEPTIONS = {
     "scoring/profile/axes.py::add_profile": {"params": 9},
     "scoring/profile/stopping.py::sequential_nulls": {"params": 9},
     # documented positional API (tests pass overlap, d, d_h, n_kv, key, draws) + progress
-    "scoring/composition_overlap.py::overlap_tests": {"params": 9},
+    "scoring/composition/overlap.py::overlap_tests": {"params": 9},
     # baseline/ (issue 58 item 4): public entry points whose keyword options are documented
     #  (docs/contract.md, README, tests pass them by name); each validates them into one record
     #  (TableSpec, TableKey, Draws, NetworkSpec) and forwards that record, never the list

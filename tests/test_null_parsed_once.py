@@ -24,7 +24,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 #: The places that parse the null's text, with how many times (this list may only shrink).
 #: decision/verdict.py: score_values_by_layer's ``null_kind``, left to its owner.
 PARSES = {"cli/score_checks.py": 1, "scoring/score.py": 1, "scoring/trajectory.py": 1,
-          "decision/verdict.py": 1, "scoring/composition.py": 1,
+          "decision/verdict.py": 1, "scoring/composition/run.py": 1,
           "report/composition_report.py": 1}
 
 
@@ -85,7 +85,7 @@ def test_cli_composition_gets_the_parsed_null(monkeypatch, tmp_path):
         seen.update(kw)
         raise RuntimeError("stop")
 
-    monkeypatch.setattr("rmtbase.scoring.composition.composition", fake_composition)
+    monkeypatch.setattr("rmtbase.scoring.composition.run.composition", fake_composition)
     args = SimpleNamespace(seed=0, alpha=0.05, allow_pickle=False, null=PermutationNull(),
                            draws=None, no_figures=True, quiet=True)
     with pytest.raises(RuntimeError, match="stop"):

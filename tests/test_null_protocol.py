@@ -188,7 +188,7 @@ def test_cli_refuses_before_scoring(orthogonal, models, tmp_path, capsys, monkey
                                     extra, says):
     from _no_scoring import forbid
 
-    import rmtbase.scoring.composition as comp
+    import rmtbase.scoring.composition.run as comp
     import rmtbase.scoring.score as score
     from rmtbase.cli import main
 

@@ -23,14 +23,14 @@ ALPHA = 0.05
 def _scores(seed: int, d: int, d_h: int, n: int) -> np.ndarray:
     import jax
 
-    from rmtbase.scoring.composition_pairs import null_scores
+    from rmtbase.scoring.composition.pairs import null_scores
 
     return null_scores(jax.random.key(seed), d, d_h, d_h, n)
 
 
 def _size(null_sorted: np.ndarray, fresh: np.ndarray) -> float:
     """Fraction of ``fresh`` null scores whose composition_p against ``null_sorted`` ≤ α."""
-    from rmtbase.scoring.composition_dataset import upper_p
+    from rmtbase.scoring.composition.dataset import upper_p
 
     return float(np.mean(upper_p(fresh, null_sorted) <= ALPHA))
 
@@ -106,7 +106,7 @@ def test_a_pair_near_its_bh_threshold_is_open_and_the_rest_are_not():
     """:func:`p_error` on 100 pairs read from 2,000 draws: the one pair no draw reached
     (p = 1/2,001, at the first BH threshold α/100 = 5·10⁻⁴) could be flagged or not at
     20,000 draws; pairs at p ≈ 0.5 cannot; its se is √(p(1 − p)/2,000)."""
-    from rmtbase.scoring.composition_dataset import p_error
+    from rmtbase.scoring.composition.dataset import p_error
 
     p = np.full(100, 1001 / 2001)
     p[0] = 1 / 2001
@@ -160,7 +160,7 @@ def test_the_cached_null_is_the_drawn_one_and_a_bad_file_is_drawn_again(tmp_path
     """:func:`cached_null`: a cold call draws and stores, a warm one reads the same numbers
     without drawing; a file that does not hold what its name says (truncated) is drawn again
     with one warning and replaced."""
-    from rmtbase.scoring.composition_cache import cached_null, null_path
+    from rmtbase.scoring.composition.cache import cached_null, null_path
 
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))
     calls = []

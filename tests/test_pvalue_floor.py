@@ -28,7 +28,7 @@ def test_composition_p_and_q_are_never_zero_far_beyond_the_draws():
     10 draws beyond would give (the tail model's own conservative GPD, not an add-one floor),
     every q ≥ p > 0, and the p-values stay ordered with the score (non-increasing). Before:
     the Beta survival function gave exactly 0 at s = 1."""
-    from rmtbase.scoring.composition_dataset import assemble
+    from rmtbase.scoring.composition.dataset import assemble
 
     null = _null_scores(2000, 7)
     n_l, n_h = 3, 4

@@ -49,7 +49,7 @@ def test_the_composition_tail_is_never_anti_conservative(d, d_h):
     (module docstring for n, the rate and its se). Measured (min, median over the nulls) at
     64 × 8: 2.18, 3.49 at 10⁻³; 6.32, 11.3 at 10⁻⁴; 11.7, 21.8 at 3·10⁻⁵; at 768 × 64 2.31,
     3.40; 8.57, 13.3; 17.7, 28.2."""
-    from rmtbase.scoring.composition_dataset import tail_p
+    from rmtbase.scoring.composition.dataset import tail_p
 
     exact = _scores(101, d, d_h, EXACT_DRAWS)
     nulls = [_scores(1000 + s, d, d_h, 2000) for s in range(2, 12)]
@@ -90,7 +90,7 @@ def test_the_qk_overlap_tail_is_never_anti_conservative(d, d_h):
     Beta law it replaced gave 0.56 at 10⁻³, 0.30 at 10⁻⁴); 2.25, 7.06, 13.7 at 128 × 16."""
     import jax
 
-    from rmtbase.scoring.composition_overlap import _tail, overlap_null
+    from rmtbase.scoring.composition.overlap import _tail, overlap_null
 
     exact = overlap_null(jax.random.key(101), d, d_h, EXACT_DRAWS, False)
     nulls = [overlap_null(jax.random.key(1000 + s), d, d_h, 2000, False) for s in range(2, 12)]

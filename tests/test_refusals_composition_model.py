@@ -112,7 +112,7 @@ def test_rmtbase_circuits_checks_k_and_draws_before_the_composition(argv, needle
                                                                     capsys, monkeypatch):
     """``rmtbase circuits --k 0`` was refused by find_circuits after the whole composition and
     its null (18 s on the shared machine for a 2-layer model); ``--draws 0`` ran the default."""
-    import rmtbase.scoring.composition as comp
+    import rmtbase.scoring.composition.run as comp
     from rmtbase.cli import main
 
     def no_work(*a, **k):

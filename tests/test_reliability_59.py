@@ -91,7 +91,7 @@ def little_free(monkeypatch):
 def test_composition_memory_limit_is_honoured_both_ways(gpt2_dir, little_free, monkeypatch):
     """RMTBASE_MEMORY_LIMIT=64G lets a composition run go ahead that MemFree would refuse, and
     =100M stops its ~0.59 GiB plan (before: the variable was not read at all)."""
-    from rmtbase.scoring.composition import check_model
+    from rmtbase.scoring.composition.run import check_model
 
     monkeypatch.setenv("RMTBASE_MEMORY_LIMIT", "64G")
     plan = check_model(gpt2_dir)
@@ -106,7 +106,7 @@ def test_composition_counts_the_running_process_once(gpt2_dir, little_free, monk
     is not asked for again: a run whose plan exceeds MemAvailable by less than the resident
     runtime goes ahead (issue 59: 12.8 GiB available, refused for 0.6 GiB)."""
     import rmtbase.files.memory as memory
-    from rmtbase.scoring.composition import RUNTIME_BYTES, check_model, plan
+    from rmtbase.scoring.composition.run import RUNTIME_BYTES, check_model, plan
 
     monkeypatch.delenv("RMTBASE_MEMORY_LIMIT", raising=False)
     monkeypatch.setattr(memory, "resident_bytes", lambda: 2 * RUNTIME_BYTES, raising=False)
@@ -327,7 +327,7 @@ def test_null_and_storage_lists_every_quantized_null_choice():
 def test_composition_refuses_bad_ln_gains(gpt2_dir, monkeypatch, gains, match):
     """composition(ln_gains=...) accepted all-NaN gains (all-NaN scores) and raised a bare
     IndexError for a wrong count; now one InputError each, before any weight is read."""
-    import rmtbase.scoring.composition as comp
+    import rmtbase.scoring.composition.run as comp
 
     def no_weights(*a, **k):
         raise AssertionError("weights read before the gains were checked")

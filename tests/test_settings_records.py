@@ -86,7 +86,7 @@ def test_score_model_unknown_keyword_is_a_type_error():
 
 
 def test_composition_record_equals_keywords(monkeypatch):
-    import rmtbase.scoring.composition as C
+    import rmtbase.scoring.composition.run as C
 
     got = []
 

@@ -17,7 +17,7 @@ _SUBMODULES = {
 # Top-level functions and settings records, resolved lazily: name -> (module, attribute).
 _FUNCTIONS = {
     "score_model": ("rmtbase.scoring.score", "score_model"),
-    "composition": ("rmtbase.scoring.composition", "composition"),
+    "composition": ("rmtbase.scoring.composition.run", "composition"),
     "ScoreSettings": ("rmtbase.scoring.settings", "ScoreSettings"),
     "CompositionSettings": ("rmtbase.scoring.settings", "CompositionSettings"),
     "write_report": ("rmtbase.report.write", "write_report"),

@@ -161,7 +161,7 @@ def _search(args, text) -> int:
     from ..report.circuit_context import context
     from ..report.circuit_lines import terminal
     from ..report.circuits_report import write_circuits
-    from ..scoring.composition import composition
+    from ..scoring.composition.run import composition
 
     t0 = time.perf_counter()
     stage("rmtbase circuits", "composition: every cross-layer head pair, Q, K and V",

@@ -178,9 +178,9 @@ def _check_sort_by(args) -> None:
 
 def check_composition(models, revisions, args, several: bool, null) -> None:
     """--composition: one MODEL alone, two layers or more, V/O weights, memory, a null with a
-    composition null (:func:`rmtbase.scoring.composition.check_model`); ``null``: the parsed
+    composition null (:func:`rmtbase.scoring.composition.run.check_model`); ``null``: the parsed
     --null."""
-    from ..scoring.composition import check_model
+    from ..scoring.composition.run import check_model
 
     if args.base is not None:
         raise InputError("--composition is defined for one model's weights; it does not "

@@ -27,7 +27,7 @@ def composition_extras(model, revision, args) -> dict:
     """{"composition.nc": Dataset} of rmtbase.composition under ``args.null`` (the parsed --null
     the heads were scored against); its figure: :func:`rmtbase.cli._circuits.redraw`."""
     from ..models import default_model_path
-    from ..scoring.composition import composition
+    from ..scoring.composition.run import composition
 
     ds = composition(model if model is not None else default_model_path(), revision=revision,
                      seed=args.seed, alpha=args.alpha, allow_pickle=args.allow_pickle,

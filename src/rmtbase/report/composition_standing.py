@@ -3,7 +3,7 @@
 Against the Gaussian-factor null almost every trained pair is "not random", so p gives ties. A
 pair's standing is its rank among its receiver's earlier sources (``composition_rank_source``)
 and over its kind (``composition_rank_kind``), from
-:func:`rmtbase.scoring.composition_dataset.standing`.
+:func:`rmtbase.scoring.composition.dataset.standing`.
 
 :func:`standing_rows`: confirmed pairs first, then rank among sources, rank over kind, score.
 :func:`chosen_pairs` (the figure): the confirmed pairs (by receiver label, :data:`LABEL_ORDER`);
@@ -46,7 +46,7 @@ def ranks(ds) -> tuple[np.ndarray, np.ndarray]:
     if "composition_rank_source" in ds and "composition_rank_kind" in ds:
         return (np.asarray(ds["composition_rank_source"].values, np.float64),
                 np.asarray(ds["composition_rank_kind"].values, np.float64))
-    from ..scoring.composition_dataset import standing
+    from ..scoring.composition.dataset import standing
 
     by_source, by_kind = standing(ds["composition"].values)
     return by_source.astype(np.float64), by_kind.astype(np.float64)

@@ -73,7 +73,7 @@ class GaussianNull(Null):
 
     def composition_null(self, pairs, *, draws: int, seed: int):
         """Independent Gaussian factors at each head's shapes, stored at the pairs' float
-        storage (:meth:`rmtbase.scoring.composition_pairs.Pairs.gaussian_factors`)."""
+        storage (:meth:`rmtbase.scoring.composition.pairs.Pairs.gaussian_factors`)."""
         return pairs.gaussian_factors(draws=draws, seed=seed)
 
     def composition_label(self, null_storage: str) -> str:

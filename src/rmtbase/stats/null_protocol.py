@@ -60,7 +60,7 @@ class Null(ABC):
     #: or the scores have none
     gaussian_spectrum_band: ClassVar[bool] = False
     #: whether composition's within-layer QK-overlap test against independent Gaussian factors
-    #: (:mod:`rmtbase.scoring.composition_overlap`) is the test under this null; composition
+    #: (:mod:`rmtbase.scoring.composition.overlap`) is the test under this null; composition
     #: is refused up front for a null without it
     gaussian_qk_overlap: ClassVar[bool] = False
     #: fewest element draws per head with element statistics (0: none are drawn per head)
@@ -145,8 +145,8 @@ class Null(ABC):
                              f"{getattr(self, capability)!r})")
 
     def composition_null(self, pairs, *, draws: int, seed: int):
-        """The :class:`rmtbase.scoring.composition_pairs.PairNull` of ``pairs``
-        (:class:`rmtbase.scoring.composition_pairs.Pairs`); implemented when
+        """The :class:`rmtbase.scoring.composition.pairs.PairNull` of ``pairs``
+        (:class:`rmtbase.scoring.composition.pairs.Pairs`); implemented when
         :attr:`composition_draws` > 0."""
         self.require("composition_draws", "composition")
         raise NotImplementedError(f"{type(self).__name__} sets composition_draws but has no "

@@ -41,7 +41,7 @@ class PermutationNull(Null):
 
     def composition_null(self, pairs, *, draws: int, seed: int):
         """Each factor's own entries shuffled
-        (:meth:`rmtbase.scoring.composition_pairs.Pairs.permuted_entries`)."""
+        (:meth:`rmtbase.scoring.composition.pairs.Pairs.permuted_entries`)."""
         return pairs.permuted_entries(draws=draws, seed=seed)
 
     def composition_label(self, null_storage: str) -> str:

@@ -37,10 +37,10 @@ def probe_text(recipe, seed: int):
 def k_composition(folder) -> np.ndarray:
     """``(layer_from, head_from, layer_to, head_to)`` K-composition of every cross-layer pair of
     ``folder`` (NaN where ``layer_to ≤ layer_from``), by
-    :func:`rmtbase.scoring.composition.composition_from_factors` on raw weights, no null."""
+    :func:`rmtbase.scoring.composition.run.composition_from_factors` on raw weights, no null."""
     from ..models import load_heads
     from ..models.ov import load_ov_heads
-    from ..scoring.composition import composition_from_factors
+    from ..scoring.composition.run import composition_from_factors
     from ..stats.composition import KINDS
 
     layers = [(a.wq, a.wk, b.wq, b.wk)
@@ -63,7 +63,7 @@ def factor_axes(folder) -> np.ndarray:
 def _composition_last(folder, seed: int, draws: int) -> dict:
     """K-composition and its null p (layer 0 → 1) of :func:`rmtbase.composition` (Gaussian-factor
     null, :data:`rmtbase.studies.circuits.COMPOSITION_DRAWS` draws, add-one p)."""
-    from ..scoring.composition import composition
+    from ..scoring.composition.run import composition
 
     cd = composition(str(folder), draws=draws, seed=seed)
     sel = dict(kind="k", layer_from=0, layer_to=1)

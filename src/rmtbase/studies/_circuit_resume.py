@@ -98,7 +98,7 @@ def check_before_training(recipe) -> None:
     """InputError if the composition of the model ``recipe`` trains cannot fit in memory
     (:func:`rmtbase.files.memory.check_memory`): before training, not after it."""
     from ..files.memory import check_memory
-    from ..scoring.composition import RUNTIME_BYTES, plan
+    from ..scoring.composition.run import RUNTIME_BYTES, plan
 
     r = recipe
     need = plan(r.n_layer, r.n_head, r.n_head, r.n_embd, r.n_embd // r.n_head)["bytes"]

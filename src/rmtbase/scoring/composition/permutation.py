@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
 CHUNK = 32  # draws per batch
 #: The four factors each draw permutes, in the order of ``layers`` tuples (wq, wk, wo_t, wv).
@@ -72,7 +72,7 @@ def _layer_fn(group: int):
     import jax
     import jax.numpy as jnp
 
-    from ..stats import composition as C
+    from ...stats import composition as C
 
     def shuffle(w, p):  # w (H, d_h, d), p (B, n) -> (B, H, d_h, d)
         h, dh, d = w.shape
@@ -98,7 +98,7 @@ def _pair_fn(group: int, dh1: int):
     import jax
     import jax.numpy as jnp
 
-    from ..stats import composition as C
+    from ...stats import composition as C
 
     pq = jax.vmap(C.pair_squares, in_axes=(0, 0, None, 0, None))
 
@@ -184,13 +184,13 @@ def draws_to_flag(m: int, alpha: float = 0.05) -> int:
 def draws_note(m: int, draws: int, open_pairs: int, alpha: float = 0.05) -> str | None:
     """What B = ``draws`` leave undecided, or None: BH over ``m`` entries cannot flag any pair
     (:func:`draws_to_flag`), or ``open_pairs`` could differ at
-    :data:`~rmtbase.scoring.composition_dataset.OPEN_FACTOR` × B. Only more draws resolve either."""
+    :data:`~rmtbase.scoring.composition.dataset.OPEN_FACTOR` × B. Only more draws resolve either."""
     if m and int(draws) < draws_to_flag(m, alpha):
         return (f"rmtbase: with {draws} permutations BH over all {m} pair entries cannot flag "
                 f"any pair (it needs draws >= {draws_to_flag(m, alpha)}); "
                 "composition_q_family flags within a (kind, layer pair)")
     if open_pairs:
-        from .composition_dataset import OPEN_FACTOR
+        from .dataset import OPEN_FACTOR
 
         return (f"rmtbase: {open_pairs} pairs' BH flags could differ at "
                 f"{OPEN_FACTOR * int(draws)} "

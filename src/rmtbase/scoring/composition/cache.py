@@ -24,7 +24,7 @@ BIDIAGONAL_FORMAT = 2
 def draws_format(kind: str, d: int, d_h: int, storage: str) -> int:
     """The version of ``kind``'s draws at (d, d_h, storage): :data:`BIDIAGONAL_FORMAT` where a
     bidiagonal sampler draws them, else :data:`FORMAT`."""
-    from ..baseline.composition_bidiagonal import composition_bidiagonal, overlap_bidiagonal
+    from ...baseline.composition_bidiagonal import composition_bidiagonal, overlap_bidiagonal
 
     new = (composition_bidiagonal(d, d_h, d_h, storage) if kind == "composition"
            else overlap_bidiagonal(d, d_h, kind == "overlap-shared", storage))
@@ -33,7 +33,7 @@ def draws_format(kind: str, d: int, d_h: int, storage: str) -> int:
 
 def null_path(kind: str, d: int, d_h: int, n: int, seed: int, storage: str) -> Path:
     """The cache file of ``kind`` (``composition``, ``overlap-distinct``, ``overlap-shared``)."""
-    from ..files.user_cache import cache_dir
+    from ...files.user_cache import cache_dir
 
     v = draws_format(kind, d, d_h, storage)
     return cache_dir() / "composition" / (f"{kind}-d{int(d)}-dh{int(d_h)}-n{int(n)}"
@@ -48,7 +48,7 @@ def _keys(kind: str, d: int, d_h: int, n: int, seed: int, storage: str) -> dict:
 
 
 def _checksum(values: np.ndarray, keys: dict) -> str:
-    from ..files.checksum import checksum
+    from ...files.checksum import checksum
 
     return checksum({"null": (("draw",), np.asarray(values, np.float64))}, keys)
 
@@ -56,7 +56,7 @@ def _checksum(values: np.ndarray, keys: dict) -> str:
 def _read(path: Path, keys: dict) -> np.ndarray | None:
     """The sorted draws of ``path`` if it is what ``keys`` say and matches its checksum; None
     where it is absent, or reported and removed (:func:`rmtbase.files.user_cache.damaged`)."""
-    from ..files.user_cache import damaged
+    from ...files.user_cache import damaged
 
     legacy = path.with_suffix(".npy")
     if legacy.exists():  # a file without a checksum is never used
@@ -65,7 +65,7 @@ def _read(path: Path, keys: dict) -> np.ndarray | None:
         return None
     import xarray as xr
 
-    from ..files.checksum import CHECKSUM_ATTR, verify
+    from ...files.checksum import CHECKSUM_ATTR, verify
 
     try:
         with xr.open_dataset(path) as ds:
@@ -93,7 +93,7 @@ def cached_null(kind: str, d: int, d_h: int, n: int, seed: int, storage: str,
     """The sorted null draws of ``kind`` from the cache, else ``draw()`` (sorted float64,
     ``n`` of them) stored there. A cache that cannot be written is said once, and the draws
     kept in memory for the process."""
-    from ..files.user_cache import cache_dir, recall, remember, unwritable
+    from ...files.user_cache import cache_dir, recall, remember, unwritable
 
     keys = _keys(kind, d, d_h, n, seed, storage)
     path = null_path(kind, d, d_h, n, seed, storage)
@@ -108,8 +108,8 @@ def cached_null(kind: str, d: int, d_h: int, n: int, seed: int, storage: str,
         return got
     import xarray as xr
 
-    from ..files.atomic import write_netcdf
-    from ..files.checksum import CHECKSUM_ATTR
+    from ...files.atomic import write_netcdf
+    from ...files.checksum import CHECKSUM_ATTR
 
     ds = xr.Dataset({"null": (("draw",), got)},
                     attrs=dict(keys, **{CHECKSUM_ATTR: _checksum(got, keys)}))

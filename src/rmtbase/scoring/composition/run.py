@@ -6,7 +6,7 @@ no norm gains unless ``fold_ln``); under GQA query head i meets key/value head �
 s is scale-invariant; s² has the law of :func:`rmtbase.baseline.composition_null.null_squares`
 for all kinds. p = (1 + #{null s ≥ s}) / (1 + N), upper; effect = s / median(null s); BH over
 all pairs (``composition_q``, ``composition_flag``) and per (kind, layer pair)
-(``composition_q_family``). Draw counts: :mod:`rmtbase.scoring.composition_stopping`."""
+(``composition_q_family``). Draw counts: :mod:`rmtbase.scoring.composition.stopping`."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from ..checks import check_int, check_probability, check_seed
-from ..errors import InputError, ModelError, with_keywords
-from ..files.memory import check_memory
-from ..stats import composition as C
-from ..stats.gaussian_null import GaussianNull
-from ..stats.null_protocol import Null
-from .composition_dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
-from .composition_pairs import Pairs, composition_storage, null_scores  # noqa: F401 - null_scores re-exported
-from .settings import CompositionSettings
+from ...checks import check_int, check_probability, check_seed
+from ...errors import InputError, ModelError, with_keywords
+from ...files.memory import check_memory
+from ...stats import composition as C
+from ...stats.gaussian_null import GaussianNull
+from ...stats.null_protocol import Null
+from ..settings import CompositionSettings
+from .dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
+from .pairs import Pairs, composition_storage, null_scores  # noqa: F401 - null_scores re-exported
 
 #: Bytes a float32 needs; the model side holds every earlier layer's column side.
 _F32 = 4
@@ -57,7 +57,7 @@ def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
     weights, ``base`` given, a ``null`` without a composition null, or a run that cannot fit in
     memory. Returns :func:`plan`'s numbers with the model's sizes (the permutation plan for a
     per-head null; for the Gaussian null also ``null_flops``, ``null_draws``)."""
-    from ..models import model_info
+    from ...models import model_info
 
     if base is not None:
         raise InputError("composition is defined for one model's weights; it does not combine "
@@ -72,13 +72,13 @@ def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
                          "(heads of an earlier layer read by a later one)")
     p = plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h)
     if null.per_head:
-        from .composition_permutation import plan as perm_plan
+        from .permutation import plan as perm_plan
 
         p = {**p, **perm_plan(info.n_layers, info.n_heads, info.n_kv_heads, info.d, info.d_h,
                               draws)}
         p["bytes"] += RUNTIME_BYTES
     else:  # the Gaussian nulls' draws, at most all of them (composition_stopping)
-        from .composition_stopping import null_plan
+        from .stopping import null_plan
 
         p.update(null_plan(info.d, info.d_h, info.n_heads, info.n_kv_heads, draws))
     # the project's one check (MemAvailable or $RMTBASE_MEMORY_LIMIT), this process counted
@@ -179,8 +179,8 @@ def _say_zero_heads(qk_n, ov_n) -> None:
 
 
 def _layers(model, revision, allow_pickle, bar: int = 0):
-    from ..models import load_heads
-    from ..models.ov import load_ov_heads
+    from ...models import load_heads
+    from ...models.ov import load_ov_heads
 
     ov = load_ov_heads(model, revision=revision, allow_pickle=allow_pickle)  # checks V/O first
     qk = load_heads(model, revision=revision, allow_pickle=allow_pickle)
@@ -192,7 +192,7 @@ def _layers(model, revision, allow_pickle, bar: int = 0):
                 storage.append((a.storage, a.quantisation, b.storage, b.quantisation))
                 yield a.wq, a.wk, b.wq, b.wk
         except ModelError as exc:  # a non-finite tensor: name its heads
-            from ..models.finite import named_heads
+            from ...models.finite import named_heads
 
             named = named_heads(exc, model, allow_pickle=allow_pickle, revision=revision)
             if named is exc:
@@ -200,16 +200,16 @@ def _layers(model, revision, allow_pickle, bar: int = 0):
             raise named from exc
     if not bar:
         return gen(), storage
-    from ..progress import counted  # a line per layer composed (rmtbase.progress)
+    from ...progress import counted  # a line per layer composed (rmtbase.progress)
 
     return counted(gen(), bar, desc="rmtbase composition", unit="layer"), storage
 
 
 def _note_draws(ds, draws: int, alpha: float) -> None:
     """The attr ``composition_draws_note`` where the per-pair null's draws could move a flag
-    (:func:`rmtbase.scoring.composition_permutation.draws_note`; ``rmtbase score`` prints it
+    (:func:`rmtbase.scoring.composition.permutation.draws_note`; ``rmtbase score`` prints it
     on stderr). An attr, not a Python warning: the Dataset is complete and correct as it is."""
-    from .composition_permutation import draws_note
+    from .permutation import draws_note
 
     note = draws_note(int(np.isfinite(ds.composition_p.values).sum()), draws,
                       int(ds.attrs.get("composition_open_pairs", 0)), alpha)
@@ -238,7 +238,7 @@ def _more_attrs(ds, got, null, info, draws: int, alpha: float) -> None:
     if info.source == "transformer_lens":  # which weights: as the model holds them
         ds.attrs["transformer_lens"] = info.model_class
     if got.drawn is not None:  # the Gaussian null, drawn as far as the flags need
-        from .stopping.rule import STOP_ERROR
+        from ..stopping.rule import STOP_ERROR
 
         ds.attrs.update(composition_draws_cap=draws, stop_rule="decision",
                         stop_error=STOP_ERROR)
@@ -258,7 +258,7 @@ def composition(model, *, settings: CompositionSettings | None = None, fold_ln: 
     keywords, replacing the record's. A null without a composition null is refused.
     ``fold_ln``: scale W_Q, W_K, W_V of layer l by ``ln_gains[l]`` (d,), required then.
     ``progress``: a bar over the layers."""
-    from .nulls.checks import check_null_storage
+    from ..nulls.checks import check_null_storage
 
     s = with_keywords(CompositionSettings, settings, options, "composition")
     seed, alpha, draws = _checked(s.seed, s.alpha, s.draws, fold_ln, ln_gains)
@@ -284,7 +284,7 @@ def composition(model, *, settings: CompositionSettings | None = None, fold_ln: 
         "fold_ln": int(bool(fold_ln)), "gemm_flops": pl["gemm_flops"],
         "planned_bytes": pl["bytes"]})
     _more_attrs(ds, got, null, info, int(draws), alpha)
-    from .composition_overlap import add_overlap_tests  # the overlap's Gaussian-factor null
+    from .overlap import add_overlap_tests  # the overlap's Gaussian-factor null
 
     return add_overlap_tests(ds, seed=int(seed), draws=int(draws), alpha=alpha,
                              storage=got.overlap_storage, progress=progress)

@@ -17,12 +17,12 @@ import jax
 import numpy as np
 import xarray as xr
 
-from ..analytic.composition_moments import overlap_moments
-from ..baseline.composition_bidiagonal import overlap_bidiagonal
-from ..baseline.composition_null import Part, null_overlap, null_overlap_full
-from ..decision.significance import benjamini_hochberg
-from ..ensembles.gaussian import named_key
-from ..stats.storage import storage_record
+from ...analytic.composition_moments import overlap_moments
+from ...baseline.composition_bidiagonal import overlap_bidiagonal
+from ...baseline.composition_null import Part, null_overlap, null_overlap_full
+from ...decision.significance import benjamini_hochberg
+from ...ensembles.gaussian import named_key
+from ...stats.storage import storage_record
 
 
 def overlap_null(key, d: int, d_h: int, draws: int, shared_key: bool,
@@ -44,7 +44,7 @@ def overlap_draws(key, d: int, d_h: int, start: int, n: int, shared_key: bool,
     if storage.is_narrow_float or 2 * d_h > d:
         c = null_overlap_full(key, d, d_h, n, shared_key, storage=storage, **kw)
     elif overlap_bidiagonal(d, d_h, shared_key, storage):
-        from ..baseline.composition_bidiagonal import null_overlap_shared_bidiagonal
+        from ...baseline.composition_bidiagonal import null_overlap_shared_bidiagonal
 
         c = null_overlap_shared_bidiagonal(key, d, d_h, n, **kw)
     else:
@@ -62,7 +62,7 @@ def _two_sided_p(values, null_abs):
 def _tail(values, null_abs):
     """Two-sided p of ``values`` from |c| against the sorted |null|
     (:class:`rmtbase.decision.tails.TailModel`)."""
-    from ..decision.tails import TailModel
+    from ...decision.tails import TailModel
 
     v = np.abs(np.asarray(values, np.float64))
     return np.where(np.isfinite(v), TailModel(null_abs).evaluate(v)["p_hi"], np.nan)
@@ -80,12 +80,12 @@ class _Null(NamedTuple):
 
 def _settled(ov, tables: dict, null: _Null, draws: int, alpha: float, progress: bool):
     """({table: sorted |null|}, {table: n}): "distinct" and "shared" drawn until no pair's flag
-    could differ at ``draws`` (:func:`rmtbase.scoring.composition_stopping.settle`), cached with a
+    could differ at ``draws`` (:func:`rmtbase.scoring.composition.stopping.settle`), cached with a
     seed."""
     d, d_h, key, seed, storage = null
-    from ..progress import message, progress_bar
-    from .composition_cache import cached_null
-    from .composition_stopping import continued, settle
+    from ...progress import message, progress_bar
+    from .cache import cached_null
+    from .stopping import continued, settle
 
     h = ov.shape[1]
     upper = np.triu(np.ones((h, h), dtype=bool), 1)
@@ -115,7 +115,7 @@ def overlap_tests(overlap, d: int, d_h: int, n_kv: int, key, draws: int,
                   storage: str = "float32", alpha: float = 0.05, progress: bool = False) -> dict:
     """p, tail p, z, q (all layers), q (per layer) and flag (L, H, H) of ``overlap`` (L, H, H);
     heads a, b share a key head when a // (H / n_kv) = b // (H / n_kv). ``key``: a JAX key, or a
-    seed (then the null is cached, :mod:`rmtbase.scoring.composition_cache`). Nulls are drawn as far
+    seed (then the null is cached, :mod:`rmtbase.scoring.composition.cache`). Nulls are drawn as far
     as the flags need, at most ``draws``; ``drawn`` {table: n} says how far. ``storage``: name or
     record."""
     storage = storage_record(storage)

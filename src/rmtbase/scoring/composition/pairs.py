@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..baseline.composition_bidiagonal import composition_bidiagonal
-from ..baseline.composition_null import Part, null_squares, null_squares_full
-from ..errors import InputError
-from ..stats.names import FLOAT_STORAGES
-from ..stats.storage import FLOAT32, Storage, storage_record
+from ...baseline.composition_bidiagonal import composition_bidiagonal
+from ...baseline.composition_null import Part, null_squares, null_squares_full
+from ...errors import InputError
+from ...stats.names import FLOAT_STORAGES
+from ...stats.storage import FLOAT32, Storage, storage_record
 
 
 def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"):
@@ -34,7 +34,7 @@ def score_draws(key, d: int, d_h1: int, d_h2: int, start: int, n: int, storage="
     if storage.is_narrow_float:
         sq = null_squares_full(key, d, d_h1, d_h2, n, storage=storage, **kw)
     elif composition_bidiagonal(d, d_h1, d_h2, storage):
-        from ..baseline.composition_bidiagonal import null_squares_bidiagonal
+        from ...baseline.composition_bidiagonal import null_squares_bidiagonal
 
         sq = null_squares_bidiagonal(key, d, d_h1, d_h2, n, **kw)
     elif d_h2 <= d - d_h1:
@@ -47,12 +47,12 @@ def score_draws(key, d: int, d_h1: int, d_h2: int, start: int, n: int, storage="
 def settled_scores(comp, d: int, d_h: int, draws: int, seed: int, storage: Storage, *,
                    alpha: float, progress: bool = False) -> tuple[np.ndarray, int]:
     """(sorted null scores, n) at (d, d_h, d_h), seed ``seed``, drawn until no ``composition_flag``
-    could differ at ``draws`` (:func:`rmtbase.scoring.composition_stopping.settle`), cached."""
+    could differ at ``draws`` (:func:`rmtbase.scoring.composition.stopping.settle`), cached."""
     import jax
 
-    from ..progress import message, progress_bar
-    from .composition_cache import cached_null
-    from .composition_stopping import continued, settle
+    from ...progress import message, progress_bar
+    from .cache import cached_null
+    from .stopping import continued, settle
 
     key = jax.random.key(int(seed))
 
@@ -76,7 +76,7 @@ def settled_scores(comp, d: int, d_h: int, draws: int, seed: int, storage: Stora
 
 
 def composition_storage(value) -> str | Storage:
-    """The ``null_storage`` option of :func:`~rmtbase.scoring.composition.composition` where it
+    """The ``null_storage`` option of :func:`~rmtbase.scoring.composition.run.composition` where it
     enters: ``"auto"`` as it is, else the record of a float storage (a name in any case, or a
     record); InputError (one line) for anything else, before any weight is read."""
     if isinstance(value, str) and value == "auto":
@@ -97,7 +97,7 @@ def _null_storage(storage_rows, null) -> Storage:
     layers' tensors (the readers' names, looked up here)."""
     if null != "auto":
         return null
-    from ..models._reader import coarsest_storage
+    from ...models._reader import coarsest_storage
 
     return storage_record(coarsest_storage(s for row in storage_rows for s in (row[0], row[2])))
 
@@ -151,7 +151,7 @@ class Pairs:
     def gaussian_factors(self, *, draws: int, seed: int) -> PairNull:
         """Independent Gaussian factors at the heads' shapes and float storage, shared by every
         pair, drawn as far as the flags need and cached
-        (:mod:`rmtbase.scoring.composition_cache`)."""
+        (:mod:`rmtbase.scoring.composition.cache`)."""
         comp, overlap, norms = self.scores()
         record = _null_storage(self.storage_rows, self.null_storage)
         nulls, size = settled_scores(comp, self.info.d, self.info.d_h, int(draws), int(seed),
@@ -160,9 +160,9 @@ class Pairs:
                         drawn=size)
 
     def permuted_entries(self, *, draws: int, seed: int) -> PairNull:
-        """Each factor's own entries shuffled (:mod:`rmtbase.scoring.composition_permutation`):
+        """Each factor's own entries shuffled (:mod:`rmtbase.scoring.composition.permutation`):
         a p and a null median per pair."""
-        from . import composition_permutation as P
+        from . import permutation as P
 
         layers = list(self.layers)
         comp, overlap, norms = self.scores(layers)

@@ -1,4 +1,4 @@
-"""The Dataset of :func:`rmtbase.scoring.composition.composition`: each pair's one-sided add-one p
+"""The Dataset of :func:`rmtbase.scoring.composition.run.composition`: each pair's one-sided add-one p
 (and GPD tail p under the Gaussian-factor null), BH q over all pairs and per (kind, layer pair),
 effect (score over the null median), flag, **standing** (rank among the receiver's sources and
 over the kind, 1 = strongest: :func:`standing`; against the Gaussian null most trained pairs are
@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import numpy as np
 import xarray as xr
 
-from ..decision.significance import benjamini_hochberg
-from ..stats import composition as C
+from ...decision.significance import benjamini_hochberg
+from ...stats import composition as C
 
 
 def upper_p(values, null_sorted):
@@ -29,7 +29,7 @@ def tail_p(comp, null_sorted):
     :class:`rmtbase.decision.tails.TailModel` (add-one while ≥ 10 draws lie beyond, then a
     conservative GPD tail, ≥ :data:`~rmtbase.decision.tails.P_MIN`); a moment-matched Beta tail of
     s² is 2–5× too light (``tests/test_pvalue_tails.py``). NaN stays NaN."""
-    from ..decision.tails import TailModel
+    from ...decision.tails import TailModel
 
     v = np.asarray(comp, np.float64)
     p = TailModel(null_sorted).evaluate(v)["p_hi"]
@@ -90,9 +90,9 @@ def p_error(p, pt, draws: int, alpha: float, tail: bool):
     ``se`` = √(p(1 − p)/N), the binomial se of the add-one ``p`` (Davison & Hinkley 1997 §4.2).
     ``open``: pairs whose BH flag at ``alpha`` (over ``pt``) could differ at :data:`OPEN_FACTOR` × N
     draws (:func:`rmtbase.scoring.stopping.joint.p_bounds` at level ε/m, ε = ``STOP_ERROR``)."""
-    from ..decision.tails import MIN_EXCEEDANCES
-    from .stopping.joint import p_bounds
-    from .stopping.rule import STOP_ERROR
+    from ...decision.tails import MIN_EXCEEDANCES
+    from ..stopping.joint import p_bounds
+    from ..stopping.rule import STOP_ERROR
 
     p = np.asarray(p, np.float64)
     pt = np.asarray(pt, np.float64)
@@ -113,7 +113,7 @@ def p_error(p, pt, draws: int, alpha: float, tail: bool):
 def _add_error(ds, dims, error, draws: int, alpha: float) -> None:
     """``composition_p_se``, a ``draws`` attr on the p variables, attrs ``composition_size_sd``
     (:func:`~rmtbase.scoring.stopping.joint.rate_sd` at α) and ``composition_open_pairs``."""
-    from .stopping.joint import rate_sd
+    from ..stopping.joint import rate_sd
 
     se, open_ = error
     ds["composition_p_se"] = xr.DataArray(se.astype(np.float32), dims=dims, attrs={
@@ -127,7 +127,7 @@ def _add_error(ds, dims, error, draws: int, alpha: float) -> None:
     ds.attrs["composition_open_pairs"] = int(open_.sum())
     ds.attrs["composition_open_pairs_definition"] = (
         f"pairs whose BH flag at alpha could differ at {OPEN_FACTOR} x the draws "
-        "(rmtbase.scoring.composition_dataset.p_error)")
+        "(rmtbase.scoring.composition.dataset.p_error)")
 
 
 def _family_q(pt, alpha: float) -> np.ndarray:
@@ -175,7 +175,7 @@ def _definitions(gaussian: bool, med, alpha: float) -> dict:
 def _attrs(gaussian: bool, alpha: float, attrs: dict) -> dict:
     """The Dataset's attrs: conventions, the null and its kind, (Gaussian null) the moments
     of s², then the caller's ``attrs``."""
-    from .. import __version__
+    from ... import __version__
     return {"Conventions": "CF-1.8", "title": "rmtbase head-head composition",
             "source": f"rmtbase {__version__}", "alpha": float(alpha),
             "null": ("independent Gaussian factors at each head's shapes (exact law, "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .profile.stopping import SCHEDULE, _side_bounds, looks_from
+from ..profile.stopping import SCHEDULE, _side_bounds, looks_from
 
 
 def schedule(draws: int) -> tuple[int, ...]:
@@ -29,7 +29,7 @@ def p_bounds(values, null_sorted, n_final: int, level: float):
     ``n_final`` draws of which ``null_sorted`` are the first, each side's count bracketed at
     ``level`` (:func:`rmtbase.scoring.profile.stopping._side_bounds`), widened to hold the
     current p; NaN values give NaN."""
-    from ..decision.tails import TailModel
+    from ...decision.tails import TailModel
 
     x = np.asarray(null_sorted, np.float64)
     v = np.asarray(values, np.float64)
@@ -47,7 +47,7 @@ def open_values(values: dict, nulls: dict, n_final: int, alpha: float,
                 level: float) -> dict:
     """{table: mask of its ``values``} of the values whose flag could differ at ``n_final``
     (module docstring): one Benjamini–Hochberg over the finite values of every table."""
-    from ..decision.significance import benjamini_hochberg
+    from ...decision.significance import benjamini_hochberg
 
     lo, hi, where = [], [], []
     for name, v in values.items():
@@ -74,7 +74,7 @@ def settle(values: dict, draw, draws: int, *, alpha: float, error: float | None 
     """({table: sorted null}, {table: n}): each table drawn by :func:`schedule` until no value is
     open. ``values``: {table: values}; ``draw(table, n, previous)`` continues ``previous``;
     ``on_grow(table, n)`` is told before a table grows."""
-    from .stopping.rule import STOP_ERROR
+    from ..stopping.rule import STOP_ERROR
 
     sizes = schedule(draws)
     m = sum(int(np.isfinite(np.asarray(v, np.float64)).sum()) for v in values.values())
@@ -108,8 +108,8 @@ def null_plan(d: int, d_h: int, n_heads: int, n_kv: int, draws: int) -> dict:
     GEMM FLOPs a draw: 12 d_h³ (composition; 2 d_h³ by the bidiagonal sampler), 16 d_h³
     (overlap), 10 d_h³ (shared key head; none by the bidiagonal one,
     :mod:`rmtbase.baseline.composition_bidiagonal`); 16-bit storage draws whole factors
-    (≈ 16 d d_h² + 2 d_h³). Memory fits :data:`~rmtbase.scoring.composition.RUNTIME_BYTES`."""
-    from ..baseline.composition_bidiagonal import composition_bidiagonal, overlap_bidiagonal
+    (≈ 16 d d_h² + 2 d_h³). Memory fits :data:`~rmtbase.scoring.composition.run.RUNTIME_BYTES`."""
+    from ...baseline.composition_bidiagonal import composition_bidiagonal, overlap_bidiagonal
 
     d_h, draws = int(d_h), int(draws)
     group = max(1, int(n_heads) // max(1, int(n_kv)))

@@ -1,0 +1,1 @@
+"""Composition of head pairs (Elhage et al. 2021) against its null."""
