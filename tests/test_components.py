@@ -129,7 +129,7 @@ def test_null_matches_the_weibull_anchor():
 # ---- scoring -----------------------------------------------------------------------------
 
 def _score(folder, **kw):
-    from rmtbase.scoring.components import score_components
+    from rmtbase.scoring.matrices.components import score_components
 
     return score_components(folder, progress=False, **kw)
 
@@ -274,7 +274,7 @@ def test_statistics_undefined_under_a_q8_0_null_are_left_out(cache):
     """Q8_0 has an exact-zero level, so the Weibull fits of its null draws take ln 0 and are
     NaN: score_components crashed ("a tail model needs at least 2 non-NaN null draws"). Now
     those statistics are left out of the tests and named; the rest decide."""
-    from rmtbase.scoring.components import _Cell, _score_cells
+    from rmtbase.scoring.matrices.components import _Cell, _score_cells
     from rmtbase.stats.matrix import matrix_stats
     from rmtbase.stats.precision import round_trip
 

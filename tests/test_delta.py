@@ -1,4 +1,4 @@
-"""Fine-tune deltas and LoRA adapters (rmtbase.scoring.delta, rmtbase score --base).
+"""Fine-tune deltas and LoRA adapters (rmtbase.scoring.matrices.delta, rmtbase score --base).
 
 A random-init LLaMA (d = 128, 4 heads of d_h = 32, 2 layers, float32) is the base. The
 "fine-tune" adds small dense Gaussian noise to every weight and, to two heads only, a planted
@@ -59,7 +59,7 @@ def pair(tmp_path_factory):
 
 @pytest.mark.slow
 def test_planted_rank_two_updates_are_exactly_the_flagged_heads(pair, module_cache):
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     ft, base = pair
     ds = score_delta(str(ft), str(base), draws=400, progress=False, spectrum_draws=0)
@@ -85,7 +85,7 @@ def test_planted_rank_two_updates_are_exactly_the_flagged_heads(pair, module_cac
 @pytest.mark.slow
 def test_lora_adapter_scores_as_its_update(pair, tmp_path, module_cache):
     from rmtbase.models.lora import read_lora
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     _, base = pair
     rng = np.random.default_rng(5)
@@ -121,7 +121,7 @@ def test_lora_adapter_scores_as_its_update(pair, tmp_path, module_cache):
 
 
 def test_refusals(pair, tmp_path):
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     ft, base = pair
     with pytest.raises(InputError, match="needs its base model"):

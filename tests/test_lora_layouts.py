@@ -113,7 +113,7 @@ def test_head_changes_are_merged_minus_base(built, case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_every_layout_scores_named_after_the_adapter(built, case, module_cache):
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     base, adapter, _ = built[1][case]
     ds = score_delta(str(adapter), str(base), **OPTS)
@@ -133,7 +133,7 @@ def test_every_layout_scores_named_after_the_adapter(built, case, module_cache):
 def test_planted_change_found_only_in_the_heads_it_touches(built, module_cache):
     """q_proj-only adapter whose lora_B is nonzero only in the rows of head 2 of layer 1:
     that head is changed and scored; every other head is `unchanged` (NaN, out of BH)."""
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     root = built[0]
     dh = D // H
@@ -157,7 +157,7 @@ def test_planted_change_found_only_in_the_heads_it_touches(built, module_cache):
 
 
 def test_untrained_adapter_is_refused_in_one_line(built):
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     base, adapter, _ = _adapter(built[0], "bert", ["query", "key"], train=False)
     with pytest.raises(ModelError, match="this adapter changes nothing") as e:
@@ -166,7 +166,7 @@ def test_untrained_adapter_is_refused_in_one_line(built):
 
 
 def test_adapter_on_values_only_is_refused(built):
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     base, adapter, _ = _adapter(built[0], "llama", ["v_proj"])
     with pytest.raises(ModelError, match="changes no query/key weights") as e:
@@ -208,7 +208,7 @@ def test_adapter_on_the_real_minilm(tmp_path, module_cache):
 
     from rmtbase.models import default_model_path
     from rmtbase.models.lora import lora_weights
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     path = default_model_path()
     pm = peft.get_peft_model(tf.BertModel.from_pretrained(path),
@@ -231,7 +231,7 @@ def test_adapter_on_the_real_minilm(tmp_path, module_cache):
 
 
 def test_delta_label_names_both_sides(tmp_path):
-    from rmtbase.scoring.delta import delta_label
+    from rmtbase.scoring.matrices.delta import delta_label
 
     (tmp_path / "a" / "model").mkdir(parents=True)
     (tmp_path / "b" / "model").mkdir(parents=True)

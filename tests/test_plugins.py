@@ -364,8 +364,8 @@ def test_a_plugin_statistic_is_derived_from_a_stored_table(tmp_path, monkeypatch
 
 def test_a_storage_registered_after_import_can_be_forced():
     """``quantized_null=`` reads the registry when called: a format registered after
-    rmtbase.scoring.score (and rmtbase.scoring.components) were imported is accepted."""
-    import rmtbase.scoring.components  # noqa: F401 - imported before the format exists
+    rmtbase.scoring.score (and rmtbase.scoring.matrices.components) were imported is accepted."""
+    import rmtbase.scoring.matrices.components  # noqa: F401 - imported before the format exists
     import rmtbase.scoring.score as score
     from rmtbase.errors import InputError
     from rmtbase.stats.storage import Storage, register, unregister

@@ -123,7 +123,7 @@ def test_score_model_refuses_bad_values_before_reading_the_model(kwargs, name, n
 ])
 def test_score_components_refuses_bad_values_before_reading_the_model(kwargs, name,
                                                                      no_scoring):
-    from rmtbase.scoring.components import score_components
+    from rmtbase.scoring.matrices.components import score_components
 
     with pytest.raises(InputError, match=rf"^{name} must be"):
         score_components("no/such/model", **kwargs)

@@ -568,7 +568,7 @@ def test_dask_wait_polls_and_is_interruptible():
 def test_delta_is_named_tuned_vs_base(tmp_path, score_cache, monkeypatch):
     from _checkpoints import gpt2
 
-    from rmtbase.scoring.delta import score_delta
+    from rmtbase.scoring.matrices.delta import score_delta
 
     base, ft = gpt2(tmp_path / "base", seed=0), gpt2(tmp_path / "ft", seed=1)
     opts = dict(stats="spectral", draws=300, max_draws=2000, progress=False, spectrum_draws=0)

@@ -108,7 +108,7 @@ def test_composition_record_equals_keywords(monkeypatch):
 
 
 def test_score_components_record_equals_keywords(monkeypatch):
-    import rmtbase.scoring.components as P
+    import rmtbase.scoring.matrices.components as P
 
     got = []
 

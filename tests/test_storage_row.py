@@ -107,7 +107,7 @@ def test_the_record_is_a_storage_everywhere(int8_row):
     assert layer_quantisation(LayerHeads(0, w72, w72), w72, w72, "float32", 1) is int8_row
     assert layer_quantisation(LayerHeads(0, w72, w72), w72 + 1e-3 * rng.normal(size=w72.shape),
                               w72, "float32", 1) is None  # W_Q off the lattice: not detected
-    from rmtbase.scoring.component_cells import _detect  # --components' per-matrix detection
+    from rmtbase.scoring.matrices.cells import _detect  # --components' per-matrix detection
 
     assert _detect(w72.reshape(-1, 72), "float32") is int8_row
 

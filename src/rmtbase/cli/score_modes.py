@@ -83,7 +83,7 @@ def several(args, plan: Plan, show) -> Scored:
 def delta(args, plan: Plan, show) -> Scored:
     """A fine-tuned model (or LoRA adapter) against its base (--base)."""
     from ..report.tables import anomaly_table
-    from ..scoring.delta import score_delta
+    from ..scoring.matrices.delta import score_delta
 
     opts = options(args, plan.null)
     opts.pop("null")
@@ -122,7 +122,7 @@ def single(args, plan: Plan, show) -> Scored:
     ds, extras = _score_one(args, plan)
     cds = None
     if plan.components is not None:
-        from ..scoring.components import score_components
+        from ..scoring.matrices.components import score_components
 
         cds = score_components(plan.model, revision=plan.revision, progress=not args.quiet,
                                **component_options(args, plan.components))

@@ -12,7 +12,7 @@ from ..errors import InputError, ModelError
 
 def _matrix_scale(name: str, rms_q, rms_k):
     matrix = name.split(".", 1)[0]
-    if matrix in ("q", "w"):  # w.*: a whole matrix (rmtbase.scoring.components), its rms as rms_q
+    if matrix in ("q", "w"):  # w.*: a whole matrix (rmtbase.scoring.matrices.components), its rms as rms_q
         return np.asarray(rms_q, dtype=np.float64)
     if matrix == "k":
         return np.asarray(rms_k, dtype=np.float64)

@@ -1,4 +1,4 @@
-"""Figures of a whole-matrix score (:func:`rmtbase.scoring.components.score_components`).
+"""Figures of a whole-matrix score (:func:`rmtbase.scoring.matrices.components.score_components`).
 
 Weibull k of |w| against the half-normal anchor k₀ (:func:`rmtbase.analytic.weibull.anchor`)
 and the paper's band [1.186, 1.204] (arXiv:2605.18898, Sec. 3): :func:`plot_k_heatmap`
@@ -11,7 +11,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
-from ..scoring.components import WEIBULL_BAND
+from ..scoring.matrices.components import WEIBULL_BAND
 from ._labels import figure_axes, fit_title, title_label
 
 #: Colour limits of the k heatmap, relative to k₀ (the paper's Selection Class reaches 0.76

@@ -5,8 +5,8 @@
 :mod:`.trajectory`, :mod:`.collection` (many models in one Dataset)."""
 
 from .collection import combine, combine_components, entries, entry
-from .components import score_components
-from .delta import score_delta
+from .matrices.components import score_components
+from .matrices.delta import score_delta
 from .score import score_model
 from .settings import ComponentSettings, CompositionSettings, ScoreSettings
 from .trajectory import score_collection, score_component_collection

@@ -182,11 +182,11 @@ def score_component_collection(models, *, revisions=None, labels=None, dim: str 
                                progress: bool = True, **options):
     """Whole-matrix scores of every entry, stacked by
     :func:`rmtbase.scoring.collection.combine_components`; entries, labels and ``dim`` as
-    :func:`score_collection`, ``options`` :func:`rmtbase.scoring.components.score_components`'s,
+    :func:`score_collection`, ``options`` :func:`rmtbase.scoring.matrices.components.score_components`'s,
     in process. Each entry equals its score alone."""
     from ..models import model_info
     from .collection import combine_components
-    from .components import score_components
+    from .matrices.components import score_components
 
     specs = make_specs(models, revisions, labels)
     if dim is not None and dim not in COLLECTION_DIMS:

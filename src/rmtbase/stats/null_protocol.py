@@ -77,10 +77,10 @@ class Null(ABC):
     #: and :meth:`at_storage`'s ``stored_as()``, as :class:`GaussianNull` has them)
     stored_like_checkpoint: ClassVar[bool] = False
     #: whether ``--components``' whole-matrix null (i.i.d. Gaussian matrices of each matrix's
-    #: shape and storage, :mod:`rmtbase.scoring.components`) is this null's
+    #: shape and storage, :mod:`rmtbase.scoring.matrices.components`) is this null's
     scores_components: ClassVar[bool] = False
     #: whether ``--base`` (a fine-tune's dW_Q, dW_K against i.i.d. Gaussian deltas,
-    #: :mod:`rmtbase.scoring.delta`) is scored under this null
+    #: :mod:`rmtbase.scoring.matrices.delta`) is scored under this null
     scores_deltas: ClassVar[bool] = False
     #: default draws of its head-pair composition null (:meth:`composition_null`); 0: it has
     #: none, and composition is refused up front

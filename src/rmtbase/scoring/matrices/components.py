@@ -17,18 +17,18 @@ import json
 import numpy as np
 import xarray as xr
 
-from .._version import __version__
-from ..checks import MIN_NULL_DRAWS, check_probability, check_seed
-from ..decision.family import HISTOGRAM, in_family
-from ..decision.scale import scaling
-from ..decision.score_dataset import SCORE_VARS
-from ..decision.significance import benjamini_hochberg
-from ..decision.verdict import score_values
-from ..errors import InputError, check_draws, with_keywords
-from ..stats.names import QUANTIZED_NULL
-from .component_cells import _Cell, _read
-from .nulls.checks import undefined_under_null
-from .settings import ComponentSettings
+from ..._version import __version__
+from ...checks import MIN_NULL_DRAWS, check_probability, check_seed
+from ...decision.family import HISTOGRAM, in_family
+from ...decision.scale import scaling
+from ...decision.score_dataset import SCORE_VARS
+from ...decision.significance import benjamini_hochberg
+from ...decision.verdict import score_values
+from ...errors import InputError, check_draws, with_keywords
+from ...stats.names import QUANTIZED_NULL
+from ..nulls.checks import undefined_under_null
+from ..settings import ComponentSettings
+from .cells import _Cell, _read
 
 COMPONENT_VARS = ("component_p_value", "component_p_method", "component_q_value",
                   "component_flag", "component_effect", "component_top_stat",
@@ -39,8 +39,8 @@ WEIBULL_BAND = (1.186, 1.204)
 
 
 def _group_null(shape, storage, draws, seed, progress, threads) -> dict:
-    from ..baseline.matrix_null import matrix_null_table
-    from ..stats.matrix import MATRIX_STATS
+    from ...baseline.matrix_null import matrix_null_table
+    from ...stats.matrix import MATRIX_STATS
 
     table = matrix_null_table(*shape, storage=storage, draws=draws, seed=seed,
                               progress=progress, threads=threads)
@@ -53,8 +53,8 @@ def _score_cells(cells: list[_Cell], *, alpha: float, draws: int, seed: int, pro
                 threads: int = 1) -> xr.Dataset:
     """Test every cell against the null of its (shape, null storage); the Dataset of the
     module docstring (no model attributes)."""
-    from ..baseline.matrix_null import null_shape
-    from ..stats.matrix import MATRIX_STATS
+    from ...baseline.matrix_null import null_shape
+    from ...stats.matrix import MATRIX_STATS
 
     layers = sorted({c.layer for c in cells})
     names = list(dict.fromkeys(c.name for c in cells))
@@ -112,7 +112,7 @@ def _score_cells(cells: list[_Cell], *, alpha: float, draws: int, seed: int, pro
 
 
 def _dataset(cells, pos, layers, names, out, comp, alpha) -> xr.Dataset:
-    from ..stats.matrix import MATRIX_STATS
+    from ...stats.matrix import MATRIX_STATS
 
     L, C = len(layers), len(names)
     dims = ("layer", "component", "stat")
@@ -171,7 +171,7 @@ def _describe(ds: xr.Dataset) -> None:
 
 
 def _weibull_anchors() -> dict:
-    from ..analytic.weibull import anchor
+    from ...analytic.weibull import anchor
 
     return {f"weibull_k0{suffix}": anchor(a, b).k0
             for suffix, (a, b) in (("", (0.1, 0.9)), ("_trim90", (0.05, 0.95)),
@@ -186,10 +186,10 @@ def score_components(model=None, *, components="all", revision=None,
     draws per shape, BH level, seed, quantized_null, threads
     (:class:`~rmtbase.scoring.settings.ComponentSettings`); ``options``: those fields as
     keywords, replacing the record's."""
-    from ..baseline.matrix_null import DEFAULT_DRAWS, check_matrix_null_size
-    from ..models import default_model_path, load_components, model_info
-    from .description import default_label, model_label
-    from .measures.qk_elements import scoring_threads
+    from ...baseline.matrix_null import DEFAULT_DRAWS, check_matrix_null_size
+    from ...models import default_model_path, load_components, model_info
+    from ..description import default_label, model_label
+    from ..measures.qk_elements import scoring_threads
 
     s = with_keywords(ComponentSettings, settings, options, "score_components")
     draws, alpha, seed, quantized_null, threads = (s.draws, s.alpha, s.seed, s.quantized_null,

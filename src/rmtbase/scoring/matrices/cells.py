@@ -1,4 +1,4 @@
-"""A model's whole weight matrices as the cells :func:`rmtbase.scoring.components.score_components`
+"""A model's whole weight matrices as the cells :func:`rmtbase.scoring.matrices.components.score_components`
 tests: per (layer, component) the statistics, storage, detected block quantisation, the storage
 its null goes through (``quantized_null``) and whether its histogram statistics are left out."""
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError, ModelError
+from ...errors import InputError, ModelError
 
 _DETECT_ENTRIES = 2**16
 
@@ -29,7 +29,7 @@ def _detect(w, storage):
     """The record of the format ``w`` was dequantised from (None if none), judged on its first
     rows (any width: a record's own ``detector`` needs no 32-entry blocks; the block layouts
     check their width); ``storage``: the float storage it was read in."""
-    from ..stats.detection import detect_record
+    from ...stats.detection import detect_record
 
     rows = max(1, _DETECT_ENTRIES // w.shape[1])
     return detect_record(w[:rows], storage=storage)
@@ -38,13 +38,13 @@ def _detect(w, storage):
 def _read(layers, info, progress, quantized_null) -> list[_Cell]:
     """The cells; storages are records here (the readers' names and ``quantized_null``'s
     format looked up once each), names in the cells (as the files spell them)."""
-    from ..stats.matrix import matrix_stats
-    from ..stats.storage import FLOAT32, storage_record
+    from ...stats.matrix import matrix_stats
+    from ...stats.storage import FLOAT32, storage_record
 
     forced = None if quantized_null in ("auto", "none") else storage_record(quantized_null)
 
     if progress:
-        from ..progress import counted
+        from ...progress import counted
 
         layers = counted(layers, info.n_layers, desc="component statistics", unit="layer")
     cells = []

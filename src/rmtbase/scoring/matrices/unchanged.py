@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..decision.significance import benjamini_hochberg
+from ...decision.significance import benjamini_hochberg
 
 
 def placeholder(w: np.ndarray, zero: np.ndarray, seed: int = 0) -> np.ndarray:

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError, ModelError
-from ..models.lora import is_lora
-from .description import model_label
+from ...errors import InputError, ModelError
+from ...models.lora import is_lora
+from ..description import model_label
 from .unchanged import take_out
 
 _SIZES = ("architecture", "d", "d_h", "n_layers", "n_heads", "n_kv_heads")
@@ -51,7 +51,7 @@ def _norms(norms: dict, ftq, ftk, bq, bk, dq, dk) -> None:
 
 def _delta_layers(ft_layers, base_layers, info, norms: dict):
     """ΔW per layer as LayerHeads (float32 storage), recording per-head norms in ``norms``."""
-    from ..models import LayerHeads
+    from ...models import LayerHeads
 
     for ft, base in zip(ft_layers, base_layers, strict=True):
         if ft.wq.shape != base.wq.shape or ft.wk.shape != base.wk.shape:
@@ -93,8 +93,8 @@ def lora_layers(adapter, base, *, base_revision=None, allow_pickle=False,
     """``(layers, sides, unchanged)`` of LoRA ``adapter`` over ``base``: LayerHeads to score, sides
     changed, and the mask of bit-identical heads; relative changes go to ``norms``. ModelError when
     no query/key weight changes."""
-    from ..models import LayerHeads, load_heads
-    from ..models.lora import lora_heads, read_lora
+    from ...models import LayerHeads, load_heads
+    from ...models.lora import lora_heads, read_lora
     from .unchanged import placeholder
 
     lora = read_lora(adapter)
@@ -141,8 +141,8 @@ def delta_label(finetuned, base) -> str:
 
 def _check_delta_options(info, options: dict) -> None:
     """score_heads' option checks and the null's memory check, up front (one line)."""
-    from .nulls.checks import check_null_size
-    from .score import _check_options, _stat_kind
+    from ..nulls.checks import check_null_size
+    from ..score import _check_options, _stat_kind
 
     _, null = _check_options(options.get("alpha", 0.05), options.get("draws"), "gaussian",
                              options.get("quantized_null", "auto"),
@@ -185,10 +185,10 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
     Options as :func:`rmtbase.scoring.score.score_model`, whose Dataset it returns on ΔW_Q, ΔW_K,
     plus ``delta_rel_q``, ``delta_rel_k``, ``delta_rel_qk`` (layer, head) and attrs ``delta_of``,
     ``delta_base``, ``delta_kind`` (``"finetune"`` | ``"lora"``), ``delta_sides`` for an adapter."""
-    from ..decision.family import HISTOGRAM
-    from ..models import load_heads, model_info
-    from ..stats import ELEMENT_STATS
-    from .score import score_heads
+    from ...decision.family import HISTOGRAM
+    from ...models import load_heads, model_info
+    from ...stats import ELEMENT_STATS
+    from ..score import score_heads
 
     if base is None:
         raise InputError("scoring a fine-tune's change needs its base model (--base BASE)")

@@ -1,0 +1,1 @@
+"""Whole matrices and fine-tune deltas scored against their nulls."""
