@@ -17,9 +17,9 @@ from _checkpoints import gpt2, trajectory  # noqa: E402
 from rmtbase.analytic import product  # noqa: E402
 from rmtbase.cli import main  # noqa: E402
 from rmtbase.report import collection_figures, profiles, write_report  # noqa: E402
-from rmtbase.scoring.collection import entry  # noqa: E402
+from rmtbase.scoring.collection.combine import entry  # noqa: E402
+from rmtbase.scoring.collection.trajectory import score_collection  # noqa: E402
 from rmtbase.scoring.score import score_model  # noqa: E402
-from rmtbase.scoring.trajectory import score_collection  # noqa: E402
 
 OPTS = dict(stats="spectral", draws=300, max_draws=2000, progress=False)
 

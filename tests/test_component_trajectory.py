@@ -15,9 +15,9 @@ from _checkpoints import L, gpt2, trajectory
 
 from rmtbase.cli import main
 from rmtbase.errors import InputError
-from rmtbase.scoring.collection import combine_components, entries, entry
+from rmtbase.scoring.collection.combine import combine_components, entries, entry
+from rmtbase.scoring.collection.trajectory import score_component_collection
 from rmtbase.scoring.matrices.components import score_components
-from rmtbase.scoring.trajectory import score_component_collection
 from rmtbase.stats.matrix import MATRIX_STATS
 
 DRAWS = 50

@@ -13,11 +13,11 @@ import pytest
 import xarray as xr
 from _checkpoints import trajectory
 
-import rmtbase.scoring.collection_runs as runs
-import rmtbase.scoring.trajectory as traj
+import rmtbase.scoring.collection.runs as runs
+import rmtbase.scoring.collection.trajectory as traj
 from rmtbase.cli import main
-from rmtbase.scoring.entries import entries_dir, entry_key, entry_path, load_entries
-from rmtbase.scoring.trajectory import score_collection
+from rmtbase.scoring.collection.entries import entries_dir, entry_key, entry_path, load_entries
+from rmtbase.scoring.collection.trajectory import score_collection
 
 OPTS = dict(draws=300, stats="spectral")
 REAL_SCORE_ONE = traj.score_one

@@ -158,7 +158,7 @@ def test_effect_heatmaps_never_saturate():
 
 def test_component_and_collection_figures_are_legible(tiny):
     from rmtbase.report import collection_report, component_report
-    from rmtbase.scoring.collection import combine
+    from rmtbase.scoring.collection.combine import combine
 
     ds, comps = tiny
     got = Collect()

@@ -15,8 +15,8 @@ from _checkpoints import gpt2, trajectory
 from rmtbase.report import write_report
 from rmtbase.report.compare import write_compare
 from rmtbase.report.html_data import _TEST_VARS
+from rmtbase.scoring.collection.trajectory import score_collection
 from rmtbase.scoring.score import score_model
-from rmtbase.scoring.trajectory import score_collection
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 

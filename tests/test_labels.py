@@ -1,5 +1,5 @@
 """Two runs of one model are labelled by their folders in ``compare`` and ``combine`` (issue 49:
-they were ``tiny-gpt2#0``, ``tiny-gpt2#1``): :func:`rmtbase.scoring.collection.folder_labels`.
+they were ``tiny-gpt2#0``, ``tiny-gpt2#1``): :func:`rmtbase.scoring.collection.combine.folder_labels`.
 
 One score of a tiny random GPT-2 is written to folder ``a`` and copied to ``b`` (the same
 model scored twice: the labels' source is all that matters here).
@@ -17,7 +17,7 @@ from rmtbase.cli import main
 
 
 def test_folder_labels():
-    from rmtbase.scoring.collection import folder_labels
+    from rmtbase.scoring.collection.combine import folder_labels
 
     # distinct labels are kept as they are
     assert folder_labels(["gpt2", "bert"], ["x/a", "y/a"]) == ["gpt2", "bert"]

@@ -5,7 +5,7 @@ Where text enters: the CLI's ``--null`` (:func:`rmtbase.cli.score_checks.checked
 ``score_model(null=...)`` / ``score_collection`` / ``score_delta`` (one check,
 ``rmtbase.scoring.score._check_options``), the public ``composition(null=...)`` (issue 58:
 the CLI hands it the parsed value, as it does the score), and a file's ``null_kind``
-attribute (``rmtbase.scoring.trajectory`` and the composition report, through the registry
+attribute (``rmtbase.scoring.collection.trajectory`` and the composition report, through the registry
 of nulls). Everything below takes the
 :class:`~rmtbase.stats.null_kind.Null` (``in_family``, ``check_element_draws``,
 ``check_null_size``, ``null_description``).
@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 
 #: The places that parse the null's text, with how many times (this list may only shrink).
 #: decision/verdict.py: score_values_by_layer's ``null_kind``, left to its owner.
-PARSES = {"cli/score_checks.py": 1, "scoring/score.py": 1, "scoring/trajectory.py": 1,
+PARSES = {"cli/score_checks.py": 1, "scoring/score.py": 1, "scoring/collection/trajectory.py": 1,
           "decision/verdict.py": 1, "scoring/composition/run.py": 1,
           "report/composition_report.py": 1}
 
@@ -62,7 +62,7 @@ def test_cli_passes_the_parsed_null(monkeypatch, tmp_path):
 def test_an_entry_key_names_the_null_by_its_spelling():
     """The CLI's parsed null and a caller's text give one entry key (entries written before
     the CLI passed the value are reused)."""
-    from rmtbase.scoring.entries import entry_key
+    from rmtbase.scoring.collection.entries import entry_key
 
     def key(null):
         return entry_key("some/hub-model", None, {"null": null, "draws": None}, False)

@@ -150,7 +150,7 @@ def test_score_under_the_new_null(orthogonal, models, monkeypatch):
 def test_collection_of_two_models(orthogonal, models, monkeypatch):
     """score_collection scores both entries and re-reads each file's null_kind (it failed
     there, InputError, before the registry)."""
-    from rmtbase.scoring.trajectory import score_collection
+    from rmtbase.scoring.collection.trajectory import score_collection
 
     _no_gaussian_axes(monkeypatch)
     ds = score_collection(models, stats="spectral", draws=DRAWS, null=orthogonal(),

@@ -125,7 +125,7 @@ def models(tmp_path_factory):
 
 def _no_gaussian(monkeypatch):
     """The Gaussian factor-axes null and the Gaussian band fail the test if asked for."""
-    import rmtbase.scoring.collection_runs as cr
+    import rmtbase.scoring.collection.runs as cr
     import rmtbase.scoring.heads.pipeline as pl
     import rmtbase.scoring.profile.cache as pc
 
@@ -199,7 +199,7 @@ def test_a_null_without_a_band_has_none(nulls, models, monkeypatch):
 
 
 def test_collection_with_shared_draws(nulls, models, monkeypatch):
-    from rmtbase.scoring.trajectory import score_collection
+    from rmtbase.scoring.collection.trajectory import score_collection
 
     _no_gaussian(monkeypatch)
     ds = score_collection(models, stats="spectral", draws=DRAWS, null=nulls["bandless"](),

@@ -136,7 +136,7 @@ def test_a_planted_rank1_ov_change_is_one_exported_direction_along_v(score_cache
 
 def test_qk_numbers_are_unchanged_beside_ov(score_cache):
     """score_circuits' qk entry equals score_model alone (values, p-values, profile)."""
-    from rmtbase.scoring.collection import entries
+    from rmtbase.scoring.collection.combine import entries
     from rmtbase.scoring.ov import score_circuits
     from rmtbase.scoring.score import score_model
 

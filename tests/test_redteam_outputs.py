@@ -12,14 +12,14 @@ import pytest
 import xarray as xr
 from _checkpoints import trajectory
 
-import rmtbase.scoring.collection_runs as runs
+import rmtbase.scoring.collection.runs as runs
 from rmtbase.cli import main
 from rmtbase.files.output import MANIFEST, OutputFolder
-from rmtbase.scoring.entries import entry_path
-from rmtbase.scoring.trajectory import score_collection
+from rmtbase.scoring.collection.entries import entry_path
+from rmtbase.scoring.collection.trajectory import score_collection
 
 OPTS = dict(draws=300, stats="spectral")
-CONTENT_ATTR = "entry_sha256"  # the entry's content hash (rmtbase.scoring.entries.CONTENT_ATTR)
+CONTENT_ATTR = "entry_sha256"  # the entry's content hash (rmtbase.scoring.collection.entries.CONTENT_ATTR)
 
 
 def _tree(path) -> dict:

@@ -216,7 +216,7 @@ def test_combine_refuses_an_edited_score_folder(tmp_path, capsys):
     """An edited scores.nc of a score folder no longer matches the SHA-256 its manifest lists:
     refused with one line (issue 59: combined, "1 of 8 heads differ", truly 0)."""
     from rmtbase.cli import main
-    from rmtbase.scoring.entries import load_entries
+    from rmtbase.scoring.collection.entries import load_entries
 
     a, b = _score_folder(tmp_path / "a"), _score_folder(tmp_path / "b")
     assert [lab for lab, _ in load_entries([a, b])] == ["m", "m"]  # as written: verified
@@ -232,7 +232,7 @@ def test_combine_refuses_an_entry_without_its_hash(tmp_path):
     """An entry whose entry_sha256 was deleted after its head_p_value was edited cannot be
     verified: refused (issue 59: combined with p = 1e-9, exit 0), unless --unverified, which
     warns; a score folder's scores.nc without its manifest likewise."""
-    from rmtbase.scoring.entries import CONTENT_ATTR, load_entries, save
+    from rmtbase.scoring.collection.entries import CONTENT_ATTR, load_entries, save
 
     store = tmp_path / "run.entries"
     store.mkdir()

@@ -199,7 +199,7 @@ def test_verdict_colours_the_evidence_on_a_fixed_scale():
     score has head_effect (never null sd); spike counts written in the cells of a small grid;
     flagged heads boxed; the title names the model in full on its own line; big grids get no
     text; a collection's grid shares the scale."""
-    from rmtbase.scoring.collection import combine
+    from rmtbase.scoring.collection.combine import combine
 
     ds = _with_effects(_ds())
     ax = figures.plot_verdict(ds)
@@ -342,7 +342,7 @@ def test_reports_with_the_distance_variables_single_and_collection(tmp_path, n_s
     entry's heads the same way and carries the columns in heads.csv."""
     import re
 
-    from rmtbase.scoring.collection import combine
+    from rmtbase.scoring.collection.combine import combine
 
     ds = _with_effects(_ds(), n_spikes=n_spikes)
     out = tmp_path / "one"

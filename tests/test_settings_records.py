@@ -160,7 +160,7 @@ def test_find_circuits_search_record_and_aliases(monkeypatch):
 
 
 def test_score_collection_dispatch_keywords(monkeypatch):
-    import rmtbase.scoring.trajectory as T
+    import rmtbase.scoring.collection.trajectory as T
     from rmtbase.baseline.sweep import Dispatch, dispatch_of
 
     seen = []
@@ -234,7 +234,7 @@ def test_score_values_forwards_its_decision_keywords():
 
 
 def test_score_collection_takes_keywords_not_a_settings_record():
-    from rmtbase.scoring.trajectory import score_collection
+    from rmtbase.scoring.collection.trajectory import score_collection
 
     with pytest.raises(TypeError, match="score_model's settings as keywords"):
         score_collection(["a", "b"], settings=ScoreSettings(draws=300))

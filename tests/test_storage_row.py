@@ -114,8 +114,8 @@ def test_the_record_is_a_storage_everywhere(int8_row):
 
 def test_score_collection_and_composition(int8_row, models, module_cache):
     import rmtbase
+    from rmtbase.scoring.collection.trajectory import score_collection
     from rmtbase.scoring.score import score_model
-    from rmtbase.scoring.trajectory import score_collection
 
     CALLS.clear()
     ds = score_model(models[0], progress=False, spectrum_draws=0, draws=200)

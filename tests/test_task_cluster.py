@@ -99,7 +99,7 @@ def test_a_collection_of_a_new_shape_on_two_workers_equals_one_process(tmp_path,
     collection scored on another empty cache, value for value."""
     from _checkpoints import trajectory
 
-    from rmtbase.scoring.trajectory import score_collection
+    from rmtbase.scoring.collection.trajectory import score_collection
 
     steps = [str(p) for p in trajectory(tmp_path / "ckpt", strengths=(0.0, 3.0))]
     opts = dict(draws=300, stats="all", max_draws=1000, progress=False)

@@ -13,8 +13,8 @@ from _checkpoints import DH, H, L, gpt2, trajectory
 
 from rmtbase.cli import main
 from rmtbase.errors import InputError
-from rmtbase.scoring.collection import combine, entries, entry, step_of
-from rmtbase.scoring.trajectory import make_specs, score_collection
+from rmtbase.scoring.collection.combine import combine, entries, entry, step_of
+from rmtbase.scoring.collection.trajectory import make_specs, score_collection
 
 OPTS = dict(draws=300, stats="spectral", max_draws=2000)
 
@@ -149,7 +149,7 @@ def test_labels_steps_and_specs():
 def test_colliding_folder_names_get_the_shortest_distinct_path_ends(tmp_path, monkeypatch):
     """Folder names that repeat are told apart by the shortest distinct ends of their paths,
     never by a full path; the same folder twice gets #i; steps are read from those labels."""
-    from rmtbase.scoring.collection import distinct_suffixes
+    from rmtbase.scoring.collection.combine import distinct_suffixes
 
     for rel in ("runs/a/checkpoint-100", "runs/b/checkpoint-100", "x/a/checkpoint-100",
                 "runs/a/checkpoint-200", "runs/final"):

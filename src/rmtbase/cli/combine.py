@@ -3,7 +3,7 @@
 An ENTRY is an entry file or folder of them (``OUT.entries`` of ``rmtbase score A B …``) or a
 one-model ``rmtbase score`` folder (``scores.nc``). The report is ``rmtbase score``'s, written
 all or nothing; an earlier output is replaced only with ``--overwrite``. Every entry is verified
-(:func:`rmtbase.scoring.entries.check_content`: ``entry_sha256`` or its ``manifest.json``): a
+(:func:`rmtbase.scoring.collection.entries.check_content`: ``entry_sha256`` or its ``manifest.json``): a
 mismatch is refused always, content without a hash unless ``--unverified`` (with a warning).
 Only the heads' scores are carried; the other ``*.nc`` of a score folder are left out, said in
 one line."""
@@ -50,8 +50,8 @@ def run(args) -> int:
     from ..files.output import check_output_dir
     from ..report.collection_report import entry_lines
     from ..report.write import write_report
-    from ..scoring.collection import combine, folder_labels
-    from ..scoring.entries import load_entries
+    from ..scoring.collection.combine import combine, folder_labels
+    from ..scoring.collection.entries import load_entries
 
     if args.top < 0:
         raise InputError(f"--top must be >= 0, got {args.top}")

@@ -89,7 +89,7 @@ def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
     """The ``--json`` document of ``rmtbase score`` (module docstring)."""
     from ..decision.kinds import kind_counts
     from ..report.storage_text import null_storage_read, storage_read
-    from ..scoring.collection import entries
+    from ..scoring.collection.combine import entries
 
     docs = []
     for label, e in entries(ds):

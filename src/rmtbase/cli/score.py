@@ -1,7 +1,7 @@
 """``rmtbase score [MODEL ...]``: score attention heads against the random-matrix null.
 
 Wraps :func:`rmtbase.scoring.score.score_model` (one model; the embedded MiniLM by default),
-:func:`rmtbase.scoring.trajectory.score_collection` (several models, checkpoint folders or
+:func:`rmtbase.scoring.collection.trajectory.score_collection` (several models, checkpoint folders or
 globs, or ``--revision`` values: one ``scores.nc`` with a leading ``checkpoint`` or ``model``
 dimension; Dask with ``--workers``/``--scheduler``), their ``--components`` counterparts and
 :func:`rmtbase.report.write.write_report`; ``--probe`` joins

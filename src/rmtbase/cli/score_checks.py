@@ -154,7 +154,7 @@ def _check_work(args, plan) -> None:
     if plan.components is not None:  # every entry's architecture has them: before any work
         from ..models import default_model_path
         from ..models.components import check_components
-        from ..scoring.trajectory import make_specs
+        from ..scoring.collection.trajectory import make_specs
 
         for spec in make_specs(plan.models or [default_model_path()], plan.revisions):
             check_components(spec.model, plan.components, revision=spec.revision,

@@ -10,7 +10,7 @@ def directions(ds, model, revision, args) -> dict:
     (:mod:`rmtbase.scoring.measures.directions`; the weights are read a second time)."""
     from ..models import default_model_path, load_heads
     from ..models.ov import load_ov_heads
-    from ..scoring.collection import entries
+    from ..scoring.collection.combine import entries
     from ..scoring.measures.directions import combine_directions, directions_dataset
 
     path = model if model is not None else default_model_path()

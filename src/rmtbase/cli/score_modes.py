@@ -52,9 +52,9 @@ def several(args, plan: Plan, show) -> Scored:
     first entry before a Dask cluster starts)."""
     from ..models import model_info
     from ..report.collection_report import entry_lines
-    from ..scoring.entries import entries_dir
+    from ..scoring.collection.entries import entries_dir
+    from ..scoring.collection.trajectory import score_collection
     from ..scoring.nulls.checks import check_null_size
-    from ..scoring.trajectory import score_collection
 
     check_null_size(model_info(plan.models[0], revision=plan.revision), args.stats, None,
                     args.draws, plan.null, args.element_draws)
@@ -64,8 +64,8 @@ def several(args, plan: Plan, show) -> Scored:
                           **options(args, plan.null))
     cds = None
     if plan.components is not None:  # one process, the same entries and dimension
-        from ..scoring.collection import collection_dim
-        from ..scoring.trajectory import score_component_collection
+        from ..scoring.collection.combine import collection_dim
+        from ..scoring.collection.trajectory import score_component_collection
 
         cds = score_component_collection(plan.models, revisions=plan.revisions,
                                          dim=collection_dim(ds), progress=not args.quiet,
@@ -141,7 +141,7 @@ def single(args, plan: Plan, show) -> Scored:
 
         show(summary_lead(ctx, terminal=True).rstrip())
     if args.ov:
-        from ..scoring.collection import entries
+        from ..scoring.collection.combine import entries
 
         for lab, e in entries(ds):
             show(f"== {lab}\n{anomaly_table(e, args.top)}")

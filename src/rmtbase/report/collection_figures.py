@@ -10,7 +10,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
-from ..scoring.collection import collection_dim, entries, labels_of
+from ..scoring.collection.combine import collection_dim, entries, labels_of
 from ._labels import figure_axes
 from .profiles import PROFILE_STATS, _check, band_of, head_values
 

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from ..files.output import OutputFolder
-from ..scoring.collection import collection_dim, entries
+from ..scoring.collection.combine import collection_dim, entries
 from . import collection_figures, profiles
 from ._html_figures import figure_saver
 from .tables import anomaly_table

@@ -16,7 +16,7 @@ import xarray as xr
 from ..errors import InputError
 from ..files.interrupts import deferred
 from ..files.output import OutputFolder, check_output_dir
-from ..scoring.collection import collection_dim, distinct_suffixes, entries, folder_labels
+from ..scoring.collection.combine import collection_dim, distinct_suffixes, entries, folder_labels
 from . import profiles
 from ._html_figures import figure_saver
 from .storage_text import null_storage_read, storage_read

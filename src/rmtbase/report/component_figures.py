@@ -144,7 +144,7 @@ def plot_k_trajectory(ds: xr.Dataset, component: str, ax=None, *, stat: str = "w
                       legend: bool = True):
     """Weibull k of ``component`` across a collection's entries (x: ``step`` or order): median
     over layers, each layer faint (flagged marked), the null 95 % range, k₀ and the band."""
-    from ..scoring.collection import collection_dim, labels_of
+    from ..scoring.collection.combine import collection_dim, labels_of
 
     _check(ds, stat)
     dim = collection_dim(ds)

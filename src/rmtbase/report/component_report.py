@@ -24,7 +24,7 @@ _CELL_VARS = ("rows", "cols", "storage", "null_storage", "rms", "component_p_val
 def long_table(ds: xr.Dataset):
     """``pandas.DataFrame``: one row per (layer, component, stat) of a matrix that exists;
     of a collection, per (entry, layer, component, stat), with ``step`` where known."""
-    from ..scoring.collection import collection_dim
+    from ..scoring.collection.combine import collection_dim
 
     keys = [d for d in (collection_dim(ds), "layer", "component") if d]
     df = ds[list(_CSV_VARS)].to_dataframe().reset_index()
@@ -87,7 +87,7 @@ def _figures(ds: xr.Dataset, save) -> None:
 def component_entry_lines(ds: xr.Dataset) -> list[str]:
     """Per entry of a whole-matrix collection: how many matrices differ from the null and the
     median Weibull k (80 %) over layers of each component, beside k₀."""
-    from ..scoring.collection import collection_dim, entries
+    from ..scoring.collection.combine import collection_dim, entries
 
     items = entries(ds)
     k0 = float(ds.attrs.get("weibull_k0", np.nan))
@@ -121,7 +121,7 @@ def trajectory_figure(ds: xr.Dataset, stat: str = "weibull_k"):
     a ``matplotlib.figure.Figure``."""
     from matplotlib.figure import Figure
 
-    from ..scoring.collection import collection_dim
+    from ..scoring.collection.combine import collection_dim
 
     comps = [str(c) for c in ds["component"].values]
     ncols = min(len(comps), 3)

@@ -25,7 +25,7 @@ import xarray as xr
 
 from ..decision.kinds import kinds_of, kinds_phrase
 from ..decision.order import EVIDENCE, sort_key
-from ..scoring.collection import entries
+from ..scoring.collection.combine import entries
 from .storage_text import null_storage_read, storage_read
 from .tables import head_order, head_ranks
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import xarray as xr
 
 from ..errors import InputError
-from ..scoring.collection import collection_dim, labels_of
+from ..scoring.collection.combine import collection_dim, labels_of
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@
 (whole matrices), :mod:`.delta` (fine-tune changes), :mod:`.permutation` (entry-law null),
 :mod:`.trajectory`, :mod:`.collection` (many models in one Dataset)."""
 
-from .collection import combine, combine_components, entries, entry
+from .collection.combine import combine, combine_components, entries, entry
+from .collection.trajectory import score_collection, score_component_collection
 from .matrices.components import score_components
 from .matrices.delta import score_delta
 from .score import score_model
 from .settings import ComponentSettings, CompositionSettings, ScoreSettings
-from .trajectory import score_collection, score_component_collection
 
 __all__ = ["ComponentSettings", "CompositionSettings", "ScoreSettings", "combine",
            "combine_components", "entries", "entry", "score_collection",

@@ -26,7 +26,7 @@ def score_circuits(model=None, **options) -> xr.Dataset:
     from ..models import default_model_path
     from ..models.loading import check_parts
     from ..models.ov import OV_WHY
-    from .collection import combine
+    from .collection.combine import combine
     from .score import score_model
 
     check_parts(default_model_path() if model is None else model, ("v", "o"),  # before QK

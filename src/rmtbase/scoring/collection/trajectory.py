@@ -1,10 +1,10 @@
 """Score many checkpoints or models into one Dataset: :func:`score_collection`.
 
 Entries are scored by :func:`rmtbase.scoring.score.score_model` with the same options and stacked
-by :func:`rmtbase.scoring.collection.combine` (:func:`score_component_collection`: the same for
+by :func:`rmtbase.scoring.collection.combine.combine` (:func:`score_component_collection`: the same for
 whole matrices). Dask (``workers``, ``scheduler``, ``client``): one task per entry, the driver's
 JAX precision, retried (:data:`RETRIES`), cancellable; equal to a one-process run. ``entries=DIR``
-makes a run resumable (:mod:`rmtbase.scoring.entries`). Entries whose null sizes differ from the
+makes a run resumable (:mod:`rmtbase.scoring.collection.entries`). Entries whose null sizes differ from the
 largest of their (d, d_h, storage) are rescored from those sizes
 (:class:`rmtbase.scoring.heads.reference.NullStart`), so results do not depend on cache, order or workers.
 """
@@ -15,13 +15,13 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ..baseline.sweep import Dispatch, dispatch_of
-from ..errors import InputError
-from ..stats.gaussian_null import GaussianNull
-from ..stats.null_protocol import Null
-from .collection import COLLECTION_DIMS, combine, distinct_suffixes, unique_labels
-from .collection_runs import RETRIES, DaskRunner, EntryStore, LocalRunner, add_band, say, score_one
-from .description import model_label
+from ...baseline.sweep import Dispatch, dispatch_of
+from ...errors import InputError
+from ...stats.gaussian_null import GaussianNull
+from ...stats.null_protocol import Null
+from ..description import model_label
+from .combine import COLLECTION_DIMS, combine, distinct_suffixes, unique_labels
+from .runs import RETRIES, DaskRunner, EntryStore, LocalRunner, add_band, say, score_one
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _label(model, revision) -> str:
 def make_specs(models, revisions=None, labels=None) -> list[Spec]:
     """Entries from ``models`` and ``revisions``; labels default to revision, folder or file name,
     or hub id, repeated local names told apart by
-    :func:`rmtbase.scoring.collection.distinct_suffixes`, then ``#i``."""
+    :func:`rmtbase.scoring.collection.combine.distinct_suffixes`, then ``#i``."""
     models = [models] if isinstance(models, str | os.PathLike) or not _seq(models) else \
         list(models)
     revisions = None if revisions is None else list(revisions)
@@ -126,8 +126,8 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     the entries run (:class:`rmtbase.baseline.sweep.Dispatch`: a Dask ``scheduler``, ``workers``
     or ``client``, else in process; ``progress``), its fields also as keywords; entries: per-entry
     folder; the other ``options``: :func:`rmtbase.scoring.score.score_model`'s keywords."""
-    from ..models import model_info
-    from .score import _check_options, _stat_kind
+    from ...models import model_info
+    from ..score import _check_options, _stat_kind
 
     dispatch = dispatch_of(dispatch, options, "score_collection")
     if "settings" in options:  # entry keys and the band read score_model's keywords
@@ -181,12 +181,12 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
 def score_component_collection(models, *, revisions=None, labels=None, dim: str | None = None,
                                progress: bool = True, **options):
     """Whole-matrix scores of every entry, stacked by
-    :func:`rmtbase.scoring.collection.combine_components`; entries, labels and ``dim`` as
+    :func:`rmtbase.scoring.collection.combine.combine_components`; entries, labels and ``dim`` as
     :func:`score_collection`, ``options`` :func:`rmtbase.scoring.matrices.components.score_components`'s,
     in process. Each entry equals its score alone."""
-    from ..models import model_info
-    from .collection import combine_components
-    from .matrices.components import score_components
+    from ...models import model_info
+    from ..matrices.components import score_components
+    from .combine import combine_components
 
     specs = make_specs(models, revisions, labels)
     if dim is not None and dim not in COLLECTION_DIMS:

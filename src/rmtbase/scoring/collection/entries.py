@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
+from ...errors import InputError
 
 #: Attribute holding the SHA-256 of an entry file's content (:func:`content_hash`).
 CONTENT_ATTR = "entry_sha256"
@@ -49,15 +49,15 @@ def _spelled(value):
     """A null by its spelling (``"gaussian"``), anything else as it is: the CLI passes the
     parsed :class:`~rmtbase.stats.null_kind.Null`, a caller of ``score_collection`` may pass its
     text, and both are one key (the keys of entries written before are unchanged)."""
-    from ..stats.null_protocol import Null
+    from ...stats.null_protocol import Null
 
     return str(value) if isinstance(value, Null) else value
 
 
 def entry_key(model, revision, options: dict, x64: bool) -> str:
     """The SHA-256 key of one entry (module docstring)."""
-    from .._version import __version__
-    from ..baseline.tables import TABLE_FORMAT
+    from ..._version import __version__
+    from ...baseline.tables import TABLE_FORMAT
 
     local = isinstance(model, str | os.PathLike) and os.path.exists(os.fspath(model))
     what = {"model": os.path.abspath(os.fspath(model)) if local else str(model),
@@ -111,7 +111,7 @@ def entry_path(folder, label: str) -> Path:
 def read_entry(path) -> xr.Dataset:
     """A single score from an entry file (or any ``scores.nc`` of one model), loaded, with its
     entry attributes kept; InputError for a file that is not one."""
-    from ..files.interrupts import deferred
+    from ...files.interrupts import deferred
 
     try:
         with deferred(), xr.open_dataset(path) as ds:  # no interrupt inside HDF5
@@ -162,7 +162,7 @@ def load(folder, label: str, key: str) -> xr.Dataset | None:
 def save(folder, label: str, key: str, ds: xr.Dataset) -> xr.Dataset:
     """Write entry ``label`` (all or nothing) with its content hash, and return it as read
     back from its file (checked against the hash)."""
-    from ..files.atomic import write_netcdf
+    from ...files.atomic import write_netcdf
 
     path = entry_path(folder, label)
     out = ds.copy()

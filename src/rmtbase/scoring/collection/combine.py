@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..errors import InputError
+from ...errors import InputError
 
 #: Names of the leading dimension.
 COLLECTION_DIMS = ("checkpoint", "model", "circuit")

@@ -18,20 +18,20 @@ def score_one(model, revision, options: dict, x64: bool):
 
     if bool(jax.config.read("jax_enable_x64")) != bool(x64):
         jax.config.update("jax_enable_x64", bool(x64))
-    from .score import score_model
+    from ..score import score_model
 
     return score_model(model, revision=revision, progress=False, spectrum_draws=0, **options)
 
 
 @functools.cache
 def _band(d: int, d_h: int, n: int, seed: int):
-    from .score import null_spectrum_band
+    from ..score import null_spectrum_band
 
     return null_spectrum_band(d, d_h, n, seed=seed)
 
 
 def add_band(ds, n: int, seed: int):
-    from .score import SPECTRUM_QUANTILES
+    from ..score import SPECTRUM_QUANTILES
 
     if not n:
         return ds
@@ -54,7 +54,7 @@ RETRIES = 2
 
 
 class EntryStore:
-    """The entry files of one collection run (:mod:`rmtbase.scoring.entries`)."""
+    """The entry files of one collection run (:mod:`rmtbase.scoring.collection.entries`)."""
 
     def __init__(self, folder, specs, options, x64, band):
         from .entries import entry_key
@@ -147,7 +147,7 @@ class DaskRunner(LocalRunner):
         self.where = (scheduler, workers, client)
 
     def __enter__(self):
-        from ..baseline.sweep import cluster_client, require_distributed
+        from ...baseline.sweep import cluster_client, require_distributed
 
         self.dist = require_distributed("--workers/--scheduler (Dask tasks)")
         self._ctx = cluster_client(*self.where)
@@ -179,8 +179,8 @@ class DaskRunner(LocalRunner):
         """Yield (entry, result) as the tasks finish, through the one Dask wait
         (:func:`rmtbase.baseline.sweep.completed`: it polls, so a Ctrl-C is delivered while
         waiting, and cancels the tasks left on any exit before the end)."""
-        from ..baseline.sweep import completed
-        from ..files.interrupts import fault_point
+        from ...baseline.sweep import completed
+        from ...files.interrupts import fault_point
 
         fault_point("tasks:submitted")
         with contextlib.closing(completed(futures, self.client)) as finished:

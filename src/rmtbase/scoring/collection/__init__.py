@@ -1,0 +1,1 @@
+"""Many scores in one Dataset: collections, trajectories, per-entry files."""
