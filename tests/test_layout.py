@@ -144,3 +144,36 @@ def test_no_private_name_across_parts():
                     if a.name.startswith("_") and a.name != "__version__"
                     and not _exists(f"{mod}.{a.name}")]
     assert not bad, "private names imported from another part:\n" + "\n".join(sorted(bad))
+
+
+#: ``rmtbase.scoring``'s stages and their levels, in pipeline order: a module may import its own
+#: stage or a lower one (``docs/contract.md``). Top-level modules are stages of their own.
+SCORING_LEVEL = {
+    "description": 0, "settings": 0, "measures": 1, "nulls": 2, "stopping": 3, "profile": 4, "heads": 5,
+    "composition": 5, "score": 6, "matrices": 7, "collection": 8, "ov": 9, "__init__": 10,
+}
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["rmtbase", "scoring"]:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_scoring_stages_have_levels():
+    stages = {_stage(m) for m in _graph()} - {None}
+    assert stages <= set(SCORING_LEVEL), f"stages without a level: {sorted(stages - set(SCORING_LEVEL))}"
+
+
+def test_scoring_no_arrow_up():
+    bad = []
+    for mod, deps in _graph().items():
+        a = _stage(mod)
+        if a is None:
+            continue
+        for dep in deps:
+            b = _stage(dep)
+            if b is not None and SCORING_LEVEL[b] > SCORING_LEVEL[a]:
+                bad.append(f"{mod} -> {dep}")
+    assert not bad, "scoring stages import a later stage:\n" + "\n".join(sorted(bad))
