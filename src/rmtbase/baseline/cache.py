@@ -235,6 +235,17 @@ def _shorter_entries(key: TableKey) -> list[dict]:
             and e["file"].parent == directory]
 
 
+def _generating(key, start: int, directory) -> str:
+    """The line saying which null table is drawn (draws ``start`` on), and where it is kept."""
+    from ..files.user_cache import said_unwritable, writable
+
+    kept = ("kept in memory" if said_unwritable() or not writable(directory)
+            else f"cached in {directory} for next time")
+    draws = f"draws {start} to {key.min_draws}" if start else f"{key.min_draws} draws"
+    return (f"rmtbase: generating the null table d={key.d}, d_h={key.d_h}, {key.stats} "
+            f"statistics, {key.storage.name} storage, {draws} ({kept})")
+
+
 def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
                ensemble: str = "lowrank", dtype: str = "float32", storage: str = "float32",
                progress: bool = False):
@@ -256,14 +267,7 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_D
     held = None if in_dask_task() else held_table(key, _shorter_entries(key))
     start = held_draws(held)
     if progress:
-        from ..files.user_cache import said_unwritable, writable
-
-        kept = ("kept in memory" if said_unwritable() or not writable(directory)
-                else f"cached in {directory} for next time")
-        message(f"rmtbase: generating the null table d={d}, d_h={d_h}, {stats} statistics, "
-                f"{storage} storage, "
-                f"{f'draws {start} to {key.min_draws}' if start else f'{key.min_draws} draws'}"
-                f" ({kept})")
+        message(_generating(key, start, directory))
     from .tables import cell_table
 
     spec = key.spec()
