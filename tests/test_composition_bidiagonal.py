@@ -46,7 +46,8 @@ def test_bidiagonal_draws_continue():
     key = jax.random.key(9)
     whole = np.asarray(null_squares_bidiagonal(key, 48, 6, 6, 30))
     part = np.asarray(null_squares_bidiagonal(key, 48, 6, 6, 30, part=Part(5)))
-    np.testing.assert_array_equal(part, whole[5:])
+    # 25 and 30 draws are two compiled programs: float32 rounding of a d_h = 6 chain (k = 16)
+    np.testing.assert_allclose(part, whole[5:], rtol=16 * np.finfo(np.float32).eps)
     with pytest.raises(ValueError, match="bidiagonal null needs"):
         null_squares_bidiagonal(key, 10, 6, 6, 4)
 
@@ -62,11 +63,13 @@ def test_scoring_uses_it_from_d_h_128_only(monkeypatch, tmp_path):
     assert bidiagonal(640, 256, 256) and bidiagonal(300, 128, 128)
     assert not bidiagonal(576, 64, 64) and not bidiagonal(640, 256, 256, "bfloat16")
     got = score_draws(key, 300, 128, 128, 0, 8)
-    np.testing.assert_array_equal(got, np.sqrt(np.asarray(
-        null_squares_bidiagonal(key, 300, 128, 128, 8), np.float64)))
+    # separate calls may compile apart: float32 rounding of a d_h = 128 chain (k = 64)
+    tol = 64 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(got, np.sqrt(np.asarray(
+        null_squares_bidiagonal(key, 300, 128, 128, 8), np.float64)), rtol=tol)
     small = score_draws(key, 64, 8, 8, 0, 8)
-    np.testing.assert_array_equal(small, np.sqrt(np.asarray(null_squares(key, 64, 8, 8, 8),
-                                                            np.float64)))
+    np.testing.assert_allclose(small, np.sqrt(np.asarray(null_squares(key, 64, 8, 8, 8),
+                                                         np.float64)), rtol=tol)
     monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path))
     assert K.null_path("composition", 640, 256, 10, 0, "float32").name.endswith("-v2.nc")
     assert K.null_path("composition", 576, 64, 10, 0, "float32").name.endswith("-v1.nc")

@@ -184,13 +184,15 @@ def test_rmtbase_score_uses_each_plugin_by_name(tmp_path):
         assert np.isfinite(p).all() and (p >= 1 / 201).all() and (p <= 1).all()
         assert list(ds["axis"].values[-2:]) == ["top_share", "rms_ratio"]
         top = {"axis": "top_share"}
+        # exact: a statistic axis copies the statistic's stored p, value and effect
         np.testing.assert_array_equal(ds["profile_p"].sel(top).values, p)
-        np.testing.assert_array_equal(ds["profile_value"].sel(top).values,
+        np.testing.assert_array_equal(ds["profile_value"].sel(top).values,  # exact: a copy
                                       ds["value"].sel(stat="qk.top_share").values)
-        np.testing.assert_array_equal(ds["profile_effect"].sel(top).values,
+        np.testing.assert_array_equal(ds["profile_effect"].sel(top).values,  # exact: a copy
                                       ds["effect_size"].sel(stat="qk.top_share").values)
         assert str(ds["axis_effect"].sel(top).values) == "ratio"
         ratio = ds["sigma_q"].values / ds["sigma_k"].values
+        # exact: the dataset axis is this one IEEE division of the same stored values
         np.testing.assert_array_equal(ds["profile_value"].sel(axis="rms_ratio").values, ratio)
         assert not ds["profile_flag"].sel(axis="rms_ratio").values.any()
 

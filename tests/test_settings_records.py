@@ -190,7 +190,7 @@ def test_baseline_spec_equals_keywords():
     assert spec_with(make_spec(sigma_q=2.0), {"sigma": 3.0}, "f") == make_spec(sigma=3.0)
     by_kw = baseline(8, 2, progress=False, **kw)
     by_spec = baseline(8, 2, progress=False, spec=make_spec(**kw))
-    xr.testing.assert_identical(by_kw, by_spec)
+    xr.testing.assert_identical(by_kw, by_spec)  # exact: one jitted program, the same inputs
     with pytest.raises(TypeError, match=r"baseline\(\) got an unexpected keyword argument 'n'"):
         baseline(8, 2, n=16)
     with pytest.raises(InputError, match="spec must be a TableSpec"):
@@ -228,6 +228,7 @@ def test_score_values_forwards_its_decision_keywords():
     one = np.ones((2, 3))
     got = score_values(values, one, one, null, alpha=0.1, group_size=1, unreliable=())
     ref = score_values_by_layer(values, one, one, [(None, null, None)], alpha=0.1)
+    # exact: score_values is score_values_by_layer's numpy code on one layer, same inputs
     xr.testing.assert_identical(got, ref.drop_vars("head_p_exceedances"))
     with pytest.raises(TypeError, match=r"score_values\(\) got an unexpected keyword"):
         score_values(values, one, one, null, level=0.1)

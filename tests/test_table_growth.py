@@ -66,6 +66,7 @@ def _assert_same_table(got, want):
     """Every value and attribute of ``want`` (creation_time aside), exactly."""
     assert list(got.data_vars) == list(want.data_vars)
     for v in want.data_vars:
+        # exact: each 250-draw block is the same compiled program on the same key, fresh or grown
         np.testing.assert_array_equal(got[v].values, want[v].values)  # NaN == NaN here
         assert got[v].dtype == want[v].dtype and got[v].attrs == want[v].attrs, v
     skip = {"creation_time"}
@@ -199,4 +200,5 @@ def test_a_score_grows_its_joint_table_without_redrawing(cache, drawn, tmp_path,
     want = score_model(str(tmp_path / "m"), progress=False, spectrum_draws=0)
     assert sum(n for d, stats, n in drawn if d == 64 and stats == "all") == 4250
     for v in ("head_p_value", "head_calibration_draws"):
+        # exact: identical tables (above) through one process's programs
         np.testing.assert_array_equal(ds[v].values, want[v].values)
