@@ -66,13 +66,13 @@ def test_the_composition_of_the_model_itself_passes_the_check(models):
     naming that head."""
     import torch
 
+    from rmtbase.circuits.fingerprint import NORM_TOLERANCE, check_composition, head_norms
     from rmtbase.circuits.heads import HeadModel
-    from rmtbase.circuits.run import NORM_TOLERANCE, _check_shape, _raw_norms
 
     a, _, comp = models
     hm = HeadModel(a)
-    _check_shape(hm, comp)
-    qk, ov = _raw_norms(hm)
+    check_composition(hm, comp)
+    qk, ov = head_norms(hm)
     for name, got in (("qk_norm", qk), ("ov_norm", ov)):
         want = comp[name].transpose("layer", "head_to").values
         assert np.max(np.abs(np.log(want / got))) < 1e-5 < NORM_TOLERANCE
@@ -80,7 +80,7 @@ def test_the_composition_of_the_model_itself_passes_the_check(models):
     with torch.no_grad():  # c_attn columns 2d + 16 .. 2d + 32: W_V of head 1
         edited.transformer.h[1].attn.c_attn.weight[:, 128 + 16:128 + 32] *= 1.01
     with pytest.raises(InputError, match=r"\|W_OV\| of head L1H1 "):
-        _check_shape(HeadModel(edited), comp)
+        check_composition(HeadModel(edited), comp)
 
 
 @pytest.mark.parametrize("kw, match", [
