@@ -272,20 +272,20 @@ def check_probe(model) -> None:
 def check_finite_model(model, allow_pickle: bool) -> None:
     """--probe's precondition: no NaN or infinite float tensor (an MLP's too: the probe and the
     circuit search run the whole model), in one line naming the tensor and, for an attention
-    tensor, the heads (:func:`rmtbase.models.finite.named_heads`); read one tensor at a time (local safetensors,
+    tensor, the heads (:func:`rmtbase.models.finite.naming_heads`); read one tensor at a time (local safetensors,
     pickled weights with --allow-pickle, a GGUF's tensors dequantised, block formats too).
     Others are checked when loaded
     (:func:`rmtbase.probe.loader.check_finite_weights`)."""
     import numpy as np
 
-    from ..errors import ModelError
     from ..models import default_model_path
     from ..models._reader import check_finite
     from ..models._resolve import resolve
+    from ..models.finite import naming_heads
 
     model = default_model_path() if model is None else model
     resolved = resolve(model, None)
-    try:
+    with naming_heads(model, allow_pickle=allow_pickle):  # an attention tensor: its heads named
         if resolved.source == "gguf":
             from gguf.quants import dequantize
 
@@ -318,13 +318,6 @@ def check_finite_model(model, allow_pickle: bool) -> None:
             if info["dtype"] in ("F64", "F32", "F16", "BF16"):
                 check_finite(read_float32(weights._headers[filename]["path"], info), name,
                              f"{resolved.name}/{filename}")
-    except ModelError as exc:
-        from ..models.finite import named_heads
-
-        named = named_heads(exc, model, allow_pickle=allow_pickle)
-        if named is exc:
-            raise
-        raise named from exc
 
 
 def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:

@@ -9,10 +9,12 @@ failure).
 
 from __future__ import annotations
 
+import contextlib
+
 from ..errors import ModelError
 from ._reader import NonFiniteTensor, finite_unchecked
 
-__all__ = ["named_heads", "nonfinite_heads"]
+__all__ = ["named_heads", "naming_heads", "nonfinite_heads"]
 
 
 def nonfinite_heads(model, *, allow_pickle: bool = False, revision=None) -> str | None:
@@ -53,3 +55,16 @@ def named_heads(exc: Exception, model, *, allow_pickle: bool = False,
         return exc
     heads = nonfinite_heads(model, allow_pickle=allow_pickle, revision=revision)
     return exc if heads is None else ModelError(f"{heads} ({exc})")
+
+
+@contextlib.contextmanager
+def naming_heads(model, *, allow_pickle: bool = False, revision=None):
+    """Within, a :class:`NonFiniteTensor` of an attention head's tensor is raised as
+    :func:`named_heads`' ModelError (the tensor's error chained); any other error as it is."""
+    try:
+        yield
+    except NonFiniteTensor as exc:
+        named = named_heads(exc, model, allow_pickle=allow_pickle, revision=revision)
+        if named is exc:
+            raise
+        raise named from exc

@@ -17,7 +17,7 @@ import xarray as xr
 
 from ..checks import MIN_NULL_DRAWS, check_int, check_probability, check_seed
 from ..decision.verdict import NOT_TESTED, score_values
-from ..errors import InputError, ModelError, with_keywords
+from ..errors import InputError, with_keywords
 from ..stats.names import QUANTIZED_NULL
 from ..stats.null_protocol import Null
 from .description import default_label, null_description
@@ -78,6 +78,7 @@ def score_model(model=None, *, revision=None, settings: ScoreSettings | None = N
     an ``xr.Dataset`` (:mod:`rmtbase.decision.verdict`) with ``qk_spectrum`` (layer, head, rank)
     and provenance attrs."""
     from ..models import default_model_path, load_heads, model_info
+    from ..models.finite import naming_heads
 
     s = with_keywords(ScoreSettings, settings, options, "score_model")
     if circuit not in ("qk", "ov"):
@@ -99,15 +100,8 @@ def score_model(model=None, *, revision=None, settings: ScoreSettings | None = N
         layers = load_ov_heads(model, revision=revision, allow_pickle=allow_pickle)
     else:
         layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
-    try:
+    with naming_heads(model, allow_pickle=allow_pickle, revision=revision):  # a NaN/inf tensor
         ds = score_heads(info, layers, label=label, settings=s, progress=progress, null=null)
-    except ModelError as exc:  # a non-finite tensor: name its heads
-        from ..models.finite import named_heads
-
-        named = named_heads(exc, model, allow_pickle=allow_pickle, revision=revision)
-        if named is exc:
-            raise
-        raise named from exc
     if circuit == "ov":
         ds.attrs.update(circuit="ov", factors=OV_FACTORS)
     if info.source == "transformer_lens":  # which weights: as the model holds them

@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from ...checks import check_int, check_probability, check_seed
-from ...errors import InputError, ModelError, with_keywords
+from ...errors import InputError, with_keywords
 from ...files.memory import check_memory
 from ...stats import composition as C
 from ...stats.gaussian_null import GaussianNull
@@ -180,6 +180,7 @@ def _say_zero_heads(qk_n, ov_n) -> None:
 
 def _layers(model, revision, allow_pickle, bar: int = 0):
     from ...models import load_heads
+    from ...models.finite import naming_heads
     from ...models.ov import load_ov_heads
 
     ov = load_ov_heads(model, revision=revision, allow_pickle=allow_pickle)  # checks V/O first
@@ -187,17 +188,10 @@ def _layers(model, revision, allow_pickle, bar: int = 0):
     storage = []
 
     def gen():
-        try:
+        with naming_heads(model, allow_pickle=allow_pickle, revision=revision):  # a NaN/inf tensor
             for a, b in zip(qk, ov, strict=True):
                 storage.append((a.storage, a.quantisation, b.storage, b.quantisation))
                 yield a.wq, a.wk, b.wq, b.wk
-        except ModelError as exc:  # a non-finite tensor: name its heads
-            from ...models.finite import named_heads
-
-            named = named_heads(exc, model, allow_pickle=allow_pickle, revision=revision)
-            if named is exc:
-                raise
-            raise named from exc
     if not bar:
         return gen(), storage
     from ...progress import counted  # a line per layer composed (rmtbase.progress)
