@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rmtbase.scoring.stopping import joint as J
+from rmtbase.scoring.stopping.rule import next_size
 
 
 def test_the_full_size_keeps_the_rate_error_below_a_quarter_of_the_calibration_se():
@@ -19,8 +20,15 @@ def test_the_full_size_keeps_the_rate_error_below_a_quarter_of_the_calibration_s
     assert J.rate_sd(J.needed_draws()) <= se / 4 < J.rate_sd(J.needed_draws() - 500)
     assert J.rate_sd(1000) >= 0.99 * se and J.rate_sd(2000) > se / 2
     assert J.SCHEDULE[-1] == J.JOINT_DRAWS
-    assert J.next_size(1000) == 6000 and J.next_size(6000) == 18000
-    assert J.next_size(18000) is None
+    assert J.next_size(1000) == 1500 and J.next_size(6000) == 8000
+    assert J.next_size(15000) == 18000 and J.next_size(18000) is None
+    # the spectral ladder's sizes up to the full size, each at most 1.5 times the last
+    ladder, n = [], 1000
+    while n < J.JOINT_DRAWS:
+        n = next_size(n, J.JOINT_DRAWS)
+        ladder.append(n)
+    assert tuple(ladder) == J.SCHEDULE
+    assert all(b <= 1.5 * a for a, b in zip((1000, *J.SCHEDULE), J.SCHEDULE, strict=False))
 
 
 def test_p_bounds_cover_the_p_at_the_full_size():

@@ -10,14 +10,22 @@ from _checkpoints import trajectory
 from scipy import stats as st
 
 from rmtbase.scoring.heads.stopping_text import open_reasons, tail_counts
-from rmtbase.scoring.stopping.rule import STOP_ERROR, looks, p_interval, unsettled
+from rmtbase.scoring.stopping.rule import STOP_ERROR, looks, next_size, p_interval, unsettled
 
 KW = dict(stats="spectral", progress=False, spectrum_draws=0)
 
 
 def test_looks_counts_the_tables_of_the_schedule():
-    assert looks(4000, 100_000) == 3  # 4000, 20000, 100000
-    assert looks(1000, 100_000) == 4  # 1000, 5000, 25000, 100000
+    sizes, n = [1000], 1000
+    while n < 100_000:
+        n = next_size(n, 100_000)
+        sizes.append(n)
+    assert sizes == [1000, 1500, 2000, 3000, 4000, 6000, 8000, 10_000, 15_000, 20_000, 30_000,
+                     40_000, 60_000, 80_000, 100_000]
+    assert looks(1000, 100_000) == len(sizes) == 15
+    assert looks(4000, 100_000) == 11  # 4000, 6000, ..., 100000
+    assert looks(2500, 100_000) == 13  # a size off the ladder goes to its next rung: 3000
+    assert next_size(2500, 100_000) == 3000 and next_size(80_000, 90_000) == 90_000
     assert looks(100_000, 100_000) == 1
 
 

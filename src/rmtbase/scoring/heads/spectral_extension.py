@@ -1,6 +1,7 @@
-"""The spectral reference grown ×5 in one look (:func:`extend_spectral`): while some head is
-unsettled (:func:`rmtbase.scoring.stopping.rule.unsettled`), or with ``max_draws`` up to it where a
-head near a flag lies beyond all but 10 draws (Besag & Clifford 1991)."""
+"""The spectral reference grown to the next size of its ladder
+(:func:`rmtbase.scoring.stopping.rule.next_size`) in one look (:func:`extend_spectral`): while
+some head is unsettled (:func:`rmtbase.scoring.stopping.rule.unsettled`), or with ``max_draws``
+up to it where a head near a flag lies beyond all but 10 draws (Besag & Clifford 1991)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 from ...decision.scale import normalise
 from ...decision.tails import TailModel
 from ..measures.verdict import Decision, reference_groups
-from ..stopping.rule import GROWTH, unsettled
+from ..stopping.rule import next_size, unsettled
 
 
 def _thin_spectral(ds, values, ref, names, alpha) -> list[str]:
@@ -74,7 +75,7 @@ def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks):
             _why_tail(g, ds, values, names, refs, how.alpha)
         if why is None:
             continue
-        n_next = min(cap, GROWTH * have)
+        n_next = next_size(have, cap)
         if how.progress:
             where = "" if len(refs) == 1 else f" ({g.storage} layers)"
             message(f"rmtbase: {why}; extending the spectral null{where} to {n_next}")

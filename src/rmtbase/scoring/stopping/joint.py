@@ -20,8 +20,10 @@ from ...decision.tails import MIN_EXCEEDANCES, P_MIN
 
 #: The joint null's full size (module docstring).
 JOINT_DRAWS = 18_000
-#: Sizes a score draws in turn after its first table (the last is JOINT_DRAWS).
-SCHEDULE = (6_000, 18_000)
+#: Sizes a score draws in turn after its first table (the last is JOINT_DRAWS): the spectral
+#: ladder's (:data:`rmtbase.scoring.stopping.rule.LADDER`) up to it, each the continuation of
+#: the last, so a finer step costs only the bound's share of the error.
+SCHEDULE = (1_500, 2_000, 3_000, 4_000, 6_000, 8_000, 10_000, 15_000, 18_000)
 #: The level α/2 whose rate the size controls, and the calibration it is compared with.
 RATE_LEVEL, CALIBRATION_HEADS = 0.025, 1000
 
