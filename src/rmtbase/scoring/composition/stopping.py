@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..profile.stopping import SCHEDULE, _side_bounds, looks_from
+from ..stopping.growth import grow_until_settled
 
 
 def schedule(draws: int) -> tuple[int, ...]:
@@ -80,18 +81,12 @@ def settle(values: dict, draw, draws: int, *, alpha: float, error: float | None 
     m = sum(int(np.isfinite(np.asarray(v, np.float64)).sum()) for v in values.values())
     eps = STOP_ERROR if error is None else float(error)
     level = eps / (max(1, m) * looks_from(sizes[0], sizes))
-    size = {t: sizes[0] for t in values}
-    nulls = {t: draw(t, sizes[0], None) for t in values}
-    while True:
+
+    def open_groups(nulls):
         open_ = open_values(values, nulls, sizes[-1], alpha, level)
-        grow = [t for t in values if open_[t].any() and size[t] < sizes[-1]]
-        if not grow:
-            return nulls, size
-        for t in grow:
-            size[t] = min(n for n in sizes if n > size[t])
-            if on_grow is not None:
-                on_grow(t, size[t])
-            nulls[t] = draw(t, size[t], nulls[t])
+        return [t for t in values if open_[t].any()]
+
+    return grow_until_settled({t: sizes[0] for t in values}, sizes, draw, open_groups, on_grow)
 
 
 def continued(previous, more) -> np.ndarray:
