@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import functools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..errors import check_dims
 from .chisquare import chi
 from .gaussian import named_key
+from .threefry import normal
 
 
 def gram_cholesky(key, d, d_h, sigma=1.0, dtype=jnp.float32):
@@ -31,7 +31,7 @@ def gram_cholesky(key, d, d_h, sigma=1.0, dtype=jnp.float32):
     d, d_h = check_dims(d, d_h)
     dof = jnp.arange(d, d - d_h, -1).astype(dtype)  # d, d-1, ..., d-d_h+1
     diag = chi(named_key(key, "diag"), dof, dtype, below_two=d - d_h + 1 < 2)
-    z = jax.random.normal(named_key(key, "lower"), (d_h * (d_h - 1) // 2,), dtype)
+    z = normal(named_key(key, "lower"), (d_h * (d_h - 1) // 2,), dtype)  # JAX's bits, faster
     return sigma * bartlett_factor(z, diag)
 
 
