@@ -18,24 +18,23 @@ QK-overlap null draws the run used (``composition.nc``'s ``draws`` and
 ``qk_overlap_null_draws_*``); then the ratio gemma / smollm2 in CPU. Target: ≤ 2. On a shared
 machine compare ratios within one run only.
 
-Measured (2026-11-27, 2 shared cores). Before: smollm2 191.0 / 110.7 CPU-s, gemma 350.9 /
-355.5 CPU-s: 1.84× (load 12–18) and 3.21× (load 4–6). After the bidiagonal composition null
-(``rmtbase.baseline.composition_bidiagonal``, one GEMM a draw, from d_h 128) and null tables
-grown rather than redrawn: smollm2 113.0 CPU-s (load 9.1; its draws unchanged, 49,529 of
-105,705 pairs flagged as before), gemma 291.6 (load 6.3): 2.58×, target not met.
-
-Where the Gemma run's CPU goes (a ``--which gemma`` run, 286.5 CPU-s at load 3.3, the
-process's CPU read at each stage line): start-up 7; the heads' null tables 171 (spectral
-statistics grown 1,000 → 5,000 → 25,000 for one head with 3 of 5,000 draws beyond, and the
-all-statistics table before it, 103; all statistics grown 1,000 → 6,000 for one head, 68); the
-profile null 47 (to 18,000 for one head, L8H3's symmetry: 7 draws beyond at 10,000, 11 at
-18,000, so its p at 18,000 could be a GPD extrapolation); composition scores, null (18,000
-draws at 1.5 ms a draw; the reduced sampler took 3.2 at the same load) and overlap null
-(2,000) 30; circuits 15; probe and
-report 16. The composition null still goes to 18,000: a random model's top pairs have p ≈ 1/m
-(m = 7,344), fewer than 10 draws beyond at N, where N's p is a GPD extrapolation no count
-bracket from n draws bounds (top pair: GPD p 2e-3 at 2,000, 3.9e-4 at 18,000; BH's smallest
-threshold 6.8e-6).
+Measured (2 quiet cores, CPU-s SmolLM2 / Gemma, one run a pair): 103.2 / 184.8 (**1.79×**) and
+98.1 / 188.8 (**1.92×**); runs of the same code differ by up to 8 %, the margin the target
+holds by. With ``jax.random.normal`` in the profile null and the Bartlett factor instead of
+:func:`rmtbase.ensembles.threefry.normal` (same bits, more CPU): 1.95× and 2.17×; with steps
+of ×5 instead of the ladder (:func:`rmtbase.scoring.stopping.rule.next_size`) as well: 2.58×
+(loaded cores).
+SmolLM2's draws are the same in every run (49,529 of 105,705 pairs flagged). Where the Gemma
+run's CPU goes (a run in one process, 176.6 CPU-s, the process's CPU read at each stage
+line): start-up and the heads 6; the all-statistics table 18 (1,000 draws, compiling
+included) and 6 (to 1,500 for one head); the spectral table 64 (to 20,000 draws for one head,
+L11H3's qk.sum_lambda: 7 of 15,000 draws beyond, settled at 20,000, ~3.1 ms a draw, the SVD
+of a 256 × 256 core 2.5 of it); the profile null 25 (to 18,000 for one head, L8H3, open at 10,000;
+its symmetry p at 18,000 is 1.3e-3); composition
+scores, null (18,000 draws at ~1.1 ms) and overlap null (2,000) 30; circuits 11; probe and
+report 17 (the probe alone costs the same for both models). The composition null goes to
+18,000 for a random model: its top pairs have p ≈ 1/m (m = 7,344), fewer than 10 draws beyond
+at N, where N's p is a GPD extrapolation no count bracket from n draws bounds.
 ``--keep DIR`` also keeps each run's stderr (``DIR/NAME-stderr.log``).
 """
 
