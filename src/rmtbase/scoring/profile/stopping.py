@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..stopping.growth import grow_until_settled
 from ..stopping.joint import count_bounds  # one Clopper–Pearson + binomial bracket for both rules
 from .factors import PROFILE_DRAWS
 
@@ -185,23 +186,16 @@ def settle(heads: Heads, draw, size: dict, *, alpha: float, schedule=None,
     schedule = SCHEDULE if schedule is None else tuple(schedule)
     values = np.asarray(heads.values, dtype=np.float64)
     p_stats, groups, unaligned = heads.p_stats, heads.groups, heads.unaligned
-    size = dict(size)
     level = interval_level(values.shape[0] * values.shape[1], values.shape[2],
                            unaligned is not None, looks_from(min(size.values()), schedule),
                            error)
-    nulls = {s: draw(s, n) for s, n in size.items()}
-    while True:
+
+    def open_groups(nulls):
         open_ = open_heads(values, p_stats, nulls, groups, n_final=schedule[-1], alpha=alpha,
                            level=level, unaligned=unaligned)
-        grow = [s for s, rows in groups.items()
-                if open_[np.asarray(rows, np.int64)].any() and size[s] < schedule[-1]]
-        if not grow:
-            return nulls, size
-        for s in grow:
-            size[s] = min(n for n in schedule if n > size[s])
-            if on_grow is not None:
-                on_grow(s, size[s])
-            nulls[s] = draw(s, size[s])
+        return [s for s, rows in groups.items() if open_[np.asarray(rows, np.int64)].any()]
+
+    return grow_until_settled(size, schedule, lambda s, n, _: draw(s, n), open_groups, on_grow)
 
 
 def sequential_nulls(ds, profiles, null_storages, d: int, d_h: int, *, alpha: float,
