@@ -26,6 +26,9 @@ def test_looks_counts_the_tables_of_the_schedule():
     assert looks(4000, 100_000) == 11  # 4000, 6000, ..., 100000
     assert looks(2500, 100_000) == 13  # a size off the ladder goes to its next rung: 3000
     assert next_size(2500, 100_000) == 3000 and next_size(80_000, 90_000) == 90_000
+    # small tables: whole sizes, always above n (1.5 draws is not a size)
+    assert [next_size(n, 100) for n in (0, 1, 2, 3, 5, 9)] == [1, 2, 3, 4, 6, 10]
+    assert looks(1, 20) == 9  # 1, 2, 3, 4, 6, 8, 10, 15, 20
     assert looks(100_000, 100_000) == 1
 
 

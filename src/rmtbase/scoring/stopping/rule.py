@@ -33,11 +33,11 @@ LADDER = (1, 1.5, 2, 3, 4, 6, 8)
 
 
 def next_size(n: int, cap: int) -> int:
-    """The smallest size of the :data:`LADDER` above ``n`` draws, at most ``cap``."""
+    """The smallest whole size of the :data:`LADDER` above ``n`` draws, at most ``cap``."""
     n, scale = int(n), 1
     while True:
         for m in LADDER:
-            if m * scale > n:
+            if int(m * scale) > n:
                 return min(int(cap), int(m * scale))
         scale *= 10
 
