@@ -18,9 +18,9 @@ QK-overlap null draws the run used (``composition.nc``'s ``draws`` and
 ``qk_overlap_null_draws_*``); then the ratio gemma / smollm2 in CPU. Target: ≤ 2. On a shared
 machine compare ratios within one run only.
 
-Measured (2 quiet cores, CPU-s SmolLM2 / Gemma, one run a pair): 103.2 / 184.8 (**1.79×**) and
-98.1 / 188.8 (**1.92×**); runs of the same code differ by up to 8 %, the margin the target
-holds by. With ``jax.random.normal`` in the profile null and the Bartlett factor instead of
+Measured (2 quiet cores, CPU-s SmolLM2 / Gemma, one run a pair): 103.2 / 184.8 (**1.79×**),
+98.1 / 188.8 (**1.92×**) and 101.2 / 189.1 (**1.87×**); runs of the same code differ by up to
+8 %, the margin the target holds by. With ``jax.random.normal`` in the profile null and the Bartlett factor instead of
 :func:`rmtbase.ensembles.threefry.normal` (same bits, more CPU): 1.95× and 2.17×; with steps
 of ×5 instead of the ladder (:func:`rmtbase.scoring.stopping.rule.next_size`) as well: 2.58×
 (loaded cores).
