@@ -49,16 +49,20 @@ PROMPT = 5.0
 RECEIVERS = ",".join(f"L{li}H{h}" for li in (1, 2) for h in range(4))
 
 
-def build_model(folder: Path) -> Path:
-    """The tiny random GPT-2 of the module docstring (built once; no network)."""
+#: The tiny GPT-2's sizes (``GPT2Config`` keywords).
+SIZES = dict(n_layer=3, n_head=4, n_embd=64, vocab_size=100, n_positions=128)
+
+
+def build_model(folder: Path, **sizes) -> Path:
+    """The tiny random GPT-2 of the module docstring (built once; no network): seed 0,
+    :data:`SIZES` updated by ``sizes``, every weight matrix but the embeddings ×8."""
     if (folder / "config.json").is_file():
         return folder
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=3, n_head=4, n_embd=64, vocab_size=100, n_positions=128,
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(**{**SIZES, **sizes}, bos_token_id=0, eos_token_id=0)
     net = GPT2LMHeadModel(cfg)
     with torch.no_grad():  # peaked attention: some heads labelled, so every stage runs
         for name, p in net.named_parameters():

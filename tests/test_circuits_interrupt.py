@@ -20,20 +20,16 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    """The interrupt harness's tiny GPT-2 (``benchmarks/interrupt_moments.py``), smaller."""
+    import importlib.util
+    from pathlib import Path
 
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("m") / "g"
-    cfg = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=40, n_positions=64,
-                     bos_token_id=0, eos_token_id=0)
-    net = GPT2LMHeadModel(cfg)
-    with torch.no_grad():  # peaked attention: some heads labelled, so every stage runs
-        for name, p in net.named_parameters():
-            if p.ndim == 2 and "wte" not in name and "wpe" not in name:
-                p.mul_(8.0)
-    net.save_pretrained(path)
-    return path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "interrupt_moments.py"
+    spec = importlib.util.spec_from_file_location("interrupt_moments", path)
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    return harness.build_model(tmp_path_factory.mktemp("m") / "g", n_layer=2, n_head=2,
+                               n_embd=32, vocab_size=40, n_positions=64)
 
 
 @pytest.mark.parametrize("stage", ["circuits:capture", "circuits:screen"])
