@@ -23,11 +23,8 @@ def test_the_full_size_keeps_the_rate_error_below_a_quarter_of_the_calibration_s
     assert J.next_size(1000) == 1500 and J.next_size(6000) == 8000
     assert J.next_size(15000) == 18000 and J.next_size(18000) is None
     # the spectral ladder's sizes up to the full size, each at most 1.5 times the last
-    ladder, n = [], 1000
-    while n < J.JOINT_DRAWS:
-        n = next_size(n, J.JOINT_DRAWS)
-        ladder.append(n)
-    assert tuple(ladder) == J.SCHEDULE
+    assert J.SCHEDULE == (1500, 2000, 3000, 4000, 6000, 8000, 10_000, 15_000, 18_000)
+    assert [next_size(n, J.JOINT_DRAWS) for n in (1000, *J.SCHEDULE[:-1])] == list(J.SCHEDULE)
     assert all(b <= 1.5 * a for a, b in zip((1000, *J.SCHEDULE), J.SCHEDULE, strict=False))
 
 

@@ -10,16 +10,20 @@ from _checkpoints import trajectory
 from scipy import stats as st
 
 from rmtbase.scoring.heads.stopping_text import open_reasons, tail_counts
-from rmtbase.scoring.stopping.rule import STOP_ERROR, looks, next_size, p_interval, unsettled
+from rmtbase.scoring.stopping.rule import (
+    STOP_ERROR,
+    looks,
+    next_size,
+    p_interval,
+    sizes_after,
+    unsettled,
+)
 
 KW = dict(stats="spectral", progress=False, spectrum_draws=0)
 
 
 def test_looks_counts_the_tables_of_the_schedule():
-    sizes, n = [1000], 1000
-    while n < 100_000:
-        n = next_size(n, 100_000)
-        sizes.append(n)
+    sizes = [1000, *sizes_after(1000, 100_000)]
     assert sizes == [1000, 1500, 2000, 3000, 4000, 6000, 8000, 10_000, 15_000, 20_000, 30_000,
                      40_000, 60_000, 80_000, 100_000]
     assert looks(1000, 100_000) == len(sizes) == 15

@@ -42,12 +42,18 @@ def next_size(n: int, cap: int) -> int:
         scale *= 10
 
 
+def sizes_after(n0: int, cap: int) -> tuple[int, ...]:
+    """The sizes :func:`next_size` visits from ``n0`` draws up to ``cap``, ``n0`` left out."""
+    n, out = max(int(n0), 1), []
+    while n < cap:
+        n = next_size(n, cap)
+        out.append(n)
+    return tuple(out)
+
+
 def looks(n0: int, cap: int) -> int:
     """Number of tables the :func:`next_size` schedule from ``n0`` draws can visit up to ``cap``."""
-    n, k = max(int(n0), 1), 1
-    while n < cap:
-        n, k = next_size(n, cap), k + 1
-    return k
+    return 1 + len(sizes_after(n0, cap))
 
 
 def p_interval(value, ref, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -113,4 +119,5 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     return flag_lo & ~flag_hi
 
 
-__all__ = ["LADDER", "MAX_DRAWS", "STOP_ERROR", "looks", "next_size", "p_interval", "unsettled"]
+__all__ = ["LADDER", "MAX_DRAWS", "STOP_ERROR", "looks", "next_size", "p_interval", "sizes_after",
+           "unsettled"]
