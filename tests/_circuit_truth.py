@@ -20,7 +20,37 @@ no transformers forward): plain torch from the state dict, float64.
 - Effect (:func:`effect`): only the receiver's ``q``, ``k`` or ``v`` reads the patched residual
   (LayerNorm recomputed), the others the clean one; per sequence, q/k: the drop of the
   receiver's score (clean − patched); v: ``‖z' − z‖_F / ‖z‖_F`` of the head's ``A v`` over
-  queries ``1 … 2n``. Mean and se (sd ddof 1 / √N) over sequences.
+  queries ``1 … 2n``; q/k without a statistic: the attention's total variation, the mean
+  over queries ``1 … 2n`` of ``½ Σ_j |A'[i, j] − A[i, j]|``. Mean and se (sd ddof 1 / √N)
+  over sequences.
+
+Counterfactuals (the contract of the search's ``ablation``; zero is the case above): a
+removed source S's direct output ``o_S`` ``(N, T, d)`` is replaced by ``o_cf``
+(:func:`counterfactuals`), so the residual changes by ``−(o_S − o_cf)``:
+
+- ``zero``: ``o_cf = 0``;
+- ``mean``: ``o_cf[n, t] = (1/N) Σ_n' o_S[n', t]``, per position over the run's sequences;
+- ``resample``: ``P = min(RESAMPLE_PAIRINGS, N − 1)`` pairings, pairing ``p = 1 … P`` takes
+  ``o_S[(n + p) mod N, t]``; a per-sequence effect is the mean over the pairings of the
+  per-sequence effects (:func:`effect_cf`).
+
+The direct, via-MLP and total patches take the counterfactual through ``cf``
+(:func:`patched_input`); the joint patch is every earlier head at once.
+
+Faithfulness (:func:`faithfulness`) of a circuit C for receiver R (layer ``l``) and input κ:
+a forward from layer 0 in which every head of layers ``< l`` not in C has its output replaced
+by ``o_cf`` (layer ``j``'s attention output ``clean_j − Σ_{S ∉ C} (o_S − o_cf,S)``), the MLPs
+recomputed on the changed residual, attention outputs otherwise clean (:func:`kept_input`); R's
+κ input reads the residual reached at ``l``. q/k: ``f = mean(score_C) / mean(score)``, se by
+the delta method ``sd(score_C − f score) / √N / |mean(score)|``; v: ``f = 1 − mean(change_C)``,
+se ``sd(change_C) / √N``. ``faithfulness_empty``: C = ∅; C = every earlier head gives 1.
+:func:`idle`: a member whose removal changes f by less than se(C).
+
+Output level (:func:`repeat_loss`, :func:`loss_with`): the next-token cross-entropy at the
+positions whose next token is a repeat (``i = n … 2n − 1``), mean over them and the sequences,
+of a full forward in which given heads' outputs are replaced: by their counterfactual
+(:func:`loss_receivers_ablated`) or by the receiver's output with its circuit's edges ablated
+(:func:`loss_circuit_ablated`; the patched output computed from the clean run).
 """
 
 from __future__ import annotations
@@ -78,10 +108,11 @@ def n_layers(sd) -> int:
     return 1 + max(int(k.split(".")[2]) for k in sd if k.startswith("transformer.h."))
 
 
-def run(sd, ids, pos, n_head) -> dict:
+def run(sd, ids, pos, n_head, replace: dict | None = None) -> dict:
     """The forward (module docstring): ``resid`` (L + 1 residuals: layer l's input, then the
     final one), ``heads`` (B, H, T, d) per layer, ``attn`` (heads summed + bias), ``mlp``,
-    ``pats`` (B, H, T, T), ``z`` (B, H, T, d_h), ``logits``."""
+    ``pats`` (B, H, T, T), ``z`` (B, H, T, d_h), ``logits``. ``replace`` {(layer, head): (B,
+    T, d)}: those heads' outputs set to the given tensors, every later layer recomputed."""
     x = sd["transformer.wte.weight"][ids] + sd["transformer.wpe.weight"][pos]
     out = {k: [] for k in ("resid", "heads", "attn", "mlp", "pats", "z")}
     for i in range(n_layers(sd)):
@@ -92,6 +123,9 @@ def run(sd, ids, pos, n_head) -> dict:
         z = a @ v
         wo = w["attn.c_proj.weight"].reshape(n_head, z.shape[-1], -1)  # Conv1D rows per head
         heads = torch.einsum("bhtk,hkd->bhtd", z, wo)
+        for (li, hi), o in (replace or {}).items():
+            if li == i:
+                heads = torch.cat([heads[:, :hi], o[:, None], heads[:, hi + 1:]], 1)
         attn = heads.sum(1) + w["attn.c_proj.bias"]
         m = _mlp(w, x + attn)
         x = x + attn + m
@@ -154,17 +188,24 @@ def label(stats_by_length: dict) -> tuple:
     return best
 
 
-def patched_input(sd, r: dict, layer: int, sources, path: str):
+def _delta(r: dict, cf, m: int, h: int):
+    """``o_S − o_cf,S`` of head (m, h): its output for ``cf`` None (zero), else less
+    ``cf[m][:, h]`` (one entry of :func:`counterfactuals`)."""
+    return r["heads"][m][:, h] if cf is None else r["heads"][m][:, h] - cf[m][:, h]
+
+
+def patched_input(sd, r: dict, layer: int, sources, path: str, cf=None):
     """The receiver layer's patched residual input (module docstring) for ``sources``
-    [(layer, head), …] all before ``layer``, ``path`` one of direct, via_mlp, total."""
+    [(layer, head), …] all before ``layer``, ``path`` one of direct, via_mlp, total; ``cf``:
+    the counterfactual outputs of one pairing (:func:`counterfactuals`), None for zero."""
     clean = r["resid"][layer]
     if path == "direct":
-        return clean - sum(r["heads"][m][:, h] for m, h in sources)
+        return clean - sum(_delta(r, cf, m, h) for m, h in sources)
     first = min(m for m, _ in sources)
     x = r["resid"][first]
     dmlp = torch.zeros_like(clean)
     for k in range(first, layer):
-        mid = x + r["attn"][k] - sum((r["heads"][m][:, h] for m, h in sources if m == k),
+        mid = x + r["attn"][k] - sum((_delta(r, cf, m, h) for m, h in sources if m == k),
                                      torch.zeros_like(clean))
         m_new = _mlp(_layer(sd, k), mid)
         dmlp = dmlp + (m_new - r["mlp"][k])
@@ -178,8 +219,8 @@ def patched_input(sd, r: dict, layer: int, sources, path: str):
 def effect(sd, r: dict, receiver, x_patched, kinds, statistic: str | None, n: int,
            n_head: int):
     """(B,) per-sequence effect on ``receiver`` (layer, head) when its ``kinds`` inputs read
-    ``x_patched`` (module docstring): the drop of ``statistic`` for q/k, the relative output
-    change for ``kinds == ("v",)``."""
+    ``x_patched`` (module docstring): the drop of ``statistic`` for q/k (its total variation
+    for ``statistic`` None), the relative output change for ``kinds == ("v",)``."""
     lr, hr = receiver
     w = _layer(sd, lr)
     sl = slice(hr, hr + 1)
@@ -191,8 +232,163 @@ def effect(sd, r: dict, receiver, x_patched, kinds, statistic: str | None, n: in
         a = _pattern(clean[0], clean[1])
         z0, z1 = (a @ clean[2])[:, 0, 1:], (a @ v)[:, 0, 1:]
         return (z1 - z0).pow(2).sum((-1, -2)).sqrt() / z0.pow(2).sum((-1, -2)).sqrt()
-    base = scores(_pattern(clean[0], clean[1]), n)[statistic][:, 0]
-    return base - scores(_pattern(q, k), n)[statistic][:, 0]
+    a0, a1 = _pattern(clean[0], clean[1]), _pattern(q, k)
+    if statistic is None:  # total variation over queries 1 … T − 1
+        return 0.5 * (a1 - a0)[:, 0, 1:].abs().sum(-1).mean(-1)
+    return scores(a0, n)[statistic][:, 0] - scores(a1, n)[statistic][:, 0]
+
+
+ABLATIONS = ("zero", "mean", "resample")
+#: Resample pairings (fewer when there are fewer other sequences).
+RESAMPLE_PAIRINGS = 4
+
+
+def pairings(n_seq: int, ablation: str) -> int:
+    """Patches an effect under ``ablation`` averages: ``min(RESAMPLE_PAIRINGS, N − 1)`` for
+    resample, else 1."""
+    return max(1, min(RESAMPLE_PAIRINGS, n_seq - 1)) if ablation == "resample" else 1
+
+
+def counterfactuals(r: dict, ablation: str) -> list:
+    """One entry per pairing, each the per-layer counterfactual head outputs ``o_cf`` (B, H,
+    T, d) of the run ``r`` (module docstring): ``[None]`` for zero (the patches then remove
+    the outputs), ``[mean over sequences at each position]`` for mean, ``P`` entries
+    ``o[(n + p) mod N]`` (p = 1 … P) for resample."""
+    assert ablation in ABLATIONS, ablation
+    if ablation == "zero":
+        return [None]
+    if ablation == "mean":
+        return [[h.mean(0, keepdim=True).expand_as(h) for h in r["heads"]]]
+    n = r["heads"][0].shape[0]
+    return [[torch.roll(h, shifts=-p, dims=0) for h in r["heads"]]
+            for p in range(1, pairings(n, ablation) + 1)]
+
+
+def _cfs(r: dict, cfs):
+    return counterfactuals(r, cfs) if isinstance(cfs, str) else cfs
+
+
+def effect_over(sd, r: dict, receiver, xs, kinds, statistic, n: int, n_head: int):
+    """(B,) the mean over the pairings' patched residuals ``xs`` of :func:`effect`."""
+    e = [effect(sd, r, receiver, x, kinds, statistic, n, n_head) for x in xs]
+    return e[0] if len(e) == 1 else torch.stack(e).mean(0)
+
+
+def effect_cf(sd, r: dict, receiver, sources, path: str, kinds, statistic, n: int,
+              n_head: int, cfs="zero"):
+    """(B,) per-sequence effect on ``receiver`` of replacing ``sources`` by their
+    counterfactual along ``path`` (direct, via_mlp, total): the mean over the pairings of
+    :func:`effect`; ``cfs``: an ablation name or :func:`counterfactuals`' list."""
+    xs = [patched_input(sd, r, receiver[0], sources, path, cf) for cf in _cfs(r, cfs)]
+    return effect_over(sd, r, receiver, xs, kinds, statistic, n, n_head)
+
+
+def kept_input(sd, r: dict, layer: int, keep, cf=None):
+    """The residual entering ``layer`` when every head of layers ``< layer`` not in ``keep``
+    has its output replaced by ``cf`` (None: zero), the MLPs recomputed, the attention outputs
+    otherwise clean (module docstring)."""
+    keep = set(keep)
+    x = r["resid"][0]
+    for k in range(layer):
+        out = [h for h in range(r["heads"][k].shape[1]) if (k, h) not in keep]
+        mid = x + r["attn"][k] - sum((_delta(r, cf, k, h) for h in out),
+                                     torch.zeros_like(x))
+        x = mid + _mlp(_layer(sd, k), mid)
+    return x
+
+
+def faithfulness(sd, r: dict, receiver, kind: str, statistic, n: int, n_head: int, circuit,
+                 cfs="zero") -> tuple[float, float]:
+    """(faithfulness, se) of ``circuit`` [(layer, head), …] for ``receiver``'s ``kind`` input
+    (module docstring; ``statistic`` for q/k)."""
+    cfs = _cfs(r, cfs)
+    xs = [kept_input(sd, r, receiver[0], circuit, cf) for cf in cfs]
+    d = effect_over(sd, r, receiver, xs, (kind,), statistic, n, n_head).numpy()
+    nn = d.size
+    if kind == "v":
+        return 1.0 - float(d.mean()), float(d.std(ddof=1) / np.sqrt(nn))
+    base = scores(r["pats"][receiver[0]], n)[statistic][:, receiver[1]].numpy()
+    kept = base - d
+    f = float(kept.mean() / base.mean())
+    return f, float((kept - f * base).std(ddof=1) / np.sqrt(nn) / abs(base.mean()))
+
+
+def idle(sd, r: dict, receiver, kind: str, statistic, n: int, n_head: int, circuit,
+         cfs="zero") -> dict:
+    """{member: bool} of ``circuit``: idle when removing it from the circuit changes the
+    faithfulness by less than the circuit's se."""
+    cfs = _cfs(r, cfs)
+    f, se = faithfulness(sd, r, receiver, kind, statistic, n, n_head, circuit, cfs)
+    return {c: abs(f - faithfulness(sd, r, receiver, kind, statistic, n, n_head,
+                                    [s for s in circuit if s != c], cfs)[0]) < se
+            for c in circuit}
+
+
+def loss_with(sd, ids, pos, n_head: int, replace: dict | None = None):
+    """Logits of :func:`run` with ``replace`` {(layer, head): (B, T, d)}."""
+    return run(sd, ids, pos, n_head, replace)["logits"]
+
+
+def repeat_loss(logits, ids, n: int):
+    """(B,) per-sequence mean next-token cross-entropy at positions ``n … 2n − 1`` (those
+    whose next token is a repeat), for sequences BOS + ``n`` tokens + the same ``n``."""
+    i = torch.arange(n, 2 * n)
+    lp = torch.log_softmax(logits[:, i], -1)
+    return -lp.gather(-1, ids[:, i + 1, None])[..., 0].mean(-1)
+
+
+def loss_receivers_ablated(sd, ids, pos, n_head: int, n: int, receivers, ablation: str):
+    """(B,) :func:`repeat_loss` with every receiver's output set to its counterfactual (its
+    clean run's output replaced as :func:`counterfactuals` says) in one full forward, the mean
+    over the pairings."""
+    r = run(sd, ids, pos, n_head)
+    out = []
+    for cf in counterfactuals(r, ablation):
+        rep = {(li, hi): (torch.zeros_like(r["heads"][li][:, hi]) if cf is None
+                          else cf[li][:, hi]) for li, hi in receivers}
+        out.append(repeat_loss(loss_with(sd, ids, pos, n_head, rep), ids, n))
+    return torch.stack(out).mean(0)
+
+
+def patched_output(sd, r: dict, receiver, inputs: dict, n_head: int):
+    """(B, T, d) receiver's direct output ``z' W_O`` when its inputs ``inputs`` {kind:
+    residual} read the given residuals (LayerNorm recomputed), the others the clean one."""
+    lr, hr = receiver
+    w = _layer(sd, lr)
+    sl = slice(hr, hr + 1)
+    qkv = []
+    for j, kind in enumerate(KINDS):
+        x = inputs.get(kind, r["resid"][lr])
+        qkv.append(_qkv(w, _ln(x, w["ln_1.weight"], w["ln_1.bias"]), n_head)[j][:, sl])
+    z = _pattern(qkv[0], qkv[1]) @ qkv[2]
+    dh = z.shape[-1]
+    return z[:, 0] @ w["attn.c_proj.weight"][hr * dh:(hr + 1) * dh]
+
+
+def circuit_input(sd, r: dict, layer: int, edges, cf=None):
+    """The residual a receiver's input reads with ``edges`` [(source, path), …] ablated: the
+    direct sources' deltas removed and the via-MLP sources' joint MLP change added
+    (:func:`patched_input`'s two paths, summed)."""
+    clean = r["resid"][layer]
+    direct = [s for s, p in edges if p == "direct"]
+    via = [s for s, p in edges if p == "via_mlp"]
+    x = patched_input(sd, r, layer, direct, "direct", cf) if direct else clean
+    return x + (patched_input(sd, r, layer, via, "via_mlp", cf) - clean) if via else x
+
+
+def loss_circuit_ablated(sd, ids, pos, n_head: int, n: int, circuits: dict, ablation: str):
+    """(B,) :func:`repeat_loss` with each receiver's output replaced by its output when its
+    circuit's edges are ablated (``circuits`` {receiver: {kind: [(source, path), …]}};
+    :func:`circuit_input`, the patched output computed on the clean run) in one full forward,
+    the mean over the pairings."""
+    r = run(sd, ids, pos, n_head)
+    out = []
+    for cf in counterfactuals(r, ablation):
+        rep = {rec: patched_output(sd, r, rec, {k: circuit_input(sd, r, rec[0], e, cf)
+                                                for k, e in kinds.items() if e}, n_head)
+               for rec, kinds in circuits.items()}
+        out.append(repeat_loss(loss_with(sd, ids, pos, n_head, rep), ids, n))
+    return torch.stack(out).mean(0)
 
 
 def mean_se(d) -> tuple[float, float]:
@@ -247,10 +443,12 @@ def head_labels(sd, cfg, lengths, n_seq=128, seed=0) -> dict:
     return out
 
 
-def receiver_table(sd, cfg, receiver, statistic: str, n: int, n_seq=128, seed=0) -> dict:
-    """Every earlier source's effect on ``receiver`` at repeat length ``n``: {"base": (mean,
-    se) of its statistic, "single": {(kind, path, source): (effect, se)}, "joint": {(kind,
-    path): (effect, se)} of all earlier heads together (path also ``total``)}."""
+def receiver_table(sd, cfg, receiver, statistic: str, n: int, n_seq=128, seed=0,
+                   ablation: str = "zero") -> dict:
+    """Every earlier source's effect on ``receiver`` at repeat length ``n`` under
+    ``ablation`` (:data:`ABLATIONS`): {"base": (mean, se) of its statistic, "single": {(kind,
+    path, source): (effect, se)}, "joint": {(kind, path): (effect, se)} of all earlier heads
+    together (path also ``total``)}."""
     n_head, v = cfg["n_head"], cfg["vocab_size"] - 1
     lr = receiver[0]
     srcs = [(m, h) for m in range(lr) for h in range(n_head)]
@@ -258,13 +456,15 @@ def receiver_table(sd, cfg, receiver, statistic: str, n: int, n_seq=128, seed=0)
     out = {"single": {}, "joint": {}}
     with torch.no_grad():
         r = run(sd, ids, pos, n_head)
+        cfs = counterfactuals(r, ablation)
         out["base"] = mean_se(scores(r["pats"][lr], n)[statistic][:, receiver[1]])
         for path in PATHS + ("total",):
             sets = [[s] for s in srcs] if path != "total" else []
             for src in sets + [srcs]:
-                x = patched_input(sd, r, lr, src, path)
+                xs = [patched_input(sd, r, lr, src, path, cf) for cf in cfs]
                 for kind in KINDS:
-                    e = mean_se(effect(sd, r, receiver, x, (kind,), statistic, n, n_head))
+                    e = mean_se(effect_over(sd, r, receiver, xs, (kind,), statistic, n,
+                                            n_head))
                     if len(src) == 1:
                         out["single"][(kind, path, src[0])] = e
                     else:

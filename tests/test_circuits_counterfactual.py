@@ -1,0 +1,449 @@
+"""Counterfactual path patching (mean, resample, zero ablation), the circuit's faithfulness and
+its output-level loss, checked against the independent truth of ``tests/_circuit_truth.py``
+(plain torch from the state dict, float64, no rmtbase code).
+
+Quick tier. (1) The truth's own consistency: zero is the existing patch; mean and resample of
+a source whose output is the same on every sequence are exactly 0; resample over identical
+sequences is 0; the counterfactual patches equal full forwards with the source's output
+replaced; faithfulness is 1 for every earlier head kept and its floor is the joint total
+patch; the losses equal forwards of models with heads cut. (2) A planted model where the truth
+is known and zero ablation misleads (:func:`constant_head_gpt2`): a layer-0 first-token head
+writes a large output that is (nearly) the same on every sequence, and a layer-1 induction
+head's key reads it; removing it by zero sends the induction head's attention to the first
+token (a large "effect" that carries no information), while its mean or resampled output
+changes nothing; the true previous-token → induction K edge keeps its size under all three.
+(3) rmtbase's ``find_circuits(..., ablation=...)`` against the truth on that model and on
+random GPT-2s, on the same sequences (skipped until ``rmtbase.circuits.find.Search`` has an
+``ablation`` field).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import _circuit_truth as T  # noqa: E402
+from test_circuits_zoo import _cut, _tiny  # noqa: E402
+
+# --- the planted model ------------------------------------------------------------------------
+
+
+def constant_head_gpt2(beta=12.0, kappa=5.0, gamma=2.0, alpha=10.0, sigma=10.0, omega=10.0,
+                       leak=0.01, vocab=9, n_positions=16, big=1000.0):
+    """A 2-layer, 2-head GPT-2 with planted weights (no MLPs: their weights are zero), tokens
+    ``0`` (BOS) … ``vocab − 1``, one-hot features:
+
+    - L0H0, previous-token: query position ``t`` matches key position ``t − 1`` (score
+      ``sigma``); it copies the key's token into a PREV block.
+    - L0H1, first-token: score ``gamma`` on the BOS key, 0 elsewhere, so its weight on BOS is
+      ``A(t) = e^γ / (e^γ + t)``, a function of the position only; its value reads the BOS
+      indicator (content tokens ``±leak``) and writes ``−beta`` on a direction U: a large
+      output, the same on every sequence when ``leak = 0``. The position embeddings write
+      ``+beta A(t)`` on U, so the clean residual has U ≈ 0.
+    - L1H0, induction: query token ``i`` against key PREV (score ``alpha`` where the key's
+      previous token is the query's); its key also reads U with a query bias ``kappa``, so with
+      L0H1's output removed every key ``j`` gains ``kappa beta A(j)``, most on BOS. Its value
+      copies the key's token to an OUT block, which the LM head reads (logit ``omega``).
+    - L1H1: zero weights.
+
+    LayerNorm is made the identity to ~1e-5 as in ``tracr_induction_gpt2``
+    (tests/test_circuits_zoo.py): ``+big``, ``−big`` on two dimensions at every position, a
+    balancing dimension keeping every write's sum 0, gains ``big √(2/d)``.
+
+    By construction: zero ablation of L0H1 on L1H0's key drops its induction score to near 0;
+    its mean or resampled output is (for ``leak = 0`` exactly) its clean output, effect 0."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    v, p = vocab, n_positions
+    tok, posd, prev, out_b = 0, v, v + p, 2 * v + p
+    u = 3 * v + p
+    d0 = u + 1
+    n_head, d = 2, d0 + 3
+    while d % n_head or d // n_head < max(p + 1, v + 1):
+        d += 1
+    dh = d // n_head
+
+    def out(w):  # (..., d0) -> (..., d), the balancing column added
+        o = np.zeros(w.shape[:-1] + (d,))
+        o[..., :d0] = w
+        o[..., d0 + 2] = -w.sum(-1)
+        return o
+
+    a_bos = [math.exp(gamma) / (math.exp(gamma) + t) for t in range(p)]
+    wte, wpe = np.zeros((v, d0)), np.zeros((p, d0))
+    wte[np.arange(v), tok + np.arange(v)] = 1.0
+    wpe[np.arange(p), posd + np.arange(p)] = 1.0
+    wpe[:, u] = beta * np.asarray(a_bos)
+    g = big * math.sqrt(2.0 / d)
+    sd = {"transformer.wte.weight": out(wte), "transformer.wpe.weight": out(wpe),
+          "transformer.ln_f.weight": np.full(d, g), "transformer.ln_f.bias": np.zeros(d)}
+    sd["transformer.wpe.weight"][:, d0:d0 + 2] = big, -big
+    s = math.sqrt(dh)
+    qc, kc, vc = 0, d, 2 * d  # Conv1D c_attn columns of q, k, v
+    for i in range(2):
+        pre = f"transformer.h.{i}."
+        for ln in ("ln_1", "ln_2"):
+            sd[pre + ln + ".weight"], sd[pre + ln + ".bias"] = np.full(d, g), np.zeros(d)
+        w, b, wo = np.zeros((d, 3 * d)), np.zeros(3 * d), np.zeros((d, d0))
+        if i == 0:
+            for t in range(p):  # head 0: previous token
+                w[posd + t, qc + t] = sigma * s
+                if t + 1 < dh:
+                    w[posd + t, kc + t + 1] = 1.0
+            for x in range(v):
+                w[tok + x, vc + x] = 1.0
+                wo[x, prev + x] = 1.0
+            h = dh  # head 1: first token, a large output the same on every sequence
+            b[qc + h] = gamma * s
+            w[tok, kc + h] = 1.0
+            w[tok, vc + h] = 1.0
+            for x in range(1, v):
+                w[tok + x, vc + h] = leak * ((x % 3) - 1)
+            wo[h, u] = -beta
+        else:
+            for x in range(v):  # head 0: induction through K
+                w[tok + x, qc + x] = alpha * s
+                w[prev + x, kc + x] = 1.0
+                w[tok + x, vc + x] = 1.0
+                wo[x, out_b + x] = omega
+            b[qc + v] = kappa * s  # its key reads U
+            w[u, kc + v] = 1.0
+        sd[pre + "attn.c_attn.weight"], sd[pre + "attn.c_attn.bias"] = w, b
+        sd[pre + "attn.c_proj.weight"], sd[pre + "attn.c_proj.bias"] = out(wo), np.zeros(d)
+        sd[pre + "mlp.c_fc.weight"], sd[pre + "mlp.c_fc.bias"] = np.zeros((d, 4 * d)), \
+            np.zeros(4 * d)
+        sd[pre + "mlp.c_proj.weight"], sd[pre + "mlp.c_proj.bias"] = np.zeros((4 * d, d)), \
+            np.zeros(d)
+    head = np.zeros((v, d))
+    head[np.arange(v), out_b + np.arange(v)] = 1.0
+    sd["lm_head.weight"] = head
+    cfg = GPT2Config(vocab_size=v, n_positions=p, n_embd=d, n_layer=2, n_head=n_head,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                     eos_token_id=0, tie_word_embeddings=False, attn_implementation="eager")
+    net = GPT2LMHeadModel(cfg).eval()
+    assert set(sd) == set(net.state_dict()), set(sd) ^ set(net.state_dict())
+    net.load_state_dict({k: torch.tensor(x, dtype=torch.float32) for k, x in sd.items()})
+    return net
+
+
+#: The planted model's heads (module docstring) and the repeat length it is patched at.
+PREV, CONST, IND, N_REP = (0, 0), (0, 1), (1, 0), 5
+_PLANTED: dict = {}
+
+
+def _planted(leak=0.01):
+    """(folder, float64 state dict, config) of :func:`constant_head_gpt2`, saved once."""
+    if leak not in _PLANTED:
+        d = tempfile.mkdtemp(prefix="rmtbase-constant-head-")
+        constant_head_gpt2(leak=leak).save_pretrained(d)
+        _PLANTED[leak] = (d, *T.load(d))
+    return _PLANTED[leak]
+
+
+def _run(sd, cfg, n=N_REP, n_seq=16, seed=1):
+    ids, pos = T.repeated_distinct(cfg["vocab_size"] - 1, n, n_seq, seed)
+    with torch.no_grad():
+        return ids, pos, T.run(sd, ids, pos, cfg["n_head"])
+
+
+def _base(r, receiver, stat, n):
+    return T.scores(r["pats"][receiver[0]], n)[stat][:, receiver[1]]
+
+
+# --- (1) the truth's own consistency ----------------------------------------------------------
+
+
+def test_zero_is_the_existing_patch_and_pairings_follow_the_contract():
+    """``effect_cf`` under zero is :func:`effect` of the existing patch, bit for bit, and a
+    counterfactual given as zero tensors gives the same to rounding; mean is the per-position
+    mean over sequences; resample pairing p reads sequence (n + p) mod N, P = min(4, N − 1)."""
+    _, sd = _tiny(1, n_layer=3)
+    n = 6
+    ids, pos = T.repeated_distinct(16, n, 6, 0)
+    with torch.no_grad():
+        r = T.run(sd, ids, pos, 4)
+        zeros = [[torch.zeros_like(h) for h in r["heads"]]]
+        for src, path in (([(0, 2)], "direct"), ([(0, 1), (1, 3)], "via_mlp"),
+                          ([(1, 0)], "total")):
+            x = T.patched_input(sd, r, 2, src, path)
+            for kind, stat in (("q", "induction"), ("k", None), ("v", None)):
+                want = T.effect(sd, r, (2, 1), x, (kind,), stat, n, 4)
+                got = T.effect_cf(sd, r, (2, 1), src, path, (kind,), stat, n, 4, "zero")
+                assert torch.equal(got, want)
+                got = T.effect_cf(sd, r, (2, 1), src, path, (kind,), stat, n, 4, zeros)
+                torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        (mean,) = T.counterfactuals(r, "mean")
+        torch.testing.assert_close(mean[1][3], r["heads"][1].mean(0), rtol=0, atol=1e-14)
+        res = T.counterfactuals(r, "resample")
+        assert len(res) == 4 and T.pairings(6, "resample") == 4
+        assert T.pairings(3, "resample") == 2 and T.pairings(2, "resample") == 1
+        for p, cf in enumerate(res, start=1):
+            for b in range(6):
+                assert torch.equal(cf[0][b], r["heads"][0][(b + p) % 6])
+
+
+def test_counterfactual_patches_equal_forwards_with_the_output_replaced():
+    """Mean and resample: the total patch of L0H2 into layer 1 (2 layers, MLPs live) is the
+    residual of a full forward with L0H2's output set to its counterfactual; in 3 layers with
+    layer 1's attention output zeroed (so holding it clean is recomputing it) the same holds
+    for layer 2, and the ``direct`` and ``via_mlp`` patches add up to it."""
+    n = 7
+    ids, pos = T.repeated_distinct(16, n, 6, 3)
+    _, sd2 = _tiny(1, n_layer=2)
+    _, sd3 = _tiny(3)
+    sd3["transformer.h.1.attn.c_proj.weight"].zero_()
+    sd3["transformer.h.1.attn.c_proj.bias"].zero_()
+    with torch.no_grad():
+        for sd, layer in ((sd2, 1), (sd3, 2)):
+            r = T.run(sd, ids, pos, 4)
+            for ab in ("mean", "resample"):
+                for cf in T.counterfactuals(r, ab):
+                    x = T.patched_input(sd, r, layer, [(0, 2)], "total", cf)
+                    rc = T.run(sd, ids, pos, 4, replace={(0, 2): cf[0][:, 2]})
+                    torch.testing.assert_close(x, rc["resid"][layer], rtol=0, atol=1e-12)
+                    xd, xv = (T.patched_input(sd, r, layer, [(0, 2)], p, cf)
+                              for p in ("direct", "via_mlp"))
+                    torch.testing.assert_close(xd + xv - r["resid"][layer], x, rtol=0,
+                                               atol=1e-12)
+                    assert float((x - r["resid"][layer]).abs().max()) > 1e-3
+
+
+def test_mean_and_resample_of_an_output_the_same_on_every_sequence_are_exactly_zero():
+    """A head with zero value weights writes its value bias times W_O at every position and
+    sequence: its mean and resampled outputs are its output, so every effect of it, on every
+    receiver, kind and path, is 0 (to 1e-12), while zero ablation moves the receivers (it
+    shifts the LayerNorm's input). The same for the planted first-token head (``leak = 0``):
+    its weight on BOS depends on the position only."""
+    _, sd = _tiny(2, n_layer=3)
+    c = sd["transformer.h.0.attn.c_attn.weight"]
+    c[:, 2 * 32 + 8:2 * 32 + 16] = 0  # L0H1's value columns (d 32, 4 heads of 8)
+    sd["transformer.h.0.attn.c_attn.bias"][2 * 32 + 8:2 * 32 + 16] = 3.0
+    n = 6
+    ids, pos = T.repeated_distinct(16, n, 8, 1)
+    with torch.no_grad():
+        r = T.run(sd, ids, pos, 4)
+        spread = (r["heads"][0][:, 1] - r["heads"][0][:1, 1]).abs().max()
+        assert float(spread) < 1e-12 and float(r["heads"][0][:, 1].abs().max()) > 0.1
+        zero_max = 0.0
+        for rec in ((1, 0), (2, 3)):
+            for path in ("direct", "via_mlp", "total"):
+                for kind, stat in (("q", None), ("k", None), ("v", None)):
+                    for ab in ("mean", "resample"):
+                        e = T.effect_cf(sd, r, rec, [(0, 1)], path, (kind,), stat, n, 4, ab)
+                        assert float(e.abs().max()) < 1e-12, (rec, path, kind, ab)
+                    e = T.effect_cf(sd, r, rec, [(0, 1)], path, (kind,), stat, n, 4, "zero")
+                    zero_max = max(zero_max, float(e.abs().max()))
+        assert zero_max > 0.01
+    _, sd, cfg = _planted(leak=0.0)
+    _, _, r = _run(sd, cfg)
+    with torch.no_grad():
+        for kind in ("q", "k"):
+            for ab in ("mean", "resample"):
+                e = T.effect_cf(sd, r, IND, [CONST], "direct", (kind,), "induction", N_REP, 2,
+                                ab)
+                assert float(e.abs().max()) < 1e-12, (kind, ab)
+
+
+def test_resample_and_mean_over_identical_sequences_change_nothing():
+    """N copies of one sequence: another sequence's output and the mean are the output, so
+    every single and joint effect is 0 and every circuit's faithfulness is 1."""
+    _, sd = _tiny(4, n_layer=3)
+    n = 6
+    ids, pos = T.repeated_distinct(16, n, 1, 5)
+    ids, pos = ids.repeat(5, 1), pos.repeat(5, 1)
+    with torch.no_grad():
+        r = T.run(sd, ids, pos, 4)
+        everyone = [(m, h) for m in range(2) for h in range(4)]
+        for ab in ("mean", "resample"):
+            cfs = T.counterfactuals(r, ab)
+            for src in ([(0, 3)], [(1, 1)], everyone):
+                for path in ("direct", "via_mlp", "total"):
+                    for kind, stat in (("q", None), ("k", None), ("v", None)):
+                        e = T.effect_cf(sd, r, (2, 2), src, path, (kind,), stat, n, 4, cfs)
+                        assert float(e.abs().max()) < 1e-12
+            for kind, stat in (("q", "induction"), ("k", "prev_token"), ("v", None)):
+                f, _ = T.faithfulness(sd, r, (2, 2), kind, stat, n, 4, [], cfs)
+                assert f == pytest.approx(1.0, abs=1e-12)
+
+
+def test_faithfulness_is_one_with_every_head_kept_and_its_floor_is_the_joint_total():
+    """With every earlier head kept, faithfulness is 1 with se 0 under each counterfactual;
+    with none kept it is 1 − the joint ``total`` effect over the clean score (q, k; v: 1 − the
+    joint output change), and in 2 layers, with every head but one kept, 1 − that head's
+    ``total`` effect over the clean score: two routes through different code."""
+    n = 6
+    for n_layer, rec in ((3, (2, 1)), (2, (1, 3))):
+        _, sd = _tiny(5, n_layer=n_layer)
+        ids, pos = T.repeated_distinct(16, n, 10, 2)
+        earlier = [(m, h) for m in range(rec[0]) for h in range(4)]
+        with torch.no_grad():
+            r = T.run(sd, ids, pos, 4)
+            for ab in T.ABLATIONS:
+                cfs = T.counterfactuals(r, ab)
+                for kind, stat in (("q", "induction"), ("k", "self"), ("v", None)):
+                    f, se = T.faithfulness(sd, r, rec, kind, stat, n, 4, earlier, cfs)
+                    assert f == pytest.approx(1.0, abs=1e-12) and se < 1e-12
+                    joint = T.effect_cf(sd, r, rec, earlier, "total", (kind,), stat, n, 4, cfs)
+                    base = 1.0 if kind == "v" else float(_base(r, rec, stat, n).mean())
+                    f0, _ = T.faithfulness(sd, r, rec, kind, stat, n, 4, [], cfs)
+                    assert f0 == pytest.approx(1.0 - float(joint.mean()) / base, abs=1e-12)
+                    if n_layer == 2:
+                        e = T.effect_cf(sd, r, rec, [(0, 2)], "total", (kind,), stat, n, 4,
+                                        cfs)
+                        f1, _ = T.faithfulness(sd, r, rec, kind, stat, n, 4,
+                                               [s for s in earlier if s != (0, 2)], cfs)
+                        assert f1 == pytest.approx(1.0 - float(e.mean()) / base, abs=1e-12)
+
+
+def test_faithfulness_se_is_the_delta_method():
+    """q/k: se = sd(score_C − f score) / √N / |mean score| (independent numpy on the per-
+    sequence scores of a forward with the heads not kept replaced)."""
+    _, sd = _tiny(6, n_layer=2)
+    n = 6
+    ids, pos = T.repeated_distinct(16, n, 12, 4)
+    with torch.no_grad():
+        r = T.run(sd, ids, pos, 4)
+        (cf,) = T.counterfactuals(r, "mean")
+        keep = [(0, 0), (0, 3)]
+        rc = T.run(sd, ids, pos, 4, replace={(0, h): cf[0][:, h] for h in (1, 2)})
+        f, se = T.faithfulness(sd, r, (1, 2), "k", "prev_token", n, 4, keep, "mean")
+        # only the key reads the changed residual: the clean query with the cut run's key
+        w = T._layer(sd, 1)
+        qc = T._qkv(w, T._ln(r["resid"][1], w["ln_1.weight"], w["ln_1.bias"]), 4)[0]
+        kc = T._qkv(w, T._ln(rc["resid"][1], w["ln_1.weight"], w["ln_1.bias"]), 4)[1]
+        kept = T.scores(T._pattern(qc, kc), n)["prev_token"][:, 2].numpy()
+    base = _base(r, (1, 2), "prev_token", n).numpy()
+    want = kept.mean() / base.mean()
+    assert f == pytest.approx(want, abs=1e-12)
+    assert se == pytest.approx((kept - want * base).std(ddof=1) / np.sqrt(12) /
+                               abs(base.mean()), rel=1e-9)
+    assert abs(f - 1) > 1e-3
+
+
+def test_losses_equal_forwards_of_models_with_heads_cut():
+    """The repeat loss of the truth's forward is transformers' cross-entropy at positions
+    n … 2n − 1; with a receiver's output zeroed it is the loss of the model with the
+    receiver's W_O rows zeroed; with its circuit empty it is the clean loss; with every
+    layer-0 edge of every input ablated (zero, direct and via MLP) it is the loss of a forward
+    whose receiver output is the one it has in the model with layer 0's heads cut."""
+    net, sd = _tiny(7, n_layer=2)
+    n = 6
+    ids, pos = T.repeated_distinct(16, n, 5, 6)
+    with torch.no_grad():
+        logits = net(input_ids=ids, position_ids=pos).logits
+        ce = torch.nn.functional.cross_entropy(logits[:, n:2 * n].reshape(-1, 17),
+                                               ids[:, n + 1:].reshape(-1), reduction="none")
+        clean = T.repeat_loss(T.loss_with(sd, ids, pos, 4), ids, n)
+        torch.testing.assert_close(clean, ce.reshape(5, n).mean(1), rtol=1e-9, atol=1e-9)
+        cut = T.repeat_loss(T.run(_cut(sd, 1, 2), ids, pos, 4)["logits"], ids, n)
+        got = T.loss_receivers_ablated(sd, ids, pos, 4, n, [(1, 2)], "zero")
+        torch.testing.assert_close(got, cut, rtol=0, atol=1e-12)
+        got = T.loss_circuit_ablated(sd, ids, pos, 4, n, {(1, 2): {"q": [], "k": []}}, "zero")
+        torch.testing.assert_close(got, clean, rtol=0, atol=1e-12)
+        dead = sd
+        for h in range(4):
+            dead = _cut(dead, 0, h)
+        o = T.run(dead, ids, pos, 4)["heads"][1][:, 2]
+        want = T.repeat_loss(T.loss_with(sd, ids, pos, 4, {(1, 2): o}), ids, n)
+        edges = [((0, h), p) for h in range(4) for p in ("direct", "via_mlp")]
+        got = T.loss_circuit_ablated(sd, ids, pos, 4, n,
+                                     {(1, 2): {k: edges for k in T.KINDS}}, "zero")
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
+        assert float((got - clean).abs().max()) > 1e-3
+
+
+# --- (2) the planted model: the truth is known, zero ablation misleads ------------------------
+
+
+def test_planted_model_transformers_forward_equals_the_truths():
+    net = constant_head_gpt2()
+    ids, pos = T.repeated_distinct(8, N_REP, 3, 0)
+    _, sd, _ = _planted()
+    with torch.no_grad():
+        ref = net.double()(input_ids=ids, position_ids=pos, output_attentions=True)
+        r = T.run(sd, ids, pos, 2)
+    for a, b in zip(r["pats"], ref.attentions, strict=True):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-6)
+    assert torch.allclose(r["logits"], ref.logits, rtol=1e-6, atol=1e-5)
+
+
+def test_planted_model_zero_ablation_confirms_a_head_that_carries_nothing():
+    """By the truth alone: L0H0 previous-token, L0H1 first-token, L1H0 induction. On L1H0's
+    key, under zero the first-token head L0H1 passes the rule and is the largest K source;
+    under mean and resample its effect is below 1 % of the score (it fails the rule), while
+    the true edge L0H0 → L1H0 passes under all three and keeps ≥ 50 % of its zero effect.
+    Faithfulness of the circuit {L0H0} on the key is ≈ 1 under mean and resample and near 0
+    under zero (it reads the missing constant as a lost behaviour). Output: the induction loss with the receiver or its
+    circuit ablated is far above the clean loss."""
+    _, sd, cfg = _planted()
+    labels = T.head_labels(sd, cfg, [N_REP], n_seq=16)
+    got = {k: labels[k]["label"] for k in (PREV, CONST, IND)}
+    assert got == {PREV: "previous-token", CONST: "first-token", IND: "induction"}, labels
+    ids, pos, r = _run(sd, cfg)
+    base = float(_base(r, IND, "induction", N_REP).mean())
+    assert base > 0.95
+    eff = {}
+    with torch.no_grad():
+        for ab in T.ABLATIONS:
+            cfs = T.counterfactuals(r, ab)
+            for src in (PREV, CONST):
+                eff[ab, src] = T.mean_se(T.effect_cf(sd, r, IND, [src], "direct", ("k",),
+                                                     "induction", N_REP, 2, cfs))
+            for kind in ("q", "v"):  # the query and value read neither head
+                for src in (PREV, CONST):
+                    e = T.effect_cf(sd, r, IND, [src], "direct", (kind,),
+                                    None if kind == "v" else "induction", N_REP, 2, cfs)
+                    assert float(e.abs().max()) < 1e-3, (ab, kind, src)
+    assert T.passes(*eff["zero", CONST], base) and eff["zero", CONST][0] > 0.5 * base
+    assert eff["zero", CONST][0] > eff["zero", PREV][0]  # the artefact dominates under zero
+    for ab in ("mean", "resample"):
+        assert abs(eff[ab, CONST][0]) < 0.01 * base and not T.passes(*eff[ab, CONST], base)
+    for ab in T.ABLATIONS:
+        assert T.passes(*eff[ab, PREV], base)
+        assert eff[ab, PREV][0] >= 0.5 * eff["zero", PREV][0]
+    with torch.no_grad():
+        for ab in ("mean", "resample"):
+            f, se = T.faithfulness(sd, r, IND, "k", "induction", N_REP, 2, [PREV], ab)
+            assert abs(f - 1) < 0.01 and se < 0.01
+            f0, _ = T.faithfulness(sd, r, IND, "k", "induction", N_REP, 2, [], ab)
+            assert f0 < 0.3
+            # adding L0H1 to the circuit changes nothing (both heads kept: f = 1, se = 0)
+            assert abs(f - 1) < 1e-3
+        f, _ = T.faithfulness(sd, r, IND, "k", "induction", N_REP, 2, [PREV], "zero")
+        assert f < 0.1  # zero: the true circuit alone looks unfaithful
+        clean = float(T.repeat_loss(T.loss_with(sd, ids, pos, 2), ids, N_REP).mean())
+        for ab in T.ABLATIONS:
+            rec = float(T.loss_receivers_ablated(sd, ids, pos, 2, N_REP, [IND], ab).mean())
+            circ = float(T.loss_circuit_ablated(sd, ids, pos, 2, N_REP,
+                                                {IND: {"k": [(PREV, "direct")]}}, ab).mean())
+            assert rec > clean + 1.0 and circ > clean + 1.0, (ab, clean, rec, circ)
+
+
+def test_idle_is_a_change_of_faithfulness_below_the_circuits_se():
+    """:func:`_circuit_truth.idle` on a random 2-layer model: a member is idle exactly when
+    dropping it moves faithfulness by less than the whole circuit's se (recomputed here from
+    :func:`faithfulness`), and both outcomes occur."""
+    _, sd = _tiny(8, n_layer=2)
+    n = 6
+    ids, pos = T.repeated_distinct(16, n, 10, 7)
+    seen = set()
+    with torch.no_grad():
+        r = T.run(sd, ids, pos, 4)
+        for ab in ("mean", "resample"):
+            for kind, stat in (("q", "self"), ("k", "self"), ("v", None)):
+                for rec in ((1, 0), (1, 1), (1, 2), (1, 3)):
+                    circ = [(0, 0), (0, 1), (0, 3)]
+                    got = T.idle(sd, r, rec, kind, stat, n, 4, circ, ab)
+                    f, se = T.faithfulness(sd, r, rec, kind, stat, n, 4, circ, ab)
+                    for c in circ:
+                        g, _ = T.faithfulness(sd, r, rec, kind, stat, n, 4,
+                                              [s for s in circ if s != c], ab)
+                        assert got[c] == (abs(f - g) < se)
+                        seen.add(got[c])
+    assert seen == {True, False}
