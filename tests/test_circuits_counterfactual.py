@@ -379,8 +379,8 @@ def test_planted_model_zero_ablation_confirms_a_head_that_carries_nothing():
     under mean and resample its effect is below 1 % of the score (it fails the rule), while
     the true edge L0H0 → L1H0 passes under all three and keeps ≥ 50 % of its zero effect.
     Faithfulness of the circuit {L0H0} on the key is ≈ 1 under mean and resample and near 0
-    under zero (it reads the missing constant as a lost behaviour). Output: the induction loss with the receiver or its
-    circuit ablated is far above the clean loss."""
+    under zero (it reads the missing constant as a lost behaviour). Output: the induction
+    loss with the receiver or its circuit ablated is far above the clean loss."""
     _, sd, cfg = _planted()
     labels = T.head_labels(sd, cfg, [N_REP], n_seq=16)
     got = {k: labels[k]["label"] for k in (PREV, CONST, IND)}
