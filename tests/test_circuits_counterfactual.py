@@ -224,7 +224,7 @@ def test_counterfactual_patches_equal_forwards_with_the_output_replaced():
                     assert float((x - r["resid"][layer]).abs().max()) > 1e-3
 
 
-def test_mean_and_resample_of_an_output_the_same_on_every_sequence_are_exactly_zero(tmp_path_factory):
+def test_mean_and_resample_of_an_output_constant_over_sequences_are_zero(tmp_path_factory):
     """A head with zero value weights writes its value bias times W_O at every position and
     sequence: its mean and resampled outputs are its output, so every effect of it, on every
     receiver, kind and path, is 0 (to 1e-12), while zero ablation moves the receivers (it
