@@ -47,7 +47,8 @@ se ``sd(change_C) / √N``. ``faithfulness_empty``: C = ∅; C = every earlier h
 :func:`idle`: a member whose removal changes f by less than se(C).
 
 Output level (:func:`repeat_loss`, :func:`loss_with`): the next-token cross-entropy at the
-positions whose next token is a repeat (``i = n … 2n − 1``), mean over them and the sequences,
+positions whose next token is a repeat (``i = n … 2n − 1``; from ``n + 1`` on request: those a
+copy predicts), mean over them per sequence,
 of a full forward in which given heads' outputs are replaced: by their counterfactual
 (:func:`loss_receivers_ablated`) or by the receiver's output with its circuit's edges ablated
 (:func:`loss_circuit_ablated`; the patched output computed from the clean run).
@@ -329,15 +330,17 @@ def loss_with(sd, ids, pos, n_head: int, replace: dict | None = None):
     return run(sd, ids, pos, n_head, replace)["logits"]
 
 
-def repeat_loss(logits, ids, n: int):
-    """(B,) per-sequence mean next-token cross-entropy at positions ``n … 2n − 1`` (those
-    whose next token is a repeat), for sequences BOS + ``n`` tokens + the same ``n``."""
-    i = torch.arange(n, 2 * n)
+def repeat_loss(logits, ids, n: int, first: int | None = None):
+    """(B,) per-sequence mean next-token cross-entropy at positions ``first … 2n − 1``
+    (default ``n``: every position whose next token is a repeat; ``n + 1``: those whose next
+    token a copy predicts), for sequences BOS + ``n`` tokens + the same ``n``."""
+    i = torch.arange(n if first is None else first, 2 * n)
     lp = torch.log_softmax(logits[:, i], -1)
     return -lp.gather(-1, ids[:, i + 1, None])[..., 0].mean(-1)
 
 
-def loss_receivers_ablated(sd, ids, pos, n_head: int, n: int, receivers, ablation: str):
+def loss_receivers_ablated(sd, ids, pos, n_head: int, n: int, receivers, ablation: str,
+                           first: int | None = None):
     """(B,) :func:`repeat_loss` with every receiver's output set to its counterfactual (its
     clean run's output replaced as :func:`counterfactuals` says) in one full forward, the mean
     over the pairings."""
@@ -346,7 +349,7 @@ def loss_receivers_ablated(sd, ids, pos, n_head: int, n: int, receivers, ablatio
     for cf in counterfactuals(r, ablation):
         rep = {(li, hi): (torch.zeros_like(r["heads"][li][:, hi]) if cf is None
                           else cf[li][:, hi]) for li, hi in receivers}
-        out.append(repeat_loss(loss_with(sd, ids, pos, n_head, rep), ids, n))
+        out.append(repeat_loss(loss_with(sd, ids, pos, n_head, rep), ids, n, first))
     return torch.stack(out).mean(0)
 
 
@@ -366,17 +369,21 @@ def patched_output(sd, r: dict, receiver, inputs: dict, n_head: int):
 
 
 def circuit_input(sd, r: dict, layer: int, edges, cf=None):
-    """The residual a receiver's input reads with ``edges`` [(source, path), …] ablated: the
-    direct sources' deltas removed and the via-MLP sources' joint MLP change added
-    (:func:`patched_input`'s two paths, summed)."""
+    """The residual a receiver's input reads with ``edges`` [(source, path), …] ablated, path
+    direct, via_mlp or total: the ``total`` sources' patch (:func:`patched_input`), less the
+    direct sources' deltas, plus the via-MLP sources' joint MLP change."""
     clean = r["resid"][layer]
-    direct = [s for s, p in edges if p == "direct"]
-    via = [s for s, p in edges if p == "via_mlp"]
-    x = patched_input(sd, r, layer, direct, "direct", cf) if direct else clean
-    return x + (patched_input(sd, r, layer, via, "via_mlp", cf) - clean) if via else x
+    by = {p: [s for s, q in edges if q == p] for p in PATHS + ("total",)}
+    x = patched_input(sd, r, layer, by["total"], "total", cf) if by["total"] else clean
+    if by["direct"]:
+        x = x + (patched_input(sd, r, layer, by["direct"], "direct", cf) - clean)
+    if by["via_mlp"]:
+        x = x + (patched_input(sd, r, layer, by["via_mlp"], "via_mlp", cf) - clean)
+    return x
 
 
-def loss_circuit_ablated(sd, ids, pos, n_head: int, n: int, circuits: dict, ablation: str):
+def loss_circuit_ablated(sd, ids, pos, n_head: int, n: int, circuits: dict, ablation: str,
+                         first: int | None = None):
     """(B,) :func:`repeat_loss` with each receiver's output replaced by its output when its
     circuit's edges are ablated (``circuits`` {receiver: {kind: [(source, path), …]}};
     :func:`circuit_input`, the patched output computed on the clean run) in one full forward,
@@ -387,7 +394,7 @@ def loss_circuit_ablated(sd, ids, pos, n_head: int, n: int, circuits: dict, abla
         rep = {rec: patched_output(sd, r, rec, {k: circuit_input(sd, r, rec[0], e, cf)
                                                 for k, e in kinds.items() if e}, n_head)
                for rec, kinds in circuits.items()}
-        out.append(repeat_loss(loss_with(sd, ids, pos, n_head, rep), ids, n))
+        out.append(repeat_loss(loss_with(sd, ids, pos, n_head, rep), ids, n, first))
     return torch.stack(out).mean(0)
 
 

@@ -671,3 +671,64 @@ def test_find_circuits_on_random_gpt2s_equals_the_truth(tmp_path, which, ablatio
     assert {r_["path"] for r_ in rows} == {"direct", "via_mlp"}
     bad = _disagreements(sd, cfg, r, rows, ablation, n)
     assert not bad, "\n".join(bad)
+
+
+def _has_losses() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("rmtbase.circuits.output_loss") is not None
+
+
+@needs_ablation
+@pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
+@pytest.mark.parametrize("ablation", ["mean", "resample", "zero"])
+def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ablation):
+    """The induction circuit's loss where a copy predicts the next token (positions n + 1 …
+    2n − 1), clean, with its confirmed sources ablated on each input (their total patch: direct
+    and through MLPs), and with the receiver's output replaced by its counterfactual, equal the
+    truth's full forwards within ``ABS_TOL + REL_TOL |truth|``; the circuit's and the
+    receiver's ablations raise the loss by more than 1 nat under every counterfactual."""
+    folder, sd, cfg = _planted(tmp_path_factory, via=True)
+    ids, pos, r = _run(sd, cfg)
+    rows, ds = _tool(folder, cfg, ids, N_REP, ablation)
+    assert "loss_clean" in ds and "circuit_receivers" in ds, list(ds)
+    assert list(ds["circuit_receivers"].values) == [T.name(IND)]
+    circ: dict = {}
+    for row in rows:
+        if row["confirmed"] and _head(row["to"]) == IND:
+            circ.setdefault(row["kind"], set()).add((_head(row["from"]), "total"))
+    assert (PREV, "total") in circ["k"] and (PREV2, "total") in circ["k"], circ
+    first, h = N_REP + 1, cfg["n_head"]
+    with torch.no_grad():
+        want = {"loss_clean": T.repeat_loss(T.loss_with(sd, ids, pos, h), ids, N_REP, first),
+                "loss_circuit_ablated": T.loss_circuit_ablated(
+                    sd, ids, pos, h, N_REP, {IND: {k: sorted(v) for k, v in circ.items()}},
+                    ablation, first),
+                "loss_receivers_ablated": T.loss_receivers_ablated(sd, ids, pos, h, N_REP,
+                                                                   [IND], ablation, first)}
+    bad = []
+    for name, x in want.items():
+        got, se = float(ds[name].values[0]), float(ds[name + "_se"].values[0])
+        m, s = T.mean_se(x.numpy())
+        if not (_close(got, m) and _close(se, s)):
+            bad.append(f"{name}: tool {got:.5f} +- {se:.5f}, truth {m:.5f} +- {s:.5f}")
+    assert not bad, "\n".join(bad)
+    clean = float(want["loss_clean"].mean())
+    assert float(want["loss_circuit_ablated"].mean()) > clean + 1.0
+    assert float(want["loss_receivers_ablated"].mean()) > clean + 1.0
+
+
+def test_a_circuits_total_edges_are_the_total_patch():
+    """``circuit_input`` with every source on path ``total`` is :func:`patched_input`'s total
+    patch, and with a source's direct and via-MLP edges it is the same (they add up)."""
+    _, sd = _tiny(9, n_layer=3)
+    ids, pos = T.repeated_distinct(16, 6, 6, 8)
+    with torch.no_grad():
+        r = T.run(sd, ids, pos, 4)
+        for cf in T.counterfactuals(r, "resample")[:2] + [None]:
+            want = T.patched_input(sd, r, 2, [(0, 1), (1, 2)], "total", cf)
+            got = T.circuit_input(sd, r, 2, [((0, 1), "total"), ((1, 2), "total")], cf)
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+            got = T.circuit_input(sd, r, 2, [((1, 2), "direct"), ((1, 2), "via_mlp")], cf)
+            want = T.patched_input(sd, r, 2, [(1, 2)], "total", cf)
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
