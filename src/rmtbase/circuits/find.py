@@ -34,7 +34,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
-from .counterfactual import DEFAULT_ABLATION, KEEP_FRACTION, other
+from .counterfactual import ABLATIONS, DEFAULT_ABLATION, KEEP_FRACTION, other
 from .labels import head_name
 
 #: Sources patched per receiver and kind by each ranking (weights, attribution).
@@ -153,6 +153,25 @@ def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
                        row["metric"] not in (TV, OUTPUT_CHANGE)))
 
 
+def measure_counterfactuals(effects_of, rows, n_seq: int, ablation: str) -> None:
+    """Each row's effects under every counterfactual: zero for all (``effect_zero``, its se),
+    the other non-zero one where the row passes the rule (it decides; NaN elsewhere);
+    ``effects_of(ablation, indices)`` gives the :class:`.patching.Effect` of those rows."""
+    for r in rows:
+        r["ablation"] = ablation
+        for a in ABLATIONS:
+            r["effect_" + a] = r["effect_causal"] if a == ablation else np.nan
+        r["effect_zero_se"] = r["effect_se"] if ablation == "zero" else np.nan
+    if not rows or ablation == "zero":
+        return
+    for i, e in zip(range(len(rows)), effects_of("zero", list(range(len(rows)))), strict=True):
+        rows[i]["effect_zero"], rows[i]["effect_zero_se"] = e.effect, e.se
+    check = [i for i, r in enumerate(rows) if needs_check(r, n_seq, ablation)]
+    if check:
+        for i, e in zip(check, effects_of(other(ablation), check), strict=True):
+            rows[i]["effect_" + other(ablation)] = e.effect
+
+
 def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
           ablation: str = DEFAULT_ABLATION) -> list[dict]:
     """The rule of the module docstring on one receiver's rows of one kind and path (dicts
@@ -213,5 +232,5 @@ def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
 __all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
            "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
            "check_composition", "exact_sources", "head_name", "judge", "keeps", "mark_dominant",
-           "needs_check", "passes",
+           "measure_counterfactuals", "needs_check", "passes",
            "plan", "ranked_sources", "receivers"]
