@@ -7,8 +7,11 @@ Positions: query ``i`` whose next token is predictable by copying, i.e. some ``j
 half). Loss: the mean over those positions of ``−log p(ids[i + 1])`` (nats), per sequence, then
 mean and se over sequences.
 
-A **behaviour circuit** is the receivers of one label on one run's sequences with at least one
-confirmed edge, and those edges. Three full forward passes of the model (each averaged over the
+A **behaviour circuit** is the induction heads of one run's sequences with at least one
+confirmed edge, and those edges: the loss where a copy predicts the next token is what
+induction is for (Olsson et al. 2022); for the other labels (previous-token, duplicate-token)
+the same loss would measure their part in someone else's circuit, and their faithfulness
+(:mod:`.faithfulness`) is their test. Three full forward passes of the model (each averaged over the
 counterfactual's pairings, :mod:`.counterfactual`):
 
 - ``loss_clean``: the model as it is;
@@ -25,6 +28,9 @@ in-context learning and induction heads)."""
 from __future__ import annotations
 
 import numpy as np
+
+#: The labels whose receivers form a behaviour circuit measured on the output.
+LABELS = ("induction",)
 
 
 def predictable(ids) -> np.ndarray:
@@ -108,8 +114,14 @@ def _patched_output(run, rec, edges, how):
             if not srcs:
                 inputs[kind] = c[kind]
                 continue
-            keep = [(m, s) for m in range(li) for s in range(hm.n_heads) if (m, s) not in srcs]
-            x = _residual(run, li, keep, how, run.mlps)
+            if run.mlps:
+                keep = [(m, s) for m in range(li) for s in range(hm.n_heads)
+                        if (m, s) not in srcs]
+                x = _residual(run, li, keep, how, True)
+            else:
+                x = run.cap.resid[li].float().clone()
+                for m, s in srcs:
+                    x -= pt.source_delta(int(m), int(s), how)
             fn = {"q": hm.query, "k": hm.key, "v": hm.value}[kind]
             inputs[kind] = fn(li, hi, hm.norm(li)(x))
         a = hm.pattern(li, inputs["q"], inputs["k"], head=hi)
@@ -158,7 +170,7 @@ def losses(run, circuit: dict) -> dict:
 
 
 def add_circuit_losses(ds, rows, labels, runs, length_of, progress) -> None:
-    """Per behaviour circuit (one label's receivers with confirmed edges on one run's
+    """Per behaviour circuit (the receivers of :data:`LABELS` with confirmed edges on one run's
     sequences: ``runs`` {length: run}, ``length_of`` (layer, head) → length), :func:`losses`
     added to the circuits Dataset ``ds`` as variables along ``circuit``."""
     from ..progress import stage
@@ -167,15 +179,15 @@ def add_circuit_losses(ds, rows, labels, runs, length_of, progress) -> None:
     lab = labels["label"].transpose("layer", "head").values
     groups: dict = {}
     for r in rows:
-        if not r["confirmed"]:
-            continue
         rec = (r["layer_to"], r["head_to"])
+        if not r["confirmed"] or str(lab[rec]) not in LABELS:
+            continue
         n = int(length_of[rec]) if len(runs) > 1 else next(iter(runs))
         g = groups.setdefault((str(lab[rec]), n), {})
         g.setdefault(rec, {}).setdefault(r["kind"], set()).add((r["layer_from"], r["head_from"]))
     if not groups:
         return
-    stage("rmtbase circuits", f"output loss of {len(groups)} behaviour circuit(s)",
+    stage("rmtbase circuits", f"output loss of {len(groups)} induction circuit(s)",
           enabled=progress)
     names = ("loss_clean", "loss_circuit_ablated", "loss_receivers_ablated")
     cols: dict = {k: [] for k in ("circuit_label", "circuit_receivers", "circuit_length")}
@@ -204,4 +216,4 @@ def add_circuit_losses(ds, rows, labels, runs, length_of, progress) -> None:
         ds[k] = ("circuit", arr, {"long_name": ln, "units": "nats" if "loss" in k else "1"})
 
 
-__all__ = ["add_circuit_losses", "losses", "predictable"]
+__all__ = ["LABELS", "add_circuit_losses", "losses", "predictable"]

@@ -70,7 +70,7 @@ class _Length:
 
         self.hm, self.seqs, self.cap, self.totals = hm, seqs, cap, totals
         self.pt = Patcher(hm, cap, seqs, ablation)
-        self.mlps = has_mlps(hm)
+        self.mlps = has_mlps(hm)  # set to the via-MLP screen's decision before the search
         self._mlp = None
 
     def mlp(self):
@@ -147,6 +147,8 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
           f"exact patches ({which}) under {opts.ablation} ablation; paths via MLPs "
           f"{'screened' if via else 'not screened'}"
           + (f" ({mlp_cost / 1e12:.2g} TFLOP)" if mlp_cost else ""), enabled=progress)
+    for r in runs.values():  # the circuit as a whole goes through MLPs where the screen does
+        r.mlps = via
     rows: list[dict] = []
     screens: dict = {}
     with one_thread(), progress_bar(len(recv), desc="rmtbase circuits: path patching",
