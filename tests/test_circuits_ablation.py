@@ -122,16 +122,20 @@ def _row(e, e_other=None, e_zero=None, se=0.01):
 def test_the_rule_confirms_only_what_both_counterfactuals_keep():
     """Rule floor here 0.08 (10 % of 0.8) and 3 se = 0.03. A row at 0.3 kept at 0.2 by resample
     is confirmed; kept at 0.1 (< half) it depends on the counterfactual; of the other sign,
-    too; a row at 0.01 under mean that passes at 0.5 under zero depends on zero only; under
-    zero ablation no check applies."""
+    too; so does a row at 0.1 kept at 0.06 (over half, under the floor); a row at 0.01 under
+    mean that passes at 0.5 under zero depends on zero only; under zero ablation no check
+    applies."""
     from rmtbase.circuits.find import judge
     from rmtbase.circuits.patching import Effect as Eff
 
     joint = Eff(0.5, 0.01, 0.8, "induction", np.zeros(4))
     got = judge([_row(0.3, 0.2), _row(0.3, 0.1), _row(0.3, -0.3), _row(0.01, None, 0.5),
-                 _row(0.01, None, 0.01)], joint, labelled=True, n_seq=16, ablation="mean")
-    assert [r["confirmed"] for r in got] == [True, False, False, False, False]
-    assert [r["depends"] for r in got] == ["", "counterfactual", "counterfactual", "zero", ""]
+                 _row(0.01, None, 0.01), _row(0.1, 0.06)], joint, labelled=True, n_seq=16,
+                ablation="mean")
+    assert [r["confirmed"] for r in got] == [True, False, False, False, False, False]
+    # the last: resample keeps 60 % but falls under the rule's floor (0.08)
+    assert [r["depends"] for r in got] == ["", "counterfactual", "counterfactual", "zero", "",
+                                           "counterfactual"]
     got = judge([_row(0.3, 0.0)], joint, labelled=True, n_seq=16, ablation="zero")
     assert got[0]["confirmed"] and got[0]["depends"] == ""
     # an unlabelled receiver's row that stands is a dependency, never confirmed

@@ -14,7 +14,8 @@ every source where every direct one is patched, else its top ``k`` by its own at
 ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥ CONFIRM_FRACTION · |score_to|``
 (``CONFIRM_FRACTION`` itself for the change metrics), on at least :data:`MIN_SEQUENCES`
 sequences, **and** the other non-zero counterfactual (resample for mean, mean for resample)
-keeps at least :data:`.counterfactual.KEEP_FRACTION` of the effect with the same sign;
+keeps at least :data:`.counterfactual.KEEP_FRACTION` of the effect with the same sign, and the
+size floor;
 ``depends`` says why a row that passes one counterfactual is not confirmed: ``zero`` (it passes
 with the output set to zero only) or ``counterfactual`` (the other one keeps less than half).
 ``role`` "supports" (the behaviour drops without the source) or "suppresses". A row is a
@@ -109,7 +110,7 @@ def receivers(labels: xr.Dataset, *, sinks: bool = False) -> list[tuple[int, int
 
 def passes(effect: float, se: float, base: float, metric_is_score: bool) -> bool:
     """The confirmation rule of the module docstring for one signed effect."""
-    floor = CONFIRM_FRACTION * abs(base) if metric_is_score else CONFIRM_FRACTION
+    floor = floor_of(base, metric_is_score)
     return bool(np.isfinite(effect) and np.isfinite(se) and abs(effect) >= CONFIRM_SE * se
                 and abs(effect) >= floor and effect != 0)
 
@@ -137,11 +138,17 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: f
     return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
 
 
-def keeps(effect: float, check: float) -> bool:
+def floor_of(base: float, metric_is_score: bool) -> float:
+    """The rule's size floor: :data:`CONFIRM_FRACTION` of ``|base|`` (itself for change
+    metrics)."""
+    return CONFIRM_FRACTION * abs(base) if metric_is_score else CONFIRM_FRACTION
+
+
+def keeps(effect: float, check: float, floor: float = 0.0) -> bool:
     """Whether the other counterfactual's effect ``check`` keeps at least
-    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign."""
+    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign, and the rule's ``floor``."""
     return bool(np.isfinite(check) and np.isfinite(effect) and check * effect > 0
-                and abs(check) >= KEEP_FRACTION * abs(effect))
+                and abs(check) >= max(KEEP_FRACTION * abs(effect), floor))
 
 
 def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
@@ -186,7 +193,8 @@ def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
         is_score = r["metric"] not in (TV, OUTPUT_CHANGE)
         ok = enough and passes(r["effect_causal"], r["effect_se"], r["score_to"], is_score)
         stands = ok and (ablation == "zero" or keeps(r["effect_causal"],
-                                                     r.get("effect_" + check, np.nan)))
+                                                     r.get("effect_" + check, np.nan),
+                                                     floor_of(r["score_to"], is_score)))
         zero_ok = (enough and ablation != "zero" and passes(
             r.get("effect_zero", np.nan), r.get("effect_zero_se", np.nan), r["score_to"],
             is_score))
@@ -231,6 +239,7 @@ def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
 
 __all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
            "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
-           "check_composition", "exact_sources", "head_name", "judge", "keeps", "mark_dominant",
+           "check_composition", "exact_sources", "floor_of", "head_name", "judge", "keeps",
+           "mark_dominant",
            "measure_counterfactuals", "needs_check", "passes",
            "plan", "ranked_sources", "receivers"]
