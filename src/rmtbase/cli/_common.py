@@ -74,14 +74,17 @@ def resolve_sigmas(args: argparse.Namespace) -> tuple[float, float]:
     return check_sigma(args.sigma_q, "--sigma-q"), check_sigma(args.sigma_k, "--sigma-k")
 
 
-#: Version of the layout of every command's ``--json`` document, named by its ``"schema"`` key
-#: (``rmtbase.<command>/1``; docs/json.md). Raised when a key is removed or changes meaning.
+#: Version of the layout of a command's ``--json`` document, named by its ``"schema"`` key
+#: (``rmtbase.<command>/<version>``; docs/json.md). Raised, per command, when a key is removed
+#: or changes meaning: ``circuits`` objects (in ``circuits`` and ``score``) lost ``explained``
+#: and their ``effect_causal`` is under a counterfactual, hence 2.
 JSON_SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSIONS = {"circuits": 2, "score": 2}
 
 
 def json_schema(command: str) -> str:
     """``"rmtbase.<command>/<version>"``: the ``"schema"`` of ``rmtbase <command> --json``."""
-    return f"rmtbase.{command}/{JSON_SCHEMA_VERSION}"
+    return f"rmtbase.{command}/{JSON_SCHEMA_VERSIONS.get(command, JSON_SCHEMA_VERSION)}"
 
 
 def emit(obj: dict, as_json: bool, title: str = "", command: str | None = None) -> None:
