@@ -13,13 +13,19 @@ head's key reads it; removing it by zero sends the induction head's attention to
 token (a large "effect" that carries no information), while its mean or resampled output
 changes nothing; the true previous-token → induction K edge keeps its size under all three.
 (3) rmtbase's ``find_circuits(..., ablation=...)`` against the truth on that model and on
-random GPT-2s, on the same sequences (skipped until ``rmtbase.circuits.find.Search`` has an
-``ablation`` field).
+random GPT-2s, on the same sequences: every effect column, joint effect, faithfulness (its se,
+floor, idle flags) and the circuit's output losses (skipped until
+``rmtbase.circuits.find.Search`` has an ``ablation`` field, and the losses until
+``rmtbase.circuits.output_loss`` exists).
+
+Slow tier: the trained zoo's ``const2`` (:mod:`rmtbase.studies._circuit_zoo`), a model
+trained with a frozen layer-0 head writing one large vector everywhere.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -519,10 +525,10 @@ def _head(s: str) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def _tool(folder, cfg, ids, n, ablation, **kw):
-    """The rows (dicts of :data:`ROW_VARS`) of ``find_circuits`` on the truth's sequences
-    ``ids``, every source patched, MLP paths on, random composition scores (only the weight
-    ranks depend on them), and the Dataset."""
+def _tool(model, cfg, ids, n, ablation, **kw):
+    """The rows (dicts of :data:`ROW_VARS`) of ``find_circuits`` on ``model`` (a folder or a
+    transformers model) and the truth's sequences ``ids``, every source patched, MLP paths on,
+    random composition scores (only the weight ranks depend on them), and the Dataset."""
     from test_circuits_patching import _composition
 
     from rmtbase.circuits import find_circuits
@@ -532,7 +538,8 @@ def _tool(folder, cfg, ids, n, ablation, **kw):
     content[0] = False
     seqs = Sequences(ids.numpy(), content, "repeated_random_tokens",
                      f"{ids.shape[0]} sequences of the truth", repeat=n)
-    ds = find_circuits(str(folder), _composition(cfg["n_layer"], cfg["n_head"]),
+    model = str(model) if isinstance(model, (str, Path)) else model
+    ds = find_circuits(model, _composition(cfg["n_layer"], cfg["n_head"]),
                        sequences=seqs, screen="exact", mlp_paths=True, ablation=ablation,
                        progress=False, **kw)
     missing = [v for v in ROW_VARS if v not in ds]
@@ -679,18 +686,15 @@ def _has_losses() -> bool:
     return importlib.util.find_spec("rmtbase.circuits.output_loss") is not None
 
 
-@needs_ablation
-@pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
-@pytest.mark.parametrize("ablation", ["mean", "resample", "zero"])
-def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ablation):
-    """The induction circuit's loss where a copy predicts the next token (positions n + 1 …
-    2n − 1), clean, with its confirmed sources ablated on each input (their total patch: direct
-    and through MLPs), and with the receiver's output replaced by its counterfactual, equal the
-    truth's full forwards within ``ABS_TOL + REL_TOL |truth|``; the circuit's and the
-    receiver's ablations raise the loss by more than 1 nat under every counterfactual."""
+def _loss_disagreements(model, tmp_path_factory, ablation) -> list[str]:
+    """The planted model's induction-circuit losses of find_circuits on ``model`` ("folder":
+    the saved folder, "net": the GPT2LMHeadModel read from it) against the truth's."""
+    from transformers import GPT2LMHeadModel
+
     folder, sd, cfg = _planted(tmp_path_factory, via=True)
     ids, pos, r = _run(sd, cfg)
-    rows, ds = _tool(folder, cfg, ids, N_REP, ablation)
+    net = folder if model == "folder" else GPT2LMHeadModel.from_pretrained(folder).eval()
+    rows, ds = _tool(net, cfg, ids, N_REP, ablation)
     assert "loss_clean" in ds and "circuit_receivers" in ds, list(ds)
     assert list(ds["circuit_receivers"].values) == [T.name(IND)]
     circ: dict = {}
@@ -706,16 +710,40 @@ def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ab
                     ablation, first),
                 "loss_receivers_ablated": T.loss_receivers_ablated(sd, ids, pos, h, N_REP,
                                                                    [IND], ablation, first)}
+    clean = float(want["loss_clean"].mean())
+    assert float(want["loss_circuit_ablated"].mean()) > clean + 1.0
+    assert float(want["loss_receivers_ablated"].mean()) > clean + 1.0
     bad = []
     for name, x in want.items():
         got, se = float(ds[name].values[0]), float(ds[name + "_se"].values[0])
         m, s = T.mean_se(x.numpy())
         if not (_close(got, m) and _close(se, s)):
             bad.append(f"{name}: tool {got:.5f} +- {se:.5f}, truth {m:.5f} +- {s:.5f}")
+    return bad
+
+
+@needs_ablation
+@pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
+@pytest.mark.parametrize("ablation", ["mean", "resample", "zero"])
+def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ablation):
+    """The induction circuit's loss where a copy predicts the next token (positions n + 1 …
+    2n − 1), clean, with its confirmed sources ablated on each input (their total patch: direct
+    and through MLPs), and with the receiver's output replaced by its counterfactual, equal the
+    truth's full forwards (mean and se within ``ABS_TOL + REL_TOL |truth|``); the circuit's
+    and the receiver's ablations raise the loss by more than 1 nat under every
+    counterfactual. The model is given as the GPT2LMHeadModel object."""
+    bad = _loss_disagreements("net", tmp_path_factory, ablation)
     assert not bad, "\n".join(bad)
-    clean = float(want["loss_clean"].mean())
-    assert float(want["loss_circuit_ablated"].mean()) > clean + 1.0
-    assert float(want["loss_receivers_ablated"].mean()) > clean + 1.0
+
+
+@needs_ablation
+@pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
+@pytest.mark.xfail(reason="find_circuits on a folder loads the model without its LM head "
+                   "(GPT2Model): the output losses are NaN", strict=False)
+def test_output_losses_of_a_saved_folder_equal_the_truth(tmp_path_factory):
+    """As above with the model given as its saved folder (what ``rmtbase circuits`` does)."""
+    bad = _loss_disagreements("folder", tmp_path_factory, "mean")
+    assert not bad, "\n".join(bad)
 
 
 def test_a_circuits_total_edges_are_the_total_patch():
