@@ -760,3 +760,99 @@ def test_a_circuits_total_edges_are_the_total_patch():
             got = T.circuit_input(sd, r, 2, [((1, 2), "direct"), ((1, 2), "via_mlp")], cf)
             want = T.patched_input(sd, r, 2, [(1, 2)], "total", cf)
             torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+# --- slow tier: a trained model with a constant head ------------------------------------------
+
+
+@needs_ablation
+@pytest.mark.slow  # trains the model when not cached (~300 CPU-s), then the search
+def test_trained_constant_head_depends_on_zero_ablation_only():
+    """``const2`` (rmtbase.studies._circuit_zoo): a 2-layer model trained with its layer-0
+    last head frozen to write one vector of norm ``const_head`` at every position. By the
+    truth that output is the same on every sequence (so its mean and resampled effects are
+    0), and zero ablation gives it an effect that passes the rule on at least one input of a
+    labelled receiver (trained with norm 1 from seed 0: the value input of the induction head
+    L1H0 and of two self/local heads, through MLP0, 0.52–0.72; on L1H0's key < 0.03, so in
+    this model the constant does not feed a key). ``find_circuits`` with its defaults confirms
+    no row of that head, reports such rows as depending on zero ablation, and confirms a K
+    source of every induction receiver (L0H2, previous-token: 0.61 under mean)."""
+    from test_circuits_patching import _composition
+
+    from rmtbase.circuits import find_circuits
+    from rmtbase.studies._circuit_zoo import RECIPES, trained_folder
+
+    folder = trained_folder("const2", 0)
+    sd, cfg = T.load(folder)
+    h = cfg["n_head"]
+    const = (0, h - 1)
+    ids, pos = T.repeated_distinct(cfg["vocab_size"] - 1, 10, 8, 0)
+    with torch.no_grad():
+        r = T.run(sd, ids, pos, h)
+    o = r["heads"][0][:, h - 1]
+    assert float((o - o[:1, :1]).abs().max()) < 1e-9
+    assert float(o[0, 0].norm()) == pytest.approx(RECIPES["const2"].const_head, rel=1e-5)
+    ds = find_circuits(str(folder), _composition(cfg["n_layer"], h), screen="exact",
+                       progress=False)
+    rows = [{v: ds[v].values[i] for v in ("from", "to", "kind", "path", "confirmed",
+                                            "depends", "label_to", "metric", "length_to")}
+            for i in range(ds.sizes["candidate"])]
+    mine = [x for x in rows if str(x["from"]) == T.name(const)]
+    assert mine and not any(bool(x["confirmed"]) for x in mine), mine
+    zero_only = [x for x in mine if str(x["depends"]) == "zero"]
+    assert zero_only, mine
+    passed = []
+    for x in zero_only:  # the truth at the row's length, on its own sequences
+        rec, kind, stat = _head(str(x["to"])), str(x["kind"]), _stat(
+            {"metric": str(x["metric"])})
+        n = int(x["length_to"])
+        ids, pos = T.repeated_distinct(cfg["vocab_size"] - 1, n, 64, 1)
+        with torch.no_grad():
+            r = T.run(sd, ids, pos, h)
+            e = {ab: T.mean_se(T.effect_cf(sd, r, rec, [const], str(x["path"]), (kind,), stat,
+                                           n, h, ab)) for ab in T.ABLATIONS}
+        assert abs(e["mean"][0]) < 1e-9 and abs(e["resample"][0]) < 1e-9, e
+        base = None if stat is None else float(_base(r, rec, stat, n).mean())
+        if stat is not None or kind == "v":
+            passed.append(T.passes(abs(e["zero"][0]), e["zero"][1], base))
+    assert any(passed), zero_only
+    ind = {str(x["to"]) for x in rows if str(x["label_to"]) == "induction"}
+    assert ind, "no induction receiver"
+    for rec in ind:
+        assert any(str(x["to"]) == rec and str(x["kind"]) == "k" and bool(x["confirmed"])
+                   for x in rows), rec
+
+
+def test_a_planted_constant_head_stays_constant_through_training():
+    """:func:`rmtbase.studies._circuit_zoo.plant_constant` on a small model: the head writes the
+    same vector of the given norm at every position and sequence, before and after AdamW steps
+    on a loss that moves every other weight; its weights do not move."""
+    import dataclasses
+
+    from rmtbase.studies import _circuit_zoo as Z
+    from rmtbase.studies._mlp_induction import build_model
+
+    z = Z.RECIPES["const2"]
+    net = build_model(dataclasses.replace(z.base, n_embd=16, n_head=4, n_layer=2), 0)
+    hooks = Z.plant_constant(net, 2.5, 0)
+    before = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-2, weight_decay=0.0)
+    ids, pos = T.repeated_distinct(32, 5, 4, 0)
+    for _ in range(3):
+        loss = net(input_ids=ids, position_ids=pos, labels=ids).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    for h in hooks:
+        h.remove()
+    sd = {k: v.detach().double() for k, v in net.state_dict().items()}
+    with torch.no_grad():
+        o = T.run(sd, ids, pos, 4)["heads"][0][:, 3]
+    assert float((o - o[:1, :1]).abs().max()) < 1e-12
+    assert float(o[0, 0].norm()) == pytest.approx(2.5, rel=1e-6)
+    w = "transformer.h.0.attn.c_proj.weight"
+    assert torch.equal(net.state_dict()[w][12:], before[w][12:])
+    assert not torch.equal(net.state_dict()[w][:12], before[w][:12])
+    c = "transformer.h.0.attn.c_attn.weight"
+    cols = [j * 16 + 12 + i for j in range(3) for i in range(4)]
+    assert torch.equal(net.state_dict()[c][:, cols], before[c][:, cols])

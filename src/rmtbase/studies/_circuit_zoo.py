@@ -3,7 +3,9 @@
 ``tests/test_circuits_zoo.py`` checks :func:`rmtbase.circuits.find_circuits` on them against
 its own causal truth. d 64, 4 heads, MLPs 4 d. Recipes (:data:`RECIPES`): ``short3``, ``mlp2``,
 ``mlp2s`` (layer 0's attention output × 0.1, so MLP0 carries more), ``deep4``, ``markov3``
-(Markov data, no repeats); what each formed: docs/circuits.md. :func:`train` as
+(Markov data, no repeats), ``const2`` (``mlp2`` with a frozen layer-0 head writing one vector
+of norm 1 at every position: :func:`plant_constant`; norms 3 and 8 kept induction from forming
+in 2,000 steps); what each formed: docs/circuits.md. :func:`train` as
 :func:`._mlp_induction.train`; :func:`trained_folder` caches ``save_pretrained`` folders under
 ``<cache>/circuit_zoo/`` (``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``), written atomically."""
 
@@ -29,6 +31,9 @@ class ZooRecipe:
     data: str = "repeats"
     attn0_scale: float = 1.0
     markov_alpha: float = 0.2
+    #: Norm of the output a frozen layer-0 head writes at every position (0: none;
+    #: :func:`plant_constant`).
+    const_head: float = 0.0
 
 
 RECIPES = {
@@ -40,6 +45,7 @@ RECIPES = {
                               n_layer=4, steps=3000, n_checkpoints=2)),
     "markov3": ZooRecipe(Recipe(vocab=40, n_positions=128, n_layer=3, steps=800,
                                 n_checkpoints=2, skip_p=0.0), data="markov"),
+    "const2": ZooRecipe(Recipe(n_layer=2, steps=2000, n_checkpoints=2), const_head=1.0),
 }
 
 
@@ -82,6 +88,37 @@ def _scaled(net, scale: float):
         lambda mod, args, out: (out[0] * scale,) + tuple(out[1:]))
 
 
+def plant_constant(net, norm: float, seed: int) -> list:
+    """Layer 0's last head made to write one vector of norm ``norm`` (a seeded random
+    direction) at every position of every sequence, and frozen: its query, key and value
+    weights and biases are zero but for a value bias of 1 on its first dimension (so every
+    value, and the output whatever the pattern, is that one vector), one row of its ``W_O``
+    holds the vector, and the gradients of those entries are masked to zero (AdamW without
+    weight decay then leaves them as they are). Returns the gradient hooks' handles."""
+    import torch
+
+    attn = net.transformer.h[0].attn
+    d, n_head = net.config.n_embd, net.config.n_head
+    dh, h = d // n_head, n_head - 1
+    cols = [j * d + h * dh + i for j in range(3) for i in range(dh)]
+    rows = slice(h * dh, (h + 1) * dh)
+    gen = torch.Generator().manual_seed(int(seed))
+    vec = torch.randn(d, generator=gen)
+    with torch.no_grad():
+        attn.c_attn.weight[:, cols] = 0.0
+        attn.c_attn.bias[cols] = 0.0
+        attn.c_attn.bias[2 * d + h * dh] = 1.0
+        attn.c_proj.weight[rows] = 0.0
+        attn.c_proj.weight[h * dh] = vec * (norm / vec.norm())
+    masks = []
+    for p, idx in ((attn.c_attn.weight, (slice(None), cols)), (attn.c_attn.bias, cols),
+                   (attn.c_proj.weight, rows)):
+        m = torch.ones_like(p)
+        m[idx] = 0.0
+        masks.append(p.register_hook(lambda g, m=m: g * m))
+    return masks
+
+
 def fold_scale(net, scale: float) -> None:
     """Write ``scale`` into layer 0's ``c_proj`` so the saved model computes what the hooked did."""
     import torch
@@ -115,6 +152,7 @@ def train(name: str, seed: int) -> dict:
     t0 = time.process_time()
     net = build_model(r, seed)
     hook = _scaled(net, z.attn0_scale)
+    frozen = plant_constant(net, z.const_head, seed) if z.const_head else []
     draw = _data(z)
     rng = np.random.default_rng([seed, 1])
     ev = tuple(torch.from_numpy(a) for a in draw(np.random.default_rng([seed, 2]),
@@ -132,6 +170,8 @@ def train(name: str, seed: int) -> dict:
         opt.step()
         sched.step()
     end = _eval_losses(net, ev, repeats)
+    for h in frozen:
+        h.remove()
     if hook is not None:
         hook.remove()
         fold_scale(net, z.attn0_scale)
@@ -159,10 +199,11 @@ def trained_folder(name: str, seed: int, root: Path | None = None) -> Path:
     z = RECIPES[name]
     res = train(name, int(seed))
     info = {"recipe_name": name, "seed": int(seed), "recipe": dataclasses.asdict(z.base),
-            "data": z.data, "attn0_scale": z.attn0_scale, "cpu_s": res["cpu_s"],
+            "data": z.data, "attn0_scale": z.attn0_scale, "const_head": z.const_head,
+            "cpu_s": res["cpu_s"],
             "start": res["start"], "end": res["end"], "ln_vocab": float(np.log(z.base.vocab))}
     return write_whole(folder, res["model"], info)
 
 
-__all__ = ["RECIPES", "ZooRecipe", "cache_root", "markov_batch", "markov_matrix", "train",
-           "trained_folder"]
+__all__ = ["RECIPES", "ZooRecipe", "cache_root", "markov_batch", "markov_matrix",
+           "plant_constant", "train", "trained_folder"]
