@@ -442,3 +442,43 @@ def test_quantized_null_keeps_the_plugin_failure_line(tmp_path, monkeypatch,
         "rmtbase: storage plugin 'fail_fmt' (rmtbase_failfmt:FMT, entry point group "
         "rmtbase.storages, distribution rmtbase-failfmt 0.1) was not loaded: TypeError: "
         "'not a record' is not a rmtbase.stats.storage.Storage record"), line
+
+
+RAISING_AXIS = textwrap.dedent('''
+    [project]
+    name = "rmtbase-raxis"
+    version = "0.1"
+
+    [project.entry-points."rmtbase.axes"]
+    raxis = "rmtbase_raxis:RAXIS"
+''')
+
+RAISING_AXIS_MODULE = textwrap.dedent('''
+    from rmtbase.extend import Axis
+
+    def _fn(ds):
+        raise KeyError("n_whatever")
+
+    RAXIS = Axis("raxis", "value", "m", "dataset", _fn, requires=("sigma_q",))
+''')
+
+
+@pytest.mark.slow
+def test_the_command_line_ends_a_failing_plugin_in_one_line_with_exit_2(tmp_path):
+    """``rmtbase score`` with an axis plugin that raises (every score computes every axis):
+    exit 2 and one line naming the plugin, no traceback."""
+    from test_plugins import _gpt2_as
+
+    root = _install(tmp_path / "site", RAISING_AXIS_MODULE, RAISING_AXIS, name="rmtbase_raxis")
+    model = _gpt2_as(tmp_path / "model", "gpt2")
+    env = {**_env(root), "RMTBASE_CACHE": str(tmp_path / "c")}
+    cmd = [sys.executable, "-m", "rmtbase", "score", model, "--stats", "spectral", "--draws",
+           "200", "--no-figures", "--quiet", "--out", str(tmp_path / "out")]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-1] == (
+        "rmtbase: error: axis plugin 'raxis' (rmtbase_raxis:RAXIS, entry point group rmtbase.axes, "
+        "distribution rmtbase-raxis 0.1): fn(scores) raised KeyError: 'n_whatever'"), \
+        run.stderr[-3000:]
+    assert not (tmp_path / "out").exists()  # nothing half-written
