@@ -403,8 +403,16 @@ def test_a_greedy_detector_never_overrides_a_shipped_format_or_a_float():
             assert detect_record(w) is None  # float weights stay float
         (line,) = [str(x.message) for x in got]
         assert line == ("rmtbase: storage plugin 'greedy' (test_plugin_contract) detected its "
-                        "format on weights whose blocks hold as many distinct values as entries "
+                        "format on weights whose 32-entry blocks mostly hold 32 distinct values "
                         "(float weights): not used; --quantized-null greedy forces it")
+        import ml_dtypes
+
+        bf16 = w.astype(ml_dtypes.bfloat16).astype(np.float32)  # some blocks repeat a value
+        with pytest.warns(PluginWarning, match="float weights.: not used"):
+            assert detect_record(bf16, storage="bfloat16") is None
+        odd = w[:, :72]  # a width no 32-block divides: the float check reads its whole blocks
+        with pytest.warns(PluginWarning, match="float weights.: not used"):
+            assert detect_record(odd) is None
         # three uneven levels (−0.015, 0.005, 0.025: no shipped layout's integer multiples of
         # one step) and few distinct values per block (not float): the plugin's, announced
         three = np.round(w / 0.02).clip(-1, 1).astype(np.float32) * np.float32(0.02)
