@@ -490,3 +490,19 @@ def test_the_command_line_ends_a_failing_plugin_in_one_line_with_exit_2(tmp_path
         "distribution rmtbase-raxis 0.1): fn(scores) raised KeyError: 'n_whatever'"), \
         run.stderr[-3000:]
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_a_null_plugin_that_failed_to_load_is_refused_by_name_with_its_line(tmp_path):
+    """``rmtbase score --null broken-null``: one warning line when the group loads, then the
+    refusal with the same text, exit 2, before any model is read."""
+    pyproject = ('[project]\nname = "rmtbase-broken2"\nversion = "0.1"\n\n'
+                 '[project.entry-points."rmtbase.nulls"]\nbroken-null = "rmtbase_broken2:Nope"\n')
+    root = _install(tmp_path / "site", "\n", pyproject, name="rmtbase_broken2")
+    run = subprocess.run([sys.executable, "-m", "rmtbase", "score", "--null", "broken-null"],
+                         env=_env(root), capture_output=True, text=True, timeout=300)
+    why = ("null plugin 'broken-null' (rmtbase_broken2:Nope, entry point group rmtbase.nulls, "
+           "distribution rmtbase-broken2 0.1) was not loaded: AttributeError: module "
+           "'rmtbase_broken2' has no attribute 'Nope'")
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert run.stderr.strip().splitlines()[-2:] == [
+        f"rmtbase: warning: {why}", f"rmtbase: error: argument --null: {why}"], run.stderr

@@ -37,7 +37,8 @@ def live_choice(names, registry=None):
         if text in names:
             return text
         what = f"invalid choice: {text!r} (choose from {', '.join(map(repr, names))})"
-        raise argparse.ArgumentTypeError(registry.unknown(text, what) if registry else what)
+        line = registry.unknown(text, what) if registry else what
+        raise argparse.ArgumentTypeError(line.removeprefix("rmtbase: "))
     choice.__name__ = "choice"
     return choice
 
