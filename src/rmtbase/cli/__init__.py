@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
         try:
             args._early(args)
         except RmtbaseError as exc:
-            message(f"rmtbase: error: {exc}", final=True)
+            message(f"rmtbase: error: {str(exc).removeprefix('rmtbase: ')}", final=True)
             return 2
     if _ready is not None:  # the executable: end of start-up (console_main)
         _ready(args)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
         check()  # an interrupt swallowed on its way up (under the executable's handler)
         return code
     except RmtbaseError as exc:
-        message(f"rmtbase: error: {exc}", final=True)
+        message(f"rmtbase: error: {str(exc).removeprefix('rmtbase: ')}", final=True)
         return 2
     except BrokenPipeError:
         raise  # stdout's reader went away: console_main ends quietly

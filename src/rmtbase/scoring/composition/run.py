@@ -32,8 +32,8 @@ _GAUSSIAN = GaussianNull()
 
 #: The process itself (Python, JAX's runtime and buffers, xarray, the reader), beyond what
 #: :func:`plan` counts: the peak RSS of ``benchmarks/composition.py`` at the LLaMA-3-8B shape
-#: exceeded the counted bytes by 0.55 GiB at 3 layers and 0.85 GiB at 32 (2026-11-26; the
-#: benchmark's own factor generation is part of the second).
+#: exceeded the counted bytes by 0.55 GiB at 3 layers and 0.85 GiB at 32 (the benchmark's own
+#: factor generation is part of the second).
 RUNTIME_BYTES = 600 * 2**20
 
 
