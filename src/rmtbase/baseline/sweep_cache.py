@@ -85,10 +85,13 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), dispatch=None, blocks_per
     from .block_jobs import BlockJobs, job_blocks
     from .limits import check_cells
     from .sweep import (
+        ClusterError,
         Dispatch,
         check_blocks_per_task,
+        check_scheduler,
         cluster_client,
         dispatch_of,
+        kept_blocks,
         require_distributed,
         run_jobs,
     )
@@ -107,6 +110,7 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), dispatch=None, blocks_per
     per = check_blocks_per_task(blocks_per_task)
     if where.client is None:
         require_distributed()
+    check_scheduler(where.scheduler)  # an address nothing answers at: one line before any work
     jobs, found = plan(cells, storages, resume=resume, **options)  # plan's defaults: the score's
     for spec, cell, _ in jobs.values():
         check_cells(spec, [cell], memory=where.scheduler is None and where.client is None)
@@ -129,11 +133,15 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), dispatch=None, blocks_per
 
     from functools import partial
 
-    with cluster_client(where.scheduler, where.workers, where.client) as c:
-        run_jobs(blocks, partial(job_blocks, specs), Dispatch(client=c, progress=where.progress),
-                 on_complete=write)
-        if then is not None:
-            then(c)
+    try:
+        with cluster_client(where.scheduler, where.workers, where.client) as c:
+            run_jobs(blocks, partial(job_blocks, specs),
+                     Dispatch(client=c, progress=where.progress), on_complete=write)
+            if then is not None:
+                then(c)
+    except ClusterError as exc:  # tables written stay; blocks of the others are kept
+        raise ClusterError(f"{exc}; {len(written)} null tables were written"
+                           f"{kept_blocks(*(s for _, _, s in jobs.values()))}") from None
     return {"written": written, "found": found}
 
 

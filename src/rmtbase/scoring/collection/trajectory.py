@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ...baseline.sweep import Dispatch, dispatch_of
+from ...baseline.sweep import ClusterError, Dispatch, check_scheduler, dispatch_of
 from ...errors import InputError
 from ...stats.gaussian_null import GaussianNull
 from ...stats.null_protocol import Null
@@ -151,6 +151,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     seed = int(options.get("seed", 0))
     here = workers is None and scheduler is None and client is None
     _check_dask_models(specs, here)
+    check_scheduler(scheduler)  # an address nothing answers at: one line before any work
     store = None if entries is None else EntryStore(entries, specs, options, x64,
                                                 (spectrum_draws, seed))
     runner = LocalRunner(specs, options, x64, progress, store) if here else \
@@ -165,6 +166,10 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                 say(progress, f"re-scoring {len(behind)} entries against the larger null "
                                "that another entry of the same shape needed")
                 results.update(run(sorted(behind), force=True, start=behind))
+    except ClusterError as exc:  # the entries that arrived are kept: the same call continues
+        kept = (f"; {store.wrote} finished entries are kept in {store.folder}: run the same "
+                "command again to continue" if store is not None and store.wrote else "")
+        raise ClusterError(f"{exc}{kept}") from None
     except KeyboardInterrupt:
         if store is not None and store.wrote:
             print(f"rmtbase: {store.wrote} finished entries are kept in {store.folder}; run the "
