@@ -171,9 +171,9 @@ def test_jax_cache_warnings_fold_into_the_one_cache_line(tmp_path, monkeypatch, 
     capsys.readouterr()
     with _executable_warnings():
         for name in _PROGRAMS:
-            warnings.warn(_JAX_WRITE.format(name), UserWarning)
+            warnings.warn(_JAX_WRITE.format(name), UserWarning, stacklevel=1)
         for name in _PROGRAMS[:4]:
-            warnings.warn(_JAX_READ.format(name), UserWarning)
+            warnings.warn(_JAX_READ.format(name), UserWarning, stacklevel=1)
         user_cache.unwritable(tmp_path / "cache",
                               PermissionError(errno.EACCES, "Permission denied"))
     err = capsys.readouterr().err.splitlines()
@@ -191,8 +191,8 @@ def test_other_jax_cache_failures_are_one_line_each_kind(tmp_path, monkeypatch, 
     capsys.readouterr()
     with _executable_warnings():
         for name in _PROGRAMS:
-            warnings.warn(_JAX_READ.format(name), UserWarning)
-        warnings.warn("something else", UserWarning)
+            warnings.warn(_JAX_READ.format(name), UserWarning, stacklevel=1)
+        warnings.warn("something else", UserWarning, stacklevel=1)
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2, err
     assert "ignoring unreadable entries of JAX's compiled-program cache" in err[0]
