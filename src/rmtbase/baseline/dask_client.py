@@ -92,13 +92,15 @@ def result(future):
     try:
         return future.result()
     except FutureCancelledError as exc:
-        why = "the connection was lost" if exc.reason == "scheduler-connection-lost" \
-            else f"its task was cancelled: {exc.reason}"
-        raise ClusterError(f"lost the Dask scheduler{at} ({why})") from None
+        if exc.reason == "scheduler-connection-lost":
+            raise ClusterError(f"lost the Dask scheduler{at} (the connection was lost)") from None
+        raise ClusterError(f"a task was cancelled on the Dask scheduler{at} ({exc.reason})"
+                           ) from None
     except CommClosedError:  # gone while the result was gathered
         raise ClusterError(f"lost the Dask scheduler{at} (the connection was lost)") from None
     except KilledWorker as exc:
-        task, tries = (exc.args + (None, None, None))[0], (exc.args + (None, None, None))[2]
+        args = (*exc.args, None, None, None)  # (task, last worker, allowed failures)
+        task, tries = args[0], args[2]
         times = f"{tries + 1} " if isinstance(tries, int) else ""
         raise ClusterError(f"Dask gave up on task {task} after {times}workers died running it "
                            "(Dask's workers' logs say why: often memory)") from None
