@@ -118,10 +118,8 @@ def sweep(d, d_h, *, dispatch: Dispatch | None = None, spec=None, blocks_per_tas
     from .block_jobs import BlockJobs, job_blocks
 
     jobs = BlockJobs({(0, *cell): (spec, cell, store) for cell in cells}, per)
-    try:
+    with keeping([store]):  # a lost cluster: the blocks that arrived are kept, and said
         n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}), where)
-    except ClusterError as exc:  # the blocks that arrived are kept: the same call continues
-        raise ClusterError(f"{exc}{kept_blocks(store)}") from None
     ds = assemble(spec, cells, {cell: jobs.draws((0, *cell)) for cell in cells})
     n_all = len(cells) * -(-spec.n_blocks() // per)
     ds.attrs["history"] = f"computed as {n_all} Dask tasks of up to {per} blocks" + (
@@ -144,6 +142,16 @@ def kept_blocks(*stores) -> str:
     where = stores[0].dir.parent
     return (f"; {n} finished blocks of 250 draws are kept in {where}: give the same command "
             "again to continue from them")
+
+
+@contextlib.contextmanager
+def keeping(stores, said=lambda: ""):
+    """A :class:`ClusterError` inside, raised again naming what the run kept: ``said()`` and the
+    finished blocks of ``stores`` (:func:`kept_blocks`), from which the same call continues."""
+    try:
+        yield
+    except ClusterError as exc:
+        raise ClusterError(f"{exc}{said()}{kept_blocks(*stores)}") from None
 
 
 def _run_tasks(tasks, fn, dispatch: Dispatch, take=None):
@@ -215,5 +223,5 @@ def network_sweep(d, depth, gain=1.0, *, dispatch: Dispatch | None = None,
 
 __all__ = ["DISPATCH_FIELDS", "INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "ClusterError",
            "Dispatch", "MissingDependency", "check_blocks_per_task", "check_scheduler",
-           "cluster_client", "completed", "dispatch_of", "kept_blocks", "network_sweep",
+           "cluster_client", "completed", "dispatch_of", "keeping", "kept_blocks", "network_sweep",
            "require_distributed", "result", "run_jobs", "sweep", "worker_env"]

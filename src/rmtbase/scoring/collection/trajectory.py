@@ -156,9 +156,22 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                                                 (spectrum_draws, seed))
     runner = LocalRunner(specs, options, x64, progress, store) if here else \
         DaskRunner(specs, options, x64, progress, store, workers, scheduler, client)
+    results = _run_all(runner, _shape_first(infos), store, progress)
+    # the Gaussian band only for a null whose band it is (an entry's own band is not kept)
+    scored = [add_band(results[i], spectrum_draws if null.gaussian_spectrum_band else 0, seed)
+              for i in range(len(specs))]
+    out = combine(scored, [s.label for s in specs], dim)
+    out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
+    return out
+
+
+def _run_all(runner, order, store, progress) -> dict:
+    """{entry: Dataset} of every entry, run in ``order`` by ``runner`` and re-scored where
+    another entry of its shape needed a larger null. What an interrupt or a lost Dask cluster
+    leaves is said: the finished entries in ``store``, which the same call continues from."""
     try:
         with runner as run:
-            results = run(_shape_first(infos))
+            results = run(order)
             for _ in range(MAX_ROUNDS):
                 behind = _behind(results)
                 if not behind:
@@ -166,21 +179,18 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                 say(progress, f"re-scoring {len(behind)} entries against the larger null "
                                "that another entry of the same shape needed")
                 results.update(run(sorted(behind), force=True, start=behind))
-    except ClusterError as exc:  # the entries that arrived are kept: the same call continues
-        kept = (f"; {store.wrote} finished entries are kept in {store.folder}: run the same "
-                "command again to continue" if store is not None and store.wrote else "")
-        raise ClusterError(f"{exc}{kept}") from None
+    except ClusterError as exc:
+        if store is not None and store.wrote:
+            raise ClusterError(f"{exc}; {store.wrote} finished entries are kept in "
+                               f"{store.folder}: run the same command again to continue"
+                               ) from None
+        raise
     except KeyboardInterrupt:
         if store is not None and store.wrote:
             print(f"rmtbase: {store.wrote} finished entries are kept in {store.folder}; run the "
                   "same command again to continue", file=sys.stderr, flush=True)
         raise
-    # the Gaussian band only for a null whose band it is (an entry's own band is not kept)
-    scored = [add_band(results[i], spectrum_draws if null.gaussian_spectrum_band else 0, seed)
-              for i in range(len(specs))]
-    out = combine(scored, [s.label for s in specs], dim)
-    out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
-    return out
+    return results
 
 
 def score_component_collection(models, *, revisions=None, labels=None, dim: str | None = None,
