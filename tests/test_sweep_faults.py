@@ -68,6 +68,7 @@ def test_sweep_to_a_scheduler_nowhere_is_one_line_before_any_work(tmp_path, caps
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # 20 s: building and reading the model (the sweep's case above is quick)
 def test_score_to_a_scheduler_nowhere_is_one_line_before_any_work(tmp_path, capsys, no_work):
     from _checkpoints import gpt2
 
