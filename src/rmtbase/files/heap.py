@@ -20,11 +20,9 @@ import functools
 def _malloc_trim():
     """glibc's ``malloc_trim`` as a ctypes function, or None where the C library lacks it."""
     import ctypes
-    import ctypes.util
 
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-        fn = libc.malloc_trim
+    try:  # the symbols the process has loaded: the C library's among them
+        fn = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError, TypeError):
         return None
     fn.argtypes = [ctypes.c_size_t]
