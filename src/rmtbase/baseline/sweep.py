@@ -137,7 +137,7 @@ def kept_blocks(*stores) -> str:
     a run that lost its cluster (nothing without a store: there is nothing to resume)."""
     stores = [s for s in stores if s is not None and s.enabled]
     if not stores:
-        return "; nothing was kept (no --out)"
+        return "; no finished blocks were kept to continue from"
     n = sum(s.blocks() for s in stores)
     where = stores[0].dir.parent
     return (f"; {n} finished blocks of 250 draws are kept in {where}: give the same command "
