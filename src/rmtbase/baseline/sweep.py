@@ -133,14 +133,17 @@ def sweep(d, d_h, *, dispatch: Dispatch | None = None, spec=None, blocks_per_tas
 
 
 def kept_blocks(*stores) -> str:
-    """``"; N finished blocks are kept …: run it again to continue"`` for the partial stores of
-    a run that lost its cluster (nothing without a store: there is nothing to resume)."""
+    """``"; N finished blocks of 250 draws are kept in FOLDER: give the same command again …"``
+    for the partial stores of a run that lost its cluster; without a store (no ``out``, or
+    ``resume=False``) that none were kept."""
+    from .tables import DRAW_BLOCK
+
     stores = [s for s in stores if s is not None and s.enabled]
     if not stores:
         return "; no finished blocks were kept to continue from"
     n = sum(s.blocks() for s in stores)
     where = stores[0].dir.parent
-    return (f"; {n} finished blocks of 250 draws are kept in {where}: give the same command "
+    return (f"; {n} finished blocks of {DRAW_BLOCK} draws are kept in {where}: give the same command "
             "again to continue from them")
 
 
