@@ -18,6 +18,7 @@ import xarray as xr
 from ..checks import MIN_NULL_DRAWS, check_int, check_probability, check_seed
 from ..decision.verdict import NOT_TESTED, score_values
 from ..errors import InputError, with_keywords
+from ..files.heap import gives_heap_back
 from ..stats.names import QUANTIZED_NULL, check_quantized_null  # noqa: F401 - re-exported
 from ..stats.null_protocol import Null
 from .description import default_label, null_description
@@ -66,6 +67,7 @@ def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
     return alpha, null
 
 
+@gives_heap_back
 def score_model(model=None, *, revision=None, settings: ScoreSettings | None = None,
                 allow_pickle=False, progress=True, circuit="qk", **options) -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the null.
