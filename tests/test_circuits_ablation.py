@@ -235,3 +235,19 @@ def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
         h.remove()
     assert got["loss_receivers_ablated"][0] == pytest.approx(want, rel=1e-4)
     assert abs(want - clean) > 1e-4  # the replacement changes the loss: the test has teeth
+
+
+def test_a_base_model_with_a_tied_head_gets_the_lm_heads_logits():
+    """rmtbase loads GGUF files and folders as base models: their logits are the final hidden
+    state times the (tied) input embedding, equal to the LM head's own."""
+    from rmtbase.circuits.output_loss import _logits
+
+    net = _gpt2()
+    ids = torch.from_numpy(repeated_sequences(net.config, n=6, batch=2, seed=1).ids)
+    with torch.no_grad():
+        want = net(input_ids=ids).logits
+        got = _logits(net.transformer, net.transformer(input_ids=ids))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    net.transformer.config.tie_word_embeddings = False
+    with torch.no_grad():
+        assert _logits(net.transformer, net.transformer(input_ids=ids)) is None

@@ -2,7 +2,10 @@
 can predict, clean, with the circuit's edges replaced by their counterfactual, and with its
 receivers' outputs replaced.
 
-Positions: query ``i`` whose next token is predictable by copying, i.e. some ``j < i`` has
+Logits: the model's own, or the final hidden state times the input embedding where the output
+head is tied to it (a base model as rmtbase loads it; without a soft-cap); NaN for a model whose
+untied output head was not loaded. Positions: query ``i`` whose next token is predictable by
+copying, i.e. some ``j < i`` has
 ``ids[j] = ids[i]`` and ``ids[j + 1] = ids[i + 1]`` (on repeated random tokens: the repeated
 half). Loss: the mean over those positions of ``−log p(ids[i + 1])`` (nats), per sequence, then
 mean and se over sequences.
@@ -71,10 +74,10 @@ def _loss(hm, ids, mask, changes) -> np.ndarray | None:
         x = torch.from_numpy(np.ascontiguousarray(ids))
         with torch.inference_mode():
             out = hm.net(input_ids=x, attention_mask=torch.ones_like(x))
+            logits = _logits(hm.net, out)
     finally:
         for h in handles:
             h.remove()
-    logits = getattr(out, "logits", None)
     if logits is None:
         return None
     lp = torch.log_softmax(logits[:, :-1].double(), -1)
@@ -82,6 +85,21 @@ def _loss(hm, ids, mask, changes) -> np.ndarray | None:
     m = mask[:, :-1]
     with np.errstate(invalid="ignore"):
         return np.where(m.any(1), (nll * m).sum(1) / np.maximum(m.sum(1), 1), np.nan)
+
+
+def _logits(net, out):
+    """The model's logits: its own, or for a base model (rmtbase loads GGUF files and folders
+    as base models) the final hidden state times the input embedding where the output head is
+    tied to it (``tie_word_embeddings``); None for an untied head that was not loaded."""
+    logits = getattr(out, "logits", None)
+    if logits is not None:
+        return logits
+    hidden = getattr(out, "last_hidden_state", None)
+    cfg = getattr(net, "config", None)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if hidden is None or not getattr(text, "tie_word_embeddings", False):
+        return None
+    return hidden.float() @ net.get_input_embeddings().weight.float().T
 
 
 def _share(run, layer, head, dz):

@@ -7,6 +7,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, with_keywords
+from ..files.heap import gives_heap_back
 from ..files.interrupts import deferred, fault_point
 from ..probe.threads import one_thread
 from ..progress import progress_bar, stage
@@ -338,6 +339,7 @@ def _check_lengths_spec(spec) -> None:
                          f"{spec!r}")
 
 
+@gives_heap_back
 def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = None,
                   **options) -> xr.Dataset:
     """Circuits of ``model`` (:mod:`.find` states the rule, :mod:`.table` the output).

@@ -27,6 +27,22 @@ def number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+def live_choice(names, registry=None):
+    """argparse type of an option whose choices are a live view of a registry (``names``,
+    :class:`rmtbase.registry.Names`): checked when given, so help loads no plugin (argparse
+    formats ``choices`` even under a metavar); a plugin that failed to load is refused with its
+    own line (``registry``'s :meth:`~rmtbase.registry.Registry.unknown`)."""
+
+    def choice(text: str) -> str:
+        if text in names:
+            return text
+        what = f"invalid choice: {text!r} (choose from {', '.join(map(repr, names))})"
+        line = registry.unknown(text, what) if registry else what
+        raise argparse.ArgumentTypeError(line.removeprefix("rmtbase: "))
+    choice.__name__ = "choice"
+    return choice
+
+
 #: ``--json`` of the analytic references: their numbers as one JSON object (:func:`emit`).
 JSON_OBJECT_HELP = "print a JSON object"
 
