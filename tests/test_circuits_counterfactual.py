@@ -856,3 +856,73 @@ def test_a_planted_constant_head_stays_constant_through_training():
     c = "transformer.h.0.attn.c_attn.weight"
     cols = [j * 16 + 12 + i for j in range(3) for i in range(4)]
     assert torch.equal(net.state_dict()[c][:, cols], before[c][:, cols])
+
+
+@needs_ablation
+@pytest.mark.slow  # trains mlp2 when not cached (~200 CPU-s), the search and the truth (~2 min)
+def test_find_circuits_on_a_trained_zoo_model_agrees_with_the_truth():
+    """mlp2 seed 0 (rmtbase.studies._circuit_zoo), the search's defaults on its own sequences,
+    the truth on independent ones (128 sequences at each receiver's length): every labelled
+    receiver's reported ``effect_causal`` (the default counterfactual) and, where measured,
+    the other counterfactual's effect, and each input's faithfulness of its confirmed
+    sources, within 4 combined se (``4 √(se_tool² + se_truth²)``, plus 0.01 for
+    faithfulness, whose se can be 0)."""
+    from test_circuits_patching import _composition
+
+    from rmtbase.circuits import find_circuits
+    from rmtbase.studies._circuit_zoo import trained_folder
+
+    folder = trained_folder("mlp2", 0)
+    sd, cfg = T.load(folder)
+    h = cfg["n_head"]
+    ds = find_circuits(str(folder), _composition(cfg["n_layer"], h), screen="exact",
+                       progress=False)
+    ab = str(ds.attrs["ablation"])
+    other = "resample" if ab == "mean" else "mean"
+    names = ("from", "to", "kind", "path", "metric", "label_to", "length_to", "confirmed",
+             "effect_causal", "effect_se", "effect_" + other, "faithfulness",
+             "faithfulness_se")
+    rows = [{v: ds[v].values[i] for v in names} for i in range(ds.sizes["candidate"])]
+    rows = [x for x in rows if str(x["label_to"]) != "none"]
+    assert rows, "no labelled receiver"
+    runs: dict = {}
+    bad = []
+    for x in rows:
+        rec, kind, n = _head(str(x["to"])), str(x["kind"]), int(x["length_to"])
+        stat = _stat({"metric": str(x["metric"])})
+        if n not in runs:
+            ids, pos = T.repeated_distinct(cfg["vocab_size"] - 1, n, 128, 1)
+            with torch.no_grad():
+                r = T.run(sd, ids, pos, h)
+            runs[n] = (r, {a: T.counterfactuals(r, a) for a in (ab, other)})
+        r, cfs = runs[n]
+        where = f"{x['from']} -> {x['to']} {kind} {x['path']}"
+        with torch.no_grad():
+            for col, a in (("effect_causal", ab), ("effect_" + other, other)):
+                got = float(x[col])
+                if not np.isfinite(got):
+                    continue
+                e, se = T.mean_se(T.effect_cf(sd, r, rec, [_head(str(x["from"]))],
+                                              str(x["path"]), (kind,), stat, n, h, cfs[a]))
+                tol = 4 * np.hypot(se, float(x["effect_se"]))
+                if abs(got - e) > tol:
+                    bad.append(f"{where} {col}: tool {got:.4f}, truth {e:.4f} (tol {tol:.4f})")
+    seen = set()
+    for x in rows:
+        key = (str(x["to"]), str(x["kind"]))
+        if key in seen or not np.isfinite(float(x["faithfulness"])):
+            continue
+        seen.add(key)
+        rec, kind, n = _head(key[0]), key[1], int(x["length_to"])
+        circ = sorted({_head(str(y["from"])) for y in rows
+                       if (str(y["to"]), str(y["kind"])) == key and bool(y["confirmed"])})
+        r, cfs = runs[n]
+        with torch.no_grad():
+            f, se = T.faithfulness(sd, r, rec, kind, _stat({"metric": str(x["metric"])}), n, h,
+                                   circ, cfs[ab])
+        tol = 4 * np.hypot(se, float(x["faithfulness_se"])) + 0.01
+        if abs(float(x["faithfulness"]) - f) > tol:
+            bad.append(f"{key} faithfulness of {[T.name(c) for c in circ]}: tool "
+                       f"{float(x['faithfulness']):.4f}, truth {f:.4f} (tol {tol:.4f})")
+    assert seen, "no faithfulness reported"
+    assert not bad, "\n".join(bad)
