@@ -480,11 +480,11 @@ def receiver_table(sd, cfg, receiver, statistic: str, n: int, n_seq=128, seed=0,
 
 
 def truth(folder, lengths=None, n_seq=128, seed=0,
-          receivers_labels=tuple(lab for lab, _ in SPECIFIC)):
+          receivers_labels=tuple(lab for lab, _ in SPECIFIC), ablation: str = "zero"):
     """The truth table of a trained folder: labels of every head (:func:`head_labels`) and,
     per receiver after layer 0 whose label is in ``receivers_labels`` (default: the specific
-    labels), :func:`receiver_table` at its label length (other sequences than the labels':
-    seed + 1)."""
+    labels), :func:`receiver_table` under ``ablation`` at its label length (other sequences
+    than the labels': seed + 1)."""
     sd, cfg = load(folder)
     v = cfg["vocab_size"] - 1
     lengths = default_lengths(cfg, v) if lengths is None else list(lengths)
@@ -493,7 +493,7 @@ def truth(folder, lengths=None, n_seq=128, seed=0,
     for (li, hi), lab in labels.items():
         if li >= 1 and lab["label"] in receivers_labels:
             recs[(li, hi)] = receiver_table(sd, cfg, (li, hi), lab["statistic"], lab["length"],
-                                            n_seq, seed + 1)
+                                            n_seq, seed + 1, ablation)
     return {"labels": labels, "receivers": recs, "lengths": lengths}
 
 
