@@ -260,11 +260,14 @@ def _generating(key, start: int, directory) -> str:
     """The line saying which null table is drawn (draws ``start`` on), and where it is kept."""
     from ..files.user_cache import said_unwritable, writable
 
+    from .draw_cost import cpu_time, growth_seconds
+
     kept = ("kept in memory" if said_unwritable() or not writable(directory)
             else f"cached in {directory} for next time")
     draws = f"draws {start} to {key.min_draws}" if start else f"{key.min_draws} draws"
+    cost = cpu_time(growth_seconds(key.d, key.d_h, key.stats, start, key.min_draws))
     return (f"rmtbase: generating the null table d={key.d}, d_h={key.d_h}, {key.stats} "
-            f"statistics, {key.storage.name} storage, {draws} ({kept})")
+            f"statistics, {key.storage.name} storage, {draws} ({cost} estimated; {kept})")
 
 
 def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_DRAWS, seed: int = 0,
