@@ -259,7 +259,6 @@ def _shorter_entries(key: TableKey) -> list[dict]:
 def _generating(key, start: int, directory) -> str:
     """The line saying which null table is drawn (draws ``start`` on), and where it is kept."""
     from ..files.user_cache import said_unwritable, writable
-
     from .draw_cost import cpu_time, growth_seconds
 
     kept = ("kept in memory" if said_unwritable() or not writable(directory)
