@@ -36,11 +36,15 @@ from pathlib import Path
 VANISHED = object()
 
 
+#: The keys of a cached file's index entry that its rungs share (every key but the draws), with
+#: the value an entry that lacks one has.
+REQUEST_KEYS = {"ensemble": None, "d": None, "d_h": None, "stats": None, "seed": None,
+                "dtype": None, "storage": "float32", "draws_version": 1, "format": None}
+
+
 def request_of(entry: dict) -> tuple:
-    """Every key of a cached file's index entry but its draws: what its rungs share."""
-    return (entry["ensemble"], entry["d"], entry["d_h"], entry["stats"], entry["seed"],
-            entry["dtype"], entry.get("storage", "float32"), entry.get("draws_version", 1),
-            entry["format"])
+    """:data:`REQUEST_KEYS` of a cached file's index entry: what its rungs share."""
+    return tuple(entry.get(k, default) for k, default in REQUEST_KEYS.items())
 
 
 def rungs(entries: list[dict]) -> dict[tuple, list[dict]]:
@@ -117,4 +121,4 @@ def keep_largest(entries: list[dict], written: Path) -> None:
                 _unlink(Path(e["file"]))
 
 
-__all__ = ["VANISHED", "compact", "keep_largest", "read_cached", "request_of", "rungs"]
+__all__ = ["REQUEST_KEYS", "VANISHED", "compact", "keep_largest", "read_cached", "request_of", "rungs"]
