@@ -17,13 +17,13 @@ an open file, the rung stays and the next use removes it). A reader that listed 
 a rung was removed and then finds it gone looks again (:data:`VANISHED`) instead of reporting
 damage.
 
-Compaction. A cache left with several rungs of a request (by an earlier rmtbase, which kept every
-rung, or a run killed between the rename and the unlink) is compacted on the request's first use
-(:func:`compact`): the largest rung that passes its checksum and name check is kept and the rest
-removed; a rung that fails is reported and removed (:func:`rmtbase.files.user_cache.damaged`),
-one that is not trusted (:mod:`rmtbase.files.cache_trust`) is skipped and left alone.
-Nothing is removed before a larger rung has been verified, so a failed compaction never loses the
-only good table. Two processes compacting at once converge: each keeps the largest, and removing a
+Compaction. A cache holding several rungs of a request (written by another version of rmtbase, by
+a sweep, or left by a run killed between the rename and the unlink) is compacted on the request's
+first use (:func:`compact`): the largest rung that passes its checksum and name check is kept and
+the rest removed; a rung that fails is reported and removed
+(:func:`rmtbase.files.user_cache.damaged`), one that is not trusted
+(:mod:`rmtbase.files.cache_trust`) is skipped and left alone. Nothing is removed before a larger
+rung has been verified, so a failed compaction never loses the only good table. Two processes compacting at once converge: each keeps the largest, and removing a
 name already gone is not an error."""
 
 from __future__ import annotations
