@@ -68,3 +68,43 @@ def test_the_generating_line_says_the_step_cost(tmp_path, monkeypatch, capsys):
     assert ("generating the null table d=16, d_h=4, spectral statistics, float32 storage, "
             "250 draws (≈ 1 CPU-s estimated; cached in") in err, err
     forget()
+
+
+def test_the_spectral_growth_plan_is_said_once_before_the_first_extension(monkeypatch, capsys):
+    """extend_spectral says the plan line (range and estimated cost) before a reference's first
+    extension only; each look still says its own step. The decision machinery is replaced by
+    a rule that keeps every head open (what is tested is what is said, not when to grow)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from rmtbase.scoring.heads import spectral_extension as X
+    from rmtbase.scoring.heads import stopping_text
+
+    class Ref:
+        rows = slice(None)
+        cells = SimpleNamespace(d=4096, d_h=128)
+        storage = "bfloat16"
+        spectral_ref = {"q.rms": np.zeros(4000)}
+
+        def can_extend(self):
+            return True
+
+        def extend(self, names, n):
+            self.spectral_ref = {"q.rms": np.zeros(n)}
+            return n
+
+    monkeypatch.setattr(X, "unsettled", lambda *a, **k: np.ones((1, 2), dtype=bool))
+    monkeypatch.setattr(X, "reference_groups", lambda refs: [])
+    monkeypatch.setattr(stopping_text, "tail_counts", lambda *a: None)
+    how = SimpleNamespace(max_draws=None, alpha=0.05, unreliable=(), progress=True)
+    ref, said = Ref(), set()
+    capsys.readouterr()
+    for _ in range(2):
+        assert X.extend_spectral([ref], ["qk.npr"], {}, None, how, 100_000, 15, said) == (
+            True, False)
+    err = capsys.readouterr().err
+    plan = C.growth_line(4096, 128, "spectral", "float32", 4000, 100_000)
+    assert err.count("rmtbase: growing the") == 1 and plan in err, err
+    assert err.index(plan) < err.index("extending the spectral null to 6000")
+    assert "extending the spectral null to 8000" in err
