@@ -66,6 +66,10 @@ BENCHMARKS = {
         "interrupt_moments", "Interrupts",
         "Ctrl-C at random moments of rmtbase circuits: clean ends and SIGINT-to-exit",
         ("--tries", "2")),
+    "big_shapes": Benchmark(
+        "big_shapes", "Big shapes, cold and warm",
+        "a cold score against its warm one at the 7-8B shapes, untrained and planted "
+        "(--small: a shape that fits a 2-core machine)"),
     "composition_gemma_shape": Benchmark(
         "composition_gemma_shape", "A d_h = 256 model, cold",
         "a cold score --composition --probe of a Gemma-3-270M shape against SmolLM2's"),

@@ -192,10 +192,10 @@ def table_bytes(n_values: int, itemsize: int = 4) -> int:
     return int(n_values) * int(itemsize) + 2**20
 
 
-def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
+def write_table(ds: xr.Dataset, path, *, replace: str = "table", mode: int = 0o666) -> Path:
     """Write ``ds`` to netCDF4 at ``path`` atomically (read back before the rename); one-line
     :class:`TableError` on failure, ``path`` left as it was. ``replace``: see
-    :func:`check_output_file`."""
+    :func:`check_output_file`; ``mode``: the file's permissions, less the umask."""
     from ..files.checksum import CHECKSUM_ATTR
 
     size = table_bytes(sum(v.size for v in ds.data_vars.values()), 8)
@@ -214,7 +214,7 @@ def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
         fault_point("write:verified")
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, mode & ~umask)
 
     try:
         write_atomic(path, fill)  # under deferred: an interrupt inside HDF5 would hang

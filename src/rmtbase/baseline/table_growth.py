@@ -4,12 +4,14 @@ Draw ``i`` of a table depends on (seed, d, d_h, i) only and block ``b`` of
 :data:`~rmtbase.baseline.table_spec.DRAW_BLOCK` draws is drawn by itself
 (:mod:`rmtbase.baseline.tables`), so the ``n``-draw table is its first whole blocks from a
 shorter table of the same request followed by the blocks after them. :func:`held_table` finds the
-largest shorter table of a request — in the user cache (checksum verified) or kept in memory where
+largest shorter table of a request — in the user cache (checksum verified, trusted) or kept in memory where
 the cache cannot be written — drawn by this program (backend, JAX, PRNG, sampler, key
 derivation); :func:`grown_table` draws only the blocks after its whole ones and gives the table a
 fresh draw gives, value for value and attribute for attribute (``creation_time`` aside)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -33,9 +35,9 @@ def held_table(key, entries):
     kept in memory) with at least one whole block, drawn by this program; a damaged file is
     reported and removed. None where none serves."""
     from ..errors import TableError
+    from ..files.cache_trust import UntrustedCache
     from ..files.user_cache import damaged
-    from .table_check import verify_table
-    from .table_file import read_table
+    from .cache_rungs import read_cached
     from .table_spec import DRAW_BLOCK
 
     spec = key.spec()
@@ -45,10 +47,12 @@ def held_table(key, entries):
             ds = entry["table"]
         else:
             try:
-                ds = read_table(entry["file"], checksum=True)
-                verify_table(ds, entry, entry["file"])
+                ds = read_cached(entry)
+            except UntrustedCache:  # another user's: said once by read_cached, left alone
+                continue
             except TableError as exc:
-                damaged(entry["file"], str(exc).removeprefix(f"{entry['file']} "), "table")
+                if os.path.lexists(entry["file"]):  # not one another process just removed
+                    damaged(entry["file"], str(exc).removeprefix(f"{entry['file']} "), "table")
                 continue
         if _same_program(ds, spec, (key.d, key.d_h)):
             return ds

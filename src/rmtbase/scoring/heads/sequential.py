@@ -57,8 +57,9 @@ def decide(refs, values, tested, how: Decision) -> Decided:
         return Decided(grow_joint(refs, values, ds, how), tested, values, undefined)
     cap = MAX_DRAWS if how.max_draws is None else int(how.max_draws)
     n_looks = looks(min(g.spectral_ref["q.rms"].size for g in refs), cap)
+    said: set = set()  # references whose growth plan (and its cost) was said
     while True:
-        grown, settled = extend_spectral(refs, names, values, ds, how, cap, n_looks)
+        grown, settled = extend_spectral(refs, names, values, ds, how, cap, n_looks, said)
         if not grown:
             break
         ds = verdict(refs, values, how)

@@ -53,8 +53,10 @@ def _why_tail(g, ds, values, names, refs, alpha) -> str | None:
             f"null draws of {', '.join(thin)}")
 
 
-def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks):
-    """One look: extend every reference that needs it; returns (grown, settled)."""
+def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks, said=None):
+    """One look: extend every reference that needs it; returns (grown, settled). ``said``: the
+    references whose growth plan was already said (a set this adds to; the plan line, with its
+    estimated cost, is said before a reference's first extension)."""
     from ...progress import message
     from .stopping_text import tail_counts
 
@@ -77,6 +79,12 @@ def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks):
             continue
         n_next = next_size(have, cap)
         if how.progress:
+            if said is not None and id(g) not in said:
+                from ...baseline.draw_cost import growth_line
+
+                said.add(id(g))
+                # float storages share the float32 spectral null (fast_spectral)
+                message(growth_line(g.cells.d, g.cells.d_h, "spectral", "float32", have, cap))
             where = "" if len(refs) == 1 else f" ({g.storage} layers)"
             message(f"rmtbase: {why}; extending the spectral null{where} to {n_next}")
         got = g.extend(names, n_next)

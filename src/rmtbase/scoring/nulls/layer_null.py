@@ -78,11 +78,18 @@ def layer_null(storage, detected, quantized_null):
     return est, null_storage, unmatched
 
 
+#: Table attributes that say when and by which rmtbase release a file was made, not what its
+#: draws are: left out of an output, whose attributes then never depend on the cache's history
+#: (a cold run and a warm one give the same file).
+MAKING_ATTRS = frozenset({"creation_time", "created", "history", "rmtbase_version"})
+
+
 def baseline_attrs(nulls, layer_ids) -> dict:
-    """``baseline_<attr>`` from the tables' attrs: a shared value as is; differing numbers by their
-    minimum, text as "value (layers ...)"; Python scalars either way."""
+    """``baseline_<attr>`` from the tables' attrs but :data:`MAKING_ATTRS`: a shared value as is;
+    differing numbers by their minimum, text as "value (layers ...)"; Python scalars either way."""
     out = {}
-    keys = list(dict.fromkeys(k for g in nulls for k in g.table.attrs))
+    keys = [k for k in dict.fromkeys(k for g in nulls for k in g.table.attrs)
+            if k not in MAKING_ATTRS]
     for k in keys:
         vals = [g.table.attrs.get(k) for g in nulls]
         if not all(isinstance(v, str | int | float | np.integer | np.floating) for v in vals):

@@ -112,6 +112,7 @@ def grow_joint(refs, values, ds, how: Decision):
     from ...progress import message
     from . import joint as J
 
+    said = set()  # references whose growth plan (and its cost) was said
     while (how.max_draws is None and "head_p_value" in ds
            and any(J.can_grow(g) for g in refs)):
         lo, hi = _joint_bounds(refs, ds, len(J.SCHEDULE) + 1, how)
@@ -121,7 +122,14 @@ def grow_joint(refs, values, ds, how: Decision):
             rows = slice(None) if g.rows is None else g.rows
             if not (J.can_grow(g) and open_heads[rows].any()):
                 continue
-            n_next = J.next_size(np.asarray(g.joint["q.rms"]).size)
+            have = np.asarray(g.joint["q.rms"]).size
+            n_next = J.next_size(have)
+            if how.progress and id(g) not in said:
+                from ...baseline.draw_cost import growth_line
+
+                said.add(id(g))
+                message(growth_line(g.cells.d, g.cells.d_h, g.cells.kind, str(g.storage), have,
+                                    J.JOINT_DRAWS))
             if how.progress:
                 message(f"rmtbase: {int(open_heads[rows].sum())} head(s) could change their "
                         f"decision with more joint null draws; drawing {n_next}")
