@@ -738,8 +738,6 @@ def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ab
 
 @needs_ablation
 @pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
-@pytest.mark.xfail(reason="find_circuits loads a folder as a base model (GPT2Model); an "
-                   "untied LM head is then lost and the output losses are NaN", strict=False)
 def test_output_losses_of_a_saved_folder_equal_the_truth(tmp_path_factory):
     """As above with the model given as its saved folder (what ``rmtbase circuits`` does); the
     planted model's LM head is not tied to its embedding (as in the trained zoo's)."""

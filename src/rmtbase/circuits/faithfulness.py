@@ -17,7 +17,8 @@ less per set. R's ``κ`` input reads the resulting residual at
 
 ``faithfulness_empty`` is ``F`` with nothing kept (every earlier head counterfactual): the floor
 a circuit is read against. With every earlier head kept ``F = 1`` exactly. A confirmed source
-``c`` is **idle** when ``|F(C) − F(C ∖ {c})| < se(C)``: the circuit does as well without it.
+``c`` is **idle** when ``|F(C) − F(C ∖ {c})| < se(C)`` (or is 0): the circuit does as well
+without it. An input with no confirmed source has the empty circuit: ``F`` is its floor.
 Resample averages the per-sequence values over its pairings first. MIB scores circuits by the
 same ratio (Mueller et al. 2025, arXiv:2504.13151); Wang et al. 2022 (arXiv:2211.00593) measure
 a circuit with everything else mean-ablated."""
@@ -77,20 +78,25 @@ def _ratio(run, rec, kind, values):
 
 def measure(run, rec, kind: str, circuit, *, mlps: bool) -> dict:
     """``{faithfulness, faithfulness_se, faithfulness_empty, idle: {source: bool}}`` of
-    receiver ``rec`` = (layer, head, statistic), input ``kind`` and ``circuit`` ((m, s) pairs);
-    NaN for an unlabelled receiver's q or k (no behaviour to keep)."""
+    receiver ``rec`` = (layer, head, statistic), input ``kind`` and ``circuit`` ((m, s) pairs;
+    empty: faithfulness is its floor); NaN for an unlabelled receiver's q or k (no behaviour to
+    keep). ``idle`` also where removing a source changes nothing at all (``se`` 0)."""
     circuit = sorted({(int(m), int(s)) for m, s in circuit})
     nan = {"faithfulness": np.nan, "faithfulness_se": np.nan, "faithfulness_empty": np.nan,
            "idle": {}}
     if kind != "v" and rec[2] is None:
         return nan
+    f0, se0 = _ratio(run, rec, kind, _values(run, rec, kind, [], mlps))
+    if not circuit:  # nothing confirmed: the circuit is empty, its faithfulness the floor
+        return {"faithfulness": f0, "faithfulness_se": se0, "faithfulness_empty": f0,
+                "idle": {}}
     f, se = _ratio(run, rec, kind, _values(run, rec, kind, circuit, mlps))
-    f0, _ = _ratio(run, rec, kind, _values(run, rec, kind, [], mlps))
     idle = {}
     for c in circuit:
         rest = [x for x in circuit if x != c]
         fc, _ = _ratio(run, rec, kind, _values(run, rec, kind, rest, mlps))
-        idle[c] = bool(np.isfinite(fc) and np.isfinite(se) and abs(f - fc) < se)
+        idle[c] = bool(np.isfinite(fc) and np.isfinite(se)
+                       and (abs(f - fc) < se or f == fc))
     return {"faithfulness": f, "faithfulness_se": se, "faithfulness_empty": f0, "idle": idle}
 
 
@@ -100,7 +106,7 @@ def apply(run, rec, rows: list[dict], *, mlps: bool) -> None:
     for kind in ("q", "k", "v"):
         mine = [r for r in rows if r["kind"] == kind]
         circuit = {(r["layer_from"], r["head_from"]) for r in mine if r["confirmed"]}
-        got = (measure(run, rec, kind, circuit, mlps=mlps) if circuit and mine and
+        got = (measure(run, rec, kind, circuit, mlps=mlps) if mine and
                mine[0]["metric"] != TV else None)
         for r in mine:
             r["faithfulness"] = np.nan if got is None else got["faithfulness"]

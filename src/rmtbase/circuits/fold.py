@@ -20,7 +20,6 @@ re-applied to the patched residual (``exact`` True)."""
 
 from __future__ import annotations
 
-
 #: Bytes of counterfactual changes ``Δ`` a fold keeps for its layer's receivers and kinds.
 DELTA_CACHE_BYTES = 256 * 2**20
 

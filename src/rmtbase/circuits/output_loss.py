@@ -2,9 +2,10 @@
 can predict, clean, with the circuit's edges replaced by their counterfactual, and with its
 receivers' outputs replaced.
 
-Logits: the model's own, or the final hidden state times the input embedding where the output
-head is tied to it (a base model as rmtbase loads it; without a soft-cap); NaN for a model whose
-untied output head was not loaded. Positions: query ``i`` whose next token is predictable by
+Logits: the model's own, or for a base model as rmtbase loads it the final hidden state times
+its output head: the input embedding where the head is tied to it, else the head's weight read
+from the folder's safetensors or the GGUF file (without a final soft-cap); NaN where none is
+found. Positions: query ``i`` whose next token is predictable by
 copying, i.e. some ``j < i`` has
 ``ids[j] = ids[i]`` and ``ids[j + 1] = ids[i + 1]`` (on repeated random tokens: the repeated
 half). Loss: the mean over those positions of ``−log p(ids[i + 1])`` (nats), per sequence, then
@@ -18,11 +19,14 @@ the same loss would measure their part in someone else's circuit, and their fait
 counterfactual's pairings, :mod:`.counterfactual`):
 
 - ``loss_clean``: the model as it is;
-- ``loss_circuit_ablated``: each receiver R's output recomputed with its ``κ`` input (q, k, v)
-  read from the residual in which the sources confirmed for (R, κ) are counterfactual
-  (everything else as in :mod:`.faithfulness`, from the clean run), and the change of R's output
-  injected into its layer's attention output; the rest of the model runs on it;
-- ``loss_receivers_ablated``: every receiver's own output replaced by its counterfactual.
+- ``loss_circuit_ablated``: each receiver R's output set to the one recomputed with its ``κ``
+  input (q, k, v) read from the clean residual in which the sources confirmed for (R, κ), on
+  any path, are counterfactual (as in :mod:`.faithfulness`); the rest of the model runs on it;
+- ``loss_receivers_ablated``: every receiver's output set to its counterfactual (the mean of
+  its clean outputs at each position, another sequence's, or zero).
+
+Outputs are set at the input of the layer's output projection, so a later receiver gets the
+set value whatever the earlier ones changed.
 
 A circuit that carries the behaviour raises the loss about as much as removing its receivers
 does; an idle one leaves it at ``loss_clean`` (the number a paper quotes: Olsson et al. 2022,
@@ -52,25 +56,26 @@ def predictable(ids) -> np.ndarray:
     return out
 
 
-def _loss(hm, ids, mask, changes) -> np.ndarray | None:
-    """Per sequence mean next-token loss at ``mask`` with ``changes`` {layer: (N, T, d)}
-    subtracted from those layers' attention outputs; None where the model gives no logits."""
+def _loss(hm, ids, mask, replace) -> np.ndarray | None:
+    """Per sequence mean next-token loss at ``mask`` with the heads in ``replace`` {layer:
+    {head: z (N, T, d_h)}} set to those outputs (a pre-hook on the layer's output projection,
+    whose input is the heads' outputs side by side); None where the model gives no logits."""
     import torch
 
     handles = []
 
     def hook(j):
-        def run(_mod, _args, output):
-            first = output[0] if isinstance(output, tuple) else output
-            new = first - changes[j].to(first.dtype)
-            return (new, *output[1:]) if isinstance(output, tuple) else new
+        def run(_mod, args):
+            z = args[0]
+            zz = z.reshape(*z.shape[:-1], hm.n_heads, hm.head_dim).clone()
+            for h, new in replace[j].items():
+                zz[..., h, :] = new.to(zz.dtype)
+            return (zz.reshape(z.shape), *args[1:])
         return run
 
-    f = getattr(hm, "contribution_module", None)
     try:
-        for j in changes:
-            mod = f(j) if f is not None else hm.attention(j)
-            handles.append(mod.register_forward_hook(hook(j)))
+        for j in replace:
+            handles.append(hm.output_projection(j).register_forward_pre_hook(hook(j)))
         x = torch.from_numpy(np.ascontiguousarray(ids))
         with torch.inference_mode():
             out = hm.net(input_ids=x, attention_mask=torch.ones_like(x))
@@ -95,25 +100,48 @@ def _logits(net, out):
     if logits is not None:
         return logits
     hidden = getattr(out, "last_hidden_state", None)
+    if hidden is None:
+        return None
+    head = getattr(net, OUTPUT_HEAD, None)
+    if head is not None:
+        return hidden.float() @ head.float().T
     cfg = getattr(net, "config", None)
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    if hidden is None or not getattr(text, "tie_word_embeddings", False):
+    if not getattr(text, "tie_word_embeddings", False):
         return None
     return hidden.float() @ net.get_input_embeddings().weight.float().T
 
 
-def _share(run, layer, head, dz):
-    """The attention-output change of head (layer, head) whose ``u = z r`` changes by ``dz``."""
-    import torch
-
-    scale = None if run.cap.scale is None else run.cap.scale[layer]
-    one = None if scale is None else torch.ones_like(scale)
-    return run.hm.source_contribution(layer, head, dz, scale=one).float()
+#: Attribute of a base model holding its untied output head's weight ``(V, d)``, read from
+#: its files (:func:`attach_output_head`; the GGUF reader sets it too).
+OUTPUT_HEAD = "rmtbase_output_head"
+#: Names of an untied output head's weight in a folder's safetensors.
+HEAD_NAMES = ("lm_head.weight", "embed_out.weight")
 
 
-def _u(run, layer, head, z):
-    scale = None if run.cap.scale is None else run.cap.scale[layer]
-    return z if scale is None else z * scale.float()
+def attach_output_head(net, model) -> None:
+    """Give a base model loaded from the folder ``model`` its untied output head's weight
+    (:data:`HEAD_NAMES` in its safetensors files) as :data:`OUTPUT_HEAD`; nothing where the
+    model has logits, a tied head, the attribute already, or no such tensor."""
+    from pathlib import Path
+
+    if hasattr(net, "lm_head") or getattr(net, OUTPUT_HEAD, None) is not None:
+        return
+    cfg = getattr(net, "config", None)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if getattr(text, "tie_word_embeddings", False) or not isinstance(model, (str, Path)):
+        return
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        return
+    from safetensors import safe_open
+
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            for name in HEAD_NAMES:
+                if name in st.keys():
+                    setattr(net, OUTPUT_HEAD, st.get_tensor(name).float())
+                    return
 
 
 def _patched_output(run, rec, edges, how):
@@ -167,11 +195,9 @@ def losses(run, circuit: dict) -> dict:
         for (li, hi), edges in circuit.items():
             z = run.cap.z[li][:, :, hi, :].float()
             with torch.inference_mode():
-                dz_edges = _u(run, li, hi, z - _patched_output(run, (li, hi), edges, how))
-                u = _u(run, li, hi, z)
-                dz_recv = u if how is None else how[0].delta(u, how[1])
-                edge[li] = edge.get(li, 0) + _share(run, li, hi, dz_edges)
-                recv[li] = recv.get(li, 0) + _share(run, li, hi, dz_recv)
+                edge.setdefault(li, {})[hi] = _patched_output(run, (li, hi), edges, how)
+                recv.setdefault(li, {})[hi] = (torch.zeros_like(z) if how is None
+                                               else z - how[0].delta(z, how[1]))
         cut.append(_loss(hm, seqs.ids, mask, edge))
         gone.append(_loss(hm, seqs.ids, mask, recv))
 
@@ -234,4 +260,5 @@ def add_circuit_losses(ds, rows, labels, runs, length_of, progress) -> None:
         ds[k] = ("circuit", arr, {"long_name": ln, "units": "nats" if "loss" in k else "1"})
 
 
-__all__ = ["LABELS", "add_circuit_losses", "losses", "predictable"]
+__all__ = ["HEAD_NAMES", "LABELS", "OUTPUT_HEAD", "add_circuit_losses", "attach_output_head",
+           "losses", "predictable"]

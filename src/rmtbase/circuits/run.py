@@ -104,6 +104,9 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
 
     sequences, seed, k, progress = opts.sequences, opts.seed, opts.k, opts.progress
     net, tok, name = load_model(model, tokenizer=sequences == "text")
+    from .output_loss import attach_output_head
+
+    attach_output_head(net, model)
     hm = HeadModel(net)
     check_composition(hm, composition)
     if sequences is None:

@@ -72,7 +72,8 @@ VARIABLES = {
     "joint_se": ("standard error of joint_effect over sequences", "1"),
     "faithfulness": ("the receiver's behaviour with only its confirmed sources on this input "
                      "kept and every other earlier head counterfactual (MLPs recomputed), over "
-                     "the clean behaviour; v: 1 - the output change; NaN: unlabelled", "1"),
+                     "the clean behaviour; v: 1 - the output change; no source confirmed: the floor; "
+                     "NaN: unlabelled", "1"),
     "faithfulness_se": ("standard error of faithfulness over sequences (delta method)", "1"),
     "faithfulness_empty": ("faithfulness with no source kept: the floor", "1"),
     "idle": ("confirmed, but removing it from its circuit changes faithfulness by less than "

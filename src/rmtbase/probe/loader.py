@@ -236,7 +236,12 @@ def from_gguf(path: Path):
     if missing or unexpected:
         raise ModelError(f"{path.name}: GGUF tensors do not fit the model "
                          f"({len(missing)} missing, {len(unexpected)} unexpected)")
-    return net.base_model
+    base = net.base_model
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if "lm_head.weight" in tensors and not getattr(text, "tie_word_embeddings", False):
+        # an untied output head, kept as a plain tensor for the circuit search's output loss
+        base.rmtbase_output_head = net.lm_head.weight.detach()
+    return base
 
 
 __all__ = ["TOKENIZER_FILES", "Loaded", "check_finite_weights", "from_gguf",
