@@ -1,10 +1,11 @@
 """The null's text is parsed once, where it enters, and passed on as the value (issue 50 step 1:
 "the null is re-parsed at 9 call sites").
 
-Where text enters: the CLI's ``--null`` (:func:`rmtbase.cli.score_checks.checked`), the public
-``score_model(null=...)`` / ``score_collection`` / ``score_delta`` (one check,
-``rmtbase.scoring.score._check_options``), the public ``composition(null=...)`` (issue 58:
-the CLI hands it the parsed value, as it does the score), and a file's ``null_kind``
+Where text enters: the settings records (``ScoreSettings`` and ``CompositionSettings`` parse
+it when built, :mod:`rmtbase.scoring.settings`): the CLI's ``--null`` builds the record
+(:func:`rmtbase.cli.score_checks.checked`), the public ``score_model(null=...)`` /
+``score_collection`` / ``score_delta`` / ``composition(null=...)`` build one from their
+keywords; and a file's ``null_kind``
 attribute (``rmtbase.scoring.collection.trajectory`` and the composition report, through the registry
 of nulls). Everything below takes the
 :class:`~rmtbase.stats.null_kind.Null` (``in_family``, ``check_element_draws``,
@@ -23,9 +24,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 
 #: The places that parse the null's text, with how many times (this list may only shrink).
 #: decision/verdict.py: score_values_by_layer's ``null_kind``, left to its owner.
-PARSES = {"cli/score_checks.py": 1, "scoring/score.py": 1, "scoring/collection/trajectory.py": 1,
-          "decision/verdict.py": 1, "scoring/composition/run.py": 1,
-          "report/composition_report.py": 1}
+PARSES = {"scoring/settings.py": 2, "scoring/collection/trajectory.py": 1,
+          "decision/verdict.py": 1, "report/composition_report.py": 1}
 
 
 def test_the_null_is_parsed_only_where_its_text_enters():
@@ -50,7 +50,7 @@ def test_cli_passes_the_parsed_null(monkeypatch, tmp_path):
         pass
 
     def fake_score_model(*args, **kw):
-        raise Seen(kw["null"])
+        raise Seen(kw["settings"].null)
 
     monkeypatch.setattr("rmtbase.scoring.score.score_model", fake_score_model)
     with pytest.raises(Seen) as exc:

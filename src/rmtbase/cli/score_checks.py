@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from ..checks import MIN_NULL_DRAWS
 from ..errors import InputError
-from ..stats.null_protocol import Null
 from ..stats.null_registry import REGISTRY
 from . import model_args
 
@@ -25,6 +24,8 @@ class Plan:
     components: list | None
     probe_text: str | None
     null: object
+    #: The checked :class:`~rmtbase.scoring.settings.ScoreSettings` of the score.
+    settings: object = None
     #: --composition --probe: :func:`rmtbase.cli._circuits.check`'s answer, else None.
     circuits: dict | None = None
     #: The model loaded once by the circuit search for the text probe too (cli/_circuits).
@@ -108,9 +109,13 @@ def early(args: argparse.Namespace) -> None:
 def checked(args: argparse.Namespace) -> Plan:
     """Every option check, before any work (tables above; then what needs the models: a
     probe's tokenizer, --composition, local paths, --ov's tensors, --out, --components)."""
+    from ..scoring.settings import ScoreSettings
+
     _refuse(_VALUE_RULES, args)
-    null = args.null = Null.parse(args.null)  # once: the checks below read the value, and
-    #  args.null is the value from here on (composition takes it too)
+    settings = ScoreSettings(stats=args.stats, draws=args.draws, alpha=args.alpha,
+                             seed=args.seed, null=args.null, quantized_null=args.quantized_null,
+                             max_draws=args.max_draws, element_draws=args.element_draws)
+    null = args.null = settings.null  # parsed once, by the record; the value from here on
     if null.needs_element_draws(args.stats):
         from ..scoring.nulls.checks import check_element_draws
 
@@ -119,7 +124,7 @@ def checked(args: argparse.Namespace) -> Plan:
     models = model_args.expand_models(args.model or [])
     revisions = model_args.revisions(args.revision)
     several = len(models) > 1 or (revisions is not None and len(revisions) > 1)
-    plan = Plan(models, revisions, several, None, None, null)
+    plan = Plan(models, revisions, several, None, None, null, settings)
     _refuse(_PLAN_RULES[:2], args, plan)
     plan.components = components_arg(args, null)
     plan.probe_text = probe_text(args, several)

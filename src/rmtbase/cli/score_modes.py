@@ -25,7 +25,9 @@ class Scored:
 
 
 def options(args, null) -> dict:
-    """The scoring options every mode passes on; ``null``: the parsed --null (:attr:`Plan.null`)."""
+    """A collection's scoring keywords (its entries are keyed by them,
+    :func:`rmtbase.scoring.collection.entries.entry_key`); ``null``: the parsed --null
+    (:attr:`Plan.null`). One model is scored with :attr:`Plan.settings` instead."""
     return dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
                 allow_pickle=args.allow_pickle, null=null,
                 quantized_null=args.quantized_null, max_draws=args.max_draws,
@@ -85,11 +87,9 @@ def delta(args, plan: Plan, show) -> Scored:
     from ..report.tables import anomaly_table
     from ..scoring.matrices.delta import score_delta
 
-    opts = options(args, plan.null)
-    opts.pop("null")
-    allow = opts.pop("allow_pickle")
-    ds = score_delta(plan.models[0], args.base, revision=plan.revision, allow_pickle=allow,
-                     progress=not args.quiet, **opts)
+    ds = score_delta(plan.models[0], args.base, revision=plan.revision,
+                     allow_pickle=args.allow_pickle, settings=plan.settings,
+                     progress=not args.quiet)
     written = _write(ds, args)
     show(anomaly_table(ds, args.top))
     return Scored(ds, None, written)
@@ -103,10 +103,10 @@ def _score_one(args, plan: Plan):
         from ..scoring.ov import score_circuits
 
         ds = score_circuits(plan.model, revision=plan.revision, progress=not args.quiet,
-                            **options(args, plan.null))
+                            settings=plan.settings, allow_pickle=args.allow_pickle)
     else:
         ds = score_model(plan.model, revision=plan.revision, progress=not args.quiet,
-                         **options(args, plan.null))
+                         settings=plan.settings, allow_pickle=args.allow_pickle)
     extras = directions(ds, plan.model, plan.revision, args) if args.directions else None
     if args.composition:  # with --probe also the circuit search (cli/_circuits)
         from . import _circuits

@@ -18,14 +18,12 @@ import numpy as np
 import xarray as xr
 
 from ..._version import __version__
-from ...checks import MIN_NULL_DRAWS, check_probability, check_seed
 from ...decision.family import HISTOGRAM, in_family
 from ...decision.scale import scaling
 from ...decision.score_dataset import SCORE_VARS
 from ...decision.significance import benjamini_hochberg
 from ...decision.verdict import score_values
-from ...errors import InputError, check_draws, with_keywords
-from ...stats.names import QUANTIZED_NULL
+from ...errors import with_keywords
 from ..nulls.checks import undefined_under_null
 from ..settings import ComponentSettings
 from .cells import _Cell, _read
@@ -191,17 +189,10 @@ def score_components(model=None, *, components="all", revision=None,
     from ..description import default_label, model_label
     from ..measures.qk_elements import scoring_threads
 
-    s = with_keywords(ComponentSettings, settings, options, "score_components")
-    draws, alpha, seed, quantized_null, threads = (s.draws, s.alpha, s.seed, s.quantized_null,
-                                                   s.threads)
-    alpha = check_probability("alpha", alpha)
-    draws = DEFAULT_DRAWS if draws is None else draws
-    check_draws(draws, MIN_NULL_DRAWS)  # the omnibus calibration of each matrix's p
-    check_seed(seed)
+    s = with_keywords(ComponentSettings, settings, options, "score_components")  # checked
+    alpha, seed, quantized_null, threads = s.alpha, s.seed, s.quantized_null, s.threads
+    draws = DEFAULT_DRAWS if s.draws is None else s.draws
     check_matrix_null_size(draws)  # before any weight is read
-    if quantized_null not in QUANTIZED_NULL:
-        raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
-                         f"got {quantized_null!r}")
     label = None
     if model is None:
         model, label = default_model_path(), default_label()
