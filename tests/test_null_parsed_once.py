@@ -72,12 +72,13 @@ def test_an_entry_key_names_the_null_by_its_spelling():
     assert key(GaussianNull()) != key(PermutationNull())
 
 
-def test_cli_composition_gets_the_parsed_null(monkeypatch, tmp_path):
-    """``--composition`` is handed the same value as the score (it used to get the raw
-    ``args.null`` text, issue 58)."""
-    from types import SimpleNamespace
-
-    from rmtbase.cli.score_extras import composition_extras
+def test_cli_composition_gets_the_parsed_null(monkeypatch):
+    """``--composition`` is handed the score's null value itself (it used to get the raw
+    ``args.null`` text, issue 58): the CLI's request carries it to the composition."""
+    from rmtbase.cli import build_parser
+    from rmtbase.cli.score_checks import Plan, request_of
+    from rmtbase.pipeline.run import Prepared, _composition
+    from rmtbase.scoring.settings import ScoreSettings
 
     seen = {}
 
@@ -86,8 +87,9 @@ def test_cli_composition_gets_the_parsed_null(monkeypatch, tmp_path):
         raise RuntimeError("stop")
 
     monkeypatch.setattr("rmtbase.scoring.composition.run.composition", fake_composition)
-    args = SimpleNamespace(seed=0, alpha=0.05, allow_pickle=False, null=PermutationNull(),
-                           draws=None, no_figures=True, quiet=True)
+    args = build_parser().parse_args(["score", "m", "--null", "permutation", "--composition"])
+    settings = ScoreSettings(null=args.null)
+    plan = Plan(["m"], None, False, None, False, settings.null, settings)
     with pytest.raises(RuntimeError, match="stop"):
-        composition_extras("m", None, args)
-    assert seen["null"] == PermutationNull()
+        _composition(request_of(args, plan), Prepared(), progress=False)
+    assert seen["settings"].null is settings.null == PermutationNull()
