@@ -103,8 +103,10 @@ def early(args: argparse.Namespace) -> None:
 
 
 def checked(args: argparse.Namespace) -> Plan:
-    """Every option check, before any work (tables above; then what needs the models: a
-    probe's tokenizer, --composition, local paths, --ov's tensors, --out, --components)."""
+    """Every option check, before any work: the tables above, the score's settings record,
+    --sort-by, --components, --probe; then local paths, one model's request and its
+    preconditions (:func:`rmtbase.pipeline.check_request`: the circuit search's, the probe's,
+    finite weights, --composition's, --ov's tensors), --out and the --components' matrices."""
     from ..scoring.settings import ScoreSettings
 
     _refuse(_VALUE_RULES, args)
