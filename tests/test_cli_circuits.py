@@ -1,4 +1,4 @@
-"""``rmtbase score MODEL --composition --probe`` (rmtbase.cli._circuits; issue 55 item 3): the
+"""``rmtbase score MODEL --composition --probe`` (rmtbase.pipeline; issue 55 item 3): the
 composition, the circuit search (labels, path patching) and a first screen that leads with what
 was found — terminal, summary.txt, report.html and --json carry it, circuits.nc is written
 beside composition.nc, and the flags are checked before any work."""
@@ -152,7 +152,6 @@ def test_context_feeds_every_output():
     import xarray as xr
     from test_composition_report import _random_composition
 
-    from rmtbase.cli._circuits import json_fields
     from rmtbase.report.circuit_context import context
     from rmtbase.report.composition_figure import composition_json
     from rmtbase.report.composition_report import section_of, summary_lead
@@ -162,8 +161,7 @@ def test_context_feeds_every_output():
     assert ctx["patched"] and ctx["labels"][(2, 1)] == "induction"
     assert ctx["found"][0].startswith("induction head L2H1 · K direct: L0H1 (previous-token) "
                                       "supports +0.4 ± 0.01 [weights rank 1")
-    fields = json_fields(ctx)
-    assert len(fields["circuits"]) == 3 and CIRCUIT_KEYS <= set(fields["circuits"][0])
+    assert len(ctx["circuits"]) == 3 and CIRCUIT_KEYS <= set(ctx["circuits"][0])
     first = composition_json(comp, ctx["circuits"])["standing"][0]
     assert (first["kind"], first["from"], first["to"], first["confirmed"]) == \
         ("k", "L0H1", "L2H1", True)
@@ -182,10 +180,10 @@ def test_context_feeds_every_output():
     assert "kind_<wbr>to" in html2 and "<td>concentrated</td><td>symmetric</td>" in html2
     import xarray as xr
 
-    from rmtbase.cli._circuits import with_labels
+    from rmtbase.pipeline.labels import with_labels
 
     score = xr.Dataset(coords={"layer": np.arange(3), "head": np.arange(2)})
-    labelled = with_labels(score, ctx)
+    labelled = with_labels(score, ctx["labels"])
     assert labelled["head_label"].values.tolist() == [["none", "previous-token"],
                                                       ["none", "none"], ["none", "induction"]]
     assert "head_label" not in score

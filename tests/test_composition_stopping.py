@@ -197,16 +197,13 @@ def test_interrupt_is_honoured_between_chunks(monkeypatch):
 def test_plan_counts_the_null_draws(tiny, capsys):
     """The plan line states the null draws' work (12 d_h³ FLOPs a composition draw, 10 d_h³ a
     shared-key overlap draw, 16 d_h³ a distinct-key one)."""
-    from argparse import Namespace
-
-    from rmtbase.cli.score_checks import check_composition
+    from rmtbase.pipeline.checks import check_composition
     from rmtbase.scoring.composition.run import check_model
-    from rmtbase.stats.gaussian_null import GaussianNull
+    from rmtbase.scoring.settings import CompositionSettings
 
     pl = check_model(tiny, draws=18_000)
     assert pl["null_flops"] == (12 + 16) * 16**3 * 18_000 and pl["null_draws"] == 18_000
-    args = Namespace(base=None, quiet=False, draws=None, allow_pickle=False)
-    check_composition([tiny], [None], args, False, GaussianNull())
+    check_composition(tiny, None, CompositionSettings(), False, quiet=False)
     line = [x for x in capsys.readouterr().err.splitlines() if "composition:" in x]
     assert "of them the null draws, at most 18,000 a null" in line[0]
 

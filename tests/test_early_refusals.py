@@ -127,8 +127,8 @@ def test_probe_memory_is_checked_before_the_score(tmp_path, capsys, monkeypatch,
 def test_the_checks_pass_a_complete_file(no_tokenizer, tmp_path):
     """The controls: a file with V/O passes the --ov check, one with a tokenizer the probe's
     tokenizer check (so neither check refuses everything)."""
-    from rmtbase.cli.score_checks import check_ov
     from rmtbase.models.gguf import check_gguf_tokenizer
+    from rmtbase.scoring.ov import check_ov
 
     check_ov(str(no_tokenizer), None, False)
     check_gguf_tokenizer(_with_tokenizer(tmp_path / "tok.gguf"))

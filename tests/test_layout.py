@@ -8,7 +8,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 
 #: Each part and its level: a module may import its own part or a part of a lower level
-#: (``docs/contract.md``, ``shared/design.md``: cli → studies → report → scoring →
+#: (``docs/contract.md``, ``shared/design.md``: cli → studies → report → pipeline → scoring →
 #: decision/baseline/models/probe → ensembles/stats → analytic → plumbing).
 LEVEL = {
     "errors": 0, "_version": 0, "files": 0, "progress": 0, "_library_bars": 0, "_matmul": 0,
@@ -19,6 +19,7 @@ LEVEL = {
     "scoring": 4,
     "circuits": 4.5,  # issue 55: reads probe/, models/, scoring/; report/ may read it
     "extend": 4.6,  # the plugins' public face: re-exports stats, models, decision, scoring
+    "pipeline": 4.7,  # the score pipeline as one call: reads scoring/, circuits/, probe/
     "report": 5,
     "studies": 6,
     "cli": 7, "_entry": 8, "__main__": 9, "__init__": 10,

@@ -1,10 +1,11 @@
 """The null's text is parsed once, where it enters, and passed on as the value (issue 50 step 1:
 "the null is re-parsed at 9 call sites").
 
-Where text enters: the CLI's ``--null`` (:func:`rmtbase.cli.score_checks.checked`), the public
-``score_model(null=...)`` / ``score_collection`` / ``score_delta`` (one check,
-``rmtbase.scoring.score._check_options``), the public ``composition(null=...)`` (issue 58:
-the CLI hands it the parsed value, as it does the score), and a file's ``null_kind``
+Where text enters: the settings records (``ScoreSettings`` and ``CompositionSettings`` parse
+it when built, :mod:`rmtbase.scoring.settings`): the CLI's ``--null`` builds the record
+(:func:`rmtbase.cli.score_checks.checked`), the public ``score_model(null=...)`` /
+``score_collection`` / ``score_delta`` / ``composition(null=...)`` build one from their
+keywords; and a file's ``null_kind``
 attribute (``rmtbase.scoring.collection.trajectory`` and the composition report, through the registry
 of nulls). Everything below takes the
 :class:`~rmtbase.stats.null_kind.Null` (``in_family``, ``check_element_draws``,
@@ -23,9 +24,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "rmtbase"
 
 #: The places that parse the null's text, with how many times (this list may only shrink).
 #: decision/verdict.py: score_values_by_layer's ``null_kind``, left to its owner.
-PARSES = {"cli/score_checks.py": 1, "scoring/score.py": 1, "scoring/collection/trajectory.py": 1,
-          "decision/verdict.py": 1, "scoring/composition/run.py": 1,
-          "report/composition_report.py": 1}
+PARSES = {"scoring/settings.py": 2, "scoring/collection/trajectory.py": 1,
+          "decision/verdict.py": 1, "report/composition_report.py": 1}
 
 
 def test_the_null_is_parsed_only_where_its_text_enters():
@@ -50,7 +50,7 @@ def test_cli_passes_the_parsed_null(monkeypatch, tmp_path):
         pass
 
     def fake_score_model(*args, **kw):
-        raise Seen(kw["null"])
+        raise Seen(kw["settings"].null)
 
     monkeypatch.setattr("rmtbase.scoring.score.score_model", fake_score_model)
     with pytest.raises(Seen) as exc:
@@ -72,12 +72,13 @@ def test_an_entry_key_names_the_null_by_its_spelling():
     assert key(GaussianNull()) != key(PermutationNull())
 
 
-def test_cli_composition_gets_the_parsed_null(monkeypatch, tmp_path):
-    """``--composition`` is handed the same value as the score (it used to get the raw
-    ``args.null`` text, issue 58)."""
-    from types import SimpleNamespace
-
-    from rmtbase.cli.score_extras import composition_extras
+def test_cli_composition_gets_the_parsed_null(monkeypatch):
+    """``--composition`` is handed the score's null value itself (it used to get the raw
+    ``args.null`` text, issue 58): the CLI's request carries it to the composition."""
+    from rmtbase.cli import build_parser
+    from rmtbase.cli.score_checks import Plan, request_of
+    from rmtbase.pipeline.run import Prepared, _composition
+    from rmtbase.scoring.settings import ScoreSettings
 
     seen = {}
 
@@ -86,8 +87,9 @@ def test_cli_composition_gets_the_parsed_null(monkeypatch, tmp_path):
         raise RuntimeError("stop")
 
     monkeypatch.setattr("rmtbase.scoring.composition.run.composition", fake_composition)
-    args = SimpleNamespace(seed=0, alpha=0.05, allow_pickle=False, null=PermutationNull(),
-                           draws=None, no_figures=True, quiet=True)
+    args = build_parser().parse_args(["score", "m", "--null", "permutation", "--composition"])
+    settings = ScoreSettings(null=args.null)
+    plan = Plan(["m"], None, False, None, False, settings.null, settings)
     with pytest.raises(RuntimeError, match="stop"):
-        composition_extras("m", None, args)
-    assert seen["null"] == PermutationNull()
+        _composition(request_of(args, plan), Prepared(), progress=False)
+    assert seen["settings"].null is settings.null == PermutationNull()

@@ -262,7 +262,6 @@ def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_regi
     storage registered after rmtbase.scoring.score was imported is accepted by
     ``quantized_null=``; the CLI's --null and --quantized-null choices list the plugins, and
     --sort-by the axes (checked against the --stats the axis needs)."""
-    import rmtbase.scoring.score as score
     from rmtbase.cli import build_parser
     from rmtbase.cli.score_checks import _check_sort_by
     from rmtbase.decision.axes import REGISTRY as AXES
@@ -270,6 +269,7 @@ def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_regi
     from rmtbase.models import SUPPORTED
     from rmtbase.report.profile_figures import SCALES
     from rmtbase.scoring.profile.axes import AXES as PROFILE_AXES
+    from rmtbase.scoring.settings import ScoreSettings
     from rmtbase.stats.null_kind import NULLS, Null
     from rmtbase.stats.spectral import SPECTRAL_STATS
     from rmtbase.stats.statistic import statistic
@@ -289,7 +289,7 @@ def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_regi
     assert storage_record("toy_t3p").block == 32
     assert "toygpt" in SUPPORTED
     assert statistic("qk.top_share").name == "top_share" and SPECTRAL_STATS[-1] == "top_share"
-    _, null = score._check_options(0.05, None, "toy-null", "toy_t3p", None, 200)
+    null = ScoreSettings(null="toy-null", quantized_null="toy_t3p").null
     assert null.name == "toy-null"
     args = build_parser().parse_args(["score", "m", "--null", "toy-null", "--quantized-null",
                                       "toy_t3p"])
@@ -363,19 +363,21 @@ def test_a_plugin_statistic_is_derived_from_a_stored_table(tmp_path, monkeypatch
 
 
 def test_a_storage_registered_after_import_can_be_forced():
-    """``quantized_null=`` reads the registry when called: a format registered after
-    rmtbase.scoring.score (and rmtbase.scoring.matrices.components) were imported is accepted."""
+    """``quantized_null=`` reads the registry when a settings record is built: a format
+    registered after rmtbase.scoring (its records) was imported is accepted."""
     import rmtbase.scoring.matrices.components  # noqa: F401 - imported before the format exists
-    import rmtbase.scoring.score as score
     from rmtbase.errors import InputError
+    from rmtbase.scoring.settings import ComponentSettings, ScoreSettings
+    from rmtbase.stats.names import QUANTIZED_NULL
     from rmtbase.stats.storage import Storage, register, unregister
 
     with pytest.raises(InputError, match="quantized_null must be one of"):
-        score._check_options(0.05, None, "gaussian", "late_fmt", None, 200)
+        ScoreSettings(quantized_null="late_fmt")
     register(Storage("late_fmt", "block", lambda x, r: x, block=32))
     try:
-        _, null = score._check_options(0.05, None, "gaussian", "late_fmt", None, 200)
-        assert null.name == "gaussian" and "late_fmt" in score.QUANTIZED_NULL
+        null = ScoreSettings(quantized_null="late_fmt").null
+        assert null.name == "gaussian" and "late_fmt" in QUANTIZED_NULL
+        assert ComponentSettings(quantized_null="late_fmt").quantized_null == "late_fmt"
     finally:
         unregister("late_fmt")
-    assert "late_fmt" not in score.QUANTIZED_NULL
+    assert "late_fmt" not in QUANTIZED_NULL

@@ -96,8 +96,8 @@ def test_the_score_reads_each_layer_against_its_records_null(monkeypatch):
     ds, profiles = _heads()
     read = SimpleNamespace(profiles=profiles, null_records=[storage_record(s) for s in LAYERS])
     ref = SimpleNamespace(profile_null=lambda: GAUSSIAN_AXES)
-    opts = SimpleNamespace(alpha=0.05, seed=0, progress=False, start=NullStart())
-    pipeline._add_profile(ds, read, [ref], opts, 64, 16)
+    opts = SimpleNamespace(alpha=0.05, seed=0, null_start=NullStart())
+    pipeline._add_profile(ds, read, [ref], opts, 64, 16, progress=False)
     rows = [r for r, _ in seen["nulls"]]
     assert rows == [[0, 2, 3], [1]]
     sizes = dict(p.split(": ") for p in ds.attrs["profile_null_draws"].split(", "))

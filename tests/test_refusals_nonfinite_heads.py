@@ -69,7 +69,7 @@ def test_composition_probe_names_the_head_before_the_score(tmp_path, capsys, no_
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_folders_name_the_head(tmp_path, dtype):
-    from rmtbase.cli.score_checks import check_finite_model
+    from rmtbase.models.finite import check_finite_model
 
     folder = _gpt2(tmp_path / dtype, _inf_v_l1h1, dtype)
     with pytest.raises(ModelError, match=r"^head L1H1 \(W_O or W_V\) of .* non-finite") as info:
@@ -78,7 +78,7 @@ def test_half_precision_folders_name_the_head(tmp_path, dtype):
 
 
 def test_an_mlp_tensor_is_named_as_a_tensor(tmp_path):
-    from rmtbase.cli.score_checks import check_finite_model
+    from rmtbase.models.finite import check_finite_model
 
     def nan_mlp(model):
         model.transformer.h[0].mlp.c_fc.weight[0, 0] = float("nan")
@@ -95,7 +95,7 @@ def test_a_gguf_names_the_head_in_every_storage(tmp_path, qtype):
     pytest.importorskip("gguf")
     import _gguf
 
-    from rmtbase.cli.score_checks import check_finite_model
+    from rmtbase.models.finite import check_finite_model
 
     rng = np.random.default_rng(0)
     layers = [{p: rng.normal(0.0, 0.02, size=(D, D)) for p in "qkvo"} for _ in range(2)]
@@ -115,7 +115,7 @@ def test_pickled_weights_are_checked_before_the_score(tmp_path):
     without reading it (the NaN was found only by the probe's loader, after the score)."""
     import torch
 
-    from rmtbase.cli.score_checks import check_finite_model
+    from rmtbase.models.finite import check_finite_model
 
     def nan_mlp(model):
         model.transformer.h[1].mlp.c_proj.weight[2, 2] = float("nan")

@@ -44,13 +44,13 @@ def _planted():
 
 
 def _options(monkeypatch, call):
-    """The :class:`rmtbase.scoring.heads.pipeline.Options` ``call()`` hands to the pipeline."""
+    """The :class:`ScoreSettings` ``call()`` hands to the pipeline."""
     import rmtbase.scoring.score as S
 
     got = []
 
-    def fake(info, layers, opts, label=None):
-        got.append(opts)
+    def fake(info, layers, s, label=None, *, progress=True, unreliable=()):
+        got.append(s)
         raise _Stop
 
     monkeypatch.setattr(S, "score", fake)
@@ -74,6 +74,9 @@ def test_score_heads_record_equals_keywords(monkeypatch):
     assert by_kw == by_record == mixed
     assert (by_kw.kind, by_kw.draws, by_kw.alpha, by_kw.seed, by_kw.max_draws) == \
         ("spectral", 300, 0.1, 7, 900)
+    record = ScoreSettings(**kw)  # handed on as it is: not re-packed, not checked again
+    assert _options(monkeypatch, lambda: score_heads(info, layers, progress=False,
+                                                     settings=record)) is record
     with pytest.raises(TypeError, match="score_heads"):
         score_heads(info, layers, drawz=300)
 

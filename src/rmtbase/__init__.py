@@ -11,7 +11,7 @@ from ._version import __version__
 
 _SUBMODULES = {
     "analytic", "ensembles", "stats", "baseline", "models", "decision", "scoring", "report",
-    "files", "extend",
+    "files", "extend", "pipeline",
     "plot", "studies", "errors", "depth",
 }
 # Top-level functions and settings records, resolved lazily: name -> (module, attribute).
@@ -21,6 +21,8 @@ _FUNCTIONS = {
     "ScoreSettings": ("rmtbase.scoring.settings", "ScoreSettings"),
     "CompositionSettings": ("rmtbase.scoring.settings", "CompositionSettings"),
     "write_report": ("rmtbase.report.write", "write_report"),
+    "run_score": ("rmtbase.pipeline.run", "run_score"),
+    "ScoreRequest": ("rmtbase.pipeline.run", "ScoreRequest"),
 }
 
 __all__ = ["__version__", *sorted(_SUBMODULES), *sorted(_FUNCTIONS)]

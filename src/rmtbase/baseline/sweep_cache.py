@@ -13,19 +13,19 @@ import os
 from pathlib import Path
 
 from ..errors import InputError, check_keywords
+from .cache import TABLE_DRAWS
 
-#: Fewest draws of the spectral reference of an all-statistics score
-#: (``max(draws, 1000)`` in :meth:`rmtbase.scoring.heads.reference.TableReference.start_spectral`).
-SPECTRAL_REFERENCE_DRAWS = 1000
+#: Fewest draws of the spectral reference of an all-statistics score: a table's default
+#: (``max(draws, SPECTRAL_REFERENCE_DRAWS)`` in
+#: :meth:`rmtbase.scoring.heads.reference.TableReference.start_spectral`).
+SPECTRAL_REFERENCE_DRAWS = TABLE_DRAWS
 #: :func:`sweep_into_cache`'s keywords for the tables (besides the dispatch's).
 CACHE_KEYWORDS = ("stats", "draws", "seed", "chunk_size")
 
 
 def default_draws() -> int:
-    """Draws of a score's table when it gives none: ``null_table``'s ``min_draws`` default."""
-    from .cache import null_table
-
-    return int(null_table.__kwdefaults__["min_draws"])
+    """Draws of a score's table when it gives none (:data:`~rmtbase.baseline.cache.TABLE_DRAWS`)."""
+    return TABLE_DRAWS
 
 
 def score_requests(stats: str = "all", draws: int | None = None,

@@ -28,7 +28,13 @@ DTYPES = ("float32", "float64")
 @dataclasses.dataclass(frozen=True)
 class TableSpec:
     """Everything but (d, d_h) that fixes a table's numbers; the storage as its record
-    (:class:`rmtbase.stats.storage.Storage`, looked up once by :func:`make_spec`)."""
+    (:class:`rmtbase.stats.storage.Storage`, looked up once by :func:`make_spec`).
+
+    ``draws``: a table made on its own (``rmtbase baseline``, ``rmtbase sweep``,
+    :func:`rmtbase.baseline.tables.baseline`) has 2,000 by default, the size of the shipped
+    tables (``src/rmtbase/data/*-n2000-*``), because nothing grows it afterwards; a score asks
+    for at least :data:`rmtbase.baseline.cache.TABLE_DRAWS` and grows its null itself where a
+    decision is open (:mod:`rmtbase.scoring.stopping`)."""
 
     ensemble: str = "lowrank"
     stats: str = "all"
@@ -42,44 +48,56 @@ class TableSpec:
     x64: bool = False
     storage: Storage = FLOAT32
 
+    def __post_init__(self):
+        """Checked when built (one-line :class:`InputError`); the ensemble's alias resolved,
+        the storage held as its record, ``x64`` read from ``dtype``."""
+        put = object.__setattr__
+        put(self, "ensemble", check_ensemble(self.ensemble))
+        if self.stats not in STAT_SETS:
+            raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {self.stats!r}")
+        put(self, "draws", check_draws(self.draws))
+        put(self, "seed", check_seed(self.seed))
+        put(self, "sigma_q", check_sigma(self.sigma_q, "sigma_q"))
+        put(self, "sigma_k", check_sigma(self.sigma_k, "sigma_k"))
+        depth = self.depth
+        if self.ensemble == "residual":
+            if depth is None or isinstance(depth, bool) \
+                    or not isinstance(depth, int | np.integer) or depth < 1:
+                raise InputError(f"the residual ensemble needs an integer depth >= 1, got "
+                                 f"{depth!r}")
+            put(self, "depth", int(depth))
+        elif depth is not None:
+            raise InputError(f"depth applies only to the residual ensemble, not "
+                             f"{self.ensemble!r}")
+        if self.dtype not in DTYPES:
+            raise InputError(f"dtype must be float32 or float64, got {self.dtype!r}")
+        put(self, "x64", self.dtype == "float64")
+        cs = self.chunk_size
+        if cs is not None and (not isinstance(cs, int | np.integer) or cs < 1):
+            raise InputError(f"chunk_size must be a positive integer, got {cs!r}")
+        put(self, "storage", storage_record(self.storage))  # the name looked up once, here
+
     def n_blocks(self) -> int:
         return -(-self.draws // DRAW_BLOCK)
 
 
-def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank", draws=2000, seed=0,
-              stats="all", depth=None, dtype="float32", chunk_size=None,
-              storage="float32") -> TableSpec:
-    """Validate options into a :class:`TableSpec` (one-line :class:`InputError` on bad input)."""
+def make_spec(*, sigma=None, sigma_q=None, sigma_k=None, ensemble="lowrank",
+              draws=TableSpec.draws, seed=0, stats="all", depth=None, dtype="float32",
+              chunk_size=None, storage="float32") -> TableSpec:
+    """A :class:`TableSpec` from options (it checks itself): ``sigma`` sets both σ (not with
+    ``sigma_q``/``sigma_k``; None: 1), ``dtype`` any NumPy spelling of float32 or float64."""
     if sigma is not None and (sigma_q is not None or sigma_k is not None):
         raise InputError("give either sigma or sigma_q/sigma_k, not both")
     if sigma is not None:
         sigma_q = sigma_k = check_sigma(sigma, "sigma")
-    sigma_q = 1.0 if sigma_q is None else check_sigma(sigma_q, "sigma_q")
-    sigma_k = 1.0 if sigma_k is None else check_sigma(sigma_k, "sigma_k")
-    ensemble = check_ensemble(ensemble)
-    if stats not in STAT_SETS:
-        raise InputError(f"stats must be one of {', '.join(STAT_SETS)}, got {stats!r}")
-    check_draws(draws)
-    check_seed(seed)
-    if ensemble == "residual":
-        if depth is None or isinstance(depth, bool) or not isinstance(depth, int | np.integer) \
-                or depth < 1:
-            raise InputError(f"the residual ensemble needs an integer depth >= 1, got {depth!r}")
-    elif depth is not None:
-        raise InputError(f"depth applies only to the residual ensemble, not {ensemble!r}")
     try:
         dtype = np.dtype(dtype).name if dtype is not None else "float32"
     except TypeError:
         raise InputError(f"dtype must be float32 or float64, got {dtype!r}") from None
-    if dtype not in DTYPES:
-        raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
-    x64 = dtype == "float64"
-    if chunk_size is not None and (not isinstance(chunk_size, int | np.integer) or chunk_size < 1):
-        raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    storage = storage_record(storage)  # the name looked up once, here
-    return TableSpec(ensemble=ensemble, stats=stats, draws=int(draws), seed=int(seed),
-                     sigma_q=sigma_q, sigma_k=sigma_k, depth=None if depth is None else int(depth),
-                     dtype=dtype, chunk_size=chunk_size, x64=x64, storage=storage)
+    return TableSpec(ensemble=ensemble, stats=stats, draws=draws, seed=seed,
+                     sigma_q=1.0 if sigma_q is None else sigma_q,
+                     sigma_k=1.0 if sigma_k is None else sigma_k, depth=depth, dtype=dtype,
+                     chunk_size=chunk_size, storage=storage)
 
 
 #: :func:`make_spec`'s keywords: what a table's options may name.

@@ -27,7 +27,9 @@ def add_table_options(p: argparse.ArgumentParser) -> None:
                    type=ginibre_choice("--ensemble"),
                    help="null ensemble (default lowrank: W_QK = W_Q^T W_K, Gaussian factors; "
                         "ginibre: a full-rank d x d matrix of i.i.d. Gaussian entries)")
-    p.add_argument("--draws", type=positive_int, default=2000, help="Monte Carlo draws per cell")
+    p.add_argument("--draws", type=positive_int, default=None,
+                   help="Monte Carlo draws per cell (default: a table's, 2,000: "
+                        "rmtbase.baseline.table_spec.TableSpec)")
     p.add_argument("--seed", type=positive_int, default=0, help="PRNG seed (default 0)")
     p.add_argument("--stats", choices=STAT_SETS, default="all", help="statistics to compute")
     p.add_argument("--depth", type=positive_int, nargs="+", default=None,
@@ -57,9 +59,12 @@ def table_options(args: argparse.Namespace) -> dict:
             raise InputError("--depth takes one value for head tables (several only with "
                              "rmtbase sweep --network)")
         depth = depth[0]
-    return dict(sigma_q=sigma_q, sigma_k=sigma_k, ensemble=args.ensemble, draws=args.draws,
-                seed=args.seed, stats=args.stats, depth=depth, dtype=args.dtype,
-                chunk_size=args.chunk_size)
+    out = dict(sigma_q=sigma_q, sigma_k=sigma_k, ensemble=args.ensemble, draws=args.draws,
+               seed=args.seed, stats=args.stats, depth=depth, dtype=args.dtype,
+               chunk_size=args.chunk_size)
+    if out["draws"] is None:  # the table's own default (TableSpec.draws)
+        del out["draws"]
+    return out
 
 
 #: ``--out`` of a command that writes one null table (``baseline``, ``sweep``).

@@ -11,9 +11,6 @@ from ..errors import InputError
 from . import _output as output
 from ._common import positive_int
 
-#: The embedded default model's name in outputs (its folder is named ``model``).
-DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
@@ -48,8 +45,9 @@ def resolve_model(model):
     if model is not None:
         return model, None
     from ..models import default_model_path
+    from ..probe.run import DEFAULT_MODEL_NAME
 
-    return default_model_path(), DEFAULT_NAME
+    return default_model_path(), DEFAULT_MODEL_NAME
 
 
 def top_lines(ds, n: int = 3) -> list[str]:

@@ -1,12 +1,13 @@
 """``rmtbase score [MODEL ...]``: score attention heads against the random-matrix null.
 
-Wraps :func:`rmtbase.scoring.score.score_model` (one model; the embedded MiniLM by default),
-:func:`rmtbase.scoring.collection.trajectory.score_collection` (several models, checkpoint folders or
-globs, or ``--revision`` values: one ``scores.nc`` with a leading ``checkpoint`` or ``model``
-dimension; Dask with ``--workers``/``--scheduler``), their ``--components`` counterparts and
-:func:`rmtbase.report.write.write_report`; ``--probe`` joins
-:func:`rmtbase.probe.probe_model`'s behaviours (:func:`rmtbase.probe.join`). Checks:
-:mod:`.score_checks`; modes: :mod:`.score_modes`; extra outputs: :mod:`.score_extras`."""
+Wraps :func:`rmtbase.pipeline.run_score` (one model, the embedded MiniLM by default: the score
+and, with ``--composition``, ``--probe``, ``--ov``, ``--directions`` or ``--components``, its
+further stages), :func:`rmtbase.scoring.collection.trajectory.score_collection` (several
+models, checkpoint folders or globs, or ``--revision`` values: one ``scores.nc`` with a leading
+``checkpoint`` or ``model`` dimension; Dask with ``--workers``/``--scheduler``) and its
+``--components`` counterpart, :func:`rmtbase.scoring.matrices.delta.score_delta` (``--base``)
+and :func:`rmtbase.report.write.write_report`. Checks: :mod:`.score_checks`; modes:
+:mod:`.score_modes`. The command parses, calls and prints."""
 
 from __future__ import annotations
 
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         doc = score_document(scored.ds, args.out, scored.written, scored.cds)
-        if scored.context is not None:  # what was found, and the circuits (cli/_circuits)
+        if scored.context is not None:  # what was found, and the circuits
             from ..report.composition_figure import composition_json
 
             ctx = scored.context

@@ -1,6 +1,8 @@
 """``rmtbase score``'s options checked before any work: single values and their combinations
-(rule tables), the null, --sort-by, models and revisions, --components, the probe's text and
-preconditions, --composition, --ov's tensors and the output folder, into a :class:`Plan`."""
+(rule tables), the settings records, --sort-by, models and revisions, --components, --probe,
+--composition and the output folder, into a :class:`Plan` holding one model's
+:class:`~rmtbase.pipeline.ScoreRequest`; what a request's later stages need of the model is
+checked by the library (:func:`rmtbase.pipeline.check_request`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from dataclasses import dataclass
 
 from ..checks import MIN_NULL_DRAWS
 from ..errors import InputError
-from ..stats.null_protocol import Null
 from ..stats.null_registry import REGISTRY
 from . import model_args
 
@@ -17,23 +18,21 @@ from . import model_args
 @dataclass
 class Plan:
     """What the options ask for, checked: the models and revisions, whether there are several,
-    the --components names, the --probe text, the null."""
+    the --components names, whether --probe runs, the null, the score's settings and, for one
+    model, the library request and what its checks found."""
 
     models: list
     revisions: list | None
     several: bool
     components: list | None
-    probe_text: str | None
+    probe: bool
     null: object
-    #: --composition --probe: :func:`rmtbase.cli._circuits.check`'s answer, else None.
-    circuits: dict | None = None
-    #: The model loaded once by the circuit search for the text probe too (cli/_circuits).
-    loaded: object = None
-
-    @property
-    def text_probe(self) -> bool:
-        """Whether the text probe runs (--probe; with the circuit search, a tokenizer)."""
-        return self.probe_text is not None and (self.circuits is None or self.circuits["text"])
+    #: The checked :class:`~rmtbase.scoring.settings.ScoreSettings` of the score.
+    settings: object = None
+    #: One model (not --base): the :class:`~rmtbase.pipeline.ScoreRequest` the options make.
+    request: object = None
+    #: :func:`rmtbase.pipeline.check_request`'s answer for :attr:`request`.
+    prepared: object = None
 
     @property
     def model(self):
@@ -71,14 +70,12 @@ _PLAN_RULES = (
     (lambda a, p: not p.several and a.collection is not None,
      "--collection names the dimension of several checkpoints or models"),
     (lambda a, p: a.base is not None and (p.several or p.components is not None or not p.models
-                                          or not p.null.scores_deltas
-                                          or p.probe_text is not None),
+                                          or not p.null.scores_deltas or p.probe),
      lambda a, p: "--base scores one fine-tuned MODEL (or LoRA adapter) against its base with "
      "the Gaussian null; it does not combine with several models, --components, --probe or "
      f"--null {_lacking('scores_deltas')}"),
     (lambda a, p: (a.ov or a.directions) and (p.several or a.base is not None
-                                              or p.components is not None
-                                              or p.probe_text is not None),
+                                              or p.components is not None or p.probe),
      "--ov and --directions apply to one MODEL scored alone; they do not combine with several "
      "models, --base, --components or --probe"),
 )
@@ -106,11 +103,17 @@ def early(args: argparse.Namespace) -> None:
 
 
 def checked(args: argparse.Namespace) -> Plan:
-    """Every option check, before any work (tables above; then what needs the models: a
-    probe's tokenizer, --composition, local paths, --ov's tensors, --out, --components)."""
+    """Every option check, before any work: the tables above, the score's settings record,
+    --sort-by, --components, --probe; then local paths, one model's request and its
+    preconditions (:func:`rmtbase.pipeline.check_request`: the circuit search's, the probe's,
+    finite weights, --composition's, --ov's tensors), --out and the --components' matrices."""
+    from ..scoring.settings import ScoreSettings
+
     _refuse(_VALUE_RULES, args)
-    null = args.null = Null.parse(args.null)  # once: the checks below read the value, and
-    #  args.null is the value from here on (composition takes it too)
+    settings = ScoreSettings(stats=args.stats, draws=args.draws, alpha=args.alpha,
+                             seed=args.seed, null=args.null, quantized_null=args.quantized_null,
+                             max_draws=args.max_draws, element_draws=args.element_draws)
+    null = args.null = settings.null  # parsed once, by the record; the value from here on
     if null.needs_element_draws(args.stats):
         from ..scoring.nulls.checks import check_element_draws
 
@@ -119,21 +122,32 @@ def checked(args: argparse.Namespace) -> Plan:
     models = model_args.expand_models(args.model or [])
     revisions = model_args.revisions(args.revision)
     several = len(models) > 1 or (revisions is not None and len(revisions) > 1)
-    plan = Plan(models, revisions, several, None, None, null)
+    plan = Plan(models, revisions, several, None, False, null, settings)
     _refuse(_PLAN_RULES[:2], args, plan)
     plan.components = components_arg(args, null)
-    plan.probe_text = probe_text(args, several)
-    if plan.probe_text is not None and args.composition and not several:
-        from . import _circuits  # the circuit search: patching runs? a tokenizer?
-
-        plan.circuits = _circuits.check(args, plan)
-    if plan.probe_text is not None and plan.text_probe:
-        check_probe(plan.model)  # no tokenizer, too little memory: before the score
-    if plan.probe_text is not None:  # the probe or the circuit search runs the whole model
-        check_finite_model(plan.model, args.allow_pickle)
+    plan.probe = probe_rules(args, several)
     _refuse(_PLAN_RULES[2:], args, plan)
     _check_work(args, plan)
     return plan
+
+
+def request_of(args, plan: Plan):
+    """The :class:`~rmtbase.pipeline.ScoreRequest` of one model's options: the score's
+    settings, and the composition's (--composition: the same null, seed and level; --draws
+    its draws too, else the null's own) and the whole matrices' (--component-draws, with the
+    score's level, seed and --quantized-null)."""
+    from ..pipeline import ScoreRequest
+    from ..scoring.settings import ComponentSettings, CompositionSettings
+
+    comp = CompositionSettings(null=plan.null, draws=args.draws, seed=args.seed,
+                               alpha=args.alpha) if args.composition else None
+    parts = ComponentSettings(draws=args.component_draws, alpha=args.alpha, seed=args.seed,
+                              quantized_null=args.quantized_null)
+    return ScoreRequest(model=plan.model, revision=plan.revision, settings=plan.settings,
+                        allow_pickle=args.allow_pickle, ov=args.ov, directions=args.directions,
+                        components=None if plan.components is None else tuple(plan.components),
+                        component_settings=parts, composition=comp, probe=args.probe,
+                        text=args.text, repeat_length=getattr(args, "repeat_length", "auto"))
 
 
 def _check_work(args, plan) -> None:
@@ -142,12 +156,19 @@ def _check_work(args, plan) -> None:
     from .default_out import default_out
     from .model_args import check_local
 
-    if args.composition:  # one layer, no V/O, --base, memory: before any work
-        check_composition(plan.models, plan.revisions, args, plan.several, plan.null)
+    if args.composition:  # one model's weights alone
+        if args.base is not None:
+            raise InputError("--composition is defined for one model's weights; it does not "
+                             "combine with --base")
+        if plan.several:
+            raise InputError("--composition applies to one MODEL scored alone")
     for m in [*plan.models, args.base]:
         check_local(m)
-    if args.ov:  # every layer's V and O tensors, every head's W_V and W_O, before the QK pass
-        check_ov(plan.model, plan.revision, args.allow_pickle, heads=True)
+    if not plan.several and args.base is None:  # the model's preconditions (the library's)
+        from ..pipeline import check_request
+
+        plan.request = request_of(args, plan)
+        plan.prepared = check_request(plan.request, quiet=args.quiet)
     if args.out is None:
         args.out = default_out(plan.models, plan.revisions, base=args.base, ov=args.ov)
     check_output_dir(args.out, "rmtbase score", overwrite=args.overwrite)  # before any work
@@ -176,35 +197,6 @@ def _check_sort_by(args) -> None:
         raise InputError(f"--sort-by {args.sort_by} needs --stats {needs} or all")
 
 
-def check_composition(models, revisions, args, several: bool, null) -> None:
-    """--composition: one MODEL alone, two layers or more, V/O weights, memory, a null with a
-    composition null (:func:`rmtbase.scoring.composition.run.check_model`); ``null``: the parsed
-    --null."""
-    from ..scoring.composition.run import check_model
-
-    if args.base is not None:
-        raise InputError("--composition is defined for one model's weights; it does not "
-                         "combine with --base")
-    if several:
-        raise InputError("--composition applies to one MODEL scored alone")
-    model = models[0] if models else None
-    revision = revisions[0] if revisions else None
-    if model is None:
-        from ..models import default_model_path
-        model = default_model_path()
-    pl = check_model(model, revision=revision, null=null,
-                     draws=args.draws or null.composition_draws)
-    check_ov(model, revision, args.allow_pickle)
-    if not args.quiet:  # memory and work stated up front
-        import sys
-        nulls = pl.get("null_flops", 0.0)  # the Gaussian nulls' draws, at most
-        print(f"rmtbase: composition: {pl['pairs_per_kind']:,} pairs per kind, about "
-              f"{pl['bytes'] / 2**30:.2f} GiB, {(pl['gemm_flops'] + nulls) / 1e12:.3g} TFLOP of "
-              f"GEMMs" + (f" ({nulls / 1e12:.3g} of them the null draws, at most "
-                          f"{pl['null_draws']:,} a null)" if nulls else "")
-              + (f" ({null.name} null)" if null.per_head else ""), file=sys.stderr)
-
-
 def components_arg(args, null):
     """The --components names (validated), or None; --component-draws needs --components;
     ``null``: the --null value (parsed once, :func:`rmtbase.cli.score.checked`)."""
@@ -224,118 +216,19 @@ def components_arg(args, null):
     return parse_components(args.components)
 
 
-def probe_text(args, several: bool):
-    """The probe's text (checked before any work) for --probe, else None."""
+def probe_rules(args, several: bool) -> bool:
+    """Whether --probe runs, its combinations checked (its text is read and checked by the
+    library, :func:`rmtbase.pipeline.check_request`)."""
     if not args.probe:
         if args.text is not None:
             raise InputError("--text needs --probe")
-        return None
+        return False
     if several:
         raise InputError("--probe runs one model; give one MODEL and one revision")
     if args.revision is not None:
         raise InputError("--probe loads the model with transformers at its default revision; "
                          "leave out --revision")
-    from ..probe import read_text
-
-    return read_text(args.text)
+    return True
 
 
-def check_probe(model) -> None:
-    """--probe's preconditions, in one line: the model can be probed (a folder's config and
-    tokenizer, a GGUF's tokenizer) and one default window fits in memory
-    (:func:`rmtbase.probe.run.check_window_memory`)."""
-    from types import SimpleNamespace
-
-    from ..models import default_model_path, model_info
-    from ..models.loading import model_config
-    from ..probe.run import check_model, check_window_memory, default_window
-
-    check_model(model)
-    path = default_model_path() if model is None else model
-    info = model_info(path)
-    ctx = None
-    if info.source == "gguf":
-        from ..models.gguf import check_gguf_tokenizer, gguf_context_length
-        from ..models.gguf_header import read_header
-
-        header = read_header(path)
-        check_gguf_tokenizer(path, header)
-        ctx = gguf_context_length(path, header)
-    else:
-        cfg = model_config(path)
-        ctx = cfg.get("max_position_embeddings") or cfg.get("n_positions")
-    config = SimpleNamespace(num_hidden_layers=info.n_layers, num_attention_heads=info.n_heads,
-                             max_position_embeddings=ctx if isinstance(ctx, int) else None)
-    check_window_memory(config, default_window(config), info.name)
-
-
-def check_finite_model(model, allow_pickle: bool) -> None:
-    """--probe's precondition: no NaN or infinite float tensor (an MLP's too: the probe and the
-    circuit search run the whole model), in one line naming the tensor and, for an attention
-    tensor, the heads (:func:`rmtbase.models.finite.naming_heads`); read one tensor at a time (local safetensors,
-    pickled weights with --allow-pickle, a GGUF's tensors dequantised, block formats too).
-    Others are checked when loaded
-    (:func:`rmtbase.probe.loader.check_finite_weights`)."""
-    import numpy as np
-
-    from ..models import default_model_path
-    from ..models._reader import check_finite
-    from ..models._resolve import resolve
-    from ..models.finite import naming_heads
-
-    model = default_model_path() if model is None else model
-    resolved = resolve(model, None)
-    with naming_heads(model, allow_pickle=allow_pickle):  # an attention tensor: its heads named
-        if resolved.source == "gguf":
-            from gguf.quants import dequantize
-
-            from ..models.gguf import gguf_reader as _reader
-
-            for t in _reader(resolved.folder).tensors:
-                try:
-                    values = np.asarray(dequantize(t.data, t.tensor_type))
-                except Exception:  # noqa: BLE001 - a type gguf cannot read: the reader says so
-                    continue
-                check_finite(values, t.name, resolved.name)
-            return
-        if resolved.source != "folder":
-            return
-        weights = resolved.open_weights(allow_pickle)
-        if weights.format == "pickle":  # --allow-pickle: each file's float tensors, in turn
-            for name in sorted(weights.keys(), key=lambda n: (weights.file_of(n), n)):
-                t = weights._load_pickle(weights.file_of(name)).get(name)
-                if t is not None and t.is_floating_point():
-                    check_finite(t.detach().float().numpy(), name,
-                                 f"{resolved.name}/{weights.file_of(name)}")
-            return
-        if weights.format != "safetensors":
-            return
-        from ..models._safetensors import read_float32
-
-        for name in sorted(weights.keys()):
-            filename = weights.file_of(name)
-            info = weights._header(filename)[name]
-            if info["dtype"] in ("F64", "F32", "F16", "BF16"):
-                check_finite(read_float32(weights._headers[filename]["path"], info), name,
-                             f"{resolved.name}/{filename}")
-
-
-def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:
-    """--ov's precondition: every layer has its V and O tensors (named as the file names them);
-    with ``heads``, each head's W_O and W_V read one layer at a time and a non-finite or
-    all-zero one named (:func:`rmtbase.scoring.heads.pipeline.check_heads`)."""
-    from ..models import default_model_path
-    from ..models.loading import check_parts
-    from ..models.ov import OV_WHY, load_ov_heads
-
-    model = default_model_path() if model is None else model
-    check_parts(model, ("v", "o"), revision=revision, allow_pickle=allow_pickle, why=OV_WHY)
-    if heads:
-        from ..scoring.heads.pipeline import check_heads
-
-        for lh in load_ov_heads(model, revision=revision, allow_pickle=allow_pickle):
-            check_heads(lh.layer, lh.wq, lh.wk, str(model), "W_O or W_V")
-
-
-__all__ = ["Plan", "check_composition", "check_ov", "check_probe", "checked", "components_arg",
-           "early", "probe_text"]
+__all__ = ["Plan", "checked", "components_arg", "early", "probe_rules", "request_of"]

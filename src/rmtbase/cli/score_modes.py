@@ -1,6 +1,7 @@
 """The three ways ``rmtbase score`` scores: several entries into one collection, a fine-tune
-against its base (``--base``), one model; each returns a :class:`Scored`, its options checked
-before (:class:`~rmtbase.cli.score_checks.Plan`)."""
+against its base (``--base``), one model (:func:`rmtbase.pipeline.run_score`); each calls the
+library, writes and prints, and returns a :class:`Scored`, its options checked before
+(:class:`~rmtbase.cli.score_checks.Plan`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import sys
 from dataclasses import dataclass
 
 from .score_checks import Plan
-from .score_extras import directions, join_probe
 
 
 @dataclass
@@ -25,7 +25,9 @@ class Scored:
 
 
 def options(args, null) -> dict:
-    """The scoring options every mode passes on; ``null``: the parsed --null (:attr:`Plan.null`)."""
+    """A collection's scoring keywords (its entries are keyed by them,
+    :func:`rmtbase.scoring.collection.entries.entry_key`); ``null``: the parsed --null
+    (:attr:`Plan.null`). One model is scored with :attr:`Plan.settings` instead."""
     return dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
                 allow_pickle=args.allow_pickle, null=null,
                 quantized_null=args.quantized_null, max_draws=args.max_draws,
@@ -40,10 +42,11 @@ def component_options(args, components) -> dict:
 
 
 def _write(ds, args, **kw) -> dict:
+    """Write ``ds`` (a score or a :class:`~rmtbase.pipeline.ScoreRun`) to --out."""
     from ..report.write import write_report
 
     if args.sort_by is not None:  # the order every writer reads (report.tables.head_order)
-        ds.attrs["head_order"] = args.sort_by
+        (ds.scores if hasattr(ds, "scores") else ds).attrs["head_order"] = args.sort_by
     return write_report(ds, args.out, figures=not args.no_figures, top=args.top, **kw)
 
 
@@ -85,57 +88,27 @@ def delta(args, plan: Plan, show) -> Scored:
     from ..report.tables import anomaly_table
     from ..scoring.matrices.delta import score_delta
 
-    opts = options(args, plan.null)
-    opts.pop("null")
-    allow = opts.pop("allow_pickle")
-    ds = score_delta(plan.models[0], args.base, revision=plan.revision, allow_pickle=allow,
-                     progress=not args.quiet, **opts)
+    ds = score_delta(plan.models[0], args.base, revision=plan.revision,
+                     allow_pickle=args.allow_pickle, settings=plan.settings,
+                     progress=not args.quiet)
     written = _write(ds, args)
     show(anomaly_table(ds, args.top))
     return Scored(ds, None, written)
 
 
-def _score_one(args, plan: Plan):
-    """One model's score (both circuits with --ov) and its extra outputs."""
-    from ..scoring.score import score_model
-
-    if args.ov:
-        from ..scoring.ov import score_circuits
-
-        ds = score_circuits(plan.model, revision=plan.revision, progress=not args.quiet,
-                            **options(args, plan.null))
-    else:
-        ds = score_model(plan.model, revision=plan.revision, progress=not args.quiet,
-                         **options(args, plan.null))
-    extras = directions(ds, plan.model, plan.revision, args) if args.directions else None
-    if args.composition:  # with --probe also the circuit search (cli/_circuits)
-        from . import _circuits
-
-        extras = {**(extras or {}), **_circuits.outputs(args, plan, plan.circuits)}
-    return ds, extras
-
-
 def single(args, plan: Plan, show) -> Scored:
-    """One model (the default MiniLM when none is given)."""
+    """One model (the default MiniLM when none is given): the library's run, written."""
+    from ..pipeline import run_score
     from ..report.tables import anomaly_table
 
-    ds, extras = _score_one(args, plan)
-    cds = None
-    if plan.components is not None:
-        from ..scoring.matrices.components import score_components
-
-        cds = score_components(plan.model, revision=plan.revision, progress=not args.quiet,
-                               **component_options(args, plan.components))
-    if plan.text_probe:  # the model the circuit search loaded, if it did: one load
-        where, plan.loaded = plan.loaded or plan.model, None
-        ds = join_probe(ds, where, plan.probe_text, progress=not args.quiet)
+    run = run_score(plan.request, progress=not args.quiet, prepared=plan.prepared)
+    ds, cds, extras = run.scores, run.components, run.extras or None
     ctx = None
-    if args.composition:  # the figure with the circuits and labels; what was found
-        from . import _circuits
+    if run.composition is not None:  # what was found (the report computes it alike)
+        from ..report.circuit_context import context
 
-        ctx = _circuits.redraw(extras, ds, args)
-        ds = _circuits.with_labels(ds, ctx)  # head_label beside head_kind
-    written = _write(ds, args, components=cds, extras=extras)
+        ctx = context(ds, extras)
+    written = _write(run, args)
     if ctx is not None:  # the first screen leads with what was found
         from ..report.composition_report import summary_lead
 

@@ -22,8 +22,6 @@ from ..stats.storage import shipped_records
 from ._common import ginibre_choice, live_choice, number, positive_int
 from .baseline import TABLE_OUT_HELP, add_table_options, table_options
 
-#: Draws of a table when --draws is not given (``rmtbase baseline``'s default).
-TABLE_DRAWS = 2000
 #: Head-table options that a --network table does not take (argparse dest, its default).
 NOT_FOR_NETWORK = {"dh": None, "sigma": None, "sigma_q": None, "sigma_k": None,
                    "ensemble": "lowrank", "dtype": "float32", "storage": None}
@@ -76,7 +74,10 @@ def _network(args, progress):
         raise InputError(f"{', '.join(extra)} do not apply to a --network table")
     if args.depth is None:
         raise InputError("--network needs --depth L [L ...]")
-    draws = TABLE_DRAWS if args.draws is None else args.draws
+    from ..baseline.table_spec import TableSpec
+
+    # a product-network table from the command line is drawn at a head table's size
+    draws = TableSpec.draws if args.draws is None else args.draws
     return network_sweep(args.d, args.depth, 1.0 if args.gain is None else args.gain,
                          kind=args.network, draws=draws, seed=args.seed, stats=args.stats,
                          chunk_size=args.chunk_size, scheduler=args.scheduler,
@@ -137,8 +138,6 @@ def run(args) -> int:
     if args.storage is not None and len(args.storage) > 1:
         raise InputError("--storage takes one value for a table (several only with "
                          "--into-cache)")
-    if args.draws is None:
-        args.draws = TABLE_DRAWS
     ds = sweep(args.d, args.dh, scheduler=args.scheduler, workers=args.workers,
                blocks_per_task=args.blocks_per_task, out=args.out, progress=progress,
                storage=(args.storage or ["float32"])[0], **table_options(args))

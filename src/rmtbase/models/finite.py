@@ -14,7 +14,7 @@ import contextlib
 from ..errors import ModelError
 from ._reader import NonFiniteTensor, finite_unchecked
 
-__all__ = ["named_heads", "naming_heads", "nonfinite_heads"]
+__all__ = ["check_finite_model", "named_heads", "naming_heads", "nonfinite_heads"]
 
 
 def nonfinite_heads(model, *, allow_pickle: bool = False, revision=None) -> str | None:
@@ -68,3 +68,52 @@ def naming_heads(model, *, allow_pickle: bool = False, revision=None):
         if named is exc:
             raise
         raise named from exc
+
+
+def check_finite_model(model, allow_pickle: bool) -> None:
+    """The probe's and the circuit search's precondition (they run the whole model): no NaN or
+    infinite float tensor, an MLP's too, in one line naming the tensor and, for an attention
+    tensor, the heads (:func:`naming_heads`); read one tensor at a time (local safetensors,
+    pickled weights with ``allow_pickle``, a GGUF's tensors dequantised, block formats too).
+    Others are checked when loaded (:func:`rmtbase.probe.loader.check_finite_weights`)."""
+    import numpy as np
+
+    from . import default_model_path
+    from ._reader import check_finite
+    from ._resolve import resolve
+
+    model = default_model_path() if model is None else model
+    resolved = resolve(model, None)
+    with naming_heads(model, allow_pickle=allow_pickle):  # an attention tensor: its heads named
+        if resolved.source == "gguf":
+            from gguf.quants import dequantize
+
+            from .gguf import gguf_reader as _reader
+
+            for t in _reader(resolved.folder).tensors:
+                try:
+                    values = np.asarray(dequantize(t.data, t.tensor_type))
+                except Exception:  # noqa: BLE001 - a type gguf cannot read: the reader says so
+                    continue
+                check_finite(values, t.name, resolved.name)
+            return
+        if resolved.source != "folder":
+            return
+        weights = resolved.open_weights(allow_pickle)
+        if weights.format == "pickle":  # --allow-pickle: each file's float tensors, in turn
+            for name in sorted(weights.keys(), key=lambda n: (weights.file_of(n), n)):
+                t = weights._load_pickle(weights.file_of(name)).get(name)
+                if t is not None and t.is_floating_point():
+                    check_finite(t.detach().float().numpy(), name,
+                                 f"{resolved.name}/{weights.file_of(name)}")
+            return
+        if weights.format != "safetensors":
+            return
+        from ._safetensors import read_float32
+
+        for name in sorted(weights.keys()):
+            filename = weights.file_of(name)
+            info = weights._header(filename)[name]
+            if info["dtype"] in ("F64", "F32", "F16", "BF16"):
+                check_finite(read_float32(weights._headers[filename]["path"], info), name,
+                             f"{resolved.name}/{filename}")

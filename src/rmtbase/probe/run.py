@@ -27,9 +27,13 @@ from .loader import one_line as _one_line
 from .text import DEFAULT_WINDOW, Text, read_text, windows
 from .threads import one_thread
 
+#: The embedded default model's name in outputs (its folder is named ``model``).
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
 #: Cap on one batch's attention weights (float32 layers × heads × T² × batch), bytes.
 ATTENTION_BYTES = 256 * 2**20
 MAX_BATCH = 8
+
 
 def check_model(model) -> None:
     """One-line :class:`ModelError` now, before any other work, if ``model`` cannot be probed
@@ -202,5 +206,6 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     return ds
 
 
-__all__ = ["TOKENIZER_FILES", "Loaded", "check_finite_weights", "check_model", "check_window_memory",
-           "default_window", "is_causal", "load", "probe_model", "window_bytes"]
+__all__ = ["DEFAULT_MODEL_NAME", "TOKENIZER_FILES", "Loaded", "check_finite_weights",
+           "check_model", "check_window_memory", "default_window", "is_causal", "load",
+           "probe_model", "window_bytes"]

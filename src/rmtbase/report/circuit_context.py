@@ -1,31 +1,12 @@
 """What a composition score's presentation reads, decided once for every output.
 
 The composition Dataset, the circuit rows (``circuits.nc``) when path patching ran, each head's
-behaviour label (``circuits.nc``'s ``label``, else the joined text probe's ``behaviour_*`` by
-:func:`rmtbase.circuits.label_heads`' rule), its primary kind, and the found lines
+behaviour label (:func:`rmtbase.pipeline.labels.head_labels`), its primary kind, and the found lines
 (:func:`rmtbase.report.circuit_lines.found_lines`)."""
 
 from __future__ import annotations
 
-
-def labels_of(ds) -> dict:
-    """{(layer, head): label} of a Dataset with ``label`` over (layer, head)."""
-    lab = ds["label"].transpose("layer", "head").values
-    return {(int(li), int(hi)): str(lab[i, j]) for i, li in enumerate(ds["layer"].values)
-            for j, hi in enumerate(ds["head"].values)}
-
-
-def probe_labels(score) -> dict:
-    """{(layer, head): label} from a score with the text probe joined; {} without it."""
-    import xarray as xr
-
-    from ..circuits import label_heads
-    from ..probe.behaviour import BEHAVIOURS
-
-    if score is None or not all(f"behaviour_{b}" in score for b in BEHAVIOURS):
-        return {}
-    probe = xr.Dataset({b: score[f"behaviour_{b}"] for b in BEHAVIOURS})
-    return labels_of(label_heads(probe))
+from ..pipeline.labels import head_labels, labels_of, probe_labels  # noqa: F401 - re-exported
 
 
 def head_kinds(score) -> dict:
@@ -46,15 +27,13 @@ def context(score, extras) -> dict | None:
     if not extras or "composition.nc" not in extras:
         return None
     comp, cds = extras["composition.nc"], extras.get("circuits.nc")
-    circuits = labels = None
+    circuits = None
     meta = dict(cds.attrs) if cds is not None else {}
     if cds is not None:
         from ..circuits import circuit_list
 
         circuits = circuit_list(cds)
-        labels = labels_of(cds) if "label" in cds else {}
-    else:
-        labels = probe_labels(score)
+    labels = head_labels(score, cds)
     return {"composition": comp, "circuits": circuits, "labels": labels or {},
             "kinds": head_kinds(score),
             "patched": cds is not None,

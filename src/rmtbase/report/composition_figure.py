@@ -156,5 +156,16 @@ def composition_json(ds, circuits=None) -> dict:
                          for r in standing_rows(ds, top=10, circuits=circuits)]}
 
 
-__all__ = ["FONT", "KIND_COLOURS", "MAX_EDGES", "composition_json", "flagged_edges",
-           "plot_circuit"]
+def circuit_figure(ctx: dict):
+    """The figure ``figures/composition.png`` of a composition context
+    (:func:`rmtbase.report.circuit_context.context`): :func:`plot_circuit` of its composition,
+    circuits and labels, closed to pyplot (saved by the caller)."""
+    import matplotlib.pyplot as plt
+
+    ax = plot_circuit(ctx["composition"], circuits=ctx["circuits"], labels=ctx["labels"])
+    plt.close(ax.figure)
+    return ax.figure
+
+
+__all__ = ["FONT", "KIND_COLOURS", "MAX_EDGES", "circuit_figure", "composition_json",
+           "flagged_edges", "plot_circuit"]

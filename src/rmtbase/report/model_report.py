@@ -132,10 +132,14 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
     with OutputFolder(out_dir, kind="rmtbase score") as out:
         out.write_netcdf("scores.nc", ds)
         for name, extra in (extras or {}).items():
-            if hasattr(extra, "savefig"):  # a figure (rmtbase score --composition)
+            if hasattr(extra, "savefig"):  # a figure given with the files
                 out.save_figure(extra, name)
             else:
                 out.write_netcdf(name, extra)
+        if figures and ctx is not None and "figures/composition.png" not in (extras or {}):
+            from .composition_figure import circuit_figure
+
+            out.save_figure(circuit_figure(ctx), "figures/composition.png")
         if components is not None:
             write_components(out, components, figures=figures)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))

@@ -59,8 +59,7 @@ def null_band(d: int, d_h: int, storage: str = "float32", seed: int = 0) -> dict
     from ..baseline.cache import null_table
     from ..decision.scale import normalise
 
-    t = null_table(int(d), int(d_h), stats="spectral", min_draws=1000, seed=int(seed),
-                   storage=storage)
+    t = null_table(int(d), int(d_h), stats="spectral", seed=int(seed), storage=storage)
     rq, rk = t["q_rms"].values.ravel(), t["k_rms"].values.ravel()
     out = {}
     for stat in PROFILE_STATS:

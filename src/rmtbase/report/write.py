@@ -45,12 +45,21 @@ def _what(dim) -> str:
     return f"a collection along '{dim}'" if dim else "one model's"
 
 
-def write_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 3,
+def write_report(ds, out_dir, *, figures: bool = True, top: int = 3,
                  n_spectra: int = 3, components: xr.Dataset | None = None,
                  extras: dict[str, xr.Dataset] | None = None) -> dict[str, Path]:
     """Write a score's report into ``out_dir`` all-or-nothing; returns {file name: final path}.
-    ``out_dir`` must be absent, empty or an earlier rmtbase output (replaced). ``extras``:
-    further netCDF files ({file name: Dataset})."""
+    ``ds``: a score (``xr.Dataset``) or a whole run (:class:`rmtbase.pipeline.ScoreRun`: its
+    scores, whole matrices and further files, as ``rmtbase score`` writes them). ``out_dir``
+    must be absent, empty or an earlier rmtbase output (replaced). ``extras``: further netCDF
+    files ({file name: Dataset}); with ``composition.nc`` the report leads with what was found
+    and, with ``figures``, draws ``figures/composition.png``."""
+    from ..pipeline.run import ScoreRun
+
+    if isinstance(ds, ScoreRun):
+        if components is not None or extras is not None:
+            raise InputError("write_report: a ScoreRun carries its own components and extras")
+        ds, components, extras = ds.scores, ds.components, (ds.extras or None)
     shape = report_shape(ds, components)
     if shape.dim:
         from .collection_report import write_collection_report

@@ -38,4 +38,22 @@ def score_circuits(model=None, **options) -> xr.Dataset:
     return combine([qk, ov], ["qk", "ov"], "circuit")
 
 
-__all__ = ["score_circuits", "score_ov"]
+def check_ov(model, revision, allow_pickle: bool, heads: bool = False) -> None:
+    """The OV score's precondition: every layer has its V and O tensors (named as the file
+    names them); with ``heads``, each head's W_O and W_V read one layer at a time and a
+    non-finite or all-zero one named (:func:`rmtbase.scoring.heads.pipeline.check_heads`),
+    before the QK pass."""
+    from ..models import default_model_path
+    from ..models.loading import check_parts
+    from ..models.ov import OV_WHY, load_ov_heads
+
+    model = default_model_path() if model is None else model
+    check_parts(model, ("v", "o"), revision=revision, allow_pickle=allow_pickle, why=OV_WHY)
+    if heads:
+        from .heads.pipeline import check_heads
+
+        for lh in load_ov_heads(model, revision=revision, allow_pickle=allow_pickle):
+            check_heads(lh.layer, lh.wq, lh.wk, str(model), "W_O or W_V")
+
+
+__all__ = ["check_ov", "score_circuits", "score_ov"]

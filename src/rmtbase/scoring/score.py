@@ -15,56 +15,20 @@ from __future__ import annotations
 
 import xarray as xr
 
-from ..checks import MIN_NULL_DRAWS, check_int, check_probability, check_seed
 from ..decision.verdict import NOT_TESTED, score_values
 from ..errors import InputError, with_keywords
 from ..files.heap import gives_heap_back
 from ..stats.names import QUANTIZED_NULL, check_quantized_null  # noqa: F401 - re-exported
-from ..stats.null_protocol import Null
 from .description import default_label, null_description
-from .heads.pipeline import Options, score
-from .heads.reference import NullStart
+from .heads.pipeline import score
 from .measures.spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: tests/test_cache.py
     SPECTRUM_QUANTILES,
     _drawn_spectrum_band,
     null_spectrum_band,
 )
-from .nulls.checks import check_element_draws, check_null_size, check_null_storage
+from .nulls.checks import check_element_draws, check_null_size
 from .nulls.layer_null import is_spectral
 from .settings import ScoreSettings
-
-
-def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
-    """('all'|'spectral'|'elementwise', explicit names or None) from the ``stats`` argument."""
-    if isinstance(stats, str):
-        if stats in ("all", "spectral", "elementwise"):
-            return stats, None
-        stats = [stats]
-    names = tuple(stats)
-    if not names:
-        raise InputError("stats must name at least one statistic")
-    return "all", names
-
-
-def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws, seed=0,
-                   spectrum_draws=0):
-    """(alpha, the :class:`~rmtbase.stats.null_kind.Null` spelled ``null``), or InputError:
-    types checked, not coerced (:mod:`rmtbase.checks`); draws at least
-    :data:`~rmtbase.checks.MIN_NULL_DRAWS`, what the omnibus calibration needs."""
-    alpha = check_probability("alpha", alpha)
-    if draws is not None:
-        check_int("draws", draws, minimum=MIN_NULL_DRAWS,
-                  why="the omnibus calibration of each head's p reads the 10 largest null "
-                      "statistics")
-    if max_draws is not None:
-        check_int("max_draws", max_draws, minimum=2)
-    check_int("element_draws", element_draws, minimum=0)
-    check_int("spectrum_draws", spectrum_draws, minimum=0)
-    check_seed(seed)
-    null = Null.parse(null)
-    check_null_storage(null)
-    check_quantized_null(quantized_null)  # a failed plugin: its own line
-    return alpha, null
 
 
 @gives_heap_back
@@ -73,20 +37,18 @@ def score_model(model=None, *, revision=None, settings: ScoreSettings | None = N
     """Score every (layer, head) of ``model`` against the null.
 
     model: hub id, folder, ``transformers`` or TransformerLens model; None = the embedded MiniLM.
-    settings: what is tested against which null (:class:`~rmtbase.scoring.settings.ScoreSettings`);
-    ``options``: its fields as keywords, replacing the record's. circuit: "qk" or "ov". Returns
+    settings: what is tested against which null (:class:`~rmtbase.scoring.settings.ScoreSettings`,
+    checked when built); ``options``: its fields as keywords, replacing the record's (a new
+    record, checked once). circuit: "qk" or "ov". Returns
     an ``xr.Dataset`` (:mod:`rmtbase.decision.verdict`) with ``qk_spectrum`` (layer, head, rank)
     and provenance attrs."""
     from ..models import default_model_path, load_heads, model_info
     from ..models.finite import naming_heads
 
-    s = with_keywords(ScoreSettings, settings, options, "score_model")
+    s = with_keywords(ScoreSettings, settings, options, "score_model")  # checked, once
     if circuit not in ("qk", "ov"):
         raise InputError(f"circuit must be 'qk' or 'ov', got {circuit!r}")
-    _, null = _check_options(s.alpha, s.draws, s.null, s.quantized_null, s.max_draws,
-                             s.element_draws, s.seed, s.spectrum_draws)
-    stats, draws, element_draws = s.stats, s.draws, s.element_draws
-    kind, names = _stat_kind(stats)
+    null, draws, element_draws, kind, names = s.null, s.draws, s.element_draws, s.kind, s.names
     spectral_only = names is not None and all(is_spectral(n) or n in NOT_TESTED for n in names)
     check_element_draws(null, "spectral" if spectral_only else kind, element_draws)
     label = None
@@ -101,7 +63,7 @@ def score_model(model=None, *, revision=None, settings: ScoreSettings | None = N
     else:
         layers = load_heads(model, revision=revision, allow_pickle=allow_pickle)
     with naming_heads(model, allow_pickle=allow_pickle, revision=revision):  # a NaN/inf tensor
-        ds = score_heads(info, layers, label=label, settings=s, progress=progress, null=null)
+        ds = score_heads(info, layers, label=label, settings=s, progress=progress)
     if circuit == "ov":
         ds.attrs.update(circuit="ov", factors=OV_FACTORS)
     if info.source == "transformer_lens":  # which weights: as the model holds them
@@ -116,15 +78,8 @@ def score_heads(info, layers, *, label=None, settings: ScoreSettings | None = No
     storage (:func:`rmtbase.decision.verdict.score_values_by_layer`). settings, ``options``: as
     :func:`score_model`'s. ``unreliable``: statistics left out of the decision besides those a
     detected quantisation leaves out."""
-    s = with_keywords(ScoreSettings, settings, options, "score_heads")
-    alpha, null = _check_options(s.alpha, s.draws, s.null, s.quantized_null, s.max_draws,
-                                 s.element_draws, s.seed, s.spectrum_draws)
-    kind, names = _stat_kind(s.stats)
-    opts = Options(kind, names, null, draws=s.draws, alpha=alpha, seed=s.seed,
-                   spectrum_draws=s.spectrum_draws, quantized_null=s.quantized_null,
-                   max_draws=s.max_draws, element_draws=s.element_draws, progress=progress,
-                   unreliable=tuple(unreliable), start=NullStart.of(s.null_start))
-    return score(info, layers, opts, label)
+    s = with_keywords(ScoreSettings, settings, options, "score_heads")  # the record as it is
+    return score(info, layers, s, label, progress=progress, unreliable=tuple(unreliable))
 
 
 __all__ = ["SPECTRUM_QUANTILES", "ScoreSettings", "null_description", "null_spectrum_band",

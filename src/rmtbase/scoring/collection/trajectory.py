@@ -11,6 +11,7 @@ largest of their (d, d_h, storage) are rescored from those sizes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -127,7 +128,7 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     or ``client``, else in process; ``progress``), its fields also as keywords; entries: per-entry
     folder; the other ``options``: :func:`rmtbase.scoring.score.score_model`'s keywords."""
     from ...models import model_info
-    from ..score import _check_options, _stat_kind
+    from ..settings import ScoreSettings
 
     dispatch = dispatch_of(dispatch, options, "score_collection")
     if "settings" in options:  # entry keys and the band read score_model's keywords
@@ -135,11 +136,8 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     workers, scheduler, client = dispatch.workers, dispatch.scheduler, dispatch.client
     progress = dispatch.progress
     specs = make_specs(models, revisions, labels)
-    _, null = _check_options(options.get("alpha", 0.05), options.get("draws"),
-                             options.get("null", "gaussian"),
-                             options.get("quantized_null", "auto"), options.get("max_draws"),
-                             options.get("element_draws", 200))
-    _stat_kind(options.get("stats", "all"))
+    fields = {f.name for f in dataclasses.fields(ScoreSettings)}  # checked once, up front
+    null = ScoreSettings(**{k: v for k, v in options.items() if k in fields}).null
     if dim is not None and dim not in COLLECTION_DIMS:
         raise InputError(f"dim must be one of {', '.join(COLLECTION_DIMS)}, got {dim!r}")
     infos = [model_info(s.model, revision=s.revision) for s in specs]  # fails early, cheaply

@@ -12,9 +12,8 @@ import numpy as np
 
 from ...baseline.composition_bidiagonal import composition_bidiagonal
 from ...baseline.composition_null import Part, null_squares, null_squares_full
-from ...errors import InputError
-from ...stats.names import FLOAT_STORAGES
 from ...stats.storage import FLOAT32, Storage, storage_record
+from ..settings import composition_storage  # noqa: F401 - re-exported
 
 
 def null_scores(key, d: int, d_h1: int, d_h2: int, draws: int, storage="float32"):
@@ -73,22 +72,6 @@ def settled_scores(comp, d: int, d_h: int, draws: int, seed: int, storage: Stora
 
     nulls, size = settle({"composition": comp}, draw, draws, alpha=alpha, on_grow=said)
     return nulls["composition"], size["composition"]
-
-
-def composition_storage(value) -> str | Storage:
-    """The ``null_storage`` option of :func:`~rmtbase.scoring.composition.run.composition` where it
-    enters: ``"auto"`` as it is, else the record of a float storage (a name in any case, or a
-    record); InputError (one line) for anything else, before any weight is read."""
-    if isinstance(value, str) and value == "auto":
-        return value
-    try:
-        record = storage_record(value) if isinstance(value, str | Storage) else None
-    except InputError:
-        record = None
-    if record is None or not record.is_float:
-        raise InputError(f"null_storage must be 'auto' or one of {', '.join(FLOAT_STORAGES)}, "
-                         f"got {value!r}")
-    return record
 
 
 def _null_storage(storage_rows, null) -> Storage:

@@ -15,7 +15,6 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from ...checks import check_int, check_probability, check_seed
 from ...errors import InputError, with_keywords
 from ...files.heap import gives_heap_back
 from ...files.memory import check_memory
@@ -24,7 +23,7 @@ from ...stats.gaussian_null import GaussianNull
 from ...stats.null_protocol import Null
 from ..settings import CompositionSettings
 from .dataset import assemble, tail_p, upper_p  # noqa: F401 - re-exported
-from .pairs import Pairs, composition_storage, null_scores  # noqa: F401 - null_scores re-exported
+from .pairs import Pairs, null_scores  # noqa: F401 - null_scores re-exported
 
 #: Bytes a float32 needs; the model side holds every earlier layer's column side.
 _F32 = 4
@@ -53,10 +52,12 @@ def plan(n_layers: int, n_heads: int, n_kv: int, d: int, d_h: int) -> dict:
 
 
 def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
-                draws: int = 1000) -> dict:
+                draws: int | None = None) -> dict:
     """Refuse (InputError, one line, before any weight is read) a model with one layer or no V/O
     weights, ``base`` given, a ``null`` without a composition null, or a run that cannot fit in
-    memory. Returns :func:`plan`'s numbers with the model's sizes (the permutation plan for a
+    memory; ``draws``: the null's (None: its
+    :attr:`~rmtbase.stats.null_protocol.Null.composition_draws`). Returns :func:`plan`'s numbers
+    with the model's sizes (the permutation plan for a
     per-head null; for the Gaussian null also ``null_flops``, ``null_draws``)."""
     from ...models import model_info
 
@@ -64,6 +65,7 @@ def check_model(model, *, revision=None, base=None, null: Null = _GAUSSIAN,
         raise InputError("composition is defined for one model's weights; it does not combine "
                          "with --base (a fine-tune's delta has no composition null)")
     null.require("composition_draws", "composition")
+    draws = null.composition_draws if draws is None else int(draws)  # the null's own default
     # the within-layer QK overlap is tested against independent Gaussian factors alone
     null.require("gaussian_qk_overlap", "composition's QK-overlap test (independent Gaussian "
                  "factors)")
@@ -212,18 +214,14 @@ def _note_draws(ds, draws: int, alpha: float) -> None:
         ds.attrs["composition_draws_note"] = note
 
 
-def _checked(seed, alpha, draws, fold_ln, ln_gains):
-    """(seed, alpha, draws) of :func:`composition`, checked before any work."""
-    seed, alpha = check_seed(seed), check_probability("alpha", alpha)
-    if draws is not None:
-        draws = check_int("draws", draws, minimum=2, why="a tail p needs two null draws")
+def check_folding(fold_ln: bool, ln_gains) -> None:
+    """``fold_ln`` and ``ln_gains`` given together or not at all, before any work."""
     if fold_ln and ln_gains is None:
         raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
                          "gains from a checkpoint is not implemented")
     if ln_gains is not None and not fold_ln:
         raise InputError("ln_gains are folded in only with fold_ln=True; pass fold_ln=True, or "
                          "leave ln_gains out")
-    return seed, alpha, draws
 
 
 def _more_attrs(ds, got, null, info, draws: int, alpha: float) -> None:
@@ -254,13 +252,9 @@ def composition(model, *, settings: CompositionSettings | None = None, fold_ln: 
     keywords, replacing the record's. A null without a composition null is refused.
     ``fold_ln``: scale W_Q, W_K, W_V of layer l by ``ln_gains[l]`` (d,), required then.
     ``progress``: a bar over the layers."""
-    from ..nulls.checks import check_null_storage
-
-    s = with_keywords(CompositionSettings, settings, options, "composition")
-    seed, alpha, draws = _checked(s.seed, s.alpha, s.draws, fold_ln, ln_gains)
-    null, null_storage = Null.parse(s.null), composition_storage(s.null_storage)  # enter here
-    check_null_storage(null, "null")  # its storage is null_storage's, set from the checkpoint
-    draws = null.composition_draws if draws is None else draws
+    s = with_keywords(CompositionSettings, settings, options, "composition")  # checked, once
+    check_folding(fold_ln, ln_gains)
+    seed, alpha, draws, null, null_storage = s.seed, s.alpha, s.null_draws, s.null, s.null_storage
     pl = check_model(model, revision=revision, null=null, draws=int(draws))
     info = pl["info"]
     check_gains(ln_gains, info.n_layers, info.d)

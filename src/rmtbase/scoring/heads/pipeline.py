@@ -1,7 +1,9 @@
 """The scoring pipeline as one function of records: read → null → decide → profile → describe.
 
 :func:`score`: :func:`read_layers` measures the layers, the null returns its references,
-:func:`rmtbase.scoring.heads.sequential.decide` tests the heads, then spectra, profile, provenance."""
+:func:`rmtbase.scoring.heads.sequential.decide` tests the heads, then spectra, profile, provenance.
+Every stage reads the one checked :class:`~rmtbase.scoring.settings.ScoreSettings` it is given,
+as it is; ``progress`` (bars) and ``unreliable`` (statistics kept out) travel beside it."""
 
 from __future__ import annotations
 
@@ -26,33 +28,13 @@ from ..measures.verdict import Decision
 from ..nulls.checks import report_undefined
 from ..nulls.layer_null import has_lambda_max, layer_null, layer_quantisation
 from ..profile.axes import add_profile, factor_profile, null_storage
+from ..settings import ScoreSettings
 from .read_ahead import read_ahead
-from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart, drawn_reference
+from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, drawn_reference
 from .sequential import decide
 
 CONVENTIONS = ("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular values; "
                "no scaling factor; RoPE not applied")
-
-
-@dataclass(frozen=True)
-class Options:
-    """Checked options of a score, as :func:`rmtbase.scoring.score.score_heads` builds them from
-    a :class:`~rmtbase.scoring.settings.ScoreSettings`: ``kind`` and ``names`` from its
-    ``stats``, the parsed null, ``unreliable`` statistics kept out, ``start`` its null_start."""
-
-    kind: str
-    names: tuple | None
-    null: object
-    draws: int | None = None
-    alpha: float = 0.05
-    seed: int = 0
-    spectrum_draws: int = 200
-    quantized_null: str = "auto"
-    max_draws: int | None = None
-    element_draws: int = 200
-    progress: bool = True
-    unreliable: tuple = ()
-    start: NullStart = NullStart()
 
 
 @dataclass
@@ -105,7 +87,7 @@ def check_heads(layer: int, wq, wk, name: str,
                              f"score {'it' if one else 'them'}")
 
 
-def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
+def _one_layer(lh, info, s: ScoreSettings, out: Layers, quantized_null) -> None:
     """Measure layer ``lh`` into ``out`` (``quantized_null``: the option, its format a
     record)."""
     wq, wk = np.asarray(lh.wq), np.asarray(lh.wk)
@@ -117,8 +99,8 @@ def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
     # a head far outside float32's comfortable range is divided by a power of two first
     wq, wk, cq, ck = safe_factors(wq, wk)
     # the statistics take the storage's name (their compiled programs are keyed by it)
-    st, x, h = layer_stats(wq, wk, opts.kind, est.name, info.group_size,
-                           entry_law=opts.null.tests_entry_law, hist=True,
+    st, x, h = layer_stats(wq, wk, s.kind, est.name, info.group_size,
+                           entry_law=s.null.tests_entry_law, hist=True,
                            raw=RawUnits(cq, ck, where=f"layer {lh.layer} of {info.name}, "))
     out.per_layer.append(st)
     out.profiles.append({**factor_profile(wq, wk),  # + the symmetric kind's test (decision.kinds)
@@ -130,9 +112,9 @@ def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
     out.storages.append(storage)
     out.detected.append(quant)
     out.null_records.append(null_st)
-    out.drawn_at.append(opts.null.draws_storage(null_st))
+    out.drawn_at.append(s.null.draws_storage(null_st))
     out.unmatched |= bad
-    if opts.null.needs_factors:
+    if s.null.needs_factors:
         out.factors.append((wq, wk))
 
 
@@ -140,19 +122,19 @@ def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
 READ_AHEAD = True
 
 
-def read_layers(layers, info, opts: Options) -> Layers:
+def read_layers(layers, info, s: ScoreSettings, progress: bool = True) -> Layers:
     """Statistics of every layer (:class:`Layers`); the next layer is read while one is scored
     (:data:`READ_AHEAD`), so at most two layers' weights are alive at a time."""
     out = Layers()
-    qn = opts.quantized_null  # "auto", "none" or a block format's name, looked up once here
+    qn = s.quantized_null  # "auto", "none" or a block format's name, looked up once here
     qn = qn if qn in ("auto", "none") else storage_record(qn)
     bar = None
-    if opts.progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
+    if progress:  # a bar updated by hand: iterating through tqdm would hold the last layer
         from ...progress import progress_bar
 
         bar = progress_bar(info.n_layers, desc="scoring layers", unit="layer")
     for lh in (read_ahead(layers) if READ_AHEAD else layers):  # the next layer read meanwhile
-        _one_layer(lh, info, opts, out, qn)
+        _one_layer(lh, info, s, out, qn)
         del lh  # else this layer's weights stay alive while the next two are read
         if bar is not None:
             bar.update(1)
@@ -163,26 +145,26 @@ def read_layers(layers, info, opts: Options) -> Layers:
     return out
 
 
-def _values(read: Layers, opts: Options):
-    """(values {stat: (layer, head)}, statistics tested, statistics kept out)."""
-    keys = [k for k in read.per_layer[0]
-            if opts.names is None or k in opts.names or k in NOT_TESTED]
-    if opts.names is not None:
-        missing = sorted(set(opts.names) - set(keys))
+def _values(read: Layers, names, unreliable: tuple):
+    """(values {stat: (layer, head)}, statistics tested, statistics kept out); ``names``: the
+    statistics asked for one by one (None: all measured)."""
+    keys = [k for k in read.per_layer[0] if names is None or k in names or k in NOT_TESTED]
+    if names is not None:
+        missing = sorted(set(names) - set(keys))
         if missing:
             raise InputError(f"unknown statistics {missing}")
     values = {k: np.stack([s[k] for s in read.per_layer]) for k in keys}
-    unreliable = tuple(k for k in opts.unreliable if k in keys)
+    unreliable = tuple(k for k in unreliable if k in keys)
     if read.unmatched:
         unreliable += tuple(k for k in keys if k.split(".", 1)[1] in HISTOGRAM
                             and not k.startswith("qk."))
     return values, [k for k in keys if k not in NOT_TESTED], unreliable
 
 
-def references(null, null_storages, cells: Cells, opts: Options) -> list:
+def references(null, null_storages, cells: Cells, s: ScoreSettings, progress: bool = True) -> list:
     """The null's references: one per storage among the layers (``null_storages``), or one for every
     layer for a null drawn per head."""
-    kw = dict(draws=opts.draws, seed=opts.seed, progress=opts.progress)
+    kw = dict(draws=s.draws, seed=s.seed, progress=progress)
     if null.draws_per_head:
         return [drawn_reference(null, cells, null_storages[0], **kw)]
     groups: dict = {}
@@ -205,39 +187,40 @@ def _add_spectra(ds, read: Layers, refs, values, d: int, d_h: int) -> None:
     ds["sigma_k"] = (("layer", "head"), values["k.rms"])
 
 
-def _add_profile(ds, read: Layers, refs, opts: Options, d: int, d_h: int) -> None:
+def _add_profile(ds, read: Layers, refs, s: ScoreSettings, d: int, d_h: int,
+                 progress: bool = True) -> None:
     """The profile axes and their part in the head decision (decision.combined)."""
     own = refs[0].profile_null()  # the reference says which (no Gaussian default)
     own = None if own is GAUSSIAN_AXES else own
-    axis_nulls = add_profile(ds, read, d, d_h, alpha=opts.alpha, seed=opts.seed,
-                             permutation=own, progress=opts.progress,
-                             start=dict(opts.start.profile))
+    axis_nulls = add_profile(ds, read, d, d_h, alpha=s.alpha, seed=s.seed,
+                             permutation=own, progress=progress,
+                             start=dict(s.null_start.profile))
     if own is None:  # the Gaussian axes' draws per null storage enter the head decision
         axis_nulls = [([i for i, s in enumerate(read.null_records) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]
     else:  # the reference names its own draws (add_profile's text names permutations)
         ds.attrs["profile"] = ("per-head axes (rmtbase.scoring.profile.axes); new axes against "
                                f"{next(iter(own.values())).shape[-1]} {refs[0].profile_draws}")
-    add_axes_decision(ds, axis_nulls, alpha=opts.alpha)
+    add_axes_decision(ds, axis_nulls, alpha=s.alpha)
 
 
-def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int, refs=()):
+def _add_layers(ds, read: Layers, s: ScoreSettings, d: int, d_h: int, refs=()):
     """The spectrum band (the references' own, :meth:`~.reference.Reference.spectrum_band`;
     the Gaussian band where none is given), the layer coordinate, per-layer null storage and
     quantisation."""
     band = None
-    if opts.spectrum_draws:
-        n = int(opts.spectrum_draws)
-        band = refs[0].spectrum_band(n, seed=opts.seed) if refs else GAUSSIAN_BAND
+    if s.spectrum_draws:
+        n = int(s.spectrum_draws)
+        band = refs[0].spectrum_band(n, seed=s.seed) if refs else GAUSSIAN_BAND
     if band is GAUSSIAN_BAND:
         # the float32 spectral table's program is shared where a layer's null is a float
         # storage; a score with only block-quantised nulls compiles the band's leaner one
-        band = null_spectrum_band(d, d_h, n, seed=opts.seed,
+        band = null_spectrum_band(d, d_h, n, seed=s.seed,
                                   share_table=any(s.is_float for s in read.null_records))
     if band is not None:
         ds["null_spectrum"] = (("quantile", "rank"), band)
         ds["null_spectrum"].attrs["definition"] = (
-            f"quantiles of the sorted normalised null spectrum over {int(opts.spectrum_draws)} "
+            f"quantiles of the sorted normalised null spectrum over {int(s.spectrum_draws)} "
             "draws")
         ds = ds.assign_coords(quantile=list(SPECTRUM_QUANTILES))
     ds = ds.assign_coords(layer=np.array(read.layer_ids, dtype=np.int64))
@@ -253,7 +236,7 @@ def _add_layers(ds, read: Layers, opts: Options, d: int, d_h: int, refs=()):
     return ds
 
 
-def _provenance(ds, info, read: Layers, opts: Options, label) -> None:
+def _provenance(ds, info, read: Layers, s: ScoreSettings, label) -> None:
     """The model's and the null's attributes."""
     from ...models._reader import coarsest_storage
 
@@ -267,36 +250,38 @@ def _provenance(ds, info, read: Layers, opts: Options, label) -> None:
         n_kv_heads=int(info.n_kv_heads), storage_dtype=coarsest_storage(s.name for s in read.storages),
         storage_dtypes=",".join(sorted({s.name for s in read.storages})),
         quantisation=by_layers(quant, ids), null_storage=by_layers(ns, ids),
-        quantized_null=opts.quantized_null,
-        null=null_description(opts.null, ns, read.detected, opts.quantized_null, ids),
+        quantized_null=s.quantized_null,
+        null=null_description(s.null, ns, read.detected, s.quantized_null, ids),
         rmtbase_version=__version__,
         created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         conventions=CONVENTIONS)
     ds.attrs["baseline_draws_used"] = int(ds["null_draws"].min()) if ds.sizes["stat"] else 0
 
 
-def score(info, layers, opts: Options, label=None):
-    """Score ``layers`` of the model ``info`` under ``opts`` (module docstring)."""
-    read = read_layers(layers, info, opts)
-    values, tested, unreliable = _values(read, opts)
+def score(info, layers, s: ScoreSettings, label=None, *, progress: bool = True,
+          unreliable: tuple = ()):
+    """Score ``layers`` of the model ``info`` under the checked settings ``s`` (module
+    docstring); ``unreliable``: statistics kept out of the decision."""
+    read = read_layers(layers, info, s, progress)
+    values, tested, unreliable = _values(read, s.names, unreliable)
     d, d_h = int(info.d), int(info.d_h)
-    cells = Cells(d, d_h, opts.kind, tuple(tested), factors=read.factors,
-                  element_draws=int(opts.element_draws), start=opts.start,
+    cells = Cells(d, d_h, s.kind, tuple(tested), factors=read.factors,
+                  element_draws=int(s.element_draws), start=s.null_start,
                   heads=tuple(int(n) for n in values["q.rms"].shape))
-    refs = references(opts.null, read.null_records, cells, opts)
-    out = decide(refs, values, tested, Decision(opts.null, opts.alpha, info.group_size,
-                                                unreliable, opts.max_draws, opts.progress))
+    refs = references(s.null, read.null_records, cells, s, progress)
+    out = decide(refs, values, tested, Decision(s.null, s.alpha, info.group_size,
+                                                unreliable, s.max_draws, progress))
     ds = out.ds
-    attrs = type(refs[0]).attrs(refs, read.layer_ids, opts.max_draws)
+    attrs = type(refs[0]).attrs(refs, read.layer_ids, s.max_draws)
     _add_spectra(ds, read, refs, out.values, d, d_h)
-    _add_profile(ds, read, refs, opts, d, d_h)
-    ds = _add_layers(ds, read, opts, d, d_h, refs)
+    _add_profile(ds, read, refs, s, d, d_h, progress)
+    ds = _add_layers(ds, read, s, d, d_h, refs)
     ds.attrs.update(attrs)
-    _provenance(ds, info, read, opts, label)
+    _provenance(ds, info, read, s, label)
     if out.undefined:
         report_undefined(ds, out.undefined, int(np.prod(out.values["q.rms"].shape)))
     describe(ds)
     return ds
 
 
-__all__ = ["CONVENTIONS", "Layers", "Options", "read_layers", "references", "score"]
+__all__ = ["CONVENTIONS", "Layers", "read_layers", "references", "score"]

@@ -21,31 +21,7 @@ import numpy as np
 from ...decision.verdict import NOT_TESTED
 from ..nulls.checks import undefined_under_null
 from ..nulls.layer_null import baseline_attrs, is_spectral, null_arrays
-
-
-@dataclass(frozen=True)
-class NullStart:
-    """The least sizes a score's Gaussian nulls start from: joint ``table``, ``spectral`` reference
-    and ``profile`` per null storage (``((storage, n), ...)``); 0 or absent: the rules' own start.
-    Set by a collection re-scoring an entry behind another of its shape; the rules may grow
-    further."""
-
-    table: int = 0
-    spectral: int = 0
-    profile: tuple = ()
-
-    @classmethod
-    def of(cls, value) -> NullStart:
-        """A :class:`NullStart` from None, one, or a dict of its fields (``profile`` a dict
-        {storage: n} or pairs; a ``joint`` size counts as the table's: the joint table is the
-        table grown)."""
-        if value is None or isinstance(value, NullStart):
-            return value or cls()
-        v = dict(value)
-        prof = dict(v.get("profile") or ())
-        return cls(max(int(v.get("table") or 0), int(v.get("joint") or 0)),
-                   int(v.get("spectral") or 0),
-                   tuple(sorted((str(k), int(n)) for k, n in prof.items())))
+from ..settings import NullStart
 
 
 @dataclass(frozen=True)
@@ -83,12 +59,14 @@ class Cells:
 
     def permutation_reference(self, null, *, draws, seed, progress) -> PermutationReference:
         """Each head against its own entries shuffled (``null`` a per-head null)."""
+        from ...baseline.cache import TABLE_DRAWS
         from ..nulls.permutation import permutation_draws
 
+        n = TABLE_DRAWS if draws is None else int(draws)  # permutations per head
         n_el = self.element_draws if self.kind != "spectral" else 0
-        joint = permutation_draws(self.factors, draws or 1000, n_el, seed, self.kind, progress)
+        joint = permutation_draws(self.factors, n, n_el, seed, self.kind, progress)
         joint = {k: v for k, v in joint.items() if k in self.tested or k in NOT_TESTED}
-        return PermutationReference(null, self, joint, draws=int(draws or 1000),
+        return PermutationReference(null, self, joint, draws=n,
                                     element_draws=int(n_el), seed=int(seed),
                                     fixed=draws is not None)
 
@@ -183,11 +161,15 @@ class TableReference(Reference):
         return null_arrays(table, names, c.d, c.d_h)
 
     def start_spectral(self, names) -> None:
-        """The larger spectral reference (at least 1000 draws, and the cells' start) of
+        """The larger spectral reference (at least
+        :data:`~rmtbase.baseline.sweep_cache.SPECTRAL_REFERENCE_DRAWS`, and the cells' start) of
         ``names``, with element statistics in the table (not for a spectral-only table, whose
         own draws serve)."""
+        from ...baseline.sweep_cache import SPECTRAL_REFERENCE_DRAWS
+
         if names and self.cells.kind != "spectral":
-            self.spectral_null = self.spectral(names, max(int(self.min_draws or 0), 1000,
+            self.spectral_null = self.spectral(names, max(int(self.min_draws or 0),
+                                                          SPECTRAL_REFERENCE_DRAWS,
                                                           self.cells.start.spectral))
 
     def can_extend(self) -> bool:

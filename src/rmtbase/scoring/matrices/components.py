@@ -18,13 +18,12 @@ import numpy as np
 import xarray as xr
 
 from ..._version import __version__
-from ...checks import MIN_NULL_DRAWS, check_probability, check_seed
 from ...decision.family import HISTOGRAM, in_family
 from ...decision.scale import scaling
 from ...decision.score_dataset import SCORE_VARS
 from ...decision.significance import benjamini_hochberg
 from ...decision.verdict import score_values
-from ...errors import check_draws, with_keywords
+from ...errors import with_keywords
 from ...stats.names import check_quantized_null
 from ..nulls.checks import undefined_under_null
 from ..settings import ComponentSettings
@@ -191,13 +190,9 @@ def score_components(model=None, *, components="all", revision=None,
     from ..description import default_label, model_label
     from ..measures.qk_elements import scoring_threads
 
-    s = with_keywords(ComponentSettings, settings, options, "score_components")
-    draws, alpha, seed, quantized_null, threads = (s.draws, s.alpha, s.seed, s.quantized_null,
-                                                   s.threads)
-    alpha = check_probability("alpha", alpha)
-    draws = DEFAULT_DRAWS if draws is None else draws
-    check_draws(draws, MIN_NULL_DRAWS)  # the omnibus calibration of each matrix's p
-    check_seed(seed)
+    s = with_keywords(ComponentSettings, settings, options, "score_components")  # checked
+    alpha, seed, quantized_null, threads = s.alpha, s.seed, s.quantized_null, s.threads
+    draws = DEFAULT_DRAWS if s.draws is None else s.draws
     check_matrix_null_size(draws)  # before any weight is read
     check_quantized_null(quantized_null)  # a failed plugin: its own line
     label = None

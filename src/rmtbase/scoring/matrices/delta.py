@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ...errors import InputError, ModelError
+from ...errors import InputError, ModelError, with_keywords
 from ...models.lora import is_lora
 from ..description import model_label
+from ..settings import ScoreSettings
 from .unchanged import take_out
 
 _SIZES = ("architecture", "d", "d_h", "n_layers", "n_heads", "n_kv_heads")
@@ -139,17 +140,12 @@ def delta_label(finetuned, base) -> str:
     return f"{a} vs {b}"
 
 
-def _check_delta_options(info, options: dict) -> None:
-    """score_heads' option checks and the null's memory check, up front (one line)."""
+def _check_delta_settings(info, s: ScoreSettings) -> None:
+    """The null's fit for a delta and its memory check, up front (one line)."""
     from ..nulls.checks import check_null_size
-    from ..score import _check_options, _stat_kind
 
-    _, null = _check_options(options.get("alpha", 0.05), options.get("draws"), "gaussian",
-                             options.get("quantized_null", "auto"),
-                             options.get("max_draws", 100_000), options.get("element_draws", 200))
-    kind, names = _stat_kind(options.get("stats", "all"))
-    check_null_size(info, kind, names, options.get("draws"), null,
-                    options.get("element_draws", 200))
+    s.null.require("scores_deltas", "scoring a fine-tune's change")
+    check_null_size(info, s.kind, s.names, s.draws, s.null, s.element_draws)
 
 
 def _add_delta_vars(ds, norms: dict, finetuned, base, lora: bool, sides) -> xr.Dataset:
@@ -179,21 +175,27 @@ def _add_delta_vars(ds, norms: dict, finetuned, base, lora: bool, sides) -> xr.D
 
 
 def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
-                allow_pickle=False, **options) -> xr.Dataset:
+                allow_pickle=False, settings: ScoreSettings | None = None, progress=True,
+                **options) -> xr.Dataset:
     """Score the per-head change from ``base`` to ``finetuned`` (a model or a PEFT LoRA folder).
 
-    Options as :func:`rmtbase.scoring.score.score_model`, whose Dataset it returns on ΔW_Q, ΔW_K,
-    plus ``delta_rel_q``, ``delta_rel_k``, ``delta_rel_qk`` (layer, head) and attrs ``delta_of``,
-    ``delta_base``, ``delta_kind`` (``"finetune"`` | ``"lora"``), ``delta_sides`` for an adapter."""
+    settings (its fields also as keywords) and progress as
+    :func:`rmtbase.scoring.score.score_model` (a null with
+    :attr:`~rmtbase.stats.null_protocol.Null.scores_deltas`); the Dataset's model is
+    ``"<tuned> vs <base>"``. Returns :func:`~rmtbase.scoring.score.score_model`'s
+    Dataset on ΔW_Q, ΔW_K, plus ``delta_rel_q``, ``delta_rel_k``, ``delta_rel_qk`` (layer,
+    head) and attrs ``delta_of``, ``delta_base``, ``delta_kind`` (``"finetune"`` |
+    ``"lora"``), ``delta_sides`` for an adapter."""
     from ...decision.family import HISTOGRAM
     from ...models import load_heads, model_info
     from ...stats import ELEMENT_STATS
     from ..score import score_heads
 
+    s = with_keywords(ScoreSettings, settings, options, "score_delta")  # checked, once
     if base is None:
         raise InputError("scoring a fine-tune's change needs its base model (--base BASE)")
     binfo = model_info(base, revision=base_revision)
-    _check_delta_options(binfo, options)  # absurd draws: refused before any weight is read
+    _check_delta_settings(binfo, s)  # absurd draws: refused before any weight is read
     lora = isinstance(finetuned, str | Path) and is_lora(finetuned)
     label = delta_label(finetuned, base)
     norms: dict = {}
@@ -224,7 +226,7 @@ def score_delta(finetuned, base=None, *, revision=None, base_revision=None,
         lattice = norms["storage"] - {"float32", None}
         unreliable = tuple(f"{m}.{s}" for m in ("q", "k") for s in ELEMENT_STATS
                            if s in HISTOGRAM) if lattice else ()
-    options.setdefault("label", label)
-    ds = score_heads(info, layers, **options, unreliable=unreliable)
-    ds = take_out(ds, unchanged, options.get("alpha", 0.05), info.group_size)
+    ds = score_heads(info, layers, label=label, settings=s, progress=progress,
+                     unreliable=unreliable)
+    ds = take_out(ds, unchanged, s.alpha, info.group_size)
     return _add_delta_vars(ds, norms, finetuned, base, lora, sides if lora else ())

@@ -9,6 +9,7 @@ import numpy as np
 from ...errors import InputError
 from ...stats.null_protocol import Null
 from ...stats.permutation_null import PermutationNull
+from ..settings import check_null_storage  # noqa: F401 - re-exported
 
 #: Fewest permutations with W_QK element statistics the permutation null can decide on
 #: (:attr:`rmtbase.stats.null_kind.PermutationNull.min_element_draws`).
@@ -27,16 +28,6 @@ def check_element_draws(null: Null, kind: str, element_draws,
                          "out)")
 
 
-def check_null_storage(null: Null, where: str = "null") -> None:
-    """InputError up front if ``null`` carries its own storage: a null stored like the checkpoint is
-    set per layer, so e.g. ``GaussianNull("q8_0")`` is refused rather than silently ignored."""
-    if null.storage != "float32":
-        raise InputError(f"{where} {null!r} carries storage {null.storage!r}, which is not "
-                         "honoured: the null is stored as each layer of the checkpoint is; pass "
-                         f"{type(null).__name__}() (quantized_null forces a block format on "
-                         "quantised layers)")
-
-
 def check_null_size(info, kind: str, names, draws, null: Null,
                     element_draws: int) -> None:
     """InputError before any read or draw if the null draws asked for do not fit in memory
@@ -44,18 +35,19 @@ def check_null_size(info, kind: str, names, draws, null: Null,
     statistic the run reads."""
     from types import SimpleNamespace
 
+    from ...baseline.cache import TABLE_DRAWS
     from ...baseline.limits import check_stored_values
     from ...baseline.shipped import check_shipped_tables
     from ...baseline.table_contents import stat_names
 
     n_stats = len(names) if names is not None else len(stat_names(SimpleNamespace(stats=kind)))
     if null.shared_table:
-        n = max(int(draws or 0), 1000)
+        n = max(int(draws or 0), TABLE_DRAWS)
         check_stored_values(n_stats * n, 8, f"a null table of {n_stats} statistics x {n} draws")
         check_shipped_tables(int(info.d), int(info.d_h), kind)
     else:
         heads = int(info.n_layers) * int(info.n_heads)
-        n = int(draws or 1000) + int(element_draws)
+        n = int(draws or TABLE_DRAWS) + int(element_draws)
         check_stored_values(heads * n_stats * n, 8,
                             f"permutation draws of {heads} heads x {n_stats} statistics x "
                             f"{n} permutations")

@@ -15,17 +15,19 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as _st
 
+from ...baseline.cache import TABLE_DRAWS
 from ...decision.significance import benjamini_hochberg
 from ...decision.tails import MIN_EXCEEDANCES, P_MIN
 from .rule import sizes_after
 
 #: The joint null's full size (module docstring).
 JOINT_DRAWS = 18_000
-#: Sizes a score draws in turn after its first table (the last is JOINT_DRAWS): the spectral
-#: ladder's (:data:`rmtbase.scoring.stopping.rule.LADDER`) above 1,000 up to it (1,500, 2,000,
+#: Sizes a score draws in turn after its first table of
+#: :data:`~rmtbase.baseline.cache.TABLE_DRAWS` (the last is JOINT_DRAWS): the spectral
+#: ladder's (:data:`rmtbase.scoring.stopping.rule.LADDER`) above it up to it (1,500, 2,000,
 #: 3,000, ..., 15,000, 18,000), each the continuation of the last, so a finer step costs only
 #: the bound's share of the error.
-SCHEDULE = sizes_after(1_000, JOINT_DRAWS)
+SCHEDULE = sizes_after(TABLE_DRAWS, JOINT_DRAWS)
 #: The level α/2 whose rate the size controls, and the calibration it is compared with.
 RATE_LEVEL, CALIBRATION_HEADS = 0.025, 1000
 
