@@ -22,6 +22,9 @@ SEED_LIMIT = 2**32
 #: ``2 * rmtbase.decision.tails.MIN_EXCEEDANCES`` by tests/test_refusals.py). Here, numpy-free,
 #: so that the CLI refuses ``--draws 5`` at start-up speed.
 MIN_NULL_DRAWS = 20
+#: Why a composition's draws (``rmtbase circuits --draws``, ``composition(draws=...)``) have the
+#: same floor: fewer leave every head pair open, and a summary of them could claim nothing.
+COMPOSITION_DRAWS_WHY = "as rmtbase score --composition: fewer leave every head pair undecided"
 
 
 def _is_int(value) -> bool:
@@ -59,4 +62,4 @@ def check_probability(name: str, value) -> float:
     return float(value)
 
 
-__all__ = ["MIN_NULL_DRAWS", "SEED_LIMIT", "check_int", "check_probability", "check_seed"]
+__all__ = ["COMPOSITION_DRAWS_WHY", "MIN_NULL_DRAWS", "SEED_LIMIT", "check_int", "check_probability", "check_seed"]

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from ...checks import check_int, check_probability, check_seed
+from ...checks import (COMPOSITION_DRAWS_WHY, MIN_NULL_DRAWS, check_int, check_probability,
+                       check_seed)
 from ...errors import InputError, with_keywords
 from ...files.memory import check_memory
 from ...stats import composition as C
@@ -215,7 +216,7 @@ def _checked(seed, alpha, draws, fold_ln, ln_gains):
     """(seed, alpha, draws) of :func:`composition`, checked before any work."""
     seed, alpha = check_seed(seed), check_probability("alpha", alpha)
     if draws is not None:
-        draws = check_int("draws", draws, minimum=2, why="a tail p needs two null draws")
+        draws = check_int("draws", draws, minimum=MIN_NULL_DRAWS, why=COMPOSITION_DRAWS_WHY)
     if fold_ln and ln_gains is None:
         raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
                          "gains from a checkpoint is not implemented")
