@@ -295,6 +295,10 @@ def _check_lengths_spec(spec) -> None:
                        or n < MIN_REPEAT for n in vals):
         raise InputError(f"repeat_lengths must be 'auto' or integers >= {MIN_REPEAT}, got "
                          f"{spec!r}")
+    from ..checks import MAX_COUNT
+
+    if any(int(n) > MAX_COUNT for n in vals):
+        raise InputError(f"repeat_lengths must be at most {MAX_COUNT}, got {spec!r}")
 
 
 def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = None,
@@ -314,7 +318,7 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     heads too. screen: ``"auto"`` (every source exactly when within :data:`.find.EXACT_BUDGET`),
     ``"exact"`` or ``"top-k"``. mlp_paths: ``"auto"`` (within :data:`MLP_BUDGET` FLOPs), True or
     False. layers: receivers' layers kept (None: all). Raises :class:`InputError` before loading."""
-    from ..checks import check_int, check_seed
+    from ..checks import MAX_COUNT, check_int, check_seed
 
     for alias, field in SEARCH_ALIASES.items():
         if alias in options:
@@ -326,7 +330,7 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     receivers_of_interest, sinks, repeat_lengths = s.receivers, s.sinks, s.lengths
     screen, mlp_paths, layers, progress = s.screen, s.mlp_paths, s.layers, s.progress
     F.check_composition(composition)
-    k = check_int("k", k, minimum=1)
+    k = check_int("k", k, minimum=1, maximum=MAX_COUNT)
     seed = check_seed(seed)
     if text is not None and sequences is None:
         sequences = "text"
@@ -355,9 +359,15 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
         if not (1 <= int(li) < n_l and 0 <= int(hi) < n_h):
             raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0 of "
                              f"this {n_l}-layer, {n_h}-head model")
+    named = [(int(li), int(hi)) for li, hi in receivers_of_interest or ()]
+    if len(set(named)) < len(named):  # patched and reported twice otherwise
+        twice = next(h for h in named if named.count(h) > 1)
+        raise InputError(f"receivers_of_interest names {head_name(*twice)} twice")
     for li in layers or ():
         if isinstance(li, bool) or not isinstance(li, (int, np.integer)) or not 1 <= li < n_l:
             raise InputError(f"layers: {li!r} is not a layer after 0 of this {n_l}-layer model")
+    if layers is not None and len(set(map(int, layers))) < len(list(layers)):
+        raise InputError(f"layers names a layer twice, got {list(layers)!r}")
     return run_circuits(model, composition, F.Search(
         k=k, sequences=sequences, text=text, seed=seed, threshold=threshold,
         receivers=None if receivers_of_interest is None else tuple(receivers_of_interest),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-from ..checks import MIN_NULL_DRAWS, check_int, check_probability, check_seed
+from ..checks import MAX_DRAWS, MIN_NULL_DRAWS, check_int, check_probability, check_seed
 from ..decision.verdict import NOT_TESTED, score_values
 from ..errors import InputError, with_keywords
 from ..stats.names import QUANTIZED_NULL
@@ -52,13 +52,13 @@ def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
     :data:`~rmtbase.checks.MIN_NULL_DRAWS`, what the omnibus calibration needs."""
     alpha = check_probability("alpha", alpha)
     if draws is not None:
-        check_int("draws", draws, minimum=MIN_NULL_DRAWS,
+        check_int("draws", draws, minimum=MIN_NULL_DRAWS, maximum=MAX_DRAWS,
                   why="the omnibus calibration of each head's p reads the 10 largest null "
                       "statistics")
     if max_draws is not None:
-        check_int("max_draws", max_draws, minimum=2)
-    check_int("element_draws", element_draws, minimum=0)
-    check_int("spectrum_draws", spectrum_draws, minimum=0)
+        check_int("max_draws", max_draws, minimum=2, maximum=MAX_DRAWS)
+    check_int("element_draws", element_draws, minimum=0, maximum=MAX_DRAWS)
+    check_int("spectrum_draws", spectrum_draws, minimum=0, maximum=MAX_DRAWS)
     check_seed(seed)
     null = Null.parse(null)
     check_null_storage(null)

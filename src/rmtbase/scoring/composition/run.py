@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from ...checks import (COMPOSITION_DRAWS_WHY, MIN_NULL_DRAWS, check_int, check_probability,
-                       check_seed)
+from ...checks import (COMPOSITION_DRAWS_WHY, MAX_DRAWS, MIN_NULL_DRAWS, check_int,
+                       check_probability, check_seed)
 from ...errors import InputError, with_keywords
 from ...files.memory import check_memory
 from ...stats import composition as C
@@ -216,7 +216,8 @@ def _checked(seed, alpha, draws, fold_ln, ln_gains):
     """(seed, alpha, draws) of :func:`composition`, checked before any work."""
     seed, alpha = check_seed(seed), check_probability("alpha", alpha)
     if draws is not None:
-        draws = check_int("draws", draws, minimum=MIN_NULL_DRAWS, why=COMPOSITION_DRAWS_WHY)
+        draws = check_int("draws", draws, minimum=MIN_NULL_DRAWS, maximum=MAX_DRAWS,
+                          why=COMPOSITION_DRAWS_WHY)
     if fold_ln and ln_gains is None:
         raise InputError("fold_ln=True needs ln_gains (one (d,) gain per layer); reading norm "
                          "gains from a checkpoint is not implemented")
