@@ -12,7 +12,9 @@ alone, naming the bytes expected and found; a table with its checksum must read 
 what was written, or be refused.
 
 The quick tier runs a few hundred cases at a fixed seed; the slow tier thousands. The netCDF
-cases run in one child process (HDF5 is C: a crash must fail the test, not end pytest)."""
+table and cache cases run in one child process each (HDF5 is C: a crash must fail the test,
+not end pytest); a damaged cache file must be read whole or redrawn with one-line warnings,
+giving a clean cache's numbers either way."""
 
 from __future__ import annotations
 
@@ -369,3 +371,62 @@ def test_table_reader_fuzzed(tmp_path):
 def test_table_reader_fuzzed_many(tmp_path):
     _table_cases(tmp_path, 2000, seed=1)
 
+
+
+# ------------------------------------------------------------------ the null-table cache
+
+_CACHE_CHILD = r"""
+import json, os, random, sys, warnings
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+from test_reader_fuzz import _mutations
+from rmtbase.baseline.cache import cache_target, null_table
+from rmtbase.files.user_cache import forget
+
+n, seed = int(sys.argv[1]), int(sys.argv[2])
+def values():
+    forget()  # a fresh process: nothing held in memory
+    ds = null_table(16, 4, stats="all", min_draws=64, seed=5)
+    return {v: ds[v].values for v in ds.data_vars}
+want = values()
+path = cache_target(16, 4, draws=64, seed=5)
+data = open(path, "rb").read()
+rng = random.Random(seed)
+counts = {}
+for _, (kind, pos, damaged) in zip(range(n), _mutations(data, 512, rng)):
+    open(path, "wb").write(damaged)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = values()
+    said = [str(w.message) for w in seen if "rmtbase" in str(w.message) or
+            w.category.__module__.startswith("rmtbase")]
+    assert all("\n" not in m for m in said), said
+    counts[kind + (" redrawn" if said else " read")] = counts.get(
+        kind + (" redrawn" if said else " read"), 0) + 1
+    assert set(got) == set(want), (kind, pos)
+    for v in want:  # read or redrawn: the numbers of a clean cache, bit for bit
+        np.testing.assert_array_equal(got[v], want[v], err_msg=f"{kind} at {pos}: {v}")
+print(json.dumps(counts))
+"""
+
+
+def _cache_cases(tmp_path: Path, n: int, seed: int) -> dict:
+    env = dict(os.environ, RMTBASE_CACHE=str(tmp_path / "cache"), PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", _CACHE_CHILD, str(n), str(seed),
+                        str(Path(__file__).parent)], capture_output=True, text=True,
+                       env=env, timeout=CASE_SECONDS * 5 + 5 * n)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_cache_reader_fuzzed(tmp_path):
+    """A damaged cached null table is read (damage that leaves the values and checksum whole)
+    or redrawn with a one-line warning; either way the numbers are a clean cache's."""
+    counts = _cache_cases(tmp_path, 12, seed=0)
+    assert sum(counts.values()) == 12 and any("redrawn" in k for k in counts)
+
+
+@pytest.mark.slow
+def test_cache_reader_fuzzed_many(tmp_path):
+    _cache_cases(tmp_path, 500, seed=1)
