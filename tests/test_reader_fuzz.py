@@ -217,6 +217,23 @@ def test_a_gguf_cut_in_half_is_refused_from_its_header(tmp_path, monkeypatch):
         load_heads(half)
 
 
+def test_a_gguf_counting_two_billion_layers_is_refused_at_once(tmp_path):
+    """A damaged llama.block_count (2**31 - 1) had gguf's TensorNameMap built for every layer
+    (a hang found by the slow fuzz); the count is now checked against the tensor directory."""
+    from rmtbase.models.gguf import gguf_config
+
+    data = bytearray(_gguf_file(tmp_path / "m.gguf", "F32").read_bytes())
+    key = b"llama.block_count"
+    at = data.index(key) + len(key)
+    assert struct.unpack("<II", data[at:at + 8]) == (4, 2)  # uint32, 2 layers
+    data[at + 4:at + 8] = struct.pack("<I", 2**31 - 1)
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(bytes(data))
+    with _bounded(), pytest.raises(ModelError, match=r"counts 2,147,483,647 layers but holds "
+                                                     r"8 tensors"):
+        gguf_config(bad)
+
+
 # ------------------------------------------------------------------ safetensors
 
 
@@ -252,8 +269,9 @@ def _st_decode(data: bytes) -> dict | None:
         if k == "__metadata__":
             continue
         b, e = v["data_offsets"]
-        out[k] = np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt[v["dtype"]]).astype(
-            np.float32).reshape(v["shape"])
+        with np.errstate(over="ignore"):  # an F64 beyond float32 reads as inf
+            out[k] = np.frombuffer(data[8 + n + b:8 + n + e], dtype=dt[v["dtype"]]).astype(
+                np.float32).reshape(v["shape"])
     return out
 
 
