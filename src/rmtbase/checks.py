@@ -37,7 +37,8 @@ def check_int(name: str, value, minimum: int | None = None, maximum: int | None 
               why: str | None = None) -> int:
     """``value`` as an ``int`` (not a bool or float) with ``minimum`` ≤ value ≤ ``maximum``
     (minimum None: no lower bound; maximum :data:`~rmtbase.limits.INT_CEILING` unless given),
-    else InputError naming ``name``; ``why`` is appended to a bound's message."""
+    else InputError naming ``name``; ``why`` (the reason for the minimum) is appended to the
+    lower bound's message."""
     if maximum is None:
         maximum = INT_CEILING
     if not _is_int(value):
@@ -47,7 +48,7 @@ def check_int(name: str, value, minimum: int | None = None, maximum: int | None 
     if minimum is not None and v < minimum:
         raise InputError(f"{name} must be at least {minimum}{tail}, got {v}")
     if maximum is not None and v > maximum:
-        raise InputError(f"{name} must be at most {maximum}{tail}, got {v}")
+        raise InputError(f"{name} must be at most {maximum}, got {v}")
     return v
 
 
