@@ -52,6 +52,9 @@ def test_an_untrained_model_has_no_circuit_and_every_line_is_reachable(tmp_path)
         doc["files"])
     assert not any(c["confirmed"] for c in doc["circuits"])
     assert doc["summary"]["repeat_lengths"] == "5, 10, 20, 31"
+    s = doc["summary"]  # the composition's draws and open pairs, also in a found line
+    assert s["composition_draws"] >= 20 and s["composition_open_pairs"] >= 0
+    assert sum(f"at {s['composition_draws']:,} draws" in t for t in doc["found"]) == 1
     assert any(t.startswith("no circuit found: no head after layer 0 reached a behaviour "
                             "label (repeat lengths tried: 5, 10, 20, 31") for t in doc["found"])
     summary = (tmp_path / "out" / "summary.txt").read_text(encoding="utf-8")

@@ -106,4 +106,4 @@ def test_subprocess_error_has_no_traceback():
                            "residual", "--depth", "3", "--gain", "0"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "rmtbase: error: gain must be a finite number > 0, got 0.0"
+    assert proc.stderr.strip() == "rmtbase: error: --gain must be in [1e-30, 1e+30], got 0.0"

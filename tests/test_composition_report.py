@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from rmtbase.cli import main
 
@@ -143,6 +144,7 @@ def test_found_lines_say_each_receivers_confirmed_sources_by_path_and_sign():
                  "label_to": "none", "metric": "attention_tv", "effect_causal": 0.2,
                  "rank_weights": 1}]
     lines = found_lines(ds, circuits, patched=True, meta={"pairs_unlike_random": 3})
+    draws = ds["composition_p"].attrs["draws"]
     assert lines[0] == ("induction head L1H0 (0.80 at repeat 10) · K direct: L0H1 "
                         "(previous-token) supports +0.4 ± 0.01 [weights rank 1, attribution "
                         "rank 1]; explained 80 % of +0.5 ± 0.02")
@@ -156,12 +158,12 @@ def test_found_lines_say_each_receivers_confirmed_sources_by_path_and_sign():
     assert lines[6].startswith("induction head L1H1 (0.80 at repeat 10): no source confirmed")
     assert lines[7].startswith("L1H2 (no behaviour label; dependencies, not circuits): K "
                                "direct L0H0 0.2")
-    assert lines[-1] == RULE and len(lines) == 9
-    assert found_lines(ds, circuits, patched=True,
-                       meta={"pairs_unlike_random": 0})[0].startswith("no head pair differs")
+    assert lines[-2] == f"composition: 3 of 36 pairs unlike random at {draws} draws, 19 open"
+    assert lines[-1] == RULE and len(lines) == 10
     none = found_lines(ds, [], patched=True, meta={"repeat_lengths": "5, 10"})
     assert none == ["no circuit found: no head after layer 0 reached a behaviour label "
-                    "(repeat lengths tried: 5, 10; threshold 0.4 above chance)"]
+                    "(repeat lengths tried: 5, 10; threshold 0.4 above chance)",
+                    f"composition: 19 of 36 pairs unlike random at {draws} draws, 19 open"]
     many = [f"line {i}" for i in range(30)]
     shown = terminal(many)
     assert len(shown) == TERMINAL_LINES and shown[:-1] == many[:TERMINAL_LINES - 1]
@@ -179,6 +181,32 @@ def test_found_lines_say_each_receivers_confirmed_sources_by_path_and_sign():
     a, b = np.unravel_index(np.argmax(k), k.shape)
     assert labelled[0].startswith(f"L2H1 (induction): top source by weights K L{a}H{b} (")
     assert len(labelled) == 2 and "not confirmed" in labelled[-1]
+
+
+@pytest.mark.parametrize("n_open, note, first", [
+    (19, None, "composition undecided: 19 of 36 pairs open at {d} draws (none flagged; more "
+               "draws settle them): no claim that the heads' composition is random"),
+    (0, "rmtbase: with 2 permutations BH over all 36 pair entries cannot flag any pair",
+     "composition undecided: 36 of 36 pairs open at {d} draws (none flagged; more draws "
+     "settle them): no claim that the heads' composition is random"),
+    (0, None, "no head pair differs from random (composition: 0 of 36 pairs flagged at {d} "
+              "draws, 0 open): no circuit is expected"),
+])
+def test_no_pair_differs_only_when_the_null_decided_it(n_open, note, first):
+    """With no pair flagged but pairs open (or draws too few for BH to flag any), the first line
+    said "no head pair differs from random … no circuit is expected": it read
+    pairs_unlike_random alone. Now that claim needs nothing open; otherwise the line says the
+    composition is undecided, naming the open pairs and the draws."""
+    from rmtbase.report.circuit_lines import found_lines
+
+    ds = _random_composition()
+    ds.attrs["composition_open_pairs"] = n_open
+    if note:
+        ds.attrs["composition_draws_note"] = note
+    d = ds["composition_p"].attrs["draws"]
+    lines = found_lines(ds, [], patched=True, meta={"pairs_unlike_random": 0})
+    assert lines[0] == first.format(d=d)
+    assert sum("no head pair differs" in x for x in lines) == (first.startswith("no head"))
 
 
 def test_figure_draws_the_chosen_pairs_legibly():

@@ -174,7 +174,7 @@ def test_what_it_lacks_is_refused_up_front(orthogonal, models, tmp_path):
     from rmtbase.errors import InputError
 
     with pytest.raises(InputError) as exc:
-        rmtbase.composition(models[0], null=orthogonal(), draws=10)
+        rmtbase.composition(models[0], null=orthogonal(), draws=20)
     assert str(exc.value) == ("composition needs a null with composition_draws; the orthogonal "
                               "null has none (OrthogonalNull.composition_draws = 0)")
 

@@ -105,8 +105,10 @@ def test_find_circuits_checks_k_and_seed_before_loading(models, monkeypatch, kw,
 
 @pytest.mark.parametrize("argv, needle", [
     (["--k", "0"], "--k must be at least 1, got 0"),
-    (["--draws", "1"], "--draws must be at least 2"),
-    (["--draws", "0"], "--draws must be at least 2"),
+    (["--draws", "1"], "--draws must be at least 20"),
+    (["--draws", "0"], "--draws must be at least 20"),
+    (["--draws", "19"], "--draws must be at least 20 (as rmtbase score --composition: fewer "
+                        "leave every head pair undecided), got 19"),
 ])
 def test_rmtbase_circuits_checks_k_and_draws_before_the_composition(argv, needle, tmp_path,
                                                                     capsys, monkeypatch):
@@ -125,3 +127,14 @@ def test_rmtbase_circuits_checks_k_and_draws_before_the_composition(argv, needle
                  str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and needle in err[0], err
+
+
+@pytest.mark.parametrize("draws", [2, 19])
+def test_composition_refuses_draws_under_which_no_pair_can_be_flagged(draws):
+    """``composition(draws=2)`` ran and left every pair open, and the circuit search's summary
+    then said "no head pair differs from random"; now the same floor as ``rmtbase score``,
+    before the model is read."""
+    from rmtbase.scoring.composition.run import composition
+
+    with pytest.raises(InputError, match=rf"^draws must be at least 20 .*got {draws}$"):
+        composition("no/such/model", draws=draws)

@@ -329,7 +329,7 @@ def test_composition_refuses_bad_ln_gains(gpt2_dir, monkeypatch, gains, match):
 
     monkeypatch.setattr(comp, "_layers", no_weights)
     with pytest.raises(InputError, match=match):
-        comp.composition(gpt2_dir, fold_ln=True, ln_gains=gains(), draws=10)
+        comp.composition(gpt2_dir, fold_ln=True, ln_gains=gains(), draws=20)
 
 
 @pytest.mark.parametrize("seed", ["100000000000000000000000", "4294967296", "-1"])

@@ -33,8 +33,9 @@ def test_bad_files_fail_with_a_reason(tmp_path):
     save_file({"w": torch.ones(64, 64)}, str(path))
     raw = path.read_bytes()
     cases = {b"\x01": "shorter", raw[:8] + b"{not json" + raw[17:]: "not JSON",
-             raw[: len(raw) - 100]: "does not fit", (10**12).to_bytes(8, "little") + raw[8:]:
-             "header length"}
+             raw[: len(raw) - 100]: f"ends at byte {len(raw):,} but the file has "
+                                    f"{len(raw) - 100:,} bytes",
+             (10**12).to_bytes(8, "little") + raw[8:]: "header length"}
     for data, reason in cases.items():
         path.write_bytes(data)
         with pytest.raises(SafetensorsError, match=reason):

@@ -50,8 +50,13 @@ def check_kind(kind) -> str:
 
 
 def check_gain(gain):
-    """A finite gain G > 0 (int, float, Fraction, str or mpf); returned unchanged."""
-    check_positive(gain, "gain")
+    """A finite gain G > 0 within :data:`rmtbase.limits.GAIN_RANGE` (int, float, Fraction, str
+    or mpf); returned unchanged."""
+    from ..limits import GAIN_RANGE
+
+    g = check_positive(gain, "gain")
+    if not GAIN_RANGE[0] <= g <= GAIN_RANGE[1]:
+        raise InputError(f"gain must be in [{GAIN_RANGE[0]:g}, {GAIN_RANGE[1]:g}], got {gain!r}")
     return gain
 
 

@@ -166,9 +166,11 @@ def _table(digits: int) -> tuple:
 
 def constants(digits: int = 15, progress: bool = True) -> dict[str, dict[str, str]]:
     """All constants at ``digits`` (1–1000) significant digits, correctly rounded and checked."""
+    if isinstance(digits, bool):
+        raise InputError(f"digits must be an integer, got {digits!r}")
     try:
         n = int(digits)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"digits must be an integer, got {digits!r}") from None
     if n != digits or not 1 <= n <= 1000:
         raise InputError(f"digits must be an integer in [1, 1000], got {digits!r}")

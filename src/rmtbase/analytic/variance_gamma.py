@@ -40,13 +40,21 @@ NU_DEBYE = 30.0
 
 
 def _check_n(d_h) -> int:
-    return check_positive_int(d_h, "d_h")
+    from ..limits import MAX_DIM
+
+    return check_positive_int(d_h, "d_h", MAX_DIM)
 
 
 def _check_s(s) -> float:
-    from ..errors import check_sigma
+    """s = σ_Q σ_K: finite, > 0, within the square of :data:`rmtbase.limits.SIGMA_RANGE`."""
+    from ..errors import InputError, check_positive
+    from ..limits import SIGMA_RANGE
 
-    return check_sigma(s, "s = sigma_q * sigma_k")
+    v = check_positive(s, "s = sigma_q * sigma_k")
+    lo, hi = SIGMA_RANGE[0] ** 2, SIGMA_RANGE[1] ** 2
+    if not lo <= v <= hi:
+        raise InputError(f"s = sigma_q * sigma_k must be in [{lo:g}, {hi:g}], got {s!r}")
+    return v
 
 
 def variance(d_h: int, s: float = 1.0) -> float:

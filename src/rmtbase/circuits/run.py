@@ -340,6 +340,10 @@ def _check_lengths_spec(spec) -> None:
                        or n < MIN_REPEAT for n in vals):
         raise InputError(f"repeat_lengths must be 'auto' or integers >= {MIN_REPEAT}, got "
                          f"{spec!r}")
+    from ..checks import MAX_COUNT
+
+    if any(int(n) > MAX_COUNT for n in vals):
+        raise InputError(f"repeat_lengths must be at most {MAX_COUNT}, got {spec!r}")
 
 
 @gives_heap_back
@@ -363,7 +367,7 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     source's output is replaced by (:mod:`.counterfactual`: ``"mean"``, the default,
     ``"resample"`` or ``"zero"``). on_receiver: called with each receiver's finding rows as soon
     as it is done. Raises :class:`InputError` before loading."""
-    from ..checks import check_int, check_seed
+    from ..checks import MAX_COUNT, check_int, check_seed
 
     for alias, field in SEARCH_ALIASES.items():
         if alias in options:
@@ -379,7 +383,7 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     if s.on_receiver is not None and not callable(s.on_receiver):
         raise InputError(f"on_receiver must be a callable or None, got {s.on_receiver!r}")
     F.check_composition(composition)
-    k = check_int("k", k, minimum=1)
+    k = check_int("k", k, minimum=1, maximum=MAX_COUNT)
     seed = check_seed(seed)
     if text is not None and sequences is None:
         sequences = "text"
@@ -408,9 +412,15 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
         if not (1 <= int(li) < n_l and 0 <= int(hi) < n_h):
             raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0 of "
                              f"this {n_l}-layer, {n_h}-head model")
+    named = [(int(li), int(hi)) for li, hi in receivers_of_interest or ()]
+    if len(set(named)) < len(named):  # patched and reported twice otherwise
+        twice = next(h for h in named if named.count(h) > 1)
+        raise InputError(f"receivers_of_interest names {head_name(*twice)} twice")
     for li in layers or ():
         if isinstance(li, bool) or not isinstance(li, (int, np.integer)) or not 1 <= li < n_l:
             raise InputError(f"layers: {li!r} is not a layer after 0 of this {n_l}-layer model")
+    if layers is not None and len(set(map(int, layers))) < len(list(layers)):
+        raise InputError(f"layers names a layer twice, got {list(layers)!r}")
     return run_circuits(model, composition, F.Search(
         k=k, sequences=sequences, text=text, seed=seed, threshold=threshold,
         receivers=None if receivers_of_interest is None else tuple(receivers_of_interest),

@@ -2,7 +2,8 @@
 
 Each command is ``rmtbase.cli.<command>`` (``-`` as ``_``) with ``add_parser(subparsers)``,
 ``run(args) -> int`` (heavy imports inside, so ``--help`` is fast) and optionally
-``early(args)``, the checks that need no heavy import. A :class:`rmtbase.errors.RmtbaseError`
+``early(args)``, the checks that need no heavy import, made after every number's bounds
+(:mod:`rmtbase.cli.bounds`). A :class:`rmtbase.errors.RmtbaseError`
 prints one line ``rmtbase: error: ...`` and exits 2. Ctrl-C ends at once while the command
 starts (:data:`PRELOAD`) or once its output is complete, else raises ``KeyboardInterrupt``
 (outputs cleaned up, exit 130; SIGTERM 143); a closed stdout ends it quietly (141). Progress
@@ -23,6 +24,7 @@ import sys
 from .._version import __version__
 from ..errors import RmtbaseError
 from ..progress import heartbeat, message
+from .bounds import check_bounds
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("constants", "spectrum", "elementwise", "product-network", "baseline", "sweep",
@@ -88,12 +90,13 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    if args._early is not None:  # the checks that need no heavy import: before start-up's
-        try:
+    try:
+        check_bounds(args)  # every number within both bounds, no list naming a value twice
+        if args._early is not None:  # the checks that need no heavy import: before start-up's
             args._early(args)
-        except RmtbaseError as exc:
-            message(f"rmtbase: error: {str(exc).removeprefix('rmtbase: ')}", final=True)
-            return 2
+    except RmtbaseError as exc:
+        message(f"rmtbase: error: {str(exc).removeprefix('rmtbase: ')}", final=True)
+        return 2
     if _ready is not None:  # the executable: end of start-up (console_main)
         _ready(args)
     try:

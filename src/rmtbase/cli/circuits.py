@@ -104,7 +104,7 @@ def check(args) -> dict:
     (:func:`rmtbase.circuits.families.check_family`), the repeat lengths, the text's size."""
     from types import SimpleNamespace
 
-    from ..checks import check_int, check_seed
+    from ..checks import COMPOSITION_DRAWS_WHY, MIN_NULL_DRAWS, check_int, check_seed
     from ..circuits.families import check_family, text_config
     from ..circuits.sequences import repeat_lengths
     from ..models.loading import model_config
@@ -112,7 +112,7 @@ def check(args) -> dict:
     check_seed(args.seed, "--seed")
     check_int("--k", args.k, minimum=1)  # before the composition, not after it
     if args.draws is not None:
-        check_int("--draws", args.draws, minimum=2, why="a tail p needs two null draws")
+        check_int("--draws", args.draws, minimum=MIN_NULL_DRAWS, why=COMPOSITION_DRAWS_WHY)
     cfg = model_config(args.model)
     check_family(cfg)
     tc = text_config(cfg)
@@ -190,7 +190,10 @@ def _search(args, text) -> int:
                        "resample_pairings",
                        "mlp_paths_screened", "expected_false_confirmations",
                        "spearman_weights_rank_vs_effect", "spearman_attribution_vs_effect",
-                       "pairs_unlike_random")})
+                       "pairs_unlike_random")} | {
+                       "composition_draws": _plain(comp.attrs.get("draws")),
+                       "composition_open_pairs": _plain(comp.attrs.get(
+                           "composition_open_pairs"))})
         print_json(doc)
     else:
         print("What was found:")

@@ -61,30 +61,38 @@ def read_header(path) -> tuple[dict, int]:
         try:
             dtype, shape, (b, e) = info["dtype"], info["shape"], info["data_offsets"]
             ok = (isinstance(dtype, str) and isinstance(shape, list)
-                  and all(isinstance(s, int) and s >= 0 for s in shape)
-                  and isinstance(b, int) and isinstance(e, int) and 0 <= b <= e)
+                  and all(type(s) is int and s >= 0 for s in shape)
+                  and type(b) is int and type(e) is int and 0 <= b <= e)
         except (KeyError, TypeError, ValueError):
             ok = False
         if not ok:
             raise SafetensorsError(f"bad header entry for tensor {name!r}")
-        if start + e > size or (dtype in ITEMSIZE
-                                and e - b != math.prod(shape) * ITEMSIZE[dtype]):
-            raise SafetensorsError(f"tensor {name!r} does not fit the file (truncated?)")
+        if start + e > size:
+            raise SafetensorsError(f"tensor {name!r} ends at byte {start + e:,} but the file "
+                                   f"has {size:,} bytes (truncated?)")
+        if dtype in ITEMSIZE and e - b != math.prod(shape) * ITEMSIZE[dtype]:
+            raise SafetensorsError(f"tensor {name!r} spans {e - b:,} bytes but its shape "
+                                   f"{list(shape)} of {dtype} needs "
+                                   f"{math.prod(shape) * ITEMSIZE[dtype]:,}")
         tensors[name] = {"dtype": dtype, "shape": tuple(shape), "offsets": (start + b, start + e)}
     return tensors, start
 
 
 def read_float32(path, info: dict) -> np.ndarray:
     """The tensor described by ``info`` (a :func:`read_header` entry; F64, F32, F16 or BF16)
-    as a float32 numpy array."""
-    buf = _read(path, info)
+    as a float32 numpy array; SafetensorsError for another dtype."""
     dtype = info["dtype"]
+    if dtype != "BF16" and dtype not in _NUMPY:
+        raise SafetensorsError(f"tensor dtype {str(dtype)[:20]!r} is not a float this reader "
+                               "widens (F64, F32, F16, BF16)")
+    buf = _read(path, info)
     if dtype == "BF16":
         raw = np.frombuffer(buf, dtype="<u2")
         out = (raw.astype(np.uint32) << 16).view(np.float32)
     else:
         out = np.frombuffer(buf, dtype=np.dtype(_NUMPY[dtype]).newbyteorder("<"))
-        out = out.astype(np.float32, copy=False)
+        with np.errstate(over="ignore"):  # F64 beyond float32 is inf: check_finite names it
+            out = out.astype(np.float32, copy=False)
     return out.reshape(info["shape"])
 
 

@@ -71,7 +71,11 @@ def gguf_config(path: Path, header: GGUFHeader | None = None) -> dict:
         cfg[flag] = "blk.0.attn_q_norm.weight" in names
     from .registry import ADAPTERS
 
-    mapped = set(name_map(cfg, ADAPTERS[cfg["model_type"]], _n_layers(cfg)).values())
+    n_layers = _n_layers(cfg)
+    if n_layers > len(header.tensors):  # a damaged count: not a name map of 2**31 layers
+        raise ModelError(f"GGUF file {path} is corrupt: its header counts {n_layers:,} layers "
+                         f"but holds {len(header.tensors):,} tensors")
+    mapped = set(name_map(cfg, ADAPTERS[cfg["model_type"]], n_layers).values())
     for t in header.tensors:
         if t.name not in mapped:
             continue

@@ -2,11 +2,13 @@
 
 Layout (ggml ``docs/gguf.md``): magic ``GGUF``, version (2 or 3), tensor and metadata counts,
 typed key/value pairs, one directory entry per tensor (name, dims, GGML type, offset), padding,
-data. :func:`read_header` parses everything before the data; large arrays (a vocabulary) are
-``None`` in :attr:`GGUFHeader.metadata`."""
+data. :func:`read_header` parses everything before the data and checks from it that every
+tensor lies inside the file (a file cut short is refused before any tensor is read); large
+arrays (a vocabulary) are ``None`` in :attr:`GGUFHeader.metadata`."""
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import struct
@@ -22,6 +24,17 @@ _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: 
 _STRING, _ARRAY = 8, 9
 #: Arrays longer than this are skipped (their metadata value is None).
 KEEP_ARRAY = 1024
+#: (elements per block, bytes per block) of each GGML type id: ggml's type traits
+#: (``ggml.c``; ``gguf.constants.GGML_QUANT_SIZES`` holds the same, tests/test_gguf_fuzz.py).
+BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
+          8: (32, 34), 9: (32, 40), 10: (256, 84), 11: (256, 110), 12: (256, 144),
+          13: (256, 176), 14: (256, 210), 15: (256, 292), 16: (256, 66), 17: (256, 74),
+          18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82),
+          23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),
+          29: (256, 56), 30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17), 40: (64, 36),
+          41: (128, 18)}
+#: The data section's alignment when ``general.alignment`` is absent (GGUF spec).
+DEFAULT_ALIGNMENT = 32
 
 
 @dataclass(frozen=True)
@@ -138,7 +151,7 @@ def _parse(c: _Cursor) -> GGUFHeader:
     for _ in range(n_kv):
         key = c.string()
         metadata[key] = c.value(c.unpack("I"))
-    tensors = []
+    tensors, offsets = [], []
     for _ in range(n_tensors):
         name = c.string()
         n_dims = c.unpack("I")
@@ -147,6 +160,34 @@ def _parse(c: _Cursor) -> GGUFHeader:
                              "dimensions)")
         dims = [c.unpack("Q") for _ in range(n_dims)]
         type_id = c.unpack("I")
-        c.unpack("Q")  # offset into the data section
+        offsets.append(c.unpack("Q"))  # offset into the data section
         tensors.append(TensorInfo(name, tuple(reversed(dims)), type_id))
+    _check_sizes(c, metadata, tensors, offsets)
     return GGUFHeader(version, metadata, tuple(tensors))
+
+
+def _check_sizes(c: _Cursor, metadata: dict, tensors: list, offsets: list) -> None:
+    """ModelError (one line, naming the bytes expected and found) unless every tensor of a
+    type in :data:`BLOCKS` lies inside the file: the data section starts at the directory's
+    end rounded up to ``general.alignment``, a tensor of n elements in blocks of b elements
+    of B bytes takes n / b · B bytes from its offset, and its rows are whole blocks. A file cut
+    short is refused here, from the header, before any tensor is read."""
+    align = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if isinstance(align, bool) or not isinstance(align, int) or align <= 0 \
+            or align & (align - 1):
+        raise ModelError(f"GGUF file {c.path} is corrupt (general.alignment = {align!r} is not "
+                         "a power of two)")
+    end = c.f.tell()
+    start = end + (-end) % align
+    for t, offset in zip(tensors, offsets, strict=True):
+        if t.type_id not in BLOCKS:
+            continue  # a type rmtbase does not read: gguf_config names it
+        block, nbytes = BLOCKS[t.type_id]
+        row = t.shape[-1] if t.shape else 1
+        if row % block:
+            raise ModelError(f"GGUF file {c.path} is corrupt (tensor {t.name!r}: rows of {row} "
+                             f"elements are not whole {block}-element blocks)")
+        need = start + offset + math.prod(t.shape) // block * nbytes
+        if need > c.size:
+            raise ModelError(f"GGUF file {c.path} is truncated or corrupt: tensor {t.name!r} "
+                             f"ends at byte {need:,} but the file has {c.size:,} bytes")

@@ -145,9 +145,9 @@ def probe_model(model, *, text: Text | str | os.PathLike | None = None, window: 
     import torch
 
     if window is not None:  # a type, not coerced (2.7 is not 2), before any reading
-        from ..checks import check_int
+        from ..checks import MAX_COUNT, check_int
 
-        window = check_int("window", window, minimum=3, why="tokens")
+        window = check_int("window", window, minimum=3, maximum=MAX_COUNT, why="tokens")
     txt = text if isinstance(text, Text) else read_text(text)
     got = load_model(model)
     tok, net, label = got.tokenizer, got.net, got.name

@@ -3,7 +3,8 @@
 With the circuit search (rows as :func:`rmtbase.circuits.circuit_list` objects; ``meta`` the
 circuits Dataset's attrs), in order:
 
-- a first line when no head pair is unlike random;
+- a first line when no head pair is unlike random and none is open, or "composition
+  undecided" when none is flagged but the draws leave some open (:func:`_null_line`);
 - one line per receiver, kind and path with confirmed sources (receivers by
   :data:`rmtbase.report.composition_standing.LABEL_ORDER`, then K, Q, V, direct before via
   MLP), each source signed (``supports``/``suppresses``) with its ranks and the fraction of the
@@ -11,6 +12,7 @@ circuits Dataset's attrs), in order:
 - weak explanation (< half), ``redundant`` sources, joint effect of the other sign;
 - receivers with nothing confirmed; unlabelled receivers' dependencies;
 - "no circuit found" with the reason;
+- else the pairs unlike random and open at the composition's draws;
 - how well the weights screen worked (Spearman against the exact effect) and :data:`RULE`.
 
 A terminal shows :data:`TERMINAL_LINES` and says where the rest is (:func:`terminal`). Without
@@ -128,10 +130,9 @@ def found_lines(ds, circuits=None, *, patched: bool = False, labels=None,
         return _screen_lines(ds, labels)
     circuits = list(circuits or [])
     lines = []
-    flagged = meta.get("pairs_unlike_random")
-    if flagged is not None and int(flagged) == 0:
-        lines.append("no head pair differs from random (composition: 0 pairs flagged): no "
-                     "circuit is expected")
+    null_line, lead = _null_line(ds, meta.get("pairs_unlike_random"))
+    if null_line and lead:
+        lines.append(null_line)
     dep = [c for c in circuits if c.get("dependency")]
     labelled = [c for c in circuits if _label(c.get("label_to")) != "unlabelled"]
     groups = _groups(labelled)
@@ -159,6 +160,8 @@ def found_lines(ds, circuits=None, *, patched: bool = False, labels=None,
         else:
             lines.append(f"no circuit found: {len({c['to'] for c in labelled})} labelled "
                          "receiver(s) patched, no source confirmed")
+    if null_line and not lead:
+        lines.append(null_line)
     sw, sa = meta.get("spearman_weights_rank_vs_effect"), meta.get(
         "spearman_attribution_vs_effect")
     if sw is not None and np.isfinite(sw):
@@ -168,6 +171,36 @@ def found_lines(ds, circuits=None, *, patched: bool = False, labels=None,
     if circuits:
         lines.append(RULE)
     return lines
+
+
+def _null_line(ds, flagged) -> tuple[str | None, bool]:
+    """(the line saying what the composition's null decided, whether it leads): the pairs
+    flagged unlike random of all M scored pair entries, at the draws ``ds.attrs["draws"]``,
+    and the ``composition_open_pairs`` whose flag more draws could change. "No pair differs"
+    only when nothing is open and the draws could flag a pair (no ``composition_draws_note``
+    saying they cannot); with none flagged and some open: "composition undecided"."""
+    a = getattr(ds, "attrs", {}) or {}
+    if flagged is None and "composition_flag" in ds:
+        flagged = int(np.asarray(ds["composition_flag"]).sum())
+    if flagged is None:
+        return None, False
+    flagged = int(flagged)
+    m = int(np.isfinite(ds["composition_p"].values).sum()) if "composition_p" in ds else None
+    of = "" if m is None else f" of {m:,}"
+    draws = a.get("draws", ds["composition_p"].attrs.get("draws") if m is not None else None)
+    at = "" if draws is None else f" at {int(draws):,} draws"
+    n_open = a.get("composition_open_pairs")
+    n_open = None if n_open is None else int(n_open)
+    cannot = "cannot flag" in str(a.get("composition_draws_note", ""))
+    if flagged == 0 and (cannot or n_open):
+        n = m if cannot and m is not None else n_open
+        return (f"composition undecided: {n:,}{of} pairs open{at} (none flagged; more draws "
+                "settle them): no claim that the heads' composition is random"), True
+    opened = "" if n_open is None else f", {n_open:,} open"
+    if flagged == 0:
+        return (f"no head pair differs from random (composition: 0{of} pairs flagged{at}"
+                f"{opened}): no circuit is expected"), True
+    return f"composition: {flagged:,}{of} pairs unlike random{at}{opened}", False
 
 
 def terminal(lines: list[str], where: str = "summary.txt and --json") -> list[str]:

@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..checks import MIN_NULL_DRAWS, check_int, check_probability, check_seed
+from ..checks import (
+    COMPOSITION_DRAWS_WHY,
+    MAX_DRAWS,
+    MIN_NULL_DRAWS,
+    check_int,
+    check_probability,
+    check_seed,
+)
 from ..errors import InputError, check_draws
 from ..stats.names import FLOAT_STORAGES
 from ..stats.null_protocol import Null
@@ -132,13 +139,13 @@ class ScoreSettings:
     def __post_init__(self):
         _put(self, "alpha", check_probability("alpha", self.alpha))
         if self.draws is not None:
-            check_int("draws", self.draws, minimum=MIN_NULL_DRAWS,
+            check_int("draws", self.draws, minimum=MIN_NULL_DRAWS, maximum=MAX_DRAWS,
                       why="the omnibus calibration of each head's p reads the 10 largest null "
                           "statistics")
         if self.max_draws is not None:
-            check_int("max_draws", self.max_draws, minimum=2)
-        check_int("element_draws", self.element_draws, minimum=0)
-        check_int("spectrum_draws", self.spectrum_draws, minimum=0)
+            check_int("max_draws", self.max_draws, minimum=2, maximum=MAX_DRAWS)
+        check_int("element_draws", self.element_draws, minimum=0, maximum=MAX_DRAWS)
+        check_int("spectrum_draws", self.spectrum_draws, minimum=0, maximum=MAX_DRAWS)
         check_seed(self.seed)
         null = Null.parse(self.null)  # the text enters here; the value from here on
         check_null_storage(null)
@@ -180,7 +187,8 @@ class CompositionSettings:
         check_seed(self.seed)
         _put(self, "alpha", check_probability("alpha", self.alpha))
         if self.draws is not None:
-            check_int("draws", self.draws, minimum=2, why="a tail p needs two null draws")
+            check_int("draws", self.draws, minimum=MIN_NULL_DRAWS, maximum=MAX_DRAWS,
+                      why=COMPOSITION_DRAWS_WHY)
         null = Null.parse(self.null)
         check_null_storage(null, "null")  # its storage is null_storage's, set per checkpoint
         _put(self, "null", null)
