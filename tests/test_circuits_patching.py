@@ -256,8 +256,8 @@ def test_find_circuits_output_and_its_netcdf(tmp_path):
     items = circuit_list(ds)
     assert len(items) == ds.sizes["candidate"]
     assert {"kind", "from", "to", "label_from", "label_to", "rank_weights", "effect_causal",
-            "confirmed", "dominant", "path", "label_length", "attribution", "explained"} \
-        <= set(items[0])
+            "confirmed", "dominant", "path", "label_length", "attribution", "ablation",
+            "effect_zero", "depends", "faithfulness", "idle"} <= set(items[0])
     assert not ds["confirmed"].values.any()  # unlabelled receivers: dependencies at most
     with OutputFolder(tmp_path / "out", kind="rmtbase circuits") as out:
         out.write_netcdf("circuits.nc", ds)
