@@ -114,9 +114,35 @@ def outputs(args, plan, checked: dict | None) -> dict:
         out["circuits.nc"] = find_circuits(
             loaded, out["composition.nc"], seed=args.seed, progress=not args.quiet,
             text=plan.probe_text if args.text is not None else None,
-            repeat_lengths=getattr(args, "repeat_length", "auto"))
+            repeat_lengths=getattr(args, "repeat_length", "auto"), **on_receiver(args))
         plan.loaded = loaded if plan.text_probe else None
     return out
+
+
+def on_receiver(args) -> dict:
+    """``{"on_receiver": say}`` for :func:`rmtbase.circuits.find_circuits` where the search
+    takes it and lines are wanted (neither ``--json`` nor ``--quiet``), else {}: ``say`` writes
+    each receiver's lines (:func:`rmtbase.report.circuit_lines.receiver_lines`, each cut to two
+    rows of 80 columns) on stderr, with the progress (:func:`rmtbase.progress.message`), as
+    soon as that receiver is done; the answer on stdout stays the screen of what was found at
+    the end, and summary.txt holds every line whole."""
+    from ..circuits.find import Search
+
+    fields = Search.__dataclass_fields__
+    if args.json or args.quiet or "on_receiver" not in fields:
+        return {}
+    from ..progress import message
+    from ..report.circuit_lines import TERMINAL_WIDTH, fit_rows, receiver_lines
+
+    ablation = getattr(args, "ablation", None) or (
+        fields["ablation"].default if "ablation" in fields else None)
+
+    def say(rows) -> None:
+        for t in receiver_lines(list(rows), ablation=ablation):
+            for row in fit_rows(f"rmtbase circuits: found {t}", TERMINAL_WIDTH):
+                message(row)
+
+    return {"on_receiver": say}
 
 
 def redraw(out: dict, score, args) -> dict | None:
@@ -165,5 +191,5 @@ def json_fields(ctx: dict) -> dict:
     return out
 
 
-__all__ = ["check", "has_tokenizer", "json_fields", "outputs", "redraw",
+__all__ = ["check", "has_tokenizer", "json_fields", "on_receiver", "outputs", "redraw",
            "with_labels"]

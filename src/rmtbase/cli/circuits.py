@@ -162,6 +162,7 @@ def _search(args, text) -> int:
     from ..report.circuit_lines import terminal
     from ..report.circuits_report import write_circuits
     from ..scoring.composition.run import composition
+    from ._circuits import on_receiver
 
     t0 = time.perf_counter()
     stage("rmtbase circuits", "composition: every cross-layer head pair, Q, K and V",
@@ -172,7 +173,7 @@ def _search(args, text) -> int:
                         receivers_of_interest=args.receivers, sinks=args.sinks,
                         repeat_lengths=args.repeat_length if text is None else "auto",
                         mlp_paths={"auto": "auto", "on": True, "off": False}[args.mlp_paths],
-                        layers=args.layers, progress=not args.quiet)
+                        layers=args.layers, progress=not args.quiet, **on_receiver(args))
     ctx = context(None, {"composition.nc": comp, "circuits.nc": cds})
     written = write_circuits(ctx, cds, args.out, figures=not args.no_figures)
     if args.json:
@@ -187,7 +188,7 @@ def _search(args, text) -> int:
                        "pairs_unlike_random")})
         print_json(doc)
     else:
-        print("What was found:")
+        print("What was found:")  # with its rows, within 24 x 80 (circuit_lines.terminal)
         print("\n".join(f"  {t}" for t in terminal(ctx["found"])))
     output.say_wrote(written, args.out, t0)
     return 0
