@@ -56,19 +56,19 @@ def test_receivers_by_layer_and_head_as_numbers_and_sources_by_effect():
     assert firsts == ["L5H1", "L11H2", "L13H3", "L1H3"]
     induction = firsts[:3]
     assert induction == sorted(induction, key=_layer_head) != sorted(induction)
-    assert circuit[0].startswith("K: L0H2 direct -0.5±0.01, L4H4 direct +0.3±0.01, "
-                                 "L1H0 direct +0.1±0.01 → L5H1 induction")
+    assert circuit[0] == "K: L0H2 -0.5±0.01, L4H4 +0.3±0.01, L1H0 +0.1±0.01 → L5H1 induction"
     mine = receiver_lines([r for r in rows if r["to"] == "L5H1"])
-    assert mine == ["L5H1 induction · K: L0H2 direct -0.5±0.01, L4H4 direct +0.3±0.01, "
-                    "L1H0 direct +0.1±0.01"]
+    assert mine == ["L5H1 induction · K: L0H2 -0.5±0.01, L4H4 +0.3±0.01, L1H0 +0.1±0.01"]
 
 
 def test_receivers_sharing_sources_kind_and_label_share_a_line():
     """Three induction heads whose only confirmed K source is L3H1 direct: one line naming the
-    three (layer, head order) with the range of their effects and the largest se; a fourth with
+    three (layer, head order) with the range of their effects; a fourth with
     a second source, one whose source acts via MLP and a duplicate-token head with the same
     source each get their own line; faithfulness: the range over the receivers and the largest
-    floor, left out where not measured (NaN)."""
+    floor, left out where not measured (NaN). Sources are named while the line keeps within 78
+    columns: the second source of L9H1 is counted (+1 more) and named in the receiver's own
+    line."""
     f = {"faithfulness": 0.9, "faithfulness_se": 0.03, "faithfulness_empty": 0.1}
     rows = [_row("k", "L3H1", "L17H5", 0.51, effect_se=0.02, **f),
             _row("k", "L3H1", "L8H0", 0.38, faithfulness=0.8, faithfulness_se=0.05,
@@ -78,15 +78,17 @@ def test_receivers_sharing_sources_kind_and_label_share_a_line():
             _row("k", "L3H1", "L10H0", 0.3, path="via_mlp", faithfulness=np.nan),
             _row("k", "L3H1", "L6H6", 0.3, label_to="duplicate-token",
                  metric="duplicate_token")]
-    lines = [t for t in found_lines(None, rows, patched=True, meta={"ablation": "mean"})
-             if t.startswith("K: ")]
+    found = found_lines(None, rows, patched=True, meta={"ablation": "mean"})
+    lines = [t for t in found if t.startswith("K: ")]
+    assert len(lines[1]) <= TERMINAL_WIDTH - 2 < len(lines[1].replace("+1 more", "L2H2 +0.2±0.01"))
+    assert receiver_lines([r for r in rows if r["to"] == "L9H1"])[0] == (
+        "L9H1 induction · K: L3H1 +0.4±0.01, L2H2 +0.2±0.01; faithful 0.9±0.03 (empty 0.1)")
     assert lines == [
-        "K: L3H1 direct +0.38..+0.51 (se ≤ 0.02) → L8H0, L12H3, L17H5 induction; faithful "
-        "0.8..0.9 (se ≤ 0.05, empty ≤ 0.2)",
-        "K: L3H1 direct +0.4±0.01, L2H2 direct +0.2±0.01 → L9H1 induction; faithful 0.9±0.03 "
-        "(empty 0.1)",
+        "K: L3H1 +0.38..+0.51 → L8H0, L12H3, L17H5 induction; faithful 0.8..0.9 (se ≤ 0.05, "
+        "empty ≤ 0.2)",
+        "K: L3H1 +0.4±0.01 +1 more → L9H1 induction; faithful 0.9±0.03 (empty 0.1)",
         "K: L3H1 via MLP +0.3±0.01 → L10H0 induction",
-        "K: L3H1 direct +0.3±0.01 → L6H6 duplicate-token"]
+        "K: L3H1 +0.3±0.01 → L6H6 duplicate-token"]
 
 
 def test_v_sources_and_counterfactual_dependent_rows_are_one_line_each():
@@ -103,25 +105,24 @@ def test_v_sources_and_counterfactual_dependent_rows_are_one_line_each():
     rows += [_row("k", "L2H0", "L18H1", 0.2, confirmed=False, depends="counterfactual",
                   effect_mean=0.2, effect_resample=0.01, effect_zero=np.nan)]
     lines = found_lines(None, rows, patched=True, meta={"ablation": "mean"})
-    assert lines[0] == "K: L16H0 direct +0.5±0.01 → L17H3 induction"
-    assert lines[1] == "K: L16H0 direct +0.5±0.01 idle → L17H5 induction"
+    assert lines[0] == "K: L16H0 +0.5±0.01 → L17H3 induction"
+    assert lines[1] == "K: L16H0 +0.5±0.01 idle → L17H5 induction"
     v = [t for t in lines if t.startswith("V: ")]
-    assert v == ["V: 12 confirmed source(s) of 3 receiver(s)' outputs; largest L3H0 direct → "
-                 "L17H3 0.13±0.01 (each in summary.txt's lines by receiver)"]
+    assert v == ["V: 12 source(s) confirmed of 3 receiver(s); largest L3H0 → L17H3 0.13±0.01"]
     assert [t for t in lines if t.startswith("depends")] == [
-        "depends on zero ablation only (not confirmed): K L1H3 direct → L17H3, L17H5: zero "
-        "+0.14, mean +0.014",
-        "depends on the counterfactual (not confirmed): K L2H0 direct → L18H1: resample "
-        "+0.01, mean +0.2"]
+        "depends on zero ablation only (not confirmed): K L1H3 → L17H3, L17H5: zero +0.14, "
+        "mean +0.014",
+        "depends on the counterfactual (not confirmed): K L2H0 → L18H1: resample +0.01, "
+        "mean +0.2"]
     assert lines[-1] == ("effects under mean ablation; what each number means: the legend in "
                          "summary.txt")
-    assert not any("L1H3 direct +" in t or "L2H0 direct +" in t for t in lines)
+    assert not any(t.startswith("K: L1H3") or t.startswith("K: L2H0") for t in lines)
     mine = receiver_lines([r for r in rows if r["to"] == "L17H5"])
-    assert mine == ["L17H5 induction · K: L16H0 direct +0.5±0.01 idle",
-                    "L17H5 induction · V: L3H0 direct 0.13±0.01, L2H0 direct 0.12±0.01, "
-                    "L1H0 direct 0.11±0.01, L0H0 direct 0.1±0.01",
-                    "L17H5 induction · depends on zero ablation only: K L1H3 direct: zero "
-                    "+0.14, mean +0.014"]
+    assert mine == ["L17H5 induction · K: L16H0 +0.5±0.01 idle",
+                    "L17H5 induction · V: L3H0 0.13±0.01, L2H0 0.12±0.01, L1H0 0.11±0.01, "
+                    "L0H0 0.1±0.01",
+                    "L17H5 induction · depends on zero ablation only: K L1H3: zero +0.14, "
+                    "mean +0.014"]
 
 
 def test_the_search_rows_read_like_the_files():
@@ -134,13 +135,13 @@ def test_the_search_rows_read_like_the_files():
            {"kind": "q", "path": "via_mlp", "layer_from": 2, "head_from": 0, "layer_to": 12,
             "head_to": 4, "metric": "induction", "effect_causal": 0.03, "effect_se": 0.02,
             "confirmed": False, "role": "supports"}]
-    assert receiver_lines(raw) == ["L12H4 induction · K: L3H1 direct +0.4±0.02"]
+    assert receiver_lines(raw) == ["L12H4 induction · K: L3H1 +0.4±0.02"]
     quiet = [dict(raw[1])]
     assert receiver_lines(quiet) == ["L12H4 induction · no source confirmed on any path "
                                      "(largest: Q L2H0 via MLP +0.03±0.02)"]
     dep = [dict(raw[0], confirmed=False, dependency=True, metric="attention_tv")]
     assert receiver_lines(dep) == ["L12H4 (no behaviour label; dependencies, not circuits): "
-                                   "K L3H1 direct 0.4±0.02"]
+                                   "K L3H1 0.4±0.02"]
     assert receiver_lines([]) == []
 
 
@@ -174,8 +175,8 @@ def test_the_terminal_fits_24_rows_of_80_columns_and_names_where_the_rest_is():
     text = " ".join(t.strip() for t in shown)
     for i in range(3):
         assert f"→ L{20 + i}H3 induction" in text
-    assert "depends on zero ablation only" in text and "V: 45 confirmed source(s)" in text
-    assert "K: L0H0 direct +0.25±0.01 → L10H0 previous-token" in shown
+    assert "depends on zero ablation only" in text and "V: 45 source(s) confirmed" in text
+    assert "K: L0H0 +0.25±0.01 → L10H0 previous-token" in shown
     long = ["x" * 30 + " y" * 200]
     cut = terminal(long)
     assert len(cut) == 2 and cut[-1].endswith("…") and all(len(t) <= 78 for t in cut)
@@ -211,13 +212,13 @@ def test_the_legend_says_each_number_once_under_the_counterfactual(tmp_path):
     for t in found:
         assert f"  {t}\n" in text
     assert text.index("By receiver") < text.index("Legend:") < text.index("Heads with")
-    assert "  L5H1 induction · K: L3H1 direct +0.4±0.01; faithful 0.9±0.03 (empty 0.1)" in text
-    assert "  L5H1 induction · V: L2H0 direct 0.3±0.01" in text
+    assert "  L5H1 induction · K: L3H1 +0.4±0.01; faithful 0.9±0.03 (empty 0.1)" in text
+    assert "  L5H1 induction · V: L2H0 0.3±0.01" in text
     assert "explained" not in text
     said = legend(meta)
     for term in ("effect±se (K, Q)", "effect±se (V)", "path:", "a..b", "confirmed:",
-                 "faithful f±se", "idle:", "depends on zero ablation only:", "dependencies:",
-                 "expected false confirmations"):
+                 "faithful f±se", "idle:", "depends on zero ablation only:", "redundant:",
+                 "dependencies:", "expected false confirmations"):
         assert sum(t.startswith(term) for t in said) == 1, term
     assert sum(text.count(t) for t in said) == len(said)
     assert "mean ablation" in rule(meta) and "resample" in rule(meta)
@@ -251,8 +252,8 @@ def test_the_command_says_each_receiver_as_it_is_done(monkeypatch, capsys):
     capsys.readouterr()
     say(rows)
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == "rmtbase circuits: found L5H1 induction · K: L3H1 direct +0.4±0.01"
-    assert err[1].startswith("rmtbase circuits: found L5H1 induction · V: L0H0 direct")
+    assert err[0] == "rmtbase circuits: found L5H1 induction · K: L3H1 +0.4±0.01"
+    assert err[1].startswith("rmtbase circuits: found L5H1 induction · V: L0H0 0.3±0.01")
     assert err[-1].endswith("…") and len(err) == 3
     assert all(len(t) <= TERMINAL_WIDTH for t in err)
     for off in ({"json": True}, {"quiet": True}):

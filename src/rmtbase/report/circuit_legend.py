@@ -35,10 +35,10 @@ def legend(meta: dict | None = None, rows=()) -> list[str]:
            "behaviour, - it suppresses it",
            "effect±se (V): relative change |dz|/|z| of the receiver's output under the same "
            "replacement (its pattern does not depend on its values)",
-           "path: direct (replaced in the receiver's input only) or via MLP (only the change "
-           "carried through the MLPs in between)",
-           "a..b (se ≤ s): the range of one source's effect over a line's receivers, s the "
-           "largest se",
+           "path: a source acts directly (replaced in the receiver's input only) unless "
+           "marked via MLP (only the change carried through the MLPs in between)",
+           "a..b: the range of one source's effect over a circuit line's receivers (each with "
+           "its se in the lines by receiver); +N more: the circuit's further sources, there too",
            rule(m, rows),
            f"faithful f±se (empty e): the receiver's behaviour when only the line's sources "
            f"are kept and every other earlier head's output is {how}, MLPs recomputed, over "
@@ -50,6 +50,9 @@ def legend(meta: dict | None = None, rows=()) -> list[str]:
            f"under {ablation} ablation; depends on the counterfactual: mean and resample "
            "ablation disagree (one keeps less than half of the other's effect, or flips its "
            "sign); neither is confirmed; numbers: the effect under each",
+           "redundant: no single source of the kind is confirmed but all earlier sources "
+           "replaced together pass the rule; other sign: all earlier sources together move "
+           "the behaviour against the confirmed sources' sum",
            "dependencies: a receiver without a behaviour label whose attention (total "
            "variation) changes by the rule; not a circuit"]
     if T.finite(m.get("expected_false_confirmations")):

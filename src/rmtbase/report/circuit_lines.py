@@ -28,7 +28,8 @@ induction circuit and the counterfactual's warnings come before the longer lists
 included) as soon as that receiver is done; ``summary.txt`` lists them all by receiver, then
 the legend (:mod:`.circuit_legend`), which states each number's meaning once.
 :func:`terminal` fits the lines in :data:`TERMINAL_LINES` rows of :data:`TERMINAL_WIDTH`
-columns and names the file that holds the rest. Without patching the weights' screen is said as not confirmed."""
+columns and names the file that holds the rest. Without patching the weights' screen is said
+as not confirmed."""
 
 from __future__ import annotations
 
@@ -60,7 +61,12 @@ def _by_effect(rows) -> list[dict]:
 
 
 def _source(r: dict) -> str:
-    return f"{r['from']} {T.path(r)} {T.effect(r)}" + (" idle" if r.get("idle") else "")
+    return f"{_name(r['from'], r['path'])} {T.effect(r)}" + (" idle" if r.get("idle") else "")
+
+
+def _name(frm: str, path: str) -> str:
+    """A source as said: its name, ``via MLP`` where it acts through the MLPs (else directly)."""
+    return frm + (" via MLP" if path == "via_mlp" else "")
 
 
 def _depends(rows, which: str) -> list[dict]:
@@ -75,7 +81,7 @@ def _depends_items(rows: list[dict], ablation: str, receiver: bool = True) -> st
     for r in sorted(_by_effect(rows), key=lambda r: T.head_order(r["to"])):
         groups.setdefault((r["kind"], r["from"], r["path"]), []).append(r)
     return "; ".join(
-        f"{kind.upper()} {frm} {T.path(p)}" + (
+        f"{kind.upper()} {_name(frm, p)}" + (
             f" → {', '.join(r['to'] for r in got)}" if receiver else "") +
         f": {T.counterfactual_effects(got, ablation)}"
         for (kind, frm, p), got in groups.items())
@@ -85,23 +91,25 @@ _DEPENDS = {"zero": "depends on zero ablation only",
             "counterfactual": "depends on the counterfactual"}
 
 
-def _joint_lines(mine: list[dict], any_confirmed: bool, head) -> list[str]:
+def _joint_lines(mine: list[dict], any_confirmed: bool, before: str, after: str = "") -> list[str]:
     """A receiver and kind's lines on every earlier source removed together, per path: the
     sources matter only together (``redundant``, nothing confirmed of the kind), or their
-    joint effect has the other sign than the confirmed ones' sum; ``head(path)`` opens each."""
+    joint effect has the other sign than the confirmed ones' sum; each opens with ``before``,
+    the path and ``after``."""
     lines = []
     for p in ("direct", "via_mlp"):
         on = [r for r in mine if r["path"] == p]
         if not on:
             continue
+        head = f"{before}{T.path(p)}{after}"
         joint = T.with_se(on[0].get("joint_effect"), on[0].get("joint_se"),
                           not T.is_change(on[0]))
         if not any_confirmed and on[0].get("redundant"):
-            lines.append(f"{head(p)}: no single source confirmed; all earlier sources together "
+            lines.append(f"{head}: no single source confirmed; all earlier sources together "
                          f"{joint} (redundant: they matter only together)")
         if on[0].get("joint_contradicts"):
             total = sum(r["effect_causal"] for r in on if r.get("confirmed"))
-            lines.append(f"{head(p)}: the confirmed sources sum to {T.num(total)} but all "
+            lines.append(f"{head}: the confirmed sources sum to {T.num(total)} but all "
                          f"earlier sources together give {joint} (other sign)")
     return lines
 
@@ -132,8 +140,7 @@ def receiver_lines(rows: list[dict], *, ablation: str | None = None) -> list[str
         if conf:
             lines.append(f"{head} · {kind.upper()}: " + ", ".join(_source(r) for r in conf)
                          + (f"; {faith}" if faith else ""))
-        lines += _joint_lines(mine, bool(conf), lambda p, k=kind: f"{head} · {k.upper()} "
-                                                                  f"{T.path(p)}")
+        lines += _joint_lines(mine, bool(conf), f"{head} · {kind.upper()} ")
     for which, said in _DEPENDS.items():
         dep = _by_effect(_depends(rows, which))
         if dep:
@@ -164,20 +171,48 @@ def _circuits(labelled: dict) -> list[tuple]:
                   key=lambda g: (label_rank(g[0]), T.head_order(g[3][0][0]), g[1]))
 
 
-def _circuit_line(lab: str, kind: str, sig, recs) -> str:
+def _circuit_line(lab: str, kind: str, sig, recs, width: int = TERMINAL_WIDTH - 2) -> str:
+    """``K: L16H0 +0.73±0.02, L3H1 via MLP +0.1±0.01 +4 more → L17H3 induction; faithful …``:
+    the sources by |effect| (a source acts directly unless marked ``via MLP``; of several
+    receivers the range of its effects), as many as keep the line within ``width`` (one at
+    least), the others counted."""
     rows = [r for _, conf in recs for r in conf]
     srcs = []
     for key in sig:
         mine = [r for r in rows if (r["from"], r["path"], r.get("role"),
                                     bool(r.get("idle"))) == key]
-        size = max(abs(r["effect_causal"]) for r in mine if T.finite(r.get("effect_causal"))) \
-            if any(T.finite(r.get("effect_causal")) for r in mine) else 0.0
-        text = f"{key[0]} {T.path(key[1])} " + T.span(mine, "effect_causal", "effect_se", True)
-        srcs.append((-size, T.head_order(key[0]), text + (" idle" if key[3] else "")))
+        sizes = [abs(r["effect_causal"]) for r in mine if T.finite(r.get("effect_causal"))]
+        text = _name(key[0], key[1]) + " " + T.span(
+            mine, "effect_causal", "effect_se" if len(mine) == 1 else None, True)
+        srcs.append((-max(sizes, default=0.0), T.head_order(key[0]),
+                     text + (" idle" if key[3] else "")))
+    srcs = [t for *_, t in sorted(srcs)]
     faith = T.faithfulness([conf[0] for _, conf in recs])
-    receivers = ", ".join(to for to, _ in recs)
-    return (f"{kind.upper()}: " + ", ".join(t for *_, t in sorted(srcs)) +
-            f" → {receivers} {lab}" + (f"; {faith}" if faith else ""))
+    tail = f" → {', '.join(to for to, _ in recs)} {lab}" + (f"; {faith}" if faith else "")
+    n = 1
+    while n < len(srcs) and len(_sources(kind, srcs, n + 1) + tail) <= width:
+        n += 1
+    return _sources(kind, srcs, n) + tail
+
+
+def _sources(kind: str, srcs: list[str], n: int) -> str:
+    more = f" +{len(srcs) - n} more" if n < len(srcs) else ""
+    return f"{kind.upper()}: " + ", ".join(srcs[:n]) + more
+
+
+_JOINT = {"redundant": "redundant (no single source confirmed, all earlier ones together "
+                       "pass)",
+          "joint_contradicts": "all earlier sources together of the other sign than the "
+                               "confirmed ones' sum"}
+
+
+def _joint_says(rows: list[dict], kind: str, which: str) -> bool:
+    """Whether a receiver's rows of ``kind`` are ``redundant`` (nothing of the kind confirmed)
+    or ``joint_contradicts`` on some path."""
+    mine = [r for r in rows if r["kind"] == kind]
+    if which == "redundant" and any(r.get("confirmed") for r in mine):
+        return False
+    return any(r.get(which) for r in mine)
 
 
 def _summary_lines(circuits: list[dict], ablation: str) -> list[str]:
@@ -197,16 +232,15 @@ def _summary_lines(circuits: list[dict], ablation: str) -> list[str]:
     v = _by_effect([r for r in every if r["kind"] == "v" and r.get("confirmed")])
     if v:
         n_rec = len({r["to"] for r in v})
-        lines.append(f"V: {len(v)} confirmed source(s) of {n_rec} receiver(s)' outputs; "
-                     f"largest {v[0]['from']} {T.path(v[0])} → {v[0]['to']} {T.effect(v[0])} "
-                     "(each in summary.txt's lines by receiver)")
+        lines.append(f"V: {len(v)} source(s) confirmed of {n_rec} receiver(s); largest "
+                     f"{_name(v[0]['from'], v[0]['path'])} → {v[0]['to']} {T.effect(v[0])}")
     lines += [_circuit_line(*g) for g in groups[n_first:]]
-    for to, rows in labelled.items():
-        lab = T.label(rows[0]["label_to"])
-        for kind in _KINDS:
-            mine = [r for r in rows if r["kind"] == kind]
-            lines += _joint_lines(mine, any(r.get("confirmed") for r in mine),
-                                  lambda p, k=kind: f"{k.upper()} {T.path(p)} → {to} {lab}")
+    for which, said in _JOINT.items():
+        got = [f"{to} " + " ".join(k.upper() for k in _KINDS if _joint_says(rows, k, which))
+               for to, rows in labelled.items()
+               if any(_joint_says(rows, k, which) for k in _KINDS)]
+        if got:
+            lines.append(f"{said}: " + ", ".join(got))
     quiet = [to for to, rows in labelled.items()
              if not any(r.get("confirmed") or r.get("redundant") for r in rows)]
     if quiet:
