@@ -86,7 +86,7 @@ def test_a_source_with_zero_output_weights_has_no_effect(kind):
             proj.weight[:, lo:lo + hm.head_dim] = 0.0
     seqs = _seqs(net)
     cap, _ = capture(hm, seqs, progress=False)
-    pt = Patcher(hm, cap, seqs)
+    pt = Patcher(hm, cap, seqs, "zero")
     for path in ("q", "k"):
         e = pt.effect(2, 1, [(1, 2)], path, "prev_token")
         # exact: the patched residual is the clean one minus an exact zero, same program after
@@ -146,7 +146,7 @@ def test_key_patch_equals_an_independent_patch_with_transformers_modules():
     hm = HeadModel(net)
     seqs = _seqs(net, n=8, batch=6)
     cap, _ = capture(hm, seqs, progress=False)
-    pt = Patcher(hm, cap, seqs)
+    pt = Patcher(hm, cap, seqs, "zero")
     receiver, source = (2, 3), (1, 1)
     ref = _reference_key_patch(net, seqs, receiver, source)
     with torch.no_grad():
@@ -167,7 +167,7 @@ def test_joint_removal_is_the_sum_of_the_sources_outputs():
     hm = HeadModel(net)
     seqs = _seqs(net)
     cap, _ = capture(hm, seqs, progress=False)
-    pt = Patcher(hm, cap, seqs)
+    pt = Patcher(hm, cap, seqs, "zero")
     with torch.no_grad():
         joint = pt.patched_input(2, 0, [(0, 1), (1, 3)], "k")
         xn = hm.norm(2)(cap.resid[2] - hm.source_output(0, 1, cap.z[0][:, :, 1])
@@ -184,7 +184,7 @@ def test_unsupported_architecture_and_bad_arguments_are_refused():
     net = _net("gpt2")
     hm = HeadModel(net)
     seqs = _seqs(net, batch=2)
-    pt = Patcher(hm, capture(hm, seqs, progress=False)[0], seqs)
+    pt = Patcher(hm, capture(hm, seqs, progress=False)[0], seqs, "zero")
     with pytest.raises(InputError, match="kind must be"):
         pt.effect(2, 0, [(1, 0)], "o", None)
     with pytest.raises(InputError, match="not before"):
@@ -233,17 +233,23 @@ def test_find_circuits_output_and_its_netcdf(tmp_path):
     assert ds.attrs["probe_source"] == "repeated_random_tokens"
     row = ds.isel(candidate=0)
     assert str(row["to"].values) == "L1H0" and int(row["rank_weights"].values) == 1  # by layer
-    # each candidate's effect is the Patcher's for that one source and path
+    # each candidate's effect is the Patcher's for that one source and path, under the
+    # search's counterfactual (mean, the default) and under zero
     hm = HeadModel(net)
     cap, _ = capture(hm, seqs, progress=False)
     pt = Patcher(hm, cap, seqs)
+    assert pt.ablation == "mean" and ds.attrs["ablation"] == "mean"
+    assert set(ds["ablation"].values) == {"mean"}
     for i in (0, 4, 7):
         r = ds.isel(candidate=i)
         stat = str(r["metric"].values)
-        e = pt.effect(int(r["layer_to"]), int(r["head_to"]),
-                      [(int(r["layer_from"]), int(r["head_from"]))], str(r["kind"].values),
-                      None if stat in ("attention_tv", "output_change") else stat)
-        assert float(r["effect_causal"]) == pytest.approx(e.effect, abs=1e-6)
+        args = (int(r["layer_to"]), int(r["head_to"]),
+                [(int(r["layer_from"]), int(r["head_from"]))], str(r["kind"].values),
+                None if stat in ("attention_tv", "output_change") else stat)
+        assert float(r["effect_causal"]) == pytest.approx(pt.effect(*args).effect, abs=1e-6)
+        assert float(r["effect_mean"]) == float(r["effect_causal"])
+        assert float(r["effect_zero"]) == pytest.approx(pt.effect(*args, "zero").effect,
+                                                        abs=1e-6)
     # at most one dominant per receiver and kind; a dominant one is confirmed
     dom = ds["dominant"].values.astype(bool)
     assert np.all(ds["confirmed"].values[dom] == 1)
@@ -290,7 +296,7 @@ def test_the_fold_equals_the_norm_reapplied_to_the_patched_residual(kind):
     hm = HeadModel(net)
     seqs = _seqs(net)
     cap, _ = capture(hm, seqs, progress=False)
-    pt = Patcher(hm, cap, seqs)
+    pt = Patcher(hm, cap, seqs, "zero")
     fold = pt.fold(2)
     for sources in ([(1, 2)], [(0, 1), (1, 3), (1, 0)]):
         for which, path in enumerate("qkv"):
@@ -307,7 +313,7 @@ def test_the_patchers_clean_pattern_equals_eager_output_attentions(kind):
     hm = HeadModel(net)
     seqs = _seqs(net)
     cap, _ = capture(hm, seqs, progress=False)
-    pt = Patcher(hm, cap, seqs)
+    pt = Patcher(hm, cap, seqs, "zero")
     with torch.no_grad():
         ref = net(input_ids=torch.from_numpy(seqs.ids), output_attentions=True).attentions
     for layer, head in ((1, 0), (2, 3)):
@@ -369,7 +375,7 @@ def test_a_receiver_that_ignores_its_query_input_has_a_known_score_and_no_q_or_k
         a.c_attn.bias[dh:2 * dh] = 0.0
     seqs = _seqs(net)
     cap, _ = capture(hm, seqs, progress=False)
-    pt = Patcher(hm, cap, seqs)
+    pt = Patcher(hm, cap, seqs, "zero")
     t = seqs.length
     want = np.mean([1.0 / (i + 1) for i in range(2, t)])
     np.testing.assert_allclose(pt.base_scores(2, 1, "prev_token"), want, rtol=1e-6)
@@ -418,7 +424,8 @@ def test_the_rule_says_redundant_where_only_the_sources_together_matter():
 
     def rows(*effects):
         return [{"effect_causal": e, "effect_se": 0.01, "score_to": 0.8, "metric": "induction",
-                 "layer_to": 2, "head_to": 0, "kind": "k"} for e in effects]
+                 "layer_to": 2, "head_to": 0, "kind": "k", "effect_resample": e,
+                 "effect_zero": e, "effect_zero_se": 0.01} for e in effects]
 
     def joint(e):
         return Effect(e, 0.01, 0.8, "induction", np.zeros(4))
@@ -435,7 +442,7 @@ def test_the_rule_says_redundant_where_only_the_sources_together_matter():
     assert [r["confirmed"] for r in got] == [True, False, True]
     assert [r["dominant"] for r in got] == [True, False, False]
     assert not any(r["redundant"] for r in got)
-    assert got[0]["explained"] == pytest.approx((0.3 + 0.09) / 0.5)
+    assert all(r["depends"] == "" for r in got)
     got = judge(rows(0.03, 0.03, 0.03), joint(0.05))
     assert not any(r["redundant"] or r["confirmed"] for r in got)
     assert got[0]["joint_effect"] == 0.05  # exact: the value passed in, copied

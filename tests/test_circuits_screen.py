@@ -64,7 +64,7 @@ def test_attribution_tracks_the_exact_effect_of_every_source(setup):
     from rmtbase.circuits.screen import attribution
 
     _, _, seqs, cap = setup
-    pt = Patcher(HeadModel(setup[0]), cap, seqs)
+    pt = Patcher(HeadModel(setup[0]), cap, seqs, "zero")
     srcs = [(m, s) for m in range(2) for s in range(4)]
     for kind in "qkv":
         st = None if kind == "v" else "prev_token"
@@ -226,7 +226,7 @@ def test_the_folds_first_order_equals_the_gradient_through_the_residual(kind):
     ids[:, 6:] = ids[:, :6]
     seqs = Sequences(ids, np.ones(12, bool), "repeated_random_tokens", kind)
     cap, _ = capture(hm, seqs, progress=False)
-    pt = Patcher(hm, cap, seqs)
+    pt = Patcher(hm, cap, seqs, "zero")
     assert pt.fold(2).linearisable
     for which in "qkv":
         st = None if which == "v" else "prev_token"
@@ -243,14 +243,14 @@ def test_the_v_screen_through_the_fold_is_the_first_order_output_change(setup):
     from rmtbase.circuits.screen import fold_value_changes
 
     net, hm, seqs, cap = setup
-    pt = Patcher(hm, cap, seqs)
+    pt = Patcher(hm, cap, seqs, "zero")
     est = fold_value_changes(pt, 2, 1)
     t = 1e-2
     small = [z.clone() for z in cap.z]
     small[0][:, :, 1, :] *= t  # source L0H1 at a hundredth of its output
     from rmtbase.circuits.capture import Captured
 
-    pt_small = Patcher(hm, Captured(cap.resid, small, cap.scale), seqs)
+    pt_small = Patcher(hm, Captured(cap.resid, small, cap.scale), seqs, "zero")
     exact = pt_small.effect(2, 1, [(0, 1)], "v", None).effect
     assert exact == pytest.approx(t * est[0, 1], rel=0.02)
 

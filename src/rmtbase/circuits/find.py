@@ -10,15 +10,21 @@ top ``k`` of each ranking and every source whose estimate reaches :data:`ATTRIBU
 of the rule's floor. Paths: ``direct`` (:mod:`.patching`), ``via_mlp`` (:mod:`.mlp_path`:
 every source where every direct one is patched, else its top ``k`` by its own attribution).
 
-**Rule** (per row): ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥
-CONFIRM_FRACTION · |score_to|`` (``CONFIRM_FRACTION`` itself for the change metrics), on at
-least :data:`MIN_SEQUENCES` sequences; ``role`` "supports" (the behaviour drops without the
-source) or "suppresses". A row is a two-sided z test, ``P(|Z| ≥ 3) = 0.0027``: of ``n`` null
-rows about ``0.0027 n`` pass the se part (``expected_false_confirmations``). ``dominant``: the
-supporting confirmed row with the largest effect per receiver and kind. Per receiver, kind and
-path: ``joint_effect`` (every earlier source removed at once), ``explained`` (confirmed singles'
-sum / joint effect where the joint passes, else NaN), ``redundant`` (no single confirmed, the
-joint passes), ``joint_contradicts`` (that sum and a ≥ 3 se joint effect differ in sign)."""
+**Rule** (per row, effects under the counterfactual ``ablation``: :mod:`.counterfactual`):
+``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥ CONFIRM_FRACTION · |score_to|``
+(``CONFIRM_FRACTION`` itself for the change metrics), on at least :data:`MIN_SEQUENCES`
+sequences, **and** the other non-zero counterfactual (resample for mean, mean for resample)
+keeps at least :data:`.counterfactual.KEEP_FRACTION` of the effect with the same sign;
+``depends`` says why a row that passes one counterfactual is not confirmed: ``zero`` (it passes
+with the output set to zero only) or ``counterfactual`` (the other one keeps less than half).
+``role`` "supports" (the behaviour drops without the source) or "suppresses". A row is a
+two-sided z test, ``P(|Z| ≥ 3) = 0.0027``: of ``n`` null rows about ``0.0027 n`` pass the se
+part (``expected_false_confirmations``, an upper bound: the second counterfactual's check only
+removes rows). ``dominant``: the supporting confirmed row with the largest effect per receiver
+and kind. Per receiver, kind and path: ``joint_effect`` (every earlier source replaced at
+once), ``redundant`` (no single confirmed, the joint passes), ``joint_contradicts`` (the
+confirmed singles' sum and a ≥ 3 se joint effect differ in sign). Per receiver and kind the
+circuit as a whole: :mod:`.faithfulness`."""
 
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
+from .counterfactual import DEFAULT_ABLATION, KEEP_FRACTION, other
 from .labels import head_name
 
 #: Sources patched per receiver and kind by each ranking (weights, attribution).
@@ -63,6 +70,11 @@ class Search:
     mlp_paths: object = "auto"
     layers: tuple | None = None
     progress: bool = True
+    #: The counterfactual of the reported effects (:data:`.counterfactual.ABLATIONS`).
+    ablation: str = DEFAULT_ABLATION
+    #: Called with the finding rows (dicts as :func:`.table.circuit_list`) of each receiver
+    #: as soon as it is done; None: not called.
+    on_receiver: object = None
 
 
 def check_composition(composition: xr.Dataset) -> None:
@@ -125,31 +137,56 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: f
     return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
 
 
-def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int) -> list[dict]:
+def keeps(effect: float, check: float) -> bool:
+    """Whether the other counterfactual's effect ``check`` keeps at least
+    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign."""
+    return bool(np.isfinite(check) and np.isfinite(effect) and check * effect > 0
+                and abs(check) >= KEEP_FRACTION * abs(effect))
+
+
+def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
+    """Whether a row passes the rule under ``ablation`` (so its other counterfactual decides)."""
+    from .patching import OUTPUT_CHANGE, TV
+
+    return (ablation != "zero" and n_seq >= MIN_SEQUENCES
+            and passes(row["effect_causal"], row["effect_se"], row["score_to"],
+                       row["metric"] not in (TV, OUTPUT_CHANGE)))
+
+
+def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
+          ablation: str = DEFAULT_ABLATION) -> list[dict]:
     """The rule of the module docstring on one receiver's rows of one kind and path (dicts
-    with ``effect_causal``, ``effect_se``, ``score_to``, ``metric``), updated in place and
-    returned; ``joint``: the :class:`.patching.Effect` of every earlier source removed."""
+    with ``effect_causal``, ``effect_se``, ``score_to``, ``metric`` and, where measured,
+    ``effect_zero``/``effect_zero_se`` and ``effect_<other counterfactual>``), updated in place
+    and returned; ``joint``: the :class:`.patching.Effect` of every earlier source replaced."""
     from .patching import OUTPUT_CHANGE, TV
 
     enough = n_seq >= MIN_SEQUENCES
+    check = other(ablation)
     for r in singles:
         is_score = r["metric"] not in (TV, OUTPUT_CHANGE)
         ok = enough and passes(r["effect_causal"], r["effect_se"], r["score_to"], is_score)
-        r["confirmed"] = bool(ok and labelled)
-        r["dependency"] = bool(ok and not labelled)
+        stands = ok and (ablation == "zero" or keeps(r["effect_causal"],
+                                                     r.get("effect_" + check, np.nan)))
+        zero_ok = (enough and ablation != "zero" and passes(
+            r.get("effect_zero", np.nan), r.get("effect_zero_se", np.nan), r["score_to"],
+            is_score))
+        r["depends"] = ("" if stands else "counterfactual" if ok else
+                        "zero" if zero_ok else "")
+        r["confirmed"] = bool(stands and labelled)
+        r["dependency"] = bool(stands and not labelled)
         r["role"] = ("changes" if not is_score else
                      "supports" if r["effect_causal"] > 0 else "suppresses")
     is_score = joint.metric not in (TV, OUTPUT_CHANGE)
     joint_ok = enough and passes(joint.effect, joint.se, joint.base, is_score)
     conf = [r for r in singles if r["confirmed"]]
     total = float(sum(r["effect_causal"] for r in conf))
-    explained = total / joint.effect if joint_ok else np.nan
     significant = bool(np.isfinite(joint.effect) and np.isfinite(joint.se)
                        and abs(joint.effect) >= CONFIRM_SE * joint.se)
     contradicts = bool(conf and significant and is_score
                        and np.sign(total) != np.sign(joint.effect))
     for r in singles:
-        r.update(joint_effect=joint.effect, joint_se=joint.se, explained=explained,
+        r.update(joint_effect=joint.effect, joint_se=joint.se,
                  redundant=bool(not conf and joint_ok and labelled),
                  joint_contradicts=contradicts, dominant=False)
     return singles
@@ -175,5 +212,6 @@ def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
 
 __all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
            "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
-           "check_composition", "exact_sources", "head_name", "judge", "mark_dominant", "passes",
+           "check_composition", "exact_sources", "head_name", "judge", "keeps", "mark_dominant",
+           "needs_check", "passes",
            "plan", "ranked_sources", "receivers"]

@@ -64,7 +64,9 @@ class Fold:
             return bool(torch.allclose(y, want, rtol=1e-4, atol=1e-5 * (1 + float(
                 want.abs().max()))))
 
-    def _z(self, m: int, s: int):
+    def _z(self, m: int, s: int, how=None):
+        """``Δ`` of source (m, s) (:meth:`.counterfactual.Counterfactual.delta` of ``u = z r``
+        for ``how`` = (counterfactual, pairing)); ``u`` itself (zero ablation) for None."""
         zi = self.z[m][:, :, s, :].float()
         r = None if self.scales is None else self.scales[m]
         if r is None and self.hm.post_norm(m) is not None:
@@ -72,7 +74,8 @@ class Fold:
 
             raise InputError(f"{self.hm.family}: the fold needs the sources' clean "
                              f"post-norm scales (scales)")
-        return zi if r is None else zi * r
+        u = zi if r is None else zi * r
+        return u if how is None else how[0].delta(u, how[1])
 
     def _centred(self, m: int, s: int):
         if (m, s) not in self._o:
@@ -97,13 +100,13 @@ class Fold:
             self._num[key] = self.xc @ self._gw(w)
         return self._num[key]
 
-    def _exact(self, head: int, sources, which: int):
+    def _exact(self, head: int, sources, which: int, how=None):
         hm = self.hm
         x = self.resid.float()
         if sources:
             x = x.clone()
             for m, s in sources:
-                x -= self._z(m, s) @ hm.source_weight(m, s).float()
+                x -= self._z(m, s, how) @ hm.source_weight(m, s).float()
         xn = hm.norm(self.layer)(x)
         return (hm.query, hm.key, hm.value)[which](self.layer, head, xn)
 
@@ -130,22 +133,23 @@ class Fold:
                 u = u + c
         return u.clone()
 
-    def first_order(self, head: int, which: int, grad_u, sources):
+    def first_order(self, head: int, which: int, grad_u, sources, how=None):
         """``(len(sources), ..., N)``: per source and sequence ``⟨∂f/∂x, o_i⟩`` for a function
         ``f`` of the projection ``u``, from ``grad_u = ∂f/∂u`` ``(..., N, T, d_h)``. With ``x' = x −
         α o_i``, ``∂u/∂α = −z_i (Õ_i diag(g) W)/s + num (z_i · x̃Õ_iᵀ)/(d s³)`` and ``⟨∂f/∂x, o_i⟩
-        = −∂f/∂α``. :attr:`linearisable` folds only."""
+        = −∂f/∂α``, ``o_i`` the change ``Δ`` of ``how`` (:meth:`_z`). :attr:`linearisable` folds
+        only."""
         import torch
 
         with torch.no_grad():
             g = grad_u.float()
             return torch.stack([(g * du).sum((-1, -2))
-                                for du in self.first_order_changes(head, which, sources)])
+                                for du in self.first_order_changes(head, which, sources, how)])
 
-    def first_order_changes(self, head: int, which: int, sources):
+    def first_order_changes(self, head: int, which: int, sources, how=None):
         """Per source (a generator), the first-order change ``δu`` ``(N, T, d_h)`` of the projection
-        when its output is added: ``z_i (Õ_i diag(g) W)/s − num (z_i · x̃Õ_iᵀ)/(d s³)``.
-        :attr:`linearisable` folds only."""
+        when its output is added: ``z_i (Õ_i diag(g) W)/s − num (z_i · x̃Õ_iᵀ)/(d s³)``
+        (``z_i`` the change ``Δ`` of ``how``, :meth:`_z`). :attr:`linearisable` folds only."""
         import torch
 
         if not self.linearisable:
@@ -158,23 +162,25 @@ class Fold:
         num = self._clean_numerator(which, index) / (hm.d * s ** 3)
         with torch.no_grad():
             for m, src in sources:
-                zi = self._z(m, src)
+                zi = self._z(m, src, how)
                 yield zi @ (self._centred(m, src) @ gw) / s \
                     - num * (zi * self._dot(m, src)).sum(-1, keepdim=True)
 
-    def patched(self, head: int, sources, which: int):
+    def patched(self, head: int, sources, which: int, how=None):
         """The receiver head's q (``which=0``), k (1) or v (2) with the sources' direct
-        outputs removed from its input (module docstring), ``(N, T, d_h)``."""
+        outputs removed from its input (module docstring), ``(N, T, d_h)``; ``how`` =
+        (:class:`.counterfactual.Counterfactual`, pairing) replaces them by that counterfactual
+        (``z_i`` → ``Δ_i`` below), None removes them (zero)."""
         if self.exact:
-            return self._exact(head, sources, which)
+            return self._exact(head, sources, which, how)
         if self._whole is not None:
-            return self._whole.patched(head, sources, which)
+            return self._whole.patched(head, sources, which, how)
         hm = self.hm
         index = hm.index(which, head)
         w, c = hm.head_weight(self.layer, which, index)
         gw = self._gw(w)
         num = self._clean_numerator(which, index).clone()
-        zs = [(self._z(m, s), self._centred(m, s)) for m, s in sources]
+        zs = [(self._z(m, s, how), self._centred(m, s)) for m, s in sources]
         dot = self.xx.clone()
         for (m, s), (zi, oi) in zip(sources, zs, strict=True):
             num -= zi @ (oi @ gw)
@@ -251,11 +257,11 @@ class _Whole:
             self._ub[(which, m, s)] = self.u[which] @ self._bw(which, m, s).T
         return self._ub[(which, m, s)]
 
-    def patched(self, head: int, sources, which: int):
+    def patched(self, head: int, sources, which: int, how=None):
         hm, fold = self.fold.hm, self.fold
         index, dh = hm.index(which, head), hm.head_dim
         sl = slice(index * dh, (index + 1) * dh)
-        zs = [fold._z(m, s) for m, s in sources]
+        zs = [fold._z(m, s, how) for m, s in sources]
         if which == 2:
             if index not in self._v:
                 self._v[index] = hm._proj(fold.layer, 2, index, fold.resid.float())

@@ -3,7 +3,8 @@ them, every attention output in between held at its clean value.
 
 Source S in layer ``m``, receiver R in layer ``l > m``: S's share ``o_S`` of layer ``m``'s
 attention contribution (:meth:`.heads.HeadModel.source_contribution`; ``z_S W_O[S]`` for pre-norm
-blocks) is subtracted from it, the model runs on with every layer's attention contribution held
+blocks) is replaced by its counterfactual (:mod:`.counterfactual`; below ``o_S`` stands for the
+change ``o_S − o_cf``, which is subtracted), the model runs on with every layer's attention contribution held
 clean (a forward hook on :meth:`.heads.HeadModel.contribution_module`) and its MLPs recomputed,
 and the residual entering ``l`` is read. Its change ``Δ_l`` is the direct part ``−o_S`` plus the
 MLP outputs' change; the **via-MLP** input of R is the clean residual ``+ Δ_l + o_S`` (only the
@@ -49,6 +50,7 @@ class MLPPaths:
         self.hm, self.seqs, self.cap = hm, seqs, cap
         self.contrib = None   # clean attention contributions per layer (N, T, d)
         self.base: dict = {}  # x_l of the hooked run without a subtraction
+        self._base_at: dict = {}  # the hooked clean run's residuals, per layer read
 
     # the hooked forward ----------------------------------------------------------------
     def _run(self, ids, deltas, read, stop, grad=False):
@@ -116,22 +118,25 @@ class MLPPaths:
                         else None for j in range(self.hm.n_layers)]
 
     # exact ------------------------------------------------------------------------------
-    def changes(self, sources, layers) -> dict:
+    def changes(self, sources, layers, how=None) -> dict:
         """{(m, s): {l: Δ_l + o_S}}: per source, the via-MLP change ``(N, T, d)`` of the residual
-        entering each receiver layer ``l > m`` in ``layers``; kept for the layer's receivers."""
+        entering each receiver layer ``l > m`` in ``layers`` with the source's output replaced as
+        ``how`` says (:meth:`.patching.Patcher.hows`; None: removed); kept for the layer's
+        receivers."""
 
         if not sources or not layers:
             return {}
         memo = self.__dict__.setdefault("_memo", {})
-        todo = [src for src in sources if any((src, l) not in memo for l in layers
+        tag = None if how is None else (how[0].kind, how[1])
+        todo = [src for src in sources if any((tag, src, l) not in memo for l in layers
                                               if l > src[0])]
         if todo:
-            for src, got in self._changes(todo, layers).items():
+            for src, got in self._changes(todo, layers, how).items():
                 for l, v in got.items():
-                    memo[(src, l)] = v
-        return {src: {l: memo[(src, l)] for l in layers if l > src[0]} for src in sources}
+                    memo[(tag, src, l)] = v
+        return {src: {l: memo[(tag, src, l)] for l in layers if l > src[0]} for src in sources}
 
-    def _changes(self, sources, layers) -> dict:
+    def _changes(self, sources, layers, how=None) -> dict:
         """:meth:`changes` computed (the hooked runs, sources stacked)."""
         import torch
 
@@ -139,12 +144,12 @@ class MLPPaths:
         self._ensure_clean(stop)
         n, t = self.seqs.n, self.seqs.length
         per = max(1, BATCH_TOKENS // (n * t))  # sources stacked per forward
-        base = self._stacked(1, None, layers, stop)
+        base = self._clean_at(layers, stop)
         out = {}
         for lo in range(0, len(sources), per):
             chunk = sources[lo:lo + per]
             with torch.no_grad():
-                shares = [self._share(m, s) for m, s in chunk]
+                shares = [self._share(m, s, how) for m, s in chunk]
             m_of = [m for m, _ in chunk]
 
             def deltas(j, m_of=m_of, shares=shares):
@@ -171,27 +176,54 @@ class MLPPaths:
                         set(layers), stop)
         return {l: got[l].float() for l in layers}
 
-    def _share(self, m, s):
-        """Head (m, s)'s share of layer m's contribution module's output."""
+    def _clean_at(self, layers, stop):
+        """The hooked run without a change (its residuals at ``layers``), kept per request."""
+        key = (tuple(sorted(layers)), stop)
+        if key not in self._base_at:
+            self._base_at = {key: self._stacked(1, None, layers, stop)}
+        return self._base_at[key]
+
+    def _share(self, m, s, how=None):
+        """Head (m, s)'s share of layer m's contribution module's output, or the change of that
+        share under ``how``'s counterfactual (:meth:`changes`)."""
+        import torch
+
         scale = None if self.cap.scale is None else self.cap.scale[m]
-        return self.hm.source_contribution(m, s, self.cap.z[m][:, :, s, :].float(),
-                                           scale=scale).float()
+        z = self.cap.z[m][:, :, s, :].float()
+        if how is None:
+            return self.hm.source_contribution(m, s, z, scale=scale).float()
+        u = how[0].delta(z if scale is None else z * scale.float(), how[1])
+        one = None if scale is None else torch.ones_like(scale)
+        return self.hm.source_contribution(m, s, u, scale=one).float()
 
     def _direct(self, m, share):
         """The residual-space direct part of a share (the block's factor on it)."""
         return share * float(self.hm.contribution_factor(m))
 
-    def joint(self, layer: int):
-        """The via-MLP change at ``layer`` with every earlier head's share removed at once."""
+    def joint(self, layer: int, how=None):
+        """The via-MLP change at ``layer`` with every earlier head's share replaced at once."""
+        return self.kept(layer, (), how, direct=False)
+
+    def kept(self, layer: int, keep, how=None, *, direct: bool = True):
+        """The change ``(N, T, d)`` of the residual entering ``layer`` when every head of an
+        earlier layer but those in ``keep`` ((m, s) pairs) has its share replaced as ``how``
+        says, the MLPs recomputed and every other attention output held clean: the direct
+        changes and the MLP-mediated ones (``direct=False``: only the latter)."""
         import torch
 
+        keep = {(int(m), int(s)) for m, s in keep}
         self._ensure_clean(layer)
         with torch.no_grad():
-            shares = {m: sum(self._share(m, s) for s in range(self.hm.n_heads))
-                      for m in range(layer)}
-            base = self._stacked(1, None, [layer], layer)[layer]
+            shares = {}
+            for m in range(layer):
+                gone = [s for s in range(self.hm.n_heads) if (m, s) not in keep]
+                if gone:
+                    shares[m] = sum(self._share(m, s, how) for s in gone)
+            base = self._clean_at([layer], layer)[layer]
             got = self._stacked(1, lambda j: -shares[j] if j in shares else None,
                                 [layer], layer)[layer]
+            if direct:
+                return got - base
             return got - base + sum(self._direct(m, v) for m, v in shares.items())
 
     # first order ------------------------------------------------------------------------
@@ -217,9 +249,10 @@ class MLPPaths:
                              for g in grads[1:]])
         return g_ls, g_ms
 
-    def attribution(self, layer: int, fs, combine) -> np.ndarray:
+    def attribution(self, layer: int, fs, combine, how=None) -> np.ndarray:
         """``(layer, H)``: ``combine`` of ``⟨G_m − ∂f/∂x_l, o_S⟩`` per sequence for every earlier
-        head S (``fs``, ``combine``: :func:`.screen.metrics`)."""
+        head S (``fs``, ``combine``: :func:`.screen.metrics`), ``o_S`` the change of ``how``'s
+        counterfactual (a first-order ``how``: resample with its pairings' mean)."""
         import torch
 
         g_ls, g_ms = self.gradients(layer, fs)
@@ -228,7 +261,7 @@ class MLPPaths:
             for m in range(layer):
                 ds = [g_ms[i][m] - g_ls[i] for i in range(len(fs))]
                 for s in range(self.hm.n_heads):
-                    o = self._share(m, s)
+                    o = self._share(m, s, how)
                     d = torch.stack([(g * o).sum((-1, -2)) for g in ds]).double().numpy()
                     out[m, s] = combine(d)
         return out

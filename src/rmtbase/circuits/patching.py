@@ -1,10 +1,13 @@
 """Path patching of one receiver head from the residual captured once (:mod:`.capture`).
 
-Receiver R (layer ``l``), sources S_i (layers ``m_i < l``): the sources' direct outputs
-``Σ_i z_{S_i} W_O[S_i]`` (no bias; :meth:`.heads.HeadModel.source_output`) are subtracted from
-the residual entering layer ``l``, the layer norm is re-applied, and the result feeds **only
-one** of R's inputs, ``q``, ``k`` or ``v`` (the others clean): only the direct path S → R is
-removed. Wang et al. 2022 (arXiv:2211.00593) path patching, with zero ablation.
+Receiver R (layer ``l``), sources S_i (layers ``m_i < l``): each source's direct output
+``o_i = z_{S_i} W_O[S_i]`` (no bias; :meth:`.heads.HeadModel.source_output`) is replaced by its
+counterfactual ``o_cf`` (:mod:`.counterfactual`: the mean over the sequences at each position,
+another sequence's output, or zero) in the residual entering layer ``l`` — ``x − Σ_i (o_i −
+o_cf,i)`` —, the layer norm is re-applied, and the result feeds **only one** of R's inputs,
+``q``, ``k`` or ``v`` (the others clean): only the direct path S → R is changed. Wang et al. 2022
+(arXiv:2211.00593) path patching. A resample effect is the mean over its pairings of the
+per-sequence effects.
 
 Effect per sequence, then mean and ``se = sd / √N`` (``ddof=1``) over the ``N`` sequences:
 
@@ -24,6 +27,7 @@ import numpy as np
 from ..errors import InputError
 from ..probe import behaviour as bh
 from .capture import Captured
+from .counterfactual import DEFAULT_ABLATION, Counterfactual
 from .heads import HeadModel
 from .sequences import Sequences
 
@@ -66,15 +70,40 @@ def sequence_scores(attn, seqs: Sequences, statistic: str) -> np.ndarray:
     return out[0] if one else out
 
 
-class Patcher:
-    """Path patches of receivers of ``hm`` on the capture ``cap`` of ``seqs`` (module docstring);
-    the last receiver's clean q, k, v and pattern are kept for its candidates."""
+def average(per_pairing: list[list[Effect]]) -> list[Effect]:
+    """Per set, the mean over pairings of the per-sequence effects, then mean and se."""
+    if len(per_pairing) == 1:
+        return per_pairing[0]
+    out = []
+    for effs in zip(*per_pairing, strict=True):
+        x = np.mean([e.per_sequence for e in effs], axis=0)
+        out.append(Effect(*_mean_se(x), effs[0].base, effs[0].metric, x))
+    return out
 
-    def __init__(self, hm: HeadModel, cap: Captured, seqs: Sequences):
+
+class Patcher:
+    """Path patches of receivers of ``hm`` on the capture ``cap`` of ``seqs`` (module docstring)
+    under the counterfactual ``ablation`` (:data:`.counterfactual.ABLATIONS`; each call may name
+    another); the last receiver's clean q, k, v and pattern are kept for its candidates."""
+
+    def __init__(self, hm: HeadModel, cap: Captured, seqs: Sequences,
+                 ablation: str = DEFAULT_ABLATION):
         self.hm, self.cap, self.seqs = hm, cap, seqs
+        self.ablation = Counterfactual(ablation, seqs.n).kind
         self._clean = None
         self._fold = None
+        self._removed: dict = {}
         self._queries = np.flatnonzero(seqs.content & (np.arange(seqs.length) >= 1))
+
+    def counterfactual(self, ablation: str | None = None) -> Counterfactual:
+        """The :class:`.counterfactual.Counterfactual` named (None: the patcher's own)."""
+        return Counterfactual(self.ablation if ablation is None else ablation, self.seqs.n)
+
+    def hows(self, ablation: str | None = None) -> list:
+        """The ``how`` of each patch an effect under ``ablation`` averages: (counterfactual,
+        pairing) per pairing, ``[None]`` for zero (:meth:`.fold.Fold.patched`)."""
+        cf = self.counterfactual(ablation)
+        return [None] if cf.kind == "zero" else [(cf, p) for p in range(cf.pairings)]
 
     def clean(self, layer: int, head: int) -> dict:
         """The receiver's unpatched ``q``, ``k``, ``v``, ``A``, ``z``, computed as a patch without
@@ -99,9 +128,10 @@ class Patcher:
             c["scores"][statistic] = sequence_scores(c["A"].numpy(), self.seqs, statistic)
         return c["scores"][statistic]
 
-    def patched_input(self, layer: int, head: int, sources, kind: str):
-        """R's ``kind`` input from the residual without the sources' direct outputs, the norm
-        re-applied: the reference the :class:`.fold.Fold` of :meth:`effect` equals."""
+    def patched_input(self, layer: int, head: int, sources, kind: str, how=None):
+        """R's ``kind`` input from the residual with the sources' direct outputs replaced as
+        ``how`` says (:meth:`hows`; None: removed), the norm re-applied: the reference the
+        :class:`.fold.Fold` of :meth:`effect` equals."""
         import torch
 
         hm, cap = self.hm, self.cap
@@ -111,8 +141,7 @@ class Patcher:
         with torch.inference_mode():
             x = cap.resid[layer].clone()
             for m, s in sources:
-                x -= hm.source_output(int(m), int(s), cap.z[int(m)][:, :, int(s), :],
-                                      self.scale(int(m)))
+                x -= self.source_delta(int(m), int(s), how)
             xn = hm.norm(layer)(x)
             return {"q": hm.query, "k": hm.key, "v": hm.value}[kind](layer, head, xn)
 
@@ -128,20 +157,36 @@ class Patcher:
             return self.hm.source_output(layer, head, self.cap.z[layer][:, :, head, :].float(),
                                          self.scale(layer))
 
-    def without_sources(self, layer: int):
-        """The residual entering ``layer`` without every earlier head's direct output (biases kept),
-        ``(N, T, d)``; the running sum is kept, so layers asked in order cost one product each."""
+    def source_delta(self, layer: int, head: int, how=None):
+        """``o − o_cf`` ``(N, T, d)`` of source head ``head`` of ``layer``: what replacing its
+        output by the counterfactual of ``how`` (:meth:`hows`) subtracts from the residual;
+        its output itself for None (zero)."""
         import torch
 
-        run = getattr(self, "_removed", None)
+        if how is None:
+            return self.source_output(layer, head)
+        z = self.cap.z[layer][:, :, head, :].float()
+        r = self.scale(layer)
+        u = z if r is None else z * r.float()
+        with torch.no_grad():
+            return how[0].delta(u, how[1]) @ self.hm.source_weight(layer, head).float()
+
+    def without_sources(self, layer: int, how=None):
+        """The residual entering ``layer`` with every earlier head's direct output replaced as
+        ``how`` says (:meth:`source_delta`; biases kept), ``(N, T, d)``; the running sum is kept
+        per ``how``, so layers asked in order cost one product each."""
+        import torch
+
+        key = None if how is None else (how[0].kind, how[1])
+        run = self._removed.get(key)
         if run is None or run[0] > layer:
             run = (0, torch.zeros_like(self.cap.resid[0]).float())
         m, total = run
         with torch.no_grad():
             while m < layer:
-                total = total + sum(self.source_output(m, s) for s in range(self.hm.n_heads))
+                total = total + sum(self.source_delta(m, s, how) for s in range(self.hm.n_heads))
                 m += 1
-        self._removed = (m, total)
+        self._removed[key] = (m, total)
         return self.cap.resid[layer].float() - total
 
     def fold(self, layer: int):
@@ -152,10 +197,12 @@ class Patcher:
             self._fold = Fold(self.hm, layer, self.cap.resid[layer], self.cap.z, self.cap.scale)
         return self._fold
 
-    def effect(self, layer: int, head: int, sources, kind: str, statistic: str | None) -> Effect:
-        """The effect of removing ``sources`` ([(layer, head), …]) from R's ``kind`` input
-        (module docstring); ``statistic=None`` measures q/k by :data:`TV`."""
-        return self.effects(layer, head, [sources], kind, statistic)[0]
+    def effect(self, layer: int, head: int, sources, kind: str, statistic: str | None,
+               ablation: str | None = None) -> Effect:
+        """The effect of replacing ``sources``' ([(layer, head), …]) outputs by the counterfactual
+        ``ablation`` (None: the patcher's) in R's ``kind`` input (module docstring);
+        ``statistic=None`` measures q/k by :data:`TV`."""
+        return self.effects(layer, head, [sources], kind, statistic, ablation)[0]
 
     def _check(self, layer: int, source_sets, kind: str, statistic) -> None:
         if kind not in KINDS:
@@ -168,18 +215,29 @@ class Patcher:
                     raise InputError(f"source layer {m} is not before the receiver's layer "
                                      f"{layer}")
 
-    def effects(self, layer: int, head: int, source_sets, kind: str,
-                statistic: str | None) -> list[Effect]:
+    def effects(self, layer: int, head: int, source_sets, kind: str, statistic: str | None,
+                ablation: str | None = None) -> list[Effect]:
         """:meth:`effect` of each set in ``source_sets`` on one receiver and input."""
         import torch
 
         self._check(layer, source_sets, kind, statistic)
         c = self.clean(layer, head)
         fold, which = self.fold(layer), KINDS.index(kind)
-        with torch.inference_mode():
-            new = [fold.patched(head, [(int(m), int(s)) for m, s in src], which)
-                   for src in source_sets]
-        return self._measure(layer, head, c, new, kind, statistic)
+        per = []
+        for how in self.hows(ablation):
+            with torch.inference_mode():
+                new = [fold.patched(head, [(int(m), int(s)) for m, s in src], which, how)
+                       for src in source_sets]
+            per.append(self._measure(layer, head, c, new, kind, statistic))
+        return average(per)
+
+    def joint(self, layer: int, head: int, kind: str, statistic: str | None,
+              ablation: str | None = None) -> Effect:
+        """Every earlier head's direct output replaced at once (the residual recomputed)."""
+        per = [self.effects_from_residuals(layer, head, [self.without_sources(layer, how)],
+                                           kind, statistic)
+               for how in self.hows(ablation)]
+        return average(per)[0]
 
     def effects_from_residuals(self, layer: int, head: int, residuals, kind: str,
                                statistic: str | None) -> list[Effect]:
@@ -220,4 +278,4 @@ class Patcher:
         return Effect(*_mean_se(r), 0.0, OUTPUT_CHANGE, r)
 
 
-__all__ = ["KINDS", "OUTPUT_CHANGE", "TV", "Effect", "Patcher", "sequence_scores"]
+__all__ = ["KINDS", "OUTPUT_CHANGE", "TV", "Effect", "Patcher", "average", "sequence_scores"]

@@ -14,8 +14,9 @@ from . import find as F
 from .capture import capture, probe_dataset
 from .fingerprint import check_composition
 from .heads import HeadModel
+from .counterfactual import ABLATIONS, Counterfactual, other
 from .labels import chance_levels, head_name, label_across
-from .patching import KINDS, Patcher
+from .patching import KINDS, Patcher, average
 from .sequences import SOURCES, Sequences, length_sequences, repeat_lengths, text_sequences
 from .table import candidate_dataset
 
@@ -61,11 +62,15 @@ def _explicit(recv, labels) -> list:
 
 
 class _Length:
-    """The capture of one set of sequences, and its patcher and MLP paths (made lazily)."""
+    """The capture of one set of sequences, and its patcher (under ``ablation``) and MLP paths
+    (made lazily)."""
 
-    def __init__(self, hm, seqs, cap, totals):
+    def __init__(self, hm, seqs, cap, totals, ablation):
+        from .mlp_path import has_mlps
+
         self.hm, self.seqs, self.cap, self.totals = hm, seqs, cap, totals
-        self.pt = Patcher(hm, cap, seqs)
+        self.pt = Patcher(hm, cap, seqs, ablation)
+        self.mlps = has_mlps(hm)
         self._mlp = None
 
     def mlp(self):
@@ -76,13 +81,13 @@ class _Length:
         return self._mlp
 
 
-def _captures(hm, seqsets, progress):
+def _captures(hm, seqsets, progress, ablation):
     out = {}
     for n, seqs in seqsets.items():
         stage("rmtbase circuits", f"labels from {seqs.description}", enabled=progress)
         with one_thread():
             cap, totals = capture(hm, seqs, progress=progress)
-        out[n] = _Length(hm, seqs, cap, totals)
+        out[n] = _Length(hm, seqs, cap, totals, ablation)
     return out
 
 
@@ -108,7 +113,7 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
     else:
         seq = make_sequences(net, tok, sequences, seed, opts.text)
         seqsets = {seq.repeat or 0: seq}
-    runs = _captures(hm, seqsets, progress) if seqsets else {}
+    runs = _captures(hm, seqsets, progress, opts.ablation) if seqsets else {}
     probes = {n: probe_dataset(r.totals, r.seqs, name) for n, r in runs.items()}
     chances, counts = {}, {}
     for n, r in runs.items():
@@ -139,7 +144,8 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
              "every source whose estimate nears the rule")
     stage("rmtbase circuits", f"{len(recv)} receiver(s) with a behaviour label; every earlier "
           f"source screened by attribution, {'' if exact_all else 'at least '}{patches:,} "
-          f"exact patches ({which}); paths via MLPs {'screened' if via else 'not screened'}"
+          f"exact patches ({which}) under {opts.ablation} ablation; paths via MLPs "
+          f"{'screened' if via else 'not screened'}"
           + (f" ({mlp_cost / 1e12:.2g} TFLOP)" if mlp_cost else ""), enabled=progress)
     rows: list[dict] = []
     screens: dict = {}
@@ -150,12 +156,19 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
             got, scr = _receiver(run, composition, rec, int(k), exact_all, via)
             rows.extend(got)
             screens[rec[:2]] = scr
+            if opts.on_receiver is not None:
+                from .table import candidate_dataset as _one, circuit_list
+
+                opts.on_receiver(circuit_list(_one(got, labels, {}, None, k=k)))
             bar.update(1)
     first = next(iter(runs.values())).seqs if runs else None
     ds = candidate_dataset(rows, labels, probes, first, k=k, screens=screens)
     n_tests = len(rows)
     ds.attrs.update(model=name, n_receivers=len(recv), n_patches=len(rows) + 3 * len(recv),
                     sinks_patched=int(opts.sinks), screen="exact" if exact_all else "top-k",
+                    ablation=opts.ablation,
+                    resample_pairings=int(Counterfactual("resample", first.n).pairings)
+                    if first is not None else 0,
                     mlp_paths_screened=int(via), n_tests=n_tests,
                     expected_false_confirmations=float(F.FALSE_RATE * n_tests),
                     repeat_lengths=", ".join(str(n) for n in runs) if sequences is None else "",
@@ -178,13 +191,36 @@ def _no_labels(hm):
 
 def _receiver(run, composition, rec, k, exact_all, via):
     """The rows of one receiver (every kind and path) and its screen {(kind, path): (layer, H)}."""
+    from . import faithfulness
+
     rows, scr = [], {}
     for kind in KINDS:
         fault_point("circuits:screen")
         with deferred():  # a Ctrl-C is raised between kinds, never inside torch
             _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr)
+    with deferred():
+        faithfulness.apply(run, rec, rows, mlps=run.mlps)
     F.mark_dominant(rows)
     return rows, scr
+
+
+def _counterfactuals(effects_of, rows, n_seq, ablation) -> None:
+    """Each row's effects under every counterfactual: zero for all (``effect_zero``, its se),
+    the other non-zero one where the row passes the rule (it decides; NaN elsewhere);
+    ``effects_of(ablation, indices)`` gives the :class:`.patching.Effect` of those rows."""
+    for r in rows:
+        r["ablation"] = ablation
+        for a in ABLATIONS:
+            r["effect_" + a] = r["effect_causal"] if a == ablation else np.nan
+        r["effect_zero_se"] = r["effect_se"] if ablation == "zero" else np.nan
+    if not rows or ablation == "zero":
+        return
+    for i, e in zip(range(len(rows)), effects_of("zero", list(range(len(rows)))), strict=True):
+        rows[i]["effect_zero"], rows[i]["effect_zero_se"] = e.effect, e.se
+    check = [i for i, r in enumerate(rows) if F.needs_check(r, n_seq, ablation)]
+    if check:
+        for i, e in zip(check, effects_of(other(ablation), check), strict=True):
+            rows[i]["effect_" + other(ablation)] = e.effect
 
 
 def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) -> None:
@@ -202,14 +238,22 @@ def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) ->
                                   abs(float(np.nanmean(pt.base_scores(li, hi, st)))))
     chosen = F.exact_sources(ranked, attr, k, exact_all, floor)
     info = {(m, s): (r, sc) for m, s, r, sc in ranked}
-    single = []
-    for lo in range(0, len(chosen), 64):
-        part = chosen[lo:lo + 64]
-        single += pt.effects(li, hi, [[src] for src in part], kind, st)
-    joint = _joint_direct(pt, li, hi, kind, st)
+
+
+    def effects_of(ablation, idx):
+        out = []
+        for lo in range(0, len(idx), 64):
+            part = [chosen[i] for i in idx[lo:lo + 64]]
+            out += pt.effects(li, hi, [[src] for src in part], kind, st, ablation)
+        return out
+
+    single = effects_of(None, list(range(len(chosen))))
+    joint = pt.joint(li, hi, kind, st)
     got = [_row(kind, "direct", src, rec, info, attr, rank_attr, e, run, hm)
            for src, e in zip(chosen, single, strict=True)]
-    rows.extend(F.judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n))
+    _counterfactuals(effects_of, got, run.seqs.n, pt.ablation)
+    rows.extend(F.judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n,
+                        ablation=pt.ablation))
     if via:
         vrows, vattr = _via_rows(run, composition, rec, kind, st, k, info, exact_all)
         scr[(kind, "via_mlp")] = vattr
@@ -237,11 +281,6 @@ def _row(kind, path, src, rec, info, attr, rank_attr, e, run, hm):
             "length_to": int(run.seqs.repeat or 0), "n_sequences": run.seqs.n}
 
 
-def _joint_direct(pt, li, hi, kind, st):
-    """Every earlier head's direct output removed at once (the residual recomputed)."""
-    return pt.effects_from_residuals(li, hi, [pt.without_sources(li)], kind, st)[0]
-
-
 def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
     """The via-MLP rows of one receiver and kind: every source (``exact_all``) or the top ``k``
     by via-MLP attribution patched, judged against every earlier head's joint via-MLP change."""
@@ -250,20 +289,34 @@ def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
     li, hi, _ = rec
     pt, paths, hm = run.pt, run.mlp(), run.hm
     got = S.metrics(pt, li, hi, kind, st)
-    attr = paths.attribution(li, *got) if got is not None else np.full((li, hm.n_heads), np.nan)
+    attr = (paths.attribution(li, *got, how=S._how(pt)) if got is not None
+            else np.full((li, hm.n_heads), np.nan))
     rank_attr = _ranks(attr)
     flat = np.where(np.isfinite(attr), np.abs(attr), -np.inf).ravel()
     chosen = [(int(i // hm.n_heads), int(i % hm.n_heads))
               for i in np.argsort(-flat, kind="stable")[:len(flat) if exact_all else k]
               if exact_all or np.isfinite(flat[i])]
-    ch = paths.changes(chosen, [li])
     x0 = run.cap.resid[li].float()
-    single = pt.effects_from_residuals(li, hi, [x0 + ch[src][li] for src in chosen], kind, st) \
-        if chosen else []
-    joint = pt.effects_from_residuals(li, hi, [x0 + paths.joint(li)], kind, st)[0]
+
+    def effects_of(ablation, idx):
+        srcs = [chosen[i] for i in idx]
+        if not srcs:
+            return []
+        per = []
+        for how in pt.hows(ablation):
+            ch = paths.changes(srcs, [li], how)
+            per.append(pt.effects_from_residuals(li, hi, [x0 + ch[src][li] for src in srcs],
+                                                 kind, st))
+        return average(per)
+
+    single = effects_of(None, list(range(len(chosen))))
+    joint = average([pt.effects_from_residuals(li, hi, [x0 + paths.joint(li, how)], kind, st)
+                     for how in pt.hows()])[0]
     got = [_row(kind, "via_mlp", src, rec, info, attr, rank_attr, e, run, hm)
            for src, e in zip(chosen, single, strict=True)]
-    return F.judge(got, joint, labelled=rec[2] is not None, n_seq=run.seqs.n), attr
+    _counterfactuals(effects_of, got, run.seqs.n, pt.ablation)
+    return F.judge(got, joint, labelled=rec[2] is not None, n_seq=run.seqs.n,
+                   ablation=pt.ablation), attr
 
 
 def _summary_attrs(ds, composition) -> None:
@@ -313,7 +366,10 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     labelled heads. seed: the sequences'. threshold: the labels'. sinks: patch ``first-token``
     heads too. screen: ``"auto"`` (every source exactly when within :data:`.find.EXACT_BUDGET`),
     ``"exact"`` or ``"top-k"``. mlp_paths: ``"auto"`` (within :data:`MLP_BUDGET` FLOPs), True or
-    False. layers: receivers' layers kept (None: all). Raises :class:`InputError` before loading."""
+    False. layers: receivers' layers kept (None: all). ablation: the counterfactual a removed
+    source's output is replaced by (:mod:`.counterfactual`: ``"mean"``, the default,
+    ``"resample"`` or ``"zero"``). on_receiver: called with each receiver's finding rows as soon
+    as it is done. Raises :class:`InputError` before loading."""
     from ..checks import check_int, check_seed
 
     for alias, field in SEARCH_ALIASES.items():
@@ -325,6 +381,10 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     k, sequences, text, seed, threshold = s.k, s.sequences, s.text, s.seed, s.threshold
     receivers_of_interest, sinks, repeat_lengths = s.receivers, s.sinks, s.lengths
     screen, mlp_paths, layers, progress = s.screen, s.mlp_paths, s.layers, s.progress
+    if s.ablation not in ABLATIONS:
+        raise InputError(f"ablation must be one of {', '.join(ABLATIONS)}, got {s.ablation!r}")
+    if s.on_receiver is not None and not callable(s.on_receiver):
+        raise InputError(f"on_receiver must be a callable or None, got {s.on_receiver!r}")
     F.check_composition(composition)
     k = check_int("k", k, minimum=1)
     seed = check_seed(seed)
@@ -362,7 +422,8 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
         k=k, sequences=sequences, text=text, seed=seed, threshold=threshold,
         receivers=None if receivers_of_interest is None else tuple(receivers_of_interest),
         sinks=bool(sinks), lengths=repeat_lengths, screen=screen, mlp_paths=mlp_paths,
-        layers=None if layers is None else tuple(layers), progress=bool(progress)))
+        layers=None if layers is None else tuple(layers), progress=bool(progress),
+        ablation=s.ablation, on_receiver=s.on_receiver))
 
 
 __all__ = ["MAX_TEXT_SEQUENCES", "MLP_BUDGET", "find_circuits", "make_sequences", "one_thread",

@@ -1,10 +1,13 @@
 """First-order (attribution) estimates of every earlier source's effect on a receiver; they
 rank sources for exact patching (:mod:`.patching`) and are never the reported effect.
 
-Attribution patching (Syed, Rager & Conmy 2023, arXiv:2310.10348; Nanda 2023): removing a
-source's output ``o_S`` from the residual ``x`` feeding one of R's inputs changes R's metric
-``f`` (mean over sequences) by ``f(x) − f(x − o_S) ≈ ⟨∇_x f, o_S⟩``: one backward pass, then
-one inner product per source.
+Attribution patching (Syed, Rager & Conmy 2023, arXiv:2310.10348; Nanda 2023): replacing a
+source's output ``o_S`` by its counterfactual ``o_cf`` (:mod:`.counterfactual`) in the residual
+``x`` feeding one of R's inputs changes R's metric ``f`` (mean over sequences) by ``f(x) −
+f(x − Δ_S) ≈ ⟨∇_x f, Δ_S⟩``, ``Δ_S = o_S − o_cf``: one backward pass, then one inner product
+per source. Linearised around the counterfactual's change, not around zero, so a source with a
+large constant output (``Δ_S ≈ 0`` under mean or resample) is not sent to the exact patches.
+Below ``o_S`` stands for ``Δ_S``; resample uses its pairings' mean ``Δ``.
 
 - ``q``, ``k``: ``f`` is R's behaviour statistic, linear in R's pattern:
   ``f_n = Σ_ij A_n[i, j] W_n[i, j] / c_n`` (:func:`statistic_weights`).
@@ -131,23 +134,33 @@ def gradients(pt, layer: int, fs):
     return out
 
 
+def _how(pt):
+    """The first-order ``how`` of ``pt``'s counterfactual (:meth:`.fold.Fold.patched`): None
+    for zero, else the counterfactual with its pairings' mean change."""
+    cf = pt.counterfactual()
+    return None if cf.kind == "zero" else (cf, None)
+
+
 def source_dots(pt, grads, n_layers: int, combine) -> np.ndarray:
-    """``(n_layers, H)``: ``combine`` of per-sequence ``⟨g, o_S⟩`` for every head S of the first
-    ``n_layers`` layers, one GEMM a layer: ``⟨g, o_S⟩ = Σ r z_S · (W_O[S] g)``, ``r`` the
-    post-norm's clean scale (1 for pre-norm blocks)."""
+    """``(n_layers, H)``: ``combine`` of per-sequence ``⟨g, Δ_S⟩`` for every head S of the first
+    ``n_layers`` layers, one GEMM a layer: ``⟨g, Δ_S⟩ = Σ Δ(r z_S) · (W_O[S] g)``, ``r`` the
+    post-norm's clean scale (1 for pre-norm blocks), ``Δ`` the counterfactual's change."""
     import torch
 
     hm, cap = pt.hm, pt.cap
     h, dh = hm.n_heads, hm.head_dim
+    how = _how(pt)
     out = np.zeros((n_layers, h))
     gs = torch.stack([g.float() for g in grads])                       # (P, N, T, d)
     with torch.no_grad():
         for m in range(n_layers):
             w = torch.cat([hm.source_weight(m, s).float() for s in range(h)])  # (H dh, d)
             scale = pt.scale(m)
-            gm = gs if scale is None else gs * scale.float()
-            proj = (gm @ w.T).reshape(*gm.shape[:3], h, dh)             # (P, N, T, H, dh)
-            d = (proj * cap.z[m].float()[None]).sum((2, 4))            # (P, N, H)
+            u = cap.z[m].float()
+            u = u if scale is None else u * scale.float()[..., None]    # (N, T, H, dh)
+            u = u if how is None else how[0].delta(u, how[1])
+            proj = (gs @ w.T).reshape(*gs.shape[:3], h, dh)             # (P, N, T, H, dh)
+            d = (proj * u[None]).sum((2, 4))                           # (P, N, H)
             d = d.double().numpy()
             for s in range(h):
                 out[m, s] = combine(d[:, :, s])
@@ -171,7 +184,8 @@ def fold_dots(pt, layer: int, head: int, kind: str, fs, combine) -> np.ndarray:
         for i, f in enumerate(fs):
             (g,) = torch.autograd.grad(f(q), u, retain_graph=i < len(fs) - 1)
             grads.append(g)
-    d = fold.first_order(head, which, torch.stack(grads), srcs).double().numpy()  # (S, P, N)
+    d = fold.first_order(head, which, torch.stack(grads), srcs,
+                         _how(pt)).double().numpy()                           # (S, P, N)
     out = np.array([combine(d[i]) for i in range(len(srcs))])
     return out.reshape(layer, hm.n_heads)
 
@@ -189,7 +203,7 @@ def fold_value_changes(pt, layer: int, head: int) -> np.ndarray:
     srcs = [(m, s) for m in range(layer) for s in range(hm.n_heads)]
     out = np.zeros(len(srcs))
     with torch.no_grad():
-        for i, dv in enumerate(pt.fold(layer).first_order_changes(head, 2, srcs)):
+        for i, dv in enumerate(pt.fold(layer).first_order_changes(head, 2, srcs, _how(pt))):
             dz = (c["A"] @ dv)[:, q]
             out[i] = float((dz.pow(2).sum((-1, -2)).sqrt() / norm).double().mean())
     return out.reshape(layer, hm.n_heads)

@@ -6,8 +6,9 @@ head); the attribution of every source as ``screen_attribution`` (receiver, kind
 layer_from, head_from); attrs: the sequences, the rule's constants. Strings are ``str``,
 booleans int8 0/1. :func:`circuit_list`: the JSON objects ``{kind, path, from, to,
 label_from, label_to, label_length, rank_weights, rank_attribution, attribution,
-effect_causal, effect_se, role, confirmed, dominant, redundant, explained, joint_effect,
-joint_contradicts, dependency, metric}``."""
+ablation, effect_causal, effect_se, effect_zero, effect_mean, effect_resample, depends, role,
+confirmed, dominant, redundant, idle, faithfulness, faithfulness_se, faithfulness_empty,
+joint_effect, joint_contradicts, dependency, metric}``."""
 
 from __future__ import annotations
 
@@ -43,29 +44,48 @@ VARIABLES = {
     "metric": ("what effect_causal measures: the receiver's behaviour statistic, "
                "output_change (v) or attention_tv (no label)", "1"),
     "score_to": ("receiver's unpatched behaviour statistic (0 for the change metrics)", "1"),
+    "ablation": ("the counterfactual of effect_causal: the source's output replaced by its "
+                 "mean over the sequences at each position (mean), by its output on another "
+                 "sequence (resample, averaged over pairings) or by zero", "1"),
     "effect_causal": ("drop of the receiver's statistic (negative: a rise), or its change, "
-                      "when the source's output is removed from this input on this path", "1"),
+                      "when the source's output is replaced by its counterfactual (ablation) "
+                      "in this input on this path", "1"),
     "effect_se": ("standard error of effect_causal over sequences", "1"),
+    "effect_zero": ("effect_causal with the source's output set to zero (NaN: not measured)",
+                    "1"),
+    "effect_mean": ("effect_causal under mean ablation (NaN: not measured)", "1"),
+    "effect_resample": ("effect_causal under resample ablation (NaN: not measured)", "1"),
+    "depends": ("why a row that passes one counterfactual is not confirmed: zero (it passes "
+                "only with the output set to zero) or counterfactual (the other non-zero "
+                "counterfactual keeps under half of the effect); empty otherwise", "1"),
     "role": ("supports (the behaviour drops without the source), suppresses (it rises) or "
              "changes (change metrics)", "1"),
     "confirmed": ("receiver labelled, |effect| >= 3 se and >= 10 % of score_to (0.1 for "
-                  "change metrics), >= 8 sequences", "1"),
+                  "change metrics), >= 8 sequences, under the ablation, and the other non-zero "
+                  "counterfactual keeps >= half of the effect with the same sign", "1"),
     "dependency": ("the rule passes on a receiver without a behaviour label (not a circuit)",
                    "1"),
     "dominant": ("the supporting confirmed row with the largest effect of its receiver and "
                  "kind", "1"),
     "joint_effect": ("effect of removing every earlier source at once on this path", "1"),
     "joint_se": ("standard error of joint_effect over sequences", "1"),
-    "explained": ("sum of the confirmed single effects over joint_effect (receiver, kind, "
-                  "path), where joint_effect passes the rule", "1"),
+    "faithfulness": ("the receiver's behaviour with only its confirmed sources on this input "
+                     "kept and every other earlier head counterfactual (MLPs recomputed), over "
+                     "the clean behaviour; v: 1 - the output change; NaN: unlabelled", "1"),
+    "faithfulness_se": ("standard error of faithfulness over sequences (delta method)", "1"),
+    "faithfulness_empty": ("faithfulness with no source kept: the floor", "1"),
+    "idle": ("confirmed, but removing it from its circuit changes faithfulness by less than "
+             "faithfulness_se", "1"),
     "redundant": ("no single row confirmed but the joint removal passes the rule", "1"),
     "joint_contradicts": ("the confirmed singles' sum and a joint effect >= 3 se have opposite "
                           "signs", "1"),
 }
-_BOOL = ("confirmed", "dominant", "redundant", "dependency", "joint_contradicts")
-_STR = ("kind", "path", "from", "to", "label_from", "label_to", "metric", "role")
+_BOOL = ("confirmed", "dominant", "redundant", "dependency", "joint_contradicts", "idle")
+_STR = ("kind", "path", "from", "to", "label_from", "label_to", "metric", "role", "ablation",
+        "depends")
 _FLOAT = ("composition", "attribution", "score_to", "effect_causal", "effect_se",
-          "joint_effect", "joint_se", "explained")
+          "effect_zero", "effect_mean", "effect_resample", "joint_effect", "joint_se",
+          "faithfulness", "faithfulness_se", "faithfulness_empty")
 
 
 def _columns(rows: list[dict], labels: xr.Dataset) -> dict[str, np.ndarray]:
@@ -129,11 +149,11 @@ def candidate_dataset(rows: list[dict], labels: xr.Dataset, probes: dict,
         confirm_rule=f"|effect| >= {F.CONFIRM_SE} se and >= {F.CONFIRM_FRACTION} x the "
                      "receiver's score (0.1 for change metrics), receiver labelled, >= "
                      f"{F.MIN_SEQUENCES} sequences; two-sided, {F.FALSE_RATE} false rate a row",
-        patching="direct: the source's output (z W_O slice, no bias) removed from the "
-                 "receiver's q, k or v input only, norm re-applied; via_mlp: the source's "
-                 "output removed from the residual, MLPs in between recomputed, attention "
-                 "held clean, only the MLP-mediated change fed to the input; effect mean over "
-                 "sequences, se = sd/sqrt(n)",
+        patching="direct: the source's output (z W_O slice, no bias) replaced by its "
+                 "counterfactual (ablation) in the receiver's q, k or v input only, norm "
+                 "re-applied; via_mlp: the source's output replaced in the residual, MLPs in "
+                 "between recomputed, attention held clean, only the MLP-mediated change fed "
+                 "to the input; effect mean over sequences, se = sd/sqrt(n)",
         v_path="effect is the relative change of the receiver's output |dz|/|z| (its "
                "pattern does not depend on its values)",
         label_threshold=labels.attrs.get("label_threshold", np.nan))
@@ -179,14 +199,17 @@ def circuit_list(ds: xr.Dataset) -> list[dict]:
         for k in ("rank_weights", "rank_attribution", "n_sequences"):
             if k in g:
                 item[k] = int(g[k])
-        for k in ("attribution", "effect_causal", "effect_se", "score_to", "joint_effect",
-                  "joint_se", "explained"):
+        for k in ("attribution", "effect_causal", "effect_se", "effect_zero", "effect_mean",
+                  "effect_resample", "score_to", "joint_effect", "joint_se", "faithfulness",
+                  "faithfulness_se", "faithfulness_empty"):
             if k in g:
                 item[k] = num(g[k])
         for k in _BOOL:
             if k in g:
                 item[k] = bool(g[k])
         item["role"] = str(g.get("role", ""))
+        item["ablation"] = str(g.get("ablation", ""))
+        item["depends"] = str(g.get("depends", ""))
         item["metric"] = str(g["metric"])
         out.append(item)
     return out

@@ -1,0 +1,113 @@
+"""A receiver's circuit tested as a whole: faithfulness, its floor, and idle sources.
+
+Receiver R (layer ``l``), input ``κ`` (q, k or v), circuit ``C``: the sources confirmed for
+(R, κ) on any path. Every head of a layer before ``l`` that is not in ``C`` has its output
+replaced by its counterfactual (:mod:`.counterfactual`) in its layer's attention output, the
+MLPs are recomputed on the changed residual (so the kept heads' contributions through MLPs
+survive) and every attention output is otherwise held clean (:meth:`.mlp_path.MLPPaths.kept`;
+without MLPs the changes are summed directly). R's ``κ`` input reads the resulting residual at
+``l``, its other inputs the clean one (:meth:`.patching.Patcher.effects_from_residuals`).
+
+- q, k (a behaviour statistic ``s``, per sequence ``n``): ``F = mean_n s_C / mean_n s``, with
+  ``se = sd_n(s_C − F s) / √N / |mean_n s|`` (the delta method for a ratio of means).
+- v: ``F = 1 − mean_n c_C`` with ``c`` the relative output change ``‖z' − z‖/‖z‖``,
+  ``se = sd_n(c_C) / √N``.
+
+``faithfulness_empty`` is ``F`` with nothing kept (every earlier head counterfactual): the floor
+a circuit is read against. With every earlier head kept ``F = 1`` exactly. A confirmed source
+``c`` is **idle** when ``|F(C) − F(C ∖ {c})| < se(C)``: the circuit does as well without it.
+Resample averages the per-sequence values over its pairings first. MIB scores circuits by the
+same ratio (Mueller et al. 2025, arXiv:2504.13151); Wang et al. 2022 (arXiv:2211.00593) measure
+a circuit with everything else mean-ablated."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .patching import OUTPUT_CHANGE, TV
+
+
+def _residual(run, layer: int, keep, how, mlps: bool):
+    """The residual entering ``layer`` with every earlier head but ``keep`` counterfactual."""
+    x = run.cap.resid[layer].float()
+    if mlps:
+        return x + run.mlp().kept(layer, keep, how)
+    keep = set(keep)
+    out = x.clone()
+    for m in range(layer):
+        for s in range(run.hm.n_heads):
+            if (m, s) not in keep:
+                out -= run.pt.source_delta(m, s, how)
+    return out
+
+
+def _values(run, rec, kind, keep, mlps):
+    """Per sequence ``s_C`` (q, k) or ``c_C`` (v), averaged over the counterfactual's patches."""
+    li, hi, stat = rec
+    pt = run.pt
+    st = None if kind == "v" else stat
+    vals = []
+    for how in pt.hows():
+        x = _residual(run, li, keep, how, mlps)
+        e = pt.effects_from_residuals(li, hi, [x], kind, st)[0]
+        if e.metric == OUTPUT_CHANGE:
+            vals.append(np.asarray(e.per_sequence, dtype=np.float64))
+        else:
+            base = pt.base_scores(li, hi, st)
+            vals.append(np.asarray(base, dtype=np.float64) - e.per_sequence)
+    return np.mean(vals, axis=0)
+
+
+def _ratio(run, rec, kind, values):
+    """``(F, se)`` of the module docstring from the per-sequence values."""
+    li, hi, stat = rec
+    if kind == "v":
+        x = values[np.isfinite(values)]
+        if x.size < 2:
+            return np.nan, np.nan
+        return float(1.0 - x.mean()), float(x.std(ddof=1) / np.sqrt(x.size))
+    base = np.asarray(run.pt.base_scores(li, hi, stat), dtype=np.float64)
+    ok = np.isfinite(base) & np.isfinite(values)
+    if ok.sum() < 2 or base[ok].mean() == 0:
+        return np.nan, np.nan
+    b, v = base[ok], values[ok]
+    f = v.mean() / b.mean()
+    return float(f), float((v - f * b).std(ddof=1) / np.sqrt(ok.sum()) / abs(b.mean()))
+
+
+def measure(run, rec, kind: str, circuit, *, mlps: bool) -> dict:
+    """``{faithfulness, faithfulness_se, faithfulness_empty, idle: {source: bool}}`` of
+    receiver ``rec`` = (layer, head, statistic), input ``kind`` and ``circuit`` ((m, s) pairs);
+    NaN for an unlabelled receiver's q or k (no behaviour to keep)."""
+    circuit = sorted({(int(m), int(s)) for m, s in circuit})
+    nan = {"faithfulness": np.nan, "faithfulness_se": np.nan, "faithfulness_empty": np.nan,
+           "idle": {}}
+    if kind != "v" and rec[2] is None:
+        return nan
+    f, se = _ratio(run, rec, kind, _values(run, rec, kind, circuit, mlps))
+    f0, _ = _ratio(run, rec, kind, _values(run, rec, kind, [], mlps))
+    idle = {}
+    for c in circuit:
+        rest = [x for x in circuit if x != c]
+        fc, _ = _ratio(run, rec, kind, _values(run, rec, kind, rest, mlps))
+        idle[c] = bool(np.isfinite(fc) and np.isfinite(se) and abs(f - fc) < se)
+    return {"faithfulness": f, "faithfulness_se": se, "faithfulness_empty": f0, "idle": idle}
+
+
+def apply(run, rec, rows: list[dict], *, mlps: bool) -> None:
+    """Faithfulness of each input's circuit (its confirmed rows' sources, any path) set on that
+    input's rows of receiver ``rec``, and ``idle`` on its confirmed rows, in place."""
+    for kind in ("q", "k", "v"):
+        mine = [r for r in rows if r["kind"] == kind]
+        circuit = {(r["layer_from"], r["head_from"]) for r in mine if r["confirmed"]}
+        got = (measure(run, rec, kind, circuit, mlps=mlps) if circuit and mine and
+               mine[0]["metric"] != TV else None)
+        for r in mine:
+            r["faithfulness"] = np.nan if got is None else got["faithfulness"]
+            r["faithfulness_se"] = np.nan if got is None else got["faithfulness_se"]
+            r["faithfulness_empty"] = np.nan if got is None else got["faithfulness_empty"]
+            r["idle"] = bool(got is not None and r["confirmed"] and
+                             got["idle"].get((r["layer_from"], r["head_from"]), False))
+
+
+__all__ = ["apply", "measure"]
