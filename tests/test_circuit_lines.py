@@ -295,3 +295,24 @@ def test_the_figure_draws_every_confirmed_qk_edge_and_v_faint():
     n, problems = legibility(ax.figure)
     assert n == 1 and not problems, problems
     plt.close(ax.figure)
+
+
+def test_the_score_screen_fits_24_rows_with_its_heading_and_counts():
+    """``score --composition --probe``'s screen (summary_lead, terminal): the heading, the
+    found lines and the count of pairs unlike random together fit 24 rows of 80 columns; its
+    summary.txt block holds every found line, every receiver's lines and the legend."""
+    from test_composition_report import _random_composition
+
+    from rmtbase.report.composition_report import summary_lead
+
+    rows = [_row("k", f"L{i % 9}H{i // 9}", f"L{10 + i}H3", 0.3) for i in range(40)]
+    found = found_lines(None, rows, patched=True, meta={"ablation": "mean"})
+    ctx = {"composition": _random_composition(n_l=6, n_h=8), "patched": True, "labels": {},
+           "found": found, "circuits": rows, "meta": {"ablation": "mean"}}
+    screen = summary_lead(ctx, terminal=True).rstrip("\n").split("\n")
+    assert len(screen) == TERMINAL_LINES and all(len(t) <= TERMINAL_WIDTH for t in screen)
+    assert screen[0].startswith("What was found") and "unlike random" in " ".join(screen[-2:])
+    assert any("more line(s): all of them in summary.txt" in t for t in screen)
+    whole = summary_lead(ctx)
+    assert all(f"  {t}\n" in whole for t in found)
+    assert "By receiver" in whole and "Legend:" in whole

@@ -129,7 +129,8 @@ def on_receiver(args) -> dict:
     from ..circuits.find import Search
 
     fields = Search.__dataclass_fields__
-    if args.json or args.quiet or "on_receiver" not in fields:
+    if getattr(args, "json", False) or getattr(args, "quiet", False) \
+            or "on_receiver" not in fields:
         return {}
     from ..progress import message
     from ..report.circuit_lines import TERMINAL_WIDTH, fit_rows, receiver_lines
