@@ -94,7 +94,7 @@ def test_receivers_sharing_sources_kind_and_label_share_a_line():
 def test_v_sources_and_counterfactual_dependent_rows_are_one_line_each():
     """Twelve confirmed V sources of three receivers: one line with the counts and the largest;
     rows that pass only under zero ablation (depends "zero") in one line with both numbers, a
-    source's receivers together; rows mean and resample disagree on (depends "counterfactual")
+    source's receivers together, K before V; rows mean and resample disagree on (depends "counterfactual")
     in another; neither counted as a circuit; each receiver's own lines say its V sources all,
     its dependent rows and an idle source."""
     rows = [_row("k", "L16H0", to, 0.5, idle=to == "L17H5") for to in ("L17H3", "L17H5")]
@@ -104,6 +104,8 @@ def test_v_sources_and_counterfactual_dependent_rows_are_one_line_each():
                   effect_mean=0.014) for to in ("L17H5", "L17H3")]
     rows += [_row("k", "L2H0", "L18H1", 0.2, confirmed=False, depends="counterfactual",
                   effect_mean=0.2, effect_resample=0.01, effect_zero=np.nan)]
+    rows.insert(0, _row("v", "L0H5", "L17H3", 0.05, confirmed=False, depends="zero",
+                        effect_zero=0.2, effect_mean=0.05, metric="output_change"))
     lines = found_lines(None, rows, patched=True, meta={"ablation": "mean"})
     assert lines[0] == "K: L16H0 +0.5±0.01 → L17H3 induction"
     assert lines[1] == "K: L16H0 +0.5±0.01 idle → L17H5 induction"
@@ -111,7 +113,7 @@ def test_v_sources_and_counterfactual_dependent_rows_are_one_line_each():
     assert v == ["V: 12 source(s) confirmed of 3 receiver(s); largest L3H0 → L17H3 0.13±0.01"]
     assert [t for t in lines if t.startswith("depends")] == [
         "depends on zero ablation only (not confirmed): K L1H3 → L17H3, L17H5: zero +0.14, "
-        "mean +0.014",
+        "mean +0.014; V L0H5 → L17H3: zero 0.2, mean 0.05",
         "depends on the counterfactual (not confirmed): K L2H0 → L18H1: resample +0.01, "
         "mean +0.2"]
     assert lines[-1] == ("effects under mean ablation; what each number means: the legend in "

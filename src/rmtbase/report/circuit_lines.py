@@ -75,10 +75,12 @@ def _depends(rows, which: str) -> list[dict]:
 
 def _depends_items(rows: list[dict], ablation: str, receiver: bool = True) -> str:
     """The rows of one ``depends`` value, one item per source, kind and path (its receivers
-    together, by layer and head; items by their first receiver, then |effect|):
-    ``K L3H1 direct → L5H1, L9H2: zero +0.14, mean +0.014``."""
+    together, by layer and head; K, then Q, then V items, each by first receiver, then
+    |effect|):
+    ``K L3H1 → L5H1, L9H2: zero +0.14, mean +0.014``."""
     groups: dict = {}
-    for r in sorted(_by_effect(rows), key=lambda r: T.head_order(r["to"])):
+    for r in sorted(_by_effect(rows), key=lambda r: (_KINDS.index(r["kind"]) if r["kind"] in
+                                                     _KINDS else 3, T.head_order(r["to"]))):
         groups.setdefault((r["kind"], r["from"], r["path"]), []).append(r)
     return "; ".join(
         f"{kind.upper()} {_name(frm, p)}" + (
