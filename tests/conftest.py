@@ -222,7 +222,7 @@ def pytest_runtest_protocol(item, nextitem):
     threads: ``getrusage(RUSAGE_SELF)``) and of the children it waited for (CLI subprocesses),
     and wall seconds, over the test's setup, call and teardown (a module fixture's cost falls
     to the first test that uses it). CPU, not wall, is what a loaded machine cannot distort
-    much; ``benchmarks/quick_tier_cpu.py`` sums it per file. Nothing without the variable."""
+    much; ``scripts/quick_tier_cpu.py`` sums it per file. Nothing without the variable."""
     path = os.environ.get("RMTBASE_TEST_CPU_LOG")
     if not path:
         yield

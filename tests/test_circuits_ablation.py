@@ -122,16 +122,20 @@ def _row(e, e_other=None, e_zero=None, se=0.01):
 def test_the_rule_confirms_only_what_both_counterfactuals_keep():
     """Rule floor here 0.08 (10 % of 0.8) and 3 se = 0.03. A row at 0.3 kept at 0.2 by resample
     is confirmed; kept at 0.1 (< half) it depends on the counterfactual; of the other sign,
-    too; a row at 0.01 under mean that passes at 0.5 under zero depends on zero only; under
-    zero ablation no check applies."""
+    too; so does a row at 0.1 kept at 0.06 (over half, under the floor); a row at 0.01 under
+    mean that passes at 0.5 under zero depends on zero only; under zero ablation no check
+    applies."""
     from rmtbase.circuits.find import judge
     from rmtbase.circuits.patching import Effect as Eff
 
     joint = Eff(0.5, 0.01, 0.8, "induction", np.zeros(4))
     got = judge([_row(0.3, 0.2), _row(0.3, 0.1), _row(0.3, -0.3), _row(0.01, None, 0.5),
-                 _row(0.01, None, 0.01)], joint, labelled=True, n_seq=16, ablation="mean")
-    assert [r["confirmed"] for r in got] == [True, False, False, False, False]
-    assert [r["depends"] for r in got] == ["", "counterfactual", "counterfactual", "zero", ""]
+                 _row(0.01, None, 0.01), _row(0.1, 0.06)], joint, labelled=True, n_seq=16,
+                ablation="mean")
+    assert [r["confirmed"] for r in got] == [True, False, False, False, False, False]
+    # the last: resample keeps 60 % but falls under the rule's floor (0.08)
+    assert [r["depends"] for r in got] == ["", "counterfactual", "counterfactual", "zero", "",
+                                           "counterfactual"]
     got = judge([_row(0.3, 0.0)], joint, labelled=True, n_seq=16, ablation="zero")
     assert got[0]["confirmed"] and got[0]["depends"] == ""
     # an unlabelled receiver's row that stands is a dependency, never confirmed
@@ -170,3 +174,80 @@ def test_faithfulness_of_every_source_kept_is_one_and_of_none_is_the_joint():
     assert got["faithfulness_empty"] == pytest.approx(want, abs=1e-6)
     v = faithfulness.measure(run, rec, "v", everyone, mlps=False)
     assert v["faithfulness"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_predictable_positions_are_those_a_copy_predicts():
+    from rmtbase.circuits.output_loss import predictable
+
+    ids = np.array([[0, 5, 6, 7, 5, 6, 7], [0, 1, 1, 1, 2, 3, 2]])
+    got = predictable(ids)
+    # row 0: the repeated half's queries 4 (5 -> 6) and 5 (6 -> 7); row 1: query 2 (1 -> 1)
+    assert got[0].tolist() == [False, False, False, False, True, True, False]
+    assert got[1].tolist() == [False, False, True, False, False, False, False]
+
+
+def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
+    """loss_receivers_ablated under mean: an independent forward in which a pre-hook on the
+    receiver layer's c_proj replaces the head's slice of its input by its mean over the
+    sequences at each position; loss_clean from the model's own logits; a circuit whose
+    receiver keeps every input clean (no edges) leaves the loss at loss_clean."""
+    from rmtbase.circuits.mlp_path import has_mlps
+    from rmtbase.circuits.output_loss import losses, predictable
+
+    net = _gpt2()
+    hm = HeadModel(net)
+    seqs = repeated_sequences(net.config, n=6, batch=8, seed=11)
+    cap, _ = capture(hm, seqs, progress=False)
+
+    class Run:
+        pass
+
+    run = Run()
+    run.hm, run.cap, run.seqs, run.mlps = hm, cap, seqs, has_mlps(hm)
+    run.pt = Patcher(hm, cap, seqs, "mean")
+    got = losses(run, {(2, 1): {}})
+    ids = torch.from_numpy(seqs.ids)
+    mask = predictable(seqs.ids)[:, :-1]
+
+    def nll(logits):
+        lp = torch.log_softmax(logits[:, :-1].double(), -1)
+        x = -lp.gather(-1, ids[:, 1:, None]).squeeze(-1).numpy()
+        return ((x * mask).sum(1) / mask.sum(1)).mean()
+
+    with torch.no_grad():
+        clean = nll(net(input_ids=ids).logits)
+    assert got["loss_clean"][0] == pytest.approx(clean, rel=1e-6)
+    assert got["loss_circuit_ablated"][0] == pytest.approx(clean, rel=1e-5)
+
+    dh = hm.head_dim
+
+    def pre(_mod, args):
+        z = args[0].clone()
+        sl = z[..., 1 * dh:2 * dh]
+        z[..., 1 * dh:2 * dh] = sl.mean(0, keepdim=True).expand_as(sl)
+        return (z,)
+
+    h = net.transformer.h[2].attn.c_proj.register_forward_pre_hook(pre)
+    try:
+        with torch.no_grad():
+            want = nll(net(input_ids=ids).logits)
+    finally:
+        h.remove()
+    assert got["loss_receivers_ablated"][0] == pytest.approx(want, rel=1e-4)
+    assert abs(want - clean) > 1e-4  # the replacement changes the loss: the test has teeth
+
+
+def test_a_base_model_with_a_tied_head_gets_the_lm_heads_logits():
+    """rmtbase loads GGUF files and folders as base models: their logits are the final hidden
+    state times the (tied) input embedding, equal to the LM head's own."""
+    from rmtbase.circuits.output_loss import _logits
+
+    net = _gpt2()
+    ids = torch.from_numpy(repeated_sequences(net.config, n=6, batch=2, seed=1).ids)
+    with torch.no_grad():
+        want = net(input_ids=ids).logits
+        got = _logits(net.transformer, net.transformer(input_ids=ids))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    net.transformer.config.tie_word_embeddings = False
+    with torch.no_grad():
+        assert _logits(net.transformer, net.transformer(input_ids=ids)) is None

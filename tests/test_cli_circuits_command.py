@@ -47,7 +47,7 @@ def test_an_untrained_model_has_no_circuit_and_every_line_is_reachable(tmp_path)
                    "--json", "--quiet"])
     assert rc == 0
     doc = json.loads(buf.getvalue())
-    assert doc["schema"] == "rmtbase.circuits/1"
+    assert doc["schema"] == "rmtbase.circuits/2"
     assert {"circuits.nc", "composition.nc", "summary.txt", "figures/circuits.png"} <= set(
         doc["files"])
     assert not any(c["confirmed"] for c in doc["circuits"])

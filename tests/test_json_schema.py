@@ -34,7 +34,8 @@ def _doc(capsys, argv) -> dict:
 def _schema_first(doc, command):
     assert isinstance(doc, dict)
     assert next(iter(doc)) == "schema"
-    assert doc["schema"] == f"rmtbase.{command}/1"
+    version = {"circuits": 2, "score": 2}.get(command, 1)  # docs/json.md's table
+    assert doc["schema"] == f"rmtbase.{command}/{version}"
 
 
 def _json_commands() -> set[str]:
@@ -48,8 +49,11 @@ def test_every_json_command_is_covered_and_documented():
     commands = _json_commands()
     assert commands == COVERED
     text = DOC.read_text(encoding="utf-8")
+    from rmtbase.cli._common import json_schema
+
     for c in commands:
-        assert f"rmtbase.{c}/1" in text, c
+        assert json_schema(c) in text, c
+    assert json_schema("circuits") == "rmtbase.circuits/2"
 
 
 @pytest.mark.parametrize("argv", [
@@ -126,11 +130,16 @@ def test_score_circuit_keys_are_documented():
            "confirmed": 1, "dominant": 1, "redundant": 0, "metric": "induction",
            "path": "direct", "length_to": 10, "n_sequences": 80, "rank_attribution": 2,
            "attribution": 0.35, "score_to": 0.8, "role": "supports", "joint_effect": 0.5,
-           "joint_se": 0.02, "explained": 0.8, "dependency": 0, "joint_contradicts": 0}
+           "joint_se": 0.02, "dependency": 0, "joint_contradicts": 0, "ablation": "mean",
+           "effect_zero": 0.5, "effect_mean": 0.4, "effect_resample": 0.38, "depends": "",
+           "faithfulness": 0.9, "faithfulness_se": 0.02, "faithfulness_empty": 0.1, "idle": 0}
     ds = xr.Dataset({k: ("candidate", np.array([v])) for k, v in row.items()})
     keys = set(circuit_list(ds)[0])
     assert {"kind", "from", "to", "label_from", "label_to", "rank_weights", "effect_causal",
-            "confirmed", "dominant", "path", "label_length", "attribution", "explained"} <= keys
+            "confirmed", "dominant", "path", "label_length", "attribution", "ablation",
+            "effect_zero", "effect_mean", "effect_resample", "depends", "faithfulness",
+            "faithfulness_se", "faithfulness_empty", "idle"} <= keys
+    assert "explained" not in keys
     text = DOC.read_text(encoding="utf-8")
     for k in sorted(keys | {"circuits", "standing", "found", "rank_source", "rank_kind"}):
         assert f"`{k}`" in text, k

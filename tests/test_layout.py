@@ -18,6 +18,7 @@ LEVEL = {
     "decision": 3, "baseline": 3, "models": 3, "probe": 3, "depth": 3, "plot": 3,
     "scoring": 4,
     "circuits": 4.5,  # issue 55: reads probe/, models/, scoring/; report/ may read it
+    "extend": 4.6,  # the plugins' public face: re-exports stats, models, decision, scoring
     "report": 5,
     "studies": 6,
     "cli": 7, "_entry": 8, "__main__": 9, "__init__": 10,

@@ -3,8 +3,7 @@
 The null draws write their quantised factors to memory once (``baseline.null._draw_fn``), so
 that XLA does not compute the round trip again inside every statistic's fusion; these are
 the same arrays, bit for bit, as the plain round trip's, compiled on their own. (The draws'
-statistics are compared old against new by ``scripts/restructure_check.sh`` and
-``benchmarks/table_draw.py``.)
+statistics are compared old against new by ``scripts/restructure_check.sh``.)
 """
 
 import jax

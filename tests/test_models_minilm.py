@@ -80,7 +80,7 @@ def test_trained_weights_look_trained(path):
 
 def test_loading_twice_gives_every_head(path):
     """Loading is repeatable (the second pass reads the same 72 heads). How fast it is belongs
-    to the benchmark (benchmarks/run.py), not to a test: a wall-time bound fails on a loaded
+    to the benchmarks (benchmarks/run.py), not to a test: a wall-time bound fails on a loaded
     machine."""
     first = [lh.wq for lh in load_heads(path)]
     second = [lh.wq for lh in load_heads(path)]
@@ -110,7 +110,7 @@ def test_first_score_of_the_default_model_generates_nothing(monkeypatch, tmp_pat
     """With an empty user cache, scoring the default model draws no null table and no spectrum
     band: the tables (the decision settles at the shipped 4,000 spectral draws) and the band of
     MiniLM's (384, 32) are shipped, so a cold start costs only compilation. Not timed
-    (benchmarks/cold_start.py measures it)."""
+    (docs/performance.md states its cost)."""
     import rmtbase.baseline.tables
     import rmtbase.scoring.score
     from rmtbase.scoring.score import score_model

@@ -32,11 +32,7 @@ MODULE = textwrap.dedent('''
 
     import jax.numpy as jnp
 
-    from rmtbase.decision.axes import Axis
-    from rmtbase.models.gpt2 import GPT2Adapter
-    from rmtbase.stats.gaussian_null import GaussianNull
-    from rmtbase.stats.statistic import Statistic
-    from rmtbase.stats.storage import Storage
+    from rmtbase.extend import Axis, GaussianNull, Statistic, Storage, adapter_class
 
 
     def _log(what):
@@ -66,7 +62,7 @@ MODULE = textwrap.dedent('''
     TOY_T3 = Storage("toy_t3p", "block", _ternary, block=32)
 
 
-    class ToyAdapter(GPT2Adapter):
+    class ToyAdapter(adapter_class("gpt2")):
         model_types = ("toygpt",)
 
         def dims(self, cfg):
@@ -248,11 +244,12 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path, monkeypatch, fresh_regi
     lines = [str(w.message) for w in got]
     assert len(lines) == 2 and all("\n" not in x for x in lines), lines
     assert lines[0] == ("rmtbase: null plugin 'broken-null' (rmtbase_broken:NoSuchNull, entry "
-                        "point group rmtbase.nulls) was not loaded: AttributeError: module "
-                        "'rmtbase_broken' has no attribute 'NoSuchNull'")
+                        "point group rmtbase.nulls, distribution rmtbase-broken 0.1) was not "
+                        "loaded: AttributeError: module 'rmtbase_broken' has no attribute "
+                        "'NoSuchNull'")
     assert lines[1].startswith("rmtbase: storage plugin 'broken_fmt' (rmtbase_broken_missing:FMT"
-                               ", entry point group rmtbase.storages) was not loaded: "
-                               "ModuleNotFoundError")
+                               ", entry point group rmtbase.storages, distribution rmtbase-broken "
+                               "0.1) was not loaded: ModuleNotFoundError")
     with pytest.raises(InputError) as exc:
         Null.parse("broken-null")
     assert str(exc.value) == lines[0]  # asked for by name: the same line
@@ -330,8 +327,9 @@ def test_a_factor_axis_from_outside_is_refused_in_one_line(tmp_path, monkeypatch
         assert "qk_trace" not in AXES and "symmetry" in AXES
     (line,) = [str(w.message) for w in got]
     assert line.startswith("rmtbase: axis plugin 'qk_trace' (rmtbase_broken_axis:QK_TRACE, "
-                           "entry point group rmtbase.axes) was not loaded: InputError: axis "
-                           "qk_trace: a factor axis cannot be registered"), line
+                           "entry point group rmtbase.axes, distribution rmtbase-broken-axis 0.1)"
+                           " was not loaded: InputError: axis qk_trace: a factor axis cannot be "
+                           "registered"), line
     assert AXES.unknown("qk_trace", "unknown axis") == line
     with pytest.raises(InputError, match="effect must be 'value' for a dataset axis"):
         Axis("x", "value", "m", "statistic", statistic="qk.npr")

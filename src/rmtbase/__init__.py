@@ -11,7 +11,7 @@ from ._version import __version__
 
 _SUBMODULES = {
     "analytic", "ensembles", "stats", "baseline", "models", "decision", "scoring", "report",
-    "files",
+    "files", "extend",
     "plot", "studies", "errors", "depth",
 }
 # Top-level functions and settings records, resolved lazily: name -> (module, attribute).

@@ -18,7 +18,7 @@ import jax
 #: ``xla_cpu_use_fusion_emitters=False``: XLA's CPU backend emits the program's fusions with
 #: its elemental LLVM emitters instead of the MLIR fusion emitters, which compile slower (an
 #: MLIR pipeline per fusion before LLVM): about a third less compile CPU for programs run a
-#: few times, outputs byte-identical (``benchmarks/compile_options.py``). Not for hot loops,
+#: few times, outputs byte-identical (docs/performance.md). Not for hot loops,
 #: which run slower this way. An ``xla_cpu_*`` option only: other backends
 #: ignore it. JAX's persistent compilation cache keys on the options (a program cached before
 #: compiles once more).

@@ -3,24 +3,36 @@
 One :class:`Registry` per kind of named thing: nulls, storage formats, architecture adapters,
 head statistics, profile axes. Other packages add entries through entry-point groups
 ``rmtbase.nulls``, ``rmtbase.storages``, ``rmtbase.adapters``, ``rmtbase.statistics``,
-``rmtbase.axes`` (``docs/extending.md``).
+``rmtbase.axes`` (``docs/extending.md``; a plugin imports what it needs from
+:mod:`rmtbase.extend`).
 
-- Plugins load lazily, on the first lookup needing every name (unknown name, ``in``,
-  iteration, ``len``), never at import; :meth:`Registry.peek` loads nothing.
-- An entry point's object goes to the registry's ``add(name, obj)``. A plugin that fails to
-  import or register is skipped with one :class:`PluginWarning`; a later lookup of that name is
-  refused with the same line (:meth:`Registry.failure`).
+- Plugins load on demand, on the first lookup needing every name (unknown name, ``in``,
+  iteration, ``len``), never at import; :meth:`Registry.peek` loads nothing. An entry point whose
+  module is still being imported (a plugin module that imports rmtbase, which looks a name up)
+  is left for the next lookup, not failed.
+- An entry point's object goes to the registry's ``add(name, obj)`` (:func:`record_plugin` for
+  a record type). A plugin that fails to import or register is skipped with one
+  :class:`PluginWarning`; a later lookup of that name is refused with the same line
+  (:meth:`Registry.failure`). An entry point named like an entry of another owner (a shipped
+  ``gaussian``) is not loaded: one warning names both owners.
+- Each entry has an owner (:meth:`Registry.owner`): rmtbase's own entries are *shipped*
+  (:meth:`Registry.shipped`); a plugin's failure when called is a :class:`PluginError` line
+  naming it (:func:`plugin_call`).
 - :meth:`Registry.refresh` forgets the scan; an already registered name is not loaded again.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-__all__ = ["GROUPS", "Names", "PluginWarning", "Registry"]
+from .errors import InputError
+
+__all__ = ["GROUPS", "Names", "PluginError", "PluginWarning", "Registry", "plugin_call",
+           "record_plugin"]
 
 #: The entry-point groups rmtbase reads, by kind.
 GROUPS = {"null": "rmtbase.nulls", "storage": "rmtbase.storages",
@@ -34,6 +46,34 @@ class PluginWarning(UserWarning):
     """A plugin (an entry point of one of :data:`GROUPS`) could not be loaded."""
 
 
+class PluginError(InputError):
+    """A plugin failed when called, or returned what its contract excludes: one line naming
+    the plugin and what it did (exit 2 from the command line)."""
+
+
+def _owner_of(value) -> tuple[str, str]:
+    """(module, text) of who registered ``value``: a class by its module and name, a record by
+    the module of its first function (``fn``, ``quantiser``, ``detector``), else its type's."""
+    if isinstance(value, type):
+        return value.__module__, f"{value.__module__}.{value.__qualname__}"
+    for attr in ("fn", "quantiser", "detector"):
+        f = getattr(value, attr, None)
+        if callable(f) and getattr(f, "__module__", None):
+            return f.__module__, f.__module__
+    module = type(value).__module__
+    return module, module
+
+
+def _initialising(module: str) -> bool:
+    """Whether ``module`` is being imported right now (it, or a package above it)."""
+    parts = module.split(".")
+    for i in range(len(parts), 0, -1):
+        spec = getattr(sys.modules.get(".".join(parts[:i])), "__spec__", None)
+        if getattr(spec, "_initializing", False):
+            return True
+    return False
+
+
 class Registry(Mapping):
     """Values of one ``kind`` by name, in the order registered; plugins of entry-point
     ``group`` added on the first full lookup (module docstring). ``add(name, obj)``: how a
@@ -43,23 +83,46 @@ class Registry(Mapping):
         self.kind, self.group = kind, group
         self._add = add or self.register
         self._entries: dict = {}
+        self._owners: dict[str, tuple[str, str]] = {}
+        self._shipped: set[str] = set()
         self._loaded = self._loading = False
         self._failed: dict[str, str] = {}
+        self._ep = None  # the entry point being loaded (its owner text)
 
     # -- registration (never loads plugins) --------------------------------------------------
-    def register(self, name: str, value):
+    def register(self, name: str, value, *, shipped: bool = False):
         """Register ``value`` under ``name`` (the kind's own module checks for a clash first)
-        and return it."""
+        and return it; ``shipped``: one of rmtbase's own."""
         self._entries[name] = value
+        if self._ep is not None:
+            self._owners[name] = (self._ep.module, _ep_text(self._ep, self.group))
+        else:
+            self._owners[name] = _owner_of(value)
+        if shipped:
+            self._shipped.add(name)
         return value
 
     def unregister(self, name: str) -> None:
         """Take ``name`` out (KeyError if it is not registered)."""
         del self._entries[name]
+        self._owners.pop(name, None)
+        self._shipped.discard(name)
 
     def peek(self, name, default=None):
         """The value registered under ``name`` so far, without loading plugins."""
         return self._entries.get(name, default)
+
+    def shipped(self, name) -> bool:
+        """Whether ``name`` is one of rmtbase's own entries (loads nothing)."""
+        return name in self._shipped
+
+    def shipped_values(self) -> tuple:
+        """rmtbase's own entries' values, in registration order (loads nothing)."""
+        return tuple(v for n, v in self._entries.items() if n in self._shipped)
+
+    def owner(self, name) -> str:
+        """Who registered ``name``: a plugin's entry point and distribution, a class, a module."""
+        return self._owners.get(name, ("", "?"))[1]
 
     # -- plugins ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -70,24 +133,46 @@ class Registry(Mapping):
             if self._loaded or self._loading:  # _loading: a plugin's own lookup, this thread
                 return
             self._loading = True
+            pending = False
             try:
                 self._failed.clear()
                 for ep in importlib.metadata.entry_points(group=self.group):
-                    if ep.name not in self._entries:  # loaded before (or shipped): not again
+                    if ep.name in self._entries:
+                        self._taken(ep)
+                    elif _initialising(ep.module):
+                        pending = True  # its module is importing rmtbase: at the next lookup
+                    else:
                         self._load_one(ep)
             finally:
-                self._loading, self._loaded = False, True
+                self._loading, self._loaded = False, not pending
+
+    def _taken(self, ep) -> None:
+        """An entry point named like a registered entry: silent when its own module registered
+        it (imported before), else one warning naming both owners."""
+        module, text = self._owners.get(ep.name, ("", "?"))
+        if module == ep.module or module.startswith(ep.module + "."):
+            return
+        if self._owners.get(ep.name, ("", ""))[1] == _ep_text(ep, self.group):
+            return
+        line = (f"rmtbase: {self.kind} plugin {ep.name!r} ({_ep_text(ep, self.group)}) was not "
+                f"loaded: the name {ep.name!r} is taken by "
+                + ("rmtbase's own " + self.kind if ep.name in self._shipped else "another plugin")
+                + f" ({text})")
+        warnings.warn(line, PluginWarning, stacklevel=4)
 
     def _load_one(self, ep) -> None:
         try:
-            self._add(ep.name, ep.load())
+            obj = ep.load()
+            self._ep = ep
+            try:
+                self._add(ep.name, obj)
+            finally:
+                self._ep = None
         except Exception as e:  # noqa: BLE001 - any plugin error: one line, skipped
-            text = str(e).strip().splitlines()
-            line = (f"rmtbase: {self.kind} plugin {ep.name!r} ({ep.value}, entry point group "
-                    f"{self.group}) was not loaded: {type(e).__name__}"
-                    + (f": {text[0]}" if text else ""))
+            line = (f"rmtbase: {self.kind} plugin {ep.name!r} ({_ep_text(ep, self.group)}) was "
+                    f"not loaded: {_error_text(e)}")
             self._failed[ep.name] = line
-            warnings.warn(line, PluginWarning, stacklevel=3)
+            warnings.warn(line, PluginWarning, stacklevel=4)
 
     def refresh(self) -> None:
         """Scan the entry points again at the next lookup (module docstring)."""
@@ -127,26 +212,76 @@ class Registry(Mapping):
         self.load()
         return len(self._entries)
 
-    def names(self) -> Names:
-        """A live view of the names (:class:`Names`)."""
-        return Names(self)
+    def names(self, keep: Callable | None = None) -> Names:
+        """A live view of the names whose value satisfies ``keep`` (:class:`Names`)."""
+        return Names(self, keep)
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {self.group!r}, {list(self._entries)!r})"
 
 
-class Names(Sequence):
-    """The names of a :class:`Registry` in registration order, read when used (a name
-    registered later, or by a plugin, is in it); it compares equal to the tuple of them."""
+def _ep_text(ep, group: str) -> str:
+    dist = getattr(ep, "dist", None)
+    by = f", distribution {dist.name} {dist.version}" if dist is not None else ""
+    return f"{ep.value}, entry point group {group}{by}"
 
-    def __init__(self, registry: Registry, keep: Callable | None = None):
-        self._registry, self._keep = registry, keep
+
+def _error_text(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}" + (f": {text[0]}" if text else "")
+
+
+def record_plugin(record_type: type, register: Callable) -> Callable:
+    """The ``add(name, obj)`` of a registry of ``record_type`` records (storage formats, head
+    statistics, profile axes): ``obj`` must be such a record named like its entry point, then
+    ``register(obj)``."""
+    what = f"{record_type.__module__}.{record_type.__qualname__}"
+
+    def add(name: str, record) -> None:
+        if not isinstance(record, record_type):
+            raise TypeError(f"{record!r} is not a {what} record")
+        if record.name != name:
+            raise TypeError(f"the entry point is named {name!r} but its record is named "
+                            f"{record.name!r}")
+        register(record)
+
+    return add
+
+
+def plugin_call(registry: Registry, name: str, what: str, fn: Callable, *args,
+                check: Callable | None = None, **kw):
+    """``fn(*args)`` of the entry ``name`` of ``registry``; for an entry not shipped, an
+    exception or a result ``check(result)`` objects to (its text, else None) is one
+    :class:`PluginError` line naming the plugin, ``what`` was called and what it did."""
+    if registry.shipped(name):
+        return fn(*args, **kw)
+    head = f"rmtbase: {registry.kind} plugin {name!r} ({registry.owner(name)})"
+    try:
+        out = fn(*args, **kw)
+    except (PluginError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - a plugin's error: one line naming it
+        raise PluginError(f"{head}: {what} raised {_error_text(e)}") from e
+    wrong = check(out) if check is not None else None
+    if wrong:
+        raise PluginError(f"{head}: {what} returned {wrong}")
+    return out
+
+
+class Names(Sequence):
+    """The names of a :class:`Registry` in registration order whose value satisfies ``keep``,
+    read when used (a name registered later, or by a plugin, is in it), after the fixed names
+    ``first``; it compares equal to the tuple of them. A record is in it when it is the record
+    registered under its name. Unhashable: its contents change."""
+
+    def __init__(self, registry: Registry, keep: Callable | None = None, first: tuple = ()):
+        self._registry, self._keep, self._first = registry, keep, tuple(first)
 
     def _now(self) -> tuple:
         names = tuple(self._registry)
-        if self._keep is None:
-            return names
-        return tuple(n for n in names if self._keep(self._registry.peek(n)))
+        if self._keep is not None:
+            names = tuple(n for n in names if self._keep(self._registry.peek(n)))
+        return self._first + names
 
     def __getitem__(self, i):
         return self._now()[i]
@@ -158,9 +293,17 @@ class Names(Sequence):
         return iter(self._now())
 
     def __contains__(self, name) -> bool:
+        if isinstance(name, str) and name in self._first:
+            return True
+        record = None
+        if not isinstance(name, str):
+            record, name = name, getattr(name, "name", None)
         if not isinstance(name, str) or name not in self._registry:
             return False
-        return self._keep is None or bool(self._keep(self._registry.peek(name)))
+        value = self._registry.peek(name)
+        if record is not None and value != record:
+            return False
+        return self._keep is None or bool(self._keep(value))
 
     def __add__(self, other) -> tuple:
         return self._now() + tuple(other)

@@ -1,8 +1,12 @@
 """The Dask client a driver runs its tasks on, and the one wait of every Dask driver.
 
-:func:`cluster_client`: the client given, one for a scheduler address (checked), or a loopback
+:func:`cluster_client`: the client given, one for a scheduler address (checked, and tried once
+before Dask's own connection retries: nothing listening is one line at once), or a loopback
 cluster of single-threaded workers sharing the cores. :func:`completed` polls futures, so Ctrl-C
-is raised at once and pending tasks are cancelled. Without Dask :func:`require_distributed` raises
+is raised at once and pending tasks are cancelled; :func:`result` takes a finished future's
+result, a lost scheduler or a task whose workers kept dying being one :class:`ClusterError`
+(a worker killed once is Dask's to handle: its tasks run again elsewhere, with the same keys
+and so the same numbers). Without Dask :func:`require_distributed` raises
 :class:`MissingDependency`."""
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ NO_DASHBOARD = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
 
 class MissingDependency(RmtbaseError, ImportError):
     """An optional dependency (dask.distributed) is not installed."""
+
+
+class ClusterError(RmtbaseError):
+    """The Dask cluster went away under a run: its scheduler, or the workers of one task (which
+    Dask gave up on after they died ``distributed.scheduler.allowed-failures`` + 1 times)."""
 
 
 #: What to install for the optional extras, as it works in a clone of the repository (rmtbase
@@ -69,6 +78,34 @@ def completed(futures, client=None, *, poll_s: float | None = None):
             _cancel(pending, client)
 
 
+def result(future):
+    """``future.result()`` of a finished Dask future; :class:`ClusterError` (one line) where the
+    client lost its scheduler or the task's workers kept dying. A task's own exception is
+    raised as it is."""
+    from distributed import KilledWorker
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    client = getattr(future, "client", None)
+    where = getattr(getattr(client, "scheduler", None), "address", None)
+    at = f" at {where}" if where else ""
+    try:
+        return future.result()
+    except FutureCancelledError as exc:
+        if exc.reason == "scheduler-connection-lost":
+            raise ClusterError(f"lost the Dask scheduler{at} (the connection was lost)") from None
+        raise ClusterError(f"a task was cancelled on the Dask scheduler{at} ({exc.reason})"
+                           ) from None
+    except CommClosedError:  # gone while the result was gathered
+        raise ClusterError(f"lost the Dask scheduler{at} (the connection was lost)") from None
+    except KilledWorker as exc:
+        args = (*exc.args, None, None, None)  # (task, last worker, allowed failures)
+        task, tries = args[0], args[2]
+        times = f"{tries + 1} " if isinstance(tries, int) else ""
+        raise ClusterError(f"Dask gave up on task {task} after {times}workers died running it "
+                           "(Dask's workers' logs say why: often memory)") from None
+
+
 def _cancel(futures, client) -> None:
     """Cancel ``futures`` (best effort: a closed client has nothing left to cancel)."""
     client = client if client is not None else getattr(futures[0], "client", None)
@@ -90,6 +127,32 @@ def worker_env(workers: int, cores: int | None = None) -> dict:
                                     "OMP_NUM_THREADS")}
 
 
+#: Seconds :func:`_reachable` waits for a scheduler's port to answer.
+PROBE_S = 5.0
+
+
+def _reachable(scheduler) -> None:
+    """InputError unless something accepts a connection at a ``tcp://`` scheduler address
+    (other schemes are left to Dask): a refused or unroutable address is said at once instead
+    of after Dask's connection retries."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    proto, loc = parse_address(str(scheduler))
+    if proto != "tcp":
+        return
+    host, port = parse_host_port(loc)
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_S):
+            pass
+    except OSError as exc:
+        why = "nothing listens there (connection refused)" \
+            if isinstance(exc, ConnectionRefusedError) else \
+            (exc.strerror or str(exc) or type(exc).__name__).lower()
+        raise InputError(f"cannot connect to the Dask scheduler at {scheduler}: {why}") from None
+
+
 def _check_address(scheduler) -> None:
     """InputError unless ``scheduler`` parses as a Dask address of a known scheme (a ``Client`` that
     fails on one stays registered as the default client)."""
@@ -107,6 +170,16 @@ def _check_address(scheduler) -> None:
                          f"tcp://host:8786 ({why})") from None
 
 
+def check_scheduler(scheduler) -> None:
+    """InputError (one line) unless ``scheduler`` is a Dask address something answers at, for
+    the checks made before any work; None passes."""
+    if scheduler is None:
+        return
+    require_distributed()
+    _check_address(scheduler)
+    _reachable(scheduler)
+
+
 @contextlib.contextmanager
 def cluster_client(scheduler=None, workers=None, client=None):
     """A Client: the one given, one connected to ``scheduler``, or a loopback cluster of ``workers``
@@ -119,6 +192,7 @@ def cluster_client(scheduler=None, workers=None, client=None):
     dist = require_distributed()
     if scheduler is not None:
         _check_address(scheduler)
+        _reachable(scheduler)
         try:
             c = dist.Client(scheduler, timeout="20s")
         except (OSError, TimeoutError, ValueError, TypeError) as exc:  # ValueError: not an address
@@ -149,5 +223,6 @@ def cluster_client(scheduler=None, workers=None, client=None):
         yield c
 
 
-__all__ = ["INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "MissingDependency", "cluster_client",
-           "completed", "require_distributed", "worker_env"]
+__all__ = ["INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "ClusterError", "MissingDependency",
+           "check_scheduler", "cluster_client", "completed", "require_distributed", "result",
+           "worker_env"]

@@ -39,7 +39,7 @@ from ..stats.tiles import tile_stats
 
 TABLE_KIND = "matrix_null"
 #: Draws per shape by default: enough for the GPD tail of TailModel (≥ 400 draws give the 50
-#: tail draws it needs) at a cost MiniLM pays in about a minute (benchmarks/components.py).
+#: tail draws it needs) at a cost MiniLM pays in about a minute (docs/null-and-storage.md).
 DEFAULT_DRAWS = 400
 #: A tiled draw keeps its tiles between the two passes when the whole draw takes at most
 #: this many bytes (saves one of the two normal variates per entry); larger draws are

@@ -19,10 +19,13 @@ from .dask_client import (  # noqa: F401 - re-exported: callers import them from
     INSTALL_DISTRIBUTED,
     NO_DASHBOARD,
     POLL_S,
+    ClusterError,
     MissingDependency,
+    check_scheduler,
     cluster_client,
     completed,
     require_distributed,
+    result,
     worker_env,
 )
 
@@ -102,6 +105,7 @@ def sweep(d, d_h, *, dispatch: Dispatch | None = None, spec=None, blocks_per_tas
     # memory is checked here only for local workers; remote workers check their own
     check_cells(spec, cells, memory=scheduler is None and client is None)
     per = check_blocks_per_task(blocks_per_task)
+    check_scheduler(scheduler)  # an address nothing answers at: one line before any work
     store = None
     if out is not None:
         out = check_output_file(out, size=2 * table_size(spec, cells))
@@ -114,7 +118,8 @@ def sweep(d, d_h, *, dispatch: Dispatch | None = None, spec=None, blocks_per_tas
     from .block_jobs import BlockJobs, job_blocks
 
     jobs = BlockJobs({(0, *cell): (spec, cell, store) for cell in cells}, per)
-    n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}), where)
+    with keeping([store]):  # a lost cluster: the blocks that arrived are kept, and said
+        n_tasks = run_jobs(jobs, partial(job_blocks, {0: spec}), where)
     ds = assemble(spec, cells, {cell: jobs.draws((0, *cell)) for cell in cells})
     n_all = len(cells) * -(-spec.n_blocks() // per)
     ds.attrs["history"] = f"computed as {n_all} Dask tasks of up to {per} blocks" + (
@@ -125,6 +130,31 @@ def sweep(d, d_h, *, dispatch: Dispatch | None = None, spec=None, blocks_per_tas
         if store is not None:
             store.finish()
     return ds
+
+
+def kept_blocks(*stores) -> str:
+    """``"; N finished blocks of 250 draws are kept in FOLDER: give the same command again …"``
+    for the partial stores of a run that lost its cluster; without a store (no ``out``, or
+    ``resume=False``) that none were kept."""
+    from .tables import DRAW_BLOCK
+
+    stores = [s for s in stores if s is not None and s.enabled]
+    if not stores:
+        return "; no finished blocks were kept to continue from"
+    n = sum(s.blocks() for s in stores)
+    where = stores[0].dir.parent
+    return (f"; {n} finished blocks of {DRAW_BLOCK} draws are kept in {where}: give the same command "
+            "again to continue from them")
+
+
+@contextlib.contextmanager
+def keeping(stores, said=lambda: ""):
+    """A :class:`ClusterError` inside, raised again naming what the run kept: ``said()`` and the
+    finished blocks of ``stores`` (:func:`kept_blocks`), from which the same call continues."""
+    try:
+        yield
+    except ClusterError as exc:
+        raise ClusterError(f"{exc}{said()}{kept_blocks(*stores)}") from None
 
 
 def _run_tasks(tasks, fn, dispatch: Dispatch, take=None):
@@ -144,9 +174,9 @@ def _run_tasks(tasks, fn, dispatch: Dispatch, take=None):
         with contextlib.closing(completed(futures, c)) as finished:
             for fut in finished:
                 if take is None:
-                    parts[futures[fut]] = fut.result()
+                    parts[futures[fut]] = result(fut)
                 else:
-                    take(futures[fut], fut.result())
+                    take(futures[fut], result(fut))
                 bar.update(1)
     return parts
 
@@ -179,6 +209,7 @@ def network_sweep(d, depth, gain=1.0, *, dispatch: Dispatch | None = None,
         n_values = len(widths) * len(spec.depths) * len(gains) * spec.draws * 32
         out = check_output_file(out, size=table_bytes(n_values, 8))
     per = check_blocks_per_task(blocks_per_task)
+    check_scheduler(where.scheduler)  # an address nothing answers at: one line before any work
     tasks = [(w, a, min(a + per, spec.n_blocks()))
              for w in widths for a in range(0, spec.n_blocks(), per)]
     parts = _run_tasks(tasks, partial(_network_blocks, spec, gains), where)
@@ -193,7 +224,7 @@ def network_sweep(d, depth, gain=1.0, *, dispatch: Dispatch | None = None,
     return ds
 
 
-__all__ = ["DISPATCH_FIELDS", "INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "Dispatch",
-           "MissingDependency", "check_blocks_per_task", "cluster_client", "completed",
-           "dispatch_of", "network_sweep", "require_distributed", "run_jobs", "sweep",
-           "worker_env"]
+__all__ = ["DISPATCH_FIELDS", "INSTALL_DISTRIBUTED", "NO_DASHBOARD", "POLL_S", "ClusterError",
+           "Dispatch", "MissingDependency", "check_blocks_per_task", "check_scheduler",
+           "cluster_client", "completed", "dispatch_of", "keeping", "kept_blocks", "network_sweep",
+           "require_distributed", "result", "run_jobs", "sweep", "worker_env"]

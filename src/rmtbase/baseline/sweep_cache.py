@@ -87,8 +87,10 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), dispatch=None, blocks_per
     from .sweep import (
         Dispatch,
         check_blocks_per_task,
+        check_scheduler,
         cluster_client,
         dispatch_of,
+        keeping,
         require_distributed,
         run_jobs,
     )
@@ -97,16 +99,11 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), dispatch=None, blocks_per
 
     where = dispatch_of(dispatch, options, "sweep_into_cache")
     check_keywords(options, CACHE_KEYWORDS, "sweep_into_cache")
-    cells, draws = grid_cells(d, d_h), options.get("draws")
-    if isinstance(storages, str):
-        storages = (storages,)
-    if not storages:
-        raise InputError("give at least one storage")
-    if draws is not None and (isinstance(draws, bool) or int(draws) != draws or draws < 2):
-        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
+    cells, storages = grid_cells(d, d_h), _check_request(storages, options.get("draws"))
     per = check_blocks_per_task(blocks_per_task)
     if where.client is None:
         require_distributed()
+    check_scheduler(where.scheduler)  # an address nothing answers at: one line before any work
     jobs, found = plan(cells, storages, resume=resume, **options)  # plan's defaults: the score's
     for spec, cell, _ in jobs.values():
         check_cells(spec, [cell], memory=where.scheduler is None and where.client is None)
@@ -129,12 +126,26 @@ def sweep_into_cache(d, d_h, *, storages=("float32",), dispatch=None, blocks_per
 
     from functools import partial
 
-    with cluster_client(where.scheduler, where.workers, where.client) as c:
+    with keeping([s for _, _, s in jobs.values()], lambda: f"; {len(written)} null tables "
+                 "were written"), cluster_client(where.scheduler, where.workers,
+                                                 where.client) as c:
         run_jobs(blocks, partial(job_blocks, specs), Dispatch(client=c, progress=where.progress),
                  on_complete=write)
         if then is not None:
             then(c)
     return {"written": written, "found": found}
+
+
+def _check_request(storages, draws) -> tuple:
+    """``storages`` as a tuple (one name alone too), and ``draws`` checked: InputError for no
+    storage or draws that are not an integer >= 2 (None: the score's default)."""
+    if isinstance(storages, str):
+        storages = (storages,)
+    if not storages:
+        raise InputError("give at least one storage")
+    if draws is not None and (isinstance(draws, bool) or int(draws) != draws or draws < 2):
+        raise InputError(f"draws must be an integer >= 2, got {draws!r}")
+    return tuple(storages)
 
 
 def _writable_cache() -> None:

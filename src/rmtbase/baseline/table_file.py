@@ -224,7 +224,11 @@ def write_table(ds: xr.Dataset, path, *, replace: str = "table") -> Path:
         if isinstance(exc, Exception):  # OSError, netCDF/HDF5's RuntimeError on a full disk
             free = _free_bytes(parent)
             room = f"; {_fmt(free)} free on its file system" if free is not None else ""
-            raise TableError(f"cannot write {path}: {_one_line(exc)}{room}") from exc
+            from ..files.disk_space import NO_SPACE, reason
+
+            why = reason(exc, parent)
+            why = why if why == NO_SPACE else _one_line(exc)
+            raise TableError(f"cannot write {path}: {why}{room}") from exc
         raise
     fault_point("write:replaced")
     return path

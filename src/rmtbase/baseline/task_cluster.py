@@ -41,13 +41,13 @@ def task_client():
 def map_in_order(client, fn, args: list[tuple]) -> list:
     """``[fn(*a) for a in args]`` as Dask tasks of ``client``, in order; pending ones are cancelled
     when one fails."""
-    from .sweep import completed
+    from .sweep import completed, result
 
     futures = {client.submit(fn, *a, pure=False): i for i, a in enumerate(args)}
     out = [None] * len(args)
     with contextlib.closing(completed(futures, client)) as finished:
         for fut in finished:
-            out[futures[fut]] = fut.result()
+            out[futures[fut]] = result(fut)
     return out
 
 

@@ -4,8 +4,10 @@ Receiver R (layer ``l``), input ``κ`` (q, k or v), circuit ``C``: the sources c
 (R, κ) on any path. Every head of a layer before ``l`` that is not in ``C`` has its output
 replaced by its counterfactual (:mod:`.counterfactual`) in its layer's attention output, the
 MLPs are recomputed on the changed residual (so the kept heads' contributions through MLPs
-survive) and every attention output is otherwise held clean (:meth:`.mlp_path.MLPPaths.kept`;
-without MLPs the changes are summed directly). R's ``κ`` input reads the resulting residual at
+survive) and every attention output is otherwise held clean (:meth:`.mlp_path.MLPPaths.kept`).
+Where the via-MLP screen does not run (a model without MLPs, or one above its budget: then
+no via-MLP edge is confirmed either) the direct changes are summed instead, one forward pass
+less per set. R's ``κ`` input reads the resulting residual at
 ``l``, its other inputs the clean one (:meth:`.patching.Patcher.effects_from_residuals`).
 
 - q, k (a behaviour statistic ``s``, per sequence ``n``): ``F = mean_n s_C / mean_n s``, with
@@ -28,16 +30,14 @@ from .patching import OUTPUT_CHANGE, TV
 
 
 def _residual(run, layer: int, keep, how, mlps: bool):
-    """The residual entering ``layer`` with every earlier head but ``keep`` counterfactual."""
-    x = run.cap.resid[layer].float()
+    """The residual entering ``layer`` with every earlier head but ``keep`` counterfactual:
+    through the MLPs (``mlps``), else the direct changes only (every head replaced, then the
+    kept ones' changes added back: ``|keep|`` products)."""
     if mlps:
-        return x + run.mlp().kept(layer, keep, how)
-    keep = set(keep)
-    out = x.clone()
-    for m in range(layer):
-        for s in range(run.hm.n_heads):
-            if (m, s) not in keep:
-                out -= run.pt.source_delta(m, s, how)
+        return run.cap.resid[layer].float() + run.mlp().kept(layer, keep, how)
+    out = run.pt.without_sources(layer, how).clone()
+    for m, s in keep:
+        out += run.pt.source_delta(int(m), int(s), how)
     return out
 
 

@@ -14,7 +14,8 @@ every source where every direct one is patched, else its top ``k`` by its own at
 ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥ CONFIRM_FRACTION · |score_to|``
 (``CONFIRM_FRACTION`` itself for the change metrics), on at least :data:`MIN_SEQUENCES`
 sequences, **and** the other non-zero counterfactual (resample for mean, mean for resample)
-keeps at least :data:`.counterfactual.KEEP_FRACTION` of the effect with the same sign;
+keeps at least :data:`.counterfactual.KEEP_FRACTION` of the effect with the same sign, and the
+size floor;
 ``depends`` says why a row that passes one counterfactual is not confirmed: ``zero`` (it passes
 with the output set to zero only) or ``counterfactual`` (the other one keeps less than half).
 ``role`` "supports" (the behaviour drops without the source) or "suppresses". A row is a
@@ -34,7 +35,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
-from .counterfactual import DEFAULT_ABLATION, KEEP_FRACTION, other
+from .counterfactual import ABLATIONS, DEFAULT_ABLATION, KEEP_FRACTION, other
 from .labels import head_name
 
 #: Sources patched per receiver and kind by each ranking (weights, attribution).
@@ -109,7 +110,7 @@ def receivers(labels: xr.Dataset, *, sinks: bool = False) -> list[tuple[int, int
 
 def passes(effect: float, se: float, base: float, metric_is_score: bool) -> bool:
     """The confirmation rule of the module docstring for one signed effect."""
-    floor = CONFIRM_FRACTION * abs(base) if metric_is_score else CONFIRM_FRACTION
+    floor = floor_of(base, metric_is_score)
     return bool(np.isfinite(effect) and np.isfinite(se) and abs(effect) >= CONFIRM_SE * se
                 and abs(effect) >= floor and effect != 0)
 
@@ -137,11 +138,17 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: f
     return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
 
 
-def keeps(effect: float, check: float) -> bool:
+def floor_of(base: float, metric_is_score: bool) -> float:
+    """The rule's size floor: :data:`CONFIRM_FRACTION` of ``|base|`` (itself for change
+    metrics)."""
+    return CONFIRM_FRACTION * abs(base) if metric_is_score else CONFIRM_FRACTION
+
+
+def keeps(effect: float, check: float, floor: float = 0.0) -> bool:
     """Whether the other counterfactual's effect ``check`` keeps at least
-    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign."""
+    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign, and the rule's ``floor``."""
     return bool(np.isfinite(check) and np.isfinite(effect) and check * effect > 0
-                and abs(check) >= KEEP_FRACTION * abs(effect))
+                and abs(check) >= max(KEEP_FRACTION * abs(effect), floor))
 
 
 def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
@@ -151,6 +158,25 @@ def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
     return (ablation != "zero" and n_seq >= MIN_SEQUENCES
             and passes(row["effect_causal"], row["effect_se"], row["score_to"],
                        row["metric"] not in (TV, OUTPUT_CHANGE)))
+
+
+def measure_counterfactuals(effects_of, rows, n_seq: int, ablation: str) -> None:
+    """Each row's effects under every counterfactual: zero for all (``effect_zero``, its se),
+    the other non-zero one where the row passes the rule (it decides; NaN elsewhere);
+    ``effects_of(ablation, indices)`` gives the :class:`.patching.Effect` of those rows."""
+    for r in rows:
+        r["ablation"] = ablation
+        for a in ABLATIONS:
+            r["effect_" + a] = r["effect_causal"] if a == ablation else np.nan
+        r["effect_zero_se"] = r["effect_se"] if ablation == "zero" else np.nan
+    if not rows or ablation == "zero":
+        return
+    for i, e in zip(range(len(rows)), effects_of("zero", list(range(len(rows)))), strict=True):
+        rows[i]["effect_zero"], rows[i]["effect_zero_se"] = e.effect, e.se
+    check = [i for i, r in enumerate(rows) if needs_check(r, n_seq, ablation)]
+    if check:
+        for i, e in zip(check, effects_of(other(ablation), check), strict=True):
+            rows[i]["effect_" + other(ablation)] = e.effect
 
 
 def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
@@ -167,7 +193,8 @@ def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
         is_score = r["metric"] not in (TV, OUTPUT_CHANGE)
         ok = enough and passes(r["effect_causal"], r["effect_se"], r["score_to"], is_score)
         stands = ok and (ablation == "zero" or keeps(r["effect_causal"],
-                                                     r.get("effect_" + check, np.nan)))
+                                                     r.get("effect_" + check, np.nan),
+                                                     floor_of(r["score_to"], is_score)))
         zero_ok = (enough and ablation != "zero" and passes(
             r.get("effect_zero", np.nan), r.get("effect_zero_se", np.nan), r["score_to"],
             is_score))
@@ -212,6 +239,7 @@ def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
 
 __all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
            "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
-           "check_composition", "exact_sources", "head_name", "judge", "keeps", "mark_dominant",
-           "needs_check", "passes",
+           "check_composition", "exact_sources", "floor_of", "head_name", "judge", "keeps",
+           "mark_dominant",
+           "measure_counterfactuals", "needs_check", "passes",
            "plan", "ranked_sources", "receivers"]

@@ -21,6 +21,10 @@ re-applied to the patched residual (``exact`` True)."""
 from __future__ import annotations
 
 
+#: Bytes of counterfactual changes ``Δ`` a fold keeps for its layer's receivers and kinds.
+DELTA_CACHE_BYTES = 256 * 2**20
+
+
 class Fold:
     """The fold for receiver ``layer`` of ``hm`` on ``resid`` ``(N, T, d)``, the captured
     per-head outputs ``z`` (per layer ``(N, T, H, d_h)``) and post-norm ``scales`` (per layer
@@ -32,6 +36,8 @@ class Fold:
         self._p: dict = {}
         self._num: dict = {}
         self._o: dict = {}
+        self._dz: dict = {}
+        self._dz_bytes = 0
         self.resid = resid
         self._whole = None
         if _Whole.applies(hm, self.layer):
@@ -75,7 +81,16 @@ class Fold:
             raise InputError(f"{self.hm.family}: the fold needs the sources' clean "
                              f"post-norm scales (scales)")
         u = zi if r is None else zi * r
-        return u if how is None else how[0].delta(u, how[1])
+        if how is None:
+            return u
+        key = (m, s, how[0].kind, how[1] if how[0].kind == "resample" else 0)
+        got = self._dz.get(key)
+        if got is None:
+            got = how[0].delta(u, how[1])
+            if self._dz_bytes + got.numel() * 4 <= DELTA_CACHE_BYTES:  # kept for the layer
+                self._dz[key] = got
+                self._dz_bytes += got.numel() * 4
+        return got
 
     def _centred(self, m: int, s: int):
         if (m, s) not in self._o:
@@ -284,4 +299,4 @@ class _Whole:
         return hm._rope(fold.layer, u)
 
 
-__all__ = ["Fold"]
+__all__ = ["DELTA_CACHE_BYTES", "Fold"]

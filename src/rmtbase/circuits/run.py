@@ -7,14 +7,15 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, with_keywords
+from ..files.heap import gives_heap_back
 from ..files.interrupts import deferred, fault_point
 from ..probe.threads import one_thread
 from ..progress import progress_bar, stage
 from . import find as F
 from .capture import capture, probe_dataset
+from .counterfactual import ABLATIONS, Counterfactual
 from .fingerprint import check_composition
 from .heads import HeadModel
-from .counterfactual import ABLATIONS, Counterfactual, other
 from .labels import chance_levels, head_name, label_across
 from .patching import KINDS, Patcher, average
 from .sequences import SOURCES, Sequences, length_sequences, repeat_lengths, text_sequences
@@ -70,7 +71,7 @@ class _Length:
 
         self.hm, self.seqs, self.cap, self.totals = hm, seqs, cap, totals
         self.pt = Patcher(hm, cap, seqs, ablation)
-        self.mlps = has_mlps(hm)
+        self.mlps = has_mlps(hm)  # set to the via-MLP screen's decision before the search
         self._mlp = None
 
     def mlp(self):
@@ -147,6 +148,8 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
           f"exact patches ({which}) under {opts.ablation} ablation; paths via MLPs "
           f"{'screened' if via else 'not screened'}"
           + (f" ({mlp_cost / 1e12:.2g} TFLOP)" if mlp_cost else ""), enabled=progress)
+    for r in runs.values():  # the circuit as a whole goes through MLPs where the screen does
+        r.mlps = via
     rows: list[dict] = []
     screens: dict = {}
     with one_thread(), progress_bar(len(recv), desc="rmtbase circuits: path patching",
@@ -157,12 +160,17 @@ def _search(model, composition, opts: F.Search) -> xr.Dataset:
             rows.extend(got)
             screens[rec[:2]] = scr
             if opts.on_receiver is not None:
-                from .table import candidate_dataset as _one, circuit_list
+                from .table import candidate_dataset as _one
+                from .table import circuit_list
 
                 opts.on_receiver(circuit_list(_one(got, labels, {}, None, k=k)))
             bar.update(1)
     first = next(iter(runs.values())).seqs if runs else None
     ds = candidate_dataset(rows, labels, probes, first, k=k, screens=screens)
+    with deferred():
+        from .output_loss import add_circuit_losses
+
+        add_circuit_losses(ds, rows, labels, runs, length_of, progress)
     n_tests = len(rows)
     ds.attrs.update(model=name, n_receivers=len(recv), n_patches=len(rows) + 3 * len(recv),
                     sinks_patched=int(opts.sinks), screen="exact" if exact_all else "top-k",
@@ -204,25 +212,6 @@ def _receiver(run, composition, rec, k, exact_all, via):
     return rows, scr
 
 
-def _counterfactuals(effects_of, rows, n_seq, ablation) -> None:
-    """Each row's effects under every counterfactual: zero for all (``effect_zero``, its se),
-    the other non-zero one where the row passes the rule (it decides; NaN elsewhere);
-    ``effects_of(ablation, indices)`` gives the :class:`.patching.Effect` of those rows."""
-    for r in rows:
-        r["ablation"] = ablation
-        for a in ABLATIONS:
-            r["effect_" + a] = r["effect_causal"] if a == ablation else np.nan
-        r["effect_zero_se"] = r["effect_se"] if ablation == "zero" else np.nan
-    if not rows or ablation == "zero":
-        return
-    for i, e in zip(range(len(rows)), effects_of("zero", list(range(len(rows)))), strict=True):
-        rows[i]["effect_zero"], rows[i]["effect_zero_se"] = e.effect, e.se
-    check = [i for i, r in enumerate(rows) if F.needs_check(r, n_seq, ablation)]
-    if check:
-        for i, e in zip(check, effects_of(other(ablation), check), strict=True):
-            rows[i]["effect_" + other(ablation)] = e.effect
-
-
 def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) -> None:
     """One kind of one receiver: its rows and screens appended to ``rows``, ``scr``."""
     from . import screen as S
@@ -251,7 +240,7 @@ def _receiver_kind(run, composition, rec, kind, k, exact_all, via, rows, scr) ->
     joint = pt.joint(li, hi, kind, st)
     got = [_row(kind, "direct", src, rec, info, attr, rank_attr, e, run, hm)
            for src, e in zip(chosen, single, strict=True)]
-    _counterfactuals(effects_of, got, run.seqs.n, pt.ablation)
+    F.measure_counterfactuals(effects_of, got, run.seqs.n, pt.ablation)
     rows.extend(F.judge(got, joint, labelled=stat is not None, n_seq=run.seqs.n,
                         ablation=pt.ablation))
     if via:
@@ -314,7 +303,7 @@ def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
                      for how in pt.hows()])[0]
     got = [_row(kind, "via_mlp", src, rec, info, attr, rank_attr, e, run, hm)
            for src, e in zip(chosen, single, strict=True)]
-    _counterfactuals(effects_of, got, run.seqs.n, pt.ablation)
+    F.measure_counterfactuals(effects_of, got, run.seqs.n, pt.ablation)
     return F.judge(got, joint, labelled=rec[2] is not None, n_seq=run.seqs.n,
                    ablation=pt.ablation), attr
 
@@ -350,6 +339,7 @@ def _check_lengths_spec(spec) -> None:
                          f"{spec!r}")
 
 
+@gives_heap_back
 def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = None,
                   **options) -> xr.Dataset:
     """Circuits of ``model`` (:mod:`.find` states the rule, :mod:`.table` the output).

@@ -62,7 +62,8 @@ VARIABLES = {
              "changes (change metrics)", "1"),
     "confirmed": ("receiver labelled, |effect| >= 3 se and >= 10 % of score_to (0.1 for "
                   "change metrics), >= 8 sequences, under the ablation, and the other non-zero "
-                  "counterfactual keeps >= half of the effect with the same sign", "1"),
+                  "counterfactual keeps >= half of the effect with the same sign and the "
+                  "10 % floor", "1"),
     "dependency": ("the rule passes on a receiver without a behaviour label (not a circuit)",
                    "1"),
     "dominant": ("the supporting confirmed row with the largest effect of its receiver and "

@@ -8,8 +8,10 @@ starts (:data:`PRELOAD`) or once its output is complete, else raises ``KeyboardI
 (outputs cleaned up, exit 130; SIGTERM 143); a closed stdout ends it quietly (141). Progress
 goes to stderr (:func:`rmtbase.progress.message`), never silent over 30 s unless ``--quiet``.
 :func:`console_main` keeps JAX's compiled programs in ``<user cache>/jax`` (not when
-``JAX_COMPILATION_CACHE_DIR`` is set or ``RMTBASE_NO_JIT_CACHE=1``); :func:`main` changes no
-process state."""
+``JAX_COMPILATION_CACHE_DIR`` is set or ``RMTBASE_NO_JIT_CACHE=1``, nor on a read-only or full
+disk) and folds JAX's warnings about that cache into one line (:mod:`rmtbase.files.jax_cache`);
+an OSError is one line naming what happened (a full disk: "no space left on device",
+:mod:`rmtbase.files.disk_space`); :func:`main` changes no process state."""
 
 from __future__ import annotations
 
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
         try:
             args._early(args)
         except RmtbaseError as exc:
-            message(f"rmtbase: error: {exc}", final=True)
+            message(f"rmtbase: error: {str(exc).removeprefix('rmtbase: ')}", final=True)
             return 2
     if _ready is not None:  # the executable: end of start-up (console_main)
         _ready(args)
@@ -103,13 +105,20 @@ def main(argv: list[str] | None = None, *, _ready=None) -> int:
         check()  # an interrupt swallowed on its way up (under the executable's handler)
         return code
     except RmtbaseError as exc:
-        message(f"rmtbase: error: {exc}", final=True)
+        message(f"rmtbase: error: {str(exc).removeprefix('rmtbase: ')}", final=True)
         return 2
     except BrokenPipeError:
         raise  # stdout's reader went away: console_main ends quietly
     except OSError as exc:  # the environment, not a bug: a full disk, a vanished folder, ...
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        message(f"rmtbase: error: {exc.strerror or exc}{where}", final=True)
+        from ..files.disk_space import NO_SPACE, reason
+
+        name = os.fsdecode(exc.filename) if getattr(exc, "filename", None) else None
+        if reason(exc) == NO_SPACE:  # by its errno (the writers named a full disk so)
+            where = f"cannot write {name}: " if name else ""
+            message(f"rmtbase: error: {where}{NO_SPACE}", final=True)
+        else:
+            where = f" ({name})" if name else ""
+            message(f"rmtbase: error: {exc.strerror or exc}{where}", final=True)
         return 2
     except KeyboardInterrupt:
         from ..files.interrupts import exit_status, line
@@ -128,16 +137,22 @@ def _quiet(args) -> bool:
 
 
 def _use_compilation_cache() -> None:
-    """Point JAX's persistent compilation cache at ``<user cache>/jax`` (see module docstring)."""
-    if os.environ.get("RMTBASE_NO_JIT_CACHE") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
-        return
-    from ..files.user_cache import cache_dir, writable
+    """Point JAX's persistent compilation cache at ``<user cache>/jax`` where it can be written
+    and has room (:func:`rmtbase.files.jax_cache.use`)."""
+    from ..files.jax_cache import use
 
-    if not writable(cache_dir() / "jax"):  # read-only: no JAX warning per compiled program
-        return
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(cache_dir() / "jax")
-    # our programs compile in well under JAX's default 1 s threshold; cache them all
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    use()
+
+
+def _show_warning(msg, category, filename, lineno, file=None, line=None) -> None:
+    """The executable's ``warnings.showwarning``: JAX's persistent-cache warnings folded into
+    rmtbase's one line (:func:`rmtbase.files.jax_cache.fold`), the rest through
+    :func:`rmtbase.progress.show_warning`."""
+    from ..files.jax_cache import fold
+    from ..progress import show_warning
+
+    if not fold(str(msg)):
+        show_warning(msg, category, filename, lineno, file, line)
 
 
 #: Exit status when stdout's reader has gone (128 + SIGPIPE, what a shell reports).
@@ -156,7 +171,6 @@ def console_main() -> int:
     import warnings
 
     from ..files import interrupts
-    from ..progress import show_warning
 
     def start_work(args):
         preload(args.command)  # still start-up: Ctrl-C ends the process at once
@@ -166,7 +180,7 @@ def console_main() -> int:
         interrupts.install_exit()  # start-up: nothing is written yet
         _use_compilation_cache()
         warnings.formatwarning = _one_line_warning  # the executable's own process only
-        warnings.showwarning = show_warning  # a warning ends a live bar's line first
+        warnings.showwarning = _show_warning  # a warning ends a live bar's line first
         interrupts.fault_point("cli:start")
         code = main(_ready=start_work)
         sys.stdout.flush()

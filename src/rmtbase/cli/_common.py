@@ -27,6 +27,22 @@ def number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+def live_choice(names, registry=None):
+    """argparse type of an option whose choices are a live view of a registry (``names``,
+    :class:`rmtbase.registry.Names`): checked when given, so help loads no plugin (argparse
+    formats ``choices`` even under a metavar); a plugin that failed to load is refused with its
+    own line (``registry``'s :meth:`~rmtbase.registry.Registry.unknown`)."""
+
+    def choice(text: str) -> str:
+        if text in names:
+            return text
+        what = f"invalid choice: {text!r} (choose from {', '.join(map(repr, names))})"
+        line = registry.unknown(text, what) if registry else what
+        raise argparse.ArgumentTypeError(line.removeprefix("rmtbase: "))
+    choice.__name__ = "choice"
+    return choice
+
+
 #: ``--json`` of the analytic references: their numbers as one JSON object (:func:`emit`).
 JSON_OBJECT_HELP = "print a JSON object"
 
@@ -74,14 +90,17 @@ def resolve_sigmas(args: argparse.Namespace) -> tuple[float, float]:
     return check_sigma(args.sigma_q, "--sigma-q"), check_sigma(args.sigma_k, "--sigma-k")
 
 
-#: Version of the layout of every command's ``--json`` document, named by its ``"schema"`` key
-#: (``rmtbase.<command>/1``; docs/json.md). Raised when a key is removed or changes meaning.
+#: Version of the layout of a command's ``--json`` document, named by its ``"schema"`` key
+#: (``rmtbase.<command>/<version>``; docs/json.md). Raised, per command, when a key is removed
+#: or changes meaning: ``circuits`` objects (in ``circuits`` and ``score``) lost ``explained``
+#: and their ``effect_causal`` is under a counterfactual, hence 2.
 JSON_SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSIONS = {"circuits": 2, "score": 2}
 
 
 def json_schema(command: str) -> str:
     """``"rmtbase.<command>/<version>"``: the ``"schema"`` of ``rmtbase <command> --json``."""
-    return f"rmtbase.{command}/{JSON_SCHEMA_VERSION}"
+    return f"rmtbase.{command}/{JSON_SCHEMA_VERSIONS.get(command, JSON_SCHEMA_VERSION)}"
 
 
 def emit(obj: dict, as_json: bool, title: str = "", command: str | None = None) -> None:

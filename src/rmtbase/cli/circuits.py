@@ -82,6 +82,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--sinks", action="store_true", help="patch first-token heads too")
     p.add_argument("--mlp-paths", choices=("auto", "on", "off"), default="auto",
                    help="screen paths through MLPs (auto: when it costs at most 2 TFLOP)")
+    p.add_argument("--ablation", choices=("mean", "resample", "zero"), default="mean",
+                   help="what a removed source's output is replaced by: its mean over the "
+                        "sequences at each position (default), its output on another sequence "
+                        "(resample, 4 pairings) or zero; an edge is confirmed only where the "
+                        "other of mean and resample keeps half its effect")
     output.add_out(p, None, "rmtbase-circuits/<model name>")
     output.add_overwrite(p, "rmtbase circuits")
     output.add_json(p, "print one JSON document (found lines, circuits, files) on stdout")
@@ -173,7 +178,8 @@ def _search(args, text) -> int:
                         receivers_of_interest=args.receivers, sinks=args.sinks,
                         repeat_lengths=args.repeat_length if text is None else "auto",
                         mlp_paths={"auto": "auto", "on": True, "off": False}[args.mlp_paths],
-                        layers=args.layers, progress=not args.quiet, **on_receiver(args))
+                        layers=args.layers, progress=not args.quiet, ablation=args.ablation,
+                        **on_receiver(args))
     ctx = context(None, {"composition.nc": comp, "circuits.nc": cds})
     written = write_circuits(ctx, cds, args.out, figures=not args.no_figures)
     if args.json:
@@ -182,7 +188,8 @@ def _search(args, text) -> int:
         doc = written_doc("circuits", args.out, written)
         doc.update(found=ctx["found"], circuits=ctx["circuits"],
                    summary={k: _plain(cds.attrs.get(k)) for k in (
-                       "repeat_lengths", "n_receivers", "n_tests", "screen",
+                       "repeat_lengths", "n_receivers", "n_tests", "screen", "ablation",
+                       "resample_pairings",
                        "mlp_paths_screened", "expected_false_confirmations",
                        "spearman_weights_rank_vs_effect", "spearman_attribution_vs_effect",
                        "pairs_unlike_random")})

@@ -1,7 +1,7 @@
 """The ``--json`` documents of ``score``, ``compare``, ``probe`` and ``study``, and ``score``'s
 ``--fail-on-flag`` status. One object on stdout (docs/json.md):
 
-- ``schema`` (``"rmtbase.score/1"``), ``command``, ``rmtbase_version``, ``out``, ``files``;
+- ``schema`` (``"rmtbase.score/2"``), ``command``, ``rmtbase_version``, ``out``, ``files``;
 - ``entries``, one per scored model, checkpoint or circuit: ``label``, ``model``, ``null``,
   ``storage`` (``read``, ``null``), ``null_storage``, ``quantisation``, ``kinds`` (primary kind
   -> heads), ``decision`` (``heads``, ``flagged``, ``alpha``) and ``heads`` in ``rank`` order

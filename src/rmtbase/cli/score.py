@@ -15,11 +15,14 @@ import time
 
 from ..decision.axes import SHIPPED_AXES
 from ..stats.gaussian_null import GaussianNull
-from ..stats.names import QUANT_FORMATS
-from ..stats.null_registry import NULLS, REGISTRY
+from ..stats.names import QUANTIZED_NULL
+from ..stats.null_registry import NULLS
+from ..stats.null_registry import REGISTRY as NULL_REGISTRY
+from ..stats.storage import REGISTRY as STORAGE_REGISTRY
+from ..stats.storage import shipped_records
 from . import _output as output
 from . import score_modes as _modes
-from ._common import number, positive_int
+from ._common import live_choice, number, positive_int
 from .score_checks import checked, early  # noqa: F401 - early: rmtbase.cli runs it at start-up
 
 
@@ -55,15 +58,21 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "for CI gates (the output is written first)")
     p.add_argument("--stats", choices=("spectral", "elementwise", "all"), default="all",
                    help="which statistics to score (default all)")
-    p.add_argument("--null", choices=NULLS, default=GaussianNull.name,
+    # the choices are live views of the registries, checked when given: help names the
+    # shipped ones and loads no plugin
+    p.add_argument("--null", type=live_choice(NULLS, NULL_REGISTRY), metavar="NULL",
+                   default=GaussianNull.name,
                    help="gaussian: i.i.d. N(0, sigma^2) entries stored like the checkpoint "
                         "(default); permutation: each head's own entries shuffled (tests "
-                        "structure beyond the entry law)" + _other_nulls())
-    p.add_argument("--quantized-null", choices=("auto", "none", *QUANT_FORMATS),
+                        "structure beyond the entry law); or a null an installed plugin "
+                        "registers (docs/extending.md)")
+    p.add_argument("--quantized-null", type=live_choice(QUANTIZED_NULL, STORAGE_REGISTRY),
+                   metavar="FORMAT",
                    default="auto",
                    help="null for weights stored in a block format: auto (the GGUF file's "
                         "tensor type, or detected on dequantised weights; default), none (float "
-                        "null; histogram statistics left out), or force one")
+                        "null; histogram statistics left out), or force one ("
+                        + ", ".join(shipped_quant_formats()) + ", or a plugin's)")
     p.add_argument("--revision", default=None,
                    help="model revision (hub branch, tag or commit); several, comma-separated "
                         "(step0,step1000,...), score a training trajectory")
@@ -148,11 +157,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _other_nulls() -> str:
-    """--null's help for user-registered nulls: each with its class docstring's first line."""
-    extra = [(n, (cls.__doc__ or "").strip().splitlines()[:1]) for n, cls in REGISTRY.items()
-             if n not in ("gaussian", "permutation")]
-    return "".join(f"; {n}: {(doc or [n])[0]}" for n, doc in extra)
+def shipped_quant_formats() -> list[str]:
+    """The shipped block and FP8 formats' names (loads no plugin)."""
+    return [s.name for s in shipped_records() if s.is_quantised]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,9 @@ import sys
 
 from ..analytic._network_kind import KINDS
 from ..stats.names import STORAGES
-from ._common import ginibre_choice, number, positive_int
+from ..stats.storage import REGISTRY as STORAGE_REGISTRY
+from ..stats.storage import shipped_records
+from ._common import ginibre_choice, live_choice, number, positive_int
 from .baseline import TABLE_OUT_HELP, add_table_options, table_options
 
 #: Draws of a table when --draws is not given (``rmtbase baseline``'s default).
@@ -48,9 +50,11 @@ def add_parser(sub):
                    help="blocks of 250 draws of one cell per Dask task (numbers do not change)")
     add_table_options(p)
     p.set_defaults(draws=None)  # resolved in run(): a table's default, or the score's
-    p.add_argument("--storage", choices=STORAGES, nargs="+", default=None,
+    p.add_argument("--storage", type=live_choice(STORAGES, STORAGE_REGISTRY), metavar="STORAGE",
+                   nargs="+", default=None,
                    help="checkpoint storage the null draws are put through (default float32; "
-                        "several only with --into-cache)")
+                        "several only with --into-cache): "
+                        + ", ".join(s.name for s in shipped_records()) + ", or a plugin's")
     out = p.add_mutually_exclusive_group(required=True)
     out.add_argument("--out", help=TABLE_OUT_HELP)
     out.add_argument("--into-cache", action="store_true",

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..registry import GROUPS, Registry
+from ..registry import GROUPS, Registry, record_plugin
 
 SOURCES = ("factors", "statistic", "dataset")
 EFFECTS = ("value", "shift", "ratio")
@@ -74,17 +74,9 @@ class Axis:
         return all(v in ds for v in self.requires)
 
 
-def _add_plugin(name: str, axis) -> None:
-    """A plugin's axis: the :class:`Axis` its entry point names, under its own name."""
-    if not isinstance(axis, Axis):
-        raise TypeError(f"{axis!r} is not a rmtbase.decision.axes.Axis record")
-    if axis.name != name:
-        raise TypeError(f"the entry point is named {name!r} but its axis is named {axis.name!r}")
-    register(axis)
-
-
 #: Every profile axis by name, shipped ones first (entry-point group ``rmtbase.axes``).
-REGISTRY: Registry = Registry("axis", GROUPS["axis"], _add_plugin)
+REGISTRY: Registry = Registry("axis", GROUPS["axis"],
+                              record_plugin(Axis, lambda a: register(a)))
 
 
 def register(axis: Axis) -> Axis:
@@ -194,7 +186,7 @@ _SHIPPED = (
          figure=("log2 effect", -2.0, 2.0, "RdBu_r", "log2 beta_2 / null")),
 )
 for _a in _SHIPPED:
-    REGISTRY.register(_a.name, _a)
+    REGISTRY.register(_a.name, _a, shipped=True)
 del _a
 
 #: The shipped axes' names, in registry order (plugins' axes follow them in :data:`REGISTRY`).

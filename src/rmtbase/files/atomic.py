@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from . import disk_space
+from .disk_space import is_full, no_space
 from .interrupts import check as check_interrupt
 from .interrupts import deferred, fault_point
 
@@ -114,8 +116,9 @@ def write_atomic(path, write: Callable[[Path], object]) -> Path:
         check_interrupt()  # one swallowed on its way up ends the run before the replace
         os.replace(tmp, path)
     except BaseException as exc:
+        full = is_full(exc, parent)  # before the partial file is removed, freeing its room
         tmp.unlink(missing_ok=True)
-        named = _naming(exc, path, tmp)
+        named = _naming(exc, path, tmp, full)
         if named is not None:
             raise named from exc
         raise
@@ -125,25 +128,18 @@ def write_atomic(path, write: Callable[[Path], object]) -> Path:
 
 def free_bytes(folder: Path) -> int | None:
     """Bytes free to this user on the file system of ``folder`` (None where unknown)."""
-    try:
-        st = os.statvfs(folder)
-    except (OSError, AttributeError):
-        return None
-    return st.f_bavail * st.f_frsize
+    return disk_space.free_bytes(folder)
 
 
-def _naming(exc: BaseException, path: Path, tmp: Path) -> OSError | None:
+def _naming(exc: BaseException, path: Path, tmp: Path, full: bool) -> OSError | None:
     """The error of a failed write of ``path`` as an OSError naming ``path``, or None to raise
-    ``exc`` as it is (an OSError naming no file or only the temporary one; a writer's own error
-    while the file system has under 1 MiB free)."""
+    ``exc`` as it is (an OSError naming another file). A write that failed on a full file
+    system (``full``, :func:`rmtbase.files.disk_space.is_full`) is ENOSPC whatever the writer
+    said: netCDF-C reports it as "Permission denied", HDF5 as a RuntimeError."""
+    if full:
+        return no_space(exc, path)
     if isinstance(exc, OSError) and exc.filename in (None, str(tmp), tmp):
         return OSError(exc.errno, exc.strerror or str(exc), str(path))
-    free = free_bytes(path.parent) if isinstance(exc, Exception) else None
-    if not isinstance(exc, OSError) and free is not None and free < 2**20:
-        import errno
-
-        return OSError(errno.ENOSPC, f"No space left on device ({type(exc).__name__}: "
-                       f"{str(exc).strip()[:80]})", str(path))
     return None
 
 

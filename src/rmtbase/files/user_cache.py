@@ -52,18 +52,30 @@ def damaged(path, why: str, what: str = "null") -> None:
         pass
 
 
-def unwritable(directory, exc: BaseException) -> None:
+def unwritable(directory, exc: BaseException | str) -> None:
     """Say once a process, by one RuntimeWarning, that the cache folder ``directory`` could not be
-    written (``exc``) and nulls are kept in memory."""
+    written (``exc``, an error or its text) and nulls are kept in memory. A full file system is
+    called so whatever the writer said (:func:`rmtbase.files.disk_space.reason`); JAX's own
+    compilation-cache warnings fold into this line (:mod:`rmtbase.files.jax_cache`)."""
     import warnings
+
+    from .disk_space import reason
 
     key = ("unwritable", str(directory))
     if key in _SAID:
         return
     _SAID.add(key)
-    why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    warnings.warn(f"rmtbase: could not cache in {directory} ({why}); nulls drawn now are kept "
-                  "in memory for this run only", RuntimeWarning, stacklevel=3)
+    warnings.warn(f"rmtbase: could not cache in {directory} ({reason(exc, directory)}); nulls "
+                  "drawn and programs compiled now are kept for this run only", RuntimeWarning,
+                  stacklevel=3)
+
+
+def said_once(key) -> bool:
+    """Whether ``key`` was said already this process; marks it said (for one-line reports)."""
+    if key in _SAID:
+        return True
+    _SAID.add(key)
+    return False
 
 
 def said_unwritable() -> bool:
@@ -106,4 +118,4 @@ def forget() -> None:
 
 
 __all__ = ["cache_dir", "damaged", "forget", "recall", "remember", "remembered",
-           "said_unwritable", "unwritable", "writable"]
+           "said_once", "said_unwritable", "unwritable", "writable"]

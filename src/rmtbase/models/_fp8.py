@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats.storage import records
+from ..stats.storage import shipped_records
 
 BLOCK = 128
 E4M3_MAX = 448.0
 E5M2_MAX = 57344.0
 #: FP8 element formats: name -> (largest finite value, storage name of block scales), from
-#: the storage records (:mod:`rmtbase.stats.storage`).
-FORMATS = {s.element: (s.spec[0], s.name) for s in records()
+#: the shipped storage records (:mod:`rmtbase.stats.storage`; no plugin is loaded at import).
+FORMATS = {s.element: (s.spec[0], s.name) for s in shipped_records()
            if s.family == "fp8" and s.tile_rows}
 #: safetensors dtype of each format.
 DTYPES = {"F8_E4M3": "e4m3", "F8_E5M2": "e5m2"}
 #: Storage name of per-output-channel E4M3 (compressed-tensors).
-CHANNEL_STORAGE = next(s.name for s in records()
+CHANNEL_STORAGE = next(s.name for s in shipped_records()
                        if s.family == "fp8" and not s.tile_rows and s.element == "e4m3")
 
 

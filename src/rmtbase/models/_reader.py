@@ -12,7 +12,7 @@ import contextvars
 import numpy as np
 
 from ..errors import ModelError
-from ..stats.storage import records
+from ..stats.storage import shipped_records
 
 #: Storage precision names of safetensors / torch dtypes (float64 is read as float32).
 DTYPE_STORAGE = {"F64": "float32", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
@@ -25,9 +25,10 @@ def refuse_quantized(name: str, dtype: str, where: str) -> None:
                      "needs unquantized floating-point weights")
 
 
-#: Storage precisions from coarsest to finest significand (8, 11, 24 bits): the float
-#: records of :mod:`rmtbase.stats.storage` by their bits.
-STORAGE_ORDER = tuple(s.name for s in sorted((r for r in records() if r.is_float),
+#: Storage precisions from coarsest to finest significand (8, 11, 24 bits): the shipped float
+#: records of :mod:`rmtbase.stats.storage` by their bits (read without loading plugins: nothing
+#: enumerates plugins at import).
+STORAGE_ORDER = tuple(s.name for s in sorted((r for r in shipped_records() if r.is_float),
                                              key=lambda r: r.bits))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError
-from ..stats.storage import gguf_storage, records
+from ..stats.storage import gguf_storage, records, shipped_records
 from ._errors import one_line
 from ._reader import TensorReader, check_finite
 from .gguf_arch import SPECS, hf_config, name_map, regroup_falcon, spec_of, unpermute
@@ -23,8 +23,9 @@ __all__ = ["GGUF_TYPES", "GGUFWeights", "check_gguf_tokenizer", "gguf_config",
            "gguf_context_length", "gguf_reader"]
 
 #: GGML tensor types read, and the storage name each is recorded as (the storage records'
-#: ``gguf`` names, :mod:`rmtbase.stats.storage`; the readers ask the registry itself).
-GGUF_TYPES = {s.gguf: s.name for s in records() if s.gguf}
+#: ``gguf`` names of the shipped ones, :mod:`rmtbase.stats.storage`, no plugin loaded at import;
+#: the readers ask the registry itself).
+GGUF_TYPES = {s.gguf: s.name for s in shipped_records() if s.gguf}
 
 
 def _need_gguf():

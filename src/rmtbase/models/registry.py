@@ -39,9 +39,10 @@ _CLASSES = (GPT2Adapter, GPTNeoXAdapter, LlamaAdapter, BertAdapter, OPTAdapter, 
 
 
 
-def register(adapter) -> Adapter:
+def register(adapter, *, shipped: bool = False) -> Adapter:
     """Register ``adapter`` (an :class:`Adapter` subclass or instance) under each of its
-    ``model_types``; TypeError if it is none, has no model type, or one is taken."""
+    ``model_types``; TypeError if it is none, has no model type, or one is taken. ``shipped``:
+    one of rmtbase's own."""
     if isinstance(adapter, type) and issubclass(adapter, Adapter):
         adapter = adapter()
     if not isinstance(adapter, Adapter):
@@ -55,7 +56,7 @@ def register(adapter) -> Adapter:
         raise TypeError(f"model type {taken[0]!r} already has an adapter "
                         f"({type(ADAPTERS.peek(taken[0])).__qualname__})")
     for t in types:
-        ADAPTERS.register(t, adapter)
+        ADAPTERS.register(t, adapter, shipped=shipped)
     return adapter
 
 
@@ -69,7 +70,7 @@ def unregister(model_type: str) -> None:
 #: ``model_type`` -> adapter instance (plugins: entry-point group ``rmtbase.adapters``).
 ADAPTERS: Registry = Registry("adapter", GROUPS["adapter"], lambda name, obj: register(obj))
 for _cls in _CLASSES:
-    register(_cls)
+    register(_cls, shipped=True)
 del _cls
 
 #: Supported architectures, as Hugging Face ``model_type`` values (a live view: an adapter

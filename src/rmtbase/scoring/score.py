@@ -18,7 +18,8 @@ import xarray as xr
 from ..checks import MIN_NULL_DRAWS, check_int, check_probability, check_seed
 from ..decision.verdict import NOT_TESTED, score_values
 from ..errors import InputError, with_keywords
-from ..stats.names import QUANTIZED_NULL
+from ..files.heap import gives_heap_back
+from ..stats.names import QUANTIZED_NULL, check_quantized_null  # noqa: F401 - re-exported
 from ..stats.null_protocol import Null
 from .description import default_label, null_description
 from .heads.pipeline import Options, score
@@ -62,12 +63,11 @@ def _check_options(alpha, draws, null, quantized_null, max_draws, element_draws,
     check_seed(seed)
     null = Null.parse(null)
     check_null_storage(null)
-    if quantized_null not in QUANTIZED_NULL:
-        raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
-                         f"got {quantized_null!r}")
+    check_quantized_null(quantized_null)  # a failed plugin: its own line
     return alpha, null
 
 
+@gives_heap_back
 def score_model(model=None, *, revision=None, settings: ScoreSettings | None = None,
                 allow_pickle=False, progress=True, circuit="qk", **options) -> xr.Dataset:
     """Score every (layer, head) of ``model`` against the null.

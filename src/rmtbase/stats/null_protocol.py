@@ -106,7 +106,7 @@ class Null(ABC):
         if old is not None:
             raise TypeError(f"a null named {name!r} is already registered "
                             f"({old.__module__}.{old.__qualname__})")
-        REGISTRY.register(name, cls)
+        REGISTRY.register(name, cls, shipped=cls.__module__.startswith("rmtbase."))
 
     @property
     def per_head(self) -> bool:
@@ -135,6 +135,13 @@ class Null(ABC):
         """This null with its draws put through ``storage`` (name or record); itself unless
         :attr:`stored_like_checkpoint`."""
         return self
+
+    def draws_storage(self, storage: Storage) -> Storage:
+        """The storage this null's draws are at for a layer whose null storage is ``storage``
+        (a record), as the null declares it: ``storage`` for a null
+        :attr:`stored_like_checkpoint`, else its own :attr:`storage_record`. The files label
+        the draws with it (``null_storage``), never with the checkpoint's alone."""
+        return storage if self.stored_like_checkpoint else self.storage_record
 
     def require(self, capability: str, what: str) -> None:
         """InputError (one line), before any work, if this null lacks ``capability`` (the name

@@ -39,6 +39,10 @@ class PermutationNull(Null):
         (:class:`rmtbase.scoring.heads.reference.PermutationReference`); storage plays no part."""
         return cells.permutation_reference(self, draws=draws, seed=seed, progress=progress)
 
+    def draws_storage(self, storage: Storage) -> Storage:
+        """The layer's own: a permutation of a head's stored entries is stored as they are."""
+        return storage
+
     def composition_null(self, pairs, *, draws: int, seed: int):
         """Each factor's own entries shuffled
         (:meth:`rmtbase.scoring.composition.pairs.Pairs.permuted_entries`)."""

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .._matmul import mm
 from ..errors import InputError
-from ..registry import Names
+from ..registry import Names, plugin_call
 from ._bisection import tridiagonal_eigvals
 from .statistic import REGISTRY, records
 from .statistic import spectral as _spectral
@@ -151,4 +151,22 @@ def spectral_stats(lam, statistics=None) -> dict:
     (Σλ)²/Σλ², ``npr`` = pr / n; ``spectral_entropy`` −Σ p ln p, p = λ/Σλ; ``condition_number``
     λ_max/λ_min; ``stable_rank`` Σλ/λ_max."""
     lam = jnp.asarray(lam)
-    return {st.name: st.fn(lam) for st in _spectral_records(statistics)}
+    return {st.name: _value(st, lam) for st in _spectral_records(statistics)}
+
+
+def _value(st, lam):
+    """``st.fn(lam)``; a plugin's failure or a value not of shape ``lam.shape[:-1]`` is one
+    :class:`rmtbase.registry.PluginError` line naming it."""
+    if REGISTRY.shipped(st.name) and REGISTRY.peek(st.name) is st:
+        return st.fn(lam)
+    want = tuple(lam.shape[:-1])
+
+    def check(out):
+        shape = getattr(out, "shape", None)
+        if shape is None or tuple(shape) != want:
+            got = f"shape {tuple(shape)}" if shape is not None else f"a {type(out).__name__}"
+            return f"{got} for λ of shape {tuple(lam.shape)} (a statistic maps λ (..., d_h) to " \
+                   f"(...), here {want})"
+        return None
+
+    return plugin_call(REGISTRY, st.name, "fn(λ)", st.fn, lam, check=check)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..registry import GROUPS, Registry
+from ..registry import GROUPS, Registry, record_plugin
 from ._lambda import (
     _condition_number,
     _lambda_max,
@@ -188,20 +188,36 @@ STATISTICS: tuple[Statistic, ...] = (
 )
 
 
-def _add_plugin(name: str, record) -> None:
-    """A plugin's statistic: the :class:`Statistic` its entry point names, a spectral one (a
-    function of λ: no null table to rebuild), under its own name."""
-    if not isinstance(record, Statistic):
-        raise TypeError(f"{record!r} is not a rmtbase.stats.statistic.Statistic record")
-    if record.name != name:
-        raise TypeError(f"the entry point is named {name!r} but its statistic is named "
-                        f"{record.name!r}")
+def _add_plugin(record: Statistic) -> None:
+    """A plugin's statistic, checked once on a small λ before it is registered: its ``fn`` maps
+    λ ``(2, 8)`` to ``(2,)`` under JAX tracing (:func:`jax.eval_shape`), else the plugin is not
+    loaded (one line)."""
+    if isinstance(record, Statistic) and record.kind == "spectral":
+        import jax
+        import jax.numpy as jnp
+
+        try:
+            got = jax.eval_shape(record.fn, jax.ShapeDtypeStruct((2, 8), jnp.float32))
+        except Exception as e:  # noqa: BLE001 - the plugin's own error, named in one line
+            text = (str(e).strip().splitlines() or [""])[0]
+            raise TypeError(f"its fn raised {type(e).__name__}: {text} on λ of shape (2, 8)") \
+                from e
+        shape = getattr(got, "shape", None)
+        if shape != (2,):
+            raise TypeError(f"its fn returned {_shape_text(got)} for λ of shape (2, 8); a "
+                            "statistic maps λ (..., d_h) to (...)")
     register(record)
+
+
+def _shape_text(got) -> str:
+    shape = getattr(got, "shape", None)
+    return f"shape {tuple(shape)}" if shape is not None else f"a {type(got).__name__}"
 
 
 #: Every statistic by name: :data:`STATISTICS` and those registered after (a
 #: :class:`rmtbase.registry.Registry`, entry-point group ``rmtbase.statistics``)
-REGISTRY: Registry = Registry("statistic", GROUPS["statistic"], _add_plugin)
+REGISTRY: Registry = Registry("statistic", GROUPS["statistic"],
+                              record_plugin(Statistic, _add_plugin))
 
 
 def register(record: Statistic) -> Statistic:
@@ -234,7 +250,7 @@ def extra() -> tuple[Statistic, ...]:
 
 
 for _s in STATISTICS:
-    REGISTRY.register(_s.name, _s)
+    REGISTRY.register(_s.name, _s, shipped=True)
 del _s
 
 

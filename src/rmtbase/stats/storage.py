@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..registry import GROUPS, Registry
+from ..registry import GROUPS, Registry, record_plugin
 
-__all__ = ["FAMILIES", "FLOAT32", "MixedStorage", "Storage", "gguf_storage", "one_quantisation",
-           "quantisation_record", "records", "register", "registered", "storage_record",
-           "unregister"]
+__all__ = ["FAMILIES", "FLOAT32", "REGISTRY", "MixedStorage", "Storage", "gguf_storage", "one_quantisation",
+           "is_shipped", "quantisation_record", "records", "register", "registered",
+           "shipped_records", "storage_record", "unregister"]
 
 #: The shipped storage families: float casts, blocks along the last axis, FP8 tiles or rows
 #: (a record may name another: the families are open, module docstring).
@@ -179,27 +179,23 @@ def quantisation_record(name) -> Storage | MixedStorage | None:
 _F16_TINY, _BF16_TINY = 2.0**-24, 2.0**-126
 
 
-def _add_plugin(name: str, record) -> None:
-    """A plugin's storage: the :class:`Storage` its entry point names, under its own name."""
-    if not isinstance(record, Storage):
-        raise TypeError(f"{record!r} is not a rmtbase.stats.storage.Storage record")
-    if record.name != name:
-        raise TypeError(f"the entry point is named {name!r} but its storage is named "
-                        f"{record.name!r}")
-    register(record)
-
-
 #: The registered records by name (a :class:`rmtbase.registry.Registry`, entry-point group
 #: ``rmtbase.storages``: a plugin's entry point names a :class:`Storage` record)
-_REGISTRY: Registry = Registry("storage", GROUPS["storage"], _add_plugin)
+_REGISTRY: Registry = Registry("storage", GROUPS["storage"],
+                               record_plugin(Storage, lambda r: register(r)))
 
 
-def register(record: Storage) -> Storage:
-    """Add ``record`` to the registry (InputError if its name is taken by another record)."""
+#: The registry itself (public name; :class:`rmtbase.registry.Registry`).
+REGISTRY = _REGISTRY
+
+
+def register(record: Storage, *, shipped: bool = False) -> Storage:
+    """Add ``record`` to the registry (InputError if its name is taken by another record);
+    ``shipped``: one of rmtbase's own formats."""
     old = _REGISTRY.peek(record.name)
     if old is not None and old != record:
         raise InputError(f"storage {record.name!r} is already registered")
-    return _REGISTRY.register(record.name, record)
+    return _REGISTRY.register(record.name, record, shipped=shipped)
 
 
 def unregister(name: str) -> None:
@@ -228,8 +224,20 @@ def registered(name: str) -> Storage | None:
 
 
 def records() -> tuple[Storage, ...]:
-    """Every registered record, in registry order."""
+    """Every registered record, in registry order (plugins loaded)."""
     return tuple(_REGISTRY.values())
+
+
+def shipped_records() -> tuple[Storage, ...]:
+    """rmtbase's own records, in registry order, without loading plugins (for what a module
+    derives when imported: nothing enumerates plugins at import)."""
+    return _REGISTRY.shipped_values()
+
+
+def is_shipped(record) -> bool:
+    """Whether ``record`` is one of rmtbase's own formats (not a plugin's or a test's)."""
+    return isinstance(record, Storage) and _REGISTRY.shipped(record.name) \
+        and _REGISTRY.peek(record.name) == record
 
 
 def gguf_storage(type_name: str) -> str | None:
@@ -279,7 +287,7 @@ for _record in (
     Storage("fp8_e4m3_channel", "fp8", "fp8:fp8_values", element="e4m3",
             spec=(448.0, "float8_e4m3fn")),
 ):
-    register(_record)
+    register(_record, shipped=True)
 del _record
 
 #: float32's record (the identity storage: where no storage is given, and what block-quantised

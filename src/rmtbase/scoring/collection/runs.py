@@ -179,13 +179,13 @@ class DaskRunner(LocalRunner):
         """Yield (entry, result) as the tasks finish, through the one Dask wait
         (:func:`rmtbase.baseline.sweep.completed`: it polls, so a Ctrl-C is delivered while
         waiting, and cancels the tasks left on any exit before the end)."""
-        from ...baseline.sweep import completed
+        from ...baseline.sweep import completed, result
         from ...files.interrupts import fault_point
 
         fault_point("tasks:submitted")
         with contextlib.closing(completed(futures, self.client)) as finished:
             for fut in finished:
-                yield futures[fut], fut.result()
+                yield futures[fut], result(fut)
 
 
 __all__ = ["RETRIES", "DaskRunner", "EntryStore", "LocalRunner", "add_band", "say", "score_one"]

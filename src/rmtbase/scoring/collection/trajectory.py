@@ -15,7 +15,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ...baseline.sweep import Dispatch, dispatch_of
+from ...baseline.sweep import ClusterError, Dispatch, check_scheduler, dispatch_of
 from ...errors import InputError
 from ...stats.gaussian_null import GaussianNull
 from ...stats.null_protocol import Null
@@ -151,13 +151,27 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
     seed = int(options.get("seed", 0))
     here = workers is None and scheduler is None and client is None
     _check_dask_models(specs, here)
+    check_scheduler(scheduler)  # an address nothing answers at: one line before any work
     store = None if entries is None else EntryStore(entries, specs, options, x64,
                                                 (spectrum_draws, seed))
     runner = LocalRunner(specs, options, x64, progress, store) if here else \
         DaskRunner(specs, options, x64, progress, store, workers, scheduler, client)
+    results = _run_all(runner, _shape_first(infos), store, progress)
+    # the Gaussian band only for a null whose band it is (an entry's own band is not kept)
+    scored = [add_band(results[i], spectrum_draws if null.gaussian_spectrum_band else 0, seed)
+              for i in range(len(specs))]
+    out = combine(scored, [s.label for s in specs], dim)
+    out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
+    return out
+
+
+def _run_all(runner, order, store, progress) -> dict:
+    """{entry: Dataset} of every entry, run in ``order`` by ``runner`` and re-scored where
+    another entry of its shape needed a larger null. What an interrupt or a lost Dask cluster
+    leaves is said: the finished entries in ``store``, which the same call continues from."""
     try:
         with runner as run:
-            results = run(_shape_first(infos))
+            results = run(order)
             for _ in range(MAX_ROUNDS):
                 behind = _behind(results)
                 if not behind:
@@ -165,17 +179,18 @@ def score_collection(models, *, revisions=None, labels=None, dim: str | None = N
                 say(progress, f"re-scoring {len(behind)} entries against the larger null "
                                "that another entry of the same shape needed")
                 results.update(run(sorted(behind), force=True, start=behind))
+    except ClusterError as exc:
+        if store is not None and store.wrote:
+            raise ClusterError(f"{exc}; {store.wrote} finished entries are kept in "
+                               f"{store.folder}: run the same command again to continue"
+                               ) from None
+        raise
     except KeyboardInterrupt:
         if store is not None and store.wrote:
             print(f"rmtbase: {store.wrote} finished entries are kept in {store.folder}; run the "
                   "same command again to continue", file=sys.stderr, flush=True)
         raise
-    # the Gaussian band only for a null whose band it is (an entry's own band is not kept)
-    scored = [add_band(results[i], spectrum_draws if null.gaussian_spectrum_band else 0, seed)
-              for i in range(len(specs))]
-    out = combine(scored, [s.label for s in specs], dim)
-    out.attrs["computed_by"] = "one process" if here else f"{len(specs)} Dask tasks"
-    return out
+    return results
 
 
 def score_component_collection(models, *, revisions=None, labels=None, dim: str | None = None,

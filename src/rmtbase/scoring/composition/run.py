@@ -17,6 +17,7 @@ import xarray as xr
 
 from ...checks import check_int, check_probability, check_seed
 from ...errors import InputError, with_keywords
+from ...files.heap import gives_heap_back
 from ...files.memory import check_memory
 from ...stats import composition as C
 from ...stats.gaussian_null import GaussianNull
@@ -32,8 +33,8 @@ _GAUSSIAN = GaussianNull()
 
 #: The process itself (Python, JAX's runtime and buffers, xarray, the reader), beyond what
 #: :func:`plan` counts: the peak RSS of ``benchmarks/composition.py`` at the LLaMA-3-8B shape
-#: exceeded the counted bytes by 0.55 GiB at 3 layers and 0.85 GiB at 32 (2026-11-26; the
-#: benchmark's own factor generation is part of the second).
+#: exceeded the counted bytes by 0.55 GiB at 3 layers and 0.85 GiB at 32 (the benchmark's own
+#: factor generation is part of the second).
 RUNTIME_BYTES = 600 * 2**20
 
 
@@ -242,6 +243,7 @@ def _more_attrs(ds, got, null, info, draws: int, alpha: float) -> None:
         ds.attrs["null"] = got.description
 
 
+@gives_heap_back
 def composition(model, *, settings: CompositionSettings | None = None, fold_ln: bool = False,
                 ln_gains=None, revision: str | None = None, allow_pickle: bool = False,
                 progress: bool = False, **options) -> xr.Dataset:

@@ -27,7 +27,7 @@ from ..nulls.checks import report_undefined
 from ..nulls.layer_null import has_lambda_max, layer_null, layer_quantisation
 from ..profile.axes import add_profile, factor_profile, null_storage
 from .read_ahead import read_ahead
-from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart
+from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart, drawn_reference
 from .sequential import decide
 
 CONVENTIONS = ("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular values; "
@@ -66,6 +66,8 @@ class Layers:
     storages: list = field(default_factory=list)
     detected: list = field(default_factory=list)
     null_records: list = field(default_factory=list)
+    #: per layer the storage the null declares its draws are at (Null.draws_storage)
+    drawn_at: list = field(default_factory=list)
     profiles: list = field(default_factory=list)
     factors: list = field(default_factory=list)
     hists: list = field(default_factory=list)
@@ -81,8 +83,9 @@ class Layers:
     def null_storages(self) -> list[str]:
         """Per layer the name of its null storage, as the files spell it (what is written:
         ``layer_null_storage``, ``null_storage``, the null's description; the code keys by
-        :attr:`null_records`)."""
-        return [s.name for s in self.null_records]
+        :attr:`null_records`): the storage the null declares its draws are at
+        (:meth:`~rmtbase.stats.null_protocol.Null.draws_storage`)."""
+        return [s.name for s in (self.drawn_at or self.null_records)]
 
 
 def check_heads(layer: int, wq, wk, name: str,
@@ -127,6 +130,7 @@ def _one_layer(lh, info, opts: Options, out: Layers, quantized_null) -> None:
     out.storages.append(storage)
     out.detected.append(quant)
     out.null_records.append(null_st)
+    out.drawn_at.append(opts.null.draws_storage(null_st))
     out.unmatched |= bad
     if opts.null.needs_factors:
         out.factors.append((wq, wk))
@@ -180,11 +184,11 @@ def references(null, null_storages, cells: Cells, opts: Options) -> list:
     layer for a null drawn per head."""
     kw = dict(draws=opts.draws, seed=opts.seed, progress=opts.progress)
     if null.draws_per_head:
-        return [null.reference(cells, null_storages[0], **kw)]
+        return [drawn_reference(null, cells, null_storages[0], **kw)]
     groups: dict = {}
     for i, ns in enumerate(null_storages):
         groups.setdefault(ns, []).append(i)
-    return [null.reference(cells.at(rows), ns, **kw) for ns, rows in groups.items()]
+    return [drawn_reference(null, cells.at(rows), ns, **kw) for ns, rows in groups.items()]
 
 
 def _add_spectra(ds, read: Layers, refs, values, d: int, d_h: int) -> None:

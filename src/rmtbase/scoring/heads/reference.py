@@ -246,9 +246,54 @@ class PermutationReference(Reference):
                 "permutation_seed": r.seed}
 
 
+def drawn_reference(null, cells, storage, **kw):
+    """``null.reference(cells, storage, **kw)``, checked: a plugin's null that raises, or returns
+    other than a :class:`~rmtbase.scoring.heads.reference.Reference` whose draws hold every
+    statistic tested, each ``(draws,)`` or ``(layers, heads, draws)`` of these cells, is one
+    :class:`rmtbase.registry.PluginError` line naming it. A null (any) whose draws leave every
+    statistic tested undefined (fewer than 2 finite draws each) is refused, naming it."""
+    from ...errors import InputError
+    from ...registry import plugin_call
+    from ...stats.null_registry import REGISTRY
+
+    shipped = REGISTRY.shipped(null.name) and REGISTRY.peek(null.name) is type(null)
+    rows = cells.heads[0] if cells.rows is None else len(cells.rows)
+    heads = cells.heads[1] if len(cells.heads) > 1 else None
+    names = list(cells.tested)
+
+    def check(ref):
+        if not isinstance(ref, Reference):
+            return f"a {type(ref).__name__}, not a rmtbase.extend.Reference"
+        joint = getattr(ref, "joint", None)
+        if not isinstance(joint, dict):
+            return f"a reference whose joint is a {type(joint).__name__}, not {{statistic: draws}}"
+        missing = [k for k in (*names, "q.rms", "k.rms") if k not in joint]
+        if missing:
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            return f"draws without {', '.join(missing[:3])}{more}"
+        for k in names:
+            shape = np.shape(joint[k])
+            if not (len(shape) == 1 or shape[:-1] == (rows, heads)):
+                return (f"draws of {k} of shape {shape}: draws are (draws,) shared by the heads "
+                        f"or (layers, heads, draws) = ({rows}, {heads}, draws)")
+        return None
+
+    ref = (null.reference(cells, storage, **kw) if shipped else
+           plugin_call(REGISTRY, null.name, "reference()", null.reference, cells, storage,
+                       check=check, **kw))
+    if names and all(int(np.isfinite(np.asarray(ref.joint[k], dtype=float)).sum()) < 2
+                     for k in names if k in ref.joint):
+        raise InputError(f"the {null.name} null leaves every statistic undefined: none of the "
+                         f"{len(names)} statistics tested has two finite draws at "
+                         f"{getattr(storage, 'name', storage)} ({type(null).__module__}."
+                         f"{type(null).__qualname__}); refused")
+    return ref
+
+
 def spectral_names(tested) -> list[str]:
     """The spectral statistics among ``tested``."""
     return [k for k in tested if is_spectral(k)]
 
 
-__all__ = ["GAUSSIAN_AXES", "GAUSSIAN_BAND", "Cells", "NullStart", "PermutationReference", "Reference", "TableReference", "spectral_names"]
+__all__ = ["GAUSSIAN_AXES", "GAUSSIAN_BAND", "Cells", "NullStart", "PermutationReference",
+           "Reference", "TableReference", "drawn_reference", "spectral_names"]

@@ -24,8 +24,8 @@ from ...decision.scale import scaling
 from ...decision.score_dataset import SCORE_VARS
 from ...decision.significance import benjamini_hochberg
 from ...decision.verdict import score_values
-from ...errors import InputError, check_draws, with_keywords
-from ...stats.names import QUANTIZED_NULL
+from ...errors import check_draws, with_keywords
+from ...stats.names import check_quantized_null
 from ..nulls.checks import undefined_under_null
 from ..settings import ComponentSettings
 from .cells import _Cell, _read
@@ -199,9 +199,7 @@ def score_components(model=None, *, components="all", revision=None,
     check_draws(draws, MIN_NULL_DRAWS)  # the omnibus calibration of each matrix's p
     check_seed(seed)
     check_matrix_null_size(draws)  # before any weight is read
-    if quantized_null not in QUANTIZED_NULL:
-        raise InputError(f"quantized_null must be one of {', '.join(QUANTIZED_NULL)}, "
-                         f"got {quantized_null!r}")
+    check_quantized_null(quantized_null)  # a failed plugin: its own line
     label = None
     if model is None:
         model, label = default_model_path(), default_label()

@@ -14,7 +14,13 @@ from functools import lru_cache
 
 import numpy as np
 
-CHUNK = 50  # permutations per batch (memory: 2·CHUNK·d_h·d int32)
+#: Permutations per batch, and part of the random stream's definition: batch k holds draws
+#: k·CHUNK … (k + 1)·CHUNK − 1, drawn from the PRNG stream (seed, k) (:func:`permutations`: W_Q's
+#: then W_K's), so a changed CHUNK changes the permutations and with them every number of the
+#: permutation null (a run's p-values, the profile's permutation draws, growth continuing a
+#: stream, :mod:`rmtbase.scoring.stopping.head_growth`). It also bounds memory: 2·CHUNK·d_h·d
+#: int32 per batch.
+CHUNK = 50
 HEAD_BLOCK = 16  # heads per thread and step (memory: 2·HEAD_BLOCK·CHUNK·d_h² float32 Grams)
 
 

@@ -106,6 +106,24 @@ def _against(value, draws) -> _Against:
     return _Against(v - med, lo - med, hi - med, np.where(np.isfinite(v), p, np.nan))
 
 
+def _dataset_axis(ds: xr.Dataset, name: str, shape: tuple):
+    """A dataset axis's ``fn(ds)``, (layer, head) values; a plugin axis that raises or returns
+    another shape is one :class:`rmtbase.registry.PluginError` line naming it."""
+    from ...registry import plugin_call
+
+    def check(out):
+        got = np.shape(out) if isinstance(out, np.ndarray | list | tuple | float | int) or \
+            hasattr(out, "shape") else None
+        if got is None:
+            return f"a {type(out).__name__}, not (layer, head) values {shape}"
+        if tuple(got) != tuple(shape):
+            return f"shape {tuple(got)}, not (layer, head) {tuple(shape)}"
+        return None
+
+    return plugin_call(AXIS_REGISTRY, name, "fn(scores)", AXIS_REGISTRY[name].fn, ds,
+                       check=check)
+
+
 def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed: int,
                 permutation: dict | None = None, progress: bool = False, start=None) -> dict:
     """Add ``profile_value``, ``_effect``, ``_band_lo``/``_hi``, ``_p``, ``_q``, ``_flag`` over
@@ -132,7 +150,7 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
                     val["effect"][li, h, j], val["p"][li, h, j] = eff, p
                     val["band_lo"][li, h, j], val["band_hi"][li, h, j] = lo, hi
         elif AXIS_REGISTRY[a].source == "dataset":
-            val["value"][..., j] = AXIS_REGISTRY[a].fn(ds)
+            val["value"][..., j] = _dataset_axis(ds, a, shape)
         else:
             stat = AXIS_REGISTRY[a].statistic
             for v, src in (("value", "value"), ("effect", "effect_size"), ("p", "p_value"),

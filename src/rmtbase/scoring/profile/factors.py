@@ -36,7 +36,7 @@ _CHUNK = 250
 _HEADS = 10
 #: XLA compiler options of the block-format/FP8 chunk's program on the CPU (format 6): LLVM's
 #: vectors of 512 bits where the CPU has them and HLO optimisation level 1 (a shorter compile,
-#: the same run time; ``benchmarks/profile_chunk.py``). Per program, never ``XLA_FLAGS``;
+#: the same run time). Per program, never ``XLA_FLAGS``;
 #: another backend gets none.
 _CHUNK_OPTIONS = {"xla_cpu_prefer_vector_width": 512, "xla_backend_optimization_level": 1}
 

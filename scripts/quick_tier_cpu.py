@@ -3,7 +3,7 @@
 
     RMTBASE_TEST_CPU_LOG=/tmp/cpu /usr/bin/time -v .venv/bin/python -m pytest -n 2 \\
         --dist loadfile -m "not slow" -q
-    python benchmarks/quick_tier_cpu.py /tmp/cpu [--top 30] [--against /tmp/cpu-before]
+    python scripts/quick_tier_cpu.py /tmp/cpu [--top 30] [--against /tmp/cpu-before]
 
 Sums, per file, the CPU of the worker process (user + system) and of the subprocesses its
 tests waited for, over setup, call and teardown of each test; prints the files by CPU, the

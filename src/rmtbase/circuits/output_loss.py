@@ -1,0 +1,237 @@
+"""What a behaviour circuit does for the model's output: the next-token loss where induction
+can predict, clean, with the circuit's edges replaced by their counterfactual, and with its
+receivers' outputs replaced.
+
+Logits: the model's own, or the final hidden state times the input embedding where the output
+head is tied to it (a base model as rmtbase loads it; without a soft-cap); NaN for a model whose
+untied output head was not loaded. Positions: query ``i`` whose next token is predictable by
+copying, i.e. some ``j < i`` has
+``ids[j] = ids[i]`` and ``ids[j + 1] = ids[i + 1]`` (on repeated random tokens: the repeated
+half). Loss: the mean over those positions of ``−log p(ids[i + 1])`` (nats), per sequence, then
+mean and se over sequences.
+
+A **behaviour circuit** is the induction heads of one run's sequences with at least one
+confirmed edge, and those edges: the loss where a copy predicts the next token is what
+induction is for (Olsson et al. 2022); for the other labels (previous-token, duplicate-token)
+the same loss would measure their part in someone else's circuit, and their faithfulness
+(:mod:`.faithfulness`) is their test. Three full forward passes of the model (each averaged over the
+counterfactual's pairings, :mod:`.counterfactual`):
+
+- ``loss_clean``: the model as it is;
+- ``loss_circuit_ablated``: each receiver R's output recomputed with its ``κ`` input (q, k, v)
+  read from the residual in which the sources confirmed for (R, κ) are counterfactual
+  (everything else as in :mod:`.faithfulness`, from the clean run), and the change of R's output
+  injected into its layer's attention output; the rest of the model runs on it;
+- ``loss_receivers_ablated``: every receiver's own output replaced by its counterfactual.
+
+A circuit that carries the behaviour raises the loss about as much as removing its receivers
+does; an idle one leaves it at ``loss_clean`` (the number a paper quotes: Olsson et al. 2022,
+in-context learning and induction heads)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The labels whose receivers form a behaviour circuit measured on the output.
+LABELS = ("induction",)
+
+
+def predictable(ids) -> np.ndarray:
+    """``(N, T)`` bool: query positions whose next token a copy predicts (module docstring)."""
+    ids = np.asarray(ids)
+    n, t = ids.shape
+    out = np.zeros((n, t), dtype=bool)
+    for s in range(n):
+        seen = set()
+        row = ids[s]
+        for i in range(t - 1):
+            pair = (int(row[i]), int(row[i + 1]))
+            if pair in seen:
+                out[s, i] = True
+            seen.add(pair)
+    return out
+
+
+def _loss(hm, ids, mask, changes) -> np.ndarray | None:
+    """Per sequence mean next-token loss at ``mask`` with ``changes`` {layer: (N, T, d)}
+    subtracted from those layers' attention outputs; None where the model gives no logits."""
+    import torch
+
+    handles = []
+
+    def hook(j):
+        def run(_mod, _args, output):
+            first = output[0] if isinstance(output, tuple) else output
+            new = first - changes[j].to(first.dtype)
+            return (new, *output[1:]) if isinstance(output, tuple) else new
+        return run
+
+    f = getattr(hm, "contribution_module", None)
+    try:
+        for j in changes:
+            mod = f(j) if f is not None else hm.attention(j)
+            handles.append(mod.register_forward_hook(hook(j)))
+        x = torch.from_numpy(np.ascontiguousarray(ids))
+        with torch.inference_mode():
+            out = hm.net(input_ids=x, attention_mask=torch.ones_like(x))
+            logits = _logits(hm.net, out)
+    finally:
+        for h in handles:
+            h.remove()
+    if logits is None:
+        return None
+    lp = torch.log_softmax(logits[:, :-1].double(), -1)
+    nll = -lp.gather(-1, x[:, 1:, None]).squeeze(-1).numpy()
+    m = mask[:, :-1]
+    with np.errstate(invalid="ignore"):
+        return np.where(m.any(1), (nll * m).sum(1) / np.maximum(m.sum(1), 1), np.nan)
+
+
+def _logits(net, out):
+    """The model's logits: its own, or for a base model (rmtbase loads GGUF files and folders
+    as base models) the final hidden state times the input embedding where the output head is
+    tied to it (``tie_word_embeddings``); None for an untied head that was not loaded."""
+    logits = getattr(out, "logits", None)
+    if logits is not None:
+        return logits
+    hidden = getattr(out, "last_hidden_state", None)
+    cfg = getattr(net, "config", None)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    if hidden is None or not getattr(text, "tie_word_embeddings", False):
+        return None
+    return hidden.float() @ net.get_input_embeddings().weight.float().T
+
+
+def _share(run, layer, head, dz):
+    """The attention-output change of head (layer, head) whose ``u = z r`` changes by ``dz``."""
+    import torch
+
+    scale = None if run.cap.scale is None else run.cap.scale[layer]
+    one = None if scale is None else torch.ones_like(scale)
+    return run.hm.source_contribution(layer, head, dz, scale=one).float()
+
+
+def _u(run, layer, head, z):
+    scale = None if run.cap.scale is None else run.cap.scale[layer]
+    return z if scale is None else z * scale.float()
+
+
+def _patched_output(run, rec, edges, how):
+    """``z'`` of receiver ``rec`` with each input reading its edges' counterfactual residual."""
+    import torch
+
+    from .faithfulness import _residual
+
+    li, hi = rec
+    hm, pt = run.hm, run.pt
+    c = pt.clean(li, hi)
+    inputs = {}
+    with torch.inference_mode():
+        for kind in ("q", "k", "v"):
+            srcs = edges.get(kind)
+            if not srcs:
+                inputs[kind] = c[kind]
+                continue
+            if run.mlps:
+                keep = [(m, s) for m in range(li) for s in range(hm.n_heads)
+                        if (m, s) not in srcs]
+                x = _residual(run, li, keep, how, True)
+            else:
+                x = run.cap.resid[li].float().clone()
+                for m, s in srcs:
+                    x -= pt.source_delta(int(m), int(s), how)
+            fn = {"q": hm.query, "k": hm.key, "v": hm.value}[kind]
+            inputs[kind] = fn(li, hi, hm.norm(li)(x))
+        a = hm.pattern(li, inputs["q"], inputs["k"], head=hi)
+        return a @ inputs["v"]
+
+
+def losses(run, circuit: dict) -> dict:
+    """``{loss_clean, loss_circuit_ablated, loss_receivers_ablated}`` each ``(mean, se)`` for
+    ``circuit`` {(layer, head): {kind: {(m, s), …}}} on ``run``'s sequences (module
+    docstring); NaN where the model gives no logits or no position is predictable."""
+    import torch
+
+    hm, pt, seqs = run.hm, run.pt, run.seqs
+    mask = predictable(seqs.ids)
+    nan = (np.nan, np.nan)
+    out = {"loss_clean": nan, "loss_circuit_ablated": nan, "loss_receivers_ablated": nan}
+    if not mask[:, :-1].any():
+        return out
+    clean = _loss(hm, seqs.ids, mask, {})
+    if clean is None:
+        return out
+    cut, gone = [], []
+    for how in pt.hows():
+        edge, recv = {}, {}
+        for (li, hi), edges in circuit.items():
+            z = run.cap.z[li][:, :, hi, :].float()
+            with torch.inference_mode():
+                dz_edges = _u(run, li, hi, z - _patched_output(run, (li, hi), edges, how))
+                u = _u(run, li, hi, z)
+                dz_recv = u if how is None else how[0].delta(u, how[1])
+                edge[li] = edge.get(li, 0) + _share(run, li, hi, dz_edges)
+                recv[li] = recv.get(li, 0) + _share(run, li, hi, dz_recv)
+        cut.append(_loss(hm, seqs.ids, mask, edge))
+        gone.append(_loss(hm, seqs.ids, mask, recv))
+
+    def stat(x):
+        x = np.asarray(x, dtype=np.float64)
+        x = x[np.isfinite(x)]
+        return ((float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)))
+                if x.size > 1 else nan)
+
+    out["loss_clean"] = stat(clean)
+    out["loss_circuit_ablated"] = stat(np.mean(cut, axis=0))
+    out["loss_receivers_ablated"] = stat(np.mean(gone, axis=0))
+    return out
+
+
+def add_circuit_losses(ds, rows, labels, runs, length_of, progress) -> None:
+    """Per behaviour circuit (the receivers of :data:`LABELS` with confirmed edges on one run's
+    sequences: ``runs`` {length: run}, ``length_of`` (layer, head) → length), :func:`losses`
+    added to the circuits Dataset ``ds`` as variables along ``circuit``."""
+    from ..progress import stage
+    from .labels import head_name
+
+    lab = labels["label"].transpose("layer", "head").values
+    groups: dict = {}
+    for r in rows:
+        rec = (r["layer_to"], r["head_to"])
+        if not r["confirmed"] or str(lab[rec]) not in LABELS:
+            continue
+        n = int(length_of[rec]) if len(runs) > 1 else next(iter(runs))
+        g = groups.setdefault((str(lab[rec]), n), {})
+        g.setdefault(rec, {}).setdefault(r["kind"], set()).add((r["layer_from"], r["head_from"]))
+    if not groups:
+        return
+    stage("rmtbase circuits", f"output loss of {len(groups)} induction circuit(s)",
+          enabled=progress)
+    names = ("loss_clean", "loss_circuit_ablated", "loss_receivers_ablated")
+    cols: dict = {k: [] for k in ("circuit_label", "circuit_receivers", "circuit_length")}
+    for k in names:
+        cols[k], cols[k + "_se"] = [], []
+    for (label, n), circuit in sorted(groups.items()):
+        got = losses(runs[n], circuit)
+        cols["circuit_label"].append(label)
+        cols["circuit_receivers"].append(",".join(head_name(*rec) for rec in sorted(circuit)))
+        cols["circuit_length"].append(int(n))
+        for k in names:
+            cols[k].append(got[k][0])
+            cols[k + "_se"].append(got[k][1])
+    meaning = {
+        "loss_clean": "next-token loss where a copy predicts the next token (nats)",
+        "loss_circuit_ablated": "that loss with the circuit's confirmed edges replaced by their "
+                                "counterfactual (each receiver's inputs)",
+        "loss_receivers_ablated": "that loss with the circuit's receivers' outputs replaced by "
+                                  "their counterfactual"}
+    for k, v in cols.items():
+        base = k[:-3] if k.endswith("_se") else k
+        ln = (("standard error over sequences of " if k.endswith("_se") else "")
+              + meaning.get(base, k.replace("_", " ")))
+        arr = np.array(v, dtype=str if k in ("circuit_label", "circuit_receivers") else
+                       (np.int64 if k == "circuit_length" else np.float64))
+        ds[k] = ("circuit", arr, {"long_name": ln, "units": "nats" if "loss" in k else "1"})
+
+
+__all__ = ["LABELS", "add_circuit_losses", "losses", "predictable"]
