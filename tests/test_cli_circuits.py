@@ -159,8 +159,7 @@ def test_context_feeds_every_output():
     comp = _random_composition(n_l=3, n_h=2, seed=1)
     ctx = context(None, {"composition.nc": comp, "circuits.nc": _circuits_dataset()})
     assert ctx["patched"] and ctx["labels"][(2, 1)] == "induction"
-    assert ctx["found"][0].startswith("induction head L2H1 · K direct: L0H1 (previous-token) "
-                                      "supports +0.4 ± 0.01 [weights rank 1")
+    assert ctx["found"][0] == "K: L0H1 +0.4±0.01 → L2H1 induction"
     assert len(ctx["circuits"]) == 3 and CIRCUIT_KEYS <= set(ctx["circuits"][0])
     first = composition_json(comp, ctx["circuits"])["standing"][0]
     assert (first["kind"], first["from"], first["to"], first["confirmed"]) == \
@@ -193,7 +192,8 @@ def test_context_feeds_every_output():
 def test_smollm2_first_screen_leads_with_its_induction_circuit(tmp_path, capsys):
     """The tour's SmolLM2 GGUF through the command: --json's circuits confirm L16H0 → L17H3
     and L16H0 → L17H5 by K (the probe's previous-token head into its induction heads, ranks 1
-    and 6 of 35,235 K pairs by weights), and a found line names it."""
+    and 6 of 35,235 K pairs by weights), and a circuit line names it (source, its path and
+    sign, then the receivers)."""
     import importlib.util
     from pathlib import Path
 
@@ -211,8 +211,9 @@ def test_smollm2_first_screen_leads_with_its_induction_circuit(tmp_path, capsys)
         row = k[("L16H0", to)]
         assert row["confirmed"] and row["label_from"] == "previous-token", row
         assert row["label_to"] == "induction" and row["rank_weights"] <= 3, row
-    assert any(t.startswith("induction head L17H3") and "K direct: L16H0 (previous-token) "
-               "supports" in t for t in doc["composition"]["found"])
+    assert any(t.startswith("K: L16H0 +")
+               and "L17H3" in t.split("→")[1] and t.split("→")[1].split(";")[0].endswith(
+                   "induction") for t in doc["composition"]["found"])
 
 
 def test_text_without_a_tokenizer_is_refused_before_any_work(tmp_path, capsys):

@@ -116,24 +116,24 @@ def _random_composition(n_l=3, n_h=2, seed=0):
 
 
 def test_found_lines_say_each_receivers_confirmed_sources_by_path_and_sign():
-    """A hand-made circuit list: one line per receiver, kind and path with its confirmed
-    sources, signed, with ranks and the explained share; a low explained share, a redundant
-    receiver, a joint effect of the other sign, a receiver with nothing confirmed and an
-    unlabelled receiver's dependencies each get their line; the rule's words come last; every
-    line is returned and the terminal shows the first ones and says where the rest is."""
-    from rmtbase.report.circuit_lines import RULE, TERMINAL_LINES, found_lines, terminal
+    """A hand-made circuit list: one line per circuit (two induction heads with the same K
+    source on one line, the range of their effects; the suppressing Q source on its own), a
+    redundant receiver, a joint effect of the other sign, a receiver with nothing confirmed and
+    an unlabelled receiver's dependencies each get their line; the last names the
+    counterfactual (zero for rows without one) and the legend; every line is returned and the
+    terminal shows the first ones and says where the rest is."""
+    from rmtbase.report.circuit_lines import TERMINAL_LINES, found_lines, terminal
 
     ds = _random_composition()
     row = {"kind": "k", "path": "direct", "from": "L0H1", "label_from": "previous-token",
            "label_to": "induction", "effect_se": 0.01, "confirmed": True, "metric": "induction",
            "score_to": 0.8, "label_length": 10, "role": "supports", "rank_attribution": 1,
-           "joint_effect": 0.5, "joint_se": 0.02, "explained": 0.8}
+           "joint_effect": 0.5, "joint_se": 0.02}
     circuits = [{**row, "to": "L1H0", "rank_weights": 1, "effect_causal": 0.4},
                 {**row, "to": "L2H1", "rank_weights": 4, "effect_causal": 0.3,
-                 "explained": 0.3 / 0.7, "joint_effect": 0.7},
+                 "joint_effect": 0.7},
                 {**row, "kind": "q", "to": "L2H1", "rank_weights": 2, "effect_causal": -0.2,
-                 "role": "suppresses", "joint_effect": 0.1, "joint_contradicts": True,
-                 "explained": -2.0},
+                 "role": "suppresses", "joint_effect": 0.1, "joint_contradicts": True},
                 {**row, "kind": "v", "to": "L2H1", "confirmed": False, "rank_weights": 1,
                  "effect_causal": 0.01, "metric": "output_change"},
                 {**row, "from": "L0H0", "to": "L2H0", "confirmed": False, "redundant": True,
@@ -145,29 +145,25 @@ def test_found_lines_say_each_receivers_confirmed_sources_by_path_and_sign():
                  "rank_weights": 1}]
     lines = found_lines(ds, circuits, patched=True, meta={"pairs_unlike_random": 3})
     draws = ds["composition_p"].attrs["draws"]
-    assert lines[0] == ("induction head L1H0 (0.80 at repeat 10) · K direct: L0H1 "
-                        "(previous-token) supports +0.4 ± 0.01 [weights rank 1, attribution "
-                        "rank 1]; explained 80 % of +0.5 ± 0.02")
-    assert lines[1].startswith("induction head L2H0 (0.80 at repeat 10) · K direct: no single "
-                               "source confirmed")
-    assert lines[2].startswith("induction head L2H1 (0.80 at repeat 10) · K direct: L0H1 "
-                               "(previous-token) supports +0.3 ± 0.01 [weights rank 4")
-    assert "57 % of the joint effect +0.7 ± 0.02 stays unexplained" in lines[3]
-    assert "· Q direct: L0H1 (previous-token) suppresses -0.2 ± 0.01" in lines[4]
-    assert "sum to -0.2 but removing every earlier source together gives +0.1" in lines[5]
-    assert lines[6].startswith("induction head L1H1 (0.80 at repeat 10): no source confirmed")
-    assert lines[7].startswith("L1H2 (no behaviour label; dependencies, not circuits): K "
-                               "direct L0H0 0.2")
-    assert lines[-2] == f"composition: 3 of 36 pairs unlike random at {draws} draws, 19 open"
-    assert lines[-1] == RULE and len(lines) == 10
+    assert lines == [
+        "K: L0H1 +0.3..+0.4 → L1H0, L2H1 induction",
+        "Q: L0H1 -0.2±0.01 → L2H1 induction",
+        "redundant (no single source confirmed, all earlier ones together pass): L2H0 K",
+        "all earlier sources together of the other sign than the confirmed ones' sum: L2H1 Q",
+        "no source confirmed on any path: L1H1 induction",
+        "no behaviour label (dependencies, not circuits): L1H2 ← K L0H0 0.2±0.01",
+        f"composition: 3 of 36 pairs unlike random at {draws} draws, 19 open",
+        "effects under zero ablation; what each number means: the legend in summary.txt"]
+    assert found_lines(ds, circuits, patched=True,
+                       meta={"pairs_unlike_random": 0})[0].startswith("no head pair differs")
     none = found_lines(ds, [], patched=True, meta={"repeat_lengths": "5, 10"})
     assert none == ["no circuit found: no head after layer 0 reached a behaviour label "
                     "(repeat lengths tried: 5, 10; threshold 0.4 above chance)",
                     f"composition: 19 of 36 pairs unlike random at {draws} draws, 19 open"]
     many = [f"line {i}" for i in range(30)]
-    shown = terminal(many)
-    assert len(shown) == TERMINAL_LINES and shown[:-1] == many[:TERMINAL_LINES - 1]
-    assert shown[-1] == f"… {30 - TERMINAL_LINES + 1} more line(s): all of them in " \
+    shown = terminal(many)  # a heading row beside them: 23 rows, the last where the rest is
+    assert len(shown) == TERMINAL_LINES - 1 and shown[:-1] == many[:TERMINAL_LINES - 2]
+    assert shown[-1] == f"… {30 - TERMINAL_LINES + 2} more line(s): all of them in " \
                         "summary.txt and --json"
     assert terminal(many[:5]) == many[:5]
     screen = found_lines(ds)  # no patching: the strongest pair of each kind, not confirmed

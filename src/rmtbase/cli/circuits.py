@@ -149,6 +149,28 @@ def run(args: argparse.Namespace) -> int:
     return _search(args, text)
 
 
+def on_receiver(args) -> dict:
+    """``{"on_receiver": say}`` for :func:`rmtbase.circuits.find_circuits` where lines are
+    wanted (neither ``--json`` nor ``--quiet``), else {}: ``say`` writes
+    each receiver's lines (:func:`rmtbase.report.circuit_lines.receiver_lines`, each cut to two
+    rows of 80 columns) on stderr, with the progress (:func:`rmtbase.progress.message`), as
+    soon as that receiver is done; the answer on stdout stays the screen of what was found at
+    the end, and summary.txt holds every line whole."""
+    if getattr(args, "json", False) or getattr(args, "quiet", False):
+        return {}
+    from ..progress import message
+    from ..report.circuit_lines import TERMINAL_WIDTH, fit_rows, receiver_lines
+
+    ablation = getattr(args, "ablation", None) or "mean"
+
+    def say(rows) -> None:
+        for t in receiver_lines(list(rows), ablation=ablation):
+            for row in fit_rows(f"rmtbase circuits: found {t}", TERMINAL_WIDTH):
+                message(row)
+
+    return {"on_receiver": say}
+
+
 def _plain(v):
     """A JSON value of a netCDF attribute (NaN as None)."""
     import numpy as np
@@ -177,7 +199,8 @@ def _search(args, text) -> int:
                         receivers_of_interest=args.receivers, sinks=args.sinks,
                         repeat_lengths=args.repeat_length if text is None else "auto",
                         mlp_paths={"auto": "auto", "on": True, "off": False}[args.mlp_paths],
-                        layers=args.layers, progress=not args.quiet, ablation=args.ablation)
+                        layers=args.layers, progress=not args.quiet, ablation=args.ablation,
+                        **on_receiver(args))
     ctx = context(None, {"composition.nc": comp, "circuits.nc": cds})
     written = write_circuits(ctx, cds, args.out, figures=not args.no_figures)
     if args.json:
@@ -196,7 +219,7 @@ def _search(args, text) -> int:
                            "composition_open_pairs"))})
         print_json(doc)
     else:
-        print("What was found:")
+        print("What was found:")  # with its rows, within 24 x 80 (circuit_lines.terminal)
         print("\n".join(f"  {t}" for t in terminal(ctx["found"])))
     output.say_wrote(written, args.out, t0)
     return 0

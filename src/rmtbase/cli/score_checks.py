@@ -138,6 +138,7 @@ def request_of(args, plan: Plan):
     score's level, seed and --quantized-null)."""
     from ..pipeline import ScoreRequest
     from ..scoring.settings import ComponentSettings, CompositionSettings
+    from .circuits import on_receiver
 
     comp = CompositionSettings(null=plan.null, draws=args.draws, seed=args.seed,
                                alpha=args.alpha) if args.composition else None
@@ -147,7 +148,8 @@ def request_of(args, plan: Plan):
                         allow_pickle=args.allow_pickle, ov=args.ov, directions=args.directions,
                         components=None if plan.components is None else tuple(plan.components),
                         component_settings=parts, composition=comp, probe=args.probe,
-                        text=args.text, repeat_length=getattr(args, "repeat_length", "auto"))
+                        text=args.text, repeat_length=getattr(args, "repeat_length", "auto"),
+                        on_receiver=on_receiver(args).get("on_receiver") if args.probe else None)
 
 
 def _check_work(args, plan) -> None:

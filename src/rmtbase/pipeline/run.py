@@ -44,6 +44,8 @@ class ScoreRequest:
     probe: bool = False
     text: str | None = None
     repeat_length: object = "auto"
+    #: Called with each circuit receiver's finding rows as soon as it is done (None: not).
+    on_receiver: object = None
 
     def __post_init__(self):
         for name, cls in (("settings", ScoreSettings), ("component_settings", ComponentSettings)):
@@ -175,7 +177,7 @@ def _composition(request: ScoreRequest, prepared: Prepared, progress: bool):
     circuits = find_circuits(
         loaded, comp, seed=request.settings.seed, progress=progress,
         text=prepared.probe_text if request.text is not None else None,
-        repeat_lengths=request.repeat_length)
+        repeat_lengths=request.repeat_length, on_receiver=request.on_receiver)
     return comp, circuits, loaded if prepared.text_probe else None
 
 

@@ -21,7 +21,8 @@ def head_kinds(score) -> dict:
 
 def context(score, extras) -> dict | None:
     """None without ``composition.nc`` in ``extras``; else {"composition", "circuits" (or None),
-    "labels", "kinds" ({(layer, head): ...}, maybe empty), "found", "patched"}."""
+    "labels", "kinds" ({(layer, head): ...}, maybe empty), "found", "patched", "meta" (the
+    circuits Dataset's attrs, {} without one)}."""
     from .circuit_lines import found_lines
 
     if not extras or "composition.nc" not in extras:
@@ -36,7 +37,7 @@ def context(score, extras) -> dict | None:
     labels = head_labels(score, cds)
     return {"composition": comp, "circuits": circuits, "labels": labels or {},
             "kinds": head_kinds(score),
-            "patched": cds is not None,
+            "patched": cds is not None, "meta": meta,
             "found": found_lines(comp, circuits, patched=cds is not None, labels=labels,
                                  meta=meta)}
 

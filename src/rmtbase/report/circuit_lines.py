@@ -1,120 +1,260 @@
 """What was found, in lines: the first thing ``score --composition`` and ``circuits`` say.
 
-With the circuit search (rows as :func:`rmtbase.circuits.circuit_list` objects; ``meta`` the
-circuits Dataset's attrs), in order:
+With the circuit search (rows as :func:`rmtbase.circuits.circuit_list` objects, or the search's
+own rows; ``meta`` the circuits Dataset's attrs), :func:`found_lines` gives, in order:
 
 - a first line when no head pair is unlike random and none is open, or "composition
   undecided" when none is flagged but the draws leave some open (:func:`_null_line`);
-- one line per receiver, kind and path with confirmed sources (receivers by
-  :data:`rmtbase.report.composition_standing.LABEL_ORDER`, then K, Q, V, direct before via
-  MLP), each source signed (``supports``/``suppresses``) with its ranks and the fraction of the
-  joint effect explained;
-- weak explanation (< half), ``redundant`` sources, joint effect of the other sign;
-- receivers with nothing confirmed; unlabelled receivers' dependencies;
-- "no circuit found" with the reason;
-- else the pairs unlike random and open at the composition's draws;
-- how well the weights screen worked (Spearman against the exact effect) and :data:`RULE`.
+- one line per circuit of the first label present (induction where there is one; else the
+  first circuit only): the
+  confirmed q or k sources (each with its path and effect ± se) → the receivers that share
+  exactly those sources, kind and label, and the circuit's faithfulness (``faithfulness`` ±
+  se, ``faithfulness_empty`` its floor; left out where not measured). Circuits by their first
+  receiver's layer and head as numbers, K before Q; sources by |effect|;
+- one line of the rows that pass the rule under zero ablation only (``depends == "zero"``)
+  and one of those the two non-zero counterfactuals disagree on (``"counterfactual"``), each
+  with its effects under each; neither is confirmed;
+- one line summing up the confirmed V sources (each is in :func:`receiver_lines`);
+- the other labels' circuit lines (:data:`rmtbase.report.composition_standing.LABEL_ORDER`);
+- a receiver and kind whose sources matter only together (``redundant``), a joint effect of
+  the other sign than the confirmed sources' sum;
+- the labelled receivers with nothing confirmed; unlabelled receivers' dependencies;
+- "no circuit found" with the reason; else the pairs unlike random and open at the
+  composition's draws; how well the weights screen worked;
+- the counterfactual the effects were measured under, and where each number's meaning is.
 
-A terminal shows :data:`TERMINAL_LINES` and says where the rest is (:func:`terminal`). Without
-patching the weights' screen is said as not confirmed."""
+The order is also the order of importance: a terminal shows the first lines, so every
+induction circuit and the counterfactual's warnings come before the longer lists.
+
+:func:`receiver_lines` gives one receiver's lines (every confirmed source by kind, V
+included) as soon as that receiver is done; ``summary.txt`` lists them all by receiver, then
+the legend (:mod:`.circuit_legend`), which states each number's meaning once.
+:func:`terminal` fits the lines in :data:`TERMINAL_LINES` rows of :data:`TERMINAL_WIDTH`
+columns and names the file that holds the rest. Without patching the weights' screen is said
+as not confirmed."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
-#: Lines a terminal shows before pointing to summary.txt / --json.
-TERMINAL_LINES = 12
-#: A receiver whose confirmed sources explain less than this share of the joint effect is said.
-EXPLAINED_LOW = 0.5
-_CHANGE = ("output_change", "attention_tv")
-RULE = ("effects: drop of the receiver's behaviour statistic (mean attention, units 1) when the "
-        "source's output is removed from that input, mean ± se over n sequences (+ supports, "
-        "- suppresses); V: relative change of the receiver's output |dz|/|z|; confirmed: "
-        "|effect| >= 3 se and >= 10 % of the receiver's score (0.1 for V), >= 8 sequences; "
-        "explained: confirmed singles over all earlier sources removed together")
+from . import circuit_text as T
+
+#: Rows a terminal shows of what was found, its heading included, and their width.
+TERMINAL_LINES = 24
+TERMINAL_WIDTH = 80
+#: Rows one line may wrap to on a terminal before it is cut with "…".
+LINE_ROWS = 2
+_KINDS = ("k", "q", "v")
 
 
-def _label(text) -> str:
-    return "unlabelled" if not text or str(text) == "none" else str(text)
+def _receivers(rows) -> dict:
+    """{receiver: its rows}, receivers by layer and head as numbers."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r["to"], []).append(r)
+    return {to: out[to] for to in sorted(out, key=T.head_order)}
 
 
-def _num(x, signed=True) -> str:
-    if x is None or not np.isfinite(x):
-        return "?"
-    return f"{float(x):+.2g}" if signed else f"{float(x):.2g}"
-
-
-def _effect(r: dict) -> str:
-    change = r.get("metric") in _CHANGE
-    e = _num(r.get("effect_causal"), signed=not change)
-    se = r.get("effect_se")
-    return e + ("" if se is None or not np.isfinite(se) else f" ± {float(se):.1g}")
-
-
-def _path(kind: str, path: str) -> str:
-    return f"{kind.upper()} {'via MLP' if path == 'via_mlp' else 'direct'}"
-
-
-def _receiver(r: dict) -> str:
-    lab = _label(r.get("label_to"))
-    n = r.get("label_length") or 0
-    at = f" at repeat {n}" if n else ""
-    score = r.get("score_to")
-    s = f"{float(score):.2f}{at}" if score is not None and r.get("metric") not in _CHANGE \
-        else at.strip()
-    return f"{lab} head {r['to']}" + (f" ({s})" if s else "")
+def _by_effect(rows) -> list[dict]:
+    return sorted(rows, key=lambda r: -abs(r["effect_causal"]) if T.finite(
+        r.get("effect_causal")) else 0.0)
 
 
 def _source(r: dict) -> str:
-    role = r.get("role") or "supports"
-    verb = "changes it" if role == "changes" else role
-    return (f"{r['from']} ({_label(r.get('label_from'))}) {verb} {_effect(r)} "
-            f"[weights rank {r.get('rank_weights')}, attribution rank "
-            f"{r.get('rank_attribution', '?')}]")
+    return f"{_name(r['from'], r['path'])} {T.effect(r)}" + (" idle" if r.get("idle") else "")
 
 
-def _groups(circuits) -> dict:
+def _name(frm: str, path: str) -> str:
+    """A source as said: its name, ``via MLP`` where it acts through the MLPs (else directly)."""
+    return frm + (" via MLP" if path == "via_mlp" else "")
+
+
+def _depends(rows, which: str) -> list[dict]:
+    return [r for r in rows if str(r.get("depends") or "") == which]
+
+
+def _depends_items(rows: list[dict], ablation: str, receiver: bool = True) -> str:
+    """The rows of one ``depends`` value, one item per source, kind and path (its receivers
+    together, by layer and head; K, then Q, then V items, each by first receiver, then
+    |effect|):
+    ``K L3H1 → L5H1, L9H2: zero +0.14, mean +0.014``."""
     groups: dict = {}
-    for c in circuits:
-        groups.setdefault((c["to"], c["kind"], c.get("path", "direct")), []).append(c)
-    return groups
+    for r in sorted(_by_effect(rows), key=lambda r: (_KINDS.index(r["kind"]) if r["kind"] in
+                                                     _KINDS else 3, T.head_order(r["to"]))):
+        groups.setdefault((r["kind"], r["from"], r["path"]), []).append(r)
+    return "; ".join(
+        f"{kind.upper()} {_name(frm, p)}" + (
+            f" → {', '.join(r['to'] for r in got)}" if receiver else "") +
+        f": {T.counterfactual_effects(got, ablation)}"
+        for (kind, frm, p), got in groups.items())
 
 
-def _order(groups, meta_rank):
-    def key(g):
-        r = groups[g][0]
-        return (meta_rank(_label(r.get("label_to"))), r["to"], "kqv".index(g[1]),
-                g[2] != "direct")
-    return sorted(groups, key=key)
+_DEPENDS = {"zero": "depends on zero ablation only",
+            "counterfactual": "depends on the counterfactual"}
 
 
-def _group_lines(rows: list[dict]) -> list[str]:
-    r0 = rows[0]
-    head = f"{_receiver(r0)} · {_path(r0['kind'], r0.get('path', 'direct'))}"
-    conf = sorted((r for r in rows if r.get("confirmed")),
-                  key=lambda r: -abs(r.get("effect_causal") or 0))
-    joint = {"effect_causal": r0.get("joint_effect"), "effect_se": r0.get("joint_se"),
-             "metric": r0.get("metric")}
+def _joint_lines(mine: list[dict], any_confirmed: bool, before: str, after: str = "") -> list[str]:
+    """A receiver and kind's lines on every earlier source removed together, per path: the
+    sources matter only together (``redundant``, nothing confirmed of the kind), or their
+    joint effect has the other sign than the confirmed ones' sum; each opens with ``before``,
+    the path and ``after``."""
     lines = []
-    if conf:
-        ex = r0.get("explained")
-        has_joint = joint["effect_causal"] is not None and np.isfinite(joint["effect_causal"])
-        has_ex = ex is not None and np.isfinite(ex) and r0.get("metric") not in _CHANGE
-        tail = ("" if not has_joint else
-                f"; explained {100 * ex:.0f} % of {_effect(joint)}" if has_ex else
-                f"; all earlier sources together {_effect(joint)}")
-        lines.append(f"{head}: " + "; ".join(_source(r) for r in conf) + tail)
-        if ex is not None and np.isfinite(ex) and abs(ex) < EXPLAINED_LOW \
-                and r0.get("metric") not in _CHANGE:
-            lines.append(f"{head}: {100 * (1 - ex):.0f} % of the joint effect "
-                         f"{_effect(joint)} stays unexplained by single sources")
-    elif r0.get("redundant"):
-        lines.append(f"{head}: no single source confirmed; all earlier sources together "
-                     f"{_effect(joint)} (redundant: the sources matter only together)")
-    if r0.get("joint_contradicts"):
-        total = sum(r.get("effect_causal") or 0 for r in conf)
-        lines.append(f"{head}: the confirmed sources sum to {_num(total)} but removing every "
-                     f"earlier source together gives {_effect(joint)} (other sign)")
+    for p in ("direct", "via_mlp"):
+        on = [r for r in mine if r["path"] == p]
+        if not on:
+            continue
+        head = f"{before}{T.path(p)}{after}"
+        joint = T.with_se(on[0].get("joint_effect"), on[0].get("joint_se"),
+                          not T.is_change(on[0]))
+        if not any_confirmed and on[0].get("redundant"):
+            lines.append(f"{head}: no single source confirmed; all earlier sources together "
+                         f"{joint} (redundant: they matter only together)")
+        if on[0].get("joint_contradicts"):
+            total = sum(r["effect_causal"] for r in on if r.get("confirmed"))
+            lines.append(f"{head}: the confirmed sources sum to {T.num(total)} but all "
+                         f"earlier sources together give {joint} (other sign)")
+    return lines
+
+
+def receiver_lines(rows: list[dict], *, ablation: str | None = None) -> list[str]:
+    """The lines of one receiver's rows (every kind and path; the search's rows or
+    ``circuit_list`` objects): per kind its confirmed sources by |effect| and the kind's
+    faithfulness; sources that matter only together; a joint effect of the other sign; the rows
+    that depend on zero ablation or on the counterfactual; else the largest effect seen. An
+    unlabelled receiver: its dependencies (not circuits). ``ablation``: the counterfactual
+    (default: the rows' own)."""
+    rows = [T.normalised(r) for r in rows]
+    if not rows:
+        return []
+    ablation = ablation or T.ablation_of(None, rows)
+    to, lab = rows[0]["to"], T.label(rows[0].get("label_to"))
+    if lab == "unlabelled":
+        dep = _by_effect([r for r in rows if r.get("dependency")])[:3]
+        if not dep:
+            return [f"{to} (no behaviour label): no source passes the rule"]
+        return [f"{to} (no behaviour label; dependencies, not circuits): " + "; ".join(
+            f"{r['kind'].upper()} {_source(r)}" for r in dep)]
+    head, lines = f"{to} {lab}", []
+    for kind in _KINDS:
+        mine = [r for r in rows if r["kind"] == kind]
+        conf = _by_effect([r for r in mine if r.get("confirmed")])
+        faith = T.faithfulness(conf[:1] or mine[:1])
+        if conf:
+            lines.append(f"{head} · {kind.upper()}: " + ", ".join(_source(r) for r in conf)
+                         + (f"; {faith}" if faith else ""))
+        lines += _joint_lines(mine, bool(conf), f"{head} · {kind.upper()} ")
+    for which, said in _DEPENDS.items():
+        dep = _by_effect(_depends(rows, which))
+        if dep:
+            lines.append(f"{head} · {said}: " + _depends_items(dep, ablation, receiver=False))
+    if not lines:
+        big = _by_effect(rows)[0]
+        lines.append(f"{head} · no source confirmed on any path (largest: "
+                     f"{big['kind'].upper()} {_source(big)})")
+    return lines
+
+
+def _circuits(labelled: dict) -> list[tuple]:
+    """[(label, kind, sources, [(receiver, its confirmed rows)])]: the receivers of one label
+    and kind with exactly the same confirmed sources (source, path, sign, idle) together, in
+    the module docstring's order."""
+    from .composition_standing import label_rank
+
+    groups: dict = {}
+    for to, rows in labelled.items():
+        for kind in ("k", "q"):
+            conf = [r for r in rows if r["kind"] == kind and r.get("confirmed")]
+            if conf:
+                sig = frozenset((r["from"], r["path"], r.get("role"), bool(r.get("idle")))
+                                for r in conf)
+                groups.setdefault((T.label(rows[0]["label_to"]), kind, sig), []).append(
+                    (to, conf))
+    return sorted(((lab, kind, sig, recs) for (lab, kind, sig), recs in groups.items()),
+                  key=lambda g: (label_rank(g[0]), T.head_order(g[3][0][0]), g[1]))
+
+
+def _circuit_line(lab: str, kind: str, sig, recs, width: int = TERMINAL_WIDTH - 2) -> str:
+    """``K: L16H0 +0.73±0.02, L3H1 via MLP +0.1±0.01 +4 more → L17H3 induction; faithful …``:
+    the sources by |effect| (a source acts directly unless marked ``via MLP``; of several
+    receivers the range of its effects), as many as keep the line within ``width`` (one at
+    least), the others counted."""
+    rows = [r for _, conf in recs for r in conf]
+    srcs = []
+    for key in sig:
+        mine = [r for r in rows if (r["from"], r["path"], r.get("role"),
+                                    bool(r.get("idle"))) == key]
+        sizes = [abs(r["effect_causal"]) for r in mine if T.finite(r.get("effect_causal"))]
+        text = _name(key[0], key[1]) + " " + T.span(
+            mine, "effect_causal", "effect_se" if len(mine) == 1 else None, True)
+        srcs.append((-max(sizes, default=0.0), T.head_order(key[0]),
+                     text + (" idle" if key[3] else "")))
+    srcs = [t for *_, t in sorted(srcs)]
+    faith = T.faithfulness([conf[0] for _, conf in recs])
+    tail = f" → {', '.join(to for to, _ in recs)} {lab}" + (f"; {faith}" if faith else "")
+    n = 1
+    while n < len(srcs) and len(_sources(kind, srcs, n + 1) + tail) <= width:
+        n += 1
+    return _sources(kind, srcs, n) + tail
+
+
+def _sources(kind: str, srcs: list[str], n: int) -> str:
+    more = f" +{len(srcs) - n} more" if n < len(srcs) else ""
+    return f"{kind.upper()}: " + ", ".join(srcs[:n]) + more
+
+
+_JOINT = {"redundant": "redundant (no single source confirmed, all earlier ones together "
+                       "pass)",
+          "joint_contradicts": "all earlier sources together of the other sign than the "
+                               "confirmed ones' sum"}
+
+
+def _joint_says(rows: list[dict], kind: str, which: str) -> bool:
+    """Whether a receiver's rows of ``kind`` are ``redundant`` (nothing of the kind confirmed)
+    or ``joint_contradicts`` on some path."""
+    mine = [r for r in rows if r["kind"] == kind]
+    if which == "redundant" and any(r.get("confirmed") for r in mine):
+        return False
+    return any(r.get(which) for r in mine)
+
+
+def _summary_lines(circuits: list[dict], ablation: str) -> list[str]:
+    """The circuit lines and the one-line summaries in the module docstring's order (labelled
+    and unlabelled receivers' rows)."""
+    from .composition_standing import LABEL_ORDER
+
+    labelled = _receivers([c for c in circuits if T.label(c.get("label_to")) != "unlabelled"])
+    groups = _circuits(labelled)
+    n_first = sum(g[0] == LABEL_ORDER[0] for g in groups) or min(1, len(groups))
+    lines = [_circuit_line(*g) for g in groups[:n_first]]
+    every = [r for rows in labelled.values() for r in rows]
+    for which, said in _DEPENDS.items():
+        dep = _depends(every, which)
+        if dep:
+            lines.append(f"{said} (not confirmed): " + _depends_items(dep, ablation))
+    v = _by_effect([r for r in every if r["kind"] == "v" and r.get("confirmed")])
+    if v:
+        n_rec = len({r["to"] for r in v})
+        lines.append(f"V: {len(v)} source(s) confirmed of {n_rec} receiver(s); largest "
+                     f"{_name(v[0]['from'], v[0]['path'])} → {v[0]['to']} {T.effect(v[0])}")
+    lines += [_circuit_line(*g) for g in groups[n_first:]]
+    for which, said in _JOINT.items():
+        got = [f"{to} " + " ".join(k.upper() for k in _KINDS if _joint_says(rows, k, which))
+               for to, rows in labelled.items()
+               if any(_joint_says(rows, k, which) for k in _KINDS)]
+        if got:
+            lines.append(f"{said}: " + ", ".join(got))
+    quiet = [to for to, rows in labelled.items()
+             if not any(r.get("confirmed") or r.get("redundant") for r in rows)]
+    if quiet:
+        lines.append("no source confirmed on any path: " + ", ".join(
+            f"{to} {T.label(labelled[to][0]['label_to'])}" for to in quiet))
+    dep = _receivers([c for c in circuits if c.get("dependency")])
+    if dep:
+        lines.append("no behaviour label (dependencies, not circuits): " + "; ".join(
+            f"{to} ← {(b := _by_effect(rows)[0])['kind'].upper()} {_source(b)}"
+            for to, rows in dep.items()))
     return lines
 
 
@@ -123,34 +263,17 @@ def found_lines(ds, circuits=None, *, patched: bool = False, labels=None,
     """Every line of the module docstring. ``circuits``: the search's rows; ``patched``: whether
     it ran (no rows then means nothing confirmed); ``labels``: the text probe's when it did not;
     ``meta``: the circuits Dataset's attrs."""
-    from .composition_standing import label_rank
-
     meta = dict(meta or {})
     if not patched and not circuits:
         return _screen_lines(ds, labels)
-    circuits = list(circuits or [])
+    circuits = [T.normalised(c) for c in circuits or []]
     lines = []
     null_line, lead = _null_line(ds, meta.get("pairs_unlike_random"))
     if null_line and lead:
         lines.append(null_line)
-    dep = [c for c in circuits if c.get("dependency")]
-    labelled = [c for c in circuits if _label(c.get("label_to")) != "unlabelled"]
-    groups = _groups(labelled)
-    for g in _order(groups, label_rank):
-        lines += _group_lines(groups[g])
-    settled = {c["to"] for c in labelled if c.get("confirmed") or c.get("redundant")}
-    quiet = sorted({c["to"] for c in labelled} - settled)
-    for to in quiet:
-        rows = [c for c in labelled if c["to"] == to]
-        big = max(rows, key=lambda r: abs(r.get("effect_causal") or 0))
-        lines.append(f"{_receiver(big)}: no source confirmed on any path (largest: "
-                     f"{_path(big['kind'], big.get('path', 'direct'))} {_source(big)})")
-    for to in sorted({c["to"] for c in dep}):
-        rows = sorted((c for c in dep if c["to"] == to),
-                      key=lambda r: -abs(r.get("effect_causal") or 0))[:3]
-        lines.append(f"{to} (no behaviour label; dependencies, not circuits): " + "; ".join(
-            f"{_path(r['kind'], r.get('path', 'direct'))} {r['from']} {_effect(r)}"
-            for r in rows))
+    ablation = T.ablation_of(meta, circuits)
+    lines += _summary_lines(circuits, ablation)
+    labelled = [c for c in circuits if T.label(c.get("label_to")) != "unlabelled"]
     if not any(c.get("confirmed") for c in circuits):
         if not labelled:
             tried = meta.get("repeat_lengths") or "the sequences given"
@@ -164,12 +287,13 @@ def found_lines(ds, circuits=None, *, patched: bool = False, labels=None,
         lines.append(null_line)
     sw, sa = meta.get("spearman_weights_rank_vs_effect"), meta.get(
         "spearman_attribution_vs_effect")
-    if sw is not None and np.isfinite(sw):
-        lines.append(f"the weights' screen here: Spearman {float(sw):.2f} between a source's "
-                     f"rank by weights and its exact effect (attribution: "
-                     f"{float(sa):.2f}; {int(meta.get('n_tests', 0)):,} patched rows)")
+    if T.finite(sw):
+        lines.append(f"the weights' screen: Spearman {float(sw):.2f} between a source's rank "
+                     f"by weights and its exact effect (attribution: {float(sa):.2f}; "
+                     f"{int(meta.get('n_tests', 0)):,} patched rows)")
     if circuits:
-        lines.append(RULE)
+        lines.append(f"effects under {ablation} ablation; what each number means: the legend "
+                     "in summary.txt")
     return lines
 
 
@@ -179,6 +303,7 @@ def _null_line(ds, flagged) -> tuple[str | None, bool]:
     and the ``composition_open_pairs`` whose flag more draws could change. "No pair differs"
     only when nothing is open and the draws could flag a pair (no ``composition_draws_note``
     saying they cannot); with none flagged and some open: "composition undecided"."""
+    ds = {} if ds is None else ds  # rows alone (a receiver's lines): no composition
     a = getattr(ds, "attrs", {}) or {}
     if flagged is None and "composition_flag" in ds:
         flagged = int(np.asarray(ds["composition_flag"]).sum())
@@ -203,13 +328,36 @@ def _null_line(ds, flagged) -> tuple[str | None, bool]:
     return f"composition: {flagged:,}{of} pairs unlike random{at}{opened}", False
 
 
-def terminal(lines: list[str], where: str = "summary.txt and --json") -> list[str]:
-    """The first :data:`TERMINAL_LINES` of ``lines`` and, when some are left, one line saying
-    how many and where they all are."""
-    if len(lines) <= TERMINAL_LINES:
-        return list(lines)
-    return lines[:TERMINAL_LINES - 1] + [f"… {len(lines) - TERMINAL_LINES + 1} more line(s): "
-                                         f"all of them in {where}"]
+def fit_rows(line: str, width: int = TERMINAL_WIDTH - 2) -> list[str]:
+    """``line`` wrapped to ``width`` (continuations indented), at most :data:`LINE_ROWS` rows,
+    cut with "…"."""
+    got = textwrap.wrap(line, width=width, subsequent_indent="  ", break_on_hyphens=False) \
+        or [""]
+    if len(got) > LINE_ROWS:
+        got = got[:LINE_ROWS]
+        got[-1] = got[-1][:width - 2].rstrip() + " …"
+    return got
+
+
+def terminal(lines: list[str], where: str = "summary.txt and --json", *,
+             rows: int = TERMINAL_LINES - 1, width: int = TERMINAL_WIDTH - 2) -> list[str]:
+    """``lines`` as terminal rows of at most ``width`` columns (each wrapped, at most
+    :data:`LINE_ROWS` rows, cut with "…"), at most ``rows`` of them: the first whole lines that
+    fit and, when some are left, one row saying how many and where they all are. The defaults
+    leave a heading row and a two-space indent within :data:`TERMINAL_LINES` x
+    :data:`TERMINAL_WIDTH`."""
+    wrapped = [fit_rows(t, width) for t in lines]
+    if sum(map(len, wrapped)) <= rows:
+        return [r for w in wrapped for r in w]
+    out: list[str] = []
+    shown = 0
+    for w in wrapped:
+        if len(out) + len(w) > rows - 1:
+            break
+        out += w
+        shown += 1
+    return out + fit_rows(f"… {len(lines) - shown} more line(s): all of them in {where}",
+                          width)[:1]
 
 
 def _screen_lines(ds, labels=None) -> list[str]:
@@ -228,7 +376,7 @@ def _screen_lines(ds, labels=None) -> list[str]:
             for r in standing_rows(ds, keep=keep):
                 top.setdefault(r["kind"], r)
             lines.append(f"L{layer}H{head} ({lab}): top source by weights " + ", ".join(
-                f"{k.upper()} {r['from']} ({_label((labels or {}).get((r['layer_from'], r['head_from'])))}"
+                f"{k.upper()} {r['from']} ({T.label((labels or {}).get((r['layer_from'], r['head_from'])))}"
                 f", rank {r['rank_kind']:,} of the kind)" for k, r in sorted(top.items())))
         return lines + ["labels from the text probe; not confirmed by path patching"]
     n = int(ds.attrs.get("pairs_per_kind", np.isfinite(ds["composition"].isel(kind=0)).sum()))
@@ -240,4 +388,5 @@ def _screen_lines(ds, labels=None) -> list[str]:
     return lines + ["not confirmed: weights screen, path patching decides (add --probe)"]
 
 
-__all__ = ["EXPLAINED_LOW", "RULE", "TERMINAL_LINES", "found_lines", "terminal"]
+__all__ = ["LINE_ROWS", "TERMINAL_LINES", "TERMINAL_WIDTH", "fit_rows", "found_lines",
+           "receiver_lines", "terminal"]

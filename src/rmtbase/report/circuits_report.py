@@ -1,7 +1,8 @@
 """The output folder of ``rmtbase circuits``, all or nothing.
 
-``composition.nc``, ``circuits.nc``, ``summary.txt`` (:mod:`.circuit_lines`, then the
-receivers) and ``figures/circuits.png`` (:func:`.composition_figure.plot_circuit`)."""
+``composition.nc``, ``circuits.nc``, ``summary.txt`` (what was found, :mod:`.circuit_lines`;
+every receiver's lines and the legend, :mod:`.circuit_legend`; the heads' labels) and
+``figures/circuits.png`` (:func:`.composition_figure.plot_circuit`)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,14 @@ def label_lines(cds) -> list[str]:
 
 
 def summary_text(ctx: dict, cds) -> str:
-    """``summary.txt``: what was found (every line), then the heads' labels."""
+    """``summary.txt``: what was found (every line), every receiver's lines, the legend, then
+    the heads' labels."""
+    from .circuit_legend import detail_lines
+
     lines = ["What was found (circuits.nc: every earlier source screened, path patching "
              "confirms):"]
     lines += [f"  {t}" for t in ctx["found"]]
+    lines += detail_lines(ctx["circuits"], dict(cds.attrs))
     labels = label_lines(cds)
     lines += ["", f"Heads with a behaviour label ({len(labels)}; sequences: "
                   f"{cds.attrs.get('sequences', '')}):"]

@@ -1,7 +1,8 @@
 """The circuit figure of a composition score, and its ``--json`` fields.
 
 Draws the chosen pairs only (:mod:`rmtbase.report.composition_standing`), layers as columns,
-edges coloured by kind, solid where confirmed."""
+edges coloured by kind, solid where confirmed: with a circuit search every confirmed Q and K
+edge, and the confirmed V edges faint (the :data:`MAX_EDGES` largest by |effect|)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,11 @@ def flagged_edges(ds, *, top: int | None = None) -> list[tuple]:
     return rows if top is None else rows[:top]
 
 
-#: Edges drawn at most (the first by standing); the title says when more were chosen.
+#: Edges drawn at most (the first by standing; of confirmed circuits, the V edges by |effect|,
+#: every Q and K edge drawn); the title says when more were chosen.
 MAX_EDGES = 40
+#: Opacity of the confirmed V edges (faint beside the Q and K edges).
+V_ALPHA = 0.3
 #: Font size of every text of the figure (points; tests/test_figure_legibility.py: >= 7).
 FONT = 7.5
 _BEND = {"q": 0.18, "k": 0.0, "v": -0.18}
@@ -53,9 +57,11 @@ def _figure(n_cols: int, n_rows: int):
 
 
 def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: int = 10):
-    """Draw the chosen pairs (:func:`rmtbase.report.composition_standing.chosen_pairs`), at most
-    :data:`MAX_EDGES`, as arrows between heads in layer columns, named with their ``labels``;
-    colour by kind, solid if confirmed by patching, dashed if ranked by weights only."""
+    """Draw the chosen pairs (:func:`rmtbase.report.composition_standing.chosen_pairs`) as
+    arrows between heads in layer columns, named with their ``labels``: of confirmed circuits
+    every Q and K pair and at most :data:`MAX_EDGES` V pairs, faint; else at most
+    :data:`MAX_EDGES`. Colour by kind, solid if confirmed by patching (dotted via MLP, width by
+    |effect| within its kind), dashed if ranked by weights only."""
     import textwrap
 
     from matplotlib.lines import Line2D
@@ -64,26 +70,27 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
     from .composition_standing import chosen_pairs, head_name
 
     pairs, how = chosen_pairs(ds, circuits=circuits, labels=labels, k=k, top=top)
-    if len(pairs) > MAX_EDGES:
-        how += f"; the first {MAX_EDGES} of {len(pairs)} by standing drawn"
-        pairs = pairs[:MAX_EDGES]
+    sizes = _edge_effects(circuits)
+    pairs, how = _capped(pairs, how, sizes)
     pos, layers, n_rows = _layout(pairs)
     if ax is None:
         ax = _figure(len(layers), n_rows)
-    sizes = _edge_effects(circuits)
-    top_effect = max((abs(v[0]) for v in sizes.values()), default=0.0) or 1.0
+    top_effect = {kd: max((abs(v[0]) for key, v in sizes.items() if key[0] == kd),
+                          default=0.0) or 1.0 for kd in KIND_COLOURS}
     for r in pairs:
         a, b = pos[(r["layer_from"], r["head_from"])], pos[(r["layer_to"], r["head_to"])]
         bend = _BEND.get(r["kind"], 0.0) + (0.3 if b[0] - a[0] > 1 else 0.0)  # skip columns
         eff, via, neg = sizes.get((r["kind"], head_name(r["layer_from"], r["head_from"]),
                                    head_name(r["layer_to"], r["head_to"])), (None, False, False))
-        lw = (1.0 + 3.5 * abs(eff) / top_effect if eff is not None
+        lw = (1.0 + 3.5 * abs(eff) / top_effect.get(r["kind"], 1.0) if eff is not None
               else 2.2 if r["confirmed"] else 1.1)
+        faint = r["kind"] == "v" and r["confirmed"]
         ax.add_patch(FancyArrowPatch(
             a, b, arrowstyle="-[" if neg else "-|>", mutation_scale=9, shrinkA=16,
             shrinkB=16, zorder=1, connectionstyle=f"arc3,rad={bend}",
             color=KIND_COLOURS.get(r["kind"], "0.4"), lw=lw,
-            ls=":" if via else "-" if r["confirmed"] else "--", alpha=0.85))
+            ls=":" if via else "-" if r["confirmed"] else "--",
+            alpha=V_ALPHA if faint else 0.85))
     for (layer, head), (x, y) in pos.items():
         lab = (labels or {}).get((layer, head))
         text = head_name(layer, head) + (f"\n{lab}" if lab and str(lab) != "none" else "")
@@ -107,11 +114,38 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
                 Line2D([], [], color="0.3", lw=1.1, ls="--", label="ranked by weights only")]
     if sizes:
         handles += [Line2D([], [], color="0.3", lw=2.2, ls=":", label="confirmed via MLP"),
-                    Line2D([], [], color="0.3", lw=1.0, label="width: |effect| (bar end: "
-                                                                "suppresses)")]
+                    Line2D([], [], color="0.3", lw=1.0, label="width: |effect| within its "
+                                                                "kind (bar end: suppresses)"),
+                    Line2D([], [], color=KIND_COLOURS["v"], lw=1.6, alpha=V_ALPHA,
+                           label="V confirmed (faint)")]
     ax.legend(handles=handles, fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False, borderaxespad=0.0)
     return ax
+
+
+def _capped(pairs: list[dict], how: str, sizes: dict) -> tuple[list[dict], str]:
+    """The pairs drawn and the title's words: of confirmed circuits every Q and K pair and the
+    :data:`MAX_EDGES` V pairs of largest |effect| (``sizes``: :func:`_edge_effects`); else the
+    first :data:`MAX_EDGES` by standing."""
+    from .composition_standing import head_name
+
+    if not any(r["confirmed"] for r in pairs):
+        if len(pairs) > MAX_EDGES:
+            how += f"; the first {MAX_EDGES} of {len(pairs)} by standing drawn"
+            pairs = pairs[:MAX_EDGES]
+        return pairs, how
+
+    def size(r):
+        got = sizes.get((r["kind"], head_name(r["layer_from"], r["head_from"]),
+                         head_name(r["layer_to"], r["head_to"])))
+        return abs(got[0]) if got else 0.0
+
+    qk = [r for r in pairs if r["kind"] != "v"]
+    v = sorted((r for r in pairs if r["kind"] == "v"), key=lambda r: -size(r))
+    how = f"{len(qk)} Q/K pair(s) confirmed by path patching, all drawn; V: {len(v)} faint"
+    if len(v) > MAX_EDGES:
+        how += f" (the {MAX_EDGES} largest by |effect|)"
+    return qk + v[:MAX_EDGES], how
 
 
 def _edge_effects(circuits) -> dict:
@@ -167,5 +201,5 @@ def circuit_figure(ctx: dict):
     return ax.figure
 
 
-__all__ = ["FONT", "KIND_COLOURS", "MAX_EDGES", "circuit_figure", "composition_json",
-           "flagged_edges", "plot_circuit"]
+__all__ = ["FONT", "KIND_COLOURS", "MAX_EDGES", "V_ALPHA", "circuit_figure",
+           "composition_json", "flagged_edges", "plot_circuit"]

@@ -9,6 +9,7 @@ and the circuit figure when drawn."""
 from __future__ import annotations
 
 import html as _html
+import textwrap
 
 import numpy as np
 
@@ -102,16 +103,21 @@ def composition_section(ds, png: bytes | None = None, *, top: int = TOP, circuit
     table = table_html(pd.DataFrame(rows, columns=cols), what)
     fig = _img("composition.png", png, "The chosen circuits (the title says how chosen): "
                "layers as columns, heads named with their behaviour label; edges coloured by "
-               "kind (Q blue, K red, V green), solid where path patching confirmed them.") \
+               "kind (Q blue, K red, V green), solid where path patching confirmed them "
+               "(every confirmed Q and K edge; confirmed V edges faint).") \
         if png else ""
     return (f'<section id="composition"><h2>Head–head composition</h2>{lead}'
             f'<p class="note">{_html.escape(_note(ds))}</p>{table}{fig}</section>\n')
 
 
 def summary_lead(ctx: dict | None, *, terminal: bool = False) -> str:
-    """The block opening ``summary.txt`` with a composition: what was found, then the counts
-    ("" without one); ``terminal``: the first lines and where the rest is."""
-    from .circuit_lines import terminal as first_lines
+    """The block opening ``summary.txt`` with a composition: what was found, then the counts,
+    and with the circuit search every receiver's lines and the legend
+    (:func:`rmtbase.report.circuit_legend.detail_lines`) ("" without a composition);
+    ``terminal``: the rows a terminal shows (:func:`rmtbase.report.circuit_lines.terminal`,
+    heading and counts included in its 24 x 80) and where the rest is."""
+    from .circuit_lines import TERMINAL_LINES, TERMINAL_WIDTH
+    from .circuit_lines import terminal as first_rows
 
     if not ctx:
         return ""
@@ -121,11 +127,19 @@ def summary_lead(ctx: dict | None, *, terminal: bool = False) -> str:
     how = ("circuits.nc: candidates path-patched" if ctx["patched"] else
            "screened by weights; heads labelled by the text probe, not patched" if ctx["labels"]
            else "screened by weights; --probe confirms by path patching")
-    lines = [f"What was found (composition.nc: {n:,} cross-layer pairs per kind; {how}):"]
-    found = first_lines(ctx["found"]) if terminal else ctx["found"]
-    lines += [f"  {t}" for t in found]
-    lines.append(f"  unlike random (the null's p, BH over all pairs and kinds): {flagged:,} of "
-                 f"{3 * n:,} pairs; lists sort by standing, not by p")
+    head = f"What was found (composition.nc: {n:,} cross-layer pairs per kind; {how}):"
+    tail = (f"unlike random (the null's p, BH over all pairs and kinds): {flagged:,} of "
+            f"{3 * n:,} pairs; lists sort by standing, not by p")
+    if terminal:
+        head_rows = textwrap.wrap(head, TERMINAL_WIDTH)
+        tail_rows = textwrap.wrap(tail, TERMINAL_WIDTH - 2)
+        found = first_rows(ctx["found"], rows=TERMINAL_LINES - len(head_rows) - len(tail_rows))
+        return "\n".join(head_rows + [f"  {t}" for t in found + tail_rows]) + "\n\n"
+    from .circuit_legend import detail_lines
+
+    lines = [head] + [f"  {t}" for t in ctx["found"]] + [f"  {tail}"]
+    if ctx["patched"]:
+        lines += detail_lines(ctx["circuits"], ctx.get("meta"))
     return "\n".join(lines) + "\n\n"
 
 
