@@ -235,9 +235,8 @@ def test_the_command_says_each_receiver_as_it_is_done(monkeypatch, capsys):
     with --json or --quiet, or where the search has no such field."""
     import dataclasses
 
-    from rmtbase.cli.circuits import on_receiver
-
     import rmtbase.circuits.find as F
+    from rmtbase.cli.circuits import on_receiver
 
     args = types.SimpleNamespace(json=False, quiet=False)
     if "on_receiver" not in F.Search.__dataclass_fields__:
