@@ -396,20 +396,20 @@ def test_induction_circuit_holds_the_confirmed_prev_token_k_edge():
     net = GPT2LMHeadModel.from_pretrained(folder).eval()
     task = induction_task(32, 8, int(net.config.vocab_size), seed=0)
     res = find_task_circuit(net, task, top=10)
-    # the head-behaviour search's confirmed K edges on the same model
+    # the head-behaviour search's confirmed direct K edges into induction heads, same model
     from rmtbase.circuits import find_circuits
     from rmtbase.scoring.composition.run import composition
 
-    comp = composition(str(folder), seed=0, progress=False)
-    rows = find_circuits(str(folder), comp, k=3, seed=0, progress=False)
-    from rmtbase.circuits import circuit_list
-
-    found = [r for r in circuit_list(rows) if r.get("kind") == "k" and r.get("confirmed")
-             and r.get("label_to") == "induction" and r.get("path") == "direct"]
+    comp = composition(str(folder), draws=200, progress=False)
+    ds = find_circuits(str(folder), comp, repeat_lengths="auto", progress=False)
+    found = [{v: ds[v].values[i] for v in ("from", "to")}
+             for i in range(ds.sizes.get("candidate", 0))
+             if ds["kind"].values[i] == "k" and bool(ds["confirmed"].values[i])
+             and ds["label_to"].values[i] == "induction" and ds["path"].values[i] == "direct"]
     assert found, "the head-behaviour search confirms no induction K edge on mlp2"
     g = res["tm"].graph
     for r in found:
-        (ls, hs), (lr, hr) = (tuple(int(v) for v in re.findall(r"\d+", r[k]))
+        (ls, hs), (lr, hr) = (tuple(int(v) for v in re.findall(r"\d+", str(r[k])))
                               for k in ("from", "to"))
         e = g.index(f"a{ls}.h{hs}->a{lr}.h{hr}<k>")
         assert res["kept"][e], (r, res["circuit"])
