@@ -48,7 +48,7 @@ def run(args) -> int:
         if not Path(args.evaluate).is_file():
             raise InputError(f"no circuit file {args.evaluate}")
         res = search.evaluate(args.model, args.task, args.evaluate, metric=args.metric,
-                              counterfactual=args.counterfactual)
+                              counterfactual=args.counterfactual, progress=not args.quiet)
         print(json.dumps(res, indent=1, allow_nan=True))
         return 0
     if args.out is None:
@@ -58,7 +58,8 @@ def run(args) -> int:
                                                   f"{Path(args.task).stem}")
     check_output_dir(args.out, search.KIND, overwrite=args.overwrite)
     res = search.find_task_circuit(args.model, args.task, metric=args.metric,
-                                   counterfactual=args.counterfactual, top=args.top)
+                                   counterfactual=args.counterfactual, top=args.top,
+                                   progress=not args.quiet)
     written = search.write_outputs(res, args.out)
     s = search.summary(res)
     if getattr(args, "json", False):

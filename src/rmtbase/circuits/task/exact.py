@@ -10,7 +10,7 @@ import numpy as np
 from .runner import Runner, mean_se
 
 
-def patch_edges(runner: Runner, edges, *, progress=None):
+def patch_edges(runner: Runner, edges):
     """``(effect, se)`` ``(len(edges),)`` float64 for edge numbers ``edges``."""
     edges = [int(e) for e in edges]
     g = runner.tm.graph
@@ -19,7 +19,7 @@ def patch_edges(runner: Runner, edges, *, progress=None):
         kept = g.full()
         kept[e] = False
         sets.append(kept)
-    vals = runner.metrics([g.full(), *sets], progress=progress)
+    vals = runner.metrics([g.full(), *sets], desc="exact patches")
     return mean_se(vals[1:] - vals[:1])
 
 

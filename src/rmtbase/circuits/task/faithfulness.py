@@ -46,14 +46,14 @@ class Scorer:
 
     def __post_init__(self):
         g = self.runner.tm.graph
-        v = self.runner.metrics([g.full(), g.empty()]).mean(-1)
+        v = self.runner.metrics([g.full(), g.empty()], desc="full and empty graphs").mean(-1)
         self.full, self.empty = float(v[0]), float(v[1])
 
     def faithfulness(self, m) -> np.ndarray:
         return (np.asarray(m) - self.empty) / (self.full - self.empty)
 
-    def means(self, kept_sets) -> np.ndarray:
-        return self.runner.metrics(kept_sets).mean(-1)
+    def means(self, kept_sets, desc: str = "circuits") -> np.ndarray:
+        return self.runner.metrics(kept_sets, desc=desc).mean(-1)
 
 
 def curve(scorer: Scorer, scores, *, points: int = 24, target: float = TARGET) -> dict:
@@ -63,7 +63,7 @@ def curve(scorer: Scorer, scores, *, points: int = 24, target: float = TARGET) -
     n = scorer.runner.tm.graph.n_edges
     order = np.argsort(-np.abs(np.asarray(scores)), kind="stable")
     ks = log_grid(n, points)
-    m = scorer.means([top_k(order, int(k), n) for k in ks])
+    m = scorer.means([top_k(order, int(k), n) for k in ks], "faithfulness curve")
     f = scorer.faithfulness(m)
     x = np.log1p(ks) / np.log1p(n)
     area = float(np.sum(np.diff(x) * (f[1:] + f[:-1]) / 2))

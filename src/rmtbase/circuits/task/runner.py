@@ -31,7 +31,8 @@ class Runner:
     prompts at a time."""
 
     def __init__(self, tm, task: Task, *, metric: str = "logit_diff",
-                 counterfactual: str = "corrupted", batch: int = BATCH):
+                 counterfactual: str = "corrupted", batch: int = BATCH,
+                 progress: bool = False):
         if counterfactual not in COUNTERFACTUALS:
             raise InputError(f"the counterfactual is one of {', '.join(COUNTERFACTUALS)}, got "
                              f"{counterfactual!r}")
@@ -39,6 +40,7 @@ class Runner:
             raise InputError("a task needs at least 2 prompt pairs (an se over prompts)")
         self.tm, self.task, self.metric = tm, task, check_metric(metric)
         self.counterfactual, self.batch = counterfactual, int(batch)
+        self.progress = bool(progress)
         self._mean = None
 
     # batches ---------------------------------------------------------------------------
@@ -88,11 +90,24 @@ class Runner:
         return metric(self.metric, logits, b["answer"], b["wrong"], b["ref"])
 
     # edge sets -------------------------------------------------------------------------
-    def metrics(self, kept_sets, *, progress=None) -> np.ndarray:
+    def bar(self, total: int, desc: str):
+        """A :func:`rmtbase.progress.progress_bar` of ``total`` prompts (silent unless
+        ``progress``)."""
+        from ...progress import progress_bar
+
+        return progress_bar(total, desc=f"rmtbase circuits: {desc}", unit="prompt",
+                            enabled=self.progress)
+
+    def metrics(self, kept_sets, *, desc: str = "edge sets") -> np.ndarray:
         """``(K, N)`` float64: the metric per prompt with each edge set of ``kept_sets``
         (``(n_edges,)`` bools) kept and the rest counterfactual."""
         kept_sets = list(kept_sets)
         out = np.empty((len(kept_sets), self.task.n))
+        with self.bar(len(kept_sets) * self.task.n, desc) as bar:
+            self._metrics(kept_sets, out, bar)
+        return out
+
+    def _metrics(self, kept_sets, out, bar) -> None:
         for lo, hi in self.batches():
             b = self.prepare(lo, hi)
             for i, kept in enumerate(kept_sets):
@@ -101,9 +116,7 @@ class Runner:
                 else:
                     v = self.value(b, self.tm.run(b["emb"], cf=b["cf"], kept=kept)["logits"])
                 out[i, lo:hi] = v.detach().double().numpy()
-                if progress is not None:
-                    progress(hi - lo)
-        return out
+                bar.update(hi - lo)
 
 
 def mean_se(x) -> tuple[np.ndarray, np.ndarray]:

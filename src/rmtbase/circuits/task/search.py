@@ -26,7 +26,8 @@ KIND = "rmtbase circuits --task"
 
 def load_causal_lm(model, *, tokenizer: bool):
     """(net, tokenizer or None, name): a transformers causal LM (eager attention, float32,
-    its unembedding kept) from a folder or hub id, or a loaded ``PreTrainedModel``."""
+    its unembedding kept) from a folder, a hub id, a ``.gguf`` file (:func:`_gguf_causal_lm`)
+    or a loaded ``PreTrainedModel``; the tokenizer is read only when ``tokenizer``."""
     if hasattr(model, "config") and hasattr(model, "forward"):
         return model.eval(), None, str(model.config.model_type)
     import torch
@@ -36,8 +37,7 @@ def load_causal_lm(model, *, tokenizer: bool):
 
     src, kw, name = locate(model, need_tokenizer=False)
     if "gguf_file" in kw:
-        raise InputError("task circuits read a model folder or hub id; GGUF files are not "
-                         "supported here yet")
+        return _gguf_causal_lm(model, tokenizer=tokenizer)
     tok = None
     if tokenizer:
         if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
@@ -53,6 +53,28 @@ def load_causal_lm(model, *, tokenizer: bool):
     except Exception as exc:
         raise ModelError(f"cannot load {name} as a causal LM: {one_line(exc)}") from exc
     return net.eval(), tok, name
+
+
+def _gguf_causal_lm(path, *, tokenizer: bool):
+    """A GGUF file's causal LM: the probe's reader (de-quantised to float32, its tokenizer from
+    the file) with the unembedding tied to the embeddings, as the file's config says; a GGUF of
+    untied embeddings is refused (the reader does not keep its output matrix)."""
+    from transformers import AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
+
+    from ...probe.loader import load as probe_load
+
+    got = probe_load(path, tokenizer="required" if tokenizer else "no")
+    base = got.net
+    if not getattr(base.config, "tie_word_embeddings", False):
+        raise InputError(f"{got.name}: task circuits read GGUF files whose unembedding is "
+                         f"the embedding matrix (tie_word_embeddings); give this model's folder")
+    with no_init_weights():
+        net = AutoModelForCausalLM.from_config(base.config, attn_implementation="eager",
+                                               dtype=base.dtype)
+    setattr(net, net.base_model_prefix, base)
+    net.get_output_embeddings().weight = base.get_input_embeddings().weight
+    return net.eval(), got.tokenizer, got.name
 
 
 def load(model, task):
@@ -79,10 +101,12 @@ def load(model, task):
 
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = "corrupted", top: int = 20, points: int = 24,
-                      steps: int | None = None, batch: int = 8) -> dict:
-    """Everything :func:`write_outputs` writes, as a dict (module docstring)."""
+                      steps: int | None = None, batch: int = 8, progress: bool = False) -> dict:
+    """Everything :func:`write_outputs` writes, as a dict (module docstring); ``progress``:
+    a bar per pass over the prompts on stderr."""
     tm, t, name = load(model, task)
-    r = Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch)
+    r = Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
+               progress=progress)
     score, se = attribute(r, steps=steps)
     order = np.argsort(-np.abs(score), kind="stable")
     patched = order[:min(int(top), tm.graph.n_edges)]
@@ -101,7 +125,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
 
 
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
-             counterfactual: str = "corrupted", batch: int = 8) -> dict:
+             counterfactual: str = "corrupted", batch: int = 8, progress: bool = False) -> dict:
     """A circuit the user brings scored on ``task`` (:func:`.faithfulness.evaluate_kept`):
     ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
     from .export import read_circuit
@@ -109,7 +133,8 @@ def evaluate(model, task, edges, *, metric: str = "logit_diff",
     tm, t, name = load(model, task)
     kept = read_circuit(edges, tm.graph) if isinstance(edges, (str, Path)) else \
         np.asarray(edges, dtype=bool)
-    sc = Scorer(Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch))
+    sc = Scorer(Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
+                       progress=progress))
     return {"model": name, "task": t.name, "metric": metric, "counterfactual": counterfactual,
             **evaluate_kept(sc, kept)}
 
