@@ -253,6 +253,26 @@ def test_attribution_is_the_hooked_models_directional_derivative():
         assert se[i] == pytest.approx(fd.std(ddof=1) / np.sqrt(task.n), rel=1e-2, abs=1e-5)
 
 
+def test_attribution_does_not_depend_on_the_batch_size():
+    net, task = _gpt2(seed=5), _task(n=5, seed=5)
+    tm = TaskModel(net)
+    a = attribute(Runner(tm, task, batch=2))
+    b = attribute(Runner(tm, task, batch=5))
+    for x, y in zip(a, b, strict=True):
+        assert np.allclose(x, y, rtol=1e-9, atol=1e-12)
+
+
+def test_kl_has_no_gradient_at_the_clean_run_so_its_attribution_integrates():
+    """KL(p_clean ‖ p) is minimal at the clean run: zero gradient there (steps 0), and the
+    default (5 midpoints between the counterfactual and clean embeddings) scores edges."""
+    net, task = _gpt2(seed=6), _task(n=4, seed=6)
+    r = Runner(TaskModel(net), task, metric="kl", batch=4)
+    at_clean, _ = attribute(r, steps=0)
+    assert np.abs(at_clean).max() < 1e-9
+    integ, _ = attribute(r)
+    assert np.abs(integ).max() > 1e-3
+
+
 # --- faithfulness ---------------------------------------------------------------------------
 @pytest.mark.parametrize("metric", ["logit_diff", "logprob", "kl"])
 def test_full_graph_is_one_and_empty_graph_the_corrupted_model(metric):
@@ -382,6 +402,8 @@ def test_command_end_to_end(tmp_path, capsys):
                  str(tmp_path / "o2")]) == 2
     assert "missing clean" in capsys.readouterr().err
     assert not (tmp_path / "o2").exists()
+    assert main(["circuits", str(folder), "--evaluate", str(out / "circuit.json")]) == 2
+    assert "--evaluate needs --task" in capsys.readouterr().err
 
 
 # --- the zoo ----------------------------------------------------------------------------------
