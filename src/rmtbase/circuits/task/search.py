@@ -59,6 +59,7 @@ def _gguf_causal_lm(path, *, tokenizer: bool):
     """A GGUF file's causal LM: the probe's reader (de-quantised to float32, its tokenizer from
     the file) with the unembedding tied to the embeddings, as the file's config says; a GGUF of
     untied embeddings is refused (the reader does not keep its output matrix)."""
+    import torch
     from transformers import AutoModelForCausalLM
     from transformers.initialization import no_init_weights
 
@@ -69,11 +70,14 @@ def _gguf_causal_lm(path, *, tokenizer: bool):
     if not getattr(base.config, "tie_word_embeddings", False):
         raise InputError(f"{got.name}: task circuits read GGUF files whose unembedding is "
                          f"the embedding matrix (tie_word_embeddings); give this model's folder")
-    with no_init_weights():
+    with no_init_weights(), torch.device("meta"):  # the shell only: its weights are base's
         net = AutoModelForCausalLM.from_config(base.config, attn_implementation="eager",
                                                dtype=base.dtype)
     setattr(net, net.base_model_prefix, base)
     net.get_output_embeddings().weight = base.get_input_embeddings().weight
+    left = [n for n, t in [*net.named_parameters(), *net.named_buffers()] if t.is_meta]
+    if left:
+        raise ModelError(f"{got.name}: the causal LM around the GGUF's model lacks {left[0]}")
     return net.eval(), got.tokenizer, got.name
 
 
