@@ -208,6 +208,75 @@ def _hf_patched(net, ids, receiver, delta):
             hk.remove()
 
 
+def _hf_without(net, ids, removed, cf):
+    """Logits at the last position of a plain transformers GPT-2 run in which each edge
+    ``s->r`` of ``removed`` adds ``cf[s] − o_s`` to ``r``'s input, ``o_s`` the sender's
+    output in this same run (read by hooks as the run goes)."""
+    tr, got = net.transformer, {}
+    n_head, d = net.config.n_head, net.config.n_embd
+    dh = d // n_head
+    into: dict = {}
+    for e in removed:
+        s, r = e.split("->")
+        into.setdefault(r, []).append(s)
+
+    def delta(r):
+        return sum(cf[s] - got[s] for s in into.get(r, [])) if r in into else 0.0
+
+    hs = [tr.h[0].register_forward_pre_hook(lambda m, a: got.__setitem__("input", a[0]))]
+    for li, blk in enumerate(tr.h):
+        def z_hook(m, a, li=li):
+            for h in range(n_head):
+                got[f"a{li}.h{h}"] = a[0][..., h * dh:(h + 1) * dh] @ m.weight[h * dh:(h + 1) * dh]
+        hs.append(blk.attn.c_proj.register_forward_pre_hook(z_hook))
+        hs.append(blk.mlp.register_forward_hook(
+            lambda m, a, out, li=li: got.__setitem__(f"m{li}", out)))
+        saved = {}
+        hs.append(blk.ln_1.register_forward_pre_hook(
+            lambda m, a, saved=saved: saved.__setitem__("x", a[0])))
+
+        def qkv_hook(m, a, out, li=li, blk=blk, saved=saved):
+            out = out.clone()
+            ln = blk.ln_1
+            for which, x in enumerate("qkv"):
+                for h in range(n_head):
+                    r = f"a{li}.h{h}<{x}>"
+                    if r not in into:
+                        continue
+                    xn = torch.nn.functional.layer_norm(saved["x"] + delta(r),
+                                                        ln.normalized_shape, ln.weight,
+                                                        ln.bias, ln.eps)
+                    cols = slice(which * d + h * dh, which * d + (h + 1) * dh)
+                    out[..., cols] = (xn @ m.weight + m.bias)[..., cols]
+            return out
+        hs.append(blk.attn.c_attn.register_forward_hook(qkv_hook))
+        hs.append(blk.ln_2.register_forward_pre_hook(
+            lambda m, a, li=li: (a[0] + delta(f"m{li}"),)))
+    hs.append(tr.ln_f.register_forward_pre_hook(lambda m, a: (a[0] + delta("logits"),)))
+    try:
+        with torch.no_grad():
+            return net(input_ids=torch.as_tensor(ids)).logits[:, -1]
+    finally:
+        for h in hs:
+            h.remove()
+
+
+@pytest.mark.parametrize("density", [0.05, 0.5, 0.95])
+def test_edge_sets_equal_plain_hooks(density):
+    """Random edge sets kept, the rest carrying the corrupted run's outputs: the graph forward
+    (both of its forms: sums over removed or over kept edges) against the hooked model."""
+    net, task = _gpt2(seed=7), _task(n=3, seed=7)
+    tm = TaskModel(net)
+    cf, _ = _hf_outputs(net, task.corrupted)
+    kept = np.random.default_rng(int(density * 100)).random(tm.graph.n_edges) < density
+    names = tm.graph.edge_names()
+    want = _hf_without(net, task.clean, [names[i] for i in np.flatnonzero(~kept)], cf)
+    b = Runner(tm, task, batch=3).prepare(0, task.n)
+    got = tm.run(b["emb"], cf=b["cf"], kept=kept)["logits"]
+    err = float((got - want).abs().max() / want.abs().max())
+    assert err < 1e-6, err
+
+
 def _logit_diff(logits, task):
     r = torch.arange(task.n)
     return (logits[r, task.answer] - logits[r, task.wrong]).double().numpy()

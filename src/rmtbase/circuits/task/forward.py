@@ -106,18 +106,23 @@ class TaskModel:
         return got["x"]
 
     # the graph forward ---------------------------------------------------------------------
-    def _inputs(self, resid, st, outs, cf, removed, leaves):
-        """``(R, n, T, d)`` the stage's receiver inputs (module docstring)."""
+    def _inputs(self, resid, dsum, st, outs, cf, removed, leaves):
+        """``(R, n, T, d)`` the stage's receiver inputs (module docstring): ``x − Σ_removed
+        (o_s − c_s)``, or where fewer edges are kept than removed the same as ``x − D +
+        Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``)."""
         import torch
 
         x = resid.expand(len(st.receivers), *resid.shape)
         if removed is not None:
-            rem = removed
-            cols = rem.any(0).nonzero()[0]
+            keep = ~removed
+            sparse, sign = (keep, 1.0) if keep.sum() < removed.sum() else (removed, -1.0)
+            if sign > 0:
+                x = (resid - dsum).expand(len(st.receivers), *resid.shape)
+            cols = sparse.any(0).nonzero()[0]
             if cols.size:
                 diff = torch.stack([outs[int(s)] - cf[int(s)] for s in cols])
-                w = torch.as_tensor(rem[:, cols], dtype=diff.dtype)
-                x = x - torch.einsum("rs,sntd->rntd", w, diff)
+                w = torch.as_tensor(sparse[:, cols], dtype=diff.dtype)
+                x = x + sign * torch.einsum("rs,sntd->rntd", w, diff)
         if leaves is not None:
             leaf = torch.zeros(x.shape, dtype=x.dtype, requires_grad=True)
             leaves.append(leaf)
@@ -141,6 +146,7 @@ class TaskModel:
         leaves = [] if grad else None
         outs = [emb]
         resid = emb
+        dsum = None if blocks is None else emb - cf[0]  # Σ (o_s − c_s) over senders so far
         H = hm.n_heads
         ctx = torch.enable_grad() if grad else torch.no_grad()
         with ctx:
@@ -148,7 +154,7 @@ class TaskModel:
                 rem = None if blocks is None or not blocks[si].any() else blocks[si]
                 if st.kind == "attn":
                     li = st.layer
-                    x = self._inputs(resid, st, outs, cf, rem, leaves)
+                    x = self._inputs(resid, dsum, st, outs, cf, rem, leaves)
                     xn = hm.norm(li)(x)
                     new = []
                     for h in range(H):
@@ -159,18 +165,25 @@ class TaskModel:
                         new.append(hm.source_output(li, h, a @ v))
                     b = hm.output_projection(li).bias
                     attn_sum = torch.stack(new).sum(0) + (0 if b is None else b)
+                    mlp_dsum = dsum
+                    if dsum is not None:
+                        heads = sum(o - c for o, c in zip(new, cf[len(outs):], strict=False))
+                        dsum = dsum + heads
+                        mlp_dsum = mlp_dsum if self.parallel else dsum
                     outs += new
                     mlp_resid = resid if self.parallel else resid + attn_sum
                     resid = resid + attn_sum
                 elif st.kind == "mlp":
                     li = st.layer
-                    x = self._inputs(mlp_resid, st, outs, cf, rem, leaves)
+                    x = self._inputs(mlp_resid, mlp_dsum, st, outs, cf, rem, leaves)
                     y = self.mlps[li](self.mlp_norms[li](x[0]))
                     y = y[0] if isinstance(y, tuple) else y
+                    if dsum is not None:
+                        dsum = dsum + (y - cf[len(outs)])
                     outs.append(y)
                     resid = resid + y
                 else:
-                    x = self._inputs(resid, st, outs, cf, rem, leaves)
+                    x = self._inputs(resid, dsum, st, outs, cf, rem, leaves)
                     logits = self.head(self.final(x[0][:, -1]))
         return {"logits": logits, "outs": outs, "leaves": leaves}
 
