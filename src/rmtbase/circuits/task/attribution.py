@@ -10,7 +10,8 @@ clean run, so it uses ``steps = 5`` by default.
 
 Memory: one batch's ``∂m/∂x_r`` per stage (``R · n · T · d``) and its senders' ``Δ`` (``S · n
 · T · d``); per edge only running sums over prompts are kept: no ``(E, N)`` or ``(E, N, T,
-d)`` tensor is formed. The score per prompt of a stage is ``einsum('rntd,sntd->nrs')``."""
+d)`` tensor is formed. The score per prompt of a stage is ``einsum('rntd,sntd->nrs')`` in
+the model's dtype (float32 for a loaded model), summed over prompts in float64."""
 
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def _batch(runner, lo, hi, alphas, total, total2) -> None:
     with torch.no_grad():
         for st, gr in zip(g.stages, grads, strict=True):
             delta = torch.stack([b["cf"][s] - clean[s] for s in range(st.n_senders)])
-            per = torch.einsum("rntd,sntd->nrs", gr.double() / len(alphas),
-                               delta.double()).reshape(hi - lo, -1).numpy()
+            per = torch.einsum("rntd,sntd->nrs", gr, delta).double() / len(alphas)
+            per = per.reshape(hi - lo, -1).numpy()
             sl = slice(st.offset, st.offset + st.size)
             total[sl] += per.sum(0)
             total2[sl] += (per ** 2).sum(0)
