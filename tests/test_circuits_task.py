@@ -460,6 +460,9 @@ def test_command_end_to_end(tmp_path, capsys):
                      "manifest.json", "summary.json"]
     s = json.loads((out / "summary.json").read_text())
     assert len(s["top_edges"]) == 3 and s["n_edges"] == Graph(2, 4).n_edges
+    assert s["confirmed_circuit"]["edges"] == sum(e["confirmed"] for e in s["top_edges"])
+    doc = json.loads((out / "circuit.json").read_text())
+    assert sum(e["in_graph"] for e in doc["edges"].values()) == s["circuit"]["edges"]
     capsys.readouterr()
     assert main(["circuits", str(folder), "--task", str(task), "--evaluate",
                  str(out / "circuit.json")]) == 0

@@ -1,7 +1,8 @@
 """A task's circuit end to end: load the causal LM and its tokenizer, read the task, score
 every edge by attribution (:mod:`.attribution`), patch the top ones exactly (:mod:`.exact`),
 draw the faithfulness curve (:mod:`.faithfulness`); the reported circuit is the smallest
-top-``k`` reaching faithfulness 0.8 (all edges when none does). :func:`evaluate` scores a
+top-``k`` reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of
+the patched edges whose effect is at least 3 se is scored too. :func:`evaluate` scores a
 circuit the user brings. :func:`write_outputs` writes ``circuit.json`` (every edge with its
 scores, the circuit's marked ``in_graph``: MIB's format), ``circuit.dot``, ``circuit.graphml``,
 ``curve.csv`` and ``summary.json`` into one all-or-nothing folder."""
@@ -120,12 +121,21 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     k = cur["smallest"] if cur["smallest"] is not None else tm.graph.n_edges
     kept = top_k(order, k, tm.graph.n_edges)
     ev = evaluate_kept(sc, kept)
+    confirmed = tm.graph.empty()
+    confirmed[[e for e, a, b in zip(patched, eff, eff_se, strict=True)
+               if _confirmed(a, b)]] = True
+    ev_confirmed = evaluate_kept(sc, confirmed)
     return {"model": name, "task": t, "tm": tm, "metric": metric,
             "counterfactual": counterfactual, "score": score, "se": se,
             "steps": default_steps(metric) if steps is None else int(steps),
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
-            "curve": cur, "kept": kept, "circuit": ev}
+            "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed}
+
+
+def _confirmed(effect: float, se: float) -> bool:
+    """An exactly patched edge is confirmed when ``|effect| ≥ 3 se``."""
+    return bool(np.isfinite(se) and abs(effect) >= 3 * se)
 
 
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
@@ -152,11 +162,12 @@ def summary(res: dict) -> dict:
         s, r = g.edge(e)
         top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
                     "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
-                    "confirmed": bool(abs(a) >= 3 * b) if np.isfinite(b) else False})
+                    "confirmed": _confirmed(a, b)})
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
             "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
-            "circuit": res["circuit"], "curve_area": cur["area"],
+            "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
+            "curve_area": cur["area"],
             "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},
             "top_edges": top}
 
