@@ -454,19 +454,22 @@ def test_command_end_to_end(tmp_path, capsys):
 
     write_task(_task(n=4), task)
     assert main(["circuits", str(folder), "--task", str(task), "--out", str(out),
-                 "--top", "3"]) == 0
+                 "--top", "3", "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert next(iter(doc)) == "schema" and doc["schema"] == "rmtbase.circuits.task/1"
     names = sorted(p.name for p in out.iterdir())
     assert names == ["circuit.dot", "circuit.graphml", "circuit.json", "curve.csv",
                      "manifest.json", "summary.json"]
     s = json.loads((out / "summary.json").read_text())
+    assert doc["circuit"] == s["circuit"]
     assert len(s["top_edges"]) == 3 and s["n_edges"] == Graph(2, 4).n_edges
     assert s["confirmed_circuit"]["edges"] == sum(e["confirmed"] for e in s["top_edges"])
     doc = json.loads((out / "circuit.json").read_text())
     assert sum(e["in_graph"] for e in doc["edges"].values()) == s["circuit"]["edges"]
-    capsys.readouterr()
     assert main(["circuits", str(folder), "--task", str(task), "--evaluate",
                  str(out / "circuit.json")]) == 0
     ev = json.loads(capsys.readouterr().out)
+    assert next(iter(ev)) == "schema" and ev["schema"] == "rmtbase.circuits.evaluate/1"
     assert ev["edges"] == s["circuit"]["edges"]
     assert ev["faithfulness"] == pytest.approx(s["circuit"]["faithfulness"], rel=1e-6)
     task.write_text("{}\n")

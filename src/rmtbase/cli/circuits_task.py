@@ -49,7 +49,7 @@ def run(args) -> int:
             raise InputError(f"no circuit file {args.evaluate}")
         res = search.evaluate(args.model, args.task, args.evaluate, metric=args.metric,
                               counterfactual=args.counterfactual, progress=not args.quiet)
-        print(json.dumps(res, indent=1, allow_nan=True))
+        print(json.dumps({"schema": "rmtbase.circuits.evaluate/1", **res}, indent=1))
         return 0
     if args.out is None:
         from .default_out import model_stem
@@ -63,7 +63,8 @@ def run(args) -> int:
     written = search.write_outputs(res, args.out)
     s = search.summary(res)
     if getattr(args, "json", False):
-        print(json.dumps({"command": "rmtbase circuits --task", "out": str(args.out),
+        print(json.dumps({"schema": "rmtbase.circuits.task/1",
+                          "command": "rmtbase circuits --task", "out": str(args.out),
                           "files": sorted(str(p) for p in written), **s}, indent=1))
     else:
         c = s["circuit"]
