@@ -331,6 +331,17 @@ def test_attribution_does_not_depend_on_the_batch_size():
         assert np.allclose(x, y, rtol=1e-9, atol=1e-12)
 
 
+def test_kept_batches_give_the_numbers_of_recomputed_ones():
+    net, task = _gpt2(seed=8), _task(n=5, seed=8)
+    tm = TaskModel(net)
+    sets = [np.random.default_rng(i).random(tm.graph.n_edges) < 0.3 for i in range(3)]
+    kept = Runner(tm, task, batch=2)
+    a = np.concatenate([kept.metrics(sets[:2]), kept.metrics(sets[2:])])
+    assert len(kept._cache) == 3  # the second call read the kept batches
+    b = Runner(tm, task, batch=2, cache_bytes=0).metrics(sets)
+    assert np.array_equal(a, b)  # exact: the same operations on the same inputs
+
+
 def test_kl_has_no_gradient_at_the_clean_run_so_its_attribution_integrates():
     """KL(p_clean ‖ p) is minimal at the clean run: zero gradient there (steps 0), and the
     default (5 midpoints between the counterfactual and clean embeddings) scores edges."""

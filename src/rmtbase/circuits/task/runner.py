@@ -4,7 +4,8 @@ per-prompt metric of any edge set, and the memory bound.
 Counterfactuals (what a removed edge carries, :mod:`.forward`): ``corrupted`` (default; each
 sender's output on the prompt's corrupted twin, Wang et al. 2022), ``mean`` (its mean over the
 task's clean prompts at each position) or ``zero``. A batch holds its senders' clean and
-counterfactual outputs, ``2 · S · n · T · d`` floats (``S`` senders): :func:`batch_bytes`."""
+counterfactual outputs, ``2 · S · n · T · d`` floats (``S`` senders): :func:`batch_bytes`; the
+counterfactual outputs of the batches are kept between passes up to :data:`CACHE_BYTES`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from .taskfile import Task
 COUNTERFACTUALS = ("corrupted", "mean", "zero")
 #: Prompts per batch by default.
 BATCH = 8
+#: Bytes of counterfactual outputs kept between passes over the prompts (:meth:`Runner.prepared`).
+CACHE_BYTES = 1 << 30
 
 
 def batch_bytes(tm, n: int, t: int) -> int:
@@ -32,7 +35,7 @@ class Runner:
 
     def __init__(self, tm, task: Task, *, metric: str = "logit_diff",
                  counterfactual: str = "corrupted", batch: int = BATCH,
-                 progress: bool = False):
+                 progress: bool = False, cache_bytes: int = CACHE_BYTES):
         if counterfactual not in COUNTERFACTUALS:
             raise InputError(f"the counterfactual is one of {', '.join(COUNTERFACTUALS)}, got "
                              f"{counterfactual!r}")
@@ -42,6 +45,8 @@ class Runner:
         self.counterfactual, self.batch = counterfactual, int(batch)
         self.progress = bool(progress)
         self._mean = None
+        self._cache: dict = {}
+        self._cache_left = int(cache_bytes)
 
     # batches ---------------------------------------------------------------------------
     def batches(self):
@@ -85,6 +90,19 @@ class Runner:
         b["full"] = self.value(b, clean["logits"])
         return b
 
+    def prepared(self, lo: int, hi: int) -> dict:
+        """:meth:`prepare` of batch ``lo:hi`` without its clean outputs, kept for the next
+        call while the kept batches fit ``cache_bytes`` (their counterfactual outputs)."""
+        if (lo, hi) in self._cache:
+            return self._cache[(lo, hi)]
+        b = self.prepare(lo, hi)
+        del b["clean_outs"]
+        size = sum(c.numel() * c.element_size() for c in b["cf"] if c.is_contiguous())
+        if size <= self._cache_left:
+            self._cache[(lo, hi)] = b
+            self._cache_left -= size
+        return b
+
     def value(self, b: dict, logits):
         """``(n,)`` the metric of ``logits`` on batch ``b``."""
         return metric(self.metric, logits, b["answer"], b["wrong"], b["ref"])
@@ -109,7 +127,7 @@ class Runner:
 
     def _metrics(self, kept_sets, out, bar) -> None:
         for lo, hi in self.batches():
-            b = self.prepare(lo, hi)
+            b = self.prepared(lo, hi)
             for i, kept in enumerate(kept_sets):
                 if kept.all():
                     v = b["full"]
@@ -126,4 +144,4 @@ def mean_se(x) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(-1), x.std(-1, ddof=1) / np.sqrt(n)
 
 
-__all__ = ["BATCH", "COUNTERFACTUALS", "Runner", "batch_bytes", "mean_se"]
+__all__ = ["BATCH", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "batch_bytes", "mean_se"]
