@@ -92,6 +92,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     output.add_json(p, "print one JSON document (found lines, circuits, files) on stdout")
     output.add_no_figures(p, "skip figures/circuits.png")
     output.add_quiet(p)
+    from .circuits_task import add_options
+
+    add_options(p)
     return p
 
 
@@ -132,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report.circuits_report import KIND
     from .model_args import check_local
 
+    if args.task is not None or args.evaluate is not None:
+        return _task(args)
     check_local(args.model)
     if args.out is None:
         from pathlib import Path
@@ -169,6 +174,15 @@ def on_receiver(args) -> dict:
                 message(row)
 
     return {"on_receiver": say}
+
+
+def _task(args) -> int:
+    """``--task`` / ``--evaluate``: :mod:`.circuits_task`."""
+    from .circuits_task import run as run_task
+
+    if args.task is None:
+        raise InputError("--evaluate needs --task FILE")
+    return run_task(args)
 
 
 def _plain(v):

@@ -1,0 +1,134 @@
+"""Edge scores and circuits in the field's formats, and read back.
+
+**JSON** (MIB's circuit format, as EAP-IG's ``Graph.to_json`` writes and ``Graph.from_json``
+reads it; Mueller et al. 2025, arXiv:2504.13151): ``{"cfg": {"n_layers", "n_heads",
+"parallel_attn_mlp"}, "nodes": {name: in_graph}, "edges": {"a0.h1->a1.h0<k>": {"score",
+"in_graph"}, …}}`` with every node and edge of :class:`.graph.Graph`. rmtbase adds, per
+edge, ``se``, ``exact``/``exact_se`` (where patched) and the TransformerLens hook names of its
+ends (``sender_hook``: ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``,
+``blocks.0.hook_resid_pre``; ``receiver_hook``: ``blocks.L.hook_k_input[h]``,
+``blocks.L.hook_mlp_in``, ``blocks.{L−1}.hook_resid_post``), and a top-level ``rmtbase``
+object (task, metric, counterfactual); MIB's readers ignore both.
+
+:func:`read_circuit` takes that file, or a list of edge names, or ``{"edges": [names]}``, and
+returns the kept edges as a boolean vector over the model's graph (one-line refusal of a graph
+of another shape or an unknown edge). **DOT** and **GraphML** hold the kept edges, with their
+scores, for Graphviz, yEd, Gephi or networkx."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+import numpy as np
+
+from ...errors import InputError
+from .graph import Graph, receiver_hook, sender_hook
+
+
+def _num(x):
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def circuit_json(g: Graph, kept, score, se=None, exact=None, meta=None) -> dict:
+    """The JSON document (module docstring); ``exact``: ``{edge number: (effect, se)}``."""
+    kept = np.asarray(kept, dtype=bool)
+    names = g.edge_names()
+    edges = {}
+    in_nodes = {"logits"} if kept.any() else set()
+    for i, name in enumerate(names):
+        s, r = g.edge(i)
+        rec = {"score": _num(score[i]), "in_graph": bool(kept[i])}
+        if se is not None:
+            rec["se"] = _num(se[i])
+        if exact is not None and i in exact:
+            rec["exact"], rec["exact_se"] = _num(exact[i][0]), _num(exact[i][1])
+        rec["sender_hook"] = sender_hook(s)
+        rec["receiver_hook"] = receiver_hook(r, g.n_layers)
+        edges[name] = rec
+        if kept[i]:
+            in_nodes.add(s)
+            in_nodes.add(r.partition("<")[0])
+    nodes = {n: n in in_nodes for n in g.nodes()}
+    doc = {"cfg": g.cfg, "nodes": nodes, "edges": edges}
+    if meta:
+        doc["rmtbase"] = meta
+    return doc
+
+
+def read_circuit(path, g: Graph) -> np.ndarray:
+    """The kept edges of the circuit file ``path`` (module docstring) on graph ``g``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"no circuit file {path}")
+    try:
+        doc = json.loads(p.read_text("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{p.name}: not a JSON circuit ({exc})") from None
+    kept = g.empty()
+    if isinstance(doc, dict) and isinstance(doc.get("edges"), dict):
+        cfg = doc.get("cfg") or {}
+        for key in ("n_layers", "n_heads"):
+            if key in cfg and int(cfg[key]) != getattr(g, key):
+                raise InputError(f"{p.name}: a circuit of a model with {cfg[key]} {key[2:]}, "
+                                 f"this one has {getattr(g, key)}")
+        for name, rec in doc["edges"].items():
+            if not isinstance(rec, dict) or "in_graph" not in rec:
+                raise InputError(f"{p.name}: edge {name!r} has no in_graph")
+            if rec["in_graph"]:
+                kept[g.index(name)] = True
+        return kept
+    names = doc.get("edges") if isinstance(doc, dict) else doc
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InputError(f"{p.name}: a circuit is MIB's JSON ({{'edges': {{name: {{'in_graph': "
+                         f"…}}}}}}) or a list of edge names")
+    for n in names:
+        kept[g.index(n)] = True
+    return kept
+
+
+def _kept_edges(g: Graph, kept):
+    for i in np.flatnonzero(kept):
+        s, r = g.edge(int(i))
+        node, _, x = r.partition("<")
+        yield int(i), s, node, x.rstrip(">")
+
+
+def dot(g: Graph, kept, score) -> str:
+    """Graphviz DOT of the kept edges: nodes boxes, an edge labelled by its input (q, k, v)
+    and score, red where the score is negative."""
+    lines = ["digraph circuit {", "  rankdir=BT;", "  node [shape=box];"]
+    nodes = set()
+    body = []
+    for i, s, r, x in _kept_edges(g, kept):
+        nodes |= {s, r}
+        label = f"{x} {score[i]:.3g}".strip()
+        color = "red" if score[i] < 0 else "black"
+        body.append(f'  "{s}" -> "{r}" [label="{label}", color={color}];')
+    order = {n: j for j, n in enumerate(g.nodes())}
+    lines += [f'  "{n}";' for n in sorted(nodes, key=order.get)]
+    return "\n".join(lines + body + ["}"]) + "\n"
+
+
+def graphml(g: Graph, kept, score) -> str:
+    """GraphML of the kept edges, attributes ``input`` (q, k, v or empty) and ``score``."""
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">',
+           '  <key id="input" for="edge" attr.name="input" attr.type="string"/>',
+           '  <key id="score" for="edge" attr.name="score" attr.type="double"/>',
+           '  <graph id="circuit" edgedefault="directed">']
+    nodes, edges = [], []
+    for i, s, r, x in _kept_edges(g, kept):
+        for n in (s, r):
+            if n not in nodes:
+                nodes.append(n)
+        edges.append(f'    <edge source={quoteattr(s)} target={quoteattr(r)}>'
+                     f'<data key="input">{x}</data><data key="score">{float(score[i])!r}'
+                     f'</data></edge>')
+    out += [f"    <node id={quoteattr(n)}/>" for n in nodes] + edges
+    return "\n".join(out + ["  </graph>", "</graphml>"]) + "\n"
+
+
+__all__ = ["circuit_json", "dot", "graphml", "read_circuit"]

@@ -1,0 +1,211 @@
+"""The model recomputed on the graph (:mod:`.graph`): every receiver reads its own residual.
+
+The residual a receiver ``r`` reads is the sum of its senders' outputs plus the constant
+biases: ``x_r = b + Σ_{s→r} o_s``, ``o_input`` the embeddings (what enters layer 0), ``o_{a l.h
+h} = z_h W_O[h]`` (:meth:`.heads.HeadModel.source_output`), ``o_{m l} = MLP_l(norm_l(x_{m l}))``;
+the attention output projection's bias joins ``b``. With an edge set ``C`` kept, the rest
+carries the counterfactual ``c_s`` (the sender's output on the corrupted prompt, its mean or
+zero):
+
+    x_r = b + Σ_{s→r ∈ C} o_s + Σ_{s→r ∉ C} c_s = x_r^run − Σ_{s→r ∉ C} (o_s − c_s),
+
+``o_s`` the sender's output in this same run (Conmy et al. 2023; Hanna et al. 2024). A head
+computes ``q``, ``k``, ``v`` from its three own residuals (:meth:`.heads.HeadModel.query`, …,
+each through the layer's input norm) and ``z = softmax(q kᵀ …) v`` (:meth:`.heads.HeadModel
+.pattern`); a query head of a GQA group recomputes the group's key and value for itself.
+With every edge kept this is the model's forward; :meth:`TaskModel.check` compares its
+logits with the transformers forward's and refuses a model where they differ.
+
+Families: pre-norm decoders whose block is ``x + attn(norm(x)) + mlp(norm'(·))`` with one
+output projection (:data:`FAMILIES`); post-norm blocks and residual multipliers are refused."""
+
+from __future__ import annotations
+
+from ...errors import InputError, ModelError
+from ..heads import HeadModel
+from .graph import Graph
+
+#: model_type values the task graph runs (module docstring).
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox", "gemma", "phi3",
+            "starcoder2", "smollm3", "olmo", "gptj", "phi", "stablelm", "cohere")
+_MLP_NORMS = ("ln_2", "post_attention_layernorm")
+_FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
+
+
+class _Stop(Exception):
+    pass
+
+
+def _first(obj, names):
+    for n in names:
+        m = getattr(obj, n, None)
+        if m is not None:
+            return m
+    return None
+
+
+class TaskModel:
+    """A causal LM ``net`` (transformers, with its output embeddings) on the task graph:
+    ``hm`` (:class:`.heads.HeadModel`), ``graph`` (:class:`.graph.Graph`), :meth:`embed`,
+    :meth:`run`. One-line :class:`~rmtbase.errors.InputError` for a family outside
+    :data:`FAMILIES`, a post-norm block or a model without an unembedding."""
+
+    def __init__(self, net):
+        mt = net.config.model_type
+        if mt not in FAMILIES:
+            raise InputError(f"task circuits run {', '.join(FAMILIES)} models, not {mt!r}")
+        hm = HeadModel(net)
+        if any(hm.post_norm(li) is not None for li in range(hm.n_layers)) or hm._mult != 1.0:
+            raise InputError(f"{mt}: task circuits run pre-norm blocks without multipliers")
+        self.net, self.hm = net, hm
+        self.head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") \
+            else None
+        if self.head is None:
+            raise InputError(f"{mt}: this model has no unembedding (load it as a causal LM)")
+        base = getattr(net, "base_model", net)
+        self.final = _first(base, _FINAL_NORMS) or _first(getattr(base, "decoder", base),
+                                                           _FINAL_NORMS)
+        if self.final is None:
+            raise InputError(f"{mt}: cannot find the final norm")
+        self.parallel = hm.parallel(0)
+        self.mlps, self.mlp_norms = [], []
+        for li, layer in enumerate(hm.layers):
+            mlp = getattr(layer, "mlp", None)
+            if mlp is None:
+                raise InputError(f"{mt}: layer {li} has no mlp module")
+            norm = _first(layer, _MLP_NORMS)
+            if norm is None and self.parallel:
+                norm = hm.norm(li)
+            if norm is None:
+                raise InputError(f"{mt}: cannot find layer {li}'s MLP norm")
+            self.mlps.append(mlp)
+            self.mlp_norms.append(norm)
+        self.graph = Graph(hm.n_layers, hm.n_heads, self.parallel)
+
+    # embeddings --------------------------------------------------------------------------
+    def embed(self, ids):
+        """``(n, T, d)`` float: what enters layer 0 for token ids ``ids`` ``(n, T)`` (positions
+        ``0 … T − 1``), read by a pre-hook on the first block."""
+        import torch
+
+        got = {}
+
+        def hook(_mod, args, kwargs):
+            got["x"] = (args[0] if args else kwargs["hidden_states"]).detach()
+            raise _Stop
+
+        h = self.hm.layers[0].register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            x = torch.as_tensor(ids)
+            with torch.no_grad():
+                self.net(input_ids=x, attention_mask=torch.ones_like(x))
+        except _Stop:
+            pass
+        finally:
+            h.remove()
+        return got["x"]
+
+    # the graph forward ---------------------------------------------------------------------
+    def _inputs(self, resid, dsum, st, outs, cf, removed, leaves):
+        """``(R, n, T, d)`` the stage's receiver inputs (module docstring): ``x − Σ_removed
+        (o_s − c_s)``, or where fewer edges are kept than removed the same as ``x − D +
+        Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``)."""
+        import torch
+
+        x = resid.expand(len(st.receivers), *resid.shape)
+        if removed is not None:
+            keep = ~removed
+            sparse, sign = (keep, 1.0) if keep.sum() < removed.sum() else (removed, -1.0)
+            if sign > 0:
+                x = (resid - dsum).expand(len(st.receivers), *resid.shape)
+            cols = sparse.any(0).nonzero()[0]
+            if cols.size:
+                diff = torch.stack([outs[int(s)] - cf[int(s)] for s in cols])
+                w = torch.as_tensor(sparse[:, cols], dtype=diff.dtype)
+                x = x + sign * torch.einsum("rs,sntd->rntd", w, diff)
+        if leaves is not None:
+            leaf = torch.zeros(x.shape, dtype=x.dtype, requires_grad=True)
+            leaves.append(leaf)
+            x = x + leaf
+        return x
+
+    def run(self, emb, *, cf=None, kept=None, grad: bool = False):
+        """One graph forward from embeddings ``emb`` ``(n, T, d)``: ``{"logits"`` ``(n, V)`` at
+        the last position, ``"outs"`` the senders' outputs, ``"leaves"`` (``grad``: one zero
+        ``(R, n, T, d)`` tensor per stage added to its inputs, for ``∂metric/∂x_r``)``}``.
+        ``kept``: ``(n_edges,)`` bool (None: every edge), the others read ``cf`` (a list of
+        the senders' counterfactual outputs, each ``(n, T, d)`` or broadcastable)."""
+        import torch
+
+        g, hm = self.graph, self.hm
+        blocks = None
+        if kept is not None:
+            if cf is None:
+                raise InputError("an edge set needs the senders' counterfactual outputs")
+            blocks = [~b for b in g.blocks(kept)]
+        leaves = [] if grad else None
+        outs = [emb]
+        resid = emb
+        dsum = None if blocks is None else emb - cf[0]  # Σ (o_s − c_s) over senders so far
+        H = hm.n_heads
+        ctx = torch.enable_grad() if grad else torch.no_grad()
+        with ctx:
+            for si, st in enumerate(g.stages):
+                rem = None if blocks is None or not blocks[si].any() else blocks[si]
+                if st.kind == "attn":
+                    li = st.layer
+                    x = self._inputs(resid, dsum, st, outs, cf, rem, leaves)
+                    xn = hm.norm(li)(x)
+                    new = []
+                    for h in range(H):
+                        q = hm.query(li, h, xn[h])
+                        k = hm.key(li, h, xn[H + h])
+                        v = hm.value(li, h, xn[2 * H + h])
+                        a = hm.pattern(li, q, k, head=h).to(v.dtype)
+                        new.append(hm.source_output(li, h, a @ v))
+                    b = hm.output_projection(li).bias
+                    attn_sum = torch.stack(new).sum(0) + (0 if b is None else b)
+                    mlp_dsum = dsum
+                    if dsum is not None:
+                        heads = sum(o - c for o, c in zip(new, cf[len(outs):], strict=False))
+                        dsum = dsum + heads
+                        mlp_dsum = mlp_dsum if self.parallel else dsum
+                    outs += new
+                    mlp_resid = resid if self.parallel else resid + attn_sum
+                    resid = resid + attn_sum
+                elif st.kind == "mlp":
+                    li = st.layer
+                    x = self._inputs(mlp_resid, mlp_dsum, st, outs, cf, rem, leaves)
+                    y = self.mlps[li](self.mlp_norms[li](x[0]))
+                    y = y[0] if isinstance(y, tuple) else y
+                    if dsum is not None:
+                        dsum = dsum + (y - cf[len(outs)])
+                    outs.append(y)
+                    resid = resid + y
+                else:
+                    x = self._inputs(resid, dsum, st, outs, cf, rem, leaves)
+                    logits = self.head(self.final(x[0][:, -1]))
+        return {"logits": logits, "outs": outs, "leaves": leaves}
+
+    def model_logits(self, ids):
+        """``(n, V)`` the transformers forward's logits at the last position."""
+        import torch
+
+        x = torch.as_tensor(ids)
+        with torch.no_grad():
+            return self.net(input_ids=x, attention_mask=torch.ones_like(x)).logits[:, -1]
+
+    def check(self, ids, *, rtol: float = 1e-3) -> float:
+        """The largest ``|graph − model|`` logit over ``ids``, relative to the largest
+        ``|logit|``; :class:`~rmtbase.errors.ModelError` above ``rtol``."""
+        want = self.model_logits(ids).double()
+        got = self.run(self.embed(ids))["logits"].double()
+        err = float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
+        if not err <= rtol:
+            raise ModelError(f"{self.net.config.model_type}: the graph forward's logits differ "
+                             f"from the model's by {err:.2g} of their scale; this model's "
+                             f"block is not one the task graph follows")
+        return err
+
+
+__all__ = ["FAMILIES", "TaskModel"]

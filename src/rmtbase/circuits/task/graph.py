@@ -1,0 +1,145 @@
+"""The computational graph a task circuit lives in: nodes, edges and their names.
+
+Nodes: ``input`` (the embeddings: everything entering layer 0), every head ``a{l}.h{h}``,
+every MLP ``m{l}``, and ``logits`` (the residual the final norm and unembedding read, hence
+the metric). Senders, in order: ``input``, then per layer its heads and its MLP. Receivers,
+per layer: the heads' inputs ``q``, ``k``, ``v`` (kept distinct: an edge feeds one of them),
+then the MLP; last ``logits``. An edge runs from every sender before a receiver to it; in a
+sequential block a layer's heads precede its MLP, in a parallel block (attention and MLP read
+the same residual) they do not. This is the graph of EAP-IG and MIB (Hanna et al. 2024,
+arXiv:2403.17806; Mueller et al. 2025, arXiv:2504.13151): the names follow theirs, edges into
+heads carry the input as ``<q>``, ``<k>``, ``<v>``.
+
+Edges are numbered stage by stage (:attr:`Graph.stages`): a stage is the receivers of one
+kind in one layer (the 3H head inputs of a layer, its MLP, the logits) with the same senders,
+a prefix of the sender list; its edges form an ``(R, S)`` block, row-major, and the blocks are
+concatenated. A set of edges is a boolean vector over that numbering; no ``(E, N, T, d)``
+tensor is ever formed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import InputError
+
+QKV = ("q", "k", "v")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Receivers ``receivers`` (names) reading the first ``n_senders`` senders; edges
+    ``offset … offset + len(receivers) · n_senders``; ``layer`` (``n_layers`` for logits),
+    ``kind`` ``"attn"``, ``"mlp"`` or ``"logits"``."""
+
+    layer: int
+    kind: str
+    receivers: tuple
+    n_senders: int
+    offset: int
+
+    @property
+    def size(self) -> int:
+        return len(self.receivers) * self.n_senders
+
+
+class Graph:
+    """The graph of a model with ``n_layers`` layers of ``n_heads`` heads (module docstring);
+    ``parallel``: attention and MLP read the same residual."""
+
+    def __init__(self, n_layers: int, n_heads: int, parallel: bool = False):
+        self.n_layers, self.n_heads, self.parallel = int(n_layers), int(n_heads), bool(parallel)
+        senders = ["input"]
+        stages, off = [], 0
+        for li in range(self.n_layers):
+            heads = [f"a{li}.h{h}" for h in range(self.n_heads)]
+            recv = tuple(f"a{li}.h{h}<{x}>" for x in QKV for h in range(self.n_heads))
+            stages.append(Stage(li, "attn", recv, len(senders), off))
+            off += stages[-1].size
+            n_mlp = len(senders) if self.parallel else len(senders) + self.n_heads
+            stages.append(Stage(li, "mlp", (f"m{li}",), n_mlp, off))
+            off += stages[-1].size
+            senders += heads + [f"m{li}"]
+        stages.append(Stage(self.n_layers, "logits", ("logits",), len(senders), off))
+        self.senders = tuple(senders)
+        self.stages = tuple(stages)
+        self.n_edges = off + stages[-1].size
+        self._index = None
+
+    @property
+    def cfg(self) -> dict:
+        """The MIB / EAP-IG graph config."""
+        return {"n_layers": self.n_layers, "n_heads": self.n_heads,
+                "parallel_attn_mlp": self.parallel}
+
+    def nodes(self) -> list[str]:
+        return [*self.senders, "logits"]
+
+    def edge_names(self) -> list[str]:
+        """``sender->receiver`` (``a1.h0<k>`` for a head's key input), in edge order."""
+        out = []
+        for st in self.stages:
+            for r in st.receivers:
+                node, _, x = r.partition("<")
+                suffix = f"<{x}" if x else ""
+                out += [f"{s}->{node}{suffix}" for s in self.senders[:st.n_senders]]
+        return out
+
+    def edge(self, i: int) -> tuple[str, str]:
+        """(sender, receiver) of edge ``i`` (receiver with its ``<q>``-style input)."""
+        for st in self.stages:
+            if st.offset <= i < st.offset + st.size:
+                r, s = divmod(i - st.offset, st.n_senders)
+                return self.senders[s], st.receivers[r]
+        raise InputError(f"edge {i} is outside this graph's {self.n_edges} edges")
+
+    def index(self, name: str) -> int:
+        """The number of edge ``name``; one-line refusal of a name outside the graph."""
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self.edge_names())}
+        try:
+            return self._index[name]
+        except KeyError:
+            raise InputError(f"edge {name!r} is not in this model's graph ({self.n_layers} "
+                             f"layers, {self.n_heads} heads)") from None
+
+    def blocks(self, kept: np.ndarray) -> list[np.ndarray]:
+        """``kept`` ``(n_edges,)`` bool as one ``(R, S)`` block per stage."""
+        kept = np.asarray(kept, dtype=bool)
+        if kept.shape != (self.n_edges,):
+            raise InputError(f"an edge set has {self.n_edges} entries here, got {kept.shape}")
+        return [kept[st.offset:st.offset + st.size].reshape(len(st.receivers), st.n_senders)
+                for st in self.stages]
+
+    def full(self) -> np.ndarray:
+        return np.ones(self.n_edges, dtype=bool)
+
+    def empty(self) -> np.ndarray:
+        return np.zeros(self.n_edges, dtype=bool)
+
+
+def sender_hook(name: str) -> str:
+    """TransformerLens hook of a sender's output: ``blocks.0.hook_resid_pre`` (the input,
+    embeddings and positions), ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``."""
+    if name == "input":
+        return "blocks.0.hook_resid_pre"
+    if name.startswith("a"):
+        layer, head = name[1:].split(".h")
+        return f"blocks.{layer}.attn.hook_result[{head}]"
+    return f"blocks.{name[1:]}.hook_mlp_out"
+
+
+def receiver_hook(name: str, n_layers: int) -> str:
+    """TransformerLens hook of a receiver's input: ``blocks.L.hook_q_input[h]`` (k, v alike),
+    ``blocks.L.hook_mlp_in``, ``blocks.{L−1}.hook_resid_post`` for the logits."""
+    if name == "logits":
+        return f"blocks.{n_layers - 1}.hook_resid_post"
+    if name.startswith("a"):
+        node, _, x = name.partition("<")
+        layer, head = node[1:].split(".h")
+        return f"blocks.{layer}.hook_{x.rstrip('>')}_input[{head}]"
+    return f"blocks.{name[1:]}.hook_mlp_in"
+
+
+__all__ = ["QKV", "Graph", "Stage", "receiver_hook", "sender_hook"]

@@ -1,0 +1,147 @@
+"""A task on a :class:`.forward.TaskModel`, in batches of prompts: the counterfactual, the
+per-prompt metric of any edge set, and the memory bound.
+
+Counterfactuals (what a removed edge carries, :mod:`.forward`): ``corrupted`` (default; each
+sender's output on the prompt's corrupted twin, Wang et al. 2022), ``mean`` (its mean over the
+task's clean prompts at each position) or ``zero``. A batch holds its senders' clean and
+counterfactual outputs, ``2 · S · n · T · d`` floats (``S`` senders): :func:`batch_bytes`; the
+counterfactual outputs of the batches are kept between passes up to :data:`CACHE_BYTES`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InputError
+from .metric import check_metric, metric
+from .taskfile import Task
+
+COUNTERFACTUALS = ("corrupted", "mean", "zero")
+#: Prompts per batch by default.
+BATCH = 8
+#: Bytes of counterfactual outputs kept between passes over the prompts (:meth:`Runner.prepared`).
+CACHE_BYTES = 1 << 30
+
+
+def batch_bytes(tm, n: int, t: int) -> int:
+    """Bytes of a batch's sender outputs and gradients (module docstring), float32."""
+    g = tm.graph
+    receivers = sum(len(st.receivers) for st in g.stages)
+    return 4 * n * t * tm.hm.d * (2 * len(g.senders) + receivers)
+
+
+class Runner:
+    """``task`` on ``tm`` with ``metric`` and ``counterfactual`` (module docstring), ``batch``
+    prompts at a time."""
+
+    def __init__(self, tm, task: Task, *, metric: str = "logit_diff",
+                 counterfactual: str = "corrupted", batch: int = BATCH,
+                 progress: bool = False, cache_bytes: int = CACHE_BYTES):
+        if counterfactual not in COUNTERFACTUALS:
+            raise InputError(f"the counterfactual is one of {', '.join(COUNTERFACTUALS)}, got "
+                             f"{counterfactual!r}")
+        if task.n < 2:
+            raise InputError("a task needs at least 2 prompt pairs (an se over prompts)")
+        self.tm, self.task, self.metric = tm, task, check_metric(metric)
+        self.counterfactual, self.batch = counterfactual, int(batch)
+        self.progress = bool(progress)
+        self._mean = None
+        self._cache: dict = {}
+        self._cache_left = int(cache_bytes)
+
+    # batches ---------------------------------------------------------------------------
+    def batches(self):
+        """(lo, hi) of each batch."""
+        for lo in range(0, self.task.n, self.batch):
+            yield lo, min(lo + self.batch, self.task.n)
+
+    def _mean_outputs(self):
+        import torch
+
+        if self._mean is None:
+            total, n = None, 0
+            for lo, hi in self.batches():
+                outs = self.tm.run(self.tm.embed(self.task.clean[lo:hi]))["outs"]
+                s = [o.sum(0) for o in outs]
+                total = s if total is None else [a + b for a, b in zip(total, s, strict=True)]
+                n += hi - lo
+            with torch.no_grad():
+                self._mean = [t / n for t in total]
+        return self._mean
+
+    def prepare(self, lo: int, hi: int) -> dict:
+        """Batch ``lo:hi``: clean embeddings ``emb``, counterfactual outputs ``cf``, their
+        embeddings ``cf_emb``, ``answer``, ``wrong``, clean log-probabilities ``ref``, the full
+        model's metric ``full`` ``(n,)``."""
+        import torch
+
+        tm = self.tm
+        emb = tm.embed(self.task.clean[lo:hi])
+        if self.counterfactual == "corrupted":
+            cf = tm.run(tm.embed(self.task.corrupted[lo:hi]))["outs"]
+        elif self.counterfactual == "mean":
+            cf = [m.expand_as(emb) for m in self._mean_outputs()]
+        else:
+            cf = [torch.zeros_like(emb)] * len(tm.graph.senders)
+        clean = tm.run(emb)
+        b = {"emb": emb, "cf": cf, "cf_emb": cf[0],
+             "answer": torch.as_tensor(self.task.answer[lo:hi]),
+             "wrong": torch.as_tensor(self.task.wrong[lo:hi]),
+             "ref": torch.log_softmax(clean["logits"].double(), -1), "clean_outs": clean["outs"]}
+        b["full"] = self.value(b, clean["logits"])
+        return b
+
+    def prepared(self, lo: int, hi: int) -> dict:
+        """:meth:`prepare` of batch ``lo:hi`` without its clean outputs, kept for the next
+        call while the kept batches fit ``cache_bytes`` (their counterfactual outputs)."""
+        if (lo, hi) in self._cache:
+            return self._cache[(lo, hi)]
+        b = self.prepare(lo, hi)
+        del b["clean_outs"]
+        size = sum(c.numel() * c.element_size() for c in b["cf"] if c.is_contiguous())
+        if size <= self._cache_left:
+            self._cache[(lo, hi)] = b
+            self._cache_left -= size
+        return b
+
+    def value(self, b: dict, logits):
+        """``(n,)`` the metric of ``logits`` on batch ``b``."""
+        return metric(self.metric, logits, b["answer"], b["wrong"], b["ref"])
+
+    # edge sets -------------------------------------------------------------------------
+    def bar(self, total: int, desc: str):
+        """A :func:`rmtbase.progress.progress_bar` of ``total`` prompts (silent unless
+        ``progress``)."""
+        from ...progress import progress_bar
+
+        return progress_bar(total, desc=f"rmtbase circuits: {desc}", unit="prompt",
+                            enabled=self.progress)
+
+    def metrics(self, kept_sets, *, desc: str = "edge sets") -> np.ndarray:
+        """``(K, N)`` float64: the metric per prompt with each edge set of ``kept_sets``
+        (``(n_edges,)`` bools) kept and the rest counterfactual."""
+        kept_sets = list(kept_sets)
+        out = np.empty((len(kept_sets), self.task.n))
+        with self.bar(len(kept_sets) * self.task.n, desc) as bar:
+            self._metrics(kept_sets, out, bar)
+        return out
+
+    def _metrics(self, kept_sets, out, bar) -> None:
+        for lo, hi in self.batches():
+            b = self.prepared(lo, hi)
+            for i, kept in enumerate(kept_sets):
+                if kept.all():
+                    v = b["full"]
+                else:
+                    v = self.value(b, self.tm.run(b["emb"], cf=b["cf"], kept=kept)["logits"])
+                out[i, lo:hi] = v.detach().double().numpy()
+                bar.update(hi - lo)
+
+
+def mean_se(x) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and ``sd / √N`` (``ddof = 1``) over the last axis."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[-1]
+    return x.mean(-1), x.std(-1, ddof=1) / np.sqrt(n)
+
+
+__all__ = ["BATCH", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "batch_bytes", "mean_se"]

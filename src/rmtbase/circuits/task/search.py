@@ -1,0 +1,199 @@
+"""A task's circuit end to end: load the causal LM and its tokenizer, read the task, score
+every edge by attribution (:mod:`.attribution`), patch the top ones exactly (:mod:`.exact`),
+draw the faithfulness curve (:mod:`.faithfulness`); the reported circuit is the smallest
+top-``k`` reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of
+the patched edges whose effect is at least 3 se is scored too. :func:`evaluate` scores a
+circuit the user brings. :func:`write_outputs` writes ``circuit.json`` (every edge with its
+scores, the circuit's marked ``in_graph``: MIB's format), ``circuit.dot``, ``circuit.graphml``,
+``curve.csv`` and ``summary.json`` into one all-or-nothing folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import InputError, ModelError
+from .attribution import attribute, default_steps
+from .exact import patch_edges
+from .faithfulness import Scorer, curve, evaluate_kept, top_k
+from .forward import TaskModel
+from .runner import Runner
+from .taskfile import Task, read_records, tokenise
+
+KIND = "rmtbase circuits --task"
+
+
+def load_causal_lm(model, *, tokenizer: bool):
+    """(net, tokenizer or None, name): a transformers causal LM (eager attention, float32,
+    its unembedding kept) from a folder, a hub id, a ``.gguf`` file (:func:`_gguf_causal_lm`)
+    or a loaded ``PreTrainedModel``; the tokenizer is read only when ``tokenizer``."""
+    if hasattr(model, "config") and hasattr(model, "forward"):
+        return model.eval(), None, str(model.config.model_type)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ...probe.loader import has_tokenizer_files, locate, one_line
+
+    src, kw, name = locate(model, need_tokenizer=False)
+    if "gguf_file" in kw:
+        return _gguf_causal_lm(model, tokenizer=tokenizer)
+    tok = None
+    if tokenizer:
+        if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
+            raise InputError(f"the task gives text and {name} has no tokenizer (tokenizer.json, "
+                             f"tokenizer.model or vocab.json + merges.txt); give token ids")
+        try:
+            tok = AutoTokenizer.from_pretrained(src, **kw)
+        except Exception as exc:  # transformers raises many kinds
+            raise ModelError(f"cannot load the tokenizer of {name}: {one_line(exc)}") from exc
+    try:
+        net = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager",
+                                                   dtype=torch.float32, **kw)
+    except Exception as exc:
+        raise ModelError(f"cannot load {name} as a causal LM: {one_line(exc)}") from exc
+    return net.eval(), tok, name
+
+
+def _gguf_causal_lm(path, *, tokenizer: bool):
+    """A GGUF file's causal LM: the probe's reader (de-quantised to float32, its tokenizer from
+    the file) with the unembedding tied to the embeddings, as the file's config says; a GGUF of
+    untied embeddings is refused (the reader does not keep its output matrix)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
+
+    from ...probe.loader import load as probe_load
+
+    got = probe_load(path, tokenizer="required" if tokenizer else "no")
+    base = got.net
+    if not getattr(base.config, "tie_word_embeddings", False):
+        raise InputError(f"{got.name}: task circuits read GGUF files whose unembedding is "
+                         f"the embedding matrix (tie_word_embeddings); give this model's folder")
+    with no_init_weights(), torch.device("meta"):  # the shell only: its weights are base's
+        net = AutoModelForCausalLM.from_config(base.config, attn_implementation="eager",
+                                               dtype=base.dtype)
+    setattr(net, net.base_model_prefix, base)
+    net.get_output_embeddings().weight = base.get_input_embeddings().weight
+    left = [n for n, t in [*net.named_parameters(), *net.named_buffers()] if t.is_meta]
+    if left:
+        raise ModelError(f"{got.name}: the causal LM around the GGUF's model lacks {left[0]}")
+    return net.eval(), got.tokenizer, got.name
+
+
+def load(model, task):
+    """(:class:`.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
+    task path or :class:`.taskfile.Task`; the graph forward checked against the model's."""
+    if isinstance(task, Task):
+        net, _, name = load_causal_lm(model, tokenizer=False)
+        t = task
+    else:
+        records = read_records(task)
+        from .taskfile import needs_tokenizer
+
+        net, tok, name = load_causal_lm(model, tokenizer=needs_tokenizer(records))
+        t = tokenise(records, tok, vocab_size=int(net.config.vocab_size),
+                     name=Path(task).stem, source=str(task))
+    tm = TaskModel(net)
+    npos = getattr(net.config, "n_positions", None) or getattr(
+        net.config, "max_position_embeddings", None)
+    if npos is not None and t.length > int(npos):
+        raise InputError(f"the task's prompts are {t.length} tokens; the model takes {npos}")
+    tm.check(t.clean[:4])
+    return tm, t, name
+
+
+def find_task_circuit(model, task, *, metric: str = "logit_diff",
+                      counterfactual: str = "corrupted", top: int = 20, points: int = 24,
+                      steps: int | None = None, batch: int = 8, progress: bool = False) -> dict:
+    """Everything :func:`write_outputs` writes, as a dict (module docstring); ``progress``:
+    a bar per pass over the prompts on stderr."""
+    tm, t, name = load(model, task)
+    r = Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
+               progress=progress)
+    score, se = attribute(r, steps=steps)
+    order = np.argsort(-np.abs(score), kind="stable")
+    patched = order[:min(int(top), tm.graph.n_edges)]
+    eff, eff_se = patch_edges(r, patched)
+    sc = Scorer(r)
+    cur = curve(sc, score, points=points)
+    k = cur["smallest"] if cur["smallest"] is not None else tm.graph.n_edges
+    kept = top_k(order, k, tm.graph.n_edges)
+    ev = evaluate_kept(sc, kept)
+    confirmed = tm.graph.empty()
+    confirmed[[e for e, a, b in zip(patched, eff, eff_se, strict=True)
+               if _confirmed(a, b)]] = True
+    ev_confirmed = evaluate_kept(sc, confirmed)
+    return {"model": name, "task": t, "tm": tm, "metric": metric,
+            "counterfactual": counterfactual, "score": score, "se": se,
+            "steps": default_steps(metric) if steps is None else int(steps),
+            "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
+                                                                      strict=True)},
+            "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed}
+
+
+def _confirmed(effect: float, se: float) -> bool:
+    """An exactly patched edge is confirmed when ``|effect| ≥ 3 se``."""
+    return bool(np.isfinite(se) and abs(effect) >= 3 * se)
+
+
+def evaluate(model, task, edges, *, metric: str = "logit_diff",
+             counterfactual: str = "corrupted", batch: int = 8, progress: bool = False) -> dict:
+    """A circuit the user brings scored on ``task`` (:func:`.faithfulness.evaluate_kept`):
+    ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
+    from .export import read_circuit
+
+    tm, t, name = load(model, task)
+    kept = read_circuit(edges, tm.graph) if isinstance(edges, (str, Path)) else \
+        np.asarray(edges, dtype=bool)
+    sc = Scorer(Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
+                       progress=progress))
+    return {"model": name, "task": t.name, "metric": metric, "counterfactual": counterfactual,
+            **evaluate_kept(sc, kept)}
+
+
+def summary(res: dict) -> dict:
+    """The JSON summary of :func:`find_task_circuit`'s result."""
+    cur, g = res["curve"], res["tm"].graph
+    t = res["task"]
+    top = []
+    for e, (a, b) in res["exact"].items():
+        s, r = g.edge(e)
+        top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
+                    "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
+                    "confirmed": _confirmed(a, b)})
+    return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
+            "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
+            "attribution_steps": res["steps"], "n_edges": g.n_edges,
+            "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
+            "curve_area": cur["area"],
+            "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},
+            "top_edges": top}
+
+
+def write_outputs(res: dict, out) -> dict:
+    """Write the outputs (module docstring) into folder ``out`` all or nothing; returns
+    {name: path}."""
+    from ...files.output import OutputFolder
+    from .export import circuit_json, dot, graphml
+
+    g, cur = res["tm"].graph, res["curve"]
+    meta = {"task": res["task"].name, "metric": res["metric"],
+            "counterfactual": res["counterfactual"], "model": res["model"]}
+    full = circuit_json(g, res["kept"], res["score"], res["se"], res["exact"], meta)
+    csv = ["k,metric,faithfulness"] + [f"{int(k)},{m!r},{f!r}" for k, m, f in zip(
+        cur["k"], cur["metric"], cur["faithfulness"], strict=True)]
+    files = {"circuit.json": json.dumps(full) + "\n",
+             "circuit.dot": dot(g, res["kept"], res["score"]),
+             "circuit.graphml": graphml(g, res["kept"], res["score"]),
+             "curve.csv": "\n".join(csv) + "\n",
+             "summary.json": json.dumps(summary(res), indent=1) + "\n"}
+    with OutputFolder(out, kind=KIND) as folder:
+        for rel, text in files.items():
+            folder.write_text(rel, text)
+    return {k: Path(out) / k for k in files}
+
+
+__all__ = ["KIND", "evaluate", "find_task_circuit", "load", "load_causal_lm", "summary",
+           "write_outputs"]

