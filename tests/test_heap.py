@@ -1,7 +1,7 @@
 """The C heap given back after a search or a score (:mod:`rmtbase.files.heap`).
 
 Freed memory inside glibc's heap stays resident until ``malloc_trim``: a search on SmolLM2 kept
-about 1.3 GiB of it (``benchmarks/memory_after_search.py`` measures the whole search). Here:
+about 1.3 GiB of it (``benchmarks/patching.py --memory`` measures the whole search). Here:
 the binding releases such memory, and the public functions that do the work call it once they
 return or raise."""
 
