@@ -32,6 +32,7 @@ from .measures.spectrum_band import (  # noqa: F401 - _drawn_spectrum_band: test
 from .nulls.checks import check_element_draws, check_null_size, check_null_storage
 from .nulls.layer_null import is_spectral
 from .settings import ScoreSettings
+from .stopping.budget import check_budget
 
 
 def _stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
@@ -85,6 +86,7 @@ def score_model(model=None, *, revision=None, settings: ScoreSettings | None = N
         raise InputError(f"circuit must be 'qk' or 'ov', got {circuit!r}")
     _, null = _check_options(s.alpha, s.draws, s.null, s.quantized_null, s.max_draws,
                              s.element_draws, s.seed, s.spectrum_draws)
+    check_budget(s.growth_budget)
     stats, draws, element_draws = s.stats, s.draws, s.element_draws
     kind, names = _stat_kind(stats)
     spectral_only = names is not None and all(is_spectral(n) or n in NOT_TESTED for n in names)
@@ -123,7 +125,8 @@ def score_heads(info, layers, *, label=None, settings: ScoreSettings | None = No
     opts = Options(kind, names, null, draws=s.draws, alpha=alpha, seed=s.seed,
                    spectrum_draws=s.spectrum_draws, quantized_null=s.quantized_null,
                    max_draws=s.max_draws, element_draws=s.element_draws, progress=progress,
-                   unreliable=tuple(unreliable), start=NullStart.of(s.null_start))
+                   unreliable=tuple(unreliable), start=NullStart.of(s.null_start),
+                   growth_budget=check_budget(s.growth_budget))
     return score(info, layers, opts, label)
 
 

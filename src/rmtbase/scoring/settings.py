@@ -21,7 +21,10 @@ class ScoreSettings:
     format of :data:`rmtbase.stats.precision.QUANT_FORMATS`. max_draws: None extends the spectral
     null while a decision could change; a number, up to it for heads near a flag. element_draws:
     permutations for W_QK's element statistics. null_start: least null sizes
-    (:class:`~rmtbase.scoring.heads.reference.NullStart`)."""
+    (:class:`~rmtbase.scoring.heads.reference.NullStart`). growth_budget: CPU seconds the null
+    tables' growth may cost (estimated), ``"auto"`` (twice the heads' own measuring, at least
+    300) or None (no limit); heads still open where it stops growth are reported undecided
+    (:mod:`rmtbase.scoring.stopping.budget`)."""
 
     stats: object = "all"
     draws: int | None = None
@@ -33,6 +36,7 @@ class ScoreSettings:
     max_draws: int | None = None
     element_draws: int = 200
     null_start: object = None
+    growth_budget: object = "auto"
 
 
 @dataclass(frozen=True)

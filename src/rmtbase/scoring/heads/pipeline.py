@@ -1,7 +1,10 @@
 """The scoring pipeline as one function of records: read → null → decide → profile → describe.
 
 :func:`score`: :func:`read_layers` measures the layers, the null returns its references,
-:func:`rmtbase.scoring.heads.sequential.decide` tests the heads, then spectra, profile, provenance."""
+:func:`rmtbase.scoring.heads.sequential.decide` tests the heads (their nulls' growth within the
+growth budget, :mod:`rmtbase.scoring.stopping.budget`), then spectra, profile (where the budget
+stopped a table, the heads still open are marked undecided: :mod:`rmtbase.decision.undecided`),
+provenance."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from ..._version import __version__
 from ...decision.combined import add_axes_decision
 from ...decision.family import HISTOGRAM
 from ...decision.spikes import add_spikes
+from ...decision.undecided import mark_undecided
 from ...decision.verdict import NOT_TESTED
 from ...errors import InputError, ModelError
 from ...stats.storage import storage_record
@@ -26,6 +30,7 @@ from ..measures.verdict import Decision
 from ..nulls.checks import report_undefined
 from ..nulls.layer_null import has_lambda_max, layer_null, layer_quantisation
 from ..profile.axes import add_profile, factor_profile, null_storage
+from ..stopping.budget import GrowthBudget, budget_seconds
 from .read_ahead import read_ahead
 from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, NullStart, drawn_reference
 from .sequential import decide
@@ -38,7 +43,8 @@ CONVENTIONS = ("W_Q, W_K (d_h, d); W_QK = W_Q^T W_K; lambda = squared singular v
 class Options:
     """Checked options of a score, as :func:`rmtbase.scoring.score.score_heads` builds them from
     a :class:`~rmtbase.scoring.settings.ScoreSettings`: ``kind`` and ``names`` from its
-    ``stats``, the parsed null, ``unreliable`` statistics kept out, ``start`` its null_start."""
+    ``stats``, the parsed null, ``unreliable`` statistics kept out, ``start`` its null_start,
+    ``growth_budget`` its growth budget."""
 
     kind: str
     names: tuple | None
@@ -53,6 +59,9 @@ class Options:
     progress: bool = True
     unreliable: tuple = ()
     start: NullStart = NullStart()
+    #: CPU seconds the null tables' growth may cost ("auto", None: no limit;
+    #: :mod:`rmtbase.scoring.stopping.budget`)
+    growth_budget: object = "auto"
 
 
 @dataclass
@@ -284,12 +293,18 @@ def score(info, layers, opts: Options, label=None):
                   element_draws=int(opts.element_draws), start=opts.start,
                   heads=tuple(int(n) for n in values["q.rms"].shape))
     refs = references(opts.null, read.null_records, cells, opts)
+    budget = GrowthBudget(budget_seconds(opts.growth_budget, d, d_h, opts.kind,
+                                         int(values["q.rms"].size)))
     out = decide(refs, values, tested, Decision(opts.null, opts.alpha, info.group_size,
-                                                unreliable, opts.max_draws, opts.progress))
+                                                unreliable, opts.max_draws, opts.progress,
+                                                budget))
     ds = out.ds
     attrs = type(refs[0]).attrs(refs, read.layer_ids, opts.max_draws)
     _add_spectra(ds, read, refs, out.values, d, d_h)
     _add_profile(ds, read, refs, opts, d, d_h)
+    ds.attrs.update(budget.attrs(), undecided_heads=0)
+    if out.bracket is not None:  # the budget stopped a table: open heads are undecided
+        mark_undecided(ds, *out.bracket, alpha=opts.alpha)
     ds = _add_layers(ds, read, opts, d, d_h, refs)
     ds.attrs.update(attrs)
     _provenance(ds, info, read, opts, label)
