@@ -119,3 +119,29 @@ def test_a_budget_that_does_not_bite_leaves_the_decisions_as_they_were(tmp_path,
     assert "head_undecided" not in auto and auto.attrs["undecided_heads"] == 0
     assert auto.attrs["growth_budget"] == B.FLOOR and free.attrs["growth_budget"] == "none"
     assert undecided_line(auto) is None
+
+
+@pytest.mark.slow  # an all-statistics score with its 1,000-draw table and profile null: ~1 min
+def test_a_budget_stops_the_joint_table_too(tmp_path, monkeypatch, module_cache):
+    """Every head declared open under a shrunk schedule (1,000 → 1,200): a budget of 0 refuses
+    the step, the table is never grown, and the joint rule's bracket is what is reported."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from rmtbase.scoring.score import score_model
+    from rmtbase.scoring.stopping import joint as J
+
+    monkeypatch.setattr(J, "SCHEDULE", (1200,))
+    monkeypatch.setattr(J, "JOINT_DRAWS", 1200)
+    seen = []
+    monkeypatch.setattr(J, "grow", lambda ref, n: seen.append(n))
+    monkeypatch.setattr(J, "unsettled", lambda lo, hi, alpha: np.ones(np.shape(lo), bool))
+    torch.manual_seed(2)
+    cfg = GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=32, n_positions=16)
+    GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "m")
+    ds = score_model(str(tmp_path / "m"), progress=False, spectrum_draws=0, growth_budget=0)
+    assert seen == []  # not one draw past the budget
+    assert ds.attrs["growth_budget_spent"] == 0
+    assert ds.attrs["joint_null_draws"] == 1000
+    assert "joint 1000" in ds.attrs["undecided_draws"]
+    assert ds.attrs["undecided_heads"] == int(ds["head_undecided"].sum())

@@ -73,7 +73,9 @@ def decide(refs, values, tested, how: Decision) -> Decided:
     if how.max_draws is None:
         used = int(min(g.spectral_ref["q.rms"].size for g in refs))
         ds.attrs.update(stop_rule="decision", stop_error=STOP_ERROR,
-                        stopping_note=stopping_note(used, settled, cap))
+                        stopping_note=stopping_note(
+                            used, settled, cap, budget=any(
+                                k == "spectral" for k, _, _ in getattr(how.budget, "refused", ()))))
     else:
         ds.attrs["stop_rule"] = "tail"
     return Decided(ds, tested, values, undefined, brackets(refs, values, names, ds, how, n_looks))
@@ -92,7 +94,7 @@ def brackets(refs, values, names, ds, how: Decision, n_looks: int):
     from ..measures.verdict import reference_groups
     from ..stopping.rule import head_bounds
 
-    budget = how.budget
+    budget = getattr(how, "budget", None)
     if budget is None or not budget.bitten:
         return None
     kinds = {k for k, _, _ in budget.refused}

@@ -80,7 +80,8 @@ def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks, said=N
         if why is None:
             continue
         n_next = next_size(have, cap)
-        if decide and how.budget is not None and not how.budget.afford(
+        budget = getattr(how, "budget", None)
+        if decide and budget is not None and not budget.afford(
                 g.cells.d, g.cells.d_h, "spectral", have, n_next):
             if how.progress:
                 message(f"rmtbase: {why}; the growth budget leaves the spectral null at {have} "

@@ -125,7 +125,8 @@ def grow_joint(refs, values, ds, how: Decision):
                 continue
             have = np.asarray(g.joint["q.rms"]).size
             n_next = J.next_size(have)
-            if how.budget is not None and not how.budget.afford(
+            budget = getattr(how, "budget", None)
+            if budget is not None and not budget.afford(
                     g.cells.d, g.cells.d_h, g.cells.kind, have, n_next):
                 if how.progress:
                     message(f"rmtbase: the growth budget leaves the joint null at {have} draws; "
@@ -147,9 +148,10 @@ def grow_joint(refs, values, ds, how: Decision):
         ds = verdict(refs, values, how)
     ds = _grow_heads(refs, values, ds, how)
     _state_open(refs, ds, how)
-    if how.budget is not None and any(k != "spectral" for k, _, _ in how.budget.refused):
+    budget = getattr(how, "budget", None)
+    if budget is not None and any(k != "spectral" for k, _, _ in budget.refused):
         # the bracket of each head's p at the full size, for the undecided heads
-        how.budget.joint_bounds = _joint_bounds(refs, ds, len(J.SCHEDULE) + 1, how)
+        budget.joint_bounds = _joint_bounds(refs, ds, len(J.SCHEDULE) + 1, how)
     draws = np.full((ds.sizes["layer"], ds.sizes["head"]), -1, dtype=np.int64)
     for g in refs:
         draws[slice(None) if g.rows is None else g.rows] = _calibration_draws(g, how)
