@@ -145,3 +145,17 @@ def test_a_budget_stops_the_joint_table_too(tmp_path, monkeypatch, module_cache)
     assert ds.attrs["joint_null_draws"] == 1000
     assert "joint 1000" in ds.attrs["undecided_draws"]
     assert ds.attrs["undecided_heads"] == int(ds["head_undecided"].sum())
+
+
+@pytest.mark.parametrize("value, says", [
+    ("-3", "--growth-budget must be 'auto', 'none' or CPU seconds in [0, 604800], got -3"),
+    ("1e9", "--growth-budget must be 'auto', 'none' or CPU seconds in [0, 604800], got 1e+09"),
+])
+def test_the_cli_refuses_a_budget_out_of_range_in_one_line(value, says, tmp_path, capsys):
+    from rmtbase.cli import main
+
+    assert main(["score", str(tmp_path / "absent"), "--growth-budget", value, "--out",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"rmtbase: error: {says}"]
+    assert not (tmp_path / "out").exists()
