@@ -23,8 +23,11 @@ from ..stats.storage import shipped_records
 from . import _output as output
 from . import score_modes as _modes
 from ._common import live_choice, number, positive_int
-from .score_checks import growth_budget
-from .score_checks import checked, early  # noqa: F401 - early: rmtbase.cli runs it at start-up
+from .score_checks import (  # noqa: F401 - early: rmtbase.cli runs it at start-up
+    checked,
+    early,
+    growth_budget,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
