@@ -121,7 +121,6 @@ def test_a_budget_that_does_not_bite_leaves_the_decisions_as_they_were(tmp_path,
     assert undecided_line(auto) is None
 
 
-@pytest.mark.slow  # an all-statistics score with its 1,000-draw table and profile null: ~1 min
 def test_a_budget_stops_the_joint_table_too(tmp_path, monkeypatch, module_cache):
     """Every head declared open under a shrunk schedule (1,000 → 1,200): a budget of 0 refuses
     the step, the table is never grown, and the joint rule's bracket is what is reported."""
