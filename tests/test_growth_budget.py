@@ -51,6 +51,8 @@ def test_a_step_past_the_budget_is_refused_and_not_counted():
     assert b.refused == [("all", 1500, 2100)] and b.bitten
     free = B.GrowthBudget(seconds=None)
     assert free.afford(4096, 128, "all", 0, 10 ** 6) and not free.bitten
+    assert free.line() is None
+    assert B.GrowthBudget(seconds=300).line().startswith("rmtbase: growth budget ≈ 5 CPU-min ")
 
 
 def test_flags_are_bh_on_the_upper_ends_and_the_point_flags_off_the_undecided():

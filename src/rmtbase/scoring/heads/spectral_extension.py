@@ -94,6 +94,8 @@ def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks, said=N
                 said.add(id(g))
                 # float storages share the float32 spectral null (fast_spectral)
                 message(growth_line(g.cells.d, g.cells.d_h, "spectral", "float32", have, cap))
+                if budget is not None and budget.line():
+                    message(budget.line())
             where = "" if len(refs) == 1 else f" ({g.storage} layers)"
             message(f"rmtbase: {why}; extending the spectral null{where} to {n_next}")
         got = g.extend(names, n_next)

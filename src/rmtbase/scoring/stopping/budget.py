@@ -80,6 +80,17 @@ class GrowthBudget:
         """Whether some step was refused."""
         return bool(self.refused)
 
+    def line(self) -> str | None:
+        """What a plan line is followed by: the budget all the score's growth shares (None
+        without a budget)."""
+        if self.seconds is None:
+            return None
+        from ...baseline.draw_cost import cpu_time
+
+        return (f"rmtbase: growth budget {cpu_time(self.seconds)} for all the null tables' "
+                "growth (estimated): heads still open past it are reported undecided "
+                "(--growth-budget)")
+
     def attrs(self) -> dict:
         """``growth_budget`` (CPU seconds, or "none") and ``growth_budget_spent`` for scores.nc."""
         return {"growth_budget": "none" if self.seconds is None else round(self.seconds, 3),

@@ -138,6 +138,8 @@ def grow_joint(refs, values, ds, how: Decision):
                 said.add(id(g))
                 message(growth_line(g.cells.d, g.cells.d_h, g.cells.kind, str(g.storage), have,
                                     J.JOINT_DRAWS))
+                if budget is not None and budget.line():
+                    message(budget.line())
             if how.progress:
                 message(f"rmtbase: {int(open_heads[rows].sum())} head(s) could change their "
                         f"decision with more joint null draws; drawing {n_next}")
