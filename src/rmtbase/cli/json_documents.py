@@ -4,10 +4,12 @@
 - ``schema`` (``"rmtbase.score/2"``), ``command``, ``rmtbase_version``, ``out``, ``files``;
 - ``entries``, one per scored model, checkpoint or circuit: ``label``, ``model``, ``null``,
   ``storage`` (``read``, ``null``), ``null_storage``, ``quantisation``, ``kinds`` (primary kind
-  -> heads), ``decision`` (``heads``, ``flagged``, ``alpha``) and ``heads`` in ``rank`` order
+  -> heads), ``decision`` (``heads``, ``flagged``, ``alpha``, ``undecided``, ``undecided_draws``,
+  ``growth_budget``) and ``heads`` in ``rank`` order
   (:func:`rmtbase.report.tables.head_ranks`), each with ``layer``, ``head``, ``rank``,
   ``departure``, ``kind``, ``kinds``, ``p``, ``q``, ``flag``, ``top_stat``, ``n_spikes``,
-  ``profile`` (per axis ``value``, ``effect``, ``p``, ``flag``);
+  ``profile`` (per axis ``value``, ``effect``, ``p``, ``flag``), and for a head the growth
+  budget left open ``undecided`` and ``p_bracket`` [lo, hi];
 - ``components`` (``--components``): per entry the matrices scored and flagged;
 - ``any_flag``: any head (or matrix) flagged, what ``--fail-on-flag`` tests."""
 
@@ -33,6 +35,11 @@ def _num(x):
     return int(v) if isinstance(x, int) else v
 
 
+def _budget(value):
+    """The growth budget as JSON: CPU seconds, "none", or null where the score has none."""
+    return value if isinstance(value, str) else _num(value)
+
+
 def _heads(e) -> list[dict]:
     import numpy as np
 
@@ -46,6 +53,10 @@ def _heads(e) -> list[dict]:
                    "p": _num(e["head_p_value"].values[li, hi]),
                    "q": _num(e["head_q_value"].values[li, hi]) if "head_q_value" in e else None,
                    "flag": bool(e["head_flag"].values[li, hi])}
+            if "head_undecided" in e and bool(e["head_undecided"].values[li, hi]):
+                row["undecided"] = True  # neither flagged nor cleared: its p bracket
+                row["p_bracket"] = [_num(e["head_p_lo"].values[li, hi]),
+                                    _num(e["head_p_hi"].values[li, hi])]
             if "head_top_stat" in e:
                 row["top_stat"] = str(e["head_top_stat"].values[li, hi])
             if "n_spikes" in e:
@@ -103,7 +114,11 @@ def score_document(ds, out, written, cds=None, command: str = "score") -> dict:
                         "quantisation": str(e.attrs.get("quantisation", ""))},
             "kinds": kind_counts(e),
             "decision": {"heads": len(heads), "flagged": sum(h["flag"] for h in heads),
-                         "alpha": _num(e.attrs.get("alpha", ds.attrs.get("alpha")))},
+                         "alpha": _num(e.attrs.get("alpha", ds.attrs.get("alpha"))),
+                         "undecided": sum(bool(h.get("undecided")) for h in heads),
+                         "undecided_draws": str(e.attrs.get("undecided_draws", "")) or None,
+                         "growth_budget": _budget(e.attrs.get("growth_budget",
+                                                              ds.attrs.get("growth_budget")))},
             "resolution_note": str(e.attrs.get("resolution_note", "")) or None,
             "heads": heads})
     doc = {**written_doc(command, out, written), "entries": docs}

@@ -24,7 +24,11 @@ from ..stats.storage import shipped_records
 from . import _output as output
 from . import score_modes as _modes
 from ._common import live_choice, number, positive_int
-from .score_checks import checked, early  # noqa: F401 - early: rmtbase.cli runs it at start-up
+from .score_checks import (  # noqa: F401 - early: rmtbase.cli runs it at start-up
+    checked,
+    early,
+    growth_budget,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -99,6 +103,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--max-draws", type=positive_int, default=None,
                    help="extend the spectral null up to N draws where a head near a flag lies "
                         "in its tail (deeper p); default: only while a decision can change")
+    p.add_argument("--growth-budget", type=growth_budget, default="auto", metavar="SECONDS",
+                   help="CPU seconds (estimated) the null tables may grow for while a decision "
+                        "is open; heads still open past it are reported undecided with their p "
+                        "bracket. 'auto' (default): twice the heads' own measuring cost, at "
+                        "least 300; 'none': grow until every decision is settled")
     p.add_argument("--element-draws", type=positive_int, default=200,
                    help="permutation null: permutations per head for W_QK element statistics "
                         "(default 200)")

@@ -43,6 +43,12 @@ class Plan:
         return self.revisions[0] if self.revisions else None
 
 
+#: --growth-budget's range, CPU seconds: :data:`rmtbase.scoring.stopping.budget.MIN_SECONDS`,
+#: :data:`~rmtbase.scoring.stopping.budget.MAX_SECONDS` (not imported: the CLI starts without
+#: the scoring code; ``tests/test_growth_budget.py`` holds them equal).
+BUDGET_SECONDS = (0.0, 7 * 24 * 3600.0)
+
+
 #: Option checks made before any work, in order: (whether the options are refused, the
 #: one-line message, formatted with ``a`` the options and ``p`` the :class:`~._scorePlan`
 #: so far (None for the checks of single values)).
@@ -61,10 +67,30 @@ _VALUE_RULES = (
     (lambda a: not 0 <= a.seed < 2**32, "--seed must be an integer in [0, 2**32), got {a.seed}"),
     (lambda a: a.workers is not None and a.workers < 1,
      "--workers must be at least 1, got {a.workers}"),
+    (lambda a: isinstance(a.growth_budget, float)
+     and not BUDGET_SECONDS[0] <= a.growth_budget <= BUDGET_SECONDS[1],
+     lambda a, _=None: ("--growth-budget must be 'auto', 'none' or CPU seconds in "
+                        f"[{BUDGET_SECONDS[0]:g}, {BUDGET_SECONDS[1]:g}], got "
+                        f"{a.growth_budget:g}")),
 )
 
 
+def growth_budget(text: str):
+    """argparse type of --growth-budget: "auto", None ("none") or CPU seconds (a float; its
+    range is checked with the other values)."""
+    low = text.strip().lower()
+    if low in ("auto", "none"):
+        return None if low == "none" else "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'auto', 'none' or CPU seconds, got {text!r}") from None
+
+
 _PLAN_RULES = (
+    (lambda a, p: a.base is not None and a.growth_budget != "auto",
+     "--growth-budget bounds a model's own null growth; --base scores deltas without it"),
     (lambda a, p: not p.several and (a.workers is not None or a.scheduler is not None),
      "--workers/--scheduler distribute several checkpoints or models; give more than one"),
     (lambda a, p: not p.several and a.collection is not None,
@@ -112,7 +138,8 @@ def checked(args: argparse.Namespace) -> Plan:
     _refuse(_VALUE_RULES, args)
     settings = ScoreSettings(stats=args.stats, draws=args.draws, alpha=args.alpha,
                              seed=args.seed, null=args.null, quantized_null=args.quantized_null,
-                             max_draws=args.max_draws, element_draws=args.element_draws)
+                             max_draws=args.max_draws, element_draws=args.element_draws,
+                             growth_budget=args.growth_budget)
     null = args.null = settings.null  # parsed once, by the record; the value from here on
     if null.needs_element_draws(args.stats):
         from ..scoring.nulls.checks import check_element_draws

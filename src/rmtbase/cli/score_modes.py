@@ -28,10 +28,13 @@ def options(args, null) -> dict:
     """A collection's scoring keywords (its entries are keyed by them,
     :func:`rmtbase.scoring.collection.entries.entry_key`); ``null``: the parsed --null
     (:attr:`Plan.null`). One model is scored with :attr:`Plan.settings` instead."""
-    return dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
-                allow_pickle=args.allow_pickle, null=null,
-                quantized_null=args.quantized_null, max_draws=args.max_draws,
-                element_draws=args.element_draws, seed=args.seed)
+    out = dict(stats=args.stats, draws=args.draws, alpha=args.alpha,
+               allow_pickle=args.allow_pickle, null=null,
+               quantized_null=args.quantized_null, max_draws=args.max_draws,
+               element_draws=args.element_draws, seed=args.seed)
+    if args.growth_budget != "auto":  # the library's default otherwise
+        out["growth_budget"] = args.growth_budget
+    return out
 
 
 def component_options(args, components) -> dict:
@@ -120,6 +123,10 @@ def single(args, plan: Plan, show) -> Scored:
             show(f"== {lab}\n{anomaly_table(e, args.top)}")
     else:
         show(anomaly_table(ds, args.top))
+    from ..decision.undecided import undecided_line
+
+    if undecided_line(ds):  # heads the growth budget left open: neither flagged nor cleared
+        show(undecided_line(ds))
     if ds.attrs.get("resolution_note"):
         print(f"rmtbase: {ds.attrs['resolution_note']}", file=sys.stderr)
     if cds is not None:

@@ -123,7 +123,10 @@ class ScoreSettings:
     :data:`rmtbase.stats.precision.QUANT_FORMATS`. max_draws: None extends the spectral null
     while a decision could change; a number, up to it for heads near a flag. element_draws:
     permutations for W_QK's element statistics. null_start: least null sizes
-    (:class:`NullStart`, held as one)."""
+    (:class:`NullStart`, held as one). growth_budget: CPU seconds the null tables' growth may
+    cost (estimated), ``"auto"`` (twice the heads' own measuring, at least 300) or None (no
+    limit); heads still open where it stops growth are reported undecided
+    (:mod:`rmtbase.scoring.stopping.budget`)."""
 
     stats: object = "all"
     draws: int | None = None
@@ -135,6 +138,7 @@ class ScoreSettings:
     max_draws: int | None = None
     element_draws: int = 200
     null_start: object = None
+    growth_budget: object = "auto"
 
     def __post_init__(self):
         _put(self, "alpha", check_probability("alpha", self.alpha))
@@ -153,6 +157,9 @@ class ScoreSettings:
         check_quantized_null(self.quantized_null)
         stat_kind(self.stats)
         _put(self, "null_start", NullStart.of(self.null_start))
+        from .stopping.budget import check_budget
+
+        _put(self, "growth_budget", check_budget(self.growth_budget))
 
     @property
     def kind(self) -> str:

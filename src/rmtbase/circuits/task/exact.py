@@ -5,8 +5,6 @@ al. 2023). One graph forward per edge and batch."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from .runner import Runner, mean_se
 
 

@@ -1,9 +1,11 @@
 """The scoring pipeline as one function of records: read → null → decide → profile → describe.
 
 :func:`score`: :func:`read_layers` measures the layers, the null returns its references,
-:func:`rmtbase.scoring.heads.sequential.decide` tests the heads, then spectra, profile, provenance.
 Every stage reads the one checked :class:`~rmtbase.scoring.settings.ScoreSettings` it is given,
-as it is; ``progress`` (bars) and ``unreliable`` (statistics kept out) travel beside it."""
+as it is; ``progress`` (bars) and ``unreliable`` (statistics kept out) travel beside it. The
+nulls' growth stays within the growth budget (:mod:`rmtbase.scoring.stopping.budget`); where
+the budget stopped a table, the heads still open are marked undecided
+(:mod:`rmtbase.decision.undecided`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ..._version import __version__
 from ...decision.combined import add_axes_decision
 from ...decision.family import HISTOGRAM
 from ...decision.spikes import add_spikes
+from ...decision.undecided import mark_undecided
 from ...decision.verdict import NOT_TESTED
 from ...errors import InputError, ModelError
 from ...stats.storage import storage_record
@@ -29,6 +32,7 @@ from ..nulls.checks import report_undefined
 from ..nulls.layer_null import has_lambda_max, layer_null, layer_quantisation
 from ..profile.axes import add_profile, factor_profile, null_storage
 from ..settings import ScoreSettings
+from ..stopping.budget import GrowthBudget, budget_seconds
 from .read_ahead import read_ahead
 from .reference import GAUSSIAN_AXES, GAUSSIAN_BAND, Cells, drawn_reference
 from .sequential import decide
@@ -269,12 +273,17 @@ def score(info, layers, s: ScoreSettings, label=None, *, progress: bool = True,
                   element_draws=int(s.element_draws), start=s.null_start,
                   heads=tuple(int(n) for n in values["q.rms"].shape))
     refs = references(s.null, read.null_records, cells, s, progress)
+    budget = GrowthBudget(budget_seconds(s.growth_budget, d, d_h, s.kind,
+                                         int(values["q.rms"].size)))
     out = decide(refs, values, tested, Decision(s.null, s.alpha, info.group_size,
-                                                unreliable, s.max_draws, progress))
+                                                unreliable, s.max_draws, progress, budget))
     ds = out.ds
     attrs = type(refs[0]).attrs(refs, read.layer_ids, s.max_draws)
     _add_spectra(ds, read, refs, out.values, d, d_h)
     _add_profile(ds, read, refs, s, d, d_h, progress)
+    ds.attrs.update(budget.attrs(), undecided_heads=0)
+    if out.bracket is not None:  # the budget stopped a table: open heads are undecided
+        mark_undecided(ds, *out.bracket, alpha=s.alpha)
     ds = _add_layers(ds, read, s, d, d_h, refs)
     ds.attrs.update(attrs)
     _provenance(ds, info, read, s, label)

@@ -1,7 +1,9 @@
 """The spectral reference grown to the next size of its ladder
 (:func:`rmtbase.scoring.stopping.rule.next_size`) in one look (:func:`extend_spectral`): while
 some head is unsettled (:func:`rmtbase.scoring.stopping.rule.unsettled`), or with ``max_draws``
-up to it where a head near a flag lies beyond all but 10 draws (Besag & Clifford 1991)."""
+up to it where a head near a flag lies beyond all but 10 draws (Besag & Clifford 1991). Under the
+stopping rule a step the growth budget cannot pay for
+(:class:`~rmtbase.scoring.stopping.budget.GrowthBudget`) is not taken."""
 
 from __future__ import annotations
 
@@ -78,6 +80,13 @@ def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks, said=N
         if why is None:
             continue
         n_next = next_size(have, cap)
+        budget = getattr(how, "budget", None)
+        if decide and budget is not None and not budget.afford(
+                g.cells.d, g.cells.d_h, "spectral", have, n_next):
+            if how.progress:
+                message(f"rmtbase: {why}; the growth budget leaves the spectral null at {have} "
+                        "draws (open heads are reported undecided)")
+            continue
         if how.progress:
             if said is not None and id(g) not in said:
                 from ...baseline.draw_cost import growth_line
@@ -85,6 +94,8 @@ def extend_spectral(refs, names, values, ds, how: Decision, cap, n_looks, said=N
                 said.add(id(g))
                 # float storages share the float32 spectral null (fast_spectral)
                 message(growth_line(g.cells.d, g.cells.d_h, "spectral", "float32", have, cap))
+                if budget is not None and budget.line():
+                    message(budget.line())
             where = "" if len(refs) == 1 else f" ({g.storage} layers)"
             message(f"rmtbase: {why}; extending the spectral null{where} to {n_next}")
         got = g.extend(names, n_next)

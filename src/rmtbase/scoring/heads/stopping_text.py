@@ -71,9 +71,17 @@ def not_covered() -> str:
             "1,000 heads)")
 
 
-def stopping_note(draws: int, settled: bool, cap: int, error: float = STOP_ERROR) -> str:
+def stopping_note(draws: int, settled: bool, cap: int, error: float = STOP_ERROR,
+                  budget: bool = False) -> str:
     """One sentence for ``summary.txt``: how many spectral null draws the decisions used, and
-    which draws the stated error does not cover (:func:`not_covered`)."""
+    which draws the stated error does not cover (:func:`not_covered`); ``budget``: the growth
+    budget stopped the spectral null."""
+    if budget and not settled:
+        return (f"the growth budget stopped the spectral null at {draws} draws while some "
+                "head's decision was open: each such head is undecided (head_undecided, its p "
+                f"in [head_p_lo, head_p_hi] with probability >= 1 - {error:g}), the flags are "
+                "Benjamini-Hochberg over the upper ends (rmtbase.decision.undecided); "
+                f"--growth-budget none draws until settled; {not_covered()}")
     if settled:
         return (f"every head's decision was settled with {draws} spectral null draws "
                 f"(Clopper-Pearson intervals of each p on the side of its Benjamini-Hochberg "

@@ -13,7 +13,9 @@ from ...decision.verdict import score_values_by_layer
 class Decision:
     """How the heads are decided: the null (its name and which statistics enter), BH level,
     query heads per key head, statistics kept out, the extension cap (None: the stopping
-    rule), progress lines."""
+    rule), progress lines, and the growth budget (a
+    :class:`~rmtbase.scoring.stopping.budget.GrowthBudget` the stopping rules draw on; None: no
+    limit)."""
 
     null: object
     alpha: float
@@ -21,6 +23,7 @@ class Decision:
     unreliable: tuple
     max_draws: int | None
     progress: bool
+    budget: object = None
 
 
 def reference_groups(refs):

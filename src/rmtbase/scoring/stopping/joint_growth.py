@@ -1,5 +1,6 @@
 """The joint table grown through :data:`~rmtbase.scoring.stopping.joint.SCHEDULE` while a head's
-statistics decision could differ at :data:`~rmtbase.scoring.stopping.joint.JOINT_DRAWS`, and a
+statistics decision could differ at :data:`~rmtbase.scoring.stopping.joint.JOINT_DRAWS` (a step
+the growth budget cannot pay for is not taken: :mod:`rmtbase.scoring.stopping.budget`), and a
 per-head null's open heads (:mod:`rmtbase.scoring.stopping.head_growth`); sets
 ``head_calibration_draws`` and ``head_open_decisions``.
 """
@@ -124,12 +125,21 @@ def grow_joint(refs, values, ds, how: Decision):
                 continue
             have = np.asarray(g.joint["q.rms"]).size
             n_next = J.next_size(have)
+            budget = getattr(how, "budget", None)
+            if budget is not None and not budget.afford(
+                    g.cells.d, g.cells.d_h, g.cells.kind, have, n_next):
+                if how.progress:
+                    message(f"rmtbase: the growth budget leaves the joint null at {have} draws; "
+                            f"{int(open_heads[rows].sum())} open head(s) are reported undecided")
+                continue
             if how.progress and id(g) not in said:
                 from ...baseline.draw_cost import growth_line
 
                 said.add(id(g))
                 message(growth_line(g.cells.d, g.cells.d_h, g.cells.kind, str(g.storage), have,
                                     J.JOINT_DRAWS))
+                if budget is not None and budget.line():
+                    message(budget.line())
             if how.progress:
                 message(f"rmtbase: {int(open_heads[rows].sum())} head(s) could change their "
                         f"decision with more joint null draws; drawing {n_next}")
@@ -140,6 +150,10 @@ def grow_joint(refs, values, ds, how: Decision):
         ds = verdict(refs, values, how)
     ds = _grow_heads(refs, values, ds, how)
     _state_open(refs, ds, how)
+    budget = getattr(how, "budget", None)
+    if budget is not None and any(k != "spectral" for k, _, _ in budget.refused):
+        # the bracket of each head's p at the full size, for the undecided heads
+        budget.joint_bounds = _joint_bounds(refs, ds, len(J.SCHEDULE) + 1, how)
     draws = np.full((ds.sizes["layer"], ds.sizes["head"]), -1, dtype=np.int64)
     for g in refs:
         draws[slice(None) if g.rows is None else g.rows] = _calibration_draws(g, how)

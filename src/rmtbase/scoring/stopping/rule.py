@@ -82,9 +82,26 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     """(layer, head) mask of heads whose flag could still change. groups: ``[(rows, joint,
     spectral_null)]``; values: {stat: (layer, head)} with ``q.rms``, ``k.rms``; spectral: the
     statistics the extension refines."""
+    bounds = head_bounds(groups, values, spectral, n_looks=n_looks, unreliable=unreliable,
+                         error=error)
+    if bounds is None:
+        return np.zeros(np.shape(values["q.rms"]), dtype=bool)
+    from ...decision.significance import benjamini_hochberg
+
+    flag_lo, _ = benjamini_hochberg(bounds[0], alpha)
+    flag_hi, _ = benjamini_hochberg(bounds[1], alpha)
+    return flag_lo & ~flag_hi
+
+
+def head_bounds(groups, values, spectral, *, n_looks: int, unreliable=(),
+                error: float = STOP_ERROR):
+    """(p_lo, p_hi), (layer, head): each head's p (:func:`rmtbase.decision.verdict.head_p`)
+    with every refined statistic's p at the lower, then the upper, end of its
+    :func:`p_interval` (level as in :func:`unsettled`), the calibration held; None where no
+    statistic of ``spectral`` is in the family. With probability ≥ 1 − ``error`` every head's
+    p on an unlimited spectral reference lies in its bracket (module docstring)."""
     from ...decision.family import NOT_TESTED, in_family
     from ...decision.scale import normalise
-    from ...decision.significance import benjamini_hochberg
     from ...decision.verdict import head_p, stat_tests
 
     names = [n for n in values if n not in NOT_TESTED]
@@ -94,7 +111,7 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
     rk = np.asarray(values["k.rms"], dtype=np.float64)
     shape = rq.shape
     if not refine:
-        return np.zeros(shape, dtype=bool)
+        return None
     level = error / (int(np.prod(shape)) * len(refine) * max(1, int(n_looks)))
     p_lo, p_hi = np.full(shape, np.nan), np.full(shape, np.nan)
     for rows, joint, spec in groups:
@@ -114,10 +131,8 @@ def unsettled(groups, values, spectral, *, alpha: float, n_looks: int, unreliabl
                 o["p_value"][..., names.index(n)] = b[side]
             dest[rows] = head_p(o, names, family, models, joint, rq[rows].shape)[
                 "head_p_value"]
-    flag_lo, _ = benjamini_hochberg(p_lo, alpha)
-    flag_hi, _ = benjamini_hochberg(p_hi, alpha)
-    return flag_lo & ~flag_hi
+    return p_lo, p_hi
 
 
-__all__ = ["LADDER", "MAX_DRAWS", "STOP_ERROR", "looks", "next_size", "p_interval", "sizes_after",
-           "unsettled"]
+__all__ = ["LADDER", "MAX_DRAWS", "STOP_ERROR", "head_bounds", "looks", "next_size", "p_interval",
+           "sizes_after", "unsettled"]
