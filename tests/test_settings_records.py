@@ -101,7 +101,7 @@ def test_composition_record_equals_keywords(monkeypatch):
     kw = dict(null="permutation", draws=300, seed=2, alpha=0.1, null_storage="float16")
     for call in (lambda: C.composition("m", **kw),
                  lambda: C.composition("m", settings=CompositionSettings(**kw)),
-                 lambda: C.composition("m", settings=CompositionSettings(draws=5), draws=300,
+                 lambda: C.composition("m", settings=CompositionSettings(draws=50), draws=300,
                                        null="permutation")):
         with pytest.raises(_Stop):
             call()

@@ -108,6 +108,23 @@ def _put(record, name: str, value) -> None:
     object.__setattr__(record, name, value)
 
 
+#: A growth budget's bounds (:mod:`rmtbase.scoring.stopping.budget`), CPU seconds (0: no growth at all, up to a CPU-week).
+MIN_SECONDS, MAX_SECONDS = 0.0, 7 * 24 * 3600.0
+
+
+def check_budget(budget):
+    """``budget`` as given (``"auto"``, None for no budget, or CPU seconds in
+    [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`]), else a one-line InputError."""
+    if budget is None or budget == "auto":
+        return budget
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise InputError(f"growth_budget must be 'auto', None or CPU seconds, got {budget!r}")
+    if not MIN_SECONDS <= float(budget) <= MAX_SECONDS:
+        raise InputError(f"growth_budget must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} "
+                         f"CPU seconds, got {budget:g}")
+    return float(budget)
+
+
 @dataclass(frozen=True)
 class ScoreSettings:
     """What a score tests, at which level, against which null and how far the null grows.
@@ -157,8 +174,6 @@ class ScoreSettings:
         check_quantized_null(self.quantized_null)
         stat_kind(self.stats)
         _put(self, "null_start", NullStart.of(self.null_start))
-        from .stopping.budget import check_budget
-
         _put(self, "growth_budget", check_budget(self.growth_budget))
 
     @property
@@ -229,5 +244,6 @@ class ComponentSettings:
         check_quantized_null(self.quantized_null)
 
 
-__all__ = ["ComponentSettings", "CompositionSettings", "NullStart", "ScoreSettings",
-           "check_null_storage", "check_quantized_null", "composition_storage", "stat_kind"]
+__all__ = ["MAX_SECONDS", "MIN_SECONDS", "ComponentSettings", "CompositionSettings", "NullStart",
+           "ScoreSettings", "check_budget", "check_null_storage", "check_quantized_null",
+           "composition_storage", "stat_kind"]

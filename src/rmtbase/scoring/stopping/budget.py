@@ -22,27 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...baseline.draw_cost import growth_seconds, seconds_per_draw
-from ...errors import InputError
+from ..settings import MAX_SECONDS, MIN_SECONDS, check_budget  # noqa: F401 - re-exported
 
 #: The automatic budget: this many times the estimated cost of measuring the heads...
 FACTOR = 2.0
 #: ...and at least this many CPU seconds.
 FLOOR = 300.0
-#: A given budget's bounds, CPU seconds (0: no growth at all, up to a CPU-week).
-MIN_SECONDS, MAX_SECONDS = 0.0, 7 * 24 * 3600.0
-
-
-def check_budget(budget):
-    """``budget`` as given (``"auto"``, None for no budget, or CPU seconds in
-    [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`]), else a one-line InputError."""
-    if budget is None or budget == "auto":
-        return budget
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
-        raise InputError(f"growth_budget must be 'auto', None or CPU seconds, got {budget!r}")
-    if not MIN_SECONDS <= float(budget) <= MAX_SECONDS:
-        raise InputError(f"growth_budget must be between {MIN_SECONDS:g} and {MAX_SECONDS:g} "
-                         f"CPU seconds, got {budget:g}")
-    return float(budget)
 
 
 def budget_seconds(budget, d: int, d_h: int, kind: str, heads: int) -> float | None:
