@@ -67,6 +67,7 @@ def _table(n):
 def _same(a, b):
     assert set(a.data_vars) == set(b.data_vars)
     for v in a.data_vars:
+        # exact: copies of stored values: the same table read from two files
         np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
 
 
@@ -92,6 +93,7 @@ def test_a_reader_of_the_shorter_file_keeps_working_during_the_replacement(tmp_p
         _table(500)  # renamed into place, the 250-draw name removed
         assert _files(tmp_path) == [_name(500)]
         held = np.asarray(nc.variables["lambda"][:])
+    # exact: copies of stored values: one table file read twice
     np.testing.assert_array_equal(held, first["lambda"].values)
 
 

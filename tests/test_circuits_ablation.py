@@ -33,6 +33,7 @@ def _gpt2(seed=3):
 
 def test_each_counterfactual_change_is_its_definition():
     u = torch.randn(6, 5, 3, generator=torch.Generator().manual_seed(0))
+    # exact: zero's change is its input itself (no arithmetic)
     assert torch.equal(Counterfactual("zero", 6).delta(u), u)
     mean = Counterfactual("mean", 6).delta(u)
     torch.testing.assert_close(mean, u - u.mean(0, keepdim=True))

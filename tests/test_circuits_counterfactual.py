@@ -191,6 +191,7 @@ def test_zero_is_the_existing_patch_and_pairings_follow_the_contract():
             for kind, stat in (("q", "induction"), ("k", None), ("v", None)):
                 want = T.effect(sd, r, (2, 1), x, (kind,), stat, n, 4)
                 got = T.effect_cf(sd, r, (2, 1), src, path, (kind,), stat, n, 4, "zero")
+                # exact: copies of stored values (a roll of the same tensor)
                 assert torch.equal(got, want)
                 got = T.effect_cf(sd, r, (2, 1), src, path, (kind,), stat, n, 4, zeros)
                 torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
@@ -201,6 +202,7 @@ def test_zero_is_the_existing_patch_and_pairings_follow_the_contract():
         assert T.pairings(3, "resample") == 2 and T.pairings(2, "resample") == 1
         for p, cf in enumerate(res, start=1):
             for b in range(6):
+                # exact: copies of stored values (a resample pairing is an index)
                 assert torch.equal(cf[0][b], r["heads"][0][(b + p) % 6])
 
 
@@ -850,10 +852,12 @@ def test_a_planted_constant_head_stays_constant_through_training():
     assert float((o - o[:1, :1]).abs().max()) < 1e-12
     assert float(o[0, 0].norm()) == pytest.approx(2.5, rel=1e-6)
     w = "transformer.h.0.attn.c_proj.weight"
+    # exact: copies of stored values: weights the planting leaves alone
     assert torch.equal(net.state_dict()[w][12:], before[w][12:])
     assert not torch.equal(net.state_dict()[w][:12], before[w][:12])
     c = "transformer.h.0.attn.c_attn.weight"
     cols = [j * 16 + 12 + i for j in range(3) for i in range(4)]
+    # exact: copies of stored values: weights the planting leaves alone
     assert torch.equal(net.state_dict()[c][:, cols], before[c][:, cols])
 
 

@@ -68,9 +68,12 @@ def test_flags_are_bh_on_the_upper_ends_and_the_point_flags_off_the_undecided():
         lo, hi = np.where(np.isnan(p), np.nan, lo), np.where(np.isnan(p), np.nan, hi)
         flag, undecided = bracket_flags(lo, hi, 0.05)
         point = benjamini_hochberg(p, 0.05)[0]
+        # exact: booleans (BH flags)
         assert np.array_equal(flag, benjamini_hochberg(hi, 0.05)[0])
+        # exact: booleans (BH flags)
         assert np.array_equal(flag, point & ~undecided)
         assert not (flag & undecided).any()
+        # exact: booleans (BH flags)
         assert np.array_equal(undecided, benjamini_hochberg(lo, 0.05)[0] & ~flag)
 
 
@@ -117,6 +120,7 @@ def test_a_budget_that_does_not_bite_leaves_the_decisions_as_they_were(tmp_path,
     free = score_model(str(strong), growth_budget=None, **KW)
     assert int(auto["null_draws"].max()) == int(free["null_draws"].max()) > 300
     for v in ("head_p_value", "head_q_value", "head_flag", "null_draws"):
+        # exact: same program and inputs: a budget that never bites changes nothing
         assert np.array_equal(auto[v].values, free[v].values), v
     assert "head_undecided" not in auto and auto.attrs["undecided_heads"] == 0
     assert auto.attrs["growth_budget"] == B.FLOOR and free.attrs["growth_budget"] == "none"

@@ -283,6 +283,7 @@ def test_a_raising_or_wrong_shaped_axis_is_one_plugin_error_line():
             unregister(name)
         assert str(exc.value) == f"rmtbase: axis plugin {name!r} (test_plugin_contract): {what}"
     # a shipped dataset axis is called as it is
+    # exact: small integers times 2, exact in float64
     np.testing.assert_array_equal(_dataset_axis(ds, "scale", (2, 3)), 2 * np.ones((2, 3)))
 
 

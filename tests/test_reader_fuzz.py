@@ -154,6 +154,7 @@ def _gguf_cases(tmp_path: Path, n: int, seed: int) -> dict:
         spans, start, end = _gguf_layout(base)
         want = _gguf_read(base)
         for name, span in spans.items():  # the independent decoding agrees on the original
+            # exact: bit patterns: the same bytes decoded by two readers
             np.testing.assert_array_equal(want[name], _gguf_decode(data, span))
         rng = random.Random(f"{seed}-{qtype}")
         case = tmp_path / "case.gguf"
@@ -172,6 +173,7 @@ def _gguf_cases(tmp_path: Path, n: int, seed: int) -> dict:
             assert not (kind == "cut" and pos < end), f"a file cut at {pos} of {end} was read"
             if kind == "cut" or pos >= start:  # the header is intact: the bytes decide
                 for name, span in spans.items():
+                    # exact: bit patterns: the same bytes decoded by two readers
                     np.testing.assert_array_equal(got[name], _gguf_decode(damaged, span),
                                                   err_msg=f"{kind} at {pos}: {name}")
     return counts
@@ -283,6 +285,7 @@ def _st_cases(tmp_path: Path, n: int, seed: int) -> dict:
     (hn,) = struct.unpack("<Q", data[:8])
     want = _st_read(base)
     for k, v in _st_decode(data).items():
+        # exact: bit patterns: the same bytes decoded by two readers
         np.testing.assert_array_equal(want[k], v)
     rng = random.Random(seed)
     case = tmp_path / "case.safetensors"
@@ -301,6 +304,7 @@ def _st_cases(tmp_path: Path, n: int, seed: int) -> dict:
         expect = _st_decode(damaged)
         assert expect is not None and set(expect) == set(got), (kind, pos)
         for k in got:
+            # exact: bit patterns: the same bytes decoded by two readers
             np.testing.assert_array_equal(got[k], expect[k], err_msg=f"{kind} at {pos}: {k}")
     return counts
 
@@ -352,6 +356,7 @@ for _, (kind, pos, damaged) in zip(range(n), _mutations(data, 512, rng)):
         continue
     counts[kind + " read"] = counts.get(kind + " read", 0) + 1
     for v in want.data_vars:  # read at all: the numbers written, bit for bit
+        # exact: copies of stored values: the same file's bytes
         np.testing.assert_array_equal(got[v].values, want[v].values, err_msg=f"{kind} {pos}")
 print(json.dumps(counts))
 """
@@ -423,6 +428,7 @@ for _, (kind, pos, damaged) in zip(range(n), _mutations(data, 512, rng)):
         kind + (" redrawn" if said else " read"), 0) + 1
     assert set(got) == set(want), (kind, pos)
     for v in want:  # read or redrawn: the numbers of a clean cache, bit for bit
+        # exact: copies of stored values: the same file's bytes
         np.testing.assert_array_equal(got[v], want[v], err_msg=f"{kind} at {pos}: {v}")
 print(json.dumps(counts))
 """
