@@ -152,8 +152,10 @@ class Run:
 
 
 def is_mark(line: str) -> bool:
-    """A stage line: ``rmtbase circuits: <stage>`` (not a progress count) or ``wrote …``."""
-    return ((line.startswith("rmtbase circuits:") and "%)" not in line)
+    """A stage line: ``rmtbase circuits: <stage>`` (not a progress count, nor a receiver's
+    finding said as it is done) or ``wrote …``."""
+    return ((line.startswith("rmtbase circuits:") and "%)" not in line
+             and not line.startswith("rmtbase circuits: found "))
             or line.startswith("wrote "))
 
 
@@ -179,7 +181,7 @@ def stage_name(line: str) -> str:
         return "exit"
     text = line.split(": ", 1)[1]
     for key, name in (("composition", "composition"), ("labels", "labels"),
-                      ("receiver", "path patching")):
+                      ("receiver", "path patching"), ("output loss", "path patching")):
         if text.startswith(key) or key in text.split(";")[0]:
             return name
     return text[:40]
