@@ -543,3 +543,12 @@ def test_smollm2_gguf_runs_the_shipped_text_tasks():
     assert tm.check(task.corrupted[:4]) < 1e-4
     with pytest.raises(InputError, match="is 2 tokens for this tokenizer"):
         load(gguf, str(templates.shipped_path("greater_than")))
+
+
+def test_the_clis_task_choices_are_the_librarys():
+    """The CLI writes the metric and counterfactual names out (no import at start-up)."""
+    from rmtbase.circuits.task.metric import METRICS
+    from rmtbase.circuits.task.runner import COUNTERFACTUALS
+    from rmtbase.cli import circuits_task
+
+    assert circuits_task.METRICS == METRICS and circuits_task.COUNTERFACTUALS == COUNTERFACTUALS

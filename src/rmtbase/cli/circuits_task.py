@@ -10,11 +10,15 @@ import sys
 import time
 
 
+#: :data:`rmtbase.circuits.task.metric.METRICS` and
+#: :data:`rmtbase.circuits.task.runner.COUNTERFACTUALS`, written out so that ``--help`` imports
+#: neither numpy nor the circuit package (tests/test_circuits_task.py holds them equal).
+METRICS = ("logit_diff", "logprob", "kl")
+COUNTERFACTUALS = ("corrupted", "mean", "zero")
+
+
 def add_options(p) -> None:
     """The task options of ``rmtbase circuits``."""
-    from ..circuits.task.metric import METRICS
-    from ..circuits.task.runner import COUNTERFACTUALS
-
     p.add_argument("--task", default=None, metavar="FILE",
                    help="a task file (JSON lines of clean, corrupted, answer, wrong; "
                         "docs/tasks.md): find the circuit of the model's output metric on it")
