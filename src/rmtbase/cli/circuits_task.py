@@ -9,7 +9,6 @@ import json
 import sys
 import time
 
-
 #: :data:`rmtbase.circuits.task.metric.METRICS` and
 #: :data:`rmtbase.circuits.task.runner.COUNTERFACTUALS`, written out so that ``--help`` imports
 #: neither numpy nor the circuit package (tests/test_circuits_task.py holds them equal).
