@@ -79,37 +79,47 @@ def _loss(hm, ids, mask, replace) -> np.ndarray | None:
         x = torch.from_numpy(np.ascontiguousarray(ids))
         with torch.inference_mode():
             out = hm.net(input_ids=x, attention_mask=torch.ones_like(x))
-            logits = _logits(hm.net, out)
     finally:
         for h in handles:
             h.remove()
-    if logits is None:
-        return None
-    lp = torch.log_softmax(logits[:, :-1].double(), -1)
-    nll = -lp.gather(-1, x[:, 1:, None]).squeeze(-1).numpy()
-    m = mask[:, :-1]
+    m = np.asarray(mask[:, :-1], dtype=bool)
+    nll = np.full(m.shape, np.nan)
+    with torch.inference_mode():
+        for n in range(m.shape[0]):  # one sequence's predicted positions at a time
+            at = np.flatnonzero(m[n])
+            if not at.size:
+                continue
+            logits = _logits(hm.net, out, n, torch.from_numpy(at))
+            if logits is None:
+                return None
+            lp = torch.log_softmax(logits.double(), -1)
+            nll[n, at] = -lp.gather(-1, x[n, at + 1, None]).squeeze(-1).numpy()
     with np.errstate(invalid="ignore"):
-        return np.where(m.any(1), (nll * m).sum(1) / np.maximum(m.sum(1), 1), np.nan)
+        return np.where(m.any(1), np.nansum(np.where(m, nll, 0.0), 1)
+                        / np.maximum(m.sum(1), 1), np.nan)
 
 
-def _logits(net, out):
-    """The model's logits: its own, or for a base model (rmtbase loads GGUF files and folders
-    as base models) the final hidden state times the input embedding where the output head is
-    tied to it (``tie_word_embeddings``); None for an untied head that was not loaded."""
+def _logits(net, out, n: int, at):
+    """Sequence ``n``'s logits ``(len(at), V)`` at positions ``at``: the model's own, or for a
+    base model (rmtbase loads GGUF files and folders as base models) the final hidden state
+    times its output head (:data:`OUTPUT_HEAD`) or the input embedding where the head is tied to
+    it (``tie_word_embeddings``); None for an untied head that was not loaded. Only the
+    positions asked for are unembedded, one sequence at a time (the full ``(N, T, V)`` would be
+    gigabytes at a 50k vocabulary)."""
     logits = getattr(out, "logits", None)
     if logits is not None:
-        return logits
+        return logits[n, at].float()
     hidden = getattr(out, "last_hidden_state", None)
     if hidden is None:
         return None
     head = getattr(net, OUTPUT_HEAD, None)
-    if head is not None:
-        return hidden.float() @ head.float().T
-    cfg = getattr(net, "config", None)
-    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    if not getattr(text, "tie_word_embeddings", False):
-        return None
-    return hidden.float() @ net.get_input_embeddings().weight.float().T
+    if head is None:
+        cfg = getattr(net, "config", None)
+        text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        if not getattr(text, "tie_word_embeddings", False):
+            return None
+        head = net.get_input_embeddings().weight
+    return hidden[n, at].float() @ head.float().T
 
 
 #: Attribute of a base model holding its untied output head's weight ``(V, d)``, read from
