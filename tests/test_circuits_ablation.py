@@ -113,6 +113,15 @@ def test_a_constant_source_has_no_effect_except_under_zero():
     assert attrs["mean"] == 0.0 and attrs["resample"] == 0.0 and attrs["zero"] != 0.0
 
 
+def _length(hm, seqs, ablation="mean"):
+    """The search's own capture of ``seqs`` with its patcher under ``ablation`` (what
+    :mod:`rmtbase.circuits.faithfulness` and :mod:`.output_loss` are handed)."""
+    from rmtbase.circuits.run import _Length
+
+    cap, totals = capture(hm, seqs, progress=False)
+    return _Length(hm, seqs, cap, totals, ablation)
+
+
 def _row(e, e_other=None, e_zero=None, se=0.01):
     return {"effect_causal": e, "effect_se": se, "score_to": 0.8, "metric": "induction",
             "layer_to": 2, "head_to": 0, "kind": "k",
@@ -157,14 +166,7 @@ def test_faithfulness_of_every_source_kept_is_one_and_of_none_is_the_joint():
             blk.mlp.c_proj.bias.zero_()
     hm = HeadModel(net)
     seqs = repeated_sequences(net.config, n=6, batch=8, seed=11)
-    cap, _ = capture(hm, seqs, progress=False)
-
-    class Run:
-        pass
-
-    run = Run()
-    run.hm, run.cap, run.seqs = hm, cap, seqs
-    run.pt = Patcher(hm, cap, seqs, "mean")
+    run = _length(hm, seqs)
     rec = (2, 3, "prev_token")
     everyone = [(m, s) for m in range(2) for s in range(4)]
     got = faithfulness.measure(run, rec, "k", everyone, mlps=False)
@@ -192,20 +194,12 @@ def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
     receiver layer's c_proj replaces the head's slice of its input by its mean over the
     sequences at each position; loss_clean from the model's own logits; a circuit whose
     receiver keeps every input clean (no edges) leaves the loss at loss_clean."""
-    from rmtbase.circuits.mlp_path import has_mlps
     from rmtbase.circuits.output_loss import losses, predictable
 
     net = _gpt2()
     hm = HeadModel(net)
     seqs = repeated_sequences(net.config, n=6, batch=8, seed=11)
-    cap, _ = capture(hm, seqs, progress=False)
-
-    class Run:
-        pass
-
-    run = Run()
-    run.hm, run.cap, run.seqs, run.mlps = hm, cap, seqs, has_mlps(hm)
-    run.pt = Patcher(hm, cap, seqs, "mean")
+    run = _length(hm, seqs)
     got = losses(run, {(2, 1): {}})
     ids = torch.from_numpy(seqs.ids)
     mask = predictable(seqs.ids)[:, :-1]

@@ -30,7 +30,7 @@ import numpy as np
 from .patching import OUTPUT_CHANGE, TV
 
 
-def _residual(run, layer: int, keep, how, mlps: bool):
+def residual_keeping(run, layer: int, keep, how, mlps: bool):
     """The residual entering ``layer`` with every earlier head but ``keep`` counterfactual:
     through the MLPs (``mlps``), else the direct changes only (every head replaced, then the
     kept ones' changes added back: ``|keep|`` products)."""
@@ -42,6 +42,21 @@ def _residual(run, layer: int, keep, how, mlps: bool):
     return out
 
 
+def residual_removing(run, layer: int, removed, how, mlps: bool):
+    """The residual entering ``layer`` with only the heads ``removed`` counterfactual (as
+    :func:`residual_keeping` with every other earlier head kept; directly: ``|removed|``
+    products)."""
+    if mlps:
+        gone = {(int(m), int(s)) for m, s in removed}
+        keep = [(m, s) for m in range(layer) for s in range(run.hm.n_heads)
+                if (m, s) not in gone]
+        return residual_keeping(run, layer, keep, how, True)
+    out = run.cap.resid[layer].float().clone()
+    for m, s in removed:
+        out -= run.pt.source_delta(int(m), int(s), how)
+    return out
+
+
 def _values(run, rec, kind, keep, mlps):
     """Per sequence ``s_C`` (q, k) or ``c_C`` (v), averaged over the counterfactual's patches."""
     li, hi, stat = rec
@@ -49,7 +64,7 @@ def _values(run, rec, kind, keep, mlps):
     st = None if kind == "v" else stat
     vals = []
     for how in pt.hows():
-        x = _residual(run, li, keep, how, mlps)
+        x = residual_keeping(run, li, keep, how, mlps)
         e = pt.effects_from_residuals(li, hi, [x], kind, st)[0]
         if e.metric == OUTPUT_CHANGE:
             vals.append(np.asarray(e.per_sequence, dtype=np.float64))
@@ -116,4 +131,4 @@ def apply(run, rec, rows: list[dict], *, mlps: bool) -> None:
                              got["idle"].get((r["layer_from"], r["head_from"]), False))
 
 
-__all__ = ["apply", "measure"]
+__all__ = ["apply", "measure", "residual_keeping", "residual_removing"]

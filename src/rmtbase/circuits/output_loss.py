@@ -95,8 +95,8 @@ def _loss(hm, ids, mask, replace) -> np.ndarray | None:
             lp = torch.log_softmax(logits.double(), -1)
             nll[n, at] = -lp.gather(-1, x[n, at + 1, None]).squeeze(-1).numpy()
     with np.errstate(invalid="ignore"):
-        return np.where(m.any(1), np.nansum(np.where(m, nll, 0.0), 1)
-                        / np.maximum(m.sum(1), 1), np.nan)
+        return np.where(m.any(1), np.where(m, nll, 0.0).sum(1) / np.maximum(m.sum(1), 1),
+                        np.nan)
 
 
 def _logits(net, out, n: int, at):
@@ -158,11 +158,11 @@ def _patched_output(run, rec, edges, how):
     """``z'`` of receiver ``rec`` with each input reading its edges' counterfactual residual."""
     import torch
 
-    from .faithfulness import _residual
+    from .faithfulness import residual_removing
 
     li, hi = rec
-    hm, pt = run.hm, run.pt
-    c = pt.clean(li, hi)
+    hm = run.hm
+    c = run.pt.clean(li, hi)
     inputs = {}
     with torch.inference_mode():
         for kind in ("q", "k", "v"):
@@ -170,14 +170,7 @@ def _patched_output(run, rec, edges, how):
             if not srcs:
                 inputs[kind] = c[kind]
                 continue
-            if run.mlps:
-                keep = [(m, s) for m in range(li) for s in range(hm.n_heads)
-                        if (m, s) not in srcs]
-                x = _residual(run, li, keep, how, True)
-            else:
-                x = run.cap.resid[li].float().clone()
-                for m, s in srcs:
-                    x -= pt.source_delta(int(m), int(s), how)
+            x = residual_removing(run, li, srcs, how, run.mlps)
             fn = {"q": hm.query, "k": hm.key, "v": hm.value}[kind]
             inputs[kind] = fn(li, hi, hm.norm(li)(x))
         a = hm.pattern(li, inputs["q"], inputs["k"], head=hi)

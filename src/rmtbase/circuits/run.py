@@ -281,7 +281,7 @@ def _via_rows(run, composition, rec, kind, st, k, info, exact_all=False):
     li, hi, _ = rec
     pt, paths, hm = run.pt, run.mlp(), run.hm
     got = S.metrics(pt, li, hi, kind, st)
-    attr = (paths.attribution(li, *got, how=S._how(pt)) if got is not None
+    attr = (paths.attribution(li, *got, how=S.first_order_how(pt)) if got is not None
             else np.full((li, hm.n_heads), np.nan))
     rank_attr = _ranks(attr)
     flat = np.where(np.isfinite(attr), np.abs(attr), -np.inf).ravel()

@@ -134,7 +134,7 @@ def gradients(pt, layer: int, fs):
     return out
 
 
-def _how(pt):
+def first_order_how(pt):
     """The first-order ``how`` of ``pt``'s counterfactual (:meth:`.fold.Fold.patched`): None
     for zero, else the counterfactual with its pairings' mean change."""
     cf = pt.counterfactual()
@@ -149,7 +149,7 @@ def source_dots(pt, grads, n_layers: int, combine) -> np.ndarray:
 
     hm, cap = pt.hm, pt.cap
     h, dh = hm.n_heads, hm.head_dim
-    how = _how(pt)
+    how = first_order_how(pt)
     out = np.zeros((n_layers, h))
     gs = torch.stack([g.float() for g in grads])                       # (P, N, T, d)
     with torch.no_grad():
@@ -185,7 +185,7 @@ def fold_dots(pt, layer: int, head: int, kind: str, fs, combine) -> np.ndarray:
             (g,) = torch.autograd.grad(f(q), u, retain_graph=i < len(fs) - 1)
             grads.append(g)
     d = fold.first_order(head, which, torch.stack(grads), srcs,
-                         _how(pt)).double().numpy()                           # (S, P, N)
+                         first_order_how(pt)).double().numpy()  # (S, P, N)
     out = np.array([combine(d[i]) for i in range(len(srcs))])
     return out.reshape(layer, hm.n_heads)
 
@@ -203,7 +203,8 @@ def fold_value_changes(pt, layer: int, head: int) -> np.ndarray:
     srcs = [(m, s) for m in range(layer) for s in range(hm.n_heads)]
     out = np.zeros(len(srcs))
     with torch.no_grad():
-        for i, dv in enumerate(pt.fold(layer).first_order_changes(head, 2, srcs, _how(pt))):
+        changes = pt.fold(layer).first_order_changes(head, 2, srcs, first_order_how(pt))
+        for i, dv in enumerate(changes):
             dz = (c["A"] @ dv)[:, q]
             out[i] = float((dz.pow(2).sum((-1, -2)).sqrt() / norm).double().mean())
     return out.reshape(layer, hm.n_heads)
@@ -236,5 +237,6 @@ def spearman(a, b) -> float:
     return float(spearmanr(a[ok], b[ok]).statistic)
 
 
-__all__ = ["LINEAR", "PROBES", "attribution", "fold_dots", "fold_value_changes", "gradients", "input_metrics",
-           "metrics", "source_dots", "spearman", "statistic_weights"]
+__all__ = ["LINEAR", "PROBES", "attribution", "first_order_how", "fold_dots",
+           "fold_value_changes", "gradients", "input_metrics", "metrics", "source_dots",
+           "spearman", "statistic_weights"]

@@ -163,10 +163,11 @@ def on_receiver(args) -> dict:
     the end, and summary.txt holds every line whole."""
     if getattr(args, "json", False) or getattr(args, "quiet", False):
         return {}
+    from ..circuits.counterfactual import DEFAULT_ABLATION
     from ..progress import message
     from ..report.circuit_lines import TERMINAL_WIDTH, fit_rows, receiver_lines
 
-    ablation = getattr(args, "ablation", None) or "mean"
+    ablation = getattr(args, "ablation", None) or DEFAULT_ABLATION
 
     def say(rows) -> None:
         for t in receiver_lines(list(rows), ablation=ablation):
