@@ -57,7 +57,11 @@ UNLABELLED_RECEIVERS = 0
 
 @dataclass(frozen=True)
 class Search:
-    """The checked options of one circuit search (as :func:`rmtbase.circuits.find_circuits`)."""
+    """The options of one circuit search (as :func:`rmtbase.circuits.find_circuits`), checked
+    when built: each is refused in one :class:`InputError` line, and held as the code uses it
+    (``text`` implies ``sequences="text"``, ``"repeated_random_tokens"`` is None, receivers and
+    layers tuples of ints, none named twice). What needs the model (a receiver's range) is
+    checked by :func:`rmtbase.circuits.find_circuits`."""
 
     k: int = DEFAULT_K
     sequences: object = None
@@ -76,6 +80,103 @@ class Search:
     #: Called with the finding rows (dicts as :func:`.table.circuit_list`) of each receiver
     #: as soon as it is done; None: not called.
     on_receiver: object = None
+
+    def __post_init__(self):
+        from ..checks import MAX_COUNT, check_int, check_seed
+        from .counterfactual import ABLATIONS
+        from .sequences import SOURCES, Sequences
+
+        put = object.__setattr__
+        put(self, "k", check_int("k", self.k, minimum=1, maximum=MAX_COUNT))
+        put(self, "seed", check_seed(self.seed))
+        sequences, text = self.sequences, self.text
+        if text is not None and sequences is None:
+            sequences = "text"
+        if text is not None and sequences != "text":
+            raise InputError(f"text is read with sequences='text', not {sequences!r}")
+        if sequences is not None and not isinstance(sequences, Sequences) \
+                and sequences not in SOURCES:
+            raise InputError(f"sequences must be one of {', '.join(SOURCES)} or a Sequences, "
+                             f"got {sequences!r}")
+        put(self, "sequences", None if sequences == "repeated_random_tokens" else sequences)
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 < float(t) <= 1.0:
+            raise InputError(f"threshold must be a number in (0, 1], got {t!r}")
+        check_lengths(self.lengths)
+        if self.screen not in ("auto", "exact", "top-k"):
+            raise InputError(f"screen must be 'auto', 'exact' or 'top-k', got {self.screen!r}")
+        if self.mlp_paths not in ("auto", True, False):
+            raise InputError(f"mlp_paths must be 'auto', True or False, got {self.mlp_paths!r}")
+        if self.ablation not in ABLATIONS:
+            raise InputError(f"ablation must be one of {', '.join(ABLATIONS)}, got "
+                             f"{self.ablation!r}")
+        if self.on_receiver is not None and not callable(self.on_receiver):
+            raise InputError(f"on_receiver must be a callable or None, got {self.on_receiver!r}")
+        put(self, "receivers", _heads(self.receivers))
+        put(self, "layers", _layers(self.layers))
+        put(self, "sinks", bool(self.sinks))
+        put(self, "progress", bool(self.progress))
+
+
+def _integer(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _heads(receivers):
+    """``receivers`` as a tuple of (layer, head) ints, or None; refused if not integer pairs
+    (a type, not coerced: (1.5, 0) is not L1H0) or if one is named twice (patched and reported
+    twice otherwise)."""
+    if receivers is None:
+        return None
+    out = []
+    for pair in receivers:
+        li, hi = pair
+        if not (_integer(li) and _integer(hi)):
+            raise InputError(f"receivers_of_interest: ({li!r}, {hi!r}) is not a pair of "
+                             "integers (layer, head)")
+        if int(li) < 1 or int(hi) < 0:
+            raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0")
+        out.append((int(li), int(hi)))
+    if len(set(out)) < len(out):
+        twice = next(h for h in out if out.count(h) > 1)
+        raise InputError(f"receivers_of_interest names {head_name(*twice)} twice")
+    return tuple(out)
+
+
+def _layers(layers):
+    """``layers`` as a tuple of ints after 0, or None; none named twice."""
+    if layers is None:
+        return None
+    out = []
+    for li in layers:
+        if not _integer(li) or li < 1:
+            raise InputError(f"layers: {li!r} is not a layer after 0")
+        out.append(int(li))
+    if len(set(out)) < len(out):
+        raise InputError(f"layers names a layer twice, got {list(layers)!r}")
+    return tuple(out)
+
+
+
+
+def check_lengths(spec) -> None:
+    """``repeat_lengths`` is ``"auto"`` or integers >= MIN_REPEAT (the fit is checked later)."""
+    from .sequences import MIN_REPEAT
+
+    if isinstance(spec, str) and spec == "auto":
+        return
+    vals = [spec] if isinstance(spec, (int, np.integer)) else spec
+    if isinstance(vals, str) or not hasattr(vals, "__iter__"):
+        raise InputError(f"repeat_lengths must be 'auto' or integers, got {spec!r}")
+    vals = list(vals)
+    if not vals or any(isinstance(n, bool) or not isinstance(n, (int, np.integer))
+                       or n < MIN_REPEAT for n in vals):
+        raise InputError(f"repeat_lengths must be 'auto' or integers >= {MIN_REPEAT}, got "
+                         f"{spec!r}")
+    from ..checks import MAX_COUNT
+
+    if any(int(n) > MAX_COUNT for n in vals):
+        raise InputError(f"repeat_lengths must be at most {MAX_COUNT}, got {spec!r}")
 
 
 def check_composition(composition: xr.Dataset) -> None:
@@ -239,7 +340,7 @@ def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
 
 __all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
            "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
-           "check_composition", "exact_sources", "floor_of", "head_name", "judge", "keeps",
+           "check_composition", "check_lengths", "exact_sources", "floor_of", "head_name", "judge", "keeps",
            "mark_dominant",
            "measure_counterfactuals", "needs_check", "passes",
            "plan", "ranked_sources", "receivers"]

@@ -13,7 +13,7 @@ from ..probe.threads import one_thread
 from ..progress import progress_bar, stage
 from . import find as F
 from .capture import capture, probe_dataset
-from .counterfactual import ABLATIONS, Counterfactual
+from .counterfactual import Counterfactual
 from .fingerprint import check_composition
 from .heads import HeadModel
 from .labels import chance_levels, head_name, label_across
@@ -326,26 +326,6 @@ def _summary_attrs(ds, composition) -> None:
         ds.attrs["pairs_unlike_random"] = int(np.asarray(composition["composition_flag"]).sum())
 
 
-def _check_lengths_spec(spec) -> None:
-    """``repeat_lengths`` is ``"auto"`` or integers >= MIN_REPEAT (the fit is checked later)."""
-    from .sequences import MIN_REPEAT
-
-    if isinstance(spec, str) and spec == "auto":
-        return
-    vals = [spec] if isinstance(spec, (int, np.integer)) else spec
-    if isinstance(vals, str) or not hasattr(vals, "__iter__"):
-        raise InputError(f"repeat_lengths must be 'auto' or integers, got {spec!r}")
-    vals = list(vals)
-    if not vals or any(isinstance(n, bool) or not isinstance(n, (int, np.integer))
-                       or n < MIN_REPEAT for n in vals):
-        raise InputError(f"repeat_lengths must be 'auto' or integers >= {MIN_REPEAT}, got "
-                         f"{spec!r}")
-    from ..checks import MAX_COUNT
-
-    if any(int(n) > MAX_COUNT for n in vals):
-        raise InputError(f"repeat_lengths must be at most {MAX_COUNT}, got {spec!r}")
-
-
 @gives_heap_back
 def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = None,
                   **options) -> xr.Dataset:
@@ -367,67 +347,22 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     source's output is replaced by (:mod:`.counterfactual`: ``"mean"``, the default,
     ``"resample"`` or ``"zero"``). on_receiver: called with each receiver's finding rows as soon
     as it is done. Raises :class:`InputError` before loading."""
-    from ..checks import MAX_COUNT, check_int, check_seed
-
     for alias, field in SEARCH_ALIASES.items():
         if alias in options:
             if field in options:
                 raise TypeError(f"find_circuits() got both {alias!r} and {field!r}")
             options[field] = options.pop(alias)
-    s = with_keywords(F.Search, search, options, "find_circuits")
-    k, sequences, text, seed, threshold = s.k, s.sequences, s.text, s.seed, s.threshold
-    receivers_of_interest, sinks, repeat_lengths = s.receivers, s.sinks, s.lengths
-    screen, mlp_paths, layers, progress = s.screen, s.mlp_paths, s.layers, s.progress
-    if s.ablation not in ABLATIONS:
-        raise InputError(f"ablation must be one of {', '.join(ABLATIONS)}, got {s.ablation!r}")
-    if s.on_receiver is not None and not callable(s.on_receiver):
-        raise InputError(f"on_receiver must be a callable or None, got {s.on_receiver!r}")
+    s = with_keywords(F.Search, search, options, "find_circuits")  # checked when built
     F.check_composition(composition)
-    k = check_int("k", k, minimum=1, maximum=MAX_COUNT)
-    seed = check_seed(seed)
-    if text is not None and sequences is None:
-        sequences = "text"
-    if text is not None and sequences != "text":
-        raise InputError(f"text is read with sequences='text', not {sequences!r}")
-    if sequences is not None and not isinstance(sequences, Sequences) \
-            and sequences not in SOURCES:
-        raise InputError(f"sequences must be one of {', '.join(SOURCES)} or a Sequences, "
-                         f"got {sequences!r}")
-    if sequences == "repeated_random_tokens":
-        sequences = None
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
-            or not 0.0 < float(threshold) <= 1.0:
-        raise InputError(f"threshold must be a number in (0, 1], got {threshold!r}")
-    _check_lengths_spec(repeat_lengths)
-    if screen not in ("auto", "exact", "top-k"):
-        raise InputError(f"screen must be 'auto', 'exact' or 'top-k', got {screen!r}")
-    if mlp_paths not in ("auto", True, False):
-        raise InputError(f"mlp_paths must be 'auto', True or False, got {mlp_paths!r}")
     n_l, n_h = composition.sizes["layer_to"], composition.sizes["head_to"]
-    for li, hi in receivers_of_interest or ():
-        if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-                   for x in (li, hi)):  # a type, not coerced: (1.5, 0) is not L1H0
-            raise InputError(f"receivers_of_interest: ({li!r}, {hi!r}) is not a pair of "
-                             "integers (layer, head)")
-        if not (1 <= int(li) < n_l and 0 <= int(hi) < n_h):
+    for li, hi in s.receivers or ():
+        if not (1 <= li < n_l and 0 <= hi < n_h):
             raise InputError(f"receiver {head_name(li, hi)} is not a head after layer 0 of "
                              f"this {n_l}-layer, {n_h}-head model")
-    named = [(int(li), int(hi)) for li, hi in receivers_of_interest or ()]
-    if len(set(named)) < len(named):  # patched and reported twice otherwise
-        twice = next(h for h in named if named.count(h) > 1)
-        raise InputError(f"receivers_of_interest names {head_name(*twice)} twice")
-    for li in layers or ():
-        if isinstance(li, bool) or not isinstance(li, (int, np.integer)) or not 1 <= li < n_l:
+    for li in s.layers or ():
+        if not li < n_l:
             raise InputError(f"layers: {li!r} is not a layer after 0 of this {n_l}-layer model")
-    if layers is not None and len(set(map(int, layers))) < len(list(layers)):
-        raise InputError(f"layers names a layer twice, got {list(layers)!r}")
-    return run_circuits(model, composition, F.Search(
-        k=k, sequences=sequences, text=text, seed=seed, threshold=threshold,
-        receivers=None if receivers_of_interest is None else tuple(receivers_of_interest),
-        sinks=bool(sinks), lengths=repeat_lengths, screen=screen, mlp_paths=mlp_paths,
-        layers=None if layers is None else tuple(layers), progress=bool(progress),
-        ablation=s.ablation, on_receiver=s.on_receiver))
-
+    return run_circuits(model, composition, s)
 
 __all__ = ["MAX_TEXT_SEQUENCES", "MLP_BUDGET", "find_circuits", "make_sequences", "one_thread",
            "run_circuits"]
