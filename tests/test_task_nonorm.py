@@ -1,0 +1,212 @@
+"""The no-norm model on the task graph (rmtbase.circuits.task.nonorm), the edge names of
+auto-circuit's graph, and the AUROC the tracr benchmark reports, against independent
+computations:
+
+- the graph forward and the plain forward equal a numpy forward of the same weights written
+  here (causal and bidirectional attention, float64);
+- one edge carrying the zero or corrupted counterfactual equals that numpy forward with the
+  receiver's input shifted by the sender's change;
+- TransformerLens state dicts are read field by field, and bad ones refused in one line;
+- every edge of a 2-layer, 1-head graph maps onto auto-circuit's names for the tracr
+  ``xproportion`` model (the list printed by auto-circuit 1.0.1's ``model.edges``);
+- the Mann–Whitney AUC equals scikit-learn's ``roc_auc_score`` (ties included) and a hand
+  count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rmtbase.circuits.task.exact import patch_edges  # noqa: E402
+from rmtbase.circuits.task.export import auto_circuit_name  # noqa: E402
+from rmtbase.circuits.task.graph import Graph  # noqa: E402
+from rmtbase.circuits.task.nonorm import NoNormModel, NoNormWeights  # noqa: E402
+from rmtbase.circuits.task.runner import Runner  # noqa: E402
+from rmtbase.circuits.task.taskfile import Task  # noqa: E402
+from rmtbase.errors import InputError  # noqa: E402
+from rmtbase.studies._circuit_measures import auc  # noqa: E402
+
+L, H, D, DH, M, V, CTX = 2, 2, 12, 4, 10, 7, 8
+
+
+def _state_dict(seed=0):
+    rng = np.random.default_rng(seed)
+
+    def r(*shape):
+        return rng.normal(0, 0.6, shape)
+
+    sd = {"embed.W_E": r(V, D), "pos_embed.W_pos": r(CTX, D), "unembed.W_U": r(D, V),
+          "unembed.b_U": r(V)}
+    for li in range(L):
+        b = f"blocks.{li}."
+        sd |= {b + "attn.W_Q": r(H, D, DH), b + "attn.b_Q": r(H, DH),
+               b + "attn.W_K": r(H, D, DH), b + "attn.b_K": r(H, DH),
+               b + "attn.W_V": r(H, D, DH), b + "attn.b_V": r(H, DH),
+               b + "attn.W_O": r(H, DH, D), b + "attn.b_O": r(D),
+               b + "mlp.W_in": r(D, M), b + "mlp.b_in": r(M),
+               b + "mlp.W_out": r(M, D), b + "mlp.b_out": r(D)}
+    return sd
+
+
+def _numpy_forward(sd, ids, causal, shift=None):
+    """Logits ``(n, V)`` at the last position, by the weights' names alone; ``shift``
+    ``{(layer, head, "q"|"k"|"v" or "mlp" or "logits"): (n, T, D)}`` is added to that
+    receiver's input."""
+    shift = shift or {}
+    ids = np.asarray(ids)
+    t = ids.shape[1]
+    x = sd["embed.W_E"][ids] + sd["pos_embed.W_pos"][:t]
+    for li in range(L):
+        b = f"blocks.{li}."
+        attn = np.zeros_like(x) + sd[b + "attn.b_O"]
+        for h in range(H):
+            xs = {c: x + shift.get((li, h, c), 0) for c in "qkv"}
+            q = xs["q"] @ sd[b + "attn.W_Q"][h] + sd[b + "attn.b_Q"][h]
+            k = xs["k"] @ sd[b + "attn.W_K"][h] + sd[b + "attn.b_K"][h]
+            v = xs["v"] @ sd[b + "attn.W_V"][h] + sd[b + "attn.b_V"][h]
+            s = q @ k.transpose(0, 2, 1) / np.sqrt(DH)
+            if causal:
+                s = np.where(np.triu(np.ones((t, t), bool), 1), -np.inf, s)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            attn = attn + (p @ v) @ sd[b + "attn.W_O"][h]
+        x = x + attn
+        xm = x + shift.get((li, "mlp"), 0)
+        hid = np.maximum(xm @ sd[b + "mlp.W_in"] + sd[b + "mlp.b_in"], 0)
+        x = x + hid @ sd[b + "mlp.W_out"] + sd[b + "mlp.b_out"]
+    x = x + shift.get("logits", 0)
+    return x[:, -1] @ sd["unembed.W_U"] + sd["unembed.b_U"]
+
+
+def _ids(n=5, t=6, seed=1):
+    return np.random.default_rng(seed).integers(0, V, (n, t))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_graph_and_plain_forwards_equal_a_numpy_forward(causal):
+    sd = _state_dict()
+    tm = NoNormModel(NoNormWeights.from_state_dict(sd, causal=causal), dtype=torch.float64)
+    ids = _ids()
+    want = _numpy_forward(sd, ids, causal)
+    np.testing.assert_allclose(tm.run(tm.embed(ids))["logits"].numpy(), want, rtol=1e-10,
+                               atol=1e-10)
+    np.testing.assert_allclose(tm.model_logits(ids).numpy(), want, rtol=1e-10, atol=1e-10)
+    assert tm.check(ids) < 1e-12
+    # a causal model's last logits differ from a bidirectional one's (the mask is used)
+    other = _numpy_forward(sd, ids, not causal)
+    assert np.abs(other - want).max() > 1e-3
+
+
+@pytest.mark.parametrize("counterfactual", ["zero", "corrupted"])
+def test_one_edge_patched_equals_a_shifted_numpy_forward(counterfactual):
+    """Edge s → r carrying the counterfactual shifts r's input by ``c_s − o_s``: senders
+    ``input`` (the embeddings) and ``a0.h1`` (its ``z W_O`` alone, no bias), receivers a
+    head's key, an MLP and the logits."""
+    sd = _state_dict(2)
+    causal = True
+    tm = NoNormModel(NoNormWeights.from_state_dict(sd, causal=causal), dtype=torch.float64)
+    clean, corrupted = _ids(6, 5, 3), _ids(6, 5, 4)
+    answer = np.arange(6) % V
+    wrong = (answer + 1) % V
+    task = Task(clean, corrupted, answer, wrong)
+    r = Runner(tm, task, counterfactual=counterfactual, batch=4)
+
+    def emb(ids):
+        return sd["embed.W_E"][ids] + sd["pos_embed.W_pos"][:ids.shape[1]]
+
+    def head_out(ids, h):  # a0.h<h>'s output z W_O on the plain forward
+        x = emb(ids)
+        b = "blocks.0."
+        q = x @ sd[b + "attn.W_Q"][h] + sd[b + "attn.b_Q"][h]
+        k = x @ sd[b + "attn.W_K"][h] + sd[b + "attn.b_K"][h]
+        v = x @ sd[b + "attn.W_V"][h] + sd[b + "attn.b_V"][h]
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(DH)
+        s = np.where(np.triu(np.ones((5, 5), bool), 1), -np.inf, s)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        return (p @ v) @ sd[b + "attn.W_O"][h]
+
+    def cf(fn):
+        return np.zeros_like(fn(clean)) if counterfactual == "zero" else fn(corrupted)
+
+    d_in = cf(emb) - emb(clean)
+    d_head = cf(lambda i: head_out(i, 1)) - head_out(clean, 1)
+    cases = {"input->a1.h0<k>": {(1, 0, "k"): d_in}, "input->m0": {(0, "mlp"): d_in},
+             "a0.h1->m1": {(1, "mlp"): d_head}, "a0.h1->logits": {"logits": d_head},
+             "a0.h1->a1.h1<q>": {(1, 1, "q"): d_head}}
+
+    def ld(logits):
+        rows = np.arange(len(answer))
+        return logits[rows, answer] - logits[rows, wrong]
+
+    base = ld(_numpy_forward(sd, clean, causal))
+    edges = [tm.graph.index(n) for n in cases]
+    eff, se = patch_edges(r, edges)
+    for (name, shift), e, s in zip(cases.items(), eff, se, strict=True):
+        per = ld(_numpy_forward(sd, clean, causal, shift)) - base
+        np.testing.assert_allclose(e, per.mean(), rtol=1e-9, atol=1e-10, err_msg=name)
+        np.testing.assert_allclose(s, per.std(ddof=1) / np.sqrt(len(per)), rtol=1e-7,
+                                   atol=1e-10, err_msg=name)
+        assert abs(e) > 1e-6, name  # each case moves the metric
+
+
+def test_state_dict_fields_and_refusals():
+    sd = _state_dict()
+    w = NoNormWeights.from_state_dict(sd, causal=False)
+    assert (w.n_layers, w.n_heads) == (L, H)
+    np.testing.assert_array_equal(w.w_k[1, 0], sd["blocks.1.attn.W_K"][0])
+    np.testing.assert_array_equal(w.b_out[0], sd["blocks.0.mlp.b_out"])
+    no_bias = {k: v for k, v in sd.items() if k != "unembed.b_U"}
+    assert not NoNormWeights.from_state_dict(no_bias, causal=False).b_u.any()
+    with pytest.raises(InputError, match="lacks blocks.1.mlp.W_in"):
+        NoNormWeights.from_state_dict({k: v for k, v in sd.items()
+                                       if k != "blocks.1.mlp.W_in"}, causal=False)
+    with pytest.raises(InputError, match="norm weights"):
+        NoNormWeights.from_state_dict({**sd, "blocks.0.ln1.w": np.ones(D)}, causal=False)
+    with pytest.raises(InputError, match=r"w_o is \(2, 2, 4, 11\)"):
+        NoNormWeights.from_state_dict({**sd, "blocks.0.attn.W_O": np.zeros((H, DH, D - 1)),
+                                       "blocks.1.attn.W_O": np.zeros((H, DH, D - 1))},
+                                      causal=False)
+    tm = NoNormModel(w)
+    with pytest.raises(InputError, match="0 … 6"):
+        tm.embed([[0, V]])
+    with pytest.raises(InputError, match="the model takes 8"):
+        tm.embed(np.zeros((1, CTX + 1), int))
+
+
+#: auto-circuit 1.0.1's ``[e.name for e in model.edges]`` on tracr ``xproportion`` (2 layers,
+#: 1 head; patchable_model(factorized=True, separate_qkv=True)).
+XPROPORTION_EDGES = [
+    "MLP 1->Resid End", "A0.0->A1.0.Q", "MLP 0->Resid End", "Resid Start->A1.0.K",
+    "A1.0->Resid End", "Resid Start->A1.0.Q", "MLP 0->A1.0.K", "Resid Start->A0.0.V",
+    "Resid Start->MLP 0", "MLP 0->MLP 1", "Resid Start->A0.0.Q", "MLP 0->A1.0.Q",
+    "A1.0->MLP 1", "A0.0->Resid End", "Resid Start->MLP 1", "A0.0->A1.0.V",
+    "Resid Start->A1.0.V", "Resid Start->A0.0.K", "MLP 0->A1.0.V", "A0.0->MLP 0",
+    "A0.0->MLP 1", "A0.0->A1.0.K", "Resid Start->Resid End"]
+
+
+def test_edge_names_map_onto_auto_circuits():
+    names = [auto_circuit_name(n) for n in Graph(2, 1).edge_names()]
+    assert sorted(names) == sorted(XPROPORTION_EDGES)
+    assert auto_circuit_name("input->a3.h0<v>") == "Resid Start->A3.0.V"
+    assert auto_circuit_name("a10.h11->a12.h3<k>") == "A10.11->A12.3.K"
+    assert auto_circuit_name("m2->logits") == "MLP 2->Resid End"
+    big = [auto_circuit_name(n) for n in Graph(3, 4).edge_names()]
+    assert len(set(big)) == len(big)
+    with pytest.raises(InputError, match="sender->receiver"):
+        auto_circuit_name("input")
+    with pytest.raises(InputError, match="not a node"):
+        auto_circuit_name("x1->logits")
+
+
+def test_auc_is_roc_auc():
+    # by hand: positives 3, 1; negatives 1, 0 -> pairs (3>1, 3>0, 1=1 half, 1>0) = 3.5 / 4
+    assert auc(np.array([3, 1, 1, 0]), np.array([1, 1, 0, 0], bool)) == 0.875
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        s = rng.integers(0, 4, 40).astype(float)  # many ties
+        y = rng.random(40) < 0.3
+        assert auc(s, y) == pytest.approx(metrics.roc_auc_score(y, s), abs=1e-12)
