@@ -5,7 +5,8 @@ computations:
 - the graph forward and the plain forward equal a numpy forward of the same weights written
   here (causal and bidirectional attention, float64);
 - one edge carrying the zero or corrupted counterfactual equals that numpy forward with the
-  receiver's input shifted by the sender's change;
+  receiver's input shifted by the sender's change, and its attribution the derivative along
+  that shift (central differences);
 - TransformerLens state dicts are read field by field, and bad ones refused in one line;
 - every edge of a 2-layer, 1-head graph maps onto auto-circuit's names for the tracr
   ``xproportion`` model (the list printed by auto-circuit 1.0.1's ``model.edges``);
@@ -19,6 +20,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from rmtbase.circuits.task.attribution import attribute  # noqa: E402
 from rmtbase.circuits.task.exact import patch_edges  # noqa: E402
 from rmtbase.circuits.task.export import auto_circuit_name  # noqa: E402
 from rmtbase.circuits.task.graph import Graph  # noqa: E402
@@ -100,7 +102,7 @@ def test_graph_and_plain_forwards_equal_a_numpy_forward(causal):
 
 
 @pytest.mark.parametrize("counterfactual", ["zero", "corrupted"])
-def test_one_edge_patched_equals_a_shifted_numpy_forward(counterfactual):
+def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactual):
     """Edge s → r carrying the counterfactual shifts r's input by ``c_s − o_s``: senders
     ``input`` (the embeddings) and ``a0.h1`` (its ``z W_O`` alone, no bias), receivers a
     head's key, an MLP and the logits."""
@@ -150,6 +152,15 @@ def test_one_edge_patched_equals_a_shifted_numpy_forward(counterfactual):
         np.testing.assert_allclose(s, per.std(ddof=1) / np.sqrt(len(per)), rtol=1e-7,
                                    atol=1e-10, err_msg=name)
         assert abs(e) > 1e-6, name  # each case moves the metric
+    # attribution: the directional derivative of that forward along the shift (central
+    # differences, float64), mean over prompts
+    att, _ = attribute(r)
+    h = 1e-5
+    for name, shift in cases.items():
+        up = ld(_numpy_forward(sd, clean, causal, {k: h * v for k, v in shift.items()}))
+        dn = ld(_numpy_forward(sd, clean, causal, {k: -h * v for k, v in shift.items()}))
+        np.testing.assert_allclose(att[tm.graph.index(name)], ((up - dn) / (2 * h)).mean(),
+                                   rtol=1e-6, atol=1e-8, err_msg=name)
 
 
 def test_state_dict_fields_and_refusals():
