@@ -3,7 +3,8 @@ auto-circuit's graph, and the AUROC the tracr benchmark reports, against indepen
 computations:
 
 - the graph forward and the plain forward equal a numpy forward of the same weights written
-  here (causal and bidirectional attention, float64);
+  here (causal and bidirectional attention, float64), at the last position or every position
+  after the first;
 - one edge carrying the zero or corrupted counterfactual equals that numpy forward with the
   receiver's input shifted by the sender's change, and its attribution the derivative along
   that shift (central differences);
@@ -52,8 +53,9 @@ def _state_dict(seed=0):
     return sd
 
 
-def _numpy_forward(sd, ids, causal, shift=None):
-    """Logits ``(n, V)`` at the last position, by the weights' names alone; ``shift``
+def _numpy_forward(sd, ids, causal, shift=None, read_from=None):
+    """Logits ``(n, V)`` at the last position (``(n, T − s, V)`` at positions ``s …`` for
+    ``read_from`` ``s``), by the weights' names alone; ``shift``
     ``{(layer, head, "q"|"k"|"v" or "mlp" or "logits"): (n, T, D)}`` is added to that
     receiver's input."""
     shift = shift or {}
@@ -79,7 +81,8 @@ def _numpy_forward(sd, ids, causal, shift=None):
         hid = np.maximum(xm @ sd[b + "mlp.W_in"] + sd[b + "mlp.b_in"], 0)
         x = x + hid @ sd[b + "mlp.W_out"] + sd[b + "mlp.b_out"]
     x = x + shift.get("logits", 0)
-    return x[:, -1] @ sd["unembed.W_U"] + sd["unembed.b_U"]
+    x = x[:, -1] if read_from is None else x[:, read_from:]
+    return x @ sd["unembed.W_U"] + sd["unembed.b_U"]
 
 
 def _ids(n=5, t=6, seed=1):
@@ -96,21 +99,32 @@ def test_graph_and_plain_forwards_equal_a_numpy_forward(causal):
                                atol=1e-10)
     np.testing.assert_allclose(tm.model_logits(ids).numpy(), want, rtol=1e-10, atol=1e-10)
     assert tm.check(ids) < 1e-12
+    every = NoNormModel(NoNormWeights.from_state_dict(sd, causal=causal), dtype=torch.float64,
+                        read_from=1)
+    want_all = _numpy_forward(sd, ids, causal, read_from=1)
+    assert want_all.shape == (5, 5, V)
+    np.testing.assert_allclose(every.run(every.embed(ids))["logits"].numpy(), want_all,
+                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(want_all[:, -1], want, rtol=1e-12)
     # a causal model's last logits differ from a bidirectional one's (the mask is used)
     other = _numpy_forward(sd, ids, not causal)
     assert np.abs(other - want).max() > 1e-3
 
 
-@pytest.mark.parametrize("counterfactual", ["zero", "corrupted"])
-def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactual):
+@pytest.mark.parametrize("counterfactual, read_from", [("zero", None), ("corrupted", None),
+                                                       ("corrupted", 1)])
+def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactual,
+                                                                     read_from):
     """Edge s → r carrying the counterfactual shifts r's input by ``c_s − o_s``: senders
     ``input`` (the embeddings) and ``a0.h1`` (its ``z W_O`` alone, no bias), receivers a
-    head's key, an MLP and the logits."""
+    head's key, an MLP and the logits; with ``read_from`` the logit difference is averaged
+    over positions 1 … T − 1, each with its own answer."""
     sd = _state_dict(2)
     causal = True
-    tm = NoNormModel(NoNormWeights.from_state_dict(sd, causal=causal), dtype=torch.float64)
+    tm = NoNormModel(NoNormWeights.from_state_dict(sd, causal=causal), dtype=torch.float64,
+                     read_from=read_from)
     clean, corrupted = _ids(6, 5, 3), _ids(6, 5, 4)
-    answer = np.arange(6) % V
+    answer = np.arange(6) % V if read_from is None else _ids(6, 4, 5)
     wrong = (answer + 1) % V
     task = Task(clean, corrupted, answer, wrong)
     r = Runner(tm, task, counterfactual=counterfactual, batch=4)
@@ -140,14 +154,21 @@ def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactu
              "a0.h1->a1.h1<q>": {(1, 1, "q"): d_head}}
 
     def ld(logits):
-        rows = np.arange(len(answer))
-        return logits[rows, answer] - logits[rows, wrong]
+        if read_from is None:
+            rows = np.arange(len(answer))
+            return logits[rows, answer] - logits[rows, wrong]
+        a = np.take_along_axis(logits, answer[..., None], -1)[..., 0]
+        w = np.take_along_axis(logits, wrong[..., None], -1)[..., 0]
+        return (a - w).mean(1)
 
-    base = ld(_numpy_forward(sd, clean, causal))
+    def fwd(shift=None):
+        return _numpy_forward(sd, clean, causal, shift, read_from=read_from)
+
+    base = ld(fwd())
     edges = [tm.graph.index(n) for n in cases]
     eff, se = patch_edges(r, edges)
     for (name, shift), e, s in zip(cases.items(), eff, se, strict=True):
-        per = ld(_numpy_forward(sd, clean, causal, shift)) - base
+        per = ld(fwd(shift)) - base
         np.testing.assert_allclose(e, per.mean(), rtol=1e-9, atol=1e-10, err_msg=name)
         np.testing.assert_allclose(s, per.std(ddof=1) / np.sqrt(len(per)), rtol=1e-7,
                                    atol=1e-10, err_msg=name)
@@ -157,8 +178,8 @@ def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactu
     att, _ = attribute(r)
     h = 1e-5
     for name, shift in cases.items():
-        up = ld(_numpy_forward(sd, clean, causal, {k: h * v for k, v in shift.items()}))
-        dn = ld(_numpy_forward(sd, clean, causal, {k: -h * v for k, v in shift.items()}))
+        up = ld(fwd({k: h * v for k, v in shift.items()}))
+        dn = ld(fwd({k: -h * v for k, v in shift.items()}))
         np.testing.assert_allclose(att[tm.graph.index(name)], ((up - dn) / (2 * h)).mean(),
                                    rtol=1e-6, atol=1e-8, err_msg=name)
 
@@ -221,3 +242,23 @@ def test_auc_is_roc_auc():
         s = rng.integers(0, 4, 40).astype(float)  # many ties
         y = rng.random(40) < 0.3
         assert auc(s, y) == pytest.approx(metrics.roc_auc_score(y, s), abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["logit_diff", "logprob", "kl"])
+def test_metric_over_positions_is_the_mean_of_each_positions(name):
+    from rmtbase.circuits.task.metric import metric
+
+    rng = np.random.default_rng(7)
+    n, p = 4, 3
+    logits = rng.normal(0, 2, (n, p, V))
+    ref = rng.normal(0, 2, (n, p, V))
+    ref = ref - np.log(np.exp(ref).sum(-1, keepdims=True))
+    a, w = rng.integers(0, V, (n, p)), rng.integers(0, V, (n, p))
+    lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    rows = np.arange(n)[:, None], np.arange(p)[None, :]
+    want = {"logit_diff": logits[rows + (a,)] - logits[rows + (w,)],
+            "logprob": lp[rows + (a,)],
+            "kl": (np.exp(ref) * (ref - lp)).sum(-1)}[name].mean(1)
+    got = metric(name, torch.as_tensor(logits), torch.as_tensor(a), torch.as_tensor(w),
+                 torch.as_tensor(ref))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-10)

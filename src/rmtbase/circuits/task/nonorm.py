@@ -179,12 +179,16 @@ class _Heads:
 class NoNormModel(TaskModel):
     """:class:`NoNormWeights` ``w`` on the task graph, in ``dtype`` (a torch dtype, float32 by
     default): ``graph``, :meth:`embed`, :meth:`run` (:meth:`.forward.TaskModel.run`, sequential
-    blocks), :meth:`model_logits`, :meth:`check`."""
+    blocks), :meth:`model_logits`, :meth:`check`. ``read_from``: None, the metric reads the
+    last position (logits ``(n, V)``); an int ``s``, it reads positions ``s … T − 1`` (logits
+    ``(n, T − s, V)``, answers ``(n, T − s)``, :func:`.metric.metric`), as auto-circuit's
+    tracr tasks read every position after BOS (``s = 1``)."""
 
-    def __init__(self, w: NoNormWeights, dtype=None):
+    def __init__(self, w: NoNormWeights, dtype=None, *, read_from: int | None = None):
         import torch
 
         dtype = dtype or torch.float32
+        self.read_from = None if read_from is None else int(read_from)
         t = {f: torch.as_tensor(np.asarray(getattr(w, f)), dtype=dtype)
              for f in ("embed", "pos_embed", "unembed", "b_u", *_LAYER.values())}
         self.w, self.t, self.net = w, t, None
@@ -196,6 +200,10 @@ class NoNormModel(TaskModel):
         self.final = _identity
         self.head = _Linear(t["unembed"], t["b_u"])
         self.graph = Graph(w.n_layers, w.n_heads, parallel=False)
+
+    def readout(self, x):
+        """Positions ``read_from …`` of ``x`` ``(n, T, d)``, or its last (class docstring)."""
+        return x[:, -1] if self.read_from is None else x[:, self.read_from:]
 
     def embed(self, ids):
         """``(n, T, d)``: token plus position embeddings of ids ``(n, T)``; one-line refusal of
@@ -213,8 +221,8 @@ class NoNormModel(TaskModel):
         return self.t["embed"][x] + self.t["pos_embed"][: x.shape[1]]
 
     def model_logits(self, ids):
-        """``(n, V)`` at the last position by the plain forward (module docstring), all heads
-        of a layer at once, without the graph."""
+        """``(n, V)`` at the last position (or ``(n, P, V)``, :meth:`readout`) by the plain
+        forward (module docstring), all heads of a layer at once, without the graph."""
         import torch
 
         t, hm = self.t, self.hm
@@ -227,7 +235,7 @@ class NoNormModel(TaskModel):
                 z = hm.pattern(li, q, k) @ v
                 x = x + torch.einsum("nhte,hed->ntd", z, t["w_o"][li]) + t["b_o"][li]
                 x = x + self.mlps[li](x)
-            return self.head(x[:, -1])
+            return self.head(self.readout(x))
 
     def check(self, ids, *, rtol: float = 1e-5) -> float:
         """The largest ``|graph − plain|`` logit over ``ids`` relative to the largest
