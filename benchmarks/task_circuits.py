@@ -138,15 +138,15 @@ for s in seqs:
     c = rng.choice([o for o in seqs if o != s and (prog != "reverse" or o[0] != s[0])])
     clean.append(enc([BOS, *s]))
     corrupt.append(enc([BOS, *c]))
-    if prog == "reverse":
-        ans.append(enc([BOS, s[0]])[1])
-        wrong.append(enc([BOS, c[0]])[1])
-    else:
-        ans.append(0)
-        wrong.append(0)
+    if prog == "reverse":  # the answer at each position after BOS: the reversed sequence
+        ans.append(enc([BOS, *reversed(s)])[1:])
+        wrong.append(enc([BOS, *reversed(c)])[1:])
+    else:  # the one output logit is the value
+        ans.append([0] * len(s))
+        wrong.append([0] * len(s))
 clean_t, corrupt_t = t.tensor(clean), t.tensor(corrupt)
 with t.no_grad():
-    logits = tl(clean_t)[:, -1]
+    logits = tl(clean_t)[:, 1:]
 np.savez(out + ".npz", **{k: v.numpy() for k, v in tl.state_dict().items()
                          if not k.endswith(("IGNORE", "mask"))})
 model = patchable_model(tl, factorized=True, slice_output="last_seq", seq_len=None,
@@ -155,21 +155,29 @@ official = (ro.tracr_reverse_true_edges if prog == "reverse"
             else xo.tracr_xproportion_official_edges)(model)
 acdc = (ro.tracr_reverse_acdc_edges if prog == "reverse"
         else xo.tracr_xproportion_acdc_edges)(model)
-ds = PromptDataset(clean_t, corrupt_t, [t.tensor([a]) for a in ans],
-                   [t.tensor([w]) for w in wrong])
-dl = PromptDataLoader(ds, seq_len=None, diverge_idx=0, batch_size=len(ds), shuffle=False)
 answer_fn = "avg_diff" if prog == "reverse" else "avg_val"
 methods = {}
-for abl in ("RESAMPLE", "ZERO"):
-    for name, kw in (("EAP", {"mask_val": 0.0}), ("EAP-IG", {"integrated_grad_samples": ig})):
-        c0 = time.process_time()
-        ps = mask_gradient_prune_scores(
-            model, dl, None, grad_function="logit", answer_function=answer_fn,
-            ablation_type=getattr(AblationType, abl),
-            clean_corrupt="corrupt" if abl == "RESAMPLE" else None, **kw)
-        methods[f"{name}/{abl}"] = {
-            "cpu_s": time.process_time() - c0,
-            "scores": {e.name: float(ps[e.dest.module_name][e.patch_idx]) for e in model.edges}}
+# the last position (answers (n, 1)) or every position after BOS (auto-circuit's
+# "not_first_seq", answers (n, 5, 1))
+for readout, out_slice, pick in (("last", (slice(None), -1), lambda a: [a[-1]]),
+                                 ("after_bos", (slice(None), slice(1, None)),
+                                  lambda a: [[x] for x in a])):
+    model.out_slice = out_slice
+    ds = PromptDataset(clean_t, corrupt_t, [t.tensor(pick(a)) for a in ans],
+                       [t.tensor(pick(w)) for w in wrong])
+    dl = PromptDataLoader(ds, seq_len=None, diverge_idx=0, batch_size=len(ds), shuffle=False)
+    for abl in ("RESAMPLE", "ZERO"):
+        for name, kw in (("EAP", {"mask_val": 0.0}),
+                         ("EAP-IG", {"integrated_grad_samples": ig})):
+            c0 = time.process_time()
+            ps = mask_gradient_prune_scores(
+                model, dl, None, grad_function="logit", answer_function=answer_fn,
+                ablation_type=getattr(AblationType, abl),
+                clean_corrupt="corrupt" if abl == "RESAMPLE" else None, **kw)
+            methods[f"{name}/{abl}/{readout}"] = {
+                "cpu_s": time.process_time() - c0,
+                "scores": {e.name: float(ps[e.dest.module_name][e.patch_idx])
+                           for e in model.edges}}
 with open(out + ".json", "w") as f:
     json.dump({"program": prog, "clean": clean, "corrupted": corrupt, "answer": ans,
                "wrong": wrong, "tl_logits": logits.tolist(),
@@ -210,8 +218,9 @@ def _tracr_peers(python: str, folder: Path, prog: str, ig: int, seed: int = 0) -
 
 def tracr_scores(peer: dict, batch: int = 256) -> dict:
     """rmtbase on one tracr program (``peer``: :func:`_tracr_peers`): the no-norm model
-    checked against TransformerLens's logits, then per protocol (:data:`TRACR_PROTOCOLS`)
-    every edge patched exactly and attributed, and the AUROC of ``|score|`` against the
+    checked against TransformerLens's logits, then per readout (the last position, or every
+    position after BOS with the metric averaged over them, auto-circuit's ``not_first_seq``)
+    and protocol (:data:`TRACR_PROTOCOLS`) every edge patched exactly and attributed, and the AUROC of ``|score|`` against the
     official circuit for rmtbase's exact effects, its attribution and the peers' EAP and
     EAP-IG, edges matched by :func:`rmtbase.circuits.task.export.auto_circuit_name`; beside
     it how many circuit edges score at least 1 % of the method's largest ``|score|``. A
@@ -230,26 +239,29 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
     from rmtbase.studies._circuit_measures import auc
 
     w = NoNormWeights.from_state_dict(peer["sd"], causal=peer["causal"])
-    wrong = np.asarray(peer["wrong"])
+    answer, wrong = np.asarray(peer["answer"]), np.asarray(peer["wrong"])
     if w.unembed.shape[1] == 1:
         w = dataclasses.replace(w, unembed=np.pad(w.unembed, ((0, 0), (0, 1))),
                                 b_u=np.pad(w.b_u, (0, 1)))
         wrong = np.ones_like(wrong)
-    tm = NoNormModel(w)
-    task = Task(np.asarray(peer["clean"]), np.asarray(peer["corrupted"]),
-                np.asarray(peer["answer"]), wrong, name=peer["program"])
+    models = {"last": NoNormModel(w), "after_bos": NoNormModel(w, read_from=1)}
+    clean, corrupted = np.asarray(peer["clean"]), np.asarray(peer["corrupted"])
+    tasks = {"last": Task(clean, corrupted, answer[:, -1], wrong[:, -1], name=peer["program"]),
+             "after_bos": Task(clean, corrupted, answer, wrong, name=peer["program"])}
     tl = np.asarray(peer["tl_logits"])
-    mine = tm.run(tm.embed(task.clean))["logits"].numpy()[:, :tl.shape[1]]
+    tm = models["after_bos"]
+    mine = tm.run(tm.embed(clean))["logits"].numpy()[..., :tl.shape[-1]]
     names = [auto_circuit_name(n) for n in tm.graph.edge_names()]
     if sorted(names) != sorted(peer["edges"]):
         raise SystemExit(f"{peer['program']}: rmtbase's and auto-circuit's edges differ")
-    out = {"program": peer["program"], "prompts": task.n, "tokens": task.length,
+    out = {"program": peer["program"], "prompts": len(clean), "tokens": clean.shape[1],
            "edges": tm.graph.n_edges, "graph_vs_transformerlens_max_abs": float(
                np.abs(mine - tl).max()), "peers_process_cpu_s": peer["process_cpu_s"],
            "protocols": {}}
-    for cf, abl, circuit in TRACR_PROTOCOLS:
+    for (readout, (cf, abl, circuit)) in ((ro, p) for ro in models for p in TRACR_PROTOCOLS):
+        tm = models[readout]
         y = np.array([n in set(peer[circuit]) for n in names])
-        r = Runner(tm, task, counterfactual=cf, batch=batch)
+        r = Runner(tm, tasks[readout], counterfactual=cf, batch=batch)
         c = time.process_time()
         eff, eff_se = patch_edges(r, range(tm.graph.n_edges))
         c_exact = time.process_time() - c
@@ -258,10 +270,10 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
         c_att = time.process_time() - c
         rows = {"rmtbase exact": (eff, c_exact), "rmtbase attribution": (att, c_att)}
         for m in ("EAP", "EAP-IG"):
-            got = peer["methods"][f"{m}/{abl}"]
+            got = peer["methods"][f"{m}/{abl}/{readout}"]
             rows[m] = (np.array([got["scores"][n] for n in names]), got["cpu_s"])
-        out["protocols"][cf] = {
-            "ablation": abl, "circuit": circuit, "circuit_edges": peer[circuit],
+        out["protocols"][f"{readout}/{cf}"] = {
+            "readout": readout, "ablation": abl, "circuit": circuit, "circuit_edges": peer[circuit],
             "auroc": {k: auc(np.abs(v), y) for k, (v, _) in rows.items()},
             "circuit_edges_above_1pct": {k: int((np.abs(v[y]) >= 0.01 * np.abs(v).max()).sum())
                                          for k, (v, _) in rows.items()},
@@ -285,7 +297,7 @@ def tracr_main(args) -> int:
     for d in docs:
         for cf, row in d["protocols"].items():
             au = "  ".join(f"{k} {v:.3f}" for k, v in row["auroc"].items())
-            print(f"{d['program']:11s} {cf:9s} vs {row['circuit']:8s}: {au}", file=sys.stderr)
+            print(f"{d['program']:11s} {cf:19s} vs {row['circuit']:8s}: {au}", file=sys.stderr)
     text = json.dumps({"benchmark": "tracr", "ig_samples": args.ig_samples,
                        "programs": docs}, indent=1)
     print(text)
