@@ -1,4 +1,5 @@
-"""The output metrics of a task, per prompt, from the logits at the last position.
+"""The output metrics of a task, per prompt, from the logits at the last position (or the
+mean over the positions a model reads, :func:`metric`).
 
 - ``logit_diff`` (default): ``ℓ[answer] − ℓ[wrong]`` (Wang et al. 2022, arXiv:2211.00593);
 - ``logprob``: ``log softmax(ℓ)[answer]``;
