@@ -12,7 +12,9 @@ computations:
 - every edge of a 2-layer, 1-head graph maps onto auto-circuit's names for the tracr
   ``xproportion`` model (the list printed by auto-circuit 1.0.1's ``model.edges``);
 - the Mann–Whitney AUC equals scikit-learn's ``roc_auc_score`` (ties included) and a hand
-  count."""
+  count; the metrics over several positions are the mean of each position's;
+- the tracr benchmark's scoring (benchmarks/task_circuits.py) on a made-up peers' run, without
+  tracr or auto-circuit."""
 
 from __future__ import annotations
 
@@ -65,7 +67,7 @@ def _numpy_forward(sd, ids, causal, shift=None, read_from=None):
     for li in range(L):
         b = f"blocks.{li}."
         attn = np.zeros_like(x) + sd[b + "attn.b_O"]
-        for h in range(H):
+        for h in range(sd[b + "attn.W_Q"].shape[0]):
             xs = {c: x + shift.get((li, h, c), 0) for c in "qkv"}
             q = xs["q"] @ sd[b + "attn.W_Q"][h] + sd[b + "attn.b_Q"][h]
             k = xs["k"] @ sd[b + "attn.W_K"][h] + sd[b + "attn.b_K"][h]
@@ -262,3 +264,47 @@ def test_metric_over_positions_is_the_mean_of_each_positions(name):
     got = metric(name, torch.as_tensor(logits), torch.as_tensor(a), torch.as_tensor(w),
                  torch.as_tensor(ref))
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-10)
+
+
+def test_the_tracr_benchmarks_scoring_on_a_made_up_peer_run():
+    """benchmarks/task_circuits.py's ``tracr_scores`` on what the peers' script would write,
+    made up here for a random 2-layer 1-head model: the logits check, every protocol, and
+    the peers' scores matched to rmtbase's edges by name (a score of 1 on the circuit and 0
+    elsewhere has AUROC 1, its reverse 0)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "task_circuits.py"
+    spec = importlib.util.spec_from_file_location("task_circuits_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    sd = _state_dict(3)
+    for k in list(sd):  # one head per layer, as auto-circuit's tracr models
+        if k.startswith("blocks.") and ".attn." in k and not k.endswith("b_O"):
+            sd[k] = sd[k][:1]
+    clean, corrupted = _ids(8, 6, 8), _ids(8, 6, 9)
+    answer, wrong = _ids(8, 5, 10), _ids(8, 5, 11)
+    official = ["A1.0->Resid End", "MLP 0->A1.0.V"]
+    acdc = ["Resid Start->A1.0.K", "A0.0->MLP 0", "MLP 1->Resid End"]
+    methods = {}
+    for readout in ("last", "after_bos"):
+        for abl, circuit in (("RESAMPLE", official), ("ZERO", acdc)):
+            methods[f"EAP/{abl}/{readout}"] = {"cpu_s": 0.1, "scores": {
+                n: float(n in circuit) for n in XPROPORTION_EDGES}}
+            methods[f"EAP-IG/{abl}/{readout}"] = {"cpu_s": 0.2, "scores": {
+                n: float(n not in circuit) for n in XPROPORTION_EDGES}}
+    peer = {"program": "made-up", "sd": sd, "causal": False, "clean": clean.tolist(),
+            "corrupted": corrupted.tolist(), "answer": answer.tolist(),
+            "wrong": wrong.tolist(), "official": official, "acdc": acdc,
+            "edges": XPROPORTION_EDGES, "process_cpu_s": 1.0, "methods": methods,
+            "tl_logits": _numpy_forward(sd, clean, False, read_from=1).tolist()}
+    out = bench.tracr_scores(peer, batch=4)
+    # float32 (the benchmark's model) against float64
+    assert out["graph_vs_transformerlens_max_abs"] < 1e-5 * np.abs(peer["tl_logits"]).max()
+    assert sorted(out["protocols"]) == ["after_bos/corrupted", "after_bos/zero",
+                                        "last/corrupted", "last/zero"]
+    for row in out["protocols"].values():
+        assert row["auroc"]["EAP"] == 1.0 and row["auroc"]["EAP-IG"] == 0.0
+        circuit = official if row["ablation"] == "RESAMPLE" else acdc
+        assert sorted(row["circuit_scores"]["rmtbase exact"]) == sorted(circuit)
+        assert 0.0 <= row["auroc"]["rmtbase exact"] <= 1.0
