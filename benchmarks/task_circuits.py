@@ -17,7 +17,7 @@ EAP-IG, as AUROC against the official circuit (:func:`tracr_main`). ``PYTHON`` i
 interpreter of a separate venv holding auto-circuit and tracr (docs/performance.md says which
 set installs); rmtbase never imports them.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py --tracr /work/peers/bin/python
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py --tracr peers/bin/python
 """
 
 from __future__ import annotations
