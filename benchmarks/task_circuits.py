@@ -10,6 +10,14 @@ and its bisection). ``peak_rss_mb``: the process's peak resident memory after ea
 (``getrusage``; it never falls). Prints one JSON document.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py [--prompts 64] [--json out.json]
+
+``--tracr PYTHON``: instead, the tracr programs ``reverse`` and ``xproportion`` that
+auto-circuit ships with official circuits, rmtbase's edge scores beside auto-circuit's EAP and
+EAP-IG, as AUROC against the official circuit (:func:`tracr_main`). ``PYTHON`` is the
+interpreter of a separate venv holding auto-circuit and tracr (docs/performance.md says which
+set installs); rmtbase never imports them.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py --tracr peers/bin/python
 """
 
 from __future__ import annotations
@@ -43,7 +51,12 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--json", default=None)
+    p.add_argument("--tracr", metavar="PYTHON", default=None,
+                   help="the tracr AUROC benchmark, with auto-circuit in PYTHON's venv")
+    p.add_argument("--ig-samples", type=int, default=50)
     args = p.parse_args(argv)
+    if args.tracr:
+        return tracr_main(args)
     import numpy as np
 
     from rmtbase.circuits.task.attribution import attribute
@@ -81,6 +94,212 @@ def main(argv=None) -> int:
                score[e]), "exact": float(a), "exact_se": float(b)}
                for e, a, b in zip(order[:args.top], eff, eff_se, strict=True)][:10]}
     text = json.dumps(doc, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+# --- tracr programs with official circuits: AUROC beside auto-circuit's EAP and EAP-IG --------
+#: Run by the peers' python (auto-circuit 1.0.1, tracr-pypi): argv program, out prefix, seed,
+#: EAP-IG samples. Compiles the program as auto-circuit does (get_tracr_model), draws the
+#: prompts, saves the TransformerLens weights (.npz) and writes a JSON of the prompts, the
+#: official circuits' edge names and EAP / EAP-IG scores under resample and zero ablation.
+_PEER_SCRIPT = r'''
+import json, random, sys, time
+from itertools import product
+import numpy as np
+import torch as t
+from auto_circuit.data import PromptDataLoader, PromptDataset
+from auto_circuit.metrics.official_circuits.circuits.tracr import reverse_official as ro
+from auto_circuit.metrics.official_circuits.circuits.tracr import xproportion_official as xo
+from auto_circuit.model_utils.tracr_model_utils import (BOS, MAX_SEQ_LEN, REVERSE_VOCAB,
+    XPROPORTION_VOCAB, get_tracr_model)
+from auto_circuit.prune_algos.mask_gradient import mask_gradient_prune_scores
+from auto_circuit.types import AblationType
+from auto_circuit.utils.graph_utils import patchable_model
+
+prog, out, seed, ig = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+t.manual_seed(seed)
+tl, tracr_model = get_tracr_model(prog, "cpu")
+for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
+    setattr(tl.cfg, k, True)
+tl.eval()
+for p in tl.parameters():
+    p.requires_grad = False
+enc = tracr_model.input_encoder.encode
+seqs = list(product(sorted(REVERSE_VOCAB if prog == "reverse" else XPROPORTION_VOCAB),
+                    repeat=MAX_SEQ_LEN))
+rng = random.Random(seed)
+clean, corrupt, ans, wrong = [], [], [], []
+for s in seqs:
+    # auto-circuit's generator: another sequence at random; for reverse one whose first
+    # token differs, so the last position (which reads it) has a non-zero logit difference
+    c = rng.choice([o for o in seqs if o != s and (prog != "reverse" or o[0] != s[0])])
+    clean.append(enc([BOS, *s]))
+    corrupt.append(enc([BOS, *c]))
+    if prog == "reverse":  # the answer at each position after BOS: the reversed sequence
+        ans.append(enc([BOS, *reversed(s)])[1:])
+        wrong.append(enc([BOS, *reversed(c)])[1:])
+    else:  # the one output logit is the value
+        ans.append([0] * len(s))
+        wrong.append([0] * len(s))
+clean_t, corrupt_t = t.tensor(clean), t.tensor(corrupt)
+with t.no_grad():
+    logits = tl(clean_t)[:, 1:]
+np.savez(out + ".npz", **{k: v.numpy() for k, v in tl.state_dict().items()
+                         if not k.endswith(("IGNORE", "mask"))})
+model = patchable_model(tl, factorized=True, slice_output="last_seq", seq_len=None,
+                        separate_qkv=True, device=t.device("cpu"))
+official = (ro.tracr_reverse_true_edges if prog == "reverse"
+            else xo.tracr_xproportion_official_edges)(model)
+acdc = (ro.tracr_reverse_acdc_edges if prog == "reverse"
+        else xo.tracr_xproportion_acdc_edges)(model)
+answer_fn = "avg_diff" if prog == "reverse" else "avg_val"
+methods = {}
+# the last position (answers (n, 1)) or every position after BOS (auto-circuit's
+# "not_first_seq", answers (n, 5, 1))
+for readout, out_slice, pick in (("last", (slice(None), -1), lambda a: [a[-1]]),
+                                 ("after_bos", (slice(None), slice(1, None)),
+                                  lambda a: [[x] for x in a])):
+    model.out_slice = out_slice
+    ds = PromptDataset(clean_t, corrupt_t, [t.tensor(pick(a)) for a in ans],
+                       [t.tensor(pick(w)) for w in wrong])
+    dl = PromptDataLoader(ds, seq_len=None, diverge_idx=0, batch_size=len(ds), shuffle=False)
+    for abl in ("RESAMPLE", "ZERO"):
+        for name, kw in (("EAP", {"mask_val": 0.0}),
+                         ("EAP-IG", {"integrated_grad_samples": ig})):
+            c0 = time.process_time()
+            ps = mask_gradient_prune_scores(
+                model, dl, None, grad_function="logit", answer_function=answer_fn,
+                ablation_type=getattr(AblationType, abl),
+                clean_corrupt="corrupt" if abl == "RESAMPLE" else None, **kw)
+            methods[f"{name}/{abl}/{readout}"] = {
+                "cpu_s": time.process_time() - c0,
+                "scores": {e.name: float(ps[e.dest.module_name][e.patch_idx])
+                           for e in model.edges}}
+with open(out + ".json", "w") as f:
+    json.dump({"program": prog, "clean": clean, "corrupted": corrupt, "answer": ans,
+               "wrong": wrong, "tl_logits": logits.tolist(),
+               "official": sorted(e.name for e in official),
+               "acdc": sorted(e.name for e in acdc), "edges": [e.name for e in model.edges],
+               "causal": tl.cfg.attention_dir == "causal", "methods": methods}, f)
+'''
+
+#: (rmtbase counterfactual, auto-circuit ablation, the official circuit it is scored against):
+#: Miller et al.'s circuits are the edges resample ablation needs, ACDC's (Conmy et al. 2023)
+#: those zero ablation needs (auto-circuit's official_circuits/tracr).
+TRACR_PROTOCOLS = (("corrupted", "RESAMPLE", "official"), ("zero", "ZERO", "acdc"))
+
+
+def _tracr_peers(python: str, folder: Path, prog: str, ig: int, seed: int = 0) -> dict:
+    """Run :data:`_PEER_SCRIPT` for ``prog`` in the peers' venv; its JSON, the weights
+    (``sd``) and the child's CPU seconds."""
+    import os
+    import subprocess
+
+    import numpy as np
+
+    script = folder / "peer.py"
+    script.write_text(_PEER_SCRIPT)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([python, str(script), prog, str(folder / prog), str(seed), str(ig)],
+                          capture_output=True, text=True, env=env, check=False)
+    if done.returncode:
+        raise SystemExit(f"the peers' script failed on {prog}:\n{done.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    doc = json.loads((folder / f"{prog}.json").read_text())
+    doc["sd"] = dict(np.load(folder / f"{prog}.npz"))
+    doc["process_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return doc
+
+
+def tracr_scores(peer: dict, batch: int = 256) -> dict:
+    """rmtbase on one tracr program (``peer``: :func:`_tracr_peers`): the no-norm model
+    checked against TransformerLens's logits, then per readout (the last position, or every
+    position after BOS with the metric averaged over them, auto-circuit's ``not_first_seq``)
+    and protocol (:data:`TRACR_PROTOCOLS`) every edge patched exactly and attributed, and the AUROC of ``|score|`` against the
+    official circuit for rmtbase's exact effects, its attribution and the peers' EAP and
+    EAP-IG, edges matched by :func:`rmtbase.circuits.task.export.auto_circuit_name`; beside
+    it how many circuit edges score at least 1 % of the method's largest ``|score|``. A
+    one-logit program (xproportion: the output is the value) gets a zero second logit, so
+    ``logit_diff`` with ``wrong`` = 1 is the value, as auto-circuit's ``avg_val``."""
+    import dataclasses
+
+    import numpy as np
+
+    from rmtbase.circuits.task.attribution import attribute
+    from rmtbase.circuits.task.exact import patch_edges
+    from rmtbase.circuits.task.export import auto_circuit_name
+    from rmtbase.circuits.task.nonorm import NoNormModel, NoNormWeights
+    from rmtbase.circuits.task.runner import Runner
+    from rmtbase.circuits.task.taskfile import Task
+    from rmtbase.studies._circuit_measures import auc
+
+    w = NoNormWeights.from_state_dict(peer["sd"], causal=peer["causal"])
+    answer, wrong = np.asarray(peer["answer"]), np.asarray(peer["wrong"])
+    if w.unembed.shape[1] == 1:
+        w = dataclasses.replace(w, unembed=np.pad(w.unembed, ((0, 0), (0, 1))),
+                                b_u=np.pad(w.b_u, (0, 1)))
+        wrong = np.ones_like(wrong)
+    models = {"last": NoNormModel(w), "after_bos": NoNormModel(w, read_from=1)}
+    clean, corrupted = np.asarray(peer["clean"]), np.asarray(peer["corrupted"])
+    tasks = {"last": Task(clean, corrupted, answer[:, -1], wrong[:, -1], name=peer["program"]),
+             "after_bos": Task(clean, corrupted, answer, wrong, name=peer["program"])}
+    tl = np.asarray(peer["tl_logits"])
+    tm = models["after_bos"]
+    mine = tm.run(tm.embed(clean))["logits"].numpy()[..., :tl.shape[-1]]
+    names = [auto_circuit_name(n) for n in tm.graph.edge_names()]
+    if sorted(names) != sorted(peer["edges"]):
+        raise SystemExit(f"{peer['program']}: rmtbase's and auto-circuit's edges differ")
+    out = {"program": peer["program"], "prompts": len(clean), "tokens": clean.shape[1],
+           "edges": tm.graph.n_edges, "graph_vs_transformerlens_max_abs": float(
+               np.abs(mine - tl).max()), "peers_process_cpu_s": peer["process_cpu_s"],
+           "protocols": {}}
+    for (readout, (cf, abl, circuit)) in ((ro, p) for ro in models for p in TRACR_PROTOCOLS):
+        tm = models[readout]
+        y = np.array([n in set(peer[circuit]) for n in names])
+        r = Runner(tm, tasks[readout], counterfactual=cf, batch=batch)
+        c = time.process_time()
+        eff, eff_se = patch_edges(r, range(tm.graph.n_edges))
+        c_exact = time.process_time() - c
+        c = time.process_time()
+        att, _ = attribute(r)
+        c_att = time.process_time() - c
+        rows = {"rmtbase exact": (eff, c_exact), "rmtbase attribution": (att, c_att)}
+        for m in ("EAP", "EAP-IG"):
+            got = peer["methods"][f"{m}/{abl}/{readout}"]
+            rows[m] = (np.array([got["scores"][n] for n in names]), got["cpu_s"])
+        out["protocols"][f"{readout}/{cf}"] = {
+            "readout": readout, "ablation": abl, "circuit": circuit, "circuit_edges": peer[circuit],
+            "auroc": {k: auc(np.abs(v), y) for k, (v, _) in rows.items()},
+            "circuit_edges_above_1pct": {k: int((np.abs(v[y]) >= 0.01 * np.abs(v).max()).sum())
+                                         for k, (v, _) in rows.items()},
+            "cpu_s": {k: float(cs) for k, (_, cs) in rows.items()},
+            "circuit_scores": {k: {n: float(v[i]) for i, n in enumerate(names) if y[i]}
+                               for k, (v, _) in rows.items()},
+            "exact_se": {n: float(eff_se[i]) for i, n in enumerate(names) if y[i]}}
+    return out
+
+
+def tracr_main(args) -> int:
+    """The ``--tracr`` benchmark (module docstring): one JSON document, and the AUROC table on
+    stderr."""
+    import tempfile
+
+    docs = []
+    with tempfile.TemporaryDirectory(prefix="rmtbase-tracr-") as tmp:
+        for prog in ("reverse", "xproportion"):
+            peer = _tracr_peers(args.tracr, Path(tmp), prog, args.ig_samples)
+            docs.append(tracr_scores(peer))
+    for d in docs:
+        for cf, row in d["protocols"].items():
+            au = "  ".join(f"{k} {v:.3f}" for k, v in row["auroc"].items())
+            print(f"{d['program']:11s} {cf:19s} vs {row['circuit']:8s}: {au}", file=sys.stderr)
+    text = json.dumps({"benchmark": "tracr", "ig_samples": args.ig_samples,
+                       "programs": docs}, indent=1)
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n")

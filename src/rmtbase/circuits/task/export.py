@@ -13,7 +13,9 @@ object (task, metric, counterfactual); MIB's readers ignore both.
 :func:`read_circuit` takes that file, or a list of edge names, or ``{"edges": [names]}``, and
 returns the kept edges as a boolean vector over the model's graph (one-line refusal of a graph
 of another shape or an unknown edge). **DOT** and **GraphML** hold the kept edges, with their
-scores, for Graphviz, yEd, Gephi or networkx."""
+scores, for Graphviz, yEd, Gephi or networkx. :func:`auto_circuit_name` gives an edge's name in
+auto-circuit's graph (Miller et al. 2024, arXiv:2407.08734), where its official circuits are
+written."""
 
 from __future__ import annotations
 
@@ -131,4 +133,31 @@ def graphml(g: Graph, kept, score) -> str:
     return "\n".join(out + ["  </graph>", "</graphml>"]) + "\n"
 
 
-__all__ = ["circuit_json", "dot", "graphml", "read_circuit"]
+def auto_circuit_name(name: str) -> str:
+    """Edge ``name`` (``sender->receiver``, :meth:`.graph.Graph.edge_names`) as auto-circuit's
+    factorised graph with separate q, k, v inputs names it: ``input`` ↔ ``Resid Start``,
+    ``a{l}.h{h}`` ↔ ``A{l}.{h}``, ``m{l}`` ↔ ``MLP {l}``, ``logits`` ↔ ``Resid End``, and a
+    head's input ``<q>``, ``<k>``, ``<v>`` ↔ the suffix ``.Q``, ``.K``, ``.V`` of the receiving
+    head (``input->a3.h0<v>`` ↔ ``Resid Start->A3.0.V``)."""
+    s, sep, r = name.partition("->")
+    if not sep:
+        raise InputError(f"an edge name is sender->receiver, got {name!r}")
+    node, _, x = r.partition("<")
+    suffix = f".{x.rstrip('>').upper()}" if x else ""
+    return f"{_ac_node(s)}->{_ac_node(node)}{suffix}"
+
+
+def _ac_node(n: str) -> str:
+    if n == "input":
+        return "Resid Start"
+    if n == "logits":
+        return "Resid End"
+    if n.startswith("a") and ".h" in n:
+        layer, head = n[1:].split(".h")
+        return f"A{int(layer)}.{int(head)}"
+    if n.startswith("m") and n[1:].isdigit():
+        return f"MLP {int(n[1:])}"
+    raise InputError(f"{n!r} is not a node of the task graph")
+
+
+__all__ = ["auto_circuit_name", "circuit_json", "dot", "graphml", "read_circuit"]

@@ -105,6 +105,11 @@ class TaskModel:
             h.remove()
         return got["x"]
 
+    def readout(self, x):
+        """The positions the metric reads of the logits' residual ``x`` ``(n, T, d)``: the
+        last, ``(n, d)``."""
+        return x[:, -1]
+
     # the graph forward ---------------------------------------------------------------------
     def _inputs(self, resid, dsum, st, outs, cf, removed, leaves):
         """``(R, n, T, d)`` the stage's receiver inputs (module docstring): ``x − Σ_removed
@@ -131,7 +136,7 @@ class TaskModel:
 
     def run(self, emb, *, cf=None, kept=None, grad: bool = False):
         """One graph forward from embeddings ``emb`` ``(n, T, d)``: ``{"logits"`` ``(n, V)`` at
-        the last position, ``"outs"`` the senders' outputs, ``"leaves"`` (``grad``: one zero
+        the last position (:meth:`readout`), ``"outs"`` the senders' outputs, ``"leaves"`` (``grad``: one zero
         ``(R, n, T, d)`` tensor per stage added to its inputs, for ``∂metric/∂x_r``)``}``.
         ``kept``: ``(n_edges,)`` bool (None: every edge), the others read ``cf`` (a list of
         the senders' counterfactual outputs, each ``(n, T, d)`` or broadcastable)."""
@@ -184,7 +189,7 @@ class TaskModel:
                     resid = resid + y
                 else:
                     x = self._inputs(resid, dsum, st, outs, cf, rem, leaves)
-                    logits = self.head(self.final(x[0][:, -1]))
+                    logits = self.head(self.final(self.readout(x[0])))
         return {"logits": logits, "outs": outs, "leaves": leaves}
 
     def model_logits(self, ids):

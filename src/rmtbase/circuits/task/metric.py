@@ -1,4 +1,5 @@
-"""The output metrics of a task, per prompt, from the logits at the last position.
+"""The output metrics of a task, per prompt, from the logits at the last position (or the
+mean over the positions a model reads, :func:`metric`).
 
 - ``logit_diff`` (default): ``ℓ[answer] − ℓ[wrong]`` (Wang et al. 2022, arXiv:2211.00593);
 - ``logprob``: ``log softmax(ℓ)[answer]``;
@@ -27,10 +28,19 @@ def check_metric(name: str) -> str:
 
 def metric(name: str, logits, answer, wrong, ref_logprobs=None):
     """``(n,)`` metric ``name`` of ``logits`` ``(n, V)``; ``answer``, ``wrong`` ``(n,)`` long
-    tensors; ``ref_logprobs`` ``(n, V)`` the full model's clean log-probabilities (``kl``)."""
+    tensors; ``ref_logprobs`` ``(n, V)`` the full model's clean log-probabilities (``kl``).
+    A model that reads ``P`` positions gives ``logits`` ``(n, P, V)`` with ``answer``,
+    ``wrong`` ``(n, P)`` (and ``ref_logprobs`` ``(n, P, V)``): the metric is the mean over
+    the positions of each position's."""
     import torch
 
     check_metric(name)
+    if logits.ndim == 3:
+        n, p = logits.shape[:2]
+        ref = None if ref_logprobs is None else ref_logprobs.reshape(n * p, -1)
+        flat = metric(name, logits.reshape(n * p, -1), answer.reshape(n * p),
+                      wrong.reshape(n * p), ref)
+        return flat.reshape(n, p).mean(1)
     rows = torch.arange(logits.shape[0], device=logits.device)
     if name == "logit_diff":
         return logits[rows, answer] - logits[rows, wrong]

@@ -28,7 +28,8 @@ FIELDS = ("clean", "corrupted", "answer", "wrong")
 
 @dataclass(frozen=True)
 class Task:
-    """``clean``, ``corrupted`` ``(N, T)`` int64 token ids, ``answer``, ``wrong`` ``(N,)``,
+    """``clean``, ``corrupted`` ``(N, T)`` int64 token ids, ``answer``, ``wrong`` ``(N,)`` (or
+    ``(N, P)`` for a model whose metric reads ``P`` positions, :mod:`.nonorm`),
     ``name`` (the file's stem) and ``source`` (its path or a description)."""
 
     clean: np.ndarray
