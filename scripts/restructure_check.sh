@@ -33,6 +33,10 @@
 #   perm     a random float LLaMA, --null permutation --draws 200 --element-draws 50
 #   combine  two random float LLaMAs scored (--draws 200) and `rmtbase combine`d
 #   comp     the first of them with --composition --draws 200
+#   circuits the first of them through the circuit search: rmtbase circuits --draws 200
+#            --receivers L1H0,L1H3 (random weights earn no label: named receivers get their
+#            sources path-patched, so effects are compared) and score --composition --probe
+#            --draws 200 (no tokenizer: repeated random tokens)
 #   tables   the shipped tables src/rmtbase/data (no run; digested as they are)
 # Default: all. Cost on 2 shared cores: see the commit that added this script.
 # RC_SHARED_TABLES=1: both commits (and later checks) read and write one null-table cache,
@@ -43,7 +47,7 @@
 # Floats are byte-identical only within one machine and program: both commits run here.
 set -euo pipefail
 
-usage() { echo "usage: $0 COMMIT_A COMMIT_B [minilm gguf fp8 perm combine comp tables]" >&2; exit 2; }
+usage() { echo "usage: $0 COMMIT_A COMMIT_B [minilm gguf fp8 perm combine comp circuits tables]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 MAIN=$(cd "$(dirname "$0")/.." && pwd)
 PY=${RC_PYTHON:-$MAIN/.venv/bin/python}
@@ -51,7 +55,7 @@ DIGEST="$PY $MAIN/scripts/output_digest.py"
 A=$(git -C "$MAIN" rev-parse --verify "$1^{commit}") || usage
 B=$(git -C "$MAIN" rev-parse --verify "$2^{commit}") || usage
 shift 2
-RUNS=${*:-minilm gguf fp8 perm combine comp tables}
+RUNS=${*:-minilm gguf fp8 perm combine comp circuits tables}
 if [ -n "${RC_PATHS:-}" ]; then  # B plus the working tree's RC_PATHS, as a dangling commit
     idx=$(mktemp)
     GIT_INDEX_FILE=$idx git -C "$MAIN" read-tree "$B"
@@ -176,6 +180,11 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
             run "$side" combine combine "$o/tiny0" "$o/tiny1" --out "$o/combine" --no-figures ;;
         comp) run "$side" comp score "$m/tiny0" --out "$o/comp" --quiet --no-figures \
             --composition --draws 200 ;;
+        circuits)
+            run "$side" circuits circuits "$m/tiny0" --out "$o/circuits" --quiet --no-figures \
+                --draws 200 --receivers L1H0,L1H3
+            run "$side" probe score "$m/tiny0" --out "$o/probe" --quiet --no-figures \
+                --composition --probe --draws 200 ;;
         tables) mkdir -p "$o/tables" ;;
         *) echo "restructure_check: unknown run $r" >&2; usage ;;
         esac

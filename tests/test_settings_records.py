@@ -140,20 +140,23 @@ def test_find_circuits_search_record_and_aliases(monkeypatch):
                                         "head_to"), np.zeros((3, 3, 2, 3, 2)))})
     got = []
 
-    def fake(model, composition, opts):
+    def fake(model, composition, opts, progress):
         got.append(opts)
+        shown.append(progress)
         raise _Stop
 
+    shown = []
     monkeypatch.setattr(R, "run_circuits", fake)
-    kw = dict(k=2, seed=3, threshold=0.5, sinks=True, screen="exact", mlp_paths=False,
-              progress=False)
+    kw = dict(k=2, seed=3, threshold=0.5, sinks=True, screen="exact", mlp_paths=False)
+    record = Search(receivers=((2, 1),), lengths=8, layers=(2,), **kw)
     for call in (lambda: R.find_circuits("m", comp, receivers_of_interest=[(2, 1)],
-                                         repeat_lengths=8, layers=[2], **kw),
-                 lambda: R.find_circuits("m", comp, search=Search(
-                     receivers=((2, 1),), lengths=8, layers=(2,), **kw))):
+                                         repeat_lengths=8, layers=[2], progress=False, **kw),
+                 lambda: R.find_circuits("m", comp, search=record, progress=False),
+                 lambda: R.find_circuits("m", comp, search=record)):
         with pytest.raises(_Stop):
             call()
-    assert got[0] == got[1]
+    assert got[0] == got[1] and got[1] is record and got[2] is record  # as it is, not rebuilt
+    assert shown == [False, False, True]  # progress is no setting of the search
     assert dataclasses.replace(got[0]) == Search(receivers=((2, 1),), lengths=8, layers=(2,),
                                                  **kw)
     with pytest.raises(TypeError, match="both 'repeat_lengths' and 'lengths'"):

@@ -5,7 +5,8 @@ draws (:func:`rmtbase.baseline.tables.baseline`) and caches atomically (in memor
 A table matches when ensemble, seed, dtype, storage and format agree, it has ≥ ``min_draws``
 draws and covers the statistics asked for; missing spectral statistics come from its ``lambda``
 (:func:`rmtbase.baseline.spectra.spectral_from_table`). float16/bfloat16 spectral requests use
-the float32 table. Cache names spell every key (draws version included); a file failing its name
+the float32 table. Cache names spell every key (draws version included), formatted and read back
+by one record, :class:`~rmtbase.baseline.table_name.TableName`; a file failing its name
 or checksum (:func:`verify_table`) is warned about, removed and regenerated. Draw ``i`` depends
 only on (seed, d, d_h, i), so a cached table is read truncated to ``min_draws`` and a shorter one
 (cached or in memory) grows (:mod:`.table_growth`); a shipped one is used whole; ``"extension":
@@ -30,21 +31,21 @@ from .shipped import shipped_index
 from .table_check import missing_variables, verify_table  # noqa: F401 - re-exported
 from .table_contents import SERVES
 from .table_file import first_draws
+from .table_name import TableName, storage_field
 
 
 def table_filename(d: int, d_h: int, *, ensemble: str, stats: str, draws: int, seed: int,
                    dtype: str, depth: int | None = None, storage: str = "float32") -> str:
-    """File name encoding every key a table's numbers depend on (storage only when not float32,
-    ``-dv<n>`` only when the draws version is not 1)."""
+    """File name encoding every key a table's numbers depend on
+    (:meth:`rmtbase.baseline.table_name.TableName.filename`; ``storage`` a name or a record;
+    the draws version of this cell, :func:`rmtbase.baseline.draw_route.draws_version`)."""
     from .draw_route import draws_version
-    from .tables import TABLE_FORMAT
 
-    dep = f"-L{depth}" if depth is not None else ""
     record = storage_record(storage)  # a name or a record
-    version = draws_version(d, d_h, stats, ensemble, record, dtype)
-    dv = f"-dv{version}" if version != 1 else ""
-    return (f"{ensemble}{dep}-d{d}-dh{d_h}-{stats}-n{draws}-seed{seed}-{dtype}{record.suffix}"
-            f"{dv}-v{TABLE_FORMAT}.nc")
+    return TableName(ensemble=ensemble, d=d, d_h=d_h, stats=stats, draws=draws, seed=seed,
+                     dtype=dtype, storage=storage_field(record),
+                     draws_version=draws_version(d, d_h, stats, ensemble, record, dtype),
+                     depth=depth).filename()
 
 
 def _matches(entry: dict, key: TableKey) -> bool:
@@ -61,27 +62,34 @@ def _matches(entry: dict, key: TableKey) -> bool:
             and entry["draws"] >= key.min_draws)
 
 
-def _cached_entries(directory: Path) -> list[dict]:
-    """Parse the cache directory's file names back into index entries."""
-    from .tables import TABLE_FORMAT
-
-    out = []
-    for p in directory.glob(f"lowrank-d*-dh*-*-n*-seed*-float*-v{TABLE_FORMAT}.nc"):
-        parts = p.name[: -len(".nc")].split("-")
-        storage = parts[7] if len(parts) in (9, 10) else "float32"
-        try:  # a 10-part name carries the draws version: -dv<n>
-            version = int(parts[8].removeprefix("dv")) if len(parts) == 10 else 1
-            if len(parts) == 10 and not parts[8].startswith("dv"):
-                continue
-            out.append({"file": p, "ensemble": parts[0], "d": int(parts[1][1:]),
-                        "d_h": int(parts[2][2:]), "stats": parts[3], "draws": int(parts[4][1:]),
-                        "seed": int(parts[5][4:]), "dtype": parts[6], "storage": storage,
-                        "draws_version": version, "format": int(parts[-1][1:])})
-        except (IndexError, ValueError):
-            continue
+def cached_entries(directory: Path) -> tuple[list[dict], list[tuple[Path, str]]]:
+    """``(entries, left_out)``: the index entry of each lowrank table file of this format in
+    the cache folder, read from its name (:meth:`TableName.parse
+    <rmtbase.baseline.table_name.TableName.parse>`), and ``(path, reason)`` of each file left
+    out: a name rmtbase does not write, statistics no table serves, a storage not registered."""
     from ..stats.precision import STORAGES
+    from .table_file import TABLE_FORMAT
+    from .table_name import read_names
 
-    return [e for e in out if e["stats"] in SERVES and e["storage"] in STORAGES]
+    named, left_out = read_names(
+        sorted(directory.glob(f"lowrank-d*-dh*-*-n*-seed*-float*-v{TABLE_FORMAT}.nc")))
+    out = []
+    for p, name in named:
+        if name.ensemble != "lowrank" or name.depth is not None:
+            left_out.append((p, f"{p.name}: not a lowrank table"))
+        elif name.stats not in SERVES:
+            left_out.append((p, f"{p.name}: statistics {name.stats!r} are no table's"))
+        elif name.storage not in STORAGES:
+            left_out.append((p, f"{p.name}: storage {name.storage!r} is not registered"))
+        else:
+            out.append(name.entry(p))
+    return out, left_out
+
+
+def _cached_entries(directory: Path) -> list[dict]:
+    """The index entries of :func:`cached_entries` (the files left out are not tables this
+    cache reads; they are left where they are)."""
+    return cached_entries(directory)[0]
 
 
 def _select(ds, stats: str):
@@ -132,11 +140,16 @@ class TableKey:
         return draws_version(self.d, self.d_h, self.stats, self.ensemble, self.storage,
                              self.dtype)
 
+    def name(self) -> TableName:
+        """The :class:`~rmtbase.baseline.table_name.TableName` of this request at exactly
+        ``min_draws`` draws."""
+        return TableName(ensemble=self.ensemble, d=self.d, d_h=self.d_h, stats=self.stats,
+                         draws=self.min_draws, seed=self.seed, dtype=self.dtype,
+                         storage=storage_field(self.storage), draws_version=self.draws_version)
+
     def filename(self) -> str:
         """The user-cache file name of this request at exactly ``min_draws`` draws."""
-        return table_filename(self.d, self.d_h, ensemble=self.ensemble, stats=self.stats,
-                              draws=self.min_draws, seed=self.seed, dtype=self.dtype,
-                              storage=self.storage)
+        return self.name().filename()
 
     def spec(self, chunk_size=None):
         """The :class:`rmtbase.baseline.table_spec.TableSpec` that draws this request's table."""

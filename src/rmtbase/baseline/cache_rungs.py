@@ -36,20 +36,16 @@ from pathlib import Path
 VANISHED = object()
 
 
-#: The keys of a cached file's index entry that its rungs share (every key but the draws), with
-#: the value an entry that lacks one has.
-REQUEST_KEYS = {"ensemble": None, "d": None, "d_h": None, "stats": None, "seed": None,
-                "dtype": None, "storage": "float32", "draws_version": 1, "format": None}
+def request_of(entry: dict):
+    """What the rungs of a cached file's index entry share: its name's request (every field but
+    the draws, :attr:`rmtbase.baseline.table_name.TableName.request`)."""
+    return entry["name"].request
 
 
-def request_of(entry: dict) -> tuple:
-    """:data:`REQUEST_KEYS` of a cached file's index entry: what its rungs share."""
-    return tuple(entry.get(k, default) for k, default in REQUEST_KEYS.items())
-
-
-def rungs(entries: list[dict]) -> dict[tuple, list[dict]]:
-    """Cached-file entries grouped by request (:func:`request_of`), each group largest first."""
-    out: dict[tuple, list[dict]] = {}
+def rungs(entries: list[dict]) -> dict:
+    """Cached-file entries (:func:`rmtbase.baseline.cache.cached_entries`) grouped by request
+    (:func:`request_of`), each group largest first."""
+    out: dict = {}
     for e in entries:
         out.setdefault(request_of(e), []).append(e)
     return {k: sorted(v, key=lambda e: -e["draws"]) for k, v in out.items()}
@@ -121,4 +117,4 @@ def keep_largest(entries: list[dict], written: Path) -> None:
                 _unlink(Path(e["file"]))
 
 
-__all__ = ["REQUEST_KEYS", "VANISHED", "compact", "keep_largest", "read_cached", "request_of", "rungs"]
+__all__ = ["VANISHED", "compact", "keep_largest", "read_cached", "request_of", "rungs"]

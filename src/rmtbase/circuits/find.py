@@ -57,11 +57,13 @@ UNLABELLED_RECEIVERS = 0
 
 @dataclass(frozen=True)
 class Search:
-    """The options of one circuit search (as :func:`rmtbase.circuits.find_circuits`), checked
-    when built: each is refused in one :class:`InputError` line, and held as the code uses it
-    (``text`` implies ``sequences="text"``, ``"repeated_random_tokens"`` is None, receivers and
-    layers tuples of ints, none named twice). What needs the model (a receiver's range) is
-    checked by :func:`rmtbase.circuits.find_circuits`."""
+    """The settings of one circuit search (the fields as :func:`rmtbase.circuits.find_circuits`
+    describes them; each default written here once), checked when built: each is refused in
+    one :class:`InputError` line, and held as the code uses it (``text`` implies
+    ``sequences="text"``, ``"repeated_random_tokens"`` is None, receivers and layers tuples of
+    ints, none named twice). The record reaches the search as it is built. What needs the
+    model (a receiver's range) is checked by :func:`rmtbase.circuits.find_circuits`; whether
+    progress is shown is no setting of the search (``find_circuits(progress=)``)."""
 
     k: int = DEFAULT_K
     sequences: object = None
@@ -74,7 +76,6 @@ class Search:
     screen: str = "auto"
     mlp_paths: object = "auto"
     layers: tuple | None = None
-    progress: bool = True
     #: The counterfactual of the reported effects (:data:`.counterfactual.ABLATIONS`).
     ablation: str = DEFAULT_ABLATION
     #: Called with the finding rows (dicts as :func:`.table.circuit_list`) of each receiver
@@ -115,7 +116,6 @@ class Search:
         put(self, "receivers", _heads(self.receivers))
         put(self, "layers", _layers(self.layers))
         put(self, "sinks", bool(self.sinks))
-        put(self, "progress", bool(self.progress))
 
 
 def _integer(x) -> bool:

@@ -92,17 +92,18 @@ def _captures(hm, seqsets, progress, ablation):
     return out
 
 
-def run_circuits(model, composition, opts: F.Search) -> xr.Dataset:
-    """:func:`find_circuits` after its argument checks (``opts``: the checked options)."""
+def run_circuits(model, composition, opts: F.Search, progress: bool = True) -> xr.Dataset:
+    """:func:`find_circuits` after its argument checks (``opts``: the checked settings;
+    ``progress``: stages and bars on stderr)."""
     with one_thread():  # torch's threads fight on a shared CPU (rmtbase.probe.threads)
-        return _search(model, composition, opts)
+        return _search(model, composition, opts, progress)
 
 
-def _search(model, composition, opts: F.Search) -> xr.Dataset:
+def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     """The search of :func:`run_circuits` on one torch thread."""
     from .model import load_model
 
-    sequences, seed, k, progress = opts.sequences, opts.seed, opts.k, opts.progress
+    sequences, seed, k = opts.sequences, opts.seed, opts.k
     net, tok, name = load_model(model, tokenizer=sequences == "text")
     from .output_loss import attach_output_head
 
@@ -328,15 +329,16 @@ def _summary_attrs(ds, composition) -> None:
 
 @gives_heap_back
 def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = None,
-                  **options) -> xr.Dataset:
+                  progress: bool = True, **options) -> xr.Dataset:
     """Circuits of ``model`` (:mod:`.find` states the rule, :mod:`.table` the output).
 
     model: a transformers model, :class:`rmtbase.probe.loader.Loaded`, folder, ``.gguf`` or hub
     id (:func:`.model.load_model`) of a :data:`.heads.SUPPORTED` family. composition: its
-    composition Dataset. search: the options below as a :class:`.find.Search` record
-    (``receivers``, ``lengths`` for ``receivers_of_interest``, ``repeat_lengths``);
-    ``options``: the same as keywords, replacing the record's. k: sources patched per
-    receiver, kind and ranking when not all are.
+    composition Dataset. search: the settings below as a :class:`.find.Search` record, used as
+    it is (``receivers``, ``lengths`` for ``receivers_of_interest``, ``repeat_lengths``);
+    ``options``: the same as keywords, replacing the record's (a new record, checked when
+    built). progress: stages and bars on stderr. k: sources patched per receiver, kind and
+    ranking when not all are.
     sequences: None (repeated random tokens at ``repeat_lengths``: ``"auto"``, an int or ints,
     :func:`.sequences.repeat_lengths`), ``"text"`` (``text`` or the probe's; needs a tokenizer)
     or a :class:`.sequences.Sequences`. receivers_of_interest: [(layer, head), …] instead of the
@@ -362,7 +364,7 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     for li in s.layers or ():
         if not li < n_l:
             raise InputError(f"layers: {li!r} is not a layer after 0 of this {n_l}-layer model")
-    return run_circuits(model, composition, s)
+    return run_circuits(model, composition, s, bool(progress))
 
 __all__ = ["MAX_TEXT_SEQUENCES", "MLP_BUDGET", "find_circuits", "make_sequences", "one_thread",
            "run_circuits"]

@@ -1,5 +1,11 @@
 """``rmtbase circuits MODEL``: the circuit search alone (:func:`rmtbase.circuits.find_circuits`;
-output :mod:`rmtbase.report.circuits_report`), every option checked before the model is read."""
+output :mod:`rmtbase.report.circuits_report`), every option checked before the model is read.
+
+The options build the search's settings record, :class:`rmtbase.circuits.find.Search`
+(:func:`search_of`), and the composition's,
+:class:`rmtbase.scoring.settings.CompositionSettings`, which reach the library as they are; an
+option not given is left to its record's default (the defaults the help states are the
+records', held equal by tests/test_cli_circuits_command.py)."""
 
 from __future__ import annotations
 
@@ -47,7 +53,7 @@ def layers_arg(text: str):
 
 def add_repeat_length(p) -> None:
     """The ``--repeat-length`` option (shared with ``score --composition --probe``)."""
-    p.add_argument("--repeat-length", type=lengths_arg, default="auto", metavar="N[,N...]|auto",
+    p.add_argument("--repeat-length", type=lengths_arg, default=None, metavar="N[,N...]|auto",
                    help="tokens per half of the repeated random sequences the heads are "
                         "labelled and patched on (default auto: 5, 10, 20, 50 where the "
                         "context and vocabulary allow, each head at the length where its "
@@ -64,7 +70,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
             "direct and through the MLPs: composition.nc, circuits.nc, summary.txt and "
             "figures/circuits.png, all or nothing. No head scoring."))
     p.add_argument("model", help="local folder, .gguf file or hub id of a causal language model")
-    p.add_argument("--k", type=positive_int, default=3,
+    p.add_argument("--k", type=positive_int, default=None,
                    help="sources patched per receiver, kind and ranking when not every source "
                         "is (default 3)")
     p.add_argument("--layers", type=layers_arg, default=None, metavar="L[,L...]",
@@ -78,11 +84,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "model's tokenizer)")
     p.add_argument("--draws", type=positive_int, default=None,
                    help="composition null draws (default: the composition's own)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the null and the sequences")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the null and the sequences (default 0)")
     p.add_argument("--sinks", action="store_true", help="patch first-token heads too")
-    p.add_argument("--mlp-paths", choices=("auto", "on", "off"), default="auto",
-                   help="screen paths through MLPs (auto: when it costs at most 2 TFLOP)")
-    p.add_argument("--ablation", choices=("mean", "resample", "zero"), default="mean",
+    p.add_argument("--mlp-paths", choices=tuple(MLP_PATHS), default=None,
+                   help="screen paths through MLPs (default auto: when it costs at most 2 "
+                        "TFLOP)")
+    p.add_argument("--ablation", choices=("mean", "resample", "zero"), default=None,
                    help="what a removed source's output is replaced by: its mean over the "
                         "sequences at each position (default), its output on another sequence "
                         "(resample, 4 pairings) or zero; an edge is confirmed only where the "
@@ -98,34 +106,52 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+#: --mlp-paths' words and the :attr:`rmtbase.circuits.find.Search.mlp_paths` each stands for.
+MLP_PATHS = {"auto": "auto", "on": True, "off": False}
+
 #: Start-up check (rmtbase.cli): an --out that is a file, refused before the imports.
 early = output.early_out
 
 
-def check(args) -> dict:
-    """Every option against the model's config, before any work: the family
-    (:func:`rmtbase.circuits.families.check_family`), the repeat lengths, the text's size."""
+def search_of(args, **fields):
+    """The :class:`rmtbase.circuits.find.Search` of the options (``rmtbase circuits``'s, or
+    ``score --composition --probe``'s: those it lacks are not given), checked when built; an
+    option not given keeps the record's default. ``fields``: further fields (the score's
+    ``seed`` and ``text``)."""
+    from ..circuits.find import Search
+
+    given = {"k": getattr(args, "k", None), "seed": getattr(args, "seed", None),
+             "lengths": args.repeat_length, "text": getattr(args, "text", None),
+             "receivers": getattr(args, "receivers", None),
+             "layers": getattr(args, "layers", None),
+             "mlp_paths": MLP_PATHS.get(getattr(args, "mlp_paths", None)),
+             "ablation": getattr(args, "ablation", None)}
+    given.update(fields)
+    if getattr(args, "sinks", False):
+        given["sinks"] = True
+    return Search(**{k: v for k, v in given.items() if v is not None}, **on_receiver(args))
+
+
+def check(args, search) -> dict:
+    """Every option against the model's config, before any work (``search``: the options'
+    :class:`~rmtbase.circuits.find.Search`): the family
+    (:func:`rmtbase.circuits.families.check_family`), the repeat lengths."""
     from types import SimpleNamespace
 
-    from ..checks import COMPOSITION_DRAWS_WHY, MIN_NULL_DRAWS, check_int, check_seed
     from ..circuits.families import check_family, text_config
     from ..circuits.sequences import repeat_lengths
     from ..models.loading import model_config
 
-    check_seed(args.seed, "--seed")
-    check_int("--k", args.k, minimum=1)  # before the composition, not after it
-    if args.draws is not None:
-        check_int("--draws", args.draws, minimum=MIN_NULL_DRAWS, why=COMPOSITION_DRAWS_WHY)
     cfg = model_config(args.model)
     check_family(cfg)
     tc = text_config(cfg)
     tc = tc if isinstance(tc, dict) else vars(tc)
-    if args.text is None and "vocab_size" in tc:  # a GGUF's header: checked once read
-        got = repeat_lengths(SimpleNamespace(**tc), args.repeat_length)
+    if search.text is None and "vocab_size" in tc:  # a GGUF's header: checked once read
+        got = repeat_lengths(SimpleNamespace(**tc), search.lengths)
         if not got:
             raise InputError("no repeat length fits this model's context and vocabulary; "
                              "use --text")
-    elif args.repeat_length != "auto":
+    elif search.lengths != "auto":
         raise InputError("--repeat-length is for repeated random tokens, not --text")
     return cfg
 
@@ -145,13 +171,16 @@ def run(args: argparse.Namespace) -> int:
 
         args.out = str(Path("rmtbase-circuits") / model_stem(args.model))
     check_output_dir(args.out, KIND, overwrite=args.overwrite)
-    check(args)
-    text = None
-    if args.text is not None:
+    from ..scoring.settings import CompositionSettings
+
+    search = search_of(args)
+    settings = CompositionSettings(draws=args.draws, seed=search.seed)
+    check(args, search)
+    if search.text is not None:  # a missing, empty or non-UTF-8 text: before any work
         from ..probe import read_text
 
-        text = read_text(args.text)
-    return _search(args, text)
+        read_text(search.text)
+    return _search(args, search, settings)
 
 
 def on_receiver(args) -> dict:
@@ -197,7 +226,9 @@ def _plain(v):
     return v
 
 
-def _search(args, text) -> int:
+def _search(args, search, settings) -> int:
+    """The composition (``settings``: ``--draws``, the search's seed) and the search
+    (``search``), written and printed."""
     from ..circuits import find_circuits
     from ..progress import stage
     from ..report.circuit_context import context
@@ -208,14 +239,8 @@ def _search(args, text) -> int:
     t0 = time.perf_counter()
     stage("rmtbase circuits", "composition: every cross-layer head pair, Q, K and V",
           enabled=not args.quiet)
-    comp = composition(args.model, seed=args.seed, progress=not args.quiet,
-                       **({"draws": args.draws} if args.draws else {}))
-    cds = find_circuits(args.model, comp, k=args.k, text=text, seed=args.seed,
-                        receivers_of_interest=args.receivers, sinks=args.sinks,
-                        repeat_lengths=args.repeat_length if text is None else "auto",
-                        mlp_paths={"auto": "auto", "on": True, "off": False}[args.mlp_paths],
-                        layers=args.layers, progress=not args.quiet, ablation=args.ablation,
-                        **on_receiver(args))
+    comp = composition(args.model, settings=settings, progress=not args.quiet)
+    cds = find_circuits(args.model, comp, search=search, progress=not args.quiet)
     ctx = context(None, {"composition.nc": comp, "circuits.nc": cds})
     written = write_circuits(ctx, cds, args.out, figures=not args.no_figures)
     if args.json:

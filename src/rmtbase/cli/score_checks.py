@@ -104,6 +104,10 @@ _PLAN_RULES = (
                                               or p.components is not None or p.probe),
      "--ov and --directions apply to one MODEL scored alone; they do not combine with several "
      "models, --base, --components or --probe"),
+    (lambda a, p: getattr(a, "repeat_length", None) is not None
+     and not (a.composition and p.probe),
+     "--repeat-length sets the circuit search of --composition --probe; give both or leave it "
+     "out"),
 )
 
 
@@ -161,22 +165,24 @@ def checked(args: argparse.Namespace) -> Plan:
 def request_of(args, plan: Plan):
     """The :class:`~rmtbase.pipeline.ScoreRequest` of one model's options: the score's
     settings, and the composition's (--composition: the same null, seed and level; --draws
-    its draws too, else the null's own) and the whole matrices' (--component-draws, with the
-    score's level, seed and --quantized-null)."""
+    its draws too, else the null's own), the circuit search's (--composition --probe: the
+    score's seed, --text and --repeat-length, :func:`rmtbase.cli.circuits.search_of`) and the
+    whole matrices' (--component-draws, with the score's level, seed and --quantized-null)."""
     from ..pipeline import ScoreRequest
     from ..scoring.settings import ComponentSettings, CompositionSettings
-    from .circuits import on_receiver
+    from .circuits import search_of
 
     comp = CompositionSettings(null=plan.null, draws=args.draws, seed=args.seed,
                                alpha=args.alpha) if args.composition else None
+    search = search_of(args, seed=args.seed, text=args.text) \
+        if args.composition and args.probe else None
     parts = ComponentSettings(draws=args.component_draws, alpha=args.alpha, seed=args.seed,
                               quantized_null=args.quantized_null)
     return ScoreRequest(model=plan.model, revision=plan.revision, settings=plan.settings,
                         allow_pickle=args.allow_pickle, ov=args.ov, directions=args.directions,
                         components=None if plan.components is None else tuple(plan.components),
                         component_settings=parts, composition=comp, probe=args.probe,
-                        text=args.text, repeat_length=getattr(args, "repeat_length", "auto"),
-                        on_receiver=on_receiver(args).get("on_receiver") if args.probe else None)
+                        text=args.text, search=search)
 
 
 def _check_work(args, plan) -> None:

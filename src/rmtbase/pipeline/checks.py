@@ -98,10 +98,11 @@ def _check_lengths(cfg: dict, spec) -> None:
                          "and vocabulary; use --text")
 
 
-def check_search(model, text, repeat_length, quiet: bool) -> dict:
+def check_search(model, search, quiet: bool) -> dict:
     """{"patch": path patching runs, "text": the text probe runs, "model_type"} for the circuit
-    search after a composition with the probe (``text``: the text file asked for, or None;
-    ``repeat_length``: ``"auto"`` or the lengths), before any work; notes on stderr unless
+    search after a composition with the probe (``search``: its
+    :class:`~rmtbase.circuits.find.Search`, whose ``text`` is the text file asked for or None
+    and ``lengths`` ``"auto"`` or the repeat lengths), before any work; notes on stderr unless
     ``quiet``. An encoder is labelled by the text probe and its circuits screened by weights
     only, said so."""
     from ..circuits.families import check_family
@@ -112,7 +113,7 @@ def check_search(model, text, repeat_length, quiet: bool) -> dict:
     cfg = model_config(default_model_path() if model is None else model)
     mt = str(cfg.get("model_type", "") or "")
     got = {"patch": mt in _patched(), "text": has_tokenizer(model), "model_type": mt}
-    spec = repeat_length
+    text, spec = search.text, search.lengths
     if not got["text"] and not got["patch"]:  # refused before any note of what would run
         raise InputError(f"--probe needs a tokenizer for a {mt or 'model'} model (path "
                          f"patching with repeated random tokens runs causal language models: "

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..scoring.settings import ComponentSettings, CompositionSettings, ScoreSettings
+
+if TYPE_CHECKING:  # numpy and xarray: imported where a search is built
+    from ..circuits.find import Search
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,12 @@ class ScoreRequest:
     ``component_settings``; composition: the head-pair composition's settings
     (:class:`~rmtbase.scoring.settings.CompositionSettings`; None: no composition); probe: the
     text probe joined to the score and, with a composition, the circuit search; text: the probe's
-    UTF-8 text file (None: the shipped English text; the circuit search then patches on
-    repeated random tokens of ``repeat_length`` lengths, ``"auto"`` or a list)."""
+    UTF-8 text file (None: the shipped English text); search: the circuit search's settings
+    (:class:`~rmtbase.circuits.find.Search`, reaching
+    :func:`~rmtbase.circuits.find_circuits` as it is), only with a composition and the probe;
+    None there: the record's defaults with the score's seed and the probe's ``text`` (without
+    a text the search patches on repeated random tokens at ``Search.lengths``). A search
+    given reads the probe's text: its ``text`` must be ``text``."""
 
     model: object = None
     revision: str | None = None
@@ -43,9 +51,7 @@ class ScoreRequest:
     composition: CompositionSettings | None = None
     probe: bool = False
     text: str | None = None
-    repeat_length: object = "auto"
-    #: Called with each circuit receiver's finding rows as soon as it is done (None: not).
-    on_receiver: object = None
+    search: Search | None = None
 
     def __post_init__(self):
         for name, cls in (("settings", ScoreSettings), ("component_settings", ComponentSettings)):
@@ -65,6 +71,30 @@ class ScoreRequest:
         if self.probe and self.revision is not None:
             raise InputError("--probe loads the model with transformers at its default "
                              "revision; leave out --revision")
+        self._check_search()
+
+    def _check_search(self) -> None:
+        """``search`` with a composition and the probe (built from the defaults when None),
+        reading the probe's text; None otherwise."""
+        searched = self.composition is not None and self.probe
+        if self.search is None:
+            if searched:
+                from ..circuits.find import Search
+
+                object.__setattr__(self, "search", Search(seed=self.settings.seed,
+                                                          text=self.text))
+            return
+        from ..circuits.find import Search
+
+        if not isinstance(self.search, Search):
+            raise InputError(f"search must be a circuits.find.Search or None, got "
+                             f"{self.search!r}")
+        if not searched:
+            raise InputError("search: the circuit search runs with a composition and the "
+                             "probe (--composition --probe)")
+        if self.search.text != self.text:
+            raise InputError(f"search.text must be the probe's text ({self.text!r}), got "
+                             f"{self.search.text!r}")
 
 
 @dataclass
@@ -119,8 +149,7 @@ def check_request(request: ScoreRequest, *, quiet: bool = False) -> Prepared:
 
         out.probe_text = read_text(request.text)
         if request.composition is not None:  # the circuit search: patching? a tokenizer?
-            out.search = check_search(request.model, request.text, request.repeat_length,
-                                      quiet)
+            out.search = check_search(request.model, request.search, quiet)
         if out.text_probe:
             check_probe(request.model)  # no tokenizer, too little memory: before the score
         check_finite_model(request.model, request.allow_pickle)  # the whole model runs
@@ -174,10 +203,7 @@ def _composition(request: ScoreRequest, prepared: Prepared, progress: bool):
     stage("rmtbase", "circuits: heads labelled by behaviour, top sources path-patched",
           enabled=progress)
     loaded = load(model, tokenizer="required" if prepared.text_probe else "no")
-    circuits = find_circuits(
-        loaded, comp, seed=request.settings.seed, progress=progress,
-        text=prepared.probe_text if request.text is not None else None,
-        repeat_lengths=request.repeat_length, on_receiver=request.on_receiver)
+    circuits = find_circuits(loaded, comp, search=request.search, progress=progress)
     return comp, circuits, loaded if prepared.text_probe else None
 
 
