@@ -162,6 +162,14 @@ QUICK_TIER_SLOW = {
     # scores.nc, components.nc, composition.nc, probe.nc and a baseline table stay
     "test_cf_compliance.py::test_a_collection_passes_the_cf_checker",
     "test_cf_compliance.py::test_a_study_netcdf_passes_the_cf_checker[product_networks]",
+    # SIGINT at random moments of every stage of `rmtbase circuits` (a cold and a warm run,
+    # then one try a stage): the fault points circuits:capture/screen (test_circuits_interrupt),
+    # the composition's chunk boundary (test_composition_stopping) and cli:start stay
+    "test_interrupt_moments.py::test_an_interrupt_in_each_stage_of_the_search_ends_cleanly",
+    # a whole run on a cache with every file halved (a cold run redrawn): each damaged file
+    # redrawn and replaced (test_damaged_file_is_redrawn_replaced_and_never_used) and a whole
+    # run on an unwritable cache equal to the clean cold run stay
+    "test_cache_integrity.py::test_a_run_on_a_damaged_cache_gives_the_clean_run_outputs",
 }
 
 
