@@ -1,6 +1,7 @@
 """A task's circuit end to end: load the causal LM and its tokenizer, read the task, score
 every edge by attribution (:mod:`.attribution`), patch the top ones exactly (:mod:`.exact`),
-draw the faithfulness curve (:mod:`.faithfulness`); the reported circuit is the smallest
+draw the faithfulness curve (:mod:`.faithfulness`) of the edges ranked by :func:`ranking`
+(exact effects where patched, attribution elsewhere); the reported circuit is the smallest
 top-``k`` reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of
 the patched edges whose effect is at least 3 se is scored too. :func:`evaluate` scores a
 circuit the user brings. :func:`write_outputs` writes ``circuit.json`` (every edge with its
@@ -117,9 +118,9 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     patched = order[:min(int(top), tm.graph.n_edges)]
     eff, eff_se = patch_edges(r, patched)
     sc = Scorer(r)
-    cur = curve(sc, score, points=points)
+    cur = curve(sc, ranking(score, patched, eff), points=points)
     k = cur["smallest"] if cur["smallest"] is not None else tm.graph.n_edges
-    kept = top_k(order, k, tm.graph.n_edges)
+    kept = top_k(cur["order"], k, tm.graph.n_edges)
     ev = evaluate_kept(sc, kept)
     confirmed = tm.graph.empty()
     confirmed[[e for e, a, b in zip(patched, eff, eff_se, strict=True)
@@ -131,6 +132,15 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed}
+
+
+def ranking(score, patched, effect) -> np.ndarray:
+    """The key by which edges are ranked (largest first): ``|exact effect|`` for the exactly patched
+    edges ``patched``, ``|attribution|`` for the others. Where attribution misjudges a patched
+    edge, its measured effect places it."""
+    key = np.abs(np.asarray(score, dtype=np.float64))
+    key[np.asarray(patched, dtype=np.int64)] = np.abs(np.asarray(effect, dtype=np.float64))
+    return key
 
 
 def _confirmed(effect: float, se: float) -> bool:
@@ -195,5 +205,5 @@ def write_outputs(res: dict, out) -> dict:
     return {k: Path(out) / k for k in files}
 
 
-__all__ = ["KIND", "evaluate", "find_task_circuit", "load", "load_causal_lm", "summary",
-           "write_outputs"]
+__all__ = ["KIND", "evaluate", "find_task_circuit", "load", "load_causal_lm", "ranking",
+           "summary", "write_outputs"]
