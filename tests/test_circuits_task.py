@@ -516,9 +516,16 @@ def test_command_end_to_end(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert next(iter(doc)) == "schema" and doc["schema"] == "rmtbase.circuits.task/1"
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["circuit.dot", "circuit.graphml", "circuit.json", "curve.csv",
-                     "manifest.json", "summary.json"]
+    assert names == ["circuit.dot", "circuit.graphml", "circuit.json", "curve.csv", "figures",
+                     "manifest.json", "report.html", "summary.json"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["circuit.png",
+                                                                   "faithfulness.png"]
     s = json.loads((out / "summary.json").read_text())
+    page = (out / "report.html").read_text("utf-8")
+    assert page.count("data:image/png;base64,") == 2
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)
+    for e in s["top_edges"]:  # the patched edges' table
+        assert e["edge"].replace("<", "&lt;").replace(">", "&gt;") in page
     assert doc["circuit"] == s["circuit"]
     assert len(s["top_edges"]) == 3 and s["n_edges"] == Graph(2, 4).n_edges
     assert s["confirmed_circuit"]["edges"] == sum(e["confirmed"] for e in s["top_edges"])
@@ -537,6 +544,65 @@ def test_command_end_to_end(tmp_path, capsys):
     assert not (tmp_path / "o2").exists()
     assert main(["circuits", str(folder), "--evaluate", str(out / "circuit.json")]) == 2
     assert "--evaluate needs --task" in capsys.readouterr().err
+
+
+def test_the_circuit_figure_draws_the_kept_edges_where_their_nodes_are():
+    """Every kept edge (up to ``top``, the strongest) is one line from its sender's place to
+    its receiver's input (q below, k at, v above the head's row), blue where it supports the
+    metric (negative score), red where it works against it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from rmtbase.report.task_figures import AGAINST, SUPPORT, plot_task_circuit
+
+    g = Graph(2, 4)
+    score = np.linspace(-1, 1, g.n_edges)
+    kept = g.empty()
+    names = ["a0.h1->a1.h2<k>", "a0.h3->a1.h0<q>", "input->a1.h1<v>", "a1.h0->logits",
+             "a0.h2->m0"]
+    kept[[g.index(n) for n in names]] = True
+    want = {"a0.h1->a1.h2<k>": ((0, 1), (1, 2)), "a0.h3->a1.h0<q>": ((0, 3), (1, -0.25)),
+            "input->a1.h1<v>": ((-1, 1.5), (1, 1.25)), "a1.h0->logits": ((1, 0), (2, 1.5)),
+            "a0.h2->m0": ((0, 2), (0.5, 4.5))}
+    ax = plot_task_circuit(g, kept, score)
+    (lc,) = ax.collections[:1]
+    segs = {tuple(map(tuple, np.round(s, 6))) for s in lc.get_segments()}
+    assert segs == {tuple(map(tuple, v)) for v in want.values()}
+    colours = {tuple(map(tuple, np.round(s, 6))): to_hex(c) for s, c in zip(
+        lc.get_segments(), lc.get_colors(), strict=True)}
+    for n, seg in want.items():
+        sign = score[g.index(n)]
+        assert colours[tuple(map(tuple, seg))] == (SUPPORT if sign < 0 else AGAINST), n
+    plt.close(ax.figure)
+    ax = plot_task_circuit(g, kept, score, top=2)
+    assert len(ax.collections[0].get_segments()) == 2
+    assert "the 2 strongest of 5 edges" in ax.get_title()
+    plt.close(ax.figure)
+
+
+def test_the_report_page_runs_in_chromium(tmp_path):
+    """report.html of a task's circuit opens in headless Chromium without errors, its tables
+    sortable (the patched edges' rows, the circuit's edges' rows)."""
+    from _browser import CHROMIUM, run_page
+
+    if CHROMIUM is None:
+        pytest.skip("no Chromium")
+    from rmtbase.circuits.task.search import find_task_circuit, summary, write_outputs
+    from rmtbase.report.task_report import write_task_report
+
+    res = find_task_circuit(_gpt2(seed=3), _task(n=4, seed=3), top=3)
+    s = summary(res)
+    write_outputs(res, tmp_path / "out", extra=lambda f: write_task_report(
+        f, res, s, figures=False))
+    r, console = run_page(tmp_path / "out" / "report.html",
+                          "r.tables = Array.from(document.querySelectorAll("
+                          "'table.sortable')).map(t => t.tBodies[0].rows.length);",
+                          tmp_path)
+    assert r["errors"] == [] and console == [], (r["errors"], console)
+    assert r["tables"] == [3, min(100, s["circuit"]["edges"])]
 
 
 # --- the zoo ----------------------------------------------------------------------------------

@@ -63,8 +63,14 @@ def run(args) -> int:
     res = search.find_task_circuit(args.model, args.task, metric=args.metric,
                                    counterfactual=args.counterfactual, top=args.top,
                                    progress=not args.quiet)
-    written = search.write_outputs(res, args.out)
     s = search.summary(res)
+
+    def report(folder):
+        from ..report.task_report import write_task_report
+
+        write_task_report(folder, res, s, figures=not getattr(args, "no_figures", False))
+
+    written = search.write_outputs(res, args.out, extra=report)
     if getattr(args, "json", False):
         print(json.dumps({"schema": "rmtbase.circuits.task/1",
                           "command": "rmtbase circuits --task", "out": str(args.out),

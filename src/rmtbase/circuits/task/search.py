@@ -182,9 +182,10 @@ def summary(res: dict) -> dict:
             "top_edges": top}
 
 
-def write_outputs(res: dict, out) -> dict:
-    """Write the outputs (module docstring) into folder ``out`` all or nothing; returns
-    {name: path}."""
+def write_outputs(res: dict, out, *, extra=None) -> dict:
+    """Write the outputs (module docstring) into folder ``out`` all or nothing; ``extra``:
+    ``extra(folder)`` writes more into the open folder (the CLI's ``report.html``, from
+    :mod:`rmtbase.report.task_report`). Returns {name: path}."""
     from ...files.output import OutputFolder
     from .export import circuit_json, dot, graphml
 
@@ -202,7 +203,9 @@ def write_outputs(res: dict, out) -> dict:
     with OutputFolder(out, kind=KIND) as folder:
         for rel, text in files.items():
             folder.write_text(rel, text)
-    return {k: Path(out) / k for k in files}
+        if extra is not None:
+            extra(folder)
+    return dict(folder.written)
 
 
 __all__ = ["KIND", "evaluate", "find_task_circuit", "load", "load_causal_lm", "ranking",
