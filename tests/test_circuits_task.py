@@ -544,6 +544,77 @@ def test_command_end_to_end(tmp_path, capsys):
     assert not (tmp_path / "o2").exists()
     assert main(["circuits", str(folder), "--evaluate", str(out / "circuit.json")]) == 2
     assert "--evaluate needs --task" in capsys.readouterr().err
+    write_task(_task(n=4), task)
+    assert main(["circuits", str(folder), "--task", str(task), "--composition",
+                 str(tmp_path / "none.nc"), "--out", str(tmp_path / "o3")]) == 2
+    assert "no composition file" in capsys.readouterr().err
+    assert not (tmp_path / "o3").exists()
+    assert main(["circuits", str(folder), "--composition", str(tmp_path / "none.nc")]) == 2
+    assert "--composition needs --task" in capsys.readouterr().err
+
+
+def _composition(n_layers, n_heads, seed=0):
+    """A composition Dataset of the shape rmtbase's composition writes, random values."""
+    import xarray as xr
+
+    rng = np.random.default_rng(seed)
+    dims = ("kind", "layer_from", "head_from", "layer_to", "head_to")
+    shape = (3, n_layers, n_heads, n_layers, n_heads)
+    coords = {"kind": ["q", "k", "v"], "layer_from": np.arange(n_layers),
+              "head_from": np.arange(n_heads), "layer_to": np.arange(n_layers),
+              "head_to": np.arange(n_heads)}
+    data = {"composition_rank_source": rng.integers(1, 9, shape).astype(np.float32),
+            "composition_p": rng.random(shape), "composition_q": rng.random(shape)}
+    return xr.Dataset({k: (dims, v) for k, v in data.items()}, coords=coords)
+
+
+def test_head_to_head_edges_carry_the_composition_of_their_pair_and_kind(tmp_path):
+    """Each head-to-head edge reads its own (kind, layer_from, head_from, layer_to, head_to)
+    entry, looked up here by name; edges from the input or an MLP, or into an MLP or the
+    logits, carry none; circuit.json and the summary hold them; a composition of another
+    shape, or without the variables, is refused in one line."""
+    from rmtbase.circuits.task.search import find_task_circuit, summary, write_outputs
+    from rmtbase.circuits.task.weights import head_edge_columns
+
+    g = Graph(3, 4)
+    comp = _composition(3, 4)
+    cols = head_edge_columns(g, comp)
+    pat = re.compile(r"a(\d+)\.h(\d+)->a(\d+)\.h(\d+)<([qkv])>")
+    n_head_edges = 0
+    for i, name in enumerate(g.edge_names()):
+        m = pat.fullmatch(name)
+        if m is None:
+            assert i not in cols, name
+            continue
+        n_head_edges += 1
+        l1, h1, l2, h2, x = m.groups()
+        at = {"kind": x, "layer_from": int(l1), "head_from": int(h1), "layer_to": int(l2),
+              "head_to": int(h2)}
+        assert cols[i]["composition_rank"] == int(comp["composition_rank_source"].sel(at))
+        assert cols[i]["composition_p"] == float(comp["composition_p"].sel(at))
+        assert cols[i]["composition_q"] == float(comp["composition_q"].sel(at))
+    # q, k, v of 4 heads per layer; layer 1 reads 4 earlier heads, layer 2 reads 8
+    assert n_head_edges == len(cols) == 3 * 4 * (4 + 8)
+    with pytest.raises(InputError, match="3 layers x 4 heads; this model has 2 x 4"):
+        head_edge_columns(Graph(2, 4), comp)
+    with pytest.raises(InputError, match="no composition_q"):
+        head_edge_columns(g, comp.drop_vars("composition_q"))
+    comp.to_netcdf(tmp_path / "composition.nc")
+    res = find_task_circuit(_gpt2(seed=3, n_layer=3), _task(n=4, seed=3), top=40,
+                            composition=tmp_path / "composition.nc")
+    s = summary(res)
+    assert s["weights_screen"] is True
+    assert s["confirmation"]["patched"] == 40
+    assert s["confirmation"]["expected_false_confirmations"] == pytest.approx(40 * 0.0027)
+    for e in s["top_edges"]:
+        assert ("composition_rank" in e) == bool(pat.fullmatch(e["edge"])), e
+    write_outputs(res, tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "circuit.json").read_text())
+    name = "a0.h1->a2.h3<v>"
+    at = {"kind": "v", "layer_from": 0, "head_from": 1, "layer_to": 2, "head_to": 3}
+    assert doc["edges"][name]["composition_rank"] == int(
+        comp["composition_rank_source"].sel(at))
+    assert "composition_rank" not in doc["edges"]["m0->a2.h3<v>"]
 
 
 def test_the_circuit_figure_draws_the_kept_edges_where_their_nodes_are():

@@ -22,6 +22,7 @@ from .faithfulness import Scorer, curve, evaluate_kept, top_k
 from .forward import TaskModel
 from .runner import Runner
 from .taskfile import Task, read_records, tokenise
+from .weights import expected_false_confirmations, head_edge_columns, read_composition
 
 KIND = "rmtbase circuits --task"
 
@@ -107,10 +108,15 @@ def load(model, task):
 
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = "corrupted", top: int = 20, points: int = 24,
-                      steps: int | None = None, batch: int = 8, progress: bool = False) -> dict:
+                      steps: int | None = None, batch: int = 8, composition=None,
+                      progress: bool = False) -> dict:
     """Everything :func:`write_outputs` writes, as a dict (module docstring); ``progress``:
-    a bar per pass over the prompts on stderr."""
+    a bar per pass over the prompts on stderr; ``composition``: a composition Dataset or its
+    ``.nc`` file, whose rank, p and q of each head pair stand beside the head-to-head edges
+    (:mod:`.weights`), read before the model."""
+    comp = None if composition is None else read_composition(composition)
     tm, t, name = load(model, task)
+    columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
                progress=progress)
     score, se = attribute(r, steps=steps)
@@ -131,7 +137,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
             "steps": default_steps(metric) if steps is None else int(steps),
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
-            "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed}
+            "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
+            "columns": columns}
 
 
 def ranking(score, patched, effect) -> np.ndarray:
@@ -172,11 +179,16 @@ def summary(res: dict) -> dict:
         s, r = g.edge(e)
         top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
                     "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
-                    "confirmed": _confirmed(a, b)})
+                    "confirmed": _confirmed(a, b), **res.get("columns", {}).get(e, {})})
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
             "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
+            "confirmation": {"rule": "|exact| >= 3 exact_se, no correction for the number "
+                                     "patched", "patched": len(res["exact"]),
+                             "expected_false_confirmations": expected_false_confirmations(
+                                 len(res["exact"]))},
+            "weights_screen": bool(res.get("columns")),
             "curve_area": cur["area"],
             "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},
             "top_edges": top}
@@ -192,7 +204,8 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
     g, cur = res["tm"].graph, res["curve"]
     meta = {"task": res["task"].name, "metric": res["metric"],
             "counterfactual": res["counterfactual"], "model": res["model"]}
-    full = circuit_json(g, res["kept"], res["score"], res["se"], res["exact"], meta)
+    full = circuit_json(g, res["kept"], res["score"], res["se"], res["exact"], meta,
+                        res.get("columns") or None)
     csv = ["k,metric,faithfulness"] + [f"{int(k)},{m!r},{f!r}" for k, m, f in zip(
         cur["k"], cur["metric"], cur["faithfulness"], strict=True)]
     files = {"circuit.json": json.dumps(full) + "\n",
