@@ -118,6 +118,18 @@ def eap_scores(ref, task, *, steps: int, batch: int = 8):
     input node)."""
     torch, net = ref.torch, ref.net
     alphas = [1.0] if steps == 0 else [j / steps for j in range(1, steps + 1)]
+    params = [p for p in net.parameters() if p.requires_grad]
+    for p in params:  # no gradient into the weights: only the receivers' inputs need one
+        p.requires_grad_(False)
+    try:
+        return _eap_scores(ref, task, alphas, batch)
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
+def _eap_scores(ref, task, alphas, batch):
+    torch, net = ref.torch, ref.net
     total = None
     for lo in range(0, task.n, batch):
         hi = min(lo + batch, task.n)

@@ -332,6 +332,8 @@ def test_attribution_is_the_hooked_models_directional_derivative():
     clean, _ = _hf_outputs(net, task.clean)
     corrupt, _ = _hf_outputs(net, task.corrupted)
     score, se = attribute(Runner(tm, task, batch=4))
+    # the weights took no gradient and keep their requires_grad
+    assert all(p.grad is None and p.requires_grad for p in net.parameters())
     eps = 1e-3
     for e in EDGES:
         s, rec = e.split("->")

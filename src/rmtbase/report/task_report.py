@@ -109,12 +109,12 @@ def write_task_report(folder, res: dict, summary: dict, *, figures: bool = True)
         from .task_figures import plot_faithfulness, plot_task_circuit
 
         save = figure_saver(folder, images)
-        fig, ax = plt.subplots(figsize=(10, 5))
+        fig, ax = plt.subplots(figsize=(10, 5), layout="constrained")
         plot_task_circuit(res["tm"].graph, res["kept"], res["score"], ax,
                           title=f"{summary['task']} on {summary['model']}")
         save(fig, "circuit.png")
         plt.close(fig)
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
         plot_faithfulness(res["curve"], res["tm"].graph.n_edges, ax)
         save(fig, "faithfulness.png")
         plt.close(fig)

@@ -14,7 +14,8 @@ d)`` tensor is formed. The score per prompt of a stage is one batched matrix pro
 ``(n, R, T·d) @ (n, T·d, S)`` in the model's dtype (float32 for a loaded model), summed over
 prompts in float64. The batch's counterfactual outputs come from
 :meth:`.runner.Runner.prepared` (kept for the passes that follow); the clean outputs are the
-gradient run's own when it is at the clean run."""
+gradient run's own when it is at the clean run. The model's weights take no gradient (their
+``requires_grad`` is off during the passes and restored after)."""
 
 from __future__ import annotations
 
@@ -35,10 +36,17 @@ def attribute(runner: Runner, *, steps: int | None = None):
     total = np.zeros(g.n_edges)
     total2 = np.zeros(g.n_edges)
     alphas = [1.0] if steps == 0 else [(j - 0.5) / steps for j in range(1, steps + 1)]
-    with runner.bar(runner.task.n, "attribution") as bar:
-        for lo, hi in runner.batches():
-            _batch(runner, lo, hi, alphas, total, total2)
-            bar.update(hi - lo)
+    params = [p for p in runner.tm.net.parameters() if p.requires_grad]
+    for p in params:  # gradients flow to the receivers' inputs only, not to the weights
+        p.requires_grad_(False)
+    try:
+        with runner.bar(runner.task.n, "attribution") as bar:
+            for lo, hi in runner.batches():
+                _batch(runner, lo, hi, alphas, total, total2)
+                bar.update(hi - lo)
+    finally:
+        for p in params:
+            p.requires_grad_(True)
     n = runner.task.n
     mean = total / n
     var = np.maximum(total2 - n * mean ** 2, 0.0) / (n - 1)
@@ -58,7 +66,7 @@ def _batch(runner, lo, hi, alphas, total, total2) -> None:
         runner.value(b, res["logits"]).sum().backward()
         gs = [leaf.grad for leaf in res["leaves"]]
         grads = gs if grads is None else [x + y for x, y in zip(grads, gs, strict=True)]
-        if a == 1.0:  # zero leaves: this run's outputs are the clean run's
+        if a == 1.0:  # at the clean embeddings this run's outputs are the clean run's
             clean = [o.detach() for o in res["outs"]]
         del res
     n = hi - lo

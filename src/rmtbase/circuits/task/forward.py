@@ -134,17 +134,20 @@ class TaskModel:
                     x = x + upd if sign > 0 else x - upd
                 else:
                     x = x.clone().index_add_(0, torch.as_tensor(rows), upd, alpha=sign)
-        if leaves is not None:
-            leaf = torch.zeros(x.shape, dtype=x.dtype, requires_grad=True)
-            leaves.append(leaf)
-            x = x + leaf
+        if leaves is not None:  # ∂m/∂x kept on x itself: no zero leaf, no materialised sum
+            if x.requires_grad:
+                x.retain_grad()
+            else:
+                x = x.detach().requires_grad_()
+            leaves.append(x)
         return x
 
     def run(self, emb, *, cf=None, kept=None, grad: bool = False, record: bool = False,
             resume=None):
         """One graph forward from embeddings ``emb`` ``(n, T, d)``: ``{"logits"`` ``(n, V)`` at
-        the last position, ``"outs"`` the senders' outputs, ``"leaves"`` (``grad``: one zero
-        ``(R, n, T, d)`` tensor per stage added to its inputs, for ``∂metric/∂x_r``)``}``.
+        the last position, ``"outs"`` the senders' outputs, ``"leaves"`` (``grad``: each
+        stage's ``(R, n, T, d)`` receiver inputs, their ``.grad`` kept after a backward pass:
+        ``∂metric/∂x_r``)``}``.
         ``kept``: ``(n_edges,)`` bool (None: every edge), the others read ``cf`` (a list of
         the senders' counterfactual outputs, each ``(n, T, d)`` or broadcastable).
 
