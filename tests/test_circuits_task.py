@@ -13,8 +13,14 @@
   on the corrupted prompts (ratio m(corrupted)/m(clean));
 - the MIB JSON read back, the GraphML read by networkx, the DOT's edges; the CLI end to end.
 
+- the resumed graph forward against the one from the start (bit for bit); the smallest
+  circuit's bisection against a closed-form curve; the weights screen's columns against the
+  composition Dataset looked up by name; the circuit figure's lines against the nodes'
+  places; report.html in headless Chromium.
+
 Slow tier: on the zoo's trained ``mlp2`` model, the induction task's circuit holds the
-previous-token → induction-head K edge that the head-behaviour search confirms."""
+previous-token → induction-head K edge that the head-behaviour search confirms, with that
+pair's rank from rmtbase's composition beside it."""
 
 from __future__ import annotations
 
@@ -689,12 +695,12 @@ def test_induction_circuit_holds_the_confirmed_prev_token_k_edge():
 
     net = GPT2LMHeadModel.from_pretrained(folder).eval()
     task = induction_task(32, 8, int(net.config.vocab_size), seed=0)
-    res = find_task_circuit(net, task, top=10)
     # the head-behaviour search's confirmed direct K edges into induction heads, same model
     from rmtbase.circuits import find_circuits
     from rmtbase.scoring.composition.run import composition
 
     comp = composition(str(folder), draws=200, progress=False)
+    res = find_task_circuit(net, task, top=10, composition=comp)
     ds = find_circuits(str(folder), comp, repeat_lengths="auto", progress=False)
     found = [{v: ds[v].values[i] for v in ("from", "to")}
              for i in range(ds.sizes.get("candidate", 0))
@@ -708,6 +714,10 @@ def test_induction_circuit_holds_the_confirmed_prev_token_k_edge():
         e = g.index(f"a{ls}.h{hs}->a{lr}.h{hr}<k>")
         assert res["kept"][e], (r, res["circuit"])
         assert e in res["exact"] and res["exact"][e][0] < -3 * res["exact"][e][1]
+        # the composition's own rank of that pair stands beside the edge
+        at = {"kind": "k", "layer_from": ls, "head_from": hs, "layer_to": lr, "head_to": hr}
+        assert res["columns"][e]["composition_rank"] == int(
+            comp["composition_rank_source"].sel(at))
 
 
 @pytest.mark.slow  # reads SmolLM2-135M's GGUF three times (~60 CPU-s)
