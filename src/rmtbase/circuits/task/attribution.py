@@ -36,7 +36,8 @@ def attribute(runner: Runner, *, steps: int | None = None):
     total = np.zeros(g.n_edges)
     total2 = np.zeros(g.n_edges)
     alphas = [1.0] if steps == 0 else [(j - 0.5) / steps for j in range(1, steps + 1)]
-    params = [p for p in runner.tm.net.parameters() if p.requires_grad]
+    net = getattr(runner.tm, "net", None)  # a model of plain tensors has none
+    params = [] if net is None else [p for p in net.parameters() if p.requires_grad]
     for p in params:  # gradients flow to the receivers' inputs only, not to the weights
         p.requires_grad_(False)
     try:
