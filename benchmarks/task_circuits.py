@@ -175,6 +175,38 @@ def _ranked(cur) -> dict:
             "faithfulness": [round(float(f), 4) for f in cur["faithfulness"]]}
 
 
+def _compare(args, tm, task, sc, score, cur, curve) -> dict:
+    """EAP's and EAP-IG's rankings (:func:`eap_scores`) on the same prompts and corrupted
+    counterfactual, each evaluated by rmtbase's faithfulness curve (``sc``), beside rmtbase's
+    ranking ``cur``; the reference's EAP scores against rmtbase's attribution (the same
+    quantity, computed independently)."""
+    import numpy as np
+
+    ref = ReferenceLlama(tm.net)
+    idx = np.array([tm.graph.index(e) for e in ref.edge_names()])
+    if len(idx) != tm.graph.n_edges or len(set(idx.tolist())) != len(idx):
+        raise SystemExit("the reference's edges are not rmtbase's graph")
+    rows: dict = {}
+    out = {"rmtbase": _ranked(cur)}
+    for label, steps in (("eap", 0), ("eap_ig", args.ig_steps)):
+        raw = _timed(lambda s=steps: eap_scores(ref, task, steps=s, batch=args.batch),
+                     f"{label} scores", rows)
+        mine = np.empty(tm.graph.n_edges)
+        mine[idx] = raw
+        c = _timed(lambda m=mine: curve(sc, m), f"{label} curve", rows)
+        out[label] = {**_ranked(c), "scores_cpu_s": rows[f"{label} scores"]["cpu_s"],
+                      "steps": steps}
+        if steps == 0:
+            out["eap_vs_attribution"] = {
+                "max_abs_diff": float(np.abs(mine - score).max()),
+                "max_abs_score": float(np.abs(score).max()),
+                "top_100_shared": int(len(set(np.argsort(-np.abs(mine))[:100]) &
+                                          set(np.argsort(-np.abs(score))[:100])))}
+    out["stages"] = rows
+    out["peak_rss_mb"] = _peak_mb()
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", type=int, default=64)
@@ -230,38 +262,6 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(text + "\n")
     return 0
-
-
-def _compare(args, tm, task, sc, score, cur, curve) -> dict:
-    """EAP's and EAP-IG's rankings (:func:`eap_scores`) on the same prompts and corrupted
-    counterfactual, each evaluated by rmtbase's faithfulness curve (``sc``), beside rmtbase's
-    ranking ``cur``; the reference's EAP scores against rmtbase's attribution (the same
-    quantity, computed independently)."""
-    import numpy as np
-
-    ref = ReferenceLlama(tm.net)
-    idx = np.array([tm.graph.index(e) for e in ref.edge_names()])
-    if len(idx) != tm.graph.n_edges or len(set(idx.tolist())) != len(idx):
-        raise SystemExit("the reference's edges are not rmtbase's graph")
-    rows: dict = {}
-    out = {"rmtbase": _ranked(cur)}
-    for label, steps in (("eap", 0), ("eap_ig", args.ig_steps)):
-        raw = _timed(lambda s=steps: eap_scores(ref, task, steps=s, batch=args.batch),
-                     f"{label} scores", rows)
-        mine = np.empty(tm.graph.n_edges)
-        mine[idx] = raw
-        c = _timed(lambda m=mine: curve(sc, m), f"{label} curve", rows)
-        out[label] = {**_ranked(c), "scores_cpu_s": rows[f"{label} scores"]["cpu_s"],
-                      "steps": steps}
-        if steps == 0:
-            out["eap_vs_attribution"] = {
-                "max_abs_diff": float(np.abs(mine - score).max()),
-                "max_abs_score": float(np.abs(score).max()),
-                "top_100_shared": int(len(set(np.argsort(-np.abs(mine))[:100]) &
-                                          set(np.argsort(-np.abs(score))[:100])))}
-    out["stages"] = rows
-    out["peak_rss_mb"] = _peak_mb()
-    return out
 
 
 if __name__ == "__main__":
