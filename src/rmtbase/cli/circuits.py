@@ -163,6 +163,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.task is not None or args.evaluate is not None:
         return _task(args)
+    if getattr(args, "composition", None) is not None:
+        raise InputError("--composition needs --task FILE (the head-behaviour search "
+                         "computes its own)")
     check_local(args.model)
     if args.out is None:
         from pathlib import Path

@@ -28,6 +28,10 @@ def add_options(p) -> None:
     p.add_argument("--evaluate", default=None, metavar="CIRCUIT.json",
                    help="with --task: score this circuit (MIB JSON or a list of edge names) "
                         "instead of finding one")
+    p.add_argument("--composition", default=None, metavar="COMPOSITION.nc",
+                   help="with --task: a composition.nc (of rmtbase circuits or score "
+                        "--composition) whose rank, p and q of each head pair stand beside "
+                        "the head-to-head edges")
     p.add_argument("--top", type=int, default=20,
                    help="with --task: edges patched exactly, the top by attribution (default 20)")
 
@@ -46,6 +50,10 @@ def run(args) -> int:
         raise InputError(f"--top must be at least 1, got {args.top}")
     check_local(args.model)
     read_records(args.task)  # a bad file is refused before the model is read
+    if getattr(args, "composition", None) is not None and args.evaluate is None:
+        from ..circuits.task.weights import read_composition
+
+        read_composition(args.composition)
     t0 = time.perf_counter()
     if args.evaluate is not None:
         if not Path(args.evaluate).is_file():
@@ -62,9 +70,16 @@ def run(args) -> int:
     check_output_dir(args.out, search.KIND, overwrite=args.overwrite)
     res = search.find_task_circuit(args.model, args.task, metric=args.metric,
                                    counterfactual=args.counterfactual, top=args.top,
+                                   composition=getattr(args, "composition", None),
                                    progress=not args.quiet)
-    written = search.write_outputs(res, args.out)
     s = search.summary(res)
+
+    def report(folder):
+        from ..report.task_report import write_task_report
+
+        write_task_report(folder, res, s, figures=not getattr(args, "no_figures", False))
+
+    written = search.write_outputs(res, args.out, extra=report)
     if getattr(args, "json", False):
         print(json.dumps({"schema": "rmtbase.circuits.task/1",
                           "command": "rmtbase circuits --task", "out": str(args.out),

@@ -10,8 +10,12 @@ clean run, so it uses ``steps = 5`` by default.
 
 Memory: one batch's ``∂m/∂x_r`` per stage (``R · n · T · d``) and its senders' ``Δ`` (``S · n
 · T · d``); per edge only running sums over prompts are kept: no ``(E, N)`` or ``(E, N, T,
-d)`` tensor is formed. The score per prompt of a stage is ``einsum('rntd,sntd->nrs')`` in
-the model's dtype (float32 for a loaded model), summed over prompts in float64."""
+d)`` tensor is formed. The score per prompt of a stage is one batched matrix product
+``(n, R, T·d) @ (n, T·d, S)`` in the model's dtype (float32 for a loaded model), summed over
+prompts in float64. The batch's counterfactual outputs come from
+:meth:`.runner.Runner.prepared` (kept for the passes that follow); the clean outputs are the
+gradient run's own when it is at the clean run. The model's weights take no gradient (their
+``requires_grad`` is off during the passes and restored after)."""
 
 from __future__ import annotations
 
@@ -32,10 +36,18 @@ def attribute(runner: Runner, *, steps: int | None = None):
     total = np.zeros(g.n_edges)
     total2 = np.zeros(g.n_edges)
     alphas = [1.0] if steps == 0 else [(j - 0.5) / steps for j in range(1, steps + 1)]
-    with runner.bar(runner.task.n, "attribution") as bar:
-        for lo, hi in runner.batches():
-            _batch(runner, lo, hi, alphas, total, total2)
-            bar.update(hi - lo)
+    net = getattr(runner.tm, "net", None)  # a model of plain tensors has none
+    params = [] if net is None else [p for p in net.parameters() if p.requires_grad]
+    for p in params:  # gradients flow to the receivers' inputs only, not to the weights
+        p.requires_grad_(False)
+    try:
+        with runner.bar(runner.task.n, "attribution") as bar:
+            for lo, hi in runner.batches():
+                _batch(runner, lo, hi, alphas, total, total2)
+                bar.update(hi - lo)
+    finally:
+        for p in params:
+            p.requires_grad_(True)
     n = runner.task.n
     mean = total / n
     var = np.maximum(total2 - n * mean ** 2, 0.0) / (n - 1)
@@ -47,21 +59,30 @@ def _batch(runner, lo, hi, alphas, total, total2) -> None:
     import torch
 
     tm, g = runner.tm, runner.tm.graph
-    b = runner.prepare(lo, hi)
-    grads = None
+    b = runner.prepared(lo, hi)
+    grads, clean = None, None
     for a in alphas:
         emb = b["emb"] if a == 1.0 else b["cf_emb"] + a * (b["emb"] - b["cf_emb"])
         res = tm.run(emb, grad=True)
         runner.value(b, res["logits"]).sum().backward()
         gs = [leaf.grad for leaf in res["leaves"]]
         grads = gs if grads is None else [x + y for x, y in zip(grads, gs, strict=True)]
+        if a == 1.0:  # at the clean embeddings this run's outputs are the clean run's
+            clean = [o.detach() for o in res["outs"]]
         del res
-    clean = [o.detach() for o in b["clean_outs"]]
+    n = hi - lo
     with torch.no_grad():
+        if clean is None:
+            clean = tm.run(b["emb"])["outs"]
+        # Δ_s = c_s − o_s as (n, S, T·d), so that a stage's senders are a prefix (a view)
+        delta = torch.stack([(c - o).reshape(n, -1) for c, o in zip(
+            b["cf"], clean, strict=True)], 1)
+        del clean
         for st, gr in zip(g.stages, grads, strict=True):
-            delta = torch.stack([b["cf"][s] - clean[s] for s in range(st.n_senders)])
-            per = torch.einsum("rntd,sntd->nrs", gr, delta).double() / len(alphas)
-            per = per.reshape(hi - lo, -1).numpy()
+            r_count = len(st.receivers)
+            gr = gr.reshape(r_count, n, -1).transpose(0, 1)  # (n, R, T·d)
+            per = torch.bmm(gr, delta[:, :st.n_senders].transpose(1, 2))  # (n, R, S)
+            per = per.double().reshape(n, -1).numpy() / len(alphas)
             sl = slice(st.offset, st.offset + st.size)
             total[sl] += per.sum(0)
             total2[sl] += (per ** 2).sum(0)

@@ -34,8 +34,10 @@ def _num(x):
     return x if np.isfinite(x) else None
 
 
-def circuit_json(g: Graph, kept, score, se=None, exact=None, meta=None) -> dict:
-    """The JSON document (module docstring); ``exact``: ``{edge number: (effect, se)}``."""
+def circuit_json(g: Graph, kept, score, se=None, exact=None, meta=None, columns=None) -> dict:
+    """The JSON document (module docstring); ``exact``: ``{edge number: (effect, se)}``;
+    ``columns``: ``{edge number: {name: value}}`` added to those edges (the weights screen's
+    :func:`.weights.head_edge_columns`)."""
     kept = np.asarray(kept, dtype=bool)
     names = g.edge_names()
     edges = {}
@@ -47,6 +49,8 @@ def circuit_json(g: Graph, kept, score, se=None, exact=None, meta=None) -> dict:
             rec["se"] = _num(se[i])
         if exact is not None and i in exact:
             rec["exact"], rec["exact_se"] = _num(exact[i][0]), _num(exact[i][1])
+        if columns is not None and i in columns:
+            rec.update(columns[i])
         rec["sender_hook"] = sender_hook(s)
         rec["receiver_hook"] = receiver_hook(r, g.n_layers)
         edges[name] = rec

@@ -21,6 +21,8 @@ output projection (:data:`FAMILIES`); post-norm blocks and residual multipliers 
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...errors import InputError, ModelError
 from ..heads import HeadModel
 from .graph import Graph
@@ -111,35 +113,55 @@ class TaskModel:
         return x[:, -1]
 
     # the graph forward ---------------------------------------------------------------------
-    def _inputs(self, resid, dsum, st, outs, cf, removed, leaves):
+    def _inputs(self, resid, dsum, st, diffs, removed, leaves):
         """``(R, n, T, d)`` the stage's receiver inputs (module docstring): ``x − Σ_removed
         (o_s − c_s)``, or where fewer edges are kept than removed the same as ``x − D +
-        Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``)."""
+        Σ_kept (o_s − c_s)``, ``D = Σ_s (o_s − c_s)`` over the stage's senders (``dsum``).
+        ``diffs(cols)``: ``(len(cols), n·T·d)`` the senders' ``o_s − c_s``. Only the receivers
+        with a sparse-side edge are summed, as one matrix product."""
         import torch
 
-        x = resid.expand(len(st.receivers), *resid.shape)
-        if removed is not None:
+        r_count = len(st.receivers)
+        if removed is None:
+            x = resid.expand(r_count, *resid.shape)
+        else:
             keep = ~removed
             sparse, sign = (keep, 1.0) if keep.sum() < removed.sum() else (removed, -1.0)
-            if sign > 0:
-                x = (resid - dsum).expand(len(st.receivers), *resid.shape)
-            cols = sparse.any(0).nonzero()[0]
-            if cols.size:
-                diff = torch.stack([outs[int(s)] - cf[int(s)] for s in cols])
-                w = torch.as_tensor(sparse[:, cols], dtype=diff.dtype)
-                x = x + sign * torch.einsum("rs,sntd->rntd", w, diff)
-        if leaves is not None:
-            leaf = torch.zeros(x.shape, dtype=x.dtype, requires_grad=True)
-            leaves.append(leaf)
-            x = x + leaf
+            base = resid - dsum if sign > 0 else resid
+            x = base.expand(r_count, *resid.shape)
+            rows = np.flatnonzero(sparse.any(1))
+            if rows.size:
+                cols = np.flatnonzero(sparse.any(0))
+                diff = diffs(cols)
+                w = torch.as_tensor(sparse[np.ix_(rows, cols)], dtype=diff.dtype)
+                upd = (w @ diff).view(rows.size, *resid.shape)
+                if rows.size == r_count:
+                    x = x + upd if sign > 0 else x - upd
+                else:
+                    x = x.clone().index_add_(0, torch.as_tensor(rows), upd, alpha=sign)
+        if leaves is not None:  # ∂m/∂x kept on x itself: no zero leaf, no materialised sum
+            if x.requires_grad:
+                x.retain_grad()
+            else:
+                x = x.detach().requires_grad_()
+            leaves.append(x)
         return x
 
-    def run(self, emb, *, cf=None, kept=None, grad: bool = False):
+    def run(self, emb, *, cf=None, kept=None, grad: bool = False, record: bool = False,
+            resume=None):
         """One graph forward from embeddings ``emb`` ``(n, T, d)``: ``{"logits"`` ``(n, V)`` at
-        the last position (:meth:`readout`), ``"outs"`` the senders' outputs, ``"leaves"`` (``grad``: one zero
-        ``(R, n, T, d)`` tensor per stage added to its inputs, for ``∂metric/∂x_r``)``}``.
+        the last position (:meth:`readout`), ``"outs"`` the senders' outputs, ``"leaves"``
+        (``grad``: each stage's ``(R, n, T, d)`` receiver inputs, their ``.grad`` kept after a
+        backward pass: ``∂metric/∂x_r``)``}``.
         ``kept``: ``(n_edges,)`` bool (None: every edge), the others read ``cf`` (a list of
-        the senders' counterfactual outputs, each ``(n, T, d)`` or broadcastable)."""
+        the senders' counterfactual outputs, each ``(n, T, d)`` or broadcastable).
+
+        Without ``grad`` an edge set's run keeps every sender's ``o_s − c_s`` in one
+        ``(S, n, T, d)`` buffer, written once. ``record``: also return ``"checkpoint"``, the
+        state at every stage's start and that buffer; ``resume=(checkpoint, stage)`` starts
+        at ``stage`` from a recorded run of the same ``emb`` and ``cf`` with every edge kept,
+        exactly as a run whose ``kept`` removes nothing before ``stage`` would compute it
+        (its ``"outs"`` are ``None`` before that stage)."""
         import torch
 
         g, hm = self.graph, self.hm
@@ -148,18 +170,52 @@ class TaskModel:
             if cf is None:
                 raise InputError("an edge set needs the senders' counterfactual outputs")
             blocks = [~b for b in g.blocks(kept)]
+        if (record or resume is not None) and (blocks is None or grad):
+            raise InputError("record and resume need an edge set and no gradient")
         leaves = [] if grad else None
-        outs = [emb]
-        resid = emb
-        dsum = None if blocks is None else emb - cf[0]  # Σ (o_s − c_s) over senders so far
+        n_send = len(g.senders)
+        buf = None
+        if blocks is not None and not grad:
+            buf = torch.empty((n_send, *emb.shape), dtype=emb.dtype)
+
+        if buf is not None:
+            def diffs(cols):
+                flat = buf[:st.n_senders].reshape(st.n_senders, -1)
+                return flat if cols.size == st.n_senders else flat[torch.as_tensor(cols)]
+        else:
+            def diffs(cols):
+                return torch.stack([outs[int(s)] - cf[int(s)] for s in cols]).flatten(1)
+
         H = hm.n_heads
+        first = 0
+        if resume is not None:
+            ck, first = resume
+            state = ck["stages"][first]
+            resid, mlp_resid, dsum, mlp_dsum = (state[k] for k in (
+                "resid", "mlp_resid", "dsum", "mlp_dsum"))
+            n_out = state["n_out"]
+            buf[:n_out] = ck["buffer"][:n_out]
+            outs = [None] * n_out
+        else:
+            outs, n_out = [emb], 1
+            resid = mlp_resid = emb
+            dsum = mlp_dsum = None
+            if blocks is not None:  # Σ (o_s − c_s) over senders so far
+                dsum = emb - cf[0]
+                if buf is not None:
+                    buf[0] = dsum
+        stages = [] if record else None
         ctx = torch.enable_grad() if grad else torch.no_grad()
         with ctx:
-            for si, st in enumerate(g.stages):
+            for si in range(first, len(g.stages)):
+                st = g.stages[si]
+                if record:
+                    stages.append({"resid": resid, "mlp_resid": mlp_resid, "dsum": dsum,
+                                   "mlp_dsum": mlp_dsum, "n_out": n_out})
                 rem = None if blocks is None or not blocks[si].any() else blocks[si]
                 if st.kind == "attn":
                     li = st.layer
-                    x = self._inputs(resid, dsum, st, outs, cf, rem, leaves)
+                    x = self._inputs(resid, dsum, st, diffs, rem, leaves)
                     xn = hm.norm(li)(x)
                     new = []
                     for h in range(H):
@@ -172,25 +228,45 @@ class TaskModel:
                     attn_sum = torch.stack(new).sum(0) + (0 if b is None else b)
                     mlp_dsum = dsum
                     if dsum is not None:
-                        heads = sum(o - c for o, c in zip(new, cf[len(outs):], strict=False))
-                        dsum = dsum + heads
+                        heads = [o - c for o, c in zip(new, cf[n_out:n_out + H], strict=True)]
+                        if buf is not None:
+                            for j, dh in enumerate(heads):
+                                buf[n_out + j] = dh
+                        dsum = dsum + sum(heads)
                         mlp_dsum = mlp_dsum if self.parallel else dsum
                     outs += new
+                    n_out += H
                     mlp_resid = resid if self.parallel else resid + attn_sum
                     resid = resid + attn_sum
                 elif st.kind == "mlp":
                     li = st.layer
-                    x = self._inputs(mlp_resid, mlp_dsum, st, outs, cf, rem, leaves)
+                    x = self._inputs(mlp_resid, mlp_dsum, st, diffs, rem, leaves)
                     y = self.mlps[li](self.mlp_norms[li](x[0]))
                     y = y[0] if isinstance(y, tuple) else y
                     if dsum is not None:
-                        dsum = dsum + (y - cf[len(outs)])
+                        dy = y - cf[n_out]
+                        if buf is not None:
+                            buf[n_out] = dy
+                        dsum = dsum + dy
                     outs.append(y)
+                    n_out += 1
                     resid = resid + y
                 else:
-                    x = self._inputs(resid, dsum, st, outs, cf, rem, leaves)
+                    x = self._inputs(resid, dsum, st, diffs, rem, leaves)
                     logits = self.head(self.final(self.readout(x[0])))
-        return {"logits": logits, "outs": outs, "leaves": leaves}
+        out = {"logits": logits, "outs": outs, "leaves": leaves}
+        if record:
+            out["checkpoint"] = {"stages": stages, "buffer": buf}
+        return out
+
+    def first_removal(self, kept) -> int:
+        """The first stage (:attr:`.graph.Graph.stages`) with an edge of ``kept`` removed;
+        the number of stages when none is."""
+        kept = np.asarray(kept, dtype=bool)
+        for si, st in enumerate(self.graph.stages):
+            if not kept[st.offset:st.offset + st.size].all():
+                return si
+        return len(self.graph.stages)
 
     def model_logits(self, ids):
         """``(n, V)`` the transformers forward's logits at the last position."""

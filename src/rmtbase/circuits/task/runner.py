@@ -118,7 +118,10 @@ class Runner:
 
     def metrics(self, kept_sets, *, desc: str = "edge sets") -> np.ndarray:
         """``(K, N)`` float64: the metric per prompt with each edge set of ``kept_sets``
-        (``(n_edges,)`` bools) kept and the rest counterfactual."""
+        (``(n_edges,)`` bools) kept and the rest counterfactual. Where the sets keep every
+        edge of their first stages (an exact patch of a late edge), each batch's run with
+        every edge kept is recorded once and the sets' runs start at their first removal
+        (:meth:`.forward.TaskModel.run`'s ``resume``): the same numbers, fewer stages run."""
         kept_sets = list(kept_sets)
         out = np.empty((len(kept_sets), self.task.n))
         with self.bar(len(kept_sets) * self.task.n, desc) as bar:
@@ -126,15 +129,26 @@ class Runner:
         return out
 
     def _metrics(self, kept_sets, out, bar) -> None:
+        tm = self.tm
+        n_stages = len(tm.graph.stages)
+        starts = [tm.first_removal(k) for k in kept_sets]
+        record = sum(s / n_stages for s in starts if s < n_stages) > 1
         for lo, hi in self.batches():
             b = self.prepared(lo, hi)
-            for i, kept in enumerate(kept_sets):
-                if kept.all():
+            ck = None
+            if record:
+                ck = tm.run(b["emb"], cf=b["cf"], kept=tm.graph.full(),
+                            record=True)["checkpoint"]
+            for i, (kept, s) in enumerate(zip(kept_sets, starts, strict=True)):
+                if s == n_stages:
                     v = b["full"]
                 else:
-                    v = self.value(b, self.tm.run(b["emb"], cf=b["cf"], kept=kept)["logits"])
+                    resume = (ck, s) if ck is not None and s > 0 else None
+                    v = self.value(b, tm.run(b["emb"], cf=b["cf"], kept=kept,
+                                             resume=resume)["logits"])
                 out[i, lo:hi] = v.detach().double().numpy()
                 bar.update(hi - lo)
+            del ck
 
 
 def mean_se(x) -> tuple[np.ndarray, np.ndarray]:

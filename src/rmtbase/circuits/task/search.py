@@ -1,6 +1,7 @@
 """A task's circuit end to end: load the causal LM and its tokenizer, read the task, score
 every edge by attribution (:mod:`.attribution`), patch the top ones exactly (:mod:`.exact`),
-draw the faithfulness curve (:mod:`.faithfulness`); the reported circuit is the smallest
+draw the faithfulness curve (:mod:`.faithfulness`) of the edges ranked by :func:`ranking`
+(exact effects where patched, attribution elsewhere); the reported circuit is the smallest
 top-``k`` reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of
 the patched edges whose effect is at least 3 se is scored too. :func:`evaluate` scores a
 circuit the user brings. :func:`write_outputs` writes ``circuit.json`` (every edge with its
@@ -21,6 +22,7 @@ from .faithfulness import Scorer, curve, evaluate_kept, top_k
 from .forward import TaskModel
 from .runner import Runner
 from .taskfile import Task, read_records, tokenise
+from .weights import expected_false_confirmations, head_edge_columns, read_composition
 
 KIND = "rmtbase circuits --task"
 
@@ -106,10 +108,15 @@ def load(model, task):
 
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = "corrupted", top: int = 20, points: int = 24,
-                      steps: int | None = None, batch: int = 8, progress: bool = False) -> dict:
+                      steps: int | None = None, batch: int = 8, composition=None,
+                      progress: bool = False) -> dict:
     """Everything :func:`write_outputs` writes, as a dict (module docstring); ``progress``:
-    a bar per pass over the prompts on stderr."""
+    a bar per pass over the prompts on stderr; ``composition``: a composition Dataset or its
+    ``.nc`` file, whose rank, p and q of each head pair stand beside the head-to-head edges
+    (:mod:`.weights`), read before the model."""
+    comp = None if composition is None else read_composition(composition)
     tm, t, name = load(model, task)
+    columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
                progress=progress)
     score, se = attribute(r, steps=steps)
@@ -117,9 +124,9 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     patched = order[:min(int(top), tm.graph.n_edges)]
     eff, eff_se = patch_edges(r, patched)
     sc = Scorer(r)
-    cur = curve(sc, score, points=points)
+    cur = curve(sc, ranking(score, patched, eff), points=points)
     k = cur["smallest"] if cur["smallest"] is not None else tm.graph.n_edges
-    kept = top_k(order, k, tm.graph.n_edges)
+    kept = top_k(cur["order"], k, tm.graph.n_edges)
     ev = evaluate_kept(sc, kept)
     confirmed = tm.graph.empty()
     confirmed[[e for e, a, b in zip(patched, eff, eff_se, strict=True)
@@ -130,7 +137,17 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
             "steps": default_steps(metric) if steps is None else int(steps),
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
-            "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed}
+            "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
+            "columns": columns}
+
+
+def ranking(score, patched, effect) -> np.ndarray:
+    """The key by which edges are ranked (largest first): ``|exact effect|`` for the exactly patched
+    edges ``patched``, ``|attribution|`` for the others. Where attribution misjudges a patched
+    edge, its measured effect places it."""
+    key = np.abs(np.asarray(score, dtype=np.float64))
+    key[np.asarray(patched, dtype=np.int64)] = np.abs(np.asarray(effect, dtype=np.float64))
+    return key
 
 
 def _confirmed(effect: float, se: float) -> bool:
@@ -162,26 +179,33 @@ def summary(res: dict) -> dict:
         s, r = g.edge(e)
         top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
                     "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
-                    "confirmed": _confirmed(a, b)})
+                    "confirmed": _confirmed(a, b), **res.get("columns", {}).get(e, {})})
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
             "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
+            "confirmation": {"rule": "|exact| >= 3 exact_se, no correction for the number "
+                                     "patched", "patched": len(res["exact"]),
+                             "expected_false_confirmations": expected_false_confirmations(
+                                 len(res["exact"]))},
+            "weights_screen": bool(res.get("columns")),
             "curve_area": cur["area"],
             "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},
             "top_edges": top}
 
 
-def write_outputs(res: dict, out) -> dict:
-    """Write the outputs (module docstring) into folder ``out`` all or nothing; returns
-    {name: path}."""
+def write_outputs(res: dict, out, *, extra=None) -> dict:
+    """Write the outputs (module docstring) into folder ``out`` all or nothing; ``extra``:
+    ``extra(folder)`` writes more into the open folder (the CLI's ``report.html``, from
+    :mod:`rmtbase.report.task_report`). Returns {name: path}."""
     from ...files.output import OutputFolder
     from .export import circuit_json, dot, graphml
 
     g, cur = res["tm"].graph, res["curve"]
     meta = {"task": res["task"].name, "metric": res["metric"],
             "counterfactual": res["counterfactual"], "model": res["model"]}
-    full = circuit_json(g, res["kept"], res["score"], res["se"], res["exact"], meta)
+    full = circuit_json(g, res["kept"], res["score"], res["se"], res["exact"], meta,
+                        res.get("columns") or None)
     csv = ["k,metric,faithfulness"] + [f"{int(k)},{m!r},{f!r}" for k, m, f in zip(
         cur["k"], cur["metric"], cur["faithfulness"], strict=True)]
     files = {"circuit.json": json.dumps(full) + "\n",
@@ -192,8 +216,10 @@ def write_outputs(res: dict, out) -> dict:
     with OutputFolder(out, kind=KIND) as folder:
         for rel, text in files.items():
             folder.write_text(rel, text)
-    return {k: Path(out) / k for k in files}
+        if extra is not None:
+            extra(folder)
+    return dict(folder.written)
 
 
-__all__ = ["KIND", "evaluate", "find_task_circuit", "load", "load_causal_lm", "summary",
-           "write_outputs"]
+__all__ = ["KIND", "evaluate", "find_task_circuit", "load", "load_causal_lm", "ranking",
+           "summary", "write_outputs"]

@@ -1,0 +1,102 @@
+"""Figures of a task's circuit (:mod:`rmtbase.circuits.task`): the circuit as a graph over
+layers and heads, and its faithfulness curve. Functions take ``ax=None`` and return the Axes;
+nothing saves.
+
+The graph: x is the depth (``input`` left, each layer's heads then its MLP, ``logits``
+right), y the head (MLPs above the heads, ``input`` and ``logits`` in the middle). An edge
+is a line from its sender to its receiver, drawn ending a quarter of a row below (``q``), at
+(``k``) or above (``v``) the receiving head so the three inputs stay apart; its width grows
+with ``|score|`` and its colour is the score's sign (blue: the edge supports the metric,
+negative; red: it works against it), on :data:`rmtbase.report.figures.EFFECT_CMAP`'s ends."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._labels import figure_axes
+
+#: Colours of an edge supporting the metric (negative score) and working against it.
+SUPPORT, AGAINST = "#2166ac", "#b2182b"
+#: Offsets of a head's q, k and v inputs, in rows.
+INPUT_OFFSET = {"q": -0.25, "k": 0.0, "v": 0.25}
+
+
+def node_xy(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
+    """Where node ``name`` (``input``, ``a{l}.h{h}``, ``m{l}``, ``logits``; a receiver's
+    ``<q>``, ``<k>``, ``<v>`` shifts it by :data:`INPUT_OFFSET`) is drawn."""
+    node, _, x = name.partition("<")
+    mid = (n_heads - 1) / 2
+    if node == "input":
+        return -1.0, mid
+    if node == "logits":
+        return float(n_layers), mid
+    if node.startswith("m"):
+        return int(node[1:]) + 0.5, n_heads + 0.5
+    layer, head = node[1:].split(".h")
+    return float(layer), int(head) + INPUT_OFFSET.get(x.rstrip(">"), 0.0)
+
+
+def plot_task_circuit(graph, kept, score, ax=None, *, top: int = 150, title: str = ""):
+    """The edges of ``kept`` (``(n_edges,)`` bool over ``graph``,
+    :class:`rmtbase.circuits.task.graph.Graph`) with their ``score``; of a larger circuit
+    the ``top`` of largest ``|score|`` are drawn (the title says how many of how many)."""
+    from matplotlib.collections import LineCollection
+
+    ax = figure_axes(ax)
+    kept = np.asarray(kept, dtype=bool)
+    score = np.asarray(score, dtype=np.float64)
+    idx = np.flatnonzero(kept)
+    idx = idx[np.argsort(-np.abs(score[idx]), kind="stable")][:int(top)]
+    L, H = graph.n_layers, graph.n_heads
+    segs, colours, widths, nodes = [], [], [], set()
+    big = float(np.abs(score[idx]).max()) if idx.size else 1.0
+    for i in idx[::-1]:  # the strongest drawn last, on top
+        s, r = graph.edge(int(i))
+        segs.append([node_xy(s, L, H), node_xy(r, L, H)])
+        colours.append(SUPPORT if score[i] < 0 else AGAINST)
+        widths.append(0.4 + 3.0 * abs(score[i]) / (big or 1.0))
+        nodes.update((s, r.partition("<")[0]))
+    ax.add_collection(LineCollection(segs, colors=colours, linewidths=widths, alpha=0.7))
+    if nodes:
+        xy = np.array([node_xy(n, L, H) for n in sorted(nodes)])
+        ax.scatter(xy[:, 0], xy[:, 1], s=14, c="0.2", zorder=3)
+    ax.set_xlim(-1.5, L + 0.5)
+    ax.set_ylim(-1, H + 1.5)
+    step = max(1, int(np.ceil(L / 12)))
+    ax.set_xticks([-1, *range(0, L, step), L],
+                  labels=["input", *[str(v) for v in range(0, L, step)], "logits"])
+    ax.set_yticks([*range(H), H + 0.5], labels=[*[str(h) for h in range(H)], "MLP"])
+    ax.set_xlabel("layer (heads at the integer, the MLP half a layer on)")
+    ax.set_ylabel("head")
+    shown = f"the {idx.size} strongest of {int(kept.sum())} edges" if kept.sum() > idx.size \
+        else f"{int(kept.sum())} edges"
+    ax.set_title(f"{title}\n{shown}; blue supports the metric, red works against it"
+                 if title else f"{shown}; blue supports the metric, red works against it",
+                 fontsize="medium")
+    return ax
+
+
+def plot_faithfulness(curve: dict, n_edges: int, ax=None, *, label: str = "ranked edges",
+                      colour=None):
+    """The faithfulness curve (:func:`rmtbase.circuits.task.faithfulness.curve`): ``f`` of
+    the top ``k`` edges against ``k`` (log scale, ``k = 0`` at the left edge), the target as
+    a dashed line and the smallest circuit reaching it as a dotted one. Call again on the same
+    ``ax`` to add another ranking's curve."""
+    ax = figure_axes(ax)
+    k = np.asarray(curve["k"], dtype=np.float64)
+    f = np.asarray(curve["faithfulness"], dtype=np.float64)
+    line, = ax.plot(np.maximum(k, 0.5), f, marker="o", ms=3, color=colour,
+                    label=f"{label} (area {curve['area']:.3f})")
+    ax.set_xscale("log")
+    ax.axhline(curve["target"], color="0.5", ls="--", lw=0.8)
+    if curve.get("smallest") is not None:
+        ax.axvline(curve["smallest"], color=line.get_color(), ls=":", lw=1)
+    ax.set_xlim(0.5, n_edges * 1.5)
+    ax.set_xlabel("edges kept, the top k (k = 0 at the left edge)")
+    ax.set_ylabel("faithfulness")
+    ax.legend(fontsize="small", loc="upper left")
+    return ax
+
+
+__all__ = ["AGAINST", "INPUT_OFFSET", "SUPPORT", "node_xy", "plot_faithfulness",
+           "plot_task_circuit"]

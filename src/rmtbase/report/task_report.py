@@ -1,0 +1,124 @@
+"""``report.html`` of a task's circuit (``rmtbase circuits MODEL --task FILE``): the circuit's
+facts, its graph and faithfulness curve (:mod:`.task_figures`, under ``figures/`` and
+embedded), the exactly patched edges and the circuit's strongest edges as sortable tables,
+and ``summary.json`` folded. Written into the command's all-or-nothing folder."""
+
+from __future__ import annotations
+
+import html as _html
+import json
+
+import numpy as np
+
+from .._version import __version__
+from ._html_figures import figure_saver
+from .html import _figures, page, table_html
+
+#: Figures of the page, with their captions.
+CAPTIONS = {
+    "circuit.png": "The circuit's edges (the strongest, if many): a head's q, k and v inputs "
+                   "end a quarter row below, at and above it; width grows with |score|.",
+    "faithfulness.png": "Faithfulness of the top-k edges (the others carry the "
+                        "counterfactual) against k; dashed: the target, dotted: the smallest "
+                        "circuit reaching it.",
+}
+#: Rows of the circuit's edge table.
+EDGE_ROWS = 100
+
+
+def _facts(s: dict) -> str:
+    c, cc = s["circuit"], s["confirmed_circuit"]
+    rows = [("model", s["model"]), ("task", f"{s['task']} ({s['prompts']} prompt pairs of "
+                                            f"{s['tokens']} tokens)"),
+            ("metric", s["metric"]), ("counterfactual", s["counterfactual"]),
+            ("full model / empty graph", f"{c['full_metric']:.4g} / {c['empty_metric']:.4g}"),
+            ("circuit", f"{c['edges']} of {s['n_edges']} edges, faithfulness "
+                        f"{c['faithfulness']:.3f}, ratio {c['ratio']:.3f}"),
+            ("with the circuit removed", f"faithfulness {c['completeness_faithfulness']:.3f}"),
+            ("faithfulness curve", f"area {s['curve_area']:.3f}; smallest circuit reaching "
+                                   f"{s['smallest_reaching']['target']}: "
+                                   f"{s['smallest_reaching']['edges']} edges"),
+            ("confirmed edges' circuit", f"{cc['edges']} edges, faithfulness "
+                                         f"{cc['faithfulness']:.3f}")]
+    body = "".join(f"<tr><th>{_html.escape(k)}</th><td>{_html.escape(str(v))}</td></tr>"
+                   for k, v in rows)
+    return f'<table class="facts">{body}</table>'
+
+
+def _patched_table(s: dict):
+    import pandas as pd
+
+    cols = ["edge", "exact", "exact_se", "attribution", "attribution_se", "confirmed"]
+    extra = [c for c in ("composition_rank", "composition_p") if any(
+        c in e for e in s["top_edges"])]
+    return pd.DataFrame([{c: e.get(c, "") for c in cols + extra} for e in s["top_edges"]],
+                        columns=cols + extra)
+
+
+def _circuit_table(res: dict):
+    import pandas as pd
+
+    g, kept = res["tm"].graph, np.asarray(res["kept"], dtype=bool)
+    score, se = res["score"], res["se"]
+    idx = np.flatnonzero(kept)
+    idx = idx[np.argsort(-np.abs(score[idx]), kind="stable")][:EDGE_ROWS]
+    rows = []
+    for i in idx:
+        s, r = g.edge(int(i))
+        node, _, x = r.partition("<")
+        ex = res["exact"].get(int(i))
+        rows.append({"sender": s, "receiver": node, "input": x.rstrip(">") or "",
+                     "attribution": float(score[i]), "se": float(se[i]),
+                     "exact": ex[0] if ex else float("nan")})
+    return pd.DataFrame(rows, columns=["sender", "receiver", "input", "attribution", "se",
+                                       "exact"])
+
+
+def task_report_html(res: dict, summary: dict, images: dict[str, bytes]) -> str:
+    """The page (module docstring) of :func:`rmtbase.circuits.task.search.find_task_circuit`'s
+    result ``res``, its ``summary`` and the figures' PNGs ``images``."""
+    s = summary
+    c = s["circuit"]
+    title = f"rmtbase circuits --task: {s['task']} on {s['model']}"
+    sub = (f"circuit of {c['edges']} of {s['n_edges']} edges, faithfulness "
+           f"{c['faithfulness']:.3f}; curve area {s['curve_area']:.3f}")
+    n_kept = int(np.asarray(res["kept"]).sum())
+    body = (
+        f"<section><h2>The circuit</h2>{_facts(s)}</section>\n"
+        + _figures(images, CAPTIONS)
+        + "<section><h2>Edges patched exactly</h2><p class=\"note\">The metric's change when "
+          "the edge alone carries the counterfactual (mean and se over prompts) beside its "
+          "attribution; negative: the edge supports the metric; confirmed: |exact| ≥ 3 se."
+          f"</p>{table_html(_patched_table(s))}</section>\n"
+        + f"<section><h2>The circuit's strongest edges</h2><p class=\"note\">The "
+          f"{min(EDGE_ROWS, n_kept)} of its {n_kept} edges of largest |attribution| "
+          f"(circuit.json holds every edge).</p>{table_html(_circuit_table(res))}</section>\n"
+        + "<section><details><summary>summary.json</summary><pre>"
+        + _html.escape(json.dumps(s, indent=1)) + "</pre></details></section>\n"
+        + f"<footer class=\"note\">rmtbase {__version__}</footer>")
+    return page(title, sub, body, {"entries": [], "refs": {}, "scale": {}})
+
+
+def write_task_report(folder, res: dict, summary: dict, *, figures: bool = True) -> None:
+    """Write ``figures/circuit.png``, ``figures/faithfulness.png`` (unless not ``figures``)
+    and ``report.html`` into ``folder`` (an open :class:`rmtbase.files.output.OutputFolder`)."""
+    images: dict[str, bytes] = {}
+    if figures:
+        import matplotlib.pyplot as plt
+
+        from .task_figures import plot_faithfulness, plot_task_circuit
+
+        save = figure_saver(folder, images)
+        fig, ax = plt.subplots(figsize=(10, 5), layout="constrained")
+        plot_task_circuit(res["tm"].graph, res["kept"], res["score"], ax,
+                          title=f"{summary['task']} on {summary['model']}")
+        save(fig, "circuit.png")
+        plt.close(fig)
+        fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+        plot_faithfulness(res["curve"], res["tm"].graph.n_edges, ax)
+        save(fig, "faithfulness.png")
+        plt.close(fig)
+    folder.write_text("report.html", task_report_html(res, summary, images))
+
+
+__all__ = ["CAPTIONS", "EDGE_ROWS", "task_report_html", "write_task_report"]
