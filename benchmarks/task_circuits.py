@@ -136,7 +136,7 @@ def eap_scores(ref, task, *, steps: int, batch: int = 8):
     the clean run) or EAP-IG (Hanna et al. 2024; the gradient averaged over runs from the input
     embeddings ``c + (j/steps)(e − c)``, ``j = 1 … steps``, as the EAP-IG code interpolates the
     input node)."""
-    torch, net = ref.torch, ref.net
+    net = ref.net
     alphas = [1.0] if steps == 0 else [j / steps for j in range(1, steps + 1)]
     params = [p for p in net.parameters() if p.requires_grad]
     for p in params:  # no gradient into the weights: only the receivers' inputs need one
