@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,6 +120,33 @@ def test_shipped_tasks_are_their_generators():
         names = re.findall(r"When (\w+) and (\w+) went.*, (\w+) gave", r["clean"])[0]
         assert r["answer"].strip() in names[:2] and r["wrong"].strip() == names[2]
         assert r["answer"].strip() not in r["corrupted"]
+
+
+def test_greater_than_digits_reads_the_tens_digit():
+    """The digit variant keeps the greater-than prompts and answers the end year's tens digit:
+    the start's tens digit + 1, wrong − 1, recomputed here from the prompt's own year."""
+    gt = [json.loads(x) for x in templates.shipped_path("greater_than").read_text().splitlines()]
+    dg = [json.loads(x) for x in
+          templates.shipped_path("greater_than_digits").read_text().splitlines()]
+    assert len(dg) == len(gt) == 64
+    for a, b in zip(gt, dg, strict=True):
+        assert (a["clean"], a["corrupted"]) == (b["clean"], b["corrupted"])
+        tens = int(re.search(r"year \d\d(\d)\d to", b["clean"]).group(1))
+        assert (b["answer"], b["wrong"]) == (str(tens + 1), str(tens - 1))
+        assert re.search(r"year \d\d01 to", b["corrupted"])
+
+
+def test_a_shipped_name_is_its_file_and_a_digit_tokenizer_is_told_the_variant(tmp_path):
+    class Digits:  # reads every digit as its own token, words as one
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [hash(w) % 1000 for w in re.findall(r"\d|\D+", text)]}
+
+    assert Path(str(templates.resolve("ioi"))).read_text() == templates.shipped_text("ioi")
+    assert templates.resolve(str(tmp_path / "ioi")) == str(tmp_path / "ioi")
+    with pytest.raises(InputError, match="greater_than_digits is for such tokenizers"):
+        read_task(templates.shipped_path("greater_than"), Digits())
+    t = read_task(templates.shipped_path("greater_than_digits"), Digits())
+    assert t.n == 64 and t.clean.shape == t.corrupted.shape
 
 
 # --- the graph ------------------------------------------------------------------------------
@@ -724,7 +752,8 @@ def test_induction_circuit_holds_the_confirmed_prev_token_k_edge():
 def test_smollm2_gguf_runs_the_shipped_text_tasks():
     """The GGUF's causal LM on the graph: its forward within 1e-4 of transformers' logits on
     the IOI prompts (read with the GGUF's own tokenizer, every pair 14 tokens); greater-than
-    refused in one line (its tokenizer splits the years into digits)."""
+    refused in one line (its tokenizer splits the years into digits), naming the digit variant,
+    which runs."""
     import importlib.util
     from pathlib import Path
 
@@ -737,8 +766,10 @@ def test_smollm2_gguf_runs_the_shipped_text_tasks():
     tm, task, _ = load(gguf, str(templates.shipped_path("ioi")))
     assert task.n == 64 and task.length == 14
     assert tm.check(task.corrupted[:4]) < 1e-4
-    with pytest.raises(InputError, match="is 2 tokens for this tokenizer"):
+    with pytest.raises(InputError, match="is 2 tokens for this tokenizer.*greater_than_digits"):
         load(gguf, str(templates.shipped_path("greater_than")))
+    tm, task, _ = load(gguf, "greater_than_digits")  # the shipped name
+    assert task.n == 64 and tm.check(task.corrupted[:4]) < 1e-4
 
 
 def test_the_clis_task_choices_are_the_librarys():

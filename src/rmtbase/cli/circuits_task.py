@@ -20,7 +20,9 @@ def add_options(p) -> None:
     """The task options of ``rmtbase circuits``."""
     p.add_argument("--task", default=None, metavar="FILE",
                    help="a task file (JSON lines of clean, corrupted, answer, wrong; "
-                        "docs/tasks.md): find the circuit of the model's output metric on it")
+                        "docs/tasks.md), or a shipped task's name (ioi, greater_than, "
+                        "greater_than_digits, induction): find the circuit of the model's "
+                        "output metric on it")
     p.add_argument("--metric", choices=METRICS, default="logit_diff",
                    help="the task's output metric (default logit_diff)")
     p.add_argument("--counterfactual", choices=COUNTERFACTUALS, default="corrupted",
@@ -42,6 +44,7 @@ def run(args) -> int:
 
     from ..circuits.task import search
     from ..circuits.task.taskfile import read_records
+    from ..circuits.task.templates import resolve
     from ..errors import InputError
     from ..files.output import check_output_dir
     from .model_args import check_local
@@ -49,6 +52,7 @@ def run(args) -> int:
     if args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
     check_local(args.model)
+    args.task = str(resolve(args.task))  # a shipped task's name: its file
     read_records(args.task)  # a bad file is refused before the model is read
     if getattr(args, "composition", None) is not None and args.evaluate is None:
         from ..circuits.task.weights import read_composition

@@ -91,6 +91,9 @@ def load(model, task):
         net, _, name = load_causal_lm(model, tokenizer=False)
         t = task
     else:
+        from .templates import resolve
+
+        task = resolve(task)
         records = read_records(task)
         from .taskfile import needs_tokenizer
 

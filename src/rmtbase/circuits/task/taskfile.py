@@ -123,8 +123,11 @@ def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: st
             v = r[f]
             ids = _encode(tokenizer, v) if isinstance(v, str) else [v]
             if len(ids) != 1:
+                hint = ("; this tokenizer reads numbers digit by digit (the shipped task "
+                        "greater_than_digits is for such tokenizers)"
+                        if isinstance(v, str) and v.strip().isdigit() else "")
                 raise InputError(f"{name} pair {i}: {f} {v!r} is {len(ids)} tokens for this "
-                                 f"tokenizer; it must be one")
+                                 f"tokenizer; it must be one{hint}")
             rows[f].append(ids[0])
         a, b = len(rows["clean"][-1]), len(rows["corrupted"][-1])
         if a != b:

@@ -7,6 +7,10 @@
 - ``greater_than`` (Hanna, Liu & Variengien 2023, arXiv:2305.00586): "The war lasted from the
   year 1732 to the year 17" → a two-digit year above 32 ("42"), wrong one below ("22"); the
   corrupted prompt starts at year 01 (their "01-00" counterfactual).
+- ``greater_than_digits``: the same prompts for tokenizers that read numbers digit by digit
+  (LLaMA-3, SmolLM2, Qwen2, Mistral): the next token is the end year's tens digit, so the
+  answer is the start's tens digit plus one ("1732" → "4"), wrong the digit minus one ("2");
+  the corrupted prompt starts at year 01.
 - ``induction``: :func:`.taskfile.induction_task` on ids 1 … 31 after BOS id 0.
 
 Names, places, objects and nouns are words GPT-2's tokenizer reads as one token after a
@@ -55,6 +59,16 @@ def greater_than_records(n: int, seed: int) -> list[dict]:
     return out
 
 
+def greater_than_digits_records(n: int, seed: int) -> list[dict]:
+    """``n`` greater-than pairs for digit tokenizers (module docstring): the prompts of
+    :func:`greater_than_records` (the same draws), answer and wrong the tens digit ± 1."""
+    out = []
+    for r in greater_than_records(n, seed):
+        t = int(r["answer"]) // 10 - 1  # the start year's tens digit, 2 … 7
+        out.append({**r, "answer": str(t + 1), "wrong": str(t - 1)})
+    return out
+
+
 def induction_records(n: int, seed: int) -> list[dict]:
     """``n`` induction pairs on ids 1 … 31, halves of 8 ids, BOS 0 (module docstring)."""
     t = induction_task(n, 8, 32, seed=seed)
@@ -64,6 +78,7 @@ def induction_records(n: int, seed: int) -> list[dict]:
 
 #: The shipped files: name -> (generator, prompts, seed).
 SHIPPED = {"ioi": (ioi_records, 64, 0), "greater_than": (greater_than_records, 64, 0),
+           "greater_than_digits": (greater_than_digits_records, 64, 0),
            "induction": (induction_records, 64, 0)}
 
 
@@ -86,5 +101,15 @@ def shipped_path(name: str):
     return files("rmtbase") / "data" / "tasks" / f"{name}.jsonl"
 
 
-__all__ = ["SHIPPED", "greater_than_records", "induction_records", "ioi_records",
-           "shipped_path", "shipped_text"]
+def resolve(task):
+    """The task file ``task`` names: itself where it is a file (or not a shipped name), else the
+    shipped task of that name (``--task ioi``)."""
+    from pathlib import Path
+
+    if isinstance(task, str) and task in SHIPPED and not Path(task).exists():
+        return shipped_path(task)
+    return task
+
+
+__all__ = ["SHIPPED", "greater_than_digits_records", "greater_than_records",
+           "induction_records", "ioi_records", "resolve", "shipped_path", "shipped_text"]
