@@ -68,8 +68,8 @@ def held_table(key, entries):
 
 #: Statistics of draw 0 compared by :func:`_first_draw_agrees`, and their relative tolerance:
 #: float32 rounding of the same matrices (another CPU, another batch) moves them by ~1e-7 to
-#: 1e-6; another draw moves the rms of a d × d_h factor by ~1/sqrt(2 d d_h) (≥ 3e-4 at
-#: d d_h ≤ 4096 × 128... larger below) and λ's statistics by percents.
+#: 1e-6; another draw moves the rms of a d × d_h factor by about 1/sqrt(2 d d_h) (≈ 1e-3 at
+#: 4096 × 128, more at smaller shapes) and λ's statistics by percents.
 PROBE, PROBE_RTOL = ("q.rms", "k.rms", "qk.lambda_max", "qk.sum_lambda2"), 2e-5
 
 
