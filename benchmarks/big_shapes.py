@@ -25,7 +25,8 @@ what the cold run cached). Printed per run: CPU seconds (user + system of the ch
 seconds, the child's peak RSS, the null draws it generated (summed from its "generating the null
 table" lines on stderr; its growth plan lines are printed too), the cache's
 null-table files and bytes after it, and the decisions (heads flagged, ``head_open_decisions``,
-``joint_null_draws``); then cold / warm in CPU and whether the flags agree. On a shared machine
+heads undecided under the growth budget and at which draws, ``joint_null_draws``, the budget
+and its estimated spending); then cold / warm in CPU and whether the flags agree. On a shared machine
 compare ratios within one run only.
 
 ``--calibrate``: print the process CPU per draw of ``null_draws`` (after compilation), all
@@ -69,6 +70,10 @@ with xr.open_dataset(sys.argv[1]) as ds:
     flags = ds["head_flag"].values.astype(int).ravel().tolist()
     print(json.dumps({"flags": flags, "heads": len(flags),
                       "open": int(ds.attrs.get("head_open_decisions", 0)),
+                      "undecided": int(ds.attrs.get("undecided_heads", 0)),
+                      "undecided_at": str(ds.attrs.get("undecided_draws", "")),
+                      "budget": str(ds.attrs.get("growth_budget", "")),
+                      "spent": str(ds.attrs.get("growth_budget_spent", "")),
                       "joint_draws": int(ds.attrs.get("joint_null_draws", -1)),
                       "spectral_draws": int(ds.attrs.get("spectral_null_draws", -1))}))
 """
@@ -153,8 +158,10 @@ def _line(what: str, r: dict) -> str:
     return (f"{what}: {r['cpu']:.1f} CPU-s, {r['wall']:.1f} s wall, peak RSS {r['rss']:.0f} "
             f"MiB; {r['grown']:,} null draws generated; cache {r['files']} table files, "
             f"{r['bytes'] / 2**20:.1f} MiB; {sum(r['flags'])}/{r['heads']} heads flagged, "
-            f"{r['open']} open decisions, joint null draws {r['joint_draws']:,}, spectral "
-            f"{r['spectral_draws']:,}")
+            f"{r['open']} open decisions, {r['undecided']} undecided"
+            f"{' at ' + r['undecided_at'] if r['undecided'] else ''}, joint null draws "
+            f"{r['joint_draws']:,}, spectral {r['spectral_draws']:,}; growth budget "
+            f"{r['budget']} CPU-s, {r['spent']} spent (estimated)")
 
 
 def pair(shape: str, kind: str, model: Path, tmp: Path, src: Path) -> float:

@@ -202,3 +202,35 @@ def test_a_score_grows_its_joint_table_without_redrawing(cache, drawn, tmp_path,
     for v in ("head_p_value", "head_calibration_draws"):
         # exact: identical tables (above) through one process's programs
         np.testing.assert_array_equal(ds[v].values, want[v].values)
+
+
+def test_a_cold_cache_grows_from_the_shipped_table(drawn, tmp_path, monkeypatch):
+    """A request past a shipped table's draws (the spectral table at (512, 64): 4,000 draws,
+    seed 0) continues it: its draw 0 drawn again (the check that its draws are this program's),
+then 250 draws for 4,250, not 4,250; its first 4,000 draws are the
+    shipped file's exactly, the rest a fresh run's exactly, and the shipped draws are that fresh
+    run's first draws (to float32 rounding: the file was drawn on another CPU)."""
+    from importlib import resources
+
+    from rmtbase.baseline import cache
+    from rmtbase.baseline.table_file import read_table
+
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    got = cache.null_table(512, 64, stats="spectral", min_draws=4250, seed=0)
+    assert [n for _, _, n in drawn] == [1, 250], drawn  # draw 0 checked, then block 16
+    ref = resources.files("rmtbase").joinpath(
+        "data", "lowrank-d512-dh64-spectral-n4000-seed0-float32-v1.nc")
+    with resources.as_file(ref) as path:
+        shipped = read_table(path)
+    monkeypatch.setattr(cache, "shipped_index", lambda: [])  # a fresh run from draw 0
+    monkeypatch.setattr(cache, "_shipped_entries", lambda key: [])
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "fresh"))
+    fresh = cache.null_table(512, 64, stats="spectral", min_draws=4250, seed=0)
+    assert sum(n for _, _, n in drawn) == 1 + 250 + 4250, drawn
+    assert list(got.data_vars) == list(fresh.data_vars) == list(shipped.data_vars)
+    head, tail = dict(draw=slice(0, 4000)), dict(draw=slice(4000, None))
+    for v in fresh.data_vars:
+        np.testing.assert_array_equal(got[v].isel(head).values, shipped[v].values)
+        np.testing.assert_array_equal(got[v].isel(tail).values, fresh[v].isel(tail).values)
+        np.testing.assert_allclose(got[v].isel(head).values, fresh[v].isel(head).values,
+                                   rtol=1e-4, atol=1e-6)

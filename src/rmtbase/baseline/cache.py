@@ -9,7 +9,7 @@ the float32 table. Cache names spell every key (draws version included), formatt
 by one record, :class:`~rmtbase.baseline.table_name.TableName`; a file failing its name
 or checksum (:func:`verify_table`) is warned about, removed and regenerated. Draw ``i`` depends
 only on (seed, d, d_h, i), so a cached table is read truncated to ``min_draws`` and a shorter one
-(cached or in memory) grows (:mod:`.table_growth`); a shipped one is used whole; ``"extension":
+(cached, in memory or shipped) grows (:mod:`.table_growth`); a shipped one is used whole; ``"extension":
 true`` entries serve only where no ordinary one suffices. The cache keeps one file per request
 (every key but the draws): the largest; a grown table is renamed into place and the shorter one
 removed, and a cache holding several is compacted on first use (:mod:`.cache_rungs`). A file
@@ -269,6 +269,28 @@ def _shorter_entries(key: TableKey) -> list[dict]:
             and e["file"].parent == directory]
 
 
+def _shipped_entries(key: TableKey) -> list[dict]:
+    """Shipped tables of request ``key``'s own statistics with fewer draws, as held tables
+    (``{"draws", "table"}``) that a grown table continues: their draws are the first draws of
+    the request where :func:`rmtbase.baseline.table_growth.held_table` finds them drawn by this
+    program (its attributes, and draw 0 drawn again here), so a cold cache grows from them, not
+    from draw 0.
+    Extension tables are left to :func:`lookup_key`."""
+    from .tables import read_table
+
+    shorter = replace(key, min_draws=1)
+    out = []
+    for e in shipped_index():
+        if (e.get("extension") or e["stats"] != key.stats or not _matches(e, shorter)
+                or e["draws"] >= key.min_draws):
+            continue
+        with resources.as_file(resources.files("rmtbase").joinpath("data", e["file"])) as path:
+            ds = read_table(path)
+            verify_table(ds, e, path)  # a mismatch here is a broken installation
+        out.append({"draws": int(e["draws"]), "table": ds, "shipped": True})
+    return out
+
+
 def _generating(key, start: int, directory) -> str:
     """The line saying which null table is drawn (draws ``start`` on), and where it is kept."""
     from ..files.user_cache import said_unwritable, writable
@@ -300,7 +322,8 @@ def null_table(d: int, d_h: int, *, stats: str = "all", min_draws: int = TABLE_D
     from .task_cluster import in_dask_task, table_on_cluster, task_client
 
     # a shorter table held grows (draw i is the same in each), never redrawn from draw 0
-    held = None if in_dask_task() else held_table(key, _shorter_entries(key))
+    held = None if in_dask_task() else held_table(key, _shorter_entries(key)
+                                                  + _shipped_entries(key))
     start = held_draws(held)
     if progress:
         message(_generating(key, start, directory))

@@ -4,10 +4,13 @@ Draw ``i`` of a table depends on (seed, d, d_h, i) only and block ``b`` of
 :data:`~rmtbase.baseline.table_spec.DRAW_BLOCK` draws is drawn by itself
 (:mod:`rmtbase.baseline.tables`), so the ``n``-draw table is its first whole blocks from a
 shorter table of the same request followed by the blocks after them. :func:`held_table` finds the
-largest shorter table of a request — in the user cache (checksum verified, trusted) or kept in memory where
-the cache cannot be written — drawn by this program (backend, JAX, PRNG, sampler, key
-derivation); :func:`grown_table` draws only the blocks after its whole ones and gives the table a
-fresh draw gives, value for value and attribute for attribute (``creation_time`` aside)."""
+largest shorter table of a request — in the user cache (checksum verified, trusted), kept in memory
+where the cache cannot be written, or shipped in ``rmtbase/data`` — drawn by this program
+(backend, JAX, PRNG, sampler, key derivation); :func:`grown_table` draws only the blocks after
+its whole ones and gives the table a fresh draw gives, value for value and attribute for
+attribute (``creation_time`` aside; held draws are kept as held: a shipped table drawn on
+another CPU may differ from this CPU's fresh draws in the last bits of a few statistics, as
+any shipped table does)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ import numpy as np
 SAME_PROGRAM = ("rmtbase_table_format", "ensemble", "stats", "seed", "dtype", "storage_dtype",
                 "backend", "jax_version", "jax_enable_x64", "prng_impl", "draw_block", "sampler",
                 "key_derivation", "cells")
+#: What a global attribute absent from a table means: a table without ``storage_dtype`` (the
+#: shipped float32 tables) holds float32 statistics, as the shipped index's default storage says.
+ABSENT = {"storage_dtype": "float32"}
 
 
 def _same_program(ds, spec, cell) -> bool:
@@ -26,7 +32,7 @@ def _same_program(ds, spec, cell) -> bool:
     from .table_dataset import _global_attrs
 
     want = _global_attrs(spec, [cell])
-    return all(str(ds.attrs.get(k)) == str(want.get(k)) for k in SAME_PROGRAM)
+    return all(str(ds.attrs.get(k, ABSENT.get(k))) == str(want.get(k)) for k in SAME_PROGRAM)
 
 
 def held_table(key, entries):
@@ -54,9 +60,43 @@ def held_table(key, entries):
                 if os.path.lexists(entry["file"]):  # not one another process just removed
                     damaged(entry["file"], str(exc).removeprefix(f"{entry['file']} "), "table")
                 continue
-        if _same_program(ds, spec, (key.d, key.d_h)):
+        if _same_program(ds, spec, (key.d, key.d_h)) and (
+                not entry.get("shipped") or _first_draw_agrees(ds, spec, (key.d, key.d_h))):
             return ds
     return None
+
+
+#: Statistics of draw 0 compared by :func:`_first_draw_agrees`, and their relative tolerance:
+#: float32 rounding of the same matrices (another CPU, another batch) moves them by ~1e-7 to
+#: 1e-6; another draw moves the rms of a d × d_h factor by about 1/sqrt(2 d d_h) (≈ 1e-3 at
+#: 4096 × 128, more at smaller shapes) and λ's statistics by percents.
+PROBE, PROBE_RTOL = ("q.rms", "k.rms", "qk.lambda_max", "qk.sum_lambda2"), 2e-5
+
+
+def _first_draw_agrees(ds, spec, cell) -> bool:
+    """Whether draw 0 of ``ds`` (a shipped table, drawn elsewhere) is this program's draw 0 to
+    float32 rounding: one draw computed here on the table's key (its key derivation) and
+    compared on :data:`PROBE`. A table whose sampler route changed since it was drawn keeps its
+    attributes but not its draws; it is not continued."""
+    import jax
+
+    from .null import null_draws
+    from .sigma_range import scale_draws
+    from .tables import cell_key
+
+    d, d_h = cell
+    with jax.enable_x64(spec.x64):
+        got = null_draws(jax.random.fold_in(cell_key(spec.seed, d, d_h, spec.depth), 0), d, d_h,
+                         1, stats=spec.stats, ensemble=spec.ensemble, depth=spec.depth,
+                         chunk_size=spec.chunk_size, dtype=getattr(jax.numpy, spec.dtype),
+                         storage=spec.storage)
+    got = scale_draws(got, spec.sigma_q, spec.sigma_k, spec.dtype)
+    held = _as_draws(ds, 1)
+    names = [k for k in PROBE if k in held and k in got]
+    return bool(names) and all(
+        np.allclose(np.asarray(got[k], dtype=np.float64).ravel()[:1],
+                    np.asarray(held[k], dtype=np.float64).ravel()[:1], rtol=PROBE_RTOL, atol=0)
+        for k in names)
 
 
 def held_draws(held) -> int:
@@ -102,4 +142,4 @@ def grown_table(spec, cell, held, bar=None):
     return assemble(spec, [cell], {cell: draws})
 
 
-__all__ = ["SAME_PROGRAM", "grown_table", "held_draws", "held_table"]
+__all__ = ["ABSENT", "SAME_PROGRAM", "grown_table", "held_draws", "held_table"]
