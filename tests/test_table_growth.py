@@ -1,12 +1,12 @@
 """A null table grown from the draws already held (rmtbase.baseline.table_growth).
 
-Issue 70 item 6: "a read-only cache ... keeps the growing null in memory (each growth step
-continues the last)". The joint null table of a score grows through
-rmtbase.scoring.stopping.joint.SCHEDULE; before, each step drew its table from draw 0 (1,000 +
-6,000 + 18,000 draws computed for 18,000), with a writable cache and a read-only one alike. Each
-test counts the draws actually computed (a spy on rmtbase.baseline.null.null_draws) and checks
-the grown table against a fresh one of the same size, exactly: draw i depends on (seed, d, d_h,
-i) only and each block of 250 draws is drawn by itself, so the two are one program's bits.
+The joint null table of a score grows through rmtbase.scoring.stopping.joint.SCHEDULE, and a
+grown table continues the draws already held (in a writable cache, a read-only one kept in
+memory, or a shipped table) instead of drawing from draw 0. Each test counts the draws actually
+computed (a spy on rmtbase.baseline.null.null_draws) and checks the grown table against a fresh
+one of the same size, exactly: draw i depends on (seed, d, d_h, i) only and each block of 250
+draws is drawn by itself, so the two are one program's bits (a shipped table's draws, made on
+another machine, agree to float32 rounding).
 """
 
 from __future__ import annotations
