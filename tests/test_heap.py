@@ -62,7 +62,7 @@ def test_find_circuits_trims_once_it_returns(monkeypatch, trims):
 
     found = xr.Dataset(attrs={"found": 1})
     monkeypatch.setattr(F, "check_composition", lambda comp: None)
-    monkeypatch.setattr(R, "run_circuits", lambda model, comp, search: found)
+    monkeypatch.setattr(R, "run_circuits", lambda model, comp, search, progress: found)
     comp = xr.Dataset(coords={"layer_to": [0, 1], "head_to": [0, 1]})
     assert find_circuits("model", comp) is found
     assert trims == [1]

@@ -230,7 +230,9 @@ then 250 draws for 4,250, not 4,250; its first 4,000 draws are the
     assert list(got.data_vars) == list(fresh.data_vars) == list(shipped.data_vars)
     head, tail = dict(draw=slice(0, 4000)), dict(draw=slice(4000, None))
     for v in fresh.data_vars:
+        # exact: the head is a copy of the shipped file's stored values
         np.testing.assert_array_equal(got[v].isel(head).values, shipped[v].values)
+        # exact: the tail and the fresh table's are one program's draws (blocks of 250)
         np.testing.assert_array_equal(got[v].isel(tail).values, fresh[v].isel(tail).values)
         np.testing.assert_allclose(got[v].isel(head).values, fresh[v].isel(head).values,
                                    rtol=1e-4, atol=1e-6)

@@ -190,8 +190,9 @@ def test_state_dict_fields_and_refusals():
     sd = _state_dict()
     w = NoNormWeights.from_state_dict(sd, causal=False)
     assert (w.n_layers, w.n_heads) == (L, H)
+    # exact: copies of the stored arrays
     np.testing.assert_array_equal(w.w_k[1, 0], sd["blocks.1.attn.W_K"][0])
-    np.testing.assert_array_equal(w.b_out[0], sd["blocks.0.mlp.b_out"])
+    np.testing.assert_array_equal(w.b_out[0], sd["blocks.0.mlp.b_out"])  # exact: a copy
     no_bias = {k: v for k, v in sd.items() if k != "unembed.b_U"}
     assert not NoNormWeights.from_state_dict(no_bias, causal=False).b_u.any()
     with pytest.raises(InputError, match="lacks blocks.1.mlp.W_in"):
