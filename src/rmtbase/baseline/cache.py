@@ -270,25 +270,30 @@ def _shorter_entries(key: TableKey) -> list[dict]:
 
 
 def _shipped_entries(key: TableKey) -> list[dict]:
-    """Shipped tables of request ``key``'s own statistics with fewer draws, as held tables
-    (``{"draws", "table"}``) that a grown table continues: their draws are the first draws of
-    the request where :func:`rmtbase.baseline.table_growth.held_table` finds them drawn by this
+    """Shipped tables of request ``key``'s own statistics with fewer draws, as held entries
+    (``{"draws", "load", "shipped"}``; ``load()`` reads and verifies the file, only where
+    :func:`rmtbase.baseline.table_growth.held_table` reaches it) that a grown table continues:
+    their draws are the first draws of the request where ``held_table`` finds them drawn by this
     program (its attributes, and draw 0 drawn again here), so a cold cache grows from them, not
     from draw 0.
     Extension tables are left to :func:`lookup_key`."""
-    from .tables import read_table
+    from functools import partial
 
     shorter = replace(key, min_draws=1)
-    out = []
-    for e in shipped_index():
-        if (e.get("extension") or e["stats"] != key.stats or not _matches(e, shorter)
-                or e["draws"] >= key.min_draws):
-            continue
-        with resources.as_file(resources.files("rmtbase").joinpath("data", e["file"])) as path:
-            ds = read_table(path)
-            verify_table(ds, e, path)  # a mismatch here is a broken installation
-        out.append({"draws": int(e["draws"]), "table": ds, "shipped": True})
-    return out
+    return [{"draws": int(e["draws"]), "load": partial(_read_shipped, e), "shipped": True}
+            for e in shipped_index()
+            if not (e.get("extension") or e["stats"] != key.stats or not _matches(e, shorter)
+                    or e["draws"] >= key.min_draws)]
+
+
+def _read_shipped(entry: dict):
+    """The shipped table of index ``entry``, checked against it."""
+    from .tables import read_table
+
+    with resources.as_file(resources.files("rmtbase").joinpath("data", entry["file"])) as path:
+        ds = read_table(path)
+        verify_table(ds, entry, path)  # a mismatch here is a broken installation
+    return ds
 
 
 def _generating(key, start: int, directory) -> str:

@@ -37,9 +37,10 @@ def _same_program(ds, spec, cell) -> bool:
 
 def held_table(key, entries):
     """The largest table of ``entries`` (index entries of request ``key``, a
-    :class:`rmtbase.baseline.cache.TableKey`, with fewer draws: a cached ``file`` or a ``table``
-    kept in memory) with at least one whole block, drawn by this program; a damaged file is
-    reported and removed. None where none serves."""
+    :class:`rmtbase.baseline.cache.TableKey`, with fewer draws: a cached ``file``, a ``table``
+    kept in memory, or a shipped one read by its ``load()``) with at least one whole block, drawn
+    by this program; a damaged file is reported and removed. Tables are read largest first, only
+    until one serves. None where none serves."""
     from ..errors import TableError
     from ..files.cache_trust import UntrustedCache
     from ..files.user_cache import damaged
@@ -51,6 +52,8 @@ def held_table(key, entries):
     for entry in sorted(held, key=lambda e: -e["draws"]):  # the largest first
         if "table" in entry:
             ds = entry["table"]
+        elif "load" in entry:
+            ds = entry["load"]()
         else:
             try:
                 ds = read_cached(entry)
