@@ -276,17 +276,26 @@ class TaskModel:
         with torch.no_grad():
             return self.net(input_ids=x, attention_mask=torch.ones_like(x)).logits[:, -1]
 
-    def check(self, ids, *, rtol: float = 1e-3) -> float:
-        """The largest ``|graph − model|`` logit over ``ids``, relative to the largest
-        ``|logit|``; :class:`~rmtbase.errors.ModelError` above ``rtol``."""
+    #: The relative logit difference :meth:`check` accepts by default.
+    CHECK_RTOL = 1e-3
+
+    def check(self, ids, *, rtol: float | None = None) -> float:
+        """The largest ``|graph − model|`` logit over ``ids`` (:meth:`model_logits`), relative
+        to the largest ``|logit|``; :class:`~rmtbase.errors.ModelError` above ``rtol`` (None:
+        :data:`CHECK_RTOL`)."""
+        rtol = self.CHECK_RTOL if rtol is None else rtol
         want = self.model_logits(ids).double()
         got = self.run(self.embed(ids))["logits"].double()
         err = float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
         if not err <= rtol:
-            raise ModelError(f"{self.net.config.model_type}: the graph forward's logits differ "
-                             f"from the model's by {err:.2g} of their scale; this model's "
-                             f"block is not one the task graph follows")
+            raise ModelError(self._mismatch(err))
         return err
+
+    def _mismatch(self, err: float) -> str:
+        """The refusal of :meth:`check` at relative difference ``err``."""
+        return (f"{self.net.config.model_type}: the graph forward's logits differ from the "
+                f"model's by {err:.2g} of their scale; this model's block is not one the task "
+                f"graph follows")
 
 
 __all__ = ["FAMILIES", "TaskModel"]
