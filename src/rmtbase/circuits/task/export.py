@@ -2,8 +2,9 @@
 
 **JSON** (MIB's circuit format, as EAP-IG's ``Graph.to_json`` writes and ``Graph.from_json``
 reads it; Mueller et al. 2025, arXiv:2504.13151): ``{"cfg": {"n_layers", "n_heads",
-"parallel_attn_mlp"}, "nodes": {name: in_graph}, "edges": {"a0.h1->a1.h0<k>": {"score",
-"in_graph"}, …}}`` with every node and edge of :class:`.graph.Graph`. rmtbase adds, per
+"parallel_attn_mlp", "d_model"}, "nodes": {name: {"in_graph"}}, "edges":
+{"a0.h1->a1.h0<k>": {"score", "in_graph"}, …}}`` with every node and edge of
+:class:`.graph.Graph` (``d_model`` where the graph knows it: EAP-IG's reader needs it). rmtbase adds, per
 edge, ``se``, ``exact``/``exact_se`` (where patched) and the TransformerLens hook names of its
 ends (``sender_hook``: ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``,
 ``blocks.0.hook_resid_pre``; ``receiver_hook``: ``blocks.L.hook_k_input[h]``,
@@ -57,7 +58,7 @@ def circuit_json(g: Graph, kept, score, se=None, exact=None, meta=None, columns=
         if kept[i]:
             in_nodes.add(s)
             in_nodes.add(r.partition("<")[0])
-    nodes = {n: n in in_nodes for n in g.nodes()}
+    nodes = {n: {"in_graph": n in in_nodes} for n in g.nodes()}
     doc = {"cfg": g.cfg, "nodes": nodes, "edges": edges}
     if meta:
         doc["rmtbase"] = meta

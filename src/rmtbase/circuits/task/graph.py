@@ -46,10 +46,13 @@ class Stage:
 
 class Graph:
     """The graph of a model with ``n_layers`` layers of ``n_heads`` heads (module docstring);
-    ``parallel``: attention and MLP read the same residual."""
+    ``parallel``: attention and MLP read the same residual; ``d_model`` the residual width
+    (None where unknown), which MIB's config carries."""
 
-    def __init__(self, n_layers: int, n_heads: int, parallel: bool = False):
+    def __init__(self, n_layers: int, n_heads: int, parallel: bool = False,
+                 d_model: int | None = None):
         self.n_layers, self.n_heads, self.parallel = int(n_layers), int(n_heads), bool(parallel)
+        self.d_model = None if d_model is None else int(d_model)
         senders = ["input"]
         stages, off = [], 0
         for li in range(self.n_layers):
@@ -69,9 +72,12 @@ class Graph:
 
     @property
     def cfg(self) -> dict:
-        """The MIB / EAP-IG graph config."""
-        return {"n_layers": self.n_layers, "n_heads": self.n_heads,
-                "parallel_attn_mlp": self.parallel}
+        """The MIB / EAP-IG graph config (EAP-IG's ``Graph.from_json`` needs ``d_model``)."""
+        cfg = {"n_layers": self.n_layers, "n_heads": self.n_heads,
+               "parallel_attn_mlp": self.parallel}
+        if self.d_model is not None:
+            cfg["d_model"] = self.d_model
+        return cfg
 
     def nodes(self) -> list[str]:
         return [*self.senders, "logits"]

@@ -199,7 +199,7 @@ class NoNormModel(TaskModel):
         self.mlp_norms = [_identity] * w.n_layers
         self.final = _identity
         self.head = _Linear(t["unembed"], t["b_u"])
-        self.graph = Graph(w.n_layers, w.n_heads, parallel=False)
+        self.graph = Graph(w.n_layers, w.n_heads, parallel=False, d_model=self.hm.d)
 
     def readout(self, x):
         """Positions ``read_from …`` of ``x`` ``(n, T, d)``, or its last (class docstring)."""
