@@ -7,7 +7,11 @@ bit in the CLI's programs on the x86-64 AVX-512 machine where this was written (
 checks, 4567465), but not under the quick tier's XLA optimisation level 0 (tests/conftest.py:
 kl_gaussian, a difference of two entropies of order 1, moved by 5·10⁻⁸), and a float equality
 holds only within one compiled program; so floats to 10⁻⁵ relative or 10⁻⁶ absolute (eight
-float32 ulps of an order-1 entropy), integer counts exactly."""
+float32 ulps of an order-1 entropy), integer counts exactly.
+
+Programs compiled with ``MANY_CALLS`` (the null draws: XLA's default optimisation level stated
+per program) give, in a process whose ``XLA_FLAGS`` lower the level to 0, the bytes of a
+process at the default (slow tier: two processes)."""
 
 from __future__ import annotations
 
@@ -68,3 +72,45 @@ def test_layer_stats_program_same_values():
     theirs = default.lower(wq, wk, spectral=True).compile()
     assert ours.as_text() != theirs.as_text()
     assert _same_values(ours(wq, wk), theirs(wq, wk))
+
+
+_MANY_CALLS_SCRIPT = """
+import sys
+import numpy as np
+import jax
+jax.config.update("jax_enable_x64", True)
+from rmtbase.baseline.composition_null import null_squares
+from rmtbase.baseline.tables import baseline
+ds = baseline(24, 4, draws=64, progress=False)
+table = np.concatenate([ds[v].values.ravel() for v in ds.data_vars if ds[v].dtype.kind == "f"])
+comp = np.asarray(null_squares(jax.random.key(3), 24, 4, 4, 64))
+np.save(sys.argv[1], np.concatenate([table, comp.ravel()]).astype(np.float64))
+"""
+
+
+@pytest.mark.slow
+def test_many_call_programs_keep_their_bits_under_a_lower_opt_level(tmp_path):
+    """``MANY_CALLS`` programs (the null table's draws, the composition null's) compiled in a
+    process whose ``XLA_FLAGS`` set optimisation level 0 (the quick tier's) give the bytes of
+    a process at XLA's default; without the per-program level the table's values moved by up
+    to 1.1e-3 relative."""
+    import os
+    import subprocess
+    import sys
+
+    from rmtbase._compiled import MANY_CALLS
+
+    assert MANY_CALLS == {"xla_backend_optimization_level": 3}
+    got = {}
+    for name, flags in (("default", ""), ("level0", "--xla_backend_optimization_level=0")):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
+        env["XLA_FLAGS"] = flags
+        env["RMTBASE_CACHE"] = str(tmp_path / f"cache-{name}")
+        out = tmp_path / f"{name}.npy"
+        subprocess.run([sys.executable, "-c", _MANY_CALLS_SCRIPT, str(out)], env=env,
+                       check=True, timeout=600)
+        got[name] = np.load(out)
+    assert got["default"].size > 1000
+    # exact: the same programs at the same level on the same inputs, one machine
+    np.testing.assert_array_equal(got["level0"], got["default"])

@@ -6,7 +6,7 @@ shapes for its eager calls; inside a trace (``jit``, ``vmap``, ``lax.map``) it r
 
 :data:`FEW_CALLS` are per-program XLA compiler options for a program run a few times on CPU
 (``jax.jit(f, compiler_options=FEW_CALLS)``), never the global ``XLA_FLAGS``; JAX accepts them
-on a top-level ``jit`` only."""
+on a top-level ``jit`` only. :data:`MANY_CALLS` are those of a program run many times."""
 
 from __future__ import annotations
 
@@ -29,6 +29,20 @@ def few_calls() -> dict:
     """:data:`FEW_CALLS` where the default backend is the CPU, else no options (no other
     backend was checked with them)."""
     return dict(FEW_CALLS) if jax.default_backend() == "cpu" else {}
+
+
+#: ``xla_backend_optimization_level=3``, XLA's CPU default, stated per program: for the Monte
+#: Carlo loops that run a program thousands of times (the null draws). Where the process's
+#: ``XLA_FLAGS`` lower the level (the test suite's quick tier compiles at 0 to save compile
+#: time on its many small programs), these programs still compile at the default: they keep
+#: their speed and the bits of a default run (the table draws' values equal bit for bit with
+#: and without ``--xla_backend_optimization_level=0``, tests/test_compiler_options.py).
+MANY_CALLS = {"xla_backend_optimization_level": 3}
+
+
+def many_calls() -> dict | None:
+    """:data:`MANY_CALLS` where the default backend is the CPU, else None."""
+    return dict(MANY_CALLS) if jax.default_backend() == "cpu" else None
 
 
 def compiled_when_eager(*, static_argnames: tuple = ()):

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._compiled import many_calls
 from ._matmul import mm
 from .errors import InputError
 
@@ -131,7 +132,7 @@ def depth_null(shape, *, d=None, depths=range(1, 49), draws=64, key=None, sigma2
         _, blocks = jax.lax.scan(step, jnp.eye(d, dtype=dtype), jnp.arange(1, l_max + 1))
         return blocks  # (l_max, m, n)
 
-    chain = jax.jit(one)
+    chain = jax.jit(one, compiler_options=many_calls())
     feats = np.empty((dep.size, int(draws), len(FEATURES)))
     for i in range(int(draws)):
         blocks = np.asarray(chain(jax.random.fold_in(key, i)))

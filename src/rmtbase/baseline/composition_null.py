@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._compiled import many_calls
 from ..ensembles.chisquare import chi
 from ..ensembles.gaussian import named_key
 from ..ensembles.threefry import normal
@@ -100,7 +101,8 @@ def _reduced(d: int, d_h1: int, d_h2: int, dtype: str):
         den = (jnp.sum((lq.T @ ka) ** 2) + jnp.sum((lq.T @ lb) ** 2)) * jnp.sum((lo.T @ lv) ** 2)
         return num / den
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
+                   compiler_options=many_calls())
 
 
 def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
@@ -143,7 +145,8 @@ def _full(d: int, d_h1: int, d_h2: int, storage: Storage, dtype: str):
         den = jnp.sum(grams(q) * grams(kk)) * jnp.sum(grams(o) * grams(v))
         return num / den
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
+                   compiler_options=many_calls())
 
 
 def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=jnp.float32,
@@ -192,7 +195,8 @@ def _overlap(d: int, n: int, shared: bool, dtype: str):
         inner = jnp.sum(cross_q * cross_k)
         return inner / jnp.sqrt(jnp.sum(gqa * gka) * jnp.sum(gqb * gkb))
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
+                   compiler_options=many_calls())
 
 
 def null_overlap_full(key, d: int, d_h: int, n: int, shared_key: bool = False, storage=None,
@@ -217,7 +221,8 @@ def _overlap_full(d: int, d_h: int, shared: bool, storage: Storage, dtype: str):
         nb = jnp.sum(grams(qb) * grams(kb))
         return inner / jnp.sqrt(na * nb)
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx))
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
+                   compiler_options=many_calls())
 
 
 __all__ = ["null_overlap", "null_overlap_full", "null_squares", "null_squares_full"]

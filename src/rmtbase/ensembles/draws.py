@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._compiled import many_calls
 from ..errors import InputError, check_positive_int
 from .threefry import fold_in_words
 
@@ -72,7 +73,7 @@ def _chunk_runner(fn, chunk: int, method: str, devices: tuple, width: int | None
         mesh = Mesh(np.array(devices), ("draw",))
         inner = jax.shard_map(inner, mesh=mesh, in_specs=PartitionSpec("draw"),
                               out_specs=PartitionSpec("draw"), check_vma=False)
-    return jax.jit(inner)
+    return jax.jit(inner, compiler_options=many_calls())
 
 
 #: Default vectorised width of ``method="vmap"`` (see the module docstring).

@@ -72,6 +72,7 @@ def _layer_fn(group: int):
     import jax
     import jax.numpy as jnp
 
+    from ..._compiled import many_calls
     from ...stats import composition as C
 
     def shuffle(w, p):  # w (H, d_h, d), p (B, n) -> (B, H, d_h, d)
@@ -88,7 +89,7 @@ def _layer_fn(group: int):
         cols = jax.vmap(lambda a, b: C.col_matrix(C.col_side(a, b)))(o, v)
         return _Permuted(q, k, v, nq, no, C.grams(q), C.grams(k), C.grams(o), cols)
 
-    return jax.jit(f)
+    return jax.jit(f, compiler_options=many_calls())
 
 
 @lru_cache(maxsize=8)
@@ -98,6 +99,7 @@ def _pair_fn(group: int, dh1: int):
     import jax
     import jax.numpy as jnp
 
+    from ..._compiled import many_calls
     from ...stats import composition as C
 
     pq = jax.vmap(C.pair_squares, in_axes=(0, 0, None, 0, None))
@@ -112,7 +114,7 @@ def _pair_fn(group: int, dh1: int):
             out.append(jnp.sqrt(jnp.maximum(sq, 0.0) / (n2[:, :, None] * no1[:, None, :])))
         return jnp.stack(out, axis=1)
 
-    return jax.jit(f)
+    return jax.jit(f, compiler_options=many_calls())
 
 
 def permutation_counts(layers, n_kv: int, comp, *, draws: int, seed: int, ln_gains=None,

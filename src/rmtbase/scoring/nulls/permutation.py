@@ -40,6 +40,7 @@ def _gram_fn(d_h: int, d: int):
     import jax
     import jax.numpy as jnp
 
+    from ..._compiled import many_calls
     from ..._matmul import mm
 
     def gram(w, p):
@@ -48,7 +49,8 @@ def _gram_fn(d_h: int, d: int):
             return mm(g, jnp.swapaxes(g, -1, -2))
         return jax.lax.map(one, w)
 
-    return jax.jit(lambda wq, wk, pq, pk: (gram(wq, pq), gram(wk, pk)))
+    return jax.jit(lambda wq, wk, pq, pk: (gram(wq, pq), gram(wk, pk)),
+                   compiler_options=many_calls())
 
 
 @lru_cache(maxsize=4)
