@@ -208,14 +208,14 @@ def pytest_configure(config):
     first computation and before xdist starts its workers, which inherit it, as do the
     ``rmtbase`` executables tests start); ``RMTBASE_TEST_XLA_OPT=1`` keeps XLA's default. The
     quick tier is bound by XLA compilation of many small programs that then run for
-    milliseconds. Measured 2026-11-26 (CPU of the tests, user + system): the whole quick tier
-    under it passed (1,635 passed; the 2 failures of that commit fail at the default level
-    too), its 1,525 tests in common with a default-level run 992.9 → 861.2 CPU-s (−13 %);
-    test_stats_elementwise + test_kquants alone 87.3 → 63.3 (−27 %). Values move by float32
-    rounding only (the reductions' order: profile-null draws at 384 × 32 by ≤ 1.7·10⁻⁸),
-    which the tests already allow for (shipped data drawn on other CPUs differ so); within a
-    run every program, in-process and in the CLI, is compiled alike. The slow tier (long
-    Monte Carlo loops) keeps XLA's default, as does an ``XLA_FLAGS`` with a level of its own."""
+    milliseconds. The programs that run many times, the null draws, state XLA's default level
+    per program (``rmtbase._compiled.MANY_CALLS``) and keep it, their speed and their bits
+    under this flag. The other programs' values move by float32 rounding only (the
+    reductions' order: profile-null draws at 384 × 32 by ≤ 1.7·10⁻⁸), which the tests already
+    allow for (shipped data drawn on other CPUs differ so); within a run every program, in
+    process and in the CLI, is compiled alike. docs/performance.md has the quick tier's CPU
+    at each level. The slow tier (long Monte Carlo loops) keeps XLA's default, as does
+    an ``XLA_FLAGS`` with a level of its own."""
     flags = os.environ.get("XLA_FLAGS", "")
     if (config.option.markexpr or "").strip() != "not slow" or \
             os.environ.get("RMTBASE_TEST_XLA_OPT") or "xla_backend_optimization_level" in flags:
