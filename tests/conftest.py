@@ -198,8 +198,10 @@ def _check_slow_ids_exist(config, seen: set[str]) -> None:
         )
 
 
-#: XLA's CPU backend optimisation for the quick tier (:func:`pytest_configure`).
-QUICK_TIER_XLA_FLAG = "--xla_backend_optimization_level=0"
+#: XLA's CPU compilation for the quick tier (:func:`pytest_configure`): no LLVM optimisation,
+#: fusions by the elemental emitters (``rmtbase._compiled.FEW_CALLS``: no MLIR pipeline per
+#: fusion).
+QUICK_TIER_XLA_FLAG = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
 def pytest_configure(config):

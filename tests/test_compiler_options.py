@@ -27,6 +27,10 @@ from rmtbase.stats.precision import round_trip
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="XLA CPU options")
 
+#: XLA's default of the option FEW_CALLS changes, stated so that the comparison holds whatever
+#: ``XLA_FLAGS`` say (the quick tier's turn the fusion emitters off for every program).
+DEFAULTS = {"xla_cpu_use_fusion_emitters": True}
+
 
 def _same_values(a, b) -> bool:
     """Every leaf equal: integers exactly, floats to 1e-5 relative or 1e-6 absolute (NaN
@@ -57,7 +61,7 @@ def test_k_element_stats_program_same_values(storage):
     if storage != "float32":
         wk = np.asarray(round_trip(wk, storage), dtype=np.float32)
     program = _compiled_factor_elements(storage)
-    default = jax.jit(lambda w: element_stats(w, storage=storage))
+    default = jax.jit(lambda w: element_stats(w, storage=storage), compiler_options=DEFAULTS)
     assert program.lower(wk).compile().as_text() != default.lower(wk).compile().as_text()
     assert _same_values(program(wk), element_stats(wk, storage=storage))
 
@@ -67,7 +71,8 @@ def test_layer_stats_program_same_values():
     wq = (0.05 * rng.standard_normal((9, 64, 576))).astype(np.float32)
     wk = (0.05 * rng.standard_normal((9, 64, 576))).astype(np.float32)
     program = layer_stats_program()
-    default = jax.jit(program.__wrapped__, static_argnames=("spectral",))
+    default = jax.jit(program.__wrapped__, static_argnames=("spectral",),
+                      compiler_options=DEFAULTS)
     ours = program.lower(wq, wk, spectral=True).compile()
     theirs = default.lower(wq, wk, spectral=True).compile()
     assert ours.as_text() != theirs.as_text()
@@ -91,18 +96,20 @@ np.save(sys.argv[1], np.concatenate([table, comp.ravel()]).astype(np.float64))
 @pytest.mark.slow
 def test_many_call_programs_keep_their_bits_under_a_lower_opt_level(tmp_path):
     """``MANY_CALLS`` programs (the null table's draws, the composition null's) compiled in a
-    process whose ``XLA_FLAGS`` set optimisation level 0 (the quick tier's) give the bytes of
-    a process at XLA's default; without the per-program level the table's values moved by up
-    to 1.1e-3 relative."""
+    process whose ``XLA_FLAGS`` are the quick tier's (optimisation level 0, elemental
+    emitters) give the bytes of a process at XLA's defaults; without the per-program options
+    the table's values moved by up to 1.1e-3 relative."""
     import os
     import subprocess
     import sys
 
+    from conftest import QUICK_TIER_XLA_FLAG
+
     from rmtbase._compiled import MANY_CALLS
 
-    assert MANY_CALLS == {"xla_backend_optimization_level": 3}
+    assert MANY_CALLS == {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
     got = {}
-    for name, flags in (("default", ""), ("level0", "--xla_backend_optimization_level=0")):
+    for name, flags in (("default", ""), ("level0", QUICK_TIER_XLA_FLAG)):
         env = {k: v for k, v in os.environ.items()
                if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
         env["XLA_FLAGS"] = flags

@@ -31,13 +31,14 @@ def few_calls() -> dict:
     return dict(FEW_CALLS) if jax.default_backend() == "cpu" else {}
 
 
-#: ``xla_backend_optimization_level=3``, XLA's CPU default, stated per program: for the Monte
-#: Carlo loops that run a program thousands of times (the null draws). Where the process's
-#: ``XLA_FLAGS`` lower the level (the test suite's quick tier compiles at 0 to save compile
-#: time on its many small programs), these programs still compile at the default: they keep
-#: their speed and the bits of a default run (the table draws' values equal bit for bit with
-#: and without ``--xla_backend_optimization_level=0``, tests/test_compiler_options.py).
-MANY_CALLS = {"xla_backend_optimization_level": 3}
+#: ``xla_backend_optimization_level=3`` and ``xla_cpu_use_fusion_emitters=True``, XLA's CPU
+#: defaults, stated per program: for the Monte Carlo loops that run a program thousands of
+#: times (the null draws). Where the process's ``XLA_FLAGS`` change them (the test suite's
+#: quick tier compiles at level 0 with the elemental emitters, to save compile time on its
+#: many small programs), these programs still compile at the defaults: they keep their speed
+#: and the bits of a default run (the null draws' values equal bit for bit with and without
+#: those flags, tests/test_compiler_options.py).
+MANY_CALLS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 
 
 def many_calls() -> dict | None:

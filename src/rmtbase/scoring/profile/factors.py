@@ -36,9 +36,11 @@ _CHUNK = 250
 _HEADS = 10
 #: XLA compiler options of the block-format/FP8 chunk's program on the CPU (format 6): LLVM's
 #: vectors of 512 bits where the CPU has them and HLO optimisation level 1 (a shorter compile,
-#: the same run time). Per program, never ``XLA_FLAGS``;
-#: another backend gets none.
-_CHUNK_OPTIONS = {"xla_cpu_prefer_vector_width": 512, "xla_backend_optimization_level": 1}
+#: the same run time), with XLA's default MLIR fusion emitters stated (as in
+#: ``rmtbase._compiled.MANY_CALLS``: an ``XLA_FLAGS`` that turns them off does not reach this
+#: hot loop). Per program, never ``XLA_FLAGS``; another backend gets none.
+_CHUNK_OPTIONS = {"xla_cpu_prefer_vector_width": 512, "xla_backend_optimization_level": 1,
+                  "xla_cpu_use_fusion_emitters": True}
 
 
 def factor_profile(wq, wk) -> dict[str, np.ndarray]:
@@ -147,6 +149,7 @@ def _reduced_null(d: int, d_h: int):
     import jax
     import jax.numpy as jnp
 
+    from ..._compiled import many_calls
     from ...ensembles import named_key
     from ...ensembles.chisquare import chisquare
     from ...ensembles.threefry import normal
@@ -176,7 +179,7 @@ def _reduced_null(d: int, d_h: int):
         return jax.lax.map(one, jax.vmap(lambda j: jax.random.fold_in(key, j))(
             jnp.arange(_CHUNK)))
 
-    return jax.jit(chunk)
+    return jax.jit(chunk, compiler_options=many_calls())
 
 
 #: What the profile null writes once per head (:func:`_stored_null`), by storage, checked bit
