@@ -239,11 +239,13 @@ def api():
     import rmtbase
     import rmtbase.baseline.cache as cache
     import rmtbase.circuits.model as cmodel
+    import rmtbase.circuits.task.search as task_search
     import rmtbase.models as models
     import rmtbase.scoring.composition.run as comp_run
     from rmtbase.analytic import product, variance_gamma
     from rmtbase.analytic.constants import constants
     from rmtbase.circuits import find_circuits
+    from rmtbase.circuits.task.search import find_task_circuit
     from rmtbase.probe import probe_model
 
     def work(*a, **k):
@@ -277,11 +279,17 @@ def api():
         "expected_sum_lambda.sigma_q": (lambda v: product.expected_sum_lambda(8, 2, sigma_q=v),
                                         Real(1e-10, 1e10)),
         "constants.digits": (lambda v: constants(v, progress=False), Int(1, 1000)),
+        **{f"find_task_circuit.{k}": ((lambda v, k=k: find_task_circuit("no/such/m", "t",
+                                                                      **{k: v})), rule)
+           for k, rule in (("top", Int(1, MAX_COUNT)), ("points", Int(1, 1000)),
+                           ("steps", Int(0, 1000)), ("head_steps", Int(0, 1000)),
+                           ("batch", Int(1, MAX_COUNT)))},
     }
     with pytest.MonkeyPatch.context() as mp:
         for module, name in ((models, "model_info"), (models, "load_heads"),
                              (cache, "null_table"), (cmodel, "load_model"),
-                             (comp_run, "_layers")):
+                             (comp_run, "_layers"), (task_search, "load"),
+                             (task_search, "read_composition")):
             mp.setattr(module, name, work)
         yield calls
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ...checks import check_int
 from ...errors import InputError, ModelError
+from ...limits import MAX_COUNT
 from .attribution import attribute, default_steps
 from .exact import patch_edges
 from .faithfulness import Scorer, curve, evaluate_kept, top_k
@@ -26,6 +28,10 @@ from .taskfile import Task, read_records, tokenise
 from .weights import expected_false_confirmations, head_edge_columns, read_composition
 
 KIND = "rmtbase circuits --task"
+
+#: The most points of an input integral (``steps``, ``head_steps``) and of the curve's grid.
+MAX_STEPS = 1000
+MAX_POINTS = 1000
 
 #: The ranking's head: this fraction of the edges (at least one) ordered by the integrated
 #: gradient (:func:`ranking`), with this many points of EAP-IG's input integral.
@@ -126,19 +132,23 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     reported, the edges patched); ``head_steps``: the integrated attribution that orders the
     ranking's head (:func:`ranking`; the attribution itself where ``steps`` > 0, none with 0:
     the ranking is then the attribution's, exact where patched)."""
+    top = check_int("top", top, 1, MAX_COUNT)
+    points = check_int("points", points, 1, MAX_POINTS)
+    steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
+    head_steps = check_int("head_steps", head_steps, 0, MAX_STEPS)
+    batch = check_int("batch", batch, 1, MAX_COUNT)
     comp = None if composition is None else read_composition(composition)
     tm, t, name = load(model, task)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
                progress=progress)
     score, se = attribute(r, steps=steps)
-    steps = default_steps(metric) if steps is None else int(steps)
-    head_steps = int(head_steps)
+    steps = default_steps(metric) if steps is None else steps
     head_score = None
     if head_steps:
         head_score = score if steps else attribute(r, steps=head_steps)[0]
     order = np.argsort(-np.abs(score), kind="stable")
-    patched = order[:min(int(top), tm.graph.n_edges)]
+    patched = order[:min(top, tm.graph.n_edges)]
     eff, eff_se = patch_edges(r, patched)
     sc = Scorer(r)
     cur = curve(sc, ranking(score, patched, eff, head_score), points=points)
@@ -209,6 +219,7 @@ def evaluate(model, task, edges, *, metric: str = "logit_diff",
     ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
     from .export import read_circuit
 
+    batch = check_int("batch", batch, 1, MAX_COUNT)
     tm, t, name = load(model, task)
     kept = read_circuit(edges, tm.graph) if isinstance(edges, (str, Path)) else \
         np.asarray(edges, dtype=bool)
