@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import functools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._compiled import many_calls
 from ..ensembles.chisquare import chi
 from ..ensembles.gaussian import named_key
 from ..ensembles.threefry import normal
 from ..ensembles.wishart import bartlett_factor
 from ..stats.storage import storage_record
-from .composition_null import Part, chunk_size, in_chunks
+from .composition_null import Part, chunk_size, draw_program, in_chunks
 
 _ALL = Part()  # every draw, no progress
 
@@ -108,8 +106,7 @@ def _program(d: int, d_h1: int, d_h2: int, dtype: str):
         den_o = jnp.sum(_times_lower_bidiagonal(s, va, vb) ** 2)
         return num / (den_q * den_o)
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
-                   compiler_options=many_calls())
+    return draw_program(one)
 
 
 def null_overlap_shared_bidiagonal(key, d: int, d_h: int, n: int, dtype=jnp.float32, *,
@@ -143,8 +140,7 @@ def _overlap_program(d: int, n: int, dtype: str):
         inner = jnp.sum(qa * qb)
         return inner / jnp.sqrt(jnp.sum(qa * qa) * (jnp.sum(qb * qb) + jnp.sum(lb * lb)))
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
-                   compiler_options=many_calls())
+    return draw_program(one)
 
 
 __all__ = ["BIDIAGONAL_FROM", "composition_bidiagonal", "null_overlap_shared_bidiagonal",

@@ -78,6 +78,14 @@ def in_chunks(run, key, start: int, n: int, chunk: int, bar=None) -> np.ndarray:
     return np.concatenate(out)[start - a0:n - a0]
 
 
+def draw_program(one):
+    """``run(key, draw indices)``: ``one(fold_in(key, i))`` of every index ``i``, vectorised,
+    one compiled program (:data:`rmtbase._compiled.MANY_CALLS`: it runs once a chunk of
+    draws), what :func:`in_chunks` calls."""
+    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
+                   compiler_options=many_calls())
+
+
 @functools.lru_cache(maxsize=16)
 def _reduced(d: int, d_h1: int, d_h2: int, dtype: str):
     """One compiled program per shape: draw i from its own key (``fold_in(key, i)``); the four
@@ -101,8 +109,7 @@ def _reduced(d: int, d_h1: int, d_h2: int, dtype: str):
         den = (jnp.sum((lq.T @ ka) ** 2) + jnp.sum((lq.T @ lb) ** 2)) * jnp.sum((lo.T @ lv) ** 2)
         return num / den
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
-                   compiler_options=many_calls())
+    return draw_program(one)
 
 
 def null_squares_full(key, d: int, d_h1: int, d_h2: int, n: int, storage=None,
@@ -145,8 +152,7 @@ def _full(d: int, d_h1: int, d_h2: int, storage: Storage, dtype: str):
         den = jnp.sum(grams(q) * grams(kk)) * jnp.sum(grams(o) * grams(v))
         return num / den
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
-                   compiler_options=many_calls())
+    return draw_program(one)
 
 
 def null_overlap(key, d: int, d_h: int, n: int, shared_key: bool = False, dtype=jnp.float32,
@@ -195,8 +201,7 @@ def _overlap(d: int, n: int, shared: bool, dtype: str):
         inner = jnp.sum(cross_q * cross_k)
         return inner / jnp.sqrt(jnp.sum(gqa * gka) * jnp.sum(gqb * gkb))
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
-                   compiler_options=many_calls())
+    return draw_program(one)
 
 
 def null_overlap_full(key, d: int, d_h: int, n: int, shared_key: bool = False, storage=None,
@@ -221,8 +226,8 @@ def _overlap_full(d: int, d_h: int, shared: bool, storage: Storage, dtype: str):
         nb = jnp.sum(grams(qb) * grams(kb))
         return inner / jnp.sqrt(na * nb)
 
-    return jax.jit(lambda key, idx: jax.vmap(lambda i: one(jax.random.fold_in(key, i)))(idx),
-                   compiler_options=many_calls())
+    return draw_program(one)
 
 
-__all__ = ["null_overlap", "null_overlap_full", "null_squares", "null_squares_full"]
+__all__ = ["draw_program", "null_overlap", "null_overlap_full", "null_squares",
+           "null_squares_full"]
