@@ -141,8 +141,7 @@ class _Heads:
 
     def __init__(self, t: dict, causal: bool):
         self.t, self.causal = t, causal
-        self.n_layers, self.n_heads, self.d, self.d_head = (int(x) for x in (
-            t["w_q"].shape[0], t["w_q"].shape[1], t["w_q"].shape[2], t["w_q"].shape[3]))
+        self.n_layers, self.n_heads, self.d, self.d_head = (int(x) for x in t["w_q"].shape)
 
     def norm(self, layer: int):
         return _identity

@@ -2,9 +2,9 @@
 every edge by attribution (:mod:`.attribution`), patch the top ones exactly (:mod:`.exact`),
 draw the faithfulness curve (:mod:`.faithfulness`) of the edges ranked by :func:`ranking`
 (the integrated attribution's top 1 %, then exact effects where patched and attribution
-elsewhere); the reported circuit is the smallest
-top-``k`` reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of
-the patched edges whose effect is at least 3 se is scored too. :func:`evaluate` scores a
+elsewhere); the reported circuit is the smallest top-``k`` reaching faithfulness 0.8 (all
+edges when none does), and beside it the circuit of the patched edges whose effect is at least
+3 se is scored too. :func:`evaluate` scores a
 circuit the user brings. :func:`write_outputs` writes ``circuit.json`` (every edge with its
 scores, the circuit's marked ``in_graph``: MIB's format), ``circuit.dot``, ``circuit.graphml``,
 ``curve.csv`` and ``summary.json`` into one all-or-nothing folder."""
@@ -142,8 +142,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
                progress=progress)
+    steps = default_steps(r.metric) if steps is None else steps
     score, se = attribute(r, steps=steps)
-    steps = default_steps(metric) if steps is None else steps
     head_score = None
     if head_steps:
         head_score = score if steps else attribute(r, steps=head_steps)[0]
