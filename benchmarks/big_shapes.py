@@ -26,8 +26,8 @@ seconds, the child's peak RSS, the null draws it generated (summed from its "gen
 table" lines on stderr; its growth plan lines are printed too), the cache's
 null-table files and bytes after it, and the decisions (heads flagged, ``head_open_decisions``,
 heads undecided under the growth budget and at which draws, ``joint_null_draws``, the budget
-and its estimated spending); then cold / warm in CPU and whether the flags agree. On a shared machine
-compare ratios within one run only.
+and its estimated spending); then cold / warm in CPU and whether the flags agree. On a shared
+machine compare ratios within one run only.
 
 ``--calibrate``: print the process CPU per draw of ``null_draws`` (after compilation), all
 statistics at (640, 64), (1024, 64), (2048, 128), (640, 256), float32 and bfloat16, and spectral

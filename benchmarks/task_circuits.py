@@ -399,12 +399,13 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
     """rmtbase on one tracr program (``peer``: :func:`_tracr_peers`): the no-norm model
     checked against TransformerLens's logits, then per readout (the last position, or every
     position after BOS with the metric averaged over them, auto-circuit's ``not_first_seq``)
-    and protocol (:data:`TRACR_PROTOCOLS`) every edge patched exactly and attributed, and the AUROC of ``|score|`` against the
-    official circuit for rmtbase's exact effects, its attribution and the peers' EAP and
-    EAP-IG, edges matched by :func:`rmtbase.circuits.task.export.auto_circuit_name`; beside
-    it how many circuit edges score at least 1 % of the method's largest ``|score|``. A
-    one-logit program (xproportion: the output is the value) gets a zero second logit, so
-    ``logit_diff`` with ``wrong`` = 1 is the value, as auto-circuit's ``avg_val``."""
+    and protocol (:data:`TRACR_PROTOCOLS`) every edge patched exactly and attributed, and the
+    AUROC of ``|score|`` against the official circuit for rmtbase's exact effects, its
+    attribution and the peers' EAP and EAP-IG, edges matched by
+    :func:`rmtbase.circuits.task.export.auto_circuit_name`; beside it how many circuit edges
+    score at least 1 % of the method's largest ``|score|``. A one-logit program (xproportion:
+    the output is the value) gets a zero second logit, so ``logit_diff`` with ``wrong`` = 1 is
+    the value, as auto-circuit's ``avg_val``."""
     import dataclasses
 
     import numpy as np

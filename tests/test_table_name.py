@@ -30,7 +30,8 @@ _RECORDS = st.builds(
     d=st.integers(1, 10**6), d_h=st.integers(1, 10**5),
     stats=st.sampled_from(["all", "spectral", "elementwise"]), draws=st.integers(0, 10**7),
     seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from(["float32", "float64"]),
-    storage=_STORAGE.filter(lambda s: not re.search(r"(?:^|-)dv\d+$", s)), draws_version=st.integers(1, 5), format=st.integers(1, 3),
+    storage=_STORAGE.filter(lambda s: not re.search(r"(?:^|-)dv\d+$", s)),
+    draws_version=st.integers(1, 5), format=st.integers(1, 3),
     depth=st.one_of(st.none(), st.integers(1, 64)))
 
 

@@ -8,9 +8,9 @@ draws and covers the statistics asked for; missing spectral statistics come from
 the float32 table. Cache names spell every key (draws version included), formatted and read back
 by one record, :class:`~rmtbase.baseline.table_name.TableName`; a file failing its name
 or checksum (:func:`verify_table`) is warned about, removed and regenerated. Draw ``i`` depends
-only on (seed, d, d_h, i), so a cached table is read truncated to ``min_draws`` and a shorter one
-(cached, in memory or shipped) grows (:mod:`.table_growth`); a shipped one is used whole; ``"extension":
-true`` entries serve only where no ordinary one suffices. The cache keeps one file per request
+only on (seed, d, d_h, i), so a cached table is read truncated to ``min_draws`` and a shorter
+one (cached, in memory or shipped) grows (:mod:`.table_growth`); a shipped one is used whole;
+``"extension": true`` entries serve only where no ordinary one suffices. The cache keeps one file per request
 (every key but the draws): the largest; a grown table is renamed into place and the shorter one
 removed, and a cache holding several is compacted on first use (:mod:`.cache_rungs`). A file
 another user wrote or could rewrite is not read (:mod:`rmtbase.files.cache_trust`)."""

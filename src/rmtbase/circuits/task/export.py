@@ -4,12 +4,12 @@
 reads it; Mueller et al. 2025, arXiv:2504.13151): ``{"cfg": {"n_layers", "n_heads",
 "parallel_attn_mlp", "d_model"}, "nodes": {name: {"in_graph"}}, "edges":
 {"a0.h1->a1.h0<k>": {"score", "in_graph"}, …}}`` with every node and edge of
-:class:`.graph.Graph` (``d_model`` where the graph knows it: EAP-IG's reader needs it). rmtbase adds, per
-edge, ``se``, ``exact``/``exact_se`` (where patched) and the TransformerLens hook names of its
-ends (``sender_hook``: ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``,
+:class:`.graph.Graph` (``d_model`` where the graph knows it: EAP-IG's reader needs it).
+rmtbase adds, per edge, ``se``, ``exact``/``exact_se`` (where patched) and the TransformerLens hook
+names of its ends (``sender_hook``: ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``,
 ``blocks.0.hook_resid_pre``; ``receiver_hook``: ``blocks.L.hook_k_input[h]``,
-``blocks.L.hook_mlp_in``, ``blocks.{L−1}.hook_resid_post``), and a top-level ``rmtbase``
-object (task, metric, counterfactual); MIB's readers ignore both.
+``blocks.L.hook_mlp_in``, ``blocks.{L−1}.hook_resid_post``), and a top-level ``rmtbase`` object
+(task, metric, counterfactual); MIB's readers ignore both.
 
 :func:`read_circuit` takes that file, or a list of edge names, or ``{"edges": [names]}``, and
 returns the kept edges as a boolean vector over the model's graph (one-line refusal of a graph
