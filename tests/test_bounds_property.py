@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from rmtbase.checks import MAX_COUNT, MAX_DRAWS, MIN_NULL_DRAWS
 from rmtbase.cli import COMMANDS, bounds, build_parser, main
 from rmtbase.errors import InputError, RmtbaseError
-from rmtbase.limits import MAX_DIM
+from rmtbase.limits import MAX_BYTES, MAX_DIM
 
 QUICK = settings(max_examples=150, derandomize=True, database=None, deadline=None,
                  suppress_health_check=list(HealthCheck))
@@ -236,14 +236,18 @@ def _tiny_composition():
 def api():
     """{name: (call(value) -> None, the keyword's bounds as a bounds rule)}, with every loader
     and scorer the calls could reach failing the test."""
+    import jax
+
     import rmtbase
     import rmtbase.baseline.cache as cache
+    import rmtbase.baseline.null as null_mod
     import rmtbase.circuits.model as cmodel
     import rmtbase.circuits.task.search as task_search
     import rmtbase.models as models
     import rmtbase.scoring.composition.run as comp_run
     from rmtbase.analytic import product, variance_gamma
     from rmtbase.analytic.constants import constants
+    from rmtbase.baseline.null import null_draws
     from rmtbase.circuits import find_circuits
     from rmtbase.circuits.task.search import find_task_circuit
     from rmtbase.probe import probe_model
@@ -279,6 +283,9 @@ def api():
         "expected_sum_lambda.sigma_q": (lambda v: product.expected_sum_lambda(8, 2, sigma_q=v),
                                         Real(1e-10, 1e10)),
         "constants.digits": (lambda v: constants(v, progress=False), Int(1, 1000)),
+        "null_draws.memory_budget": (
+            lambda v: null_draws(jax.random.key(0), 8, 2, 4, memory_budget=v),
+            Int(1, MAX_BYTES)),
         **{f"find_task_circuit.{k}": ((lambda v, k=k: find_task_circuit("no/such/m", "t",
                                                                       **{k: v})), rule)
            for k, rule in (("top", Int(1, MAX_COUNT)), ("points", Int(1, 1000)),
@@ -289,7 +296,7 @@ def api():
         for module, name in ((models, "model_info"), (models, "load_heads"),
                              (cache, "null_table"), (cmodel, "load_model"),
                              (comp_run, "_layers"), (task_search, "load"),
-                             (task_search, "read_composition")):
+                             (task_search, "read_composition"), (null_mod, "_run")):
             mp.setattr(module, name, work)
         yield calls
 
@@ -324,6 +331,7 @@ def _drive_api(api, data) -> None:
 @given(data=st.data())
 def test_every_keyword_refuses_what_is_outside_its_bounds(api, data):
     _drive_api(api, data)
+
 
 
 @pytest.mark.slow

@@ -143,3 +143,12 @@ def test_errors(kw):
         null_draws(jax.random.key(0), 16, 4, 2, **kw)
     with pytest.raises(InputError):
         null_draws(jax.random.key(0), 4, 16, 2)
+
+
+def test_a_byte_budget_may_exceed_32_bits():
+    """``memory_budget`` counts bytes: the GPU benchmark's 8 GiB is within its bounds, above
+    :data:`rmtbase.limits.MAX_BYTES` it is refused."""
+    out = null_draws(jax.random.key(0), 8, 2, 3, memory_budget=8 << 30, stats="elementwise")
+    assert out["q.rms"].shape == (3,) and np.isfinite(out["q.rms"]).all()
+    with pytest.raises(InputError, match="memory_budget must be at most"):
+        null_draws(jax.random.key(0), 8, 2, 3, memory_budget=2**50 + 1)

@@ -18,10 +18,12 @@ MAX_DEPTH = 10**4
 MAX_WORKERS = 1024
 #: Any integer a check does not bound otherwise: a signed 32-bit index.
 INT_CEILING = 2**31 - 1
+#: Byte budgets (``memory_budget``): 1 PiB, beyond any machine's memory, within int64.
+MAX_BYTES = 2**50
 #: Entry standard deviations σ (``--sigma``): their fourth power times d² stays finite.
 SIGMA_RANGE = (1e-10, 1e10)
 #: Product-network gains G (the 30-digit analytic path's range at small depth).
 GAIN_RANGE = (1e-30, 1e30)
 
-__all__ = ["GAIN_RANGE", "INT_CEILING", "MAX_COUNT", "MAX_DEPTH", "MAX_DIM", "MAX_DRAWS",
+__all__ = ["GAIN_RANGE", "INT_CEILING", "MAX_BYTES", "MAX_COUNT", "MAX_DEPTH", "MAX_DIM", "MAX_DRAWS",
            "MAX_WORKERS", "SIGMA_RANGE"]

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from ..ensembles import ginibre, lowrank_factors, map_draws, named_key, residual_rows
 from ..ensembles.wishart import gram_bidiagonal, gram_cholesky
 from ..errors import InputError, check_dims, check_keywords, check_positive_int, check_sigma
+from ..limits import MAX_BYTES
 from ..stats import head_stats
 from ..stats.elementwise import flat_element_stats, trim_fraction
 from ..stats.precision import null_rows, round_trip
@@ -279,7 +280,7 @@ def null_draws(key, d, d_h, n_draws, *, chunk_size=None, memory_budget=None, pro
         raise InputError(f"storage {storage.name} needs d to be a multiple of {storage.block}, "
                          f"got d={d}")
     budget = batch_budget() if memory_budget is None else \
-        check_positive_int(memory_budget, "memory_budget")
+        check_positive_int(memory_budget, "memory_budget", MAX_BYTES)
 
     req = Draws(d, d_h, sigma_q, sigma_k, stats, ensemble, depth, dtype, float(trim),
                 bool(return_spectrum), bool(return_lambda), storage)
