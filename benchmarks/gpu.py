@@ -192,9 +192,9 @@ def _hist_rates(smoke):
             lo, hi = w.min(axis=1, keepdims=True), w.max(axis=1, keepdims=True)
             idx = jnp.clip(jnp.floor((w - lo) / ((hi - lo) / bins)), 0, bins - 1)
             sets.append(jax.block_until_ready(idx.astype(jnp.int32)))
-        scatter = jax.jit(jax.vmap(lambda i: jnp.bincount(i, length=bins)))
-        by_sort = jax.jit(jax.vmap(lambda i: sorted_bincount(i, bins)))
-        blocked = jax.jit(jax.vmap(lambda i: blocked_bincount(i, bins)))
+        scatter = jax.jit(jax.vmap(lambda i, b=bins: jnp.bincount(i, length=b)))
+        by_sort = jax.jit(jax.vmap(lambda i, b=bins: sorted_bincount(i, b)))
+        blocked = jax.jit(jax.vmap(lambda i, b=bins: blocked_bincount(i, b)))
         want = np.asarray(scatter(sets[0]))
         same = all(np.array_equal(want, np.asarray(f(sets[0]))) for f in (by_sort, blocked))
         emit(f"hist_{d}_counts_equal", same)
@@ -538,11 +538,11 @@ def section_circuits(smoke, seconds):
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
 
-        def forward():
+        def forward(model=model, ids=ids):
             with torch.inference_mode():
                 return model(ids, output_attentions=True).attentions[-1].sum().item()
 
-        def fwd_bwd():
+        def fwd_bwd(model=model, ids=ids):
             model.zero_grad(set_to_none=True)
             out = model(ids, output_attentions=True)
             loss = torch.logsumexp(out.logits.float(), dim=-1).mean()
@@ -563,7 +563,7 @@ def section_circuits(smoke, seconds):
             emit(f"circuits_{name}_{what}_s", sorted(times)[1])
         if device == "cuda":
             emit(f"circuits_{name}_device_peak_mb", torch.cuda.max_memory_allocated() / 2**20)
-        del model
+        del model, forward, fwd_bwd, fn
         if device == "cuda":
             torch.cuda.empty_cache()
 
