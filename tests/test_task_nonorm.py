@@ -7,14 +7,14 @@ computations:
   after the first;
 - one edge carrying the zero or corrupted counterfactual equals that numpy forward with the
   receiver's input shifted by the sender's change, and its attribution the derivative along
-  that shift (central differences);
+  that shift (central differences); at one position, the shift at that position alone;
 - TransformerLens state dicts are read field by field, and bad ones refused in one line;
 - every edge of a 2-layer, 1-head graph maps onto auto-circuit's names for the tracr
   ``xproportion`` model (the list printed by auto-circuit 1.0.1's ``model.edges``);
 - the Mann–Whitney AUC equals scikit-learn's ``roc_auc_score`` (ties included) and a hand
   count; the metrics over several positions are the mean of each position's;
-- the tracr benchmark's scoring (benchmarks/task_circuits.py) on a made-up peers' run, without
-  tracr or auto-circuit."""
+- the tracr benchmark's scoring (benchmarks/task_circuits.py) on a made-up peers' run, on
+  edges and by position, without tracr or auto-circuit."""
 
 from __future__ import annotations
 
@@ -184,6 +184,66 @@ def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactu
         dn = ld(fwd({k: -h * v for k, v in shift.items()}))
         np.testing.assert_allclose(att[tm.graph.index(name)], ((up - dn) / (2 * h)).mean(),
                                    rtol=1e-6, atol=1e-8, err_msg=name)
+    # the same edges at one position: the shift at that position alone, zero elsewhere
+    positions = [0, 2, 4]
+    eff_t, se_t = patch_edges(r, edges, positions=positions)
+    att_t, _ = attribute(r, by_position=True)
+    assert eff_t.shape == se_t.shape == (len(edges), 3) and att_t.shape == (tm.graph.n_edges, 5)
+    moved = 0
+    for (name, shift), row, srow in zip(cases.items(), eff_t, se_t, strict=True):
+        for j, t in enumerate(positions):
+            at_t = {}
+            for k, v in shift.items():
+                at_t[k] = np.zeros_like(v)
+                at_t[k][:, t] = v[:, t]
+            per = ld(fwd(at_t)) - base
+            np.testing.assert_allclose(row[j], per.mean(), rtol=1e-9, atol=1e-10,
+                                       err_msg=f"{name} at {t}")
+            np.testing.assert_allclose(srow[j], per.std(ddof=1) / np.sqrt(len(per)),
+                                       rtol=1e-7, atol=1e-10, err_msg=f"{name} at {t}")
+            moved += abs(row[j]) > 1e-6
+            up = ld(fwd({k: h * v for k, v in at_t.items()}))
+            dn = ld(fwd({k: -h * v for k, v in at_t.items()}))
+            np.testing.assert_allclose(att_t[tm.graph.index(name), t],
+                                       ((up - dn) / (2 * h)).mean(), rtol=1e-6, atol=1e-8,
+                                       err_msg=f"{name} at {t}")
+    assert moved >= len(cases)  # not every position is silent
+    np.testing.assert_allclose(att_t.sum(1), att, rtol=1e-10, atol=1e-12)  # linear in Δ
+    with pytest.raises(InputError, match="positions lie in"):
+        patch_edges(r, edges, positions=[5])
+
+
+@pytest.mark.parametrize("removed", [0.2, 0.8])
+def test_a_per_position_set_equal_at_every_position_is_the_edge_set(removed):
+    """Either side of the forward's sparse sum (fewer kept or fewer removed), against a
+    counterfactual run: an ``(E, T)`` set with every position alike gives the ``(E,)`` set's
+    logits, an edge into the logits counts at the position they read alone; a set of other
+    positions is refused."""
+    sd = _state_dict(4)
+    tm = NoNormModel(NoNormWeights.from_state_dict(sd, causal=True), dtype=torch.float64)
+    clean, corrupted = _ids(4, 5, 6), _ids(4, 5, 7)
+    cf = tm.run(tm.embed(corrupted))["outs"]
+    kept = np.random.default_rng(8).random(tm.graph.n_edges) > removed
+    want = tm.run(tm.embed(clean), cf=cf, kept=kept)["logits"]
+    wide = np.repeat(kept[:, None], 5, 1)
+    got = tm.run(tm.embed(clean), cf=cf, kept=wide)["logits"]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    # the logits read the last position: an edge into them flipped at every other position
+    # changes nothing, flipped at the last alone it is the edge set with that edge flipped
+    e = tm.graph.index("input->logits")
+    wide[e, :-1] = ~wide[e, :-1]
+    got = tm.run(tm.embed(clean), cf=cf, kept=wide)["logits"]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    wide[e] = kept[e]
+    wide[e, -1] = not kept[e]
+    flipped = kept.copy()
+    flipped[e] = not kept[e]
+    want = tm.run(tm.embed(clean), cf=cf, kept=flipped)["logits"]
+    got = tm.run(tm.embed(clean), cf=cf, kept=wide)["logits"]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    assert (got - tm.run(tm.embed(clean), cf=cf, kept=kept)["logits"]).abs().max() > 1e-6
+    with pytest.raises(InputError, match="6 positions"):
+        tm.run(tm.embed(clean), cf=cf, kept=np.ones((tm.graph.n_edges, 6), bool))
 
 
 def test_state_dict_fields_and_refusals():
@@ -309,3 +369,20 @@ def test_the_tracr_benchmarks_scoring_on_a_made_up_peer_run():
         circuit = official if row["ablation"] == "RESAMPLE" else acdc
         assert sorted(row["circuit_scores"]["rmtbase exact"]) == sorted(circuit)
         assert 0.0 <= row["auroc"]["rmtbase exact"] <= 1.0
+        assert row["auroc_floored"]["EAP"] == 1.0
+    # auto-circuit's token-position graph: an edge per position, named edge@t, read after BOS
+    by_pos = [f"{n}@{t}" for n in XPROPORTION_EDGES for t in range(6)]
+    circuits = {"official": [f"{n}@{t}" for n in official for t in range(1, 6)],
+                "acdc": [f"{n}@{t}" for n in acdc for t in range(1, 6)]}
+    methods = {f"{m}/{abl}/after_bos": {"cpu_s": 0.1, "scores": {
+        n: float((n in circuits[c]) == (m == "EAP")) for n in by_pos}}
+        for m in ("EAP", "EAP-IG") for abl, c in (("RESAMPLE", "official"), ("ZERO", "acdc"))}
+    out = bench.tracr_scores({**peer, **circuits, "edges": by_pos, "methods": methods,
+                              "by_position": True}, batch=4)
+    assert out["by_position"] and out["edges"] == len(by_pos)
+    assert sorted(out["protocols"]) == ["after_bos/corrupted", "after_bos/zero"]
+    for row in out["protocols"].values():
+        assert row["auroc"]["EAP"] == 1.0 and row["auroc"]["EAP-IG"] == 0.0
+        assert sorted(row["circuit_scores"]["rmtbase exact"]) == sorted(circuits[row["circuit"]])
+    # the floor: below 1e-5 of the largest |score| a rank is rounding's, a tie
+    np.testing.assert_array_equal(bench.floored([1.0, -2e-6, -0.5, 3e-5]), [1.0, 0, 0.5, 3e-5])

@@ -2,7 +2,8 @@
 
 Edge ``s → r`` carrying the counterfactual changes ``r``'s input by ``Δ_s = c_s − o_s``
 (:mod:`.forward`); to first order the metric changes by ``Δ_s · ∂m/∂x_r``, summed over
-positions and the model dimension (EAP: Syed, Rager & Conmy 2023, arXiv:2310.10348). The
+positions and the model dimension (EAP: Syed, Rager & Conmy 2023, arXiv:2310.10348), or over
+the model dimension alone for the edge at one position (:mod:`.exact`). The
 gradient is taken at the clean run (``steps = 0``) or averaged over ``steps`` runs whose
 embeddings lie at ``c + α (e − c)``, ``α = (j − ½)/steps`` (the midpoint rule of EAP-IG's input
 integral, Hanna et al. 2024, arXiv:2403.17806); the ``kl`` metric has zero gradient at the
@@ -28,13 +29,16 @@ def default_steps(metric: str) -> int:
     return 5 if metric == "kl" else 0
 
 
-def attribute(runner: Runner, *, steps: int | None = None):
+def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = False):
     """``(score, se)`` ``(n_edges,)`` float64: the mean over prompts of the estimated metric
-    change when the edge alone carries the counterfactual, and its standard error."""
+    change when the edge alone carries the counterfactual, and its standard error.
+    ``by_position``: ``(n_edges, T)``, the edge carrying it at one position (the sum over
+    ``d`` only; summed over positions it is the edge's score)."""
     g = runner.tm.graph
     steps = default_steps(runner.metric) if steps is None else int(steps)
-    total = np.zeros(g.n_edges)
-    total2 = np.zeros(g.n_edges)
+    shape = (g.n_edges, runner.task.length) if by_position else (g.n_edges,)
+    total = np.zeros(shape)
+    total2 = np.zeros(shape)
     alphas = [1.0] if steps == 0 else [(j - 0.5) / steps for j in range(1, steps + 1)]
     net = getattr(runner.tm, "net", None)  # a model of plain tensors has none
     params = [] if net is None else [p for p in net.parameters() if p.requires_grad]
@@ -80,9 +84,15 @@ def _batch(runner, lo, hi, alphas, total, total2) -> None:
         del clean
         for st, gr in zip(g.stages, grads, strict=True):
             r_count = len(st.receivers)
-            gr = gr.reshape(r_count, n, -1).transpose(0, 1)  # (n, R, T·d)
-            per = torch.bmm(gr, delta[:, :st.n_senders].transpose(1, 2))  # (n, R, S)
-            per = per.double().reshape(n, -1).numpy() / len(alphas)
+            if total.ndim == 2:  # (n, R, S, T): the sum over d alone
+                t_len = total.shape[1]
+                per = torch.einsum("rntd,nstd->nrst", gr.reshape(r_count, n, t_len, -1),
+                                   delta[:, :st.n_senders].reshape(n, st.n_senders, t_len, -1))
+                per = per.double().reshape(n, -1, t_len).numpy() / len(alphas)
+            else:
+                gr = gr.reshape(r_count, n, -1).transpose(0, 1)  # (n, R, T·d)
+                per = torch.bmm(gr, delta[:, :st.n_senders].transpose(1, 2))  # (n, R, S)
+                per = per.double().reshape(n, -1).numpy() / len(alphas)
             sl = slice(st.offset, st.offset + st.size)
             total[sl] += per.sum(0)
             total2[sl] += (per ** 2).sum(0)

@@ -1,24 +1,55 @@
 """Exact edge patching: the metric's change when one edge alone carries the counterfactual
 (every other edge clean), per prompt, then its mean and se over prompts: ``m(M ∖ {e}) −
 m(M)`` (:mod:`.forward`; Wang et al. 2022's path patching, edge by edge as in ACDC, Conmy et
-al. 2023). One graph forward per edge and batch."""
+al. 2023). One graph forward per edge and batch.
+
+At one position ``t`` an edge ``s → r`` carries the counterfactual only in ``r``'s input at
+``t``: ``x_r[t] − (o_s[t] − c_s[t])``, every other position clean (the token-position edges of
+auto-circuit's tracr tasks, Miller et al. 2024)."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from ...errors import InputError
 from .runner import Runner, mean_se
 
+#: Bytes of per-position edge sets :func:`patch_edges` holds at once.
+SET_BYTES = 64 << 20
 
-def patch_edges(runner: Runner, edges):
-    """``(effect, se)`` ``(len(edges),)`` float64 for edge numbers ``edges``."""
+
+def patch_edges(runner: Runner, edges, *, positions=None):
+    """``(effect, se)`` ``(len(edges),)`` float64 for edge numbers ``edges``; with
+    ``positions`` (token positions, ``0 … T − 1``) ``(len(edges), len(positions))``, each edge
+    patched at one position at a time (module docstring)."""
     edges = [int(e) for e in edges]
     g = runner.tm.graph
-    sets = []
-    for e in edges:
-        kept = g.full()
-        kept[e] = False
-        sets.append(kept)
-    vals = runner.metrics([g.full(), *sets], desc="exact patches")
-    return mean_se(vals[1:] - vals[:1])
+    if positions is None:
+        sets = []
+        for e in edges:
+            kept = g.full()
+            kept[e] = False
+            sets.append(kept)
+        vals = runner.metrics([g.full(), *sets], desc="exact patches")
+        return mean_se(vals[1:] - vals[:1])
+    n_pos = runner.task.length
+    positions = [int(t) for t in positions]
+    if any(not 0 <= t < n_pos for t in positions):
+        raise InputError(f"positions lie in 0 … {n_pos - 1}, got {positions}")
+    # the (E, T) edge sets are made a chunk at a time: at most SET_BYTES of them at once
+    per = max(1, SET_BYTES // (g.n_edges * n_pos * max(len(positions), 1)))
+    diffs = []
+    for lo in range(0, len(edges), per):
+        sets = []
+        for e in edges[lo:lo + per]:
+            for t in positions:
+                kept = np.ones((g.n_edges, n_pos), dtype=bool)
+                kept[e, t] = False
+                sets.append(kept)
+        vals = runner.metrics([g.full(), *sets], desc="exact patches by position")
+        diffs.append(vals[1:] - vals[:1])
+    eff, se = mean_se(np.concatenate(diffs) if diffs else np.empty((0, runner.task.n)))
+    shape = (len(edges), len(positions))
+    return eff.reshape(shape), se.reshape(shape)
 
-
-__all__ = ["patch_edges"]
+__all__ = ["SET_BYTES", "patch_edges"]

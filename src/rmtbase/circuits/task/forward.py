@@ -129,12 +129,16 @@ class TaskModel:
             sparse, sign = (keep, 1.0) if keep.sum() < removed.sum() else (removed, -1.0)
             base = resid - dsum if sign > 0 else resid
             x = base.expand(r_count, *resid.shape)
-            rows = np.flatnonzero(sparse.any(1))
+            other = tuple(range(2, sparse.ndim))  # the position axis of a per-position set
+            rows = np.flatnonzero(sparse.any((1, *other)))
             if rows.size:
-                cols = np.flatnonzero(sparse.any(0))
+                cols = np.flatnonzero(sparse.any((0, *other)))
                 diff = diffs(cols)
                 w = torch.as_tensor(sparse[np.ix_(rows, cols)], dtype=diff.dtype)
-                upd = (w @ diff).view(rows.size, *resid.shape)
+                if other:  # Σ_s w[r, s, t] (o_s − c_s)[n, t, :]
+                    upd = torch.einsum("rct,cntd->rntd", w, diff.view(cols.size, *resid.shape))
+                else:
+                    upd = (w @ diff).view(rows.size, *resid.shape)
                 if rows.size == r_count:
                     x = x + upd if sign > 0 else x - upd
                 else:
@@ -154,7 +158,9 @@ class TaskModel:
         (``grad``: each stage's ``(R, n, T, d)`` receiver inputs, their ``.grad`` kept after a
         backward pass: ``∂metric/∂x_r``)``}``.
         ``kept``: ``(n_edges,)`` bool (None: every edge), the others read ``cf`` (a list of
-        the senders' counterfactual outputs, each ``(n, T, d)`` or broadcastable).
+        the senders' counterfactual outputs, each ``(n, T, d)`` or broadcastable); or
+        ``(n_edges, T)`` bool, an edge kept or removed position by position
+        (:meth:`.graph.Graph.blocks`).
 
         Without ``grad`` an edge set's run keeps every sender's ``o_s − c_s`` in one
         ``(S, n, T, d)`` buffer, written once. ``record``: also return ``"checkpoint"``, the
@@ -170,6 +176,9 @@ class TaskModel:
             if cf is None:
                 raise InputError("an edge set needs the senders' counterfactual outputs")
             blocks = [~b for b in g.blocks(kept)]
+            if np.ndim(kept) == 2 and np.shape(kept)[1] != emb.shape[1]:
+                raise InputError(f"a per-position edge set has {np.shape(kept)[1]} positions, "
+                                 f"the prompts {emb.shape[1]}")
         if (record or resume is not None) and (blocks is None or grad):
             raise InputError("record and resume need an edge set and no gradient")
         leaves = [] if grad else None

@@ -13,8 +13,9 @@ heads carry the input as ``<q>``, ``<k>``, ``<v>``.
 Edges are numbered stage by stage (:attr:`Graph.stages`): a stage is the receivers of one
 kind in one layer (the 3H head inputs of a layer, its MLP, the logits) with the same senders,
 a prefix of the sender list; its edges form an ``(R, S)`` block, row-major, and the blocks are
-concatenated. A set of edges is a boolean vector over that numbering; no ``(E, N, T, d)``
-tensor is ever formed."""
+concatenated. A set of edges is a boolean vector over that numbering, or a boolean ``(E, T)``
+array where an edge is kept or removed position by position (the token-position edges of
+auto-circuit's tracr tasks); no ``(E, N, T, d)`` tensor is ever formed."""
 
 from __future__ import annotations
 
@@ -111,12 +112,15 @@ class Graph:
                              f"layers, {self.n_heads} heads)") from None
 
     def blocks(self, kept: np.ndarray) -> list[np.ndarray]:
-        """``kept`` ``(n_edges,)`` bool as one ``(R, S)`` block per stage."""
+        """``kept`` ``(n_edges,)`` bool as one ``(R, S)`` block per stage; a per-position set
+        ``(n_edges, T)`` (edge ``e`` kept at position ``t``: the receiver's input at ``t``
+        reads the sender's output at ``t``) as ``(R, S, T)`` blocks."""
         kept = np.asarray(kept, dtype=bool)
-        if kept.shape != (self.n_edges,):
-            raise InputError(f"an edge set has {self.n_edges} entries here, got {kept.shape}")
-        return [kept[st.offset:st.offset + st.size].reshape(len(st.receivers), st.n_senders)
-                for st in self.stages]
+        if kept.ndim not in (1, 2) or kept.shape[0] != self.n_edges:
+            raise InputError(f"an edge set has {self.n_edges} entries here (or {self.n_edges} "
+                             f"rows, one column per position), got {kept.shape}")
+        return [kept[st.offset:st.offset + st.size].reshape(
+            len(st.receivers), st.n_senders, *kept.shape[1:]) for st in self.stages]
 
     def full(self) -> np.ndarray:
         return np.ones(self.n_edges, dtype=bool)
