@@ -26,7 +26,8 @@ attribution (the same quantity computed twice). Prints one JSON document.
 
 ``--tracr PYTHON``: instead, the tracr programs ``reverse`` and ``xproportion`` that
 auto-circuit ships with official circuits, rmtbase's edge scores beside auto-circuit's EAP and
-EAP-IG, as AUROC against the official circuit (:func:`tracr_main`). ``PYTHON`` is the
+EAP-IG, as AUROC against the official circuit (:func:`tracr_main`), on the graph of edges and
+on auto-circuit's token-position graph (an edge per position). ``PYTHON`` is the
 interpreter of a separate venv holding auto-circuit and tracr (docs/performance.md says which
 set installs); rmtbase never imports them.
 
@@ -299,6 +300,7 @@ from auto_circuit.types import AblationType
 from auto_circuit.utils.graph_utils import patchable_model
 
 prog, out, seed, ig = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+by_pos = sys.argv[5] == "1"  # token-position edges: one edge per position, named name@t
 t.manual_seed(seed)
 tl, tracr_model = get_tracr_model(prog, "cpu")
 for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
@@ -328,23 +330,27 @@ with t.no_grad():
     logits = tl(clean_t)[:, 1:]
 np.savez(out + ".npz", **{k: v.numpy() for k, v in tl.state_dict().items()
                          if not k.endswith(("IGNORE", "mask"))})
-model = patchable_model(tl, factorized=True, slice_output="last_seq", seq_len=None,
+seq_len = clean_t.shape[1] if by_pos else None
+model = patchable_model(tl, factorized=True, slice_output="last_seq", seq_len=seq_len,
                         separate_qkv=True, device=t.device("cpu"))
 official = (ro.tracr_reverse_true_edges if prog == "reverse"
-            else xo.tracr_xproportion_official_edges)(model)
+            else xo.tracr_xproportion_official_edges)(model, token_positions=by_pos)
 acdc = (ro.tracr_reverse_acdc_edges if prog == "reverse"
-        else xo.tracr_xproportion_acdc_edges)(model)
+        else xo.tracr_xproportion_acdc_edges)(model, token_positions=by_pos)
+label = (lambda e: f"{e.name}@{e.seq_idx}") if by_pos else (lambda e: e.name)
 answer_fn = "avg_diff" if prog == "reverse" else "avg_val"
 methods = {}
 # the last position (answers (n, 1)) or every position after BOS (auto-circuit's
 # "not_first_seq", answers (n, 5, 1))
-for readout, out_slice, pick in (("last", (slice(None), -1), lambda a: [a[-1]]),
-                                 ("after_bos", (slice(None), slice(1, None)),
-                                  lambda a: [[x] for x in a])):
+# (by position, only the latter: the official circuits' positions are those after BOS)
+readouts = (("last", (slice(None), -1), lambda a: [a[-1]]),
+            ("after_bos", (slice(None), slice(1, None)), lambda a: [[x] for x in a]))
+for readout, out_slice, pick in readouts[1:] if by_pos else readouts:
     model.out_slice = out_slice
     ds = PromptDataset(clean_t, corrupt_t, [t.tensor(pick(a)) for a in ans],
                        [t.tensor(pick(w)) for w in wrong])
-    dl = PromptDataLoader(ds, seq_len=None, diverge_idx=0, batch_size=len(ds), shuffle=False)
+    dl = PromptDataLoader(ds, seq_len=seq_len, diverge_idx=0, batch_size=len(ds),
+                          shuffle=False)
     for abl in ("RESAMPLE", "ZERO"):
         for name, kw in (("EAP", {"mask_val": 0.0}),
                          ("EAP-IG", {"integrated_grad_samples": ig})):
@@ -355,13 +361,13 @@ for readout, out_slice, pick in (("last", (slice(None), -1), lambda a: [a[-1]]),
                 clean_corrupt="corrupt" if abl == "RESAMPLE" else None, **kw)
             methods[f"{name}/{abl}/{readout}"] = {
                 "cpu_s": time.process_time() - c0,
-                "scores": {e.name: float(ps[e.dest.module_name][e.patch_idx])
+                "scores": {label(e): float(ps[e.dest.module_name][e.patch_idx])
                            for e in model.edges}}
 with open(out + ".json", "w") as f:
     json.dump({"program": prog, "clean": clean, "corrupted": corrupt, "answer": ans,
                "wrong": wrong, "tl_logits": logits.tolist(),
-               "official": sorted(e.name for e in official),
-               "acdc": sorted(e.name for e in acdc), "edges": [e.name for e in model.edges],
+               "official": sorted(label(e) for e in official), "by_position": by_pos,
+               "acdc": sorted(label(e) for e in acdc), "edges": [label(e) for e in model.edges],
                "causal": tl.cfg.attention_dir == "causal", "methods": methods}, f)
 '''
 
@@ -369,11 +375,27 @@ with open(out + ".json", "w") as f:
 #: Miller et al.'s circuits are the edges resample ablation needs, ACDC's (Conmy et al. 2023)
 #: those zero ablation needs (auto-circuit's official_circuits/tracr).
 TRACR_PROTOCOLS = (("corrupted", "RESAMPLE", "official"), ("zero", "ZERO", "acdc"))
+#: The floored AUROC counts a ``|score|`` below this fraction of the method's largest as 0 (a
+#: tie): float32 scores of an order-one metric carry rounding of about 1e-7 of it, so a rank
+#: decided below 1e-5 of the largest is decided by rounding, not by the model.
+TRACR_FLOOR = 1e-5
+#: The floors the JSON also reports, to show the ranking does not hinge on the one chosen.
+TRACR_FLOORS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
 
 
-def _tracr_peers(python: str, folder: Path, prog: str, ig: int, seed: int = 0) -> dict:
-    """Run :data:`_PEER_SCRIPT` for ``prog`` in the peers' venv; its JSON, the weights
-    (``sd``) and the child's CPU seconds."""
+def floored(v, floor: float = TRACR_FLOOR):
+    """``|v|`` with the entries below ``floor · max |v|`` set to 0."""
+    import numpy as np
+
+    a = np.abs(np.asarray(v, dtype=float))
+    return np.where(a < floor * a.max(), 0.0, a)
+
+
+def _tracr_peers(python: str, folder: Path, prog: str, ig: int, seed: int = 0,
+                 by_position: bool = False) -> dict:
+    """Run :data:`_PEER_SCRIPT` for ``prog`` in the peers' venv (``by_position``: on
+    auto-circuit's token-position graph); its JSON, the weights (``sd``) and the child's CPU
+    seconds."""
     import os
     import subprocess
 
@@ -384,13 +406,15 @@ def _tracr_peers(python: str, folder: Path, prog: str, ig: int, seed: int = 0) -
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     env.pop("PYTHONPATH", None)
-    done = subprocess.run([python, str(script), prog, str(folder / prog), str(seed), str(ig)],
+    out = folder / f"{prog}{'-by-position' if by_position else ''}"
+    done = subprocess.run([python, str(script), prog, str(out), str(seed), str(ig),
+                           str(int(by_position))],
                           capture_output=True, text=True, env=env, check=False)
     if done.returncode:
         raise SystemExit(f"the peers' script failed on {prog}:\n{done.stderr[-2000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    doc = json.loads((folder / f"{prog}.json").read_text())
-    doc["sd"] = dict(np.load(folder / f"{prog}.npz"))
+    doc = json.loads(out.with_suffix(".json").read_text())
+    doc["sd"] = dict(np.load(out.with_suffix(".npz")))
     doc["process_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return doc
 
@@ -402,8 +426,10 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
     and protocol (:data:`TRACR_PROTOCOLS`) every edge patched exactly and attributed, and the
     AUROC of ``|score|`` against the official circuit for rmtbase's exact effects, its
     attribution and the peers' EAP and EAP-IG, edges matched by
-    :func:`rmtbase.circuits.task.export.auto_circuit_name`; beside it how many circuit edges
-    score at least 1 % of the method's largest ``|score|``. A one-logit program (xproportion:
+    :func:`rmtbase.circuits.task.export.auto_circuit_name`, raw and floored (:func:`floored`);
+    beside it how many circuit edges score at least 1 % of the method's largest ``|score|``.
+    A token-position peers' run (``by_position``) is scored on every edge at every position
+    (names ``edge@t``), read after BOS only. A one-logit program (xproportion:
     the output is the value) gets a zero second logit, so ``logit_diff`` with ``wrong`` = 1 is
     the value, as auto-circuit's ``avg_val``."""
     import dataclasses
@@ -424,18 +450,25 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
         w = dataclasses.replace(w, unembed=np.pad(w.unembed, ((0, 0), (0, 1))),
                                 b_u=np.pad(w.b_u, (0, 1)))
         wrong = np.ones_like(wrong)
-    models = {"last": NoNormModel(w), "after_bos": NoNormModel(w, read_from=1)}
+    by_pos = bool(peer.get("by_position"))
+    models = {"after_bos": NoNormModel(w, read_from=1)}
+    if not by_pos:
+        models = {"last": NoNormModel(w), **models}
     clean, corrupted = np.asarray(peer["clean"]), np.asarray(peer["corrupted"])
     tasks = {"last": Task(clean, corrupted, answer[:, -1], wrong[:, -1], name=peer["program"]),
              "after_bos": Task(clean, corrupted, answer, wrong, name=peer["program"])}
     tl = np.asarray(peer["tl_logits"])
     tm = models["after_bos"]
     mine = tm.run(tm.embed(clean))["logits"].numpy()[..., :tl.shape[-1]]
+    n_pos = clean.shape[1]
     names = [auto_circuit_name(n) for n in tm.graph.edge_names()]
+    if by_pos:  # edge-major, position-minor: the order of an (E, T) array flattened
+        names = [f"{n}@{t}" for n in names for t in range(n_pos)]
     if sorted(names) != sorted(peer["edges"]):
         raise SystemExit(f"{peer['program']}: rmtbase's and auto-circuit's edges differ")
-    out = {"program": peer["program"], "prompts": len(clean), "tokens": clean.shape[1],
-           "edges": tm.graph.n_edges, "graph_vs_transformerlens_max_abs": float(
+    out = {"program": peer["program"], "prompts": len(clean), "tokens": n_pos,
+           "by_position": by_pos, "edges": len(names),
+           "graph_vs_transformerlens_max_abs": float(
                np.abs(mine - tl).max()), "peers_process_cpu_s": peer["process_cpu_s"],
            "protocols": {}}
     for (readout, (cf, abl, circuit)) in ((ro, p) for ro in models for p in TRACR_PROTOCOLS):
@@ -443,10 +476,12 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
         y = np.array([n in set(peer[circuit]) for n in names])
         r = Runner(tm, tasks[readout], counterfactual=cf, batch=batch)
         c = time.process_time()
-        eff, eff_se = patch_edges(r, range(tm.graph.n_edges))
+        eff, eff_se = patch_edges(r, range(tm.graph.n_edges),
+                                  positions=range(n_pos) if by_pos else None)
+        eff, eff_se = eff.ravel(), eff_se.ravel()
         c_exact = time.process_time() - c
         c = time.process_time()
-        att, _ = attribute(r)
+        att = attribute(r, by_position=by_pos)[0].ravel()
         c_att = time.process_time() - c
         rows = {"rmtbase exact": (eff, c_exact), "rmtbase attribution": (att, c_att)}
         for m in ("EAP", "EAP-IG"):
@@ -455,6 +490,9 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
         out["protocols"][f"{readout}/{cf}"] = {
             "readout": readout, "ablation": abl, "circuit": circuit, "circuit_edges": peer[circuit],
             "auroc": {k: auc(np.abs(v), y) for k, (v, _) in rows.items()},
+            "auroc_floored": {k: auc(floored(v), y) for k, (v, _) in rows.items()},
+            "auroc_by_floor": {f"{f:g}": {k: auc(floored(v, f), y) for k, (v, _) in
+                                           rows.items()} for f in TRACR_FLOORS},
             "circuit_edges_above_1pct": {k: int((np.abs(v[y]) >= 0.01 * np.abs(v).max()).sum())
                                          for k, (v, _) in rows.items()},
             "cpu_s": {k: float(cs) for k, (_, cs) in rows.items()},
@@ -472,12 +510,17 @@ def tracr_main(args) -> int:
     docs = []
     with tempfile.TemporaryDirectory(prefix="rmtbase-tracr-") as tmp:
         for prog in ("reverse", "xproportion"):
-            peer = _tracr_peers(args.tracr, Path(tmp), prog, args.ig_samples)
-            docs.append(tracr_scores(peer))
+            for by_pos in (False, True):
+                peer = _tracr_peers(args.tracr, Path(tmp), prog, args.ig_samples,
+                                    by_position=by_pos)
+                docs.append(tracr_scores(peer))
     for d in docs:
         for cf, row in d["protocols"].items():
-            au = "  ".join(f"{k} {v:.3f}" for k, v in row["auroc"].items())
-            print(f"{d['program']:11s} {cf:19s} vs {row['circuit']:8s}: {au}", file=sys.stderr)
+            au = "  ".join(f"{k} {v:.4f} ({row['auroc_floored'][k]:.4f})"
+                           for k, v in row["auroc"].items())
+            edges = "by position" if d["by_position"] else "edges"
+            print(f"{d['program']:11s} {edges:11s} {cf:19s} vs {row['circuit']:8s}: {au}",
+                  file=sys.stderr)
     text = json.dumps({"benchmark": "tracr", "ig_samples": args.ig_samples,
                        "programs": docs}, indent=1)
     print(text)
