@@ -145,10 +145,13 @@ def test_errors(kw):
         null_draws(jax.random.key(0), 4, 16, 2)
 
 
-def test_a_byte_budget_may_exceed_32_bits():
-    """``memory_budget`` counts bytes: the GPU benchmark's 8 GiB is within its bounds, above
+def test_a_byte_budget_may_exceed_32_bits(monkeypatch):
+    """``memory_budget`` counts bytes: the GPU benchmark's 8 GiB reaches the draws as given
+    (the draw itself replaced: only the check is under test), above
     :data:`rmtbase.limits.MAX_BYTES` it is refused."""
-    out = null_draws(jax.random.key(0), 8, 2, 3, memory_budget=8 << 30, stats="elementwise")
-    assert out["q.rms"].shape == (3,) and np.isfinite(out["q.rms"]).all()
+    import rmtbase.baseline.null as null_mod
+
+    monkeypatch.setattr(null_mod, "_run", lambda req, key, n, chunk, budget, progress: budget)
+    assert null_draws(jax.random.key(0), 8, 2, 3, memory_budget=8 << 30) == 8 << 30
     with pytest.raises(InputError, match="memory_budget must be at most"):
         null_draws(jax.random.key(0), 8, 2, 3, memory_budget=2**50 + 1)

@@ -385,4 +385,5 @@ def test_the_tracr_benchmarks_scoring_on_a_made_up_peer_run():
         assert row["auroc"]["EAP"] == 1.0 and row["auroc"]["EAP-IG"] == 0.0
         assert sorted(row["circuit_scores"]["rmtbase exact"]) == sorted(circuits[row["circuit"]])
     # the floor: below 1e-5 of the largest |score| a rank is rounding's, a tie
+    # exact: entries are kept as they are (abs) or set to 0, no arithmetic
     np.testing.assert_array_equal(bench.floored([1.0, -2e-6, -0.5, 3e-5]), [1.0, 0, 0.5, 3e-5])
