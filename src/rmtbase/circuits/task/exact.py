@@ -5,7 +5,7 @@ al. 2023). One graph forward per edge and batch.
 
 At one position ``t`` an edge ``s → r`` carries the counterfactual only in ``r``'s input at
 ``t``: ``x_r[t] − (o_s[t] − c_s[t])``, every other position clean (the token-position edges of
-auto-circuit's tracr tasks, Miller et al. 2024)."""
+auto-circuit's tracr tasks; Miller, Chughtai & Saunders 2024, arXiv:2407.08734)."""
 
 from __future__ import annotations
 
