@@ -14,7 +14,7 @@ import numpy as np
 from ...errors import InputError
 from .runner import Runner, mean_se
 
-#: Bytes of per-position edge sets :func:`patch_edges` holds at once.
+#: Bytes of edge sets :func:`patch_edges` holds at once.
 SET_BYTES = 64 << 20
 
 
@@ -24,32 +24,28 @@ def patch_edges(runner: Runner, edges, *, positions=None):
     patched at one position at a time (module docstring)."""
     edges = [int(e) for e in edges]
     g = runner.tm.graph
-    if positions is None:
-        sets = []
-        for e in edges:
-            kept = g.full()
-            kept[e] = False
-            sets.append(kept)
-        vals = runner.metrics([g.full(), *sets], desc="exact patches")
-        return mean_se(vals[1:] - vals[:1])
-    n_pos = runner.task.length
-    positions = [int(t) for t in positions]
-    if any(not 0 <= t < n_pos for t in positions):
-        raise InputError(f"positions lie in 0 … {n_pos - 1}, got {positions}")
-    # the (E, T) edge sets are made a chunk at a time: at most SET_BYTES of them at once
-    per = max(1, SET_BYTES // (g.n_edges * n_pos * max(len(positions), 1)))
+    if positions is None:  # each edge set removes one edge, or one edge at one position
+        shape, cells, out = (g.n_edges,), [(e,) for e in edges], (len(edges),)
+        desc = "exact patches"
+    else:
+        n_pos = runner.task.length
+        positions = [int(t) for t in positions]
+        if any(not 0 <= t < n_pos for t in positions):
+            raise InputError(f"positions lie in 0 … {n_pos - 1}, got {positions}")
+        shape, cells = (g.n_edges, n_pos), [(e, t) for e in edges for t in positions]
+        out, desc = (len(edges), len(positions)), "exact patches by position"
+    per = max(1, SET_BYTES // int(np.prod(shape)))  # sets made a chunk at a time
     diffs = []
-    for lo in range(0, len(edges), per):
+    for lo in range(0, len(cells), per):
         sets = []
-        for e in edges[lo:lo + per]:
-            for t in positions:
-                kept = np.ones((g.n_edges, n_pos), dtype=bool)
-                kept[e, t] = False
-                sets.append(kept)
-        vals = runner.metrics([g.full(), *sets], desc="exact patches by position")
+        for cell in cells[lo:lo + per]:
+            kept = np.ones(shape, dtype=bool)
+            kept[cell] = False
+            sets.append(kept)
+        vals = runner.metrics([g.full(), *sets], desc=desc)
         diffs.append(vals[1:] - vals[:1])
     eff, se = mean_se(np.concatenate(diffs) if diffs else np.empty((0, runner.task.n)))
-    shape = (len(edges), len(positions))
-    return eff.reshape(shape), se.reshape(shape)
+    return eff.reshape(out), se.reshape(out)
+
 
 __all__ = ["SET_BYTES", "patch_edges"]
