@@ -165,8 +165,9 @@ class TaskModel:
         Without ``grad`` an edge set's run keeps every sender's ``o_s − c_s`` in one
         ``(S, n, T, d)`` buffer, written once. ``record``: also return ``"checkpoint"``, the
         state at every stage's start and that buffer; ``resume=(checkpoint, stage)`` starts
-        at ``stage`` from a recorded run of the same ``emb`` and ``cf`` with every edge kept,
-        exactly as a run whose ``kept`` removes nothing before ``stage`` would compute it
+        at ``stage`` from a recorded run of the same ``emb`` and ``cf`` (with every edge kept,
+        or any edge set), exactly as a run whose ``kept`` equals the recorded run's before
+        ``stage`` would compute it
         (its ``"outs"`` are ``None`` before that stage)."""
         import torch
 
@@ -271,9 +272,18 @@ class TaskModel:
     def first_removal(self, kept) -> int:
         """The first stage (:attr:`.graph.Graph.stages`) with an edge of ``kept`` removed;
         the number of stages when none is."""
-        kept = np.asarray(kept, dtype=bool)
+        return self.first_difference(kept, self.graph.full())
+
+    def first_difference(self, kept, base) -> int:
+        """The first stage where edge set ``kept`` differs from ``base`` (an ``(n_edges,)``
+        set, broadcast over a per-position set's positions); the number of stages when
+        nowhere."""
+        kept, base = np.asarray(kept, dtype=bool), np.asarray(base, dtype=bool)
+        if kept.ndim == 2:
+            base = base[:, None]
         for si, st in enumerate(self.graph.stages):
-            if not kept[st.offset:st.offset + st.size].all():
+            sl = slice(st.offset, st.offset + st.size)
+            if not (kept[sl] == base[sl]).all():
                 return si
         return len(self.graph.stages)
 

@@ -2,8 +2,9 @@
 per-prompt metric of any edge set, and the memory bound.
 
 Counterfactuals (what a removed edge carries, :mod:`.forward`): ``corrupted`` (default; each
-sender's output on the prompt's corrupted twin, Wang et al. 2022), ``mean`` (its mean over the
-task's clean prompts at each position) or ``zero``. A batch holds its senders' clean and
+sender's output on the prompt's corrupted twin, Wang et al. 2022), ``mean`` (its mean at each
+position over the task's other clean prompts, leaving the prompt's own output out, so that a
+removed edge never carries a share of the value it replaces) or ``zero``. A batch holds its senders' clean and
 counterfactual outputs, ``2 · S · n · T · d`` floats (``S`` senders): :func:`batch_bytes`; the
 counterfactual outputs of the batches are kept between passes up to :data:`CACHE_BYTES`."""
 
@@ -54,18 +55,15 @@ class Runner:
         for lo in range(0, self.task.n, self.batch):
             yield lo, min(lo + self.batch, self.task.n)
 
-    def _mean_outputs(self):
-        import torch
-
+    def _output_sums(self):
+        """Each sender's clean output summed over the task's prompts, ``(T, d)``."""
         if self._mean is None:
-            total, n = None, 0
+            total = None
             for lo, hi in self.batches():
                 outs = self.tm.run(self.tm.embed(self.task.clean[lo:hi]))["outs"]
                 s = [o.sum(0) for o in outs]
                 total = s if total is None else [a + b for a, b in zip(total, s, strict=True)]
-                n += hi - lo
-            with torch.no_grad():
-                self._mean = [t / n for t in total]
+            self._mean = total
         return self._mean
 
     def prepare(self, lo: int, hi: int) -> dict:
@@ -76,13 +74,16 @@ class Runner:
 
         tm = self.tm
         emb = tm.embed(self.task.clean[lo:hi])
+        clean = tm.run(emb)
         if self.counterfactual == "corrupted":
             cf = tm.run(tm.embed(self.task.corrupted[lo:hi]))["outs"]
-        elif self.counterfactual == "mean":
-            cf = [m.expand_as(emb) for m in self._mean_outputs()]
+        elif self.counterfactual == "mean":  # leave-one-out: (Σ_j o_j − o_i) / (N − 1)
+            n = self.task.n
+            with torch.no_grad():
+                cf = [(s - o) / (n - 1) for s, o in zip(self._output_sums(), clean["outs"],
+                                                        strict=True)]
         else:
             cf = [torch.zeros_like(emb)] * len(tm.graph.senders)
-        clean = tm.run(emb)
         b = {"emb": emb, "cf": cf, "cf_emb": cf[0],
              "answer": torch.as_tensor(self.task.answer[lo:hi]),
              "wrong": torch.as_tensor(self.task.wrong[lo:hi]),
@@ -116,32 +117,37 @@ class Runner:
         return progress_bar(total, desc=f"rmtbase circuits: {desc}", unit="prompt",
                             enabled=self.progress)
 
-    def metrics(self, kept_sets, *, desc: str = "edge sets") -> np.ndarray:
+    def metrics(self, kept_sets, *, desc: str = "edge sets", base=None) -> np.ndarray:
         """``(K, N)`` float64: the metric per prompt with each edge set of ``kept_sets``
-        (``(n_edges,)`` bools) kept and the rest counterfactual. Where the sets keep every
-        edge of their first stages (an exact patch of a late edge), each batch's run with
-        every edge kept is recorded once and the sets' runs start at their first removal
-        (:meth:`.forward.TaskModel.run`'s ``resume``): the same numbers, fewer stages run."""
+        (``(n_edges,)`` bools) kept and the rest counterfactual. ``base``: an edge set the
+        sets differ from in a few edges (None: every edge); each batch's run of ``base`` is
+        recorded once and a set's run starts at the first stage where it differs from
+        ``base`` (:meth:`.forward.TaskModel.run`'s ``resume``): the same numbers, fewer
+        stages run."""
         kept_sets = list(kept_sets)
         out = np.empty((len(kept_sets), self.task.n))
         with self.bar(len(kept_sets) * self.task.n, desc) as bar:
-            self._metrics(kept_sets, out, bar)
+            self._metrics(kept_sets, out, bar, base)
         return out
 
-    def _metrics(self, kept_sets, out, bar) -> None:
+    def _metrics(self, kept_sets, out, bar, base) -> None:
         tm = self.tm
         n_stages = len(tm.graph.stages)
-        starts = [tm.first_removal(k) for k in kept_sets]
+        full = base is None
+        base = tm.graph.full() if full else np.asarray(base, dtype=bool)
+        starts = [tm.first_difference(k, base) for k in kept_sets]
         record = sum(s / n_stages for s in starts if s < n_stages) > 1
         for lo, hi in self.batches():
             b = self.prepared(lo, hi)
-            ck = None
-            if record:
-                ck = tm.run(b["emb"], cf=b["cf"], kept=tm.graph.full(),
-                            record=True)["checkpoint"]
+            ck, at_base = None, b["full"] if full else None
+            if record or at_base is None:
+                run = tm.run(b["emb"], cf=b["cf"], kept=base, record=record)
+                ck = run.get("checkpoint")
+                at_base = at_base if full else self.value(b, run["logits"])
+                del run
             for i, (kept, s) in enumerate(zip(kept_sets, starts, strict=True)):
                 if s == n_stages:
-                    v = b["full"]
+                    v = at_base
                 else:
                     resume = (ck, s) if ck is not None and s > 0 else None
                     v = self.value(b, tm.run(b["emb"], cf=b["cf"], kept=kept,

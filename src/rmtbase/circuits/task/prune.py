@@ -1,0 +1,96 @@
+"""A task's edges ranked by pruning in context: each edge's exact effect measured against the
+circuit being built, not only against the clean run.
+
+From every edge kept (``C = M``) each round measures, for every edge ``e`` still in ``C``, its
+effect in context ``δ_e = m(C) − m(C ∖ {e})`` (the mean over prompts; positive: the edge carries
+the behaviour, :mod:`.metric`) and removes the edges that carry least: the ``fraction`` with the
+smallest ``δ`` while more than ``tail`` edges are left, then one at a time. The removal order,
+reversed, ranks every edge: the top ``k`` is the circuit the pruning held when ``k`` edges were
+left, so every prefix of the ranking was itself measured as a circuit. This is ACDC's greedy
+pruning (Conmy et al. 2023, arXiv:2304.14997) without its threshold: the ranking is complete and
+the faithfulness curve (:mod:`.faithfulness`) chooses the circuit. The first round is every
+edge patched exactly against the clean run (:mod:`.exact`); later rounds see what a gradient at
+the clean run cannot (an edge whose removal the saturated clean run hides, a path that matters
+only once its rivals are gone).
+
+Cost (:func:`plan`): ``Σ_rounds |C|`` edge sets, each a pass over the prompts, about
+``E / fraction + tail² / 2``; a set that differs from the round's circuit in one late edge
+starts at that edge's stage (:meth:`.runner.Runner.metrics`'s ``base``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...checks import check_int
+from ...errors import InputError
+from .runner import Runner, mean_se
+
+#: Fraction of the circuit's edges removed per round while more than :data:`TAIL` are left.
+FRACTION = 0.1
+#: Below this many edges, one edge is removed per round.
+TAIL = 32
+#: Edge sets × prompts the pruning may run by default (:func:`fits`): a 262-edge graph on
+#: 32 prompts plans about 2,900 sets, 93,000 set-prompts.
+BUDGET = 400_000
+
+
+def plan(n_edges: int, *, fraction: float = FRACTION, tail: int = TAIL) -> int:
+    """Edge sets :func:`prune` runs on ``n_edges`` edges (each a pass over the prompts)."""
+    n, total = int(n_edges), 0
+    while n:
+        total += n
+        n -= _removed(n, fraction, tail)
+    return total
+
+
+def fits(n_edges: int, n_prompts: int, budget: int = BUDGET) -> bool:
+    """Whether :func:`plan` × ``n_prompts`` is within ``budget`` set-prompts."""
+    return plan(n_edges) * int(n_prompts) <= int(budget)
+
+
+def _removed(n: int, fraction: float, tail: int) -> int:
+    return 1 if n <= tail else max(1, int(fraction * n))
+
+
+def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL) -> dict:
+    """Rank every edge of ``runner``'s graph by pruning in context (module docstring):
+    ``order`` (edge numbers, the last removed first), ``key`` ``(E,)`` (``E`` for the first
+    edge of ``order`` down to 1), ``context`` and ``context_se`` ``(E,)`` (each edge's ``δ``
+    and its se over prompts in the round that removed it), ``round`` ``(E,)`` (that round,
+    from 0: edges of round ``≥ r`` form the circuit round ``r`` started from), ``clean`` and
+    ``clean_se`` (the first round's: every edge against the clean run), ``rounds`` and
+    ``sets``."""
+    if not 0 < fraction < 1:
+        raise InputError(f"the pruning fraction lies in (0, 1), got {fraction!r}")
+    tail = check_int("tail", tail, 1, 1 << 30)
+    g = runner.tm.graph
+    kept = g.full()
+    removed, rounds, sets = [], 0, 0
+    context, context_se = np.zeros(g.n_edges), np.zeros(g.n_edges)
+    at = np.zeros(g.n_edges, dtype=np.int64)
+    clean = clean_se = None
+    while kept.any():
+        live = np.flatnonzero(kept)
+        trial = []
+        for e in live:
+            k = kept.copy()
+            k[e] = False
+            trial.append(k)
+        vals = runner.metrics([kept, *trial], desc=f"pruning, {live.size} edges", base=kept)
+        d, se = mean_se(vals[:1] - vals[1:])
+        if clean is None:
+            clean, clean_se = d, se
+        drop = np.argsort(d, kind="stable")[:_removed(live.size, fraction, tail)]
+        context[live[drop]], context_se[live[drop]] = d[drop], se[drop]
+        at[live[drop]] = rounds
+        removed.extend(live[drop].tolist())
+        kept[live[drop]] = False
+        rounds, sets = rounds + 1, sets + live.size
+    order = np.asarray(removed[::-1], dtype=np.int64)
+    key = np.empty(g.n_edges)
+    key[order] = np.arange(g.n_edges, 0, -1)
+    return {"order": order, "key": key, "context": context, "context_se": context_se,
+            "round": at, "clean": clean, "clean_se": clean_se, "rounds": rounds, "sets": sets}
+
+
+__all__ = ["BUDGET", "FRACTION", "TAIL", "fits", "plan", "prune"]
