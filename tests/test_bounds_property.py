@@ -290,7 +290,8 @@ def api():
                                                                       **{k: v})), rule)
            for k, rule in (("top", Int(1, MAX_COUNT)), ("points", Int(1, 1000)),
                            ("steps", Int(0, 1000)), ("head_steps", Int(0, 1000)),
-                           ("batch", Int(1, MAX_COUNT)))},
+                           ("batch", Int(1, MAX_COUNT)), ("holdout", Real(0.0, 0.9)),
+                           ("prune_budget", Int(0, MAX_COUNT)))},
     }
     with pytest.MonkeyPatch.context() as mp:
         for module, name in ((models, "model_info"), (models, "load_heads"),

@@ -35,7 +35,13 @@ def add_options(p) -> None:
                         "--composition) whose rank, p and q of each head pair stand beside "
                         "the head-to-head edges")
     p.add_argument("--top", type=int, default=20,
-                   help="with --task: edges patched exactly, the top by attribution (default 20)")
+                   help="with --task: edges listed (default 20); where the graph is too large "
+                        "for pruning in context, the edges patched exactly, the top by "
+                        "attribution")
+    p.add_argument("--holdout", type=float, default=0.5,
+                   help="with --task: fraction of the prompt pairs held out; the edges are "
+                        "ranked on the others and the circuit scored on these (default 0.5; "
+                        "0: rank and score on all)")
 
 
 def run(args) -> int:
@@ -74,7 +80,7 @@ def run(args) -> int:
     check_output_dir(args.out, search.KIND, overwrite=args.overwrite)
     res = search.find_task_circuit(args.model, args.task, metric=args.metric,
                                    counterfactual=args.counterfactual, top=args.top,
-                                   composition=getattr(args, "composition", None),
+                                   holdout=args.holdout, composition=getattr(args, "composition", None),
                                    progress=not args.quiet)
     s = search.summary(res)
 
@@ -89,10 +95,11 @@ def run(args) -> int:
                           "command": "rmtbase circuits --task", "out": str(args.out),
                           "files": sorted(str(p) for p in written), **s}, indent=1))
     else:
-        c = s["circuit"]
+        c, sp = s["circuit"], s["split"]
         print(f"{s['task']}: {s['prompts']} prompts, metric {s['metric']}, counterfactual "
-              f"{s['counterfactual']}; full model {c['full_metric']:.4g}, empty graph "
-              f"{c['empty_metric']:.4g}")
+              f"{s['counterfactual']}; ranked by {s['ranking']['method']} on {sp['fit']} "
+              f"pairs, scored on {sp['held_out']} held out; full model "
+              f"{c['full_metric']:.4g}, empty graph {c['empty_metric']:.4g}")
         print(f"circuit: {c['edges']} of {s['n_edges']} edges, faithfulness "
               f"{c['faithfulness']:.3f}, with it removed {c['completeness_faithfulness']:.3f}; "
               f"curve area {s['curve_area']:.3f}")

@@ -6,15 +6,15 @@ other edge counterfactual, ``m(C)``, beside the full model's ``m(M)`` and the em
   empty one), and the ratio ``m(C) / m(M)``;
 - completeness: ``m(M ∖ C)``, the model with the circuit removed (its faithfulness near 0 when
   ``C`` holds all the model does for the task; Wang et al. 2022);
-- the faithfulness curve: ``f`` of the top ``k`` edges by ``|score|`` for ``k`` on a log grid
-  from 0 to every edge; its area ``∫ f dx`` with ``x = log(1 + k) / log(1 + E)`` (trapezoids,
-  so ``x`` runs over [0, 1]); the smallest ``k`` reaching ``f ≥ 0.8``: the first grid ``k``
-  that does, narrowed by bisection against the grid point below it until the bracket is at
-  most ``resolution`` (1 %) of its upper end (every ``k`` reported reaches ``f ≥ 0.8`` as
-  measured; where ``f`` rises monotonically the smallest such ``k`` is at most 1 % below it).
-  A bisection step costs one pass over the prompts; to one edge a bracket of ``K`` edges takes
-  ``log2 K`` of them (about 13 at ``K`` ≈ 8,000), to 1 % of it 6 or 7, a precision far inside
-  the faithfulness's own standard error over prompts."""
+- the faithfulness curve: ``f`` of the top ``k`` edges by ``|score|`` for every ``k`` on a
+  graph of at most :data:`DENSE` edges, else on a log grid from 0 to every edge; its area
+  ``∫ f dx`` with ``x = log(1 + k) / log(1 + E)`` (trapezoids, so ``x`` runs over [0, 1]); the
+  smallest ``k`` reaching ``f ≥ 0.8``: on a dense curve the first ``k`` that does; on a grid
+  the first grid ``k`` that does, its bracket narrowed by bisection to at most
+  ``resolution`` (1 %) of its upper end or :data:`SCAN` edges, a bracket of at most
+  :data:`SCAN` edges then measured at every ``k`` (a curve need not rise monotonically).
+  Every ``k`` reported reaches ``f ≥ 0.8`` as measured. A bisection step costs one pass over
+  the prompts (about 13 to one edge at a bracket of 8,000, 6 or 7 to 1 %)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import InputError
 from .runner import Runner
 
 #: Faithfulness the smallest circuit must reach.
 TARGET = 0.8
+#: The least ``|m(M) − m(∅)|``, relative to ``max(1, |m(M)|)``, a task's metric must move by.
+MOVES = 1e-9
 
 
 def log_grid(n_edges: int, points: int = 24) -> np.ndarray:
@@ -52,6 +55,11 @@ class Scorer:
         g = self.runner.tm.graph
         v = self.runner.metrics([g.full(), g.empty()], desc="full and empty graphs").mean(-1)
         self.full, self.empty = float(v[0]), float(v[1])
+        if not abs(self.full - self.empty) > MOVES * max(1.0, abs(self.full)):
+            raise InputError(f"the metric does not move between the full model "
+                             f"({self.full:.6g}) and the counterfactual ({self.empty:.6g}): "
+                             f"no circuit carries it; check that answer differs from wrong "
+                             f"and clean from corrupted")
 
     def faithfulness(self, m) -> np.ndarray:
         return (np.asarray(m) - self.empty) / (self.full - self.empty)
@@ -62,17 +70,21 @@ class Scorer:
 
 #: The bisection of the smallest circuit stops at a bracket of this fraction of its upper end.
 RESOLUTION = 0.01
+#: A graph of at most this many edges has its curve measured at every ``k``.
+DENSE = 512
+#: A bracket of at most this many edges has every ``k`` in it measured.
+SCAN = 64
 
 
 def curve(scorer: Scorer, scores, *, points: int = 24, target: float = TARGET,
           resolution: float = RESOLUTION) -> dict:
     """The faithfulness curve of edges ranked by ``|scores|`` (module docstring): ``k``,
-    ``metric``, ``faithfulness`` on the grid, ``area``, ``smallest`` (None if no ``k`` reaches
-    ``target``; bisected to ``resolution`` of itself, 0 for one edge), ``order`` (the
-    ranking)."""
+    ``metric``, ``faithfulness`` on the grid (every ``k`` on a graph of at most
+    :data:`DENSE` edges), ``area``, ``smallest`` (None if no ``k`` reaches ``target``),
+    ``order`` (the ranking)."""
     n = scorer.runner.tm.graph.n_edges
     order = np.argsort(-np.abs(np.asarray(scores)), kind="stable")
-    ks = log_grid(n, points)
+    ks = np.arange(n + 1) if n <= DENSE else log_grid(n, points)
     m = scorer.means([top_k(order, int(k), n) for k in ks], "faithfulness curve")
     f = scorer.faithfulness(m)
     x = np.log1p(ks) / np.log1p(n)
@@ -82,13 +94,28 @@ def curve(scorer: Scorer, scores, *, points: int = 24, target: float = TARGET,
     if hit.size:
         i = int(hit[0])
         lo, hi = (int(ks[i - 1]), int(ks[i])) if i else (0, 0)
-        while hi - lo > max(1, int(resolution * hi)):
-            mid = (lo + hi) // 2
-            fm = scorer.faithfulness(scorer.means([top_k(order, mid, n)]))[0]
-            lo, hi = (lo, mid) if fm >= target else (mid, hi)
-        smallest = hi
+        smallest = _smallest(scorer, order, n, lo, hi, target, resolution)
     return {"k": ks, "metric": m, "faithfulness": f, "area": area, "smallest": smallest,
             "order": order, "target": target}
+
+
+def _smallest(scorer, order, n, lo, hi, target, resolution) -> int:
+    """The smallest ``k`` in ``(lo, hi]`` whose top ``k`` reaches ``target`` (``hi`` does):
+    bisection while the bracket is wider than :data:`SCAN` and ``resolution · hi``, then
+    every ``k`` of a bracket of at most :data:`SCAN` measured, so that a curve that is not
+    monotone inside it is not stepped over."""
+    while hi - lo > max(SCAN, int(resolution * hi)):
+        mid = (lo + hi) // 2
+        fm = scorer.faithfulness(scorer.means([top_k(order, mid, n)]))[0]
+        lo, hi = (lo, mid) if fm >= target else (mid, hi)
+    if 1 < hi - lo <= SCAN:
+        ks = np.arange(lo + 1, hi)
+        f = scorer.faithfulness(scorer.means([top_k(order, int(k), n) for k in ks],
+                                             "smallest circuit"))
+        reach = np.flatnonzero(np.asarray(f) >= target)
+        if reach.size:
+            return int(ks[reach[0]])
+    return hi
 
 
 def evaluate_kept(scorer: Scorer, kept) -> dict:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ...checks import check_int
+from ...checks import check_int, check_real
 from ...errors import InputError, ModelError
 from ...limits import MAX_COUNT
+from . import prune
 from .attribution import attribute, default_steps
 from .exact import patch_edges
 from .faithfulness import Scorer, curve, evaluate_kept, top_k
@@ -37,6 +38,10 @@ MAX_POINTS = 1000
 #: gradient (:func:`ranking`), with this many points of EAP-IG's input integral.
 HEAD_FRACTION = 0.01
 HEAD_STEPS = 5
+
+#: Fraction of the prompt pairs held out by default (:func:`split`), and its largest value.
+HOLDOUT = 0.5
+MAX_HOLDOUT = 0.9
 
 
 def load_causal_lm(model, *, tokenizer: bool):
@@ -121,53 +126,109 @@ def load(model, task):
     return tm, t, name
 
 
+def split(task: Task, holdout: float) -> tuple[Task, Task]:
+    """(fit, held-out) prompts of ``task``: every ``1 / holdout``-th pair held out, spread
+    through the file (about ``holdout · N`` of them; none for 0, then both are ``task``);
+    each side needs 2 pairs (an se over prompts)."""
+    if not holdout:
+        return task, task
+    n = task.n
+    out = np.zeros(n, dtype=bool)
+    out[np.unique(np.floor(np.arange(0, n, 1 / holdout)).astype(np.int64))] = True
+    if out.sum() < 2 or (~out).sum() < 2:
+        raise InputError(f"holding out {holdout:g} of {n} prompt pairs leaves fewer than 2 on "
+                         f"a side; give more pairs or holdout=0 (fit and score on all)")
+
+    def take(m):
+        return Task(task.clean[m], task.corrupted[m], task.answer[m], task.wrong[m],
+                    task.name, task.source)
+    return take(~out), take(out)
+
+
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = "corrupted", top: int = 20, points: int = 24,
                       steps: int | None = None, head_steps: int = HEAD_STEPS, batch: int = 8,
+                      holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
                       composition=None, progress: bool = False) -> dict:
-    """Everything :func:`write_outputs` writes, as a dict (module docstring); ``progress``:
-    a bar per pass over the prompts on stderr; ``composition``: a composition Dataset or its
-    ``.nc`` file, whose rank, p and q of each head pair stand beside the head-to-head edges
-    (:mod:`.weights`), read before the model. ``steps``: the attribution's (the scores
-    reported, the edges patched); ``head_steps``: the integrated attribution that orders the
-    ranking's head (:func:`ranking`; the attribution itself where ``steps`` > 0, none with 0:
-    the ranking is then the attribution's, exact where patched)."""
+    """Everything :func:`write_outputs` writes, as a dict (module docstring).
+
+    The prompts split into a fit and a held-out part (:func:`split`, ``holdout``): edges
+    are ranked on the fit prompts, the curve, the circuit and its faithfulness are measured
+    on the held-out ones. The ranking is pruning in context (:mod:`.prune`: every edge
+    patched exactly, against the circuit being built) where its plan fits ``prune_budget``
+    edge-set × prompt passes, else :func:`ranking` (attribution, its head by the integrated
+    attribution, the ``top`` edges patched exactly). ``progress``: a bar per pass over the
+    prompts on stderr; ``composition``: a composition Dataset or its ``.nc`` file, whose
+    rank, p and q of each head pair stand beside the head-to-head edges (:mod:`.weights`),
+    read before the model. ``steps``: the attribution's; ``head_steps``: the integrated
+    attribution that orders the ranking's head (none with 0)."""
     top = check_int("top", top, 1, MAX_COUNT)
     points = check_int("points", points, 1, MAX_POINTS)
     steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
     head_steps = check_int("head_steps", head_steps, 0, MAX_STEPS)
     batch = check_int("batch", batch, 1, MAX_COUNT)
+    holdout = check_real("holdout", holdout, 0.0, MAX_HOLDOUT)
+    prune_budget = check_int("prune_budget", prune_budget, 0, MAX_COUNT)
     comp = None if composition is None else read_composition(composition)
     tm, t, name = load(model, task)
+    fit_task, held_task = split(t, holdout)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
-    r = Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
+    r = Runner(tm, fit_task, metric=metric, counterfactual=counterfactual, batch=batch,
                progress=progress)
+    sc = Scorer(r if not holdout else Runner(tm, held_task, metric=metric,
+                                             counterfactual=counterfactual, batch=batch,
+                                             progress=progress))
     steps = default_steps(r.metric) if steps is None else steps
     score, se = attribute(r, steps=steps)
-    head_score = None
-    if head_steps:
-        head_score = score if steps else attribute(r, steps=head_steps)[0]
-    order = np.argsort(-np.abs(score), kind="stable")
-    patched = order[:min(top, tm.graph.n_edges)]
-    eff, eff_se = patch_edges(r, patched)
-    sc = Scorer(r)
-    cur = curve(sc, ranking(score, patched, eff, head_score), points=points)
-    k = cur["smallest"] if cur["smallest"] is not None else tm.graph.n_edges
-    kept = top_k(cur["order"], k, tm.graph.n_edges)
+    n_edges = tm.graph.n_edges
+    method = {"method": "attribution", "edges": 0, "attribution_steps": 0}
+    if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
+        pr = prune.prune(r)
+        key, patched = pr["key"], np.arange(n_edges)
+        eff, eff_se = -pr["clean"], pr["clean_se"]
+        method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
+                  "fraction": prune.FRACTION, "tail": prune.TAIL}
+    else:
+        head_score = None
+        if head_steps:
+            head_score = score if steps else attribute(r, steps=head_steps)[0]
+            method.update(edges=head_size(n_edges), attribution_steps=steps or head_steps)
+        order = np.argsort(-np.abs(score), kind="stable")
+        patched = order[:min(top, n_edges)]
+        eff, eff_se = patch_edges(r, patched)
+        key = ranking(score, patched, eff, head_score)
+    cur = curve(sc, key, points=points)
+    k = cur["smallest"] if cur["smallest"] is not None else n_edges
+    kept = top_k(cur["order"], k, n_edges)
     ev = evaluate_kept(sc, kept)
     confirmed = tm.graph.empty()
     confirmed[[e for e, a, b in zip(patched, eff, eff_se, strict=True)
                if _confirmed(a, b)]] = True
     ev_confirmed = evaluate_kept(sc, confirmed)
+    release_memory()
     return {"model": name, "task": t, "tm": tm, "metric": metric,
             "counterfactual": counterfactual, "score": score, "se": se,
-            "steps": steps,
-            "ranking_head": {"edges": head_size(tm.graph.n_edges) if head_steps else 0,
-                             "attribution_steps": (steps or head_steps) if head_steps else 0},
+            "steps": steps, "ranking_head": method, "top": top,
+            "split": {"holdout": holdout, "fit": fit_task.n, "held_out": held_task.n},
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
             "columns": columns}
+
+
+def release_memory() -> None:
+    """Give the allocator's free pages back to the system (glibc's ``malloc_trim``): a task
+    search's passes leave hundreds of MB freed but resident; elsewhere nothing."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        trim = None
+    if trim is not None:
+        trim(0)
 
 
 def head_size(n_edges: int) -> int:
@@ -234,7 +295,9 @@ def summary(res: dict) -> dict:
     cur, g = res["curve"], res["tm"].graph
     t = res["task"]
     top = []
-    for e, (a, b) in res["exact"].items():
+    listed = [int(e) for e in cur["order"] if int(e) in res["exact"]][:res.get("top", 20)]
+    for e in listed:
+        a, b = res["exact"][e]
         s, r = g.edge(e)
         top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
                     "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
@@ -242,10 +305,14 @@ def summary(res: dict) -> dict:
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
             "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
-            "ranking_head": res.get("ranking_head", {"edges": 0, "attribution_steps": 0}),
+            "split": res.get("split", {"holdout": 0.0, "fit": t.n, "held_out": t.n}),
+            "ranking": res.get("ranking_head", {"method": "attribution", "edges": 0,
+                                                "attribution_steps": 0}),
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
             "confirmation": {"rule": "|exact| >= 3 exact_se, no correction for the number "
                                      "patched", "patched": len(res["exact"]),
+                             "confirmed": int(sum(_confirmed(a, b)
+                                                  for a, b in res["exact"].values())),
                              "expected_false_confirmations": expected_false_confirmations(
                                  len(res["exact"]))},
             "weights_screen": bool(res.get("columns")),
@@ -266,7 +333,7 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
             "counterfactual": res["counterfactual"], "model": res["model"]}
     full = circuit_json(g, res["kept"], res["score"], res["se"], res["exact"], meta,
                         res.get("columns") or None)
-    csv = ["k,metric,faithfulness"] + [f"{int(k)},{m!r},{f!r}" for k, m, f in zip(
+    csv = ["k,metric,faithfulness"] + [f"{int(k)},{float(m)!r},{float(f)!r}" for k, m, f in zip(
         cur["k"], cur["metric"], cur["faithfulness"], strict=True)]
     files = {"circuit.json": json.dumps(full) + "\n",
              "circuit.dot": dot(g, res["kept"], res["score"]),
@@ -281,5 +348,6 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
     return dict(folder.written)
 
 
-__all__ = ["HEAD_FRACTION", "HEAD_STEPS", "KIND", "evaluate", "find_task_circuit", "head_size",
-           "load", "load_causal_lm", "ranking", "summary", "write_outputs"]
+__all__ = ["HEAD_FRACTION", "HEAD_STEPS", "HOLDOUT", "KIND", "evaluate", "find_task_circuit",
+           "head_size", "load", "load_causal_lm", "ranking", "release_memory", "split", "summary",
+           "write_outputs"]
