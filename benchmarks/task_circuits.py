@@ -202,7 +202,7 @@ def _compare(args, tm, task, sc, score, cur, curve) -> dict:
         raw = _timed(lambda s=steps: eap_scores(ref, task, steps=s, batch=args.batch),
                      f"{label} scores", rows)
         mine = np.empty(tm.graph.n_edges)
-        mine[idx] = raw
+        mine[idx] = -raw  # EAP's sign (the change on removal) to rmtbase's (what is carried)
         c = _timed(lambda m=mine: curve(sc, m), f"{label} curve", rows)
         out[label] = {**_ranked(c), "scores_cpu_s": rows[f"{label} scores"]["cpu_s"],
                       "steps": steps}

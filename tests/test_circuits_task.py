@@ -354,8 +354,8 @@ def test_exact_patch_equals_plain_hooks():
     for e, got, got_se in zip(EDGES, eff, se, strict=True):
         s, rec = e.split("->")
         delta = corrupt[s] - clean[s]
-        per = _logit_diff(_hf_patched(net, task.clean, rec, delta), task) - \
-            _logit_diff(base, task)
+        per = _logit_diff(base, task) - \
+            _logit_diff(_hf_patched(net, task.clean, rec, delta), task)  # what it carries
         assert got == pytest.approx(per.mean(), rel=1e-5, abs=1e-7), e
         assert got_se == pytest.approx(per.std(ddof=1) / np.sqrt(task.n), rel=1e-4, abs=1e-7)
     assert np.abs(eff).max() > 1e-2  # the edges carry something
@@ -375,7 +375,7 @@ def test_attribution_is_the_hooked_models_directional_derivative():
         delta = corrupt[s] - clean[s]
         up = _logit_diff(_hf_patched(net, task.clean, rec, eps * delta), task)
         down = _logit_diff(_hf_patched(net, task.clean, rec, -eps * delta), task)
-        fd = (up - down) / (2 * eps)
+        fd = (down - up) / (2 * eps)  # the loss along the counterfactual's direction
         i = tm.graph.index(e)
         assert score[i] == pytest.approx(fd.mean(), rel=1e-3, abs=1e-5), e
         assert se[i] == pytest.approx(fd.std(ddof=1) / np.sqrt(task.n), rel=1e-2, abs=1e-5)
@@ -725,7 +725,7 @@ def test_head_to_head_edges_carry_the_composition_of_their_pair_and_kind(tmp_pat
 def test_the_circuit_figure_draws_the_kept_edges_where_their_nodes_are():
     """Every kept edge (up to ``top``, the strongest) is one line from its sender's place to
     its receiver's input (q below, k at, v above the head's row), blue where it supports the
-    metric (negative score), red where it works against it."""
+    metric (positive score), red where it works against it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -751,7 +751,7 @@ def test_the_circuit_figure_draws_the_kept_edges_where_their_nodes_are():
         lc.get_segments(), lc.get_colors(), strict=True)}
     for n, seg in want.items():
         sign = score[g.index(n)]
-        assert colours[tuple(map(tuple, seg))] == (SUPPORT if sign < 0 else AGAINST), n
+        assert colours[tuple(map(tuple, seg))] == (SUPPORT if sign > 0 else AGAINST), n
     plt.close(ax.figure)
     ax = plot_task_circuit(g, kept, score, top=2)
     assert len(ax.collections[0].get_segments()) == 2
@@ -810,7 +810,7 @@ def test_induction_circuit_holds_the_confirmed_prev_token_k_edge():
                               for k in ("from", "to"))
         e = g.index(f"a{ls}.h{hs}->a{lr}.h{hr}<k>")
         assert res["kept"][e], (r, res["circuit"])
-        assert e in res["exact"] and res["exact"][e][0] < -3 * res["exact"][e][1]
+        assert e in res["exact"] and res["exact"][e][0] > 3 * res["exact"][e][1]
         # the composition's own rank of that pair stands beside the edge
         at = {"kind": "k", "layer_from": ls, "head_from": hs, "layer_to": lr, "head_to": hr}
         assert res["columns"][e]["composition_rank"] == int(
@@ -856,7 +856,7 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
     that removed it, equals the hooked transformers model with the edges outside ``C ∖ e``
     carrying the corrupted run's outputs; each round removes the edges of least effect; the
     ranking holds every edge once, the last removed first; the first round is the exact
-    patch against the clean run, sign flipped (positive: the edge carries the metric)."""
+    patch against the clean run (positive: the edge carries the metric)."""
     from rmtbase.circuits.task.prune import plan, prune
 
     net, task = _gpt2(seed=5), _task(n=4, seed=5)
@@ -893,5 +893,5 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
                 base - m(np.where(np.arange(g.n_edges) == e, False, circuit)).mean()
                 for e in left[:4]) + 1e-6
     eff, _ = patch_edges(r, range(g.n_edges))
-    assert np.allclose(res["clean"], -eff, rtol=1e-9, atol=1e-12)
+    assert np.allclose(res["clean"], eff, rtol=1e-9, atol=1e-12)
     assert np.abs(res["context"]).max() > 1e-2  # the edges carry something

@@ -170,7 +170,7 @@ def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactu
     edges = [tm.graph.index(n) for n in cases]
     eff, se = patch_edges(r, edges)
     for (name, shift), e, s in zip(cases.items(), eff, se, strict=True):
-        per = ld(fwd(shift)) - base
+        per = base - ld(fwd(shift))  # what the edge carries
         np.testing.assert_allclose(e, per.mean(), rtol=1e-9, atol=1e-10, err_msg=name)
         np.testing.assert_allclose(s, per.std(ddof=1) / np.sqrt(len(per)), rtol=1e-7,
                                    atol=1e-10, err_msg=name)
@@ -182,7 +182,7 @@ def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactu
     for name, shift in cases.items():
         up = ld(fwd({k: h * v for k, v in shift.items()}))
         dn = ld(fwd({k: -h * v for k, v in shift.items()}))
-        np.testing.assert_allclose(att[tm.graph.index(name)], ((up - dn) / (2 * h)).mean(),
+        np.testing.assert_allclose(att[tm.graph.index(name)], ((dn - up) / (2 * h)).mean(),
                                    rtol=1e-6, atol=1e-8, err_msg=name)
     # the same edges at one position: the shift at that position alone, zero elsewhere
     positions = [0, 2, 4]
@@ -196,7 +196,7 @@ def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactu
             for k, v in shift.items():
                 at_t[k] = np.zeros_like(v)
                 at_t[k][:, t] = v[:, t]
-            per = ld(fwd(at_t)) - base
+            per = base - ld(fwd(at_t))
             np.testing.assert_allclose(row[j], per.mean(), rtol=1e-9, atol=1e-10,
                                        err_msg=f"{name} at {t}")
             np.testing.assert_allclose(srow[j], per.std(ddof=1) / np.sqrt(len(per)),
@@ -205,7 +205,7 @@ def test_one_edge_patched_and_attributed_by_a_shifted_numpy_forward(counterfactu
             up = ld(fwd({k: h * v for k, v in at_t.items()}))
             dn = ld(fwd({k: -h * v for k, v in at_t.items()}))
             np.testing.assert_allclose(att_t[tm.graph.index(name), t],
-                                       ((up - dn) / (2 * h)).mean(), rtol=1e-6, atol=1e-8,
+                                       ((dn - up) / (2 * h)).mean(), rtol=1e-6, atol=1e-8,
                                        err_msg=f"{name} at {t}")
     assert moved >= len(cases)  # not every position is silent
     np.testing.assert_allclose(att_t.sum(1), att, rtol=1e-10, atol=1e-12)  # linear in Δ

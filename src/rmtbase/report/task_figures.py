@@ -6,8 +6,8 @@ The graph: x is the depth (``input`` left, each layer's heads then its MLP, ``lo
 right), y the head (MLPs above the heads, ``input`` and ``logits`` in the middle). An edge
 is a line from its sender to its receiver, drawn ending a quarter of a row below (``q``), at
 (``k``) or above (``v``) the receiving head so the three inputs stay apart; its width grows
-with ``|score|`` and its colour is the score's sign (blue: the edge supports the metric,
-negative; red: it works against it), on :data:`rmtbase.report.figures.EFFECT_CMAP`'s ends."""
+with ``|score|`` and its colour is the score's sign (blue: the edge carries the metric,
+positive; red: it works against it), on :data:`rmtbase.report.figures.EFFECT_CMAP`'s ends."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from ._labels import figure_axes
 
-#: Colours of an edge supporting the metric (negative score) and working against it.
+#: Colours of an edge carrying the metric (positive score) and working against it.
 SUPPORT, AGAINST = "#2166ac", "#b2182b"
 #: Offsets of a head's q, k and v inputs, in rows.
 INPUT_OFFSET = {"q": -0.25, "k": 0.0, "v": 0.25}
@@ -53,7 +53,7 @@ def plot_task_circuit(graph, kept, score, ax=None, *, top: int = 150, title: str
     for i in idx[::-1]:  # the strongest drawn last, on top
         s, r = graph.edge(int(i))
         segs.append([node_xy(s, L, H), node_xy(r, L, H)])
-        colours.append(SUPPORT if score[i] < 0 else AGAINST)
+        colours.append(SUPPORT if score[i] > 0 else AGAINST)
         widths.append(0.4 + 3.0 * abs(score[i]) / (big or 1.0))
         nodes.update((s, r.partition("<")[0]))
     ax.add_collection(LineCollection(segs, colors=colours, linewidths=widths, alpha=0.7))

@@ -88,7 +88,7 @@ def task_report_html(res: dict, summary: dict, images: dict[str, bytes]) -> str:
         + _figures(images, CAPTIONS)
         + "<section><h2>Edges patched exactly</h2><p class=\"note\">The metric's change when "
           "the edge alone carries the counterfactual (mean and se over prompts) beside its "
-          "attribution; negative: the edge supports the metric; confirmed: |exact| ≥ 3 se."
+          "attribution; positive: the edge carries the metric; confirmed: |exact| ≥ 3 se."
           f"</p>{table_html(_patched_table(s))}</section>\n"
         + f"<section><h2>The circuit's strongest edges</h2><p class=\"note\">The "
           f"{min(EDGE_ROWS, n_kept)} of its {n_kept} edges of largest |attribution| "

@@ -1,9 +1,11 @@
 """Edge attribution: a first-order estimate of every edge's effect, with its se over prompts.
 
-Edge ``s → r`` carrying the counterfactual changes ``r``'s input by ``Δ_s = c_s − o_s``
-(:mod:`.forward`); to first order the metric changes by ``Δ_s · ∂m/∂x_r``, summed over
-positions and the model dimension (EAP: Syed, Rager & Conmy 2023, arXiv:2310.10348), or over
-the model dimension alone for the edge at one position (:mod:`.exact`). The
+Edge ``s → r`` carrying the counterfactual changes ``r``'s input by ``c_s − o_s``
+(:mod:`.forward`); to first order the metric loses ``Δ_s · ∂m/∂x_r`` with ``Δ_s = o_s − c_s``,
+summed over positions and the model dimension (EAP: Syed, Rager & Conmy 2023,
+arXiv:2310.10348, whose score is its negative), or over the model dimension alone for the edge
+at one position (:mod:`.exact`); positive where the edge carries the metric, as the exact
+effect. The
 gradient is taken at the clean run (``steps = 0``) or averaged over ``steps`` runs whose
 embeddings lie at ``c + α (e − c)``, ``α = (j − ½)/steps`` (the midpoint rule of EAP-IG's input
 integral, Hanna et al. 2024, arXiv:2403.17806); the ``kl`` metric has zero gradient at the
@@ -31,7 +33,7 @@ def default_steps(metric: str) -> int:
 
 def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = False):
     """``(score, se)`` ``(n_edges,)`` float64: the mean over prompts of the estimated metric
-    change when the edge alone carries the counterfactual, and its standard error.
+    loss when the edge alone carries the counterfactual, and its standard error.
     ``by_position``: ``(n_edges, T)``, the edge carrying it at one position (the sum over
     ``d`` only; summed over positions it is the edge's score)."""
     g = runner.tm.graph
@@ -78,8 +80,8 @@ def _batch(runner, lo, hi, alphas, total, total2) -> None:
     with torch.no_grad():
         if clean is None:
             clean = tm.run(b["emb"])["outs"]
-        # Δ_s = c_s − o_s as (n, S, T·d), so that a stage's senders are a prefix (a view)
-        delta = torch.stack([(c - o).reshape(n, -1) for c, o in zip(
+        # Δ_s = o_s − c_s as (n, S, T·d), so that a stage's senders are a prefix (a view)
+        delta = torch.stack([(o - c).reshape(n, -1) for c, o in zip(
             b["cf"], clean, strict=True)], 1)
         del clean
         for st, gr in zip(g.stages, grads, strict=True):

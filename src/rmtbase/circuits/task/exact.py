@@ -1,6 +1,6 @@
-"""Exact edge patching: the metric's change when one edge alone carries the counterfactual
-(every other edge clean), per prompt, then its mean and se over prompts: ``m(M ∖ {e}) −
-m(M)`` (:mod:`.forward`; Wang et al. 2022's path patching, edge by edge as in ACDC, Conmy et
+"""Exact edge patching: what the metric loses when one edge alone carries the counterfactual
+(every other edge clean), per prompt, then its mean and se over prompts: ``m(M) − m(M ∖
+{e})``, positive where the edge carries the metric (:mod:`.forward`; Wang et al. 2022's path patching, edge by edge as in ACDC, Conmy et
 al. 2023). One graph forward per edge and batch.
 
 At one position ``t`` an edge ``s → r`` carries the counterfactual only in ``r``'s input at
@@ -43,7 +43,7 @@ def patch_edges(runner: Runner, edges, *, positions=None):
             kept[cell] = False
             sets.append(kept)
         vals = runner.metrics([g.full(), *sets], desc=desc)
-        diffs.append(vals[1:] - vals[:1])
+        diffs.append(vals[:1] - vals[1:])
     eff, se = mean_se(np.concatenate(diffs) if diffs else np.empty((0, runner.task.n)))
     return eff.reshape(out), se.reshape(out)
 

@@ -105,7 +105,7 @@ def _kept_edges(g: Graph, kept):
 
 def dot(g: Graph, kept, score) -> str:
     """Graphviz DOT of the kept edges: nodes boxes, an edge labelled by its input (q, k, v)
-    and score, red where the score is negative."""
+    and score, red where the score is negative (the edge works against the metric)."""
     lines = ["digraph circuit {", "  rankdir=BT;", "  node [shape=box];"]
     nodes = set()
     body = []

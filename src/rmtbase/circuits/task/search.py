@@ -185,7 +185,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
         pr = prune.prune(r)
         key, patched = pr["key"], np.arange(n_edges)
-        eff, eff_se = -pr["clean"], pr["clean_se"]
+        eff, eff_se = pr["clean"], pr["clean_se"]
         method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
                   "fraction": prune.FRACTION, "tail": prune.TAIL}
     else:
@@ -208,7 +208,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     release_memory()
     return {"model": name, "task": t, "tm": tm, "metric": metric,
             "counterfactual": counterfactual, "score": score, "se": se,
-            "steps": steps, "ranking_head": method, "top": top,
+            "steps": steps, "ranking_head": method, "top": top, "ranking": key,
             "split": {"holdout": holdout, "fit": fit_task.n, "held_out": held_task.n},
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
