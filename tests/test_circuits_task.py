@@ -895,3 +895,38 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
     eff, _ = patch_edges(r, range(g.n_edges))
     assert np.allclose(res["clean"], eff, rtol=1e-9, atol=1e-12)
     assert np.abs(res["context"]).max() > 1e-2  # the edges carry something
+
+
+@pytest.mark.parametrize("cf", ["corrupted", "zero"])
+def test_confirmation_is_the_head_searchs_rule_with_the_other_counterfactual(cf):
+    """An edge is confirmed where its exact effect is >= 3 se and >= 10 % of the behaviour on
+    >= 8 pairs and the other counterfactual's exact effect keeps half of it with its sign; the
+    other is measured only where the first part passes; a zero-only edge says so."""
+    from rmtbase.circuits.task.confirm import OTHER, confirm
+
+    net, task = _gpt2(seed=6), _task(n=10, seed=6)
+    tm = TaskModel(net)
+    r = Runner(tm, task, counterfactual=cf, batch=10)
+    edges = list(range(tm.graph.n_edges))
+    eff, se = patch_edges(r, edges)
+    vals = r.metrics([tm.graph.full(), tm.graph.empty()]).mean(-1)
+    behaviour = vals[0] - vals[1]
+    got = confirm(r, edges, eff, se, behaviour)
+    check, _ = patch_edges(Runner(tm, task, counterfactual=OTHER[cf], batch=10), edges)
+    first = (np.abs(eff) >= 3 * se) & (np.abs(eff) >= 0.1 * abs(behaviour)) & (eff != 0)
+    keep = (check * eff > 0) & (np.abs(check) >= np.maximum(0.5 * np.abs(eff),
+                                                            0.1 * abs(behaviour)))
+    assert first.sum() >= 2  # the rule is exercised
+    for e in edges:
+        v = got[e]
+        assert v["confirmed"] == bool(first[e] and keep[e]), e
+        assert v["other"] == OTHER[cf]
+        if first[e]:
+            assert v["exact_other"] == pytest.approx(check[e], rel=1e-9, abs=1e-12)
+            assert v["depends"] == (None if keep[e] else
+                                    ("zero" if cf == "zero" else "counterfactual"))
+        else:
+            assert np.isnan(v["exact_other"]) and v["depends"] is None
+    few = confirm(Runner(tm, task.subset(0, 7), counterfactual=cf, batch=7), edges[:5],
+                  eff[:5], se[:5] * 0, behaviour)
+    assert not any(v["confirmed"] for v in few.values())  # fewer than 8 pairs

@@ -48,7 +48,8 @@ def _facts(s: dict) -> str:
 def _patched_table(s: dict):
     import pandas as pd
 
-    cols = ["edge", "exact", "exact_se", "attribution", "attribution_se", "confirmed"]
+    cols = ["edge", "exact", "exact_se", "exact_other", "attribution", "attribution_se",
+            "confirmed", "depends"]
     extra = [c for c in ("composition_rank", "composition_p") if any(
         c in e for e in s["top_edges"])]
     return pd.DataFrame([{c: e.get(c, "") for c in cols + extra} for e in s["top_edges"]],
@@ -88,7 +89,8 @@ def task_report_html(res: dict, summary: dict, images: dict[str, bytes]) -> str:
         + _figures(images, CAPTIONS)
         + "<section><h2>Edges patched exactly</h2><p class=\"note\">The metric's change when "
           "the edge alone carries the counterfactual (mean and se over prompts) beside its "
-          "attribution; positive: the edge carries the metric; confirmed: |exact| ≥ 3 se."
+          "attribution; positive: the edge carries the metric; confirmed: |exact| ≥ 3 se and ≥ "
+          "10 % of the behaviour, and the other counterfactual (exact_other) keeps half of it."
           f"</p>{table_html(_patched_table(s))}</section>\n"
         + f"<section><h2>The circuit's strongest edges</h2><p class=\"note\">The "
           f"{min(EDGE_ROWS, n_kept)} of its {n_kept} edges of largest |attribution| "

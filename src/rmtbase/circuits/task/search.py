@@ -21,6 +21,7 @@ from ...errors import InputError, ModelError
 from ...limits import MAX_COUNT
 from . import prune
 from .attribution import attribute, default_steps
+from .confirm import confirm
 from .exact import patch_edges
 from .faithfulness import Scorer, curve, evaluate_kept, top_k
 from .forward import TaskModel
@@ -201,9 +202,10 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     k = cur["smallest"] if cur["smallest"] is not None else n_edges
     kept = top_k(cur["order"], k, n_edges)
     ev = evaluate_kept(sc, kept)
+    fit_sc = sc if not holdout else Scorer(r)
+    verdicts = confirm(r, patched, eff, eff_se, fit_sc.full - fit_sc.empty)
     confirmed = tm.graph.empty()
-    confirmed[[e for e, a, b in zip(patched, eff, eff_se, strict=True)
-               if _confirmed(a, b)]] = True
+    confirmed[[e for e, v in verdicts.items() if v["confirmed"]]] = True
     ev_confirmed = evaluate_kept(sc, confirmed)
     release_memory()
     return {"model": name, "task": t, "tm": tm, "metric": metric,
@@ -212,6 +214,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
             "split": {"holdout": holdout, "fit": fit_task.n, "held_out": held_task.n},
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
+            "verdicts": verdicts,
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
             "columns": columns}
 
@@ -269,11 +272,6 @@ def ranking(score, patched, effect, head_score=None) -> np.ndarray:
     return out
 
 
-def _confirmed(effect: float, se: float) -> bool:
-    """An exactly patched edge is confirmed when ``|effect| ≥ 3 se``."""
-    return bool(np.isfinite(se) and abs(effect) >= 3 * se)
-
-
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
              counterfactual: str = "corrupted", batch: int = 8, progress: bool = False) -> dict:
     """A circuit the user brings scored on ``task`` (:func:`.faithfulness.evaluate_kept`):
@@ -290,6 +288,14 @@ def evaluate(model, task, edges, *, metric: str = "logit_diff",
             **evaluate_kept(sc, kept)}
 
 
+def _verdict(res: dict, e: int) -> dict:
+    """Edge ``e``'s confirmation (:mod:`.confirm`) as the summary lists it."""
+    v = res["verdicts"][e]
+    return {"confirmed": v["confirmed"], "other_counterfactual": v["other"],
+            "exact_other": None if np.isnan(v["exact_other"]) else v["exact_other"],
+            "depends": v["depends"]}
+
+
 def summary(res: dict) -> dict:
     """The JSON summary of :func:`find_task_circuit`'s result."""
     cur, g = res["curve"], res["tm"].graph
@@ -301,7 +307,7 @@ def summary(res: dict) -> dict:
         s, r = g.edge(e)
         top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
                     "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
-                    "confirmed": _confirmed(a, b), **res.get("columns", {}).get(e, {})})
+                    **_verdict(res, e), **res.get("columns", {}).get(e, {})})
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
             "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
@@ -309,10 +315,12 @@ def summary(res: dict) -> dict:
             "ranking": res.get("ranking_head", {"method": "attribution", "edges": 0,
                                                 "attribution_steps": 0}),
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
-            "confirmation": {"rule": "|exact| >= 3 exact_se, no correction for the number "
+            "confirmation": {"rule": "|exact| >= 3 exact_se and >= 10 % of |full - empty| on "
+                                     ">= 8 fit pairs, and the other counterfactual keeps half "
+                                     "of it with its sign; no correction for the number "
                                      "patched", "patched": len(res["exact"]),
-                             "confirmed": int(sum(_confirmed(a, b)
-                                                  for a, b in res["exact"].values())),
+                             "confirmed": int(sum(_verdict(res, e)["confirmed"]
+                                                  for e in res["exact"])),
                              "expected_false_confirmations": expected_false_confirmations(
                                  len(res["exact"]))},
             "weights_screen": bool(res.get("columns")),

@@ -1,0 +1,56 @@
+"""Which exactly patched edges of a task are confirmed: the head search's rule
+(:func:`rmtbase.circuits.find.passes`, :func:`~rmtbase.circuits.find.keeps`) on the task's
+exact effects.
+
+An edge's effect ``δ = m(M) − m(M ∖ e)`` (:mod:`.exact`) is **confirmed** when ``|δ| ≥ 3 se``,
+``|δ| ≥ 10 %`` of the behaviour ``|m(M) − m(∅)|`` (the rule's floor), on at least
+:data:`~rmtbase.circuits.find.MIN_SEQUENCES` prompt pairs, and the other counterfactual
+(:data:`OTHER`: ``mean`` for ``corrupted``, ``corrupted`` for ``mean`` and ``zero``) keeps at
+least half of ``δ`` with its sign and the floor. The other counterfactual is measured only for
+edges that pass the first part; an edge that passes under ``zero`` and fails under the other is
+labelled ``depends: zero`` (an edge that matters only under zero ablation is not an edge:
+Heimersheim & Nanda 2024, arXiv:2404.15255), one that passes under a non-zero counterfactual
+and fails under the other ``depends: counterfactual``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import find
+from .exact import patch_edges
+from .runner import Runner
+
+#: The counterfactual that checks each one.
+OTHER = {"corrupted": "mean", "mean": "corrupted", "zero": "corrupted"}
+
+
+def confirm(runner: Runner, edges, effect, se, behaviour: float) -> dict:
+    """``{edge: {"confirmed", "other", "exact_other", "depends"}}`` for exactly patched
+    ``edges`` with ``effect``, ``se`` under ``runner``'s counterfactual (module docstring);
+    ``behaviour``: ``m(M) − m(∅)``. ``exact_other`` is NaN where the other counterfactual
+    was not measured, ``depends`` None where nothing failed."""
+    edges = [int(e) for e in edges]
+    effect, se = np.asarray(effect, dtype=np.float64), np.asarray(se, dtype=np.float64)
+    enough = runner.task.n >= find.MIN_SEQUENCES
+    first = [enough and find.passes(a, b, behaviour, True) for a, b in zip(effect, se,
+                                                                         strict=True)]
+    other = OTHER[runner.counterfactual]
+    check = np.full(len(edges), np.nan)
+    idx = np.flatnonzero(first)
+    if idx.size:
+        r2 = Runner(runner.tm, runner.task, metric=runner.metric, counterfactual=other,
+                    batch=runner.batch, progress=runner.progress)
+        check[idx] = patch_edges(r2, [edges[i] for i in idx])[0]
+    floor = find.floor_of(behaviour, True)
+    out = {}
+    for i, e in enumerate(edges):
+        ok = bool(first[i]) and find.keeps(effect[i], check[i], floor)
+        depends = None
+        if first[i] and not ok:
+            depends = "zero" if runner.counterfactual == "zero" else "counterfactual"
+        out[e] = {"confirmed": ok, "other": other, "exact_other": float(check[i]),
+                  "depends": depends}
+    return out
+
+
+__all__ = ["OTHER", "confirm"]
