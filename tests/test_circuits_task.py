@@ -930,3 +930,33 @@ def test_confirmation_is_the_head_searchs_rule_with_the_other_counterfactual(cf)
     few = confirm(Runner(tm, task.subset(0, 7), counterfactual=cf, batch=7), edges[:5],
                   eff[:5], se[:5] * 0, behaviour)
     assert not any(v["confirmed"] for v in few.values())  # fewer than 8 pairs
+
+
+@pytest.mark.parametrize("kind", ["gemma2", "gemma3_text", "olmo2"])
+def test_post_norm_families_run_on_the_task_graph(kind):
+    """Post-norm blocks (Gemma-2 with its soft-caps, Gemma-3 with QK-norm and sliding
+    windows, OLMo-2): the graph forward's logits are transformers' (every edge kept), the
+    empty graph is transformers' run on the corrupted prompts (every receiver reads the
+    corrupted run's senders, which add up to its residual), and the search runs on
+    Gemma-3."""
+    from test_circuits_families import _net
+
+    from rmtbase.circuits.task.search import find_task_circuit
+
+    net = _net(kind)
+    if kind == "gemma2":
+        net.config.final_logit_softcapping = 2.0  # small enough to bend the logits
+    tm = TaskModel(net)
+    task = induction_task(8, 5, 40, seed=2)
+    assert tm.check(task.clean) < 1e-5
+    r = Runner(tm, task, batch=8)
+    vals = r.metrics([tm.graph.full(), tm.graph.empty()])
+    for ids, got in ((task.clean, vals[0]), (task.corrupted, vals[1])):
+        want = _logit_diff(tm.model_logits(ids).double(), task)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    if kind == "gemma2":  # the cap is applied: without it the logits would exceed it
+        assert tm.model_logits(task.clean).abs().max() < 2.0
+    if kind == "gemma3_text":  # the search end to end (attribution: its gradient too)
+        res = find_task_circuit(net, task, holdout=0.5, prune_budget=0)
+        assert np.isfinite(res["circuit"]["faithfulness"])
+        assert np.isfinite(res["score"]).all() and np.abs(res["score"]).max() > 0

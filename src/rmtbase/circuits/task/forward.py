@@ -16,8 +16,13 @@ each through the layer's input norm) and ``z = softmax(q kᵀ …) v`` (:meth:`.
 With every edge kept this is the model's forward; :meth:`TaskModel.check` compares its
 logits with the transformers forward's and refuses a model where they differ.
 
-Families: pre-norm decoders whose block is ``x + attn(norm(x)) + mlp(norm'(·))`` with one
-output projection (:data:`FAMILIES`); post-norm blocks and residual multipliers are refused."""
+Families (:data:`FAMILIES`): pre-norm decoders whose block is ``x + attn(norm(x)) +
+mlp(norm'(·))`` with one output projection, and post-norm blocks (Gemma-2/3, OLMo-2) whose
+attention output passes a norm ``P`` before the residual add, ``P(y) = g ⊙ y / rms(y)``: there a
+head's output is its share of ``P(y)``, ``(z_h W_O[h]) ⊙ g / rms(y)`` with ``y`` the layer's
+attention output in the same run (:meth:`.heads.HeadModel.source_output`), so the heads' outputs
+add up to what the block adds; the MLP's own post-norm is part of the MLP. Gemma-2's final
+logit soft-cap is applied. Residual multipliers (Granite) are refused."""
 
 from __future__ import annotations
 
@@ -29,8 +34,11 @@ from .graph import Graph
 
 #: model_type values the task graph runs (module docstring).
 FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox", "gemma", "phi3",
-            "starcoder2", "smollm3", "olmo", "gptj", "phi", "stablelm", "cohere")
+            "starcoder2", "smollm3", "olmo", "gptj", "phi", "stablelm", "cohere", "gemma2",
+            "gemma3_text", "olmo2")
 _MLP_NORMS = ("ln_2", "post_attention_layernorm")
+#: A post-norm block's MLP input norm (none: identity) and output norm.
+_PRE_FFW, _POST_FFW = "pre_feedforward_layernorm", "post_feedforward_layernorm"
 _FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
 
 
@@ -57,8 +65,9 @@ class TaskModel:
         if mt not in FAMILIES:
             raise InputError(f"task circuits run {', '.join(FAMILIES)} models, not {mt!r}")
         hm = HeadModel(net)
-        if any(hm.post_norm(li) is not None for li in range(hm.n_layers)) or hm._mult != 1.0:
-            raise InputError(f"{mt}: task circuits run pre-norm blocks without multipliers")
+        if hm._mult != 1.0:
+            raise InputError(f"{mt}: task circuits run blocks without residual multipliers")
+        self.softcap = getattr(net.config, "final_logit_softcapping", None)
         self.net, self.hm = net, hm
         self.head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") \
             else None
@@ -70,18 +79,24 @@ class TaskModel:
         if self.final is None:
             raise InputError(f"{mt}: cannot find the final norm")
         self.parallel = hm.parallel(0)
-        self.mlps, self.mlp_norms = [], []
+        self.mlps, self.mlp_norms, self.mlp_posts = [], [], []
         for li, layer in enumerate(hm.layers):
             mlp = getattr(layer, "mlp", None)
             if mlp is None:
                 raise InputError(f"{mt}: layer {li} has no mlp module")
-            norm = _first(layer, _MLP_NORMS)
+            post = None
+            if hm.post_norm(li) is not None:  # post-norm block: its own MLP norms
+                norm = getattr(layer, _PRE_FFW, None) or hm._identity
+                post = getattr(layer, _POST_FFW, None)
+            else:
+                norm = _first(layer, _MLP_NORMS)
             if norm is None and self.parallel:
                 norm = hm.norm(li)
             if norm is None:
                 raise InputError(f"{mt}: cannot find layer {li}'s MLP norm")
             self.mlps.append(mlp)
             self.mlp_norms.append(norm)
+            self.mlp_posts.append(post)
         self.graph = Graph(hm.n_layers, hm.n_heads, self.parallel, d_model=hm.d)
 
     # embeddings --------------------------------------------------------------------------
@@ -227,14 +242,13 @@ class TaskModel:
                     li = st.layer
                     x = self._inputs(resid, dsum, st, diffs, rem, leaves)
                     xn = hm.norm(li)(x)
-                    new = []
+                    zs = []
                     for h in range(H):
                         q = hm.query(li, h, xn[h])
                         k = hm.key(li, h, xn[H + h])
                         v = hm.value(li, h, xn[2 * H + h])
-                        a = hm.pattern(li, q, k, head=h).to(v.dtype)
-                        new.append(hm.source_output(li, h, a @ v))
-                    b = hm.output_projection(li).bias
+                        zs.append(hm.pattern(li, q, k, head=h).to(v.dtype) @ v)
+                    new, b = self._head_outputs(li, zs)
                     attn_sum = torch.stack(new).sum(0) + (0 if b is None else b)
                     mlp_dsum = dsum
                     if dsum is not None:
@@ -253,6 +267,8 @@ class TaskModel:
                     x = self._inputs(mlp_resid, mlp_dsum, st, diffs, rem, leaves)
                     y = self.mlps[li](self.mlp_norms[li](x[0]))
                     y = y[0] if isinstance(y, tuple) else y
+                    if self.mlp_posts[li] is not None:
+                        y = self.mlp_posts[li](y)
                     if dsum is not None:
                         dy = y - cf[n_out]
                         if buf is not None:
@@ -264,10 +280,26 @@ class TaskModel:
                 else:
                     x = self._inputs(resid, dsum, st, diffs, rem, leaves)
                     logits = self.head(self.final(self.readout(x[0])))
+                    if self.softcap:
+                        logits = torch.tanh(logits / self.softcap) * self.softcap
         out = {"logits": logits, "outs": outs, "leaves": leaves}
         if record:
             out["checkpoint"] = {"stages": stages, "buffer": buf}
         return out
+
+    def _head_outputs(self, li: int, zs):
+        """(each head's output ``(n, T, d)``, the bias the block adds besides) of layer ``li``
+        from the heads' ``z`` (module docstring: a post-norm block's scale is its own
+        run's)."""
+        import torch
+
+        hm = self.hm
+        if hm.post_norm(li) is None:
+            return [hm.source_output(li, h, z) for h, z in enumerate(zs)], \
+                hm.output_projection(li).bias
+        scale = hm.source_scale(li, hm.output_projection(li)(torch.cat(zs, -1)))
+        return ([hm.source_output(li, h, z, scale=scale) for h, z in enumerate(zs)],
+                hm.contribution_bias(li, scale=scale))
 
     def first_removal(self, kept) -> int:
         """The first stage (:attr:`.graph.Graph.stages`) with an edge of ``kept`` removed;
