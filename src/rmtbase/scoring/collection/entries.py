@@ -135,9 +135,14 @@ def strip(ds: xr.Dataset) -> xr.Dataset:
 def check(folder, label: str, key: str) -> tuple[xr.Dataset | None, str | None]:
     """``(entry, None)`` for stored entry ``label`` with key ``key`` and a matching hash, else
     ``(None, why)``: why None when expected (absent, other key), else a warning clause."""
+    from ...files.cache_trust import untrusted_why
+
     path = entry_path(folder, label)
     if not path.is_file():
         return None, None
+    why = untrusted_why(path)
+    if why is not None:  # another user could have written it: scored again, not read
+        return None, f"is not trusted ({why})"
     try:
         ds = read_entry(path)
     except InputError:
