@@ -60,11 +60,12 @@ def run(args) -> int:
         read_composition(args.composition)
     t0 = time.perf_counter()
     if args.evaluate is not None:
-        if not Path(args.evaluate).is_file():
-            raise InputError(f"no circuit file {args.evaluate}")
+        from ..circuits.task.export import read_circuit_file
+
+        read_circuit_file(args.evaluate)  # a bad circuit file is refused before the model
         res = search.evaluate(args.model, args.task, args.evaluate, metric=args.metric,
                               counterfactual=args.counterfactual, progress=not args.quiet)
-        print(json.dumps({"schema": "rmtbase.circuits.evaluate/1", **res}, indent=1))
+        print(_json(evaluate_document(res, args.metric)))
         return 0
     if args.out is None:
         from .default_out import model_stem
@@ -85,9 +86,9 @@ def run(args) -> int:
 
     written = search.write_outputs(res, args.out, extra=report)
     if getattr(args, "json", False):
-        print(json.dumps({"schema": "rmtbase.circuits.task/1",
-                          "command": "rmtbase circuits --task", "out": str(args.out),
-                          "files": sorted(str(p) for p in written), **s}, indent=1))
+        print(_json({"schema": "rmtbase.circuits.task/1",
+                     "command": "rmtbase circuits --task", "out": str(args.out),
+                     "files": sorted(str(p) for p in written), **s}))
     else:
         c = s["circuit"]
         print(f"{s['task']}: {s['prompts']} prompts, metric {s['metric']}, counterfactual "
@@ -104,4 +105,33 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["add_options", "run"]
+def evaluate_document(res: dict, metric: str) -> dict:
+    """``--evaluate``'s JSON document of :func:`rmtbase.circuits.task.search.evaluate`'s result:
+    the metric's name under ``metric``, the circuit's value of it under ``circuit_metric``."""
+    res = dict(res)
+    value = res.pop("metric")
+    if isinstance(value, str):  # already the name
+        return {"schema": "rmtbase.circuits.evaluate/1", **res, "metric": value}
+    return {"schema": "rmtbase.circuits.evaluate/1", **res, "metric": metric,
+            "circuit_metric": value}
+
+
+def _finite(v):
+    """``v`` with every non-finite float (NaN, ±inf) as None: JSON has no such numbers."""
+    import math
+
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_finite(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _json(doc: dict) -> str:
+    """``doc`` as strict JSON (non-finite numbers null, never ``NaN``), indented."""
+    return json.dumps(_finite(doc), indent=1, allow_nan=False)
+
+
+__all__ = ["add_options", "evaluate_document", "run"]
