@@ -5,6 +5,7 @@ composition attached to the edges, ``induction_task``'s arguments, the JSON it p
   a task whose metric cannot move (answer = wrong, clean = corrupted, by text or by id) is
   refused naming the pair;
 - a task over MAX_TASK_TOKENS token positions is refused with its size stated;
+- a composition of another model of the same shape is refused by the heads' norms;
 - ``--evaluate``'s JSON names its metric and is strict JSON;
 - property tests (hypothesis, derandomised, few examples): ``induction_task``, the task-file
   reader and the circuit-file reader either return a well-formed result or raise InputError,
@@ -228,6 +229,31 @@ def _gpt2(seed, n_layer=2):
                      tie_word_embeddings=False, initializer_range=0.2,
                      attn_implementation="eager", bos_token_id=0, eos_token_id=0)
     return GPT2LMHeadModel(cfg).eval()
+
+
+def test_a_composition_of_another_model_of_the_same_shape_is_refused():
+    """The weights screen checks the composition's heads' norms against the model's (the head
+    search's fingerprint): this model's passes, another random model of its shape is
+    refused."""
+    import xarray as xr
+
+    from rmtbase.circuits.fingerprint import head_norms
+    from rmtbase.circuits.task.forward import TaskModel
+    from rmtbase.circuits.task.weights import head_edge_columns
+
+    mine, other = TaskModel(_gpt2(0)), TaskModel(_gpt2(1))
+    qk, ov = head_norms(mine.hm)
+    dims = ("kind", "layer_from", "head_from", "layer_to", "head_to")
+    shape = (3, 2, 4, 2, 4)
+    rng = np.random.default_rng(0)
+    comp = xr.Dataset(
+        {"composition_rank_source": (dims, rng.integers(1, 9, shape).astype(float)),
+         "composition_p": (dims, rng.random(shape)), "composition_q": (dims, rng.random(shape)),
+         "qk_norm": (("layer", "head_to"), qk), "ov_norm": (("layer", "head_to"), ov)},
+        coords={"kind": ["q", "k", "v"]})
+    assert len(head_edge_columns(mine.graph, comp)) == 3 * 4 * 4
+    with pytest.raises(InputError, match="the composition is not this model's"):
+        head_edge_columns(other.graph, comp)
 
 
 def test_evaluate_names_its_metric_and_writes_strict_json(tmp_path, capsys):

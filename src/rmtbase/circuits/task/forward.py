@@ -82,7 +82,7 @@ class TaskModel:
                 raise InputError(f"{mt}: cannot find layer {li}'s MLP norm")
             self.mlps.append(mlp)
             self.mlp_norms.append(norm)
-        self.graph = Graph(hm.n_layers, hm.n_heads, self.parallel, d_model=hm.d)
+        self.graph = Graph(hm.n_layers, hm.n_heads, self.parallel, d_model=hm.d, heads=hm)
 
     # embeddings --------------------------------------------------------------------------
     def embed(self, ids):
