@@ -92,10 +92,12 @@ def test_text_task_tokenised_with_the_models_tokenizer(tmp_path):
     tok = AutoTokenizer.from_pretrained(tmp_path)
     p = tmp_path / "t.jsonl"
     p.write_text(json.dumps({"clean": "a single man", "corrupted": "a good man",
-                             "answer": "wife", "wrong": "man"}) + "\n")
+                             "answer": "wife", "wrong": "man"}) + "\n"
+                 + json.dumps({"clean": "a good man", "corrupted": "a single man",
+                               "answer": "wife", "wrong": "man"}) + "\n")
     t = read_task(p, tok)
     ids = tok("a single man", add_special_tokens=False)["input_ids"]
-    assert t.clean.tolist() == [ids] and t.answer[0] == tok.convert_tokens_to_ids("wife")
+    assert t.clean.tolist()[0] == ids and t.answer[0] == tok.convert_tokens_to_ids("wife")
     p.write_text(json.dumps({"clean": "a single man", "corrupted": "a man",
                              "answer": "wife", "wrong": "man"}) + "\n")
     with pytest.raises(InputError, match="clean is 3 tokens and corrupted 2"):

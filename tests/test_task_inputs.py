@@ -75,9 +75,12 @@ def test_huge_integers_and_deep_nesting_are_one_line(tmp_path):
 
 def test_tokenising_to_the_same_id_or_to_nothing_is_refused():
     """Two words the tokenizer maps to one unknown id, texts that become the same ids, and a
-    prompt of no tokens are refused naming the pair."""
+    prompt of no tokens are refused naming the pair; so is a task of one pair repeated."""
     ok = {"clean": "a b", "corrupted": "c b", "answer": "x", "wrong": "y"}
-    tokenise([ok], _Tok())
+    tokenise([ok, {**ok, "answer": "y", "wrong": "x"}], _Tok())
+    with pytest.raises(InputError, match="task: 3 prompt pairs, 1 distinct; a task needs at "
+                                         "least 2 distinct pairs"):
+        tokenise([ok] * 3, _Tok())  # the same pair repeated: no standard error
     for change, match in [({"answer": "foo", "wrong": "bar"}, "answer and wrong are the same"),
                           ({"clean": "foo b", "corrupted": "bar b"}, "clean and corrupted are"),
                           ({"clean": " ", "corrupted": " "}, "clean ' ' is no tokens")]:

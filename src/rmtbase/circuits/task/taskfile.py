@@ -9,7 +9,8 @@ the logits at the last position ``T − 1``. Blank lines and lines starting with
 skipped. A bad file is refused in one line naming the line (:class:`~rmtbase.errors.InputError`)
 before the model runs: a malformed value (ids are integers 0 … 2³¹ − 1), a degenerate pair
 whose metric cannot move (answer the same token as wrong, clean the same prompt as corrupted,
-by text or, once tokenised, by id), a prompt of no tokens, or a task over
+by text or, once tokenised, by id), a prompt of no tokens, fewer than two distinct pairs
+(standard errors are over pairs), or a task over
 :data:`~rmtbase.limits.MAX_TASK_TOKENS` token positions (pairs × tokens).
 
 :func:`induction_task` draws the induction task on repeated random ids, which needs no
@@ -197,6 +198,12 @@ def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: st
         if top >= vocab_size:
             raise InputError(f"{name}: token id {top} is outside this model's vocabulary of "
                              f"{vocab_size}")
+    distinct = {tuple(map(tuple, (rows["clean"][i], rows["corrupted"][i])))
+                + (rows["answer"][i], rows["wrong"][i]) for i in range(len(records))}
+    if len(distinct) < 2:
+        raise InputError(f"{name}: {len(records)} prompt pairs, {len(distinct)} distinct; a "
+                         f"task needs at least 2 distinct pairs (its standard errors are over "
+                         f"pairs)")
     return task
 
 
