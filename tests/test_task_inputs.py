@@ -61,6 +61,12 @@ def test_a_bad_task_line_is_refused_naming_it(tmp_path, change, match):
         read_records(p)
 
 
+def test_one_pair_repeated_is_refused_before_the_model(tmp_path):
+    with pytest.raises(InputError, match="t.jsonl: 3 prompt pairs, 1 distinct; a task needs "
+                                         "at least 2 distinct pairs"):
+        read_records(_file(tmp_path, LINE, LINE, LINE))
+
+
 def test_huge_integers_and_deep_nesting_are_one_line(tmp_path):
     """A 5,000-digit integer and JSON nested 100,000 deep: InputError, not ValueError or
     RecursionError."""
@@ -98,7 +104,8 @@ def test_a_task_too_large_is_refused_with_its_size(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="4 prompt pairs x 3 tokens = 12 token positions; a "
                                          "task takes at most 10"):
         read_records(p)
-    recs = [{"clean": "a b c", "corrupted": "a b x", "answer": "x", "wrong": "y"}] * 4
+    recs = [{"clean": "a b c", "corrupted": w, "answer": "x", "wrong": "y"}
+            for w in ("a b x", "a b y", "a c x", "a c y")]
     read_records(_file(tmp_path, *recs))  # 4 pairs x at least 1 token: not known to be over
     with pytest.raises(InputError, match="4 prompt pairs x 3 tokens"):
         tokenise(recs, _Tok())
@@ -154,13 +161,13 @@ _VALUE = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2, 2**70)
 @given(rec=st.dictionaries(st.sampled_from(["clean", "corrupted", "answer", "wrong", "x"]),
                            _VALUE, max_size=5))
 def test_the_task_reader_returns_pairs_or_one_input_error(tmp_path, rec):
-    p = _file(tmp_path, rec, name="prop.jsonl")
+    p = _file(tmp_path, rec, LINE, name="prop.jsonl")
     try:
         got = read_records(p)
     except InputError as exc:
         assert "\n" not in str(exc)
         return
-    assert got == [rec]
+    assert got == [rec, LINE]
 
 
 # circuit files ------------------------------------------------------------------------------

@@ -100,6 +100,7 @@ def read_records(path) -> list[dict]:
         raise InputError(f"{p.name}: no prompt pairs")
     known = max((len(r["clean"]) for r in out if isinstance(r["clean"], list)), default=1)
     check_size(len(out), known, p.name, "at least " if known == 1 else "")
+    _distinct(len(out), len({json.dumps([r[f] for f in FIELDS]) for r in out}), p.name)
     return out
 
 
@@ -125,6 +126,14 @@ def _moves(clean, corrupted, answer, wrong, where: str) -> None:
     if type(clean) is type(corrupted) and clean == corrupted:
         raise InputError(f"{where}: clean and corrupted are the same prompt; patching cannot "
                          f"move the metric")
+
+
+def _distinct(pairs: int, distinct: int, name: str) -> None:
+    """One line where fewer than two of ``pairs`` prompt pairs are distinct: a task's standard
+    errors are over pairs."""
+    if distinct < 2:
+        raise InputError(f"{name}: {pairs} prompt pairs, {distinct} distinct; a task needs at "
+                         f"least 2 distinct pairs (its standard errors are over pairs)")
 
 
 def check_size(pairs: int, tokens: int, name: str, bound: str = "") -> None:
@@ -198,12 +207,9 @@ def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: st
         if top >= vocab_size:
             raise InputError(f"{name}: token id {top} is outside this model's vocabulary of "
                              f"{vocab_size}")
-    distinct = {tuple(map(tuple, (rows["clean"][i], rows["corrupted"][i])))
-                + (rows["answer"][i], rows["wrong"][i]) for i in range(len(records))}
-    if len(distinct) < 2:
-        raise InputError(f"{name}: {len(records)} prompt pairs, {len(distinct)} distinct; a "
-                         f"task needs at least 2 distinct pairs (its standard errors are over "
-                         f"pairs)")
+    _distinct(len(records), len({tuple(map(tuple, (rows["clean"][i], rows["corrupted"][i])))
+                                 + (rows["answer"][i], rows["wrong"][i])
+                                 for i in range(len(records))}), name)
     return task
 
 
