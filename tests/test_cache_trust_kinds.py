@@ -1,5 +1,6 @@
 """Every cache kind trusts its files alike (rmtbase.files.cache_trust): the heads' σ = 1 tables,
-the profile and composition nulls, the whole-matrix nulls and a collection's entries. A file owned
+the profile and composition nulls, the whole-matrix nulls, a collection's entries and the analytic
+constants. A file owned
 by another user, or one its group or other users can write, is not read: the value is drawn (or
 scored) again, and another user's file is left as it was.
 
@@ -160,3 +161,26 @@ def test_a_foreign_entry_is_scored_again(how, tmp_path):
     got, why = check(folder, "m", "k")
     assert got is None
     assert "not trusted" in why
+
+
+@pytest.mark.parametrize("how", ["group", "other", "owner"])
+def test_a_foreign_constants_table_is_not_read(how, tmp_path):
+    """The cached table of analytic constants, likewise: not read (one warning), and another
+    user's left as it is by the next store."""
+    from rmtbase.analytic import _constants_cache as cc
+
+    cc.store(5, {"a": "1.2345"})
+    assert cc.load(5, ["a"]) == {"a": "1.2345"}
+    path = cc.path(5)
+    if how == "owner":
+        if os.geteuid() != 0:
+            pytest.skip("chown to another user needs root")
+        os.chown(path, OTHER_UID, -1)
+    else:
+        path.chmod(path.stat().st_mode | (stat.S_IWGRP if how == "group" else stat.S_IWOTH))
+    before = path.read_bytes()
+    with pytest.warns(RuntimeWarning, match="not using cached constants table"):
+        assert cc.load(5, ["a"]) is None
+    if how == "owner":
+        cc.store(5, {"a": "1.2346"})
+        assert path.read_bytes() == before and path.stat().st_uid == OTHER_UID

@@ -14,8 +14,9 @@ cache): one or more paths separated by ``os.pathsep``; a file inside one of them
 links) passes. Where the platform has no user ids (``os.geteuid`` missing), every file passes.
 
 Every cache kind is checked here alike: the heads' σ = 1 tables, the profile and composition
-nulls, the whole-matrix nulls and a collection's entries call :func:`check_trusted` or
-:func:`readable` before reading a file, and :func:`may_replace` before writing one."""
+nulls, the whole-matrix nulls, the analytic constants and a collection's entries call
+:func:`check_trusted` or :func:`readable` before reading a file, and :func:`may_replace` before
+writing one."""
 
 from __future__ import annotations
 
