@@ -184,3 +184,47 @@ def test_a_foreign_constants_table_is_not_read(how, tmp_path):
     if how == "owner":
         cc.store(5, {"a": "1.2346"})
         assert path.read_bytes() == before and path.stat().st_uid == OTHER_UID
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS) + ["entries", "constants"])
+def test_a_file_written_under_a_permissive_umask_is_trusted_next_time(kind, tmp_path,
+                                                                       monkeypatch):
+    """Under umask 002 (group write granted by default) every kind writes its cache file
+    without group or other write, so this user's next run reads it silently."""
+    import warnings
+
+    import xarray as xr
+
+    from rmtbase.analytic import _constants_cache as cc
+    from rmtbase.files.user_cache import forget
+    from rmtbase.scoring.collection.entries import check, entry_path, save
+
+    old = os.umask(0o002)
+    try:
+        if kind == "entries":
+            folder = tmp_path / "entries"
+            folder.mkdir()
+            save(folder, "m", "k", xr.Dataset({"head_flag": (("layer", "head"),
+                                                            np.array([[True, False]]))}))
+            path = entry_path(folder, "m")
+        elif kind == "constants":
+            cc.store(5, {"a": "1.2345"})
+            path = cc.path(5)
+        else:
+            run, calls = KINDS[kind](monkeypatch)
+            run()
+            path = _only_file(tmp_path)
+        assert not path.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH), oct(path.stat().st_mode)
+        forget()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            if kind == "entries":
+                assert check(folder, "m", "k")[1] is None
+            elif kind == "constants":
+                assert cc.load(5, ["a"]) == {"a": "1.2345"}
+            else:
+                calls.clear()
+                run()
+                assert calls == []
+    finally:
+        os.umask(old)

@@ -61,5 +61,8 @@ def store(digits: int, values: dict[str, str]) -> None:
         return
     try:
         write_atomic(path(digits), fill)
+        from ..files.cache_trust import keep_private
+
+        keep_private(path(digits))
     except OSError:
         pass

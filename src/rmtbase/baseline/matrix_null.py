@@ -265,7 +265,7 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
         return ds
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        write_table(ds, target, replace="any")
+        write_table(ds, target, replace="any", mode=0o644)  # nobody else may rewrite it
         if have_path is not None:
             have_path.unlink(missing_ok=True)  # a prefix of the table just written
     except (OSError, TableError) as exc:

@@ -15,8 +15,8 @@ links) passes. Where the platform has no user ids (``os.geteuid`` missing), ever
 
 Every cache kind is checked here alike: the heads' σ = 1 tables, the profile and composition
 nulls, the whole-matrix nulls, the analytic constants and a collection's entries call
-:func:`check_trusted` or :func:`readable` before reading a file, and :func:`may_replace` before
-writing one."""
+:func:`check_trusted` or :func:`readable` before reading a file, :func:`may_replace` before
+writing one and :func:`keep_private` after."""
 
 from __future__ import annotations
 
@@ -93,6 +93,17 @@ def readable(path, what: str = "table") -> bool:
     return True
 
 
+def keep_private(path) -> None:
+    """Take group and other write permission off the cache file ``path`` just written (a umask
+    such as 002 grants them), so that this user's next read trusts it; quietly where it cannot."""
+    try:
+        mode = os.stat(path).st_mode
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            os.chmod(path, stat.S_IMODE(mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+    except OSError:
+        pass
+
+
 def may_replace(path) -> bool:
     """Whether a cache writer may replace ``path``: it is missing, or it and its link are owned by
     this user (a file of this user's that others could write is replaced by a private one)."""
@@ -109,5 +120,5 @@ def may_replace(path) -> bool:
     return link.st_uid == target.st_uid == os.geteuid()
 
 
-__all__ = ["TRUST_ENV", "UntrustedCache", "check_trusted", "may_replace", "readable",
+__all__ = ["TRUST_ENV", "UntrustedCache", "check_trusted", "keep_private", "may_replace", "readable",
            "trusted_folders", "untrusted_why"]

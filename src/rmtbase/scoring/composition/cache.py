@@ -124,6 +124,9 @@ def cached_null(kind: str, d: int, d_h: int, n: int, seed: int, storage: str,
         return got
     try:
         write_netcdf(ds, path)
+        from ...files.cache_trust import keep_private
+
+        keep_private(path)
     except OSError as exc:
         unwritable(cache_dir(), exc)
         remember(("composition", str(path)), got.copy())

@@ -229,6 +229,9 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
         return draws
     try:
         write_netcdf(ds, path)
+        from ...files.cache_trust import keep_private
+
+        keep_private(path)
     except OSError as exc:  # a read-only cache still scores: said once, the draws kept
         from ...files.user_cache import cache_dir, remember, unwritable
 
