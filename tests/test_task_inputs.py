@@ -267,9 +267,9 @@ def test_a_composition_of_another_model_of_the_same_shape_is_refused():
 
 
 def test_evaluate_names_its_metric_and_writes_strict_json(tmp_path, capsys):
-    """``--evaluate``: the metric's name under "metric", the circuit's value under
-    "circuit_metric"; a degenerate task is refused before the model is read; a circuit file
-    with in_graph "false" is refused in one line."""
+    """``--evaluate``: the task's size said first, the metric's name under "metric", the
+    circuit's value under "circuit_metric"; a degenerate task is refused before the model is
+    read; a circuit file with in_graph "false" is refused in one line."""
     from rmtbase.circuits.task.taskfile import write_task
     from rmtbase.cli import main
 
@@ -280,8 +280,11 @@ def test_evaluate_names_its_metric_and_writes_strict_json(tmp_path, capsys):
     circ = tmp_path / "c.json"
     circ.write_text(json.dumps(["input->logits", "a1.h0->logits"]))
     assert main(["circuits", str(folder), "--task", str(task), "--evaluate", str(circ),
-                 "--metric", "logprob", "--quiet"]) == 0
-    doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+                 "--metric", "logprob"]) == 0
+    out, err = capsys.readouterr()
+    assert ("rmtbase: task ind: 4 prompt pairs x 8 tokens = 32 token positions (at most "
+            "4194304)") in err.splitlines()  # the size, said before the model is read
+    doc = json.loads(out, parse_constant=pytest.fail)
     assert doc["metric"] == "logprob"
     assert isinstance(doc["circuit_metric"], float) and doc["edges"] == 2
     circ.write_text(json.dumps({"edges": {"input->logits": {"in_graph": "false"}}}))

@@ -53,7 +53,11 @@ def run(args) -> int:
         raise InputError(f"--top must be at least 1, got {args.top}")
     check_local(args.model)
     args.task = str(resolve(args.task))  # a shipped task's name: its file
-    read_records(args.task)  # a bad file is refused before the model is read
+    records = read_records(args.task)  # a bad file is refused before the model is read
+    if not args.quiet:
+        from ..progress import message
+
+        message(f"rmtbase: task {Path(args.task).stem}: {_size(records)}")
     if getattr(args, "composition", None) is not None and args.evaluate is None:
         from ..circuits.task.weights import read_composition
 
@@ -103,6 +107,20 @@ def run(args) -> int:
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0
+
+
+def _size(records) -> str:
+    """The task's size as known before the model is read: pairs × tokens where the prompts are
+    token ids, the pairs alone where they are text (tokenised once the model is read)."""
+    from ..limits import MAX_TASK_TOKENS
+
+    n = len(records)
+    lengths = {len(r["clean"]) for r in records if isinstance(r["clean"], list)}
+    if len(lengths) == 1 and all(isinstance(r["clean"], list) for r in records):
+        t = lengths.pop()
+        return (f"{n} prompt pairs x {t} tokens = {n * t} token positions (at most "
+                f"{MAX_TASK_TOKENS})")
+    return f"{n} prompt pairs (text: tokenised once the model is read)"
 
 
 def evaluate_document(res: dict, metric: str) -> dict:
