@@ -115,12 +115,13 @@ def _size(records) -> str:
     from ..limits import MAX_TASK_TOKENS
 
     n = len(records)
-    lengths = {len(r["clean"]) for r in records if isinstance(r["clean"], list)}
-    if len(lengths) == 1 and all(isinstance(r["clean"], list) for r in records):
-        t = lengths.pop()
-        return (f"{n} prompt pairs x {t} tokens = {n * t} token positions (at most "
-                f"{MAX_TASK_TOKENS})")
-    return f"{n} prompt pairs (text: tokenised once the model is read)"
+    if any(isinstance(r[f], str) for r in records for f in ("clean", "corrupted")):
+        return f"{n} prompt pairs (text: tokenised once the model is read)"
+    lengths = {len(r["clean"]) for r in records}
+    if len(lengths) > 1:
+        return f"{n} prompt pairs"  # of unequal lengths: refused once tokenised
+    t = lengths.pop()
+    return f"{n} prompt pairs x {t} tokens = {n * t} token positions (at most {MAX_TASK_TOKENS})"
 
 
 def evaluate_document(res: dict, metric: str) -> dict:
