@@ -69,11 +69,14 @@ def _task(n=6, seed=0):
     ('{"clean": [1, 2], "corrupted": [1, 3], "answer": 1}', "line 1: missing wrong"),
     ('{"clean": [], "corrupted": [1], "answer": 1, "wrong": 2}', "clean must be a text"),
     ('{"clean": [1], "corrupted": [1], "answer": -1, "wrong": 2}', "answer must be"),
-    ('{"clean": [1, 2], "corrupted": [1], "answer": 1, "wrong": 2}', "equally long"),
-    ('{"clean": [1, 2], "corrupted": [1, 2], "answer": 1, "wrong": 2}\n'
-     '{"clean": [1], "corrupted": [1], "answer": 1, "wrong": 2}', "pair 2: 1 tokens where"),
-    ('{"clean": [1, 2], "corrupted": [1, 99], "answer": 1, "wrong": 2}', "outside this"),
-    ('{"clean": "a b", "corrupted": [1, 2], "answer": 1, "wrong": 2}', "has no tokenizer"),
+    ('{"clean": [1, 2], "corrupted": [1], "answer": 1, "wrong": 2}'
+     '\n{"clean": [1, 2], "corrupted": [1, 3], "answer": 1, "wrong": 2}', "equally long"),
+    ('{"clean": [1, 2], "corrupted": [1, 3], "answer": 1, "wrong": 2}\n'
+     '{"clean": [1], "corrupted": [3], "answer": 1, "wrong": 2}', "pair 2: 1 tokens where"),
+    ('{"clean": [1, 2], "corrupted": [1, 99], "answer": 1, "wrong": 2}'
+     '\n{"clean": [1, 2], "corrupted": [1, 3], "answer": 1, "wrong": 2}', "outside this"),
+    ('{"clean": "a b", "corrupted": [1, 2], "answer": 1, "wrong": 2}'
+     '\n{"clean": [1, 2], "corrupted": [1, 3], "answer": 1, "wrong": 2}', "has no tokenizer"),
     ("# only a comment\n", "no prompt pairs"),
 ])
 def test_task_file_refusals(tmp_path, text, match):
@@ -92,16 +95,22 @@ def test_text_task_tokenised_with_the_models_tokenizer(tmp_path):
     tok = AutoTokenizer.from_pretrained(tmp_path)
     p = tmp_path / "t.jsonl"
     p.write_text(json.dumps({"clean": "a single man", "corrupted": "a good man",
-                             "answer": "wife", "wrong": "man"}) + "\n")
+                             "answer": "wife", "wrong": "man"}) + "\n"
+                 + json.dumps({"clean": "a good man", "corrupted": "a single man",
+                               "answer": "wife", "wrong": "man"}) + "\n")
     t = read_task(p, tok)
     ids = tok("a single man", add_special_tokens=False)["input_ids"]
-    assert t.clean.tolist() == [ids] and t.answer[0] == tok.convert_tokens_to_ids("wife")
+    assert t.clean.tolist()[0] == ids and t.answer[0] == tok.convert_tokens_to_ids("wife")
     p.write_text(json.dumps({"clean": "a single man", "corrupted": "a man",
-                             "answer": "wife", "wrong": "man"}) + "\n")
+                             "answer": "wife", "wrong": "man"}) + "\n"
+                 + json.dumps({"clean": "a good man", "corrupted": "a single man",
+                               "answer": "wife", "wrong": "man"}) + "\n")
     with pytest.raises(InputError, match="clean is 3 tokens and corrupted 2"):
         read_task(p, tok)
-    p.write_text(json.dumps({"clean": "a man", "corrupted": "a man",
-                             "answer": "a wife", "wrong": "man"}) + "\n")
+    p.write_text(json.dumps({"clean": "a man", "corrupted": "a good",
+                             "answer": "a wife", "wrong": "man"}) + "\n"
+                 + json.dumps({"clean": "a good man", "corrupted": "a single man",
+                               "answer": "wife", "wrong": "man"}) + "\n")
     with pytest.raises(InputError, match="answer 'a wife' is 2 tokens"):
         read_task(p, tok)
 

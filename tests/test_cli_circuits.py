@@ -121,6 +121,25 @@ def test_refused_before_any_work(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_header_without_vocab_size_takes_repeat_lengths(monkeypatch):
+    """A GGUF header that names no vocab_size (the lengths are checked once the model is read)
+    takes --repeat-length: only --text refuses it."""
+    from types import SimpleNamespace
+
+    from rmtbase.circuits.find import Search
+    from rmtbase.cli.circuits import check
+    from rmtbase.errors import InputError
+    from rmtbase.models import loading
+
+    header = {"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 32,
+              "n_positions": 256}
+    monkeypatch.setattr(loading, "model_config", lambda model, revision=None: dict(header))
+    args = SimpleNamespace(model="x.gguf")
+    assert check(args, Search(lengths=(50,)))["model_type"] == "gpt2"
+    with pytest.raises(InputError, match="--repeat-length is for repeated random tokens"):
+        check(args, Search(lengths=(50,), text="t.txt"))
+
+
 def _circuits_dataset():
     """A circuits.nc-like Dataset (rmtbase.circuits.table's variables) of a 3 x 2 model: L0H1
     (previous-token) confirmed as the K source of L2H1 (induction), L1H0 not."""

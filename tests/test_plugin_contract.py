@@ -287,6 +287,35 @@ def test_a_raising_or_wrong_shaped_axis_is_one_plugin_error_line():
     np.testing.assert_array_equal(_dataset_axis(ds, "scale", (2, 3)), 2 * np.ones((2, 3)))
 
 
+def test_a_raising_axis_is_left_out_of_the_score_with_one_warning(score_cache):
+    """A plugin dataset axis that raises: the score goes on without it (one PluginWarning
+    naming the plugin), as the shipped axes are."""
+    from rmtbase.decision.axes import Axis, register, unregister
+    from rmtbase.models.types import LayerHeads, ModelInfo
+    from rmtbase.registry import PluginWarning
+    from rmtbase.scoring.score import score_heads
+
+    def boom(ds):
+        raise KeyError("n_whatever")
+
+    rng = np.random.default_rng(0)
+    layers = [LayerHeads(layer=0, wq=(0.02 * rng.standard_normal((2, 32, 384))).astype(np.float32),
+                         wk=(0.05 * rng.standard_normal((2, 32, 384))).astype(np.float32),
+                         storage="float32")]
+    info = ModelInfo(name="m", revision=None, architecture="bert", d=384, d_h=32, n_layers=1,
+                     n_heads=2, n_kv_heads=2)
+    register(Axis("boom_axis", "value", "m", "dataset", boom, requires=("sigma_q",)))
+    try:
+        with pytest.warns(PluginWarning) as got:
+            ds = score_heads(info, layers, stats="spectral", progress=False, spectrum_draws=0)
+    finally:
+        unregister("boom_axis")
+    lines = [str(w.message) for w in got if "boom_axis" in str(w.message)]
+    assert lines == ["rmtbase: axis plugin 'boom_axis' (test_plugin_contract): fn(scores) "
+                     "raised KeyError: 'n_whatever'; the axis is left out of this score"]
+    assert "boom_axis" not in list(ds["axis"].values) and "scale" in list(ds["axis"].values)
+
+
 def _cells():
     from rmtbase.scoring.heads.reference import Cells
 

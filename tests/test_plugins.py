@@ -362,6 +362,74 @@ def test_a_plugin_statistic_is_derived_from_a_stored_table(tmp_path, monkeypatch
 
 
 
+SHADOW = textwrap.dedent('''
+    [project]
+    name = "rmtbase-broken-shadow"
+    version = "0.1"
+
+    [project.entry-points."rmtbase.adapters"]
+    gpt2 = "rmtbase_broken_shadow:Mine"
+''')
+
+
+def test_a_plugin_named_like_a_shipped_entry_warns_without_a_full_scan(tmp_path, monkeypatch,
+                                                                       fresh_registries):
+    """An adapter plugin named ``gpt2``: the first lookup of ``gpt2`` (which needs no scan of
+    the plugins) warns once, naming both owners, and the shipped adapter is the one used."""
+    import warnings
+
+    from rmtbase.models.gpt2 import GPT2Adapter
+    from rmtbase.models.registry import ADAPTERS, SUPPORTED
+    from rmtbase.registry import PluginWarning
+
+    module = ("from rmtbase.extend import adapter_class\n"
+              "class Mine(adapter_class('gpt2')):\n    model_types = ('gpt2',)\n")
+    root = _install(tmp_path / "site", module, SHADOW, name="rmtbase_broken_shadow")
+    monkeypatch.syspath_prepend(str(root))
+    with pytest.warns(PluginWarning) as got:
+        assert "gpt2" in SUPPORTED
+        assert type(ADAPTERS["gpt2"]) is GPT2Adapter
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        list(ADAPTERS)  # a full scan: not said again
+    (line,) = [str(w.message) for w in got]
+    assert line == ("rmtbase: adapter plugin 'gpt2' (rmtbase_broken_shadow:Mine, entry point "
+                    "group rmtbase.adapters, distribution rmtbase-broken-shadow 0.1) was not "
+                    "loaded: the name 'gpt2' is taken by rmtbase's own adapter "
+                    "(rmtbase.models.gpt2)")
+    assert "rmtbase_broken_shadow" not in sys.modules
+
+
+def _dup(root: Path, dist: str, module: str) -> Path:
+    pyproject = (f'[project]\nname = "{dist}"\nversion = "0.1"\n\n'
+                 f'[project.entry-points."rmtbase.nulls"]\ndup-null = "{module}:Dup"\n')
+    code = ("from dataclasses import dataclass\nfrom typing import ClassVar\n"
+            "from rmtbase.extend import GaussianNull\n"
+            "@dataclass(frozen=True)\nclass Dup(GaussianNull):\n"
+            "    name: ClassVar[str] = 'dup-null'\n")
+    return _install(root, code, pyproject, name=module)
+
+
+@pytest.mark.parametrize("first", ["a", "z"])
+def test_of_two_plugins_giving_one_name_the_same_wins_whatever_the_order(
+        tmp_path, monkeypatch, fresh_registries, first):
+    """Two distributions give a null ``dup-null``: whichever is first on the path, the one
+    first by distribution name is loaded, the other is one warning naming both."""
+    from rmtbase.registry import PluginWarning
+    from rmtbase.stats.null_registry import REGISTRY
+
+    a = _dup(tmp_path / "a", "rmtbase-broken-dupa", "rmtbase_broken_dupa")
+    z = _dup(tmp_path / "z", "rmtbase-broken-dupz", "rmtbase_broken_dupz")
+    for root in ((z, a) if first == "a" else (a, z)):  # the last prepended is first
+        monkeypatch.syspath_prepend(str(root))
+    with pytest.warns(PluginWarning) as got:
+        assert "dup-null" in REGISTRY
+    assert REGISTRY.owner("dup-null").startswith("rmtbase_broken_dupa")
+    (line,) = [str(w.message) for w in got]
+    assert line.startswith("rmtbase: null plugin 'dup-null' (rmtbase_broken_dupz:Dup, ")
+    assert "is also given by rmtbase_broken_dupa:Dup" in line
+
+
 def test_a_storage_registered_after_import_can_be_forced():
     """``quantized_null=`` reads the registry when a settings record is built: a format
     registered after rmtbase.scoring (its records) was imported is accepted."""

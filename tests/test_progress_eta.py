@@ -26,7 +26,28 @@ def test_the_first_update_and_its_compilation_are_not_in_the_time_left():
     assert lines[0] == "rmtbase layers: 1/10 layers (10%), 100 s elapsed"
     assert lines[1] == "rmtbase layers: 2/10 layers (20%), 101 s elapsed, about 8 s left"
     assert lines[2] == "rmtbase layers: 5/10 layers (50%), 104 s elapsed, about 5 s left"
-    assert lines[3] == "rmtbase layers: 5/10 layers (50%), 104 s elapsed, done"
+    assert lines[3] == "rmtbase layers: 5/10 layers (50%), 104 s elapsed, stopped"
+
+
+def test_a_bar_says_done_only_when_every_unit_is():
+    """A bar left by an exception at 46 of 100 ends "stopped", never "done"; one that counted
+    every unit ends "done"."""
+    import pytest
+
+    log = io.StringIO()
+    with pytest.raises(KeyboardInterrupt):
+        with reporters.LogLines(100, "rmtbase task", "prompt", stream=log, interval=0) as bar:
+            bar.update(46)
+            raise KeyboardInterrupt
+    last = log.getvalue().splitlines()[-1]
+    assert last.startswith("rmtbase task: 46/100 prompts (46%)") and last.endswith(", stopped")
+    assert "done" not in log.getvalue()
+    log = io.StringIO()
+    with reporters.LogLines(100, "rmtbase task", "prompt", stream=log, interval=0) as bar:
+        bar.update(46)
+        bar.update(54)
+    last = log.getvalue().splitlines()[-1]
+    assert last.startswith("rmtbase task: 100/100 prompts (100%)") and last.endswith(", done")
 
 
 def test_a_terminal_bar_leaves_the_first_update_out_of_its_rate():

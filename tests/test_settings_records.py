@@ -185,18 +185,41 @@ def test_score_collection_dispatch_keywords(monkeypatch):
     assert seen == [Dispatch(workers=2, progress=False)] * 2
 
 
-def test_baseline_spec_equals_keywords():
-    import xarray as xr
+class _TickingClock:
+    """``datetime`` as ``table_dataset`` reads it, one second later at each call: two builds
+    whose creation times differ, as two builds across a second boundary do."""
 
+    import datetime as _real
+
+    UTC = _real.UTC
+
+    class datetime:
+        calls = 0
+
+        @classmethod
+        def now(cls, tz=None):
+            import datetime as real
+
+            cls.calls += 1
+            return real.datetime(2026, 1, 1, tzinfo=tz) + real.timedelta(seconds=cls.calls)
+
+
+def test_baseline_spec_equals_keywords(monkeypatch):
+    from _builds import assert_same_build
+
+    from rmtbase.baseline import table_dataset
     from rmtbase.baseline.table_spec import make_spec, spec_with
     from rmtbase.baseline.tables import baseline
+
+    monkeypatch.setattr(table_dataset, "_dt", _TickingClock)
 
     kw = dict(draws=16, stats="spectral", seed=3, sigma=2.0)
     assert spec_with(make_spec(**kw), {"seed": 4}, "f") == make_spec(**{**kw, "seed": 4})
     assert spec_with(make_spec(sigma_q=2.0), {"sigma": 3.0}, "f") == make_spec(sigma=3.0)
     by_kw = baseline(8, 2, progress=False, **kw)
     by_spec = baseline(8, 2, progress=False, spec=make_spec(**kw))
-    xr.testing.assert_identical(by_kw, by_spec)  # exact: one jitted program, the same inputs
+    assert by_kw.attrs["creation_time"] != by_spec.attrs["creation_time"]
+    assert_same_build(by_kw, by_spec)  # exact: one jitted program, the same inputs
     with pytest.raises(TypeError, match=r"baseline\(\) got an unexpected keyword argument 'n'"):
         baseline(8, 2, n=16)
     with pytest.raises(InputError, match="spec must be a TableSpec"):

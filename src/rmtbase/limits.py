@@ -14,6 +14,9 @@ MAX_DIM = 2**20
 MAX_COUNT = 10**6
 #: Product-network depth L.
 MAX_DEPTH = 10**4
+#: A task's token positions, prompt pairs × tokens a prompt (4 Mi: each costs a forward pass
+#: of every attribution step and patched edge).
+MAX_TASK_TOKENS = 2**22
 #: Dask workers on one machine.
 MAX_WORKERS = 1024
 #: Any integer a check does not bound otherwise: a signed 32-bit index.
@@ -26,4 +29,4 @@ SIGMA_RANGE = (1e-10, 1e10)
 GAIN_RANGE = (1e-30, 1e30)
 
 __all__ = ["GAIN_RANGE", "INT_CEILING", "MAX_BYTES", "MAX_COUNT", "MAX_DEPTH", "MAX_DIM", "MAX_DRAWS",
-           "MAX_WORKERS", "SIGMA_RANGE"]
+           "MAX_TASK_TOKENS", "MAX_WORKERS", "SIGMA_RANGE"]

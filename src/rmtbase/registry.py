@@ -14,7 +14,11 @@ head statistics, profile axes. Other packages add entries through entry-point gr
   a record type). A plugin that fails to import or register is skipped with one
   :class:`PluginWarning`; a later lookup of that name is refused with the same line
   (:meth:`Registry.failure`). An entry point named like an entry of another owner (a shipped
-  ``gaussian``) is not loaded: one warning names both owners.
+  ``gaussian``) is not loaded: one warning names both owners, said on the first lookup of that
+  name too (entry-point names are read, nothing imported), so the shipped entry wins whether or
+  not a lookup loads the plugins. Of several plugins giving one name, the first by
+  (distribution name, object path) is loaded, whatever the install order; each other one is
+  one warning.
 - Each entry has an owner (:meth:`Registry.owner`): rmtbase's own entries are *shipped*
   (:meth:`Registry.shipped`); a plugin's failure when called is a :class:`PluginError` line
   naming it (:func:`plugin_call`).
@@ -88,6 +92,8 @@ class Registry(Mapping):
         self._loaded = self._loading = False
         self._failed: dict[str, str] = {}
         self._ep = None  # the entry point being loaded (its owner text)
+        self._shadows_read = False  # entry points named like shipped entries warned of
+        self._said: set = set()  # entry points warned of as taken, this scan
 
     # -- registration (never loads plugins) --------------------------------------------------
     def register(self, name: str, value, *, shipped: bool = False):
@@ -136,7 +142,8 @@ class Registry(Mapping):
             pending = False
             try:
                 self._failed.clear()
-                for ep in importlib.metadata.entry_points(group=self.group):
+                self._shadows_read = True  # _taken below says each
+                for ep in self._entry_points():
                     if ep.name in self._entries:
                         self._taken(ep)
                     elif _initialising(ep.module):
@@ -146,6 +153,35 @@ class Registry(Mapping):
             finally:
                 self._loading, self._loaded = False, not pending
 
+    def _entry_points(self) -> list:
+        """The group's entry points, one a name: of several plugins giving a name, the first by
+        (distribution name, object path) (module docstring); each other one warned of."""
+        by_name: dict[str, list] = {}
+        for ep in importlib.metadata.entry_points(group=self.group):
+            by_name.setdefault(ep.name, []).append(ep)
+        out = []
+        for name, eps in by_name.items():
+            eps = sorted(eps, key=lambda ep: (_dist_name(ep), ep.value))
+            out.append(eps[0])
+            for other in eps[1:]:
+                if (_dist_name(other), other.value) == (_dist_name(eps[0]), eps[0].value):
+                    continue  # one distribution seen twice on the path
+                warnings.warn(f"rmtbase: {self.kind} plugin {name!r} ({_ep_text(other, self.group)})"
+                              f" was not loaded: the name {name!r} is also given by "
+                              f"{_ep_text(eps[0], self.group)}, which is used (the first by "
+                              "distribution name)", PluginWarning, stacklevel=5)
+        return out
+
+    def _read_shadows(self) -> None:
+        """Once a scan: warn of each entry point named like a shipped entry (:meth:`_taken`),
+        reading entry-point names only (no plugin imported)."""
+        if self._shadows_read or self._loading:
+            return
+        self._shadows_read = True
+        for ep in importlib.metadata.entry_points(group=self.group):
+            if ep.name in self._shipped:
+                self._taken(ep)
+
     def _taken(self, ep) -> None:
         """An entry point named like a registered entry: silent when its own module registered
         it (imported before), else one warning naming both owners."""
@@ -154,6 +190,9 @@ class Registry(Mapping):
             return
         if self._owners.get(ep.name, ("", ""))[1] == _ep_text(ep, self.group):
             return
+        if (ep.name, ep.value, _dist_name(ep)) in self._said:
+            return
+        self._said.add((ep.name, ep.value, _dist_name(ep)))
         line = (f"rmtbase: {self.kind} plugin {ep.name!r} ({_ep_text(ep, self.group)}) was not "
                 f"loaded: the name {ep.name!r} is taken by "
                 + ("rmtbase's own " + self.kind if ep.name in self._shipped else "another plugin")
@@ -176,7 +215,8 @@ class Registry(Mapping):
 
     def refresh(self) -> None:
         """Scan the entry points again at the next lookup (module docstring)."""
-        self._loaded = False
+        self._loaded = self._shadows_read = False
+        self._said.clear()
 
     def failure(self, name) -> str | None:
         """The line saying why the plugin ``name`` was not loaded, if it failed."""
@@ -192,6 +232,8 @@ class Registry(Mapping):
     def __getitem__(self, name):
         if name not in self._entries:
             self.load()
+        elif name in self._shipped:
+            self._read_shadows()
         return self._entries[name]
 
     def __contains__(self, name) -> bool:
@@ -200,6 +242,8 @@ class Registry(Mapping):
         except TypeError:
             return False
         if name in self._entries:
+            if name in self._shipped:
+                self._read_shadows()
             return True
         self.load()
         return name in self._entries
@@ -218,6 +262,11 @@ class Registry(Mapping):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {self.group!r}, {list(self._entries)!r})"
+
+
+def _dist_name(ep) -> str:
+    dist = getattr(ep, "dist", None)
+    return "" if dist is None else str(dist.name)
 
 
 def _ep_text(ep, group: str) -> str:

@@ -97,8 +97,8 @@ class LogLines(Silent):
         elapsed = self.clock() - self.start
         pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
         text = f"{self.desc}: {self.n}/{self.total} {self.unit}s{pct}, {elapsed:.0f} s elapsed"
-        if final:
-            return text + ", done"
+        if final:  # "done" only where every unit is: a bar closed early (interrupted) stopped
+            return text + (", done" if self.n >= self.total else ", stopped")
         if self.first is not None and self.first[1] < self.n < self.total:
             rate = (self.clock() - self.first[0]) / (self.n - self.first[1])
             text += f", about {rate * (self.total - self.n):.0f} s left"

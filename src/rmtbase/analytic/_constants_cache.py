@@ -2,7 +2,8 @@
 
 ``<user cache>/constants/v{FORMAT}-{digits}.json`` (:func:`rmtbase.files.user_cache.cache_dir`),
 ``{"format", "digits", "values": {name: decimal string}}``, written atomically. A file that is
-unreadable or does not match is ignored; a cache that cannot be written is skipped. Bump
+unreadable or does not match, or that another user wrote or could rewrite, is ignored; a cache
+that cannot be written is skipped. Bump
 :data:`FORMAT` whenever a definition or the rounding rule changes."""
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ def _significant(text: str) -> int:
 
 
 def load(digits: int, names) -> dict[str, str] | None:
-    """The cached values for ``digits`` if a valid file has exactly ``names``, else None."""
+    """The cached values for ``digits`` if a valid file has exactly ``names``, else None (also
+    where another user wrote it or could rewrite it: :mod:`rmtbase.files.cache_trust`)."""
+    from ..files.cache_trust import readable
+
+    if path(digits).exists() and not readable(path(digits), "constants table"):
+        return None
     try:
         data = json.loads(path(digits).read_text(encoding="utf-8"))
         values = data["values"]
@@ -49,7 +55,14 @@ def store(digits: int, values: dict[str, str]) -> None:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump({"format": FORMAT, "digits": digits, "values": values}, fh, indent=1)
 
+    from ..files.cache_trust import may_replace
+
+    if not may_replace(path(digits)):  # another user's file: left as it is
+        return
     try:
         write_atomic(path(digits), fill)
+        from ..files.cache_trust import keep_private
+
+        keep_private(path(digits))
     except OSError:
         pass

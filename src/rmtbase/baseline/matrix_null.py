@@ -234,7 +234,11 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     check_matrix_null_size(draws)
     directory = cache_dir()
     have, have_path = None, None
+    from ..files.cache_trust import may_replace, readable
+
     for k, path in (_cached(directory, m, n, record, seed) if directory.is_dir() else []):
+        if not readable(path, "matrix null"):  # another user's: neither read nor removed
+            continue
         try:
             ds = read_table(path, checksum=True)
             verify_matrix_table(ds, m, n, storage, seed, path)
@@ -256,9 +260,12 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     if have is not None:
         new = {v: np.concatenate([have[v].values, new[v]]) for v in VARIABLES}
     ds = _dataset(m, n, storage, seed, new)
+    target = directory / table_filename(m, n, draws, seed, record)
+    if not may_replace(target):  # another user's file: our draws used, not written over it
+        return ds
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        write_table(ds, directory / table_filename(m, n, draws, seed, record), replace="any")
+        write_table(ds, target, replace="any", mode=0o644)  # nobody else may rewrite it
         if have_path is not None:
             have_path.unlink(missing_ok=True)  # a prefix of the table just written
     except (OSError, TableError) as exc:

@@ -146,13 +146,14 @@ def check(args, search) -> dict:
     check_family(cfg)
     tc = text_config(cfg)
     tc = tc if isinstance(tc, dict) else vars(tc)
-    if search.text is None and "vocab_size" in tc:  # a GGUF's header: checked once read
+    if search.text is not None:
+        if search.lengths != "auto":
+            raise InputError("--repeat-length is for repeated random tokens, not --text")
+    elif "vocab_size" in tc:  # else (a GGUF's header) checked once the model is read
         got = repeat_lengths(SimpleNamespace(**tc), search.lengths)
         if not got:
             raise InputError("no repeat length fits this model's context and vocabulary; "
                              "use --text")
-    elif search.lengths != "auto":
-        raise InputError("--repeat-length is for repeated random tokens, not --text")
     return cfg
 
 

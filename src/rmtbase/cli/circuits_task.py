@@ -59,18 +59,23 @@ def run(args) -> int:
         raise InputError(f"--top must be at least 1, got {args.top}")
     check_local(args.model)
     args.task = str(resolve(args.task))  # a shipped task's name: its file
-    read_records(args.task)  # a bad file is refused before the model is read
+    records = read_records(args.task)  # a bad file is refused before the model is read
+    if not args.quiet:
+        from ..progress import message
+
+        message(f"rmtbase: task {Path(args.task).stem}: {_size(records)}")
     if getattr(args, "composition", None) is not None and args.evaluate is None:
         from ..circuits.task.weights import read_composition
 
         read_composition(args.composition)
     t0 = time.perf_counter()
     if args.evaluate is not None:
-        if not Path(args.evaluate).is_file():
-            raise InputError(f"no circuit file {args.evaluate}")
+        from ..circuits.task.export import read_circuit_file
+
+        read_circuit_file(args.evaluate)  # a bad circuit file is refused before the model
         res = search.evaluate(args.model, args.task, args.evaluate, metric=args.metric,
                               counterfactual=args.counterfactual, progress=not args.quiet)
-        print(json.dumps({"schema": "rmtbase.circuits.evaluate/1", **res}, indent=1))
+        print(_json(evaluate_document(res, args.metric)))
         return 0
     if args.out is None:
         from .default_out import model_stem
@@ -91,9 +96,9 @@ def run(args) -> int:
 
     written = search.write_outputs(res, args.out, extra=report)
     if getattr(args, "json", False):
-        print(json.dumps({"schema": "rmtbase.circuits.task/1",
-                          "command": "rmtbase circuits --task", "out": str(args.out),
-                          "files": sorted(str(p) for p in written), **s}, indent=1))
+        print(_json({"schema": "rmtbase.circuits.task/1",
+                     "command": "rmtbase circuits --task", "out": str(args.out),
+                     "files": sorted(str(p) for p in written), **s}))
     else:
         c, sp = s["circuit"], s["split"]
         print(f"{s['task']}: {s['prompts']} prompts, metric {s['metric']}, counterfactual "
@@ -111,4 +116,48 @@ def run(args) -> int:
     return 0
 
 
-__all__ = ["add_options", "run"]
+def _size(records) -> str:
+    """The task's size as known before the model is read: pairs × tokens where the prompts are
+    token ids, the pairs alone where they are text (tokenised once the model is read)."""
+    from ..limits import MAX_TASK_TOKENS
+
+    n = len(records)
+    if any(isinstance(r[f], str) for r in records for f in ("clean", "corrupted")):
+        return f"{n} prompt pairs (text: tokenised once the model is read)"
+    lengths = {len(r["clean"]) for r in records}
+    if len(lengths) > 1:
+        return f"{n} prompt pairs"  # of unequal lengths: refused once tokenised
+    t = lengths.pop()
+    return f"{n} prompt pairs x {t} tokens = {n * t} token positions (at most {MAX_TASK_TOKENS})"
+
+
+def evaluate_document(res: dict, metric: str) -> dict:
+    """``--evaluate``'s JSON document of :func:`rmtbase.circuits.task.search.evaluate`'s result:
+    the metric's name under ``metric``, the circuit's value of it under ``circuit_metric``."""
+    res = dict(res)
+    value = res.pop("metric")
+    if isinstance(value, str):  # already the name
+        return {"schema": "rmtbase.circuits.evaluate/1", **res, "metric": value}
+    return {"schema": "rmtbase.circuits.evaluate/1", **res, "metric": metric,
+            "circuit_metric": value}
+
+
+def _finite(v):
+    """``v`` with every non-finite float (NaN, ±inf) as None: JSON has no such numbers."""
+    import math
+
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_finite(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _json(doc: dict) -> str:
+    """``doc`` as strict JSON (non-finite numbers null, never ``NaN``), indented."""
+    return json.dumps(_finite(doc), indent=1, allow_nan=False)
+
+
+__all__ = ["add_options", "evaluate_document", "run"]

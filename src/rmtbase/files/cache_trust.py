@@ -11,7 +11,12 @@ in memory rather than replace another user's file).
 
 ``RMTBASE_CACHE_TRUST`` names folders whose files are trusted whoever wrote them (a team's shared
 cache): one or more paths separated by ``os.pathsep``; a file inside one of them (after resolving
-links) passes. Where the platform has no user ids (``os.geteuid`` missing), every file passes."""
+links) passes. Where the platform has no user ids (``os.geteuid`` missing), every file passes.
+
+Every cache kind is checked here alike: the heads' σ = 1 tables, the profile and composition
+nulls, the whole-matrix nulls, the analytic constants and a collection's entries call
+:func:`check_trusted` or :func:`readable` before reading a file, :func:`may_replace` before
+writing one and :func:`keep_private` after."""
 
 from __future__ import annotations
 
@@ -59,9 +64,10 @@ def untrusted_why(path) -> str | None:
     return None
 
 
-def check_trusted(path) -> None:
+def check_trusted(path, what: str = "table") -> None:
     """:class:`UntrustedCache` naming ``path`` and why, unless :func:`untrusted_why` passes it.
-    Warns once a process (the warning is the user's only notice; the caller redraws)."""
+    Warns once a process (the warning is the user's only notice; the caller redraws).
+    ``what``: the kind of cached file, as the warning names it."""
     why = untrusted_why(path)
     if why is None:
         return
@@ -71,10 +77,31 @@ def check_trusted(path) -> None:
 
     if ("untrusted", str(path)) not in _SAID:
         _SAID.add(("untrusted", str(path)))
-        warnings.warn(f"rmtbase: not using cached table {path} ({why}); drawing a private copy "
+        warnings.warn(f"rmtbase: not using cached {what} {path} ({why}); drawing a private copy "
                       f"for this run (name its folder in {TRUST_ENV} to trust it)",
                       RuntimeWarning, stacklevel=3)
     raise UntrustedCache(f"{path} is not trusted: {why}")
+
+
+def readable(path, what: str = "table") -> bool:
+    """Whether a cache reader may read ``path``: True where :func:`untrusted_why` passes it, else
+    False after :func:`check_trusted`'s one warning (the caller draws again)."""
+    try:
+        check_trusted(path, what)
+    except UntrustedCache:
+        return False
+    return True
+
+
+def keep_private(path) -> None:
+    """Take group and other write permission off the cache file ``path`` just written (a umask
+    such as 002 grants them), so that this user's next read trusts it; quietly where it cannot."""
+    try:
+        mode = os.stat(path).st_mode
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            os.chmod(path, stat.S_IMODE(mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+    except OSError:
+        pass
 
 
 def may_replace(path) -> bool:
@@ -93,5 +120,5 @@ def may_replace(path) -> bool:
     return link.st_uid == target.st_uid == os.geteuid()
 
 
-__all__ = ["TRUST_ENV", "UntrustedCache", "check_trusted", "may_replace", "trusted_folders",
-           "untrusted_why"]
+__all__ = ["TRUST_ENV", "UntrustedCache", "check_trusted", "keep_private", "may_replace", "readable",
+           "trusted_folders", "untrusted_why"]

@@ -65,8 +65,10 @@ def circuit_json(g: Graph, kept, score, se=None, exact=None, meta=None, columns=
     return doc
 
 
-def read_circuit(path, g: Graph) -> np.ndarray:
-    """The kept edges of the circuit file ``path`` (module docstring) on graph ``g``."""
+def read_circuit_file(path) -> dict | list:
+    """The circuit file ``path`` parsed and checked without a graph (before a model is read):
+    MIB's JSON (``cfg`` integers, every edge's ``in_graph`` a JSON boolean) or edge names;
+    InputError in one line for anything else."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"no circuit file {path}")
@@ -74,24 +76,58 @@ def read_circuit(path, g: Graph) -> np.ndarray:
         doc = json.loads(p.read_text("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{p.name}: not a JSON circuit ({exc})") from None
-    kept = g.empty()
+    except ValueError as exc:  # an integer over sys.get_int_max_str_digits() digits
+        raise InputError(f"{p.name}: not a JSON circuit ({str(exc).split(';')[0]})") from None
+    except RecursionError:
+        raise InputError(f"{p.name}: not a JSON circuit (nested too deeply)") from None
     if isinstance(doc, dict) and isinstance(doc.get("edges"), dict):
-        cfg = doc.get("cfg") or {}
+        cfg = doc.get("cfg", {})
+        if cfg is None:
+            cfg = {}
+        if not isinstance(cfg, dict):
+            raise InputError(f"{p.name}: cfg must be a JSON object, got {type(cfg).__name__}")
         for key in ("n_layers", "n_heads"):
-            if key in cfg and int(cfg[key]) != getattr(g, key):
-                raise InputError(f"{p.name}: a circuit of a model with {cfg[key]} {key[2:]}, "
-                                 f"this one has {getattr(g, key)}")
+            v = cfg.get(key)
+            if key in cfg and not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+                raise InputError(f"{p.name}: cfg {key} must be a non-negative integer, got "
+                                 f"{_short(v)}")
         for name, rec in doc["edges"].items():
             if not isinstance(rec, dict) or "in_graph" not in rec:
-                raise InputError(f"{p.name}: edge {name!r} has no in_graph")
-            if rec["in_graph"]:
-                kept[g.index(name)] = True
-        return kept
+                raise InputError(f"{p.name}: edge {_short(name)} has no in_graph")
+            if not isinstance(rec["in_graph"], bool):
+                raise InputError(f"{p.name}: edge {_short(name)}: in_graph must be true or "
+                                 f"false, got {_short(rec['in_graph'])}")
+        return doc
     names = doc.get("edges") if isinstance(doc, dict) else doc
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise InputError(f"{p.name}: a circuit is MIB's JSON ({{'edges': {{name: {{'in_graph': "
                          f"…}}}}}}) or a list of edge names")
-    for n in names:
+    return names
+
+
+def _short(v, limit: int = 60) -> str:
+    """``repr(v)``, cut to ``limit`` characters (a value quoted in a one-line refusal)."""
+    r = repr(v)
+    return r if len(r) <= limit else r[:limit - 3] + "..."
+
+
+def read_circuit(path, g: Graph) -> np.ndarray:
+    """The kept edges of the circuit file ``path`` (module docstring, :func:`read_circuit_file`)
+    on graph ``g``; InputError for a graph of another shape or an edge outside it."""
+    p = Path(path)
+    doc = read_circuit_file(p)
+    kept = g.empty()
+    if isinstance(doc, dict):
+        cfg = doc.get("cfg") or {}
+        for key in ("n_layers", "n_heads"):
+            if key in cfg and cfg[key] != getattr(g, key):
+                raise InputError(f"{p.name}: a circuit of a model with {cfg[key]} {key[2:]}, "
+                                 f"this one has {getattr(g, key)}")
+        for name, rec in doc["edges"].items():
+            if rec["in_graph"]:
+                kept[g.index(name)] = True
+        return kept
+    for n in doc:
         kept[g.index(n)] = True
     return kept
 
@@ -165,4 +201,5 @@ def _ac_node(n: str) -> str:
     raise InputError(f"{n!r} is not a node of the task graph")
 
 
-__all__ = ["auto_circuit_name", "circuit_json", "dot", "graphml", "read_circuit"]
+__all__ = ["auto_circuit_name", "circuit_json", "dot", "graphml", "read_circuit",
+           "read_circuit_file"]

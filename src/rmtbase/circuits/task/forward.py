@@ -97,7 +97,7 @@ class TaskModel:
             self.mlps.append(mlp)
             self.mlp_norms.append(norm)
             self.mlp_posts.append(post)
-        self.graph = Graph(hm.n_layers, hm.n_heads, self.parallel, d_model=hm.d)
+        self.graph = Graph(hm.n_layers, hm.n_heads, self.parallel, d_model=hm.d, heads=hm)
 
     # embeddings --------------------------------------------------------------------------
     def embed(self, ids):

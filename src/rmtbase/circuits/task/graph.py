@@ -48,10 +48,13 @@ class Stage:
 class Graph:
     """The graph of a model with ``n_layers`` layers of ``n_heads`` heads (module docstring);
     ``parallel``: attention and MLP read the same residual; ``d_model`` the residual width
-    (None where unknown), which MIB's config carries."""
+    (None where unknown), which MIB's config carries; ``heads`` the
+    :class:`rmtbase.circuits.heads.HeadModel` it was built from, where known (a composition
+    attached to its edges is checked against it)."""
 
     def __init__(self, n_layers: int, n_heads: int, parallel: bool = False,
-                 d_model: int | None = None):
+                 d_model: int | None = None, heads=None):
+        self.heads = heads
         self.n_layers, self.n_heads, self.parallel = int(n_layers), int(n_heads), bool(parallel)
         self.d_model = None if d_model is None else int(d_model)
         senders = ["input"]

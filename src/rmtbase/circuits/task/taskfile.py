@@ -7,7 +7,11 @@ must each be one token. Every pair has the same token length ``T`` in both promp
 the file (so positions align, as in Wang et al. 2022 and Hanna et al. 2023); the metric reads
 the logits at the last position ``T − 1``. Blank lines and lines starting with ``#`` are
 skipped. A bad file is refused in one line naming the line (:class:`~rmtbase.errors.InputError`)
-before the model runs.
+before the model runs: a malformed value (ids are integers 0 … 2³¹ − 1), a degenerate pair
+whose metric cannot move (answer the same token as wrong, clean the same prompt as corrupted,
+by text or, once tokenised, by id), a prompt of no tokens, fewer than two distinct pairs
+(standard errors are over pairs), or a task over
+:data:`~rmtbase.limits.MAX_TASK_TOKENS` token positions (pairs × tokens).
 
 :func:`induction_task` draws the induction task on repeated random ids, which needs no
 tokenizer: ``[bos] A A[:k]`` clean, ``[bos] B A[:k]`` corrupted (``A``, ``B`` independent
@@ -22,8 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
+from ...limits import INT_CEILING, MAX_TASK_TOKENS
 
 FIELDS = ("clean", "corrupted", "answer", "wrong")
+#: Most ids :func:`induction_task` permutes (two permutations of its pool a pair): a few
+#: seconds.
+PERMUTED_IDS = 2**28
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,9 @@ class Task:
 
 
 def read_records(path) -> list[dict]:
-    """The JSON objects of a task file, each checked for the four fields and their types."""
+    """The JSON objects of a task file, each checked for the four fields, their types and
+    bounds, and that its metric can move (module docstring); the task's size bounded by its
+    pairs × the tokens known before tokenising (an id list's length, at least one a text)."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"no task file {path}")
@@ -65,10 +75,7 @@ def read_records(path) -> list[dict]:
     for i, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p.name} line {i}: not JSON ({exc.msg})") from None
+        rec = _json_line(line, f"{p.name} line {i}")
         if not isinstance(rec, dict):
             raise InputError(f"{p.name} line {i}: a task line is a JSON object")
         missing = [f for f in FIELDS if f not in rec]
@@ -78,19 +85,69 @@ def read_records(path) -> list[dict]:
             v = rec[f]
             if not (isinstance(v, str) and v) and not _ids(v):
                 raise InputError(f"{p.name} line {i}: {f} must be a text or a non-empty "
-                                 f"list of token ids")
+                                 f"list of token ids (integers 0 to {INT_CEILING})")
         for f in ("answer", "wrong"):
             v = rec[f]
             if not (isinstance(v, str) and v) and not _id(v):
-                raise InputError(f"{p.name} line {i}: {f} must be a token's text or an id")
+                raise InputError(f"{p.name} line {i}: {f} must be a token's text or an id "
+                                 f"(an integer 0 to {INT_CEILING})")
+        _moves(rec["clean"], rec["corrupted"], rec["answer"], rec["wrong"],
+               f"{p.name} line {i}")
         out.append(rec)
+        if len(out) > MAX_TASK_TOKENS:
+            break
     if not out:
         raise InputError(f"{p.name}: no prompt pairs")
+    known = max((len(r["clean"]) for r in out if isinstance(r["clean"], list)), default=1)
+    check_size(len(out), known, p.name, "at least " if known == 1 else "")
+    _distinct(len(out), len({json.dumps([r[f] for f in FIELDS]) for r in out}), p.name)
     return out
 
 
+def _json_line(line: str, where: str):
+    """``line`` parsed as JSON, or one line naming ``where``: not JSON, an integer of more
+    digits than Python parses, or nesting deeper than the parser's recursion."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not JSON ({exc.msg})") from None
+    except ValueError as exc:  # an integer over sys.get_int_max_str_digits() digits
+        raise InputError(f"{where}: not a task line ({str(exc).split(';')[0]})") from None
+    except RecursionError:
+        raise InputError(f"{where}: not a task line (JSON nested too deeply)") from None
+
+
+def _moves(clean, corrupted, answer, wrong, where: str) -> None:
+    """One line naming ``where`` where the pair's metric cannot move: answer the same token as
+    wrong, or clean the same prompt as corrupted (texts or ids, compared as given)."""
+    if type(answer) is type(wrong) and answer == wrong:
+        raise InputError(f"{where}: answer and wrong are the same token ({answer!r}); the "
+                         f"metric cannot move")
+    if type(clean) is type(corrupted) and clean == corrupted:
+        raise InputError(f"{where}: clean and corrupted are the same prompt; patching cannot "
+                         f"move the metric")
+
+
+def _distinct(pairs: int, distinct: int, name: str) -> None:
+    """One line where fewer than two of ``pairs`` prompt pairs are distinct: a task's standard
+    errors are over pairs."""
+    if distinct < 2:
+        raise InputError(f"{name}: {pairs} prompt pairs, {distinct} distinct; a task needs at "
+                         f"least 2 distinct pairs (its standard errors are over pairs)")
+
+
+def check_size(pairs: int, tokens: int, name: str, bound: str = "") -> None:
+    """One line before any work where ``pairs`` × ``tokens`` exceeds
+    :data:`~rmtbase.limits.MAX_TASK_TOKENS` (``bound``: how ``tokens`` is known, e.g.
+    ``"at least "``)."""
+    if pairs * tokens > MAX_TASK_TOKENS:
+        raise InputError(f"{name}: {pairs} prompt pairs x {bound}{tokens} tokens = "
+                         f"{bound}{pairs * tokens} token positions; a task takes at most "
+                         f"{MAX_TASK_TOKENS} (use fewer pairs)")
+
+
 def _id(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= INT_CEILING
 
 
 def _ids(v) -> bool:
@@ -119,6 +176,9 @@ def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: st
     for i, r in enumerate(records, 1):
         for f in ("clean", "corrupted"):
             rows[f].append(_encode(tokenizer, r[f]) if isinstance(r[f], str) else r[f])
+            if not rows[f][-1]:
+                raise InputError(f"{name} pair {i}: {f} {r[f]!r} is no tokens for this "
+                                 f"tokenizer")
         for f in ("answer", "wrong"):
             v = r[f]
             ids = _encode(tokenizer, v) if isinstance(v, str) else [v]
@@ -137,6 +197,9 @@ def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: st
         if a != t0:
             raise InputError(f"{name} pair {i}: {a} tokens where pair 1 has {t0}; every pair "
                              f"must have the same length")
+        _moves(rows["clean"][-1], rows["corrupted"][-1], rows["answer"][-1],
+               rows["wrong"][-1], f"{name} pair {i} (as token ids)")
+    check_size(len(records), len(rows["clean"][0]), name)
     task = Task(*(np.asarray(rows[f], dtype=np.int64) for f in FIELDS), name=name,
                 source=source)
     if vocab_size is not None:
@@ -144,6 +207,9 @@ def tokenise(records, tokenizer=None, *, vocab_size: int | None = None, name: st
         if top >= vocab_size:
             raise InputError(f"{name}: token id {top} is outside this model's vocabulary of "
                              f"{vocab_size}")
+    _distinct(len(records), len({tuple(map(tuple, (rows["clean"][i], rows["corrupted"][i])))
+                                 + (rows["answer"][i], rows["wrong"][i])
+                                 for i in range(len(records))}), name)
     return task
 
 
@@ -157,12 +223,28 @@ def induction_task(n: int, half: int, vocab: int, *, seed: int, prefix: int | No
                    bos: int | None = 0, low: int = 1) -> Task:
     """``n`` induction pairs (module docstring): segments of ``half`` distinct ids drawn
     uniformly from ``low … vocab − 1``, ``prefix`` (default ``half − 1``) of them repeated;
-    ``bos`` first unless None. ``numpy.random.default_rng(seed)``."""
-    prefix = half - 1 if prefix is None else int(prefix)
+    ``bos`` first unless None. ``numpy.random.default_rng(seed)``. InputError before any draw
+    for an argument that is not an integer in its range (``n`` ≥ 1, 1 ≤ ``prefix`` <
+    ``half``, ``half`` + 1 distinct ids, ``bos`` and ``low`` ids below ``vocab``, ``seed`` in
+    [0, 2**32)) or a task over :data:`~rmtbase.limits.MAX_TASK_TOKENS` token positions."""
+    from ...checks import check_int, check_seed
+    from ...limits import MAX_COUNT, MAX_DIM
+
+    n = check_int("n", n, 1, MAX_COUNT)
+    vocab = check_int("vocab", vocab, 3, MAX_DIM)
+    low = check_int("low", low, 0, vocab - 1)
+    half = check_int("half", half, 2, MAX_DIM)
+    prefix = check_int("prefix", half - 1 if prefix is None else prefix, 1, MAX_DIM)
+    bos = None if bos is None else check_int("bos", bos, 0, vocab - 1)
+    seed = check_seed(seed)
     pool = vocab - low
-    if not 1 <= prefix < half or half + 1 > pool:
+    if not prefix < half or half + 1 > pool:
         raise InputError(f"an induction task needs 1 <= prefix < half and half + 1 distinct "
                          f"ids; got half {half}, prefix {prefix}, {pool} ids")
+    check_size(n, (bos is not None) + half + prefix, "induction_task")
+    if 2 * n * pool > PERMUTED_IDS:  # two permutations of the pool a pair
+        raise InputError(f"induction_task: 2 x n x (vocab - low) = {2 * n * pool} ids to "
+                         f"permute; at most {PERMUTED_IDS} (fewer pairs or a smaller vocab)")
     rng = np.random.default_rng(seed)
     head = [] if bos is None else [bos]
     rows = {f: [] for f in FIELDS}
@@ -191,5 +273,5 @@ def write_task(task: Task, path) -> Path:
     return p
 
 
-__all__ = ["FIELDS", "Task", "induction_task", "needs_tokenizer", "read_records", "read_task",
+__all__ = ["FIELDS", "Task", "check_size", "induction_task", "needs_tokenizer", "read_records", "read_task",
            "tokenise", "write_task"]

@@ -50,12 +50,17 @@ def read_composition(source):
 def head_edge_columns(graph: Graph, composition) -> dict[int, dict]:
     """{edge number: {"composition_rank", "composition_p", "composition_q"}} for every
     head-to-head edge of ``graph``; refused where the composition's layers or heads are not
-    the graph's."""
+    the graph's, or (``graph.heads`` known) its heads' norms are not the model's
+    (:func:`rmtbase.circuits.fingerprint.check_composition`, as the head search checks)."""
     ds = read_composition(composition)
     shape = (ds.sizes["layer_to"], ds.sizes["head_to"])
     if shape != (graph.n_layers, graph.n_heads):
         raise InputError(f"the composition is of {shape[0]} layers x {shape[1]} heads; this "
                          f"model has {graph.n_layers} x {graph.n_heads}")
+    if getattr(graph, "heads", None) is not None:
+        from ..fingerprint import check_composition
+
+        check_composition(graph.heads, ds)
     p_var = "composition_p_tail" if "composition_p_tail" in ds else "composition_p"
     arrays = {}
     for var, name in COLUMNS.items():

@@ -135,9 +135,14 @@ def strip(ds: xr.Dataset) -> xr.Dataset:
 def check(folder, label: str, key: str) -> tuple[xr.Dataset | None, str | None]:
     """``(entry, None)`` for stored entry ``label`` with key ``key`` and a matching hash, else
     ``(None, why)``: why None when expected (absent, other key), else a warning clause."""
+    from ...files.cache_trust import untrusted_why
+
     path = entry_path(folder, label)
     if not path.is_file():
         return None, None
+    why = untrusted_why(path)
+    if why is not None:  # another user could have written it: scored again, not read
+        return None, f"is not trusted ({why})"
     try:
         ds = read_entry(path)
     except InputError:
@@ -169,10 +174,14 @@ def save(folder, label: str, key: str, ds: xr.Dataset) -> xr.Dataset:
     out.attrs.update(entry_key=key, entry_label=str(label))
     out.attrs[CONTENT_ATTR] = content_hash(out)
     write_netcdf(out, path)
+    from ...files.cache_trust import keep_private
+
+    keep_private(path)  # reused by a rerun only while nobody else can rewrite it
     back = read_entry(path)
     if not verified(back):  # a value the netCDF round trip represents otherwise: hash the file's
         back.attrs[CONTENT_ATTR] = content_hash(back)
         write_netcdf(back, path)
+        keep_private(path)
         back = read_entry(path)
         if not verified(back):
             raise RuntimeError(f"entry {path.name}: its content hash does not survive a write")

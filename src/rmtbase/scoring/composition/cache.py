@@ -63,6 +63,10 @@ def _read(path: Path, keys: dict) -> np.ndarray | None:
         damaged(legacy, "it carries no checksum")
     if not path.exists():
         return None
+    from ...files.cache_trust import readable
+
+    if not readable(path, "composition null"):  # another user's: neither read nor removed
+        return None
     import xarray as xr
 
     from ...files.checksum import CHECKSUM_ATTR, verify
@@ -113,8 +117,16 @@ def cached_null(kind: str, d: int, d_h: int, n: int, seed: int, storage: str,
 
     ds = xr.Dataset({"null": (("draw",), got)},
                     attrs=dict(keys, **{CHECKSUM_ATTR: _checksum(got, keys)}))
+    from ...files.cache_trust import may_replace
+
+    if not may_replace(path):  # another user's file: our draws kept private (said on reading)
+        remember(("composition", str(path)), got.copy())
+        return got
     try:
         write_netcdf(ds, path)
+        from ...files.cache_trust import keep_private
+
+        keep_private(path)
     except OSError as exc:
         unwritable(cache_dir(), exc)
         remember(("composition", str(path)), got.copy())

@@ -124,6 +124,23 @@ def _dataset_axis(ds: xr.Dataset, name: str, shape: tuple):
                        check=check)
 
 
+def _skip_failing(name: str, compute):
+    """``compute()``, or None after one :class:`rmtbase.registry.PluginWarning` where the plugin
+    axis ``name`` fails (:class:`rmtbase.registry.PluginError`): the score goes on without it."""
+    import warnings
+
+    from ...registry import PluginError, PluginWarning
+
+    try:
+        return compute()
+    except PluginError as exc:
+        if AXIS_REGISTRY.shipped(name):
+            raise
+        warnings.warn(f"{exc}; the axis is left out of this score", PluginWarning,
+                      stacklevel=3)
+        return None
+
+
 def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed: int,
                 permutation: dict | None = None, progress: bool = False, start=None) -> dict:
     """Add ``profile_value``, ``_effect``, ``_band_lo``/``_hi``, ``_p``, ``_q``, ``_flag`` over
@@ -133,6 +150,13 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     profiles, null_storages = layers.profiles, layers.null_records
     shape = (ds.sizes["layer"], ds.sizes["head"])
     axes = [a for a in AXES if _available(ds, a)]
+    by_data = {}  # dataset axes' values; a plugin's that fails is skipped with one warning
+    for a in [a for a in axes if a not in FACTOR_AXES and AXIS_REGISTRY[a].source == "dataset"]:
+        got = _skip_failing(a, lambda a=a: _dataset_axis(ds, a, shape))
+        if got is None:
+            axes.remove(a)
+        else:
+            by_data[a] = got
     val = {v: np.full(shape + (len(axes),), np.nan) for v in
            ("value", "effect", "band_lo", "band_hi", "p")}
     from .stopping import sequential_nulls
@@ -150,7 +174,7 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
                     val["effect"][li, h, j], val["p"][li, h, j] = eff, p
                     val["band_lo"][li, h, j], val["band_hi"][li, h, j] = lo, hi
         elif AXIS_REGISTRY[a].source == "dataset":
-            val["value"][..., j] = _dataset_axis(ds, a, shape)
+            val["value"][..., j] = by_data[a]
         else:
             stat = AXIS_REGISTRY[a].statistic
             for v, src in (("value", "value"), ("effect", "effect_size"), ("p", "p_value"),

@@ -89,10 +89,13 @@ def _read(path: Path, keys: dict, shipped: bool = False) -> dict | None:
     :func:`rmtbase.files.user_cache.damaged`)."""
     import xarray as xr
 
+    from ...files.cache_trust import readable
     from ...files.checksum import CHECKSUM_ATTR, verify
     from ...files.user_cache import damaged
     from .factors import FACTOR_AXES
 
+    if not shipped and not readable(path, "profile null"):  # another user's: neither read
+        return None                                         # nor removed
     try:
         with xr.open_dataset(path) as ds:
             ds.load()
@@ -217,8 +220,18 @@ def cached_profile_null(d: int, d_h: int, storage="float32", n: int | None = Non
                                definition="Gaussian null of the profile's factor axes "
                                           "(rmtbase.scoring.profile.axes.profile_null)"))
     ds.attrs[CHECKSUM_ATTR] = _checksum(stored, keys)  # of the values as stored
+    from ...files.cache_trust import may_replace
+
+    if not may_replace(path):  # another user's file: our draws kept private (said on reading)
+        from ...files.user_cache import remember
+
+        remember(_memory_key(d, d_h, storage, seed), draws)
+        return draws
     try:
         write_netcdf(ds, path)
+        from ...files.cache_trust import keep_private
+
+        keep_private(path)
     except OSError as exc:  # a read-only cache still scores: said once, the draws kept
         from ...files.user_cache import cache_dir, remember, unwritable
 
