@@ -146,6 +146,9 @@ class _Heads:
     def norm(self, layer: int):
         return _identity
 
+    def post_norm(self, layer: int):
+        return None
+
     def _proj(self, x, layer, head, w, b):
         return x @ self.t[w][layer, head] + self.t[b][layer, head]
 
@@ -196,6 +199,8 @@ class NoNormModel(TaskModel):
         self.mlps = [_Mlp(t["w_in"][li], t["b_in"][li], t["w_out"][li], t["b_out"][li])
                      for li in range(w.n_layers)]
         self.mlp_norms = [_identity] * w.n_layers
+        self.mlp_posts = [None] * w.n_layers
+        self.softcap = None
         self.final = _identity
         self.head = _Linear(t["unembed"], t["b_u"])
         self.graph = Graph(w.n_layers, w.n_heads, parallel=False, d_model=self.hm.d)
