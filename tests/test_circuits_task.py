@@ -628,7 +628,14 @@ def test_command_end_to_end(tmp_path, capsys):
                      "manifest.json", "report.html", "summary.json"]
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["circuit.png",
                                                                    "faithfulness.png"]
-    s = json.loads((out / "summary.json").read_text())
+    def strict(text):  # JSON has no NaN or infinities
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    s = strict((out / "summary.json").read_text())
+    strict((out / "circuit.json").read_text())
+    rows = (out / "curve.csv").read_text().splitlines()
+    assert rows[0] == "k,metric,faithfulness"
+    curve_rows = [[float(v) for v in r.split(",")] for r in rows[1:]]  # plain numbers
+    assert [int(r[0]) for r in curve_rows] == list(range(s["n_edges"] + 1))  # every k
     page = (out / "report.html").read_text("utf-8")
     assert page.count("data:image/png;base64,") == 2
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page)

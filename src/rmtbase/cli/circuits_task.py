@@ -5,7 +5,6 @@ nothing."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -142,22 +141,11 @@ def evaluate_document(res: dict, metric: str) -> dict:
             "circuit_metric": value}
 
 
-def _finite(v):
-    """``v`` with every non-finite float (NaN, ±inf) as None: JSON has no such numbers."""
-    import math
-
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_finite(x) for x in v]
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
 def _json(doc: dict) -> str:
     """``doc`` as strict JSON (non-finite numbers null, never ``NaN``), indented."""
-    return json.dumps(_finite(doc), indent=1, allow_nan=False)
+    from ..files.strict_json import dumps
+
+    return dumps(doc, indent=1)
 
 
 __all__ = ["add_options", "evaluate_document", "run"]

@@ -6,11 +6,11 @@ and ``summary.json`` folded. Written into the command's all-or-nothing folder.""
 from __future__ import annotations
 
 import html as _html
-import json
 
 import numpy as np
 
 from .._version import __version__
+from ..files.strict_json import dumps
 from ._html_figures import figure_saver
 from .html import _figures, page, table_html
 
@@ -96,7 +96,7 @@ def task_report_html(res: dict, summary: dict, images: dict[str, bytes]) -> str:
           f"{min(EDGE_ROWS, n_kept)} of its {n_kept} edges of largest |attribution| "
           f"(circuit.json holds every edge).</p>{table_html(_circuit_table(res))}</section>\n"
         + "<section><details><summary>summary.json</summary><pre>"
-        + _html.escape(json.dumps(s, indent=1)) + "</pre></details></section>\n"
+        + _html.escape(dumps(s, indent=1)) + "</pre></details></section>\n"
         + f"<footer class=\"note\">rmtbase {__version__}</footer>")
     return page(title, sub, body, {"entries": [], "refs": {}, "scale": {}})
 

@@ -11,7 +11,6 @@ scores, the circuit's marked ``in_graph``: MIB's format), ``circuit.dot``, ``cir
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -334,6 +333,7 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
     ``extra(folder)`` writes more into the open folder (the CLI's ``report.html``, from
     :mod:`rmtbase.report.task_report`). Returns {name: path}."""
     from ...files.output import OutputFolder
+    from ...files.strict_json import dumps
     from .export import circuit_json, dot, graphml
 
     g, cur = res["tm"].graph, res["curve"]
@@ -343,11 +343,11 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
                         res.get("columns") or None)
     csv = ["k,metric,faithfulness"] + [f"{int(k)},{float(m)!r},{float(f)!r}" for k, m, f in zip(
         cur["k"], cur["metric"], cur["faithfulness"], strict=True)]
-    files = {"circuit.json": json.dumps(full) + "\n",
+    files = {"circuit.json": dumps(full) + "\n",
              "circuit.dot": dot(g, res["kept"], res["score"]),
              "circuit.graphml": graphml(g, res["kept"], res["score"]),
              "curve.csv": "\n".join(csv) + "\n",
-             "summary.json": json.dumps(summary(res), indent=1) + "\n"}
+             "summary.json": dumps(summary(res), indent=1) + "\n"}
     with OutputFolder(out, kind=KIND) as folder:
         for rel, text in files.items():
             folder.write_text(rel, text)

@@ -1,0 +1,25 @@
+"""Strict JSON (RFC 8259 has no NaN or infinities): every non-finite float written as null."""
+
+from __future__ import annotations
+
+import json
+import math
+
+
+def finite(v):
+    """``v`` with every non-finite float (NaN, ±inf) as None, through dicts, lists, tuples."""
+    if isinstance(v, dict):
+        return {k: finite(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [finite(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def dumps(doc, **kw) -> str:
+    """``json.dumps`` of :func:`finite` ``(doc)`` with ``allow_nan=False``."""
+    return json.dumps(finite(doc), allow_nan=False, **kw)
+
+
+__all__ = ["dumps", "finite"]
