@@ -976,3 +976,16 @@ def test_post_norm_families_run_on_the_task_graph(kind):
         res = find_task_circuit(net, task, holdout=0.5, prune_budget=0)
         assert np.isfinite(res["circuit"]["faithfulness"])
         assert np.isfinite(res["score"]).all() and np.abs(res["score"]).max() > 0
+
+
+def test_the_search_gives_freed_memory_back(monkeypatch):
+    """find_task_circuit ends with release_memory (glibc's malloc_trim: the passes leave
+    hundreds of MB freed but resident), which runs here without error."""
+    from rmtbase.circuits.task import search
+
+    search.release_memory()
+    calls = []
+    monkeypatch.setattr(search, "release_memory", lambda: calls.append(1))
+    search.find_task_circuit(_gpt2(seed=2, n_layer=1), _task(n=4, seed=2), holdout=0,
+                             points=4)
+    assert calls == [1]
