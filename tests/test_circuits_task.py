@@ -989,3 +989,30 @@ def test_the_search_gives_freed_memory_back(monkeypatch):
     search.find_task_circuit(_gpt2(seed=2, n_layer=1), _task(n=4, seed=2), holdout=0,
                              points=4)
     assert calls == [1]
+
+
+@pytest.mark.parametrize("kind", ["mixtral", "qwen3_moe", "olmo3", "gpt_bigcode", "falcon_mqa"])
+def test_more_families_run_on_the_task_graph(kind):
+    """Mixture-of-experts MLPs (one sender each), OLMo-3's post-norm with sliding windows,
+    multi-query GPT-BigCode and Falcon: the graph forward's logits are transformers'."""
+    from test_circuits_families import _ids, _net
+
+    net = _net(kind)
+    assert TaskModel(net).check(_ids(net)) < 1e-5
+
+
+def test_a_family_outside_the_task_graph_is_refused_before_its_weights(tmp_path,
+                                                                       monkeypatch):
+    """OPT (no mlp module) is refused from its config; the weights are never read."""
+    import transformers
+
+    from rmtbase.circuits.task.search import load_causal_lm
+
+    cfg = transformers.OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8,
+                                 ffn_dim=16, vocab_size=40, max_position_embeddings=16,
+                                 word_embed_proj_dim=8)
+    transformers.OPTForCausalLM(cfg).save_pretrained(tmp_path / "opt")
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: pytest.fail("the weights were read"))
+    with pytest.raises(InputError, match="task circuits run .* not 'opt'"):
+        load_causal_lm(str(tmp_path / "opt"), tokenizer=False)

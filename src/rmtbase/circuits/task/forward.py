@@ -35,11 +35,21 @@ from .graph import Graph
 #: model_type values the task graph runs (module docstring).
 FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox", "gemma", "phi3",
             "starcoder2", "smollm3", "olmo", "gptj", "phi", "stablelm", "cohere", "gemma2",
-            "gemma3_text", "olmo2")
+            "gemma3_text", "olmo2", "olmo3", "mixtral", "qwen3_moe", "gpt_bigcode", "falcon")
 _MLP_NORMS = ("ln_2", "post_attention_layernorm")
 #: A post-norm block's MLP input norm (none: identity) and output norm.
 _PRE_FFW, _POST_FFW = "pre_feedforward_layernorm", "post_feedforward_layernorm"
 _FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
+
+
+def check_family(config) -> None:
+    """One-line :class:`~rmtbase.errors.InputError` for a model ``config`` the task graph
+    does not run (:data:`FAMILIES`, no residual multiplier), before any weight is read."""
+    mt = getattr(config, "model_type", None)
+    if mt not in FAMILIES:
+        raise InputError(f"task circuits run {', '.join(FAMILIES)} models, not {mt!r}")
+    if getattr(config, "residual_multiplier", 1.0) not in (None, 1.0):
+        raise InputError(f"{mt}: task circuits run blocks without residual multipliers")
 
 
 class _Stop(Exception):
@@ -349,4 +359,4 @@ class TaskModel:
                 f"graph follows")
 
 
-__all__ = ["FAMILIES", "TaskModel"]
+__all__ = ["FAMILIES", "TaskModel", "check_family"]

@@ -58,6 +58,15 @@ def load_causal_lm(model, *, tokenizer: bool):
     src, kw, name = locate(model, need_tokenizer=False)
     if "gguf_file" in kw:
         return _gguf_causal_lm(model, tokenizer=tokenizer)
+    from transformers import AutoConfig
+
+    from .forward import check_family
+
+    try:
+        config = AutoConfig.from_pretrained(src, **kw)
+    except Exception as exc:
+        raise ModelError(f"cannot read the config of {name}: {one_line(exc)}") from exc
+    check_family(config)  # before the weights are read
     tok = None
     if tokenizer:
         if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
