@@ -671,6 +671,14 @@ def test_command_end_to_end(tmp_path, capsys):
     assert not (tmp_path / "o3").exists()
     assert main(["circuits", str(folder), "--composition", str(tmp_path / "none.nc")]) == 2
     assert "--composition needs --task" in capsys.readouterr().err
+    # one mode's option given to the other is refused in one line, before any work
+    assert main(["circuits", str(folder), "--task", str(task), "--ablation", "resample",
+                 "--out", str(tmp_path / "o4")]) == 2
+    assert "--ablation is an option of the head-behaviour search" in capsys.readouterr().err
+    assert main(["circuits", str(folder), "--counterfactual", "mean",
+                 "--out", str(tmp_path / "o5")]) == 2
+    assert "--counterfactual needs --task" in capsys.readouterr().err
+    assert not (tmp_path / "o4").exists() and not (tmp_path / "o5").exists()
 
 
 def _composition(n_layers, n_heads, seed=0):

@@ -167,6 +167,12 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "composition", None) is not None:
         raise InputError("--composition needs --task FILE (the head-behaviour search "
                          "computes its own)")
+    from .circuits_task import TASK_DEFAULTS, given
+
+    task_only = given(args, TASK_DEFAULTS)
+    if task_only:
+        raise InputError(f"{task_only[0]} needs --task FILE (the head-behaviour search "
+                         f"takes --ablation)")
     check_local(args.model)
     if args.out is None:
         from pathlib import Path

@@ -22,9 +22,9 @@ def add_options(p) -> None:
                         "docs/tasks.md), or a shipped task's name (ioi, greater_than, "
                         "greater_than_digits, induction): find the circuit of the model's "
                         "output metric on it")
-    p.add_argument("--metric", choices=METRICS, default="logit_diff",
+    p.add_argument("--metric", choices=METRICS, default=None,
                    help="the task's output metric (default logit_diff)")
-    p.add_argument("--counterfactual", choices=COUNTERFACTUALS, default="corrupted",
+    p.add_argument("--counterfactual", choices=COUNTERFACTUALS, default=None,
                    help="what a removed edge carries (default: the corrupted prompt's value)")
     p.add_argument("--evaluate", default=None, metavar="CIRCUIT.json",
                    help="with --task: score this circuit (MIB JSON or a list of edge names) "
@@ -33,14 +33,29 @@ def add_options(p) -> None:
                    help="with --task: a composition.nc (of rmtbase circuits or score "
                         "--composition) whose rank, p and q of each head pair stand beside "
                         "the head-to-head edges")
-    p.add_argument("--top", type=int, default=20,
+    p.add_argument("--top", type=int, default=None,
                    help="with --task: edges listed (default 20); where the graph is too large "
                         "for pruning in context, the edges patched exactly, the top by "
                         "attribution")
-    p.add_argument("--holdout", type=float, default=0.5,
+    p.add_argument("--holdout", type=float, default=None,
                    help="with --task: fraction of the prompt pairs held out; the edges are "
                         "ranked on the others and the circuit scored on these (default 0.5; "
                         "0: rank and score on all)")
+
+
+#: The task mode's options and their defaults (None on the parser, so that one given
+#: without ``--task`` is seen and refused).
+TASK_DEFAULTS = {"metric": "logit_diff", "counterfactual": "corrupted", "top": 20,
+                 "holdout": 0.5}
+#: The head-behaviour search's options, refused with ``--task`` (None or False unless given).
+HEAD_OPTIONS = ("k", "layers", "receivers", "text", "draws", "seed", "sinks", "mlp_paths",
+                "ablation", "repeat_length")
+
+
+def given(args, names) -> list[str]:
+    """The options of ``names`` that ``args`` sets (not None, not False), as flags."""
+    return ["--" + n.replace("_", "-") for n in names
+            if getattr(args, n, None) not in (None, False)]
 
 
 def run(args) -> int:
@@ -54,6 +69,13 @@ def run(args) -> int:
     from ..files.output import check_output_dir
     from .model_args import check_local
 
+    head = given(args, HEAD_OPTIONS)
+    if head:
+        raise InputError(f"{head[0]} is an option of the head-behaviour search, not of "
+                         f"--task (its counterfactual is --counterfactual)")
+    for name, value in TASK_DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
     if args.top < 1:
         raise InputError(f"--top must be at least 1, got {args.top}")
     check_local(args.model)
