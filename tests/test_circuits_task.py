@@ -1024,3 +1024,23 @@ def test_a_family_outside_the_task_graph_is_refused_before_its_weights(tmp_path,
                         lambda *a, **k: pytest.fail("the weights were read"))
     with pytest.raises(InputError, match="task circuits run .* not 'opt'"):
         load_causal_lm(str(tmp_path / "opt"), tokenizer=False)
+
+
+def test_a_task_built_in_python_gets_the_task_files_checks(monkeypatch):
+    """A Task handed to find_task_circuit is refused, before the model is read, where a task
+    file would be: a pair whose answer is its wrong token, a pair whose prompts are equal,
+    fewer than 2 distinct pairs."""
+    from rmtbase.circuits.task import search
+    from rmtbase.circuits.task.taskfile import Task
+
+    monkeypatch.setattr(search, "load_causal_lm",
+                        lambda *a, **k: pytest.fail("the model was read"))
+    t = _task(n=4, seed=3)
+    bad = {"the same token": Task(t.clean, t.corrupted, t.answer, t.answer.copy()),
+           "the same prompt": Task(t.clean, t.clean.copy(), t.answer, t.wrong),
+           "2 distinct pairs": Task(np.repeat(t.clean[:1], 4, 0),
+                                    np.repeat(t.corrupted[:1], 4, 0),
+                                    np.repeat(t.answer[:1], 4), np.repeat(t.wrong[:1], 4))}
+    for words, task in bad.items():
+        with pytest.raises(InputError, match=words):
+            search.find_task_circuit("unused", task)

@@ -25,7 +25,7 @@ from .exact import patch_edges
 from .faithfulness import Scorer, curve, evaluate_kept, top_k
 from .forward import TaskModel
 from .runner import Runner
-from .taskfile import Task, read_records, tokenise
+from .taskfile import Task, check_task, read_records, tokenise
 from .weights import expected_false_confirmations, head_edge_columns, read_composition
 
 KIND = "rmtbase circuits --task"
@@ -114,6 +114,7 @@ def load(model, task):
     """(:class:`.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
     task path or :class:`.taskfile.Task`; the graph forward checked against the model's."""
     if isinstance(task, Task):
+        check_task(task)
         net, _, name = load_causal_lm(model, tokenizer=False)
         t = task
     else:

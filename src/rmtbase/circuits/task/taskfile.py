@@ -136,6 +136,20 @@ def _distinct(pairs: int, distinct: int, name: str) -> None:
                          f"least 2 distinct pairs (its standard errors are over pairs)")
 
 
+def check_task(task: Task) -> None:
+    """The checks a task file gets, for a :class:`Task` built in Python: its size, each
+    pair's metric able to move (:func:`_moves` on the ids) and at least 2 distinct pairs;
+    one line each, before any model is read."""
+    check_size(task.n, task.length, task.name)
+    rows = []
+    for i in range(task.n):
+        c, x = task.clean[i].tolist(), task.corrupted[i].tolist()
+        a, w = np.asarray(task.answer[i]).tolist(), np.asarray(task.wrong[i]).tolist()
+        _moves(c, x, a, w, f"{task.name} pair {i + 1}")
+        rows.append(json.dumps([c, x, a, w]))
+    _distinct(task.n, len(set(rows)), task.name)
+
+
 def check_size(pairs: int, tokens: int, name: str, bound: str = "") -> None:
     """One line before any work where ``pairs`` × ``tokens`` exceeds
     :data:`~rmtbase.limits.MAX_TASK_TOKENS` (``bound``: how ``tokens`` is known, e.g.
@@ -273,5 +287,5 @@ def write_task(task: Task, path) -> Path:
     return p
 
 
-__all__ = ["FIELDS", "Task", "check_size", "induction_task", "needs_tokenizer", "read_records", "read_task",
-           "tokenise", "write_task"]
+__all__ = ["FIELDS", "Task", "check_size", "check_task", "induction_task", "needs_tokenizer",
+           "read_records", "read_task", "tokenise", "write_task"]
