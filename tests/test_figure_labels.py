@@ -91,3 +91,20 @@ def test_a_small_task_circuit_names_every_node():
     ends = {n.partition("<")[0] for i in np.flatnonzero(kept) for n in g.edge(int(i))}
     assert {t.get_text() for t in ax.texts} == ends
     plt.close(ax.figure)
+
+
+def test_task_report_facts_name_units_and_signs():
+    """The task page's facts say each number's unit and sign convention: the metric's unit for
+    every metric the search takes, faithfulness's ends, and what a negative ratio means."""
+    from rmtbase.circuits.task.metric import METRICS
+    from rmtbase.report.task_report import METRIC_UNITS, _facts
+
+    assert set(METRIC_UNITS) == set(METRICS)
+    c = {"edges": 10, "faithfulness": -0.2, "ratio": -0.64, "full_metric": 8.0,
+         "empty_metric": -8.0, "completeness_faithfulness": 0.9}
+    s = {"model": "m", "task": "t", "prompts": 8, "tokens": 5, "metric": "logit_diff",
+         "counterfactual": "corrupted", "n_edges": 100, "circuit": c, "confirmed_circuit": c,
+         "curve_area": 0.5, "smallest_reaching": {"target": 0.8, "edges": 40}}
+    text = _facts(s)
+    assert "(logits)" in text and "1: the full model, 0: the empty graph" in text
+    assert "ratio -0.640" in text and "negative: the circuit alone gives the metric" in text
