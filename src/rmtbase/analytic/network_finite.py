@@ -11,8 +11,7 @@ X' = (1 + G)² X + (2h/d) Y.
 
 Element kurtosis: one column c' = W c or c + W c; for an off-diagonal entry a and r² = ‖c‖²,
 (E a², E r²) and (E a⁴, E a² r², E r⁴) recur linearly (``docs/product-networks.md``). It is the
-marginal excess kurtosis over the ensemble, O(L/d); one matrix's sample kurtosis is lower once
-L/d is not small (use the Monte Carlo null of :mod:`rmtbase.depth` there).
+ensemble's marginal excess kurtosis, O(L/d) (one matrix's sample kurtosis is lower).
 
 Lyapunov exponents of square Ginibre products (Newman 1986; Forrester 2013): with
 W_l Q_{l−1} = Q_l R_l, R_l,ii² ~ G/d · χ²_{d−i+1} independently, so (1/L) Σ_l ln |R_l,ii| has

@@ -1,11 +1,10 @@
 """The composition null's draws: squared composition scores s² of independent Gaussian factors.
 
-Moments: :mod:`rmtbase.stats.composition`; one σ-free law for Q-, K- and V-composition (a chain
-d × d_h2 × d × d_h1 × d of independent Gaussians). :func:`null_squares` samples d_h-sized Bartlett
-variates (exact in law), :func:`null_squares_full` whole factors with a storage round trip; the
-QK overlap: :func:`null_overlap`, :func:`null_overlap_full`. Draw i is ``fold_in(key, i)``
-(chunks: :func:`chunk_size`); ``part`` (:class:`Part`) selects draws ``start`` … n−1, so a
-continued table is the longer table."""
+One σ-free law for Q-, K- and V-composition (a chain d × d_h2 × d × d_h1 × d of independent
+Gaussians): :func:`null_squares` from d_h-sized Bartlett variates (exact in law),
+:func:`null_squares_full` whole factors with a storage round trip; the QK overlap:
+:func:`null_overlap`, :func:`null_overlap_full`. Draw i is ``fold_in(key, i)``; ``part``
+selects draws ``start`` … n−1, so a continued table is the longer table."""
 
 from __future__ import annotations
 

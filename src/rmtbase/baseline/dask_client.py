@@ -1,13 +1,10 @@
 """The Dask client a driver runs its tasks on, and the one wait of every Dask driver.
 
-:func:`cluster_client`: the client given, one for a scheduler address (checked, and tried once
-before Dask's own connection retries: nothing listening is one line at once), or a loopback
-cluster of single-threaded workers sharing the cores. :func:`completed` polls futures, so Ctrl-C
-is raised at once and pending tasks are cancelled; :func:`result` takes a finished future's
-result, a lost scheduler or a task whose workers kept dying being one :class:`ClusterError`
-(a worker killed once is Dask's to handle: its tasks run again elsewhere, with the same keys
-and so the same numbers). Without Dask :func:`require_distributed` raises
-:class:`MissingDependency`."""
+:func:`cluster_client`: the client given, one for a scheduler address (nothing listening is one
+line at once), or a loopback cluster. :func:`completed` polls futures, so Ctrl-C is raised at
+once and pending tasks are cancelled; :func:`result` turns a lost scheduler or a task whose
+workers kept dying into one :class:`ClusterError`. Without Dask :func:`require_distributed`
+raises :class:`MissingDependency`."""
 
 from __future__ import annotations
 

@@ -9,15 +9,10 @@ A per-draw cost model, CPU seconds (XLA's threads summed), fitted to measurement
 - a spectral table: :data:`SPECTRAL_NS` ns × d_h³ + :data:`SPECTRAL_MS` ms (the bidiagonal
   route, :mod:`rmtbase.ensembles.wishart`: no d × d matrix is formed, so d does not enter).
 
-Fitted to ``benchmarks/big_shapes.py --calibrate`` (process CPU per draw of ``null_draws``
-after compilation, on this project's shared 2-core machine): all statistics, bfloat16, at
-(640, 64) 9.1 ms, (1024, 64) 17.5, (2048, 128) 67.4, (640, 256) 31.9 — the model gives 9.1,
-17.5, 61.2, 31.9; float32 within 3 % of bfloat16 at (1024, 64) and (2048, 128); spectral at
-d_h = 64, 128, 256: 0.151, 0.666, 3.83 ms (model 0.21, 0.61, 3.84). Element-statistics-only
-tables and block-quantised storages (a round trip of O(d d_h) a draw) are taken at these costs,
-not measured. At (4096, 128), outside the fit, it gives 0.226 CPU-s an all-statistics draw
-(0.2235 measured, bfloat16). The figure is an estimate — another CPU, a loaded machine or a GPU
-moves it, about 2× either way — so the line says "≈"."""
+Fitted to ``benchmarks/big_shapes.py --calibrate`` (process CPU per draw after compilation,
+2-core CPU; the fit and its residuals are in ``docs/performance.md``). Element-only tables and
+block-quantised storages are taken at these costs. An estimate, good to about 2× on another
+machine, so the line says "≈"."""
 
 from __future__ import annotations
 

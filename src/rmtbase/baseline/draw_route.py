@@ -1,12 +1,10 @@
 """Which route a null table's λ takes, per cell, and the draws version that names it.
 
-A quantised table's λ = s²(W_Qᵀ W_K) comes from the QR route
-(:func:`rmtbase.stats.spectral.eigvals_from_factors`) or the Gram route
-(:func:`rmtbase.stats.spectral.null_eigvals_by_grams`, ill-conditioned draws sent back to QR);
-they agree to float32 rounding, not bit for bit, so cache names carry :func:`draws_version`.
-:func:`gram_route`: lowrank float32 CPU draws, block-format storage, spectral statistics,
-d_h ≥ :data:`GRAM_MIN_DH`, c = d_h/d ≤ :data:`GRAM_MAX_C` (κ(W Wᵀ) ≈ ((1 + √c)/(1 − √c))² ≤ 20).
-Everything else: QR, version 1."""
+A quantised table's λ comes from the QR route (:func:`rmtbase.stats.spectral.eigvals_from_factors`)
+or the Gram route (:func:`rmtbase.stats.spectral.null_eigvals_by_grams`); they agree to float32
+rounding, not bit for bit, so cache names carry :func:`draws_version`. :func:`gram_route`:
+lowrank float32 CPU draws, block-format storage, spectral statistics, d_h ≥ :data:`GRAM_MIN_DH`,
+c = d_h/d ≤ :data:`GRAM_MAX_C`; else QR, version 1."""
 
 from __future__ import annotations
 

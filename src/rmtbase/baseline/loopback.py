@@ -1,10 +1,6 @@
-"""Where the workers of a loopback Dask cluster (``--workers N``) run: one GPU each where the
-machine has GPUs, else a share of the cores.
-
-:func:`worker_envs`: worker i gets ``CUDA_VISIBLE_DEVICES`` = GPU ``i mod G`` of :func:`gpu_ids`
-(shared GPUs: ``XLA_PYTHON_CLIENT_PREALLOCATE=false``). :func:`quiet_start` spawns workers in
-their own session (``setsid``), so Ctrl-C reaches this process alone, which closes the cluster;
-one during the start is raised at its end. Workers log only CRITICAL."""
+"""Where the workers of a loopback Dask cluster (``--workers N``) run: worker i on GPU ``i mod
+G`` where the machine has GPUs (:func:`worker_envs`), else a share of the cores;
+:func:`quiet_start` spawns them in their own session, so Ctrl-C reaches this process alone."""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
 """The null of a whole weight matrix: i.i.d. N(0, 1) entries of its shape, stored like it.
 
-An (m, n) component stored as ``storage`` is compared with N(0, 1) matrices of that shape through
-the same round trip (:func:`rmtbase.stats.precision.round_trip`) and estimator
-(:func:`rmtbase.stats.matrix.matrix_stats`); σ = 1 serves every σ (statistics self-normalised by
-rms). The law depends on N = m·n only (block formats: blocks of 32 along the last axis), so
-float storages share :func:`null_shape` = (max, min).
-
-Keys: draw i uses ``key_i = fold_in(cell, i)``, ``cell = fold_in(fold_in(named_key(key(seed),
-"matrix"), m), n)``; tile t is ``normal(fold_in(key_i, t), (rows_t, n), float32)`` rounded to the
-storage (tiles kept up to :data:`KEEP_BYTES`, else regenerated); n draws are a prefix of more.
-:func:`matrix_null_table` reads exactly ``draws`` from the checked user cache, extends, or draws."""
+An (m, n) component is compared with N(0, 1) matrices of that shape through the same round trip
+and estimator (:func:`rmtbase.stats.matrix.matrix_stats`); σ = 1 serves every σ. The law depends
+on N = m·n only (block formats: blocks of 32 along the last axis), so float storages share
+:func:`null_shape`. Draw i uses ``fold_in(cell, i)``, tile t ``fold_in(key_i, t)``; n draws are
+a prefix of more. :func:`matrix_null_table` reads exactly ``draws`` from the checked user cache,
+extends, or draws."""
 
 from __future__ import annotations
 

@@ -7,10 +7,8 @@ spectral statistics of λ = s²(M_L) (bare names); ``lyapunov_max``, ``lyapunov_
 statistics of M_L's off-diagonal entries as ``m_<stat>``.
 
 Dims ``(d, depth, gain, draw)``, float64; ``attrs["rmtbase_table_kind"] = "product_network"``.
-Keys: ``cell = fold_in(named_key(jax.random.key(seed), name), d)`` (:data:`KEY_NAME`); draw j of
-block b (:data:`rmtbase.baseline.tables.DRAW_BLOCK`) uses ``fold_in(fold_in(cell, b), j)``, layer
-l ``fold_in(named_key(draw_key, "layers"), l)``: gains share variates, a draw depends on (seed,
-kind, d, index) only, and a shorter table is a prefix of a longer one."""
+Keys: ``cell = fold_in(named_key(key(seed), name), d)``, draw j of block b
+``fold_in(fold_in(cell, b), j)``: gains share variates and a shorter table is a prefix."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""Grid sweeps of null tables as tasks on Dask distributed.
-
-Each task is a (cell, draw-block range, seed) running
-:func:`rmtbase.baseline.tables.generate_blocks`; a draw's key depends on (seed, d, d_h, index)
-only, so the table is bit for bit :func:`rmtbase.baseline.tables.baseline`'s on the same backend,
-whatever the workers. With ``out`` completed blocks are kept, so a rerun submits only the
-missing ones. :func:`network_sweep`: the same for product networks. Dask is optional:
-:func:`sweep` raises :class:`MissingDependency` without it."""
+"""Grid sweeps of null tables as tasks on Dask distributed: each task a (cell, draw-block range,
+seed) of :func:`rmtbase.baseline.tables.generate_blocks`, so the table is bit for bit
+:func:`rmtbase.baseline.tables.baseline`'s whatever the workers; with ``out`` completed blocks
+are kept for a rerun. :func:`network_sweep`: the same for product networks. Without Dask
+:func:`sweep` raises :class:`MissingDependency`."""
 
 from __future__ import annotations
 

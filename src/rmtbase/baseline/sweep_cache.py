@@ -1,11 +1,9 @@
 """The scorer's null tables built ahead of time on Dask: ``rmtbase sweep --into-cache``.
 
 :func:`score_requests` lists the tables a Gaussian-null ``rmtbase score`` of a shape and storage
-asks :func:`rmtbase.baseline.cache.null_table` for (``draws`` draws and, with all statistics,
-the spectral reference of ≥ :data:`SPECTRAL_REFERENCE_DRAWS`). :func:`sweep_into_cache` computes
-the missing ones on Dask and writes exactly the file ``null_table`` would (same name, same bits:
-draw i depends on (seed, d, d_h, i) only); blocks are kept as they arrive. Not built here: the
-spectral extension; the profile null comes through ``then``."""
+asks :func:`rmtbase.baseline.cache.null_table` for; :func:`sweep_into_cache` computes the
+missing ones and writes exactly the file ``null_table`` would (same name, same bits). The
+spectral extension is not built here; the profile null comes through ``then``."""
 
 from __future__ import annotations
 

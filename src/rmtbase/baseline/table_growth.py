@@ -4,13 +4,9 @@ Draw ``i`` of a table depends on (seed, d, d_h, i) only and block ``b`` of
 :data:`~rmtbase.baseline.table_spec.DRAW_BLOCK` draws is drawn by itself
 (:mod:`rmtbase.baseline.tables`), so the ``n``-draw table is its first whole blocks from a
 shorter table of the same request followed by the blocks after them. :func:`held_table` finds the
-largest shorter table of a request — in the user cache (checksum verified, trusted), kept in memory
-where the cache cannot be written, or shipped in ``rmtbase/data`` — drawn by this program
-(backend, JAX, PRNG, sampler, key derivation); :func:`grown_table` draws only the blocks after
-its whole ones and gives the table a fresh draw gives, value for value and attribute for
-attribute (``creation_time`` aside; held draws are kept as held: a shipped table drawn on
-another CPU may differ from this CPU's fresh draws in the last bits of a few statistics, as
-any shipped table does)."""
+largest shorter table of a request (user cache, memory, or shipped) drawn by this program;
+:func:`grown_table` draws only the blocks after its whole ones and gives the table a fresh draw
+gives, value for value (held draws kept as held, ``creation_time`` aside)."""
 
 from __future__ import annotations
 

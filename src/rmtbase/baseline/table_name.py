@@ -3,16 +3,13 @@ back from it, the one spelling of both directions.
 
 The name (:data:`PATTERN`) spells every key a table's numbers depend on, and its draws, as
 ``lowrank-d2048-dh128-all-n2000-seed0-float32-q4_k-dv2-v1.nc``: ensemble (and ``-L<depth>`` for a
-network's), d, d_h, statistics, draws, seed, dtype, storage, draws version, format; the storage
-only where it is not float32 and the draws version
-(:func:`rmtbase.baseline.draw_route.draws_version`) only where it is not 1, so the names of
-earlier releases read as they did. :meth:`TableName.parse` reads the fields by name, not by
-position (a storage name may hold ``-``): for every name it accepts,
-``TableName.parse(name).filename() == name``; any other name is refused with its reason
-(:class:`NameRefused`, one line), and a cache folder's listing leaves such files out
-(:func:`rmtbase.baseline.cache.cached_entries`). The *request* of a name (:attr:`TableName.request`)
-is every field but the draws: the files of one request are the rungs of one growing table
-(:mod:`rmtbase.baseline.cache_rungs`)."""
+network's), d, d_h, statistics, draws, seed, dtype, storage, draws version, format; the storage only
+where not float32, the draws version (:func:`rmtbase.baseline.draw_route.draws_version`) only where
+not 1. :meth:`TableName.parse` reads the fields by name, not by position (a storage name may hold
+``-``): for every name it accepts, ``TableName.parse(name).filename() == name``; any other name is
+refused with its reason (:class:`NameRefused`), and a cache listing leaves such files out. The
+*request* of a name (:attr:`TableName.request`) is every field but the draws: the files of one
+request are the rungs of one growing table (:mod:`rmtbase.baseline.cache_rungs`)."""
 
 from __future__ import annotations
 

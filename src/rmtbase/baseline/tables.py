@@ -1,16 +1,12 @@
 """Baseline tables: Monte Carlo null draws over a (d, d_h) grid as an xarray Dataset.
 
-One variable per statistic, dims ``(d, d_h, draw)``: spectral statistics of W_QK = W_Qᵀ W_K by
-bare name, element statistics as ``<matrix>_<stat>`` (:func:`rmtbase.stats.table_name`). W_Q,
-W_K (d_h, d) have i.i.d. N(0, σ²) entries, no 1/√d (``attrs["scaling_factor"] == "none"``). The
-draws are stored, so empirical p-values are exact (floor 1/(draws + 1)); spectral tables also
-store ``lambda``.
-
-Keys (fixed by ``TABLE_FORMAT``): ``cell = fold_in(fold_in(jax.random.key(seed), d), d_h)``
-(then ``fold_in(cell, depth)`` for ``residual``); block ``b`` of :data:`DRAW_BLOCK` draws is
-``null_draws(fold_in(cell, b), ...)``, draw ``j`` ``fold_in(block_key, j)``, under
-``jax.enable_x64(dtype == "float64")``: draw ``i`` depends on (seed, d, d_h, i) only, a shorter
-table is a prefix. Sampled at σ = 1, moved to (σ_Q, σ_K) exactly (:mod:`.sigma_range`)."""
+One variable per statistic, dims ``(d, d_h, draw)``: spectral statistics by bare name, element
+statistics as ``<matrix>_<stat>``, spectral tables also ``lambda``; W_Q, W_K i.i.d. N(0, σ²), no
+1/√d. Keys (``TABLE_FORMAT``): ``cell = fold_in(fold_in(key(seed), d), d_h)`` (then ``depth``
+for ``residual``), block ``b`` of :data:`DRAW_BLOCK` draws ``fold_in(cell, b)``, draw ``j``
+``fold_in(block_key, j)``: draw ``i`` depends on (seed, d, d_h, i) only, a shorter table is a
+prefix. Sampled at σ = 1, moved to
+(σ_Q, σ_K) exactly (:mod:`.sigma_range`)."""
 
 from __future__ import annotations
 

@@ -3,34 +3,28 @@ can predict, clean, with the circuit's edges replaced by their counterfactual, a
 receivers' outputs replaced.
 
 Logits: the model's own, or for a base model as rmtbase loads it the final hidden state times
-its output head: the input embedding where the head is tied to it, else the head's weight read
-from the folder's safetensors or the GGUF file (without a final soft-cap); NaN where none is
-found. Positions: query ``i`` whose next token is predictable by
-copying, i.e. some ``j < i`` has
-``ids[j] = ids[i]`` and ``ids[j + 1] = ids[i + 1]`` (on repeated random tokens: the repeated
-half). Loss: the mean over those positions of ``−log p(ids[i + 1])`` (nats), per sequence, then
-mean and se over sequences.
+its output head (the input embedding where tied, else the head's weight read from the
+safetensors or GGUF file, without a final soft-cap); NaN where none is found. Positions: query
+``i`` whose next token is predictable by copying, i.e. some ``j < i`` has ``ids[j] = ids[i]``
+and ``ids[j + 1] = ids[i + 1]``. Loss: the mean over those positions of ``−log p(ids[i + 1])``
+(nats), per sequence, then mean and se over sequences.
 
 A **behaviour circuit** is the induction heads of one run's sequences with at least one
 confirmed edge, and those edges: the loss where a copy predicts the next token is what
-induction is for (Olsson et al. 2022); for the other labels (previous-token, duplicate-token)
-the same loss would measure their part in someone else's circuit, and their faithfulness
-(:mod:`.faithfulness`) is their test. Three full forward passes of the model (each averaged over the
-counterfactual's pairings, :mod:`.counterfactual`):
+induction is for (Olsson et al. 2022); the other labels' test is their faithfulness
+(:mod:`.faithfulness`). Three full forward passes (each averaged over the counterfactual's
+pairings, :mod:`.counterfactual`):
 
 - ``loss_clean``: the model as it is;
-- ``loss_circuit_ablated``: each receiver R's output set to the one recomputed with its ``κ``
-  input (q, k, v) read from the clean residual in which the sources confirmed for (R, κ), on
-  any path, are counterfactual (as in :mod:`.faithfulness`); the rest of the model runs on it;
-- ``loss_receivers_ablated``: every receiver's output set to its counterfactual (the mean of
-  its clean outputs at each position, another sequence's, or zero).
+- ``loss_circuit_ablated``: each receiver R's output recomputed with its ``κ`` input (q, k, v)
+  read from the clean residual in which the sources confirmed for (R, κ), on any path, are
+  counterfactual (as in :mod:`.faithfulness`);
+- ``loss_receivers_ablated``: every receiver's output set to its counterfactual.
 
-Outputs are set at the input of the layer's output projection, so a later receiver gets the
-set value whatever the earlier ones changed.
-
-A circuit that carries the behaviour raises the loss about as much as removing its receivers
-does; an idle one leaves it at ``loss_clean`` (the number a paper quotes: Olsson et al. 2022,
-in-context learning and induction heads)."""
+Outputs are set at the input of the layer's output projection, so a later receiver gets the set
+value whatever the earlier ones changed. A circuit that carries the behaviour raises the loss
+about as much as removing its receivers does; an idle one leaves it at ``loss_clean``.
+"""
 
 from __future__ import annotations
 

@@ -1,15 +1,11 @@
 """The profile axes: one :class:`Axis` record per axis, in one registry.
 
-Every list of axes (:data:`rmtbase.scoring.profile.axes.AXES`, :data:`FACTOR_AXES`,
-:data:`DECISION_AXES`, the figure scales, the ``--sort-by`` choices) is read from
-:data:`REGISTRY` (kind ``"axis"``, entry-point group ``rmtbase.axes``, ``docs/extending.md``).
-An axis is computed from one of three sources:
+Every list of axes (``AXES``, :data:`FACTOR_AXES`, :data:`DECISION_AXES`, figure scales,
+``--sort-by``) is read from :data:`REGISTRY` (entry-point group ``rmtbase.axes``). Sources:
 
 - ``"factors"``: ``fn(wq, wk, blocks)`` of a head's factors ``(..., d_h, d)`` in JAX, tested
   against the profile null of :mod:`rmtbase.scoring.profile.factors` (or the permutation null).
-  Shipped only: the Gaussian profile null draws each axis in its own exact reduced law (the
-  Bartlett factor of the stacked Gram, χ² column energies), not W_Q and W_K, and its stored
-  tables hold these axes by name; :func:`register` refuses a new one.
+  Shipped only (the null draws each in its exact reduced law): :func:`register` refuses one.
 - ``"statistic"``: a head statistic's value, effect, band and p (``statistic``, e.g.
   ``"qk.npr"``): its null is the statistic's own.
 - ``"dataset"``: ``fn(ds)`` → (layer, head) values from variables ``requires`` of the scores;

@@ -1,13 +1,9 @@
 """How far a head is from random, on a scale that does not saturate: ``distance``, ``head_effect``.
 
-p stops resolving at 10⁻¹⁶, so it cannot rank heads of trained models. For a self-normalised
-value v (:func:`rmtbase.decision.scale.normalise`) and self-normalised null draws X_1…X_N,
-
-    distance_s = (g(v) − mean g(X)) / sd g(X)        (ddof 1, finite draws only),
-
-g from :data:`TRANSFORM` (log, log(x + 3) for excess kurtosis, or identity). ``head_effect`` is
-the max |distance| over the head's decision family, ``head_top_stat`` its statistic;
-descriptive. :func:`natural_effect` gives ``effect_size`` in the statistic's own units."""
+For a self-normalised value v and self-normalised null draws X_1…X_N,
+distance_s = (g(v) − mean g(X)) / sd g(X) (ddof 1, finite draws), g from :data:`TRANSFORM`.
+``head_effect`` is the max |distance| over the head's decision family, ``head_top_stat`` its
+statistic; descriptive. :func:`natural_effect` gives ``effect_size`` in the statistic's units."""
 
 from __future__ import annotations
 

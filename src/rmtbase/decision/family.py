@@ -1,11 +1,9 @@
 """Which statistics are tested, what each tests, and which enter a head's decision once.
 
-Groups (glossary: ``docs/statistics.md``): ``entry law``, element statistics of W_Q, W_K and
-whole matrices (``q.*``, ``k.*``, ``w.*``); ``product law``, element statistics of W_QK;
-``spectrum``, W_QK's singular values. Duplicates (:data:`DUPLICATES`, each with its identity, as
-docs/statistics.md tables them) enter the BH family and the omnibus once, through their
-representative. Under GQA only the first query head of a group carries the shared ``k.*`` tests
-(:func:`stat_family_mask`)."""
+Groups (``docs/statistics.md``): ``entry law`` (``q.*``, ``k.*``, ``w.*`` element statistics),
+``product law`` (W_QK's), ``spectrum``. Duplicates (:data:`DUPLICATES`) enter the BH family and
+the omnibus once, through their representative; under GQA only a group's first query head
+carries the shared ``k.*`` tests (:func:`stat_family_mask`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Heads grouped by kind, read from the profile axes (``docs/kinds.md``).
 
-A kind is one profile axis flagged (``profile_flag``) with a sign, as tabled in docs/kinds.md
-(``symmetric`` also needs alignment unflagged or ``symmetry_unaligned`` flagged, since alignment
-alone raises symmetry); ``near-null`` (nothing flagged) and ``other``.
-
-``head_kinds``: every kind that holds, "+"-joined by departure; ``head_kind``: the one whose
-axis departs most in band units (:func:`rmtbase.decision.order.departures`);
-``head_kind_axes``: each kind's axis and signed departure. :func:`kind_counts` counts primary
-kinds, which add up to the number of heads."""
+A kind is one profile axis flagged (``profile_flag``) with a sign (``symmetric`` also needs
+alignment unflagged or ``symmetry_unaligned`` flagged); ``near-null`` and ``other``.
+``head_kinds``: every kind that holds, by departure; ``head_kind``: the one whose axis departs
+most in band units; ``head_kind_axes``: each kind's axis and signed departure."""
 
 from __future__ import annotations
 

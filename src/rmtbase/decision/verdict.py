@@ -10,8 +10,7 @@ Per test (layer × head × stat): null moments, ``p_value`` (:class:`~.tails.Tai
 ``distance`` (:mod:`rmtbase.decision.effect`), effect sizes with the null band, ``q_value`` /
 ``flag`` (BH over :mod:`rmtbase.decision.family`; duplicates get no q-value). Per head:
 ``head_p_value`` (:mod:`rmtbase.decision.omnibus`), ``head_q_value`` / ``head_flag`` (BH over
-all heads at ``alpha``: the decision), effects. Each variable is described in
-:mod:`rmtbase.scoring.description`; attrs ``resolution_note`` (:mod:`.resolution`)."""
+all heads at ``alpha``: the decision), effects."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """The chunked draw driver: ``map_draws(fn, key, n_draws)`` runs a per-draw sampler in batches.
 
 Draw i gets key ``fold_in(key, i)`` whatever the chunk size or device count; chunks bound the
-memory and are sharded over the draw axis when JAX sees several accelerators. Same key is not
-yet same bits (XLA compiles other batch widths differently), so with ``method="vmap"`` every
-compiled evaluation vectorises exactly ``batch`` draws (the last batch padded and discarded):
-draw i is then the same bits in every call (tests/test_resume.py). ``method="map"`` compiles
-the one-draw function once as a loop body."""
+memory and are sharded over several accelerators. With ``method="vmap"`` every compiled
+evaluation vectorises exactly ``batch`` draws (the last padded), so draw i is the same bits in
+every call; ``method="map"`` compiles the one-draw function once as a loop body."""
 
 from __future__ import annotations
 

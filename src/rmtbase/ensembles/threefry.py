@@ -1,13 +1,9 @@
 """JAX's own N(0, 1) draws, bit for bit, at a fraction of their CPU cost.
 
 :func:`normal` returns exactly ``jax.random.normal(key, shape, jnp.float32)``
-(``tests/test_threefry.py``). Threefry-2x32 (Salmon et al. 2011, SC'11; 20 rounds, rotations
-13 15 26 6 / 17 29 16 24, parity 0x1BD11BDA) is unrolled with constant rotations into one
-fused pass (:func:`random_bits`), where JAX's CPU lowering loops with variable shifts.
-Partitionable scheme (JAX's default): word i = y₀ ⊕ y₁ of Threefry(key, (0, i)), i row-major;
-u = max(lo, (1.m − 1)·(1 − lo) + lo), lo = −1 + 2⁻²⁴, from the top 23 bits m, then
-√2·erfinv(u). Any other dtype, key implementation, scheme or ≥ 2³¹ entries goes to
-``jax.random.normal`` itself."""
+(``tests/test_threefry.py``): Threefry-2x32 (Salmon et al. 2011) unrolled with constant rotations
+into one fused pass, JAX's partitionable scheme, then √2·erfinv(u) as JAX computes u. Any other
+dtype, key implementation, scheme or ≥ 2³¹ entries goes to ``jax.random.normal`` itself."""
 
 from __future__ import annotations
 

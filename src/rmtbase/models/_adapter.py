@@ -1,10 +1,9 @@
 """Base class of the per-architecture adapters, and a located checkpoint that reads layers.
 
-An adapter knows one architecture: how its config gives (d, d_h, heads, layers) and, through
-one or more :class:`~rmtbase.models._layout.Layout` s (naming schemes), which tensors hold each
-layer's q, k, v, o and FFN matrices. Per-head factors W_Q, W_K are ``(d_h, d)`` so that the
-logit is ``x_iᵀ W_Qᵀ W_K x_j``; raw weights. :meth:`Adapter.locate` finds the layout whose
-layer-0 probe tensor is present and the checkpoint's model-class prefix."""
+An adapter knows one architecture: its sizes from the config and, through its
+:class:`~rmtbase.models._layout.Layout` s, which tensors hold each layer's q, k, v, o and FFN
+matrices. W_Q, W_K are ``(d_h, d)``, the logit ``x_iᵀ W_Qᵀ W_K x_j``. :meth:`Adapter.locate`
+finds the layout whose layer-0 probe tensor is present."""
 
 from __future__ import annotations
 

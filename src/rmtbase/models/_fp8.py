@@ -8,9 +8,7 @@ stored as ``weight`` in ``F8_E4M3`` (max 448) or ``F8_E5M2`` (max 57344) beside
 **Per-channel FP8** (compressed-tensors ``float-quantized``, ``strategy: "channel"``):
 ``weight`` in ``F8_E4M3`` beside ``weight_scale`` (out, 1), ``s_r = max|W_r| / 448``,
 ``q = E4M3(clamp(W_r/s_r, ±448))``; the value is ``q · s_r``.
-
-:func:`dequantize` / :func:`dequantize_rows` refuse a negative, non-finite or (over nonzero
-values) zero scale; :func:`check_config` refuses a ``weight_block_size`` other than [128, 128];
+:func:`dequantize` / :func:`dequantize_rows` refuse a negative, non-finite or zero scale;
 :func:`quantize` / :func:`quantize_rows` are the reference writers (round to nearest even)."""
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Mixture-of-experts FFN parts: every routed expert's matrices, one layer at a time.
 
 An MoE layer's FFN is reported expert by expert as ``ffn_gate.e{j}``, ``ffn_up.e{j}``,
-``ffn_down.e{j}`` (each ``(out, in)``); the router ``(n_experts, d)`` is the component
-``router``, selected only by name or ``"all"``; a layer without experts reports its dense MLP.
-
-Layouts: per-expert ``nn.Linear`` tensors, or stacked ``experts.gate_up_proj`` ``(E, 2I, d)``
-(rows ``[gate; up]``) and ``experts.down_proj`` ``(E, d, I)``."""
+``ffn_down.e{j}`` (each ``(out, in)``); the router is the component ``router``; a layer without
+experts reports its dense MLP. Layouts: per-expert ``nn.Linear`` tensors, or stacked
+``experts.gate_up_proj`` ``(E, 2I, d)`` (rows ``[gate; up]``) and ``experts.down_proj``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""A model input resolved to its config and a way to open its weights.
-
-``model`` may be a hub id (with ``revision``), a local folder, a ``.gguf`` file (the header read
-here, so refusals come first), a URL (``hf://org/name[@revision]``, or a folder,
-:mod:`rmtbase.models.remote`), a loaded ``transformers`` model or a TransformerLens model.
-:func:`resolve` returns a :class:`Resolved` whose :meth:`~Resolved.open_weights` opens the
-matching reader; ``revision`` for anything but a hub id is an InputError."""
+"""A model input resolved to its config and a way to open its weights: a hub id (with
+``revision``), a local folder, a ``.gguf`` file (its header read here, so refusals come first), a
+URL, a loaded ``transformers`` model or a TransformerLens model. :func:`resolve` returns a
+:class:`Resolved`; ``revision`` for anything but a hub id is an InputError."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """BLOOM adapter: the fused, per-head interleaved ``self_attention.query_key_value``; ALiBi.
 
-Layout undone (BigScience Workshop 2022; ``BloomAttention._reshape``): ``query_key_value`` is an
-nn.Linear ``(3d, d)`` with bias whose rows are ``(head, {q, k, v}, d_h)`` (order ``"per_head"`` of
-:func:`~rmtbase.models._layout.split_qkv`): W_Q is ``W.reshape(n_head, 3, d_h, d)[:, 0]``, W_K
-``[:, 1]``. d_h = d / n_head; no GQA. Output ``self_attention.dense``. ALiBi (Press et al. 2022)
-biases the logits, not q/k, so W_QK is the whole QK circuit."""
+``query_key_value`` (BigScience Workshop 2022) is an nn.Linear ``(3d, d)`` with bias whose rows
+are ``(head, {q, k, v}, d_h)`` (``"per_head"`` of :func:`~rmtbase.models._layout.split_qkv`); no
+GQA. ALiBi (Press et al. 2022) biases the logits, not q/k, so W_QK is the whole QK circuit."""
 
 from __future__ import annotations
 

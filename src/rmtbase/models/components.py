@@ -1,13 +1,10 @@
 """Whole weight matrices per layer — q, k, v, o and the FFN — for whole-matrix statistics.
 
-:func:`load_components` reads them one layer at a time in the ``nn.Linear`` (out, in) layout,
-float32, the stored values (nothing folded). Rows of ``"q"`` are
-head-major: ``matrices["q"].reshape(n_heads, d_h, d)`` are ``load_heads``' W_Q, and
-``matrices["k"]`` the un-expanded GQA keys.
-
-Names: ``"q"``, ``"k"``, ``"v"``, ``"o"``; ``"ffn_gate"``, ``"ffn_up"``, ``"ffn_down"`` (gated)
-or ``"ffn_in"``, ``"ffn_out"`` (plain); ``"router"`` (MoE); ``"ffn"`` selects the FFN matrices
-and ``"all"`` everything. MoE experts are ``"ffn_gate.e{j}"`` … (:mod:`rmtbase.models._moe`)."""
+:func:`load_components` reads them one layer at a time, ``nn.Linear`` (out, in), float32, the
+stored values. ``matrices["q"].reshape(n_heads, d_h, d)`` are ``load_heads``' W_Q;
+``matrices["k"]`` the un-expanded GQA keys. Names: ``"q"``, ``"k"``, ``"v"``, ``"o"``;
+``"ffn_gate"``, ``"ffn_up"``, ``"ffn_down"`` (gated) or ``"ffn_in"``, ``"ffn_out"``; ``"router"``
+(MoE; experts ``"ffn_gate.e{j}"`` …); ``"ffn"`` the FFN matrices, ``"all"`` everything."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""Falcon adapter: the fused ``self_attention.query_key_value`` in its three row orders.
-
-Layout undone (Almazrouei et al. 2023; Penedo et al. 2023; ``FalconAttention._split_heads``):
-
-- ``new_decoder_architecture`` (Falcon-40B/180B): ``(kv group, {q_1 … q_g, k, v}, d_h)``,
-  g = n_heads / num_kv_heads, query head ``kv·g + j`` meets key ``kv`` (``"grouped"``);
-- else ``multi_query`` (Falcon-7B, the default): ``[q of n_heads | one k | one v]``
-  (``"blocks"``);
-- else (Falcon-RW): ``(head, {q, k, v}, d_h)`` (``"per_head"``).
-
-d_h = hidden_size / num_attention_heads. RoPE is not applied; ALiBi is not part of W_QK."""
+"""Falcon adapter: the fused ``self_attention.query_key_value`` in its three row orders
+(``FalconAttention._split_heads``; Almazrouei et al. 2023): ``new_decoder_architecture``
+(``"grouped"``: query head ``kv·g + j`` meets key ``kv``), else ``multi_query`` (``"blocks"``:
+one k, one v), else Falcon-RW (``"per_head"``). d_h = hidden_size / num_attention_heads; RoPE
+is not applied and ALiBi is not part of W_QK."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Naming the heads behind a non-finite tensor.
-
-The readers refuse a tensor holding NaN or inf by its name
-(:class:`rmtbase.models._reader.NonFiniteTensor`). :func:`named_heads` turns that into one line
-naming the attention heads whose factors hold such entries: the heads are read again with the
-readers' check off, W_Q/W_K and W_V/W_O of each layer in turn (bounded memory, only after a
-failure).
+"""Naming the heads behind a non-finite tensor: :func:`named_heads` turns a reader's refusal
+(:class:`rmtbase.models._reader.NonFiniteTensor`) into one line naming the attention heads whose
+factors hold NaN or inf, reading the heads again with the check off, layer by layer.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Gemma, Gemma-2 and Gemma-3 adapters: LLaMA names, head_dim from the config, MQA/GQA.
 
-Layout undone (Gemma Team 2024, 2025; ``GemmaAttention`` …): q_proj ``(n_heads·d_h, d)``,
-k_proj ``(n_kv_heads·d_h, d)``; ``head_dim`` from the config, not d / n_heads in general. Not
-part of W_QK: the ``query_pre_attn_scalar^-1/2`` logit scale, Gemma-2's logit soft-capping (a
-monotone map) and sliding windows. Gemma-3's ``q_norm`` / ``k_norm`` are RMSNorms per head with
-gain ``1 + w`` shared by all heads (:mod:`rmtbase.models._qknorm`).
-
-Of the multimodal ``gemma3`` only the language model is read (sizes from ``text_config``)."""
+Layout undone (Gemma Team 2024, 2025): q_proj ``(n_heads·d_h, d)``, k_proj ``(n_kv_heads·d_h,
+d)``. Not in W_QK: the ``query_pre_attn_scalar^-1/2`` scale, Gemma-2's logit soft-capping and
+sliding windows. Gemma-3's ``q_norm`` / ``k_norm`` are per-head RMSNorms with gain ``1 + w``
+(:mod:`rmtbase.models._qknorm`); of the multimodal ``gemma3`` only the language model is read."""
 
 from __future__ import annotations
 

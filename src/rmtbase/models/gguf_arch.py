@@ -9,9 +9,7 @@ Per ``general.architecture``: the Hugging Face adapter that reads it, and how
 - **conversions** (:class:`ArchSpec`): ``permute`` undoes ``LlamaModel.permute`` of q/k rows;
   ``norm_shift`` subtracts the 1 Gemma's converter adds to norm weights (exact); ``conv1d``
   transposes GPT-2 back; ``falcon_qkv`` / ``qkv_regroup`` regroup fused ``[q | k | v]`` rows;
-  ``per_head_norm`` splits StableLM's stacked per-head norms.
-
-Architectures outside :data:`SPECS` are refused from the metadata."""
+  ``per_head_norm`` splits StableLM's stacked per-head norms. Others are refused from the metadata."""
 
 from __future__ import annotations
 

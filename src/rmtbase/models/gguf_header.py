@@ -1,10 +1,9 @@
 """The header of a GGUF file — metadata and tensor directory — read without touching tensors.
 
-Layout (ggml ``docs/gguf.md``): magic ``GGUF``, version (2 or 3), tensor and metadata counts,
-typed key/value pairs, one directory entry per tensor (name, dims, GGML type, offset), padding,
-data. :func:`read_header` parses everything before the data and checks from it that every
-tensor lies inside the file (a file cut short is refused before any tensor is read); large
-arrays (a vocabulary) are ``None`` in :attr:`GGUFHeader.metadata`."""
+Layout (ggml ``docs/gguf.md``): magic ``GGUF``, version (2 or 3), counts, typed key/value pairs,
+one directory entry per tensor (name, dims, GGML type, offset), padding, data.
+:func:`read_header` checks that every tensor lies inside the file (a file cut short is refused
+before any tensor is read); large arrays are ``None`` in :attr:`GGUFHeader.metadata`."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """LLaMA-family adapter: separate ``self_attn.q_proj`` / ``k_proj`` with GQA, gated MLP.
 
-Layout undone (Touvron et al. 2023; ``LlamaAttention``): q_proj ``(n_heads·d_h, d)``, k_proj
-``(n_kv_heads·d_h, d)``, outputs viewed as ``(…, heads, d_h)`` (row ``h·d_h + r`` is feature r
-of head h). Under GQA (Ainslie et al. 2023) query head i meets key head
-⌊i / (n_heads/n_kv_heads)⌋. Gated MLP; ``d_h`` is ``head_dim`` when present, else
-d / n_heads. RoPE is not applied. Same layout: Mistral, Qwen2 (q/k biases), Granite (its
-``attention_multiplier`` is not in W_QK), SmolLM3."""
+q_proj ``(n_heads·d_h, d)``, k_proj ``(n_kv_heads·d_h, d)`` (Touvron et al. 2023), row
+``h·d_h + r`` feature r of head h; under GQA (Ainslie et al. 2023) query head i meets key head
+⌊i / (n_heads/n_kv_heads)⌋; ``d_h`` is ``head_dim`` when present. RoPE is not applied. Same
+layout: Mistral, Qwen2 (q/k biases), Granite (``attention_multiplier`` not in W_QK), SmolLM3."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Turn a Hugging Face model into per-head query/key factors, one layer at a time.
-
-``model`` (:mod:`rmtbase.models._resolve`): a hub id, a local folder, a URL or
-``hf://org/name[@revision]``, a ``.gguf`` file, a loaded ``transformers`` model, or a
-TransformerLens model; safetensors are read directly (no torch model built). Conventions: those
-of :mod:`rmtbase.models.types`; GQA keys are expanded to query heads (query head i uses key
-head ⌊i / (n_heads / n_kv_heads)⌋)."""
+"""Turn a model input (:mod:`rmtbase.models._resolve`) into per-head query/key factors, one layer
+at a time; safetensors are read directly (no torch model built). Conventions: those of
+:mod:`rmtbase.models.types`; GQA keys are expanded to query heads."""
 
 from __future__ import annotations
 

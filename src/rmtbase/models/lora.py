@@ -7,10 +7,8 @@ with ``fan_in_fan_out``), s = lora_alpha / r (``use_rslora``: lora_alpha / √r;
 ``rank_pattern`` / ``alpha_pattern``). ΔW is added in the base checkpoint's own layout, before
 the architecture's adapter. :class:`LoraWeights`: ``merged=True`` is base + ΔW (PEFT's
 ``merge_and_unload``), ``merged=False`` ΔW alone. Module names match base tensors by their
-longest common dotted suffix.
-
-Refused in one line: DoRA, an all-zero lora_B, a module matching no base tensor or of another
-shape, ``target_modules`` (:func:`targeted`) not matching the adapter's modules."""
+longest common dotted suffix. Refused
+in one line: DoRA, an all-zero lora_B, a module matching no base tensor or of another shape."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """OLMo, OLMo-2 and OLMo-3 adapters: LLaMA names; OLMo-2/3 add a QK-norm over all heads.
 
-Layout undone (Groeneveld et al. 2024; Team OLMo 2024; ``OlmoAttention`` …): as LLaMA (GQA
-allowed), gated MLP, RoPE not applied.
-
-- OLMo: ``clip_qkv`` clamps q, k, v coordinates; W_QK describes the logit wherever nothing is
-  clipped. Layer norms have no weights.
-- OLMo-2/3: ``q_norm`` / ``k_norm`` are RMSNorms over the whole projection (one RMS per token
-  shared by all heads) with gains of that length; ``fold_qk_norm=True`` multiplies row
-  h·d_h + r of W_Q by its gain (:mod:`rmtbase.models._qknorm`)."""
+Layout undone (Groeneveld et al. 2024; Team OLMo 2024): as LLaMA (GQA allowed). OLMo's
+``clip_qkv`` clamp is not modelled (W_QK describes the logit wherever nothing is clipped).
+OLMo-2/3's ``q_norm`` / ``k_norm`` are RMSNorms over the whole projection, gains of that length;
+``fold_qk_norm=True`` multiplies row h·d_h + r of W_Q by its gain
+(:mod:`rmtbase.models._qknorm`)."""
 
 from __future__ import annotations
 

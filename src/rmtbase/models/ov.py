@@ -1,13 +1,9 @@
 """The other half of a head: its OV circuit's factors, read as the QK path reads W_Q and W_K.
 
-A head writes ``W_OV x = W_O,h W_V,h x`` into the residual stream (Elhage et al. 2021): W_V,h
-``(d_h, d)`` is its block of rows of the value projection, W_O,h ``(d, d_h)`` its block of
-columns of the output projection. :func:`load_ov_heads` yields
-:class:`~rmtbase.models.types.LayerHeads` with
-
-    ``wq`` = W_O,hᵀ ``(d_h, d)``,  ``wk`` = W_V,h ``(d_h, d)``,  W_OV = wqᵀ wk,
-
-(``q.*`` statistics are W_O's, ``k.*`` W_V's). Nothing is folded in; under GQA W_V is shared."""
+A head writes ``W_O,h W_V,h x`` into the residual stream (Elhage et al. 2021).
+:func:`load_ov_heads` yields :class:`~rmtbase.models.types.LayerHeads` with ``wq`` = W_O,hᵀ and
+``wk`` = W_V,h ``(d_h, d)``, so W_OV = wqᵀ wk (``q.*`` statistics are W_O's, ``k.*`` W_V's).
+Nothing is folded in; under GQA W_V is shared."""
 
 from __future__ import annotations
 

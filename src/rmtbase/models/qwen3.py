@@ -1,10 +1,8 @@
 """Qwen3 and Qwen3-MoE adapters: LLaMA names, per-head QK-norm, MoE experts.
 
-Layout undone (Qwen team 2025; ``Qwen3Attention``, ``Qwen3MoeSparseMoeBlock``): as LLaMA with
-GQA; ``head_dim`` from the config (d_h ≠ d / n_heads in general). ``q_norm`` / ``k_norm`` are
-RMSNorms per head, after the projection and before RoPE, with one gain ``(d_h,)`` shared by all
-heads; ``fold_qk_norm=True`` multiplies every head's rows by it (:mod:`rmtbase.models._qknorm`).
-Qwen3-MoE's layers in ``mlp_only_layers`` (or off ``decoder_sparse_step``) are dense."""
+As LLaMA with GQA; ``head_dim`` from the config. ``q_norm`` / ``k_norm`` are per-head RMSNorms
+with one gain ``(d_h,)`` shared by all heads; ``fold_qk_norm=True`` multiplies every head's rows
+by it. Qwen3-MoE's layers in ``mlp_only_layers`` (or off ``decoder_sparse_step``) are dense."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """A TransformerLens model as a model input: its attention weights read as the model holds them.
 
-Accepted wherever a folder is: ``TransformerBridge`` (4.x), ``HookedTransformer`` (3.x), or any
-``transformer_lens`` object with ``blocks[l].attn`` and a ``cfg`` (``d_model``, ``n_heads``,
-``d_head``, ``n_layers``). Per-head ``W_Q`` ``(n_heads, d_model, d_head)`` … become
-W_Q,h = ``W_Q[h]ᵀ`` ``(d_h, d)``; ``v``, ``o`` in ``nn.Linear`` layout. The weights are scored
-as held; QK-norm and RoPE are not folded. Refused in one line: no ``attn``, no per-head ``W_Q``
-(MLA), sizes disagreeing with ``cfg``, meta or quantized tensors."""
+``TransformerBridge`` (4.x), ``HookedTransformer`` (3.x), or any ``transformer_lens`` object with
+``blocks[l].attn`` and a ``cfg``; ``W_Q[h]`` ``(d_model, d_head)`` becomes W_Q,h = ``W_Q[h]ᵀ``.
+QK-norm and RoPE are not folded. Refused in one line: no ``attn``, no per-head ``W_Q`` (MLA),
+sizes disagreeing with ``cfg``, meta or quantized tensors."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Tensor access by name, one tensor at a time, from checkpoint files or a loaded model.
 
-Readers share ``keys()``, ``get(name)``, ``close()`` (:mod:`rmtbase.models._reader`):
-
-- :class:`FileWeights` reads ``model.safetensors`` (sharded or not; each tensor by a
-  positioned read) or, with ``allow_pickle=True``, ``pytorch_model.bin``; files come from a
-  ``fetch(filename) -> path`` callable.
-- :class:`StateDictWeights` (:mod:`rmtbase.models._state_dict`) reads a loaded module.
-
-FP8 (:mod:`rmtbase.models._fp8`) is dequantised with its scales. Every tensor is a float32
-array checked for NaN/inf, and its storage precision is logged (``storage_of``)."""
+Readers share ``keys()``, ``get(name)``, ``close()``: :class:`FileWeights` (safetensors, each
+tensor by a positioned read, or with ``allow_pickle=True`` ``pytorch_model.bin``) and
+:class:`StateDictWeights` (a loaded module). FP8 is dequantised with its scales; every tensor is
+a float32 array checked for NaN/inf, its storage precision logged."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """What ``rmtbase score MODEL`` runs, as one library call: :func:`run_score`.
 
-score (both circuits with ``ov``) → outlier directions → composition → circuit search (labels,
-path patching) → whole matrices → text probe joined → behaviour labels, each stage the library
-function of its own (:func:`rmtbase.scoring.score.score_model`,
-:func:`rmtbase.scoring.composition.run.composition`, :func:`rmtbase.circuits.find_circuits`,
-:func:`rmtbase.scoring.matrices.components.score_components`,
-:func:`rmtbase.probe.probe_model`), on one :class:`ScoreRequest`. The answer is one
-:class:`ScoreRun` holding every Dataset; :func:`rmtbase.report.write.write_report` writes it
-(the files ``rmtbase score`` writes, byte for byte)."""
+score → outlier directions → composition → circuit search → whole matrices → text probe →
+behaviour labels, each stage the library function of its own, on one :class:`ScoreRequest`;
+the answer is one :class:`ScoreRun` holding every Dataset, which
+:func:`rmtbase.report.write.write_report` writes as ``rmtbase score`` does, byte for byte."""
 
 from __future__ import annotations
 

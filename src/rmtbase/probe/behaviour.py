@@ -19,10 +19,9 @@ induction   Σ_j A[i, j] over keys ``1 ≤ j ≤ i`` whose previous token ``j �
             query's token id, over queries that have at least one
 ========== ===========================================================================
 
-``duplicate_token`` and ``induction`` need the token ids (``ids``; else NaN, count 0); their key
-sets are TransformerLens' head-detector patterns, earlier occurrences only, averaged over the
-queries that have a target (TransformerLens' ``detect_head`` divides by T). Windows pool as one
-set of queries (:func:`window_sums`, then :func:`finish`)."""
+``duplicate_token`` and ``induction`` need the token ids (``ids``; else NaN); their key sets are
+TransformerLens' head-detector patterns, averaged over the queries that have a target. Windows
+pool as one set of queries (:func:`window_sums`, then :func:`finish`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""The one loader of a transformers model for the probe and the circuit search.
-
-:func:`load` returns a :class:`Loaded` (net, tokenizer or None, name) that both accept, so a
-model is loaded once for both. Loaded with ``transformers`` in float32 with eager attention (so
-``output_attentions=True`` returns the softmax weights), on the CPU, ``local_files_only`` for a
-folder, on one torch thread; a ``.gguf`` file is de-quantised by transformers' GGUF reader
-(:func:`from_gguf`, the header parsed once: :func:`_read_once`). Weights are checked finite
-(:func:`check_finite_weights`)."""
+"""The one loader of a transformers model for the probe and the circuit search: :func:`load`
+returns a :class:`Loaded` (net, tokenizer or None, name), float32 with eager attention (so
+``output_attentions=True`` returns the softmax weights), on the CPU, one torch thread; a
+``.gguf`` file through transformers' GGUF reader (:func:`from_gguf`). Weights are checked
+finite (:func:`check_finite_weights`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """The probe's forward loop: a model run on text one window at a time, its attention reduced to
 per-head behaviour statistics (:mod:`.behaviour`) as it comes.
 
-The model is loaded by :func:`rmtbase.probe.loader.load` or given as a :class:`.loader.Loaded`.
-Windows of equal length run in batches whose attention fits :data:`ATTENTION_BYTES` (at most
-:data:`MAX_BATCH`), reduced layer by layer and freed; the numbers do not depend on the batching.
-Under grouped-query attention every query head gets its own row. :func:`check_window_memory`
-refuses, before the first window, a window that does not fit the available memory (one line
-naming one that fits). :func:`is_causal`: all weights above the diagonal exactly 0 on the first
-window."""
+Windows run in batches whose attention fits :data:`ATTENTION_BYTES`, reduced layer by layer;
+the numbers do not depend on the batching. Under GQA every query head gets its own row.
+:func:`check_window_memory` refuses a window that does not fit, before the first;
+:func:`is_causal`: all weights above the diagonal exactly 0 on the first window."""
 
 from __future__ import annotations
 

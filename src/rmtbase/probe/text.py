@@ -1,12 +1,10 @@
 """The probe's text: the shipped default prose, a user's file, and the cutting into windows.
 
-:func:`default_text`: ``probe/data/default_text.txt``, 5,321 words of public-domain English
-(sources and licence: ``data/SOURCES.md``). :func:`windows` tokenizes without special tokens and
-cuts consecutive chunks of ``window − n_special`` tokens, each given the special tokens the
-tokenizer adds around one sequence; the last is shorter (nothing padded or dropped); each comes
-with its ``content`` mask. A long text is tokenized in pieces of about :data:`TOKENIZE_CHARS`
-characters cut at a line break or space (a prefix-space tokenizer may differ by one token per
-cut)."""
+:func:`default_text`: 5,321 words of public-domain English (``data/SOURCES.md``).
+:func:`windows` tokenizes without special tokens and cuts consecutive chunks of ``window −
+n_special`` tokens, each given the tokenizer's special tokens; the last is shorter (nothing
+padded or dropped). A long text is tokenized in pieces of about :data:`TOKENIZE_CHARS`
+characters cut at a line break or space."""
 
 from __future__ import annotations
 

@@ -1,37 +1,33 @@
 """What was found, in lines: the first thing ``score --composition`` and ``circuits`` say.
 
 With the circuit search (rows as :func:`rmtbase.circuits.circuit_list` objects, or the search's
-own rows; ``meta`` the circuits Dataset's attrs), :func:`found_lines` gives, in order:
+own rows; ``meta`` the circuits Dataset's attrs), :func:`found_lines` gives, in order of
+importance (a terminal shows the first lines):
 
 - a first line when no head pair is unlike random and none is open, or "composition
   undecided" when none is flagged but the draws leave some open (:func:`_null_line`);
 - one line per circuit of the first label present (induction where there is one; else the
-  first circuit only): the
-  confirmed q or k sources (each with its path and effect ± se) → the receivers that share
-  exactly those sources, kind and label, and the circuit's faithfulness (``faithfulness`` ±
-  se, ``faithfulness_empty`` its floor; left out where not measured). Circuits by their first
-  receiver's layer and head as numbers, K before Q; sources by |effect|;
-- one line of the rows that pass the rule under zero ablation only (``depends == "zero"``)
-  and one of those the two non-zero counterfactuals disagree on (``"counterfactual"``), each
-  with its effects under each; neither is confirmed;
+  first circuit only): the confirmed q or k sources (each with its path and effect ± se) → the
+  receivers that share exactly those sources, kind and label, and the circuit's
+  ``faithfulness`` ± se (``faithfulness_empty`` its floor) where measured. Circuits by their
+  first receiver's layer and head, K before Q; sources by |effect|;
+- one line of the rows that pass the rule under zero ablation only (``depends == "zero"``) and
+  one of those the two non-zero counterfactuals disagree on (``"counterfactual"``), each with
+  its effects under each; neither is confirmed;
 - one line summing up the confirmed V sources (each is in :func:`receiver_lines`);
 - the other labels' circuit lines (:data:`rmtbase.report.composition_standing.LABEL_ORDER`);
-- a receiver and kind whose sources matter only together (``redundant``), a joint effect of
-  the other sign than the confirmed sources' sum;
+- a receiver and kind whose sources matter only together (``redundant``);
 - the labelled receivers with nothing confirmed; unlabelled receivers' dependencies;
 - "no circuit found" with the reason; else the pairs unlike random and open at the
   composition's draws; how well the weights screen worked;
-- the counterfactual the effects were measured under, and where each number's meaning is.
+- the counterfactual the effects were measured under.
 
-The order is also the order of importance: a terminal shows the first lines, so every
-induction circuit and the counterfactual's warnings come before the longer lists.
-
-:func:`receiver_lines` gives one receiver's lines (every confirmed source by kind, V
-included) as soon as that receiver is done; ``summary.txt`` lists them all by receiver, then
-the legend (:mod:`.circuit_legend`), which states each number's meaning once.
-:func:`terminal` fits the lines in :data:`TERMINAL_LINES` rows of :data:`TERMINAL_WIDTH`
-columns and names the file that holds the rest. Without patching the weights' screen is said
-as not confirmed."""
+:func:`receiver_lines` gives one receiver's lines (every confirmed source by kind, V included)
+as soon as that receiver is done; ``summary.txt`` lists them all by receiver, then the legend
+(:mod:`.circuit_legend`), which states each number's meaning once. :func:`terminal` fits the
+lines in :data:`TERMINAL_LINES` rows of :data:`TERMINAL_WIDTH` columns and names the file that
+holds the rest. Without patching the weights' screen is said as not confirmed.
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """The pieces of a circuit finding's line: heads ordered as numbers, rows read the same way
-whether they come from ``circuits.nc`` (:func:`rmtbase.circuits.circuit_list`) or straight from
-the search, numbers written once in one form.
+whether from ``circuits.nc`` (:func:`rmtbase.circuits.circuit_list`) or from the search.
 
-A row is a dict with ``kind`` (q, k, v), ``path`` (direct, via_mlp), ``from``/``to`` (or
-``layer_from``/``head_from``/``layer_to``/``head_to``), ``effect_causal``/``effect_se`` under
-the row's counterfactual, and optionally ``label_to``, ``confirmed``, ``depends``,
-``effect_zero``/``effect_mean``/``effect_resample``, ``faithfulness``/``faithfulness_se``/
-``faithfulness_empty`` and ``idle`` (``docs/json.md``). A missing or NaN number is left out
-of the text, never shown as 0."""
+A row is a dict with ``kind``, ``path``, ``from``/``to`` (or ``layer_from`` … ``head_to``),
+``effect_causal``/``effect_se``, and optionally the other fields of ``docs/json.md``. A missing
+or NaN number is left out of the text, never shown as 0."""
 
 from __future__ import annotations
 

@@ -31,6 +31,8 @@ MAX_EDGES = 40
 V_ALPHA = 0.3
 #: Font size of every text of the figure (points; tests/test_figure_legibility.py: >= 7).
 FONT = 7.5
+#: Least distance between neighbouring head boxes' centres, in box widths (heights).
+GAP = 1.12
 _BEND = {"q": 0.18, "k": 0.0, "v": -0.18}
 
 
@@ -73,7 +75,8 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
     sizes = _edge_effects(circuits)
     pairs, how = _capped(pairs, how, sizes)
     pos, layers, n_rows = _layout(pairs)
-    if ax is None:
+    own = ax is None
+    if own:
         ax = _figure(len(layers), n_rows)
     top_effect = {kd: max((abs(v[0]) for key, v in sizes.items() if key[0] == kd),
                           default=0.0) or 1.0 for kd in KIND_COLOURS}
@@ -91,11 +94,13 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
             color=KIND_COLOURS.get(r["kind"], "0.4"), lw=lw,
             ls=":" if via else "-" if r["confirmed"] else "--",
             alpha=V_ALPHA if faint else 0.85))
+    names = []
     for (layer, head), (x, y) in pos.items():
         lab = (labels or {}).get((layer, head))
         text = head_name(layer, head) + (f"\n{lab}" if lab and str(lab) != "none" else "")
-        ax.text(x, y, text, ha="center", va="center", fontsize=FONT, zorder=3,
-                bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "0.4", "lw": 0.6})
+        names.append(ax.text(x, y, text, ha="center", va="center", fontsize=FONT, zorder=3,
+                             bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "0.4",
+                                   "lw": 0.6}))
     if not pairs:
         ax.text(0.5, 0.5, "no pairs to draw", ha="center", va="center", fontsize=FONT + 1,
                 transform=ax.transAxes)
@@ -120,7 +125,30 @@ def plot_circuit(ds, ax=None, *, circuits=None, labels=None, k: int = 3, top: in
                            label="V confirmed (faint)")]
     ax.legend(handles=handles, fontsize=FONT, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False, borderaxespad=0.0)
+    if own:
+        _spread(ax, names, len(layers), n_rows)
     return ax
+
+
+def _spread(ax, names, n_cols: int, n_rows: int, *, rounds: int = 4) -> None:
+    """Grow the figure until no two head boxes overlap: neighbouring columns (rows) at least
+    :data:`GAP` times the widest (tallest) box apart, measured as drawn."""
+    fig = ax.figure
+    for _ in range(rounds):
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        boxes = [t.get_bbox_patch().get_window_extent(r) for t in names]
+        if not boxes:
+            return
+        (x0, y0), (x1, y1) = ax.transData.transform([(0.0, 0.0), (1.0, 1.0)])
+        gx = GAP * max(b.width for b in boxes) / abs(x1 - x0) if n_cols > 1 else 1.0
+        gy = GAP * max(b.height for b in boxes) / abs(y1 - y0) if n_rows > 1 else 1.0
+        if gx <= 1.0 and gy <= 1.0:
+            return
+        box = ax.get_window_extent(r)
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w + box.width / fig.dpi * max(gx - 1.0, 0.0),
+                            h + box.height / fig.dpi * max(gy - 1.0, 0.0))
 
 
 def _capped(pairs: list[dict], how: str, sizes: dict) -> tuple[list[dict], str]:
@@ -201,5 +229,5 @@ def circuit_figure(ctx: dict):
     return ax.figure
 
 
-__all__ = ["FONT", "KIND_COLOURS", "MAX_EDGES", "V_ALPHA", "circuit_figure",
+__all__ = ["FONT", "GAP", "KIND_COLOURS", "MAX_EDGES", "V_ALPHA", "circuit_figure",
            "composition_json", "flagged_edges", "plot_circuit"]

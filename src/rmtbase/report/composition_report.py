@@ -1,10 +1,7 @@
-"""The composition section of ``report.html`` (``rmtbase score MODEL --composition``).
-
-A heading; what was found (:mod:`rmtbase.report.circuit_lines`); one line on the null and the
-counts; a sortable table of at most ``top`` pairs by standing
-(:func:`rmtbase.report.composition_standing.standing_rows`) with labels and primary kinds,
-ranks, score, effect (score over the null median), p, flag and, with circuits, the causal effect;
-and the circuit figure when drawn."""
+"""The composition section of ``report.html`` (``rmtbase score MODEL --composition``): what was
+found (:mod:`rmtbase.report.circuit_lines`), the null and the counts, a sortable table of at most
+``top`` pairs by standing (:func:`rmtbase.report.composition_standing.standing_rows`), and the
+circuit figure when drawn."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """The order in which composition pairs are listed and drawn: by standing, not by null p.
 
-Against the Gaussian-factor null almost every trained pair is "not random", so p gives ties. A
-pair's standing is its rank among its receiver's earlier sources (``composition_rank_source``)
-and over its kind (``composition_rank_kind``), from
-:func:`rmtbase.scoring.composition.dataset.standing`.
-
-:func:`standing_rows`: confirmed pairs first, then rank among sources, rank over kind, score.
-:func:`chosen_pairs` (the figure): the confirmed pairs (by receiver label, :data:`LABEL_ORDER`);
-else the top ``k`` sources of each labelled receiver; else the ``top`` pairs of each kind."""
+A pair's standing is its rank among its receiver's earlier sources (``composition_rank_source``)
+and over its kind (``composition_rank_kind``). :func:`standing_rows`: confirmed pairs first,
+then rank among sources, rank over kind, score. :func:`chosen_pairs` (the figure): the confirmed
+pairs (by :data:`LABEL_ORDER`); else the top ``k`` sources of each labelled receiver; else the
+``top`` pairs of each kind."""
 
 from __future__ import annotations
 

@@ -120,12 +120,16 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
     """Write one model's report into ``out_dir``; returns {file name: final path}.
     ``components``: a whole-matrix score written alongside."""
     from .circuit_context import context
+    from .circuit_next import next_lines, next_section, wants_next
     from .component_report import component_table, write_components
     from .composition_report import section_of, summary_lead
     from .html import score_html
 
     ctx = context(ds, extras)  # rmtbase score --composition: what was found leads
     summary = summary_lead(ctx) + summary_text(ds, top)
+    nxt = next_lines(ds.attrs) if wants_next(ds, extras) else []
+    if nxt:
+        summary += "\n" + "\n".join(nxt) + "\n"
     if components is not None:
         summary += "\nWhole matrices (components.nc, components.csv):\n" + \
             component_table(components) + "\n"
@@ -160,6 +164,8 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
         if ctx is not None:  # rmtbase score --composition
             png = out.tmp / "figures" / "composition.png"
             sections = section_of(ctx, png.read_bytes() if png.exists() else None)
+        if nxt:
+            sections += next_section(nxt)
         out.write_text("report.html", score_html(ds, images, summary=summary,
                                                  captions=HTML_FIGURES, linked=linked,
                                                  sections=sections))

@@ -1,10 +1,8 @@
-"""The profile as small multiples: one layer × head heatmap per axis of
-:mod:`rmtbase.scoring.profile.axes`, on fixed scales.
+"""The profile as small multiples: one layer × head heatmap per axis, on fixed scales.
 
-Ratio axes as log₂(ratio to null median) on [−2, 2]; alignment and symmetry as the shift on
-[−1, 1]; input focus on [−0.5, 0.5]; outliers as counts on [0, 10]; scale as log₁₀(σ_Q σ_K)
-on [−4, 0]. A dot marks a flagged head. A model beyond a scale widens it to its own extreme
-(symmetrically for diverging ones). :func:`profile_figure` returns a Figure."""
+Ratio axes as log₂(ratio to null median) on [−2, 2]; alignment and symmetry on [−1, 1]; input
+focus on [−0.5, 0.5]; outliers on [0, 10]; scale as log₁₀(σ_Q σ_K) on [−4, 0]; a dot marks a
+flagged head; a model beyond a scale widens it to its own extreme."""
 
 from __future__ import annotations
 

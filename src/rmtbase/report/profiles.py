@@ -1,10 +1,9 @@
 """Layer profiles of the spectral statistics, each against its null.
 
-The four scale-free statistics of seed 003's Figs 13–16: ``lambda_max`` (x_max = λ_max /
-(σ_Q² σ_K² d²), null limit the edge x₊ of MP_c ⊠ MP_c), ``npr``, ``spectral_entropy``,
-``condition_number``. A point is a layer's mean over heads (heads as dots); the band is the
-central 95 % of **one head's** statistic under the Gaussian null at the model's (d, d_h) and
-storage (:func:`rmtbase.baseline.cache.null_table`). Depth = layer / (n_layers − 1)."""
+``lambda_max`` (as x_max = λ_max / (σ_Q² σ_K² d²)), ``npr``, ``spectral_entropy`` and
+``condition_number`` (seed 003's Figs 13–16): a layer's mean over heads, heads as dots, the band
+the central 95 % of one head's statistic under the Gaussian null at the model's (d, d_h) and
+storage. Depth = layer / (n_layers − 1)."""
 
 from __future__ import annotations
 

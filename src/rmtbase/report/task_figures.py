@@ -7,7 +7,8 @@ right), y the head (MLPs above the heads, ``input`` and ``logits`` in the middle
 is a line from its sender to its receiver, drawn ending a quarter of a row below (``q``), at
 (``k``) or above (``v``) the receiving head so the three inputs stay apart; its width grows
 with ``|score|`` and its colour is the score's sign (blue: the edge carries the metric,
-positive; red: it works against it), on :data:`rmtbase.report.figures.EFFECT_CMAP`'s ends."""
+positive; red: it works against it). Nodes are named (``a3.h1`` a head, ``m3`` an MLP), the
+strongest first, as many as fit without overlapping."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from ._labels import figure_axes
 
 #: Colours of an edge carrying the metric (positive score) and working against it.
 SUPPORT, AGAINST = "#2166ac", "#b2182b"
+#: Font size of the nodes' names (points; tests/test_figure_legibility.py: >= 7).
+NODE_FONT = 7.5
+#: Least gap between two names, in points (half of it on each side of a box).
+NAME_PAD = 1.5
 #: Offsets of a head's q, k and v inputs, in rows.
 INPUT_OFFSET = {"q": -0.25, "k": 0.0, "v": 0.25}
 
@@ -48,14 +53,16 @@ def plot_task_circuit(graph, kept, score, ax=None, *, top: int = 150, title: str
     idx = np.flatnonzero(kept)
     idx = idx[np.argsort(-np.abs(score[idx]), kind="stable")][:int(top)]
     L, H = graph.n_layers, graph.n_heads
-    segs, colours, widths, nodes = [], [], [], set()
+    segs, colours, widths, weight = [], [], [], {}
     big = float(np.abs(score[idx]).max()) if idx.size else 1.0
     for i in idx[::-1]:  # the strongest drawn last, on top
         s, r = graph.edge(int(i))
         segs.append([node_xy(s, L, H), node_xy(r, L, H)])
         colours.append(SUPPORT if score[i] > 0 else AGAINST)
         widths.append(0.4 + 3.0 * abs(score[i]) / (big or 1.0))
-        nodes.update((s, r.partition("<")[0]))
+        for n in (s, r.partition("<")[0]):
+            weight[n] = weight.get(n, 0.0) + abs(float(score[i]))
+    nodes = set(weight)
     ax.add_collection(LineCollection(segs, colors=colours, linewidths=widths, alpha=0.7))
     if nodes:
         xy = np.array([node_xy(n, L, H) for n in sorted(nodes)])
@@ -70,10 +77,37 @@ def plot_task_circuit(graph, kept, score, ax=None, *, top: int = 150, title: str
     ax.set_ylabel("head")
     shown = f"the {idx.size} strongest of {int(kept.sum())} edges" if kept.sum() > idx.size \
         else f"{int(kept.sum())} edges"
-    ax.set_title(f"{title}\n{shown}; blue supports the metric, red works against it"
-                 if title else f"{shown}; blue supports the metric, red works against it",
-                 fontsize="medium")
+    said = (f"{shown}; blue supports the metric, red works against it\n"
+            "nodes named where they fit, the strongest first (aL.hH a head, mL an MLP)")
+    ax.set_title(f"{title}\n{said}" if title else said, fontsize="medium")
+    name_nodes(ax, weight, L, H)
     return ax
+
+
+def name_nodes(ax, weight: dict, n_layers: int, n_heads: int) -> int:
+    """Name the drawn nodes beside their dots, the largest ``weight`` (summed |score| of their
+    drawn edges) first, skipping a name whose box would overlap one already placed; returns
+    how many were named. Measured on the figure as drawn (names stay out of its layout)."""
+    fig = ax.figure
+    if not hasattr(fig.canvas, "get_renderer"):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    pad = NAME_PAD * fig.dpi / 72
+    placed = []
+    for n in sorted(weight, key=lambda k: (-weight[k], k)):
+        t = ax.annotate(n, node_xy(n, n_layers, n_heads), xytext=(3, 3),
+                        textcoords="offset points", fontsize=NODE_FONT, color="0.15",
+                        zorder=4, annotation_clip=False)
+        t.set_in_layout(False)
+        box = t.get_window_extent(r).padded(pad)
+        if any(box.overlaps(b) for b in placed):
+            t.remove()
+            continue
+        placed.append(box)
+    return len(placed)
 
 
 def plot_faithfulness(curve: dict, n_edges: int, ax=None, *, label: str = "ranked edges",
@@ -98,5 +132,5 @@ def plot_faithfulness(curve: dict, n_edges: int, ax=None, *, label: str = "ranke
     return ax
 
 
-__all__ = ["AGAINST", "INPUT_OFFSET", "SUPPORT", "node_xy", "plot_faithfulness",
-           "plot_task_circuit"]
+__all__ = ["AGAINST", "INPUT_OFFSET", "NAME_PAD", "NODE_FONT", "SUPPORT", "name_nodes", "node_xy",
+           "plot_faithfulness", "plot_task_circuit"]

@@ -26,14 +26,28 @@ CAPTIONS = {
 EDGE_ROWS = 100
 
 
+#: What each metric is, in which unit (the facts' "metric" row).
+METRIC_UNITS = {
+    "logit_diff": "logit of the answer minus logit of the wrong token (logits)",
+    "logprob": "log-probability of the answer (nats)",
+    "kl": "KL divergence from the full model's clean distribution (nats; 0 for the full "
+          "model, lower is better)",
+}
+
+
 def _facts(s: dict) -> str:
     c, cc = s["circuit"], s["confirmed_circuit"]
+    unit = METRIC_UNITS.get(s["metric"], "")
     rows = [("model", s["model"]), ("task", f"{s['task']} ({s['prompts']} prompt pairs of "
                                             f"{s['tokens']} tokens)"),
-            ("metric", s["metric"]), ("counterfactual", s["counterfactual"]),
-            ("full model / empty graph", f"{c['full_metric']:.4g} / {c['empty_metric']:.4g}"),
+            ("metric", f"{s['metric']}: {unit}" if unit else s["metric"]),
+            ("counterfactual", s["counterfactual"]),
+            ("full model / empty graph", f"{c['full_metric']:.4g} / {c['empty_metric']:.4g} "
+                                         "(the metric's mean over prompts)"),
             ("circuit", f"{c['edges']} of {s['n_edges']} edges, faithfulness "
-                        f"{c['faithfulness']:.3f}, ratio {c['ratio']:.3f}"),
+                        f"{c['faithfulness']:.3f} (1: the full model, 0: the empty graph), "
+                        f"ratio {c['ratio']:.3f} (its metric over the full model's; negative: "
+                        "the circuit alone gives the metric the other sign)"),
             ("with the circuit removed", f"faithfulness {c['completeness_faithfulness']:.3f}"),
             ("faithfulness curve", f"area {s['curve_area']:.3f}; smallest circuit reaching "
                                    f"{s['smallest_reaching']['target']}: "
@@ -123,4 +137,4 @@ def write_task_report(folder, res: dict, summary: dict, *, figures: bool = True)
     folder.write_text("report.html", task_report_html(res, summary, images))
 
 
-__all__ = ["CAPTIONS", "EDGE_ROWS", "task_report_html", "write_task_report"]
+__all__ = ["CAPTIONS", "EDGE_ROWS", "METRIC_UNITS", "task_report_html", "write_task_report"]

@@ -1,13 +1,9 @@
 """Scoring a model's weights against the random-matrix null: the orchestration.
 
-The facade: :func:`score_model` (:mod:`.score`: per-head decisions as an ``xr.Dataset``), the
-settings records (:mod:`.settings`), and below it one sub-package a stage, in pipeline order
-(a stage imports only earlier ones; ``tests/test_layout.py``): :mod:`.measures` (what is
-measured of a head, one program for heads and null), :mod:`.nulls` (a layer's null and its
-checks), :mod:`.stopping` (how far a null is drawn), :mod:`.profile` (profile axes and their
-null), :mod:`.heads` (the heads against their references, layer by layer), :mod:`.composition`
-(head pairs), :mod:`.matrices` (whole matrices, fine-tune deltas), :mod:`.collection` (many
-scores in one Dataset), then :mod:`.ov` (both circuits side by side)."""
+The facade :func:`score_model` and the settings records, and below them one sub-package a stage,
+in pipeline order (``tests/test_layout.py``): :mod:`.measures`, :mod:`.nulls`, :mod:`.stopping`,
+:mod:`.profile`, :mod:`.heads`, :mod:`.composition`, :mod:`.matrices`, :mod:`.collection`, then
+:mod:`.ov`."""
 
 from .collection.combine import combine, combine_components, entries, entry
 from .collection.trajectory import score_collection, score_component_collection

@@ -1,15 +1,10 @@
 """Score a model's attention heads against a random-matrix null: ``score_model``.
 
-Per head, statistics of W_Q, W_K (d_h, d) and W_QK = W_Qᵀ W_K (raw weights, no 1/√d; RoPE: the
+Per head, statistics of W_Q, W_K and W_QK = W_Qᵀ W_K (raw weights, no 1/√d; RoPE: the
 relative-position-0 form) from :func:`rmtbase.stats.head_stats`, tested by
-:func:`rmtbase.decision.verdict.score_values`. Nulls (``null=``):
-
-- ``"gaussian"``: i.i.d. N(0, σ²) W_Q, W_K at the head's (d, d_h, σ_Q, σ_K), stored like each
-  layer (precision, block quantisation per ``quantized_null``), one table per storage;
-  statistics undefined or unmatched under some layer's null are left out for every head; the
-  spectral reference grows while a flag could change (:mod:`rmtbase.scoring.stopping.rule`).
-- ``"permutation"``: each head against its own shuffled entries; W_Q/W_K element statistics
-  are left out."""
+:func:`rmtbase.decision.verdict.score_values` against ``null=``: ``"gaussian"`` (i.i.d.
+N(0, σ²) W_Q, W_K at each layer's shape and storage; statistics undefined under some layer's
+null left out for every head) or ``"permutation"`` (each head against its own shuffled entries)."""
 
 from __future__ import annotations
 

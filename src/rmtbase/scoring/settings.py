@@ -1,14 +1,8 @@
 """Settings records of the scoring entry points (``settings=``), each checked once, when built.
 
-A record refuses a bad value with one :class:`~rmtbase.errors.InputError` line from
-``__post_init__`` and holds each value in the form the work reads (the null parsed, the null
-start a :class:`NullStart`, the composition's null storage a record), so a record that exists
-is valid and reaches the leaves unchanged. Each default is written once, here or, for the
-draws of a null table, at :data:`rmtbase.baseline.cache.TABLE_DRAWS` (the tables below the
-scores read it too).
-
-The record's fields are also keywords of the entry point, replacing the record's
-(:func:`rmtbase.errors.with_keywords`, which builds a new record and so checks it once):
+A record refuses a bad value with one :class:`~rmtbase.errors.InputError` line and holds each
+value in the form the work reads, so a record that exists is valid; each default is written
+once. Its fields are also keywords of the entry point (:func:`rmtbase.errors.with_keywords`):
 ``score_model(m, draws=2000)`` is ``score_model(m, settings=ScoreSettings(draws=2000))``."""
 
 from __future__ import annotations

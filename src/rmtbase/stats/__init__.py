@@ -7,9 +7,7 @@ draw) and returns ``{"<matrix>.<stat>": array}``:
 - ``qk.<stat>``: element statistics of W_QK = W_Qᵀ W_K ``(d, d)`` (one head at a time);
 - ``qk.<spectral>``: spectral statistics of W_QK from d_h×d_h cores (:mod:`.spectral`);
 - ``q.rms``, ``k.rms`` always: ‖W‖_F/√(d_h d), for exact σ-normalisation.
-
-:data:`STAT_INFO` documents each statistic and its σ scaling (:mod:`.statistic`), so a σ = 1
-table serves any σ. Names load on first use (light submodules import no JAX)."""
+:data:`STAT_INFO`: each statistic's σ scaling (:mod:`.statistic`). Names load on first use."""
 
 from __future__ import annotations
 

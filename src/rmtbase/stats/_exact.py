@@ -1,11 +1,8 @@
-"""Float32 arithmetic XLA cannot rewrite: once-rounded products, correctly rounded divisions
-(for the K-quants' bit-exact transcription of ggml's C code).
-
-XLA on CPU breaks ggml's operation-by-operation rounding twice: LLVM contracts ``a·b ± c``
-into an FMA, and a division by a broadcast or constant becomes a multiplication by a
-reciprocal. :func:`unfused` is a round trip through the integer bits that changes only one
-NaN payload (0x7FC00001 → 0x7FC00000): the compiler cannot prove it the identity, so no
-contraction crosses it."""
+"""Float32 arithmetic XLA cannot rewrite, for the K-quants' bit-exact transcription of ggml's C
+code: LLVM contracts ``a·b ± c`` into an FMA and a division by a constant becomes a
+multiplication by a reciprocal. :func:`unfused` is a round trip through the integer bits that
+changes only one NaN payload, so the compiler cannot prove it the identity and no contraction
+crosses it; divisions are correctly rounded."""
 
 from __future__ import annotations
 

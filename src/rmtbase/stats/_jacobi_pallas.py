@@ -1,11 +1,8 @@
-"""The parallel cyclic Jacobi kernels in Pallas: one program per block of matrices.
-
-Two kernels placing arithmetic defined elsewhere: two-sided on Grams
-(:func:`rmtbase.stats._jacobi.jacobi_step`) and one-sided on the matrices
+"""The parallel cyclic Jacobi kernels in Pallas, one program per block of matrices: two-sided on
+Grams (:func:`rmtbase.stats._jacobi.jacobi_step`) and one-sided on the matrices
 (:func:`rmtbase.stats._hestenes.hestenes_step`). A program loads ``block`` padded m × m matrices
-once, sweeps until its block converges and writes diagonals or squared row norms. i ↦ i ⊕ k
-is composed of swaps i ↦ i ⊕ 2^b over k's set bits (``unroll=True``: static k). On the CPU
-the kernel runs in Pallas' interpret mode."""
+once, sweeps until its block converges and writes diagonals or squared row norms; on the CPU in
+Pallas' interpret mode."""
 
 from __future__ import annotations
 

@@ -6,10 +6,8 @@ For G = C Cᵀ of the d_h × d_h core C:
 - λ_max by repeated squaring P ← P²/tr P² from P = G/tr G (power method, K GEMMs): its
   column v of largest diagonal gives the Rayleigh quotient λ_max = ‖Cᵀv‖²/‖v‖²; a near-tie at
   relative gap δ leaves at most λ₁/(e·2^(K+1)). λ_min likewise on λ_max I − G (absolute
-  error ≈ eps·λ_max), so the route serves cells with κ ≤ 10³.
-
-No spectral entropy. Reference: Golub & Van Loan,
-*Matrix Computations*, 4th ed., §8.2, §9.1."""
+  error ≈ eps·λ_max), so the route serves cells with κ ≤ 10³. No spectral
+entropy. Golub & Van Loan, *Matrix Computations*, 4th ed., §8.2, §9.1."""
 
 from __future__ import annotations
 

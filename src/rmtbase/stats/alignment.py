@@ -1,7 +1,7 @@
 """How a head's query and key factors relate: alignment, symmetry and input focus.
 
-Per-head statistics that W_QK's spectrum cannot see; W_Q, W_K ``(..., d_h, d)``, leading
-axes batch axes.
+W_Q, W_K ``(..., d_h, d)``, leading axes batch axes; what W_QK's spectrum cannot see. All three
+are scale-free (σ power 0), effect a shift.
 
 - :func:`alignment` = ⟨W_Q, W_K⟩_F / (‖W_Q‖_F ‖W_K‖_F) = tr(W_QK)/(‖W_Q‖_F ‖W_K‖_F) ∈ [−1, 1]:
   how much query and key read the same directions (normalised tr W_QK, Elhage et al. 2021).
@@ -9,9 +9,7 @@ axes batch axes.
 - :func:`symmetry` = tr(W_QK²)/‖W_QK‖_F² ∈ [−1, 1]: +1 symmetric, −1 antisymmetric. With
   C = W_Q W_Kᵀ: tr(W_QK²) = tr(C²), ‖W_QK‖_F² = tr(G_Q G_K); null ≈ 1/d.
 - :func:`input_focus` = Var(e)/mean(e)² of the column energies e_j = Σ_i W[i, j]² (ddof 0);
-  null e_j/σ² ~ χ²_{d_h}, population value 2/d_h.
-
-All three are scale-free (σ power 0), effect a shift."""
+  null e_j/σ² ~ χ²_{d_h}, population value 2/d_h."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """Lattice detection: the storage a float array was dequantised from, a function of each record.
 
-Float weights dequantised from a block format (a GGUF converted to safetensors) lie, block by
-block, on small grids. A detectable record carries ``detector(w, record, rel) -> bool`` (``rel``
-the float storage's relative rounding); :func:`detect_record` returns the first that answers yes.
-
-Q4_1, Q4_0, Q5_0 and Q8_0 share :func:`block_layout`, reading the 32-entry ``record.detect``
-layout: every entry must be an integer multiple of the block's implied step — Q4_1:
-(x − min)/((max − min)/15) ∈ {0..15}; Q4_0: x/d ∈ {−8..7}, d = −x_amax/8; Q5_0: x/d ∈ {−16..15},
-d = −x_amax/16 (after Q4_0); Q8_0: x/d ∈ {−127..127}, d = max|x|/127. Tolerance per level:
-10⁻³ plus the float storage's rounding, 1.5·2^(−p)·(|x| + |offset| + |source of d|)/|d|.
-Detected when ≥ ``min_fraction`` of the non-constant blocks fit."""
+Float weights dequantised from a block format lie, block by block, on small grids. A detectable
+record carries ``detector(w, record, rel) -> bool``; :func:`detect_record` returns the first that
+answers yes. Q4_1, Q4_0, Q5_0 and Q8_0 share :func:`block_layout`: every entry of a 32-entry
+block must be an integer multiple of the block's implied step (Q4_1: (x − min)/((max − min)/15)
+∈ {0..15}; Q4_0: x/d ∈ {−8..7}, d = −x_amax/8; Q5_0: {−16..15}, d = −x_amax/16; Q8_0:
+{−127..127}, d = max|x|/127), to 10⁻³ plus the float storage's rounding; detected when ≥
+``min_fraction`` of the non-constant blocks fit."""
 
 from __future__ import annotations
 

@@ -1,14 +1,12 @@
 """Element-wise statistics of any matrix (W_Q, W_K, W_QK, a null draw): O(N) work, no sort.
 
-``element_stats(w)`` treats the N = m·n entries of each ``(..., m, n)`` matrix as one sample
-(leading axes are batch axes); no clipping. Each statistic's formula is its
-``STAT_INFO[name]['definition']`` (:mod:`rmtbase.stats.statistic`): moments ddof 0; entropy
-Miller–Madow (Miller 1955) on ⌈2 N^{1/3}⌉ Rice bins, −inf for a constant matrix; Weibull fit
-of arXiv:2605.18898 App. A (Hazen positions, scale-invariant). For float16/bfloat16 storage each
-value spreads uniformly over its rounding cell (:func:`rmtbase.stats.precision.lattice_cells`),
-so bins do not alias with the lattice (O((cell/σ)²) bias). Sort-free: a histogram of x = ln|w|
-with 2¹¹ bins per octave (:mod:`rmtbase.stats._magnitude`) holds counts and Σx; only x inside a
-bin is replaced by the bin mean (≲ 10⁻⁷ error)."""
+``element_stats(w)`` treats the N = m·n entries of each ``(..., m, n)`` matrix as one sample;
+each formula is its ``STAT_INFO[name]['definition']``: moments ddof 0; entropy Miller–Madow
+(Miller 1955) on ⌈2 N^{1/3}⌉ Rice bins; the Weibull fit of arXiv:2605.18898 App. A. For
+float16/bfloat16 each value spreads over its rounding cell
+(:func:`rmtbase.stats.precision.lattice_cells`), so bins do not alias with the lattice.
+Sort-free: a histogram of ln|w| with 2¹¹ bins per octave (:mod:`rmtbase.stats._magnitude`), only
+x inside a bin replaced by the bin mean (≲ 10⁻⁷)."""
 from __future__ import annotations
 
 from functools import partial

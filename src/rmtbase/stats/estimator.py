@@ -1,7 +1,6 @@
 """An element statistic's estimator as a record: its per-tile sufficient statistics and their merge.
 
-Element statistics are functions of sums, extrema and histograms, which combine over any split
-into tiles. An :class:`Estimator` has:
+Element statistics combine over any split into tiles. An :class:`Estimator` has:
 
 - ``accumulators``: one :class:`Accumulator` per per-tile value, with its merge (``"sum"``,
   ``"min"`` or ``"max"``);

@@ -1,12 +1,9 @@
 """The fused estimator of the element statistics: two passes over a tile, one finish.
 
-1. :func:`range_pass`: Σw, Σw², min w, max w (and the lattice cells' union);
-   :func:`range_finish`: mean, max|w|, the entropy bins' origin and width;
-2. :func:`count_pass`: Σc², Σc³, Σc⁴ (c = w − mean), the entropy histogram (lattice cells for
-   float16/bfloat16) and the |w| bit-histogram (:mod:`rmtbase.stats._magnitude`);
-   :func:`count_finish`: every statistic of :mod:`rmtbase.stats.elementwise`.
-
-:data:`FUSED` is this estimator as a record (sums add, range ends take min/max)."""
+:func:`range_pass` (Σw, Σw², min, max, the lattice cells' union) and :func:`range_finish` (mean,
+max|w|, the entropy bins); :func:`count_pass` (central moments 2–4, the entropy histogram, the
+|w| bit-histogram of :mod:`rmtbase.stats._magnitude`) and :func:`count_finish` (every statistic
+of :mod:`rmtbase.stats.elementwise`). :data:`FUSED` is this estimator as a record."""
 
 from __future__ import annotations
 

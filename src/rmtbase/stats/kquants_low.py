@@ -9,9 +9,7 @@ As :mod:`rmtbase.stats.kquants` (super-blocks of 256), after ggml's ``quantize_r
 - Q3_K: 16 sub-blocks of 16; ``make_q3_quants(16, nmax=4, do_rmse=true)``; 6-bit scales
   against ``d = fp16(1/iscale)``, iscale = −32/max_scale; q = clamp(round(x/(d·sc_j)), −4, 3),
   value ``(d·sc_j)·q``.
-
-Skipped sub-blocks (d·ls or d·sc zero) store q = 0. Equal to ``tests/_kquant_ref.py`` except
-for float32 subnormals, which XLA on CPU flushes."""
+Skipped sub-blocks store q = 0. Equal to ``tests/_kquant_ref.py`` except for float32 subnormals."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Element statistics of one whole weight matrix, in bounded memory: :func:`matrix_stats`.
 
-The statistics of :mod:`rmtbase.stats.elementwise` over the N = m·n entries of an (m, n)
-matrix, with the Weibull fit at the Weibull paper's three trims (arXiv:2605.18898, Fig. 5), in
-:data:`MATRIX_STATS` order: ``weibull_k``/``weibull_lambda`` (80 %), ``*_trim90``,
-``*_trim100``; plus ``rms`` = ‖W‖_F/√N.
-
-A matrix over :data:`TILE_ELEMENTS` entries is cut into :func:`tile_rows` row blocks, changing
-only the rounding of sums."""
+The statistics of :mod:`rmtbase.stats.elementwise` over the N = m·n entries, with the Weibull fit
+at the Weibull paper's three trims (arXiv:2605.18898, Fig. 5) in :data:`MATRIX_STATS` order,
+plus ``rms`` = ‖W‖_F/√N. A matrix over :data:`TILE_ELEMENTS` entries is cut into row blocks,
+changing only the rounding of sums."""
 
 from __future__ import annotations
 

@@ -1,16 +1,14 @@
-"""The null protocol: :class:`Null`, the abstract base of every null (a value: how its draws
-are made, what it tests, how it is described).
-
-Contract:
+"""The null protocol: :class:`Null`, the abstract base of every null (a value).
 
 - A null owns its draws: abstract :meth:`Null.reference` maps
-  :class:`rmtbase.scoring.heads.reference.Cells` to a :class:`rmtbase.scoring.heads.reference.Reference`.
-- Values are frozen and hashable; :attr:`Null.name` (``str(null)``) is the spelling of
-  ``--null``, ``score_model(null=...)`` and ``null_kind``; text is parsed by :meth:`Null.parse`.
-- A concrete subclass setting its own :attr:`Null.name` is registered when defined; a taken
-  name raises TypeError.
-- Needs and offers are class attributes, one question each; what a null lacks is refused
-  before any work, in one line naming the attribute (:meth:`Null.require`)."""
+  :class:`rmtbase.scoring.heads.reference.Cells` to a
+  :class:`rmtbase.scoring.heads.reference.Reference`.
+- Values are frozen and hashable; :attr:`Null.name` (``str(null)``) is the spelling of ``--null``,
+  ``score_model(null=...)`` and ``null_kind``; text is parsed by :meth:`Null.parse`.
+- A concrete subclass setting its own :attr:`Null.name` is registered when defined; a taken name
+  raises TypeError.
+- Needs and offers are class attributes, one question each; what a null lacks is refused before any
+  work, in one line naming the attribute (:meth:`Null.require`)."""
 
 from __future__ import annotations
 

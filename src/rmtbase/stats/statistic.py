@@ -5,11 +5,8 @@ A :class:`Statistic` holds: its name; its kind (``"spectral"``: a function of W_
 σ scaling (value(σ) = σ^p value(1) for ``"power"``, value(1) + p ln σ for ``"log"``, σ = σ_Q,
 σ_K or σ_Q σ_K for q.*, k.*, qk.*); effect (``"ratio"`` of value + ``offset``, or ``"shift"``);
 ``histogram``; why it can be undefined; its analytic reference and duplicates per matrix.
-
-:data:`STATISTICS` are the shipped records, in table order; :data:`REGISTRY` adds those
-registered later (:func:`register`, entry point ``rmtbase.statistics``); the tables
-(``STAT_INFO``, ``TRANSFORM``, ...) derive from them. An element statistic needs an
-``estimator`` (:mod:`.estimator`) and a table rebuild; a spectral one needs no rebuild."""
+:data:`STATISTICS` (shipped) and :data:`REGISTRY` (with plugins, :func:`register`) hold them;
+the tables derive from them. An element statistic needs an ``estimator`` and a table rebuild."""
 
 from __future__ import annotations
 

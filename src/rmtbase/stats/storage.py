@@ -1,12 +1,10 @@
 """Storage formats as records: one :class:`Storage` per format, in one registry.
 
-A record holds all the library knows of a format (name, family, quantiser as ``"module:function"``
-or a callable, block span, lattice bits, GGUF type, detection); a layer in several formats is a
-:class:`MixedStorage`. Modules read records (:func:`storage_record`), never compare names; a
-format is added by one record (:func:`register`, entry point ``rmtbase.storages``).
-
-Quantiser contract ``fn(x, record)``: block formats get and return ``(..., n_blocks, block)``;
-others get the whole array (FP8: last two axes rows, cols) and return it in its own dtype."""
+A record holds all the library knows of a format (name, family, quantiser, block span, lattice
+bits, GGUF type, detection); a layer in several formats is a :class:`MixedStorage`. Modules read
+records (:func:`storage_record`), never compare names; a format is added by one record
+(:func:`register`, entry point ``rmtbase.storages``). Quantiser ``fn(x, record)``: block formats
+get and return ``(..., n_blocks, block)``; others the whole array in its own dtype."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """The tile engine: element statistics from their estimators, on one tile or tile by tile.
 
-The engine runs the distinct estimators (:class:`.estimator.Estimator`) of the records given —
-always :data:`.fused.FUSED`, whose range pass gives the geometry every count pass may read — and
-merges each accumulator as its record says (an undeclared value is an error).
-
-:func:`one_tile` runs the passes on the whole matrix in one compiled function;
-:func:`tile_stats` runs them tile by tile on a matrix given as a function of the tile index
-(a slice, or a null draw regenerated from its key), summing on the host in float64. Tiling
-changes no definition, only the rounding of sums."""
+It runs the distinct estimators of the records given (always :data:`.fused.FUSED`, whose range
+pass gives the geometry every count pass reads) and merges each accumulator as its record says.
+:func:`one_tile`: the whole matrix in one compiled function; :func:`tile_stats`: tile by tile from
+a function of the tile index, summing on the host in float64 (only the rounding of sums changes)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """Rank association of per-head weight variables with per-head behaviours (three tests).
 
-For a weight variable w and a behaviour b over n heads:
-
 - ``rho``: Spearman ρ(w, b); ``p_rho``: b's ranks permuted over all heads, two-sided, add-one
   (Phipson & Smyth 2010). A depth trend shared by both counts.
 - ``partial_rho``: partial Spearman controlling for the covariates (log σ_Q σ_K) and layer

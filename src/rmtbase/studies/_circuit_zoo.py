@@ -1,13 +1,9 @@
-"""Small GPT-2s trained with recipes the circuit search was not developed on.
-
-``tests/test_circuits_zoo.py`` checks :func:`rmtbase.circuits.find_circuits` on them against
-its own causal truth. d 64, 4 heads, MLPs 4 d. Recipes (:data:`RECIPES`): ``short3``, ``mlp2``,
-``mlp2s`` (layer 0's attention output × 0.1, so MLP0 carries more), ``deep4``, ``markov3``
-(Markov data, no repeats), ``const2`` (``mlp2`` with a frozen layer-0 head writing one vector
-of norm 1 at every position: :func:`plant_constant`; norms 3 and 8 kept induction from forming
-in 2,000 steps); what each formed: docs/circuits.md. :func:`train` as
-:func:`._mlp_induction.train`; :func:`trained_folder` caches ``save_pretrained`` folders under
-``<cache>/circuit_zoo/`` (``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``), written atomically."""
+"""Small GPT-2s trained with recipes the circuit search was not developed on, checked by
+``tests/test_circuits_zoo.py`` against its own causal truth. d 64, 4 heads, MLPs 4 d. Recipes
+(:data:`RECIPES`): ``short3``, ``mlp2``, ``mlp2s`` (layer 0's attention output × 0.1),
+``deep4``, ``markov3`` (no repeats), ``const2`` (``mlp2`` with a frozen layer-0 head writing one
+vector of norm 1 at every position, :func:`plant_constant`). :func:`trained_folder` caches
+``save_pretrained`` folders under ``<cache>/circuit_zoo/``, written atomically."""
 
 from __future__ import annotations
 

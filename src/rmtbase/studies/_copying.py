@@ -1,12 +1,9 @@
 """Copying heads (study ``circuits``): the sign of a head's full OV circuit's eigenvalues.
 
-A head that copies the attended token raises its logit, so its full OV circuit
-``M = W_U W_OV W_Eᵀ`` (V × V; ``W_E``, ``W_U`` ``(V, d)``, ``W_OV = W_O,h W_V,h``) has mostly
-positive eigenvalues (Elhage et al. 2021). Copying score: ``Σ Re λ / Σ |λ|``, 1 for a pure
-copier, −1 for a suppressor. Raw weights, no LayerNorm gain, BOS (id 0) left out.
-
-Null: W_O, W_V replaced by independent Gaussian factors (the score is scale-free), W_E and W_U
-kept; p one-sided upper, add-one."""
+A head that copies the attended token raises its logit, so its full OV circuit ``M = W_U W_OV
+W_Eᵀ`` (V × V) has mostly positive eigenvalues (Elhage et al. 2021). Copying score:
+``Σ Re λ / Σ |λ|``, 1 for a pure copier, −1 for a suppressor; raw weights, BOS left out. Null:
+W_O, W_V replaced by independent Gaussian factors, W_E and W_U kept; p one-sided upper, add-one."""
 
 from __future__ import annotations
 

@@ -2,15 +2,10 @@
 
 **Data** (:func:`batch`): ``[BOS, x_1 … x_{T-1}]`` of random tokens ``1 … V`` with segments of
 random length ``L ∈ [l_min, l_max]`` repeated after a random gap, position ids at a random
-offset: only induction predicts a second copy's tokens 2 … L (Olsson et al. 2022).
-``skip_p``: ``x_{t+1} = π(x_{t−1})`` with that probability (:func:`skip_map`), so
-previous-token heads form early.
-
-**Model** (:func:`build_model`): ``GPT2LMHeadModel``, 2 layers, attention only (MLP output
-zeroed and frozen). **Training** (:func:`train`): AdamW (0.9, 0.98), linear warm-up,
-cross-entropy over all positions plus the repeated tokens; one torch thread, seeded. The
-**repeat loss** is on a fixed batch's second-copy tokens 2 … L (chance ln V), the **other
-loss** on the rest."""
+offset: only induction predicts a second copy's tokens 2 … L (Olsson et al. 2022); ``skip_p``:
+``x_{t+1} = π(x_{t−1})`` with that probability, so previous-token heads form early. **Model**:
+2 layers, attention only. **Training**: AdamW, seeded, one torch thread; the **repeat loss** is
+on a fixed batch's second-copy tokens 2 … L (chance ln V)."""
 
 from __future__ import annotations
 

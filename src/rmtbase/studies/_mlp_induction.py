@@ -1,12 +1,7 @@
-"""Small GPT-2s with MLPs and ≥ 3 layers trained to contain an induction circuit.
-
-The models ``tests/test_circuits_trained.py`` checks the circuit tools on. Data:
-:func:`rmtbase.studies._induction_train.batch` with its defaults. Model (:func:`build_model`):
-``GPT2LMHeadModel`` with trained MLPs (4 d), ``n_layer`` ≥ 3, no dropout, untied embeddings.
-Training (:func:`train`): as the attention-only recipe, one torch thread, seeded.
-Cache (:func:`trained_folder`): ``save_pretrained`` folders
-``<cache>/mlp_induction/<config>_seed<k>`` (``$RMTBASE_CACHE`` or ``~/.cache/rmtbase``),
-written atomically, with ``train_info.json`` (recipe, CPU seconds, repeat loss)."""
+"""Small GPT-2s with MLPs and ≥ 3 layers trained to contain an induction circuit: the models
+``tests/test_circuits_trained.py`` checks the circuit tools on. Data and training as
+:mod:`rmtbase.studies._induction_train`, with trained MLPs (4 d); :func:`trained_folder` caches
+``save_pretrained`` folders ``<cache>/mlp_induction/<config>_seed<k>`` with ``train_info.json``."""
 
 from __future__ import annotations
 

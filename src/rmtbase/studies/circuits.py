@@ -7,10 +7,8 @@ probe labels previous-token heads (layer 0, ≥ :data:`PREV_MIN`) and induction 
 (Elhage et al. 2021) rank, ``outranked_worst``, AUC and ``circuit_p_worst``; the intervals of
 the largest repeat-loss fall and of the largest circuit-vs-other K rise (``k_contrast``,
 ``drop_lag``); factor-axis lags (:func:`profile_lags`, :func:`profile_drop_ratio`); copying
-scores (:mod:`._copying`); the single-head verdict.
-
-Writes ``circuits.nc``, ``heads.csv``, ``summary.txt``, three figures and ``checkpoints/``.
-``quick=True`` checks the pipeline only. Results: ``docs/circuits.md``."""
+scores (:mod:`._copying`); the single-head verdict. Writes
+``circuits.nc``, ``heads.csv``, ``summary.txt``, figures and ``checkpoints/``; ``docs/circuits.md``."""
 
 from __future__ import annotations
 

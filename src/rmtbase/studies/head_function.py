@@ -1,14 +1,10 @@
 """Study ``head_function``: do a head's weight statistics say what it does on text?
 
-One model (default the embedded MiniLM; ``--model DIR``) is scored (all statistics, Gaussian
-null) and probed on the shipped text; each weight variable (statistic values, ``-log10
-head_p``, ``distance``, ``head_effect``, ``n_spikes``, factor profile, kinds as 0/1, baseline
-rows ``scale`` and ``layer``) is tested against each behaviour by :mod:`._association`
-(``n_perm`` 10,000; ``--quick`` 1,000 on a quarter of the text). Writes ``correlations.csv``,
-``heads.csv``, ``summary.txt``, ``rho.png``.
-
-Rotary models: W_QK = W_Qᵀ W_K is the relative-position-0 form, so a null-like spectrum does
-not rule out a positional role."""
+One model (default the embedded MiniLM) is scored and probed on the shipped text; each weight
+variable (statistics, ``-log10 head_p``, ``distance``, ``head_effect``, ``n_spikes``, the
+profile, kinds, baseline rows ``scale`` and ``layer``) is tested against each behaviour by
+:mod:`._association` (``n_perm`` 10,000). Writes ``correlations.csv``, ``heads.csv``,
+``summary.txt``, ``rho.png``. For rotary models W_QK is the relative-position-0 form."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""Study ``minilm``: seeds 000/003 per-head figures for all-MiniLM-L6-v2 (d 384, d_h 32).
-
-Raw weights; query/key biases are not part of W_QK.
-
-* ``densities_layer0.png``, ``heatmaps.png``: W_Q, W_QK element densities (seed 000 Figs 6,
-  7, 10, 11);
-* ``entropy_sigma.png``: S and ΔS against σ (Figs 14, 15);
-* ``spectral_per_head.png``: NPR, x_max, condition number with the null 95 % band (seed 003
-  Figs 7–10);
-* ``moments_corner.png``: W_QK moments with Pearson's bound (seed 000 Fig 20);
-* ``heads.csv``, ``null_spectral.csv``."""
+"""Study ``minilm``: seeds 000/003 per-head figures for all-MiniLM-L6-v2 (d 384, d_h 32), raw
+weights (query/key biases are not part of W_QK): W_Q and W_QK element densities and heatmaps
+(seed 000 Figs 6, 7, 10, 11), S and ΔS against σ (Figs 14, 15), NPR, x_max and condition number
+per head with the null 95 % band (seed 003 Figs 7–10), W_QK moments with Pearson's bound
+(seed 000 Fig 20); ``heads.csv``, ``null_spectral.csv``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """Study ``product_networks``: deep Ginibre and residual products against their analytic laws.
 
-M_L = W_L⋯W_1 and (I + W_L)⋯(I + W_1), d × d, entries N(0, 1/d), depths 1–48, against
-:mod:`rmtbase.analytic.product_network` (d → ∞) and :mod:`rmtbase.analytic.network_finite`
-(exact finite d). Figures and CSVs: ln λ densities (``spectra.png``), (1/d) Σλ² / m₂ − 1
-(``moments_vs_depth``; heavy-tailed, so draw means sit low), off-diagonal excess kurtosis
-(``kurtosis_vs_depth``), seed 004's stream y = M_L x (``residual_stream``), Lyapunov exponents
-against μ(t) = −½ ln S(t − 1) (``lyapunov.png``); tables ``table_ginibre.nc``,
+M_L = W_L⋯W_1 and (I + W_L)⋯(I + W_1), entries N(0, 1/d), depths 1–48, against
+:mod:`rmtbase.analytic.product_network` and :mod:`rmtbase.analytic.network_finite`: ln λ
+densities, (1/d) Σλ² / m₂ − 1, off-diagonal excess kurtosis, seed 004's stream y = M_L x, and
+Lyapunov exponents against μ(t) = −½ ln S(t − 1); tables ``table_ginibre.nc``,
 ``table_residual.nc``."""
 
 from __future__ import annotations

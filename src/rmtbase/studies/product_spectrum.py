@@ -1,11 +1,8 @@
 """Study ``product_spectrum``: seed 003 Fig. 1 and the null of the spectral statistics.
 
-At d = 768, d_h = 64, σ = 1: the d_h nonzero eigenvalues of W_QK W_QKᵀ as x = λ / (σ⁴ d²).
-
-* ``spectrum.png``: density of x against MP_c (the seed's "naive MP") and the exact
-  MP_c ⊠ MP_c, with edges.
-* ``null_stats.png``: x_max, NPR, spectral entropy, condition number, each with its d → ∞ limit.
-* ``null_stats.nc`` (the draws), ``summary.csv``."""
+At d = 768, d_h = 64, σ = 1, x = λ / (σ⁴ d²): ``spectrum.png`` (density of x against MP_c and
+the exact MP_c ⊠ MP_c), ``null_stats.png`` (x_max, NPR, spectral entropy, condition number with
+their d → ∞ limits), ``null_stats.nc``, ``summary.csv``."""
 
 from __future__ import annotations
 

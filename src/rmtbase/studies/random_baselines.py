@@ -1,14 +1,9 @@
 """Study ``random_baselines``: seed 000 Figs 1–4, random matrices at d = 1000.
 
-Each figure: element density, singular values against index, density of ln λ.
-
-* ``fig1_full_rank.png``: W with N(0, σ²) entries, σ ∈ {0.5, 1, 2}; Gaussian and MP_1.
-* ``fig2_low_rank.png``: W_QK, d_h = 500; variance-gamma (std √d_h σ²) and MP_c ⊠ MP_c.
-* ``fig3_vary_dh.png``: σ = 1, d_h ∈ {50, …, 1000}.
-* ``fig4_sigma_entropy_kl.png``: std, entropy and KL(P_WQK ‖ N) against d_h, simulated and exact.
-
-No 1/√d factor (``docs/conventions.md``); ``claims.csv`` relates the seed's W_QK/√d quantities
-and checks its MP bounds. Densities of ln λ are λ·P(λ); σ values rescale the same draws."""
+Element densities, singular values and ln λ densities of W with N(0, σ²) entries (Gaussian and
+MP_1), of W_QK at d_h = 500 (variance-gamma and MP_c ⊠ MP_c) and over d_h; std, entropy and
+KL(P_WQK ‖ N) against d_h. No 1/√d factor (``docs/conventions.md``); ``claims.csv`` relates the
+seed's W_QK/√d quantities and checks its MP bounds."""
 
 from __future__ import annotations
 

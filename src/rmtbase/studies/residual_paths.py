@@ -1,13 +1,8 @@
 """Study ``residual_paths``: seed 004's residual-path products, and effective depth of MiniLM.
 
-M_L = ∏_{l=1}^{L} (I + W_l), W_l i.i.d. N(0, 1/d), d = 384
-(:func:`rmtbase.ensembles.residual_product`).
-
-* ``elements_vs_depth.png``: standardised off-diagonal element density against Gaussian and
-  logistic (scale √3/π).
-* ``singular_values_vs_depth.png``: singular values of M_L / ‖M_L‖_F·√d.
-* ``kurtosis_vs_depth.png``: excess kurtosis against depth (Gaussian 0, logistic 1.2).
-* ``effective_depth_minilm``: :func:`rmtbase.depth.effective_depth` of MiniLM's W_Q, W_K
+M_L = ∏_{l=1}^{L} (I + W_l), W_l i.i.d. N(0, 1/d), d = 384: element density against Gaussian
+and logistic, singular values of M_L / ‖M_L‖_F·√d and excess kurtosis against depth;
+``effective_depth_minilm``: :func:`rmtbase.depth.effective_depth` of MiniLM's W_Q, W_K
   (per layer) and W_QK (per head); a random W_QK has excess kurtosis 6/d_h, so its depth is
   not comparable with W_Q/W_K's."""
 

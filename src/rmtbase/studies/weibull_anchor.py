@@ -1,14 +1,10 @@
 """Study ``weibull_anchor``: the Weibull paper's (seed 002, arXiv:2605.18898) checkable claims.
 
-* The half-normal anchor (k0, λ0/σ) of the paper's fit (least squares of Y = ln(−ln(1−F)) on
-  ln|w| over F ∈ [a, b]) at 80, 90 and 100 % trims, from the continuum (eq. (1),
-  :mod:`rmtbase.analytic.weibull`) and from simulated 64 × 768 and 512 × 2048 Gaussian matrices.
-* The noise curve V(p) = p / ((1 − p) ln²(1 − p)) (eq. (3)), its minimiser p*, and a Monte
-  Carlo check of N·Var[Y(F̂_N(x_p))].
-* The anchor of a half-normal mixture (:func:`mixture_anchor`).
-* The verdict table (``weibull_verdicts.md`` / ``.csv``).
-
-Figures: ``weibull_fits.png``, ``weibull_noise_curve.png``."""
+The half-normal anchor (k0, λ0/σ) at 80, 90 and 100 % trims from the continuum
+(:mod:`rmtbase.analytic.weibull`) and from simulated 64 × 768 and 512 × 2048 Gaussian matrices;
+the noise curve V(p) = p / ((1 − p) ln²(1 − p)), its minimiser p* and a Monte Carlo check; the
+anchor of a half-normal mixture (:func:`mixture_anchor`); the verdict table
+(``weibull_verdicts.md`` / ``.csv``); ``weibull_fits.png``, ``weibull_noise_curve.png``."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """Several scores in one Dataset: a leading ``checkpoint`` or ``model`` dimension.
 
-:func:`combine` stacks scores of :func:`rmtbase.scoring.score.score_model`; :func:`entry` gives
-one back. Labels are revisions or folder names (repeats get their shortest distinct path ends,
-:func:`distinct_suffixes`); integer-ending ``checkpoint`` labels give an ordering ``step``. Every
-variable gains the leading dimension (each entry keeps its null); shapes are padded to the union
-with NaN, False, −1 or "" (``head_present``). Per-entry attributes become variables
-(:data:`ENTRY_VARS`) and ``entry_attrs`` (JSON); global attributes are those shared, plus
-``collection``, ``n_entries``, ``created``. :func:`combine_components`: the same for matrix
-scores (:data:`COMPONENT_ENTRY_VARS`; a missing matrix has ``storage == ""``)."""
+:func:`combine` stacks scores; :func:`entry` gives one back exactly. Labels are revisions or
+folder names (repeats get their shortest distinct path ends); integer-ending ``checkpoint``
+labels give ``step``. Shapes are padded to the union with NaN, False, −1 or ""
+(``head_present``); per-entry attributes become variables (:data:`ENTRY_VARS`) and
+``entry_attrs``. :func:`combine_components`: the same for matrix scores."""
 
 from __future__ import annotations
 

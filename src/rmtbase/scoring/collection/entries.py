@@ -1,11 +1,9 @@
 """Per-entry files of a collection: each entry written when it completes, reused by a rerun.
 
-With ``entries=DIR`` each entry goes atomically to ``DIR/<label>.nc`` (percent-encoded) and is
-reused when its key matches: :func:`entry_key` (SHA-256, attr ``entry_key``) of the model (hub
-id, or a folder's file names, sizes, mtimes), revision, options, JAX precision and rmtbase and
-table-format versions; no path. :func:`content_hash` (attr ``entry_sha256``) is checked on read;
-an edited or unhashed entry is rescored with a warning. :func:`load_entries` takes only verified
-files unless ``--unverified``. A resumed collection equals an uninterrupted one."""
+Each entry goes atomically to ``DIR/<label>.nc``, reused when its :func:`entry_key` (SHA-256 of
+the model, revision, options, JAX precision and versions; no path) matches;
+:func:`content_hash` is checked on read, and an edited or unhashed entry is rescored with a
+warning. A resumed collection equals an uninterrupted one."""
 
 from __future__ import annotations
 

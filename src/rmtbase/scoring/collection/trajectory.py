@@ -1,12 +1,10 @@
 """Score many checkpoints or models into one Dataset: :func:`score_collection`.
 
-Entries are scored by :func:`rmtbase.scoring.score.score_model` with the same options and stacked
-by :func:`rmtbase.scoring.collection.combine.combine` (:func:`score_component_collection`: the same for
-whole matrices). Dask (``workers``, ``scheduler``, ``client``): one task per entry, the driver's
-JAX precision, retried (:data:`RETRIES`), cancellable; equal to a one-process run. ``entries=DIR``
-makes a run resumable (:mod:`rmtbase.scoring.collection.entries`). Entries whose null sizes differ from the
-largest of their (d, d_h, storage) are rescored from those sizes
-(:class:`rmtbase.scoring.heads.reference.NullStart`), so results do not depend on cache, order or workers.
+Entries are scored with the same options and stacked by
+:func:`rmtbase.scoring.collection.combine.combine`; under Dask one task per entry, retried
+(:data:`RETRIES`), equal to a one-process run; ``entries=DIR`` makes a run resumable. Entries
+whose null sizes differ from the largest of their shape are rescored from those sizes, so
+results do not depend on cache, order or workers.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The composition and QK-overlap Gaussian nulls on disk: drawn once per (kind, d, d_h, draws,
-seed, storage).
-
-User cache folder ``composition``: one atomic netCDF of sorted draws per key, named by its keys,
-with ``rmtbase_checksum``; a bad file is reported, removed and redrawn; an unwritable cache keeps
-draws in memory. Output never depends on the cache.
+"""The composition and QK-overlap Gaussian nulls on disk, one atomic netCDF of sorted draws per
+(kind, d, d_h, draws, seed, storage), checksummed; a bad file is removed and redrawn, an
+unwritable cache keeps draws in memory. Output never depends on the cache.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The QK overlap's null test: a p, a z and Benjamini–Hochberg for every pair of heads of a layer.
 
 c_ab = ⟨W_QK^a, W_QK^b⟩_F / (‖W_QK^a‖_F ‖W_QK^b‖_F) against independent Gaussian factors
-(:mod:`rmtbase.analytic.composition_moments`): E c = 0, Var c = 1/d² for distinct key heads,
-≈ (d + d_h + 1)/(d (d d_h + 2)) for a shared key head (GQA/MQA). Symmetric null:
-p = (1 + #{|null| ≥ |c|}) / (1 + N); ``qk_overlap_z`` = c / √Var c; ``qk_overlap_p_tail`` the
-tail-resolving p of |c| (:class:`rmtbase.decision.tails.TailModel`; none for d_h < 4). BH on the
-tail p over all layers' pairs (``qk_overlap_q``, ``qk_overlap_flag``) and per layer
-(``qk_overlap_q_layer``); both triangles carry the pair, the diagonal is NaN.
+(:mod:`rmtbase.analytic.composition_moments`). p = (1 + #{|null| ≥ |c|}) / (1 + N);
+``qk_overlap_z`` = c / √Var c; ``qk_overlap_p_tail`` the tail-resolving p of |c| (none for d_h
+< 4); BH over all layers' pairs (``qk_overlap_q``, ``qk_overlap_flag``) and per layer
+(``qk_overlap_q_layer``); both triangles carry the pair.
 """
 
 from __future__ import annotations

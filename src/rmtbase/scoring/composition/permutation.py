@@ -6,10 +6,8 @@ gains applied after), and recomputes every pair's Q-, K-, V-composition
 (:mod:`rmtbase.stats.composition`). With exchangeable, independent factors (e.g. an untrained
 model) each pair's p = (1 + #{b : s_b ≥ s}) / (1 + B) is exact (Good 2005, §3); permutations are
 shared by all pairs (Westfall & Young 1993). It tests alignment across matrices.
-
-``composition_effect`` is s over the median of the first min(B, ``CHUNK``) permuted scores. No
-tail is extrapolated (``composition_p_tail`` = ``composition_p``), so p ≥ 1/(1 + B) and BH over
-m entries can flag only when B + 1 ≥ m/α (:func:`draws_to_flag`). Cost: :func:`plan`.
+No tail is extrapolated, so p ≥ 1/(1 + B) and BH over m entries can flag only when
+B + 1 ≥ m/α (:func:`draws_to_flag`). Cost: :func:`plan`.
 """
 
 from __future__ import annotations

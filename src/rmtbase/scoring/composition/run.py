@@ -1,12 +1,9 @@
 """``rmtbase.composition(model)``: Q-, K-, V-composition of every ordered cross-layer head pair and
 the QK overlap within each layer, against the independent-Gaussian-factor null.
 
-Definitions: :mod:`rmtbase.stats.composition`, ``docs/composition.md``. Raw weights (no biases,
-no norm gains unless ``fold_ln``); under GQA query head i meets key/value head ⌊i / (H / H_kv)⌋.
-s is scale-invariant; s² has the law of :func:`rmtbase.baseline.composition_null.null_squares`
-for all kinds. p = (1 + #{null s ≥ s}) / (1 + N), upper; effect = s / median(null s); BH over
-all pairs (``composition_q``, ``composition_flag``) and per (kind, layer pair)
-(``composition_q_family``). Draw counts: :mod:`rmtbase.scoring.composition.stopping`."""
+Definitions: :mod:`rmtbase.stats.composition`, ``docs/composition.md``; raw weights (norm gains
+only with ``fold_ln``). p = (1 + #{null s ≥ s}) / (1 + N), upper; effect = s / median(null s);
+BH over all pairs (``composition_q``) and per (kind, layer pair) (``composition_q_family``)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
 """How many composition and QK-overlap null draws a run uses: the rule of
 :mod:`rmtbase.scoring.profile.stopping` applied to the pairs.
 
-:func:`schedule` draws the :data:`~rmtbase.scoring.profile.stopping.SCHEDULE` sizes below N =
-``draws``, then N; draw i is ``fold_in(key, i)``, so sizes continue each other. A pair is
-**open** when its flag could differ at N (tail p bracketed by
-:func:`~rmtbase.scoring.profile.stopping.tail_p_bounds`; BH flags at the lower ends, not the
-upper). No open pair: stop. Intervals at level ε / (m · looks), ε =
-:data:`~rmtbase.scoring.stopping.rule.STOP_ERROR`, so with probability ≥ 1 − ε every flag equals N
-draws'. p, q, effect and se carry n draws' error.
+:func:`schedule` draws the ``SCHEDULE`` sizes below N = ``draws``, then N, each continuing the
+last. A pair is **open** when its flag could differ at N (tail p bracketed by
+:func:`~rmtbase.scoring.profile.stopping.tail_p_bounds`); the run stops when none is. Intervals
+at level ε / (m · looks), so with probability ≥ 1 − ε every flag equals N draws'.
 """
 
 from __future__ import annotations

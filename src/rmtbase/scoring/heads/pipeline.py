@@ -1,11 +1,8 @@
 """The scoring pipeline as one function of records: read → null → decide → profile → describe.
 
-:func:`score`: :func:`read_layers` measures the layers, the null returns its references,
-Every stage reads the one checked :class:`~rmtbase.scoring.settings.ScoreSettings` it is given,
-as it is; ``progress`` (bars) and ``unreliable`` (statistics kept out) travel beside it. The
-nulls' growth stays within the growth budget (:mod:`rmtbase.scoring.stopping.budget`); where
-the budget stopped a table, the heads still open are marked undecided
-(:mod:`rmtbase.decision.undecided`)."""
+Every stage reads the one checked :class:`~rmtbase.scoring.settings.ScoreSettings` it is given;
+the nulls' growth stays within the growth budget (:mod:`rmtbase.scoring.stopping.budget`), and
+heads still open where it stopped are marked undecided (:mod:`rmtbase.decision.undecided`)."""
 
 from __future__ import annotations
 

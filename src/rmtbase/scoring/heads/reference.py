@@ -1,7 +1,7 @@
 """The draws a null puts beside the heads: :class:`Cells` and the references a null returns.
 
-:class:`Cells` carries the drawing machinery (``stats`` cannot import tables or permutations);
-the null chooses (:meth:`rmtbase.stats.null_kind.Null.reference`):
+:class:`Cells` carries the drawing machinery; the null chooses
+(:meth:`rmtbase.stats.null_kind.Null.reference`):
 
 - :class:`TableReference`: the Gaussian null at one storage for layers ``rows``: its table
   (:func:`rmtbase.baseline.cache.null_table`), joint draws and a spectral reference grown by

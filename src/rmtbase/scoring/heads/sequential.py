@@ -1,11 +1,9 @@
 """The heads against their nulls' references, each spectral reference grown while needed.
 
-:func:`decide` tests every head against its layers' references
-(:func:`rmtbase.decision.verdict.score_values_by_layer`; statistics undefined under some
-reference are left out for all heads), extends spectral draws (rule
-:mod:`rmtbase.scoring.stopping.rule`), then grows the joint table (:mod:`rmtbase.scoring.stopping.joint_growth`).
-Where the growth budget (:mod:`rmtbase.scoring.stopping.budget`) refused a step, each head's
-statistics p is bracketed (:func:`brackets`) for :mod:`rmtbase.decision.undecided`.
+:func:`decide` tests every head (:func:`rmtbase.decision.verdict.score_values_by_layer`),
+extends the spectral draws (:mod:`rmtbase.scoring.stopping.rule`), then grows the joint table
+(:mod:`rmtbase.scoring.stopping.joint_growth`); where the growth budget refused a step each
+head's statistics p is bracketed (:func:`brackets`).
 """
 
 from __future__ import annotations

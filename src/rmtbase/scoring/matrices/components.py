@@ -1,13 +1,10 @@
 """Score whole weight matrices against the null at their own shape: ``score_components``.
 
 Each layer's q, k, v, o and FFN matrices ((out, in), stored values, GQA k/v un-expanded) get
-:data:`rmtbase.stats.matrix.MATRIX_STATS` (``w.<stat>``), compared with N(0, σ²) matrices of the
-same shape and storage (:mod:`rmtbase.baseline.matrix_null`; ``quantized_null``). One decision
-per matrix (calibrated Cauchy combination without :data:`rmtbase.decision.family.DUPLICATES`),
-BH over matrices (``component_flag``); per-test ``flag`` is descriptive. Dataset: per test over
-(layer, component, stat); per matrix ``component_p_value``, ``component_flag``,
-``component_top_stat``, ``rms``, ``rows``, ``cols``, ``storage``, ``null_storage``,
-``null_draws``; a missing component is NaN, 0, "" or False."""
+:data:`rmtbase.stats.matrix.MATRIX_STATS`, compared with N(0, σ²) matrices of the same shape and
+storage (:mod:`rmtbase.baseline.matrix_null`). One decision per matrix (calibrated Cauchy
+combination), BH over matrices (``component_flag``); per-test ``flag`` is descriptive. A missing
+component is NaN, 0, "" or False."""
 
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
 """Score what a fine-tune changed, per head: ``score_delta(finetuned, base)`` and LoRA adapters.
 
-ΔW_Q, ΔW_K ((d_h, d), GQA keys expanded) are scored like W_Q, W_K against N(0, σ²) deltas at
-their own rms (dense isotropic noise is not flagged); ``qk.*`` are those of ΔW_Qᵀ ΔW_K, not of
-ΔW_QK (whose null depends on the base). ``delta_rel_qk`` = ‖ΔW_QK‖_F / ‖W_QKᵇᵃˢᵉ‖_F,
-``delta_rel_q``, ``delta_rel_k`` are descriptive. Lattice-valued differences (16-bit or quantised)
-leave histogram statistics out. LoRA: ΔW = s·B·A (s = lora_alpha/r, or /√r with ``use_rslora``),
-float32; a one-sided adapter is scored as (ΔW_Q, W_Kᵇᵃˢᵉ), the unchanged side left out;
-bit-identical heads are not scored; an all-zero adapter or one touching no query/key weight is
-refused. For r < d_h spectral statistics differ from the dense null whatever was learned.
-The ``model`` attr is ``<tuned> vs <base>``, never an absolute path."""
+ΔW_Q, ΔW_K are scored like W_Q, W_K against N(0, σ²) deltas at their own rms; ``qk.*`` are those
+of ΔW_Qᵀ ΔW_K (ΔW_QK's null depends on the base). ``delta_rel_qk`` = ‖ΔW_QK‖_F / ‖W_QKᵇᵃˢᵉ‖_F,
+``delta_rel_q``, ``delta_rel_k`` are descriptive. Lattice-valued differences leave histogram
+statistics out. LoRA: ΔW = s·B·A, float32; a one-sided adapter is scored as (ΔW_Q, W_Kᵇᵃˢᵉ);
+bit-identical heads are not scored. For r < d_h spectral statistics differ from the dense null
+whatever was learned. The ``model`` attr is ``<tuned> vs <base>``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """The outlier directions themselves: singular triplets of W_QK (or W_OV) above the null.
 
-For a head with ``n_spikes`` = r > 0 (:mod:`rmtbase.decision.spikes`) of W = AᵀB (A = W_Q,
-B = W_K; or A = W_O,hᵀ, B = W_V,h), its r leading singular values and vectors (length d):
-W_QK's left vectors are read by queries, right by keys; W_OV's right vectors are read from the
-residual stream, left written. Float64 thin factorisations: Aᵀ = Q_A R_A, Bᵀ = Q_B R_B,
-R_A R_Bᵀ = U S Vᵀ give S, Q_A U, Q_B V; each right vector's largest-|·| entry is positive.
-:func:`directions_dataset`: rows (``layer``, ``head``, ``circuit``, ``index``) with
-``singular_value`` (√λ_k), ``edge_ratio``, ``p_value``, ``left``, ``right``."""
+For a head with ``n_spikes`` = r > 0 of W = AᵀB (A = W_Q, B = W_K; or A = W_O,hᵀ, B = W_V,h),
+its r leading singular values and vectors: float64 thin factorisations Aᵀ = Q_A R_A,
+Bᵀ = Q_B R_B, R_A R_Bᵀ = U S Vᵀ give S, Q_A U, Q_B V; each right vector's largest-|·| entry is
+positive. :func:`directions_dataset`: rows (``layer``, ``head``, ``circuit``, ``index``)."""
 
 from __future__ import annotations
 

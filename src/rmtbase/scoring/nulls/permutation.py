@@ -1,12 +1,9 @@
 """The entry-law null: each head against its own entries, shuffled.
 
-Draw b scores (W_Q∘π_b, W_K∘σ_b), π_b, σ_b independent uniform permutations (PCG64 from ``seed``
-and chunk, shared by all heads: Westfall & Young 1993). With no structure beyond the entries'
-marginal law every p is exact (Good 2005); W_Q, W_K element statistics are invariant, left out.
-Spectral draws: λ = eig(L_Kᵀ G_Q L_K) from the d_h×d_h Grams (tridiagonal + Sturm bisection where
-:func:`rmtbase.baseline.eig_route.eigh_accurate` holds, else SVD of L_Qᵀ L_K); W_QK element
-statistics use the first ``element_draws``. LAPACK calls stay in the calling thread (concurrent
-calls deadlock jaxlib's CPU pool); results do not depend on ``threads``."""
+Draw b scores (W_Q∘π_b, W_K∘σ_b), independent uniform permutations shared by all heads (Westfall
+& Young 1993); with no structure beyond the entries' marginal law every p is exact (Good 2005).
+W_Q, W_K element statistics are invariant and left out. Spectral draws from the d_h×d_h Grams;
+LAPACK calls stay in the calling thread (concurrent calls deadlock jaxlib's CPU pool)."""
 
 from __future__ import annotations
 

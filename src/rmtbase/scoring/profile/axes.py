@@ -6,11 +6,8 @@ of :mod:`rmtbase.decision.axes` (shipped ones below; plugins after them): ``scal
 ``n_spikes``; ``alignment`` ⟨W_Q, W_K⟩_F/(‖W_Q‖‖W_K‖) (shift, null ~0); ``symmetry``
 tr(W_QK²)/‖W_QK‖_F² (shift, null ~1/d); ``q_input_focus``/``k_input_focus`` squared CV of
 column energies (shift, null ~2/d_h); ``entry_tails`` ratio of β₂ = excess kurtosis + 3.
-
-Factor axes (:mod:`rmtbase.scoring.profile.factors`) are tested against :func:`profile_null`
-(:data:`PROFILE_DRAWS` σ-free heads, cached) or, under ``null="permutation"``,
-:func:`permutation_profile_null`. p: :class:`rmtbase.decision.tails.TailModel`; q: BH over heads
-per axis; flag: q ≤ alpha; the four factor axes enter the head decision as p_A.
+Factor axes are tested against :func:`profile_null` (or :func:`permutation_profile_null`); q:
+BH over heads per axis; the four factor axes enter the head decision as p_A.
 """
 
 from __future__ import annotations

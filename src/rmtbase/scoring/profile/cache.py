@@ -1,10 +1,7 @@
-"""The profile's Gaussian null on disk: drawn once per (d, d_h, null storage, draws, seed).
-
-:func:`cached_profile_null` keeps :func:`rmtbase.scoring.profile.factors.profile_null`'s draws in the
-user cache (``profile``): one atomic netCDF per key, named by its keys, with ``rmtbase_checksum``;
-a bad file is reported, removed and redrawn; an unwritable cache keeps draws in memory. Draw i is
-the same at every length (prefix or continuation). Shipped shapes ship their profile null in
-``rmtbase/data/profile`` (:data:`SHIPPED_PROFILES`).
+"""The profile's Gaussian null on disk, one atomic checksummed netCDF per (d, d_h, null storage,
+draws, seed) in the user cache; a bad file is removed and redrawn, an unwritable cache keeps
+draws in memory. Draw i is the same at every length; shipped shapes ship theirs
+(:data:`SHIPPED_PROFILES`).
 """
 
 from __future__ import annotations

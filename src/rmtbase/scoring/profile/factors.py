@@ -2,15 +2,14 @@
 Gaussian null at (d, d_h) (:func:`profile_null`); the axes are defined in
 :mod:`rmtbase.decision.axes`, their statistics in :mod:`rmtbase.stats.alignment`.
 
-- Alignment, symmetry depend only on the Gram of X = [W_Q; W_K]; for N(0, 1) entries and
-  d ≥ 2d_h, X Xᵀ ~ W_{2d_h}(I, d) with Bartlett factor L, so (L[:d_h], L[d_h:]) has the
-  factors' Gram in law (:func:`block_axes`); for d < 2d_h factors are drawn whole.
+- Alignment, symmetry depend only on the Gram of X = [W_Q; W_K]; for N(0, 1) entries and d ≥ 2d_h, X
+  Xᵀ ~ W_{2d_h}(I, d) with Bartlett factor L, so (L[:d_h], L[d_h:]) has the factors' Gram in law
+  (:func:`block_axes`); for d < 2d_h factors are drawn whole.
 - Input focus: squared CV of column energies e_j = Σ_i W[i, j]², i.i.d. χ²_{d_h} under the null.
-- Axes are read one at a time, so independent variates per axis keep each law. 16-bit floats
-  share float32 (:func:`null_storage`); block formats and FP8 draw factors through the round trip.
-
-Size: the null rejection rate is off by κ·√(α(1 − α)/N), κ ≈ 1; a quarter of a 1,000-head
-calibration's se needs N ≥ 16 κ² n: :data:`PROFILE_DRAWS` = 18,000.
+- Axes are read one at a time, so independent variates per axis keep each law. 16-bit floats share
+  float32 (:func:`null_storage`); block formats and FP8 draw factors through the round trip.
+  :data:`PROFILE_DRAWS` = 18,000 keeps the size error
+κ·√(α(1 − α)/N) under a quarter of a 1,000-head calibration's se.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """How many profile-null draws a score uses: a first block, more only where a decision could change.
 
-A score draws the :data:`SCHEDULE` sizes up to N =
-:data:`~rmtbase.scoring.profile.factors.PROFILE_DRAWS` (draw i the same at every size) and stops
-at the first where no decision (``profile_flag``, ``head_flag``, ``symmetry_unaligned_flag``)
-could differ from N's (:func:`open_heads`): each p is bracketed by :func:`count_bounds`
-(Clopper–Pearson from n, then the binomial range of the N − n to come; P_MIN below where fewer
-than 10 may lie beyond, unless :mod:`rmtbase.scoring.stopping.tail_count` holds); decisions are monotone
-in p. Error: axes + 2 intervals per head and look, each at level ε / (heads · (axes + 2) ·
-looks) (:func:`interval_level`), so P(some decision differs from N's) ≤ ε (union bound). p_A's
-calibration is read at n draws; effects, bands, p, q are n draws'.
+The :data:`SCHEDULE` sizes up to N = ``PROFILE_DRAWS`` are drawn (draw i the same at every size)
+until no decision (``profile_flag``, ``head_flag``, ``symmetry_unaligned_flag``) could differ
+from N's (:func:`open_heads`): each p is bracketed by :func:`count_bounds` (Clopper–Pearson from
+n, then the binomial range of the draws to come); decisions are monotone in p. Each interval at
+level ε / (heads · (axes + 2) · looks) (:func:`interval_level`), so P(some decision differs from
+N's) ≤ ε by the union bound. Effects, bands, p and q are n draws'.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """A CPU-time budget on the growth of the null tables, and what is said when it bites.
 
-The stopping rules (:mod:`.rule`: the spectral reference; :mod:`.joint`: the joint table) grow a
-table while some head's decision is open. :class:`GrowthBudget` caps what that growth may cost,
-in the CPU seconds :mod:`rmtbase.baseline.draw_cost` estimates for the draws of each step,
-counted from the table's size before the step whether or not a cache already holds the draws:
-a budgeted score decides the same cold and warm. A step that would take the total past the
-budget is not taken; the heads still open are then reported undecided with a p bracket
-(:mod:`rmtbase.decision.undecided`), never flagged or left unflagged.
+The stopping rules (:mod:`.rule`, :mod:`.joint`) grow a table while a head's decision is open.
+:class:`GrowthBudget` caps what that growth may cost, in the CPU seconds
+:mod:`rmtbase.baseline.draw_cost` estimates for the draws of each step, counted from the table's
+size before the step whether or not a cache already holds the draws: a budgeted score decides the
+same cold and warm. A step that would take the total past the budget is not taken; the heads still
+open are then reported undecided with a p bracket (:mod:`rmtbase.decision.undecided`), never flagged
+or left unflagged.
 
 Default (``"auto"``, :func:`budget_seconds`): :data:`FACTOR` times the estimated cost of
 measuring the heads themselves (one draw of the table's kind per head: a draw is the same
 computation as a head's statistics), at least :data:`FLOOR`. Growth then costs at most about
-twice the score's own work, so a cold score stays within about 3× a warm one where measuring
-dominates (a 7–8B model: 1,024 heads at (4096, 128) ≈ 0.23 CPU-s each, a budget of ≈ 8
-CPU-min); the floor keeps every model up to ~1B at its unbudgeted decisions (a whole joint table
-at (640, 64) is estimated ≈ 2.5 CPU-min, at (64, 16) ≈ 1 CPU-min).
+twice the score's own work; the floor keeps every model up to ~1B at its unbudgeted decisions.
 """
 
 from __future__ import annotations

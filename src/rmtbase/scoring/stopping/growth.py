@@ -1,11 +1,7 @@
-"""One loop for the nulls that grow by groups along a fixed schedule until no decision is open.
-
-The profile null (one table per null storage, :mod:`rmtbase.scoring.profile.stopping`) and the
-composition and QK-overlap nulls (one table per kind, :mod:`rmtbase.scoring.composition.stopping`)
-differ only in what a table is and in when a decision is open; both draw every group's first
-size, then move each group with an open decision to its next size of ``schedule``, until none is
-open or each is at the last size. Draw i of a table is the same at every size, so a larger size
-continues a smaller one."""
+"""One loop for the nulls that grow by groups along a fixed schedule until no decision is open:
+the profile null (:mod:`rmtbase.scoring.profile.stopping`) and the composition and QK-overlap
+nulls (:mod:`rmtbase.scoring.composition.stopping`). Every group's first size is drawn, then
+each group with an open decision moves to its next size, each continuing the last."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """A per-head null's draws grown for the heads whose decision is open.
 
 Under the permutation null, unless ``draws`` is fixed, a head whose decision could differ at
-:data:`MAX_FACTOR` times its first draws (:func:`rmtbase.scoring.stopping.joint.p_bounds`) gets
-:data:`GROWTH` times more permutations, up to :data:`MAX_FACTOR`, continuing the stream; others'
-extra slots are NaN; a step beyond memory (:func:`fits`) is skipped. The profile null is not
-grown (``head_open_decisions``).
+:data:`MAX_FACTOR` times its first draws gets :data:`GROWTH` times more permutations, up to
+:data:`MAX_FACTOR`, continuing the stream; a step beyond memory (:func:`fits`) is skipped.
 """
 
 from __future__ import annotations
