@@ -219,7 +219,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     release_memory()
     return {"model": name, "task": t, "tm": tm, "metric": metric,
             "counterfactual": counterfactual, "score": score, "se": se,
-            "steps": steps, "ranking_head": method, "top": top, "ranking": key,
+            "steps": steps, "ranking_method": method, "top": top, "ranking": key,
             "split": {"holdout": holdout, "fit": fit_task.n, "held_out": held_task.n},
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
@@ -320,9 +320,7 @@ def summary(res: dict) -> dict:
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
             "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
-            "split": res.get("split", {"holdout": 0.0, "fit": t.n, "held_out": t.n}),
-            "ranking": res.get("ranking_head", {"method": "attribution", "edges": 0,
-                                                "attribution_steps": 0}),
+            "split": res["split"], "ranking": res["ranking_method"],
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
             "confirmation": {"rule": "|exact| >= 3 exact_se and >= 10 % of |full - empty| on "
                                      ">= 8 fit pairs, and the other counterfactual keeps half "
