@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .patching import OUTPUT_CHANGE, TV
+from .se import finite_mean_se
 
 
 def residual_keeping(run, layer: int, keep, how, mlps: bool):
@@ -78,10 +79,8 @@ def _ratio(run, rec, kind, values):
     """``(F, se)`` of the module docstring from the per-sequence values."""
     li, hi, stat = rec
     if kind == "v":
-        x = values[np.isfinite(values)]
-        if x.size < 2:
-            return np.nan, np.nan
-        return float(1.0 - x.mean()), float(x.std(ddof=1) / np.sqrt(x.size))
+        m, se = finite_mean_se(values, least=2)
+        return 1.0 - m, se
     base = np.asarray(run.pt.base_scores(li, hi, stat), dtype=np.float64)
     ok = np.isfinite(base) & np.isfinite(values)
     if ok.sum() < 2 or base[ok].mean() == 0:

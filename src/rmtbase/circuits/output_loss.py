@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .se import finite_mean_se
+
 #: The labels whose receivers form a behaviour circuit measured on the output.
 LABELS = ("induction",)
 
@@ -199,10 +201,7 @@ def losses(run, circuit: dict) -> dict:
         gone.append(_loss(hm, seqs.ids, mask, recv))
 
     def stat(x):
-        x = np.asarray(x, dtype=np.float64)
-        x = x[np.isfinite(x)]
-        return ((float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)))
-                if x.size > 1 else nan)
+        return finite_mean_se(x, least=2)
 
     out["loss_clean"] = stat(clean)
     out["loss_circuit_ablated"] = stat(np.mean(cut, axis=0))

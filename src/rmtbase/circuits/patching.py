@@ -29,6 +29,7 @@ from ..probe import behaviour as bh
 from .capture import Captured
 from .counterfactual import DEFAULT_ABLATION, Counterfactual
 from .heads import HeadModel
+from .se import finite_mean_se
 from .sequences import Sequences
 
 KINDS = ("q", "k", "v")
@@ -46,14 +47,6 @@ class Effect:
     base: float
     metric: str
     per_sequence: np.ndarray
-
-
-def _mean_se(x) -> tuple[float, float]:
-    x = np.asarray(x, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return np.nan, np.nan
-    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else np.nan
 
 
 def sequence_scores(attn, seqs: Sequences, statistic: str) -> np.ndarray:
@@ -77,7 +70,7 @@ def average(per_pairing: list[list[Effect]]) -> list[Effect]:
     out = []
     for effs in zip(*per_pairing, strict=True):
         x = np.mean([e.per_sequence for e in effs], axis=0)
-        out.append(Effect(*_mean_se(x), effs[0].base, effs[0].metric, x))
+        out.append(Effect(*finite_mean_se(x), effs[0].base, effs[0].metric, x))
     return out
 
 
@@ -263,11 +256,11 @@ class Patcher:
                              else self.hm.pattern(layer, c["q"], n, head=head) for n in new])
         if statistic is None:
             d = 0.5 * (a - c["A"]).abs().sum(-1)[:, :, self._queries].mean(-1).double().numpy()
-            return [Effect(*_mean_se(x), 0.0, TV, x) for x in d]
+            return [Effect(*finite_mean_se(x), 0.0, TV, x) for x in d]
         base = self.base_scores(layer, head, statistic)
         d = base[None] - sequence_scores(a.numpy(), self.seqs, statistic)
-        b = _mean_se(base)[0]
-        return [Effect(*_mean_se(x), b, statistic, x) for x in d]
+        b = finite_mean_se(base)[0]
+        return [Effect(*finite_mean_se(x), b, statistic, x) for x in d]
 
     def _output_change(self, c, z_new) -> Effect:
         qi = self._queries
@@ -275,7 +268,7 @@ class Patcher:
         num = (z_new[:, qi] - z).pow(2).sum((-1, -2)).sqrt()
         den = z.pow(2).sum((-1, -2)).sqrt()
         r = (num / den).double().numpy()
-        return Effect(*_mean_se(r), 0.0, OUTPUT_CHANGE, r)
+        return Effect(*finite_mean_se(r), 0.0, OUTPUT_CHANGE, r)
 
 
 __all__ = ["KINDS", "OUTPUT_CHANGE", "TV", "Effect", "Patcher", "average", "sequence_scores"]

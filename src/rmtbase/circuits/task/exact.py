@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from .runner import Runner, mean_se
+from ..se import mean_se
+from .runner import Runner
 
 #: Bytes of edge sets :func:`patch_edges` holds at once.
 SET_BYTES = 64 << 20

@@ -23,7 +23,8 @@ import numpy as np
 
 from ...checks import check_int
 from ...errors import InputError
-from .runner import Runner, mean_se
+from ..se import mean_se
+from .runner import Runner
 
 #: Fraction of the circuit's edges removed per round while more than :data:`TAIL` are left.
 FRACTION = 0.1

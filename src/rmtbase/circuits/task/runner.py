@@ -157,11 +157,4 @@ class Runner:
             del ck
 
 
-def mean_se(x) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and ``sd / √N`` (``ddof = 1``) over the last axis."""
-    x = np.asarray(x, dtype=np.float64)
-    n = x.shape[-1]
-    return x.mean(-1), x.std(-1, ddof=1) / np.sqrt(n)
-
-
-__all__ = ["BATCH", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "batch_bytes", "mean_se"]
+__all__ = ["BATCH", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "batch_bytes"]
