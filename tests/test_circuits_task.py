@@ -1044,3 +1044,18 @@ def test_a_task_built_in_python_gets_the_task_files_checks(monkeypatch):
     for words, task in bad.items():
         with pytest.raises(InputError, match=words):
             search.find_task_circuit("unused", task)
+
+
+def test_the_search_names_its_stages_when_asked(capsys):
+    """With progress, each stage is a named line on stderr (the model read, the graph and the
+    split with the counterfactual, the pruning's size, the curve); without it, silence."""
+    from rmtbase.circuits.task.search import find_task_circuit
+
+    net, task = _gpt2(seed=2, n_layer=1), _task(n=4, seed=2)
+    find_task_circuit(net, task, points=4)
+    assert capsys.readouterr().err == ""
+    find_task_circuit(net, task, points=4, progress=True)
+    err = capsys.readouterr().err
+    for words in ("reading", "2 pairs to rank them, 2 to score the circuit; counterfactual "
+                  "corrupted", "pruning in context:", "curve on the held-out pairs"):
+        assert "rmtbase circuits --task: " in err and words in err, words

@@ -180,6 +180,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     holdout = check_real("holdout", holdout, 0.0, MAX_HOLDOUT)
     prune_budget = check_int("prune_budget", prune_budget, 0, MAX_COUNT)
     comp = None if composition is None else read_composition(composition)
+    say = _stage if progress else (lambda text: None)
+    say(f"reading {getattr(model, 'name_or_path', None) or model} and the task")
     tm, t, name = load(model, task)
     fit_task, held_task = split(t, holdout)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
@@ -189,10 +191,13 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
                                              counterfactual=counterfactual, batch=batch,
                                              progress=progress))
     steps = default_steps(r.metric) if steps is None else steps
-    score, se = attribute(r, steps=steps)
     n_edges = tm.graph.n_edges
+    say(f"{n_edges:,} edges, {fit_task.n} pairs to rank them, {held_task.n} to score the "
+        f"circuit; counterfactual {counterfactual}")
+    score, se = attribute(r, steps=steps)
     method = {"method": "attribution", "edges": 0, "attribution_steps": 0}
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
+        say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
         pr = prune.prune(r)
         key, patched = pr["key"], np.arange(n_edges)
         eff, eff_se = pr["clean"], pr["clean_se"]
@@ -207,6 +212,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         patched = order[:min(top, n_edges)]
         eff, eff_se = patch_edges(r, patched)
         key = ranking(score, patched, eff, head_score)
+    say("the faithfulness curve on the held-out pairs" if holdout else
+        "the faithfulness curve")
     cur = curve(sc, key, points=points)
     k = cur["smallest"] if cur["smallest"] is not None else n_edges
     kept = top_k(cur["order"], k, n_edges)
@@ -226,6 +233,13 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
             "verdicts": verdicts,
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
             "columns": columns}
+
+
+def _stage(text: str) -> None:
+    """A stage's line on stderr, ``rmtbase circuits --task: …`` (what a heartbeat names)."""
+    from ...progress import message
+
+    message(f"{KIND}: {text}")
 
 
 def release_memory() -> None:
