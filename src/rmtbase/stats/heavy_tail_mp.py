@@ -1,0 +1,116 @@
+"""WeightWatcher's Marchenko–Pastur fit and randomised-spectrum distance, per matrix (numpy, scipy).
+
+Per-matrix functions, not registry records: the MP fit is a grid search with a Nelder–Mead
+polish and the distance needs the matrix's entries, neither a batched function of λ alone.
+
+MP fit (WeightWatcher 0.7.7 ``mp_fit`` with ``rescale=True``, ``fit_density_with_range``,
+``resid_mp``): λ = s²(W) as :mod:`.heavy_tail`, M = min(m, n), Q = max(m, n)/M; x = λ M / Σλ (mean
+1). The fitted values are y = x (y = √x when Q = 1, the quarter-circle law), their density a
+linear-kernel KDE of bandwidth 0.1 on 1000 points of [0, max y + 0.5], kept where it exceeds 0.01.
+σ minimises Σ (ρ_MP(y; Q, σ) − KDE(y))² (a residual of 1000 at every point when the MP edges b_±
+miss the KDE's peak or range) by ``scipy.optimize.brute`` over σ ∈ [0.05 s₀, 2 s₀) in steps of
+0.01 s₀, s₀ = √(x_max)/(1 + Q^{−1/2}), polished by ``fmin``. Then λ₊ = σ²(1 + Q^{−1/2})²,
+num_spikes = #{x > λ₊ + √(Q^{−1/2} λ₊^{2/3} M^{−2/3})} (a Tracy–Widom margin),
+mp_softrank = λ₊ / x_max (Martin & Mahoney 2021, JMLR 22(165), Sec. 5).
+
+rand_distance (``apply_random_esd``): the entries of W permuted at random, λ_r = s²(W_perm)
+ascending; the Jensen–Shannon distance √(½ KL(p‖m) + ½ KL(q‖m)) (natural log) between the
+*sorted vectors* p = λ/Σλ and q = λ_r/Σλ_r, m = (λ + λ_r)/Σ(λ + λ_r), index by index, as WW's
+``jensen_shannon_distance`` reads them. WW draws the permutation from numpy's global state; here
+it is ``jax.random.permutation(key)``."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+MP_KEYS = ("sigma_mp", "bulk_max", "num_spikes", "mp_softrank")
+_GRID, _BW, _THRESH = 1000, 0.1, 0.01
+
+
+def _kde_linear(y, grid, bw=_BW):
+    """Linear-kernel density (1/(n bw)) Σ max(0, 1 − |g − y_i|/bw) at ``grid``."""
+    y = np.sort(np.asarray(y, dtype=np.float64))
+    out = np.zeros(grid.size)
+    lo, hi = np.searchsorted(y, grid - bw), np.searchsorted(y, grid + bw)
+    for g in range(grid.size):
+        if hi[g] > lo[g]:
+            out[g] = np.sum(np.maximum(0.0, 1.0 - np.abs(grid[g] - y[lo[g]:hi[g]]) / bw))
+    return out / (y.size * bw)
+
+
+def _residual(sigma, xde, yde, xpeak, q):
+    sigma = np.asarray(sigma, dtype=np.float64).ravel()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if q == 1:
+            ymp = np.nan_to_num((1 / (np.pi * sigma * sigma)) * np.sqrt(4 - xde ** 2))
+            return float(np.sum((ymp - yde) ** 2))
+        b = (sigma * (1 + np.sqrt(1 / q))) ** 2
+        a = (sigma * (1 - np.sqrt(1 / q))) ** 2
+        if b < xpeak or b > xde.max() or a > xpeak:
+            return 1000.0 ** 2 * xde.size
+        ymp = np.nan_to_num((1 / (2 * np.pi * sigma * sigma * xde / q))
+                            * np.sqrt((b - xde) * (xde - a)))
+    return float(np.sum((ymp - yde) ** 2))
+
+
+def mp_fit(lam, m: int, n: int) -> dict:
+    """WeightWatcher's MP fit (module docstring) of the spectrum ``lam`` (M values, any order) of
+    an (m, n) matrix: ``{sigma_mp, bulk_max, num_spikes, mp_softrank}``; sigma_mp on the mean-1
+    scale of x, bulk_max = λ₊ Σλ/M in λ's units (as WW reports them)."""
+    from scipy import optimize
+
+    lam = np.sort(np.asarray(lam, dtype=np.float64))
+    big, small = max(m, n), min(m, n)
+    q = big / small
+    x = lam * (lam.size / np.sum(lam))
+    xmax = float(np.max(x))
+    s0 = np.sqrt(xmax / (1 + 1 / np.sqrt(q)) ** 2)
+    y = np.sqrt(x) if q == 1 else x
+    xde = np.linspace(0, np.max(y) + 0.5, _GRID)
+    yde = _kde_linear(y, xde)
+    xpeak = xde[np.argmax(yde)]
+    keep = yde > _THRESH
+    xde, yde = xde[keep], yde[keep]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        best = optimize.brute(_residual, (slice(0.05 * s0, 2.0 * s0, 0.01 * s0),),
+                              args=(xde, yde, xpeak, q), full_output=True)
+    sigma = float(np.asarray(best[0]).ravel()[0])
+    bulk_max = (sigma * (1 + 1 / np.sqrt(q))) ** 2
+    tw = 1 / np.sqrt(q) * bulk_max ** (2 / 3) * small ** (-2 / 3)
+    return {"sigma_mp": sigma, "bulk_max": bulk_max * np.sum(lam) / lam.size,
+            "num_spikes": float(np.sum(x > bulk_max + np.sqrt(tw))),
+            "mp_softrank": bulk_max / xmax}
+
+
+def js_distance(lam, lam_rand) -> float:
+    """WW's Jensen–Shannon distance of two sorted spectra read as probability vectors."""
+    p = np.sort(np.asarray(lam, dtype=np.float64))
+    r = np.sort(np.asarray(lam_rand, dtype=np.float64))
+    m = p + r
+    p, r, m = p / p.sum(), r / r.sum(), m / m.sum()
+
+    def kl(a, b):
+        ok = a > 0
+        return float(np.sum(a[ok] * np.log(a[ok] / b[ok])))
+
+    return float(np.sqrt(0.5 * kl(p, m) + 0.5 * kl(r, m)))
+
+
+def rand_distance(w, key) -> float:
+    """WW's ``rand_distance`` of the matrix ``w`` (m, n) with the permutation of its entries drawn
+    from the JAX ``key``."""
+    import jax
+
+    from .heavy_tail import matrix_spectrum
+
+    w = np.asarray(w, dtype=np.float64)
+    perm = np.asarray(jax.random.permutation(key, w.size))
+    shuffled = w.reshape(-1)[perm].reshape(w.shape)
+    return js_distance(matrix_spectrum(w), matrix_spectrum(shuffled))
+
+
+__all__ = ["MP_KEYS", "js_distance", "mp_fit", "rand_distance"]
