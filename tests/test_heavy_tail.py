@@ -170,7 +170,7 @@ def test_equal_to_weightwatcher(tmp_path):
     (each draws its own permutation; its spread at these sizes is about 0.002)."""
     mats = {k: v.astype(np.float32) for k, v in _matrices().items()}
     np.savez(tmp_path / "m.npz", **mats)
-    subprocess.run([WW_PYTHON, str(ROOT / "benchmarks" / "_ww_peer.py"), "matrices",
+    subprocess.run([WW_PYTHON, str(ROOT / "tests" / "_ww_peer.py"), "matrices",
                     str(tmp_path / "m.npz"), str(tmp_path / "ww.json"), "--mp"],
                    check=True, capture_output=True, timeout=600)
     rows = json.loads((tmp_path / "ww.json").read_text())["layers"]

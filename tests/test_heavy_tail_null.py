@@ -1,0 +1,81 @@
+"""The heavy-tail null (rmtbase.baseline.heavy_tail_null) and the scored table
+(rmtbase.scoring.matrices.heavy_tail): the null's draws are the matrix null's, prefixes of longer
+tables, rescaling is the metrics of the rescaled spectra, and p-values of Gaussian matrices are
+calibrated at two storages (n, rate and se stated)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rmtbase.baseline.heavy_tail_null import heavy_tail_null_draws, heavy_tail_null_table
+from rmtbase.baseline.matrix_null import matrix_null_draws
+from rmtbase.scoring.matrices.heavy_tail import (
+    compare,
+    folklore,
+    null_metrics,
+    rescaled,
+    spectrum_table,
+)
+from rmtbase.stats.heavy_tail import matrix_spectrum
+from rmtbase.stats.precision import round_trip
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+
+
+def test_draws_are_the_matrix_nulls():
+    """Σλ of draw i is ‖W_i‖_F² = m n rms_i² of the matrix null's draw i (float32 rms: 1e-5)."""
+    got = heavy_tail_null_draws(48, 32, 4, seed=3)
+    rms = matrix_null_draws(48, 32, 4, seed=3)["rms"]
+    np.testing.assert_allclose(got["lambda"].sum(axis=1), 48 * 32 * rms ** 2, rtol=1e-5)
+
+
+def test_a_longer_table_extends_the_shorter():
+    short = heavy_tail_null_table(40, 24, draws=3)
+    long = heavy_tail_null_table(40, 24, draws=6)
+    # exact: draw i is computed by the same programs from the same key in both tables
+    assert np.array_equal(long["lambda"].values[:3], short["lambda"].values)
+    again = heavy_tail_null_table(24, 40, draws=5)  # (n, m) shares the float null; from cache
+    assert np.array_equal(again["lambda"].values, long["lambda"].values[:5])  # exact: read back
+
+
+def test_rescaled_equals_the_metrics_of_the_scaled_spectra():
+    lam = heavy_tail_null_draws(64, 40, 3)["lambda"]
+    null = spectrum_table(lam, 64, 40)
+    got = rescaled(null, 123.0)
+    want = spectrum_table(lam * (123.0 / lam.sum(axis=1))[:, None], 64, 40)
+    for k in ("log_norm", "log_spectral_norm", "alpha_weighted", "log_alpha_norm", "alpha",
+              "stable_rank", "mp_softrank"):
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-9, err_msg=k)
+
+
+def test_folklore_labels():
+    assert [folklore(a) for a in (1.5, 2.0, 6.0, 6.5, np.nan)] == [
+        "over-trained", "well trained", "well trained", "under-trained", ""]
+
+
+@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
+def test_gaussian_matrices_are_calibrated(storage):
+    """n = 150 N(0, 0.02²) 64×96 matrices (key 11) against a null of 149 draws: the rejection
+    rate at 0.05 of α, stable rank and MP soft rank each within 2 se = 2 √(0.05·0.95/150) = 0.036
+    of 0.05 (rates measured at n = 150: see the assertion message)."""
+    n = 150
+    null = null_metrics(96, 64, storage, 149)
+    w = round_trip(0.02 * jax.random.normal(jax.random.key(11), (n, 64, 96), jnp.float32),
+                   storage)
+    got = spectrum_table(matrix_spectrum(np.asarray(w, dtype=np.float32)), 64, 96)
+    got["rand_distance"] = np.zeros(n)  # not tested here (a permutation per matrix)
+    p = {k: [] for k in ("alpha", "stable_rank", "mp_softrank")}
+    for i in range(n):
+        one = {k: v[i] for k, v in got.items()}
+        rows = compare(one, rescaled(null, one["sum_lambda"]))
+        for k in p:
+            p[k].append(rows[k][1])
+    se = np.sqrt(0.05 * 0.95 / n)
+    rates = {k: float(np.mean(np.asarray(v) <= 0.05)) for k, v in p.items()}
+    assert all(abs(r - 0.05) <= 2 * se for r in rates.values()), rates
