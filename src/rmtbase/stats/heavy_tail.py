@@ -85,9 +85,12 @@ def powerlaw_fit(lam) -> dict:
     ``{alpha, xmin, ks_distance, alpha_sigma, num_pl_spikes}``, each ``(...)``, in lam's dtype;
     NaN where fewer than :data:`SMALL_N` eigenvalues exceed :data:`EVALS_THRESH`."""
     lam = jnp.asarray(lam)
-    flat = lam.reshape(-1, lam.shape[-1])
-    got = jax.vmap(_fit_one)(flat)
+    got = _fit_flat(lam.reshape(-1, lam.shape[-1]))
     return {k: v.reshape(lam.shape[:-1]) for k, v in got.items()}
+
+
+#: One compiled program per (count, M, dtype): traced inside another jit it is inlined.
+_fit_flat = jax.jit(jax.vmap(_fit_one))
 
 
 def norm_metrics(lam, alpha) -> dict:
