@@ -17,9 +17,9 @@ from rmtbase.scoring.matrices.heavy_tail import (
     folklore,
     null_metrics,
     rescaled,
-    spectrum_table,
 )
 from rmtbase.stats.heavy_tail import matrix_spectrum
+from rmtbase.stats.heavy_tail_mp import spectrum_table
 from rmtbase.stats.precision import round_trip
 
 
@@ -79,3 +79,12 @@ def test_gaussian_matrices_are_calibrated(storage):
     se = np.sqrt(0.05 * 0.95 / n)
     rates = {k: float(np.mean(np.asarray(v) <= 0.05)) for k, v in p.items()}
     assert all(abs(r - 0.05) <= 2 * se for r in rates.values()), rates
+
+
+def test_stored_metrics_are_those_of_the_stored_spectra():
+    """The table's metric_<name> at σ = 1 against spectrum_table of its own spectra (rtol 1e-12:
+    the same float64 programs, batch sizes may differ)."""
+    table = heavy_tail_null_table(40, 24, draws=4)
+    want = spectrum_table(table["lambda"].values, 40, 24)
+    for k, v in want.items():
+        np.testing.assert_allclose(table[f"metric_{k}"].values, v, rtol=1e-12, err_msg=k)

@@ -3,12 +3,14 @@ shape, stored like it.
 
 Draw i is the matrix of draw i of :mod:`.matrix_null` (same cell key, same tiles, same storage
 round trip), so the two nulls are one joint null. Its table holds the float64 spectrum
-λ = s²(W) ascending (``lambda`` over ``(draw, eig)``, :func:`rmtbase.stats.heavy_tail.esd`) and
-``rand_distance`` (:func:`rmtbase.stats.heavy_tail_mp.rand_distance`, the permutation keyed by
-``fold_in(draw key, PERMUTATION_TAG)``); every other metric is a function of the spectrum,
-computed when a matrix is scored, on the null spectrum rescaled to the matrix's Σλ = ‖W‖_F²: the
-null is conditioned on the matrix's own rms (scale-free metrics are unchanged by it, log_norm
-equals the matrix's by construction). σ = 1 serves every σ as in :mod:`.matrix_null`; float
+λ = s²(W) ascending (``lambda`` over ``(draw, eig)``, :func:`rmtbase.stats.heavy_tail.esd`),
+``rand_distance`` (:func:`rmtbase.stats.heavy_tail_mp.rand_distance`, the permutation of
+:func:`~rmtbase.stats.heavy_tail_mp.permutation` keyed by ``fold_in(draw key, PERMUTATION_TAG)``)
+and every other metric at σ = 1 (``metric_<name>``, :func:`~rmtbase.stats.heavy_tail_mp.
+spectrum_table`). A matrix is scored against the null rescaled to its Σλ = ‖W‖_F²
+(:func:`rmtbase.scoring.matrices.heavy_tail.rescaled`): the null is conditioned on the matrix's
+own rms (scale-free metrics are unchanged by it, log_norm equals the matrix's by construction).
+σ = 1 serves every σ as in :mod:`.matrix_null`; float
 storages of (m, n) and (n, m) share one null (:func:`.matrix_null.null_shape`).
 
 :func:`heavy_tail_null_table` reads exactly ``draws`` from the checked user cache, extends a
@@ -51,10 +53,11 @@ def _draw(cell, i: int, m: int, n: int, storage: str):
 def heavy_tail_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float32",
                           seed: int = 0, start: int = 0, progress=False) -> dict:
     """Draws ``start … start + n_draws − 1``: ``{"lambda": (n_draws, min(m, n)) float64,
-    "rand_distance": (n_draws,)}``."""
+    "rand_distance": (n_draws,), "metric_<name>": (n_draws,)}`` (the metrics of
+    :func:`rmtbase.stats.heavy_tail_mp.spectrum_table` at σ = 1)."""
     from ..progress import progress_bar
     from ..stats.heavy_tail import matrix_spectrum
-    from ..stats.heavy_tail_mp import js_distance
+    from ..stats.heavy_tail_mp import js_distance, permutation, spectrum_table
     from .matrix_null import cell_key
 
     record = storage_record(storage)
@@ -73,8 +76,7 @@ def heavy_tail_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float
             for i in ids:
                 key, w = _draw(cell, i, m, n, storage)
                 w = np.asarray(w, dtype=np.float64)
-                perm = np.asarray(jax.random.permutation(
-                    jax.random.fold_in(key, PERMUTATION_TAG), w.size))
+                perm = permutation(jax.random.fold_in(key, PERMUTATION_TAG), w.size)
                 mats.append(w)
                 perms.append(w.reshape(-1)[perm].reshape(w.shape))
             spec = matrix_spectrum(np.stack(mats + perms))
@@ -86,7 +88,10 @@ def heavy_tail_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float
     finally:
         if bar is not None:
             bar.close()
-    return {"lambda": np.concatenate(lam), "rand_distance": np.asarray(dist, dtype=np.float64)}
+    lam = np.concatenate(lam)
+    out = {"lambda": lam, "rand_distance": np.asarray(dist, dtype=np.float64)}
+    out.update({f"metric_{k}": v for k, v in spectrum_table(lam, m, n).items()})
+    return out
 
 
 def table_filename(m: int, n: int, draws: int, seed: int, storage) -> str:
@@ -100,7 +105,8 @@ def _sampler(m, n, storage) -> str:
     from .matrix_null import sampler
 
     return (f"spectra s^2 (float64 SVD) of the matrix null's draws: {sampler(m, n, storage)}; "
-            f"rand_distance permutation fold_in(draw key, {PERMUTATION_TAG})")
+            f"rand_distance permutation: PCG64 seeded by key_data(fold_in(draw key, "
+            f"{PERMUTATION_TAG}))")
 
 
 def _dataset(m, n, storage, seed, got):
@@ -109,9 +115,8 @@ def _dataset(m, n, storage, seed, got):
     from .table_file import TABLE_FORMAT
 
     k = got["rand_distance"].size
-    ds = xr.Dataset({"lambda": (("draw", "eig"), got["lambda"]),
-                     "rand_distance": (("draw",), got["rand_distance"])},
-                    coords={"draw": np.arange(k)})
+    ds = xr.Dataset({v: (("draw", "eig") if v == "lambda" else ("draw",), got[v])
+                     for v in got}, coords={"draw": np.arange(k)})
     ds["lambda"].attrs.update(long_name="squared singular values of the draw, ascending",
                               units="1", sigma_power=2)
     ds.attrs.update(
@@ -132,7 +137,8 @@ def _verify(ds, m, n, storage, seed, path) -> None:
         if not same:
             raise TableError(f"{path} does not hold the table its name promises: {key}={got!r} "
                              f"(expected {val!r})")
-    if "lambda" not in ds or "rand_distance" not in ds or ds["lambda"].shape[-1] != min(m, n):
+    if ("lambda" not in ds or "rand_distance" not in ds or "metric_alpha" not in ds
+            or ds["lambda"].shape[-1] != min(m, n)):
         raise TableError(f"{path} is a damaged heavy-tail null table")
     if not np.isfinite(ds["lambda"].values).all():
         raise TableError(f"{path} is a damaged heavy-tail null table (non-finite spectra)")
@@ -179,7 +185,7 @@ def heavy_tail_null_table(m: int, n: int, *, storage: str = "float32",
     new = heavy_tail_null_draws(m, n, draws - start, storage=storage, seed=seed, start=start,
                                 progress=progress)
     if have is not None:
-        new = {v: np.concatenate([have[v].values, new[v]]) for v in new}
+        new = {v: np.concatenate([have[v].values, new[v]]) for v in new if v in have}
     ds = _dataset(m, n, storage, seed, new)
     try:
         directory.mkdir(parents=True, exist_ok=True)

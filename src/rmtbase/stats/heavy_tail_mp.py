@@ -17,7 +17,7 @@ rand_distance (``apply_random_esd``): the entries of W permuted at random, λ_r 
 ascending; the Jensen–Shannon distance √(½ KL(p‖m) + ½ KL(q‖m)) (natural log) between the
 *sorted vectors* p = λ/Σλ and q = λ_r/Σλ_r, m = (λ + λ_r)/Σ(λ + λ_r), index by index, as WW's
 ``jensen_shannon_distance`` reads them. WW draws the permutation from numpy's global state; here
-it is ``jax.random.permutation(key)``."""
+it is fixed by a JAX key (:func:`permutation`)."""
 
 from __future__ import annotations
 
@@ -99,17 +99,44 @@ def js_distance(lam, lam_rand) -> float:
     return float(np.sqrt(0.5 * kl(p, m) + 0.5 * kl(r, m)))
 
 
-def rand_distance(w, key) -> float:
-    """WW's ``rand_distance`` of the matrix ``w`` (m, n) with the permutation of its entries drawn
-    from the JAX ``key``."""
+def permutation(key, size: int) -> np.ndarray:
+    """A permutation of ``range(size)`` fixed by the JAX ``key``: numpy's PCG64 seeded with the
+    key's data (``jax.random.permutation`` costs ~1 s at 6·10⁵ entries on one CPU core)."""
     import jax
 
+    seed = np.asarray(jax.random.key_data(key), dtype=np.uint32).ravel().tolist()
+    return np.random.default_rng(seed).permutation(int(size))
+
+
+def rand_distance(w, key) -> float:
+    """WW's ``rand_distance`` of the matrix ``w`` (m, n), its entries permuted by
+    :func:`permutation` of ``key``."""
     from .heavy_tail import matrix_spectrum
 
     w = np.asarray(w, dtype=np.float64)
-    perm = np.asarray(jax.random.permutation(key, w.size))
-    shuffled = w.reshape(-1)[perm].reshape(w.shape)
+    shuffled = w.reshape(-1)[permutation(key, w.size)].reshape(w.shape)
     return js_distance(matrix_spectrum(w), matrix_spectrum(shuffled))
 
 
-__all__ = ["MP_KEYS", "js_distance", "mp_fit", "rand_distance"]
+def spectrum_table(lam, m: int, n: int) -> dict:
+    """Every metric but rand_distance of spectra ``lam`` ``(k, M)`` of (m, n) matrices, batched
+    (:func:`rmtbase.stats.heavy_tail.spectrum_metrics`) and per spectrum (:func:`mp_fit`):
+    ``{name: (k,)}`` with ``mp_softrank``, ``num_spikes``, ``bulk_max`` and ``sum_lambda``."""
+    import jax
+    import jax.numpy as jnp
+
+    from .heavy_tail import spectrum_metrics
+
+    lam = np.atleast_2d(np.asarray(lam, dtype=np.float64))
+    with jax.enable_x64(True):
+        got = {k: np.asarray(v, dtype=np.float64)
+               for k, v in spectrum_metrics(jnp.asarray(lam)).items()}
+    mp = [mp_fit(row, m, n) for row in lam]
+    for k in ("mp_softrank", "num_spikes", "bulk_max"):
+        got[k] = np.asarray([r[k] for r in mp], dtype=np.float64)
+    got["sum_lambda"] = lam.sum(axis=1)
+    return got
+
+
+__all__ = ["MP_KEYS", "js_distance", "mp_fit", "permutation", "rand_distance",
+           "spectrum_table"]

@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from ..._version import __version__
+from ...stats.heavy_tail_mp import spectrum_table
 
 #: The metrics scored, in table order.
 METRICS = ("alpha", "alpha_weighted", "log_norm", "log_spectral_norm", "log_alpha_norm",
@@ -34,26 +35,6 @@ def folklore(alpha: float) -> str:
         return ""
     lo, hi = FOLKLORE_BAND
     return "over-trained" if alpha < lo else ("well trained" if alpha <= hi else "under-trained")
-
-
-def spectrum_table(lam, m: int, n: int) -> dict:
-    """Every metric but rand_distance of spectra ``lam`` ``(k, M)`` of (m, n) matrices:
-    ``{metric: (k,)}`` plus ``xmin``, ``bulk_max``, ``sum_lambda``."""
-    import jax
-    import jax.numpy as jnp
-
-    from ...stats.heavy_tail import spectrum_metrics
-    from ...stats.heavy_tail_mp import mp_fit
-
-    lam = np.atleast_2d(np.asarray(lam, dtype=np.float64))
-    with jax.enable_x64(True):
-        got = {k: np.asarray(v, dtype=np.float64)
-               for k, v in spectrum_metrics(jnp.asarray(lam)).items()}
-    mp = [mp_fit(row, m, n) for row in lam]
-    for k in ("mp_softrank", "num_spikes", "bulk_max"):
-        got[k] = np.asarray([r[k] for r in mp])
-    got["sum_lambda"] = lam.sum(axis=1)
-    return got
 
 
 def rescaled(null: dict, total: float) -> dict:
@@ -86,15 +67,15 @@ def matrix_metrics(w, seed: int = 0) -> dict:
 
 def null_metrics(m: int, n: int, storage: str, draws: int, seed: int = 0,
                  progress: bool = False) -> dict:
-    """The metrics of the null's draws at σ = 1 (:func:`spectrum_table` of its spectra and its
-    rand_distance): ``{metric: (draws,)}``; :func:`rescaled` puts them at a matrix's scale."""
+    """The metrics of the null's draws at σ = 1 (stored with its spectra; ``spectrum_table`` of
+    them and rand_distance): ``{metric: (draws,)}``; :func:`rescaled` puts them at a matrix's
+    scale."""
     from ...baseline.heavy_tail_null import heavy_tail_null_table
 
     table = heavy_tail_null_table(m, n, storage=storage, draws=draws, seed=seed,
                                   progress=progress)
-    null = spectrum_table(table["lambda"].values, m, n)
-    null["rand_distance"] = table["rand_distance"].values
-    return null
+    return {k.removeprefix("metric_"): table[k].values for k in table.data_vars
+            if k.startswith("metric_") or k == "rand_distance"}
 
 
 def compare(got: dict, null: dict) -> dict:
