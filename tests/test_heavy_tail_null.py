@@ -59,25 +59,29 @@ def test_folklore_labels():
         "over-trained", "well trained", "well trained", "under-trained", ""]
 
 
-@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
-def test_gaussian_matrices_are_calibrated(storage):
-    """n = 150 N(0, 0.02²) 64×96 matrices (key 11) against a null of 149 draws: the rejection
-    rate at 0.05 of α, stable rank and MP soft rank each within 2 se = 2 √(0.05·0.95/150) = 0.036
-    of 0.05 (rates measured at n = 150: see the assertion message)."""
+@pytest.mark.parametrize("shape,storage", [
+    ((64, 96), "float32"), ((64, 96), "bfloat16"),
+    pytest.param((96, 96), "float32", marks=pytest.mark.slow),  # Q = 1: the quarter-circle fit
+    pytest.param((48, 192), "float16", marks=pytest.mark.slow)])
+def test_gaussian_matrices_are_calibrated(shape, storage):
+    """n = 150 N(0, 0.02²) matrices (key 11) against a null of 149 draws: the rejection rate at
+    0.05 of α, stable rank and MP soft rank each within 2 se = 2 √(0.05·0.95/150) = 0.036 of 0.05
+    (the rates are in the assertion message)."""
     n = 150
-    null = null_metrics(96, 64, storage, 149)
-    w = round_trip(0.02 * jax.random.normal(jax.random.key(11), (n, 64, 96), jnp.float32),
+    m, k = shape
+    null = null_metrics(max(m, k), min(m, k), storage, 149)
+    w = round_trip(0.02 * jax.random.normal(jax.random.key(11), (n, m, k), jnp.float32),
                    storage)
-    got = spectrum_table(matrix_spectrum(np.asarray(w, dtype=np.float32)), 64, 96)
+    got = spectrum_table(matrix_spectrum(np.asarray(w, dtype=np.float32)), m, k)
     got["rand_distance"] = np.zeros(n)  # not tested here (a permutation per matrix)
-    p = {k: [] for k in ("alpha", "stable_rank", "mp_softrank")}
+    p = {s: [] for s in ("alpha", "stable_rank", "mp_softrank")}
     for i in range(n):
-        one = {k: v[i] for k, v in got.items()}
+        one = {s: v[i] for s, v in got.items()}
         rows = compare(one, rescaled(null, one["sum_lambda"]))
-        for k in p:
-            p[k].append(rows[k][1])
+        for s in p:
+            p[s].append(rows[s][1])
     se = np.sqrt(0.05 * 0.95 / n)
-    rates = {k: float(np.mean(np.asarray(v) <= 0.05)) for k, v in p.items()}
+    rates = {s: float(np.mean(np.asarray(v) <= 0.05)) for s, v in p.items()}
     assert all(abs(r - 0.05) <= 2 * se for r in rates.values()), rates
 
 
