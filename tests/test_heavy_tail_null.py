@@ -92,3 +92,23 @@ def test_stored_metrics_are_those_of_the_stored_spectra():
     want = spectrum_table(table["lambda"].values, 40, 24)
     for k, v in want.items():
         np.testing.assert_allclose(table[f"metric_{k}"].values, v, rtol=1e-12, err_msg=k)
+
+
+def test_score_heavy_tail_on_minilm_queries():
+    """The embedded MiniLM's 6 query matrices against 19 null draws: α is the matrix's own fit,
+    log_norm = log₁₀ ‖W‖_F² has no p (the null is conditioned on it), every other p is an
+    add-one p of 19 draws (≥ 2/20)."""
+    from rmtbase.models import default_model_path, load_components
+    from rmtbase.scoring.matrices.heavy_tail import score_heavy_tail
+    from rmtbase.stats.heavy_tail import heavy_tail_metrics
+
+    ds = score_heavy_tail(components=("q",), draws=19)
+    assert ds.sizes == {"layer": 6, "component": 1, "metric": 11}  # exact: sizes
+    w = next(iter(load_components(default_model_path(), components=("q",)))).matrices["q"]
+    np.testing.assert_allclose(ds["value"].sel(layer=0, component="q", metric="alpha"),
+                               heavy_tail_metrics(w)["alpha"], rtol=1e-12)
+    assert np.isnan(ds["p_value"].sel(metric="log_norm")).all()
+    p = ds["p_value"].drop_sel(metric="log_norm").values
+    assert np.all((p >= 2 / 20 - 1e-12) & (p <= 1))
+    assert set(np.unique(ds["folklore"].values)) <= {"over-trained", "well trained",
+                                                     "under-trained"}

@@ -106,28 +106,11 @@ def _storages(w, lc, name):
     return storage.name, null.name
 
 
-def score_heavy_tail(model=None, *, components="all", draws: int | None = None, seed: int = 0,
-                     revision=None, progress: bool = False) -> xr.Dataset:
-    """The heavy-tail table of ``model`` (hub id, folder, loaded model; None = the embedded
-    MiniLM): Dataset over (layer, component, metric) with ``value``, ``p_value``,
-    ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer, component) ``xmin``,
-    ``folklore``, ``null_well_trained``, ``rows``, ``cols``, ``storage``, ``null_storage``.
-    ``draws``: null draws per shape (default :data:`rmtbase.baseline.heavy_tail_null.
-    DEFAULT_DRAWS`); a missing component is NaN / ""."""
-    from ...baseline.heavy_tail_null import DEFAULT_DRAWS
+def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
+    """The Dataset of :func:`score_heavy_tail` (no attributes) from its cells ``(layer, name,
+    shape, storage, null storage, metrics)``, each against its group's null."""
     from ...baseline.matrix_null import null_shape
-    from ...models import default_model_path, load_components, model_info
 
-    draws = DEFAULT_DRAWS if draws is None else int(draws)
-    if model is None:
-        model = default_model_path()
-    info = model_info(model, revision=revision)
-    cells = []
-    for lc in load_components(model, components=components, revision=revision):
-        for name, w in lc.matrices.items():
-            storage, null_storage = _storages(w, lc, name)
-            cells.append((int(lc.layer), name, tuple(w.shape), storage, null_storage,
-                          matrix_metrics(w, seed)))
     layers = sorted({c[0] for c in cells})
     names = list(dict.fromkeys(c[1] for c in cells))
     shape3 = (len(layers), len(names), len(METRICS))
@@ -163,6 +146,31 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
                             "metric": list(METRICS)})
     for k, v in per.items():
         ds[k] = (dims[:2], v.astype(str) if v.dtype == object else v)
+    return ds
+
+
+def score_heavy_tail(model=None, *, components="all", draws: int | None = None, seed: int = 0,
+                     revision=None, progress: bool = False) -> xr.Dataset:
+    """The heavy-tail table of ``model`` (hub id, folder, loaded model; None = the embedded
+    MiniLM): Dataset over (layer, component, metric) with ``value``, ``p_value``,
+    ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer, component) ``xmin``,
+    ``folklore``, ``null_well_trained``, ``rows``, ``cols``, ``storage``, ``null_storage``.
+    ``draws``: null draws per shape (default :data:`rmtbase.baseline.heavy_tail_null.
+    DEFAULT_DRAWS`); a missing component is NaN / ""."""
+    from ...baseline.heavy_tail_null import DEFAULT_DRAWS
+    from ...models import default_model_path, load_components, model_info
+
+    draws = DEFAULT_DRAWS if draws is None else int(draws)
+    if model is None:
+        model = default_model_path()
+    info = model_info(model, revision=revision)
+    cells = []
+    for lc in load_components(model, components=components, revision=revision):
+        for name, w in lc.matrices.items():
+            storage, null_storage = _storages(w, lc, name)
+            cells.append((int(lc.layer), name, tuple(w.shape), storage, null_storage,
+                          matrix_metrics(w, seed)))
+    ds = _scored(cells, draws, seed, progress)
     ds["value"].attrs.update(long_name="WeightWatcher 0.7.7 metric of the stored matrix",
                              units="1")
     ds["p_value"].attrs.update(long_name="two-sided add-one empirical p against the null",
