@@ -8,8 +8,8 @@ MP fit (WeightWatcher 0.7.7 ``mp_fit`` with ``rescale=True``, ``fit_density_with
 1). The fitted values are y = x (y = √x when Q = 1, the quarter-circle law), their density a
 linear-kernel KDE of bandwidth 0.1 on 1000 points of [0, max y + 0.5], kept where it exceeds 0.01.
 σ minimises Σ (ρ_MP(y; Q, σ) − KDE(y))² (a residual of 1000 at every point when the MP edges b_±
-miss the KDE's peak or range) by ``scipy.optimize.brute`` over σ ∈ [0.05 s₀, 2 s₀) in steps of
-0.01 s₀, s₀ = √(x_max)/(1 + Q^{−1/2}), polished by ``fmin``. Then λ₊ = σ²(1 + Q^{−1/2})²,
+miss the KDE's peak or range) by ``scipy.optimize.brute``'s steps over σ ∈ [0.05 s₀, 2 s₀) in
+steps of 0.01 s₀, s₀ = √(x_max)/(1 + Q^{−1/2}), polished by ``fmin``. Then λ₊ = σ²(1 + Q^{−1/2})²,
 num_spikes = #{x > λ₊ + √(Q^{−1/2} λ₊^{2/3} M^{−2/3})} (a Tracy–Widom margin),
 mp_softrank = λ₊ / x_max (Martin & Mahoney 2021, JMLR 22(165), Sec. 5).
 
@@ -50,9 +50,26 @@ def _residual(sigma, xde, yde, xpeak, q):
         a = (sigma * (1 - np.sqrt(1 / q))) ** 2
         if b < xpeak or b > xde.max() or a > xpeak:
             return 1000.0 ** 2 * xde.size
-        ymp = np.nan_to_num((1 / (2 * np.pi * sigma * sigma * xde / q))
+        ymp = np.nan_to_num((1 / (2 * np.pi * sigma * sigma * xde * (1 / q)))
                             * np.sqrt((b - xde) * (xde - a)))
     return float(np.sum((ymp - yde) ** 2))
+
+
+def _residuals(sigmas, xde, yde, xpeak, q):
+    """:func:`_residual` at every σ of ``sigmas`` at once (the brute-force grid)."""
+    s = np.asarray(sigmas, dtype=np.float64)[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if q == 1:
+            ymp = np.nan_to_num((1 / (np.pi * s * s)) * np.sqrt(4 - xde ** 2))
+            return np.sum((ymp - yde) ** 2, axis=1)
+        b = (s * (1 + np.sqrt(1 / q))) ** 2
+        a = (s * (1 - np.sqrt(1 / q))) ** 2
+        ymp = np.nan_to_num((1 / (2 * np.pi * s * s * xde * (1 / q)))
+                            * np.sqrt((b - xde) * (xde - a)))
+    out = np.sum((ymp - yde) ** 2, axis=1)
+    bad = ((b < xpeak) | (b > xde.max()) | (a > xpeak))[:, 0]
+    return np.where(bad, 1000.0 ** 2 * xde.size, out)
 
 
 def mp_fit(lam, m: int, n: int) -> dict:
@@ -73,10 +90,13 @@ def mp_fit(lam, m: int, n: int) -> dict:
     xpeak = xde[np.argmax(yde)]
     keep = yde > _THRESH
     xde, yde = xde[keep], yde[keep]
+    # scipy.optimize.brute's steps, its grid evaluated at once: np.mgrid, first argmin, fmin
+    grid = np.mgrid[slice(0.05 * s0, 2.0 * s0, 0.01 * s0)]
+    start = grid[np.argmin(_residuals(grid, xde, yde, xpeak, q))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        best = optimize.brute(_residual, (slice(0.05 * s0, 2.0 * s0, 0.01 * s0),),
-                              args=(xde, yde, xpeak, q), full_output=True)
+        best = optimize.fmin(_residual, start, args=(xde, yde, xpeak, q), full_output=1,
+                             disp=False)
     sigma = float(np.asarray(best[0]).ravel()[0])
     bulk_max = (sigma * (1 + 1 / np.sqrt(q))) ** 2
     tw = 1 / np.sqrt(q) * bulk_max ** (2 / 3) * small ** (-2 / 3)
@@ -108,14 +128,14 @@ def permutation(key, size: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(int(size))
 
 
-def rand_distance(w, key) -> float:
+def rand_distance(w, key, lam=None) -> float:
     """WW's ``rand_distance`` of the matrix ``w`` (m, n), its entries permuted by
-    :func:`permutation` of ``key``."""
+    :func:`permutation` of ``key``; ``lam``: w's spectrum if already computed."""
     from .heavy_tail import matrix_spectrum
 
     w = np.asarray(w, dtype=np.float64)
     shuffled = w.reshape(-1)[permutation(key, w.size)].reshape(w.shape)
-    return js_distance(matrix_spectrum(w), matrix_spectrum(shuffled))
+    return js_distance(matrix_spectrum(w) if lam is None else lam, matrix_spectrum(shuffled))
 
 
 def spectrum_table(lam, m: int, n: int) -> dict:

@@ -50,18 +50,20 @@ def rescaled(null: dict, total: float) -> dict:
     return out
 
 
-def matrix_metrics(w, seed: int = 0) -> dict:
+def matrix_metrics(w, seed: int = 0, randomize: bool = True) -> dict:
     """Every metric of :data:`METRICS` (and ``xmin``, ``bulk_max``, ``sum_lambda``) of one
-    stored matrix ``w`` (m, n); rand_distance's permutation from ``fold_in(key(seed), tag)``."""
+    stored matrix ``w`` (m, n); rand_distance's permutation from ``fold_in(key(seed), tag)``
+    (NaN unless ``randomize``: it costs a second SVD)."""
     import jax
 
     from ...baseline.heavy_tail_null import PERMUTATION_TAG
     from ...stats.heavy_tail import matrix_spectrum
     from ...stats.heavy_tail_mp import rand_distance
 
-    got = {k: v[0] for k, v in spectrum_table(matrix_spectrum(w)[None], *np.shape(w)).items()}
-    got["rand_distance"] = rand_distance(w, jax.random.fold_in(jax.random.key(seed),
-                                                               PERMUTATION_TAG))
+    lam = matrix_spectrum(w)
+    got = {k: v[0] for k, v in spectrum_table(lam[None], *np.shape(w)).items()}
+    key = jax.random.fold_in(jax.random.key(seed), PERMUTATION_TAG)
+    got["rand_distance"] = rand_distance(w, key, lam) if randomize else np.nan
     return got
 
 
@@ -150,13 +152,15 @@ def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
 
 
 def score_heavy_tail(model=None, *, components="all", draws: int | None = None, seed: int = 0,
-                     revision=None, progress: bool = False) -> xr.Dataset:
+                     revision=None, randomize: bool = True, progress: bool = False
+                     ) -> xr.Dataset:
     """The heavy-tail table of ``model`` (hub id, folder, loaded model; None = the embedded
     MiniLM): Dataset over (layer, component, metric) with ``value``, ``p_value``,
     ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer, component) ``xmin``,
     ``folklore``, ``null_well_trained``, ``rows``, ``cols``, ``storage``, ``null_storage``.
     ``draws``: null draws per shape (default :data:`rmtbase.baseline.heavy_tail_null.
-    DEFAULT_DRAWS`); a missing component is NaN / ""."""
+    DEFAULT_DRAWS`); ``randomize``: rand_distance too (a second SVD per matrix; else NaN); a
+    missing component is NaN / ""."""
     from ...baseline.heavy_tail_null import DEFAULT_DRAWS
     from ...models import default_model_path, load_components, model_info
 
@@ -169,7 +173,7 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
         for name, w in lc.matrices.items():
             storage, null_storage = _storages(w, lc, name)
             cells.append((int(lc.layer), name, tuple(w.shape), storage, null_storage,
-                          matrix_metrics(w, seed)))
+                          matrix_metrics(w, seed, randomize)))
     ds = _scored(cells, draws, seed, progress)
     ds["value"].attrs.update(long_name="WeightWatcher 0.7.7 metric of the stored matrix",
                              units="1")
