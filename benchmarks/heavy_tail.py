@@ -169,8 +169,8 @@ def main(argv=None) -> int:
               f"{ww_model['cpu_s']:.2f}")
     print(f"CPU s  WW analyze() on the {n} matrices: {ww_plain['cpu_s']:.2f}"
           + ("" if ww_mp is None else f"; with mp_fit, randomize: {ww_mp['cpu_s']:.2f}"))
-    print(f"CPU s  rmtbase metrics on the {n} matrices: {ours['metrics_cpu_s']:.2f}; MP fits: "
-          f"{ours['mp_fit_cpu_s']:.2f}")
+    print(f"CPU s  rmtbase metrics on the {n} matrices: {ours['metrics_cpu_s']:.2f}; spectra "
+          f"and MP fits: {ours['mp_fit_cpu_s']:.2f}")
     print(f"CPU s  rmtbase score_heavy_tail, {args.draws} null draws per shape: cold "
           f"{ours['score_cold_cpu_s']:.2f}, warm {ours['score_warm_cpu_s']:.2f}, warm without "
           f"rand_distance {ours['score_warm_no_randomize_cpu_s']:.2f}")
