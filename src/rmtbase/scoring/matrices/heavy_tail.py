@@ -40,7 +40,9 @@ def folklore(alpha: float) -> str:
 def rescaled(null: dict, total: float) -> dict:
     """The null's metrics at Σλ = ``total``: λ → cλ, c = total / Σλ_draw, moves only the
     log-scale metrics (log₁₀ λ_max + log₁₀ c; α log₁₀ c more for alpha_weighted and
-    log_alpha_norm; log_norm becomes log₁₀ total)."""
+    log_alpha_norm; log_norm becomes log₁₀ total). WW's 10⁻⁵ threshold is absolute: at
+    another scale it may admit or drop the smallest λ, which changes only whether those are
+    candidate xmins (the fit at each candidate does not depend on them)."""
     out = dict(null)
     shift = np.log10(total / null["sum_lambda"])
     out["log_spectral_norm"] = null["log_spectral_norm"] + shift
