@@ -75,6 +75,10 @@ BENCHMARKS = {
     "composition_gemma_shape": Benchmark(
         "composition_gemma_shape", "A d_h = 256 model, cold",
         "a cold score --composition --probe of a Gemma-3-270M shape against SmolLM2's"),
+    "heavy_tail": Benchmark(
+        "heavy_tail", "Heavy-tail metrics beside WeightWatcher",
+        "per-layer alpha of WeightWatcher 0.7.7 (its own venv) and rmtbase on MiniLM, CPU of "
+        "each, the scored pass with nulls cold and warm; --gaussian: alpha of random matrices"),
 }
 
 

@@ -987,13 +987,13 @@ def test_post_norm_families_run_on_the_task_graph(kind):
 
 
 def test_the_search_gives_freed_memory_back(monkeypatch):
-    """find_task_circuit ends with release_memory (glibc's malloc_trim: the passes leave
-    hundreds of MB freed but resident), which runs here without error."""
+    """find_task_circuit ends by giving the C heap back (rmtbase.files.heap: glibc's
+    malloc_trim; the passes leave hundreds of MB freed but resident), as the head search."""
     from rmtbase.circuits.task import search
+    from rmtbase.files import heap
 
-    search.release_memory()
     calls = []
-    monkeypatch.setattr(search, "release_memory", lambda: calls.append(1))
+    monkeypatch.setattr(heap, "trim", lambda: calls.append(1))
     search.find_task_circuit(_gpt2(seed=2, n_layer=1), _task(n=4, seed=2), holdout=0,
                              points=4)
     assert calls == [1]

@@ -84,8 +84,9 @@ def read_table(path, *, checksum: bool = False) -> xr.Dataset:
     if fmt > TABLE_FORMAT:
         raise TableError(f"{path} has table format {fmt}; this rmtbase reads up to {TABLE_FORMAT}")
     # product-network tables (rmtbase.baseline.network_tables) have dims (d, depth, gain, draw),
-    # whole-matrix nulls (rmtbase.baseline.matrix_null) the draws only
-    need = {"product_network": {"d", "depth", "gain", "draw"}, "matrix_null": {"draw"}}.get(
+    # whole-matrix nulls (rmtbase.baseline.matrix_null, heavy_tail_null) the draws only
+    need = {"product_network": {"d", "depth", "gain", "draw"}, "matrix_null": {"draw"},
+            "heavy_tail_null": {"draw"}}.get(
         ds.attrs.get("rmtbase_table_kind"), {"d", "d_h", "draw"})
     missing = need - set(ds.dims)
     if missing or draws != ds.sizes["draw"] or not ds.data_vars:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...checks import check_int, check_real
 from ...errors import InputError, ModelError
+from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
 from . import prune
 from .attribution import attribute, default_steps
@@ -155,6 +156,7 @@ def split(task: Task, holdout: float) -> tuple[Task, Task]:
     return take(~out), take(out)
 
 
+@gives_heap_back
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = "corrupted", top: int = 20, points: int = 24,
                       steps: int | None = None, head_steps: int = HEAD_STEPS, batch: int = 8,
@@ -223,7 +225,6 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     confirmed = tm.graph.empty()
     confirmed[[e for e, v in verdicts.items() if v["confirmed"]]] = True
     ev_confirmed = evaluate_kept(sc, confirmed)
-    release_memory()
     return {"model": name, "task": t, "tm": tm, "metric": metric,
             "counterfactual": counterfactual, "score": score, "se": se,
             "steps": steps, "ranking_method": method, "top": top, "ranking": key,
@@ -240,21 +241,6 @@ def _stage(text: str) -> None:
     from ...progress import message
 
     message(f"{KIND}: {text}")
-
-
-def release_memory() -> None:
-    """Give the allocator's free pages back to the system (glibc's ``malloc_trim``): a task
-    search's passes leave hundreds of MB freed but resident; elsewhere nothing."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        trim = None
-    if trim is not None:
-        trim(0)
 
 
 def head_size(n_edges: int) -> int:
@@ -295,6 +281,7 @@ def ranking(score, patched, effect, head_score=None) -> np.ndarray:
     return out
 
 
+@gives_heap_back
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
              counterfactual: str = "corrupted", batch: int = 8, progress: bool = False) -> dict:
     """A circuit the user brings scored on ``task`` (:func:`.faithfulness.evaluate_kept`):
@@ -379,5 +366,5 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
 
 
 __all__ = ["HEAD_FRACTION", "HEAD_STEPS", "HOLDOUT", "KIND", "evaluate", "find_task_circuit",
-           "head_size", "load", "load_causal_lm", "ranking", "release_memory", "split", "summary",
+           "head_size", "load", "load_causal_lm", "ranking", "split", "summary",
            "write_outputs"]

@@ -1,0 +1,201 @@
+"""WeightWatcher's heavy-tail metrics of a model's layer matrices, each against its null:
+``score_heavy_tail``.
+
+Per (layer, component) matrix ((out, in), stored values; :func:`rmtbase.models.load_components`)
+the metrics of :mod:`rmtbase.stats.heavy_tail` and :mod:`rmtbase.stats.heavy_tail_mp`, and the
+same metrics of the null's draws (:mod:`rmtbase.baseline.heavy_tail_null`: N(0, 1) at the
+matrix's shape and storage, rescaled to its Σλ). Per metric: the add-one two-sided empirical p
+(:func:`rmtbase.decision.significance.empirical_p`), the null median and 2.5 / 97.5 %
+quantiles, and ``band_units`` = (value − median) / (half the 95 % band). log_norm = log₁₀ ‖W‖_F²
+equals the null's by the conditioning: its p is NaN. Per matrix: ``folklore`` (α < 2
+"over-trained", 2 ≤ α ≤ 6 "well trained", α > 6 "under-trained"; Martin & Mahoney 2021) and
+``null_well_trained`` (the share of null draws the folklore calls well trained)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import numpy as np
+import xarray as xr
+
+from ..._version import __version__
+from ...stats.heavy_tail_mp import spectrum_table
+
+#: The metrics scored, in table order.
+METRICS = ("alpha", "alpha_weighted", "log_norm", "log_spectral_norm", "log_alpha_norm",
+           "stable_rank", "mp_softrank", "num_spikes", "num_pl_spikes", "ks_distance",
+           "rand_distance")
+#: The folklore band of α read as "well trained" (WeightWatcher's documentation).
+FOLKLORE_BAND = (2.0, 6.0)
+
+
+def folklore(alpha: float) -> str:
+    """WeightWatcher's reading of α (module docstring); "" for NaN."""
+    if not np.isfinite(alpha):
+        return ""
+    lo, hi = FOLKLORE_BAND
+    return "over-trained" if alpha < lo else ("well trained" if alpha <= hi else "under-trained")
+
+
+def rescaled(null: dict, total: float) -> dict:
+    """The null's metrics at Σλ = ``total``: λ → cλ, c = total / Σλ_draw, moves only the
+    log-scale metrics (log₁₀ λ_max + log₁₀ c; α log₁₀ c more for alpha_weighted and
+    log_alpha_norm; log_norm becomes log₁₀ total). WW's 10⁻⁵ threshold is absolute: at
+    another scale it may admit or drop the smallest λ, which changes only whether those are
+    candidate xmins (the fit at each candidate does not depend on them)."""
+    out = dict(null)
+    shift = np.log10(total / null["sum_lambda"])
+    out["log_spectral_norm"] = null["log_spectral_norm"] + shift
+    out["alpha_weighted"] = null["alpha"] * out["log_spectral_norm"]
+    out["log_alpha_norm"] = null["log_alpha_norm"] + null["alpha"] * shift
+    out["log_norm"] = np.full_like(shift, np.log10(total))
+    return out
+
+
+def matrix_metrics(w, seed: int = 0, randomize: bool = True) -> dict:
+    """Every metric of :data:`METRICS` (and ``xmin``, ``bulk_max``, ``sum_lambda``) of one
+    stored matrix ``w`` (m, n); rand_distance's permutation from ``fold_in(key(seed), tag)``
+    (NaN unless ``randomize``: it costs a second SVD)."""
+    import jax
+
+    from ...baseline.heavy_tail_null import PERMUTATION_TAG
+    from ...stats.heavy_tail import matrix_spectrum
+    from ...stats.heavy_tail_mp import rand_distance
+
+    lam = matrix_spectrum(w)
+    got = {k: v[0] for k, v in spectrum_table(lam[None], *np.shape(w)).items()}
+    key = jax.random.fold_in(jax.random.key(seed), PERMUTATION_TAG)
+    got["rand_distance"] = rand_distance(w, key, lam) if randomize else np.nan
+    return got
+
+
+def null_metrics(m: int, n: int, storage: str, draws: int, seed: int = 0,
+                 progress: bool = False) -> dict:
+    """The metrics of the null's draws at σ = 1 (stored with its spectra; ``spectrum_table`` of
+    them and rand_distance): ``{metric: (draws,)}``; :func:`rescaled` puts them at a matrix's
+    scale."""
+    from ...baseline.heavy_tail_null import heavy_tail_null_table
+
+    table = heavy_tail_null_table(m, n, storage=storage, draws=draws, seed=seed,
+                                  progress=progress)
+    return {k.removeprefix("metric_"): table[k].values for k in table.data_vars
+            if k.startswith("metric_") or k == "rand_distance"}
+
+
+def compare(got: dict, null: dict) -> dict:
+    """``{metric: (value, p, lo, median, hi, band_units)}`` of one matrix's metrics ``got``
+    against ``null`` at its scale (:func:`rescaled`)."""
+    from ...decision.significance import empirical_p
+
+    out = {}
+    for metric in METRICS:
+        v, d = got[metric], null[metric]
+        lo, med, hi = np.nanquantile(d, [0.025, 0.5, 0.975])
+        p = np.nan if metric == "log_norm" else float(empirical_p(v, d)[0])
+        half = (hi - lo) / 2
+        out[metric] = (v, p, lo, med, hi, (v - med) / half if half > 0 else np.nan)
+    return out
+
+
+def _storages(w, lc, name):
+    from ...stats.storage import FLOAT32, storage_record
+    from .cells import _detect
+
+    storage = storage_record(lc.storage.get(name, "float32"))
+    if storage.is_float:
+        detected = _detect(w, storage)
+    else:
+        detected, storage = storage, FLOAT32
+    null = detected if detected is not None and detected.is_quantised else storage
+    return storage.name, null.name
+
+
+def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
+    """The Dataset of :func:`score_heavy_tail` (no attributes) from its cells ``(layer, name,
+    shape, storage, null storage, metrics)``, each against its group's null."""
+    from ...baseline.matrix_null import null_shape
+
+    layers = sorted({c[0] for c in cells})
+    names = list(dict.fromkeys(c[1] for c in cells))
+    shape3 = (len(layers), len(names), len(METRICS))
+    out = {v: np.full(shape3, np.nan) for v in ("value", "p_value", "null_median", "null_lo",
+                                                 "null_hi", "band_units")}
+    per = {"xmin": np.full(shape3[:2], np.nan), "null_well_trained": np.full(shape3[:2], np.nan),
+           "rows": np.zeros(shape3[:2], np.int64), "cols": np.zeros(shape3[:2], np.int64),
+           "folklore": np.full(shape3[:2], "", dtype=object),
+           "storage": np.full(shape3[:2], "", dtype=object),
+           "null_storage": np.full(shape3[:2], "", dtype=object)}
+    nulls: dict = {}
+    for layer, name, shape, storage, null_storage, got in cells:
+        group = (null_shape(*shape, null_storage), null_storage)
+        if group not in nulls:
+            nulls[group] = null_metrics(*shape, null_storage, draws, seed, progress)
+        null = rescaled(nulls[group], got["sum_lambda"])
+        li, ci = layers.index(layer), names.index(name)
+        rows = compare(got, null)
+        for j, metric in enumerate(METRICS):
+            for v, x in zip(("value", "p_value", "null_lo", "null_median", "null_hi",
+                             "band_units"), rows[metric], strict=True):
+                out[v][li, ci, j] = x
+        a = null["alpha"]
+        per["xmin"][li, ci] = got["xmin"]
+        per["folklore"][li, ci] = folklore(got["alpha"])
+        per["null_well_trained"][li, ci] = float(np.mean((a >= FOLKLORE_BAND[0])
+                                                         & (a <= FOLKLORE_BAND[1])))
+        per["rows"][li, ci], per["cols"][li, ci] = shape
+        per["storage"][li, ci], per["null_storage"][li, ci] = storage, null_storage
+    dims = ("layer", "component", "metric")
+    ds = xr.Dataset({k: (dims, v) for k, v in out.items()},
+                    coords={"layer": np.array(layers, dtype=np.int64), "component": names,
+                            "metric": list(METRICS)})
+    for k, v in per.items():
+        ds[k] = (dims[:2], v.astype(str) if v.dtype == object else v)
+    return ds
+
+
+def score_heavy_tail(model=None, *, components="all", draws: int | None = None, seed: int = 0,
+                     revision=None, randomize: bool = True, progress: bool = False
+                     ) -> xr.Dataset:
+    """The heavy-tail table of ``model`` (hub id, folder, loaded model; None = the embedded
+    MiniLM): Dataset over (layer, component, metric) with ``value``, ``p_value``,
+    ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer, component) ``xmin``,
+    ``folklore``, ``null_well_trained``, ``rows``, ``cols``, ``storage``, ``null_storage``.
+    ``draws``: null draws per shape (default :data:`rmtbase.baseline.heavy_tail_null.
+    DEFAULT_DRAWS`); ``randomize``: rand_distance too (a second SVD per matrix; else NaN); a
+    missing component is NaN / ""."""
+    from ...baseline.heavy_tail_null import DEFAULT_DRAWS
+    from ...models import default_model_path, load_components, model_info
+
+    draws = DEFAULT_DRAWS if draws is None else int(draws)
+    if model is None:
+        model = default_model_path()
+    info = model_info(model, revision=revision)
+    cells = []
+    for lc in load_components(model, components=components, revision=revision):
+        for name, w in lc.matrices.items():
+            storage, null_storage = _storages(w, lc, name)
+            cells.append((int(lc.layer), name, tuple(w.shape), storage, null_storage,
+                          matrix_metrics(w, seed, randomize)))
+    ds = _scored(cells, draws, seed, progress)
+    ds["value"].attrs.update(long_name="WeightWatcher 0.7.7 metric of the stored matrix",
+                             units="1")
+    ds["p_value"].attrs.update(long_name="two-sided add-one empirical p against the null",
+                               units="1")
+    ds["band_units"].attrs.update(long_name="(value - null median) / half the null's 95% band",
+                                  units="1")
+    ds.attrs.update(
+        model=str(info.name), draws=int(draws), seed=int(seed),
+        null=("i.i.d. N(0, 1) matrices of each matrix's shape and storage (rmtbase.baseline."
+              "heavy_tail_null), spectra rescaled to the matrix's squared Frobenius norm"),
+        definitions="WeightWatcher 0.7.7 analyze(): lambda = s^2(W) float64, no 1/N; PL fit "
+                    "WWFit (fix_fingers=False, xmax=None); MP fit and rand_distance as "
+                    "mp_fit=True, randomize=True",
+        folklore_band=",".join(str(b) for b in FOLKLORE_BAND),
+        conventions="nn.Linear (out, in) layout; stored values, no scaling",
+        rmtbase_version=__version__,
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    return ds
+
+
+__all__ = ["FOLKLORE_BAND", "METRICS", "compare", "folklore", "matrix_metrics", "null_metrics",
+           "rescaled", "score_heavy_tail", "spectrum_table"]

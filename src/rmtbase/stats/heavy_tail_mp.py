@@ -1,0 +1,162 @@
+"""WeightWatcher's Marchenko–Pastur fit and randomised-spectrum distance, per matrix (numpy, scipy).
+
+Per-matrix functions, not registry records: the MP fit is a grid search with a Nelder–Mead
+polish and the distance needs the matrix's entries, neither a batched function of λ alone.
+
+MP fit (WeightWatcher 0.7.7 ``mp_fit`` with ``rescale=True``, ``fit_density_with_range``,
+``resid_mp``): λ = s²(W) as :mod:`.heavy_tail`, M = min(m, n), Q = max(m, n)/M; x = λ M / Σλ (mean
+1). The fitted values are y = x (y = √x when Q = 1, the quarter-circle law), their density a
+linear-kernel KDE of bandwidth 0.1 on 1000 points of [0, max y + 0.5], kept where it exceeds 0.01.
+σ minimises Σ (ρ_MP(y; Q, σ) − KDE(y))² (a residual of 1000 at every point when the MP edges b_±
+miss the KDE's peak or range) by ``scipy.optimize.brute``'s steps over σ ∈ [0.05 s₀, 2 s₀) in
+steps of 0.01 s₀, s₀ = √(x_max)/(1 + Q^{−1/2}), polished by ``fmin``. Then λ₊ = σ²(1 + Q^{−1/2})²,
+num_spikes = #{x > λ₊ + √(Q^{−1/2} λ₊^{2/3} M^{−2/3})} (a Tracy–Widom margin),
+mp_softrank = λ₊ / x_max (Martin & Mahoney 2021, JMLR 22(165), Sec. 5).
+
+rand_distance (``apply_random_esd``): the entries of W permuted at random, λ_r = s²(W_perm)
+ascending; the Jensen–Shannon distance √(½ KL(p‖m) + ½ KL(q‖m)) (natural log) between the
+*sorted vectors* p = λ/Σλ and q = λ_r/Σλ_r, m = (λ + λ_r)/Σ(λ + λ_r), index by index, as WW's
+``jensen_shannon_distance`` reads them. WW draws the permutation from numpy's global state; here
+it is fixed by a JAX key (:func:`permutation`)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+MP_KEYS = ("sigma_mp", "bulk_max", "num_spikes", "mp_softrank")
+_GRID, _BW, _THRESH = 1000, 0.1, 0.01
+
+
+def _kde_linear(y, grid, bw=_BW):
+    """Linear-kernel density (1/(n bw)) Σ max(0, 1 − |g − y_i|/bw) at ``grid``."""
+    y = np.asarray(y, dtype=np.float64).ravel()
+    step = max(1, 2**22 // max(1, y.size))
+    out = np.concatenate([
+        np.sum(np.maximum(0.0, 1.0 - np.abs(grid[g:g + step, None] - y[None, :]) / bw), axis=1)
+        for g in range(0, grid.size, step)])
+    return out / (y.size * bw)
+
+
+def _residual(sigma, xde, yde, xpeak, q):
+    sigma = np.asarray(sigma, dtype=np.float64).ravel()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if q == 1:
+            ymp = np.nan_to_num((1 / (np.pi * sigma * sigma)) * np.sqrt(4 - xde ** 2))
+            return float(np.sum((ymp - yde) ** 2))
+        b = (sigma * (1 + np.sqrt(1 / q))) ** 2
+        a = (sigma * (1 - np.sqrt(1 / q))) ** 2
+        if b < xpeak or b > xde.max() or a > xpeak:
+            return 1000.0 ** 2 * xde.size
+        ymp = np.nan_to_num((1 / (2 * np.pi * sigma * sigma * xde * (1 / q)))
+                            * np.sqrt((b - xde) * (xde - a)))
+    return float(np.sum((ymp - yde) ** 2))
+
+
+def _residuals(sigmas, xde, yde, xpeak, q):
+    """:func:`_residual` at every σ of ``sigmas`` at once (the brute-force grid)."""
+    s = np.asarray(sigmas, dtype=np.float64)[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if q == 1:
+            ymp = np.nan_to_num((1 / (np.pi * s * s)) * np.sqrt(4 - xde ** 2))
+            return np.sum((ymp - yde) ** 2, axis=1)
+        b = (s * (1 + np.sqrt(1 / q))) ** 2
+        a = (s * (1 - np.sqrt(1 / q))) ** 2
+        ymp = np.nan_to_num((1 / (2 * np.pi * s * s * xde * (1 / q)))
+                            * np.sqrt((b - xde) * (xde - a)))
+    out = np.sum((ymp - yde) ** 2, axis=1)
+    bad = ((b < xpeak) | (b > xde.max()) | (a > xpeak))[:, 0]
+    return np.where(bad, 1000.0 ** 2 * xde.size, out)
+
+
+def mp_fit(lam, m: int, n: int) -> dict:
+    """WeightWatcher's MP fit (module docstring) of the spectrum ``lam`` (M values, any order) of
+    an (m, n) matrix: ``{sigma_mp, bulk_max, num_spikes, mp_softrank}``; sigma_mp on the mean-1
+    scale of x, bulk_max = λ₊ Σλ/M in λ's units (as WW reports them)."""
+    from scipy import optimize
+
+    lam = np.sort(np.asarray(lam, dtype=np.float64))
+    big, small = max(m, n), min(m, n)
+    q = big / small
+    x = lam * (lam.size / np.sum(lam))
+    xmax = float(np.max(x))
+    s0 = np.sqrt(xmax / (1 + 1 / np.sqrt(q)) ** 2)
+    y = np.sqrt(x) if q == 1 else x
+    xde = np.linspace(0, np.max(y) + 0.5, _GRID)
+    yde = _kde_linear(y, xde)
+    xpeak = xde[np.argmax(yde)]
+    keep = yde > _THRESH
+    xde, yde = xde[keep], yde[keep]
+    # scipy.optimize.brute's steps, its grid evaluated at once: np.mgrid, first argmin, fmin
+    grid = np.mgrid[slice(0.05 * s0, 2.0 * s0, 0.01 * s0)]
+    start = grid[np.argmin(_residuals(grid, xde, yde, xpeak, q))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        best = optimize.fmin(_residual, start, args=(xde, yde, xpeak, q), full_output=1,
+                             disp=False)
+    sigma = float(np.asarray(best[0]).ravel()[0])
+    bulk_max = (sigma * (1 + 1 / np.sqrt(q))) ** 2
+    tw = 1 / np.sqrt(q) * bulk_max ** (2 / 3) * small ** (-2 / 3)
+    return {"sigma_mp": sigma, "bulk_max": bulk_max * np.sum(lam) / lam.size,
+            "num_spikes": float(np.sum(x > bulk_max + np.sqrt(tw))),
+            "mp_softrank": bulk_max / xmax}
+
+
+def js_distance(lam, lam_rand) -> float:
+    """WW's Jensen–Shannon distance of two sorted spectra read as probability vectors."""
+    p = np.sort(np.asarray(lam, dtype=np.float64))
+    r = np.sort(np.asarray(lam_rand, dtype=np.float64))
+    m = p + r
+    p, r, m = p / p.sum(), r / r.sum(), m / m.sum()
+
+    def kl(a, b):
+        ok = a > 0
+        return float(np.sum(a[ok] * np.log(a[ok] / b[ok])))
+
+    return float(np.sqrt(0.5 * kl(p, m) + 0.5 * kl(r, m)))
+
+
+def permutation(key, size: int) -> np.ndarray:
+    """A permutation of ``range(size)`` fixed by the JAX ``key``: numpy's PCG64 seeded with the
+    key's data (``jax.random.permutation`` costs ~1 s at 6·10⁵ entries on one CPU core)."""
+    import jax
+
+    seed = np.asarray(jax.random.key_data(key), dtype=np.uint32).ravel().tolist()
+    return np.random.default_rng(seed).permutation(int(size))
+
+
+def rand_distance(w, key, lam=None) -> float:
+    """WW's ``rand_distance`` of the matrix ``w`` (m, n), its entries permuted by
+    :func:`permutation` of ``key``; ``lam``: w's spectrum if already computed."""
+    from .heavy_tail import matrix_spectrum
+
+    w = np.asarray(w, dtype=np.float64)
+    shuffled = w.reshape(-1)[permutation(key, w.size)].reshape(w.shape)
+    return js_distance(matrix_spectrum(w) if lam is None else lam, matrix_spectrum(shuffled))
+
+
+def spectrum_table(lam, m: int, n: int) -> dict:
+    """Every metric but rand_distance of spectra ``lam`` ``(k, M)`` of (m, n) matrices, batched
+    (:func:`rmtbase.stats.heavy_tail.spectrum_metrics`) and per spectrum (:func:`mp_fit`):
+    ``{name: (k,)}`` with ``mp_softrank``, ``num_spikes``, ``bulk_max`` and ``sum_lambda``."""
+    import jax
+    import jax.numpy as jnp
+
+    from .heavy_tail import spectrum_metrics
+
+    lam = np.atleast_2d(np.asarray(lam, dtype=np.float64))
+    with jax.enable_x64(True):
+        got = {k: np.asarray(v, dtype=np.float64)
+               for k, v in spectrum_metrics(jnp.asarray(lam)).items()}
+    mp = [mp_fit(row, m, n) for row in lam]
+    for k in ("mp_softrank", "num_spikes", "bulk_max"):
+        got[k] = np.asarray([r[k] for r in mp], dtype=np.float64)
+    got["sum_lambda"] = lam.sum(axis=1)
+    return got
+
+
+__all__ = ["MP_KEYS", "js_distance", "mp_fit", "permutation", "rand_distance",
+           "spectrum_table"]
