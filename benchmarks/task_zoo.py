@@ -239,6 +239,11 @@ else:
         c0 = time.process_time()
         outs = run_circuits(model, dl, list(range(E + 1)), from_scores(scores),
                             patch_type=PatchType.TREE_PATCH, ablation_type=AblationType.RESAMPLE)
+        if 0 not in outs:  # edges tied at the top (ACDC's never-removed ones) are all kept
+            empty = run_circuits(model, dl, [0], model.new_prune_scores(init_val=1.0),
+                                 patch_type=PatchType.TREE_PATCH,
+                                 ablation_type=AblationType.RESAMPLE)
+            outs[0] = empty[0]
         diff = measure_answer_diff(model, dl, outs)
         pct = answer_diff_percent(model, dl, outs)[0]
         out["rankings"][label] = {
@@ -291,6 +296,26 @@ def curve_summary(points, n_edges: int) -> dict:
             "metric_full": float(m[-1]), "metric_empty": float(m[0])}
 
 
+def scorer_check(folder, held, scores: dict, ac_points) -> float:
+    """The largest ``|m_rmtbase(k) − m_auto-circuit(k)|`` over a log grid of ``k`` for one
+    ranking of distinct scores: rmtbase's own scorer (:class:`rmtbase.circuits.task.
+    faithfulness.Scorer`) against auto-circuit's evaluator on the same held-out prompts, so
+    that the one evaluator is seen to measure what rmtbase's curve measures."""
+    from rmtbase.circuits.task.export import auto_circuit_name
+    from rmtbase.circuits.task.faithfulness import Scorer, log_grid, top_k
+    from rmtbase.circuits.task.runner import Runner
+    from rmtbase.circuits.task.search import load
+
+    tm, t, _ = load(str(folder), held)
+    n = tm.graph.n_edges
+    key = np.array([scores[auto_circuit_name(e)] for e in tm.graph.edge_names()])
+    order = np.argsort(-np.abs(key), kind="stable")
+    ks = log_grid(n)
+    mine = Scorer(Runner(tm, t)).means([top_k(order, int(k), n) for k in ks])
+    theirs = dict((int(k), float(m)) for k, m in ac_points)
+    return float(max(abs(a - theirs[int(k)]) for k, a in zip(ks, mine, strict=True)))
+
+
 def run_task(args, folder, task, tmp: Path) -> dict:
     """Every ranking of one task (fit half) and their evaluation (held-out half)."""
     fit, held = split(task, args.seed)
@@ -326,12 +351,17 @@ def run_task(args, folder, task, tmp: Path) -> dict:
             raise SystemExit("rmtbase's and auto-circuit's edges differ")
         for m, row in ev["rankings"].items():
             cur = curve_summary(row["logit_diff"], ev["edges"])
+            vals = np.abs(np.array(list(rankings[m].values())))
             methods[m].update({
+                "top_tie": int((vals == vals.max()).sum()),
                 "area": cur["area"], "smallest_reaching_0.8": cur["smallest_reaching_0.8"],
                 "ac_auc_logit_diff": row["ac_auc_logit_diff"],
                 "ac_auc_logit_diff_percent": row["ac_auc_logit_diff_percent"],
                 "curve": cur})
         evaluation = {"process_cpu_s": proc, "peak_rss_mb": ev["peak_rss_mb"],
+                      "rmtbase_scorer_vs_evaluator_max_abs": scorer_check(
+                          folder, held, rankings["rmtbase"],
+                          ev["rankings"]["rmtbase"]["logit_diff"]),
                       "tl_vs_transformers_logprob_max_abs":
                           ev["tl_vs_transformers_logprob_max_abs"]}
     else:
