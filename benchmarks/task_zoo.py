@@ -9,8 +9,10 @@ is ``A[j+1]`` (the token after the current token's earlier occurrence), ``wrong`
 neither prompt. ``answer``: the corrupted prompt replaces the first copy's ``A[j+1]`` (the
 answer's earlier occurrence) with a token not in the prompt; ``key``: it replaces the first
 copy's ``A[j]`` (the token before it: the key path through the previous-token head). Metric:
-logit difference (answer - wrong) at the last position. Prompts are split into a fit half and
-a held-out half (a fixed permutation).
+logit difference (answer - wrong) at the last position. That layout is ``--half 0``; by default
+(``--half 4``) the two corruptions are made on ``induction_task``'s prompts ``[BOS] A A[:3]``
+(:func:`induction_layout_tasks`: a training chunk of 4 repeated without a gap). Prompts are
+split into a fit half and a held-out half (a fixed permutation).
 
 Rankings, each from the fit half, each method in a fresh process (its process CPU and peak
 RSS): rmtbase's (:func:`rmtbase_ranking`, swap in another algorithm there), and, in the peers'
@@ -31,7 +33,9 @@ normalised faithfulness ``f(k) = (m(k) - m(0)) / (m(E) - m(0))``, its area with
 ``x = log(1 + k) / log(1 + E)`` (trapezoids; rmtbase's and the issue's measure), auto-circuit's
 own ``measurements_auc`` (log10 x from k = 1, the y at k = 0 subtracted) of the logit
 difference and of its percentage of the full model's, and the smallest ``k`` with
-``f ≥ 0.8``.
+``f ≥ 0.8``. auto-circuit's area starts at ``k = 1``, so a ranking whose top edges tie (ACDC's
+never-removed ones) loses the stretch before its first realised count; the first area is the
+one to compare. Also: rmtbase's own scorer against the evaluator on the rmtbase ranking.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python \\
         benchmarks/task_zoo.py --peers /work/peers/bin/python [--prompts 64] [--json zoo.json]
@@ -91,6 +95,28 @@ def zoo_tasks(n: int, length: int, seed: int, vocab: int = 32) -> dict:
     src = f"task_zoo.zoo_tasks(n={n}, length={length}, seed={seed})"
     return {t: Task(clean, np.asarray(rows[t], dtype=np.int64), ans, wrong, name=t,
                     source=src) for t in TASKS}
+
+
+def induction_layout_tasks(n: int, half: int, seed: int, prefix: int | None = None,
+                           vocab: int = 32) -> dict:
+    """The two corruptions on :func:`rmtbase.circuits.task.taskfile.induction_task`'s clean
+    prompts (``[BOS] A A[:prefix]``, ``A`` of ``half`` distinct ids, answer ``A[prefix]``,
+    wrong an id outside ``A``): ``answer`` replaces the first copy's ``A[prefix]``, ``key``
+    its ``A[prefix − 1]``, each with an id outside ``A`` and other than ``wrong``."""
+    from rmtbase.circuits.task.taskfile import Task, induction_task
+
+    base = induction_task(n, half, vocab + 1, seed=seed, prefix=prefix)
+    k = half - 1 if prefix is None else int(prefix)
+    rng = np.random.default_rng([seed, 3])
+    out = {t: base.clean.copy() for t in TASKS}
+    for i in range(n):
+        used = set(base.clean[i].tolist()) | {int(base.wrong[i])}
+        r = int(rng.choice([x for x in range(1, vocab + 1) if x not in used]))
+        out["answer"][i, 1 + k] = r
+        out["key"][i, k] = r
+    src = f"task_zoo.induction_layout_tasks(n={n}, half={half}, seed={seed}, prefix={k})"
+    return {t: Task(base.clean, out[t], base.answer, base.wrong, name=t, source=src)
+            for t in TASKS}
 
 
 def split(task, seed: int):
@@ -390,8 +416,13 @@ def main(argv=None) -> int:
     p.add_argument("--peers", metavar="PYTHON", default=None,
                    help="the peers' interpreter (auto-circuit 1.0.1); without it rmtbase only")
     p.add_argument("--prompts", type=int, default=64, help="prompt pairs, split in halves")
-    p.add_argument("--length", type=int, default=16, help="tokens a prompt, BOS included")
+    p.add_argument("--length", type=int, default=16,
+                   help="tokens a prompt, BOS included (with --half 0)")
     p.add_argument("--seed", type=int, default=0, help="the prompts' and the split's seed")
+    p.add_argument("--half", type=int, default=4,
+                   help="induction_task's layout with segments of this length; 0: the "
+                        "zoo_tasks layout of --length tokens")
+    p.add_argument("--prefix", type=int, default=None, help="its repeated prefix (half - 1)")
     p.add_argument("--ig-samples", type=int, default=50, help="EAP-IG's mask samples")
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--methods", default=",".join(PEER_METHODS), help="the peers' methods")
@@ -403,7 +434,11 @@ def main(argv=None) -> int:
     c = time.process_time()
     folder = args.folder or trained_folder(CONFIG, MODEL_SEED)
     train_cpu = time.process_time() - c
-    tasks = zoo_tasks(args.prompts, args.length, args.seed)
+    if args.half:
+        tasks = induction_layout_tasks(args.prompts, args.half, args.seed, args.prefix)
+        args.length = int(tasks["answer"].length)
+    else:
+        tasks = zoo_tasks(args.prompts, args.length, args.seed)
     docs = []
     with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
         for name in args.tasks.split(","):
@@ -411,7 +446,8 @@ def main(argv=None) -> int:
     model = args.folder or f"_mlp_induction {CONFIG} seed {MODEL_SEED}"
     doc = {"benchmark": "task_zoo", "model": model,
            "folder_cpu_s": train_cpu, "prompts": args.prompts, "length": args.length,
-           "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
+           "layout": f"induction_task half {args.half} prefix {args.prefix}" if args.half
+           else "zoo", "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
            "ablation": "resample (the corrupted prompt)", "target": TARGET, "tasks": docs}
     print(_table(doc), file=sys.stderr)
     text = json.dumps(doc, indent=1)
