@@ -59,6 +59,9 @@ CONFIG, MODEL_SEED = "3x4d64", 0
 TASKS = ("answer", "key")
 PEER_METHODS = ("EAP", "EAP-IG", "ACDC")
 TARGET = 0.8
+#: The children's PYTHONHASHSEED: ACDC visits a layer's edges in the order of a Python set of
+#: edges named by strings, so its result changes with the hash seed; fixed, a run repeats.
+HASH_SEED = 0
 
 
 # --- the tasks ---------------------------------------------------------------------------------
@@ -98,11 +101,12 @@ def zoo_tasks(n: int, length: int, seed: int, vocab: int = 32) -> dict:
 
 
 def induction_layout_tasks(n: int, half: int, seed: int, prefix: int | None = None,
-                           vocab: int = 32) -> dict:
+                           vocab: int = 32, replacement: str = "outside") -> dict:
     """The two corruptions on :func:`rmtbase.circuits.task.taskfile.induction_task`'s clean
     prompts (``[BOS] A A[:prefix]``, ``A`` of ``half`` distinct ids, answer ``A[prefix]``,
     wrong an id outside ``A``): ``answer`` replaces the first copy's ``A[prefix]``, ``key``
-    its ``A[prefix − 1]``, each with an id outside ``A`` and other than ``wrong``."""
+    its ``A[prefix − 1]``, both with the same id outside ``A`` and other than ``wrong``
+    (``replacement="any"``: each any id but the replaced one and ``wrong``)."""
     from rmtbase.circuits.task.taskfile import Task, induction_task
 
     base = induction_task(n, half, vocab + 1, seed=seed, prefix=prefix)
@@ -110,10 +114,15 @@ def induction_layout_tasks(n: int, half: int, seed: int, prefix: int | None = No
     rng = np.random.default_rng([seed, 3])
     out = {t: base.clean.copy() for t in TASKS}
     for i in range(n):
-        used = set(base.clean[i].tolist()) | {int(base.wrong[i])}
-        r = int(rng.choice([x for x in range(1, vocab + 1) if x not in used]))
-        out["answer"][i, 1 + k] = r
-        out["key"][i, k] = r
+        c, w = base.clean[i], int(base.wrong[i])
+        if replacement == "outside":  # one token for both: the tasks differ only in where
+            used = set(c.tolist()) | {w}
+            r = int(rng.choice([x for x in range(1, vocab + 1) if x not in used]))
+            out["answer"][i, 1 + k] = out["key"][i, k] = r
+            continue
+        for t, at in (("answer", 1 + k), ("key", k)):
+            used = {int(c[at]), w}
+            out[t][i, at] = int(rng.choice([x for x in range(1, vocab + 1) if x not in used]))
     src = f"task_zoo.induction_layout_tasks(n={n}, half={half}, seed={seed}, prefix={k})"
     return {t: Task(base.clean, out[t], base.answer, base.wrong, name=t, source=src)
             for t in TASKS}
@@ -288,7 +297,8 @@ def _run(cmd: list, env_python_path: bool) -> float:
     """Run ``cmd`` (a fresh process); its process CPU seconds (user + system, children of it
     included)."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
+           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
+           "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", str(HASH_SEED))}
     if not env_python_path:
         env.pop("PYTHONPATH", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -423,6 +433,8 @@ def main(argv=None) -> int:
                    help="induction_task's layout with segments of this length; 0: the "
                         "zoo_tasks layout of --length tokens")
     p.add_argument("--prefix", type=int, default=None, help="its repeated prefix (half - 1)")
+    p.add_argument("--replacement", choices=("outside", "any"), default="outside",
+                   help="the corruption's token: outside the prompt, or any other")
     p.add_argument("--ig-samples", type=int, default=50, help="EAP-IG's mask samples")
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--methods", default=",".join(PEER_METHODS), help="the peers' methods")
@@ -435,7 +447,8 @@ def main(argv=None) -> int:
     folder = args.folder or trained_folder(CONFIG, MODEL_SEED)
     train_cpu = time.process_time() - c
     if args.half:
-        tasks = induction_layout_tasks(args.prompts, args.half, args.seed, args.prefix)
+        tasks = induction_layout_tasks(args.prompts, args.half, args.seed, args.prefix,
+                                       replacement=args.replacement)
         args.length = int(tasks["answer"].length)
     else:
         tasks = zoo_tasks(args.prompts, args.length, args.seed)
@@ -446,7 +459,8 @@ def main(argv=None) -> int:
     model = args.folder or f"_mlp_induction {CONFIG} seed {MODEL_SEED}"
     doc = {"benchmark": "task_zoo", "model": model,
            "folder_cpu_s": train_cpu, "prompts": args.prompts, "length": args.length,
-           "layout": f"induction_task half {args.half} prefix {args.prefix}" if args.half
+           "layout": f"induction_task half {args.half} prefix {args.prefix} replacement "
+                     f"{args.replacement}" if args.half
            else "zoo", "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
            "ablation": "resample (the corrupted prompt)", "target": TARGET, "tasks": docs}
     print(_table(doc), file=sys.stderr)
