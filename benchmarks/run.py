@@ -64,6 +64,11 @@ BENCHMARKS = {
         "task_circuits", "A task's circuit",
         "rmtbase circuits --task on SmolLM2's GGUF, 64 IOI prompts: CPU per stage, peak RSS; "
         "the faithfulness area and smallest 0.8 circuit beside EAP's and EAP-IG's rankings"),
+    "task_zoo": Benchmark(
+        "task_zoo", "A task's circuit",
+        "a trained induction model (262 edges), two corruptions: rmtbase's ranking beside "
+        "auto-circuit's EAP, EAP-IG and ACDC (--peers PYTHON), one evaluator on held-out "
+        "prompts: curve area, smallest circuit >= 0.8, CPU and peak RSS of each"),
     "interrupt_moments": Benchmark(
         "interrupt_moments", "Interrupts",
         "Ctrl-C at random moments of rmtbase circuits: clean ends and SIGINT-to-exit",

@@ -1,0 +1,475 @@
+"""Task circuits on a trained induction model beside auto-circuit's EAP, EAP-IG and ACDC, every
+ranking scored by one evaluator (auto-circuit's own) on held-out prompts, one run.
+
+Model: :func:`rmtbase.studies._mlp_induction.trained_folder` ``("3x4d64", 0)`` (a 3-layer,
+4-head, d = 64 GPT-2 with MLPs trained on repeated segments; trained on first use, then cached;
+262 edges). Tasks (:func:`zoo_tasks`), from its training distribution: ``[BOS]``, distinct
+filler tokens, a segment ``A`` (length 2-5), a gap (0-3 tokens), then ``A[:j+1]``; the answer
+is ``A[j+1]`` (the token after the current token's earlier occurrence), ``wrong`` a token in
+neither prompt. ``answer``: the corrupted prompt replaces the first copy's ``A[j+1]`` (the
+answer's earlier occurrence) with a token not in the prompt; ``key``: it replaces the first
+copy's ``A[j]`` (the token before it: the key path through the previous-token head). Metric:
+logit difference (answer - wrong) at the last position. That layout is ``--half 0``; by default
+(``--half 4``) the two corruptions are made on ``induction_task``'s prompts ``[BOS] A A[:3]``
+(:func:`induction_layout_tasks`: a training chunk of 4 repeated without a gap). Prompts are
+split into a fit half and a held-out half (a fixed permutation).
+
+Rankings, each from the fit half, each method in a fresh process (its process CPU and peak
+RSS): rmtbase's (:func:`rmtbase_ranking`, swap in another algorithm there), and, in the peers'
+venv (``--peers PYTHON``: auto-circuit 1.0.1 and TransformerLens, docs/performance.md's set;
+rmtbase never imports them), auto-circuit's EAP (``mask_gradient_prune_scores``, logit
+gradient at the clean run), EAP-IG (the same with ``--ig-samples`` mask samples) and ACDC
+(``acdc_prune_scores``, its default τ grid and KL target, one ranking from the τ at which each
+edge is first removed, ties kept as auto-circuit does) under resample ablation (the corrupted
+prompt). The model is loaded into TransformerLens as auto-circuit's ``load_tl_model`` does
+(fold_ln, centred writing weights and unembedding), its log-probs checked against
+transformers'.
+
+Evaluator (one process, auto-circuit's code): ``run_circuits`` (tree patching: the clean run
+with every edge outside the top ``k`` given the corrupted run's sender output) and
+``measure_answer_diff`` on the held-out half at every ``k = 0 … E``; a ranking with tied
+scores is measured where the ties end (auto-circuit's rule). Per ranking: the curve of
+normalised faithfulness ``f(k) = (m(k) - m(0)) / (m(E) - m(0))``, its area with
+``x = log(1 + k) / log(1 + E)`` (trapezoids; rmtbase's and the issue's measure), auto-circuit's
+own ``measurements_auc`` (log10 x from k = 1, the y at k = 0 subtracted) of the logit
+difference and of its percentage of the full model's, and the smallest ``k`` with
+``f ≥ 0.8``. auto-circuit's area starts at ``k = 1``, so a ranking whose top edges tie (ACDC's
+never-removed ones) loses the stretch before its first realised count; the first area is the
+one to compare. Also: rmtbase's own scorer against the evaluator on the rmtbase ranking.
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python \\
+        benchmarks/task_zoo.py --peers /work/peers/bin/python [--prompts 64] [--json zoo.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+CONFIG, MODEL_SEED = "3x4d64", 0
+TASKS = ("answer", "key")
+PEER_METHODS = ("EAP", "EAP-IG", "ACDC")
+TARGET = 0.8
+#: The children's PYTHONHASHSEED: ACDC visits a layer's edges in the order of a Python set of
+#: edges named by strings, so its result changes with the hash seed; fixed, a run repeats.
+HASH_SEED = 0
+
+
+# --- the tasks ---------------------------------------------------------------------------------
+def zoo_tasks(n: int, length: int, seed: int, vocab: int = 32) -> dict:
+    """``{"answer": Task, "key": Task}`` on the same ``n`` clean prompts of ``length`` tokens
+    (module docstring); content ids ``1 … vocab``, BOS 0; ``numpy.random.default_rng(seed)``."""
+    from rmtbase.circuits.task.taskfile import Task
+
+    rng = np.random.default_rng(seed)
+    rows = {k: [] for k in ("clean", "answer", "key", "ans", "wrong")}
+    for _ in range(n):
+        while True:
+            L = int(rng.integers(2, 6))
+            g = int(rng.integers(0, 4))
+            j = int(rng.integers(0, L - 1))
+            p = length - 1 - L - g - (j + 1)
+            if p >= 0:
+                break
+        toks = rng.permutation(vocab)[:p + L + g + 2] + 1
+        fill, a, gap = toks[:p], toks[p:p + L], toks[p + L:p + L + g]
+        r, w = toks[-2], toks[-1]
+        clean = np.concatenate([[0], fill, a, gap, a[:j + 1]])
+        first = 1 + p  # the first copy's A[0]
+        ans_c, key_c = clean.copy(), clean.copy()
+        ans_c[first + j + 1] = r
+        key_c[first + j] = r
+        rows["clean"].append(clean)
+        rows["answer"].append(ans_c)
+        rows["key"].append(key_c)
+        rows["ans"].append(int(a[j + 1]))
+        rows["wrong"].append(int(w))
+    clean = np.asarray(rows["clean"], dtype=np.int64)
+    ans, wrong = (np.asarray(rows[k], dtype=np.int64) for k in ("ans", "wrong"))
+    src = f"task_zoo.zoo_tasks(n={n}, length={length}, seed={seed})"
+    return {t: Task(clean, np.asarray(rows[t], dtype=np.int64), ans, wrong, name=t,
+                    source=src) for t in TASKS}
+
+
+def induction_layout_tasks(n: int, half: int, seed: int, prefix: int | None = None,
+                           vocab: int = 32, replacement: str = "outside") -> dict:
+    """The two corruptions on :func:`rmtbase.circuits.task.taskfile.induction_task`'s clean
+    prompts (``[BOS] A A[:prefix]``, ``A`` of ``half`` distinct ids, answer ``A[prefix]``,
+    wrong an id outside ``A``): ``answer`` replaces the first copy's ``A[prefix]``, ``key``
+    its ``A[prefix − 1]``, both with the same id outside ``A`` and other than ``wrong``
+    (``replacement="any"``: each any id but the replaced one and ``wrong``)."""
+    from rmtbase.circuits.task.taskfile import Task, induction_task
+
+    base = induction_task(n, half, vocab + 1, seed=seed, prefix=prefix)
+    k = half - 1 if prefix is None else int(prefix)
+    rng = np.random.default_rng([seed, 3])
+    out = {t: base.clean.copy() for t in TASKS}
+    for i in range(n):
+        c, w = base.clean[i], int(base.wrong[i])
+        if replacement == "outside":  # one token for both: the tasks differ only in where
+            used = set(c.tolist()) | {w}
+            r = int(rng.choice([x for x in range(1, vocab + 1) if x not in used]))
+            out["answer"][i, 1 + k] = out["key"][i, k] = r
+            continue
+        for t, at in (("answer", 1 + k), ("key", k)):
+            used = {int(c[at]), w}
+            out[t][i, at] = int(rng.choice([x for x in range(1, vocab + 1) if x not in used]))
+    src = f"task_zoo.induction_layout_tasks(n={n}, half={half}, seed={seed}, prefix={k})"
+    return {t: Task(base.clean, out[t], base.answer, base.wrong, name=t, source=src)
+            for t in TASKS}
+
+
+def split(task, seed: int):
+    """(fit, held-out) halves of ``task`` by a fixed permutation."""
+    from rmtbase.circuits.task.taskfile import Task
+
+    perm = np.random.default_rng([seed, 7]).permutation(task.n)
+    half = task.n // 2
+    parts = []
+    for idx in (perm[:half], perm[half:]):
+        parts.append(Task(task.clean[idx], task.corrupted[idx], task.answer[idx],
+                          task.wrong[idx], task.name, task.source))
+    return parts[0], parts[1]
+
+
+# --- rmtbase's ranking -------------------------------------------------------------------------
+def rmtbase_ranking(folder, task) -> dict:
+    """``{rmtbase edge name: key}`` (larger = more important) of rmtbase's task search on
+    ``task`` (the fit half): ``res["ranking"]`` where the search returns one, else its curve's
+    order turned into keys ``E … 1``. The one place to swap in another algorithm."""
+    from rmtbase.circuits.task.search import find_task_circuit
+
+    res = find_task_circuit(str(folder), task, counterfactual="corrupted")
+    names = res["tm"].graph.edge_names()
+    if "ranking" in res:
+        key = np.asarray(res["ranking"], dtype=np.float64)
+    else:
+        order = np.asarray(res["curve"]["order"])
+        key = np.empty(len(names))
+        key[order] = np.arange(len(names), 0, -1)
+    return {n: float(k) for n, k in zip(names, key, strict=True)}
+
+
+def _task_doc(folder, task) -> dict:
+    return {"folder": str(folder), "clean": task.clean.tolist(),
+            "corrupted": task.corrupted.tolist(), "answer": task.answer.tolist(),
+            "wrong": task.wrong.tolist(), "name": task.name}
+
+
+def _task_of(doc):
+    from rmtbase.circuits.task.taskfile import Task
+
+    return Task(*(np.asarray(doc[k], dtype=np.int64) for k in
+                  ("clean", "corrupted", "answer", "wrong")), name=doc["name"])
+
+
+def _child_rmtbase(task_path: str, out_path: str) -> int:
+    """Run :func:`rmtbase_ranking` on the task file (this script's own JSON) in this process,
+    writing its scores in auto-circuit's names, its CPU and this process's peak RSS."""
+    from rmtbase.circuits.task.export import auto_circuit_name
+
+    doc = json.loads(Path(task_path).read_text())
+    c = time.process_time()
+    key = rmtbase_ranking(doc["folder"], _task_of(doc))
+    cpu = time.process_time() - c
+    out = {"cpu_s": cpu, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "scores": {auto_circuit_name(n): v for n, v in key.items()}}
+    Path(out_path).write_text(json.dumps(out))
+    return 0
+
+
+# --- the peers (auto-circuit 1.0.1) ---------------------------------------------------------------
+#: Run by the peers' python. ``rank METHOD task.json out.json IG``: one method's scores on the
+#: task (fit half); ``eval task.json rankings.json out.json``: every ranking scored on the task
+#: (held-out half) at every edge count, and the TransformerLens model checked against
+#: transformers'.
+_PEER_SCRIPT = r'''
+import json, resource, sys, time
+import numpy as np
+import torch as t
+t.set_num_threads(1)
+c_start = time.process_time()
+import transformer_lens as tl
+from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
+from transformers import GPT2LMHeadModel
+from auto_circuit.data import PromptDataLoader, PromptDataset
+from auto_circuit.types import AblationType, PatchType
+from auto_circuit.utils.graph_utils import patchable_model
+
+mode = sys.argv[1]
+args = sys.argv[2:]
+task = json.loads(open(args[1] if mode == "rank" else args[0]).read())
+hf = GPT2LMHeadModel.from_pretrained(task["folder"], attn_implementation="eager").eval()
+c = hf.config
+cfg = tl.HookedTransformerConfig(
+    n_layers=c.n_layer, d_model=c.n_embd, n_ctx=c.n_positions, d_head=c.n_embd // c.n_head,
+    n_heads=c.n_head, d_mlp=c.n_inner or 4 * c.n_embd, d_vocab=c.vocab_size,
+    act_fn=c.activation_function, normalization_type="LN", eps=c.layer_norm_epsilon,
+    original_architecture="GPT2LMHeadModel", positional_embedding_type="standard",
+    default_prepend_bos=False, device="cpu")
+model_tl = tl.HookedTransformer(cfg)
+model_tl.load_and_process_state_dict(convert_gpt2_weights(hf, cfg), fold_ln=True,
+                                     center_writing_weights=True, center_unembed=True)
+for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
+    setattr(model_tl.cfg, k, True)
+model_tl.eval()
+for p in model_tl.parameters():
+    p.requires_grad = False
+clean = t.tensor(task["clean"])
+corrupt = t.tensor(task["corrupted"])
+ds = PromptDataset(clean, corrupt, [t.tensor([a]) for a in task["answer"]],
+                   [t.tensor([w]) for w in task["wrong"]])
+dl = PromptDataLoader(ds, seq_len=None, diverge_idx=0, batch_size=len(ds), shuffle=False)
+model = patchable_model(model_tl, factorized=True, slice_output="last_seq",
+                        separate_qkv=True, device=t.device("cpu"))
+names = [e.name for e in model.edges]
+
+def to_scores(ps):
+    return {e.name: float(ps[e.dest.module_name][e.patch_idx]) for e in model.edges}
+
+def from_scores(d):
+    ps = model.new_prune_scores()
+    for e in model.edges:
+        ps[e.dest.module_name][e.patch_idx] = d[e.name]
+    return ps
+
+out = {"edges": len(names)}
+if mode == "rank":
+    method, ig = args[0], int(args[3])
+    c0 = time.process_time()
+    if method == "ACDC":
+        from auto_circuit.prune_algos.ACDC import acdc_prune_scores
+        ps = acdc_prune_scores(model, dl, None)
+    else:
+        from auto_circuit.prune_algos.mask_gradient import mask_gradient_prune_scores
+        kw = {"mask_val": 0.0} if method == "EAP" else {"integrated_grad_samples": ig}
+        ps = mask_gradient_prune_scores(model, dl, None, grad_function="logit",
+                                        answer_function="avg_diff",
+                                        ablation_type=AblationType.RESAMPLE,
+                                        clean_corrupt="corrupt", **kw)
+    out["cpu_s"] = time.process_time() - c0
+    out["scores"] = to_scores(ps)
+else:
+    from auto_circuit.metrics.area_under_curve import measurements_auc
+    from auto_circuit.metrics.prune_metrics.answer_diff import measure_answer_diff
+    from auto_circuit.metrics.prune_metrics.answer_diff_percent import answer_diff_percent
+    from auto_circuit.prune import run_circuits
+    rankings = json.loads(open(args[1]).read())
+    with t.no_grad():
+        ref = t.log_softmax(hf(clean).logits[:, -1].double(), -1)
+        got = t.log_softmax(model_tl(clean)[:, -1].double(), -1)
+    out["tl_vs_transformers_logprob_max_abs"] = float((ref - got).abs().max())
+    E = len(names)
+    out["rankings"] = {}
+    for label, scores in rankings.items():
+        c0 = time.process_time()
+        outs = run_circuits(model, dl, list(range(E + 1)), from_scores(scores),
+                            patch_type=PatchType.TREE_PATCH, ablation_type=AblationType.RESAMPLE)
+        if 0 not in outs:  # edges tied at the top (ACDC's never-removed ones) are all kept
+            empty = run_circuits(model, dl, [0], model.new_prune_scores(init_val=1.0),
+                                 patch_type=PatchType.TREE_PATCH,
+                                 ablation_type=AblationType.RESAMPLE)
+            outs[0] = empty[0]
+        diff = measure_answer_diff(model, dl, outs)
+        pct = answer_diff_percent(model, dl, outs)[0]
+        out["rankings"][label] = {
+            "logit_diff": diff, "logit_diff_percent": pct,
+            "ac_auc_logit_diff": measurements_auc(diff, log_x=True, log_y=False, y_min=None),
+            "ac_auc_logit_diff_percent": measurements_auc(pct, log_x=True, log_y=False,
+                                                          y_min=None),
+            "eval_cpu_s": time.process_time() - c0}
+out["process_cpu_s"] = time.process_time() - c_start
+out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+open(args[2], "w").write(json.dumps(out))
+'''
+
+
+def _run(cmd: list, env_python_path: bool) -> float:
+    """Run ``cmd`` (a fresh process); its process CPU seconds (user + system, children of it
+    included)."""
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
+           "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", str(HASH_SEED))}
+    if not env_python_path:
+        env.pop("PYTHONPATH", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd[:3])} failed:\n{done.stderr[-3000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- the curve ---------------------------------------------------------------------------------
+def curve_summary(points, n_edges: int) -> dict:
+    """From auto-circuit's ``[(k, m(k))]`` (the realised edge counts): the normalised
+    faithfulness, its area over ``x = log(1 + k) / log(1 + E)``, the smallest ``k`` reaching
+    :data:`TARGET`."""
+    pts = sorted((int(k), float(m)) for k, m in points)
+    ks = np.array([k for k, _ in pts])
+    m = np.array([v for _, v in pts])
+    if ks[0] != 0 or ks[-1] != n_edges:
+        raise SystemExit(f"the curve lacks k = 0 or k = E: {ks[:3]} … {ks[-3:]}")
+    f = (m - m[0]) / (m[-1] - m[0])
+    x = np.log1p(ks) / np.log1p(n_edges)
+    area = float(np.sum(np.diff(x) * (f[1:] + f[:-1]) / 2))
+    hit = np.flatnonzero(f >= TARGET)
+    return {"area": area, "smallest_reaching_0.8": int(ks[hit[0]]) if hit.size else None,
+            "points": len(ks), "k": ks.tolist(), "faithfulness": [round(v, 5) for v in f],
+            "metric_full": float(m[-1]), "metric_empty": float(m[0])}
+
+
+def scorer_check(folder, held, scores: dict, ac_points) -> float:
+    """The largest ``|m_rmtbase(k) − m_auto-circuit(k)|`` over a log grid of ``k`` for one
+    ranking of distinct scores: rmtbase's own scorer (:class:`rmtbase.circuits.task.
+    faithfulness.Scorer`) against auto-circuit's evaluator on the same held-out prompts, so
+    that the one evaluator is seen to measure what rmtbase's curve measures."""
+    from rmtbase.circuits.task.export import auto_circuit_name
+    from rmtbase.circuits.task.faithfulness import Scorer, log_grid, top_k
+    from rmtbase.circuits.task.runner import Runner
+    from rmtbase.circuits.task.search import load
+
+    tm, t, _ = load(str(folder), held)
+    n = tm.graph.n_edges
+    key = np.array([scores[auto_circuit_name(e)] for e in tm.graph.edge_names()])
+    order = np.argsort(-np.abs(key), kind="stable")
+    ks = log_grid(n)
+    mine = Scorer(Runner(tm, t)).means([top_k(order, int(k), n) for k in ks])
+    theirs = dict((int(k), float(m)) for k, m in ac_points)
+    return float(max(abs(a - theirs[int(k)]) for k, a in zip(ks, mine, strict=True)))
+
+
+def run_task(args, folder, task, tmp: Path) -> dict:
+    """Every ranking of one task (fit half) and their evaluation (held-out half)."""
+    fit, held = split(task, args.seed)
+    fit_p, held_p = tmp / f"{task.name}_fit.json", tmp / f"{task.name}_held.json"
+    fit_p.write_text(json.dumps(_task_doc(folder, fit)))
+    held_p.write_text(json.dumps(_task_doc(folder, held)))
+    script = tmp / "peer.py"
+    script.write_text(_PEER_SCRIPT)
+    methods: dict = {}
+    rankings: dict = {}
+    out_p = tmp / f"{task.name}_rmtbase.json"
+    _log(f"{task.name}: rmtbase")
+    proc = _run([sys.executable, __file__, "--child-rmtbase", str(fit_p), str(out_p)], True)
+    got = json.loads(out_p.read_text())
+    rankings["rmtbase"] = got.pop("scores")
+    methods["rmtbase"] = {**got, "process_cpu_s": proc}
+    if args.peers:
+        for m in args.methods.split(","):
+            _log(f"{task.name}: {m}")
+            out_p = tmp / f"{task.name}_{m}.json"
+            proc = _run([args.peers, str(script), "rank", m, str(fit_p), str(out_p),
+                         str(args.ig_samples)], False)
+            got = json.loads(out_p.read_text())
+            rankings[m] = got.pop("scores")
+            methods[m] = {"cpu_s": got["cpu_s"], "peak_rss_mb": got["peak_rss_mb"],
+                          "process_cpu_s": proc}
+        rk_p, ev_p = tmp / f"{task.name}_rankings.json", tmp / f"{task.name}_eval.json"
+        rk_p.write_text(json.dumps(rankings))
+        _log(f"{task.name}: evaluation")
+        proc = _run([args.peers, str(script), "eval", str(held_p), str(rk_p), str(ev_p)], False)
+        ev = json.loads(ev_p.read_text())
+        if any(sorted(rankings["rmtbase"]) != sorted(v) for v in rankings.values()):
+            raise SystemExit("rmtbase's and auto-circuit's edges differ")
+        for m, row in ev["rankings"].items():
+            cur = curve_summary(row["logit_diff"], ev["edges"])
+            vals = np.abs(np.array(list(rankings[m].values())))
+            methods[m].update({
+                "top_tie": int((vals == vals.max()).sum()),
+                "area": cur["area"], "smallest_reaching_0.8": cur["smallest_reaching_0.8"],
+                "ac_auc_logit_diff": row["ac_auc_logit_diff"],
+                "ac_auc_logit_diff_percent": row["ac_auc_logit_diff_percent"],
+                "curve": cur})
+        evaluation = {"process_cpu_s": proc, "peak_rss_mb": ev["peak_rss_mb"],
+                      "rmtbase_scorer_vs_evaluator_max_abs": scorer_check(
+                          folder, held, rankings["rmtbase"],
+                          ev["rankings"]["rmtbase"]["logit_diff"]),
+                      "tl_vs_transformers_logprob_max_abs":
+                          ev["tl_vs_transformers_logprob_max_abs"]}
+    else:
+        evaluation = None
+    return {"task": task.name, "fit_prompts": fit.n, "held_out_prompts": held.n,
+            "edges": len(rankings["rmtbase"]), "methods": methods, "evaluation": evaluation}
+
+
+def _table(doc) -> str:
+    lines = [f"{'task':7s} {'ranking':8s} {'area':>6s} {'k>=0.8':>7s} {'CPU-s':>7s} "
+             f"{'proc CPU-s':>10s} {'peak MB':>8s}"]
+    for row in doc["tasks"]:
+        for m, r in row["methods"].items():
+            area = f"{r['area']:.3f}" if "area" in r else "-"
+            lines.append(f"{row['task']:7s} {m:8s} {area:>6s} "
+                         f"{r.get('smallest_reaching_0.8')!s:>7s} {r['cpu_s']:7.1f} "
+                         f"{r['process_cpu_s']:10.1f} {r['peak_rss_mb']:8.0f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child-rmtbase"]:
+        return _child_rmtbase(*argv[1:3])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--peers", metavar="PYTHON", default=None,
+                   help="the peers' interpreter (auto-circuit 1.0.1); without it rmtbase only")
+    p.add_argument("--prompts", type=int, default=64, help="prompt pairs, split in halves")
+    p.add_argument("--length", type=int, default=16,
+                   help="tokens a prompt, BOS included (with --half 0)")
+    p.add_argument("--seed", type=int, default=0, help="the prompts' and the split's seed")
+    p.add_argument("--half", type=int, default=4,
+                   help="induction_task's layout with segments of this length; 0: the "
+                        "zoo_tasks layout of --length tokens")
+    p.add_argument("--prefix", type=int, default=None, help="its repeated prefix (half - 1)")
+    p.add_argument("--replacement", choices=("outside", "any"), default="outside",
+                   help="the corruption's token: outside the prompt, or any other")
+    p.add_argument("--ig-samples", type=int, default=50, help="EAP-IG's mask samples")
+    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--methods", default=",".join(PEER_METHODS), help="the peers' methods")
+    p.add_argument("--folder", default=None, help="another GPT-2 folder (a smoke test)")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    from rmtbase.studies._mlp_induction import trained_folder
+
+    c = time.process_time()
+    folder = args.folder or trained_folder(CONFIG, MODEL_SEED)
+    train_cpu = time.process_time() - c
+    if args.half:
+        tasks = induction_layout_tasks(args.prompts, args.half, args.seed, args.prefix,
+                                       replacement=args.replacement)
+        args.length = int(tasks["answer"].length)
+    else:
+        tasks = zoo_tasks(args.prompts, args.length, args.seed)
+    docs = []
+    with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
+        for name in args.tasks.split(","):
+            docs.append(run_task(args, folder, tasks[name], Path(tmp)))
+    model = args.folder or f"_mlp_induction {CONFIG} seed {MODEL_SEED}"
+    doc = {"benchmark": "task_zoo", "model": model,
+           "folder_cpu_s": train_cpu, "prompts": args.prompts, "length": args.length,
+           "layout": f"induction_task half {args.half} prefix {args.prefix} replacement "
+                     f"{args.replacement}" if args.half
+           else "zoo", "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
+           "ablation": "resample (the corrupted prompt)", "target": TARGET, "tasks": docs}
+    print(_table(doc), file=sys.stderr)
+    text = json.dumps(doc, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
