@@ -142,20 +142,17 @@ def split(task, seed: int):
 
 
 # --- rmtbase's ranking -------------------------------------------------------------------------
-def rmtbase_ranking(folder, task) -> dict:
+def rmtbase_ranking(folder, task, prune_budget: int | None = None) -> dict:
     """``{rmtbase edge name: key}`` (larger = more important) of rmtbase's task search on
-    ``task`` (the fit half): ``res["ranking"]`` where the search returns one, else its curve's
-    order turned into keys ``E … 1``. The one place to swap in another algorithm."""
+    ``task`` (the fit half, all of it: ``holdout=0``, the benchmark holds its own half out):
+    ``res["ranking"]``. ``prune_budget``: the search's (None: its default; 0: the attribution
+    ranking)."""
     from rmtbase.circuits.task.search import find_task_circuit
 
-    res = find_task_circuit(str(folder), task, counterfactual="corrupted")
+    kw = {} if prune_budget is None else {"prune_budget": prune_budget}
+    res = find_task_circuit(str(folder), task, counterfactual="corrupted", holdout=0, **kw)
     names = res["tm"].graph.edge_names()
-    if "ranking" in res:
-        key = np.asarray(res["ranking"], dtype=np.float64)
-    else:
-        order = np.asarray(res["curve"]["order"])
-        key = np.empty(len(names))
-        key[order] = np.arange(len(names), 0, -1)
+    key = np.asarray(res["ranking"], dtype=np.float64)
     return {n: float(k) for n, k in zip(names, key, strict=True)}
 
 
