@@ -1,16 +1,10 @@
 """Which exactly patched edges of a task are confirmed: the head search's rule
-(:func:`rmtbase.circuits.find.passes`, :func:`~rmtbase.circuits.find.keeps`) on the task's
-exact effects.
-
-An edge's effect ``δ = m(M) − m(M ∖ e)`` (:mod:`.exact`) is **confirmed** when ``|δ| ≥ 3 se``,
-``|δ| ≥ 10 %`` of the behaviour ``|m(M) − m(∅)|`` (the rule's floor), on at least
-:data:`~rmtbase.circuits.find.MIN_SEQUENCES` prompt pairs, and the other counterfactual
-(:data:`OTHER`: ``mean`` for ``corrupted``, ``corrupted`` for ``mean`` and ``zero``) keeps at
-least half of ``δ`` with its sign and the floor. The other counterfactual is measured only for
-edges that pass the first part; an edge that passes under ``zero`` and fails under the other is
-labelled ``depends: zero`` (an edge that matters only under zero ablation is not an edge:
-Heimersheim & Nanda 2024, arXiv:2404.15255), one that passes under a non-zero counterfactual
-and fails under the other ``depends: counterfactual``."""
+(:func:`rmtbase.circuits.find.passes`, :func:`~rmtbase.circuits.find.keeps`). An edge's
+``δ = m(M) − m(M ∖ e)`` is confirmed when ``|δ| ≥ 3 se`` and ``≥ 10 %`` of ``|m(M) − m(∅)|`` on
+at least :data:`~rmtbase.circuits.find.MIN_SEQUENCES` pairs, and the other counterfactual
+(:data:`OTHER`), measured only where the first part passes, keeps half of ``δ`` with its sign;
+where it does not, ``depends`` says ``zero`` (an edge only zero ablation shows is not an edge:
+Heimersheim & Nanda 2024, arXiv:2404.15255) or ``counterfactual``."""
 
 from __future__ import annotations
 

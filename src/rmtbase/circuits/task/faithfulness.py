@@ -1,20 +1,11 @@
-"""A circuit (an edge set ``C``) scored as a subgraph: the metric with only ``C`` kept and every
-other edge counterfactual, ``m(C)``, beside the full model's ``m(M)`` and the empty graph's
-``m(∅)`` (means over prompts; :mod:`.metric`).
-
-- faithfulness ``f(C) = (m(C) − m(∅)) / (m(M) − m(∅))`` (1 for the full graph, 0 for the
-  empty one), and the ratio ``m(C) / m(M)``;
-- completeness: ``m(M ∖ C)``, the model with the circuit removed (its faithfulness near 0 when
-  ``C`` holds all the model does for the task; Wang et al. 2022);
-- the faithfulness curve: ``f`` of the top ``k`` edges by ``|score|`` for every ``k`` on a
-  graph of at most :data:`DENSE` edges, else on a log grid from 0 to every edge; its area
-  ``∫ f dx`` with ``x = log(1 + k) / log(1 + E)`` (trapezoids, so ``x`` runs over [0, 1]); the
-  smallest ``k`` reaching ``f ≥ 0.8``: on a dense curve the first ``k`` that does; on a grid
-  the first grid ``k`` that does, its bracket narrowed by bisection to at most
-  ``resolution`` (1 %) of its upper end or :data:`SCAN` edges, a bracket of at most
-  :data:`SCAN` edges then measured at every ``k`` (a curve need not rise monotonically).
-  Every ``k`` reported reaches ``f ≥ 0.8`` as measured. A bisection step costs one pass over
-  the prompts (about 13 to one edge at a bracket of 8,000, 6 or 7 to 1 %)."""
+"""A circuit (an edge set ``C``) scored as a subgraph: ``m(C)``, the metric with only ``C``
+kept, beside the full model's ``m(M)`` and the empty graph's ``m(∅)`` (means over prompts).
+Faithfulness ``f(C) = (m(C) − m(∅)) / (m(M) − m(∅))``, the ratio ``m(C) / m(M)``, completeness
+``m(M ∖ C)`` (Wang et al. 2022). The curve: ``f`` of the top ``k`` edges by ``|score|`` at
+every ``k`` (at most :data:`DENSE` edges) or on a log grid, its area over ``x = log(1 + k) /
+log(1 + E)`` (trapezoids); the smallest ``k`` reaching ``f ≥ 0.8``, on a grid the first
+crossing's bracket bisected to :data:`SCAN` edges (or ``resolution`` of its end) and then
+measured at every ``k``, as a curve need not rise monotonically."""
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
 """A task's edges ranked by pruning in context: each edge's exact effect measured against the
-circuit being built, not only against the clean run.
-
-From every edge kept (``C = M``) each round measures, for every edge ``e`` still in ``C``, its
-effect in context ``δ_e = m(C) − m(C ∖ {e})`` (the mean over prompts; positive: the edge carries
-the behaviour, :mod:`.metric`) and removes the edges that carry least: the ``fraction`` with the
-smallest ``δ`` while more than ``tail`` edges are left, then one at a time. The removal order,
-reversed, ranks every edge: the top ``k`` is the circuit the pruning held when ``k`` edges were
-left, so every prefix of the ranking was itself measured as a circuit. This is ACDC's greedy
-pruning (Conmy et al. 2023, arXiv:2304.14997) without its threshold: the ranking is complete and
-the faithfulness curve (:mod:`.faithfulness`) chooses the circuit. The first round is every
-edge patched exactly against the clean run (:mod:`.exact`); later rounds see what a gradient at
-the clean run cannot (an edge whose removal the saturated clean run hides, a path that matters
-only once its rivals are gone).
-
-Cost (:func:`plan`): ``Σ_rounds |C|`` edge sets, each a pass over the prompts, about
-``E / fraction + tail² / 2``; a set that differs from the round's circuit in one late edge
-starts at that edge's stage (:meth:`.runner.Runner.metrics`'s ``base``)."""
+circuit being built. From every edge kept (``C = M``) each round measures, for every edge
+``e`` in ``C``, ``δ_e = m(C) − m(C ∖ {e})`` (mean over prompts; positive: the edge carries the
+metric) and removes the ``fraction`` with the smallest ``δ`` (one at a time below ``tail``
+edges). The removal order, reversed, ranks every edge, so each top ``k`` was itself measured
+as a circuit: ACDC's greedy pruning (Conmy et al. 2023, arXiv:2304.14997) without its
+threshold. The first round is every edge against the clean run (:mod:`.exact`); later rounds
+see what a gradient at a saturated clean run cannot. Cost (:func:`plan`): about
+``E / fraction + tail² / 2`` edge sets, each a pass over the prompts, each starting at the
+stage where it differs from the round's circuit."""
 
 from __future__ import annotations
 
