@@ -11,8 +11,9 @@ from rmtbase.report.circuit_next import HEADING, next_lines
 
 
 @pytest.mark.parametrize("arch, head_search, task_search", [
-    ("gpt2", True, True), ("llama", True, True), ("gemma3_text", True, False),
-    ("gemma2", True, False), ("mpnet", False, False), ("bert", False, False),
+    ("gpt2", True, True), ("llama", True, True), ("gemma3_text", True, True),
+    ("gemma2", True, True), ("granite", True, False), ("opt", True, False),
+    ("mpnet", False, False), ("bert", False, False),
 ])
 def test_the_commands_follow_what_each_search_runs(arch, head_search, task_search):
     from rmtbase.circuits.families import SUPPORTED

@@ -45,8 +45,8 @@ def next_lines(attrs: dict) -> list[str]:
                   "  rmtbase circuits MODEL --task FILE   # your own prompt pairs "
                   "(docs/tasks.md)"]
     else:
-        lines += [f"  (--task does not run {mt}: its blocks are post-norm or scaled; "
-                  f"docs/tasks.md)"]
+        lines += [f"  (--task does not run {mt}: its block is not one the task graph "
+                  f"follows; docs/tasks.md)"]
     return lines
 
 
