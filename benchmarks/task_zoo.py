@@ -329,6 +329,26 @@ def curve_summary(points, n_edges: int) -> dict:
             "metric_full": float(m[-1]), "metric_empty": float(m[0])}
 
 
+def common_areas(methods: dict, n_edges: int) -> None:
+    """Add ``area_common_k`` to each method: its curve's area over only the ``k`` at which
+    every method's curve was measured. A ranking with tied top scores (ACDC's never-removed
+    edges) is measured only where its ties end, and the trapezoid from ``k = 0`` to there
+    interpolates across sizes whose circuits were never run; on the common ``k`` every
+    ranking is read at the same sizes, and ``dominates`` says where one's faithfulness is at
+    least another's at every common ``k``."""
+    common = set.intersection(*(set(r["curve"]["k"]) for r in methods.values()))
+    ks = np.array(sorted(common))
+    x = np.log1p(ks) / np.log1p(n_edges)
+    f_at = {}
+    for m, r in methods.items():
+        f = dict(zip(r["curve"]["k"], r["curve"]["faithfulness"], strict=True))
+        f_at[m] = np.array([f[int(k)] for k in ks])
+        r["area_common_k"] = float(np.sum(np.diff(x) * (f_at[m][1:] + f_at[m][:-1]) / 2))
+        r["common_k"] = len(ks)
+    for m, r in methods.items():
+        r["dominates"] = [o for o in methods if o != m and bool((f_at[m] >= f_at[o]).all())]
+
+
 def scorer_check(folder, held, scores: dict, ac_points) -> float:
     """The largest ``|m_rmtbase(k) − m_auto-circuit(k)|`` over a log grid of ``k`` for one
     ranking of distinct scores: rmtbase's own scorer (:class:`rmtbase.circuits.task.
@@ -391,6 +411,7 @@ def run_task(args, folder, task, tmp: Path) -> dict:
                 "ac_auc_logit_diff": row["ac_auc_logit_diff"],
                 "ac_auc_logit_diff_percent": row["ac_auc_logit_diff_percent"],
                 "curve": cur})
+        common_areas(methods, ev["edges"])
         evaluation = {"process_cpu_s": proc, "peak_rss_mb": ev["peak_rss_mb"],
                       "rmtbase_scorer_vs_evaluator_max_abs": scorer_check(
                           folder, held, rankings["rmtbase"],
@@ -404,12 +425,13 @@ def run_task(args, folder, task, tmp: Path) -> dict:
 
 
 def _table(doc) -> str:
-    lines = [f"{'task':7s} {'ranking':8s} {'area':>6s} {'k>=0.8':>7s} {'CPU-s':>7s} "
-             f"{'proc CPU-s':>10s} {'peak MB':>8s}"]
+    lines = [f"{'task':7s} {'ranking':8s} {'area':>6s} {'common':>6s} {'k>=0.8':>7s} "
+             f"{'CPU-s':>7s} {'proc CPU-s':>10s} {'peak MB':>8s}"]
     for row in doc["tasks"]:
         for m, r in row["methods"].items():
             area = f"{r['area']:.3f}" if "area" in r else "-"
-            lines.append(f"{row['task']:7s} {m:8s} {area:>6s} "
+            common = f"{r['area_common_k']:.3f}" if "area_common_k" in r else "-"
+            lines.append(f"{row['task']:7s} {m:8s} {area:>6s} {common:>6s} "
                          f"{r.get('smallest_reaching_0.8')!s:>7s} {r['cpu_s']:7.1f} "
                          f"{r['process_cpu_s']:10.1f} {r['peak_rss_mb']:8.0f}")
     return "\n".join(lines)
