@@ -95,7 +95,25 @@ def _matrix(monkeypatch):
     return run, calls
 
 
-KINDS = {"heads": _heads, "profile": _profile, "composition": _composition, "matrix": _matrix}
+def _heavy_tail(monkeypatch):
+    from rmtbase.baseline import heavy_tail_null
+
+    calls, real = [], heavy_tail_null.heavy_tail_null_draws
+
+    def spy(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(heavy_tail_null, "heavy_tail_null_draws", spy)
+
+    def run():
+        return np.asarray(heavy_tail_null.heavy_tail_null_table(24, 24, draws=3, seed=3)
+                          ["lambda"].values)
+    return run, calls
+
+
+KINDS = {"heads": _heads, "profile": _profile, "composition": _composition, "matrix": _matrix,
+         "heavy_tail": _heavy_tail}
 
 
 def _only_file(tmp_path):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import sys
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -149,9 +148,9 @@ def heavy_tail_null_table(m: int, n: int, *, storage: str = "float32",
     """σ = 1 null table (``xr.Dataset``: ``lambda`` (draw, eig), ``rand_distance`` (draw)) of
     exactly ``draws`` draws for an (m, n) matrix stored as ``storage``, at
     :func:`.matrix_null.null_shape`; cached in the user cache."""
-    from ..files.user_cache import cache_dir, damaged
+    from ..files.user_cache import cache_dir
+    from .draw_cache import read_prefix, write_grown
     from .matrix_null import null_shape
-    from .table_file import read_table, write_table
 
     record = storage_record(storage)
     storage = record.name
@@ -160,24 +159,13 @@ def heavy_tail_null_table(m: int, n: int, *, storage: str = "float32",
         raise InputError(f"draws must be at least 2, got {draws}")
     m, n = null_shape(m, n, record)
     directory = cache_dir()
-    have, have_path = None, None
     pattern = table_filename(m, n, 0, seed, record).replace("-n0-", "-n*-")
-    found = sorted(directory.glob(pattern), key=lambda p: -int(p.name.split("-")[3][1:])) \
-        if directory.is_dir() else []
-    for path in found:
-        k = int(path.name.split("-")[3][1:])
-        try:
-            ds = read_table(path, checksum=True)
-            _verify(ds, m, n, storage, seed, path)
-        except TableError as exc:
-            damaged(path, str(exc).removeprefix(f"{path} "), "table")
-            continue
-        if k >= draws:
-            out = ds.isel(draw=slice(0, draws))
-            out.attrs["draws"] = int(draws)
-            return out
-        have, have_path = ds, path
-        break
+    found = sorted(((int(p.name.split("-")[3][1:]), p) for p in directory.glob(pattern)),
+                   key=lambda e: -e[0]) if directory.is_dir() else []
+    exact, have, have_path = read_prefix(
+        found, draws, lambda ds, path: _verify(ds, m, n, storage, seed, path), "heavy-tail null")
+    if exact is not None:
+        return exact
     start = 0 if have is None else have.sizes["draw"]
     if progress:
         print(f"rmtbase: drawing the heavy-tail null ({m}, {n}) {storage}, draws {start}..."
@@ -187,14 +175,8 @@ def heavy_tail_null_table(m: int, n: int, *, storage: str = "float32",
     if have is not None:
         new = {v: np.concatenate([have[v].values, new[v]]) for v in new if v in have}
     ds = _dataset(m, n, storage, seed, new)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        write_table(ds, directory / table_filename(m, n, draws, seed, record), replace="any")
-        if have_path is not None:
-            have_path.unlink(missing_ok=True)
-    except (OSError, TableError) as exc:
-        warnings.warn(f"rmtbase: could not cache the heavy-tail null in {directory}: {exc}",
-                      RuntimeWarning, stacklevel=2)
+    write_grown(ds, directory, directory / table_filename(m, n, draws, seed, record), have_path,
+                "heavy-tail null")
     return ds
 
 

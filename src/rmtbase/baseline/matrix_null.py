@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import sys
-import warnings
 from functools import lru_cache
 
 import jax
@@ -218,8 +217,8 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
                       seed: int = 0, progress: bool = False, threads: int = 1):
     """σ = 1 null table (``xr.Dataset`` over ``draw``) of exactly ``draws`` draws for an (m, n)
     matrix stored as ``storage``, at :func:`null_shape`."""
-    from ..files.user_cache import cache_dir, damaged
-    from .table_file import read_table, write_table
+    from ..files.user_cache import cache_dir
+    from .draw_cache import read_prefix, write_grown
 
     record = storage_record(storage)  # the name looked up once, here
     storage = record.name  # as the files and messages spell it
@@ -229,24 +228,12 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     m, n = null_shape(m, n, record)
     check_matrix_null_size(draws)
     directory = cache_dir()
-    have, have_path = None, None
-    from ..files.cache_trust import may_replace, readable
-
-    for k, path in (_cached(directory, m, n, record, seed) if directory.is_dir() else []):
-        if not readable(path, "matrix null"):  # another user's: neither read nor removed
-            continue
-        try:
-            ds = read_table(path, checksum=True)
-            verify_matrix_table(ds, m, n, storage, seed, path)
-        except TableError as exc:  # reported once, removed, drawn again
-            damaged(path, str(exc).removeprefix(f"{path} "), "table")
-            continue
-        if k >= draws:
-            out = ds.isel(draw=slice(0, draws))
-            out.attrs["draws"] = int(draws)
-            return out
-        have, have_path = ds, path
-        break
+    found = _cached(directory, m, n, record, seed) if directory.is_dir() else []
+    exact, have, have_path = read_prefix(
+        found, draws, lambda ds, path: verify_matrix_table(ds, m, n, storage, seed, path),
+        "matrix null")
+    if exact is not None:
+        return exact
     start = 0 if have is None else have.sizes["draw"]
     if progress:
         print(f"rmtbase: generating the matrix null ({m}, {n}) {storage}, draws {start}..."
@@ -256,15 +243,6 @@ def matrix_null_table(m: int, n: int, *, storage: str = "float32", draws: int = 
     if have is not None:
         new = {v: np.concatenate([have[v].values, new[v]]) for v in VARIABLES}
     ds = _dataset(m, n, storage, seed, new)
-    target = directory / table_filename(m, n, draws, seed, record)
-    if not may_replace(target):  # another user's file: our draws used, not written over it
-        return ds
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        write_table(ds, target, replace="any", mode=0o644)  # nobody else may rewrite it
-        if have_path is not None:
-            have_path.unlink(missing_ok=True)  # a prefix of the table just written
-    except (OSError, TableError) as exc:
-        warnings.warn(f"rmtbase: could not cache the matrix null in {directory}: {exc}",
-                      RuntimeWarning, stacklevel=2)
+    write_grown(ds, directory, directory / table_filename(m, n, draws, seed, record), have_path,
+                "matrix null")
     return ds
