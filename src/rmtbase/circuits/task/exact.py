@@ -1,7 +1,7 @@
 """Exact edge patching: what the metric loses when one edge alone carries the counterfactual
 (every other edge clean), per prompt, then its mean and se over prompts: ``m(M) − m(M ∖
-{e})``, positive where the edge carries the metric (:mod:`.forward`; Wang et al. 2022's path patching, edge by edge as in ACDC, Conmy et
-al. 2023). One graph forward per edge and batch.
+{e})``, positive where the edge carries the metric (:mod:`.forward`; Wang et al. 2022's path
+patching, edge by edge as in ACDC, Conmy et al. 2023). One graph forward per edge and batch.
 
 At one position ``t`` an edge ``s → r`` carries the counterfactual only in ``r``'s input at
 ``t``: ``x_r[t] − (o_s[t] − c_s[t])``, every other position clean (the token-position edges of

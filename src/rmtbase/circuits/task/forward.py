@@ -68,15 +68,12 @@ class TaskModel:
     """A causal LM ``net`` (transformers, with its output embeddings) on the task graph:
     ``hm`` (:class:`.heads.HeadModel`), ``graph`` (:class:`.graph.Graph`), :meth:`embed`,
     :meth:`run`. One-line :class:`~rmtbase.errors.InputError` for a family outside
-    :data:`FAMILIES`, a post-norm block or a model without an unembedding."""
+    :data:`FAMILIES` or one with a residual multiplier, or a model without an unembedding."""
 
     def __init__(self, net):
         mt = net.config.model_type
-        if mt not in FAMILIES:
-            raise InputError(f"task circuits run {', '.join(FAMILIES)} models, not {mt!r}")
+        check_family(net.config)
         hm = HeadModel(net)
-        if hm._mult != 1.0:
-            raise InputError(f"{mt}: task circuits run blocks without residual multipliers")
         self.softcap = getattr(net.config, "final_logit_softcapping", None)
         self.net, self.hm = net, hm
         self.head = net.get_output_embeddings() if hasattr(net, "get_output_embeddings") \

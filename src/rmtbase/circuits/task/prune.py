@@ -15,6 +15,7 @@ import numpy as np
 
 from ...checks import check_int
 from ...errors import InputError
+from ...limits import MAX_COUNT
 from ..se import mean_se
 from .runner import Runner
 
@@ -55,7 +56,7 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL) -> di
     ``sets``."""
     if not 0 < fraction < 1:
         raise InputError(f"the pruning fraction lies in (0, 1), got {fraction!r}")
-    tail = check_int("tail", tail, 1, 1 << 30)
+    tail = check_int("tail", tail, 1, MAX_COUNT)
     g = runner.tm.graph
     kept = g.full()
     removed, rounds, sets = [], 0, 0

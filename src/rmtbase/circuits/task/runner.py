@@ -4,8 +4,8 @@ per-prompt metric of any edge set, and the memory bound.
 Counterfactuals (what a removed edge carries, :mod:`.forward`): ``corrupted`` (default; each
 sender's output on the prompt's corrupted twin, Wang et al. 2022), ``mean`` (its mean at each
 position over the task's other clean prompts, leaving the prompt's own output out, so that a
-removed edge never carries a share of the value it replaces) or ``zero``. A batch holds its senders' clean and
-counterfactual outputs, ``2 · S · n · T · d`` floats (``S`` senders): :func:`batch_bytes`; the
+removed edge never carries a share of the value it replaces) or ``zero``. A batch holds its
+senders' clean and counterfactual outputs, ``2 · S · n · T · d`` floats (``S`` senders): :func:`batch_bytes`; the
 counterfactual outputs of the batches are kept between passes up to :data:`CACHE_BYTES`."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Runner:
         self.tm, self.task, self.metric = tm, task, check_metric(metric)
         self.counterfactual, self.batch = counterfactual, int(batch)
         self.progress = bool(progress)
-        self._mean = None
+        self._sums = None
         self._cache: dict = {}
         self._cache_left = int(cache_bytes)
 
@@ -57,14 +57,14 @@ class Runner:
 
     def _output_sums(self):
         """Each sender's clean output summed over the task's prompts, ``(T, d)``."""
-        if self._mean is None:
+        if self._sums is None:
             total = None
             for lo, hi in self.batches():
                 outs = self.tm.run(self.tm.embed(self.task.clean[lo:hi]))["outs"]
                 s = [o.sum(0) for o in outs]
                 total = s if total is None else [a + b for a, b in zip(total, s, strict=True)]
-            self._mean = total
-        return self._mean
+            self._sums = total
+        return self._sums
 
     def prepare(self, lo: int, hi: int) -> dict:
         """Batch ``lo:hi``: clean embeddings ``emb``, counterfactual outputs ``cf``, their

@@ -311,7 +311,7 @@ def summary(res: dict) -> dict:
     cur, g = res["curve"], res["tm"].graph
     t = res["task"]
     top = []
-    listed = [int(e) for e in cur["order"] if int(e) in res["exact"]][:res.get("top", 20)]
+    listed = [int(e) for e in cur["order"] if int(e) in res["exact"]][:res["top"]]
     for e in listed:
         a, b = res["exact"][e]
         s, r = g.edge(e)
