@@ -250,16 +250,30 @@ def pairings(n_seq: int, ablation: str) -> int:
     return max(1, min(RESAMPLE_PAIRINGS, n_seq - 1)) if ablation == "resample" else 1
 
 
-def counterfactuals(r: dict, ablation: str) -> list:
+def leave_one_out(h, pool=None):
+    """Each sequence's mean over the other sequences of its pool (consecutive groups of
+    ``pool``; all sequences for None): the mean counterfactual drawn from ``pool``
+    sequences, as the tool draws it, on as many sequences as the truth runs."""
+    n = h.shape[0]
+    pool = n if pool is None else int(pool)
+    out = torch.empty_like(h)
+    for lo in range(0, n, pool):
+        g = h[lo:lo + pool]
+        out[lo:lo + pool] = (g.sum(0, keepdim=True) - g) / (g.shape[0] - 1)
+    return out
+
+
+def counterfactuals(r: dict, ablation: str, pool=None) -> list:
     """One entry per pairing, each the per-layer counterfactual head outputs ``o_cf`` (B, H,
     T, d) of the run ``r`` (module docstring): ``[None]`` for zero (the patches then remove
-    the outputs), ``[mean over sequences at each position]`` for mean, ``P`` entries
+    the outputs), ``[mean over the other sequences at each position]`` for mean, ``P`` entries
     ``o[(n + p) mod N]`` (p = 1 … P) for resample."""
     assert ablation in ABLATIONS, ablation
     if ablation == "zero":
         return [None]
     if ablation == "mean":
-        return [[h.mean(0, keepdim=True).expand_as(h) for h in r["heads"]]]
+        # leave-one-out: each sequence's own output is not part of what replaces it
+        return [[leave_one_out(h, pool) for h in r["heads"]]]
     n = r["heads"][0].shape[0]
     return [[torch.roll(h, shifts=-p, dims=0) for h in r["heads"]]
             for p in range(1, pairings(n, ablation) + 1)]

@@ -36,7 +36,9 @@ def test_each_counterfactual_change_is_its_definition():
     # exact: zero's change is its input itself (no arithmetic)
     assert torch.equal(Counterfactual("zero", 6).delta(u), u)
     mean = Counterfactual("mean", 6).delta(u)
-    torch.testing.assert_close(mean, u - u.mean(0, keepdim=True))
+    for n in range(6):  # the mean of the other five sequences, position by position
+        others = torch.cat([u[:n], u[n + 1:]])
+        torch.testing.assert_close(mean[n], u[n] - others.mean(0))
     cf = Counterfactual("resample", 6)
     assert cf.pairings == 4 and Counterfactual("resample", 3).pairings == 2
     for p in range(cf.pairings):
@@ -46,7 +48,7 @@ def test_each_counterfactual_change_is_its_definition():
     torch.testing.assert_close(cf.delta(u, None),
                                sum(cf.delta(u, p) for p in range(4)) / 4)
     assert other("mean") == "resample" and other("resample") == "mean"
-    with pytest.raises(InputError, match="ablation must be one of"):
+    with pytest.raises(InputError, match="counterfactual is one of"):
         Counterfactual("gaussian", 6)
 
 
@@ -60,7 +62,8 @@ def _by_hand(pt, layer, head, sources, kind, stat, ablation):
         x = cap.resid[layer].float().clone()
         for m, s in sources:
             o = cap.z[m][:, :, s, :].float() @ hm.source_weight(m, s).float()
-            cfo = o.mean(0, keepdim=True) if ablation == "mean" else torch.roll(o, -p, 0)
+            loo = (o.sum(0, keepdim=True) - o) / (n - 1)
+            cfo = loo if ablation == "mean" else torch.roll(o, -p, 0)
             x -= o - cfo
         outs.append(pt.effects_from_residuals(layer, head, [x], kind, stat)[0].per_sequence)
     return np.mean(outs, axis=0)
@@ -192,7 +195,7 @@ def test_predictable_positions_are_those_a_copy_predicts():
 def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
     """loss_receivers_ablated under mean: an independent forward in which a pre-hook on the
     receiver layer's c_proj replaces the head's slice of its input by its mean over the
-    sequences at each position; loss_clean from the model's own logits; a circuit whose
+    other sequences at each position; loss_clean from the model's own logits; a circuit whose
     receiver keeps every input clean (no edges) leaves the loss at loss_clean."""
     from rmtbase.circuits.output_loss import losses, predictable
 
@@ -219,7 +222,7 @@ def test_output_losses_match_a_forward_with_the_heads_output_replaced_by_hand():
     def pre(_mod, args):
         z = args[0].clone()
         sl = z[..., 1 * dh:2 * dh]
-        z[..., 1 * dh:2 * dh] = sl.mean(0, keepdim=True).expand_as(sl)
+        z[..., 1 * dh:2 * dh] = (sl.sum(0, keepdim=True) - sl) / (sl.shape[0] - 1)
         return (z,)
 
     h = net.transformer.h[2].attn.c_proj.register_forward_pre_hook(pre)

@@ -574,6 +574,19 @@ def test_mean_and_zero_counterfactuals(cf):
         assert not torch.allclose(lg, lg[:1].expand_as(lg), rtol=1e-4, atol=1e-4)
 
 
+def test_resample_reads_the_next_prompts_clean_run():
+    """resample: each sender's counterfactual is its output on the next clean prompt, so the
+    empty graph is transformers' run on prompt (i + 1) mod N, batches crossing the wrap."""
+    net, task = _gpt2(seed=4), _task(n=5, seed=4)
+    tm = TaskModel(net)
+    vals = Runner(tm, task, counterfactual="resample", batch=2).metrics(
+        [tm.graph.full(), tm.graph.empty()])
+    want = _logit_diff(tm.model_logits(np.roll(task.clean, -1, axis=0)).double(), task)
+    np.testing.assert_allclose(vals[1], want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    np.testing.assert_allclose(vals[0], _logit_diff(tm.model_logits(task.clean).double(), task),
+                               rtol=1e-5, atol=1e-6)
+
+
 # --- formats and the command ----------------------------------------------------------------
 def test_formats_read_back_and_by_networkx(tmp_path):
     nx = pytest.importorskip("networkx")
@@ -675,12 +688,16 @@ def test_command_end_to_end(tmp_path, capsys):
     assert main(["circuits", str(folder), "--composition", str(tmp_path / "none.nc")]) == 2
     assert "--composition needs --task" in capsys.readouterr().err
     # one mode's option given to the other is refused in one line, before any work
-    assert main(["circuits", str(folder), "--task", str(task), "--ablation", "resample",
+    assert main(["circuits", str(folder), "--task", str(task), "--sinks",
                  "--out", str(tmp_path / "o4")]) == 2
-    assert "--ablation is an option of the head-behaviour search" in capsys.readouterr().err
-    assert main(["circuits", str(folder), "--counterfactual", "mean",
+    assert "--sinks is an option of the head-behaviour search" in capsys.readouterr().err
+    assert main(["circuits", str(folder), "--holdout", "0.3",
                  "--out", str(tmp_path / "o5")]) == 2
-    assert "--counterfactual needs --task" in capsys.readouterr().err
+    assert "--holdout needs --task" in capsys.readouterr().err
+    # one counterfactual vocabulary: the head search has no pairs to corrupt
+    assert main(["circuits", str(folder), "--counterfactual", "corrupted",
+                 "--out", str(tmp_path / "o5")]) == 2
+    assert "corrupted needs a task's paired prompts" in capsys.readouterr().err
     assert not (tmp_path / "o4").exists() and not (tmp_path / "o5").exists()
 
 

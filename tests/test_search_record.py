@@ -116,7 +116,7 @@ def test_the_circuits_command_builds_the_record_from_what_is_given():
     assert dataclasses.replace(plain) == Search() and plain.on_receiver is None
     got = search_of(_args(["circuits", "m", "--quiet", "--k", "4", "--seed", "9",
                            "--repeat-length", "5,8", "--receivers", "L1H0,L2H1", "--layers",
-                           "1,2", "--sinks", "--mlp-paths", "off", "--ablation", "resample"]))
+                           "1,2", "--sinks", "--mlp-paths", "off", "--counterfactual", "resample"]))
     assert got == Search(k=4, seed=9, lengths=(5, 8), receivers=((1, 0), (2, 1)),
                          layers=(1, 2), sinks=True, mlp_paths=False, ablation="resample")
     assert search_of(_args(["circuits", "m", "--quiet", "--text", "t.txt"])) == Search(
@@ -136,9 +136,8 @@ def test_the_help_states_the_records_defaults():
     assert f"(default {d.k})" in helps["k"] and f"(default {d.seed})" in helps["seed"]
     assert f"(default {d.lengths}:" in helps["repeat_length"]
     assert f"(default {d.mlp_paths}:" in helps["mlp_paths"]
-    assert d.ablation == "mean" and helps["ablation"].startswith(
-        "what a removed source's output is replaced by: its mean over the sequences at each "
-        "position (default)")
+    assert d.ablation == "mean" and "its mean over the other prompts or sequences at each " \
+        "position (the head search's default)" in helps["counterfactual"]
 
 
 def test_the_score_command_builds_the_search_with_its_seed_and_text(tmp_path):

@@ -7,34 +7,55 @@ model sees on inputs of the same distribution, ``o_cf = u_cf W_O[S]``; since ``o
 ``u``, the residual changes by exactly ``−Δ W_O[S]`` with ``Δ = u − u_cf``
 (:meth:`Counterfactual.delta`):
 
-- ``mean``: ``u_cf[n, t] = (1/N) Σ_n' u[n', t]``, the mean over the sequences **at each
-  position** (token-wise mean ablation: Wang et al. 2022, arXiv:2211.00593; auto-circuit).
+- ``mean``: ``u_cf[n, t] = (1/(N−1)) Σ_{n'≠n} u[n', t]``, the mean over the other sequences
+  **at each position** (token-wise mean ablation: Wang et al. 2022, arXiv:2211.00593), leaving
+  the sequence's own output out so that a removed source keeps no ``1/N`` share of what it
+  replaces; hence ``Δ = N/(N−1) · (u − ū)``.
   Per position, not over positions too, because a head's output depends on the position in
   ways no content removes: the first token, and the first against the repeated half of the
   probe's sequences, where an induction or previous-token head writes something else.
 - ``resample``: the output on another sequence at the same position: pairing ``p = 1 … P``
   uses sequence ``(n + p) mod N`` (``P = min(RESAMPLE_PAIRINGS, N − 1)``, each a derangement);
   an effect is the mean over the ``P`` pairings of its per-sequence values (causal scrubbing's
-  resampling: Chan et al. 2022; Zhang & Nanda 2024, arXiv:2309.16042). For a first-order
-  estimate the pairings' mean ``Δ`` is used (the estimate is linear in ``Δ``).
-- ``zero``: ``u_cf = 0`` — a value the model never sees. A head with a large constant output
-  then moves the receiver off its input distribution and looks causal when it carries nothing
-  (Heimersheim & Nanda 2024, arXiv:2404.15255); kept to show such artefacts, never the default.
+  resampling: Chan et al. 2022; Zhang & Nanda 2024, arXiv:2309.16042); a first-order estimate
+  uses the pairings' mean ``Δ``.
+- ``corrupted`` (the task search only: it has paired prompts): the output on the prompt's
+  corrupted twin (Wang et al. 2022); the task search's ``resample`` reads the next prompt's
+  clean run (one pairing).
+- ``zero``: ``u_cf = 0``, a value the model never sees: a large constant output moves the
+  receiver off its input distribution and looks causal when it carries nothing (Heimersheim
+  & Nanda 2024, arXiv:2404.15255); kept to show such artefacts, never the default.
 
-The default is ``mean``: it costs one patch per source (resample costs ``P``) and, on the zoo
-and SmolLM2, agrees with resample on every edge it confirms (docs/path-patching.md)."""
+Each name means one thing in both searches (:data:`HEAD`, :data:`TASK`; ``--counterfactual``).
+The head search's default, ``mean``, costs one patch per source (resample ``P``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The counterfactuals, the default first.
-ABLATIONS = ("mean", "resample", "zero")
-DEFAULT_ABLATION = "mean"
+#: The head search's counterfactuals and the task search's, each search's default first.
+HEAD = ("mean", "resample", "zero")
+TASK = ("corrupted", "mean", "resample", "zero")
+ABLATIONS, DEFAULT_ABLATION, DEFAULT_TASK = HEAD, HEAD[0], TASK[0]
+#: The task search's check of each counterfactual (:mod:`.task.confirm`); the head search's is
+#: :func:`other`.
+TASK_OTHER = {"corrupted": "mean", "mean": "corrupted", "resample": "corrupted",
+              "zero": "corrupted"}
 #: Pairings a resample effect is averaged over (fewer when there are fewer other sequences).
 RESAMPLE_PAIRINGS = 4
 #: A row stands when the other non-zero counterfactual keeps at least this share of its effect.
 KEEP_FRACTION = 0.5
+
+
+def check_kind(kind, task: bool = False) -> str:
+    """``kind`` if the head search (``task``: the task search) has it, else one line."""
+    from ..errors import InputError
+
+    kinds = TASK if task else HEAD
+    if kind not in kinds:
+        why = " (corrupted needs a task's paired prompts: --task)" if kind == "corrupted" else ""
+        raise InputError(f"the counterfactual is one of {', '.join(kinds)}, got {kind!r}{why}")
+    return kind
 
 
 def other(ablation: str) -> str:
@@ -50,10 +71,7 @@ class Counterfactual:
     n: int
 
     def __post_init__(self):
-        from ..errors import InputError
-
-        if self.kind not in ABLATIONS:
-            raise InputError(f"ablation must be one of {', '.join(ABLATIONS)}, got {self.kind!r}")
+        check_kind(self.kind)
 
     @property
     def pairings(self) -> int:
@@ -70,7 +88,8 @@ class Counterfactual:
         if self.kind == "zero":
             return u
         if self.kind == "mean":
-            return u - u.mean(0, keepdim=True)
+            n = u.shape[0]
+            return (u - u.mean(0, keepdim=True)) * (n / (n - 1)) if n > 1 else torch.zeros_like(u)
         if u.shape[0] < 2:
             return torch.zeros_like(u)
         if pairing is None:
@@ -86,5 +105,6 @@ def resolve(cf, n: int) -> Counterfactual:
     return Counterfactual("zero" if cf is None else str(cf), int(n))
 
 
-__all__ = ["ABLATIONS", "DEFAULT_ABLATION", "KEEP_FRACTION", "RESAMPLE_PAIRINGS",
-           "Counterfactual", "other", "resolve"]
+__all__ = ["ABLATIONS", "DEFAULT_ABLATION", "DEFAULT_TASK", "HEAD", "KEEP_FRACTION",
+           "RESAMPLE_PAIRINGS", "TASK", "TASK_OTHER", "Counterfactual", "check_kind", "other",
+           "resolve"]

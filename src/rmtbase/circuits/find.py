@@ -35,7 +35,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError
-from .counterfactual import ABLATIONS, DEFAULT_ABLATION, KEEP_FRACTION, other
+from .counterfactual import ABLATIONS, DEFAULT_ABLATION, KEEP_FRACTION, check_kind, other
 from .labels import head_name
 
 #: Sources patched per receiver and kind by each ranking (weights, attribution).
@@ -84,7 +84,6 @@ class Search:
 
     def __post_init__(self):
         from ..checks import MAX_COUNT, check_int, check_seed
-        from .counterfactual import ABLATIONS
         from .sequences import SOURCES, Sequences
 
         put = object.__setattr__
@@ -108,9 +107,7 @@ class Search:
             raise InputError(f"screen must be 'auto', 'exact' or 'top-k', got {self.screen!r}")
         if self.mlp_paths not in ("auto", True, False):
             raise InputError(f"mlp_paths must be 'auto', True or False, got {self.mlp_paths!r}")
-        if self.ablation not in ABLATIONS:
-            raise InputError(f"ablation must be one of {', '.join(ABLATIONS)}, got "
-                             f"{self.ablation!r}")
+        check_kind(self.ablation)
         if self.on_receiver is not None and not callable(self.on_receiver):
             raise InputError(f"on_receiver must be a callable or None, got {self.on_receiver!r}")
         put(self, "receivers", _heads(self.receivers))

@@ -2,7 +2,7 @@
 
 Receiver R (layer ``l``), sources S_i (layers ``m_i < l``): each source's direct output
 ``o_i = z_{S_i} W_O[S_i]`` (no bias; :meth:`.heads.HeadModel.source_output`) is replaced by its
-counterfactual ``o_cf`` (:mod:`.counterfactual`: the mean over the sequences at each position,
+counterfactual ``o_cf`` (:mod:`.counterfactual`: the mean over the other sequences at each position,
 another sequence's output, or zero) in the residual entering layer ``l`` — ``x − Σ_i (o_i −
 o_cf,i)`` —, the layer norm is re-applied, and the result feeds **only one** of R's inputs,
 ``q``, ``k`` or ``v`` (the others clean): only the direct path S → R is changed. Wang et al. 2022

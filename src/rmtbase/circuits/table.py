@@ -45,7 +45,7 @@ VARIABLES = {
                "output_change (v) or attention_tv (no label)", "1"),
     "score_to": ("receiver's unpatched behaviour statistic (0 for the change metrics)", "1"),
     "ablation": ("the counterfactual of effect_causal: the source's output replaced by its "
-                 "mean over the sequences at each position (mean), by its output on another "
+                 "mean over the other sequences at each position (mean), by its output on another "
                  "sequence (resample, averaged over pairings) or by zero", "1"),
     "effect_causal": ("drop of the receiver's statistic (negative: a rise), or its change, "
                       "when the source's output is replaced by its counterfactual (ablation) "

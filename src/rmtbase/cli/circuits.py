@@ -90,11 +90,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--mlp-paths", choices=tuple(MLP_PATHS), default=None,
                    help="screen paths through MLPs (default auto: when it costs at most 2 "
                         "TFLOP)")
-    p.add_argument("--ablation", choices=("mean", "resample", "zero"), default=None,
-                   help="what a removed source's output is replaced by: its mean over the "
-                        "sequences at each position (default), its output on another sequence "
-                        "(resample, 4 pairings) or zero; an edge is confirmed only where the "
-                        "other of mean and resample keeps half its effect")
     output.add_out(p, None, "rmtbase-circuits/<model name>")
     output.add_overwrite(p, "rmtbase circuits")
     output.add_json(p, "print one JSON document (found lines, circuits, files) on stdout")
@@ -125,7 +120,7 @@ def search_of(args, **fields):
              "receivers": getattr(args, "receivers", None),
              "layers": getattr(args, "layers", None),
              "mlp_paths": MLP_PATHS.get(getattr(args, "mlp_paths", None)),
-             "ablation": getattr(args, "ablation", None)}
+             "ablation": getattr(args, "counterfactual", None)}
     given.update(fields)
     if getattr(args, "sinks", False):
         given["sinks"] = True
@@ -169,10 +164,13 @@ def run(args: argparse.Namespace) -> int:
                          "computes its own)")
     from .circuits_task import TASK_DEFAULTS, given
 
-    task_only = given(args, TASK_DEFAULTS)
+    task_only = given(args, [k for k in TASK_DEFAULTS if k != "counterfactual"])
     if task_only:
-        raise InputError(f"{task_only[0]} needs --task FILE (the head-behaviour search "
-                         f"takes --ablation)")
+        raise InputError(f"{task_only[0]} needs --task FILE")
+    if getattr(args, "counterfactual", None) is not None:
+        from ..circuits.counterfactual import check_kind
+
+        check_kind(args.counterfactual)  # corrupted needs a task's pairs
     check_local(args.model)
     if args.out is None:
         from pathlib import Path
@@ -206,7 +204,7 @@ def on_receiver(args) -> dict:
     from ..progress import message
     from ..report.circuit_lines import TERMINAL_WIDTH, fit_rows, receiver_lines
 
-    ablation = getattr(args, "ablation", None) or DEFAULT_ABLATION
+    ablation = getattr(args, "counterfactual", None) or DEFAULT_ABLATION
 
     def say(rows) -> None:
         for t in receiver_lines(list(rows), ablation=ablation):

@@ -12,7 +12,7 @@ import time
 #: :data:`rmtbase.circuits.task.runner.COUNTERFACTUALS`, written out so that ``--help`` imports
 #: neither numpy nor the circuit package (tests/test_circuits_task.py holds them equal).
 METRICS = ("logit_diff", "logprob", "kl")
-COUNTERFACTUALS = ("corrupted", "mean", "zero")
+COUNTERFACTUALS = ("corrupted", "mean", "resample", "zero")
 
 
 def add_options(p) -> None:
@@ -25,7 +25,11 @@ def add_options(p) -> None:
     p.add_argument("--metric", choices=METRICS, default=None,
                    help="the task's output metric (default logit_diff)")
     p.add_argument("--counterfactual", choices=COUNTERFACTUALS, default=None,
-                   help="what a removed edge carries (default: the corrupted prompt's value)")
+                   help="what a removed edge or source carries: the corrupted prompt's value "
+                        "(--task's default), its mean over the other prompts or sequences at "
+                        "each position (the head search's default), its value on another "
+                        "(resample) or zero; an edge is confirmed only where another "
+                        "counterfactual keeps half its effect")
     p.add_argument("--evaluate", default=None, metavar="CIRCUIT.json",
                    help="with --task: score this circuit (MIB JSON or a list of edge names) "
                         "instead of finding one")
@@ -49,7 +53,7 @@ TASK_DEFAULTS = {"metric": "logit_diff", "counterfactual": "corrupted", "top": 2
                  "holdout": 0.5}
 #: The head-behaviour search's options, refused with ``--task`` (None or False unless given).
 HEAD_OPTIONS = ("k", "layers", "receivers", "text", "draws", "seed", "sinks", "mlp_paths",
-                "ablation", "repeat_length")
+                "repeat_length")
 
 
 def given(args, names) -> list[str]:
@@ -71,8 +75,7 @@ def run(args) -> int:
 
     head = given(args, HEAD_OPTIONS)
     if head:
-        raise InputError(f"{head[0]} is an option of the head-behaviour search, not of "
-                         f"--task (its counterfactual is --counterfactual)")
+        raise InputError(f"{head[0]} is an option of the head-behaviour search, not of --task")
     for name, value in TASK_DEFAULTS.items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)

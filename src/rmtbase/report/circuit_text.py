@@ -17,7 +17,7 @@ CHANGE_METRICS = ("output_change", "attention_tv")
 #: What each counterfactual puts in place of a source's output (``ablation``).
 COUNTERFACTUALS = {
     "zero": "set to zero",
-    "mean": "replaced by its mean over the run's sequences at the same position",
+    "mean": "replaced by its mean over the run's other sequences at the same position",
     "resample": "replaced by its output on another sequence at the same position (the effect "
                 "averaged over several pairings)",
 }

@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import find
+from ..counterfactual import TASK_OTHER
 from .exact import patch_edges
 from .runner import Runner
 
 #: The counterfactual that checks each one.
-OTHER = {"corrupted": "mean", "mean": "corrupted", "zero": "corrupted"}
+OTHER = TASK_OTHER
 
 
 def confirm(runner: Runner, edges, effect, se, behaviour: float) -> dict:

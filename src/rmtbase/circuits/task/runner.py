@@ -4,7 +4,8 @@ per-prompt metric of any edge set, and the memory bound.
 Counterfactuals (what a removed edge carries, :mod:`.forward`): ``corrupted`` (default; each
 sender's output on the prompt's corrupted twin, Wang et al. 2022), ``mean`` (its mean at each
 position over the task's other clean prompts, leaving the prompt's own output out, so that a
-removed edge never carries a share of the value it replaces) or ``zero``. A batch holds its
+removed edge never carries a share of the value it replaces), ``resample`` (its output on the
+next clean prompt, ``(i + 1) mod N``) or ``zero``. A batch holds its
 senders' clean and counterfactual outputs, ``2 · S · n · T · d`` floats (``S`` senders): :func:`batch_bytes`; the
 counterfactual outputs of the batches are kept between passes up to :data:`CACHE_BYTES`."""
 
@@ -13,12 +14,17 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ..counterfactual import TASK, check_kind
 from .metric import check_metric, metric
 from .taskfile import Task
 
-COUNTERFACTUALS = ("corrupted", "mean", "zero")
-#: Prompts per batch by default.
+#: The task search's counterfactuals, the default first (:mod:`rmtbase.circuits.counterfactual`).
+COUNTERFACTUALS = TASK
+#: Prompts per batch at least, by default (:func:`auto_batch`).
 BATCH = 8
+#: A default batch grows above :data:`BATCH` prompts while its :func:`batch_bytes` stay
+#: within this: on a small model one pass over few prompts costs mostly per-call overhead.
+BATCH_BYTES = 64 << 20
 #: Bytes of counterfactual outputs kept between passes over the prompts (:meth:`Runner.prepared`).
 CACHE_BYTES = 1 << 30
 
@@ -30,20 +36,26 @@ def batch_bytes(tm, n: int, t: int) -> int:
     return 4 * n * t * tm.hm.d * (2 * len(g.senders) + receivers)
 
 
+def auto_batch(tm, task: Task) -> int:
+    """The default batch: :data:`BATCH` prompts, more (up to all) while a batch's
+    :func:`batch_bytes` stay within :data:`BATCH_BYTES`."""
+    per = max(1, batch_bytes(tm, 1, int(task.clean.shape[1])))
+    return int(min(task.n, max(BATCH, BATCH_BYTES // per)))
+
+
 class Runner:
     """``task`` on ``tm`` with ``metric`` and ``counterfactual`` (module docstring), ``batch``
-    prompts at a time."""
+    prompts at a time (None: :func:`auto_batch`)."""
 
     def __init__(self, tm, task: Task, *, metric: str = "logit_diff",
-                 counterfactual: str = "corrupted", batch: int = BATCH,
+                 counterfactual: str = "corrupted", batch: int | None = None,
                  progress: bool = False, cache_bytes: int = CACHE_BYTES):
-        if counterfactual not in COUNTERFACTUALS:
-            raise InputError(f"the counterfactual is one of {', '.join(COUNTERFACTUALS)}, got "
-                             f"{counterfactual!r}")
+        check_kind(counterfactual, task=True)
         if task.n < 2:
             raise InputError("a task needs at least 2 prompt pairs (an se over prompts)")
         self.tm, self.task, self.metric = tm, task, check_metric(metric)
-        self.counterfactual, self.batch = counterfactual, int(batch)
+        self.counterfactual = counterfactual
+        self.batch = auto_batch(tm, task) if batch is None else int(batch)
         self.progress = bool(progress)
         self._sums = None
         self._cache: dict = {}
@@ -77,6 +89,9 @@ class Runner:
         clean = tm.run(emb)
         if self.counterfactual == "corrupted":
             cf = tm.run(tm.embed(self.task.corrupted[lo:hi]))["outs"]
+        elif self.counterfactual == "resample":  # the next prompt's clean run
+            nxt = (np.arange(lo, hi) + 1) % self.task.n
+            cf = tm.run(tm.embed(self.task.clean[nxt]))["outs"]
         elif self.counterfactual == "mean":  # leave-one-out: (Σ_j o_j − o_i) / (N − 1)
             n = self.task.n
             with torch.no_grad():
@@ -157,4 +172,5 @@ class Runner:
             del ck
 
 
-__all__ = ["BATCH", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "batch_bytes"]
+__all__ = ["BATCH", "BATCH_BYTES", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "auto_batch",
+           "batch_bytes"]

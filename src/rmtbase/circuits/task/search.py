@@ -159,7 +159,7 @@ def split(task: Task, holdout: float) -> tuple[Task, Task]:
 @gives_heap_back
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = "corrupted", top: int = 20, points: int = 24,
-                      steps: int | None = None, head_steps: int = HEAD_STEPS, batch: int = 8,
+                      steps: int | None = None, head_steps: int = HEAD_STEPS, batch: int | None = None,
                       holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
                       composition=None, progress: bool = False) -> dict:
     """Everything :func:`write_outputs` writes, as a dict (module docstring).
@@ -178,7 +178,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     points = check_int("points", points, 1, MAX_POINTS)
     steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
     head_steps = check_int("head_steps", head_steps, 0, MAX_STEPS)
-    batch = check_int("batch", batch, 1, MAX_COUNT)
+    batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
     holdout = check_real("holdout", holdout, 0.0, MAX_HOLDOUT)
     prune_budget = check_int("prune_budget", prune_budget, 0, MAX_COUNT)
     comp = None if composition is None else read_composition(composition)
@@ -283,12 +283,12 @@ def ranking(score, patched, effect, head_score=None) -> np.ndarray:
 
 @gives_heap_back
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
-             counterfactual: str = "corrupted", batch: int = 8, progress: bool = False) -> dict:
+             counterfactual: str = "corrupted", batch: int | None = None, progress: bool = False) -> dict:
     """A circuit the user brings scored on ``task`` (:func:`.faithfulness.evaluate_kept`):
     ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
     from .export import read_circuit
 
-    batch = check_int("batch", batch, 1, MAX_COUNT)
+    batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
     tm, t, name = load(model, task)
     kept = read_circuit(edges, tm.graph) if isinstance(edges, (str, Path)) else \
         np.asarray(edges, dtype=bool)
