@@ -574,6 +574,57 @@ def test_mean_and_zero_counterfactuals(cf):
         assert not torch.allclose(lg, lg[:1].expand_as(lg), rtol=1e-4, atol=1e-4)
 
 
+def test_output_losses_are_transformers_cross_entropies():
+    """The answer's -log p per prompt, mean and se: with every edge kept (clean, the circuit
+    alone) transformers' clean run, with none (circuit removed, all removed) its run on the
+    corrupted prompts."""
+    from rmtbase.circuits.task.losses import output_losses
+
+    net, task = _gpt2(seed=5), _task(n=6, seed=5)
+    tm = TaskModel(net)
+    r = tm.graph
+    got = output_losses(Runner(tm, task, batch=4), r.full())
+
+    def ce(ids):
+        lp = torch.log_softmax(tm.model_logits(ids).double(), -1)
+        x = -lp[torch.arange(task.n), task.answer].numpy()
+        return x.mean(), x.std(ddof=1) / np.sqrt(task.n)
+
+    for name, ids in (("clean", task.clean), ("circuit_only", task.clean),
+                      ("circuit_removed", task.corrupted), ("all_removed", task.corrupted)):
+        m, se = ce(ids)
+        assert got[name]["mean"] == pytest.approx(m, rel=1e-5), name
+        assert got[name]["se"] == pytest.approx(se, rel=1e-3, abs=1e-6), name
+    assert got["all_removed"]["mean"] != pytest.approx(got["clean"]["mean"], rel=1e-3)
+
+
+def test_faithfulness_se_is_the_jackknifes():
+    """The delta-method se of a circuit's faithfulness (a ratio of means over prompts)
+    against the jackknife's, computed here, on per-prompt metrics drawn with a clear
+    behaviour (m(M) − m(∅) = 2 ± 0.5 per prompt; a stand-in runner returns them)."""
+    from types import SimpleNamespace
+
+    n, g = 400, Graph(1, 2)
+    rng = np.random.default_rng(3)
+    empty = rng.normal(0.0, 0.5, n)
+    full = empty + rng.normal(2.0, 0.5, n)
+    kept = np.zeros(g.n_edges, dtype=bool)
+    kept[:3] = True
+    rows = {g.full().tobytes(): full, g.empty().tobytes(): empty,
+            kept.tobytes(): empty + 0.6 * (full - empty) + rng.normal(0, 0.3, n),
+            (~kept).tobytes(): empty + rng.normal(0.3, 0.4, n)}
+    runner = SimpleNamespace(tm=SimpleNamespace(graph=g), metrics=lambda sets, desc="": np.stack(
+        [rows[np.asarray(k, dtype=bool).tobytes()] for k in sets]))
+    ev = evaluate_kept(Scorer(runner), kept)
+    for key, c in (("faithfulness", kept), ("completeness_faithfulness", ~kept)):
+        m = rows[c.tobytes()]
+        loo = np.array([(np.delete(m, i).mean() - np.delete(empty, i).mean())
+                        / (np.delete(full, i).mean() - np.delete(empty, i).mean())
+                        for i in range(n)])
+        jack = np.sqrt((n - 1) / n * ((loo - loo.mean()) ** 2).sum())
+        assert ev[key + "_se"] == pytest.approx(jack, rel=0.02), key
+
+
 def test_resample_reads_the_next_prompts_clean_run():
     """resample: each sender's counterfactual is its output on the next clean prompt, so the
     empty graph is transformers' run on prompt (i + 1) mod N, batches crossing the wrap."""
@@ -641,7 +692,7 @@ def test_command_end_to_end(tmp_path, capsys):
     assert next(iter(doc)) == "schema" and doc["schema"] == "rmtbase.circuits.task/1"
     names = sorted(p.name for p in out.iterdir())
     assert names == ["circuit.dot", "circuit.graphml", "circuit.json", "curve.csv", "figures",
-                     "manifest.json", "report.html", "summary.json"]
+                     "manifest.json", "report.html", "summary.json", "summary.txt"]
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["circuit.png",
                                                                    "faithfulness.png"]
     def strict(text):  # JSON has no NaN or infinities
@@ -658,6 +709,13 @@ def test_command_end_to_end(tmp_path, capsys):
     for e in s["top_edges"]:  # the patched edges' table
         assert e["edge"].replace("<", "&lt;").replace(">", "&gt;") in page
     assert doc["circuit"] == s["circuit"]
+    # summary.txt: the counterfactual named first, the losses and every listed edge
+    text = (out / "summary.txt").read_text("utf-8").splitlines()
+    assert "counterfactual corrupted" in text[0] and text[3].startswith("output loss: clean ")
+    assert [t.split()[0] for t in text[4:]] == [e["edge"] for e in s["top_edges"]]
+    assert set(s["output_losses"]) == {"unit", "clean", "circuit_only", "circuit_removed",
+                                       "all_removed"}
+    assert "output loss" in page and "faithfulness" in page
     assert len(s["top_edges"]) == 3 and s["n_edges"] == Graph(2, 4).n_edges
     # 110 edges on 2 fit prompts: every edge pruned in context, 2 pairs held out
     assert s["ranking"]["method"] == "pruning in context"

@@ -100,11 +100,16 @@ def test_task_report_facts_name_units_and_signs():
     from rmtbase.report.task_report import METRIC_UNITS, _facts
 
     assert set(METRIC_UNITS) == set(METRICS)
-    c = {"edges": 10, "faithfulness": -0.2, "ratio": -0.64, "full_metric": 8.0,
-         "empty_metric": -8.0, "completeness_faithfulness": 0.9}
+    c = {"edges": 10, "faithfulness": -0.2, "faithfulness_se": 0.05, "ratio": -0.64,
+         "full_metric": 8.0, "empty_metric": -8.0, "completeness_faithfulness": 0.9}
+    losses = {k: {"mean": 1.5, "se": 0.1} for k in ("clean", "circuit_only",
+                                                    "circuit_removed", "all_removed")}
     s = {"model": "m", "task": "t", "prompts": 8, "tokens": 5, "metric": "logit_diff",
          "counterfactual": "corrupted", "n_edges": 100, "circuit": c, "confirmed_circuit": c,
-         "curve_area": 0.5, "smallest_reaching": {"target": 0.8, "edges": 40}}
+         "curve_area": 0.5, "smallest_reaching": {"target": 0.8, "edges": 40},
+         "output_losses": losses}
     text = _facts(s)
+    assert "-0.200 ± 0.05" in text and "circuit only 1.500 ± 0.1" in text
+    assert "nats (-log p(answer))" in text
     assert "(logits)" in text and "1: the full model, 0: the empty graph" in text
     assert "ratio -0.640" in text and "negative: the circuit alone gives the metric" in text

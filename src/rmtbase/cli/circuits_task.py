@@ -15,6 +15,10 @@ METRICS = ("logit_diff", "logprob", "kl")
 COUNTERFACTUALS = ("corrupted", "mean", "resample", "zero")
 
 
+#: Lines of summary.txt printed on the screen (its first ten edges).
+SCREEN_LINES = 14
+
+
 def add_options(p) -> None:
     """The task options of ``rmtbase circuits``."""
     p.add_argument("--task", default=None, metavar="FILE",
@@ -116,7 +120,12 @@ def run(args) -> int:
     def report(folder):
         from ..report.task_report import write_task_report
 
+        folder.write_text("summary.txt", "\n".join(lines) + "\n")
         write_task_report(folder, res, s, figures=not getattr(args, "no_figures", False))
+
+    from ..report.task_report import summary_lines
+
+    lines = summary_lines(s)
 
     written = search.write_outputs(res, args.out, extra=report)
     if getattr(args, "json", False):
@@ -124,17 +133,7 @@ def run(args) -> int:
                      "command": "rmtbase circuits --task", "out": str(args.out),
                      "files": sorted(str(p) for p in written), **s}))
     else:
-        c, sp = s["circuit"], s["split"]
-        print(f"{s['task']}: {s['prompts']} prompts, metric {s['metric']}, counterfactual "
-              f"{s['counterfactual']}; ranked by {s['ranking']['method']} on {sp['fit']} "
-              f"pairs, scored on {sp['held_out']} held out; full model "
-              f"{c['full_metric']:.4g}, empty graph {c['empty_metric']:.4g}")
-        print(f"circuit: {c['edges']} of {s['n_edges']} edges, faithfulness "
-              f"{c['faithfulness']:.3f}, with it removed {c['completeness_faithfulness']:.3f}; "
-              f"curve area {s['curve_area']:.3f}")
-        for e in s["top_edges"][:10]:
-            print(f"  {e['edge']:<28} exact {e['exact']:+.4g} ± {e['exact_se']:.2g}  "
-                  f"attribution {e['attribution']:+.4g} ± {e['attribution_se']:.2g}")
+        print("\n".join(lines[:SCREEN_LINES]))
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0

@@ -111,10 +111,11 @@ def name_nodes(ax, weight: dict, n_layers: int, n_heads: int) -> int:
 
 
 def plot_faithfulness(curve: dict, n_edges: int, ax=None, *, label: str = "ranked edges",
-                      colour=None):
+                      colour=None, losses: dict | None = None):
     """The faithfulness curve (:func:`rmtbase.circuits.task.faithfulness.curve`): ``f`` of
     the top ``k`` edges against ``k`` (log scale, ``k = 0`` at the left edge), the target as
-    a dashed line and the smallest circuit reaching it as a dotted one. Call again on the same
+    a dashed line and the smallest circuit reaching it as a dotted one; ``losses`` (the output
+    losses of the reported circuit) as a note at the lower right. Call again on the same
     ``ax`` to add another ranking's curve."""
     ax = figure_axes(ax)
     k = np.asarray(curve["k"], dtype=np.float64)
@@ -129,6 +130,12 @@ def plot_faithfulness(curve: dict, n_edges: int, ax=None, *, label: str = "ranke
     ax.set_xlabel("edges kept, the top k (k = 0 at the left edge)")
     ax.set_ylabel("faithfulness")
     ax.legend(fontsize="small", loc="upper left")
+    if losses is not None:
+        text = "\n".join(f"{k.replace('_', ' ')}: {v['mean']:.3f} ± {v['se']:.2g}"
+                         for k, v in losses.items() if isinstance(v, dict))
+        ax.text(0.98, 0.03, "output loss, nats\n" + text, transform=ax.transAxes,
+                ha="right", va="bottom", fontsize="x-small", family="monospace",
+                bbox={"facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
     return ax
 
 

@@ -20,7 +20,7 @@ CAPTIONS = {
                    "end a quarter row below, at and above it; width grows with |score|.",
     "faithfulness.png": "Faithfulness of the top-k edges (the others carry the "
                         "counterfactual) against k; dashed: the target, dotted: the smallest "
-                        "circuit reaching it.",
+                        "circuit reaching it; the box: that circuit's output losses.",
 }
 #: Rows of the circuit's edge table.
 EDGE_ROWS = 100
@@ -35,6 +35,34 @@ METRIC_UNITS = {
 }
 
 
+def loss_text(losses: dict) -> str:
+    """The output losses (:mod:`rmtbase.circuits.task.losses`) in one line."""
+    part = [f"{k.replace('_', ' ')} {losses[k]['mean']:.3f} ± {losses[k]['se']:.2g}"
+            for k in ("clean", "circuit_only", "circuit_removed", "all_removed")]
+    return ", ".join(part) + " nats (-log p(answer))"
+
+
+def summary_lines(s: dict) -> list[str]:
+    """summary.txt of a task's circuit, whose first lines are the screen: the counterfactual
+    first, faithfulness ± se, output losses, then every listed edge (positive: it carries)."""
+    c, sp = s["circuit"], s["split"]
+    out = [f"{s['task']}: {s['prompts']} prompts, metric {s['metric']}, counterfactual "
+           f"{s['counterfactual']}; ranked by {s['ranking']['method']} on {sp['fit']} pairs, "
+           f"scored on {sp['held_out']} held out",
+           f"full model {c['full_metric']:.4g}, empty graph {c['empty_metric']:.4g} "
+           f"({METRIC_UNITS.get(s['metric'], s['metric'])})",
+           f"circuit: {c['edges']} of {s['n_edges']} edges, faithfulness "
+           f"{c['faithfulness']:.3f} ± {c['faithfulness_se']:.2g}, with it removed "
+           f"{c['completeness_faithfulness']:.3f} ± {c['completeness_faithfulness_se']:.2g}; "
+           f"curve area {s['curve_area']:.3f}",
+           "output loss: " + loss_text(s["output_losses"])]
+    for e in s["top_edges"]:
+        mark = " confirmed" if e["confirmed"] else ""
+        out.append(f"  {e['edge']:<28} exact {e['exact']:+.4g} ± {e['exact_se']:.2g}  "
+                   f"attribution {e['attribution']:+.4g} ± {e['attribution_se']:.2g}{mark}")
+    return out
+
+
 def _facts(s: dict) -> str:
     c, cc = s["circuit"], s["confirmed_circuit"]
     unit = METRIC_UNITS.get(s["metric"], "")
@@ -45,10 +73,12 @@ def _facts(s: dict) -> str:
             ("full model / empty graph", f"{c['full_metric']:.4g} / {c['empty_metric']:.4g} "
                                          "(the metric's mean over prompts)"),
             ("circuit", f"{c['edges']} of {s['n_edges']} edges, faithfulness "
-                        f"{c['faithfulness']:.3f} (1: the full model, 0: the empty graph), "
+                        f"{c['faithfulness']:.3f} ± {c['faithfulness_se']:.2g} (1: the full "
+                        "model, 0: the empty graph), "
                         f"ratio {c['ratio']:.3f} (its metric over the full model's; negative: "
                         "the circuit alone gives the metric the other sign)"),
             ("with the circuit removed", f"faithfulness {c['completeness_faithfulness']:.3f}"),
+            ("output loss", loss_text(s["output_losses"])),
             ("faithfulness curve", f"area {s['curve_area']:.3f}; smallest circuit reaching "
                                    f"{s['smallest_reaching']['target']}: "
                                    f"{s['smallest_reaching']['edges']} edges"),
@@ -131,10 +161,12 @@ def write_task_report(folder, res: dict, summary: dict, *, figures: bool = True)
         save(fig, "circuit.png")
         plt.close(fig)
         fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-        plot_faithfulness(res["curve"], res["tm"].graph.n_edges, ax)
+        plot_faithfulness(res["curve"], res["tm"].graph.n_edges, ax,
+                          losses=summary["output_losses"])
         save(fig, "faithfulness.png")
         plt.close(fig)
     folder.write_text("report.html", task_report_html(res, summary, images))
 
 
-__all__ = ["CAPTIONS", "EDGE_ROWS", "METRIC_UNITS", "task_report_html", "write_task_report"]
+__all__ = ["CAPTIONS", "EDGE_ROWS", "METRIC_UNITS", "loss_text", "summary_lines",
+           "task_report_html", "write_task_report"]

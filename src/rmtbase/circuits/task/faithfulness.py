@@ -44,7 +44,8 @@ class Scorer:
 
     def __post_init__(self):
         g = self.runner.tm.graph
-        v = self.runner.metrics([g.full(), g.empty()], desc="full and empty graphs").mean(-1)
+        self._per = self.runner.metrics([g.full(), g.empty()], desc="full and empty graphs")
+        v = self._per.mean(-1)
         self.full, self.empty = float(v[0]), float(v[1])
         if not abs(self.full - self.empty) > MOVES * max(1.0, abs(self.full)):
             raise InputError(f"the metric does not move between the full model "
@@ -54,6 +55,15 @@ class Scorer:
 
     def faithfulness(self, m) -> np.ndarray:
         return (np.asarray(m) - self.empty) / (self.full - self.empty)
+
+    def faithfulness_se(self, per_prompt, f) -> np.ndarray:
+        """The se of faithfulnesses ``f`` of sets with ``per_prompt`` ``(K, N)`` metrics: ``ā/b̄``
+        (``a = m(C) − m(∅)``, ``b = m(M) − m(∅)``) by the delta method, ``sd(a − f b)/√N/|b̄|``."""
+        full, empty = self._per
+        a = np.asarray(per_prompt, dtype=np.float64) - empty
+        b = full - empty
+        f = np.asarray(f, dtype=np.float64)[:, None]
+        return (a - f * b).std(-1, ddof=1) / np.sqrt(b.size) / abs(b.mean())
 
     def means(self, kept_sets, desc: str = "circuits") -> np.ndarray:
         return self.runner.metrics(kept_sets, desc=desc).mean(-1)
@@ -112,13 +122,17 @@ def _smallest(scorer, order, n, lo, hi, target, resolution) -> int:
 def evaluate_kept(scorer: Scorer, kept) -> dict:
     """A circuit ``kept`` ``(n_edges,)`` bool: its size, ``metric`` ``m(C)``, ``faithfulness``,
     ``ratio`` ``m(C)/m(M)``, ``completeness`` ``m(M ∖ C)`` and its faithfulness, with the full
-    and empty graphs' metric."""
+    and empty graphs' metric; the faithfulnesses with their se (:meth:`Scorer.faithfulness_se`)."""
     kept = np.asarray(kept, dtype=bool)
-    m_c, m_rest = scorer.means([kept, ~kept])
+    per = scorer.runner.metrics([kept, ~kept], desc="circuits")
+    m_c, m_rest = per.mean(-1)
     f = scorer.faithfulness([m_c, m_rest])
+    f_se = scorer.faithfulness_se(per, f)
     return {"edges": int(kept.sum()), "metric": float(m_c), "faithfulness": float(f[0]),
+            "faithfulness_se": float(f_se[0]),
             "ratio": float(m_c / scorer.full) if scorer.full else float("nan"),
             "completeness_metric": float(m_rest), "completeness_faithfulness": float(f[1]),
+            "completeness_faithfulness_se": float(f_se[1]),
             "full_metric": scorer.full, "empty_metric": scorer.empty}
 
 

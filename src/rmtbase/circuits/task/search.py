@@ -25,6 +25,7 @@ from .confirm import confirm
 from .exact import patch_edges
 from .faithfulness import Scorer, curve, evaluate_kept, top_k
 from .forward import TaskModel
+from .losses import LOSS_UNIT, output_losses
 from .runner import Runner
 from .taskfile import Task, check_task, read_records, tokenise
 from .weights import expected_false_confirmations, head_edge_columns, read_composition
@@ -220,6 +221,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     k = cur["smallest"] if cur["smallest"] is not None else n_edges
     kept = top_k(cur["order"], k, n_edges)
     ev = evaluate_kept(sc, kept)
+    losses = output_losses(sc.runner, kept)
     fit_sc = sc if not holdout else Scorer(r)
     verdicts = confirm(r, patched, eff, eff_se, fit_sc.full - fit_sc.empty)
     confirmed = tm.graph.empty()
@@ -233,7 +235,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
                                                                       strict=True)},
             "verdicts": verdicts,
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
-            "columns": columns}
+            "output_losses": losses, "columns": columns}
 
 
 def _stage(text: str) -> None:
@@ -295,7 +297,7 @@ def evaluate(model, task, edges, *, metric: str = "logit_diff",
     sc = Scorer(Runner(tm, t, metric=metric, counterfactual=counterfactual, batch=batch,
                        progress=progress))
     return {"model": name, "task": t.name, "metric": metric, "counterfactual": counterfactual,
-            **evaluate_kept(sc, kept)}
+            **evaluate_kept(sc, kept), "output_losses": output_losses(sc.runner, kept)}
 
 
 def _verdict(res: dict, e: int) -> dict:
@@ -332,6 +334,7 @@ def summary(res: dict) -> dict:
                              "expected_false_confirmations": expected_false_confirmations(
                                  len(res["exact"]))},
             "weights_screen": bool(res.get("columns")),
+            "output_losses": {"unit": LOSS_UNIT, **res["output_losses"]},
             "curve_area": cur["area"],
             "smallest_reaching": {"target": cur["target"], "edges": cur["smallest"]},
             "top_edges": top}
