@@ -219,7 +219,7 @@ class _Whole:
 
     @staticmethod
     def applies(hm, layer: int) -> bool:
-        from .heads import norm_spec
+        from .norms import norm_spec
 
         if hm.spec["qk"] != "whole" or (hm.norm_spec(layer) or ("",))[0] != "none":
             return False
@@ -228,7 +228,7 @@ class _Whole:
                    for n in hm.spec["qk_names"]) and hm._clip is None
 
     def __init__(self, fold):
-        from .heads import norm_spec
+        from .norms import norm_spec
 
         self.fold, hm = fold, fold.hm
         a = hm.attention(fold.layer)
