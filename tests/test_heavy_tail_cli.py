@@ -1,6 +1,6 @@
 """``rmtbase score --heavy-tail``: WeightWatcher's heavy-tail metrics with their null in every
 output (scores.nc, heavy_tail.csv, report.html, summary.txt), each file parsed back; the head
-score's numbers are those of a run without the flag; one-line refusals."""
+score's numbers are those of a run without the flag (slow, MiniLM); one-line refusals."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from test_cf_compliance import _assert_cf
 
 from rmtbase.cli import main
 
-SCORE = ["--quiet", "--stats", "all", "--draws", "300"]  # test_cli_score's null table
+SCORE = ["--quiet", "--stats", "spectral", "--draws", "300", "--growth-budget", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -66,39 +66,45 @@ def _read_back(out, draws: int) -> xr.Dataset:
     return ds
 
 
-def test_heavy_tail_in_every_output_and_the_head_score_unchanged(tmp_path, cache):
-    """A tiny GPT-2 (2 layers: q, k, v, o 64 × 64, FFN 256 × 64) with 5 null draws per shape:
-    the outputs agree with each other and scores.nc passes the CF check; without figures no
-    ESD; the head variables equal those of the run without the flag."""
-    model = _gpt2(tmp_path / "g")
-    plain, ht = tmp_path / "plain", tmp_path / "ht"
-    assert main(["score", model, "--out", str(plain), "--no-figures", *SCORE]) == 0
-    assert main(["score", model, "--out", str(ht), "--no-figures", *SCORE, "--heavy-tail",
-                 "--heavy-tail-draws", "5"]) == 0
-    ds = _read_back(ht, 5)
-    _assert_cf(ht / "scores.nc")
-    assert not (ht / "figures" / "heavy_tail_esd.png").exists()
-    assert not (plain / "heavy_tail.csv").exists()
+def _same_head_score(plain, ht, ds) -> None:
+    """The head variables of ``ht``'s scores.nc (``ds``) equal those of ``plain``'s, written
+    without the flag (exact: one process, the same settings), and its summary.txt leads."""
     with xr.open_dataset(plain / "scores.nc") as base:
         head = base.load()
     assert not [v for v in head.data_vars if str(v).startswith("heavy_tail")]
-    # exact: the same head score, the flag only adds variables
+    assert not (plain / "heavy_tail.csv").exists()
     xr.testing.assert_identical(ds[list(head.data_vars)].drop_attrs(deep=False),
                                 head.drop_attrs(deep=False))
     assert (plain / "summary.txt").read_text() in (ht / "summary.txt").read_text()
 
 
+def test_heavy_tail_in_every_output(tmp_path, cache):
+    """A tiny GPT-2 (2 layers: q, k, v, o 64 × 64, FFN 256 × 64) with 5 null draws per shape:
+    the outputs agree with each other and scores.nc passes the CF check; without figures no
+    ESD figure."""
+    out = tmp_path / "ht"
+    assert main(["score", _gpt2(tmp_path / "g"), "--out", str(out), "--no-figures", *SCORE,
+                 "--heavy-tail", "--heavy-tail-draws", "5"]) == 0
+    ds = _read_back(out, 5)
+    assert (ds.sizes["component"], int((ds["heavy_tail_rows"] > 0).sum())) == (6, 12)  # exact
+    _assert_cf(out / "scores.nc")
+    assert not (out / "figures" / "heavy_tail_esd.png").exists()
+
+
 @pytest.mark.slow
 def test_embedded_minilm_with_the_esd_figure(tmp_path, cache):
     """The embedded MiniLM (36 matrices), 9 null draws per shape, figures on: α of layer 0's
-    query matrix is its own WeightWatcher fit, the report embeds the ESD figure."""
+    query matrix is its own WeightWatcher fit, the report embeds the ESD figure, and the head
+    score is that of the run without the flag."""
     from rmtbase.models import default_model_path, load_components
     from rmtbase.stats.heavy_tail import heavy_tail_metrics
 
-    out = tmp_path / "out"
+    plain, out = tmp_path / "plain", tmp_path / "out"
+    assert main(["score", "--out", str(plain), *SCORE]) == 0
     assert main(["score", "--out", str(out), *SCORE, "--heavy-tail", "--heavy-tail-draws",
                  "9"]) == 0
     ds = _read_back(out, 9)
+    _same_head_score(plain, out, ds)
     assert (ds.sizes["component"], int((ds["heavy_tail_rows"] > 0).sum())) == (6, 36)  # exact
     w = next(iter(load_components(default_model_path(), components=("q",)))).matrices["q"]
     np.testing.assert_allclose(ds["heavy_tail_value"].sel(layer=0, component="q",
@@ -113,9 +119,21 @@ def test_embedded_minilm_with_the_esd_figure(tmp_path, cache):
     (["--heavy-tail", "--heavy-tail-draws", "1"], "at least 2"),
     (["--heavy-tail", "--ov"], "--ov"),
     (["--heavy-tail", "--revision", "a,b"], "several models"),
+    (["--heavy-tail", "--null", "permutation"], "scores_components"),
 ])
 def test_refusals_are_one_line(tmp_path, capsys, argv, words):
     code = main(["score", "--out", str(tmp_path / "o"), "--quiet", *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and words in err[0], err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_library_request_refuses_alike():
+    from rmtbase.errors import InputError
+    from rmtbase.pipeline import ScoreRequest
+
+    for kw, words in (({"heavy_tail_draws": 9}, "needs --heavy-tail"),
+                      ({"heavy_tail": True, "heavy_tail_draws": 1}, ">= 2"),
+                      ({"heavy_tail": True, "ov": True}, "--ov")):
+        with pytest.raises(InputError, match=words):
+            ScoreRequest(**kw)

@@ -178,9 +178,9 @@ def esd_figure(ht: xr.Dataset):
     return fig
 
 
-def write_heavy_tail(out, ht: xr.Dataset, *, figures: bool = True) -> str:
-    """Write heavy_tail.csv (and figures/heavy_tail_esd.png) into the open OutputFolder
-    ``out``; returns the report's HTML section."""
+def write_heavy_tail(out, ht: xr.Dataset, *, figures: bool = True, label: str = "") -> str:
+    """Write heavy_tail.csv (and figures/heavy_tail_esd.png, titled ``label``) into the open
+    OutputFolder ``out``; returns the report's HTML section."""
     from .html import _img, table_html
 
     out.write_text("heavy_tail.csv", _csv(ht))
@@ -188,6 +188,8 @@ def write_heavy_tail(out, ht: xr.Dataset, *, figures: bool = True) -> str:
     fig = esd_figure(ht) if figures else None
     img = ""
     if fig is not None:
+        if label:  # the figure names its model, as the report's others do
+            fig.suptitle(label, fontsize=9)
         out.save_figure(fig, "figures/heavy_tail_esd.png")
         img = _img("heavy_tail_esd.png", (out.tmp / "figures" / "heavy_tail_esd.png"
                                           ).read_bytes(),

@@ -177,7 +177,8 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
         if nxt:
             sections += next_section(nxt)
         if heavy_tail is not None:
-            sections += write_heavy_tail(out, heavy_tail, figures=figures)
+            sections += write_heavy_tail(out, heavy_tail, figures=figures,
+                                         label=fig_mod.title_label(ds))
         out.write_text("report.html", score_html(ds, images, summary=summary,
                                                  captions=HTML_FIGURES, linked=linked,
                                                  sections=sections))
