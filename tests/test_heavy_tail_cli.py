@@ -137,3 +137,13 @@ def test_the_library_request_refuses_alike():
                       ({"heavy_tail": True, "ov": True}, "--ov")):
         with pytest.raises(InputError, match=words):
             ScoreRequest(**kw)
+
+
+def test_help_names_the_flag_and_the_null_default(capsys):
+    from rmtbase.baseline.heavy_tail_null import DEFAULT_DRAWS
+
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--heavy-tail " in out
+    assert f"null draws per matrix shape for --heavy-tail (default {DEFAULT_DRAWS};" in out
