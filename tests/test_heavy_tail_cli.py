@@ -73,6 +73,7 @@ def _same_head_score(plain, ht, ds) -> None:
         head = base.load()
     assert not [v for v in head.data_vars if str(v).startswith("heavy_tail")]
     assert not (plain / "heavy_tail.csv").exists()
+    # exact: one process, the same settings and programs; the flag only adds variables
     xr.testing.assert_identical(ds[list(head.data_vars)].drop_attrs(deep=False),
                                 head.drop_attrs(deep=False))
     assert (plain / "summary.txt").read_text() in (ht / "summary.txt").read_text()

@@ -1,8 +1,8 @@
 """What ``rmtbase score MODEL`` runs, as one library call: :func:`run_score`.
 
 score → outlier directions → composition → circuit search → whole matrices → heavy-tail
-metrics → text probe → behaviour labels, each stage the library function of its own, on one :class:`ScoreRequest`;
-the answer is one :class:`ScoreRun` holding every Dataset, which
+metrics → text probe → behaviour labels, each stage the library function of its own, on one
+:class:`ScoreRequest`; the answer is one :class:`ScoreRun` holding every Dataset, which
 :func:`rmtbase.report.write.write_report` writes as ``rmtbase score`` does, byte for byte."""
 
 from __future__ import annotations
@@ -281,8 +281,7 @@ def run_score(request: ScoreRequest | None = None, *, progress: bool = True,
               "null", enabled=progress)
         run.heavy_tail = score_heavy_tail(request.model, draws=request.heavy_tail_draws,
                                           seed=request.settings.seed, revision=request.revision,
-                                          progress=progress, spectra=True,
-                                          allow_pickle=request.allow_pickle)
+                                          progress=progress, allow_pickle=request.allow_pickle)
     if prepared.text_probe:  # the model the circuit search loaded, if it did: one load
         run.probe = _probe(loaded if loaded is not None else request.model,
                            prepared.probe_text, progress)

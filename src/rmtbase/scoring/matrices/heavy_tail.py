@@ -125,8 +125,7 @@ def null_spectra(ds: xr.Dataset, layer, component) -> np.ndarray:
     return lam * (total / lam.sum(axis=1))[:, None]
 
 
-def _scored(cells, draws: int, seed: int, progress: bool, spectra: bool = False
-            ) -> xr.Dataset:
+def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
     """The Dataset of :func:`score_heavy_tail` (no attributes) from its cells ``(layer, name,
     shape, storage, null storage, metrics)``, each against its group's null."""
     from ...baseline.matrix_null import null_shape
@@ -166,26 +165,24 @@ def _scored(cells, draws: int, seed: int, progress: bool, spectra: bool = False
                             "metric": list(METRICS)})
     for k, v in per.items():
         ds[k] = (dims[:2], v.astype(str) if v.dtype == object else v)
-    if spectra:
-        size = max(c[5]["esd"].size for c in cells)
-        esd = np.full(shape3[:2] + (size,), np.nan)
-        for layer, name, *_, got in cells:
-            esd[layers.index(layer), names.index(name), :got["esd"].size] = got["esd"]
-        ds["esd"] = (dims[:2] + ("eig",), esd)
+    esd = np.full(shape3[:2] + (max(c[5]["esd"].size for c in cells),), np.nan)
+    for layer, name, *_, got in cells:
+        esd[layers.index(layer), names.index(name), :got["esd"].size] = got["esd"]
+    ds["esd"] = (dims[:2] + ("eig",), esd)
     return ds
 
 
 def score_heavy_tail(model=None, *, components="all", draws: int | None = None, seed: int = 0,
                      revision=None, randomize: bool = True, progress: bool = False,
-                     spectra: bool = False, allow_pickle: bool = False) -> xr.Dataset:
+                     allow_pickle: bool = False) -> xr.Dataset:
     """The heavy-tail table of ``model`` (hub id, folder, loaded model; None = the embedded
     MiniLM): Dataset over (layer, component, metric) with ``value``, ``p_value``,
     ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer, component) ``xmin``,
     ``folklore``, ``null_well_trained``, ``rows``, ``cols``, ``storage``, ``null_storage``.
     ``draws``: null draws per shape (default :data:`rmtbase.baseline.heavy_tail_null.
     DEFAULT_DRAWS`); ``randomize``: rand_distance too (a second SVD per matrix; else NaN);
-    ``spectra``: ``esd`` (layer, component, eig) too, λ ascending, NaN-padded; a missing
-    component is NaN / ""."""
+    ``esd`` (layer, component, eig): λ ascending, NaN-padded; a missing component is NaN /
+    ""."""
     from ...baseline.heavy_tail_null import DEFAULT_DRAWS
     from ...models import default_model_path, load_components, model_info
 
@@ -200,7 +197,7 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
             storage, null_storage = _storages(w, lc, name)
             cells.append((int(lc.layer), name, tuple(w.shape), storage, null_storage,
                           matrix_metrics(w, seed, randomize)))
-    ds = _scored(cells, draws, seed, progress, spectra)
+    ds = _scored(cells, draws, seed, progress)
     ds["value"].attrs.update(long_name="WeightWatcher 0.7.7 metric of the stored matrix",
                              units="1")
     ds["p_value"].attrs.update(long_name="two-sided add-one empirical p against the null",
