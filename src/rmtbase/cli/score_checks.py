@@ -61,8 +61,6 @@ _VALUE_RULES = (
      "matrix's p reads the 10 largest null statistics), got {a.component_draws}"),
     (lambda a: a.max_draws is not None and a.max_draws < 2,
      "--max-draws must be at least 2, got {a.max_draws}"),
-    (lambda a: getattr(a, "heavy_tail_draws", None) is not None and a.heavy_tail_draws < 2,
-     "--heavy-tail-draws must be at least 2, got {a.heavy_tail_draws}"),
     (lambda a: a.element_draws < 0, "--element-draws must be >= 0, got {a.element_draws}"),
     (lambda a: not 0.0 < a.alpha < 1.0, "--alpha must be in (0, 1), got {a.alpha}"),
     (lambda a: a.top < 0, "--top must be >= 0, got {a.top}"),
