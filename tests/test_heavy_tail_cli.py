@@ -134,7 +134,8 @@ def test_the_library_request_refuses_alike():
     from rmtbase.pipeline import ScoreRequest
 
     for kw, words in (({"heavy_tail_draws": 9}, "needs --heavy-tail"),
-                      ({"heavy_tail": True, "heavy_tail_draws": 1}, ">= 2"),
+                      ({"heavy_tail": True, "heavy_tail_draws": 1}, "at least 2"),
+                      ({"heavy_tail": True, "heavy_tail_draws": 2.5}, "an integer"),
                       ({"heavy_tail": True, "ov": True}, "--ov")):
         with pytest.raises(InputError, match=words):
             ScoreRequest(**kw)

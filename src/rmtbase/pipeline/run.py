@@ -83,12 +83,10 @@ class ScoreRequest:
             raise InputError("--heavy-tail scores one model's matrices; it does not combine "
                              "with --ov")
         self.settings.null.require("scores_components", "--heavy-tail")
-        if self.heavy_tail_draws is not None and (
-                isinstance(self.heavy_tail_draws, bool) or not isinstance(self.heavy_tail_draws,
-                                                                          int)
-                or self.heavy_tail_draws < 2):
-            raise InputError(f"--heavy-tail-draws must be an integer >= 2, got "
-                             f"{self.heavy_tail_draws!r}")
+        if self.heavy_tail_draws is not None:
+            from ..checks import MAX_DRAWS, check_int
+
+            check_int("heavy_tail_draws", self.heavy_tail_draws, minimum=2, maximum=MAX_DRAWS)
 
     def _check_search(self) -> None:
         """``search`` with a composition and the probe (built from the defaults when None),
