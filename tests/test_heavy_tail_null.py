@@ -103,7 +103,7 @@ def test_score_heavy_tail_on_minilm_queries():
     from rmtbase.stats.heavy_tail import heavy_tail_metrics
 
     ds = score_heavy_tail(components=("q",), draws=19)
-    assert ds.sizes == {"layer": 6, "component": 1, "metric": 11}  # exact: sizes
+    assert ds.sizes == {"layer": 6, "component": 1, "metric": 11, "eig": 384}  # exact: sizes
     w = next(iter(load_components(default_model_path(), components=("q",)))).matrices["q"]
     np.testing.assert_allclose(ds["value"].sel(layer=0, component="q", metric="alpha"),
                                heavy_tail_metrics(w)["alpha"], rtol=1e-12)

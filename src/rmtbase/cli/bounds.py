@@ -86,6 +86,7 @@ BOUNDS = {
     "element_draws": Int(0, MAX_DRAWS),
     "component_draws": Int(MIN_NULL_DRAWS, MAX_DRAWS, "the omnibus calibration of each "
                            "matrix's p reads the 10 largest null statistics"),
+    "heavy_tail_draws": Int(2, MAX_DRAWS),
     "chunk_size": Int(1, MAX_DRAWS),
     "d": Int(1, MAX_DIM),
     "dh": Int(1, MAX_DIM),

@@ -40,7 +40,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
             "a random-matrix null at the head's own (d, d_h, sigma_Q, sigma_K) and storage "
             "precision; one decision per head (BH over heads). With --components also every "
             "whole weight matrix per layer against i.i.d. Gaussian matrices of its shape and "
-            "storage (one decision per matrix). Writes scores.nc, heads.csv, "
+            "storage (one decision per matrix); with --heavy-tail WeightWatcher's heavy-tail "
+            "metrics of every matrix against their null. Writes scores.nc, heads.csv, "
             "scores.csv, summary.txt, figures and manifest.json (and components.nc, "
             "components.csv) to --out (default rmtbase-score/<model name>), all or nothing: an "
             "earlier rmtbase score output there is replaced only with --overwrite, and a "
@@ -122,6 +123,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "dimension and, for checkpoints, a k-versus-step figure)")
     p.add_argument("--component-draws", type=positive_int, default=None,
                    help="null draws per matrix shape for --components (default 400; cached)")
+    p.add_argument("--heavy-tail", action="store_true",
+                   help="also WeightWatcher 0.7.7's heavy-tail metrics of every weight matrix "
+                        "per layer (alpha, alpha-weighted, log norms, stable rank, MP soft "
+                        "rank, spikes, KS distance, rand_distance), each against i.i.d. "
+                        "N(0, 1) matrices of its shape and storage at its Frobenius norm: "
+                        "heavy_tail_* in scores.nc, heavy_tail.csv, "
+                        "figures/heavy_tail_esd.png, a report section and a summary line "
+                        "(one MODEL; the head scores are unchanged)")
+    p.add_argument("--heavy-tail-draws", type=positive_int, default=None,
+                   help="null draws per matrix shape for --heavy-tail (default 200; cached)")
     p.add_argument("--alpha", type=number, default=0.05,
                    help="Benjamini-Hochberg level over heads (default 0.05)")
     p.add_argument("--seed", type=positive_int, default=0, help="null table / permutation seed")

@@ -104,6 +104,11 @@ _PLAN_RULES = (
                                               or p.components is not None or p.probe),
      "--ov and --directions apply to one MODEL scored alone; they do not combine with several "
      "models, --base, --components or --probe"),
+    (lambda a, p: getattr(a, "heavy_tail_draws", None) is not None and not a.heavy_tail,
+     "--heavy-tail-draws needs --heavy-tail"),
+    (lambda a, p: getattr(a, "heavy_tail", False) and (p.several or a.base is not None),
+     "--heavy-tail scores one MODEL's matrices; it does not combine with several models or "
+     "--base"),
     (lambda a, p: getattr(a, "repeat_length", None) is not None
      and not (a.composition and p.probe),
      "--repeat-length sets the circuit search of --composition --probe; give both or leave it "
@@ -182,7 +187,8 @@ def request_of(args, plan: Plan):
                         allow_pickle=args.allow_pickle, ov=args.ov, directions=args.directions,
                         components=None if plan.components is None else tuple(plan.components),
                         component_settings=parts, composition=comp, probe=args.probe,
-                        text=args.text, search=search)
+                        text=args.text, search=search, heavy_tail=args.heavy_tail,
+                        heavy_tail_draws=args.heavy_tail_draws)
 
 
 def _check_work(args, plan) -> None:

@@ -1,8 +1,8 @@
 """What ``rmtbase score MODEL`` runs, as one library call: :func:`run_score`.
 
-score → outlier directions → composition → circuit search → whole matrices → text probe →
-behaviour labels, each stage the library function of its own, on one :class:`ScoreRequest`;
-the answer is one :class:`ScoreRun` holding every Dataset, which
+score → outlier directions → composition → circuit search → whole matrices → heavy-tail
+metrics → text probe → behaviour labels, each stage the library function of its own, on one
+:class:`ScoreRequest`; the answer is one :class:`ScoreRun` holding every Dataset, which
 :func:`rmtbase.report.write.write_report` writes as ``rmtbase score`` does, byte for byte."""
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ class ScoreRequest:
     :func:`~rmtbase.circuits.find_circuits` as it is), only with a composition and the probe;
     None there: the record's defaults with the score's seed and the probe's ``text`` (without
     a text the search patches on repeated random tokens at ``Search.lengths``). A search
-    given reads the probe's text: its ``text`` must be ``text``."""
+    given reads the probe's text: its ``text`` must be ``text``. heavy_tail: WeightWatcher's
+    metrics of every matrix against their null, ``heavy_tail_draws`` per shape (None: the
+    default)."""
 
     model: object = None
     revision: str | None = None
@@ -48,6 +50,8 @@ class ScoreRequest:
     probe: bool = False
     text: str | None = None
     search: Search | None = None
+    heavy_tail: bool = False
+    heavy_tail_draws: int | None = None
 
     def __post_init__(self):
         for name, cls in (("settings", ScoreSettings), ("component_settings", ComponentSettings)):
@@ -64,10 +68,25 @@ class ScoreRequest:
                              "not combine with --components or --probe")
         if self.components is not None:
             self.settings.null.require("scores_components", "--components")
+        self._check_heavy_tail()
         if self.probe and self.revision is not None:
             raise InputError("--probe loads the model with transformers at its default "
                              "revision; leave out --revision")
         self._check_search()
+
+    def _check_heavy_tail(self) -> None:
+        if not self.heavy_tail:
+            if self.heavy_tail_draws is not None:
+                raise InputError("--heavy-tail-draws needs --heavy-tail")
+            return
+        if self.ov:
+            raise InputError("--heavy-tail scores one model's matrices; it does not combine "
+                             "with --ov")
+        self.settings.null.require("scores_components", "--heavy-tail")
+        if self.heavy_tail_draws is not None:
+            from ..checks import MAX_DRAWS, check_int
+
+            check_int("heavy_tail_draws", self.heavy_tail_draws, minimum=2, maximum=MAX_DRAWS)
 
     def _check_search(self) -> None:
         """``search`` with a composition and the probe (built from the defaults when None),
@@ -113,7 +132,7 @@ class ScoreRun:
     """Every Dataset of one run: the head ``scores`` (with the text probe's ``behaviour_*``
     and, with a composition, ``head_label`` joined), the whole-matrix ``components``, the
     ``composition``, the circuit search's ``circuits``, the text ``probe`` alone, the outlier
-    ``directions``; None where not run."""
+    ``directions``, the ``heavy_tail`` table (with ``esd``); None where not run."""
 
     scores: object
     components: object = None
@@ -121,6 +140,7 @@ class ScoreRun:
     circuits: object = None
     probe: object = None
     directions: object = None
+    heavy_tail: object = None
 
     @property
     def extras(self) -> dict:
@@ -251,6 +271,15 @@ def run_score(request: ScoreRequest | None = None, *, progress: bool = True,
                                           revision=request.revision,
                                           settings=request.component_settings,
                                           allow_pickle=request.allow_pickle, progress=progress)
+    if request.heavy_tail:
+        from ..progress import stage
+        from ..scoring.matrices.heavy_tail import score_heavy_tail
+
+        stage("rmtbase", "heavy tails: WeightWatcher's metrics of every matrix against their "
+              "null", enabled=progress)
+        run.heavy_tail = score_heavy_tail(request.model, draws=request.heavy_tail_draws,
+                                          seed=request.settings.seed, revision=request.revision,
+                                          progress=progress, allow_pickle=request.allow_pickle)
     if prepared.text_probe:  # the model the circuit search loaded, if it did: one load
         run.probe = _probe(loaded if loaded is not None else request.model,
                            prepared.probe_text, progress)

@@ -5,13 +5,41 @@ Dataset to one row per (layer, component); :func:`write_heavy_tail_csv` writes i
 :func:`plot_esd` draws a matrix's ESD on log–log axes (density over log-spaced bins), the fitted
 power law p(λ) = (n_tail/M) (α − 1)/xmin (λ/xmin)^{−α} above xmin (the tail's share of the
 density; Clauset, Shalizi & Newman 2009, eq. 2.2) and the null's 2.5–97.5 % band per bin from
-null spectra; it takes ``ax=None`` and returns the Axes."""
+null spectra; it takes ``ax=None`` and returns the Axes. :func:`write_heavy_tail` adds the table
+to ``rmtbase score --heavy-tail``'s folder: ``heavy_tail_*`` variables in scores.nc
+(:func:`scores_variables`), heavy_tail.csv, the ESD figure, a summary line and a report section."""
 
 from __future__ import annotations
 
-import numpy as np
+import html as _html
 
+import numpy as np
+import xarray as xr
+
+from ..errors import InputError
 from ._labels import figure_axes
+
+#: (long_name, definition) of each variable of the table as scores.nc writes it.
+_ATTRS = {
+    "value": ("WeightWatcher 0.7.7 metric of the stored matrix",
+              "the metric named by heavy_tail_metric (docs/statistics.md)"),
+    "p_value": ("two-sided add-one empirical p against the null", "NaN for log_norm"),
+    "null_median": ("median of the metric over the null's draws", ""),
+    "null_lo": ("2.5 % quantile of the metric over the null's draws", ""),
+    "null_hi": ("97.5 % quantile of the metric over the null's draws", ""),
+    "band_units": ("(value - null median) / half the null's 95 % band", ""),
+    "xmin": ("lower cutoff of the power-law fit of lambda = s^2", "KS-distance minimum"),
+    "folklore": ("WeightWatcher's reading of alpha", "alpha < 2 over-trained, 2 <= alpha "
+                 "<= 6 well trained, alpha > 6 under-trained; empty: no matrix"),
+    "null_well_trained": ("share of the null's draws with 2 <= alpha <= 6", ""),
+    "rows": ("rows of the matrix (out features)", "0: no matrix"),
+    "cols": ("columns of the matrix (in features)", "0: no matrix"),
+    "storage": ("storage of the matrix", ""),
+    "null_storage": ("storage of the null's draws", ""),
+}
+#: Columns of the report's table (heavy_tail.csv holds every metric).
+_SHOWN = ("layer", "component", "alpha", "alpha_p", "alpha_null_lo", "alpha_null_hi", "folklore",
+          "null_well_trained", "alpha_weighted", "stable_rank", "rand_distance")
 
 
 def heavy_tail_frame(ds):
@@ -40,12 +68,15 @@ def heavy_tail_frame(ds):
     return pd.DataFrame(rows)
 
 
+def _csv(ds) -> str:
+    return heavy_tail_frame(ds).to_csv(index=False, float_format="%.6g")
+
+
 def write_heavy_tail_csv(ds, path):
     """Write :func:`heavy_tail_frame` of ``ds`` to ``path`` atomically; returns the path."""
-    from ..files.atomic import write_atomic
+    from ..files.atomic import write_text
 
-    frame = heavy_tail_frame(ds)
-    return write_atomic(path, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.6g"))
+    return write_text(path, _csv(ds))
 
 
 def plot_esd(lam, ax=None, *, alpha=None, xmin=None, null=None, bins: int = 60, label=None):
@@ -84,4 +115,93 @@ def plot_esd(lam, ax=None, *, alpha=None, xmin=None, null=None, bins: int = 60, 
     return ax
 
 
-__all__ = ["heavy_tail_frame", "plot_esd", "write_heavy_tail_csv"]
+def scores_variables(ht: xr.Dataset, layers) -> xr.Dataset:
+    """``ht`` (:func:`~rmtbase.scoring.matrices.heavy_tail.score_heavy_tail`) as scores.nc's
+    variables ``heavy_tail_<name>`` over (layer, component[, heavy_tail_metric])."""
+    if sorted(int(v) for v in ht["layer"].values) != sorted(int(v) for v in layers):
+        raise InputError("the heavy-tail table names other layers than the head score")
+    ht = ht.drop_vars("esd", errors="ignore").rename(metric="heavy_tail_metric")
+    out = xr.Dataset({f"heavy_tail_{k}": ht[k] for k in _ATTRS})
+    for k, (long_name, definition) in _ATTRS.items():
+        attrs = {"long_name": long_name, "units": "1"}
+        if definition:
+            attrs["definition"] = definition
+        out[f"heavy_tail_{k}"].attrs = attrs
+    out["heavy_tail_metric"].attrs = {"long_name": "WeightWatcher heavy-tail metric"}
+    out.attrs = {f"heavy_tail_{k}": ht.attrs[k] for k in ("draws", "seed", "null", "definitions",
+                                                          "folklore_band") if k in ht.attrs}
+    return out
+
+
+def summary_line(ht: xr.Dataset) -> str:
+    """One line: α's median over the matrices and its null's, how many lie outside the null's
+    95 % band, and the folklore's count beside the null's share."""
+    a = ht.sel(metric="alpha")
+    ok = (ht["rows"].values > 0) & np.isfinite(a["value"].values)
+    v, lo, hi = (a[k].values[ok] for k in ("value", "null_lo", "null_hi"))
+    well = int((ht["folklore"].values[ok] == "well trained").sum())
+    share = float(np.nanmean(ht["null_well_trained"].values[ok])) if ok.any() else np.nan
+    return (f"Heavy tails (WeightWatcher 0.7.7 alpha, heavy_tail.csv): median alpha "
+            f"{np.median(v) if v.size else np.nan:.3g} over {v.size} matrices (null median "
+            f"{np.median(a['null_median'].values[ok]) if v.size else np.nan:.3g}); "
+            f"{int(((v < lo) | (v > hi)).sum())} of {v.size} outside the null's 95 % band; "
+            f"{well} 'well trained' (2 <= alpha <= 6; null draws {share:.0%}); "
+            f"{ht.attrs.get('draws', '?')} null draws per shape")
+
+
+def esd_figure(ht: xr.Dataset):
+    """The ESD (:func:`plot_esd`) of the matrices whose α lies furthest from and nearest to
+    its null median (band units), with the null's spectra; a Figure, or None without ``esd``."""
+    from matplotlib.figure import Figure
+
+    from ..scoring.matrices.heavy_tail import null_spectra
+    from .tables import fmt_p
+
+    band = ht["band_units"].sel(metric="alpha").values
+    if "esd" not in ht or not np.isfinite(band).any():
+        return None
+    far = np.unravel_index(np.nanargmax(np.abs(band)), band.shape)
+    near = np.unravel_index(np.nanargmin(np.abs(band)), band.shape)
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    for ax, (i, j), why in zip(fig.subplots(1, 2), (far, near), ("furthest from", "nearest"),
+                               strict=True):
+        layer, comp = ht["layer"].values[i], ht["component"].values[j]
+        cell = ht.sel(layer=layer, component=comp)
+        a = cell.sel(metric="alpha")
+        lam = cell["esd"].values
+        plot_esd(lam[np.isfinite(lam)], ax, alpha=float(a["value"]), xmin=float(cell["xmin"]),
+                 null=null_spectra(ht, layer, comp), label=f"L{layer} {comp}")
+        ax.set_title(f"L{layer} {comp} ({int(cell['rows'])}x{int(cell['cols'])}), alpha {why} "
+                     f"its null: {float(a['value']):.2f} vs {float(a['null_median']):.2f} "
+                     f"[{float(a['null_lo']):.2f}, {float(a['null_hi']):.2f}], p "
+                     f"{fmt_p(float(a['p_value']))}", fontsize=8)
+    return fig
+
+
+def write_heavy_tail(out, ht: xr.Dataset, *, figures: bool = True, label: str = "") -> str:
+    """Write heavy_tail.csv (and figures/heavy_tail_esd.png, titled ``label``) into the open
+    OutputFolder ``out``; returns the report's HTML section."""
+    from .html import _img, table_html
+
+    out.write_text("heavy_tail.csv", _csv(ht))
+    line = summary_line(ht)
+    fig = esd_figure(ht) if figures else None
+    img = ""
+    if fig is not None:
+        if label:  # the figure names its model, as the report's others do
+            fig.suptitle(label, fontsize=9)
+        out.save_figure(fig, "figures/heavy_tail_esd.png")
+        img = _img("heavy_tail_esd.png", (out.tmp / "figures" / "heavy_tail_esd.png"
+                                          ).read_bytes(),
+                   "ESD (lambda = s^2, log-log) with the power-law fit above xmin (red) and the "
+                   "95 % band of the null's spectra at the matrix's Frobenius norm (grey).")
+    frame = heavy_tail_frame(ht)
+    section = ('<section id="heavy-tail"><h2>Heavy-tailed spectra (WeightWatcher metrics '
+               f'against the null)</h2><p class="note">{_html.escape(line)}. Every metric with '
+               "its null: heavy_tail.csv and scores.nc (heavy_tail_*).</p>"
+               f"{table_html(frame[[c for c in _SHOWN if c in frame]])}{img}</section>\n")
+    return section
+
+
+__all__ = ["esd_figure", "heavy_tail_frame", "plot_esd", "scores_variables", "summary_line",
+           "write_heavy_tail", "write_heavy_tail_csv"]

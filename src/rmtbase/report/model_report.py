@@ -2,7 +2,8 @@
 
 ``scores.nc``, ``heads.csv``, ``scores.csv`` (head × statistic), ``summary.txt``, ``figures/``
 (verdict with profile, effect heatmaps, spectra of the most and least concentrated heads,
-entropy), ``report.html`` and, with a whole-matrix score, :mod:`.component_report`'s files."""
+entropy), ``report.html`` and, with a whole-matrix score, :mod:`.component_report`'s files;
+with a heavy-tail table, :mod:`.heavy_tail_report`'s."""
 
 from __future__ import annotations
 
@@ -115,10 +116,11 @@ def _spectrum_heads(ds: xr.Dataset, n: int) -> list[tuple[tuple[int, int], str]]
 
 def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: int = 3,
                        n_spectra: int = 3, components: xr.Dataset | None = None,
-                       extras: dict | None = None
+                       extras: dict | None = None, heavy_tail: xr.Dataset | None = None
                        ) -> dict[str, Path]:
     """Write one model's report into ``out_dir``; returns {file name: final path}.
-    ``components``: a whole-matrix score written alongside."""
+    ``components``: a whole-matrix score written alongside; ``heavy_tail``: the heavy-tail
+    table (:func:`rmtbase.scoring.matrices.heavy_tail.score_heavy_tail`)."""
     from .circuit_context import context
     from .circuit_next import next_lines, next_section, wants_next
     from .component_report import component_table, write_components
@@ -133,8 +135,16 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
     if components is not None:
         summary += "\nWhole matrices (components.nc, components.csv):\n" + \
             component_table(components) + "\n"
+    nc = ds
+    if heavy_tail is not None:
+        from .heavy_tail_report import scores_variables, summary_line, write_heavy_tail
+
+        summary += "\n" + summary_line(heavy_tail) + "\n"
+        hv = scores_variables(heavy_tail, ds["layer"].values)
+        nc = ds.assign(dict(hv.data_vars))
+        nc.attrs = {**ds.attrs, **hv.attrs}
     with OutputFolder(out_dir, kind="rmtbase score") as out:
-        out.write_netcdf("scores.nc", ds)
+        out.write_netcdf("scores.nc", nc)
         for name, extra in (extras or {}).items():
             if hasattr(extra, "savefig"):  # a figure given with the files
                 out.save_figure(extra, name)
@@ -166,6 +176,9 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
             sections = section_of(ctx, png.read_bytes() if png.exists() else None)
         if nxt:
             sections += next_section(nxt)
+        if heavy_tail is not None:
+            sections += write_heavy_tail(out, heavy_tail, figures=figures,
+                                         label=fig_mod.title_label(ds))
         out.write_text("report.html", score_html(ds, images, summary=summary,
                                                  captions=HTML_FIGURES, linked=linked,
                                                  sections=sections))

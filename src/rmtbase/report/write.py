@@ -47,20 +47,27 @@ def _what(dim) -> str:
 
 def write_report(ds, out_dir, *, figures: bool = True, top: int = 3,
                  n_spectra: int = 3, components: xr.Dataset | None = None,
-                 extras: dict[str, xr.Dataset] | None = None) -> dict[str, Path]:
+                 extras: dict[str, xr.Dataset] | None = None,
+                 heavy_tail: xr.Dataset | None = None) -> dict[str, Path]:
     """Write a score's report into ``out_dir`` all-or-nothing; returns {file name: final path}.
     ``ds``: a score (``xr.Dataset``) or a whole run (:class:`rmtbase.pipeline.ScoreRun`: its
     scores, whole matrices and further files, as ``rmtbase score`` writes them). ``out_dir``
     must be absent, empty or an earlier rmtbase output (replaced). ``extras``: further netCDF
     files ({file name: Dataset}); with ``composition.nc`` the report leads with what was found
-    and, with ``figures``, draws ``figures/composition.png``."""
+    and, with ``figures``, draws ``figures/composition.png``. ``heavy_tail``: one model's
+    heavy-tail table (:mod:`.heavy_tail_report`)."""
     from ..pipeline.run import ScoreRun
 
     if isinstance(ds, ScoreRun):
-        if components is not None or extras is not None:
-            raise InputError("write_report: a ScoreRun carries its own components and extras")
-        ds, components, extras = ds.scores, ds.components, (ds.extras or None)
+        if components is not None or extras is not None or heavy_tail is not None:
+            raise InputError("write_report: a ScoreRun carries its own components, extras and "
+                             "heavy-tail table")
+        ds, components, extras, heavy_tail = (ds.scores, ds.components, ds.extras or None,
+                                              ds.heavy_tail)
     shape = report_shape(ds, components)
+    if shape.dim and heavy_tail is not None:
+        raise InputError("the heavy-tail table is one model's; a collection's report does not "
+                         "take it")
     if shape.dim:
         from .collection_report import write_collection_report
 
@@ -69,7 +76,7 @@ def write_report(ds, out_dir, *, figures: bool = True, top: int = 3,
     from .model_report import write_model_report
 
     return write_model_report(ds, out_dir, figures=figures, top=top, n_spectra=n_spectra,
-                              components=components, extras=extras)
+                              components=components, extras=extras, heavy_tail=heavy_tail)
 
 
 __all__ = ["ReportShape", "report_shape", "write_report"]

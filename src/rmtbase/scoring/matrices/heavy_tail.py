@@ -53,7 +53,7 @@ def rescaled(null: dict, total: float) -> dict:
 
 
 def matrix_metrics(w, seed: int = 0, randomize: bool = True) -> dict:
-    """Every metric of :data:`METRICS` (and ``xmin``, ``bulk_max``, ``sum_lambda``) of one
+    """Every metric of :data:`METRICS` (and ``xmin``, ``bulk_max``, ``sum_lambda``, ``esd``) of one
     stored matrix ``w`` (m, n); rand_distance's permutation from ``fold_in(key(seed), tag)``
     (NaN unless ``randomize``: it costs a second SVD)."""
     import jax
@@ -66,6 +66,7 @@ def matrix_metrics(w, seed: int = 0, randomize: bool = True) -> dict:
     got = {k: v[0] for k, v in spectrum_table(lam[None], *np.shape(w)).items()}
     key = jax.random.fold_in(jax.random.key(seed), PERMUTATION_TAG)
     got["rand_distance"] = rand_distance(w, key, lam) if randomize else np.nan
+    got["esd"] = lam
     return got
 
 
@@ -110,6 +111,20 @@ def _storages(w, lc, name):
     return storage.name, null.name
 
 
+def null_spectra(ds: xr.Dataset, layer, component) -> np.ndarray:
+    """The null's spectra ``(draws, M)`` of ``ds``'s matrix (layer, component), each at the
+    matrix's Σλ (the scale :func:`rescaled` puts the null's metrics at)."""
+    from ...baseline.heavy_tail_null import heavy_tail_null_table
+
+    cell = ds.sel(layer=layer, component=component)
+    lam = heavy_tail_null_table(int(cell["rows"]), int(cell["cols"]),
+                                storage=str(cell["null_storage"].values),
+                                draws=int(ds.attrs["draws"]), seed=int(ds.attrs["seed"])
+                                )["lambda"].values
+    total = 10.0 ** float(cell["value"].sel(metric="log_norm"))
+    return lam * (total / lam.sum(axis=1))[:, None]
+
+
 def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
     """The Dataset of :func:`score_heavy_tail` (no attributes) from its cells ``(layer, name,
     shape, storage, null storage, metrics)``, each against its group's null."""
@@ -150,19 +165,24 @@ def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
                             "metric": list(METRICS)})
     for k, v in per.items():
         ds[k] = (dims[:2], v.astype(str) if v.dtype == object else v)
+    esd = np.full(shape3[:2] + (max(c[5]["esd"].size for c in cells),), np.nan)
+    for layer, name, *_, got in cells:
+        esd[layers.index(layer), names.index(name), :got["esd"].size] = got["esd"]
+    ds["esd"] = (dims[:2] + ("eig",), esd)
     return ds
 
 
 def score_heavy_tail(model=None, *, components="all", draws: int | None = None, seed: int = 0,
-                     revision=None, randomize: bool = True, progress: bool = False
-                     ) -> xr.Dataset:
+                     revision=None, randomize: bool = True, progress: bool = False,
+                     allow_pickle: bool = False) -> xr.Dataset:
     """The heavy-tail table of ``model`` (hub id, folder, loaded model; None = the embedded
     MiniLM): Dataset over (layer, component, metric) with ``value``, ``p_value``,
     ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer, component) ``xmin``,
     ``folklore``, ``null_well_trained``, ``rows``, ``cols``, ``storage``, ``null_storage``.
     ``draws``: null draws per shape (default :data:`rmtbase.baseline.heavy_tail_null.
-    DEFAULT_DRAWS`); ``randomize``: rand_distance too (a second SVD per matrix; else NaN); a
-    missing component is NaN / ""."""
+    DEFAULT_DRAWS`); ``randomize``: rand_distance too (a second SVD per matrix; else NaN);
+    ``esd`` (layer, component, eig): λ ascending, NaN-padded; a missing component is NaN /
+    ""."""
     from ...baseline.heavy_tail_null import DEFAULT_DRAWS
     from ...models import default_model_path, load_components, model_info
 
@@ -171,7 +191,8 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
         model = default_model_path()
     info = model_info(model, revision=revision)
     cells = []
-    for lc in load_components(model, components=components, revision=revision):
+    for lc in load_components(model, components=components, revision=revision,
+                              allow_pickle=allow_pickle):
         for name, w in lc.matrices.items():
             storage, null_storage = _storages(w, lc, name)
             cells.append((int(lc.layer), name, tuple(w.shape), storage, null_storage,
@@ -198,4 +219,4 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
 
 
 __all__ = ["FOLKLORE_BAND", "METRICS", "compare", "folklore", "matrix_metrics", "null_metrics",
-           "rescaled", "score_heavy_tail", "spectrum_table"]
+           "null_spectra", "rescaled", "score_heavy_tail", "spectrum_table"]
