@@ -27,6 +27,16 @@ def number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+def stats_arg(text: str):
+    """``--stats``: a family (all, spectral, elementwise), or a family then the plugins'
+    statistics and axes it adds, comma-separated (a tuple; checked by the score's settings)."""
+    parts = [t.strip() for t in text.split(",")]
+    if parts[0] not in ("all", "spectral", "elementwise") or not all(parts):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (all, spectral or "
+                                         "elementwise, then plugins' statistics or axes)")
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
 def live_choice(names, registry=None):
     """argparse type of an option whose choices are a live view of a registry (``names``,
     :class:`rmtbase.registry.Names`): checked when given, so help loads no plugin (argparse
