@@ -54,7 +54,8 @@ FAMILIES = ("all", "spectral", "elementwise")
 def _plugin_axis(name) -> bool:
     from ..decision.axes import REGISTRY
 
-    return isinstance(name, str) and not REGISTRY.shipped(name) and name in REGISTRY
+    return isinstance(name, str) and name.isidentifier() and not REGISTRY.shipped(name) \
+        and name in REGISTRY
 
 
 def stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
@@ -78,7 +79,7 @@ def stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
         if names[0] == "elementwise" and named(names[1:]):
             raise InputError("stats: a plugin's statistic is spectral: not with 'elementwise'")
         return names[0], None
-    return "all", tuple(n for n in names if "." in str(n) or not _plugin_axis(n))
+    return "all", tuple(n for n in names if not _plugin_axis(n))
 
 
 def check_null_storage(null: Null, where: str = "null") -> None:
