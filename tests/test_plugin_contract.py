@@ -224,6 +224,11 @@ def test_a_raising_or_wrong_shaped_statistic_is_one_line_and_the_rest_work(
     with pytest.raises(InputError) as exc:
         statistic("qk.raising")
     assert str(exc.value) == lines[1]  # asked for by name: the same line
+    from rmtbase.scoring.settings import ScoreSettings
+
+    with pytest.raises(InputError) as exc:
+        ScoreSettings(stats=("spectral", "raising"))  # named in a score: the same line
+    assert str(exc.value) == lines[1]
 
 
 def test_a_statistic_failing_at_call_is_one_plugin_error_line():

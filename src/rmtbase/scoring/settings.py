@@ -73,9 +73,14 @@ def stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
         raise InputError("stats must name at least one statistic")
     if names[0] in FAMILIES:
         bad = [n for n in names[1:] if not (named((n,)) or _plugin_axis(n))]
-        if bad:
-            raise InputError(f"stats: after the family {names[0]!r} come plugins' statistics "
-                             f"or axes, got {bad[0]!r}")
+        if bad:  # a plugin of that name that failed to load: its own line
+            from ..decision.axes import REGISTRY as AXES
+            from ..stats.statistic import REGISTRY as STATS
+
+            what = f"stats: after the family {names[0]!r} come plugins' statistics or axes, " \
+                   f"got {bad[0]!r}"
+            name = str(bad[0]).split(".", 1)[-1]
+            raise InputError(STATS.unknown(name, AXES.unknown(name, what)))
         if names[0] == "elementwise" and named(names[1:]):
             raise InputError("stats: a plugin's statistic is spectral: not with 'elementwise'")
         return names[0], None
