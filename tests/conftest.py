@@ -87,6 +87,43 @@ def _fresh_interrupt_state():
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
+def _strict_json(text: str) -> None:
+    """json.loads that refuses NaN, Infinity and -Infinity (RFC 8259 has none)."""
+    import json
+
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture(autouse=True)
+def _strict_json_files(request):
+    """Every ``*.json`` file a test leaves under its ``tmp_path`` parses as strict JSON (no NaN
+    or infinities: Python's json writes them by default, other readers refuse them). A test
+    that writes malformed JSON on purpose, as an input, is marked ``bad_json_input``; nothing
+    is read for a test without ``tmp_path``."""
+    yield
+    root = request.node.funcargs.get("tmp_path") if "tmp_path" in request.fixturenames else None
+    if root is None or request.node.get_closest_marker("bad_json_input") or not root.is_dir():
+        return
+    bad = _not_strict_json(root)
+    if bad:
+        pytest.fail("JSON files that are not strict JSON: " + "; ".join(bad), pytrace=False)
+
+
+def _not_strict_json(root) -> list[str]:
+    """``"<path>: <why>"`` of each ``*.json`` file under ``root`` that is not strict JSON."""
+    bad = []
+    for path in sorted(root.rglob("*.json")):
+        if path.is_file() and not path.is_symlink():
+            try:
+                _strict_json(path.read_text("utf-8"))
+            except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+                bad.append(f"{path.relative_to(root).as_posix()}: {str(e).splitlines()[0]}")
+    return bad
+
+
 #: Tests moved to the slow tier (``./scripts/test.sh --all``) to keep the quick tier within
 #: 10 minutes on 2 cores, each with the default test that keeps its claim in the quick tier.
 QUICK_TIER_SLOW = {
@@ -218,6 +255,8 @@ def pytest_configure(config):
     process and in the CLI, is compiled alike. docs/performance.md has the quick tier's CPU
     at each level. The slow tier (long Monte Carlo loops) keeps XLA's default, as does
     an ``XLA_FLAGS`` with a level of its own."""
+    config.addinivalue_line("markers", "bad_json_input: the test writes malformed JSON on "
+                                       "purpose (exempt from _strict_json_files)")
     flags = os.environ.get("XLA_FLAGS", "")
     if (config.option.markexpr or "").strip() != "not slow" or \
             os.environ.get("RMTBASE_TEST_XLA_OPT") or "xla_backend_optimization_level" in flags:

@@ -1087,6 +1087,20 @@ def test_more_families_run_on_the_task_graph(kind):
     assert TaskModel(net).check(_ids(net)) < 1e-5
 
 
+def test_the_plans_graph_from_the_config_is_the_models():
+    """The plan line's edges (forward.config_graph, from the config alone) are the task
+    graph's of every family the task graph runs, parallel blocks included."""
+    from test_circuits_families import KINDS, _net
+
+    from rmtbase.circuits.task.forward import FAMILIES, config_graph
+
+    kinds = [k for k in KINDS if _net(k).config.model_type in FAMILIES]
+    assert len(kinds) >= 20 and {"gptj", "phi", "gpt_neox", "falcon_mha"} <= set(kinds)
+    for kind in kinds:
+        net = _net(kind)
+        assert config_graph(net.config).n_edges == TaskModel(net).graph.n_edges, kind
+
+
 def test_a_family_outside_the_task_graph_is_refused_before_its_weights(tmp_path,
                                                                        monkeypatch):
     """OPT (no mlp module) is refused from its config; the weights are never read."""
@@ -1137,3 +1151,31 @@ def test_the_search_names_its_stages_when_asked(capsys):
     for words in ("reading", "2 pairs to rank them, 2 to score the circuit; counterfactual "
                   "corrupted", "pruning in context:", "curve on the held-out pairs"):
         assert "rmtbase circuits --task: " in err and words in err, words
+
+
+def test_the_plan_is_told_before_the_weights_are_read(tmp_path, capsys):
+    """``rmtbase circuits --task``: one line with pairs x tokens, the graph's edges and the
+    edge sets pruning in context plans, each a forward pass over the fit pairs; its count is
+    the run's (summary.json), and the line comes before the weights are read (a model whose
+    weights cannot be read still gets it, then the refusal)."""
+    from rmtbase.circuits.task.taskfile import write_task
+    from rmtbase.cli import main
+
+    folder, task, out = tmp_path / "m", tmp_path / "ind.jsonl", tmp_path / "out"
+    _gpt2(dtype=torch.float32).save_pretrained(folder)
+    t = _task(n=4)
+    write_task(t, task)
+    assert main(["circuits", str(folder), "--task", str(task), "--out", str(out), "--top", "3",
+                 "--no-figures"]) == 0
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if ": plan: " in x]
+    s = json.loads((out / "summary.json").read_text())
+    sets = s["ranking"]["sets"]
+    assert s["ranking"]["method"] == "pruning in context" and s["split"]["fit"] == 2
+    assert line == (f"rmtbase circuits --task: plan: 4 prompt pairs x {t.length} tokens (2 to "
+                    f"rank), {s['n_edges']} edges; pruning in context: {sets:,} edge sets, each "
+                    f"a forward pass over the 2 pairs ({2 * sets:,} of 400,000 set-prompts)")
+    (folder / "model.safetensors").write_bytes(b"not weights")
+    assert main(["circuits", str(folder), "--task", str(task), "--out", str(tmp_path / "o2"),
+                 "--no-figures"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert line in err and "cannot load" in err[-1], err[-3:]

@@ -58,7 +58,9 @@ def test_the_examples_run_as_written_in_a_fresh_process(tmp_path):
         r = round_trip(w, "toy_t3p")  # ternary: -d, 0, d with d = max|x| = 0.5
         assert sorted(set(float(x) for x in r.ravel())) == [-0.5, 0.0, 0.5], r
         lam = jnp.asarray([[4.0, 2.0, 1.0, 1.0]])
-        assert float(spectral_stats(lam)["top_share"][0]) == 0.5  # exact: 4 / 8
+        assert "top_share" not in spectral_stats(lam)  # a default set: the shipped ones
+        top = spectral_stats(lam, (my_rmtbase.TOP_SHARE,))["top_share"]
+        assert float(top[0]) == 0.5  # exact: 4 / 8
         print("ok")
     ''')
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(ROOT / "src")])}

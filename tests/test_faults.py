@@ -508,6 +508,7 @@ def test_undefined_under_null_picks_mostly_nan_statistics():
     assert undefined_under_null(joint, ["a", "b", "c", "d"]) == {"b": (7, n), "c": (0, n)}
 
 
+@pytest.mark.bad_json_input  # a config.json with NaN or infinities: the refusal's input
 @pytest.mark.parametrize("key,value", [("n_embd", "NaN"), ("n_layer", "Infinity"),
                                        ("n_head", "-Infinity")])
 def test_non_finite_config_numbers(tmp_path, capsys, tiny_gpt2, key, value):

@@ -68,6 +68,15 @@ def test_analytic_commands(argv, capsys):
     assert len(doc) > 1
 
 
+def test_an_undefined_number_is_null(capsys):
+    """The analytic commands' and ``baseline --summary``'s writer (``emit``) is strict JSON."""
+    from rmtbase.cli._common import emit
+
+    emit({"a": float("nan"), "b": [float("-inf"), 1.5]}, True, command="spectrum")
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c))
+    assert doc == {"schema": "rmtbase.spectrum/1", "a": None, "b": [None, 1.5]}
+
+
 def test_baseline_summary(tmp_path, capsys):
     table = tmp_path / "t.nc"
     assert main(["baseline", "--d", "16", "--dh", "4", "--draws", "10", "--stats", "spectral",

@@ -92,6 +92,7 @@ def _nested(depth):
     return "[" * depth + "]" * depth
 
 
+@pytest.mark.bad_json_input
 def test_deeply_nested_config_and_index(tmp_path, gpt2_dir):
     folder = copy_folder(gpt2_dir, tmp_path / "deep")
     (folder / "config.json").write_text('{"model_type": "gpt2", "x": ' + _nested(100_000) + "}")
@@ -159,7 +160,8 @@ def test_flags_of_the_wrong_type(tmp_path, tmp_path_factory, name, changes, matc
 
 
 @pytest.mark.parametrize("make", [
-    lambda d: (d / "config.json").write_text("{oops"),
+    pytest.param(lambda d: (d / "config.json").write_text("{oops"),
+                 marks=pytest.mark.bad_json_input),
     lambda d: (d / "config.json").write_text("[1, 2]"),
     lambda d: (d / "model.safetensors").write_bytes(b"\x00garbage" * 10),
     lambda d: (d / "config.json").write_text(json.dumps({"model_type": ["gpt2"]})),

@@ -210,6 +210,7 @@ def test_corrupt_and_truncated_files(tmp_path, gpt2_dir):
         list(load_heads(folder))
 
 
+@pytest.mark.bad_json_input
 def test_missing_shard_and_bad_index(tmp_path):
     build("gpt2").save_pretrained(tmp_path, max_shard_size="100KB")
     index = json.loads((tmp_path / "model.safetensors.index.json").read_text())["weight_map"]

@@ -224,6 +224,11 @@ def test_a_raising_or_wrong_shaped_statistic_is_one_line_and_the_rest_work(
     with pytest.raises(InputError) as exc:
         statistic("qk.raising")
     assert str(exc.value) == lines[1]  # asked for by name: the same line
+    from rmtbase.scoring.settings import ScoreSettings
+
+    with pytest.raises(InputError) as exc:
+        ScoreSettings(stats=("spectral", "raising"))  # named in a score: the same line
+    assert str(exc.value) == lines[1]
 
 
 def test_a_statistic_failing_at_call_is_one_plugin_error_line():
@@ -288,8 +293,8 @@ def test_a_raising_or_wrong_shaped_axis_is_one_plugin_error_line():
 
 
 def test_a_raising_axis_is_left_out_of_the_score_with_one_warning(score_cache):
-    """A plugin dataset axis that raises: the score goes on without it (one PluginWarning
-    naming the plugin), as the shipped axes are."""
+    """A plugin dataset axis named that raises: the score goes on without it (one
+    PluginWarning naming the plugin), as the shipped axes are."""
     from rmtbase.decision.axes import Axis, register, unregister
     from rmtbase.models.types import LayerHeads, ModelInfo
     from rmtbase.registry import PluginWarning
@@ -307,7 +312,8 @@ def test_a_raising_axis_is_left_out_of_the_score_with_one_warning(score_cache):
     register(Axis("boom_axis", "value", "m", "dataset", boom, requires=("sigma_q",)))
     try:
         with pytest.warns(PluginWarning) as got:
-            ds = score_heads(info, layers, stats="spectral", progress=False, spectrum_draws=0)
+            ds = score_heads(info, layers, stats=("spectral", "boom_axis"), progress=False,
+                             spectrum_draws=0)
     finally:
         unregister("boom_axis")
     lines = [str(w.message) for w in got if "boom_axis" in str(w.message)]
@@ -503,15 +509,15 @@ RAISING_AXIS_MODULE = textwrap.dedent('''
 
 @pytest.mark.slow
 def test_the_command_line_ends_a_failing_plugin_in_one_line_with_exit_2(tmp_path):
-    """``rmtbase score`` with an axis plugin that raises (every score computes every axis):
-    exit 2 and one line naming the plugin, no traceback."""
+    """``rmtbase score --stats spectral,raxis`` with an axis plugin that raises: exit 2 and
+    one line naming the plugin, no traceback."""
     from test_plugins import _gpt2_as
 
     root = _install(tmp_path / "site", RAISING_AXIS_MODULE, RAISING_AXIS, name="rmtbase_raxis")
     model = _gpt2_as(tmp_path / "model", "gpt2")
     env = {**_env(root), "RMTBASE_CACHE": str(tmp_path / "c")}
-    cmd = [sys.executable, "-m", "rmtbase", "score", model, "--stats", "spectral", "--draws",
-           "200", "--no-figures", "--quiet", "--out", str(tmp_path / "out")]
+    cmd = [sys.executable, "-m", "rmtbase", "score", model, "--stats", "spectral,raxis",
+           "--draws", "200", "--no-figures", "--quiet", "--out", str(tmp_path / "out")]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 2, run.stderr[-3000:]
     assert "Traceback" not in run.stderr, run.stderr[-3000:]

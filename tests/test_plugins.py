@@ -152,7 +152,8 @@ def _gpt2_as(path: Path, model_type: str) -> str:
 
 @pytest.mark.slow
 def test_rmtbase_score_uses_each_plugin_by_name(tmp_path):
-    """``rmtbase score --null toy-null --quantized-null toy_t3p --sort-by top_share`` on a
+    """``rmtbase score --null toy-null --quantized-null toy_t3p --stats
+    spectral,top_share,rms_ratio --sort-by top_share`` on a
     ``toygpt`` model in a fresh process: the null, the storage's quantiser, the adapter, the
     statistic and the axes are each used, and the scores say so: the statistic axis carries the
     statistic's own value, effect and p, the dataset axis its function of the scores."""
@@ -164,7 +165,8 @@ def test_rmtbase_score_uses_each_plugin_by_name(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get(
         "PYTHONPATH", "")]), "TOY_PLUGIN_LOG": str(log), "RMTBASE_CACHE": str(tmp_path / "c")}
     cmd = [sys.executable, "-m", "rmtbase", "score", model, "--null", "toy-null",
-           "--quantized-null", "toy_t3p", "--stats", "spectral", "--draws", "200",
+           "--quantized-null", "toy_t3p", "--stats", "spectral,top_share,rms_ratio",
+           "--draws", "200",
            "--sort-by", "top_share",
            "--no-figures", "--quiet", "--out", str(out)]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
@@ -282,9 +284,12 @@ def test_in_process_plugins_and_nothing_frozen(tmp_path, monkeypatch, fresh_regi
     assert PROFILE_AXES["rms_ratio"] == ("value", "rms(W_Q) / rms(W_K)")
     assert "top_share" in SCALES and "rms_ratio" not in SCALES  # a panel only with a figure
     sort = ["score", "m", "--sort-by", "top_share", "--stats"]
-    _check_sort_by(build_parser().parse_args(sort + ["spectral"]))
+    _check_sort_by(build_parser().parse_args(sort + ["spectral,top_share"]))
     with pytest.raises(InputError, match="^--sort-by top_share needs --stats spectral or all$"):
         _check_sort_by(build_parser().parse_args(sort + ["elementwise"]))
+    with pytest.raises(InputError, match=r"^--sort-by top_share is a plugin's axis: name it in "
+                                         r"--stats \(--stats spectral,top_share\)$"):
+        _check_sort_by(build_parser().parse_args(sort + ["spectral"]))
     assert Null.parse("toy-null").name == "toy-null" and NULLS[-1] == "toy-null"
     assert storage_record("toy_t3p").block == 32
     assert "toygpt" in SUPPORTED

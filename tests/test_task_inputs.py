@@ -194,6 +194,7 @@ def test_a_bad_circuit_file_is_one_line(tmp_path, doc, match):
         read_circuit(p, Graph(2, 4))
 
 
+@pytest.mark.bad_json_input
 def test_a_circuit_file_of_huge_numbers_or_deep_nesting_is_one_line(tmp_path):
     from rmtbase.circuits.task.export import read_circuit_file
 

@@ -81,11 +81,14 @@ def _initialising(module: str) -> bool:
 class Registry(Mapping):
     """Values of one ``kind`` by name, in the order registered; plugins of entry-point
     ``group`` added on the first full lookup (module docstring). ``add(name, obj)``: how a
-    plugin's loaded object is registered (default: under the entry point's name)."""
+    plugin's loaded object is registered (default: under the entry point's name);
+    ``check(name, value)``: what every entry not shipped must pass."""
 
-    def __init__(self, kind: str, group: str, add: Callable | None = None):
+    def __init__(self, kind: str, group: str, add: Callable | None = None,
+                 check: Callable | None = None):
         self.kind, self.group = kind, group
         self._add = add or self.register
+        self._check = check  # check(name, value) of every entry not shipped: raises if wrong
         self._entries: dict = {}
         self._owners: dict[str, tuple[str, str]] = {}
         self._shipped: set[str] = set()
@@ -98,7 +101,10 @@ class Registry(Mapping):
     # -- registration (never loads plugins) --------------------------------------------------
     def register(self, name: str, value, *, shipped: bool = False):
         """Register ``value`` under ``name`` (the kind's own module checks for a clash first)
-        and return it; ``shipped``: one of rmtbase's own."""
+        and return it; ``shipped``: one of rmtbase's own; any other passes the kind's check,
+        however it is registered (an entry point, the kind's register, this call)."""
+        if not shipped and self._check is not None:
+            self._check(name, value)
         self._entries[name] = value
         if self._ep is not None:
             self._owners[name] = (self._ep.module, _ep_text(self._ep, self.group))

@@ -3,7 +3,7 @@
 ``lambda`` ``(d, d_h, draw, eig)``: each draw's nonzero squared singular values of
 W_QK = W_Qᵀ W_K, descending (d_h; d for ``ginibre``), at the table's dtype and σ (NaN-padded;
 ``sigma_power`` = 2 of ``sigma_q*sigma_k``). :func:`spectral_from_table` computes any missing
-statistic of :data:`rmtbase.stats.spectral.SPECTRAL_STATS` from it with the heads' function."""
+statistic named (default the shipped ones) from it with the heads' function."""
 
 from __future__ import annotations
 
@@ -22,12 +22,15 @@ def cell_spectrum(lam) -> np.ndarray:
 
 def derive_stats(lam, names, statistics=None) -> dict:
     """``{name: array}`` of spectral statistics ``names`` (bare, e.g. ``"npr"``) from one cell's
-    spectrum ``lam`` ``(..., n)``, in ``lam``'s dtype. ``statistics``: the records (default the
-    registry)."""
+    spectrum ``lam`` ``(..., n)``, in ``lam``'s dtype. ``statistics``: the records (default
+    those of ``names``)."""
     import jax
 
     from ..stats.spectral import spectral_stats
+    from ..stats.statistic import statistic
 
+    if statistics is None:
+        statistics = tuple(statistic(n) for n in names)
     lam = cell_spectrum(lam)
     with jax.enable_x64(lam.dtype == np.float64):  # a float64 table is derived in float64
         st = spectral_stats(lam, statistics)
@@ -48,13 +51,13 @@ def spectral_from_table(ds, names=None, statistics=None):
     """``ds`` with every spectral statistic of ``names`` (default all) that it lacks computed from
     its ``lambda``, per cell, with a generated table's attrs; present ones untouched.
     :class:`~rmtbase.errors.TableError` if one is missing and there is no ``lambda``.
-    ``statistics``: the records (default the registry)."""
+    ``statistics``: the records (default those of ``names``; ``names`` default the shipped)."""
     import xarray as xr
 
     from ..errors import TableError
-    from ..stats import SPECTRAL_STATS
+    from ..stats.spectral import SHIPPED_SPECTRAL
 
-    names = SPECTRAL_STATS if names is None else names
+    names = SHIPPED_SPECTRAL if names is None else names
     missing = missing_spectral(ds, names, statistics)
     if not missing:
         return ds

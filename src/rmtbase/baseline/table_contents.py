@@ -66,11 +66,12 @@ def fast_spectral(stats: str, ensemble: str, storage) -> bool:
 
 def stat_names(spec) -> list[str]:
     """Keys ``"qk.npr"``, … of the statistics a table of ``spec`` holds."""
-    from ..stats import ELEMENT_STATS, SPECTRAL_STATS
+    from ..stats import ELEMENT_STATS
+    from ..stats.spectral import SHIPPED_SPECTRAL
 
     names = ["q.rms", "k.rms"]
     if spec.stats in ("all", "spectral"):
-        names += [f"qk.{s}" for s in SPECTRAL_STATS]
+        names += [f"qk.{s}" for s in SHIPPED_SPECTRAL]
     if spec.stats in ("all", "elementwise"):
         names += [f"{m}.{s}" for m in ("q", "k", "qk") for s in ELEMENT_STATS]
     return names

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ..errors import InputError, check_sigma
@@ -25,6 +24,16 @@ def number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def stats_arg(text: str):
+    """``--stats``: a family (all, spectral, elementwise), or a family then the plugins'
+    statistics and axes it adds, comma-separated (a tuple; checked by the score's settings)."""
+    parts = [t.strip() for t in text.split(",")]
+    if parts[0] not in ("all", "spectral", "elementwise") or not all(parts):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (all, spectral or "
+                                         "elementwise, then plugins' statistics or axes)")
+    return parts[0] if len(parts) == 1 else tuple(parts)
 
 
 def live_choice(names, registry=None):
@@ -104,13 +113,14 @@ def json_schema(command: str) -> str:
 
 
 def emit(obj: dict, as_json: bool, title: str = "", command: str | None = None) -> None:
-    """Print ``obj`` as JSON (led by ``"schema"``: :func:`json_schema` of ``command``) or as an
-    aligned ``key  value`` listing."""
+    """Print ``obj`` as strict JSON (led by ``"schema"``: :func:`json_schema` of ``command``;
+    a non-finite number as null) or as an aligned ``key  value`` listing."""
     if as_json:
+        from ..files.strict_json import dumps
+
         if command is not None:
             obj = {"schema": json_schema(command), **obj}
-        json.dump(obj, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(dumps(obj, indent=2) + "\n")
         return
     if title:
         print(title)

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ._common import positive_int
@@ -33,11 +32,11 @@ def run(args: argparse.Namespace) -> int:
 
     table = constants(args.digits, progress=not args.no_progress)
     if args.json:
+        from ..files.strict_json import dumps
         from ._common import json_schema
 
-        json.dump({"schema": json_schema("constants"), **table}, sys.stdout, indent=2,
-                  ensure_ascii=False)
-        sys.stdout.write("\n")
+        doc = {"schema": json_schema("constants"), **table}
+        sys.stdout.write(dumps(doc, indent=2, ensure_ascii=False) + "\n")
         return 0
     wn = max(len(k) for k in table)
     wv = max(len(v["value"]) for v in table.values())

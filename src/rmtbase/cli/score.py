@@ -23,7 +23,7 @@ from ..stats.storage import REGISTRY as STORAGE_REGISTRY
 from ..stats.storage import shipped_records
 from . import _output as output
 from . import score_modes as _modes
-from ._common import live_choice, number, positive_int
+from ._common import live_choice, number, positive_int, stats_arg
 from .score_checks import (  # noqa: F401 - early: rmtbase.cli runs it at start-up
     checked,
     early,
@@ -62,8 +62,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--fail-on-flag", action="store_true",
                    help="exit with status 1 when any head (or --components matrix) is flagged, "
                         "for CI gates (the output is written first)")
-    p.add_argument("--stats", choices=("spectral", "elementwise", "all"), default="all",
-                   help="which statistics to score (default all)")
+    p.add_argument("--stats", type=stats_arg, default="all", metavar="STATS",
+                   help="which statistics to score: all (default), spectral or elementwise, "
+                        "then, comma-separated, the plugins' statistics and axes to add "
+                        "(spectral,top_share): a plugin joins a score only when named")
     # the choices are live views of the registries, checked when given: help names the
     # shipped ones and loads no plugin
     p.add_argument("--null", type=live_choice(NULLS, NULL_REGISTRY), metavar="NULL",

@@ -150,10 +150,10 @@ def checked(args: argparse.Namespace) -> Plan:
                              max_draws=args.max_draws, element_draws=args.element_draws,
                              growth_budget=args.growth_budget)
     null = args.null = settings.null  # parsed once, by the record; the value from here on
-    if null.needs_element_draws(args.stats):
+    if null.needs_element_draws(settings.kind):
         from ..scoring.nulls.checks import check_element_draws
 
-        check_element_draws(null, args.stats, args.element_draws, "--element-draws")
+        check_element_draws(null, settings.kind, args.element_draws, "--element-draws")
     _check_sort_by(args)
     models = model_args.expand_models(args.model or [])
     revisions = model_args.revisions(args.revision)
@@ -233,9 +233,17 @@ def _check_sort_by(args) -> None:
     if args.sort_by not in sort_choices(AXES):
         raise InputError(f"--sort-by must be one of {', '.join(sort_choices(AXES))}, "
                          f"got {args.sort_by!r}")
+    from ..scoring.settings import ScoreSettings
+
     needs = AXES[args.sort_by].needs if args.sort_by in AXES else None
-    if needs is not None and args.stats not in (needs, "all"):
+    settings = ScoreSettings(stats=args.stats)
+    if needs is not None and settings.kind not in (needs, "all"):
         raise InputError(f"--sort-by {args.sort_by} needs --stats {needs} or all")
+    axis = AXES[args.sort_by] if args.sort_by in AXES else None
+    if axis is not None and not AXES.shipped(args.sort_by) and args.sort_by not in \
+            settings.axes and axis.statistic not in settings.axes:
+        raise InputError(f"--sort-by {args.sort_by} is a plugin's axis: name it in --stats "
+                         f"(--stats {settings.kind},{args.sort_by})")
 
 
 def components_arg(args, null):

@@ -62,8 +62,8 @@ def several(args, plan: Plan, show) -> Scored:
     from ..scoring.collection.trajectory import score_collection
     from ..scoring.nulls.checks import check_null_size
 
-    check_null_size(model_info(plan.models[0], revision=plan.revision), args.stats, None,
-                    args.draws, plan.null, args.element_draws)
+    check_null_size(model_info(plan.models[0], revision=plan.revision), plan.settings.kind,
+                    None, args.draws, plan.null, args.element_draws)
     ds = score_collection(plan.models, revisions=plan.revisions, dim=args.collection,
                           workers=args.workers, scheduler=args.scheduler,
                           progress=not args.quiet, entries=entries_dir(args.out),

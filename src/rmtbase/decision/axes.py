@@ -71,8 +71,21 @@ class Axis:
 
 
 #: Every profile axis by name, shipped ones first (entry-point group ``rmtbase.axes``).
+def _check(name: str, axis) -> None:
+    """What every axis not shipped passes, however registered (:func:`register`'s checks)."""
+    if not isinstance(axis, Axis):
+        raise TypeError(f"{axis!r} is not a rmtbase.decision.axes.Axis record")
+    if axis.name != name:
+        raise TypeError(f"axis {axis.name!r} registered under the name {name!r}")
+    if axis.source == "factors":
+        raise InputError(f"axis {axis.name}: a factor axis cannot be registered: the Gaussian "
+                         "profile null draws each factor axis in its own reduced law and its "
+                         "tables hold the shipped ones (rmtbase.scoring.profile.factors); give a "
+                         "statistic or dataset axis")
+
+
 REGISTRY: Registry = Registry("axis", GROUPS["axis"],
-                              record_plugin(Axis, lambda a: register(a)))
+                              record_plugin(Axis, lambda a: register(a)), _check)
 
 
 def register(axis: Axis) -> Axis:
@@ -80,11 +93,6 @@ def register(axis: Axis) -> Axis:
     it is a factor axis (those need an exact law in the profile null)."""
     if not isinstance(axis, Axis):
         raise TypeError(f"{axis!r} is not a rmtbase.decision.axes.Axis record")
-    if axis.source == "factors":
-        raise InputError(f"axis {axis.name}: a factor axis cannot be registered: the Gaussian "
-                         "profile null draws each factor axis in its own reduced law and its "
-                         "tables hold the shipped ones (rmtbase.scoring.profile.factors); give a "
-                         "statistic or dataset axis")
     if REGISTRY.peek(axis.name) is not None:
         raise InputError(f"an axis named {axis.name!r} is already registered")
     return REGISTRY.register(axis.name, axis)

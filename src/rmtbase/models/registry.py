@@ -68,7 +68,13 @@ def unregister(model_type: str) -> None:
 
 
 #: ``model_type`` -> adapter instance (plugins: entry-point group ``rmtbase.adapters``).
-ADAPTERS: Registry = Registry("adapter", GROUPS["adapter"], lambda name, obj: register(obj))
+def _check(name: str, adapter) -> None:
+    if not isinstance(adapter, Adapter) or name not in tuple(adapter.model_types):
+        raise TypeError(f"{adapter!r} is not an Adapter instance of model type {name!r}")
+
+
+ADAPTERS: Registry = Registry("adapter", GROUPS["adapter"], lambda name, obj: register(obj),
+                              _check)
 for _cls in _CLASSES:
     register(_cls, shipped=True)
 del _cls

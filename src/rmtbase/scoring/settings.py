@@ -48,16 +48,43 @@ class NullStart:
                    tuple(sorted((str(k), int(n)) for k, n in prof.items())))
 
 
+FAMILIES = ("all", "spectral", "elementwise")
+
+
+def _plugin_axis(name) -> bool:
+    from ..decision.axes import REGISTRY
+
+    return isinstance(name, str) and name.isidentifier() and not REGISTRY.shipped(name) \
+        and name in REGISTRY
+
+
 def stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
-    """('all'|'spectral'|'elementwise', explicit names or None) from a ``stats`` value."""
+    """('all'|'spectral'|'elementwise', explicit names or None) from a ``stats`` value: a
+    family, names, or a family then plugins' statistics and axes it adds (plugin axes named
+    are not statistics: left out of the names)."""
+    from ..stats.statistic import named
+
     if isinstance(stats, str):
-        if stats in ("all", "spectral", "elementwise"):
+        if stats in FAMILIES:
             return stats, None
         stats = [stats]
     names = tuple(stats)
     if not names:
         raise InputError("stats must name at least one statistic")
-    return "all", names
+    if names[0] in FAMILIES:
+        bad = [n for n in names[1:] if not (named((n,)) or _plugin_axis(n))]
+        if bad:  # a plugin of that name that failed to load: its own line
+            from ..decision.axes import REGISTRY as AXES
+            from ..stats.statistic import REGISTRY as STATS
+
+            what = f"stats: after the family {names[0]!r} come plugins' statistics or axes, " \
+                   f"got {bad[0]!r}"
+            name = str(bad[0]).split(".", 1)[-1]
+            raise InputError(STATS.unknown(name, AXES.unknown(name, what)))
+        if names[0] == "elementwise" and named(names[1:]):
+            raise InputError("stats: a plugin's statistic is spectral: not with 'elementwise'")
+        return names[0], None
+    return "all", tuple(n for n in names if not _plugin_axis(n))
 
 
 def check_null_storage(null: Null, where: str = "null") -> None:
@@ -123,7 +150,8 @@ def check_budget(budget):
 class ScoreSettings:
     """What a score tests, at which level, against which null and how far the null grows.
 
-    stats: ``"all"``, ``"spectral"``, ``"elementwise"`` or ``"<matrix>.<stat>"`` names. draws:
+    stats: ``"all"``, ``"spectral"``, ``"elementwise"``, ``"<matrix>.<stat>"`` names, or a
+    family then the plugins' statistics and axes it adds (:func:`stat_kind`). draws:
     least null draws per table (permutation null: per head), at least
     :data:`~rmtbase.checks.MIN_NULL_DRAWS` (the omnibus calibration reads the 10 largest null
     statistics); None: :data:`rmtbase.baseline.cache.TABLE_DRAWS`, grown for heads whose
@@ -179,6 +207,21 @@ class ScoreSettings:
     def names(self) -> tuple[str, ...] | None:
         """The statistics named one by one, or None for a family."""
         return stat_kind(self.stats)[1]
+
+    @property
+    def plugins(self) -> tuple:
+        """The plugins' statistic records named (a default score has none)."""
+        from ..stats.statistic import named
+
+        return named(() if isinstance(self.stats, str) else self.stats)
+
+    @property
+    def axes(self) -> frozenset:
+        """The plugins' axes named, and ``qk.<name>`` of each plugin statistic named: a plugin
+        axis joins the profile when named or when the plugin statistic it reads is."""
+        names = () if isinstance(self.stats, str) else tuple(self.stats)
+        return frozenset([n for n in names if _plugin_axis(n)]
+                         + [f"qk.{r.name}" for r in self.plugins])
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from .spectral import SPECTRAL_STATS as SPECTRAL_STATS
 from .spectral import eigvals_from_factors
 from .spectral import spectral_stats as spectral_stats
 from .statistic import STATISTICS as STATISTICS
-from .statistic import StatInfo, extra, records
+from .statistic import StatInfo
 from .statistic import Statistic as Statistic
 from .statistic import statistic as statistic
 
@@ -66,7 +66,7 @@ def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=Tru
     wq, wk: ``(..., d_h, d)`` raw weights, any float dtype, leading axes batch axes. which:
     subset of ``("q", "k", "qk")`` for element statistics; spectral: add
     ``qk.<SPECTRAL_STATS>`` (needs ``"qk"``); elementwise: add element statistics; trim: Weibull
-    trim; storage: how W_Q, W_K were stored; statistics: the spectral records. Returns
+    trim; storage: how W_Q, W_K were stored; statistics: the spectral records (None: shipped). Returns
     ``{"<matrix>.<stat>": array of shape wq.shape[:-2]}``, always with ``q.rms`` and ``k.rms``."""
     wq = jnp.asarray(wq)
     wk = jnp.asarray(wk)
@@ -76,8 +76,8 @@ def head_stats(wq, wk, *, which=("q", "k", "qk"), spectral=True, elementwise=Tru
     if bad:
         raise InputError(f"which must be a subset of {_MATRICES}, got {tuple(which)!r}")
     trim_fraction(trim)
-    # the registry's records when it holds more than STATISTICS (a compiled program per set)
-    stats = (records() if extra() else None) if statistics is None else tuple(statistics)
+    # None: the shipped statistics, whatever plugins are registered (a program per set)
+    stats = None if statistics is None else tuple(statistics)
     return _head_stats(wq, wk, tuple(which), bool(spectral), bool(elementwise), float(trim),
                        check_storage(storage), stats)
 

@@ -22,8 +22,17 @@ def _add_plugin(name: str, cls) -> None:
         raise TypeError(f"the entry point is named {name!r} but its null is named {cls.name!r}")
 
 
+def _check(name: str, cls) -> None:
+    """What every null not shipped passes, however registered: a concrete Null subclass that
+    sets its own ``name`` (TypeError, one line)."""
+    if not (isinstance(cls, type) and hasattr(cls, "reference") and hasattr(cls, "parse")
+            and not is_abstract(cls) and cls.__dict__.get("name") == name):
+        raise TypeError(f"{cls!r} is not a null named {name!r} (a concrete Null subclass that "
+                        "sets its own name; defining it registers it)")
+
+
 #: The registered nulls: {name: class}, in the order they were defined.
-REGISTRY: Registry = Registry("null", GROUPS["null"], _add_plugin)
+REGISTRY: Registry = Registry("null", GROUPS["null"], _add_plugin, _check)
 
 
 def is_abstract(cls) -> bool:

@@ -18,17 +18,19 @@ from .._matmul import mm
 from ..errors import InputError
 from ..registry import Names, plugin_call
 from ._bisection import tridiagonal_eigvals
-from .statistic import REGISTRY, records
+from .statistic import REGISTRY, STATISTICS
 from .statistic import spectral as _spectral
 
 
 def _spectral_records(statistics=None):
-    return _spectral(records() if statistics is None else statistics)
+    return _spectral(STATISTICS if statistics is None else statistics)
 
 
 #: Names of the spectral statistics, in registry order (:mod:`.statistic`; a live view: a
 #: spectral statistic registered later, or by a plugin, is in it).
 SPECTRAL_STATS = Names(REGISTRY, lambda s: s.kind == "spectral")
+#: The shipped spectral statistics' names: those a default score computes.
+SHIPPED_SPECTRAL = tuple(s.name for s in _spectral(STATISTICS))
 
 
 def core_from_factors(wq, wk):
@@ -146,7 +148,7 @@ def eigvals_from_bidiagonal(diag, sub, lk, method="svd"):
 def spectral_stats(lam, statistics=None) -> dict:
     """Spectral statistics of the nonzero eigenvalues ``lam`` ``(..., n)`` (any order, last axis).
 
-    Keys: the spectral records of ``statistics`` (default the registry), each by its ``fn``:
+    Keys: the spectral records of ``statistics`` (default the shipped), each by its ``fn``:
     ``lambda_max``, ``lambda_min``; ``sum_lambda`` Σλ, ``sum_lambda2`` Σλ²; ``pr`` =
     (Σλ)²/Σλ², ``npr`` = pr / n; ``spectral_entropy`` −Σ p ln p, p = λ/Σλ; ``condition_number``
     λ_max/λ_min; ``stable_rank`` Σλ/λ_max."""

@@ -30,7 +30,7 @@ from .estimator import Estimator
 from .fused import FUSED
 
 __all__ = ["MATRICES", "REGISTRY", "STATISTICS", "Statistic", "doc_table", "element_names",
-           "StatInfo", "extra", "records", "register", "spectral", "stat_info", "statistic", "unregister"]
+           "StatInfo", "chosen", "named", "records", "register", "spectral", "stat_info", "statistic", "unregister"]
 
 #: The matrices a head's statistics are of (``w``: a whole weight matrix, components).
 MATRICES = ("q", "k", "qk", "w")
@@ -185,10 +185,10 @@ STATISTICS: tuple[Statistic, ...] = (
 )
 
 
-def _add_plugin(record: Statistic) -> None:
-    """A plugin's statistic, checked once on a small λ before it is registered: its ``fn`` maps
-    λ ``(2, 8)`` to ``(2,)`` under JAX tracing (:func:`jax.eval_shape`), else the plugin is not
-    loaded (one line)."""
+def _check_fn(record: Statistic) -> None:
+    """A plugin's statistic, checked once on a small λ before it is registered (by its entry
+    point or :func:`register` alike): its ``fn`` maps λ ``(2, 8)`` to ``(2,)`` under JAX tracing
+    (:func:`jax.eval_shape`), else a one-line TypeError (the plugin is not loaded)."""
     if isinstance(record, Statistic) and record.kind == "spectral":
         import jax
         import jax.numpy as jnp
@@ -203,7 +203,6 @@ def _add_plugin(record: Statistic) -> None:
         if shape != (2,):
             raise TypeError(f"its fn returned {_shape_text(got)} for λ of shape (2, 8); a "
                             "statistic maps λ (..., d_h) to (...)")
-    register(record)
 
 
 def _shape_text(got) -> str:
@@ -211,15 +210,26 @@ def _shape_text(got) -> str:
     return f"shape {tuple(shape)}" if shape is not None else f"a {type(got).__name__}"
 
 
+def _check(name: str, record) -> None:
+    """What every statistic not shipped passes, however registered: a spectral record named
+    ``name`` whose ``fn`` passes :func:`_check_fn` (TypeError, one line)."""
+    if not isinstance(record, Statistic) or record.kind != "spectral":
+        raise TypeError("a statistic is registered as a spectral record (kind='spectral', fn "
+                        f"of λ); got {record!r}")
+    if record.name != name:
+        raise TypeError(f"statistic {record.name!r} registered under the name {name!r}")
+    _check_fn(record)
+
+
 #: Every statistic by name: :data:`STATISTICS` and those registered after (a
 #: :class:`rmtbase.registry.Registry`, entry-point group ``rmtbase.statistics``)
 REGISTRY: Registry = Registry("statistic", GROUPS["statistic"],
-                              record_plugin(Statistic, _add_plugin))
+                              record_plugin(Statistic, lambda r: register(r)), _check)
 
 
 def register(record: Statistic) -> Statistic:
-    """Add a spectral ``record`` to the registry (TypeError for another kind, InputError if its
-    name is taken)."""
+    """Add a spectral ``record`` to the registry (TypeError for another kind or a failing ``fn``,
+    :func:`_check`; InputError if its name is taken)."""
     if not isinstance(record, Statistic) or record.kind != "spectral":
         raise TypeError("a statistic is registered as a spectral record (kind='spectral', fn "
                         f"of λ); got {record!r}")
@@ -241,9 +251,19 @@ def records() -> tuple[Statistic, ...]:
     return tuple(REGISTRY.values())
 
 
-def extra() -> tuple[Statistic, ...]:
-    """The registered statistics beyond :data:`STATISTICS` (plugins loaded)."""
-    return records()[len(STATISTICS):]
+def named(names) -> tuple[Statistic, ...]:
+    """The plugins' statistics among ``names`` (bare or ``"<matrix>.<stat>"``; others ignored):
+    a default set is :data:`STATISTICS`, a plugin's statistic joins only when named."""
+    if names is None or isinstance(names, str):
+        names = () if names in (None, "all", "spectral", "elementwise") else (names,)
+    bare = dict.fromkeys(_bare(n) for n in names if isinstance(n, str))
+    return tuple(REGISTRY[n] for n in bare if not REGISTRY.shipped(n) and n in REGISTRY)
+
+
+def chosen(names) -> tuple[Statistic, ...] | None:
+    """:data:`STATISTICS` and :func:`named` ``names``; None (the shipped) where none is named."""
+    more = named(names)
+    return STATISTICS + more if more else None
 
 
 for _s in STATISTICS:

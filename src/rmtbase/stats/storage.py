@@ -179,8 +179,13 @@ _F16_TINY, _BF16_TINY = 2.0**-24, 2.0**-126
 
 #: The registered records by name (a :class:`rmtbase.registry.Registry`, entry-point group
 #: ``rmtbase.storages``: a plugin's entry point names a :class:`Storage` record)
+def _check(name: str, record) -> None:
+    if not isinstance(record, Storage) or record.name != name:
+        raise TypeError(f"{record!r} is not a Storage record named {name!r}")
+
+
 _REGISTRY: Registry = Registry("storage", GROUPS["storage"],
-                               record_plugin(Storage, lambda r: register(r)))
+                               record_plugin(Storage, lambda r: register(r)), _check)
 
 
 #: The registry itself (public name; :class:`rmtbase.registry.Registry`).

@@ -52,6 +52,15 @@ def check_family(config) -> None:
         raise InputError(f"{mt}: task circuits run blocks without residual multipliers")
 
 
+def config_graph(config) -> Graph:
+    """The task graph of a model from its ``config`` alone (:class:`.graph.Graph`)."""
+    from ..families import SPECS, parallel, text_config
+
+    tc = text_config(config)
+    return Graph(int(tc.num_hidden_layers), int(tc.num_attention_heads),
+                 parallel(tc, SPECS[config.model_type]))
+
+
 class _Stop(Exception):
     pass
 
@@ -356,4 +365,4 @@ class TaskModel:
                 f"graph follows")
 
 
-__all__ = ["FAMILIES", "TaskModel", "check_family"]
+__all__ = ["FAMILIES", "TaskModel", "check_family", "config_graph"]

@@ -42,6 +42,20 @@ def fits(n_edges: int, n_prompts: int, budget: int = BUDGET) -> bool:
     return plan(n_edges) * int(n_prompts) <= int(budget)
 
 
+def plan_line(n_edges: int, pairs: int, tokens: int, fit: int, *, budget: int = BUDGET,
+              top: int = 20) -> str:
+    """The search's size before it starts: pairs × tokens, the graph's edges and the edge sets
+    the ranking runs, each a forward pass over the ``fit`` pairs (:func:`plan` where it
+    :func:`fits` ``budget``, else the ``top`` edges patched exactly)."""
+    n, size = plan(n_edges), f"{pairs} prompt pairs x {tokens} tokens ({fit} to rank)"
+    if budget and fits(n_edges, fit, budget):
+        return (f"plan: {size}, {n_edges:,} edges; pruning in context: {n:,} edge sets, each "
+                f"a forward pass over the {fit} pairs ({n * fit:,} of {budget:,} set-prompts)")
+    return (f"plan: {size}, {n_edges:,} edges; pruning would take {n:,} edge sets x {fit} "
+            f"pairs, over {budget:,}: the top {min(top, n_edges)} edges by attribution patched "
+            "exactly")
+
+
 def _removed(n: int, fraction: float, tail: int) -> int:
     return 1 if n <= tail else max(1, int(fraction * n))
 
@@ -87,4 +101,4 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL) -> di
             "round": at, "clean": clean, "clean_se": clean_se, "rounds": rounds, "sets": sets}
 
 
-__all__ = ["BUDGET", "FRACTION", "TAIL", "fits", "plan", "prune"]
+__all__ = ["BUDGET", "FRACTION", "TAIL", "fits", "plan", "plan_line", "prune"]

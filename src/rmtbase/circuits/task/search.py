@@ -24,7 +24,7 @@ from .attribution import attribute, default_steps
 from .confirm import confirm
 from .exact import patch_edges
 from .faithfulness import Scorer, curve, evaluate_kept, top_k
-from .forward import TaskModel
+from .forward import TaskModel, config_graph
 from .losses import LOSS_UNIT, output_losses
 from .runner import Runner
 from .taskfile import Task, check_task, read_records, tokenise
@@ -46,11 +46,15 @@ HOLDOUT = 0.5
 MAX_HOLDOUT = 0.9
 
 
-def load_causal_lm(model, *, tokenizer: bool):
+def load_causal_lm(model, *, tokenizer: bool, before=None):
     """(net, tokenizer or None, name): a transformers causal LM (eager attention, float32,
     its unembedding kept) from a folder, a hub id, a ``.gguf`` file (:func:`_gguf_causal_lm`)
-    or a loaded ``PreTrainedModel``; the tokenizer is read only when ``tokenizer``."""
+    or a loaded ``PreTrainedModel``; the tokenizer is read only when ``tokenizer``.
+    ``before(config, tokenizer)``: called once, before the weights are read where they are
+    read here (a folder, a hub id)."""
+    before = before or (lambda config, tok: None)
     if hasattr(model, "config") and hasattr(model, "forward"):
+        before(model.config, None)
         return model.eval(), None, str(model.config.model_type)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -59,7 +63,9 @@ def load_causal_lm(model, *, tokenizer: bool):
 
     src, kw, name = locate(model, need_tokenizer=False)
     if "gguf_file" in kw:
-        return _gguf_causal_lm(model, tokenizer=tokenizer)
+        net, tok, name = _gguf_causal_lm(model, tokenizer=tokenizer)
+        before(net.config, tok)
+        return net, tok, name
     from transformers import AutoConfig
 
     from .forward import check_family
@@ -78,6 +84,7 @@ def load_causal_lm(model, *, tokenizer: bool):
             tok = AutoTokenizer.from_pretrained(src, **kw)
         except Exception as exc:  # transformers raises many kinds
             raise ModelError(f"cannot load the tokenizer of {name}: {one_line(exc)}") from exc
+    before(config, tok)
     try:
         net = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager",
                                                    dtype=torch.float32, **kw)
@@ -112,28 +119,34 @@ def _gguf_causal_lm(path, *, tokenizer: bool):
     return net.eval(), got.tokenizer, got.name
 
 
-def load(model, task):
+def load(model, task, announce=None):
     """(:class:`.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
-    task path or :class:`.taskfile.Task`; the graph forward checked against the model's."""
-    if isinstance(task, Task):
-        check_task(task)
-        net, _, name = load_causal_lm(model, tokenizer=False)
-        t = task
-    else:
-        from .templates import resolve
+    task path or :class:`.taskfile.Task`; the graph forward checked against the model's.
+    ``announce(config, task)``: called once the task is tokenised, before the weights are read
+    where :func:`load_causal_lm` can."""
+    from .taskfile import needs_tokenizer
+    from .templates import resolve
 
-        task = resolve(task)
-        records = read_records(task)
-        from .taskfile import needs_tokenizer
+    src = None if isinstance(task, Task) else resolve(task)
+    t, records = (task, None) if src is None else (None, read_records(src))
+    if t is not None:
+        check_task(t)
 
-        net, tok, name = load_causal_lm(model, tokenizer=needs_tokenizer(records))
-        t = tokenise(records, tok, vocab_size=int(net.config.vocab_size),
-                     name=Path(task).stem, source=str(task))
+    def before(config, tok):
+        nonlocal t
+        if t is None:
+            t = tokenise(records, tok, vocab_size=int(config.vocab_size), name=Path(src).stem,
+                         source=str(src))
+        npos = getattr(config, "n_positions", None) or getattr(
+            config, "max_position_embeddings", None)
+        if npos is not None and t.length > int(npos):
+            raise InputError(f"the task's prompts are {t.length} tokens; the model takes {npos}")
+        if announce is not None:
+            announce(config, t)
+
+    net, _, name = load_causal_lm(model, tokenizer=records is not None and
+                                  needs_tokenizer(records), before=before)
     tm = TaskModel(net)
-    npos = getattr(net.config, "n_positions", None) or getattr(
-        net.config, "max_position_embeddings", None)
-    if npos is not None and t.length > int(npos):
-        raise InputError(f"the task's prompts are {t.length} tokens; the model takes {npos}")
     tm.check(t.clean[:4])
     return tm, t, name
 
@@ -144,9 +157,7 @@ def split(task: Task, holdout: float) -> tuple[Task, Task]:
     each side needs 2 pairs (an se over prompts)."""
     if not holdout:
         return task, task
-    n = task.n
-    out = np.zeros(n, dtype=bool)
-    out[np.unique(np.floor(np.arange(0, n, 1 / holdout)).astype(np.int64))] = True
+    n, out = task.n, held_out(task.n, holdout)
     if out.sum() < 2 or (~out).sum() < 2:
         raise InputError(f"holding out {holdout:g} of {n} prompt pairs leaves fewer than 2 on "
                          f"a side; give more pairs or holdout=0 (fit and score on all)")
@@ -155,6 +166,14 @@ def split(task: Task, holdout: float) -> tuple[Task, Task]:
         return Task(task.clean[m], task.corrupted[m], task.answer[m], task.wrong[m],
                     task.name, task.source)
     return take(~out), take(out)
+
+
+def held_out(n: int, holdout: float) -> np.ndarray:
+    """``(n,)`` bool: the pairs :func:`split` holds out (every ``1 / holdout``-th; none for 0)."""
+    out = np.zeros(int(n), dtype=bool)
+    if holdout:
+        out[np.unique(np.floor(np.arange(0, n, 1 / holdout)).astype(np.int64))] = True
+    return out
 
 
 @gives_heap_back
@@ -185,7 +204,13 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     comp = None if composition is None else read_composition(composition)
     say = _stage if progress else (lambda text: None)
     say(f"reading {getattr(model, 'name_or_path', None) or model} and the task")
-    tm, t, name = load(model, task)
+
+    def announce(config, t):  # the plan's size, before the weights are read where it can
+        fit = t.n - int(held_out(t.n, holdout).sum())
+        say(prune.plan_line(config_graph(config).n_edges, t.n, t.length, fit,
+                            budget=prune_budget, top=top))
+
+    tm, t, name = load(model, task, announce if progress else None)
     fit_task, held_task = split(t, holdout)
     columns = {} if comp is None else head_edge_columns(tm.graph, comp)
     r = Runner(tm, fit_task, metric=metric, counterfactual=counterfactual, batch=batch,
@@ -369,5 +394,5 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
 
 
 __all__ = ["HEAD_FRACTION", "HEAD_STEPS", "HOLDOUT", "KIND", "evaluate", "find_task_circuit",
-           "head_size", "load", "load_causal_lm", "ranking", "split", "summary",
+           "head_size", "held_out", "load", "load_causal_lm", "ranking", "split", "summary",
            "write_outputs"]

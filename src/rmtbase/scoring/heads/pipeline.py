@@ -102,7 +102,8 @@ def _one_layer(lh, info, s: ScoreSettings, out: Layers, quantized_null) -> None:
     # the statistics take the storage's name (their compiled programs are keyed by it)
     st, x, h = layer_stats(wq, wk, s.kind, est.name, info.group_size,
                            entry_law=s.null.tests_entry_law, hist=True,
-                           raw=RawUnits(cq, ck, where=f"layer {lh.layer} of {info.name}, "))
+                           raw=RawUnits(cq, ck, where=f"layer {lh.layer} of {info.name}, "),
+                           statistics=s.plugins)
     out.per_layer.append(st)
     out.profiles.append({**factor_profile(wq, wk),  # + the symmetric kind's test (decision.kinds)
                          "symmetry_unaligned": np.asarray(symmetry_unaligned(wq, wk), np.float64)})
@@ -195,7 +196,7 @@ def _add_profile(ds, read: Layers, refs, s: ScoreSettings, d: int, d_h: int,
     own = None if own is GAUSSIAN_AXES else own
     axis_nulls = add_profile(ds, read, d, d_h, alpha=s.alpha, seed=s.seed,
                              permutation=own, progress=progress,
-                             start=dict(s.null_start.profile))
+                             start=dict(s.null_start.profile), named=s.axes)
     if own is None:  # the Gaussian axes' draws per null storage enter the head decision
         axis_nulls = [([i for i, s in enumerate(read.null_records) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]

@@ -60,11 +60,13 @@ class Cells:
     def permutation_reference(self, null, *, draws, seed, progress) -> PermutationReference:
         """Each head against its own entries shuffled (``null`` a per-head null)."""
         from ...baseline.cache import TABLE_DRAWS
+        from ...stats.statistic import chosen
         from ..nulls.permutation import permutation_draws
 
         n = TABLE_DRAWS if draws is None else int(draws)  # permutations per head
         n_el = self.element_draws if self.kind != "spectral" else 0
-        joint = permutation_draws(self.factors, n, n_el, seed, self.kind, progress)
+        joint = permutation_draws(self.factors, n, n_el, seed, self.kind, progress,
+                                  statistics=chosen(self.tested))
         joint = {k: v for k, v in joint.items() if k in self.tested or k in NOT_TESTED}
         return PermutationReference(null, self, joint, draws=n,
                                     element_draws=int(n_el), seed=int(seed),

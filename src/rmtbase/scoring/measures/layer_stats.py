@@ -136,11 +136,13 @@ def _factor_elements(wq, wk, group: int, storage: str) -> tuple[dict, dict]:
 
 
 def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
-                 entry_law: bool = True, hist: bool = False, raw: RawUnits | None = None):
+                 entry_law: bool = True, hist: bool = False, raw: RawUnits | None = None,
+                 statistics=()):
     """head_stats batched over one layer's heads, plus x = λ / (rms_Q² rms_K² d²) (descending).
     Under GQA (``group`` > 1, ``wk`` expanded) W_K's element statistics are computed once per key
     head. ``hist``: also return the W_QK histograms (:mod:`.qk_histogram`). ``raw``:
-    :class:`RawUnits` when ``wq``, ``wk`` come from :func:`safe_factors`; None: made safe here."""
+    :class:`RawUnits` when ``wq``, ``wk`` come from :func:`safe_factors`; None: made safe here.
+    ``statistics``: the plugins' spectral records named, beside the shipped ones."""
     if raw is None:
         wq, wk, cq, ck = safe_factors(wq, wk)
         raw = RawUnits(cq, ck)
@@ -149,6 +151,10 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     # threads, W_Q's and W_K's by a program of their own (the same estimator,
     # flat_element_stats, as the null's head_stats)
     st, lam = _compiled()(wq, wk, spectral=spectral)
+    if spectral and statistics:
+        from ...stats.spectral import spectral_stats
+
+        st.update({f"qk.{k}": v for k, v in spectral_stats(lam, statistics).items()})
     st = {k: np.asarray(v, dtype=np.float64) for k, v in st.items() if np.ndim(v) == 1}
     qk_hist = None
     if elementwise:

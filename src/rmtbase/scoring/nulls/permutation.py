@@ -51,8 +51,9 @@ def _gram_fn(d_h: int, d: int):
 
 
 @lru_cache(maxsize=4)
-def _lapack_fns():
-    """The LAPACK stage: tridiagonal (d, e) of L_Kᵀ G_Q L_K, or λ by the SVD of L_Qᵀ L_K."""
+def _lapack_fns(statistics=None):
+    """The LAPACK stage: tridiagonal (d, e) of L_Kᵀ G_Q L_K, or the ``statistics`` (records;
+    None: shipped) of λ by the SVD of L_Qᵀ L_K."""
     import jax
     import jax.numpy as jnp
 
@@ -71,13 +72,13 @@ def _lapack_fns():
         # deadlock jaxlib's CPU thread pool (each waits for pool workers the other holds)
         b = gq.shape[0]
         chol = jnp.linalg.cholesky(jnp.concatenate([gq, gk]))
-        return spectral_stats(eigvals_from_cholesky(chol[:b], chol[b:]))
+        return spectral_stats(eigvals_from_cholesky(chol[:b], chol[b:]), statistics)
 
     return jax.jit(tridiagonal), jax.jit(svd)
 
 
 @lru_cache(maxsize=4)
-def _bisect_fn():
+def _bisect_fn(statistics=None):
     """Sturm bisection of (..., n) diagonals and (..., n-1) off-diagonals -> statistics. No
     LAPACK."""
     import jax
@@ -91,7 +92,7 @@ def _bisect_fn():
         solve = jax.vmap(tridiagonal_eigvals)
         lam = solve(dd.reshape(-1, shape[-1]), e.reshape(-1, shape[-1] - 1))
         lam = jnp.maximum(lam[..., ::-1], 0.0).reshape(shape)
-        return spectral_stats(lam)
+        return spectral_stats(lam, statistics)
 
     return jax.jit(f)
 
@@ -125,21 +126,22 @@ def _map_blocks(pool, fn, blocks, sliced, shared=()):
     return list(pool.map(one, blocks))
 
 
-def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads):
+def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads, statistics=None):
     """Spectral statistics ``{stat: (H, B)}`` of every head for one chunk of permutations;
-    ``dims``: the heads' (d_h, d)."""
+    ``dims``: the heads' (d_h, d); ``statistics``: the records (None: shipped)."""
     import jax
     import jax.numpy as jnp
 
     from ...baseline.eig_route import eigh_accurate
-    from ...stats import SPECTRAL_STATS
+    from ...stats.statistic import STATISTICS, spectral
 
+    names = [st.name for st in spectral(STATISTICS if statistics is None else statistics)]
     d_h, d = dims
     n_heads, count = fq.shape[0], pq.shape[0]
     gram = _gram_fn(d_h, d)
-    tridiagonal, svd = _lapack_fns()
-    bisect = _bisect_fn()
-    out = {k: np.empty((n_heads, count)) for k in SPECTRAL_STATS}
+    tridiagonal, svd = _lapack_fns(statistics)
+    bisect = _bisect_fn(statistics)
+    out = {k: np.empty((n_heads, count)) for k in names}
     step = HEAD_BLOCK * threads
     for h0 in range(0, n_heads, step):
         blocks = [(a, min(a + HEAD_BLOCK, n_heads)) for a in range(h0, min(h0 + step, n_heads),
@@ -152,17 +154,17 @@ def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads):
             dd, e = jax.block_until_ready(tridiagonal(gq, gk))  # LAPACK, alone
             dd, e = dd.reshape(n_blk, count, d_h), e.reshape(n_blk, count, d_h - 1)
             parts = _map_blocks(pool, bisect, [(a - h0, b - h0) for a, b in blocks], (dd, e))
-            st = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in SPECTRAL_STATS}
+            st = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in names}
             bad = ~np.all(eigh_accurate(d_h, st["condition_number"], jnp.float32), axis=1)
             if bad.any():  # a head with an ill-conditioned draw: all its draws by the SVD
                 rows = np.flatnonzero(bad)
                 gq3, gk3 = gq.reshape(n_blk, count, d_h, d_h), gk.reshape(n_blk, count, d_h, d_h)
                 redo = svd(gq3[rows].reshape(-1, d_h, d_h), gk3[rows].reshape(-1, d_h, d_h))
-                for k in SPECTRAL_STATS:
+                for k in names:
                     st[k][rows] = np.asarray(redo[k]).reshape(rows.size, count)
         else:
             st = {k: np.asarray(v).reshape(n_blk, count) for k, v in svd(gq, gk).items()}
-        for k in SPECTRAL_STATS:
+        for k in names:
             out[k][h0:h0 + n_blk] = st[k]
     return out
 
@@ -177,13 +179,14 @@ def _draw_range(draws) -> tuple[int, int]:
 
 
 def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
-                     trim: float = 0.8, progress=None, threads: int | None = None
-                     ) -> dict[str, np.ndarray]:
+                     trim: float = 0.8, progress=None, threads: int | None = None,
+                     statistics=None) -> dict[str, np.ndarray]:
     """Permutation null draws of every head: ``{stat: (layer, head, draws)}``.
 
     wq, wk: (layer, head, d_h, d), GQA keys expanded. ``draws``: a count or ``(first, stop)``;
     W_QK element statistics for the first ``element_draws`` (NaN after); ``q.rms``/``k.rms`` the
-    head's own; ``threads`` never changes the values."""
+    head's own; ``threads`` never changes the values; ``statistics``: spectral records (None:
+    shipped)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import jax.numpy as jnp
@@ -211,7 +214,8 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
             pq_np, pk_np = permutations(seed, start // CHUNK, n, count)
             pq, pk = jnp.asarray(pq_np), jnp.asarray(pk_np)
             out = {f"qk.{k}": v for k, v in
-                   _spectral_chunk(fq, fk, pq, pk, (d_h, d), method, pool, threads).items()}
+                   _spectral_chunk(fq, fk, pq, pk, (d_h, d), method, pool, threads,
+                                   statistics).items()}
             ne = min(count, max(0, element_draws - start))
             if ne:
                 bounds = np.linspace(0, n_l * n_h, threads + 1).astype(int)
@@ -249,8 +253,10 @@ def _assembled(parts: dict, wq, wk, draws: int) -> dict[str, np.ndarray]:
 PERMUTATION_GROUP_BYTES = 256 * 2**20
 
 
-def permutation_draws(factors, draws, element_draws, seed, kind, progress) -> dict:
-    """Permutation null of all layers, in memory-bounded groups of layers sharing permutations."""
+def permutation_draws(factors, draws, element_draws, seed, kind, progress,
+                      statistics=None) -> dict:
+    """Permutation null of all layers, in memory-bounded groups of layers sharing permutations
+    (``statistics``: spectral records, None: shipped)."""
     wq0 = factors[0][0]
     per_layer = 2 * wq0.size * 4
     size = max(1, PERMUTATION_GROUP_BYTES // max(per_layer, 1))
@@ -267,7 +273,8 @@ def permutation_draws(factors, draws, element_draws, seed, kind, progress) -> di
             wk = np.stack([f[1] for f in factors[g:g + size]])
             parts.append(permutation_null(wq, wk, draws=int(draws),
                                           element_draws=int(element_draws) if kind != "spectral"
-                                          else 0, seed=seed, progress=bar))
+                                          else 0, seed=seed, progress=bar,
+                                          statistics=statistics))
     finally:
         if bar is not None:
             bar.close()

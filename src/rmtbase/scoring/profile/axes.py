@@ -139,14 +139,17 @@ def _skip_failing(name: str, compute):
 
 
 def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed: int,
-                permutation: dict | None = None, progress: bool = False, start=None) -> dict:
+                permutation: dict | None = None, progress: bool = False, start=None,
+                named=frozenset()) -> dict:
     """Add ``profile_value``, ``_effect``, ``_band_lo``/``_hi``, ``_p``, ``_q``, ``_flag`` over
     (layer, head, axis) to ``ds``. ``layers``: per-layer ``profiles`` and ``null_records``;
     ``permutation``: per-head draws ``{axis: (layer, head, draws)}``, else the Gaussian null as far
-    as decisions need (from ``start``). Returns the draws the axes were tested against."""
+    as decisions need (from ``start``); ``named``: the plugins' axes (or the ``qk.<stat>`` they
+    read) named, the only ones that join. Returns the draws the axes were tested against."""
     profiles, null_storages = layers.profiles, layers.null_records
     shape = (ds.sizes["layer"], ds.sizes["head"])
-    axes = [a for a in AXES if _available(ds, a)]
+    axes = [a for a in AXES if (AXIS_REGISTRY.shipped(a) or a in named
+                                or AXIS_REGISTRY[a].statistic in named) and _available(ds, a)]
     by_data = {}  # dataset axes' values; a plugin's that fails is skipped with one warning
     for a in [a for a in axes if a not in FACTOR_AXES and AXIS_REGISTRY[a].source == "dataset"]:
         got = _skip_failing(a, lambda a=a: _dataset_axis(ds, a, shape))

@@ -77,7 +77,10 @@ def grow(ref, heads) -> int:
     first = min(have, (ref.element_draws * f) // CHUNK * CHUNK) if n_el else have
     wq = np.stack([ref.cells.factors[a][0][b] for a, b in zip(li, hi, strict=True)])[None]
     wk = np.stack([ref.cells.factors[a][1][b] for a, b in zip(li, hi, strict=True)])[None]
-    new = permutation_null(wq, wk, draws=(first, stop), element_draws=n_el, seed=ref.seed)
+    from ...stats.statistic import chosen
+
+    new = permutation_null(wq, wk, draws=(first, stop), element_draws=n_el, seed=ref.seed,
+                           statistics=chosen(ref.cells.tested))
     size = max(stop, np.asarray(ref.joint["q.rms"]).shape[-1])
     joint = {}
     for k, old in ref.joint.items():
