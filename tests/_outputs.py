@@ -34,6 +34,7 @@ from pathlib import Path
 #: Text of a Python or NumPy repr in place of a value.
 REPR = re.compile(r"\bnp\.\w+\(|\barray\(|<built-in|object at 0x")
 
+
 def _mask(v, a: str, b: str, op):
     """``op(v[a], v[b])`` over all of ``v``'s dimensions (None when ``v`` lacks ``b``)."""
     return op(v[a], v[b]).broadcast_like(v).transpose(*v.dims).values if b in v.dims else None
@@ -47,17 +48,34 @@ def _same_head(v):
     return _mask(v, "head_from", "head_to", lambda a, b: a == b)
 
 
+def _every_head(v):
+    """NaN for every head of the model or for none (its other coordinates decide)."""
+    heads = [d for d in ("layer", "head") if d in v.dims]
+    return v.isnull().any(heads).broadcast_like(v).transpose(*v.dims).values
+
+
+def _tail(v):
+    """NaN from some index of ``spike`` on (padding after the outliers found)."""
+    return (v.isnull().cumsum("spike") > 0).transpose(*v.dims).values
+
+
+def _unlabelled(v, ds):
+    return (ds["label"] == "none").transpose(*v.dims).values
+
+
 #: Variables that may hold NaN, by name (a regular expression): why, and where exactly (a
-#: function of the variable giving the NaN mask) or None (where the reason applies).
+#: function of the variable, and of its dataset if it takes two, giving the NaN mask) or None
+#: (wherever the reason applies).
 NAN_OK = {
-    r"spike_(x|p)": ("padding: a head has fewer outliers than the spike dimension", None),
-    r"q_value": ("a statistic counted once through another has no q", None),
-    r"profile_(effect|band_lo|band_hi|p|q)": ("an axis a model's shape does not test", None),
+    r"spike_(x|p)": ("padding: a head has fewer outliers than the spike dimension", _tail),
+    r"q_value": ("a statistic counted once through another has no q", _every_head),
+    r"profile_(effect|band_lo|band_hi|p|q)": ("an axis a model's shape does not test",
+                                              _every_head),
     r"composition(_\w+)?": ("a pair whose source is not earlier", _pairs_that_compose),
     r"qk_overlap_\w+": ("a head with itself", _same_head),
-    r"(behaviour_)?next_token": ("a causal model: no query sees its next token", None),
+    r"(behaviour_)?next_token": ("a causal model: no query sees its next token", _every_head),
     r"effect_resample": ("a candidate not patched under resample ablation", None),
-    r"label_score": ("a head labelled none", None),
+    r"label_score": ("a head labelled none", _unlabelled),
     r"screen_attribution": ("a source not screened for that receiver", None),
 }
 #: Of those, the variables that may be NaN everywhere.
@@ -68,6 +86,15 @@ REQUIRED = {
     "scores.nc": {"head_p_value", "head_flag", "profile_effect", "value", "p_value"},
     "heads.csv": {"layer", "head", "head_p_value", "head_flag"},
     "scores.csv": {"layer", "head", "stat", "value", "p_value"},
+    "components.nc": {"value", "p_value", "component_p_value", "component_flag"},
+    "components.csv": {"layer", "component", "stat", "value", "component_flag"},
+    "composition.nc": {"composition", "composition_p", "qk_overlap", "qk_overlap_p"},
+    "circuits.nc": {"label", "label_score", "effect_causal", "effect_se"},
+    "probe.nc": {"entropy", "prev_token", "first_token", "induction"},
+    "probe.csv": {"layer", "head", "entropy", "prev_token", "first_token", "induction"},
+    "curve.csv": {"k", "metric", "faithfulness"},
+    "flags.csv": {"model", "heads", "flagged"},
+    "profiles.csv": {"model", "layer", "stat", "mean"},
 }
 
 #: The ``<h2>`` sections of a report, by the start of its title.
@@ -121,7 +148,9 @@ def _nc(path: Path, cf: bool = True) -> list[str]:
                 out.append(f"{name}: every value NaN")
             elif nan.any() and not ok:
                 out.append(f"{name}: {int(nan.sum())} of {values.size} values NaN")
-            where = NAN_OK[ok[0]][1](var) if ok and NAN_OK[ok[0]][1] else None
+            rule = NAN_OK[ok[0]][1] if ok else None
+            where = None if rule is None else (
+                rule(var, ds) if rule.__code__.co_argcount == 2 else rule(var))
             if where is not None and not np.array_equal(nan, where):
                 out.append(f"{name}: NaN not exactly where {NAN_OK[ok[0]][0]}")
     return out
