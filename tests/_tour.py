@@ -30,6 +30,76 @@ NOT_RUN = {
 }
 
 
+
+def _in(folder: str, *files: str) -> tuple[str, ...]:
+    return tuple(f"{folder}/{f}" for f in files)
+
+
+#: The files of a score folder (issue 87), a collection's, ``--components``' additions, a
+#: task's circuit folder and a probe's.
+SCORE = ("manifest.json", "report.html", "scores.nc", "heads.csv", "scores.csv", "summary.txt",
+         "figures/verdict.png", "figures/effect_*.png", "figures/spectrum_L*_H*.png")
+COLLECTION = ("manifest.json", "report.html", "scores.nc", "heads.csv", "scores.csv",
+              "summary.txt", "figures/trajectory_*.png", "figures/trajectory_flags.png",
+              "figures/verdict_grid.png")
+COMPONENTS = ("components.nc", "components.csv", "figures/components_weibull_k.png",
+              "figures/components_terminal_k.png")
+TASK = ("manifest.json", "report.html", "circuit.json", "summary.json", "curve.csv",
+        "circuit.dot", "circuit.graphml", "figures/circuit.png", "figures/faithfulness.png")
+PROBE = ("manifest.json", "probe.nc", "probe.csv", "probe.png")
+
+#: What each step that runs writes, by a pattern of its code (a step matches exactly one;
+#: ``tests/test_readme.py`` checks both ways): paths under the page's folder, or ``$CACHE/``
+#: the user cache, each a glob that must match a file the step wrote. The tour test opens
+#: every file a step writes (``tests/_outputs.py``); this says which may not be missing.
+WRITES: dict[str, tuple[str, ...]] = {
+    r"^import rmtbase\nds = rmtbase\.score_model": _in("out/minilm-py", *SCORE),
+    r"--out delta-check": _in("delta-check", *SCORE),
+    r"--composition --probe --out smol-score$": _in(
+        "smol-score", *SCORE, "composition.nc", "circuits.nc", "figures/composition.png"),
+    r"circuits \S+ --out smol-circuits$": _in(
+        "smol-circuits", "manifest.json", "summary.txt", "circuits.nc", "composition.nc",
+        "figures/circuits.png"),
+    r"--task ioi --out smol-ioi$": _in("smol-ioi", *TASK),
+    r"^import json\ncapitals = ": ("capitals.jsonl",),
+    r"--task capitals\.jsonl --out smol-capitals$": _in("smol-capitals", *TASK),
+    r"--evaluate smol-capitals/circuit\.json > capitals-eval\.json$": ("capitals-eval.json",),
+    r"^rmtbase constants --digits 20$": (),
+    r"^rmtbase constants --digits 50 --json": (),
+    r"^rmtbase spectrum ": (),
+    r"^rmtbase elementwise ": (),
+    r"--out t\.nc": ("t.nc",),
+    r"--summary t\.nc": (),
+    r"--out grid\.nc": ("grid.nc",),
+    r"--into-cache": (),  # the shipped tables and profile nulls cover it: nothing new
+    r"^import rmtbase\nds = rmtbase\.baseline\(": (),
+    r"^rmtbase score +# embedded default": _in("rmtbase-score/all-MiniLM-L6-v2", *SCORE),
+    r"--out my-model-perm": _in("my-model-perm", *SCORE),
+    r"--out minilm-json > minilm\.json": (*_in("minilm-json", *SCORE), "minilm.json"),
+    r"--out ci-check": _in("ci-check", *SCORE),
+    r"--out my-json \|": _in("my-json", *SCORE),
+    r"--out minilm-components": _in("minilm-components", *SCORE, *COMPONENTS),
+    r"^rmtbase score \./llama --components": _in("rmtbase-score/llama", *SCORE, *COMPONENTS),
+    r"^rmtbase score ckpts/step\* --components": (
+        *_in("rmtbase-score/step0+step1", *COLLECTION, "components.nc", "components.csv",
+             "figures/components_k_trajectory.png"), "rmtbase-score/step0+step1.entries/*.nc"),
+    r"--out traj ": (*_in("traj", *COLLECTION), "traj.entries/step0.nc", "traj.entries/step1.nc"),
+    r"--out cmp": _in("cmp", "manifest.json", "flags.csv", "profiles.csv", "summary.txt",
+                      "report.html", "figures/profiles.png"),
+    r"--out probe-minilm": _in("probe-minilm", *PROBE),
+    r"--out probe-mine": _in("probe-mine", *PROBE),
+    r"--out probe-smol": _in("probe-smol", *PROBE),
+    r"--probe --out scores-probe": _in("scores-probe", *SCORE),
+    r"^from rmtbase\.models import load_heads": (),
+}
+
+
+def writes(step: Step) -> tuple[str, ...] | None:
+    """The paths ``WRITES`` names for ``step`` (None: no entry, or more than one)."""
+    found = [files for pattern, files in WRITES.items() if re.search(pattern, step.code)]
+    return found[0] if len(found) == 1 else None
+
+
 @dataclass(frozen=True)
 class Step:
     page: str       # README.md or docs/tour.md

@@ -255,6 +255,18 @@ def test_every_step_not_run_by_the_tour_test_is_still_on_a_page():
     assert len(ran) >= 25 and len(skipped) <= 10, (len(ran), [s.code for s in skipped])
 
 
+def test_every_step_the_tour_runs_lists_what_it_writes():
+    """tests/_tour.WRITES (issue 87): every step the tour test runs (but ``VAR=`` lines)
+    matches exactly one entry, and every entry a step."""
+    from _tour import WRITES, steps
+
+    ran = [s for p in (README, ROOT / "docs" / "tour.md") for s in steps(p)
+           if not s.not_run() and not re.fullmatch(r"[A-Za-z_]\w*=.*", s.code, re.DOTALL)]
+    hits = {s.id: [w for w in WRITES if re.search(w, s.code)] for s in ran}
+    assert all(len(h) == 1 for h in hits.values()), {k: h for k, h in hits.items() if len(h) != 1}
+    assert set(WRITES) == {h[0] for h in hits.values()}, set(WRITES) - {h[0] for h in hits.values()}
+
+
 def test_ci_runs_the_readme_test_command_then_the_tour():
     """.ci/run: the README's test command first (OPENBLAS_NUM_THREADS=1), then the tour test
     (every command of README.md and docs/tour.md, tests/test_tour.py, marker ``tour``)."""

