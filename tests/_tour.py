@@ -44,7 +44,8 @@ COLLECTION = ("manifest.json", "report.html", "scores.nc", "heads.csv", "scores.
               "figures/verdict_grid.png")
 COMPONENTS = ("components.nc", "components.csv", "figures/components_weibull_k.png",
               "figures/components_terminal_k.png")
-TASK = ("manifest.json", "report.html", "circuit.json", "summary.json", "curve.csv",
+TASK = ("manifest.json", "report.html", "circuit.json", "summary.json", "summary.txt",
+        "curve.csv",
         "circuit.dot", "circuit.graphml", "figures/circuit.png", "figures/faithfulness.png")
 PROBE = ("manifest.json", "probe.nc", "probe.csv", "probe.png")
 
