@@ -423,9 +423,9 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
     """rmtbase on one tracr program (``peer``: :func:`_tracr_peers`): the no-norm model
     checked against TransformerLens's logits, then per readout (the last position, or every
     position after BOS with the metric averaged over them, auto-circuit's ``not_first_seq``)
-    and protocol (:data:`TRACR_PROTOCOLS`) every edge patched exactly and attributed, and the
-    AUROC of ``|score|`` against the official circuit for rmtbase's exact effects, its
-    attribution and the peers' EAP and EAP-IG, edges matched by
+    and protocol (:data:`TRACR_PROTOCOLS`) every edge patched exactly, attributed and ranked
+    by pruning in context (edge graphs), and the AUROC of ``|score|`` against the official
+    circuit for rmtbase's exact effects, its attribution, its pruning and the peers' EAP and EAP-IG, edges matched by
     :func:`rmtbase.circuits.task.export.auto_circuit_name`, raw and floored (:func:`floored`);
     beside it how many circuit edges score at least 1 % of the method's largest ``|score|``.
     A token-position peers' run (``by_position``) is scored on every edge at every position
@@ -440,6 +440,7 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
     from rmtbase.circuits.task.exact import patch_edges
     from rmtbase.circuits.task.export import auto_circuit_name
     from rmtbase.circuits.task.nonorm import NoNormModel, NoNormWeights
+    from rmtbase.circuits.task.prune import prune
     from rmtbase.circuits.task.runner import Runner
     from rmtbase.circuits.task.taskfile import Task
     from rmtbase.studies._circuit_measures import auc
@@ -484,6 +485,9 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
         att = attribute(r, by_position=by_pos)[0].ravel()
         c_att = time.process_time() - c
         rows = {"rmtbase exact": (eff, c_exact), "rmtbase attribution": (att, c_att)}
+        if not by_pos:  # the search's ranking: pruning in context, a key E … 1
+            c = time.process_time()
+            rows["rmtbase pruning"] = (prune(r)["key"], time.process_time() - c)
         for m in ("EAP", "EAP-IG"):
             got = peer["methods"][f"{m}/{abl}/{readout}"]
             rows[m] = (np.array([got["scores"][n] for n in names]), got["cpu_s"])

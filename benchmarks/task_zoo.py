@@ -12,7 +12,8 @@ copy's ``A[j]`` (the token before it: the key path through the previous-token he
 logit difference (answer - wrong) at the last position. That layout is ``--half 0``; by default
 (``--half 4``) the two corruptions are made on ``induction_task``'s prompts ``[BOS] A A[:3]``
 (:func:`induction_layout_tasks`: a training chunk of 4 repeated without a gap). Prompts are
-split into a fit half and a held-out half (a fixed permutation).
+split into a fit half and a held-out half (a fixed permutation). ``--behaviour bigram``: a
+second behaviour, the bigram lookup of the circuit zoo's ``markov3`` (:func:`bigram_tasks`).
 
 Rankings, each from the fit half, each method in a fresh process (its process CPU and peak
 RSS): rmtbase's (:func:`rmtbase_ranking`, swap in another algorithm there), and, in the peers'
@@ -126,6 +127,32 @@ def induction_layout_tasks(n: int, half: int, seed: int, prefix: int | None = No
     src = f"task_zoo.induction_layout_tasks(n={n}, half={half}, seed={seed}, prefix={k})"
     return {t: Task(base.clean, out[t], base.answer, base.wrong, name=t, source=src)
             for t in TASKS}
+
+
+def bigram_tasks(n: int, length: int, seed: int) -> dict:
+    """``{"bigram": Task}``: the second behaviour, on the circuit zoo's ``markov3`` (trained
+    on a Markov chain, :func:`rmtbase.studies._circuit_zoo.markov_batch`): ``n`` chains of
+    ``length`` tokens (BOS first); the answer is the chain's most likely successor of the
+    last token ``a``, the corrupted prompt ends in ``b`` (whose most likely successor
+    differs) instead, and ``wrong`` is ``b``'s most likely successor. What carries it: the
+    last position's token, through the MLPs and the direct path (no induction)."""
+    from rmtbase.circuits.task.taskfile import Task
+    from rmtbase.studies._circuit_zoo import RECIPES, markov_batch, markov_matrix
+
+    z = RECIPES["markov3"]
+    p = markov_matrix(z)
+    best = 1 + p[:, 1:].argmax(1)
+    rng = np.random.default_rng([seed, 11])
+    clean = markov_batch(rng, n, z)[0][:, :length]
+    corrupted = clean.copy()
+    answer, wrong = best[clean[:, -1]], np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        a = int(clean[i, -1])
+        b = int(rng.choice([x for x in range(1, z.base.vocab + 1)
+                            if x != a and best[x] != best[a]]))
+        corrupted[i, -1], wrong[i] = b, best[b]
+    src = f"task_zoo.bigram_tasks(n={n}, length={length}, seed={seed})"
+    return {"bigram": Task(clean, corrupted, answer, wrong, name="bigram", source=src)}
 
 
 def split(task, seed: int):
@@ -455,7 +482,10 @@ def main(argv=None) -> int:
     p.add_argument("--replacement", choices=("outside", "any"), default="outside",
                    help="the corruption's token: outside the prompt, or any other")
     p.add_argument("--ig-samples", type=int, default=50, help="EAP-IG's mask samples")
-    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--behaviour", choices=("induction", "bigram"), default="induction",
+                   help="induction on _mlp_induction 3x4d64 (tasks answer, key), or the "
+                        "bigram lookup on the circuit zoo's markov3 (task bigram)")
+    p.add_argument("--tasks", default=None, help="default: the behaviour's tasks")
     p.add_argument("--methods", default=",".join(PEER_METHODS), help="the peers' methods")
     p.add_argument("--folder", default=None, help="another GPT-2 folder (a smoke test)")
     p.add_argument("--json", default=None)
@@ -463,9 +493,17 @@ def main(argv=None) -> int:
     from rmtbase.studies._mlp_induction import trained_folder
 
     c = time.process_time()
-    folder = args.folder or trained_folder(CONFIG, MODEL_SEED)
+    if args.behaviour == "bigram":
+        from rmtbase.studies._circuit_zoo import trained_folder as zoo_folder
+
+        folder = args.folder or zoo_folder("markov3", MODEL_SEED)
+    else:
+        folder = args.folder or trained_folder(CONFIG, MODEL_SEED)
     train_cpu = time.process_time() - c
-    if args.half:
+    args.tasks = args.tasks or ("bigram" if args.behaviour == "bigram" else ",".join(TASKS))
+    if args.behaviour == "bigram":
+        tasks = bigram_tasks(args.prompts, args.length, args.seed)
+    elif args.half:
         tasks = induction_layout_tasks(args.prompts, args.half, args.seed, args.prefix,
                                        replacement=args.replacement)
         args.length = int(tasks["answer"].length)
@@ -475,12 +513,13 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
         for name in args.tasks.split(","):
             docs.append(run_task(args, folder, tasks[name], Path(tmp)))
-    model = args.folder or f"_mlp_induction {CONFIG} seed {MODEL_SEED}"
+    model = args.folder or (f"_circuit_zoo markov3 seed {MODEL_SEED}" if args.behaviour ==
+                            "bigram" else f"_mlp_induction {CONFIG} seed {MODEL_SEED}")
     doc = {"benchmark": "task_zoo", "model": model,
            "folder_cpu_s": train_cpu, "prompts": args.prompts, "length": args.length,
-           "layout": f"induction_task half {args.half} prefix {args.prefix} replacement "
-                     f"{args.replacement}" if args.half
-           else "zoo", "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
+           "layout": "bigram" if args.behaviour == "bigram" else
+                     f"induction_task half {args.half} prefix {args.prefix} replacement "
+                     f"{args.replacement}" if args.half else "zoo", "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
            "ablation": "resample (the corrupted prompt)", "target": TARGET, "tasks": docs}
     print(_table(doc), file=sys.stderr)
     text = json.dumps(doc, indent=1)
