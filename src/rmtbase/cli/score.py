@@ -64,8 +64,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "for CI gates (the output is written first)")
     p.add_argument("--stats", type=stats_arg, default="all", metavar="STATS",
                    help="which statistics to score: all (default), spectral or elementwise, "
-                        "then, comma-separated, the plugins' statistics and axes to add "
-                        "(spectral,top_share): a plugin joins a score only when named")
+                        "then, comma-separated, statistics and axes to add: a plugin's, or "
+                        "WeightWatcher's alpha of each head's W_QK (spectral,ww_alpha); "
+                        "these join a score only when named")
     # the choices are live views of the registries, checked when given: help names the
     # shipped ones and loads no plugin
     p.add_argument("--null", type=live_choice(NULLS, NULL_REGISTRY), metavar="NULL",

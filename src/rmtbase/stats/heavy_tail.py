@@ -17,8 +17,8 @@ log_spectral_norm = log₁₀ λ_max, alpha_weighted = α log₁₀ λ_max, log_
 stable_rank = Σλ / λ_max. Martin & Mahoney (2021), JMLR 22(165); Martin, Peng & Mahoney (2021),
 Nat. Commun. 12:4122. The MP fit (``mp_softrank``, ``num_spikes``) is in :mod:`.heavy_tail_mp`.
 
-:data:`HEAVY_TAIL` are these as registry records (kind spectral, ``fn`` of λ); they are not
-registered by import: ``for s in HEAVY_TAIL: register(s)`` adds them to every head table."""
+:data:`HEAVY_TAIL` are these as registry records (kind spectral, ``fn`` of λ): each joins a
+head score only when named (``--stats spectral,ww_alpha``; :func:`.statistic.optional`)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def _record(name, long_name, units, definition, key, **kw):
     return Statistic(name, "spectral", long_name, units, definition, fn=fn, **kw)
 
 
-#: The metrics as spectral registry records (not registered; module docstring).
+#: The metrics as spectral registry records (joining a score when named; module docstring).
 HEAVY_TAIL = (
     _record("ww_alpha", "WeightWatcher power-law exponent of the ESD tail", "1",
             "CSN MLE 1 + n / sum ln(x/xmin) over lambda >= xmin, xmin minimising the KS "

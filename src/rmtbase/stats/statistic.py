@@ -257,7 +257,19 @@ def named(names) -> tuple[Statistic, ...]:
     if names is None or isinstance(names, str):
         names = () if names in (None, "all", "spectral", "elementwise") else (names,)
     bare = dict.fromkeys(_bare(n) for n in names if isinstance(n, str))
-    return tuple(REGISTRY[n] for n in bare if not REGISTRY.shipped(n) and n in REGISTRY)
+    opt = optional()
+    for n in bare:  # an optional statistic is registered when first named
+        if n in opt and REGISTRY.peek(n) is None:
+            REGISTRY.register(n, opt[n])
+    return tuple(REGISTRY[n] for n in bare if n in REGISTRY and not REGISTRY.shipped(n))
+
+
+def optional() -> dict[str, Statistic]:
+    """Shipped statistics that join a score only when named, registered then as a plugin's:
+    WeightWatcher's metrics of each head's spectrum (:data:`.heavy_tail.HEAVY_TAIL`)."""
+    from .heavy_tail import HEAVY_TAIL
+
+    return {s.name: s for s in HEAVY_TAIL}
 
 
 def chosen(names) -> tuple[Statistic, ...] | None:

@@ -1,0 +1,48 @@
+"""WeightWatcher's α of each head's W_QK as a statistic of the registry: shipped, but it joins a
+score only when named (``--stats spectral,ww_alpha``), as a plugin's statistic does, so a
+default score never changes; named, each head's α is the power-law fit of the d × d product's
+ESD (its d_h nonzero eigenvalues) with a p from the same Gaussian null as every statistic.
+
+Cost: three spectral Gaussian scores of 2 layers x 3 heads at d = 96, d_h = 24 (one table)."""
+
+from __future__ import annotations
+
+import numpy as np
+from test_plugins import fresh_registries  # noqa: F401 - fixture: forgets what was registered
+
+from rmtbase.stats.heavy_tail import heavy_tail_metrics
+
+
+def _heads():
+    from rmtbase.models.types import LayerHeads, ModelInfo
+
+    rng = np.random.default_rng(5)
+    layers = [LayerHeads(layer=i, wq=rng.normal(0, 0.05, (3, 24, 96)).astype(np.float32),
+                         wk=rng.normal(0, 0.05, (3, 24, 96)).astype(np.float32))
+              for i in range(2)]
+    info = ModelInfo(name="tiny", revision=None, architecture="bert", d=96, d_h=24,
+                     n_layers=2, n_heads=3, n_kv_heads=3)
+    return info, layers
+
+
+def test_head_alpha_joins_only_when_named_and_is_the_products_fit(
+        score_cache, fresh_registries):  # noqa: F811
+    from rmtbase.scoring.score import score_heads
+
+    info, layers = _heads()
+    kw = dict(stats="spectral", progress=False, spectrum_draws=0, draws=400)
+    plain = score_heads(info, layers, **kw)
+    named = score_heads(info, layers, **{**kw, "stats": ("spectral", "ww_alpha")})
+    again = score_heads(info, layers, **kw)  # after naming it, in the same process
+    assert "qk.ww_alpha" not in plain["stat"].values
+    assert list(named["stat"].values) == [*plain["stat"].values, "qk.ww_alpha"]
+    assert list(again["stat"].values) == list(plain["stat"].values)
+    for v in ("p_value", "head_p_value"):  # exact: the same run
+        np.testing.assert_array_equal(again[v].values, plain[v].values, err_msg=v)
+    alpha = named["value"].sel(stat="qk.ww_alpha").values
+    assert np.isfinite(named["p_value"].sel(stat="qk.ww_alpha").values).all()
+    for li, lh in enumerate(layers):
+        for h in range(3):  # the d x d product, formed here, through the matrix-level fit
+            wqk = lh.wq[h].astype(np.float64).T @ lh.wk[h].astype(np.float64)
+            want = heavy_tail_metrics(wqk)["alpha"]
+            np.testing.assert_allclose(alpha[li, h], want, rtol=1e-4, err_msg=f"L{li}H{h}")
