@@ -8,6 +8,7 @@ Cost: three spectral Gaussian scores of 2 layers x 3 heads at d = 96, d_h = 24 (
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_plugins import fresh_registries  # noqa: F401 - fixture: forgets what was registered
 
 from rmtbase.stats.heavy_tail import heavy_tail_metrics
@@ -46,3 +47,25 @@ def test_head_alpha_joins_only_when_named_and_is_the_products_fit(
             wqk = lh.wq[h].astype(np.float64).T @ lh.wk[h].astype(np.float64)
             want = heavy_tail_metrics(wqk)["alpha"]
             np.testing.assert_allclose(alpha[li, h], want, rtol=1e-4, err_msg=f"L{li}H{h}")
+
+
+@pytest.mark.slow  # 200 heads against a 2,000-draw table
+def test_head_alpha_is_calibrated_on_gaussian_heads(score_cache, fresh_registries):  # noqa: F811
+    """Gaussian heads (the null's own model, another seed): α's p < 0.05 for 5 % of them,
+    within 2 se (n = 200 heads: se = √(0.05 · 0.95 / 200) = 0.015)."""
+    from rmtbase.models.types import LayerHeads, ModelInfo
+    from rmtbase.scoring.score import score_heads
+
+    rng = np.random.default_rng(11)
+    layers = [LayerHeads(layer=i, wq=rng.normal(0, 0.05, (20, 24, 96)).astype(np.float32),
+                         wk=rng.normal(0, 0.05, (20, 24, 96)).astype(np.float32))
+              for i in range(10)]
+    info = ModelInfo(name="gauss", revision=None, architecture="bert", d=96, d_h=24,
+                     n_layers=10, n_heads=20, n_kv_heads=20)
+    ds = score_heads(info, layers, stats=("spectral", "ww_alpha"), progress=False,
+                     spectrum_draws=0, draws=2000)
+    p = ds["p_value"].sel(stat="qk.ww_alpha").values.ravel()
+    n, rate = p.size, float((p < 0.05).mean())
+    se = np.sqrt(0.05 * 0.95 / n)
+    assert n == 200 and abs(rate - 0.05) <= 2 * se, (rate, se)
+    print(f"alpha: {rate:.3f} of {n} Gaussian heads at p < 0.05")
