@@ -168,3 +168,23 @@ def test_cli_scores_a_gguf_file_with_components(tmp_path, module_cache, capsys):
     cds = xr.open_dataset(out / "components.nc")
     assert set(np.asarray(cds["null_storage"].values).ravel()) == {"q4_1"}
     assert set(np.asarray(cds["component"].values)) == {"q", "k"}
+
+
+def test_tensors_mapped_from_the_header_equal_gguf_pys(smollm2):
+    """Each tensor rmtbase maps from its own header (offset, type, shape) holds the bytes and
+    layout gguf-py's reader gives (the independent reader; it parses every metadata array,
+    which is what the header path skips)."""
+    import gguf
+
+    from rmtbase.models.gguf import header_tensor
+    from rmtbase.models.gguf_header import read_header
+
+    reader = gguf.GGUFReader(str(smollm2))
+    by_name = {t.name: t for t in read_header(smollm2).tensors}
+    assert len(by_name) == len(reader.tensors)
+    for t in reader.tensors:
+        got = header_tensor(smollm2, by_name[t.name])
+        assert got.tensor_type == t.tensor_type, t.name
+        assert got.shape == tuple(int(n) for n in t.shape), t.name
+        assert got.data.dtype == t.data.dtype and got.data.shape == t.data.shape, t.name
+        assert np.array_equal(np.asarray(got.data), np.asarray(t.data)), t.name

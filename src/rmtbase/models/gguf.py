@@ -121,11 +121,39 @@ def gguf_context_length(path: Path, header: GGUFHeader | None = None) -> int | N
     return int(n) if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
+def header_tensor(path: Path, t):
+    """Tensor ``t`` (a :class:`.gguf_header.TensorInfo` of a little-endian file) as gguf-py's
+    ``ReaderTensor`` holds it (``_build_tensors``): a read-only map of its bytes, as float16,
+    float32, float64 or integers for those types, else uint8 rows of whole blocks; None for
+    a type gguf-py does not know."""
+    from types import SimpleNamespace
+
+    from gguf.constants import GGML_QUANT_SIZES
+    from gguf.constants import GGMLQuantizationType as Q
+    from gguf.quants import quant_shape_to_byte_shape
+
+    try:
+        qtype = Q(t.type_id)
+        block, size = GGML_QUANT_SIZES[qtype]
+    except (ValueError, KeyError):
+        return None
+    n_bytes = int(np.prod(t.shape, dtype=np.int64)) * size // block
+    raw = np.memmap(path, dtype=np.uint8, mode="r", offset=t.offset, shape=(n_bytes,))
+    item = {Q.F16: np.float16, Q.F32: np.float32, Q.F64: np.float64, Q.I8: np.int8,
+            Q.I16: np.int16, Q.I32: np.int32, Q.I64: np.int64}.get(qtype)
+    data = raw.view(item).reshape(t.shape) if item is not None else \
+        raw.reshape(quant_shape_to_byte_shape(t.shape, qtype))
+    return SimpleNamespace(name=t.name, tensor_type=qtype, shape=tuple(reversed(t.shape)),
+                           data=data)
+
+
 class GGUFWeights(TensorReader):
     """Tensors of a GGUF file under Hugging Face names, dequantised to float32 on read.
 
-    ``cfg``: :func:`gguf_config`'s dict. ``reader``: an open ``gguf.GGUFReader``, or None (names
-    and types from ``header``; the reader opens at the first :meth:`get`)."""
+    ``cfg``: :func:`gguf_config`'s dict. ``reader``: an open ``gguf.GGUFReader``, or None:
+    names, types and data offsets from ``header`` (a little-endian file's tensors are then
+    mapped from the file directly, :func:`header_tensor`; gguf-py's reader, which parses
+    every metadata array, opens only for a big-endian one)."""
 
     def __init__(self, path: Path, cfg: dict, reader=None, header: GGUFHeader | None = None):
         from .registry import ADAPTERS
@@ -135,10 +163,14 @@ class GGUFWeights(TensorReader):
         self._path = Path(path)
         self._reader = reader
         self._by_name: dict | None = None
+        self._header = None
         if reader is not None:
             types = {t.name: t.tensor_type.name for t in reader.tensors}
         else:
-            types = {t.name: _type_name(t.type_id) for t in (header or read_header(path)).tensors}
+            header = header or read_header(path)
+            types = {t.name: _type_name(t.type_id) for t in header.tensors}
+            if header.little_endian:
+                self._header = {t.name: t for t in header.tensors}
         self._types = types
         self._spec = spec_of(cfg["gguf_architecture"], path)
         _, heads, kv, _ = self._spec.names
@@ -158,7 +190,13 @@ class GGUFWeights(TensorReader):
         self._storage: dict[str, str] = {}
 
     def _tensor(self, gname: str):
-        """The reader's tensor ``gname`` (the reader opened now if not yet)."""
+        """Tensor ``gname``: ``.name``, ``.tensor_type``, ``.shape`` (GGUF order) and ``.data``
+        as gguf-py's reader gives them (from the header where it has them, else from the
+        reader, opened now if not yet)."""
+        if self._header is not None and self._header[gname].offset >= 0:
+            got = header_tensor(self._path, self._header[gname])
+            if got is not None:
+                return got
         if self._by_name is None:
             if self._reader is None:
                 self._reader = gguf_reader(self._path)

@@ -38,11 +38,13 @@ DEFAULT_ALIGNMENT = 32
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """One directory entry: name, shape in numpy order (outermost first), GGML type id."""
+    """One directory entry: name, shape in numpy order (outermost first), GGML type id, and
+    the byte where its data starts in the file (-1 where not known)."""
 
     name: str
     shape: tuple[int, ...]
     type_id: int
+    offset: int = -1
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class GGUFHeader:
     version: int
     metadata: dict
     tensors: tuple[TensorInfo, ...]
+    little_endian: bool = True
 
 
 def is_regular(path: Path) -> bool:
@@ -161,16 +164,18 @@ def _parse(c: _Cursor) -> GGUFHeader:
         type_id = c.unpack("I")
         offsets.append(c.unpack("Q"))  # offset into the data section
         tensors.append(TensorInfo(name, tuple(reversed(dims)), type_id))
-    _check_sizes(c, metadata, tensors, offsets)
-    return GGUFHeader(version, metadata, tuple(tensors))
+    start = _check_sizes(c, metadata, tensors, offsets)
+    tensors = [TensorInfo(t.name, t.shape, t.type_id, start + o)
+               for t, o in zip(tensors, offsets, strict=True)]
+    return GGUFHeader(version, metadata, tuple(tensors), c.order != ">")
 
 
-def _check_sizes(c: _Cursor, metadata: dict, tensors: list, offsets: list) -> None:
+def _check_sizes(c: _Cursor, metadata: dict, tensors: list, offsets: list) -> int:
     """ModelError (one line, naming the bytes expected and found) unless every tensor of a
     type in :data:`BLOCKS` lies inside the file: the data section starts at the directory's
     end rounded up to ``general.alignment``, a tensor of n elements in blocks of b elements
     of B bytes takes n / b · B bytes from its offset, and its rows are whole blocks. A file cut
-    short is refused here, from the header, before any tensor is read."""
+    short is refused here, from the header, before any tensor is read. Returns that start."""
     align = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if isinstance(align, bool) or not isinstance(align, int) or align <= 0 \
             or align & (align - 1):
@@ -190,3 +195,4 @@ def _check_sizes(c: _Cursor, metadata: dict, tensors: list, offsets: list) -> No
         if need > c.size:
             raise ModelError(f"GGUF file {c.path} is truncated or corrupt: tensor {t.name!r} "
                              f"ends at byte {need:,} but the file has {c.size:,} bytes")
+    return start
