@@ -94,10 +94,12 @@ def heavy_tail_null_draws(m: int, n: int, n_draws: int, *, storage: str = "float
 
 
 def table_filename(m: int, n: int, draws: int, seed: int, storage) -> str:
+    from ..stats.heavy_tail import ESD_METHOD
     from .table_file import TABLE_FORMAT
 
     st = storage_record(storage).suffix
-    return f"heavytail-m{m}-n{n}-n{draws}-seed{seed}-float64{st}-v{TABLE_FORMAT}.nc"
+    return (f"heavytail-m{m}-n{n}-n{draws}-seed{seed}-float64{st}-{ESD_METHOD}"
+            f"-v{TABLE_FORMAT}.nc")
 
 
 def _sampler(m, n, storage) -> str:

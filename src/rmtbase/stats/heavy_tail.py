@@ -40,11 +40,19 @@ NORM_KEYS = ("log_norm", "log_spectral_norm", "alpha_weighted", "log_alpha_norm"
              "stable_rank")
 
 
-def esd(w):
-    """λ = s²(w) ascending, ``(..., m, n) -> (..., min(m, n))``, in w's dtype (float64 under
-    :func:`jax.enable_x64`), as WeightWatcher's ``combined_eigenvalues`` for one matrix."""
-    s = jnp.linalg.svd(jnp.asarray(w), compute_uv=False)
-    return jnp.flip(s * s, axis=-1)
+#: How :func:`esd` computes λ (part of the null tables' file names).
+ESD_METHOD = "gram"
+
+
+def esd(w) -> np.ndarray:
+    """λ = s²(w) ascending, ``(..., m, n) -> (..., min(m, n))``, float64 numpy, as
+    WeightWatcher's ``combined_eigenvalues`` for one matrix: the eigenvalues of the smaller
+    Gram matrix (``w wᵀ`` or ``wᵀ w``, LAPACK's ``syevd``), a third of the SVD's time; clipped
+    at 0. Their error is ``ε λ_max``, far below WeightWatcher's ``λ > 10⁻⁵`` cut."""
+    w = np.asarray(w, dtype=np.float64)
+    wt = np.swapaxes(w, -1, -2)
+    gram = w @ wt if w.shape[-2] <= w.shape[-1] else wt @ w
+    return np.maximum(np.linalg.eigvalsh(gram), 0.0)
 
 
 def _fit_one(lam):
@@ -116,8 +124,7 @@ def spectrum_metrics(lam) -> dict:
 
 def matrix_spectrum(w) -> np.ndarray:
     """The float64 ESD (:func:`esd`) of one stored matrix or a stack ``(..., m, n)``, as numpy."""
-    with jax.enable_x64(True):
-        return np.asarray(esd(jnp.asarray(np.asarray(w, dtype=np.float64))))
+    return esd(w)
 
 
 def heavy_tail_metrics(w) -> dict:
@@ -156,6 +163,6 @@ HEAVY_TAIL = (
             undefined_reason="fewer than 20 eigenvalues above 1e-5"),
 )
 
-__all__ = ["EVALS_THRESH", "FIT_KEYS", "HEAVY_TAIL", "NORM_KEYS", "SMALL_N", "esd",
+__all__ = ["ESD_METHOD", "EVALS_THRESH", "FIT_KEYS", "HEAVY_TAIL", "NORM_KEYS", "SMALL_N", "esd",
            "heavy_tail_metrics", "matrix_spectrum", "norm_metrics", "powerlaw_fit",
            "spectrum_metrics"]
