@@ -62,7 +62,7 @@ def stat_kind(stats) -> tuple[str, tuple[str, ...] | None]:
     """('all'|'spectral'|'elementwise', explicit names or None) from a ``stats`` value: a
     family, names, or a family then plugins' statistics and axes it adds (plugin axes named
     are not statistics: left out of the names)."""
-    from ..stats.statistic import named
+    from ..stats.choice import named
 
     if isinstance(stats, str):
         if stats in FAMILIES:
@@ -211,7 +211,7 @@ class ScoreSettings:
     @property
     def plugins(self) -> tuple:
         """The plugins' statistic records named (a default score has none)."""
-        from ..stats.statistic import named
+        from ..stats.choice import named
 
         return named(() if isinstance(self.stats, str) else self.stats)
 

@@ -18,7 +18,7 @@ stable_rank = Σλ / λ_max. Martin & Mahoney (2021), JMLR 22(165); Martin, Peng
 Nat. Commun. 12:4122. The MP fit (``mp_softrank``, ``num_spikes``) is in :mod:`.heavy_tail_mp`.
 
 :data:`HEAVY_TAIL` are these as registry records (kind spectral, ``fn`` of λ): each joins a
-head score only when named (``--stats spectral,ww_alpha``; :func:`.statistic.optional`)."""
+head score only when named (``--stats spectral,ww_alpha``; :func:`.choice.optional`)."""
 
 from __future__ import annotations
 

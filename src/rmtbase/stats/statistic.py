@@ -30,7 +30,7 @@ from .estimator import Estimator
 from .fused import FUSED
 
 __all__ = ["MATRICES", "REGISTRY", "STATISTICS", "Statistic", "doc_table", "element_names",
-           "StatInfo", "chosen", "named", "records", "register", "spectral", "stat_info", "statistic", "unregister"]
+           "StatInfo", "records", "register", "spectral", "stat_info", "statistic", "unregister"]
 
 #: The matrices a head's statistics are of (``w``: a whole weight matrix, components).
 MATRICES = ("q", "k", "qk", "w")
@@ -249,33 +249,6 @@ def records() -> tuple[Statistic, ...]:
     """Every registered statistic, :data:`STATISTICS` first then the others in the order
     registered (plugins loaded)."""
     return tuple(REGISTRY.values())
-
-
-def named(names) -> tuple[Statistic, ...]:
-    """The plugins' statistics among ``names`` (bare or ``"<matrix>.<stat>"``; others ignored):
-    a default set is :data:`STATISTICS`, a plugin's statistic joins only when named."""
-    if names is None or isinstance(names, str):
-        names = () if names in (None, "all", "spectral", "elementwise") else (names,)
-    bare = dict.fromkeys(_bare(n) for n in names if isinstance(n, str))
-    opt = optional()
-    for n in bare:  # an optional statistic is registered when first named
-        if n in opt and REGISTRY.peek(n) is None:
-            REGISTRY.register(n, opt[n])
-    return tuple(REGISTRY[n] for n in bare if n in REGISTRY and not REGISTRY.shipped(n))
-
-
-def optional() -> dict[str, Statistic]:
-    """Shipped statistics that join a score only when named, registered then as a plugin's:
-    WeightWatcher's metrics of each head's spectrum (:data:`.heavy_tail.HEAVY_TAIL`)."""
-    from .heavy_tail import HEAVY_TAIL
-
-    return {s.name: s for s in HEAVY_TAIL}
-
-
-def chosen(names) -> tuple[Statistic, ...] | None:
-    """:data:`STATISTICS` and :func:`named` ``names``; None (the shipped) where none is named."""
-    more = named(names)
-    return STATISTICS + more if more else None
 
 
 for _s in STATISTICS:

@@ -60,7 +60,7 @@ class Cells:
     def permutation_reference(self, null, *, draws, seed, progress) -> PermutationReference:
         """Each head against its own entries shuffled (``null`` a per-head null)."""
         from ...baseline.cache import TABLE_DRAWS
-        from ...stats.statistic import chosen
+        from ...stats.choice import chosen
         from ..nulls.permutation import permutation_draws
 
         n = TABLE_DRAWS if draws is None else int(draws)  # permutations per head

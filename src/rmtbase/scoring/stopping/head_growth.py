@@ -77,7 +77,7 @@ def grow(ref, heads) -> int:
     first = min(have, (ref.element_draws * f) // CHUNK * CHUNK) if n_el else have
     wq = np.stack([ref.cells.factors[a][0][b] for a, b in zip(li, hi, strict=True)])[None]
     wk = np.stack([ref.cells.factors[a][1][b] for a, b in zip(li, hi, strict=True)])[None]
-    from ...stats.statistic import chosen
+    from ...stats.choice import chosen
 
     new = permutation_null(wq, wk, draws=(first, stop), element_draws=n_el, seed=ref.seed,
                            statistics=chosen(ref.cells.tested))
