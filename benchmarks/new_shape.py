@@ -208,7 +208,7 @@ def layer() -> None:
 
     wq, wk = bf16(heads, d_h, d), np.repeat(bf16(heads // group, d_h, d), group, axis=0)
     spec = _best(lambda: layer_stats(wq, wk, "spectral", "bfloat16", group=group))
-    full = _best(lambda: layer_stats(wq, wk, "all", "bfloat16", group=group, hist=True))
+    full = _best(lambda: layer_stats(wq, wk, "all", "bfloat16", group=group))
     prod_fn = jax.jit(lambda q, k: jax.lax.map(lambda a: jnp.sum(mm_tn(a[0], a[1])), (q, k)))
     prod = _best(lambda: jax.block_until_ready(prod_fn(wq, wk)))
     w = jax.jit(lambda q, k: mm_tn(q, k).reshape(-1))(wq[0], wk[0])

@@ -29,7 +29,7 @@ def _layer(n: int, n_kv: int, d_h: int = 32, d: int = 128, seed: int = 0):
 @pytest.mark.parametrize("n,n_kv", [(6, 2), (4, 4)])
 def test_factor_statistics_are_each_heads_own(n, n_kv):
     wq, wk = _layer(n, n_kv)
-    st, _ = layer_stats(wq, wk, "all", "float32", n // n_kv)
+    st, _, _ = layer_stats(wq, wk, "all", "float32", n // n_kv)
     for m, w in (("q", wq), ("k", wk)):
         for i in range(n):
             ref = element_stats(w[i])
@@ -43,7 +43,7 @@ def test_one_factor_program_and_the_former_key_order(n, n_kv):
     storage = "q8_0"  # a name no other test gives this program
     _compiled_factor_elements.cache_clear()
     wq, wk = _layer(n, n_kv, seed=1)
-    st, _ = layer_stats(wq, wk, "all", storage, n // n_kv)
+    st, _, _ = layer_stats(wq, wk, "all", storage, n // n_kv)
     assert _compiled_factor_elements(storage)._cache_size() == 1  # one shape: (n_kv, d_h, d)
     keys = [k for k in st if k.split(".", 1)[1] in ELEMENT_STATS]
     # the order the variables had when W_Q's (and, without GQA, W_K's) statistics came out of

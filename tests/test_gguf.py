@@ -187,4 +187,5 @@ def test_tensors_mapped_from_the_header_equal_gguf_pys(smollm2):
         assert got.tensor_type == t.tensor_type, t.name
         assert got.shape == tuple(int(n) for n in t.shape), t.name
         assert got.data.dtype == t.data.dtype and got.data.shape == t.data.shape, t.name
+        # exact: the same bytes of one file, read by two readers
         assert np.array_equal(np.asarray(got.data), np.asarray(t.data)), t.name

@@ -38,7 +38,8 @@ def test_head_alpha_joins_only_when_named_and_is_the_products_fit(
     assert "qk.ww_alpha" not in plain["stat"].values
     assert list(named["stat"].values) == [*plain["stat"].values, "qk.ww_alpha"]
     assert list(again["stat"].values) == list(plain["stat"].values)
-    for v in ("p_value", "head_p_value"):  # exact: the same run
+    for v in ("p_value", "head_p_value"):
+        # exact: the same compiled programs on the same inputs and cached null, one process
         np.testing.assert_array_equal(again[v].values, plain[v].values, err_msg=v)
     alpha = named["value"].sel(stat="qk.ww_alpha").values
     assert np.isfinite(named["p_value"].sel(stat="qk.ww_alpha").values).all()

@@ -134,7 +134,7 @@ def test_qk_histogram_comes_from_the_same_product_and_follows_variance_gamma():
     d_h, d, n = 2, 48, 60  # small d_h: the variance-gamma law is far from Gaussian
     wq = (0.02 * rng.standard_normal((n, d_h, d))).astype(np.float32)
     wk = (0.05 * rng.standard_normal((n, d_h, d))).astype(np.float32)
-    st, _, hist = _layer_stats(wq, wk, "all", hist=True)
+    st, _, hist = _layer_stats(wq, wk, "all")
     ref = _qk_element_stats(jnp.asarray(wq), jnp.asarray(wk), 0.8)
     # Not exact: layer_stats' compiled program holds _qk_element_stats among other
     # statistics, the reference is that function compiled alone; their float32 sums over

@@ -71,7 +71,7 @@ def _define():
             scale = float(np.sqrt(np.mean(np.asarray(wq0, np.float64) ** 2)) * np.sqrt(d))
             wq = scale * _haar_rows(rng, n, d_h, d)
             wk = scale * _haar_rows(rng, n, d_h, d)
-            st, _ = layer_stats(wq, wk, cells.kind)
+            st, _, _ = layer_stats(wq, wk, cells.kind)
             joint = {k: v for k, v in st.items() if k in cells.tested or k in ("q.rms", "k.rms")}
             axes = {a: np.asarray(v, np.float64) for a, v in factor_profile(wq, wk).items()}
             return OrthogonalReference(self, cells, joint, axes)

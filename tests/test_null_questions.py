@@ -75,7 +75,7 @@ def _define(name: str, *, band: bool):
             rng = np.random.default_rng([int(seed), 68])
             n = int(draws or DRAWS)
             wq, wk = (_haar_rows(rng, n, cells.d_h, cells.d) for _ in range(2))
-            st, _ = layer_stats(wq, wk, cells.kind)
+            st, _, _ = layer_stats(wq, wk, cells.kind)
             joint = {k: v for k, v in st.items() if k in cells.tested or k in ("q.rms", "k.rms")}
             axes = {a: np.asarray(v, np.float64) for a, v in factor_profile(wq, wk).items()}
             return SharedReference(self, cells, joint, axes, wq, wk)

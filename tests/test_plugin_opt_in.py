@@ -44,7 +44,8 @@ def test_a_plugin_joins_a_score_only_when_named(tmp_path, monkeypatch, score_cac
     assert not log.exists()  # neither the statistic nor the axis ran
     assert list(again["stat"].values) == list(plain["stat"].values)
     assert list(again["axis"].values) == list(plain["axis"].values)
-    for v in ("p_value", "head_p_value", "profile_p"):  # exact: the same run
+    for v in ("p_value", "head_p_value", "profile_p"):
+        # exact: the same compiled programs on the same inputs and cached null, one process
         np.testing.assert_array_equal(again[v].values, plain[v].values, err_msg=v)
     named = score_heads(info, layers, **{**kw, "stats": ("spectral", "top_share", "rms_ratio")})
     assert list(named["stat"].values) == [*plain["stat"].values, "qk.top_share"]

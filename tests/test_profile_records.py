@@ -96,7 +96,7 @@ def test_the_score_reads_each_layer_against_its_records_null(monkeypatch):
     ds, profiles = _heads()
     read = SimpleNamespace(profiles=profiles, null_records=[storage_record(s) for s in LAYERS])
     ref = SimpleNamespace(profile_null=lambda: GAUSSIAN_AXES)
-    opts = SimpleNamespace(alpha=0.05, seed=0, null_start=NullStart())
+    opts = SimpleNamespace(alpha=0.05, seed=0, null_start=NullStart(), axes=())
     pipeline._add_profile(ds, read, [ref], opts, 64, 16, progress=False)
     rows = [r for r, _ in seen["nulls"]]
     assert rows == [[0, 2, 3], [1]]

@@ -86,8 +86,8 @@ def test_layer_stats_scale_free_at_extreme_scales(factor):
     from rmtbase.scoring.measures.layer_stats import layer_stats
 
     wq, wk = _heads()
-    st0, x0 = layer_stats(wq, wk, "all")
-    st, x = layer_stats((wq * np.float32(factor)).astype(np.float32),
+    st0, x0, _ = layer_stats(wq, wk, "all")
+    st, x, _ = layer_stats((wq * np.float32(factor)).astype(np.float32),
                         (wk * np.float32(factor)).astype(np.float32), "all")
     np.testing.assert_allclose(x, x0, rtol=1e-4)
     for k, v in st.items():

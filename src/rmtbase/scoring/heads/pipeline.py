@@ -55,6 +55,8 @@ class Layers:
     factors: list = field(default_factory=list)
     hists: list = field(default_factory=list)
     unmatched: bool = False
+    #: the plugins' axes the score names (:attr:`ScoreSettings.axes`), the only ones that join
+    named_axes: frozenset = frozenset()
 
     @property
     def quantisation_names(self) -> list[str]:
@@ -101,7 +103,7 @@ def _one_layer(lh, info, s: ScoreSettings, out: Layers, quantized_null) -> None:
     wq, wk, cq, ck = safe_factors(wq, wk)
     # the statistics take the storage's name (their compiled programs are keyed by it)
     st, x, h = layer_stats(wq, wk, s.kind, est.name, info.group_size,
-                           entry_law=s.null.tests_entry_law, hist=True,
+                           entry_law=s.null.tests_entry_law,
                            raw=RawUnits(cq, ck, where=f"layer {lh.layer} of {info.name}, "),
                            statistics=s.plugins)
     out.per_layer.append(st)
@@ -194,9 +196,10 @@ def _add_profile(ds, read: Layers, refs, s: ScoreSettings, d: int, d_h: int,
     """The profile axes and their part in the head decision (decision.combined)."""
     own = refs[0].profile_null()  # the reference says which (no Gaussian default)
     own = None if own is GAUSSIAN_AXES else own
+    read.named_axes = s.axes
     axis_nulls = add_profile(ds, read, d, d_h, alpha=s.alpha, seed=s.seed,
                              permutation=own, progress=progress,
-                             start=dict(s.null_start.profile), named=s.axes)
+                             start=dict(s.null_start.profile))
     if own is None:  # the Gaussian axes' draws per null storage enter the head decision
         axis_nulls = [([i for i, s in enumerate(read.null_records) if null_storage(s) == k], v)
                       for k, v in axis_nulls.items()]

@@ -136,11 +136,11 @@ def _factor_elements(wq, wk, group: int, storage: str) -> tuple[dict, dict]:
 
 
 def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
-                 entry_law: bool = True, hist: bool = False, raw: RawUnits | None = None,
-                 statistics=()):
-    """head_stats batched over one layer's heads, plus x = λ / (rms_Q² rms_K² d²) (descending).
+                 entry_law: bool = True, raw: RawUnits | None = None, statistics=()):
+    """``(st, x, hist)``: head_stats batched over one layer's heads, x = λ / (rms_Q² rms_K² d²)
+    (descending) and the W_QK histograms (:mod:`.qk_histogram`; None unless elementwise).
     Under GQA (``group`` > 1, ``wk`` expanded) W_K's element statistics are computed once per key
-    head. ``hist``: also return the W_QK histograms (:mod:`.qk_histogram`). ``raw``:
+    head. ``raw``:
     :class:`RawUnits` when ``wq``, ``wk`` come from :func:`safe_factors`; None: made safe here.
     ``statistics``: the plugins' spectral records named, beside the shipped ones."""
     if raw is None:
@@ -172,7 +172,7 @@ def layer_stats(wq, wk, kind: str, storage: str = "float32", group: int = 1,
     d = wq.shape[-1]
     x = lam / (st["q.rms"][:, None] ** 2 * st["k.rms"][:, None] ** 2 * d**2)
     st = restore_scale(st, raw.cq, raw.ck, where=raw.where)
-    return (st, x, qk_hist) if hist else (st, x)
+    return st, x, qk_hist
 
 
 __all__ = ["SAFE_MAX", "RawUnits", "layer_stats", "restore_scale", "safe_factors"]

@@ -126,9 +126,10 @@ def _map_blocks(pool, fn, blocks, sliced, shared=()):
     return list(pool.map(one, blocks))
 
 
-def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads, statistics=None):
-    """Spectral statistics ``{stat: (H, B)}`` of every head for one chunk of permutations;
-    ``dims``: the heads' (d_h, d); ``statistics``: the records (None: shipped)."""
+def _spectral_chunk(fq, fk, perms, dims, method, pool, threads, statistics=None):
+    """Spectral statistics ``{stat: (H, B)}`` of every head for one chunk of permutations
+    ``perms`` (W_Q's, W_K's); ``dims``: the heads' (d_h, d); ``statistics``: the records
+    (None: shipped)."""
     import jax
     import jax.numpy as jnp
 
@@ -137,6 +138,7 @@ def _spectral_chunk(fq, fk, pq, pk, dims, method, pool, threads, statistics=None
 
     names = [st.name for st in spectral(STATISTICS if statistics is None else statistics)]
     d_h, d = dims
+    pq, pk = perms
     n_heads, count = fq.shape[0], pq.shape[0]
     gram = _gram_fn(d_h, d)
     tridiagonal, svd = _lapack_fns(statistics)
@@ -179,14 +181,14 @@ def _draw_range(draws) -> tuple[int, int]:
 
 
 def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
-                     trim: float = 0.8, progress=None, threads: int | None = None,
+                     progress=None, threads: int | None = None,
                      statistics=None) -> dict[str, np.ndarray]:
     """Permutation null draws of every head: ``{stat: (layer, head, draws)}``.
 
     wq, wk: (layer, head, d_h, d), GQA keys expanded. ``draws``: a count or ``(first, stop)``;
     W_QK element statistics for the first ``element_draws`` (NaN after); ``q.rms``/``k.rms`` the
-    head's own; ``threads`` never changes the values; ``statistics``: spectral records (None:
-    shipped)."""
+    head's own, W_QK's trimmed at the scoring's ``qk_elements.TRIM``; ``threads`` never
+    changes the values; ``statistics``: spectral records (None: shipped)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import jax.numpy as jnp
@@ -206,7 +208,9 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
         threads = scoring_threads()
     threads = max(1, int(threads))
     method = eig_method(d, d_h, jnp.float32)
-    elem = _element_fn(d_h, d, float(trim))
+    from ..measures.qk_elements import TRIM
+
+    elem = _element_fn(d_h, d, TRIM)
     parts: dict[str, list] = {}
     with ThreadPoolExecutor(threads) as pool:
         for start in range(first, stop, CHUNK):
@@ -214,7 +218,7 @@ def permutation_null(wq, wk, *, draws, element_draws: int = 0, seed: int = 0,
             pq_np, pk_np = permutations(seed, start // CHUNK, n, count)
             pq, pk = jnp.asarray(pq_np), jnp.asarray(pk_np)
             out = {f"qk.{k}": v for k, v in
-                   _spectral_chunk(fq, fk, pq, pk, (d_h, d), method, pool, threads,
+                   _spectral_chunk(fq, fk, (pq, pk), (d_h, d), method, pool, threads,
                                    statistics).items()}
             ne = min(count, max(0, element_draws - start))
             if ne:

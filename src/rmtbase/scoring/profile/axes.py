@@ -139,17 +139,15 @@ def _skip_failing(name: str, compute):
 
 
 def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed: int,
-                permutation: dict | None = None, progress: bool = False, start=None,
-                named=frozenset()) -> dict:
+                permutation: dict | None = None, progress: bool = False, start=None) -> dict:
     """Add ``profile_value``, ``_effect``, ``_band_lo``/``_hi``, ``_p``, ``_q``, ``_flag`` over
-    (layer, head, axis) to ``ds``. ``layers``: per-layer ``profiles`` and ``null_records``;
-    ``permutation``: per-head draws ``{axis: (layer, head, draws)}``, else the Gaussian null as far
-    as decisions need (from ``start``); ``named``: the plugins' axes (or the ``qk.<stat>`` they
-    read) named, the only ones that join. Returns the draws the axes were tested against."""
+    (layer, head, axis) to ``ds``. ``layers``: ``profiles``, ``null_records`` per layer, maybe
+    ``named_axes`` (plugin axes named or whose ``qk.<stat>`` is: the only ones that join);
+    ``permutation``: per-head draws ``{axis: (layer, head, draws)}``, else the Gaussian null as
+    far as decisions need (from ``start``). Returns the draws the axes were tested against."""
     profiles, null_storages = layers.profiles, layers.null_records
     shape = (ds.sizes["layer"], ds.sizes["head"])
-    axes = [a for a in AXES if (AXIS_REGISTRY.shipped(a) or a in named
-                                or AXIS_REGISTRY[a].statistic in named) and _available(ds, a)]
+    axes = _joining(ds, getattr(layers, "named_axes", frozenset()))
     by_data = {}  # dataset axes' values; a plugin's that fails is skipped with one warning
     for a in [a for a in axes if a not in FACTOR_AXES and AXIS_REGISTRY[a].source == "dataset"]:
         got = _skip_failing(a, lambda a=a: _dataset_axis(ds, a, shape))
@@ -199,6 +197,13 @@ def add_profile(ds: xr.Dataset, layers, d: int, d_h: int, *, alpha: float, seed:
     if used:
         ds.attrs["profile_null_draws"] = ", ".join(f"{s.name}: {n}" for s, n in used.items())
     return nulls if permutation is None else permutation
+
+
+def _joining(ds, named) -> list[str]:
+    """The axes that join: the shipped ones and the plugins' ``named`` (or whose statistic
+    is), each where ``ds`` has what it reads."""
+    return [a for a in AXES if (AXIS_REGISTRY.shipped(a) or a in named
+                                or AXIS_REGISTRY[a].statistic in named) and _available(ds, a)]
 
 
 def _add_unaligned(ds, profiles, null_storages, nulls, permutation, alpha: float) -> None:
