@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _gaussian_heads import gaussian_heads
 from test_plugins import fresh_registries  # noqa: F401 - fixture: forgets what was registered
 
 from rmtbase.stats.heavy_tail import heavy_tail_metrics
-
-
-def _heads():
-    from rmtbase.models.types import LayerHeads, ModelInfo
-
-    rng = np.random.default_rng(5)
-    layers = [LayerHeads(layer=i, wq=rng.normal(0, 0.05, (3, 24, 96)).astype(np.float32),
-                         wk=rng.normal(0, 0.05, (3, 24, 96)).astype(np.float32))
-              for i in range(2)]
-    info = ModelInfo(name="tiny", revision=None, architecture="bert", d=96, d_h=24,
-                     n_layers=2, n_heads=3, n_kv_heads=3)
-    return info, layers
 
 
 def test_head_alpha_joins_only_when_named_and_is_the_products_fit(
         score_cache, fresh_registries):  # noqa: F811
     from rmtbase.scoring.score import score_heads
 
-    info, layers = _heads()
+    info, layers = gaussian_heads(2, 3, 24, 96, seed=5)
     kw = dict(stats="spectral", progress=False, spectrum_draws=0, draws=400)
     plain = score_heads(info, layers, **kw)
     named = score_heads(info, layers, **{**kw, "stats": ("spectral", "ww_alpha")})
@@ -54,15 +43,9 @@ def test_head_alpha_joins_only_when_named_and_is_the_products_fit(
 def test_head_alpha_is_calibrated_on_gaussian_heads(score_cache, fresh_registries):  # noqa: F811
     """Gaussian heads (the null's own model, another seed): α's p < 0.05 for 5 % of them,
     within 2 se (n = 200 heads: se = √(0.05 · 0.95 / 200) = 0.015)."""
-    from rmtbase.models.types import LayerHeads, ModelInfo
     from rmtbase.scoring.score import score_heads
 
-    rng = np.random.default_rng(11)
-    layers = [LayerHeads(layer=i, wq=rng.normal(0, 0.05, (20, 24, 96)).astype(np.float32),
-                         wk=rng.normal(0, 0.05, (20, 24, 96)).astype(np.float32))
-              for i in range(10)]
-    info = ModelInfo(name="gauss", revision=None, architecture="bert", d=96, d_h=24,
-                     n_layers=10, n_heads=20, n_kv_heads=20)
+    info, layers = gaussian_heads(10, 20, 24, 96, seed=11)
     ds = score_heads(info, layers, stats=("spectral", "ww_alpha"), progress=False,
                      spectrum_draws=0, draws=2000)
     p = ds["p_value"].sel(stat="qk.ww_alpha").values.ravel()

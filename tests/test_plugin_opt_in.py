@@ -8,19 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _gaussian_heads import gaussian_heads
 from test_plugins import MODULE, PYPROJECT, _install, fresh_registries  # noqa: F401 - fixture
 
 
 def _heads():
-    from rmtbase.models.types import LayerHeads, ModelInfo
-
-    rng = np.random.default_rng(3)
-    layers = [LayerHeads(layer=i, wq=rng.normal(0, 0.05, (3, 8, 64)).astype(np.float32),
-                         wk=rng.normal(0, 0.05, (3, 8, 64)).astype(np.float32))
-              for i in range(2)]
-    info = ModelInfo(name="tiny", revision=None, architecture="bert", d=64, d_h=8,
-                     n_layers=2, n_heads=3, n_kv_heads=3)
-    return info, layers
+    return gaussian_heads(2, 3, 8, 64, seed=3)
 
 
 def test_a_plugin_joins_a_score_only_when_named(tmp_path, monkeypatch, score_cache,
