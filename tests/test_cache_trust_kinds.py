@@ -29,6 +29,30 @@ def _fresh_state(tmp_path, monkeypatch):
     forget()
 
 
+def _spy(monkeypatch, module, name: str) -> list:
+    """Count the calls of ``module.name`` (each appends 1), the function itself still run."""
+    calls, real = [], getattr(module, name)
+
+    def spy(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+def _make_foreign(path, how: str) -> str:
+    """Make ``path`` another user's (``owner``, root only: else skip) or writable by its group
+    or others; the words of the warning that says so."""
+    if how == "owner":
+        if os.geteuid() != 0:
+            pytest.skip("chown to another user needs root")
+        os.chown(path, OTHER_UID, -1)
+        return "owned by user id"
+    path.chmod(path.stat().st_mode | (stat.S_IWGRP if how == "group" else stat.S_IWOTH))
+    return "writable by its group" if how == "group" else "writable by other users"
+
+
 def _heads(monkeypatch):
     from rmtbase.baseline import null
     from rmtbase.baseline.cache import null_table
@@ -51,13 +75,7 @@ def _profile(monkeypatch):
     from rmtbase.scoring.profile import factors
     from rmtbase.scoring.profile.cache import cached_profile_null
 
-    calls, real = [], factors.profile_null
-
-    def spy(*a, **kw):
-        calls.append(1)
-        return real(*a, **kw)
-
-    monkeypatch.setattr(factors, "profile_null", spy)
+    calls = _spy(monkeypatch, factors, "profile_null")
 
     def run():
         got = cached_profile_null(16, 4, n=30, seed=3)
@@ -82,13 +100,7 @@ def _composition(monkeypatch):
 def _matrix(monkeypatch):
     from rmtbase.baseline import matrix_null
 
-    calls, real = [], matrix_null.matrix_null_draws
-
-    def spy(*a, **kw):
-        calls.append(1)
-        return real(*a, **kw)
-
-    monkeypatch.setattr(matrix_null, "matrix_null_draws", spy)
+    calls = _spy(monkeypatch, matrix_null, "matrix_null_draws")
 
     def run():
         return np.asarray(matrix_null.matrix_null_table(8, 4, draws=3, seed=3)["rms"].values)
@@ -98,13 +110,7 @@ def _matrix(monkeypatch):
 def _heavy_tail(monkeypatch):
     from rmtbase.baseline import heavy_tail_null
 
-    calls, real = [], heavy_tail_null.heavy_tail_null_draws
-
-    def spy(*a, **kw):
-        calls.append(1)
-        return real(*a, **kw)
-
-    monkeypatch.setattr(heavy_tail_null, "heavy_tail_null_draws", spy)
+    calls = _spy(monkeypatch, heavy_tail_null, "heavy_tail_null_draws")
 
     def run():
         return np.asarray(heavy_tail_null.heavy_tail_null_table(24, 24, draws=3, seed=3)
@@ -137,14 +143,7 @@ def test_a_foreign_cache_file_is_not_read(kind, how, tmp_path, monkeypatch):
     forget()
     run()  # this user's private file: read, nothing drawn
     assert calls == []
-    if how == "owner":
-        if os.geteuid() != 0:
-            pytest.skip("chown to another user needs root")
-        os.chown(path, OTHER_UID, -1)
-        match = "owned by user id"
-    else:
-        path.chmod(path.stat().st_mode | (stat.S_IWGRP if how == "group" else stat.S_IWOTH))
-        match = "writable by its group" if how == "group" else "writable by other users"
+    match = _make_foreign(path, how)
     before = (path.stat().st_uid, path.read_bytes())
     forget()
     with pytest.warns(RuntimeWarning, match=match):
@@ -170,12 +169,7 @@ def test_a_foreign_entry_is_scored_again(how, tmp_path):
     assert check(folder, "m", "k") == (check(folder, "m", "k")[0], None)
     assert check(folder, "m", "k")[0] is not None
     path = entry_path(folder, "m")
-    if how == "owner":
-        if os.geteuid() != 0:
-            pytest.skip("chown to another user needs root")
-        os.chown(path, OTHER_UID, -1)
-    else:
-        path.chmod(path.stat().st_mode | (stat.S_IWGRP if how == "group" else stat.S_IWOTH))
+    _make_foreign(path, how)
     got, why = check(folder, "m", "k")
     assert got is None
     assert "not trusted" in why
@@ -190,12 +184,7 @@ def test_a_foreign_constants_table_is_not_read(how, tmp_path):
     cc.store(5, {"a": "1.2345"})
     assert cc.load(5, ["a"]) == {"a": "1.2345"}
     path = cc.path(5)
-    if how == "owner":
-        if os.geteuid() != 0:
-            pytest.skip("chown to another user needs root")
-        os.chown(path, OTHER_UID, -1)
-    else:
-        path.chmod(path.stat().st_mode | (stat.S_IWGRP if how == "group" else stat.S_IWOTH))
+    _make_foreign(path, how)
     before = path.read_bytes()
     with pytest.warns(RuntimeWarning, match="not using cached constants table"):
         assert cc.load(5, ["a"]) is None
