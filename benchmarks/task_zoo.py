@@ -519,7 +519,8 @@ def main(argv=None) -> int:
            "folder_cpu_s": train_cpu, "prompts": args.prompts, "length": args.length,
            "layout": "bigram" if args.behaviour == "bigram" else
                      f"induction_task half {args.half} prefix {args.prefix} replacement "
-                     f"{args.replacement}" if args.half else "zoo", "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
+                     f"{args.replacement}" if args.half else "zoo",
+           "seed": args.seed, "ig_samples": args.ig_samples, "metric": "logit_diff",
            "ablation": "resample (the corrupted prompt)", "target": TARGET, "tasks": docs}
     print(_table(doc), file=sys.stderr)
     text = json.dumps(doc, indent=1)

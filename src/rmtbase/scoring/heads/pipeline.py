@@ -129,7 +129,7 @@ READ_AHEAD = True
 def read_layers(layers, info, s: ScoreSettings, progress: bool = True) -> Layers:
     """Statistics of every layer (:class:`Layers`); the next layer is read while one is scored
     (:data:`READ_AHEAD`), so at most two layers' weights are alive at a time."""
-    out = Layers()
+    out = Layers(named_axes=s.axes)
     qn = s.quantized_null  # "auto", "none" or a block format's name, looked up once here
     qn = qn if qn in ("auto", "none") else storage_record(qn)
     bar = None
@@ -196,7 +196,6 @@ def _add_profile(ds, read: Layers, refs, s: ScoreSettings, d: int, d_h: int,
     """The profile axes and their part in the head decision (decision.combined)."""
     own = refs[0].profile_null()  # the reference says which (no Gaussian default)
     own = None if own is GAUSSIAN_AXES else own
-    read.named_axes = s.axes
     axis_nulls = add_profile(ds, read, d, d_h, alpha=s.alpha, seed=s.seed,
                              permutation=own, progress=progress,
                              start=dict(s.null_start.profile))
