@@ -598,6 +598,24 @@ def test_output_losses_are_transformers_cross_entropies():
     assert got["all_removed"]["mean"] != pytest.approx(got["clean"]["mean"], rel=1e-3)
 
 
+def test_output_losses_reuse_the_scorers_prepared_prompts(monkeypatch):
+    """The losses run on the batches the scorer prepared (clean and counterfactual runs once
+    per prompt), not on prompts prepared again for the logprob metric."""
+    from rmtbase.circuits.task.losses import output_losses
+
+    net, task = _gpt2(seed=5), _task(n=6, seed=5)
+    tm = TaskModel(net)
+    runner, prepared, real = Runner(tm, task, batch=4), [], Runner.prepare
+    monkeypatch.setattr(Runner, "prepare",
+                        lambda self, lo, hi: prepared.append((lo, hi)) or real(self, lo, hi))
+    sc = Scorer(runner)
+    got = output_losses(sc.runner, tm.graph.full())
+    assert prepared == [(0, 4), (4, 6)] and runner.metric == "logit_diff"
+    own = Runner(tm, task, metric="logprob", batch=4)  # the losses' metric on its own runner
+    want = -own.metrics([tm.graph.full(), tm.graph.empty()]).mean(-1)
+    assert [got["clean"]["mean"], got["all_removed"]["mean"]] == pytest.approx(want, rel=1e-12)
+
+
 def test_faithfulness_se_is_the_jackknifes():
     """The delta-method se of a circuit's faithfulness (a ratio of means over prompts)
     against the jackknife's, computed here, on per-prompt metrics drawn with a clear
