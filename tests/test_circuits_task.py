@@ -1017,6 +1017,28 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
     assert np.abs(res["context"]).max() > 1e-2  # the edges carry something
 
 
+def test_pruning_tells_its_time_once_at_its_first_batchs_rate(monkeypatch):
+    """After its first batch (the first round's sets on ``batch`` prompts) the pruning says
+    once how long its planned set-prompts take at that batch's rate; the runner's hook is
+    gone afterwards."""
+    from rmtbase.circuits.task import prune as P
+
+    net, task = _gpt2(seed=5), _task(n=4, seed=5)
+    r, said, rates = Runner(TaskModel(net), task, batch=2), [], []
+    monkeypatch.setattr(P, "rate_line", lambda total, n, seconds: rates.append((total, n)) or
+                        f"{total} {n}")
+    res = P.prune(r, fraction=0.5, tail=3, say=said.append)
+    e = r.tm.graph.n_edges
+    assert rates == [(res["sets"] * 4, (e + 1) * 2)] and len(said) == 1  # the circuit + e sets
+    assert r.on_batch is None
+    monkeypatch.undo()
+    assert P.rate_line(120_000, 4_000, 2.0) == ("pruning in context: about 60 s for its "
+                                                "120,000 set-prompts at its first batch's "
+                                                "2,000 a second")
+    assert "about 50 min" in P.rate_line(6_000_000, 4_000, 2.0)
+    assert "about 2.0 h" in P.rate_line(14_400_000, 4_000, 2.0)
+
+
 @pytest.mark.parametrize("cf", ["corrupted", "zero"])
 def test_confirmation_is_the_head_searchs_rule_with_the_other_counterfactual(cf):
     """An edge is confirmed where its exact effect is >= 3 se and >= 10 % of the behaviour on

@@ -11,6 +11,8 @@ counterfactual outputs of the batches are kept between passes up to :data:`CACHE
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ...errors import InputError
@@ -60,6 +62,8 @@ class Runner:
         self._sums = None
         self._cache: dict = {}
         self._cache_left = int(cache_bytes)
+        #: None, or called ``(set-prompts, seconds)`` after each batch :meth:`metrics` runs.
+        self.on_batch = None
 
     # batches ---------------------------------------------------------------------------
     def batches(self):
@@ -155,7 +159,7 @@ class Runner:
         starts = [tm.first_difference(k, base) for k in kept_sets]
         record = sum(s / n_stages for s in starts if s < n_stages) > 1
         for lo, hi in self.batches():
-            b = self.prepared(lo, hi)
+            b, t0 = self.prepared(lo, hi), time.perf_counter()
             ck, at_base = None, b["full"][name] if full else None
             if record or at_base is None:
                 run = tm.run(b["emb"], cf=b["cf"], kept=base, record=record)
@@ -172,6 +176,8 @@ class Runner:
                 out[i, lo:hi] = v.detach().double().numpy()
                 bar.update(hi - lo)
             del ck
+            if self.on_batch is not None:
+                self.on_batch(len(kept_sets) * (hi - lo), time.perf_counter() - t0)
 
 
 __all__ = ["BATCH", "BATCH_BYTES", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "auto_batch",
