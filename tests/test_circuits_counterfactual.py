@@ -12,10 +12,9 @@ writes a large output that is (nearly) the same on every sequence, and a layer-1
 head's key reads it; removing it by zero sends the induction head's attention to the first
 token (a large "effect" that carries no information), while its mean or resampled output
 changes nothing; the true previous-token → induction K edge keeps its size under all three.
-(3) rmtbase's ``find_circuits(..., ablation=...)`` against the truth on that model and on
+(3) rmtbase's ``find_circuits(..., counterfactual=...)`` against the truth on that model and on
 random GPT-2s, on the same sequences: every effect column, joint effect, faithfulness (its se,
 floor, idle flags) and the circuit's output losses (skipped until
-``rmtbase.circuits.find.Search`` has an ``ablation`` field, and the losses until
 ``rmtbase.circuits.output_loss`` exists).
 
 Slow tier: the trained zoo's ``const2`` (:mod:`rmtbase.studies._circuit_zoo`), a model
@@ -500,19 +499,9 @@ def test_planted_model_with_a_via_mlp_source_holds_what_it_is_built_for(tmp_path
                 assert 0.4 <= f[PREV,] <= 0.7 and 0.4 <= f[PREV2,] <= 0.7, f
 
 
-# --- (3) rmtbase's find_circuits(..., ablation=...) against the truth -------------------------
+# --- (3) rmtbase's find_circuits(..., counterfactual=...) against the truth -------------------
 
 
-def _has_ablation() -> bool:
-    import dataclasses
-
-    from rmtbase.circuits import find as F
-
-    return "ablation" in {f.name for f in dataclasses.fields(F.Search)}
-
-
-needs_ablation = pytest.mark.skipif(not _has_ablation(), reason="rmtbase.circuits.find.Search "
-                                    "has no ablation field yet")
 #: Tool (float32) against truth (float64) on the same sequences: |Δ| ≤ ABS_TOL + REL_TOL |truth|
 #: for effects, joint effects and faithfulness (measured: ≤ 1.2e-7 on the random models,
 #: ≤ 4.4e-6 on the planted one, whose LayerNorm input is ~1000).
@@ -543,7 +532,7 @@ def _tool(model, cfg, ids, n, ablation, **kw):
                      f"{ids.shape[0]} sequences of the truth", repeat=n)
     model = str(model) if isinstance(model, (str, Path)) else model
     ds = find_circuits(model, _composition(cfg["n_layer"], cfg["n_head"]),
-                       sequences=seqs, screen="exact", mlp_paths=True, ablation=ablation,
+                       sequences=seqs, screen="exact", mlp_paths=True, counterfactual=ablation,
                        progress=False, **kw)
     missing = [v for v in ROW_VARS if v not in ds]
     assert not missing, f"find_circuits' Dataset lacks {missing}"
@@ -626,7 +615,6 @@ def _disagreements(sd, cfg, r, rows, ablation, n) -> list[str]:
     return bad
 
 
-@needs_ablation
 @pytest.mark.parametrize("ablation", ["mean", "resample", "zero"])
 def test_find_circuits_on_the_planted_model_equals_the_truth(tmp_path_factory, ablation):
     """The ``via_mlp`` planted model, 16 sequences of the truth: every reported effect (each
@@ -645,7 +633,7 @@ def test_find_circuits_on_the_planted_model_equals_the_truth(tmp_path_factory, a
     const, prev = by["k", "direct", CONST, IND], by["k", "direct", PREV, IND]
     via = by["k", "via_mlp", PREV2, IND]
     assert prev["confirmed"] and via["confirmed"] and prev["depends"] == via["depends"] == ""
-    if ablation == Search().ablation:
+    if ablation == Search().counterfactual:
         assert not const["confirmed"] and const["depends"] == "zero", const
         assert T.passes(float(const["effect_zero"]), 0.01, 0.8)
 
@@ -661,7 +649,6 @@ def _random_gpt2(which: str):
     return _net("gpt2"), 39
 
 
-@needs_ablation
 @pytest.mark.parametrize(("which", "ablation"), [("zoo", "mean"), ("zoo", "resample"),
                                                  ("zoo", "zero"), ("patching", "resample")])
 def test_find_circuits_on_random_gpt2s_equals_the_truth(tmp_path, which, ablation):
@@ -725,7 +712,6 @@ def _loss_disagreements(model, tmp_path_factory, ablation) -> list[str]:
     return bad
 
 
-@needs_ablation
 @pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
 @pytest.mark.parametrize("ablation", ["mean", "resample", "zero"])
 def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ablation):
@@ -739,7 +725,6 @@ def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ab
     assert not bad, "\n".join(bad)
 
 
-@needs_ablation
 @pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
 def test_output_losses_of_a_saved_folder_equal_the_truth(tmp_path_factory):
     """As above with the model given as its saved folder (what ``rmtbase circuits`` does); the
@@ -767,7 +752,6 @@ def test_a_circuits_total_edges_are_the_total_patch():
 # --- slow tier: a trained model with a constant head ------------------------------------------
 
 
-@needs_ablation
 @pytest.mark.slow  # trains the model when not cached (~300 CPU-s), then the search
 def test_trained_constant_head_depends_on_zero_ablation_only():
     """``const2`` (rmtbase.studies._circuit_zoo): a 2-layer model trained with its layer-0
@@ -862,7 +846,6 @@ def test_a_planted_constant_head_stays_constant_through_training():
     assert torch.equal(net.state_dict()[c][:, cols], before[c][:, cols])
 
 
-@needs_ablation
 @pytest.mark.slow  # trains mlp2 when not cached (~200 CPU-s), the search and the truth (~2 min)
 def test_find_circuits_on_a_trained_zoo_model_agrees_with_the_truth():
     """mlp2 seed 0 (rmtbase.studies._circuit_zoo), the search's defaults on its own sequences,

@@ -238,7 +238,7 @@ def test_find_circuits_output_and_its_netcdf(tmp_path):
     hm = HeadModel(net)
     cap, _ = capture(hm, seqs, progress=False)
     pt = Patcher(hm, cap, seqs)
-    assert pt.ablation == "mean" and ds.attrs["ablation"] == "mean"
+    assert pt.ablation == "mean" and ds.attrs["ablation"] == ds.attrs["counterfactual"] == "mean"
     assert set(ds["ablation"].values) == {"mean"}
     for i in (0, 4, 7):
         r = ds.isel(candidate=i)
@@ -270,6 +270,28 @@ def test_find_circuits_output_and_its_netcdf(tmp_path):
     assert list(back["from"].values) == list(ds["from"].values)
     assert back["effect_causal"].attrs["units"] == "1"
     back.close()
+
+
+def test_the_deprecated_ablation_keyword_warns_and_gives_the_same_circuits():
+    import warnings
+
+    from rmtbase.circuits import find_circuits
+
+    net, comp = _net("gpt2"), _composition(3, 4)
+    kw = dict(k=2, sequences=_seqs(net, n=6, batch=4), receivers_of_interest=[(2, 1)],
+              screen="top-k", mlp_paths=False, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        new = find_circuits(net, comp, counterfactual="zero", **kw)
+    with pytest.warns(DeprecationWarning, match=r"^find_circuits\(ablation=\) is deprecated: "
+                      r"use counterfactual=$"):
+        old = find_circuits(net, comp, ablation="zero", **kw)
+    assert old.attrs["counterfactual"] == old.attrs["ablation"] == "zero"
+    # exact: one program, the same inputs and settings, run twice
+    xr.testing.assert_identical(old, new)
+    with pytest.raises(TypeError, match="^find_circuits\\(\\) got both 'ablation' and "
+                       "'counterfactual'$"):
+        find_circuits(net, comp, ablation="zero", counterfactual="mean", **kw)
 
 
 def test_find_circuits_refuses_bad_input_before_loading():

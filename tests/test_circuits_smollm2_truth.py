@@ -141,7 +141,8 @@ def test_direct_rows_of_a_random_model_equal_the_independent_patch(kind, prev_bi
     _forward_matches(net, sd, sp, _seqs(net.config, 5).ids[:3])
     recv = [(li, hi) for li in (1, 2) for hi in range(4)]
     ds = find_circuits(net, _composition(3, 4), receivers_of_interest=recv, screen="exact",
-                       mlp_paths=False, progress=False, ablation="zero")  # the truth's removal
+                       mlp_paths=False, progress=False,
+                       counterfactual="zero")  # the truth's removal
     direct = np.flatnonzero(ds["path"].values == "direct")
     # every receiver, kind and earlier source patched exactly: 4·(3·4) + 4·(3·8)
     assert direct.size == ds.sizes["candidate"] == 4 * 12 + 4 * 24
@@ -175,7 +176,7 @@ def test_every_confirmed_direct_circuit_of_smollm2_equals_the_independent_patch(
     sd, sp = T.state_dict(net), T.spec(net.config)
     _forward_matches(net, sd, sp, _seqs(net.config, 20).ids[:2])
     comp = rmtbase.composition(gguf, draws=20)  # ranks do not depend on the null's draws
-    ds = find_circuits(loaded, comp, progress=False, ablation="zero")  # the truth's removal
+    ds = find_circuits(loaded, comp, progress=False, counterfactual="zero")  # the truth's removal
     rows = np.flatnonzero(ds["path"].values == "direct")  # the confirmed ones and the rest
     confirmed = int(ds["confirmed"].values[rows].sum())
     assert confirmed >= 5

@@ -598,6 +598,24 @@ def test_output_losses_are_transformers_cross_entropies():
     assert got["all_removed"]["mean"] != pytest.approx(got["clean"]["mean"], rel=1e-3)
 
 
+def test_output_losses_reuse_the_scorers_prepared_prompts(monkeypatch):
+    """The losses run on the batches the scorer prepared (clean and counterfactual runs once
+    per prompt), not on prompts prepared again for the logprob metric."""
+    from rmtbase.circuits.task.losses import output_losses
+
+    net, task = _gpt2(seed=5), _task(n=6, seed=5)
+    tm = TaskModel(net)
+    runner, prepared, real = Runner(tm, task, batch=4), [], Runner.prepare
+    monkeypatch.setattr(Runner, "prepare",
+                        lambda self, lo, hi: prepared.append((lo, hi)) or real(self, lo, hi))
+    sc = Scorer(runner)
+    got = output_losses(sc.runner, tm.graph.full())
+    assert prepared == [(0, 4), (4, 6)] and runner.metric == "logit_diff"
+    own = Runner(tm, task, metric="logprob", batch=4)  # the losses' metric on its own runner
+    want = -own.metrics([tm.graph.full(), tm.graph.empty()]).mean(-1)
+    assert [got["clean"]["mean"], got["all_removed"]["mean"]] == pytest.approx(want, rel=1e-12)
+
+
 def test_faithfulness_se_is_the_jackknifes():
     """The delta-method se of a circuit's faithfulness (a ratio of means over prompts)
     against the jackknife's, computed here, on per-prompt metrics drawn with a clear
@@ -997,6 +1015,28 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
     eff, _ = patch_edges(r, range(g.n_edges))
     assert np.allclose(res["clean"], eff, rtol=1e-9, atol=1e-12)
     assert np.abs(res["context"]).max() > 1e-2  # the edges carry something
+
+
+def test_pruning_tells_its_time_once_at_its_first_batchs_rate(monkeypatch):
+    """After its first batch (the first round's sets on ``batch`` prompts) the pruning says
+    once how long its planned set-prompts take at that batch's rate; the runner's hook is
+    gone afterwards."""
+    from rmtbase.circuits.task import prune as P
+
+    net, task = _gpt2(seed=5), _task(n=4, seed=5)
+    r, said, rates = Runner(TaskModel(net), task, batch=2), [], []
+    monkeypatch.setattr(P, "rate_line", lambda total, n, seconds: rates.append((total, n)) or
+                        f"{total} {n}")
+    res = P.prune(r, fraction=0.5, tail=3, say=said.append)
+    e = r.tm.graph.n_edges
+    assert rates == [(res["sets"] * 4, (e + 1) * 2)] and len(said) == 1  # the circuit + e sets
+    assert r.on_batch is None
+    monkeypatch.undo()
+    assert P.rate_line(120_000, 4_000, 2.0) == ("pruning in context: about 60 s for its "
+                                                "120,000 set-prompts at its first batch's "
+                                                "2,000 a second")
+    assert "about 50 min" in P.rate_line(6_000_000, 4_000, 2.0)
+    assert "about 2.0 h" in P.rate_line(14_400_000, 4_000, 2.0)
 
 
 @pytest.mark.parametrize("cf", ["corrupted", "zero"])

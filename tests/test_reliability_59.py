@@ -484,6 +484,35 @@ def test_circuits_resume_folder_serves_only_its_own_training(tmp_path):
     assert load(resume, 2, recipe) is None
 
 
+def test_study_training_records_write_a_nan_as_null_and_read_it_back(tmp_path, monkeypatch):
+    """A diverged loss (NaN) in the circuits study's training.json and in a trained folder's
+    train_info.json is written as null (strict JSON: the autouse check reads every file
+    here); the resume reads the curve's null back as NaN."""
+    import math
+
+    from rmtbase.studies import _induction_train, _mlp_induction
+    from rmtbase.studies._circuit_resume import TRAINING, load, train_or_resume
+    from rmtbase.studies._induction_train import Recipe
+
+    def train(recipe, seed, on_checkpoint):
+        (tmp_path / "checkpoints" / "step_00000").mkdir(parents=True)
+        (tmp_path / "checkpoints" / "step_00000" / "config.json").write_text("{}")
+        on_checkpoint(0, None)
+        return {"curve": {"step": [0], "loss": [math.nan]}, "cpu_s": 1.0}
+
+    monkeypatch.setattr(_induction_train, "train", train)
+    train_or_resume(tmp_path, Recipe(steps=7), 2, lambda step, net: None, None)
+    assert '"loss": [null]' in (tmp_path / TRAINING).read_text()
+    assert math.isnan(load(tmp_path, 2, Recipe(steps=7))["curve"]["loss"][0])
+
+    class Model:
+        def save_pretrained(self, folder):
+            (folder / "config.json").write_text("{}")
+
+    folder = _mlp_induction.write_whole(tmp_path / "m", Model(), {"repeat_loss_end": math.nan})
+    assert "null" in (folder / "train_info.json").read_text()
+
+
 def test_score_seed_out_of_range_is_refused_before_the_work(gpt2_dir, tmp_path, capsys,
                                                             monkeypatch):
     """`score --seed` beyond 2**32 was refused only when the null table was drawn, after the

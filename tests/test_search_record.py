@@ -55,7 +55,7 @@ def test_the_request_carries_the_search_and_the_search_gets_that_object(monkeypa
     comp = _composition()
     monkeypatch.setattr(C, "composition", lambda *a, **k: comp)
     monkeypatch.setattr(loader, "load", lambda model, tokenizer: "loaded")
-    search = Search(k=2, seed=7, lengths=(5, 8), screen="exact", ablation="zero")
+    search = Search(k=2, seed=7, lengths=(5, 8), screen="exact", counterfactual="zero")
     request = ScoreRequest(model="m", composition=CompositionSettings(draws=200), probe=True,
                            search=search)
     assert request.search is search
@@ -118,7 +118,7 @@ def test_the_circuits_command_builds_the_record_from_what_is_given():
                            "--repeat-length", "5,8", "--receivers", "L1H0,L2H1", "--layers",
                            "1,2", "--sinks", "--mlp-paths", "off", "--counterfactual", "resample"]))
     assert got == Search(k=4, seed=9, lengths=(5, 8), receivers=((1, 0), (2, 1)),
-                         layers=(1, 2), sinks=True, mlp_paths=False, ablation="resample")
+                         layers=(1, 2), sinks=True, mlp_paths=False, counterfactual="resample")
     assert search_of(_args(["circuits", "m", "--quiet", "--text", "t.txt"])) == Search(
         text="t.txt")
     # lines as each receiver is done, unless --quiet or --json
@@ -136,7 +136,7 @@ def test_the_help_states_the_records_defaults():
     assert f"(default {d.k})" in helps["k"] and f"(default {d.seed})" in helps["seed"]
     assert f"(default {d.lengths}:" in helps["repeat_length"]
     assert f"(default {d.mlp_paths}:" in helps["mlp_paths"]
-    assert d.ablation == "mean" and "its mean over the other prompts or sequences at each " \
+    assert d.counterfactual == "mean" and "its mean over the other prompts or sequences at each " \
         "position (the head search's default)" in helps["counterfactual"]
 
 

@@ -22,7 +22,8 @@ The five kinds of plugin (entry-point groups of :data:`rmtbase.registry.GROUPS`)
 
 A plugin that fails to load is a :class:`PluginWarning`; one that fails when called, or returns
 what its contract excludes, a :class:`PluginError` (an :class:`~rmtbase.errors.InputError`:
-exit 2 from the command line), each one line naming the plugin."""
+exit 2 from the command line; a dataset axis in a score is left out with that line as a
+:class:`PluginWarning`), each one line naming the plugin."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ top ``k`` of each ranking and every source whose estimate reaches :data:`ATTRIBU
 of the rule's floor. Paths: ``direct`` (:mod:`.patching`), ``via_mlp`` (:mod:`.mlp_path`:
 every source where every direct one is patched, else its top ``k`` by its own attribution).
 
-**Rule** (per row, effects under the counterfactual ``ablation``: :mod:`.counterfactual`):
+**Rule** (per row, effects under ``counterfactual``, a row's ``ablation``: :mod:`.counterfactual`):
 ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥ CONFIRM_FRACTION · |score_to|``
 (``CONFIRM_FRACTION`` itself for the change metrics), on at least :data:`MIN_SEQUENCES`
 sequences, **and** the other non-zero counterfactual (resample for mean, mean for resample)
@@ -77,7 +77,7 @@ class Search:
     mlp_paths: object = "auto"
     layers: tuple | None = None
     #: The counterfactual of the reported effects (:data:`.counterfactual.ABLATIONS`).
-    ablation: str = DEFAULT_ABLATION
+    counterfactual: str = DEFAULT_ABLATION
     #: Called with the finding rows (dicts as :func:`.table.circuit_list`) of each receiver
     #: as soon as it is done; None: not called.
     on_receiver: object = None
@@ -107,7 +107,7 @@ class Search:
             raise InputError(f"screen must be 'auto', 'exact' or 'top-k', got {self.screen!r}")
         if self.mlp_paths not in ("auto", True, False):
             raise InputError(f"mlp_paths must be 'auto', True or False, got {self.mlp_paths!r}")
-        check_kind(self.ablation)
+        check_kind(self.counterfactual)
         if self.on_receiver is not None and not callable(self.on_receiver):
             raise InputError(f"on_receiver must be a callable or None, got {self.on_receiver!r}")
         put(self, "receivers", _heads(self.receivers))

@@ -3,6 +3,8 @@ patched on its own length's sequences (the rule: :mod:`.find`)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import xarray as xr
 
@@ -25,6 +27,8 @@ from .table import candidate_dataset
 MAX_TEXT_SEQUENCES = 16
 #: :func:`find_circuits`' keywords spelled otherwise than their :class:`.find.Search` fields.
 SEARCH_ALIASES = {"receivers_of_interest": "receivers", "repeat_lengths": "lengths"}
+#: Spellings still accepted for one release, with a DeprecationWarning.
+DEPRECATED_ALIASES = {"ablation": "counterfactual"}
 #: FLOPs of the via-MLP screen (forward + backward passes) run without being asked for.
 MLP_BUDGET = 2e12
 
@@ -118,7 +122,7 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     else:
         seq = make_sequences(net, tok, sequences, seed, opts.text)
         seqsets = {seq.repeat or 0: seq}
-    runs = _captures(hm, seqsets, progress, opts.ablation) if seqsets else {}
+    runs = _captures(hm, seqsets, progress, opts.counterfactual) if seqsets else {}
     probes = {n: probe_dataset(r.totals, r.seqs, name) for n, r in runs.items()}
     chances, counts = {}, {}
     for n, r in runs.items():
@@ -149,7 +153,7 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
              "every source whose estimate nears the rule")
     stage("rmtbase circuits", f"{len(recv)} receiver(s) with a behaviour label; every earlier "
           f"source screened by attribution, {'' if exact_all else 'at least '}{patches:,} "
-          f"exact patches ({which}) under {opts.ablation} ablation; paths via MLPs "
+          f"exact patches ({which}) under {opts.counterfactual} ablation; paths via MLPs "
           f"{'screened' if via else 'not screened'}"
           + (f" ({mlp_cost / 1e12:.2g} TFLOP)" if mlp_cost else ""), enabled=progress)
     for r in runs.values():  # the circuit as a whole goes through MLPs where the screen does
@@ -178,7 +182,7 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
     n_tests = len(rows)
     ds.attrs.update(model=name, n_receivers=len(recv), n_patches=len(rows) + 3 * len(recv),
                     sinks_patched=int(opts.sinks), screen="exact" if exact_all else "top-k",
-                    ablation=opts.ablation,
+                    ablation=opts.counterfactual, counterfactual=opts.counterfactual,
                     resample_pairings=int(Counterfactual("resample", first.n).pairings)
                     if first is not None else 0,
                     mlp_paths_screened=int(via), n_tests=n_tests,
@@ -345,14 +349,17 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     labelled heads. seed: the sequences'. threshold: the labels'. sinks: patch ``first-token``
     heads too. screen: ``"auto"`` (every source exactly when within :data:`.find.EXACT_BUDGET`),
     ``"exact"`` or ``"top-k"``. mlp_paths: ``"auto"`` (within :data:`MLP_BUDGET` FLOPs), True or
-    False. layers: receivers' layers kept (None: all). ablation: the counterfactual a removed
-    source's output is replaced by (:mod:`.counterfactual`: ``"mean"``, the default,
-    ``"resample"`` or ``"zero"``). on_receiver: called with each receiver's finding rows as soon
-    as it is done. Raises :class:`InputError` before loading."""
-    for alias, field in SEARCH_ALIASES.items():
+    False. layers: receivers' layers kept (None: all). counterfactual (deprecated spelling
+    ``ablation``): what a removed source's output is replaced by (:mod:`.counterfactual`:
+    ``"mean"``, the default, ``"resample"`` or ``"zero"``). on_receiver: called with each
+    receiver's finding rows as soon as it is done. Raises :class:`InputError` before loading."""
+    for alias, field in (SEARCH_ALIASES | DEPRECATED_ALIASES).items():
         if alias in options:
             if field in options:
                 raise TypeError(f"find_circuits() got both {alias!r} and {field!r}")
+            if alias in DEPRECATED_ALIASES:
+                warnings.warn(f"find_circuits({alias}=) is deprecated: use {field}=",
+                              DeprecationWarning, stacklevel=2)
             options[field] = options.pop(alias)
     s = with_keywords(F.Search, search, options, "find_circuits")  # checked when built
     F.check_composition(composition)

@@ -120,7 +120,7 @@ def search_of(args, **fields):
              "receivers": getattr(args, "receivers", None),
              "layers": getattr(args, "layers", None),
              "mlp_paths": MLP_PATHS.get(getattr(args, "mlp_paths", None)),
-             "ablation": getattr(args, "counterfactual", None)}
+             "counterfactual": getattr(args, "counterfactual", None)}
     given.update(fields)
     if getattr(args, "sinks", False):
         given["sinks"] = True
@@ -258,7 +258,7 @@ def _search(args, search, settings) -> int:
         doc.update(found=ctx["found"], circuits=ctx["circuits"],
                    summary={k: _plain(cds.attrs.get(k)) for k in (
                        "repeat_lengths", "n_receivers", "n_tests", "screen", "ablation",
-                       "resample_pairings",
+                       "counterfactual", "resample_pairings",
                        "mlp_paths_screened", "expected_false_confirmations",
                        "spearman_weights_rank_vs_effect", "spearman_attribution_vs_effect",
                        "pairs_unlike_random")} | {

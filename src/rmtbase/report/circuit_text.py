@@ -138,10 +138,10 @@ def faithfulness(rows: list[dict]) -> str:
 
 
 def ablation_of(meta: dict | None, rows=()) -> str:
-    """The counterfactual the effects were measured under: the Dataset's ``ablation`` attr,
-    else the rows' ``ablation``, else ``zero`` (files written before the choice existed set
-    sources to zero)."""
-    got = (meta or {}).get("ablation")
+    """The counterfactual the effects were measured under: the Dataset's ``counterfactual``
+    or ``ablation`` attr, else the rows' ``ablation``, else ``zero`` (files written before the
+    choice existed set sources to zero)."""
+    got = (meta or {}).get("counterfactual") or (meta or {}).get("ablation")
     if not got:
         got = next((r.get("ablation") for r in rows if r.get("ablation")), None)
     return str(got or "zero")

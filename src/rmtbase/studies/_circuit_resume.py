@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 from pathlib import Path
+
+from ..files.strict_json import dumps
 
 TRAINING = "training.json"
 
@@ -32,14 +35,14 @@ def load(resume: Path, seed: int, recipe) -> dict | None:
         doc = json.loads((resume / TRAINING).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if {k: doc.get(k) for k in ("seed", "recipe")} != json.loads(json.dumps(_record(seed,
-                                                                                   recipe))):
+    if {k: doc.get(k) for k in ("seed", "recipe")} != json.loads(dumps(_record(seed, recipe))):
         return None
     steps = [int(s) for s in doc.get("steps", [])]
     if not steps or not all((resume / "checkpoints" / f"step_{s:05d}" / "config.json").is_file()
                             for s in steps):
         return None
-    return {"curve": doc["curve"], "cpu_s": float(doc["cpu_s"]), "steps": steps}
+    curve = {k: [math.nan if x is None else x for x in v] for k, v in doc["curve"].items()}
+    return {"curve": curve, "cpu_s": float(doc["cpu_s"]), "steps": steps}
 
 
 def train_or_resume(out: Path, recipe, seed: int, keep, resume: Path | None) -> tuple[dict, dict]:
@@ -66,7 +69,7 @@ def train_or_resume(out: Path, recipe, seed: int, keep, resume: Path | None) -> 
     doc = {**_record(seed, recipe), "curve": {k: [float(x) if k != "step" else int(x)
                                                  for x in v] for k, v in res["curve"].items()},
            "cpu_s": float(res["cpu_s"]), "steps": sorted(folders)}
-    (Path(out) / TRAINING).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    (Path(out) / TRAINING).write_text(dumps(doc) + "\n", encoding="utf-8")  # NaN: null
     return res, folders
 
 

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files.strict_json import dumps
 from ._induction_train import Recipe, _losses, batch
 
 #: The configurations (each trained on ≥ 3 seeds). The data recipe is
@@ -114,7 +114,7 @@ def write_whole(folder: Path, model, info: dict) -> Path:
 
     with no_library_bars():
         model.save_pretrained(tmp)
-    (tmp / "train_info.json").write_text(json.dumps(info, indent=1))
+    (tmp / "train_info.json").write_text(dumps(info, indent=1))
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return folder

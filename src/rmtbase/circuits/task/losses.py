@@ -17,11 +17,11 @@ LOSSES = ("clean", "circuit_only", "circuit_removed", "all_removed")
 
 def output_losses(runner: Runner, kept) -> dict:
     """``{name: {"mean", "se"}}`` for each of :data:`LOSSES` (module docstring) of circuit
-    ``kept`` ``(n_edges,)`` on ``runner``'s prompts and counterfactual."""
-    r = Runner(runner.tm, runner.task, metric="logprob", counterfactual=runner.counterfactual,
-               batch=runner.batch, progress=runner.progress)
-    g, kept = r.tm.graph, np.asarray(kept, dtype=bool)
-    m, se = mean_se(-r.metrics([g.full(), kept, ~kept, g.empty()], desc="output losses"))
+    ``kept`` ``(n_edges,)`` on ``runner``'s prompts and counterfactual, as prepared for its
+    own metric."""
+    g, kept = runner.tm.graph, np.asarray(kept, dtype=bool)
+    m, se = mean_se(-runner.metrics([g.full(), kept, ~kept, g.empty()], desc="output losses",
+                                    metric="logprob"))
     return {k: {"mean": float(a), "se": float(b)} for k, a, b in zip(LOSSES, m, se,
                                                                       strict=True)}
 

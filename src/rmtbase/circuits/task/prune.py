@@ -56,18 +56,36 @@ def plan_line(n_edges: int, pairs: int, tokens: int, fit: int, *, budget: int = 
             "exactly")
 
 
+def rate_line(total: int, n: int, seconds: float) -> str:
+    """The pruning's ``total`` set-prompts timed at the rate of its first batch (``n`` in
+    ``seconds``)."""
+    rate = n / max(seconds, 1e-9)
+    t = total / rate
+    took = f"{t:.0f} s" if t < 90 else f"{t / 60:.0f} min" if t < 5400 else f"{t / 3600:.1f} h"
+    return (f"pruning in context: about {took} for its {total:,} set-prompts at its first "
+            f"batch's {rate:,.0f} a second")
+
+
+def _told_once(runner: Runner, say, total: int):
+    """An ``on_batch`` for ``runner`` that says :func:`rate_line` once, then removes itself."""
+    def tell(n, seconds):
+        runner.on_batch = None
+        say(rate_line(total, n, seconds))
+    return tell
+
+
 def _removed(n: int, fraction: float, tail: int) -> int:
     return 1 if n <= tail else max(1, int(fraction * n))
 
 
-def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL) -> dict:
+def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=None) -> dict:
     """Rank every edge of ``runner``'s graph by pruning in context (module docstring):
     ``order`` (edge numbers, the last removed first), ``key`` ``(E,)`` (``E`` for the first
     edge of ``order`` down to 1), ``context`` and ``context_se`` ``(E,)`` (each edge's ``δ``
     and its se over prompts in the round that removed it), ``round`` ``(E,)`` (that round,
     from 0: edges of round ``≥ r`` form the circuit round ``r`` started from), ``clean`` and
     ``clean_se`` (the first round's: every edge against the clean run), ``rounds`` and
-    ``sets``."""
+    ``sets``. ``say``: given :func:`rate_line` after the first batch (None: nothing said)."""
     if not 0 < fraction < 1:
         raise InputError(f"the pruning fraction lies in (0, 1), got {fraction!r}")
     tail = check_int("tail", tail, 1, MAX_COUNT)
@@ -77,6 +95,9 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL) -> di
     context, context_se = np.zeros(g.n_edges), np.zeros(g.n_edges)
     at = np.zeros(g.n_edges, dtype=np.int64)
     clean = clean_se = None
+    if say is not None:
+        runner.on_batch = _told_once(runner, say, plan(g.n_edges, fraction=fraction,
+                                                       tail=tail) * runner.task.n)
     while kept.any():
         live = np.flatnonzero(kept)
         trial = []
@@ -94,6 +115,7 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL) -> di
         removed.extend(live[drop].tolist())
         kept[live[drop]] = False
         rounds, sets = rounds + 1, sets + live.size
+    runner.on_batch = None
     order = np.asarray(removed[::-1], dtype=np.int64)
     key = np.empty(g.n_edges)
     key[order] = np.arange(g.n_edges, 0, -1)
@@ -101,4 +123,4 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL) -> di
             "round": at, "clean": clean, "clean_se": clean_se, "rounds": rounds, "sets": sets}
 
 
-__all__ = ["BUDGET", "FRACTION", "TAIL", "fits", "plan", "plan_line", "prune"]
+__all__ = ["BUDGET", "FRACTION", "TAIL", "fits", "plan", "plan_line", "prune", "rate_line"]

@@ -11,11 +11,13 @@ counterfactual outputs of the batches are kept between passes up to :data:`CACHE
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ...errors import InputError
 from ..counterfactual import TASK, check_kind
-from .metric import check_metric, metric
+from .metric import METRICS, check_metric, metric
 from .taskfile import Task
 
 #: The task search's counterfactuals, the default first (:mod:`rmtbase.circuits.counterfactual`).
@@ -60,6 +62,8 @@ class Runner:
         self._sums = None
         self._cache: dict = {}
         self._cache_left = int(cache_bytes)
+        #: None, or called ``(set-prompts, seconds)`` after each batch :meth:`metrics` runs.
+        self.on_batch = None
 
     # batches ---------------------------------------------------------------------------
     def batches(self):
@@ -81,7 +85,7 @@ class Runner:
     def prepare(self, lo: int, hi: int) -> dict:
         """Batch ``lo:hi``: clean embeddings ``emb``, counterfactual outputs ``cf``, their
         embeddings ``cf_emb``, ``answer``, ``wrong``, clean log-probabilities ``ref``, the full
-        model's metric ``full`` ``(n,)``."""
+        model's metrics ``full`` (``{name: (n,)}``, each of :data:`.metric.METRICS`)."""
         import torch
 
         tm = self.tm
@@ -103,7 +107,7 @@ class Runner:
              "answer": torch.as_tensor(self.task.answer[lo:hi]),
              "wrong": torch.as_tensor(self.task.wrong[lo:hi]),
              "ref": torch.log_softmax(clean["logits"].double(), -1), "clean_outs": clean["outs"]}
-        b["full"] = self.value(b, clean["logits"])
+        b["full"] = {m: self.value(b, clean["logits"], m) for m in METRICS}
         return b
 
     def prepared(self, lo: int, hi: int) -> dict:
@@ -119,9 +123,9 @@ class Runner:
             self._cache_left -= size
         return b
 
-    def value(self, b: dict, logits):
-        """``(n,)`` the metric of ``logits`` on batch ``b``."""
-        return metric(self.metric, logits, b["answer"], b["wrong"], b["ref"])
+    def value(self, b: dict, logits, name: str | None = None):
+        """``(n,)`` metric ``name`` (None: the runner's) of ``logits`` on batch ``b``."""
+        return metric(name or self.metric, logits, b["answer"], b["wrong"], b["ref"])
 
     # edge sets -------------------------------------------------------------------------
     def bar(self, total: int, desc: str):
@@ -132,9 +136,11 @@ class Runner:
         return progress_bar(total, desc=f"rmtbase circuits: {desc}", unit="prompt",
                             enabled=self.progress)
 
-    def metrics(self, kept_sets, *, desc: str = "edge sets", base=None) -> np.ndarray:
-        """``(K, N)`` float64: the metric per prompt with each edge set of ``kept_sets``
-        (``(n_edges,)`` bools) kept and the rest counterfactual. ``base``: an edge set the
+    def metrics(self, kept_sets, *, desc: str = "edge sets", base=None,
+                metric: str | None = None) -> np.ndarray:
+        """``(K, N)`` float64: ``metric`` (None: the runner's) per prompt with each edge set of
+        ``kept_sets`` (``(n_edges,)`` bools) kept and the rest counterfactual, on the batches
+        :meth:`prepared` once for every metric. ``base``: an edge set the
         sets differ from in a few edges (None: every edge); each batch's run of ``base`` is
         recorded once and a set's run starts at the first stage where it differs from
         ``base`` (:meth:`.forward.TaskModel.run`'s ``resume``): the same numbers, fewer
@@ -142,10 +148,10 @@ class Runner:
         kept_sets = list(kept_sets)
         out = np.empty((len(kept_sets), self.task.n))
         with self.bar(len(kept_sets) * self.task.n, desc) as bar:
-            self._metrics(kept_sets, out, bar, base)
+            self._metrics(kept_sets, out, bar, base, check_metric(metric or self.metric))
         return out
 
-    def _metrics(self, kept_sets, out, bar, base) -> None:
+    def _metrics(self, kept_sets, out, bar, base, name) -> None:
         tm = self.tm
         n_stages = len(tm.graph.stages)
         full = base is None
@@ -153,12 +159,12 @@ class Runner:
         starts = [tm.first_difference(k, base) for k in kept_sets]
         record = sum(s / n_stages for s in starts if s < n_stages) > 1
         for lo, hi in self.batches():
-            b = self.prepared(lo, hi)
-            ck, at_base = None, b["full"] if full else None
+            b, t0 = self.prepared(lo, hi), time.perf_counter()
+            ck, at_base = None, b["full"][name] if full else None
             if record or at_base is None:
                 run = tm.run(b["emb"], cf=b["cf"], kept=base, record=record)
                 ck = run.get("checkpoint")
-                at_base = at_base if full else self.value(b, run["logits"])
+                at_base = at_base if full else self.value(b, run["logits"], name)
                 del run
             for i, (kept, s) in enumerate(zip(kept_sets, starts, strict=True)):
                 if s == n_stages:
@@ -166,10 +172,12 @@ class Runner:
                 else:
                     resume = (ck, s) if ck is not None and s > 0 else None
                     v = self.value(b, tm.run(b["emb"], cf=b["cf"], kept=kept,
-                                             resume=resume)["logits"])
+                                             resume=resume)["logits"], name)
                 out[i, lo:hi] = v.detach().double().numpy()
                 bar.update(hi - lo)
             del ck
+            if self.on_batch is not None:
+                self.on_batch(len(kept_sets) * (hi - lo), time.perf_counter() - t0)
 
 
 __all__ = ["BATCH", "BATCH_BYTES", "CACHE_BYTES", "COUNTERFACTUALS", "Runner", "auto_batch",

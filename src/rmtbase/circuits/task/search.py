@@ -226,7 +226,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     method = {"method": "attribution", "edges": 0, "attribution_steps": 0}
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
         say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
-        pr = prune.prune(r)
+        pr = prune.prune(r, say=say)
         key, patched = pr["key"], np.arange(n_edges)
         eff, eff_se = pr["clean"], pr["clean_se"]
         method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
