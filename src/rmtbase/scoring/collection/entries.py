@@ -1,6 +1,6 @@
 """Per-entry files of a collection: each entry written when it completes, reused by a rerun.
 
-Each entry goes atomically to ``DIR/<label>.nc``, reused when its :func:`entry_key` (SHA-256 of
+Each entry goes atomically to ``DIR/<label>.nc`` (CF-1.10), reused when its :func:`entry_key` (SHA-256 of
 the model, revision, options, JAX precision and versions; no path) matches;
 :func:`content_hash` is checked on read, and an edited or unhashed entry is rescored with a
 warning. A resumed collection equals an uninterrupted one."""
@@ -20,8 +20,11 @@ from ...errors import InputError
 
 #: Attribute holding the SHA-256 of an entry file's content (:func:`content_hash`).
 CONTENT_ATTR = "entry_sha256"
+#: JSON {global attribute: its value before CF annotation, null if absent} of an entry file's
+#: attributes :func:`rmtbase.files.cf.annotate` added or changed (restored on reading).
+CF_ADDED_ATTR = "entry_cf_attrs"
 #: Attributes an entry file adds to a single score (removed again on reading).
-ENTRY_ATTRS = ("entry_key", "entry_label", CONTENT_ATTR)
+ENTRY_ATTRS = ("entry_key", "entry_label", CONTENT_ATTR, CF_ADDED_ATTR)
 SUFFIX = ".nc"
 
 
@@ -123,8 +126,14 @@ def read_entry(path) -> xr.Dataset:
 
 
 def strip(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` without the entry attributes (what :func:`combine` stacks)."""
+    """``ds`` without the entry attributes, its global attributes as before CF annotation
+    (what :func:`combine` stacks)."""
     ds = ds.copy()
+    for k, v in json.loads(str(ds.attrs.get(CF_ADDED_ATTR, "{}"))).items():
+        if v is None:
+            ds.attrs.pop(k, None)
+        else:
+            ds.attrs[k] = v
     for k in ENTRY_ATTRS:
         ds.attrs.pop(k, None)
     return ds
@@ -163,13 +172,18 @@ def load(folder, label: str, key: str) -> xr.Dataset | None:
 
 
 def save(folder, label: str, key: str, ds: xr.Dataset) -> xr.Dataset:
-    """Write entry ``label`` (all or nothing) with its content hash, and return it as read
-    back from its file (checked against the hash)."""
+    """Write entry ``label`` (all or nothing) with CF attributes
+    (:func:`rmtbase.files.cf.annotate`) and its content hash, and return it as read back from
+    its file (checked against the hash)."""
     from ...files.atomic import write_netcdf
+    from ...files.cf import annotate
 
     path = entry_path(folder, label)
-    out = ds.copy()
-    out.attrs.update(entry_key=key, entry_label=str(label))
+    out = annotate(ds, kind="rmtbase score", name=path.name)
+    before = {k: ds.attrs.get(k) for k, v in out.attrs.items()
+              if k not in ds.attrs or not np.array_equal(v, ds.attrs[k])}
+    out.attrs.update(entry_key=key, entry_label=str(label),
+                     **{CF_ADDED_ATTR: json.dumps(before, default=str)})
     out.attrs[CONTENT_ATTR] = content_hash(out)
     write_netcdf(out, path)
     from ...files.cache_trust import keep_private

@@ -1,6 +1,7 @@
 """A model's whole weight matrices as the cells :func:`rmtbase.scoring.matrices.components.score_components`
 tests: per (layer, component) the statistics, storage, detected block quantisation, the storage
-its null goes through (``quantized_null``) and whether its histogram statistics are left out."""
+its null goes through (``quantized_null``: :func:`matrix_null_storage`) and whether its
+histogram statistics are left out."""
 
 from __future__ import annotations
 
@@ -35,6 +36,22 @@ def _detect(w, storage):
     return detect_record(w[:rows], storage=storage)
 
 
+def matrix_null_storage(storage, detected, quantized_null: str, forced, cols: int, where: str):
+    """(measured storage, null storage) of one matrix stored as float ``storage`` and detected
+    as ``detected`` (records or None) under ``quantized_null``, ``forced`` its format's record
+    (None for "auto" and "none"); InputError where ``forced`` does not divide ``cols``."""
+    if (detected is None or not detected.is_quantised) and quantized_null == "auto":
+        return storage, storage  # no round trip for this type: float null
+    if detected is not None and quantized_null != "none":
+        return (detected, detected) if forced is None else (forced, forced)
+    if forced is None:
+        return storage, storage
+    if cols % forced.block:
+        raise InputError(f"--quantized-null {quantized_null}: {where} has {cols} columns, not "
+                         f"a multiple of {forced.block}")
+    return storage, forced
+
+
 def _read(layers, info, progress, quantized_null) -> list[_Cell]:
     """The cells; storages are records here (the readers' names and ``quantized_null``'s
     format looked up once each), names in the cells (as the files spell them)."""
@@ -60,17 +77,8 @@ def _read(layers, info, progress, quantized_null) -> list[_Cell]:
                 detected = _detect(w, storage)
             else:  # a GGUF block type: the file says it, the values are float32
                 detected, storage = storage, FLOAT32
-            est = null_storage = storage
-            if (detected is None or not detected.is_quantised) and quantized_null == "auto":
-                pass  # no round trip for this type: float null, histogram statistics left out
-            elif detected is not None and quantized_null != "none":
-                est = null_storage = detected if forced is None else forced
-            elif forced is not None:
-                if w.shape[1] % forced.block:
-                    raise InputError(f"--quantized-null {quantized_null}: {where} has "
-                                     f"{w.shape[1]} columns, not a multiple of "
-                                     f"{forced.block}")
-                null_storage = forced
+            est, null_storage = matrix_null_storage(storage, detected, quantized_null, forced,
+                                                    w.shape[1], where)
             cells.append(_Cell(int(lc.layer), name, tuple(w.shape), storage.name,
                                null_storage.name, detected and detected.name,
                                detected is not None and (

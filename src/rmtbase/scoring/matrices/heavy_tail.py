@@ -98,16 +98,19 @@ def compare(got: dict, null: dict) -> dict:
     return out
 
 
-def _storages(w, lc, name):
+def _storages(w, lc, name, quantized_null: str, where: str):
+    """(storage, null storage) names of matrix ``name`` of ``lc`` under ``quantized_null``
+    (:func:`.cells.matrix_null_storage`, as the whole-matrix score)."""
     from ...stats.storage import FLOAT32, storage_record
-    from .cells import _detect
+    from .cells import _detect, matrix_null_storage
 
     storage = storage_record(lc.storage.get(name, "float32"))
     if storage.is_float:
         detected = _detect(w, storage)
     else:
         detected, storage = storage, FLOAT32
-    null = detected if detected is not None and detected.is_quantised else storage
+    forced = None if quantized_null in ("auto", "none") else storage_record(quantized_null)
+    _, null = matrix_null_storage(storage, detected, quantized_null, forced, w.shape[1], where)
     return storage.name, null.name
 
 
@@ -174,7 +177,7 @@ def _scored(cells, draws: int, seed: int, progress: bool) -> xr.Dataset:
 
 def score_heavy_tail(model=None, *, components="all", draws: int | None = None, seed: int = 0,
                      revision=None, randomize: bool = True, progress: bool = False,
-                     allow_pickle: bool = False) -> xr.Dataset:
+                     allow_pickle: bool = False, quantized_null: str = "auto") -> xr.Dataset:
     """The heavy-tail table of ``model`` (hub id, folder, loaded model; None = the embedded
     MiniLM): Dataset over (layer, component, metric) with ``value``, ``p_value``,
     ``null_median``, ``null_lo``, ``null_hi``, ``band_units``; per (layer, component) ``xmin``,
@@ -182,10 +185,12 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
     ``draws``: null draws per shape (default :data:`rmtbase.baseline.heavy_tail_null.
     DEFAULT_DRAWS`); ``randomize``: rand_distance too (a second SVD per matrix; else NaN);
     ``esd`` (layer, component, eig): λ ascending, NaN-padded; a missing component is NaN /
-    ""."""
+    "". ``quantized_null``: the null's storage, as ``score --quantized-null``."""
     from ...baseline.heavy_tail_null import DEFAULT_DRAWS
     from ...models import default_model_path, load_components, model_info
+    from ...stats.names import check_quantized_null
 
+    check_quantized_null(quantized_null)
     draws = DEFAULT_DRAWS if draws is None else int(draws)
     if model is None:
         model = default_model_path()
@@ -194,7 +199,8 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
     for lc in load_components(model, components=components, revision=revision,
                               allow_pickle=allow_pickle):
         for name, w in lc.matrices.items():
-            storage, null_storage = _storages(w, lc, name)
+            storage, null_storage = _storages(w, lc, name, quantized_null,
+                                              f"layer {lc.layer} {name} of {info.name}")
             cells.append((int(lc.layer), name, tuple(w.shape), storage, null_storage,
                           matrix_metrics(w, seed, randomize)))
     ds = _scored(cells, draws, seed, progress)
@@ -205,9 +211,10 @@ def score_heavy_tail(model=None, *, components="all", draws: int | None = None, 
     ds["band_units"].attrs.update(long_name="(value - null median) / half the null's 95% band",
                                   units="1")
     ds.attrs.update(
-        model=str(info.name), draws=int(draws), seed=int(seed),
-        null=("i.i.d. N(0, 1) matrices of each matrix's shape and storage (rmtbase.baseline."
-              "heavy_tail_null), spectra rescaled to the matrix's squared Frobenius norm"),
+        model=str(info.name), draws=int(draws), seed=int(seed), quantized_null=quantized_null,
+        null=("i.i.d. N(0, 1) matrices of each matrix's shape at null_storage (its storage or "
+              "quantized_null's; rmtbase.baseline.heavy_tail_null), spectra rescaled to the "
+              "matrix's squared Frobenius norm"),
         definitions="WeightWatcher 0.7.7 analyze(): lambda = s^2(W) float64, no 1/N; PL fit "
                     "WWFit (fix_fingers=False, xmax=None); MP fit and rand_distance as "
                     "mp_fit=True, randomize=True",
