@@ -14,8 +14,7 @@ token (a large "effect" that carries no information), while its mean or resample
 changes nothing; the true previous-token → induction K edge keeps its size under all three.
 (3) rmtbase's ``find_circuits(..., counterfactual=...)`` against the truth on that model and on
 random GPT-2s, on the same sequences: every effect column, joint effect, faithfulness (its se,
-floor, idle flags) and the circuit's output losses (skipped until
-``rmtbase.circuits.output_loss`` exists).
+floor, idle flags) and the circuit's output losses.
 
 Slow tier: the trained zoo's ``const2`` (:mod:`rmtbase.studies._circuit_zoo`), a model
 trained with a frozen layer-0 head writing one large vector everywhere.
@@ -670,12 +669,6 @@ def test_find_circuits_on_random_gpt2s_equals_the_truth(tmp_path, which, ablatio
     assert not bad, "\n".join(bad)
 
 
-def _has_losses() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("rmtbase.circuits.output_loss") is not None
-
-
 def _loss_disagreements(model, tmp_path_factory, ablation) -> list[str]:
     """The planted model's induction-circuit losses of find_circuits on ``model`` ("folder":
     the saved folder, "net": the GPT2LMHeadModel read from it) against the truth's."""
@@ -712,7 +705,6 @@ def _loss_disagreements(model, tmp_path_factory, ablation) -> list[str]:
     return bad
 
 
-@pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
 @pytest.mark.parametrize("ablation", ["mean", "resample", "zero"])
 def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ablation):
     """The induction circuit's loss where a copy predicts the next token (positions n + 1 …
@@ -725,7 +717,6 @@ def test_output_losses_on_the_planted_model_equal_the_truth(tmp_path_factory, ab
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.skipif(not _has_losses(), reason="rmtbase has no circuit output losses yet")
 def test_output_losses_of_a_saved_folder_equal_the_truth(tmp_path_factory):
     """As above with the model given as its saved folder (what ``rmtbase circuits`` does); the
     planted model's LM head is not tied to its embedding (as in the trained zoo's)."""
