@@ -24,5 +24,9 @@ fi
 # caller's replaces the default selection (e.g. `-m slow`).
 marker=(-m "not slow")
 if [ "${1:-}" = --all ]; then marker=(); shift; fi
+# Bytecode of src/ and tests/ is written (to the checkout's ignored __pycache__ folders) even
+# where PYTHONDONTWRITEBYTECODE is set: each of the run's processes (2 workers, every rmtbase
+# command a test starts) would otherwise compile and assertion-rewrite every module again.
+unset PYTHONDONTWRITEBYTECODE
 # --dist loadfile: each test module runs in one worker, so its JAX programs compile once.
 exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=25 "${marker[@]}" "$@"
