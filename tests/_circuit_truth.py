@@ -250,6 +250,12 @@ def pairings(n_seq: int, ablation: str) -> int:
     return max(1, min(RESAMPLE_PAIRINGS, n_seq - 1)) if ablation == "resample" else 1
 
 
+def tool_sequences(n: int) -> int:
+    """The sequences the tool draws at repeat length ``n``, as docs/path-patching.md states
+    them: ``max(16, ⌈200 / n⌉)`` (checked against the tool in tests/test_circuits_zoo.py)."""
+    return max(16, -(-200 // int(n)))
+
+
 def leave_one_out(h, pool=None):
     """Each sequence's mean over the other sequences of its pool (consecutive groups of
     ``pool``; all sequences for None): the mean counterfactual drawn from ``pool``
@@ -473,11 +479,15 @@ def receiver_table(sd, cfg, receiver, statistic: str, n: int, n_seq=128, seed=0,
     n_head, v = cfg["n_head"], cfg["vocab_size"] - 1
     lr = receiver[0]
     srcs = [(m, h) for m in range(lr) for h in range(n_head)]
+    # the mean over as many other sequences as the tool draws at n (a nonlinear statistic's
+    # mean-ablation effect depends on it: E|u - mean of the others|^2 = s^2 N/(N - 1))
+    pool = tool_sequences(n) if ablation == "mean" else None
+    n_seq = n_seq if pool is None else -(-n_seq // pool) * pool
     ids, pos = repeated_distinct(v, n, n_seq, seed)
     out = {"single": {}, "joint": {}}
     with torch.no_grad():
         r = run(sd, ids, pos, n_head)
-        cfs = counterfactuals(r, ablation)
+        cfs = counterfactuals(r, ablation, pool)
         out["base"] = mean_se(scores(r["pats"][lr], n)[statistic][:, receiver[1]])
         for path in PATHS + ("total",):
             sets = [[s] for s in srcs] if path != "total" else []
