@@ -6,7 +6,7 @@ causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI fil
 14 tokens; ``--prompts`` takes its first N). Stages, each timed as wall and process CPU (all
 threads): ``load`` (GGUF, tokenizer, task, the graph forward checked against transformers'),
 ``attribution`` (every edge, :func:`rmtbase.circuits.task.attribution.attribute`), ``head
-attribution`` (the integrated attribution that orders the ranking's top 5 %), ``exact`` (the
+attribution`` (the integrated attribution that orders the ranking's top 1 %), ``exact`` (the
 top ``--top`` edges patched), ``curve`` (full and empty graphs, the faithfulness curve of
 rmtbase's ranking, :func:`rmtbase.circuits.task.search.ranking`, and its bisection).
 ``peak_rss_mb``: the process's peak resident memory after each stage (``getrusage``; it never

@@ -458,7 +458,7 @@ def test_full_graph_is_one_and_empty_graph_the_corrupted_model(metric):
 
 
 def test_ranking_orders_its_head_by_the_integrated_attribution_then_the_tail():
-    """The head (ceil(5 %) of the edges) in the order of |head_score|; then every other edge
+    """The head (ceil(1 %) of the edges) in the order of |head_score|; then every other edge
     by |exact| where patched, |attribution| elsewhere; each edge once, keys positive."""
     from rmtbase.circuits.task.search import head_size, ranking
 
@@ -471,7 +471,7 @@ def test_ranking_orders_its_head_by_the_integrated_attribution_then_the_tail():
     assert (key > 0).all() and len(set(key.tolist())) == n
     order = np.argsort(-np.abs(key))
     m = head_size(n)
-    assert m == 13
+    assert m == 3
     head = sorted(range(n), key=lambda e: -abs(head_score[e]))[:m]
     assert order[:m].tolist() == head
     tail_key = {e: abs(score[e]) for e in range(n)}
