@@ -36,10 +36,13 @@ def _detect(w, storage):
     return detect_record(w[:rows], storage=storage)
 
 
-def matrix_null_storage(storage, detected, quantized_null: str, forced, cols: int, where: str):
+def matrix_null_storage(storage, detected, quantized_null: str, cols: int, where: str):
     """(measured storage, null storage) of one matrix stored as float ``storage`` and detected
-    as ``detected`` (records or None) under ``quantized_null``, ``forced`` its format's record
-    (None for "auto" and "none"); InputError where ``forced`` does not divide ``cols``."""
+    as ``detected`` (records or None) under ``quantized_null`` (checked by the caller);
+    InputError where a forced format's block does not divide ``cols``."""
+    from ...stats.storage import storage_record
+
+    forced = None if quantized_null in ("auto", "none") else storage_record(quantized_null)
     if (detected is None or not detected.is_quantised) and quantized_null == "auto":
         return storage, storage  # no round trip for this type: float null
     if detected is not None and quantized_null != "none":
@@ -53,12 +56,10 @@ def matrix_null_storage(storage, detected, quantized_null: str, forced, cols: in
 
 
 def _read(layers, info, progress, quantized_null) -> list[_Cell]:
-    """The cells; storages are records here (the readers' names and ``quantized_null``'s
-    format looked up once each), names in the cells (as the files spell them)."""
+    """The cells; storages are records here (the readers' names looked up once each), names in
+    the cells (as the files spell them)."""
     from ...stats.matrix import matrix_stats
     from ...stats.storage import FLOAT32, storage_record
-
-    forced = None if quantized_null in ("auto", "none") else storage_record(quantized_null)
 
     if progress:
         from ...progress import counted
@@ -77,7 +78,7 @@ def _read(layers, info, progress, quantized_null) -> list[_Cell]:
                 detected = _detect(w, storage)
             else:  # a GGUF block type: the file says it, the values are float32
                 detected, storage = storage, FLOAT32
-            est, null_storage = matrix_null_storage(storage, detected, quantized_null, forced,
+            est, null_storage = matrix_null_storage(storage, detected, quantized_null,
                                                     w.shape[1], where)
             cells.append(_Cell(int(lc.layer), name, tuple(w.shape), storage.name,
                                null_storage.name, detected and detected.name,

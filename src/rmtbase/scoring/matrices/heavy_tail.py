@@ -109,8 +109,7 @@ def _storages(w, lc, name, quantized_null: str, where: str):
         detected = _detect(w, storage)
     else:
         detected, storage = storage, FLOAT32
-    forced = None if quantized_null in ("auto", "none") else storage_record(quantized_null)
-    _, null = matrix_null_storage(storage, detected, quantized_null, forced, w.shape[1], where)
+    _, null = matrix_null_storage(storage, detected, quantized_null, w.shape[1], where)
     return storage.name, null.name
 
 
