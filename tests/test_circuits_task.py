@@ -1039,6 +1039,24 @@ def test_pruning_tells_its_time_once_at_its_first_batchs_rate(monkeypatch):
     assert "about 2.0 h" in P.rate_line(14_400_000, 4_000, 2.0)
 
 
+def test_a_failed_pruning_leaves_the_runner_without_its_hook(monkeypatch):
+    """A pruning that raises (here in its first pass, after the hook was installed and
+    before it fired) leaves the runner as it found it: no ``on_batch``."""
+    from rmtbase.circuits.task import prune as P
+
+    net, task = _gpt2(seed=5), _task(n=4, seed=5)
+    r, calls = Runner(TaskModel(net), task, batch=4), []
+
+    def metrics(*a, **k):
+        calls.append(r.on_batch)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(r, "metrics", metrics)
+    with pytest.raises(KeyboardInterrupt):
+        P.prune(r, fraction=0.5, tail=3, say=lambda text: None)
+    assert calls[0] is not None and r.on_batch is None
+
+
 @pytest.mark.parametrize("cf", ["corrupted", "zero"])
 def test_confirmation_is_the_head_searchs_rule_with_the_other_counterfactual(cf):
     """An edge is confirmed where its exact effect is >= 3 se and >= 10 % of the behaviour on

@@ -98,24 +98,26 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
     if say is not None:
         runner.on_batch = _told_once(runner, say, plan(g.n_edges, fraction=fraction,
                                                        tail=tail) * runner.task.n)
-    while kept.any():
-        live = np.flatnonzero(kept)
-        trial = []
-        for e in live:
-            k = kept.copy()
-            k[e] = False
-            trial.append(k)
-        vals = runner.metrics([kept, *trial], desc=f"pruning, {live.size} edges", base=kept)
-        d, se = mean_se(vals[:1] - vals[1:])
-        if clean is None:
-            clean, clean_se = d, se
-        drop = np.argsort(d, kind="stable")[:_removed(live.size, fraction, tail)]
-        context[live[drop]], context_se[live[drop]] = d[drop], se[drop]
-        at[live[drop]] = rounds
-        removed.extend(live[drop].tolist())
-        kept[live[drop]] = False
-        rounds, sets = rounds + 1, sets + live.size
-    runner.on_batch = None
+    try:
+        while kept.any():
+            live = np.flatnonzero(kept)
+            trial = []
+            for e in live:
+                k = kept.copy()
+                k[e] = False
+                trial.append(k)
+            vals = runner.metrics([kept, *trial], desc=f"pruning, {live.size} edges", base=kept)
+            d, se = mean_se(vals[:1] - vals[1:])
+            if clean is None:
+                clean, clean_se = d, se
+            drop = np.argsort(d, kind="stable")[:_removed(live.size, fraction, tail)]
+            context[live[drop]], context_se[live[drop]] = d[drop], se[drop]
+            at[live[drop]] = rounds
+            removed.extend(live[drop].tolist())
+            kept[live[drop]] = False
+            rounds, sets = rounds + 1, sets + live.size
+    finally:  # the runner outlives a failed pruning
+        runner.on_batch = None
     order = np.asarray(removed[::-1], dtype=np.int64)
     key = np.empty(g.n_edges)
     key[order] = np.arange(g.n_edges, 0, -1)
