@@ -294,6 +294,21 @@ def test_the_deprecated_ablation_keyword_warns_and_gives_the_same_circuits():
         find_circuits(net, comp, ablation="zero", counterfactual="mean", **kw)
 
 
+def test_the_search_record_takes_the_deprecated_ablation_keyword_too():
+    """``Search(ablation=)`` (no field: an init-only argument) warns and builds the record of
+    ``counterfactual=``; both together, or a bad name, are refused."""
+    from rmtbase.circuits.find import Search
+
+    with pytest.warns(DeprecationWarning, match=r"^Search\(ablation=\) is deprecated: use "
+                      r"counterfactual=$"):
+        old = Search(ablation="resample", k=2)
+    assert old == Search(counterfactual="resample", k=2) and "ablation" not in repr(old)
+    with pytest.raises(TypeError, match="^Search\\(\\) got both 'ablation' and 'counterfactual'$"):
+        Search(ablation="zero", counterfactual="resample")
+    with pytest.warns(DeprecationWarning), pytest.raises(InputError, match="counterfactual"):
+        Search(ablation="bogus")
+
+
 def test_find_circuits_refuses_bad_input_before_loading():
     from rmtbase.circuits import find_circuits
 

@@ -29,7 +29,8 @@ circuit as a whole: :mod:`.faithfulness`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import InitVar, dataclass
 
 import numpy as np
 import xarray as xr
@@ -81,12 +82,20 @@ class Search:
     #: Called with the finding rows (dicts as :func:`.table.circuit_list`) of each receiver
     #: as soon as it is done; None: not called.
     on_receiver: object = None
+    #: The deprecated spelling of ``counterfactual`` (a DeprecationWarning; not a field).
+    ablation: InitVar[str | None] = None
 
-    def __post_init__(self):
+    def __post_init__(self, ablation):
         from ..checks import MAX_COUNT, check_int, check_seed
         from .sequences import SOURCES, Sequences
 
         put = object.__setattr__
+        if ablation is not None:
+            if self.counterfactual != DEFAULT_ABLATION:
+                raise TypeError("Search() got both 'ablation' and 'counterfactual'")
+            warnings.warn("Search(ablation=) is deprecated: use counterfactual=",
+                          DeprecationWarning, stacklevel=3)
+            put(self, "counterfactual", ablation)
         put(self, "k", check_int("k", self.k, minimum=1, maximum=MAX_COUNT))
         put(self, "seed", check_seed(self.seed))
         sequences, text = self.sequences, self.text
