@@ -239,6 +239,26 @@ def test_effect_overview_stays_legible_for_a_30_layer_model():
     assert w < 1800 and h < 1800, (w, h)
 
 
+def test_effect_overview_labels_the_shared_grid_on_its_outer_panels_only():
+    """5 panels in 4 columns: layer ticks and label on the first column; head ticks and label
+    on the lowest panel of each column (row 0's columns 1–3 have none below them)."""
+    rng = np.random.default_rng(2)
+    ds = xr.Dataset({"effect": (("layer", "head", "stat"), rng.normal(size=(3, 4, 5))),
+                     "flag": (("layer", "head", "stat"), np.zeros((3, 4, 5), bool))},
+                    coords={"layer": np.arange(3), "head": np.arange(4),
+                            "stat": [f"qk.s{i}" for i in range(5)]}, attrs={"model": "m"})
+    fig = figures.effect_overview(ds, [f"qk.s{i}" for i in range(5)], "test")
+    fig.canvas.draw()
+    panels = [a for a in fig.axes if a.images][:5]
+
+    def shown(labels):
+        return any(t.get_visible() and t.get_text() for t in labels)
+    assert [shown(a.get_yticklabels()) for a in panels] == [True, False, False, False, True]
+    assert [a.get_ylabel() for a in panels] == ["layer", "", "", "", "layer"]
+    assert [shown(a.get_xticklabels()) for a in panels] == [False, True, True, True, True]
+    assert [a.get_xlabel() for a in panels] == ["", "head", "head", "head", "head"]
+
+
 def test_entropy_figure_draws_the_excess_over_gaussian_with_true_references():
     """ΔS = entropy − ½ ln(2π e σ²): each head's dot is its entropy less the Gaussian entropy
     at its std (−∫ φ ln φ by quadrature); the Gaussian reference is ΔS = 0; the W_QK panel's

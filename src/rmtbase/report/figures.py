@@ -224,7 +224,8 @@ def plot_entropy_sigma(ds: xr.Dataset, matrix: str = "q", ax=None):
 
 def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
     """One Figure with an effect heatmap per statistic (≤ :data:`MAX_PANELS`) and one shared
-    colour bar; panels sized to stay legible."""
+    colour bar; panels sized to stay legible, layer and head labelled on the outer panels (the
+    lowest of each column, the first of each row)."""
     from matplotlib.figure import Figure
 
     n = len(stats)
@@ -237,11 +238,17 @@ def effect_overview(ds: xr.Dataset, stats: list[str], title: str):
     fig = Figure(figsize=(ncol * pw + 1.0, nrow * ph + 0.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
     lim = effect_limit(ds["effect"].sel(stat=list(stats)).values)
-    for ax, stat in zip(axes, stats, strict=False):
+    for i, (ax, stat) in enumerate(zip(axes, stats, strict=False)):
         plot_effect_heatmap(ds, stat, ax, colorbar=False, lim=lim)
         ax.tick_params(labelsize=MIN_FONT)
         ax.xaxis.label.set_size(MIN_FONT)
         ax.yaxis.label.set_size(MIN_FONT)
+        if i + ncol < n:  # the panels share one grid: its labels on the outer panels only
+            ax.tick_params(labelbottom=False)
+            ax.set_xlabel("")
+        if i % ncol:
+            ax.tick_params(labelleft=False)
+            ax.set_ylabel("")
     for ax in axes[n:]:
         ax.set_axis_off()
     fig.colorbar(axes[0].images[0], ax=list(axes), label="effect (normal score in the null)",
