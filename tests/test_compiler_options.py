@@ -4,14 +4,14 @@ options give. Each program is compiled both ways on the same inputs (fixed seeds
 shapes of a first score (SmolLM2: d = 576, d_h = 64, 3 key heads) and in two storages; the
 optimised programs must differ (the options reached XLA), their outputs must not: bit for
 bit in the CLI's programs on the x86-64 AVX-512 machine where this was written (restructure
-checks, 4567465), but not under the quick tier's XLA optimisation level 0 (tests/conftest.py:
+checks, 4567465), but not under the quick tier's lower XLA optimisation level (at level 0:
 kl_gaussian, a difference of two entropies of order 1, moved by 5·10⁻⁸), and a float equality
 holds only within one compiled program; so floats to 10⁻⁵ relative or 10⁻⁶ absolute (eight
 float32 ulps of an order-1 entropy), integer counts exactly.
 
 Programs compiled with ``MANY_CALLS`` (the null draws: XLA's default optimisation level stated
-per program) give, in a process whose ``XLA_FLAGS`` lower the level to 0, the bytes of a
-process at the default (slow tier: two processes)."""
+per program) give, in a process whose ``XLA_FLAGS`` lower the level, the bytes of a process
+at the default (slow tier: two processes), unless ``INHERIT_FLAGS`` lets the flags govern."""
 
 from __future__ import annotations
 
@@ -52,6 +52,15 @@ def _same_values(a, b) -> bool:
 
 def test_options_are_an_xla_cpu_option_only():
     assert FEW_CALLS == {"xla_cpu_use_fusion_emitters": False} == few_calls()
+
+
+def test_the_null_draws_keep_their_options_unless_told_to_inherit(monkeypatch):
+    from rmtbase._compiled import INHERIT_FLAGS, MANY_CALLS, many_calls
+
+    monkeypatch.delenv(INHERIT_FLAGS, raising=False)
+    assert many_calls() == MANY_CALLS
+    monkeypatch.setenv(INHERIT_FLAGS, "1")
+    assert many_calls() == few_calls()
 
 
 @pytest.mark.parametrize("storage", ["float32", "q4_1"])
@@ -105,13 +114,13 @@ def test_many_call_programs_keep_their_bits_under_a_lower_opt_level(tmp_path):
 
     from conftest import QUICK_TIER_XLA_FLAG
 
-    from rmtbase._compiled import MANY_CALLS
+    from rmtbase._compiled import INHERIT_FLAGS, MANY_CALLS
 
     assert MANY_CALLS == {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
     got = {}
     for name, flags in (("default", ""), ("level0", QUICK_TIER_XLA_FLAG)):
         env = {k: v for k, v in os.environ.items()
-               if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
+               if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR", INHERIT_FLAGS)}
         env["XLA_FLAGS"] = flags
         env["RMTBASE_CACHE"] = str(tmp_path / f"cache-{name}")
         out = tmp_path / f"{name}.npy"

@@ -88,10 +88,8 @@ def test_block_ranges_and_public_null_draws(small):
         # exact: one compiled program: every chunk size and draw count runs the fixed batch width,
         #  draw i keyed by fold_in(key, i)
         np.testing.assert_array_equal(v, table, err_msg=k)
-        if k in ref:
-            # exact: one compiled program: every chunk size and draw count runs the fixed batch
-            #  width, draw i keyed by fold_in(key, i)
-            np.testing.assert_array_equal(ref[k], table, err_msg=k)
+        if k in ref:  # a second program (no spectrum kept): equal to float32 rounding
+            np.testing.assert_allclose(ref[k], table, rtol=1e-6, atol=1e-7, err_msg=k)
 
 
 def test_prefix_property(small):

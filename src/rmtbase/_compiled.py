@@ -33,16 +33,26 @@ def few_calls() -> dict:
 
 #: ``xla_backend_optimization_level=3`` and ``xla_cpu_use_fusion_emitters=True``, XLA's CPU
 #: defaults, stated per program: for the Monte Carlo loops that run a program thousands of
-#: times (the null draws). Where the process's ``XLA_FLAGS`` change them (the test suite's
-#: quick tier compiles at level 0 with the elemental emitters, to save compile time on its
-#: many small programs), these programs still compile at the defaults: they keep their speed
-#: and the bits of a default run (the null draws' values equal bit for bit with and without
-#: those flags, tests/test_compiler_options.py).
+#: times (the null draws). Where the process's ``XLA_FLAGS`` change them, these programs
+#: still compile at the defaults: they keep their speed and the bits of a default run (equal
+#: bit for bit with and without such flags, tests/test_compiler_options.py), unless
+#: :data:`INHERIT_FLAGS` is set.
 MANY_CALLS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 
 
+#: An environment variable: set (non-empty), :func:`many_calls` gives :func:`few_calls`, so
+#: that the process's ``XLA_FLAGS`` govern the null draws too (the quick test tier's: their
+#: draws run a few hundred times, too few to repay XLA's default level's compile time).
+INHERIT_FLAGS = "RMTBASE_XLA_MANY_CALLS_INHERIT"
+
+
 def many_calls() -> dict | None:
-    """:data:`MANY_CALLS` where the default backend is the CPU, else None."""
+    """:data:`MANY_CALLS` where the default backend is the CPU, else None; :func:`few_calls`
+    where :data:`INHERIT_FLAGS` is set."""
+    import os
+
+    if os.environ.get(INHERIT_FLAGS):
+        return few_calls()
     return dict(MANY_CALLS) if jax.default_backend() == "cpu" else None
 
 
