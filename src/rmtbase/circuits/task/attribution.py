@@ -7,9 +7,10 @@ arXiv:2310.10348, whose score is its negative), or over the model dimension alon
 at one position (:mod:`.exact`); positive where the edge carries the metric, as the exact
 effect. The
 gradient is taken at the clean run (``steps = 0``) or averaged over ``steps`` runs whose
-embeddings lie at ``c + α (e − c)``, ``α = (j − ½)/steps`` (the midpoint rule of EAP-IG's input
-integral, Hanna et al. 2024, arXiv:2403.17806); the ``kl`` metric has zero gradient at the
-clean run, so it uses ``steps = 5`` by default.
+embeddings lie at ``c + α (e − c)``, ``α = j/steps``, ``j = 1 … steps`` (EAP-IG's input
+integral as its code takes it, Hanna et al. 2024, arXiv:2403.17806; the last run is the clean
+one, whose outputs serve as ``o``); the ``kl`` metric has zero gradient at the clean run, so it
+uses ``steps = 5`` by default.
 
 Memory: one batch's ``∂m/∂x_r`` per stage (``R · n · T · d``) and its senders' ``Δ`` (``S · n
 · T · d``); per edge only running sums over prompts are kept: no ``(E, N)`` or ``(E, N, T,
@@ -41,7 +42,7 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
     shape = (g.n_edges, runner.task.length) if by_position else (g.n_edges,)
     total = np.zeros(shape)
     total2 = np.zeros(shape)
-    alphas = [1.0] if steps == 0 else [(j - 0.5) / steps for j in range(1, steps + 1)]
+    alphas = [1.0] if steps == 0 else [j / steps for j in range(1, steps + 1)]
     net = getattr(runner.tm, "net", None)  # a model of plain tensors has none
     params = [] if net is None else [p for p in net.parameters() if p.requires_grad]
     for p in params:  # gradients flow to the receivers' inputs only, not to the weights
