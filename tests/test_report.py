@@ -227,13 +227,20 @@ def test_verdict_colours_the_evidence_on_a_fixed_scale():
     assert not any("null sd" in a.get_ylabel() for a in fig.axes)
 
 
+def _effects(layers: int, heads: int, stats: int, seed: int) -> xr.Dataset:
+    """Normal effects over layer × head × ``qk.s<i>``, nothing flagged."""
+    shape = (layers, heads, stats)
+    return xr.Dataset({"effect": (("layer", "head", "stat"),
+                                  np.random.default_rng(seed).normal(size=shape)),
+                       "flag": (("layer", "head", "stat"), np.zeros(shape, bool))},
+                      coords={"layer": np.arange(layers), "head": np.arange(heads),
+                              "stat": [f"qk.s{i}" for i in range(stats)]},
+                      attrs={"model": "m"})
+
+
 def test_effect_overview_stays_legible_for_a_30_layer_model():
     """30 layers × 32 heads, 8 panels: the figure stays under 1800 px a side at 100 dpi."""
-    rng = np.random.default_rng(1)
-    ds = xr.Dataset({"effect": (("layer", "head", "stat"), rng.normal(size=(30, 32, 8))),
-                     "flag": (("layer", "head", "stat"), np.zeros((30, 32, 8), bool))},
-                    coords={"layer": np.arange(30), "head": np.arange(32),
-                            "stat": [f"qk.s{i}" for i in range(8)]}, attrs={"model": "big"})
+    ds = _effects(30, 32, 8, seed=1)
     fig = figures.effect_overview(ds, [f"qk.s{i}" for i in range(8)], "test")
     w, h = fig.get_size_inches() * 100
     assert w < 1800 and h < 1800, (w, h)
@@ -242,12 +249,8 @@ def test_effect_overview_stays_legible_for_a_30_layer_model():
 def test_effect_overview_labels_the_shared_grid_on_its_outer_panels_only():
     """5 panels in 4 columns: layer ticks and label on the first column; head ticks and label
     on the lowest panel of each column (row 0's columns 1–3 have none below them)."""
-    rng = np.random.default_rng(2)
-    ds = xr.Dataset({"effect": (("layer", "head", "stat"), rng.normal(size=(3, 4, 5))),
-                     "flag": (("layer", "head", "stat"), np.zeros((3, 4, 5), bool))},
-                    coords={"layer": np.arange(3), "head": np.arange(4),
-                            "stat": [f"qk.s{i}" for i in range(5)]}, attrs={"model": "m"})
-    fig = figures.effect_overview(ds, [f"qk.s{i}" for i in range(5)], "test")
+    fig = figures.effect_overview(_effects(3, 4, 5, seed=2), [f"qk.s{i}" for i in range(5)],
+                                  "test")
     fig.canvas.draw()
     panels = [a for a in fig.axes if a.images][:5]
 
