@@ -68,7 +68,8 @@ BENCHMARKS = {
         "task_zoo", "A task's circuit",
         "a trained induction model (262 edges), two corruptions: rmtbase's ranking beside "
         "auto-circuit's EAP, EAP-IG and ACDC (--peers PYTHON), one evaluator on held-out "
-        "prompts: curve area, smallest circuit >= 0.8, CPU and peak RSS of each"),
+        "prompts: curve area, smallest circuit >= 0.8, CPU and peak RSS of each; "
+        "--behaviour bigram, tracr: the circuit zoo's markov3, auto-circuit's tracr programs"),
     "interrupt_moments": Benchmark(
         "interrupt_moments", "Interrupts",
         "Ctrl-C at random moments of rmtbase circuits: clean ends and SIGINT-to-exit",

@@ -14,6 +14,12 @@ logit difference (answer - wrong) at the last position. That layout is ``--half 
 (:func:`induction_layout_tasks`: a training chunk of 4 repeated without a gap). Prompts are
 split into a fit half and a held-out half (a fixed permutation). ``--behaviour bigram``: a
 second behaviour, the bigram lookup of the circuit zoo's ``markov3`` (:func:`bigram_tasks`).
+``--behaviour tracr``: auto-circuit's compiled ``reverse`` (77 edges) and ``xproportion`` (23),
+compiled in the peers' venv (:data:`_TRACR_PEER_SCRIPT`), prompts as ``task_circuits.py
+--tracr`` draws them (every 5-token sequence, a random corrupted twin), read at the last
+position with auto-circuit's ``avg_diff`` / ``avg_val``; rmtbase ranks the TransformerLens
+weights as a no-norm model (:func:`tracr_ranking`); a program whose ``m(E) − m(0)`` is within 3
+se over prompts has no curve (``xproportion`` under resample).
 
 Rankings, each from the fit half, each method in a fresh process (its process CPU and peak
 RSS): rmtbase's (:func:`rmtbase_ranking`, swap in another algorithm there), and, in the peers'
@@ -464,6 +470,249 @@ def _table(doc) -> str:
     return "\n".join(lines)
 
 
+# --- tracr: auto-circuit's compiled programs (--behaviour tracr) ----------------------------
+TRACR_PROGRAMS = ("reverse", "xproportion")
+
+#: Run by the peers' python. ``prepare PROG out SEED``: the compiled program's weights (.npz)
+#: and prompts (.json); ``rank PROG task.json METHOD IG out.json``: one method's scores on the
+#: task; ``eval PROG task.json rankings.json out.json``: every ranking at every ``k``.
+_TRACR_PEER_SCRIPT = r'''
+import json, random, resource, sys, time
+from itertools import product
+import numpy as np
+import torch as t
+t.set_num_threads(1)
+from auto_circuit.data import PromptDataLoader, PromptDataset
+from auto_circuit.model_utils.tracr_model_utils import (BOS, MAX_SEQ_LEN, REVERSE_VOCAB,
+    XPROPORTION_VOCAB, get_tracr_model)
+from auto_circuit.types import AblationType, PatchType
+from auto_circuit.utils.graph_utils import patchable_model
+
+mode, prog = sys.argv[1], sys.argv[2]
+tl, tracr_model = get_tracr_model(prog, "cpu")
+for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
+    setattr(tl.cfg, k, True)
+tl.eval()
+for p in tl.parameters():
+    p.requires_grad = False
+# each mode compiles the program again: the fingerprint shows it compiled the same weights
+fingerprint = float(sum(v.double().abs().sum() * (i + 1) for i, (k, v) in
+                        enumerate(sorted(tl.state_dict().items()))
+                        if not k.endswith(("IGNORE", "mask"))))
+if mode == "prepare":
+    out, seed = sys.argv[3], int(sys.argv[4])
+    enc = tracr_model.input_encoder.encode
+    seqs = list(product(sorted(REVERSE_VOCAB if prog == "reverse" else XPROPORTION_VOCAB),
+                        repeat=MAX_SEQ_LEN))
+    rng = random.Random(seed)
+    clean, corrupt, ans, wrong = [], [], [], []
+    for s in seqs:
+        c = rng.choice([o for o in seqs if o != s and (prog != "reverse" or o[0] != s[0])])
+        clean.append(enc([BOS, *s]))
+        corrupt.append(enc([BOS, *c]))
+        ans.append(enc([BOS, *reversed(s)])[-1] if prog == "reverse" else 0)
+        wrong.append(enc([BOS, *reversed(c)])[-1] if prog == "reverse" else 0)
+    with t.no_grad():
+        last = tl(t.tensor(clean))[:, -1]
+    np.savez(out + ".npz", **{k: v.numpy() for k, v in tl.state_dict().items()
+                             if not k.endswith(("IGNORE", "mask"))})
+    json.dump({"clean": clean, "corrupted": corrupt, "answer": ans, "wrong": wrong,
+               "causal": tl.cfg.attention_dir == "causal", "fingerprint": fingerprint,
+               "tl_last_logits": last.tolist()},
+              open(out + ".json", "w"))
+    sys.exit(0)
+task = json.load(open(sys.argv[3]))
+ds = PromptDataset(t.tensor(task["clean"]), t.tensor(task["corrupted"]),
+                   [t.tensor([a]) for a in task["answer"]], [t.tensor([w]) for w in task["wrong"]])
+dl = PromptDataLoader(ds, seq_len=None, diverge_idx=0, batch_size=len(ds), shuffle=False)
+model = patchable_model(tl, factorized=True, slice_output="last_seq", separate_qkv=True,
+                        device=t.device("cpu"))
+answer_fn = "avg_diff" if prog == "reverse" else "avg_val"
+out = {"fingerprint": fingerprint}
+if mode == "rank":
+    method, ig, path = sys.argv[4], int(sys.argv[5]), sys.argv[6]
+    c0 = time.process_time()
+    if method == "ACDC":
+        from auto_circuit.prune_algos.ACDC import acdc_prune_scores
+        ps = acdc_prune_scores(model, dl, None)
+    else:
+        from auto_circuit.prune_algos.mask_gradient import mask_gradient_prune_scores
+        kw = {"mask_val": 0.0} if method == "EAP" else {"integrated_grad_samples": ig}
+        ps = mask_gradient_prune_scores(model, dl, None, grad_function="logit",
+                                        answer_function=answer_fn,
+                                        ablation_type=AblationType.RESAMPLE,
+                                        clean_corrupt="corrupt", **kw)
+    out["cpu_s"] = time.process_time() - c0
+    out["scores"] = {e.name: float(ps[e.dest.module_name][e.patch_idx]) for e in model.edges}
+else:
+    from auto_circuit.metrics.prune_metrics.answer_diff import measure_answer_diff
+    from auto_circuit.metrics.prune_metrics.answer_value import measure_answer_val
+    from auto_circuit.prune import run_circuits
+    rankings, path = json.load(open(sys.argv[4])), sys.argv[5]
+    E = len(model.edges)
+    measure = measure_answer_diff if prog == "reverse" else measure_answer_val
+    out["edges"], out["rankings"] = E, {}
+    for label, scores in rankings.items():
+        ps = model.new_prune_scores()
+        for e in model.edges:
+            ps[e.dest.module_name][e.patch_idx] = scores[e.name]
+        outs = run_circuits(model, dl, list(range(E + 1)), ps, patch_type=PatchType.TREE_PATCH,
+                            ablation_type=AblationType.RESAMPLE)
+        if 0 not in outs:  # edges tied at the top (ACDC's never-removed ones) are all kept
+            outs[0] = run_circuits(model, dl, [0], model.new_prune_scores(init_val=1.0),
+                                   patch_type=PatchType.TREE_PATCH,
+                                   ablation_type=AblationType.RESAMPLE)[0]
+        out["rankings"][label] = measure(model, dl, outs)
+    # the per-prompt metric of the full and the empty graph: is there a curve to draw?
+    batch = next(iter(dl))
+    per = []
+    for k in (0, E):
+        logits = outs[k][batch.key].double()
+        v = logits.gather(-1, batch.answers)[:, 0]
+        if prog == "reverse":
+            v = v - logits.gather(-1, batch.wrong_answers)[:, 0]
+        per.append(v)
+    d = per[1] - per[0]
+    out["full_minus_empty"] = [float(d.mean()), float(d.std() / len(d) ** 0.5)]
+out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+json.dump(out, open(path, "w"))
+'''
+
+
+def _tracr_peer(python: str, script: Path, *args) -> float:
+    """Run the peers' script; its process CPU seconds."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([python, str(script), *map(str, args)], capture_output=True,
+                          text=True, env=env, check=False)
+    if done.returncode:
+        raise SystemExit(f"the peers' script failed ({args[:2]}):\n{done.stderr[-3000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def tracr_halves(doc: dict, seed: int) -> tuple[dict, dict]:
+    """(fit, held-out) halves of the prompts by a fixed permutation."""
+    n = len(doc["clean"])
+    perm = np.random.default_rng([seed, 7]).permutation(n)
+    return tuple({k: [doc[k][i] for i in idx] for k in ("clean", "corrupted", "answer", "wrong")}
+                 for idx in (perm[: n // 2], perm[n // 2:]))
+
+
+def tracr_ranking(sd: dict, doc: dict, fit: dict) -> tuple[dict, float, float]:
+    """({auto-circuit edge name: key}, CPU-s, the largest |logit − TransformerLens's| at the
+    last position over every prompt of ``doc``) of rmtbase's search ranking on the fit half:
+    the no-norm model of the TransformerLens weights ``sd``, pruning in context under the
+    corrupted counterfactual (a one-logit program gets a zero second logit: ``wrong`` = 1)."""
+    import dataclasses
+
+    from rmtbase.circuits.task.export import auto_circuit_name
+    from rmtbase.circuits.task.nonorm import NoNormModel, NoNormWeights
+    from rmtbase.circuits.task.prune import fits, prune
+    from rmtbase.circuits.task.runner import Runner
+    from rmtbase.circuits.task.taskfile import Task
+
+    w = NoNormWeights.from_state_dict(sd, causal=doc["causal"])
+    wrong = np.asarray(fit["wrong"])
+    if w.unembed.shape[1] == 1:
+        w = dataclasses.replace(w, unembed=np.pad(w.unembed, ((0, 0), (0, 1))),
+                                b_u=np.pad(w.b_u, (0, 1)))
+        wrong = np.ones_like(wrong)
+    tm = NoNormModel(w)
+    tl = np.asarray(doc["tl_last_logits"])
+    mine = tm.run(tm.embed(np.asarray(doc["clean"])))["logits"].numpy()
+    mine = (mine[:, -1] if mine.ndim == 3 else mine)[:, :tl.shape[-1]]
+    task = Task(np.asarray(fit["clean"]), np.asarray(fit["corrupted"]),
+                np.asarray(fit["answer"]), wrong, name="tracr")
+    if not fits(tm.graph.n_edges, task.n):
+        raise SystemExit("the graph is beyond the pruning's budget")
+    c = time.process_time()
+    key = prune(Runner(tm, task, counterfactual="corrupted"))["key"]
+    cpu = time.process_time() - c
+    names = [auto_circuit_name(n) for n in tm.graph.edge_names()]
+    return dict(zip(names, map(float, key), strict=True)), cpu, float(np.abs(mine - tl).max())
+
+
+def run_tracr(args, prog: str, tmp: Path) -> dict:
+    script = tmp / "peer.py"
+    script.write_text(_TRACR_PEER_SCRIPT)
+    base = tmp / prog
+    _tracr_peer(args.peers, script, "prepare", prog, base, args.seed)
+    doc = json.loads(base.with_suffix(".json").read_text())
+    sd = dict(np.load(base.with_suffix(".npz")))
+    fit, held = tracr_halves(doc, args.seed)
+    fit_p, held_p = tmp / f"{prog}_fit.json", tmp / f"{prog}_held.json"
+    fit_p.write_text(json.dumps(fit))
+    held_p.write_text(json.dumps(held))
+    rankings, methods = {}, {}
+    rankings["rmtbase"], cpu, vs_tl = tracr_ranking(sd, doc, fit)
+    methods["rmtbase"] = {"cpu_s": cpu}
+    for m in PEER_METHODS:
+        out_p = tmp / f"{prog}_{m}.json"
+        proc = _tracr_peer(args.peers, script, "rank", prog, fit_p, m, args.ig_samples, out_p)
+        got = json.loads(out_p.read_text())
+        if got["fingerprint"] != doc["fingerprint"]:
+            raise SystemExit(f"{prog}: the program compiled to other weights for {m}")
+        if sorted(got["scores"]) != sorted(rankings["rmtbase"]):
+            raise SystemExit(f"{prog}: rmtbase's and auto-circuit's edges differ")
+        rankings[m] = got["scores"]
+        methods[m] = {"cpu_s": got["cpu_s"], "process_cpu_s": proc}
+    rk_p, ev_p = tmp / f"{prog}_rankings.json", tmp / f"{prog}_eval.json"
+    rk_p.write_text(json.dumps(rankings))
+    proc = _tracr_peer(args.peers, script, "eval", prog, held_p, rk_p, ev_p)
+    ev = json.loads(ev_p.read_text())
+    if ev["fingerprint"] != doc["fingerprint"]:
+        raise SystemExit(f"{prog}: the program compiled to other weights for the evaluation")
+    d, d_se = ev["full_minus_empty"]
+    defined = abs(d) > 3 * d_se
+    for m, points in ev["rankings"].items():
+        vals = np.abs(np.array(list(rankings[m].values())))
+        methods[m]["top_tie"] = int((vals == vals.max()).sum())
+        if defined:
+            cur = curve_summary(points, ev["edges"])
+            methods[m].update({"area": cur["area"], "curve": cur,
+                               "smallest_reaching_0.8": cur["smallest_reaching_0.8"]})
+    if defined:
+        common_areas(methods, ev["edges"])
+    return {"program": prog, "edges": ev["edges"], "graph_vs_transformerlens_max_abs": vs_tl, "fit_prompts": len(fit["clean"]),
+            "held_out_prompts": len(held["clean"]), "full_minus_empty": [d, d_se],
+            "curve_defined": bool(defined), "evaluation_cpu_s": proc, "methods": methods}
+
+
+def _tracr_table(rows) -> str:
+    lines = [f"{'program':12s} {'ranking':8s} {'area':>6s} {'common':>6s} {'k>=0.8':>7s} "
+             f"{'tie':>4s} {'CPU-s':>7s}"]
+    for row in rows:
+        if not row["curve_defined"]:
+            d, se = row["full_minus_empty"]
+            lines.append(f"{row['program']:12s} m(E) - m(0) = {d:.4g} +- {se:.2g}: no curve")
+        for m, r in row["methods"].items():
+            area = f"{r['area']:.3f}" if "area" in r else "-"
+            common = f"{r['area_common_k']:.3f}" if "area_common_k" in r else "-"
+            lines.append(f"{row['program']:12s} {m:8s} {area:>6s} {common:>6s} "
+                         f"{r.get('smallest_reaching_0.8')!s:>7s} {r['top_tie']:4d} "
+                         f"{r['cpu_s']:7.2f}")
+    return "\n".join(lines)
+
+
+def tracr_main(args) -> int:
+    """``--behaviour tracr``: every program of :data:`TRACR_PROGRAMS`, one JSON document."""
+    if not args.peers:
+        raise SystemExit("--behaviour tracr needs --peers PYTHON (auto-circuit, tracr-pypi)")
+    with tempfile.TemporaryDirectory(prefix="rmtbase-tracr-curves-") as tmp:
+        rows = [run_tracr(args, prog, Path(tmp)) for prog in TRACR_PROGRAMS]
+    print(_tracr_table(rows), file=sys.stderr)
+    text = json.dumps({"benchmark": "task_zoo tracr", "seed": args.seed,
+                       "ig_samples": args.ig_samples, "ablation": "resample (the twin)",
+                       "metric": "logit_diff (reverse), avg_val (xproportion)",
+                       "programs": rows}, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child-rmtbase"]:
@@ -482,14 +731,18 @@ def main(argv=None) -> int:
     p.add_argument("--replacement", choices=("outside", "any"), default="outside",
                    help="the corruption's token: outside the prompt, or any other")
     p.add_argument("--ig-samples", type=int, default=50, help="EAP-IG's mask samples")
-    p.add_argument("--behaviour", choices=("induction", "bigram"), default="induction",
-                   help="induction on _mlp_induction 3x4d64 (tasks answer, key), or the "
-                        "bigram lookup on the circuit zoo's markov3 (task bigram)")
+    p.add_argument("--behaviour", choices=("induction", "bigram", "tracr"),
+                   default="induction",
+                   help="induction on _mlp_induction 3x4d64 (tasks answer, key), the bigram "
+                        "lookup on the circuit zoo's markov3 (task bigram), or auto-circuit's "
+                        "tracr programs (with --peers)")
     p.add_argument("--tasks", default=None, help="default: the behaviour's tasks")
     p.add_argument("--methods", default=",".join(PEER_METHODS), help="the peers' methods")
     p.add_argument("--folder", default=None, help="another GPT-2 folder (a smoke test)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    if args.behaviour == "tracr":
+        return tracr_main(args)
     from rmtbase.studies._mlp_induction import trained_folder
 
     c = time.process_time()
