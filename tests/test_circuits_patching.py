@@ -296,15 +296,22 @@ def test_the_deprecated_ablation_keyword_warns_and_gives_the_same_circuits():
 
 def test_the_search_record_takes_the_deprecated_ablation_keyword_too():
     """``Search(ablation=)`` (no field: an init-only argument) warns and builds the record of
-    ``counterfactual=``; both together, or a bad name, are refused."""
+    ``counterfactual=``; both together (the default named too), or a bad name, are refused."""
+    import dataclasses
+
+    from rmtbase.circuits.counterfactual import DEFAULT_ABLATION
     from rmtbase.circuits.find import Search
 
     with pytest.warns(DeprecationWarning, match=r"^Search\(ablation=\) is deprecated: use "
                       r"counterfactual=$"):
         old = Search(ablation="resample", k=2)
     assert old == Search(counterfactual="resample", k=2) and "ablation" not in repr(old)
-    with pytest.raises(TypeError, match="^Search\\(\\) got both 'ablation' and 'counterfactual'$"):
-        Search(ablation="zero", counterfactual="resample")
+    for given in ("resample", DEFAULT_ABLATION):  # the default too, when named
+        with pytest.raises(TypeError, match="^Search\\(\\) got both 'ablation' and "
+                           "'counterfactual'$"):
+            Search(ablation="zero", counterfactual=given)
+    assert Search().counterfactual == DEFAULT_ABLATION
+    assert dataclasses.replace(old, k=3) == Search(counterfactual="resample", k=3)
     with pytest.warns(DeprecationWarning), pytest.raises(InputError, match="counterfactual"):
         Search(ablation="bogus")
 

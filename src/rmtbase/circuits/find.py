@@ -77,8 +77,9 @@ class Search:
     screen: str = "auto"
     mlp_paths: object = "auto"
     layers: tuple | None = None
-    #: The counterfactual of the reported effects (:data:`.counterfactual.ABLATIONS`).
-    counterfactual: str = DEFAULT_ABLATION
+    #: The counterfactual of the reported effects (:data:`.counterfactual.ABLATIONS`; None:
+    #: ``DEFAULT_ABLATION``, held resolved).
+    counterfactual: str | None = None
     #: Called with the finding rows (dicts as :func:`.table.circuit_list`) of each receiver
     #: as soon as it is done; None: not called.
     on_receiver: object = None
@@ -91,11 +92,13 @@ class Search:
 
         put = object.__setattr__
         if ablation is not None:
-            if self.counterfactual != DEFAULT_ABLATION:
+            if self.counterfactual is not None:
                 raise TypeError("Search() got both 'ablation' and 'counterfactual'")
             warnings.warn("Search(ablation=) is deprecated: use counterfactual=",
                           DeprecationWarning, stacklevel=3)
             put(self, "counterfactual", ablation)
+        elif self.counterfactual is None:
+            put(self, "counterfactual", DEFAULT_ABLATION)
         put(self, "k", check_int("k", self.k, minimum=1, maximum=MAX_COUNT))
         put(self, "seed", check_seed(self.seed))
         sequences, text = self.sequences, self.text
