@@ -21,13 +21,9 @@ pytest.importorskip("transformers")
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """The interrupt harness's tiny GPT-2 (``benchmarks/interrupt_moments.py``), smaller."""
-    import importlib.util
-    from pathlib import Path
+    from _scripts import load
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "interrupt_moments.py"
-    spec = importlib.util.spec_from_file_location("interrupt_moments", path)
-    harness = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(harness)
+    harness = load("benchmarks/interrupt_moments.py")
     return harness.build_model(tmp_path_factory.mktemp("m") / "g", n_layer=2, n_head=2,
                                n_embd=32, vocab_size=40, n_positions=64)
 

@@ -419,14 +419,10 @@ def test_attribution_equals_an_independent_eap_and_eap_ig(steps):
     embeddings ``c + (j/3)(e − c)``, ``j = 1, 2, 3``, as the EAP-IG code interpolates its input
     node) equals benchmarks/task_circuits.py's plain-torch reference on a tiny LLaMA in float64,
     edge by edge, with the sign flipped (rmtbase's: positive carries the metric)."""
-    import importlib.util
-
+    from _scripts import load
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "task_circuits.py"
-    spec = importlib.util.spec_from_file_location("task_circuits_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load("benchmarks/task_circuits.py", "task_circuits_bench")
     torch.manual_seed(1)
     cfg = LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, initializer_range=0.2,

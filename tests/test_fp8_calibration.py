@@ -9,22 +9,16 @@ own sampling. Statistics: the element statistics of W_Q and W_K (histogram ones 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _scripts import load
 
-_SIM = Path(__file__).resolve().parents[1] / "sims" / "fp8_calibration.py"
 SHAPE = ("q.delta_entropy", "q.kl_gaussian", "k.delta_entropy", "k.kl_gaussian",
          "k.excess_kurtosis", "k.weibull_k", "k.skewness", "k.max_over_q99")
 
 
 def _sim():
-    spec = importlib.util.spec_from_file_location("fp8_calibration", _SIM)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("sims/fp8_calibration.py")
 
 
 def test_null_rows_follow_the_scale_layout():

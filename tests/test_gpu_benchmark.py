@@ -2,7 +2,6 @@
 write has every headline key, figure or stated reason, and the kernel figures carry their
 accuracy. The figures themselves are CPU numbers of tiny shapes and are not checked."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _scripts import load
 
 from rmtbase.baseline.eig_route import EIGH_MAX_REL_ERROR
 
@@ -17,10 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _gpu():
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "gpu.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("benchmarks/gpu.py", "bench_gpu")
 
 
 def test_smoke_kernels_section_writes_the_json(tmp_path):

@@ -4,8 +4,9 @@ over 30 lines (``scripts/docstring_share.py --limit 15``, the script the rule na
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from _scripts import load
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS_LIMIT = 200 * 1024  # bytes of Markdown under docs/, every folder included
@@ -20,10 +21,6 @@ def test_docs_fit_in_200_kib():
 
 
 def test_docstrings_within_their_share(capsys):
-    spec = importlib.util.spec_from_file_location(
-        "docstring_share", ROOT / "scripts" / "docstring_share.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    code = mod.main(["--limit", "15", str(ROOT / "src")])
+    code = load("scripts/docstring_share.py").main(["--limit", "15", str(ROOT / "src")])
     out = capsys.readouterr().out
     assert code == 0, out

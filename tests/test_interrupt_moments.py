@@ -13,23 +13,17 @@ The benchmark's 100 tries at random moments: docs/performance.md ("Interrupts").
 
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
 
 import pytest
+from _scripts import load
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "interrupt_moments.py"
-
 
 def _harness():
-    spec = importlib.util.spec_from_file_location("interrupt_moments", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("benchmarks/interrupt_moments.py")
 
 
 def test_an_interrupt_in_each_stage_of_the_search_ends_cleanly(tmp_path):

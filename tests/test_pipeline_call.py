@@ -7,10 +7,10 @@ for bit."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from _scripts import load
 
 from rmtbase.cli import main
 
@@ -18,11 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _digest(folder: Path) -> list[str]:
-    spec = importlib.util.spec_from_file_location("output_digest",
-                                                  ROOT / "scripts" / "output_digest.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.digest([folder])
+    return load("scripts/output_digest.py").digest([folder])
 
 
 def _both(tmp_path, model, text, *, figures: bool):

@@ -332,13 +332,9 @@ def test_the_tracr_benchmarks_scoring_on_a_made_up_peer_run():
     made up here for a random 2-layer 1-head model: the logits check, every protocol, and
     the peers' scores matched to rmtbase's edges by name (a score of 1 on the circuit and 0
     elsewhere has AUROC 1, its reverse 0)."""
-    import importlib.util
-    from pathlib import Path
+    from _scripts import load
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "task_circuits.py"
-    spec = importlib.util.spec_from_file_location("task_circuits_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load("benchmarks/task_circuits.py", "task_circuits_bench")
     sd = _state_dict(3)
     for k in list(sd):  # one head per layer, as auto-circuit's tracr models
         if k.startswith("blocks.") and ".attn." in k and not k.endswith("b_O"):
