@@ -42,7 +42,7 @@ from rmtbase.circuits.task.faithfulness import Scorer, curve, evaluate_kept  # n
 from rmtbase.circuits.task.forward import TaskModel  # noqa: E402
 from rmtbase.circuits.task.graph import Graph  # noqa: E402
 from rmtbase.circuits.task.runner import Runner  # noqa: E402
-from rmtbase.circuits.task.taskfile import induction_task, read_task  # noqa: E402
+from rmtbase.circuits.task.taskfile import Task, induction_task, read_task  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 
 V = 40
@@ -769,7 +769,7 @@ def test_command_end_to_end(tmp_path, capsys):
     # 110 edges on 2 fit prompts: every edge pruned in context, 2 pairs held out
     assert s["ranking"]["method"] == "pruning in context"
     assert s["split"] == {"holdout": 0.5, "fit": 2, "held_out": 2}
-    assert s["confirmation"]["patched"] == s["n_edges"]
+    assert s["confirmation"]["patched"] == s["n_edges"] and s["confirmation"]["in_context"]
     assert s["confirmed_circuit"]["edges"] == s["confirmation"]["confirmed"]
     assert s["confirmation"]["confirmed"] >= sum(e["confirmed"] for e in s["top_edges"])
     doc = json.loads((out / "circuit.json").read_text())
@@ -861,7 +861,10 @@ def test_head_to_head_edges_carry_the_composition_of_their_pair_and_kind(tmp_pat
     assert s["weights_screen"] is True
     # 262 edges on 2 fit prompts: pruning in context patches every edge; 40 are listed
     assert s["confirmation"]["patched"] == g.n_edges == 262 and len(s["top_edges"]) == 40
-    assert s["confirmation"]["expected_false_confirmations"] == pytest.approx(262 * 0.0027)
+    # 2 fit pairs: the stop rule (>= 8 pairs) never holds, so nothing is tested in context
+    c = s["confirmation"]
+    assert c["in_context"] and c["tested"] == c["confirmed"] == 0
+    assert c["expected_false_confirmations"] == 0.0
     for e in s["top_edges"]:
         assert ("composition_rank" in e) == bool(pat.fullmatch(e["edge"])), e
     write_outputs(res, tmp_path / "out")
@@ -1046,6 +1049,113 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
     eff, _ = patch_edges(r, range(g.n_edges))
     assert np.allclose(res["clean"], eff, rtol=1e-9, atol=1e-12)
     assert np.abs(res["context"]).max() > 1e-2  # the edges carry something
+
+
+def test_exact_patch_in_context_is_acdcs_test_of_an_edge():
+    """``patch_edges(within=C)`` is ``m(C) − m(C ∖ e)`` of the hooked transformers model with
+    every edge outside the set carrying the corrupted run's outputs; an edge outside ``C`` or
+    positions with ``within`` are refused."""
+    net, task = _gpt2(seed=5), _task(n=4, seed=5)
+    tm = TaskModel(net)
+    g = tm.graph
+    r = Runner(tm, task, batch=4)
+    circuit = np.random.default_rng(3).random(g.n_edges) < 0.4
+    edges = np.flatnonzero(circuit)[:5]
+    eff, se = patch_edges(r, edges, within=circuit)
+    cf, _ = _hf_outputs(net, task.corrupted)
+    names = g.edge_names()
+
+    def m(kept):
+        return _logit_diff(_hf_without(net, task.clean, [names[i] for i in
+                                                         np.flatnonzero(~kept)], cf), task)
+    base = m(circuit)
+    for e, got, got_se in zip(edges, eff, se, strict=True):
+        k = circuit.copy()
+        k[e] = False
+        d = base - m(k)
+        # the two forwards agree to ~1e-7 of the metric's scale (the plain-hooks tests')
+        assert got == pytest.approx(d.mean(), abs=1e-6), e
+        assert got_se == pytest.approx(d.std(ddof=1) / np.sqrt(d.size), rel=1e-4, abs=1e-7)
+    assert np.abs(eff).max() > 1e-3  # the edges carry something
+    with pytest.raises(InputError, match="within is an"):
+        patch_edges(r, [int(np.flatnonzero(~circuit)[0])], within=circuit)
+    with pytest.raises(InputError, match="within is an"):
+        patch_edges(r, edges[:1], within=circuit, positions=[0])
+
+
+def _own_task(net, n: int, seed: int):
+    """``_task(n, seed)``'s pairs where the model's own top tokens on the clean and the
+    corrupted prompt differ, those tokens as answer and wrong: a behaviour of ~2 logits."""
+    t = _task(n=n, seed=seed)
+    with torch.no_grad():
+        answer = net(torch.as_tensor(t.clean)).logits[:, -1].argmax(-1).numpy()
+        wrong = net(torch.as_tensor(t.corrupted)).logits[:, -1].argmax(-1).numpy()
+    own = answer != wrong
+    return Task(t.clean[own], t.corrupted[own], answer[own], wrong[own], name="own")
+
+
+def test_the_search_confirms_the_stopped_circuit_in_context():
+    """Where pruning runs, the confirmed edges are those of the stopped circuit
+    (:func:`confirm.stop_rule`), listed with their in-context effect; the summary counts
+    the tested and the confirmed and scores the confirmed circuit."""
+    from rmtbase.circuits.task.search import find_task_circuit, summary
+
+    net = _gpt2(seed=0, n_layer=1)  # stops at 3 edges on 44 fit pairs
+    res = find_task_circuit(net, _own_task(net, 120, 0), top=200, holdout=0.25)
+    s, v = summary(res), res["verdicts"]
+    tested = [e for e in v if v[e]["context"] is not None]
+    c = s["confirmation"]
+    assert c["in_context"] and c["tested"] == len(tested) > 0
+    assert c["expected_false_confirmations"] == pytest.approx(0.0027 * len(tested), rel=0.01)
+    assert c["confirmed"] == sum(v[e]["confirmed"] for e in tested) == \
+        s["confirmed_circuit"]["edges"] > 0
+    assert not any(v[e]["confirmed"] for e in v if v[e]["context"] is None)
+    for row in s["top_edges"]:
+        e = res["tm"].graph.index(row["edge"])
+        assert (row["effect_in_context"] is None) == (v[e]["context"] is None)
+        if row["effect_in_context"] is not None:
+            assert row["effect_in_context"] > 3 * row["effect_in_context_se"]
+
+
+def test_pruning_stops_where_every_edge_left_passes_the_rule():
+    """With :func:`confirm.stop_rule`, ``stopped`` is the circuit of the first round whose every
+    edge, removed from it alone, passes the rule (``δ > 0``, ≥ 3 se, ≥ 10 % of the behaviour),
+    each round before it fails the rule (each round recomputed by ``patch_edges(within=)``),
+    and ``stopped_effect`` / ``_se`` are those in-context effects; the verdicts confirm only
+    edges of it, with the other counterfactual measured in the same context."""
+    from rmtbase.circuits.task.confirm import confirm_in_context, stop_rule
+    from rmtbase.circuits.task.prune import prune
+
+    net = _gpt2(seed=0)
+    task = _own_task(net, 80, 0)
+    tm = TaskModel(net)
+    g = tm.graph
+    r = Runner(tm, task, batch=64)
+    vals = r.metrics([g.full(), g.empty()]).mean(-1)
+    behaviour = vals[0] - vals[1]
+    rule = stop_rule(behaviour, task.n)
+    res = prune(r, fraction=0.25, tail=6, stop=rule)
+    stopped = res["stopped"]
+    assert stopped.any(), "the rule never held: no circuit to check"
+    at = int(res["round"][stopped].min())
+    assert (stopped == (res["round"] >= at)).all()
+    for rd in range(at + 1):  # each round's circuit, every edge of it patched in context
+        circuit = res["round"] >= rd
+        d, se = patch_edges(r, np.flatnonzero(circuit), within=circuit)
+        assert rule(d, se) == (rd == at), rd
+    idx = np.flatnonzero(stopped)
+    np.testing.assert_allclose(res["stopped_effect"][idx], d, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res["stopped_se"][idx], se, rtol=1e-9, atol=1e-12)
+    assert np.isnan(res["stopped_effect"][~stopped]).all()
+    assert not stop_rule(behaviour, 7)(d, se)  # fewer than 8 pairs: it never holds
+    v = confirm_in_context(r, res, behaviour)
+    assert sorted(v) == list(range(g.n_edges))
+    assert all(v[e]["context"] is None and not v[e]["confirmed"] for e in np.flatnonzero(~stopped))
+    other, _ = patch_edges(Runner(tm, task, counterfactual="mean", batch=64), idx, within=stopped)
+    for e, o in zip(idx, other, strict=True):
+        assert v[e]["context"] == (res["stopped_effect"][e], res["stopped_se"][e])
+        assert v[e]["exact_other"] == pytest.approx(o, rel=1e-9, abs=1e-12)
+        assert v[e]["confirmed"]  # corrupted's other (mean) is reported, not required
 
 
 def test_pruning_tells_its_time_once_at_its_first_batchs_rate(monkeypatch):

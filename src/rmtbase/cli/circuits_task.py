@@ -33,7 +33,8 @@ def add_options(p) -> None:
                         "(--task's default), its mean over the other prompts or sequences at "
                         "each position (the head search's default), its value on another "
                         "(resample) or zero; an edge is confirmed only where another "
-                        "counterfactual keeps half its effect")
+                        "counterfactual keeps half its effect (in a pruned task circuit's "
+                        "context, required unless it is corrupted: summary.json's rule)")
     p.add_argument("--evaluate", default=None, metavar="CIRCUIT.json",
                    help="with --task: score this circuit (MIB JSON or a list of edge names) "
                         "instead of finding one")

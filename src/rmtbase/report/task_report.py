@@ -83,7 +83,8 @@ def _facts(s: dict) -> str:
                                    f"{s['smallest_reaching']['target']}: "
                                    f"{s['smallest_reaching']['edges']} edges"),
             ("confirmed edges' circuit", f"{cc['edges']} edges, faithfulness "
-                                         f"{cc['faithfulness']:.3f}")]
+                                         f"{cc['faithfulness']:.3f}"),
+            ("confirmation", s["confirmation"]["rule"])]
     body = "".join(f"<tr><th>{_html.escape(k)}</th><td>{_html.escape(str(v))}</td></tr>"
                    for k, v in rows)
     return f'<table class="facts">{body}</table>'
@@ -94,6 +95,8 @@ def _patched_table(s: dict):
 
     cols = ["edge", "exact", "exact_se", "exact_other", "attribution", "attribution_se",
             "confirmed", "depends"]
+    if s["confirmation"].get("in_context"):
+        cols[4:4] = ["effect_in_context", "effect_in_context_se"]
     extra = [c for c in ("composition_rank", "composition_p") if any(
         c in e for e in s["top_edges"])]
     return pd.DataFrame([{c: e.get(c, "") for c in cols + extra} for e in s["top_edges"]],
@@ -133,8 +136,8 @@ def task_report_html(res: dict, summary: dict, images: dict[str, bytes]) -> str:
         + _figures(images, CAPTIONS)
         + "<section><h2>Edges patched exactly</h2><p class=\"note\">The metric's change when "
           "the edge alone carries the counterfactual (mean and se over prompts) beside its "
-          "attribution; positive: the edge carries the metric; confirmed: |exact| ≥ 3 se and ≥ "
-          "10 % of the behaviour, and the other counterfactual (exact_other) keeps half of it."
+          "attribution; positive: the edge carries the metric; confirmed: as the circuit's "
+          "facts state the rule (exact_other: the other counterfactual's effect)."
           f"</p>{table_html(_patched_table(s))}</section>\n"
         + f"<section><h2>The circuit's strongest edges</h2><p class=\"note\">The "
           f"{min(EDGE_ROWS, n_kept)} of its {n_kept} edges of largest |attribution| "

@@ -4,7 +4,9 @@
 at least :data:`~rmtbase.circuits.find.MIN_SEQUENCES` pairs, and the other counterfactual
 (:data:`OTHER`), measured only where the first part passes, keeps half of ``δ`` with its sign;
 where it does not, ``depends`` says ``zero`` (an edge only zero ablation shows is not an edge:
-Heimersheim & Nanda 2024, arXiv:2404.15255) or ``counterfactual``."""
+Heimersheim & Nanda 2024, arXiv:2404.15255) or ``counterfactual``. In context (``within`` a
+circuit ``C``, :func:`.exact.patch_edges`), ``δ = m(C) − m(C ∖ e)`` under both
+counterfactuals."""
 
 from __future__ import annotations
 
@@ -19,11 +21,13 @@ from .runner import Runner
 OTHER = TASK_OTHER
 
 
-def confirm(runner: Runner, edges, effect, se, behaviour: float) -> dict:
+def confirm(runner: Runner, edges, effect, se, behaviour: float, within=None,
+            require_other: bool = True) -> dict:
     """``{edge: {"confirmed", "other", "exact_other", "depends"}}`` for exactly patched
     ``edges`` with ``effect``, ``se`` under ``runner``'s counterfactual (module docstring);
     ``behaviour``: ``m(M) − m(∅)``. ``exact_other`` is NaN where the other counterfactual
-    was not measured, ``depends`` None where nothing failed."""
+    was not measured, ``depends`` None where nothing failed; ``within``: in that circuit's
+    context; ``require_other`` False: the other is reported, not required."""
     edges = [int(e) for e in edges]
     effect, se = np.asarray(effect, dtype=np.float64), np.asarray(se, dtype=np.float64)
     enough = runner.task.n >= find.MIN_SEQUENCES
@@ -35,11 +39,12 @@ def confirm(runner: Runner, edges, effect, se, behaviour: float) -> dict:
     if idx.size:
         r2 = Runner(runner.tm, runner.task, metric=runner.metric, counterfactual=other,
                     batch=runner.batch, progress=runner.progress)
-        check[idx] = patch_edges(r2, [edges[i] for i in idx])[0]
+        check[idx] = patch_edges(r2, [edges[i] for i in idx], within=within)[0]
     floor = find.floor_of(behaviour, True)
     out = {}
     for i, e in enumerate(edges):
-        ok = bool(first[i]) and find.keeps(effect[i], check[i], floor)
+        kept = find.keeps(effect[i], check[i], floor)
+        ok = bool(first[i]) and (kept or not require_other)
         depends = None
         if first[i] and not ok:
             depends = "zero" if runner.counterfactual == "zero" else "counterfactual"
@@ -48,4 +53,66 @@ def confirm(runner: Runner, edges, effect, se, behaviour: float) -> dict:
     return out
 
 
-__all__ = ["OTHER", "confirm"]
+def stop_rule(behaviour: float, n_pairs: int):
+    """:func:`.prune.prune`'s ``stop``: every live ``δ`` of the behaviour's sign and past the
+    rule's first part (:func:`~rmtbase.circuits.find.passes`) on ≥ 8 pairs."""
+    def stop(d, se) -> bool:
+        return n_pairs >= find.MIN_SEQUENCES and len(d) > 0 and all(
+            x * behaviour > 0 and find.passes(x, s, behaviour, True)
+            for x, s in zip(d, se, strict=True))
+    return stop
+
+
+def confirm_in_context(runner: Runner, pruned: dict, behaviour: float) -> dict:
+    """Every edge's verdict (:func:`confirm`'s, ``context`` its ``(δ, se)`` in the stopped
+    circuit of ``pruned``, else None and not confirmed). The other counterfactual replaces the
+    whole context too: required only where it is the corrupted twin (mean ablation outside a
+    circuit found on twins leaves it nothing: ≈ 0 for every edge on the trained zoo)."""
+    kept = np.asarray(pruned["stopped"], dtype=bool)
+    idx = np.flatnonzero(kept)
+    d, se = pruned["stopped_effect"], pruned["stopped_se"]
+    out = confirm(runner, idx, d[idx], se[idx], behaviour, within=kept,
+                  require_other=OTHER[runner.counterfactual] == "corrupted") if idx.size else {}
+    for e in range(kept.size):
+        if e in out:
+            out[e]["context"] = (float(d[e]), float(se[e]))
+        else:
+            out[e] = {"confirmed": False, "other": OTHER[runner.counterfactual],
+                      "exact_other": float("nan"), "depends": None, "context": None}
+    return out
+
+
+RULE = ("|exact| >= 3 exact_se and >= 10 % of |full - empty| on >= 8 fit pairs, and the other "
+        "counterfactual keeps half of it with its sign; no correction for the number patched")
+RULE_IN_CONTEXT = ("in context: the pruning's first circuit whose every edge, removed from it "
+                   "alone, loses >= 3 se and >= 10 % of |full - empty| on >= 8 fit pairs; "
+                   "where the other counterfactual is the corrupted twin, it must keep half of "
+                   "that loss with its sign (else it is reported: it replaces the whole "
+                   "context); no correction for the selection")
+
+
+def verdict_row(v: dict) -> dict:
+    """One edge's verdict as the summary lists it."""
+    ctx = v.get("context")
+    return {"confirmed": v["confirmed"], "other_counterfactual": v["other"],
+            "exact_other": None if np.isnan(v["exact_other"]) else v["exact_other"],
+            "depends": v["depends"], "effect_in_context": None if ctx is None else ctx[0],
+            "effect_in_context_se": None if ctx is None else ctx[1]}
+
+
+def confirmation(verdicts: dict, patched: int) -> dict:
+    """The summary's ``confirmation``: the rule, the edges patched, tested (in context: the
+    stopped circuit's) and confirmed, and the null edges expected to pass ``≥ 3 se``."""
+    from .weights import expected_false_confirmations
+
+    in_context = any("context" in v for v in verdicts.values())
+    tested = sum(v.get("context") is not None for v in verdicts.values()) if in_context \
+        else int(patched)
+    return {"rule": RULE_IN_CONTEXT if in_context else RULE, "in_context": in_context,
+            "patched": int(patched), "tested": tested,
+            "confirmed": int(sum(v["confirmed"] for v in verdicts.values())),
+            "expected_false_confirmations": expected_false_confirmations(tested)}
+
+
+__all__ = ["OTHER", "RULE", "RULE_IN_CONTEXT", "confirm", "confirm_in_context", "confirmation",
+           "stop_rule", "verdict_row"]

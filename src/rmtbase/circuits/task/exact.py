@@ -5,7 +5,8 @@ patching, edge by edge as in ACDC, Conmy et al. 2023). One graph forward per edg
 
 At one position ``t`` an edge ``s → r`` carries the counterfactual only in ``r``'s input at
 ``t``: ``x_r[t] − (o_s[t] − c_s[t])``, every other position clean (the token-position edges of
-auto-circuit's tracr tasks; Miller, Chughtai & Saunders 2024, arXiv:2407.08734)."""
+auto-circuit's tracr tasks; Miller, Chughtai & Saunders 2024, arXiv:2407.08734). ``within`` a
+circuit ``C``: ``m(C) − m(C ∖ {e})``, the edges outside ``C`` counterfactual (ACDC's test)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,21 @@ from .runner import Runner
 SET_BYTES = 64 << 20
 
 
-def patch_edges(runner: Runner, edges, *, positions=None):
+def patch_edges(runner: Runner, edges, *, positions=None, within=None):
     """``(effect, se)`` ``(len(edges),)`` float64 for edge numbers ``edges``; with
     ``positions`` (token positions, ``0 … T − 1``) ``(len(edges), len(positions))``, each edge
-    patched at one position at a time (module docstring)."""
+    patched at one position at a time; with ``within`` (``(n_edges,)`` bools, holding every
+    edge of ``edges``) each removed from that circuit (module docstring)."""
     edges = [int(e) for e in edges]
     g = runner.tm.graph
+    ref = g.full() if within is None else np.asarray(within, dtype=bool)
+    if within is not None and (ref.shape != (g.n_edges,) or positions is not None
+                               or not ref[edges].all()):
+        raise InputError("within is an (n_edges,) edge set holding every edge patched, "
+                         "without positions")
     if positions is None:  # each edge set removes one edge, or one edge at one position
         shape, cells, out = (g.n_edges,), [(e,) for e in edges], (len(edges),)
-        desc = "exact patches"
+        desc = "exact patches" if within is None else "exact patches in context"
     else:
         n_pos = runner.task.length
         positions = [int(t) for t in positions]
@@ -40,10 +47,10 @@ def patch_edges(runner: Runner, edges, *, positions=None):
     for lo in range(0, len(cells), per):
         sets = []
         for cell in cells[lo:lo + per]:
-            kept = np.ones(shape, dtype=bool)
+            kept = np.ones(shape, dtype=bool) if within is None else ref.copy()
             kept[cell] = False
             sets.append(kept)
-        vals = runner.metrics([g.full(), *sets], desc=desc)
+        vals = runner.metrics([ref, *sets], desc=desc, base=None if within is None else ref)
         diffs.append(vals[:1] - vals[1:])
     eff, se = mean_se(np.concatenate(diffs) if diffs else np.empty((0, runner.task.n)))
     return eff.reshape(out), se.reshape(out)

@@ -5,7 +5,8 @@ metric) and removes the ``fraction`` with the smallest ``δ`` (one at a time bel
 edges). The removal order, reversed, ranks every edge, so each top ``k`` was itself measured
 as a circuit: ACDC's greedy pruning (Conmy et al. 2023, arXiv:2304.14997) without its
 threshold. The first round is every edge against the clean run (:mod:`.exact`); later rounds
-see what a gradient at a saturated clean run cannot. Cost (:func:`plan`): about
+see what a gradient at a saturated clean run cannot. ``stop``: the first round whose every ``δ``
+passes a rule marks a circuit (ACDC's, statistically stopped). Cost (:func:`plan`): about
 ``E / fraction + tail² / 2`` edge sets, each a pass over the prompts, each starting at the
 stage where it differs from the round's circuit."""
 
@@ -78,14 +79,17 @@ def _removed(n: int, fraction: float, tail: int) -> int:
     return 1 if n <= tail else max(1, int(fraction * n))
 
 
-def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=None) -> dict:
+def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=None,
+          stop=None) -> dict:
     """Rank every edge of ``runner``'s graph by pruning in context (module docstring):
     ``order`` (edge numbers, the last removed first), ``key`` ``(E,)`` (``E`` for the first
     edge of ``order`` down to 1), ``context`` and ``context_se`` ``(E,)`` (each edge's ``δ``
     and its se over prompts in the round that removed it), ``round`` ``(E,)`` (that round,
     from 0: edges of round ``≥ r`` form the circuit round ``r`` started from), ``clean`` and
     ``clean_se`` (the first round's: every edge against the clean run), ``rounds`` and
-    ``sets``. ``say``: given :func:`rate_line` after the first batch (None: nothing said)."""
+    ``sets``. ``say``: given :func:`rate_line` after the first batch (None: nothing said).
+    ``stop(d, se) → bool`` on a round's live ``δ``, se: ``stopped`` ``(E,)``, the first such
+    round's circuit (or none), its ``stopped_effect``, ``stopped_se`` (NaN elsewhere)."""
     if not 0 < fraction < 1:
         raise InputError(f"the pruning fraction lies in (0, 1), got {fraction!r}")
     tail = check_int("tail", tail, 1, MAX_COUNT)
@@ -95,6 +99,8 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
     context, context_se = np.zeros(g.n_edges), np.zeros(g.n_edges)
     at = np.zeros(g.n_edges, dtype=np.int64)
     clean = clean_se = None
+    stopped = g.empty()
+    st_d, st_se = np.full(g.n_edges, np.nan), np.full(g.n_edges, np.nan)
     if say is not None:
         runner.on_batch = _told_once(runner, say, plan(g.n_edges, fraction=fraction,
                                                        tail=tail) * runner.task.n)
@@ -110,6 +116,8 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
             d, se = mean_se(vals[:1] - vals[1:])
             if clean is None:
                 clean, clean_se = d, se
+            if stop is not None and not stopped.any() and stop(d, se):
+                stopped[live], st_d[live], st_se[live] = True, d, se
             drop = np.argsort(d, kind="stable")[:_removed(live.size, fraction, tail)]
             context[live[drop]], context_se[live[drop]] = d[drop], se[drop]
             at[live[drop]] = rounds
@@ -122,7 +130,8 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
     key = np.empty(g.n_edges)
     key[order] = np.arange(g.n_edges, 0, -1)
     return {"order": order, "key": key, "context": context, "context_se": context_se,
-            "round": at, "clean": clean, "clean_se": clean_se, "rounds": rounds, "sets": sets}
+            "round": at, "clean": clean, "clean_se": clean_se, "rounds": rounds, "sets": sets,
+            "stopped": stopped, "stopped_effect": st_d, "stopped_se": st_se}
 
 
 __all__ = ["BUDGET", "FRACTION", "TAIL", "fits", "plan", "plan_line", "prune", "rate_line"]

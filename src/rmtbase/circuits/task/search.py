@@ -21,14 +21,14 @@ from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
 from . import prune
 from .attribution import attribute, default_steps
-from .confirm import confirm
+from .confirm import confirm, confirm_in_context, confirmation, stop_rule, verdict_row
 from .exact import patch_edges
 from .faithfulness import Scorer, curve, evaluate_kept, top_k
 from .forward import TaskModel, config_graph
 from .losses import LOSS_UNIT, output_losses
 from .runner import Runner
 from .taskfile import Task, check_task, read_records, tokenise
-from .weights import expected_false_confirmations, head_edge_columns, read_composition
+from .weights import head_edge_columns, read_composition
 
 KIND = "rmtbase circuits --task"
 
@@ -223,12 +223,16 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     say(f"{n_edges:,} edges, {fit_task.n} pairs to rank them, {held_task.n} to score the "
         f"circuit; counterfactual {counterfactual}")
     score, se = attribute(r, steps=steps)
+    fit_sc = sc if not holdout else Scorer(r)
+    behaviour = fit_sc.full - fit_sc.empty
     method = {"method": "attribution", "edges": 0, "attribution_steps": 0}
+    verdicts = None
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
         say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
-        pr = prune.prune(r, say=say)
+        pr = prune.prune(r, say=say, stop=stop_rule(behaviour, fit_task.n))
         key, patched = pr["key"], np.arange(n_edges)
         eff, eff_se = pr["clean"], pr["clean_se"]
+        verdicts = confirm_in_context(r, pr, behaviour)
         method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
                   "fraction": prune.FRACTION, "tail": prune.TAIL}
     else:
@@ -247,8 +251,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     kept = top_k(cur["order"], k, n_edges)
     ev = evaluate_kept(sc, kept)
     losses = output_losses(sc.runner, kept)
-    fit_sc = sc if not holdout else Scorer(r)
-    verdicts = confirm(r, patched, eff, eff_se, fit_sc.full - fit_sc.empty)
+    if verdicts is None:
+        verdicts = confirm(r, patched, eff, eff_se, behaviour)
     confirmed = tm.graph.empty()
     confirmed[[e for e, v in verdicts.items() if v["confirmed"]]] = True
     ev_confirmed = evaluate_kept(sc, confirmed)
@@ -325,14 +329,6 @@ def evaluate(model, task, edges, *, metric: str = "logit_diff",
             **evaluate_kept(sc, kept), "output_losses": output_losses(sc.runner, kept)}
 
 
-def _verdict(res: dict, e: int) -> dict:
-    """Edge ``e``'s confirmation (:mod:`.confirm`) as the summary lists it."""
-    v = res["verdicts"][e]
-    return {"confirmed": v["confirmed"], "other_counterfactual": v["other"],
-            "exact_other": None if np.isnan(v["exact_other"]) else v["exact_other"],
-            "depends": v["depends"]}
-
-
 def summary(res: dict) -> dict:
     """The JSON summary of :func:`find_task_circuit`'s result."""
     cur, g = res["curve"], res["tm"].graph
@@ -344,20 +340,13 @@ def summary(res: dict) -> dict:
         s, r = g.edge(e)
         top.append({"edge": f"{s}->{r}", "attribution": float(res["score"][e]),
                     "attribution_se": float(res["se"][e]), "exact": a, "exact_se": b,
-                    **_verdict(res, e), **res.get("columns", {}).get(e, {})})
+                    **verdict_row(res["verdicts"][e]), **res.get("columns", {}).get(e, {})})
     return {"model": res["model"], "task": t.name, "task_source": t.source, "prompts": t.n,
             "tokens": t.length, "metric": res["metric"], "counterfactual": res["counterfactual"],
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
             "split": res["split"], "ranking": res["ranking_method"],
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
-            "confirmation": {"rule": "|exact| >= 3 exact_se and >= 10 % of |full - empty| on "
-                                     ">= 8 fit pairs, and the other counterfactual keeps half "
-                                     "of it with its sign; no correction for the number "
-                                     "patched", "patched": len(res["exact"]),
-                             "confirmed": int(sum(_verdict(res, e)["confirmed"]
-                                                  for e in res["exact"])),
-                             "expected_false_confirmations": expected_false_confirmations(
-                                 len(res["exact"]))},
+            "confirmation": confirmation(res["verdicts"], len(res["exact"])),
             "weights_screen": bool(res.get("columns")),
             "output_losses": {"unit": LOSS_UNIT, **res["output_losses"]},
             "curve_area": cur["area"],
