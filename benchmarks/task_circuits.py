@@ -289,6 +289,28 @@ def main(argv=None) -> int:
 
 
 # --- tracr programs with official circuits: AUROC beside auto-circuit's EAP and EAP-IG --------
+#: The peers' script's prompt pairs of tracr program ``prog`` (``seed``): every sequence with a
+#: random corrupted twin, answers at every position after BOS (also run by task_zoo.py).
+TRACR_PAIRS = r'''
+enc = tracr_model.input_encoder.encode
+seqs = list(product(sorted(REVERSE_VOCAB if prog == "reverse" else XPROPORTION_VOCAB),
+                    repeat=MAX_SEQ_LEN))
+rng = random.Random(seed)
+clean, corrupt, ans, wrong = [], [], [], []
+for s in seqs:
+    # auto-circuit's generator: another sequence at random; for reverse one whose first
+    # token differs, so the last position (which reads it) has a non-zero logit difference
+    c = rng.choice([o for o in seqs if o != s and (prog != "reverse" or o[0] != s[0])])
+    clean.append(enc([BOS, *s]))
+    corrupt.append(enc([BOS, *c]))
+    if prog == "reverse":  # the answer at each position after BOS: the reversed sequence
+        ans.append(enc([BOS, *reversed(s)])[1:])
+        wrong.append(enc([BOS, *reversed(c)])[1:])
+    else:  # the one output logit is the value
+        ans.append([0] * len(s))
+        wrong.append([0] * len(s))
+'''
+
 #: Run by the peers' python (auto-circuit 1.0.1, tracr-pypi): argv program, out prefix, seed,
 #: EAP-IG samples. Compiles the program as auto-circuit does (get_tracr_model), draws the
 #: prompts, saves the TransformerLens weights (.npz) and writes a JSON of the prompts, the
@@ -316,24 +338,7 @@ for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp
 tl.eval()
 for p in tl.parameters():
     p.requires_grad = False
-enc = tracr_model.input_encoder.encode
-seqs = list(product(sorted(REVERSE_VOCAB if prog == "reverse" else XPROPORTION_VOCAB),
-                    repeat=MAX_SEQ_LEN))
-rng = random.Random(seed)
-clean, corrupt, ans, wrong = [], [], [], []
-for s in seqs:
-    # auto-circuit's generator: another sequence at random; for reverse one whose first
-    # token differs, so the last position (which reads it) has a non-zero logit difference
-    c = rng.choice([o for o in seqs if o != s and (prog != "reverse" or o[0] != s[0])])
-    clean.append(enc([BOS, *s]))
-    corrupt.append(enc([BOS, *c]))
-    if prog == "reverse":  # the answer at each position after BOS: the reversed sequence
-        ans.append(enc([BOS, *reversed(s)])[1:])
-        wrong.append(enc([BOS, *reversed(c)])[1:])
-    else:  # the one output logit is the value
-        ans.append([0] * len(s))
-        wrong.append([0] * len(s))
-clean_t, corrupt_t = t.tensor(clean), t.tensor(corrupt)
+''' + TRACR_PAIRS + r'''clean_t, corrupt_t = t.tensor(clean), t.tensor(corrupt)
 with t.no_grad():
     logits = tl(clean_t)[:, 1:]
 np.savez(out + ".npz", **{k: v.numpy() for k, v in tl.state_dict().items()

@@ -57,10 +57,14 @@ import resource
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from task_circuits import TRACR_PAIRS  # noqa: E402
 
 CONFIG, MODEL_SEED = "3x4d64", 0
 TASKS = ("answer", "key")
@@ -218,6 +222,22 @@ def _child_rmtbase(task_path: str, out_path: str) -> int:
 
 
 # --- the peers (auto-circuit 1.0.1) ---------------------------------------------------------------
+#: One ranking in the peers' scripts (``method``, ``ig``, ``answer_fn``, ``model``, ``dl`` set):
+#: ``ps`` auto-circuit's prune scores, ``out["cpu_s"]`` their CPU.
+_PEER_RANK = r'''c0 = time.process_time()
+if method == "ACDC":
+    from auto_circuit.prune_algos.ACDC import acdc_prune_scores
+    ps = acdc_prune_scores(model, dl, None)
+else:
+    from auto_circuit.prune_algos.mask_gradient import mask_gradient_prune_scores
+    kw = {"mask_val": 0.0} if method == "EAP" else {"integrated_grad_samples": ig}
+    ps = mask_gradient_prune_scores(model, dl, None, grad_function="logit",
+                                    answer_function=answer_fn,
+                                    ablation_type=AblationType.RESAMPLE,
+                                    clean_corrupt="corrupt", **kw)
+out["cpu_s"] = time.process_time() - c0
+'''
+
 #: Run by the peers' python. ``rank METHOD task.json out.json IG``: one method's scores on the
 #: task (fit half); ``eval task.json rankings.json out.json``: every ranking scored on the task
 #: (held-out half) at every edge count, and the TransformerLens model checked against
@@ -274,19 +294,8 @@ def from_scores(d):
 
 out = {"edges": len(names)}
 if mode == "rank":
-    method, ig = args[0], int(args[3])
-    c0 = time.process_time()
-    if method == "ACDC":
-        from auto_circuit.prune_algos.ACDC import acdc_prune_scores
-        ps = acdc_prune_scores(model, dl, None)
-    else:
-        from auto_circuit.prune_algos.mask_gradient import mask_gradient_prune_scores
-        kw = {"mask_val": 0.0} if method == "EAP" else {"integrated_grad_samples": ig}
-        ps = mask_gradient_prune_scores(model, dl, None, grad_function="logit",
-                                        answer_function="avg_diff",
-                                        ablation_type=AblationType.RESAMPLE,
-                                        clean_corrupt="corrupt", **kw)
-    out["cpu_s"] = time.process_time() - c0
+    method, ig, answer_fn = args[0], int(args[3]), "avg_diff"
+''' + textwrap.indent(_PEER_RANK, "    ") + r'''
     out["scores"] = to_scores(ps)
 else:
     from auto_circuit.metrics.area_under_curve import measurements_auc
@@ -501,17 +510,8 @@ fingerprint = float(sum(v.double().abs().sum() * (i + 1) for i, (k, v) in
                         if not k.endswith(("IGNORE", "mask"))))
 if mode == "prepare":
     out, seed = sys.argv[3], int(sys.argv[4])
-    enc = tracr_model.input_encoder.encode
-    seqs = list(product(sorted(REVERSE_VOCAB if prog == "reverse" else XPROPORTION_VOCAB),
-                        repeat=MAX_SEQ_LEN))
-    rng = random.Random(seed)
-    clean, corrupt, ans, wrong = [], [], [], []
-    for s in seqs:
-        c = rng.choice([o for o in seqs if o != s and (prog != "reverse" or o[0] != s[0])])
-        clean.append(enc([BOS, *s]))
-        corrupt.append(enc([BOS, *c]))
-        ans.append(enc([BOS, *reversed(s)])[-1] if prog == "reverse" else 0)
-        wrong.append(enc([BOS, *reversed(c)])[-1] if prog == "reverse" else 0)
+''' + textwrap.indent(TRACR_PAIRS, "    ") + r'''
+    ans, wrong = [a[-1] for a in ans], [w[-1] for w in wrong]  # read at the last position
     with t.no_grad():
         last = tl(t.tensor(clean))[:, -1]
     np.savez(out + ".npz", **{k: v.numpy() for k, v in tl.state_dict().items()
@@ -531,18 +531,7 @@ answer_fn = "avg_diff" if prog == "reverse" else "avg_val"
 out = {"fingerprint": fingerprint}
 if mode == "rank":
     method, ig, path = sys.argv[4], int(sys.argv[5]), sys.argv[6]
-    c0 = time.process_time()
-    if method == "ACDC":
-        from auto_circuit.prune_algos.ACDC import acdc_prune_scores
-        ps = acdc_prune_scores(model, dl, None)
-    else:
-        from auto_circuit.prune_algos.mask_gradient import mask_gradient_prune_scores
-        kw = {"mask_val": 0.0} if method == "EAP" else {"integrated_grad_samples": ig}
-        ps = mask_gradient_prune_scores(model, dl, None, grad_function="logit",
-                                        answer_function=answer_fn,
-                                        ablation_type=AblationType.RESAMPLE,
-                                        clean_corrupt="corrupt", **kw)
-    out["cpu_s"] = time.process_time() - c0
+''' + textwrap.indent(_PEER_RANK, "    ") + r'''
     out["scores"] = {e.name: float(ps[e.dest.module_name][e.patch_idx]) for e in model.edges}
 else:
     from auto_circuit.metrics.prune_metrics.answer_diff import measure_answer_diff
