@@ -289,6 +289,15 @@ def main(argv=None) -> int:
 
 
 # --- tracr programs with official circuits: AUROC beside auto-circuit's EAP and EAP-IG --------
+#: The peers' scripts' TransformerLens model ``tl`` of tracr program ``prog``, compiled as
+#: auto-circuit's ``get_tracr_model`` does, ready to patch (also run by task_zoo.py).
+TRACR_MODEL = r'''tl, tracr_model = get_tracr_model(prog, "cpu")
+for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
+    setattr(tl.cfg, k, True)
+tl.eval()
+for p in tl.parameters():
+    p.requires_grad = False
+'''
 #: The peers' script's prompt pairs of tracr program ``prog`` (``seed``): every sequence with a
 #: random corrupted twin, answers at every position after BOS (also run by task_zoo.py).
 TRACR_PAIRS = r'''
@@ -332,13 +341,7 @@ from auto_circuit.utils.graph_utils import patchable_model
 prog, out, seed, ig = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 by_pos = sys.argv[5] == "1"  # token-position edges: one edge per position, named name@t
 t.manual_seed(seed)
-tl, tracr_model = get_tracr_model(prog, "cpu")
-for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
-    setattr(tl.cfg, k, True)
-tl.eval()
-for p in tl.parameters():
-    p.requires_grad = False
-''' + TRACR_PAIRS + r'''clean_t, corrupt_t = t.tensor(clean), t.tensor(corrupt)
+''' + TRACR_MODEL + r'''''' + TRACR_PAIRS + r'''clean_t, corrupt_t = t.tensor(clean), t.tensor(corrupt)
 with t.no_grad():
     logits = tl(clean_t)[:, 1:]
 np.savez(out + ".npz", **{k: v.numpy() for k, v in tl.state_dict().items()

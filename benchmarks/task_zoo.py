@@ -64,7 +64,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from task_circuits import TRACR_PAIRS  # noqa: E402
+from task_circuits import TRACR_MODEL, TRACR_PAIRS  # noqa: E402
 
 CONFIG, MODEL_SEED = "3x4d64", 0
 TASKS = ("answer", "key")
@@ -498,13 +498,7 @@ from auto_circuit.types import AblationType, PatchType
 from auto_circuit.utils.graph_utils import patchable_model
 
 mode, prog = sys.argv[1], sys.argv[2]
-tl, tracr_model = get_tracr_model(prog, "cpu")
-for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
-    setattr(tl.cfg, k, True)
-tl.eval()
-for p in tl.parameters():
-    p.requires_grad = False
-# each mode compiles the program again: the fingerprint shows it compiled the same weights
+''' + TRACR_MODEL + r'''# each mode compiles the program again: the fingerprint shows it compiled the same weights
 fingerprint = float(sum(v.double().abs().sum() * (i + 1) for i, (k, v) in
                         enumerate(sorted(tl.state_dict().items()))
                         if not k.endswith(("IGNORE", "mask"))))
