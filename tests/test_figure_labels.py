@@ -95,7 +95,11 @@ def test_a_small_task_circuit_names_every_node():
 
 def test_task_report_facts_name_units_and_signs():
     """The task page's facts say each number's unit and sign convention: the metric's unit for
-    every metric the search takes, faithfulness's ends, and what a negative ratio means."""
+    every metric the search takes, faithfulness's ends, what a negative ratio means, and the
+    confirmation rule."""
+    import html
+
+    from rmtbase.circuits.task.confirm import RULE_IN_CONTEXT
     from rmtbase.circuits.task.metric import METRICS
     from rmtbase.report.task_report import METRIC_UNITS, _facts
 
@@ -107,8 +111,9 @@ def test_task_report_facts_name_units_and_signs():
     s = {"model": "m", "task": "t", "prompts": 8, "tokens": 5, "metric": "logit_diff",
          "counterfactual": "corrupted", "n_edges": 100, "circuit": c, "confirmed_circuit": c,
          "curve_area": 0.5, "smallest_reaching": {"target": 0.8, "edges": 40},
-         "output_losses": losses}
+         "output_losses": losses, "confirmation": {"rule": RULE_IN_CONTEXT, "in_context": True}}
     text = _facts(s)
+    assert html.escape(RULE_IN_CONTEXT) in text  # the rule the verdicts followed
     assert "-0.200 ± 0.05" in text and "circuit only 1.500 ± 0.1" in text
     assert "nats (-log p(answer))" in text
     assert "(logits)" in text and "1: the full model, 0: the empty graph" in text
