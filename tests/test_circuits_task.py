@@ -1117,20 +1117,23 @@ def test_the_search_confirms_the_stopped_circuit_in_context():
             assert row["effect_in_context"] > 3 * row["effect_in_context_se"]
 
 
-def test_pruning_stops_where_every_edge_left_passes_the_rule():
+@pytest.mark.parametrize(("cf", "n_layer", "n"), [("corrupted", 2, 80), ("zero", 1, 120)])
+def test_pruning_stops_where_every_edge_left_passes_the_rule(cf, n_layer, n):
     """With :func:`confirm.stop_rule`, ``stopped`` is the circuit of the first round whose every
     edge, removed from it alone, passes the rule (``δ > 0``, ≥ 3 se, ≥ 10 % of the behaviour),
     each round before it fails the rule (each round recomputed by ``patch_edges(within=)``),
     and ``stopped_effect`` / ``_se`` are those in-context effects; the verdicts confirm only
-    edges of it, with the other counterfactual measured in the same context."""
-    from rmtbase.circuits.task.confirm import confirm_in_context, stop_rule
+    edges of it, with the other counterfactual measured in the same context: required (keeps
+    half with its sign) except for corrupted."""
+    from rmtbase.circuits.find import keeps
+    from rmtbase.circuits.task.confirm import OTHER, confirm_in_context, stop_rule
     from rmtbase.circuits.task.prune import prune
 
-    net = _gpt2(seed=0)
-    task = _own_task(net, 80, 0)
+    net = _gpt2(seed=0, n_layer=n_layer)  # each stops: at 7 and 3 edges
+    task = _own_task(net, n, 0)
     tm = TaskModel(net)
     g = tm.graph
-    r = Runner(tm, task, batch=64)
+    r = Runner(tm, task, counterfactual=cf, batch=64)
     vals = r.metrics([g.full(), g.empty()]).mean(-1)
     behaviour = vals[0] - vals[1]
     rule = stop_rule(behaviour, task.n)
@@ -1151,11 +1154,17 @@ def test_pruning_stops_where_every_edge_left_passes_the_rule():
     v = confirm_in_context(r, res, behaviour)
     assert sorted(v) == list(range(g.n_edges))
     assert all(v[e]["context"] is None and not v[e]["confirmed"] for e in np.flatnonzero(~stopped))
-    other, _ = patch_edges(Runner(tm, task, counterfactual="mean", batch=64), idx, within=stopped)
+    # the head search's other counterfactual for its names, mean for the corrupted twin
+    assert OTHER == {"corrupted": "mean", "mean": "resample", "resample": "mean", "zero": "mean"}
+    other, _ = patch_edges(Runner(tm, task, counterfactual=OTHER[cf], batch=64), idx,
+                           within=stopped)
     for e, o in zip(idx, other, strict=True):
         assert v[e]["context"] == (res["stopped_effect"][e], res["stopped_se"][e])
         assert v[e]["exact_other"] == pytest.approx(o, rel=1e-9, abs=1e-12)
-        assert v[e]["confirmed"]  # corrupted's other (mean) is reported, not required
+        # corrupted's other (mean) is reported, not required
+        want = cf == "corrupted" or keeps(res["stopped_effect"][e], o, 0.1 * abs(behaviour))
+        assert v[e]["confirmed"] == want, e
+        assert v[e]["depends"] == (None if want else "zero")
 
 
 def test_pruning_tells_its_time_once_at_its_first_batchs_rate(monkeypatch):

@@ -37,10 +37,6 @@ from dataclasses import dataclass
 HEAD = ("mean", "resample", "zero")
 TASK = ("corrupted", "mean", "resample", "zero")
 ABLATIONS, DEFAULT_ABLATION, DEFAULT_TASK = HEAD, HEAD[0], TASK[0]
-#: The task search's check of each counterfactual (:mod:`.task.confirm`); the head search's is
-#: :func:`other`.
-TASK_OTHER = {"corrupted": "mean", "mean": "corrupted", "resample": "corrupted",
-              "zero": "corrupted"}
 #: Pairings a resample effect is averaged over (fewer when there are fewer other sequences).
 RESAMPLE_PAIRINGS = 4
 #: A row stands when the other non-zero counterfactual keeps at least this share of its effect.
@@ -61,6 +57,11 @@ def check_kind(kind, task: bool = False) -> str:
 def other(ablation: str) -> str:
     """The other non-zero counterfactual of ``ablation`` (``zero``'s is the default)."""
     return {"mean": "resample", "resample": "mean"}.get(ablation, DEFAULT_ABLATION)
+
+
+#: The task search's check of each counterfactual (:mod:`.task.confirm`): the head search's
+#: :func:`other`, and ``mean`` for the corrupted twin.
+TASK_OTHER = {"corrupted": "mean", **{k: other(k) for k in HEAD}}
 
 
 @dataclass(frozen=True)

@@ -66,13 +66,13 @@ def stop_rule(behaviour: float, n_pairs: int):
 def confirm_in_context(runner: Runner, pruned: dict, behaviour: float) -> dict:
     """Every edge's verdict (:func:`confirm`'s, ``context`` its ``(δ, se)`` in the stopped
     circuit of ``pruned``, else None and not confirmed). The other counterfactual replaces the
-    whole context too: required only where it is the corrupted twin (mean ablation outside a
-    circuit found on twins leaves it nothing: ≈ 0 for every edge on the trained zoo)."""
+    whole context too: not required for the corrupted twin (mean ablation outside a circuit
+    found on twins leaves it nothing: ≈ 0 for every edge on the trained zoo)."""
     kept = np.asarray(pruned["stopped"], dtype=bool)
     idx = np.flatnonzero(kept)
     d, se = pruned["stopped_effect"], pruned["stopped_se"]
     out = confirm(runner, idx, d[idx], se[idx], behaviour, within=kept,
-                  require_other=OTHER[runner.counterfactual] == "corrupted") if idx.size else {}
+                  require_other=runner.counterfactual != "corrupted") if idx.size else {}
     for e in range(kept.size):
         if e in out:
             out[e]["context"] = (float(d[e]), float(se[e]))
@@ -86,8 +86,8 @@ RULE = ("|exact| >= 3 exact_se and >= 10 % of |full - empty| on >= 8 fit pairs, 
         "counterfactual keeps half of it with its sign; no correction for the number patched")
 RULE_IN_CONTEXT = ("in context: the pruning's first circuit whose every edge, removed from it "
                    "alone, loses >= 3 se and >= 10 % of |full - empty| on >= 8 fit pairs; "
-                   "where the other counterfactual is the corrupted twin, it must keep half of "
-                   "that loss with its sign (else it is reported: it replaces the whole "
+                   "the other counterfactual keeps half of that loss with its sign in the same "
+                   "context (for corrupted it is reported, not required: mean ablates the whole "
                    "context); no correction for the selection")
 
 
