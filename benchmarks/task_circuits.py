@@ -435,6 +435,26 @@ def _tracr_peers(python: str, folder: Path, prog: str, ig: int, seed: int = 0,
     return doc
 
 
+def tracr_weights(sd: dict, causal: bool, wrong):
+    """(:class:`rmtbase.circuits.task.nonorm.NoNormWeights` of the TransformerLens state dict
+    ``sd``, the ``wrong`` tokens): a one-logit program (xproportion: the output is the value)
+    gets a zero second logit and ``wrong`` = 1, so ``logit_diff`` is the value, as
+    auto-circuit's ``avg_val``."""
+    import dataclasses
+
+    import numpy as np
+
+    from rmtbase.circuits.task.nonorm import NoNormWeights
+
+    w = NoNormWeights.from_state_dict(sd, causal=causal)
+    wrong = np.asarray(wrong)
+    if w.unembed.shape[1] == 1:
+        w = dataclasses.replace(w, unembed=np.pad(w.unembed, ((0, 0), (0, 1))),
+                                b_u=np.pad(w.b_u, (0, 1)))
+        wrong = np.ones_like(wrong)
+    return w, wrong
+
+
 def tracr_scores(peer: dict, batch: int = 256) -> dict:
     """rmtbase on one tracr program (``peer``: :func:`_tracr_peers`): the no-norm model
     checked against TransformerLens's logits, then per readout (the last position, or every
@@ -445,28 +465,22 @@ def tracr_scores(peer: dict, batch: int = 256) -> dict:
     :func:`rmtbase.circuits.task.export.auto_circuit_name`, raw and floored (:func:`floored`);
     beside it how many circuit edges score at least 1 % of the method's largest ``|score|``.
     A token-position peers' run (``by_position``) is scored on every edge at every position
-    (names ``edge@t``), read after BOS only. A one-logit program (xproportion:
-    the output is the value) gets a zero second logit, so ``logit_diff`` with ``wrong`` = 1 is
-    the value, as auto-circuit's ``avg_val``."""
-    import dataclasses
+    (names ``edge@t``), read after BOS only. A one-logit program reads its value
+    (:func:`tracr_weights`)."""
 
     import numpy as np
 
     from rmtbase.circuits.task.attribution import attribute
     from rmtbase.circuits.task.exact import patch_edges
     from rmtbase.circuits.task.export import auto_circuit_name
-    from rmtbase.circuits.task.nonorm import NoNormModel, NoNormWeights
+    from rmtbase.circuits.task.nonorm import NoNormModel
     from rmtbase.circuits.task.prune import prune
     from rmtbase.circuits.task.runner import Runner
     from rmtbase.circuits.task.taskfile import Task
     from rmtbase.studies._circuit_measures import auc
 
-    w = NoNormWeights.from_state_dict(peer["sd"], causal=peer["causal"])
-    answer, wrong = np.asarray(peer["answer"]), np.asarray(peer["wrong"])
-    if w.unembed.shape[1] == 1:
-        w = dataclasses.replace(w, unembed=np.pad(w.unembed, ((0, 0), (0, 1))),
-                                b_u=np.pad(w.b_u, (0, 1)))
-        wrong = np.ones_like(wrong)
+    answer = np.asarray(peer["answer"])
+    w, wrong = tracr_weights(peer["sd"], peer["causal"], peer["wrong"])
     by_pos = bool(peer.get("by_position"))
     models = {"after_bos": NoNormModel(w, read_from=1)}
     if not by_pos:

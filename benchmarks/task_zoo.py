@@ -64,7 +64,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from task_circuits import TRACR_MODEL, TRACR_PAIRS  # noqa: E402
+from task_circuits import TRACR_MODEL, TRACR_PAIRS, tracr_weights  # noqa: E402
 
 CONFIG, MODEL_SEED = "3x4d64", 0
 TASKS = ("answer", "key")
@@ -165,17 +165,18 @@ def bigram_tasks(n: int, length: int, seed: int) -> dict:
     return {"bigram": Task(clean, corrupted, answer, wrong, name="bigram", source=src)}
 
 
+def halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fit, held-out) indices of ``n`` prompts: the halves of a fixed permutation."""
+    perm = np.random.default_rng([seed, 7]).permutation(n)
+    return perm[:n // 2], perm[n // 2:]
+
+
 def split(task, seed: int):
-    """(fit, held-out) halves of ``task`` by a fixed permutation."""
+    """(fit, held-out) halves of ``task`` (:func:`halves`)."""
     from rmtbase.circuits.task.taskfile import Task
 
-    perm = np.random.default_rng([seed, 7]).permutation(task.n)
-    half = task.n // 2
-    parts = []
-    for idx in (perm[:half], perm[half:]):
-        parts.append(Task(task.clean[idx], task.corrupted[idx], task.answer[idx],
-                          task.wrong[idx], task.name, task.source))
-    return parts[0], parts[1]
+    return tuple(Task(task.clean[idx], task.corrupted[idx], task.answer[idx], task.wrong[idx],
+                      task.name, task.source) for idx in halves(task.n, seed))
 
 
 # --- rmtbase's ranking -------------------------------------------------------------------------
@@ -466,13 +467,17 @@ def run_task(args, folder, task, tmp: Path) -> dict:
             "edges": len(rankings["rmtbase"]), "methods": methods, "evaluation": evaluation}
 
 
+def _areas(r: dict) -> tuple[str, str]:
+    """A ranking's own-points and common-``k`` areas as its table row prints them."""
+    return tuple(f"{r[k]:.3f}" if k in r else "-" for k in ("area", "area_common_k"))
+
+
 def _table(doc) -> str:
     lines = [f"{'task':7s} {'ranking':8s} {'area':>6s} {'common':>6s} {'k>=0.8':>7s} "
              f"{'CPU-s':>7s} {'proc CPU-s':>10s} {'peak MB':>8s}"]
     for row in doc["tasks"]:
         for m, r in row["methods"].items():
-            area = f"{r['area']:.3f}" if "area" in r else "-"
-            common = f"{r['area_common_k']:.3f}" if "area_common_k" in r else "-"
+            area, common = _areas(r)
             lines.append(f"{row['task']:7s} {m:8s} {area:>6s} {common:>6s} "
                          f"{r.get('smallest_reaching_0.8')!s:>7s} {r['cpu_s']:7.1f} "
                          f"{r['process_cpu_s']:10.1f} {r['peak_rss_mb']:8.0f}")
@@ -563,24 +568,14 @@ json.dump(out, open(path, "w"))
 
 
 def _tracr_peer(python: str, script: Path, *args) -> float:
-    """Run the peers' script; its process CPU seconds."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([python, str(script), *map(str, args)], capture_output=True,
-                          text=True, env=env, check=False)
-    if done.returncode:
-        raise SystemExit(f"the peers' script failed ({args[:2]}):\n{done.stderr[-3000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    """Run the peers' tracr script (:func:`_run`); its process CPU seconds."""
+    return _run([python, str(script), *map(str, args)], False)
 
 
 def tracr_halves(doc: dict, seed: int) -> tuple[dict, dict]:
-    """(fit, held-out) halves of the prompts by a fixed permutation."""
-    n = len(doc["clean"])
-    perm = np.random.default_rng([seed, 7]).permutation(n)
+    """(fit, held-out) halves of the prompts (:func:`halves`)."""
     return tuple({k: [doc[k][i] for i in idx] for k in ("clean", "corrupted", "answer", "wrong")}
-                 for idx in (perm[: n // 2], perm[n // 2:]))
+                 for idx in halves(len(doc["clean"]), seed))
 
 
 def tracr_ranking(sd: dict, doc: dict, fit: dict) -> tuple[dict, float, float]:
@@ -588,20 +583,13 @@ def tracr_ranking(sd: dict, doc: dict, fit: dict) -> tuple[dict, float, float]:
     last position over every prompt of ``doc``) of rmtbase's search ranking on the fit half:
     the no-norm model of the TransformerLens weights ``sd``, pruning in context under the
     corrupted counterfactual (a one-logit program gets a zero second logit: ``wrong`` = 1)."""
-    import dataclasses
-
     from rmtbase.circuits.task.export import auto_circuit_name
-    from rmtbase.circuits.task.nonorm import NoNormModel, NoNormWeights
+    from rmtbase.circuits.task.nonorm import NoNormModel
     from rmtbase.circuits.task.prune import fits, prune
     from rmtbase.circuits.task.runner import Runner
     from rmtbase.circuits.task.taskfile import Task
 
-    w = NoNormWeights.from_state_dict(sd, causal=doc["causal"])
-    wrong = np.asarray(fit["wrong"])
-    if w.unembed.shape[1] == 1:
-        w = dataclasses.replace(w, unembed=np.pad(w.unembed, ((0, 0), (0, 1))),
-                                b_u=np.pad(w.b_u, (0, 1)))
-        wrong = np.ones_like(wrong)
+    w, wrong = tracr_weights(sd, doc["causal"], fit["wrong"])
     tm = NoNormModel(w)
     tl = np.asarray(doc["tl_last_logits"])
     mine = tm.run(tm.embed(np.asarray(doc["clean"])))["logits"].numpy()
@@ -671,8 +659,7 @@ def _tracr_table(rows) -> str:
             d, se = row["full_minus_empty"]
             lines.append(f"{row['program']:12s} m(E) - m(0) = {d:.4g} +- {se:.2g}: no curve")
         for m, r in row["methods"].items():
-            area = f"{r['area']:.3f}" if "area" in r else "-"
-            common = f"{r['area_common_k']:.3f}" if "area_common_k" in r else "-"
+            area, common = _areas(r)
             lines.append(f"{row['program']:12s} {m:8s} {area:>6s} {common:>6s} "
                          f"{r.get('smallest_reaching_0.8')!s:>7s} {r['top_tie']:4d} "
                          f"{r['cpu_s']:7.2f}")
