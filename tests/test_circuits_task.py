@@ -562,8 +562,6 @@ def test_a_metric_that_cannot_move_is_refused():
     line, never a faithfulness of nan."""
     net = _gpt2(seed=1)
     t = _task(n=4, seed=1)
-    from rmtbase.circuits.task.taskfile import Task
-
     same = Task(t.clean, t.clean.copy(), t.answer, t.wrong)
     with pytest.raises(InputError, match="does not move"):
         Scorer(Runner(TaskModel(net), same, batch=4))
@@ -1331,7 +1329,6 @@ def test_a_task_built_in_python_gets_the_task_files_checks(monkeypatch):
     file would be: a pair whose answer is its wrong token, a pair whose prompts are equal,
     fewer than 2 distinct pairs."""
     from rmtbase.circuits.task import search
-    from rmtbase.circuits.task.taskfile import Task
 
     monkeypatch.setattr(search, "load_causal_lm",
                         lambda *a, **k: pytest.fail("the model was read"))
