@@ -254,10 +254,12 @@ def _hf_patched(net, ids, receiver, delta):
             hk.remove()
 
 
-def _hf_without(net, ids, removed, cf):
+def _hf_without(net, ids, removed, cf, scale=None):
     """Logits at the last position of a plain transformers GPT-2 run in which each edge
     ``s->r`` of ``removed`` adds ``cf[s] − o_s`` to ``r``'s input, ``o_s`` the sender's
-    output in this same run (read by hooks as the run goes)."""
+    output in this same run (read by hooks as the run goes); ``scale``: {edge: factor} of
+    that change."""
+    scale = scale or {}
     tr, got = net.transformer, {}
     n_head, d = net.config.n_head, net.config.n_embd
     dh = d // n_head
@@ -267,7 +269,8 @@ def _hf_without(net, ids, removed, cf):
         into.setdefault(r, []).append(s)
 
     def delta(r):
-        return sum(cf[s] - got[s] for s in into.get(r, [])) if r in into else 0.0
+        return sum(scale.get(f"{s}->{r}", 1.0) * (cf[s] - got[s])
+                   for s in into.get(r, [])) if r in into else 0.0
 
     hs = [tr.h[0].register_forward_pre_hook(lambda m, a: got.__setitem__("input", a[0]))]
     for li, blk in enumerate(tr.h):
@@ -486,6 +489,36 @@ def test_full_graph_is_one_and_empty_graph_the_corrupted_model(metric):
     assert cur["faithfulness"][-1] == pytest.approx(1.0, abs=1e-12)
     assert cur["smallest"] is not None and 0 < cur["smallest"] <= tm.graph.n_edges
     assert evaluate_kept(sc, curve_kept(cur, tm))["faithfulness"] >= 0.8
+
+
+def test_attribution_in_context_is_the_hooked_models_directional_derivative():
+    """``within`` a circuit ``C`` (the edges outside it carrying the corrupted run's outputs),
+    an edge's attribution at ``steps = 0`` is the derivative of what the metric loses as the
+    edge moves toward the counterfactual in ``C``'s run, by central differences on the hooked
+    model; with every edge in ``C`` it is the attribution at the clean run."""
+    net, task = _gpt2(seed=2), _task(seed=1)
+    tm = TaskModel(net)
+    g, names = tm.graph, tm.graph.edge_names()
+    r = Runner(tm, task, batch=4)
+    cf, _ = _hf_outputs(net, task.corrupted)
+    circuit = np.random.default_rng(8).random(g.n_edges) < 0.6
+    score, se = attribute(r, within=circuit)
+    out = [names[i] for i in np.flatnonzero(~circuit)]
+    eps, checked = 1e-3, 0
+    for i in np.flatnonzero(circuit)[::7]:
+        e = names[i]
+        up = _logit_diff(_hf_without(net, task.clean, [*out, e], cf, {e: eps}), task)
+        down = _logit_diff(_hf_without(net, task.clean, [*out, e], cf, {e: -eps}), task)
+        fd = (down - up) / (2 * eps)
+        assert score[i] == pytest.approx(fd.mean(), rel=1e-3, abs=1e-5), e
+        assert se[i] == pytest.approx(fd.std(ddof=1) / np.sqrt(task.n), rel=1e-2, abs=1e-5)
+        checked += 1
+    assert checked >= 5 and np.abs(score[circuit]).max() > 1e-2
+    for steps in (0, 2):
+        np.testing.assert_allclose(attribute(r, steps=steps, within=g.full())[0],
+                                   attribute(r, steps=steps)[0], rtol=1e-9, atol=1e-12)
+    with pytest.raises(InputError, match="within is an"):
+        attribute(r, within=circuit[:-1])
 
 
 def test_ranking_orders_its_head_by_the_integrated_attribution_then_the_tail():
@@ -772,7 +805,11 @@ def test_command_end_to_end(tmp_path, capsys):
     assert s["confirmation"]["confirmed"] >= sum(e["confirmed"] for e in s["top_edges"])
     doc = json.loads((out / "circuit.json").read_text())
     assert sum(e["in_graph"] for e in doc["edges"].values()) == s["circuit"]["edges"]
-    assert main(["circuits", str(folder), "--task", str(task), "--evaluate",
+    from rmtbase.circuits.task.search import split
+
+    held = tmp_path / "held.jsonl"  # the summary's circuit is scored on the held-out pairs
+    write_task(split(read_task(task), 0.5)[1], held)
+    assert main(["circuits", str(folder), "--task", str(held), "--evaluate",
                  str(out / "circuit.json")]) == 0
     ev = json.loads(capsys.readouterr().out)
     assert next(iter(ev)) == "schema" and ev["schema"] == "rmtbase.circuits.evaluate/1"
@@ -1016,6 +1053,8 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
     g = tm.graph
     r = Runner(tm, task, batch=4)
     res = prune(r, fraction=0.5, tail=3)
+    full, empty = r.metrics([g.full(), g.empty()]).mean(-1)
+    sign = np.sign(full - empty)  # this random model's: −1
     assert sorted(res["order"].tolist()) == list(range(g.n_edges))
     assert res["key"][res["order"][0]] == g.n_edges and res["key"].min() == 1
     assert res["sets"] == plan(g.n_edges, fraction=0.5, tail=3)
@@ -1040,13 +1079,39 @@ def test_pruning_measures_each_edge_against_the_circuit_it_was_removed_from():
             want = base - m(k).mean()
             # the two forwards agree to ~1e-7 of the metric's scale (the plain-hooks tests')
             assert res["context"][e] == pytest.approx(want, abs=1e-6), (rd, e)
-        if left.size:  # what a round removes carries no more than what it leaves
-            assert res["context"][gone].max() <= min(
-                base - m(np.where(np.arange(g.n_edges) == e, False, circuit)).mean()
+        if left.size:  # what a round removes carries no more of the behaviour than it leaves
+            assert sign * res["context"][gone].max() <= min(
+                sign * (base - m(np.where(np.arange(g.n_edges) == e, False, circuit)).mean())
                 for e in left[:4]) + 1e-6
     eff, _ = patch_edges(r, range(g.n_edges))
     assert np.allclose(res["clean"], eff, rtol=1e-9, atol=1e-12)
     assert np.abs(res["context"]).max() > 1e-2  # the edges carry something
+
+
+def test_pruning_under_kl_keeps_the_edges_whose_removal_raises_it_longest():
+    """Under ``kl`` (lower is better, ``m(M) − m(∅) < 0``) an edge that carries the output has
+    ``δ = m(C) − m(C ∖ e) < 0``: each round removes the edges of largest ``δ`` (least
+    ``sign · δ``), so the last edges kept are those whose removal raises the divergence most;
+    the sign is measured from the full and empty graphs unless given."""
+    from rmtbase.circuits.task.prune import behaviour_sign, prune
+
+    net, task = _gpt2(seed=5), _task(n=4, seed=5)
+    r = Runner(TaskModel(net), task, metric="kl", batch=4)
+    assert behaviour_sign(r) == -1.0
+    ld = Runner(TaskModel(net), task, batch=4)
+    full, empty = ld.metrics([ld.tm.graph.full(), ld.tm.graph.empty()]).mean(-1)
+    assert behaviour_sign(ld) == (1.0 if full >= empty else -1.0)
+    res = prune(r, fraction=0.5, tail=3)
+    assert res["rounds"] == res["round"].max() + 1
+    for rd in range(res["rounds"] - 1):
+        gone = res["round"] == rd
+        left = res["round"] > rd
+        # δ of the round's circuit, every live edge: the removed ones carry least
+        d, _ = patch_edges(r, np.flatnonzero(gone | left), within=gone | left)
+        live = np.flatnonzero(gone | left)
+        assert d[gone[live]].min() >= d[left[live]].max() - 1e-9, rd
+    flipped = prune(r, fraction=0.5, tail=3, sign=1.0)
+    assert not np.array_equal(flipped["order"], res["order"])
 
 
 def test_exact_patch_in_context_is_acdcs_test_of_an_edge():
@@ -1201,7 +1266,7 @@ def test_a_failed_pruning_leaves_the_runner_without_its_hook(monkeypatch):
 
     monkeypatch.setattr(r, "metrics", metrics)
     with pytest.raises(KeyboardInterrupt):
-        P.prune(r, fraction=0.5, tail=3, say=lambda text: None)
+        P.prune(r, fraction=0.5, tail=3, say=lambda text: None, sign=1.0)
     assert calls[0] is not None and r.on_batch is None
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import InputError
 from .runner import Runner
 
 
@@ -32,13 +33,18 @@ def default_steps(metric: str) -> int:
     return 5 if metric == "kl" else 0
 
 
-def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = False):
+def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = False,
+              within=None):
     """``(score, se)`` ``(n_edges,)`` float64: the mean over prompts of the estimated metric
     loss when the edge alone carries the counterfactual, and its standard error.
     ``by_position``: ``(n_edges, T)``, the edge carrying it at one position (the sum over
     ``d`` only; summed over positions it is the edge's score)."""
     g = runner.tm.graph
     steps = default_steps(runner.metric) if steps is None else int(steps)
+    if within is not None:
+        within = np.asarray(within, dtype=bool)
+        if within.shape != (g.n_edges,):
+            raise InputError("within is an (n_edges,) edge set")
     shape = (g.n_edges, runner.task.length) if by_position else (g.n_edges,)
     total = np.zeros(shape)
     total2 = np.zeros(shape)
@@ -50,7 +56,7 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
     try:
         with runner.bar(runner.task.n, "attribution") as bar:
             for lo, hi in runner.batches():
-                _batch(runner, lo, hi, alphas, total, total2)
+                _batch(runner, lo, hi, alphas, total, total2, within)
                 bar.update(hi - lo)
     finally:
         for p in params:
@@ -61,7 +67,7 @@ def attribute(runner: Runner, *, steps: int | None = None, by_position: bool = F
     return mean, np.sqrt(var / n)
 
 
-def _batch(runner, lo, hi, alphas, total, total2) -> None:
+def _batch(runner, lo, hi, alphas, total, total2, within=None) -> None:
     """Add batch ``lo:hi``'s per-prompt scores and their squares to ``total``, ``total2``."""
     import torch
 
@@ -70,7 +76,8 @@ def _batch(runner, lo, hi, alphas, total, total2) -> None:
     grads, clean = None, None
     for a in alphas:
         emb = b["emb"] if a == 1.0 else b["cf_emb"] + a * (b["emb"] - b["cf_emb"])
-        res = tm.run(emb, grad=True)
+        res = tm.run(emb, grad=True) if within is None else \
+            tm.run(emb, cf=b["cf"], kept=within, grad=True)
         runner.value(b, res["logits"]).sum().backward()
         gs = [leaf.grad for leaf in res["leaves"]]
         grads = gs if grads is None else [x + y for x, y in zip(grads, gs, strict=True)]

@@ -79,8 +79,15 @@ def _removed(n: int, fraction: float, tail: int) -> int:
     return 1 if n <= tail else max(1, int(fraction * n))
 
 
+def behaviour_sign(runner: Runner) -> float:
+    """The sign of ``m(M) − m(∅)`` on ``runner``'s task (+1 where it does not move)."""
+    g = runner.tm.graph
+    full, empty = runner.metrics([g.full(), g.empty()], desc="full and empty graphs").mean(-1)
+    return -1.0 if full < empty else 1.0
+
+
 def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=None,
-          stop=None) -> dict:
+          stop=None, sign: float | None = None) -> dict:
     """Rank every edge of ``runner``'s graph by pruning in context (module docstring):
     ``order`` (edge numbers, the last removed first), ``key`` ``(E,)`` (``E`` for the first
     edge of ``order`` down to 1), ``context`` and ``context_se`` ``(E,)`` (each edge's ``δ``
@@ -89,11 +96,15 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
     ``clean_se`` (the first round's: every edge against the clean run), ``rounds`` and
     ``sets``. ``say``: given :func:`rate_line` after the first batch (None: nothing said).
     ``stop(d, se) → bool`` on a round's live ``δ``, se: ``stopped`` ``(E,)``, the first such
-    round's circuit (or none), its ``stopped_effect``, ``stopped_se`` (NaN elsewhere)."""
+    round's circuit (or none), its ``stopped_effect``, ``stopped_se`` (NaN elsewhere).
+    ``sign``: the behaviour's, of ``m(M) − m(∅)`` (None: measured here); a round removes the
+    edges of least ``sign · δ``, so that under ``kl`` (lower is better) the edges whose removal
+    raises the divergence most are kept longest."""
     if not 0 < fraction < 1:
         raise InputError(f"the pruning fraction lies in (0, 1), got {fraction!r}")
     tail = check_int("tail", tail, 1, MAX_COUNT)
     g = runner.tm.graph
+    sign = behaviour_sign(runner) if sign is None else float(np.sign(sign))
     kept = g.full()
     removed, rounds, sets = [], 0, 0
     context, context_se = np.zeros(g.n_edges), np.zeros(g.n_edges)
@@ -118,7 +129,7 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
                 clean, clean_se = d, se
             if stop is not None and not stopped.any() and stop(d, se):
                 stopped[live], st_d[live], st_se[live] = True, d, se
-            drop = np.argsort(d, kind="stable")[:_removed(live.size, fraction, tail)]
+            drop = np.argsort(sign * d, kind="stable")[:_removed(live.size, fraction, tail)]
             context[live[drop]], context_se[live[drop]] = d[drop], se[drop]
             at[live[drop]] = rounds
             removed.extend(live[drop].tolist())
@@ -134,4 +145,4 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
             "stopped": stopped, "stopped_effect": st_d, "stopped_se": st_se}
 
 
-__all__ = ["BUDGET", "FRACTION", "TAIL", "fits", "plan", "plan_line", "prune", "rate_line"]
+__all__ = ["BUDGET", "FRACTION", "TAIL", "behaviour_sign", "fits", "plan", "plan_line", "prune", "rate_line"]
