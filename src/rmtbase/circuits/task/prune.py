@@ -8,7 +8,14 @@ threshold. The first round is every edge against the clean run (:mod:`.exact`); 
 see what a gradient at a saturated clean run cannot. ``stop``: the first round whose every ``δ``
 passes a rule marks a circuit (ACDC's, statistically stopped). Cost (:func:`plan`): about
 ``E / fraction + tail² / 2`` edge sets, each a pass over the prompts, each starting at the
-stage where it differs from the round's circuit."""
+stage where it differs from the round's circuit.
+
+Where that is too many, :func:`prune_estimated` prunes on estimates: each round scores every
+edge of ``C`` by the integrated gradient in ``C``'s context (:func:`.attribution.attribute`
+with ``within``: the path from the counterfactual input to ``C``'s run, EAP-IG's estimate of
+``δ_e``) and keeps the ``keep`` fraction that carries most; the first round, in the full
+model, is EAP-IG (Hanna et al. 2024). A round costs ``steps`` forward and backward passes,
+whatever the graph's size."""
 
 from __future__ import annotations
 
@@ -18,12 +25,16 @@ from ...checks import check_int
 from ...errors import InputError
 from ...limits import MAX_COUNT
 from ..se import mean_se
+from .attribution import attribute
 from .runner import Runner
 
 #: Fraction of the circuit's edges removed per round while more than :data:`TAIL` are left.
 FRACTION = 0.1
 #: Below this many edges, one edge is removed per round.
 TAIL = 32
+#: The fraction of the live edges an estimated round keeps, and its integral's points.
+KEEP = 0.1
+STEPS = 5
 #: Edge sets × prompts the pruning may run by default (:func:`fits`): a 262-edge graph on
 #: 32 prompts plans about 2,900 sets, 93,000 set-prompts.
 BUDGET = 400_000
@@ -44,17 +55,19 @@ def fits(n_edges: int, n_prompts: int, budget: int = BUDGET) -> bool:
 
 
 def plan_line(n_edges: int, pairs: int, tokens: int, fit: int, *, budget: int = BUDGET,
-              top: int = 20) -> str:
+              top: int = 20, steps: int = STEPS) -> str:
     """The search's size before it starts: pairs × tokens, the graph's edges and the edge sets
     the ranking runs, each a forward pass over the ``fit`` pairs (:func:`plan` where it
-    :func:`fits` ``budget``, else the ``top`` edges patched exactly)."""
+    :func:`fits` ``budget``, else :func:`prune_estimated`'s rounds and the ``top`` edges
+    patched exactly)."""
     n, size = plan(n_edges), f"{pairs} prompt pairs x {tokens} tokens ({fit} to rank)"
     if budget and fits(n_edges, fit, budget):
         return (f"plan: {size}, {n_edges:,} edges; pruning in context: {n:,} edge sets, each "
                 f"a forward pass over the {fit} pairs ({n * fit:,} of {budget:,} set-prompts)")
     return (f"plan: {size}, {n_edges:,} edges; pruning would take {n:,} edge sets x {fit} "
-            f"pairs, over {budget:,}: the top {min(top, n_edges)} edges by attribution patched "
-            "exactly")
+            f"pairs, over {budget:,}: pruning on integrated gradients, "
+            f"{estimated_rounds(n_edges)} rounds of {steps} forward and backward passes, then "
+            f"the top {min(top, n_edges)} edges patched exactly")
 
 
 def rate_line(total: int, n: int, seconds: float) -> str:
@@ -144,5 +157,51 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
             "round": at, "clean": clean, "clean_se": clean_se, "rounds": rounds, "sets": sets,
             "stopped": stopped, "stopped_effect": st_d, "stopped_se": st_se}
 
+def estimated_rounds(n_edges: int, *, keep: float = KEEP, tail: int = TAIL) -> int:
+    """Rounds :func:`prune_estimated` runs on ``n_edges`` edges (each ``steps`` passes)."""
+    n, rounds = int(n_edges), 1
+    while n > tail:
+        n, rounds = max(tail, int(keep * n)), rounds + 1
+    return rounds
 
-__all__ = ["BUDGET", "FRACTION", "TAIL", "behaviour_sign", "fits", "plan", "plan_line", "prune", "rate_line"]
+
+def prune_estimated(runner: Runner, *, keep: float = KEEP, steps: int = STEPS,
+                    tail: int = TAIL, sign: float | None = None, say=None) -> dict:
+    """Rank every edge by pruning on in-context estimates (module docstring): ``order``,
+    ``key``, ``round`` as :func:`prune`; ``context``, ``context_se`` each edge's estimated
+    ``δ`` and its se in the round that removed it; ``rounds``. A round keeps ``max(tail,
+    ⌊keep · n⌋)`` of its ``n`` live edges, by ``sign · δ`` (:func:`prune`'s ``sign``); the
+    last removes the rest, the edge of largest ``sign · δ`` ranked first. ``say``: told each
+    round's size."""
+    if not 0 < keep < 1:
+        raise InputError(f"the kept fraction lies in (0, 1), got {keep!r}")
+    steps = check_int("steps", steps, 1, MAX_COUNT)
+    tail = check_int("tail", tail, 1, MAX_COUNT)
+    g = runner.tm.graph
+    sign = behaviour_sign(runner) if sign is None else float(np.sign(sign))
+    kept, removed = g.full(), []
+    context, context_se = np.zeros(g.n_edges), np.zeros(g.n_edges)
+    at = np.zeros(g.n_edges, dtype=np.int64)
+    rounds = 0
+    while kept.any():
+        live = np.flatnonzero(kept)
+        if say is not None:
+            say(f"pruning on integrated gradients: round {rounds + 1}, {live.size:,} edges")
+        d, se = attribute(runner, steps=steps, within=None if rounds == 0 else kept)
+        d, se = d[live], se[live]
+        n_out = live.size if live.size <= tail else live.size - max(tail, int(keep * live.size))
+        drop = np.argsort(sign * d, kind="stable")[:n_out]
+        context[live[drop]], context_se[live[drop]] = d[drop], se[drop]
+        at[live[drop]] = rounds
+        removed.extend(live[drop].tolist())
+        kept[live[drop]] = False
+        rounds += 1
+    order = np.asarray(removed[::-1], dtype=np.int64)
+    key = np.empty(g.n_edges)
+    key[order] = np.arange(g.n_edges, 0, -1)
+    return {"order": order, "key": key, "context": context, "context_se": context_se,
+            "round": at, "rounds": rounds}
+
+
+__all__ = ["BUDGET", "FRACTION", "KEEP", "STEPS", "TAIL", "behaviour_sign", "estimated_rounds",
+           "fits", "plan", "plan_line", "prune", "prune_estimated", "rate_line"]

@@ -1,10 +1,10 @@
 """A task's circuit end to end: load the causal LM and its tokenizer, read the task, score
-every edge by attribution (:mod:`.attribution`), patch the top ones exactly (:mod:`.exact`),
-draw the faithfulness curve (:mod:`.faithfulness`) of the edges ranked by :func:`ranking`
-(the integrated attribution's top 1 %, then exact effects where patched and attribution
-elsewhere); the reported circuit is the smallest top-``k`` reaching faithfulness 0.8 (all
-edges when none does), and beside it the circuit of the patched edges whose effect is at least
-3 se is scored too. :func:`evaluate` scores a
+every edge by attribution (:mod:`.attribution`), rank the edges by pruning in context
+(:mod:`.prune`: on exact patches where they fit a budget, else on integrated gradients, the
+top edges then patched exactly, :mod:`.exact`), draw the faithfulness curve
+(:mod:`.faithfulness`) of that ranking; the reported circuit is the smallest top-``k``
+reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of the
+confirmed edges is scored too. :func:`evaluate` scores a
 circuit the user brings. :func:`write_outputs` writes ``circuit.json`` (every edge with its
 scores, the circuit's marked ``in_graph``: MIB's format), ``circuit.dot``, ``circuit.graphml``,
 ``curve.csv`` and ``summary.json`` into one all-or-nothing folder."""
@@ -32,14 +32,9 @@ from .weights import head_edge_columns, read_composition
 
 KIND = "rmtbase circuits --task"
 
-#: The most points of an input integral (``steps``, ``head_steps``) and of the curve's grid.
+#: The most points of an input integral (``steps``, ``prune_steps``) and of the curve's grid.
 MAX_STEPS = 1000
 MAX_POINTS = 1000
-
-#: The ranking's head: this fraction of the edges (at least one) ordered by the integrated
-#: gradient (:func:`ranking`), with this many points of EAP-IG's input integral.
-HEAD_FRACTION = 0.01
-HEAD_STEPS = 5
 
 #: Fraction of the prompt pairs held out by default (:func:`split`), and its largest value.
 HOLDOUT = 0.5
@@ -179,7 +174,8 @@ def held_out(n: int, holdout: float) -> np.ndarray:
 @gives_heap_back
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
                       counterfactual: str = "corrupted", top: int = 20, points: int = 24,
-                      steps: int | None = None, head_steps: int = HEAD_STEPS, batch: int | None = None,
+                      steps: int | None = None, prune_steps: int = prune.STEPS,
+                      batch: int | None = None,
                       holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
                       composition=None, progress: bool = False) -> dict:
     """Everything :func:`write_outputs` writes, as a dict (module docstring).
@@ -188,16 +184,16 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     are ranked on the fit prompts, the curve, the circuit and its faithfulness are measured
     on the held-out ones. The ranking is pruning in context (:mod:`.prune`: every edge
     patched exactly, against the circuit being built) where its plan fits ``prune_budget``
-    edge-set × prompt passes, else :func:`ranking` (attribution, its head by the integrated
-    attribution, the ``top`` edges patched exactly). ``progress``: a bar per pass over the
-    prompts on stderr; ``composition``: a composition Dataset or its ``.nc`` file, whose
-    rank, p and q of each head pair stand beside the head-to-head edges (:mod:`.weights`),
-    read before the model. ``steps``: the attribution's; ``head_steps``: the integrated
-    attribution that orders the ranking's head (none with 0)."""
+    edge-set × prompt passes, else pruning on integrated gradients in context
+    (:func:`.prune.prune_estimated`, ``prune_steps`` points) and the ranking's top ``top``
+    edges patched exactly. ``progress``: a bar per pass over the prompts on stderr;
+    ``composition``: a composition Dataset or its ``.nc`` file, whose rank, p and q of each
+    head pair stand beside the head-to-head edges (:mod:`.weights`), read before the model.
+    ``steps``: the attribution's (every edge's ``score``)."""
     top = check_int("top", top, 1, MAX_COUNT)
     points = check_int("points", points, 1, MAX_POINTS)
     steps = None if steps is None else check_int("steps", steps, 0, MAX_STEPS)
-    head_steps = check_int("head_steps", head_steps, 0, MAX_STEPS)
+    prune_steps = check_int("prune_steps", prune_steps, 1, MAX_STEPS)
     batch = None if batch is None else check_int("batch", batch, 1, MAX_COUNT)
     holdout = check_real("holdout", holdout, 0.0, MAX_HOLDOUT)
     prune_budget = check_int("prune_budget", prune_budget, 0, MAX_COUNT)
@@ -208,7 +204,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     def announce(config, t):  # the plan's size, before the weights are read where it can
         fit = t.n - int(held_out(t.n, holdout).sum())
         say(prune.plan_line(config_graph(config).n_edges, t.n, t.length, fit,
-                            budget=prune_budget, top=top))
+                            budget=prune_budget, top=top, steps=prune_steps))
 
     tm, t, name = load(model, task, announce if progress else None)
     fit_task, held_task = split(t, holdout)
@@ -225,7 +221,6 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     score, se = attribute(r, steps=steps)
     fit_sc = sc if not holdout else Scorer(r)
     behaviour = fit_sc.full - fit_sc.empty
-    method = {"method": "attribution", "edges": 0, "attribution_steps": 0}
     verdicts = None
     if prune_budget and prune.fits(n_edges, fit_task.n, prune_budget):
         say(f"pruning in context: {prune.plan(n_edges):,} edge sets")
@@ -237,14 +232,11 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
                   "fraction": prune.FRACTION, "tail": prune.TAIL}
     else:
-        head_score = None
-        if head_steps:
-            head_score = score if steps else attribute(r, steps=head_steps)[0]
-            method.update(edges=head_size(n_edges), attribution_steps=steps or head_steps)
-        order = np.argsort(-np.abs(score), kind="stable")
-        patched = order[:min(top, n_edges)]
+        pr = prune.prune_estimated(r, steps=prune_steps, sign=np.sign(behaviour), say=say)
+        key, patched = pr["key"], pr["order"][:min(top, n_edges)]
         eff, eff_se = patch_edges(r, patched)
-        key = ranking(score, patched, eff, head_score)
+        method = {"method": "pruning on integrated gradients", "rounds": pr["rounds"],
+                  "keep": prune.KEEP, "steps": prune_steps, "tail": prune.TAIL}
     say("the faithfulness curve on the held-out pairs" if holdout else
         "the faithfulness curve")
     cur = curve(sc, key, points=points)
@@ -273,44 +265,6 @@ def _stage(text: str) -> None:
     from ...progress import message
 
     message(f"{KIND}: {text}")
-
-
-def head_size(n_edges: int) -> int:
-    """How many edges the ranking's head holds: ``ceil(HEAD_FRACTION · n_edges)``."""
-    return max(1, int(np.ceil(HEAD_FRACTION * n_edges)))
-
-
-def ranking(score, patched, effect, head_score=None) -> np.ndarray:
-    """A key by which edges are ranked, largest ``|key|`` first (what :func:`.faithfulness.curve`
-    reads); every key is positive and distinct, ``E`` for the first edge down to 1.
-
-    The tail order: ``|exact effect|`` for the exactly patched edges ``patched``,
-    ``|attribution|`` (``score``) for the others, so that where attribution misjudges a patched
-    edge its measured effect places it. With ``head_score`` (an attribution integrated over
-    the input path, :func:`.attribution.attribute` with ``steps > 0``), its top
-    :func:`head_size` edges by ``|head_score|`` come first, in that order, and the tail order
-    follows without them.
-
-    Why two orders: the curve's top-``k`` circuit for small ``k`` is the corrupted run with a
-    few edges restored, far from the clean run where EAP's gradient is taken; there the
-    gradient integrated from the corrupted to the clean input (EAP-IG) ranks better. Near the
-    smallest circuit reaching 0.8 (most edges kept, the clean run's neighbourhood) the gradient
-    at the clean run and the exact removals rank better. Measured on SmolLM2's IOI task
-    (docs/performance.md): area 0.394 and 22,208 edges at 0.8 against EAP's 0.326 and 30,592
-    and EAP-IG's 0.385 and 34,475."""
-    key = np.abs(np.asarray(score, dtype=np.float64))
-    key[np.asarray(patched, dtype=np.int64)] = np.abs(np.asarray(effect, dtype=np.float64))
-    order = np.argsort(-key, kind="stable")
-    n = order.size
-    if head_score is not None:
-        head = np.argsort(-np.abs(np.asarray(head_score, dtype=np.float64)),
-                          kind="stable")[:head_size(n)]
-        in_head = np.zeros(n, dtype=bool)
-        in_head[head] = True
-        order = np.concatenate([head, order[~in_head[order]]])
-    out = np.empty(n, dtype=np.float64)
-    out[order] = np.arange(n, 0, -1)
-    return out
 
 
 @gives_heap_back
@@ -383,6 +337,5 @@ def write_outputs(res: dict, out, *, extra=None) -> dict:
     return dict(folder.written)
 
 
-__all__ = ["HEAD_FRACTION", "HEAD_STEPS", "HOLDOUT", "KIND", "evaluate", "find_task_circuit",
-           "head_size", "held_out", "load", "load_causal_lm", "ranking", "split", "summary",
-           "write_outputs"]
+__all__ = ["HOLDOUT", "KIND", "evaluate", "find_task_circuit", "held_out", "load",
+           "load_causal_lm", "split", "summary", "write_outputs"]
