@@ -186,8 +186,19 @@ def _eap_scores(ref, task, alphas, batch):
 
 
 def _ranked(cur) -> dict:
-    return {"curve_area": cur["area"], "smallest_reaching_0.8": cur["smallest"],
-            "faithfulness": [round(float(f), 4) for f in cur["faithfulness"]]}
+    """A curve's area, its area with ``f`` clipped at 1 (no credit for overshooting the
+    model), the area of ``|1 − f|`` (MIB's CMD: lower is better), the smallest circuit."""
+    import numpy as np
+
+    k, f = np.asarray(cur["k"], dtype=np.float64), np.asarray(cur["faithfulness"])
+    x = np.log1p(k) / np.log1p(k[-1])
+
+    def area(y):
+        return float(np.sum(np.diff(x) * (y[1:] + y[:-1]) / 2))
+    return {"curve_area": cur["area"], "area_clipped": area(np.minimum(f, 1.0)),
+            "area_abs_deviation": area(np.abs(1.0 - f)),
+            "smallest_reaching_0.8": cur["smallest"],
+            "faithfulness": [round(float(v), 4) for v in f]}
 
 
 def _compare(args, tm, task, sc, score, cur, curve) -> dict:
