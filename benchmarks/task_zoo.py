@@ -207,14 +207,15 @@ def _task_of(doc):
                   ("clean", "corrupted", "answer", "wrong")), name=doc["name"])
 
 
-def _child_rmtbase(task_path: str, out_path: str) -> int:
+def _child_rmtbase(task_path: str, out_path: str, prune_budget: str = "") -> int:
     """Run :func:`rmtbase_ranking` on the task file (this script's own JSON) in this process,
     writing its scores in auto-circuit's names, its CPU and this process's peak RSS."""
     from rmtbase.circuits.task.export import auto_circuit_name
 
     doc = json.loads(Path(task_path).read_text())
     c = time.process_time()
-    key = rmtbase_ranking(doc["folder"], _task_of(doc))
+    key = rmtbase_ranking(doc["folder"], _task_of(doc),
+                          int(prune_budget) if prune_budget else None)
     cpu = time.process_time() - c
     out = {"cpu_s": cpu, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "scores": {auto_circuit_name(n): v for n, v in key.items()}}
@@ -424,7 +425,9 @@ def run_task(args, folder, task, tmp: Path) -> dict:
     rankings: dict = {}
     out_p = tmp / f"{task.name}_rmtbase.json"
     _log(f"{task.name}: rmtbase")
-    proc = _run([sys.executable, __file__, "--child-rmtbase", str(fit_p), str(out_p)], True)
+    budget = "" if args.prune_budget is None else str(args.prune_budget)
+    proc = _run([sys.executable, __file__, "--child-rmtbase", str(fit_p), str(out_p), budget],
+                True)
     got = json.loads(out_p.read_text())
     rankings["rmtbase"] = got.pop("scores")
     methods["rmtbase"] = {**got, "process_cpu_s": proc}
@@ -686,7 +689,7 @@ def tracr_main(args) -> int:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child-rmtbase"]:
-        return _child_rmtbase(*argv[1:3])
+        return _child_rmtbase(*argv[1:4])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--peers", metavar="PYTHON", default=None,
                    help="the peers' interpreter (auto-circuit 1.0.1); without it rmtbase only")
@@ -709,8 +712,13 @@ def main(argv=None) -> int:
     p.add_argument("--tasks", default=None, help="default: the behaviour's tasks")
     p.add_argument("--methods", default=",".join(PEER_METHODS), help="the peers' methods")
     p.add_argument("--folder", default=None, help="another GPT-2 folder (a smoke test)")
+    p.add_argument("--prune-budget", type=int, default=None,
+                   help="rmtbase's prune_budget (0: pruning on integrated gradients)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    bad = [m for m in args.methods.split(",") if m not in PEER_METHODS]
+    if bad:
+        p.error(f"--methods takes {', '.join(PEER_METHODS)}, not {', '.join(bad)}")
     if args.behaviour == "tracr":
         return tracr_main(args)
     from rmtbase.studies._mlp_induction import trained_folder
