@@ -553,6 +553,9 @@ def test_pruning_on_integrated_gradients_scores_each_round_in_its_circuit():
         size = max(3, int(0.5 * size)) if size > 3 else 0
     last = res["order"][:3]  # the last round ranks its edges by sign · δ
     assert (np.diff(sign * res["context"][last]) <= 0).all()
+    # the first round's scores, given, are not computed again: the same ranking
+    given = prune_estimated(r, keep=0.5, steps=2, tail=3, first=attribute(r, steps=2))
+    assert given["order"].tolist() == res["order"].tolist()
     with pytest.raises(InputError, match="kept fraction"):
         prune_estimated(r, keep=1.0)
 

@@ -150,29 +150,42 @@ def prune(runner: Runner, *, fraction: float = FRACTION, tail: int = TAIL, say=N
             rounds, sets = rounds + 1, sets + live.size
     finally:  # the runner outlives a failed pruning
         runner.on_batch = None
-    order = np.asarray(removed[::-1], dtype=np.int64)
-    key = np.empty(g.n_edges)
-    key[order] = np.arange(g.n_edges, 0, -1)
-    return {"order": order, "key": key, "context": context, "context_se": context_se,
+    return {**_ranked(removed), "context": context, "context_se": context_se,
             "round": at, "clean": clean, "clean_se": clean_se, "rounds": rounds, "sets": sets,
             "stopped": stopped, "stopped_effect": st_d, "stopped_se": st_se}
 
+
+def _ranked(removed: list) -> dict:
+    """``order`` (the edges ``removed``, the last removed first) and ``key`` (``E`` for the
+    first edge of ``order`` down to 1)."""
+    order = np.asarray(removed[::-1], dtype=np.int64)
+    key = np.empty(order.size)
+    key[order] = np.arange(order.size, 0, -1)
+    return {"order": order, "key": key}
+
+
+def _estimated_kept(n: int, keep: float, tail: int) -> int:
+    """The live edges an estimated round keeps of ``n``: none at ``tail`` or fewer."""
+    return 0 if n <= tail else max(tail, int(keep * n))
+
 def estimated_rounds(n_edges: int, *, keep: float = KEEP, tail: int = TAIL) -> int:
     """Rounds :func:`prune_estimated` runs on ``n_edges`` edges (each ``steps`` passes)."""
-    n, rounds = int(n_edges), 1
-    while n > tail:
-        n, rounds = max(tail, int(keep * n)), rounds + 1
+    n, rounds = _estimated_kept(int(n_edges), keep, tail), 1
+    while n:
+        n, rounds = _estimated_kept(n, keep, tail), rounds + 1
     return rounds
 
 
 def prune_estimated(runner: Runner, *, keep: float = KEEP, steps: int = STEPS,
-                    tail: int = TAIL, sign: float | None = None, say=None) -> dict:
+                    tail: int = TAIL, sign: float | None = None, say=None,
+                    first=None) -> dict:
     """Rank every edge by pruning on in-context estimates (module docstring): ``order``,
     ``key``, ``round`` as :func:`prune`; ``context``, ``context_se`` each edge's estimated
     ``δ`` and its se in the round that removed it; ``rounds``. A round keeps ``max(tail,
     ⌊keep · n⌋)`` of its ``n`` live edges, by ``sign · δ`` (:func:`prune`'s ``sign``); the
     last removes the rest, the edge of largest ``sign · δ`` ranked first. ``say``: told each
-    round's size."""
+    round's size; ``first``: the first round's ``(δ, se)`` where the caller holds them
+    (:func:`.attribution.attribute` with these ``steps``), not computed again."""
     if not 0 < keep < 1:
         raise InputError(f"the kept fraction lies in (0, 1), got {keep!r}")
     steps = check_int("steps", steps, 1, MAX_COUNT)
@@ -187,20 +200,20 @@ def prune_estimated(runner: Runner, *, keep: float = KEEP, steps: int = STEPS,
         live = np.flatnonzero(kept)
         if say is not None:
             say(f"pruning on integrated gradients: round {rounds + 1}, {live.size:,} edges")
-        d, se = attribute(runner, steps=steps, within=None if rounds == 0 else kept)
+        if rounds == 0 and first is not None:
+            d, se = (np.asarray(x, dtype=np.float64) for x in first)
+        else:
+            d, se = attribute(runner, steps=steps, within=None if rounds == 0 else kept)
         d, se = d[live], se[live]
-        n_out = live.size if live.size <= tail else live.size - max(tail, int(keep * live.size))
+        n_out = live.size - _estimated_kept(live.size, keep, tail)
         drop = np.argsort(sign * d, kind="stable")[:n_out]
         context[live[drop]], context_se[live[drop]] = d[drop], se[drop]
         at[live[drop]] = rounds
         removed.extend(live[drop].tolist())
         kept[live[drop]] = False
         rounds += 1
-    order = np.asarray(removed[::-1], dtype=np.int64)
-    key = np.empty(g.n_edges)
-    key[order] = np.arange(g.n_edges, 0, -1)
-    return {"order": order, "key": key, "context": context, "context_se": context_se,
-            "round": at, "rounds": rounds}
+    return {**_ranked(removed), "context": context, "context_se": context_se, "round": at,
+            "rounds": rounds}
 
 
 __all__ = ["BUDGET", "FRACTION", "KEEP", "STEPS", "TAIL", "behaviour_sign", "estimated_rounds",

@@ -232,7 +232,8 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
         method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
                   "fraction": prune.FRACTION, "tail": prune.TAIL}
     else:
-        pr = prune.prune_estimated(r, steps=prune_steps, sign=np.sign(behaviour), say=say)
+        pr = prune.prune_estimated(r, steps=prune_steps, sign=np.sign(behaviour), say=say,
+                                   first=(score, se) if steps == prune_steps else None)
         key, patched = pr["key"], pr["order"][:min(top, n_edges)]
         eff, eff_se = patch_edges(r, patched)
         method = {"method": "pruning on integrated gradients", "rounds": pr["rounds"],
