@@ -9,7 +9,9 @@ against transformers'), ``attribution`` (every edge,
 :func:`rmtbase.circuits.task.attribution.attribute`), ``pruning`` (the ranking, pruning on
 integrated gradients in context, :func:`rmtbase.circuits.task.prune.prune_estimated`),
 ``exact`` (the ranking's top ``--top`` edges patched), ``curve`` (full and empty graphs, the
-faithfulness curve of the ranking and its bisection). ``peak_rss_mb``: the process's
+faithfulness curve of the ranking and its bisection), ``confirmation`` (the reported circuit's
+top ``--top`` edges patched in its context, the other counterfactual where the rule's first
+part passes: the search's verdicts). ``peak_rss_mb``: the process's
 peak resident memory after each stage (``getrusage``; it never falls); the top-level one is
 taken before the comparison.
 
@@ -260,8 +262,9 @@ def main(argv=None) -> int:
 
     from rmtbase.circuits.task import prune
     from rmtbase.circuits.task.attribution import attribute
+    from rmtbase.circuits.task.confirm import confirm_within
     from rmtbase.circuits.task.exact import patch_edges
-    from rmtbase.circuits.task.faithfulness import Scorer, curve
+    from rmtbase.circuits.task.faithfulness import Scorer, curve, top_k
     from rmtbase.circuits.task.runner import Runner, batch_bytes
     from rmtbase.circuits.task.search import load, split
     from rmtbase.circuits.task.templates import shipped_path
@@ -285,6 +288,15 @@ def main(argv=None) -> int:
         return sc, curve(sc, pr["key"])
 
     sc, cur = _timed(draw, "curve", rows)
+
+    def confirmation():  # as the search: the reported circuit's top edges, in its context
+        k = cur["smallest"] or tm.graph.n_edges
+        kept, tested = top_k(cur["order"], k, tm.graph.n_edges), cur["order"][:min(args.top, k)]
+        fit = Scorer(r)
+        d, d_se = patch_edges(r, tested, within=kept)
+        return confirm_within(r, kept, tested, d, d_se, fit.full - fit.empty)
+
+    verdicts = _timed(confirmation, "confirmation", rows)
     doc = {"model": name, "task": args.task, "prompts": task.n + (held.n if held is not task else 0),
            "tokens": task.length, "holdout": args.holdout, "fit_prompts": task.n,
            "held_out_prompts": held.n if held is not task else 0,
@@ -295,6 +307,11 @@ def main(argv=None) -> int:
            "full_metric": sc.full, "empty_metric": sc.empty, "curve_area": cur["area"],
            "smallest_reaching_0.8": cur["smallest"],
            "pruning_rounds": pr["rounds"],
+           "confirmed_in_context": [
+               {"edge": "->".join(tm.graph.edge(e)), "effect": v["context"][0],
+                "se": v["context"][1], "exact_other": v["exact_other"],
+                "confirmed": v["confirmed"]}
+               for e, v in verdicts.items() if v["context"] is not None],
            "top_exact": [{"edge": "->".join(tm.graph.edge(int(e))), "attribution": float(
                score[e]), "exact": float(a), "exact_se": float(b)}
                for e, a, b in zip(patched, eff, eff_se, strict=True)][:10]}

@@ -1206,6 +1206,51 @@ def test_the_search_confirms_the_stopped_circuit_in_context():
             assert row["effect_in_context"] > 3 * row["effect_in_context_se"]
 
 
+@pytest.mark.parametrize("cf", ["corrupted", "resample"])
+def test_beyond_the_budget_the_reported_circuits_top_edges_are_confirmed_in_it(cf):
+    """Pruning on integrated gradients: the verdicts are taken in the reported circuit's
+    context. Its top ``min(top, k)`` edges, each removed from it alone on the fit pairs
+    (``patch_edges(within=)``, recomputed here), pass the rule's first part and, under the
+    other counterfactual in the same context, keep half (required but for corrupted); the
+    summary names that rule and counts what it tested."""
+    from rmtbase.circuits import find
+    from rmtbase.circuits.task.confirm import OTHER, RULE_IN_CIRCUIT
+    from rmtbase.circuits.task.search import find_task_circuit, split, summary
+
+    net = _gpt2(seed=0, n_layer=2)
+    task = _own_task(net, 80, 0)
+    res = find_task_circuit(net, task, top=6, holdout=0.25, prune_budget=0,
+                            counterfactual=cf)
+    kept, v = res["kept"], res["verdicts"]
+    k = int(kept.sum())
+    assert 0 < k < res["tm"].graph.n_edges, "the circuit is every edge: no context to test"
+    tested = res["curve"]["order"][:min(6, k)]
+    assert sorted(e for e in v if v[e]["context"] is not None) == sorted(tested.tolist())
+    fit = split(task, 0.25)[0]
+    r = Runner(res["tm"], fit, counterfactual=cf, batch=64)
+    d, se = patch_edges(r, tested, within=kept)
+    other, _ = patch_edges(Runner(res["tm"], fit, counterfactual=OTHER[cf], batch=64), tested,
+                           within=kept)
+    vals = r.metrics([res["tm"].graph.full(), res["tm"].graph.empty()]).mean(-1)
+    behaviour = vals[0] - vals[1]
+    for e, a, b, o in zip(tested, d, se, other, strict=True):
+        assert v[e]["context"] == pytest.approx((a, b), rel=1e-9, abs=1e-12)
+        first = find.passes(a, b, behaviour, True)
+        if first:
+            assert v[e]["exact_other"] == pytest.approx(o, rel=1e-9, abs=1e-12)
+        kept_half = find.keeps(a, o, find.floor_of(behaviour, True))
+        assert v[e]["confirmed"] == (first and (cf == "corrupted" or kept_half)), e
+    assert not any(v[e]["confirmed"] for e in v if v[e]["context"] is None)
+    c = summary(res)["confirmation"]
+    assert c["rule"] == RULE_IN_CIRCUIT and c["in_context"]
+    assert c["tested"] == tested.size and c["confirmed"] == sum(
+        v[e]["confirmed"] for e in v) == res["confirmed_circuit"]["edges"]
+    # corrupted confirms 6 of 6; resample's edges pass the first part, then fail the other
+    assert any(not np.isnan(v[e]["exact_other"]) for e in tested)
+    assert c["confirmed"] > 0 if cf == "corrupted" else any(
+        v[e]["depends"] == "counterfactual" for e in tested)
+
+
 @pytest.mark.parametrize(("cf", "n_layer", "n"), [("corrupted", 2, 80), ("zero", 1, 120)])
 def test_pruning_stops_where_every_edge_left_passes_the_rule(cf, n_layer, n):
     """With :func:`confirm.stop_rule`, ``stopped`` is the circuit of the first round whose every

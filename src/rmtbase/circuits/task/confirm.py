@@ -63,32 +63,49 @@ def stop_rule(behaviour: float, n_pairs: int):
     return stop
 
 
-def confirm_in_context(runner: Runner, pruned: dict, behaviour: float) -> dict:
-    """Every edge's verdict (:func:`confirm`'s, ``context`` its ``(δ, se)`` in the stopped
-    circuit of ``pruned``, else None and not confirmed). The other counterfactual replaces the
-    whole context too: not required for the corrupted twin (mean ablation outside a circuit
-    found on twins leaves it nothing: ≈ 0 for every edge on the trained zoo)."""
-    kept = np.asarray(pruned["stopped"], dtype=bool)
-    idx = np.flatnonzero(kept)
-    d, se = pruned["stopped_effect"], pruned["stopped_se"]
-    out = confirm(runner, idx, d[idx], se[idx], behaviour, within=kept,
-                  require_other=runner.counterfactual != "corrupted") if idx.size else {}
-    for e in range(kept.size):
-        if e in out:
-            out[e]["context"] = (float(d[e]), float(se[e]))
-        else:
+def confirm_within(runner: Runner, circuit, edges, d, se, behaviour: float) -> dict:
+    """Every edge's verdict: those of ``edges`` (each in ``circuit``, ``(n_edges,)`` bools)
+    by :func:`confirm` on their in-context ``(d, se)``, ``context`` holding them; every other
+    edge None and not confirmed. The other counterfactual replaces the whole context too: not
+    required for the corrupted twin where the circuit leaves edges out (mean ablation outside a
+    circuit found on twins leaves it nothing: ≈ 0 for every edge on the trained zoo)."""
+    circuit = np.asarray(circuit, dtype=bool)
+    edges = [int(e) for e in edges]
+    out = confirm(runner, edges, d, se, behaviour, within=circuit,
+                  require_other=runner.counterfactual != "corrupted" or circuit.all()) \
+        if edges else {}
+    for e, a, b in zip(edges, d, se, strict=True):
+        out[e]["context"] = (float(a), float(b))
+    for e in range(circuit.size):
+        if e not in out:
             out[e] = {"confirmed": False, "other": OTHER[runner.counterfactual],
                       "exact_other": float("nan"), "depends": None, "context": None}
     return out
 
 
+def confirm_in_context(runner: Runner, pruned: dict, behaviour: float) -> dict:
+    """:func:`confirm_within` the stopped circuit of ``pruned`` (:func:`.prune.prune`), on the
+    ``δ`` and se its round measured."""
+    kept = np.asarray(pruned["stopped"], dtype=bool)
+    idx = np.flatnonzero(kept)
+    return confirm_within(runner, kept, idx, pruned["stopped_effect"][idx],
+                          pruned["stopped_se"][idx], behaviour)
+
+
 RULE = ("|exact| >= 3 exact_se and >= 10 % of |full - empty| on >= 8 fit pairs, and the other "
         "counterfactual keeps half of it with its sign; no correction for the number patched")
+_OTHER_IN_CONTEXT = ("the other counterfactual keeps half of that loss with its sign in the "
+                     "same context (for corrupted, reported, not required where the circuit "
+                     "leaves edges out: mean ablates the whole context); no correction for "
+                     "the selection")
 RULE_IN_CONTEXT = ("in context: the pruning's first circuit whose every edge, removed from it "
                    "alone, loses >= 3 se and >= 10 % of |full - empty| on >= 8 fit pairs; "
-                   "the other counterfactual keeps half of that loss with its sign in the same "
-                   "context (for corrupted it is reported, not required: mean ablates the whole "
-                   "context); no correction for the selection")
+                   + _OTHER_IN_CONTEXT)
+RULE_IN_CIRCUIT = ("in context: the reported circuit's top edges, each removed from it alone, "
+                   "lose >= 3 se and >= 10 % of |full - empty| on >= 8 fit pairs; "
+                   + _OTHER_IN_CONTEXT)
+#: :func:`confirmation`'s rule by the circuit the verdicts were taken in.
+RULES = {None: RULE, "stopped": RULE_IN_CONTEXT, "reported": RULE_IN_CIRCUIT}
 
 
 def verdict_row(v: dict) -> dict:
@@ -100,19 +117,20 @@ def verdict_row(v: dict) -> dict:
             "effect_in_context_se": None if ctx is None else ctx[1]}
 
 
-def confirmation(verdicts: dict, patched: int) -> dict:
-    """The summary's ``confirmation``: the rule, the edges patched, tested (in context: the
-    stopped circuit's) and confirmed, and the null edges expected to pass ``≥ 3 se``."""
+def confirmation(verdicts: dict, patched: int, context: str | None) -> dict:
+    """The summary's ``confirmation``: the rule (:data:`RULES` of ``context``: the circuit
+    the verdicts were taken in, None against the clean run), the edges patched, tested (in
+    context: those of that circuit) and confirmed, and the null edges expected to pass
+    ``≥ 3 se``."""
     from .weights import expected_false_confirmations
 
-    in_context = any("context" in v for v in verdicts.values())
-    tested = sum(v.get("context") is not None for v in verdicts.values()) if in_context \
-        else int(patched)
-    return {"rule": RULE_IN_CONTEXT if in_context else RULE, "in_context": in_context,
+    tested = int(patched) if context is None else sum(
+        v.get("context") is not None for v in verdicts.values())
+    return {"rule": RULES[context], "in_context": context is not None,
             "patched": int(patched), "tested": tested,
             "confirmed": int(sum(v["confirmed"] for v in verdicts.values())),
             "expected_false_confirmations": expected_false_confirmations(tested)}
 
 
-__all__ = ["OTHER", "RULE", "RULE_IN_CONTEXT", "confirm", "confirm_in_context", "confirmation",
-           "stop_rule", "verdict_row"]
+__all__ = ["OTHER", "RULE", "RULES", "RULE_IN_CIRCUIT", "RULE_IN_CONTEXT", "confirm",
+           "confirm_in_context", "confirm_within", "confirmation", "stop_rule", "verdict_row"]

@@ -4,7 +4,8 @@ every edge by attribution (:mod:`.attribution`), rank the edges by pruning in co
 top edges then patched exactly, :mod:`.exact`), draw the faithfulness curve
 (:mod:`.faithfulness`) of that ranking; the reported circuit is the smallest top-``k``
 reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of the
-confirmed edges is scored too. :func:`evaluate` scores a
+confirmed edges is scored too (:mod:`.confirm`: the pruning's stopped circuit's edges, or
+beyond the budget the reported circuit's top edges, each in its circuit's context). :func:`evaluate` scores a
 circuit the user brings. :func:`write_outputs` writes ``circuit.json`` (every edge with its
 scores, the circuit's marked ``in_graph``: MIB's format), ``circuit.dot``, ``circuit.graphml``,
 ``curve.csv`` and ``summary.json`` into one all-or-nothing folder."""
@@ -21,7 +22,7 @@ from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
 from . import prune
 from .attribution import attribute, default_steps
-from .confirm import confirm, confirm_in_context, confirmation, stop_rule, verdict_row
+from .confirm import confirm_in_context, confirm_within, confirmation, stop_rule, verdict_row
 from .exact import patch_edges
 from .faithfulness import Scorer, curve, evaluate_kept, top_k
 from .forward import TaskModel, config_graph
@@ -228,7 +229,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
                          sign=np.sign(behaviour))
         key, patched = pr["key"], np.arange(n_edges)
         eff, eff_se = pr["clean"], pr["clean_se"]
-        verdicts = confirm_in_context(r, pr, behaviour)
+        verdicts, confirmed_in = confirm_in_context(r, pr, behaviour), "stopped"
         method = {"method": "pruning in context", "rounds": pr["rounds"], "sets": pr["sets"],
                   "fraction": prune.FRACTION, "tail": prune.TAIL}
     else:
@@ -245,8 +246,11 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     kept = top_k(cur["order"], k, n_edges)
     ev = evaluate_kept(sc, kept)
     losses = output_losses(sc.runner, kept)
-    if verdicts is None:
-        verdicts = confirm(r, patched, eff, eff_se, behaviour)
+    if verdicts is None:  # the reported circuit's top edges, each removed from it alone
+        tested = cur["order"][:min(top, k)]
+        d, d_se = (eff[:tested.size], eff_se[:tested.size]) if kept.all() else \
+            patch_edges(r, tested, within=kept)
+        verdicts, confirmed_in = confirm_within(r, kept, tested, d, d_se, behaviour), "reported"
     confirmed = tm.graph.empty()
     confirmed[[e for e, v in verdicts.items() if v["confirmed"]]] = True
     ev_confirmed = evaluate_kept(sc, confirmed)
@@ -256,7 +260,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
             "split": {"holdout": holdout, "fit": fit_task.n, "held_out": held_task.n},
             "exact": {int(e): (float(a), float(b)) for e, a, b in zip(patched, eff, eff_se,
                                                                       strict=True)},
-            "verdicts": verdicts,
+            "verdicts": verdicts, "confirmed_in": confirmed_in,
             "curve": cur, "kept": kept, "circuit": ev, "confirmed_circuit": ev_confirmed,
             "output_losses": losses, "columns": columns}
 
@@ -302,7 +306,8 @@ def summary(res: dict) -> dict:
             "attribution_steps": res["steps"], "n_edges": g.n_edges,
             "split": res["split"], "ranking": res["ranking_method"],
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
-            "confirmation": confirmation(res["verdicts"], len(res["exact"])),
+            "confirmation": confirmation(res["verdicts"], len(res["exact"]),
+                                         res["confirmed_in"]),
             "weights_screen": bool(res.get("columns")),
             "output_losses": {"unit": LOSS_UNIT, **res["output_losses"]},
             "curve_area": cur["area"],
