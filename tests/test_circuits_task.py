@@ -589,6 +589,28 @@ def test_the_smallest_circuit_is_bisected_then_scanned():
         assert calls[0] == len(cur["k"]) and sum(calls[1:]) <= np.log2(n_edges) + SCAN - 1
 
 
+def test_the_scan_stops_at_the_first_size_reaching_the_target():
+    """The scan of the last bracket measures its sizes upwards, :data:`SCAN_CHUNK` a pass,
+    and stops at the pass holding the first ``k`` that reaches 0.8: on ``f = k / E`` (10,000
+    edges, smallest 8,000), no size past ``8,000 + SCAN_CHUNK − 1`` is scanned."""
+    from rmtbase.circuits.task.faithfulness import SCAN_CHUNK
+
+    n_edges, scanned = 10_000, []
+
+    def means(sets, desc=None):
+        ks = [int(s.sum()) for s in sets]
+        if desc == "smallest circuit":
+            scanned.append(ks)
+        return np.array([k / n_edges for k in ks])
+    sc = _stub_scorer(n_edges, None)
+    sc.means = means
+    cur = curve(sc, np.random.default_rng(0).random(n_edges))
+    assert cur["smallest"] == 8000 and scanned
+    flat = [k for ks in scanned for k in ks]
+    assert all(len(ks) <= SCAN_CHUNK for ks in scanned)
+    assert flat == list(range(flat[0], flat[-1] + 1)) and 8000 <= flat[-1] < 8000 + SCAN_CHUNK
+
+
 def _stub_scorer(n_edges, f_of_k, calls=None):
     from types import SimpleNamespace
 

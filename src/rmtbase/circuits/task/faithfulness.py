@@ -73,8 +73,10 @@ class Scorer:
 RESOLUTION = 0.01
 #: A graph of at most this many edges has its curve measured at every ``k``.
 DENSE = 512
-#: A bracket of at most this many edges has every ``k`` in it measured.
+#: A bracket of at most this many edges has every ``k`` in it measured, up to the first
+#: reaching the target, this many sizes a pass over the prompts.
 SCAN = 64
+SCAN_CHUNK = 8
 
 
 def curve(scorer: Scorer, scores, *, points: int = 24, target: float = TARGET,
@@ -109,13 +111,14 @@ def _smallest(scorer, order, n, lo, hi, target, resolution) -> int:
         mid = (lo + hi) // 2
         fm = scorer.faithfulness(scorer.means([top_k(order, mid, n)]))[0]
         lo, hi = (lo, mid) if fm >= target else (mid, hi)
-    if 1 < hi - lo <= SCAN:
-        ks = np.arange(lo + 1, hi)
-        f = scorer.faithfulness(scorer.means([top_k(order, int(k), n) for k in ks],
-                                             "smallest circuit"))
-        reach = np.flatnonzero(np.asarray(f) >= target)
-        if reach.size:
-            return int(ks[reach[0]])
+    if 1 < hi - lo <= SCAN:  # upwards, :data:`SCAN_CHUNK` sizes a pass, to the first reaching
+        for at in range(lo + 1, hi, SCAN_CHUNK):
+            ks = np.arange(at, min(at + SCAN_CHUNK, hi))
+            f = scorer.faithfulness(scorer.means([top_k(order, int(k), n) for k in ks],
+                                                 "smallest circuit"))
+            reach = np.flatnonzero(np.asarray(f) >= target)
+            if reach.size:
+                return int(ks[reach[0]])
     return hi
 
 
