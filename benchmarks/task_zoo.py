@@ -43,6 +43,8 @@ difference and of its percentage of the full model's, and the smallest ``k`` wit
 ``f ≥ 0.8``. auto-circuit's area starts at ``k = 1``, so a ranking whose top edges tie (ACDC's
 never-removed ones) loses the stretch before its first realised count; the first area is the
 one to compare. Also: rmtbase's own scorer against the evaluator on the rmtbase ranking.
+``--best-subsets K``: instead, how far any ranking of rmtbase's top ``K`` edges could draw
+(:func:`best_subsets`).
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python \\
         benchmarks/task_zoo.py --peers /work/peers/bin/python [--prompts 64] [--json zoo.json]
@@ -192,6 +194,39 @@ def rmtbase_ranking(folder, task, prune_budget: int | None = None) -> dict:
     names = res["tm"].graph.edge_names()
     key = np.asarray(res["ranking"], dtype=np.float64)
     return {n: float(k) for n, k in zip(names, key, strict=True)}
+
+
+def best_subsets(folder, task, seed: int, top: int) -> dict:
+    """On ``task``'s held-out half: rmtbase's prefix curve ``f(k)``, ``k = 0 … top`` (its
+    ranking from the fit half), and for each ``k < top`` the most any ``k`` of its top ``top``
+    edges hold (every subset measured, rmtbase's scorer: equal to the evaluator, module
+    docstring); the areas over ``x ∈ [0, x(top)]`` of the prefix, of that envelope (no nested
+    ranking of these edges draws more) and of the straight line to ``f(top)`` (what the
+    evaluator draws for a ranking whose top ``top`` tie)."""
+    from itertools import combinations
+
+    from rmtbase.circuits.task.faithfulness import Scorer, top_k
+    from rmtbase.circuits.task.runner import Runner
+    from rmtbase.circuits.task.search import find_task_circuit
+
+    fit, held = split(task, seed)
+    res = find_task_circuit(str(folder), fit, counterfactual="corrupted", holdout=0)
+    g = res["tm"].graph
+    order = np.argsort(-np.asarray(res["ranking"]), kind="stable")
+    sc = Scorer(Runner(res["tm"], held, counterfactual="corrupted"))
+    prefix = sc.faithfulness(sc.means([top_k(order, k, g.n_edges) for k in range(top + 1)],
+                                      "prefix"))
+    best = [float(prefix[0])]
+    for k in range(1, top):
+        sets = [top_k(np.asarray(c), k, g.n_edges) for c in combinations(order[:top], k)]
+        best.append(float(sc.faithfulness(sc.means(sets, f"every {k} of {top}")).max()))
+    best.append(float(prefix[top]))
+    x = np.log1p(np.arange(top + 1)) / np.log1p(g.n_edges)
+    return {"task": task.name, "top": top, "edges": [g.edge_names()[e] for e in order[:top]],
+            "prefix": prefix.tolist(), "best": best,
+            "area_prefix": float(np.trapezoid(prefix, x)),
+            "area_best": float(np.trapezoid(best, x)),
+            "area_tied": float(x[top] * (prefix[0] + prefix[top]) / 2)}
 
 
 def _task_doc(folder, task) -> dict:
@@ -714,6 +749,9 @@ def main(argv=None) -> int:
     p.add_argument("--folder", default=None, help="another GPT-2 folder (a smoke test)")
     p.add_argument("--prune-budget", type=int, default=None,
                    help="rmtbase's prune_budget (0: pruning on integrated gradients)")
+    p.add_argument("--best-subsets", type=int, default=0, metavar="K",
+                   help="instead: on the held-out half, every subset of rmtbase's top K "
+                        "edges (best_subsets)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     bad = [m for m in args.methods.split(",") if m not in PEER_METHODS]
@@ -740,6 +778,11 @@ def main(argv=None) -> int:
         args.length = int(tasks["answer"].length)
     else:
         tasks = zoo_tasks(args.prompts, args.length, args.seed)
+    if args.best_subsets:
+        rows = [best_subsets(folder, tasks[t], args.seed, args.best_subsets)
+                for t in args.tasks.split(",")]
+        print(json.dumps(rows, indent=1))
+        return 0
     docs = []
     with tempfile.TemporaryDirectory(prefix="rmtbase-zoo-") as tmp:
         for name in args.tasks.split(","):
