@@ -1505,7 +1505,8 @@ def test_a_task_built_in_python_gets_the_task_files_checks(monkeypatch):
 
 def test_the_search_names_its_stages_when_asked(capsys):
     """With progress, each stage is a named line on stderr (the model read, the graph and the
-    split with the counterfactual, the pruning's size, the curve); without it, silence."""
+    split with the counterfactual, the pruning's size, the curve; beyond the budget the rounds
+    and the confirmation); without it, silence."""
     from rmtbase.circuits.task.search import find_task_circuit
 
     net, task = _gpt2(seed=2, n_layer=1), _task(n=4, seed=2)
@@ -1516,6 +1517,10 @@ def test_the_search_names_its_stages_when_asked(capsys):
     for words in ("reading", "2 pairs to rank them, 2 to score the circuit; counterfactual "
                   "corrupted", "pruning in context:", "curve on the held-out pairs"):
         assert "rmtbase circuits --task: " in err and words in err, words
+    find_task_circuit(net, task, points=4, progress=True, prune_budget=0)
+    err = capsys.readouterr().err
+    for words in ("pruning on integrated gradients: round 1", "confirming the circuit's top"):
+        assert words in err, words
 
 
 def test_the_plan_is_told_before_the_weights_are_read(tmp_path, capsys):

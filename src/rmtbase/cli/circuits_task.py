@@ -44,8 +44,8 @@ def add_options(p) -> None:
                         "the head-to-head edges")
     p.add_argument("--top", type=int, default=None,
                    help="with --task: edges listed (default 20); where the graph is too large "
-                        "for exact pruning in context, the edges patched exactly, the top of "
-                        "the ranking")
+                        "for exact pruning in context, the top of the ranking patched exactly "
+                        "and the circuit's top ones confirmed in its context")
     p.add_argument("--holdout", type=float, default=None,
                    help="with --task: fraction of the prompt pairs held out; the edges are "
                         "ranked on the others and the circuit scored on these (default 0.5; "

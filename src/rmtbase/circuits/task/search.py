@@ -248,6 +248,7 @@ def find_task_circuit(model, task, *, metric: str = "logit_diff",
     losses = output_losses(sc.runner, kept)
     if verdicts is None:  # the reported circuit's top edges, each removed from it alone
         tested = cur["order"][:min(top, k)]
+        say(f"confirming the circuit's top {tested.size} edges in its context")
         d, d_se = (eff[:tested.size], eff_se[:tested.size]) if kept.all() else \
             patch_edges(r, tested, within=kept)
         verdicts, confirmed_in = confirm_within(r, kept, tested, d, d_se, behaviour), "reported"
