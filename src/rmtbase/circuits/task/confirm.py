@@ -92,8 +92,6 @@ def confirm_in_context(runner: Runner, pruned: dict, behaviour: float) -> dict:
                           pruned["stopped_se"][idx], behaviour)
 
 
-RULE = ("|exact| >= 3 exact_se and >= 10 % of |full - empty| on >= 8 fit pairs, and the other "
-        "counterfactual keeps half of it with its sign; no correction for the number patched")
 _OTHER_IN_CONTEXT = ("the other counterfactual keeps half of that loss with its sign in the "
                      "same context (for corrupted, reported, not required where the circuit "
                      "leaves edges out: mean ablates the whole context); no correction for "
@@ -105,7 +103,7 @@ RULE_IN_CIRCUIT = ("in context: the reported circuit's top edges, each removed f
                    "lose >= 3 se and >= 10 % of |full - empty| on >= 8 fit pairs; "
                    + _OTHER_IN_CONTEXT)
 #: :func:`confirmation`'s rule by the circuit the verdicts were taken in.
-RULES = {None: RULE, "stopped": RULE_IN_CONTEXT, "reported": RULE_IN_CIRCUIT}
+RULES = {"stopped": RULE_IN_CONTEXT, "reported": RULE_IN_CIRCUIT}
 
 
 def verdict_row(v: dict) -> dict:
@@ -117,20 +115,18 @@ def verdict_row(v: dict) -> dict:
             "effect_in_context_se": None if ctx is None else ctx[1]}
 
 
-def confirmation(verdicts: dict, patched: int, context: str | None) -> dict:
-    """The summary's ``confirmation``: the rule (:data:`RULES` of ``context``: the circuit
-    the verdicts were taken in, None against the clean run), the edges patched, tested (in
-    context: those of that circuit) and confirmed, and the null edges expected to pass
-    ``≥ 3 se``."""
+def confirmation(verdicts: dict, patched: int, context: str) -> dict:
+    """The summary's ``confirmation``: the rule (:data:`RULES` of ``context``, the circuit
+    the verdicts were taken in), the edges patched, tested in that circuit and confirmed,
+    and the null edges expected to pass ``≥ 3 se``."""
     from .weights import expected_false_confirmations
 
-    tested = int(patched) if context is None else sum(
-        v.get("context") is not None for v in verdicts.values())
-    return {"rule": RULES[context], "in_context": context is not None,
+    tested = sum(v.get("context") is not None for v in verdicts.values())
+    return {"rule": RULES[context], "in_context": True,
             "patched": int(patched), "tested": tested,
             "confirmed": int(sum(v["confirmed"] for v in verdicts.values())),
             "expected_false_confirmations": expected_false_confirmations(tested)}
 
 
-__all__ = ["OTHER", "RULE", "RULES", "RULE_IN_CIRCUIT", "RULE_IN_CONTEXT", "confirm",
+__all__ = ["OTHER", "RULES", "RULE_IN_CIRCUIT", "RULE_IN_CONTEXT", "confirm",
            "confirm_in_context", "confirm_within", "confirmation", "stop_rule", "verdict_row"]
