@@ -24,7 +24,9 @@ rmtbase's faithfulness curve (the same evaluator, ``Scorer``), giving its area a
 circuit reaching 0.8, ranked by ``|score|`` (auto-circuit's order) and by the
 signed score (``_signed``: the largest carried first, MIB's CPR order). The reference's EAP
 scores are also compared with rmtbase's
-attribution (the same quantity computed twice). Prints one JSON document. ``--holdout H``:
+attribution (the same quantity computed twice). ``--peers PYTHON``: also auto-circuit's own EAP
+and EAP-IG in that venv (:func:`_auto_circuit`), scored on the same curve. Prints one JSON
+document. ``--holdout H``:
 every ranking from the fit pairs and every curve on the pairs the command holds out
 (:func:`rmtbase.circuits.task.search.split`; 0, the default: one set for both).
 
@@ -46,6 +48,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import resource
 import sys
 import time
@@ -241,6 +244,122 @@ def _compare(args, tm, task, sc, score, cur, curve) -> dict:
     return out
 
 
+#: Run by the peers' python: ``rank METHOD SAMPLES BATCH FOLDER OUT``, auto-circuit's EAP
+#: (SAMPLES 0) or EAP-IG (its ``integrated_grad_samples``) on the fit pairs of FOLDER (the
+#: model's ``sd.pt`` and ``config.json``, ``fit.json``), through a hand-built TransformerLens
+#: LLaMA config (RMS norm, rotary, each query head its own K and V input); their log-probs
+#: against transformers' at the last position go out with the scores.
+_SMOL_PEER = r"""
+import json, resource, sys, time
+import torch as t
+t.set_num_threads(1)
+import transformer_lens as tl
+from transformer_lens.pretrained.weight_conversions import convert_llama_weights
+from transformers import LlamaConfig, LlamaForCausalLM
+from auto_circuit.data import PromptDataLoader, PromptDataset
+from auto_circuit.prune_algos.mask_gradient import mask_gradient_prune_scores
+from auto_circuit.types import AblationType
+from auto_circuit.utils.graph_utils import patchable_model
+
+method, samples, batch, d, out_path = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), \
+    sys.argv[5], sys.argv[6]
+c = json.loads(open(d + "/config.json").read())
+theta = c.get("rope_theta") or c["rope_parameters"]["rope_theta"]
+hc = LlamaConfig(vocab_size=c["vocab_size"], hidden_size=c["hidden_size"],
+                 intermediate_size=c["intermediate_size"],
+                 num_hidden_layers=c["num_hidden_layers"],
+                 num_attention_heads=c["num_attention_heads"],
+                 num_key_value_heads=c["num_key_value_heads"], rms_norm_eps=c["rms_norm_eps"],
+                 rope_theta=theta, tie_word_embeddings=True, hidden_act="silu",
+                 max_position_embeddings=c["max_position_embeddings"])
+hf = LlamaForCausalLM(hc).eval()
+hf.load_state_dict(t.load(d + "/sd.pt"))
+dh = hc.hidden_size // hc.num_attention_heads
+cfg = tl.HookedTransformerConfig(
+    n_layers=hc.num_hidden_layers, d_model=hc.hidden_size, d_head=dh,
+    n_heads=hc.num_attention_heads, n_key_value_heads=hc.num_key_value_heads,
+    d_mlp=hc.intermediate_size, d_vocab=hc.vocab_size, n_ctx=2048, act_fn="silu",
+    normalization_type="RMS", eps=hc.rms_norm_eps, positional_embedding_type="rotary",
+    rotary_dim=dh, rotary_base=theta, final_rms=True, gated_mlp=True,
+    original_architecture="LlamaForCausalLM", ungroup_grouped_query_attention=True,
+    default_prepend_bos=False, device="cpu")
+m = tl.HookedTransformer(cfg)
+m.load_and_process_state_dict(convert_llama_weights(hf, cfg), fold_ln=True,
+                              center_writing_weights=False, center_unembed=True)
+for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
+    setattr(m.cfg, k, True)
+m.eval()
+for p in m.parameters():
+    p.requires_grad = False
+fit = json.loads(open(d + "/fit.json").read())
+clean = t.tensor(fit["clean"])
+with t.no_grad():
+    check = float((t.log_softmax(hf(clean).logits[:, -1].double(), -1)
+                   - t.log_softmax(m(clean)[:, -1].double(), -1)).abs().max())
+ds = PromptDataset(clean, t.tensor(fit["corrupted"]), [t.tensor([x]) for x in fit["answer"]],
+                   [t.tensor([x]) for x in fit["wrong"]])
+dl = PromptDataLoader(ds, seq_len=None, diverge_idx=0, batch_size=batch, shuffle=False)
+model = patchable_model(m, factorized=True, slice_output="last_seq", separate_qkv=True,
+                        device=t.device("cpu"))
+c0 = time.process_time()
+kw = {"mask_val": 0.0} if method == "EAP" else {"integrated_grad_samples": samples}
+ps = mask_gradient_prune_scores(model, dl, None, grad_function="logit",
+                                answer_function="avg_diff",
+                                ablation_type=AblationType.RESAMPLE, clean_corrupt="corrupt",
+                                **kw)
+json.dump({"cpu_s": time.process_time() - c0, "batches": len(dl), "logprob_check": check,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "scores": {e.name: float(ps[e.dest.module_name][e.patch_idx])
+                      for e in model.edges}}, open(out_path, "w"))
+"""
+
+
+def _auto_circuit(args, tm, task, sc, score, curve) -> dict:
+    """auto-circuit's own EAP and EAP-IG (``--ig-steps`` samples) in the peers' venv
+    (``--peers``, :data:`_SMOL_PEER`) on the fit pairs, batches of 4 (its EAP holds every
+    sender's difference at every receiver for the backward pass), each ranking by ``|score|``
+    and signed on rmtbase's curve ``sc``; its EAP (a sum of batch means) against rmtbase's
+    attribution."""
+    import subprocess
+    import tempfile
+
+    import numpy as np
+    import torch
+
+    from rmtbase.circuits.task.export import auto_circuit_name
+
+    names = [auto_circuit_name(n) for n in tm.graph.edge_names()]
+    sign = 1.0 if sc.full >= sc.empty else -1.0
+    out, rows = {}, {}
+    with tempfile.TemporaryDirectory(prefix="rmtbase-smol-peers-") as d:
+        torch.save({k: v.detach().float().contiguous() for k, v in tm.net.state_dict().items()},
+                   f"{d}/sd.pt")
+        Path(d, "config.json").write_text(tm.net.config.to_json_string())
+        Path(d, "fit.json").write_text(json.dumps(
+            {k: getattr(task, k).tolist() for k in ("clean", "corrupted", "answer", "wrong")}))
+        Path(d, "peer.py").write_text(_SMOL_PEER)
+        for label, samples in (("ac_eap", 0), ("ac_eap_ig", args.ig_steps)):
+            method = "EAP" if samples == 0 else "EAP-IG"
+            subprocess.run([args.peers, f"{d}/peer.py", "rank", method, str(samples), "4", d,
+                            f"{d}/{label}.json"], check=True, env={**os.environ,
+                                                                   "OMP_NUM_THREADS": "1"})
+            got = json.loads(Path(d, f"{label}.json").read_text())
+            ac = np.array([got["scores"][n] for n in names]) / got["batches"]
+            c = _timed(lambda a=ac: curve(sc, np.abs(a)), f"{label} curve", rows)
+            out[label] = {**_ranked(c), "cpu_s": got["cpu_s"], "samples": samples,
+                          "peak_rss_mb": got["peak_rss_mb"],
+                          "logprob_check": got["logprob_check"]}
+            rank = np.empty(ac.size)
+            rank[np.argsort(-sign * ac, kind="stable")] = np.arange(ac.size, 0, -1)
+            out[f"{label}_signed"] = _ranked(_timed(lambda k=rank: curve(sc, k),
+                                                    f"{label} signed curve", rows))
+            if samples == 0:
+                out["ac_eap_vs_attribution"] = {"max_abs_diff": float(np.abs(ac - score).max()),
+                                                "max_abs_score": float(np.abs(score).max())}
+    out["stages"] = rows
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--prompts", type=int, default=64)
@@ -256,6 +375,9 @@ def main(argv=None) -> int:
     p.add_argument("--tracr", metavar="PYTHON", default=None,
                    help="the tracr AUROC benchmark, with auto-circuit in PYTHON's venv")
     p.add_argument("--ig-samples", type=int, default=50)
+    p.add_argument("--peers", metavar="PYTHON", default=None,
+                   help="also auto-circuit's own EAP and EAP-IG (--ig-steps samples), in "
+                        "PYTHON's venv, on rmtbase's curve")
     args = p.parse_args(argv)
     if args.tracr:
         return tracr_main(args)
@@ -317,6 +439,8 @@ def main(argv=None) -> int:
                for e, a, b in zip(patched, eff, eff_se, strict=True)][:10]}
     if not args.no_compare:
         doc["compare"] = _compare(args, tm, task, sc, score, cur, curve)
+    if args.peers:
+        doc["auto_circuit"] = _auto_circuit(args, tm, task, sc, score, curve)
     text = json.dumps(doc, indent=1)
     print(text)
     if args.json:
