@@ -244,6 +244,16 @@ def _compare(args, tm, task, sc, score, cur, curve) -> dict:
     return out
 
 
+#: Peer-script lines that make TransformerLens model ``{m}`` patchable by auto-circuit (its
+#: attention results and inputs, split q, k, v and MLP inputs hooked), in eval mode and frozen.
+TL_READY = """for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
+    setattr({m}.cfg, k, True)
+{m}.eval()
+for p in {m}.parameters():
+    p.requires_grad = False
+"""
+
+
 #: Run by the peers' python: ``rank METHOD SAMPLES BATCH FOLDER OUT``, auto-circuit's EAP
 #: (SAMPLES 0) or EAP-IG (its ``integrated_grad_samples``) on the fit pairs of FOLDER (the
 #: model's ``sd.pt`` and ``config.json``, ``fit.json``), through a hand-built TransformerLens
@@ -286,12 +296,7 @@ cfg = tl.HookedTransformerConfig(
 m = tl.HookedTransformer(cfg)
 m.load_and_process_state_dict(convert_llama_weights(hf, cfg), fold_ln=True,
                               center_writing_weights=False, center_unembed=True)
-for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
-    setattr(m.cfg, k, True)
-m.eval()
-for p in m.parameters():
-    p.requires_grad = False
-fit = json.loads(open(d + "/fit.json").read())
+""" + TL_READY.replace("{m}", "m") + r"""fit = json.loads(open(d + "/fit.json").read())
 clean = t.tensor(fit["clean"])
 with t.no_grad():
     check = float((t.log_softmax(hf(clean).logits[:, -1].double(), -1)
@@ -451,13 +456,7 @@ def main(argv=None) -> int:
 # --- tracr programs with official circuits: AUROC beside auto-circuit's EAP and EAP-IG --------
 #: The peers' scripts' TransformerLens model ``tl`` of tracr program ``prog``, compiled as
 #: auto-circuit's ``get_tracr_model`` does, ready to patch (also run by task_zoo.py).
-TRACR_MODEL = r'''tl, tracr_model = get_tracr_model(prog, "cpu")
-for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
-    setattr(tl.cfg, k, True)
-tl.eval()
-for p in tl.parameters():
-    p.requires_grad = False
-'''
+TRACR_MODEL = 'tl, tracr_model = get_tracr_model(prog, "cpu")\n' + TL_READY.replace("{m}", "tl")
 #: The peers' script's prompt pairs of tracr program ``prog`` (``seed``): every sequence with a
 #: random corrupted twin, answers at every position after BOS (also run by task_zoo.py).
 TRACR_PAIRS = r'''

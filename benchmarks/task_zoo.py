@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from task_circuits import TRACR_MODEL, TRACR_PAIRS, tracr_weights  # noqa: E402
+from task_circuits import TL_READY, TRACR_MODEL, TRACR_PAIRS, tracr_weights  # noqa: E402
 
 CONFIG, MODEL_SEED = "3x4d64", 0
 TASKS = ("answer", "key")
@@ -306,12 +306,7 @@ cfg = tl.HookedTransformerConfig(
 model_tl = tl.HookedTransformer(cfg)
 model_tl.load_and_process_state_dict(convert_gpt2_weights(hf, cfg), fold_ln=True,
                                      center_writing_weights=True, center_unembed=True)
-for k in ("use_attn_result", "use_attn_in", "use_split_qkv_input", "use_hook_mlp_in"):
-    setattr(model_tl.cfg, k, True)
-model_tl.eval()
-for p in model_tl.parameters():
-    p.requires_grad = False
-clean = t.tensor(task["clean"])
+''' + TL_READY.replace("{m}", "model_tl") + r'''clean = t.tensor(task["clean"])
 corrupt = t.tensor(task["corrupted"])
 ds = PromptDataset(clean, corrupt, [t.tensor([a]) for a in task["answer"]],
                    [t.tensor([w]) for w in task["wrong"]])
