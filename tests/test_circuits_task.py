@@ -1363,6 +1363,34 @@ def test_a_failed_pruning_leaves_the_runner_without_its_hook(monkeypatch):
     assert calls[0] is not None and r.on_batch is None
 
 
+def test_in_the_full_circuit_corrupteds_other_counterfactual_is_required():
+    """``confirm_within`` the full graph (no context: the clean run) requires ``mean`` to keep
+    half of a corrupted edge's effect, as at the clean run; in a circuit that leaves edges out
+    it is reported, not required. Two edges of this model pass the rule's first part and fail
+    ``mean``'s keep: not confirmed in the full graph, confirmed when not required."""
+    from rmtbase.circuits import find
+    from rmtbase.circuits.task.confirm import confirm, confirm_within
+
+    net = _gpt2(seed=0, n_layer=1)
+    task = _own_task(net, 120, 0)
+    tm = TaskModel(net)
+    g = tm.graph
+    r = Runner(tm, task, batch=64)
+    vals = r.metrics([g.full(), g.empty()]).mean(-1)
+    behaviour = vals[0] - vals[1]
+    edges = np.arange(g.n_edges)
+    d, se = patch_edges(r, edges)
+    full = confirm_within(r, g.full(), edges, d, se, behaviour)
+    loose = confirm(r, edges, d, se, behaviour, require_other=False)
+    first = [find.passes(a, b, behaviour, True) for a, b in zip(d, se, strict=True)]
+    failed = [e for e in edges if first[e] and full[e]["depends"] == "counterfactual"]
+    assert len(failed) >= 2, "no edge fails the other counterfactual: nothing to tell apart"
+    for e in edges:
+        assert full[e]["context"] == (d[e], se[e])
+        assert loose[e]["confirmed"] == first[e]
+        assert full[e]["confirmed"] == (first[e] and e not in failed)
+
+
 @pytest.mark.parametrize("cf", ["corrupted", "zero"])
 def test_confirmation_is_the_head_searchs_rule_with_the_other_counterfactual(cf):
     """An edge is confirmed where its exact effect is >= 3 se and >= 10 % of the behaviour on
