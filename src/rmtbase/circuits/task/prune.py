@@ -168,6 +168,7 @@ def _estimated_kept(n: int, keep: float, tail: int) -> int:
     """The live edges an estimated round keeps of ``n``: none at ``tail`` or fewer."""
     return 0 if n <= tail else max(tail, int(keep * n))
 
+
 def estimated_rounds(n_edges: int, *, keep: float = KEEP, tail: int = TAIL) -> int:
     """Rounds :func:`prune_estimated` runs on ``n_edges`` edges (each ``steps`` passes)."""
     n, rounds = _estimated_kept(int(n_edges), keep, tail), 1

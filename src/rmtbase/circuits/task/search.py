@@ -6,9 +6,10 @@ top edges then patched exactly, :mod:`.exact`), draw the faithfulness curve
 reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of the
 confirmed edges is scored too (:mod:`.confirm`: the pruning's stopped circuit's edges, or
 beyond the budget the reported circuit's top edges, each in its circuit's context).
-:func:`evaluate` scores a circuit the user brings. :func:`write_outputs` writes ``circuit.json`` (every edge with its
-scores, the circuit's marked ``in_graph``: MIB's format), ``circuit.dot``, ``circuit.graphml``,
-``curve.csv`` and ``summary.json`` into one all-or-nothing folder."""
+:func:`evaluate` scores a circuit the user brings. :func:`write_outputs` writes
+``circuit.json`` (every edge with its scores, the circuit's marked ``in_graph``: MIB's
+format), ``circuit.dot``, ``circuit.graphml``, ``curve.csv`` and ``summary.json`` into one
+all-or-nothing folder."""
 
 from __future__ import annotations
 
