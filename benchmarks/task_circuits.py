@@ -206,6 +206,19 @@ def _ranked(cur) -> dict:
             "faithfulness": [round(float(v), 4) for v in f]}
 
 
+def _orders(sc, scores, sign: float, curve, label: str, rows: dict) -> dict:
+    """``label``: ``scores`` ranked by ``|score|`` (auto-circuit's order), and
+    ``label_signed``: the largest carried first (``sign · score`` descending, MIB's CPR
+    order), each on rmtbase's curve ``sc`` (:func:`_ranked`), each timed into ``rows``."""
+    import numpy as np
+
+    rank = np.empty(scores.size)
+    rank[np.argsort(-sign * scores, kind="stable")] = np.arange(scores.size, 0, -1)
+    return {label: _ranked(_timed(lambda: curve(sc, scores), f"{label} curve", rows)),
+            f"{label}_signed": _ranked(_timed(lambda: curve(sc, rank), f"{label} signed curve",
+                                              rows))}
+
+
 def _compare(args, tm, task, sc, score, cur, curve) -> dict:
     """EAP's and EAP-IG's rankings (:func:`eap_scores`) on the same prompts and corrupted
     counterfactual, each evaluated by rmtbase's faithfulness curve (``sc``), beside rmtbase's
@@ -225,14 +238,8 @@ def _compare(args, tm, task, sc, score, cur, curve) -> dict:
                      f"{label} scores", rows)
         mine = np.empty(tm.graph.n_edges)
         mine[idx] = -raw  # EAP's sign (the change on removal) to rmtbase's (what is carried)
-        c = _timed(lambda m=mine: curve(sc, m), f"{label} curve", rows)
-        out[label] = {**_ranked(c), "scores_cpu_s": rows[f"{label} scores"]["cpu_s"],
-                      "steps": steps}
-        # MIB's CPR order: the largest carried first (signed), not the largest |score|
-        rank = np.empty(mine.size)
-        rank[np.argsort(-sign * mine, kind="stable")] = np.arange(mine.size, 0, -1)
-        c = _timed(lambda k=rank: curve(sc, k), f"{label} signed curve", rows)
-        out[f"{label}_signed"] = _ranked(c)
+        out.update(_orders(sc, mine, sign, curve, label, rows))
+        out[label].update(scores_cpu_s=rows[f"{label} scores"]["cpu_s"], steps=steps)
         if steps == 0:
             out["eap_vs_attribution"] = {
                 "max_abs_diff": float(np.abs(mine - score).max()),
@@ -350,14 +357,9 @@ def _auto_circuit(args, tm, task, sc, score, curve) -> dict:
                                                                    "OMP_NUM_THREADS": "1"})
             got = json.loads(Path(d, f"{label}.json").read_text())
             ac = np.array([got["scores"][n] for n in names]) / got["batches"]
-            c = _timed(lambda a=ac: curve(sc, np.abs(a)), f"{label} curve", rows)
-            out[label] = {**_ranked(c), "cpu_s": got["cpu_s"], "samples": samples,
-                          "peak_rss_mb": got["peak_rss_mb"],
-                          "logprob_check": got["logprob_check"]}
-            rank = np.empty(ac.size)
-            rank[np.argsort(-sign * ac, kind="stable")] = np.arange(ac.size, 0, -1)
-            out[f"{label}_signed"] = _ranked(_timed(lambda k=rank: curve(sc, k),
-                                                    f"{label} signed curve", rows))
+            out.update(_orders(sc, ac, sign, curve, label, rows))
+            out[label].update(cpu_s=got["cpu_s"], samples=samples,
+                              peak_rss_mb=got["peak_rss_mb"], logprob_check=got["logprob_check"])
             if samples == 0:
                 out["ac_eap_vs_attribution"] = {"max_abs_diff": float(np.abs(ac - score).max()),
                                                 "max_abs_score": float(np.abs(score).max())}
@@ -406,12 +408,17 @@ def main(argv=None) -> int:
     task, held = split(task.subset(0, args.prompts), args.holdout)
     r = Runner(tm, task, batch=args.batch)
     score, se = _timed(lambda: attribute(r), "attribution", rows)
-    pr = _timed(lambda: prune.prune_estimated(r), "pruning", rows)
+
+    def pruning():  # as the search: the fit pairs' behaviour gives the pruning its sign
+        fit = Scorer(r)
+        return fit, prune.prune_estimated(r, sign=fit.full - fit.empty)
+
+    fit, pr = _timed(pruning, "pruning", rows)
     patched = pr["order"][:args.top]
     eff, eff_se = _timed(lambda: patch_edges(r, patched), "exact", rows)
 
     def draw():
-        sc = Scorer(r if held is task else Runner(tm, held, batch=args.batch))
+        sc = fit if held is task else Scorer(Runner(tm, held, batch=args.batch))
         return sc, curve(sc, pr["key"])
 
     sc, cur = _timed(draw, "curve", rows)
@@ -419,7 +426,6 @@ def main(argv=None) -> int:
     def confirmation():  # as the search: the reported circuit's top edges, in its context
         k = cur["smallest"] or tm.graph.n_edges
         kept, tested = top_k(cur["order"], k, tm.graph.n_edges), cur["order"][:min(args.top, k)]
-        fit = Scorer(r)
         d, d_se = patch_edges(r, tested, within=kept)
         return confirm_within(r, kept, tested, d, d_se, fit.full - fit.empty)
 
