@@ -418,6 +418,32 @@ def loss_circuit_ablated(sd, ids, pos, n_head: int, n: int, circuits: dict, abla
     return torch.stack(out).mean(0)
 
 
+def effect_se(sd, r: dict, receiver, sources, path: str, kind: str, statistic, n: int,
+              n_head: int, ablation: str) -> float:
+    """The se the tool reports for :func:`effect_cf` under ``ablation``: ``sd / √N`` of the
+    per-sequence effects, except under mean for q or k with a statistic: the influence-function
+    se ``sd(e_n − ⟨ḡ, Δ_n⟩) / √(N − 1)``, ``ḡ`` the mean over sequences of the statistic's
+    gradient (autograd, float64) at the clean residual entering the receiver's layer, ``Δ_n``
+    the residual change of the direct patch."""
+    e = effect_cf(sd, r, receiver, sources, path, (kind,), statistic, n, n_head, ablation)
+    if ablation != "mean" or kind == "v" or statistic is None or path != "direct":
+        return mean_se(e)[1]
+    lr, hr = receiver
+    w = _layer(sd, lr)
+    x = r["resid"][lr].detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        clean = [t[:, hr:hr + 1].detach() for t in
+                 _qkv(w, _ln(r["resid"][lr], w["ln_1.weight"], w["ln_1.bias"]), n_head)]
+        new = [t[:, hr:hr + 1] for t in _qkv(w, _ln(x, w["ln_1.weight"], w["ln_1.bias"]),
+                                                n_head)]
+        q, k = (new[0], clean[1]) if kind == "q" else (clean[0], new[1])
+        (g,) = torch.autograd.grad(scores(_pattern(q, k), n)[statistic][:, 0].sum(), x)
+    (cf,) = counterfactuals(r, "mean")
+    delta = sum(_delta(r, cf, m, h) for m, h in sources)
+    psi = e.detach().double() - (g.mean(0) * delta).sum((-1, -2))
+    return float(psi.std(correction=1) / math.sqrt(psi.numel() - 1))
+
+
 def mean_se(d) -> tuple[float, float]:
     d = np.asarray(d, dtype=np.float64)
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))

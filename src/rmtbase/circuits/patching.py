@@ -9,7 +9,9 @@ o_cf,i)`` —, the layer norm is re-applied, and the result feeds **only one** o
 (arXiv:2211.00593) path patching. A resample effect is the mean over its pairings of the
 per-sequence effects.
 
-Effect per sequence, then mean and ``se = sd / √N`` (``ddof=1``) over the ``N`` sequences:
+Effect per sequence, then mean and ``se = sd / √N`` (``ddof=1``) over the ``N`` sequences
+(under ``mean``, of q or k with a statistic, the influence-function se of
+:meth:`Patcher.influence`, which the shared mean would otherwise inflate):
 
 - ``q``, ``k`` with R's label's statistic (:mod:`rmtbase.probe.behaviour`): ``score(A) −
   score(A')``, the drop, in the statistic's units;
@@ -86,6 +88,7 @@ class Patcher:
         self._clean = None
         self._fold = None
         self._removed: dict = {}
+        self._influence: tuple = (None, None)
         self._queries = np.flatnonzero(seqs.content & (np.arange(seqs.length) >= 1))
 
     def counterfactual(self, ablation: str | None = None) -> Counterfactual:
@@ -190,6 +193,64 @@ class Patcher:
             self._fold = Fold(self.hm, layer, self.cap.resid[layer], self.cap.z, self.cap.scale)
         return self._fold
 
+    def influence(self, layer: int, head: int, kind: str, statistic: str | None,
+                  ablation: str | None = None):
+        """``(layer, H, N)`` float64: ``⟨ḡ, Δ_{n,S}⟩`` for every earlier source S, or None
+        where the se is ``sd / √N`` (another counterfactual, v, or a statistic not linear in
+        the pattern). Under ``mean`` the sequences' effects share the mean they are patched
+        towards (``Σ_n Δ_n = 0``), so ``e_n`` carries ``ḡ · Δ_n`` (``ḡ`` the mean over
+        sequences of the statistic's gradient at the clean residual), which cancels in the mean
+        and inflates ``sd``. ``ψ_n = e_n − ⟨ḡ, Δ_n⟩`` are the effect's influence-function
+        values (Hampel 1974; the jackknife's pseudo-values to first order, Efron & Tibshirani
+        1993, ch. 11), and ``se = sd(ψ) / √(N − 1)``: where the change is linear, ``ē`` is a
+        sample covariance of gradient and output, whose variance has ``N − 1`` where
+        ``sd(ψ)²`` has ``N``. Linearised at the clean run, so exact to first order."""
+        from .screen import LINEAR
+
+        cf = self.counterfactual(ablation)
+        if cf.kind != "mean" or kind == "v" or statistic not in LINEAR or self.seqs.n < 3:
+            return None
+        key = (layer, head, kind, statistic)
+        if self._influence[0] != key:  # kept for the receiver's next call
+            self._influence = (key, self._mean_influence(layer, head, kind, statistic, cf))
+        return self._influence[1]
+
+    def _mean_influence(self, layer, head, kind, statistic, cf):
+        import torch
+
+        from .screen import gradients, metrics
+
+        got = metrics(self, layer, head, kind, statistic)
+        if got is None:
+            return None
+        (g,) = gradients(self, layer, got[0][:1])  # per sequence ∇f_n / N_ok: their sum is ḡ
+        gbar = g.double().sum(0)  # (T, d)
+        hm = self.hm
+        out = np.zeros((layer, hm.n_heads, self.seqs.n))
+        with torch.no_grad():
+            for m in range(layer):
+                proj = gbar @ torch.cat([hm.source_weight(m, s).double()
+                                         for s in range(hm.n_heads)]).T  # (T, H d_h)
+                u = self.cap.z[m].double()
+                r = self.scale(m)
+                u = u if r is None else u * r.double()[..., None]
+                d = cf.delta(u)  # (N, T, H, d_h)
+                out[m] = (d * proj.view(*proj.shape[:1], hm.n_heads, -1)).sum((1, 3)).T.numpy()
+        return out
+
+    def _influenced(self, effects: list[Effect], infl, source_sets) -> list[Effect]:
+        """``effects`` with the se of ``e_n − Σ_S ⟨ḡ, Δ_{n,S}⟩`` (:meth:`influence`)."""
+        if infl is None:
+            return effects
+        out = []
+        for e, src in zip(effects, source_sets, strict=True):
+            psi = e.per_sequence - sum((infl[int(m), int(s)] for m, s in src),
+                                       np.zeros(infl.shape[-1]))
+            n = int(np.isfinite(psi).sum())
+            se = finite_mean_se(psi)[1] * np.sqrt(n / (n - 1)) if n > 1 else np.nan
+            out.append(Effect(e.effect, se, e.base, e.metric, e.per_sequence))
+        return out
+
     def effect(self, layer: int, head: int, sources, kind: str, statistic: str | None,
                ablation: str | None = None) -> Effect:
         """The effect of replacing ``sources``' ([(layer, head), …]) outputs by the counterfactual
@@ -222,7 +283,8 @@ class Patcher:
                 new = [fold.patched(head, [(int(m), int(s)) for m, s in src], which, how)
                        for src in source_sets]
             per.append(self._measure(layer, head, c, new, kind, statistic))
-        return average(per)
+        return self._influenced(average(per), self.influence(layer, head, kind, statistic,
+                                                             ablation), source_sets)
 
     def joint(self, layer: int, head: int, kind: str, statistic: str | None,
               ablation: str | None = None) -> Effect:
@@ -230,7 +292,9 @@ class Patcher:
         per = [self.effects_from_residuals(layer, head, [self.without_sources(layer, how)],
                                            kind, statistic)
                for how in self.hows(ablation)]
-        return average(per)[0]
+        every = [(m, s) for m in range(layer) for s in range(self.hm.n_heads)]
+        return self._influenced(average(per), self.influence(layer, head, kind, statistic,
+                                                             ablation), [every])[0]
 
     def effects_from_residuals(self, layer: int, head: int, residuals, kind: str,
                                statistic: str | None) -> list[Effect]:
