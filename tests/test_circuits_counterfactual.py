@@ -668,13 +668,18 @@ def test_find_circuits_on_the_planted_model_equals_the_truth(tmp_path_factory, a
     the truth's within ``ABS_TOL + REL_TOL |truth|``. Under the default counterfactual the
     first-token head L0H1 → L1H0 (k, direct) is not confirmed and depends on zero, while the
     true edges L0H0 (direct) and L0H2 (via MLP) are confirmed and stand."""
+    from scipy import stats
+
     from rmtbase.circuits.find import Search
 
     folder, sd, cfg = _planted(tmp_path_factory, via=True)
     ids, pos, r = _run(sd, cfg)
-    rows, _ = _tool(folder, cfg, ids, N_REP, ablation)
+    rows, ds = _tool(folder, cfg, ids, N_REP, ablation)
     bad = _disagreements(sd, cfg, r, rows, ablation, N_REP)
     assert not bad, "\n".join(bad)
+    # each row a two-sided t test at 3 se on its sequences: P(|T_{N-1}| >= 3) a row
+    rate = 2 * stats.t.sf(3.0, ids.shape[0] - 1)
+    assert ds.attrs["expected_false_confirmations"] == pytest.approx(rate * len(rows))
     by = {(r_["kind"], r_["path"], _head(r_["from"]), _head(r_["to"])): r_ for r_ in rows}
     const, prev = by["k", "direct", CONST, IND], by["k", "direct", PREV, IND]
     via = by["k", "via_mlp", PREV2, IND]

@@ -19,13 +19,14 @@ size floor;
 ``depends`` says why a row that passes one counterfactual is not confirmed: ``zero`` (it passes
 with the output set to zero only) or ``counterfactual`` (the other one keeps less than half).
 ``role`` "supports" (the behaviour drops without the source) or "suppresses". A row is a
-two-sided z test, ``P(|Z| ≥ 3) = 0.0027``: of ``n`` null rows about ``0.0027 n`` pass the se
-part (``expected_false_confirmations``, an upper bound: the second counterfactual's check only
-removes rows). ``dominant``: the supporting confirmed row with the largest effect per receiver
-and kind. Per receiver, kind and path: ``joint_effect`` (every earlier source replaced at
-once), ``redundant`` (no single confirmed, the joint passes), ``joint_contradicts`` (the
-confirmed singles' sum and a ≥ 3 se joint effect differ in sign). Per receiver and kind the
-circuit as a whole: :mod:`.faithfulness`."""
+two-sided t test on its ``N`` sequences (:func:`false_rate`: 0.0089 at ``N = 16``, 0.0027 as
+``N → ∞``); ``expected_false_confirmations`` sums it over the rows, an upper bound on the null
+rows passing (the floor and the second counterfactual's check only remove rows).
+``dominant``: the supporting confirmed row with the largest effect per receiver and kind. Per
+receiver, kind and path: ``joint_effect`` (every earlier source replaced at once),
+``redundant`` (no single confirmed, the joint passes), ``joint_contradicts`` (the confirmed
+singles' sum and a ≥ 3 se joint effect differ in sign). Per receiver and kind the circuit as
+a whole: :mod:`.faithfulness`."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ from .labels import head_name
 DEFAULT_K = 3
 CONFIRM_SE = 3.0
 CONFIRM_FRACTION = 0.10
-#: Two-sided P(|Z| >= CONFIRM_SE) of a row with no true effect.
+#: Two-sided P(|Z| >= CONFIRM_SE): :func:`false_rate` as the sequences grow.
 FALSE_RATE = 0.0027
 #: Fewest sequences a confirmation rests on (an se from fewer means little).
 MIN_SEQUENCES = 8
@@ -248,6 +249,15 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: f
     return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
 
 
+def false_rate(n: int) -> float:
+    """Two-sided ``P(|T| ≥ CONFIRM_SE)``, ``T`` Student's t with ``n − 1`` degrees of freedom:
+    the chance that a row with no effect whose se rests on ``n`` sequences (or prompts)
+    passes the se part of the rule (:data:`FALSE_RATE` as ``n → ∞``)."""
+    from scipy.stats import t
+
+    return float(2.0 * t.sf(CONFIRM_SE, max(int(n) - 1, 1)))
+
+
 def floor_of(base: float, metric_is_score: bool) -> float:
     """The rule's size floor: :data:`CONFIRM_FRACTION` of ``|base|`` (itself for change
     metrics)."""
@@ -349,7 +359,6 @@ def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
 
 __all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
            "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
-           "check_composition", "check_lengths", "exact_sources", "floor_of", "head_name", "judge", "keeps",
-           "mark_dominant",
-           "measure_counterfactuals", "needs_check", "passes",
-           "plan", "ranked_sources", "receivers"]
+           "check_composition", "check_lengths", "exact_sources", "false_rate", "floor_of",
+           "head_name", "judge", "keeps", "mark_dominant", "measure_counterfactuals",
+           "needs_check", "passes", "plan", "ranked_sources", "receivers"]

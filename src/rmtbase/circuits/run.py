@@ -186,7 +186,8 @@ def _search(model, composition, opts: F.Search, progress: bool) -> xr.Dataset:
                     resample_pairings=int(Counterfactual("resample", first.n).pairings)
                     if first is not None else 0,
                     mlp_paths_screened=int(via), n_tests=n_tests,
-                    expected_false_confirmations=float(F.FALSE_RATE * n_tests),
+                    expected_false_confirmations=float(sum(F.false_rate(r["n_sequences"])
+                                                           for r in rows)),
                     repeat_lengths=", ".join(str(n) for n in runs) if sequences is None else "",
                     n_sinks_not_patched=0 if opts.sinks or opts.receivers is not None else
                     int((labels["label"].values[1:] == "first-token").sum()))

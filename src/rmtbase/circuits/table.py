@@ -150,7 +150,7 @@ def candidate_dataset(rows: list[dict], labels: xr.Dataset, probes: dict,
         min_sequences=F.MIN_SEQUENCES,
         confirm_rule=f"|effect| >= {F.CONFIRM_SE} se and >= {F.CONFIRM_FRACTION} x the "
                      "receiver's score (0.1 for change metrics), receiver labelled, >= "
-                     f"{F.MIN_SEQUENCES} sequences; two-sided, {F.FALSE_RATE} false rate a row",
+                     f"{F.MIN_SEQUENCES} sequences; two-sided t test on a row's sequences",
         patching="direct: the source's output (z W_O slice, no bias) replaced by its "
                  "counterfactual (ablation) in the receiver's q, k or v input only, norm "
                  "re-applied; via_mlp: the source's output replaced in the residual, MLPs in "

@@ -115,17 +115,17 @@ def verdict_row(v: dict) -> dict:
             "effect_in_context_se": None if ctx is None else ctx[1]}
 
 
-def confirmation(verdicts: dict, patched: int, context: str) -> dict:
+def confirmation(verdicts: dict, patched: int, context: str, n_prompts: int) -> dict:
     """The summary's ``confirmation``: the rule (:data:`RULES` of ``context``, the circuit
     the verdicts were taken in), the edges patched, tested in that circuit and confirmed,
-    and the null edges expected to pass ``≥ 3 se``."""
+    and the null edges expected to pass ``≥ 3 se`` on the ``n_prompts`` fit prompts."""
     from .weights import expected_false_confirmations
 
     tested = sum(v.get("context") is not None for v in verdicts.values())
     return {"rule": RULES[context], "in_context": True,
             "patched": int(patched), "tested": tested,
             "confirmed": int(sum(v["confirmed"] for v in verdicts.values())),
-            "expected_false_confirmations": expected_false_confirmations(tested)}
+            "expected_false_confirmations": expected_false_confirmations(tested, n_prompts)}
 
 
 __all__ = ["OTHER", "RULES", "RULE_IN_CIRCUIT", "RULE_IN_CONTEXT", "confirm",

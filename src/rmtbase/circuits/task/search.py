@@ -309,7 +309,7 @@ def summary(res: dict) -> dict:
             "split": res["split"], "ranking": res["ranking_method"],
             "circuit": res["circuit"], "confirmed_circuit": res["confirmed_circuit"],
             "confirmation": confirmation(res["verdicts"], len(res["exact"]),
-                                         res["confirmed_in"]),
+                                         res["confirmed_in"], res["split"]["fit"]),
             "weights_screen": bool(res.get("columns")),
             "output_losses": {"unit": LOSS_UNIT, **res["output_losses"]},
             "curve_area": cur["area"],

@@ -94,13 +94,13 @@ def _num(x, name: str):
     return int(x) if name == "composition_rank" else x
 
 
-def expected_false_confirmations(n_patched: int) -> float:
-    """Of ``n_patched`` exactly patched edges with no effect, the expected number passing
-    ``|effect| ≥ 3 se`` (two-sided ``P(|Z| ≥ 3)``, :data:`rmtbase.circuits.find.FALSE_RATE`;
-    the head-behaviour search states the same)."""
-    from ..find import FALSE_RATE
+def expected_false_confirmations(n_patched: int, n_prompts: int) -> float:
+    """Of ``n_patched`` exactly patched edges with no effect, each measured on ``n_prompts``
+    prompts, the expected number passing ``|effect| ≥ 3 se``
+    (:func:`rmtbase.circuits.find.false_rate`, as the head-behaviour search states it)."""
+    from ..find import false_rate
 
-    return FALSE_RATE * int(n_patched)
+    return false_rate(n_prompts) * int(n_patched)
 
 
 __all__ = ["COLUMNS", "expected_false_confirmations", "head_edge_columns", "read_composition"]
