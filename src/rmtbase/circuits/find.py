@@ -250,9 +250,8 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: f
 
 
 def false_rate(n: int) -> float:
-    """Two-sided ``P(|T| ≥ CONFIRM_SE)``, ``T`` Student's t with ``n − 1`` degrees of freedom:
-    the chance that a row with no effect whose se rests on ``n`` sequences (or prompts)
-    passes the se part of the rule (:data:`FALSE_RATE` as ``n → ∞``)."""
+    """Two-sided ``P(|T| ≥ CONFIRM_SE)``, ``T`` Student's t on ``n − 1`` degrees of freedom: how
+    often a null row's se part passes on ``n`` sequences (:data:`FALSE_RATE` as ``n → ∞``)."""
     from scipy.stats import t
 
     return float(2.0 * t.sf(CONFIRM_SE, max(int(n) - 1, 1)))

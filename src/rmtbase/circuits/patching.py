@@ -10,8 +10,7 @@ o_cf,i)`` —, the layer norm is re-applied, and the result feeds **only one** o
 per-sequence effects.
 
 Effect per sequence, then mean and ``se = sd / √N`` (``ddof=1``) over the ``N`` sequences
-(under ``mean``, of q or k with a statistic, the influence-function se of
-:meth:`Patcher.influence`, which the shared mean would otherwise inflate):
+(:meth:`Patcher.influence`'s under ``mean`` for q or k with a statistic):
 
 - ``q``, ``k`` with R's label's statistic (:mod:`rmtbase.probe.behaviour`): ``score(A) −
   score(A')``, the drop, in the statistic's units;
@@ -195,16 +194,11 @@ class Patcher:
 
     def influence(self, layer: int, head: int, kind: str, statistic: str | None,
                   ablation: str | None = None):
-        """``(layer, H, N)`` float64: ``⟨ḡ, Δ_{n,S}⟩`` for every earlier source S, or None
-        where the se is ``sd / √N`` (another counterfactual, v, or a statistic not linear in
-        the pattern). Under ``mean`` the sequences' effects share the mean they are patched
-        towards (``Σ_n Δ_n = 0``), so ``e_n`` carries ``ḡ · Δ_n`` (``ḡ`` the mean over
-        sequences of the statistic's gradient at the clean residual), which cancels in the mean
-        and inflates ``sd``. ``ψ_n = e_n − ⟨ḡ, Δ_n⟩`` are the effect's influence-function
-        values (Hampel 1974; the jackknife's pseudo-values to first order, Efron & Tibshirani
-        1993, ch. 11), and ``se = sd(ψ) / √(N − 1)``: where the change is linear, ``ē`` is a
-        sample covariance of gradient and output, whose variance has ``N − 1`` where
-        ``sd(ψ)²`` has ``N``. Linearised at the clean run, so exact to first order."""
+        """``(layer, H, N)``: ``⟨ḡ, Δ_{n,S}⟩`` per earlier source S (``ḡ``: the statistic's mean
+        gradient at the clean residual), None where the se is ``sd/√N``. Under ``mean`` ``Σ_n
+        Δ_n = 0``: ``ḡ·Δ_n`` cancels in ``ē`` but inflates ``sd``; the se is ``sd(ψ)/√(N − 1)``
+        of ``ψ_n = e_n − ⟨ḡ, Δ_n⟩`` (influence values, Hampel 1974; the jackknife's to first
+        order; ``N − 1``: a linear change makes ``ē`` a sample covariance)."""
         from .screen import LINEAR
 
         cf = self.counterfactual(ablation)
