@@ -57,7 +57,8 @@ def legend(meta: dict | None = None, rows=()) -> list[str]:
            "variation) changes by the rule; not a circuit"]
     if T.finite(m.get("expected_false_confirmations")):
         out.append(f"expected false confirmations: {float(m['expected_false_confirmations']):.2g}"
-                   " (the rule's false rate a row times the rows patched)")
+                   " (each patched row's chance to pass 3 se with no effect, the t tail on "
+                   "its sequences, summed: an upper bound)")
     return out
 
 
