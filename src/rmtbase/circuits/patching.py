@@ -212,25 +212,15 @@ class Patcher:
     def _mean_influence(self, layer, head, kind, statistic, cf):
         import torch
 
-        from .screen import gradients, metrics
+        from .screen import gradients, metrics, sequence_dots
 
         got = metrics(self, layer, head, kind, statistic)
         if got is None:
             return None
         (g,) = gradients(self, layer, got[0][:1])  # per sequence ∇f_n / N_ok: their sum is ḡ
-        gbar = g.double().sum(0)  # (T, d)
-        hm = self.hm
-        out = np.zeros((layer, hm.n_heads, self.seqs.n))
-        with torch.no_grad():
-            for m in range(layer):
-                proj = gbar @ torch.cat([hm.source_weight(m, s).double()
-                                         for s in range(hm.n_heads)]).T  # (T, H d_h)
-                u = self.cap.z[m].double()
-                r = self.scale(m)
-                u = u if r is None else u * r.double()[..., None]
-                d = cf.delta(u)  # (N, T, H, d_h)
-                out[m] = (d * proj.view(*proj.shape[:1], hm.n_heads, -1)).sum((1, 3)).T.numpy()
-        return out
+        gbar = g.double().sum(0)[None, None]  # (1, 1, T, d): one gradient for every sequence
+        d = sequence_dots(self, gbar, layer, (cf, 0), torch.float64)  # (1, N, layer, H)
+        return d[0].transpose(1, 2, 0)
 
     def _influenced(self, effects: list[Effect], infl, source_sets) -> list[Effect]:
         """``effects`` with the se of ``e_n − Σ_S ⟨ḡ, Δ_{n,S}⟩`` (:meth:`influence`)."""

@@ -141,30 +141,36 @@ def first_order_how(pt):
     return None if cf.kind == "zero" else (cf, None)
 
 
-def source_dots(pt, grads, n_layers: int, combine) -> np.ndarray:
-    """``(n_layers, H)``: ``combine`` of per-sequence ``⟨g, Δ_S⟩`` for every head S of the first
-    ``n_layers`` layers, one GEMM a layer: ``⟨g, Δ_S⟩ = Σ Δ(r z_S) · (W_O[S] g)``, ``r`` the
-    post-norm's clean scale (1 for pre-norm blocks), ``Δ`` the counterfactual's change."""
+def sequence_dots(pt, gs, n_layers: int, how, dtype=None) -> np.ndarray:
+    """``(P, N, n_layers, H)``: per sequence ``⟨g, Δ_S⟩ = Σ Δ(r z_S)·(W_O[S] g)`` (``r``: post-norm
+    scale; ``Δ``: of ``how``) for ``gs`` ``(P, N or 1, T, d)``, in ``dtype`` (None: float32)."""
     import torch
 
     hm, cap = pt.hm, pt.cap
     h, dh = hm.n_heads, hm.head_dim
-    how = first_order_how(pt)
-    out = np.zeros((n_layers, h))
-    gs = torch.stack([g.float() for g in grads])                       # (P, N, T, d)
+    dtype = torch.float32 if dtype is None else dtype
+    gs = gs.to(dtype)
+    out = np.zeros((gs.shape[0], cap.z[0].shape[0], n_layers, h))
     with torch.no_grad():
         for m in range(n_layers):
-            w = torch.cat([hm.source_weight(m, s).float() for s in range(h)])  # (H dh, d)
+            w = torch.cat([hm.source_weight(m, s).to(dtype) for s in range(h)])  # (H dh, d)
             scale = pt.scale(m)
-            u = cap.z[m].float()
-            u = u if scale is None else u * scale.float()[..., None]    # (N, T, H, dh)
+            u = cap.z[m].to(dtype)
+            u = u if scale is None else u * scale.to(dtype)[..., None]  # (N, T, H, dh)
             u = u if how is None else how[0].delta(u, how[1])
-            proj = (gs @ w.T).reshape(*gs.shape[:3], h, dh)             # (P, N, T, H, dh)
-            d = (proj * u[None]).sum((2, 4))                           # (P, N, H)
-            d = d.double().numpy()
-            for s in range(h):
-                out[m, s] = combine(d[:, :, s])
+            proj = (gs @ w.T).reshape(*gs.shape[:3], h, dh)             # (P, N|1, T, H, dh)
+            out[:, :, m] = (proj * u[None]).sum((2, 4)).double().numpy()  # (P, N, H)
     return out
+
+
+def source_dots(pt, grads, n_layers: int, combine) -> np.ndarray:
+    """``(n_layers, H)``: ``combine`` of :func:`sequence_dots` ``(P, N)`` under ``pt``'s change."""
+    import torch
+
+    d = sequence_dots(pt, torch.stack([g.float() for g in grads]), n_layers,
+                      first_order_how(pt))
+    return np.array([[combine(d[:, :, m, s]) for s in range(d.shape[3])]
+                     for m in range(n_layers)]).reshape(n_layers, d.shape[3])
 
 
 def fold_dots(pt, layer: int, head: int, kind: str, fs, combine) -> np.ndarray:
@@ -238,5 +244,5 @@ def spearman(a, b) -> float:
 
 
 __all__ = ["LINEAR", "PROBES", "attribution", "first_order_how", "fold_dots",
-           "fold_value_changes", "gradients", "input_metrics", "metrics", "source_dots",
-           "spearman", "statistic_weights"]
+           "fold_value_changes", "gradients", "input_metrics", "metrics", "sequence_dots",
+           "source_dots", "spearman", "statistic_weights"]
