@@ -62,9 +62,10 @@ HEAD_OPTIONS = ("k", "layers", "receivers", "text", "draws", "seed", "sinks", "m
 
 
 def given(args, names) -> list[str]:
-    """The options of ``names`` that ``args`` sets (not None, not False), as flags."""
+    """The options of ``names`` that ``args`` sets, as flags: any value but the parser's
+    defaults None and False (by identity: a given 0 or 0.0 is set)."""
     return ["--" + n.replace("_", "-") for n in names
-            if getattr(args, n, None) not in (None, False)]
+            if (v := getattr(args, n, None)) is not None and v is not False]
 
 
 def run(args) -> int:
