@@ -67,8 +67,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
             "Label every head by behaviour on repeated random tokens at several lengths, "
             "screen every earlier source of each labelled receiver (composition by weights "
             "and a first-order attribution estimate), and confirm by exact path patching, "
-            "direct and through the MLPs: composition.nc, circuits.nc, summary.txt and "
-            "figures/circuits.png, all or nothing. No head scoring."))
+            "direct and through the MLPs; each induction circuit's output loss: "
+            "composition.nc, circuits.nc, summary.txt, figures/circuits.png and report.html, "
+            "all or nothing. No head scoring."))
     p.add_argument("model", help="local folder, .gguf file or hub id of a causal language model")
     p.add_argument("--k", type=positive_int, default=None,
                    help="sources patched per receiver, kind and ranking when not every source "
@@ -234,6 +235,13 @@ def _plain(v):
     return v
 
 
+def _losses(cds) -> list[dict]:
+    """--json's ``output_losses``: one object per induction circuit (NaN as None)."""
+    from ..report.circuit_losses import loss_rows
+
+    return [{k: _plain(v) for k, v in r.items()} for r in loss_rows(cds)]
+
+
 def _search(args, search, settings) -> int:
     """The composition (``settings``: ``--draws``, the search's seed) and the search
     (``search``), written and printed."""
@@ -264,10 +272,11 @@ def _search(args, search, settings) -> int:
                        "pairs_unlike_random")} | {
                        "composition_draws": _plain(comp.attrs.get("draws")),
                        "composition_open_pairs": _plain(comp.attrs.get(
-                           "composition_open_pairs"))})
+                           "composition_open_pairs")),
+                       "output_losses": _losses(cds)})
         print_json(doc)
     else:
         print("What was found:")  # with its rows, within 24 x 80 (circuit_lines.terminal)
         print("\n".join(f"  {t}" for t in terminal(ctx["found"])))
-    output.say_wrote(written, args.out, t0)
+    output.say_wrote(written, args.out, t0, report=True)
     return 0
