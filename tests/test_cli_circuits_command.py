@@ -63,8 +63,9 @@ def test_an_untrained_model_has_no_circuit_and_every_line_is_reachable(tmp_path)
 
 
 def test_refusals_come_before_any_work(tmp_path, capsys):
-    """An encoder, a repeat length below 3 or beyond the context, and a malformed head are
-    refused in one line naming what is wrong, before the model is read."""
+    """An encoder, a repeat length below 3 or beyond the context, a receiver or layer beyond the
+    model and a malformed head are refused in one line naming what is wrong, before the model
+    is read (nothing else on stderr: no stage started)."""
     from transformers import BertConfig
 
     bert = tmp_path / "bert"
@@ -79,6 +80,11 @@ def test_refusals_come_before_any_work(tmp_path, capsys):
                                              tmp_path / "o2"])
     assert "needs 81 positions; the model has 64" in _refused(
         capsys, ["circuits", m, "--repeat-length", "5,40", "--out", tmp_path / "o3"])
+    # a receiver or layer the model does not have: from the config, before the composition
+    assert "receiver L1H5 is not a head after layer 0 of this 2-layer, 2-head model" in \
+        _refused(capsys, ["circuits", m, "--receivers", "L1H5", "--out", tmp_path / "o2"])
+    assert "layers: 2 is not a layer after 0 of this 2-layer model" in _refused(
+        capsys, ["circuits", m, "--layers", "2", "--out", tmp_path / "o2"])
     with pytest.raises(SystemExit):
         main(["circuits", str(m), "--receivers", "2.1"])
     assert "L<layer>H<head>" in capsys.readouterr().err

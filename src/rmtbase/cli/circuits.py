@@ -131,15 +131,25 @@ def search_of(args, **fields):
 def check(args, search) -> dict:
     """Every option against the model's config, before any work (``search``: the options'
     :class:`~rmtbase.circuits.find.Search`): the family
-    (:func:`rmtbase.circuits.families.check_family`), the repeat lengths."""
+    (:func:`rmtbase.circuits.families.check_family`), the receivers and layers against the
+    model's size, the repeat lengths."""
     from types import SimpleNamespace
 
     from ..circuits.families import check_family, text_config
     from ..circuits.sequences import repeat_lengths
-    from ..models.loading import model_config
+    from ..models.loading import model_config, model_info
 
     cfg = model_config(args.model)
     check_family(cfg)
+    info = model_info(args.model)
+    n_l, n_h = info.n_layers, info.n_heads
+    for li, hi in search.receivers or ():
+        if not (li < n_l and hi < n_h):
+            raise InputError(f"receiver L{li}H{hi} is not a head after layer 0 of this "
+                             f"{n_l}-layer, {n_h}-head model")
+    for li in search.layers or ():
+        if not li < n_l:
+            raise InputError(f"layers: {li} is not a layer after 0 of this {n_l}-layer model")
     tc = text_config(cfg)
     tc = tc if isinstance(tc, dict) else vars(tc)
     if search.text is not None:
