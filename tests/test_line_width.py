@@ -56,6 +56,22 @@ def test_a_wrapped_line_loses_no_word_and_keeps_its_indent():
     assert " ".join(fitted.split()) == " ".join(text.split())
 
 
+def test_a_long_stage_line_is_wrapped():
+    """A stage line (rmtbase.progress.stage) over 200 characters: rows within 200, every word
+    kept, the rows after the first indented."""
+    import io
+
+    from rmtbase.progress import stage
+
+    buf = io.StringIO()
+    stage("rmtbase circuits", " ".join(WORDS), stream=buf)
+    rows = buf.getvalue().splitlines()
+    assert len(rows) > 1 and max(map(len, rows)) <= MAX_LINE
+    assert all(r.startswith("  ") for r in rows[1:])
+    assert " ".join(buf.getvalue().split()) == "rmtbase circuits: " + " ".join(" ".join(
+        WORDS).split())
+
+
 def _search_rows(n_receivers=40):
     """Rows of a large search: every receiver with a confirmed K source, 12 rows depending on
     zero ablation only, 3 on the counterfactual; redundant V; every fourth receiver with nothing
