@@ -34,7 +34,8 @@ def test_minilm_score_writes_no_line_over_200(tmp_path, capsys, score_cache):
 
 @pytest.mark.parametrize("module, recipe, seed", ZOO, ids=[f"{r}-{s}" for _, r, s in ZOO])
 def test_zoo_circuits_write_no_line_over_200(module, recipe, seed, tmp_path, capsys):
-    """The head search (its report.html beside) and a 16-pair induction task; the model from
+    """The head search (200 composition draws: the lines do not depend on them; its
+    report.html beside) and an 8-pair induction task, ≈ 30 + 30 CPU-s a model; the model from
     the user cache, where the other zoo tests find it (trained there on first use)."""
     import importlib
     import json
@@ -43,8 +44,8 @@ def test_zoo_circuits_write_no_line_over_200(module, recipe, seed, tmp_path, cap
 
     folder = importlib.import_module(f"rmtbase.studies.{module}").trained_folder(recipe, seed)
     vocab = int(json.loads((folder / "config.json").read_text())["vocab_size"])
-    _lines_ok(capsys, ["circuits", folder], tmp_path / "head")
+    _lines_ok(capsys, ["circuits", folder, "--draws", "200"], tmp_path / "head")
     assert (tmp_path / "head" / "report.html").is_file()
     task = tmp_path / "ind.jsonl"
-    write_task(induction_task(16, 8, vocab, seed=0), task)
-    _lines_ok(capsys, ["circuits", folder, "--task", task, "--top", "10"], tmp_path / "task")
+    write_task(induction_task(8, 8, vocab, seed=0), task)
+    _lines_ok(capsys, ["circuits", folder, "--task", task, "--top", "5"], tmp_path / "task")
