@@ -141,8 +141,9 @@ def check(args, search) -> dict:
 
     cfg = model_config(args.model)
     check_family(cfg)
-    info = model_info(args.model)
-    n_l, n_h = info.n_layers, info.n_heads
+    if search.receivers or search.layers:  # the sizes from the config or header alone
+        info = model_info(args.model)
+        n_l, n_h = info.n_layers, info.n_heads
     for li, hi in search.receivers or ():
         if not (li < n_l and hi < n_h):
             raise InputError(f"receiver L{li}H{hi} is not a head after layer 0 of this "
