@@ -184,3 +184,38 @@ def claimed_outputs(code: str) -> list[str]:
     found += [m.group(1) for m in REDIRECT.finditer(command)]
     found += [m.group(1) for m in ARROW.finditer(comment) if "/" in m.group(1)]
     return [f.strip("'\"") for f in found]
+
+
+#: The README's quoted circuit lines: the ``text`` block after the paragraph that opens
+#: "A circuit:".
+README_CIRCUIT = re.compile(r"^A circuit:.*?^```text\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def readme_circuit_lines(text: str | None = None) -> list[str]:
+    """The circuit lines the README quotes (its block after "A circuit:")."""
+    text = (ROOT / "README.md").read_text() if text is None else text
+    m = README_CIRCUIT.search(text)
+    return m.group(1).splitlines() if m else []
+
+
+def found_lines_of(summary: str) -> list[str]:
+    """The found lines of a circuits ``summary.txt``: the rows under its first heading, up to
+    the first blank line, without their two-space indent (a wrapped row's continuation, indented
+    further, joined to its line)."""
+    out: list[str] = []
+    for row in summary.split("\n\n", 1)[0].splitlines()[1:]:
+        if row.startswith("   ") and out:
+            out[-1] += " " + row.strip()
+        else:
+            out.append(row.removeprefix("  "))
+    return out
+
+
+def demo_circuits_script(out: str) -> str:
+    """The lines of ``scripts/demo.sh`` that find SmolLM2's circuits, as a bash script with the
+    environment's ``python`` and ``rmtbase`` for ``.venv/bin/…`` and ``out`` as the folder."""
+    demo = (ROOT / "scripts" / "demo.sh").read_text()
+    smol = re.search(r"^smol=.*$", demo, re.MULTILINE).group(0)
+    run = re.search(r"^\S*rmtbase circuits .*$", demo, re.MULTILINE).group(0)
+    return "\n".join(["set -euo pipefail", smol.replace(".venv/bin/", ""),
+                      f"circuits={shlex.quote(out)}", run.replace(".venv/bin/", "")])

@@ -233,6 +233,10 @@ def test_smollm2_first_screen_leads_with_its_induction_circuit(tmp_path, capsys)
     assert any(t.startswith("K: L16H0 +")
                and "L17H3" in t.split("→")[1] and t.split("→")[1].split(";")[0].endswith(
                    "induction") for t in doc["composition"]["found"])
+    # the induction circuits' output losses among what was found; no line over 200
+    assert any(t.startswith("induction circuit at repeat ") for t in doc["composition"]["found"])
+    summary = (tmp_path / "s" / "summary.txt").read_text("utf-8")
+    assert max(map(len, summary.splitlines())) <= 200
 
 
 def test_text_without_a_tokenizer_is_refused_before_any_work(tmp_path, capsys):

@@ -28,6 +28,11 @@ def test_wrote_line(capsys):
     assert re.fullmatch(r"wrote 2 files to out/x in \d+\.\d s; open "
                         + re.escape(os.path.join("out/x", "report.html")), lines[1])
     assert re.fullmatch(r"wrote 1 files to out/y in \d+\.\d s", lines[2])
+    long = "/tmp/" + "d" * 150 + "/out"  # the line would pass 200 characters: OUT alone
+    say_wrote({"scores.nc": 1, "report.html": 2}, long, t0, report=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"wrote 2 files in \d+\.\d s to", lines[0])
+    assert lines[1:] == [f"  {long}", "open report.html in it"]
 
 
 @pytest.mark.parametrize("command, what", [("score", "rmtbase score"),

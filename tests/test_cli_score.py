@@ -122,6 +122,8 @@ def test_cli_writes_scores_csv_figures(tmp_path, capsys, cache):
         assert (out / name).is_file(), name
     summary = (out / "summary.txt").read_text()
     assert "Null: i.i.d. N(0, sigma^2)" in summary and "Storage of W_Q/W_K" in summary
+    # every line of the screen and summary.txt within 200 characters (long prose wrapped)
+    assert max(len(t) for t in (text + summary).splitlines()) <= 200
 
 
 def test_cli_refuses_a_foreign_output_folder_before_scoring(tmp_path, capsys, monkeypatch):

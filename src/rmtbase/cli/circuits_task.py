@@ -62,9 +62,10 @@ HEAD_OPTIONS = ("k", "layers", "receivers", "text", "draws", "seed", "sinks", "m
 
 
 def given(args, names) -> list[str]:
-    """The options of ``names`` that ``args`` sets (not None, not False), as flags."""
+    """The options of ``names`` that ``args`` sets, as flags: any value but the parser's
+    defaults None and False (by identity: a given 0 or 0.0 is set)."""
     return ["--" + n.replace("_", "-") for n in names
-            if getattr(args, n, None) not in (None, False)]
+            if (v := getattr(args, n, None)) is not None and v is not False]
 
 
 def run(args) -> int:
@@ -92,7 +93,9 @@ def run(args) -> int:
     if not args.quiet:
         from ..progress import message
 
-        message(f"rmtbase: task {Path(args.task).stem}: {_size(records)}")
+        stem = Path(args.task).stem  # a long file name cut: the line within 200 characters
+        message(f"rmtbase: task {stem if len(stem) <= 60 else stem[:59] + '…'}: "
+                f"{_size(records)}")
     if getattr(args, "composition", None) is not None and args.evaluate is None:
         from ..circuits.task.weights import read_composition
 
@@ -121,9 +124,10 @@ def run(args) -> int:
     def report(folder):
         from ..report.task_report import write_task_report
 
-        folder.write_text("summary.txt", "\n".join(lines) + "\n")
+        folder.write_text("summary.txt", fit_text("\n".join(lines) + "\n"))
         write_task_report(folder, res, s, figures=not getattr(args, "no_figures", False))
 
+    from ..report.line_width import fit_text
     from ..report.task_report import summary_lines
 
     lines = summary_lines(s)
@@ -134,7 +138,7 @@ def run(args) -> int:
                      "command": "rmtbase circuits --task", "out": str(args.out),
                      "files": sorted(str(p) for p in written), **s}))
     else:
-        print("\n".join(lines[:SCREEN_LINES]))
+        print(fit_text("\n".join(lines[:SCREEN_LINES])))
     print(f"wrote {len(written)} files to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0

@@ -222,4 +222,6 @@ class _Show:
 
     def __call__(self, text: str) -> None:
         if not self.quiet:
-            print(text)
+            from ..report.line_width import fit_text
+
+            print(fit_text(text))

@@ -128,7 +128,9 @@ def single(args, plan: Plan, show) -> Scored:
     if undecided_line(ds):  # heads the growth budget left open: neither flagged nor cleared
         show(undecided_line(ds))
     if ds.attrs.get("resolution_note"):
-        print(f"rmtbase: {ds.attrs['resolution_note']}", file=sys.stderr)
+        from ..report.line_width import fit_text
+
+        print(fit_text(f"rmtbase: {ds.attrs['resolution_note']}"), file=sys.stderr)
     if cds is not None:
         from ..report.component_report import component_table
 

@@ -2,7 +2,8 @@
 
 The composition Dataset, the circuit rows (``circuits.nc``) when path patching ran, each head's
 behaviour label (:func:`rmtbase.pipeline.labels.head_labels`), its primary kind, and the found lines
-(:func:`rmtbase.report.circuit_lines.found_lines`)."""
+(:func:`rmtbase.report.circuit_lines.found_lines`, each induction circuit's output loss among
+them)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ def head_kinds(score) -> dict:
 def context(score, extras) -> dict | None:
     """None without ``composition.nc`` in ``extras``; else {"composition", "circuits" (or None),
     "labels", "kinds" ({(layer, head): ...}, maybe empty), "found", "patched", "meta" (the
-    circuits Dataset's attrs, {} without one)}."""
+    circuits Dataset's attrs, {} without one), "losses" (the output loss lines)}."""
     from .circuit_lines import found_lines
+    from .circuit_losses import loss_lines
 
     if not extras or "composition.nc" not in extras:
         return None
@@ -38,8 +40,9 @@ def context(score, extras) -> dict | None:
     return {"composition": comp, "circuits": circuits, "labels": labels or {},
             "kinds": head_kinds(score),
             "patched": cds is not None, "meta": meta,
+            "losses": (losses := loss_lines(cds)),
             "found": found_lines(comp, circuits, patched=cds is not None, labels=labels,
-                                 meta=meta)}
+                                 meta=meta, losses=losses)}
 
 
 __all__ = ["context", "head_kinds", "labels_of", "probe_labels"]

@@ -24,8 +24,9 @@ def rule(meta: dict | None = None, rows=()) -> str:
             f"{int(n)} sequences{keep}")
 
 
-def legend(meta: dict | None = None, rows=()) -> list[str]:
-    """Each number of the lines said once (``summary.txt``'s legend)."""
+def legend(meta: dict | None = None, rows=(), losses: bool = False) -> list[str]:
+    """Each number of the lines said once (``summary.txt``'s legend); ``losses``: the output
+    loss lines' too."""
     m = dict(meta or {})
     ablation = T.ablation_of(m, rows)
     how = T.COUNTERFACTUALS.get(ablation, ablation)
@@ -55,6 +56,10 @@ def legend(meta: dict | None = None, rows=()) -> list[str]:
            "the behaviour against the confirmed sources' sum",
            "dependencies: a receiver without a behaviour label whose attention (total "
            "variation) changes by the rule; not a circuit"]
+    if losses:
+        from .circuit_losses import loss_legend
+
+        out.append(loss_legend(ablation))
     if T.finite(m.get("expected_false_confirmations")):
         out.append(f"expected false confirmations: {float(m['expected_false_confirmations']):.2g}"
                    " (each patched row's chance to pass 3 se with no effect, the t tail on "
@@ -62,9 +67,10 @@ def legend(meta: dict | None = None, rows=()) -> list[str]:
     return out
 
 
-def detail_lines(circuits, meta: dict | None = None) -> list[str]:
+def detail_lines(circuits, meta: dict | None = None, losses: bool = False) -> list[str]:
     """``By receiver`` (every receiver's lines) and ``Legend`` blocks, each line indented two
-    spaces under its heading; [] without rows."""
+    spaces under its heading; [] without rows. ``losses``: the legend explains the output loss
+    lines."""
     from .circuit_lines import receiver_lines
 
     rows = [T.normalised(c) for c in circuits or []]
@@ -77,7 +83,7 @@ def detail_lines(circuits, meta: dict | None = None) -> list[str]:
     out = ["", "By receiver (layer, head; sources by |effect|):"]
     for to in sorted(by, key=T.head_order):
         out += [f"  {t}" for t in receiver_lines(by[to], ablation=ablation)]
-    out += ["", "Legend:"] + [f"  {t}" for t in legend(meta, rows)]
+    out += ["", "Legend:"] + [f"  {t}" for t in legend(meta, rows, losses)]
     return out
 
 

@@ -10,14 +10,14 @@ importance (a terminal shows the first lines):
   first circuit only): the confirmed q or k sources (each with its path and effect ± se) → the
   receivers that share exactly those sources, kind and label, and the circuit's
   ``faithfulness`` ± se (``faithfulness_empty`` its floor) where measured. Circuits by their
-  first receiver's layer and head, K before Q; sources by |effect|;
-- one line of the rows that pass the rule under zero ablation only (``depends == "zero"``) and
-  one of those the two non-zero counterfactuals disagree on (``"counterfactual"``), each with
-  its effects under each; neither is confirmed;
+  first receiver's layer and head, K before Q; sources by |effect|; then each induction
+  circuit's output loss (:mod:`.circuit_losses`);
+- one line of the rows that pass the rule under zero ablation only (``depends == "zero"``), one
+  of those mean and resample disagree on (``"counterfactual"``), neither confirmed (a list
+  longer than a line cut to ``+N more``: :func:`rmtbase.report.line_width.listed`);
 - one line summing up the confirmed V sources (each is in :func:`receiver_lines`);
-- the other labels' circuit lines (:data:`rmtbase.report.composition_standing.LABEL_ORDER`);
-- a receiver and kind whose sources matter only together (``redundant``);
-- the labelled receivers with nothing confirmed; unlabelled receivers' dependencies;
+- the other labels' circuit lines; the receivers and kinds whose sources matter only together
+  (``redundant``); labelled receivers with nothing confirmed; unlabelled ones' dependencies;
 - "no circuit found" with the reason; else the pairs unlike random and open at the
   composition's draws; how well the weights screen worked;
 - the counterfactual the effects were measured under.
@@ -36,12 +36,15 @@ import textwrap
 import numpy as np
 
 from . import circuit_text as T
+from .line_width import listed
 
 #: Rows a terminal shows of what was found, its heading included, and their width.
 TERMINAL_LINES = 24
 TERMINAL_WIDTH = 80
 #: Rows one line may wrap to on a terminal before it is cut with "…".
 LINE_ROWS = 2
+#: Where every item of a found line's list is, said after its ``+N more``.
+EVERY = "all in summary.txt by receiver"
 _KINDS = ("k", "q", "v")
 
 
@@ -71,20 +74,21 @@ def _depends(rows, which: str) -> list[dict]:
     return [r for r in rows if str(r.get("depends") or "") == which]
 
 
-def _depends_items(rows: list[dict], ablation: str, receiver: bool = True) -> str:
+def _depends_items(rows: list[dict], ablation: str, receiver: bool = True) -> list[str]:
     """The rows of one ``depends`` value, one item per source, kind and path (its receivers
     together, by layer and head; K, then Q, then V items, each by first receiver, then
-    |effect|):
+    |effect|; more than fit in 60 characters counted):
     ``K L3H1 → L5H1, L9H2: zero +0.14, mean +0.014``."""
     groups: dict = {}
     for r in sorted(_by_effect(rows), key=lambda r: (_KINDS.index(r["kind"]) if r["kind"] in
                                                      _KINDS else 3, T.head_order(r["to"]))):
         groups.setdefault((r["kind"], r["from"], r["path"]), []).append(r)
-    return "; ".join(
+    return [
         f"{kind.upper()} {_name(frm, p)}" + (
-            f" → {', '.join(r['to'] for r in got)}" if receiver else "") +
+            f" → {listed('', [r['to'] for r in got], sep=', ', width=60)}" if receiver
+            else "") +
         f": {T.counterfactual_effects(got, ablation)}"
-        for (kind, frm, p), got in groups.items())
+        for (kind, frm, p), got in groups.items()]
 
 
 _DEPENDS = {"zero": "depends on zero ablation only",
@@ -144,7 +148,8 @@ def receiver_lines(rows: list[dict], *, ablation: str | None = None) -> list[str
     for which, said in _DEPENDS.items():
         dep = _by_effect(_depends(rows, which))
         if dep:
-            lines.append(f"{head} · {said}: " + _depends_items(dep, ablation, receiver=False))
+            lines.append(f"{head} · {said}: " + "; ".join(
+                _depends_items(dep, ablation, receiver=False)))
     if not lines:
         big = _by_effect(rows)[0]
         lines.append(f"{head} · no source confirmed on any path (largest: "
@@ -188,7 +193,8 @@ def _circuit_line(lab: str, kind: str, sig, recs, width: int = TERMINAL_WIDTH - 
                      text + (" idle" if key[3] else "")))
     srcs = [t for *_, t in sorted(srcs)]
     faith = T.faithfulness([conf[0] for _, conf in recs])
-    tail = f" → {', '.join(to for to, _ in recs)} {lab}" + (f"; {faith}" if faith else "")
+    tail = (f" → {listed('', [to for to, _ in recs], sep=', ', width=width // 2)} {lab}"
+            + (f"; {faith}" if faith else ""))
     n = 1
     while n < len(srcs) and len(_sources(kind, srcs, n + 1) + tail) <= width:
         n += 1
@@ -215,20 +221,21 @@ def _joint_says(rows: list[dict], kind: str, which: str) -> bool:
     return any(r.get(which) for r in mine)
 
 
-def _summary_lines(circuits: list[dict], ablation: str) -> list[str]:
+def _summary_lines(circuits: list[dict], ablation: str, losses=()) -> list[str]:
     """The circuit lines and the one-line summaries in the module docstring's order (labelled
-    and unlabelled receivers' rows)."""
+    and unlabelled receivers' rows), ``losses`` after the first label's circuits."""
     from .composition_standing import LABEL_ORDER
 
     labelled = _receivers([c for c in circuits if T.label(c.get("label_to")) != "unlabelled"])
     groups = _circuits(labelled)
     n_first = sum(g[0] == LABEL_ORDER[0] for g in groups) or min(1, len(groups))
-    lines = [_circuit_line(*g) for g in groups[:n_first]]
+    lines = [_circuit_line(*g) for g in groups[:n_first]] + list(losses)
     every = [r for rows in labelled.values() for r in rows]
     for which, said in _DEPENDS.items():
         dep = _depends(every, which)
         if dep:
-            lines.append(f"{said} (not confirmed): " + _depends_items(dep, ablation))
+            lines.append(listed(f"{said} (not confirmed): ", _depends_items(dep, ablation),
+                                where=EVERY))
     v = _by_effect([r for r in every if r["kind"] == "v" and r.get("confirmed")])
     if v:
         n_rec = len({r["to"] for r in v})
@@ -240,35 +247,39 @@ def _summary_lines(circuits: list[dict], ablation: str) -> list[str]:
                for to, rows in labelled.items()
                if any(_joint_says(rows, k, which) for k in _KINDS)]
         if got:
-            lines.append(f"{said}: " + ", ".join(got))
+            lines.append(listed(f"{said}: ", got, sep=", ", where=EVERY))
     quiet = [to for to, rows in labelled.items()
              if not any(r.get("confirmed") or r.get("redundant") for r in rows)]
     if quiet:
-        lines.append("no source confirmed on any path: " + ", ".join(
-            f"{to} {T.label(labelled[to][0]['label_to'])}" for to in quiet))
+        lines.append(listed("no source confirmed on any path: ", [
+            f"{to} {T.label(labelled[to][0]['label_to'])}" for to in quiet], sep=", ",
+            where=EVERY))
     dep = _receivers([c for c in circuits if c.get("dependency")])
     if dep:
-        lines.append("no behaviour label (dependencies, not circuits): " + "; ".join(
+        lines.append(listed("no behaviour label (dependencies, not circuits): ", [
             f"{to} ← {(b := _by_effect(rows)[0])['kind'].upper()} {_source(b)}"
-            for to, rows in dep.items()))
+            for to, rows in dep.items()], where=EVERY))
     return lines
 
 
 def found_lines(ds, circuits=None, *, patched: bool = False, labels=None,
-                meta: dict | None = None) -> list[str]:
+                meta: dict | None = None, losses=()) -> list[str]:
     """Every line of the module docstring. ``circuits``: the search's rows; ``patched``: whether
     it ran (no rows then means nothing confirmed); ``labels``: the text probe's when it did not;
-    ``meta``: the circuits Dataset's attrs."""
+    ``meta``: the circuits Dataset's attrs; ``losses``: the output loss lines
+    (:func:`rmtbase.report.circuit_losses.loss_lines`)."""
     meta = dict(meta or {})
     if not patched and not circuits:
-        return _screen_lines(ds, labels)
+        from .weights_lines import weights_lines
+
+        return weights_lines(ds, labels)
     circuits = [T.normalised(c) for c in circuits or []]
     lines = []
     null_line, lead = _null_line(ds, meta.get("pairs_unlike_random"))
     if null_line and lead:
         lines.append(null_line)
     ablation = T.ablation_of(meta, circuits)
-    lines += _summary_lines(circuits, ablation)
+    lines += _summary_lines(circuits, ablation, losses)
     labelled = [c for c in circuits if T.label(c.get("label_to")) != "unlabelled"]
     if not any(c.get("confirmed") for c in circuits):
         if not labelled:
@@ -354,34 +365,6 @@ def terminal(lines: list[str], where: str = "summary.txt and --json", *,
         shown += 1
     return out + fit_rows(f"… {len(lines) - shown} more line(s): all of them in {where}",
                           width)[:1]
-
-
-def _screen_lines(ds, labels=None) -> list[str]:
-    """No patching ran: with behaviour labels each labelled receiver's top source per kind by
-    weights; else the strongest pair of each kind. Said as not confirmed."""
-    from .composition_standing import standing_rows
-
-    named = sorted(((layer, head), lab) for (layer, head), lab in (labels or {}).items()
-                   if lab and str(lab) != "none" and layer > 0)
-    if named:
-        lines = []
-        for (layer, head), lab in named:
-            keep = np.zeros(ds["composition"].shape, bool)
-            keep[:, :, :, layer, head] = True
-            top = {}
-            for r in standing_rows(ds, keep=keep):
-                top.setdefault(r["kind"], r)
-            lines.append(f"L{layer}H{head} ({lab}): top source by weights " + ", ".join(
-                f"{k.upper()} {r['from']} ({T.label((labels or {}).get((r['layer_from'], r['head_from'])))}"
-                f", rank {r['rank_kind']:,} of the kind)" for k, r in sorted(top.items())))
-        return lines + ["labels from the text probe; not confirmed by path patching"]
-    n = int(ds.attrs.get("pairs_per_kind", np.isfinite(ds["composition"].isel(kind=0)).sum()))
-    best = {}
-    for r in standing_rows(ds, top=3 * 4):
-        best.setdefault(r["kind"], r)
-    lines = [f"strongest {k.upper()}-composition by weights: {r['from']} → {r['to']} (rank 1 of "
-             f"{n:,}; effect {r['effect']:.3g}× the null median)" for k, r in sorted(best.items())]
-    return lines + ["not confirmed: weights screen, path patching decides (add --probe)"]
 
 
 __all__ = ["LINE_ROWS", "TERMINAL_LINES", "TERMINAL_WIDTH", "fit_rows", "found_lines",

@@ -16,6 +16,7 @@ from ..files.output import OutputFolder
 from ..scoring.collection.combine import collection_dim, entries
 from . import collection_figures, profiles
 from ._html_figures import figure_saver
+from .line_width import fit_text
 from .tables import anomaly_table
 
 MAX_CSV_ROWS = 1_000_000
@@ -128,7 +129,7 @@ def write_collection_report(ds: xr.Dataset, out_dir, dim: str, *, figures: bool 
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
         if _csv_fits(ds):
             out.write_text("scores.csv", long_table(ds).to_csv(index=False))
-        out.write_text("summary.txt", summary)
+        out.write_text("summary.txt", fit_text(summary))
         images = {}
         if figures:
             save = figure_saver(out, images)

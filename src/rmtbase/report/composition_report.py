@@ -136,7 +136,7 @@ def summary_lead(ctx: dict | None, *, terminal: bool = False) -> str:
 
     lines = [head] + [f"  {t}" for t in ctx["found"]] + [f"  {tail}"]
     if ctx["patched"]:
-        lines += detail_lines(ctx["circuits"], ctx.get("meta"))
+        lines += detail_lines(ctx["circuits"], ctx.get("meta"), bool(ctx.get("losses")))
     return "\n".join(lines) + "\n\n"
 
 

@@ -14,6 +14,7 @@ import xarray as xr
 
 from ..files.output import OutputFolder
 from . import figures as fig_mod
+from .line_width import fit_text
 from .tables import fmt_p, head_ranking, head_table, long_table, summary_text
 
 #: Statistics that get their own heatmap file.
@@ -158,7 +159,7 @@ def write_model_report(ds: xr.Dataset, out_dir, *, figures: bool = True, top: in
             write_components(out, components, figures=figures)
         out.write_text("heads.csv", head_table(ds).to_csv(index=False))
         out.write_text("scores.csv", long_table(ds).to_csv(index=False))
-        out.write_text("summary.txt", summary)
+        out.write_text("summary.txt", fit_text(summary))
         images, linked = {}, []
         if figures:
             def save(fig, rel):
