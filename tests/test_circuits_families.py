@@ -13,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rmtbase.circuits.families import SUPPORTED, check_family  # noqa: E402
-from rmtbase.circuits.fold import Fold  # noqa: E402
-from rmtbase.circuits.heads import HeadModel  # noqa: E402
+from rmtbase.circuits.core.families import SUPPORTED, check_family  # noqa: E402
+from rmtbase.circuits.core.fold import Fold  # noqa: E402
+from rmtbase.circuits.core.heads import HeadModel  # noqa: E402
 from rmtbase.errors import InputError  # noqa: E402
 
 T = transformers

@@ -126,7 +126,7 @@ def test_a_header_without_vocab_size_takes_repeat_lengths(monkeypatch):
     takes --repeat-length: only --text refuses it."""
     from types import SimpleNamespace
 
-    from rmtbase.circuits.find import Search
+    from rmtbase.circuits.head.find import Search
     from rmtbase.cli.circuits import check
     from rmtbase.errors import InputError
     from rmtbase.models import loading

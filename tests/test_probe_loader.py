@@ -90,7 +90,7 @@ def test_probe_and_circuits_share_the_loader_and_a_loaded_model_is_not_loaded_ag
     find_circuits' loader loads nothing, and the probe of it equals the probe of the folder."""
     from _probe_models import TEXT, llama
 
-    from rmtbase.circuits.model import load_model
+    from rmtbase.circuits.core.loader import load_model
     from rmtbase.probe import probe_model
     from rmtbase.probe.loader import Loaded, load
     from rmtbase.probe.run import load as probe_load

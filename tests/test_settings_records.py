@@ -133,8 +133,8 @@ def test_score_components_record_equals_keywords(monkeypatch):
 def test_find_circuits_search_record_and_aliases(monkeypatch):
     import xarray as xr
 
-    import rmtbase.circuits.run as R
-    from rmtbase.circuits.find import Search
+    import rmtbase.circuits.head.run as R
+    from rmtbase.circuits.head.find import Search
 
     comp = xr.Dataset({"composition": (("kind", "layer_from", "head_from", "layer_to",
                                         "head_to"), np.zeros((3, 3, 2, 3, 2)))})

@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch")
 
 from _eap_ig import eap_graph  # noqa: E402
 
+from rmtbase.circuits.core.graph import Graph  # noqa: E402
 from rmtbase.circuits.task.export import circuit_json, read_circuit  # noqa: E402
-from rmtbase.circuits.task.graph import Graph  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 ``summary.txt`` and the section of ``report.html`` of a score with composition or probe data.
 
 From the score's ``architecture`` (the ``model_type``): the head-behaviour search
-(``rmtbase circuits``) runs :data:`rmtbase.circuits.families.SUPPORTED`, the task search
-(``rmtbase circuits --task``) :data:`rmtbase.circuits.task.forward.FAMILIES`; an encoder runs
+(``rmtbase circuits``) runs :data:`rmtbase.circuits.core.families.SUPPORTED`, the task search
+(``rmtbase circuits --task``) :data:`rmtbase.circuits.core.forward.FAMILIES`; an encoder runs
 neither. The model is named as the score names it, never by an absolute path."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def wants_next(ds, extras: dict | None) -> bool:
 
 def next_lines(attrs: dict) -> list[str]:
     """The block's lines for a score's attributes (``model``, ``architecture``)."""
-    from ..circuits.families import ENCODERS, SUPPORTED
-    from ..circuits.task.forward import FAMILIES
+    from ..circuits.core.families import ENCODERS, SUPPORTED
+    from ..circuits.core.forward import FAMILIES
 
     mt = str(attrs.get("architecture", ""))
     name = str(attrs.get("model", "MODEL"))

@@ -43,7 +43,7 @@ def node_xy(name: str, n_layers: int, n_heads: int) -> tuple[float, float]:
 
 def plot_task_circuit(graph, kept, score, ax=None, *, top: int = 150, title: str = ""):
     """The edges of ``kept`` (``(n_edges,)`` bool over ``graph``,
-    :class:`rmtbase.circuits.task.graph.Graph`) with their ``score``; of a larger circuit
+    :class:`rmtbase.circuits.core.graph.Graph`) with their ``score``; of a larger circuit
     the ``top`` of largest ``|score|`` are drawn (the title says how many of how many)."""
     from matplotlib.collections import LineCollection
 
@@ -112,7 +112,7 @@ def name_nodes(ax, weight: dict, n_layers: int, n_heads: int) -> int:
 
 def plot_faithfulness(curve: dict, n_edges: int, ax=None, *, label: str = "ranked edges",
                       colour=None, losses: dict | None = None):
-    """The faithfulness curve (:func:`rmtbase.circuits.task.faithfulness.curve`): ``f`` of
+    """The faithfulness curve (:func:`rmtbase.circuits.core.faithfulness.curve`): ``f`` of
     the top ``k`` edges against ``k`` (log scale, ``k = 0`` at the left edge), the target as
     a dashed line and the smallest circuit reaching it as a dotted one; ``losses`` (the output
     losses of the reported circuit) as a note at the lower right. Call again on the same

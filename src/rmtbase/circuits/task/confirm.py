@@ -1,21 +1,21 @@
 """Which exactly patched edges of a task are confirmed: the head search's rule
-(:func:`rmtbase.circuits.find.passes`, :func:`~rmtbase.circuits.find.keeps`). An edge's
+(:func:`rmtbase.circuits.head.find.passes`, :func:`~rmtbase.circuits.head.find.keeps`). An edge's
 ``δ = m(M) − m(M ∖ e)`` is confirmed when ``|δ| ≥ 3 se`` and ``≥ 10 %`` of ``|m(M) − m(∅)|`` on
-at least :data:`~rmtbase.circuits.find.MIN_SEQUENCES` pairs, and the other counterfactual
+at least :data:`~rmtbase.circuits.head.find.MIN_SEQUENCES` pairs, and the other counterfactual
 (:data:`OTHER`), measured only where the first part passes, keeps half of ``δ`` with its sign;
 where it does not, ``depends`` says ``zero`` (an edge only zero ablation shows is not an edge:
 Heimersheim & Nanda 2024, arXiv:2404.15255) or ``counterfactual``. In context (``within`` a
-circuit ``C``, :func:`.exact.patch_edges`), ``δ = m(C) − m(C ∖ e)`` under both
+circuit ``C``, :func:`..core.exact.patch_edges`), ``δ = m(C) − m(C ∖ e)`` under both
 counterfactuals."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import find
-from ..counterfactual import TASK_OTHER
-from .exact import patch_edges
-from .runner import Runner
+from ..core.counterfactual import TASK_OTHER
+from ..core.exact import patch_edges
+from ..core.runner import Runner
+from ..head import find
 
 #: The counterfactual that checks each one.
 OTHER = TASK_OTHER
@@ -55,7 +55,7 @@ def confirm(runner: Runner, edges, effect, se, behaviour: float, within=None,
 
 def stop_rule(behaviour: float, n_pairs: int):
     """:func:`.prune.prune`'s ``stop``: every live ``δ`` of the behaviour's sign and past the
-    rule's first part (:func:`~rmtbase.circuits.find.passes`) on ≥ 8 pairs."""
+    rule's first part (:func:`~rmtbase.circuits.head.find.passes`) on ≥ 8 pairs."""
     def stop(d, se) -> bool:
         return n_pairs >= find.MIN_SEQUENCES and len(d) > 0 and all(
             x * behaviour > 0 and find.passes(x, s, behaviour, True)

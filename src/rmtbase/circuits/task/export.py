@@ -4,7 +4,7 @@
 reads it; Mueller et al. 2025, arXiv:2504.13151): ``{"cfg": {"n_layers", "n_heads",
 "parallel_attn_mlp", "d_model"}, "nodes": {name: {"in_graph"}}, "edges":
 {"a0.h1->a1.h0<k>": {"score", "in_graph"}, …}}`` with every node and edge of
-:class:`.graph.Graph` (``d_model`` where the graph knows it: EAP-IG's reader needs it).
+:class:`..core.graph.Graph` (``d_model`` where the graph knows it: EAP-IG's reader needs it).
 rmtbase adds, per edge, ``se``, ``exact``/``exact_se`` (where patched) and the TransformerLens hook
 names of its ends (``sender_hook``: ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``,
 ``blocks.0.hook_resid_pre``; ``receiver_hook``: ``blocks.L.hook_k_input[h]``,
@@ -27,7 +27,7 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from ...errors import InputError
-from .graph import Graph, receiver_hook, sender_hook
+from ..core.graph import Graph, receiver_hook, sender_hook
 
 
 def _num(x):
@@ -175,7 +175,7 @@ def graphml(g: Graph, kept, score) -> str:
 
 
 def auto_circuit_name(name: str) -> str:
-    """Edge ``name`` (``sender->receiver``, :meth:`.graph.Graph.edge_names`) as auto-circuit's
+    """Edge ``name`` (``sender->receiver``, :meth:`..core.graph.Graph.edge_names`) as auto-circuit's
     factorised graph with separate q, k, v inputs names it: ``input`` ↔ ``Resid Start``,
     ``a{l}.h{h}`` ↔ ``A{l}.{h}``, ``m{l}`` ↔ ``MLP {l}``, ``logits`` ↔ ``Resid End``, and a
     head's input ``<q>``, ``<k>``, ``<v>`` ↔ the suffix ``.Q``, ``.K``, ``.V`` of the receiving

@@ -1,8 +1,8 @@
 """A task's circuit end to end: load the causal LM and its tokenizer, read the task, score
-every edge by attribution (:mod:`.attribution`), rank the edges by pruning in context
+every edge by attribution (:mod:`..core.attribution`), rank the edges by pruning in context
 (:mod:`.prune`: on exact patches where they fit a budget, else on integrated gradients, the
-top edges then patched exactly, :mod:`.exact`), draw the faithfulness curve
-(:mod:`.faithfulness`) of that ranking; the reported circuit is the smallest top-``k``
+top edges then patched exactly, :mod:`..core.exact`), draw the faithfulness curve
+(:mod:`..core.faithfulness`) of that ranking; the reported circuit is the smallest top-``k``
 reaching faithfulness 0.8 (all edges when none does), and beside it the circuit of the
 confirmed edges is scored too (:mod:`.confirm`: the pruning's stopped circuit's edges, or
 beyond the budget the reported circuit's top edges, each in its circuit's context).
@@ -21,14 +21,14 @@ from ...checks import check_int, check_real
 from ...errors import InputError, ModelError
 from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
+from ..core.attribution import attribute, default_steps
+from ..core.exact import patch_edges
+from ..core.faithfulness import Scorer, curve, evaluate_kept, top_k
+from ..core.forward import TaskModel, config_graph
+from ..core.runner import Runner
 from . import prune
-from .attribution import attribute, default_steps
 from .confirm import confirm_in_context, confirm_within, confirmation, stop_rule, verdict_row
-from .exact import patch_edges
-from .faithfulness import Scorer, curve, evaluate_kept, top_k
-from .forward import TaskModel, config_graph
 from .losses import LOSS_UNIT, output_losses
-from .runner import Runner
 from .taskfile import Task, check_task, read_records, tokenise
 from .weights import head_edge_columns, read_composition
 
@@ -65,7 +65,7 @@ def load_causal_lm(model, *, tokenizer: bool, before=None):
         return net, tok, name
     from transformers import AutoConfig
 
-    from .forward import check_family
+    from ..core.forward import check_family
 
     try:
         config = AutoConfig.from_pretrained(src, **kw)
@@ -117,7 +117,7 @@ def _gguf_causal_lm(path, *, tokenizer: bool):
 
 
 def load(model, task, announce=None):
-    """(:class:`.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
+    """(:class:`..core.forward.TaskModel`, :class:`.taskfile.Task`, model name) of ``model`` and a
     task path or :class:`.taskfile.Task`; the graph forward checked against the model's.
     ``announce(config, task)``: called once the task is tokenised, before the weights are read
     where :func:`load_causal_lm` can."""
@@ -277,7 +277,7 @@ def _stage(text: str) -> None:
 @gives_heap_back
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
              counterfactual: str = "corrupted", batch: int | None = None, progress: bool = False) -> dict:
-    """A circuit the user brings scored on ``task`` (:func:`.faithfulness.evaluate_kept`):
+    """A circuit the user brings scored on ``task`` (:func:`..core.faithfulness.evaluate_kept`):
     ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
     from .export import read_circuit
 

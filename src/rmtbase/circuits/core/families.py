@@ -20,7 +20,7 @@ before any loading), and how each lays out one attention layer (:data:`SPECS`, r
 
 from __future__ import annotations
 
-from ..errors import InputError
+from ...errors import InputError
 
 _LLAMA = dict(layers="layers", attn="self_attn", norm=("input_layernorm",), qkv="separate",
               qkv_names=("q_proj", "k_proj", "v_proj"), out="o_proj", qk=None,

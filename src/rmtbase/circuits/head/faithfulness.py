@@ -2,13 +2,13 @@
 
 Receiver R (layer ``l``), input ``κ`` (q, k or v), circuit ``C``: the sources confirmed for
 (R, κ) on any path. Every head of a layer before ``l`` that is not in ``C`` has its output
-replaced by its counterfactual (:mod:`.counterfactual`) in its layer's attention output, the
+replaced by its counterfactual (:mod:`..core.counterfactual`) in its layer's attention output, the
 MLPs are recomputed on the changed residual (so the kept heads' contributions through MLPs
-survive) and every attention output is otherwise held clean (:meth:`.mlp_path.MLPPaths.kept`).
+survive) and every attention output is otherwise held clean (:meth:`..core.mlp_path.MLPPaths.kept`).
 Where the via-MLP screen does not run (a model without MLPs, or one above its budget: then
 no via-MLP edge is confirmed either) the direct changes are summed instead, one forward pass
 less per set. R's ``κ`` input reads the resulting residual at
-``l``, its other inputs the clean one (:meth:`.patching.Patcher.effects_from_residuals`).
+``l``, its other inputs the clean one (:meth:`..core.receiver.Patcher.effects_from_residuals`).
 
 - q, k (a behaviour statistic ``s``, per sequence ``n``): ``F = mean_n s_C / mean_n s``, with
   ``se = sd_n(s_C − F s) / √N / |mean_n s|`` (the delta method for a ratio of means).
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .patching import OUTPUT_CHANGE, TV
-from .se import finite_mean_se
+from ..core.receiver import OUTPUT_CHANGE, TV
+from ..core.se import finite_mean_se
 
 
 def residual_keeping(run, layer: int, keep, how, mlps: bool):

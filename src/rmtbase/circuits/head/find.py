@@ -4,18 +4,19 @@
 sinks only with ``sinks=True``; Xiao et al. 2023, arXiv:2309.17453), each patched on the
 sequences of the repeat length where its label's statistic is largest. A receiver named
 without a label gets **dependencies** (attention or output change), never ``confirmed``.
-**Sources**: every head of an earlier layer, screened by attribution (:mod:`.screen`) and
+**Sources**: every head of an earlier layer, screened by attribution (:mod:`..core.screen`) and
 ranked by composition; all patched exactly when the plan fits :data:`EXACT_BUDGET`, else the
 top ``k`` of each ranking and every source whose estimate reaches :data:`ATTRIBUTION_FLOOR`
-of the rule's floor. Paths: ``direct`` (:mod:`.patching`), ``via_mlp`` (:mod:`.mlp_path`:
-every source where every direct one is patched, else its top ``k`` by its own attribution).
+of the rule's floor. Paths: ``direct`` (:mod:`..core.receiver`), ``via_mlp``
+(:mod:`..core.mlp_path`: every source where every direct one is patched, else its top ``k`` by
+its own attribution).
 
-**Rule** (per row, effects under ``counterfactual``, a row's ``ablation``: :mod:`.counterfactual`):
-``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥ CONFIRM_FRACTION · |score_to|``
-(``CONFIRM_FRACTION`` itself for the change metrics), on at least :data:`MIN_SEQUENCES`
-sequences, **and** the other non-zero counterfactual (resample for mean, mean for resample)
-keeps at least :data:`.counterfactual.KEEP_FRACTION` of the effect with the same sign, and the
-size floor;
+**Rule** (per row, effects under ``counterfactual``, a row's ``ablation``:
+:mod:`..core.counterfactual`): ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥
+CONFIRM_FRACTION · |score_to|`` (``CONFIRM_FRACTION`` itself for the change metrics), on at
+least :data:`MIN_SEQUENCES` sequences, **and** the other non-zero counterfactual (resample for
+mean, mean for resample) keeps at least :data:`..core.counterfactual.KEEP_FRACTION` of the
+effect with the same sign, and the size floor;
 ``depends`` says why a row that passes one counterfactual is not confirmed: ``zero`` (it passes
 with the output set to zero only) or ``counterfactual`` (the other one keeps less than half).
 ``role`` "supports" (the behaviour drops without the source) or "suppresses". A row is a
@@ -36,8 +37,8 @@ from dataclasses import InitVar, dataclass
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
-from .counterfactual import ABLATIONS, DEFAULT_ABLATION, KEEP_FRACTION, check_kind, other
+from ...errors import InputError
+from ..core.counterfactual import ABLATIONS, DEFAULT_ABLATION, KEEP_FRACTION, check_kind, other
 from .labels import head_name
 
 #: Sources patched per receiver and kind by each ranking (weights, attribution).
@@ -78,7 +79,7 @@ class Search:
     screen: str = "auto"
     mlp_paths: object = "auto"
     layers: tuple | None = None
-    #: The counterfactual of the reported effects (:data:`.counterfactual.ABLATIONS`; None:
+    #: The counterfactual of the reported effects (:data:`..core.counterfactual.ABLATIONS`; None:
     #: ``DEFAULT_ABLATION``, held resolved).
     counterfactual: str | None = None
     #: Called with the finding rows (dicts as :func:`.table.circuit_list`) of each receiver
@@ -88,7 +89,7 @@ class Search:
     ablation: InitVar[str | None] = None
 
     def __post_init__(self, ablation):
-        from ..checks import MAX_COUNT, check_int, check_seed
+        from ...checks import MAX_COUNT, check_int, check_seed
         from .sequences import SOURCES, Sequences
 
         put = object.__setattr__
@@ -183,7 +184,7 @@ def check_lengths(spec) -> None:
                        or n < MIN_REPEAT for n in vals):
         raise InputError(f"repeat_lengths must be 'auto' or integers >= {MIN_REPEAT}, got "
                          f"{spec!r}")
-    from ..checks import MAX_COUNT
+    from ...checks import MAX_COUNT
 
     if any(int(n) > MAX_COUNT for n in vals):
         raise InputError(f"repeat_lengths must be at most {MAX_COUNT}, got {spec!r}")
@@ -265,14 +266,15 @@ def floor_of(base: float, metric_is_score: bool) -> float:
 
 def keeps(effect: float, check: float, floor: float = 0.0) -> bool:
     """Whether the other counterfactual's effect ``check`` keeps at least
-    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign, and the rule's ``floor``."""
+    :data:`..core.counterfactual.KEEP_FRACTION` of ``effect`` with its sign, and the rule's
+    ``floor``."""
     return bool(np.isfinite(check) and np.isfinite(effect) and check * effect > 0
                 and abs(check) >= max(KEEP_FRACTION * abs(effect), floor))
 
 
 def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
     """Whether a row passes the rule under ``ablation`` (so its other counterfactual decides)."""
-    from .patching import OUTPUT_CHANGE, TV
+    from ..core.receiver import OUTPUT_CHANGE, TV
 
     return (ablation != "zero" and n_seq >= MIN_SEQUENCES
             and passes(row["effect_causal"], row["effect_se"], row["score_to"],
@@ -282,7 +284,7 @@ def needs_check(row: dict, n_seq: int, ablation: str) -> bool:
 def measure_counterfactuals(effects_of, rows, n_seq: int, ablation: str) -> None:
     """Each row's effects under every counterfactual: zero for all (``effect_zero``, its se),
     the other non-zero one where the row passes the rule (it decides; NaN elsewhere);
-    ``effects_of(ablation, indices)`` gives the :class:`.patching.Effect` of those rows."""
+    ``effects_of(ablation, indices)`` gives the :class:`..core.receiver.Effect` of those rows."""
     for r in rows:
         r["ablation"] = ablation
         for a in ABLATIONS:
@@ -303,8 +305,9 @@ def judge(singles: list[dict], joint, *, labelled: bool, n_seq: int,
     """The rule of the module docstring on one receiver's rows of one kind and path (dicts
     with ``effect_causal``, ``effect_se``, ``score_to``, ``metric`` and, where measured,
     ``effect_zero``/``effect_zero_se`` and ``effect_<other counterfactual>``), updated in place
-    and returned; ``joint``: the :class:`.patching.Effect` of every earlier source replaced."""
-    from .patching import OUTPUT_CHANGE, TV
+    and returned; ``joint``: the :class:`..core.receiver.Effect` of every earlier source
+    replaced."""
+    from ..core.receiver import OUTPUT_CHANGE, TV
 
     enough = n_seq >= MIN_SEQUENCES
     check = other(ablation)

@@ -10,8 +10,8 @@ def load_model(model, *, tokenizer: bool = False):
     attention; no tokenizer), a ``Loaded``, a folder, a ``.gguf`` file or a hub id; the tokenizer
     is read only when ``tokenizer``. A TransformerLens ``TransformerBridge`` runs as the model it
     wraps (:func:`bridge_net`). One-line :class:`~rmtbase.errors.ModelError` when it cannot load."""
-    from ..models.transformer_lens import is_transformer_lens
-    from ..probe.loader import load
+    from ...models.transformer_lens import is_transformer_lens
+    from ...probe.loader import load
 
     if is_transformer_lens(model):
         model = bridge_net(model)
@@ -27,8 +27,8 @@ def bridge_net(bridge):
     their scale."""
     import torch
 
-    from ..errors import ModelError
-    from ..models.transformer_lens import weights_processing
+    from ...errors import ModelError
+    from ...models.transformer_lens import weights_processing
 
     name = type(bridge).__name__
     hf = getattr(bridge, "original_model", None)

@@ -49,7 +49,7 @@ class Graph:
     """The graph of a model with ``n_layers`` layers of ``n_heads`` heads (module docstring);
     ``parallel``: attention and MLP read the same residual; ``d_model`` the residual width
     (None where unknown), which MIB's config carries; ``heads`` the
-    :class:`rmtbase.circuits.heads.HeadModel` it was built from, where known (a composition
+    :class:`rmtbase.circuits.core.heads.HeadModel` it was built from, where known (a composition
     attached to its edges is checked against it)."""
 
     def __init__(self, n_layers: int, n_heads: int, parallel: bool = False,

@@ -16,11 +16,11 @@ import time
 import numpy as np
 
 from ...errors import InputError
-from ..counterfactual import TASK, check_kind
+from .counterfactual import TASK, check_kind
 from .metric import METRICS, check_metric, metric
-from .taskfile import Task
+from .prompts import Task
 
-#: The task search's counterfactuals, the default first (:mod:`rmtbase.circuits.counterfactual`).
+#: The task search's counterfactuals, the default first (:mod:`.counterfactual`).
 COUNTERFACTUALS = TASK
 #: Prompts per batch at least, by default (:func:`auto_batch`).
 BATCH = 8

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
+from ...errors import InputError
 
 #: Labels in tie order (the sink and ``none`` last).
 LABELS = ("induction", "previous-token", "duplicate-token", "self/local", "first-token", "none")
@@ -50,7 +50,7 @@ def chance_levels(seqs) -> tuple[dict[str, float], dict[str, int]]:
     """({statistic: chance level}, {statistic: queries pooled}) on ``seqs``: each statistic of
     uniform causal attention ``A[i, j] = 1/(i+1)``, pooled as the probe pools it
     (:func:`rmtbase.probe.behaviour.window_sums`)."""
-    from ..probe import behaviour as bh
+    from ...probe import behaviour as bh
 
     t = seqs.length
     u = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]
@@ -97,7 +97,7 @@ def label_heads(probe: xr.Dataset, *, threshold: float = THRESHOLD, chance=None,
     out["label"] = (("layer", "head"), label.astype(str), {
         "long_name": "behaviour label of the head", "units": "1",
         "definition": f"first of {', '.join(LABELS)} whose statistic s reaches "
-                      f"c + {th} (1 - c), c its chance level (rmtbase.circuits.labels)"})
+                      f"c + {th} (1 - c), c its chance level (rmtbase.circuits.head.labels)"})
     out["label_score"] = (("layer", "head"), score, {
         "long_name": "the statistic that earned the label", "units": "1"})
     out["label_statistic"] = (("layer", "head"), statistic.astype(str), {

@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError, ModelError
-from ..heads import HeadModel
 from .graph import Graph
+from .heads import HeadModel
 
 #: model_type values the task graph runs (module docstring).
 FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gpt_neox", "gemma", "phi3",
@@ -54,7 +54,7 @@ def check_family(config) -> None:
 
 def config_graph(config) -> Graph:
     """The task graph of a model from its ``config`` alone (:class:`.graph.Graph`)."""
-    from ..families import SPECS, parallel, text_config
+    from .families import SPECS, parallel, text_config
 
     tc = text_config(config)
     return Graph(int(tc.num_hidden_layers), int(tc.num_attention_heads),
