@@ -1240,7 +1240,7 @@ def test_beyond_the_budget_the_reported_circuits_top_edges_are_confirmed_in_it(c
     (``patch_edges(within=)``, recomputed here), pass the rule's first part and, under the
     other counterfactual in the same context, keep half (required but for corrupted); the
     summary names that rule and counts what it tested."""
-    from rmtbase.circuits.head import find
+    from rmtbase.circuits.core import rule
     from rmtbase.circuits.task.confirm import OTHER, RULE_IN_CIRCUIT
     from rmtbase.circuits.task.search import find_task_circuit, split, summary
 
@@ -1262,10 +1262,10 @@ def test_beyond_the_budget_the_reported_circuits_top_edges_are_confirmed_in_it(c
     behaviour = vals[0] - vals[1]
     for e, a, b, o in zip(tested, d, se, other, strict=True):
         assert v[e]["context"] == pytest.approx((a, b), rel=1e-9, abs=1e-12)
-        first = find.passes(a, b, behaviour, True)
+        first = rule.passes(a, b, behaviour, True)
         if first:
             assert v[e]["exact_other"] == pytest.approx(o, rel=1e-9, abs=1e-12)
-        kept_half = find.keeps(a, o, find.floor_of(behaviour, True))
+        kept_half = rule.keeps(a, o, rule.floor_of(behaviour, True))
         assert v[e]["confirmed"] == (first and (cf == "corrupted" or kept_half)), e
     assert not any(v[e]["confirmed"] for e in v if v[e]["context"] is None)
     c = summary(res)["confirmation"]
@@ -1286,7 +1286,7 @@ def test_pruning_stops_where_every_edge_left_passes_the_rule(cf, n_layer, n):
     and ``stopped_effect`` / ``_se`` are those in-context effects; the verdicts confirm only
     edges of it, with the other counterfactual measured in the same context: required (keeps
     half with its sign) except for corrupted."""
-    from rmtbase.circuits.head.find import keeps
+    from rmtbase.circuits.core.rule import keeps
     from rmtbase.circuits.task.confirm import OTHER, confirm_in_context, stop_rule
     from rmtbase.circuits.task.prune import prune
 
@@ -1373,7 +1373,7 @@ def test_in_the_full_circuit_corrupteds_other_counterfactual_is_required():
     half of a corrupted edge's effect, as at the clean run; in a circuit that leaves edges out
     it is reported, not required. Two edges of this model pass the rule's first part and fail
     ``mean``'s keep: not confirmed in the full graph, confirmed when not required."""
-    from rmtbase.circuits.head import find
+    from rmtbase.circuits.core import rule
     from rmtbase.circuits.task.confirm import confirm, confirm_within
 
     net = _gpt2(seed=0, n_layer=1)
@@ -1387,7 +1387,7 @@ def test_in_the_full_circuit_corrupteds_other_counterfactual_is_required():
     d, se = patch_edges(r, edges)
     full = confirm_within(r, g.full(), edges, d, se, behaviour)
     loose = confirm(r, edges, d, se, behaviour, require_other=False)
-    first = [find.passes(a, b, behaviour, True) for a, b in zip(d, se, strict=True)]
+    first = [rule.passes(a, b, behaviour, True) for a, b in zip(d, se, strict=True)]
     failed = [e for e in edges if first[e] and full[e]["depends"] == "counterfactual"]
     assert len(failed) >= 2, "no edge fails the other counterfactual: nothing to tell apart"
     for e in edges:

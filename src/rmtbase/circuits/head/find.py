@@ -19,10 +19,9 @@ mean, mean for resample) keeps at least :data:`..core.counterfactual.KEEP_FRACTI
 effect with the same sign, and the size floor;
 ``depends`` says why a row that passes one counterfactual is not confirmed: ``zero`` (it passes
 with the output set to zero only) or ``counterfactual`` (the other one keeps less than half).
-``role`` "supports" (the behaviour drops without the source) or "suppresses". A row is a
-two-sided t test on its ``N`` sequences (:func:`false_rate`: 0.0089 at ``N = 16``, 0.0027 as
-``N → ∞``); ``expected_false_confirmations`` sums it over the rows, an upper bound on the null
-rows passing (the floor and the second counterfactual's check only remove rows).
+``role`` "supports" (the behaviour drops without the source) or "suppresses". The rule
+itself, and how often a null row passes (:func:`false_rate`), are :mod:`..core.rule`'s;
+``expected_false_confirmations`` sums that rate over the rows.
 ``dominant``: the supporting confirmed row with the largest effect per receiver and kind. Per
 receiver, kind and path: ``joint_effect`` (every earlier source replaced at once),
 ``redundant`` (no single confirmed, the joint passes), ``joint_contradicts`` (the confirmed
@@ -38,17 +37,21 @@ import numpy as np
 import xarray as xr
 
 from ...errors import InputError
-from ..core.counterfactual import ABLATIONS, DEFAULT_ABLATION, KEEP_FRACTION, check_kind, other
+from ..core.counterfactual import ABLATIONS, DEFAULT_ABLATION, check_kind, other
+from ..core.rule import (
+    CONFIRM_FRACTION,
+    CONFIRM_SE,
+    FALSE_RATE,
+    MIN_SEQUENCES,
+    false_rate,
+    floor_of,
+    keeps,
+    passes,
+)
 from .labels import head_name
 
 #: Sources patched per receiver and kind by each ranking (weights, attribution).
 DEFAULT_K = 3
-CONFIRM_SE = 3.0
-CONFIRM_FRACTION = 0.10
-#: Two-sided P(|Z| >= CONFIRM_SE): :func:`false_rate` as the sequences grow.
-FALSE_RATE = 0.0027
-#: Fewest sequences a confirmation rests on (an se from fewer means little).
-MIN_SEQUENCES = 8
 #: Exact patches (receivers x kinds x sources) above which only the top k are patched.
 EXACT_BUDGET = 3000
 #: Labels whose heads are patched as receivers by default (``first-token`` with ``sinks``).
@@ -168,8 +171,6 @@ def _layers(layers):
     return tuple(out)
 
 
-
-
 def check_lengths(spec) -> None:
     """``repeat_lengths`` is ``"auto"`` or integers >= MIN_REPEAT (the fit is checked later)."""
     from .sequences import MIN_REPEAT
@@ -220,13 +221,6 @@ def receivers(labels: xr.Dataset, *, sinks: bool = False) -> list[tuple[int, int
             for hi in range(lab.shape[1]) if lab[li, hi] in keep]
 
 
-def passes(effect: float, se: float, base: float, metric_is_score: bool) -> bool:
-    """The confirmation rule of the module docstring for one signed effect."""
-    floor = floor_of(base, metric_is_score)
-    return bool(np.isfinite(effect) and np.isfinite(se) and abs(effect) >= CONFIRM_SE * se
-                and abs(effect) >= floor and effect != 0)
-
-
 #: A source whose |attribution| reaches this fraction of the rule's floor is patched exactly
 #: (the first-order estimate tracks the exact effect closely: Spearman 0.996 on SmolLM2).
 ATTRIBUTION_FLOOR = 0.5
@@ -248,28 +242,6 @@ def exact_sources(ranked_weights, attribution, k: int, exact_all: bool, floor: f
                 break
             keep.add((int(i // a.shape[1]), int(i % a.shape[1])))
     return [(m, s) for m, s, _, _ in ranked_weights if (m, s) in keep]
-
-
-def false_rate(n: int) -> float:
-    """Two-sided ``P(|T| ≥ CONFIRM_SE)``, ``T`` Student's t on ``n − 1`` degrees of freedom: how
-    often a null row's se part passes on ``n`` sequences (:data:`FALSE_RATE` as ``n → ∞``)."""
-    from scipy.stats import t
-
-    return float(2.0 * t.sf(CONFIRM_SE, max(int(n) - 1, 1)))
-
-
-def floor_of(base: float, metric_is_score: bool) -> float:
-    """The rule's size floor: :data:`CONFIRM_FRACTION` of ``|base|`` (itself for change
-    metrics)."""
-    return CONFIRM_FRACTION * abs(base) if metric_is_score else CONFIRM_FRACTION
-
-
-def keeps(effect: float, check: float, floor: float = 0.0) -> bool:
-    """Whether the other counterfactual's effect ``check`` keeps at least
-    :data:`..core.counterfactual.KEEP_FRACTION` of ``effect`` with its sign, and the rule's
-    ``floor``."""
-    return bool(np.isfinite(check) and np.isfinite(effect) and check * effect > 0
-                and abs(check) >= max(KEEP_FRACTION * abs(effect), floor))
 
 
 def needs_check(row: dict, n_seq: int, ablation: str) -> bool:

@@ -97,8 +97,8 @@ def _num(x, name: str):
 def expected_false_confirmations(n_patched: int, n_prompts: int) -> float:
     """Of ``n_patched`` exactly patched edges with no effect, each measured on ``n_prompts``
     prompts, the expected number passing ``|effect| ≥ 3 se``
-    (:func:`rmtbase.circuits.head.find.false_rate`, as the head-behaviour search states it)."""
-    from ..head.find import false_rate
+    (:func:`rmtbase.circuits.core.rule.false_rate`, as the head-behaviour search states it)."""
+    from ..core.rule import false_rate
 
     return false_rate(n_prompts) * int(n_patched)
 

@@ -1,0 +1,59 @@
+"""The confirmation rule both searches apply to a measured effect, and its false rate.
+
+An effect ``δ`` with standard error ``se`` over ``N`` sequences or prompt pairs **passes** when
+``|δ| ≥ CONFIRM_SE · se`` and ``|δ| ≥`` the size floor (:func:`floor_of`:
+:data:`CONFIRM_FRACTION` of the behaviour it is read against, or the fraction itself for a
+change metric), on at least :data:`MIN_SEQUENCES` of them; it **stands** when the other
+counterfactual keeps at least :data:`.counterfactual.KEEP_FRACTION` of it with its sign, and
+the floor (:func:`keeps`). The head search applies it per source and receiver input
+(:mod:`..head.find`), the task search per edge (:mod:`..task.confirm`).
+
+Passing is a two-sided t test on the ``N`` values: a null effect passes with probability
+:func:`false_rate` (0.0089 at ``N = 16``, :data:`FALSE_RATE` = 0.0027 as ``N → ∞``), an upper
+bound on the null effects confirmed (the floor and the second counterfactual only remove)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .counterfactual import KEEP_FRACTION
+
+CONFIRM_SE = 3.0
+CONFIRM_FRACTION = 0.10
+#: Two-sided P(|Z| >= CONFIRM_SE): :func:`false_rate` as the sequences grow.
+FALSE_RATE = 0.0027
+#: Fewest sequences a confirmation rests on (an se from fewer means little).
+MIN_SEQUENCES = 8
+
+
+def passes(effect: float, se: float, base: float, metric_is_score: bool) -> bool:
+    """The confirmation rule of the module docstring for one signed effect."""
+    floor = floor_of(base, metric_is_score)
+    return bool(np.isfinite(effect) and np.isfinite(se) and abs(effect) >= CONFIRM_SE * se
+                and abs(effect) >= floor and effect != 0)
+
+
+def false_rate(n: int) -> float:
+    """Two-sided ``P(|T| ≥ CONFIRM_SE)``, ``T`` Student's t on ``n − 1`` degrees of freedom: how
+    often a null row's se part passes on ``n`` sequences (:data:`FALSE_RATE` as ``n → ∞``)."""
+    from scipy.stats import t
+
+    return float(2.0 * t.sf(CONFIRM_SE, max(int(n) - 1, 1)))
+
+
+def floor_of(base: float, metric_is_score: bool) -> float:
+    """The rule's size floor: :data:`CONFIRM_FRACTION` of ``|base|`` (itself for change
+    metrics)."""
+    return CONFIRM_FRACTION * abs(base) if metric_is_score else CONFIRM_FRACTION
+
+
+def keeps(effect: float, check: float, floor: float = 0.0) -> bool:
+    """Whether the other counterfactual's effect ``check`` keeps at least
+    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign, and the rule's
+    ``floor``."""
+    return bool(np.isfinite(check) and np.isfinite(effect) and check * effect > 0
+                and abs(check) >= max(KEEP_FRACTION * abs(effect), floor))
+
+
+__all__ = ["CONFIRM_FRACTION", "CONFIRM_SE", "FALSE_RATE", "MIN_SEQUENCES", "false_rate",
+           "floor_of", "keeps", "passes"]
