@@ -1079,12 +1079,15 @@ def test_smollm2_gguf_runs_the_shipped_text_tasks():
 
 
 def test_the_clis_task_choices_are_the_librarys():
-    """The CLI writes the metric and counterfactual names out (no import at start-up)."""
+    """The CLI writes the metric and counterfactual names and the default counterfactual out
+    (no import at start-up)."""
+    from rmtbase.circuits.core.counterfactual import DEFAULT_TASK
     from rmtbase.circuits.core.metric import METRICS
     from rmtbase.circuits.core.runner import COUNTERFACTUALS
     from rmtbase.cli import circuits_task
 
     assert circuits_task.METRICS == METRICS and circuits_task.COUNTERFACTUALS == COUNTERFACTUALS
+    assert circuits_task.TASK_DEFAULTS["counterfactual"] == DEFAULT_TASK
 
 
 # --- pruning in context -------------------------------------------------------------------

@@ -99,13 +99,6 @@ class Counterfactual:
         return u - torch.roll(u, shifts=-(int(pairing) + 1), dims=0)
 
 
-def resolve(cf, n: int) -> Counterfactual:
-    """``cf`` as a :class:`Counterfactual` over ``n`` sequences (None or a name accepted)."""
-    if isinstance(cf, Counterfactual):
-        return cf
-    return Counterfactual("zero" if cf is None else str(cf), int(n))
-
 
 __all__ = ["ABLATIONS", "DEFAULT_ABLATION", "DEFAULT_TASK", "HEAD", "KEEP_FRACTION",
-           "RESAMPLE_PAIRINGS", "TASK", "TASK_OTHER", "Counterfactual", "check_kind", "other",
-           "resolve"]
+           "RESAMPLE_PAIRINGS", "TASK", "TASK_OTHER", "Counterfactual", "check_kind", "other"]

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from ...errors import InputError
-from .counterfactual import TASK, check_kind
+from .counterfactual import DEFAULT_TASK, TASK, check_kind
 from .metric import METRICS, check_metric, metric
 from .prompts import Task
 
@@ -50,7 +50,7 @@ class Runner:
     prompts at a time (None: :func:`auto_batch`)."""
 
     def __init__(self, tm, task: Task, *, metric: str = "logit_diff",
-                 counterfactual: str = "corrupted", batch: int | None = None,
+                 counterfactual: str = DEFAULT_TASK, batch: int | None = None,
                  progress: bool = False, cache_bytes: int = CACHE_BYTES):
         check_kind(counterfactual, task=True)
         if task.n < 2:

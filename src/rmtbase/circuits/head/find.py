@@ -325,14 +325,9 @@ def mark_dominant(rows: list[dict]) -> None:
         r["dominant"] = True
 
 
-def plan(recv, n_sources: int, k: int, exact_all: bool) -> dict:
-    """Receivers and exact patches (3 kinds × (sources, or at most 2k, + 1 joint))."""
-    per = n_sources if exact_all else min(n_sources, 2 * int(k))
-    return {"receivers": len(recv), "patches": len(recv) * 3 * (per + 1)}
-
 
 __all__ = ["ATTRIBUTION_FLOOR", "CONFIRM_FRACTION", "CONFIRM_SE", "DEFAULT_K", "EXACT_BUDGET",
            "FALSE_RATE", "MIN_SEQUENCES", "PATCHED_LABELS", "UNLABELLED_RECEIVERS", "Search",
            "check_composition", "check_lengths", "exact_sources", "false_rate", "floor_of",
            "head_name", "judge", "keeps", "mark_dominant", "measure_counterfactuals",
-           "needs_check", "passes", "plan", "ranked_sources", "receivers"]
+           "needs_check", "passes", "ranked_sources", "receivers"]

@@ -22,6 +22,7 @@ from ...errors import InputError, ModelError
 from ...files.heap import gives_heap_back
 from ...limits import MAX_COUNT
 from ..core.attribution import attribute, default_steps
+from ..core.counterfactual import DEFAULT_TASK
 from ..core.exact import patch_edges
 from ..core.faithfulness import Scorer, curve, evaluate_kept, top_k
 from ..core.forward import TaskModel, config_graph
@@ -175,7 +176,7 @@ def held_out(n: int, holdout: float) -> np.ndarray:
 
 @gives_heap_back
 def find_task_circuit(model, task, *, metric: str = "logit_diff",
-                      counterfactual: str = "corrupted", top: int = 20, points: int = 24,
+                      counterfactual: str = DEFAULT_TASK, top: int = 20, points: int = 24,
                       steps: int | None = None, prune_steps: int = prune.STEPS,
                       batch: int | None = None,
                       holdout: float = HOLDOUT, prune_budget: int = prune.BUDGET,
@@ -276,7 +277,8 @@ def _stage(text: str) -> None:
 
 @gives_heap_back
 def evaluate(model, task, edges, *, metric: str = "logit_diff",
-             counterfactual: str = "corrupted", batch: int | None = None, progress: bool = False) -> dict:
+             counterfactual: str = DEFAULT_TASK, batch: int | None = None,
+             progress: bool = False) -> dict:
     """A circuit the user brings scored on ``task`` (:func:`..core.faithfulness.evaluate_kept`):
     ``edges`` a circuit file (:func:`.export.read_circuit`) or an ``(n_edges,)`` bool."""
     from .export import read_circuit
