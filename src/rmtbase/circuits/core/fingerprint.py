@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from ...errors import InputError
-from ..head.labels import head_name
+from .graph import head_name
 from .heads import HeadModel
 
 __all__ = ["NORM_TOLERANCE", "check_composition", "head_norms"]

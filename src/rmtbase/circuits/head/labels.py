@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 
 from ...errors import InputError
+from ..core.graph import head_name
 
 #: Labels in tie order (the sink and ``none`` last).
 LABELS = ("induction", "previous-token", "duplicate-token", "self/local", "first-token", "none")
@@ -27,11 +28,6 @@ THRESHOLD = 0.4
 #: Queries a statistic must pool over to earn a label (module docstring, "Chance").
 MIN_LABEL_QUERIES = 100
 _SPECIFIC = LABELS[:4]
-
-
-def head_name(layer: int, head: int) -> str:
-    """``"L16H0"``: layer and head, 0-based."""
-    return f"L{int(layer)}H{int(head)}"
 
 
 def _label_one(scores: dict[str, float], bars: dict[str, float]) -> tuple[str, float]:

@@ -27,7 +27,7 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from ...errors import InputError
-from ..core.graph import Graph, receiver_hook, sender_hook
+from ..core.graph import Graph, parse, receiver_hook, sender_hook, split_receiver
 
 
 def _num(x):
@@ -57,7 +57,7 @@ def circuit_json(g: Graph, kept, score, se=None, exact=None, meta=None, columns=
         edges[name] = rec
         if kept[i]:
             in_nodes.add(s)
-            in_nodes.add(r.partition("<")[0])
+            in_nodes.add(split_receiver(r)[0])
     nodes = {n: {"in_graph": n in in_nodes} for n in g.nodes()}
     doc = {"cfg": g.cfg, "nodes": nodes, "edges": edges}
     if meta:
@@ -135,8 +135,7 @@ def read_circuit(path, g: Graph) -> np.ndarray:
 def _kept_edges(g: Graph, kept):
     for i in np.flatnonzero(kept):
         s, r = g.edge(int(i))
-        node, _, x = r.partition("<")
-        yield int(i), s, node, x.rstrip(">")
+        yield int(i), s, *split_receiver(r)
 
 
 def dot(g: Graph, kept, score) -> str:
@@ -183,22 +182,7 @@ def auto_circuit_name(name: str) -> str:
     s, sep, r = name.partition("->")
     if not sep:
         raise InputError(f"an edge name is sender->receiver, got {name!r}")
-    node, _, x = r.partition("<")
-    suffix = f".{x.rstrip('>').upper()}" if x else ""
-    return f"{_ac_node(s)}->{_ac_node(node)}{suffix}"
-
-
-def _ac_node(n: str) -> str:
-    if n == "input":
-        return "Resid Start"
-    if n == "logits":
-        return "Resid End"
-    if n.startswith("a") and ".h" in n:
-        layer, head = n[1:].split(".h")
-        return f"A{int(layer)}.{int(head)}"
-    if n.startswith("m") and n[1:].isdigit():
-        return f"MLP {int(n[1:])}"
-    raise InputError(f"{n!r} is not a node of the task graph")
+    return f"{parse(s).auto_circuit}->{parse(r).auto_circuit}"
 
 
 __all__ = ["auto_circuit_name", "circuit_json", "dot", "graphml", "read_circuit",

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
-from ..core.graph import Graph
+from ..core.graph import Graph, parse
 
 #: The composition Dataset's variables read, and their names beside an edge.
 COLUMNS = {"composition_rank_source": "composition_rank", "composition_p": "composition_p",
@@ -74,9 +74,8 @@ def head_edge_columns(graph: Graph, composition) -> dict[int, dict]:
         if st.kind != "attn":
             continue
         for ri, r in enumerate(st.receivers):
-            node, _, x = r.partition("<")
-            kind = kinds.index(x.rstrip(">"))
-            h2 = int(node.split(".h")[1])
+            node = parse(r)
+            kind, h2 = kinds.index(node.input), node.head
             for si in range(heads_from, st.n_senders):
                 l1, j = divmod(si - 1, graph.n_heads + 1)
                 if j == graph.n_heads:  # an MLP
