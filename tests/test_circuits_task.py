@@ -1494,9 +1494,10 @@ def test_the_plans_graph_from_the_config_is_the_models():
     graph's of every family the task graph runs, parallel blocks included."""
     from test_circuits_families import KINDS, _net
 
-    from rmtbase.circuits.core.forward import FAMILIES, config_graph
+    from rmtbase.circuits.core.families import TASK_FAMILIES
+    from rmtbase.circuits.core.forward import config_graph
 
-    kinds = [k for k in KINDS if _net(k).config.model_type in FAMILIES]
+    kinds = [k for k in KINDS if _net(k).config.model_type in TASK_FAMILIES]
     assert len(kinds) >= 20 and {"gptj", "phi", "gpt_neox", "falcon_mha"} <= set(kinds)
     for kind in kinds:
         net = _net(kind)
@@ -1508,7 +1509,7 @@ def test_a_family_outside_the_task_graph_is_refused_before_its_weights(tmp_path,
     """OPT (no mlp module) is refused from its config; the weights are never read."""
     import transformers
 
-    from rmtbase.circuits.task.search import load_causal_lm
+    from rmtbase.circuits.core.loader import load_causal_lm
 
     cfg = transformers.OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8,
                                  ffn_dim=16, vocab_size=40, max_position_embeddings=16,

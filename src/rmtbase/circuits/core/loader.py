@@ -1,8 +1,14 @@
-"""The model a circuit search runs, by the probe's loader (:func:`rmtbase.probe.loader.load`:
-float32, eager attention, CPU); a folder without a tokenizer loads (the search uses repeated
-random tokens)."""
+"""The model a circuit search runs. The head search's (:func:`load_model`): the probe's loader
+(:func:`rmtbase.probe.loader.load`: float32, eager attention, CPU), the base model; a folder
+without a tokenizer loads (the search uses repeated random tokens). The task search's
+(:func:`load_causal_lm`): the causal LM with its unembedding, its family checked
+(:func:`.families.check_family`) before its weights are read."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+from ...errors import InputError, ModelError
 
 
 def load_model(model, *, tokenizer: bool = False):
@@ -27,7 +33,6 @@ def bridge_net(bridge):
     their scale."""
     import torch
 
-    from ...errors import ModelError
     from ...models.transformer_lens import weights_processing
 
     name = type(bridge).__name__
@@ -58,4 +63,77 @@ def bridge_net(bridge):
     return net
 
 
-__all__ = ["bridge_net", "load_model"]
+def load_causal_lm(model, *, tokenizer: bool, before=None):
+    """(net, tokenizer or None, name): a transformers causal LM (eager attention, float32,
+    its unembedding kept) from a folder, a hub id, a ``.gguf`` file (:func:`_gguf_causal_lm`)
+    or a loaded ``PreTrainedModel``; the tokenizer is read only when ``tokenizer``.
+    ``before(config, tokenizer)``: called once, before the weights are read where they are
+    read here (a folder, a hub id)."""
+    before = before or (lambda config, tok: None)
+    if hasattr(model, "config") and hasattr(model, "forward"):
+        before(model.config, None)
+        return model.eval(), None, str(model.config.model_type)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ...probe.loader import has_tokenizer_files, locate, one_line
+
+    src, kw, name = locate(model, need_tokenizer=False)
+    if "gguf_file" in kw:
+        net, tok, name = _gguf_causal_lm(model, tokenizer=tokenizer)
+        before(net.config, tok)
+        return net, tok, name
+    from transformers import AutoConfig
+
+    from .families import check_family
+
+    try:
+        config = AutoConfig.from_pretrained(src, **kw)
+    except Exception as exc:
+        raise ModelError(f"cannot read the config of {name}: {one_line(exc)}") from exc
+    check_family(config, task=True)  # before the weights are read
+    tok = None
+    if tokenizer:
+        if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
+            raise InputError(f"the task gives text and {name} has no tokenizer (tokenizer.json, "
+                             f"tokenizer.model or vocab.json + merges.txt); give token ids")
+        try:
+            tok = AutoTokenizer.from_pretrained(src, **kw)
+        except Exception as exc:  # transformers raises many kinds
+            raise ModelError(f"cannot load the tokenizer of {name}: {one_line(exc)}") from exc
+    before(config, tok)
+    try:
+        net = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager",
+                                                   dtype=torch.float32, **kw)
+    except Exception as exc:
+        raise ModelError(f"cannot load {name} as a causal LM: {one_line(exc)}") from exc
+    return net.eval(), tok, name
+
+
+def _gguf_causal_lm(path, *, tokenizer: bool):
+    """A GGUF file's causal LM: the probe's reader (de-quantised to float32, its tokenizer from
+    the file) with the unembedding tied to the embeddings, as the file's config says; a GGUF of
+    untied embeddings is refused (the reader does not keep its output matrix)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
+
+    from ...probe.loader import load as probe_load
+
+    got = probe_load(path, tokenizer="required" if tokenizer else "no")
+    base = got.net
+    if not getattr(base.config, "tie_word_embeddings", False):
+        raise InputError(f"{got.name}: task circuits read GGUF files whose unembedding is "
+                         f"the embedding matrix (tie_word_embeddings); give this model's folder")
+    with no_init_weights(), torch.device("meta"):  # the shell only: its weights are base's
+        net = AutoModelForCausalLM.from_config(base.config, attn_implementation="eager",
+                                               dtype=base.dtype)
+    setattr(net, net.base_model_prefix, base)
+    net.get_output_embeddings().weight = base.get_input_embeddings().weight
+    left = [n for n, t in [*net.named_parameters(), *net.named_buffers()] if t.is_meta]
+    if left:
+        raise ModelError(f"{got.name}: the causal LM around the GGUF's model lacks {left[0]}")
+    return net.eval(), got.tokenizer, got.name
+
+
+__all__ = ["bridge_net", "load_causal_lm", "load_model"]
