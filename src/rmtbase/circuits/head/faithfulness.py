@@ -11,7 +11,7 @@ less per set. R's ``κ`` input reads the resulting residual at
 ``l``, its other inputs the clean one (:meth:`..core.receiver.Patcher.effects_from_residuals`).
 
 - q, k (a behaviour statistic ``s``, per sequence ``n``): ``F = mean_n s_C / mean_n s``, with
-  ``se = sd_n(s_C − F s) / √N / |mean_n s|`` (the delta method for a ratio of means).
+  ``se = sd_n(s_C − F s) / √N / |mean_n s|`` (:func:`..core.faithfulness.ratio`).
 - v: ``F = 1 − mean_n c_C`` with ``c`` the relative output change ``‖z' − z‖/‖z‖``,
   ``se = sd_n(c_C) / √N``.
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.faithfulness import ratio
 from ..core.receiver import OUTPUT_CHANGE, TV
 from ..core.se import finite_mean_se
 
@@ -81,13 +82,7 @@ def _ratio(run, rec, kind, values):
     if kind == "v":
         m, se = finite_mean_se(values, least=2)
         return 1.0 - m, se
-    base = np.asarray(run.pt.base_scores(li, hi, stat), dtype=np.float64)
-    ok = np.isfinite(base) & np.isfinite(values)
-    if ok.sum() < 2 or base[ok].mean() == 0:
-        return np.nan, np.nan
-    b, v = base[ok], values[ok]
-    f = v.mean() / b.mean()
-    return float(f), float((v - f * b).std(ddof=1) / np.sqrt(ok.sum()) / abs(b.mean()))
+    return ratio(values, run.pt.base_scores(li, hi, stat))
 
 
 def measure(run, rec, kind: str, circuit, *, mlps: bool) -> dict:
