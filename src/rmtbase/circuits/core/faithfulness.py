@@ -1,16 +1,13 @@
-"""A circuit scored as a whole, by one of two measures, each a ratio of means over ``N``
-sequences or prompts with one delta-method se (:func:`ratio_se`): :func:`ratio`, the head
-search's ``mean s_C / mean s`` of a receiver's statistic with and without the rest removed
-(:mod:`..head.faithfulness`), and :func:`normalised`, the task search's below.
-
-A task's circuit (an edge set ``C``) is scored as a subgraph: ``m(C)``, the metric with only
-``C`` kept, beside the full model's ``m(M)`` and the empty graph's ``m(∅)`` (means over
-prompts). Faithfulness ``f(C) = (m(C) − m(∅)) / (m(M) − m(∅))`` (:func:`normalised`), the ratio
-``m(C) / m(M)``, completeness ``m(M ∖ C)`` (Wang et al. 2022). The curve: ``f`` of the top ``k`` edges by ``|score|`` at
-every ``k`` (at most :data:`DENSE` edges) or on a log grid, its area over ``x = log(1 + k) /
-log(1 + E)`` (trapezoids); the smallest ``k`` reaching ``f ≥ 0.8``, on a grid the first
-crossing's bracket bisected to :data:`SCAN` edges (or ``resolution`` of its end) and then
-measured at every ``k``, as a curve need not rise monotonically."""
+"""A circuit scored as a whole: :func:`ratio` (the head search's, :mod:`..head.faithfulness`) or
+:func:`normalised`, each a ratio of means with one delta-method se (:func:`ratio_se`). A task's
+circuit (an edge set ``C``) is scored as a subgraph: ``m(C)``, the metric with only ``C`` kept,
+beside the full model's ``m(M)`` and the empty graph's ``m(∅)`` (means over prompts). Faithfulness
+``f(C) = (m(C) − m(∅)) / (m(M) − m(∅))`` (:func:`normalised`), the ratio ``m(C) / m(M)``,
+completeness ``m(M ∖ C)`` (Wang et al. 2022). The curve: ``f`` of the top ``k`` edges by ``|score|``
+at every ``k`` (at most :data:`DENSE` edges) or on a log grid, its area over ``x = log(1 + k) /
+log(1 + E)`` (trapezoids); the smallest ``k`` reaching ``f ≥ 0.8``, on a grid the first crossing's
+bracket bisected to :data:`SCAN` edges (or ``resolution`` of its end) and then measured at every
+``k``, as a curve need not rise monotonically."""
 
 from __future__ import annotations
 
@@ -28,15 +25,12 @@ MOVES = 1e-9
 
 
 def ratio_se(a, b, f):
-    """The se of ``f = mean a / mean b`` over the last axis's ``N`` paired values by the
-    delta method: ``sd(a − f b) / √N / |mean b|`` (``b`` ``(N,)``, ``f`` broadcast with
-    ``a``)."""
+    """The delta-method se of ``f = ā / b̄`` over N pairs: ``sd(a − f b) / √N / |b̄|``."""
     return (a - f * b).std(-1, ddof=1) / np.sqrt(b.size) / abs(b.mean())
 
 
 def ratio(values, base) -> tuple[float, float]:
-    """``(F, se)``: ``F = mean values / mean base`` over the ``N`` entries where both are
-    finite, its se by :func:`ratio_se`; NaN with fewer than 2 of them or a zero mean base."""
+    """``(mean values / mean base, its se)`` where both are finite; NaN on < 2 or mean 0."""
     base = np.asarray(base, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
     ok = np.isfinite(base) & np.isfinite(values)
@@ -48,8 +42,7 @@ def ratio(values, base) -> tuple[float, float]:
 
 
 def normalised(m, full: float, empty: float):
-    """``(m − m(∅)) / (m(M) − m(∅))``: a metric ``m`` between the empty graph's (0) and the
-    full model's (1)."""
+    """``(m − m(∅)) / (m(M) − m(∅))``: 0 at the empty graph's metric, 1 at the full model's."""
     return (np.asarray(m) - empty) / (full - empty)
 
 

@@ -8,10 +8,8 @@ then the MLP; last ``logits``. An edge runs from every sender before a receiver 
 sequential block a layer's heads precede its MLP, in a parallel block (attention and MLP read
 the same residual) they do not. This is the graph of EAP-IG and MIB (Hanna et al. 2024,
 arXiv:2403.17806; Mueller et al. 2025, arXiv:2504.13151): the names follow theirs, edges into
-heads carry the input as ``<q>``, ``<k>``, ``<v>``. A node is held structured
-(:class:`Node`: layer, head, kind, input) and every name is derived from it: MIB's above,
-``L1H0`` (:func:`head_name`), TransformerLens hooks and auto-circuit's; :func:`parse` is the
-one reader of a name.
+heads carry the input as ``<q>``, ``<k>``, ``<v>``. Every naming derives from a structured
+:class:`Node`; :func:`parse` is the one reader of a name.
 
 Edges are numbered stage by stage (:attr:`Graph.stages`): a stage is the receivers of one
 kind in one layer (the 3H head inputs of a layer, its MLP, the logits) with the same senders,
@@ -39,9 +37,14 @@ def head_name(layer: int, head: int) -> str:
 
 
 class Node(NamedTuple):
-    """A node of the graph: ``kind`` ``"input"``, ``"head"``, ``"mlp"`` or ``"logits"``, its
-    ``layer`` and ``head`` (None where it has none) and, for a receiver head, its ``input``
-    (``q``, ``k`` or ``v``); each property is one naming of it."""
+    """A node: ``kind`` ``"input"``, ``"head"``, ``"mlp"`` or ``"logits"``, ``layer`` and
+    ``head`` (None where it has none), a receiver head's ``input`` (q, k or v). Its names:
+    :attr:`name` MIB's and EAP-IG's (``input``, ``a1.h0``, ``a1.h0<k>``, ``m1``, ``logits``),
+    :attr:`head_name` (``L1H0``), :attr:`auto_circuit` (auto-circuit's graph with q, k, v
+    inputs: ``Resid Start``, ``A1.0``, ``A1.0.K``, ``MLP 1``, ``Resid End``), TransformerLens's
+    :meth:`sender_hook` (``blocks.0.hook_resid_pre``, ``blocks.L.attn.hook_result[h]``,
+    ``blocks.L.hook_mlp_out``) and :meth:`receiver_hook` (``blocks.L.hook_q_input[h]``,
+    ``blocks.L.hook_mlp_in``, ``blocks.{L−1}.hook_resid_post`` for the logits)."""
 
     layer: int | None
     head: int | None
@@ -50,15 +53,12 @@ class Node(NamedTuple):
 
     @property
     def name(self) -> str:
-        """MIB's and EAP-IG's: ``input``, ``a1.h0`` (``a1.h0<k>`` an input), ``m1``,
-        ``logits``."""
         if self.kind == "head":
             return f"a{self.layer}.h{self.head}" + (f"<{self.input}>" if self.input else "")
         return f"m{self.layer}" if self.kind == "mlp" else self.kind
 
     @property
-    def node(self) -> Node:
-        """The node itself, without a receiver's input."""
+    def node(self) -> Node:  # the node itself, without a receiver's input
         return self._replace(input=None)
 
     @property
@@ -67,8 +67,6 @@ class Node(NamedTuple):
 
     @property
     def auto_circuit(self) -> str:
-        """auto-circuit's name in its factorised graph with separate q, k, v inputs: ``Resid
-        Start``, ``A1.0`` (``A1.0.K`` an input), ``MLP 1``, ``Resid End``."""
         if self.kind == "head":
             return f"A{self.layer}.{self.head}" + (f".{self.input.upper()}" if self.input
                                                    else "")
@@ -77,8 +75,6 @@ class Node(NamedTuple):
         return "Resid Start" if self.kind == "input" else "Resid End"
 
     def sender_hook(self) -> str:
-        """TransformerLens hook of a sender's output: ``blocks.0.hook_resid_pre`` (the input,
-        embeddings and positions), ``blocks.L.attn.hook_result[h]``, ``blocks.L.hook_mlp_out``."""
         if self.kind == "input":
             return "blocks.0.hook_resid_pre"
         if self.kind == "head":
@@ -88,8 +84,6 @@ class Node(NamedTuple):
         raise InputError("the logits send nothing")
 
     def receiver_hook(self, n_layers: int) -> str:
-        """TransformerLens hook of a receiver's input: ``blocks.L.hook_q_input[h]`` (k, v
-        alike), ``blocks.L.hook_mlp_in``, ``blocks.{L−1}.hook_resid_post`` for the logits."""
         if self.kind == "logits":
             return f"blocks.{int(n_layers) - 1}.hook_resid_post"
         if self.kind == "head" and self.input:
@@ -103,8 +97,7 @@ _NAME = re.compile(r"a(\d+)\.h(\d+)(?:<([qkv])>)?|m(\d+)")
 
 
 def parse(name: str) -> Node:
-    """The :class:`Node` named ``name`` (:attr:`Node.name`); one-line :class:`InputError` for
-    a name no graph has."""
+    """The :class:`Node` named ``name``; one-line :class:`InputError` for a name no graph has."""
     if name in ("input", "logits"):
         return Node(None, None, name)
     m = _NAME.fullmatch(name) if isinstance(name, str) else None

@@ -1,8 +1,6 @@
-"""The model a circuit search runs. The head search's (:func:`load_model`): the probe's loader
-(:func:`rmtbase.probe.loader.load`: float32, eager attention, CPU), the base model; a folder
-without a tokenizer loads (the search uses repeated random tokens). The task search's
-(:func:`load_causal_lm`): the causal LM with its unembedding, its family checked
-(:func:`.families.check_family`) before its weights are read."""
+"""The model a circuit search runs: the head search's base model by the probe's loader
+(:func:`load_model`; a folder without a tokenizer loads), the task search's causal LM with its
+unembedding (:func:`load_causal_lm`); float32, eager attention, CPU."""
 
 from __future__ import annotations
 

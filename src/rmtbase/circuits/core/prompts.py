@@ -1,8 +1,4 @@
-"""The prompts a circuit is measured on, as the two searches hold them: :class:`Sequences`
-(the head search: token sequences of one length, with the positions that carry content) and
-:class:`Task` (the task search: clean and corrupted prompt pairs with the answer and wrong
-tokens its metric compares). How they are drawn or read: :mod:`..head.sequences`,
-:mod:`..task.taskfile`."""
+"""The prompts of the head search (:class:`Sequences`) and the task search (:class:`Task`)."""
 
 from __future__ import annotations
 
@@ -13,9 +9,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Sequences:
-    """``ids`` ``(N, T)`` int64 token ids, ``content`` ``(T,)`` bool (True on text tokens, the
-    same for every sequence), ``source`` (one of :data:`..head.sequences.SOURCES`),
-    ``description`` (one line for the output's attrs), ``repeat`` (tokens per half of repeated tokens, else None)."""
+    """``ids`` ``(N, T)`` int64 token ids, ``content`` ``(T,)`` bool (True on text tokens, the same
+    for every sequence), ``source`` (one of :data:`..head.sequences.SOURCES`), ``description`` (one
+    line for the output's attrs), ``repeat`` (tokens per half of repeated tokens, else None)."""
 
     ids: np.ndarray
     content: np.ndarray

@@ -1,16 +1,8 @@
-"""The confirmation rule both searches apply to a measured effect, and its false rate.
-
-An effect ``δ`` with standard error ``se`` over ``N`` sequences or prompt pairs **passes** when
-``|δ| ≥ CONFIRM_SE · se`` and ``|δ| ≥`` the size floor (:func:`floor_of`:
-:data:`CONFIRM_FRACTION` of the behaviour it is read against, or the fraction itself for a
-change metric), on at least :data:`MIN_SEQUENCES` of them; it **stands** when the other
-counterfactual keeps at least :data:`.counterfactual.KEEP_FRACTION` of it with its sign, and
-the floor (:func:`keeps`). The head search applies it per source and receiver input
-(:mod:`..head.find`), the task search per edge (:mod:`..task.confirm`).
-
-Passing is a two-sided t test on the ``N`` values: a null effect passes with probability
-:func:`false_rate` (0.0089 at ``N = 16``, :data:`FALSE_RATE` = 0.0027 as ``N → ∞``), an upper
-bound on the null effects confirmed (the floor and the second counterfactual only remove)."""
+"""The confirmation rule of both searches (:mod:`..head.find`, :mod:`..task.confirm`): an
+effect over ``N ≥`` :data:`MIN_SEQUENCES` sequences or pairs passes when ``|δ| ≥ CONFIRM_SE ·
+se`` and the size floor (:func:`floor_of`), and stands when the other counterfactual keeps it
+(:func:`keeps`). A null effect passes with :func:`false_rate` (two-sided t: 0.0089 at ``N =
+16``, 0.0027 as ``N → ∞``), an upper bound on null confirmations."""
 
 from __future__ import annotations
 
@@ -48,9 +40,7 @@ def floor_of(base: float, metric_is_score: bool) -> float:
 
 
 def keeps(effect: float, check: float, floor: float = 0.0) -> bool:
-    """Whether the other counterfactual's effect ``check`` keeps at least
-    :data:`.counterfactual.KEEP_FRACTION` of ``effect`` with its sign, and the rule's
-    ``floor``."""
+    """Whether ``check`` keeps :data:`KEEP_FRACTION` of ``effect`` with its sign, and ``floor``."""
     return bool(np.isfinite(check) and np.isfinite(effect) and check * effect > 0
                 and abs(check) >= max(KEEP_FRACTION * abs(effect), floor))
 

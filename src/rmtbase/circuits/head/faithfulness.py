@@ -2,18 +2,16 @@
 
 Receiver R (layer ``l``), input ``κ`` (q, k or v), circuit ``C``: the sources confirmed for
 (R, κ) on any path. Every head of a layer before ``l`` that is not in ``C`` has its output
-replaced by its counterfactual (:mod:`..core.counterfactual`) in its layer's attention output, the
-MLPs are recomputed on the changed residual (so the kept heads' contributions through MLPs
-survive) and every attention output is otherwise held clean (:meth:`..core.mlp_path.MLPPaths.kept`).
-Where the via-MLP screen does not run (a model without MLPs, or one above its budget: then
-no via-MLP edge is confirmed either) the direct changes are summed instead, one forward pass
-less per set. R's ``κ`` input reads the resulting residual at
+replaced by its counterfactual (:mod:`..core.counterfactual`) in its layer's attention
+output, the MLPs are recomputed on the changed residual (so the kept heads' contributions
+through MLPs survive) and every attention output is otherwise held clean
+(:meth:`..core.mlp_path.MLPPaths.kept`). Where the via-MLP screen does not run (a model without
+MLPs, or one above its budget: then no via-MLP edge is confirmed either) the direct changes are
+summed instead, one forward pass less per set. R's ``κ`` input reads the resulting residual at
 ``l``, its other inputs the clean one (:meth:`..core.receiver.Patcher.effects_from_residuals`).
 
-- q, k (a behaviour statistic ``s``, per sequence ``n``): ``F = mean_n s_C / mean_n s``, with
-  ``se = sd_n(s_C − F s) / √N / |mean_n s|`` (:func:`..core.faithfulness.ratio`).
-- v: ``F = 1 − mean_n c_C`` with ``c`` the relative output change ``‖z' − z‖/‖z‖``,
-  ``se = sd_n(c_C) / √N``.
+q, k (a behaviour statistic ``s``): ``F = mean_n s_C / mean_n s`` (:func:`..core.faithfulness
+.ratio`); v: ``F = 1 − mean_n c_C``, ``c`` the relative output change ``‖z' − z‖/‖z‖``.
 
 ``faithfulness_empty`` is ``F`` with nothing kept (every earlier head counterfactual): the floor
 a circuit is read against. With every earlier head kept ``F = 1`` exactly. A confirmed source

@@ -11,17 +11,13 @@ of the rule's floor. Paths: ``direct`` (:mod:`..core.receiver`), ``via_mlp``
 (:mod:`..core.mlp_path`: every source where every direct one is patched, else its top ``k`` by
 its own attribution).
 
-**Rule** (per row, effects under ``counterfactual``, a row's ``ablation``:
-:mod:`..core.counterfactual`): ``confirmed`` when ``|effect| ≥ CONFIRM_SE · se``, ``|effect| ≥
-CONFIRM_FRACTION · |score_to|`` (``CONFIRM_FRACTION`` itself for the change metrics), on at
-least :data:`MIN_SEQUENCES` sequences, **and** the other non-zero counterfactual (resample for
-mean, mean for resample) keeps at least :data:`..core.counterfactual.KEEP_FRACTION` of the
-effect with the same sign, and the size floor;
-``depends`` says why a row that passes one counterfactual is not confirmed: ``zero`` (it passes
-with the output set to zero only) or ``counterfactual`` (the other one keeps less than half).
-``role`` "supports" (the behaviour drops without the source) or "suppresses". The rule
-itself, and how often a null row passes (:func:`false_rate`), are :mod:`..core.rule`'s;
-``expected_false_confirmations`` sums that rate over the rows.
+**Rule** (:mod:`..core.rule`, per row on its effect under ``counterfactual`` against
+``|score_to|``, the change metrics against 1): ``confirmed`` when it passes and the other
+non-zero counterfactual (resample for mean, mean for resample) keeps it; ``depends`` says why
+a row that passes one counterfactual is not: ``zero`` (it passes with the output set to zero
+only) or ``counterfactual`` (the other one keeps less than half). ``role`` "supports" (the
+behaviour drops without the source) or "suppresses"; ``expected_false_confirmations`` sums
+:func:`false_rate` over the rows.
 ``dominant``: the supporting confirmed row with the largest effect per receiver and kind. Per
 receiver, kind and path: ``joint_effect`` (every earlier source replaced at once),
 ``redundant`` (no single confirmed, the joint passes), ``joint_contradicts`` (the confirmed

@@ -338,8 +338,8 @@ def find_circuits(model, composition: xr.Dataset, *, search: F.Search | None = N
     """Circuits of ``model`` (:mod:`.find` states the rule, :mod:`.table` the output).
 
     model: a transformers model, :class:`rmtbase.probe.loader.Loaded`, folder, ``.gguf`` or hub
-    id (:func:`..core.loader.load_model`) of a :data:`..core.families.SUPPORTED` family.
-    composition: its composition Dataset. search: the settings below as a :class:`.find.Search` record, used as
+    id (:func:`~..core.loader.load_model`) of a :data:`~..core.heads.SUPPORTED` family. composition:
+    its composition Dataset. search: the settings below as a :class:`.find.Search` record, used as
     it is (``receivers``, ``lengths`` for ``receivers_of_interest``, ``repeat_lengths``);
     ``options``: the same as keywords, replacing the record's (a new record, checked when
     built). progress: stages and bars on stderr. k: sources patched per receiver, kind and

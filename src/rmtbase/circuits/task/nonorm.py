@@ -135,8 +135,8 @@ def _identity(x):
 
 
 class _Heads:
-    """What :meth:`..core.forward.TaskModel.run` reads of
-    :class:`rmtbase.circuits.core.heads.HeadModel`, for :class:`NoNormWeights` as torch tensors ``t``: no norm, per-head projections with
+    """What :meth:`~..core.forward.TaskModel.run` reads of :class:`~..core.heads.HeadModel`,
+    for :class:`NoNormWeights` as torch tensors ``t``: no norm, per-head projections with
     biases, ``softmax(q kᵀ / √d_h + mask)``."""
 
     def __init__(self, t: dict, causal: bool):
@@ -180,9 +180,9 @@ class _Heads:
 
 class NoNormModel(TaskModel):
     """:class:`NoNormWeights` ``w`` on the task graph, in ``dtype`` (a torch dtype, float32 by
-    default): ``graph``, :meth:`embed`, :meth:`run` (:meth:`..core.forward.TaskModel.run`,
-    sequential blocks), :meth:`model_logits`, :meth:`check`. ``read_from``: None, the metric reads the
-    last position (logits ``(n, V)``); an int ``s``, it reads positions ``s … T − 1`` (logits
+    default): ``graph``, :meth:`embed`, :meth:`run` (:meth:`~..core.forward.TaskModel.run`,
+    sequential blocks), :meth:`model_logits`, :meth:`check`. ``read_from``: None: the metric reads
+    the last position (logits ``(n, V)``); an int ``s``, it reads positions ``s … T − 1`` (logits
     ``(n, T − s, V)``, answers ``(n, T − s)``, :func:`..core.metric.metric`), as auto-circuit's
     tracr tasks read every position after BOS (``s = 1``)."""
 
