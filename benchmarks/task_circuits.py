@@ -6,7 +6,7 @@ causal LM (:func:`rmtbase.circuits.task.search.load`); task: the shipped IOI fil
 tokens; ``--prompts`` takes its first N; ``--task`` another shipped task). Stages, each timed as
 wall and process CPU (all threads): ``load`` (GGUF, tokenizer, task, the graph forward checked
 against transformers'), ``attribution`` (every edge,
-:func:`rmtbase.circuits.task.attribution.attribute`), ``pruning`` (the ranking, pruning on
+:func:`rmtbase.circuits.core.attribution.attribute`), ``pruning`` (the ranking, pruning on
 integrated gradients in context, :func:`rmtbase.circuits.task.prune.prune_estimated`),
 ``exact`` (the ranking's top ``--top`` edges patched), ``curve`` (full and empty graphs, the
 faithfulness curve of the ranking and its bisection), ``confirmation`` (the reported circuit's

@@ -1,4 +1,4 @@
-"""The counterfactual of path patching (rmtbase.circuits.counterfactual): each change ``Δ`` as
+"""The counterfactual of path patching (rmtbase.circuits.core.counterfactual): each change ``Δ`` as
 written in its definition; the Patcher's mean and resample effects equal effects of residuals
 built here by hand from the captured outputs (the fold, the exact recompute and the projection
 fold alike); a source whose output is the same on every sequence has no effect under mean or
@@ -118,7 +118,7 @@ def test_a_constant_source_has_no_effect_except_under_zero():
 
 def _length(hm, seqs, ablation="mean"):
     """The search's own capture of ``seqs`` with its patcher under ``ablation`` (what
-    :mod:`rmtbase.circuits.faithfulness` and :mod:`.output_loss` are handed)."""
+    :mod:`rmtbase.circuits.head.faithfulness` and :mod:`.output_loss` are handed)."""
     from rmtbase.circuits.head.run import _Length
 
     cap, totals = capture(hm, seqs, progress=False)

@@ -449,7 +449,7 @@ def test_the_effect_se_under_mean_is_calibrated_over_independent_draws():
     rms(se) / sd(effect)``; ``sd``'s relative se is ``1/√(2(S − 1)) = 0.050``. Every ``ρ``
     lies in ``1 ± 5 · 0.050`` and their median in ``1 ± 0.05``. The plain ``sd / √N`` of the
     per-sequence effects fails both (median 1.20, up to 1.88): the sequences share the mean
-    they are patched towards (:meth:`rmtbase.circuits.patching.Patcher.influence`)."""
+    they are patched towards (:meth:`rmtbase.circuits.core.receiver.Patcher.influence`)."""
     from rmtbase.circuits.core.capture import capture
     from rmtbase.circuits.core.heads import HeadModel
     from rmtbase.circuits.core.receiver import Patcher

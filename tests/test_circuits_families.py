@@ -1,4 +1,4 @@
-"""Path patching on every family it supports (rmtbase.circuits.heads / families / fold): for a
+"""Path patching on every family it supports (rmtbase.circuits.core.heads, families, fold): for a
 tiny random-weight model of each, built from its transformers config (fp32, eager attention),
 (a) the recomputed pattern of every head equals transformers' ``output_attentions`` and its
 output the captured ``z``; (b) the heads' shares of the contribution module's output plus its

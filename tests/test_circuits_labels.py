@@ -1,4 +1,4 @@
-"""Behaviour labels (rmtbase.circuits.labels), repeated random tokens (sequences) and the
+"""Behaviour labels (rmtbase.circuits.head.labels), repeated random tokens (sequences) and the
 circuit search's output (find/table) on a tiny random-weight model, no network."""
 
 import numpy as np

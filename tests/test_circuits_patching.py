@@ -333,7 +333,7 @@ def test_find_circuits_refuses_bad_input_before_loading():
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2", "qwen3", "mistral"])
 def test_the_fold_equals_the_norm_reapplied_to_the_patched_residual(kind):
-    """Patcher.effect's low-rank update of the norm and projection (circuits.fold) against
+    """Patcher.effect's low-rank update of the norm and projection (circuits.core.fold) against
     the direct recompute (norm of the whole patched residual), every path, one source and
     three."""
     net = _net(kind)
@@ -430,7 +430,7 @@ def test_a_receiver_that_ignores_its_query_input_has_a_known_score_and_no_q_or_k
 
 
 def test_first_token_sinks_are_labelled_but_patched_only_on_request():
-    """Receivers (circuits.find.receivers): heads after layer 0 with a specific label; the
+    """Receivers (circuits.head.find.receivers): heads after layer 0 with a specific label; the
     first-token sinks only with sinks=True; a model whose only labelled heads are sinks has
     no receiver."""
     from rmtbase.circuits.head.find import receivers
@@ -455,7 +455,7 @@ def test_first_token_sinks_are_labelled_but_patched_only_on_request():
 
 
 def test_the_rule_says_redundant_where_only_the_sources_together_matter():
-    """circuits.find.judge, the rule of circuits.find on one receiver's candidates of one kind,
+    """circuits.head.find.judge, the rule on one receiver's candidates of one kind,
     on stated effects (receiver score 0.8, se 0.01 each; the rule: effect >= 3 se and >= 10 %
     of the score, i.e. >= 0.08 here): three sources each dropping the score by 0.03 (none
     passes) and all three together by 0.5 (passes) are `redundant` on every row, none

@@ -1,4 +1,4 @@
-"""The circuit search's screen and its guards against chance (rmtbase.circuits.screen,
+"""The circuit search's screen and its guards against chance (rmtbase.circuits.core.screen,
 .mlp_path, .labels): the linear form of the probe's statistics equals the probe's own
 window_sums; the first-order attribution tracks the exact patch; the via-MLP change equals an
 independent loop over the model's blocks; a label needs a statistic above uniform attention

@@ -1,4 +1,4 @@
-"""The circuit search's settings travel as one record, :class:`rmtbase.circuits.find.Search`:
+"""The circuit search's settings travel as one record, :class:`rmtbase.circuits.head.find.Search`:
 ``rmtbase circuits`` and ``rmtbase score --composition --probe`` build it from their options
 (an option not given keeps the record's default), a :class:`rmtbase.pipeline.ScoreRequest`
 carries it, and the very object reaches :func:`rmtbase.circuits.find_circuits` (the search's
@@ -16,7 +16,7 @@ from rmtbase.errors import InputError
 
 @pytest.fixture
 def seen(monkeypatch):
-    """The (search record, progress) each :func:`rmtbase.circuits.run.run_circuits` call gets;
+    """The (search record, progress) each :func:`rmtbase.circuits.head.run.run_circuits` call gets;
     the call then stops with :class:`_Stop` before any work."""
     import rmtbase.circuits.head.run as R
 

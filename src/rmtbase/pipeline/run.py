@@ -102,7 +102,7 @@ class ScoreRequest:
         from ..circuits.head.find import Search
 
         if not isinstance(self.search, Search):
-            raise InputError(f"search must be a circuits.find.Search or None, got "
+            raise InputError(f"search must be a circuits.head.find.Search or None, got "
                              f"{self.search!r}")
         if not searched:
             raise InputError("search: the circuit search runs with a composition and the "
