@@ -93,7 +93,7 @@ def label_heads(probe: xr.Dataset, *, threshold: float = THRESHOLD, chance=None,
     out["label"] = (("layer", "head"), label.astype(str), {
         "long_name": "behaviour label of the head", "units": "1",
         "definition": f"first of {', '.join(LABELS)} whose statistic s reaches "
-                      f"c + {th} (1 - c), c its chance level (rmtbase.circuits.head.labels)"})
+                      f"c + {th} (1 - c), c its chance level (rmtbase.circuits.labels)"})
     out["label_score"] = (("layer", "head"), score, {
         "long_name": "the statistic that earned the label", "units": "1"})
     out["label_statistic"] = (("layer", "head"), statistic.astype(str), {
