@@ -52,6 +52,10 @@
 # blind to a change in how tables are drawn (for restructures downstream of the tables only;
 # say so where the result is quoted).
 #
+# RC_JOBS=N: a side's runs N at a time (default 1: one after another; each run is one process,
+# the combine run's three in order). Two checks at once need their own RC_DIR (a check removes
+# and remakes its folder's worktrees, inputs and outputs): a second on the same folder is refused.
+#
 # Floats are byte-identical only within one machine and program: both commits run here.
 set -euo pipefail
 
@@ -79,9 +83,12 @@ ROOT=${RC_DIR:-/tmp/restructure-check/${A:0:10}-${B:0:10}}
 CACHE=/tmp/restructure-check/digests
 mkdir -p "$CACHE"
 RC_JAX=${RC_JAX:-/tmp/restructure-check/jax}
+RC_JOBS=${RC_JOBS:-1}
 export OPENBLAS_NUM_THREADS=1 JAX_COMPILATION_CACHE_DIR=$RC_JAX \
     JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 RMTBASE_PROGRESS_INTERVAL=1000000
 mkdir -p "$ROOT" "$RC_JAX"
+exec 8> "$ROOT.lock"
+flock -n 8 || { echo "restructure_check: another check is using $ROOT (give RC_DIR)" >&2; exit 2; }
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 worktree() {  # worktree SIDE COMMIT -> $ROOT/wt-SIDE at COMMIT (made anew)
@@ -203,6 +210,7 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
     rm -rf "$o" "$ROOT/cache-$side"; mkdir -p "$o"
     local m=$ROOT/models
     for r in $RUNS; do
+        while [ "$(jobs -rp | wc -l)" -ge "$RC_JOBS" ]; do wait -n || true; done
         case $r in
         minilm) run "$side" minilm score --out "$o/minilm" --quiet ;;
         gguf) run "$side" gguf score "$m/q6k.gguf" --out "$o/gguf" --quiet --no-figures \
@@ -229,8 +237,9 @@ runs() {  # runs SIDE COMMIT: every selected run, then the digest of them all (o
         smoltask) run "$side" smoltask circuits "$INPUTS/smol.gguf" --task "$INPUTS/ioi8.jsonl" \
             --holdout 0 --out "$o/smoltask" --quiet ;;
         *) echo "restructure_check: unknown run $r" >&2; usage ;;
-        esac
+        esac &
     done
+    wait
     local paths=()
     for d in "$o"/*; do [ "$(basename "$d")" = tables ] || paths+=("$d"); done
     {
