@@ -52,9 +52,10 @@
 # blind to a change in how tables are drawn (for restructures downstream of the tables only;
 # say so where the result is quoted).
 #
-# RC_JOBS=N: a side's runs N at a time (default 1: one after another; each run is one process,
-# the combine run's three in order). Two checks at once need their own RC_DIR (a check removes
-# and remakes its folder's worktrees, inputs and outputs): a second on the same folder is refused.
+# RC_JOBS=N > 1: both sides at once, each side's runs N at a time (default 1: one after
+# another; each run is one process, the combine run's three in order). Two checks at once need
+# their own RC_DIR (a check removes and remakes its folder's worktrees, inputs and outputs): a
+# second on the same folder is refused.
 #
 # Floats are byte-identical only within one machine and program: both commits run here.
 set -euo pipefail
@@ -258,12 +259,8 @@ worktree A "$A"
 worktree B "$B"
 models
 trained
-t0=$SECONDS
-runs A "$A"
-log "A: $((SECONDS - t0)) s"
-t0=$SECONDS
-runs B "$B"
-log "B: $((SECONDS - t0)) s"
+side() { local t0=$SECONDS; runs "$1" "$2"; log "$1: $((SECONDS - t0)) s"; }
+if [ "$RC_JOBS" -gt 1 ]; then side A "$A" & side B "$B" & wait; else side A "$A"; side B "$B"; fi
 failed=$( (grep -h '/FAILED.txt ' "$ROOT/A.digest" "$ROOT/B.digest" || true) | cut -d/ -f1 \
     | sort -u | tr '\n' ' ')
 if [ -n "$failed" ]; then echo "restructure_check: runs that failed: $failed(see $ROOT/log-*)"; fi
